@@ -1,0 +1,130 @@
+/* diag.c: user-facing diagnostics in the chibicc/clang form:
+ *   models/x.mdl:3:14: error: unknown dimension 'd_mdl'
+ *       x : bf16[batch, seq, d_mdl]
+ *                            ^
+ */
+#include "ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_SOURCES 64
+#define MAX_ERRORS 50
+
+static struct {
+    const char *path, *text;
+    size_t len;
+} sources[MAX_SOURCES];
+static int nsources;
+static int nerrors;
+static FILE *stream;
+
+void ir_source_add(const char *path, const char *text, size_t len)
+{
+    if (nsources == MAX_SOURCES)
+        return; /* quoting is a courtesy; the message still prints */
+    sources[nsources].path = path;
+    sources[nsources].text = text;
+    sources[nsources].len = len;
+    nsources++;
+}
+
+void ir_diag_reset(void)
+{
+    nsources = 0;
+    nerrors = 0;
+}
+
+void ir_diag_set_stream(FILE *f) { stream = f; }
+
+int ir_error_count(void) { return nerrors; }
+
+/* Print the source line of loc and a caret under its column. Long lines are
+ * cut to a window around the column so a 10 MB line prints as one screen. */
+static void quote(FILE *f, IrLoc loc)
+{
+    if (!loc.file || loc.line <= 0)
+        return;
+    for (int i = nsources - 1; i >= 0; i--) {
+        if (strcmp(sources[i].path, loc.file) != 0)
+            continue;
+        const char *p = sources[i].text, *end = p + sources[i].len;
+        for (int line = 1; line < loc.line && p < end; p++)
+            if (*p == '\n')
+                line++;
+        const char *eol = p;
+        while (eol < end && *eol != '\n')
+            eol++;
+        long len = eol - p, col = loc.col > 0 ? loc.col - 1 : 0;
+        if (col > len)
+            col = len;
+        long from = 0, to = len;
+        if (len > 120) {
+            from = col > 60 ? col - 60 : 0;
+            to = from + 120 < len ? from + 120 : len;
+        }
+        fputs("    ", f);
+        for (long k = from; k < to; k++) {
+            unsigned char c = (unsigned char)p[k];
+            fputc(c == '\t' ? ' ' : (c < 32 || c == 127) ? '?' : c, f);
+        }
+        fputs("\n    ", f);
+        for (long k = from; k < col; k++)
+            fputc(' ', f);
+        fputs("^\n", f);
+        return;
+    }
+}
+
+static void emit(const char *kind, IrLoc loc, const char *fmt, va_list ap)
+{
+    FILE *f = stream ? stream : stderr;
+    fflush(stdout);
+    if (loc.file && loc.line > 0)
+        fprintf(f, "%s:%d:%d: %s: ", loc.file, loc.line, loc.col, kind);
+    else if (loc.file)
+        fprintf(f, "%s: %s: ", loc.file, kind);
+    else
+        fprintf(f, "ptdc: %s: ", kind);
+    vfprintf(f, fmt, ap);
+    fputc('\n', f);
+    quote(f, loc);
+}
+
+void ir_verror(IrLoc loc, const char *fmt, va_list ap)
+{
+    nerrors++;
+    if (nerrors > MAX_ERRORS)
+        return;
+    emit("error", loc, fmt, ap);
+    if (nerrors == MAX_ERRORS) {
+        FILE *f = stream ? stream : stderr;
+        fprintf(f, "ptdc: too many errors; stopping\n");
+    }
+}
+
+void ir_error(IrLoc loc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    ir_verror(loc, fmt, ap);
+    va_end(ap);
+}
+
+void ir_warning(IrLoc loc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    emit("warning", loc, fmt, ap);
+    va_end(ap);
+}
+
+void ir_note(IrLoc loc, const char *fmt, ...)
+{
+    if (nerrors > MAX_ERRORS)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    emit("note", loc, fmt, ap);
+    va_end(ap);
+}

@@ -1,0 +1,344 @@
+/* graph.c: building the IR graph and simple queries over it. */
+#include "ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const IrOpInfo ir_ops[IR_NUM_OPS] = {
+#define OP(ID, name, nin, nout, flags, saves) [IR_OP_##ID] = {name, nin, nout, flags, saves},
+#include "ops.def"
+#undef OP
+};
+
+int ir_op_lookup(const char *name)
+{
+    for (int i = 0; i < IR_NUM_OPS; i++)
+        if ((ir_ops[i].flags & IR_OPF_FWD) && strcmp(ir_ops[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+int ir_dtype_bytes(IrDtype t) { return t == IR_BF16 ? 2 : 4; }
+
+const char *ir_dtype_name(IrDtype t)
+{
+    switch (t) {
+    case IR_F32: return "f32";
+    case IR_BF16: return "bf16";
+    case IR_I32: return "i32";
+    }
+    return "?";
+}
+
+/* Arrays grow on the heap (ir_graph_free releases them) so a 100-layer model
+ * does not leave dead copies in the arena. */
+#define GROW(arr, n, cap)                                                          \
+    do {                                                                           \
+        if ((n) == (cap)) {                                                        \
+            (cap) = (cap) ? 2 * (cap) : 64;                                        \
+            (arr) = ir_xrealloc((arr), (size_t)(cap) * sizeof *(arr));             \
+        }                                                                          \
+    } while (0)
+
+IrGraph *ir_graph_new(IrArena *a, const char *name, const char *path)
+{
+    IrGraph *g = ir_alloc(a, sizeof *g);
+    g->arena = a;
+    g->name = ir_strdup(a, name ? name : "model");
+    g->path = path ? ir_strdup(a, path) : NULL;
+    g->loss = -1;
+    g->seq_dim = -1;
+    g->cur_layer = -1;
+    g->cur_rep = -1;
+    g->batch_dim = ir_dim_add(g, "batch", 0, IR_NOLOC);
+    return g;
+}
+
+void ir_graph_free(IrGraph *g)
+{
+    if (!g)
+        return;
+    free(g->dims);
+    free(g->tensors);
+    free(g->nodes);
+    free(g->pieces);
+    free(g->consts);
+    ir_map_free(&g->names);
+}
+
+int ir_dim_find(const IrGraph *g, const char *name)
+{
+    for (int i = 0; i < g->ndims; i++)
+        if (strcmp(g->dims[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+int ir_dim_add(IrGraph *g, const char *name, int64_t size, IrLoc loc)
+{
+    int d = ir_dim_find(g, name);
+    if (d >= 0)
+        return d;
+    GROW(g->dims, g->ndims, g->capdims);
+    g->dims[g->ndims] = (IrDim){ir_strdup(g->arena, name), size, loc};
+    return g->ndims++;
+}
+
+int ir_tensor_find(const IrGraph *g, const char *name)
+{
+    int id;
+    return ir_map_get(&g->names, name, &id) ? id : -1;
+}
+
+static bool name_taken(const IrGraph *g, const char *name)
+{
+    int id;
+    return ir_map_get(&g->names, name, &id) && id >= 0; /* -1: released by a rename or rollback */
+}
+
+static const char *unique_name(IrGraph *g, const char *base)
+{
+    const char *name;
+    if (g->cur_layer >= 0)
+        name = g->cur_rep > 0 ? ir_sprintf(g->arena, "layers%d.%d.%s", g->cur_rep, g->cur_layer, base)
+                              : ir_sprintf(g->arena, "layers.%d.%s", g->cur_layer, base);
+    else
+        name = ir_strdup(g->arena, base);
+    if (!name_taken(g, name))
+        return name;
+    for (int k = 1;; k++) {
+        const char *n2 = ir_sprintf(g->arena, "%s.%d", name, k);
+        if (!name_taken(g, n2))
+            return n2;
+    }
+}
+
+int ir_tensor_add(IrGraph *g, const char *base, IrDtype dt, IrRole role, int rank,
+                  const int *dims, IrLoc loc)
+{
+    if (rank < 0 || rank > IR_MAX_RANK)
+        ir_die("tensor '%s' of rank %d", base, rank);
+    GROW(g->tensors, g->ntensors, g->captensors);
+    IrTensor *t = &g->tensors[g->ntensors];
+    memset(t, 0, sizeof *t);
+    t->id = g->ntensors;
+    t->base = ir_strdup(g->arena, base);
+    t->name = unique_name(g, base);
+    t->dtype = dt;
+    t->role = role;
+    t->rank = rank;
+    for (int i = 0; i < rank; i++)
+        t->dim[i] = dims[i];
+    t->producer = -1;
+    t->piece = g->npieces - 1;
+    t->layer = g->cur_layer;
+    t->loc = loc;
+    t->grad_of = -1;
+    t->hf_nparts = 1;
+    ir_map_put(&g->names, t->name, t->id);
+    return g->ntensors++;
+}
+
+void ir_tensor_rename(IrGraph *g, int t, const char *base)
+{
+    IrTensor *x = &g->tensors[t];
+    ir_map_put(&g->names, x->name, -1);
+    int saved_layer = g->cur_layer, saved_rep = g->cur_rep;
+    g->cur_layer = x->layer;
+    g->cur_rep = x->piece >= 0 ? g->pieces[x->piece].rep : -1;
+    x->base = ir_strdup(g->arena, base);
+    x->name = unique_name(g, base);
+    g->cur_layer = saved_layer;
+    g->cur_rep = saved_rep;
+    ir_map_put(&g->names, x->name, t);
+}
+
+void ir_piece_begin(IrGraph *g, const char *name, int layer, int rep)
+{
+    GROW(g->pieces, g->npieces, g->cappieces);
+    g->pieces[g->npieces] = (IrPiece){ir_strdup(g->arena, name), g->nnodes, 0, layer, rep};
+    g->npieces++;
+    g->cur_layer = layer;
+    g->cur_rep = rep;
+}
+
+static IrNode *new_node(IrGraph *g, IrOp op, const int *in, int nin, const IrAttrs *attr, IrLoc loc)
+{
+    if (nin > IR_MAX_IN)
+        ir_die("node %s with %d inputs", ir_ops[op].name, nin);
+    GROW(g->nodes, g->nnodes, g->capnodes);
+    IrNode *n = &g->nodes[g->nnodes];
+    memset(n, 0, sizeof *n);
+    n->id = g->nnodes;
+    n->op = op;
+    n->nin = nin;
+    for (int i = 0; i < nin; i++)
+        n->in[i] = in[i];
+    if (attr)
+        n->attr = *attr;
+    n->piece = g->npieces - 1;
+    n->layer = g->cur_layer;
+    n->block = g->cur_block;
+    n->fwd = -1;
+    n->loc = loc;
+    if (n->piece >= 0) {
+        IrPiece *p = &g->pieces[n->piece];
+        n->tmpl = g->nnodes - p->first;
+        p->count = g->nnodes + 1 - p->first;
+    }
+    return n;
+}
+
+int ir_node_add(IrGraph *g, IrOp op, const int *in, int nin, const IrAttrs *attr, IrLoc loc)
+{
+    if (nin != ir_ops[op].nin)
+        ir_die("ir_node_add: %s takes %d inputs, got %d", ir_ops[op].name, ir_ops[op].nin, nin);
+    IrNode *n = new_node(g, op, in, nin, attr, loc);
+    int ntensors = g->ntensors;
+    g->nnodes++;
+    if (!ir_shape_infer(g, n)) {
+        /* Roll back so the graph stays well formed after a user error. */
+        g->nnodes--;
+        for (int t = g->ntensors - 1; t >= ntensors; t--)
+            ir_map_put(&g->names, g->tensors[t].name, -1);
+        g->ntensors = ntensors;
+        if (n->piece >= 0)
+            g->pieces[n->piece].count = g->nnodes - g->pieces[n->piece].first;
+        return -1;
+    }
+    n = &g->nodes[g->nnodes - 1]; /* shape rules may grow the tensor array, never nodes */
+    for (int i = 0; i < n->nout; i++)
+        g->tensors[n->out[i]].producer = n->id;
+    if (ir_ops[op].flags & IR_OPF_FWD)
+        g->nfwd = g->nnodes;
+    return n->id;
+}
+
+int ir_node_add_raw(IrGraph *g, IrOp op, const int *in, int nin, const int *out, int nout,
+                    const IrAttrs *attr, IrLoc loc)
+{
+    if (nout > IR_MAX_OUT)
+        ir_die("node %s with %d outputs", ir_ops[op].name, nout);
+    IrNode *n = new_node(g, op, in, nin, attr, loc);
+    n->nout = nout;
+    for (int i = 0; i < nout; i++) {
+        n->out[i] = out[i];
+        g->tensors[out[i]].producer = n->id;
+    }
+    g->nnodes++;
+    if (ir_ops[op].flags & IR_OPF_FWD)
+        g->nfwd = g->nnodes;
+    return n->id;
+}
+
+void ir_const_add(IrGraph *g, const char *name, bool is_int, int64_t i, double f, IrLoc loc)
+{
+    g->consts = ir_xrealloc(g->consts, (size_t)(g->nconsts + 1) * sizeof *g->consts);
+    g->consts[g->nconsts++] = (IrConst){ir_strdup(g->arena, name), is_int, i, f, loc};
+}
+
+const IrConst *ir_const_find(const IrGraph *g, const char *name)
+{
+    for (int i = 0; i < g->nconsts; i++)
+        if (strcmp(g->consts[i].name, name) == 0)
+            return &g->consts[i];
+    return NULL;
+}
+
+void ir_dim_sizes(const IrGraph *g, int64_t batch, int64_t *dim_size)
+{
+    for (int d = 0; d < g->ndims; d++)
+        dim_size[d] = g->dims[d].size;
+    dim_size[g->batch_dim] = batch;
+}
+
+int64_t ir_numel(const IrGraph *g, int t, const int64_t *dim_size)
+{
+    const IrTensor *x = &g->tensors[t];
+    int64_t n = 1;
+    for (int i = 0; i < x->rank; i++)
+        n *= dim_size[x->dim[i]];
+    return n;
+}
+
+int64_t ir_bytes(const IrGraph *g, int t, const int64_t *dim_size)
+{
+    return ir_numel(g, t, dim_size) * ir_dtype_bytes(g->tensors[t].dtype);
+}
+
+int ir_tensor_dim_pos(const IrGraph *g, int t, int dim)
+{
+    const IrTensor *x = &g->tensors[t];
+    for (int i = 0; i < x->rank; i++)
+        if (x->dim[i] == dim)
+            return i;
+    return -1;
+}
+
+bool ir_tensor_has_dim(const IrGraph *g, int t, int dim) { return ir_tensor_dim_pos(g, t, dim) >= 0; }
+
+int64_t ir_param_count(const IrGraph *g)
+{
+    /* Params never carry the batch dim, so plain dim sizes suffice. */
+    int64_t n = 0;
+    for (int t = 0; t < g->ntensors; t++) {
+        const IrTensor *x = &g->tensors[t];
+        if (x->role != IR_PARAM)
+            continue;
+        int64_t k = 1;
+        for (int i = 0; i < x->rank; i++)
+            k *= g->dims[x->dim[i]].size;
+        n += k;
+    }
+    return n;
+}
+
+int64_t ir_matmul_param_count(const IrGraph *g)
+{
+    bool *seen = ir_xcalloc((size_t)g->ntensors + 1, 1);
+    int64_t n = 0;
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *nd = &g->nodes[i];
+        if (nd->op != IR_OP_MATMUL)
+            continue;
+        for (int k = 0; k < nd->nin; k++) {
+            const IrTensor *x = &g->tensors[nd->in[k]];
+            if (x->role != IR_PARAM || seen[x->id])
+                continue;
+            seen[x->id] = true;
+            int64_t e = 1;
+            for (int j = 0; j < x->rank; j++)
+                e *= g->dims[x->dim[j]].size;
+            n += e;
+        }
+    }
+    free(seen);
+    return n;
+}
+
+int ir_consumers(const IrGraph *g, int t, int *out, int max)
+{
+    int k = 0;
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *n = &g->nodes[i];
+        for (int j = 0; j < n->nin; j++)
+            if (n->in[j] == t) {
+                if (k < max)
+                    out[k] = i;
+                k++;
+                break;
+            }
+    }
+    return k;
+}
+
+const char *ir_shape_str(const IrGraph *g, int t, char *buf, size_t n)
+{
+    const IrTensor *x = &g->tensors[t];
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < x->rank && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? ", " : "", g->dims[x->dim[i]].name);
+    if (k < n)
+        snprintf(buf + k, n - k, "]");
+    return buf;
+}

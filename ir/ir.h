@@ -1,0 +1,314 @@
+/* ir.h: exports of the ir/ layer, the bottom of ptdc.
+ *
+ * The IR is a graph of operators over tensors whose dimensions are *named*
+ * (batch, seq, d_model, n_heads, ...). Every later pass reasons in those
+ * names: the sharding passes split a named dim over a mesh axis, the cost
+ * model multiplies named sizes, codegen prints them in shape comments.
+ *
+ * The graph is fully unrolled: `repeat n_layers { ... }` becomes n_layers
+ * copies of the body, each a *piece* (the unit the pipeline pass cuts at).
+ * Node `tmpl` numbers make copy i's node k correspond to copy j's node k, so
+ * passes can solve one layer and reuse the answer for every layer.
+ *
+ * This header also holds the utilities every layer uses: the arena, growable
+ * vectors, and diagnostics (user errors with file:line:col and a caret).
+ */
+#ifndef PTDC_IR_H
+#define PTDC_IR_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define PTDC_VERSION "0.1.0"
+
+/* ------------------------------------------------------------------ arena.c */
+/* One arena per compilation: everything the IR and the passes allocate lives
+ * here and is freed at once. Allocation failure is fatal (xmalloc style). */
+typedef struct IrArena IrArena;
+
+IrArena *ir_arena_new(void);
+void ir_arena_free(IrArena *a);
+void *ir_alloc(IrArena *a, size_t n);                 /* zeroed, 16-aligned */
+char *ir_strdup(IrArena *a, const char *s);
+char *ir_strndup(IrArena *a, const char *s, size_t n);
+char *ir_sprintf(IrArena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+size_t ir_arena_bytes(const IrArena *a);              /* bytes handed out */
+
+/* Heap helpers for buffers that outlive or escape an arena; die on failure. */
+void *ir_xmalloc(size_t n);
+void *ir_xcalloc(size_t n, size_t size);
+void *ir_xrealloc(void *p, size_t n);
+char *ir_xstrdup(const char *s);
+
+/* Internal invariant broken: print "ptdc: internal error: ..." and abort.
+ * Never for user mistakes (those go through ir_error and exit 1). */
+_Noreturn void ir_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Growable vector on the heap: VEC(int) v = {0}; vec_push(v, 3); vec_free(v). */
+#define VEC(T) struct { T *v; int n, cap; }
+#define vec_push(vec, x)                                                           \
+    do {                                                                           \
+        if ((vec).n == (vec).cap) {                                                \
+            (vec).cap = (vec).cap ? 2 * (vec).cap : 8;                             \
+            (vec).v = ir_xrealloc((vec).v, (size_t)(vec).cap * sizeof *(vec).v);   \
+        }                                                                          \
+        (vec).v[(vec).n++] = (x);                                                  \
+    } while (0)
+#define vec_free(vec) (free((vec).v), (vec).v = NULL, (vec).n = (vec).cap = 0)
+
+/* String-keyed map (open addressing, heap backed): names to small ints. */
+typedef struct IrMap {
+    const char **keys;
+    int *vals;
+    int n, cap;
+} IrMap;
+void ir_map_put(IrMap *m, const char *key, int val); /* key is not copied */
+bool ir_map_get(const IrMap *m, const char *key, int *val);
+void ir_map_free(IrMap *m);
+
+/* ------------------------------------------------------------------- diag.c */
+/* A position in a source file. file is NULL for things without a source
+ * (command-line flags, generated nodes). Lines and columns start at 1. */
+typedef struct IrLoc {
+    const char *file;
+    int line, col;
+} IrLoc;
+
+#define IR_NOLOC ((IrLoc){NULL, 0, 0})
+
+/* Register a source text so diagnostics can quote the offending line. The text
+ * must outlive diagnostics (the frontend keeps files in the arena). */
+void ir_source_add(const char *path, const char *text, size_t len);
+
+/* "file:line:col: error: msg", the source line, a caret under col. Without a
+ * location: "ptdc: error: msg". Counts errors; stops printing after 50. */
+void ir_error(IrLoc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ir_verror(IrLoc loc, const char *fmt, va_list ap);
+void ir_warning(IrLoc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ir_note(IrLoc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int ir_error_count(void);
+/* Forget sources and counts (the fuzzer and tests compile many times). */
+void ir_diag_reset(void);
+/* Where diagnostics go; stderr by default. */
+void ir_diag_set_stream(FILE *f);
+
+/* ------------------------------------------------------------------- the IR */
+#define IR_MAX_RANK 6   /* dims per tensor */
+#define IR_MAX_IN 6     /* ATTENTION_BWD reads q, k, v, o, lse, do */
+#define IR_MAX_OUT 3    /* LAYERNORM_BWD writes dx, dw, db */
+
+typedef enum {
+#define OP(ID, name, nin, nout, flags, saves) IR_OP_##ID,
+#include "ops.def"
+#undef OP
+    IR_NUM_OPS
+} IrOp;
+
+enum {
+    IR_OPF_FWD = 1 << 0,      /* written by users in .mdl */
+    IR_OPF_BWD = 1 << 1,      /* created by autodiff */
+    IR_OPF_ELEMWISE = 1 << 2, /* pointwise over its output */
+    IR_OPF_LINEAR = 1 << 3,   /* partial-sum inputs give a partial-sum output */
+};
+
+enum {
+    IR_SAVE_IN0 = 1 << 0, IR_SAVE_IN1 = 1 << 1, IR_SAVE_IN2 = 1 << 2,
+    IR_SAVE_OUT0 = 1 << 4, IR_SAVE_OUT1 = 1 << 5, IR_SAVE_OUT2 = 1 << 6,
+};
+#define IR_SAVE_IN(i) (1 << (i))
+#define IR_SAVE_OUT(i) (1 << (4 + (i)))
+
+typedef struct IrOpInfo {
+    const char *name;
+    int nin, nout;
+    unsigned flags;
+    unsigned saves;
+} IrOpInfo;
+
+extern const IrOpInfo ir_ops[IR_NUM_OPS];
+/* Operator by its .mdl name, or -1. */
+int ir_op_lookup(const char *name);
+
+typedef enum {
+    IR_F32,  /* 4 bytes */
+    IR_BF16, /* 2 bytes: the training dtype of weights and activations */
+    IR_I32,  /* 4 bytes: token ids */
+} IrDtype;
+
+int ir_dtype_bytes(IrDtype t);
+const char *ir_dtype_name(IrDtype t);
+
+typedef enum {
+    IR_INPUT, /* fed by the data loader each micro-batch */
+    IR_PARAM, /* trained weight */
+    IR_ACT,   /* forward activation (including saved statistics) */
+    IR_LOSS,  /* the scalar the program minimises */
+    IR_GRAD,  /* gradient of another tensor, made by autodiff */
+} IrRole;
+
+typedef enum {
+    IR_INIT_NONE,
+    IR_INIT_NORMAL, /* N(0, init_std^2) */
+    IR_INIT_ZEROS,
+    IR_INIT_ONES,
+} IrInit;
+
+/* A named dimension. Sizes are global (unsharded). The batch dim is special:
+ * its size is chosen by the planner (the micro-batch), so its size here is 0
+ * and passes supply sizes through an int64_t dim_size[] vector. */
+typedef struct IrDim {
+    const char *name;
+    int64_t size;
+    IrLoc loc;
+} IrDim;
+
+typedef struct IrTensor {
+    int id;
+    const char *name;    /* unique in the graph: "layers.3.wq", "layers.3.h" */
+    const char *base;    /* name in the source: "wq", "h" */
+    IrDtype dtype;
+    IrRole role;
+    int rank;            /* 0 for the scalar loss */
+    int dim[IR_MAX_RANK];
+    int producer;        /* node id, -1 for inputs and params */
+    int piece, layer;    /* where it was declared (see IrNode) */
+    IrLoc loc;
+    /* parameters */
+    IrInit init;
+    double init_std;
+    const char *hf_name; /* Hugging Face name, "{layer}" already substituted; NULL if none */
+    bool hf_transposed;  /* HF stores it [out, in]: transpose when exchanging */
+    int hf_part, hf_nparts; /* this param is part hf_part of hf_nparts along HF's last dim (GPT-2 c_attn) */
+    /* gradients */
+    int grad_of;         /* for IR_GRAD: the tensor it is the gradient of, else -1 */
+} IrTensor;
+
+/* Operator attributes; which fields an op uses is stated in ops.def comments
+ * and checked by the verifier. */
+typedef struct IrAttrs {
+    double eps;          /* RMSNORM, LAYERNORM */
+    double theta;        /* ROPE base */
+    bool causal;         /* ATTENTION */
+    int dim[2];          /* ROPE: [0] position dim, [1] rotated dim; SOFTMAX: [0].
+                            -1 asks for the default (ROPE: the graph's seq dim and
+                            x's last dim; SOFTMAX: the last dim). */
+    int ncontract;       /* MATMUL: contracted dims, shared by both inputs */
+    int contract[IR_MAX_RANK];
+} IrAttrs;
+
+typedef struct IrNode {
+    int id;
+    IrOp op;
+    int nin, nout;
+    int in[IR_MAX_IN];   /* tensor ids */
+    int out[IR_MAX_OUT];
+    IrAttrs attr;
+    int piece;           /* index into IrGraph.pieces */
+    int layer;           /* repeat iteration, -1 outside a repeat */
+    int tmpl;            /* position within its piece: equal for corresponding nodes of every layer */
+    const char *block;   /* enclosing `block NAME { }` ("attn", "mlp") or NULL */
+    int fwd;             /* backward nodes: the forward node they differentiate; else -1 */
+    IrLoc loc;
+} IrNode;
+
+/* A piece is a contiguous run of forward nodes: the code before the first
+ * repeat, one iteration of a repeat, the code after. Pipeline stages are
+ * contiguous runs of pieces. */
+typedef struct IrPiece {
+    const char *name;    /* "embedding", "layer 7", "head" */
+    int first, count;    /* forward nodes [first, first + count) */
+    int layer;           /* repeat iteration or -1 */
+    int rep;             /* which repeat block (0, 1, ...) or -1 */
+} IrPiece;
+
+/* A config constant after overrides, kept for printing and codegen. */
+typedef struct IrConst {
+    const char *name;
+    bool is_int;
+    int64_t i;
+    double f;
+    IrLoc loc;
+} IrConst;
+
+typedef struct IrGraph {
+    IrArena *arena;
+    const char *name;    /* model name */
+    const char *path;    /* file it came from */
+    IrConst *consts; int nconsts;
+    IrDim *dims; int ndims, capdims;
+    IrTensor *tensors; int ntensors, captensors;
+    IrNode *nodes; int nnodes, capnodes;
+    IrPiece *pieces; int npieces, cappieces;
+    int batch_dim;       /* id of the built-in batch dim */
+    int seq_dim;         /* second dim of the first input: the sequence */
+    int loss;            /* tensor id of the loss, -1 until set */
+    int nfwd;            /* nodes [0, nfwd) are forward; autodiff appends after */
+    int64_t global_batch;/* sequences per optimizer step (config global_batch) */
+    /* builder cursor: where ir_node_add puts new nodes */
+    int cur_layer, cur_rep;
+    const char *cur_block;
+    IrMap names;         /* tensor name -> id (freed by ir_graph_free) */
+} IrGraph;
+
+/* ---------------------------------------------------------------- graph.c */
+IrGraph *ir_graph_new(IrArena *a, const char *name, const char *path);
+/* Free the graph's heap parts (its arena is the caller's). */
+void ir_graph_free(IrGraph *g);
+int ir_tensor_find(const IrGraph *g, const char *name); /* by unique name, or -1 */
+/* Give a tensor the source name it is bound to ("h"); keeps names unique. */
+void ir_tensor_rename(IrGraph *g, int t, const char *base);
+/* Add a dim or return the existing one of that name (sizes must agree; the
+ * caller reports a mismatch). */
+int ir_dim_add(IrGraph *g, const char *name, int64_t size, IrLoc loc);
+int ir_dim_find(const IrGraph *g, const char *name);
+int ir_tensor_add(IrGraph *g, const char *base, IrDtype dt, IrRole role, int rank,
+                  const int *dims, IrLoc loc);
+/* Start a new piece for the nodes that follow. layer/rep as in IrPiece. */
+void ir_piece_begin(IrGraph *g, const char *name, int layer, int rep);
+/* Add a node; its outputs are created by the op's shape rule (shape.c). On a
+ * user error (dims that do not fit the op) it reports at loc and returns -1. */
+int ir_node_add(IrGraph *g, IrOp op, const int *in, int nin, const IrAttrs *attr, IrLoc loc);
+/* Add a node whose output tensors already exist (autodiff, tests). */
+int ir_node_add_raw(IrGraph *g, IrOp op, const int *in, int nin, const int *out, int nout,
+                    const IrAttrs *attr, IrLoc loc);
+void ir_const_add(IrGraph *g, const char *name, bool is_int, int64_t i, double f, IrLoc loc);
+const IrConst *ir_const_find(const IrGraph *g, const char *name);
+
+/* Element counts and sizes. dim_size[d] gives each dim's size (use
+ * ir_dim_sizes to fill it with the batch dim set to `batch`). */
+void ir_dim_sizes(const IrGraph *g, int64_t batch, int64_t *dim_size);
+int64_t ir_numel(const IrGraph *g, int t, const int64_t *dim_size);
+int64_t ir_bytes(const IrGraph *g, int t, const int64_t *dim_size);
+bool ir_tensor_has_dim(const IrGraph *g, int t, int dim);
+int ir_tensor_dim_pos(const IrGraph *g, int t, int dim); /* position or -1 */
+/* Trained parameters (tied weights counted once). */
+int64_t ir_param_count(const IrGraph *g);
+/* Parameters of MATMUL nodes (PaLM's N excludes embedding gathers); used for MFU. */
+int64_t ir_matmul_param_count(const IrGraph *g);
+/* Nodes consuming tensor t (forward graph), written to out (up to max); returns count. */
+int ir_consumers(const IrGraph *g, int t, int *out, int max);
+/* "[batch, seq, d_model]" into buf. */
+const char *ir_shape_str(const IrGraph *g, int t, char *buf, size_t n);
+
+/* ---------------------------------------------------------------- shape.c */
+/* The shape rule of each op (ir_shape_<ID>): checks inputs, fills attr fields it
+ * derives (MATMUL's contracted dims), creates outputs. Called by ir_node_add. */
+bool ir_shape_infer(IrGraph *g, IrNode *n);
+
+/* --------------------------------------------------------------- verify.c */
+/* Check every invariant of the graph; print each violation to stderr prefixed
+ * with the pass it follows. Returns true if the graph is well formed. */
+bool ir_verify(const IrGraph *g, const char *after);
+
+/* ---------------------------------------------------------------- print.c */
+/* Stable text form (golden-tested): constants, dims, params, then nodes piece by piece. */
+void ir_print(FILE *f, const IrGraph *g);
+/* Short summary: model, dims, parameter count by piece kind, node counts. */
+void ir_print_summary(FILE *f, const IrGraph *g);
+/* 6738415616 -> "6,738,415,616" */
+const char *ir_fmt_count(int64_t n, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,400 @@
+/* shape.c: the shape rule of every operator in ops.def. A rule checks its
+ * inputs' named dims, derives attributes (MATMUL's contracted dims), and
+ * creates the outputs. User mistakes are reported at the node's location. */
+#include "ir.h"
+
+#include <string.h>
+
+typedef bool ShapeRule(IrGraph *g, IrNode *n);
+
+#define T(i) (&g->tensors[n->in[i]])
+
+static const char *shp(IrGraph *g, const IrTensor *t)
+{
+    char buf[512];
+    return ir_strdup(g->arena, ir_shape_str(g, t->id, buf, sizeof buf));
+}
+
+static const char *dimname(IrGraph *g, int d) { return g->dims[d].name; }
+
+/* Create output i with the given dims. Adding a tensor may move the tensor
+ * array, so dims are copied first and input pointers must not be used after. */
+static int out(IrGraph *g, IrNode *n, int i, const char *base, IrDtype dt, IrRole role, int rank,
+               const int *dims)
+{
+    int copy[IR_MAX_RANK] = {0};
+    memcpy(copy, dims, sizeof(int) * (size_t)rank);
+    int t = ir_tensor_add(g, base, dt, role, rank, copy, n->loc);
+    n->out[i] = t;
+    n->nout = i + 1 > n->nout ? i + 1 : n->nout;
+    return t;
+}
+
+static bool has(const IrTensor *t, int d)
+{
+    for (int i = 0; i < t->rank; i++)
+        if (t->dim[i] == d)
+            return true;
+    return false;
+}
+
+static bool is_float(const IrTensor *t) { return t->dtype != IR_I32; }
+
+static bool need_float(IrGraph *g, IrNode *n, int i)
+{
+    if (is_float(T(i)))
+        return true;
+    ir_error(n->loc, "%s: input %d ('%s') is %s; it needs a floating-point tensor",
+             ir_ops[n->op].name, i + 1, T(i)->base, ir_dtype_name(T(i)->dtype));
+    return false;
+}
+
+/* Is s (rank ks) the tail of t's dims? */
+static bool is_suffix(const IrTensor *t, const IrTensor *s)
+{
+    if (s->rank > t->rank)
+        return false;
+    for (int i = 0; i < s->rank; i++)
+        if (t->dim[t->rank - s->rank + i] != s->dim[i])
+            return false;
+    return true;
+}
+
+static bool shape_EMBEDDING(IrGraph *g, IrNode *n)
+{
+    const IrTensor *tok = T(0), *tab = T(1);
+    if (tok->dtype != IR_I32) {
+        ir_error(n->loc, "embedding: the first argument ('%s') must be i32 token ids, not %s",
+                 tok->base, ir_dtype_name(tok->dtype));
+        return false;
+    }
+    if (tab->rank < 2 || !is_float(tab)) {
+        ir_error(n->loc, "embedding: the table ('%s' %s) must be a float tensor [vocab, ...]",
+                 tab->base, shp(g, tab));
+        return false;
+    }
+    if (tok->rank + tab->rank - 1 > IR_MAX_RANK) {
+        ir_error(n->loc, "embedding: result would have more than %d dims", IR_MAX_RANK);
+        return false;
+    }
+    for (int i = 1; i < tab->rank; i++)
+        if (has(tok, tab->dim[i])) {
+            ir_error(n->loc, "embedding: dim '%s' appears in both the ids %s and the table %s",
+                     dimname(g, tab->dim[i]), shp(g, tok), shp(g, tab));
+            return false;
+        }
+    int dims[IR_MAX_RANK], r = 0;
+    for (int i = 0; i < tok->rank; i++)
+        dims[r++] = tok->dim[i];
+    for (int i = 1; i < tab->rank; i++)
+        dims[r++] = tab->dim[i];
+    out(g, n, 0, "embedding", tab->dtype, IR_ACT, r, dims);
+    return true;
+}
+
+/* Where the contracted dims sit in an operand: at its start or its end, in the
+ * same order in both operands, so every matmul is one GEMM (with transposes). */
+static int block_pos(const IrTensor *t, const int *c, int nc)
+{
+    bool front = true, back = true;
+    for (int i = 0; i < nc; i++) {
+        if (t->dim[i] != c[i])
+            front = false;
+        if (t->dim[t->rank - nc + i] != c[i])
+            back = false;
+    }
+    return front ? 0 : back ? 1 : -1;
+}
+
+static bool shape_MATMUL(IrGraph *g, IrNode *n)
+{
+    const IrTensor *a = T(0), *b = T(1);
+    if (!need_float(g, n, 0) || !need_float(g, n, 1))
+        return false;
+    int c[IR_MAX_RANK], nc = 0;
+    for (int i = 0; i < a->rank; i++)
+        if (has(b, a->dim[i]))
+            c[nc++] = a->dim[i];
+    if (nc == 0) {
+        ir_error(n->loc,
+                 "matmul: '%s' %s and '%s' %s share no dimension to contract; a matmul "
+                 "contracts the dims its operands have in common",
+                 a->base, shp(g, a), b->base, shp(g, b));
+        return false;
+    }
+    if (nc == a->rank || nc == b->rank) {
+        ir_error(n->loc, "matmul: every dim of '%s' %s is contracted with '%s' %s; nothing is left "
+                 "to form the result", nc == a->rank ? a->base : b->base,
+                 shp(g, nc == a->rank ? a : b), nc == a->rank ? b->base : a->base,
+                 shp(g, nc == a->rank ? b : a));
+        return false;
+    }
+    if (block_pos(a, c, nc) < 0 || block_pos(b, c, nc) < 0) {
+        char cs[256];
+        size_t k = 0;
+        for (int i = 0; i < nc && k < sizeof cs; i++)
+            k += (size_t)snprintf(cs + k, sizeof cs - k, "%s%s", i ? ", " : "", dimname(g, c[i]));
+        ir_error(n->loc,
+                 "matmul: the contracted dims [%s] must come first or last, in the same order, "
+                 "in both '%s' %s and '%s' %s",
+                 cs, a->base, shp(g, a), b->base, shp(g, b));
+        return false;
+    }
+    int dims[2 * IR_MAX_RANK], r = 0;
+    for (int i = 0; i < a->rank; i++)
+        if (!has(b, a->dim[i]))
+            dims[r++] = a->dim[i];
+    for (int i = 0; i < b->rank; i++)
+        if (!has(a, b->dim[i]))
+            dims[r++] = b->dim[i];
+    if (r > IR_MAX_RANK) {
+        ir_error(n->loc, "matmul: result would have %d dims (at most %d)", r, IR_MAX_RANK);
+        return false;
+    }
+    n->attr.ncontract = nc;
+    memcpy(n->attr.contract, c, sizeof(int) * (size_t)nc);
+    out(g, n, 0, "matmul", a->dtype, IR_ACT, r, dims);
+    return true;
+}
+
+/* Dims of x without the trailing dims normalised over. */
+static int row_dims(const IrTensor *x, int nnorm, int *dims)
+{
+    for (int i = 0; i < x->rank - nnorm; i++)
+        dims[i] = x->dim[i];
+    return x->rank - nnorm;
+}
+
+static bool check_norm(IrGraph *g, IrNode *n, const char *op)
+{
+    const IrTensor *x = T(0), *w = T(1);
+    if (!need_float(g, n, 0) || !need_float(g, n, 1))
+        return false;
+    if (w->rank == 0 || !is_suffix(x, w) || w->rank == x->rank) {
+        ir_error(n->loc,
+                 "%s: the weight '%s' %s must name the last dims of '%s' %s (the dims "
+                 "normalised over)", op, w->base, shp(g, w), x->base, shp(g, x));
+        return false;
+    }
+    if (n->attr.eps <= 0) {
+        ir_error(n->loc, "%s: eps must be positive, got %g", op, n->attr.eps);
+        return false;
+    }
+    return true;
+}
+
+static bool shape_RMSNORM(IrGraph *g, IrNode *n)
+{
+    if (!check_norm(g, n, "rmsnorm"))
+        return false;
+    const IrTensor *x = T(0);
+    int dims[IR_MAX_RANK], r = row_dims(x, T(1)->rank, dims);
+    IrDtype dt = x->dtype;
+    out(g, n, 0, "rmsnorm", dt, IR_ACT, x->rank, x->dim);
+    out(g, n, 1, "rstd", IR_F32, IR_ACT, r, dims);
+    return true;
+}
+
+static bool shape_LAYERNORM(IrGraph *g, IrNode *n)
+{
+    if (!check_norm(g, n, "layernorm"))
+        return false;
+    const IrTensor *w = T(1), *b = T(2);
+    if (b->rank != w->rank || memcmp(b->dim, w->dim, sizeof(int) * (size_t)w->rank) != 0) {
+        ir_error(n->loc, "layernorm: bias '%s' %s must have the weight's dims %s", b->base,
+                 shp(g, b), shp(g, w));
+        return false;
+    }
+    const IrTensor *x = T(0);
+    int dims[IR_MAX_RANK], r = row_dims(x, w->rank, dims);
+    IrDtype dt = x->dtype;
+    out(g, n, 0, "layernorm", dt, IR_ACT, x->rank, x->dim);
+    out(g, n, 1, "mean", IR_F32, IR_ACT, r, dims);
+    out(g, n, 2, "rstd", IR_F32, IR_ACT, r, dims);
+    return true;
+}
+
+static bool shape_ROPE(IrGraph *g, IrNode *n)
+{
+    const IrTensor *x = T(0);
+    if (!need_float(g, n, 0))
+        return false;
+    if (x->rank < 2) {
+        ir_error(n->loc, "rope: '%s' %s needs a position dim and a rotated dim", x->base, shp(g, x));
+        return false;
+    }
+    if (n->attr.dim[0] < 0)
+        n->attr.dim[0] = g->seq_dim;
+    if (n->attr.dim[1] < 0)
+        n->attr.dim[1] = x->dim[x->rank - 1];
+    int pos = n->attr.dim[0], rot = n->attr.dim[1];
+    if (pos < 0 || !has(x, pos) || pos == g->batch_dim) {
+        ir_error(n->loc, "rope: '%s' %s has no sequence dim%s%s%s; name it with pos = DIM", x->base,
+                 shp(g, x), pos >= 0 ? " '" : "", pos >= 0 ? dimname(g, pos) : "", pos >= 0 ? "'" : "");
+        return false;
+    }
+    if (rot != x->dim[x->rank - 1] || rot == pos) {
+        ir_error(n->loc, "rope: the rotated dim '%s' must be the last dim of '%s' %s", dimname(g, rot),
+                 x->base, shp(g, x));
+        return false;
+    }
+    if (g->dims[rot].size % 2 != 0) {
+        ir_error(n->loc, "rope: rotated dim '%s' has odd size %lld; rotary pairs need an even size",
+                 dimname(g, rot), (long long)g->dims[rot].size);
+        return false;
+    }
+    if (n->attr.theta <= 0) {
+        ir_error(n->loc, "rope: theta must be positive, got %g", n->attr.theta);
+        return false;
+    }
+    out(g, n, 0, "rope", x->dtype, IR_ACT, x->rank, x->dim);
+    return true;
+}
+
+static bool shape_ATTENTION(IrGraph *g, IrNode *n)
+{
+    const IrTensor *q = T(0), *k = T(1), *v = T(2);
+    for (int i = 0; i < 3; i++)
+        if (!need_float(g, n, i))
+            return false;
+    if (q->rank != 4 || k->rank != 4 || v->rank != 4) {
+        ir_error(n->loc, "attention: q, k and v must be [batch, seq, heads, head_dim]; got %s, %s, %s",
+                 shp(g, q), shp(g, k), shp(g, v));
+        return false;
+    }
+    if (k->rank != v->rank || memcmp(k->dim, v->dim, sizeof(int) * 4) != 0) {
+        ir_error(n->loc, "attention: k %s and v %s must have the same dims", shp(g, k), shp(g, v));
+        return false;
+    }
+    if (k->dim[0] != q->dim[0] || k->dim[1] != q->dim[1] || k->dim[3] != q->dim[3]) {
+        ir_error(n->loc,
+                 "attention: k %s must share q's batch, seq and head_dim dims (q is %s)", shp(g, k),
+                 shp(g, q));
+        return false;
+    }
+    int64_t h = g->dims[q->dim[2]].size, kvh = g->dims[k->dim[2]].size;
+    if (kvh <= 0 || h % kvh != 0) {
+        ir_error(n->loc,
+                 "attention: %lld query heads ('%s') are not a multiple of %lld key/value heads "
+                 "('%s'); grouped-query attention shares each KV head among a whole number of query heads",
+                 (long long)h, dimname(g, q->dim[2]), (long long)kvh, dimname(g, k->dim[2]));
+        return false;
+    }
+    if (q->dim[2] != k->dim[2] && h == kvh) {
+        /* Two names for one size would let the planner split them differently. */
+        ir_error(n->loc, "attention: q heads '%s' and kv heads '%s' have the same size %lld; use one dim",
+                 dimname(g, q->dim[2]), dimname(g, k->dim[2]), (long long)h);
+        return false;
+    }
+    int lse[3] = {q->dim[0], q->dim[1], q->dim[2]};
+    out(g, n, 0, "attention", q->dtype, IR_ACT, 4, q->dim);
+    out(g, n, 1, "lse", IR_F32, IR_ACT, 3, lse);
+    return true;
+}
+
+static bool unary(IrGraph *g, IrNode *n, const char *name)
+{
+    if (!need_float(g, n, 0))
+        return false;
+    out(g, n, 0, name, T(0)->dtype, IR_ACT, T(0)->rank, T(0)->dim);
+    return true;
+}
+
+static bool shape_SILU(IrGraph *g, IrNode *n) { return unary(g, n, "silu"); }
+static bool shape_GELU(IrGraph *g, IrNode *n) { return unary(g, n, "gelu"); }
+
+/* Elementwise binary ops broadcast by name: the smaller operand's dims must be
+ * the tail of the larger's (a bias [d_ff] on [batch, seq, d_ff]). */
+static bool binary(IrGraph *g, IrNode *n, const char *name, const char *sym)
+{
+    if (!need_float(g, n, 0) || !need_float(g, n, 1))
+        return false;
+    const IrTensor *a = T(0), *b = T(1);
+    const IrTensor *big = a->rank >= b->rank ? a : b, *small = big == a ? b : a;
+    if (!is_suffix(big, small)) {
+        ir_error(n->loc,
+                 "cannot %s '%s' %s and '%s' %s: dims must match, or one operand's dims must be "
+                 "the last dims of the other (broadcast)", sym, a->base, shp(g, a), b->base, shp(g, b));
+        return false;
+    }
+    out(g, n, 0, name, big->dtype, IR_ACT, big->rank, big->dim);
+    return true;
+}
+
+static bool shape_ADD(IrGraph *g, IrNode *n) { return binary(g, n, "add", "add"); }
+static bool shape_MUL(IrGraph *g, IrNode *n) { return binary(g, n, "mul", "multiply"); }
+
+static bool shape_SOFTMAX(IrGraph *g, IrNode *n)
+{
+    const IrTensor *x = T(0);
+    if (!need_float(g, n, 0))
+        return false;
+    if (x->rank == 0) {
+        ir_error(n->loc, "softmax: '%s' is a scalar", x->base);
+        return false;
+    }
+    if (n->attr.dim[0] < 0)
+        n->attr.dim[0] = x->dim[x->rank - 1];
+    if (n->attr.dim[0] != x->dim[x->rank - 1]) {
+        ir_error(n->loc, "softmax: dim '%s' must be the last dim of '%s' %s",
+                 dimname(g, n->attr.dim[0]), x->base, shp(g, x));
+        return false;
+    }
+    out(g, n, 0, "softmax", x->dtype, IR_ACT, x->rank, x->dim);
+    return true;
+}
+
+static bool shape_CROSS_ENTROPY(IrGraph *g, IrNode *n)
+{
+    const IrTensor *lg = T(0), *tg = T(1);
+    if (!need_float(g, n, 0))
+        return false;
+    if (tg->dtype != IR_I32) {
+        ir_error(n->loc, "cross_entropy: targets '%s' must be i32 token ids, not %s", tg->base,
+                 ir_dtype_name(tg->dtype));
+        return false;
+    }
+    if (lg->rank != tg->rank + 1 || memcmp(lg->dim, tg->dim, sizeof(int) * (size_t)tg->rank) != 0) {
+        ir_error(n->loc,
+                 "cross_entropy: logits '%s' %s must be the targets' dims %s plus a last "
+                 "vocabulary dim", lg->base, shp(g, lg), shp(g, tg));
+        return false;
+    }
+    int dims[IR_MAX_RANK], r = tg->rank;
+    memcpy(dims, tg->dim, sizeof(int) * (size_t)r);
+    out(g, n, 0, "loss", IR_F32, IR_LOSS, 0, dims);
+    out(g, n, 1, "lse", IR_F32, IR_ACT, r, dims);
+    return true;
+}
+
+/* Backward ops are created by autodiff with ir_node_add_raw, which knows
+ * their shapes from the forward tensors; reaching a rule here is a bug. */
+#define BWD_RULE(ID)                                                                          \
+    static bool shape_##ID(IrGraph *g, IrNode *n)                                             \
+    {                                                                                         \
+        (void)g;                                                                              \
+        ir_die("%s has no shape rule: backward nodes are built with ir_node_add_raw",        \
+               ir_ops[n->op].name);                                                           \
+    }
+BWD_RULE(EMBEDDING_BWD)
+BWD_RULE(RMSNORM_BWD)
+BWD_RULE(LAYERNORM_BWD)
+BWD_RULE(ROPE_BWD)
+BWD_RULE(ATTENTION_BWD)
+BWD_RULE(SILU_BWD)
+BWD_RULE(GELU_BWD)
+BWD_RULE(SOFTMAX_BWD)
+BWD_RULE(CROSS_ENTROPY_BWD)
+BWD_RULE(REDUCE_SUM)
+
+static ShapeRule *const rules[IR_NUM_OPS] = {
+#define OP(ID, name, nin, nout, flags, saves) [IR_OP_##ID] = shape_##ID,
+#include "ops.def"
+#undef OP
+};
+
+bool ir_shape_infer(IrGraph *g, IrNode *n)
+{
+    n->nout = 0;
+    return rules[n->op](g, n);
+}
