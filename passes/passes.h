@@ -143,11 +143,61 @@ typedef struct PassPlan {
 } PassPlan;
 
 /* ==================================================== cluster.c (issue 3) */
-/* Filled in by the cost-model work: GPU presets, --cluster files, links. */
+typedef struct PassGpu {
+    char name[32];
+    double peak_flops;            /* dense bf16 tensor-core FLOP/s */
+    double hbm_bytes;             /* memory capacity */
+    double hbm_bw;                /* bytes/s */
+    double nvlink_bw;             /* per GPU, one direction, bytes/s (datasheet) */
+    double nic_bw;                /* per GPU NIC, one direction, bytes/s (datasheet) */
+    double busbw_nvlink;          /* measured NCCL bus bandwidth inside a node, bytes/s */
+    double busbw_ib;              /* measured NCCL bus bandwidth across nodes, bytes/s */
+    double alpha_nvlink, alpha_ib;/* per-collective latency, s */
+} PassGpu;
+
+typedef struct PassCluster {
+    PassGpu gpu;
+    int ngpus, gpus_per_node;
+} PassCluster;
+
+/* A built-in GPU (a100-40gb, a100-80gb, h100-80gb, h200); false if unknown. */
+bool pass_gpu_preset(const char *name, PassGpu *out);
+/* Read a --cluster description; errors reported with file:line:col. */
+bool pass_cluster_load(const char *path, PassCluster *out);
 
 /* ================================================= cost*.c, mem*.c (issue 3) */
-/* Filled in by the cost-model work: per-op time and memory under a strategy,
- * collective times, whole-plan prediction. */
+typedef struct PassCostCtx {
+    const PassCluster *cl;
+    PassAttention attention;
+} PassCostCtx;
+
+/* Cost of one forward node on one rank for one micro-batch under a strategy:
+ * its forward and backward kernels (including in-op collectives such as the
+ * vocabulary-parallel cross-entropy's), from local shapes. Resharding on its
+ * edges and parameter synchronisation are costed separately. */
+typedef struct PassNodeCost {
+    double fwd_s, bwd_s;
+    double flops_fwd, flops_bwd;  /* local FLOPs */
+} PassNodeCost;
+
+void pass_cost_node(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                    const PassStrategy *s, const int64_t *dim_size, PassNodeCost *out);
+/* Seconds for one collective step (pass_reshard's output) of elements of elem_bytes. */
+double pass_cost_coll(const PassCostCtx *c, const PassMesh *m, const PassColl *k, int elem_bytes);
+/* Bytes forward node n keeps alive for its backward on one rank for one
+ * micro-batch under recomputation policy r (activations only: parameters
+ * are counted by pass_param_bytes). */
+double pass_saved_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                        const PassStrategy *s, const int64_t *dim_size, PassRecompute r);
+/* Model-state bytes on one rank of the parameters node n owns (those it is
+ * the first consumer of): bf16 weights and grads, fp32 master and moments,
+ * sharded over the parameter's data-parallel axes per the ZeRO stage. */
+double pass_param_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                        const PassStrategy *s, int zero);
+/* Seconds per optimizer step to synchronise those parameters' gradients (and
+ * gather ZeRO-3 parameters, per micro-batch count num_micro). */
+double pass_param_sync_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                         const PassStrategy *s, int zero, int num_micro);
 
 /* ============================================================ ilp*.c (issue 4) */
 
