@@ -1,0 +1,207 @@
+/* test_shard.c: the sharding algebra on a hand-built Megatron MLP and
+ * attention block: input/output shardings, gradient partial sums, and the
+ * collectives pass_reshard prescribes between disagreeing shardings. */
+#include "passes.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+#define CHECK(cond)                                                                       \
+    do {                                                                                  \
+        if (!(cond)) {                                                                    \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);       \
+            failures++;                                                                   \
+        }                                                                                 \
+    } while (0)
+
+typedef struct {
+    IrArena *a;
+    IrGraph *g;
+    int b, s, d, f, h, kvh, hd, v;
+    int x, w1, w2, y, z, q, k, vv, att, tok, emb, logits, tgt;
+    int n_mm1, n_mm2, n_att, n_emb, n_ce;
+} Fix;
+
+static int tensor(IrGraph *g, const char *name, IrRole role, int rank, const int *dims)
+{
+    int t = ir_tensor_add(g, name, role == IR_INPUT && rank == 2 ? IR_I32 : IR_BF16, role, rank, dims,
+                          IR_NOLOC);
+    if (role == IR_PARAM) {
+        g->tensors[t].init = IR_INIT_NORMAL;
+        g->tensors[t].init_std = 0.02;
+    }
+    return t;
+}
+
+static void build(Fix *f)
+{
+    f->a = ir_arena_new();
+    IrGraph *g = f->g = ir_graph_new(f->a, "t", NULL);
+    f->b = g->batch_dim;
+    f->s = ir_dim_add(g, "seq", 16, IR_NOLOC);
+    f->d = ir_dim_add(g, "d_model", 64, IR_NOLOC);
+    f->f = ir_dim_add(g, "d_ff", 256, IR_NOLOC);
+    f->h = ir_dim_add(g, "n_heads", 8, IR_NOLOC);
+    f->kvh = ir_dim_add(g, "n_kv_heads", 2, IR_NOLOC);
+    f->hd = ir_dim_add(g, "head_dim", 8, IR_NOLOC);
+    f->v = ir_dim_add(g, "vocab", 128, IR_NOLOC);
+    g->seq_dim = f->s;
+    g->global_batch = 8;
+    ir_piece_begin(g, "embedding", -1, -1);
+    f->tok = tensor(g, "tokens", IR_INPUT, 2, (int[]){f->b, f->s});
+    f->tgt = tensor(g, "targets", IR_INPUT, 2, (int[]){f->b, f->s});
+    f->emb = tensor(g, "wte", IR_PARAM, 2, (int[]){f->v, f->d});
+    f->n_emb = ir_node_add(g, IR_OP_EMBEDDING, (int[]){f->tok, f->emb}, 2, NULL, IR_NOLOC);
+    f->x = g->nodes[f->n_emb].out[0];
+    ir_piece_begin(g, "layer 0", 0, 0);
+    f->w1 = tensor(g, "w1", IR_PARAM, 2, (int[]){f->d, f->f});
+    f->w2 = tensor(g, "w2", IR_PARAM, 2, (int[]){f->f, f->d});
+    f->n_mm1 = ir_node_add(g, IR_OP_MATMUL, (int[]){f->x, f->w1}, 2, NULL, IR_NOLOC);
+    f->y = g->nodes[f->n_mm1].out[0];
+    f->n_mm2 = ir_node_add(g, IR_OP_MATMUL, (int[]){f->y, f->w2}, 2, NULL, IR_NOLOC);
+    f->z = g->nodes[f->n_mm2].out[0];
+    int wq = tensor(g, "wq", IR_PARAM, 3, (int[]){f->d, f->h, f->hd});
+    int wk = tensor(g, "wk", IR_PARAM, 3, (int[]){f->d, f->kvh, f->hd});
+    int nq = ir_node_add(g, IR_OP_MATMUL, (int[]){f->z, wq}, 2, NULL, IR_NOLOC);
+    int nk = ir_node_add(g, IR_OP_MATMUL, (int[]){f->z, wk}, 2, NULL, IR_NOLOC);
+    f->q = g->nodes[nq].out[0];
+    f->k = g->nodes[nk].out[0];
+    f->n_att = ir_node_add(g, IR_OP_ATTENTION, (int[]){f->q, f->k, f->k}, 3,
+                           &(IrAttrs){.causal = true}, IR_NOLOC);
+    f->att = g->nodes[f->n_att].out[0];
+    ir_piece_begin(g, "head", -1, -1);
+    int nl = ir_node_add(g, IR_OP_MATMUL, (int[]){f->z, f->emb}, 2, NULL, IR_NOLOC);
+    f->logits = g->nodes[nl].out[0];
+    f->n_ce = ir_node_add(g, IR_OP_CROSS_ENTROPY, (int[]){f->logits, f->tgt}, 2, NULL, IR_NOLOC);
+    g->loss = g->nodes[f->n_ce].out[0];
+}
+
+static bool sh_is(PassSharding s, int d0, int d1, int partial)
+{
+    return s.dim[0] == d0 && s.dim[1] == d1 && s.partial == partial;
+}
+
+int main(void)
+{
+    Fix f;
+    build(&f);
+    IrGraph *g = f.g;
+    CHECK(ir_verify(g, "test build"));
+    int64_t sz[32];
+    ir_dim_sizes(g, 8, sz);
+
+    PassMesh m;
+    pass_mesh_make(&m, 2, 4, 8); /* 2 x 4 inside one node */
+    CHECK(m.nodes[0] == 1 && m.nodes[1] == 1 && m.per_node[0] == 2 && m.per_node[1] == 4);
+    pass_mesh_make(&m, 4, 8, 8); /* 4 nodes x 8 GPUs */
+    CHECK(m.nodes[0] == 4 && m.per_node[0] == 1 && m.nodes[1] == 1 && m.per_node[1] == 8);
+    pass_mesh_make(&m, 16, 1, 8); /* 1-D over 2 nodes */
+    CHECK(m.naxes == 1 && m.nodes[0] == 2 && m.per_node[0] == 8);
+
+    /* Megatron MLP on a (dp=2) x (tp=4) mesh: column-parallel w1, row-parallel w2. */
+    pass_mesh_make(&m, 2, 4, 8);
+    const IrNode *mm1 = &g->nodes[f.n_mm1], *mm2 = &g->nodes[f.n_mm2];
+    PassStrategy col = {{(int16_t)f.b, (int16_t)f.f}}, row = {{(int16_t)f.b, (int16_t)f.f}};
+    PassSharding in[2], out[1];
+    pass_shard_io(g, mm1, &col, in, out);
+    CHECK(sh_is(in[0], f.b, -1, 0));     /* x[batch/dp, seq, d_model] */
+    CHECK(sh_is(in[1], -1, f.f, 0));     /* w1[d_model, d_ff/tp] */
+    CHECK(sh_is(out[0], f.b, f.f, 0));   /* y[batch/dp, seq, d_ff/tp] */
+    PassSharding gw1 = pass_shard_grad_in(g, mm1, &col, 1);
+    CHECK(sh_is(gw1, -1, f.f, 1));       /* dw1 partial over dp: the DP reduction */
+    PassSharding gx = pass_shard_grad_in(g, mm1, &col, 0);
+    CHECK(sh_is(gx, f.b, -1, 2));        /* dx partial over tp: Megatron's f backward */
+    pass_shard_io(g, mm2, &row, in, out);
+    CHECK(sh_is(in[0], f.b, f.f, 0));
+    CHECK(sh_is(out[0], f.b, -1, 2));    /* z partial over tp: needs the all-reduce */
+
+    /* z partial over tp -> replicated: one all-reduce of the local tensor. */
+    PassColl st[8];
+    PassSharding rep = {{(int16_t)f.b, -1}, 0};
+    int n = pass_reshard(g, f.z, &m, &out[0], &rep, sz, st, 8);
+    CHECK(n == 1 && st[0].kind == PASS_COLL_ALLREDUCE && st[0].axis == 1);
+    CHECK(st[0].numel == 4 * 16 * 64); /* batch 8/2, seq 16, d_model 64 */
+    /* -> sequence split over tp instead: a reduce-scatter (sequence parallelism). */
+    PassSharding sp = {{(int16_t)f.b, (int16_t)f.s}, 0};
+    n = pass_reshard(g, f.z, &m, &out[0], &sp, sz, st, 8);
+    CHECK(n == 1 && st[0].kind == PASS_COLL_REDUCESCATTER && st[0].dim == f.s);
+    /* sequence split -> replicated: all-gather, counted as its output. */
+    n = pass_reshard(g, f.z, &m, &sp, &rep, sz, st, 8);
+    CHECK(n == 1 && st[0].kind == PASS_COLL_ALLGATHER && st[0].numel == 4 * 16 * 64);
+    /* seq split -> d_model split on the same axis: all-to-all. */
+    PassSharding dsplit = {{(int16_t)f.b, (int16_t)f.d}, 0};
+    n = pass_reshard(g, f.z, &m, &sp, &dsplit, sz, st, 8);
+    CHECK(n == 1 && st[0].kind == PASS_COLL_ALLTOALL && st[0].dim == f.s && st[0].dim2 == f.d);
+    /* replicated -> split: a local slice, then equal shardings need nothing. */
+    n = pass_reshard(g, f.z, &m, &rep, &sp, sz, st, 8);
+    CHECK(n == 1 && st[0].kind == PASS_COLL_SLICE);
+    CHECK(pass_reshard(g, f.z, &m, &sp, &sp, sz, st, 8) == 0);
+    /* Swapping two splits between axes is a gather then a slice, never a clash. */
+    PassSharding ab = {{(int16_t)f.b, (int16_t)f.s}, 0}, ba = {{(int16_t)f.s, (int16_t)f.b}, 0};
+    n = pass_reshard(g, f.z, &m, &ab, &ba, sz, st, 8);
+    CHECK(n >= 2);
+
+    /* Strategies: replicated first; no dim on both axes; divisibility respected. */
+    PassStrategy ss[256];
+    int ns = pass_strategies(g, mm1, &m, sz, NULL, ss, 256);
+    CHECK(ns > 4 && ss[0].dim[0] == -1 && ss[0].dim[1] == -1);
+    for (int i = 0; i < ns; i++) {
+        CHECK(ss[i].dim[0] < 0 || ss[i].dim[0] != ss[i].dim[1]);
+        for (int a = 0; a < 2; a++)
+            if (ss[i].dim[a] >= 0)
+                CHECK(sz[ss[i].dim[a]] % m.size[a] == 0);
+    }
+    /* Pins: axis 0 may split only the batch. */
+    uint64_t allow[2] = {1ull << f.b, ~(1ull << f.b)};
+    ns = pass_strategies(g, mm1, &m, sz, allow, ss, 256);
+    for (int i = 0; i < ns; i++)
+        CHECK(ss[i].dim[0] == -1 || ss[i].dim[0] == f.b);
+
+    /* Attention: only batch and heads split; 2 KV heads refuse a 4-way head split
+     * but allow a 2-way one, with the kv dim following the heads. */
+    const IrNode *att = &g->nodes[f.n_att];
+    CHECK(!pass_dim_splittable(g, att, f.s) && !pass_dim_splittable(g, att, f.hd));
+    CHECK(pass_dim_splittable(g, att, f.h) && pass_dim_splittable(g, att, f.b));
+    ns = pass_strategies(g, att, &m, sz, NULL, ss, 256);
+    for (int i = 0; i < ns; i++)
+        CHECK(ss[i].dim[1] != f.h); /* axis 1 has 4 devices, 2 KV heads */
+    PassMesh m2;
+    pass_mesh_make(&m2, 4, 2, 8);
+    ns = pass_strategies(g, att, &m2, sz, NULL, ss, 256);
+    bool found = false;
+    for (int i = 0; i < ns; i++)
+        found |= ss[i].dim[1] == f.h;
+    CHECK(found);
+    PassStrategy hs = {{(int16_t)f.b, (int16_t)f.h}};
+    PassSharding ain[3], aout[2];
+    pass_shard_io(g, att, &hs, ain, aout);
+    CHECK(sh_is(ain[1], f.b, f.kvh, 0) && sh_is(aout[0], f.b, f.h, 0) && sh_is(aout[1], f.b, f.h, 0));
+    int64_t loc[32];
+    pass_local_sizes(g, att, &m2, &hs, sz, loc);
+    CHECK(loc[f.h] == 4 && loc[f.kvh] == 1 && loc[f.b] == 2);
+
+    /* Vocabulary-parallel embedding leaves partial sums; vocabulary-parallel
+     * cross-entropy reduces inside, so its loss is not partial over that axis. */
+    PassStrategy vs = {{(int16_t)f.b, (int16_t)f.v}};
+    PassSharding eo[1], co[2];
+    pass_shard_io(g, &g->nodes[f.n_emb], &vs, NULL, eo);
+    CHECK(sh_is(eo[0], f.b, -1, 2));
+    pass_shard_io(g, &g->nodes[f.n_ce], &vs, NULL, co);
+    CHECK(sh_is(co[0], -1, -1, 1)); /* partial over dp (batch), whole over the vocab axis */
+    CHECK(sh_is(co[1], f.b, -1, 0));
+
+    char buf[256];
+    const char *names[2] = {"dp", "tp"};
+    pass_sharding_str(g, f.w1, &gw1, names, buf, sizeof buf);
+    CHECK(strcmp(buf, "w1[d_model, d_ff/tp] (partial over dp)") == 0);
+
+    ir_graph_free(g);
+    ir_arena_free(f.a);
+    if (failures)
+        fprintf(stderr, "%d check(s) failed\n", failures);
+    else
+        printf("shard: all checks passed\n");
+    return failures != 0;
+}
