@@ -1,8 +1,8 @@
 /* rt.h: libptdrt, the runtime every generated training program links against.
  *
  * Two backends implement this one API with the same semantics:
- *   CPU   runtime/cpu/*.c    fp32 throughout; GEMMs by OpenBLAS (cblas); MPI.
- *   CUDA  runtime/cuda/*.cu  bf16 weights, activations and gradients with fp32
+ *   CPU   runtime/cpu/      fp32 throughout; GEMMs by OpenBLAS (cblas); MPI.
+ *   CUDA  runtime/cuda/     bf16 weights, activations and gradients with fp32
  *                            accumulation, fp32 master weights and AdamW moments;
  *                            GEMMs by cuBLAS/cuBLASLt; NCCL (bootstrapped by MPI).
  * Generated code is written once against this header. `rt_act` is the element
@@ -47,8 +47,14 @@ void rt_init(int *argc, char ***argv);
 void rt_finalize(void);
 int rt_world_rank(void);
 int rt_world_size(void);
-/* Abort every rank with a message (never hang on an error). */
-_Noreturn void rt_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Abort every rank with a message (never hang on an error). C++ (nvcc)
+ * spells _Noreturn as [[noreturn]]. */
+#ifdef __cplusplus
+[[noreturn]]
+#else
+_Noreturn
+#endif
+void rt_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 double rt_time(void); /* seconds, monotonic; on CUDA after synchronising the streams */
 
 /* ---------------------------------------------------------------- memory */
