@@ -2,6 +2,7 @@
  * The text form is golden-tested, so its format changes only on purpose. */
 #include "ir.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 const char *ir_fmt_count(int64_t n, char *buf, size_t len)
@@ -17,6 +18,18 @@ const char *ir_fmt_count(int64_t n, char *buf, size_t len)
             buf[o++] = ',';
     }
     buf[o] = 0;
+    return buf;
+}
+
+/* The shortest decimal that reads back as exactly d (1e-05, not
+ * 1.0000000000000001e-05), so dumps are exact and readable. */
+static const char *fmt_double(double d, char *buf, size_t n)
+{
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, n, "%.*g", prec, d);
+        if (strtod(buf, NULL) == d)
+            break;
+    }
     return buf;
 }
 
@@ -87,7 +100,7 @@ static void print_node(FILE *f, const IrGraph *g, const IrNode *n)
 
 void ir_print(FILE *f, const IrGraph *g)
 {
-    char ty[300], cnt[40];
+    char ty[300], cnt[40], num[40];
     fprintf(f, "model %s\n", g->name);
     fprintf(f, "config\n");
     for (int i = 0; i < g->nconsts; i++) {
@@ -95,7 +108,7 @@ void ir_print(FILE *f, const IrGraph *g)
         if (c->is_int)
             fprintf(f, "  %s = %lld\n", c->name, (long long)c->i);
         else
-            fprintf(f, "  %s = %.17g\n", c->name, c->f);
+            fprintf(f, "  %s = %s\n", c->name, fmt_double(c->f, num, sizeof num));
     }
     fprintf(f, "dims\n");
     for (int d = 0; d < g->ndims; d++) {

@@ -1,0 +1,664 @@
+/* lower.c: the model body to the IR. Statements run in order against an
+ * environment of bound names; `repeat` runs its body once per iteration, each
+ * iteration a piece of its own (docs/design.md, "The IR"). Operators go
+ * through ir_node_add, whose shape rules (ir/shape.c) check named dims and
+ * report mismatches at the operator.
+ *
+ * Pieces: the statements before the first repeat form piece "embedding" (or
+ * "pre" when they embed nothing), each iteration "layer N" ("layer R.N" for
+ * the R-th repeat, R > 0), statements between two repeats "between", and
+ * those after the last "head".
+ *
+ * After an error a name is bound to POISON, so its later uses stay quiet
+ * instead of repeating the error as "unknown name". */
+#include "fe.h"
+
+#include <math.h>
+#include <string.h>
+
+#ifndef FE_NODE_LIMIT
+#define FE_NODE_LIMIT FE_MAX_NODES
+#endif
+
+enum { POISON = -2 };
+
+typedef struct Lower {
+    IrGraph *g;
+    FeConsts *c;
+    IrArena *tmp;
+    IrMap env;                 /* bound name -> tensor id or POISON */
+    VEC(const char *) names;   /* bound names, for suggestions */
+    long steps;
+    bool stop;                 /* a limit was hit: lower nothing more */
+    bool have_input;
+    bool in_repeat;
+    int loss_node;
+    IrLoc loss_loc;
+} Lower;
+
+static const char *op_names[IR_NUM_OPS];
+static int nop_names;
+
+static void init_op_names(void)
+{
+    nop_names = 0;
+    for (int i = 0; i < IR_NUM_OPS; i++)
+        if (ir_ops[i].flags & IR_OPF_FWD)
+            op_names[nop_names++] = ir_ops[i].name;
+}
+
+static void bind(Lower *lw, const char *name, int t)
+{
+    int old;
+    if (!ir_map_get(&lw->env, name, &old))
+        vec_push(lw->names, name);
+    ir_map_put(&lw->env, name, t);
+}
+
+static bool lookup(Lower *lw, const char *name, int *t) { return ir_map_get(&lw->env, name, t); }
+
+static bool limit_hit(Lower *lw, IrLoc loc)
+{
+    if (lw->stop)
+        return true;
+    if (++lw->steps > FE_MAX_STEPS) {
+        ir_error(loc, "the model unrolls to more than %d statements", FE_MAX_STEPS);
+        lw->stop = true;
+    } else if (lw->g->nnodes > FE_NODE_LIMIT) {
+        ir_error(loc, "the model unrolls to more than %d operators", FE_NODE_LIMIT);
+        lw->stop = true;
+    }
+    return lw->stop;
+}
+
+/* ------------------------------------------------------------- dimensions */
+
+/* The dim named by a constant (or batch); -1 after reporting why not. */
+static int dim_of(Lower *lw, const char *name, IrLoc loc)
+{
+    IrGraph *g = lw->g;
+    if (strcmp(name, "batch") == 0)
+        return g->batch_dim;
+    if (!fe_const_exists(lw->c, name)) {
+        int n;
+        const char *const *cands = fe_const_names(lw->c, &n);
+        const char *s = fe_suggest(name, cands, n);
+        if (!s && fe_suggest(name, (const char *const[]){"batch"}, 1))
+            s = "batch";
+        ir_error(loc, "unknown dimension '%s'%s%s%s", name, s ? "; did you mean '" : "", s ? s : "",
+                 s ? "'?" : "");
+        return -1;
+    }
+    const char *real = fe_const_alias(lw->c, name);
+    bool exists;
+    FeValue v = fe_const_value(lw->c, real, &exists);
+    if (!v.ok)
+        return -1; /* reported where the constant is defined */
+    if (!v.is_int) {
+        ir_error(loc, "dim '%s' is %g, not an integer", name, v.f);
+        return -1;
+    }
+    if (v.i <= 0) {
+        ir_error(loc, "dim '%s' is %lld; a dimension must be a positive integer", name,
+                 (long long)v.i);
+        return -1;
+    }
+    return ir_dim_add(g, real, v.i, loc);
+}
+
+/* A written type to dim ids; false after reporting. */
+static bool resolve_type(Lower *lw, const FeType *ty, int *dims)
+{
+    if (ty->ndims > IR_MAX_RANK) {
+        ir_error(ty->dims[IR_MAX_RANK].loc, "a tensor has at most %d dims", IR_MAX_RANK);
+        return false;
+    }
+    bool ok = true;
+    for (int i = 0; i < ty->ndims; i++) {
+        dims[i] = dim_of(lw, ty->dims[i].name, ty->dims[i].loc);
+        if (dims[i] < 0) {
+            ok = false;
+            continue;
+        }
+        for (int j = 0; j < i; j++)
+            if (dims[j] == dims[i]) {
+                const char *n = lw->g->dims[dims[i]].name;
+                if (strcmp(n, ty->dims[i].name) == 0)
+                    ir_error(ty->dims[i].loc, "dimension '%s' appears twice in one type", n);
+                else
+                    ir_error(ty->dims[i].loc, "dimension '%s' is '%s' (an alias), which this type "
+                             "already has", ty->dims[i].name, n);
+                ok = false;
+            }
+    }
+    return ok;
+}
+
+static const char *type_str(Lower *lw, IrDtype dt, const int *dims, int rank)
+{
+    char buf[512];
+    size_t k = (size_t)snprintf(buf, sizeof buf, "%s[", ir_dtype_name(dt));
+    for (int i = 0; i < rank && k < sizeof buf; i++)
+        k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%s", i ? ", " : "", lw->g->dims[dims[i]].name);
+    if (k < sizeof buf)
+        snprintf(buf + k, sizeof buf - k, "]");
+    return ir_strdup(lw->tmp, buf);
+}
+
+/* ------------------------------------------------------------ expressions */
+
+static int lower_expr(Lower *lw, const FeExpr *e);
+
+enum { A_NUM, A_BOOL, A_DIM };
+
+static const struct {
+    IrOp op;
+    const char *name;
+    int kind;
+} attr_table[] = {
+    {IR_OP_RMSNORM, "eps", A_NUM},
+    {IR_OP_LAYERNORM, "eps", A_NUM},
+    {IR_OP_ROPE, "theta", A_NUM},
+    {IR_OP_ROPE, "pos", A_DIM},
+    {IR_OP_ATTENTION, "causal", A_BOOL},
+    {IR_OP_SOFTMAX, "dim", A_DIM},
+};
+enum { NATTRS = sizeof attr_table / sizeof attr_table[0] };
+
+/* Defaults: eps 1e-5, theta 10000, causal, and the dims -1 (the shape rule
+ * picks them: rope the sequence dim and the last dim, softmax the last). */
+static IrAttrs default_attrs(void)
+{
+    IrAttrs a;
+    memset(&a, 0, sizeof a);
+    a.eps = 1e-5;
+    a.theta = 10000;
+    a.causal = true;
+    a.dim[0] = a.dim[1] = -1;
+    return a;
+}
+
+static bool set_attr(Lower *lw, IrOp op, const FeArg *arg, IrAttrs *at)
+{
+    const char *opname = ir_ops[op].name;
+    int which = -1;
+    const char *mine[NATTRS];
+    int nmine = 0;
+    for (int i = 0; i < NATTRS; i++)
+        if (attr_table[i].op == op) {
+            mine[nmine++] = attr_table[i].name;
+            if (strcmp(attr_table[i].name, arg->name) == 0)
+                which = i;
+        }
+    if (which < 0) {
+        if (nmine == 0)
+            ir_error(arg->loc, "%s takes no attributes, but '%s' is given", opname, arg->name);
+        else
+            ir_error(arg->loc, "%s has no attribute '%s'%s", opname, arg->name,
+                     fe_did_you_mean(lw->tmp, arg->name, mine, nmine));
+        return false;
+    }
+    const FeExpr *v = arg->e;
+    switch (attr_table[which].kind) {
+    case A_BOOL:
+        if (v->kind != FE_E_BOOL) {
+            ir_error(v->loc, "%s: %s is true or false", opname, arg->name);
+            return false;
+        }
+        at->causal = v->i != 0;
+        return true;
+    case A_DIM: {
+        if (v->kind != FE_E_NAME) {
+            ir_error(v->loc, "%s: %s names a dimension", opname, arg->name);
+            return false;
+        }
+        int d = dim_of(lw, v->name, v->loc);
+        if (d < 0)
+            return false;
+        at->dim[0] = d;
+        return true;
+    }
+    default: {
+        if (v->kind == FE_E_BOOL) {
+            ir_error(v->loc, "%s: %s is a number, not %s", opname, arg->name, v->i ? "true" : "false");
+            return false;
+        }
+        FeValue x = fe_eval(lw->c, v);
+        if (!x.ok)
+            return false;
+        double f = x.is_int ? (double)x.i : x.f;
+        if (!(f > 0) || !isfinite(f)) {
+            ir_error(v->loc, "%s: %s must be a positive number, got %g", opname, arg->name, f);
+            return false;
+        }
+        if (strcmp(arg->name, "eps") == 0)
+            at->eps = f;
+        else
+            at->theta = f;
+        return true;
+    }
+    }
+}
+
+/* An error for a name that is not a bound tensor, saying what it is instead. */
+static void unknown_name(Lower *lw, const FeExpr *e)
+{
+    if (ir_op_lookup(e->name) >= 0)
+        ir_error(e->loc, "'%s' is an operator; call it: %s(...)", e->name, e->name);
+    else if (fe_const_exists(lw->c, e->name))
+        ir_error(e->loc, "'%s' is a config constant, not a tensor", e->name);
+    else
+        ir_error(e->loc, "unknown name '%s'%s", e->name,
+                 fe_did_you_mean(lw->tmp, e->name, lw->names.v, lw->names.n));
+}
+
+static int add_node(Lower *lw, IrOp op, const int *in, const IrAttrs *at, IrLoc loc)
+{
+    IrAttrs a = at ? *at : default_attrs();
+    int n = ir_node_add(lw->g, op, in, ir_ops[op].nin, &a, loc);
+    if (n < 0)
+        return POISON;
+    limit_hit(lw, loc);
+    return lw->g->nodes[n].out[0];
+}
+
+static int lower_call(Lower *lw, const FeExpr *e)
+{
+    int op = ir_op_lookup(e->name);
+    if (op < 0) {
+        if (fe_const_exists(lw->c, e->name) || lookup(lw, e->name, &(int){0}))
+            ir_error(e->loc, "'%s' is not an operator", e->name);
+        else
+            ir_error(e->loc, "unknown operator '%s'%s", e->name,
+                     fe_did_you_mean(lw->tmp, e->name, op_names, nop_names));
+        return POISON;
+    }
+    int in[IR_MAX_IN], nin = 0;
+    bool ok = true;
+    IrAttrs at = default_attrs();
+    bool seen[NATTRS] = {0};
+    for (int i = 0; i < e->nargs; i++) {
+        const FeArg *a = &e->args[i];
+        if (!a->name) {
+            int t = lower_expr(lw, a->e);
+            if (t < 0)
+                ok = false;
+            if (nin < IR_MAX_IN)
+                in[nin] = t;
+            nin++;
+            continue;
+        }
+        int k = 0;
+        for (; k < NATTRS; k++)
+            if (attr_table[k].op == (IrOp)op && strcmp(attr_table[k].name, a->name) == 0)
+                break;
+        if (k < NATTRS && seen[k]) {
+            ir_error(a->loc, "%s: attribute '%s' is given twice", e->name, a->name);
+            ok = false;
+            continue;
+        }
+        if (k < NATTRS)
+            seen[k] = true;
+        ok &= set_attr(lw, (IrOp)op, a, &at);
+    }
+    if (nin != ir_ops[op].nin) {
+        ir_error(e->loc, "%s takes %d tensor argument%s, got %d", e->name, ir_ops[op].nin,
+                 ir_ops[op].nin == 1 ? "" : "s", nin);
+        return POISON;
+    }
+    if (!ok)
+        return POISON;
+    if (op == IR_OP_CROSS_ENTROPY && lw->loss_node >= 0) {
+        ir_error(e->loc, "a second cross_entropy; the model has one loss, computed at line %d",
+                 lw->loss_loc.line);
+        return POISON;
+    }
+    int t = add_node(lw, (IrOp)op, in, &at, e->loc);
+    if (t >= 0 && op == IR_OP_CROSS_ENTROPY) {
+        lw->loss_node = lw->g->tensors[t].producer;
+        lw->loss_loc = e->loc;
+        lw->g->loss = t;
+    }
+    return t;
+}
+
+/* The tensor an expression computes, or POISON after an error. */
+static int lower_expr(Lower *lw, const FeExpr *e)
+{
+    if (lw->stop)
+        return POISON;
+    switch (e->kind) {
+    case FE_E_NAME: {
+        int t;
+        if (lookup(lw, e->name, &t))
+            return t;
+        unknown_name(lw, e);
+        return POISON;
+    }
+    case FE_E_BIN: {
+        int l = lower_expr(lw, e->l);
+        int r = lower_expr(lw, e->r);
+        if (l < 0 || r < 0)
+            return POISON;
+        int in[2] = {l, r};
+        return add_node(lw, e->op == '+' ? IR_OP_ADD : IR_OP_MUL, in, NULL, e->loc);
+    }
+    case FE_E_CALL:
+        return lower_call(lw, e);
+    case FE_E_INT:
+    case FE_E_FLOAT:
+    case FE_E_BOOL:
+    case FE_E_NEG:
+        break;
+    }
+    ir_die("tensor expression kind %d", e->kind); /* the grammar admits no others */
+}
+
+/* ------------------------------------------------------------- statements */
+
+/* A name that a statement binds must not shadow a config constant: the two
+ * would be told apart only by where they are used. */
+static bool bindable(Lower *lw, const char *name, IrLoc loc)
+{
+    if (fe_const_exists(lw->c, name)) {
+        ir_error(loc, "'%s' is a config constant; a tensor cannot take its name", name);
+        return false;
+    }
+    return true;
+}
+
+/* A second `param w` or `input x` in the same scope is a mistake, not a rebinding. */
+static bool redeclared(Lower *lw, const FeStmt *s)
+{
+    int t;
+    if (!lookup(lw, s->name, &t) || t < 0)
+        return false;
+    const IrTensor *x = &lw->g->tensors[t];
+    if (x->role != IR_PARAM && x->role != IR_INPUT)
+        return false;
+    int rep = x->piece >= 0 ? lw->g->pieces[x->piece].rep : -1;
+    if (x->layer != lw->g->cur_layer || rep != lw->g->cur_rep)
+        return false;
+    ir_error(s->loc, "'%s' is already declared at line %d", s->name, x->loc.line);
+    return true;
+}
+
+static void lower_input(Lower *lw, const FeStmt *s)
+{
+    IrGraph *g = lw->g;
+    int dims[IR_MAX_RANK];
+    if (lw->in_repeat) {
+        ir_error(s->loc, "inputs are declared outside repeat");
+        bind(lw, s->name, POISON);
+        return;
+    }
+    if (!bindable(lw, s->name, s->loc) || redeclared(lw, s) || !resolve_type(lw, s->type, dims)) {
+        bind(lw, s->name, POISON);
+        return;
+    }
+    if (!s->type->has_dtype) {
+        ir_error(s->type->loc, "input '%s' must state its dtype: i32[...], bf16[...] or f32[...]",
+                 s->name);
+        bind(lw, s->name, POISON);
+        return;
+    }
+    if (!lw->have_input) {
+        /* The model's sequence dim is the second dim of its first input. */
+        if (s->type->ndims < 2) {
+            ir_error(s->type->loc, "the first input '%s' needs a second dim: the sequence, as in "
+                     "[batch, seq]", s->name);
+            bind(lw, s->name, POISON);
+            return;
+        }
+        g->seq_dim = dims[1];
+        lw->have_input = true;
+    }
+    int t = ir_tensor_add(g, s->name, s->type->dtype, IR_INPUT, s->type->ndims, dims, s->loc);
+    bind(lw, s->name, t);
+}
+
+/* hf "model.layers.{layer}.mlp.up_proj.weight" with the layer index put in. */
+static const char *hf_name(Lower *lw, const FeStmt *s)
+{
+    const char *p = s->hf, *mark = "{layer}";
+    size_t ml = strlen(mark);
+    if (!strstr(p, mark))
+        return ir_strdup(lw->g->arena, p);
+    if (lw->g->cur_layer < 0) {
+        ir_error(s->hf_loc, "'{layer}' in the hf name of '%s', which is outside repeat", s->name);
+        return NULL;
+    }
+    char idx[24];
+    snprintf(idx, sizeof idx, "%d", lw->g->cur_layer);
+    size_t n = 0;
+    for (const char *q = p; (q = strstr(q, mark)); q += ml)
+        n++;
+    char *out = ir_alloc(lw->g->arena, strlen(p) + n * strlen(idx) + 1), *o = out;
+    for (const char *q; (q = strstr(p, mark)); p = q + ml) {
+        memcpy(o, p, (size_t)(q - p));
+        o += q - p;
+        memcpy(o, idx, strlen(idx));
+        o += strlen(idx);
+    }
+    strcpy(o, p);
+    return out;
+}
+
+static void lower_param(Lower *lw, const FeStmt *s)
+{
+    IrGraph *g = lw->g;
+    int dims[IR_MAX_RANK];
+    if (!bindable(lw, s->name, s->loc) || redeclared(lw, s) || !resolve_type(lw, s->type, dims)) {
+        bind(lw, s->name, POISON);
+        return;
+    }
+    bool ok = true;
+    if (s->type->has_dtype && s->type->dtype == IR_I32) {
+        ir_error(s->type->loc, "parameter '%s' must be f32 or bf16, not i32", s->name);
+        ok = false;
+    }
+    for (int i = 0; i < s->type->ndims; i++)
+        if (dims[i] == g->batch_dim) {
+            ir_error(s->type->dims[i].loc, "parameter '%s' cannot have the batch dim: parameters "
+                     "are shared by every sequence", s->name);
+            ok = false;
+        }
+    double std = 0;
+    if (s->init == FE_INIT_NORMAL) {
+        FeValue v = fe_eval(lw->c, s->std);
+        std = v.is_int ? (double)v.i : v.f;
+        if (!v.ok)
+            ok = false;
+        else if (!(std > 0) || !isfinite(std)) {
+            ir_error(s->std->loc, "normal() needs a positive standard deviation, got %g", std);
+            ok = false;
+        }
+    }
+    const char *hf = NULL;
+    if (s->hf) {
+        hf = hf_name(lw, s);
+        ok &= hf != NULL;
+        if (s->hf_nparts < 1 || s->hf_part < 0 || s->hf_part >= s->hf_nparts) {
+            ir_error(s->part_loc, "part %lld of %lld: parts count from 0, so the part must be "
+                     "from 0 to %lld", (long long)s->hf_part, (long long)s->hf_nparts,
+                     (long long)(s->hf_nparts - 1));
+            ok = false;
+        } else if (s->hf_nparts > 1024) {
+            ir_error(s->part_loc, "a tensor is split into at most 1024 parts");
+            ok = false;
+        }
+    }
+    if (!ok) {
+        bind(lw, s->name, POISON);
+        return;
+    }
+    IrDtype dt = s->type->has_dtype ? s->type->dtype : IR_BF16;
+    int t = ir_tensor_add(g, s->name, dt, IR_PARAM, s->type->ndims, dims, s->loc);
+    IrTensor *x = &g->tensors[t];
+    x->init = s->init == FE_INIT_NORMAL ? IR_INIT_NORMAL
+            : s->init == FE_INIT_ZEROS ? IR_INIT_ZEROS : IR_INIT_ONES;
+    x->init_std = std;
+    x->hf_name = hf;
+    x->hf_transposed = s->hf_transposed;
+    x->hf_part = (int)s->hf_part;
+    x->hf_nparts = (int)s->hf_nparts;
+    bind(lw, s->name, t);
+}
+
+static void lower_bind(Lower *lw, const FeStmt *s)
+{
+    IrGraph *g = lw->g;
+    int ntensors = g->ntensors;
+    if (!bindable(lw, s->name, s->loc)) {
+        bind(lw, s->name, POISON);
+        return;
+    }
+    int t = lower_expr(lw, s->value);
+    if (t < 0) {
+        bind(lw, s->name, POISON);
+        return;
+    }
+    if (s->type) {
+        int dims[IR_MAX_RANK];
+        if (!resolve_type(lw, s->type, dims)) {
+            bind(lw, s->name, POISON);
+            return;
+        }
+        const IrTensor *x = &g->tensors[t];
+        bool same = x->rank == s->type->ndims &&
+                    memcmp(x->dim, dims, sizeof(int) * (size_t)x->rank) == 0 &&
+                    (!s->type->has_dtype || s->type->dtype == x->dtype);
+        if (!same) {
+            IrDtype want = s->type->has_dtype ? s->type->dtype : x->dtype;
+            ir_error(s->type->loc, "'%s' is %s, not %s as declared", s->name,
+                     type_str(lw, x->dtype, x->dim, x->rank),
+                     type_str(lw, want, dims, s->type->ndims));
+            bind(lw, s->name, POISON);
+            return;
+        }
+    }
+    /* A result made by this statement takes the bound name ("layers.3.h"). */
+    if (t >= ntensors)
+        ir_tensor_rename(g, t, s->name);
+    bind(lw, s->name, t);
+}
+
+static void lower_body(Lower *lw, const FeBody *b);
+
+static void lower_stmt(Lower *lw, const FeStmt *s)
+{
+    if (limit_hit(lw, s->loc))
+        return;
+    switch (s->kind) {
+    case FE_S_INPUT:
+        lower_input(lw, s);
+        break;
+    case FE_S_PARAM:
+        lower_param(lw, s);
+        break;
+    case FE_S_BIND:
+        lower_bind(lw, s);
+        break;
+    case FE_S_BLOCK: {
+        const char *outer = lw->g->cur_block;
+        lw->g->cur_block = ir_strdup(lw->g->arena, s->name);
+        lower_body(lw, &s->body);
+        lw->g->cur_block = outer;
+        break;
+    }
+    case FE_S_REPEAT:
+        /* Top-level repeats are handled by lower_model: each iteration is a piece. */
+        ir_error(s->loc, "repeat must be at the top level of the model body%s",
+                 lw->in_repeat ? " (repeats do not nest)" : ", not inside a block");
+        break;
+    }
+}
+
+static void lower_body(Lower *lw, const FeBody *b)
+{
+    for (int i = 0; i < b->n && !lw->stop; i++)
+        lower_stmt(lw, b->v[i]);
+}
+
+/* The iteration count of a repeat; 1 after an error so its body is still
+ * checked once. */
+static int64_t repeat_count(Lower *lw, const FeStmt *s)
+{
+    FeValue v = fe_eval(lw->c, s->value);
+    if (!v.ok)
+        return 1;
+    if (!v.is_int) {
+        ir_error(s->value->loc, "repeat count %g is not an integer", v.f);
+        return 1;
+    }
+    if (v.i < 1) {
+        ir_error(s->value->loc, "repeat count is %lld; it must be at least 1", (long long)v.i);
+        return 1;
+    }
+    if (v.i > FE_MAX_REPEAT) {
+        ir_error(s->value->loc, "repeat count %lld is over the limit of %d", (long long)v.i,
+                 FE_MAX_REPEAT);
+        return 1;
+    }
+    return v.i;
+}
+
+static void lower_model(Lower *lw, const FeFile *f)
+{
+    IrGraph *g = lw->g;
+    const FeBody *b = &f->model;
+    int last_rep = -1, nrep = 0;
+    for (int i = 0; i < b->n; i++)
+        if (b->v[i]->kind == FE_S_REPEAT)
+            last_rep = i;
+    for (int i = 0; i < b->n && !lw->stop;) {
+        const FeStmt *s = b->v[i];
+        if (s->kind == FE_S_REPEAT) {
+            int64_t n = repeat_count(lw, s);
+            lw->in_repeat = true;
+            for (int64_t k = 0; k < n && !lw->stop; k++) {
+                const char *name = nrep == 0 ? ir_sprintf(lw->tmp, "layer %lld", (long long)k)
+                                             : ir_sprintf(lw->tmp, "layer %d.%lld", nrep, (long long)k);
+                ir_piece_begin(g, name, (int)k, nrep);
+                lower_body(lw, &s->body);
+            }
+            lw->in_repeat = false;
+            nrep++;
+            i++;
+            continue;
+        }
+        /* A run of statements up to the next repeat is one piece. */
+        int j = i;
+        while (j < b->n && b->v[j]->kind != FE_S_REPEAT)
+            j++;
+        const char *name = nrep == 0 ? "pre" : i > last_rep ? "head" : "between";
+        ir_piece_begin(g, name, -1, -1);
+        int p = g->npieces - 1;
+        for (; i < j && !lw->stop; i++)
+            lower_stmt(lw, b->v[i]);
+        i = j;
+        if (nrep == 0)
+            for (int k = g->pieces[p].first; k < g->pieces[p].first + g->pieces[p].count; k++)
+                if (g->nodes[k].op == IR_OP_EMBEDDING)
+                    g->pieces[p].name = ir_strdup(g->arena, "embedding");
+    }
+}
+
+bool fe_lower(IrGraph *g, FeConsts *c, const FeFile *f, IrArena *tmp)
+{
+    init_op_names();
+    Lower lw = {.g = g, .c = c, .tmp = tmp, .loss_node = -1};
+    int before = ir_error_count();
+    lower_model(&lw, f);
+    if (!lw.stop) {
+        if (!lw.have_input)
+            ir_error(f->model_loc, "model '%s' has no input; declare its tokens: input tokens : "
+                     "i32[batch, seq]", f->model_name);
+        if (lw.loss_node < 0 && ir_error_count() == before)
+            ir_error(f->model_loc, "model '%s' computes no loss: call cross_entropy(logits, "
+                     "targets) once", f->model_name);
+    }
+    vec_free(lw.names);
+    ir_map_free(&lw.env);
+    return ir_error_count() == before;
+}
