@@ -1,0 +1,60 @@
+/* cost_coll.c: collectives by the alpha-beta model in the nccl-tests
+ * convention: t = alpha + c(n) * S / busbw, S the full buffer (PassColl.numel
+ * x element bytes), c = 2(n-1)/n for all-reduce, (n-1)/n for reduce-scatter,
+ * all-gather and all-to-all. Inside a node busbw is the NVLink bus bandwidth;
+ * a group spanning nodes runs NCCL's rings through the NICs of its members on
+ * each node (rail-optimised, one NIC per GPU), so its inter-node bus
+ * bandwidth is per_node x the per-NIC bandwidth, and the whole collective
+ * runs at the slower of the two levels. */
+#include "passes.h"
+
+static double ring_bw(const PassGpu *g, int nodes, int per_node)
+{
+    if (nodes <= 1)
+        return g->busbw_nvlink;
+    double ib = per_node * g->busbw_ib;
+    return ib < g->busbw_nvlink ? ib : g->busbw_nvlink;
+}
+
+double pass_cost_coll(const PassCostCtx *c, const PassMesh *m, const PassColl *k, int elem_bytes)
+{
+    const PassGpu *g = &c->cl->gpu;
+    double S = (double)k->numel * elem_bytes;
+    int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
+    if (k->kind == PASS_COLL_NONE || S <= 0)
+        return 0;
+    if (k->kind == PASS_COLL_SENDRECV) {
+        /* The next stage's ranks are `devices` further on: on the same node
+         * only when both stages fit in one; each rank uses its own NIC. */
+        int dev = pass_mesh_devices(m);
+        bool same = 2 * dev <= gpn;
+        return (same ? g->alpha_nvlink : g->alpha_ib) + S / (same ? g->busbw_nvlink : g->busbw_ib);
+    }
+    int a = k->axis;
+    if (a < 0 || a >= m->naxes)
+        ir_die("pass_cost_coll: axis %d of a %d-axis mesh", a, m->naxes);
+    double n = m->size[a];
+    if (k->kind == PASS_COLL_SLICE) /* local copy of the kept block */
+        return pass_mem_time(g, 2 * S / n, 1);
+    if (n <= 1)
+        return 0;
+    int nodes = m->nodes[a], per = m->per_node[a];
+    double alpha = nodes > 1 ? g->alpha_ib : g->alpha_nvlink;
+    switch (k->kind) {
+    case PASS_COLL_ALLREDUCE:
+        return alpha + 2 * (n - 1) / n * S / ring_bw(g, nodes, per);
+    case PASS_COLL_REDUCESCATTER:
+    case PASS_COLL_ALLGATHER:
+        return alpha + (n - 1) / n * S / ring_bw(g, nodes, per);
+    case PASS_COLL_ALLTOALL: {
+        /* Each rank keeps 1/n, sends (per-1)/n over NVLink and the rest
+         * through its own NIC; the two levels run concurrently. */
+        double t_nvl = (per - 1) / n * S / g->busbw_nvlink;
+        double t_ib = nodes > 1 ? (n - per) / n * S / g->busbw_ib : 0;
+        return alpha + (t_nvl > t_ib ? t_nvl : t_ib);
+    }
+    default:
+        break;
+    }
+    ir_die("pass_cost_coll: collective kind %d", (int)k->kind);
+}
