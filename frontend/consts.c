@@ -41,12 +41,14 @@ static FeValue ival(int64_t i) { return (FeValue){true, true, i, 0}; }
 static FeValue fval(double f) { return (FeValue){true, false, 0, f}; }
 static double num(FeValue v) { return v.is_int ? (double)v.i : v.f; }
 
-/* "3", "0.5": a value as a message shows it. */
+/* A value as a message shows it: "3", "0.5", "2.0" (a float stays
+ * recognisably a float), "(-8)" as an operand. */
 static const char *show(FeConsts *c, FeValue v)
 {
-    if (v.is_int)
-        return ir_sprintf(c->tmp, "%lld", (long long)v.i);
-    return ir_sprintf(c->tmp, "%g", v.f);
+    const char *s = v.is_int ? ir_sprintf(c->tmp, "%lld", (long long)v.i) : ir_sprintf(c->tmp, "%g", v.f);
+    if (!v.is_int && !strpbrk(s, ".eni"))
+        s = ir_sprintf(c->tmp, "%s.0", s);
+    return s[0] == '-' ? ir_sprintf(c->tmp, "(%s)", s) : s;
 }
 
 static int find(const FeConsts *c, const char *name)
@@ -231,7 +233,7 @@ static FeValue overflow(FeConsts *c, IrLoc loc, FeValue a, const char *op, FeVal
 static FeValue finite(FeConsts *c, IrLoc loc, double r, FeValue a, const char *op, FeValue b)
 {
     if (isnan(r)) {
-        ir_error(loc, "%s %s %s is not a number", show(c, a), op, show(c, b));
+        ir_error(loc, "%s %s %s is not a real number", show(c, a), op, show(c, b));
         return BAD;
     }
     if (isinf(r)) {
@@ -360,7 +362,7 @@ static FeValue call(FeConsts *c, const FeExpr *e)
     switch (fn) {
     case 0:
         if (num(a) < 0) {
-            ir_error(e->loc, "sqrt of a negative number (%s)", show(c, a));
+            ir_error(e->loc, "sqrt of a negative number (%g)", num(a));
             return BAD;
         }
         return fval(sqrt(num(a)));
@@ -408,7 +410,7 @@ static FeValue eval_inner(FeConsts *c, const FeExpr *e)
         if (!a.is_int)
             return fval(-a.f);
         if (a.i == INT64_MIN) {
-            ir_error(e->loc, "integer overflow: -(%s) does not fit in 64 bits", show(c, a));
+            ir_error(e->loc, "integer overflow: -%s does not fit in 64 bits", show(c, a));
             return BAD;
         }
         return ival(-a.i);
@@ -447,7 +449,7 @@ bool fe_consts_to_graph(FeConsts *c, IrGraph *g)
     for (int i = 0; i < c->v.n; i++) {
         FeValue v = value_of(c, i, c->v.v[i].loc);
         const Const *k = &c->v.v[i];
-        if (v.ok)
+        if (v.ok && g)
             ir_const_add(g, k->name, v.is_int, v.i, v.f, k->loc);
     }
     return ir_error_count() == before;

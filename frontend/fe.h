@@ -173,7 +173,9 @@ const char *fe_did_you_mean(IrArena *a, const char *name, const char *const *can
 
 /* load.c: read `path` (text given, or read from disk when text is NULL) and
  * everything it imports. Files come back in dependency order (imports before
- * importers; the root last). Returns false after reporting errors. */
+ * importers; the root last), with the file holding the model body (NULL if
+ * none: the caller reports that after checking the constants). Returns false
+ * after reporting errors. */
 typedef struct FeProgram {
     FeFile **files;
     int nfiles;
@@ -195,7 +197,8 @@ typedef struct FeConsts FeConsts;
 FeConsts *fe_consts_new(IrArena *tmp, const FeProgram *prog, const FeSet *sets, int nsets,
                         bool *ok);
 void fe_consts_free(FeConsts *c);
-/* Evaluate every constant in definition order and add it to the graph. */
+/* Evaluate every constant in definition order (reporting errors), and add
+ * each to the graph if g is not NULL. */
 bool fe_consts_to_graph(FeConsts *c, IrGraph *g);
 /* The value of constant `name` (evaluated on demand), or ok=false if there is
  * no such constant (exists=false) or its evaluation failed (reported). */

@@ -41,7 +41,11 @@ static IrGraph *compile(IrArena *a, const char *path, const char *text, size_t l
     bool ok = fe_load(a, tmp, path, text, len, &prog);
     if (ok)
         c = fe_consts_new(tmp, &prog, sets, nsets, &ok);
-    if (ok) {
+    if (ok && !prog.model_file) {
+        fe_consts_to_graph(c, NULL); /* still report the constants' mistakes */
+        ir_error((IrLoc){prog.files[prog.nfiles - 1]->path, 0, 0},
+                 "no model body: neither this file nor its imports has 'model NAME { ... }'");
+    } else if (ok) {
         g = ir_graph_new(a, prog.model_file->model_name, path);
         fe_consts_to_graph(c, g);
         set_global_batch(g, c, global_batch);

@@ -195,11 +195,11 @@ static bool load(Loader *ld, const char *path, const char *key, const char *text
     return ok;
 }
 
-/* The one model body of the program; a second is an error naming both. */
-static const FeFile *find_model(const Loader *ld, const char *root)
+/* The one model body of the program (NULL if none); a second is an error
+ * naming both. */
+static const FeFile *find_model(const Loader *ld, bool *ok)
 {
     const FeFile *model = NULL;
-    bool ok = true;
     for (int i = 0; i < ld->files.n; i++) {
         const FeFile *f = ld->files.v[i];
         if (!f->has_model)
@@ -208,15 +208,12 @@ static const FeFile *find_model(const Loader *ld, const char *root)
             ir_error(f->model_loc, "a second model body ('%s'); the program already has model '%s'",
                      f->model_name, model->model_name);
             ir_note(model->model_loc, "model '%s' is defined here", model->model_name);
-            ok = false;
+            *ok = false;
             continue;
         }
         model = f;
     }
-    if (!model && ok)
-        ir_error((IrLoc){root, 0, 0}, "no model body: neither this file nor its imports has "
-                 "'model NAME { ... }'");
-    return ok ? model : NULL;
+    return model;
 }
 
 bool fe_load(IrArena *keep, IrArena *tmp, const char *path, const char *text, size_t len,
@@ -227,8 +224,7 @@ bool fe_load(IrArena *keep, IrArena *tmp, const char *path, const char *text, si
     const char *shown = ir_strdup(keep, path);
     bool ok = load(&ld, shown, file_key(tmp, shown), text, len, IR_NOLOC);
     if (ok)
-        prog->model_file = find_model(&ld, shown);
-    ok = ok && prog->model_file;
+        prog->model_file = find_model(&ld, &ok);
     prog->nfiles = ld.files.n;
     prog->files = ir_alloc(tmp, sizeof(FeFile *) * (size_t)(ld.files.n + 1));
     if (ld.files.n)

@@ -30,7 +30,8 @@ typedef struct Lower {
     VEC(const char *) names;   /* bound names, for suggestions */
     long steps;
     bool stop;                 /* a limit was hit: lower nothing more */
-    bool have_input;
+    bool have_input;           /* the first input is declared (and sets the sequence dim) */
+    bool any_input;            /* an input statement was seen, even a failed one */
     bool in_repeat;
     int loss_node;
     IrLoc loss_loc;
@@ -387,6 +388,7 @@ static void lower_input(Lower *lw, const FeStmt *s)
 {
     IrGraph *g = lw->g;
     int dims[IR_MAX_RANK];
+    lw->any_input = true;
     if (lw->in_repeat) {
         ir_error(s->loc, "inputs are declared outside repeat");
         bind(lw, s->name, POISON);
@@ -616,7 +618,10 @@ static void lower_model(Lower *lw, const FeFile *f)
         if (s->kind == FE_S_REPEAT) {
             int64_t n = repeat_count(lw, s);
             lw->in_repeat = true;
-            for (int64_t k = 0; k < n && !lw->stop; k++) {
+            int errors = ir_error_count();
+            /* Every iteration lowers the same statements: once one has
+             * failed, the others would only repeat its errors. */
+            for (int64_t k = 0; k < n && !lw->stop && ir_error_count() == errors; k++) {
                 const char *name = nrep == 0 ? ir_sprintf(lw->tmp, "layer %lld", (long long)k)
                                              : ir_sprintf(lw->tmp, "layer %d.%lld", nrep, (long long)k);
                 ir_piece_begin(g, name, (int)k, nrep);
@@ -650,14 +655,14 @@ bool fe_lower(IrGraph *g, FeConsts *c, const FeFile *f, IrArena *tmp)
     Lower lw = {.g = g, .c = c, .tmp = tmp, .loss_node = -1};
     int before = ir_error_count();
     lower_model(&lw, f);
-    if (!lw.stop) {
-        if (!lw.have_input)
-            ir_error(f->model_loc, "model '%s' has no input; declare its tokens: input tokens : "
-                     "i32[batch, seq]", f->model_name);
-        if (lw.loss_node < 0 && ir_error_count() == before)
-            ir_error(f->model_loc, "model '%s' computes no loss: call cross_entropy(logits, "
-                     "targets) once", f->model_name);
-    }
+    /* What is missing is reported only if nothing went wrong before: a failed
+     * statement may be the one that would have provided it. */
+    if (!lw.stop && !lw.any_input)
+        ir_error(f->model_loc, "model '%s' has no input; declare its tokens: input tokens : "
+                 "i32[batch, seq]", f->model_name);
+    else if (!lw.stop && lw.loss_node < 0 && ir_error_count() == 0)
+        ir_error(f->model_loc, "model '%s' computes no loss: call cross_entropy(logits, "
+                 "targets) once", f->model_name);
     vec_free(lw.names);
     ir_map_free(&lw.env);
     return ir_error_count() == before;

@@ -383,23 +383,31 @@ static void describe(char *buf, size_t n, yysymbol_kind_t k, const FeParse *ps)
 }
 
 /* "expected ':' or '=', found name 'x'"; with many possibilities only what
- * was found. At the end of the file, name the brace or parenthesis left open. */
+ * was found; a keyword where a name belongs is said so. At the end of the
+ * file, name the brace or parenthesis left open. */
 static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, FeParse *ps)
 {
     (void)scanner;
     if (ps->fatal)
         return 0;
-    enum { MAX_EXPECTED = 4 };
-    yysymbol_kind_t exp[MAX_EXPECTED];
-    int nexp = yypcontext_expected_tokens(ctx, exp, MAX_EXPECTED);
+    enum { MAX_LISTED = 4 };
+    yysymbol_kind_t exp[YYNTOKENS];
+    int nexp = yypcontext_expected_tokens(ctx, exp, YYNTOKENS);
     if (nexp < 0)
         nexp = 0;
     yysymbol_kind_t got = yypcontext_token(ctx);
+    bool want_name = false;
+    for (int i = 0; i < nexp; i++)
+        want_name |= exp[i] == YYSYMBOL_NAME;
     char found[128], msg[512];
     describe(found, sizeof found, got, ps);
-    size_t k = 0;
-    if (nexp > 0) {
-        k += (size_t)snprintf(msg + k, sizeof msg - k, "expected ");
+    const FE_YYLTYPE *loc = yypcontext_location(ctx);
+    if (want_name && got >= YYSYMBOL_MODEL && got <= YYSYMBOL_I32) {
+        ir_error(L(*loc), "%s is a keyword, not a name", found);
+        return 0;
+    }
+    if (nexp > 0 && nexp <= MAX_LISTED) {
+        size_t k = (size_t)snprintf(msg, sizeof msg, "expected ");
         for (int i = 0; i < nexp && k < sizeof msg; i++)
             k += (size_t)snprintf(msg + k, sizeof msg - k, "%s%s",
                                   i == 0 ? "" : i == nexp - 1 ? " or " : ", ", yysymbol_name(exp[i]));
@@ -408,7 +416,6 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, FePa
     } else {
         snprintf(msg, sizeof msg, "unexpected %s", found);
     }
-    const FE_YYLTYPE *loc = yypcontext_location(ctx);
     if (got == YYSYMBOL_YYEOF && ps->nest > 0) {
         IrLoc open = ps->open[ps->nest - 1];
         ir_error(L(*loc), "%s: the '%c' at line %d is not closed", msg, ps->open_ch[ps->nest - 1],
@@ -425,7 +432,7 @@ static void fe_yyerror(FE_YYLTYPE *loc, yyscan_t scanner, FeParse *ps, const cha
     if (ps->fatal)
         return;
     /* Only "memory exhausted" reaches here: the parser stack is bounded. */
-    ir_error(L(*loc), "%s: the input nests too deeply", msg);
+    ir_error(L(*loc), "the parser's stack is full (%s): the input nests too deeply", msg);
     ps->fatal = true;
 }
 

@@ -45,6 +45,12 @@ const char *fe_suggest(const char *name, const char *const *cands, int ncands)
     for (int i = 0; i < ncands; i++) {
         if (!cands[i] || strcmp(cands[i], name) == 0)
             continue;
+        /* A short form of a longer name (eps for epsilon) is a likely slip too. */
+        size_t lc = strlen(cands[i]);
+        if (!best && lc >= 3 && (size_t)len > lc && strncmp(cands[i], name, lc) == 0) {
+            best = cands[i];
+            continue;
+        }
         int d = distance(name, cands[i], bestd - 1 < limit ? bestd - 1 : limit);
         if (d < bestd && d < len) {
             best = cands[i];
