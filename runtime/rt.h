@@ -116,7 +116,9 @@ void rt_reduce_scatter_dim(RtComm *c, rt_act *out, const rt_act *in, int64_t out
 /* Move a split from one dim to another (all-to-all). The tensor is viewed as
  * [outer, d1, mid, d2, inner] with d1, d2 the full sizes of the two dims; if
  * to_second, in is split along d1 ([outer, d1/p, mid, d2, inner]) and out
- * along d2 ([outer, d1, mid, d2/p, inner]); otherwise the reverse. */
+ * along d2 ([outer, d1, mid, d2/p, inner]); otherwise the reverse.
+ * `scratch` holds one local tensor (outer * d1 * mid * d2 * inner / p
+ * elements). In all four helpers out, in and scratch do not overlap. */
 void rt_alltoall_dim(RtComm *c, rt_act *out, const rt_act *in, int64_t outer, int64_t d1,
                      int64_t mid, int64_t d2, int64_t inner, bool to_second, rt_act *scratch);
 /* out = block `index` of `parts` along the middle dim of in [outer, parts*d_local, inner]. */
@@ -232,12 +234,86 @@ void rt_data_close(RtData *d);
 /* Tokens and next-token targets of global sequence `index` (the index-th
  * sequence of the run: step * global_batch + position in the batch). */
 void rt_data_sequence(RtData *d, int64_t index, int32_t *tokens, int32_t *targets);
+/* rt_data_open that returns NULL with a sentence in err (naming the file and
+ * the problem) instead of aborting; rt_data_open is this plus rt_fatal. */
+RtData *rt_data_try_open(const char *spec, int64_t vocab, int64_t seq, char *err, size_t errlen);
+/* Distinct sequences before the source wraps around (-1: synthetic, unbounded).
+ * Sequence i reads window i mod this count (docs/runtime.md). */
+int64_t rt_data_num_sequences(const RtData *d);
 
 /* ----------------------------------------------------------- checkpoints */
-/* Owned by the runtime infrastructure work (issue 6): sharded save and load of
- * weights, optimizer state, step and data position, written atomically
- * (temporary file, fsync, rename) with a checksum; safetensors import and
- * export with Hugging Face names. Declarations are added here with it. */
+/* One file per rank holds that rank's shard: named blobs, the step and the
+ * data position (format: docs/runtime.md). A blob's bytes live in backend
+ * memory (e.g. inside the rt_alloc arena) and are staged through host memory.
+ * Generated code names blobs "param:<name>", "master:<name>", "adam_m:<name>",
+ * "adam_v:<name>"; names are at most 4095 bytes and unique.
+ * Save writes a temporary file in the same directory, fsyncs it, renames it
+ * over `path` and fsyncs the directory, so `path` always holds a complete
+ * checkpoint. Load checks magic, version, sizes, names and the CRC32C of the
+ * whole file before it writes a byte into the blobs; the file must hold
+ * exactly these names (in any order) with these sizes. Both return 0, or -1
+ * with a sentence in err naming the file and the problem. */
+typedef struct {
+    const char *name;
+    void *data;    /* backend memory: read by save, overwritten by load */
+    int64_t bytes;
+} RtBlob;
+int rt_ckpt_save(const char *path, const RtBlob *blobs, int n, int64_t step, int64_t data_pos,
+                 char *err, size_t errlen);
+int rt_ckpt_load(const char *path, const RtBlob *blobs, int n, int64_t *step, int64_t *data_pos,
+                 char *err, size_t errlen);
+
+/* ----------------------------------------------------------- safetensors */
+/* Hugging Face safetensors files (8-byte little-endian header length, JSON
+ * header, data), read strictly: malformed JSON, unknown dtypes, shapes that
+ * disagree with data_offsets, overlapping or gapped data are refused.
+ * All tensor data is exchanged as fp32 host memory. Functions returning int
+ * give 0, or -1 with a sentence in err naming the file and the problem.
+ *
+ * A model parameter maps onto a file tensor as the .mdl `hf` clause says:
+ * the parameter is slice `part` of `nparts` equal slices of the file
+ * tensor's last dim (0 of 1: the whole tensor), then transposed when
+ * `transposed` (2-D only: HF stores linear weights [out, in]). Blocks are
+ * given like rt_init_param: `rank` dims, the parameter's global shape, and
+ * the local block's offset and extent in parameter coordinates. */
+enum { RT_ST_MAXDIM = 8 };
+typedef struct RtSt RtSt;
+RtSt *rt_st_open(const char *path, char *err, size_t errlen);
+void rt_st_close(RtSt *st);
+int rt_st_count(const RtSt *st); /* tensors, sorted by name */
+const char *rt_st_name(const RtSt *st, int i);
+/* Index of `name` or -1; fills *ndim, shape[RT_ST_MAXDIM] and *dtype
+ * ("F32", "BF16", ...) when found (each may be NULL). */
+int rt_st_find(const RtSt *st, const char *name, int *ndim, int64_t *shape, const char **dtype);
+/* Value of a `__metadata__` entry, or NULL. */
+const char *rt_st_metadata(const RtSt *st, const char *key);
+/* Read the local block of a parameter from file tensor `name` (dtype F32,
+ * BF16 or F16) as fp32; the file tensor's shape must match `global` under
+ * the mapping. */
+int rt_st_read(const RtSt *st, const char *name, bool transposed, int part, int nparts, int rank,
+               const int64_t *global, const int64_t *offset, const int64_t *local, float *dst,
+               char *err, size_t errlen);
+
+/* Writing: declare every file tensor first (sorted into the header with
+ * `__metadata__` {"format":"pt"}), then put parameter blocks in any order;
+ * close checks that every element was written exactly once in total count,
+ * then writes atomically like checkpoints. dtype: "F32" or "BF16" (rounded
+ * to nearest even). */
+typedef struct {
+    const char *name;
+    int ndim;
+    int64_t shape[RT_ST_MAXDIM];
+} RtStTensor;
+typedef struct RtStWriter RtStWriter;
+RtStWriter *rt_st_writer_open(const char *path, const RtStTensor *tensors, int n,
+                              const char *dtype, char *err, size_t errlen);
+int rt_st_writer_put(RtStWriter *w, const char *name, bool transposed, int part, int nparts,
+                     int rank, const int64_t *global, const int64_t *offset, const int64_t *local,
+                     const float *src, char *err, size_t errlen);
+/* Completes the file (or fails, leaving `path` untouched); frees w either way. */
+int rt_st_writer_close(RtStWriter *w, char *err, size_t errlen);
+/* Abandons the file: removes the temporary, leaves `path` untouched. */
+void rt_st_writer_abort(RtStWriter *w);
 
 #ifdef __cplusplus
 }

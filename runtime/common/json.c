@@ -1,0 +1,466 @@
+/* json.c: strict recursive-descent JSON parser (rules in json.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "json.h"
+
+#define RTJ_MAX_DEPTH 64
+
+typedef struct {
+    const unsigned char *s;
+    size_t len, pos;
+    int depth;
+    char *err;
+    size_t errlen;
+    bool failed;
+} Parser;
+
+static bool fail(Parser *p, const char *msg)
+{
+    if (!p->failed)
+        rtc_err(p->err, p->errlen, "at byte %zu: %s", p->pos, msg);
+    p->failed = true;
+    return false;
+}
+
+static void skip_ws(Parser *p)
+{
+    while (p->pos < p->len) {
+        unsigned char c = p->s[p->pos];
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
+            break;
+        p->pos++;
+    }
+}
+
+static bool literal(Parser *p, const char *word)
+{
+    size_t n = strlen(word);
+    if (p->len - p->pos < n || memcmp(p->s + p->pos, word, n) != 0)
+        return fail(p, "invalid literal");
+    p->pos += n;
+    return true;
+}
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+} Buf;
+
+static void put(Buf *b, const void *src, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 32;
+        while (b->len + n + 1 > cap)
+            cap *= 2;
+        char *nb = realloc(b->buf, cap);
+        if (!nb)
+            rt_fatal("ptdrt: out of host memory parsing JSON");
+        b->buf = nb;
+        b->cap = cap;
+    }
+    memcpy(b->buf + b->len, src, n);
+    b->len += n;
+    b->buf[b->len] = 0;
+}
+
+static void put_utf8(Buf *b, uint32_t cp)
+{
+    unsigned char u[4];
+    size_t n;
+    if (cp < 0x80) {
+        u[0] = (unsigned char)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        u[0] = (unsigned char)(0xC0 | (cp >> 6));
+        u[1] = (unsigned char)(0x80 | (cp & 0x3F));
+        n = 2;
+    } else if (cp < 0x10000) {
+        u[0] = (unsigned char)(0xE0 | (cp >> 12));
+        u[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+        u[2] = (unsigned char)(0x80 | (cp & 0x3F));
+        n = 3;
+    } else {
+        u[0] = (unsigned char)(0xF0 | (cp >> 18));
+        u[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+        u[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+        u[3] = (unsigned char)(0x80 | (cp & 0x3F));
+        n = 4;
+    }
+    put(b, u, n);
+}
+
+static bool hex4(Parser *p, uint32_t *out)
+{
+    if (p->len - p->pos < 4)
+        return fail(p, "truncated \\u escape");
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned char c = p->s[p->pos + (size_t)i];
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
+        if (d < 0)
+            return fail(p, "invalid \\u escape");
+        v = v * 16 + (uint32_t)d;
+    }
+    p->pos += 4;
+    *out = v;
+    return true;
+}
+
+/* One UTF-8 sequence starting at p->pos (first byte >= 0x80): well-formed,
+ * shortest form, no surrogates, at most U+10FFFF. */
+static bool utf8_seq(Parser *p, Buf *b)
+{
+    const unsigned char *s = p->s + p->pos;
+    size_t left = p->len - p->pos;
+    unsigned char c = s[0];
+    size_t n;
+    uint32_t cp, min;
+    if (c >= 0xC2 && c <= 0xDF)
+        n = 2, cp = c & 0x1F, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF)
+        n = 3, cp = c & 0x0F, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4)
+        n = 4, cp = c & 0x07, min = 0x10000;
+    else
+        return fail(p, "invalid UTF-8");
+    if (left < n)
+        return fail(p, "truncated UTF-8 sequence");
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return fail(p, "invalid UTF-8");
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return fail(p, "invalid UTF-8");
+    put(b, s, n);
+    p->pos += n;
+    return true;
+}
+
+static bool string(Parser *p, char **out, size_t *outlen)
+{
+    Buf b = {0};
+    put(&b, "", 0);
+    p->pos++; /* opening quote */
+    for (;;) {
+        if (p->pos >= p->len) {
+            free(b.buf);
+            return fail(p, "unterminated string");
+        }
+        unsigned char c = p->s[p->pos];
+        if (c == '"') {
+            p->pos++;
+            break;
+        }
+        if (c < 0x20) {
+            free(b.buf);
+            return fail(p, "control character in string");
+        }
+        if (c >= 0x80) {
+            if (!utf8_seq(p, &b)) {
+                free(b.buf);
+                return false;
+            }
+            continue;
+        }
+        if (c != '\\') {
+            put(&b, &c, 1);
+            p->pos++;
+            continue;
+        }
+        p->pos++;
+        if (p->pos >= p->len) {
+            free(b.buf);
+            return fail(p, "unterminated string");
+        }
+        char e = (char)p->s[p->pos++];
+        const char *simple = strchr("\"\\/bfnrt", e);
+        if (e && simple) {
+            static const char map[] = "\"\\/\b\f\n\r\t";
+            put(&b, &map[simple - "\"\\/bfnrt"], 1);
+            continue;
+        }
+        if (e != 'u') {
+            p->pos--;
+            free(b.buf);
+            return fail(p, "invalid escape in string");
+        }
+        uint32_t cp;
+        if (!hex4(p, &cp)) {
+            free(b.buf);
+            return false;
+        }
+        if (cp >= 0xDC00 && cp <= 0xDFFF) {
+            free(b.buf);
+            return fail(p, "unpaired low surrogate");
+        }
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+            uint32_t lo;
+            if (p->len - p->pos < 2 || p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u') {
+                free(b.buf);
+                return fail(p, "unpaired high surrogate");
+            }
+            p->pos += 2;
+            if (!hex4(p, &lo)) {
+                free(b.buf);
+                return false;
+            }
+            if (lo < 0xDC00 || lo > 0xDFFF) {
+                free(b.buf);
+                return fail(p, "unpaired high surrogate");
+            }
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        }
+        put_utf8(&b, cp);
+    }
+    *out = b.buf;
+    *outlen = b.len;
+    return true;
+}
+
+static bool digits(Parser *p)
+{
+    size_t start = p->pos;
+    while (p->pos < p->len && p->s[p->pos] >= '0' && p->s[p->pos] <= '9')
+        p->pos++;
+    return p->pos > start;
+}
+
+static bool number(Parser *p, RtjValue *v)
+{
+    size_t start = p->pos;
+    if (p->s[p->pos] == '-')
+        p->pos++;
+    if (p->pos < p->len && p->s[p->pos] == '0') {
+        p->pos++;
+        if (p->pos < p->len && p->s[p->pos] >= '0' && p->s[p->pos] <= '9')
+            return fail(p, "leading zero in number");
+    } else if (!digits(p)) {
+        return fail(p, "invalid number");
+    }
+    if (p->pos < p->len && p->s[p->pos] == '.') {
+        p->pos++;
+        if (!digits(p))
+            return fail(p, "invalid number: digits must follow '.'");
+    }
+    if (p->pos < p->len && (p->s[p->pos] == 'e' || p->s[p->pos] == 'E')) {
+        p->pos++;
+        if (p->pos < p->len && (p->s[p->pos] == '+' || p->s[p->pos] == '-'))
+            p->pos++;
+        if (!digits(p))
+            return fail(p, "invalid number: digits must follow the exponent");
+    }
+    v->kind = RTJ_NUMBER;
+    v->len = p->pos - start;
+    v->text = rtc_xmalloc(v->len + 1);
+    memcpy(v->text, p->s + start, v->len);
+    v->text[v->len] = 0;
+    return true;
+}
+
+static bool value(Parser *p, RtjValue *v);
+
+static void grow(RtjValue *v, int *cap, bool keys)
+{
+    if (v->n < *cap)
+        return;
+    *cap = *cap ? *cap * 2 : 8;
+    RtjValue *items = realloc(v->items, (size_t)*cap * sizeof *items);
+    if (!items)
+        rt_fatal("ptdrt: out of host memory parsing JSON");
+    v->items = items;
+    if (keys) {
+        char **k = realloc(v->keys, (size_t)*cap * sizeof *k);
+        size_t *kl = realloc(v->key_lens, (size_t)*cap * sizeof *kl);
+        if (!k || !kl)
+            rt_fatal("ptdrt: out of host memory parsing JSON");
+        v->keys = k;
+        v->key_lens = kl;
+    }
+}
+
+static bool array(Parser *p, RtjValue *v)
+{
+    int cap = 0;
+    v->kind = RTJ_ARRAY;
+    p->pos++;
+    skip_ws(p);
+    if (p->pos < p->len && p->s[p->pos] == ']') {
+        p->pos++;
+        return true;
+    }
+    for (;;) {
+        grow(v, &cap, false);
+        memset(&v->items[v->n], 0, sizeof v->items[0]);
+        v->n++;
+        if (!value(p, &v->items[v->n - 1]))
+            return false;
+        skip_ws(p);
+        if (p->pos >= p->len)
+            return fail(p, "unterminated array");
+        char c = (char)p->s[p->pos++];
+        if (c == ']')
+            return true;
+        if (c != ',') {
+            p->pos--;
+            return fail(p, "expected ',' or ']' in array");
+        }
+    }
+}
+
+static bool object(Parser *p, RtjValue *v)
+{
+    int cap = 0;
+    v->kind = RTJ_OBJECT;
+    p->pos++;
+    skip_ws(p);
+    if (p->pos < p->len && p->s[p->pos] == '}') {
+        p->pos++;
+        return true;
+    }
+    for (;;) {
+        skip_ws(p);
+        if (p->pos >= p->len || p->s[p->pos] != '"')
+            return fail(p, "expected a string key in object");
+        grow(v, &cap, true);
+        memset(&v->items[v->n], 0, sizeof v->items[0]);
+        v->keys[v->n] = NULL;
+        v->n++;
+        size_t klen;
+        size_t kpos = p->pos;
+        if (!string(p, &v->keys[v->n - 1], &klen))
+            return false;
+        v->key_lens[v->n - 1] = klen;
+        for (int i = 0; i < v->n - 1; i++)
+            if (v->key_lens[i] == klen && memcmp(v->keys[i], v->keys[v->n - 1], klen) == 0) {
+                p->pos = kpos;
+                return fail(p, "duplicate key in object");
+            }
+        skip_ws(p);
+        if (p->pos >= p->len || p->s[p->pos] != ':')
+            return fail(p, "expected ':' after object key");
+        p->pos++;
+        if (!value(p, &v->items[v->n - 1]))
+            return false;
+        skip_ws(p);
+        if (p->pos >= p->len)
+            return fail(p, "unterminated object");
+        char c = (char)p->s[p->pos++];
+        if (c == '}')
+            return true;
+        if (c != ',') {
+            p->pos--;
+            return fail(p, "expected ',' or '}' in object");
+        }
+    }
+}
+
+static bool value(Parser *p, RtjValue *v)
+{
+    skip_ws(p);
+    if (p->pos >= p->len)
+        return fail(p, "unexpected end of text");
+    if (p->depth >= RTJ_MAX_DEPTH)
+        return fail(p, "nesting deeper than 64");
+    bool ok;
+    switch (p->s[p->pos]) {
+    case '{':
+        p->depth++;
+        ok = object(p, v);
+        p->depth--;
+        return ok;
+    case '[':
+        p->depth++;
+        ok = array(p, v);
+        p->depth--;
+        return ok;
+    case '"':
+        v->kind = RTJ_STRING;
+        return string(p, &v->text, &v->len);
+    case 't':
+        v->kind = RTJ_BOOL;
+        v->boolean = true;
+        return literal(p, "true");
+    case 'f':
+        v->kind = RTJ_BOOL;
+        return literal(p, "false");
+    case 'n':
+        v->kind = RTJ_NULL;
+        return literal(p, "null");
+    default:
+        if (p->s[p->pos] == '-' || (p->s[p->pos] >= '0' && p->s[p->pos] <= '9'))
+            return number(p, v);
+        return fail(p, "unexpected character");
+    }
+}
+
+static void free_inner(RtjValue *v)
+{
+    for (int i = 0; i < v->n; i++) {
+        free_inner(&v->items[i]);
+        if (v->keys)
+            free(v->keys[i]);
+    }
+    free(v->items);
+    free(v->keys);
+    free(v->key_lens);
+    free(v->text);
+}
+
+void rtj_free(RtjValue *v)
+{
+    if (v) {
+        free_inner(v);
+        free(v);
+    }
+}
+
+RtjValue *rtj_parse(const char *text, size_t len, char *err, size_t errlen)
+{
+    Parser p = {(const unsigned char *)text, len, 0, 0, err, errlen, false};
+    RtjValue *v = rtc_xcalloc(1, sizeof *v);
+    if (value(&p, v)) {
+        skip_ws(&p);
+        if (p.pos != p.len)
+            fail(&p, "text after the JSON value");
+    }
+    if (p.failed) {
+        rtj_free(v);
+        return NULL;
+    }
+    return v;
+}
+
+const RtjValue *rtj_get(const RtjValue *obj, const char *key)
+{
+    if (!obj || obj->kind != RTJ_OBJECT)
+        return NULL;
+    size_t n = strlen(key);
+    for (int i = 0; i < obj->n; i++)
+        if (obj->key_lens[i] == n && memcmp(obj->keys[i], key, n) == 0)
+            return &obj->items[i];
+    return NULL;
+}
+
+int rtj_uint(const RtjValue *v, int64_t *out)
+{
+    if (!v || v->kind != RTJ_NUMBER || v->len == 0 || v->len > 19)
+        return -1;
+    uint64_t x = 0; /* 19 digits cannot overflow 64 bits */
+    for (size_t i = 0; i < v->len; i++) {
+        char c = v->text[i];
+        if (c < '0' || c > '9')
+            return -1;
+        x = x * 10 + (uint64_t)(c - '0');
+    }
+    if (x > (uint64_t)INT64_MAX)
+        return -1;
+    *out = (int64_t)x;
+    return 0;
+}

@@ -1,0 +1,278 @@
+/* safetensors_write.c: export fp32 parameters as a safetensors file.
+ *
+ * The header lists the declared tensors with keys sorted bytewise (the
+ * `__metadata__` entry {"format":"pt"} among them, as Hugging Face loaders
+ * expect), data offsets in that order, padded with spaces to a multiple of 8
+ * bytes. Blocks land at their final offsets with pwrite, so parameters can be
+ * put in any order and in any sharding; close writes atomically. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "safetensors.h"
+
+typedef struct {
+    char *name;
+    int ndim;
+    int64_t shape[RT_ST_MAXDIM];
+    uint64_t begin;  /* in the data section */
+    int64_t numel, written;
+} WTensor;
+
+struct RtStWriter {
+    RtcAtomic a;
+    char *path;
+    int n;
+    WTensor *t; /* sorted by name */
+    bool bf16;
+    int esize;
+    uint64_t data_start; /* 8 + header length */
+};
+
+typedef struct {
+    char *s;
+    size_t len, cap;
+} Str;
+
+static void str_add(Str *b, const char *s, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (b->len + n + 1 > cap)
+            cap *= 2;
+        char *ns = realloc(b->s, cap);
+        if (!ns)
+            rt_fatal("ptdrt: out of host memory writing a safetensors header");
+        b->s = ns;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = 0;
+}
+
+static void str_fmt(Str *b, const char *fmt, long long v)
+{
+    char tmp[32];
+    int k = snprintf(tmp, sizeof tmp, fmt, v);
+    str_add(b, tmp, (size_t)k);
+}
+
+static void str_json(Str *b, const char *s)
+{
+    str_add(b, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            char esc[2] = {'\\', (char)*p};
+            str_add(b, esc, 2);
+        } else if (*p < 0x20) {
+            char esc[8];
+            snprintf(esc, sizeof esc, "\\u%04x", *p);
+            str_add(b, esc, 6);
+        } else {
+            str_add(b, (const char *)p, 1);
+        }
+    }
+    str_add(b, "\"", 1);
+}
+
+static int wt_by_name(const void *a, const void *b)
+{
+    return strcmp(((const WTensor *)a)->name, ((const WTensor *)b)->name);
+}
+
+static void writer_free(RtStWriter *w)
+{
+    for (int i = 0; i < w->n; i++)
+        free(w->t[i].name);
+    free(w->t);
+    free(w->path);
+    free(w);
+}
+
+RtStWriter *rt_st_writer_open(const char *path, const RtStTensor *tensors, int n,
+                              const char *dtype, char *err, size_t errlen)
+{
+    bool bf16 = dtype && strcmp(dtype, "BF16") == 0;
+    if (!dtype || (!bf16 && strcmp(dtype, "F32") != 0)) {
+        rtc_err(err, errlen, "%s: safetensors export dtype must be F32 or BF16, not %s", path,
+                dtype ? dtype : "(null)");
+        return NULL;
+    }
+    RtStWriter *w = rtc_xcalloc(1, sizeof *w);
+    w->path = rtc_xstrdup(path);
+    w->bf16 = bf16;
+    w->esize = bf16 ? 2 : 4;
+    w->t = rtc_xcalloc((size_t)(n > 0 ? n : 0), sizeof *w->t);
+    int rc = n < 0 ? rtc_err(err, errlen, "%s: negative tensor count", path) : 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        const RtStTensor *s = &tensors[i];
+        WTensor *t = &w->t[i];
+        if (!s->name || !*s->name || strcmp(s->name, "__metadata__") == 0) {
+            rc = rtc_err(err, errlen, "%s: tensor %d has an empty or reserved name", path, i);
+            break;
+        }
+        t->name = rtc_xstrdup(s->name);
+        w->n++;
+        if (s->ndim < 0 || s->ndim > RT_ST_MAXDIM) {
+            rc = rtc_err(err, errlen, "%s: tensor '%s' has %d dims (at most %d)", path, s->name,
+                         s->ndim, RT_ST_MAXDIM);
+            break;
+        }
+        t->ndim = s->ndim;
+        t->numel = 1;
+        for (int d = 0; d < s->ndim; d++) {
+            if (s->shape[d] < 0) {
+                rc = rtc_err(err, errlen, "%s: tensor '%s' has a negative size", path, s->name);
+                break;
+            }
+            t->shape[d] = s->shape[d];
+            t->numel *= s->shape[d];
+        }
+    }
+    if (rc == 0) {
+        qsort(w->t, (size_t)w->n, sizeof *w->t, wt_by_name);
+        for (int i = 1; i < w->n && rc == 0; i++)
+            if (strcmp(w->t[i - 1].name, w->t[i].name) == 0)
+                rc = rtc_err(err, errlen, "%s: tensor name '%s' appears twice", path, w->t[i].name);
+    }
+    if (rc != 0) {
+        writer_free(w);
+        return NULL;
+    }
+
+    /* Header: keys sorted bytewise, "__metadata__" in its place among them. */
+    Str h = {0};
+    str_add(&h, "{", 1);
+    uint64_t pos = 0;
+    bool meta_done = false, first = true;
+    for (int i = 0; i <= w->n; i++) {
+        if (!meta_done && (i == w->n || strcmp("__metadata__", w->t[i].name) < 0)) {
+            str_add(&h, first ? "" : ",", first ? 0 : 1);
+            str_add(&h, "\"__metadata__\":{\"format\":\"pt\"}", 31);
+            meta_done = true;
+            first = false;
+        }
+        if (i == w->n)
+            break;
+        WTensor *t = &w->t[i];
+        t->begin = pos;
+        str_add(&h, first ? "" : ",", first ? 0 : 1);
+        first = false;
+        str_json(&h, t->name);
+        str_add(&h, ":{\"dtype\":", 10);
+        str_json(&h, dtype);
+        str_add(&h, ",\"shape\":[", 10);
+        for (int d = 0; d < t->ndim; d++)
+            str_fmt(&h, d ? ",%lld" : "%lld", (long long)t->shape[d]);
+        str_add(&h, "],\"data_offsets\":[", 18);
+        str_fmt(&h, "%lld", (long long)pos);
+        pos += (uint64_t)t->numel * (uint64_t)w->esize;
+        str_fmt(&h, ",%lld]}", (long long)pos);
+    }
+    str_add(&h, "}", 1);
+    while (h.len % 8)
+        str_add(&h, " ", 1);
+    w->data_start = 8 + h.len;
+
+    if (rtc_atomic_open(&w->a, path, err, errlen) != 0) {
+        free(h.s);
+        writer_free(w);
+        return NULL;
+    }
+    unsigned char len8[8];
+    rtc_put_u64(len8, h.len);
+    rc = rtc_write_all(w->a.fd, len8, 8, 0, path, err, errlen);
+    if (rc == 0)
+        rc = rtc_write_all(w->a.fd, h.s, h.len, 8, path, err, errlen);
+    free(h.s);
+    if (rc == 0 && ftruncate(w->a.fd, (off_t)(w->data_start + pos)) != 0)
+        rc = rtc_err(err, errlen, "%s: cannot size the file: %s", path, strerror(errno));
+    if (rc != 0) {
+        rtc_atomic_abort(&w->a);
+        writer_free(w);
+        return NULL;
+    }
+    return w;
+}
+
+int rt_st_writer_put(RtStWriter *w, const char *name, bool transposed, int part, int nparts,
+                     int rank, const int64_t *global, const int64_t *offset, const int64_t *local,
+                     const float *src, char *err, size_t errlen)
+{
+    WTensor key = {.name = (char *)name};
+    WTensor *t = bsearch(&key, w->t, (size_t)w->n, sizeof *w->t, wt_by_name);
+    if (!t)
+        return rtc_err(err, errlen, "%s: tensor '%s' was not declared", w->path, name);
+    RtcStBlock blk;
+    if (rtc_st_map(w->path, name, t->ndim, t->shape, transposed, part, nparts, rank, global,
+                   offset, local, &blk, err, errlen) != 0)
+        return -1;
+    int64_t n = rtc_numel(rank, local);
+    if (t->written + n > t->numel)
+        return rtc_err(err, errlen, "%s: tensor '%s': more elements put than it holds", w->path,
+                       name);
+    if (n == 0)
+        return 0;
+    /* Rows of the block in file order: file dims lead, last dim contiguous. */
+    int last = rank - 1;
+    int64_t row = rank > 0 ? blk.local[last] : 1;
+    unsigned char *buf = rtc_xmalloc((size_t)row * (size_t)w->esize);
+    int64_t idx[RT_ST_MAXDIM] = {0}; /* over the file block's leading dims */
+    int rc = 0;
+    for (int64_t done = 0; done < n && rc == 0; done += row) {
+        int64_t fi = 0;
+        for (int d = 0; d < rank; d++)
+            fi = fi * blk.shape[d] + blk.offset[d] + (d < last ? idx[d] : 0);
+        for (int64_t j = 0; j < row; j++) {
+            /* transposed: file (r, j) is parameter-local (j, r) */
+            float v = transposed ? src[j * local[1] + idx[0]] : src[done + j];
+            if (w->bf16) {
+                uint16_t b = rtc_f32_to_bf16(v);
+                buf[2 * j] = (unsigned char)b;
+                buf[2 * j + 1] = (unsigned char)(b >> 8);
+            } else {
+                uint32_t u;
+                memcpy(&u, &v, sizeof u);
+                rtc_put_u32(buf + 4 * j, u);
+            }
+        }
+        rc = rtc_write_all(w->a.fd, buf, (size_t)row * (size_t)w->esize,
+                           (int64_t)(w->data_start + t->begin + (uint64_t)fi * (uint64_t)w->esize),
+                           w->path, err, errlen);
+        for (int d = last - 1; d >= 0; d--) {
+            if (++idx[d] < blk.local[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    free(buf);
+    if (rc == 0)
+        t->written += n;
+    return rc;
+}
+
+int rt_st_writer_close(RtStWriter *w, char *err, size_t errlen)
+{
+    for (int i = 0; i < w->n; i++)
+        if (w->t[i].written != w->t[i].numel) {
+            rtc_err(err, errlen, "%s: tensor '%s': %lld of its %lld elements were written",
+                    w->path, w->t[i].name, (long long)w->t[i].written, (long long)w->t[i].numel);
+            rt_st_writer_abort(w);
+            return -1;
+        }
+    int rc = rtc_atomic_commit(&w->a, err, errlen);
+    writer_free(w);
+    return rc;
+}
+
+void rt_st_writer_abort(RtStWriter *w)
+{
+    if (!w)
+        return;
+    rtc_atomic_abort(&w->a);
+    writer_free(w);
+}
