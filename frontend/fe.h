@@ -24,8 +24,14 @@
 #define FE_MAX_IMPORT_DEPTH 64    /* chained imports */
 #define FE_MAX_CONST_DEPTH 1000   /* constants referring to constants */
 #define FE_MAX_REPEAT 100000      /* one repeat's count */
+/* The fuzzer builds with smaller values (tests/fuzz/build.sh) so that one
+ * input cannot spend seconds reaching them. */
+#ifndef FE_MAX_NODES
 #define FE_MAX_NODES 1000000      /* operators in the unrolled graph */
-#define FE_MAX_STEPS 10000000     /* statements executed while unrolling */
+#endif
+#ifndef FE_MAX_STEPS
+#define FE_MAX_STEPS 10000000     /* statements and operators while unrolling */
+#endif
 
 /* ------------------------------------------------------------ syntax tree */
 typedef enum {

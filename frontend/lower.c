@@ -16,10 +16,6 @@
 #include <math.h>
 #include <string.h>
 
-#ifndef FE_NODE_LIMIT
-#define FE_NODE_LIMIT FE_MAX_NODES
-#endif
-
 enum { POISON = -2 };
 
 typedef struct Lower {
@@ -63,10 +59,10 @@ static bool limit_hit(Lower *lw, IrLoc loc)
     if (lw->stop)
         return true;
     if (++lw->steps > FE_MAX_STEPS) {
-        ir_error(loc, "the model unrolls to more than %d statements", FE_MAX_STEPS);
+        ir_error(loc, "the model unrolls to more than %d statements and operators", FE_MAX_STEPS);
         lw->stop = true;
-    } else if (lw->g->nnodes > FE_NODE_LIMIT) {
-        ir_error(loc, "the model unrolls to more than %d operators", FE_NODE_LIMIT);
+    } else if (lw->g->nnodes > FE_MAX_NODES) {
+        ir_error(loc, "the model unrolls to more than %d operators", FE_MAX_NODES);
         lw->stop = true;
     }
     return lw->stop;
