@@ -74,6 +74,9 @@ static void check_tensor(const IrGraph *g, int t)
     case IR_ACT:
     case IR_LOSS:
     case IR_GRAD:
+        if (x->role == IR_GRAD && x->producer == -1 && x->grad_of == g->loss && g->loss >= 0 &&
+            x->rank == 0)
+            break; /* autodiff's seed d loss / d loss: a constant, nothing computes it */
         if (x->producer < 0 || x->producer >= g->nnodes) {
             bad("tensor '%s' has no producer", x->name);
             break;
@@ -113,10 +116,12 @@ static void check_node(const IrGraph *g, int i)
         bad("node %d (%s) has %d inputs and %d outputs, the table says %d and %d", i, op->name,
             n->nin, n->nout, op->nin, op->nout);
     bool is_fwd = (op->flags & IR_OPF_FWD) != 0;
-    if (is_fwd != (i < g->nfwd))
+    /* Backward nodes may also use forward ops: MATMUL's backward is two
+     * MATMULs, and gradient contributions are summed with ADD. */
+    if (i < g->nfwd && !is_fwd)
         bad("node %d (%s) is on the wrong side of the forward/backward boundary %d", i, op->name,
             g->nfwd);
-    if (!is_fwd && (n->fwd < 0 || n->fwd >= g->nfwd))
+    if (i >= g->nfwd && (n->fwd < 0 || n->fwd >= g->nfwd))
         bad("backward node %d (%s) differentiates no forward node", i, op->name);
     for (int k = 0; k < n->nin && k < IR_MAX_IN; k++) {
         int t = n->in[k];

@@ -1,0 +1,119 @@
+/* test_autodiff.c: the backward graph of every model in models/ (or the
+ * files named on the command line) verifies, differentiates every forward node
+ * that reaches the loss, gives every parameter exactly one final gradient with
+ * its dims, and reads only saved forward tensors (pass_autodiff checks that
+ * itself and dies otherwise). With --print FILE it prints the graph
+ * (what `--emit ir-grad` shows). */
+#include "frontend.h"
+#include "ir.h"
+#include "passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int fails;
+
+#define CHECK(c, ...)                                                                         \
+    do {                                                                                      \
+        if (!(c)) {                                                                           \
+            fprintf(stderr, "%s: ", path);                                                    \
+            fprintf(stderr, __VA_ARGS__);                                                     \
+            fputc('\n', stderr);                                                              \
+            fails++;                                                                          \
+        }                                                                                     \
+    } while (0)
+
+/* Forward nodes whose first output feeds the loss. */
+static void reaching(const IrGraph *g, bool *reach)
+{
+    bool *live = calloc((size_t)g->ntensors, 1);
+    live[g->loss] = true;
+    for (int i = g->nfwd - 1; i >= 0; i--) {
+        const IrNode *n = &g->nodes[i];
+        reach[i] = live[n->out[0]];
+        if (reach[i])
+            for (int k = 0; k < n->nin; k++)
+                live[n->in[k]] = true;
+    }
+    free(live);
+}
+
+static void check(const char *path, bool print)
+{
+    IrArena *a = ir_arena_new();
+    IrGraph *g = fe_compile_file(a, path, NULL, 0, 0);
+    CHECK(g, "does not compile");
+    if (!g) {
+        ir_arena_free(a);
+        return;
+    }
+    int nfwd = g->nfwd;
+    CHECK(pass_autodiff(g), "autodiff failed");
+    CHECK(ir_verify(g, "autodiff"), "backward graph does not verify");
+    CHECK(g->nfwd == nfwd, "nfwd moved from %d to %d", nfwd, g->nfwd);
+    if (print)
+        ir_print(stdout, g);
+
+    bool *reach = calloc((size_t)g->nfwd, 1);
+    reaching(g, reach);
+    int *nbwd = calloc((size_t)g->nfwd, sizeof *nbwd);
+    for (int i = g->nfwd; i < g->nnodes; i++)
+        if (!pass_is_grad_sum(g, &g->nodes[i]))
+            nbwd[g->nodes[i].fwd]++;
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *n = &g->nodes[i];
+        /* Every node on a path from a parameter to the loss is differentiated;
+         * MATMUL with two trained operands twice, ADD once per operand. */
+        bool param_path = false;
+        for (int k = 0; k < n->nin; k++)
+            param_path |= pass_grad_final(g, n->in[k]) >= 0;
+        if (reach[i] && param_path)
+            CHECK(nbwd[i] >= 1, "node %d (%s) has no backward node", i, ir_ops[n->op].name);
+        if (!reach[i])
+            CHECK(nbwd[i] == 0, "node %d (%s) does not reach the loss but has a backward", i,
+                  ir_ops[n->op].name);
+        if (n->op == IR_OP_MATMUL && reach[i]) {
+            int want = (pass_grad_final(g, n->in[0]) >= 0) + (pass_grad_final(g, n->in[1]) >= 0);
+            CHECK(nbwd[i] == want, "matmul %d has %d backward nodes, want %d", i, nbwd[i], want);
+        }
+    }
+    /* Every parameter has one final gradient with its dims; tied ones sum. */
+    for (int t = 0; t < g->ntensors; t++) {
+        const IrTensor *x = &g->tensors[t];
+        if (x->role != IR_PARAM)
+            continue;
+        int d = pass_grad_final(g, t);
+        CHECK(d >= 0, "param %s has no gradient", x->name);
+        if (d < 0)
+            continue;
+        const IrTensor *y = &g->tensors[d];
+        CHECK(y->role == IR_GRAD && y->grad_of == t && y->rank == x->rank &&
+                  !memcmp(y->dim, x->dim, sizeof(int) * (size_t)x->rank),
+              "gradient %s of %s is malformed", y->name, x->name);
+        int uses = ir_consumers(g, t, NULL, 0);
+        int sums = 0;
+        for (int i = g->nfwd; i < g->nnodes; i++)
+            if (pass_is_grad_sum(g, &g->nodes[i]) &&
+                g->tensors[g->nodes[i].out[0]].grad_of == t)
+                sums++;
+        CHECK(sums == uses - 1, "param %s: %d uses but %d gradient sums", x->name, uses, sums);
+    }
+    /* The seed: the loss's gradient, a scalar nothing computes. */
+    int seed = pass_grad_final(g, g->loss);
+    CHECK(seed >= 0 && g->tensors[seed].producer == -1 && g->tensors[seed].rank == 0,
+          "no seed gradient of the loss");
+    free(reach);
+    free(nbwd);
+    ir_graph_free(g);
+    ir_arena_free(a);
+}
+
+int main(int argc, char **argv)
+{
+    bool print = argc > 2 && !strcmp(argv[1], "--print");
+    for (int i = print ? 2 : 1; i < argc; i++)
+        check(argv[i], print);
+    if (fails)
+        fprintf(stderr, "test_autodiff: %d failures\n", fails);
+    return fails != 0;
+}
