@@ -1,0 +1,346 @@
+/* attention.cu: causal / full scaled dot-product attention with grouped-query
+ * heads, flash-style: nothing S x S is ever stored.
+ *
+ * Layout: q, o, dq [B, S, H, D]; k, v, dk, dv [B, S, KVH, D]; lse [B, S, H].
+ * Query head h reads kv head h / (H / KVH).
+ *
+ * Generic kernels (any D <= 256), fp32 maths on CUDA cores:
+ *   A block of 256 threads owns 32 rows (queries in forward and dQ, keys in
+ *   dK/dV); each row belongs to a group of 8 lanes, lane l holding dims
+ *   l, l + 8, ... (NT = ceil(D/8) rounded to a power of two, in registers).
+ *   The other operand streams through shared memory in tiles of 32 rows,
+ *   converted to fp32 once; a dot product is 8 partial sums plus 3 shuffles.
+ * Forward: online softmax per query row (running max m, sum l, rescaled
+ *   accumulator), writes o = acc / l and lse = m + log l.
+ * Backward: Delta = rowsum(dO * O); then two kernels that each recompute
+ *   P = exp(scale q.k - lse) tile by tile: dQ (parallel over query tiles,
+ *   looping over key tiles) and dK/dV (parallel over key tiles, looping over
+ *   the query heads of the group and the query tiles). Each output element is
+ *   owned by one thread and summed in a fixed order: deterministic without
+ *   atomics, at the price of computing S and dP twice (backward FLOPs ~3.5x
+ *   forward instead of FlashAttention-2's 2.5x).
+ * Causal blocks skip tiles entirely above the diagonal.
+ *
+ * Efficiency: CUDA-core fp32, not tensor cores: ~40-60% of the FP32 FMA peak
+ * (A100 19.5, H100 SXM 67 TFLOP/s), i.e. roughly an order of magnitude below
+ * FlashAttention-2 on tensor cores (docs/cuda.md). */
+#include "cu_dev.cuh"
+
+namespace {
+
+constexpr int TILE = 32;   /* rows per block and per streamed tile */
+constexpr int THREADS = 256;
+
+__device__ __forceinline__ float group_sum8(float v)
+{
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    v += __shfl_xor_sync(0xffffffffu, v, 2);
+    v += __shfl_xor_sync(0xffffffffu, v, 4);
+    return v;
+}
+
+/* Stage rows [r0, r0 + TILE) of a [B, S, NH, D] tensor (head `hd`) into a
+ * [TILE][DP] fp32 tile; rows past S and dims past D are zero. */
+template <int DP>
+__device__ __forceinline__ void stage(float *dst, const rt_act *src, int64_t b, int64_t r0, int64_t S, int64_t NH,
+                                      int64_t hd, int64_t D)
+{
+    for (int idx = threadIdx.x; idx < TILE * DP; idx += THREADS) {
+        int r = idx / DP, d = idx % DP;
+        int64_t s = r0 + r;
+        dst[idx] = s < S && d < D ? ld(src + ((b * S + s) * NH + hd) * D + d) : 0.0f;
+    }
+}
+
+template <int NT>
+__global__ void __launch_bounds__(THREADS)
+k_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, int64_t S, int64_t H, int64_t KVH,
+      int64_t D, bool causal, float scale)
+{
+    constexpr int DP = 8 * NT;
+    extern __shared__ float sm[];
+    float *Ks = sm, *Vs = sm + TILE * DP;
+    int64_t qt = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x; /* long rows first */
+    int64_t h = blockIdx.y, b = blockIdx.z, kvh = h / (H / KVH);
+    int lane = threadIdx.x & 31, l8 = lane & 7, row = (threadIdx.x >> 5) * 4 + (lane >> 3);
+    int64_t qi = qt * TILE + row;
+    bool qok = qi < S;
+    int64_t qoff = ((b * S + (qok ? qi : 0)) * H + h) * D;
+    float qr[NT], acc[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        int d = l8 + 8 * t;
+        qr[t] = qok && d < D ? ld(q + qoff + d) : 0.0f;
+        acc[t] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    int64_t nkt = (S + TILE - 1) / TILE, kend = causal ? (qt + 1 < nkt ? qt + 1 : nkt) : nkt;
+    for (int64_t kt = 0; kt < kend; kt++) {
+        __syncthreads(); /* previous tile fully consumed */
+        stage<DP>(Ks, k, b, kt * TILE, S, KVH, kvh, D);
+        stage<DP>(Vs, v, b, kt * TILE, S, KVH, kvh, D);
+        __syncthreads();
+        float s[TILE], mt = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < TILE; j++) {
+            float p = 0.0f;
+#pragma unroll
+            for (int t = 0; t < NT; t++) p += qr[t] * Ks[j * DP + l8 + 8 * t];
+            p = group_sum8(p);
+            int64_t kj = kt * TILE + j;
+            s[j] = kj < S && (!causal || kj <= qi) ? p * scale : -INFINITY;
+            mt = fmaxf(mt, s[j]);
+        }
+        float mn = fmaxf(m, mt);
+        float alpha = m == -INFINITY ? 0.0f : expf(m - mn);
+        l *= alpha;
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[t] *= alpha;
+#pragma unroll
+        for (int j = 0; j < TILE; j++) {
+            float p = s[j] == -INFINITY ? 0.0f : expf(s[j] - mn);
+            l += p;
+#pragma unroll
+            for (int t = 0; t < NT; t++) acc[t] += p * Vs[j * DP + l8 + 8 * t];
+        }
+        m = mn;
+    }
+    if (qok) {
+        float inv = 1.0f / l;
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            int d = l8 + 8 * t;
+            if (d < D) o[qoff + d] = bf(acc[t] * inv);
+        }
+        if (l8 == 0) lse[(b * S + qi) * H + h] = m + logf(l);
+    }
+}
+
+/* delta[row] = sum_d dout * o, a warp per (b, s, h) row. */
+__global__ void k_delta(float *delta, const rt_act *o, const rt_act *dout, int64_t rows, int64_t D)
+{
+    int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int lane = threadIdx.x & 31;
+    if (w >= rows) return; /* whole warps exit together */
+    float s = 0.0f;
+    for (int64_t d = lane; d < D; d += 32) s += ld(o + w * D + d) * ld(dout + w * D + d);
+    s = warp_sum(s);
+    if (lane == 0) delta[w] = s;
+}
+
+template <int NT>
+__global__ void __launch_bounds__(THREADS)
+k_dq(rt_act *dq, const rt_act *q, const rt_act *k, const rt_act *v, const float *lse, const float *delta,
+     const rt_act *dout, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal, float scale)
+{
+    constexpr int DP = 8 * NT;
+    extern __shared__ float sm[];
+    float *Ks = sm, *Vs = sm + TILE * DP;
+    int64_t qt = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+    int64_t h = blockIdx.y, b = blockIdx.z, kvh = h / (H / KVH);
+    int lane = threadIdx.x & 31, l8 = lane & 7, row = (threadIdx.x >> 5) * 4 + (lane >> 3);
+    int64_t qi = qt * TILE + row;
+    bool qok = qi < S;
+    int64_t qoff = ((b * S + (qok ? qi : 0)) * H + h) * D, srow = (b * S + (qok ? qi : 0)) * H + h;
+    float qr[NT], dor[NT], acc[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        int d = l8 + 8 * t;
+        qr[t] = qok && d < D ? ld(q + qoff + d) : 0.0f;
+        dor[t] = qok && d < D ? ld(dout + qoff + d) : 0.0f;
+        acc[t] = 0.0f;
+    }
+    float L = qok ? lse[srow] : 0.0f, Dl = qok ? delta[srow] : 0.0f;
+    int64_t nkt = (S + TILE - 1) / TILE, kend = causal ? (qt + 1 < nkt ? qt + 1 : nkt) : nkt;
+    for (int64_t kt = 0; kt < kend; kt++) {
+        __syncthreads();
+        stage<DP>(Ks, k, b, kt * TILE, S, KVH, kvh, D);
+        stage<DP>(Vs, v, b, kt * TILE, S, KVH, kvh, D);
+        __syncthreads();
+#pragma unroll 4
+        for (int j = 0; j < TILE; j++) {
+            float sp = 0.0f, dp = 0.0f;
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                sp += qr[t] * Ks[j * DP + l8 + 8 * t];
+                dp += dor[t] * Vs[j * DP + l8 + 8 * t];
+            }
+            sp = group_sum8(sp);
+            dp = group_sum8(dp);
+            int64_t kj = kt * TILE + j;
+            float p = qok && kj < S && (!causal || kj <= qi) ? expf(sp * scale - L) : 0.0f;
+            float ds = p * (dp - Dl);
+#pragma unroll
+            for (int t = 0; t < NT; t++) acc[t] += ds * Ks[j * DP + l8 + 8 * t];
+        }
+    }
+    if (qok) {
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            int d = l8 + 8 * t;
+            if (d < D) dq[qoff + d] = bf(acc[t] * scale);
+        }
+    }
+}
+
+template <int NT>
+__global__ void __launch_bounds__(THREADS)
+k_dkv(rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act *v, const float *lse,
+      const float *delta, const rt_act *dout, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal, float scale)
+{
+    constexpr int DP = 8 * NT;
+    extern __shared__ float sm[];
+    float *Qs = sm, *Os = sm + TILE * DP, *Ls = sm + 2 * TILE * DP, *Ds = Ls + TILE;
+    int64_t kt = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z, G = H / KVH;
+    int lane = threadIdx.x & 31, l8 = lane & 7, row = (threadIdx.x >> 5) * 4 + (lane >> 3);
+    int64_t kj = kt * TILE + row;
+    bool kok = kj < S;
+    int64_t koff = ((b * S + (kok ? kj : 0)) * KVH + kvh) * D;
+    float kr[NT], vr[NT], dka[NT], dva[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        int d = l8 + 8 * t;
+        kr[t] = kok && d < D ? ld(k + koff + d) : 0.0f;
+        vr[t] = kok && d < D ? ld(v + koff + d) : 0.0f;
+        dka[t] = dva[t] = 0.0f;
+    }
+    int64_t nqt = (S + TILE - 1) / TILE, qbeg = causal ? kt : 0;
+    for (int64_t hh = 0; hh < G; hh++) {
+        int64_t h = kvh * G + hh;
+        for (int64_t qt = qbeg; qt < nqt; qt++) {
+            __syncthreads();
+            stage<DP>(Qs, q, b, qt * TILE, S, H, h, D);
+            stage<DP>(Os, dout, b, qt * TILE, S, H, h, D);
+            if (threadIdx.x < TILE) {
+                int64_t qi = qt * TILE + threadIdx.x;
+                Ls[threadIdx.x] = qi < S ? lse[(b * S + qi) * H + h] : 0.0f;
+                Ds[threadIdx.x] = qi < S ? delta[(b * S + qi) * H + h] : 0.0f;
+            }
+            __syncthreads();
+#pragma unroll 4
+            for (int i = 0; i < TILE; i++) {
+                float sp = 0.0f, dp = 0.0f;
+#pragma unroll
+                for (int t = 0; t < NT; t++) {
+                    sp += kr[t] * Qs[i * DP + l8 + 8 * t];
+                    dp += vr[t] * Os[i * DP + l8 + 8 * t];
+                }
+                sp = group_sum8(sp);
+                dp = group_sum8(dp);
+                int64_t qi = qt * TILE + i;
+                float p = kok && qi < S && (!causal || kj <= qi) ? expf(sp * scale - Ls[i]) : 0.0f;
+                float ds = p * (dp - Ds[i]);
+#pragma unroll
+                for (int t = 0; t < NT; t++) {
+                    dva[t] += p * Os[i * DP + l8 + 8 * t];
+                    dka[t] += ds * Qs[i * DP + l8 + 8 * t];
+                }
+            }
+        }
+    }
+    if (kok) {
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            int d = l8 + 8 * t;
+            if (d < D) {
+                dk[koff + d] = bf(dka[t] * scale);
+                dv[koff + d] = bf(dva[t]);
+            }
+        }
+    }
+}
+
+/* Dynamic shared memory above 48 KiB needs an opt-in per kernel. */
+template <class K>
+void smem_optin(K kern, size_t bytes)
+{
+    if (bytes > 48 * 1024) CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+}
+
+template <int NT>
+void run_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, int64_t B, int64_t S,
+             int64_t H, int64_t KVH, int64_t D, bool causal, float scale)
+{
+    size_t smem = 2 * TILE * 8 * NT * sizeof(float);
+    smem_optin(k_fwd<NT>, smem);
+    dim3 grid((unsigned)((S + TILE - 1) / TILE), (unsigned)H, (unsigned)B);
+    k_fwd<NT><<<grid, THREADS, smem, rtcu.compute>>>(o, lse, q, k, v, S, H, KVH, D, causal, scale);
+    LAUNCH_CHECK();
+}
+
+template <int NT>
+void run_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act *v, const float *lse,
+             const float *delta, const rt_act *dout, int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D,
+             bool causal, float scale)
+{
+    size_t smem = 2 * TILE * 8 * NT * sizeof(float), smem_kv = smem + 2 * TILE * sizeof(float);
+    smem_optin(k_dq<NT>, smem);
+    smem_optin(k_dkv<NT>, smem_kv);
+    unsigned nt = (unsigned)((S + TILE - 1) / TILE);
+    k_dq<NT><<<dim3(nt, (unsigned)H, (unsigned)B), THREADS, smem, rtcu.compute>>>(dq, q, k, v, lse, delta, dout, S,
+                                                                                  H, KVH, D, causal, scale);
+    LAUNCH_CHECK();
+    k_dkv<NT><<<dim3(nt, (unsigned)KVH, (unsigned)B), THREADS, smem_kv, rtcu.compute>>>(dk, dv, q, k, v, lse,
+                                                                                        delta, dout, S, H, KVH, D,
+                                                                                        causal, scale);
+    LAUNCH_CHECK();
+}
+
+void check_shape(const char *fn, int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D)
+{
+    if (B < 0 || S < 0 || H <= 0 || KVH <= 0 || D <= 0 || H % KVH)
+        rt_fatal("%s: bad shape B=%lld S=%lld H=%lld KVH=%lld D=%lld", fn, (long long)B, (long long)S, (long long)H,
+                 (long long)KVH, (long long)D);
+    if (D > 256) rt_fatal("%s: head dim %lld > 256 is not supported", fn, (long long)D);
+    rtcu_check_grid(fn, (S + TILE - 1) / TILE, H, B);
+}
+
+} // namespace
+
+void rt_attention_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, int64_t B, int64_t S,
+                      int64_t H, int64_t KVH, int64_t D, bool causal)
+{
+    rtcu_require_init("rt_attention_fwd");
+    check_shape("rt_attention_fwd", B, S, H, KVH, D);
+    if (B == 0 || S == 0) return;
+    size_t es = sizeof(rt_act), qb = (size_t)(B * S * H * D) * es, kb = (size_t)(B * S * KVH * D) * es;
+    rtcu_deps(5, o, qb, lse, (size_t)(B * S * H) * 4, q, qb, k, kb, v, kb);
+    float scale = 1.0f / sqrtf((float)D);
+    if (D <= 16)
+        run_fwd<2>(o, lse, q, k, v, B, S, H, KVH, D, causal, scale);
+    else if (D <= 32)
+        run_fwd<4>(o, lse, q, k, v, B, S, H, KVH, D, causal, scale);
+    else if (D <= 64)
+        run_fwd<8>(o, lse, q, k, v, B, S, H, KVH, D, causal, scale);
+    else if (D <= 128)
+        run_fwd<16>(o, lse, q, k, v, B, S, H, KVH, D, causal, scale);
+    else
+        run_fwd<32>(o, lse, q, k, v, B, S, H, KVH, D, causal, scale);
+}
+
+void rt_attention_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act *v,
+                      const rt_act *o, const float *lse, const rt_act *dout, int64_t B, int64_t S, int64_t H,
+                      int64_t KVH, int64_t D, bool causal)
+{
+    rtcu_require_init("rt_attention_bwd");
+    check_shape("rt_attention_bwd", B, S, H, KVH, D);
+    if (B == 0 || S == 0) return;
+    size_t es = sizeof(rt_act), qb = (size_t)(B * S * H * D) * es, kb = (size_t)(B * S * KVH * D) * es;
+    rtcu_deps(8, dq, qb, dk, kb, dv, kb, q, qb, k, kb, v, kb, o, qb, dout, qb);
+    rtcu_deps(1, lse, (size_t)(B * S * H) * 4);
+    int64_t rows = B * S * H;
+    float *delta = (float *)rtcu_scratch((size_t)rows * sizeof(float));
+    k_delta<<<(unsigned)rtcu_cdiv(rows * 32, 256), 256, 0, rtcu.compute>>>(delta, o, dout, rows, D);
+    LAUNCH_CHECK();
+    float scale = 1.0f / sqrtf((float)D);
+    if (D <= 16)
+        run_bwd<2>(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, scale);
+    else if (D <= 32)
+        run_bwd<4>(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, scale);
+    else if (D <= 64)
+        run_bwd<8>(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, scale);
+    else if (D <= 128)
+        run_bwd<16>(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, scale);
+    else
+        run_bwd<32>(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, scale);
+}

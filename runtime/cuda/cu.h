@@ -1,0 +1,168 @@
+/* cu.h: internals of the CUDA backend of libptdrt (rt.h). Prefix rtcu_.
+ *
+ * Streams: every kernel and cuBLAS call runs on rtcu.compute; every NCCL call
+ * on rtcu.comm. A collective first makes comm wait on an event recorded on
+ * compute (it sees all earlier kernels), then records a completion event that
+ * the next compute work touching its buffers waits on (rtcu_deps, comm.cu).
+ * Host-synchronous calls join both streams first (rtcu_join).
+ *
+ * Errors: CUDA_CHECK / CUBLAS_CHECK / NCCL_CHECK report file:line, the
+ * library and its own error string, then abort every rank (rt_fatal).
+ * Calls that may block the host are bracketed by rtcu_block_begin/end, which
+ * the watchdog (watchdog.cu) times against PTDC_NCCL_TIMEOUT. */
+#ifndef PTDC_RUNTIME_CUDA_CU_H
+#define PTDC_RUNTIME_CUDA_CU_H
+
+#include "rt.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <stdint.h>
+
+typedef struct RtcuDevErr RtcuDevErr;
+
+struct RtComm {
+    ncclComm_t nccl;
+    MPI_Comm mpi;
+    int rank, size;
+};
+
+typedef struct RtcuState {
+    int initialized;
+    int rank, size;            /* world */
+    int local_rank, local_size;
+    int device, num_sms;
+    int mpi_multiple;          /* MPI_THREAD_MULTIPLE: the watchdog may call MPI_Abort */
+    cudaStream_t compute, comm;
+    cublasHandle_t blas;
+    void *blas_ws;
+    RtComm *world;
+    RtcuDevErr *dev_err;       /* device memory, see below */
+} RtcuState;
+extern RtcuState rtcu;
+
+/* ------------------------------------------------------------ checks */
+[[noreturn]] void rtcu_fail(const char *file, int line, const char *lib, const char *msg,
+                            const char *call);
+
+#define CUDA_CHECK(call)                                                                  \
+    do {                                                                                  \
+        cudaError_t rtcu_e_ = (call);                                                     \
+        if (rtcu_e_ != cudaSuccess)                                                       \
+            rtcu_fail(__FILE__, __LINE__, "CUDA", cudaGetErrorString(rtcu_e_), #call);    \
+    } while (0)
+#define CUBLAS_CHECK(call)                                                                \
+    do {                                                                                  \
+        cublasStatus_t rtcu_s_ = (call);                                                  \
+        if (rtcu_s_ != CUBLAS_STATUS_SUCCESS)                                             \
+            rtcu_fail(__FILE__, __LINE__, "cuBLAS", cublasGetStatusString(rtcu_s_), #call); \
+    } while (0)
+/* NCCL calls may block the host (connection set-up, a blocking communicator
+ * waiting for peers): the watchdog times them. */
+#define NCCL_CHECK(call)                                                                  \
+    do {                                                                                  \
+        rtcu_block_begin(#call, __FILE__, __LINE__);                                      \
+        ncclResult_t rtcu_r_ = (call);                                                    \
+        rtcu_block_end();                                                                 \
+        if (rtcu_r_ != ncclSuccess)                                                       \
+            rtcu_fail(__FILE__, __LINE__, "NCCL", ncclGetErrorString(rtcu_r_), #call);    \
+    } while (0)
+/* A CUDA call that waits for the device (stream sync, synchronous copy). */
+#define CUDA_SYNC_CHECK(call)                                                             \
+    do {                                                                                  \
+        rtcu_block_begin(#call, __FILE__, __LINE__);                                      \
+        cudaError_t rtcu_e_ = (call);                                                     \
+        rtcu_block_end();                                                                 \
+        if (rtcu_e_ != cudaSuccess)                                                       \
+            rtcu_fail(__FILE__, __LINE__, "CUDA", cudaGetErrorString(rtcu_e_), #call);    \
+    } while (0)
+/* After every kernel launch. */
+#define LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
+
+void rtcu_require_init(const char *fn);
+
+/* ---------------------------------------------------- watchdog.cu */
+void rtcu_watchdog_start(void);
+void rtcu_watchdog_stop(void);
+void rtcu_watchdog_add(ncclComm_t c);
+void rtcu_watchdog_forget_comms(void); /* before destroying them */
+void rtcu_block_begin(const char *what, const char *file, int line);
+void rtcu_block_end(void);
+/* Abort every NCCL communicator (best effort) before MPI_Abort. */
+void rtcu_abort_comms(void);
+
+/* ----------------------------------------------------- device errors */
+/* Kernels report bad input (a token id out of range) through a device word
+ * (rtcu.dev_err, passed to them); the host checks it at every
+ * synchronisation point. The first report wins (atomicCAS on code). */
+enum { RTCU_ERR_NONE = 0, RTCU_ERR_EMBED_ID = 1, RTCU_ERR_TARGET = 2 };
+typedef struct RtcuDevErr {
+    int code;
+    int pad;
+    long long value, index;
+} RtcuDevErr;
+static __device__ __forceinline__ void rtcu_report(RtcuDevErr *e, int code, long long value,
+                                                   long long index)
+{
+    if (atomicCAS(&e->code, 0, -1) == 0) {
+        e->value = value;
+        e->index = index;
+        __threadfence();
+        atomicExch(&e->code, code);
+    }
+}
+void rtcu_check_dev_err(void); /* host, after a sync */
+
+/* ------------------------------------------------------ comm.cu */
+/* Make compute wait for every pending collective whose buffers overlap any
+ * of the n (pointer, bytes) ranges. Call at the start of every kernel with
+ * all its inputs and outputs. */
+void rtcu_deps(int n, ...);
+/* Make compute wait for all pending communication. */
+void rtcu_join_comm(void);
+/* Join both streams and wait on the host (then check device errors). */
+void rtcu_sync(void);
+/* Communication order: comm waits for compute so far. */
+void rtcu_comm_after_compute(void);
+/* Record the completion of the collective just issued on comm, touching
+ * these (pointer, bytes) ranges. */
+void rtcu_comm_done(const char *what, const void *p1, size_t b1, const void *p2, size_t b2);
+size_t rtcu_type_size(RtType t);
+ncclDataType_t rtcu_nccl_type(RtType t);
+void rtcu_comm_remember(RtComm *c); /* destroyed by rtcu_comm_destroy_all */
+void rtcu_comm_destroy_all(void);
+
+/* ------------------------------------------------------ memory.cu */
+/* Grow-only device scratch owned by the runtime (cuBLAS workspace is
+ * separate): used by kernels for partial sums and sort buffers. Valid until
+ * the next rtcu_scratch call; ordered on the compute stream. */
+void *rtcu_scratch(size_t bytes);
+void rtcu_scratch_free(void);
+
+/* ------------------------------------------------------ reduce.cu */
+/* Deterministic column sums in two stages. Stage 1 (in each caller's kernel)
+ * writes partial[g * cols + j] = sum over the rows of group g; the groups are
+ * contiguous chunks of `chunk` rows, a function of (rows, cols) only, so the
+ * result does not depend on the GPU. Stage 2 adds the groups in a fixed tree:
+ * out[j] = sum_g partial[g, j] (+ out[j] if accumulate), rounded once. */
+void rtcu_row_groups(int64_t rows, int64_t cols, int64_t *groups, int64_t *chunk);
+void rtcu_colsum_final(rt_act *out, const float *partial, int64_t groups, int64_t cols, bool accumulate);
+
+/* ---------------------------------------------------- launch helpers */
+static inline int64_t rtcu_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+/* Blocks for a grid-stride loop over n items with `threads` per block. */
+static inline unsigned rtcu_grid(int64_t n, int threads)
+{
+    int64_t b = rtcu_cdiv(n, threads);
+    int64_t cap = (int64_t)(rtcu.num_sms > 0 ? rtcu.num_sms : 80) * 32;
+    if (b > cap) b = cap;
+    if (b < 1) b = 1;
+    return (unsigned)b;
+}
+/* Grid dimension checks: y and z are limited to 65535. */
+void rtcu_check_grid(const char *fn, int64_t x, int64_t y, int64_t z);
+
+#endif

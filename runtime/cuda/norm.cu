@@ -1,0 +1,179 @@
+/* norm.cu: RMSNorm and LayerNorm, forward and backward.
+ *
+ * Forward: a block per row; fixed-tree block reductions in fp32 (LayerNorm
+ * computes the mean first, then the biased variance of x - mean); the
+ * statistics (rstd, mean) are written in fp32; y rounded once to bf16.
+ * Backward: a block per group of consecutive rows (rtcu_row_groups); for each
+ * row the block reduces the row's dot products, writes dx, and adds the row's
+ * weight-gradient terms into its own fp32 partial row (no other block touches
+ * it); rtcu_colsum_final then adds the groups in a fixed order into dw (and
+ * db). Deterministic, no atomics. All passes are memory-bound (x and dy read
+ * twice, the second time from L1/L2): expect ~60-80% of HBM bandwidth.
+ *
+ * A NULL w means ones, a NULL b zeros; a NULL dw or db is not computed. */
+#include "cu_dev.cuh"
+
+static int norm_threads(int64_t cols)
+{
+    int64_t w = rtcu_cdiv(cols, 32);
+    return 32 * (int)(w < 8 ? (w < 1 ? 1 : w) : 8);
+}
+
+static __device__ __forceinline__ float wv(const rt_act *w, int64_t j) { return w ? ld(w + j) : 1.0f; }
+
+/* ------------------------------------------------------------- RMSNorm */
+static __global__ void k_rms_fwd(rt_act *y, float *rstd, const rt_act *x, const rt_act *w, int64_t cols,
+                                 float eps)
+{
+    __shared__ float sh[32];
+    int64_t off = (int64_t)blockIdx.x * cols;
+    float ss = 0.0f;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+        float v = ld(x + off + j);
+        ss += v * v;
+    }
+    ss = block_sum(ss, sh);
+    float r = 1.0f / sqrtf(ss / (float)cols + eps);
+    if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) y[off + j] = bf(ld(x + off + j) * r * wv(w, j));
+}
+
+/* dx = r (w dy - x r^2 mean(w dy x));  dw_j += dy_j x_j r */
+static __global__ void k_rms_bwd(rt_act *dx, float *pdw, const rt_act *x, const rt_act *w, const float *rstd,
+                                 const rt_act *dy, int64_t rows, int64_t cols, int64_t chunk)
+{
+    __shared__ float sh[32];
+    int64_t g = blockIdx.x, r0 = g * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
+    float *pd = pdw ? pdw + g * cols : NULL;
+    if (pd)
+        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) pd[j] = 0.0f;
+    for (int64_t row = r0; row < r1; row++) {
+        int64_t off = row * cols;
+        float r = rstd[row];
+        float dot = 0.0f;
+        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+            dot += wv(w, j) * ld(dy + off + j) * ld(x + off + j);
+        dot = block_sum(dot, sh);
+        float c = dot * r * r / (float)cols;
+        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+            float xv = ld(x + off + j), g_ = ld(dy + off + j);
+            if (pd) pd[j] += g_ * xv * r;
+            if (dx) dx[off + j] = bf(r * (wv(w, j) * g_ - xv * c));
+        }
+    }
+}
+
+void rt_rmsnorm_fwd(rt_act *y, float *rstd, const rt_act *x, const rt_act *w, int64_t rows, int64_t cols,
+                    float eps)
+{
+    rtcu_require_init("rt_rmsnorm_fwd");
+    if (rows <= 0 || cols <= 0) return;
+    size_t b = (size_t)(rows * cols) * sizeof(rt_act);
+    rtcu_deps(4, y, b, rstd, (size_t)rows * 4, x, b, w, (size_t)cols * sizeof(rt_act));
+    rtcu_check_grid("rt_rmsnorm_fwd", rows, 1, 1);
+    k_rms_fwd<<<(unsigned)rows, norm_threads(cols), 0, rtcu.compute>>>(y, rstd, x, w, cols, eps);
+    LAUNCH_CHECK();
+}
+
+void rt_rmsnorm_bwd(rt_act *dx, rt_act *dw, const rt_act *x, const rt_act *w, const float *rstd,
+                    const rt_act *dy, int64_t rows, int64_t cols)
+{
+    rtcu_require_init("rt_rmsnorm_bwd");
+    if (rows <= 0 || cols <= 0) return;
+    size_t b = (size_t)(rows * cols) * sizeof(rt_act), bw = (size_t)cols * sizeof(rt_act);
+    rtcu_deps(6, dx, b, dw, bw, x, b, w, bw, rstd, (size_t)rows * 4, dy, b);
+    int64_t groups, chunk;
+    rtcu_row_groups(rows, cols, &groups, &chunk);
+    float *pdw = dw ? (float *)rtcu_scratch((size_t)(groups * cols) * sizeof(float)) : NULL;
+    k_rms_bwd<<<(unsigned)groups, norm_threads(cols), 0, rtcu.compute>>>(dx, pdw, x, w, rstd, dy, rows, cols,
+                                                                         chunk);
+    LAUNCH_CHECK();
+    if (dw) rtcu_colsum_final(dw, pdw, groups, cols, true);
+}
+
+/* ----------------------------------------------------------- LayerNorm */
+static __global__ void k_ln_fwd(rt_act *y, float *mean, float *rstd, const rt_act *x, const rt_act *w,
+                                const rt_act *b, int64_t cols, float eps)
+{
+    __shared__ float sh[32];
+    int64_t off = (int64_t)blockIdx.x * cols;
+    float s = 0.0f;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += ld(x + off + j);
+    float mu = block_sum(s, sh) / (float)cols;
+    float v = 0.0f;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+        float d = ld(x + off + j) - mu;
+        v += d * d;
+    }
+    float r = 1.0f / sqrtf(block_sum(v, sh) / (float)cols + eps);
+    if (threadIdx.x == 0) {
+        mean[blockIdx.x] = mu;
+        rstd[blockIdx.x] = r;
+    }
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+        y[off + j] = bf((ld(x + off + j) - mu) * r * wv(w, j) + (b ? ld(b + j) : 0.0f));
+}
+
+/* xh = (x - mean) r, g = dy w: dx = r (g - mean(g) - xh mean(g xh));
+ * dw_j += dy_j xh_j, db_j += dy_j. */
+static __global__ void k_ln_bwd(rt_act *dx, float *pdw, float *pdb, const rt_act *x, const rt_act *w,
+                                const float *mean, const float *rstd, const rt_act *dy, int64_t rows,
+                                int64_t cols, int64_t chunk)
+{
+    __shared__ float sh[32];
+    int64_t g = blockIdx.x, r0 = g * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
+    float *pw = pdw ? pdw + g * cols : NULL, *pb = pdb ? pdb + g * cols : NULL;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+        if (pw) pw[j] = 0.0f;
+        if (pb) pb[j] = 0.0f;
+    }
+    for (int64_t row = r0; row < r1; row++) {
+        int64_t off = row * cols;
+        float mu = mean[row], r = rstd[row];
+        float sg = 0.0f, sgx = 0.0f;
+        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+            float gj = ld(dy + off + j) * wv(w, j), xh = (ld(x + off + j) - mu) * r;
+            sg += gj;
+            sgx += gj * xh;
+        }
+        sg = block_sum(sg, sh) / (float)cols;
+        sgx = block_sum(sgx, sh) / (float)cols;
+        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+            float d = ld(dy + off + j), xh = (ld(x + off + j) - mu) * r;
+            if (pw) pw[j] += d * xh;
+            if (pb) pb[j] += d;
+            if (dx) dx[off + j] = bf(r * (d * wv(w, j) - sg - xh * sgx));
+        }
+    }
+}
+
+void rt_layernorm_fwd(rt_act *y, float *mean, float *rstd, const rt_act *x, const rt_act *w, const rt_act *b,
+                      int64_t rows, int64_t cols, float eps)
+{
+    rtcu_require_init("rt_layernorm_fwd");
+    if (rows <= 0 || cols <= 0) return;
+    size_t bx = (size_t)(rows * cols) * sizeof(rt_act), bw = (size_t)cols * sizeof(rt_act);
+    rtcu_deps(6, y, bx, mean, (size_t)rows * 4, rstd, (size_t)rows * 4, x, bx, w, bw, b, bw);
+    rtcu_check_grid("rt_layernorm_fwd", rows, 1, 1);
+    k_ln_fwd<<<(unsigned)rows, norm_threads(cols), 0, rtcu.compute>>>(y, mean, rstd, x, w, b, cols, eps);
+    LAUNCH_CHECK();
+}
+
+void rt_layernorm_bwd(rt_act *dx, rt_act *dw, rt_act *db, const rt_act *x, const rt_act *w, const float *mean,
+                      const float *rstd, const rt_act *dy, int64_t rows, int64_t cols)
+{
+    rtcu_require_init("rt_layernorm_bwd");
+    if (rows <= 0 || cols <= 0) return;
+    size_t bx = (size_t)(rows * cols) * sizeof(rt_act), bw = (size_t)cols * sizeof(rt_act);
+    rtcu_deps(8, dx, bx, dw, bw, db, bw, x, bx, w, bw, mean, (size_t)rows * 4, rstd, (size_t)rows * 4, dy, bx);
+    int64_t groups, chunk;
+    rtcu_row_groups(rows, cols, &groups, &chunk);
+    size_t pbytes = (size_t)(groups * cols) * sizeof(float);
+    float *p = (dw || db) ? (float *)rtcu_scratch(2 * pbytes) : NULL;
+    float *pdw = dw ? p : NULL, *pdb = db ? p + groups * cols : NULL;
+    k_ln_bwd<<<(unsigned)groups, norm_threads(cols), 0, rtcu.compute>>>(dx, pdw, pdb, x, w, mean, rstd, dy, rows,
+                                                                        cols, chunk);
+    LAUNCH_CHECK();
+    if (dw) rtcu_colsum_final(dw, pdw, groups, cols, true);
+    if (db) rtcu_colsum_final(db, pdb, groups, cols, true);
+}

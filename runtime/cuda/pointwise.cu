@@ -1,0 +1,109 @@
+/* pointwise.cu: SiLU, GELU (tanh form), add and mul with broadcast.
+ *
+ * One grid-stride pass, fp32 math on bf16 loads, one rounding per output.
+ * When sizes are multiples of 8 and pointers 16-byte aligned each thread moves
+ * 8 elements per 16-byte access (memory-bound: ~80-90% of HBM bandwidth
+ * expected). Outputs may alias inputs: each element is read and written by
+ * the same thread. */
+#include "cu_dev.cuh"
+
+namespace {
+
+struct Silu {
+    __device__ float operator()(float x, float) const { return x / (1.0f + expf(-x)); }
+};
+struct SiluBwd { /* (x, dy) */
+    __device__ float operator()(float x, float dy) const
+    {
+        float s = 1.0f / (1.0f + expf(-x));
+        return dy * s * (1.0f + x * (1.0f - s));
+    }
+};
+constexpr float kGeluC = 0.7978845608028654f; /* sqrt(2/pi) */
+struct Gelu {
+    __device__ float operator()(float x, float) const
+    {
+        float t = tanhf(kGeluC * (x + 0.044715f * x * x * x));
+        return 0.5f * x * (1.0f + t);
+    }
+};
+struct GeluBwd {
+    __device__ float operator()(float x, float dy) const
+    {
+        float t = tanhf(kGeluC * (x + 0.044715f * x * x * x));
+        float dt = (1.0f - t * t) * kGeluC * (1.0f + 3.0f * 0.044715f * x * x);
+        return dy * (0.5f * (1.0f + t) + 0.5f * x * dt);
+    }
+};
+struct Add {
+    __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct Mul {
+    __device__ float operator()(float a, float b) const { return a * b; }
+};
+
+/* out[i] = op(a[i], b[i % nb]); b may be NULL for unary ops (then 0 is passed). */
+template <class Op>
+__global__ void k_map(rt_act *out, const rt_act *a, const rt_act *b, int64_t n, int64_t nb, Op op)
+{
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        float bv = b ? ld(b + (nb == n ? i : i % nb)) : 0.0f;
+        out[i] = bf(op(ld(a + i), bv));
+    }
+}
+
+/* Same over groups of 8 (n, nb multiples of 8, 16-byte aligned). */
+template <class Op>
+__global__ void k_map8(rt_act *out, const rt_act *a, const rt_act *b, int64_t n, int64_t nb, Op op)
+{
+    int64_t n8 = n / 8, stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += stride) {
+        float av[8], bv[8], ov[8];
+        bf8_load(av, a + 8 * i);
+        if (b)
+            bf8_load(bv, b + (nb == n ? 8 * i : (8 * i) % nb));
+        else
+            for (int j = 0; j < 8; j++) bv[j] = 0.0f;
+        for (int j = 0; j < 8; j++) ov[j] = op(av[j], bv[j]);
+        bf8_store(out + 8 * i, ov);
+    }
+}
+
+template <class Op>
+void map(const char *fn, rt_act *out, const rt_act *a, const rt_act *b, int64_t n, int64_t nb, Op op)
+{
+    rtcu_require_init(fn);
+    if (n <= 0) return;
+    if (b && (nb <= 0 || n % nb != 0))
+        rt_fatal("%s: broadcast size %lld does not divide %lld", fn, (long long)nb, (long long)n);
+    size_t es = sizeof(rt_act);
+    rtcu_deps(3, out, (size_t)n * es, a, (size_t)n * es, b, b ? (size_t)nb * es : (size_t)0);
+    const int T = 256;
+    if (n % 8 == 0 && (!b || nb % 8 == 0) && rtcu_aligned16(out, a, b))
+        k_map8<<<rtcu_grid(n / 8, T), T, 0, rtcu.compute>>>(out, a, b, n, nb, op);
+    else
+        k_map<<<rtcu_grid(n, T), T, 0, rtcu.compute>>>(out, a, b, n, nb, op);
+    LAUNCH_CHECK();
+}
+
+} // namespace
+
+void rt_silu_fwd(rt_act *y, const rt_act *x, int64_t n) { map("rt_silu_fwd", y, x, NULL, n, n, Silu()); }
+void rt_silu_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n)
+{
+    map("rt_silu_bwd", dx, x, dy, n, n, SiluBwd());
+}
+void rt_gelu_fwd(rt_act *y, const rt_act *x, int64_t n) { map("rt_gelu_fwd", y, x, NULL, n, n, Gelu()); }
+void rt_gelu_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n)
+{
+    map("rt_gelu_bwd", dx, x, dy, n, n, GeluBwd());
+}
+void rt_add(rt_act *out, const rt_act *a, const rt_act *b, int64_t n, int64_t nb)
+{
+    map("rt_add", out, a, b, n, nb, Add());
+}
+void rt_mul(rt_act *out, const rt_act *a, const rt_act *b, int64_t n, int64_t nb)
+{
+    map("rt_mul", out, a, b, n, nb, Mul());
+}

@@ -1,0 +1,179 @@
+/* process.cu: rt_init / rt_finalize, ranks, rt_fatal, rt_time for CUDA.
+ *
+ * rt_init: MPI (MPI_THREAD_MULTIPLE requested so the watchdog thread may call
+ * MPI_Abort), the GPU chosen by the node-local rank (MPI_COMM_TYPE_SHARED),
+ * one compute stream and one higher-priority communication stream, cuBLAS
+ * bound to the compute stream with a fixed workspace (deterministic GEMMs),
+ * the NCCL world communicator from a unique id broadcast over MPI, and the
+ * watchdog. */
+#include "cu.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+RtcuState rtcu;
+
+enum { RTCU_BLAS_WS_BYTES = 32 << 20 }; /* cuBLAS recommends 32 MiB on Hopper */
+
+static bool mpi_up(void)
+{
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    return init && !fin;
+}
+
+void rt_fatal(const char *fmt, ...)
+{
+    static volatile int in_fatal;
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (rtcu.size > 1)
+        fprintf(stderr, "ptdc: rank %d: %s\n", rtcu.rank, msg);
+    else
+        fprintf(stderr, "ptdc: %s\n", msg);
+    fflush(stderr);
+    if (!in_fatal) { /* an error while aborting must not recurse */
+        in_fatal = 1;
+        if (mpi_up()) MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    _exit(1);
+}
+
+void rtcu_fail(const char *file, int line, const char *lib, const char *msg, const char *call)
+{
+    if (lib[0] == 'N') { /* NCCL: its last-error text says which peer or transport */
+        const char *detail = ncclGetLastError(NULL);
+        if (detail && detail[0])
+            rt_fatal("%s:%d: %s: %s: %s (in %s)", file, line, lib, msg, detail, call);
+    }
+    rt_fatal("%s:%d: %s: %s (in %s)", file, line, lib, msg, call);
+}
+
+void rtcu_require_init(const char *fn)
+{
+    if (!rtcu.initialized) rt_fatal("%s called before rt_init", fn);
+}
+
+void rtcu_check_grid(const char *fn, int64_t x, int64_t y, int64_t z)
+{
+    if (x > 2147483647LL || y > 65535 || z > 65535)
+        rt_fatal("%s: problem too large for one launch (grid %lld x %lld x %lld)", fn,
+                 (long long)x, (long long)y, (long long)z);
+}
+
+void rtcu_check_dev_err(void)
+{
+    if (!rtcu.dev_err) return;
+    RtcuDevErr e;
+    CUDA_CHECK(cudaMemcpy(&e, rtcu.dev_err, sizeof e, cudaMemcpyDeviceToHost));
+    switch (e.code) {
+    case RTCU_ERR_NONE: return;
+    case RTCU_ERR_EMBED_ID:
+        rt_fatal("rt_embedding: token id %lld at position %lld is out of range", e.value, e.index);
+    case RTCU_ERR_TARGET:
+        rt_fatal("rt_cross_entropy: target %lld at row %lld is out of range", e.value, e.index);
+    default: rt_fatal("device error code %d (value %lld, index %lld)", e.code, e.value, e.index);
+    }
+}
+
+void rt_init(int *argc, char ***argv)
+{
+    if (rtcu.initialized) rt_fatal("rt_init called twice");
+    int inited = 0, provided = MPI_THREAD_SINGLE;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+            fprintf(stderr, "ptdc: MPI_Init_thread failed\n");
+            exit(1);
+        }
+    } else {
+        MPI_Query_thread(&provided);
+    }
+    rtcu.mpi_multiple = provided >= MPI_THREAD_MULTIPLE;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rtcu.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &rtcu.size);
+
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rtcu.rank, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &rtcu.local_rank);
+    MPI_Comm_size(node, &rtcu.local_size);
+    MPI_Comm_free(&node);
+
+    int ndev = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess) rt_fatal("no usable CUDA device: %s", cudaGetErrorString(e));
+    if (ndev == 0) rt_fatal("no CUDA device visible");
+    if (rtcu.local_size > ndev)
+        rt_fatal("%d ranks on this node but %d GPUs visible: NCCL needs one GPU per rank",
+                 rtcu.local_size, ndev);
+    rtcu.device = rtcu.local_rank;
+    CUDA_CHECK(cudaSetDevice(rtcu.device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&rtcu.num_sms, cudaDevAttrMultiProcessorCount, rtcu.device));
+
+    /* Lower number = higher priority: communication kernels get the SMs
+     * they need as soon as their inputs are ready. */
+    int lo = 0, hi = 0;
+    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+    CUDA_CHECK(cudaStreamCreateWithPriority(&rtcu.compute, cudaStreamNonBlocking, lo));
+    CUDA_CHECK(cudaStreamCreateWithPriority(&rtcu.comm, cudaStreamNonBlocking, hi));
+
+    CUBLAS_CHECK(cublasCreate(&rtcu.blas));
+    CUBLAS_CHECK(cublasSetStream(rtcu.blas, rtcu.compute));
+    CUDA_CHECK(cudaMalloc(&rtcu.blas_ws, RTCU_BLAS_WS_BYTES));
+    CUBLAS_CHECK(cublasSetWorkspace(rtcu.blas, rtcu.blas_ws, RTCU_BLAS_WS_BYTES));
+    CUBLAS_CHECK(cublasSetPointerMode(rtcu.blas, CUBLAS_POINTER_MODE_HOST));
+
+    CUDA_CHECK(cudaMalloc(&rtcu.dev_err, sizeof(RtcuDevErr)));
+    CUDA_CHECK(cudaMemset(rtcu.dev_err, 0, sizeof(RtcuDevErr)));
+
+    rtcu.initialized = 1;
+    rtcu_watchdog_start();
+
+    ncclUniqueId id;
+    if (rtcu.rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+    MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    RtComm *w = (RtComm *)calloc(1, sizeof *w);
+    if (!w) rt_fatal("out of host memory");
+    NCCL_CHECK(ncclCommInitRank(&w->nccl, rtcu.size, id, rtcu.rank));
+    w->mpi = MPI_COMM_WORLD;
+    w->rank = rtcu.rank;
+    w->size = rtcu.size;
+    rtcu.world = w;
+    rtcu_comm_remember(w);
+    rtcu_watchdog_add(w->nccl);
+}
+
+void rt_finalize(void)
+{
+    rtcu_require_init("rt_finalize");
+    rtcu_sync();
+    rtcu_comm_destroy_all();
+    rtcu_watchdog_stop();
+    rtcu_scratch_free();
+    CUBLAS_CHECK(cublasDestroy(rtcu.blas));
+    CUDA_CHECK(cudaFree(rtcu.blas_ws));
+    CUDA_CHECK(cudaFree(rtcu.dev_err));
+    rtcu.dev_err = NULL;
+    CUDA_CHECK(cudaStreamDestroy(rtcu.compute));
+    CUDA_CHECK(cudaStreamDestroy(rtcu.comm));
+    rtcu.initialized = 0;
+    MPI_Finalize();
+}
+
+int rt_world_rank(void) { return rtcu.rank; }
+int rt_world_size(void) { return rtcu.size; }
+
+double rt_time(void)
+{
+    if (rtcu.initialized) rtcu_sync();
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
