@@ -28,7 +28,8 @@ double pass_cost_coll(const PassCostCtx *c, const PassMesh *m, const PassColl *k
          * only when both stages fit in one; each rank uses its own NIC. */
         int dev = pass_mesh_devices(m);
         bool same = 2 * dev <= gpn;
-        return (same ? g->alpha_nvlink : g->alpha_ib) + S / (same ? g->busbw_nvlink : g->busbw_ib);
+        return pass_cost_consts.coll_base_s + (same ? g->alpha_nvlink : g->alpha_ib) +
+               S / (same ? g->busbw_nvlink : g->busbw_ib);
     }
     int a = k->axis;
     if (a < 0 || a >= m->naxes)
@@ -39,7 +40,11 @@ double pass_cost_coll(const PassCostCtx *c, const PassMesh *m, const PassColl *k
     if (n <= 1)
         return 0;
     int nodes = m->nodes[a], per = m->per_node[a];
-    double alpha = nodes > 1 ? g->alpha_ib : g->alpha_nvlink;
+    /* Ring latency: n - 1 steps (twice for an all-reduce), of which
+     * nodes - 1 cross the network. */
+    double steps = (n - 1) * (k->kind == PASS_COLL_ALLREDUCE ? 2 : 1);
+    double inter = (nodes - 1) * (k->kind == PASS_COLL_ALLREDUCE ? 2 : 1);
+    double alpha = pass_cost_consts.coll_base_s + (steps - inter) * g->alpha_nvlink + inter * g->alpha_ib;
     switch (k->kind) {
     case PASS_COLL_ALLREDUCE:
         return alpha + 2 * (n - 1) / n * S / ring_bw(g, nodes, per);

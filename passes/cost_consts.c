@@ -16,9 +16,11 @@
  * NDR 400 Gb/s). Bus bandwidths (nccl-tests busbw, large messages): DGX A100
  * 8-GPU all-reduce 232 GB/s (NVIDIA/nccl#1048); A100 across nodes 192 GB/s
  * for 8 HDR NICs = 24 per NIC (nccl#1576); H100 NVLink ring 370 GB/s
- * (nccl-tests#212); NDR 46 GB/s per NIC (nccl-tests#290). Latencies: NCCL's
- * ring model (src/graph/tuning.cc: base 8.4 us Simple, per-hop NVLink and
- * network latency) rounded for a typical group. gemm_eff: sustained fraction
+ * (nccl-tests#212); NDR 46 GB/s per NIC (nccl-tests#290). Latencies per ring
+ * step: NCCL's tuning model (src/graph/tuning.cc: NVLink 0.6-3.4 us, network
+ * 2.7-14 us per hop by protocol), fitted to nccl-tests all-reduce on a DGX
+ * A100 (busbw about 60 GB/s at 1 MB, 130 at 4 MB, 190 at 16 MB: a 25 us
+ * latency for 14 steps plus the 8 us base). gemm_eff: sustained fraction
  * of peak of a large bf16 GEMM inside a training step: A100 cuBLAS reaches
  * 235-255 TFLOP/s on transformer shapes (EleutherAI cookbook sizing results,
  * 75-82%), H100 600-700 of 989 (power-capped clocks); calibrated within those
@@ -27,16 +29,16 @@
 const PassGpu pass_gpu_presets[] = {
     {.name = "a100-40gb", .peak_flops = 312e12, .hbm_bytes = 40960 * MIB, .hbm_bw = 1555 * GB,
      .nvlink_bw = 300 * GB, .nic_bw = 25 * GB, .busbw_nvlink = 232 * GB, .busbw_ib = 24 * GB,
-     .alpha_nvlink = 12e-6, .alpha_ib = 30e-6, .sms = 108, .gemm_eff = 0.80, .hbm_eff = 0.85},
+     .alpha_nvlink = 1.2e-6, .alpha_ib = 5e-6, .sms = 108, .gemm_eff = 0.75, .hbm_eff = 0.85},
     {.name = "a100-80gb", .peak_flops = 312e12, .hbm_bytes = 81920 * MIB, .hbm_bw = 2039 * GB,
      .nvlink_bw = 300 * GB, .nic_bw = 25 * GB, .busbw_nvlink = 232 * GB, .busbw_ib = 24 * GB,
-     .alpha_nvlink = 12e-6, .alpha_ib = 30e-6, .sms = 108, .gemm_eff = 0.80, .hbm_eff = 0.85},
+     .alpha_nvlink = 1.2e-6, .alpha_ib = 5e-6, .sms = 108, .gemm_eff = 0.75, .hbm_eff = 0.85},
     {.name = "h100-80gb", .peak_flops = 989e12, .hbm_bytes = 81559 * MIB, .hbm_bw = 3350 * GB,
      .nvlink_bw = 450 * GB, .nic_bw = 50 * GB, .busbw_nvlink = 370 * GB, .busbw_ib = 46 * GB,
-     .alpha_nvlink = 10e-6, .alpha_ib = 25e-6, .sms = 132, .gemm_eff = 0.70, .hbm_eff = 0.90},
+     .alpha_nvlink = 1.0e-6, .alpha_ib = 4e-6, .sms = 132, .gemm_eff = 0.70, .hbm_eff = 0.90},
     {.name = "h200", .peak_flops = 989e12, .hbm_bytes = 143771 * MIB, .hbm_bw = 4800 * GB,
      .nvlink_bw = 450 * GB, .nic_bw = 50 * GB, .busbw_nvlink = 370 * GB, .busbw_ib = 46 * GB,
-     .alpha_nvlink = 10e-6, .alpha_ib = 25e-6, .sms = 132, .gemm_eff = 0.72, .hbm_eff = 0.90},
+     .alpha_nvlink = 1.0e-6, .alpha_ib = 4e-6, .sms = 132, .gemm_eff = 0.72, .hbm_eff = 0.90},
 };
 const int pass_ngpu_presets = (int)(sizeof pass_gpu_presets / sizeof pass_gpu_presets[0]);
 
@@ -66,6 +68,8 @@ const PassCostConsts pass_cost_consts = {
     .flash_bwd_ratio = 2.5,
     /* Kernel launch and tail: a few microseconds per kernel. */
     .kernel_overhead_s = 3e-6,
+    /* NCCL's base latency of a collective (tuning.cc: 6.6-8.4 us by protocol). */
+    .coll_base_s = 8e-6,
     /* NCCL kernels occupy SMs while overlapping compute: Calculon charges 15%
      * (NVLink) to 2% (IB) of the overlapped time. */
     .overlap_slowdown = 0.10,

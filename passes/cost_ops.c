@@ -137,6 +137,8 @@ static void pass_opcost_ATTENTION(const OpArgs *a, PassNodeCost *o)
     gemm(a, S, S, D, B * H, true, o);  /* dP = dO V^T */
     gemm(a, S, D, S, B * H, true, o);  /* dQ = dS K */
     gemm(a, S, D, S, B * H, true, o);  /* dK = dS^T Q */
+    if (a->c->attn_dropout) /* mask and output forward; mask, dy, dx backward */
+        membound(a, o, 5 * ss, 1, 5 * ss, 1);
     if (kind == PASS_KERNEL_FUSED_SOFTMAX) {
         /* One scale-mask-softmax kernel: read scores, write P; backward reads
          * P and dP, writes dS. */
@@ -238,4 +240,12 @@ void pass_cost_node(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
     memset(out, 0, sizeof *out);
     OpArgs a = {c, g, n, m, s, local};
     opcost[n->op](&a, out);
+    /* Framework autograd adds each micro-batch's weight gradient into the
+     * accumulated one with a separate kernel: read both, write one. */
+    if (c->grad_accum_unfused) {
+        int gb = c->grad_bytes > 0 ? c->grad_bytes : 2;
+        for (int i = 0; i < n->nin; i++)
+            if (g->tensors[n->in[i]].role == IR_PARAM)
+                membound(&a, out, 0, 0, 3.0 * gb * lnumel(&a, n->in[i]), 1);
+    }
 }

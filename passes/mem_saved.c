@@ -82,12 +82,19 @@ static bool first_keeper(const PassCostCtx *c, const IrGraph *g, const IrNode *n
     return true;
 }
 
-double pass_saved_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                        const PassStrategy *s, const int64_t *dim_size, PassRecompute r)
+int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                    const PassStrategy *s, const int64_t *dim_size, PassRecompute r,
+                    PassSaved *items, int max)
 {
     PassSharding in[IR_MAX_IN], out[IR_MAX_OUT];
     pass_shard_io(g, n, s, in, out);
-    double bytes = 0;
+    int k = 0;
+#define ITEM(t_, slot_, bytes_)                                                               \
+    do {                                                                                      \
+        if (k < max)                                                                          \
+            items[k] = (PassSaved){t_, slot_, bytes_};                                        \
+        k++;                                                                                  \
+    } while (0)
     for (int slot = 0; slot < n->nin + n->nout; slot++) {
         bool isin = slot < n->nin;
         int i = isin ? slot : slot - n->nin;
@@ -105,10 +112,10 @@ double pass_saved_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n,
         int eb = ir_dtype_bytes(g->tensors[t].dtype);
         if (n->op == IR_OP_CROSS_ENTROPY && isin && i == 0 && c->loss_fp32)
             eb = 4; /* the fp32 softmax replaces the bf16 logits */
-        bytes += e * eb;
+        ITEM(t, slot, e * eb);
     }
     if (in_recomputed_region(g, n, r))
-        return bytes;
+        return k < max ? k : max;
     /* Kept values that are not IR tensors. */
     if (n->op == IR_OP_ATTENTION && materialized(c) && r != PASS_RECOMPUTE_SELECTIVE) {
         int64_t local[256];
@@ -116,10 +123,24 @@ double pass_saved_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n,
         const IrTensor *q = &g->tensors[n->in[0]];
         double ss = (double)local[q->dim[0]] * (double)local[q->dim[2]] *
                     (double)local[q->dim[1]] * (double)local[q->dim[1]];
+        /* bf16 probabilities (an eager softmax keeps its fp32 output, then the
+         * bf16 copy PV reads); with dropout also its mask and output. */
         bool eager = c->attn_kernel == PASS_KERNEL_EAGER;
-        bytes += ss * (eager ? 6 : 2); /* bf16 P (+ the fp32 softmax output) */
+        ITEM(-1, -1, ss * ((eager ? 4 : 2) + (c->attn_dropout ? 3 : eager ? 2 : 0)));
     }
     if ((n->op == IR_OP_RMSNORM || n->op == IR_OP_LAYERNORM) && c->norm_unfused)
-        bytes += 6 * (double)pass_local_numel(g, n->in[0], m, &in[0], dim_size);
-    return bytes;
+        ITEM(-1, -1, 6 * (double)pass_local_numel(g, n->in[0], m, &in[0], dim_size));
+#undef ITEM
+    return k < max ? k : max;
+}
+
+double pass_saved_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                        const PassStrategy *s, const int64_t *dim_size, PassRecompute r)
+{
+    PassSaved it[IR_MAX_IN + IR_MAX_OUT + 2];
+    int k = pass_saved_list(c, g, n, m, s, dim_size, r, it, IR_MAX_IN + IR_MAX_OUT + 2);
+    double b = 0;
+    for (int i = 0; i < k; i++)
+        b += it[i].bytes;
+    return b;
 }

@@ -157,7 +157,8 @@ typedef struct PassGpu {
     double busbw_ib;              /* measured NCCL bus bandwidth across nodes per GPU NIC
                                      (a group with k members per node gets k times this,
                                      at most busbw_nvlink), bytes/s */
-    double alpha_nvlink, alpha_ib;/* per-collective latency inside a node / spanning nodes, s */
+    double alpha_nvlink, alpha_ib;/* latency of one ring step over NVLink / over the network, s
+                                     (a collective adds pass_cost_consts.coll_base_s) */
     int sms;                      /* streaming multiprocessors (GEMM wave quantisation) */
     double gemm_eff;              /* fraction of peak_flops a large, well-shaped bf16 GEMM
                                      sustains inside a training step (measured) */
@@ -199,6 +200,7 @@ typedef struct PassCostConsts {
     double flash1_fwd, flash1_bwd;    /* FlashAttention-1 likewise */
     double flash_bwd_ratio;           /* backward / forward FLOPs of a flash kernel (recomputes S) */
     double kernel_overhead_s;         /* launch and tail per kernel */
+    double coll_base_s;               /* fixed latency of one collective (launch, setup) */
     double overlap_slowdown;          /* compute lost per second of overlapped NCCL traffic */
     double cuda_ctx_bytes;            /* CUDA context and kernel images per process */
     double nccl_comm_bytes;           /* NCCL buffers per communicator */
@@ -242,8 +244,16 @@ typedef struct PassCostCtx {
     bool loss_fp32;               /* the loss upcasts the logits to fp32 and saves its fp32
                                      softmax (Megatron's vocabulary-parallel cross-entropy) */
     int grad_bytes;               /* gradient element bytes (accumulation, reduction); 0 = 2 */
-    double alloc_reserve;         /* fraction of HBM kept free for allocator fragmentation
-                                     and model error; 0 = PASS_MEM_RESERVE (static arena) */
+    bool grad_accum_unfused;      /* each micro-batch's weight gradient is written to a
+                                     temporary and added to the accumulated one by a separate
+                                     kernel (framework autograd) instead of inside the GEMM */
+    bool attn_dropout;            /* a materialised attention keeps a dropout mask and output
+                                     (Megatron's path keeps them even at p = 0) */
+    double alloc_reserve;         /* fraction of HBM kept free for model error (and, for a
+                                     caching allocator, its fixed overhead); 0 = PASS_MEM_RESERVE */
+    double frag_act;              /* caching-allocator fragmentation as a fraction of the bytes
+                                     allocated and freed every micro-batch (activations,
+                                     temporaries); 0 for ptdc's static arena */
 } PassCostCtx;
 
 /* Cost of one forward node on one rank for one micro-batch under a strategy:
@@ -275,6 +285,19 @@ double pass_cost_coll(const PassCostCtx *c, const PassMesh *m, const PassColl *k
  * working set of the layer being recomputed is a per-stage term (pass_predict). */
 double pass_saved_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
                         const PassStrategy *s, const int64_t *dim_size, PassRecompute r);
+/* The same, itemised: each kept tensor (tensor -1 for kept values that are
+ * not IR tensors: S x S probabilities, unfused-norm copies) with its slot
+ * (inputs 0.., then outputs) and bytes in the layout n reads or writes it.
+ * pass_predict keeps an input that was all-gathered for n in the producer's
+ * smaller layout and re-gathers it in backward (Megatron's sequence
+ * parallelism), which per-node counts cannot see. Returns the count. */
+typedef struct PassSaved {
+    int tensor, slot;
+    double bytes;
+} PassSaved;
+int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                    const PassStrategy *s, const int64_t *dim_size, PassRecompute r,
+                    PassSaved *items, int max);
 /* Model-state bytes on one rank of the parameters node n owns (those it is
  * the first consumer of): bf16 weights and grads, fp32 master and moments,
  * sharded over the parameter's data-parallel axes (those over which its
@@ -304,6 +327,7 @@ typedef struct PassRankMem {
     double transient;              /* peak backward gradient buffers and loss temporaries */
     double buffers;                /* communication buffers, ZeRO-3 gathered weights */
     double runtime;                /* CUDA context, NCCL communicators, library workspaces */
+    double frag;                   /* caching-allocator fragmentation (ctx frag_act; 0 for ptdc) */
     double total;
 } PassRankMem;
 

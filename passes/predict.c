@@ -1,0 +1,441 @@
+/* predict.c: a whole plan's step time, throughput and memory.
+ *
+ * Per pipeline stage and micro-batch: node costs (pass_cost_node), the
+ * resharding collectives on every edge forward and backward (pass_reshard;
+ * consumers that read the same tensor in the same layout share one, and
+ * gradient contributions of the same layout are summed before one
+ * reduction), pipeline transfers between stages, and recomputation. Stages
+ * combine under the schedule: 1F1B takes (m - 1) times the slowest pipeline
+ * rank plus the sum of all ranks (fill and drain); interleaved divides the
+ * fill and drain by v. The data-parallel gradient traffic overlaps the
+ * backward of the last micro-batch (and the slack later ranks have); what
+ * does not fit is exposed, as is the optimizer step.
+ *
+ * Memory per pipeline rank: model states of the parameters it owns, the
+ * activations of the micro-batches in flight under the schedule, the layer
+ * being recomputed, the largest backward working set, buffers and runtime.
+ *
+ * Layers with the same strategies cost the same: each piece is compared
+ * with the last one costed and reuses its numbers, so a 100-layer model
+ * costs a few layers. */
+#include "passes.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct PieceCost {
+    double fwd, bwd, rec;         /* s per micro-batch: kernels, and recompute in backward */
+    double rs_f, rs_b, p2p_f, p2p_b;
+    double flops, rec_flops;      /* per micro-batch */
+    double saved, extra_ws;       /* kept bytes; extra bytes alive while recomputing it */
+    double w, gr, op;             /* model states */
+    double sync_step, sync_mb;    /* link seconds per step / per micro-batch */
+    double transient;             /* largest backward working set of one node */
+    double shard_elems;           /* optimizer shard elements */
+    double grad_elems;            /* gradient elements reduced over a data-parallel group */
+    double full_w;                /* weights before ZeRO-3 sharding (gathered working set) */
+} PieceCost;
+
+typedef struct Ctx {
+    const PassCostCtx *c;
+    const IrGraph *g;
+    const PassPlan *p;
+    const int64_t *ds;
+    const int *stage_of;          /* piece -> stage */
+} Ctx;
+
+static const PassStrategy *strat(const Ctx *x, int node) { return &x->p->strategy[node]; }
+
+static bool strat_eq(const PassStrategy *a, const PassStrategy *b)
+{
+    return a->dim[0] == b->dim[0] && a->dim[1] == b->dim[1];
+}
+
+static double coll_time(const Ctx *x, int t, const PassSharding *from, const PassSharding *to)
+{
+    PassColl steps[8];
+    int k = pass_reshard(x->g, t, &x->p->mesh, from, to, x->ds, steps, 8);
+    double s = 0;
+    int eb = ir_dtype_bytes(x->g->tensors[t].dtype);
+    for (int i = 0; i < k; i++)
+        s += pass_cost_coll(x->c, &x->p->mesh, &steps[i], eb);
+    return s;
+}
+
+static PassSharding out_sharding(const Ctx *x, int t)
+{
+    const IrGraph *g = x->g;
+    int pid = g->tensors[t].producer;
+    const IrNode *pn = &g->nodes[pid];
+    PassSharding out[IR_MAX_OUT];
+    pass_shard_io(g, pn, strat(x, pid), NULL, out);
+    for (int j = 0; j < pn->nout; j++)
+        if (pn->out[j] == t)
+            return out[j];
+    ir_die("tensor %s is not an output of its producer", g->tensors[t].name);
+}
+
+/* Did an earlier consumer of t in the same stage need it in layout `to`
+ * (forward) or return its gradient in layout `gto` (backward)? */
+static void shared_edges(const Ctx *x, const IrNode *n, int t, const PassSharding *to,
+                         const PassSharding *gto, bool *fwd_shared, bool *bwd_shared)
+{
+    const IrGraph *g = x->g;
+    *fwd_shared = *bwd_shared = false;
+    int st = x->stage_of[n->piece];
+    for (int j = g->tensors[t].producer + 1; j < n->id; j++) {
+        const IrNode *o = &g->nodes[j];
+        if (x->stage_of[o->piece] != st)
+            continue;
+        for (int i = 0; i < o->nin; i++) {
+            if (o->in[i] != t)
+                continue;
+            PassSharding in[IR_MAX_IN];
+            pass_shard_io(g, o, strat(x, j), in, NULL);
+            PassSharding gi = pass_shard_grad_in(g, o, strat(x, j), i);
+            *fwd_shared |= pass_sharding_eq(&in[i], to);
+            *bwd_shared |= pass_sharding_eq(&gi, gto);
+        }
+    }
+}
+
+static bool recomputed(const IrGraph *g, const IrNode *n, PassRecompute r, const PassCostCtx *c)
+{
+    if (g->pieces[n->piece].layer < 0)
+        return false;
+    switch (r) {
+    case PASS_RECOMPUTE_FULL: return true;
+    case PASS_RECOMPUTE_FFN: return n->block && strcmp(n->block, "mlp") == 0;
+    case PASS_RECOMPUTE_SELECTIVE: {
+        bool mat = c->attn_kernel == PASS_KERNEL_AUTO ? c->attention == PASS_ATTN_MATERIALIZED
+                 : c->attn_kernel == PASS_KERNEL_FUSED_SOFTMAX || c->attn_kernel == PASS_KERNEL_EAGER;
+        return n->op == IR_OP_ATTENTION && mat;
+    }
+    default: return false;
+    }
+}
+
+/* Bytes n keeps under r. An input that was all-gathered for n is kept in its
+ * producer's smaller layout instead and gathered again in backward: *regather
+ * gets that time. */
+static double kept_bytes(const Ctx *x, const IrNode *n, const PassSharding *in, PassRecompute r,
+                         double *regather)
+{
+    const IrGraph *g = x->g;
+    PassSaved it[IR_MAX_IN + IR_MAX_OUT + 2];
+    int k = pass_saved_list(x->c, g, n, &x->p->mesh, strat(x, n->id), x->ds, r, it,
+                            IR_MAX_IN + IR_MAX_OUT + 2);
+    double b = 0;
+    *regather = 0;
+    for (int i = 0; i < k; i++) {
+        b += it[i].bytes;
+        int t = it[i].tensor;
+        if (t < 0 || it[i].slot >= n->nin || g->tensors[t].producer < 0)
+            continue;
+        PassSharding from = out_sharding(x, t);
+        if (from.partial)
+            continue;
+        PassColl steps[8];
+        int ns = pass_reshard(g, t, &x->p->mesh, &from, &in[it[i].slot], x->ds, steps, 8);
+        bool gathers = ns > 0;
+        for (int j = 0; j < ns; j++)
+            gathers &= steps[j].kind == PASS_COLL_ALLGATHER;
+        if (!gathers)
+            continue;
+        double small = (double)pass_local_numel(g, t, &x->p->mesh, &from, x->ds) *
+                       ir_dtype_bytes(g->tensors[t].dtype);
+        if (small >= it[i].bytes)
+            continue;
+        b -= it[i].bytes - small;
+        *regather += coll_time(x, t, &from, &in[it[i].slot]);
+    }
+    return b;
+}
+
+static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
+{
+    const IrGraph *g = x->g;
+    const PassMesh *m = &x->p->mesh;
+    const PassCostCtx *c = x->c;
+    int zero = x->p->zero;
+    memset(pc, 0, sizeof *pc);
+    const IrPiece *P = &g->pieces[piece];
+    double saved_none = 0;
+    for (int id = P->first; id < P->first + P->count; id++) {
+        const IrNode *n = &g->nodes[id];
+        const PassStrategy *s = strat(x, id);
+        PassNodeCost nc;
+        pass_cost_node(c, g, n, m, s, x->ds, &nc);
+        bool rec = recomputed(g, n, r, c);
+        pc->fwd += nc.fwd_s;
+        pc->bwd += nc.bwd_s;
+        pc->flops += nc.flops_fwd + nc.flops_bwd;
+        if (rec) {
+            pc->rec += nc.fwd_s;
+            pc->rec_flops += nc.flops_fwd;
+        }
+        PassSharding in[IR_MAX_IN], out[IR_MAX_OUT];
+        pass_shard_io(g, n, s, in, out);
+        double regather, regather_none;
+        double sv = kept_bytes(x, n, in, r, &regather);
+        pc->saved += sv;
+        pc->bwd += regather;
+        saved_none += r == PASS_RECOMPUTE_NONE ? sv : kept_bytes(x, n, in, PASS_RECOMPUTE_NONE, &regather_none);
+        /* Model states and their synchronisation. */
+        double w, gr, op;
+        pass_param_bytes3(c, g, n, m, s, zero, &w, &gr, &op);
+        pc->w += w, pc->gr += gr, pc->op += op;
+        if (w + gr + op > 0) {
+            pc->shard_elems += op / 12;
+            double w0, g0, o0;
+            pass_param_bytes3(c, g, n, m, s, 0, &w0, &g0, &o0);
+            pc->full_w += w0;
+            if (o0 / 12 > op / 12 + 0.5 || zero == 0)
+                pc->grad_elems += o0 / 12;
+            double s1 = pass_param_sync_s(c, g, n, m, s, zero, 1);
+            double s2 = zero >= 2 ? pass_param_sync_s(c, g, n, m, s, zero, 2) : s1;
+            pc->sync_mb += s2 - s1;
+            pc->sync_step += s1 - (s2 - s1);
+        }
+        /* Edges into n: resharding forward, gradient resharding backward. */
+        double grads = nc.ws_bytes;
+        for (int j = 0; j < n->nout; j++)
+            if (j == 0 && g->tensors[n->out[j]].role != IR_LOSS)
+                grads += (double)pass_local_numel(g, n->out[j], m, &out[j], x->ds) *
+                         ir_dtype_bytes(g->tensors[n->out[j]].dtype);
+        for (int i = 0; i < n->nin; i++) {
+            int t = n->in[i];
+            IrRole role = g->tensors[t].role;
+            if (role == IR_PARAM || role == IR_INPUT)
+                continue;
+            bool dup = false;
+            for (int e = 0; e < i; e++)
+                dup |= n->in[e] == t;
+            if (dup)
+                continue;
+            grads += (double)pass_local_numel(g, t, m, &in[i], x->ds) * ir_dtype_bytes(g->tensors[t].dtype);
+            PassSharding from = out_sharding(x, t);
+            PassSharding gfrom = pass_shard_grad_in(g, n, s, i), gto = from;
+            gto.partial = 0;
+            bool fsh, bsh;
+            shared_edges(x, n, t, &in[i], &gfrom, &fsh, &bsh);
+            int pp_piece = g->nodes[g->tensors[t].producer].piece;
+            bool cross = x->stage_of[pp_piece] != x->stage_of[piece];
+            if (cross && !fsh) {
+                PassColl k = {PASS_COLL_SENDRECV, 0, -1, -1, pass_local_numel(g, t, m, &from, x->ds)};
+                double tp2p = pass_cost_coll(c, m, &k, ir_dtype_bytes(g->tensors[t].dtype));
+                pc->p2p_f += tp2p;
+                pc->p2p_b += tp2p;
+            }
+            double tf = fsh ? 0 : coll_time(x, t, &from, &in[i]);
+            double tb = bsh ? 0 : coll_time(x, t, &gfrom, &gto);
+            pc->rs_f += tf;
+            pc->rs_b += tb;
+            if (rec && !cross && g->nodes[g->tensors[t].producer].piece == piece)
+                pc->rec += tf;
+        }
+        if (grads > pc->transient)
+            pc->transient = grads;
+    }
+    pc->extra_ws = saved_none - pc->saved;
+}
+
+/* Same strategies, same neighbourhood: piece `cur` costs what `ref` did. */
+static bool same_piece(const Ctx *x, int ref, int cur)
+{
+    const IrGraph *g = x->g;
+    const IrPiece *R = &g->pieces[ref], *C = &g->pieces[cur];
+    if (R->rep < 0 || R->rep != C->rep || R->count != C->count ||
+        x->stage_of[ref] != x->stage_of[cur])
+        return false;
+    int shift = C->first - R->first;
+    for (int k = 0; k < C->count; k++) {
+        const IrNode *n = &g->nodes[C->first + k];
+        if (!strat_eq(strat(x, C->first + k), strat(x, R->first + k)))
+            return false;
+        for (int i = 0; i < n->nin; i++) {
+            int p = g->tensors[n->in[i]].producer;
+            if (p < 0 || p >= C->first)
+                continue;
+            int q = p - shift;
+            if (q < 0 || g->nodes[q].op != g->nodes[p].op || !strat_eq(strat(x, p), strat(x, q)) ||
+                (x->stage_of[g->nodes[p].piece] == x->stage_of[cur]) !=
+                    (x->stage_of[g->nodes[q].piece] == x->stage_of[ref]))
+                return false;
+        }
+    }
+    return true;
+}
+
+typedef struct RankAcc {
+    double t_mb, fwd, bwd;        /* per micro-batch */
+    double rec, rs, p2p, flops, rec_flops;
+    double saved, nchunks, extra_ws, transient;
+    double w, gr, op, sync_step, sync_mb, shard_elems, grad_elems, full_w_max;
+} RankAcc;
+
+double pass_model_flops_per_token(const IrGraph *g)
+{
+    double f = 6.0 * (double)ir_param_count(g);
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *n = &g->nodes[i];
+        if (n->op != IR_OP_ATTENTION)
+            continue;
+        const IrTensor *q = &g->tensors[n->in[0]];
+        f += 12.0 * (double)g->dims[q->dim[2]].size * (double)g->dims[q->dim[3]].size *
+             (double)g->dims[q->dim[1]].size;
+    }
+    return f;
+}
+
+void pass_prediction_free(PassPrediction *p)
+{
+    free(p->mem);
+    p->mem = NULL;
+    p->npp = 0;
+}
+
+void pass_predict(const PassCostCtx *c, const IrGraph *g, const PassPlan *plan, PassPrediction *out)
+{
+    const PassCostConsts *K = &pass_cost_consts;
+    const PassGpu *gpu = &c->cl->gpu;
+    memset(out, 0, sizeof *out);
+    int pp = plan->pp > 0 ? plan->pp : 1, v = plan->v > 0 ? plan->v : 1;
+    int m = plan->num_micro > 0 ? plan->num_micro : 1;
+    int64_t *ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));
+    ir_dim_sizes(g, plan->mb_seqs, ds);
+    int *stage_of = ir_xmalloc(sizeof(int) * (size_t)(g->npieces + 1));
+    for (int i = 0; i < g->npieces; i++)
+        stage_of[i] = -1;
+    for (int st = 0; st < plan->nstages; st++)
+        for (int k = 0; k < plan->stages[st].npieces; k++)
+            stage_of[plan->stages[st].first_piece + k] = st;
+    for (int i = 0; i < g->npieces; i++)
+        if (stage_of[i] < 0)
+            ir_die("pass_predict: piece %d (%s) is in no stage", i, g->pieces[i].name);
+    Ctx x = {c, g, plan, ds, stage_of};
+    RankAcc *ra = ir_xcalloc((size_t)pp, sizeof *ra);
+
+    PieceCost pc, ref;
+    int refp = -1;
+    for (int st = 0; st < plan->nstages; st++) {
+        const PassStage *S = &plan->stages[st];
+        RankAcc *r = &ra[S->pp_rank];
+        r->nchunks += 1;
+        for (int k = 0; k < S->npieces; k++) {
+            int piece = S->first_piece + k;
+            if (refp >= 0 && same_piece(&x, refp, piece)) {
+                pc = ref;
+            } else {
+                cost_piece(&x, piece, S->recompute, &pc);
+                ref = pc;
+                refp = piece;
+            }
+            r->fwd += pc.fwd + pc.rs_f + pc.p2p_f;
+            r->bwd += pc.bwd + pc.rec + pc.rs_b + pc.p2p_b;
+            r->rec += pc.rec;
+            r->rs += pc.rs_f + pc.rs_b;
+            r->p2p += pc.p2p_f + pc.p2p_b;
+            r->flops += pc.flops;
+            r->rec_flops += pc.rec_flops;
+            r->saved += pc.saved;
+            r->extra_ws = fmax(r->extra_ws, pc.extra_ws);
+            r->transient = fmax(r->transient, pc.transient);
+            r->w += pc.w, r->gr += pc.gr, r->op += pc.op;
+            r->sync_step += pc.sync_step;
+            r->sync_mb += pc.sync_mb;
+            r->shard_elems += pc.shard_elems;
+            r->grad_elems += pc.grad_elems;
+            r->full_w_max = fmax(r->full_w_max, pc.full_w);
+        }
+    }
+
+    /* The schedule. */
+    double tmax = 0, tsum = 0;
+    int slow = 0;
+    for (int i = 0; i < pp; i++) {
+        ra[i].t_mb = ra[i].fwd + ra[i].bwd;
+        tsum += ra[i].t_mb;
+        if (ra[i].t_mb > tmax)
+            tmax = ra[i].t_mb, slow = i;
+    }
+    double pipe = m * tmax + (tsum - tmax) / v;
+    out->pipeline_s = pipe;
+    out->bubble_s = pipe - m * tmax;
+    out->stage_fwd_s = ra[slow].fwd;
+    out->stage_bwd_s = ra[slow].bwd;
+    out->recompute_s = m * ra[slow].rec;
+    out->reshard_s = m * ra[slow].rs;
+    out->p2p_s = m * ra[slow].p2p;
+
+    /* Data-parallel traffic and the optimizer, after the last backward. */
+    double tail = 0, slack = 0;
+    for (int i = 0; i < pp; i++) {
+        RankAcc *r = &ra[i];
+        /* Rank i finishes its last backward when the ranks before it still
+         * have theirs to run: that and its own last backward hide traffic. */
+        double window = ra[i].bwd / (v > 1 ? v : 1) + slack;
+        slack += ra[i].bwd;
+        double bucket = r->grad_elems > 0 ? fmin(1, K->dp_bucket_elems / r->grad_elems) : 0;
+        double exp_step = fmax(r->sync_step - window, bucket * r->sync_step) +
+                          K->overlap_slowdown * fmin(r->sync_step, window);
+        double exp_mb = m * (fmax(0, r->sync_mb - r->t_mb) + K->overlap_slowdown * fmin(r->sync_mb, r->t_mb));
+        double opt = pass_mem_time(gpu, r->shard_elems * K->opt_bytes_per_elem, 4);
+        out->dp_sync_s = fmax(out->dp_sync_s, r->sync_step + m * r->sync_mb);
+        if (exp_step + exp_mb + opt > tail) {
+            tail = exp_step + exp_mb + opt;
+            out->dp_exposed_s = exp_step + exp_mb;
+            out->optimizer_s = opt;
+        }
+    }
+    out->step_time_s = pipe + tail;
+
+    /* Throughput and utilisation. */
+    int dev = pass_mesh_devices(&plan->mesh), gpus = dev * pp;
+    double tokens = (double)plan->mb_seqs * m * (double)ds[g->seq_dim >= 0 ? g->seq_dim : 0];
+    if (g->seq_dim < 0)
+        tokens = (double)plan->mb_seqs * m;
+    out->tokens_per_s = tokens / out->step_time_s;
+    out->model_flops = tokens * pass_model_flops_per_token(g);
+    for (int i = 0; i < pp; i++)
+        out->hw_flops += m * dev * (ra[i].flops + ra[i].rec_flops);
+    out->mfu = out->model_flops / out->step_time_s / (gpus * gpu->peak_flops);
+    out->hfu = out->hw_flops / out->step_time_s / (gpus * gpu->peak_flops);
+
+    /* Memory per pipeline rank. */
+    out->npp = pp;
+    out->mem = ir_xcalloc((size_t)pp, sizeof *out->mem);
+    int ncomm = 1 + (plan->mesh.size[0] > 1) + (plan->mesh.naxes > 1 && plan->mesh.size[1] > 1) +
+                (pp > 1 ? 1 : 0);
+    double reserve = c->alloc_reserve > 0 ? c->alloc_reserve : PASS_MEM_RESERVE;
+    out->capacity_bytes = gpu->hbm_bytes;
+    double usable = gpu->hbm_bytes * (1 - reserve);
+    for (int i = 0; i < pp; i++) {
+        RankAcc *r = &ra[i];
+        PassRankMem *M = &out->mem[i];
+        M->weights = r->w, M->grads = r->gr, M->optim = r->op;
+        double per_chunk = r->nchunks > 0 ? r->saved / r->nchunks : 0;
+        if (v == 1) {
+            M->inflight = fmin(m, pp - i);
+            M->acts = M->inflight * r->saved;
+        } else {
+            M->inflight = fmin((double)m * v, 2.0 * (pp - i - 1) + (v - 1.0) * pp + 1);
+            M->acts = M->inflight * per_chunk;
+        }
+        M->recompute_ws = r->extra_ws;
+        M->transient = r->transient;
+        M->buffers = plan->zero >= 3 ? 2 * r->full_w_max : 0;
+        M->runtime = K->cuda_ctx_bytes + ncomm * K->nccl_comm_bytes + K->workspace_bytes;
+        M->frag = c->frag_act * (M->acts + M->recompute_ws + M->transient);
+        M->total = M->weights + M->grads + M->optim + M->acts + M->recompute_ws + M->transient +
+                   M->buffers + M->runtime + M->frag;
+        if (M->total > out->peak_mem_bytes)
+            out->peak_mem_bytes = M->total, out->peak_rank = i;
+    }
+    out->margin_bytes = usable - out->peak_mem_bytes;
+    out->fits = out->margin_bytes >= 0;
+    free(ra);
+    free(stage_of);
+    free(ds);
+}
