@@ -6,11 +6,16 @@
  * pairs in a fixed tree; it also reads the target's logit if that column is
  * here. With a vocabulary communicator the row statistics are combined
  * across ranks: all-reduce max of the maxima M, rescale each rank's sum to M,
- * then one all-reduce sum of [sums, target logits] (2 * rows floats) over
- * NCCL. A final single-block kernel writes lse = M + log(sum) and adds
+ * then one all-reduce sum of [sums, target logits, owners] (3 * rows floats)
+ * over NCCL. A final single-block kernel writes lse = M + log(sum) and adds
  * sum_rows(lse - target logit) / total_rows to *loss (double accumulation,
  * fixed order). Memory-bound: one read of the logits (~80% of HBM
- * bandwidth); the collectives move 12 * rows bytes.
+ * bandwidth); the collectives move 16 * rows bytes.
+ *
+ * Targets outside the vocabulary: the kernel does not know its size, but
+ * exactly one rank must own each target column (the CPU backend's rule); a
+ * summed owner count other than 1 is reported through the device error word
+ * and aborts at the next synchronisation.
  *
  * Backward: dlogits = (exp(x - lse) - onehot) * dloss / total_rows, one pass
  * (in place allowed). */
@@ -29,9 +34,10 @@ static __device__ __forceinline__ void combine(float &m, float &s, float m2, flo
     m = M;
 }
 
-/* stats: mloc[rows], mg[rows], s[rows], tgt[rows] (s and tgt adjacent). */
-static __global__ void k_ce_stats(float *mloc, float *mg, float *s_out, float *tgt, const rt_act *logits,
-                                  const int32_t *targets, int64_t rows, int64_t vl, int64_t off, RtcuDevErr *err)
+/* stats: mloc[rows], mg[rows], then s, tgt, own [rows] each, adjacent. */
+static __global__ void k_ce_stats(float *mloc, float *mg, float *s_out, float *tgt, float *own,
+                                  const rt_act *logits, const int32_t *targets, int64_t rows, int64_t vl,
+                                  int64_t off)
 {
     __shared__ float shm[32], shs[32];
     int64_t r = blockIdx.x;
@@ -65,11 +71,12 @@ static __global__ void k_ce_stats(float *mloc, float *mg, float *s_out, float *t
         }
         if (lane == 0) {
             int64_t t = targets[r], c = t - off;
-            if (t < 0) rtcu_report(err, RTCU_ERR_TARGET, t, r);
+            bool mine = t >= 0 && c >= 0 && c < vl;
             mloc[r] = m;
             mg[r] = m;
             s_out[r] = s;
-            tgt[r] = t >= 0 && c >= 0 && c < vl ? ld(x + c) : 0.0f;
+            tgt[r] = mine ? ld(x + c) : 0.0f;
+            own[r] = mine ? 1.0f : 0.0f;
         }
     }
 }
@@ -82,11 +89,13 @@ static __global__ void k_ce_rescale(float *s, const float *mloc, const float *mg
 }
 
 static __global__ void k_ce_final(float *loss, float *lse, const float *mg, const float *s, const float *tgt,
-                                  int64_t rows, int64_t total_rows)
+                                  const float *own, const int32_t *targets, int64_t rows, int64_t total_rows,
+                                  RtcuDevErr *err)
 {
     __shared__ double sh[32];
     double acc = 0.0;
     for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+        if (own[r] != 1.0f) rtcu_report(err, RTCU_ERR_TARGET, targets[r], r);
         float l = mg[r] + logf(s[r]);
         lse[r] = l;
         acc += (double)(l - tgt[r]);
@@ -107,21 +116,22 @@ void rt_cross_entropy_fwd(float *loss, float *lse, const rt_act *logits, const i
               targets, (size_t)rows * 4);
     rtcu_check_grid("rt_cross_entropy_fwd", rows, 1, 1);
     size_t fb = (size_t)rows * sizeof(float);
-    float *st = (float *)rtcu_scratch(4 * fb);
-    float *mloc = st, *mg = st + rows, *s = st + 2 * rows, *tgt = st + 3 * rows;
+    float *st = (float *)rtcu_scratch(5 * fb);
+    float *mloc = st, *mg = st + rows, *s = st + 2 * rows, *tgt = st + 3 * rows, *own = st + 4 * rows;
     int T = vocab_local >= 1024 ? 512 : 32 * (int)rtcu_cdiv(vocab_local < 512 ? vocab_local : 512, 32);
-    k_ce_stats<<<(unsigned)rows, T, 0, rtcu.compute>>>(mloc, mg, s, tgt, logits, targets, rows, vocab_local,
-                                                       vocab_offset, rtcu.dev_err);
+    k_ce_stats<<<(unsigned)rows, T, 0, rtcu.compute>>>(mloc, mg, s, tgt, own, logits, targets, rows,
+                                                       vocab_local, vocab_offset);
     LAUNCH_CHECK();
     if (vocab_comm && vocab_comm->size > 1) {
         rt_allreduce_max(vocab_comm, mg, rows);
         rtcu_deps(1, mg, fb);
         k_ce_rescale<<<rtcu_grid(rows, 256), 256, 0, rtcu.compute>>>(s, mloc, mg, rows);
         LAUNCH_CHECK();
-        rt_allreduce(vocab_comm, s, 2 * rows, RT_F32); /* sums and target logits */
-        rtcu_deps(1, s, 2 * fb);
+        rt_allreduce(vocab_comm, s, 3 * rows, RT_F32); /* sums, target logits, owners */
+        rtcu_deps(1, s, 3 * fb);
     }
-    k_ce_final<<<1, 1024, 0, rtcu.compute>>>(loss, lse, mg, s, tgt, rows, total_rows);
+    k_ce_final<<<1, 1024, 0, rtcu.compute>>>(loss, lse, mg, s, tgt, own, targets, rows, total_rows,
+                                                rtcu.dev_err);
     LAUNCH_CHECK();
 }
 

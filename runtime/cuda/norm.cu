@@ -35,7 +35,7 @@ static __global__ void k_rms_fwd(rt_act *y, float *rstd, const rt_act *x, const 
     ss = block_sum(ss, sh);
     float r = 1.0f / sqrtf(ss / (float)cols + eps);
     if (threadIdx.x == 0) rstd[blockIdx.x] = r;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) y[off + j] = bf(ld(x + off + j) * r * wv(w, j));
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) y[off + j] = bf(wv(w, j) * (ld(x + off + j) * r)); /* HF: w * (x * rstd) */
 }
 
 /* dx = r (w dy - x r^2 mean(w dy x));  dw_j += dy_j x_j r */

@@ -50,21 +50,23 @@ void rt_sumsq(float *out, const rt_act *x, int64_t n)
     LAUNCH_CHECK();
 }
 
+/* As torch.optim.AdamW (foreach=False) computes it: decay first, m by lerp,
+ * step size lr / (1 - b1^t), denominator sqrt(v) / sqrt(1 - b2^t) + eps. */
 static __global__ void k_adamw(float *master, rt_act *param, const rt_act *grad, float *m, float *v, int64_t n,
-                               float lr, float b1, float b2, float eps, float wd, float gs, float bc1, float bc2)
+                               float b2, float eps, float decay, float gs, float w1, float w2, float step_size,
+                               float bc2_sqrt)
 {
     int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         float g = ld(grad + i) * gs;
-        float mi = b1 * m[i] + (1.0f - b1) * g;
-        float vi = b2 * v[i] + (1.0f - b2) * g * g;
+        float p = master[i] * decay;
+        float mi = m[i] + w1 * (g - m[i]);
+        float vi = v[i] * b2 + w2 * g * g;
         m[i] = mi;
         v[i] = vi;
-        float mh = mi / bc1, vh = vi / bc2;
-        float w = master[i];
-        w -= lr * (mh / (sqrtf(vh) + eps) + wd * w);
-        master[i] = w;
-        param[i] = bf(w);
+        p -= step_size * (mi / (sqrtf(vi) / bc2_sqrt + eps));
+        master[i] = p;
+        param[i] = bf(p);
     }
 }
 
@@ -72,15 +74,16 @@ void rt_adamw(float *master, rt_act *param, const rt_act *grad, float *m, float 
               float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step)
 {
     rtcu_require_init("rt_adamw");
-    if (n <= 0) return;
     if (step < 1) rt_fatal("rt_adamw: step %d (steps count from 1)", step);
+    if (n <= 0) return;
     size_t fb = (size_t)n * 4, hb = (size_t)n * sizeof(rt_act);
     if ((char *)param < (char *)master + fb && (char *)master < (char *)param + hb)
         rt_fatal("rt_adamw: param (bf16) and master (fp32) must not overlap on CUDA");
     rtcu_deps(5, master, fb, param, hb, grad, hb, m, fb, v, fb);
-    float bc1 = (float)(1.0 - pow((double)beta1, (double)step));
-    float bc2 = (float)(1.0 - pow((double)beta2, (double)step));
-    k_adamw<<<rtcu_grid(n, 256), 256, 0, rtcu.compute>>>(master, param, grad, m, v, n, lr, beta1, beta2, eps,
-                                                         weight_decay, grad_scale, bc1, bc2);
+    double bc1 = 1.0 - pow((double)beta1, step), bc2 = 1.0 - pow((double)beta2, step);
+    float step_size = (float)((double)lr / bc1), bc2_sqrt = (float)sqrt(bc2);
+    float decay = 1.0f - lr * weight_decay;
+    k_adamw<<<rtcu_grid(n, 256), 256, 0, rtcu.compute>>>(master, param, grad, m, v, n, beta2, eps, decay, grad_scale,
+                                                         1.0f - beta1, 1.0f - beta2, step_size, bc2_sqrt);
     LAUNCH_CHECK();
 }

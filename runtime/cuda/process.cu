@@ -78,7 +78,8 @@ void rtcu_check_dev_err(void)
     case RTCU_ERR_EMBED_ID:
         rt_fatal("rt_embedding: token id %lld at position %lld is out of range", e.value, e.index);
     case RTCU_ERR_TARGET:
-        rt_fatal("rt_cross_entropy: target %lld at row %lld is out of range", e.value, e.index);
+        rt_fatal("rt_cross_entropy: target %lld of row %lld is out of range (not owned by exactly one vocabulary rank)",
+                 e.value, e.index);
     default: rt_fatal("device error code %d (value %lld, index %lld)", e.code, e.value, e.index);
     }
 }
@@ -164,7 +165,9 @@ void rt_finalize(void)
     CUDA_CHECK(cudaStreamDestroy(rtcu.compute));
     CUDA_CHECK(cudaStreamDestroy(rtcu.comm));
     rtcu.initialized = 0;
-    MPI_Finalize();
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) MPI_Finalize();
 }
 
 int rt_world_rank(void) { return rtcu.rank; }

@@ -1,0 +1,472 @@
+/* harness.cu: every CUDA kernel of libptdrt against the CPU backend.
+ *
+ *   ptdc_gpu_harness --count        print the number of visible GPUs
+ *   ptdc_gpu_harness kernels [SEED] each kernel forward and backward on fresh
+ *                                   random inputs, one line per output
+ *   ptdc_gpu_harness comm [SEED]    collectives (mpirun, >= 2 GPUs)
+ *   ptdc_gpu_harness die-embed      must abort: a negative token id
+ *   ptdc_gpu_harness hang           must abort via the watchdog (mpirun -n 2)
+ *
+ * Exit status: 0 all passed, 1 a failure. The seed (time-based unless given)
+ * is printed so a failure can be replayed. */
+#include "cpu_rt.h"
+#include "harness.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime.h>
+
+int g_failures;
+bool g_print = true;
+
+double rel_err(const std::vector<float> &got, const std::vector<float> &ref)
+{
+    if (got.size() != ref.size()) return INFINITY;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < got.size(); i++) {
+        if (!std::isfinite(got[i]) || !std::isfinite(ref[i])) return INFINITY;
+        num = fmax(num, fabs((double)got[i] - (double)ref[i]));
+        den = fmax(den, fabs((double)ref[i]));
+    }
+    return den > 0 ? num / den : num;
+}
+
+void report(const char *name, const std::vector<float> &got, const std::vector<float> &ref, double tol)
+{
+    double e = rel_err(got, ref);
+    bool ok = e < tol;
+    if (!ok) g_failures++;
+    if (g_print) printf("%-40s rel.err %9.2e  tol %.0e  %s\n", name, e, tol, ok ? "ok" : "FAIL");
+    fflush(stdout);
+}
+
+void report_bool(const char *name, bool ok, const char *detail)
+{
+    if (!ok) g_failures++;
+    if (g_print) printf("%-40s %-26s %s\n", name, detail, ok ? "ok" : "FAIL");
+    fflush(stdout);
+}
+
+static bool bitwise_eq(const std::vector<float> &a, const std::vector<float> &b)
+{
+    return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+/* ---------------------------------------------------------------- matmul */
+static void t_matmul(Rng &r)
+{
+    const int64_t M = 67, N = 45, K = 129;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int acc = 0; acc < 2; acc++) {
+                auto a = randv(r, M * K), b = randv(r, K * N), c = randv(r, M * N);
+                rt_act *da = dact(a), *db = dact(b), *dc = dact(c);
+                rt_matmul(dc, da, db, M, N, K, ta, tb, acc);
+                cpu_rt_matmul(c.data(), a.data(), b.data(), M, N, K, ta, tb, acc);
+                char name[64];
+                snprintf(name, sizeof name, "matmul ta=%d tb=%d acc=%d", ta, tb, acc);
+                report(name, hact(dc, M * N), c, TOL_BF16);
+                rt_free(da), rt_free(db), rt_free(dc);
+            }
+}
+
+/* ------------------------------------------------------------- embedding */
+static void t_embedding(Rng &r)
+{
+    const int64_t n = 96, vocab = 100, vl = 40, off = 30;
+    for (int64_t dim : {24, 64}) {
+        std::vector<int32_t> ids((size_t)n);
+        for (auto &i : ids) i = (int32_t)(r.below(4) == 0 ? 35 : r.below(vocab)); /* repeats */
+        auto table = randv(r, vl * dim), dout = randv(r, n * dim), dtable = randv(r, vl * dim);
+        std::vector<float> out((size_t)(n * dim));
+        int32_t *dids = di32(ids);
+        rt_act *dtab = dact(table), *dout_d = dact(dout), *ddt = dact(dtable);
+        rt_act *dout_fwd = (rt_act *)rt_alloc(out.size() * sizeof(rt_act));
+        rt_embedding_fwd(dout_fwd, dids, dtab, n, vl, off, dim);
+        cpu_rt_embedding_fwd(out.data(), ids.data(), table.data(), n, vl, off, dim);
+        char name[64];
+        snprintf(name, sizeof name, "embedding_fwd dim=%lld", (long long)dim);
+        report(name, hact(dout_fwd, n * dim), out, TOL_BF16);
+        rt_embedding_bwd(ddt, dids, dout_d, n, vl, off, dim);
+        cpu_rt_embedding_bwd(dtable.data(), ids.data(), dout.data(), n, vl, off, dim);
+        snprintf(name, sizeof name, "embedding_bwd dim=%lld", (long long)dim);
+        report(name, hact(ddt, vl * dim), dtable, TOL_BF16);
+        rt_free(dids), rt_free(dtab), rt_free(dout_d), rt_free(ddt), rt_free(dout_fwd);
+    }
+}
+
+/* ----------------------------------------------------------------- norms */
+static void t_rmsnorm(Rng &r)
+{
+    const int64_t rows = 37, cols = 300;
+    const float eps = 1e-5f;
+    auto x = randv(r, rows * cols, 2.0f), w = randv(r, cols), dy = randv(r, rows * cols), dw = randv(r, cols);
+    std::vector<float> y((size_t)(rows * cols)), rstd((size_t)rows), dx((size_t)(rows * cols));
+    rt_act *dxx = dact(x), *dww = dact(w), *ddy = dact(dy), *ddw = dact(dw);
+    rt_act *dyy = (rt_act *)rt_alloc(y.size() * sizeof(rt_act)), *ddx = (rt_act *)rt_alloc(dx.size() * sizeof(rt_act));
+    float *drstd = (float *)rt_alloc((size_t)rows * sizeof(float));
+    rt_rmsnorm_fwd(dyy, drstd, dxx, dww, rows, cols, eps);
+    cpu_rt_rmsnorm_fwd(y.data(), rstd.data(), x.data(), w.data(), rows, cols, eps);
+    report("rmsnorm_fwd y", hact(dyy, rows * cols), y, TOL_BF16);
+    report("rmsnorm_fwd rstd (fp32)", hf32(drstd, rows), rstd, TOL_F32);
+    rt_rmsnorm_bwd(ddx, ddw, dxx, dww, drstd, ddy, rows, cols);
+    cpu_rt_rmsnorm_bwd(dx.data(), dw.data(), x.data(), w.data(), rstd.data(), dy.data(), rows, cols);
+    report("rmsnorm_bwd dx", hact(ddx, rows * cols), dx, TOL_BF16);
+    report("rmsnorm_bwd dw (accumulated)", hact(ddw, cols), dw, TOL_BF16);
+    rt_free(dxx), rt_free(dww), rt_free(ddy), rt_free(ddw), rt_free(dyy), rt_free(ddx), rt_free(drstd);
+}
+
+static void t_layernorm(Rng &r)
+{
+    const int64_t rows = 29, cols = 257;
+    const float eps = 1e-5f;
+    auto x = randv(r, rows * cols, 2.0f), w = randv(r, cols), b = randv(r, cols), dy = randv(r, rows * cols);
+    auto dw = randv(r, cols), db = randv(r, cols);
+    for (auto &v : x) v = bfr(v + 0.5f); /* a non-zero mean */
+    std::vector<float> y((size_t)(rows * cols)), mean((size_t)rows), rstd((size_t)rows), dx((size_t)(rows * cols));
+    rt_act *dxx = dact(x), *dww = dact(w), *dbb = dact(b), *ddy = dact(dy), *ddw = dact(dw), *ddb = dact(db);
+    rt_act *dyy = (rt_act *)rt_alloc(y.size() * sizeof(rt_act)), *ddx = (rt_act *)rt_alloc(dx.size() * sizeof(rt_act));
+    float *dmean = (float *)rt_alloc((size_t)rows * 4), *drstd = (float *)rt_alloc((size_t)rows * 4);
+    rt_layernorm_fwd(dyy, dmean, drstd, dxx, dww, dbb, rows, cols, eps);
+    cpu_rt_layernorm_fwd(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, cols, eps);
+    report("layernorm_fwd y", hact(dyy, rows * cols), y, TOL_BF16);
+    report("layernorm_fwd mean (fp32)", hf32(dmean, rows), mean, TOL_F32);
+    report("layernorm_fwd rstd (fp32)", hf32(drstd, rows), rstd, TOL_F32);
+    rt_layernorm_bwd(ddx, ddw, ddb, dxx, dww, dmean, drstd, ddy, rows, cols);
+    cpu_rt_layernorm_bwd(dx.data(), dw.data(), db.data(), x.data(), w.data(), mean.data(), rstd.data(), dy.data(),
+                         rows, cols);
+    report("layernorm_bwd dx", hact(ddx, rows * cols), dx, TOL_BF16);
+    report("layernorm_bwd dw (accumulated)", hact(ddw, cols), dw, TOL_BF16);
+    report("layernorm_bwd db (accumulated)", hact(ddb, cols), db, TOL_BF16);
+    rt_free(dxx), rt_free(dww), rt_free(dbb), rt_free(ddy), rt_free(ddw), rt_free(ddb);
+    rt_free(dyy), rt_free(ddx), rt_free(dmean), rt_free(drstd);
+}
+
+/* ------------------------------------------------------------------ rope */
+static void t_rope(Rng &r)
+{
+    const int64_t outer = 2, seq = 17, inner = 3, dim = 16, pos = 5;
+    const float theta = 10000.0f;
+    int64_t n = outer * seq * inner * dim;
+    for (int inv = 0; inv < 2; inv++) {
+        auto x = randv(r, n);
+        std::vector<float> y((size_t)n);
+        rt_act *dx = dact(x), *dy = (rt_act *)rt_alloc((size_t)n * sizeof(rt_act));
+        rt_rope(dy, dx, outer, seq, inner, dim, pos, theta, inv);
+        cpu_rt_rope(y.data(), x.data(), outer, seq, inner, dim, pos, theta, inv);
+        report(inv ? "rope inverse (backward)" : "rope forward", hact(dy, n), y, TOL_BF16);
+        rt_rope(dx, dx, outer, seq, inner, dim, pos, theta, inv); /* in place */
+        report(inv ? "rope inverse in place" : "rope forward in place", hact(dx, n), y, TOL_BF16);
+        rt_free(dx), rt_free(dy);
+    }
+}
+
+/* ------------------------------------------------------------- attention */
+static void t_attention(Rng &r, int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal)
+{
+    int64_t nq = B * S * H * D, nk = B * S * KVH * D, nl = B * S * H;
+    auto q = randv(r, nq, 2.0f), k = randv(r, nk, 2.0f), v = randv(r, nk), dout = randv(r, nq);
+    std::vector<float> o((size_t)nq), lse((size_t)nl), dq((size_t)nq), dk((size_t)nk), dv((size_t)nk);
+    rt_act *dqq = dact(q), *dkk = dact(k), *dvv = dact(v), *ddo = dact(dout);
+    rt_act *doo = (rt_act *)rt_alloc((size_t)nq * 2), *ddq = (rt_act *)rt_alloc((size_t)nq * 2);
+    rt_act *ddk = (rt_act *)rt_alloc((size_t)nk * 2), *ddv = (rt_act *)rt_alloc((size_t)nk * 2);
+    float *dl = (float *)rt_alloc((size_t)nl * 4);
+    rt_attention_fwd(doo, dl, dqq, dkk, dvv, B, S, H, KVH, D, causal);
+    /* The CPU backward reads the CPU forward's o; the GPU its own (bf16). */
+    cpu_rt_attention_fwd(o.data(), lse.data(), q.data(), k.data(), v.data(), B, S, H, KVH, D, causal);
+    char tag[96], name[160];
+    snprintf(tag, sizeof tag, "B%lld S%lld H%lld KVH%lld D%lld%s", (long long)B, (long long)S, (long long)H,
+             (long long)KVH, (long long)D, causal ? " causal" : "");
+    snprintf(name, sizeof name, "attention_fwd o    %s", tag);
+    report(name, hact(doo, nq), o, TOL_BF16);
+    snprintf(name, sizeof name, "attention_fwd lse  %s (fp32)", tag);
+    report(name, hf32(dl, nl), lse, TOL_F32);
+    rt_attention_bwd(ddq, ddk, ddv, dqq, dkk, dvv, doo, dl, ddo, B, S, H, KVH, D, causal);
+    cpu_rt_attention_bwd(dq.data(), dk.data(), dv.data(), q.data(), k.data(), v.data(), o.data(), lse.data(),
+                         dout.data(), B, S, H, KVH, D, causal);
+    snprintf(name, sizeof name, "attention_bwd dq   %s", tag);
+    report(name, hact(ddq, nq), dq, TOL_BF16);
+    snprintf(name, sizeof name, "attention_bwd dk   %s", tag);
+    report(name, hact(ddk, nk), dk, TOL_BF16);
+    snprintf(name, sizeof name, "attention_bwd dv   %s", tag);
+    report(name, hact(ddv, nk), dv, TOL_BF16);
+    /* Determinism: the same inputs give the same bits. */
+    auto g1 = hact(ddk, nk);
+    rt_attention_bwd(ddq, ddk, ddv, dqq, dkk, dvv, doo, dl, ddo, B, S, H, KVH, D, causal);
+    snprintf(name, sizeof name, "attention_bwd repeat %s", tag);
+    report_bool(name, bitwise_eq(g1, hact(ddk, nk)), "bitwise equal dk");
+    rt_free(dqq), rt_free(dkk), rt_free(dvv), rt_free(ddo), rt_free(doo), rt_free(ddq), rt_free(ddk), rt_free(ddv);
+    rt_free(dl);
+}
+
+/* ------------------------------------------------------------- pointwise */
+static void t_pointwise(Rng &r)
+{
+    for (int64_t n : {1003, 1024}) {
+        auto x = randv(r, n, 4.0f), dy = randv(r, n);
+        std::vector<float> y((size_t)n), dx((size_t)n);
+        rt_act *dxx = dact(x), *ddy = dact(dy), *dout = (rt_act *)rt_alloc((size_t)n * 2);
+        char name[64];
+        const char *vec = n % 8 ? "" : " (vector)";
+        rt_silu_fwd(dout, dxx, n);
+        cpu_rt_silu_fwd(y.data(), x.data(), n);
+        snprintf(name, sizeof name, "silu_fwd n=%lld%s", (long long)n, vec);
+        report(name, hact(dout, n), y, TOL_BF16);
+        rt_silu_bwd(dout, dxx, ddy, n);
+        cpu_rt_silu_bwd(dx.data(), x.data(), dy.data(), n);
+        snprintf(name, sizeof name, "silu_bwd n=%lld%s", (long long)n, vec);
+        report(name, hact(dout, n), dx, TOL_BF16);
+        rt_gelu_fwd(dout, dxx, n);
+        cpu_rt_gelu_fwd(y.data(), x.data(), n);
+        snprintf(name, sizeof name, "gelu_fwd n=%lld%s", (long long)n, vec);
+        report(name, hact(dout, n), y, TOL_BF16);
+        rt_gelu_bwd(dout, dxx, ddy, n);
+        cpu_rt_gelu_bwd(dx.data(), x.data(), dy.data(), n);
+        snprintf(name, sizeof name, "gelu_bwd n=%lld%s", (long long)n, vec);
+        report(name, hact(dout, n), dx, TOL_BF16);
+        rt_free(dxx), rt_free(ddy), rt_free(dout);
+    }
+    struct { int64_t n, nb; } cases[] = {{320, 40}, {111, 37}, {256, 256}, {99, 99}};
+    for (auto c : cases) {
+        auto a = randv(r, c.n), b = randv(r, c.nb);
+        std::vector<float> out((size_t)c.n);
+        rt_act *da = dact(a), *db = dact(b), *dout = (rt_act *)rt_alloc((size_t)c.n * 2);
+        char name[64];
+        rt_add(dout, da, db, c.n, c.nb);
+        cpu_rt_add(out.data(), a.data(), b.data(), c.n, c.nb);
+        snprintf(name, sizeof name, "add n=%lld nb=%lld", (long long)c.n, (long long)c.nb);
+        report(name, hact(dout, c.n), out, TOL_BF16);
+        rt_mul(dout, da, db, c.n, c.nb);
+        cpu_rt_mul(out.data(), a.data(), b.data(), c.n, c.nb);
+        snprintf(name, sizeof name, "mul n=%lld nb=%lld", (long long)c.n, (long long)c.nb);
+        report(name, hact(dout, c.n), out, TOL_BF16);
+        rt_add(da, da, db, c.n, c.nb); /* out aliases a */
+        cpu_rt_add(out.data(), a.data(), b.data(), c.n, c.nb);
+        snprintf(name, sizeof name, "add in place n=%lld nb=%lld", (long long)c.n, (long long)c.nb);
+        report(name, hact(da, c.n), out, TOL_BF16);
+        rt_free(da), rt_free(db), rt_free(dout);
+    }
+}
+
+/* --------------------------------------------------- reductions, softmax */
+static void t_reduce_softmax(Rng &r)
+{
+    for (int acc = 0; acc < 2; acc++) {
+        const int64_t rows = 1000, cols = 77;
+        auto in = randv(r, rows * cols), out = randv(r, cols);
+        rt_act *din = dact(in), *dout = dact(out);
+        rt_reduce_rows(dout, din, rows, cols, acc);
+        cpu_rt_reduce_rows(out.data(), in.data(), rows, cols, acc);
+        report(acc ? "reduce_rows accumulate" : "reduce_rows", hact(dout, cols), out, TOL_BF16);
+        auto first = hact(dout, cols);
+        if (!acc) {
+            rt_reduce_rows(dout, din, rows, cols, false);
+            report_bool("reduce_rows repeat", bitwise_eq(first, hact(dout, cols)), "bitwise equal");
+        }
+        rt_free(din), rt_free(dout);
+    }
+    const int64_t rows = 13, cols = 301;
+    auto x = randv(r, rows * cols, 4.0f), dy = randv(r, rows * cols);
+    std::vector<float> y((size_t)(rows * cols)), dx((size_t)(rows * cols));
+    rt_act *dxx = dact(x), *ddy = dact(dy), *dyy = (rt_act *)rt_alloc(y.size() * 2), *ddx = (rt_act *)rt_alloc(dx.size() * 2);
+    rt_softmax_fwd(dyy, dxx, rows, cols);
+    cpu_rt_softmax_fwd(y.data(), x.data(), rows, cols);
+    report("softmax_fwd", hact(dyy, rows * cols), y, TOL_BF16);
+    /* backward from the rounded y both sides see */
+    auto yb = hact(dyy, rows * cols);
+    rt_softmax_bwd(ddx, dyy, ddy, rows, cols);
+    cpu_rt_softmax_bwd(dx.data(), yb.data(), dy.data(), rows, cols);
+    report("softmax_bwd", hact(ddx, rows * cols), dx, TOL_BF16);
+    rt_free(dxx), rt_free(ddy), rt_free(dyy), rt_free(ddx);
+}
+
+/* --------------------------------------------------------- cross-entropy */
+static void t_cross_entropy(Rng &r)
+{
+    const int64_t rows = 29, vocab = 1000, total = 2 * rows;
+    auto logits = randv(r, rows * vocab, 6.0f);
+    std::vector<int32_t> tg((size_t)rows);
+    for (auto &t : tg) t = (int32_t)r.below(vocab);
+    std::vector<float> lse((size_t)rows), dl((size_t)(rows * vocab));
+    float loss = 0.25f;
+    rt_act *dlog = dact(logits), *ddl = (rt_act *)rt_alloc(dl.size() * 2);
+    int32_t *dtg = di32(tg);
+    float *dloss = df32(std::vector<float>{0.25f}), *dlse = (float *)rt_alloc((size_t)rows * 4);
+    rt_cross_entropy_fwd(dloss, dlse, dlog, dtg, rows, vocab, 0, total, NULL);
+    cpu_rt_cross_entropy_fwd(&loss, lse.data(), logits.data(), tg.data(), rows, vocab, 0, total, NULL);
+    report("cross_entropy_fwd loss (fp32)", hf32(dloss, 1), std::vector<float>{loss}, TOL_F32);
+    report("cross_entropy_fwd lse (fp32)", hf32(dlse, rows), lse, TOL_F32);
+    rt_cross_entropy_bwd(ddl, dlog, dtg, dlse, 0.5f, rows, vocab, 0, total);
+    cpu_rt_cross_entropy_bwd(dl.data(), logits.data(), tg.data(), lse.data(), 0.5f, rows, vocab, 0, total);
+    report("cross_entropy_bwd dlogits", hact(ddl, rows * vocab), dl, TOL_BF16);
+    rt_free(dlog), rt_free(ddl), rt_free(dtg), rt_free(dloss), rt_free(dlse);
+}
+
+/* ------------------------------------------------------------- optimizer */
+static void t_optimizer(Rng &r)
+{
+    const int64_t n = 100003;
+    auto x = randv(r, n);
+    float s = 1.5f;
+    float *ds = df32(std::vector<float>{1.5f});
+    rt_act *dx = dact(x);
+    rt_sumsq(ds, dx, n);
+    cpu_rt_sumsq(&s, x.data(), n);
+    report("sumsq (fp32, accumulated)", hf32(ds, 1), std::vector<float>{s}, TOL_F32);
+    auto first = hf32(ds, 1);
+    rt_to_device(ds, std::vector<float>{1.5f}.data(), 4);
+    rt_sumsq(ds, dx, n);
+    report_bool("sumsq repeat", bitwise_eq(first, hf32(ds, 1)), "bitwise equal");
+    rt_free(ds), rt_free(dx);
+
+    const int64_t m = 10007;
+    auto master = randv(r, m), mom = randv(r, m, 0.01f), var = randv(r, m, 0.01f);
+    for (auto &v : var) v = fabsf(v);
+    std::vector<float> param((size_t)m);
+    float *dmaster = df32(master), *dm = df32(mom), *dv = df32(var);
+    rt_act *dparam = (rt_act *)rt_alloc((size_t)m * 2);
+    for (int step = 1; step <= 3; step++) {
+        auto g = randv(r, m, 0.1f);
+        rt_act *dg = dact(g);
+        rt_adamw(dmaster, dparam, dg, dm, dv, m, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, step);
+        cpu_rt_adamw(master.data(), param.data(), g.data(), mom.data(), var.data(), m, 1e-3f, 0.9f, 0.95f, 1e-8f,
+                     0.1f, 0.5f, step);
+        rt_free(dg);
+    }
+    report("adamw master (fp32, 3 steps)", hf32(dmaster, m), master, TOL_F32);
+    report("adamw m (fp32)", hf32(dm, m), mom, TOL_F32);
+    report("adamw v (fp32)", hf32(dv, m), var, TOL_F32);
+    report("adamw param (bf16)", hact(dparam, m), param, TOL_BF16);
+    rt_free(dmaster), rt_free(dm), rt_free(dv), rt_free(dparam);
+}
+
+/* ------------------------------------------------- slices, dim helpers (p = 1) */
+static void t_dims(Rng &r)
+{
+    const int64_t outer = 3, parts = 4, dl = 5, inner = 6, n = outer * parts * dl * inner;
+    auto x = randv(r, n);
+    rt_act *dx = dact(x), *dout = (rt_act *)rt_alloc((size_t)n * 2), *scr = (rt_act *)rt_alloc((size_t)n * 2);
+    for (int idx = 0; idx < parts; idx++) {
+        std::vector<float> want((size_t)(outer * dl * inner)), got;
+        cpu_rt_slice_dim(want.data(), x.data(), outer, dl, inner, (int)parts, idx);
+        rt_slice_dim(dout, dx, outer, dl, inner, (int)parts, idx);
+        got = hact(dout, outer * dl * inner);
+        char name[64];
+        snprintf(name, sizeof name, "slice_dim block %d of %lld", idx, (long long)parts);
+        report(name, got, want, TOL_BF16);
+    }
+    /* On one rank the collectives along a dim are copies. */
+    RtComm *w = rt_comm_world();
+    rt_allgather_dim(w, dout, dx, outer, parts * dl, inner, scr);
+    report("allgather_dim (1 rank)", hact(dout, n), x, TOL_BF16);
+    rt_reduce_scatter_dim(w, dout, dx, outer, parts * dl, inner, scr);
+    report("reduce_scatter_dim (1 rank)", hact(dout, n), x, TOL_BF16);
+    rt_alltoall_dim(w, dout, dx, outer, parts, dl, inner, 1, true, scr);
+    report("alltoall_dim (1 rank)", hact(dout, n), x, TOL_BF16);
+    rt_free(dx), rt_free(dout), rt_free(scr);
+}
+
+/* ------------------------------------------------------------ determinism */
+static void t_determinism(Rng &r)
+{
+    const int64_t n = 4096, vl = 512, dim = 128, rows = 2048, cols = 1024;
+    std::vector<int32_t> ids((size_t)n);
+    for (auto &i : ids) i = (int32_t)r.below(64); /* many repeats */
+    auto dout = randv(r, n * dim), x = randv(r, rows * cols), w = randv(r, cols), dy = randv(r, rows * cols);
+    int32_t *dids = di32(ids);
+    rt_act *ddo = dact(dout), *dt = (rt_act *)rt_alloc((size_t)(vl * dim) * 2);
+    std::vector<float> t1;
+    for (int rep = 0; rep < 2; rep++) {
+        rt_zero(dt, (size_t)(vl * dim) * 2);
+        rt_embedding_bwd(dt, dids, ddo, n, vl, 0, dim);
+        auto t = hact(dt, vl * dim);
+        if (rep) report_bool("embedding_bwd repeat (4096 tokens)", bitwise_eq(t, t1), "bitwise equal");
+        t1 = t;
+    }
+    rt_act *dx = dact(x), *dw = dact(w), *ddy = dact(dy), *ddx = (rt_act *)rt_alloc((size_t)(rows * cols) * 2);
+    rt_act *ddw = (rt_act *)rt_alloc((size_t)cols * 2), *dyy = (rt_act *)rt_alloc((size_t)(rows * cols) * 2);
+    float *drstd = (float *)rt_alloc((size_t)rows * 4);
+    rt_rmsnorm_fwd(dyy, drstd, dx, dw, rows, cols, 1e-6f);
+    for (int rep = 0; rep < 2; rep++) {
+        rt_zero(ddw, (size_t)cols * 2);
+        rt_rmsnorm_bwd(ddx, ddw, dx, dw, drstd, ddy, rows, cols);
+        auto t = hact(ddw, cols);
+        if (rep) report_bool("rmsnorm_bwd dw repeat (2048 rows)", bitwise_eq(t, t1), "bitwise equal");
+        t1 = t;
+    }
+    rt_free(dids), rt_free(ddo), rt_free(dt), rt_free(dx), rt_free(dw), rt_free(ddy), rt_free(ddx), rt_free(ddw);
+    rt_free(dyy), rt_free(drstd);
+}
+
+static int run_kernel_tests(uint64_t seed)
+{
+    Rng r(seed);
+    t_matmul(r);
+    t_embedding(r);
+    t_rmsnorm(r);
+    t_layernorm(r);
+    t_rope(r);
+    t_attention(r, 2, 45, 4, 2, 16, true);
+    t_attention(r, 1, 70, 2, 1, 64, false);
+    t_attention(r, 1, 33, 4, 4, 128, true);
+    t_attention(r, 2, 40, 6, 2, 40, true);
+    t_attention(r, 1, 20, 2, 2, 200, false);
+    t_pointwise(r);
+    t_reduce_softmax(r);
+    t_cross_entropy(r);
+    t_optimizer(r);
+    t_dims(r);
+    t_determinism(r);
+    return g_failures;
+}
+
+/* Must abort with a message naming the bad id. */
+static void die_embed(void)
+{
+    std::vector<int32_t> ids = {1, -7, 2};
+    int32_t *d = di32(ids);
+    rt_act *t = dact(std::vector<float>(40, 1.0f)), *o = (rt_act *)rt_alloc(3 * 4 * 2);
+    rt_embedding_fwd(o, d, t, 3, 10, 0, 4);
+    hact(o, 12); /* synchronises: the device error must fire here */
+    fprintf(stderr, "die-embed: no error reported\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "kernels";
+    if (!strcmp(mode, "--count")) {
+        int n = 0;
+        cudaError_t e = cudaGetDeviceCount(&n);
+        if (e != cudaSuccess) {
+            printf("0 (%s)\n", cudaGetErrorString(e));
+            return 0;
+        }
+        printf("%d\n", n);
+        return 0;
+    }
+    uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 10) : (uint64_t)time(NULL);
+    rt_init(&argc, &argv);
+    g_print = rt_world_rank() == 0;
+    int fails = 0;
+    if (!strcmp(mode, "kernels")) {
+        if (g_print) printf("seed %llu\n", (unsigned long long)seed);
+        fails = run_kernel_tests(seed);
+    } else if (!strcmp(mode, "comm")) {
+        if (g_print) printf("seed %llu, %d ranks\n", (unsigned long long)seed, rt_world_size());
+        fails = run_comm_tests(seed);
+    } else if (!strcmp(mode, "die-embed")) {
+        die_embed();
+        fails = 1;
+    } else if (!strcmp(mode, "hang")) {
+        fails = run_hang_test();
+    } else {
+        fprintf(stderr, "unknown mode %s\n", mode);
+        fails = 1;
+    }
+    if (g_print) printf("%s: %d failure(s)\n", mode, fails);
+    rt_finalize();
+    return fails ? 1 : 0;
+}

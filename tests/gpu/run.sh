@@ -1,0 +1,70 @@
+#!/bin/sh
+# tests/gpu/run.sh HARNESS: the CUDA backend on a real GPU.
+#
+# Without a usable GPU prints "SKIPPED: <reason>" and exits 77 (ctest counts
+# it as skipped). With one: every kernel against the CPU backend (harness
+# kernels), the abort on a bad token id, and, with two or more GPUs, the
+# collectives and the NCCL watchdog under mpirun. Exit 0 only if all pass.
+# Environment: PTDC_TEST_SEED fixes the random inputs (default: time).
+set -u
+harness=${1:-}
+case "$harness" in
+--no-cuda) echo "SKIPPED: no CUDA toolkit (nvcc) at configure time"; exit 77 ;;
+--no-harness) echo "SKIPPED: harness not built in this configuration (sanitizer build or no CPU backend)"; exit 77 ;;
+esac
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+    echo "SKIPPED: no nvidia-smi (no NVIDIA driver on this machine)"; exit 77
+fi
+if ! smi=$(nvidia-smi -L 2>&1); then
+    echo "SKIPPED: nvidia-smi fails: $(echo "$smi" | head -n 1)"; exit 77
+fi
+if [ ! -x "$harness" ]; then
+    echo "FAILED: harness '$harness' is not built"; exit 1
+fi
+ngpu=$("$harness" --count 2>/dev/null | head -n 1)
+case "$ngpu" in
+''|0*) echo "SKIPPED: cudaGetDeviceCount finds no GPU ($ngpu)"; exit 77 ;;
+esac
+ngpu=${ngpu%% *}
+echo "$smi"
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+seed=${PTDC_TEST_SEED:-$(date +%s)}
+fail=0
+
+# 1. Every kernel, forward and backward, against the CPU backend.
+mpirun --oversubscribe -n 1 "$harness" kernels "$seed" || fail=1
+
+# 2. A negative token id must abort with a message, not crash or pass.
+out=$(mpirun --oversubscribe -n 1 "$harness" die-embed 2>&1)
+if [ $? -ne 0 ] && echo "$out" | grep -q "out of range"; then
+    echo "die-embed: aborted with a message                 ok"
+else
+    echo "die-embed: expected an abort naming the id        FAIL"; echo "$out" | tail -n 5; fail=1
+fi
+
+# 3. Collectives, dim helpers, p2p, splits, vocabulary-parallel CE; the watchdog.
+if [ "$ngpu" -ge 2 ]; then
+    np=$ngpu; [ "$np" -gt 4 ] && np=4
+    mpirun --oversubscribe -n "$np" "$harness" comm "$seed" || fail=1
+    start=$(date +%s)
+    out=$(PTDC_NCCL_TIMEOUT=5 mpirun --oversubscribe -x PTDC_NCCL_TIMEOUT -n 2 "$harness" hang 2>&1)
+    rc=$? took=$(( $(date +%s) - start ))
+    if [ $rc -ne 0 ] && [ $took -lt 90 ] && echo "$out" | grep -q "watchdog"; then
+        echo "watchdog: hung collective aborted all ranks in ${took}s  ok"
+    else
+        echo "watchdog: expected an abort within 90 s (rc $rc, ${took}s) FAIL"; echo "$out" | tail -n 5; fail=1
+    fi
+else
+    echo "SKIPPED (partly): one GPU; collectives need two (NCCL allows one rank per GPU)"
+fi
+
+# 4. END-TO-END (added by the lead): tiny-llama's loss curve on one GPU
+#    against the CPU run of the same generated program, e.g.
+#      ptdc models/tiny-llama.mdl --gpus 1 --target cuda -o $dir/cuda && $dir/cuda/run.sh
+#      ptdc models/tiny-llama.mdl --gpus 1 --target cpu  -o $dir/cpu  && $dir/cpu/run.sh
+#      compare the per-step losses (bf16 vs fp32: a relative tolerance per step).
+# ---- end of the end-to-end section ----
+
+[ $fail -eq 0 ] && echo "gpu tests: all passed" || echo "gpu tests: FAILED"
+exit $fail
