@@ -54,6 +54,8 @@ static void str_add(Str *b, const char *s, size_t n)
     b->s[b->len] = 0;
 }
 
+#define str_lit(b, lit) str_add((b), (lit), sizeof(lit) - 1)
+
 static void str_fmt(Str *b, const char *fmt, long long v)
 {
     char tmp[32];
@@ -152,7 +154,7 @@ RtStWriter *rt_st_writer_open(const char *path, const RtStTensor *tensors, int n
     for (int i = 0; i <= w->n; i++) {
         if (!meta_done && (i == w->n || strcmp("__metadata__", w->t[i].name) < 0)) {
             str_add(&h, first ? "" : ",", first ? 0 : 1);
-            str_add(&h, "\"__metadata__\":{\"format\":\"pt\"}", 31);
+            str_lit(&h, "\"__metadata__\":{\"format\":\"pt\"}");
             meta_done = true;
             first = false;
         }
@@ -163,12 +165,12 @@ RtStWriter *rt_st_writer_open(const char *path, const RtStTensor *tensors, int n
         str_add(&h, first ? "" : ",", first ? 0 : 1);
         first = false;
         str_json(&h, t->name);
-        str_add(&h, ":{\"dtype\":", 10);
+        str_lit(&h, ":{\"dtype\":");
         str_json(&h, dtype);
-        str_add(&h, ",\"shape\":[", 10);
+        str_lit(&h, ",\"shape\":[");
         for (int d = 0; d < t->ndim; d++)
             str_fmt(&h, d ? ",%lld" : "%lld", (long long)t->shape[d]);
-        str_add(&h, "],\"data_offsets\":[", 18);
+        str_lit(&h, "],\"data_offsets\":[");
         str_fmt(&h, "%lld", (long long)pos);
         pos += (uint64_t)t->numel * (uint64_t)w->esize;
         str_fmt(&h, ",%lld]}", (long long)pos);

@@ -1,0 +1,689 @@
+/* test_kernels.c: every fp32 kernel of the CPU backend against the naive
+ * double-precision references of ref.c, and every backward kernel against
+ * central differences of those references.
+ *
+ * Tolerances (scale-relative: max abs error / max abs reference value):
+ *   FWD_TOL 2e-6: fp32 rounds at 6e-8 relative; the sums here have at most
+ *     ~64 terms, so accumulated rounding stays below ~4e-6 of the scale in the
+ *     worst case and near 1e-7 in practice (measured: <= 1e-7).
+ *   GRAD_TOL 1e-5: the differences are taken in double with h = 1e-5
+ *     (truncation ~h^2 = 1e-10, cancellation ~1e-16/h = 1e-11), so the
+ *     reference is good to ~1e-9; a backward kernel chains two or three fp32
+ *     reductions (measured: <= 3e-7), leaving a 30x margin.
+ * ref_check_grad also moves one element by 10 x GRAD_TOL and requires the
+ * check to fail, and test_wrong_gradients feeds plausible wrong backward
+ * formulas (missing term, wrong mask, wrong transpose) that must be caught.
+ * Outputs that kernels overwrite are pre-filled with NaN, so a kernel that
+ * skips an element fails; accumulated gradients start from random values. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "ref.h"
+#include "rt.h"
+
+#define FWD_TOL 2e-6
+#define GRAD_TOL 1e-5
+#define FD_H 1e-5
+
+static float *fnew(int64_t n)
+{
+    float *p = malloc((size_t)(n ? n : 1) * sizeof *p);
+    for (int64_t i = 0; i < n; i++)
+        p[i] = NAN;
+    return p;
+}
+
+static double *dnew(int64_t n)
+{
+    return calloc((size_t)(n ? n : 1), sizeof(double));
+}
+
+static double dot(const double *a, const double *b, int64_t n)
+{
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+/* got - base, for gradients that accumulate onto random initial values. */
+static float *minus(const float *got, const float *base, int64_t n)
+{
+    float *d = fnew(n);
+    for (int64_t i = 0; i < n; i++)
+        d[i] = got[i] - base[i];
+    return d;
+}
+
+static void expect_caught(const char *what, const float *got, const double *want, int64_t n)
+{
+    printf("  (a wrong gradient, must fail:)\n");
+    CHECK(!ref_close(what, got, want, n, GRAD_TOL, 1e-30), "%s: wrong gradient not caught", what);
+}
+
+/* ------------------------------------------------------------------ matmul */
+typedef struct {
+    double *a, *b, *r, *c;
+    int64_t M, N, K;
+    bool ta, tb;
+} MatmulCtx;
+
+static double matmul_loss(void *p)
+{
+    MatmulCtx *x = p;
+    ref_matmul(x->c, x->a, x->b, x->M, x->N, x->K, x->ta, x->tb);
+    return dot(x->r, x->c, x->M * x->N);
+}
+
+/* The backward of C = op(A) op(B) is two more matmuls whose flags depend on
+ * ta and tb: the same table codegen uses. */
+static void matmul_grads(float *da, float *db, const float *a, const float *b, const float *r,
+                         int64_t M, int64_t N, int64_t K, bool ta, bool tb, bool acc)
+{
+    if (!ta)
+        rt_matmul(da, r, b, M, K, N, false, !tb, acc); /* dA = R op(B)^T */
+    else
+        rt_matmul(da, b, r, K, M, N, tb, true, acc); /* dA^T = op(B) R^T */
+    if (!tb)
+        rt_matmul(db, a, r, K, N, M, !ta, false, acc); /* dB = op(A)^T R */
+    else
+        rt_matmul(db, r, a, N, K, M, true, ta, acc); /* dB^T = R^T op(A) */
+}
+
+static void test_matmul(void)
+{
+    const int64_t M = 5, N = 7, K = 6;
+    for (int t = 0; t < 4; t++) {
+        bool ta = t & 1, tb = t & 2;
+        char name[64];
+        printf("matmul ta=%d tb=%d\n", ta, tb);
+        MatmulCtx x = {dnew(M * K), dnew(K * N), dnew(M * N), dnew(M * N), M, N, K, ta, tb};
+        float *a = fnew(M * K), *b = fnew(K * N), *r = fnew(M * N), *c = fnew(M * N);
+        ref_fill(a, x.a, M * K, -1, 1);
+        ref_fill(b, x.b, K * N, -1, 1);
+        ref_fill(r, x.r, M * N, -1, 1);
+        rt_matmul(c, a, b, M, N, K, ta, tb, false);
+        ref_matmul(x.c, x.a, x.b, M, N, K, ta, tb);
+        snprintf(name, sizeof name, "matmul fwd ta=%d tb=%d", ta, tb);
+        CHECK(ref_close(name, c, x.c, M * N, FWD_TOL, 1e-30), "%s", name);
+        /* accumulate adds onto C */
+        float *c0 = fnew(M * N);
+        double *want = dnew(M * N);
+        ref_fill(c0, NULL, M * N, -1, 1);
+        memcpy(c, c0, (size_t)(M * N) * sizeof *c);
+        rt_matmul(c, a, b, M, N, K, ta, tb, true);
+        for (int64_t i = 0; i < M * N; i++)
+            want[i] = x.c[i] + c0[i];
+        snprintf(name, sizeof name, "matmul accumulate ta=%d tb=%d", ta, tb);
+        CHECK(ref_close(name, c, want, M * N, FWD_TOL, 1e-30), "%s", name);
+
+        float *da = fnew(M * K), *db = fnew(K * N);
+        double *ga = dnew(M * K), *gb = dnew(K * N);
+        matmul_grads(da, db, a, b, r, M, N, K, ta, tb, false);
+        ref_fd_grad(matmul_loss, &x, x.a, M * K, FD_H, ga);
+        ref_fd_grad(matmul_loss, &x, x.b, K * N, FD_H, gb);
+        snprintf(name, sizeof name, "matmul dA ta=%d tb=%d", ta, tb);
+        ref_check_grad(name, da, ga, M * K, GRAD_TOL);
+        snprintf(name, sizeof name, "matmul dB ta=%d tb=%d", ta, tb);
+        ref_check_grad(name, db, gb, K * N, GRAD_TOL);
+        /* accumulating gradients (micro-batches) */
+        float *da0 = fnew(M * K), *db0 = fnew(K * N);
+        ref_fill(da0, NULL, M * K, -1, 1);
+        ref_fill(db0, NULL, K * N, -1, 1);
+        memcpy(da, da0, (size_t)(M * K) * sizeof *da);
+        memcpy(db, db0, (size_t)(K * N) * sizeof *db);
+        matmul_grads(da, db, a, b, r, M, N, K, ta, tb, true);
+        float *dda = minus(da, da0, M * K), *ddb = minus(db, db0, K * N);
+        snprintf(name, sizeof name, "matmul dA accumulate ta=%d tb=%d", ta, tb);
+        ref_check_grad(name, dda, ga, M * K, GRAD_TOL);
+        snprintf(name, sizeof name, "matmul dB accumulate ta=%d tb=%d", ta, tb);
+        ref_check_grad(name, ddb, gb, K * N, GRAD_TOL);
+        free(dda), free(ddb), free(da0), free(db0), free(da), free(db), free(ga), free(gb);
+        free(c0), free(want), free(a), free(b), free(r), free(c);
+        free(x.a), free(x.b), free(x.r), free(x.c);
+    }
+    /* K = 0: an empty sum is zero (C was NaN). */
+    float *c = fnew(6), a[1] = {0}, b[1] = {0};
+    rt_matmul(c, a, b, 2, 3, 0, false, false, false);
+    bool zero = true;
+    for (int i = 0; i < 6; i++)
+        zero = zero && c[i] == 0.0f;
+    CHECK(zero, "matmul with K = 0 must write zeros");
+    free(c);
+}
+
+/* --------------------------------------------------------------- embedding */
+typedef struct {
+    const int32_t *ids;
+    double *table, *r, *out;
+    int64_t n, vocab, dim;
+} EmbCtx;
+
+static double emb_loss(void *p)
+{
+    EmbCtx *x = p;
+    ref_embedding(x->out, x->ids, x->table, x->n, x->dim);
+    return dot(x->r, x->out, x->n * x->dim);
+}
+
+static void test_embedding(void)
+{
+    printf("embedding\n");
+    enum { V = 11, DIM = 6, NTOK = 9 };
+    static const int32_t ids[NTOK] = {3, 1, 3, 7, 0, 10, 3, 1, 5}; /* repeats accumulate */
+    EmbCtx x = {ids, dnew(V * DIM), dnew(NTOK * DIM), dnew(NTOK * DIM), NTOK, V, DIM};
+    float *table = fnew(V * DIM), *r = fnew(NTOK * DIM), *out = fnew(NTOK * DIM);
+    ref_fill(table, x.table, V * DIM, -1, 1);
+    ref_fill(r, x.r, NTOK * DIM, -1, 1);
+    rt_embedding_fwd(out, ids, table, NTOK, V, 0, DIM);
+    ref_embedding(x.out, ids, x.table, NTOK, DIM);
+    CHECK(ref_close("embedding fwd (exact)", out, x.out, NTOK * DIM, 0.0, 1e-30), "embedding fwd");
+    /* vocabulary split in 2 uneven parts: the partial outputs sum to the full */
+    float *p0 = fnew(NTOK * DIM), *p1 = fnew(NTOK * DIM);
+    rt_embedding_fwd(p0, ids, table, NTOK, 6, 0, DIM);
+    rt_embedding_fwd(p1, ids, table + 6 * DIM, NTOK, V - 6, 6, DIM);
+    for (int64_t i = 0; i < NTOK * DIM; i++)
+        p0[i] += p1[i];
+    CHECK(ref_close("embedding fwd, vocab split 6+5", p0, x.out, NTOK * DIM, 0.0, 1e-30),
+          "split embedding");
+
+    float *g0 = fnew(V * DIM), *g = fnew(V * DIM);
+    double *want = dnew(V * DIM);
+    ref_fill(g0, NULL, V * DIM, -1, 1);
+    memcpy(g, g0, sizeof(float) * V * DIM);
+    rt_embedding_bwd(g, ids, r, NTOK, V, 0, DIM);
+    ref_fd_grad(emb_loss, &x, x.table, V * DIM, FD_H, want);
+    float *d = minus(g, g0, V * DIM);
+    ref_check_grad("embedding dtable (accumulated)", d, want, V * DIM, GRAD_TOL);
+    /* split backward: each part gets exactly its rows */
+    memcpy(g, g0, sizeof(float) * V * DIM);
+    rt_embedding_bwd(g, ids, r, NTOK, 6, 0, DIM);
+    rt_embedding_bwd(g + 6 * DIM, ids, r, NTOK, V - 6, 6, DIM);
+    free(d);
+    d = minus(g, g0, V * DIM);
+    ref_check_grad("embedding dtable, vocab split 6+5", d, want, V * DIM, GRAD_TOL);
+    free(d), free(g0), free(g), free(want), free(p0), free(p1), free(table), free(r), free(out);
+    free(x.table), free(x.r), free(x.out);
+}
+
+/* -------------------------------------------------------------- rmsnorm */
+typedef struct {
+    double *x, *w, *b, *r, *y;
+    int64_t rows, cols;
+    double eps;
+} NormCtx;
+
+static double rms_loss(void *p)
+{
+    NormCtx *c = p;
+    ref_rmsnorm(c->y, c->x, c->w, c->rows, c->cols, c->eps);
+    return dot(c->r, c->y, c->rows * c->cols);
+}
+
+static double ln_loss(void *p)
+{
+    NormCtx *c = p;
+    ref_layernorm(c->y, c->x, c->w, c->b, c->rows, c->cols, c->eps);
+    return dot(c->r, c->y, c->rows * c->cols);
+}
+
+static void test_rmsnorm(void)
+{
+    printf("rmsnorm\n");
+    enum { R = 6, C = 16 };
+    NormCtx c = {dnew(R * C), dnew(C), NULL, dnew(R * C), dnew(R * C), R, C, 1e-5};
+    float *x = fnew(R * C), *w = fnew(C), *r = fnew(R * C), *y = fnew(R * C), rstd[R];
+    ref_fill(x, c.x, R * C, -2, 2);
+    ref_fill(w, c.w, C, 0.5, 1.5);
+    ref_fill(r, c.r, R * C, -1, 1);
+    rt_rmsnorm_fwd(y, rstd, x, w, R, C, 1e-5f);
+    ref_rmsnorm(c.y, c.x, c.w, R, C, 1e-5);
+    CHECK(ref_close("rmsnorm fwd", y, c.y, R * C, FWD_TOL, 1e-30), "rmsnorm fwd");
+    double want_rstd[R];
+    for (int i = 0; i < R; i++)
+        want_rstd[i] = 1.0 / sqrt(dot(c.x + i * C, c.x + i * C, C) / C + 1e-5);
+    CHECK(ref_close("rmsnorm rstd", rstd, want_rstd, R, FWD_TOL, 1e-30), "rmsnorm rstd");
+
+    float *dx = fnew(R * C), *dw0 = fnew(C), *dw = fnew(C);
+    ref_fill(dw0, NULL, C, -1, 1);
+    memcpy(dw, dw0, sizeof(float) * C);
+    rt_rmsnorm_bwd(dx, dw, x, w, rstd, r, R, C);
+    double *gx = dnew(R * C), *gw = dnew(C);
+    ref_fd_grad(rms_loss, &c, c.x, R * C, FD_H, gx);
+    ref_fd_grad(rms_loss, &c, c.w, C, FD_H, gw);
+    ref_check_grad("rmsnorm dx", dx, gx, R * C, GRAD_TOL);
+    float *d = minus(dw, dw0, C);
+    ref_check_grad("rmsnorm dw (accumulated)", d, gw, C, GRAD_TOL);
+    /* wrong: dx = rstd dy w, forgetting that rstd depends on x */
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < C; j++)
+            dx[i * C + j] = rstd[i] * r[i * C + j] * w[j];
+    expect_caught("rmsnorm dx without the rstd term", dx, gx, R * C);
+    free(d), free(dx), free(dw0), free(dw), free(gx), free(gw), free(x), free(w), free(r), free(y);
+    free(c.x), free(c.w), free(c.r), free(c.y);
+}
+
+static void test_layernorm(void)
+{
+    printf("layernorm\n");
+    enum { R = 5, C = 12 };
+    NormCtx c = {dnew(R * C), dnew(C), dnew(C), dnew(R * C), dnew(R * C), R, C, 1e-5};
+    float *x = fnew(R * C), *w = fnew(C), *b = fnew(C), *r = fnew(R * C), *y = fnew(R * C);
+    float mean[R], rstd[R];
+    ref_fill(x, c.x, R * C, -2, 3);
+    ref_fill(w, c.w, C, 0.5, 1.5);
+    ref_fill(b, c.b, C, -0.5, 0.5);
+    ref_fill(r, c.r, R * C, -1, 1);
+    rt_layernorm_fwd(y, mean, rstd, x, w, b, R, C, 1e-5f);
+    ref_layernorm(c.y, c.x, c.w, c.b, R, C, 1e-5);
+    CHECK(ref_close("layernorm fwd", y, c.y, R * C, FWD_TOL, 1e-30), "layernorm fwd");
+
+    float *dx = fnew(R * C), *dw0 = fnew(C), *dw = fnew(C), *db0 = fnew(C), *db = fnew(C);
+    ref_fill(dw0, NULL, C, -1, 1);
+    ref_fill(db0, NULL, C, -1, 1);
+    memcpy(dw, dw0, sizeof(float) * C);
+    memcpy(db, db0, sizeof(float) * C);
+    rt_layernorm_bwd(dx, dw, db, x, w, mean, rstd, r, R, C);
+    double *gx = dnew(R * C), *gw = dnew(C), *gb = dnew(C);
+    ref_fd_grad(ln_loss, &c, c.x, R * C, FD_H, gx);
+    ref_fd_grad(ln_loss, &c, c.w, C, FD_H, gw);
+    ref_fd_grad(ln_loss, &c, c.b, C, FD_H, gb);
+    ref_check_grad("layernorm dx", dx, gx, R * C, GRAD_TOL);
+    float *d1 = minus(dw, dw0, C), *d2 = minus(db, db0, C);
+    ref_check_grad("layernorm dw (accumulated)", d1, gw, C, GRAD_TOL);
+    ref_check_grad("layernorm db (accumulated)", d2, gb, C, GRAD_TOL);
+    free(d1), free(d2), free(dx), free(dw0), free(dw), free(db0), free(db), free(gx), free(gw);
+    free(gb), free(x), free(w), free(b), free(r), free(y);
+    free(c.x), free(c.w), free(c.b), free(c.r), free(c.y);
+}
+
+/* ------------------------------------------------------------------ rope */
+typedef struct {
+    double *x, *r, *y;
+    int64_t outer, seq, inner, dim, off;
+    double theta;
+} RopeCtx;
+
+static double rope_loss(void *p)
+{
+    RopeCtx *c = p;
+    ref_rope(c->y, c->x, c->outer, c->seq, c->inner, c->dim, c->off, c->theta);
+    return dot(c->r, c->y, c->outer * c->seq * c->inner * c->dim);
+}
+
+static void test_rope(void)
+{
+    printf("rope\n");
+    enum { O = 2, S = 5, I = 3, DM = 8, N = O * S * I * DM };
+    RopeCtx c = {dnew(N), dnew(N), dnew(N), O, S, I, DM, 3, 100.0};
+    float *x = fnew(N), *r = fnew(N), *y = fnew(N), *dx = fnew(N);
+    ref_fill(x, c.x, N, -1, 1);
+    ref_fill(r, c.r, N, -1, 1);
+    rt_rope(y, x, O, S, I, DM, 3, 100.0f, false);
+    ref_rope(c.y, c.x, O, S, I, DM, 3, 100.0);
+    CHECK(ref_close("rope fwd (pos offset 3)", y, c.y, N, FWD_TOL, 1e-30), "rope fwd");
+    /* in place gives the same */
+    float *z = fnew(N);
+    memcpy(z, x, sizeof(float) * N);
+    rt_rope(z, z, O, S, I, DM, 3, 100.0f, false);
+    CHECK(memcmp(z, y, sizeof(float) * N) == 0, "rope in place differs from out of place");
+    rt_rope(dx, r, O, S, I, DM, 3, 100.0f, true);
+    double *g = dnew(N);
+    ref_fd_grad(rope_loss, &c, c.x, N, FD_H, g);
+    ref_check_grad("rope dx (inverse rotation)", dx, g, N, GRAD_TOL);
+    rt_rope(dx, r, O, S, I, DM, 3, 100.0f, false);
+    expect_caught("rope dx by the forward rotation", dx, g, N);
+    free(z), free(g), free(x), free(r), free(y), free(dx), free(c.x), free(c.r), free(c.y);
+}
+
+/* ------------------------------------------------------------- attention */
+typedef struct {
+    double *q, *k, *v, *r, *o;
+    int64_t B, S, H, KVH, D;
+    bool causal;
+} AttnCtx;
+
+static double attn_loss(void *p)
+{
+    AttnCtx *c = p;
+    ref_attention(c->o, NULL, c->q, c->k, c->v, c->B, c->S, c->H, c->KVH, c->D, c->causal);
+    return dot(c->r, c->o, c->B * c->S * c->H * c->D);
+}
+
+static void test_attention_case(int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D,
+                                bool causal)
+{
+    printf("attention B=%lld S=%lld H=%lld KVH=%lld D=%lld %s\n", (long long)B, (long long)S,
+           (long long)H, (long long)KVH, (long long)D, causal ? "causal" : "full");
+    int64_t nq = B * S * H * D, nk = B * S * KVH * D, nl = B * S * H;
+    AttnCtx c = {dnew(nq), dnew(nk), dnew(nk), dnew(nq), dnew(nq), B, S, H, KVH, D, causal};
+    float *q = fnew(nq), *k = fnew(nk), *v = fnew(nk), *r = fnew(nq), *o = fnew(nq), *lse = fnew(nl);
+    ref_fill(q, c.q, nq, -1.5, 1.5);
+    ref_fill(k, c.k, nk, -1.5, 1.5);
+    ref_fill(v, c.v, nk, -1, 1);
+    ref_fill(r, c.r, nq, -1, 1);
+    rt_attention_fwd(o, lse, q, k, v, B, S, H, KVH, D, causal);
+    double *lref = dnew(nl);
+    ref_attention(c.o, lref, c.q, c.k, c.v, B, S, H, KVH, D, causal);
+    CHECK(ref_close("attention o vs softmax(QK^T)V", o, c.o, nq, FWD_TOL, 1e-30), "attention o");
+    CHECK(ref_close("attention lse", lse, lref, nl, FWD_TOL, 1e-30), "attention lse");
+
+    float *dq = fnew(nq), *dk = fnew(nk), *dv = fnew(nk);
+    rt_attention_bwd(dq, dk, dv, q, k, v, o, lse, r, B, S, H, KVH, D, causal);
+    double *gq = dnew(nq), *gk = dnew(nk), *gv = dnew(nk);
+    ref_fd_grad(attn_loss, &c, c.q, nq, FD_H, gq);
+    ref_fd_grad(attn_loss, &c, c.k, nk, FD_H, gk);
+    ref_fd_grad(attn_loss, &c, c.v, nk, FD_H, gv);
+    ref_check_grad("attention dq", dq, gq, nq, GRAD_TOL);
+    ref_check_grad("attention dk (summed over the kv group)", dk, gk, nk, GRAD_TOL);
+    ref_check_grad("attention dv (summed over the kv group)", dv, gv, nk, GRAD_TOL);
+    if (causal) { /* wrong: the backward forgets the mask */
+        rt_attention_bwd(dq, dk, dv, q, k, v, o, lse, r, B, S, H, KVH, D, false);
+        expect_caught("attention dk without the causal mask", dk, gk, nk);
+    }
+    free(dq), free(dk), free(dv), free(gq), free(gk), free(gv), free(lref);
+    free(q), free(k), free(v), free(r), free(o), free(lse);
+    free(c.q), free(c.k), free(c.v), free(c.r), free(c.o);
+}
+
+static void test_attention(void)
+{
+    test_attention_case(2, 5, 4, 2, 8, true);  /* GQA, causal */
+    test_attention_case(2, 5, 4, 2, 8, false); /* GQA, full */
+    test_attention_case(1, 6, 3, 3, 4, true);  /* MHA */
+    test_attention_case(1, 4, 4, 1, 4, false); /* MQA */
+}
+
+/* ------------------------------------------------------------- pointwise */
+typedef struct {
+    double *x, *r, *y;
+    int64_t n;
+    void (*f)(double *, const double *, int64_t);
+} PwCtx;
+
+static double pw_loss(void *p)
+{
+    PwCtx *c = p;
+    c->f(c->y, c->x, c->n);
+    return dot(c->r, c->y, c->n);
+}
+
+static void test_activation(const char *name, void (*fwd)(rt_act *, const rt_act *, int64_t),
+                            void (*bwd)(rt_act *, const rt_act *, const rt_act *, int64_t),
+                            void (*ref)(double *, const double *, int64_t))
+{
+    printf("%s\n", name);
+    enum { N = 40 };
+    PwCtx c = {dnew(N), dnew(N), dnew(N), N, ref};
+    float *x = fnew(N), *r = fnew(N), *y = fnew(N), *dx = fnew(N);
+    ref_fill(x, c.x, N, -4, 4);
+    ref_fill(r, c.r, N, -1, 1);
+    fwd(y, x, N);
+    ref(c.y, c.x, N);
+    char what[64];
+    snprintf(what, sizeof what, "%s fwd", name);
+    CHECK(ref_close(what, y, c.y, N, FWD_TOL, 1e-30), "%s", what);
+    bwd(dx, x, r, N);
+    double *g = dnew(N);
+    ref_fd_grad(pw_loss, &c, c.x, N, FD_H, g);
+    snprintf(what, sizeof what, "%s dx", name);
+    ref_check_grad(what, dx, g, N, GRAD_TOL);
+    free(g), free(x), free(r), free(y), free(dx), free(c.x), free(c.r), free(c.y);
+}
+
+/* add / mul with b broadcast over a's rows; the gradient of b is a
+ * reduce_rows, the gradient of a a broadcast mul (or dy itself for add). */
+typedef struct {
+    double *a, *b, *r, *y;
+    int64_t n, nb;
+    bool mul;
+} BinCtx;
+
+static double bin_loss(void *p)
+{
+    BinCtx *c = p;
+    for (int64_t i = 0; i < c->n; i++)
+        c->y[i] = c->mul ? c->a[i] * c->b[i % c->nb] : c->a[i] + c->b[i % c->nb];
+    return dot(c->r, c->y, c->n);
+}
+
+static void test_binary(bool mul, int64_t rows, int64_t nb)
+{
+    printf("%s, b broadcast over %lld rows of %lld\n", mul ? "mul" : "add", (long long)rows,
+           (long long)nb);
+    int64_t n = rows * nb;
+    BinCtx c = {dnew(n), dnew(nb), dnew(n), dnew(n), n, nb, mul};
+    float *a = fnew(n), *b = fnew(nb), *r = fnew(n), *y = fnew(n);
+    ref_fill(a, c.a, n, -2, 2);
+    ref_fill(b, c.b, nb, -2, 2);
+    ref_fill(r, c.r, n, -1, 1);
+    (mul ? rt_mul : rt_add)(y, a, b, n, nb);
+    bin_loss(&c);
+    CHECK(ref_close(mul ? "mul fwd" : "add fwd", y, c.y, n, FWD_TOL, 1e-30), "binary fwd");
+    /* out aliasing a */
+    float *z = fnew(n);
+    memcpy(z, a, sizeof(float) * n);
+    (mul ? rt_mul : rt_add)(z, z, b, n, nb);
+    CHECK(memcmp(z, y, sizeof(float) * n) == 0, "binary op in place differs");
+
+    float *da = fnew(n), *db = fnew(nb), *t = fnew(n);
+    if (mul) {
+        rt_mul(da, r, b, n, nb); /* da = dy * b (broadcast) */
+        rt_mul(t, r, a, n, n);   /* db = reduce_rows(dy * a) */
+        rt_reduce_rows(db, t, rows, nb, false);
+    } else {
+        memcpy(da, r, sizeof(float) * n);
+        rt_reduce_rows(db, r, rows, nb, false);
+    }
+    double *ga = dnew(n), *gb = dnew(nb);
+    ref_fd_grad(bin_loss, &c, c.a, n, FD_H, ga);
+    ref_fd_grad(bin_loss, &c, c.b, nb, FD_H, gb);
+    ref_check_grad(mul ? "mul da" : "add da", da, ga, n, GRAD_TOL);
+    ref_check_grad(mul ? "mul db via reduce_rows" : "add db via reduce_rows", db, gb, nb,
+                   GRAD_TOL);
+    /* reduce_rows accumulate=true adds onto out */
+    float *db0 = fnew(nb), *db2 = fnew(nb);
+    ref_fill(db0, NULL, nb, -1, 1);
+    memcpy(db2, db0, sizeof(float) * nb);
+    rt_reduce_rows(db2, mul ? t : r, rows, nb, true);
+    float *d = minus(db2, db0, nb);
+    ref_check_grad("reduce_rows accumulate", d, gb, nb, GRAD_TOL);
+    free(d), free(db0), free(db2), free(z), free(da), free(db), free(t), free(ga), free(gb);
+    free(a), free(b), free(r), free(y), free(c.a), free(c.b), free(c.r), free(c.y);
+}
+
+/* --------------------------------------------------------------- softmax */
+typedef struct {
+    double *x, *r, *y;
+    int64_t rows, cols;
+} SmCtx;
+
+static double sm_loss(void *p)
+{
+    SmCtx *c = p;
+    ref_softmax(c->y, c->x, c->rows, c->cols);
+    return dot(c->r, c->y, c->rows * c->cols);
+}
+
+static void test_softmax(void)
+{
+    printf("softmax\n");
+    enum { R = 4, C = 9, N = R * C };
+    SmCtx c = {dnew(N), dnew(N), dnew(N), R, C};
+    float *x = fnew(N), *r = fnew(N), *y = fnew(N), *dx = fnew(N);
+    ref_fill(x, c.x, N, -3, 3);
+    ref_fill(r, c.r, N, -1, 1);
+    rt_softmax_fwd(y, x, R, C);
+    ref_softmax(c.y, c.x, R, C);
+    CHECK(ref_close("softmax fwd", y, c.y, N, FWD_TOL, 1e-30), "softmax fwd");
+    rt_softmax_bwd(dx, y, r, R, C);
+    double *g = dnew(N);
+    ref_fd_grad(sm_loss, &c, c.x, N, FD_H, g);
+    ref_check_grad("softmax dx", dx, g, N, GRAD_TOL);
+    free(g), free(x), free(r), free(y), free(dx), free(c.x), free(c.r), free(c.y);
+}
+
+/* --------------------------------------------------------- cross-entropy */
+typedef struct {
+    double *logits;
+    const int32_t *targets;
+    int64_t rows, vocab, total;
+    double dloss;
+} CeCtx;
+
+static double ce_loss(void *p)
+{
+    CeCtx *c = p;
+    return c->dloss * ref_cross_entropy(NULL, c->logits, c->targets, c->rows, c->vocab, c->total);
+}
+
+static void test_cross_entropy(void)
+{
+    printf("cross_entropy\n");
+    enum { R = 6, V = 13, TOTAL = 24 };
+    static const int32_t targets[R] = {0, 12, 5, 5, 7, 1};
+    CeCtx c = {dnew(R * V), targets, R, V, TOTAL, 0.75};
+    float *logits = fnew(R * V), lse[R], loss = 0.5f;
+    ref_fill(logits, c.logits, R * V, -4, 4);
+    rt_cross_entropy_fwd(&loss, lse, logits, targets, R, V, 0, TOTAL, NULL);
+    double lref[R];
+    double want = ref_cross_entropy(lref, c.logits, targets, R, V, TOTAL);
+    float got = loss - 0.5f;
+    CHECK(ref_close("cross_entropy loss (added to *loss)", &got, &want, 1, FWD_TOL, 1e-30),
+          "ce loss");
+    CHECK(ref_close("cross_entropy lse", lse, lref, R, FWD_TOL, 1e-30), "ce lse");
+    float *dl = fnew(R * V);
+    rt_cross_entropy_bwd(dl, logits, targets, lse, 0.75f, R, V, 0, TOTAL);
+    double *g = dnew(R * V);
+    ref_fd_grad(ce_loss, &c, c.logits, R * V, FD_H, g);
+    ref_check_grad("cross_entropy dlogits", dl, g, R * V, GRAD_TOL);
+    free(g), free(dl), free(logits), free(c.logits);
+}
+
+/* ------------------------------------------------------------- optimizer */
+static void test_optimizer(void)
+{
+    printf("sumsq, adamw\n");
+    enum { N = 50 };
+    float x[N], s = 0.25f;
+    double xd[N];
+    ref_fill(x, xd, N, -2, 2);
+    rt_sumsq(&s, x, N);
+    double want = 0.25 + dot(xd, xd, N);
+    float got = s;
+    CHECK(ref_close("sumsq (added to *out)", &got, &want, 1, FWD_TOL, 1e-30), "sumsq");
+
+    /* Three steps against torch.optim.AdamW's update written in double:
+     * p *= 1 - lr wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+     * p -= lr/(1-b1^t) m / (sqrt(v)/sqrt(1-b2^t) + eps). */
+    float master[N], param[N], m[N] = {0}, v[N] = {0}, grad[N];
+    double pm[N], dm[N] = {0}, dv[N] = {0};
+    ref_fill(master, pm, N, -1, 1);
+    const double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1, gs = 0.5;
+    for (int step = 1; step <= 3; step++) {
+        double gd[N];
+        ref_fill(grad, gd, N, -1, 1);
+        rt_adamw(master, param, grad, m, v, N, (float)lr, (float)b1, (float)b2, (float)eps,
+                 (float)wd, (float)gs, step);
+        for (int i = 0; i < N; i++) {
+            double g = gd[i] * gs;
+            pm[i] *= 1.0 - (double)(float)lr * (double)(float)wd;
+            dm[i] = (double)(float)b1 * dm[i] + (1.0 - (double)(float)b1) * g;
+            dv[i] = (double)(float)b2 * dv[i] + (1.0 - (double)(float)b2) * g * g;
+            double bc1 = 1.0 - pow((double)(float)b1, step), bc2 = 1.0 - pow((double)(float)b2, step);
+            pm[i] -= (double)(float)lr / bc1 * dm[i] / (sqrt(dv[i]) / sqrt(bc2) + (double)(float)eps);
+        }
+    }
+    CHECK(ref_close("adamw master after 3 steps", master, pm, N, FWD_TOL, 1e-30), "adamw");
+    CHECK(ref_close("adamw m", m, dm, N, FWD_TOL, 1e-30), "adamw m");
+    CHECK(ref_close("adamw v", v, dv, N, FWD_TOL, 1e-30), "adamw v");
+    CHECK(memcmp(master, param, sizeof master) == 0, "adamw: param must equal master on CPU");
+    /* aliasing param and master is allowed on CPU */
+    float a1[N], a2[N], m1[N] = {0}, v1[N] = {0}, m2[N] = {0}, v2[N] = {0}, p2[N];
+    ref_fill(a1, NULL, N, -1, 1);
+    memcpy(a2, a1, sizeof a1);
+    rt_adamw(a1, a1, grad, m1, v1, N, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1);
+    rt_adamw(a2, p2, grad, m2, v2, N, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1);
+    CHECK(memcmp(a1, a2, sizeof a1) == 0, "adamw with param aliasing master differs");
+}
+
+/* A wrong transpose in a matmul backward must be caught too. */
+static void test_wrong_matmul_grad(void)
+{
+    printf("wrong gradients\n");
+    enum { S = 6 };
+    MatmulCtx x = {dnew(S * S), dnew(S * S), dnew(S * S), dnew(S * S), S, S, S, false, false};
+    float a[S * S], b[S * S], r[S * S], da[S * S];
+    ref_fill(a, x.a, S * S, -1, 1);
+    ref_fill(b, x.b, S * S, -1, 1);
+    ref_fill(r, x.r, S * S, -1, 1);
+    double *g = dnew(S * S);
+    ref_fd_grad(matmul_loss, &x, x.a, S * S, FD_H, g);
+    rt_matmul(da, r, b, S, S, S, false, false, false); /* R B instead of R B^T */
+    expect_caught("matmul dA = R B (missing transpose)", da, g, S * S);
+    free(g), free(x.a), free(x.b), free(x.r), free(x.c);
+}
+
+/* Invalid inputs stop the program with a sentence (exit 1 without MPI). */
+static void bad_embedding_id(void *arg)
+{
+    (void)arg;
+    float table[4] = {0}, out[2];
+    int32_t ids[1] = {-3};
+    rt_embedding_fwd(out, ids, table, 1, 2, 0, 2);
+}
+
+static void bad_target(void *arg)
+{
+    (void)arg;
+    float logits[3] = {0}, lse[1], loss = 0;
+    int32_t t[1] = {3}; /* vocabulary of 3 */
+    rt_cross_entropy_fwd(&loss, lse, logits, t, 1, 3, 0, 1, NULL);
+}
+
+static void bad_broadcast(void *arg)
+{
+    (void)arg;
+    float a[5] = {0}, b[2] = {0}, out[5];
+    rt_add(out, a, b, 5, 2);
+}
+
+static void bad_gqa(void *arg)
+{
+    (void)arg;
+    float x[12] = {0}, lse[3];
+    rt_attention_fwd(x, lse, x, x, x, 1, 1, 3, 2, 4, true);
+}
+
+static void test_fatal(void)
+{
+    printf("invalid inputs\n");
+    ref_expect_fatal("embedding id -3", bad_embedding_id, NULL, "token id -3");
+    ref_expect_fatal("cross_entropy target 3 of 3", bad_target, NULL, "outside the vocabulary");
+    ref_expect_fatal("add: 5 elements, b of 2", bad_broadcast, NULL, "do not repeat");
+    ref_expect_fatal("attention 3 heads on 2 kv heads", bad_gqa, NULL, "do not group");
+}
+
+int main(void)
+{
+    ref_seed(20240520);
+    test_matmul();
+    test_embedding();
+    test_rmsnorm();
+    test_layernorm();
+    test_rope();
+    test_attention();
+    test_activation("silu", rt_silu_fwd, rt_silu_bwd, ref_silu);
+    test_activation("gelu (tanh)", rt_gelu_fwd, rt_gelu_bwd, ref_gelu);
+    test_binary(false, 4, 6);
+    test_binary(true, 4, 6);
+    test_binary(true, 1, 10); /* equal shapes */
+    test_softmax();
+    test_cross_entropy();
+    test_optimizer();
+    test_wrong_matmul_grad();
+    test_fatal();
+    return check_status("rt_kernels");
+}
