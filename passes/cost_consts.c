@@ -35,10 +35,10 @@ const PassGpu pass_gpu_presets[] = {
      .alpha_nvlink = 1.2e-6, .alpha_ib = 5e-6, .sms = 108, .gemm_eff = 0.75, .hbm_eff = 0.85},
     {.name = "h100-80gb", .peak_flops = 989e12, .hbm_bytes = 81559 * MIB, .hbm_bw = 3350 * GB,
      .nvlink_bw = 450 * GB, .nic_bw = 50 * GB, .busbw_nvlink = 370 * GB, .busbw_ib = 46 * GB,
-     .alpha_nvlink = 1.0e-6, .alpha_ib = 4e-6, .sms = 132, .gemm_eff = 0.70, .hbm_eff = 0.90},
+     .alpha_nvlink = 1.0e-6, .alpha_ib = 4e-6, .sms = 132, .gemm_eff = 0.60, .hbm_eff = 0.90},
     {.name = "h200", .peak_flops = 989e12, .hbm_bytes = 143771 * MIB, .hbm_bw = 4800 * GB,
      .nvlink_bw = 450 * GB, .nic_bw = 50 * GB, .busbw_nvlink = 370 * GB, .busbw_ib = 46 * GB,
-     .alpha_nvlink = 1.0e-6, .alpha_ib = 4e-6, .sms = 132, .gemm_eff = 0.72, .hbm_eff = 0.90},
+     .alpha_nvlink = 1.0e-6, .alpha_ib = 4e-6, .sms = 132, .gemm_eff = 0.62, .hbm_eff = 0.90},
 };
 const int pass_ngpu_presets = (int)(sizeof pass_gpu_presets / sizeof pass_gpu_presets[0]);
 
@@ -62,8 +62,8 @@ const PassCostConsts pass_cost_consts = {
      * half FA2's speed (same paper, Fig. 4-6), more in backward. */
     .flash2_fwd = 0.80,
     .flash2_bwd = 0.68,
-    .flash1_fwd = 0.50,
-    .flash1_bwd = 0.42,
+    .flash1_fwd = 0.40,
+    .flash1_bwd = 0.30,
     /* Backward runs 5 matmuls of forward's 2 size (S recomputed). */
     .flash_bwd_ratio = 2.5,
     /* Kernel launch and tail: a few microseconds per kernel. */

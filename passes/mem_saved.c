@@ -69,13 +69,13 @@ static bool keeps_tensor(const PassCostCtx *c, const IrGraph *g, const IrNode *n
 }
 
 /* Is n the first node in forward order to keep t? Scans from t's producer
- * (or the start of the piece that declared an input) to n. */
+ * (which may keep its own output: attention's O) or the start of the piece
+ * that declared an input, to n. */
 static bool first_keeper(const PassCostCtx *c, const IrGraph *g, const IrNode *n, int t,
                          PassRecompute r)
 {
     const IrTensor *x = &g->tensors[t];
-    int from = x->producer >= 0 ? x->producer + 1
-             : x->piece >= 0 ? g->pieces[x->piece].first : 0;
+    int from = x->producer >= 0 ? x->producer : x->piece >= 0 ? g->pieces[x->piece].first : 0;
     for (int j = from; j < n->id; j++)
         if (keeps_tensor(c, g, &g->nodes[j], t, r))
             return false;

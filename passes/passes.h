@@ -251,6 +251,9 @@ typedef struct PassCostCtx {
                                      (Megatron's path keeps them even at p = 0) */
     double alloc_reserve;         /* fraction of HBM kept free for model error (and, for a
                                      caching allocator, its fixed overhead); 0 = PASS_MEM_RESERVE */
+    double reshard_overlap;       /* fraction of resharding collectives hidden behind the GEMMs
+                                     next to them (Megatron-Core/TE --tp-comm-overlap); 0 = none,
+                                     as in ptdc's runtime */
     double frag_act;              /* caching-allocator fragmentation as a fraction of the bytes
                                      allocated and freed every micro-batch (activations,
                                      temporaries); 0 for ptdc's static arena */
@@ -318,8 +321,10 @@ double pass_param_sync_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n
                          const PassStrategy *s, int zero, int num_micro);
 
 /* ================================================ predict*.c (issue 3) */
-/* Memory of one pipeline rank, bytes. */
+/* One pipeline rank: its time per micro-batch and its memory in bytes. */
 typedef struct PassRankMem {
+    double fwd_s, bwd_s;           /* per micro-batch over its chunks (bwd includes recompute,
+                                      resharding and pipeline transfers) */
     double weights, grads, optim;  /* model states (pass_param_bytes3) */
     double acts;                   /* activations kept for backward, all in-flight micro-batches */
     double inflight;               /* micro-batches in flight (chunk-micro-batches if interleaved) */

@@ -228,8 +228,9 @@ static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
                 pc->p2p_f += tp2p;
                 pc->p2p_b += tp2p;
             }
-            double tf = fsh ? 0 : coll_time(x, t, &from, &in[i]);
-            double tb = bsh ? 0 : coll_time(x, t, &gfrom, &gto);
+            double exposed = 1 - c->reshard_overlap;
+            double tf = fsh ? 0 : exposed * coll_time(x, t, &from, &in[i]);
+            double tb = bsh ? 0 : exposed * coll_time(x, t, &gfrom, &gto);
             pc->rs_f += tf;
             pc->rs_b += tb;
             if (rec && !cross && g->nodes[g->tensors[t].producer].piece == piece)
@@ -414,6 +415,7 @@ void pass_predict(const PassCostCtx *c, const IrGraph *g, const PassPlan *plan, 
     for (int i = 0; i < pp; i++) {
         RankAcc *r = &ra[i];
         PassRankMem *M = &out->mem[i];
+        M->fwd_s = r->fwd, M->bwd_s = r->bwd;
         M->weights = r->w, M->grads = r->gr, M->optim = r->op;
         double per_chunk = r->nchunks > 0 ? r->saved / r->nchunks : 0;
         if (v == 1) {

@@ -21,7 +21,7 @@ const SweepStack sweep_stack = {
     .grad_bytes = 2,
     .loss_fp32 = true,
     .alloc_reserve = 0.05,
-    .frag_act = 0.10,
+    .frag_act = 0.15,
     .grad_accum_unfused = true,
     .attn_dropout = true,
 };

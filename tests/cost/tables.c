@@ -1,0 +1,232 @@
+/* tables.c: TEST-ONLY evaluation of the other reference tables. Each row
+ * is a GPT-style model (models/gpt.mdl with the row's sizes) under a
+ * Megatron-style layout; what a table leaves out is assumed as stated per
+ * table. */
+#include "tables.h"
+
+#include "megatron.h"
+#include "refcsv.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Run {
+    const char *gpu;
+    int layers, hidden, heads, vocab, seq, ffn_mult;
+    MegaLayout L;
+    PassCostCtx c;                /* cl is filled in */
+} Run;
+
+static bool run(const char *model_dir, Run *r, PassPrediction *p)
+{
+    char path[1024], sets[256];
+    snprintf(path, sizeof path, "%s/gpt.mdl", model_dir);
+    snprintf(sets, sizeof sets, "n_layers=%d,d_model=%d,n_heads=%d,vocab=%d,seq=%d", r->layers,
+             r->hidden, r->heads, r->vocab, r->seq);
+    IrArena *a = ir_arena_new();
+    IrGraph *g = mega_compile(a, path, sets, r->L.global_batch);
+    if (!g) {
+        ir_arena_free(a);
+        return false;
+    }
+    PassCluster cl = {.ngpus = r->L.tp * r->L.pp * r->L.dp, .gpus_per_node = 8};
+    if (!pass_gpu_preset(r->gpu, &cl.gpu)) {
+        fprintf(stderr, "unknown gpu %s\n", r->gpu);
+        exit(1);
+    }
+    PassPlan plan;
+    bool ok = mega_plan(g, &r->L, &plan);
+    if (ok) {
+        r->c.cl = &cl;
+        r->c.attention = r->L.attention;
+        pass_predict(&r->c, g, &plan, p);
+        mega_plan_free(&plan);
+    }
+    ir_graph_free(g);
+    ir_arena_free(a);
+    return ok;
+}
+
+static void add(Table *t, const char *label, const char *group, double meas, double step_meas,
+                const PassPrediction *p)
+{
+    t->rows = realloc(t->rows, sizeof *t->rows * (size_t)(t->n + 1));
+    TableRow *w = &t->rows[t->n++];
+    memset(w, 0, sizeof *w);
+    snprintf(w->label, sizeof w->label, "%s", label);
+    snprintf(w->group, sizeof w->group, "%s", group);
+    w->measured = meas;
+    w->step_measured = step_meas;
+    w->predicted = p->mfu;
+    w->step_predicted = p->step_time_s;
+    w->fits = p->fits;
+    w->peak_gib = p->peak_mem_bytes / 1073741824.0;
+}
+
+void table_free(Table *t)
+{
+    free(t->rows);
+    t->rows = NULL;
+    t->n = 0;
+}
+
+static int I(const RefCsv *c, int r, const char *k) { return atoi(ref_get(c, r, k)); }
+
+/* Megatron-LM 2021 on Selene: full recomputation, fused softmax with
+ * attention dropout, fp32 main gradients without a distributed optimizer,
+ * gradient accumulation fused into the GEMM, fp32 loss. Micro-batch and
+ * interleaving are not given: micro-batch 1, plain 1F1B. */
+bool table_sc21(const char *ref, const char *models, Table *t)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/megatron_sc21.csv", ref);
+    RefCsv *c = ref_load(path);
+    *t = (Table){"Megatron-LM SC21 (Narayanan et al. 2021, Table 1)", "megatron_sc21",
+                 "GPT 1.7B-1T on A100-80GB, full recompute", 0, NULL};
+    for (int r = 0; r < c->nrows; r++) {
+        Run k = {.gpu = "a100-80gb", .layers = I(c, r, "layers"), .hidden = I(c, r, "hidden"),
+                 .heads = I(c, r, "heads"), .vocab = I(c, r, "vocab"), .seq = I(c, r, "seq_len")};
+        k.L = (MegaLayout){.tp = I(c, r, "tp"), .pp = I(c, r, "pp"), .dp = I(c, r, "dp"), .v = 1,
+                           .micro_batch = 1, .global_batch = I(c, r, "global_batch"), .sp = false,
+                           .zero = 0, .recompute = PASS_RECOMPUTE_FULL,
+                           .attention = PASS_ATTN_MATERIALIZED};
+        k.c = (PassCostCtx){.attn_kernel = PASS_KERNEL_FUSED_SOFTMAX, .attn_dropout = true,
+                            .loss_fp32 = true, .grad_bytes = 4};
+        PassPrediction p;
+        if (!run(models, &k, &p))
+            return false;
+        char label[128];
+        snprintf(label, sizeof label, "%sB t%d p%d d%d", ref_get(c, r, "params_b"), k.L.tp, k.L.pp,
+                 k.L.dp);
+        add(t, label, "A100", ref_num(c, r, "mfu_est_no_recompute_derived"),
+            ref_num(c, r, "step_time_s_derived"), &p);
+        pass_prediction_free(&p);
+    }
+    ref_free(c);
+    return true;
+}
+
+/* Megatron-Core r0.8 on H100: sequence parallelism with Transformer
+ * Engine's TP communication overlap (assumed to hide 80% of it), distributed
+ * optimizer (fp32 main gradients), flash attention, no recomputation, fused
+ * gradient accumulation. Micro-batch 1, plain 1F1B (not given). */
+bool table_h100(const char *ref, const char *models, Table *t)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/megatron_readme_h100.csv", ref);
+    RefCsv *c = ref_load(path);
+    *t = (Table){"Megatron-Core on H100 (Megatron-LM README)", "megatron_readme_h100",
+                 "GPT 1.7B-462B, seq 4096, weak scaling", 0, NULL};
+    for (int r = 0; r < c->nrows; r++) {
+        Run k = {.gpu = "h100-80gb", .layers = I(c, r, "layers"), .hidden = I(c, r, "hidden"),
+                 .heads = I(c, r, "heads"), .vocab = I(c, r, "vocab"), .seq = I(c, r, "seq_len")};
+        k.L = (MegaLayout){.tp = I(c, r, "tp"), .pp = I(c, r, "pp"), .dp = I(c, r, "dp"), .v = 1,
+                           .micro_batch = 1, .global_batch = I(c, r, "global_batch"), .sp = true,
+                           .zero = 1, .recompute = PASS_RECOMPUTE_NONE,
+                           .attention = PASS_ATTN_FLASH};
+        k.c = (PassCostCtx){.attn_kernel = PASS_KERNEL_FLASH2, .loss_fp32 = true, .grad_bytes = 4,
+                            .reshard_overlap = 0.8};
+        PassPrediction p;
+        if (!run(models, &k, &p))
+            return false;
+        char label[128];
+        snprintf(label, sizeof label, "%s t%d p%d d%d", ref_get(c, r, "model_size"), k.L.tp,
+                 k.L.pp, k.L.dp);
+        add(t, label, "H100", ref_num(c, r, "mfu"), NAN, &p);
+        pass_prediction_free(&p);
+    }
+    ref_free(c);
+    return true;
+}
+
+/* MegaScale Table 2 / Figure 9, the Megatron-LM rows (the MegaScale rows
+ * change the algorithm): interleaved 1F1B with the table's v, sequence
+ * parallelism, distributed optimizer, flash attention, no recomputation,
+ * micro-batch 1. A100-80GB. */
+bool table_megascale(const char *ref, const char *models, Table *t)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/megascale_2402.15627.csv", ref);
+    RefCsv *c = ref_load(path);
+    *t = (Table){"MegaScale (Jiang et al. 2024): Megatron-LM baseline", "megascale_2402.15627",
+                 "GPT-175B and 530B on up to 12288 A100", 0, NULL};
+    for (int r = 0; r < c->nrows; r++) {
+        if (strcmp(ref_get(c, r, "system"), "megatron-lm") != 0)
+            continue;
+        Run k = {.gpu = "a100-80gb", .layers = I(c, r, "layers"), .hidden = I(c, r, "hidden"),
+                 .heads = I(c, r, "heads"), .vocab = I(c, r, "vocab"), .seq = I(c, r, "seq_len")};
+        k.L = (MegaLayout){.tp = I(c, r, "tp"), .pp = I(c, r, "pp"), .dp = I(c, r, "dp"),
+                           .v = I(c, r, "interleave_v"), .micro_batch = 1,
+                           .global_batch = I(c, r, "global_batch"), .sp = true, .zero = 1,
+                           .recompute = PASS_RECOMPUTE_NONE, .attention = PASS_ATTN_FLASH};
+        k.c = (PassCostCtx){.attn_kernel = PASS_KERNEL_FLASH2, .loss_fp32 = true, .grad_bytes = 4};
+        PassPrediction p;
+        if (!run(models, &k, &p))
+            return false;
+        char label[128];
+        snprintf(label, sizeof label, "%s %d GPUs b%d", ref_get(c, r, "model"),
+                 I(c, r, "n_gpus"), I(c, r, "global_batch"));
+        add(t, label, ref_get(c, r, "model"), ref_num(c, r, "mfu"),
+            ref_num(c, r, "iteration_time_s"), &p);
+        pass_prediction_free(&p);
+    }
+    ref_free(c);
+    return true;
+}
+
+/* MosaicML llm-foundry MPT benchmarks: FSDP FULL_SHARD (ZeRO-3 over every
+ * GPU), flash attention, the table's micro-batch and activation
+ * checkpointing (full recompute), 8 GPUs per node. MPT is GPT-like (GELU 4h,
+ * tied embeddings, vocabulary 50368); its sizes are llm-foundry's configs.
+ * The fp8 rows are skipped (ptdc models bf16). */
+static const struct {
+    const char *name;
+    int layers, hidden, heads;
+} mpt[] = {{"125m", 12, 768, 12},   {"350m", 24, 1024, 16}, {"760m", 24, 1536, 12},
+           {"1b", 24, 2048, 16},    {"3b", 32, 2560, 20},   {"7b", 32, 4096, 32},
+           {"13b", 40, 5120, 40},   {"30b", 48, 7168, 64},  {"70b", 80, 8192, 64}};
+
+bool table_mpt(const char *ref, const char *models, Table *t)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/mpt_llmfoundry_benchmarks.csv", ref);
+    RefCsv *c = ref_load(path);
+    *t = (Table){"MosaicML llm-foundry MPT benchmarks", "mpt_llmfoundry_benchmarks",
+                 "FSDP data parallelism, 125M-70B, A100 and H100", 0, NULL};
+    for (int r = 0; r < c->nrows; r++) {
+        if (strstr(ref_get(c, r, "precision"), "fp8"))
+            continue;
+        int mi = -1;
+        for (size_t i = 0; i < sizeof mpt / sizeof mpt[0]; i++)
+            if (!strcmp(mpt[i].name, ref_get(c, r, "model")))
+                mi = (int)i;
+        if (mi < 0)
+            continue;
+        const char *gpu = ref_get(c, r, "gpu");
+        Run k = {.gpu = !strcmp(gpu, "a100_40gb") ? "a100-40gb" : !strcmp(gpu, "a100_80gb") ? "a100-80gb"
+                                                                                      : "h100-80gb",
+                 .layers = mpt[mi].layers, .hidden = mpt[mi].hidden, .heads = mpt[mi].heads,
+                 .vocab = 50368, .seq = I(c, r, "seq_len")};
+        int gpus = I(c, r, "n_gpus"), mb = I(c, r, "micro_batch");
+        int zero = !strcmp(ref_get(c, r, "sharding"), "FULL_SHARD") ? 3 : 2;
+        k.L = (MegaLayout){.tp = 1, .pp = 1, .dp = gpus, .v = 1, .micro_batch = mb,
+                           .global_batch = (int64_t)I(c, r, "global_batch"), .sp = false,
+                           .zero = zero,
+                           .recompute = !strcmp(ref_get(c, r, "activation_checkpointing"), "True")
+                                            ? PASS_RECOMPUTE_FULL : PASS_RECOMPUTE_NONE,
+                           .attention = PASS_ATTN_FLASH};
+        k.c = (PassCostCtx){.attn_kernel = PASS_KERNEL_FLASH1};
+        PassPrediction p;
+        if (!run(models, &k, &p))
+            return false;
+        char label[128];
+        snprintf(label, sizeof label, "%s s%d %dx%s mb%d%s", mpt[mi].name, k.seq, gpus, gpu, mb,
+                 k.L.recompute == PASS_RECOMPUTE_FULL ? " ckpt" : "");
+        add(t, label, k.gpu, ref_num(c, r, "mfu"), NAN, &p);
+        pass_prediction_free(&p);
+    }
+    ref_free(c);
+    return true;
+}
