@@ -30,8 +30,15 @@
 #include <stdint.h>
 
 #ifdef PTDC_CUDA
+#ifdef __cplusplus
 #include <cuda_bf16.h>
 typedef __nv_bfloat16 rt_act;
+#else
+/* C has no __nv_bfloat16. rt_act crosses the API only by pointer, so the
+ * same two bytes as an integer type are ABI-identical: a generated program
+ * may be C (gcc) or C++ (nvcc) against the same libptdrt_cuda. */
+typedef uint16_t rt_act;
+#endif
 #else
 typedef float rt_act;
 #endif

@@ -304,7 +304,7 @@ void rt_attention_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, c
     check_shape("rt_attention_fwd", B, S, H, KVH, D);
     if (B == 0 || S == 0) return;
     size_t es = sizeof(rt_act), qb = (size_t)(B * S * H * D) * es, kb = (size_t)(B * S * KVH * D) * es;
-    rtcu_deps(5, o, qb, lse, (size_t)(B * S * H) * 4, q, qb, k, kb, v, kb);
+    rtcu_deps({{o, qb}, {lse, (size_t)(B * S * H) * 4}, {q, qb}, {k, kb}, {v, kb}});
     float scale = 1.0f / sqrtf((float)D);
     if (D <= 16)
         run_fwd<2>(o, lse, q, k, v, B, S, H, KVH, D, causal, scale);
@@ -326,8 +326,8 @@ void rt_attention_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const
     check_shape("rt_attention_bwd", B, S, H, KVH, D);
     if (B == 0 || S == 0) return;
     size_t es = sizeof(rt_act), qb = (size_t)(B * S * H * D) * es, kb = (size_t)(B * S * KVH * D) * es;
-    rtcu_deps(8, dq, qb, dk, kb, dv, kb, q, qb, k, kb, v, kb, o, qb, dout, qb);
-    rtcu_deps(1, lse, (size_t)(B * S * H) * 4);
+    rtcu_deps({{dq, qb}, {dk, kb}, {dv, kb}, {q, qb}, {k, kb}, {v, kb}, {o, qb}, {dout, qb}});
+    rtcu_deps({{lse, (size_t)(B * S * H) * 4}});
     int64_t rows = B * S * H;
     float *delta = (float *)rtcu_scratch((size_t)rows * sizeof(float));
     k_delta<<<(unsigned)rtcu_cdiv(rows * 32, 256), 256, 0, rtcu.compute>>>(delta, o, dout, rows, D);

@@ -16,12 +16,11 @@
  * (never bytes); byte counts appear only in the dependency ranges. */
 #include "cu.h"
 
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------- pending collectives */
-enum { QCAP = 1024, MAXR = 8 };
+enum { QCAP = 1024 };
 
 typedef struct {
     const char *lo[2], *hi[2];
@@ -56,35 +55,20 @@ static void wait_upto(int i)
     q.len -= i + 1;
 }
 
-void rtcu_deps(int n, ...)
+void rtcu_deps(std::initializer_list<RtcuRange> ranges)
 {
     if (q.len == 0) return;
-    const char *lo[MAXR], *hi[MAXR];
-    int m = 0;
-    va_list ap;
-    va_start(ap, n);
-    for (int i = 0; i < n; i++) {
-        const char *p = (const char *)va_arg(ap, const void *);
-        size_t b = va_arg(ap, size_t);
-        if (p && b && m < MAXR) {
-            lo[m] = p;
-            hi[m] = p + b;
-            m++;
-        }
-    }
-    va_end(ap);
-    if (n > MAXR) { /* never expected; stay correct */
-        rtcu_join_comm();
-        return;
-    }
-    for (int i = q.len - 1; i >= 0; i--) {
+    for (int i = q.len - 1; i >= 0; i--) { /* newest first: one wait covers the older ones */
         const Ranges *r = &q.r[(q.head + i) % QCAP];
-        for (int j = 0; j < m; j++)
+        for (const RtcuRange &x : ranges) {
+            if (!x.p || !x.bytes) continue;
+            const char *lo = (const char *)x.p, *hi = lo + x.bytes;
             for (int k = 0; k < 2; k++)
-                if (r->lo[k] && overlap(lo[j], hi[j], r->lo[k], r->hi[k])) {
+                if (r->lo[k] && overlap(lo, hi, r->lo[k], r->hi[k])) {
                     wait_upto(i);
                     return;
                 }
+        }
     }
 }
 
@@ -226,7 +210,7 @@ static void check_comm(const RtComm *c, const char *fn)
 static void local_copy(void *dst, const void *src, size_t bytes)
 {
     if (dst == src || bytes == 0) return;
-    rtcu_deps(2, dst, bytes, src, bytes);
+    rtcu_deps({{dst, bytes}, {src, bytes}});
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, rtcu.compute));
 }
 

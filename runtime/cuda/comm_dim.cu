@@ -28,7 +28,7 @@ static void swap01(rt_act *out, const rt_act *in, int64_t P, int64_t Q, int64_t 
 {
     size_t b = (size_t)(P * Q * X) * sizeof(rt_act);
     if (b == 0) return;
-    rtcu_deps(2, out, b, in, b);
+    rtcu_deps({{out, b}, {in, b}});
     if (P == 1 || Q == 1) {
         if (out != in) CUDA_CHECK(cudaMemcpyAsync(out, in, b, cudaMemcpyDeviceToDevice, rtcu.compute));
         return;
@@ -42,7 +42,7 @@ static void copy_act(rt_act *out, const rt_act *in, int64_t n)
 {
     if (out == in || n <= 0) return;
     size_t b = (size_t)n * sizeof(rt_act);
-    rtcu_deps(2, out, b, in, b);
+    rtcu_deps({{out, b}, {in, b}});
     CUDA_CHECK(cudaMemcpyAsync(out, in, b, cudaMemcpyDeviceToDevice, rtcu.compute));
 }
 
@@ -125,7 +125,7 @@ void rt_slice_dim(rt_act *out, const rt_act *in, int64_t outer, int64_t d_local,
     int64_t X = d_local * inner;
     if (outer <= 0 || X <= 0) return;
     size_t es = sizeof(rt_act);
-    rtcu_deps(2, out, (size_t)(outer * X) * es, in, (size_t)(outer * X * parts) * es);
+    rtcu_deps({{out, (size_t)(outer * X) * es}, {in, (size_t)(outer * X * parts) * es}});
     CUDA_CHECK(cudaMemcpy2DAsync(out, (size_t)X * es, in + (int64_t)index * X, (size_t)(parts * X) * es,
                                  (size_t)X * es, (size_t)outer, cudaMemcpyDeviceToDevice, rtcu.compute));
 }

@@ -112,8 +112,7 @@ void rt_cross_entropy_fwd(float *loss, float *lse, const rt_act *logits, const i
     if (vocab_local <= 0 || total_rows <= 0)
         rt_fatal("rt_cross_entropy_fwd: vocab_local %lld, total_rows %lld", (long long)vocab_local,
                  (long long)total_rows);
-    rtcu_deps(4, loss, (size_t)4, lse, (size_t)rows * 4, logits, (size_t)(rows * vocab_local) * sizeof(rt_act),
-              targets, (size_t)rows * 4);
+    rtcu_deps({{loss, (size_t)4}, {lse, (size_t)rows * 4}, {logits, (size_t)(rows * vocab_local) * sizeof(rt_act)}, {targets, (size_t)rows * 4}});
     rtcu_check_grid("rt_cross_entropy_fwd", rows, 1, 1);
     size_t fb = (size_t)rows * sizeof(float);
     float *st = (float *)rtcu_scratch(5 * fb);
@@ -124,11 +123,11 @@ void rt_cross_entropy_fwd(float *loss, float *lse, const rt_act *logits, const i
     LAUNCH_CHECK();
     if (vocab_comm && vocab_comm->size > 1) {
         rt_allreduce_max(vocab_comm, mg, rows);
-        rtcu_deps(1, mg, fb);
+        rtcu_deps({{mg, fb}});
         k_ce_rescale<<<rtcu_grid(rows, 256), 256, 0, rtcu.compute>>>(s, mloc, mg, rows);
         LAUNCH_CHECK();
         rt_allreduce(vocab_comm, s, 3 * rows, RT_F32); /* sums, target logits, owners */
-        rtcu_deps(1, s, 3 * fb);
+        rtcu_deps({{s, 3 * fb}});
     }
     k_ce_final<<<1, 1024, 0, rtcu.compute>>>(loss, lse, mg, s, tgt, own, targets, rows, total_rows,
                                                 rtcu.dev_err);
@@ -157,7 +156,7 @@ void rt_cross_entropy_bwd(rt_act *dlogits, const rt_act *logits, const int32_t *
     if (rows <= 0 || vocab_local <= 0) return;
     if (total_rows <= 0) rt_fatal("rt_cross_entropy_bwd: total_rows %lld", (long long)total_rows);
     size_t b = (size_t)(rows * vocab_local) * sizeof(rt_act);
-    rtcu_deps(4, dlogits, b, logits, b, targets, (size_t)rows * 4, lse, (size_t)rows * 4);
+    rtcu_deps({{dlogits, b}, {logits, b}, {targets, (size_t)rows * 4}, {lse, (size_t)rows * 4}});
     rtcu_check_grid("rt_cross_entropy_bwd", rows, 1, 1);
     int T = vocab_local >= 256 ? 256 : 32 * (int)rtcu_cdiv(vocab_local, 32);
     k_ce_bwd<<<(unsigned)rows, T, 0, rtcu.compute>>>(dlogits, logits, targets, lse, dloss / (float)total_rows,

@@ -20,6 +20,7 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include <initializer_list>
 #include <stdint.h>
 
 typedef struct RtcuDevErr RtcuDevErr;
@@ -118,9 +119,13 @@ void rtcu_check_dev_err(void); /* host, after a sync */
 
 /* ------------------------------------------------------ comm.cu */
 /* Make compute wait for every pending collective whose buffers overlap any
- * of the n (pointer, bytes) ranges. Call at the start of every kernel with
- * all its inputs and outputs. */
-void rtcu_deps(int n, ...);
+ * of these byte ranges. Called at the start of every kernel entry point with
+ * all its inputs and outputs (NULL or empty ranges are ignored). */
+struct RtcuRange {
+    const void *p;
+    size_t bytes;
+};
+void rtcu_deps(std::initializer_list<RtcuRange> ranges);
 /* Make compute wait for all pending communication. */
 void rtcu_join_comm(void);
 /* Join both streams and wait on the host (then check device errors). */

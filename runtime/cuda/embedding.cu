@@ -47,7 +47,7 @@ void rt_embedding_fwd(rt_act *out, const int32_t *ids, const rt_act *table, int6
     rtcu_require_init("rt_embedding_fwd");
     if (n <= 0 || dim <= 0) return;
     size_t es = sizeof(rt_act);
-    rtcu_deps(3, out, (size_t)(n * dim) * es, ids, (size_t)n * 4, table, (size_t)(vocab_local * dim) * es);
+    rtcu_deps({{out, (size_t)(n * dim) * es}, {ids, (size_t)n * 4}, {table, (size_t)(vocab_local * dim) * es}});
     bool vec = dim % 8 == 0 && rtcu_aligned16(out, table);
     k_embed_fwd<<<rtcu_grid(n, 8), dim3(32, 8), 0, rtcu.compute>>>(out, ids, table, n, vocab_local, vocab_offset,
                                                                   dim, vec, rtcu.dev_err);
@@ -90,7 +90,7 @@ void rt_embedding_bwd(rt_act *dtable, const int32_t *ids, const rt_act *dout, in
     if (n > INT_MAX || vocab_local >= (int64_t)UINT_MAX)
         rt_fatal("rt_embedding_bwd: %lld tokens / %lld rows exceed one sort", (long long)n, (long long)vocab_local);
     size_t es = sizeof(rt_act);
-    rtcu_deps(3, dtable, (size_t)(vocab_local * dim) * es, ids, (size_t)n * 4, dout, (size_t)(n * dim) * es);
+    rtcu_deps({{dtable, (size_t)(vocab_local * dim) * es}, {ids, (size_t)n * 4}, {dout, (size_t)(n * dim) * es}});
     int end_bit = 1;
     while (end_bit < 32 && ((uint64_t)1 << end_bit) <= (uint64_t)vocab_local) end_bit++;
     size_t tmp = 0;

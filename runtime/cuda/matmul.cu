@@ -18,7 +18,7 @@ void rt_matmul(rt_act *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N
     if (M < 0 || N < 0 || K < 0) rt_fatal("rt_matmul: negative size %lld x %lld x %lld", (long long)M, (long long)N, (long long)K);
     if (M == 0 || N == 0) return;
     size_t es = sizeof(rt_act);
-    rtcu_deps(3, c, (size_t)(M * N) * es, a, (size_t)(M * K) * es, b, (size_t)(K * N) * es);
+    rtcu_deps({{c, (size_t)(M * N) * es}, {a, (size_t)(M * K) * es}, {b, (size_t)(K * N) * es}});
     if (K == 0) { /* empty sum: C = 0 (+ C) */
         if (!accumulate) CUDA_CHECK(cudaMemsetAsync(c, 0, (size_t)(M * N) * es, rtcu.compute));
         return;

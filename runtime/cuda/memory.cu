@@ -35,7 +35,7 @@ void rt_zero(void *dst, size_t bytes)
 {
     rtcu_require_init("rt_zero");
     if (bytes == 0) return;
-    rtcu_deps(1, dst, bytes);
+    rtcu_deps({{dst, bytes}});
     CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, rtcu.compute));
 }
 
@@ -43,7 +43,7 @@ void rt_copy(void *dst, const void *src, size_t bytes)
 {
     rtcu_require_init("rt_copy");
     if (bytes == 0 || dst == src) return;
-    rtcu_deps(2, dst, bytes, src, bytes);
+    rtcu_deps({{dst, bytes}, {src, bytes}});
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, rtcu.compute));
 }
 
@@ -51,7 +51,7 @@ void rt_to_device(void *dst, const void *host_src, size_t bytes)
 {
     rtcu_require_init("rt_to_device");
     if (bytes == 0) return;
-    rtcu_deps(1, dst, bytes);
+    rtcu_deps({{dst, bytes}});
     CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, rtcu.compute));
     CUDA_SYNC_CHECK(cudaStreamSynchronize(rtcu.compute)); /* host_src may change after return */
 }
@@ -60,7 +60,7 @@ void rt_to_host(void *host_dst, const void *src, size_t bytes)
 {
     rtcu_require_init("rt_to_host");
     if (bytes == 0) return;
-    rtcu_deps(1, src, bytes);
+    rtcu_deps({{src, bytes}});
     CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, rtcu.compute));
     CUDA_SYNC_CHECK(cudaStreamSynchronize(rtcu.compute));
     rtcu_check_dev_err();
@@ -73,7 +73,7 @@ void rt_act_from_f32(rt_act *dst, const float *host_src, int64_t n)
 {
     rtcu_require_init("rt_act_from_f32");
     if (n <= 0) return;
-    rtcu_deps(1, dst, (size_t)n * sizeof(rt_act));
+    rtcu_deps({{dst, (size_t)n * sizeof(rt_act)}});
     int64_t c = n < CHUNK ? n : CHUNK;
     rt_act *stage = (rt_act *)malloc((size_t)c * sizeof(rt_act));
     if (!stage) rt_fatal("out of host memory");
@@ -91,7 +91,7 @@ void rt_act_to_f32(float *host_dst, const rt_act *src, int64_t n)
 {
     rtcu_require_init("rt_act_to_f32");
     if (n <= 0) return;
-    rtcu_deps(1, src, (size_t)n * sizeof(rt_act));
+    rtcu_deps({{src, (size_t)n * sizeof(rt_act)}});
     int64_t c = n < CHUNK ? n : CHUNK;
     rt_act *stage = (rt_act *)malloc((size_t)c * sizeof(rt_act));
     if (!stage) rt_fatal("out of host memory");

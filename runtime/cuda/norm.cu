@@ -69,7 +69,7 @@ void rt_rmsnorm_fwd(rt_act *y, float *rstd, const rt_act *x, const rt_act *w, in
     rtcu_require_init("rt_rmsnorm_fwd");
     if (rows <= 0 || cols <= 0) return;
     size_t b = (size_t)(rows * cols) * sizeof(rt_act);
-    rtcu_deps(4, y, b, rstd, (size_t)rows * 4, x, b, w, (size_t)cols * sizeof(rt_act));
+    rtcu_deps({{y, b}, {rstd, (size_t)rows * 4}, {x, b}, {w, (size_t)cols * sizeof(rt_act)}});
     rtcu_check_grid("rt_rmsnorm_fwd", rows, 1, 1);
     k_rms_fwd<<<(unsigned)rows, norm_threads(cols), 0, rtcu.compute>>>(y, rstd, x, w, cols, eps);
     LAUNCH_CHECK();
@@ -81,7 +81,7 @@ void rt_rmsnorm_bwd(rt_act *dx, rt_act *dw, const rt_act *x, const rt_act *w, co
     rtcu_require_init("rt_rmsnorm_bwd");
     if (rows <= 0 || cols <= 0) return;
     size_t b = (size_t)(rows * cols) * sizeof(rt_act), bw = (size_t)cols * sizeof(rt_act);
-    rtcu_deps(6, dx, b, dw, bw, x, b, w, bw, rstd, (size_t)rows * 4, dy, b);
+    rtcu_deps({{dx, b}, {dw, bw}, {x, b}, {w, bw}, {rstd, (size_t)rows * 4}, {dy, b}});
     int64_t groups, chunk;
     rtcu_row_groups(rows, cols, &groups, &chunk);
     float *pdw = dw ? (float *)rtcu_scratch((size_t)(groups * cols) * sizeof(float)) : NULL;
@@ -153,7 +153,7 @@ void rt_layernorm_fwd(rt_act *y, float *mean, float *rstd, const rt_act *x, cons
     rtcu_require_init("rt_layernorm_fwd");
     if (rows <= 0 || cols <= 0) return;
     size_t bx = (size_t)(rows * cols) * sizeof(rt_act), bw = (size_t)cols * sizeof(rt_act);
-    rtcu_deps(6, y, bx, mean, (size_t)rows * 4, rstd, (size_t)rows * 4, x, bx, w, bw, b, bw);
+    rtcu_deps({{y, bx}, {mean, (size_t)rows * 4}, {rstd, (size_t)rows * 4}, {x, bx}, {w, bw}, {b, bw}});
     rtcu_check_grid("rt_layernorm_fwd", rows, 1, 1);
     k_ln_fwd<<<(unsigned)rows, norm_threads(cols), 0, rtcu.compute>>>(y, mean, rstd, x, w, b, cols, eps);
     LAUNCH_CHECK();
@@ -165,7 +165,7 @@ void rt_layernorm_bwd(rt_act *dx, rt_act *dw, rt_act *db, const rt_act *x, const
     rtcu_require_init("rt_layernorm_bwd");
     if (rows <= 0 || cols <= 0) return;
     size_t bx = (size_t)(rows * cols) * sizeof(rt_act), bw = (size_t)cols * sizeof(rt_act);
-    rtcu_deps(8, dx, bx, dw, bw, db, bw, x, bx, w, bw, mean, (size_t)rows * 4, rstd, (size_t)rows * 4, dy, bx);
+    rtcu_deps({{dx, bx}, {dw, bw}, {db, bw}, {x, bx}, {w, bw}, {mean, (size_t)rows * 4}, {rstd, (size_t)rows * 4}, {dy, bx}});
     int64_t groups, chunk;
     rtcu_row_groups(rows, cols, &groups, &chunk);
     size_t pbytes = (size_t)(groups * cols) * sizeof(float);

@@ -40,7 +40,7 @@ void rt_sumsq(float *out, const rt_act *x, int64_t n)
 {
     rtcu_require_init("rt_sumsq");
     if (n <= 0) return;
-    rtcu_deps(2, out, (size_t)4, x, (size_t)n * sizeof(rt_act));
+    rtcu_deps({{out, (size_t)4}, {x, (size_t)n * sizeof(rt_act)}});
     int64_t nb = rtcu_cdiv(n, SUMSQ_T * 8);
     if (nb > SUMSQ_MAXB) nb = SUMSQ_MAXB;
     double *part = (double *)rtcu_scratch((size_t)nb * sizeof(double));
@@ -79,7 +79,7 @@ void rt_adamw(float *master, rt_act *param, const rt_act *grad, float *m, float 
     size_t fb = (size_t)n * 4, hb = (size_t)n * sizeof(rt_act);
     if ((char *)param < (char *)master + fb && (char *)master < (char *)param + hb)
         rt_fatal("rt_adamw: param (bf16) and master (fp32) must not overlap on CUDA");
-    rtcu_deps(5, master, fb, param, hb, grad, hb, m, fb, v, fb);
+    rtcu_deps({{master, fb}, {param, hb}, {grad, hb}, {m, fb}, {v, fb}});
     double bc1 = 1.0 - pow((double)beta1, step), bc2 = 1.0 - pow((double)beta2, step);
     float step_size = (float)((double)lr / bc1), bc2_sqrt = (float)sqrt(bc2);
     float decay = 1.0f - lr * weight_decay;

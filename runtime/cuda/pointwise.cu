@@ -78,7 +78,7 @@ void map(const char *fn, rt_act *out, const rt_act *a, const rt_act *b, int64_t 
     if (b && (nb <= 0 || n % nb != 0))
         rt_fatal("%s: broadcast size %lld does not divide %lld", fn, (long long)nb, (long long)n);
     size_t es = sizeof(rt_act);
-    rtcu_deps(3, out, (size_t)n * es, a, (size_t)n * es, b, b ? (size_t)nb * es : (size_t)0);
+    rtcu_deps({{out, (size_t)n * es}, {a, (size_t)n * es}, {b, b ? (size_t)nb * es : (size_t)0}});
     const int T = 256;
     if (n % 8 == 0 && (!b || nb % 8 == 0) && rtcu_aligned16(out, a, b))
         k_map8<<<rtcu_grid(n / 8, T), T, 0, rtcu.compute>>>(out, a, b, n, nb, op);

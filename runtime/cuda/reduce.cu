@@ -74,7 +74,7 @@ void rt_reduce_rows(rt_act *out, const rt_act *in, int64_t rows, int64_t cols, b
     if (cols <= 0) return;
     if (rows < 0) rt_fatal("rt_reduce_rows: negative rows");
     size_t es = sizeof(rt_act);
-    rtcu_deps(2, out, (size_t)cols * es, in, (size_t)(rows * cols) * es);
+    rtcu_deps({{out, (size_t)cols * es}, {in, (size_t)(rows * cols) * es}});
     int64_t groups, chunk;
     rtcu_row_groups(rows, cols, &groups, &chunk);
     float *partial = (float *)rtcu_scratch((size_t)((groups > 0 ? groups : 1) * cols) * sizeof(float));
@@ -125,7 +125,7 @@ void rt_softmax_fwd(rt_act *y, const rt_act *x, int64_t rows, int64_t cols)
     rtcu_require_init("rt_softmax_fwd");
     if (rows <= 0 || cols <= 0) return;
     size_t b = (size_t)(rows * cols) * sizeof(rt_act);
-    rtcu_deps(2, y, b, x, b);
+    rtcu_deps({{y, b}, {x, b}});
     rtcu_check_grid("rt_softmax_fwd", rows, 1, 1);
     k_softmax_fwd<<<(unsigned)rows, row_threads(cols), 0, rtcu.compute>>>(y, x, cols);
     LAUNCH_CHECK();
@@ -136,7 +136,7 @@ void rt_softmax_bwd(rt_act *dx, const rt_act *y, const rt_act *dy, int64_t rows,
     rtcu_require_init("rt_softmax_bwd");
     if (rows <= 0 || cols <= 0) return;
     size_t b = (size_t)(rows * cols) * sizeof(rt_act);
-    rtcu_deps(3, dx, b, y, b, dy, b);
+    rtcu_deps({{dx, b}, {y, b}, {dy, b}});
     rtcu_check_grid("rt_softmax_bwd", rows, 1, 1);
     k_softmax_bwd<<<(unsigned)rows, row_threads(cols), 0, rtcu.compute>>>(dx, y, dy, cols);
     LAUNCH_CHECK();

@@ -1,16 +1,19 @@
 #!/bin/sh
 # link.sh FLAGS_FILE RT_H OUTDIR [--run]
 # Compile and link, with the published build line of generated CUDA programs
-# (FLAGS_FILE: NVCC=, NVCCFLAGS=, LIBS=), a program that takes the address of
-# every function rt.h declares, so each one must resolve in libptdrt_cuda.
-# Needs no GPU. With --run (a GPU present) also runs its smoke test.
+# (FLAGS_FILE: NVCC=, NVCCFLAGS=, CC=, CFLAGS=, LIBS=), a program that takes
+# the address of every function rt.h declares, so each one must resolve in
+# libptdrt_cuda: once as C++ through nvcc, once as C through the host
+# compiler. Needs no GPU. With --run (a GPU present) also runs its smoke test.
 set -eu
 flags=$1 rth=$2 out=$3 run=${4:-}
 mkdir -p "$out"
 NVCC=$(sed -n 's/^NVCC=//p' "$flags")
 NVCCFLAGS=$(sed -n 's/^NVCCFLAGS=//p' "$flags")
+CC=$(sed -n 's/^CC=//p' "$flags")
+CFLAGS=$(sed -n 's/^CFLAGS=//p' "$flags")
 LIBS=$(sed -n 's/^LIBS=//p' "$flags")
-[ -n "$NVCC" ] && [ -n "$LIBS" ] || { echo "link.sh: $flags lacks NVCC= or LIBS=" >&2; exit 1; }
+[ -n "$NVCC" ] && [ -n "$CC" ] && [ -n "$LIBS" ] || { echo "link.sh: $flags lacks NVCC=, CC= or LIBS=" >&2; exit 1; }
 
 # Every function declared in rt.h (the preprocessor strips the comments).
 names=$(gcc -E -P -x c "$rth" | grep -oE '\brt_[a-z0-9_]+[[:space:]]*\(' | sed 's/[[:space:]]*($//' | sort -u)
@@ -24,11 +27,19 @@ src=$out/link_main.cu
     echo '#include <math.h>'
     echo '#include <stdio.h>'
     echo '#include <string.h>'
+    echo '#include <stdbool.h>'
     echo 'typedef void (*rt_fn)(void);'
+    echo '#ifdef __cplusplus'
+    echo '#define FN(f) reinterpret_cast<rt_fn>(&f)'
+    echo '#define EXTERN_C extern "C"'
+    echo '#else'
+    echo '#define FN(f) (rt_fn)&f'
+    echo '#define EXTERN_C'
+    echo '#endif'
     echo '/* external linkage: the table (and every reference) is always emitted */'
-    echo 'extern "C" const rt_fn ptdc_link_syms[];'
-    echo 'extern "C" const rt_fn ptdc_link_syms[] = {'
-    for f in $names; do echo "    reinterpret_cast<rt_fn>(&$f),"; done
+    echo 'EXTERN_C const rt_fn ptdc_link_syms[];'
+    echo 'EXTERN_C const rt_fn ptdc_link_syms[] = {'
+    for f in $names; do echo "    FN($f),"; done
     echo '};'
     cat <<'EOC'
 /* --run: a 2x3 by 3x2 product through the whole stack. */
@@ -52,15 +63,22 @@ static int smoke(int *argc, char ***argv)
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--run")) return smoke(&argc, &argv);
-    printf("%zu rt.h functions linked\n", sizeof ptdc_link_syms / sizeof ptdc_link_syms[0]);
+    printf("%zu rt.h functions linked (%s)\n", sizeof ptdc_link_syms / sizeof ptdc_link_syms[0], LANG);
     return 0;
 }
 EOC
 } > "$src"
 
+# C++ through nvcc, then C through the host compiler (rt_act is uint16_t there).
+cp "$src" "$out/link_main_c.c"
 # shellcheck disable=SC2086
-"$NVCC" $NVCCFLAGS -o "$out/link_main" "$src" $LIBS
+"$NVCC" $NVCCFLAGS -DLANG='"C++/nvcc"' -o "$out/link_main" "$src" $LIBS
+# shellcheck disable=SC2086
+"$CC" $CFLAGS -DLANG='"C"' -c -o "$out/link_main_c.o" "$out/link_main_c.c"
+# shellcheck disable=SC2086
+"$NVCC" -o "$out/link_main_c" "$out/link_main_c.o" $LIBS
 "$out/link_main"
+"$out/link_main_c"
 if [ "$run" = "--run" ]; then
     "$out/link_main" --run
 fi
