@@ -28,6 +28,12 @@
 #define CK_MAX_NAME 4095
 #define CK_STAGE ((size_t)16 << 20)
 
+/* Host staging buffer: at most CK_STAGE, no more than the data needs. */
+static size_t stage_size(uint64_t bytes)
+{
+    return bytes < CK_STAGE ? (size_t)(bytes ? bytes : 1) : CK_STAGE;
+}
+
 static int check_blobs(const char *path, const RtBlob *blobs, int n, char *err, size_t errlen)
 {
     if (n < 0)
@@ -86,7 +92,7 @@ int rt_ckpt_save(const char *path, const RtBlob *blobs, int n, int64_t step, int
     uint32_t crc = rtc_crc32c(0, head, CK_HEADER + index_bytes);
     int rc = rtc_write_all(a.fd, head, CK_HEADER + index_bytes, -1, path, err, errlen);
     free(head);
-    unsigned char *stage = rc == 0 ? rtc_xmalloc(CK_STAGE) : NULL;
+    unsigned char *stage = rc == 0 ? rtc_xmalloc(stage_size(payload)) : NULL;
     for (int i = 0; i < n && rc == 0; i++) {
         const char *src = blobs[i].data;
         for (int64_t done = 0; done < blobs[i].bytes && rc == 0;) {
@@ -188,12 +194,12 @@ static int read_index(int fd, const char *path, uint64_t size, uint32_t *count, 
 
 static int verify_crc(int fd, const char *path, uint64_t size, char *err, size_t errlen)
 {
-    unsigned char *buf = rtc_xmalloc(CK_STAGE);
-    uint32_t crc = 0;
     uint64_t body = size - CK_TRAILER;
+    unsigned char *buf = rtc_xmalloc(stage_size(body));
+    uint32_t crc = 0;
     int rc = 0;
     for (uint64_t done = 0; done < body && rc == 0;) {
-        size_t k = body - done < CK_STAGE ? (size_t)(body - done) : CK_STAGE;
+        size_t k = body - done < stage_size(body) ? (size_t)(body - done) : stage_size(body);
         rc = rtc_read_all(fd, buf, k, (int64_t)done, path, err, errlen);
         crc = rtc_crc32c(crc, buf, k);
         done += k;
@@ -266,7 +272,7 @@ int rt_ckpt_load(const char *path, const RtBlob *blobs, int n, int64_t *step, in
         }
     }
     /* Verified: now copy into the blobs. */
-    unsigned char *stage = rc == 0 ? rtc_xmalloc(CK_STAGE) : NULL;
+    unsigned char *stage = rc == 0 ? rtc_xmalloc(stage_size((uint64_t)st.st_size)) : NULL;
     for (int i = 0; i < n && rc == 0; i++) {
         char *dst = blobs[i].data;
         int64_t base = (int64_t)(payload_start + e[where[i]].offset);

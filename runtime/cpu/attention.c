@@ -30,7 +30,7 @@ void rt_attention_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, c
 {
     int64_t g = group(H, KVH, "rt_attention_fwd");
     float scale = (float)(1.0 / sqrt((double)D));
-    float *p = rt_xmalloc((size_t)(S ? S : 1) * sizeof *p);
+    float *p = rtcpu_xmalloc((size_t)(S ? S : 1) * sizeof *p);
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++) {
             int64_t kh = h / g;

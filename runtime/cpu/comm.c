@@ -13,7 +13,7 @@ struct RtReq {
     MPI_Request req;
 };
 
-MPI_Datatype rt_mpi_type(RtType t)
+MPI_Datatype rtcpu_mpi_type(RtType t)
 {
     switch (t) {
     case RT_ACT:
@@ -25,7 +25,7 @@ MPI_Datatype rt_mpi_type(RtType t)
     rt_fatal("ptdrt: unknown RtType %d", (int)t);
 }
 
-size_t rt_type_size(RtType t)
+size_t rtcpu_type_size(RtType t)
 {
     switch (t) {
     case RT_ACT:
@@ -38,7 +38,7 @@ size_t rt_type_size(RtType t)
     rt_fatal("ptdrt: unknown RtType %d", (int)t);
 }
 
-int rt_mpi_count(int64_t n, const char *what)
+int rtcpu_mpi_count(int64_t n, const char *what)
 {
     if (n < 0 || n > INT_MAX)
         rt_fatal("ptdrt: %s of %lld elements: MPI counts must lie in [0, %d]", what, (long long)n,
@@ -74,7 +74,7 @@ RtComm *rt_comm_split(int color, int key)
     RT_MPI(MPI_Comm_split(MPI_COMM_WORLD, color < 0 ? MPI_UNDEFINED : color, key, &nc));
     if (nc == MPI_COMM_NULL)
         return NULL;
-    RtComm *c = rt_xmalloc(sizeof *c);
+    RtComm *c = rtcpu_xmalloc(sizeof *c);
     c->comm = nc;
     RT_MPI(MPI_Comm_rank(nc, &c->rank));
     RT_MPI(MPI_Comm_size(nc, &c->size));
@@ -83,7 +83,7 @@ RtComm *rt_comm_split(int color, int key)
     return c;
 }
 
-void rt_comm_free_all(void)
+void rtcpu_comm_free_all(void)
 {
     while (made) {
         RtComm *c = made;
@@ -116,7 +116,7 @@ static void allreduce(RtComm *c, void *buf, int64_t n, RtType t, MPI_Op op)
     char *p = buf;
     for (int64_t done = 0; done < n; done += chunk) {
         int k = (int)(n - done < chunk ? n - done : chunk);
-        RT_MPI(MPI_Allreduce(MPI_IN_PLACE, p + (size_t)done * rt_type_size(t), k, rt_mpi_type(t),
+        RT_MPI(MPI_Allreduce(MPI_IN_PLACE, p + (size_t)done * rtcpu_type_size(t), k, rtcpu_mpi_type(t),
                              op, c->comm));
     }
 }
@@ -134,35 +134,35 @@ void rt_allreduce_max(RtComm *c, float *buf, int64_t n)
 void rt_reduce_scatter(RtComm *c, void *out, const void *in, int64_t n_out, RtType t)
 {
     check(c, "rt_reduce_scatter");
-    RT_MPI(MPI_Reduce_scatter_block(in, out, rt_mpi_count(n_out, "rt_reduce_scatter"),
-                                    rt_mpi_type(t), MPI_SUM, c->comm));
+    RT_MPI(MPI_Reduce_scatter_block(in, out, rtcpu_mpi_count(n_out, "rt_reduce_scatter"),
+                                    rtcpu_mpi_type(t), MPI_SUM, c->comm));
 }
 
 void rt_allgather(RtComm *c, void *out, const void *in, int64_t n_in, RtType t)
 {
     check(c, "rt_allgather");
-    int k = rt_mpi_count(n_in, "rt_allgather");
-    RT_MPI(MPI_Allgather(in, k, rt_mpi_type(t), out, k, rt_mpi_type(t), c->comm));
+    int k = rtcpu_mpi_count(n_in, "rt_allgather");
+    RT_MPI(MPI_Allgather(in, k, rtcpu_mpi_type(t), out, k, rtcpu_mpi_type(t), c->comm));
 }
 
 void rt_alltoall(RtComm *c, void *out, const void *in, int64_t n_per_rank, RtType t)
 {
     check(c, "rt_alltoall");
-    int k = rt_mpi_count(n_per_rank, "rt_alltoall");
-    RT_MPI(MPI_Alltoall(in, k, rt_mpi_type(t), out, k, rt_mpi_type(t), c->comm));
+    int k = rtcpu_mpi_count(n_per_rank, "rt_alltoall");
+    RT_MPI(MPI_Alltoall(in, k, rtcpu_mpi_type(t), out, k, rtcpu_mpi_type(t), c->comm));
 }
 
 void rt_bcast(RtComm *c, void *buf, int64_t n, RtType t, int root)
 {
     check(c, "rt_bcast");
-    RT_MPI(MPI_Bcast(buf, rt_mpi_count(n, "rt_bcast"), rt_mpi_type(t), root, c->comm));
+    RT_MPI(MPI_Bcast(buf, rtcpu_mpi_count(n, "rt_bcast"), rtcpu_mpi_type(t), root, c->comm));
 }
 
 RtReq *rt_isend(RtComm *c, const void *buf, int64_t n, RtType t, int peer, int tag)
 {
     check(c, "rt_isend");
-    RtReq *r = rt_xmalloc(sizeof *r);
-    RT_MPI(MPI_Isend(buf, rt_mpi_count(n, "rt_isend"), rt_mpi_type(t), peer, tag, c->comm,
+    RtReq *r = rtcpu_xmalloc(sizeof *r);
+    RT_MPI(MPI_Isend(buf, rtcpu_mpi_count(n, "rt_isend"), rtcpu_mpi_type(t), peer, tag, c->comm,
                      &r->req));
     return r;
 }
@@ -170,8 +170,8 @@ RtReq *rt_isend(RtComm *c, const void *buf, int64_t n, RtType t, int peer, int t
 RtReq *rt_irecv(RtComm *c, void *buf, int64_t n, RtType t, int peer, int tag)
 {
     check(c, "rt_irecv");
-    RtReq *r = rt_xmalloc(sizeof *r);
-    RT_MPI(MPI_Irecv(buf, rt_mpi_count(n, "rt_irecv"), rt_mpi_type(t), peer, tag, c->comm,
+    RtReq *r = rtcpu_xmalloc(sizeof *r);
+    RT_MPI(MPI_Irecv(buf, rtcpu_mpi_count(n, "rt_irecv"), rtcpu_mpi_type(t), peer, tag, c->comm,
                      &r->req));
     return r;
 }

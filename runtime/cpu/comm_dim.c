@@ -54,9 +54,9 @@ void rt_reduce_scatter_dim(RtComm *c, rt_act *out, const rt_act *in, int64_t out
 static MPI_Datatype strided(int64_t count, int64_t len, int64_t stride)
 {
     MPI_Datatype v, r;
-    RT_MPI(MPI_Type_vector(rt_mpi_count(count, "rt_alltoall_dim"),
-                           rt_mpi_count(len, "rt_alltoall_dim"),
-                           rt_mpi_count(stride, "rt_alltoall_dim"), MPI_FLOAT, &v));
+    RT_MPI(MPI_Type_vector(rtcpu_mpi_count(count, "rt_alltoall_dim"),
+                           rtcpu_mpi_count(len, "rt_alltoall_dim"),
+                           rtcpu_mpi_count(stride, "rt_alltoall_dim"), MPI_FLOAT, &v));
     RT_MPI(MPI_Type_create_resized(v, 0, (MPI_Aint)(z(len) * sizeof(float)), &r));
     RT_MPI(MPI_Type_commit(&r));
     RT_MPI(MPI_Type_free(&v));
@@ -93,7 +93,7 @@ void rt_alltoall_dim(RtComm *c, rt_act *out, const rt_act *in, int64_t outer, in
                        z(run) * sizeof *in);
         recv = strided(outer * a * mid, b * inner, d2 * inner);
     }
-    RT_MPI(MPI_Alltoall(scratch, rt_mpi_count(blk, "rt_alltoall_dim"), MPI_FLOAT, out, 1, recv,
+    RT_MPI(MPI_Alltoall(scratch, rtcpu_mpi_count(blk, "rt_alltoall_dim"), MPI_FLOAT, out, 1, recv,
                         c->comm));
     RT_MPI(MPI_Type_free(&recv));
 }

@@ -14,14 +14,14 @@ struct RtComm {
 
 /* Check an MPI call (communicators use MPI_ERRORS_RETURN): on failure print
  * "file:line: MPI: <error string>" and abort every rank. */
-#define RT_MPI(call) rt_mpi_check((call), #call, __FILE__, __LINE__)
-void rt_mpi_check(int code, const char *what, const char *file, int line);
+#define RT_MPI(call) rtcpu_mpi_check((call), #call, __FILE__, __LINE__)
+void rtcpu_mpi_check(int code, const char *what, const char *file, int line);
 
-void *rt_xmalloc(size_t bytes); /* host scratch; rt_fatal on failure */
+void *rtcpu_xmalloc(size_t bytes); /* host scratch; rt_fatal on failure */
 /* Counts passed to MPI are ints: abort with a clear message beyond that. */
-int rt_mpi_count(int64_t n, const char *what);
-MPI_Datatype rt_mpi_type(RtType t);
-size_t rt_type_size(RtType t);
-void rt_comm_free_all(void);
+int rtcpu_mpi_count(int64_t n, const char *what);
+MPI_Datatype rtcpu_mpi_type(RtType t);
+size_t rtcpu_type_size(RtType t);
+void rtcpu_comm_free_all(void);
 
 #endif

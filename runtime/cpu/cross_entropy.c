@@ -14,7 +14,7 @@ void rt_cross_entropy_fwd(float *loss, float *lse, const rt_act *logits, const i
                           int64_t total_rows, RtComm *vocab_comm)
 {
     /* buf: [rows] max, then [rows] sum of exp, [rows] target logit, [rows] owners */
-    float *buf = rt_xmalloc((size_t)(4 * rows + 1) * sizeof *buf);
+    float *buf = rtcpu_xmalloc((size_t)(4 * rows + 1) * sizeof *buf);
     float *mx = buf, *sum = buf + rows, *tl = buf + 2 * rows, *own = buf + 3 * rows;
     for (int64_t r = 0; r < rows; r++) {
         const rt_act *x = logits + r * vocab_local;

@@ -71,7 +71,7 @@ void rt_mul(rt_act *out, const rt_act *a, const rt_act *b, int64_t n, int64_t nb
 /* Column sums in double, rows in order. */
 void rt_reduce_rows(rt_act *out, const rt_act *in, int64_t rows, int64_t cols, bool accumulate)
 {
-    double *acc = rt_xmalloc((size_t)(cols ? cols : 1) * sizeof *acc);
+    double *acc = rtcpu_xmalloc((size_t)(cols ? cols : 1) * sizeof *acc);
     for (int64_t j = 0; j < cols; j++)
         acc[j] = 0.0;
     for (int64_t i = 0; i < rows; i++)

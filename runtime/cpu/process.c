@@ -10,7 +10,7 @@
 
 static bool mpi_up; /* between rt_init and rt_finalize */
 
-void rt_mpi_check(int code, const char *what, const char *file, int line)
+void rtcpu_mpi_check(int code, const char *what, const char *file, int line)
 {
     if (code == MPI_SUCCESS)
         return;
@@ -43,7 +43,7 @@ void rt_finalize(void)
 {
     if (!mpi_up)
         return;
-    rt_comm_free_all();
+    rtcpu_comm_free_all();
     RT_MPI(MPI_Finalize());
     mpi_up = false;
 }
@@ -86,7 +86,7 @@ double rt_time(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void *rt_xmalloc(size_t bytes)
+void *rtcpu_xmalloc(size_t bytes)
 {
     void *p = malloc(bytes ? bytes : 1);
     if (!p)

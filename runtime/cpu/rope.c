@@ -12,8 +12,8 @@ void rt_rope(rt_act *y, const rt_act *x, int64_t outer, int64_t seq, int64_t inn
     if (dim % 2)
         rt_fatal("rt_rope: head dim %lld is odd", (long long)dim);
     int64_t half = dim / 2;
-    float *cs = rt_xmalloc((size_t)dim * sizeof *cs), *sn = cs + half;
-    double *freq = rt_xmalloc((size_t)(half ? half : 1) * sizeof *freq);
+    float *cs = rtcpu_xmalloc((size_t)dim * sizeof *cs), *sn = cs + half;
+    double *freq = rtcpu_xmalloc((size_t)(half ? half : 1) * sizeof *freq);
     for (int64_t j = 0; j < half; j++)
         freq[j] = pow((double)theta, -2.0 * (double)j / (double)dim);
     float sign = inverse ? -1.0f : 1.0f; /* the transpose rotates by -a */

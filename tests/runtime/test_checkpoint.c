@@ -203,9 +203,9 @@ int main(void)
     CHECK(rt_ckpt_save(path, d, 4, 1, 1, err, sizeof err) != 0 && strstr(err, "appears twice"),
           "duplicate names: %s", err);
     printf("  refused: %s\n", err);
-    spit(bad, (const unsigned char *)"definitely not a checkpoint, but long enough to hold a "
-                                     "header and a trailer.......",
-         84);
+    static const char junk[] = "definitely not a checkpoint, but long enough to hold a "
+                               "header and a trailer.......";
+    spit(bad, (const unsigned char *)junk, strlen(junk));
     refused(bad, "not a ptdc checkpoint", false);
     char nodir[160];
     snprintf(nodir, sizeof nodir, "%s/no/such/dir.ckpt", dir);
