@@ -92,6 +92,10 @@ void rtcu_abort_comms(void)
 {
     fprintf(stderr, "ptdc: rank %d: watchdog: %s; aborting all ranks\n", rtcu.rank, msg);
     fflush(stderr);
+    /* Should ncclCommAbort or MPI_Abort themselves hang (a blocking
+     * communicator busy in another thread), SIGALRM ends the process and
+     * mpirun then kills the job. */
+    alarm(30);
     abort_comms_locked();
     if (rtcu.mpi_multiple) MPI_Abort(MPI_COMM_WORLD, 1);
     _exit(1);
