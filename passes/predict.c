@@ -242,13 +242,14 @@ static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
     pc->extra_ws = saved_none - pc->saved;
 }
 
-/* Same strategies, same neighbourhood: piece `cur` costs what `ref` did. */
+/* Same strategies, same neighbourhood (which inputs come from another
+ * stage), same recomputation: piece `cur` costs what `ref` did. */
 static bool same_piece(const Ctx *x, int ref, int cur)
 {
     const IrGraph *g = x->g;
     const IrPiece *R = &g->pieces[ref], *C = &g->pieces[cur];
     if (R->rep < 0 || R->rep != C->rep || R->count != C->count ||
-        x->stage_of[ref] != x->stage_of[cur])
+        x->p->stages[x->stage_of[ref]].recompute != x->p->stages[x->stage_of[cur]].recompute)
         return false;
     int shift = C->first - R->first;
     for (int k = 0; k < C->count; k++) {
@@ -318,20 +319,29 @@ void pass_predict(const PassCostCtx *c, const IrGraph *g, const PassPlan *plan, 
     Ctx x = {c, g, plan, ds, stage_of};
     RankAcc *ra = ir_xcalloc((size_t)pp, sizeof *ra);
 
-    PieceCost pc, ref;
-    int refp = -1;
+    /* A few recently costed pieces: a layer matches the one before it, or the
+     * first layer of an earlier stage when it starts a stage itself. */
+    enum { NREF = 8 };
+    PieceCost pc, ref[NREF];
+    int refp[NREF], nref = 0, next = 0;
     for (int st = 0; st < plan->nstages; st++) {
         const PassStage *S = &plan->stages[st];
         RankAcc *r = &ra[S->pp_rank];
         r->nchunks += 1;
         for (int k = 0; k < S->npieces; k++) {
             int piece = S->first_piece + k;
-            if (refp >= 0 && same_piece(&x, refp, piece)) {
-                pc = ref;
+            int hit = -1;
+            for (int j = 0; j < nref && hit < 0; j++)
+                if (same_piece(&x, refp[j], piece))
+                    hit = j;
+            if (hit >= 0) {
+                pc = ref[hit];
             } else {
                 cost_piece(&x, piece, S->recompute, &pc);
-                ref = pc;
-                refp = piece;
+                ref[next] = pc;
+                refp[next] = piece;
+                next = (next + 1) % NREF;
+                nref += nref < NREF;
             }
             r->fwd += pc.fwd + pc.rs_f + pc.p2p_f;
             r->bwd += pc.bwd + pc.rec + pc.rs_b + pc.p2p_b;

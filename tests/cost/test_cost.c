@@ -1,0 +1,380 @@
+/* test_cost.c: the pieces of the cost model against independent formulas:
+ * GPU presets and the --cluster file (values, errors with file:line:col,
+ * round trip), GEMM shape efficiency, collectives in the nccl-tests
+ * convention, ZeRO model states (the ZeRO paper's 2+2+12 and Megatron's
+ * distributed optimizer), gradient synchronisation, the 1F1B and
+ * interleaved schedules (time and in-flight micro-batches), recomputation
+ * FLOPs, and the JSON rendering. */
+#include "megatron.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+#define CHECK(cond)                                                                       \
+    do {                                                                                  \
+        if (!(cond)) {                                                                    \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);       \
+            failures++;                                                                   \
+        }                                                                                 \
+    } while (0)
+#define NEAR(a, b, rel) (fabs((a) - (b)) <= (rel) * fabs(b) + 1e-12)
+
+static char *diag_buf;
+static size_t diag_len;
+static FILE *diag;
+
+static void diag_begin(void)
+{
+    ir_diag_reset();
+    diag = open_memstream(&diag_buf, &diag_len);
+    ir_diag_set_stream(diag);
+}
+
+static const char *diag_end(void)
+{
+    fflush(diag);
+    fclose(diag);
+    ir_diag_set_stream(stderr);
+    return diag_buf;
+}
+
+/* Parse text as a cluster file; return the diagnostics (caller frees). */
+static char *parse(const char *text, PassCluster *cl, bool *ok)
+{
+    diag_begin();
+    *ok = pass_cluster_parse("c.cluster", text, strlen(text), cl);
+    diag_end();
+    return diag_buf;
+}
+
+static void test_cluster(void)
+{
+    PassGpu g;
+    CHECK(pass_gpu_preset("a100-80gb", &g) && g.peak_flops == 312e12 && g.hbm_bw == 2039e9 &&
+          g.hbm_bytes == 80.0 * 1073741824.0 && g.busbw_ib * 8 == 192e9);
+    CHECK(pass_gpu_preset("a100-40gb", &g) && g.hbm_bytes == 40.0 * 1073741824.0);
+    CHECK(pass_gpu_preset("h100-80gb", &g) && g.peak_flops == 989e12 && g.nvlink_bw == 450e9);
+    CHECK(pass_gpu_preset("h200", &g) && g.hbm_bw == 4800e9 && g.hbm_bytes > 140e9);
+    CHECK(!pass_gpu_preset("v100", &g));
+
+    PassCluster cl;
+    bool ok;
+    char *d = parse("# my cluster\n"
+                    "gpu = h100-80gb   # start from a preset\n"
+                    "\n"
+                    "gpus = 64\n"
+                    "gpus_per_node=8\n"
+                    "  nic_bw_gbits = 200\n"
+                    "busbw_ib_gbs = 20.5\n"
+                    "hbm_gib = 94\n"
+                    "alpha_ib_us = 7\n",
+                    &cl, &ok);
+    CHECK(ok && *d == 0);
+    CHECK(cl.ngpus == 64 && cl.gpus_per_node == 8 && cl.gpu.peak_flops == 989e12);
+    CHECK(cl.gpu.nic_bw == 25e9 && cl.gpu.busbw_ib == 20.5e9 && cl.gpu.hbm_bytes == 94 * 1073741824.0);
+    CHECK(NEAR(cl.gpu.alpha_ib, 7e-6, 1e-12));
+    free(d);
+
+    /* Round trip through the printed form. */
+    char *txt;
+    size_t len;
+    FILE *f = open_memstream(&txt, &len);
+    pass_cluster_print(f, &cl);
+    fclose(f);
+    PassCluster back;
+    d = parse(txt, &back, &ok);
+    CHECK(ok && NEAR(back.gpu.busbw_ib, cl.gpu.busbw_ib, 1e-5) && NEAR(back.gpu.hbm_bytes, cl.gpu.hbm_bytes, 1e-5) &&
+          back.ngpus == 64 && back.gpu.sms == cl.gpu.sms && NEAR(back.gpu.gemm_eff, cl.gpu.gemm_eff, 1e-5));
+    free(d);
+    free(txt);
+
+    /* Errors: a sentence at file:line:col with the line and a caret. */
+    struct {
+        const char *text, *want;
+    } bad[] = {
+        {"gpus = 8\nhbm_gb = 80\n", "c.cluster:2:1: error: unknown key 'hbm_gb'"},
+        {"peak_tflops = fast\n", "c.cluster:1:15: error: 'peak_tflops' expects a number (TFLOP/s), got 'fast'"},
+        {"gpus = 8\ngpus = 16\n", "c.cluster:2:1: error: 'gpus' is set twice"},
+        {"gpus 8\n", "c.cluster:1:6: error: expected '=' after 'gpus'"},
+        {"hbm_gib = 80\ngpu = h200\n", "c.cluster:2:1: error: 'gpu' must come before"},
+        {"gpu = tpu-v4\n", "c.cluster:1:7: error: unknown GPU 'tpu-v4'"},
+        {"gemm_eff = 1.5\n", "c.cluster:1:12: error: 'gemm_eff' = 1.5 is out of range"},
+        {"gpus = 4.5\n", "c.cluster:1:8: error: 'gpus' expects a whole number"},
+        {"sms = 108 132\n", "c.cluster:1:11: error: unexpected text after the value of 'sms'"},
+        {"gpus = 12\ngpus_per_node = 8\n", "gpus = 12 is not a whole number of nodes of 8"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        d = parse(bad[i].text, &cl, &ok);
+        if (ok || !strstr(d, bad[i].want)) {
+            fprintf(stderr, "cluster file case %zu: want '%s', got '%s'\n", i, bad[i].want, d);
+            failures++;
+        }
+        CHECK(strchr(d, '^') != NULL); /* the caret under the column */
+        free(d);
+    }
+    diag_begin();
+    CHECK(!pass_cluster_load("/nonexistent/x.cluster", &cl));
+    d = (char *)diag_end();
+    CHECK(strstr(d, "cannot open cluster file '/nonexistent/x.cluster'") != NULL);
+    free(d);
+    ir_diag_reset();
+}
+
+static void test_gemm(void)
+{
+    PassGpu g;
+    pass_gpu_preset("a100-80gb", &g);
+    double big = pass_gemm_eff(&g, 8192, 8192, 8192, 1);
+    CHECK(big > 0.98 * g.gemm_eff && big <= g.gemm_eff);
+    /* Fewer tiles than SMs: most of the GPU idles. */
+    CHECK(pass_gemm_eff(&g, 512, 512, 8192, 1) < 0.25 * big);
+    /* A partial last wave: 109 tiles on 108 SMs run as two waves. */
+    CHECK(NEAR(pass_gemm_eff(&g, 128 * 109, 128, 8192, 1) / pass_gemm_eff(&g, 128 * 108, 128, 8192, 1),
+               109.0 / 216, 1e-9));
+    /* Small K: pipeline fill and drain dominate. */
+    CHECK(pass_gemm_eff(&g, 8192, 8192, 128, 1) < 0.7 * big);
+    /* Misaligned dims fall back to slow kernels; padding to 64 costs less. */
+    CHECK(pass_gemm_eff(&g, 8192, 8192, 8190, 1) <= 0.5 * big);
+    double k8 = pass_gemm_eff(&g, 8192, 8192, 8200, 1);
+    CHECK(k8 < big && k8 > 0.9 * big);
+    /* A skinny GEMM is memory bound: time at least its operand bytes. */
+    double t = pass_gemm_time(&g, 1, 8192, 8192, 1);
+    CHECK(t >= 2.0 * 8192 * 8192 / (g.hbm_bw * g.hbm_eff));
+    CHECK(pass_gemm_time(&g, 4096, 4096, 4096, 1) < pass_gemm_time(&g, 8192, 4096, 4096, 1));
+}
+
+static void test_coll(void)
+{
+    PassCluster cl = {.ngpus = 64, .gpus_per_node = 8};
+    pass_gpu_preset("a100-80gb", &cl.gpu);
+    PassCostCtx c = {.cl = &cl};
+    const PassGpu *g = &cl.gpu;
+    double S = 1e9, base = pass_cost_consts.coll_base_s;
+    PassMesh m;
+    /* 64 ranks over 8 nodes: 8 NICs per node carry the ring (192 GB/s). */
+    pass_mesh_make(&m, 64, 1, 8);
+    PassColl ar = {PASS_COLL_ALLREDUCE, 0, -1, -1, (int64_t)(S / 2)};
+    double t = pass_cost_coll(&c, &m, &ar, 2);
+    double alpha = base + (126 - 14) * g->alpha_nvlink + 14 * g->alpha_ib;
+    CHECK(NEAR(t, alpha + 2 * 63.0 / 64 * S / 192e9, 1e-9));
+    /* nccl-tests: an all-reduce moves what a reduce-scatter plus an
+     * all-gather of the same buffer move. */
+    PassColl rs = {PASS_COLL_REDUCESCATTER, 0, 0, -1, (int64_t)(S / 2)};
+    PassColl ag = {PASS_COLL_ALLGATHER, 0, 0, -1, (int64_t)(S / 2)};
+    double trs = pass_cost_coll(&c, &m, &rs, 2), tag = pass_cost_coll(&c, &m, &ag, 2);
+    CHECK(NEAR(trs - (base + 56 * g->alpha_nvlink + 7 * g->alpha_ib), 63.0 / 64 * S / 192e9, 1e-9));
+    CHECK(NEAR(trs + tag - 2 * base - 112 * g->alpha_nvlink - 14 * g->alpha_ib,
+               t - alpha, 1e-9));
+    /* 8 GPUs of one node: NVLink bus bandwidth. */
+    pass_mesh_make(&m, 1, 8, 8);
+    PassColl ar1 = {PASS_COLL_ALLREDUCE, 1, -1, -1, (int64_t)(S / 2)};
+    CHECK(NEAR(pass_cost_coll(&c, &m, &ar1, 2), base + 14 * g->alpha_nvlink + 1.75 * S / 232e9, 1e-9));
+    /* Data parallel across nodes with TP 8 inside: one NIC per group per node. */
+    pass_mesh_make(&m, 8, 8, 8);
+    PassColl ar0 = {PASS_COLL_ALLREDUCE, 0, -1, -1, (int64_t)(S / 2)};
+    CHECK(NEAR(pass_cost_coll(&c, &m, &ar0, 2), base + 14 * g->alpha_ib + 1.75 * S / 24e9, 1e-9));
+    /* A size-1 axis and a slice cost (almost) nothing. */
+    pass_mesh_make(&m, 1, 1, 8);
+    CHECK(pass_cost_coll(&c, &m, &ar, 2) == 0);
+    /* Pipeline transfers: across nodes per NIC, inside a node over NVLink. */
+    pass_mesh_make(&m, 8, 1, 8);
+    PassColl p2p = {PASS_COLL_SENDRECV, 0, -1, -1, (int64_t)(S / 2)};
+    CHECK(NEAR(pass_cost_coll(&c, &m, &p2p, 2), base + g->alpha_ib + S / 24e9, 1e-9));
+    pass_mesh_make(&m, 2, 1, 8);
+    CHECK(NEAR(pass_cost_coll(&c, &m, &p2p, 2), base + g->alpha_nvlink + S / 232e9, 1e-9));
+}
+
+static IrGraph *llama(IrArena *a, const char *models, const char *sets, int64_t gb)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/llama2-13b.mdl", models);
+    IrGraph *g = mega_compile(a, path, sets, gb);
+    if (!g) {
+        fprintf(stderr, "cannot compile %s\n", path);
+        exit(1);
+    }
+    return g;
+}
+
+static void states(const PassCostCtx *c, const IrGraph *g, const PassPlan *p, double *w, double *gr,
+                   double *op)
+{
+    *w = *gr = *op = 0;
+    for (int i = 0; i < g->nfwd; i++) {
+        double a, b, d;
+        pass_param_bytes3(c, g, &g->nodes[i], &p->mesh, &p->strategy[i], p->zero, &a, &b, &d);
+        *w += a, *gr += b, *op += d;
+        CHECK(NEAR(pass_param_bytes(c, g, &g->nodes[i], &p->mesh, &p->strategy[i], p->zero), a + b + d, 1e-12));
+    }
+}
+
+static void test_states(const char *models)
+{
+    IrArena *a = ir_arena_new();
+    IrGraph *g = llama(a, models, "seq=2048,vocab=32000", 2048);
+    double psi = (double)ir_param_count(g);
+    CHECK(ir_param_count(g) == 13015864320LL);
+    PassCluster cl = {.ngpus = 64, .gpus_per_node = 8};
+    pass_gpu_preset("a100-80gb", &cl.gpu);
+    PassCostCtx c = {.cl = &cl};
+    double w, gr, op;
+    for (int zero = 0; zero <= 3; zero++) {
+        MegaLayout L = {.tp = 1, .pp = 1, .dp = 64, .micro_batch = 1, .global_batch = 2048, .zero = zero};
+        PassPlan p;
+        mega_plan(g, &L, &p);
+        states(&c, g, &p, &w, &gr, &op);
+        /* ZeRO paper, mixed-precision Adam: 2 + 2 + 12 bytes per parameter. */
+        double want[4] = {16 * psi, (4 + 12 / 64.0) * psi, (2 + 14 / 64.0) * psi, 16 * psi / 64};
+        CHECK(NEAR(w + gr + op, want[zero], 1e-12));
+        if (zero == 1) {
+            /* Megatron's distributed optimizer with fp32 main grads: 6 + 12/d. */
+            PassCostCtx c4 = c;
+            c4.grad_bytes = 4;
+            states(&c4, g, &p, &w, &gr, &op);
+            CHECK(NEAR(w + gr + op, (6 + 12 / 64.0) * psi, 1e-12));
+        }
+        mega_plan_free(&p);
+    }
+    /* TP 2 without SP: matmul weights halve, norm weights are replicated and
+     * sharded over the 32 data-parallel ranks; with SP a norm weight's
+     * gradient is also partial over the TP axis, so ZeRO shards it over 64. */
+    for (int sp = 0; sp <= 1; sp++) {
+        MegaLayout L = {.tp = 2, .pp = 1, .dp = 32, .micro_batch = 1, .global_batch = 2048, .sp = sp,
+                        .zero = 1};
+        PassPlan p;
+        mega_plan(g, &L, &p);
+        states(&c, g, &p, &w, &gr, &op);
+        double norms = 81 * 5120.0, mm = psi - norms;
+        CHECK(NEAR(w, 2 * (mm / 2 + norms), 1e-12));
+        CHECK(NEAR(op, 12 * (mm / 2 / 32 + norms / (sp ? 64 : 32)), 1e-12));
+        /* The norm weights' gradient all-reduce over TP (sequence parallel)
+         * adds to the sync time. */
+        double sync = 0;
+        for (int i = 0; i < g->nfwd; i++)
+            if (g->nodes[i].op == IR_OP_RMSNORM)
+                sync += pass_param_sync_s(&c, g, &g->nodes[i], &p.mesh, &p.strategy[i], 0, 1);
+        double per = 2 * 31.0 / 32 * 5120 * 2 / (4 * 24e9);
+        CHECK(sp ? sync > 81 * per : NEAR(sync, 81 * (pass_cost_consts.coll_base_s + 48 * cl.gpu.alpha_nvlink +
+                                                           14 * cl.gpu.alpha_ib) + 81 * per, 1e-6));
+        mega_plan_free(&p);
+    }
+    /* Sync volume per ZeRO stage, DP 64: one all-reduce of the bf16 grads;
+     * ZeRO-2 reduce-scatters every micro-batch. */
+    MegaLayout L = {.tp = 1, .pp = 1, .dp = 64, .micro_batch = 1, .global_batch = 2048, .zero = 0};
+    PassPlan p;
+    mega_plan(g, &L, &p);
+    double s0 = 0, s2a = 0, s2b = 0;
+    for (int i = 0; i < g->nfwd; i++) {
+        s0 += pass_param_sync_s(&c, g, &g->nodes[i], &p.mesh, &p.strategy[i], 0, 32);
+        s2a += pass_param_sync_s(&c, g, &g->nodes[i], &p.mesh, &p.strategy[i], 2, 1);
+        s2b += pass_param_sync_s(&c, g, &g->nodes[i], &p.mesh, &p.strategy[i], 2, 3);
+    }
+    /* One ring all-reduce per parameter tensor (363 of them: each pays the
+     * ring latency, 126 steps of which 14 cross nodes) of 2-byte gradients. */
+    double alpha = pass_cost_consts.coll_base_s + 112 * cl.gpu.alpha_nvlink + 14 * cl.gpu.alpha_ib;
+    CHECK(NEAR(s0, 363 * alpha + 2 * 63.0 / 64 * 2 * psi / 192e9, 1e-9));
+    CHECK(NEAR(s2b - s2a, s0, 0.02)); /* two more reduce-scatters: one all-reduce's traffic */
+    mega_plan_free(&p);
+    ir_graph_free(g);
+    ir_arena_free(a);
+}
+
+static void test_schedule(const char *models)
+{
+    IrArena *a = ir_arena_new();
+    IrGraph *g = llama(a, models, "seq=2048,vocab=32000", 64);
+    PassCluster cl = {.ngpus = 64, .gpus_per_node = 8};
+    pass_gpu_preset("a100-80gb", &cl.gpu);
+    PassCostCtx c = {.cl = &cl};
+    for (int v = 1; v <= 2; v++) {
+        MegaLayout L = {.tp = 2, .pp = 4, .dp = 8, .v = v, .micro_batch = 1, .global_batch = 64,
+                        .sp = true, .zero = 1};
+        PassPlan p;
+        CHECK(mega_plan(g, &L, &p));
+        PassPrediction r;
+        pass_predict(&c, g, &p, &r);
+        int m = p.num_micro;
+        CHECK(m == 8 && r.npp == 4);
+        double tmax = 0, tsum = 0;
+        for (int i = 0; i < 4; i++) {
+            double t = r.mem[i].fwd_s + r.mem[i].bwd_s;
+            tmax = fmax(tmax, t), tsum += t;
+            /* 1F1B: rank i holds min(m, p - i); interleaved: Megatron's
+             * warm-up 2(p - i - 1) + (v - 1)p, plus one. */
+            double want = v == 1 ? fmin(m, 4 - i) : fmin(m * v, 2 * (4 - i - 1) + (v - 1) * 4 + 1);
+            CHECK(r.mem[i].inflight == want);
+        }
+        /* (m - 1) x slowest + sum of all ranks; interleaving divides fill and drain by v. */
+        CHECK(NEAR(r.pipeline_s, m * tmax + (tsum - tmax) / v, 1e-12));
+        CHECK(NEAR(r.bubble_s, (tsum - tmax) / v, 1e-12));
+        CHECK(r.step_time_s >= r.pipeline_s && r.fits);
+        /* The last rank holds the LM head: it is the slowest. */
+        CHECK(r.mem[3].fwd_s > r.mem[1].fwd_s);
+        pass_prediction_free(&r);
+        mega_plan_free(&p);
+    }
+    /* Full recomputation re-runs each layer's forward: executed FLOPs grow by
+     * about a third of the layers' (not the head's) and the model FLOPs stay. */
+    PassPrediction r0, r1;
+    for (int k = 0; k < 2; k++) {
+        MegaLayout L = {.tp = 1, .pp = 1, .dp = 64, .micro_batch = 1, .global_batch = 64, .zero = 1,
+                        .recompute = k ? PASS_RECOMPUTE_FULL : PASS_RECOMPUTE_NONE};
+        PassPlan p;
+        mega_plan(g, &L, &p);
+        pass_predict(&c, g, &p, k ? &r1 : &r0);
+        mega_plan_free(&p);
+    }
+    double ratio = r1.hw_flops / r0.hw_flops;
+    CHECK(ratio > 1.28 && ratio < 4.0 / 3);
+    CHECK(r0.model_flops == r1.model_flops && r1.step_time_s > 1.2 * r0.step_time_s);
+    CHECK(r1.mem[0].acts < 0.1 * r0.mem[0].acts && r1.mem[0].recompute_ws > 0);
+    /* PaLM MFU: tokens/s x (6N + 12 L H Q T) / (gpus x peak). */
+    double fpt = 6.0 * (double)ir_param_count(g) + 12.0 * 40 * 40 * 128 * 2048;
+    CHECK(NEAR(pass_model_flops_per_token(g), fpt, 1e-12));
+    CHECK(NEAR(r0.mfu, r0.tokens_per_s * fpt / (64 * 312e12), 1e-12));
+    CHECK(NEAR(r0.tokens_per_s, 64.0 * 2048 / r0.step_time_s, 1e-12));
+
+    /* The JSON rendering carries the keys the driver promises. */
+    char *buf;
+    size_t len;
+    FILE *f = open_memstream(&buf, &len);
+    MegaLayout L = {.tp = 1, .pp = 1, .dp = 64, .micro_batch = 1, .global_batch = 64, .zero = 1};
+    PassPlan p;
+    mega_plan(g, &L, &p);
+    pass_prediction_print_json(f, g, &p, &c, &r0);
+    fclose(f);
+    const char *keys[] = {"\"predicted\": {", "\"step_time_s\": ", "\"mfu\": ", "\"peak_mem_bytes\": ",
+                          "\"fits\": true", "\"memory\": [", "\"activations\": ", "\"optimizer\": "};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        CHECK(strstr(buf, keys[i]) != NULL);
+    free(buf);
+    f = open_memstream(&buf, &len);
+    pass_prediction_print_text(f, g, &p, &c, &r0);
+    fclose(f);
+    CHECK(strstr(buf, "MFU") && strstr(buf, "fits"));
+    free(buf);
+    mega_plan_free(&p);
+    pass_prediction_free(&r0);
+    pass_prediction_free(&r1);
+    ir_graph_free(g);
+    ir_arena_free(a);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_cost MODELS_DIR\n");
+        return 2;
+    }
+    test_cluster();
+    test_gemm();
+    test_coll();
+    test_states(argv[1]);
+    test_schedule(argv[1]);
+    if (failures)
+        fprintf(stderr, "%d check(s) failed\n", failures);
+    return failures != 0;
+}
