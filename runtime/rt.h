@@ -302,10 +302,11 @@ int rt_st_read(const RtSt *st, const char *name, bool transposed, int part, int 
                char *err, size_t errlen);
 
 /* Writing: declare every file tensor first (sorted into the header with
- * `__metadata__` {"format":"pt"}), then put parameter blocks in any order;
- * close checks that every element was written exactly once in total count,
- * then writes atomically like checkpoints. dtype: "F32" or "BF16" (rounded
- * to nearest even). */
+ * `__metadata__` {"format":"pt"}), then put parameter blocks in any order
+ * and sharding (host fp32, one process writes the file); close checks that
+ * each tensor received as many elements as it holds (it does not detect
+ * overlapping blocks), then commits atomically like checkpoints. dtype:
+ * "F32" or "BF16" (rounded to nearest even). */
 typedef struct {
     const char *name;
     int ndim;
