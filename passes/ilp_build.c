@@ -75,8 +75,6 @@ static double reshard_s(const IlpSeg *s, int t, const PassSharding *from, const 
     double tot = 0, a = 0;
     int64_t sh = 0;
     for (int i = 0; i < n; i++) {
-        if (st[i].kind == PASS_COLL_SLICE)
-            continue;
         double c = s->costs->coll(s->ctx, &s->q.mesh, &st[i], eb);
         tot += c;
         if (st[i].kind == PASS_COLL_ALLGATHER) {

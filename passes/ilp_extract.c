@@ -21,7 +21,7 @@ static void add_steps(const IlpSeg *s, Colls *c, int t, int consumer, const Pass
     int n = pass_reshard(s->g, t, &s->q.mesh, from, to, s->dim_size, st, 8);
     int eb = ir_dtype_bytes(s->g->tensors[t].dtype);
     for (int i = 0; i < n; i++) {
-        if (st[i].kind == PASS_COLL_SLICE || (only_ag && st[i].kind != PASS_COLL_ALLGATHER))
+        if (only_ag && st[i].kind != PASS_COLL_ALLGATHER)
             continue;
         if (c->n == c->cap) {
             c->cap = c->cap ? 2 * c->cap : 32;

@@ -287,8 +287,8 @@ IlpSeg *ilp_lower(const PassCostCtx *ctx, const PassIlpCosts *costs, const IrGra
         if (to_boundary || !p_in)
             b = rep >= 0 ? boundary(s, &keys, &nkeys, &capk, rep, pn->tmpl, o, t)
                          : boundary(s, &keys, &nkeys, &capk, -1, t, 0, t);
-        if (capside < ncons + 1) {
-            capside = ncons + 1;
+        if (capside < ncons * IR_MAX_IN + 1) { /* a node may read t in several slots */
+            capside = ncons * IR_MAX_IN + 1;
             side[0] = ir_xrealloc(side[0], (size_t)capside * sizeof *side[0]);
             side[1] = ir_xrealloc(side[1], (size_t)capside * sizeof *side[1]);
         }

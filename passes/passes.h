@@ -472,11 +472,15 @@ typedef struct IlpSolution {
     int *choice;                  /* [nnodes] (heap; ilp_solution_free), when a choice exists */
     double objective;             /* ilp_eval of choice */
     double glpk_obj;              /* GLPK's glp_mip_obj_val: equals objective up to tolerances */
+    bool no_reduce;               /* skip dominance pruning (tests, measurements) */
+    bool presolve;                /* glp_intopt with its presolver solves the root LP
+                                     (default: dual simplex first; same answers, faster) */
     double bound;                 /* best bound on the optimum GLPK proved */
     double gap;                   /* (objective - bound) / max(|objective|, 1e-30) */
     IlpVals total;                /* quantities of choice */
     int nvars, nbin, nrows;       /* size of the model handed to GLPK */
-    double solve_s;               /* wall time of building and solving */
+    int pruned;                   /* strategies dominance pruning removed */
+    double solve_s;               /* wall time of pruning, building and solving */
 } IlpSolution;
 
 IlpStatus ilp_solve(const IlpProblem *p, const IlpOpts *o, IlpSolution *s);
@@ -490,6 +494,14 @@ const char *ilp_status_name(IlpStatus s);
 typedef struct PassIlpCosts {
     void (*node)(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
                  const PassStrategy *s, const int64_t *dim_size, PassNodeCost *out);
+/* Exact shrinking before the solve (ilp_reduce.c). ilp_dominance clears
+ * live[u][i] for each strategy some other live strategy of u dominates (no
+ * worse in any price, memory or group term, so some optimum avoids it) and
+ * returns how many; ilp_restrict builds the problem of the live strategies,
+ * map[u][k] = the original index of its strategy k (heap, caller frees). */
+int ilp_dominance(const IlpProblem *p, char **live);
+IlpProblem *ilp_restrict(const IlpProblem *p, char *const *live, int **map);
+
     double (*coll)(const PassCostCtx *c, const PassMesh *m, const PassColl *k, int elem_bytes);
     double (*saved)(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
                     const PassStrategy *s, const int64_t *dim_size, PassRecompute r);

@@ -152,7 +152,7 @@ static void mem_range(const IlpProblem *p, double *lo, double *hi)
 int main(int argc, char **argv)
 {
     int ncases = argc > 1 ? atoi(argv[1]) : 600;
-    int nopt = 0, ninf = 0, nzero_gap = 0;
+    int nopt = 0, ninf = 0, nzero_gap = 0, npruned = 0;
     for (int tc = 0; tc < ncases; tc++) {
         IlpProblem *p = rand_problem();
         double lo, hi;
@@ -171,7 +171,11 @@ int main(int argc, char **argv)
             continue; /* the budget sits on a combination: tolerance decides */
         }
         IlpSolution s;
-        IlpStatus st = ilp_solve(p, &(IlpOpts){.time_limit_s = 20}, &s);
+        /* With and without dominance pruning, by the dual simplex root or
+         * glp_intopt's presolver: every path must agree with brute force. */
+        IlpOpts o = {.time_limit_s = 20, .no_reduce = tc % 8 >= 4, .presolve = tc % 16 >= 8};
+        IlpStatus st = ilp_solve(p, &o, &s);
+        npruned += s.pruned;
         if (!isfinite(best)) {
             CHECK(st == ILP_INFEASIBLE, "case %d: brute force finds nothing within %g, solver says %s",
                   tc, p->budget, ilp_status_name(st));
@@ -195,8 +199,9 @@ int main(int argc, char **argv)
         ilp_solution_free(&s);
         ilp_free(p);
     }
-    printf("ilp core: %d optimal, %d infeasible (all matched brute force); %d failures\n", nopt, ninf,
-           failures);
+    printf("ilp core: %d optimal, %d infeasible, %d strategies pruned; %d failures\n", nopt, ninf,
+           npruned, failures);
     CHECK(nopt > ncases / 3 && ninf > ncases / 10, "too few cases of each kind");
+    CHECK(npruned > ncases / 10, "dominance pruning never fired");
     return failures ? 1 : 0;
 }
