@@ -240,6 +240,30 @@ bool pass_cluster_load(const char *path, PassCluster *out)
     return pass_cluster_parse(p, buf, n, out);
 }
 
+bool pass_cluster_setup(PassCluster *out, const char *file, const char *gpu, int gpus,
+                        int gpus_per_node)
+{
+    memset(out, 0, sizeof *out);
+    if (file) {
+        if (!pass_cluster_load(file, out))
+            return false;
+    } else if (!pass_gpu_preset(gpu ? gpu : "a100-80gb", &out->gpu)) {
+        ir_error(IR_NOLOC, "--gpu: unknown GPU '%s' (presets: %s, or describe it with --cluster FILE)",
+                 gpu, pass_gpu_preset_names());
+        return false;
+    }
+    if (!out->ngpus)
+        out->ngpus = gpus > 0 ? gpus : 8;
+    if (!out->gpus_per_node)
+        out->gpus_per_node = gpus_per_node > 0 ? gpus_per_node : 8;
+    if (out->ngpus > out->gpus_per_node && out->ngpus % out->gpus_per_node) {
+        ir_error(IR_NOLOC, "--gpus %d is not a whole number of nodes of %d GPUs (--gpus-per-node)",
+                 out->ngpus, out->gpus_per_node);
+        return false;
+    }
+    return true;
+}
+
 void pass_cluster_print(FILE *f, const PassCluster *cl)
 {
     const PassGpu *g = &cl->gpu;

@@ -184,6 +184,12 @@ const char *pass_gpu_preset_names(void);
 bool pass_cluster_load(const char *path, PassCluster *out);
 /* The same from text in memory named `path` (tests, fuzzing). */
 bool pass_cluster_parse(const char *path, const char *text, size_t len, PassCluster *out);
+/* The cluster the driver's flags describe: --cluster FILE if given (its
+ * values win), else the --gpu preset; gpus and gpus_per_node fill what the
+ * file leaves unset. Errors (unknown GPU, GPUs not whole nodes) are reported
+ * as sentences naming the flag; false on any. */
+bool pass_cluster_setup(PassCluster *out, const char *file, const char *gpu, int gpus,
+                        int gpus_per_node);
 /* One line per field with units, as the cluster file format writes them. */
 void pass_cluster_print(FILE *f, const PassCluster *cl);
 
@@ -362,8 +368,9 @@ typedef struct PassPrediction {
 
 /* Evaluate a complete plan: step time, throughput, MFU/HFU, per-rank memory
  * and whether it fits. Requires plan->strategy for every forward node and
- * plan->stages covering every piece once. Well under a millisecond for a
- * 100-layer model (layers with equal strategies are costed once). */
+ * plan->stages covering every piece once; plan->attention overrides
+ * c->attention. Well under a millisecond for a 100-layer model (layers with
+ * equal strategies and surroundings are costed once; bench/cost). */
 void pass_predict(const PassCostCtx *c, const IrGraph *g, const PassPlan *plan, PassPrediction *out);
 void pass_prediction_free(PassPrediction *p);
 /* PaLM model FLOPs per token: 6 N + 12 L H Q T, N = every trained parameter

@@ -298,8 +298,12 @@ void pass_prediction_free(PassPrediction *p)
     p->npp = 0;
 }
 
-void pass_predict(const PassCostCtx *c, const IrGraph *g, const PassPlan *plan, PassPrediction *out)
+void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan, PassPrediction *out)
 {
+    /* The plan says which attention kernel runs. */
+    PassCostCtx cc = *ctx;
+    cc.attention = plan->attention;
+    const PassCostCtx *c = &cc;
     const PassCostConsts *K = &pass_cost_consts;
     const PassGpu *gpu = &c->cl->gpu;
     memset(out, 0, sizeof *out);

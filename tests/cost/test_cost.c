@@ -115,6 +115,16 @@ static void test_cluster(void)
         CHECK(strchr(d, '^') != NULL); /* the caret under the column */
         free(d);
     }
+    /* The driver's flags: a preset, GPUs in whole nodes. */
+    diag_begin();
+    CHECK(pass_cluster_setup(&cl, NULL, "h200", 16, 8) && cl.ngpus == 16 && cl.gpus_per_node == 8 &&
+          cl.gpu.hbm_bw == 4800e9);
+    CHECK(pass_cluster_setup(&cl, NULL, NULL, 4, 8) && cl.ngpus == 4 && cl.gpu.peak_flops == 312e12);
+    CHECK(!pass_cluster_setup(&cl, NULL, "b200", 8, 8));
+    CHECK(!pass_cluster_setup(&cl, NULL, "a100-80gb", 12, 8));
+    d = (char *)diag_end();
+    CHECK(strstr(d, "--gpu: unknown GPU 'b200'") && strstr(d, "--gpus 12 is not a whole number of nodes"));
+    free(d);
     diag_begin();
     CHECK(!pass_cluster_load("/nonexistent/x.cluster", &cl));
     d = (char *)diag_end();
