@@ -233,7 +233,11 @@ int ir_node_add_raw(IrGraph *g, IrOp op, const int *in, int nin, const int *out,
 
 void ir_const_add(IrGraph *g, const char *name, bool is_int, int64_t i, double f, IrLoc loc)
 {
-    g->consts = ir_xrealloc(g->consts, (size_t)(g->nconsts + 1) * sizeof *g->consts);
+    /* Grow by doubling: the capacity is the next power of two, so no field is
+     * needed; one realloc per constant made 600,000 constants quadratic. */
+    int n = g->nconsts;
+    if (n == 0 || (n >= 8 && (n & (n - 1)) == 0))
+        g->consts = ir_xrealloc(g->consts, (size_t)(n < 8 ? 8 : 2 * n) * sizeof *g->consts);
     g->consts[g->nconsts++] = (IrConst){ir_strdup(g->arena, name), is_int, i, f, loc};
 }
 

@@ -26,6 +26,7 @@ if [ -z "$corpus" ]; then
     corpus=$work/corpus
 fi
 mkdir -p "$corpus"
+corpus=$(cd "$corpus" && pwd)
 cd "$work" || exit 1
 echo "fuzzing the frontend for $secs s (corpus $corpus)"
 exec "$out/fe_fuzz" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
