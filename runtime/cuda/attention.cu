@@ -23,8 +23,13 @@
  *
  * Efficiency: CUDA-core fp32, not tensor cores: ~40-60% of the FP32 FMA peak
  * (A100 19.5, H100 SXM 67 TFLOP/s), i.e. roughly an order of magnitude below
- * FlashAttention-2 on tensor cores (docs/cuda.md). */
+ * FlashAttention-2 on tensor cores (docs/cuda.md). They serve head dims the
+ * tensor-core kernels (attention_mma.cu: D in {32, 64, 96, 128}, 16-byte
+ * aligned buffers) do not, and PTDC_ATTENTION=generic forces them. */
 #include "cu_dev.cuh"
+
+#include <stdlib.h>
+#include <string.h>
 
 namespace {
 
@@ -295,7 +300,22 @@ void check_shape(const char *fn, int64_t B, int64_t S, int64_t H, int64_t KVH, i
     rtcu_check_grid(fn, (S + TILE - 1) / TILE, H, B);
 }
 
+/* -1: not decided yet (PTDC_ATTENTION=generic forces the CUDA-core path). */
+int force_generic = -1;
+
+bool use_mma(int64_t D, const void *p1, const void *p2, const void *p3, const void *p4, const void *p5,
+             const void *p6)
+{
+    if (force_generic < 0) {
+        const char *e = getenv("PTDC_ATTENTION");
+        force_generic = e && !strcmp(e, "generic");
+    }
+    return !force_generic && rtcu_attention_mma_ok(D, p1, p2, p3, p4, p5, p6);
+}
+
 } // namespace
+
+extern "C" void rtcu_attention_force_generic(int on) { force_generic = on; }
 
 void rt_attention_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, int64_t B, int64_t S,
                       int64_t H, int64_t KVH, int64_t D, bool causal)
@@ -306,6 +326,10 @@ void rt_attention_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, c
     size_t es = sizeof(rt_act), qb = (size_t)(B * S * H * D) * es, kb = (size_t)(B * S * KVH * D) * es;
     rtcu_deps({{o, qb}, {lse, (size_t)(B * S * H) * 4}, {q, qb}, {k, kb}, {v, kb}});
     float scale = 1.0f / sqrtf((float)D);
+    if (use_mma(D, o, q, k, v, NULL, NULL)) {
+        rtcu_attention_mma_fwd(o, lse, q, k, v, B, S, H, KVH, D, causal, scale);
+        return;
+    }
     if (D <= 16)
         run_fwd<2>(o, lse, q, k, v, B, S, H, KVH, D, causal, scale);
     else if (D <= 32)
@@ -333,6 +357,10 @@ void rt_attention_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const
     k_delta<<<(unsigned)rtcu_cdiv(rows * 32, 256), 256, 0, rtcu.compute>>>(delta, o, dout, rows, D);
     LAUNCH_CHECK();
     float scale = 1.0f / sqrtf((float)D);
+    if (use_mma(D, dq, dk, dv, q, k, v) && rtcu_attention_mma_ok(D, o, dout, NULL, NULL, NULL, NULL)) {
+        rtcu_attention_mma_bwd(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, scale);
+        return;
+    }
     if (D <= 16)
         run_bwd<2>(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, scale);
     else if (D <= 32)

@@ -165,8 +165,14 @@ static void t_rope(Rng &r)
 }
 
 /* ------------------------------------------------------------- attention */
-static void t_attention(Rng &r, int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal)
+/* runtime/cuda test hook: 1 forces the CUDA-core kernels, 0 allows the
+ * tensor-core ones (head dims 32, 64, 96, 128). */
+extern "C" void rtcu_attention_force_generic(int on);
+
+static void t_attention(Rng &r, int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal, bool generic)
 {
+    rtcu_attention_force_generic(generic);
+    bool mma = !generic && (D == 32 || D == 64 || D == 96 || D == 128);
     int64_t nq = B * S * H * D, nk = B * S * KVH * D, nl = B * S * H;
     auto q = randv(r, nq, 2.0f), k = randv(r, nk, 2.0f), v = randv(r, nk), dout = randv(r, nq);
     std::vector<float> o((size_t)nq), lse((size_t)nl), dq((size_t)nq), dk((size_t)nk), dv((size_t)nk);
@@ -178,8 +184,8 @@ static void t_attention(Rng &r, int64_t B, int64_t S, int64_t H, int64_t KVH, in
     /* The CPU backward reads the CPU forward's o; the GPU its own (bf16). */
     cpu_rt_attention_fwd(o.data(), lse.data(), q.data(), k.data(), v.data(), B, S, H, KVH, D, causal);
     char tag[96], name[160];
-    snprintf(tag, sizeof tag, "B%lld S%lld H%lld KVH%lld D%lld%s", (long long)B, (long long)S, (long long)H,
-             (long long)KVH, (long long)D, causal ? " causal" : "");
+    snprintf(tag, sizeof tag, "B%lld S%lld H%lld KVH%lld D%lld%s %s", (long long)B, (long long)S, (long long)H,
+             (long long)KVH, (long long)D, causal ? " causal" : "", mma ? "mma" : "cuda-core");
     snprintf(name, sizeof name, "attention_fwd o    %s", tag);
     report(name, hact(doo, nq), o, TOL_BF16);
     snprintf(name, sizeof name, "attention_fwd lse  %s (fp32)", tag);
@@ -200,6 +206,7 @@ static void t_attention(Rng &r, int64_t B, int64_t S, int64_t H, int64_t KVH, in
     report_bool(name, bitwise_eq(g1, hact(ddk, nk)), "bitwise equal dk");
     rt_free(dqq), rt_free(dkk), rt_free(dvv), rt_free(ddo), rt_free(doo), rt_free(ddq), rt_free(ddk), rt_free(ddv);
     rt_free(dl);
+    rtcu_attention_force_generic(-1);
 }
 
 /* ------------------------------------------------------------- pointwise */
@@ -409,11 +416,17 @@ static int run_kernel_tests(uint64_t seed)
     t_rmsnorm(r);
     t_layernorm(r);
     t_rope(r);
-    t_attention(r, 2, 45, 4, 2, 16, true);
-    t_attention(r, 1, 70, 2, 1, 64, false);
-    t_attention(r, 1, 33, 4, 4, 128, true);
-    t_attention(r, 2, 40, 6, 2, 40, true);
-    t_attention(r, 1, 20, 2, 2, 200, false);
+    for (int generic = 0; generic < 2; generic++) {
+        t_attention(r, 2, 100, 4, 2, 64, true, generic);
+        t_attention(r, 1, 70, 2, 1, 64, false, generic);
+        t_attention(r, 1, 130, 4, 4, 128, true, generic);
+        t_attention(r, 2, 65, 6, 2, 128, false, generic);
+        t_attention(r, 1, 77, 2, 1, 32, true, generic);
+        t_attention(r, 1, 64, 3, 3, 96, true, generic);
+    }
+    t_attention(r, 2, 45, 4, 2, 16, true, false);
+    t_attention(r, 2, 40, 6, 2, 40, true, false);
+    t_attention(r, 1, 20, 2, 2, 200, false, false);
     t_pointwise(r);
     t_reduce_softmax(r);
     t_cross_entropy(r);
