@@ -1,14 +1,222 @@
 /* main.c: ptdc's pipeline, a straight sequence of passes:
- *   frontend (parse, check, lower) -> ir_verify -> [plan -> codegen]
+ *   frontend (parse, check, lower) -> ir_verify -> [search -> plan files -> codegen]
  * Each stage reports user errors itself; any error exits with status 1
- * before an output file is written. */
+ * before an output file is written. The plan files are rendered in memory
+ * and moved into DIR only once all of them are complete. */
 #include "driver.h"
 #include "frontend.h"
 #include "ir.h"
+#include "passes.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------- cluster */
+
+/* The --cluster file's values win (docs/cost-model.md); --gpus and
+ * --gpus-per-node fill what it leaves unset. Unlike pass_cluster_setup, a
+ * GPU count that is not whole nodes is accepted: the search leaves the GPUs
+ * no layout can use idle and says so. */
+static bool make_cluster(const DrvOptions *o, PassCluster *cl)
+{
+    memset(cl, 0, sizeof *cl);
+    if (o->cluster_file) {
+        if (!pass_cluster_load(o->cluster_file, cl))
+            return false;
+    } else if (!pass_gpu_preset(o->gpu, &cl->gpu)) {
+        ir_error(IR_NOLOC, "--gpu: unknown GPU '%s' (presets: %s, or describe it with --cluster FILE)",
+                 o->gpu, pass_gpu_preset_names());
+        return false;
+    }
+    if (!cl->ngpus)
+        cl->ngpus = o->gpus;
+    if (!cl->gpus_per_node)
+        cl->gpus_per_node = o->gpus_per_node;
+    return true;
+}
+
+static void make_pins(const DrvOptions *o, PassSearchPins *p)
+{
+    pass_search_pins_none(p);
+    p->tp = o->tp;
+    p->pp = o->pp;
+    p->dp = o->dp;
+    p->micro_batch = o->micro_batch;
+    if (o->recompute)
+        for (int r = PASS_RECOMPUTE_NONE; r <= PASS_RECOMPUTE_FULL; r++)
+            if (!strcmp(o->recompute, pass_recompute_name((PassRecompute)r)))
+                p->recompute = r;
+    p->sp = o->sp;
+    p->zero = o->zero;
+    if (o->schedule)
+        p->schedule = !strcmp(o->schedule, "interleaved") ? PASS_SCHED_INTERLEAVED : PASS_SCHED_1F1B;
+    if (o->virtual_stages > 1) {
+        p->v = o->virtual_stages;
+        p->schedule = PASS_SCHED_INTERLEAVED;
+    } else if (o->virtual_stages == 1) {
+        p->schedule = PASS_SCHED_1F1B;
+    }
+}
+
+/* ------------------------------------------------------- output files */
+
+typedef struct {
+    const char *name;             /* plan.txt */
+    char *text;
+    size_t len;
+} OutFile;
+
+static bool mkdirs(const char *dir)
+{
+    char *p = ir_xstrdup(dir);
+    bool ok = true;
+    for (char *s = p + 1; ok; s++) {
+        bool end = *s == 0;
+        if (*s == '/' || end) {
+            *s = 0;
+            if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+                ir_error(IR_NOLOC, "cannot create directory '%s': %s", p, strerror(errno));
+                ok = false;
+            }
+            if (end)
+                break;
+            *s = '/';
+        }
+    }
+    free(p);
+    return ok;
+}
+
+/* Write every file to a temporary name in dir, then rename them all: a
+ * failure leaves no plan file behind (and no temporaries). */
+static bool write_all(const char *dir, OutFile *files, int n)
+{
+    if (!mkdirs(dir))
+        return false;
+    char **tmp = ir_xcalloc((size_t)n, sizeof *tmp);
+    bool ok = true;
+    for (int i = 0; i < n && ok; i++) {
+        size_t len = strlen(dir) + strlen(files[i].name) + 64;
+        tmp[i] = ir_xmalloc(len);
+        snprintf(tmp[i], len, "%s/.%s.tmp.%ld", dir, files[i].name, (long)getpid());
+        FILE *f = fopen(tmp[i], "w");
+        if (!f || fwrite(files[i].text, 1, files[i].len, f) != files[i].len || fflush(f) != 0) {
+            ir_error(IR_NOLOC, "cannot write '%s': %s", tmp[i], strerror(errno));
+            ok = false;
+        }
+        if (f && fclose(f) != 0 && ok) {
+            ir_error(IR_NOLOC, "cannot write '%s': %s", tmp[i], strerror(errno));
+            ok = false;
+        }
+    }
+    for (int i = 0; i < n && ok; i++) {
+        size_t len = strlen(dir) + strlen(files[i].name) + 2;
+        char *dst = ir_xmalloc(len);
+        snprintf(dst, len, "%s/%s", dir, files[i].name);
+        if (rename(tmp[i], dst) != 0) {
+            ir_error(IR_NOLOC, "cannot write '%s': %s", dst, strerror(errno));
+            ok = false;
+        }
+        free(dst);
+    }
+    for (int i = 0; i < n; i++) {
+        if (tmp[i] && !ok)
+            unlink(tmp[i]);
+        free(tmp[i]);
+    }
+    free(tmp);
+    return ok;
+}
+
+typedef void (*Render)(FILE *, const IrGraph *, const PassCostCtx *, const PassSearchResult *);
+
+static void render(OutFile *f, const char *name, Render fn, const IrGraph *g, const PassCostCtx *c,
+                   const PassSearchResult *r)
+{
+    f->name = name;
+    FILE *m = open_memstream(&f->text, &f->len);
+    if (!m)
+        ir_die("open_memstream: %s", strerror(errno));
+    fn(m, g, c, r);
+    fclose(m);
+}
+
+/* --------------------------------------------------------------- plan */
+
+static int plan(const DrvOptions *o, IrGraph *g)
+{
+    PassCluster cl;
+    if (!make_cluster(o, &cl))
+        return 1;
+    PassCostCtx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.cl = &cl;
+    ctx.attention = o->attention && !strcmp(o->attention, "materialized") ? PASS_ATTN_MATERIALIZED
+                                                                          : PASS_ATTN_FLASH;
+    PassSearchOpts so;
+    memset(&so, 0, sizeof so);
+    make_pins(o, &so.pins);
+    so.gpus = cl.ngpus;
+    so.global_batch = g->global_batch;
+    so.ilp_time_limit_s = o->ilp_time_limit;
+    so.keep = o->explain ? 10 : 1;
+    PassIlpCache *cache = pass_ilp_cache_new();
+    PassSearchResult r;
+    int rc = 1;
+    if (!pass_search(&ctx, g, &so, cache, &r))
+        goto out_cache;
+    if (!r.found) {
+        pass_search_explain_nofit(&ctx, g, &so, cache, &r);
+        goto out;
+    }
+    char note[512];
+    if (pass_search_idle_note(&r, cl.gpus_per_node, note, sizeof note))
+        ir_note(IR_NOLOC, "%s", note);
+    bool pinned = pass_search_pinned_fully(&so.pins);
+    bool emit_plan = o->emit && !strcmp(o->emit, "plan");
+    if (emit_plan || (o->plan_only && !o->out_dir)) {
+        const PassSearchAlt *a = &r.alt[0];
+        if (pinned && !emit_plan) /* evaluating a layout by hand */
+            (o->json ? pass_prediction_print_json : pass_prediction_print_text)(stdout, g, &a->plan,
+                                                                              &ctx, &a->pred);
+        else
+            (o->json ? pass_plan_print_json : pass_plan_print_text)(stdout, g, &ctx, &r);
+    }
+    if (o->explain)
+        pass_plan_explain(stdout, &ctx, g, &so, cache, &r);
+    if (o->out_dir && !emit_plan) {
+        OutFile files[3];
+        render(&files[0], "plan.txt", pass_plan_print_text, g, &ctx, &r);
+        render(&files[1], "plan.json", pass_plan_print_json, g, &ctx, &r);
+        render(&files[2], "plan.svg", pass_plan_print_svg, g, &ctx, &r);
+        bool ok = write_all(o->out_dir, files, 3);
+        for (int i = 0; i < 3; i++)
+            free(files[i].text);
+        if (!ok)
+            goto out;
+        if (!o->plan_only) {
+            /* Code generation: cg_emit(g, &r.alt[0].plan, ..., o->out_dir) goes here
+             * (codegen/codegen.h, wired by the lead). Until then only the plan
+             * files are written. */
+            ir_note(IR_NOLOC, "code generation is not wired into the driver yet: wrote the plan "
+                    "files only");
+        }
+        char lay[256];
+        fprintf(stderr, "ptdc: wrote %s/plan.txt, plan.json, plan.svg: %s, step %.3f s, MFU %.1f%%\n",
+                o->out_dir, pass_layout_str(&r.alt[0].layout, lay, sizeof lay),
+                r.alt[0].pred.step_time_s, 100 * r.alt[0].pred.mfu);
+    }
+    rc = 0;
+out:
+    pass_search_result_free(&r);
+out_cache:
+    pass_ilp_cache_free(cache);
+    return rc;
+}
 
 int main(int argc, char **argv)
 {
@@ -27,13 +235,20 @@ int main(int argc, char **argv)
         goto out;
     if (!ir_verify(g, "frontend"))
         ir_die("the frontend produced an invalid graph for %s", o.model);
-    if (!o.emit || !strcmp(o.emit, "summary")) {
-        ir_print_summary(stdout, g);
-    } else if (!strcmp(o.emit, "ir")) {
+    bool planning = o.out_dir || o.plan_only || o.explain || (o.emit && !strcmp(o.emit, "plan"));
+    if (o.emit && !strcmp(o.emit, "ir")) {
         ir_print(stdout, g);
+    } else if (o.emit && !strcmp(o.emit, "ir-grad")) {
+        if (!pass_autodiff(g))
+            goto out;
+        if (!ir_verify(g, "autodiff"))
+            ir_die("autodiff produced an invalid graph for %s", o.model);
+        ir_print(stdout, g);
+    } else if (planning) {
+        if (plan(&o, g) != 0)
+            goto out;
     } else {
-        ir_error(IR_NOLOC, "--emit %s is not available yet", o.emit);
-        goto out;
+        ir_print_summary(stdout, g);
     }
     rc = 0;
 out:
