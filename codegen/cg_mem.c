@@ -1,0 +1,182 @@
+/* cg_mem.c: the static memory plan of one pipeline rank.
+ *
+ * One rt_alloc holds three arenas, one per element type (rt_act, float,
+ * int32), each laid out as
+ *   persistent  parameters, gradient accumulators, optimizer state, and the
+ *               per-slot buffers of every chunk (kept activations, received
+ *               and sent boundary tensors, inputs)
+ *   interface   temporaries shared by several pieces of one op (a gradient
+ *               summed across layers), packed per op
+ *   workspace   temporaries of one piece function, packed per function
+ *   scratch     the collectives' staging area (rt_act only)
+ * Offsets are in elements of the arena's type, so the plan is the same for the
+ * CPU (float) and CUDA (bf16) builds of a program. Temporaries are packed by
+ * liveness: a buffer lives from the first statement naming it to the last,
+ * and two buffers share memory only if their lives are disjoint. */
+#include "cg.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ALIGN 64 /* elements: 256 bytes of floats */
+
+static int64_t align(int64_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
+
+/* Calls f(buf) for every $id in text. */
+static void refs(const char *text, void (*f)(void *, int), void *ctx)
+{
+    for (const char *p = text; (p = strchr(p, '$')); ) {
+        p++;
+        int id = 0;
+        while (*p >= '0' && *p <= '9')
+            id = id * 10 + (*p++ - '0');
+        f(ctx, id);
+    }
+}
+
+typedef struct LiveCtx {
+    CgRankProg *r;
+    int op, stmt, piece;
+} LiveCtx;
+
+static void touch(void *vctx, int id)
+{
+    LiveCtx *x = vctx;
+    CgBuf *b = x->r->bufs.v[id];
+    if (b->kind != CG_B_TEMP)
+        return;
+    if (b->op < 0) {
+        b->op = x->op;
+        b->first = x->stmt;
+        b->piece = x->piece;
+        b->home = x->piece >= 0 ? CG_HOME_LOCAL : CG_HOME_IFACE;
+    }
+    if (b->op != x->op)
+        ir_die("codegen: temporary %s used by two ops", b->name);
+    b->last = x->stmt;
+    if (b->piece != x->piece) {
+        b->piece = -1;
+        b->home = CG_HOME_IFACE;
+    }
+}
+
+/* Pack buffers bufs[0..n) (their lives [first, last]) into a region; returns its size. */
+static int64_t pack(CgBuf **bufs, int n)
+{
+    /* Largest first, each at the lowest offset clear of every overlapping life. */
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && bufs[j]->numel > bufs[j - 1]->numel; j--) {
+            CgBuf *t = bufs[j];
+            bufs[j] = bufs[j - 1];
+            bufs[j - 1] = t;
+        }
+    int64_t size = 0;
+    for (int i = 0; i < n; i++) {
+        CgBuf *b = bufs[i];
+        int64_t off = 0;
+        bool moved = true;
+        while (moved) {
+            moved = false;
+            for (int k = 0; k < i; k++) {
+                CgBuf *o = bufs[k];
+                bool live = !(o->last < b->first || b->last < o->first);
+                bool mem = off < o->offset + align(o->numel) && o->offset < off + align(b->numel);
+                if (live && mem) {
+                    off = o->offset + align(o->numel);
+                    moved = true;
+                }
+            }
+        }
+        b->offset = off;
+        if (off + align(b->numel) > size)
+            size = off + align(b->numel);
+    }
+    return size;
+}
+
+static int64_t place(CgRankProg *r, CgType t, int64_t n, int cat)
+{
+    int64_t off = r->total[t];
+    r->total[t] += align(n);
+    r->mem[cat][t] += align(n);
+    return off;
+}
+
+void cg_memplan(Cg *c, CgRankProg *r)
+{
+    /* Liveness of temporaries. */
+    for (int o = 0; o < 2 * r->nchunks; o++) {
+        CgOp *op = &r->ops[o];
+        for (int i = 0; i < op->st.n; i++) {
+            LiveCtx x = {r, o, i, op->st.v[i].piece};
+            refs(op->st.v[i].text, touch, &x);
+        }
+    }
+    /* Persistent buffers. */
+    for (int i = 0; i < r->bufs.n; i++) {
+        CgBuf *b = r->bufs.v[i];
+        if (b->kind == CG_B_PARAM)
+            b->offset = place(r, b->type, b->numel, CG_MEM_PARAM);
+    }
+    for (int i = 0; i < r->bufs.n; i++) {
+        CgBuf *b = r->bufs.v[i];
+        if (b->kind == CG_B_GRAD)
+            b->offset = place(r, b->type, b->numel, CG_MEM_GRAD);
+    }
+    r->opt_off = ir_alloc(c->arena, sizeof(int64_t) * (size_t)(3 * c->nparams + 1));
+    for (int i = 0; i < r->params.n; i++) {
+        int k = r->params.v[i];
+        const CgParamPlan *pp = &c->params[k];
+        for (int m = 0; m < 3; m++)
+            r->opt_off[3 * k + m] = place(r, CG_F32, pp->shard, CG_MEM_OPT);
+    }
+    for (int i = 0; i < r->bufs.n; i++) {
+        CgBuf *b = r->bufs.v[i];
+        if (b->kind != CG_B_SLOT)
+            continue;
+        b->stride = align(b->numel);
+        b->offset = place(r, b->type, b->stride * r->nslots[b->chunk], CG_MEM_ACT);
+    }
+    r->loss_off = place(r, CG_F32, 1, CG_MEM_WS);
+    /* Interface temporaries: packed per op, the region sized for the largest. */
+    int n = r->bufs.n;
+    CgBuf **set = ir_alloc(c->arena, sizeof *set * (size_t)(n + 1));
+    for (int t = 0; t < CG_NTYPES; t++) {
+        int64_t iface = 0, ws = 0;
+        for (int o = 0; o < 2 * r->nchunks; o++) {
+            int k = 0;
+            for (int i = 0; i < n; i++) {
+                CgBuf *b = r->bufs.v[i];
+                if (b->kind == CG_B_TEMP && b->op == o && b->home == CG_HOME_IFACE && b->type == (CgType)t)
+                    set[k++] = b;
+            }
+            int64_t sz = pack(set, k);
+            if (sz > iface)
+                iface = sz;
+            /* Workspace: per piece function (its op and piece). */
+            for (int p = 0; p < c->g->npieces; p++) {
+                k = 0;
+                for (int i = 0; i < n; i++) {
+                    CgBuf *b = r->bufs.v[i];
+                    if (b->kind == CG_B_TEMP && b->op == o && b->home == CG_HOME_LOCAL &&
+                        b->piece == p && b->type == (CgType)t)
+                        set[k++] = b;
+                }
+                sz = pack(set, k);
+                if (sz > ws)
+                    ws = sz;
+            }
+        }
+        r->iface_base[t] = place(r, (CgType)t, iface, CG_MEM_WS);
+        r->ws_base[t] = place(r, (CgType)t, ws, CG_MEM_WS);
+        r->ws_size[t] = ws;
+    }
+    r->scratch_base = place(r, CG_ACT, r->scratch_size, CG_MEM_WS);
+    /* Step workspace: a shard staged for the ZeRO all-gather of parameters. */
+    for (int i = 0; i < r->params.n; i++) {
+        const CgParamPlan *pp = &c->params[r->params.v[i]];
+        if (pp->zshard && pp->shard > r->step_size)
+            r->step_size = pp->shard;
+    }
+    r->step_base = place(r, CG_ACT, r->step_size, CG_MEM_WS);
+}

@@ -1,0 +1,462 @@
+/* cg_plan.c: what a plan implies for every tensor, before any code exists.
+ *
+ * Shardings come from passes/shard.c: a node's strategy fixes the sharding it
+ * needs for each input and makes for each output (backward nodes use their
+ * forward node's strategy). A produced tensor is brought to its canonical
+ * form right where it is made: the reductions (all-reduce, reduce-scatter)
+ * that pass_reshard prescribes towards its first consumer. Consumers then
+ * only gather, slice or all-to-all from the canonical form, which is what the
+ * backward pass keeps (a saved all-gathered input is gathered again, as in
+ * Megatron). A complete gradient has its tensor's produced dims, no partial
+ * sum. Parameters are stored in the sharding their first consumer needs;
+ * their gradient stays a partial sum over the axes the batch (or sequence)
+ * is split on until the step's reduction. */
+#include "cg.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+const char *cg_fmt(Cg *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char buf[1024];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return ir_strdup(c->arena, buf);
+}
+
+const PassStrategy *cg_strategy(const Cg *c, const IrNode *n)
+{
+    return &c->p->strategy[n->fwd >= 0 ? n->fwd : n->id];
+}
+
+PassSharding cg_need(const Cg *c, const IrNode *n, int i)
+{
+    PassSharding in[IR_MAX_IN];
+    pass_shard_io(c->g, n, cg_strategy(c, n), in, NULL);
+    return in[i];
+}
+
+PassSharding cg_made(const Cg *c, const IrNode *n, int j)
+{
+    PassSharding out[IR_MAX_OUT];
+    pass_shard_io(c->g, n, cg_strategy(c, n), NULL, out);
+    return out[j];
+}
+
+void cg_local_dims(const Cg *c, int t, const PassSharding *sh, int64_t *local)
+{
+    const IrTensor *x = &c->g->tensors[t];
+    for (int i = 0; i < x->rank; i++) {
+        local[i] = c->dim[x->dim[i]];
+        for (int a = 0; a < c->naxes; a++)
+            if (sh->dim[a] == x->dim[i])
+                local[i] /= c->mesh.size[a];
+    }
+}
+
+int64_t cg_numel(const Cg *c, int t, const PassSharding *sh)
+{
+    int64_t local[IR_MAX_RANK], n = 1;
+    cg_local_dims(c, t, sh, local);
+    for (int i = 0; i < c->g->tensors[t].rank; i++)
+        n *= local[i];
+    return n;
+}
+
+const char *cg_shape(const Cg *c, int t, const PassSharding *sh)
+{
+    char buf[512];
+    pass_sharding_str(c->g, t, sh, c->axis_name, buf, sizeof buf);
+    /* pass_sharding_str starts with the tensor's base name; keep the shape. */
+    const char *s = strchr(buf, '[');
+    return ir_strdup(c->arena, s ? s : buf);
+}
+
+int cg_stage_pp(const Cg *c, int stage) { return c->p->stages[stage].pp_rank; }
+
+int cg_chunk_of_stage(const Cg *c, int stage)
+{
+    int k = 0;
+    for (int s = 0; s < stage; s++)
+        k += c->p->stages[s].pp_rank == c->p->stages[stage].pp_rank;
+    return k;
+}
+
+/* ---------------------------------------------------------------- checks */
+
+static bool check_plan(Cg *c)
+{
+    const IrGraph *g = c->g;
+    const PassPlan *p = c->p;
+    bool ok = true;
+    if (p->pp < 1 || p->v < 1 || p->nstages != p->pp * p->v || p->pp > 16 || p->v > 16) {
+        ir_error(IR_NOLOC, "codegen: plan has %d pipeline ranks x %d chunks but %d stages (at most "
+                 "16 of each)", p->pp, p->v, p->nstages);
+        return false;
+    }
+    if (p->v > 1 && (p->schedule != PASS_SCHED_INTERLEAVED || p->num_micro % p->pp != 0)) {
+        ir_error(IR_NOLOC, "codegen: %d model chunks per pipeline rank need the interleaved "
+                 "schedule and a number of micro-batches (%d) that is a multiple of the %d "
+                 "pipeline ranks", p->v, p->num_micro, p->pp);
+        return false;
+    }
+    int next = 0;
+    for (int s = 0; s < p->nstages; s++) {
+        const PassStage *st = &p->stages[s];
+        if (st->first_piece != next || st->npieces < 1 || st->pp_rank != s % p->pp) {
+            ir_error(IR_NOLOC, "codegen: stage %d (pieces %d..%d on pipeline rank %d) does not "
+                     "continue the stages before it", s, st->first_piece,
+                     st->first_piece + st->npieces - 1, st->pp_rank);
+            return false;
+        }
+        next += st->npieces;
+    }
+    if (next != g->npieces) {
+        ir_error(IR_NOLOC, "codegen: the stages cover %d of the model's %d pieces", next, g->npieces);
+        return false;
+    }
+    if (p->num_micro < 1 || p->mb_seqs < 1 || p->mb_seqs * p->num_micro != g->global_batch) {
+        ir_error(IR_NOLOC, "codegen: %d micro-batches of %lld sequences do not make the global "
+                 "batch of %lld", p->num_micro, (long long)p->mb_seqs, (long long)g->global_batch);
+        return false;
+    }
+    if (p->zero < 0 || p->zero > 3) {
+        ir_error(IR_NOLOC, "codegen: ZeRO stage %d", p->zero);
+        return false;
+    }
+    for (int i = 0; i < g->nfwd && ok; i++) {
+        const PassStrategy *s = &p->strategy[i];
+        for (int a = 0; a < PASS_MAX_AXES; a++) {
+            int d = s->dim[a];
+            if (d < 0)
+                continue;
+            if (a >= c->naxes || d >= g->ndims || c->dim[d] % c->mesh.size[a] != 0 ||
+                !pass_dim_splittable(g, &g->nodes[i], d)) {
+                ir_error(g->nodes[i].loc, "codegen: the plan splits dim '%s' (%lld) of this %s "
+                         "over mesh axis %d (%d ways), which it cannot execute",
+                         d < g->ndims ? g->dims[d].name : "?", d < g->ndims ? (long long)c->dim[d] : 0LL,
+                         ir_ops[g->nodes[i].op].name, a, a < c->naxes ? c->mesh.size[a] : 0);
+                ok = false;
+                break;
+            }
+        }
+        if (s->dim[0] >= 0 && s->dim[0] == s->dim[1]) {
+            ir_error(g->nodes[i].loc, "codegen: the plan splits one dim over both mesh axes");
+            ok = false;
+        }
+    }
+    return ok;
+}
+
+/* The two inputs: token ids (read by the embedding) and targets (by the
+ * cross-entropy), both [batch, seq]. */
+static bool find_inputs(Cg *c)
+{
+    const IrGraph *g = c->g;
+    c->tokens = c->targets = -1;
+    for (int i = 0; i < g->nfwd; i++)
+        if (g->nodes[i].op == IR_OP_CROSS_ENTROPY)
+            c->targets = g->nodes[i].in[1];
+    for (int t = 0; t < g->ntensors; t++) {
+        const IrTensor *x = &g->tensors[t];
+        if (x->role != IR_INPUT || t == c->targets)
+            continue;
+        if (c->tokens >= 0) {
+            ir_error(x->loc, "codegen: input '%s': a model has two inputs, token ids and targets",
+                     x->name);
+            return false;
+        }
+        c->tokens = t;
+    }
+    for (int k = 0; k < 2; k++) {
+        int t = k ? c->targets : c->tokens;
+        if (t < 0) {
+            ir_error(IR_NOLOC, "codegen: the model has no %s input", k ? "targets" : "token");
+            return false;
+        }
+        const IrTensor *x = &g->tensors[t];
+        if (x->rank != 2 || x->dim[0] != g->batch_dim || x->dim[1] != g->seq_dim ||
+            x->dtype != IR_I32) {
+            ir_error(x->loc, "codegen: input '%s' must be i32[batch, seq]", x->name);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------- analysis */
+
+/* The sharding after the reductions pass_reshard starts with. */
+static PassSharding reduced(const Cg *c, int t, PassSharding from, PassSharding to)
+{
+    PassColl steps[8];
+    int n = pass_reshard(c->g, t, &c->mesh, &from, &to, c->dim, steps, 8);
+    for (int k = 0; k < n; k++) {
+        if (steps[k].kind == PASS_COLL_ALLREDUCE) {
+            from.partial &= (uint8_t)~(1u << steps[k].axis);
+        } else if (steps[k].kind == PASS_COLL_REDUCESCATTER) {
+            from.partial &= (uint8_t)~(1u << steps[k].axis);
+            from.dim[steps[k].axis] = (int16_t)steps[k].dim;
+        }
+    }
+    return from;
+}
+
+static bool in_recompute_set(const Cg *c, const IrNode *n)
+{
+    const IrGraph *g = c->g;
+    if (n->id >= g->nfwd || n->op == IR_OP_CROSS_ENTROPY || g->pieces[n->piece].layer < 0)
+        return false;
+    switch (c->piece_recompute[n->piece]) {
+    case PASS_RECOMPUTE_FULL: return true;
+    case PASS_RECOMPUTE_FFN: return n->block && strcmp(n->block, "mlp") == 0;
+    default: return false; /* selective: nothing S x S is kept with this attention kernel */
+    }
+}
+
+static void analyse_tensors(Cg *c)
+{
+    const IrGraph *g = c->g;
+    int nt = g->ntensors;
+    for (int t = 0; t < nt; t++) {
+        c->last_stage[t] = -1;
+        c->param_index[t] = -1;
+        c->prod[t] = c->canon[t] = c->gsh[t] = (PassSharding){{-1, -1}, 0};
+    }
+    for (int i = 0; i < g->nnodes; i++) {
+        const IrNode *n = &g->nodes[i];
+        c->node_stage[i] = c->piece_stage[n->fwd >= 0 ? g->nodes[n->fwd].piece : n->piece];
+        if (i < g->nfwd)
+            c->recomputed[i] = in_recompute_set(c, n);
+        for (int j = 0; j < n->nout; j++)
+            c->prod[n->out[j]] = cg_made(c, n, j);
+    }
+    for (int i = 0; i < g->nfwd; i++)
+        for (int k = 0; k < g->nodes[i].nin; k++) {
+            int t = g->nodes[i].in[k];
+            if (c->node_stage[i] > c->last_stage[t])
+                c->last_stage[t] = c->node_stage[i];
+        }
+    /* Canonical form: reduced towards the first consumer, in node order. */
+    bool *seen = ir_alloc(c->arena, (size_t)nt);
+    for (int i = 0; i < g->nnodes; i++) {
+        const IrNode *n = &g->nodes[i];
+        for (int k = 0; k < n->nin; k++) {
+            int t = n->in[k];
+            if (seen[t] || g->tensors[t].producer < 0)
+                continue;
+            seen[t] = true;
+            c->canon[t] = reduced(c, t, c->prod[t], cg_need(c, n, k));
+        }
+    }
+    for (int t = 0; t < nt; t++)
+        if (!seen[t])
+            c->canon[t] = c->prod[t];
+    /* Recomputation roots, and what the backward pass keeps. */
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *n = &g->nodes[i];
+        if (!c->recomputed[i])
+            continue;
+        for (int k = 0; k < n->nin; k++) {
+            int p = g->tensors[n->in[k]].producer;
+            if (p >= 0 && (!c->recomputed[p] || g->nodes[p].piece != n->piece))
+                c->is_root[n->in[k]] = true;
+        }
+    }
+    for (int i = g->nfwd; i < g->nnodes; i++) {
+        const IrNode *b = &g->nodes[i];
+        for (int k = 0; k < b->nin; k++) {
+            int t = b->in[k];
+            const IrTensor *x = &g->tensors[t];
+            if (x->role == IR_GRAD || x->producer < 0 || x->producer >= g->nfwd)
+                continue;
+            int p = x->producer;
+            if (!c->recomputed[p] || g->nodes[p].piece != g->nodes[b->fwd].piece)
+                c->saved[t] = true;
+        }
+    }
+    for (int t = 0; t < nt; t++) {
+        int p = g->tensors[t].producer;
+        if (p >= 0 && p < g->nfwd && (c->is_root[t] || c->last_stage[t] > c->node_stage[p]))
+            c->saved[t] = true;
+    }
+    /* Gradients read by a backward node (other than a gradient sum). */
+    for (int i = g->nfwd; i < g->nnodes; i++) {
+        const IrNode *b = &g->nodes[i];
+        if (pass_is_grad_sum(g, b))
+            continue;
+        for (int k = 0; k < b->nin; k++) {
+            const IrTensor *u = &g->tensors[b->in[k]];
+            if (u->role != IR_GRAD)
+                continue;
+            if (u->producer < 0) {
+                c->seed = u->id;
+                continue;
+            }
+            c->has_grad[u->grad_of] = true;
+            c->gsh[u->grad_of] = c->prod[u->grad_of];
+            c->gsh[u->grad_of].partial = 0;
+        }
+    }
+}
+
+/* How a parameter's first dims group into Hugging Face's 2-D view: the
+ * contracted dims of its first MATMUL, or the vocabulary of an embedding;
+ * otherwise its own shape (1-D when sliced as a part). */
+static void hf_view(const Cg *c, CgParamPlan *pp)
+{
+    const IrGraph *g = c->g;
+    const IrTensor *x = &g->tensors[pp->tensor];
+    pp->view_rank = x->rank;
+    pp->hf_split = -1;
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *n = &g->nodes[i];
+        if (n->op == IR_OP_EMBEDDING && n->in[1] == pp->tensor) {
+            pp->view_rank = x->rank > 1 ? 2 : 1;
+            pp->hf_split = 1;
+            return;
+        }
+        if (n->op == IR_OP_MATMUL && (n->in[0] == pp->tensor || n->in[1] == pp->tensor)) {
+            bool first = x->dim[0] == n->attr.contract[0];
+            pp->view_rank = 2;
+            pp->hf_split = first ? n->attr.ncontract : x->rank - n->attr.ncontract;
+            return;
+        }
+    }
+    if (x->hf_nparts > 1 || x->rank <= 1) {
+        pp->view_rank = 1; /* a bias sliced out of a fused one, a norm's weight */
+        pp->hf_split = 0;
+    } else {
+        pp->view_rank = 2; /* a table such as GPT-2's positions: its own rows */
+        pp->hf_split = x->rank - 1;
+    }
+}
+
+static void analyse_params(Cg *c)
+{
+    const IrGraph *g = c->g;
+    const PassPlan *p = c->p;
+    c->params = ir_alloc(c->arena, sizeof *c->params * (size_t)(g->ntensors + 1));
+    for (int t = 0; t < g->ntensors; t++) {
+        const IrTensor *x = &g->tensors[t];
+        if (x->role != IR_PARAM)
+            continue;
+        CgParamPlan *pp = &c->params[c->nparams];
+        memset(pp, 0, sizeof *pp);
+        pp->tensor = t;
+        pp->tied = -1;
+        bool first = true;
+        for (int i = 0; i < g->nfwd; i++) {
+            const IrNode *n = &g->nodes[i];
+            for (int k = 0; k < n->nin; k++) {
+                if (n->in[k] != t)
+                    continue;
+                if (first)
+                    pp->store = cg_need(c, n, k);
+                first = false;
+                pp->ppmask |= (uint16_t)(1u << cg_stage_pp(c, c->node_stage[i]));
+            }
+        }
+        if (first)
+            continue; /* unused: not trained */
+        pp->store.partial = 0;
+        /* Partial axes of the contributions the storage does not split. */
+        for (int i = g->nfwd; i < g->nnodes; i++) {
+            const IrNode *b = &g->nodes[i];
+            if (pass_is_grad_sum(g, b))
+                continue;
+            for (int j = 0; j < b->nout; j++)
+                if (g->tensors[b->out[j]].role == IR_GRAD && g->tensors[b->out[j]].grad_of == t)
+                    for (int a = 0; a < c->naxes; a++)
+                        if ((cg_made(c, b, j).partial >> a & 1) && pp->store.dim[a] < 0)
+                            pp->pmask |= (uint8_t)(1u << a);
+        }
+        pp->numel = cg_numel(c, t, &pp->store);
+        pp->group = 1;
+        for (int a = 0; a < c->naxes; a++)
+            if (pp->pmask >> a & 1)
+                pp->group *= c->mesh.size[a];
+        pp->zshard = p->zero >= 1 && pp->pmask != 0;
+        pp->shard = pp->zshard ? (pp->numel + pp->group - 1) / pp->group : pp->numel;
+        pp->padded = pp->zshard ? pp->shard * pp->group : pp->numel;
+        for (int r = 0; r < p->pp; r++)
+            if (pp->ppmask >> r & 1) {
+                pp->primary = r;
+                break;
+            }
+        if (__builtin_popcount(pp->ppmask) > 1) {
+            int k = 0;
+            while (k < c->ntied && c->tied_mask[k] != pp->ppmask)
+                k++;
+            if (k == c->ntied)
+                c->tied_mask[c->ntied++] = pp->ppmask;
+            pp->tied = k;
+        }
+        hf_view(c, pp);
+        c->param_index[t] = c->nparams++;
+    }
+}
+
+bool cg_analyse(Cg *c)
+{
+    const IrGraph *g = c->g;
+    const PassPlan *p = c->p;
+    c->mesh = p->mesh;
+    c->naxes = p->mesh.naxes;
+    /* Axis names for comments: "dp" where the tokens' batch is split, else "tp". */
+    for (int a = 0; a < PASS_MAX_AXES; a++)
+        c->axis_name[a] = a == 0 ? "m0" : "m1";
+    c->dim = ir_alloc(c->arena, sizeof *c->dim * (size_t)g->ndims);
+    ir_dim_sizes(g, p->mb_seqs, c->dim);
+    if (!check_plan(c) || !find_inputs(c))
+        return false;
+    c->total_rows = g->global_batch * g->dims[g->seq_dim].size;
+    for (int i = 0; i < g->nfwd; i++)
+        if (g->nodes[i].op == IR_OP_CROSS_ENTROPY) {
+            const IrTensor *l = &g->tensors[g->nodes[i].in[0]];
+            c->vocab = g->dims[l->dim[l->rank - 1]].size;
+        }
+    for (int i = 0; i < g->nfwd; i++)
+        if (g->nodes[i].in[0] == c->tokens || g->nodes[i].in[1] == c->tokens) {
+            const PassStrategy *s = &p->strategy[i];
+            for (int a = 0; a < c->naxes; a++)
+                c->axis_name[a] = s->dim[a] == g->batch_dim ? "dp" : "tp";
+            if (c->naxes == 2 && !strcmp(c->axis_name[0], c->axis_name[1]))
+                c->axis_name[0] = "m0", c->axis_name[1] = "m1";
+            break;
+        }
+    int np = g->npieces, nt = g->ntensors, nn = g->nnodes;
+    c->piece_stage = ir_alloc(c->arena, sizeof(int) * (size_t)np);
+    c->piece_recompute = ir_alloc(c->arena, sizeof(PassRecompute) * (size_t)np);
+    for (int s = 0; s < p->nstages; s++)
+        for (int k = 0; k < p->stages[s].npieces; k++) {
+            c->piece_stage[p->stages[s].first_piece + k] = s;
+            c->piece_recompute[p->stages[s].first_piece + k] = p->stages[s].recompute;
+        }
+    c->node_stage = ir_alloc(c->arena, sizeof(int) * (size_t)nn);
+    c->recomputed = ir_alloc(c->arena, (size_t)nn);
+    c->prod = ir_alloc(c->arena, sizeof(PassSharding) * (size_t)nt);
+    c->canon = ir_alloc(c->arena, sizeof(PassSharding) * (size_t)nt);
+    c->gsh = ir_alloc(c->arena, sizeof(PassSharding) * (size_t)nt);
+    c->last_stage = ir_alloc(c->arena, sizeof(int) * (size_t)nt);
+    c->saved = ir_alloc(c->arena, (size_t)nt);
+    c->is_root = ir_alloc(c->arena, (size_t)nt);
+    c->has_grad = ir_alloc(c->arena, (size_t)nt);
+    c->param_index = ir_alloc(c->arena, sizeof(int) * (size_t)nt);
+    c->seed = -1;
+    analyse_tensors(c);
+    analyse_params(c);
+    for (int i = 0; i < g->nfwd; i++)
+        if (g->nodes[i].out[0] == g->loss) {
+            c->loss_stage = c->node_stage[i];
+            PassSharding l = cg_made(c, &g->nodes[i], 0);
+            for (int a = 0; a < c->naxes; a++)
+                if (!(l.partial >> a & 1))
+                    c->loss_count_mask |= (uint8_t)(1u << a);
+        }
+    if (c->seed < 0)
+        ir_die("codegen: the graph has no backward pass (run pass_autodiff first)");
+    return true;
+}

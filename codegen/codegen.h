@@ -1,0 +1,52 @@
+/* codegen.h: exports of codegen/: per-rank training programs from an IR graph
+ * with its backward (pass_autodiff) and a parallel plan (PassPlan).
+ *
+ * cg_emit writes DIR with
+ *   model.h, model.c   the generated model: piece structs and functions, the
+ *                      pipeline stages, schedules, parameter tables and the
+ *                      static memory plan of every pipeline rank
+ *   trainer.h, trainer.c  the fixed training driver (flags, process groups,
+ *                      initialisation, step loop, gradient reduction, ZeRO,
+ *                      clipping, AdamW, checkpoints, safetensors)
+ *   Makefile           builds `train` against the ptdc tree's runtime
+ *   run.sh             builds, then launches every rank (mpirun, or srun
+ *                      under Slurm), passing its flags to each rank
+ * One program serves every rank: a rank runs the stage chunks of its
+ * pipeline rank (docs/codegen.md). The files are written to a temporary
+ * directory next to DIR and moved into place only when all are complete. */
+#ifndef PTDC_CODEGEN_H
+#define PTDC_CODEGEN_H
+
+#include "ir.h"
+#include "passes.h"
+
+typedef enum {
+    CG_TARGET_CPU,  /* fp32, OpenBLAS, MPI: libptdrt_cpu.a */
+    CG_TARGET_CUDA, /* bf16, cuBLAS, NCCL: libptdrt_cuda.a, nvcc for sm_80 and sm_90 */
+} CgTarget;
+
+typedef struct CgOptions {
+    CgTarget target;
+    const char *runtime_include; /* directory holding rt.h */
+    const char *runtime_lib;     /* libptdrt_cpu.a or libptdrt_cuda.a */
+    const char *cc;              /* C compiler for the CPU target (mpicc) */
+    const char *nvcc;            /* CUDA target */
+    const char *mpirun;          /* launcher used by run.sh outside Slurm */
+    const char *blas_lib;        /* OpenBLAS (CPU target) */
+    const char *mpi_include;     /* CUDA target: MPI headers and libraries for nvcc */
+    const char *mpi_libs;
+    const char *cuda_libs;       /* CUDA target: -lcublas -lcublasLt -lnccl ... */
+    const char *extra_cflags;    /* e.g. the sanitizer flags the runtime was built with */
+} CgOptions;
+
+/* Paths of the tree ptdc itself was built in (runtime/rt.h, the runtime
+ * libraries, MPI, OpenBLAS, CUDA), for `target`. */
+void cg_options_default(CgOptions *o, CgTarget target);
+
+/* Generate the program for graph g (forward and backward, verified) under
+ * plan p into directory dir. On a user error (a plan the program cannot
+ * execute, a model outside what codegen supports, an unwritable DIR) it
+ * reports with ir_error and returns false, leaving DIR as it was. */
+bool cg_emit(const IrGraph *g, const PassPlan *p, const CgOptions *o, const char *dir);
+
+#endif

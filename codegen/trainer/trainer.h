@@ -1,0 +1,95 @@
+/* trainer.h: the interface between a generated model (model.c, model.h) and
+ * the fixed training driver (trainer.c), written by ptdc's code generator.
+ *
+ * model.c describes every pipeline rank of the plan: its stage functions (one
+ * forward and one backward per model chunk, for one micro-batch), its
+ * micro-batch schedule, its parameters and its static memory plan. trainer.c
+ * runs one rank: it binds the plan to one rt_alloc arena, initialises or loads
+ * the weights, walks the schedule every step, reduces gradients, clips, runs
+ * AdamW and writes checkpoints. Both compile as C11 and as CUDA C++. */
+#ifndef PTDC_TRAINER_H
+#define PTDC_TRAINER_H
+
+#include "rt.h"
+
+#include <stdint.h>
+
+#include "model.h"
+
+enum { CG_MAX_RANK = 6, CG_MAX_CHUNKS = 16 };
+enum { CG_ACT, CG_F32, CG_I32, CG_NTYPES };                                   /* arenas */
+enum { CG_MEM_PARAM, CG_MEM_GRAD, CG_MEM_OPT, CG_MEM_ACT, CG_MEM_WS, CG_MEM_N }; /* plan rows */
+enum { CG_TOKENS, CG_TARGETS };                                                /* inputs */
+
+/* One trained parameter as one pipeline rank holds it. Sizes are local: the
+ * dims split over mesh axis split_axis[i] are divided by that axis's size. */
+typedef struct CgParam {
+    const char *name;         /* IR name, e.g. "layers.0.wq" */
+    const char *hf_name;      /* Hugging Face tensor, NULL: exported under `name` */
+    int hf_transposed, hf_part, hf_nparts;
+    int rank;
+    int64_t global[CG_MAX_RANK];
+    int split_axis[CG_MAX_RANK];
+    int hf_split;             /* HF 2-D view: dims [0, hf_split) form its rows (0: 1-D) */
+    int init;                 /* RT_INIT_* */
+    double std;
+    int decay;                /* AdamW weight decay applies (matrices) */
+    int64_t numel;            /* local elements */
+    int pmask;                /* mesh axes (bit a) its gradient is summed over each step */
+    int zshard;               /* optimizer state (ZeRO >= 1) flat-sharded over pmask */
+    int64_t shard;            /* elements per shard (numel when not sharded) */
+    int norm_mask;            /* axes along which the reduced gradient is replicated */
+    int tied;                 /* tied group (the same weight on several pipeline ranks), -1 */
+    int primary;              /* this copy counts in the norm, exports and checkpoints */
+    /* bound by the model's bind function */
+    rt_act *param;            /* full local tensor, or the ZeRO-3 shard */
+    rt_act *grad;             /* accumulator: full, or the shard under ZeRO-2/3 */
+    rt_act *grad_shard;       /* ZeRO-1: reduce-scatter target, else NULL */
+    float *master, *m, *v;    /* fp32 master weights and AdamW moments (shard under ZeRO) */
+} CgParam;
+
+typedef struct CgSchedOp {
+    int8_t bwd, chunk;
+    int16_t mb;
+} CgSchedOp;
+
+/* Everything one pipeline rank runs. */
+typedef struct CgRank {
+    int nchunks;
+    void (*forward[CG_MAX_CHUNKS])(int mb, int slot);
+    void (*backward[CG_MAX_CHUNKS])(int mb, int slot);
+    int nslots[CG_MAX_CHUNKS];
+    const CgSchedOp *sched;
+    int nsched;
+    CgParam *params;
+    int nparams;
+    void (*bind)(rt_act *A, float *F, int32_t *I);
+    void (*wait_sends)(void);
+    int64_t total[CG_NTYPES];           /* arena sizes in elements */
+    int64_t mem[CG_MEM_N][CG_NTYPES];   /* the plan by category (elements) */
+} CgRank;
+
+extern const CgRank cg_ranks[CG_PP];
+extern const int cg_tied_mask[];        /* pipeline ranks of each tied group (bit per rank) */
+
+/* ------------------------------------------ what generated code calls */
+extern RtComm *g_comm[4];      /* g_comm[m]: the ranks of this stage differing only along the
+                                  mesh axes in bitmask m (NULL for m = 0) */
+extern int g_coord[2];         /* this rank's mesh coordinate */
+extern float *g_loss;          /* the step's loss, summed by cross-entropy */
+extern rt_act *g_scratch;      /* staging area of the *_dim collectives */
+extern rt_act *g_step_ws;      /* a parameter shard staged for the ZeRO all-gather */
+extern rt_act *g_ws_act;       /* workspace of one piece function */
+extern float *g_ws_f32;
+extern int32_t *g_ws_i32;
+
+/* Receive into buf from the rank of pipeline rank pp_peer with this mesh coordinate. */
+void cg_recv(void *buf, int64_t n, RtType t, int pp_peer, int tag);
+/* Post a send (waiting first for the one *req still had in flight). */
+void cg_send(RtReq **req, const void *buf, int64_t n, RtType t, int pp_peer, int tag);
+void cg_wait(RtReq **req);
+/* Tokens or targets of micro-batch mb of the current step: sequences
+ * [b0, b0 + nb) of the micro-batch, positions [s0, s0 + ns). */
+void cg_load(int32_t *dst, int which, int mb, int64_t b0, int64_t nb, int64_t s0, int64_t ns);
+
+#endif

@@ -1,0 +1,50 @@
+#!/bin/sh
+# equiv.sh: the equivalence matrix (tests/codegen/CMakeLists.txt).
+#   equiv.sh BIN MODEL WORK setup LAYOUT...  generate and build each layout's program
+#                                            (cg_gen), run the 1-rank reference
+#   equiv.sh BIN MODEL WORK check LAYOUT     run LAYOUT's program; every step's loss must
+#                                            equal the reference's within 1e-5 relative and
+#                                            the final weights within 1e-5 of each tensor's
+#                                            scale (stcmp)
+# BIN holds cg_gen and stcmp. Each program trains STEPS (5) steps from the same
+# initial weights (sharding-independent initialisation) on the same data.
+set -eu
+bin=$1 model=$2 work=$3 cmd=$4
+shift 4
+steps=${STEPS:-5}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+export PTDC_MPIRUN_FLAGS="--oversubscribe --bind-to none"
+
+run() { # layout: train it, write loss and weights
+    d=$work/$1
+    "$d/run.sh" --steps "$steps" --data synthetic:7 --adam-eps 1e-4 --export-hf "$d/final.safetensors" \
+        > "$d/log" 2>&1 || {
+        cat "$d/log"; echo "equiv: $1 failed to train"; exit 1; }
+    grep '^step' "$d/log" | awk '{print $5, $11}' > "$d/losses" # loss, gradient norm
+    [ "$(wc -l < "$d/losses")" -eq "$steps" ] || { cat "$d/log"; echo "equiv: $1 logged no losses"; exit 1; }
+}
+
+case $cmd in
+setup)
+    mkdir -p "$work"
+    for l in "$@"; do
+        rm -rf "$work/$l"
+        "$bin/cg_gen" "$model" "$l" "$work/$l" ${CG_SETS:-}
+        make -s -C "$work/$l" train
+    done
+    run 1rank
+    ;;
+check)
+    l=$1
+    run "$l"
+    paste "$work/1rank/losses" "$work/$l/losses" | awk -v l="$l" '
+        function rel(a, b) { d = a - b; if (d < 0) d = -d; return d / (a < 0 ? -a : a) }
+        { r = rel($1, $3); q = rel($2, $4)
+          printf "step %d: loss %s (1 rank) %s (%s): %.2g; gradient norm %s %s: %.2g\n", NR, $1, $3, l, r, $2, $4, q
+          if (!(r <= 1e-5) || !(q <= 1e-5)) bad = 1 }
+        END { exit bad }'
+    "$bin/stcmp" "$work/1rank/final.safetensors" "$work/$l/final.safetensors" --tol 1e-5
+    ;;
+*) echo "equiv.sh: unknown command $cmd"; exit 2 ;;
+esac

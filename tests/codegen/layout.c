@@ -1,0 +1,144 @@
+/* layout.c: the test-only plan builder (see layout.h).
+ *
+ * Strategies: mesh axis 0 is data parallel (the batch dim, when dp > 1);
+ * axis 1 is tensor parallel: each node splits the first of vocab, n_heads,
+ * d_ff, n_kv_heads it has and can split (Megatron: vocabulary-parallel
+ * embedding and cross-entropy, column-parallel q/k/v and up projections,
+ * row-parallel o and down projections, heads-parallel attention). With
+ * sequence parallelism the nodes without such a dim (norms, residual adds)
+ * split the sequence instead. A node that can split nothing stays
+ * replicated (e.g. 2 KV heads under tp4). Stages: pieces cut as evenly as
+ * possible into pp x v contiguous chunks, chunk c on pipeline rank c % pp. */
+#include "layout.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool layout_parse(const char *s, Layout *l)
+{
+    memset(l, 0, sizeof *l);
+    l->dp = l->tp = l->pp = l->v = l->micro = 1;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *tok = strtok(buf, ",-"); tok; tok = strtok(NULL, ",-")) {
+        int n;
+        if (!strcmp(tok, "sp"))
+            l->sp = true;
+        else if (!strcmp(tok, "full"))
+            l->recompute = PASS_RECOMPUTE_FULL;
+        else if (!strcmp(tok, "ffn"))
+            l->recompute = PASS_RECOMPUTE_FFN;
+        else if (!strcmp(tok, "1rank"))
+            ;
+        else if (sscanf(tok, "dp%d", &n) == 1 && n > 0)
+            l->dp = n;
+        else if (sscanf(tok, "tp%d", &n) == 1 && n > 0)
+            l->tp = n;
+        else if (sscanf(tok, "pp%d", &n) == 1 && n > 0)
+            l->pp = n;
+        else if (sscanf(tok, "v%d", &n) == 1 && n > 0)
+            l->v = n;
+        else if (sscanf(tok, "mb%d", &n) == 1 && n > 0)
+            l->micro = n;
+        else if (sscanf(tok, "zero%d", &n) == 1 && n >= 0 && n <= 3)
+            l->zero = n;
+        else {
+            fprintf(stderr, "layout: unknown item '%s'\n", tok);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool valid(const IrGraph *g, const IrNode *n, const PassMesh *m, const int64_t *dim,
+                  PassStrategy s)
+{
+    PassStrategy all[256];
+    int k = pass_strategies(g, n, m, dim, NULL, all, 256);
+    for (int i = 0; i < k; i++)
+        if (all[i].dim[0] == s.dim[0] && all[i].dim[1] == s.dim[1])
+            return true;
+    return false;
+}
+
+static bool has_loop_dim(const IrGraph *g, const IrNode *n, int d)
+{
+    for (int i = 0; i < n->nin; i++)
+        if (ir_tensor_has_dim(g, n->in[i], d))
+            return true;
+    for (int i = 0; i < n->nout; i++)
+        if (ir_tensor_has_dim(g, n->out[i], d))
+            return true;
+    return false;
+}
+
+bool layout_plan(const IrGraph *g, const Layout *l, PassPlan *p)
+{
+    memset(p, 0, sizeof *p);
+    if (l->tp > 1)
+        pass_mesh_make(&p->mesh, l->dp, l->tp, 8);
+    else
+        pass_mesh_make(&p->mesh, l->dp, 1, 8);
+    p->pp = l->pp;
+    p->v = l->v;
+    p->nstages = l->pp * l->v;
+    p->num_micro = l->micro;
+    if (g->global_batch % l->micro) {
+        fprintf(stderr, "layout: %d micro-batches do not divide the batch of %lld\n", l->micro,
+                (long long)g->global_batch);
+        return false;
+    }
+    p->mb_seqs = g->global_batch / l->micro;
+    p->zero = l->zero;
+    p->schedule = l->v > 1 ? PASS_SCHED_INTERLEAVED : PASS_SCHED_1F1B;
+    p->attention = PASS_ATTN_FLASH;
+    if (p->nstages > g->npieces) {
+        fprintf(stderr, "layout: %d stages but only %d pieces\n", p->nstages, g->npieces);
+        return false;
+    }
+    p->stages = ir_alloc(g->arena, sizeof *p->stages * (size_t)p->nstages);
+    for (int s = 0, first = 0; s < p->nstages; s++) {
+        int n = g->npieces / p->nstages + (s < g->npieces % p->nstages);
+        p->stages[s] = (PassStage){first, n, s % p->pp, l->recompute};
+        first += n;
+    }
+    int64_t *dim = ir_alloc(g->arena, sizeof *dim * (size_t)g->ndims);
+    ir_dim_sizes(g, p->mb_seqs, dim);
+    p->strategy = ir_alloc(g->arena, sizeof *p->strategy * (size_t)(g->nfwd + 1));
+    static const char *const tp_dims[] = {"vocab", "n_heads", "d_ff", "n_kv_heads", NULL};
+    int tp_axis = p->mesh.naxes - 1;
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *n = &g->nodes[i];
+        PassStrategy s = {{-1, -1}};
+        if (l->dp > 1)
+            s.dim[0] = (int16_t)g->batch_dim;
+        if (l->tp > 1) {
+            bool any = false;
+            for (int k = 0; tp_dims[k]; k++) {
+                int d = ir_dim_find(g, tp_dims[k]);
+                if (d < 0 || !has_loop_dim(g, n, d))
+                    continue;
+                any = true;
+                PassStrategy t = s;
+                t.dim[tp_axis] = (int16_t)d;
+                if (valid(g, n, &p->mesh, dim, t)) {
+                    s = t;
+                    break;
+                }
+            }
+            if (!any && l->sp) {
+                PassStrategy t = s;
+                t.dim[tp_axis] = (int16_t)g->seq_dim;
+                if (valid(g, n, &p->mesh, dim, t))
+                    s = t;
+            }
+        }
+        if (!valid(g, n, &p->mesh, dim, s)) {
+            fprintf(stderr, "layout: no valid strategy for node %d (%s)\n", i, ir_ops[n->op].name);
+            return false;
+        }
+        p->strategy[i] = s;
+    }
+    return true;
+}
