@@ -54,7 +54,7 @@ static bool class_beats(const IlpProblem *p, const IlpEdge *e, int side, int cd,
     return true;
 }
 
-int ilp_dominance(const IlpProblem *p, char **live)
+int ilp_dominance(const IlpProblem *p, int **dom)
 {
     /* Incidence lists and, per edge, the group items on it. */
     Inc *inc = ir_xcalloc((size_t)p->nnodes + 1, sizeof *inc);
@@ -92,17 +92,17 @@ int ilp_dominance(const IlpProblem *p, char **live)
             memset(lc[0][i], 0, (size_t)e->nI);
             memset(lc[1][i], 0, (size_t)e->nJ);
             for (int a = 0; a < p->nodes[e->u].k; a++)
-                lc[0][i][e->cu[a]] |= live[e->u][a];
+                lc[0][i][e->cu[a]] |= dom[e->u][a] < 0;
             for (int b = 0; b < p->nodes[e->v].k; b++)
-                lc[1][i][e->cv[b]] |= live[e->v][b];
+                lc[1][i][e->cv[b]] |= dom[e->v][b] < 0;
         }
         for (int u = 0; u < p->nnodes; u++) {
             const IlpNode *n = &p->nodes[u];
             for (int si = 0; si < n->k; si++) {
-                if (!live[u][si])
+                if (dom[u][si] >= 0)
                     continue;
                 for (int d = 0; d < n->k; d++) {
-                    if (d == si || !live[u][d])
+                    if (d == si || dom[u][d] >= 0)
                         continue;
                     const IlpVals *vd = &n->val[d], *vi = &n->val[si];
                     double od = dot(p->obj_w, vd), oi = dot(p->obj_w, vi);
@@ -123,7 +123,7 @@ int ilp_dominance(const IlpProblem *p, char **live)
                     }
                     /* Of two interchangeable strategies keep the first. */
                     if (ok && (!equal || d < si)) {
-                        live[u][si] = 0;
+                        dom[u][si] = d;
                         removed++;
                         changed = true;
                         break;
@@ -149,7 +149,7 @@ int ilp_dominance(const IlpProblem *p, char **live)
     return removed;
 }
 
-IlpProblem *ilp_restrict(const IlpProblem *p, char *const *live, int **map)
+IlpProblem *ilp_restrict(const IlpProblem *p, int *const *dom, int **map)
 {
     IlpProblem *r = ilp_new();
     memcpy(r->obj_w, p->obj_w, sizeof r->obj_w);
@@ -163,7 +163,7 @@ IlpProblem *ilp_restrict(const IlpProblem *p, char *const *live, int **map)
         buf = ir_xrealloc(buf, (size_t)n->k * sizeof *buf);
         int k = 0;
         for (int i = 0; i < n->k; i++)
-            if (live[u][i]) {
+            if (dom[u][i] < 0) {
                 map[u][k] = i;
                 buf[k++] = n->val[i];
             }

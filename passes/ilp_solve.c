@@ -48,6 +48,7 @@ typedef struct {
     double obj_const, mem_const;
     int *xbase;               /* first x column of each node */
     int *ebase;               /* first e column of each edge, 0 if folded */
+    int *zcol;                /* z column of each group, 0 if none */
     /* the sparse matrix, 1-based as glp_load_matrix wants */
     int nz, capz;
     int *ia, *ja;
@@ -120,15 +121,47 @@ static double edge_form(const Model *m, const IlpProblem *p, int i, const double
     return 0;
 }
 
+/* The full column vector of a choice: x one-hot, e at the chosen class
+ * pairs, z at its group's largest item (1-based, as GLPK wants). */
+static double *start_vector(const Model *m, const IlpProblem *p, const int *choice)
+{
+    double *v = ir_xcalloc((size_t)m->ncols + 1, sizeof *v);
+    for (int u = 0; u < p->nnodes; u++)
+        v[m->xbase[u] + choice[u]] = 1;
+    for (int i = 0; i < p->nedges; i++) {
+        const IlpEdge *e = &p->edges[i];
+        if (m->ebase[i])
+            v[m->ebase[i] + e->cu[choice[e->u]] * e->nJ + e->cv[choice[e->v]]] = 1;
+    }
+    for (int g = 0; g < p->ngroups; g++) {
+        if (!m->zcol[g])
+            continue;
+        double mx = 0;
+        for (int k = 0; k < p->groups[g].nitems; k++) {
+            const IlpItem *it = &p->groups[g].items[k];
+            const IlpEdge *e = &p->edges[it->edge];
+            double x = it->ind[e->cu[choice[e->u]] * e->nJ + e->cv[choice[e->v]]];
+            mx = x > mx ? x : mx;
+        }
+        v[m->zcol[g]] = mx;
+    }
+    return v;
+}
+
 typedef struct {
     double bound;   /* best bound seen in the tree, GLPK's (scaled) units */
     bool have;
+    double *start;  /* a full column vector to offer as incumbent, once */
 } CbInfo;
 
 static void callback(glp_tree *tree, void *info)
 {
     CbInfo *cb = info;
     int r = glp_ios_reason(tree);
+    if (r == GLP_IHEUR && cb->start) {
+        glp_ios_heur_sol(tree, cb->start); /* rejected by GLPK if it does not fit */
+        cb->start = NULL;
+    }
     if (r != GLP_ISELECT && r != GLP_IBINGO && r != GLP_IBRANCH)
         return;
     int best = glp_ios_best_node(tree);
@@ -155,6 +188,7 @@ static IlpStatus solve_glpk(const IlpProblem *p, const IlpOpts *o, IlpSolution *
     glp_set_obj_dir(m.lp, GLP_MIN);
     m.xbase = ir_xcalloc((size_t)p->nnodes + 1, sizeof *m.xbase);
     m.ebase = ir_xcalloc((size_t)p->nedges + 1, sizeof *m.ebase);
+    m.zcol = ir_xcalloc((size_t)p->ngroups + 1, sizeof *m.zcol);
     Terms t = {0};
 
     /* One-hot rows. */
@@ -223,6 +257,7 @@ static IlpStatus solve_glpk(const IlpProblem *p, const IlpOpts *o, IlpSolution *
             continue;
         }
         int z = add_cols(&m, 1, GLP_CV, INFINITY);
+        m.zcol[gi] = z;
         m.obj[z] += wo;
         m.mem[z] += wm;
         double lb = 0;
@@ -273,6 +308,16 @@ static IlpStatus solve_glpk(const IlpProblem *p, const IlpOpts *o, IlpSolution *
     CbInfo cb = {0};
     parm.cb_func = callback;
     parm.cb_info = &cb;
+    /* GLPK takes a heuristic solution without checking rows, and under its
+     * presolver the columns are not ours: offer only a start that fits, and
+     * only on the dual simplex path. */
+    if (o && o->start && !o->presolve) {
+        IlpVals tot;
+        ilp_eval(p, o->start, &tot);
+        if (!isfinite(p->budget) || ilp_memory(p, &tot) <= p->budget * (1 - 1e-9))
+            cb.start = start_vector(&m, p, o->start);
+    }
+    double *start_buf = cb.start;
     int rc = -1, st = 0;
     if (!(o && o->presolve)) {
         /* The root LP by dual simplex from the all-slack basis, which is dual
@@ -350,6 +395,8 @@ static IlpStatus solve_glpk(const IlpProblem *p, const IlpOpts *o, IlpSolution *
         s->gap = INFINITY;
     }
     glp_delete_prob(m.lp);
+    free(start_buf);
+    free(m.zcol);
     free(m.obj);
     free(m.mem);
     free(m.xbase);
@@ -370,15 +417,32 @@ IlpStatus ilp_solve(const IlpProblem *p, const IlpOpts *o, IlpSolution *s)
     if (o && o->no_reduce)
         return solve_glpk(p, o, s);
     double t0 = now_s();
-    char **live = ir_xmalloc((size_t)(p->nnodes + 1) * sizeof *live);
+    int **dom = ir_xmalloc((size_t)(p->nnodes + 1) * sizeof *dom);
     int **map = ir_xmalloc((size_t)(p->nnodes + 1) * sizeof *map);
     for (int u = 0; u < p->nnodes; u++) {
-        live[u] = ir_xmalloc((size_t)p->nodes[u].k);
-        memset(live[u], 1, (size_t)p->nodes[u].k);
+        dom[u] = ir_xmalloc((size_t)p->nodes[u].k * sizeof **dom);
+        for (int i = 0; i < p->nodes[u].k; i++)
+            dom[u][i] = -1;
     }
-    int pruned = ilp_dominance(p, live);
-    IlpProblem *r = ilp_restrict(p, live, map);
-    solve_glpk(r, o, s);
+    int pruned = ilp_dominance(p, dom);
+    IlpProblem *r = ilp_restrict(p, dom, map);
+    IlpOpts ro = o ? *o : (IlpOpts){0};
+    int *start = NULL;
+    if (o && o->start) {
+        /* A dropped strategy's dominator is no worse: start from it. */
+        start = ir_xmalloc((size_t)(p->nnodes + 1) * sizeof *start);
+        for (int u = 0; u < p->nnodes; u++) {
+            int i = o->start[u];
+            while (dom[u][i] >= 0)
+                i = dom[u][i];
+            int k = 0;
+            while (map[u][k] != i)
+                k++;
+            start[u] = k;
+        }
+        ro.start = start;
+    }
+    solve_glpk(r, &ro, s);
     if (s->choice) {
         for (int u = 0; u < p->nnodes; u++)
             s->choice[u] = map[u][s->choice[u]];
@@ -389,11 +453,12 @@ IlpStatus ilp_solve(const IlpProblem *p, const IlpOpts *o, IlpSolution *s)
     }
     s->pruned = pruned;
     for (int u = 0; u < p->nnodes; u++) {
-        free(live[u]);
+        free(dom[u]);
         free(map[u]);
     }
-    free(live);
+    free(dom);
     free(map);
+    free(start);
     ilp_free(r);
     s->solve_s = now_s() - t0;
     return s->status;

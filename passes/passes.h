@@ -472,6 +472,11 @@ typedef enum {
 typedef struct IlpOpts {
     double time_limit_s;          /* 0: 10 s */
     double tol_obj;               /* GLPK's mip tol_obj; 0: 1e-9 */
+    bool no_reduce;               /* skip dominance pruning (tests, measurements) */
+    bool presolve;                /* glp_intopt with its presolver solves the root LP
+                                     (default: dual simplex first; same answers, faster) */
+    const int *start;             /* a choice per node to start from (a previous plan), or NULL:
+                                     handed to GLPK as its first incumbent if it fits */
 } IlpOpts;
 
 typedef struct IlpSolution {
@@ -479,9 +484,6 @@ typedef struct IlpSolution {
     int *choice;                  /* [nnodes] (heap; ilp_solution_free), when a choice exists */
     double objective;             /* ilp_eval of choice */
     double glpk_obj;              /* GLPK's glp_mip_obj_val: equals objective up to tolerances */
-    bool no_reduce;               /* skip dominance pruning (tests, measurements) */
-    bool presolve;                /* glp_intopt with its presolver solves the root LP
-                                     (default: dual simplex first; same answers, faster) */
     double bound;                 /* best bound on the optimum GLPK proved */
     double gap;                   /* (objective - bound) / max(|objective|, 1e-30) */
     IlpVals total;                /* quantities of choice */
@@ -494,6 +496,15 @@ IlpStatus ilp_solve(const IlpProblem *p, const IlpOpts *o, IlpSolution *s);
 void ilp_solution_free(IlpSolution *s);
 const char *ilp_status_name(IlpStatus s);
 
+/* Exact shrinking before the solve (ilp_reduce.c). ilp_dominance sets
+ * dom[u][i] (all -1 on entry) to a strategy of u that dominates i (no worse
+ * in any price, memory or group term, so some optimum avoids i; follow the
+ * chain to a live one) and returns how many it dropped; ilp_restrict builds
+ * the problem of the live strategies (dom < 0), map[u][k] = the original
+ * index of its strategy k (heap, caller frees). */
+int ilp_dominance(const IlpProblem *p, int **dom);
+IlpProblem *ilp_restrict(const IlpProblem *p, int *const *dom, int **map);
+
 /* --- lowering a pipeline stage (ilp_lower.c, ilp_merge.c, ilp_stage.c) */
 
 /* The cost-model functions the lowering prices with: pass_ilp_costs (the cost
@@ -501,14 +512,6 @@ const char *ilp_status_name(IlpStatus s);
 typedef struct PassIlpCosts {
     void (*node)(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
                  const PassStrategy *s, const int64_t *dim_size, PassNodeCost *out);
-/* Exact shrinking before the solve (ilp_reduce.c). ilp_dominance clears
- * live[u][i] for each strategy some other live strategy of u dominates (no
- * worse in any price, memory or group term, so some optimum avoids it) and
- * returns how many; ilp_restrict builds the problem of the live strategies,
- * map[u][k] = the original index of its strategy k (heap, caller frees). */
-int ilp_dominance(const IlpProblem *p, char **live);
-IlpProblem *ilp_restrict(const IlpProblem *p, char *const *live, int **map);
-
     double (*coll)(const PassCostCtx *c, const PassMesh *m, const PassColl *k, int elem_bytes);
     double (*saved)(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
                     const PassStrategy *s, const int64_t *dim_size, PassRecompute r);
