@@ -147,12 +147,15 @@ static void show(const Env *E, const PassIlpQuery *q, const PassIlpResult *r)
  * of 8 layers with 4 micro-batches in flight, no ZeRO (no data parallelism
  * on this mesh). Replicating even one layer's weights costs 16 B x 0.8 G
  * parameters = 13 GB, so a 24 GiB budget forbids replication: every weight
- * must be split 8 ways. Megatron TP fits (18.0 GiB: 12.1 parameter state,
- * 6.0 activations) and is the fastest such plan: sequence parallelism moves
+ * must be split 8 ways. Megatron TP fits (17.9 GiB: 12.1 parameter state,
+ * 5.9 activations) and is the fastest such plan: sequence parallelism moves
  * the same bytes per all-reduce (reduce-scatter + all-gather) but re-gathers
  * its kept shards in backward and pays more collective latencies, which the
  * norms and residuals it splits do not win back at 2048 tokens. (Measured:
- * TP holds from 18.04 GiB up, unbounded.) */
+ * TP from 17.91 GiB up, and with no budget at all. At LLaMA-2's 4096 tokens
+ * the balance tips: replicated norms cost more than the re-gathers, and plans
+ * that split the sequence win even with memory to spare, so this case uses
+ * LLaMA-1's 2048.) */
 static void megatron_tp(void)
 {
     Env E;
@@ -185,9 +188,9 @@ static void megatron_tp(void)
 }
 
 /* The same stage with 16 GiB: Megatron TP's replicated norm and residual
- * activations (6.0 GiB of activations) no longer fit; splitting them along
- * the sequence (2.5 GiB) does. (Measured: SP from 14.54 to 18.04 GiB; below,
- * nothing fits.) */
+ * activations (5.9 GiB of activations) no longer fit; splitting them along
+ * the sequence (2.4 GiB) does. (Measured: SP from 14.41 to 17.91 GiB; below,
+ * plans that also split the attention's inputs, down to 13.5 GiB.) */
 static void sequence_parallel(void)
 {
     Env E;
@@ -255,8 +258,9 @@ static void data_parallel(void)
  * sequences per micro-batch, ZeRO-1, 24 GiB. Across nodes a group shares one
  * NIC per GPU (46 GB/s) against NVLink's 370 inside: splitting the batch
  * across nodes needs no communication per micro-batch, only the gradient
- * synchronisation per step; inside a node the weights must still be split
- * (as in megatron_tp), and Megatron TP is the cheapest way. */
+ * synchronisation per step; inside a node Megatron TP is the cheapest way
+ * to split the weights (as in megatron_tp). (Measured: this plan, 11.1 GiB,
+ * for any budget from 11.12 GiB up and with none.) */
 static void two_dimensional(void)
 {
     Env E;
