@@ -24,6 +24,8 @@
 #define FE_MAX_IMPORT_DEPTH 64    /* chained imports */
 #define FE_MAX_CONST_DEPTH 1000   /* constants referring to constants */
 #define FE_MAX_REPEAT 100000      /* one repeat's count */
+#define FE_MAX_NUMEL ((int64_t)1 << 48)  /* elements of one tensor, batch not counted */
+#define FE_MAX_PARAMS ((int64_t)1 << 52) /* parameters of the model */
 /* The fuzzer builds with smaller values (tests/fuzz/build.sh) so that one
  * input cannot spend seconds reaching them. */
 #ifndef FE_MAX_NODES

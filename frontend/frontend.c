@@ -26,6 +26,8 @@ static void set_global_batch(IrGraph *g, FeConsts *c, int64_t override)
     else if (v.i < 1)
         ir_error(loc, "global_batch is %lld; it must be a positive integer (sequences per step)",
                  (long long)v.i);
+    else if (v.i > ((int64_t)1 << 40)) /* as --global-batch: counts stay far from overflow */
+        ir_error(loc, "global_batch is %lld; at most 2^40 sequences per step", (long long)v.i);
     else
         g->global_batch = v.i;
 }

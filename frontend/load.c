@@ -56,7 +56,7 @@ static bool check_text(const char *path, const char *text, size_t len)
             line++;
             col = 1;
         } else {
-            col++;
+            col += (int)n; /* columns count bytes, as the scanner's do */
         }
         i += n;
     }

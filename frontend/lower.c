@@ -29,6 +29,7 @@ typedef struct Lower {
     bool have_input;           /* the first input is declared (and sets the sequence dim) */
     bool any_input;            /* an input statement was seen, even a failed one */
     bool in_repeat;
+    int64_t nparams;           /* parameter elements so far */
     int loss_node;
     IrLoc loss_loc;
 } Lower;
@@ -129,6 +130,23 @@ static bool resolve_type(Lower *lw, const FeType *ty, int *dims)
             }
     }
     return ok;
+}
+
+/* Sizes stay far from int64 overflow: every later pass multiplies element
+ * counts by the batch, bytes and device counts. False after reporting. */
+static bool size_ok(Lower *lw, const char *what, const int *dims, int rank, IrLoc loc)
+{
+    const IrGraph *g = lw->g;
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] == g->batch_dim)
+            continue;
+        if (__builtin_mul_overflow(n, g->dims[dims[i]].size, &n) || n > FE_MAX_NUMEL) {
+            ir_error(loc, "%s has more than 2^48 elements (not counting batch)", what);
+            return false;
+        }
+    }
+    return true;
 }
 
 static const char *type_str(Lower *lw, IrDtype dt, const int *dims, int rank)
@@ -256,7 +274,15 @@ static int add_node(Lower *lw, IrOp op, const int *in, const IrAttrs *at, IrLoc 
     if (n < 0)
         return POISON;
     limit_hit(lw, loc);
-    return lw->g->nodes[n].out[0];
+    const IrNode *nd = &lw->g->nodes[n];
+    for (int i = 0; i < nd->nout; i++) {
+        const IrTensor *t = &lw->g->tensors[nd->out[i]];
+        const char *what = ir_sprintf(lw->tmp, "the %s result %s", ir_ops[op].name,
+                                      type_str(lw, t->dtype, t->dim, t->rank));
+        if (!size_ok(lw, what, t->dim, t->rank, loc))
+            return POISON;
+    }
+    return nd->out[0];
 }
 
 static int lower_call(Lower *lw, const FeExpr *e)
@@ -411,6 +437,10 @@ static void lower_input(Lower *lw, const FeStmt *s)
         g->seq_dim = dims[1];
         lw->have_input = true;
     }
+    if (!size_ok(lw, ir_sprintf(lw->tmp, "input '%s'", s->name), dims, s->type->ndims, s->loc)) {
+        bind(lw, s->name, POISON);
+        return;
+    }
     int t = ir_tensor_add(g, s->name, s->type->dtype, IR_INPUT, s->type->ndims, dims, s->loc);
     bind(lw, s->name, t);
 }
@@ -485,6 +515,20 @@ static void lower_param(Lower *lw, const FeStmt *s)
             ir_error(s->part_loc, "a tensor is split into at most 1024 parts");
             ok = false;
         }
+    }
+    if (ok && size_ok(lw, ir_sprintf(lw->tmp, "parameter '%s'", s->name), dims, s->type->ndims,
+                      s->loc)) {
+        int64_t n = 1;
+        for (int i = 0; i < s->type->ndims; i++)
+            n *= g->dims[dims[i]].size; /* at most 2^48: checked */
+        lw->nparams += n;
+        if (lw->nparams > FE_MAX_PARAMS) {
+            ir_error(s->loc, "the model has more than 2^52 parameters with '%s'", s->name);
+            lw->stop = true;
+            ok = false;
+        }
+    } else {
+        ok = false;
     }
     if (!ok) {
         bind(lw, s->name, POISON);
