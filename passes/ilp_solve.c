@@ -165,8 +165,9 @@ static void callback(glp_tree *tree, void *info)
     if (r != GLP_ISELECT && r != GLP_IBINGO && r != GLP_IBRANCH)
         return;
     int best = glp_ios_best_node(tree);
-    if (best) {
-        cb->bound = glp_ios_node_bound(tree, best);
+    double b = best ? glp_ios_node_bound(tree, best) : -INFINITY;
+    if (isfinite(b) && fabs(b) < 1e300) { /* -DBL_MAX: the node's LP is not solved yet */
+        cb->bound = b;
         cb->have = true;
     }
 }

@@ -378,6 +378,21 @@ static void cache(void)
     env_close(&E);
 }
 
+/* A time limit too short to solve anything: the answer says so instead of
+ * claiming a plan (a 70B layer on 8x8 takes some 30 ms of simplex at best). */
+static void time_limit(void)
+{
+    Env E;
+    env_open(&E, "llama2-70b.mdl", NULL);
+    PassIlpQuery q = layers(1, 8, 8, 8, 8, 1, 1, 0);
+    q.time_limit_s = 1e-3;
+    const PassIlpResult *r = pass_ilp_stage(E.cache, &E.ctx, &pass_ilp_costs, E.g, &q);
+    CHECK(r->status == ILP_UNKNOWN || (r->status == ILP_FEASIBLE && r->gap >= 0),
+          "a 1 ms limit gave %s", ilp_status_name(r->status));
+    CHECK(r->status != ILP_UNKNOWN || (!r->feasible && isinf(r->step_s)), "unknown, yet a plan");
+    env_close(&E);
+}
+
 int main(void)
 {
     megatron_tp();
@@ -386,6 +401,7 @@ int main(void)
     two_dimensional();
     gqa();
     cache();
+    time_limit();
     printf("ilp llama: %d failures\n", failures);
     return failures ? 1 : 0;
 }
