@@ -658,6 +658,22 @@ static void print_header(Cg *c, FILE *h)
     int devices = pass_mesh_devices(&p->mesh);
     fprintf(h, "/* model.h: constants of the generated model and plan (ptdc %s). */\n", PTDC_VERSION);
     fprintf(h, "#ifndef PTDC_MODEL_H\n#define PTDC_MODEL_H\n\n");
+    /* Config: the model's constants after overrides, as the .mdl names them. */
+    fprintf(h, "/* Config of %s (%s) */\n", g->name, g->path ? g->path : "?");
+    for (int i = 0; i < g->nconsts; i++) {
+        const IrConst *k = &g->consts[i];
+        const char *id = cg_ident(c, k->name);
+        char up[256];
+        size_t n = 0;
+        for (const char *q = id; *q && n + 1 < sizeof up; q++)
+            up[n++] = (char)toupper((unsigned char)*q);
+        up[n] = 0;
+        if (k->is_int)
+            fprintf(h, "#define CFG_%s %lldLL\n", up, (long long)k->i);
+        else
+            fprintf(h, "#define CFG_%s %.17g\n", up, k->f);
+    }
+    fprintf(h, "\n/* The plan */\n");
     fprintf(h, "#define CG_MODEL \"%s\"\n", g->name);
     fprintf(h, "#define CG_WORLD %d     /* ranks */\n", devices * p->pp);
     fprintf(h, "#define CG_PP %d        /* pipeline ranks */\n", p->pp);
@@ -679,6 +695,8 @@ static void print_header(Cg *c, FILE *h)
             g->name, p->pp, p->v, p->mesh.size[0], p->mesh.size[1], p->num_micro,
             (long long)p->mb_seqs, p->zero, p->schedule == PASS_SCHED_1F1B ? "1F1B" : "interleaved 1F1B");
     fprintf(h, "#define CG_PLAN_HASH \"%016llx\"\n", (unsigned long long)plan_hash(c));
+    fprintf(h, "\n/* Every GEMM goes through the trainer, which times it when PTDC_TIME_GEMM is set. */\n"
+               "#define rt_matmul(...) cg_matmul(__VA_ARGS__)\n");
     fprintf(h, "\n#endif\n");
 }
 

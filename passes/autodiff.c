@@ -374,19 +374,18 @@ bool pass_autodiff(IrGraph *g)
     }
 
     for (int i = g->nfwd - 1; i >= 0; i--) {
-        const IrNode *n = &g->nodes[i];
-        int dy;
-        if (n->out[0] == g->loss) {
+        int dy, y = g->nodes[i].out[0]; /* adding nodes moves g->nodes: no pointer into it */
+        if (y == g->loss) {
             /* The seed d loss / d loss = 1: a scalar gradient nothing computes. */
             int loss = g->loss;
             ad.seed = grad_tensor(&ad, loss);
             dy = ad.seed;
         } else {
-            dy = finish(&ad, n->out[0], i);
+            dy = finish(&ad, y, i);
         }
         if (dy < 0)
             continue;
-        rules[n->op](&ad, i, dy);
+        rules[g->nodes[i].op](&ad, i, dy);
     }
     /* Parameters: sum contributions of tied uses (filed under the first consumer). */
     for (int t = 0; t < ad.ntensors0; t++) {

@@ -200,6 +200,23 @@ void cg_load(int32_t *dst, int which, int mb, int64_t b0, int64_t nb, int64_t s0
     rt_to_device(dst, stage_host, (size_t)(nb * ns) * sizeof(int32_t));
 }
 
+static bool time_gemm;
+static double gemm_s;     /* seconds in GEMMs this step */
+static double gemm_flops; /* their FLOPs */
+
+void cg_matmul(rt_act *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N, int64_t K,
+               bool ta, bool tb, bool accumulate)
+{
+    if (!time_gemm) {
+        (rt_matmul)(c, a, b, M, N, K, ta, tb, accumulate);
+        return;
+    }
+    double t0 = rt_time();
+    (rt_matmul)(c, a, b, M, N, K, ta, tb, accumulate);
+    gemm_s += rt_time() - t0;
+    gemm_flops += 2.0 * (double)M * (double)N * (double)K;
+}
+
 /* ------------------------------------------------------------ parameters */
 
 static int group_size(const CgParam *p) { return p->pmask ? rt_comm_size(g_comm[p->pmask]) : 1; }
@@ -732,6 +749,7 @@ int main(int argc, char **argv)
     rt_init(&argc, &argv);
     world_rank = rt_world_rank();
     parse_flags(argc, argv);
+    time_gemm = getenv("PTDC_TIME_GEMM") && strcmp(getenv("PTDC_TIME_GEMM"), "0") != 0;
     if (rt_world_size() != CG_WORLD) {
         if (ROOT)
             fprintf(stderr, "train: this program runs on %d ranks (its plan's), not %d; start it "
@@ -766,14 +784,18 @@ int main(int argc, char **argv)
 
     bool saved = false;
     while (step < fl.steps) {
+        gemm_s = gemm_flops = 0;
         double t0 = rt_time(), loss, norm, lr;
         step_once(&loss, &norm, &lr);
         double dt = rt_time() - t0;
         step++;
         if (ROOT) {
-            printf("step %5lld/%ld | loss %.7f | lr %.3e | norm %.6f | %8.1f ms | %10.0f tok/s\n",
+            printf("step %5lld/%ld | loss %.7f | lr %.3e | norm %.6f | %8.1f ms | %10.0f tok/s",
                    (long long)step, fl.steps, loss, lr, norm, dt * 1e3,
                    (double)CG_GLOBAL_BATCH * CG_SEQ / dt);
+            if (time_gemm)
+                printf(" | gemm %4.1f%% %6.2f GFLOP/s", 100 * gemm_s / dt, gemm_flops / gemm_s / 1e9);
+            printf("\n");
             fflush(stdout);
         }
         saved = fl.save && fl.save_every && step % fl.save_every == 0;

@@ -83,6 +83,11 @@ extern rt_act *g_ws_act;       /* workspace of one piece function */
 extern float *g_ws_f32;
 extern int32_t *g_ws_i32;
 
+/* rt_matmul, timed (rt_time, which synchronises on CUDA) when the
+ * environment sets PTDC_TIME_GEMM: the step log then shows the GEMM share. */
+void cg_matmul(rt_act *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N, int64_t K,
+               bool ta, bool tb, bool accumulate);
+
 /* Receive into buf from the rank of pipeline rank pp_peer with this mesh coordinate. */
 void cg_recv(void *buf, int64_t n, RtType t, int pp_peer, int tag);
 /* Post a send (waiting first for the one *req still had in flight). */
