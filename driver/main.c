@@ -164,6 +164,8 @@ static int plan(const DrvOptions *o, IrGraph *g)
     so.global_batch = g->global_batch;
     so.ilp_time_limit_s = o->ilp_time_limit;
     so.keep = o->explain ? 10 : 1;
+    IrGraph *skel = pass_search_skeleton(g->arena, g);
+    so.skeleton = skel;
     PassIlpCache *cache = pass_ilp_cache_new();
     PassSearchResult r;
     int rc = 1;
@@ -215,6 +217,7 @@ out:
     pass_search_result_free(&r);
 out_cache:
     pass_ilp_cache_free(cache);
+    pass_search_skeleton_free(skel);
     return rc;
 }
 

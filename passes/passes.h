@@ -716,8 +716,18 @@ typedef struct PassSearchOpts {
     int keep;                     /* alternatives to keep, best first (0: 1); pruning is against
                                      the keep-th best, so they are the true best by pass_predict */
     bool first_fit;               /* stop at the first plan that fits (pass_search_min_gpus) */
+    bool exhaustive;              /* tests: prune nothing by step time, and die if a bound is
+                                     ever above what pass_predict says (checks the pruning) */
+    const IrGraph *skeleton;      /* pass_search_skeleton(g) for the ILP solves (same answers,
+                                     much faster lowering on deep models); NULL: g itself */
     PassSearchFilter filter;
 } PassSearchOpts;
+
+/* The model with at most three iterations of each repeat, for the ILP
+ * (search_skel.c): NULL when g has no more. Heap arrays, arena a for the
+ * rest; pass_search_skeleton_free releases the arrays. */
+IrGraph *pass_search_skeleton(IrArena *a, const IrGraph *g);
+void pass_search_skeleton_free(IrGraph *s);
 
 void pass_search_pins_none(PassSearchPins *p);
 /* Are tp, pp, micro-batch, recompute, sp, ZeRO and the schedule (and v, if
@@ -728,9 +738,10 @@ bool pass_search_pinned_fully(const PassSearchPins *p);
  * whose nodes split the batch is data parallel, one splitting other dims is
  * tensor parallel, and a sequence split on it is sequence parallelism. */
 typedef struct PassLayout {
-    int gpus;                     /* dp * tp * pp */
+    int gpus;                     /* dp * tp * pp * replicated */
     int dp, tp, pp, v;
     int dp_axis, tp_axis;         /* mesh axis of each, or -1 */
+    int replicated;               /* devices along mesh axes nothing is split over (1: none) */
     bool sp;
     int zero;
     int64_t micro_batch;          /* sequences per data-parallel replica per micro-batch */
@@ -753,6 +764,7 @@ typedef struct PassSearchAlt {
     PassPrediction pred;
     double *stage_fwd_s, *stage_bwd_s; /* [plan.nstages] one micro-batch, from the ILP costs
                                           (pass_predict reports only the slowest rank) */
+    const IrGraph *ilp_graph;     /* the graph those solves ran on (g or the skeleton) */
     int nilp;                     /* the ILP solves its strategies come from (owned by the cache) */
     PassIlpQuery ilp_q[8];
     const PassIlpResult *ilp_r[8];

@@ -23,7 +23,7 @@ bool pass_search_pinned_fully(const PassSearchPins *p)
 void pass_plan_layout(const IrGraph *g, const PassPlan *p, PassLayout *out)
 {
     memset(out, 0, sizeof *out);
-    out->dp = out->tp = 1;
+    out->dp = out->tp = out->replicated = 1;
     out->dp_axis = out->tp_axis = -1;
     for (int a = 0; a < p->mesh.naxes; a++) {
         if (p->mesh.size[a] <= 1)
@@ -42,6 +42,8 @@ void pass_plan_layout(const IrGraph *g, const PassPlan *p, PassLayout *out)
             out->tp_axis = a;
             out->tp = p->mesh.size[a];
             out->sp = seq;
+        } else {
+            out->replicated *= p->mesh.size[a];
         }
     }
     out->pp = p->pp;
@@ -68,8 +70,11 @@ const char *pass_layout_str(const PassLayout *l, char *buf, size_t n)
     char v[32] = "";
     if (l->v > 1)
         snprintf(v, sizeof v, " (v %d)", l->v);
-    snprintf(buf, n, "dp %d x tp %d x pp %d%s, sp %s, zero %d, micro-batch %lld x %d, %s, recompute %s",
-             l->dp, l->tp, l->pp, v, l->sp ? "on" : "off", l->zero, (long long)l->micro_batch,
+    char rep[32] = "";
+    if (l->replicated > 1)
+        snprintf(rep, sizeof rep, " x %d replicas", l->replicated);
+    snprintf(buf, n, "dp %d x tp %d x pp %d%s%s, sp %s, zero %d, micro-batch %lld x %d, %s, recompute %s",
+             l->dp, l->tp, l->pp, rep, v, l->sp ? "on" : "off", l->zero, (long long)l->micro_batch,
              l->num_micro, l->schedule == PASS_SCHED_INTERLEAVED ? "interleaved" : "1f1b",
              pass_layout_recompute_name(l));
     return buf;

@@ -130,13 +130,18 @@ void pass_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const
             ir_fmt_count(ir_param_count(g), buf, sizeof buf), (long long)r->global_batch, (long long)seq);
 
     fprintf(f, "layout\n");
-    fprintf(f, "  DP %d x TP %d x PP %d = %d GPUs", L->dp, L->tp, L->pp, L->gpus);
+    fprintf(f, "  DP %d x TP %d x PP %d", L->dp, L->tp, L->pp);
+    if (L->replicated > 1)
+        fprintf(f, " x %d replicas (a mesh axis nothing is split over: every GPU of it computes "
+                   "the same)", L->replicated);
+    fprintf(f, " = %d GPUs", L->gpus);
     if (L->v > 1)
         fprintf(f, ", %d model chunks per pipeline rank", L->v);
     fprintf(f, "\n  sequence parallel  %s\n", L->sp ? "on" : "off");
     fprintf(f, "  ZeRO               stage %d%s\n", L->zero, L->dp > 1 ? " over the data-parallel group" : " (no data parallelism: no effect)");
-    fprintf(f, "  micro-batch        %lld sequence%s per replica (%lld over dp), %d micro-batches per step\n",
-            (long long)L->micro_batch, L->micro_batch == 1 ? "" : "s", (long long)p->mb_seqs, p->num_micro);
+    fprintf(f, "  micro-batch        %lld sequence%s per replica (%lld over dp), %d micro-batch%s per step\n",
+            (long long)L->micro_batch, L->micro_batch == 1 ? "" : "s", (long long)p->mb_seqs, p->num_micro,
+            p->num_micro == 1 ? "" : "es");
     fprintf(f, "  schedule           %s\n", L->schedule == PASS_SCHED_INTERLEAVED ? "interleaved 1F1B" : "1F1B");
     fprintf(f, "  recomputation      %s\n", pass_layout_recompute_name(L));
     fprintf(f, "  attention          %s\n\n", p->attention == PASS_ATTN_MATERIALIZED ? "materialized" : "flash");
@@ -163,7 +168,7 @@ void pass_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const
 
     fprintf(f, "operator shardings and collectives (intra-operator ILP, one layer of each kind)\n");
     for (int i = 0; i < a->nilp; i++)
-        pass_ilp_print(f, g, &a->ilp_q[i], a->ilp_r[i]);
+        pass_ilp_print(f, a->ilp_graph ? a->ilp_graph : g, &a->ilp_q[i], a->ilp_r[i]);
     fprintf(f, "\n");
 
     fprintf(f, "prediction (cost model)\n");

@@ -85,6 +85,8 @@ static void add_cand(Src *s, SrcGroup *G, int pp, int v, int rc, int zero)
         G->capcand = G->capcand ? 2 * G->capcand : 8;
         G->cand = ir_xrealloc(G->cand, (size_t)G->capcand * sizeof *G->cand);
     }
+    if (G->ncand == 0)
+        src_group_sums(s, G);
     SrcCand *k = &G->cand[G->ncand++];
     memset(k, 0, sizeof *k);
     s->full_valid |= pp * G->dp * G->tp == s->gpus;
@@ -198,6 +200,8 @@ typedef struct {
 
 static double threshold(const Rank *R)
 {
+    if (R->s->o->exhaustive)
+        return INFINITY;
     return R->out->nalt < R->keep ? INFINITY : R->out->alt[R->keep - 1].pred.step_time_s;
 }
 
@@ -234,6 +238,7 @@ static void make_alt(const Src *s, const SrcVariant *V, const PassPlan *p, const
     a->stage_fwd_s = ir_xmalloc(sizeof(double) * (size_t)p->nstages);
     a->stage_bwd_s = ir_xmalloc(sizeof(double) * (size_t)p->nstages);
     src_stage_times(s, V, &a->plan, a->stage_fwd_s, a->stage_bwd_s);
+    a->ilp_graph = s->o->skeleton ? s->o->skeleton : s->g;
     a->nilp = V->nq;
     for (int i = 0; i < V->nq; i++)
         a->ilp_q[i] = V->q[i], a->ilp_r[i] = V->r[i];
@@ -295,6 +300,38 @@ static bool filtered_out(const Src *s, const PassPlan *p)
     return true;
 }
 
+/* The pruning is sound only if every bound is at most what pass_predict
+ * says; exhaustive searches (tests) check it on every plan they rank. */
+static void check_bounds(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
+                         const PassPrediction *pr)
+{
+    double lb2 = src_bound_variant(s, G, V, k), tol = 1e-9;
+    if (k->lb > pr->step_time_s * (1 + tol) || lb2 > pr->step_time_s * (1 + tol))
+        ir_die("search: step-time bound %.9g / %.9g above pass_predict's %.9g (dp %d tp %d b %d pp %d v %d)",
+               k->lb, lb2, pr->step_time_s, G->dp, G->tp, G->b, k->pp, k->v);
+    if (k->mem_lb > pr->peak_mem_bytes * (1 + tol))
+        ir_die("search: memory bound %.0f above pass_predict's %.0f (dp %d tp %d b %d pp %d v %d zero %d)",
+               k->mem_lb, pr->peak_mem_bytes, G->dp, G->tp, G->b, k->pp, k->v, k->zero);
+}
+
+/* A candidate dropped for its memory bound: pass_predict must agree that it
+ * does not fit, with at least that much memory (exhaustive searches). */
+static void check_mem_prune(Src *s, SrcGroup *G, const SrcVariant *V, SrcCand *k)
+{
+    SrcPart part;
+    if (!src_partition(s, G, V, k, s->usable, true, &part))
+        return;
+    PassPlan p;
+    src_plan(s, G, V, k, &part, &p);
+    PassPrediction pr;
+    pass_predict(s->c, s->g, &p, &pr);
+    if (pr.fits || k->mem_lb > pr.peak_mem_bytes * (1 + 1e-9))
+        ir_die("search: memory bound %.0f dropped a plan pass_predict puts at %.0f (%s; dp %d tp %d b %d "
+               "pp %d v %d zero %d)", k->mem_lb, pr.peak_mem_bytes, pr.fits ? "fits" : "does not fit",
+               G->dp, G->tp, G->b, k->pp, k->v, k->zero);
+    pass_prediction_free(&pr);
+}
+
 /* Cut, predict, and keep candidate k with variant V. */
 static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
 {
@@ -314,6 +351,12 @@ static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
         PassPrediction pr;
         pass_predict(s->c, s->g, &p, &pr);
         s->st->evaluated++;
+        if (s->o->exhaustive) {
+            check_bounds(s, G, V, k, &pr);
+            if (part.mem_peak > pr.peak_mem_bytes * (1 + 1e-9))
+                ir_die("search: the partition's memory estimate %.0f is above pass_predict's %.0f",
+                       part.mem_peak, pr.peak_mem_bytes);
+        }
         if (pr.fits) {
             record(R, V, &p, &pr);
             fit = true;
@@ -342,6 +385,8 @@ static void rank_group(Rank *R, SrcGroup *G, int vi, bool only_failed)
     const SrcVariant *V = &G->var[vi];
     for (int i = 0; i < G->ncand && !R->stop; i++) {
         SrcCand *k = &G->cand[i];
+        if (k->mem_lb > s->usable && s->o->exhaustive && !only_failed)
+            check_mem_prune(s, G, V, k);
         if (k->mem_lb > s->usable || k->done || (only_failed && !k->mem_fail))
             continue;
         double thr = threshold(R);
@@ -489,6 +534,7 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
             live |= G->cand[j].mem_lb <= s.usable;
         if (live) {
             src_group_floor(&s, G);
+            src_group_sums(&s, G);
             for (int j = 0; j < G->ncand; j++)
                 src_bound(&s, G, &G->cand[j]);
         }
@@ -508,9 +554,9 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     s.st->groups = s.ngroups;
     for (int i = 0; i < s.ngroups && !R.stop; i++) {
         SrcGroup *G = &s.groups[i];
-        if (!isfinite(G->lb))
+        if (!isfinite(G->lb) && !(o->exhaustive && G->ncand > 0))
             continue;
-        if (G->lb >= threshold(&R)) {
+        if (G->lb >= threshold(&R) && !o->exhaustive) {
             for (int j = i; j < s.ngroups; j++)
                 for (int q = 0; q < s.groups[j].ncand; q++)
                     s.st->pruned_time += s.groups[j].cand[q].mem_lb <= s.usable;

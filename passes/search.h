@@ -62,6 +62,8 @@ typedef struct SrcGroup {
                                      strategies, per node, summed (NULL: not yet) */
     double *floor_saved;          /* [npieces * SRC_NRC] likewise, saved bytes */
     double *floor_states;         /* [npieces * 4] likewise, model states by ZeRO stage */
+    double sum_t[SRC_NRC], max_t[SRC_NRC]; /* src_group_sums: bounds summed over pieces */
+    double sum_saved[SRC_NRC], sum_saved_min, sum_states[4];
     int ncand, capcand;
     SrcCand *cand;
     int nvar;
@@ -102,12 +104,15 @@ typedef struct Src {
 /* search_prune.c: lower bounds. */
 const SrcWork *src_work(Src *s, int64_t mb_seqs);
 void src_states(Src *s);
+double src_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PassMesh *m,
+                      const PassStrategy *strat, const int64_t *ds, const IrNode *n, PassRecompute r);
 bool src_recomputed(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PassRecompute r);
 /* Micro-batches whose activations pipeline rank r holds (pass_predict's
  * accounting), per chunk's share of the rank's saved bytes. */
 double src_inflight(int pp, int v, int m, int r);
 double src_runtime_bytes(const PassMesh *m, int pp);
 void src_group_floor(Src *s, SrcGroup *G);
+void src_group_sums(Src *s, SrcGroup *G);
 void src_bound(Src *s, const SrcGroup *G, SrcCand *k);
 double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k);
 

@@ -46,7 +46,8 @@ static const PassIlpResult *solve(Src *s, SrcVariant *V, const PassIlpQuery *q)
 {
     if (V->nq >= SRC_MAXQ)
         ir_die("search: more than %d ILP queries for one variant", SRC_MAXQ);
-    const PassIlpResult *r = pass_ilp_stage(s->cache, s->c, &pass_ilp_costs, s->g, q);
+    const IrGraph *gs = s->o->skeleton ? s->o->skeleton : s->g;
+    const PassIlpResult *r = pass_ilp_stage(s->cache, s->c, &pass_ilp_costs, gs, q);
     V->q[V->nq] = *q;
     V->r[V->nq++] = r;
     return r;
@@ -67,7 +68,7 @@ static void piece_costs(Src *s, const SrcGroup *G, SrcVariant *V, const int64_t 
         for (int r = 0; r < SRC_NRC; r++) {
             if (src_recomputed(s->c, g, nd, r))
                 P->rec[r] += nc.fwd_s;
-            P->saved[r] += pass_saved_bytes(s->c, g, nd, &G->mesh, st, ds, r);
+            P->saved[r] += src_kept_bytes(s->c, g, &G->mesh, V->strat, ds, nd, r);
         }
         for (int z = 0; z < 4; z++)
             P->states[z] += pass_param_bytes(s->c, g, nd, &G->mesh, st, z);
@@ -77,6 +78,8 @@ static void piece_costs(Src *s, const SrcGroup *G, SrcVariant *V, const int64_t 
 bool src_variant(Src *s, SrcGroup *G, int k)
 {
     const IrGraph *g = s->g;
+    /* The ILP runs on gs (the skeleton, or g); strategies and costs are g's. */
+    const IrGraph *gs = s->o->skeleton ? s->o->skeleton : g;
     const PassSearchPins *pin = &s->o->pins;
     SrcVariant *V = &G->var[k];
     memset(V, 0, sizeof *V);
@@ -89,7 +92,7 @@ bool src_variant(Src *s, SrcGroup *G, int k)
     base.recompute = pin->recompute >= 0 ? (PassRecompute)pin->recompute : PASS_RECOMPUTE_NONE;
     base.inflight = 1;
     base.time_limit_s = s->o->ilp_time_limit_s > 0 ? s->o->ilp_time_limit_s : 10;
-    pass_ilp_pins(g, 0, G->tp > 1 ? 1 : -1, G->sp, base.allow);
+    pass_ilp_pins(gs, 0, G->tp > 1 ? 1 : -1, G->sp, base.allow);
 
     V->strat = ir_xmalloc(sizeof(PassStrategy) * (size_t)(g->nfwd + 1));
     for (int i = 0; i < g->nfwd; i++)
@@ -107,16 +110,16 @@ bool src_variant(Src *s, SrcGroup *G, int k)
             nrep = g->pieces[p].rep + 1;
     const PassIlpResult **rep_r = ir_xcalloc((size_t)nrep + 1, sizeof *rep_r);
     for (int rep = 0; rep < nrep && ok; rep++) {
-        int rp = rep_representative(g, rep);
-        if (rp < 0)
+        int rs_ = rep_representative(gs, rep), rp = rep_representative(g, rep);
+        if (rs_ < 0 || rp < 0)
             continue;
         PassIlpQuery q = base;
-        q.first_piece = rp;
+        q.first_piece = rs_;
         q.npieces = 1;
         if (k > 0) {
             const PassIlpResult *r0 = NULL;
             for (int i = 0; i < G->var[0].nq; i++)
-                if (G->var[0].q[i].first_piece == rp && G->var[0].q[i].npieces == 1)
+                if (G->var[0].q[i].first_piece == rs_ && G->var[0].q[i].npieces == 1)
                     r0 = G->var[0].r[i];
             if (!r0)
                 ir_die("search: variant 1 without variant 0");
@@ -128,7 +131,7 @@ bool src_variant(Src *s, SrcGroup *G, int k)
             break;
         }
         rep_r[rep] = r;
-        const IrPiece *R = &g->pieces[rp];
+        const IrPiece *R = &gs->pieces[rs_];
         for (int p = 0; p < g->npieces; p++) {
             const IrPiece *P = &g->pieces[p];
             if (P->rep != rep || P->count != R->count)
@@ -143,21 +146,21 @@ bool src_variant(Src *s, SrcGroup *G, int k)
     }
 
     /* Runs of pieces outside repeats, each with the layer next to it. */
-    for (int a = 0; a < g->npieces && ok;) {
-        if (g->pieces[a].rep >= 0) {
+    for (int a = 0; a < gs->npieces && ok;) {
+        if (gs->pieces[a].rep >= 0) {
             a++;
             continue;
         }
         int b = a;
-        while (b + 1 < g->npieces && g->pieces[b + 1].rep < 0)
+        while (b + 1 < gs->npieces && gs->pieces[b + 1].rep < 0)
             b++;
-        int lo = a > 0 ? a - 1 : a, hi = b + 1 < g->npieces ? b + 1 : b;
+        int lo = a > 0 ? a - 1 : a, hi = b + 1 < gs->npieces ? b + 1 : b;
         PassIlpQuery q = base;
         q.first_piece = lo;
         q.npieces = hi - lo + 1;
         int nb = (lo < a) + (hi > b);
-        int rb = lo < a ? g->pieces[lo].rep : hi > b ? g->pieces[hi].rep : -1;
-        bool one_kind = nb == 1 || (nb == 2 && g->pieces[lo].rep == g->pieces[hi].rep);
+        int rb = lo < a ? gs->pieces[lo].rep : hi > b ? gs->pieces[hi].rep : -1;
+        bool one_kind = nb == 1 || (nb == 2 && gs->pieces[lo].rep == gs->pieces[hi].rep);
         if (rb >= 0 && one_kind && rep_r[rb] && rep_r[rb]->has_boundary) {
             q.fix_boundary = true;
             q.boundary = rep_r[rb]->boundary;
@@ -167,26 +170,36 @@ bool src_variant(Src *s, SrcGroup *G, int k)
             ok = false;
             break;
         }
-        for (int n = g->pieces[a].first; n < g->pieces[b].first + g->pieces[b].count; n++)
-            V->strat[n] = r->strategy[n - r->first_node];
-        /* Its resharding: what the solve's times hold beyond the kernels of
-         * the run and the neighbouring layers' own estimate. */
+        /* Their strategies, and the resharding the solve's times hold beyond
+         * the kernels of the run and the neighbouring layers' own estimate. */
         double kf = 0, kb = 0;
-        for (int p = a; p <= b; p++) {
+        int first = -1;
+        for (int ps = a; ps <= b; ps++) {
+            int p = -1;
+            for (int x = 0; x < g->npieces && p < 0; x++)
+                if (g->pieces[x].rep < 0 && !strcmp(g->pieces[x].name, gs->pieces[ps].name))
+                    p = x;
+            if (p < 0)
+                ir_die("search: piece '%s' missing from the model", gs->pieces[ps].name);
+            if (first < 0)
+                first = p;
+            const IrPiece *S = &gs->pieces[ps], *P = &g->pieces[p];
+            for (int j = 0; j < P->count; j++)
+                V->strat[P->first + j] = r->strategy[S->first + j - r->first_node];
             piece_costs(s, G, V, ds, p, &V->piece[p]);
             kf += V->piece[p].fwd;
             kb += V->piece[p].bwd + V->piece[p].rec[q.recompute];
         }
-        for (int p = lo; p <= hi; p++) {
-            if (p >= a && p <= b)
+        for (int ps = lo; ps <= hi; ps++) {
+            if (ps >= a && ps <= b)
                 continue;
-            int rp = rep_representative(g, g->pieces[p].rep);
+            int rp = rep_representative(g, gs->pieces[ps].rep);
             const SrcPiece *L = &V->piece[rp];
             kf += L->fwd + rs[2 * rp];
             kb += L->bwd + L->rec[q.recompute] + rs[2 * rp + 1];
         }
-        rs[2 * a] = fmax(0, r->fwd_s - kf);
-        rs[2 * a + 1] = fmax(0, r->bwd_s - kb);
+        rs[2 * first] = fmax(0, r->fwd_s - kf);
+        rs[2 * first + 1] = fmax(0, r->bwd_s - kb);
         a = b + 1;
     }
 

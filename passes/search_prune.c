@@ -160,6 +160,64 @@ static double pipe_bound(double tsum, double tmax, int pp, int v, int m)
     return m * tmax + (tsum - tmax) / v;
 }
 
+/* Bytes node n keeps for backward under r, as pass_predict counts them: an
+ * input all-gathered for n is kept in its producer's smaller layout. */
+double src_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PassMesh *m,
+                      const PassStrategy *strat, const int64_t *ds, const IrNode *n, PassRecompute r)
+{
+    PassSaved it[IR_MAX_IN + IR_MAX_OUT + 2];
+    int k = pass_saved_list(c, g, n, m, &strat[n->id], ds, r, it, IR_MAX_IN + IR_MAX_OUT + 2);
+    PassSharding in[IR_MAX_IN];
+    pass_shard_io(g, n, &strat[n->id], in, NULL);
+    double b = 0;
+    for (int i = 0; i < k; i++) {
+        b += it[i].bytes;
+        int t = it[i].tensor, pid = t >= 0 ? g->tensors[t].producer : -1;
+        if (t < 0 || it[i].slot >= n->nin || pid < 0)
+            continue;
+        const IrNode *pn = &g->nodes[pid];
+        PassSharding out[IR_MAX_OUT], from;
+        pass_shard_io(g, pn, &strat[pid], NULL, out);
+        int o = 0;
+        while (o < pn->nout && pn->out[o] != t)
+            o++;
+        from = out[o];
+        if (from.partial)
+            continue;
+        PassColl steps[8];
+        int ns = pass_reshard(g, t, m, &from, &in[it[i].slot], ds, steps, 8);
+        bool gathers = ns > 0;
+        for (int j = 0; j < ns; j++)
+            gathers &= steps[j].kind == PASS_COLL_ALLGATHER;
+        double small = (double)pass_local_numel(g, t, m, &from, ds) * ir_dtype_bytes(g->tensors[t].dtype);
+        if (gathers && small < it[i].bytes)
+            b -= it[i].bytes - small;
+    }
+    return b;
+}
+
+/* The least bytes any allowed strategy of t's producer lays t out in (a
+ * floor for what pass_predict keeps of t), cached in minb[t]. */
+static double producer_floor(Src *s, const SrcGroup *G, const int64_t *ds, const uint64_t *allow,
+                             PassStrategy *st, int maxs, double *minb, int t)
+{
+    if (minb[t] >= 0)
+        return minb[t];
+    const IrGraph *g = s->g;
+    const IrNode *pn = &g->nodes[g->tensors[t].producer];
+    int ns = pass_strategies(g, pn, &G->mesh, ds, allow, st, maxs);
+    double best = INFINITY;
+    for (int i = 0; i < ns; i++) {
+        PassSharding out[IR_MAX_OUT];
+        pass_shard_io(g, pn, &st[i], NULL, out);
+        for (int o = 0; o < pn->nout; o++)
+            if (pn->out[o] == t)
+                best = fmin(best, (double)pass_local_numel(g, t, &G->mesh, &out[o], ds) *
+                                      ir_dtype_bytes(g->tensors[t].dtype));
+    }
+    return minb[t] = isfinite(best) ? best : 0;
+}
+
 /* The tighter bound of a group: for every node the least kernel time,
  * saved bytes and model states over the strategies the ILP may choose on the
  * group's mesh (pass_strategies under the same pins), summed per piece. A
@@ -177,6 +235,10 @@ void src_group_floor(Src *s, SrcGroup *G)
     pass_ilp_pins(g, 0, G->tp > 1 ? 1 : -1, G->sp, allow);
     enum { MAXS = 512 };
     PassStrategy *st = ir_xmalloc(sizeof(PassStrategy) * MAXS);
+    PassStrategy *pst = ir_xmalloc(sizeof(PassStrategy) * MAXS);
+    double *minb = ir_xmalloc(sizeof(double) * (size_t)(g->ntensors + 1));
+    for (int t = 0; t < g->ntensors; t++)
+        minb[t] = -1;
     for (int p = 0; p < P; p++) {
         int q = rep_piece(g, p);
         if (q != p) {
@@ -198,8 +260,23 @@ void src_group_floor(Src *s, SrcGroup *G)
                 pass_cost_node(s->c, g, nd, &G->mesh, &st[i], ds, &nc);
                 tb = fmin(tb, nc.fwd_s + nc.bwd_s);
                 tf = fmin(tf, nc.fwd_s);
-                for (int r = 0; r < SRC_NRC; r++)
-                    sv[r] = fmin(sv[r], pass_saved_bytes(s->c, g, nd, &G->mesh, &st[i], ds, r));
+                for (int r = 0; r < SRC_NRC; r++) {
+                    /* What the node keeps, each input at most as big as
+                     * its producer can lay it out (pass_predict may keep
+                     * the producer's layout instead). */
+                    PassSaved it[IR_MAX_IN + IR_MAX_OUT + 2];
+                    int k = pass_saved_list(s->c, g, nd, &G->mesh, &st[i], ds, r, it,
+                                            IR_MAX_IN + IR_MAX_OUT + 2);
+                    double b = 0;
+                    for (int j = 0; j < k; j++) {
+                        int t = it[j].tensor;
+                        double x = it[j].bytes;
+                        if (t >= 0 && it[j].slot < nd->nin && g->tensors[t].producer >= 0)
+                            x = fmin(x, producer_floor(s, G, ds, allow, pst, MAXS, minb, t));
+                        b += x;
+                    }
+                    sv[r] = fmin(sv[r], b);
+                }
                 for (int z = 0; z < 4; z++)
                     sz[z] = fmin(sz[z], pass_param_bytes(s->c, g, nd, &G->mesh, &st[i], z));
             }
@@ -214,52 +291,112 @@ void src_group_floor(Src *s, SrcGroup *G)
         }
     }
     free(st);
+    free(pst);
+    free(minb);
     free(ds);
 }
 
-void src_bound(Src *s, const SrcGroup *G, SrcCand *k)
+/* A group's per-piece bounds summed once (they do not depend on pp, v or
+ * the partition): time per policy, its costliest piece, saved bytes per
+ * policy and the least over policies, model states per ZeRO stage. */
+void src_group_sums(Src *s, SrcGroup *G)
 {
     const SrcWork *W = src_work(s, G->mb_seqs);
-    int n = G->dp * G->tp, rc = k->rc == SRC_AUTO ? PASS_RECOMPUTE_NONE : k->rc;
-    double tsum = 0, tmax = 0, smin = 0, states = 0;
+    int n = G->dp * G->tp;
+    memset(G->sum_t, 0, sizeof G->sum_t);
+    memset(G->max_t, 0, sizeof G->max_t);
+    memset(G->sum_saved, 0, sizeof G->sum_saved);
+    memset(G->sum_states, 0, sizeof G->sum_states);
+    G->sum_saved_min = 0;
     for (int p = 0; p < s->npieces; p++) {
-        double t = W->t[p * SRC_NRC + rc] / n;
-        if (G->floor_t)
-            t = fmax(t, G->floor_t[p * SRC_NRC + rc]);
-        tsum += t;
-        tmax = fmax(tmax, t);
-        /* Auto may recompute anything: the least any policy keeps. */
-        double sv = INFINITY;
-        for (int r = 0; r < SRC_NRC; r++)
-            if (k->rc == SRC_AUTO || r == rc)
-                sv = fmin(sv, fmax(W->saved[p * SRC_NRC + r] / n,
-                                   G->floor_saved ? G->floor_saved[p * SRC_NRC + r] : 0));
-        smin += sv;
+        double smin = INFINITY;
+        for (int r = 0; r < SRC_NRC; r++) {
+            double t = W->t[p * SRC_NRC + r] / n;
+            if (G->floor_t)
+                t = fmax(t, G->floor_t[p * SRC_NRC + r]);
+            G->sum_t[r] += t;
+            G->max_t[r] = fmax(G->max_t[r], t);
+            double sv = W->saved[p * SRC_NRC + r] / n;
+            if (G->floor_saved)
+                sv = fmax(sv, G->floor_saved[p * SRC_NRC + r]);
+            G->sum_saved[r] += sv;
+            smin = fmin(smin, sv);
+        }
+        G->sum_saved_min += smin;
         /* ZeRO shards over the data-parallel axis what its stage covers;
          * tensor parallelism can split the rest at most tp ways. */
-        double x = s->w[p] / (k->zero >= 3 ? n : G->tp) + s->gr[p] / (k->zero >= 2 ? n : G->tp) +
-                   s->op[p] / (k->zero >= 1 ? n : G->tp);
-        if (G->floor_states)
-            x = fmax(x, G->floor_states[p * 4 + k->zero]);
-        states += x;
+        for (int z = 0; z < 4; z++) {
+            double x = s->w[p] / (z >= 3 ? n : G->tp) + s->gr[p] / (z >= 2 ? n : G->tp) +
+                       s->op[p] / (z >= 1 ? n : G->tp);
+            if (G->floor_states)
+                x = fmax(x, G->floor_states[p * 4 + z]);
+            G->sum_states[z] += x;
+        }
     }
-    k->lb = pipe_bound(tsum, tmax, k->pp, k->v, G->m);
+}
+
+/* The bounds of candidate k with every stage under policy rc; `mixed`: the
+ * policy may differ between stages (recomputation chosen per stage), so the
+ * memory bound takes the least any policy keeps. */
+static void bound_rc(Src *s, const SrcGroup *G, const SrcCand *k, int rc, bool mixed, double *t_lb,
+                     double *m_lb)
+{
+    double smin = mixed ? G->sum_saved_min : G->sum_saved[rc], states = G->sum_states[k->zero];
+    *t_lb = pipe_bound(G->sum_t[rc], G->max_t[rc], k->pp, k->v, G->m);
     double imin, imax, h;
     inflight_stats(k->pp, k->v, G->m, &imin, &imax, &h);
     double mean = states / k->pp + imin * smin / k->pp;
     double harm = (smin + states / imax) / h;
-    k->mem_lb = src_runtime_bytes(&G->mesh, k->pp) + fmax(mean, harm);
+    *m_lb = src_runtime_bytes(&G->mesh, k->pp) + fmax(mean, harm);
+    (void)s;
+}
+
+void src_bound(Src *s, const SrcGroup *G, SrcCand *k)
+{
+    if (k->rc != SRC_AUTO) {
+        bound_rc(s, G, k, k->rc, false, &k->lb, &k->mem_lb);
+        return;
+    }
+    if (k->pp > 1) {
+        /* Stages may mix policies: time as if none recomputes, memory as if
+         * every stage kept the least. */
+        bound_rc(s, G, k, PASS_RECOMPUTE_NONE, true, &k->lb, &k->mem_lb);
+        return;
+    }
+    /* One stage, one policy: the fastest policy whose memory bound fits. */
+    k->lb = k->mem_lb = INFINITY;
+    for (int r = 0; r < SRC_NRC; r++) {
+        double t, m;
+        bound_rc(s, G, k, r, false, &t, &m);
+        k->mem_lb = fmin(k->mem_lb, m);
+        if (m <= s->usable)
+            k->lb = fmin(k->lb, t);
+    }
+    if (!isfinite(k->lb)) /* nothing fits: keep the time bound finite for ordering */
+        bound_rc(s, G, k, PASS_RECOMPUTE_FULL, false, &k->lb, &k->mem_lb);
 }
 
 double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k)
 {
-    int rc = k->rc == SRC_AUTO ? PASS_RECOMPUTE_NONE : k->rc;
-    double tsum = 0, tmax = 0;
-    for (int p = 0; p < s->npieces; p++) {
-        const SrcPiece *P = &V->piece[p];
-        double t = P->fwd + P->bwd + P->rec[rc];
-        tsum += t;
-        tmax = fmax(tmax, t);
+    double best = INFINITY;
+    for (int rc = 0; rc < SRC_NRC; rc++) {
+        if (k->rc != SRC_AUTO ? rc != k->rc : k->pp > 1 && rc != PASS_RECOMPUTE_NONE)
+            continue;
+        double tsum = 0, tmax = 0, states = 0, saved = 0;
+        for (int p = 0; p < s->npieces; p++) {
+            const SrcPiece *P = &V->piece[p];
+            double t = P->fwd + P->bwd + P->rec[rc];
+            tsum += t;
+            tmax = fmax(tmax, t);
+            states += P->states[k->zero];
+            saved += P->saved[rc];
+        }
+        /* One stage under auto: only the policies whose estimate fits (the
+         * partition would not pick another; pass_predict adds to it). */
+        if (k->rc == SRC_AUTO && k->pp == 1 &&
+            src_runtime_bytes(&G->mesh, 1) + states + src_inflight(1, 1, G->m, 0) * saved > s->usable)
+            continue;
+        best = fmin(best, pipe_bound(tsum, tmax, k->pp, k->v, G->m));
     }
-    return pipe_bound(tsum, tmax, k->pp, k->v, G->m);
+    return best;
 }

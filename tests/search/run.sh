@@ -1,0 +1,110 @@
+#!/bin/sh
+# The planner's command line, golden style.
+#
+#   run.sh PTDC SRC cli NAME   cli/NAME.args are ptdc's arguments (run from the
+#                              source root, with -o DIR added). Without
+#                              NAME.ok the run must exit with status 1, print
+#                              nothing on stdout, leave DIR unwritten and print
+#                              exactly cli/NAME.err on stderr; with NAME.ok it
+#                              must exit 0, write plan.txt, plan.json and
+#                              plan.svg and print NAME.err on stderr. With
+#                              NAME.mask, numbers are compared as N (they come
+#                              from the cost model, which other tests pin).
+#   run.sh PTDC SRC golden     ptdc $(cat golden/small.args) --emit plan prints
+#                              exactly golden/small.txt (but for the search and
+#                              ILP solve times).
+#   run.sh PTDC SRC pinned     the "evaluate a layout by hand" case: a fully
+#                              pinned layout with --plan-only prints the
+#                              prediction, with --json as JSON.
+#   PTDC_UPDATE=1 rewrites the expected files from the actual output.
+set -u
+ptdc=$1
+src=$2
+what=$3
+here=$(cd "$(dirname "$0")" && pwd)
+case "$ptdc" in /*) ;; *) ptdc=$(pwd)/$ptdc ;; esac
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$src" || exit 1
+mask() { sed -E 's/[0-9]+(\.[0-9]+)?/N/g' "$1"; }
+
+case "$what" in
+cli)
+    name=$4
+    # shellcheck disable=SC2046
+    "$ptdc" $(cat "$here/cli/$name.args") -o "$tmp/out" >"$tmp/stdout" 2>"$tmp/stderr"
+    status=$?
+    if [ "${PTDC_UPDATE:-}" = 1 ]; then
+        cp "$tmp/stderr" "$here/cli/$name.err"
+    fi
+    fail=0
+    if [ -f "$here/cli/$name.ok" ]; then
+        [ $status -eq 0 ] || { echo "FAIL $name: exit status $status, expected 0"; fail=1; }
+        for f in plan.txt plan.json plan.svg; do
+            [ -s "$tmp/out/$f" ] || { echo "FAIL $name: $f not written"; fail=1; }
+        done
+        # keep only our lines: the code generation note is the driver's state, not the case's
+        grep -v "code generation\|^ptdc: wrote" "$tmp/stderr" >"$tmp/stderr2"
+        mv "$tmp/stderr2" "$tmp/stderr"
+        [ "${PTDC_UPDATE:-}" = 1 ] && cp "$tmp/stderr" "$here/cli/$name.err"
+    else
+        [ $status -eq 1 ] || { echo "FAIL $name: exit status $status, expected 1"; fail=1; }
+        [ -s "$tmp/stdout" ] && { echo "FAIL $name: printed on stdout"; head -5 "$tmp/stdout"; fail=1; }
+        if [ -e "$tmp/out" ] && [ -n "$(ls -A "$tmp/out")" ]; then
+            echo "FAIL $name: wrote into the output directory despite the error:"
+            ls -A "$tmp/out"
+            fail=1
+        fi
+    fi
+    if [ -f "$here/cli/$name.mask" ]; then
+        mask "$here/cli/$name.err" >"$tmp/want"
+        mask "$tmp/stderr" >"$tmp/got"
+    else
+        cp "$here/cli/$name.err" "$tmp/want"
+        cp "$tmp/stderr" "$tmp/got"
+    fi
+    if ! cmp -s "$tmp/want" "$tmp/got"; then
+        echo "FAIL $name: stderr differs from cli/$name.err"
+        diff "$tmp/want" "$tmp/got" | head -20
+        fail=1
+    fi
+    [ $fail -eq 0 ] && echo "ok $name"
+    exit $fail
+    ;;
+golden)
+    # shellcheck disable=SC2046
+    "$ptdc" $(cat "$here/golden/small.args") --emit plan >"$tmp/plan" 2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
+    grep -v "search time" "$tmp/plan" |
+        sed -E 's/built in [0-9.]+ ms, solved in [0-9.]+ ms/built in T ms, solved in T ms/' >"$tmp/got"
+    if [ "${PTDC_UPDATE:-}" = 1 ]; then
+        cp "$tmp/got" "$here/golden/small.txt"
+    fi
+    if ! cmp -s "$here/golden/small.txt" "$tmp/got"; then
+        echo "FAIL golden: plan differs from golden/small.txt"
+        diff "$here/golden/small.txt" "$tmp/got" | head -40
+        exit 1
+    fi
+    echo "ok golden"
+    ;;
+pinned)
+    args="models/llama2-7b.mdl --gpus 64 --tp 2 --pp 4 --micro-batch 1 --global-batch 2048 --recompute none --sp on --zero 1 --schedule 1f1b --plan-only"
+    # shellcheck disable=SC2086
+    "$ptdc" $args >"$tmp/text" 2>"$tmp/err" || { echo "FAIL pinned: exit status"; cat "$tmp/err"; exit 1; }
+    # shellcheck disable=SC2086
+    "$ptdc" $args --json >"$tmp/json" 2>>"$tmp/err" || { echo "FAIL pinned --json: exit status"; exit 1; }
+    fail=0
+    grep -q "^prediction for llama on 64 x a100-80gb" "$tmp/text" || { echo "FAIL pinned: no prediction"; fail=1; }
+    grep -q "mesh 8x2, pp 4 (v 1), 256 micro-batches of 8 sequences, zero 1" "$tmp/text" ||
+        { echo "FAIL pinned: not the pinned layout"; head -3 "$tmp/text"; fail=1; }
+    for k in step_time_s mfu peak_mem_bytes fits memory; do
+        grep -q "\"$k\"" "$tmp/json" || { echo "FAIL pinned --json: no $k"; fail=1; }
+    done
+    [ -s "$tmp/err" ] && { echo "FAIL pinned: stderr"; cat "$tmp/err"; fail=1; }
+    [ $fail -eq 0 ] && echo "ok pinned"
+    exit $fail
+    ;;
+*)
+    echo "usage: run.sh PTDC SRC cli NAME | golden | pinned"
+    exit 2
+    ;;
+esac

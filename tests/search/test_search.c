@@ -1,0 +1,572 @@
+/* test_search.c: the planner's checks (tests/search/CMakeLists.txt runs each
+ * subcommand as a ctest):
+ *   bounds DIR      the pruning is sound: on small cases the pruned search
+ *                   finds exactly the plan the exhaustive one does, and the
+ *                   exhaustive one dies if any bound exceeds pass_predict;
+ *   sweep REF DIR   the LLaMA-13B sweep: ptdc's plan, looked up among the
+ *                   measured runs (flash2 + fused RMSNorm), is within 3 MFU
+ *                   points of the best run and did not run out of memory;
+ *   megatron REF DIR  every Megatron-LM SC21 row: ptdc's plan is predicted at
+ *                   least as fast as the published layout (tp, pp, dp, full
+ *                   recomputation pinned; the rest searched) by the same model;
+ *   json DIR        plan.json parses and has the contract's keys;
+ *   mingpus DIR     the smallest GPU count for LLaMA-65B: it fits there and on
+ *                   no fewer GPUs. */
+#include "frontend.h"
+#include "passes.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                  \
+    do {                                                                                  \
+        if (!(cond)) {                                                                    \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                          \
+            fprintf(stderr, __VA_ARGS__);                                                 \
+            fprintf(stderr, "\n");                                                        \
+            failures++;                                                                   \
+        }                                                                                 \
+    } while (0)
+
+/* ------------------------------------------------------------ helpers */
+
+typedef struct {
+    IrArena *arena;
+    IrGraph *g, *skel;
+    PassCluster cl;
+    PassCostCtx ctx;
+    PassIlpCache *cache;
+} Setup;
+
+/* sets: "a=1,b=2" or NULL */
+static bool setup(Setup *s, const char *dir, const char *model, const char *sets, int64_t gb,
+                  const char *gpu, int gpus)
+{
+    memset(s, 0, sizeof *s);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, model);
+    FeSet fs[16];
+    int n = 0;
+    char *copy = sets ? strdup(sets) : NULL;
+    for (char *tok = copy ? strtok(copy, ",") : NULL; tok && n < 16; tok = strtok(NULL, ",")) {
+        char *eq = strchr(tok, '=');
+        *eq = 0;
+        fs[n++] = (FeSet){tok, eq + 1};
+    }
+    s->arena = ir_arena_new();
+    s->g = fe_compile_file(s->arena, path, fs, n, gb);
+    free(copy);
+    if (!s->g || !ir_verify(s->g, "frontend")) {
+        fprintf(stderr, "cannot compile %s\n", path);
+        exit(1);
+    }
+    if (!pass_gpu_preset(gpu, &s->cl.gpu)) {
+        fprintf(stderr, "unknown GPU %s\n", gpu);
+        exit(1);
+    }
+    s->cl.ngpus = gpus;
+    s->cl.gpus_per_node = 8;
+    s->ctx.cl = &s->cl;
+    s->ctx.attention = PASS_ATTN_FLASH;
+    s->cache = pass_ilp_cache_new();
+    s->skel = pass_search_skeleton(s->arena, s->g);
+    return true;
+}
+
+static void teardown(Setup *s)
+{
+    pass_ilp_cache_free(s->cache);
+    pass_search_skeleton_free(s->skel);
+    ir_graph_free(s->g);
+    ir_arena_free(s->arena);
+}
+
+static void opts_init(PassSearchOpts *o, const Setup *s, int gpus)
+{
+    memset(o, 0, sizeof *o);
+    pass_search_pins_none(&o->pins);
+    o->gpus = gpus;
+    o->keep = 1;
+    o->skeleton = s->skel;
+}
+
+/* A tiny CSV reader: header row, comma-separated cells without quotes. */
+typedef struct {
+    int nrows, ncols;
+    char **cell;                  /* [(nrows + 1) * ncols], row 0 the header */
+} Csv;
+
+static Csv csv_load(const char *path)
+{
+    Csv c = {0, 0, NULL};
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "cannot open %s\n", path);
+        exit(1);
+    }
+    char line[4096];
+    int cap = 0, n = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = 0;
+        if (!line[0])
+            continue;
+        int cols = 0;
+        for (char *p = line, *q;; p = q + 1) {
+            q = strchr(p, ',');
+            if (q)
+                *q = 0;
+            if (n == cap) {
+                cap = cap ? 2 * cap : 256;
+                c.cell = realloc(c.cell, sizeof *c.cell * (size_t)cap);
+            }
+            c.cell[n++] = strdup(p);
+            cols++;
+            if (!q)
+                break;
+        }
+        if (!c.ncols)
+            c.ncols = cols;
+        else if (cols != c.ncols) {
+            fprintf(stderr, "%s: a row with %d cells, header has %d\n", path, cols, c.ncols);
+            exit(1);
+        }
+    }
+    fclose(f);
+    c.nrows = n / c.ncols - 1;
+    return c;
+}
+
+static const char *csv_get(const Csv *c, int row, const char *col)
+{
+    for (int j = 0; j < c->ncols; j++)
+        if (!strcmp(c->cell[j], col))
+            return c->cell[(row + 1) * c->ncols + j];
+    fprintf(stderr, "no column %s\n", col);
+    exit(1);
+}
+
+static void csv_free(Csv *c)
+{
+    for (int i = 0; i < (c->nrows + 1) * c->ncols; i++)
+        free(c->cell[i]);
+    free(c->cell);
+}
+
+/* ------------------------------------------------------------- bounds */
+
+static void bounds_case(const char *dir, const char *model, const char *sets, int64_t gb,
+                        const char *gpu, int gpus, const PassSearchPins *pins)
+{
+    Setup s;
+    setup(&s, dir, model, sets, gb, gpu, gpus);
+    PassSearchOpts o;
+    opts_init(&o, &s, gpus);
+    if (pins)
+        o.pins = *pins;
+    PassSearchResult pruned, full;
+    bool ok1 = pass_search(&s.ctx, s.g, &o, s.cache, &pruned);
+    o.exhaustive = true;
+    bool ok2 = pass_search(&s.ctx, s.g, &o, s.cache, &full);
+    CHECK(ok1 && ok2, "%s on %d: search refused", model, gpus);
+    if (ok1 && ok2) {
+        CHECK(pruned.found == full.found, "%s on %d %s: found %d vs exhaustive %d", model, gpus, gpu,
+              pruned.found, full.found);
+        if (pruned.found && full.found) {
+            double a = pruned.alt[0].pred.step_time_s, b = full.alt[0].pred.step_time_s;
+            CHECK(fabs(a - b) <= 1e-9 * b, "%s on %d %s: pruned best %.9g s, exhaustive %.9g s",
+                  model, gpus, gpu, a, b);
+            CHECK(pruned.stats.evaluated <= full.stats.evaluated, "pruning ranked more plans");
+            printf("  %-14s %4d x %-9s best %.4f s, ranked %ld of %ld (exhaustive %ld)\n", model, gpus,
+                   gpu, a, pruned.stats.evaluated, pruned.stats.candidates, full.stats.evaluated);
+        }
+        pass_search_result_free(&pruned);
+        pass_search_result_free(&full);
+    }
+    teardown(&s);
+}
+
+/* The skeleton gives the ILP the model's answers: the same plan with and
+ * without it. */
+static void skeleton_case(const char *dir, const char *model, const char *sets, int64_t gb, int gpus)
+{
+    Setup s;
+    setup(&s, dir, model, sets, gb, "a100-80gb", gpus);
+    IrGraph *sk = pass_search_skeleton(s.arena, s.g);
+    CHECK(sk && ir_verify(sk, "skeleton"), "%s: no valid skeleton", model);
+    CHECK(sk && sk->npieces < s.g->npieces, "%s: the skeleton is not smaller", model);
+    PassSearchOpts o;
+    opts_init(&o, &s, gpus);
+    o.skeleton = NULL;
+    PassSearchResult a, b;
+    bool ok1 = pass_search(&s.ctx, s.g, &o, s.cache, &a);
+    o.skeleton = sk;
+    bool ok2 = pass_search(&s.ctx, s.g, &o, s.cache, &b);
+    CHECK(ok1 && ok2 && a.found && b.found, "%s: no plan", model);
+    if (ok1 && ok2 && a.found && b.found) {
+        double x = a.alt[0].pred.step_time_s, y = b.alt[0].pred.step_time_s;
+        CHECK(fabs(x - y) <= 1e-9 * x, "%s on %d: %.9g s on the model, %.9g s on the skeleton", model,
+              gpus, x, y);
+        printf("  %-14s %4d GPUs: skeleton of %d pieces, same plan (%.4f s)\n", model, gpus,
+               sk ? sk->npieces : 0, y);
+    }
+    if (ok1)
+        pass_search_result_free(&a);
+    if (ok2)
+        pass_search_result_free(&b);
+    pass_search_skeleton_free(sk);
+    teardown(&s);
+}
+
+static int test_bounds(const char *dir)
+{
+    skeleton_case(dir, "llama2-7b.mdl", "n_layers=12", 256, 16);
+    skeleton_case(dir, "gpt3-1.3b.mdl", NULL, 0, 32);
+    int sizes[] = {1, 2, 4, 8, 12, 16, 24};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        bounds_case(dir, "tiny-llama.mdl", NULL, 0, "a100-80gb", sizes[i], NULL);
+    bounds_case(dir, "tiny-gpt.mdl", NULL, 0, "a100-80gb", 8, NULL);
+    /* Memory-bound: recomputation and ZeRO decide what fits. */
+    bounds_case(dir, "llama2-7b.mdl", "n_layers=8", 64, "a100-40gb", 4, NULL);
+    bounds_case(dir, "llama2-7b.mdl", "n_layers=8", 64, "a100-80gb", 8, NULL);
+    PassSearchPins p;
+    pass_search_pins_none(&p);
+    p.tp = 2;
+    p.schedule = PASS_SCHED_INTERLEAVED;
+    bounds_case(dir, "llama2-7b.mdl", "n_layers=8", 64, "a100-80gb", 16, &p);
+    return failures;
+}
+
+/* -------------------------------------------------------------- sweep */
+
+static int test_sweep(const char *ref, const char *dir)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/layouts_llama13b_seq2048_64xA100.csv", ref);
+    Csv c = csv_load(path);
+    Setup s;
+    setup(&s, dir, "llama2-13b.mdl", "seq=2048,vocab=128000", 2048, "a100-80gb", 64);
+    PassSearchOpts o;
+    opts_init(&o, &s, 64);
+    PassSearchResult r;
+    CHECK(pass_search(&s.ctx, s.g, &o, s.cache, &r), "search refused");
+    CHECK(r.found, "no plan fits");
+    if (r.found) {
+        const PassLayout *L = &r.alt[0].layout;
+        char lay[256];
+        printf("ptdc's plan: %s, predicted MFU %.1f%%\n", pass_layout_str(L, lay, sizeof lay),
+               100 * r.alt[0].pred.mfu);
+        const char *rc = pass_layout_recompute_name(L);
+        double best = 0;
+        int match = -1;
+        for (int i = 0; i < c.nrows; i++) {
+            if (strcmp(csv_get(&c, i, "attention_impl"), "flash2") || atoi(csv_get(&c, i, "rmsnorm_kernel")) != 1)
+                continue;
+            bool ok = !strcmp(csv_get(&c, i, "status"), "ok");
+            if (ok)
+                best = fmax(best, atof(csv_get(&c, i, "mfu")));
+            const char *ck = csv_get(&c, i, "activation_checkpointing");
+            bool same_rc = !strcmp(ck, "every_layer") ? !strcmp(rc, "full") : !strcmp(rc, "none");
+            if (atoi(csv_get(&c, i, "tp")) == L->tp && atoi(csv_get(&c, i, "pp")) == L->pp &&
+                atoi(csv_get(&c, i, "dp")) == L->dp && atoi(csv_get(&c, i, "micro_batch")) == L->micro_batch &&
+                same_rc && L->v == 1)
+                match = i;
+        }
+        CHECK(match >= 0, "ptdc's plan is not among the measured flash2 + RMSNorm-kernel runs");
+        if (match >= 0) {
+            const char *st = csv_get(&c, match, "status");
+            CHECK(!strcmp(st, "ok"), "ptdc's plan ran out of memory in the sweep");
+            double mfu = !strcmp(st, "ok") ? atof(csv_get(&c, match, "mfu")) : 0;
+            printf("measured MFU of that layout %.3f, best measured %.3f\n", mfu, best);
+            CHECK(mfu >= best - 0.03, "measured MFU %.3f is more than 3 points below the best %.3f", mfu, best);
+        }
+    }
+    pass_search_result_free(&r);
+    teardown(&s);
+    csv_free(&c);
+    return failures;
+}
+
+/* ----------------------------------------------------------- megatron */
+
+static int test_megatron(const char *ref, const char *dir, int only)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/megatron_sc21.csv", ref);
+    Csv c = csv_load(path);
+    for (int i = 0; i < c.nrows; i++) {
+        if (only >= 0 && i != only)
+            continue;
+        int layers = atoi(csv_get(&c, i, "layers")), hidden = atoi(csv_get(&c, i, "hidden"));
+        int heads = atoi(csv_get(&c, i, "heads")), gpus = atoi(csv_get(&c, i, "n_gpus"));
+        int tp = atoi(csv_get(&c, i, "tp")), pp = atoi(csv_get(&c, i, "pp")), dp = atoi(csv_get(&c, i, "dp"));
+        int64_t gb = atoll(csv_get(&c, i, "global_batch"));
+        char sets[256];
+        snprintf(sets, sizeof sets, "n_layers=%d,d_model=%d,n_heads=%d,vocab=%s,seq=%s", layers, hidden,
+                 heads, csv_get(&c, i, "vocab"), csv_get(&c, i, "seq_len"));
+        Setup s;
+        setup(&s, dir, "gpt.mdl", sets, gb, "a100-80gb", gpus);
+        PassSearchOpts o;
+        opts_init(&o, &s, gpus);
+        PassSearchResult mine, theirs;
+        bool ok1 = pass_search(&s.ctx, s.g, &o, s.cache, &mine);
+        o.pins.tp = tp, o.pins.pp = pp, o.pins.dp = dp, o.pins.recompute = PASS_RECOMPUTE_FULL;
+        bool ok2 = pass_search(&s.ctx, s.g, &o, s.cache, &theirs);
+        CHECK(ok1 && ok2, "row %d: search refused", i);
+        if (ok1 && ok2) {
+            CHECK(mine.found, "row %d (%s B on %d GPUs): ptdc finds no plan that fits", i,
+                  csv_get(&c, i, "params_b"), gpus);
+            char lay[256];
+            double t_mine = mine.found ? mine.alt[0].pred.step_time_s : INFINITY;
+            double t_pub = theirs.found ? theirs.alt[0].pred.step_time_s
+                         : theirs.have_closest ? theirs.closest.pred.step_time_s : INFINITY;
+            printf("  %6s B on %4d: published tp %d pp %d dp %d: %8.2f s%s; ptdc %s: %8.2f s (%.1f%% MFU) "
+                   "[%.2f s search]\n", csv_get(&c, i, "params_b"), gpus, tp, pp, dp, t_pub,
+                   theirs.found ? "" : " (does not fit)",
+                   mine.found ? pass_layout_str(&mine.alt[0].layout, lay, sizeof lay) : "-", t_mine,
+                   mine.found ? 100 * mine.alt[0].pred.mfu : 0, mine.stats.seconds);
+            CHECK(t_mine <= t_pub * (1 + 1e-9), "row %d: ptdc's plan %.4f s is slower than the published "
+                  "layout's %.4f s", i, t_mine, t_pub);
+            pass_search_result_free(&mine);
+            pass_search_result_free(&theirs);
+        }
+        teardown(&s);
+    }
+    csv_free(&c);
+    return failures;
+}
+
+/* --------------------------------------------------------------- json */
+
+/* A minimal JSON reader: values are parsed into a tree only as far as the
+ * key checks need (objects, arrays, scalars). */
+typedef struct Json {
+    char kind;                    /* o(bject) a(rray) s(tring) n(umber) t(rue/false) z(null) */
+    int n;
+    char **keys;                  /* objects */
+    struct Json **v;
+} Json;
+
+static const char *jp;
+
+static void ws(void)
+{
+    while (isspace((unsigned char)*jp))
+        jp++;
+}
+
+static Json *jparse(void);
+
+static char *jstring(void)
+{
+    if (*jp != '"')
+        return NULL;
+    const char *b = ++jp;
+    while (*jp && *jp != '"')
+        jp += *jp == '\\' ? 2 : 1;
+    if (*jp != '"')
+        return NULL;
+    char *s = strndup(b, (size_t)(jp - b));
+    jp++;
+    return s;
+}
+
+static Json *jparse(void)
+{
+    ws();
+    Json *j = calloc(1, sizeof *j);
+    if (*jp == '{' || *jp == '[') {
+        char close = *jp == '{' ? '}' : ']';
+        j->kind = *jp == '{' ? 'o' : 'a';
+        jp++;
+        ws();
+        if (*jp == close) {
+            jp++;
+            return j;
+        }
+        for (;;) {
+            ws();
+            char *k = NULL;
+            if (j->kind == 'o') {
+                if (!(k = jstring()))
+                    return NULL;
+                ws();
+                if (*jp++ != ':')
+                    return NULL;
+            }
+            Json *v = jparse();
+            if (!v)
+                return NULL;
+            j->keys = realloc(j->keys, sizeof *j->keys * (size_t)(j->n + 1));
+            j->v = realloc(j->v, sizeof *j->v * (size_t)(j->n + 1));
+            j->keys[j->n] = k;
+            j->v[j->n++] = v;
+            ws();
+            if (*jp == ',') {
+                jp++;
+                continue;
+            }
+            if (*jp++ != close)
+                return NULL;
+            return j;
+        }
+    }
+    if (*jp == '"') {
+        j->kind = 's';
+        char *s = jstring();
+        if (!s)
+            return NULL;
+        free(s);
+        return j;
+    }
+    if (!strncmp(jp, "true", 4) || !strncmp(jp, "false", 5)) {
+        j->kind = 't';
+        jp += *jp == 't' ? 4 : 5;
+        return j;
+    }
+    if (!strncmp(jp, "null", 4)) {
+        j->kind = 'z';
+        jp += 4;
+        return j;
+    }
+    char *end;
+    strtod(jp, &end);
+    if (end == jp)
+        return NULL;
+    j->kind = 'n';
+    jp = end;
+    return j;
+}
+
+static Json *jget(const Json *j, const char *k)
+{
+    for (int i = 0; j && j->kind == 'o' && i < j->n; i++)
+        if (!strcmp(j->keys[i], k))
+            return j->v[i];
+    return NULL;
+}
+
+static void jfree(Json *j)
+{
+    if (!j)
+        return;
+    for (int i = 0; i < j->n; i++) {
+        free(j->keys ? j->keys[i] : NULL);
+        jfree(j->v[i]);
+    }
+    free(j->keys);
+    free(j->v);
+    free(j);
+}
+
+static int test_json(const char *dir)
+{
+    Setup s;
+    setup(&s, dir, "tiny-llama.mdl", NULL, 0, "a100-80gb", 8);
+    PassSearchOpts o;
+    opts_init(&o, &s, 8);
+    o.pins.pp = 2; /* two stages, so stages[] has more than one entry */
+    PassSearchResult r;
+    CHECK(pass_search(&s.ctx, s.g, &o, s.cache, &r) && r.found, "no plan");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    pass_plan_print_json(f, s.g, &s.ctx, &r);
+    fclose(f);
+    jp = text;
+    Json *j = jparse();
+    ws();
+    CHECK(j && !*jp, "plan.json does not parse (at '%.40s')", jp ? jp : "");
+    static const char *const need[][2] = {
+        {"parallel", "dp"}, {"parallel", "tp"}, {"parallel", "pp"}, {"parallel", "sp"},
+        {"parallel", "zero"}, {"parallel", "micro_batch"}, {"parallel", "num_micro_batches"},
+        {"parallel", "schedule"}, {"parallel", "virtual_stages"}, {"parallel", "recompute"},
+        {"predicted", "step_time_s"}, {"predicted", "tokens_per_s"}, {"predicted", "mfu"},
+        {"predicted", "peak_mem_bytes"}, {"predicted", "fits"}, {"search", "candidates_evaluated"},
+        {"search", "seconds"}};
+    for (size_t i = 0; j && i < sizeof need / sizeof need[0]; i++)
+        CHECK(jget(jget(j, need[i][0]), need[i][1]), "plan.json lacks %s.%s", need[i][0], need[i][1]);
+    const Json *st = jget(j, "stages");
+    CHECK(st && st->kind == 'a' && st->n == r.alt[0].plan.nstages, "plan.json stages[]: %d entries",
+          st ? st->n : -1);
+    for (int i = 0; st && i < st->n; i++) {
+        static const char *const sk[] = {"layers", "ranks", "mem_bytes", "time_s"};
+        for (int k = 0; k < 4; k++)
+            CHECK(jget(st->v[i], sk[k]), "plan.json stages[%d] lacks %s", i, sk[k]);
+        const Json *ly = jget(st->v[i], "layers"), *rk = jget(st->v[i], "ranks");
+        CHECK(ly && ly->kind == 'a' && rk && rk->kind == 'a' && rk->n == 4, "stages[%d]: layers and "
+              "ranks are arrays, 4 ranks per stage", i);
+    }
+    const Json *pp = jget(jget(j, "parallel"), "pp");
+    CHECK(pp && pp->kind == 'n', "parallel.pp is a number");
+    jfree(j);
+    free(text);
+    pass_search_result_free(&r);
+    teardown(&s);
+    return failures;
+}
+
+/* ------------------------------------------------------------ mingpus */
+
+static int test_mingpus(const char *dir)
+{
+    Setup s;
+    setup(&s, dir, "llama-65b.mdl", NULL, 0, "a100-80gb", 4);
+    PassSearchOpts o;
+    opts_init(&o, &s, 4);
+    PassSearchResult r;
+    CHECK(pass_search(&s.ctx, s.g, &o, s.cache, &r), "search refused");
+    CHECK(!r.found, "LLaMA-65B fits on 4 GPUs");
+    pass_search_result_free(&r);
+    PassSearchAlt a;
+    int n = pass_search_min_gpus(&s.ctx, s.g, &o, s.cache, 5, 4096, &a);
+    CHECK(n > 4, "no GPU count fits LLaMA-65B");
+    if (n > 4) {
+        CHECK(a.pred.fits && a.layout.gpus <= n, "the plan for %d GPUs does not fit", n);
+        pass_search_alt_free(&a);
+        /* Independently: exhaustive searches on n - 1 .. n - 2 find nothing. */
+        for (int k = n - 1; k >= n - 2 && k > 4; k--) {
+            o.gpus = k;
+            o.exhaustive = true;
+            CHECK(pass_search(&s.ctx, s.g, &o, s.cache, &r), "search refused");
+            CHECK(!r.found, "LLaMA-65B fits on %d GPUs, fewer than the smallest count %d", k, n);
+            pass_search_result_free(&r);
+        }
+        printf("LLaMA-65B: smallest count %d\n", n);
+    }
+    teardown(&s);
+    return failures;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: test_search bounds|sweep|megatron|json|mingpus [REF] MODEL_DIR\n");
+        return 2;
+    }
+    const char *t = argv[1];
+    int rc;
+    if (!strcmp(t, "bounds"))
+        rc = test_bounds(argv[2]);
+    else if (!strcmp(t, "json"))
+        rc = test_json(argv[2]);
+    else if (!strcmp(t, "mingpus"))
+        rc = test_mingpus(argv[2]);
+    else if (!strcmp(t, "sweep") && argc >= 4)
+        rc = test_sweep(argv[2], argv[3]);
+    else if (!strcmp(t, "megatron") && argc >= 4)
+        rc = test_megatron(argv[2], argv[3], argc >= 5 ? atoi(argv[4]) : -1);
+    else {
+        fprintf(stderr, "unknown test %s\n", t);
+        return 2;
+    }
+    if (rc)
+        fprintf(stderr, "%d check%s failed\n", rc, rc == 1 ? "" : "s");
+    else
+        printf("ok\n");
+    return rc ? 1 : 0;
+}
