@@ -63,7 +63,7 @@ k_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, 
       int64_t D, bool causal, float scale)
 {
     constexpr int DP = 8 * NT;
-    extern __shared__ float sm[];
+    RTCU_DYN_SMEM(float, sm);
     float *Ks = sm, *Vs = sm + TILE * DP;
     int64_t qt = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x; /* long rows first */
     int64_t h = blockIdx.y, b = blockIdx.z, kvh = h / (H / KVH);
@@ -139,7 +139,7 @@ k_dq(rt_act *dq, const rt_act *q, const rt_act *k, const rt_act *v, const float 
      const rt_act *dout, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal, float scale)
 {
     constexpr int DP = 8 * NT;
-    extern __shared__ float sm[];
+    RTCU_DYN_SMEM(float, sm);
     float *Ks = sm, *Vs = sm + TILE * DP;
     int64_t qt = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
     int64_t h = blockIdx.y, b = blockIdx.z, kvh = h / (H / KVH);
@@ -194,7 +194,7 @@ k_dkv(rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act *v,
       const float *delta, const rt_act *dout, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal, float scale)
 {
     constexpr int DP = 8 * NT;
-    extern __shared__ float sm[];
+    RTCU_DYN_SMEM(float, sm);
     float *Qs = sm, *Os = sm + TILE * DP, *Ls = sm + 2 * TILE * DP, *Ds = Ls + TILE;
     int64_t kt = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z, G = H / KVH;
     int lane = threadIdx.x & 31, l8 = lane & 7, row = (threadIdx.x >> 5) * 4 + (lane >> 3);
@@ -259,7 +259,7 @@ k_dkv(rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act *v,
 template <class K>
 void smem_optin(K kern, size_t bytes)
 {
-    if (bytes > 48 * 1024) CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    if (bytes > 48 * 1024) CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void *>(kern), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
 
 template <int NT>
@@ -269,7 +269,7 @@ void run_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_a
     size_t smem = 2 * TILE * 8 * NT * sizeof(float);
     smem_optin(k_fwd<NT>, smem);
     dim3 grid((unsigned)((S + TILE - 1) / TILE), (unsigned)H, (unsigned)B);
-    k_fwd<NT><<<grid, THREADS, smem, rtcu.compute>>>(o, lse, q, k, v, S, H, KVH, D, causal, scale);
+    RTCU_LAUNCH(k_fwd<NT>, grid, THREADS, smem)(o, lse, q, k, v, S, H, KVH, D, causal, scale);
     LAUNCH_CHECK();
 }
 
@@ -282,10 +282,10 @@ void run_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *
     smem_optin(k_dq<NT>, smem);
     smem_optin(k_dkv<NT>, smem_kv);
     unsigned nt = (unsigned)((S + TILE - 1) / TILE);
-    k_dq<NT><<<dim3(nt, (unsigned)H, (unsigned)B), THREADS, smem, rtcu.compute>>>(dq, q, k, v, lse, delta, dout, S,
+    RTCU_LAUNCH(k_dq<NT>, dim3(nt, (unsigned)H, (unsigned)B), THREADS, smem)(dq, q, k, v, lse, delta, dout, S,
                                                                                   H, KVH, D, causal, scale);
     LAUNCH_CHECK();
-    k_dkv<NT><<<dim3(nt, (unsigned)KVH, (unsigned)B), THREADS, smem_kv, rtcu.compute>>>(dk, dv, q, k, v, lse,
+    RTCU_LAUNCH(k_dkv<NT>, dim3(nt, (unsigned)KVH, (unsigned)B), THREADS, smem_kv)(dk, dv, q, k, v, lse,
                                                                                         delta, dout, S, H, KVH, D,
                                                                                         causal, scale);
     LAUNCH_CHECK();
@@ -354,7 +354,7 @@ void rt_attention_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const
     rtcu_deps({{lse, (size_t)(B * S * H) * 4}});
     int64_t rows = B * S * H;
     float *delta = (float *)rtcu_scratch((size_t)rows * sizeof(float));
-    k_delta<<<(unsigned)rtcu_cdiv(rows * 32, 256), 256, 0, rtcu.compute>>>(delta, o, dout, rows, D);
+    RTCU_LAUNCH(k_delta, (unsigned)rtcu_cdiv(rows * 32, 256), 256, 0)(delta, o, dout, rows, D);
     LAUNCH_CHECK();
     float scale = 1.0f / sqrtf((float)D);
     if (use_mma(D, dq, dk, dv, q, k, v) && rtcu_attention_mma_ok(D, o, dout, NULL, NULL, NULL, NULL)) {

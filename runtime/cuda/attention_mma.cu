@@ -32,10 +32,14 @@ constexpr int NTHR = 128; /* 4 warps */
 
 __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], const uint32_t b[2])
 {
+#ifdef PTDC_CUDA_EMU
+    emu::mma16816(c, a, b);
+#else
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
                  "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
 }
 
 __device__ __forceinline__ uint32_t pack2(float lo, float hi)
@@ -112,7 +116,7 @@ k_fwd_mma(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act 
           int64_t KVH, bool causal, float scale)
 {
     constexpr int BM = 64, BN = 64, LK = D + 8, LT = BN + 8, KS = D / 16, ND = D / 8;
-    extern __shared__ __align__(16) unsigned char smem[];
+    RTCU_DYN_SMEM(unsigned char, smem);
     rt_act *Qs = reinterpret_cast<rt_act *>(smem), *Ks = Qs + BM * LK, *Vt = Ks + BN * LK;
     int64_t qt = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x; /* long rows first */
     int64_t h = blockIdx.y, b = blockIdx.z, kvh = h / (H / KVH);
@@ -223,7 +227,7 @@ k_dq_mma(rt_act *dq, const rt_act *q, const rt_act *k, const rt_act *v, const fl
          const rt_act *dout, int64_t S, int64_t H, int64_t KVH, bool causal, float scale)
 {
     constexpr int BM = 64, BN = 64, LK = D + 8, LT = BN + 8, KS = D / 16, ND = D / 8;
-    extern __shared__ __align__(16) unsigned char smem[];
+    RTCU_DYN_SMEM(unsigned char, smem);
     rt_act *Qs = reinterpret_cast<rt_act *>(smem), *Os = Qs + BM * LK, *Ks = Os + BM * LK, *Vs = Ks + BN * LK,
            *Kt = Vs + BN * LK;
     int64_t qt = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
@@ -302,7 +306,7 @@ k_dkv_mma(rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act
           const float *delta, const rt_act *dout, int64_t S, int64_t H, int64_t KVH, bool causal, float scale)
 {
     constexpr int BK = 64, BQ = 32, LK = D + 8, LQ = BQ + 8, KS = D / 16, ND = D / 8;
-    extern __shared__ __align__(16) unsigned char smem[];
+    RTCU_DYN_SMEM(unsigned char, smem);
     rt_act *Ks = reinterpret_cast<rt_act *>(smem), *Vs = Ks + BK * LK, *Qs = Vs + BK * LK, *Os = Qs + BQ * LK,
            *Qt = Os + BQ * LK, *Ot = Qt + D * LQ;
     float *Ls = reinterpret_cast<float *>(Ot + D * LQ), *Ds = Ls + BQ;
@@ -394,7 +398,7 @@ k_dkv_mma(rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act
 template <class K>
 void optin(K kern, size_t bytes)
 {
-    CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void *>(kern), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
 
 template <int D>
@@ -404,7 +408,7 @@ void fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *
     size_t smem = (size_t)(2 * 64 * (D + 8) + D * (64 + 8)) * sizeof(rt_act);
     optin(k_fwd_mma<D>, smem);
     dim3 grid((unsigned)((S + 63) / 64), (unsigned)H, (unsigned)B);
-    k_fwd_mma<D><<<grid, NTHR, smem, rtcu.compute>>>(o, lse, q, k, v, S, H, KVH, causal, scale);
+    RTCU_LAUNCH(k_fwd_mma<D>, grid, NTHR, smem)(o, lse, q, k, v, S, H, KVH, causal, scale);
     LAUNCH_CHECK();
 }
 
@@ -418,10 +422,10 @@ void bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, c
     optin(k_dq_mma<D>, sq);
     optin(k_dkv_mma<D>, skv);
     unsigned nq = (unsigned)((S + 63) / 64), nk = (unsigned)((S + 63) / 64);
-    k_dq_mma<D><<<dim3(nq, (unsigned)H, (unsigned)B), NTHR, sq, rtcu.compute>>>(dq, q, k, v, lse, delta, dout, S, H,
+    RTCU_LAUNCH(k_dq_mma<D>, dim3(nq, (unsigned)H, (unsigned)B), NTHR, sq)(dq, q, k, v, lse, delta, dout, S, H,
                                                                                 KVH, causal, scale);
     LAUNCH_CHECK();
-    k_dkv_mma<D><<<dim3(nk, (unsigned)KVH, (unsigned)B), NTHR, skv, rtcu.compute>>>(dk, dv, q, k, v, lse, delta,
+    RTCU_LAUNCH(k_dkv_mma<D>, dim3(nk, (unsigned)KVH, (unsigned)B), NTHR, skv)(dk, dv, q, k, v, lse, delta,
                                                                                     dout, S, H, KVH, causal, scale);
     LAUNCH_CHECK();
 }

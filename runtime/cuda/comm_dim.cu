@@ -34,7 +34,7 @@ static void swap01(rt_act *out, const rt_act *in, int64_t P, int64_t Q, int64_t 
         return;
     }
     bool vec = X % 8 == 0 && rtcu_aligned16(out, in);
-    k_swap01<<<rtcu_grid(P * Q, 8), dim3(32, 8), 0, rtcu.compute>>>(out, in, P, Q, X, vec);
+    RTCU_LAUNCH(k_swap01, rtcu_grid(P * Q, 8), dim3(32, 8), 0)(out, in, P, Q, X, vec);
     LAUNCH_CHECK();
 }
 

@@ -36,8 +36,7 @@ static __device__ __forceinline__ void combine(float &m, float &s, float m2, flo
 
 /* stats: mloc[rows], mg[rows], then s, tgt, own [rows] each, adjacent. */
 static __global__ void k_ce_stats(float *mloc, float *mg, float *s_out, float *tgt, float *own,
-                                  const rt_act *logits, const int32_t *targets, int64_t rows, int64_t vl,
-                                  int64_t off)
+                                  const rt_act *logits, const int32_t *targets, int64_t vl, int64_t off)
 {
     __shared__ float shm[32], shs[32];
     int64_t r = blockIdx.x;
@@ -118,18 +117,18 @@ void rt_cross_entropy_fwd(float *loss, float *lse, const rt_act *logits, const i
     float *st = (float *)rtcu_scratch(5 * fb);
     float *mloc = st, *mg = st + rows, *s = st + 2 * rows, *tgt = st + 3 * rows, *own = st + 4 * rows;
     int T = vocab_local >= 1024 ? 512 : 32 * (int)rtcu_cdiv(vocab_local < 512 ? vocab_local : 512, 32);
-    k_ce_stats<<<(unsigned)rows, T, 0, rtcu.compute>>>(mloc, mg, s, tgt, own, logits, targets, rows,
+    RTCU_LAUNCH(k_ce_stats, (unsigned)rows, T, 0)(mloc, mg, s, tgt, own, logits, targets,
                                                        vocab_local, vocab_offset);
     LAUNCH_CHECK();
     if (vocab_comm && vocab_comm->size > 1) {
         rt_allreduce_max(vocab_comm, mg, rows);
         rtcu_deps({{mg, fb}});
-        k_ce_rescale<<<rtcu_grid(rows, 256), 256, 0, rtcu.compute>>>(s, mloc, mg, rows);
+        RTCU_LAUNCH(k_ce_rescale, rtcu_grid(rows, 256), 256, 0)(s, mloc, mg, rows);
         LAUNCH_CHECK();
         rt_allreduce(vocab_comm, s, 3 * rows, RT_F32); /* sums, target logits, owners */
         rtcu_deps({{s, 3 * fb}});
     }
-    k_ce_final<<<1, 1024, 0, rtcu.compute>>>(loss, lse, mg, s, tgt, own, targets, rows, total_rows,
+    RTCU_LAUNCH(k_ce_final, 1, 1024, 0)(loss, lse, mg, s, tgt, own, targets, rows, total_rows,
                                                 rtcu.dev_err);
     LAUNCH_CHECK();
 }
@@ -159,7 +158,7 @@ void rt_cross_entropy_bwd(rt_act *dlogits, const rt_act *logits, const int32_t *
     rtcu_deps({{dlogits, b}, {logits, b}, {targets, (size_t)rows * 4}, {lse, (size_t)rows * 4}});
     rtcu_check_grid("rt_cross_entropy_bwd", rows, 1, 1);
     int T = vocab_local >= 256 ? 256 : 32 * (int)rtcu_cdiv(vocab_local, 32);
-    k_ce_bwd<<<(unsigned)rows, T, 0, rtcu.compute>>>(dlogits, logits, targets, lse, dloss / (float)total_rows,
+    RTCU_LAUNCH(k_ce_bwd, (unsigned)rows, T, 0)(dlogits, logits, targets, lse, dloss / (float)total_rows,
                                                      vocab_local, vocab_offset, rtcu.dev_err);
     LAUNCH_CHECK();
 }

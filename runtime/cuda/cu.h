@@ -17,6 +17,9 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+/* MPI's C API only (no MPI-2 C++ bindings in these C++ files). */
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 #include <nccl.h>
 
@@ -82,6 +85,16 @@ extern RtcuState rtcu;
     } while (0)
 /* After every kernel launch. */
 #define LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
+
+/* Kernel launch on the compute stream, and a kernel's dynamic shared memory.
+ * Macros so that tests/gpu can also run the kernels on the host under the
+ * SIMT emulator in emu/ (PTDC_CUDA_EMU; see docs/cuda.md). */
+#ifndef PTDC_CUDA_EMU
+#define RTCU_LAUNCH(k, grid, block, smem) k<<<(grid), (block), (smem), rtcu.compute>>>
+#define RTCU_DYN_SMEM(T, name) extern __shared__ __align__(16) T name[]
+#else
+#include "emu/emu.h"
+#endif
 
 void rtcu_require_init(const char *fn);
 

@@ -17,7 +17,12 @@
  * past it look like another rank's rows). */
 #include "cu_dev.cuh"
 
+#ifndef PTDC_CUDA_EMU
 #include <cub/device/device_radix_sort.cuh>
+#define RTCU_SORT_PAIRS cub::DeviceRadixSort::SortPairs
+#else
+#define RTCU_SORT_PAIRS emu::sort_pairs /* a stable host sort (emu/emu.cpp) */
+#endif
 
 #include <limits.h>
 
@@ -49,7 +54,7 @@ void rt_embedding_fwd(rt_act *out, const int32_t *ids, const rt_act *table, int6
     size_t es = sizeof(rt_act);
     rtcu_deps({{out, (size_t)(n * dim) * es}, {ids, (size_t)n * 4}, {table, (size_t)(vocab_local * dim) * es}});
     bool vec = dim % 8 == 0 && rtcu_aligned16(out, table);
-    k_embed_fwd<<<rtcu_grid(n, 8), dim3(32, 8), 0, rtcu.compute>>>(out, ids, table, n, vocab_local, vocab_offset,
+    RTCU_LAUNCH(k_embed_fwd, rtcu_grid(n, 8), dim3(32, 8), 0)(out, ids, table, n, vocab_local, vocab_offset,
                                                                   dim, vec, rtcu.dev_err);
     LAUNCH_CHECK();
 }
@@ -94,20 +99,20 @@ void rt_embedding_bwd(rt_act *dtable, const int32_t *ids, const rt_act *dout, in
     int end_bit = 1;
     while (end_bit < 32 && ((uint64_t)1 << end_bit) <= (uint64_t)vocab_local) end_bit++;
     size_t tmp = 0;
-    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(NULL, tmp, (unsigned *)NULL, (unsigned *)NULL, (unsigned *)NULL,
+    CUDA_CHECK(RTCU_SORT_PAIRS(NULL, tmp, (unsigned *)NULL, (unsigned *)NULL, (unsigned *)NULL,
                                                (unsigned *)NULL, (int)n, 0, end_bit, rtcu.compute));
     size_t a = align256((size_t)n * 4);
     char *s = (char *)rtcu_scratch(4 * a + align256(tmp));
     unsigned *keys = (unsigned *)s, *pos = (unsigned *)(s + a), *keys2 = (unsigned *)(s + 2 * a),
              *pos2 = (unsigned *)(s + 3 * a);
-    k_embed_keys<<<rtcu_grid(n, 256), 256, 0, rtcu.compute>>>(keys, pos, ids, n, vocab_local, vocab_offset,
+    RTCU_LAUNCH(k_embed_keys, rtcu_grid(n, 256), 256, 0)(keys, pos, ids, n, vocab_local, vocab_offset,
                                                               rtcu.dev_err);
     LAUNCH_CHECK();
-    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(s + 4 * a, tmp, keys, keys2, pos, pos2, (int)n, 0, end_bit,
+    CUDA_CHECK(RTCU_SORT_PAIRS(s + 4 * a, tmp, keys, keys2, pos, pos2, (int)n, 0, end_bit,
                                                rtcu.compute));
     int T = dim >= 256 ? 256 : (int)(32 * rtcu_cdiv(dim, 32));
     rtcu_check_grid("rt_embedding_bwd", n, rtcu_cdiv(dim, T), 1);
-    k_embed_bwd<<<dim3((unsigned)n, (unsigned)rtcu_cdiv(dim, T)), T, 0, rtcu.compute>>>(dtable, keys2, pos2, dout,
+    RTCU_LAUNCH(k_embed_bwd, dim3((unsigned)n, (unsigned)rtcu_cdiv(dim, T)), T, 0)(dtable, keys2, pos2, dout,
                                                                                          n, vocab_local, dim);
     LAUNCH_CHECK();
 }

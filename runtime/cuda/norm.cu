@@ -71,7 +71,7 @@ void rt_rmsnorm_fwd(rt_act *y, float *rstd, const rt_act *x, const rt_act *w, in
     size_t b = (size_t)(rows * cols) * sizeof(rt_act);
     rtcu_deps({{y, b}, {rstd, (size_t)rows * 4}, {x, b}, {w, (size_t)cols * sizeof(rt_act)}});
     rtcu_check_grid("rt_rmsnorm_fwd", rows, 1, 1);
-    k_rms_fwd<<<(unsigned)rows, norm_threads(cols), 0, rtcu.compute>>>(y, rstd, x, w, cols, eps);
+    RTCU_LAUNCH(k_rms_fwd, (unsigned)rows, norm_threads(cols), 0)(y, rstd, x, w, cols, eps);
     LAUNCH_CHECK();
 }
 
@@ -85,7 +85,7 @@ void rt_rmsnorm_bwd(rt_act *dx, rt_act *dw, const rt_act *x, const rt_act *w, co
     int64_t groups, chunk;
     rtcu_row_groups(rows, cols, &groups, &chunk);
     float *pdw = dw ? (float *)rtcu_scratch((size_t)(groups * cols) * sizeof(float)) : NULL;
-    k_rms_bwd<<<(unsigned)groups, norm_threads(cols), 0, rtcu.compute>>>(dx, pdw, x, w, rstd, dy, rows, cols,
+    RTCU_LAUNCH(k_rms_bwd, (unsigned)groups, norm_threads(cols), 0)(dx, pdw, x, w, rstd, dy, rows, cols,
                                                                          chunk);
     LAUNCH_CHECK();
     if (dw) rtcu_colsum_final(dw, pdw, groups, cols, true);
@@ -155,7 +155,7 @@ void rt_layernorm_fwd(rt_act *y, float *mean, float *rstd, const rt_act *x, cons
     size_t bx = (size_t)(rows * cols) * sizeof(rt_act), bw = (size_t)cols * sizeof(rt_act);
     rtcu_deps({{y, bx}, {mean, (size_t)rows * 4}, {rstd, (size_t)rows * 4}, {x, bx}, {w, bw}, {b, bw}});
     rtcu_check_grid("rt_layernorm_fwd", rows, 1, 1);
-    k_ln_fwd<<<(unsigned)rows, norm_threads(cols), 0, rtcu.compute>>>(y, mean, rstd, x, w, b, cols, eps);
+    RTCU_LAUNCH(k_ln_fwd, (unsigned)rows, norm_threads(cols), 0)(y, mean, rstd, x, w, b, cols, eps);
     LAUNCH_CHECK();
 }
 
@@ -171,7 +171,7 @@ void rt_layernorm_bwd(rt_act *dx, rt_act *dw, rt_act *db, const rt_act *x, const
     size_t pbytes = (size_t)(groups * cols) * sizeof(float);
     float *p = (dw || db) ? (float *)rtcu_scratch(2 * pbytes) : NULL;
     float *pdw = dw ? p : NULL, *pdb = db ? p + groups * cols : NULL;
-    k_ln_bwd<<<(unsigned)groups, norm_threads(cols), 0, rtcu.compute>>>(dx, pdw, pdb, x, w, mean, rstd, dy, rows,
+    RTCU_LAUNCH(k_ln_bwd, (unsigned)groups, norm_threads(cols), 0)(dx, pdw, pdb, x, w, mean, rstd, dy, rows,
                                                                         cols, chunk);
     LAUNCH_CHECK();
     if (dw) rtcu_colsum_final(dw, pdw, groups, cols, true);

@@ -44,9 +44,9 @@ void rt_sumsq(float *out, const rt_act *x, int64_t n)
     int64_t nb = rtcu_cdiv(n, SUMSQ_T * 8);
     if (nb > SUMSQ_MAXB) nb = SUMSQ_MAXB;
     double *part = (double *)rtcu_scratch((size_t)nb * sizeof(double));
-    k_sumsq_partial<<<(unsigned)nb, SUMSQ_T, 0, rtcu.compute>>>(part, x, n);
+    RTCU_LAUNCH(k_sumsq_partial, (unsigned)nb, SUMSQ_T, 0)(part, x, n);
     LAUNCH_CHECK();
-    k_sumsq_final<<<1, 1024, 0, rtcu.compute>>>(out, part, (int)nb);
+    RTCU_LAUNCH(k_sumsq_final, 1, 1024, 0)(out, part, (int)nb);
     LAUNCH_CHECK();
 }
 
@@ -83,7 +83,7 @@ void rt_adamw(float *master, rt_act *param, const rt_act *grad, float *m, float 
     double bc1 = 1.0 - pow((double)beta1, step), bc2 = 1.0 - pow((double)beta2, step);
     float step_size = (float)((double)lr / bc1), bc2_sqrt = (float)sqrt(bc2);
     float decay = 1.0f - lr * weight_decay;
-    k_adamw<<<rtcu_grid(n, 256), 256, 0, rtcu.compute>>>(master, param, grad, m, v, n, beta2, eps, decay, grad_scale,
+    RTCU_LAUNCH(k_adamw, rtcu_grid(n, 256), 256, 0)(master, param, grad, m, v, n, beta2, eps, decay, grad_scale,
                                                          1.0f - beta1, 1.0f - beta2, step_size, bc2_sqrt);
     LAUNCH_CHECK();
 }

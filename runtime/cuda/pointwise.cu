@@ -81,9 +81,9 @@ void map(const char *fn, rt_act *out, const rt_act *a, const rt_act *b, int64_t 
     rtcu_deps({{out, (size_t)n * es}, {a, (size_t)n * es}, {b, b ? (size_t)nb * es : (size_t)0}});
     const int T = 256;
     if (n % 8 == 0 && (!b || nb % 8 == 0) && rtcu_aligned16(out, a, b))
-        k_map8<<<rtcu_grid(n / 8, T), T, 0, rtcu.compute>>>(out, a, b, n, nb, op);
+        RTCU_LAUNCH(k_map8<Op>, rtcu_grid(n / 8, T), T, 0)(out, a, b, n, nb, op);
     else
-        k_map<<<rtcu_grid(n, T), T, 0, rtcu.compute>>>(out, a, b, n, nb, op);
+        RTCU_LAUNCH(k_map<Op>, rtcu_grid(n, T), T, 0)(out, a, b, n, nb, op);
     LAUNCH_CHECK();
 }
 

@@ -63,7 +63,7 @@ void rtcu_colsum_final(rt_act *out, const float *partial, int64_t groups, int64_
 {
     if (cols <= 0) return;
     rtcu_check_grid("column sum", rtcu_cdiv(cols, 32), 1, 1);
-    k_colsum_final<<<(unsigned)rtcu_cdiv(cols, 32), dim3(32, 8), 0, rtcu.compute>>>(out, partial, groups, cols,
+    RTCU_LAUNCH(k_colsum_final, (unsigned)rtcu_cdiv(cols, 32), dim3(32, 8), 0)(out, partial, groups, cols,
                                                                                      accumulate);
     LAUNCH_CHECK();
 }
@@ -80,7 +80,7 @@ void rt_reduce_rows(rt_act *out, const rt_act *in, int64_t rows, int64_t cols, b
     float *partial = (float *)rtcu_scratch((size_t)((groups > 0 ? groups : 1) * cols) * sizeof(float));
     if (groups > 0) {
         rtcu_check_grid("rt_reduce_rows", rtcu_cdiv(cols, 256), groups, 1);
-        k_colsum_partial<<<dim3((unsigned)rtcu_cdiv(cols, 256), (unsigned)groups), 256, 0, rtcu.compute>>>(
+        RTCU_LAUNCH(k_colsum_partial, dim3((unsigned)rtcu_cdiv(cols, 256), (unsigned)groups), 256, 0)(
             partial, in, rows, cols, chunk);
         LAUNCH_CHECK();
     }
@@ -127,7 +127,7 @@ void rt_softmax_fwd(rt_act *y, const rt_act *x, int64_t rows, int64_t cols)
     size_t b = (size_t)(rows * cols) * sizeof(rt_act);
     rtcu_deps({{y, b}, {x, b}});
     rtcu_check_grid("rt_softmax_fwd", rows, 1, 1);
-    k_softmax_fwd<<<(unsigned)rows, row_threads(cols), 0, rtcu.compute>>>(y, x, cols);
+    RTCU_LAUNCH(k_softmax_fwd, (unsigned)rows, row_threads(cols), 0)(y, x, cols);
     LAUNCH_CHECK();
 }
 
@@ -138,6 +138,6 @@ void rt_softmax_bwd(rt_act *dx, const rt_act *y, const rt_act *dy, int64_t rows,
     size_t b = (size_t)(rows * cols) * sizeof(rt_act);
     rtcu_deps({{dx, b}, {y, b}, {dy, b}});
     rtcu_check_grid("rt_softmax_bwd", rows, 1, 1);
-    k_softmax_bwd<<<(unsigned)rows, row_threads(cols), 0, rtcu.compute>>>(dx, y, dy, cols);
+    RTCU_LAUNCH(k_softmax_bwd, (unsigned)rows, row_threads(cols), 0)(dx, y, dy, cols);
     LAUNCH_CHECK();
 }

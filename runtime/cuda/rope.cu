@@ -40,7 +40,7 @@ void rt_rope(rt_act *y, const rt_act *x, int64_t outer, int64_t seq, int64_t inn
     size_t b = (size_t)(nrows * dim) * sizeof(rt_act);
     rtcu_deps({{y, b}, {x, b}});
     dim3 block(32, 8);
-    k_rope<<<rtcu_grid(nrows, 8), block, 0, rtcu.compute>>>(y, x, nrows, seq, inner, dim, pos_offset, theta,
+    RTCU_LAUNCH(k_rope, rtcu_grid(nrows, 8), block, 0)(y, x, nrows, seq, inner, dim, pos_offset, theta,
                                                             inverse);
     LAUNCH_CHECK();
 }

@@ -1,5 +1,6 @@
 #!/bin/sh
 # tests/gpu/run.sh HARNESS: the CUDA backend on a real GPU.
+# tests/gpu/run.sh --emu EMU_HARNESS: its kernels under the host SIMT emulator.
 #
 # Without a usable GPU prints "SKIPPED: <reason>" and exits 77 (ctest counts
 # it as skipped). With one: every kernel against the CPU backend (harness
@@ -9,6 +10,11 @@
 set -u
 harness=${1:-}
 case "$harness" in
+--emu)
+    # Kernel logic on the host (runtime/cuda/emu): no GPU, no NCCL, no timing.
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    echo "EMULATED: CUDA kernels run by the host SIMT emulator, not on a GPU"
+    exec mpirun --oversubscribe -n 1 "$2" kernels "${PTDC_TEST_SEED:-$(date +%s)}" ;;
 --no-cuda) echo "SKIPPED: no CUDA toolkit (nvcc) at configure time"; exit 77 ;;
 --no-harness) echo "SKIPPED: harness not built in this configuration (sanitizer build or no CPU backend)"; exit 77 ;;
 esac

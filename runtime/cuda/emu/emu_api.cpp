@@ -1,0 +1,255 @@
+/* emu_api.cpp: the CUDA runtime, cuBLAS and NCCL calls libptdrt_cuda makes,
+ * on the host, for the SIMT emulator (emu.h). Device memory is host memory,
+ * streams and events are tokens (everything runs in call order), NCCL is a
+ * single rank. cublasGemmEx_64 follows cuBLAS's column-major definition
+ * literally, so rt_matmul's row-major mapping is checked against it. */
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <deque>
+#include <vector>
+
+static int tok_storage[4];
+static void *token(int i) { return &tok_storage[i]; }
+
+extern "C" {
+
+const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "emulated CUDA error"; }
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t cudaGetDeviceCount(int *n)
+{
+    *n = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr, int)
+{
+    *v = 4; /* few "SMs": grid-stride loops take several turns */
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceGetStreamPriorityRange(int *lo, int *hi)
+{
+    *lo = 0;
+    *hi = -1;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned int, int prio)
+{
+    *s = (cudaStream_t)token(prio == 0 ? 0 : 1);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int)
+{
+    *e = (cudaEvent_t)token(2);
+    return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) { return cudaSuccess; }
+
+cudaError_t cudaMalloc(void **p, size_t n)
+{
+    *p = NULL;
+    if (n == 0) return cudaSuccess;
+    if (posix_memalign(p, 256, n)) return cudaErrorMemoryAllocation;
+    memset(*p, 0xff, n); /* like fresh device memory: not zero */
+    return cudaSuccess;
+}
+cudaError_t cudaFree(void *p)
+{
+    free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t) { return cudaMalloc(p, n); }
+cudaError_t cudaFreeAsync(void *p, cudaStream_t) { return cudaFree(p); }
+cudaError_t cudaMemGetInfo(size_t *f, size_t *t)
+{
+    *f = *t = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaMemset(void *p, int v, size_t n)
+{
+    memset(p, v, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { return cudaMemset(p, v, n); }
+cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind)
+{
+    memmove(d, s, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t)
+{
+    return cudaMemcpy(d, s, n, k);
+}
+cudaError_t cudaMemcpy2DAsync(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, enum cudaMemcpyKind,
+                              cudaStream_t)
+{
+    for (size_t r = 0; r < h; r++) memmove((char *)d + r * dp, (const char *)s + r * sp, w);
+    return cudaSuccess;
+}
+cudaError_t cudaFuncSetAttribute(const void *, enum cudaFuncAttribute, int) { return cudaSuccess; }
+
+/* ---------------------------------------------------------------- cuBLAS */
+const char *cublasGetStatusString(cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS ? "success" : "emulated cuBLAS error"; }
+cublasStatus_t cublasCreate_v2(cublasHandle_t *h)
+{
+    *h = (cublasHandle_t)token(3);
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasDestroy_v2(cublasHandle_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetStream_v2(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t, void *, size_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t, cublasPointerMode_t) { return CUBLAS_STATUS_SUCCESS; }
+
+/* C (m x n, ldc) = alpha op(A) op(B) + beta C, column-major, bf16 data, fp32 compute. */
+cublasStatus_t cublasGemmEx_64(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
+                               int64_t k, const void *alpha, const void *A, cudaDataType_t at, int64_t lda,
+                               const void *Bm, cudaDataType_t bt, int64_t ldb, const void *beta, void *C,
+                               cudaDataType_t ct, int64_t ldc, cublasComputeType_t comp, cublasGemmAlgo_t)
+{
+    if (at != CUDA_R_16BF || bt != CUDA_R_16BF || ct != CUDA_R_16BF || comp != CUBLAS_COMPUTE_32F)
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    if ((ta == CUBLAS_OP_N ? lda < m : lda < k) || (tb == CUBLAS_OP_N ? ldb < k : ldb < n) || ldc < m)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    const __nv_bfloat16 *a = (const __nv_bfloat16 *)A, *b = (const __nv_bfloat16 *)Bm;
+    __nv_bfloat16 *c = (__nv_bfloat16 *)C;
+    float al = *(const float *)alpha, be = *(const float *)beta;
+    for (int64_t j = 0; j < n; j++)
+        for (int64_t i = 0; i < m; i++) {
+            float s = 0.0f;
+            for (int64_t p = 0; p < k; p++) {
+                float x = __bfloat162float(ta == CUBLAS_OP_N ? a[i + p * lda] : a[p + i * lda]);
+                float y = __bfloat162float(tb == CUBLAS_OP_N ? b[p + j * ldb] : b[j + p * ldb]);
+                s += x * y;
+            }
+            float old = be != 0.0f ? __bfloat162float(c[i + j * ldc]) : 0.0f;
+            c[i + j * ldc] = __float2bfloat16(al * s + be * old);
+        }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ NCCL */
+struct ncclComm {
+    int dummy;
+};
+static ncclComm the_comm;
+
+const char *ncclGetErrorString(ncclResult_t r) { return r == ncclSuccess ? "no error" : "emulated NCCL error"; }
+const char *ncclGetLastError(ncclComm_t) { return ""; }
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
+{
+    memset(id, 0, sizeof *id);
+    return ncclSuccess;
+}
+ncclResult_t ncclCommInitRank(ncclComm_t *c, int nranks, ncclUniqueId, int)
+{
+    if (nranks != 1) {
+        fprintf(stderr, "emu: NCCL is emulated for one rank only\n");
+        return ncclInvalidUsage;
+    }
+    *c = &the_comm;
+    return ncclSuccess;
+}
+ncclResult_t ncclCommSplit(ncclComm_t, int color, int, ncclComm_t *out, ncclConfig_t *)
+{
+    *out = color == NCCL_SPLIT_NOCOLOR ? NULL : &the_comm;
+    return ncclSuccess;
+}
+ncclResult_t ncclCommUserRank(const ncclComm_t, int *r)
+{
+    *r = 0;
+    return ncclSuccess;
+}
+ncclResult_t ncclCommCount(const ncclComm_t, int *n)
+{
+    *n = 1;
+    return ncclSuccess;
+}
+ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t *r)
+{
+    *r = ncclSuccess;
+    return ncclSuccess;
+}
+ncclResult_t ncclCommAbort(ncclComm_t) { return ncclSuccess; }
+ncclResult_t ncclCommFinalize(ncclComm_t) { return ncclSuccess; }
+ncclResult_t ncclCommDestroy(ncclComm_t) { return ncclSuccess; }
+
+static size_t nccl_size(ncclDataType_t t)
+{
+    switch (t) {
+    case ncclBfloat16: case ncclFloat16: return 2;
+    case ncclFloat64: case ncclInt64: case ncclUint64: return 8;
+    case ncclInt8: case ncclUint8: return 1;
+    default: return 4;
+    }
+}
+ncclResult_t ncclAllReduce(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t, ncclComm_t, cudaStream_t)
+{
+    memmove(r, s, n * nccl_size(t));
+    return ncclSuccess;
+}
+ncclResult_t ncclReduceScatter(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t, ncclComm_t, cudaStream_t)
+{
+    memmove(r, s, n * nccl_size(t));
+    return ncclSuccess;
+}
+ncclResult_t ncclAllGather(const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t, cudaStream_t)
+{
+    memmove(r, s, n * nccl_size(t));
+    return ncclSuccess;
+}
+ncclResult_t ncclBroadcast(const void *s, void *r, size_t n, ncclDataType_t t, int, ncclComm_t, cudaStream_t)
+{
+    memmove(r, s, n * nccl_size(t));
+    return ncclSuccess;
+}
+/* Sends to self are matched with receives in posting order at group end. */
+struct P2p {
+    const void *s;
+    void *r;
+    size_t bytes;
+};
+static std::deque<P2p> sends, recvs;
+static int group_depth;
+static void match(void)
+{
+    while (!sends.empty() && !recvs.empty()) {
+        if (sends.front().bytes != recvs.front().bytes) fprintf(stderr, "emu: send/recv sizes differ\n");
+        memmove(recvs.front().r, sends.front().s, sends.front().bytes);
+        sends.pop_front();
+        recvs.pop_front();
+    }
+}
+ncclResult_t ncclGroupStart(void)
+{
+    group_depth++;
+    return ncclSuccess;
+}
+ncclResult_t ncclGroupEnd(void)
+{
+    if (--group_depth == 0) match();
+    return ncclSuccess;
+}
+ncclResult_t ncclSend(const void *s, size_t n, ncclDataType_t t, int, ncclComm_t, cudaStream_t)
+{
+    sends.push_back({s, NULL, n * nccl_size(t)});
+    if (!group_depth) match();
+    return ncclSuccess;
+}
+ncclResult_t ncclRecv(void *r, size_t n, ncclDataType_t t, int, ncclComm_t, cudaStream_t)
+{
+    recvs.push_back({NULL, r, n * nccl_size(t)});
+    if (!group_depth) match();
+    return ncclSuccess;
+}
+
+} /* extern "C" */
