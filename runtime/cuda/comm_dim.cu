@@ -93,7 +93,7 @@ void rt_alltoall_dim(RtComm *c, rt_act *out, const rt_act *in, int64_t outer, in
         rt_fatal("rt_alltoall_dim: dims %lld and %lld not divisible by %lld ranks", (long long)d1, (long long)d2,
                  (long long)p);
     int64_t A = d1 / p, Y = (d2 / p) * inner, M = outer * A * mid, Z = A * mid * Y;
-    int64_t n = outer * Z; /* local elements, before and after */
+    int64_t n = outer * p * Z; /* local elements, before and after; n / p per rank */
     if (n <= 0) return;
     if (p == 1) {
         copy_act(out, in, n);

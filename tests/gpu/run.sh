@@ -13,8 +13,11 @@ case "$harness" in
 --emu)
     # Kernel logic on the host (runtime/cuda/emu): no GPU, no NCCL, no timing.
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-    echo "EMULATED: CUDA kernels run by the host SIMT emulator, not on a GPU"
-    exec mpirun --oversubscribe -n 1 "$2" kernels "${PTDC_TEST_SEED:-$(date +%s)}" ;;
+    echo "EMULATED: CUDA kernels run by the host SIMT emulator, NCCL by MPI; not on a GPU"
+    seed=${PTDC_TEST_SEED:-$(date +%s)}
+    mpirun --oversubscribe -n 1 "$2" kernels "$seed" || exit 1
+    mpirun --oversubscribe -n 3 "$2" comm "$seed" || exit 1
+    exit 0 ;;
 --no-cuda) echo "SKIPPED: no CUDA toolkit (nvcc) at configure time"; exit 77 ;;
 --no-harness) echo "SKIPPED: harness not built in this configuration (sanitizer build or no CPU backend)"; exit 77 ;;
 esac

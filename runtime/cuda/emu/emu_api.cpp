@@ -1,18 +1,20 @@
 /* emu_api.cpp: the CUDA runtime, cuBLAS and NCCL calls libptdrt_cuda makes,
  * on the host, for the SIMT emulator (emu.h). Device memory is host memory,
- * streams and events are tokens (everything runs in call order), NCCL is a
- * single rank. cublasGemmEx_64 follows cuBLAS's column-major definition
+ * streams and events are tokens (everything runs in call order), NCCL runs
+ * over MPI (so the collective tests run under mpirun on any machine). cublasGemmEx_64 follows cuBLAS's column-major definition
  * literally, so rt_matmul's row-major mapping is checked against it. */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <deque>
 #include <vector>
 
 static int tok_storage[4];
@@ -24,7 +26,7 @@ const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no er
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 cudaError_t cudaGetDeviceCount(int *n)
 {
-    *n = 1;
+    *n = 8; /* one "GPU" per rank of an emulated node */
     return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int) { return cudaSuccess; }
@@ -138,10 +140,55 @@ cublasStatus_t cublasGemmEx_64(cublasHandle_t, cublasOperation_t ta, cublasOpera
 }
 
 /* ------------------------------------------------------------------ NCCL */
+/* NCCL over MPI on host memory, with NCCL's semantics: element counts, bf16
+ * sums rounded per reduction step, p2p matched in posting order per pair,
+ * grouped sends and receives progressing together. */
 struct ncclComm {
-    int dummy;
+    MPI_Comm comm;
+    int rank, size;
 };
-static ncclComm the_comm;
+
+static MPI_Datatype mpi_type(ncclDataType_t t)
+{
+    switch (t) {
+    case ncclBfloat16: case ncclFloat16: return MPI_UINT16_T;
+    case ncclFloat32: return MPI_FLOAT;
+    case ncclFloat64: return MPI_DOUBLE;
+    case ncclInt32: return MPI_INT32_T;
+    case ncclUint32: return MPI_UINT32_T;
+    case ncclInt64: return MPI_INT64_T;
+    case ncclUint64: return MPI_UINT64_T;
+    case ncclInt8: return MPI_INT8_T;
+    default: return MPI_UINT8_T;
+    }
+}
+
+static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *)
+{
+    const __nv_bfloat16 *a = (const __nv_bfloat16 *)in;
+    __nv_bfloat16 *b = (__nv_bfloat16 *)inout;
+    for (int i = 0; i < *len; i++) b[i] = __float2bfloat16(__bfloat162float(a[i]) + __bfloat162float(b[i]));
+}
+
+static MPI_Op mpi_op(ncclRedOp_t op, ncclDataType_t t)
+{
+    static MPI_Op bf_sum = MPI_OP_NULL;
+    if (t == ncclBfloat16) {
+        if (op != ncclSum) {
+            fprintf(stderr, "emu: only sums of bf16\n");
+            abort();
+        }
+        if (bf_sum == MPI_OP_NULL) MPI_Op_create(bf16_sum, 1, &bf_sum);
+        return bf_sum;
+    }
+    switch (op) {
+    case ncclSum: return MPI_SUM;
+    case ncclMax: return MPI_MAX;
+    case ncclMin: return MPI_MIN;
+    case ncclProd: return MPI_PROD;
+    default: fprintf(stderr, "emu: unsupported NCCL op\n"); abort();
+    }
+}
 
 const char *ncclGetErrorString(ncclResult_t r) { return r == ncclSuccess ? "no error" : "emulated NCCL error"; }
 const char *ncclGetLastError(ncclComm_t) { return ""; }
@@ -150,28 +197,39 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
     memset(id, 0, sizeof *id);
     return ncclSuccess;
 }
-ncclResult_t ncclCommInitRank(ncclComm_t *c, int nranks, ncclUniqueId, int)
+ncclResult_t ncclCommInitRank(ncclComm_t *c, int nranks, ncclUniqueId, int rank)
 {
-    if (nranks != 1) {
-        fprintf(stderr, "emu: NCCL is emulated for one rank only\n");
-        return ncclInvalidUsage;
+    ncclComm *x = new ncclComm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &x->comm);
+    MPI_Comm_rank(x->comm, &x->rank);
+    MPI_Comm_size(x->comm, &x->size);
+    if (x->size != nranks || x->rank != rank) return ncclInvalidUsage;
+    *c = x;
+    return ncclSuccess;
+}
+ncclResult_t ncclCommSplit(ncclComm_t p, int color, int key, ncclComm_t *out, ncclConfig_t *)
+{
+    MPI_Comm m;
+    MPI_Comm_split(p->comm, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, key, &m);
+    if (m == MPI_COMM_NULL) {
+        *out = NULL;
+        return ncclSuccess;
     }
-    *c = &the_comm;
+    ncclComm *x = new ncclComm;
+    x->comm = m;
+    MPI_Comm_rank(m, &x->rank);
+    MPI_Comm_size(m, &x->size);
+    *out = x;
     return ncclSuccess;
 }
-ncclResult_t ncclCommSplit(ncclComm_t, int color, int, ncclComm_t *out, ncclConfig_t *)
+ncclResult_t ncclCommUserRank(const ncclComm_t c, int *r)
 {
-    *out = color == NCCL_SPLIT_NOCOLOR ? NULL : &the_comm;
+    *r = c->rank;
     return ncclSuccess;
 }
-ncclResult_t ncclCommUserRank(const ncclComm_t, int *r)
+ncclResult_t ncclCommCount(const ncclComm_t c, int *n)
 {
-    *r = 0;
-    return ncclSuccess;
-}
-ncclResult_t ncclCommCount(const ncclComm_t, int *n)
-{
-    *n = 1;
+    *n = c->size;
     return ncclSuccess;
 }
 ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t *r)
@@ -181,53 +239,61 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t *r)
 }
 ncclResult_t ncclCommAbort(ncclComm_t) { return ncclSuccess; }
 ncclResult_t ncclCommFinalize(ncclComm_t) { return ncclSuccess; }
-ncclResult_t ncclCommDestroy(ncclComm_t) { return ncclSuccess; }
+ncclResult_t ncclCommDestroy(ncclComm_t c)
+{
+    MPI_Comm_free(&c->comm);
+    delete c;
+    return ncclSuccess;
+}
 
-static size_t nccl_size(ncclDataType_t t)
+ncclResult_t ncclAllReduce(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
+                           cudaStream_t)
 {
-    switch (t) {
-    case ncclBfloat16: case ncclFloat16: return 2;
-    case ncclFloat64: case ncclInt64: case ncclUint64: return 8;
-    case ncclInt8: case ncclUint8: return 1;
-    default: return 4;
-    }
-}
-ncclResult_t ncclAllReduce(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t, ncclComm_t, cudaStream_t)
-{
-    memmove(r, s, n * nccl_size(t));
+    MPI_Allreduce(s == r ? MPI_IN_PLACE : s, r, (int)n, mpi_type(t), mpi_op(op, t), c->comm);
     return ncclSuccess;
 }
-ncclResult_t ncclReduceScatter(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t, ncclComm_t, cudaStream_t)
+ncclResult_t ncclReduceScatter(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
+                               cudaStream_t)
 {
-    memmove(r, s, n * nccl_size(t));
+    MPI_Reduce_scatter_block(s, r, (int)n, mpi_type(t), mpi_op(op, t), c->comm);
     return ncclSuccess;
 }
-ncclResult_t ncclAllGather(const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t, cudaStream_t)
+ncclResult_t ncclAllGather(const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t)
 {
-    memmove(r, s, n * nccl_size(t));
+    MPI_Allgather(s, (int)n, mpi_type(t), r, (int)n, mpi_type(t), c->comm);
     return ncclSuccess;
 }
-ncclResult_t ncclBroadcast(const void *s, void *r, size_t n, ncclDataType_t t, int, ncclComm_t, cudaStream_t)
+ncclResult_t ncclBroadcast(const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t)
 {
-    memmove(r, s, n * nccl_size(t));
+    int es = 0;
+    MPI_Type_size(mpi_type(t), &es);
+    if (c->rank == root && s != r) memmove(r, s, n * (size_t)es);
+    MPI_Bcast(r, (int)n, mpi_type(t), root, c->comm);
     return ncclSuccess;
 }
-/* Sends to self are matched with receives in posting order at group end. */
+
 struct P2p {
-    const void *s;
-    void *r;
-    size_t bytes;
+    bool send;
+    void *buf;
+    int n;
+    MPI_Datatype t;
+    int peer;
+    MPI_Comm comm;
 };
-static std::deque<P2p> sends, recvs;
+static std::vector<P2p> pending;
 static int group_depth;
-static void match(void)
+static void flush(void)
 {
-    while (!sends.empty() && !recvs.empty()) {
-        if (sends.front().bytes != recvs.front().bytes) fprintf(stderr, "emu: send/recv sizes differ\n");
-        memmove(recvs.front().r, sends.front().s, sends.front().bytes);
-        sends.pop_front();
-        recvs.pop_front();
+    std::vector<MPI_Request> rq(pending.size());
+    for (size_t i = 0; i < pending.size(); i++) {
+        P2p &p = pending[i];
+        if (p.send)
+            MPI_Isend(p.buf, p.n, p.t, p.peer, 0, p.comm, &rq[i]);
+        else
+            MPI_Irecv(p.buf, p.n, p.t, p.peer, 0, p.comm, &rq[i]);
     }
+    MPI_Waitall((int)rq.size(), rq.data(), MPI_STATUSES_IGNORE);
+    pending.clear();
 }
 ncclResult_t ncclGroupStart(void)
 {
@@ -236,19 +302,19 @@ ncclResult_t ncclGroupStart(void)
 }
 ncclResult_t ncclGroupEnd(void)
 {
-    if (--group_depth == 0) match();
+    if (--group_depth == 0) flush();
     return ncclSuccess;
 }
-ncclResult_t ncclSend(const void *s, size_t n, ncclDataType_t t, int, ncclComm_t, cudaStream_t)
+ncclResult_t ncclSend(const void *s, size_t n, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t)
 {
-    sends.push_back({s, NULL, n * nccl_size(t)});
-    if (!group_depth) match();
+    pending.push_back({true, (void *)s, (int)n, mpi_type(t), peer, c->comm});
+    if (!group_depth) flush();
     return ncclSuccess;
 }
-ncclResult_t ncclRecv(void *r, size_t n, ncclDataType_t t, int, ncclComm_t, cudaStream_t)
+ncclResult_t ncclRecv(void *r, size_t n, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t)
 {
-    recvs.push_back({NULL, r, n * nccl_size(t)});
-    if (!group_depth) match();
+    pending.push_back({false, r, (int)n, mpi_type(t), peer, c->comm});
+    if (!group_depth) flush();
     return ncclSuccess;
 }
 
