@@ -31,6 +31,7 @@ typedef struct Flags {
     const char *data, *load, *save, *import_hf, *export_hf;
     double lr, min_lr, clip, weight_decay, beta1, beta2, eps;
     unsigned long long seed;
+    int grad_check;
 } Flags;
 
 static Flags fl;
@@ -61,7 +62,9 @@ static void usage(void)
            "  --adam-eps X       AdamW epsilon (default 1e-8; LLaMA-2 used 1e-5)\n"
            "  --seed N           initialisation seed (default 0)\n"
            "  --import-hf FILE   initial weights from a Hugging Face safetensors file\n"
-           "  --export-hf FILE   write the trained weights as safetensors (Hugging Face names)\n",
+           "  --export-hf FILE   write the trained weights as safetensors (Hugging Face names)\n"
+           "  --grad-check       check every parameter's gradient against finite differences\n"
+           "                     of the loss at the initial weights, then exit\n",
            CG_WORLD, CG_MODEL, CG_PLAN);
 }
 
@@ -144,6 +147,8 @@ static void parse_flags(int argc, char **argv)
             fl.weight_decay = num_flag(a, v);
         else if (FLAG("--adam-eps"))
             fl.eps = num_flag(a, v);
+        else if (!strcmp(a, "--grad-check"))
+            fl.grad_check = 1;
         else
             bad_flag(a, "is not an option (see --help)", a);
 #undef FLAG
@@ -419,9 +424,10 @@ static rt_act *reduced_grad(const CgParam *p, int64_t *n)
     return p->zshard && CG_ZERO == 1 ? p->grad_shard : p->grad;
 }
 
-static void step_once(double *loss, double *norm, double *lr)
+/* Forward and backward of every micro-batch: gradients accumulate, the
+ * loss sums in g_loss[0]. */
+static void run_schedule(void)
 {
-    float host;
     for (int i = 0; i < R->nparams; i++) {
         CgParam *p = &R->params[i];
         rt_zero(p->grad, (size_t)(p->zshard && CG_ZERO >= 2 ? p->shard : padded(p)) * sizeof(rt_act));
@@ -433,7 +439,11 @@ static void step_once(double *loss, double *norm, double *lr)
         (op->bwd ? R->backward : R->forward)[op->chunk](op->mb, slot);
     }
     R->wait_sends();
-    /* Gradient reduction: tied copies, then the mesh axes it is partial on. */
+}
+
+/* Gradient reduction: tied copies, then the mesh axes it is partial on. */
+static void reduce_grads(void)
+{
     for (int i = 0; i < R->nparams; i++) {
         CgParam *p = &R->params[i];
         int64_t n = p->zshard && CG_ZERO >= 2 ? p->shard : padded(p);
@@ -446,17 +456,42 @@ static void step_once(double *loss, double *norm, double *lr)
         else
             rt_allreduce(g_comm[p->pmask], p->grad, p->numel, RT_ACT);
     }
-    /* Global norm: each element counted once over the world. */
+}
+
+/* Sum of squares of the reduced gradients (of parameter `only` of this rank,
+ * none if -2, all if -1), each element counted once over the world. */
+static double grad_sumsq(int only)
+{
+    float host;
+    rt_zero(g_loss + 1, sizeof(float));
     for (int i = 0; i < R->nparams; i++) {
         CgParam *p = &R->params[i];
         int64_t n;
         rt_act *g = reduced_grad(p, &n);
-        if (p->primary && counts(p->norm_mask))
+        if (p->primary && counts(p->norm_mask) && (only == -1 || only == i))
             rt_sumsq(g_loss + 1, g, n);
     }
     rt_allreduce(world, g_loss + 1, 1, RT_F32);
     rt_to_host(&host, g_loss + 1, sizeof host);
-    *norm = sqrt((double)host);
+    return host;
+}
+
+/* The step's loss: summed over micro-batches by cross-entropy, over the world here. */
+static double world_loss(void)
+{
+    float host;
+    if (!(pp_rank == CG_LOSS_PP && counts(CG_LOSS_MASK)))
+        rt_zero(g_loss, sizeof(float));
+    rt_allreduce(world, g_loss, 1, RT_F32);
+    rt_to_host(&host, g_loss, sizeof host);
+    return host;
+}
+
+static void step_once(double *loss, double *norm, double *lr)
+{
+    run_schedule();
+    reduce_grads();
+    *norm = sqrt(grad_sumsq(-1));
     double scale = fl.clip > 0 && *norm > fl.clip ? fl.clip / (*norm + 1e-6) : 1.0;
     *lr = learning_rate(step);
     for (int i = 0; i < R->nparams; i++) {
@@ -470,12 +505,104 @@ static void step_once(double *loss, double *norm, double *lr)
         if (gather)
             rt_allgather(g_comm[p->pmask], p->param, g_step_ws, p->shard, RT_ACT);
     }
-    /* The loss: summed over micro-batches by cross-entropy, over the world here. */
-    if (!(pp_rank == CG_LOSS_PP && counts(CG_LOSS_MASK)))
-        rt_zero(g_loss, sizeof(float));
-    rt_allreduce(world, g_loss, 1, RT_F32);
-    rt_to_host(&host, g_loss, sizeof host);
-    *loss = host;
+    *loss = world_loss();
+}
+
+/* --grad-check: for every parameter tensor W with reduced gradient G, the
+ * derivative of the loss along G/|G| by central differences (step h),
+ * (L(W + h G/|G|) - L(W - h G/|G|)) / 2h, must equal |G| (autodiff, the
+ * kernels and every collective checked against the program's own forward).
+ * A wrong scale, a wrong sign or a missing term in G changes that derivative.
+ * Tied copies move together. Needs ZeRO-0 (parameters whole on each rank). */
+static int grad_check(double tol)
+{
+    if (CG_ZERO != 0)
+        rt_fatal("--grad-check needs a plan without ZeRO");
+    run_schedule();
+    reduce_grads();
+    double l0 = world_loss();
+    int bad = 0, nchecked = 0;
+    float **g = (float **)calloc((size_t)R->nparams + 1, sizeof *g);
+    float **w = (float **)calloc((size_t)R->nparams + 1, sizeof *w);
+    float *tmp = NULL;
+    int64_t most = 1;
+    for (int i = 0; i < R->nparams; i++) {
+        CgParam *p = &R->params[i];
+        g[i] = (float *)malloc((size_t)p->numel * sizeof(float));
+        w[i] = (float *)malloc((size_t)p->numel * sizeof(float));
+        rt_act_to_f32(g[i], p->grad, p->numel);
+        rt_act_to_f32(w[i], p->param, p->numel);
+        if (p->numel > most)
+            most = p->numel;
+    }
+    tmp = (float *)malloc((size_t)most * sizeof(float));
+    /* Every parameter of the model in a fixed order; the ranks holding it move
+     * it. First |G| of each (collectives: every rank, every parameter), before
+     * any perturbed pass overwrites the gradients. */
+    int total = 0;
+    for (int r = 0; r < CG_PP; r++)
+        total += cg_ranks[r].nparams;
+    double *norms = (double *)calloc((size_t)total + 1, sizeof(double));
+    int *local = (int *)calloc((size_t)total + 1, sizeof(int));
+    for (int r = 0, q = 0; r < CG_PP; r++)
+        for (int k = 0; k < cg_ranks[r].nparams; k++, q++) {
+            local[q] = -1;
+            for (int i = 0; i < R->nparams; i++)
+                if (!strcmp(R->params[i].name, cg_ranks[r].params[k].name))
+                    local[q] = i;
+            if (cg_ranks[r].params[k].primary)
+                norms[q] = sqrt(grad_sumsq(local[q] >= 0 ? local[q] : -2));
+        }
+    for (int r = 0, qi = -1; r < CG_PP; r++)
+        for (int k = 0; k < cg_ranks[r].nparams; k++) {
+            const CgParam *q = &cg_ranks[r].params[k];
+            qi++;
+            if (!q->primary)
+                continue;
+            int mine = local[qi];
+            double nrm = norms[qi];
+            /* A step that moves the fp32 loss by ~4e-3 (thousands of its ulps),
+             * at most 1 in weight units (its elements move by far less). */
+            double h = 2e-3 / nrm;
+            h = h < 1e-3 ? 1e-3 : h > 1.0 ? 1.0 : h;
+            double lpm[2];
+            for (int sgn = 0; sgn < 2; sgn++) {
+                if (mine >= 0) {
+                    CgParam *p = &R->params[mine];
+                    double d = (sgn ? -h : h) / nrm;
+                    for (int64_t e = 0; e < p->numel; e++)
+                        tmp[e] = (float)(w[mine][e] + d * g[mine][e]);
+                    rt_act_from_f32(p->param, tmp, p->numel);
+                }
+                run_schedule();
+                lpm[sgn] = world_loss();
+            }
+            if (mine >= 0)
+                rt_act_from_f32(R->params[mine].param, w[mine], R->params[mine].numel);
+            double fd = (lpm[0] - lpm[1]) / (2 * h), rel = fabs(fd - nrm) / nrm;
+            /* A gradient that is zero but for rounding (GPT's key bias: softmax
+             * ignores a shift every key shares) has no direction to test. */
+            if (nrm < 1e-7 && fabs(fd) < 1e-4)
+                rel = 0;
+            nchecked++;
+            if (!(rel <= tol))
+                bad++;
+            if (ROOT)
+                printf("grad-check %-40s |G| %.6e  finite differences %.6e  relative %.1e%s\n",
+                       q->name, nrm, fd, rel, rel <= tol ? "" : "  MISMATCH");
+        }
+    if (ROOT)
+        printf("grad-check: loss %.7f, %d tensors, %d outside %.0e\n", l0, nchecked, bad, tol);
+    for (int i = 0; i < R->nparams; i++) {
+        free(g[i]);
+        free(w[i]);
+    }
+    free(g);
+    free(w);
+    free(tmp);
+    free(norms);
+    free(local);
+    return bad;
 }
 
 /* ---------------------------------------------------------- checkpoints */
@@ -781,6 +908,11 @@ int main(int argc, char **argv)
     init_params();
     if (fl.load)
         load_checkpoint(fl.load);
+    if (fl.grad_check) {
+        int bad = grad_check(1e-2);
+        rt_finalize();
+        return bad ? 1 : 0;
+    }
 
     bool saved = false;
     while (step < fl.steps) {

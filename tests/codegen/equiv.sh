@@ -2,10 +2,12 @@
 # equiv.sh: the equivalence matrix (tests/codegen/CMakeLists.txt).
 #   equiv.sh BIN MODEL WORK setup LAYOUT...  generate and build each layout's program
 #                                            (cg_gen), run the 1-rank reference
-#   equiv.sh BIN MODEL WORK check LAYOUT     run LAYOUT's program; every step's loss must
-#                                            equal the reference's within 1e-5 relative and
-#                                            the final weights within 1e-5 of each tensor's
-#                                            scale (stcmp)
+#   equiv.sh BIN MODEL WORK check LAYOUT     run LAYOUT's program; every step's loss and
+#                                            gradient norm must equal the reference's within
+#                                            1e-5 relative and the final weights within 1e-5
+#                                            of each tensor's scale (stcmp)
+#   equiv.sh BIN MODEL WORK gradcheck LAYOUT every parameter's gradient against finite
+#                                            differences of the loss (train --grad-check)
 # BIN holds cg_gen and stcmp. Each program trains STEPS (5) steps from the same
 # initial weights (sharding-independent initialisation) on the same data.
 set -eu
@@ -45,6 +47,11 @@ check)
           if (!(r <= 1e-5) || !(q <= 1e-5)) bad = 1 }
         END { exit bad }'
     "$bin/stcmp" "$work/1rank/final.safetensors" "$work/$l/final.safetensors" --tol 1e-5
+    ;;
+gradcheck)
+    "$work/$1/run.sh" --grad-check --data synthetic:7 > "$work/$1/gradcheck.log" 2>&1 || {
+        cat "$work/$1/gradcheck.log"; echo "equiv: gradient check of $1 failed"; exit 1; }
+    grep grad-check "$work/$1/gradcheck.log"
     ;;
 *) echo "equiv.sh: unknown command $cmd"; exit 2 ;;
 esac
