@@ -5,6 +5,7 @@
  *                                   random inputs, one line per output
  *   ptdc_gpu_harness comm [SEED]    collectives (mpirun, >= 2 GPUs)
  *   ptdc_gpu_harness die-embed      must abort: a negative token id
+ *   ptdc_gpu_harness die-target     must abort: a target outside the vocabulary
  *   ptdc_gpu_harness hang           must abort via the watchdog (mpirun -n 2)
  *
  * Exit status: 0 all passed, 1 a failure. The seed (time-based unless given)
@@ -449,6 +450,18 @@ static void die_embed(void)
     fprintf(stderr, "die-embed: no error reported\n");
 }
 
+/* Must abort: a target no vocabulary rank owns (here: past the vocabulary). */
+static void die_target(void)
+{
+    std::vector<int32_t> tg = {3, 10};
+    int32_t *d = di32(tg);
+    rt_act *lg = dact(std::vector<float>(20, 0.5f));
+    float *loss = df32(std::vector<float>{0.0f}), *lse = (float *)rt_alloc(8);
+    rt_cross_entropy_fwd(loss, lse, lg, d, 2, 10, 0, 2, NULL);
+    hf32(loss, 1);
+    fprintf(stderr, "die-target: no error reported\n");
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "kernels";
@@ -474,6 +487,9 @@ int main(int argc, char **argv)
         fails = run_comm_tests(seed);
     } else if (!strcmp(mode, "die-embed")) {
         die_embed();
+        fails = 1;
+    } else if (!strcmp(mode, "die-target")) {
+        die_target();
         fails = 1;
     } else if (!strcmp(mode, "hang")) {
         fails = run_hang_test();

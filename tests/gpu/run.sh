@@ -9,14 +9,27 @@
 # Environment: PTDC_TEST_SEED fixes the random inputs (default: time).
 set -u
 harness=${1:-}
+
+# expect_abort NAME MODE PATTERN: the harness in MODE must fail with PATTERN.
+expect_abort() {
+    out=$(mpirun --oversubscribe -n 1 "$harness" "$2" 2>&1)
+    if [ $? -ne 0 ] && echo "$out" | grep -q "$3"; then
+        printf '%-40s %-26s ok\n' "$1" "aborted with a message"
+    else
+        printf '%-40s %-26s FAIL\n' "$1" "expected an abort: $3"; echo "$out" | tail -n 5; return 1
+    fi
+}
+
 case "$harness" in
 --emu)
     # Kernel logic on the host (runtime/cuda/emu): no GPU, no NCCL, no timing.
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     echo "EMULATED: CUDA kernels run by the host SIMT emulator, NCCL by MPI; not on a GPU"
-    seed=${PTDC_TEST_SEED:-$(date +%s)}
-    mpirun --oversubscribe -n 1 "$2" kernels "$seed" || exit 1
-    mpirun --oversubscribe -n 3 "$2" comm "$seed" || exit 1
+    seed=${PTDC_TEST_SEED:-$(date +%s)} harness=$2
+    mpirun --oversubscribe -n 1 "$harness" kernels "$seed" || exit 1
+    mpirun --oversubscribe -n 3 "$harness" comm "$seed" || exit 1
+    expect_abort "die-embed (negative token id)" die-embed "out of range" || exit 1
+    expect_abort "die-target (target past vocabulary)" die-target "out of range" || exit 1
     exit 0 ;;
 --no-cuda) echo "SKIPPED: no CUDA toolkit (nvcc) at configure time"; exit 77 ;;
 --no-harness) echo "SKIPPED: harness not built in this configuration (sanitizer build or no CPU backend)"; exit 77 ;;
@@ -44,13 +57,9 @@ fail=0
 # 1. Every kernel, forward and backward, against the CPU backend.
 mpirun --oversubscribe -n 1 "$harness" kernels "$seed" || fail=1
 
-# 2. A negative token id must abort with a message, not crash or pass.
-out=$(mpirun --oversubscribe -n 1 "$harness" die-embed 2>&1)
-if [ $? -ne 0 ] && echo "$out" | grep -q "out of range"; then
-    echo "die-embed: aborted with a message                 ok"
-else
-    echo "die-embed: expected an abort naming the id        FAIL"; echo "$out" | tail -n 5; fail=1
-fi
+# 2. Bad token ids and targets must abort with a message, not crash or pass.
+expect_abort "die-embed (negative token id)" die-embed "out of range" || fail=1
+expect_abort "die-target (target past vocabulary)" die-target "out of range" || fail=1
 
 # 3. Collectives, dim helpers, p2p, splits, vocabulary-parallel CE; the watchdog.
 if [ "$ngpu" -ge 2 ]; then
