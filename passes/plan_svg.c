@@ -230,8 +230,8 @@ static double schedule(FILE *f, const PassSearchAlt *a, double y)
         snprintf(sched, sizeof sched, "interleaved, v = %d", v);
     else
         snprintf(sched, sizeof sched, "1F1B");
-    snprintf(buf, sizeof buf, "Pipeline schedule (%s), %s: forward light, backward dark; then "
-             "exposed data-parallel traffic and the optimizer (grey)", sched, mbs);
+    snprintf(buf, sizeof buf, "Pipeline schedule (%s), %s: forward light, backward dark, "
+             "grey: exposed data-parallel traffic and optimizer", sched, mbs);
     text(f, MARGIN, y + 14, 14, "start", buf);
     y += 24;
     double left = MARGIN + 50, width = W - left - MARGIN;

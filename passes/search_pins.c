@@ -150,6 +150,19 @@ bool src_check_pins(Src *s)
             ir_error(IR_NOLOC, "the interleaved schedule needs --pp of at least 2");
             return false;
         }
+        bool any = false;
+        for (int q = pp ? pp : 2; q <= (pp ? pp : s->rep_count) && !any; q++)
+            for (int w = p->v > 1 ? p->v : 2; w <= (p->v > 1 ? p->v : s->rep_count) && !any; w++)
+                any = s->rep_count % (q * w) == 0;
+        if (!any && !pp) {
+            if (p->v > 1)
+                ir_error(IR_NOLOC, "--virtual-stages %d needs the %d layers to split into pp x %d "
+                         "equal chunks for some pp of at least 2", p->v, s->rep_count, p->v);
+            else
+                ir_error(IR_NOLOC, "the interleaved schedule needs the %d layers to split into "
+                         "pp x v equal chunks with pp and v at least 2", s->rep_count);
+            return false;
+        }
         if (pp && v > 1 && s->rep_count % (pp * v)) {
             ir_error(IR_NOLOC, "--virtual-stages %d with --pp %d needs the %d layers to split into "
                      "%d equal chunks", v, pp, s->rep_count, pp * v);
