@@ -193,6 +193,7 @@ void rtcu_comm_destroy_all(void)
 void rt_barrier(RtComm *c)
 {
     rtcu_require_init("rt_barrier");
+    if (!c) rt_fatal("rt_barrier: NULL communicator (this rank is not a member)");
     rtcu_sync();
     rtcu_block_begin("MPI_Barrier", __FILE__, __LINE__);
     MPI_Barrier(c->mpi);
