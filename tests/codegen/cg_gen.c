@@ -1,12 +1,52 @@
 /* cg_gen.c: test tool. cg_gen MODEL.mdl LAYOUT DIR [--set NAME=VALUE ...]
- * compiles a model, differentiates it, builds the test plan for LAYOUT
- * (layout.h) and writes the training program to DIR with cg_emit. */
+ * compiles a model, plans it, differentiates it and writes the training
+ * program to DIR with cg_emit. The plan: the test-only Megatron builder for
+ * LAYOUT (layout.h), or with LAYOUT "search-..." the planner itself
+ * (pass_search on an A100 cluster of the layout's size, every choice pinned
+ * as the driver pins them), so its ILP strategies are tested too. With
+ * --plan-set NAME=VALUE the planner sees the model at other sizes (the same
+ * graph: nodes and dims alike, only sizes differ), and its plan runs at the
+ * model's own: realistic strategies on a model a CPU trains in seconds. */
 #include "codegen.h"
 #include "frontend.h"
 #include "layout.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+static bool search_plan(const IrGraph *g, const Layout *l, PassSearchResult *r)
+{
+    static PassCluster cl;
+    memset(&cl, 0, sizeof cl);
+    pass_gpu_preset("a100-80gb", &cl.gpu);
+    cl.ngpus = l->dp * l->tp * l->pp;
+    cl.gpus_per_node = 8;
+    static PassCostCtx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.cl = &cl;
+    ctx.attention = PASS_ATTN_FLASH;
+    PassSearchOpts so;
+    memset(&so, 0, sizeof so);
+    pass_search_pins_none(&so.pins);
+    so.pins.tp = l->tp;
+    so.pins.pp = l->pp;
+    so.pins.dp = l->dp;
+    so.pins.micro_batch = (int)(g->global_batch / l->micro / l->dp);
+    so.pins.recompute = (int)l->recompute;
+    so.pins.sp = l->sp;
+    so.pins.zero = l->zero;
+    so.pins.schedule = l->v > 1 ? PASS_SCHED_INTERLEAVED : PASS_SCHED_1F1B;
+    so.pins.v = l->v;
+    so.gpus = cl.ngpus;
+    so.global_batch = g->global_batch;
+    PassIlpCache *cache = pass_ilp_cache_new();
+    bool ok = pass_search(&ctx, g, &so, cache, r) && r->found;
+    if (!ok)
+        fprintf(stderr, "cg_gen: the planner found no plan for this layout\n");
+    pass_ilp_cache_free(cache);
+    return ok;
+}
 
 int main(int argc, char **argv)
 {
@@ -14,15 +54,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: cg_gen MODEL.mdl LAYOUT DIR [--set NAME=VALUE ...] [--cuda]\n");
         return 2;
     }
-    FeSet sets[16];
-    int nsets = 0;
+    FeSet sets[16], psets[32];
+    int nsets = 0, npsets = 0;
     CgTarget target = CG_TARGET_CPU;
     for (int i = 4; i < argc; i++) {
         if (!strcmp(argv[i], "--cuda")) {
             target = CG_TARGET_CUDA;
             continue;
         }
-        if (strcmp(argv[i], "--set") || i + 1 >= argc || nsets == 16) {
+        bool plan_set = !strcmp(argv[i], "--plan-set");
+        if ((!plan_set && strcmp(argv[i], "--set")) || i + 1 >= argc || nsets == 16 || npsets == 16) {
             fprintf(stderr, "cg_gen: bad argument '%s'\n", argv[i]);
             return 2;
         }
@@ -30,26 +71,63 @@ int main(int argc, char **argv)
         if (!eq)
             return 2;
         *eq = 0;
-        sets[nsets++] = (FeSet){argv[i], eq + 1};
+        if (plan_set)
+            psets[npsets++] = (FeSet){argv[i], eq + 1};
+        else
+            sets[nsets++] = (FeSet){argv[i], eq + 1};
     }
     Layout l;
-    if (!layout_parse(argv[2], &l))
+    bool search = !strncmp(argv[2], "search-", 7);
+    if (!layout_parse(search ? argv[2] + 7 : argv[2], &l))
         return 2;
     IrArena *a = ir_arena_new();
     int rc = 1;
-    IrGraph *g = fe_compile_file(a, argv[1], sets, nsets, 0);
+    IrGraph *g = fe_compile_file(a, argv[1], sets, nsets, 0), *pg = NULL;
     if (!g)
         goto out;
-    if (!ir_verify(g, "frontend") || !pass_autodiff(g) || !ir_verify(g, "autodiff"))
+    if (!ir_verify(g, "frontend"))
         goto out;
     PassPlan plan;
-    if (!layout_plan(g, &l, &plan))
+    PassSearchResult r;
+    memset(&r, 0, sizeof r);
+    pg = g; /* the graph the planner sees */
+    if (npsets) {
+        for (int i = 0; i < nsets; i++)
+            psets[npsets++] = sets[i];
+        pg = fe_compile_file(a, argv[1], psets, npsets, 0);
+        if (!pg || pg->nfwd != g->nfwd || pg->ndims != g->ndims || pg->npieces != g->npieces) {
+            fprintf(stderr, "cg_gen: --plan-set must keep the graph's structure\n");
+            goto out;
+        }
+    }
+    if (search) {
+        if (!search_plan(pg, &l, &r))
+            goto out;
+        plan = r.alt[0].plan;
+    } else if (!layout_plan(g, &l, &plan)) {
+        goto out;
+    }
+    if (getenv("CG_GEN_PLAN"))
+        for (int i = 0; i < g->nfwd; i++) {
+            const IrNode *n = &g->nodes[i];
+            fprintf(stderr, "node %3d %-14s %-24s", i, ir_ops[n->op].name, g->tensors[n->out[0]].name);
+            for (int a = 0; a < plan.mesh.naxes; a++)
+                fprintf(stderr, " axis%d:%s", a, plan.strategy[i].dim[a] >= 0 ? g->dims[plan.strategy[i].dim[a]].name : "-");
+            fprintf(stderr, "\n");
+        }
+    /* Autodiff after planning, as the driver does: the plan's strategies are
+     * per forward node, which backward nodes follow. */
+    if (!pass_autodiff(g) || !ir_verify(g, "autodiff"))
         goto out;
     CgOptions o;
     cg_options_default(&o, target);
     if (cg_emit(g, &plan, &o, argv[3]))
         rc = 0;
+    if (search)
+        pass_search_result_free(&r);
 out:
+    if (pg && pg != g)
+        ir_graph_free(pg);
     if (g)
         ir_graph_free(g);
     ir_arena_free(a);
