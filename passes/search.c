@@ -535,6 +535,11 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
         if (live) {
             src_group_floor(&s, G);
             src_group_sums(&s, G);
+            /* Only the sums are needed from here on. */
+            free(G->floor_t);
+            free(G->floor_saved);
+            free(G->floor_states);
+            G->floor_t = G->floor_saved = G->floor_states = NULL;
             for (int j = 0; j < G->ncand; j++)
                 src_bound(&s, G, &G->cand[j]);
         }

@@ -193,6 +193,9 @@ static double states_total(const PassCostCtx *c, const IrGraph *g)
     return t;
 }
 
+static bool try_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *q,
+                       PassIlpCache *cache, PassSearchAlt *a);
+
 int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
                          PassIlpCache *cache, int from, int limit, PassSearchAlt *best)
 {
@@ -222,10 +225,11 @@ int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearc
             fclose(devnull);
         }
         if (ok && r.found) {
-            *best = r.alt[0];
-            r.alt[0] = (PassSearchAlt){0};
-            r.nalt = 0;
+            /* The first plan that fits shows the count; report the best one. */
             pass_search_result_free(&r);
+            q.first_fit = false;
+            if (!try_search(c, g, &q, cache, best))
+                ir_die("search: a plan fits on %d GPUs, then none does", n);
             return n;
         }
         if (ok)

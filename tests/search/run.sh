@@ -16,6 +16,8 @@
 #   run.sh PTDC SRC pinned     the "evaluate a layout by hand" case: a fully
 #                              pinned layout with --plan-only prints the
 #                              prediction, with --json as JSON.
+#   run.sh PTDC SRC explain    --explain lists ten alternatives and the four
+#                              runners-up with the term that makes each slower.
 #   PTDC_UPDATE=1 rewrites the expected files from the actual output.
 set -u
 ptdc=$1
@@ -103,8 +105,20 @@ pinned)
     [ $fail -eq 0 ] && echo "ok pinned"
     exit $fail
     ;;
+explain)
+    "$ptdc" models/llama2-7b.mdl --gpus 64 --explain >"$tmp/out" 2>"$tmp/err" || { echo "FAIL explain: exit status"; cat "$tmp/err"; exit 1; }
+    fail=0
+    n=$(grep -cE '^ +[0-9]+  dp ' "$tmp/out")
+    [ "$n" -eq 10 ] || { echo "FAIL explain: $n alternatives listed, expected 10"; fail=1; }
+    for k in "more TP" "more PP" "recomputation on" "bigger micro-batch"; do
+        grep -q "^  $k: " "$tmp/out" || { echo "FAIL explain: no runner-up '$k'"; fail=1; }
+    done
+    grep -q "slower mostly because of the" "$tmp/out" || { echo "FAIL explain: no reason given"; fail=1; }
+    [ $fail -eq 0 ] && echo "ok explain"
+    exit $fail
+    ;;
 *)
-    echo "usage: run.sh PTDC SRC cli NAME | golden | pinned"
+    echo "usage: run.sh PTDC SRC cli NAME | golden | pinned | explain"
     exit 2
     ;;
 esac
