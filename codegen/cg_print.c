@@ -477,7 +477,8 @@ static const char *where(Cg *c, CgRankProg *r, const CgBuf *b)
     if (b->kind == CG_B_TEMP)
         off += b->home == CG_HOME_IFACE ? r->iface_base[b->type] : r->ws_base[b->type];
     if (b->kind == CG_B_SLOT)
-        return cg_fmt(c, "%s + %lld + k * %lld", arena(b->type), (long long)off, (long long)b->stride);
+        return cg_fmt(c, "%s + %lld + (int64_t)k * %lld", arena(b->type), (long long)off,
+                      (long long)b->stride);
     return cg_fmt(c, "%s + %lld", arena(b->type), (long long)off);
 }
 
