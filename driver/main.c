@@ -180,7 +180,7 @@ static int plan(const DrvOptions *o, IrGraph *g)
         ir_note(IR_NOLOC, "%s", note);
     bool pinned = pass_search_pinned_fully(&so.pins);
     bool emit_plan = o->emit && !strcmp(o->emit, "plan");
-    if (emit_plan || (o->plan_only && !o->out_dir)) {
+    if (emit_plan || ((o->plan_only || o->json) && !o->out_dir)) {
         const PassSearchAlt *a = &r.alt[0];
         if (pinned && !emit_plan) /* evaluating a layout by hand */
             (o->json ? pass_prediction_print_json : pass_prediction_print_text)(stdout, g, &a->plan,
@@ -238,7 +238,8 @@ int main(int argc, char **argv)
         goto out;
     if (!ir_verify(g, "frontend"))
         ir_die("the frontend produced an invalid graph for %s", o.model);
-    bool planning = o.out_dir || o.plan_only || o.explain || (o.emit && !strcmp(o.emit, "plan"));
+    bool planning = o.out_dir || o.plan_only || o.explain || (o.json && !o.emit) ||
+                    (o.emit && !strcmp(o.emit, "plan"));
     if (o.emit && !strcmp(o.emit, "ir")) {
         ir_print(stdout, g);
     } else if (o.emit && !strcmp(o.emit, "ir-grad")) {
