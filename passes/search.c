@@ -245,11 +245,28 @@ static void make_alt(const Src *s, const SrcVariant *V, const PassPlan *p, const
     pass_plan_layout(s->g, &a->plan, &a->layout);
 }
 
-static bool better(const PassPrediction *a, const PassPrediction *b)
+/* Faster first; ties (exact, e.g. ZeRO stages that cost alike) go to less
+ * memory, then to a fixed order of layouts so that the result never depends
+ * on the order candidates were visited in. */
+static bool better(const PassPlan *pa, const PassPrediction *a, const PassPlan *pb,
+                   const PassPrediction *b)
 {
     if (a->step_time_s != b->step_time_s)
         return a->step_time_s < b->step_time_s;
-    return a->peak_mem_bytes < b->peak_mem_bytes;
+    if (a->peak_mem_bytes != b->peak_mem_bytes)
+        return a->peak_mem_bytes < b->peak_mem_bytes;
+    int ka[] = {pa->mesh.size[1], pa->pp, pa->mesh.size[0], pa->v, pa->zero, (int)pa->mb_seqs};
+    int kb[] = {pb->mesh.size[1], pb->pp, pb->mesh.size[0], pb->v, pb->zero, (int)pb->mb_seqs};
+    for (int i = 0; i < 6; i++)
+        if (ka[i] != kb[i])
+            return ka[i] < kb[i];
+    for (int i = 0; i < pa->nstages && i < pb->nstages; i++) {
+        if (pa->stages[i].npieces != pb->stages[i].npieces)
+            return pa->stages[i].npieces > pb->stages[i].npieces;
+        if (pa->stages[i].recompute != pb->stages[i].recompute)
+            return pa->stages[i].recompute < pb->stages[i].recompute;
+    }
+    return false;
 }
 
 static void record(Rank *R, const SrcVariant *V, const PassPlan *p, const PassPrediction *pr)
@@ -261,7 +278,7 @@ static void record(Rank *R, const SrcVariant *V, const PassPlan *p, const PassPr
         out->best_full_step_s = pr->step_time_s;
     }
     int pos = out->nalt;
-    while (pos > 0 && better(pr, &out->alt[pos - 1].pred))
+    while (pos > 0 && better(p, pr, &out->alt[pos - 1].plan, &out->alt[pos - 1].pred))
         pos--;
     if (pos >= R->keep)
         return;
@@ -374,7 +391,13 @@ static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
 static int cmp_cand(const void *a, const void *b)
 {
     const SrcCand *x = a, *y = b;
-    return (x->lb > y->lb) - (x->lb < y->lb);
+    if (x->lb != y->lb)
+        return (x->lb > y->lb) - (x->lb < y->lb);
+    int kx[] = {x->pp, x->v, x->rc, x->zero}, ky[] = {y->pp, y->v, y->rc, y->zero};
+    for (int i = 0; i < 4; i++)
+        if (kx[i] != ky[i])
+            return kx[i] - ky[i];
+    return 0;
 }
 
 /* Rank a group's candidates with variant vi; with only_failed, those that
