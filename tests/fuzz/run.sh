@@ -1,7 +1,9 @@
 #!/bin/sh
 # Run the frontend fuzzer (building it first, see build.sh) from a scratch
 # directory holding copies of models/ (so `import "llama.mdl"` resolves) and
-# tests/diag/lib/. Seeds: models/*.mdl and the diagnostics cases.
+# tests/diag/lib/. Seeds: models/*.mdl, the diagnostics cases, and
+# tests/fuzz/regress/ (inputs the fuzzer once found to crash: it runs every
+# seed first, so they stay fixed).
 #
 # usage: run.sh SRCDIR OUTDIR SECONDS [CORPUS]
 #   CORPUS: a directory kept between runs (default: a fresh one, removed after)
@@ -19,7 +21,7 @@ trap 'rm -rf "$work"' EXIT
 cp "$src"/models/*.mdl "$work/"
 mkdir -p "$work/lib" "$work/seeds"
 cp "$src"/tests/diag/lib/*.mdl "$work/lib/"
-for f in "$src"/models/*.mdl "$src"/tests/diag/*.mdl; do
+for f in "$src"/models/*.mdl "$src"/tests/diag/*.mdl "$src"/tests/fuzz/regress/*.mdl; do
     cp "$f" "$work/seeds/$(basename "$(dirname "$f")")-$(basename "$f")"
 done
 if [ -z "$corpus" ]; then
