@@ -418,15 +418,19 @@ bool cg_analyse(Cg *c)
             const IrTensor *l = &g->tensors[g->nodes[i].in[0]];
             c->vocab = g->dims[l->dim[l->rank - 1]].size;
         }
-    for (int i = 0; i < g->nfwd; i++)
-        if (g->nodes[i].in[0] == c->tokens || g->nodes[i].in[1] == c->tokens) {
-            const PassStrategy *s = &p->strategy[i];
-            for (int a = 0; a < c->naxes; a++)
-                c->axis_name[a] = s->dim[a] == g->batch_dim ? "dp" : "tp";
-            if (c->naxes == 2 && !strcmp(c->axis_name[0], c->axis_name[1]))
-                c->axis_name[0] = "m0", c->axis_name[1] = "m1";
-            break;
+    /* Axis names for comments: "dp" where some node splits the batch, "tp"
+     * where nodes split other dims only; an axis of size 1 never shows. */
+    for (int a = 0; a < c->naxes; a++) {
+        bool batch = false, other = false;
+        for (int i = 0; i < g->nfwd; i++) {
+            int d = p->strategy[i].dim[a];
+            batch |= d == g->batch_dim;
+            other |= d >= 0 && d != g->batch_dim;
         }
+        c->axis_name[a] = p->mesh.size[a] == 1 ? "unused" : batch ? "dp" : other ? "tp" : "rep";
+    }
+    if (c->naxes == 2 && !strcmp(c->axis_name[0], c->axis_name[1]))
+        c->axis_name[0] = "m0", c->axis_name[1] = "m1";
     int np = g->npieces, nt = g->ntensors, nn = g->nnodes;
     c->piece_stage = ir_alloc(c->arena, sizeof(int) * (size_t)np);
     c->piece_recompute = ir_alloc(c->arena, sizeof(PassRecompute) * (size_t)np);
