@@ -46,8 +46,12 @@ static bool temporaries(const char *dir)
 static char *diag;
 static size_t diag_len;
 
+/* cg_emit with diagnostics captured in diag (the caller closes *cap before
+ * the next call). */
 static bool emit(const IrGraph *g, const PassPlan *p, const char *dir, FILE **cap)
 {
+    free(diag);
+    diag = NULL;
     *cap = open_memstream(&diag, &diag_len);
     ir_diag_set_stream(*cap);
     CgOptions o;
