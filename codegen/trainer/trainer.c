@@ -614,25 +614,32 @@ static const char *ckpt_path(const char *dir, int rank)
     return buf;
 }
 
-static int ckpt_blobs(RtBlob *b)
+/* The blobs of this rank's checkpoint: fp32 masters and AdamW moments of its
+ * shards. Names live in *names (heap) until the caller frees it. */
+static RtBlob *ckpt_blobs(int *n, char **names)
 {
-    static char names[3 * 512][512];
-    int n = 0;
+    static const char *const kind[3] = {"master", "adam_m", "adam_v"};
+    size_t len = 0;
+    for (int i = 0; i < R->nparams; i++)
+        len += 3 * (strlen(R->params[i].name) + 8);
+    RtBlob *b = (RtBlob *)malloc(sizeof(RtBlob) * (size_t)(3 * R->nparams + 1));
+    char *s = *names = (char *)malloc(len + 1);
+    if (!b || !s)
+        rt_fatal("out of host memory for the checkpoint index");
+    *n = 0;
     for (int i = 0; i < R->nparams; i++) {
         CgParam *p = &R->params[i];
         float *bufs[3] = {p->master, p->m, p->v};
-        const char *kind[3] = {"master", "adam_m", "adam_v"};
         for (int k = 0; k < 3; k++) {
-            if (n == 3 * 512)
-                rt_fatal("more than 512 parameters in one checkpoint");
-            snprintf(names[n], sizeof names[n], "%s:%s", kind[k], p->name);
-            b[n].name = names[n];
-            b[n].data = bufs[k];
-            b[n].bytes = p->shard * (int64_t)sizeof(float);
-            n++;
+            int w = sprintf(s, "%s:%s", kind[k], p->name);
+            b[*n].name = s;
+            b[*n].data = bufs[k];
+            b[*n].bytes = p->shard * (int64_t)sizeof(float);
+            s += w + 1;
+            (*n)++;
         }
     }
-    return n;
+    return b;
 }
 
 static void save_checkpoint(const char *dir)
@@ -652,12 +659,14 @@ static void save_checkpoint(const char *dir)
             rt_fatal("cannot write %s: %s", path, strerror(errno));
     }
     rt_barrier(world);
-    RtBlob *blobs = (RtBlob *)malloc(sizeof(RtBlob) * (size_t)(3 * R->nparams + 1));
-    int n = ckpt_blobs(blobs);
+    int n;
+    char *names;
+    RtBlob *blobs = ckpt_blobs(&n, &names);
     if (rt_ckpt_save(ckpt_path(dir, world_rank), blobs, n, step, step * CG_GLOBAL_BATCH, err,
                      sizeof err))
         rt_fatal("cannot save checkpoint: %s", err);
     free(blobs);
+    free(names);
     rt_barrier(world);
     if (ROOT)
         printf("saved checkpoint of step %lld to %s\n", (long long)step, dir);
@@ -705,12 +714,14 @@ static void load_checkpoint(const char *dir)
 {
     char err[1024];
     check_plan_file(dir);
-    RtBlob *blobs = (RtBlob *)malloc(sizeof(RtBlob) * (size_t)(3 * R->nparams + 1));
-    int n = ckpt_blobs(blobs);
+    int n;
+    char *names;
+    RtBlob *blobs = ckpt_blobs(&n, &names);
     int64_t st, pos;
     if (rt_ckpt_load(ckpt_path(dir, world_rank), blobs, n, &st, &pos, err, sizeof err))
         rt_fatal("cannot load checkpoint: %s", err);
     free(blobs);
+    free(names);
     if (pos != st * CG_GLOBAL_BATCH)
         rt_fatal("cannot load checkpoint %s: data position %lld does not follow step %lld", dir,
                  (long long)pos, (long long)st);

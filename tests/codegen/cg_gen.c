@@ -40,11 +40,14 @@ static bool search_plan(const IrGraph *g, const Layout *l, PassSearchResult *r)
     so.pins.v = l->v;
     so.gpus = cl.ngpus;
     so.global_batch = g->global_batch;
+    IrGraph *skel = pass_search_skeleton(g->arena, g); /* as the driver plans */
+    so.skeleton = skel;
     PassIlpCache *cache = pass_ilp_cache_new();
     bool ok = pass_search(&ctx, g, &so, cache, r) && r->found;
     if (!ok)
         fprintf(stderr, "cg_gen: the planner found no plan for this layout\n");
     pass_ilp_cache_free(cache);
+    pass_search_skeleton_free(skel);
     return ok;
 }
 
