@@ -63,7 +63,6 @@ typedef struct CgOp {
     int chunk, stage;
     bool bwd;
     VEC(CgStmt) st;
-    int64_t iface_size[CG_NTYPES]; /* packed interface temporaries */
 } CgOp;
 
 /* A received or sent boundary tensor of a chunk, or a request field. */
@@ -87,7 +86,6 @@ typedef struct CgParamPlan {
     int primary;         /* the first of them */
     int tied;            /* tied group index (several pp ranks), else -1 */
     int hf_split;        /* HF view: dims [0, hf_split) are its first dim (2-D), 0: 1-D */
-    int view_rank;
 } CgParamPlan;
 
 /* ----------------------------------------------------------- a rank */
@@ -154,8 +152,6 @@ typedef struct Cg {
     uint8_t loss_count_mask;          /* axes along which the loss is replicated */
     /* ranks */
     CgRankProg *ranks;                /* [pp] */
-    /* tags for pipeline messages: one per (stage boundary, tensor, direction) */
-    int next_tag;
 } Cg;
 
 /* cg_plan.c */

@@ -309,29 +309,21 @@ static void hf_view(const Cg *c, CgParamPlan *pp)
 {
     const IrGraph *g = c->g;
     const IrTensor *x = &g->tensors[pp->tensor];
-    pp->view_rank = x->rank;
-    pp->hf_split = -1;
     for (int i = 0; i < g->nfwd; i++) {
         const IrNode *n = &g->nodes[i];
         if (n->op == IR_OP_EMBEDDING && n->in[1] == pp->tensor) {
-            pp->view_rank = x->rank > 1 ? 2 : 1;
-            pp->hf_split = 1;
+            pp->hf_split = x->rank > 1 ? 1 : 0;
             return;
         }
         if (n->op == IR_OP_MATMUL && (n->in[0] == pp->tensor || n->in[1] == pp->tensor)) {
             bool first = x->dim[0] == n->attr.contract[0];
-            pp->view_rank = 2;
             pp->hf_split = first ? n->attr.ncontract : x->rank - n->attr.ncontract;
             return;
         }
     }
-    if (x->hf_nparts > 1 || x->rank <= 1) {
-        pp->view_rank = 1; /* a bias sliced out of a fused one, a norm's weight */
-        pp->hf_split = 0;
-    } else {
-        pp->view_rank = 2; /* a table such as GPT-2's positions: its own rows */
-        pp->hf_split = x->rank - 1;
-    }
+    /* A bias sliced out of a fused one, a norm's weight: 1-D; a table such as
+     * GPT-2's positions: its own rows. */
+    pp->hf_split = x->hf_nparts > 1 || x->rank <= 1 ? 0 : x->rank - 1;
 }
 
 static void analyse_params(Cg *c)
