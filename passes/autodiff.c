@@ -23,7 +23,6 @@ typedef struct Ad {
     bool *needs;          /* [ntensors0] on a path from a parameter */
     IntVec *contrib;      /* [ntensors0] gradient contributions so far */
     int *ntmpl;           /* [npieces] backward nodes filed under each piece */
-    int seed;             /* the loss gradient, -1 until made */
 } Ad;
 
 static IrTensor *T(Ad *ad, int t) { return &ad->g->tensors[t]; }
@@ -356,7 +355,7 @@ bool pass_autodiff(IrGraph *g)
         ir_die("pass_autodiff: no loss");
     if (!check_statistics(g))
         return false;
-    Ad ad = {.g = g, .nfwd = g->nfwd, .ntensors0 = g->ntensors, .seed = -1};
+    Ad ad = {.g = g, .nfwd = g->nfwd, .ntensors0 = g->ntensors};
     ad.last_count = g->pieces[g->npieces - 1].count;
     ad.needs = ir_xcalloc((size_t)g->ntensors, sizeof *ad.needs);
     ad.contrib = ir_xcalloc((size_t)g->ntensors, sizeof *ad.contrib);
@@ -377,9 +376,7 @@ bool pass_autodiff(IrGraph *g)
         int dy, y = g->nodes[i].out[0]; /* adding nodes moves g->nodes: no pointer into it */
         if (y == g->loss) {
             /* The seed d loss / d loss = 1: a scalar gradient nothing computes. */
-            int loss = g->loss;
-            ad.seed = grad_tensor(&ad, loss);
-            dy = ad.seed;
+            dy = grad_tensor(&ad, g->loss);
         } else {
             dy = finish(&ad, y, i);
         }
