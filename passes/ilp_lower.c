@@ -100,6 +100,7 @@ static void boundary_strategies(IlpSeg *s, IlpInst *x)
     if (x->nstrat == 0)
         ir_die("ilp: the fixed boundary sharding does not fit tensor '%s' on this mesh",
                t->name);
+    x->nstrat = pass_strategies_require(g, NULL, x->tensor, s->q.require, x->strat, x->nstrat);
 }
 
 /* A boundary instance, found by key: (rep, tmpl, out) for a repeat's output,
@@ -235,6 +236,8 @@ IlpSeg *ilp_lower(const PassCostCtx *ctx, const PassIlpCosts *costs, const IrGra
                 IlpInst *in = &s->inst[x];
                 in->nstrat = pass_strategies(g, &g->nodes[n], &q->mesh, s->dim_size, allow, buf,
                                              MAX_STRAT);
+                in->nstrat = pass_strategies_require(g, &g->nodes[n], -1, q->require, buf,
+                                                     in->nstrat);
                 if (in->nstrat < 1)
                     ir_die("ilp: node %d has no strategy", n);
                 in->strat = ir_xmalloc((size_t)in->nstrat * sizeof *in->strat);

@@ -62,7 +62,7 @@ static bool same_query(const PassIlpQuery *a, const PassIlpQuery *b)
         if (m->size[i] != n->size[i] || m->nodes[i] != n->nodes[i] ||
             m->per_node[i] != n->per_node[i] || a->allow[i] != b->allow[i])
             return false;
-    if (a->fix_boundary != b->fix_boundary ||
+    if (a->require != b->require || a->fix_boundary != b->fix_boundary ||
         (a->fix_boundary && !pass_sharding_eq(&a->boundary, &b->boundary)))
         return false;
     return a->npieces == b->npieces && a->mb_seqs == b->mb_seqs && a->num_micro == b->num_micro &&

@@ -76,6 +76,21 @@ bool pass_dim_splittable(const IrGraph *g, const IrNode *n, int d);
 int pass_strategies(const IrGraph *g, const IrNode *n, const PassMesh *m, const int64_t *dim_size,
                     const uint64_t *allow, PassStrategy *out, int max);
 
+/* Requirements a layout places on every node's strategy, with axis 0 the
+ * data-parallel axis and axis 1 the tensor-parallel one. A mesh axis nothing
+ * is split over is only idle GPUs in disguise (the search weighs using fewer
+ * GPUs on its own), and a pinned --tp or --sp on must really shard. */
+enum {
+    PASS_REQ_BATCH = 1 << 0,     /* nodes carrying the batch dim split it over axis 0 */
+    PASS_REQ_WEIGHTS = 1 << 1,   /* matmuls and embeddings split a dim of their weight over axis 1 */
+    PASS_REQ_SEQ_NORMS = 1 << 2, /* norms split the sequence over axis 1 (sequence parallelism) */
+};
+/* Keep the strategies of node n (or, n NULL, of boundary tensor t) that meet
+ * `req`; a requirement no strategy can meet is dropped for that node rather
+ * than leaving it none. Returns the new count. */
+int pass_strategies_require(const IrGraph *g, const IrNode *n, int t, unsigned req,
+                            PassStrategy *s, int k);
+
 /* The shardings a node under strategy s needs for its inputs and makes for
  * its outputs (forward nodes; backward nodes pass their forward's strategy). */
 void pass_shard_io(const IrGraph *g, const IrNode *n, const PassStrategy *s, PassSharding *in,
@@ -538,6 +553,7 @@ typedef struct PassIlpQuery {
     uint64_t allow[PASS_MAX_AXES];/* pins: bit d set = dim d may split over axis a. Both 0:
                                      anything (e.g. --tp 2 --sp off: axis 0 only batch,
                                      axis 1 all but batch and seq) */
+    unsigned require;             /* PASS_REQ_* every strategy must meet (pass_strategies_require) */
     bool fix_boundary;            /* layer boundaries carry `boundary` (a pipeline neighbour
                                      fixed it); false: the ILP chooses */
     PassSharding boundary;

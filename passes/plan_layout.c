@@ -33,7 +33,9 @@ void pass_plan_layout(const IrGraph *g, const PassPlan *p, PassLayout *out)
             int d = p->strategy[i].dim[a];
             batch |= d == g->batch_dim;
             other |= d >= 0 && d != g->batch_dim;
-            seq |= d >= 0 && d == g->seq_dim;
+            /* Sequence parallelism as Megatron means it: the norms split the sequence. */
+            seq |= d >= 0 && d == g->seq_dim &&
+                   (g->nodes[i].op == IR_OP_RMSNORM || g->nodes[i].op == IR_OP_LAYERNORM);
         }
         if (batch && out->dp_axis < 0) {
             out->dp_axis = a;

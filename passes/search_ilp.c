@@ -93,6 +93,13 @@ bool src_variant(Src *s, SrcGroup *G, int k)
     base.inflight = 1;
     base.time_limit_s = s->o->ilp_time_limit_s > 0 ? s->o->ilp_time_limit_s : 10;
     pass_ilp_pins(gs, 0, G->tp > 1 ? 1 : -1, G->sp, base.allow);
+    /* Axis 0 is the data-parallel axis: one that splits no batch holds only
+     * replicas, which the search already weighs as idle GPUs. The tp axis may
+     * serve a sequence split with whole weights; a pinned --tp asks for
+     * tensor parallelism proper (sharded weights), a pinned --sp on for split
+     * norms. */
+    base.require = PASS_REQ_BATCH | (pin->tp > 1 ? PASS_REQ_WEIGHTS : 0) |
+                   (pin->sp == 1 && G->tp > 1 ? PASS_REQ_SEQ_NORMS : 0);
 
     V->strat = ir_xmalloc(sizeof(PassStrategy) * (size_t)(g->nfwd + 1));
     for (int i = 0; i < g->nfwd; i++)

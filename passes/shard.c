@@ -163,6 +163,56 @@ int pass_strategies(const IrGraph *g, const IrNode *n, const PassMesh *m, const 
     return k < max ? k : max;
 }
 
+/* Does node n read a parameter; if d >= 0, one that carries dim d? */
+static bool reads_param(const IrGraph *g, const IrNode *n, int d)
+{
+    for (int i = 0; i < n->nin; i++)
+        if (g->tensors[n->in[i]].role == IR_PARAM && (d < 0 || in_tensor(g, n->in[i], d)))
+            return true;
+    return false;
+}
+
+/* Does strategy st meet requirement bit r for node n (or boundary tensor t)?
+ * Returns -1 where the requirement does not apply to this node. */
+static int meets(const IrGraph *g, const IrNode *n, int t, unsigned r, const PassStrategy *st)
+{
+    switch (r) {
+    case PASS_REQ_BATCH:
+        if (n ? !is_loop_dim(g, n, g->batch_dim) : !in_tensor(g, t, g->batch_dim))
+            return -1;
+        return st->dim[0] == g->batch_dim;
+    case PASS_REQ_WEIGHTS:
+        if (!n || (n->op != IR_OP_MATMUL && n->op != IR_OP_EMBEDDING) || !reads_param(g, n, -1))
+            return -1;
+        return st->dim[1] >= 0 && reads_param(g, n, st->dim[1]); /* the weight itself is split */
+    case PASS_REQ_SEQ_NORMS:
+        if (!n || (n->op != IR_OP_RMSNORM && n->op != IR_OP_LAYERNORM))
+            return -1;
+        return st->dim[1] == g->seq_dim;
+    }
+    return -1;
+}
+
+int pass_strategies_require(const IrGraph *g, const IrNode *n, int t, unsigned req,
+                            PassStrategy *s, int k)
+{
+    for (unsigned r = 1; r <= PASS_REQ_SEQ_NORMS; r <<= 1) {
+        if (!(req & r))
+            continue;
+        int keep = 0;
+        for (int i = 0; i < k; i++)
+            keep += meets(g, n, t, r, &s[i]) == 1;
+        if (keep == 0)
+            continue; /* not applicable, or impossible here (indivisible dims) */
+        int j = 0;
+        for (int i = 0; i < k; i++)
+            if (meets(g, n, t, r, &s[i]) == 1)
+                s[j++] = s[i];
+        k = j;
+    }
+    return k;
+}
+
 /* Which dim of tensor t carries loop dim d of node n, or -1. */
 static int carrier(const IrGraph *g, const IrNode *n, int t, int d)
 {

@@ -192,6 +192,23 @@ int main(void)
     CHECK(sh_is(co[0], -1, -1, 1)); /* partial over dp (batch), whole over the vocab axis */
     CHECK(sh_is(co[1], f.b, -1, 0));
 
+    /* Requirements: the dp axis splits the batch, a pinned tp the weight
+     * itself (not the sequence beside a whole weight). */
+    PassMesh m22;
+    pass_mesh_make(&m22, 2, 2, 8);
+    int nr = pass_strategies(g, mm1, &m22, sz, NULL, ss, 256);
+    int kept = pass_strategies_require(g, mm1, -1, PASS_REQ_BATCH | PASS_REQ_WEIGHTS, ss, nr);
+    CHECK(kept > 0 && kept < nr);
+    for (int i = 0; i < kept; i++)
+        CHECK(ss[i].dim[0] == f.b && (ss[i].dim[1] == f.d || ss[i].dim[1] == f.f));
+    /* A requirement nothing can meet is dropped, never leaving zero strategies:
+     * the attention reads no weight. */
+    nr = pass_strategies(g, att, &m22, sz, NULL, ss, 256);
+    CHECK(pass_strategies_require(g, att, -1, PASS_REQ_WEIGHTS, ss, nr) == nr);
+    /* A boundary tensor: only the batch requirement applies. */
+    PassStrategy bs[3] = {{{-1, -1}}, {{(int16_t)f.b, -1}}, {{(int16_t)f.b, (int16_t)f.s}}};
+    CHECK(pass_strategies_require(g, NULL, f.x, PASS_REQ_BATCH | PASS_REQ_SEQ_NORMS, bs, 3) == 2);
+
     char buf[256];
     const char *names[2] = {"dp", "tp"};
     pass_sharding_str(g, f.w1, &gw1, names, buf, sizeof buf);
