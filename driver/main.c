@@ -1,8 +1,10 @@
 /* main.c: ptdc's pipeline, a straight sequence of passes:
- *   frontend (parse, check, lower) -> ir_verify -> [search -> plan files -> codegen]
+ *   frontend (parse, check, lower) -> ir_verify -> search -> autodiff ->
+ *   ir_verify -> codegen (C sources, Makefile, run.sh in DIR) -> plan files
  * Each stage reports user errors itself; any error exits with status 1
  * before an output file is written. The plan files are rendered in memory
  * and moved into DIR only once all of them are complete. */
+#include "codegen.h"
 #include "driver.h"
 #include "frontend.h"
 #include "ir.h"
@@ -147,6 +149,18 @@ static void render(OutFile *f, const char *name, Render fn, const IrGraph *g, co
 
 /* --------------------------------------------------------------- plan */
 
+/* Autodiff, then the per-rank programs of the chosen plan into DIR. */
+static bool emit_programs(const DrvOptions *o, IrGraph *g, const PassPlan *p)
+{
+    if (!pass_autodiff(g))
+        return false;
+    if (!ir_verify(g, "autodiff"))
+        ir_die("autodiff produced an invalid graph for %s", o->model);
+    CgOptions co;
+    cg_options_default(&co, !strcmp(o->target, "cpu") ? CG_TARGET_CPU : CG_TARGET_CUDA);
+    return cg_emit(g, p, &co, o->out_dir);
+}
+
 static int plan(const DrvOptions *o, IrGraph *g)
 {
     PassCluster cl;
@@ -195,18 +209,14 @@ static int plan(const DrvOptions *o, IrGraph *g)
         render(&files[0], "plan.txt", pass_plan_print_text, g, &ctx, &r);
         render(&files[1], "plan.json", pass_plan_print_json, g, &ctx, &r);
         render(&files[2], "plan.svg", pass_plan_print_svg, g, &ctx, &r);
-        bool ok = write_all(o->out_dir, files, 3);
+        /* Programs first: cg_emit writes DIR whole or not at all, so a
+         * failure leaves no plan files behind either. */
+        bool ok = o->plan_only || emit_programs(o, g, &r.alt[0].plan);
+        ok = ok && write_all(o->out_dir, files, 3);
         for (int i = 0; i < 3; i++)
             free(files[i].text);
         if (!ok)
             goto out;
-        if (!o->plan_only) {
-            /* Code generation: cg_emit(g, &r.alt[0].plan, ..., o->out_dir) goes here
-             * (codegen/codegen.h, wired by the lead). Until then only the plan
-             * files are written. */
-            ir_note(IR_NOLOC, "code generation is not wired into the driver yet: wrote the plan "
-                    "files only");
-        }
         char lay[256];
         fprintf(stderr, "ptdc: wrote %s/plan.txt, plan.json, plan.svg: %s, step %.3f s, MFU %.1f%%\n",
                 o->out_dir, pass_layout_str(&r.alt[0].layout, lay, sizeof lay),
