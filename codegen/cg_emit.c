@@ -181,8 +181,15 @@ bool cg_emit(const IrGraph *g, const PassPlan *p, const CgOptions *o, const char
     c.o = o;
     c.arena = ir_arena_new();
     bool ok = generate(&c);
+    /* "out/" names the directory "out": its temporary sibling is "out.tmp-PID". */
+    char *d = ir_strdup(c.arena, dir);
+    for (size_t n = strlen(d); n > 1 && d[n - 1] == '/'; n--)
+        d[n - 1] = 0;
+    dir = d;
     const char *tmp = ir_sprintf(c.arena, "%s.tmp-%ld", dir, (long)getpid());
-    if (ok && mkdir(tmp, 0777) != 0) {
+    if (ok && !ir_mkdirs_parent(dir)) {
+        ok = false;
+    } else if (ok && mkdir(tmp, 0777) != 0) {
         ir_error(IR_NOLOC, "cannot create %s: %s", tmp, strerror(errno));
         ok = false;
     } else if (ok) {

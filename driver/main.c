@@ -72,32 +72,11 @@ typedef struct {
     size_t len;
 } OutFile;
 
-static bool mkdirs(const char *dir)
-{
-    char *p = ir_xstrdup(dir);
-    bool ok = true;
-    for (char *s = p + 1; ok; s++) {
-        bool end = *s == 0;
-        if (*s == '/' || end) {
-            *s = 0;
-            if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-                ir_error(IR_NOLOC, "cannot create directory '%s': %s", p, strerror(errno));
-                ok = false;
-            }
-            if (end)
-                break;
-            *s = '/';
-        }
-    }
-    free(p);
-    return ok;
-}
-
 /* Write every file to a temporary name in dir, then rename them all: a
  * failure leaves no plan file behind (and no temporaries). */
 static bool write_all(const char *dir, OutFile *files, int n)
 {
-    if (!mkdirs(dir))
+    if (!ir_mkdirs(dir))
         return false;
     char **tmp = ir_xcalloc((size_t)n, sizeof *tmp);
     bool ok = true;

@@ -69,6 +69,12 @@ void ir_map_put(IrMap *m, const char *key, int val); /* key is not copied */
 bool ir_map_get(const IrMap *m, const char *key, int *val);
 void ir_map_free(IrMap *m);
 
+/* --------------------------------------------------------------------- fs.c */
+/* mkdir -p; reports a failure with ir_error. */
+bool ir_mkdirs(const char *dir);
+/* mkdir -p of the directory that will hold `path`. */
+bool ir_mkdirs_parent(const char *path);
+
 /* ------------------------------------------------------------------- diag.c */
 /* A position in a source file. file is NULL for things without a source
  * (command-line flags, generated nodes). Lines and columns start at 1. */

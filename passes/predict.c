@@ -393,8 +393,10 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
         double window = ra[i].bwd / (v > 1 ? v : 1) + slack;
         slack += ra[i].bwd;
         double bucket = r->grad_elems > 0 ? fmin(1, K->dp_bucket_elems / r->grad_elems) : 0;
-        double exp_step = fmax(r->sync_step - window, bucket * r->sync_step) +
-                          K->overlap_slowdown * fmin(r->sync_step, window);
+        /* The last bucket and whatever outlasts the window are exposed; the
+         * rest hides under backward, slowing it by overlap_slowdown. */
+        double shown = fmax(r->sync_step - window, bucket * r->sync_step);
+        double exp_step = shown + K->overlap_slowdown * (r->sync_step - shown);
         double exp_mb = m * (fmax(0, r->sync_mb - r->t_mb) + K->overlap_slowdown * fmin(r->sync_mb, r->t_mb));
         double opt = pass_mem_time(gpu, r->shard_elems * K->opt_bytes_per_elem, 4);
         out->dp_sync_s = fmax(out->dp_sync_s, r->sync_step + m * r->sync_mb);
