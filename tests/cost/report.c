@@ -252,7 +252,7 @@ int main(int argc, char **argv)
     fwrite(doc, 1, (size_t)(b - doc) + strlen(B), out);
     fputs("\n", out);
     fwrite(gen, 1, glen, out);
-    fputs(e, out);
+    fputs(E, out);
     fputs(e + strlen(E), out);
     fclose(out);
     if (rename(tmp, path) != 0) {
