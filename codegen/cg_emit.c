@@ -223,3 +223,29 @@ bool cg_emit(const IrGraph *g, const PassPlan *p, const CgOptions *o, const char
     ir_arena_free(c.arena);
     return ok;
 }
+
+bool cg_memory_plan(const IrGraph *g, const PassPlan *p, CgTarget target, CgMemPlan *out)
+{
+    Cg c;
+    memset(&c, 0, sizeof c);
+    CgOptions o;
+    cg_options_default(&o, target);
+    c.g = g;
+    c.p = p;
+    c.o = &o;
+    c.arena = ir_arena_new();
+    bool ok = generate(&c);
+    /* Element sizes by CgType: rt_act, float, int32. */
+    const double size[CG_NTYPES] = {target == CG_TARGET_CUDA ? 2 : 4, 4, 4};
+    for (int r = 0; ok && r < p->pp; r++) {
+        double b[CG_MEM_N] = {0};
+        for (int m = 0; m < CG_MEM_N; m++)
+            for (int t = 0; t < CG_NTYPES; t++)
+                b[m] += (double)c.ranks[r].mem[m][t] * size[t];
+        out[r] = (CgMemPlan){b[CG_MEM_PARAM], b[CG_MEM_GRAD], b[CG_MEM_OPT], b[CG_MEM_ACT],
+                             b[CG_MEM_WS]};
+    }
+    free_ranks(&c);
+    ir_arena_free(c.arena);
+    return ok;
+}

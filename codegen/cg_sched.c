@@ -28,47 +28,18 @@ static void push(CgRankProg *r, int *cap, int bwd, int chunk, int mb)
 
 void cg_schedule(Cg *c, CgRankProg *r)
 {
+    /* The schedule and its slot counts are the planner's (passes/schedule.c):
+     * the memory the cost model predicts is the memory allocated here. */
     const PassPlan *p = c->p;
     int pp = p->pp, v = p->v, M = p->num_micro, rank = r->pp_rank, cap = 0;
-    if (v == 1) {
-        int warm = pp - rank - 1 < M ? pp - rank - 1 : M;
-        for (int i = 0; i < warm; i++)
-            push(r, &cap, 0, 0, i);
-        for (int i = 0; i < M - warm; i++) {
-            push(r, &cap, 0, 0, warm + i);
-            push(r, &cap, 1, 0, i);
-        }
-        for (int i = M - warm; i < M; i++)
-            push(r, &cap, 1, 0, i);
-    } else {
-        int total = M * v, group = pp * v;
-        int warm = (pp - rank - 1) * 2 + (v - 1) * pp;
-        if (warm > total)
-            warm = total;
-#define FWD(k) push(r, &cap, 0, ((k) % group) / pp, ((k) / group) * pp + (k) % pp)
-#define BWD(k) push(r, &cap, 1, v - 1 - ((k) % group) / pp, ((k) / group) * pp + (k) % pp)
-        for (int k = 0; k < warm; k++)
-            FWD(k);
-        for (int i = 0; i < total - warm; i++) {
-            FWD(warm + i);
-            BWD(i);
-        }
-        for (int k = total - warm; k < total; k++)
-            BWD(k);
-#undef FWD
-#undef BWD
+    for (int k = 0; k < 2 * M * v; k++) {
+        PassSchedOp op = pass_schedule_op(pp, v, M, rank, k);
+        push(r, &cap, op.bwd, op.chunk, op.mb);
     }
-    /* Slots: the most micro-batches of a chunk between forward and backward. */
-    int live[16] = {0};
-    for (int k = 0; k < r->nsched; k++) {
-        int j = r->sched[k].chunk;
-        live[j] += r->sched[k].bwd ? -1 : 1;
-        if (live[j] > r->nslots[j])
-            r->nslots[j] = live[j];
-    }
+    pass_schedule_slots(pp, v, M, rank, r->nslots);
     for (int j = 0; j < r->nchunks; j++)
-        if (live[j] != 0 || r->nslots[j] < 1)
-            ir_die("codegen: schedule of pipeline rank %d is unbalanced in chunk %d", rank, j);
+        if (r->nslots[j] < 1)
+            ir_die("codegen: pipeline rank %d holds no micro-batch of chunk %d", rank, j);
 }
 
 /* ------------------------------------------------------ deadlock check */

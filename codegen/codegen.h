@@ -49,4 +49,17 @@ void cg_options_default(CgOptions *o, CgTarget target);
  * reports with ir_error and returns false, leaving DIR as it was. */
 bool cg_emit(const IrGraph *g, const PassPlan *p, const CgOptions *o, const char *dir);
 
+/* The static memory plan cg_emit writes for each pipeline rank, in bytes at
+ * the target's element sizes (weights, gradients and activations in rt_act:
+ * bf16 on CUDA, fp32 on CPU; optimizer state fp32). The program prints the
+ * same numbers at start-up; for the CUDA target they are what the cost
+ * model predicts (tests/codegen/memplan.c checks it). */
+typedef struct CgMemPlan {
+    double params, grads, optim, acts, workspace;
+} CgMemPlan;
+
+/* Fill out[0 .. p->pp - 1]; false (with an ir_error) on a plan codegen
+ * cannot execute. g must carry its backward (pass_autodiff). */
+bool cg_memory_plan(const IrGraph *g, const PassPlan *p, CgTarget target, CgMemPlan *out);
+
 #endif

@@ -33,15 +33,17 @@ typedef struct Owned {
     double dp;                    /* product of those axes' sizes */
 } Owned;
 
-static int owned_params(const IrGraph *g, const IrNode *n, const PassMesh *m, const PassStrategy *s,
-                        Owned *out)
+/* The parameters node n reads (only == -1) or just parameter `only`, and,
+ * unless `any`, only those n owns. */
+static int read_params(const IrGraph *g, const IrNode *n, const PassMesh *m, const PassStrategy *s,
+                       int only, bool any, Owned *out)
 {
     PassSharding in[IR_MAX_IN];
     pass_shard_io(g, n, s, in, NULL);
     int k = 0;
     for (int i = 0; i < n->nin; i++) {
         int t = n->in[i];
-        if (g->tensors[t].role != IR_PARAM || !owns(g, n, t))
+        if (g->tensors[t].role != IR_PARAM || (only >= 0 && t != only) || (!any && !owns(g, n, t)))
             continue;
         bool dup = false;
         for (int e = 0; e < k; e++)
@@ -63,20 +65,46 @@ static int owned_params(const IrGraph *g, const IrNode *n, const PassMesh *m, co
     return k;
 }
 
-void pass_param_bytes3(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                       const PassStrategy *s, int zero, double *weights, double *grads, double *optim)
+static int owned_params(const IrGraph *g, const IrNode *n, const PassMesh *m, const PassStrategy *s,
+                        Owned *out)
 {
-    Owned own[IR_MAX_IN];
-    int k = owned_params(g, n, m, s, own);
+    return read_params(g, n, m, s, -1, false, out);
+}
+
+static void states(const PassCostCtx *c, const Owned *own, int k, int zero, double *weights,
+                   double *grads, double *optim)
+{
     double w = 0, gr = 0, op = 0;
     for (int i = 0; i < k; i++) {
         double e = own[i].local, dp = own[i].dp;
         w += 2 * e / (zero >= 3 ? dp : 1);
         gr += grad_bytes(c) * e / (zero >= 2 ? dp : 1);
+        /* ptdc's ZeRO-1 reduce-scatters the full gradient into a separate
+         * shard (codegen's layout); Megatron's distributed optimizer does it
+         * in place, so the calibrated stacks have no such buffer. */
+        if (zero == 1 && dp > 1 && !c->alloc_dynamic)
+            gr += grad_bytes(c) * e / dp;
         op += 12 * e / (zero >= 1 ? dp : 1);
     }
     *weights = w, *grads = gr, *optim = op;
 }
+
+void pass_param_bytes3(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                       const PassStrategy *s, int zero, double *weights, double *grads, double *optim)
+{
+    Owned own[IR_MAX_IN];
+    states(c, own, owned_params(g, n, m, s, own), zero, weights, grads, optim);
+}
+
+void pass_param_bytes_of(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                         const PassStrategy *s, int zero, int t, double *weights, double *grads,
+                         double *optim)
+{
+    Owned own[IR_MAX_IN];
+    states(c, own, read_params(g, n, m, s, t, true, own), zero, weights, grads, optim);
+}
+
+bool pass_param_owned(const IrGraph *g, const IrNode *n, int t) { return owns(g, n, t); }
 
 double pass_param_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
                         const PassStrategy *s, int zero)

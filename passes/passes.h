@@ -157,6 +157,29 @@ typedef struct PassPlan {
     PassAttention attention;
 } PassPlan;
 
+/* ========================================================= schedule.c */
+/* The micro-batch schedule of one pipeline rank: 1F1B (v = 1) or Megatron's
+ * interleaved 1F1B (v chunks per rank). Codegen executes it, the cost model
+ * and the planner count the activations it keeps alive. */
+#define PASS_MAX_CHUNKS 16
+
+typedef struct PassSchedOp {
+    int bwd;                      /* 0: forward, 1: backward */
+    int chunk;                    /* the rank's model chunk (0 .. v-1) */
+    int mb;                       /* micro-batch */
+} PassSchedOp;
+
+/* Operation k (0 <= k < 2 m v) of pipeline rank `rank`. */
+PassSchedOp pass_schedule_op(int pp, int v, int m, int rank, int k);
+/* slots[j]: the most micro-batches chunk j holds between forward and
+ * backward: what a static arena allocates for it. */
+void pass_schedule_slots(int pp, int v, int m, int rank, int *slots);
+/* Activation bytes the rank holds given each chunk's bytes per micro-batch
+ * (saved[v]): sum over chunks of slots x saved (a static arena: ptdc), or, if
+ * dynamic, the peak over the schedule of the bytes alive at once (a caching
+ * allocator: the reference stacks). Equal when v == 1. */
+double pass_schedule_acts(int pp, int v, int m, int rank, const double *saved, bool dynamic);
+
 /* ==================================================== cluster.c (issue 3) */
 /* One GPU type. Datasheet numbers and measured ones (NCCL bus bandwidths in
  * the nccl-tests convention, GEMM efficiency) with their sources are listed in
@@ -275,6 +298,9 @@ typedef struct PassCostCtx {
     double reshard_overlap;       /* fraction of resharding collectives hidden behind the GEMMs
                                      next to them (Megatron-Core/TE --tp-comm-overlap); 0 = none,
                                      as in ptdc's runtime */
+    bool alloc_dynamic;           /* a caching allocator (PyTorch): activations peak as the
+                                     bytes alive at once; false: ptdc's static arena, which
+                                     holds each chunk's most micro-batches (pass_schedule_acts) */
     double frag_act;              /* caching-allocator fragmentation as a fraction of the bytes
                                      allocated and freed every micro-batch (activations,
                                      temporaries); 0 for ptdc's static arena */
@@ -332,6 +358,14 @@ double pass_param_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n,
 /* The same, itemised: weights, gradients, optimizer state (master + moments). */
 void pass_param_bytes3(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
                        const PassStrategy *s, int zero, double *weights, double *grads, double *optim);
+/* The same for one parameter t that n reads, whether or not n owns it: a
+ * pipeline stage holds its own copy of a parameter an earlier stage owns (a
+ * tied embedding read again by the LM head). */
+void pass_param_bytes_of(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                         const PassStrategy *s, int zero, int t, double *weights, double *grads,
+                         double *optim);
+/* Is n the first forward node reading parameter t (the one that owns it)? */
+bool pass_param_owned(const IrGraph *g, const IrNode *n, int t);
 /* Seconds per optimizer step to synchronise those parameters' gradients (and
  * gather ZeRO-3 parameters, per micro-batch count num_micro): ZeRO 0 an
  * all-reduce, 1 a reduce-scatter and a parameter all-gather per step, 2 a

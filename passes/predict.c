@@ -274,6 +274,7 @@ typedef struct RankAcc {
     double t_mb, fwd, bwd;        /* per micro-batch */
     double rec, rs, p2p, flops, rec_flops;
     double saved, nchunks, extra_ws, transient;
+    double saved_chunk[PASS_MAX_CHUNKS]; /* per micro-batch, by the rank's chunk */
     double w, gr, op, sync_step, sync_mb, shard_elems, grad_elems, full_w_max;
 } RankAcc;
 
@@ -296,6 +297,69 @@ void pass_prediction_free(PassPrediction *p)
     free(p->mem);
     p->mem = NULL;
     p->npp = 0;
+}
+
+/* Local bytes of activation t in the layout its producer writes it. */
+static double boundary_bytes(const Ctx *x, int t)
+{
+    const IrGraph *g = x->g;
+    const IrNode *p = &g->nodes[g->tensors[t].producer];
+    PassSharding out[IR_MAX_OUT];
+    pass_shard_io(g, p, &x->p->strategy[p->id], NULL, out);
+    for (int k = 0; k < p->nout; k++)
+        if (p->out[k] == t)
+            return (double)pass_local_numel(g, t, &x->p->mesh, &out[k], x->ds) *
+                   ir_dtype_bytes(g->tensors[t].dtype);
+    return 0;
+}
+
+static void stage_extras(const Ctx *x, int st, RankAcc *ra)
+{
+    const IrGraph *g = x->g;
+    const PassPlan *plan = x->p;
+    const PassStage *S = &plan->stages[st];
+    RankAcc *r = &ra[S->pp_rank];
+    int chunk = st / plan->pp; /* stages are dealt to ranks round-robin: chunk c of rank c % pp */
+    int seen[64], nseen = 0;
+    int first = g->pieces[S->first_piece].first;
+    int end = g->pieces[S->first_piece + S->npieces - 1].first +
+              g->pieces[S->first_piece + S->npieces - 1].count;
+    for (int i = first; i < end; i++) {
+        const IrNode *n = &g->nodes[i];
+        for (int k = 0; k < n->nin; k++) {
+            int t = n->in[k];
+            const IrTensor *tt = &g->tensors[t];
+            bool dup = false;
+            for (int e = 0; e < nseen; e++)
+                dup |= seen[e] == t;
+            if (dup)
+                continue;
+            if (tt->role == IR_PARAM && !pass_param_owned(g, n, t)) {
+                int owner = -1;
+                for (int j = 0; j < g->nfwd && owner < 0; j++)
+                    if (pass_param_owned(g, &g->nodes[j], t))
+                        owner = j;
+                if (owner < 0 || x->stage_of[g->nodes[owner].piece] == st)
+                    continue;
+                double w, gr, op;
+                pass_param_bytes_of(x->c, g, n, &plan->mesh, &plan->strategy[i], plan->zero, t, &w,
+                                    &gr, &op);
+                r->w += w, r->gr += gr, r->op += op;
+            } else if (tt->producer >= 0 && tt->producer < g->nfwd &&
+                       x->stage_of[g->nodes[tt->producer].piece] < st) {
+                /* Received: the gradient going back, and the sender's copy. */
+                double b = boundary_bytes(x, t);
+                const PassStage *P = &plan->stages[x->stage_of[g->nodes[tt->producer].piece]];
+                int pchunk = (int)(P - plan->stages) / plan->pp;
+                r->saved_chunk[chunk] += b;
+                ra[P->pp_rank].saved_chunk[pchunk] += b;
+            } else {
+                continue;
+            }
+            if (nseen < 64)
+                seen[nseen++] = t;
+        }
+    }
 }
 
 void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan, PassPrediction *out)
@@ -332,6 +396,9 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
         const PassStage *S = &plan->stages[st];
         RankAcc *r = &ra[S->pp_rank];
         r->nchunks += 1;
+        if (r->nchunks > PASS_MAX_CHUNKS)
+            ir_die("pass_predict: more than %d chunks on pipeline rank %d", PASS_MAX_CHUNKS,
+                   S->pp_rank);
         for (int k = 0; k < S->npieces; k++) {
             int piece = S->first_piece + k;
             int hit = -1;
@@ -355,6 +422,7 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
             r->flops += pc.flops;
             r->rec_flops += pc.rec_flops;
             r->saved += pc.saved;
+            r->saved_chunk[(int)r->nchunks - 1] += pc.saved;
             r->extra_ws = fmax(r->extra_ws, pc.extra_ws);
             r->transient = fmax(r->transient, pc.transient);
             r->w += pc.w, r->gr += pc.gr, r->op += pc.op;
@@ -365,6 +433,15 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
             r->full_w_max = fmax(r->full_w_max, pc.full_w);
         }
     }
+
+    /* What ptdc's programs hold per stage beyond the saved activations and
+     * owned parameters (codegen/cg_lower.c, cg_plan.c): per micro-batch slot,
+     * the activation a stage sends on (kept until its backward) and the
+     * gradient it sends back for what it received; and its own copy of a
+     * parameter an earlier stage owns (a tied embedding). */
+    if (!c->alloc_dynamic)
+        for (int st = 0; st < plan->nstages; st++)
+            stage_extras(&x, st, ra);
 
     /* The schedule. */
     double tmax = 0, tsum = 0;
@@ -433,14 +510,14 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
         PassRankMem *M = &out->mem[i];
         M->fwd_s = r->fwd, M->bwd_s = r->bwd;
         M->weights = r->w, M->grads = r->gr, M->optim = r->op;
-        double per_chunk = r->nchunks > 0 ? r->saved / r->nchunks : 0;
-        if (v == 1) {
-            M->inflight = fmin(m, pp - i);
-            M->acts = M->inflight * r->saved;
-        } else {
-            M->inflight = fmin((double)m * v, 2.0 * (pp - i - 1) + (v - 1.0) * pp + 1);
-            M->acts = M->inflight * per_chunk;
-        }
+        /* The schedule codegen runs decides what is alive: each chunk's most
+         * micro-batches in ptdc's static arena, the peak of the sum under a
+         * caching allocator (pass_schedule_acts). */
+        M->acts = pass_schedule_acts(pp, v, m, i, r->saved_chunk, c->alloc_dynamic);
+        double held = 0; /* one micro-batch through every chunk of the rank */
+        for (int j = 0; j < v; j++)
+            held += r->saved_chunk[j];
+        M->inflight = held > 0 ? M->acts / (held / v) : fmin(m, pp - i);
         M->recompute_ws = r->extra_ws;
         M->transient = r->transient;
         M->buffers = plan->zero >= 3 ? 2 * r->full_w_max : 0;

@@ -99,8 +99,9 @@ static void add_cand(Src *s, SrcGroup *G, int pp, int v, int rc, int zero)
  * micro-batch count that is a multiple of pp. */
 static bool v_ok(const Src *s, int pp, int v, int m)
 {
-    return s->rep0 >= 0 && pp >= 2 && v >= 2 && s->rep_count % (pp * v) == 0 && m % pp == 0 &&
-           m >= pp;
+    /* Codegen's schedules hold at most PASS_MAX_CHUNKS chunks per rank. */
+    return s->rep0 >= 0 && pp >= 2 && v >= 2 && v <= PASS_MAX_CHUNKS && s->rep_count % (pp * v) == 0 &&
+           m % pp == 0 && m >= pp;
 }
 
 /* Does policy r rerun any node at all? */

@@ -110,6 +110,7 @@ bool src_recomputed(const PassCostCtx *c, const IrGraph *g, const IrNode *n, Pas
 /* Micro-batches whose activations pipeline rank r holds (pass_predict's
  * accounting), per chunk's share of the rank's saved bytes. */
 double src_inflight(int pp, int v, int m, int r);
+double src_inflight_lo(int pp, int v, int m, int r);
 double src_runtime_bytes(const PassMesh *m, int pp);
 void src_group_floor(Src *s, SrcGroup *G);
 void src_group_sums(Src *s, SrcGroup *G);

@@ -50,12 +50,27 @@ bool src_recomputed(const PassCostCtx *c, const IrGraph *g, const IrNode *n, Pas
 
 double src_inflight(int pp, int v, int m, int r)
 {
-    /* pass_predict: 1F1B holds min(m, pp - r) micro-batches on rank r; the
-     * interleaved schedule holds that many chunk-micro-batches, each a 1/v
-     * share of the rank's saved bytes. */
-    if (v <= 1)
-        return fmin(m, pp - r);
-    return fmin((double)m * v, 2.0 * (pp - r - 1) + (v - 1.0) * pp + 1) / v;
+    /* pass_predict holds slots[j] micro-batches of chunk j (the schedule's,
+     * passes/schedule.c); with chunks of equal size that is the rank's saved
+     * bytes times the mean slot count. */
+    int slots[PASS_MAX_CHUNKS];
+    pass_schedule_slots(pp, v, m, r, slots);
+    double sum = 0;
+    for (int j = 0; j < v; j++)
+        sum += slots[j];
+    return sum / v;
+}
+
+double src_inflight_lo(int pp, int v, int m, int r)
+{
+    /* A lower bound whatever the chunks' sizes: every chunk holds at least
+     * the fewest slots of any. */
+    int slots[PASS_MAX_CHUNKS];
+    pass_schedule_slots(pp, v, m, r, slots);
+    int lo = slots[0];
+    for (int j = 1; j < v; j++)
+        lo = slots[j] < lo ? slots[j] : lo;
+    return lo;
 }
 
 double src_runtime_bytes(const PassMesh *m, int pp)
@@ -147,7 +162,7 @@ static void inflight_stats(int pp, int v, int m, double *imin, double *imax, dou
 {
     *imin = INFINITY, *imax = 0, *h = 0;
     for (int r = 0; r < pp; r++) {
-        double i = src_inflight(pp, v, m, r);
+        double i = src_inflight_lo(pp, v, m, r);
         *imin = fmin(*imin, i);
         *imax = fmax(*imax, i);
         *h += 1 / i;
