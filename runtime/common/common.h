@@ -30,6 +30,13 @@ void rtc_atomic_abort(RtcAtomic *a); /* close and unlink the temporary; frees a 
 int rtc_read_all(int fd, void *buf, size_t n, int64_t offset, const char *path, char *err,
                  size_t errlen); /* pread; a short read is an error ("truncated") */
 
+/* A growable NUL-terminated byte string (JSON headers, read and written). */
+typedef struct {
+    char *s;
+    size_t len, cap;
+} RtcStr;
+void rtc_str_add(RtcStr *b, const void *src, size_t n); /* rt_fatal when out of memory */
+
 /* Little-endian stores and loads (files are little-endian on every host). */
 void rtc_put_u32(unsigned char *p, uint32_t v);
 void rtc_put_u64(unsigned char *p, uint64_t v);

@@ -44,29 +44,7 @@ static bool literal(Parser *p, const char *word)
     return true;
 }
 
-typedef struct {
-    char *buf;
-    size_t len, cap;
-} Buf;
-
-static void put(Buf *b, const void *src, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 32;
-        while (b->len + n + 1 > cap)
-            cap *= 2;
-        char *nb = realloc(b->buf, cap);
-        if (!nb)
-            rt_fatal("ptdrt: out of host memory parsing JSON");
-        b->buf = nb;
-        b->cap = cap;
-    }
-    memcpy(b->buf + b->len, src, n);
-    b->len += n;
-    b->buf[b->len] = 0;
-}
-
-static void put_utf8(Buf *b, uint32_t cp)
+static void put_utf8(RtcStr *b, uint32_t cp)
 {
     unsigned char u[4];
     size_t n;
@@ -89,7 +67,7 @@ static void put_utf8(Buf *b, uint32_t cp)
         u[3] = (unsigned char)(0x80 | (cp & 0x3F));
         n = 4;
     }
-    put(b, u, n);
+    rtc_str_add(b, u, n);
 }
 
 static bool hex4(Parser *p, uint32_t *out)
@@ -114,7 +92,7 @@ static bool hex4(Parser *p, uint32_t *out)
 
 /* One UTF-8 sequence starting at p->pos (first byte >= 0x80): well-formed,
  * shortest form, no surrogates, at most U+10FFFF. */
-static bool utf8_seq(Parser *p, Buf *b)
+static bool utf8_seq(Parser *p, RtcStr *b)
 {
     const unsigned char *s = p->s + p->pos;
     size_t left = p->len - p->pos;
@@ -138,19 +116,19 @@ static bool utf8_seq(Parser *p, Buf *b)
     }
     if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
         return fail(p, "invalid UTF-8");
-    put(b, s, n);
+    rtc_str_add(b, s, n);
     p->pos += n;
     return true;
 }
 
 static bool string(Parser *p, char **out, size_t *outlen)
 {
-    Buf b = {0};
-    put(&b, "", 0);
+    RtcStr b = {0};
+    rtc_str_add(&b, "", 0);
     p->pos++; /* opening quote */
     for (;;) {
         if (p->pos >= p->len) {
-            free(b.buf);
+            free(b.s);
             return fail(p, "unterminated string");
         }
         unsigned char c = p->s[p->pos];
@@ -159,67 +137,67 @@ static bool string(Parser *p, char **out, size_t *outlen)
             break;
         }
         if (c < 0x20) {
-            free(b.buf);
+            free(b.s);
             return fail(p, "control character in string");
         }
         if (c >= 0x80) {
             if (!utf8_seq(p, &b)) {
-                free(b.buf);
+                free(b.s);
                 return false;
             }
             continue;
         }
         if (c != '\\') {
-            put(&b, &c, 1);
+            rtc_str_add(&b, &c, 1);
             p->pos++;
             continue;
         }
         p->pos++;
         if (p->pos >= p->len) {
-            free(b.buf);
+            free(b.s);
             return fail(p, "unterminated string");
         }
         char e = (char)p->s[p->pos++];
         const char *simple = strchr("\"\\/bfnrt", e);
         if (e && simple) {
             static const char map[] = "\"\\/\b\f\n\r\t";
-            put(&b, &map[simple - "\"\\/bfnrt"], 1);
+            rtc_str_add(&b, &map[simple - "\"\\/bfnrt"], 1);
             continue;
         }
         if (e != 'u') {
             p->pos--;
-            free(b.buf);
+            free(b.s);
             return fail(p, "invalid escape in string");
         }
         uint32_t cp;
         if (!hex4(p, &cp)) {
-            free(b.buf);
+            free(b.s);
             return false;
         }
         if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            free(b.buf);
+            free(b.s);
             return fail(p, "unpaired low surrogate");
         }
         if (cp >= 0xD800 && cp <= 0xDBFF) {
             uint32_t lo;
             if (p->len - p->pos < 2 || p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u') {
-                free(b.buf);
+                free(b.s);
                 return fail(p, "unpaired high surrogate");
             }
             p->pos += 2;
             if (!hex4(p, &lo)) {
-                free(b.buf);
+                free(b.s);
                 return false;
             }
             if (lo < 0xDC00 || lo > 0xDFFF) {
-                free(b.buf);
+                free(b.s);
                 return fail(p, "unpaired high surrogate");
             }
             cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
         }
         put_utf8(&b, cp);
     }
-    *out = b.buf;
+    *out = b.s;
     *outlen = b.len;
     return true;
 }

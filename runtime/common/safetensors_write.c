@@ -32,53 +32,31 @@ struct RtStWriter {
     uint64_t data_start; /* 8 + header length */
 };
 
-typedef struct {
-    char *s;
-    size_t len, cap;
-} Str;
+#define str_lit(b, lit) rtc_str_add((b), (lit), sizeof(lit) - 1)
 
-static void str_add(Str *b, const char *s, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (b->len + n + 1 > cap)
-            cap *= 2;
-        char *ns = realloc(b->s, cap);
-        if (!ns)
-            rt_fatal("ptdrt: out of host memory writing a safetensors header");
-        b->s = ns;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = 0;
-}
-
-#define str_lit(b, lit) str_add((b), (lit), sizeof(lit) - 1)
-
-static void str_fmt(Str *b, const char *fmt, long long v)
+static void str_fmt(RtcStr *b, const char *fmt, long long v)
 {
     char tmp[32];
     int k = snprintf(tmp, sizeof tmp, fmt, v);
-    str_add(b, tmp, (size_t)k);
+    rtc_str_add(b, tmp, (size_t)k);
 }
 
-static void str_json(Str *b, const char *s)
+static void str_json(RtcStr *b, const char *s)
 {
-    str_add(b, "\"", 1);
+    rtc_str_add(b, "\"", 1);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         if (*p == '"' || *p == '\\') {
             char esc[2] = {'\\', (char)*p};
-            str_add(b, esc, 2);
+            rtc_str_add(b, esc, 2);
         } else if (*p < 0x20) {
             char esc[8];
             snprintf(esc, sizeof esc, "\\u%04x", *p);
-            str_add(b, esc, 6);
+            rtc_str_add(b, esc, 6);
         } else {
-            str_add(b, (const char *)p, 1);
+            rtc_str_add(b, (const char *)p, 1);
         }
     }
-    str_add(b, "\"", 1);
+    rtc_str_add(b, "\"", 1);
 }
 
 static int wt_by_name(const void *a, const void *b)
@@ -147,13 +125,13 @@ RtStWriter *rt_st_writer_open(const char *path, const RtStTensor *tensors, int n
     }
 
     /* Header: keys sorted bytewise, "__metadata__" in its place among them. */
-    Str h = {0};
-    str_add(&h, "{", 1);
+    RtcStr h = {0};
+    rtc_str_add(&h, "{", 1);
     uint64_t pos = 0;
     bool meta_done = false, first = true;
     for (int i = 0; i <= w->n; i++) {
         if (!meta_done && (i == w->n || strcmp("__metadata__", w->t[i].name) < 0)) {
-            str_add(&h, first ? "" : ",", first ? 0 : 1);
+            rtc_str_add(&h, first ? "" : ",", first ? 0 : 1);
             str_lit(&h, "\"__metadata__\":{\"format\":\"pt\"}");
             meta_done = true;
             first = false;
@@ -162,7 +140,7 @@ RtStWriter *rt_st_writer_open(const char *path, const RtStTensor *tensors, int n
             break;
         WTensor *t = &w->t[i];
         t->begin = pos;
-        str_add(&h, first ? "" : ",", first ? 0 : 1);
+        rtc_str_add(&h, first ? "" : ",", first ? 0 : 1);
         first = false;
         str_json(&h, t->name);
         str_lit(&h, ":{\"dtype\":");
@@ -175,9 +153,9 @@ RtStWriter *rt_st_writer_open(const char *path, const RtStTensor *tensors, int n
         pos += (uint64_t)t->numel * (uint64_t)w->esize;
         str_fmt(&h, ",%lld]}", (long long)pos);
     }
-    str_add(&h, "}", 1);
+    rtc_str_add(&h, "}", 1);
     while (h.len % 8)
-        str_add(&h, " ", 1);
+        rtc_str_add(&h, " ", 1);
     w->data_start = 8 + h.len;
 
     if (rtc_atomic_open(&w->a, path, err, errlen) != 0) {

@@ -217,3 +217,20 @@ int rtc_check_block(int rank, const int64_t *global, const int64_t *offset, cons
                            (long long)offset[i], (long long)local[i], i, (long long)global[i]);
     return 0;
 }
+
+void rtc_str_add(RtcStr *b, const void *src, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (b->len + n + 1 > cap)
+            cap *= 2;
+        char *ns = realloc(b->s, cap);
+        if (!ns)
+            rt_fatal("ptdrt: out of host memory (%zu bytes of text)", cap);
+        b->s = ns;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, src, n);
+    b->len += n;
+    b->s[b->len] = 0;
+}
