@@ -82,7 +82,7 @@ static void states(const PassCostCtx *c, const Owned *own, int k, int zero, doub
         /* ptdc's ZeRO-1 reduce-scatters the full gradient into a separate
          * shard (codegen's layout); Megatron's distributed optimizer does it
          * in place, so the calibrated stacks have no such buffer. */
-        if (zero == 1 && dp > 1 && !c->alloc_dynamic)
+        if (zero == 1 && dp > 1 && !c->ref_stack)
             gr += grad_bytes(c) * e / dp;
         op += 12 * e / (zero >= 1 ? dp : 1);
     }

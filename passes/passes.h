@@ -298,9 +298,11 @@ typedef struct PassCostCtx {
     double reshard_overlap;       /* fraction of resharding collectives hidden behind the GEMMs
                                      next to them (Megatron-Core/TE --tp-comm-overlap); 0 = none,
                                      as in ptdc's runtime */
-    bool alloc_dynamic;           /* a caching allocator (PyTorch): activations peak as the
-                                     bytes alive at once; false: ptdc's static arena, which
-                                     holds each chunk's most micro-batches (pass_schedule_acts) */
+    bool ref_stack;               /* price memory as a reference stack (Megatron/PyTorch) holds
+                                     it, not as ptdc's generated programs do: activations peak
+                                     at the bytes alive at once (caching allocator) rather than
+                                     each chunk's slots of a static arena; ZeRO-1 reduce-scatters
+                                     in place; no pipeline send/gradient slot copies */
     double frag_act;              /* caching-allocator fragmentation as a fraction of the bytes
                                      allocated and freed every micro-batch (activations,
                                      temporaries); 0 for ptdc's static arena */

@@ -439,7 +439,7 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
      * the activation a stage sends on (kept until its backward) and the
      * gradient it sends back for what it received; and its own copy of a
      * parameter an earlier stage owns (a tied embedding). */
-    if (!c->alloc_dynamic)
+    if (!c->ref_stack)
         for (int st = 0; st < plan->nstages; st++)
             stage_extras(&x, st, ra);
 
@@ -513,7 +513,7 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
         /* The schedule codegen runs decides what is alive: each chunk's most
          * micro-batches in ptdc's static arena, the peak of the sum under a
          * caching allocator (pass_schedule_acts). */
-        M->acts = pass_schedule_acts(pp, v, m, i, r->saved_chunk, c->alloc_dynamic);
+        M->acts = pass_schedule_acts(pp, v, m, i, r->saved_chunk, c->ref_stack);
         double held = 0; /* one micro-batch through every chunk of the rank */
         for (int j = 0; j < v; j++)
             held += r->saved_chunk[j];

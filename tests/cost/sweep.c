@@ -83,7 +83,7 @@ int sweep_run(const char *ref_dir, const char *model_dir, const SweepStack *st, 
         PassCostCtx c = {.cl = &cl, .attention = L.attention, .attn_kernel = w->kernel,
                          .norm_unfused = !w->rms_kernel, .loss_fp32 = st->loss_fp32,
                          .grad_bytes = st->grad_bytes, .alloc_reserve = st->alloc_reserve,
-                         .alloc_dynamic = true, .frag_act = st->frag_act,
+                         .ref_stack = true, .frag_act = st->frag_act,
                          .grad_accum_unfused = st->grad_accum_unfused,
                          .attn_dropout = st->attn_dropout};
         pass_predict(&c, g, &plan, &w->pred);

@@ -237,12 +237,12 @@ static void test_states(const char *models)
         mega_plan(g, &L, &p);
         states(&c, g, &p, &w, &gr, &op);
         /* ZeRO paper, mixed-precision Adam: 2 + 2 + 12 bytes per parameter,
-         * for stacks that reduce-scatter in place (alloc_dynamic: the
+         * for stacks that reduce-scatter in place (ref_stack: the
          * reference stacks). ptdc's ZeRO-1 reduce-scatters into a separate
          * gradient shard: 2/d more. */
         double want[4] = {16 * psi, (4 + 12 / 64.0) * psi, (2 + 14 / 64.0) * psi, 16 * psi / 64};
         PassCostCtx cd = c;
-        cd.alloc_dynamic = true;
+        cd.ref_stack = true;
         states(&cd, g, &p, &w, &gr, &op);
         CHECK(NEAR(w + gr + op, want[zero], 1e-12));
         states(&c, g, &p, &w, &gr, &op);
@@ -315,7 +315,7 @@ static void test_schedule(const char *models)
         PassPrediction r, rd;
         pass_predict(&c, g, &p, &r);
         PassCostCtx cd = c;
-        cd.alloc_dynamic = true;
+        cd.ref_stack = true;
         pass_predict(&cd, g, &p, &rd);
         int m = p.num_micro;
         CHECK(m == 8 && r.npp == 4);
