@@ -207,13 +207,8 @@ static PassSharding reduced(const Cg *c, int t, PassSharding from, PassSharding 
 static bool in_recompute_set(const Cg *c, const IrNode *n)
 {
     const IrGraph *g = c->g;
-    if (n->id >= g->nfwd || n->op == IR_OP_CROSS_ENTROPY || g->pieces[n->piece].layer < 0)
-        return false;
-    switch (c->piece_recompute[n->piece]) {
-    case PASS_RECOMPUTE_FULL: return true;
-    case PASS_RECOMPUTE_FFN: return n->block && strcmp(n->block, "mlp") == 0;
-    default: return false; /* selective: nothing S x S is kept with this attention kernel */
-    }
+    /* The generated attention keeps nothing S x S: the flash reading (NULL). */
+    return n->id < g->nfwd && pass_recomputed(NULL, g, n, c->piece_recompute[n->piece]);
 }
 
 static void analyse_tensors(Cg *c)

@@ -28,25 +28,6 @@
 
 #define MAX_STRAT 512
 
-/* Does forward node n run again during backward under policy r? Mirrors the
- * cost model's reading of the policies (passes.h, pass_saved_bytes): pieces
- * outside repeats are never recomputed; FFN recomputes `block mlp`;
- * SELECTIVE recomputes core attention, which a flash kernel does inside its
- * backward anyway (priced by pass_cost_node), so only materialised attention
- * runs twice. */
-static bool recomputed(const IrGraph *g, const IrNode *n, PassRecompute r, PassAttention att)
-{
-    if (g->pieces[n->piece].rep < 0)
-        return false;
-    switch (r) {
-    case PASS_RECOMPUTE_NONE: return false;
-    case PASS_RECOMPUTE_SELECTIVE: return n->op == IR_OP_ATTENTION && att == PASS_ATTN_MATERIALIZED;
-    case PASS_RECOMPUTE_FFN: return n->block && strcmp(n->block, "mlp") == 0;
-    case PASS_RECOMPUTE_FULL: return true;
-    }
-    return false;
-}
-
 static int new_inst(IlpSeg *s, int node, int tensor)
 {
     GROW(s->inst, s->ninst, s->capi);
@@ -242,8 +223,7 @@ IlpSeg *ilp_lower(const PassCostCtx *ctx, const PassIlpCosts *costs, const IrGra
                     ir_die("ilp: node %d has no strategy", n);
                 in->strat = ir_xmalloc((size_t)in->nstrat * sizeof *in->strat);
                 memcpy(in->strat, buf, (size_t)in->nstrat * sizeof *in->strat);
-                in->recompute = recomputed(g, &g->nodes[n], q->recompute,
-                                           ctx ? ctx->attention : PASS_ATTN_FLASH);
+                in->recompute = pass_recomputed(ctx, g, &g->nodes[n], q->recompute);
                 s->inst_of[n - s->first_node] = x;
             } else {
                 s->inst_of[n - s->first_node] = s->inst_of[r - s->first_node];

@@ -21,12 +21,17 @@ static bool materialized(const PassCostCtx *c)
     return c->attn_kernel == PASS_KERNEL_FUSED_SOFTMAX || c->attn_kernel == PASS_KERNEL_EAGER;
 }
 
-/* Is node n recomputed under r (so it keeps nothing but the region's inputs)? */
-static bool in_recomputed_region(const IrGraph *g, const IrNode *n, PassRecompute r)
+bool pass_recomputed(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PassRecompute r)
 {
     if (g->pieces[n->piece].layer < 0)
         return false; /* embedding and head are never recomputed */
-    return r == PASS_RECOMPUTE_FULL || (r == PASS_RECOMPUTE_FFN && is_mlp(n));
+    switch (r) {
+    case PASS_RECOMPUTE_FULL: return true;
+    case PASS_RECOMPUTE_FFN: return is_mlp(n);
+    case PASS_RECOMPUTE_SELECTIVE: return n->op == IR_OP_ATTENTION && c && materialized(c);
+    case PASS_RECOMPUTE_NONE: break;
+    }
+    return false;
 }
 
 /* Was t made outside n's recomputed region (so the region keeps it)? */
@@ -48,7 +53,7 @@ static bool keeps(const PassCostCtx *c, const IrGraph *g, const IrNode *n, int i
     int t = in >= 0 ? n->in[in] : n->out[out];
     if (g->tensors[t].role == IR_PARAM)
         return false;
-    if (in_recomputed_region(g, n, r))
+    if (pass_recomputed(NULL, g, n, r) /* its region reruns */)
         return in >= 0 && from_outside(g, n, t, r);
     if (n->op == IR_OP_ATTENTION && materialized(c))
         return in >= 0 && in <= 2; /* Q, K, V; the probabilities are counted as extra */
@@ -114,7 +119,7 @@ int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
             eb = 4; /* the fp32 softmax replaces the bf16 logits */
         ITEM(t, slot, e * eb);
     }
-    if (in_recomputed_region(g, n, r))
+    if (pass_recomputed(NULL, g, n, r) /* its region reruns */)
         return k < max ? k : max;
     /* Kept values that are not IR tensors. */
     if (n->op == IR_OP_ATTENTION && materialized(c) && r != PASS_RECOMPUTE_SELECTIVE) {

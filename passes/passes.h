@@ -350,6 +350,11 @@ typedef struct PassSaved {
 int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
                     const PassStrategy *s, const int64_t *dim_size, PassRecompute r,
                     PassSaved *items, int max);
+/* Does forward node n run again during backward under policy r? Pieces
+ * outside repeats never do; FFN reruns `block mlp`; SELECTIVE reruns core
+ * attention where it is materialised (a flash kernel recomputes inside its
+ * own backward, priced by pass_cost_node). c NULL: flash attention. */
+bool pass_recomputed(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PassRecompute r);
 /* Model-state bytes on one rank of the parameters node n owns (those it is
  * the first consumer of): bf16 weights and grads, fp32 master and moments,
  * sharded over the parameter's data-parallel axes (those over which its

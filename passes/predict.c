@@ -100,22 +100,6 @@ static void shared_edges(const Ctx *x, const IrNode *n, int t, const PassShardin
     }
 }
 
-static bool recomputed(const IrGraph *g, const IrNode *n, PassRecompute r, const PassCostCtx *c)
-{
-    if (g->pieces[n->piece].layer < 0)
-        return false;
-    switch (r) {
-    case PASS_RECOMPUTE_FULL: return true;
-    case PASS_RECOMPUTE_FFN: return n->block && strcmp(n->block, "mlp") == 0;
-    case PASS_RECOMPUTE_SELECTIVE: {
-        bool mat = c->attn_kernel == PASS_KERNEL_AUTO ? c->attention == PASS_ATTN_MATERIALIZED
-                 : c->attn_kernel == PASS_KERNEL_FUSED_SOFTMAX || c->attn_kernel == PASS_KERNEL_EAGER;
-        return n->op == IR_OP_ATTENTION && mat;
-    }
-    default: return false;
-    }
-}
-
 /* Bytes n keeps under r. An input that was all-gathered for n is kept in its
  * producer's smaller layout instead and gathered again in backward: *regather
  * gets that time. */
@@ -167,7 +151,7 @@ static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
         const PassStrategy *s = strat(x, id);
         PassNodeCost nc;
         pass_cost_node(c, g, n, m, s, x->ds, &nc);
-        bool rec = recomputed(g, n, r, c);
+        bool rec = pass_recomputed(c, g, n, r);
         pc->fwd += nc.fwd_s;
         pc->bwd += nc.bwd_s;
         pc->flops += nc.flops_fwd + nc.flops_bwd;

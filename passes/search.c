@@ -108,7 +108,7 @@ static bool v_ok(const Src *s, int pp, int v, int m)
 static bool recomputes_any(const Src *s, int r)
 {
     for (int i = 0; i < s->g->nfwd; i++)
-        if (src_recomputed(s->c, s->g, &s->g->nodes[i], (PassRecompute)r))
+        if (pass_recomputed(s->c, s->g, &s->g->nodes[i], (PassRecompute)r))
             return true;
     return false;
 }

@@ -106,7 +106,6 @@ const SrcWork *src_work(Src *s, int64_t mb_seqs);
 void src_states(Src *s);
 double src_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PassMesh *m,
                       const PassStrategy *strat, const int64_t *ds, const IrNode *n, PassRecompute r);
-bool src_recomputed(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PassRecompute r);
 /* Micro-batches whose activations pipeline rank r holds (pass_predict's
  * accounting), per chunk's share of the rank's saved bytes. */
 double src_inflight(int pp, int v, int m, int r);

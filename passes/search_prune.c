@@ -28,26 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool src_recomputed(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PassRecompute r)
-{
-    /* Mirrors pass_predict and pass_saved_bytes: pieces outside repeats are
-     * never recomputed; FFN is `block mlp`; SELECTIVE reruns a materialised
-     * attention (a flash kernel recomputes inside its backward anyway). */
-    if (g->pieces[n->piece].layer < 0)
-        return false;
-    switch (r) {
-    case PASS_RECOMPUTE_FULL: return true;
-    case PASS_RECOMPUTE_FFN: return n->block && strcmp(n->block, "mlp") == 0;
-    case PASS_RECOMPUTE_SELECTIVE: {
-        bool mat = c->attn_kernel == PASS_KERNEL_AUTO ? c->attention == PASS_ATTN_MATERIALIZED
-                 : c->attn_kernel == PASS_KERNEL_FUSED_SOFTMAX || c->attn_kernel == PASS_KERNEL_EAGER;
-        return n->op == IR_OP_ATTENTION && mat;
-    }
-    case PASS_RECOMPUTE_NONE: break;
-    }
-    return false;
-}
-
 double src_inflight(int pp, int v, int m, int r)
 {
     /* pass_predict holds slots[j] micro-batches of chunk j (the schedule's,
@@ -148,7 +128,7 @@ const SrcWork *src_work(Src *s, int64_t mb_seqs)
             double tf = fl ? nc.flops_fwd / flop_rate : nc.bytes_fwd / byte_rate;
             double tb = fl ? nc.flops_bwd / flop_rate : nc.bytes_bwd / byte_rate;
             for (int r = 0; r < SRC_NRC; r++) {
-                W->t[p * SRC_NRC + r] += tf + tb + (src_recomputed(s->c, g, nd, r) ? tf : 0);
+                W->t[p * SRC_NRC + r] += tf + tb + (pass_recomputed(s->c, g, nd, (PassRecompute)r) ? tf : 0);
                 W->saved[p * SRC_NRC + r] += pass_saved_bytes(s->c, g, nd, &one, &rep, ds, r);
             }
         }
@@ -298,7 +278,7 @@ void src_group_floor(Src *s, SrcGroup *G)
             if (ns < 1)
                 tb = tf = 0, sv[0] = sv[1] = sv[2] = sv[3] = 0, sz[0] = sz[1] = sz[2] = sz[3] = 0;
             for (int r = 0; r < SRC_NRC; r++) {
-                G->floor_t[p * SRC_NRC + r] += tb + (src_recomputed(s->c, g, nd, r) ? tf : 0);
+                G->floor_t[p * SRC_NRC + r] += tb + (pass_recomputed(s->c, g, nd, (PassRecompute)r) ? tf : 0);
                 G->floor_saved[p * SRC_NRC + r] += sv[r];
             }
             for (int z = 0; z < 4; z++)
