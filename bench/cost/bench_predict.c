@@ -4,18 +4,12 @@
  * evaluation; exits 1 if any exceeds the budget given as argv[2] (default
  * 1000 us), so `ctest -L bench` can hold the line.
  *   usage: bench_predict MODELS_DIR [BUDGET_US] */
+#include "../bench.h"
 #include "megatron.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv)
 {
@@ -66,8 +60,8 @@ int main(int argc, char **argv)
         pass_predict(&c, g, &p, &r);
         pass_prediction_free(&r);
         int n = 0;
-        double t0 = now(), t = 0;
-        while ((t = now() - t0) < 0.3 || n < 20) {
+        double t0 = wall(), t = 0;
+        while ((t = wall() - t0) < 0.3 || n < 20) {
             pass_predict(&c, g, &p, &r);
             pass_prediction_free(&r);
             n++;

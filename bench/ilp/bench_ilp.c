@@ -11,6 +11,7 @@
  * GLPK (variables, binaries, constraints, strategies pruned), the median and
  * the minimum over RUNS of the lowering time and of the solve time (wall
  * clock and process CPU), and the status and gap. */
+#include "../bench.h"
 #include "frontend.h"
 #include "passes.h"
 
@@ -23,26 +24,6 @@
 #ifndef PTDC_SOURCE_DIR
 #define PTDC_SOURCE_DIR "."
 #endif
-
-static double wall(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double cpu(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static double median(double *v, int n)
 {

@@ -8,6 +8,7 @@
  * search's own counts.
  *
  * usage: bench_search [RUNS] */
+#include "../bench.h"
 #include "frontend.h"
 #include "passes.h"
 
@@ -15,26 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double wall(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static double cpu(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static void run(const char *model, const FeSet *sets, int nsets, int64_t gb, int gpus, int runs)
 {

@@ -4,6 +4,7 @@
  * each, every combination of choices is enumerated with ilp_eval; the
  * solver's choice must reach the same objective (1e-9 relative), respect the
  * budget, and report infeasibility exactly when nothing fits. */
+#include "check.h"
 #include "passes.h"
 
 #include <math.h>
@@ -11,27 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-#define CHECK(cond, ...)                                                                  \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);      \
-            fprintf(stderr, __VA_ARGS__);                                                 \
-            fprintf(stderr, "\n");                                                        \
-            failures++;                                                                   \
-        }                                                                                 \
-    } while (0)
 
-static uint64_t rng = 88172645463325252ull;
-static uint64_t next(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-static int irand(int n) { return (int)(next() % (uint64_t)n); }
-static double urand(void) { return (double)(next() >> 11) / 9007199254740992.0; }
 
 static void rand_vals(IlpVals *v, bool mem)
 {
@@ -151,6 +132,7 @@ static void mem_range(const IlpProblem *p, double *lo, double *hi)
 
 int main(int argc, char **argv)
 {
+    ilp_seed(88172645463325252ull);
     int ncases = argc > 1 ? atoi(argv[1]) : 600;
     int nopt = 0, ninf = 0, nzero_gap = 0, npruned = 0;
     for (int tc = 0; tc < ncases; tc++) {

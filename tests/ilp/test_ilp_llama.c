@@ -7,6 +7,7 @@
  * Checks are on the plan, not on its numbers: the strategy of every operator
  * (through its weights' shardings as people write them), and the collectives
  * per layer by kind, axis and direction. */
+#include "check.h"
 #include "frontend.h"
 #include "passes.h"
 
@@ -20,16 +21,6 @@
 #endif
 #define GIB 1073741824.0
 
-static int failures;
-#define CHECK(cond, ...)                                                                  \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);      \
-            fprintf(stderr, __VA_ARGS__);                                                 \
-            fprintf(stderr, "\n");                                                        \
-            failures++;                                                                   \
-        }                                                                                 \
-    } while (0)
 
 typedef struct {
     IrArena *arena;

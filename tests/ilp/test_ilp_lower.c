@@ -11,6 +11,7 @@
  * re-gathers. The ILP must reach the brute-force optimum within 1e-9
  * relative, report infeasibility exactly when nothing fits, and account for
  * its times and collectives consistently. */
+#include "check.h"
 #include "passes.h"
 #include "synth.h"
 
@@ -19,27 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-#define CHECK(cond, ...)                                                                  \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);      \
-            fprintf(stderr, __VA_ARGS__);                                                 \
-            fprintf(stderr, "\n");                                                        \
-            failures++;                                                                   \
-        }                                                                                 \
-    } while (0)
 
-static uint64_t rng = 0x2545F4914F6CDD1Dull;
-static uint64_t next(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-static int irand(int n) { return (int)(next() % (uint64_t)n); }
-static double urand(void) { return (double)(next() >> 11) / 9007199254740992.0; }
 
 /* ------------------------------------------------------------ random models */
 typedef struct {
@@ -877,6 +858,7 @@ static void one_case(int tc, Stats *st)
 
 int main(int argc, char **argv)
 {
+    ilp_seed(0x2545F4914F6CDD1Dull);
     int ncases = argc > 1 ? atoi(argv[1]) : 300;
     Stats st = {0};
     for (int tc = 0; tc < ncases; tc++)
