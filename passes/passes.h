@@ -428,6 +428,9 @@ typedef struct PassPrediction {
  * c->attention. Well under a millisecond for a 100-layer model (layers with
  * equal strategies and surroundings are costed once; bench/cost). */
 void pass_predict(const PassCostCtx *c, const IrGraph *g, const PassPlan *plan, PassPrediction *out);
+/* The runtime term of a rank's memory (PassRankMem.runtime): CUDA context,
+ * NCCL communicators, library workspaces, for a pipeline rank on mesh m. */
+double pass_runtime_bytes(const PassMesh *m, int pp);
 void pass_prediction_free(PassPrediction *p);
 /* PaLM model FLOPs per token: 6 N + 12 L H Q T, N = every trained parameter
  * (the reference tables' convention), L H Q T from the attention nodes. */

@@ -346,6 +346,15 @@ static void stage_extras(const Ctx *x, int st, RankAcc *ra)
     }
 }
 
+double pass_runtime_bytes(const PassMesh *m, int pp)
+{
+    /* CUDA context, one NCCL communicator per group kind the rank belongs to
+     * (world, each mesh axis larger than 1, the pipeline), library workspaces. */
+    const PassCostConsts *K = &pass_cost_consts;
+    int ncomm = 1 + (m->size[0] > 1) + (m->naxes > 1 && m->size[1] > 1) + (pp > 1);
+    return K->cuda_ctx_bytes + ncomm * K->nccl_comm_bytes + K->workspace_bytes;
+}
+
 void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan, PassPrediction *out)
 {
     /* The plan says which attention kernel runs. */
@@ -484,8 +493,6 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
     /* Memory per pipeline rank. */
     out->npp = pp;
     out->mem = ir_xcalloc((size_t)pp, sizeof *out->mem);
-    int ncomm = 1 + (plan->mesh.size[0] > 1) + (plan->mesh.naxes > 1 && plan->mesh.size[1] > 1) +
-                (pp > 1 ? 1 : 0);
     double reserve = c->alloc_reserve > 0 ? c->alloc_reserve : PASS_MEM_RESERVE;
     out->capacity_bytes = gpu->hbm_bytes;
     double usable = gpu->hbm_bytes * (1 - reserve);
@@ -505,7 +512,7 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
         M->recompute_ws = r->extra_ws;
         M->transient = r->transient;
         M->buffers = plan->zero >= 3 ? 2 * r->full_w_max : 0;
-        M->runtime = K->cuda_ctx_bytes + ncomm * K->nccl_comm_bytes + K->workspace_bytes;
+        M->runtime = pass_runtime_bytes(&plan->mesh, pp);
         M->frag = c->frag_act * (M->acts + M->recompute_ws + M->transient);
         M->total = M->weights + M->grads + M->optim + M->acts + M->recompute_ws + M->transient +
                    M->buffers + M->runtime + M->frag;

@@ -110,7 +110,6 @@ double src_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PassMesh *m,
  * accounting), per chunk's share of the rank's saved bytes. */
 double src_inflight(int pp, int v, int m, int r);
 double src_inflight_lo(int pp, int v, int m, int r);
-double src_runtime_bytes(const PassMesh *m, int pp);
 void src_group_floor(Src *s, SrcGroup *G);
 void src_group_sums(Src *s, SrcGroup *G);
 void src_bound(Src *s, const SrcGroup *G, SrcCand *k);

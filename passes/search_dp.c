@@ -103,7 +103,7 @@ static void init_dp(Dp *d, const Src *s, const SrcGroup *G, const SrcVariant *V,
     d->s = s, d->V = V, d->k = k;
     d->P = s->npieces, d->pp = k->pp, d->m = G->m;
     d->cap = cap, d->ignore_mem = ignore_mem;
-    d->runtime = src_runtime_bytes(&G->mesh, k->pp);
+    d->runtime = pass_runtime_bytes(&G->mesh, k->pp);
     if (k->rc != SRC_AUTO) {
         d->rcs[d->nrc++] = k->rc;
     } else {

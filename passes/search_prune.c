@@ -53,15 +53,6 @@ double src_inflight_lo(int pp, int v, int m, int r)
     return lo;
 }
 
-double src_runtime_bytes(const PassMesh *m, int pp)
-{
-    /* pass_predict's runtime term: CUDA context, one NCCL communicator per
-     * group kind the rank belongs to, library workspaces. */
-    const PassCostConsts *K = &pass_cost_consts;
-    int ncomm = 1 + (m->size[0] > 1) + (m->naxes > 1 && m->size[1] > 1) + (pp > 1);
-    return K->cuda_ctx_bytes + ncomm * K->nccl_comm_bytes + K->workspace_bytes;
-}
-
 void src_states(Src *s)
 {
     const IrGraph *g = s->g;
@@ -342,7 +333,7 @@ static void bound_rc(Src *s, const SrcGroup *G, const SrcCand *k, int rc, bool m
     inflight_stats(k->pp, k->v, G->m, &imin, &imax, &h);
     double mean = states / k->pp + imin * smin / k->pp;
     double harm = (smin + states / imax) / h;
-    *m_lb = src_runtime_bytes(&G->mesh, k->pp) + fmax(mean, harm);
+    *m_lb = pass_runtime_bytes(&G->mesh, k->pp) + fmax(mean, harm);
     (void)s;
 }
 
@@ -389,7 +380,7 @@ double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, c
         /* One stage under auto: only the policies whose estimate fits (the
          * partition would not pick another; pass_predict adds to it). */
         if (k->rc == SRC_AUTO && k->pp == 1 &&
-            src_runtime_bytes(&G->mesh, 1) + states + src_inflight(1, 1, G->m, 0) * saved > s->usable)
+            pass_runtime_bytes(&G->mesh, 1) + states + src_inflight(1, 1, G->m, 0) * saved > s->usable)
             continue;
         best = fmin(best, pipe_bound(tsum, tmax, k->pp, k->v, G->m));
     }
