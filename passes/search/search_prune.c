@@ -22,7 +22,7 @@
  * in-flight count, max_r (x_r + i_r y_r) is at least any weighted mean of
  * them; the two weightings 1/pp and (1/i_r) / sum(1/i_r) give bounds that
  * do not depend on where the stages are cut. */
-#include "search.h"
+#include "src.h"
 
 #include <math.h>
 #include <stdlib.h>

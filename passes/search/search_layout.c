@@ -1,4 +1,4 @@
-/* plan_layout.c: a plan's layout in the usual words (dp, tp, sp, ...),
+/* search_layout.c: a plan's layout in the usual words (dp, tp, sp, ...),
  * derived from its strategies rather than from the search's intentions, and
  * the pins helpers. */
 #include "passes.h"
