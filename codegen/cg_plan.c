@@ -1,6 +1,6 @@
 /* cg_plan.c: what a plan implies for every tensor, before any code exists.
  *
- * Shardings come from passes/shard.c: a node's strategy fixes the sharding it
+ * Shardings come from passes/shard/shard.c: a node's strategy fixes the sharding it
  * needs for each input and makes for each output (backward nodes use their
  * forward node's strategy). A produced tensor is brought to its canonical
  * form right where it is made: the reductions (all-reduce, reduce-scatter)

@@ -2,7 +2,7 @@
  * (their numbers live in cost_consts.c with every other constant) and reads
  * the --cluster file: `key = value` lines, `#` comments, units in the key
  * names, errors with file:line:col and a caret. */
-#include "passes.h"
+#include "cost/cost.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -6,7 +6,7 @@
  * each node (rail-optimised, one NIC per GPU), so its inter-node bus
  * bandwidth is per_node x the per-NIC bandwidth, and the whole collective
  * runs at the slower of the two levels. */
-#include "passes.h"
+#include "cost/cost.h"
 
 static double ring_bw(const PassGpu *g, int nodes, int per_node)
 {

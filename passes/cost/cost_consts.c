@@ -4,7 +4,7 @@
  * pass_cost_consts. docs/cost-model.md explains each and how the calibrated
  * ones were chosen (tests/cost/test_calib.c checks them against the
  * published runs in ../shared/reference). */
-#include "passes.h"
+#include "cost/cost.h"
 
 #define GB 1e9
 #define MIB 1048576.0

@@ -5,7 +5,7 @@
  * dims that break vector alignment fall back to slow kernels. The result is
  * bounded below by the time to stream the operands (skinny GEMMs are memory
  * bound). Memory-bound kernels run at a fraction of HBM bandwidth. */
-#include "passes.h"
+#include "cost/cost.h"
 
 #include <math.h>
 

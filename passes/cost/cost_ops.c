@@ -6,7 +6,7 @@
  * Conventions: bytes count every read and write a kernel makes of HBM
  * (bf16 = 2, fp32 = 4); elementwise FLOPs are ignored (bandwidth bound);
  * backward of a forward node is charged to that node. */
-#include "passes.h"
+#include "cost/cost.h"
 
 #include <string.h>
 

@@ -5,7 +5,7 @@
  * axes over which its gradient is partial (pass_shard_grad_in): the batch
  * axis for a weight, plus the sequence-parallel axis for a norm weight. ZeRO
  * shards over exactly that group. */
-#include "passes.h"
+#include "cost/cost.h"
 
 static int grad_bytes(const PassCostCtx *c) { return c->grad_bytes > 0 ? c->grad_bytes : 2; }
 

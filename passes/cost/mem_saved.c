@@ -8,7 +8,7 @@
  * an fp32 copy of the input and the normalised value; an fp32 loss keeps fp32
  * softmax instead of bf16 logits. Recomputation decides which nodes keep
  * anything at all. */
-#include "passes.h"
+#include "cost/cost.h"
 
 #include <string.h>
 
@@ -19,6 +19,17 @@ static bool materialized(const PassCostCtx *c)
     if (c->attn_kernel == PASS_KERNEL_AUTO)
         return c->attention == PASS_ATTN_MATERIALIZED;
     return c->attn_kernel == PASS_KERNEL_FUSED_SOFTMAX || c->attn_kernel == PASS_KERNEL_EAGER;
+}
+
+const char *pass_recompute_name(PassRecompute r)
+{
+    switch (r) {
+    case PASS_RECOMPUTE_NONE: return "none";
+    case PASS_RECOMPUTE_SELECTIVE: return "selective";
+    case PASS_RECOMPUTE_FFN: return "ffn";
+    case PASS_RECOMPUTE_FULL: return "full";
+    }
+    return "?";
 }
 
 bool pass_recomputed(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PassRecompute r)

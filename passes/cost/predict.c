@@ -18,7 +18,7 @@
  * Layers with the same strategies cost the same: each piece is compared
  * with the last one costed and reuses its numbers, so a 100-layer model
  * costs a few layers. */
-#include "passes.h"
+#include "cost/cost.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* predict_out.c: a prediction as text (--plan-only) and as JSON (--json).
  * Bytes print as GiB in text and as exact integers in JSON. */
-#include "passes.h"
+#include "cost/cost.h"
 
 #include <math.h>
 

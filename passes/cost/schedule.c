@@ -6,7 +6,7 @@
  * Interleaved 1F1B (Megatron-LM's, v chunks per rank, m a multiple of pp):
  * forwards walk the chunks in groups of pp micro-batches, backwards walk
  * them in reverse, with (pp - r - 1) * 2 + (v - 1) * pp warm-up forwards. */
-#include "passes.h"
+#include "cost/cost.h"
 
 #include <math.h>
 

@@ -21,7 +21,7 @@
  * reduction). The core prices that with max-groups: for source class I and
  * wanted sharding X, w = price(I, X) times the largest "this reader sits at
  * (I, X)" indicator over the readers. */
-#include "passes.h"
+#include "ilp/ilp.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * quantities, axis names, and the collectives the plan runs, listed the way
  * ilp_build.c priced them (one forward reshard per distinct wanted sharding
  * of a tensor, one backward reshard per distinct gradient sharding). */
-#include "passes.h"
+#include "ilp/ilp.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -12,7 +12,7 @@
  * the one boundary sharding. Tensors made outside the stage also enter
  * through a boundary. A use collects the links of one physical tensor from
  * one source, so that ilp_build.c can price work they share once. */
-#include "passes.h"
+#include "ilp/ilp.h"
 
 #include <math.h>
 #include <stdlib.h>

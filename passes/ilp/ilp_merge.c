@@ -7,7 +7,7 @@
  * drops no strategy of either operator; it drops only the pairings that
  * would reshard t between them. E's prices join P's node; its other inputs
  * and its readers become edges of the group. */
-#include "passes.h"
+#include "ilp/ilp.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * (wq[d_model, n_heads/tp, head_dim], x[batch/dp, seq/sp, d_model]), the
  * collectives with their sizes and times, forward and backward, and the
  * objective, memory and size and quality of the ILP solve. */
-#include "passes.h"
+#include "ilp/ilp.h"
 
 #include <math.h>
 #include <string.h>

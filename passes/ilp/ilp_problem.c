@@ -2,7 +2,7 @@
  * nodes (one strategy each), edges priced per pair of strategy classes and
  * max-groups, and evaluating one choice per node. ilp_eval is the definition
  * the solver (ilp_solve.c) must reproduce: the brute-force tests compare it. */
-#include "passes.h"
+#include "ilp/ilp.h"
 
 #include <math.h>
 #include <stdlib.h>

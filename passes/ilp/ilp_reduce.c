@@ -9,7 +9,7 @@
  * Dropping i therefore keeps an optimal choice; of two equal strategies the
  * later goes. Dropping strategies can make others dominated (fewer classes
  * to compare against), so it repeats until nothing changes. */
-#include "passes.h"
+#include "ilp/ilp.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -13,7 +13,7 @@
  * becomes x coefficients (no e); a group with one item is its item. The
  * objective is scaled so its largest coefficient is 1 and the memory row so
  * the budget is 1, which keeps GLPK's absolute tolerances meaningful. */
-#include "passes.h"
+#include "ilp/ilp.h"
 
 #include <glpk.h>
 #include <math.h>

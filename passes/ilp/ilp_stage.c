@@ -3,7 +3,7 @@
  * pieces are of the same kinds, in the same order, between neighbours of the
  * same kinds (layers 3..10 and 11..18 of one repeat) lower to the same
  * problem, so their answers are shared: node k of one is node k of the other. */
-#include "passes.h"
+#include "ilp/ilp.h"
 
 #include <limits.h>
 #include <math.h>

@@ -4,7 +4,7 @@
  * stages[].{layers, ranks, mem_bytes, time_s}, predicted.{step_time_s,
  * tokens_per_s, mfu, peak_mem_bytes, fits}, search.{candidates_evaluated,
  * seconds}. Bytes are integers, times seconds. */
-#include "passes.h"
+#include "plan/plan.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -19,7 +19,7 @@
  *    recut with the limit lowered by the overflow (twice at most).
  * 3. The plans that fit, best first, are the result; pass_predict's numbers
  *    are the ones reported. */
-#include "src.h"
+#include "search/src.h"
 
 #include <math.h>
 #include <stdio.h>

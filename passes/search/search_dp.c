@@ -17,7 +17,7 @@
  * equal chunks (Megatron's schedule needs equal chunks), the pieces before
  * the repeat join the first chunk and those after it the last; each rank
  * takes the fastest policy that fits for all its chunks. */
-#include "src.h"
+#include "search/src.h"
 
 #include <math.h>
 #include <stdlib.h>

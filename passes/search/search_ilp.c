@@ -13,7 +13,7 @@
  * strategies, variant 1 solves the layers again under a budget of 60% of
  * variant 0's memory, which makes the ILP trade time for memory (sharding
  * weights instead of replicating them, sequence-parallel norms). */
-#include "src.h"
+#include "search/src.h"
 
 #include <math.h>
 #include <stdlib.h>

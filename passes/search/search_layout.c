@@ -1,7 +1,7 @@
 /* search_layout.c: a plan's layout in the usual words (dp, tp, sp, ...),
  * derived from its strategies rather than from the search's intentions, and
  * the pins helpers. */
-#include "passes.h"
+#include "search/search.h"
 
 #include <stdio.h>
 #include <string.h>

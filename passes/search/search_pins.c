@@ -2,7 +2,7 @@
  * sentence saying why: pinned layouts that cannot work (before searching),
  * layouts and models that do not fit (after: the item that overflows and by
  * how much, then what would fit), and idle GPUs. */
-#include "src.h"
+#include "search/src.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -22,7 +22,7 @@
  * in-flight count, max_r (x_r + i_r y_r) is at least any weighted mean of
  * them; the two weightings 1/pp and (1/i_r) / sum(1/i_r) give bounds that
  * do not depend on where the stages are cut. */
-#include "src.h"
+#include "search/src.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -31,7 +31,7 @@
 double src_inflight(int pp, int v, int m, int r)
 {
     /* pass_predict holds slots[j] micro-batches of chunk j (the schedule's,
-     * passes/schedule.c); with chunks of equal size that is the rank's saved
+     * passes/cost/schedule.c); with chunks of equal size that is the rank's saved
      * bytes times the mean slot count. */
     int slots[PASS_MAX_CHUNKS];
     pass_schedule_slots(pp, v, m, r, slots);

@@ -8,7 +8,7 @@
  * node order and tmpl numbers; a tensor made in a dropped layer and read by
  * a kept piece (the head reads the last layer's output) is replaced by the
  * same output of the last kept layer of that repeat. */
-#include "passes.h"
+#include "search/search.h"
 
 #include <stdlib.h>
 #include <string.h>

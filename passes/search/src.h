@@ -1,5 +1,5 @@
-/* search.h: internals shared by passes/search*.c and passes/plan_*.c; the
- * exports are in the search section of passes.h.
+/* src.h: internals of passes/search/ shared by its files (not an export;
+ * the exports are in search.h).
  *
  * Vocabulary:
  *   group     a (dp, tp, micro-batch, sp) choice: one mesh per pipeline rank
@@ -13,7 +13,7 @@
 #ifndef PTDC_SEARCH_H
 #define PTDC_SEARCH_H
 
-#include "passes.h"
+#include "search/search.h"
 
 #define SRC_NRC 4                 /* PassRecompute values */
 #define SRC_AUTO (-1)             /* candidate recompute mode: least per stage that fits */

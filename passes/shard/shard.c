@@ -2,7 +2,7 @@
  * A node's strategy says which loop dim each mesh axis splits; from it follow
  * the shardings of its inputs, outputs and input gradients, and between a
  * producer and a consumer that disagree, the collectives that reconcile them. */
-#include "passes.h"
+#include "shard/shard.h"
 
 #include <string.h>
 
@@ -397,15 +397,4 @@ const char *pass_sharding_str(const IrGraph *g, int t, const PassSharding *sh,
         if (sh->partial >> a & 1)
             k += (size_t)snprintf(buf + k, n - k, " (partial over %s)", axis_names[a]);
     return buf;
-}
-
-const char *pass_recompute_name(PassRecompute r)
-{
-    switch (r) {
-    case PASS_RECOMPUTE_NONE: return "none";
-    case PASS_RECOMPUTE_SELECTIVE: return "selective";
-    case PASS_RECOMPUTE_FFN: return "ffn";
-    case PASS_RECOMPUTE_FULL: return "full";
-    }
-    return "?";
 }

@@ -1,0 +1,336 @@
+/* cost.h: exports of passes/cost/: the plan a search produces (PassPlan,
+ * recomputation, schedule), the micro-batch schedule (schedule.c), the
+ * cluster (cluster.c, cost_consts.c), the cost and memory model (cost_*.c,
+ * mem_*.c) and the whole-plan prediction every reported number comes from
+ * (predict.c, predict_out.c). Builds on the sharding algebra only. */
+#ifndef PTDC_PASS_COST_H
+#define PTDC_PASS_COST_H
+
+#include "shard/shard.h"
+
+/* ============================================================ the plan */
+/* A complete parallel training plan: what the search (issue 5) produces, the
+ * cost model (issue 3) evaluates, and codegen (issue 6) executes. Ranks:
+ * global rank = pp_rank * devices + i0 * size[1] + i1, where (i0, i1) is the
+ * rank's mesh coordinate; so axis 1 neighbours are consecutive ranks. */
+typedef enum {
+    PASS_RECOMPUTE_NONE,      /* keep every activation backward reads */
+    PASS_RECOMPUTE_SELECTIVE, /* recompute core attention (a no-op saving with flash attention) */
+    PASS_RECOMPUTE_FFN,       /* recompute `block mlp`: keep only its input */
+    PASS_RECOMPUTE_FULL,      /* keep each layer's input; recompute the layer in backward */
+} PassRecompute;
+
+typedef enum { PASS_SCHED_1F1B, PASS_SCHED_INTERLEAVED } PassSchedule;
+typedef enum { PASS_ATTN_FLASH, PASS_ATTN_MATERIALIZED } PassAttention;
+
+const char *pass_recompute_name(PassRecompute r); /* "none", "full", ... (mem_saved.c) */
+
+typedef struct PassStage {
+    int first_piece, npieces;     /* the pieces this model chunk runs */
+    int pp_rank;                  /* pipeline rank running it: chunk c runs on c % pp */
+    PassRecompute recompute;
+} PassStage;
+
+typedef struct PassPlan {
+    PassMesh mesh;                /* logical mesh of each pipeline rank's devices */
+    int pp;                       /* pipeline ranks */
+    int v;                        /* model chunks per pipeline rank (1: plain 1F1B) */
+    int nstages;                  /* pp * v */
+    PassStage *stages;            /* nstages, in model order */
+    PassStrategy *strategy;       /* one per forward node (g->nfwd) */
+    int num_micro;                /* micro-batches per step */
+    int64_t mb_seqs;              /* sequences per micro-batch over the whole mesh
+                                     (= global_batch / num_micro; a data-parallel replica
+                                     holds mb_seqs / dp of them) */
+    int zero;                     /* ZeRO stage over each parameter's data-parallel axes */
+    PassSchedule schedule;
+    PassAttention attention;
+} PassPlan;
+
+/* ========================================================= schedule.c */
+/* The micro-batch schedule of one pipeline rank: 1F1B (v = 1) or Megatron's
+ * interleaved 1F1B (v chunks per rank). Codegen executes it, the cost model
+ * and the planner count the activations it keeps alive. */
+#define PASS_MAX_CHUNKS 16
+
+typedef struct PassSchedOp {
+    int bwd;                      /* 0: forward, 1: backward */
+    int chunk;                    /* the rank's model chunk (0 .. v-1) */
+    int mb;                       /* micro-batch */
+} PassSchedOp;
+
+/* Operation k (0 <= k < 2 m v) of pipeline rank `rank`. */
+PassSchedOp pass_schedule_op(int pp, int v, int m, int rank, int k);
+/* slots[j]: the most micro-batches chunk j holds between forward and
+ * backward: what a static arena allocates for it. */
+void pass_schedule_slots(int pp, int v, int m, int rank, int *slots);
+/* Activation bytes the rank holds given each chunk's bytes per micro-batch
+ * (saved[v]): sum over chunks of slots x saved (a static arena: ptdc), or, if
+ * dynamic, the peak over the schedule of the bytes alive at once (a caching
+ * allocator: the reference stacks). Equal when v == 1. */
+double pass_schedule_acts(int pp, int v, int m, int rank, const double *saved, bool dynamic);
+
+/* ==================================================== cluster.c (issue 3) */
+/* One GPU type. Datasheet numbers and measured ones (NCCL bus bandwidths in
+ * the nccl-tests convention, GEMM efficiency) with their sources are listed in
+ * docs/cost-model.md. */
+typedef struct PassGpu {
+    char name[32];
+    double peak_flops;            /* dense bf16 tensor-core FLOP/s */
+    double hbm_bytes;             /* memory capacity */
+    double hbm_bw;                /* bytes/s */
+    double nvlink_bw;             /* per GPU, one direction, bytes/s (datasheet) */
+    double nic_bw;                /* per GPU NIC, one direction, bytes/s (datasheet) */
+    double busbw_nvlink;          /* measured NCCL bus bandwidth inside a node, bytes/s */
+    double busbw_ib;              /* measured NCCL bus bandwidth across nodes per GPU NIC
+                                     (a group with k members per node gets k times this,
+                                     at most busbw_nvlink), bytes/s */
+    double alpha_nvlink, alpha_ib;/* latency of one ring step over NVLink / over the network, s
+                                     (a collective adds pass_cost_consts.coll_base_s) */
+    int sms;                      /* streaming multiprocessors (GEMM wave quantisation) */
+    double gemm_eff;              /* fraction of peak_flops a large, well-shaped bf16 GEMM
+                                     sustains inside a training step (measured) */
+    double hbm_eff;               /* fraction of hbm_bw a streaming kernel sustains */
+} PassGpu;
+
+typedef struct PassCluster {
+    PassGpu gpu;
+    int ngpus, gpus_per_node;
+} PassCluster;
+
+/* The presets (cost_consts.c). */
+extern const PassGpu pass_gpu_presets[];
+extern const int pass_ngpu_presets;
+/* A built-in GPU (a100-40gb, a100-80gb, h100-80gb, h200); false if unknown. */
+bool pass_gpu_preset(const char *name, PassGpu *out);
+/* "a100-40gb, a100-80gb, h100-80gb, h200": for messages. */
+const char *pass_gpu_preset_names(void);
+/* Read a --cluster description (format: docs/cost-model.md, "Cluster file");
+ * errors reported with file:line:col and a caret, false on any. Keys the file
+ * does not set keep their preset value; ngpus and gpus_per_node are 0 when the
+ * file does not set them (the caller applies --gpus / --gpus-per-node). */
+bool pass_cluster_load(const char *path, PassCluster *out);
+/* The same from text in memory named `path` (tests, fuzzing). */
+bool pass_cluster_parse(const char *path, const char *text, size_t len, PassCluster *out);
+/* The cluster the driver's flags describe: --cluster FILE if given (its
+ * values win), else the --gpu preset; gpus and gpus_per_node fill what the
+ * file leaves unset. Errors (unknown GPU, GPUs not whole nodes) are reported
+ * as sentences naming the flag; false on any. */
+bool pass_cluster_setup(PassCluster *out, const char *file, const char *gpu, int gpus,
+                        int gpus_per_node);
+/* One line per field with units, as the cluster file format writes them. */
+void pass_cluster_print(FILE *f, const PassCluster *cl);
+
+/* ================================================= cost*.c, mem*.c (issue 3) */
+/* Every efficiency and overhead constant of the model in one table
+ * (cost_consts.c, each with its source; docs/cost-model.md lists them). The
+ * GPU-specific ones (gemm_eff, hbm_eff, bandwidths) are in the presets. */
+typedef struct PassCostConsts {
+    double gemm_tile_m, gemm_tile_n;  /* output tile of a tensor-core GEMM (wave quantisation) */
+    double gemm_tile_k;               /* K is padded to this */
+    double gemm_k_half;               /* K at which prologue/epilogue halve efficiency: K/(K+k_half) */
+    double gemm_misalign;             /* efficiency factor when a dim is not a multiple of 8 */
+    double flash2_fwd, flash2_bwd;    /* FlashAttention-2 efficiency relative to gemm_eff */
+    double flash1_fwd, flash1_bwd;    /* FlashAttention-1 likewise */
+    double flash_bwd_ratio;           /* backward / forward FLOPs of a flash kernel (recomputes S) */
+    double kernel_overhead_s;         /* launch and tail per kernel */
+    double coll_base_s;               /* fixed latency of one collective (launch, setup) */
+    double overlap_slowdown;          /* compute lost per second of overlapped NCCL traffic */
+    double cuda_ctx_bytes;            /* CUDA context and kernel images per process */
+    double nccl_comm_bytes;           /* NCCL buffers per communicator */
+    double workspace_bytes;           /* cuBLAS and attention workspaces */
+    double dp_bucket_elems;           /* gradient bucket: the last one cannot overlap backward */
+    double opt_bytes_per_elem;        /* AdamW step traffic per parameter element of the shard */
+} PassCostConsts;
+extern const PassCostConsts pass_cost_consts;
+
+/* Time of one GEMM C[M,N] = A[M,K] B[K,N] (bf16, fp32 accumulate), repeated
+ * `batch` times, on one GPU: shape-dependent efficiency, roofline against
+ * HBM, launch overhead (cost_gemm.c). */
+double pass_gemm_time(const PassGpu *gpu, double M, double N, double K, double batch);
+/* Efficiency (fraction of peak) pass_gemm_time assumes for that shape. */
+double pass_gemm_eff(const PassGpu *gpu, double M, double N, double K, double batch);
+/* Time of a memory-bound kernel (or `kernels` of them) moving `bytes`. */
+double pass_mem_time(const PassGpu *gpu, double bytes, int kernels);
+
+/* The kernel that runs attention. AUTO is what ptdc's runtime runs: a
+ * flash-style kernel for PASS_ATTN_FLASH; PASS_ATTN_MATERIALIZED is costed as
+ * FUSED_SOFTMAX. The others describe other stacks (calibration). */
+typedef enum {
+    PASS_KERNEL_AUTO,
+    PASS_KERNEL_FLASH2,           /* FlashAttention-2 class */
+    PASS_KERNEL_FLASH1,           /* FlashAttention-1: same memory, slower */
+    PASS_KERNEL_FUSED_SOFTMAX,    /* S x S scores in bf16, one fused scale-mask-softmax kernel */
+    PASS_KERNEL_EAGER,            /* S x S, unfused framework ops, softmax in fp32 */
+} PassAttnKernel;
+
+/* What the cost model needs besides the graph and the plan. Fields after
+ * `attention` describe the implementation being modelled; all zero means
+ * ptdc's own generated runtime (the kernels and saves of ops.def, bf16
+ * gradients, a static memory arena). */
+typedef struct PassCostCtx {
+    const PassCluster *cl;
+    PassAttention attention;
+    PassAttnKernel attn_kernel;
+    bool norm_unfused;            /* norms as unfused framework ops: they also save an fp32
+                                     copy of the input and the normalised value, and cost
+                                     several memory passes */
+    bool loss_fp32;               /* the loss upcasts the logits to fp32 and saves its fp32
+                                     softmax (Megatron's vocabulary-parallel cross-entropy) */
+    int grad_bytes;               /* gradient element bytes (accumulation, reduction); 0 = 2 */
+    bool grad_accum_unfused;      /* each micro-batch's weight gradient is written to a
+                                     temporary and added to the accumulated one by a separate
+                                     kernel (framework autograd) instead of inside the GEMM */
+    bool attn_dropout;            /* a materialised attention keeps a dropout mask and output
+                                     (Megatron's path keeps them even at p = 0) */
+    double alloc_reserve;         /* fraction of HBM kept free for model error (and, for a
+                                     caching allocator, its fixed overhead); 0 = PASS_MEM_RESERVE */
+    double reshard_overlap;       /* fraction of resharding collectives hidden behind the GEMMs
+                                     next to them (Megatron-Core/TE --tp-comm-overlap); 0 = none,
+                                     as in ptdc's runtime */
+    bool ref_stack;               /* price memory as a reference stack (Megatron/PyTorch) holds
+                                     it, not as ptdc's generated programs do: activations peak
+                                     at the bytes alive at once (caching allocator) rather than
+                                     each chunk's slots of a static arena; ZeRO-1 reduce-scatters
+                                     in place; no pipeline send/gradient slot copies */
+    double frag_act;              /* caching-allocator fragmentation as a fraction of the bytes
+                                     allocated and freed every micro-batch (activations,
+                                     temporaries); 0 for ptdc's static arena */
+} PassCostCtx;
+
+/* Cost of one forward node on one rank for one micro-batch under a strategy:
+ * its forward and backward kernels (including in-op collectives such as the
+ * vocabulary-parallel cross-entropy's), from local shapes. Resharding on its
+ * edges and parameter synchronisation are costed separately. */
+typedef struct PassNodeCost {
+    double fwd_s, bwd_s;
+    double flops_fwd, flops_bwd;  /* local FLOPs */
+    double bytes_fwd, bytes_bwd;  /* local HBM traffic */
+    double ws_bytes;              /* temporaries its kernels hold while running, beyond
+                                     inputs, outputs and gradients (S x S buffers, fp32 copies) */
+} PassNodeCost;
+
+void pass_cost_node(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                    const PassStrategy *s, const int64_t *dim_size, PassNodeCost *out);
+/* Seconds for one collective step (pass_reshard's output) of elements of
+ * elem_bytes on mesh axis k->axis: alpha-beta with nccl-tests bus-bandwidth
+ * factors, NVLink inside a node, the members' NICs across nodes. A
+ * PASS_COLL_SENDRECV step is a pipeline transfer of k->numel elements per
+ * rank to the next stage's ranks (k->axis ignored). */
+double pass_cost_coll(const PassCostCtx *c, const PassMesh *m, const PassColl *k, int elem_bytes);
+/* Bytes forward node n keeps alive for its backward on one rank for one
+ * micro-batch under recomputation policy r (activations only: parameters
+ * are counted by pass_param_bytes). A tensor several nodes save is counted
+ * once, at the first of them in forward order. FULL keeps only each layer's
+ * inputs (counted at their first consumer in the layer); FFN keeps only the
+ * input of `block mlp`; pieces outside repeats are never recomputed. The
+ * working set of the layer being recomputed is a per-stage term (pass_predict). */
+double pass_saved_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                        const PassStrategy *s, const int64_t *dim_size, PassRecompute r);
+/* The same, itemised: each kept tensor (tensor -1 for kept values that are
+ * not IR tensors: S x S probabilities, unfused-norm copies) with its slot
+ * (inputs 0.., then outputs) and bytes in the layout n reads or writes it.
+ * pass_predict keeps an input that was all-gathered for n in the producer's
+ * smaller layout and re-gathers it in backward (Megatron's sequence
+ * parallelism), which per-node counts cannot see. Returns the count. */
+typedef struct PassSaved {
+    int tensor, slot;
+    double bytes;
+} PassSaved;
+int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                    const PassStrategy *s, const int64_t *dim_size, PassRecompute r,
+                    PassSaved *items, int max);
+/* Does forward node n run again during backward under policy r? Pieces
+ * outside repeats never do; FFN reruns `block mlp`; SELECTIVE reruns core
+ * attention where it is materialised (a flash kernel recomputes inside its
+ * own backward, priced by pass_cost_node). c NULL: flash attention. */
+bool pass_recomputed(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PassRecompute r);
+/* Model-state bytes on one rank of the parameters node n owns (those it is
+ * the first consumer of): bf16 weights and grads, fp32 master and moments,
+ * sharded over the parameter's data-parallel axes (those over which its
+ * gradient is partial, pass_shard_grad_in) per the ZeRO stage: 1 shards the
+ * optimizer state, 2 also the gradients, 3 also the weights. */
+double pass_param_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                        const PassStrategy *s, int zero);
+/* The same, itemised: weights, gradients, optimizer state (master + moments). */
+void pass_param_bytes3(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                       const PassStrategy *s, int zero, double *weights, double *grads, double *optim);
+/* The same for one parameter t that n reads, whether or not n owns it: a
+ * pipeline stage holds its own copy of a parameter an earlier stage owns (a
+ * tied embedding read again by the LM head). */
+void pass_param_bytes_of(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                         const PassStrategy *s, int zero, int t, double *weights, double *grads,
+                         double *optim);
+/* Is n the first forward node reading parameter t (the one that owns it)? */
+bool pass_param_owned(const IrGraph *g, const IrNode *n, int t);
+/* Seconds per optimizer step to synchronise those parameters' gradients (and
+ * gather ZeRO-3 parameters, per micro-batch count num_micro): ZeRO 0 an
+ * all-reduce, 1 a reduce-scatter and a parameter all-gather per step, 2 a
+ * reduce-scatter per micro-batch and an all-gather per step, 3 per
+ * micro-batch two all-gathers (forward, backward) and a reduce-scatter. The
+ * total link time; how much of it overlaps compute is pass_predict's. */
+double pass_param_sync_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                         const PassStrategy *s, int zero, int num_micro);
+
+/* ================================================ predict*.c (issue 3) */
+/* One pipeline rank: its time per micro-batch and its memory in bytes. */
+typedef struct PassRankMem {
+    double fwd_s, bwd_s;           /* per micro-batch over its chunks (bwd includes recompute,
+                                      resharding and pipeline transfers) */
+    double weights, grads, optim;  /* model states (pass_param_bytes3) */
+    double acts;                   /* activations kept for backward, all in-flight micro-batches */
+    double inflight;               /* micro-batches in flight (chunk-micro-batches if interleaved) */
+    double recompute_ws;           /* one layer's activations while it is recomputed (full) */
+    double transient;              /* peak backward gradient buffers and loss temporaries */
+    double buffers;                /* communication buffers, ZeRO-3 gathered weights */
+    double runtime;                /* CUDA context, NCCL communicators, library workspaces */
+    double frag;                   /* caching-allocator fragmentation (ctx frag_act; 0 for ptdc) */
+    double total;
+} PassRankMem;
+
+typedef struct PassPrediction {
+    double step_time_s, tokens_per_s, mfu, hfu;
+    double pipeline_s;             /* compute + resharding + p2p under the schedule, with bubble */
+    double bubble_s;               /* pipeline fill and drain */
+    double stage_fwd_s, stage_bwd_s; /* slowest pipeline rank, one micro-batch (bwd includes recompute) */
+    double recompute_s;            /* recomputation per step on the slowest rank */
+    double reshard_s;              /* resharding collectives per step on the slowest rank */
+    double p2p_s;                  /* pipeline transfers per step on the slowest rank */
+    double dp_sync_s, dp_exposed_s;/* gradient/ZeRO traffic per step, and the part not hidden */
+    double optimizer_s;
+    double model_flops;            /* per step, PaLM convention: tokens * (6N + 12 L H Q T) */
+    double hw_flops;               /* per step, executed (recompute included) */
+    double peak_mem_bytes, capacity_bytes, margin_bytes; /* margin = usable - peak */
+    bool fits;
+    int peak_rank;                 /* pipeline rank with the largest memory */
+    int npp;                       /* entries of mem */
+    PassRankMem *mem;              /* per pipeline rank (heap; pass_prediction_free) */
+} PassPrediction;
+
+/* Fraction of HBM ptdc keeps free when ctx->alloc_reserve is 0: the runtime's
+ * static arena has no fragmentation, so this covers the memory model's error
+ * (docs/cost-model.md derives it from the reference runs). */
+#define PASS_MEM_RESERVE 0.03
+
+/* Evaluate a complete plan: step time, throughput, MFU/HFU, per-rank memory
+ * and whether it fits. Requires plan->strategy for every forward node and
+ * plan->stages covering every piece once; plan->attention overrides
+ * c->attention. Well under a millisecond for a 100-layer model (layers with
+ * equal strategies and surroundings are costed once; bench/cost). */
+void pass_predict(const PassCostCtx *c, const IrGraph *g, const PassPlan *plan, PassPrediction *out);
+/* The runtime term of a rank's memory (PassRankMem.runtime): CUDA context,
+ * NCCL communicators, library workspaces, for a pipeline rank on mesh m. */
+double pass_runtime_bytes(const PassMesh *m, int pp);
+void pass_prediction_free(PassPrediction *p);
+/* PaLM model FLOPs per token: 6 N + 12 L H Q T, N = every trained parameter
+ * (the reference tables' convention), L H Q T from the attention nodes. */
+double pass_model_flops_per_token(const IrGraph *g);
+/* Renderings for --plan-only (text) and --json. The JSON object has
+ * "predicted": {step_time_s, tokens_per_s, mfu, hfu, peak_mem_bytes,
+ * capacity_bytes, margin_bytes, fits, ..., "memory": [per rank breakdown]}. */
+void pass_prediction_print_text(FILE *f, const IrGraph *g, const PassPlan *plan,
+                                const PassCostCtx *c, const PassPrediction *p);
+void pass_prediction_print_json(FILE *f, const IrGraph *g, const PassPlan *plan,
+                                const PassCostCtx *c, const PassPrediction *p);
+
+#endif
