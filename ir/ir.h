@@ -274,10 +274,8 @@ int ir_tensor_add(IrGraph *g, const char *base, IrDtype dt, IrRole role, int ran
                   const int *dims, IrLoc loc);
 /* Start a new piece for the nodes that follow. layer/rep as in IrPiece. */
 void ir_piece_begin(IrGraph *g, const char *name, int layer, int rep);
-/* Add a node; its outputs are created by the op's shape rule (shape.c). On a
- * user error (dims that do not fit the op) it reports at loc and returns -1. */
-int ir_node_add(IrGraph *g, IrOp op, const int *in, int nin, const IrAttrs *attr, IrLoc loc);
-/* Add a node whose output tensors already exist (autodiff, tests). */
+/* Add a node whose output tensors already exist (autodiff, tests; ir_node_add
+ * adds one with none, then runs its shape rule). */
 int ir_node_add_raw(IrGraph *g, IrOp op, const int *in, int nin, const int *out, int nout,
                     const IrAttrs *attr, IrLoc loc);
 void ir_const_add(IrGraph *g, const char *name, bool is_int, int64_t i, double f, IrLoc loc);
@@ -303,6 +301,9 @@ const char *ir_shape_str(const IrGraph *g, int t, char *buf, size_t n);
 /* The shape rule of each op (ir_shape_<ID>): checks inputs, fills attr fields it
  * derives (MATMUL's contracted dims), creates outputs. Called by ir_node_add. */
 bool ir_shape_infer(IrGraph *g, IrNode *n);
+/* Add a node; its outputs are created by the op's shape rule. On a
+ * user error (dims that do not fit the op) it reports at loc and returns -1. */
+int ir_node_add(IrGraph *g, IrOp op, const int *in, int nin, const IrAttrs *attr, IrLoc loc);
 
 /* --------------------------------------------------------------- verify.c */
 /* Check every invariant of the graph; print each violation to stderr prefixed

@@ -1,6 +1,8 @@
-/* shape.c: the shape rule of every operator in ops.def. A rule checks its
- * inputs' named dims, derives attributes (MATMUL's contracted dims), and
- * creates the outputs. User mistakes are reported at the node's location. */
+/* shape.c: the shape rule of every operator in ops.def, and ir_node_add,
+ * which builds a node with them. A rule checks its inputs' named dims,
+ * derives attributes (MATMUL's contracted dims), and creates the outputs.
+ * User mistakes are reported at the node's location. Builds on graph.c
+ * (tensors, raw nodes), which does not call back. */
 #include "ir.h"
 
 #include <string.h>
@@ -397,4 +399,29 @@ bool ir_shape_infer(IrGraph *g, IrNode *n)
 {
     n->nout = 0;
     return rules[n->op](g, n);
+}
+
+/* A node over ir_node_add_raw with the outputs its shape rule creates. */
+int ir_node_add(IrGraph *g, IrOp op, const int *in, int nin, const IrAttrs *attr, IrLoc loc)
+{
+    if (nin != ir_ops[op].nin)
+        ir_die("ir_node_add: %s takes %d inputs, got %d", ir_ops[op].name, ir_ops[op].nin, nin);
+    int ntensors = g->ntensors, nfwd = g->nfwd;
+    int id = ir_node_add_raw(g, op, in, nin, NULL, 0, attr, loc); /* may move g->nodes */
+    IrNode *n = &g->nodes[id];
+    if (!ir_shape_infer(g, n)) {
+        /* Roll back so the graph stays well formed after a user error. */
+        g->nnodes--;
+        g->nfwd = nfwd;
+        for (int t = g->ntensors - 1; t >= ntensors; t--)
+            ir_map_put(&g->names, g->tensors[t].name, -1);
+        g->ntensors = ntensors;
+        if (n->piece >= 0)
+            g->pieces[n->piece].count = g->nnodes - g->pieces[n->piece].first;
+        return -1;
+    }
+    n = &g->nodes[g->nnodes - 1]; /* shape rules may grow the tensor array, never nodes */
+    for (int i = 0; i < n->nout; i++)
+        g->tensors[n->out[i]].producer = n->id;
+    return n->id;
 }

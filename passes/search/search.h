@@ -129,16 +129,16 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
 void pass_search_result_free(PassSearchResult *r);
 void pass_search_alt_free(PassSearchAlt *a);
 /* The smallest GPU count in [from, limit] on which some plan fits (0: none),
- * with that plan in *best (search_pins.c). */
+ * with that plan in *best (search_nofit.c). */
 int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
                          PassIlpCache *cache, int from, int limit, PassSearchAlt *best);
 /* After pass_search found nothing: say why on stderr (ir_error): the item
  * that overflows on the fullest GPU and by how much, then what would fit
  * (relaxing the pins, or the smallest GPU count). Returns nothing; the
- * caller exits with status 1 (search_pins.c). */
+ * caller exits with status 1 (search_nofit.c). */
 void pass_search_explain_nofit(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
                                PassIlpCache *cache, const PassSearchResult *r);
 /* When the chosen plan leaves GPUs idle: a sentence saying how many and why,
- * into buf; false when it uses them all (search_pins.c). */
+ * into buf; false when it uses them all (search_nofit.c). */
 
 #endif
