@@ -191,8 +191,9 @@ void cg_memplan(Cg *c, CgRankProg *r);
 /* cg_print.c */
 bool cg_print_model(Cg *c, FILE *h, FILE *f);
 
-/* cg_emit.c: the fixed trainer sources (embedded at build time) */
-extern const char cg_trainer_c[], cg_trainer_h[];
+/* cg_emit.c: the fixed trainer sources (embedded at build time by
+ * embed.cmake): names and contents, NULL-terminated, in the same order */
+extern const char *const cg_trainer_names[], *const cg_trainer_texts[];
 
 /* helpers (cg_plan.c) */
 const char *cg_fmt(Cg *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,12 +1,14 @@
 /* trainer.h: the interface between a generated model (model.c, model.h) and
- * the fixed training driver (trainer.c), written by ptdc's code generator.
+ * the fixed training driver (trainer.c and train_*.c), written by ptdc's code
+ * generator.
  *
  * model.c describes every pipeline rank of the plan: its stage functions (one
  * forward and one backward per model chunk, for one micro-batch), its
- * micro-batch schedule, its parameters and its static memory plan. trainer.c
- * runs one rank: it binds the plan to one rt_alloc arena, initialises or loads
- * the weights, walks the schedule every step, reduces gradients, clips, runs
- * AdamW and writes checkpoints. Both compile as C11 and as CUDA C++. */
+ * micro-batch schedule, its parameters and its static memory plan. The
+ * trainer runs one rank: it binds the plan to one rt_alloc arena, initialises
+ * or loads the weights, walks the schedule every step, reduces gradients,
+ * clips, runs AdamW and writes checkpoints. All compile as C11 and as CUDA
+ * C++. */
 #ifndef PTDC_TRAINER_H
 #define PTDC_TRAINER_H
 
