@@ -22,8 +22,12 @@ typedef struct DrvOptions {
     /* cluster */
     int gpus;                 /* --gpus N (default 8) */
     const char *gpu;          /* --gpu NAME (default a100-80gb) */
-    int gpus_per_node;        /* --gpus-per-node K (default 8) */
+    int gpus_per_node;        /* --gpus-per-node K (0: not given; GPUs default to 8) */
     const char *cluster_file; /* --cluster FILE */
+    /* the software stack the plan is for */
+    const char *stack;        /* --stack NAME|FILE (default ptdc) */
+    DrvSet *stack_sets;       /* --stack-set KEY=VALUE */
+    int nstack_sets;
     /* layout pins */
     int tp, pp, dp;
     int micro_batch;          /* sequences per data-parallel replica per micro-batch */
@@ -35,7 +39,7 @@ typedef struct DrvOptions {
     int virtual_stages;       /* --virtual-stages V (interleaved) */
     const char *attention;    /* flash|materialized */
     /* codegen */
-    const char *target;       /* cpu|cuda (default cuda) */
+    const char *target;       /* cpu|cuda (NULL: cuda, or cpu for a CPU cluster) */
     /* limits */
     double ilp_time_limit;    /* seconds per ILP solve */
 } DrvOptions;

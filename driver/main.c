@@ -4,6 +4,7 @@
  * Each stage reports user errors itself; any error exits with status 1
  * before an output file is written. The plan files are rendered in memory
  * and moved into DIR only once all of them are complete. */
+#include "calibrate.h"
 #include "codegen.h"
 #include "driver.h"
 #include "frontend.h"
@@ -34,10 +35,27 @@ static bool make_cluster(const DrvOptions *o, PassCluster *cl)
                  o->gpu, pass_gpu_preset_names());
         return false;
     }
-    if (!cl->ngpus)
-        cl->ngpus = o->gpus;
-    if (!cl->gpus_per_node)
-        cl->gpus_per_node = o->gpus_per_node;
+    return pass_cluster_finish(cl, o->gpus, o->gpus_per_node, false);
+}
+
+/* --stack, then each --stack-set on top of it; the stack must run on the
+ * cluster's devices. */
+static bool make_stack(const DrvOptions *o, const PassCluster *cl, PassStack *st)
+{
+    if (!pass_stack_setup(st, o->stack))
+        return false;
+    for (int i = 0; i < o->nstack_sets; i++) {
+        char line[512];
+        int n = snprintf(line, sizeof line, "%s = %s\n", o->stack_sets[i].name, o->stack_sets[i].value);
+        if (n < 0 || (size_t)n >= sizeof line || !pass_stack_apply("--stack-set", line, (size_t)n, st))
+            return false;
+    }
+    if (st->backends && !(st->backends >> cl->gpu.kind & 1)) {
+        ir_error(IR_NOLOC, "--stack %s runs on %s, but the cluster's devices are %s", st->name,
+                 st->backends >> PASS_DEV_GPU & 1 ? "GPUs" : "CPUs",
+                 cl->gpu.kind == PASS_DEV_CPU ? "CPUs" : "GPUs");
+        return false;
+    }
     return true;
 }
 
@@ -136,7 +154,7 @@ static bool emit_programs(const DrvOptions *o, IrGraph *g, const PassPlan *p)
     if (!ir_verify(g, "autodiff"))
         ir_die("autodiff produced an invalid graph for %s", o->model);
     CgOptions co;
-    cg_options_default(&co, !strcmp(o->target, "cpu") ? CG_TARGET_CPU : CG_TARGET_CUDA);
+    cg_options_default(&co, o->target && !strcmp(o->target, "cpu") ? CG_TARGET_CPU : CG_TARGET_CUDA);
     return cg_emit(g, p, &co, o->out_dir);
 }
 
@@ -148,6 +166,22 @@ static int plan(const DrvOptions *o, IrGraph *g)
     PassCostCtx ctx;
     memset(&ctx, 0, sizeof ctx);
     ctx.cl = &cl;
+    if (!make_stack(o, &cl, &ctx.st))
+        return 1;
+    if (o->out_dir && !o->plan_only && strcmp(ctx.st.name, "ptdc") != 0) {
+        ir_error(IR_NOLOC, "-o DIR emits ptdc's programs, but the plan is for the %s stack "
+                 "(use --plan-only, or --emit megatron|torchtitan for its flags)", ctx.st.name);
+        return 1;
+    }
+    if (cl.gpu.kind == PASS_DEV_CPU && o->target && strcmp(o->target, "cpu") != 0) {
+        ir_error(IR_NOLOC, "--target %s: the cluster file describes CPU ranks, whose programs are "
+                 "CPU programs (--target cpu)", o->target);
+        return 1;
+    }
+    DrvOptions oo = *o; /* a CPU cluster's programs are CPU programs */
+    if (!oo.target)
+        oo.target = cl.gpu.kind == PASS_DEV_CPU ? "cpu" : "cuda";
+    o = &oo;
     ctx.attention = o->attention && !strcmp(o->attention, "materialized") ? PASS_ATTN_MATERIALIZED
                                                                           : PASS_ATTN_FLASH;
     PassSearchOpts so;
@@ -212,6 +246,8 @@ out_cache:
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "calibrate"))
+        return cal_main(argc - 1, argv + 1);
     DrvOptions o;
     if (!drv_parse_options(argc, argv, &o)) {
         drv_free_options(&o);

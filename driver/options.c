@@ -25,7 +25,8 @@ void drv_print_help(void)
         "  --plan-only              stop after the plan: no programs are generated\n"
         "  --json                   print the prediction or plan as JSON\n"
         "  --explain                also print the ten best alternatives and why each loses\n"
-        "  --target cpu|cuda        backend of the generated programs (default cuda)\n"
+        "  --target cpu|cuda        backend of the generated programs (default cuda; cpu for a\n"
+        "                           CPU cluster file)\n"
         "\n"
         "Model:\n"
         "  --set NAME=VALUE         override a config constant of the model (repeatable)\n"
@@ -36,7 +37,13 @@ void drv_print_help(void)
         "  --gpus N                 number of GPUs (default 8)\n"
         "  --gpu NAME               a100-40gb, a100-80gb (default), h100-80gb, h200\n"
         "  --gpus-per-node K        GPUs per node sharing NVLink (default 8)\n"
-        "  --cluster FILE           a custom cluster description (see docs/cost-model.md)\n"
+        "  --cluster FILE           a custom cluster description (see docs/cost-model.md), e.g. one\n"
+        "                           written by `ptdc calibrate` (run `ptdc calibrate --help`)\n"
+        "\n"
+        "Stack (the software that runs the plan; see docs/stacks.md):\n"
+        "  --stack NAME|FILE        ptdc (default: the programs ptdc emits), megatron, fsdp, or a\n"
+        "                           stack file\n"
+        "  --stack-set KEY=VALUE    override one key of the stack (repeatable)\n"
         "\n"
         "Layout (each pins that part of the plan; the rest is searched):\n"
         "  --tp N                   tensor-parallel degree\n"
@@ -86,11 +93,9 @@ bool drv_parse_options(int argc, char **argv, DrvOptions *o)
 {
     memset(o, 0, sizeof *o);
     o->gpus = 8;
-    o->gpus_per_node = 8;
     o->gpu = "a100-80gb";
     o->sp = -1;
     o->zero = -1;
-    o->target = "cuda";
     o->attention = "flash";
     o->ilp_time_limit = 10;
     bool ok = true;
@@ -166,6 +171,23 @@ bool drv_parse_options(int argc, char **argv, DrvOptions *o)
         } else if (!strcmp(a, "--cluster")) {
             if (!(o->cluster_file = VALUE()))
                 break;
+        } else if (!strcmp(a, "--stack")) {
+            if (!(o->stack = VALUE()))
+                break;
+        } else if (!strcmp(a, "--stack-set")) {
+            const char *s = VALUE();
+            if (!s)
+                break;
+            const char *e = strchr(s, '=');
+            if (!e || e == s || !e[1]) {
+                ir_error(IR_NOLOC, "--stack-set expects KEY=VALUE, got '%s'", s);
+                ok = false;
+                continue;
+            }
+            o->stack_sets = ir_xrealloc(o->stack_sets, (size_t)(o->nstack_sets + 1) * sizeof *o->stack_sets);
+            char *name = ir_xstrdup(s);
+            name[e - s] = 0;
+            o->stack_sets[o->nstack_sets++] = (DrvSet){name, name + (e - s) + 1};
         } else if (!strcmp(a, "--tp") || !strcmp(a, "--pp") || !strcmp(a, "--dp") ||
                    !strcmp(a, "--micro-batch") || !strcmp(a, "--virtual-stages")) {
             const char *s = VALUE();
@@ -250,4 +272,7 @@ void drv_free_options(DrvOptions *o)
     for (int i = 0; i < o->nsets; i++)
         free((char *)o->sets[i].name);
     free(o->sets);
+    for (int i = 0; i < o->nstack_sets; i++)
+        free((char *)o->stack_sets[i].name);
+    free(o->stack_sets);
 }

@@ -1,11 +1,17 @@
 /* cluster.c: the machine the plan runs on. Looks up the built-in GPU presets
- * (their numbers live in cost_consts.c with every other constant) and reads
- * the --cluster file: `key = value` lines, `#` comments, units in the key
- * names, errors with file:line:col and a caret. */
+ * (their numbers live in cost_consts.c with every other constant), reads
+ * the --cluster file (kvfile.c: `key = value` lines, units in the key names,
+ * errors with file:line:col and a caret) and writes it: a preset, a file and
+ * what `ptdc calibrate` measures are the same kind of description.
+ *
+ * Measured tables use dotted keys:
+ *   kernel.NAME = BYTES:GB/s ...          a runtime kernel's rate by bytes moved
+ *   attention_fwd.D = SEQ:GFLOP/s ...     attention by sequence length at head dim D
+ *   attention_bwd.D = SEQ:GFLOP/s ...
+ *   coll.KIND.GROUP[.net] = ALPHA_US BUSBW_GBS
+ * (docs/cost-model.md, "Cluster file"). */
 #include "cost/cost.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <stddef.h>
@@ -24,10 +30,11 @@ bool pass_gpu_preset(const char *name, PassGpu *out)
 const char *pass_gpu_preset_names(void) { return "a100-40gb, a100-80gb, h100-80gb, h200"; }
 
 /* ------------------------------------------------------------ the file */
-typedef enum { K_GPU, K_NAME, K_INT, K_NUM } KeyKind;
+typedef enum { K_GPU, K_NAME, K_KIND, K_INT, K_NUM, K_CINT } KeyKind;
 
-/* Every key: its unit, the field it sets, the factor from the file's unit to
- * the field's, and the accepted range (in the file's unit). */
+/* Every scalar key: its unit, the field it sets, the factor from the file's
+ * unit to the field's, and the accepted range (in the file's unit). K_CINT
+ * fields live in PassCluster, the others in its gpu. */
 static const struct Key {
     const char *key;
     KeyKind kind;
@@ -35,14 +42,17 @@ static const struct Key {
     double scale, lo, hi;
     const char *unit;
 } keys[] = {
-#define G(f) offsetof(PassCluster, gpu.f)
+#define G(f) offsetof(PassGpu, f)
+#define C(f) offsetof(PassCluster, f)
 #define GB 1e9
     {"gpu", K_GPU, 0, 0, 0, 0, "preset"},
     {"name", K_NAME, G(name), 0, 0, 0, "text"},
-    {"gpus", K_INT, offsetof(PassCluster, ngpus), 1, 1, 1 << 20, "count"},
-    {"gpus_per_node", K_INT, offsetof(PassCluster, gpus_per_node), 1, 1, 1024, "count"},
-    {"peak_tflops", K_NUM, G(peak_flops), 1e12, 1e-3, 1e6, "TFLOP/s"},
-    {"hbm_gib", K_NUM, G(hbm_bytes), 1073741824.0, 1e-3, 1e6, "GiB"},
+    {"device", K_KIND, G(kind), 0, 0, 0, "gpu or cpu"},
+    {"gpus", K_CINT, C(ngpus), 1, 1, 1 << 20, "count"},
+    {"gpus_per_node", K_CINT, C(gpus_per_node), 1, 1, 1024, "count"},
+    {"nodes", K_CINT, C(nodes), 1, 1, 1 << 20, "count"},
+    {"peak_tflops", K_NUM, G(peak_flops), 1e12, 1e-6, 1e6, "TFLOP/s"},
+    {"hbm_gib", K_NUM, G(hbm_bytes), 1073741824.0, 1e-3, 1e7, "GiB"},
     {"hbm_bw_gbs", K_NUM, G(hbm_bw), GB, 1e-3, 1e6, "GB/s"},
     {"nvlink_bw_gbs", K_NUM, G(nvlink_bw), GB, 1e-3, 1e6, "GB/s"},
     {"nic_bw_gbits", K_NUM, G(nic_bw), GB / 8, 1e-3, 1e6, "Gbit/s"},
@@ -53,80 +63,194 @@ static const struct Key {
     {"sms", K_INT, G(sms), 1, 1, 100000, "count"},
     {"gemm_eff", K_NUM, G(gemm_eff), 1, 1e-3, 1, "fraction"},
     {"hbm_eff", K_NUM, G(hbm_eff), 1, 1e-3, 1, "fraction"},
+    {"gemm_tile_m", K_NUM, G(gemm_tile_m), 1, 1, 4096, "elements"},
+    {"gemm_tile_n", K_NUM, G(gemm_tile_n), 1, 1, 4096, "elements"},
+    {"gemm_tile_k", K_NUM, G(gemm_tile_k), 1, 1, 4096, "elements"},
+    {"gemm_k_half", K_NUM, G(gemm_k_half), 1, 0, 1e6, "elements"},
+    {"gemm_misalign", K_NUM, G(gemm_misalign), 1, 1e-3, 1, "fraction"},
+    {"gemm_overhead_us", K_NUM, G(gemm_overhead_s), 1e-6, 0, 1e6, "us"},
+    {"kernel_overhead_us", K_NUM, G(kernel_overhead_s), 1e-6, 0, 1e6, "us"},
+    {"act_bytes", K_INT, G(act_bytes), 1, 2, 4, "bytes"},
+    {"runtime_mib", K_NUM, G(runtime_bytes), 1048576.0, 0, 1e9, "MiB"},
+    {"comm_mib", K_NUM, G(comm_bytes), 1048576.0, 0, 1e9, "MiB"},
+    {"cores_per_node", K_INT, G(cores), 1, 1, 1 << 20, "count"},
+    {"solo_gemm", K_NUM, G(solo_gemm), 1, 0.01, 1e4, "factor"},
+    {"solo_kernels", K_NUM, G(solo_kern), 1, 0.01, 1e4, "factor"},
+    {"solo_attention", K_NUM, G(solo_attn), 1, 0.01, 1e4, "factor"},
+    {"host_token_ns", K_NUM, G(host_token_s), 1e-9, 0, 1e9, "ns"},
 #undef G
+#undef C
 #undef GB
 };
 #define NKEYS ((int)(sizeof keys / sizeof keys[0]))
 
-static IrLoc at(const char *path, int line, const char *line_start, const char *p)
-{
-    return (IrLoc){path, line, (int)(p - line_start) + 1};
-}
+typedef struct Parse {
+    PassCluster *out;
+    bool seen[NKEYS];
+    bool gpu_key_seen;            /* a value a `gpu` preset would overwrite */
+    VEC(char *) tables;           /* table keys seen */
+} Parse;
 
-static bool parse_line(const char *path, int line, const char *ls, const char *p, const char *end,
-                       PassCluster *out, bool *seen, bool *gpu_key_seen)
+static const char *coll_key_name[] = {
+    [PASS_COLL_ALLREDUCE] = "allreduce",   [PASS_COLL_REDUCESCATTER] = "reduce_scatter",
+    [PASS_COLL_ALLGATHER] = "allgather",   [PASS_COLL_ALLTOALL] = "alltoall",
+    [PASS_COLL_SENDRECV] = "sendrecv",
+};
+
+/* "X:Y X:Y ..." with x increasing; y scaled by `scale` (the file's unit to
+ * the field's). */
+static bool parse_curve(const char *key, const char *val, IrLoc loc, double scale, PassCurve *c)
 {
-    const char *k0 = p;
-    while (p < end && (isalnum((unsigned char)*p) || *p == '_'))
-        p++;
-    if (p == k0) {
-        ir_error(at(path, line, ls, p), "expected a key (`name = value`), found '%c'", *p);
+    memset(c, 0, sizeof *c);
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", val);
+    for (char *save = NULL, *tok = strtok_r(buf, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+        char *colon = strchr(tok, ':'), *e1, *e2;
+        double x = colon ? strtod(tok, &e1) : NAN, y = colon ? strtod(colon + 1, &e2) : NAN;
+        if (!colon || e1 != colon || *e2 || !isfinite(x) || !isfinite(y) || x <= 0 || y <= 0) {
+            ir_error(loc, "'%s': expected SIZE:RATE pairs of positive numbers, got '%s'", key, tok);
+            return false;
+        }
+        if (c->n == PASS_CURVE_MAX) {
+            ir_error(loc, "'%s' has more than %d points", key, PASS_CURVE_MAX);
+            return false;
+        }
+        if (c->n > 0 && x <= c->x[c->n - 1]) {
+            ir_error(loc, "'%s': sizes must increase (%g after %g)", key, x, c->x[c->n - 1]);
+            return false;
+        }
+        c->x[c->n] = x, c->y[c->n] = y * scale;
+        c->n++;
+    }
+    if (c->n == 0) {
+        ir_error(loc, "'%s' needs at least one SIZE:RATE pair", key);
         return false;
     }
+    return true;
+}
+
+static bool table_key(Parse *P, const char *key, const char *val, IrLoc kloc, IrLoc vloc)
+{
+    PassGpu *g = &P->out->gpu;
+    for (int i = 0; i < P->tables.n; i++)
+        if (!strcmp(P->tables.v[i], key)) {
+            ir_error(kloc, "'%s' is set twice", key);
+            return false;
+        }
+    vec_push(P->tables, ir_xstrdup(key));
+    P->gpu_key_seen = true;
+    if (!strncmp(key, "kernel.", 7)) {
+        for (int k = 0; k < PASS_NKERN; k++)
+            if (!strcmp(key + 7, pass_kernel_names[k]))
+                return parse_curve(key, val, vloc, 1e9, &g->kern[k]);
+        ir_error(kloc, "unknown kernel '%s' (kernels: rmsnorm_fwd, silu_bwd, adamw, ... as "
+                       "`ptdc calibrate` writes them)", key + 7);
+        return false;
+    }
+    if (!strncmp(key, "attention_fwd.", 14) || !strncmp(key, "attention_bwd.", 14)) {
+        bool bwd = key[10] == 'b';
+        char *e;
+        double D = strtod(key + 14, &e);
+        if (*e || !(D >= 1 && D <= 4096)) {
+            ir_error(kloc, "'%s': expected attention_%s.HEAD_DIM", key, bwd ? "bwd" : "fwd");
+            return false;
+        }
+        int d = -1;
+        for (int i = 0; i < g->attn_dims; i++)
+            if (g->attn_dim[i] == D)
+                d = i;
+        if (d < 0) {
+            if (g->attn_dims == PASS_ATTN_DIMS) {
+                ir_error(kloc, "attention measured at more than %d head dims", PASS_ATTN_DIMS);
+                return false;
+            }
+            d = g->attn_dims++;
+            g->attn_dim[d] = D;
+        }
+        return parse_curve(key, val, vloc, 1e9, bwd ? &g->attn_bwd[d] : &g->attn_fwd[d]);
+    }
+    if (!strncmp(key, "coll.", 5)) {
+        char kind[32];
+        int group = 0, n = 0;
+        char net[8] = "";
+        const char *rest = key + 5, *dot = strchr(rest, '.');
+        int kk = -1;
+        if (dot && (size_t)(dot - rest) < sizeof kind) {
+            memcpy(kind, rest, (size_t)(dot - rest));
+            kind[dot - rest] = 0;
+            for (int k = 0; k <= PASS_COLL_SENDRECV; k++)
+                if (coll_key_name[k] && !strcmp(kind, coll_key_name[k]))
+                    kk = k;
+            if (sscanf(dot + 1, "%d%n.%7s", &group, &n, net) < 1)
+                kk = -1;
+        }
+        if (kk < 0 || group < 2 || (dot[1 + n] && strcmp(net, "net"))) {
+            ir_error(kloc, "'%s': expected coll.KIND.GROUP or coll.KIND.GROUP.net with KIND one of "
+                           "allreduce, reduce_scatter, allgather, alltoall, sendrecv",
+                     key);
+            return false;
+        }
+        double a, bw;
+        char *e1, *e2;
+        a = strtod(val, &e1);
+        bw = strtod(e1, &e2);
+        while (*e2 == ' ' || *e2 == '\t')
+            e2++;
+        if (e1 == val || e2 == e1 || *e2 || !(a >= 0) || !(bw > 0) || !isfinite(a) || !isfinite(bw)) {
+            ir_error(vloc, "'%s' expects ALPHA_US BUSBW_GBS (two numbers), got '%s'", key, val);
+            return false;
+        }
+        if (g->ncoll[kk] == PASS_COLL_FITS) {
+            ir_error(kloc, "more than %d group shapes of %s", PASS_COLL_FITS, kind);
+            return false;
+        }
+        g->coll[kk][g->ncoll[kk]++] = (PassCollFit){group, net[0] != 0, a * 1e-6, bw * 1e9};
+        return true;
+    }
+    ir_error(kloc, "unknown table '%s' (kernel.NAME, attention_fwd.D, attention_bwd.D, coll.KIND.GROUP)",
+             key);
+    return false;
+}
+
+static bool on_key(void *ctx, const char *key, const char *val, IrLoc kloc, IrLoc vloc)
+{
+    Parse *P = ctx;
+    PassCluster *out = P->out;
+    if (strchr(key, '.'))
+        return table_key(P, key, val, kloc, vloc);
     int ki = -1;
     for (int i = 0; i < NKEYS; i++)
-        if (strlen(keys[i].key) == (size_t)(p - k0) && !memcmp(keys[i].key, k0, (size_t)(p - k0)))
+        if (!strcmp(keys[i].key, key))
             ki = i;
     if (ki < 0) {
-        char list[512];
+        char list[1024];
         size_t n = 0;
         for (int i = 0; i < NKEYS && n < sizeof list; i++)
             n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", keys[i].key);
-        ir_error(at(path, line, ls, k0), "unknown key '%.*s' (keys: %s)", (int)(p - k0), k0, list);
+        ir_error(kloc, "unknown key '%s' (keys: %s; tables: kernel.NAME, attention_fwd.D, "
+                       "attention_bwd.D, coll.KIND.GROUP)", key, list);
         return false;
     }
     const struct Key *k = &keys[ki];
-    if (seen[ki]) {
-        ir_error(at(path, line, ls, k0), "'%s' is set twice", k->key);
+    if (P->seen[ki]) {
+        ir_error(kloc, "'%s' is set twice", k->key);
         return false;
     }
-    seen[ki] = true;
-    while (p < end && (*p == ' ' || *p == '\t'))
-        p++;
-    if (p == end || *p != '=') {
-        ir_error(at(path, line, ls, p), "expected '=' after '%s'", k->key);
+    P->seen[ki] = true;
+    const char *sp = strpbrk(val, " \t");
+    if (k->kind != K_GPU && k->kind != K_NAME && sp) {
+        while (*sp == ' ' || *sp == '\t')
+            sp++;
+        IrLoc at = vloc;
+        at.col += (int)(sp - val);
+        ir_error(at, "unexpected text after the value of '%s'", k->key);
         return false;
     }
-    p++;
-    while (p < end && (*p == ' ' || *p == '\t'))
-        p++;
-    const char *v0 = p;
-    while (p < end && !isspace((unsigned char)*p) && *p != '#')
-        p++;
-    const char *v1 = p;
-    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r'))
-        p++;
-    if (p < end && *p != '#') {
-        ir_error(at(path, line, ls, p), "unexpected text after the value of '%s'", k->key);
-        return false;
-    }
-    if (v0 == v1) {
-        ir_error(at(path, line, ls, v0), "'%s' needs a value (%s)", k->key, k->unit);
-        return false;
-    }
-    char val[128];
-    if ((size_t)(v1 - v0) >= sizeof val) {
-        ir_error(at(path, line, ls, v0), "value of '%s' is too long", k->key);
-        return false;
-    }
-    memcpy(val, v0, (size_t)(v1 - v0));
-    val[v1 - v0] = 0;
-    IrLoc vloc = at(path, line, ls, v0);
+    char *field = (char *)&out->gpu + k->off;
     switch (k->kind) {
     case K_GPU:
-        if (*gpu_key_seen) {
-            ir_error(at(path, line, ls, k0),
-                     "'gpu' must come before the GPU values it would overwrite");
+        if (P->gpu_key_seen) {
+            ir_error(kloc, "'gpu' must come before the GPU values it would overwrite");
             return false;
         }
         if (!pass_gpu_preset(val, &out->gpu)) {
@@ -135,109 +259,145 @@ static bool parse_line(const char *path, int line, const char *ls, const char *p
         }
         return true;
     case K_NAME:
-        if ((size_t)(v1 - v0) >= sizeof out->gpu.name) {
+        if (strlen(val) >= sizeof out->gpu.name) {
             ir_error(vloc, "name '%s' is longer than %zu characters", val, sizeof out->gpu.name - 1);
             return false;
         }
-        memcpy(out->gpu.name, val, (size_t)(v1 - v0) + 1);
-        *gpu_key_seen = true;
+        strcpy(out->gpu.name, val);
+        P->gpu_key_seen = true;
         return true;
-    case K_INT:
-    case K_NUM: {
-        char *e;
-        errno = 0;
-        double d = strtod(val, &e);
-        if (e == val || *e || errno || !isfinite(d)) {
-            ir_error(vloc, "'%s' expects a number (%s), got '%s'", k->key, k->unit, val);
+    case K_KIND:
+        if (strcmp(val, "gpu") && strcmp(val, "cpu")) {
+            ir_error(vloc, "'device' is gpu or cpu, got '%s'", val);
             return false;
         }
-        if (k->kind == K_INT && d != floor(d)) {
+        out->gpu.kind = !strcmp(val, "cpu") ? PASS_DEV_CPU : PASS_DEV_GPU;
+        P->gpu_key_seen = true;
+        return true;
+    case K_INT:
+    case K_CINT:
+    case K_NUM: {
+        double d;
+        if (!pass_kv_number(k->key, val, vloc, k->lo, k->hi, k->unit, &d))
+            return false;
+        if (k->kind != K_NUM && d != floor(d)) {
             ir_error(vloc, "'%s' expects a whole number, got '%s'", k->key, val);
             return false;
         }
-        if (d < k->lo || d > k->hi || (k->lo == 0 && d < 0)) {
-            ir_error(vloc, "'%s' = %s is out of range [%g, %g] %s", k->key, val, k->lo, k->hi,
-                     k->unit);
-            return false;
+        if (k->kind == K_CINT) {
+            *(int *)((char *)out + k->off) = (int)d;
+            return true;
         }
-        char *field = (char *)out + k->off;
         if (k->kind == K_INT)
             *(int *)field = (int)d;
         else
             *(double *)field = d * k->scale;
-        if (k->off != offsetof(PassCluster, ngpus) && k->off != offsetof(PassCluster, gpus_per_node))
-            *gpu_key_seen = true;
+        P->gpu_key_seen = true;
         return true;
     }
     }
     return false;
 }
 
-bool pass_cluster_parse(const char *path, const char *text, size_t len, PassCluster *out)
+static bool finish(Parse *P, const char *path)
 {
-    memset(out, 0, sizeof *out);
-    pass_gpu_preset("a100-80gb", &out->gpu);
-    ir_source_add(path, text, len);
-    bool seen[NKEYS] = {0}, gpu_key_seen = false, ok = true;
-    const char *p = text, *end = text + len;
-    for (int line = 1; p < end; line++) {
-        const char *ls = p, *le = memchr(p, '\n', (size_t)(end - p));
-        if (!le)
-            le = end;
-        for (const char *q = ls; q < le; q++)
-            if ((unsigned char)*q < 32 && *q != '\t' && *q != '\r') {
-                ir_error(at(path, line, ls, q), "control character in the cluster file");
-                return false;
-            }
-        const char *q = ls;
-        while (q < le && (*q == ' ' || *q == '\t' || *q == '\r'))
-            q++;
-        if (q < le && *q != '#')
-            ok &= parse_line(path, line, ls, q, le, out, seen, &gpu_key_seen);
-        p = le < end ? le + 1 : end;
-    }
-    if (ok && out->gpus_per_node && out->ngpus && out->ngpus > out->gpus_per_node &&
+    PassCluster *out = P->out;
+    for (int i = 0; i < P->tables.n; i++)
+        free(P->tables.v[i]);
+    vec_free(P->tables);
+    if (out->gpus_per_node && out->ngpus && out->ngpus > out->gpus_per_node &&
         out->ngpus % out->gpus_per_node) {
         ir_error((IrLoc){path, 1, 1}, "gpus = %d is not a whole number of nodes of %d",
                  out->ngpus, out->gpus_per_node);
-        ok = false;
+        return false;
     }
-    return ok;
+    if (out->gpu.kind == PASS_DEV_CPU && out->gpu.cores < 1) {
+        ir_error((IrLoc){path, 1, 1}, "a cpu device needs cores_per_node");
+        return false;
+    }
+    return true;
+}
+
+static void parse_begin(Parse *P, PassCluster *out)
+{
+    memset(P, 0, sizeof *P);
+    memset(out, 0, sizeof *out);
+    pass_gpu_preset("a100-80gb", &out->gpu);
+    P->out = out;
+}
+
+bool pass_cluster_parse(const char *path, const char *text, size_t len, PassCluster *out)
+{
+    Parse P;
+    parse_begin(&P, out);
+    bool ok = pass_kv_parse(path, text, len, on_key, &P);
+    return finish(&P, path) && ok;
 }
 
 bool pass_cluster_load(const char *path, PassCluster *out)
 {
-    /* The text and path stay alive for diagnostics quoting them later. */
-    static VEC(char *) kept;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        ir_error(IR_NOLOC, "cannot open cluster file '%s': %s", path, strerror(errno));
-        return false;
-    }
-    size_t cap = 4096, n = 0;
-    char *buf = ir_xmalloc(cap);
-    for (size_t r; (r = fread(buf + n, 1, cap - n, f)) > 0;) {
-        n += r;
-        if (n == cap) {
-            if (cap >= (1u << 24)) {
-                fclose(f);
-                free(buf);
-                ir_error(IR_NOLOC, "cluster file '%s' is larger than 16 MiB", path);
-                return false;
-            }
-            buf = ir_xrealloc(buf, cap *= 2);
+    Parse P;
+    parse_begin(&P, out);
+    bool ok = pass_kv_load(path, "cluster", on_key, &P);
+    return finish(&P, path) && ok;
+}
+
+/* A CPU node's cores are shared by the ranks placed on it: with c cores per
+ * rank a rank computes at c times one core's measured rate below one core
+ * (time slicing), and from one core up to all of them at the rate measured
+ * for a rank alone on the node, interpolated in between. Memory is the
+ * node's, divided among its ranks. */
+static void cpu_share(PassCluster *cl)
+{
+    PassGpu *g = &cl->gpu;
+    double ranks = cl->gpus_per_node > 0 ? cl->gpus_per_node : 1;
+    double c = g->cores / ranks;
+    double f[3] = {c, c, c}, solo[3] = {g->solo_gemm, g->solo_kern, g->solo_attn};
+    if (c >= 1)
+        for (int i = 0; i < 3; i++) {
+            double s = solo[i] > 0 ? solo[i] : 1;
+            f[i] = g->cores > 1 ? 1 + (s - 1) * (c - 1) / (g->cores - 1) : 1;
         }
+    g->peak_flops *= f[0];
+    g->sms = c >= 1 ? (int)c : 1;
+    for (int k = 0; k < PASS_NKERN; k++)
+        for (int i = 0; i < g->kern[k].n; i++)
+            g->kern[k].y[i] *= f[1];
+    for (int d = 0; d < g->attn_dims; d++)
+        for (int i = 0; i < g->attn_fwd[d].n; i++)
+            g->attn_fwd[d].y[i] *= f[2];
+    for (int d = 0; d < g->attn_dims; d++)
+        for (int i = 0; i < g->attn_bwd[d].n; i++)
+            g->attn_bwd[d].y[i] *= f[2];
+    g->hbm_bytes /= ranks;
+}
+
+bool pass_cluster_finish(PassCluster *cl, int gpus, int gpus_per_node, bool whole_nodes)
+{
+    if (!cl->ngpus)
+        cl->ngpus = gpus > 0 ? gpus : 8;
+    if (cl->gpu.kind == PASS_DEV_CPU) {
+        /* Ranks fill the nodes the file names (one by default). */
+        int nodes = cl->nodes > 0 ? cl->nodes : 1;
+        if (gpus_per_node > 0)
+            nodes = (cl->ngpus + gpus_per_node - 1) / gpus_per_node;
+        if (cl->ngpus % nodes) {
+            ir_error(IR_NOLOC, "--gpus %d ranks do not fill %d CPU nodes evenly", cl->ngpus, nodes);
+            return false;
+        }
+        cl->nodes = nodes;
+        cl->gpus_per_node = cl->ngpus / nodes;
+        cpu_share(cl);
+        return true;
     }
-    fclose(f);
-    if (memchr(buf, 0, n)) {
-        free(buf);
-        ir_error(IR_NOLOC, "cluster file '%s' is not text (contains a NUL byte)", path);
+    if (!cl->gpus_per_node)
+        cl->gpus_per_node = gpus_per_node > 0 ? gpus_per_node : 8;
+    if (whole_nodes && cl->ngpus > cl->gpus_per_node && cl->ngpus % cl->gpus_per_node) {
+        ir_error(IR_NOLOC, "--gpus %d is not a whole number of nodes of %d GPUs (--gpus-per-node)",
+                 cl->ngpus, cl->gpus_per_node);
         return false;
     }
-    char *p = ir_xstrdup(path);
-    vec_push(kept, buf);
-    vec_push(kept, p);
-    return pass_cluster_parse(p, buf, n, out);
+    return true;
 }
 
 bool pass_cluster_setup(PassCluster *out, const char *file, const char *gpu, int gpus,
@@ -252,34 +412,57 @@ bool pass_cluster_setup(PassCluster *out, const char *file, const char *gpu, int
                  gpu, pass_gpu_preset_names());
         return false;
     }
-    if (!out->ngpus)
-        out->ngpus = gpus > 0 ? gpus : 8;
-    if (!out->gpus_per_node)
-        out->gpus_per_node = gpus_per_node > 0 ? gpus_per_node : 8;
-    if (out->ngpus > out->gpus_per_node && out->ngpus % out->gpus_per_node) {
-        ir_error(IR_NOLOC, "--gpus %d is not a whole number of nodes of %d GPUs (--gpus-per-node)",
-                 out->ngpus, out->gpus_per_node);
-        return false;
-    }
-    return true;
+    return pass_cluster_finish(out, gpus, gpus_per_node, true);
+}
+
+static void print_curve(FILE *f, const char *key, const PassCurve *c, double scale)
+{
+    if (c->n <= 0)
+        return;
+    fprintf(f, "%s =", key);
+    for (int i = 0; i < c->n; i++)
+        fprintf(f, " %.6g:%.6g", c->x[i], c->y[i] / scale);
+    fputc('\n', f);
 }
 
 void pass_cluster_print(FILE *f, const PassCluster *cl)
 {
     const PassGpu *g = &cl->gpu;
     fprintf(f, "name = %s\n", g->name);
+    fprintf(f, "device = %s\n", g->kind == PASS_DEV_CPU ? "cpu" : "gpu");
     if (cl->ngpus)
         fprintf(f, "gpus = %d\n", cl->ngpus);
-    if (cl->gpus_per_node)
+    if (cl->gpus_per_node && g->kind != PASS_DEV_CPU)
         fprintf(f, "gpus_per_node = %d\n", cl->gpus_per_node);
+    if (cl->nodes && g->kind == PASS_DEV_CPU)
+        fprintf(f, "nodes = %d\n", cl->nodes);
     for (int i = 0; i < NKEYS; i++) {
-        if (keys[i].kind != K_NUM && strcmp(keys[i].key, "sms") != 0)
+        if (keys[i].kind != K_NUM && keys[i].kind != K_INT)
             continue;
-        const char *field = (const char *)cl + keys[i].off;
-        if (keys[i].kind == K_INT)
-            fprintf(f, "%-17s= %d  # %s\n", keys[i].key, *(const int *)field, keys[i].unit);
-        else
-            fprintf(f, "%-17s= %.6g  # %s\n", keys[i].key, *(const double *)field / keys[i].scale,
+        const char *field = (const char *)g + keys[i].off;
+        if (keys[i].kind == K_INT) {
+            if (*(const int *)field)
+                fprintf(f, "%-19s= %d  # %s\n", keys[i].key, *(const int *)field, keys[i].unit);
+        } else if (*(const double *)field != 0 || keys[i].lo == 0) { /* 0 below lo: not set */
+            fprintf(f, "%-19s= %.6g  # %s\n", keys[i].key, *(const double *)field / keys[i].scale,
                     keys[i].unit);
+        }
     }
+    char key[96];
+    for (int k = 0; k < PASS_NKERN; k++) {
+        snprintf(key, sizeof key, "kernel.%s", pass_kernel_names[k]);
+        print_curve(f, key, &g->kern[k], 1e9);
+    }
+    for (int d = 0; d < g->attn_dims; d++) {
+        snprintf(key, sizeof key, "attention_fwd.%g", g->attn_dim[d]);
+        print_curve(f, key, &g->attn_fwd[d], 1e9);
+        snprintf(key, sizeof key, "attention_bwd.%g", g->attn_dim[d]);
+        print_curve(f, key, &g->attn_bwd[d], 1e9);
+    }
+    for (int k = 0; k <= PASS_COLL_SENDRECV; k++)
+        for (int i = 0; i < g->ncoll[k]; i++) {
+            const PassCollFit *c = &g->coll[k][i];
+            fprintf(f, "coll.%s.%d%s = %.6g %.6g  # us, GB/s\n", coll_key_name[k], c->group,
+                    c->net ? ".net" : "", c->alpha_s * 1e6, c->busbw * 1e-9);
+        }
 }

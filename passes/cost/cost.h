@@ -69,15 +69,92 @@ void pass_schedule_slots(int pp, int v, int m, int rank, int *slots);
  * dynamic, the peak over the schedule of the bytes alive at once (a caching
  * allocator: the reference stacks). Equal when v == 1. */
 double pass_schedule_acts(int pp, int v, int m, int rank, const double *saved, bool dynamic);
+/* One step of the schedule as ptdc's programs run it, event by event:
+ * every rank walks its operations in order; a forward of stage st waits for
+ * stage st-1's forward of that micro-batch, a backward for stage st+1's
+ * backward; receives block (the receiver copies the message once both sides
+ * are there, xf[st] into stage st forward, xb[st] out of stage st backward),
+ * sends do not. f[st], b[st]: one micro-batch through stage st (stage st runs
+ * on rank st % pp as its chunk st / pp). finish[r] (may be NULL): when rank r
+ * ends its last operation. Returns the latest of them. */
+double pass_schedule_sim(int pp, int v, int m, const double *f, const double *b, const double *xf,
+                         const double *xb, double *finish);
 
 /* ==================================================== cluster.c (issue 3) */
-/* One GPU type. Datasheet numbers and measured ones (NCCL bus bandwidths in
- * the nccl-tests convention, GEMM efficiency) with their sources are listed in
- * docs/cost-model.md. */
+/* A curve y(x) from measured points: linear in log x between them, the end
+ * values beyond them (cost_curve.c). Rates that depend on size (caches,
+ * per-call overhead, sequence length) are curves of this kind. */
+#define PASS_CURVE_MAX 12
+typedef struct PassCurve {
+    int n;                        /* points (0: none measured) */
+    double x[PASS_CURVE_MAX], y[PASS_CURVE_MAX]; /* x increasing */
+} PassCurve;
+double pass_curve_at(const PassCurve *c, double x);
+
+/* The runtime's memory-bound kernels, one per rt_ call the generated
+ * programs make (codegen/cg_kernel.c), priced one call at a time:
+ * pass_kernel_bytes is the traffic the model counts for a call over
+ * rows x cols elements; a measured device divides it by the kernel's
+ * measured rate at that size (PassGpu.kern), a datasheet device by its
+ * streaming bandwidth. */
+#define PASS_KERNELS(X)                                                                       \
+    X(RMSNORM_FWD, "rmsnorm_fwd")                                                             \
+    X(RMSNORM_BWD, "rmsnorm_bwd")                                                             \
+    X(LAYERNORM_FWD, "layernorm_fwd")                                                         \
+    X(LAYERNORM_BWD, "layernorm_bwd")                                                         \
+    X(SILU_FWD, "silu_fwd")                                                                   \
+    X(SILU_BWD, "silu_bwd")                                                                   \
+    X(GELU_FWD, "gelu_fwd")                                                                   \
+    X(GELU_BWD, "gelu_bwd")                                                                   \
+    X(ADD, "add")                                                                             \
+    X(ADD_BCAST, "add_bcast")                                                                 \
+    X(MUL, "mul")                                                                             \
+    X(REDUCE_ROWS, "reduce_rows")                                                             \
+    X(SOFTMAX_FWD, "softmax_fwd")                                                             \
+    X(SOFTMAX_BWD, "softmax_bwd")                                                             \
+    X(ROPE, "rope")                                                                           \
+    X(EMBEDDING_FWD, "embedding_fwd")                                                         \
+    X(EMBEDDING_BWD, "embedding_bwd")                                                         \
+    X(CROSS_ENTROPY_FWD, "cross_entropy_fwd")                                                 \
+    X(CROSS_ENTROPY_BWD, "cross_entropy_bwd")                                                 \
+    X(ADAMW, "adamw")                                                                         \
+    X(SUMSQ, "sumsq")                                                                         \
+    X(COPY, "copy")                                                                           \
+    X(ZERO, "zero")
+typedef enum {
+#define X(id, name) PASS_K_##id,
+    PASS_KERNELS(X)
+#undef X
+    PASS_NKERN
+} PassKernel;
+extern const char *const pass_kernel_names[PASS_NKERN];
+
+typedef enum { PASS_DEV_GPU, PASS_DEV_CPU } PassDevKind;
+
+/* A measured collective: t = alpha + c(n) S / busbw for groups of `group`
+ * ranks (c the nccl-tests bus factor of its kind), inside a node or across
+ * nodes (one member per node). */
+#define PASS_COLL_FITS 8
+typedef struct PassCollFit {
+    int group;
+    int net;                      /* 1: the group spans nodes */
+    double alpha_s, busbw;
+} PassCollFit;
+
+#define PASS_ATTN_DIMS 4
+
+/* One device type: a GPU, or the CPU cores a rank of the CPU backend runs
+ * on. Datasheet numbers and measured ones (NCCL bus bandwidths in the
+ * nccl-tests convention, GEMM efficiency) with their sources are listed in
+ * docs/cost-model.md; `ptdc calibrate` measures every field below `sms`
+ * through libptdrt (an empty curve or table means: not measured, use the
+ * datasheet model). */
 typedef struct PassGpu {
     char name[32];
-    double peak_flops;            /* dense bf16 tensor-core FLOP/s */
-    double hbm_bytes;             /* memory capacity */
+    PassDevKind kind;
+    double peak_flops;            /* dense bf16 tensor-core FLOP/s (CPU: the sustained fp32
+                                     GEMM rate one core measured, gemm_eff = 1) */
+    double hbm_bytes;             /* memory capacity (CPU: per rank, RAM / ranks) */
     double hbm_bw;                /* bytes/s */
     double nvlink_bw;             /* per GPU, one direction, bytes/s (datasheet) */
     double nic_bw;                /* per GPU NIC, one direction, bytes/s (datasheet) */
@@ -87,16 +164,63 @@ typedef struct PassGpu {
                                      at most busbw_nvlink), bytes/s */
     double alpha_nvlink, alpha_ib;/* latency of one ring step over NVLink / over the network, s
                                      (a collective adds pass_cost_consts.coll_base_s) */
-    int sms;                      /* streaming multiprocessors (GEMM wave quantisation) */
-    double gemm_eff;              /* fraction of peak_flops a large, well-shaped bf16 GEMM
+    int sms;                      /* streaming multiprocessors (GEMM wave quantisation; CPU:
+                                     the threads one rank's GEMM runs on) */
+    double gemm_eff;              /* fraction of peak_flops a large, well-shaped GEMM
                                      sustains inside a training step (measured) */
     double hbm_eff;               /* fraction of hbm_bw a streaming kernel sustains */
+    /* The GEMM efficiency curve (cost_gemm.c). */
+    double gemm_tile_m, gemm_tile_n;  /* output tile (wave quantisation, padding) */
+    double gemm_tile_k;               /* K is padded to this */
+    double gemm_k_half;               /* K at which the K pipeline runs at half rate: K/(K+k_half) */
+    double gemm_misalign;             /* efficiency factor when a dim is not a multiple of 8 */
+    double gemm_overhead_s;           /* per call: launch, tail, packing */
+    double kernel_overhead_s;         /* per memory-bound kernel without a measured curve */
+    /* Measured rates (ptdc calibrate). */
+    int act_bytes;                /* bytes of an activation or weight element in the backend
+                                     ptdc's programs use: 2 (bf16, CUDA), 4 (fp32, CPU) */
+    PassCurve kern[PASS_NKERN];   /* model bytes per second by model bytes, per kernel */
+    int attn_dims;                /* head dims attention was measured at */
+    double attn_dim[PASS_ATTN_DIMS];
+    PassCurve attn_fwd[PASS_ATTN_DIMS], attn_bwd[PASS_ATTN_DIMS]; /* FLOP/s by sequence length */
+    int ncoll[PASS_COLL_SENDRECV + 1];
+    PassCollFit coll[PASS_COLL_SENDRECV + 1][PASS_COLL_FITS]; /* by PassCollKind */
+    /* Memory a rank needs besides the arena (0: the CUDA defaults of
+     * pass_cost_consts): after start-up, and per communicator. */
+    double runtime_bytes, comm_bytes;
+    /* CPU nodes: cores per node, and how much faster than with one core
+     * each a rank computes when it has the node's cores to itself. */
+    int cores;
+    double solo_gemm, solo_kern, solo_attn;
+    double host_token_s;          /* host work per token loaded for a micro-batch */
 } PassGpu;
+
+/* Time of one call of memory-bound kernel k over rows x cols elements on
+ * this device (cost_gemm.c). */
+double pass_kernel_bytes(PassKernel k, double rows, double cols, int act_bytes);
+double pass_kernel_time(const PassGpu *gpu, PassKernel k, double rows, double cols);
+/* FLOP/s of the device's attention kernel at head dim D and sequence S
+ * (model FLOPs, causal halved), forward or backward; 0 when not measured. */
+double pass_attn_rate(const PassGpu *gpu, int bwd, double D, double S);
 
 typedef struct PassCluster {
     PassGpu gpu;
     int ngpus, gpus_per_node;
+    int nodes;                    /* CPU clusters: the nodes ranks are spread over (0: one) */
 } PassCluster;
+
+/* kvfile.c: `key = value` lines, `#` comments, as cluster and stack files
+ * write them. fn gets each key and its value (to the comment, trimmed) with
+ * their locations and reports its own errors; false stops nothing (every
+ * line is checked) but makes the parse fail. */
+typedef bool (*PassKvFn)(void *ctx, const char *key, const char *val, IrLoc kloc, IrLoc vloc);
+bool pass_kv_parse(const char *path, const char *text, size_t len, PassKvFn fn, void *ctx);
+/* The same from a regular file (a FIFO, a directory or a binary file is
+ * refused with a sentence naming `what` and the path). */
+bool pass_kv_load(const char *path, const char *what, PassKvFn fn, void *ctx);
+/* A number in [lo, hi], or an error naming the key and unit. */
+bool pass_kv_number(const char *key, const char *val, IrLoc loc, double lo, double hi,
+                    const char *unit, double *out);
 
 /* The presets (cost_consts.c). */
 extern const PassGpu pass_gpu_presets[];
@@ -118,22 +242,24 @@ bool pass_cluster_parse(const char *path, const char *text, size_t len, PassClus
  * as sentences naming the flag; false on any. */
 bool pass_cluster_setup(PassCluster *out, const char *file, const char *gpu, int gpus,
                         int gpus_per_node);
-/* One line per field with units, as the cluster file format writes them. */
+/* Apply --gpus / --gpus-per-node to what a file or preset left unset, and
+ * for a CPU device share each node's cores and memory among the ranks on it
+ * (so the device describes one rank). whole_nodes: refuse GPU counts that
+ * are not whole nodes. False after reporting an impossible count. */
+bool pass_cluster_finish(PassCluster *cl, int gpus, int gpus_per_node, bool whole_nodes);
+/* Every field set, one per line with units, in the file format (tables
+ * included): what `ptdc calibrate` writes. */
 void pass_cluster_print(FILE *f, const PassCluster *cl);
 
 /* ================================================= cost*.c, mem*.c (issue 3) */
-/* Every efficiency and overhead constant of the model in one table
- * (cost_consts.c, each with its source; docs/cost-model.md lists them). The
- * GPU-specific ones (gemm_eff, hbm_eff, bandwidths) are in the presets. */
+/* Every efficiency and overhead constant of the model that is not a
+ * property of one device, in one table (cost_consts.c, each with its
+ * source; docs/cost-model.md lists them). The device-specific ones (GEMM
+ * curve, bandwidths, overheads) are in the presets and cluster files. */
 typedef struct PassCostConsts {
-    double gemm_tile_m, gemm_tile_n;  /* output tile of a tensor-core GEMM (wave quantisation) */
-    double gemm_tile_k;               /* K is padded to this */
-    double gemm_k_half;               /* K at which prologue/epilogue halve efficiency: K/(K+k_half) */
-    double gemm_misalign;             /* efficiency factor when a dim is not a multiple of 8 */
     double flash2_fwd, flash2_bwd;    /* FlashAttention-2 efficiency relative to gemm_eff */
     double flash1_fwd, flash1_bwd;    /* FlashAttention-1 likewise */
     double flash_bwd_ratio;           /* backward / forward FLOPs of a flash kernel (recomputes S) */
-    double kernel_overhead_s;         /* launch and tail per kernel */
     double coll_base_s;               /* fixed latency of one collective (launch, setup) */
     double overlap_slowdown;          /* compute lost per second of overlapped NCCL traffic */
     double cuda_ctx_bytes;            /* CUDA context and kernel images per process */
@@ -144,9 +270,9 @@ typedef struct PassCostConsts {
 } PassCostConsts;
 extern const PassCostConsts pass_cost_consts;
 
-/* Time of one GEMM C[M,N] = A[M,K] B[K,N] (bf16, fp32 accumulate), repeated
- * `batch` times, on one GPU: shape-dependent efficiency, roofline against
- * HBM, launch overhead (cost_gemm.c). */
+/* Time of one GEMM C[M,N] = A[M,K] B[K,N] (the backend's activation type,
+ * fp32 accumulate), repeated `batch` times, on one device: shape-dependent
+ * efficiency, roofline against memory, per-call overhead (cost_gemm.c). */
 double pass_gemm_time(const PassGpu *gpu, double M, double N, double K, double batch);
 /* Efficiency (fraction of peak) pass_gemm_time assumes for that shape. */
 double pass_gemm_eff(const PassGpu *gpu, double M, double N, double K, double batch);
@@ -164,39 +290,86 @@ typedef enum {
     PASS_KERNEL_EAGER,            /* S x S, unfused framework ops, softmax in fp32 */
 } PassAttnKernel;
 
-/* What the cost model needs besides the graph and the plan. Fields after
- * `attention` describe the implementation being modelled; all zero means
- * ptdc's own generated runtime (the kernels and saves of ops.def, bf16
- * gradients, a static memory arena). */
-typedef struct PassCostCtx {
-    const PassCluster *cl;
-    PassAttention attention;
-    PassAttnKernel attn_kernel;
+/* The software a plan runs on (stack.c; docs/stacks.md): ptdc's generated
+ * programs (the preset "ptdc", all defaults) or a framework people already
+ * run ("megatron", "fsdp"), read from --stack NAME|FILE. The fields below
+ * `name` say how it computes, overlaps and holds memory; the masks what it
+ * offers, which the search honours. Every preset field carries its source in
+ * stack.c. */
+typedef struct PassStack {
+    char name[32];
+    /* kernels */
+    PassAttnKernel attn_kernel;   /* AUTO: ptdc's own flash kernel (measured, or FA2 class) */
     bool norm_unfused;            /* norms as unfused framework ops: they also save an fp32
                                      copy of the input and the normalised value, and cost
                                      several memory passes */
     bool loss_fp32;               /* the loss upcasts the logits to fp32 and saves its fp32
                                      softmax (Megatron's vocabulary-parallel cross-entropy) */
-    int grad_bytes;               /* gradient element bytes (accumulation, reduction); 0 = 2 */
+    int grad_bytes;               /* gradient element bytes (accumulation, reduction);
+                                     0: the backend's activation width */
     bool grad_accum_unfused;      /* each micro-batch's weight gradient is written to a
                                      temporary and added to the accumulated one by a separate
                                      kernel (framework autograd) instead of inside the GEMM */
     bool attn_dropout;            /* a materialised attention keeps a dropout mask and output
                                      (Megatron's path keeps them even at p = 0) */
-    double alloc_reserve;         /* fraction of HBM kept free for model error (and, for a
-                                     caching allocator, its fixed overhead); 0 = PASS_MEM_RESERVE */
+    /* communication */
+    bool dp_overlap;              /* gradient reduction (and ZeRO gathers) run asynchronously
+                                     beside backward; false: after it, blocking */
+    double dp_bucket_elems;       /* gradients reduced in buckets of this many elements;
+                                     0: one collective per parameter tensor */
+    bool zero3_prefetch;          /* ZeRO-3 gathers run ahead, hidden behind compute */
     double reshard_overlap;       /* fraction of resharding collectives hidden behind the GEMMs
-                                     next to them (Megatron-Core/TE --tp-comm-overlap); 0 = none,
-                                     as in ptdc's runtime */
-    bool ref_stack;               /* price memory as a reference stack (Megatron/PyTorch) holds
-                                     it, not as ptdc's generated programs do: activations peak
-                                     at the bytes alive at once (caching allocator) rather than
-                                     each chunk's slots of a static arena; ZeRO-1 reduce-scatters
-                                     in place; no pipeline send/gradient slot copies */
+                                     next to them (Megatron-Core/TE --tp-comm-overlap) */
+    /* memory */
+    bool ref_stack;               /* memory as a caching-allocator framework holds it, not as
+                                     ptdc's programs do: activations peak at the bytes alive at
+                                     once rather than each chunk's slots of a static arena;
+                                     ZeRO-1 reduce-scatters in place; no pipeline send/gradient
+                                     slot copies */
     double frag_act;              /* caching-allocator fragmentation as a fraction of the bytes
-                                     allocated and freed every micro-batch (activations,
-                                     temporaries); 0 for ptdc's static arena */
+                                     allocated and freed every micro-batch; 0: static arena */
+    double alloc_reserve;         /* fraction of memory kept free for model error (and a
+                                     caching allocator's overhead); 0 = PASS_MEM_RESERVE */
+    bool master_aliases;          /* the fp32 master weights are the weights (an fp32 backend
+                                     that keeps no second copy) */
+    /* what it offers */
+    unsigned zero_stages;         /* bit z: ZeRO stage z (0: all) */
+    unsigned recompute;           /* bit PassRecompute r: that policy (0: all) */
+    unsigned schedules;           /* bit PassSchedule s: that schedule (0: all) */
+    bool no_sp;                   /* no sequence parallelism */
+    unsigned backends;            /* bit PassDevKind: devices it runs on (0: all) */
+} PassStack;
+
+/* The built-in stacks: "ptdc", "megatron", "fsdp" (stack.c). */
+bool pass_stack_preset(const char *name, PassStack *out);
+const char *pass_stack_preset_names(void);
+/* Read a --stack file (format: docs/stacks.md): `key = value` lines like a
+ * cluster file; `stack = NAME` first starts from a preset. Errors with
+ * file:line:col and a caret; false on any. */
+bool pass_stack_load(const char *path, PassStack *out);
+bool pass_stack_parse(const char *path, const char *text, size_t len, PassStack *out);
+/* The same keys applied on top of *st (--stack-set). */
+bool pass_stack_apply(const char *path, const char *text, size_t len, PassStack *st);
+/* --stack NAME|FILE (NULL: ptdc): a preset name, else a file. */
+bool pass_stack_setup(PassStack *out, const char *name_or_file);
+/* The file form, every key, with the preset's sources as comments. */
+void pass_stack_print(FILE *f, const PassStack *st);
+/* Does the stack offer ZeRO stage z, recomputation r, schedule s? */
+bool pass_stack_has_zero(const PassStack *st, int z);
+bool pass_stack_has_recompute(const PassStack *st, int r);
+bool pass_stack_has_schedule(const PassStack *st, int s);
+
+/* What the cost model needs besides the graph and the plan: the cluster,
+ * the attention kind the plan asks for, and the stack that runs it. */
+typedef struct PassCostCtx {
+    const PassCluster *cl;
+    PassAttention attention;
+    PassStack st;
 } PassCostCtx;
+
+/* Bytes of one element of dtype t as the modelled backend stores it:
+ * bf16 tensors are fp32 on the CPU backend. */
+int pass_elem_bytes(const PassCostCtx *c, IrDtype t);
 
 /* Cost of one forward node on one rank for one micro-batch under a strategy:
  * its forward and backward kernels (including in-op collectives such as the
@@ -271,6 +444,16 @@ bool pass_param_owned(const IrGraph *g, const IrNode *n, int t);
  * total link time; how much of it overlaps compute is pass_predict's. */
 double pass_param_sync_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
                          const PassStrategy *s, int zero, int num_micro);
+/* Bytes of optimizer state per parameter element (fp32 master and moments). */
+int pass_optim_bytes(const PassCostCtx *c);
+/* ptdc's programs, per parameter n owns: the kernels run once per step
+ * (zeroing the gradient, its share of the gradient norm, AdamW on the
+ * shard), and, under ZeRO 2 and 3, per micro-batch (zeroing the full
+ * gradient it reduce-scatters, adding its shard). Seconds on one rank. */
+double pass_param_step_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                         const PassStrategy *s, int zero);
+double pass_param_mb_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                       const PassStrategy *s, int zero);
 
 /* ================================================ predict*.c (issue 3) */
 /* One pipeline rank: its time per micro-batch and its memory in bytes. */
@@ -319,8 +502,9 @@ typedef struct PassPrediction {
  * equal strategies and surroundings are costed once; bench/cost). */
 void pass_predict(const PassCostCtx *c, const IrGraph *g, const PassPlan *plan, PassPrediction *out);
 /* The runtime term of a rank's memory (PassRankMem.runtime): CUDA context,
- * NCCL communicators, library workspaces, for a pipeline rank on mesh m. */
-double pass_runtime_bytes(const PassMesh *m, int pp);
+ * NCCL communicators, library workspaces (or, for a measured device, its
+ * start-up and per-communicator bytes), for a pipeline rank on mesh m. */
+double pass_runtime_bytes(const PassCostCtx *c, const PassMesh *m, int pp);
 void pass_prediction_free(PassPrediction *p);
 /* PaLM model FLOPs per token: 6 N + 12 L H Q T, N = every trained parameter
  * (the reference tables' convention), L H Q T from the attention nodes. */

@@ -26,37 +26,37 @@
  * 75-82%), H100 600-700 of 989 (power-capped clocks); calibrated within those
  * ranges against the LLaMA-13B sweep and the Megatron H100 table. hbm_eff:
  * STREAM-like kernels reach about 85-92% of the datasheet bandwidth. */
+/* The GEMM curve and kernel overhead of NVIDIA's sm80/sm90 libraries:
+ * CUTLASS/cuBLAS bf16 kernels use 128x128 (or 256x128) output tiles and
+ * 32-64 deep K slices, partial tiles and the last wave costing full ones;
+ * each tile loads its operands through a pipeline that must fill and drain
+ * (with K = 128, attention's head_dim GEMMs, cuBLAS reaches about 2/3 of its
+ * large-K rate); dims not multiples of 8 elements break 16-byte vector
+ * loads and fall back to slower kernels (NVIDIA "Matrix multiplication
+ * background" guide; EleutherAI sizing guide); launch and tail cost a few
+ * microseconds per kernel. */
+#define NV_GEMM_CURVE                                                                          \
+    .kind = PASS_DEV_GPU, .act_bytes = 2, .gemm_tile_m = 128, .gemm_tile_n = 128,              \
+    .gemm_tile_k = 64, .gemm_k_half = 64, .gemm_misalign = 0.5, .gemm_overhead_s = 3e-6,       \
+    .kernel_overhead_s = 3e-6
+
 const PassGpu pass_gpu_presets[] = {
     {.name = "a100-40gb", .peak_flops = 312e12, .hbm_bytes = 40960 * MIB, .hbm_bw = 1555 * GB,
      .nvlink_bw = 300 * GB, .nic_bw = 25 * GB, .busbw_nvlink = 232 * GB, .busbw_ib = 24 * GB,
-     .alpha_nvlink = 1.2e-6, .alpha_ib = 5e-6, .sms = 108, .gemm_eff = 0.75, .hbm_eff = 0.85},
+     .alpha_nvlink = 1.2e-6, .alpha_ib = 5e-6, .sms = 108, .gemm_eff = 0.75, .hbm_eff = 0.85, NV_GEMM_CURVE},
     {.name = "a100-80gb", .peak_flops = 312e12, .hbm_bytes = 81920 * MIB, .hbm_bw = 2039 * GB,
      .nvlink_bw = 300 * GB, .nic_bw = 25 * GB, .busbw_nvlink = 232 * GB, .busbw_ib = 24 * GB,
-     .alpha_nvlink = 1.2e-6, .alpha_ib = 5e-6, .sms = 108, .gemm_eff = 0.75, .hbm_eff = 0.85},
+     .alpha_nvlink = 1.2e-6, .alpha_ib = 5e-6, .sms = 108, .gemm_eff = 0.75, .hbm_eff = 0.85, NV_GEMM_CURVE},
     {.name = "h100-80gb", .peak_flops = 989e12, .hbm_bytes = 81559 * MIB, .hbm_bw = 3350 * GB,
      .nvlink_bw = 450 * GB, .nic_bw = 50 * GB, .busbw_nvlink = 370 * GB, .busbw_ib = 46 * GB,
-     .alpha_nvlink = 1.0e-6, .alpha_ib = 4e-6, .sms = 132, .gemm_eff = 0.60, .hbm_eff = 0.90},
+     .alpha_nvlink = 1.0e-6, .alpha_ib = 4e-6, .sms = 132, .gemm_eff = 0.60, .hbm_eff = 0.90, NV_GEMM_CURVE},
     {.name = "h200", .peak_flops = 989e12, .hbm_bytes = 143771 * MIB, .hbm_bw = 4800 * GB,
      .nvlink_bw = 450 * GB, .nic_bw = 50 * GB, .busbw_nvlink = 370 * GB, .busbw_ib = 46 * GB,
-     .alpha_nvlink = 1.0e-6, .alpha_ib = 4e-6, .sms = 132, .gemm_eff = 0.62, .hbm_eff = 0.90},
+     .alpha_nvlink = 1.0e-6, .alpha_ib = 4e-6, .sms = 132, .gemm_eff = 0.62, .hbm_eff = 0.90, NV_GEMM_CURVE},
 };
 const int pass_ngpu_presets = (int)(sizeof pass_gpu_presets / sizeof pass_gpu_presets[0]);
 
 const PassCostConsts pass_cost_consts = {
-    /* CUTLASS/cuBLAS bf16 kernels on sm80/sm90 use 128x128 (or 256x128)
-     * output tiles and 32-64 deep K slices; partial tiles and the last wave
-     * run at the cost of full ones. */
-    .gemm_tile_m = 128,
-    .gemm_tile_n = 128,
-    .gemm_tile_k = 64,
-    /* Each tile loads its operands through a pipeline that must fill and
-     * drain: with K = 128 (attention's head_dim GEMMs) cuBLAS reaches about
-     * 2/3 of its large-K rate. */
-    .gemm_k_half = 64,
-    /* Dims not multiples of 8 elements break 16-byte vector loads: cuBLAS
-     * falls back to slower kernels (NVIDIA "Matrix multiplication background"
-     * guide; EleutherAI sizing guide). */
-    .gemm_misalign = 0.5,
     /* FlashAttention-2 paper (Dao 2023): A100 forward 50-73% of peak,
      * backward 40-63%; relative to a large GEMM's sustained rate. FA1 is about
      * half FA2's speed (same paper, Fig. 4-6), more in backward. */
@@ -66,8 +66,6 @@ const PassCostConsts pass_cost_consts = {
     .flash1_bwd = 0.30,
     /* Backward runs 5 matmuls of forward's 2 size (S recomputed). */
     .flash_bwd_ratio = 2.5,
-    /* Kernel launch and tail: a few microseconds per kernel. */
-    .kernel_overhead_s = 3e-6,
     /* NCCL's base latency of a collective (tuning.cc: 6.6-8.4 us by protocol). */
     .coll_base_s = 8e-6,
     /* NCCL kernels occupy SMs while overlapping compute: Calculon charges 15%

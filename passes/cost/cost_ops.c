@@ -1,11 +1,19 @@
-/* cost_ops.c: FLOPs, HBM bytes and time of one forward node and its
+/* cost_ops.c: FLOPs, memory traffic and time of one forward node and its
  * backward on one rank, from its local (sharded) shapes. One function per
  * operator of ops.def (pass_opcost_<ID>), dispatched through a table the
  * X-macro builds, so a new operator without a cost fails to compile.
  *
- * Conventions: bytes count every read and write a kernel makes of HBM
- * (bf16 = 2, fp32 = 4); elementwise FLOPs are ignored (bandwidth bound);
- * backward of a forward node is charged to that node. */
+ * ptdc's own programs are priced call by call: each operator costs the
+ * runtime calls codegen makes for it (codegen/cg_kernel.c), each call
+ * priced by pass_kernel_time / pass_gemm_time on the device (measured
+ * curves where `ptdc calibrate` measured them). Options of the stack
+ * (unfused norms, an fp32 loss, materialised attention) describe other
+ * implementations with their own traffic counts.
+ *
+ * Conventions: bytes count every read and write a kernel makes of memory
+ * (the backend's activation width, fp32 statistics); elementwise FLOPs are
+ * ignored (bandwidth bound); backward of a forward node is charged to that
+ * node, with the additions that sum its outputs' gradient contributions. */
 #include "cost/cost.h"
 
 #include <string.h>
@@ -30,6 +38,9 @@ static double lnumel(const OpArgs *a, int t)
 
 static const PassGpu *gpu(const OpArgs *a) { return &a->c->cl->gpu; }
 
+/* Bytes of an activation element in the backend being priced. */
+static int eb(const OpArgs *a) { return gpu(a)->act_bytes > 0 ? gpu(a)->act_bytes : 2; }
+
 static bool needs_grad(const OpArgs *a, int t) { return a->g->tensors[t].role != IR_INPUT; }
 
 /* A memory-bound op: fwd and bwd traffic in units of elements x bytes. */
@@ -41,10 +52,21 @@ static void membound(const OpArgs *a, PassNodeCost *o, double bf, int kf, double
     o->bwd_s += bb > 0 ? pass_mem_time(gpu(a), bb, kb) : 0;
 }
 
+/* One call of runtime kernel k, forward or backward. */
+static void kcall(const OpArgs *a, PassNodeCost *o, bool bwd, PassKernel k, double rows, double cols)
+{
+    double b = pass_kernel_bytes(k, rows, cols, eb(a));
+    double t = pass_kernel_time(gpu(a), k, rows, cols);
+    if (bwd)
+        o->bytes_bwd += b, o->bwd_s += t;
+    else
+        o->bytes_fwd += b, o->fwd_s += t;
+}
+
 static void gemm(const OpArgs *a, double M, double N, double K, double batch, bool bwd,
                  PassNodeCost *o)
 {
-    double f = 2 * M * N * K * batch, b = 2 * (M * K + K * N + M * N) * batch;
+    double f = 2 * M * N * K * batch, b = eb(a) * (M * K + K * N + M * N) * batch;
     double t = pass_gemm_time(gpu(a), M, N, K, batch);
     if (bwd) {
         o->flops_bwd += f, o->bytes_bwd += b, o->bwd_s += t;
@@ -58,7 +80,8 @@ static void pass_opcost_EMBEDDING(const OpArgs *a, PassNodeCost *o)
 {
     double x = lnumel(a, a->n->out[0]), ids = lnumel(a, a->n->in[0]);
     /* Gather rows; backward adds dy rows into the table's gradient. */
-    membound(a, o, 4 * x + 4 * ids, 1, 6 * x + 4 * ids, 1);
+    kcall(a, o, false, PASS_K_EMBEDDING_FWD, ids, x / ids);
+    kcall(a, o, true, PASS_K_EMBEDDING_BWD, ids, x / ids);
 }
 
 static void pass_opcost_MATMUL(const OpArgs *a, PassNodeCost *o)
@@ -81,11 +104,12 @@ static void pass_opcost_MATMUL(const OpArgs *a, PassNodeCost *o)
 static void norm(const OpArgs *a, PassNodeCost *o, int stats)
 {
     double x = lnumel(a, a->n->in[0]), rows = lnumel(a, a->n->out[1]);
-    if (a->c->norm_unfused) {
+    if (a->c->st.norm_unfused) {
         membound(a, o, 36 * x + 8 * rows * stats, 6 + stats, 64 * x + 8 * rows * stats, 11 + stats);
         o->ws_bytes = 8 * x;
     } else {
-        membound(a, o, 4 * x + 4 * rows * stats, 1, 6 * x + 4 * rows * stats, 2);
+        kcall(a, o, false, stats == 1 ? PASS_K_RMSNORM_FWD : PASS_K_LAYERNORM_FWD, rows, x / rows);
+        kcall(a, o, true, stats == 1 ? PASS_K_RMSNORM_BWD : PASS_K_LAYERNORM_BWD, rows, x / rows);
     }
 }
 static void pass_opcost_RMSNORM(const OpArgs *a, PassNodeCost *o) { norm(a, o, 1); }
@@ -94,13 +118,16 @@ static void pass_opcost_LAYERNORM(const OpArgs *a, PassNodeCost *o) { norm(a, o,
 static void pass_opcost_ROPE(const OpArgs *a, PassNodeCost *o)
 {
     double x = lnumel(a, a->n->in[0]);
-    membound(a, o, 4 * x, 1, 4 * x, 1);
+    const IrTensor *t = &a->g->tensors[a->n->in[0]];
+    double dim = (double)a->local[t->dim[t->rank - 1]];
+    kcall(a, o, false, PASS_K_ROPE, x / dim, dim);
+    kcall(a, o, true, PASS_K_ROPE, x / dim, dim); /* the inverse rotation */
 }
 
 static PassAttnKernel attn_kernel(const PassCostCtx *c)
 {
-    if (c->attn_kernel != PASS_KERNEL_AUTO)
-        return c->attn_kernel;
+    if (c->st.attn_kernel != PASS_KERNEL_AUTO)
+        return c->st.attn_kernel;
     return c->attention == PASS_ATTN_MATERIALIZED ? PASS_KERNEL_FUSED_SOFTMAX : PASS_KERNEL_FLASH2;
 }
 
@@ -110,7 +137,7 @@ static void pass_opcost_ATTENTION(const OpArgs *a, PassNodeCost *o)
     const IrTensor *q = &g->tensors[a->n->in[0]];
     double B = (double)a->local[q->dim[0]], S = (double)a->local[q->dim[1]];
     double H = (double)a->local[q->dim[2]], D = (double)a->local[q->dim[3]];
-    double qkvo = lnumel(a, a->n->in[0]) * 2 + lnumel(a, a->n->in[1]) * 2;
+    double qkvo = lnumel(a, a->n->in[0]) * 2 + lnumel(a, a->n->in[1]) * 2; /* elements */
     const PassGpu *gp = gpu(a);
     const PassCostConsts *k = &pass_cost_consts;
     PassAttnKernel kind = attn_kernel(a->c);
@@ -118,14 +145,21 @@ static void pass_opcost_ATTENTION(const OpArgs *a, PassNodeCost *o)
         /* Tiles above the diagonal are skipped under a causal mask. */
         double f = 4 * B * H * S * S * D * (a->n->attr.causal ? 0.5 : 1);
         double ef = kind == PASS_KERNEL_FLASH2 ? k->flash2_fwd : k->flash1_fwd;
-        double eb = kind == PASS_KERNEL_FLASH2 ? k->flash2_bwd : k->flash1_bwd;
+        double ebw = kind == PASS_KERNEL_FLASH2 ? k->flash2_bwd : k->flash1_bwd;
         double rate = gp->peak_flops * gp->gemm_eff;
+        double rf = rate * ef, rb = rate * ebw, ovh = gp->kernel_overhead_s;
+        /* ptdc's own kernel at the speed calibration measured, when it did. */
+        if (a->c->st.attn_kernel == PASS_KERNEL_AUTO && gp->attn_dims > 0) {
+            rf = pass_attn_rate(gp, 0, D, S);
+            rb = pass_attn_rate(gp, 1, D, S);
+            ovh = 0; /* inside the measured rate */
+        }
         o->flops_fwd += f;
         o->flops_bwd += f * k->flash_bwd_ratio;
-        o->bytes_fwd += 2 * qkvo;
-        o->bytes_bwd += 4 * qkvo;
-        o->fwd_s += f / (rate * ef) + k->kernel_overhead_s;
-        o->bwd_s += f * k->flash_bwd_ratio / (rate * eb) + 2 * k->kernel_overhead_s;
+        o->bytes_fwd += eb(a) * qkvo;
+        o->bytes_bwd += 2 * eb(a) * qkvo;
+        o->fwd_s += f / rf + ovh;
+        o->bwd_s += f * k->flash_bwd_ratio / rb + 2 * ovh;
         return;
     }
     /* Materialised: QK^T and PV as batched GEMMs over all S x S (the mask is
@@ -137,7 +171,7 @@ static void pass_opcost_ATTENTION(const OpArgs *a, PassNodeCost *o)
     gemm(a, S, S, D, B * H, true, o);  /* dP = dO V^T */
     gemm(a, S, D, S, B * H, true, o);  /* dQ = dS K */
     gemm(a, S, D, S, B * H, true, o);  /* dK = dS^T Q */
-    if (a->c->attn_dropout) /* mask and output forward; mask, dy, dx backward */
+    if (a->c->st.attn_dropout) /* mask and output forward; mask, dy, dx backward */
         membound(a, o, 5 * ss, 1, 5 * ss, 1);
     if (kind == PASS_KERNEL_FUSED_SOFTMAX) {
         /* One scale-mask-softmax kernel: read scores, write P; backward reads
@@ -155,30 +189,59 @@ static void pass_opcost_ATTENTION(const OpArgs *a, PassNodeCost *o)
 static void pass_opcost_SILU(const OpArgs *a, PassNodeCost *o)
 {
     double x = lnumel(a, a->n->in[0]);
-    membound(a, o, 4 * x, 1, 6 * x, 1);
+    kcall(a, o, false, PASS_K_SILU_FWD, 1, x);
+    kcall(a, o, true, PASS_K_SILU_BWD, 1, x);
 }
-static void pass_opcost_GELU(const OpArgs *a, PassNodeCost *o) { pass_opcost_SILU(a, o); }
+static void pass_opcost_GELU(const OpArgs *a, PassNodeCost *o)
+{
+    double x = lnumel(a, a->n->in[0]);
+    kcall(a, o, false, PASS_K_GELU_FWD, 1, x);
+    kcall(a, o, true, PASS_K_GELU_BWD, 1, x);
+}
 
 static void pass_opcost_ADD(const OpArgs *a, PassNodeCost *o)
 {
     double y = lnumel(a, a->n->out[0]);
     double x0 = lnumel(a, a->n->in[0]), x1 = lnumel(a, a->n->in[1]);
+    double small = x0 < x1 ? x0 : x1;
+    if (small < y)
+        kcall(a, o, false, PASS_K_ADD_BCAST, y / small, small);
+    else
+        kcall(a, o, false, PASS_K_ADD, 1, y);
     /* Backward passes dy through; a broadcast operand sums it over rows. */
-    double bb = (x0 < y ? 2 * y + 2 * x0 : 0) + (x1 < y ? 2 * y + 2 * x1 : 0);
-    membound(a, o, 2 * (x0 + x1 + y), 1, bb, bb > 0 ? 1 : 0);
+    for (int i = 0; i < 2; i++) {
+        double x = i ? x1 : x0;
+        if (x < y && needs_grad(a, a->n->in[i]))
+            kcall(a, o, true, PASS_K_REDUCE_ROWS, y / x, x);
+    }
 }
 
 static void pass_opcost_MUL(const OpArgs *a, PassNodeCost *o)
 {
     double y = lnumel(a, a->n->out[0]);
     double x0 = lnumel(a, a->n->in[0]), x1 = lnumel(a, a->n->in[1]);
-    membound(a, o, 2 * (x0 + x1 + y), 1, 2 * (x0 + x1 + y) + 2 * (x0 + x1), 2);
+    double small = x0 < x1 ? x0 : x1;
+    kcall(a, o, false, small < y ? PASS_K_ADD_BCAST : PASS_K_MUL, small < y ? y / small : 1,
+          small < y ? small : y);
+    /* Backward: dy times the other operand, per operand needing a gradient;
+     * a broadcast operand's product is then summed over rows. */
+    for (int i = 0; i < 2; i++) {
+        double x = i ? x1 : x0;
+        if (!needs_grad(a, a->n->in[i]))
+            continue;
+        kcall(a, o, true, PASS_K_MUL, 1, y);
+        if (x < y)
+            kcall(a, o, true, PASS_K_REDUCE_ROWS, y / x, x);
+    }
 }
 
 static void pass_opcost_SOFTMAX(const OpArgs *a, PassNodeCost *o)
 {
     double x = lnumel(a, a->n->in[0]);
-    membound(a, o, 4 * x, 1, 6 * x, 1);
+    const IrTensor *t = &a->g->tensors[a->n->in[0]];
+    double cols = (double)a->local[t->dim[t->rank - 1]];
+    kcall(a, o, false, PASS_K_SOFTMAX_FWD, x / cols, cols);
+    kcall(a, o, true, PASS_K_SOFTMAX_BWD, x / cols, cols);
 }
 
 /* ptdc's loss reads the logits twice (max, then sum of exponentials) and
@@ -190,18 +253,23 @@ static void pass_opcost_CROSS_ENTROPY(const OpArgs *a, PassNodeCost *o)
 {
     const IrGraph *g = a->g;
     double x = lnumel(a, a->n->in[0]), rows = lnumel(a, a->n->in[1]);
-    if (a->c->loss_fp32) {
+    if (a->c->st.loss_fp32) {
         membound(a, o, 30 * x + 16 * rows, 7, 22 * x, 3);
         o->ws_bytes = 2 * x;
     } else {
-        membound(a, o, 4 * x + 8 * rows, 2, 4 * x + 8 * rows, 1);
+        kcall(a, o, false, PASS_K_CROSS_ENTROPY_FWD, rows, x / rows);
+        kcall(a, o, true, PASS_K_CROSS_ENTROPY_BWD, rows, x / rows);
     }
+    /* A split vocabulary: the row max, then the sum of exponentials, the
+     * target logit and the owner count (runtime/cpu/cross_entropy.c: two
+     * all-reduces of all rows). */
     const IrTensor *lg = &g->tensors[a->n->in[0]];
     int vocab = lg->dim[lg->rank - 1];
     for (int ax = 0; ax < a->m->naxes; ax++)
         if (a->s->dim[ax] == vocab && a->m->size[ax] > 1) {
-            PassColl k = {PASS_COLL_ALLREDUCE, ax, -1, -1, (int64_t)rows};
-            o->fwd_s += 3 * pass_cost_coll(a->c, a->m, &k, 4);
+            PassColl k1 = {PASS_COLL_ALLREDUCE, ax, -1, -1, (int64_t)rows};
+            PassColl k3 = {PASS_COLL_ALLREDUCE, ax, -1, -1, (int64_t)(3 * rows)};
+            o->fwd_s += pass_cost_coll(a->c, a->m, &k1, 4) + pass_cost_coll(a->c, a->m, &k3, 4);
         }
 }
 
@@ -240,10 +308,27 @@ void pass_cost_node(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
     memset(out, 0, sizeof *out);
     OpArgs a = {c, g, n, m, s, local};
     opcost[n->op](&a, out);
+    /* An activation read by k nodes gets k gradient contributions, which
+     * autodiff sums with a chain of k - 1 additions in backward. Readers
+     * sit in the producer's piece or the next one (a residual stream). */
+    for (int j = 0; j < n->nout; j++) {
+        int t = n->out[j];
+        if (g->tensors[t].role != IR_ACT)
+            continue;
+        int last = g->nfwd;
+        if (n->piece + 2 < g->npieces)
+            last = g->pieces[n->piece + 2].first;
+        int readers = 0;
+        for (int id = n->id + 1; id < last && id < g->nfwd; id++)
+            for (int i = 0; i < g->nodes[id].nin; i++)
+                readers += g->nodes[id].in[i] == t;
+        for (int r = 1; r < readers; r++)
+            kcall(&a, out, true, PASS_K_ADD, 1, lnumel(&a, t));
+    }
     /* Framework autograd adds each micro-batch's weight gradient into the
      * accumulated one with a separate kernel: read both, write one. */
-    if (c->grad_accum_unfused) {
-        int gb = c->grad_bytes > 0 ? c->grad_bytes : 2;
+    if (c->st.grad_accum_unfused) {
+        int gb = c->st.grad_bytes > 0 ? c->st.grad_bytes : 2;
         for (int i = 0; i < n->nin; i++)
             if (g->tensors[n->in[i]].role == IR_PARAM)
                 membound(&a, out, 0, 0, 3.0 * gb * lnumel(&a, n->in[i]), 1);

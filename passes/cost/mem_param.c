@@ -7,7 +7,20 @@
  * shards over exactly that group. */
 #include "cost/cost.h"
 
-static int grad_bytes(const PassCostCtx *c) { return c->grad_bytes > 0 ? c->grad_bytes : 2; }
+/* Weights and (by default) gradients are in the backend's activation
+ * type: bf16 on GPUs, fp32 on the CPU backend. */
+static int weight_bytes(const PassCostCtx *c) { return pass_elem_bytes(c, IR_BF16); }
+static int grad_bytes(const PassCostCtx *c)
+{
+    return c->st.grad_bytes > 0 ? c->st.grad_bytes : weight_bytes(c);
+}
+/* fp32 master weights and two moments, unless the weights are fp32 and the
+ * stack keeps no second copy. */
+static int optim_bytes(const PassCostCtx *c)
+{
+    return c->st.master_aliases && weight_bytes(c) == 4 ? 8 : 12;
+}
+int pass_optim_bytes(const PassCostCtx *c) { return optim_bytes(c); }
 
 /* Is n the first forward node reading parameter t? */
 static bool owns(const IrGraph *g, const IrNode *n, int t)
@@ -77,14 +90,14 @@ static void states(const PassCostCtx *c, const Owned *own, int k, int zero, doub
     double w = 0, gr = 0, op = 0;
     for (int i = 0; i < k; i++) {
         double e = own[i].local, dp = own[i].dp;
-        w += 2 * e / (zero >= 3 ? dp : 1);
+        w += weight_bytes(c) * e / (zero >= 3 ? dp : 1);
         gr += grad_bytes(c) * e / (zero >= 2 ? dp : 1);
         /* ptdc's ZeRO-1 reduce-scatters the full gradient into a separate
          * shard (codegen's layout); Megatron's distributed optimizer does it
          * in place, so the calibrated stacks have no such buffer. */
-        if (zero == 1 && dp > 1 && !c->ref_stack)
+        if (zero == 1 && dp > 1 && !c->st.ref_stack)
             gr += grad_bytes(c) * e / dp;
-        op += 12 * e / (zero >= 1 ? dp : 1);
+        op += optim_bytes(c) * e / (zero >= 1 ? dp : 1);
     }
     *weights = w, *grads = gr, *optim = op;
 }
@@ -152,8 +165,8 @@ double pass_param_sync_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n
         if (!ax)
             continue;
         double rs = over_axes(c, m, PASS_COLL_REDUCESCATTER, ax, e, gb);
-        /* All-gather of the updated bf16 weights from their shards. */
-        double ag = over_axes(c, m, PASS_COLL_ALLGATHER, ax, e, 2);
+        /* All-gather of the updated weights from their shards. */
+        double ag = over_axes(c, m, PASS_COLL_ALLGATHER, ax, e, weight_bytes(c));
         switch (zero) {
         case 0:
             t += over_axes(c, m, PASS_COLL_ALLREDUCE, ax, e, gb);
@@ -169,5 +182,37 @@ double pass_param_sync_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n
             break;
         }
     }
+    return t;
+}
+
+double pass_param_step_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                         const PassStrategy *s, int zero)
+{
+    Owned own[IR_MAX_IN];
+    int k = owned_params(g, n, m, s, own);
+    const PassGpu *gpu = &c->cl->gpu;
+    double t = 0;
+    for (int i = 0; i < k; i++) {
+        double e = own[i].local, dp = own[i].dp;
+        double shard = zero >= 1 ? e / dp : e, grad = zero >= 2 ? e / dp : e;
+        t += pass_kernel_time(gpu, PASS_K_ZERO, 1, grad) + pass_kernel_time(gpu, PASS_K_SUMSQ, 1, shard) +
+             pass_kernel_time(gpu, PASS_K_ADAMW, 1, shard);
+    }
+    return t;
+}
+
+double pass_param_mb_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                       const PassStrategy *s, int zero)
+{
+    if (zero < 2)
+        return 0;
+    Owned own[IR_MAX_IN];
+    int k = owned_params(g, n, m, s, own);
+    const PassGpu *gpu = &c->cl->gpu;
+    double t = 0;
+    for (int i = 0; i < k; i++)
+        if (own[i].dp > 1)
+            t += pass_kernel_time(gpu, PASS_K_ZERO, 1, own[i].local) +
+                 pass_kernel_time(gpu, PASS_K_ADD, 1, own[i].local / own[i].dp);
     return t;
 }

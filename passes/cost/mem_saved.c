@@ -16,9 +16,9 @@ static bool is_mlp(const IrNode *n) { return n->block && strcmp(n->block, "mlp")
 
 static bool materialized(const PassCostCtx *c)
 {
-    if (c->attn_kernel == PASS_KERNEL_AUTO)
+    if (c->st.attn_kernel == PASS_KERNEL_AUTO)
         return c->attention == PASS_ATTN_MATERIALIZED;
-    return c->attn_kernel == PASS_KERNEL_FUSED_SOFTMAX || c->attn_kernel == PASS_KERNEL_EAGER;
+    return c->st.attn_kernel == PASS_KERNEL_FUSED_SOFTMAX || c->st.attn_kernel == PASS_KERNEL_EAGER;
 }
 
 const char *pass_recompute_name(PassRecompute r)
@@ -125,8 +125,8 @@ int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
         if (dup || !first_keeper(c, g, n, t, r))
             continue;
         double e = (double)pass_local_numel(g, t, m, isin ? &in[i] : &out[i], dim_size);
-        int eb = ir_dtype_bytes(g->tensors[t].dtype);
-        if (n->op == IR_OP_CROSS_ENTROPY && isin && i == 0 && c->loss_fp32)
+        int eb = pass_elem_bytes(c, g->tensors[t].dtype);
+        if (n->op == IR_OP_CROSS_ENTROPY && isin && i == 0 && c->st.loss_fp32)
             eb = 4; /* the fp32 softmax replaces the bf16 logits */
         ITEM(t, slot, e * eb);
     }
@@ -141,10 +141,10 @@ int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
                     (double)local[q->dim[1]] * (double)local[q->dim[1]];
         /* bf16 probabilities (an eager softmax keeps its fp32 output, then the
          * bf16 copy PV reads); with dropout also its mask and output. */
-        bool eager = c->attn_kernel == PASS_KERNEL_EAGER;
-        ITEM(-1, -1, ss * ((eager ? 4 : 2) + (c->attn_dropout ? 3 : eager ? 2 : 0)));
+        bool eager = c->st.attn_kernel == PASS_KERNEL_EAGER;
+        ITEM(-1, -1, ss * ((eager ? 4 : 2) + (c->st.attn_dropout ? 3 : eager ? 2 : 0)));
     }
-    if ((n->op == IR_OP_RMSNORM || n->op == IR_OP_LAYERNORM) && c->norm_unfused)
+    if ((n->op == IR_OP_RMSNORM || n->op == IR_OP_LAYERNORM) && c->st.norm_unfused)
         ITEM(-1, -1, 6 * (double)pass_local_numel(g, n->in[0], m, &in[0], dim_size));
 #undef ITEM
     return k < max ? k : max;

@@ -35,6 +35,10 @@ typedef struct PieceCost {
     double shard_elems;           /* optimizer shard elements */
     double grad_elems;            /* gradient elements reduced over a data-parallel group */
     double full_w;                /* weights before ZeRO-3 sharding (gathered working set) */
+    double step_s;                /* ptdc: kernels once per step (zero grads, norm, AdamW) */
+    double mb_extra;              /* ptdc, ZeRO 2/3: kernels per micro-batch around each
+                                     gradient's reduce-scatter */
+    double host_s;                /* host work per micro-batch: loading input tokens */
 } PieceCost;
 
 typedef struct Ctx {
@@ -57,7 +61,7 @@ static double coll_time(const Ctx *x, int t, const PassSharding *from, const Pas
     PassColl steps[8];
     int k = pass_reshard(x->g, t, &x->p->mesh, from, to, x->ds, steps, 8);
     double s = 0;
-    int eb = ir_dtype_bytes(x->g->tensors[t].dtype);
+    int eb = pass_elem_bytes(x->c, x->g->tensors[t].dtype);
     for (int i = 0; i < k; i++)
         s += pass_cost_coll(x->c, &x->p->mesh, &steps[i], eb);
     return s;
@@ -128,7 +132,7 @@ static double kept_bytes(const Ctx *x, const IrNode *n, const PassSharding *in, 
         if (!gathers)
             continue;
         double small = (double)pass_local_numel(g, t, &x->p->mesh, &from, x->ds) *
-                       ir_dtype_bytes(g->tensors[t].dtype);
+                       pass_elem_bytes(x->c, g->tensors[t].dtype);
         if (small >= it[i].bytes)
             continue;
         b -= it[i].bytes - small;
@@ -171,12 +175,17 @@ static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
         pass_param_bytes3(c, g, n, m, s, zero, &w, &gr, &op);
         pc->w += w, pc->gr += gr, pc->op += op;
         if (w + gr + op > 0) {
-            pc->shard_elems += op / 12;
+            double ob = pass_optim_bytes(c);
+            pc->shard_elems += op / ob;
             double w0, g0, o0;
             pass_param_bytes3(c, g, n, m, s, 0, &w0, &g0, &o0);
             pc->full_w += w0;
-            if (o0 / 12 > op / 12 + 0.5 || zero == 0)
-                pc->grad_elems += o0 / 12;
+            if (o0 / ob > op / ob + 0.5 || zero == 0)
+                pc->grad_elems += o0 / ob;
+            if (!c->st.ref_stack) {
+                pc->step_s += pass_param_step_s(c, g, n, m, s, zero);
+                pc->mb_extra += pass_param_mb_s(c, g, n, m, s, zero);
+            }
             double s1 = pass_param_sync_s(c, g, n, m, s, zero, 1);
             double s2 = zero >= 2 ? pass_param_sync_s(c, g, n, m, s, zero, 2) : s1;
             pc->sync_mb += s2 - s1;
@@ -187,10 +196,13 @@ static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
         for (int j = 0; j < n->nout; j++)
             if (j == 0 && g->tensors[n->out[j]].role != IR_LOSS)
                 grads += (double)pass_local_numel(g, n->out[j], m, &out[j], x->ds) *
-                         ir_dtype_bytes(g->tensors[n->out[j]].dtype);
+                         pass_elem_bytes(c, g->tensors[n->out[j]].dtype);
         for (int i = 0; i < n->nin; i++) {
             int t = n->in[i];
             IrRole role = g->tensors[t].role;
+            /* Token inputs are loaded on the host every micro-batch. */
+            if (role == IR_INPUT)
+                pc->host_s += c->cl->gpu.host_token_s * (double)pass_local_numel(g, t, m, &in[i], x->ds);
             if (role == IR_PARAM || role == IR_INPUT)
                 continue;
             bool dup = false;
@@ -198,7 +210,7 @@ static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
                 dup |= n->in[e] == t;
             if (dup)
                 continue;
-            grads += (double)pass_local_numel(g, t, m, &in[i], x->ds) * ir_dtype_bytes(g->tensors[t].dtype);
+            grads += (double)pass_local_numel(g, t, m, &in[i], x->ds) * pass_elem_bytes(x->c, g->tensors[t].dtype);
             PassSharding from = out_sharding(x, t);
             PassSharding gfrom = pass_shard_grad_in(g, n, s, i), gto = from;
             gto.partial = 0;
@@ -208,11 +220,11 @@ static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
             bool cross = x->stage_of[pp_piece] != x->stage_of[piece];
             if (cross && !fsh) {
                 PassColl k = {PASS_COLL_SENDRECV, 0, -1, -1, pass_local_numel(g, t, m, &from, x->ds)};
-                double tp2p = pass_cost_coll(c, m, &k, ir_dtype_bytes(g->tensors[t].dtype));
+                double tp2p = pass_cost_coll(c, m, &k, pass_elem_bytes(x->c, g->tensors[t].dtype));
                 pc->p2p_f += tp2p;
                 pc->p2p_b += tp2p;
             }
-            double exposed = 1 - c->reshard_overlap;
+            double exposed = 1 - c->st.reshard_overlap;
             double tf = fsh ? 0 : exposed * coll_time(x, t, &from, &in[i]);
             double tb = bsh ? 0 : exposed * coll_time(x, t, &gfrom, &gto);
             pc->rs_f += tf;
@@ -260,6 +272,7 @@ typedef struct RankAcc {
     double saved, nchunks, extra_ws, transient;
     double saved_chunk[PASS_MAX_CHUNKS]; /* per micro-batch, by the rank's chunk */
     double w, gr, op, sync_step, sync_mb, shard_elems, grad_elems, full_w_max;
+    double step_s;                /* ptdc: per-step kernels */
 } RankAcc;
 
 double pass_model_flops_per_token(const IrGraph *g)
@@ -293,7 +306,7 @@ static double boundary_bytes(const Ctx *x, int t)
     for (int k = 0; k < p->nout; k++)
         if (p->out[k] == t)
             return (double)pass_local_numel(g, t, &x->p->mesh, &out[k], x->ds) *
-                   ir_dtype_bytes(g->tensors[t].dtype);
+                   pass_elem_bytes(x->c, g->tensors[t].dtype);
     return 0;
 }
 
@@ -346,12 +359,16 @@ static void stage_extras(const Ctx *x, int st, RankAcc *ra)
     }
 }
 
-double pass_runtime_bytes(const PassMesh *m, int pp)
+double pass_runtime_bytes(const PassCostCtx *c, const PassMesh *m, int pp)
 {
     /* CUDA context, one NCCL communicator per group kind the rank belongs to
-     * (world, each mesh axis larger than 1, the pipeline), library workspaces. */
+     * (world, each mesh axis larger than 1, the pipeline), library workspaces;
+     * a measured device says what its process and communicators take. */
     const PassCostConsts *K = &pass_cost_consts;
+    const PassGpu *gpu = &c->cl->gpu;
     int ncomm = 1 + (m->size[0] > 1) + (m->naxes > 1 && m->size[1] > 1) + (pp > 1);
+    if (gpu->runtime_bytes > 0)
+        return gpu->runtime_bytes + ncomm * gpu->comm_bytes;
     return K->cuda_ctx_bytes + ncomm * K->nccl_comm_bytes + K->workspace_bytes;
 }
 
@@ -379,6 +396,16 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
             ir_die("pass_predict: piece %d (%s) is in no stage", i, g->pieces[i].name);
     Ctx x = {c, g, plan, ds, stage_of};
     RankAcc *ra = ir_xcalloc((size_t)pp, sizeof *ra);
+    /* Per stage, one micro-batch: forward and backward on its rank, and the
+     * transfers into it (the schedule simulation's inputs). */
+    int nst = plan->nstages;
+    double *sf = ir_xcalloc((size_t)nst, sizeof(double)), *sb = ir_xcalloc((size_t)nst, sizeof(double));
+    double *sxf = ir_xcalloc((size_t)nst, sizeof(double)), *sxb = ir_xcalloc((size_t)nst, sizeof(double));
+    /* Collectives a stack waits for inside each micro-batch: ZeRO-3's
+     * forward gather, and the rest of the per-micro-batch traffic in backward. */
+    bool blocking = !c->st.dp_overlap;
+    double wb = pass_elem_bytes(c, IR_BF16), gb = c->st.grad_bytes > 0 ? c->st.grad_bytes : wb;
+    double z3f = plan->zero >= 3 ? wb / (gb + 2 * wb) : 0;
 
     /* A few recently costed pieces: a layer matches the one before it, or the
      * first layer of an earlier stage when it starts a stage itself. */
@@ -407,8 +434,14 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
                 next = (next + 1) % NREF;
                 nref += nref < NREF;
             }
-            r->fwd += pc.fwd + pc.rs_f + pc.p2p_f;
-            r->bwd += pc.bwd + pc.rec + pc.rs_b + pc.p2p_b;
+            double mbf = blocking ? z3f * pc.sync_mb : 0, mbb = blocking ? pc.sync_mb - mbf : 0;
+            sf[st] += pc.fwd + pc.rs_f + pc.host_s + mbf;
+            sb[st] += pc.bwd + pc.rec + pc.rs_b + pc.mb_extra + mbb;
+            sxf[st] += pc.p2p_f;
+            sxb[st] += pc.p2p_b;
+            r->fwd += pc.fwd + pc.rs_f + pc.p2p_f + pc.host_s + mbf;
+            r->bwd += pc.bwd + pc.rec + pc.rs_b + pc.p2p_b + pc.mb_extra + mbb;
+            r->step_s += pc.step_s;
             r->rec += pc.rec;
             r->rs += pc.rs_f + pc.rs_b;
             r->p2p += pc.p2p_f + pc.p2p_b;
@@ -432,7 +465,7 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
      * the activation a stage sends on (kept until its backward) and the
      * gradient it sends back for what it received; and its own copy of a
      * parameter an earlier stage owns (a tied embedding). */
-    if (!c->ref_stack)
+    if (!c->st.ref_stack)
         for (int st = 0; st < plan->nstages; st++)
             stage_extras(&x, st, ra);
 
@@ -445,9 +478,21 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
         if (ra[i].t_mb > tmax)
             tmax = ra[i].t_mb, slow = i;
     }
-    double pipe = m * tmax + (tsum - tmax) / v;
+    double *finish = ir_xcalloc((size_t)pp, sizeof(double));
+    double pipe;
+    if (!c->st.ref_stack) {
+        /* ptdc's programs: the schedule codegen runs, simulated op by op. */
+        pipe = pass_schedule_sim(pp, v, m, sf, sb, sxf, sxb, finish);
+    } else {
+        /* A reference stack: 1F1B takes (m - 1) times the slowest rank plus
+         * every rank once (fill and drain); interleaving divides the fill and
+         * drain by v. */
+        pipe = m * tmax + (tsum - tmax) / v;
+        for (int i = 0; i < pp; i++)
+            finish[i] = pipe;
+    }
     out->pipeline_s = pipe;
-    out->bubble_s = pipe - m * tmax;
+    out->bubble_s = fmax(0, pipe - m * tmax);
     out->stage_fwd_s = ra[slow].fwd;
     out->stage_bwd_s = ra[slow].bwd;
     out->recompute_s = m * ra[slow].rec;
@@ -455,27 +500,51 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
     out->p2p_s = m * ra[slow].p2p;
 
     /* Data-parallel traffic and the optimizer, after the last backward. */
-    double tail = 0, slack = 0;
+    double tail = 0, slack = 0, end = 0;
     for (int i = 0; i < pp; i++) {
         RankAcc *r = &ra[i];
-        /* Rank i finishes its last backward when the ranks before it still
-         * have theirs to run: that and its own last backward hide traffic. */
-        double window = ra[i].bwd / (v > 1 ? v : 1) + slack;
-        slack += ra[i].bwd;
-        double bucket = r->grad_elems > 0 ? fmin(1, K->dp_bucket_elems / r->grad_elems) : 0;
-        /* The last bucket and whatever outlasts the window are exposed; the
-         * rest hides under backward, slowing it by overlap_slowdown. */
-        double shown = fmax(r->sync_step - window, bucket * r->sync_step);
-        double exp_step = shown + K->overlap_slowdown * (r->sync_step - shown);
-        double exp_mb = m * (fmax(0, r->sync_mb - r->t_mb) + K->overlap_slowdown * fmin(r->sync_mb, r->t_mb));
-        double opt = pass_mem_time(gpu, r->shard_elems * K->opt_bytes_per_elem, 4);
+        double exp_step, exp_mb, opt;
+        if (blocking) {
+            /* Reduced after the schedule, one blocking collective after
+             * another; the per-micro-batch traffic is inside the stages. */
+            exp_step = r->sync_step;
+            exp_mb = 0;
+        } else {
+            /* Rank i finishes its last backward when the ranks before it
+             * still have theirs to run: that and its own last backward hide
+             * traffic. The last bucket and whatever outlasts the window are
+             * exposed; the rest hides under backward, slowing it by
+             * overlap_slowdown. */
+            double window = ra[i].bwd / (v > 1 ? v : 1) + slack;
+            slack += ra[i].bwd;
+            double bk = c->st.dp_bucket_elems > 0 ? c->st.dp_bucket_elems : K->dp_bucket_elems;
+            double bucket = r->grad_elems > 0 ? fmin(1, bk / r->grad_elems) : 0;
+            double shown = fmax(r->sync_step - window, bucket * r->sync_step);
+            exp_step = shown + K->overlap_slowdown * (r->sync_step - shown);
+            exp_mb = m * (fmax(0, r->sync_mb - r->t_mb) + K->overlap_slowdown * fmin(r->sync_mb, r->t_mb));
+        }
+        if (!c->st.ref_stack)
+            opt = r->step_s; /* the kernels the trainer runs, per parameter */
+        else
+            opt = pass_mem_time(gpu, r->shard_elems * K->opt_bytes_per_elem, 4);
         out->dp_sync_s = fmax(out->dp_sync_s, r->sync_step + m * r->sync_mb);
-        if (exp_step + exp_mb + opt > tail) {
-            tail = exp_step + exp_mb + opt;
+        if (finish[i] + exp_step + exp_mb + opt > end) {
+            end = finish[i] + exp_step + exp_mb + opt;
+            tail = end - pipe;
             out->dp_exposed_s = exp_step + exp_mb;
             out->optimizer_s = opt;
         }
     }
+    /* ptdc's trainer all-reduces the gradient norm and the loss over the
+     * world, one float each. */
+    if (!c->st.ref_stack && pp * pass_mesh_devices(&plan->mesh) > 1) {
+        PassMesh wm;
+        pass_mesh_make(&wm, pp * pass_mesh_devices(&plan->mesh), 1, c->cl->gpus_per_node);
+        PassColl one = {PASS_COLL_ALLREDUCE, 0, -1, -1, 1};
+        tail += 2 * pass_cost_coll(c, &wm, &one, 4);
+    }
+    free(finish);
+    free(sf), free(sb), free(sxf), free(sxb);
     out->step_time_s = pipe + tail;
 
     /* Throughput and utilisation. */
@@ -493,7 +562,7 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
     /* Memory per pipeline rank. */
     out->npp = pp;
     out->mem = ir_xcalloc((size_t)pp, sizeof *out->mem);
-    double reserve = c->alloc_reserve > 0 ? c->alloc_reserve : PASS_MEM_RESERVE;
+    double reserve = c->st.alloc_reserve > 0 ? c->st.alloc_reserve : PASS_MEM_RESERVE;
     out->capacity_bytes = gpu->hbm_bytes;
     double usable = gpu->hbm_bytes * (1 - reserve);
     for (int i = 0; i < pp; i++) {
@@ -504,7 +573,7 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
         /* The schedule codegen runs decides what is alive: each chunk's most
          * micro-batches in ptdc's static arena, the peak of the sum under a
          * caching allocator (pass_schedule_acts). */
-        M->acts = pass_schedule_acts(pp, v, m, i, r->saved_chunk, c->ref_stack);
+        M->acts = pass_schedule_acts(pp, v, m, i, r->saved_chunk, c->st.ref_stack);
         double held = 0; /* one micro-batch through every chunk of the rank */
         for (int j = 0; j < v; j++)
             held += r->saved_chunk[j];
@@ -512,8 +581,8 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
         M->recompute_ws = r->extra_ws;
         M->transient = r->transient;
         M->buffers = plan->zero >= 3 ? 2 * r->full_w_max : 0;
-        M->runtime = pass_runtime_bytes(&plan->mesh, pp);
-        M->frag = c->frag_act * (M->acts + M->recompute_ws + M->transient);
+        M->runtime = pass_runtime_bytes(c, &plan->mesh, pp);
+        M->frag = c->st.frag_act * (M->acts + M->recompute_ws + M->transient);
         M->total = M->weights + M->grads + M->optim + M->acts + M->recompute_ws + M->transient +
                    M->buffers + M->runtime + M->frag;
         if (M->total > out->peak_mem_bytes)

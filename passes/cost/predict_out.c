@@ -8,7 +8,7 @@
 
 static const char *attn_name(const PassCostCtx *c)
 {
-    switch (c->attn_kernel) {
+    switch (c->st.attn_kernel) {
     case PASS_KERNEL_FLASH2: return "flash2";
     case PASS_KERNEL_FLASH1: return "flash1";
     case PASS_KERNEL_FUSED_SOFTMAX: return "fused-softmax";

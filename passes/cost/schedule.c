@@ -9,6 +9,7 @@
 #include "cost/cost.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 static int warmup(int pp, int v, int m, int rank)
 {
@@ -111,4 +112,53 @@ double pass_schedule_acts(int pp, int v, int m, int rank, const double *saved, b
     for (int j = 0; j < v; j++)
         bytes += slots[j] * saved[j];
     return bytes;
+}
+
+double pass_schedule_sim(int pp, int v, int m, const double *f, const double *b, const double *xf,
+                         const double *xb, double *finish)
+{
+    int ns = pp * v;
+    if (pp < 1 || v < 1 || m < 1 || v > PASS_MAX_CHUNKS)
+        ir_die("pass_schedule_sim: pp %d, v %d, m %d", pp, v, m);
+    double *df = ir_xmalloc(sizeof(double) * (size_t)ns * (size_t)m);
+    double *db = ir_xmalloc(sizeof(double) * (size_t)ns * (size_t)m);
+    for (long i = 0; i < (long)ns * m; i++)
+        df[i] = db[i] = -1;
+    int *k = ir_xcalloc((size_t)pp, sizeof(int));
+    double *t = ir_xcalloc((size_t)pp, sizeof(double));
+    int nops = 2 * m * v, left = pp * nops;
+    while (left > 0) {
+        int progress = 0;
+        for (int r = 0; r < pp; r++)
+            for (; k[r] < nops; k[r]++) {
+                PassSchedOp op = pass_schedule_op(pp, v, m, r, k[r]);
+                int st = op.chunk * pp + r;
+                long i = (long)st * m + op.mb;
+                double start;
+                if (!op.bwd) {
+                    if (st > 0 && df[i - m] < 0)
+                        break;
+                    /* A blocking receive: the receiver copies once both are there. */
+                    start = st > 0 ? fmax(t[r], df[i - m]) + xf[st] : t[r];
+                    df[i] = t[r] = start + f[st];
+                } else {
+                    if (df[i] < 0 || (st < ns - 1 && db[i + m] < 0))
+                        break;
+                    start = st < ns - 1 ? fmax(t[r], db[i + m]) + xb[st + 1] : t[r];
+                    db[i] = t[r] = start + b[st];
+                }
+                progress++;
+                left--;
+            }
+        if (!progress)
+            ir_die("pass_schedule_sim: the schedule deadlocks (pp %d, v %d, m %d)", pp, v, m);
+    }
+    double end = 0;
+    for (int r = 0; r < pp; r++) {
+        if (finish)
+            finish[r] = t[r];
+        end = fmax(end, t[r]);
+    }
+    free(df), free(db), free(k), free(t);
+    return end;
 }

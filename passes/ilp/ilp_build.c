@@ -71,7 +71,7 @@ static double reshard_s(const IlpSeg *s, int t, const PassSharding *from, const 
 {
     PassColl st[8];
     int n = pass_reshard(s->g, t, &s->q.mesh, from, to, s->dim_size, st, 8);
-    int eb = ir_dtype_bytes(s->g->tensors[t].dtype);
+    int eb = pass_elem_bytes(s->ctx, s->g->tensors[t].dtype);
     double tot = 0, a = 0;
     int64_t sh = 0;
     for (int i = 0; i < n; i++) {
@@ -240,7 +240,7 @@ static void price_use(const IlpSeg *s, LinkInfo *info, const IlpUse *u, PendingV
     const IlpLink *l0 = &s->link[u->links[0]];
     int t = l0->tensor;
     double cnt = u->count;
-    double eb = ir_dtype_bytes(s->g->tensors[t].dtype);
+    double eb = pass_elem_bytes(s->ctx, s->g->tensors[t].dtype);
     for (int k = 0; k < u->nlinks; k++) {
         int li = u->links[k];
         LinkInfo *L = &info[li];

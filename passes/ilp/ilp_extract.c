@@ -19,7 +19,7 @@ static void add_steps(const IlpSeg *s, Colls *c, int t, int consumer, const Pass
 {
     PassColl st[8];
     int n = pass_reshard(s->g, t, &s->q.mesh, from, to, s->dim_size, st, 8);
-    int eb = ir_dtype_bytes(s->g->tensors[t].dtype);
+    int eb = pass_elem_bytes(s->ctx, s->g->tensors[t].dtype);
     for (int i = 0; i < n; i++) {
         if (only_ag && st[i].kind != PASS_COLL_ALLGATHER)
             continue;

@@ -154,13 +154,15 @@ static void enumerate(Src *s)
                     for (int sp = 0; sp < 2; sp++) {
                         if (pin->sp >= 0 ? sp != pin->sp : (sp && tp == 1))
                             continue;
-                        if (sp && tp == 1)
+                        if ((sp && tp == 1) || (sp && s->c->st.no_sp))
                             continue;
                         SrcGroup *G = group(s, &cap, dp, tp, (int)b, sp);
                         int vs[64], nv = 0;
-                        if (pin->schedule != PASS_SCHED_INTERLEAVED && !(pin->v > 1))
+                        if (pin->schedule != PASS_SCHED_INTERLEAVED && !(pin->v > 1) &&
+                            (pp == 1 || pass_stack_has_schedule(&s->c->st, PASS_SCHED_1F1B)))
                             vs[nv++] = 1;
-                        if (pin->schedule != PASS_SCHED_1F1B)
+                        if (pin->schedule != PASS_SCHED_1F1B &&
+                            pass_stack_has_schedule(&s->c->st, PASS_SCHED_INTERLEAVED))
                             for (int v = 2; v <= s->rep_count && nv < 64; v++)
                                 if ((!pin->v || v == pin->v) && v_ok(s, pp, v, m))
                                     vs[nv++] = v;
@@ -169,7 +171,7 @@ static void enumerate(Src *s)
                             rcs[nrc++] = pin->recompute;
                         else if (f->recompute_on)
                             for (int r = PASS_RECOMPUTE_SELECTIVE; r <= PASS_RECOMPUTE_FULL; r++) {
-                                if (!recomputes_any(s, r))
+                                if (!recomputes_any(s, r) || !pass_stack_has_recompute(&s->c->st, r))
                                     continue; /* SELECTIVE under a flash kernel */
                                 rcs[nrc++] = r;
                             }
@@ -179,6 +181,8 @@ static void enumerate(Src *s)
                             for (int ir = 0; ir < nrc; ir++)
                                 for (int z = 0; z < 4; z++) {
                                     if (pin->zero >= 0 ? z != pin->zero : (dp == 1 && z > 0))
+                                        continue;
+                                    if (!pass_stack_has_zero(&s->c->st, z) && !(dp == 1 && z == 0))
                                         continue;
                                     add_cand(s, G, pp, vs[iv], rcs[ir], z);
                                 }
@@ -520,11 +524,19 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     s.gb = o->global_batch > 0 ? o->global_batch : g->global_batch;
     out->gpus = s.gpus;
     out->global_batch = s.gb;
-    double reserve = c->alloc_reserve > 0 ? c->alloc_reserve : PASS_MEM_RESERVE;
+    double reserve = c->st.alloc_reserve > 0 ? c->st.alloc_reserve : PASS_MEM_RESERVE;
     s.usable = c->cl->gpu.hbm_bytes * (1 - reserve);
     const PassCostConsts *K = &pass_cost_consts;
     s.eff_max = c->cl->gpu.gemm_eff *
                 fmax(1, fmax(fmax(K->flash2_fwd, K->flash2_bwd), fmax(K->flash1_fwd, K->flash1_bwd)));
+    /* A measured attention kernel may run closer to peak than the GEMMs. */
+    for (int d = 0; d < c->cl->gpu.attn_dims; d++)
+        for (int i = 0; i < c->cl->gpu.attn_fwd[d].n || i < c->cl->gpu.attn_bwd[d].n; i++) {
+            if (i < c->cl->gpu.attn_fwd[d].n)
+                s.eff_max = fmax(s.eff_max, c->cl->gpu.attn_fwd[d].y[i] / c->cl->gpu.peak_flops);
+            if (i < c->cl->gpu.attn_bwd[d].n)
+                s.eff_max = fmax(s.eff_max, c->cl->gpu.attn_bwd[d].y[i] / c->cl->gpu.peak_flops);
+        }
     s.npieces = g->npieces;
     s.rep0 = -1;
     int nreps = 0;

@@ -1,8 +1,10 @@
 /* search_dp.c: cutting the pieces into pipeline stages.
  *
- * 1F1B. pass_predict's pipeline term is m * tmax + (tsum - tmax): with the
- * per-piece costs summed into stages, tsum does not depend on the cuts (only
- * on the recomputation stages need), so the partition minimises tmax, the
+ * 1F1B. pass_predict's pipeline term grows with tmax and tsum (a reference
+ * stack's m * tmax + (tsum - tmax); the simulation of ptdc's schedule, about
+ * the same for balanced stages): with the per-piece costs summed into
+ * stages, tsum does not depend on the cuts (only on the recomputation stages
+ * need), so the partition minimises tmax, the
  * slowest stage, under each stage's memory limit (its model states plus
  * min(m, pp - s) micro-batches of activations must fit). Alpa enumerates
  * t_max and runs a DP for each; here stage costs only grow as a stage takes
@@ -103,13 +105,15 @@ static void init_dp(Dp *d, const Src *s, const SrcGroup *G, const SrcVariant *V,
     d->s = s, d->V = V, d->k = k;
     d->P = s->npieces, d->pp = k->pp, d->m = G->m;
     d->cap = cap, d->ignore_mem = ignore_mem;
-    d->runtime = pass_runtime_bytes(&G->mesh, k->pp);
+    d->runtime = pass_runtime_bytes(s->c, &G->mesh, k->pp);
     if (k->rc != SRC_AUTO) {
         d->rcs[d->nrc++] = k->rc;
     } else {
         /* A policy that keeps exactly what a lighter one keeps, for no less
          * time, is never better (SELECTIVE under a flash kernel). */
         for (int r = 0; r < SRC_NRC; r++) {
+            if (!pass_stack_has_recompute(&s->c->st, r))
+                continue; /* the stack does not offer it */
             bool same = false;
             for (int x = 0; x < d->nrc && !same; x++) {
                 int q = d->rcs[x];

@@ -29,9 +29,12 @@ static bool try_search(const PassCostCtx *c, const IrGraph *g, const PassSearchO
 int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
                          PassIlpCache *cache, int from, int limit, PassSearchAlt *best)
 {
-    double reserve = c->alloc_reserve > 0 ? c->alloc_reserve : PASS_MEM_RESERVE;
+    double reserve = c->st.alloc_reserve > 0 ? c->st.alloc_reserve : PASS_MEM_RESERVE;
     double usable = c->cl->gpu.hbm_bytes * (1 - reserve);
-    double runtime = pass_cost_consts.cuda_ctx_bytes + pass_cost_consts.workspace_bytes;
+    PassMesh one;
+    pass_mesh_make(&one, 1, 1, 8);
+    double runtime = pass_runtime_bytes(c, &one, 1) - (c->cl->gpu.runtime_bytes > 0 ? c->cl->gpu.comm_bytes
+                                                                                 : pass_cost_consts.nccl_comm_bytes);
     double states = states_total(c, g);
     PassSearchOpts q = *o;
     q.pins.dp = 0;
@@ -143,7 +146,7 @@ void pass_search_explain_nofit(const PassCostCtx *c, const IrGraph *g, const Pas
                  (long long)r->global_batch);
         return;
     }
-    double reserve = c->alloc_reserve > 0 ? c->alloc_reserve : PASS_MEM_RESERVE;
+    double reserve = c->st.alloc_reserve > 0 ? c->st.alloc_reserve : PASS_MEM_RESERVE;
     double usable = gpu->hbm_bytes * (1 - reserve);
     if (r->have_closest) {
         const PassSearchAlt *a = &r->closest;

@@ -46,6 +46,26 @@ bool src_check_pins(Src *s)
     int N = s->gpus, tp = p->tp, pp = p->pp, dp = p->dp;
     long long gb = (long long)s->gb;
     char buf[256];
+    /* What the stack offers (PassStack): a pin it lacks is refused by name. */
+    const PassStack *st = &s->c->st;
+    if (p->zero >= 0 && !pass_stack_has_zero(st, p->zero)) {
+        ir_error(IR_NOLOC, "--zero %d: the %s stack has no ZeRO stage %d", p->zero, st->name, p->zero);
+        return false;
+    }
+    if (p->recompute >= 0 && !pass_stack_has_recompute(st, p->recompute)) {
+        ir_error(IR_NOLOC, "--recompute %s: the %s stack does not offer it",
+                 pass_recompute_name((PassRecompute)p->recompute), st->name);
+        return false;
+    }
+    if (p->schedule >= 0 && !pass_stack_has_schedule(st, p->schedule)) {
+        ir_error(IR_NOLOC, "--schedule %s: the %s stack does not offer it",
+                 p->schedule == PASS_SCHED_INTERLEAVED ? "interleaved" : "1f1b", st->name);
+        return false;
+    }
+    if (p->sp == 1 && st->no_sp) {
+        ir_error(IR_NOLOC, "--sp on: the %s stack has no sequence parallelism", st->name);
+        return false;
+    }
     if (tp > N) {
         ir_error(IR_NOLOC, "--tp %d needs more GPUs than the %d given", tp, N);
         return false;

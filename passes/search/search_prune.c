@@ -2,10 +2,13 @@
  * without solving or ranking them (docs/planner.md, "Why the pruning is
  * sound").
  *
- * Time. pass_predict's step time is at least its pipeline term
- *   m * tmax + (tsum - tmax) / v,
- * tmax the slowest pipeline rank's time per micro-batch and tsum the sum over
- * ranks; it grows with both (m >= 1 >= 1/v). A rank's time is at least the
+ * Time. pass_predict's step time is at least its pipeline term, and that is
+ * at least max(m * tmax, tsum), tmax the slowest pipeline rank's time per
+ * micro-batch and tsum the sum over ranks: the slowest rank runs m of them
+ * one after another, and one micro-batch passes every stage forward and
+ * back. (A reference stack's 1F1B formula, m * tmax + (tsum - tmax) / v, is
+ * larger; the event simulation of ptdc's schedule can come close to
+ * m * tmax alone when the busiest rank is the first.) A rank's time is at least the
  * kernel time of its nodes, and tmax >= max(tsum / pp, the costliest piece).
  * Before any strategy is known, a node's kernels on n devices take at least
  * its global FLOPs / (n * peak * best efficiency) (matmul, attention) or its
@@ -142,8 +145,9 @@ static void inflight_stats(int pp, int v, int m, double *imin, double *imax, dou
 
 static double pipe_bound(double tsum, double tmax, int pp, int v, int m)
 {
+    (void)v;
     tmax = fmax(tmax, tsum / pp);
-    return m * tmax + (tsum - tmax) / v;
+    return fmax(m * tmax, tsum);
 }
 
 /* Bytes node n keeps for backward under r, as pass_predict counts them: an
@@ -175,7 +179,7 @@ double src_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PassMesh *m,
         bool gathers = ns > 0;
         for (int j = 0; j < ns; j++)
             gathers &= steps[j].kind == PASS_COLL_ALLGATHER;
-        double small = (double)pass_local_numel(g, t, m, &from, ds) * ir_dtype_bytes(g->tensors[t].dtype);
+        double small = (double)pass_local_numel(g, t, m, &from, ds) * pass_elem_bytes(c, g->tensors[t].dtype);
         if (gathers && small < it[i].bytes)
             b -= it[i].bytes - small;
     }
@@ -199,7 +203,7 @@ static double producer_floor(Src *s, const SrcGroup *G, const int64_t *ds, const
         for (int o = 0; o < pn->nout; o++)
             if (pn->out[o] == t)
                 best = fmin(best, (double)pass_local_numel(g, t, &G->mesh, &out[o], ds) *
-                                      ir_dtype_bytes(g->tensors[t].dtype));
+                                      pass_elem_bytes(s->c, g->tensors[t].dtype));
     }
     return minb[t] = isfinite(best) ? best : 0;
 }
@@ -333,7 +337,7 @@ static void bound_rc(Src *s, const SrcGroup *G, const SrcCand *k, int rc, bool m
     inflight_stats(k->pp, k->v, G->m, &imin, &imax, &h);
     double mean = states / k->pp + imin * smin / k->pp;
     double harm = (smin + states / imax) / h;
-    *m_lb = pass_runtime_bytes(&G->mesh, k->pp) + fmax(mean, harm);
+    *m_lb = pass_runtime_bytes(s->c, &G->mesh, k->pp) + fmax(mean, harm);
     (void)s;
 }
 
@@ -380,7 +384,7 @@ double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, c
         /* One stage under auto: only the policies whose estimate fits (the
          * partition would not pick another; pass_predict adds to it). */
         if (k->rc == SRC_AUTO && k->pp == 1 &&
-            pass_runtime_bytes(&G->mesh, 1) + states + src_inflight(1, 1, G->m, 0) * saved > s->usable)
+            pass_runtime_bytes(s->c, &G->mesh, 1) + states + src_inflight(1, 1, G->m, 0) * saved > s->usable)
             continue;
         best = fmin(best, pipe_bound(tsum, tmax, k->pp, k->v, G->m));
     }

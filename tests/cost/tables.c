@@ -92,8 +92,8 @@ bool table_sc21(const char *ref, const char *models, Table *t)
                            .micro_batch = 1, .global_batch = I(c, r, "global_batch"), .sp = false,
                            .zero = 0, .recompute = PASS_RECOMPUTE_FULL,
                            .attention = PASS_ATTN_MATERIALIZED};
-        k.c = (PassCostCtx){.ref_stack = true, .attn_kernel = PASS_KERNEL_FUSED_SOFTMAX, .attn_dropout = true,
-                            .loss_fp32 = true, .grad_bytes = 4};
+        k.c = (PassCostCtx){.st.ref_stack = true, .st.attn_kernel = PASS_KERNEL_FUSED_SOFTMAX, .st.attn_dropout = true,
+                            .st.loss_fp32 = true, .st.grad_bytes = 4};
         PassPrediction p;
         if (!run(models, &k, &p))
             return false;
@@ -126,8 +126,8 @@ bool table_h100(const char *ref, const char *models, Table *t)
                            .micro_batch = 1, .global_batch = I(c, r, "global_batch"), .sp = true,
                            .zero = 1, .recompute = PASS_RECOMPUTE_NONE,
                            .attention = PASS_ATTN_FLASH};
-        k.c = (PassCostCtx){.ref_stack = true, .attn_kernel = PASS_KERNEL_FLASH2, .loss_fp32 = true, .grad_bytes = 4,
-                            .reshard_overlap = 0.8};
+        k.c = (PassCostCtx){.st.ref_stack = true, .st.attn_kernel = PASS_KERNEL_FLASH2, .st.loss_fp32 = true, .st.grad_bytes = 4,
+                            .st.reshard_overlap = 0.8};
         PassPrediction p;
         if (!run(models, &k, &p))
             return false;
@@ -161,7 +161,7 @@ bool table_megascale(const char *ref, const char *models, Table *t)
                            .v = I(c, r, "interleave_v"), .micro_batch = 1,
                            .global_batch = I(c, r, "global_batch"), .sp = true, .zero = 1,
                            .recompute = PASS_RECOMPUTE_NONE, .attention = PASS_ATTN_FLASH};
-        k.c = (PassCostCtx){.ref_stack = true, .attn_kernel = PASS_KERNEL_FLASH2, .loss_fp32 = true, .grad_bytes = 4};
+        k.c = (PassCostCtx){.st.ref_stack = true, .st.attn_kernel = PASS_KERNEL_FLASH2, .st.loss_fp32 = true, .st.grad_bytes = 4};
         PassPrediction p;
         if (!run(models, &k, &p))
             return false;
@@ -217,7 +217,7 @@ bool table_mpt(const char *ref, const char *models, Table *t)
                            .recompute = !strcmp(ref_get(c, r, "activation_checkpointing"), "True")
                                             ? PASS_RECOMPUTE_FULL : PASS_RECOMPUTE_NONE,
                            .attention = PASS_ATTN_FLASH};
-        k.c = (PassCostCtx){.ref_stack = true, .attn_kernel = PASS_KERNEL_FLASH1};
+        k.c = (PassCostCtx){.st.ref_stack = true, .st.attn_kernel = PASS_KERNEL_FLASH1};
         PassPrediction p;
         if (!run(models, &k, &p))
             return false;

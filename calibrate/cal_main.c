@@ -1,0 +1,285 @@
+/* cal_main.c: `ptdc calibrate`: launch ptdc-measure (mpirun, or srun under
+ * Slurm) for each configuration a cluster file needs, fit, write the file.
+ *
+ *   ptdc calibrate [--target cpu|cuda] [--ranks N] [--gpu PRESET] [--quick]
+ *                  [--records DIR] [--from DIR] [-o FILE]
+ *
+ * Configurations (CPU): the node full, one rank per core (the base rates);
+ * one rank alone with every core (how much faster a rank with the node to
+ * itself runs); the collectives on --ranks ranks; memory and host work.
+ * CUDA: one rank per GPU for the compute rates, --ranks GPUs for the
+ * collectives. docs/cost-model.md, "Calibrating a cluster". */
+#include "calibrate.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct CalCli {
+    const char *target, *gpu, *out, *records, *from;
+    int ranks, quick;
+} CalCli;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ptdc calibrate [options]\n"
+            "\n"
+            "Measure this machine through libptdrt (GEMMs, kernels, attention, collectives,\n"
+            "memory) and write a cluster file for --cluster. Progress goes to stderr, a summary\n"
+            "of what was fitted follows. On this node by default; launched under Slurm (srun)\n"
+            "or with PTDC_MPIRUN_FLAGS naming a hostfile it also measures across nodes.\n"
+            "\n"
+            "  --target cpu|cuda   the backend to measure (default cpu)\n"
+            "  --ranks N           ranks for the collectives (default: the node's cores on CPU,\n"
+            "                      its GPUs on CUDA)\n"
+            "  --gpu PRESET        the datasheet GPU the measurement refines (CUDA; default\n"
+            "                      a100-80gb): its peak stays MFU's denominator\n"
+            "  --quick             fewer points (about a quarter of the time)\n"
+            "  --records DIR       keep the raw measurements in DIR\n"
+            "  --from DIR          fit records kept earlier instead of measuring\n"
+            "  -o FILE             the cluster file to write (default calibrated.cluster)\n");
+}
+
+static bool parse(int argc, char **argv, CalCli *c)
+{
+    memset(c, 0, sizeof *c);
+    c->target = "cpu";
+    c->gpu = "a100-80gb";
+    c->out = "calibrated.cluster";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            exit(0);
+        } else if (!strcmp(a, "--quick")) {
+            c->quick = 1;
+        } else if (!v && (!strcmp(a, "--target") || !strcmp(a, "--ranks") || !strcmp(a, "--gpu") ||
+                          !strcmp(a, "--records") || !strcmp(a, "--from") || !strcmp(a, "-o"))) {
+            ir_error(IR_NOLOC, "calibrate: %s expects a value", a);
+            return false;
+        } else if (!strcmp(a, "--target")) {
+            c->target = argv[++i];
+            if (strcmp(c->target, "cpu") && strcmp(c->target, "cuda")) {
+                ir_error(IR_NOLOC, "calibrate: --target expects cpu or cuda, got '%s'", c->target);
+                return false;
+            }
+        } else if (!strcmp(a, "--ranks")) {
+            char *e;
+            long n = strtol(argv[++i], &e, 10);
+            if (*e || n < 1 || n > 4096) {
+                ir_error(IR_NOLOC, "calibrate: --ranks expects 1 to 4096, got '%s'", argv[i]);
+                return false;
+            }
+            c->ranks = (int)n;
+        } else if (!strcmp(a, "--gpu")) {
+            c->gpu = argv[++i];
+        } else if (!strcmp(a, "--records")) {
+            c->records = argv[++i];
+        } else if (!strcmp(a, "--from")) {
+            c->from = argv[++i];
+        } else if (!strcmp(a, "-o")) {
+            c->out = argv[++i];
+        } else {
+            ir_error(IR_NOLOC, "calibrate: unknown option '%s' (see ptdc calibrate --help)", a);
+            return false;
+        }
+    }
+    return true;
+}
+
+static char *slurp(FILE *f, size_t *len)
+{
+    size_t cap = 1 << 16, n = 0;
+    char *buf = ir_xmalloc(cap);
+    for (size_t r; (r = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
+        n += r;
+        if (n + 1 == cap)
+            buf = ir_xrealloc(buf, cap *= 2);
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+/* Run ptdc-measure on `ranks` ranks with `env` (NAME=VALUE or NULL) and
+ * return its records (heap), or NULL after a message. */
+static char *run_measure(const CalCli *c, const char *part, int ranks, const char *env,
+                         const char *bind)
+{
+    const char *bin = !strcmp(c->target, "cuda") ? PTDC_MEASURE_CUDA : PTDC_MEASURE_CPU;
+    if (access(bin, X_OK) != 0) {
+        ir_error(IR_NOLOC, "calibrate: the %s measuring program '%s' is not built%s", c->target, bin,
+                 !strcmp(c->target, "cuda") ? " (the CUDA toolkit was not found at configure time)" : "");
+        return NULL;
+    }
+    char cmd[4096];
+    const char *flags = getenv("PTDC_MPIRUN_FLAGS");
+    if (getenv("SLURM_JOB_ID"))
+        snprintf(cmd, sizeof cmd, "%s%s srun --ntasks=%d %s --part %s%s", env ? "env " : "",
+                 env ? env : "", ranks, bin, part, c->quick ? " --quick" : "");
+    else
+        snprintf(cmd, sizeof cmd, "%s%s %s %s %s -np %d %s --part %s%s", env ? "env " : "",
+                 env ? env : "", PTDC_MEASURE_MPIRUN, flags ? flags : "--oversubscribe", bind, ranks,
+                 bin, part, c->quick ? " --quick" : "");
+    fflush(stderr);
+    FILE *p = popen(cmd, "r");
+    if (!p) {
+        ir_error(IR_NOLOC, "calibrate: cannot start '%s': %s", cmd, strerror(errno));
+        return NULL;
+    }
+    size_t len;
+    char *out = slurp(p, &len);
+    int st = pclose(p);
+    if (st != 0) {
+        ir_error(IR_NOLOC, "calibrate: '%s' failed (%s %d)", cmd,
+                 WIFEXITED(st) ? "exit status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+static bool save_records(const char *dir, const char *name, const char *text)
+{
+    if (!ir_mkdirs(dir))
+        return false;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.records", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+        ir_error(IR_NOLOC, "calibrate: cannot write '%s': %s", path, strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+static char *load_records(const char *dir, const char *name, bool required)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.records", dir, name);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        if (required)
+            ir_error(IR_NOLOC, "calibrate: cannot read '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t len;
+    char *t = slurp(f, &len);
+    fclose(f);
+    return t;
+}
+
+static int cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+int cal_main(int argc, char **argv)
+{
+    CalCli c;
+    if (!parse(argc, argv, &c))
+        return 1;
+    static const char *const parts[] = {"full", "solo", "comm", "memory"};
+    char *text[4] = {0};
+    bool cpu = !strcmp(c.target, "cpu");
+    int ncores = cores();
+    int ranks = c.ranks ? c.ranks : cpu ? ncores : 1;
+    int rc = 1;
+    if (c.from) {
+        for (int i = 0; i < 4; i++)
+            text[i] = load_records(c.from, parts[i], i == 0);
+        if (!text[0])
+            goto out;
+    } else {
+        char env[128];
+        fprintf(stderr, "calibrate: %s backend, %d core%s; %s\n", c.target, ncores,
+                ncores == 1 ? "" : "s", c.quick ? "quick run" : "full run");
+        /* The node full: one rank per core, one thread each. */
+        int full = cpu ? ncores : ranks;
+        fprintf(stderr, "calibrate: [1/4] compute, %d rank%s at once\n", full, full == 1 ? "" : "s");
+        snprintf(env, sizeof env, "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1");
+        if (!(text[0] = run_measure(&c, "compute", full, cpu ? env : NULL, "")))
+            goto out;
+        if (cpu && ncores > 1) {
+            fprintf(stderr, "calibrate: [2/4] compute, one rank with %d cores\n", ncores);
+            snprintf(env, sizeof env, "OMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d", ncores, ncores);
+            if (!(text[1] = run_measure(&c, "compute", 1, env, "--bind-to none")))
+                goto out;
+        }
+        if (ranks > 1) {
+            fprintf(stderr, "calibrate: [3/4] collectives on %d ranks\n", ranks);
+            if (!(text[2] = run_measure(&c, "comm", ranks, NULL, "")))
+                goto out;
+        }
+        fprintf(stderr, "calibrate: [4/4] memory and host work\n");
+        if (!(text[3] = run_measure(&c, "memory", ranks > 1 ? 2 : 1, NULL, "")))
+            goto out;
+        if (c.records)
+            for (int i = 0; i < 4; i++)
+                if (text[i] && !save_records(c.records, parts[i], text[i]))
+                    goto out;
+    }
+    {
+        CalRecords rec[4];
+        memset(rec, 0, sizeof rec);
+        bool ok = true;
+        for (int i = 0; i < 4 && ok; i++)
+            if (text[i])
+                ok = cal_records_parse(parts[i], text[i], &rec[i]);
+        PassCluster cl;
+        memset(&cl, 0, sizeof cl);
+        if (ok && !pass_gpu_preset(cpu ? "a100-80gb" : c.gpu, &cl.gpu)) {
+            ir_error(IR_NOLOC, "calibrate: --gpu: unknown GPU '%s' (presets: %s)", c.gpu,
+                     pass_gpu_preset_names());
+            ok = false;
+        }
+        CalInput in = {&rec[0], text[1] ? &rec[1] : NULL, text[2] ? &rec[2] : NULL,
+                       text[3] ? &rec[3] : NULL, cpu ? ncores : 0};
+        if (c.from && cpu && rec[0].ranks > 0)
+            in.cores = rec[0].ranks; /* the full configuration ran one rank per core */
+        CalReport rep;
+        if (ok)
+            ok = cal_fit(&in, &cl, &rep);
+        if (ok) {
+            if (cpu) {
+                cl.gpu.hbm_bytes = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+                cl.nodes = rec[2].nodes > 0 ? rec[2].nodes : 1;
+            }
+            char *buf;
+            size_t len;
+            FILE *m = open_memstream(&buf, &len);
+            fprintf(m, "# %s: measured by `ptdc calibrate --target %s%s` on %s\n", c.out, c.target,
+                    c.quick ? " --quick" : "", rec[0].host);
+            fprintf(m, "# (format: docs/cost-model.md, \"Cluster file\")\n");
+            pass_cluster_print(m, &cl);
+            fclose(m);
+            char tmp[4096];
+            snprintf(tmp, sizeof tmp, "%s.tmp.%ld", c.out, (long)getpid());
+            FILE *f = fopen(tmp, "w");
+            if (!f || fwrite(buf, 1, len, f) != len || fclose(f) != 0 || rename(tmp, c.out) != 0) {
+                ir_error(IR_NOLOC, "calibrate: cannot write '%s': %s", c.out, strerror(errno));
+                unlink(tmp);
+                ok = false;
+            }
+            free(buf);
+        }
+        if (ok) {
+            cal_print_summary(stderr, &in, &cl, &rep);
+            fprintf(stderr, "calibrate: wrote %s (plan with: ptdc MODEL --cluster %s --gpus N%s)\n",
+                    c.out, c.out, cpu ? " --target cpu" : "");
+            rc = 0;
+        }
+        for (int i = 0; i < 4; i++)
+            cal_records_free(&rec[i]);
+    }
+out:
+    for (int i = 0; i < 4; i++)
+        free(text[i]);
+    return rc;
+}
