@@ -309,20 +309,20 @@ void pass_cost_node(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
     OpArgs a = {c, g, n, m, s, local};
     opcost[n->op](&a, out);
     /* An activation read by k nodes gets k gradient contributions, which
-     * autodiff sums with a chain of k - 1 additions in backward. Readers
-     * sit in the producer's piece or the next one (a residual stream). */
-    for (int j = 0; j < n->nout; j++) {
-        int t = n->out[j];
-        if (g->tensors[t].role != IR_ACT)
+     * autodiff sums with a chain of k - 1 additions in backward, before any
+     * reduction: in the layout the readers take it in. Each reader but the
+     * first pays one, at its own local size. */
+    for (int i = 0; i < n->nin; i++) {
+        int t = n->in[i];
+        if (g->tensors[t].role != IR_ACT || g->tensors[t].producer < 0)
             continue;
-        int last = g->nfwd;
-        if (n->piece + 2 < g->npieces)
-            last = g->pieces[n->piece + 2].first;
-        int readers = 0;
-        for (int id = n->id + 1; id < last && id < g->nfwd; id++)
-            for (int i = 0; i < g->nodes[id].nin; i++)
-                readers += g->nodes[id].in[i] == t;
-        for (int r = 1; r < readers; r++)
+        bool earlier = false;
+        for (int e = 0; e < i && !earlier; e++)
+            earlier = n->in[e] == t;
+        for (int id = g->tensors[t].producer + 1; id < n->id && !earlier; id++)
+            for (int k = 0; k < g->nodes[id].nin && !earlier; k++)
+                earlier = g->nodes[id].in[k] == t;
+        if (earlier)
             kcall(&a, out, true, PASS_K_ADD, 1, lnumel(&a, t));
     }
     /* Framework autograd adds each micro-batch's weight gradient into the
