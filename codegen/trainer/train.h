@@ -54,4 +54,9 @@ void tr_load_checkpoint(const char *dir);
 void tr_init_params(void);       /* seeded, or --import-hf */
 void tr_export_hf(const char *path);
 
+/* ----------------------------------------------------------- train_prof.c */
+void tr_prof_init(void);           /* PTDC_PROFILE */
+void tr_prof_step(double seconds); /* after each step (tr_step counts it) */
+void tr_prof_report(void);         /* collective: every rank calls it at the end */
+
 #endif

@@ -145,7 +145,7 @@ static bool time_gemm;
 static double gemm_s;     /* seconds in GEMMs this step */
 static double gemm_flops; /* their FLOPs */
 
-void cg_matmul(rt_act *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N, int64_t K,
+void (cg_matmul)(rt_act *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N, int64_t K,
                bool ta, bool tb, bool accumulate)
 {
     if (!time_gemm) {
@@ -200,6 +200,7 @@ int main(int argc, char **argv)
     tr_world_rank = rt_world_rank();
     parse_flags(argc, argv);
     time_gemm = getenv("PTDC_TIME_GEMM") && strcmp(getenv("PTDC_TIME_GEMM"), "0") != 0;
+    tr_prof_init();
     if (rt_world_size() != CG_WORLD) {
         if (ROOT)
             fprintf(stderr, "train: this program runs on %d ranks (its plan's), not %d; start it "
@@ -239,6 +240,7 @@ int main(int argc, char **argv)
         tr_step_once(&loss, &norm, &lr);
         double dt = rt_time() - t0;
         tr_step++;
+        tr_prof_step(dt);
         if (ROOT) {
             printf("step %5lld/%ld | loss %.7f | lr %.3e | norm %.6f | %8.1f ms | %10.0f tok/s",
                    (long long)tr_step, tr_fl.steps, loss, lr, norm, dt * 1e3,
@@ -252,6 +254,7 @@ int main(int argc, char **argv)
         if (saved)
             tr_save_checkpoint(tr_fl.save);
     }
+    tr_prof_report();
     if (tr_fl.save && !saved)
         tr_save_checkpoint(tr_fl.save);
     if (tr_fl.export_hf)

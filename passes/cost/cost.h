@@ -381,6 +381,7 @@ typedef struct PassNodeCost {
     double bytes_fwd, bytes_bwd;  /* local HBM traffic */
     double ws_bytes;              /* temporaries its kernels hold while running, beyond
                                      inputs, outputs and gradients (S x S buffers, fp32 copies) */
+    double gemm_s, attn_s;        /* of fwd_s + bwd_s: in GEMMs, in a flash attention kernel */
 } PassNodeCost;
 
 void pass_cost_node(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
@@ -481,6 +482,10 @@ typedef struct PassPrediction {
     double p2p_s;                  /* pipeline transfers per step on the slowest rank */
     double dp_sync_s, dp_exposed_s;/* gradient/ZeRO traffic per step, and the part not hidden */
     double optimizer_s;
+    /* The slowest rank's step taken apart like a profile of the program
+     * (PTDC_PROFILE): GEMMs, attention, the other kernels, host token loads;
+     * compute per step without recomputation or communication. */
+    double gemm_s, attn_s, kernels_s, host_s;
     double model_flops;            /* per step, PaLM convention: tokens * (6N + 12 L H Q T) */
     double hw_flops;               /* per step, executed (recompute included) */
     double peak_mem_bytes, capacity_bytes, margin_bytes; /* margin = usable - peak */

@@ -68,6 +68,7 @@ static void gemm(const OpArgs *a, double M, double N, double K, double batch, bo
 {
     double f = 2 * M * N * K * batch, b = eb(a) * (M * K + K * N + M * N) * batch;
     double t = pass_gemm_time(gpu(a), M, N, K, batch);
+    o->gemm_s += t;
     if (bwd) {
         o->flops_bwd += f, o->bytes_bwd += b, o->bwd_s += t;
     } else {
@@ -160,6 +161,7 @@ static void pass_opcost_ATTENTION(const OpArgs *a, PassNodeCost *o)
         o->bytes_bwd += 2 * eb(a) * qkvo;
         o->fwd_s += f / rf + ovh;
         o->bwd_s += f * k->flash_bwd_ratio / rb + 2 * ovh;
+        o->attn_s += f / rf + f * k->flash_bwd_ratio / rb + 3 * ovh;
         return;
     }
     /* Materialised: QK^T and PV as batched GEMMs over all S x S (the mask is
