@@ -21,6 +21,7 @@
 typedef struct CalCli {
     const char *target, *gpu, *out, *records, *from;
     int ranks, quick;
+    double budget;                /* seconds per point (0: ptdc-measure's default) */
 } CalCli;
 
 static void usage(FILE *f)
@@ -39,6 +40,7 @@ static void usage(FILE *f)
             "  --gpu PRESET        the datasheet GPU the measurement refines (CUDA; default\n"
             "                      a100-80gb): its peak stays MFU's denominator\n"
             "  --quick             fewer points (about a quarter of the time)\n"
+            "  --budget SECONDS    time per measured point (default 0.05)\n"
             "  --records DIR       keep the raw measurements in DIR\n"
             "  --from DIR          fit records kept earlier instead of measuring\n"
             "  -o FILE             the cluster file to write (default calibrated.cluster)\n");
@@ -59,6 +61,7 @@ static bool parse(int argc, char **argv, CalCli *c)
         } else if (!strcmp(a, "--quick")) {
             c->quick = 1;
         } else if (!v && (!strcmp(a, "--target") || !strcmp(a, "--ranks") || !strcmp(a, "--gpu") ||
+                          !strcmp(a, "--budget") ||
                           !strcmp(a, "--records") || !strcmp(a, "--from") || !strcmp(a, "-o"))) {
             ir_error(IR_NOLOC, "calibrate: %s expects a value", a);
             return false;
@@ -76,6 +79,13 @@ static bool parse(int argc, char **argv, CalCli *c)
                 return false;
             }
             c->ranks = (int)n;
+        } else if (!strcmp(a, "--budget")) {
+            char *e;
+            c->budget = strtod(argv[++i], &e);
+            if (*e || !(c->budget > 0 && c->budget < 10)) {
+                ir_error(IR_NOLOC, "calibrate: --budget expects seconds in (0, 10), got '%s'", argv[i]);
+                return false;
+            }
         } else if (!strcmp(a, "--gpu")) {
             c->gpu = argv[++i];
         } else if (!strcmp(a, "--records")) {
@@ -106,6 +116,15 @@ static char *slurp(FILE *f, size_t *len)
     return buf;
 }
 
+/* Does the CUDA measuring program find no GPU here (its exit status 3)? */
+static bool run_no_device(const char *bin)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s --help >/dev/null 2>&1", bin);
+    int st = system(cmd);
+    return st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 3;
+}
+
 /* Run ptdc-measure on `ranks` ranks with `env` (NAME=VALUE or NULL) and
  * return its records (heap), or NULL after a message. */
 static char *run_measure(const CalCli *c, const char *part, int ranks, const char *env,
@@ -117,15 +136,22 @@ static char *run_measure(const CalCli *c, const char *part, int ranks, const cha
                  !strcmp(c->target, "cuda") ? " (the CUDA toolkit was not found at configure time)" : "");
         return NULL;
     }
-    char cmd[4096];
+    if (!strcmp(c->target, "cuda") && run_no_device(bin)) {
+        ir_error(IR_NOLOC, "calibrate: --target cuda needs a GPU, and this machine has none "
+                           "(ptdc-measure-cuda is built: run this where the GPUs are)");
+        return NULL;
+    }
+    char cmd[4096], opts[128];
+    snprintf(opts, sizeof opts, "--part %s%s", part, c->quick ? " --quick" : "");
+    if (c->budget > 0)
+        snprintf(opts + strlen(opts), sizeof opts - strlen(opts), " --budget %g", c->budget);
     const char *flags = getenv("PTDC_MPIRUN_FLAGS");
     if (getenv("SLURM_JOB_ID"))
-        snprintf(cmd, sizeof cmd, "%s%s srun --ntasks=%d %s --part %s%s", env ? "env " : "",
-                 env ? env : "", ranks, bin, part, c->quick ? " --quick" : "");
+        snprintf(cmd, sizeof cmd, "%s%s srun --ntasks=%d %s %s", env ? "env " : "", env ? env : "",
+                 ranks, bin, opts);
     else
-        snprintf(cmd, sizeof cmd, "%s%s %s %s %s -np %d %s --part %s%s", env ? "env " : "",
-                 env ? env : "", PTDC_MEASURE_MPIRUN, flags ? flags : "--oversubscribe", bind, ranks,
-                 bin, part, c->quick ? " --quick" : "");
+        snprintf(cmd, sizeof cmd, "%s%s %s %s %s -np %d %s %s", env ? "env " : "", env ? env : "",
+                 PTDC_MEASURE_MPIRUN, flags ? flags : "--oversubscribe", bind, ranks, bin, opts);
     fflush(stderr);
     FILE *p = popen(cmd, "r");
     if (!p) {
@@ -174,6 +200,19 @@ static char *load_records(const char *dir, const char *name, bool required)
     return t;
 }
 
+/* GPUs the CUDA measuring program sees on this node (1 if it cannot say). */
+static int gpus(void)
+{
+    FILE *p = popen(PTDC_MEASURE_CUDA " --devices 2>/dev/null", "r");
+    int n = 0;
+    if (p) {
+        if (fscanf(p, "%d", &n) != 1)
+            n = 0;
+        pclose(p);
+    }
+    return n > 0 ? n : 1;
+}
+
 static int cores(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -189,7 +228,7 @@ int cal_main(int argc, char **argv)
     char *text[4] = {0};
     bool cpu = !strcmp(c.target, "cpu");
     int ncores = cores();
-    int ranks = c.ranks ? c.ranks : cpu ? ncores : 1;
+    int ranks = c.ranks ? c.ranks : cpu ? ncores : gpus();
     int rc = 1;
     if (c.from) {
         for (int i = 0; i < 4; i++)
@@ -200,8 +239,9 @@ int cal_main(int argc, char **argv)
         char env[128];
         fprintf(stderr, "calibrate: %s backend, %d core%s; %s\n", c.target, ncores,
                 ncores == 1 ? "" : "s", c.quick ? "quick run" : "full run");
-        /* The node full: one rank per core, one thread each. */
-        int full = cpu ? ncores : ranks;
+        /* The node full: one rank per core, one thread each (CPU); one rank
+         * per GPU of the node (CUDA). */
+        int full = cpu ? ncores : (ranks < gpus() ? ranks : gpus());
         fprintf(stderr, "calibrate: [1/4] compute, %d rank%s at once\n", full, full == 1 ? "" : "s");
         snprintf(env, sizeof env, "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1");
         if (!(text[0] = run_measure(&c, "compute", full, cpu ? env : NULL, "")))
