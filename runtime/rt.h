@@ -324,7 +324,7 @@ int rt_st_read(const RtSt *st, const char *name, bool transposed, int part, int 
  * and sharding (host fp32, one process writes the file); close checks that
  * each tensor received as many elements as it holds (it does not detect
  * overlapping blocks), then commits atomically like checkpoints. dtype:
- * "F32" or "BF16" (rounded to nearest even). */
+ * "F32", "BF16" or "F16" (both rounded to nearest even). */
 typedef struct {
     const char *name;
     int ndim;
@@ -333,6 +333,16 @@ typedef struct {
 typedef struct RtStWriter RtStWriter;
 RtStWriter *rt_st_writer_open(const char *path, const RtStTensor *tensors, int n,
                               const char *dtype, char *err, size_t errlen);
+/* A Hugging Face model directory (created if missing), laid out as
+ * save_pretrained does: tensors in declared order fill shards of at most
+ * max_shard_bytes (a larger tensor gets its own), written as
+ * model-00001-of-0000N.safetensors ... with model.safetensors.index.json
+ * ({"metadata": {"total_size"}, "weight_map"}), or as model.safetensors
+ * alone when one shard holds everything. Model files of an earlier export
+ * that this one does not use are removed at close. */
+RtStWriter *rt_st_writer_open_dir(const char *dir, const RtStTensor *tensors, int n,
+                                  const char *dtype, int64_t max_shard_bytes, char *err,
+                                  size_t errlen);
 int rt_st_writer_put(RtStWriter *w, const char *name, bool transposed, int part, int nparts,
                      int rank, const int64_t *global, const int64_t *offset, const int64_t *local,
                      const float *src, char *err, size_t errlen);

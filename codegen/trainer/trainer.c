@@ -28,7 +28,8 @@ int32_t *g_ws_i32;
 
 typedef struct Flags {
     long steps, decay_steps, save_every, warmup;
-    const char *data, *load, *save, *import_hf, *export_hf;
+    const char *data, *load, *save, *import_hf, *export_hf, *export_dtype;
+    long long shard_bytes; /* --max-shard-size */
     double lr, min_lr, clip, weight_decay, beta1, beta2, eps;
     unsigned long long seed;
     int grad_check;
@@ -61,8 +62,12 @@ static void usage(void)
            "  --weight-decay X   AdamW weight decay of matrices (default 0.1)\n"
            "  --adam-eps X       AdamW epsilon (default 1e-8; LLaMA-2 used 1e-5)\n"
            "  --seed N           initialisation seed (default 0)\n"
-           "  --import-hf FILE   initial weights from a Hugging Face safetensors file\n"
-           "  --export-hf FILE   write the trained weights as safetensors (Hugging Face names)\n"
+           "  --import-hf PATH   initial weights from Hugging Face safetensors: a file, a model\n"
+           "                     directory or its model.safetensors.index.json (shards)\n"
+           "  --export-hf PATH   write the trained weights with Hugging Face names: PATH.safetensors\n"
+           "                     as one file, any other PATH as a model directory of shards\n"
+           "  --export-dtype T   f32 (default), bf16 or f16\n"
+           "  --max-shard-size N bytes per shard of a directory export (default 5000000000)\n"
            "  --grad-check       check every parameter's gradient against finite differences\n"
            "                     of the loss at the initial weights, then exit\n",
            CG_WORLD, CG_MODEL, CG_PLAN);
@@ -108,6 +113,8 @@ static void parse_flags(int argc, char **argv)
     fl.beta1 = 0.9;
     fl.beta2 = 0.95;
     fl.eps = 1e-8;
+    fl.export_dtype = "F32";
+    fl.shard_bytes = 5000000000LL; /* save_pretrained's max_shard_size "5GB" */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -134,9 +141,15 @@ static void parse_flags(int argc, char **argv)
         else if (FLAG("--save"))
             fl.save = v ? v : (bad_flag(a, "expects a directory", v), "");
         else if (FLAG("--import-hf"))
-            fl.import_hf = v ? v : (bad_flag(a, "expects a .safetensors file", v), "");
+            fl.import_hf = v ? v : (bad_flag(a, "expects a safetensors file or directory", v), "");
         else if (FLAG("--export-hf"))
-            fl.export_hf = v ? v : (bad_flag(a, "expects a .safetensors file", v), "");
+            fl.export_hf = v ? v : (bad_flag(a, "expects a .safetensors file or a directory", v), "");
+        else if (FLAG("--export-dtype"))
+            fl.export_dtype = v && !strcmp(v, "f32") ? "F32" : v && !strcmp(v, "bf16") ? "BF16"
+                            : v && !strcmp(v, "f16") ? "F16"
+                            : (bad_flag(a, "expects f32, bf16 or f16", v), "");
+        else if (FLAG("--max-shard-size"))
+            fl.shard_bytes = int_flag(a, v, 1);
         else if (FLAG("--lr"))
             fl.lr = num_flag(a, v);
         else if (FLAG("--min-lr"))
@@ -804,7 +817,11 @@ static void export_hf(const char *path)
                 t->shape[t->ndim - 1] *= p->hf_nparts;
         }
     RtStWriter *w = NULL;
-    if (ROOT && !(w = rt_st_writer_open(path, decl, ntensors, "F32", err, sizeof err)))
+    size_t plen = strlen(path);
+    bool one_file = plen >= 12 && !strcmp(path + plen - 12, ".safetensors");
+    if (ROOT && !(w = one_file ? rt_st_writer_open(path, decl, ntensors, fl.export_dtype, err, sizeof err)
+                               : rt_st_writer_open_dir(path, decl, ntensors, fl.export_dtype,
+                                                       fl.shard_bytes, err, sizeof err)))
         rt_fatal("%s", err);
     rt_act *buf = (rt_act *)rt_alloc((size_t)(3 * most) * sizeof(rt_act));
     float *host = (float *)malloc((size_t)most * sizeof(float));
