@@ -232,9 +232,13 @@ static bool set_attr(Lower *lw, IrOp op, const FeArg *arg, IrAttrs *at)
         return true;
     case A_WORD:
         /* The only keyword attribute: rope's scaling (IrRopeKind). */
-        if (v->kind != FE_E_NAME || strcmp(v->name, "llama3") != 0) {
-            ir_error(v->loc, "%s: %s is llama3 (LLaMA-3.1's rope scaling), the only one ptdc "
-                     "implements", opname, arg->name);
+        if (v->kind != FE_E_NAME) {
+            ir_error(v->loc, "%s: %s names a scheme: llama3", opname, arg->name);
+            return false;
+        }
+        if (strcmp(v->name, "llama3") != 0) {
+            ir_error(v->loc, "%s: %s '%s' is not implemented (ptdc implements llama3, "
+                     "LLaMA-3.1's)", opname, arg->name, v->name);
             return false;
         }
         at->rope.kind = IR_ROPE_LLAMA3;
