@@ -212,6 +212,8 @@ out_cache:
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "import-hf"))
+        return drv_import_hf(argc - 1, argv + 1);
     DrvOptions o;
     if (!drv_parse_options(argc, argv, &o)) {
         drv_free_options(&o);
