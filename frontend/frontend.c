@@ -74,7 +74,11 @@ IrGraph *fe_compile_file(IrArena *a, const char *path, const FeSet *sets, int ns
         char *text = fe_hf_import(a, path, &len);
         if (!text)
             return NULL;
-        return compile(a, ir_sprintf(a, "%s.mdl", path), text, len, sets, nsets, global_batch);
+        /* Diagnostics name the generated text after its config.json. */
+        size_t n = strlen(path);
+        const char *cfg = n >= 5 && !strcmp(path + n - 5, ".json") ? path
+                        : ir_sprintf(a, "%s/config.json", path);
+        return compile(a, ir_sprintf(a, "%s.mdl", cfg), text, len, sets, nsets, global_batch);
     }
     return compile(a, path, NULL, 0, sets, nsets, global_batch);
 }

@@ -190,6 +190,8 @@ static void rope_scaling(Rd *r, HfModel *m)
         fail(r, "'rope_scaling' has no rope_type");
         return;
     }
+    if (strcmp(type->text, "default") == 0 && s->n == 1)
+        return; /* transformers' name for no scaling */
     if (strcmp(type->text, "llama3") != 0) {
         fail(r, "rope_scaling type '%s' is not supported (ptdc implements llama3 only)",
              type->text);

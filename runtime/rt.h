@@ -301,8 +301,9 @@ enum { RT_ST_MAXDIM = 8 };
 typedef struct RtSt RtSt;
 /* path: a .safetensors file; a shard index (*.index.json: "weight_map" from
  * tensor to shard file beside it); or a Hugging Face model directory, read
- * through its model.safetensors.index.json, else its model.safetensors. The
- * tensors of all shards then act as one file. */
+ * through its model.safetensors, else its model.safetensors.index.json (the
+ * order of transformers' from_pretrained). The tensors of all shards then act
+ * as one file. */
 RtSt *rt_st_open(const char *path, char *err, size_t errlen);
 void rt_st_close(RtSt *st);
 int rt_st_count(const RtSt *st); /* tensors, sorted by name */

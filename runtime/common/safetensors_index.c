@@ -2,8 +2,9 @@
  * file, a Hugging Face model directory or a shard index.
  *
  * rt_st_open(PATH):
- *   PATH a directory    DIR/model.safetensors.index.json if present, else
- *                       DIR/model.safetensors (as transformers' from_pretrained)
+ *   PATH a directory    DIR/model.safetensors if present, else
+ *                       DIR/model.safetensors.index.json (transformers'
+ *                       from_pretrained looks in this order)
  *   PATH *.index.json   an index: {"metadata": {...}, "weight_map": {tensor:
  *                       shard file}}; shard files sit beside the index
  *   otherwise           one safetensors file (safetensors.c)
@@ -247,14 +248,14 @@ RtSt *rt_st_open(const char *path, char *err, size_t errlen)
     int rc;
     if (is_kind(path, S_IFDIR)) {
         char *index = join(path, INDEX_NAME), *single = join(path, SINGLE_NAME);
-        if (is_kind(index, S_IFREG)) {
-            rc = open_index(st, index, err, errlen);
-        } else if (is_kind(single, S_IFREG)) {
+        if (is_kind(single, S_IFREG)) {
             st->files = rtc_xcalloc(1, sizeof *st->files);
             rc = (st->files[0] = rtc_stf_open(single, err, errlen)) ? 0 : -1;
             st->nfiles = st->files[0] ? 1 : 0;
             if (rc == 0)
                 rc = build_table(st, err, errlen);
+        } else if (is_kind(index, S_IFREG)) {
+            rc = open_index(st, index, err, errlen);
         } else {
             rc = rtc_err(err, errlen, "%s: a Hugging Face model directory holds %s or %s; this "
                          "one holds neither", path, INDEX_NAME, SINGLE_NAME);
