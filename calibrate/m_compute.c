@@ -226,10 +226,10 @@ static void run_attn(void *p)
     AttnArg *a = (AttnArg *)p;
     if (a->bwd)
         rt_attention_bwd(a->dq, a->dk, a->dv, a->q, a->k, a->v, a->o, a->lse, a->dout, a->B,
-                         a->S, a->H, a->KVH, a->D, a->causal);
+                         a->S, a->H, a->KVH, a->D, a->causal, 0);
     else
         rt_attention_fwd(a->o, a->lse, a->q, a->k, a->v, a->B, a->S, a->H, a->KVH, a->D,
-                         a->causal);
+                         a->causal, 0);
 }
 
 void cal_measure_attention(const CalOpts *o)

@@ -49,4 +49,7 @@ bool drv_parse_options(int argc, char **argv, DrvOptions *o);
 void drv_print_help(void);
 void drv_free_options(DrvOptions *o);
 
+/* `ptdc import-hf DIR_OR_CONFIG [-o MODEL.mdl]` (import_hf.c); argv[0] is "import-hf". */
+int drv_import_hf(int argc, char **argv);
+
 #endif

@@ -248,6 +248,8 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "calibrate"))
         return cal_main(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "import-hf"))
+        return drv_import_hf(argc - 1, argv + 1);
     DrvOptions o;
     if (!drv_parse_options(argc, argv, &o)) {
         drv_free_options(&o);

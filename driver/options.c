@@ -13,9 +13,11 @@ void drv_print_help(void)
 {
     printf(
         "usage: ptdc MODEL.mdl [options]\n"
+        "       ptdc import-hf DIR_OR_CONFIG [-o MODEL.mdl]\n"
         "\n"
         "Compile a model written in the .mdl language into a distributed training plan and\n"
-        "per-rank programs.\n"
+        "per-rank programs. MODEL may also be a Hugging Face config.json or its directory\n"
+        "(compiled as the .mdl that import-hf writes).\n"
         "\n"
         "Output:\n"
         "  -o, --output DIR         write plan.txt, plan.json, plan.svg and the rank programs to DIR\n"

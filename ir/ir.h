@@ -192,12 +192,30 @@ typedef struct IrTensor {
     int grad_of;         /* for IR_GRAD: the tensor it is the gradient of, else -1 */
 } IrTensor;
 
+/* ROPE frequency scaling (Hugging Face's rope_scaling). LLAMA3 is LLaMA-3.1's:
+ * wavelengths longer than original_max_position / low_freq_factor are divided
+ * by factor, shorter than original_max_position / high_freq_factor kept, and
+ * those between interpolated (docs/language.md). */
+typedef enum {
+    IR_ROPE_PLAIN,  /* theta^(-2j/dim) unchanged */
+    IR_ROPE_LLAMA3, /* rope_type "llama3" */
+} IrRopeKind;
+
+typedef struct IrRopeScaling {
+    IrRopeKind kind;
+    double factor, low_freq_factor, high_freq_factor;
+    int64_t original_max_position;
+} IrRopeScaling;
+
 /* Operator attributes; which fields an op uses is stated in ops.def comments
  * and checked by the verifier. */
 typedef struct IrAttrs {
     double eps;          /* RMSNORM, LAYERNORM */
     double theta;        /* ROPE base */
+    IrRopeScaling rope;  /* ROPE scaling (kind IR_ROPE_PLAIN: none) */
     bool causal;         /* ATTENTION */
+    int64_t window;      /* ATTENTION: sliding window, causal only: query i sees keys
+                            j <= i with i - j < window; 0 = no window */
     int dim[2];          /* ROPE: [0] position dim, [1] rotated dim; SOFTMAX: [0].
                             -1 asks for the default (ROPE: the graph's seq dim and
                             x's last dim; SOFTMAX: the last dim). */

@@ -166,17 +166,31 @@ void rt_layernorm_bwd(rt_act *dx, rt_act *dw, rt_act *db, const rt_act *x, const
  * inverse = true applies the transposed rotation (the backward). */
 void rt_rope(rt_act *y, const rt_act *x, int64_t outer, int64_t seq, int64_t inner, int64_t dim,
              int64_t pos_offset, float theta, bool inverse);
+/* rt_rope with LLaMA-3.1's frequency scaling (Hugging Face rope_type
+ * "llama3"). With f = theta^(-2j/dim), wavelength L = 2 pi / f and
+ * M = original_max_position: f is kept where L < M / high_freq_factor,
+ * divided by factor where L > M / low_freq_factor, and in between becomes
+ * (1 - s) f / factor + s f with s = (M / L - low_freq_factor) /
+ * (high_freq_factor - low_freq_factor). */
+void rt_rope_llama3(rt_act *y, const rt_act *x, int64_t outer, int64_t seq, int64_t inner,
+                    int64_t dim, int64_t pos_offset, float theta, float factor,
+                    float low_freq_factor, float high_freq_factor, float original_max_position,
+                    bool inverse);
 
 /* Scaled dot-product attention with grouped-query heads: q, o [B, S, H, D];
  * k, v [B, S, KVH, D]; query head h reads kv head h / (H / KVH); scale
- * 1/sqrt(D); causal masks keys after the query. lse [B, S, H] holds each
- * row's log-sum-exp of the scaled scores, so backward recomputes the
- * probabilities and nothing S x S is stored between passes. */
+ * 1/sqrt(D); causal masks keys after the query. window > 0 (causal only) is a
+ * sliding window: query i sees key j iff j <= i && i - j < window; 0 = none.
+ * lse [B, S, H] holds each row's log-sum-exp of the scaled scores, so
+ * backward recomputes the probabilities and nothing S x S is stored between
+ * passes. */
 void rt_attention_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v,
-                      int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal);
+                      int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal,
+                      int64_t window);
 void rt_attention_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k,
                       const rt_act *v, const rt_act *o, const float *lse, const rt_act *dout,
-                      int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal);
+                      int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal,
+                      int64_t window);
 
 void rt_silu_fwd(rt_act *y, const rt_act *x, int64_t n);
 void rt_silu_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n);
@@ -285,6 +299,11 @@ int rt_ckpt_load(const char *path, const RtBlob *blobs, int n, int64_t *step, in
  * the local block's offset and extent in parameter coordinates. */
 enum { RT_ST_MAXDIM = 8 };
 typedef struct RtSt RtSt;
+/* path: a .safetensors file; a shard index (*.index.json: "weight_map" from
+ * tensor to shard file beside it); or a Hugging Face model directory, read
+ * through its model.safetensors, else its model.safetensors.index.json (the
+ * order of transformers' from_pretrained). The tensors of all shards then act
+ * as one file. */
 RtSt *rt_st_open(const char *path, char *err, size_t errlen);
 void rt_st_close(RtSt *st);
 int rt_st_count(const RtSt *st); /* tensors, sorted by name */
@@ -306,7 +325,7 @@ int rt_st_read(const RtSt *st, const char *name, bool transposed, int part, int 
  * and sharding (host fp32, one process writes the file); close checks that
  * each tensor received as many elements as it holds (it does not detect
  * overlapping blocks), then commits atomically like checkpoints. dtype:
- * "F32" or "BF16" (rounded to nearest even). */
+ * "F32", "BF16" or "F16" (both rounded to nearest even). */
 typedef struct {
     const char *name;
     int ndim;
@@ -315,6 +334,16 @@ typedef struct {
 typedef struct RtStWriter RtStWriter;
 RtStWriter *rt_st_writer_open(const char *path, const RtStTensor *tensors, int n,
                               const char *dtype, char *err, size_t errlen);
+/* A Hugging Face model directory (created if missing), laid out as
+ * save_pretrained does: tensors in declared order fill shards of at most
+ * max_shard_bytes (a larger tensor gets its own), written as
+ * model-00001-of-0000N.safetensors ... with model.safetensors.index.json
+ * ({"metadata": {"total_size"}, "weight_map"}), or as model.safetensors
+ * alone when one shard holds everything. Model files of an earlier export
+ * that this one does not use are removed at close. */
+RtStWriter *rt_st_writer_open_dir(const char *dir, const RtStTensor *tensors, int n,
+                                  const char *dtype, int64_t max_shard_bytes, char *err,
+                                  size_t errlen);
 int rt_st_writer_put(RtStWriter *w, const char *name, bool transposed, int part, int nparts,
                      int rank, const int64_t *global, const int64_t *offset, const int64_t *local,
                      const float *src, char *err, size_t errlen);

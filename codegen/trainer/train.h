@@ -10,7 +10,8 @@
 /* ---------------------------------------------------------- train_state.c */
 typedef struct Flags {
     long steps, decay_steps, save_every, warmup;
-    const char *data, *load, *save, *import_hf, *export_hf;
+    const char *data, *load, *save, *import_hf, *export_hf, *export_dtype;
+    long long shard_bytes; /* --max-shard-size */
     double lr, min_lr, clip, weight_decay, beta1, beta2, eps;
     unsigned long long seed;
     int grad_check;

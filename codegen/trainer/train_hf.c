@@ -241,7 +241,11 @@ void tr_export_hf(const char *path)
                 t->shape[t->ndim - 1] *= p->hf_nparts;
         }
     RtStWriter *w = NULL;
-    if (ROOT && !(w = rt_st_writer_open(path, decl, ntensors, "F32", err, sizeof err)))
+    size_t plen = strlen(path);
+    bool one_file = plen >= 12 && !strcmp(path + plen - 12, ".safetensors");
+    if (ROOT && !(w = one_file ? rt_st_writer_open(path, decl, ntensors, tr_fl.export_dtype, err, sizeof err)
+                               : rt_st_writer_open_dir(path, decl, ntensors, tr_fl.export_dtype,
+                                                       tr_fl.shard_bytes, err, sizeof err)))
         rt_fatal("%s", err);
     rt_act *buf = (rt_act *)rt_alloc((size_t)(3 * most) * sizeof(rt_act));
     float *host = (float *)malloc((size_t)most * sizeof(float));

@@ -143,8 +143,13 @@ static void pass_opcost_ATTENTION(const OpArgs *a, PassNodeCost *o)
     const PassCostConsts *k = &pass_cost_consts;
     PassAttnKernel kind = attn_kernel(a->c);
     if (kind == PASS_KERNEL_FLASH2 || kind == PASS_KERNEL_FLASH1) {
-        /* Tiles above the diagonal are skipped under a causal mask. */
-        double f = 4 * B * H * S * S * D * (a->n->attr.causal ? 0.5 : 1);
+        /* Tiles above the diagonal are skipped under a causal mask, and those
+         * left of a sliding window's band too: the band of width W < S covers
+         * S W - W^2 / 2 of the S^2 scores (S^2 / 2 at W = S). */
+        double W = (double)a->n->attr.window, pairs = S * S;
+        if (a->n->attr.causal)
+            pairs = W > 0 && W < S ? S * W - W * W / 2 : S * S / 2;
+        double f = 4 * B * H * pairs * D;
         double ef = kind == PASS_KERNEL_FLASH2 ? k->flash2_fwd : k->flash1_fwd;
         double ebw = kind == PASS_KERNEL_FLASH2 ? k->flash2_bwd : k->flash1_bwd;
         double rate = gp->peak_flops * gp->gemm_eff;

@@ -60,6 +60,7 @@ uint64_t rtc_mix64(uint64_t x); /* splitmix64 finaliser */
 float rtc_bf16_to_f32(uint16_t h);
 uint16_t rtc_f32_to_bf16(float f); /* round to nearest even, NaN stays NaN */
 float rtc_f16_to_f32(uint16_t h);
+uint16_t rtc_f32_to_f16(float f); /* round to nearest even; overflow to infinity */
 
 /* shape.c: iterate a block of a row-major tensor. */
 int64_t rtc_numel(int rank, const int64_t *shape);
