@@ -354,6 +354,29 @@ static void check_mem_prune(Src *s, SrcGroup *G, const SrcVariant *V, SrcCand *k
     pass_prediction_free(&pr);
 }
 
+/* A bound on plan p's step time once its stages are cut: the schedule
+ * simulated on the stages' kernel times (the same pass_cost_node numbers
+ * pass_predict sums) without resharding or transfers. pass_predict
+ * simulates (or, for a reference stack, takes the 1F1B formula, never less)
+ * on stage times that add those and more, and the simulation only grows
+ * with its inputs. */
+static double cut_bound(const Src *s, const SrcVariant *V, const PassPlan *p)
+{
+    (void)s;
+    int ns = p->nstages, pp = p->pp > 0 ? p->pp : 1, v = p->v > 0 ? p->v : 1;
+    double *f = ir_xcalloc((size_t)ns * 3, sizeof(double)), *b = f + ns, *z = b + ns;
+    for (int st = 0; st < ns; st++) {
+        const PassStage *S = &p->stages[st];
+        for (int q = S->first_piece; q < S->first_piece + S->npieces; q++) {
+            f[st] += V->piece[q].fwd;
+            b[st] += V->piece[q].bwd + V->piece[q].rec[S->recompute];
+        }
+    }
+    double t = pass_schedule_sim(pp, v, p->num_micro > 0 ? p->num_micro : 1, f, b, z, z, NULL);
+    free(f);
+    return t;
+}
+
 /* Cut, predict, and keep candidate k with variant V. */
 static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
 {
@@ -370,11 +393,20 @@ static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
             k->done = true;
             return;
         }
+        double cb = cut_bound(s, V, &p);
+        if (!s->o->exhaustive && cb >= threshold(R)) {
+            s->st->pruned_time++;
+            k->done = true;
+            return;
+        }
         PassPrediction pr;
         pass_predict(s->c, s->g, &p, &pr);
         s->st->evaluated++;
         if (s->o->exhaustive) {
             check_bounds(s, G, V, k, &pr);
+            if (cb > pr.step_time_s * (1 + 1e-9))
+                ir_die("search: cut bound %.9g above pass_predict's %.9g (dp %d tp %d pp %d v %d)", cb,
+                       pr.step_time_s, G->dp, G->tp, k->pp, k->v);
             if (part.mem_peak > pr.peak_mem_bytes * (1 + 1e-9))
                 ir_die("search: the partition's memory estimate %.0f is above pass_predict's %.0f",
                        part.mem_peak, pr.peak_mem_bytes);
