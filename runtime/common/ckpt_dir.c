@@ -242,8 +242,14 @@ static int rank_file_problem(const RtCkpt *c, int r, int *fd_out, RtcCkHeader *h
 
 /* Open step `step` of root (stepdir given, or made from root) and check it
  * whole but for the rank files' payloads. NULL with the reason in err. */
+static bool exists(const char *dir, const char *name);
+
 static RtCkpt *open_checked(const char *stepdir, int64_t expect_step, char *err, size_t errlen)
 {
+    if (!exists(stepdir, RTC_MF_NAME)) {
+        rtc_err(err, errlen, "%s: incomplete (no manifest: its save did not finish)", stepdir);
+        return NULL;
+    }
     RtCkpt *c = rtc_mf_read(stepdir, err, errlen);
     if (!c)
         return NULL;
@@ -363,12 +369,8 @@ RtCkpt *rt_ckpt_open_latest(const char *dir, int64_t before, char *notes, size_t
             continue;
         tried++;
         char *sd = step_dir(dir, steps[i]);
-        if (!exists(sd, RTC_MF_NAME))
-            snprintf(why, sizeof why, "%s: incomplete (no manifest: its save did not finish); "
-                     "skipped", sd);
-        else if (!(found = open_checked(sd, steps[i], why, sizeof why)))
-            snprintf(why + strlen(why), sizeof why - strlen(why), "; step %lld skipped",
-                     (long long)steps[i]);
+        if (!(found = open_checked(sd, steps[i], why, sizeof why)))
+            snprintf(why + strlen(why), sizeof why - strlen(why), "; skipped");
         if (!found)
             note(notes, noteslen, "%s", why);
         free(sd);
@@ -380,6 +382,9 @@ RtCkpt *rt_ckpt_open_latest(const char *dir, int64_t before, char *notes, size_t
         rtc_err(err, errlen, "%s: no complete checkpoint%s: %d step director%s, none complete "
                 "(see the notes)", dir, before == INT64_MAX ? "" : " older than the one refused",
                 tried, tried == 1 ? "y" : "ies");
+    else if (n)
+        rtc_err(err, errlen, "%s: no complete checkpoint older than step %lld", dir,
+                (long long)before);
     else if (exists(dir, "rank00000.ckpt"))
         rtc_err(err, errlen, "%s: a version 1 checkpoint (rank files without step directories "
                 "and manifest, from an older ptdc); this program reads version 2 checkpoints "

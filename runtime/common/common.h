@@ -13,9 +13,6 @@
 
 #ifdef __cplusplus
 extern "C" { /* runtime/cuda's C++ files use a few of these */
-#ifdef __cplusplus
-}
-#endif
 #endif
 
 /* util.c */

@@ -316,13 +316,18 @@ int rtc_open_regular(const char *path, const char *what, struct stat *st, char *
 
 int rtc_mkdirs(const char *dir, char *err, size_t errlen)
 {
+    if (!*dir)
+        return rtc_err(err, errlen, "an empty directory name");
+    /* The common case, a missing last component, in one call. */
+    struct stat sb;
+    if (mkdir(dir, 0777) == 0 || (errno == EEXIST && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)))
+        return 0;
     char *p = rtc_xstrdup(dir);
     int rc = 0;
     for (char *s = p + 1;; s++) {
         bool end = *s == 0;
         if (*s == '/' || end) {
             *s = 0;
-            struct stat sb;
             if (mkdir(p, 0777) != 0 && errno != EEXIST)
                 rc = rtc_err(err, errlen, "%s: cannot create directory %s: %s", dir, p,
                              strerror(errno));

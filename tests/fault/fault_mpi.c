@@ -10,7 +10,8 @@
  *   stop DIR       a training loop: rt_stop_install, a step = compute +
  *                  all-reduce; at each step boundary rt_stop_agree; on a
  *                  request every rank prints "stopped after step N (signal S)"
- *                  and exits 0. Rank files DIR/pid.R as above.
+ *                  and exits 0 (with FAULT_STOP_IGNORE set it carries on, so
+ *                  a second signal can be sent). Rank files DIR/pid.R.
  * The timeout comes from PTDC_TIMEOUT. */
 #include <signal.h>
 #include <stdio.h>
@@ -72,7 +73,7 @@ int main(int argc, char **argv)
         if (!strcmp(mode, "stop")) {
             busy(0.01);
             int sig = rt_stop_agree(w);
-            if (sig) {
+            if (sig && !getenv("FAULT_STOP_IGNORE")) {
                 printf("rank %d: stopped after step %ld (signal %d)\n", rank, it + 1, sig);
                 fflush(stdout);
                 break;
