@@ -102,16 +102,25 @@ int rt_ckpt_write(const char *dir, const RtCkptMeta *m, const RtCkptBlob *blobs,
     size_t mn = strlen(sd) + sizeof RTC_MF_NAME + 1;
     char *mf = rtc_xmalloc(mn);
     snprintf(mf, mn, "%s/%s", sd, RTC_MF_NAME);
+    /* rec->status carries the errno of what failed (ENOSPC, EACCES, ...):
+     * errno is cleared after each step that succeeded, so a stale value
+     * (EEXIST from mkdir, ENOENT from unlink) is never reported. */
+    errno = 0;
     int rc = rtc_mkdirs(sd, err, errlen);
+    if (rc == 0)
+        errno = 0;
     /* A manifest of this step from an earlier save would vouch for files
      * being replaced now: remove it before touching any (every rank does,
      * so it is gone before rank 0 can gather and commit). */
-    if (rc == 0 && unlink(mf) != 0 && errno != ENOENT)
-        rc = rtc_err(err, errlen, "%s: cannot remove the stale manifest: %s", mf,
-                     strerror(errno));
+    if (rc == 0 && unlink(mf) != 0) {
+        if (errno == ENOENT)
+            errno = 0;
+        else
+            rc = rtc_err(err, errlen, "%s: cannot remove the stale manifest: %s", mf,
+                         strerror(errno));
+    }
     uint32_t crc = 0;
     uint64_t bytes = 0;
-    errno = 0;
     if (rc == 0)
         rc = rtc_ck_write_file(path, m, blobs, n, &crc, &bytes, err, errlen);
     if (rc == 0) {

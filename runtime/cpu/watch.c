@@ -15,7 +15,7 @@
  *     MPI_THREAD_MULTIPLE);
  *   - when the main thread has waited in one call longer than the timeout,
  *     asks the members of that communicator where they are (for a grace of
- *     a tenth of the timeout, 0.5 to 5 s), prints one line naming the ranks
+ *     a tenth of the timeout, 1 to 5 s), prints one line naming the ranks
  *     that did not arrive and where they are instead (or that they do not
  *     respond: stopped, hung, lost), and aborts every rank (MPI_Abort).
  * A rank whose watchdog does not answer is stopped (SIGSTOP), hung in the
@@ -265,7 +265,7 @@ _Noreturn static void fire(const Snap *s, double w)
                     MPI_Request_free(&req); /* eager; a stopped peer never receives it */
                 asked++;
             }
-        double grace = fmin(5, fmax(0.5, t / 10)), until = mono() + grace;
+        double grace = fmin(5, fmax(1, t / 10)), until = mono() + grace;
         const struct timespec ms = {0, 1000 * 1000};
         while (answered < asked && mono() < until) {
             answer(); /* ranks asking us at the same time */

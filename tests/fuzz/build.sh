@@ -23,7 +23,7 @@ fi
 
 sources="$src/frontend/frontend.c $src/frontend/load.c $src/frontend/consts.c
          $src/frontend/lower.c $src/frontend/suggest.c
-         $src/ir/arena.c $src/ir/diag.c $src/ir/map.c $src/ir/graph.c $src/ir/shape.c
+         $src/ir/arena.c $src/ir/diag.c $src/ir/fs.c $src/ir/map.c $src/ir/graph.c $src/ir/shape.c
          $src/ir/verify.c $src/ir/print.c $src/tests/fuzz/fe_fuzz.c"
 inputs="$sources $src/frontend/parser.y $src/frontend/lexer.l $src/frontend/fe.h
         $src/frontend/frontend.h $src/ir/ir.h $src/ir/ops.def $0"
