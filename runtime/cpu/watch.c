@@ -10,7 +10,8 @@
  * Every tick (25 ms) the thread
  *   - ends the rank if its launcher died (launcher.c): mpirun killed with
  *     -9 must not leave ranks training on;
- *   - answers other ranks' watchdogs asking where this rank is (a private
+ *   - every fourth tick, answers other ranks' watchdogs asking where this
+ *     rank is (a private
  *     duplicate of the world, used only by watchdog threads; needs
  *     MPI_THREAD_MULTIPLE);
  *   - when the main thread has waited in one call longer than the timeout,
@@ -343,7 +344,7 @@ static void *loop(void *arg)
     (void)arg;
     const struct timespec tick = {0, 25 * 1000 * 1000};
     char what[256];
-    while (!atomic_load(&W.stop)) {
+    for (unsigned ticks = 0; !atomic_load(&W.stop); ticks++) {
         nanosleep(&tick, NULL);
         if (rtc_launcher_gone(what, sizeof what)) {
             char prefix[32];
@@ -351,7 +352,9 @@ static void *loop(void *arg)
             rtc_write_line(2, prefix, "%s", what);
             _exit(1); /* no MPI_Abort: the runtime that would carry it is gone */
         }
-        if (W.census)
+        /* Questions every 100 ms only: each probe takes MPI's progress lock
+         * from the main thread, and the asker waits a second or more. */
+        if (W.census && ticks % 4 == 0)
             answer();
         Snap s = snapshot();
         double now = mono(), w = waited(&s, now), t = rt_timeout();
