@@ -317,12 +317,14 @@ int rt_ckpt_load(const char *path, const RtBlob *blobs, int n, int64_t *step, in
  *         rt_host_allgather on the world)
  *     rank 0: rt_ckpt_commit(dir, &meta, recs, W, model, nmodel, ...), then
  *             rt_ckpt_prune(dir, keep, ...)
- *     broadcast rank 0's result (rt_host_any), which doubles as the barrier.
- * The load: rank 0 finds the step (rt_ckpt_open_latest), broadcasts it;
- * every rank opens it (rt_ckpt_open_step), checks it against the program
- * (rt_ckpt_check_program) and reads its own file (rt_ckpt_read); the ranks
- * agree on success (rt_host_any) and, when a rank file turns out damaged,
- * may try the next older step (rt_ckpt_open_latest with `before`).
+ *     every rank: rt_host_max(world, rank 0's failure flag): the outcome and
+ *         the barrier at once.
+ * The load: rank 0 finds the step (rt_ckpt_open_latest), broadcasts it
+ * (rt_host_max); every rank opens it (rt_ckpt_open_step), checks it against
+ * the program (rt_ckpt_check_program) and reads its own file (rt_ckpt_read);
+ * the ranks agree on success (rt_host_max of a failure flag) and, when a
+ * rank file turns out damaged, may try the next older step
+ * (rt_ckpt_open_latest with `before`).
  * Step numbers and data positions are int64 everywhere. Functions return 0
  * (or a pointer), or -1 (NULL) with one sentence in err naming the file and
  * the problem. */
