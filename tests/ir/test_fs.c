@@ -121,16 +121,18 @@ int main(void)
     /* input files */
     snprintf(p, sizeof p, "%s/ok.mdl", root);
     write_file(root, "ok.mdl", "model m {}\n");
+    const char *d;
     diag_begin();
     FILE *f = ir_open_regular(p, "model", IR_NOLOC);
-    CHECK(f && !ir_error_count(), "regular file refused: %s", diag_end());
+    d = diag_end();
+    CHECK(f && !ir_error_count(), "regular file refused: %s", d);
     if (f)
         fclose(f);
     snprintf(p, sizeof p, "%s/in.fifo", root);
     mkfifo(p, 0644);
     diag_begin();
     f = ir_open_regular(p, "cluster file", IR_NOLOC);
-    const char *d = diag_end();
+    d = diag_end();
     char want[700];
     snprintf(want, sizeof want, "ptdc: error: cannot read cluster file '%s': it is a FIFO, not a regular file\n", p);
     CHECK(!f && !strcmp(d, want), "FIFO: '%s'", d);
@@ -160,15 +162,19 @@ int main(void)
     snprintf(p, sizeof p, "%s/afile", root);
     write_file(root, "afile", "x");
     IrOutDir o;
+    bool ok;
     diag_begin();
-    CHECK(!ir_outdir_begin(&o, p), "a file accepted as DIR");
+    ok = ir_outdir_begin(&o, p);
     d = diag_end();
+    CHECK(!ok, "a file accepted as DIR");
     snprintf(want, sizeof want, "ptdc: error: %s exists and is not a directory\n", p);
     CHECK(!strcmp(d, want), "file as DIR: '%s'", d);
 
     snprintf(p, sizeof p, "%s/aborted", root);
     diag_begin();
-    CHECK(ir_outdir_begin(&o, p), "begin: %s", diag_end());
+    ok = ir_outdir_begin(&o, p);
+    d = diag_end();
+    CHECK(ok, "begin: %s", d);
     write_file(o.tmp, names[0], "x");
     ir_outdir_abort(&o, (const char *const *)names, 2);
     CHECK(entries(root) == 3, "abort left something: %d entries in %s", entries(root), root);
