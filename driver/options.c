@@ -5,6 +5,7 @@
 #include "ir.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,12 +66,22 @@ void drv_print_help(void)
         "  --version                print the version\n");
 }
 
+/* A decimal integer in [lo, hi] and nothing else: no spaces, no '+', no hex
+ * or exponent. Digits accumulate in 64 bits with an overflow check, so no
+ * value wraps or truncates before the range check names the flag. */
 static bool parse_int(const char *flag, const char *s, long long lo, long long hi, long long *out)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
+    const char *p = s;
+    bool neg = *p == '-';
+    p += neg;
+    int64_t v = 0;
+    bool ok = *p != 0;
+    for (; ok && *p; p++)
+        ok = *p >= '0' && *p <= '9' && !__builtin_mul_overflow(v, 10, &v) &&
+             !__builtin_add_overflow(v, *p - '0', &v);
+    if (neg)
+        v = -v;
+    if (!ok || v < lo || v > hi) {
         ir_error(IR_NOLOC, "%s expects an integer from %lld to %lld, got '%s'", flag, lo, hi, s);
         return false;
     }

@@ -74,6 +74,20 @@ void ir_map_free(IrMap *m);
 bool ir_mkdirs(const char *dir);
 /* mkdir -p of the directory that will hold `path`. */
 bool ir_mkdirs_parent(const char *path);
+/* An output directory written whole or not at all (-o DIR). Its files are
+ * written into `tmp`, which lies on the file system where they will end up:
+ * inside DIR when DIR exists (it may be a mount point), else next to it
+ * ("DIR.tmp-PID", renamed to DIR at the end). begin creates DIR's parents
+ * and tmp; commit moves `names` into DIR and removes tmp; abort removes
+ * both. Each reports failures with ir_error and frees o's strings. */
+typedef struct IrOutDir {
+    char *dir;    /* DIR, without trailing slashes */
+    char *tmp;    /* where to write the files */
+    bool inside;  /* tmp is DIR/.ptdc-tmp-PID */
+} IrOutDir;
+bool ir_outdir_begin(IrOutDir *o, const char *dir);
+bool ir_outdir_commit(IrOutDir *o, const char *const *names, int n);
+void ir_outdir_abort(IrOutDir *o, const char *const *names, int n);
 
 /* ------------------------------------------------------------------- diag.c */
 /* A position in a source file. file is NULL for things without a source
@@ -100,6 +114,12 @@ int ir_error_count(void);
 void ir_diag_reset(void);
 /* Where diagnostics go; stderr by default. */
 void ir_diag_set_stream(FILE *f);
+
+/* (fs.c) Open an existing file to read (model, cluster file): anything but
+ * a regular file (a FIFO, a device, a directory) is refused with an error
+ * at `from` naming `what` (e.g. "cluster file"; NULL: none) and the path,
+ * without blocking on it. */
+FILE *ir_open_regular(const char *path, const char *what, IrLoc from);
 
 /* ------------------------------------------------------------------- the IR */
 #define IR_MAX_RANK 6   /* dims per tensor */

@@ -206,19 +206,14 @@ RtcStFile *rtc_stf_open(const char *path, char *err, size_t errlen)
 {
     RtcStFile *st = rtc_xcalloc(1, sizeof *st);
     st->path = rtc_xstrdup(path);
-    int fd = open(path, O_RDONLY);
+    struct stat sb;
+    int fd = rtc_open_regular(path, "safetensors file", &sb, err, errlen);
     if (fd < 0) {
-        rtc_err(err, errlen, "%s: cannot open safetensors file: %s", path, strerror(errno));
         rtc_stf_close(st);
         return NULL;
     }
-    struct stat sb;
     int rc = 0;
-    if (fstat(fd, &sb) != 0)
-        rc = rtc_err(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
-    else if (!S_ISREG(sb.st_mode))
-        rc = rtc_err(err, errlen, "%s: not a regular file", path);
-    else if (sb.st_size < 8)
+    if (sb.st_size < 8)
         rc = rtc_err(err, errlen, "%s: %lld bytes: too short for a safetensors file", path,
                      (long long)sb.st_size);
     if (rc == 0) {

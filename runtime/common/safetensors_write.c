@@ -35,31 +35,6 @@ struct RtcStFileWriter {
 
 #define str_lit(b, lit) rtc_str_add((b), (lit), sizeof(lit) - 1)
 
-static void str_fmt(RtcStr *b, const char *fmt, long long v)
-{
-    char tmp[32];
-    int k = snprintf(tmp, sizeof tmp, fmt, v);
-    rtc_str_add(b, tmp, (size_t)k);
-}
-
-static void str_json(RtcStr *b, const char *s)
-{
-    rtc_str_add(b, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') {
-            char esc[2] = {'\\', (char)*p};
-            rtc_str_add(b, esc, 2);
-        } else if (*p < 0x20) {
-            char esc[8];
-            snprintf(esc, sizeof esc, "\\u%04x", *p);
-            rtc_str_add(b, esc, 6);
-        } else {
-            rtc_str_add(b, (const char *)p, 1);
-        }
-    }
-    rtc_str_add(b, "\"", 1);
-}
-
 static int wt_by_name(const void *a, const void *b)
 {
     return strcmp(((const WTensor *)a)->name, ((const WTensor *)b)->name);
@@ -144,16 +119,16 @@ RtcStFileWriter *rtc_stfw_open(const char *path, const RtStTensor *tensors, int 
         t->begin = pos;
         rtc_str_add(&h, first ? "" : ",", first ? 0 : 1);
         first = false;
-        str_json(&h, t->name);
+        rtc_str_json(&h, t->name);
         str_lit(&h, ":{\"dtype\":");
-        str_json(&h, dtype);
+        rtc_str_json(&h, dtype);
         str_lit(&h, ",\"shape\":[");
         for (int d = 0; d < t->ndim; d++)
-            str_fmt(&h, d ? ",%lld" : "%lld", (long long)t->shape[d]);
+            rtc_str_fmt(&h, d ? ",%lld" : "%lld", (long long)t->shape[d]);
         str_lit(&h, "],\"data_offsets\":[");
-        str_fmt(&h, "%lld", (long long)pos);
+        rtc_str_fmt(&h, "%lld", (long long)pos);
         pos += (uint64_t)t->numel * (uint64_t)w->esize;
-        str_fmt(&h, ",%lld]}", (long long)pos);
+        rtc_str_fmt(&h, ",%lld]}", (long long)pos);
     }
     rtc_str_add(&h, "}", 1);
     while (h.len % 8)
