@@ -49,7 +49,8 @@ rc=$?
     { echo "FAIL: a FIFO as model: status $rc, '$out'"; fail=1; }
 out=$(timeout 10 "$ptdc" "$tmp" 2>&1)
 rc=$?
-[ $rc -eq 1 ] && [ "$out" = "ptdc: error: cannot read '$tmp': it is a directory, not a regular file" ] ||
+# A directory is a Hugging Face model directory: without a config.json it is refused by name.
+[ $rc -eq 1 ] && [ "$out" = "ptdc: error: $tmp/config.json: cannot read a Hugging Face config (no such file)" ] ||
     { echo "FAIL: a directory as model: status $rc, '$out'"; fail=1; }
 [ $fail = 0 ] && echo "ok flags"
 exit $fail
