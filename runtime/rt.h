@@ -116,7 +116,8 @@ void rt_allreduce(RtComm *c, void *buf, int64_t n, RtType t);
 void rt_allreduce_max(RtComm *c, float *buf, int64_t n);
 /* in holds n_out * size elements, rank r keeps the r-th block of the sum. */
 void rt_reduce_scatter(RtComm *c, void *out, const void *in, int64_t n_out, RtType t);
-/* out holds n_in * size elements: block r from rank r. */
+/* out holds n_in * size elements: block r from rank r. In place when
+ * in == out + rank * n_in. */
 void rt_allgather(RtComm *c, void *out, const void *in, int64_t n_in, RtType t);
 /* Block r of `in` goes to rank r; block r of `out` comes from rank r. */
 void rt_alltoall(RtComm *c, void *out, const void *in, int64_t n_per_rank, RtType t);

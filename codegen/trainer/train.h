@@ -35,6 +35,11 @@ int tr_counts(int mask);
 void tr_run_schedule(void);
 void tr_reduce_grads(void);
 double tr_world_loss(void);
+extern int tr_overlap;           /* buckets and non-blocking all-gathers (PTDC_OVERLAP, default 1) */
+void tr_buckets_init(void);      /* after bind (it sorts the gradients' addresses) */
+void tr_buckets_free(void);
+void tr_push_req(RtReq *r);      /* a non-blocking collective tr_wait_reqs completes */
+void tr_wait_reqs(void);
 
 /* ----------------------------------------------------------- train_data.c */
 void tr_data_open(void);         /* --data, or rt_fatal */

@@ -205,8 +205,11 @@ void rt_allgather(RtComm *c, void *out, const void *in, int64_t n_in, RtType t)
 {
     check(c, "rt_allgather");
     int k = rtcpu_mpi_count(n_in, "rt_allgather");
+    /* In place when in is this rank's block of out (MPI forbids the alias). */
+    bool in_place = (const char *)in == (char *)out + (size_t)c->rank * (size_t)k * rtcpu_type_size(t);
     RT_MPI_WAIT(RTW_ALLGATHER, c, -1, 0,
-                MPI_Allgather(in, k, rtcpu_mpi_type(t), out, k, rtcpu_mpi_type(t), c->comm));
+                MPI_Allgather(in_place ? MPI_IN_PLACE : in, k, rtcpu_mpi_type(t), out, k,
+                              rtcpu_mpi_type(t), c->comm));
 }
 
 void rt_alltoall(RtComm *c, void *out, const void *in, int64_t n_per_rank, RtType t)
