@@ -133,11 +133,14 @@ typedef enum { PASS_DEV_GPU, PASS_DEV_CPU } PassDevKind;
 
 /* A measured collective: t = alpha + c(n) S / busbw for groups of `group`
  * ranks (c the nccl-tests bus factor of its kind), inside a node or across
- * nodes (one member per node). */
-#define PASS_COLL_FITS 8
+ * nodes (one member per node), measured with `rpn` ranks on each node
+ * (CPU ranks sharing cores slow each other's collectives: a plan takes the
+ * fit measured with its own ranks per node, or the nearest). */
+#define PASS_COLL_FITS 16
 typedef struct PassCollFit {
     int group;
     int net;                      /* 1: the group spans nodes */
+    int rpn;                      /* ranks per node while measured (0: not known) */
     double alpha_s, busbw;
 } PassCollFit;
 

@@ -128,7 +128,10 @@ static void enumerate(Src *s)
         for (int n = N / pp; n >= 1 && nsz < 4; n--) {
             if (!stage_size_ok(n, gpn) || (pin->tp && n % pin->tp) || (pin->dp && n % pin->dp))
                 continue;
-            if ((pin->tp || pin->pp || pin->dp) && n * pp != N)
+            /* A pinned layout, or CPU ranks (the processes are the plan's: a
+             * rank the plan leaves out is not started, and the cost model
+             * shares each node's cores among all N), use every one. */
+            if ((pin->tp || pin->pp || pin->dp || s->c->cl->gpu.kind == PASS_DEV_CPU) && n * pp != N)
                 continue;
             if (2 * n * pp < N)
                 break;

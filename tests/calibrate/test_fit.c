@@ -146,7 +146,7 @@ int main(void)
     PassCluster cl;
     memset(&cl, 0, sizeof cl);
     pass_gpu_preset("a100-80gb", &cl.gpu);
-    CalInput in = {&full, NULL, &cr, NULL, 2};
+    CalInput in = {&full, NULL, {&cr, NULL}, NULL, 2};
     CalReport rep;
     CHECK(cal_fit(&in, &cl, &rep), "fit");
     const PassGpu *g = &cl.gpu;
