@@ -33,7 +33,8 @@ static int64_t group(int64_t H, int64_t KVH, const char *what)
 }
 
 void rt_attention_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v,
-                      int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal)
+                      int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal,
+                      int64_t window)
 {
     int64_t g = group(H, KVH, "rt_attention_fwd");
     float scale = (float)(1.0 / sqrt((double)D));
@@ -43,20 +44,20 @@ void rt_attention_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, c
             int64_t kh = h / g;
             for (int64_t i = 0; i < S; i++) {
                 const rt_act *qi = q + ((b * S + i) * H + h) * D;
-                int64_t nj = causal ? i + 1 : S;
+                int64_t nj = causal ? i + 1 : S, j0 = window > 0 && i >= window ? i - window + 1 : 0;
                 float m = -INFINITY;
-                for (int64_t j = 0; j < nj; j++) {
+                for (int64_t j = j0; j < nj; j++) {
                     p[j] = scale * dot(qi, k + ((b * S + j) * KVH + kh) * D, D);
                     m = p[j] > m ? p[j] : m;
                 }
                 double sum = 0.0;
-                for (int64_t j = 0; j < nj; j++) {
+                for (int64_t j = j0; j < nj; j++) {
                     p[j] = expf(p[j] - m);
                     sum += p[j];
                 }
                 rt_act *oi = o + ((b * S + i) * H + h) * D;
                 memset(oi, 0, (size_t)D * sizeof *oi);
-                for (int64_t j = 0; j < nj; j++) {
+                for (int64_t j = j0; j < nj; j++) {
                     const rt_act *vj = v + ((b * S + j) * KVH + kh) * D;
                     for (int64_t d = 0; d < D; d++)
                         oi[d] += p[j] * vj[d];
@@ -75,7 +76,8 @@ void rt_attention_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, c
  * dk_j += scale ds_j q_i, dv_j += p_j do_i. */
 void rt_attention_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k,
                       const rt_act *v, const rt_act *o, const float *lse, const rt_act *dout,
-                      int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal)
+                      int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal,
+                      int64_t window)
 {
     int64_t g = group(H, KVH, "rt_attention_bwd");
     float scale = (float)(1.0 / sqrt((double)D));
@@ -89,10 +91,10 @@ void rt_attention_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const
                 int64_t row = (b * S + i) * H + h;
                 const rt_act *qi = q + row * D, *oi = o + row * D, *gi = dout + row * D;
                 rt_act *dqi = dq + row * D;
-                int64_t nj = causal ? i + 1 : S;
+                int64_t nj = causal ? i + 1 : S, j0 = window > 0 && i >= window ? i - window + 1 : 0;
                 float l = lse[row], di = dot(gi, oi, D);
                 memset(dqi, 0, (size_t)D * sizeof *dqi);
-                for (int64_t j = 0; j < nj; j++) {
+                for (int64_t j = j0; j < nj; j++) {
                     int64_t kv = ((b * S + j) * KVH + kh) * D;
                     float pj = expf(scale * dot(qi, k + kv, D) - l);
                     float ds = pj * (dot(gi, v + kv, D) - di) * scale;
