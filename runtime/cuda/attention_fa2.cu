@@ -375,12 +375,10 @@ __global__ void __launch_bounds__(DkvCfg<D>::NW * 32, 1) k_dkv(const Args a)
     RTCU_DYN_SMEM(unsigned char, smem);
     const saddr Ks = sptr(smem), Vs = Ks + at<LD>(BN, 0), Qb = Vs + at<LD>(BN, 0), Ob = Qb + at<LD>(2 * BQ, 0),
                 Lb = Ob + at<LD>(2 * BQ, 0), Db = Lb + 2 * BQ * 4; /* lse, Delta: [2][BQ] fp32 each */
-    const float *Lp = reinterpret_cast<const float *>(smem + at<LD>(2 * BN + 4 * BQ, 0)), *Dp = Lp + 2 * BQ;
     const int S = a.S;
     const int64_t kvh = blockIdx.y, b = blockIdx.z, G = a.H / a.KVH;
     const int w = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int k0 = (int)blockIdx.x * BN, wr = 16 * w;
-    const rt_act *qg = a.q + b * S * a.H * D, *og = a.dout + b * S * a.H * D;
     int qb, qe;
     query_range(k0, BN, a, qb, qe);
     const int qt0 = qb / BQ, nq = (qe + BQ - 1) / BQ - qt0, total = (int)G * nq;
@@ -390,8 +388,9 @@ __global__ void __launch_bounds__(DkvCfg<D>::NW * 32, 1) k_dkv(const Args a)
     auto load_step = [&](int i, int buf) {
         int64_t h = kvh * G + i / nq;
         int q0 = (qt0 + i % nq) * BQ;
-        load_tile<D, BQ, NT>(Qb + buf * at<LD>(BQ, 0), qg, q0, S, a.H, h, "dkv: Q tile, cp.async");
-        load_tile<D, BQ, NT>(Ob + buf * at<LD>(BQ, 0), og, q0, S, a.H, h, "dkv: dO tile, cp.async");
+        load_tile<D, BQ, NT>(Qb + buf * at<LD>(BQ, 0), a.q + b * S * a.H * D, q0, S, a.H, h, "dkv: Q tile, cp.async");
+        load_tile<D, BQ, NT>(Ob + buf * at<LD>(BQ, 0), a.dout + b * S * a.H * D, q0, S, a.H, h,
+                             "dkv: dO tile, cp.async");
         int x = (int)threadIdx.x;
         if (x < 2 * BQ) { /* whole warps: BQ is a multiple of 32 */
             int qi = q0 + x % BQ;
@@ -426,7 +425,7 @@ __global__ void __launch_bounds__(DkvCfg<D>::NW * 32, 1) k_dkv(const Args a)
         const int buf = i & 1, q0 = (qt0 + i % nq) * BQ;
         const saddr Qt = Qb + buf * at<LD>(BQ, 0) + lane_bt<LD>(lane), Ot = Ob + buf * at<LD>(BQ, 0) + lane_bt<LD>(lane),
                     Qn = Qb + buf * at<LD>(BQ, 0) + lane_bn<LD>(lane), On = Ob + buf * at<LD>(BQ, 0) + lane_bn<LD>(lane);
-        const float *Ls = Lp + buf * BQ, *Ds = Dp + buf * BQ;
+        const saddr Ls = Lb + 4 * buf * BQ + 8 * t, Ds = Db + 4 * buf * BQ + 8 * t; /* this lane's columns */
         cp_async_wait_all();
         __syncthreads(); /* step i landed for all; all are done with the other buffer */
         if (i + 1 < total) {
@@ -465,8 +464,8 @@ __global__ void __launch_bounds__(DkvCfg<D>::NW * 32, 1) k_dkv(const Args a)
         const bool full = all_visible(q0, BQ, k0, BN, a);
 #pragma unroll
         for (int n = 0; n < NQ; n++) {
-            float2 L = lds_f2(Ls + 8 * n + 2 * t, "dkv: lse, lds.64");
-            float2 Dd = lds_f2(Ds + 8 * n + 2 * t, "dkv: Delta, lds.64");
+            float2 L = lds_f2(Ls + 32 * n, "dkv: lse, lds.64");
+            float2 Dd = lds_f2(Ds + 32 * n, "dkv: Delta, lds.64");
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 float Le = (e & 1) ? L.y : L.x, De = (e & 1) ? Dd.y : Dd.x;

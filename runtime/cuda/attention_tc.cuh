@@ -120,14 +120,17 @@ __device__ __forceinline__ void cp_async_wait_all()
 }
 
 /* A float2 from shared memory (bank-counted under the emulator). */
-__device__ __forceinline__ float2 lds_f2(const float *p, const char *site)
+__device__ __forceinline__ float2 lds_f2(saddr p, const char *site)
 {
 #ifdef PTDC_CUDA_EMU
     emu::smem_note(p, 8, false, site);
+    return *reinterpret_cast<const float2 *>(p);
 #else
     (void)site;
+    float2 v;
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(p));
+    return v;
 #endif
-    return *reinterpret_cast<const float2 *>(p);
 }
 
 /* 2^x: MUFU.EX2 (ex2.approx.ftz: relative error ~2^-22, 2^-inf = 0). */

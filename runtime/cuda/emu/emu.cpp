@@ -57,6 +57,12 @@ struct Block {
     uint32_t ma[32][32][4], mb[32][32][2];
     float mc[32][32][4];
     Rec rec[32][32];
+    int xmask[32][32];      /* shuffle masks */
+    uint64_t xout[32][32];  /* shuffle results */
+    float mo[32][32][4];    /* mma results */
+    uint32_t lo[32][32][4]; /* ldmatrix results */
+    int lnmat[32][32];
+    bool ltrans[32][32];
     bool eager; /* cp.async copies land when issued */
     void (*tramp)(void *) = nullptr;
     void *arg = nullptr;
@@ -158,23 +164,22 @@ static void count_banks(const char *site, const Rec *r, int bytes, int lanes_per
     s.worst = std::max(s.worst, (wf + ideal - 1) / ideal);
 }
 
-/* Every lane of the warp posts (p, site); returns after all have. Lane 0
- * checks that they called from the same site. The caller ends the
- * collective with warp_barrier() once it has read what it needs. */
-static Rec *collect(const void *p, const char *site, const char *what)
+/* Every lane of the warp posts (p, site); the last to arrive checks that
+ * all called from the same site and runs fn(w, rec) once for the warp. */
+template <class F>
+static void collect(const void *p, const char *site, const char *what, F fn)
 {
     int lin = me().lin, w = lin / 32, lane = lin % 32;
-    if (B.warp_live[w] != 32) die("warp-collective shared access in a warp with exited or missing lanes");
     B.rec[w][lane] = Rec{(const char *)p, site};
-    warp_barrier();
-    if (lane == 0)
+    warp_collective(what, [&](int w) {
         for (int l = 1; l < 32; l++)
-            if (B.rec[w][l].site != site) {
-                fprintf(stderr, "emu: %s: lane 0 at '%s', lane %d at '%s' (divergent warp)\n", what, site, l,
-                        B.rec[w][l].site);
+            if (B.rec[w][l].site != B.rec[w][0].site) {
+                fprintf(stderr, "emu: %s: lane 0 at '%s', lane %d at '%s' (divergent warp)\n", what,
+                        B.rec[w][0].site, l, B.rec[w][l].site);
                 die("warp-collective call from different sites");
             }
-    return B.rec[w];
+        fn(w, B.rec[w]);
+    });
 }
 
 static void land(const Copy &c)
@@ -200,43 +205,71 @@ void warp_barrier()
     yield(m);
 }
 
+/* A warp-collective step, after this lane has posted its inputs in B: the
+ * last of the 32 lanes to arrive runs fn(w), which reads every lane's
+ * inputs and writes every lane's outputs, and releases the others; each
+ * lane then reads its outputs. One barrier a step: a lane's outputs cannot
+ * be overwritten before it reads them, because the next step's fn needs
+ * that lane's next inputs first. */
+template <class F>
+static void warp_collective(const char *what, F fn)
+{
+    Fiber &m = me();
+    int w = m.lin / 32;
+    if (B.warp_live[w] != 32) {
+        fprintf(stderr, "emu: %s in a warp with exited or missing lanes\n", what);
+        die("warp-collective operation needs all 32 lanes");
+    }
+    if (++B.warp_arrived[w] == 32) {
+        fn(w);
+        release_warp(w);
+        return;
+    }
+    m.state = WAIT_WARP;
+    yield(m);
+}
+
 uint64_t shfl_xor64(uint64_t v, int mask)
 {
-    int lin = me().lin, w = lin / 32, lane = lin % 32;
-    if (B.warp_live[w] != 32) die("shuffle in a warp with exited or missing lanes");
+    int lane = me().lin % 32, w = me().lin / 32;
     B.xchg[w][lane] = v;
-    warp_barrier();
-    uint64_t r = B.xchg[w][lane ^ (mask & 31)];
-    warp_barrier();
-    return r;
+    B.xmask[w][lane] = mask;
+    warp_collective("shuffle", [](int w) {
+        for (int l = 0; l < 32; l++) B.xout[w][l] = B.xchg[w][l ^ (B.xmask[w][l] & 31)];
+    });
+    return B.xout[w][lane];
 }
 
 void ldmatrix(uint32_t *r, int nmat, const void *row, bool trans, const char *site)
 {
     if (nmat != 1 && nmat != 2 && nmat != 4) die("ldmatrix: .x1, .x2 or .x4");
-    int lane = me().lin % 32;
-    Rec *rec = collect(row, site, "ldmatrix");
-    if (lane == 0) {
+    int w = me().lin / 32, lane = me().lin % 32;
+    B.lnmat[w][lane] = nmat;
+    B.ltrans[w][lane] = trans;
+    collect(row, site, "ldmatrix", [&](int w, const Rec *rec) {
+        for (int l = 0; l < 32; l++)
+            if (B.lnmat[w][l] != nmat || B.ltrans[w][l] != trans) die("ldmatrix: lanes disagree on .x or .trans");
         for (int l = 0; l < 8 * nmat; l++)
             if (!in_smem(rec[l].p, 16) || (uintptr_t)(rec[l].p - smem_base) % 16)
                 die("ldmatrix: a row address outside shared memory or not 16-byte aligned");
         Rec used[32];
         for (int l = 0; l < 32; l++) used[l] = l < 8 * nmat ? rec[l] : Rec{nullptr, site};
         count_banks(site, used, 16, 8);
-    }
-    for (int i = 0; i < nmat; i++) {
-        uint16_t lo, hi;
-        if (!trans) { /* row lane/4, columns 2 (lane%4) and +1 */
-            const char *p = rec[8 * i + lane / 4].p + 4 * (lane % 4);
-            memcpy(&lo, p, 2);
-            memcpy(&hi, p + 2, 2);
-        } else { /* the transposed matrix: rows 2 (lane%4) and +1, column lane/4 */
-            memcpy(&lo, rec[8 * i + 2 * (lane % 4)].p + 2 * (lane / 4), 2);
-            memcpy(&hi, rec[8 * i + 2 * (lane % 4) + 1].p + 2 * (lane / 4), 2);
-        }
-        r[i] = (uint32_t)lo | (uint32_t)hi << 16;
-    }
-    warp_barrier();
+        for (int l = 0; l < 32; l++)
+            for (int i = 0; i < nmat; i++) {
+                uint16_t lo, hi;
+                if (!trans) { /* row l/4, columns 2 (l%4) and +1 */
+                    const char *p = rec[8 * i + l / 4].p + 4 * (l % 4);
+                    memcpy(&lo, p, 2);
+                    memcpy(&hi, p + 2, 2);
+                } else { /* the transposed matrix: rows 2 (l%4) and +1, column l/4 */
+                    memcpy(&lo, rec[8 * i + 2 * (l % 4)].p + 2 * (l / 4), 2);
+                    memcpy(&hi, rec[8 * i + 2 * (l % 4) + 1].p + 2 * (l / 4), 2);
+                }
+                B.lo[w][l][i] = (uint32_t)lo | (uint32_t)hi << 16;
+            }
+    });
+    for (int i = 0; i < nmat; i++) r[i] = B.lo[w][lane][i];
 }
 
 void cp_async(void *dst, const void *src, int bytes, int src_bytes, const char *site)
@@ -246,10 +279,8 @@ void cp_async(void *dst, const void *src, int bytes, int src_bytes, const char *
     if (dst && (!in_smem(dst, (size_t)bytes) || (uintptr_t)((char *)dst - smem_base) % (uintptr_t)bytes ||
                 (uintptr_t)src % (uintptr_t)bytes))
         die("cp.async: destination outside shared memory, or an address not aligned to the copy size");
-    int lane = me().lin % 32;
-    Rec *rec = collect(dst, site, "cp.async");
-    if (lane == 0) count_banks(site, rec, bytes, 128 / bytes < 32 ? 128 / bytes : 32);
-    warp_barrier();
+    collect(dst, site, "cp.async",
+            [&](int, const Rec *rec) { count_banks(site, rec, bytes, 128 / bytes < 32 ? 128 / bytes : 32); });
     if (!dst) return;
     Copy c{(char *)dst, (const char *)src, bytes, src_bytes, 0};
     if (B.eager)
@@ -280,10 +311,9 @@ void cp_async_wait(int n)
 
 void smem_note(const void *p, int bytes, bool, const char *site)
 {
-    int lane = me().lin % 32;
-    Rec *rec = collect(p, site, "shared access");
-    if (lane == 0) count_banks(site, rec, bytes, bytes >= 4 ? (128 / bytes < 32 ? 128 / bytes : 32) : 32);
-    warp_barrier();
+    collect(p, site, "shared access", [&](int, const Rec *rec) {
+        count_banks(site, rec, bytes, bytes >= 4 ? (128 / bytes < 32 ? 128 / bytes : 32) : 32);
+    });
 }
 
 void bank_reset() { bank_by_site.clear(); }
@@ -326,24 +356,26 @@ static float half_of(uint32_t u, int h) { return h ? bf_hi(u) : bf_lo(u); }
  * C[r][n]: lane 4 (r % 8) + (n % 8) / 2, register 2 (r / 8) + n % 2 */
 void mma16816(float c[4], const uint32_t a[4], const uint32_t b[2])
 {
-    int lin = me().lin, w = lin / 32, lane = lin % 32;
-    if (B.warp_live[w] != 32) die("mma in a warp with exited or missing lanes");
+    int w = me().lin / 32, lane = me().lin % 32;
     memcpy(B.ma[w][lane], a, sizeof B.ma[w][lane]);
     memcpy(B.mb[w][lane], b, sizeof B.mb[w][lane]);
     memcpy(B.mc[w][lane], c, sizeof B.mc[w][lane]);
-    warp_barrier();
-    int g = lane / 4, t = lane % 4;
-    for (int i = 0; i < 4; i++) {
-        int r = g + 8 * (i / 2), n = 2 * t + (i % 2);
-        float acc = B.mc[w][lane][i];
-        for (int k = 0; k < 16; k++) {
-            float av = half_of(B.ma[w][4 * (r % 8) + (k % 8) / 2][(r / 8) + 2 * (k / 8)], k % 2);
-            float bv = half_of(B.mb[w][4 * n + (k % 8) / 2][k / 8], k % 2);
-            acc += av * bv;
+    warp_collective("mma", [](int w) {
+        for (int l = 0; l < 32; l++) {
+            int g = l / 4, t = l % 4;
+            for (int i = 0; i < 4; i++) {
+                int r = g + 8 * (i / 2), n = 2 * t + (i % 2);
+                float acc = B.mc[w][l][i];
+                for (int k = 0; k < 16; k++) {
+                    float av = half_of(B.ma[w][4 * (r % 8) + (k % 8) / 2][(r / 8) + 2 * (k / 8)], k % 2);
+                    float bv = half_of(B.mb[w][4 * n + (k % 8) / 2][k / 8], k % 2);
+                    acc += av * bv;
+                }
+                B.mo[w][l][i] = acc;
+            }
         }
-        c[i] = acc;
-    }
-    warp_barrier();
+    });
+    memcpy(c, B.mo[w][lane], sizeof B.mo[w][lane]);
 }
 
 cudaError_t sort_pairs(void *tmp, size_t &tmp_bytes, const unsigned *kin, unsigned *kout, const unsigned *vin,
