@@ -16,15 +16,16 @@
  *
  * Forward (k_fwd): a block of 4 warps owns 128 queries, 32 per warp (two
  * 16-row m-tiles, so every K and V fragment loaded from shared memory feeds
- * two mma). 64-key tiles of K and V stream through shared memory with
- * cp.async in FlashAttention-2's order: V of tile j loads while S = Q K^T
- * and the softmax run, K of tile j+1 while O += P V runs. The probabilities
- * go from the S accumulators straight into the A fragments of P V.
+ * two mma). Tiles of 64 keys (32 above D = 64, for registers) of K and V
+ * stream through shared memory with cp.async in FlashAttention-2's order:
+ * V of tile j loads while S = Q K^T and the softmax run, K of tile j+1
+ * while O += P V runs. The probabilities go from the S accumulators
+ * straight into the A fragments of P V.
  *
  * Backward, deterministic (no atomics), in two kernels after Delta =
  * rowsum(dO * O) (attention.cu):
  *   k_dkv: a block of 8 warps owns 128 keys, 16 per warp, and loops over the
- *     query heads of its kv group and 64-query tiles (double-buffered
+ *     query heads of its kv group and 64-query tiles (32 above D = 80; double-buffered
  *     cp.async): S^T = K Q^T and dP^T = V dO^T (keys as rows, so P^T and
  *     dS^T = P^T (dP^T - Delta) are already A fragments), dV += P^T dO,
  *     dK += dS^T Q; each output element is summed by one thread in a fixed
@@ -100,7 +101,8 @@ __global__ void __launch_bounds__(FwdCfg<D>::NW * 32, 2) k_fwd(const Args a)
     const int64_t h = blockIdx.y, b = blockIdx.z, kvh = h / (a.H / a.KVH);
     const int w = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int q0 = qt * BM, wr = w * 16 * MT; /* this warp's first row in the tile */
-    const saddr qa_ = Qs + lane_a<LD>(lane) + at<LD>(wr, 0), kb_ = Ks + lane_bt<LD>(lane), vb_ = Vs + lane_bn<LD>(lane);
+    /* this lane's ldmatrix row addresses in the Q, K and V tiles */
+    const saddr qrow = Qs + lane_a<LD>(lane) + at<LD>(wr, 0), krow = Ks + lane_bt<LD>(lane), vrow = Vs + lane_bn<LD>(lane);
     const rt_act *qg = a.q + b * S * a.H * D, *kg = a.k + b * S * a.KVH * D, *vg = a.v + b * S * a.KVH * D;
     int kb, ke;
     key_range(q0, BM, a, kb, ke);
@@ -118,7 +120,7 @@ __global__ void __launch_bounds__(FwdCfg<D>::NW * 32, 2) k_fwd(const Args a)
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int kk = 0; kk < KS; kk++)
-                ldsm_x4(qf[QREG ? mt : 0][QREG ? kk : 0], qa_ + at<LD>(16 * mt, 16 * kk), "fwd: Q frag, ldmatrix");
+                ldsm_x4(qf[QREG ? mt : 0][QREG ? kk : 0], qrow + at<LD>(16 * mt, 16 * kk), "fwd: Q frag, ldmatrix");
     }
     float o[MT][ND][4], m[MT][2], l[MT][2];
 #pragma unroll
@@ -150,13 +152,13 @@ __global__ void __launch_bounds__(FwdCfg<D>::NW * 32, 2) k_fwd(const Args a)
 #pragma unroll
                     for (int i = 0; i < 4; i++) qa[mt][i] = qf[QREG ? mt : 0][QREG ? kk : 0][i];
                 } else {
-                    ldsm_x4(qa[mt], qa_ + at<LD>(16 * mt, 16 * kk), "fwd: Q frag, ldmatrix");
+                    ldsm_x4(qa[mt], qrow + at<LD>(16 * mt, 16 * kk), "fwd: Q frag, ldmatrix");
                 }
             }
 #pragma unroll
             for (int np = 0; np < NN / 2; np++) {
                 uint32_t kf[4];
-                ldsm_x4(kf, kb_ + at<LD>(16 * np, 16 * kk), "fwd: K frag, ldmatrix");
+                ldsm_x4(kf, krow + at<LD>(16 * np, 16 * kk), "fwd: K frag, ldmatrix");
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
                     mma16816(s[mt][2 * np], qa[mt], kf[0], kf[1]);
@@ -217,7 +219,7 @@ __global__ void __launch_bounds__(FwdCfg<D>::NW * 32, 2) k_fwd(const Args a)
 #pragma unroll
             for (int np = 0; np < ND / 2; np++) {
                 uint32_t vf[4];
-                ldsm_x4_t(vf, vb_ + at<LD>(16 * kk, 16 * np), "fwd: V frag, ldmatrix.trans");
+                ldsm_x4_t(vf, vrow + at<LD>(16 * kk, 16 * np), "fwd: V frag, ldmatrix.trans");
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
                     mma16816(o[mt][2 * np], pa[mt], vf[0], vf[1]);
