@@ -21,9 +21,11 @@ void drv_print_help(void)
         "  -o, --output DIR         write plan.txt, plan.json, plan.svg and the rank programs to DIR\n"
         "  --emit WHAT              print WHAT to stdout and stop: summary (parameter count),\n"
         "                           ir (the operator graph), ir-grad (with the backward graph),\n"
-        "                           plan (the chosen plan, as in plan.txt)\n"
+        "                           plan (the chosen plan, as in plan.txt), megatron (Megatron-LM\n"
+        "                           flags for the plan; implies --stack megatron), torchtitan (a\n"
+        "                           torchtitan job file; implies --stack fsdp); see docs/stacks.md\n"
         "  --plan-only              stop after the plan: no programs are generated\n"
-        "  --json                   print the prediction or plan as JSON\n"
+        "  --json                   print the answer as JSON, also when it is a refusal\n"
         "  --explain                also print the ten best alternatives and why each loses\n"
         "  --target cpu|cuda        backend of the generated programs (default cuda; cpu for a\n"
         "                           CPU cluster file)\n"
@@ -60,7 +62,10 @@ void drv_print_help(void)
         "  --ilp-time-limit SECONDS time limit of one intra-operator ILP solve (default 10)\n"
         "\n"
         "  -h, --help               this text\n"
-        "  --version                print the version\n");
+        "  --version                print the version\n"
+        "\n"
+        "Exit status: 0 done; 1 invalid request (a flag, the model, a layout that cannot work);\n"
+        "2 the layout or model does not fit in memory; 3 --emit's framework cannot express the plan.\n");
 }
 
 static bool parse_int(const char *flag, const char *s, long long lo, long long hi, long long *out)
@@ -127,7 +132,8 @@ bool drv_parse_options(int argc, char **argv, DrvOptions *o)
             const char *s = VALUE();
             if (!s)
                 break;
-            static const char *const kinds[] = {"summary", "ir", "ir-grad", "plan", NULL};
+            static const char *const kinds[] = {"summary", "ir", "ir-grad", "plan", "megatron",
+                                                "torchtitan", NULL};
             ok &= one_of(a, s, kinds);
             o->emit = s;
         } else if (!strcmp(a, "--set")) {
