@@ -183,6 +183,16 @@ static int plan(const DrvOptions *o, IrGraph *g)
                  ctx.st.name, !strcmp(fw, "megatron") ? "megatron" : "fsdp");
         return DRV_INVALID;
     }
+    if (fw) { /* a model the framework cannot build is refused before searching */
+        PassArch arch;
+        char why[512];
+        if (!(!strcmp(fw, "megatron") ? pass_megatron_model : pass_torchtitan_model)(g, &arch, why, sizeof why)) {
+            ir_error(IR_NOLOC, "--emit %s: %s", fw, why);
+            if (o->json)
+                drv_answer_json(g, &ctx, NULL, "cannot_express", DRV_INEXPRESSIBLE, fw, NULL);
+            return DRV_INEXPRESSIBLE;
+        }
+    }
     if (fw && (o->out_dir || o->explain)) {
         ir_error(IR_NOLOC, "--emit %s prints the framework's configuration on stdout and does not "
                  "combine with %s", fw, o->out_dir ? "-o DIR" : "--explain");

@@ -44,13 +44,24 @@ static const char *recompute_of(const PassLayout *L)
     return pass_layout_recompute_name(L);
 }
 
+bool pass_megatron_model(const IrGraph *g, PassArch *A, char *why, size_t wn)
+{
+    char sub[256];
+    if (!pass_arch_read(g, A, sub, sizeof sub))
+        return refuse(why, wn, "Megatron-LM's GPT model cannot express %s: %s", g->name, sub);
+    if (A->rope && A->rope_theta != floor(A->rope_theta))
+        return refuse(why, wn, "Megatron-LM's GPT model cannot express %s: its rotary base %g is not "
+                      "an integer, which --rotary-base requires", g->name, A->rope_theta);
+    return true;
+}
+
 bool pass_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
                         char *why, size_t wn)
 {
     PassArch A;
     char sub[256];
-    if (!pass_arch_read(g, &A, sub, sizeof sub))
-        return refuse(why, wn, "Megatron-LM's GPT model cannot express %s: %s", g->name, sub);
+    if (!pass_megatron_model(g, &A, why, wn))
+        return false;
     const PassLayout *L = &a->layout;
     const PassStack *st = &c->st;
     int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
@@ -68,9 +79,6 @@ bool pass_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const P
     if (st->attn_kernel == PASS_KERNEL_FLASH1)
         return refuse(why, wn, "the stack prices FlashAttention-1 (attention_kernel = flash1); current "
                       "Megatron-LM runs FlashAttention-2 or later (--attention-backend flash)");
-    if (A.rope && A.rope_theta != floor(A.rope_theta))
-        return refuse(why, wn, "the rotary base %g is not an integer, which Megatron-LM's --rotary-base "
-                      "requires", A.rope_theta);
 
     Args x = {.n = 0};
     /* Parallelism and batch. */

@@ -65,28 +65,39 @@ static void flavor_name(const IrGraph *g, char *buf, size_t n)
     snprintf(buf, n, "%.*s", (int)k, s);
 }
 
+bool pass_torchtitan_model(const IrGraph *g, PassArch *A, char *why, size_t wn)
+{
+    char sub[256];
+    if (!pass_arch_read(g, A, sub, sizeof sub))
+        return refuse(why, wn, "torchtitan's llama3 model cannot express %s: %s", g->name, sub);
+    const char *miss = !A->rmsnorm ? "LayerNorm (llama3 has RMSNorm)"
+                     : !A->swiglu ? "a GELU MLP (llama3 has SwiGLU)"
+                     : !A->rope ? "no rotary embedding (llama3 has RoPE)"
+                     : A->learned_pos ? "a learned position table (llama3 has RoPE)"
+                     : A->bias_qkv || A->bias_linear ? "biases on its projections (llama3 has none)"
+                     : A->tied ? "an LM head tied to the token table (llama3's is separate)"
+                     : NULL;
+    if (miss)
+        return refuse(why, wn, "torchtitan's llama3 model cannot express %s: it has %s", g->name, miss);
+    double mult;
+    int64_t mof;
+    if (!ffn_args(A->d_model, A->d_ff, &mult, &mof))
+        return refuse(why, wn, "torchtitan's llama3 model cannot express %s: its FFN width is int(8 dim "
+                      "/ 3), times ffn_dim_multiplier, rounded up to multiple_of, and no such choice gives "
+                      "d_ff = %lld for dim %lld", g->name, (long long)A->d_ff, (long long)A->d_model);
+    return true;
+}
+
 bool pass_emit_torchtitan(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
                           char *why, size_t wn)
 {
     PassArch A;
     char sub[256];
-    if (!pass_arch_read(g, &A, sub, sizeof sub))
-        return refuse(why, wn, "torchtitan's llama3 model cannot express %s: %s", g->name, sub);
-    const char *miss = !A.rmsnorm ? "LayerNorm (llama3 has RMSNorm)"
-                     : !A.swiglu ? "a GELU MLP (llama3 has SwiGLU)"
-                     : !A.rope ? "no rotary embedding (llama3 has RoPE)"
-                     : A.learned_pos ? "a learned position table (llama3 has RoPE)"
-                     : A.bias_qkv || A.bias_linear ? "biases on its projections (llama3 has none)"
-                     : A.tied ? "an LM head tied to the token table (llama3's is separate)"
-                     : NULL;
-    if (miss)
-        return refuse(why, wn, "torchtitan's llama3 model cannot express %s: it has %s", g->name, miss);
+    if (!pass_torchtitan_model(g, &A, why, wn))
+        return false;
     double mult = 0;
     int64_t mof = 0;
-    if (!ffn_args(A.d_model, A.d_ff, &mult, &mof))
-        return refuse(why, wn, "torchtitan's llama3 FFN width is int(8 dim / 3), times ffn_dim_multiplier, "
-                      "rounded up to multiple_of, and no such choice gives d_ff = %lld for dim %lld",
-                      (long long)A.d_ff, (long long)A.d_model);
+    ffn_args(A.d_model, A.d_ff, &mult, &mof);
     const PassLayout *L = &a->layout;
     const PassStack *st = &c->st;
     int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;

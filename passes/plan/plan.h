@@ -81,6 +81,12 @@ bool pass_framework_relax(const PassCostCtx *c, const IrGraph *g, const PassLayo
  * plan and what ptdc predicts for it (plan_frame.c). */
 void pass_emit_header(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
                       const char *what);
+/* Can the framework's model be g at all, whatever the plan? Megatron-LM's
+ * GPT: any PassArch (an integer rotary base); torchtitan's llama3: RMSNorm,
+ * SwiGLU, RoPE, no biases, untied, an FFN width its rule can produce. False
+ * with a sentence ("torchtitan's llama3 model cannot express gpt: ..."). */
+bool pass_megatron_model(const IrGraph *g, PassArch *a, char *why, size_t n);
+bool pass_torchtitan_model(const IrGraph *g, PassArch *a, char *why, size_t n);
 /* Emitters (emit_megatron.c, emit_torchtitan.c): the chosen plan as the
  * framework's own configuration, with a comment header saying what ptdc
  * predicts. False with a sentence in why, printing nothing, when the plan

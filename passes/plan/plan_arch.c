@@ -41,17 +41,19 @@ static int only_consumer(const IrGraph *g, int t, int p)
     return hit;
 }
 
-/* The single consumer of t inside piece p that is a norm, or -1. */
-static int norm_consumer(const IrGraph *g, int t, int p)
+/* The consumer of t inside piece p that is a norm (-1: none), and how
+ * many there are. */
+static int norm_consumer(const IrGraph *g, int t, int p, int *count)
 {
     int c[8], n = ir_consumers(g, t, c, 8), hit = -1;
+    *count = 0;
     for (int i = 0; i < n && i < 8; i++) {
         const IrNode *x = &g->nodes[c[i]];
         if (x->piece != p || (x->op != IR_OP_RMSNORM && x->op != IR_OP_LAYERNORM))
             continue;
-        if (hit >= 0)
-            return -1;
-        hit = c[i];
+        if (hit < 0)
+            hit = c[i];
+        (*count)++;
     }
     return hit;
 }
@@ -139,7 +141,10 @@ static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, s
 
     /* Attention: norm -> q, k, v projections (+ bias) (-> rope) -> attention
      * -> output projection (+ bias) -> residual add. */
-    int n1 = norm_consumer(g, x, p);
+    int nnorms, n1 = norm_consumer(g, x, p, &nnorms);
+    if (nnorms > 1)
+        return refuse(why, wn, "its attention and MLP both normalise the layer's input (a parallel "
+                      "block); the frameworks' layers run the MLP on the attention's output");
     const IrNode *N1 = n1 >= 0 ? &g->nodes[n1] : NULL;
     if (!N1 || (N1->op != IR_OP_RMSNORM && N1->op != IR_OP_LAYERNORM))
         return refuse(why, wn, "its layers do not begin with a norm read by the attention "
@@ -325,8 +330,8 @@ static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, s
     else if (all == 3 && qkv_bias == 3)
         A->bias_linear = false, A->bias_qkv = true;
     else
-        return refuse(why, wn, "its projections have %d biases of %d; the frameworks have them on all, "
-                      "on none or on query, key and value only", all, nproj);
+        return refuse(why, wn, "%d of its %d projections %s a bias; the frameworks have one on all, "
+                      "on none or on the query, key and value only", all, nproj, all == 1 ? "has" : "have");
     A->out = R2->out[0];
     return true;
 }

@@ -221,8 +221,9 @@ bool pass_plan_matches_framework(const IrGraph *g, const PassArch *A, const Pass
         for (int x = 0; x < PASS_MAX_AXES && ok; x++)
             if (x < a->plan.mesh.naxes && a->plan.mesh.size[x] > 1 &&
                 f.strategy[i].dim[x] != a->plan.strategy[i].dim[x])
-                ok = refuse(why, wn, "the plan shards %s (line %d) differently from the framework's "
-                            "tensor parallelism", g->tensors[g->nodes[i].out[0]].name, g->nodes[i].loc.line);
+                ok = refuse(why, wn, "the plan shards %s (%s:%d) differently from the framework's "
+                            "tensor parallelism", g->tensors[g->nodes[i].out[0]].name,
+                            g->nodes[i].loc.file ? g->nodes[i].loc.file : g->path, g->nodes[i].loc.line);
     free(f.stages);
     free(f.strategy);
     return ok;
