@@ -50,7 +50,7 @@ static bool make_stack(const DrvOptions *o, const char *name, const PassCluster 
         if (n < 0 || (size_t)n >= sizeof line || !pass_stack_apply("--stack-set", line, (size_t)n, st))
             return false;
     }
-    if (st->backends && !(st->backends >> cl->gpu.kind & 1)) {
+    if (cl && st->backends && !(st->backends >> cl->gpu.kind & 1)) {
         ir_error(IR_NOLOC, "--stack %s runs on %s, but the cluster's devices are %s", st->name,
                  st->backends >> PASS_DEV_GPU & 1 ? "GPUs" : "CPUs",
                  cl->gpu.kind == PASS_DEV_CPU ? "CPUs" : "GPUs");
@@ -321,6 +321,14 @@ int main(int argc, char **argv)
     int rc = DRV_INVALID;
     if (!drv_parse_options(argc, argv, &o))
         goto out;
+    if (o.emit && !strcmp(o.emit, "stack")) { /* the stack as a file, no model */
+        PassStack st;
+        if (!make_stack(&o, o.stack, NULL, &st))
+            goto out;
+        pass_stack_print(stdout, &st);
+        rc = DRV_OK;
+        goto out;
+    }
     arena = ir_arena_new();
     FeSet *sets = ir_alloc(arena, sizeof(FeSet) * (size_t)(o.nsets + 1));
     for (int i = 0; i < o.nsets; i++)

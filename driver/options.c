@@ -13,6 +13,7 @@ void drv_print_help(void)
 {
     printf(
         "usage: ptdc MODEL.mdl [options]\n"
+        "       ptdc [--stack NAME|FILE] [--stack-set KEY=VALUE ...] --emit stack\n"
         "\n"
         "Compile a model written in the .mdl language into a distributed training plan and\n"
         "per-rank programs.\n"
@@ -23,7 +24,8 @@ void drv_print_help(void)
         "                           ir (the operator graph), ir-grad (with the backward graph),\n"
         "                           plan (the chosen plan, as in plan.txt), megatron (Megatron-LM\n"
         "                           flags for the plan; implies --stack megatron), torchtitan (a\n"
-        "                           torchtitan job file; implies --stack fsdp); see docs/stacks.md\n"
+        "                           torchtitan job file; implies --stack fsdp), stack (the --stack\n"
+        "                           as a stack file, every key; no model needed); see docs/stacks.md\n"
         "  --plan-only              stop after the plan: no programs are generated\n"
         "  --json                   print the answer as JSON, also when it is a refusal\n"
         "  --explain                also print the ten best alternatives and why each loses\n"
@@ -46,6 +48,9 @@ void drv_print_help(void)
         "  --stack NAME|FILE        ptdc (default: the programs ptdc emits), megatron, fsdp, or a\n"
         "                           stack file\n"
         "  --stack-set KEY=VALUE    override one key of the stack (repeatable)\n"
+        "                           Under megatron, fsdp (a stack with dynamic_memory = yes) a layout\n"
+        "                           with every layout flag is evaluated as that framework lays it\n"
+        "                           out: its tensor parallelism, layers split evenly over stages\n"
         "\n"
         "Layout (each pins that part of the plan; the rest is searched):\n"
         "  --tp N                   tensor-parallel degree\n"
@@ -133,7 +138,7 @@ bool drv_parse_options(int argc, char **argv, DrvOptions *o)
             if (!s)
                 break;
             static const char *const kinds[] = {"summary", "ir", "ir-grad", "plan", "megatron",
-                                                "torchtitan", NULL};
+                                                "torchtitan", "stack", NULL};
             ok &= one_of(a, s, kinds);
             o->emit = s;
         } else if (!strcmp(a, "--set")) {
@@ -262,7 +267,7 @@ bool drv_parse_options(int argc, char **argv, DrvOptions *o)
             ok = false;
         }
     }
-    if (ok && !o->model) {
+    if (ok && !o->model && !(o->emit && !strcmp(o->emit, "stack"))) {
         ir_error(IR_NOLOC, "no model file given (usage: ptdc MODEL.mdl [options]; see --help)");
         ok = false;
     }

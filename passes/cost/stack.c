@@ -192,6 +192,7 @@ typedef struct SParse {
     PassStack *out;
     bool seen[NSKEYS];
     bool any;                     /* a key other than `stack` seen */
+    bool on_top;                  /* pass_stack_apply: keys over a stack already chosen */
 } SParse;
 
 static bool parse_bool(const char *key, const char *val, IrLoc loc, bool *out)
@@ -230,6 +231,10 @@ static bool s_on_key(void *ctx, const char *key, const char *val, IrLoc kloc, Ir
     case S_PRESET:
         if (P->any) {
             ir_error(kloc, "'stack' must come first (it would overwrite the values above it)");
+            return false;
+        }
+        if (P->on_top) { /* it would silently undo --stack and the --stack-set before it */
+            ir_error(kloc, "'stack' chooses the preset a stack file starts from; choose it with --stack");
             return false;
         }
         if (!pass_stack_preset(val, P->out)) {
@@ -317,13 +322,17 @@ bool pass_stack_apply(const char *path, const char *text, size_t len, PassStack 
     SParse P;
     memset(&P, 0, sizeof P);
     P.out = st;
+    P.on_top = true;
     return pass_kv_parse(path, text, len, s_on_key, &P);
 }
 
 bool pass_stack_parse(const char *path, const char *text, size_t len, PassStack *out)
 {
+    SParse P;
+    memset(&P, 0, sizeof P);
     pass_stack_preset("ptdc", out);
-    return pass_stack_apply(path, text, len, out);
+    P.out = out;
+    return pass_kv_parse(path, text, len, s_on_key, &P);
 }
 
 bool pass_stack_load(const char *path, PassStack *out)

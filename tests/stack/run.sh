@@ -12,6 +12,9 @@
 #                               and the command must parse (sh -n); every torchtitan
 #                               key must be in torchtitan_keys.txt and the file must
 #                               parse as TOML (python3 tomllib, where it has one).
+#   run.sh PTDC SRC stackfile   for each preset, --emit stack prints a stack file
+#                               that --stack FILE reads back into the same stack
+#                               (printed again identically), with every key.
 #   PTDC_UPDATE=1 rewrites the expected files from the actual output.
 set -u
 ptdc=$1
@@ -78,8 +81,23 @@ emit)
     [ $fail -eq 0 ] && echo "ok $name"
     exit $fail
     ;;
+stackfile)
+    fail=0
+    for preset in ptdc megatron fsdp; do
+        "$ptdc" --stack $preset --emit stack >"$tmp/$preset.stack" || { echo "FAIL $preset: --emit stack"; fail=1; }
+        "$ptdc" --stack "$tmp/$preset.stack" --emit stack >"$tmp/again" ||
+            { echo "FAIL $preset: its stack file does not load"; fail=1; }
+        cmp -s "$tmp/$preset.stack" "$tmp/again" ||
+            { echo "FAIL $preset: the stack file does not round-trip"; diff "$tmp/$preset.stack" "$tmp/again"; fail=1; }
+        n=$(grep -c ' = ' "$tmp/$preset.stack")
+        [ "$n" -ge 20 ] && [ "$n" -eq "$(wc -l <"$tmp/$preset.stack")" ] ||
+            { echo "FAIL $preset: $n keys printed, expected one per line, at least 20"; fail=1; }
+    done
+    [ $fail -eq 0 ] && echo "ok stackfile"
+    exit $fail
+    ;;
 *)
-    echo "usage: run.sh PTDC SRC emit NAME"
+    echo "usage: run.sh PTDC SRC emit NAME | stackfile"
     exit 2
     ;;
 esac
