@@ -1,8 +1,11 @@
 /* main.c: ptdc's pipeline, a straight sequence of passes:
  *   frontend (parse, check, lower) -> ir_verify -> search -> autodiff ->
  *   ir_verify -> codegen (C sources, Makefile, run.sh in DIR) -> plan files
- * Each stage reports user errors itself; any error exits with status 1
- * before an output file is written. The plan files are rendered in memory
+ * (under a framework stack a pinned layout is the framework's plan, and
+ * --emit megatron|torchtitan prints its configuration: frame.c). Each
+ * stage reports user errors itself; any error exits with its status
+ * (driver.h: 1 invalid, 2 does not fit, 3 cannot be expressed) before an
+ * output file is written, and with --json as a JSON answer (answer.c). The plan files are rendered in memory
  * and moved into DIR only once all of them are complete. */
 #include "calibrate.h"
 #include "codegen.h"

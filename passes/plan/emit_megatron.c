@@ -115,7 +115,7 @@ bool pass_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const P
         if (L->zero == 1)
             arg(&x, "--overlap-param-gather");
     }
-    if (st->grad_bytes == 2)
+    if (st->grad_bytes == 2 || (st->grad_bytes == 0 && A.bf16)) /* 0: as the weights */
         arg(&x, "--grad-reduce-in-bf16");
     if (st->grad_accum_unfused)
         arg(&x, "--no-gradient-accumulation-fusion");

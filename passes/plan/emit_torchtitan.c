@@ -131,9 +131,9 @@ bool pass_emit_torchtitan(FILE *f, const IrGraph *g, const PassCostCtx *c, const
         (st->attn_kernel == PASS_KERNEL_AUTO && a->plan.attention == PASS_ATTN_MATERIALIZED))
         return refuse(why, wn, "the stack prices another attention kernel than the FlashAttention-2 "
                       "that torchtitan's scaled_dot_product_attention runs");
-    if (st->grad_bytes == 2)
-        return refuse(why, wn, "the stack reduces gradients in bf16 (grad_bytes = 2); torchtitan's "
-                      "mixed_precision_reduce is float32 only");
+    if (st->grad_bytes == 2 || (st->grad_bytes == 0 && A.bf16))
+        return refuse(why, wn, "the stack keeps and reduces gradients in bf16 (grad_bytes = %d); "
+                      "torchtitan's mixed_precision_reduce is float32 only", st->grad_bytes);
     if (!pass_plan_matches_framework(g, &A, a, gpn, sub, sizeof sub))
         return refuse(why, wn, "torchtitan cannot express the plan: %s", sub);
 
