@@ -11,16 +11,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static bool refuse(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool refuse(char *why, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, n, fmt, ap);
-    va_end(ap);
-    return false;
-}
-
 /* One "    --flag [value] \" line; the last line has no backslash, so the
  * flags are collected first. */
 typedef struct Args {
@@ -39,18 +29,13 @@ static void arg(Args *a, const char *fmt, ...)
     va_end(ap);
 }
 
-static const char *recompute_of(const PassLayout *L)
-{
-    return pass_layout_recompute_name(L);
-}
-
 bool pass_megatron_model(const IrGraph *g, PassArch *A, char *why, size_t wn)
 {
     char sub[256];
     if (!pass_arch_read(g, A, sub, sizeof sub))
-        return refuse(why, wn, "Megatron-LM's GPT model cannot express %s: %s", g->name, sub);
+        return pass_refuse(why, wn, "Megatron-LM's GPT model cannot express %s: %s", g->name, sub);
     if (A->rope && A->rope_theta != floor(A->rope_theta))
-        return refuse(why, wn, "Megatron-LM's GPT model cannot express %s: its rotary base %g is not "
+        return pass_refuse(why, wn, "Megatron-LM's GPT model cannot express %s: its rotary base %g is not "
                       "an integer, which --rotary-base requires", g->name, A->rope_theta);
     return true;
 }
@@ -66,18 +51,18 @@ bool pass_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const P
     const PassStack *st = &c->st;
     int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
     if (L->replicated > 1)
-        return refuse(why, wn, "the plan keeps %d replicas along a mesh axis it splits nothing over, "
+        return pass_refuse(why, wn, "the plan keeps %d replicas along a mesh axis it splits nothing over, "
                       "which Megatron-LM has no flag for", L->replicated);
     if (L->zero >= 2)
-        return refuse(why, wn, "the plan uses ZeRO-%d; Megatron-LM's distributed optimizer "
+        return pass_refuse(why, wn, "the plan uses ZeRO-%d; Megatron-LM's distributed optimizer "
                       "(--use-distributed-optimizer) shards only the optimizer state (ZeRO-1)", L->zero);
-    if (!strcmp(recompute_of(L), "mixed"))
-        return refuse(why, wn, "the plan recomputes some pipeline stages and not others; Megatron-LM's "
+    if (!strcmp(pass_layout_recompute_name(L), "mixed"))
+        return pass_refuse(why, wn, "the plan recomputes some pipeline stages and not others; Megatron-LM's "
                       "--recompute-method block recomputes the same number of layers on every stage");
     if (!pass_plan_matches_framework(g, &A, a, gpn, sub, sizeof sub))
-        return refuse(why, wn, "Megatron-LM cannot express the plan: %s", sub);
+        return pass_refuse(why, wn, "Megatron-LM cannot express the plan: %s", sub);
     if (st->attn_kernel == PASS_KERNEL_FLASH1)
-        return refuse(why, wn, "the stack prices FlashAttention-1 (attention_kernel = flash1); current "
+        return pass_refuse(why, wn, "the stack prices FlashAttention-1 (attention_kernel = flash1); current "
                       "Megatron-LM runs FlashAttention-2 or later (--attention-backend flash)");
 
     Args x = {.n = 0};

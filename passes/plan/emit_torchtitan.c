@@ -8,20 +8,8 @@
  * flavor to register, printed as a comment. docs/stacks.md maps every key. */
 #include "plan/plan.h"
 
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-static bool refuse(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool refuse(char *why, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, n, fmt, ap);
-    va_end(ap);
-    return false;
-}
 
 /* torchtitan's FeedForward width (llama3/model/model.py): int(2 * 4 dim / 3),
  * times ffn_dim_multiplier if any, rounded up to a multiple of multiple_of.
@@ -69,7 +57,7 @@ bool pass_torchtitan_model(const IrGraph *g, PassArch *A, char *why, size_t wn)
 {
     char sub[256];
     if (!pass_arch_read(g, A, sub, sizeof sub))
-        return refuse(why, wn, "torchtitan's llama3 model cannot express %s: %s", g->name, sub);
+        return pass_refuse(why, wn, "torchtitan's llama3 model cannot express %s: %s", g->name, sub);
     const char *miss = !A->rmsnorm ? "LayerNorm (llama3 has RMSNorm)"
                      : !A->swiglu ? "a GELU MLP (llama3 has SwiGLU)"
                      : !A->rope ? "no rotary embedding (llama3 has RoPE)"
@@ -78,11 +66,11 @@ bool pass_torchtitan_model(const IrGraph *g, PassArch *A, char *why, size_t wn)
                      : A->tied ? "an LM head tied to the token table (llama3's is separate)"
                      : NULL;
     if (miss)
-        return refuse(why, wn, "torchtitan's llama3 model cannot express %s: it has %s", g->name, miss);
+        return pass_refuse(why, wn, "torchtitan's llama3 model cannot express %s: it has %s", g->name, miss);
     double mult;
     int64_t mof;
     if (!ffn_args(A->d_model, A->d_ff, &mult, &mof))
-        return refuse(why, wn, "torchtitan's llama3 model cannot express %s: its FFN width is int(8 dim "
+        return pass_refuse(why, wn, "torchtitan's llama3 model cannot express %s: its FFN width is int(8 dim "
                       "/ 3), times ffn_dim_multiplier, rounded up to multiple_of, and no such choice gives "
                       "d_ff = %lld for dim %lld", g->name, (long long)A->d_ff, (long long)A->d_model);
     return true;
@@ -102,40 +90,40 @@ bool pass_emit_torchtitan(FILE *f, const IrGraph *g, const PassCostCtx *c, const
     const PassStack *st = &c->st;
     int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
     if (L->replicated > 1)
-        return refuse(why, wn, "the plan keeps %d replicas along a mesh axis it splits nothing over, "
+        return pass_refuse(why, wn, "the plan keeps %d replicas along a mesh axis it splits nothing over, "
                       "which torchtitan has no setting for", L->replicated);
     if (L->dp > 1 && L->zero == 1)
-        return refuse(why, wn, "the plan uses ZeRO-1; torchtitan's FSDP shards the gradients with the "
+        return pass_refuse(why, wn, "the plan uses ZeRO-1; torchtitan's FSDP shards the gradients with the "
                       "optimizer state (ZeRO-2: fsdp_reshard_after_forward = \"never\") or also the "
                       "weights (ZeRO-3)");
     if (L->dp > 1 && L->zero == 0 && (L->tp > 1 || L->pp > 1))
-        return refuse(why, wn, "the plan replicates the weights over data parallelism (ZeRO-0) with "
+        return pass_refuse(why, wn, "the plan replicates the weights over data parallelism (ZeRO-0) with "
                       "tensor or pipeline parallelism; torchtitan runs DDP only alone (\"DDP has not "
                       "supported > 1D parallelism\")");
     if (L->tp > 1 && !L->sp)
-        return refuse(why, wn, "the plan's tensor parallelism leaves the norms unsplit (--sp off); "
+        return pass_refuse(why, wn, "the plan's tensor parallelism leaves the norms unsplit (--sp off); "
                       "torchtitan's llama3 always shards them over the sequence (SequenceParallel)");
     if (L->tp > 1 && A.seq % L->tp)
-        return refuse(why, wn, "torchtitan's tensor parallelism needs the sequence (%lld) divisible by "
+        return pass_refuse(why, wn, "torchtitan's tensor parallelism needs the sequence (%lld) divisible by "
                       "the degree %d", (long long)A.seq, L->tp);
     const char *rc = pass_layout_recompute_name(L);
     if (!strcmp(rc, "mixed"))
-        return refuse(why, wn, "the plan recomputes some pipeline stages and not others; torchtitan "
+        return pass_refuse(why, wn, "the plan recomputes some pipeline stages and not others; torchtitan "
                       "applies one activation checkpointing mode to every layer");
     if (!strcmp(rc, "selective") || !strcmp(rc, "ffn"))
-        return refuse(why, wn, "the plan recomputes %s; torchtitan's selective activation checkpointing "
+        return pass_refuse(why, wn, "the plan recomputes %s; torchtitan's selective activation checkpointing "
                       "is per-op (it saves matmul and attention outputs) or every n-th layer, neither "
                       "of which recomputes just that", !strcmp(rc, "ffn") ? "the MLP" : "core attention");
     if (st->attn_kernel == PASS_KERNEL_FLASH1 || st->attn_kernel == PASS_KERNEL_FUSED_SOFTMAX ||
         st->attn_kernel == PASS_KERNEL_EAGER ||
         (st->attn_kernel == PASS_KERNEL_AUTO && a->plan.attention == PASS_ATTN_MATERIALIZED))
-        return refuse(why, wn, "the stack prices another attention kernel than the FlashAttention-2 "
+        return pass_refuse(why, wn, "the stack prices another attention kernel than the FlashAttention-2 "
                       "that torchtitan's scaled_dot_product_attention runs");
     if (st->grad_bytes == 2 || (st->grad_bytes == 0 && A.bf16))
-        return refuse(why, wn, "the stack keeps and reduces gradients in bf16 (grad_bytes = %d); "
+        return pass_refuse(why, wn, "the stack keeps and reduces gradients in bf16 (grad_bytes = %d); "
                       "torchtitan's mixed_precision_reduce is float32 only", st->grad_bytes);
     if (!pass_plan_matches_framework(g, &A, a, gpn, sub, sizeof sub))
-        return refuse(why, wn, "torchtitan cannot express the plan: %s", sub);
+        return pass_refuse(why, wn, "torchtitan cannot express the plan: %s", sub);
 
     char flavor[64];
     flavor_name(g, flavor, sizeof flavor);

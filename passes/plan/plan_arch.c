@@ -7,19 +7,8 @@
  * framework cannot express is said here, before any flag is printed. */
 #include "plan/plan.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-static bool refuse(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool refuse(char *why, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, n, fmt, ap);
-    va_end(ap);
-    return false;
-}
 
 static bool is_param(const IrGraph *g, int t) { return g->tensors[t].role == IR_PARAM; }
 
@@ -92,16 +81,16 @@ static bool read_embedding(const IrGraph *g, PassArch *A, char *why, size_t wn, 
         else if (n->op == IR_OP_ADD && pos < 0 && emb >= 0 && (is_param(g, n->in[0]) || is_param(g, n->in[1])))
             pos = i;
         else
-            return refuse(why, wn, "its embedding piece computes %s (line %d), where the frameworks "
+            return pass_refuse(why, wn, "its embedding piece computes %s (line %d), where the frameworks "
                           "have a token table and at most a learned position table added to it",
                           opname(n), n->loc.line);
     }
     if (emb < 0)
-        return refuse(why, wn, "it has no token embedding before its layers");
+        return pass_refuse(why, wn, "it has no token embedding before its layers");
     const IrNode *E = &g->nodes[emb];
     const IrTensor *table = &g->tensors[E->in[1]];
     if (table->rank != 2)
-        return refuse(why, wn, "its token table %s is not a [vocab, d_model] matrix", table->name);
+        return pass_refuse(why, wn, "its token table %s is not a [vocab, d_model] matrix", table->name);
     A->vocab_dim = table->dim[0];
     A->vocab = dsize(g, table->dim[0]);
     A->d_model = dsize(g, table->dim[1]);
@@ -113,7 +102,7 @@ static bool read_embedding(const IrGraph *g, PassArch *A, char *why, size_t wn, 
         int w = is_param(g, n->in[0]) ? n->in[0] : n->in[1];
         const IrTensor *W = &g->tensors[w];
         if (W->rank != 2 || W->dim[0] != g->seq_dim || dsize(g, W->dim[1]) != A->d_model)
-            return refuse(why, wn, "its embedding adds %s, which is not a [seq, d_model] position table",
+            return pass_refuse(why, wn, "its embedding adds %s, which is not a [seq, d_model] position table",
                           W->name);
         A->learned_pos = true;
         *x_out = n->out[0];
@@ -133,21 +122,21 @@ static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, s
         if (counts[op] && op != IR_OP_RMSNORM && op != IR_OP_LAYERNORM && op != IR_OP_MATMUL &&
             op != IR_OP_ROPE && op != IR_OP_ATTENTION && op != IR_OP_SILU && op != IR_OP_GELU &&
             op != IR_OP_ADD && op != IR_OP_MUL)
-            return refuse(why, wn, "its layers compute %s, which a Megatron-LM or torchtitan decoder "
+            return pass_refuse(why, wn, "its layers compute %s, which a Megatron-LM or torchtitan decoder "
                           "layer does not", ir_ops[op].name);
     if (counts[IR_OP_ATTENTION] != 1)
-        return refuse(why, wn, "its layers have %d attention operators; the frameworks' layers have one",
+        return pass_refuse(why, wn, "its layers have %d attention operators; the frameworks' layers have one",
                       counts[IR_OP_ATTENTION]);
 
     /* Attention: norm -> q, k, v projections (+ bias) (-> rope) -> attention
      * -> output projection (+ bias) -> residual add. */
     int nnorms, n1 = norm_consumer(g, x, p, &nnorms);
     if (nnorms > 1)
-        return refuse(why, wn, "its attention and MLP both normalise the layer's input (a parallel "
+        return pass_refuse(why, wn, "its attention and MLP both normalise the layer's input (a parallel "
                       "block); the frameworks' layers run the MLP on the attention's output");
     const IrNode *N1 = n1 >= 0 ? &g->nodes[n1] : NULL;
     if (!N1 || (N1->op != IR_OP_RMSNORM && N1->op != IR_OP_LAYERNORM))
-        return refuse(why, wn, "its layers do not begin with a norm read by the attention "
+        return pass_refuse(why, wn, "its layers do not begin with a norm read by the attention "
                       "(the frameworks' layers are pre-norm)");
     A->rmsnorm = N1->op == IR_OP_RMSNORM;
     A->norm_eps = N1->attr.eps;
@@ -157,7 +146,7 @@ static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, s
         if (g->nodes[i].op == IR_OP_ATTENTION)
             At = &g->nodes[i];
     if (!At->attr.causal)
-        return refuse(why, wn, "its attention is not causal; the frameworks train causal decoders");
+        return pass_refuse(why, wn, "its attention is not causal; the frameworks train causal decoders");
     int bias = 0, ropes = 0, rope_mask = 0;
     int rot_dim = -1;
     double theta = 0;
@@ -177,12 +166,12 @@ static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, s
         bias += b;
         wqkv[j] = proj_weight(g, n, h);
         if (wqkv[j] < 0)
-            return refuse(why, wn, "the %s of its attention is not a projection of the attention norm's "
+            return pass_refuse(why, wn, "the %s of its attention is not a projection of the attention norm's "
                           "output", j == 0 ? "query" : j == 1 ? "key" : "value");
     }
     const IrTensor *q = &g->tensors[At->in[0]], *k = &g->tensors[At->in[1]];
     if (q->rank != 4 || k->rank != 4)
-        return refuse(why, wn, "its attention's query and key are not [batch, seq, heads, head_dim]");
+        return pass_refuse(why, wn, "its attention's query and key are not [batch, seq, heads, head_dim]");
     A->heads_dim = q->dim[2];
     A->kv_dim = k->dim[2];
     A->heads = dsize(g, q->dim[2]);
@@ -190,12 +179,12 @@ static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, s
     A->head_dim = dsize(g, q->dim[3]);
     if (rope_mask == 3) { /* query and key rotated, value not */
         if (rot_dim != q->dim[3])
-            return refuse(why, wn, "its rotary embedding rotates %s, not the whole head dim %s",
+            return pass_refuse(why, wn, "its rotary embedding rotates %s, not the whole head dim %s",
                           g->dims[rot_dim].name, g->dims[q->dim[3]].name);
         A->rope = true;
         A->rope_theta = theta;
     } else if (ropes != 0) {
-        return refuse(why, wn, "its rotary embedding is applied to the %s; the frameworks rotate the "
+        return pass_refuse(why, wn, "its rotary embedding is applied to the %s; the frameworks rotate the "
                       "query and the key", rope_mask == 1 ? "query only" : rope_mask == 2 ? "key only"
                       : "value");
     }
@@ -205,7 +194,7 @@ static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, s
     int wo_n = only_consumer(g, At->out[0], p);
     int wo = wo_n >= 0 ? proj_weight(g, &g->nodes[wo_n], At->out[0]) : -1;
     if (wo < 0)
-        return refuse(why, wn, "its attention's output is not projected by one weight");
+        return pass_refuse(why, wn, "its attention's output is not projected by one weight");
     int t = g->nodes[wo_n].out[0], out_bias = 0;
     int c = only_consumer(g, t, p);
     if (c >= 0 && g->nodes[c].op == IR_OP_ADD && is_param(g, g->nodes[c].in[0] == t ? g->nodes[c].in[1] : g->nodes[c].in[0])) {
@@ -215,7 +204,7 @@ static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, s
     }
     const IrNode *R1 = c >= 0 ? &g->nodes[c] : NULL;
     if (!R1 || R1->op != IR_OP_ADD || (R1->in[0] != x && R1->in[1] != x))
-        return refuse(why, wn, "its attention's output is not added to the layer's input (a residual "
+        return pass_refuse(why, wn, "its attention's output is not added to the layer's input (a residual "
                       "connection)");
     int xm = R1->out[0];
 
@@ -232,19 +221,19 @@ static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, s
         for (int i = P->first; i < P->first + P->count; i++)
             if (&g->nodes[i] != N1 && (g->nodes[i].op == IR_OP_RMSNORM || g->nodes[i].op == IR_OP_LAYERNORM) &&
                 g->nodes[i].in[0] == x)
-                return refuse(why, wn, "its attention and MLP both read the layer's input (a parallel "
+                return pass_refuse(why, wn, "its attention and MLP both read the layer's input (a parallel "
                               "block); the frameworks' layers run the MLP after the attention");
-        return refuse(why, wn, "its MLP is not a pre-norm block after the attention");
+        return pass_refuse(why, wn, "its MLP is not a pre-norm block after the attention");
     }
     if ((N2->op == IR_OP_RMSNORM) != A->rmsnorm || N2->attr.eps != A->norm_eps)
-        return refuse(why, wn, "its two norms differ in kind or epsilon");
+        return pass_refuse(why, wn, "its two norms differ in kind or epsilon");
     int h2 = N2->out[0];
     int up[4], nup = 0;
     nc = ir_consumers(g, h2, cs, 8);
     for (int i = 0; i < nc && i < 8; i++) {
         int w = proj_weight(g, &g->nodes[cs[i]], h2);
         if (w < 0)
-            return refuse(why, wn, "its MLP norm's output feeds %s, not only projections",
+            return pass_refuse(why, wn, "its MLP norm's output feeds %s, not only projections",
                           opname(&g->nodes[cs[i]]));
         if (nup < 4)
             up[nup++] = cs[i];
@@ -268,11 +257,11 @@ static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, s
             ba = bb, bb = tb;
         }
         if (!a || a->op != IR_OP_SILU || !b || b->op != IR_OP_MATMUL)
-            return refuse(why, wn, "its MLP multiplies something other than silu(gate) by up (SwiGLU)");
+            return pass_refuse(why, wn, "its MLP multiplies something other than silu(gate) by up (SwiGLU)");
         int bg = 0;
         const IrNode *gate = through_bias(g, a->in[0], &bg);
         if (!gate || gate->op != IR_OP_MATMUL || gate->in[0] != h2 || b->in[0] != h2)
-            return refuse(why, wn, "its MLP's gate and up are not projections of the MLP norm's output");
+            return pass_refuse(why, wn, "its MLP's gate and up are not projections of the MLP norm's output");
         mlp_bias += bg + bb;
         const IrTensor *W = &g->tensors[gate->in[1]];
         ff_dim = W->dim[W->rank - 1];
@@ -287,7 +276,7 @@ static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, s
         int b = 0;
         const IrNode *fc = through_bias(g, ge->in[0], &b);
         if (fc != &g->nodes[up[0]])
-            return refuse(why, wn, "its MLP's GELU does not read the first projection");
+            return pass_refuse(why, wn, "its MLP's GELU does not read the first projection");
         mlp_bias += b;
         const IrTensor *W = &g->tensors[fc->in[1]];
         ff_dim = W->dim[W->rank - 1];
@@ -295,13 +284,13 @@ static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, s
         act = ge;
         A->swiglu = false;
     } else {
-        return refuse(why, wn, "its MLP is neither SwiGLU (silu(gate) * up) nor GELU; Megatron-LM "
+        return pass_refuse(why, wn, "its MLP is neither SwiGLU (silu(gate) * up) nor GELU; Megatron-LM "
                       "offers those (torchtitan's llama3 only SwiGLU)");
     }
     int dn = only_consumer(g, act->out[0], p);
     int wd = dn >= 0 ? proj_weight(g, &g->nodes[dn], act->out[0]) : -1;
     if (wd < 0)
-        return refuse(why, wn, "its MLP's activation is not projected back by one weight");
+        return pass_refuse(why, wn, "its MLP's activation is not projected back by one weight");
     t = g->nodes[dn].out[0];
     c = only_consumer(g, t, p);
     if (c >= 0 && g->nodes[c].op == IR_OP_ADD && is_param(g, g->nodes[c].in[0] == t ? g->nodes[c].in[1] : g->nodes[c].in[0])) {
@@ -311,14 +300,14 @@ static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, s
     }
     const IrNode *R2 = c >= 0 ? &g->nodes[c] : NULL;
     if (!R2 || R2->op != IR_OP_ADD || (R2->in[0] != xm && R2->in[1] != xm))
-        return refuse(why, wn, "its MLP's output is not added to the residual stream");
+        return pass_refuse(why, wn, "its MLP's output is not added to the residual stream");
     A->ff_dim = ff_dim;
     A->d_ff = dff;
     /* Nothing else in the layer: every node is one of those above. */
     int expect = 2 /* norms */ + 4 + (A->swiglu ? 3 : 2) /* projections */ + ropes + 1 /* attention */ +
                  (A->swiglu ? 2 : 1) /* activation */ + 2 /* residuals */ + qkv_bias + out_bias + mlp_bias;
     if (P->count != expect)
-        return refuse(why, wn, "its layers compute %d operators besides those of a decoder layer",
+        return pass_refuse(why, wn, "its layers compute %d operators besides those of a decoder layer",
                       P->count - expect);
     /* Biases: Megatron has them on every projection (its default), on none
      * (--disable-bias-linear) or on q, k, v only (--add-qkv-bias). */
@@ -330,7 +319,7 @@ static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, s
     else if (all == 3 && qkv_bias == 3)
         A->bias_linear = false, A->bias_qkv = true;
     else
-        return refuse(why, wn, "%d of its %d projections %s a bias; the frameworks have one on all, "
+        return pass_refuse(why, wn, "%d of its %d projections %s a bias; the frameworks have one on all, "
                       "on none or on the query, key and value only", all, nproj, all == 1 ? "has" : "have");
     A->out = R2->out[0];
     return true;
@@ -343,25 +332,25 @@ static bool read_head(const IrGraph *g, int x, PassArch *A, char *why, size_t wn
     int norm = only_consumer(g, x, p);
     const IrNode *N = norm >= 0 ? &g->nodes[norm] : NULL;
     if (!N || (N->op != IR_OP_RMSNORM && N->op != IR_OP_LAYERNORM) || (N->op == IR_OP_RMSNORM) != A->rmsnorm)
-        return refuse(why, wn, "its head does not begin with a final norm like the layers'");
+        return pass_refuse(why, wn, "its head does not begin with a final norm like the layers'");
     int mm = only_consumer(g, N->out[0], p);
     const IrNode *M = mm >= 0 ? &g->nodes[mm] : NULL;
     int w = proj_weight(g, M, N->out[0]);
     if (w < 0)
-        return refuse(why, wn, "its head does not project the final norm's output to the vocabulary");
+        return pass_refuse(why, wn, "its head does not project the final norm's output to the vocabulary");
     const IrTensor *W = &g->tensors[w];
     if (w == A->table) {
         A->tied = true;
     } else {
         if (W->rank != 2 || dsize(g, W->dim[0]) != A->d_model || W->dim[1] != A->vocab_dim)
-            return refuse(why, wn, "its LM head %s is not a [d_model, vocab] matrix", W->name);
+            return pass_refuse(why, wn, "its LM head %s is not a [d_model, vocab] matrix", W->name);
         A->tied = false;
     }
     int ce = only_consumer(g, M->out[0], p);
     if (ce < 0 || g->nodes[ce].op != IR_OP_CROSS_ENTROPY)
-        return refuse(why, wn, "its logits do not go straight into the cross-entropy loss");
+        return pass_refuse(why, wn, "its logits do not go straight into the cross-entropy loss");
     if (P->count != 3)
-        return refuse(why, wn, "its head computes %d operators besides the norm, the LM head and the loss",
+        return pass_refuse(why, wn, "its head computes %d operators besides the norm, the LM head and the loss",
                       P->count - 3);
     return true;
 }
@@ -379,7 +368,7 @@ bool pass_arch_read(const IrGraph *g, PassArch *A, char *why, size_t wn)
                 nrep++, rep = g->pieces[p].rep;
         }
     if (nrep != 1 || g->npieces != A->layers + 2 || g->pieces[0].rep >= 0 || g->pieces[g->npieces - 1].rep >= 0)
-        return refuse(why, wn, "the frameworks build one run of identical layers between the embedding "
+        return pass_refuse(why, wn, "the frameworks build one run of identical layers between the embedding "
                       "and the head, and %s has %d pieces in %d repeat%s", g->name, g->npieces, nrep,
                       nrep == 1 ? "" : "s");
     int x = -1;

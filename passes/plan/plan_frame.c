@@ -14,8 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool refuse(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool refuse(char *why, size_t n, const char *fmt, ...)
+bool pass_refuse(char *why, size_t n, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -69,13 +68,13 @@ bool pass_plan_framework(const IrGraph *g, const PassArch *A, const PassLayout *
         gpn = 8;
     int rc = one_policy(L->recompute);
     if (rc < 0)
-        return refuse(why, wn, "the plan recomputes its stages differently, and the frameworks apply "
+        return pass_refuse(why, wn, "the plan recomputes its stages differently, and the frameworks apply "
                       "one recomputation policy to every layer");
     if (A->layers % chunks)
-        return refuse(why, wn, "the frameworks split the %d layers evenly, which %d %s cannot do",
+        return pass_refuse(why, wn, "the frameworks split the %d layers evenly, which %d %s cannot do",
                       A->layers, chunks, v > 1 ? "model chunks" : "pipeline stages");
     if (L->dp < 1 || L->tp < 1 || L->micro_batch < 1 || L->num_micro < 1)
-        return refuse(why, wn, "the layout has no data-parallel degree, tensor-parallel degree or "
+        return pass_refuse(why, wn, "the layout has no data-parallel degree, tensor-parallel degree or "
                       "micro-batch");
     pass_mesh_make(&p->mesh, L->dp, L->tp, gpn);
     p->pp = L->pp;
@@ -206,13 +205,13 @@ bool pass_plan_matches_framework(const IrGraph *g, const PassArch *A, const Pass
         return false;
     bool ok = true;
     if (f.nstages != a->plan.nstages) {
-        ok = refuse(why, wn, "the plan has %d model chunks where the framework would make %d",
+        ok = pass_refuse(why, wn, "the plan has %d model chunks where the framework would make %d",
                     a->plan.nstages, f.nstages);
     } else {
         for (int s = 0; s < f.nstages && ok; s++)
             if (f.stages[s].first_piece != a->plan.stages[s].first_piece ||
                 f.stages[s].npieces != a->plan.stages[s].npieces)
-                ok = refuse(why, wn, "stage %d of the plan runs pieces %d-%d, and the framework's even "
+                ok = pass_refuse(why, wn, "stage %d of the plan runs pieces %d-%d, and the framework's even "
                             "split would give it %d-%d", s, a->plan.stages[s].first_piece,
                             a->plan.stages[s].first_piece + a->plan.stages[s].npieces - 1,
                             f.stages[s].first_piece, f.stages[s].first_piece + f.stages[s].npieces - 1);
@@ -221,7 +220,7 @@ bool pass_plan_matches_framework(const IrGraph *g, const PassArch *A, const Pass
         for (int x = 0; x < PASS_MAX_AXES && ok; x++)
             if (x < a->plan.mesh.naxes && a->plan.mesh.size[x] > 1 &&
                 f.strategy[i].dim[x] != a->plan.strategy[i].dim[x])
-                ok = refuse(why, wn, "the plan shards %s (%s:%d) differently from the framework's "
+                ok = pass_refuse(why, wn, "the plan shards %s (%s:%d) differently from the framework's "
                             "tensor parallelism", g->tensors[g->nodes[i].out[0]].name,
                             g->nodes[i].loc.file ? g->nodes[i].loc.file : g->path, g->nodes[i].loc.line);
     free(f.stages);
