@@ -5,8 +5,7 @@
  *
  * PTDC_OVERLAP=0 turns the overlap off: every gradient is then reduced by a
  * blocking collective per tensor after the schedule, and ZeRO's all-gathers
- * block after each AdamW (the structure before buckets; bench/overlap
- * measures both). */
+ * block after each AdamW (the structure before buckets, for comparison). */
 #include "train.h"
 
 #include <stdlib.h>

@@ -120,8 +120,8 @@ void cg_load(int32_t *dst, int which, int mb, int64_t b0, int64_t nb, int64_t s0
  * apart the way the cost model's prediction is (train_prof.c). Off, a call
  * costs one untaken branch. Communication the main thread waits for shows in
  * the collectives, cg_recv, cg_wait and rt_wait (the non-blocking
- * collectives' completion; cg_grad_ready and cg_issue are their issue),
- * which bench/overlap adds up as exposed communication. A listed function
+ * collectives' completion; cg_grad_ready and cg_issue are their issue):
+ * together, the exposed communication. A listed function
  * calling another listed one calls it as (name)(...), unprofiled, so no
  * time counts twice. */
 #define CG_PROFILED(X)                                                                        \
