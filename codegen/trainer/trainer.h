@@ -90,6 +90,13 @@ extern int32_t *g_ws_i32;
 void cg_matmul(rt_act *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N, int64_t K,
                bool ta, bool tb, bool accumulate);
 
+/* rt_cross_entropy_fwd; under --dump-first-step it also keeps the logits it
+ * scored (train_dump.c). Generated code calls it through the macro below. */
+void cg_cross_entropy_fwd(float *loss, float *lse, const rt_act *logits, const int32_t *targets,
+                          int64_t rows, int64_t vocab_local, int64_t vocab_offset,
+                          int64_t total_rows, RtComm *vocab_comm);
+#define rt_cross_entropy_fwd(...) cg_cross_entropy_fwd(__VA_ARGS__)
+
 /* Receive into buf from the rank of pipeline rank pp_peer with this mesh coordinate. */
 void cg_recv(void *buf, int64_t n, RtType t, int pp_peer, int tag);
 /* Post a send (waiting first for the one *req still had in flight). */
