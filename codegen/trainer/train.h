@@ -52,6 +52,8 @@ void tr_load_checkpoint(const char *dir);
 
 /* ------------------------------------------------------------- train_hf.c */
 void tr_init_params(void);       /* seeded, or --import-hf */
+/* This rank's block of p's global tensor: offset and extent per dim. */
+void tr_block(const CgParam *p, int64_t *off, int64_t *loc);
 /* Every parameter's weights (grads 0) or reduced gradients (grads 1), whole,
  * under its Hugging Face name and layout, gathered to rank 0, which writes path. */
 void tr_write_hf(const char *path, int grads);

@@ -16,7 +16,7 @@ static int64_t shard_offset(const CgParam *p)
 static int mesh_size(int a) { return a == 0 ? CG_MESH0 : CG_MESH1; }
 
 /* This rank's block of p: offset and extent per dim. */
-static void block(const CgParam *p, int64_t *off, int64_t *loc)
+void tr_block(const CgParam *p, int64_t *off, int64_t *loc)
 {
     for (int i = 0; i < p->rank; i++) {
         int a = p->split_axis[i];
@@ -162,7 +162,7 @@ void tr_init_params(void)
     for (int i = 0; i < tr_prog->nparams; i++) {
         CgParam *p = &tr_prog->params[i];
         int64_t off[CG_MAX_RANK], loc[CG_MAX_RANK];
-        block(p, off, loc);
+        tr_block(p, off, loc);
         float *host = (float *)malloc((size_t)p->numel * sizeof(float));
         if (!host)
             rt_fatal("out of host memory for %s", p->name);
@@ -192,7 +192,7 @@ void tr_gather_full(const CgParam *p, const rt_act *src, int sharded, rt_act *bu
                     rt_act *scratch)
 {
     int64_t off[CG_MAX_RANK], loc[CG_MAX_RANK];
-    block(p, off, loc);
+    tr_block(p, off, loc);
     if (sharded)
         rt_allgather(g_comm[p->pmask], buf, src, p->shard, RT_ACT);
     else
