@@ -32,15 +32,15 @@ static uint64_t mix(uint64_t x)
     return x ^ (x >> 31);
 }
 
-enum { NCAND = 24, NELEM = 2 };
+enum { NCAND = 24, NELEM = 3 };
 /* An element passes when |fd - G| <= ELEM_REL |G| + ELEM_ULPS / (2h): the
  * relative part covers the truncation of central differences, the other the
  * rounding of the two fp32 losses (about 6 ulp of a loss near 5). */
 static const double ELEM_REL = 1e-2, ELEM_ULPS = 6e-6;
 
 /* Per element: of parameter q (mine: its index on this rank, -1 if none),
- * the tensor's largest |G| and the largest among NCAND drawn at random
- * (NELEM elements), each checked by central differences of the loss along
+ * the tensor's largest |G|, the largest among NCAND drawn at random and one
+ * drawn at random (NELEM elements), each checked by central differences of the loss along
  * that one element (every copy of it moved: data-parallel and
  * tensor-parallel replicas, tied copies). h makes the loss move by about
  * 1e-3 (thousands of fp32 ulps), but moves the element by at most a quarter
@@ -100,16 +100,20 @@ static double check_elements(const CgParam *q, int qi, int mine, float *const *g
     double worst = 0;
     bool used[NCAND + 1] = {false};
     for (int k = 0; k < NELEM; k++) {
+        /* k = 0: the largest (cand[0]); 1: the largest of the random ones;
+         * 2: the first random one whatever its |G|: an element whose
+         * gradient was dropped (orthogonal to G, so invisible along G) is
+         * never among the largest. */
         int j = -1;
-        for (int c = 0; c <= NCAND; c++)
-            if (!used[c] && cand[c] >= 0 && (j < 0 || fabsf(vals[c]) > fabsf(vals[j])))
+        for (int c = k == 0 ? 0 : 1; c <= (k == 2 ? NCAND : k == 0 ? 0 : NCAND); c++)
+            if (!used[c] && cand[c] >= 0 &&
+                (j < 0 || (k == 1 && fabsf(vals[c]) > fabsf(vals[j]))))
                 j = c;
-        if (j < 0 || vals[j] == 0)
-            break;
-        used[j] = true;
+        if (j < 0 || (k < 2 && vals[j] == 0))
+            continue;
         for (int c = 0; c <= NCAND; c++) /* the same element drawn twice */
             used[c] |= cand[c] == cand[j];
-        double G = vals[j], h = 1e-3 / fabs(G);
+        double G = vals[j], h = G != 0 ? 1e-3 / fabs(G) : cap;
         h = h > cap ? cap : h;
         int64_t li = p ? local_index(p, cand[j]) : -1;
         double lpm[2];
