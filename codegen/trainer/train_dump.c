@@ -27,27 +27,27 @@ typedef struct {
     const int32_t *dst;
     int mb;
     int64_t b0, nb, s0, ns;
-} Load;
+} DumpLoad;
 
-enum { MAX_LOADS = 64 };
-static int dumping;
-static Load loads[MAX_LOADS];
-static int nloads;
-static float *sum, *count; /* [CG_GLOBAL_BATCH * CG_SEQ * CG_VOCAB] */
+enum { DUMP_MAX_LOADS = 64 };
+static int dump_on;
+static DumpLoad dump_loads[DUMP_MAX_LOADS];
+static int dump_nloads;
+static float *dump_sum, *dump_count; /* [CG_GLOBAL_BATCH * CG_SEQ * CG_VOCAB] */
 
 void tr_dump_note_load(const int32_t *dst, int which, int mb, int64_t b0, int64_t nb, int64_t s0,
                        int64_t ns)
 {
-    if (!dumping || which != CG_TARGETS)
+    if (!dump_on || which != CG_TARGETS)
         return;
     int i = 0;
-    while (i < nloads && loads[i].dst != dst)
+    while (i < dump_nloads && dump_loads[i].dst != dst)
         i++;
-    if (i == MAX_LOADS)
-        rt_fatal("--dump-first-step: more than %d target buffers", MAX_LOADS);
-    nloads += i == nloads;
-    Load l = {dst, mb, b0, nb, s0, ns};
-    loads[i] = l;
+    if (i == DUMP_MAX_LOADS)
+        rt_fatal("--dump-first-step: more than %d target buffers", DUMP_MAX_LOADS);
+    dump_nloads += i == dump_nloads;
+    DumpLoad l = {dst, mb, b0, nb, s0, ns};
+    dump_loads[i] = l;
 }
 
 void cg_cross_entropy_fwd(float *loss, float *lse, const rt_act *logits, const int32_t *targets,
@@ -56,12 +56,12 @@ void cg_cross_entropy_fwd(float *loss, float *lse, const rt_act *logits, const i
 {
     (rt_cross_entropy_fwd)(loss, lse, logits, targets, rows, vocab_local, vocab_offset, total_rows,
                            vocab_comm);
-    if (!dumping)
+    if (!dump_on)
         return;
-    const Load *l = NULL;
-    for (int i = 0; i < nloads; i++)
-        if (loads[i].dst == targets)
-            l = &loads[i];
+    const DumpLoad *l = NULL;
+    for (int i = 0; i < dump_nloads; i++)
+        if (dump_loads[i].dst == targets)
+            l = &dump_loads[i];
     if (!l || l->nb * l->ns != rows)
         rt_fatal("--dump-first-step: the loss scores %lld rows against targets this rank did not "
                  "load; cannot place its logits", (long long)rows);
@@ -73,15 +73,15 @@ void cg_cross_entropy_fwd(float *loss, float *lse, const rt_act *logits, const i
         int64_t seq = (int64_t)l->mb * CG_MB_SEQS + l->b0 + r / l->ns, pos = l->s0 + r % l->ns;
         int64_t at = (seq * CG_SEQ + pos) * CG_VOCAB + vocab_offset;
         for (int64_t c = 0; c < vocab_local; c++) {
-            sum[at + c] += host[r * vocab_local + c];
-            count[at + c] += 1;
+            dump_sum[at + c] += host[r * vocab_local + c];
+            dump_count[at + c] += 1;
         }
     }
     free(host);
 }
 
 /* DIR/outputs.safetensors on rank 0. */
-static void write_outputs(const char *path, double loss, const float *logits)
+static void dump_write_outputs(const char *path, double loss, const float *logits)
 {
     char err[1024];
     int64_t nseq = CG_GLOBAL_BATCH;
@@ -124,7 +124,7 @@ static void write_outputs(const char *path, double loss, const float *logits)
     free(a);
 }
 
-static const char *join(char *buf, size_t n, const char *dir, const char *file)
+static const char *dump_join(char *buf, size_t n, const char *dir, const char *file)
 {
     snprintf(buf, n, "%s/%s", dir, file);
     return buf;
@@ -138,38 +138,38 @@ void tr_dump_first_step(const char *dir)
                  "meant for small models", (long long)n);
     if (ROOT && mkdir(dir, 0777) != 0 && errno != EEXIST)
         rt_fatal("--dump-first-step: cannot create %s: %s", dir, strerror(errno));
-    sum = (float *)calloc((size_t)n, sizeof(float));
-    count = (float *)calloc((size_t)n, sizeof(float));
+    dump_sum = (float *)calloc((size_t)n, sizeof(float));
+    dump_count = (float *)calloc((size_t)n, sizeof(float));
     float *dev = (float *)rt_alloc((size_t)(2 * n) * sizeof(float));
-    if (!sum || !count)
+    if (!dump_sum || !dump_count)
         rt_fatal("--dump-first-step: out of host memory");
-    dumping = 1;
+    dump_on = 1;
     tr_run_schedule();
     tr_reduce_grads();
-    dumping = 0;
+    dump_on = 0;
     double loss = tr_world_loss();
     /* Every rank's blocks to rank 0 (replicated blocks are counted, then averaged). */
-    rt_to_device(dev, sum, (size_t)n * sizeof(float));
-    rt_to_device(dev + n, count, (size_t)n * sizeof(float));
+    rt_to_device(dev, dump_sum, (size_t)n * sizeof(float));
+    rt_to_device(dev + n, dump_count, (size_t)n * sizeof(float));
     rt_allreduce(tr_world, dev, 2 * n, RT_F32);
-    rt_to_host(sum, dev, (size_t)n * sizeof(float));
-    rt_to_host(count, dev + n, (size_t)n * sizeof(float));
+    rt_to_host(dump_sum, dev, (size_t)n * sizeof(float));
+    rt_to_host(dump_count, dev + n, (size_t)n * sizeof(float));
     rt_free(dev);
     char path[4096];
     if (ROOT) {
         for (int64_t i = 0; i < n; i++) {
-            if (!(count[i] >= 1))
+            if (!(dump_count[i] >= 1))
                 rt_fatal("--dump-first-step: no rank computed the logit of sequence %lld, "
                          "position %lld, token %lld", (long long)(i / CG_VOCAB / CG_SEQ),
                          (long long)(i / CG_VOCAB % CG_SEQ), (long long)(i % CG_VOCAB));
-            sum[i] /= count[i];
+            dump_sum[i] /= dump_count[i];
         }
-        write_outputs(join(path, sizeof path, dir, "outputs.safetensors"), loss, sum);
+        dump_write_outputs(dump_join(path, sizeof path, dir, "outputs.safetensors"), loss, dump_sum);
     }
-    tr_write_hf(join(path, sizeof path, dir, "weights.safetensors"), 0);
-    tr_write_hf(join(path, sizeof path, dir, "grads.safetensors"), 1);
-    free(sum);
-    free(count);
+    tr_write_hf(dump_join(path, sizeof path, dir, "weights.safetensors"), 0);
+    tr_write_hf(dump_join(path, sizeof path, dir, "grads.safetensors"), 1);
+    free(dump_sum);
+    free(dump_count);
     if (ROOT)
         printf("dumped step %lld to %s: loss %.7f\n", (long long)tr_step + 1, dir, loss);
 }

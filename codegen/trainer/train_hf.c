@@ -214,7 +214,7 @@ void tr_gather_full(const CgParam *p, const rt_act *src, int sharded, rt_act *bu
 
 /* What tr_write_hf writes of p: its weights (whole locally, or the ZeRO-3
  * shard) or its reduced gradient (the ZeRO shard under ZeRO >= 1). */
-static const rt_act *source(const CgParam *p, int grads, int *sharded)
+static const rt_act *hf_source(const CgParam *p, int grads, int *sharded)
 {
     if (!grads) {
         *sharded = p->zshard && CG_ZERO == 3;
@@ -271,7 +271,7 @@ void tr_write_hf(const char *path, int grads)
             bool mine = r == tr_pp_rank, sender = mine && tr_mesh_index == 0;
             if (mine) {
                 int sharded;
-                const rt_act *src = source(p, grads, &sharded);
+                const rt_act *src = hf_source(p, grads, &sharded);
                 tr_gather_full(p, src, sharded, buf, buf + most, buf + 2 * most);
             }
             if (sender && !ROOT)
