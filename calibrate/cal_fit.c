@@ -285,7 +285,6 @@ static const PassCollKind coll_kind[CAL_NCOLL] = {
 static bool fit_coll(const CalRecords *r, PassGpu *gpu, CalQuality *q)
 {
     int n = (int)r->coll.n;
-    memset(gpu->ncoll, 0, sizeof gpu->ncoll);
     double *S = ir_xmalloc(sizeof(double) * (size_t)(n + 1));
     double *t = ir_xmalloc(sizeof(double) * (size_t)(n + 1));
     double *pred = ir_xmalloc(sizeof(double) * (size_t)(n + 1));
@@ -299,7 +298,8 @@ static bool fit_coll(const CalRecords *r, PassGpu *gpu, CalQuality *q)
         int k = 0;
         for (int j = i; j < n; j++) {
             const CalColl *c = &r->coll.v[j];
-            if (c->kind == c0->kind && c->group == c0->group && c->nodes == c0->nodes) {
+            if (c->kind == c0->kind && c->group == c0->group && c->nodes == c0->nodes &&
+                c->rpn == c0->rpn) {
                 used[j] = true;
                 S[k] = c->bytes, t[k] = c->s;
                 k++;
@@ -317,6 +317,7 @@ static bool fit_coll(const CalRecords *r, PassGpu *gpu, CalQuality *q)
         PassCollFit *f = &gpu->coll[pk][gpu->ncoll[pk]++];
         f->group = c0->group;
         f->net = c0->nodes > 1;
+        f->rpn = c0->rpn;
         f->alpha_s = alpha;
         f->busbw = bus_factor(c0->kind, c0->group) / beta;
         for (int j = 0; j < k; j++) {
@@ -391,8 +392,19 @@ bool cal_fit(const CalInput *in, PassCluster *out, CalReport *rep)
         gpu->sms = 1;
         snprintf(gpu->name, sizeof gpu->name, "%.24s-cpu", r->host);
     }
-    if (in->comm && in->comm->coll.n > 0 && !fit_coll(in->comm, gpu, &rep->coll))
-        return false;
+    memset(gpu->ncoll, 0, sizeof gpu->ncoll);
+    for (int i = 0; i < 2; i++) {
+        CalQuality q;
+        if (in->comm[i] && in->comm[i]->coll.n > 0) {
+            if (!fit_coll(in->comm[i], gpu, &q))
+                return false;
+            if (q.n > 0) { /* the two runs' errors together */
+                rep->coll.median_err = rep->coll.n ? fmax(rep->coll.median_err, q.median_err) : q.median_err;
+                rep->coll.max_err = fmax(rep->coll.max_err, q.max_err);
+                rep->coll.n += q.n;
+            }
+        }
+    }
     if (cpu) {
         gpu->cores = in->cores;
         gpu->solo_gemm = in->solo ? solo_ratio(r, in->solo, 0) : 1;
@@ -436,9 +448,9 @@ void cal_print_summary(FILE *f, const CalInput *in, const PassCluster *cl, const
     for (int k = 0; k < CAL_NCOLL; k++)
         for (int i = 0; i < g->ncoll[coll_kind[k]]; i++) {
             const PassCollFit *c = &g->coll[coll_kind[k]][i];
-            fprintf(f, "  %-15s group %-3d%s %8.1f us + %7.2f GB/s bus bandwidth\n",
+            fprintf(f, "  %-15s group %-3d%s %8.1f us + %7.2f GB/s bus bandwidth (%d ranks per node)\n",
                     cal_coll_names[k], c->group, c->net ? " (across nodes)" : "",
-                    c->alpha_s * 1e6, c->busbw * 1e-9);
+                    c->alpha_s * 1e6, c->busbw * 1e-9, c->rpn);
         }
     if (g->kind == PASS_DEV_CPU)
         fprintf(f, "  one rank with all %d cores runs GEMMs %.2fx, kernels %.2fx, attention %.2fx "

@@ -6,6 +6,9 @@
  * configuration; docs/cost-model.md lists the records it prints. */
 #include "measure.h"
 
+#ifdef PTDC_CUDA
+#include <cuda_runtime.h>
+#endif
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,8 +144,24 @@ static void usage(void)
                     "`ptdc calibrate` runs it and fits the cost model to them.\n");
 }
 
+enum { NO_DEVICE = 3 }; /* exit status `ptdc calibrate` recognises */
+
 int main(int argc, char **argv)
 {
+#ifdef PTDC_CUDA
+    /* Say plainly that there is nothing to measure, before MPI and NCCL. */
+    int ndev = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess || ndev == 0) {
+        fprintf(stderr, "ptdc-measure: no CUDA GPU on this machine (%s)\n",
+                e != cudaSuccess ? cudaGetErrorString(e) : "no device visible");
+        return NO_DEVICE;
+    }
+    if (argc == 2 && !strcmp(argv[1], "--devices")) { /* for `ptdc calibrate`'s default --ranks */
+        printf("%d\n", ndev);
+        return 0;
+    }
+#endif
     rt_init(&argc, &argv);
     CalOpts o;
     memset(&o, 0, sizeof o);

@@ -249,6 +249,13 @@ static bool shape_ROPE(IrGraph *g, IrNode *n)
         ir_error(n->loc, "rope: theta must be positive, got %g", n->attr.theta);
         return false;
     }
+    const IrRopeScaling *rs = &n->attr.rope;
+    if (rs->kind == IR_ROPE_LLAMA3 && !(rs->high_freq_factor > rs->low_freq_factor)) {
+        /* The interpolation divides by their difference (as Hugging Face's). */
+        ir_error(n->loc, "rope: high_freq_factor %g must be greater than low_freq_factor %g",
+                 rs->high_freq_factor, rs->low_freq_factor);
+        return false;
+    }
     out(g, n, 0, "rope", x->dtype, IR_ACT, x->rank, x->dim);
     return true;
 }
@@ -286,6 +293,11 @@ static bool shape_ATTENTION(IrGraph *g, IrNode *n)
         /* Two names for one size would let the planner split them differently. */
         ir_error(n->loc, "attention: q heads '%s' and kv heads '%s' have the same size %lld; use one dim",
                  dimname(g, q->dim[2]), dimname(g, k->dim[2]), (long long)h);
+        return false;
+    }
+    if (n->attr.window < 0 || (n->attr.window > 0 && !n->attr.causal)) {
+        ir_error(n->loc, "attention: a sliding window (window = %lld) needs causal = true",
+                 (long long)n->attr.window);
         return false;
     }
     int lse[3] = {q->dim[0], q->dim[1], q->dim[2]};

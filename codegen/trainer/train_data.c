@@ -27,7 +27,7 @@ void tr_data_close(void)
     free(stage_host);
 }
 
-void cg_load(int32_t *dst, int which, int mb, int64_t b0, int64_t nb, int64_t s0, int64_t ns)
+void (cg_load)(int32_t *dst, int which, int mb, int64_t b0, int64_t nb, int64_t s0, int64_t ns)
 {
     for (int64_t b = 0; b < nb; b++) {
         int64_t seq = tr_step * CG_GLOBAL_BATCH + (int64_t)mb * CG_MB_SEQS + b0 + b;

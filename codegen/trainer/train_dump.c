@@ -166,8 +166,8 @@ void tr_dump_first_step(const char *dir)
         }
         dump_write_outputs(dump_join(path, sizeof path, dir, "outputs.safetensors"), loss, dump_sum);
     }
-    tr_write_hf(dump_join(path, sizeof path, dir, "weights.safetensors"), 0);
-    tr_write_hf(dump_join(path, sizeof path, dir, "grads.safetensors"), 1);
+    tr_write_hf(dump_join(path, sizeof path, dir, "weights.safetensors"), 0, "F32");
+    tr_write_hf(dump_join(path, sizeof path, dir, "grads.safetensors"), 1, "F32");
     free(dump_sum);
     free(dump_count);
     if (ROOT)

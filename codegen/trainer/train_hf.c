@@ -224,7 +224,7 @@ static const rt_act *hf_source(const CgParam *p, int grads, int *sharded)
     return p->zshard && CG_ZERO == 1 ? p->grad_shard : p->grad;
 }
 
-void tr_write_hf(const char *path, int grads)
+void tr_write_hf(const char *path, int grads, const char *dtype)
 {
     char err[1024];
     int64_t most = 1;
@@ -255,7 +255,11 @@ void tr_write_hf(const char *path, int grads)
                 t->shape[t->ndim - 1] *= p->hf_nparts;
         }
     RtStWriter *w = NULL;
-    if (ROOT && !(w = rt_st_writer_open(path, decl, ntensors, "F32", err, sizeof err)))
+    size_t plen = strlen(path);
+    bool one_file = plen >= 12 && !strcmp(path + plen - 12, ".safetensors");
+    if (ROOT && !(w = one_file ? rt_st_writer_open(path, decl, ntensors, dtype, err, sizeof err)
+                               : rt_st_writer_open_dir(path, decl, ntensors, dtype,
+                                                       tr_fl.shard_bytes, err, sizeof err)))
         rt_fatal("%s", err);
     for (int i = 0; i < tr_prog->nparams; i++) /* a ZeRO shard gathers its padding too */
         if (tr_padded(&tr_prog->params[i]) > most)
@@ -301,7 +305,7 @@ void tr_write_hf(const char *path, int grads)
 
 void tr_export_hf(const char *path)
 {
-    tr_write_hf(path, 0);
+    tr_write_hf(path, 0, tr_fl.export_dtype);
     if (ROOT)
         printf("exported weights to %s\n", path);
 }

@@ -19,12 +19,12 @@ void tr_make_comms(void)
 
 static int peer(int pp) { return pp * CG_DEVICES + tr_mesh_index; }
 
-void cg_recv(void *buf, int64_t n, RtType t, int pp_peer, int tag)
+void (cg_recv)(void *buf, int64_t n, RtType t, int pp_peer, int tag)
 {
     rt_wait(rt_irecv(tr_world, buf, n, t, peer(pp_peer), tag));
 }
 
-void cg_wait(RtReq **req)
+void (cg_wait)(RtReq **req)
 {
     if (*req)
         rt_wait(*req);

@@ -44,8 +44,12 @@ static void usage(void)
            "  --weight-decay X   AdamW weight decay of matrices (default 0.1)\n"
            "  --adam-eps X       AdamW epsilon (default 1e-8; LLaMA-2 used 1e-5)\n"
            "  --seed N           initialisation seed (default 0)\n"
-           "  --import-hf FILE   initial weights from a Hugging Face safetensors file\n"
-           "  --export-hf FILE   write the trained weights as safetensors (Hugging Face names)\n"
+           "  --import-hf PATH   initial weights from Hugging Face safetensors: a file, a model\n"
+           "                     directory or its model.safetensors.index.json (shards)\n"
+           "  --export-hf PATH   write the trained weights with Hugging Face names: PATH.safetensors\n"
+           "                     as one file, any other PATH as a model directory of shards\n"
+           "  --export-dtype T   f32 (default), bf16 or f16\n"
+           "  --max-shard-size N bytes per shard of a directory export (default 5000000000)\n"
            "  --grad-check       check every parameter's gradient against finite differences\n"
            "                     of the loss at the initial weights, then exit\n"
            "  --dump-first-step DIR  run the first step's forward and backward, write DIR/\n"
@@ -96,6 +100,8 @@ static void parse_flags(int argc, char **argv)
     tr_fl.beta1 = 0.9;
     tr_fl.beta2 = 0.95;
     tr_fl.eps = 1e-8;
+    tr_fl.export_dtype = "F32";
+    tr_fl.shard_bytes = 5000000000LL; /* save_pretrained's max_shard_size "5GB" */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -122,9 +128,15 @@ static void parse_flags(int argc, char **argv)
         else if (FLAG("--save"))
             tr_fl.save = v ? v : (bad_flag(a, "expects a directory", v), "");
         else if (FLAG("--import-hf"))
-            tr_fl.import_hf = v ? v : (bad_flag(a, "expects a .safetensors file", v), "");
+            tr_fl.import_hf = v ? v : (bad_flag(a, "expects a safetensors file or directory", v), "");
         else if (FLAG("--export-hf"))
-            tr_fl.export_hf = v ? v : (bad_flag(a, "expects a .safetensors file", v), "");
+            tr_fl.export_hf = v ? v : (bad_flag(a, "expects a .safetensors file or a directory", v), "");
+        else if (FLAG("--export-dtype"))
+            tr_fl.export_dtype = v && !strcmp(v, "f32") ? "F32" : v && !strcmp(v, "bf16") ? "BF16"
+                               : v && !strcmp(v, "f16") ? "F16"
+                               : (bad_flag(a, "expects f32, bf16 or f16", v), "");
+        else if (FLAG("--max-shard-size"))
+            tr_fl.shard_bytes = int_flag(a, v, 1);
         else if (FLAG("--lr"))
             tr_fl.lr = num_flag(a, v);
         else if (FLAG("--min-lr"))
@@ -153,7 +165,7 @@ static bool time_gemm;
 static double gemm_s;     /* seconds in GEMMs this step */
 static double gemm_flops; /* their FLOPs */
 
-void cg_matmul(rt_act *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N, int64_t K,
+void (cg_matmul)(rt_act *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N, int64_t K,
                bool ta, bool tb, bool accumulate)
 {
     if (!time_gemm) {
@@ -208,6 +220,7 @@ int main(int argc, char **argv)
     tr_world_rank = rt_world_rank();
     parse_flags(argc, argv);
     time_gemm = getenv("PTDC_TIME_GEMM") && strcmp(getenv("PTDC_TIME_GEMM"), "0") != 0;
+    tr_prof_init();
     if (rt_world_size() != CG_WORLD) {
         if (ROOT)
             fprintf(stderr, "train: this program runs on %d ranks (its plan's), not %d; start it "
@@ -254,6 +267,7 @@ int main(int argc, char **argv)
         tr_step_once(&loss, &norm, &lr);
         double dt = rt_time() - t0;
         tr_step++;
+        tr_prof_step(dt);
         if (ROOT) {
             printf("step %5lld/%ld | loss %.7f | lr %.3e | norm %.6f | %8.1f ms | %10.0f tok/s",
                    (long long)tr_step, tr_fl.steps, loss, lr, norm, dt * 1e3,
@@ -267,6 +281,7 @@ int main(int argc, char **argv)
         if (saved)
             tr_save_checkpoint(tr_fl.save);
     }
+    tr_prof_report();
     if (tr_fl.save && !saved)
         tr_save_checkpoint(tr_fl.save);
     if (tr_fl.export_hf)

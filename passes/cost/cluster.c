@@ -170,9 +170,9 @@ static bool table_key(Parse *P, const char *key, const char *val, IrLoc kloc, Ir
         return parse_curve(key, val, vloc, 1e9, bwd ? &g->attn_bwd[d] : &g->attn_fwd[d]);
     }
     if (!strncmp(key, "coll.", 5)) {
+        /* coll.KIND.GROUP[.net][.rRANKS_PER_NODE] */
         char kind[32];
-        int group = 0, n = 0;
-        char net[8] = "";
+        int group = 0, rpn = 0, net = 0;
         const char *rest = key + 5, *dot = strchr(rest, '.');
         int kk = -1;
         if (dot && (size_t)(dot - rest) < sizeof kind) {
@@ -181,11 +181,24 @@ static bool table_key(Parse *P, const char *key, const char *val, IrLoc kloc, Ir
             for (int k = 0; k <= PASS_COLL_SENDRECV; k++)
                 if (coll_key_name[k] && !strcmp(kind, coll_key_name[k]))
                     kk = k;
-            if (sscanf(dot + 1, "%d%n.%7s", &group, &n, net) < 1)
+            char *e;
+            group = (int)strtol(dot + 1, &e, 10);
+            if (e == dot + 1)
+                kk = -1;
+            while (kk >= 0 && *e == '.') {
+                if (!strncmp(e, ".net", 4) && (e[4] == 0 || e[4] == '.')) {
+                    net = 1, e += 4;
+                } else if (e[1] == 'r' && e[2] >= '1' && e[2] <= '9') {
+                    rpn = (int)strtol(e + 2, &e, 10);
+                } else {
+                    kk = -1;
+                }
+            }
+            if (kk >= 0 && *e)
                 kk = -1;
         }
-        if (kk < 0 || group < 2 || (dot[1 + n] && strcmp(net, "net"))) {
-            ir_error(kloc, "'%s': expected coll.KIND.GROUP or coll.KIND.GROUP.net with KIND one of "
+        if (kk < 0 || group < 2) {
+            ir_error(kloc, "'%s': expected coll.KIND.GROUP[.net][.rRANKS] with KIND one of "
                            "allreduce, reduce_scatter, allgather, alltoall, sendrecv",
                      key);
             return false;
@@ -204,10 +217,11 @@ static bool table_key(Parse *P, const char *key, const char *val, IrLoc kloc, Ir
             ir_error(kloc, "more than %d group shapes of %s", PASS_COLL_FITS, kind);
             return false;
         }
-        g->coll[kk][g->ncoll[kk]++] = (PassCollFit){group, net[0] != 0, a * 1e-6, bw * 1e9};
+        g->coll[kk][g->ncoll[kk]++] = (PassCollFit){group, net, rpn, a * 1e-6, bw * 1e9};
         return true;
     }
-    ir_error(kloc, "unknown table '%s' (kernel.NAME, attention_fwd.D, attention_bwd.D, coll.KIND.GROUP)",
+    ir_error(kloc, "unknown table '%s' (kernel.NAME, attention_fwd.D, attention_bwd.D, "
+                   "coll.KIND.GROUP[.net][.rRANKS])",
              key);
     return false;
 }
@@ -462,7 +476,10 @@ void pass_cluster_print(FILE *f, const PassCluster *cl)
     for (int k = 0; k <= PASS_COLL_SENDRECV; k++)
         for (int i = 0; i < g->ncoll[k]; i++) {
             const PassCollFit *c = &g->coll[k][i];
-            fprintf(f, "coll.%s.%d%s = %.6g %.6g  # us, GB/s\n", coll_key_name[k], c->group,
-                    c->net ? ".net" : "", c->alpha_s * 1e6, c->busbw * 1e-9);
+            char rpn[32] = "";
+            if (c->rpn)
+                snprintf(rpn, sizeof rpn, ".r%d", c->rpn);
+            fprintf(f, "coll.%s.%d%s%s = %.6g %.6g  # us, GB/s\n", coll_key_name[k], c->group,
+                    c->net ? ".net" : "", rpn, c->alpha_s * 1e6, c->busbw * 1e-9);
         }
 }

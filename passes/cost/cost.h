@@ -133,11 +133,14 @@ typedef enum { PASS_DEV_GPU, PASS_DEV_CPU } PassDevKind;
 
 /* A measured collective: t = alpha + c(n) S / busbw for groups of `group`
  * ranks (c the nccl-tests bus factor of its kind), inside a node or across
- * nodes (one member per node). */
-#define PASS_COLL_FITS 8
+ * nodes (one member per node), measured with `rpn` ranks on each node
+ * (CPU ranks sharing cores slow each other's collectives: a plan takes the
+ * fit measured with its own ranks per node, or the nearest). */
+#define PASS_COLL_FITS 16
 typedef struct PassCollFit {
     int group;
     int net;                      /* 1: the group spans nodes */
+    int rpn;                      /* ranks per node while measured (0: not known) */
     double alpha_s, busbw;
 } PassCollFit;
 
@@ -381,6 +384,7 @@ typedef struct PassNodeCost {
     double bytes_fwd, bytes_bwd;  /* local HBM traffic */
     double ws_bytes;              /* temporaries its kernels hold while running, beyond
                                      inputs, outputs and gradients (S x S buffers, fp32 copies) */
+    double gemm_s, attn_s;        /* of fwd_s + bwd_s: in GEMMs, in a flash attention kernel */
 } PassNodeCost;
 
 void pass_cost_node(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
@@ -481,6 +485,10 @@ typedef struct PassPrediction {
     double p2p_s;                  /* pipeline transfers per step on the slowest rank */
     double dp_sync_s, dp_exposed_s;/* gradient/ZeRO traffic per step, and the part not hidden */
     double optimizer_s;
+    /* The slowest rank's step taken apart like a profile of the program
+     * (PTDC_PROFILE): GEMMs, attention, the other kernels, host token loads;
+     * compute per step without recomputation or communication. */
+    double gemm_s, attn_s, kernels_s, host_s;
     double model_flops;            /* per step, PaLM convention: tokens * (6N + 12 L H Q T) */
     double hw_flops;               /* per step, executed (recompute included) */
     double peak_mem_bytes, capacity_bytes, margin_bytes; /* margin = usable - peak */

@@ -68,6 +68,7 @@ static void gemm(const OpArgs *a, double M, double N, double K, double batch, bo
 {
     double f = 2 * M * N * K * batch, b = eb(a) * (M * K + K * N + M * N) * batch;
     double t = pass_gemm_time(gpu(a), M, N, K, batch);
+    o->gemm_s += t;
     if (bwd) {
         o->flops_bwd += f, o->bytes_bwd += b, o->bwd_s += t;
     } else {
@@ -142,8 +143,13 @@ static void pass_opcost_ATTENTION(const OpArgs *a, PassNodeCost *o)
     const PassCostConsts *k = &pass_cost_consts;
     PassAttnKernel kind = attn_kernel(a->c);
     if (kind == PASS_KERNEL_FLASH2 || kind == PASS_KERNEL_FLASH1) {
-        /* Tiles above the diagonal are skipped under a causal mask. */
-        double f = 4 * B * H * S * S * D * (a->n->attr.causal ? 0.5 : 1);
+        /* Tiles above the diagonal are skipped under a causal mask, and those
+         * left of a sliding window's band too: the band of width W < S covers
+         * S W - W^2 / 2 of the S^2 scores (S^2 / 2 at W = S). */
+        double W = (double)a->n->attr.window, pairs = S * S;
+        if (a->n->attr.causal)
+            pairs = W > 0 && W < S ? S * W - W * W / 2 : S * S / 2;
+        double f = 4 * B * H * pairs * D;
         double ef = kind == PASS_KERNEL_FLASH2 ? k->flash2_fwd : k->flash1_fwd;
         double ebw = kind == PASS_KERNEL_FLASH2 ? k->flash2_bwd : k->flash1_bwd;
         double rate = gp->peak_flops * gp->gemm_eff;
@@ -160,6 +166,7 @@ static void pass_opcost_ATTENTION(const OpArgs *a, PassNodeCost *o)
         o->bytes_bwd += 2 * eb(a) * qkvo;
         o->fwd_s += f / rf + ovh;
         o->bwd_s += f * k->flash_bwd_ratio / rb + 2 * ovh;
+        o->attn_s += f / rf + f * k->flash_bwd_ratio / rb + 3 * ovh;
         return;
     }
     /* Materialised: QK^T and PV as batched GEMMs over all S x S (the mask is

@@ -39,6 +39,7 @@ typedef struct PieceCost {
     double mb_extra;              /* ptdc, ZeRO 2/3: kernels per micro-batch around each
                                      gradient's reduce-scatter */
     double host_s;                /* host work per micro-batch: loading input tokens */
+    double gemm, attn;            /* of fwd + bwd: GEMMs, flash attention */
 } PieceCost;
 
 typedef struct Ctx {
@@ -158,6 +159,8 @@ static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
         bool rec = pass_recomputed(c, g, n, r);
         pc->fwd += nc.fwd_s;
         pc->bwd += nc.bwd_s;
+        pc->gemm += nc.gemm_s;
+        pc->attn += nc.attn_s;
         pc->flops += nc.flops_fwd + nc.flops_bwd;
         if (rec) {
             pc->rec += nc.fwd_s;
@@ -273,6 +276,7 @@ typedef struct RankAcc {
     double saved_chunk[PASS_MAX_CHUNKS]; /* per micro-batch, by the rank's chunk */
     double w, gr, op, sync_step, sync_mb, shard_elems, grad_elems, full_w_max;
     double step_s;                /* ptdc: per-step kernels */
+    double gemm, attn, comp, host; /* per micro-batch: GEMMs, attention, all kernels, host */
 } RankAcc;
 
 double pass_model_flops_per_token(const IrGraph *g)
@@ -442,6 +446,7 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
             r->fwd += pc.fwd + pc.rs_f + pc.p2p_f + pc.host_s + mbf;
             r->bwd += pc.bwd + pc.rec + pc.rs_b + pc.p2p_b + pc.mb_extra + mbb;
             r->step_s += pc.step_s;
+            r->gemm += pc.gemm, r->attn += pc.attn, r->comp += pc.fwd + pc.bwd, r->host += pc.host_s;
             r->rec += pc.rec;
             r->rs += pc.rs_f + pc.rs_b;
             r->p2p += pc.p2p_f + pc.p2p_b;
@@ -498,6 +503,10 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
     out->recompute_s = m * ra[slow].rec;
     out->reshard_s = m * ra[slow].rs;
     out->p2p_s = m * ra[slow].p2p;
+    out->gemm_s = m * ra[slow].gemm;
+    out->attn_s = m * ra[slow].attn;
+    out->kernels_s = m * (ra[slow].comp - ra[slow].gemm - ra[slow].attn);
+    out->host_s = m * ra[slow].host;
 
     /* Data-parallel traffic and the optimizer, after the last backward. */
     double tail = 0, slack = 0, end = 0;

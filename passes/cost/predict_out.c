@@ -83,6 +83,10 @@ void pass_prediction_print_json(FILE *f, const IrGraph *g, const PassPlan *plan,
     num(f, "dp_sync_s", p->dp_sync_s, true);
     num(f, "dp_exposed_s", p->dp_exposed_s, true);
     num(f, "optimizer_s", p->optimizer_s, true);
+    num(f, "gemm_s", p->gemm_s, true);
+    num(f, "attention_s", p->attn_s, true);
+    num(f, "kernels_s", p->kernels_s, true);
+    num(f, "host_s", p->host_s, true);
     num(f, "model_flops", p->model_flops, true);
     num(f, "hw_flops", p->hw_flops, true);
     fprintf(f, "    \"peak_mem_bytes\": %.0f,\n", p->peak_mem_bytes);

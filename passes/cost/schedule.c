@@ -114,42 +114,83 @@ double pass_schedule_acts(int pp, int v, int m, int rank, const double *saved, b
     return bytes;
 }
 
+/* Each rank's operations as (stage, micro-batch, backward) in one int:
+ * ((mb * ns + st) << 1) | bwd. The planner simulates the same few schedules
+ * over and over with different stage times: the last few are kept. */
+enum { OPMEMO = 4 };
+static struct OpMemo {
+    int pp, v, m;
+    long used;                    /* last use, for eviction */
+    int *ops;                     /* [pp][2 m v] */
+} opmemo[OPMEMO];
+static long opclock;
+
+static const int *rank_ops(int pp, int v, int m)
+{
+    struct OpMemo *e = &opmemo[0];
+    for (int i = 0; i < OPMEMO; i++) {
+        if (opmemo[i].ops && opmemo[i].pp == pp && opmemo[i].v == v && opmemo[i].m == m) {
+            opmemo[i].used = ++opclock;
+            return opmemo[i].ops;
+        }
+        if (opmemo[i].used < e->used)
+            e = &opmemo[i];
+    }
+    int nops = 2 * m * v, ns = pp * v;
+    free(e->ops);
+    e->ops = ir_xmalloc(sizeof(int) * (size_t)pp * (size_t)nops);
+    for (int r = 0; r < pp; r++)
+        for (int k = 0; k < nops; k++) {
+            PassSchedOp op = pass_schedule_op(pp, v, m, r, k);
+            e->ops[(size_t)r * nops + k] = ((op.mb * ns + op.chunk * pp + r) << 1) | op.bwd;
+        }
+    e->pp = pp, e->v = v, e->m = m, e->used = ++opclock;
+    return e->ops;
+}
+
 double pass_schedule_sim(int pp, int v, int m, const double *f, const double *b, const double *xf,
                          const double *xb, double *finish)
 {
     int ns = pp * v;
     if (pp < 1 || v < 1 || m < 1 || v > PASS_MAX_CHUNKS)
         ir_die("pass_schedule_sim: pp %d, v %d, m %d", pp, v, m);
-    double *df = ir_xmalloc(sizeof(double) * (size_t)ns * (size_t)m);
-    double *db = ir_xmalloc(sizeof(double) * (size_t)ns * (size_t)m);
-    for (long i = 0; i < (long)ns * m; i++)
-        df[i] = db[i] = -1;
+    if ((long)ns * m > (1L << 28))
+        ir_die("pass_schedule_sim: %d stages x %d micro-batches", ns, m);
+    const int *ops = rank_ops(pp, v, m);
+    /* done[(mb * ns + st) * 2 + bwd]: when that operation ends (< 0: not yet). */
+    double *done = ir_xmalloc(sizeof(double) * (size_t)ns * (size_t)m * 2);
+    for (long i = 0; i < (long)ns * m * 2; i++)
+        done[i] = -1;
     int *k = ir_xcalloc((size_t)pp, sizeof(int));
     double *t = ir_xcalloc((size_t)pp, sizeof(double));
-    int nops = 2 * m * v, left = pp * nops;
-    while (left > 0) {
-        int progress = 0;
-        for (int r = 0; r < pp; r++)
+    int nops = 2 * m * v;
+    long left = (long)pp * nops;
+    for (int pass = 0; left > 0; pass++) {
+        long progress = 0;
+        /* Alternate directions: forwards flow to higher ranks, backwards to
+         * lower ones, so each pass carries one of them along the pipe. */
+        for (int q = 0; q < pp; q++) {
+            int r = pass % 2 ? pp - 1 - q : q;
+            const int *o = ops + (size_t)r * nops;
             for (; k[r] < nops; k[r]++) {
-                PassSchedOp op = pass_schedule_op(pp, v, m, r, k[r]);
-                int st = op.chunk * pp + r;
-                long i = (long)st * m + op.mb;
+                int e = o[k[r]], bwd = e & 1, id = e >> 1, st = id % ns;
                 double start;
-                if (!op.bwd) {
-                    if (st > 0 && df[i - m] < 0)
+                if (!bwd) {
+                    if (st > 0 && done[(id - 1) * 2] < 0)
                         break;
                     /* A blocking receive: the receiver copies once both are there. */
-                    start = st > 0 ? fmax(t[r], df[i - m]) + xf[st] : t[r];
-                    df[i] = t[r] = start + f[st];
+                    start = st > 0 ? fmax(t[r], done[(id - 1) * 2]) + xf[st] : t[r];
+                    done[id * 2] = t[r] = start + f[st];
                 } else {
-                    if (df[i] < 0 || (st < ns - 1 && db[i + m] < 0))
+                    if (st < ns - 1 && done[(id + 1) * 2 + 1] < 0)
                         break;
-                    start = st < ns - 1 ? fmax(t[r], db[i + m]) + xb[st + 1] : t[r];
-                    db[i] = t[r] = start + b[st];
+                    start = st < ns - 1 ? fmax(t[r], done[(id + 1) * 2 + 1]) + xb[st + 1] : t[r];
+                    done[id * 2 + 1] = t[r] = start + b[st];
                 }
                 progress++;
                 left--;
             }
+        }
         if (!progress)
             ir_die("pass_schedule_sim: the schedule deadlocks (pp %d, v %d, m %d)", pp, v, m);
     }
@@ -159,6 +200,6 @@ double pass_schedule_sim(int pp, int v, int m, const double *f, const double *b,
             finish[r] = t[r];
         end = fmax(end, t[r]);
     }
-    free(df), free(db), free(k), free(t);
+    free(done), free(k), free(t);
     return end;
 }

@@ -32,10 +32,24 @@ static int64_t group(int64_t H, int64_t KVH, const char *what)
     return H / KVH;
 }
 
+/* A sliding window (causal only): query i sees keys (i - window, i]. */
+static void check_window(bool causal, int64_t window, const char *what)
+{
+    if (window < 0 || (window > 0 && !causal))
+        rt_fatal("%s: window %lld needs causal attention", what, (long long)window);
+}
+
+static int64_t first_key(int64_t i, int64_t window)
+{
+    return window > 0 && i >= window ? i - window + 1 : 0;
+}
+
 void rt_attention_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v,
-                      int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal)
+                      int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal,
+                      int64_t window)
 {
     int64_t g = group(H, KVH, "rt_attention_fwd");
+    check_window(causal, window, "rt_attention_fwd");
     float scale = (float)(1.0 / sqrt((double)D));
     float *p = rtcpu_xmalloc((size_t)(S ? S : 1) * sizeof *p);
     for (int64_t b = 0; b < B; b++)
@@ -43,20 +57,20 @@ void rt_attention_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, c
             int64_t kh = h / g;
             for (int64_t i = 0; i < S; i++) {
                 const rt_act *qi = q + ((b * S + i) * H + h) * D;
-                int64_t nj = causal ? i + 1 : S;
+                int64_t nj = causal ? i + 1 : S, j0 = first_key(i, window);
                 float m = -INFINITY;
-                for (int64_t j = 0; j < nj; j++) {
+                for (int64_t j = j0; j < nj; j++) {
                     p[j] = scale * dot(qi, k + ((b * S + j) * KVH + kh) * D, D);
                     m = p[j] > m ? p[j] : m;
                 }
                 double sum = 0.0;
-                for (int64_t j = 0; j < nj; j++) {
+                for (int64_t j = j0; j < nj; j++) {
                     p[j] = expf(p[j] - m);
                     sum += p[j];
                 }
                 rt_act *oi = o + ((b * S + i) * H + h) * D;
                 memset(oi, 0, (size_t)D * sizeof *oi);
-                for (int64_t j = 0; j < nj; j++) {
+                for (int64_t j = j0; j < nj; j++) {
                     const rt_act *vj = v + ((b * S + j) * KVH + kh) * D;
                     for (int64_t d = 0; d < D; d++)
                         oi[d] += p[j] * vj[d];
@@ -75,9 +89,11 @@ void rt_attention_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, c
  * dk_j += scale ds_j q_i, dv_j += p_j do_i. */
 void rt_attention_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k,
                       const rt_act *v, const rt_act *o, const float *lse, const rt_act *dout,
-                      int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal)
+                      int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal,
+                      int64_t window)
 {
     int64_t g = group(H, KVH, "rt_attention_bwd");
+    check_window(causal, window, "rt_attention_bwd");
     float scale = (float)(1.0 / sqrt((double)D));
     size_t kv_bytes = (size_t)(B * S * KVH * D) * sizeof *dk;
     memset(dk, 0, kv_bytes);
@@ -92,7 +108,7 @@ void rt_attention_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const
                 int64_t nj = causal ? i + 1 : S;
                 float l = lse[row], di = dot(gi, oi, D);
                 memset(dqi, 0, (size_t)D * sizeof *dqi);
-                for (int64_t j = 0; j < nj; j++) {
+                for (int64_t j = first_key(i, window); j < nj; j++) {
                     int64_t kv = ((b * S + j) * KVH + kh) * D;
                     float pj = expf(scale * dot(qi, k + kv, D) - l);
                     float ds = pj * (dot(gi, v + kv, D) - di) * scale;

@@ -24,7 +24,7 @@ static int failures;
 static void test_sim(void)
 {
     /* One rank: m x (f + b). */
-    double f1[] = {1}, b1[] = {2}, z[8] = {0}; /* transfers per stage: up to pp 6 below */
+    double f1[] = {1}, b1[] = {2}, z[16] = {0};
     CHECK(fabs(pass_schedule_sim(1, 1, 3, f1, b1, z, z, NULL) - 9) < 1e-12, "one rank");
     /* pp 2, m 2, equal stages: r0 F0 [0,1] F1 [1,2] B0 [4,6] B1 [7,9];
      * r1 F0 [1,2] B0 [2,4] F1 [4,5] B1 [5,7]. */
@@ -64,10 +64,70 @@ static void test_sim(void)
             }
 }
 
+/* The same schedule executed by a second, plain implementation: repeatedly
+ * run any rank whose next operation has its input, until all are done. */
+static double reference_sim(int pp, int v, int m, const double *f, const double *b, const double *xf,
+                            const double *xb)
+{
+    int ns = pp * v, nops = 2 * m * v;
+    double *df = calloc((size_t)ns * m, sizeof *df), *db = calloc((size_t)ns * m, sizeof *db);
+    char *hf = calloc((size_t)ns * m, 1), *hb = calloc((size_t)ns * m, 1);
+    int k[64] = {0};
+    double t[64] = {0}, end = 0;
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (int r = 0; r < pp; r++) {
+            if (k[r] == nops)
+                continue;
+            PassSchedOp op = pass_schedule_op(pp, v, m, r, k[r]);
+            int st = op.chunk * pp + r, i = st * m + op.mb;
+            if (!op.bwd && (st == 0 || hf[i - m])) {
+                t[r] = (st ? fmax(t[r], df[i - m]) + xf[st] : t[r]) + f[st];
+                df[i] = t[r], hf[i] = 1;
+            } else if (op.bwd && hf[i] && (st == ns - 1 || hb[i + m])) {
+                t[r] = (st < ns - 1 ? fmax(t[r], db[i + m]) + xb[st + 1] : t[r]) + b[st];
+                db[i] = t[r], hb[i] = 1;
+            } else {
+                continue;
+            }
+            k[r]++;
+            moved = true;
+        }
+    }
+    for (int r = 0; r < pp; r++)
+        end = fmax(end, t[r]);
+    free(df), free(db), free(hf), free(hb);
+    return end;
+}
+
+/* Long schedules with uneven stages and transfers: the planner's fast
+ * simulation equals the plain one. */
+static void test_sim_long(void)
+{
+    unsigned seed = 1;
+    for (int pp = 2; pp <= 6; pp++)
+        for (int v = 1; v <= 2; v++)
+            for (int trial = 0; trial < 4; trial++) {
+                int m = v == 1 ? 6 * pp + 11 + trial * 7 : pp * (7 + trial * 3);
+                double f[16], b[16], xf[16], xb[16];
+                for (int i = 0; i < pp * v; i++) {
+                    seed = seed * 1103515245u + 12345u;
+                    f[i] = 1 + (seed >> 16) % 100 / 50.0;
+                    b[i] = 2 * f[i] + (seed >> 8) % 7 / 10.0;
+                    xf[i] = xb[i] = (seed >> 4) % 5 / 20.0;
+                }
+                double got = pass_schedule_sim(pp, v, m, f, b, xf, xb, NULL);
+                double want = reference_sim(pp, v, m, f, b, xf, xb);
+                CHECK(fabs(got - want) < 1e-9 * want, "pp %d v %d m %d: %.9g, whole run %.9g", pp, v, m,
+                      got, want);
+            }
+}
+
 int main(void)
 {
     int cases = 0;
     test_sim();
+    test_sim_long();
     for (int pp = 1; pp <= 8; pp++)
         for (int v = 1; v <= 4; v++)
             for (int mult = 1; mult <= 6; mult++) {

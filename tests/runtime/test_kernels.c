@@ -364,14 +364,14 @@ static void test_attention_case(int64_t B, int64_t S, int64_t H, int64_t KVH, in
     ref_fill(k, c.k, nk, -1.5, 1.5);
     ref_fill(v, c.v, nk, -1, 1);
     ref_fill(r, c.r, nq, -1, 1);
-    rt_attention_fwd(o, lse, q, k, v, B, S, H, KVH, D, causal);
+    rt_attention_fwd(o, lse, q, k, v, B, S, H, KVH, D, causal, 0);
     double *lref = dnew(nl);
     ref_attention(c.o, lref, c.q, c.k, c.v, B, S, H, KVH, D, causal);
     CHECK(ref_close("attention o vs softmax(QK^T)V", o, c.o, nq, FWD_TOL, 1e-30), "attention o");
     CHECK(ref_close("attention lse", lse, lref, nl, FWD_TOL, 1e-30), "attention lse");
 
     float *dq = fnew(nq), *dk = fnew(nk), *dv = fnew(nk);
-    rt_attention_bwd(dq, dk, dv, q, k, v, o, lse, r, B, S, H, KVH, D, causal);
+    rt_attention_bwd(dq, dk, dv, q, k, v, o, lse, r, B, S, H, KVH, D, causal, 0);
     double *gq = dnew(nq), *gk = dnew(nk), *gv = dnew(nk);
     ref_fd_grad(attn_loss, &c, c.q, nq, FD_H, gq);
     ref_fd_grad(attn_loss, &c, c.k, nk, FD_H, gk);
@@ -380,7 +380,7 @@ static void test_attention_case(int64_t B, int64_t S, int64_t H, int64_t KVH, in
     ref_check_grad("attention dk (summed over the kv group)", dk, gk, nk, GRAD_TOL);
     ref_check_grad("attention dv (summed over the kv group)", dv, gv, nk, GRAD_TOL);
     if (causal) { /* wrong: the backward forgets the mask */
-        rt_attention_bwd(dq, dk, dv, q, k, v, o, lse, r, B, S, H, KVH, D, false);
+        rt_attention_bwd(dq, dk, dv, q, k, v, o, lse, r, B, S, H, KVH, D, false, 0);
         expect_caught("attention dk without the causal mask", dk, gk, nk);
     }
     free(dq), free(dk), free(dv), free(gq), free(gk), free(gv), free(lref);
@@ -654,7 +654,7 @@ static void bad_gqa(void *arg)
 {
     (void)arg;
     float x[12] = {0}, lse[3];
-    rt_attention_fwd(x, lse, x, x, x, 1, 1, 3, 2, 4, true);
+    rt_attention_fwd(x, lse, x, x, x, 1, 1, 3, 2, 4, true, 0);
 }
 
 static void test_fatal(void)
