@@ -331,35 +331,18 @@ static bool fit_coll(const CalRecords *r, PassGpu *gpu, CalQuality *q)
 }
 
 /* ---------------------------------------------------- a rank on its own */
-/* Median ratio of the full node's time to the solo rank's over points both
- * measured: how much faster a rank computes with every core. */
-static double solo_ratio(const CalRecords *full, const CalRecords *solo, int which)
+/* A CPU rank alone on its node, with all its cores: the same fits on the
+ * solo records, its GEMMs spread over `cores` threads. */
+static bool fit_solo(const CalRecords *solo, int cores, PassGpu *gpu, CalQuality *q)
 {
-    VEC(double) v = {0};
-    if (which == 0)
-        for (int i = 0; i < full->gemm.n; i++)
-            for (int j = 0; j < solo->gemm.n; j++) {
-                const CalGemm *a = &full->gemm.v[i], *b = &solo->gemm.v[j];
-                if (a->M == b->M && a->N == b->N && a->K == b->K && a->ta == b->ta && a->tb == b->tb)
-                    vec_push(v, a->s / b->s);
-            }
-    if (which == 1)
-        for (int i = 0; i < full->kern.n; i++)
-            for (int j = 0; j < solo->kern.n; j++) {
-                const CalKern *a = &full->kern.v[i], *b = &solo->kern.v[j];
-                if (!strcmp(a->name, b->name) && a->rows == b->rows && a->cols == b->cols)
-                    vec_push(v, a->s / b->s);
-            }
-    if (which == 2)
-        for (int i = 0; i < full->attn.n; i++)
-            for (int j = 0; j < solo->attn.n; j++) {
-                const CalAttn *a = &full->attn.v[i], *b = &solo->attn.v[j];
-                if (a->bwd == b->bwd && a->S == b->S && a->D == b->D && a->H == b->H)
-                    vec_push(v, a->s / b->s);
-            }
-    double r = v.n ? median(v.v, (int)v.n) : 1;
-    vec_free(v);
-    return r;
+    PassGpu g = *gpu;
+    g.sms = cores;
+    CalQuality qk, qa;
+    if (!fit_gemm(solo, &g, q) || !fit_kernels(solo, &g, &qk) || !fit_attention(solo, &g, &qa))
+        return false;
+    pass_rates_get(&g, &gpu->solo);
+    gpu->has_solo = true;
+    return true;
 }
 
 bool cal_fit(const CalInput *in, PassCluster *out, CalReport *rep)
@@ -407,9 +390,9 @@ bool cal_fit(const CalInput *in, PassCluster *out, CalReport *rep)
     }
     if (cpu) {
         gpu->cores = in->cores;
-        gpu->solo_gemm = in->solo ? solo_ratio(r, in->solo, 0) : 1;
-        gpu->solo_kern = in->solo ? solo_ratio(r, in->solo, 1) : 1;
-        gpu->solo_attn = in->solo ? solo_ratio(r, in->solo, 2) : 1;
+        gpu->has_solo = false;
+        if (in->solo && !fit_solo(in->solo, in->cores, gpu, &rep->solo))
+            return false;
     }
     if (in->memory) {
         gpu->runtime_bytes = in->memory->mem_base;
@@ -452,10 +435,21 @@ void cal_print_summary(FILE *f, const CalInput *in, const PassCluster *cl, const
                     cal_coll_names[k], c->group, c->net ? " (across nodes)" : "",
                     c->alpha_s * 1e6, c->busbw * 1e-9, c->rpn);
         }
-    if (g->kind == PASS_DEV_CPU)
-        fprintf(f, "  one rank with all %d cores runs GEMMs %.2fx, kernels %.2fx, attention %.2fx "
-                   "faster than one of %d\n",
-                in->cores, g->solo_gemm, g->solo_kern, g->solo_attn, in->cores);
+    if (g->kind == PASS_DEV_CPU && g->has_solo) {
+        /* How much a rank gains with the node to itself, at mid sizes. */
+        const PassRates *s = &g->solo;
+        double kb = 4e6, ka = 0, kn = 0;
+        for (int k = 0; k < PASS_NKERN; k++)
+            if (g->kern[k].n && s->kern[k].n) {
+                ka += pass_curve_at(&s->kern[k], kb) / pass_curve_at(&g->kern[k], kb);
+                kn++;
+            }
+        fprintf(f, "  one rank alone with %d cores: GEMM %.1f GFLOP/s (%.2fx), kernels %.2fx at 4 MB "
+                   "(fit: median %.1f%%, max %.1f%% over %d GEMMs)\n",
+                in->cores, s->peak_flops * s->gemm_eff * 1e-9,
+                s->peak_flops * s->gemm_eff / (g->peak_flops * g->gemm_eff), kn ? ka / kn : 1,
+                100 * rep->solo.median_err, 100 * rep->solo.max_err, rep->solo.n);
+    }
     if (in->memory)
         fprintf(f, "  memory: %.1f MiB per rank after start-up, %.1f MiB per communicator\n",
                 g->runtime_bytes / 1048576.0, g->comm_bytes / 1048576.0);

@@ -76,6 +76,7 @@ typedef struct CalQuality {
 
 typedef struct CalReport {
     CalQuality gemm, kern, attn, coll;
+    CalQuality solo;              /* the GEMM fit of a rank alone on its node */
 } CalReport;
 
 /* Fit the device parameters of out->gpu (GEMM curve, kernel and attention
