@@ -271,8 +271,8 @@ void tr_write_hf(const char *path, int grads, const char *dtype)
     for (int i = 0; i < tr_prog->nparams; i++) /* a ZeRO shard gathers its padding too */
         if (tr_padded(&tr_prog->params[i]) > most)
             most = tr_padded(&tr_prog->params[i]);
-    int w = grads ? GW : 1;
-    int64_t span = most * w; /* rt_act elements of one buffer */
+    int ew = grads ? GW : 1; /* rt_act per element */
+    int64_t span = most * ew; /* rt_act elements of one buffer */
     rt_act *buf = (rt_act *)rt_alloc((size_t)(3 * span) * sizeof(rt_act));
     float *host = (float *)malloc((size_t)most * sizeof(float));
     for (int r = 0; r < CG_PP; r++)
@@ -285,14 +285,14 @@ void tr_write_hf(const char *path, int grads, const char *dtype)
             if (mine) {
                 int sharded;
                 const void *src = hf_source(p, grads, &sharded);
-                tr_gather_full(p, src, w, sharded, buf, buf + span, buf + 2 * span);
+                tr_gather_full(p, src, ew, sharded, buf, buf + span, buf + 2 * span);
             }
             if (sender && !ROOT)
-                rt_wait(rt_isend(tr_world, buf, n * w, RT_ACT, 0, 7));
+                rt_wait(rt_isend(tr_world, buf, n * ew, RT_ACT, 0, 7));
             if (!ROOT)
                 continue;
             if (!mine)
-                rt_wait(rt_irecv(tr_world, buf, n * w, RT_ACT, r * CG_DEVICES, 7));
+                rt_wait(rt_irecv(tr_world, buf, n * ew, RT_ACT, r * CG_DEVICES, 7));
             if (grads)
                 rt_to_host(host, buf, (size_t)n * sizeof(rt_grad));
             else
