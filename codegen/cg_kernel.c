@@ -105,7 +105,8 @@ static char *rope(K *k, const CgArgs *a, bool inverse)
 static const char *attn_sizes(K *k)
 {
     const IrTensor *q = T(k, k->f->in[0]), *kk = T(k, k->f->in[1]);
-    return cg_fmt(k->c, "%lld, %lld, %lld, %lld, %lld, %s", (long long)k->local[q->dim[0]],
+    /* The trailing 0: no sliding window (the IR has none yet). */
+    return cg_fmt(k->c, "%lld, %lld, %lld, %lld, %lld, %s, 0", (long long)k->local[q->dim[0]],
                   (long long)k->local[q->dim[1]], (long long)k->local[q->dim[2]],
                   (long long)k->local[kk->dim[2]], (long long)k->local[q->dim[3]],
                   b(k->f->attr.causal));

@@ -1,5 +1,4 @@
 /* process.c: start-up, errors, timing and memory of the CPU backend. */
-#include <cblas.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +24,8 @@ void rt_init(int *argc, char ***argv)
 {
     int inited = 0;
     MPI_Initialized(&inited);
+    if (!inited && argv)
+        rtcpu_blas_kernels(*argv); /* may start the program again (threads.c) */
     if (!inited && MPI_Init(argc, argv) != MPI_SUCCESS) {
         fprintf(stderr, "ptdrt: MPI_Init failed\n");
         exit(1);
@@ -33,10 +34,7 @@ void rt_init(int *argc, char ***argv)
     /* Report errors instead of MPI's default abort, so each names its call;
      * communicators split from the world inherit this. */
     RT_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
-    /* One BLAS thread per rank unless the user says otherwise: ranks already
-     * fill the cores, and oversubscribed BLAS threads only contend. */
-    if (!getenv("OPENBLAS_NUM_THREADS") && !getenv("OMP_NUM_THREADS"))
-        openblas_set_num_threads(1);
+    rtcpu_threads_init(); /* threads per rank: its cores / the ranks sharing them */
 }
 
 void rt_finalize(void)

@@ -5,19 +5,16 @@
 #include <stdlib.h>
 
 #include "cpu.h"
+#include "simd.h"
 
-void rt_rope(rt_act *y, const rt_act *x, int64_t outer, int64_t seq, int64_t inner, int64_t dim,
-             int64_t pos_offset, float theta, bool inverse)
+/* Positions [s0, s1): angles, then every (outer, inner) row at them. */
+RTCPU_CLONES static void rope_rows(rt_act *y, const rt_act *x, int64_t s0, int64_t s1,
+                                   int64_t outer, int64_t seq, int64_t inner, int64_t dim,
+                                   int64_t pos_offset, const double *freq, float sign, float *cs)
 {
-    if (dim % 2)
-        rt_fatal("rt_rope: head dim %lld is odd", (long long)dim);
     int64_t half = dim / 2;
-    float *cs = rtcpu_xmalloc((size_t)dim * sizeof *cs), *sn = cs + half;
-    double *freq = rtcpu_xmalloc((size_t)(half ? half : 1) * sizeof *freq);
-    for (int64_t j = 0; j < half; j++)
-        freq[j] = pow((double)theta, -2.0 * (double)j / (double)dim);
-    float sign = inverse ? -1.0f : 1.0f; /* the transpose rotates by -a */
-    for (int64_t s = 0; s < seq; s++) {
+    float *sn = cs + half;
+    for (int64_t s = s0; s < s1; s++) {
         double pos = (double)(pos_offset + s);
         for (int64_t j = 0; j < half; j++) {
             double a = pos * freq[j];
@@ -29,6 +26,7 @@ void rt_rope(rt_act *y, const rt_act *x, int64_t outer, int64_t seq, int64_t inn
                 int64_t base = ((o * seq + s) * inner + i) * dim;
                 const rt_act *xr = x + base;
                 rt_act *yr = y + base;
+                RTCPU_SIMD
                 for (int64_t j = 0; j < half; j++) {
                     float lo = xr[j], hi = xr[j + half];
                     yr[j] = lo * cs[j] - hi * sn[j];
@@ -36,6 +34,26 @@ void rt_rope(rt_act *y, const rt_act *x, int64_t outer, int64_t seq, int64_t inn
                 }
             }
     }
+}
+
+void rt_rope(rt_act *y, const rt_act *x, int64_t outer, int64_t seq, int64_t inner, int64_t dim,
+             int64_t pos_offset, float theta, bool inverse)
+{
+    if (dim % 2)
+        rt_fatal("rt_rope: head dim %lld is odd", (long long)dim);
+    int64_t half = dim / 2;
+    double *freq = rtcpu_xmalloc((size_t)(half ? half : 1) * sizeof *freq);
+    for (int64_t j = 0; j < half; j++)
+        freq[j] = pow((double)theta, -2.0 * (double)j / (double)dim);
+    float sign = inverse ? -1.0f : 1.0f; /* the transpose rotates by -a */
+    enum { POS = 16 }; /* positions per parallel block */
+    int64_t nb = (seq + POS - 1) / POS;
+    RTCPU_PAR_FOR(outer * seq * inner * dim)
+    for (int64_t b = 0; b < nb; b++) {
+        float *cs = rtcpu_xmalloc((size_t)(dim ? dim : 1) * sizeof *cs);
+        int64_t s1 = (b + 1) * POS < seq ? (b + 1) * POS : seq;
+        rope_rows(y, x, b * POS, s1, outer, seq, inner, dim, pos_offset, freq, sign, cs);
+        free(cs);
+    }
     free(freq);
-    free(cs);
 }

@@ -318,9 +318,12 @@ bool use_mma(int64_t D, const void *p1, const void *p2, const void *p3, const vo
 extern "C" void rtcu_attention_force_generic(int on) { force_generic = on; }
 
 void rt_attention_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, int64_t B, int64_t S,
-                      int64_t H, int64_t KVH, int64_t D, bool causal)
+                      int64_t H, int64_t KVH, int64_t D, bool causal, int64_t window)
 {
     rtcu_require_init("rt_attention_fwd");
+    if (window != 0)
+        rt_fatal("rt_attention_fwd: sliding-window attention (window %lld) is not supported yet on CUDA",
+                 (long long)window);
     check_shape("rt_attention_fwd", B, S, H, KVH, D);
     if (B == 0 || S == 0) return;
     size_t es = sizeof(rt_act), qb = (size_t)(B * S * H * D) * es, kb = (size_t)(B * S * KVH * D) * es;
@@ -344,9 +347,12 @@ void rt_attention_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, c
 
 void rt_attention_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act *v,
                       const rt_act *o, const float *lse, const rt_act *dout, int64_t B, int64_t S, int64_t H,
-                      int64_t KVH, int64_t D, bool causal)
+                      int64_t KVH, int64_t D, bool causal, int64_t window)
 {
     rtcu_require_init("rt_attention_bwd");
+    if (window != 0)
+        rt_fatal("rt_attention_bwd: sliding-window attention (window %lld) is not supported yet on CUDA",
+                 (long long)window);
     check_shape("rt_attention_bwd", B, S, H, KVH, D);
     if (B == 0 || S == 0) return;
     size_t es = sizeof(rt_act), qb = (size_t)(B * S * H * D) * es, kb = (size_t)(B * S * KVH * D) * es;

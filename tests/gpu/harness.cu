@@ -181,9 +181,9 @@ static void t_attention(Rng &r, int64_t B, int64_t S, int64_t H, int64_t KVH, in
     rt_act *doo = (rt_act *)rt_alloc((size_t)nq * 2), *ddq = (rt_act *)rt_alloc((size_t)nq * 2);
     rt_act *ddk = (rt_act *)rt_alloc((size_t)nk * 2), *ddv = (rt_act *)rt_alloc((size_t)nk * 2);
     float *dl = (float *)rt_alloc((size_t)nl * 4);
-    rt_attention_fwd(doo, dl, dqq, dkk, dvv, B, S, H, KVH, D, causal);
+    rt_attention_fwd(doo, dl, dqq, dkk, dvv, B, S, H, KVH, D, causal, 0);
     /* The CPU backward reads the CPU forward's o; the GPU its own (bf16). */
-    cpu_rt_attention_fwd(o.data(), lse.data(), q.data(), k.data(), v.data(), B, S, H, KVH, D, causal);
+    cpu_rt_attention_fwd(o.data(), lse.data(), q.data(), k.data(), v.data(), B, S, H, KVH, D, causal, 0);
     char tag[96], name[160];
     snprintf(tag, sizeof tag, "B%lld S%lld H%lld KVH%lld D%lld%s %s", (long long)B, (long long)S, (long long)H,
              (long long)KVH, (long long)D, causal ? " causal" : "", mma ? "mma" : "cuda-core");
@@ -191,9 +191,9 @@ static void t_attention(Rng &r, int64_t B, int64_t S, int64_t H, int64_t KVH, in
     report(name, hact(doo, nq), o, TOL_BF16);
     snprintf(name, sizeof name, "attention_fwd lse  %s (fp32)", tag);
     report(name, hf32(dl, nl), lse, TOL_F32);
-    rt_attention_bwd(ddq, ddk, ddv, dqq, dkk, dvv, doo, dl, ddo, B, S, H, KVH, D, causal);
+    rt_attention_bwd(ddq, ddk, ddv, dqq, dkk, dvv, doo, dl, ddo, B, S, H, KVH, D, causal, 0);
     cpu_rt_attention_bwd(dq.data(), dk.data(), dv.data(), q.data(), k.data(), v.data(), o.data(), lse.data(),
-                         dout.data(), B, S, H, KVH, D, causal);
+                         dout.data(), B, S, H, KVH, D, causal, 0);
     snprintf(name, sizeof name, "attention_bwd dq   %s", tag);
     report(name, hact(ddq, nq), dq, TOL_BF16);
     snprintf(name, sizeof name, "attention_bwd dk   %s", tag);
@@ -202,7 +202,7 @@ static void t_attention(Rng &r, int64_t B, int64_t S, int64_t H, int64_t KVH, in
     report(name, hact(ddv, nk), dv, TOL_BF16);
     /* Determinism: the same inputs give the same bits. */
     auto g1 = hact(ddk, nk);
-    rt_attention_bwd(ddq, ddk, ddv, dqq, dkk, dvv, doo, dl, ddo, B, S, H, KVH, D, causal);
+    rt_attention_bwd(ddq, ddk, ddv, dqq, dkk, dvv, doo, dl, ddo, B, S, H, KVH, D, causal, 0);
     snprintf(name, sizeof name, "attention_bwd repeat %s", tag);
     report_bool(name, bitwise_eq(g1, hact(ddk, nk)), "bitwise equal dk");
     rt_free(dqq), rt_free(dkk), rt_free(dvv), rt_free(ddo), rt_free(doo), rt_free(ddq), rt_free(ddk), rt_free(ddv);

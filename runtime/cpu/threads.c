@@ -1,0 +1,104 @@
+/* threads.c: how many threads a rank runs, and which GEMM kernels OpenBLAS
+ * uses. Called by rt_init (process.c). */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_* */
+#include <cblas.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <strings.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "cpu.h"
+#include "simd.h"
+
+int rtcpu_threads(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+/* OpenBLAS chooses its kernels when it is loaded, from the CPU model. A
+ * release older than the CPU does not know the model and falls back to its
+ * Prescott (SSE3) kernels: Debian 12's 0.3.21 on an Intel Xeon of model 0xCF
+ * runs sgemm at 20 GFLOP/s a core instead of the 120 of its AVX-512
+ * (SkylakeX) kernels. When that happened, name the kernels the instruction
+ * set allows and start the program again: before MPI_Init nothing but this
+ * process exists, and OpenBLAS reads OPENBLAS_CORETYPE only when loaded. A
+ * user's OPENBLAS_CORETYPE is left alone (it also ends the loop). */
+void rtcpu_blas_kernels(char **argv)
+{
+    if (getenv("OPENBLAS_CORETYPE") || !argv || !argv[0])
+        return;
+    const char *core = openblas_get_corename();
+    if (!core || strcasecmp(core, "prescott") != 0)
+        return;
+    const char *want = NULL;
+#if defined(__GNUC__) && defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+        want = "SkylakeX";
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        want = "Haswell";
+    else if (__builtin_cpu_supports("avx"))
+        want = "Sandybridge";
+#endif
+    if (!want)
+        return;
+    if (setenv("OPENBLAS_CORETYPE", want, 1) != 0)
+        return;
+    execv("/proc/self/exe", argv);
+    /* exec failed (no /proc?): carry on with the slow kernels */
+}
+
+/* CPUs this process may run on (its affinity mask, which mpirun's binding
+ * or srun's --cpus-per-task set), or every online CPU. */
+static int affinity(cpu_set_t *set)
+{
+    CPU_ZERO(set);
+    if (sched_getaffinity(0, sizeof *set, set) == 0 && CPU_COUNT(set) > 0)
+        return CPU_COUNT(set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    for (long i = 0; i < n && i < CPU_SETSIZE; i++)
+        CPU_SET(i, set);
+    return n > 0 ? (int)n : 1;
+}
+
+/* Threads per rank = this rank's CPUs / the ranks of this node sharing them
+ * (at least 1): a rank bound to T cores runs T threads; unbound ranks split
+ * the node. OMP_NUM_THREADS sets both teams, OPENBLAS_NUM_THREADS OpenBLAS's
+ * (both read by the libraries themselves); what is not set gets this count. */
+void rtcpu_threads_init(void)
+{
+    cpu_set_t mine;
+    int cpus = affinity(&mine);
+    MPI_Comm node;
+    RT_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    int n = 1;
+    RT_MPI(MPI_Comm_size(node, &n));
+    cpu_set_t *all = rtcpu_xmalloc((size_t)n * sizeof *all);
+    RT_MPI(MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, node));
+    RT_MPI(MPI_Comm_free(&node));
+    int sharing = 0;
+    for (int r = 0; r < n; r++) {
+        cpu_set_t both;
+        CPU_AND(&both, &mine, &all[r]);
+        sharing += CPU_COUNT(&both) > 0;
+    }
+    free(all);
+    int t = cpus / (sharing > 0 ? sharing : 1);
+    if (t < 1)
+        t = 1;
+    bool omp_env = getenv("OMP_NUM_THREADS") != NULL;
+#ifdef _OPENMP
+    if (!omp_env)
+        omp_set_num_threads(t);
+#endif
+    if (!omp_env && !getenv("OPENBLAS_NUM_THREADS"))
+        openblas_set_num_threads(t);
+}
