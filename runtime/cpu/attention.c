@@ -131,12 +131,13 @@ RTCPU_INLINE void accum(float *out, int64_t ldo, int64_t rows, const float *coef
 /* Per-thread scratch (floats). */
 typedef struct {
     int64_t S, Sp, D, Dp;
-    float *kt, *vt;    /* [Dp][Sp] K^T, V^T of the task's kv head */
+    int64_t ld;        /* row length of kt, vt, sc, dsc: Sp + 16 */
+    float *kt, *vt;    /* [Dp][ld] K^T, V^T of the task's kv head */
     float *kp, *vp;    /* [Sp][Dp] K, V rows */
     float *dkp, *dvp;  /* [Sp][Dp] dK, dV of the task (backward) */
     float *qp, *gp;    /* [QB][Dp] the block's Q and dO rows */
     float *acc;        /* [QB][Dp] o or dq of the block */
-    float *sc, *dsc;   /* [QB][Sp] scores / P, and dP / dS */
+    float *sc, *dsc;   /* [QB][ld] scores / P, and dP / dS */
     double *sum;       /* [QB] */
     float *rowv;       /* [QB] lse or D_i */
 } Scratch;
@@ -145,7 +146,10 @@ static void scratch_init(Scratch *w, int64_t S, int64_t D, bool bwd)
 {
     memset(w, 0, sizeof *w);
     w->S = S, w->D = D, w->Sp = round_up(S, KB), w->Dp = round_up(D, RTV_N);
-    size_t sd = (size_t)(w->Sp * w->Dp), qd = (size_t)(QB * w->Dp), qs = (size_t)(QB * w->Sp);
+    /* Rows of a power-of-two length would map onto few L1 sets (the score
+     * tiles read 64 rows of kt at once): 16 floats more make it odd. */
+    w->ld = w->Sp + 16;
+    size_t sd = (size_t)(w->ld * w->Dp), qd = (size_t)(QB * w->Dp), qs = (size_t)(QB * w->ld);
     size_t n = 2 * sd + (bwd ? 4 * sd : 0) + 3 * qd + 2 * qs + QB;
     float *p = rtcpu_xmalloc(n * sizeof *p);
     w->kt = p, p += sd;
@@ -171,16 +175,19 @@ static void scratch_free(Scratch *w)
     free(w->sum);
 }
 
-/* rows [0, S) of x (row stride ld, D used) into t [Dp][Sp] transposed and/or
- * r [Sp][Dp], zero-padded. */
+/* rows [0, S) of x (row stride ld, D used) into t [Dp][w->ld] transposed
+ * and/or r [Sp][Dp], zero-padded. */
 static void pack_kv(float *t, float *r, const rt_act *x, int64_t ld, const Scratch *w)
 {
-    int64_t S = w->S, Sp = w->Sp, D = w->D, Dp = w->Dp;
-    if (t) {
-        memset(t, 0, (size_t)(Dp * Sp) * sizeof *t);
-        for (int64_t j = 0; j < S; j++)
+    int64_t S = w->S, Sp = w->Sp, D = w->D, Dp = w->Dp, lt = w->ld;
+    if (t) { /* blocks of 16 rows: 16 contiguous stores per d, reads in L1 */
+        memset(t, 0, (size_t)(Dp * lt) * sizeof *t);
+        for (int64_t j0 = 0; j0 < S; j0 += 16) {
+            int64_t nj = S - j0 < 16 ? S - j0 : 16;
             for (int64_t d = 0; d < D; d++)
-                t[d * Sp + j] = x[j * ld + d];
+                for (int64_t j = 0; j < nj; j++)
+                    t[d * lt + j0 + j] = x[(j0 + j) * ld + d];
+        }
     }
     if (r) {
         memset(r, 0, (size_t)(Sp * Dp) * sizeof *r);
@@ -217,13 +224,20 @@ static inline int64_t key_hi(int64_t i, int64_t S, bool causal)
     return causal ? i + 1 : S;
 }
 
+/* Zero the masked parts [k0, jlo) and [jhi, k1) of a computed row. */
+static inline void mask(float *row, int64_t k0, int64_t jlo, int64_t jhi, int64_t k1)
+{
+    memset(row + k0, 0, (size_t)(jlo - k0) * sizeof *row);
+    memset(row + jhi, 0, (size_t)(k1 - jhi) * sizeof *row);
+}
+
 /* Forward of the task (b, kv head kh): query heads [h0, h1) of its group. */
 RTCPU_CLONES static void fwd_task(rt_act *o, float *lse, const rt_act *q, const rt_act *k,
                                   const rt_act *v, int64_t b, int64_t kh, int64_t h0, int64_t h1,
                                   int64_t H, int64_t KVH, bool causal, int64_t window,
                                   float scale, Scratch *w)
 {
-    int64_t S = w->S, Sp = w->Sp, D = w->D, Dp = w->Dp;
+    int64_t S = w->S, L = w->ld, D = w->D, Dp = w->Dp;
     pack_kv(w->kt, NULL, k + (b * S * KVH + kh) * D, KVH * D, w);
     pack_kv(NULL, w->vp, v + (b * S * KVH + kh) * D, KVH * D, w);
     for (int64_t h = h0; h < h1; h++)
@@ -233,28 +247,29 @@ RTCPU_CLONES static void fwd_task(rt_act *o, float *lse, const rt_act *q, const 
             int64_t row0 = (b * S + i0) * H + h; /* (b, i0, h) */
             pack_rows(w->qp, q + row0 * D, H * D, nr, w);
             int64_t rows4 = round_up(nr, 4);
-            scores(w->sc, Sp, w->qp, rows4, Dp, w->kt, Sp, k0, k1, scale);
+            scores(w->sc, L, w->qp, rows4, Dp, w->kt, L, k0, k1, scale);
             for (int64_t r = 0; r < nr; r++) {
                 int64_t i = i0 + r, jlo = key_lo(i, window), jhi = key_hi(i, S, causal);
-                float *s = w->sc + r * Sp;
+                float *s = w->sc + r * L;
                 float m = -INFINITY;
                 RTCPU_SIMD_MAX(m)
                 for (int64_t j = jlo; j < jhi; j++)
                     m = s[j] > m ? s[j] : m;
                 double sum = 0.0;
                 RTCPU_SIMD_SUM(sum)
-                for (int64_t j = k0; j < k1; j++) {
-                    float p = j >= jlo && j < jhi ? rtcpu_expf(s[j] - m) : 0.0f;
+                for (int64_t j = jlo; j < jhi; j++) {
+                    float p = rtcpu_expf(s[j] - m);
                     s[j] = p;
                     sum += p;
                 }
+                mask(s, k0, jlo, jhi, k1);
                 w->sum[r] = sum;
                 lse[row0 + r * H] = m + (float)log(sum);
             }
             for (int64_t r = nr; r < rows4; r++) /* padding rows: no weight */
-                memset(w->sc + r * Sp + k0, 0, (size_t)(k1 - k0) * sizeof *w->sc);
+                memset(w->sc + r * L + k0, 0, (size_t)(k1 - k0) * sizeof *w->sc);
             memset(w->acc, 0, (size_t)(QB * Dp) * sizeof *w->acc);
-            accum(w->acc, Dp, rows4, w->sc, Sp, 1, w->vp, Dp, Dp, k0, k1);
+            accum(w->acc, Dp, rows4, w->sc, L, 1, w->vp, Dp, Dp, k0, k1);
             for (int64_t r = 0; r < nr; r++) {
                 float inv = (float)(1.0 / w->sum[r]);
                 rt_act *orow = o + (row0 + r * H) * D;
@@ -297,7 +312,7 @@ RTCPU_CLONES static void bwd_task(rt_act *dq, rt_act *dk, rt_act *dv, const rt_a
                                   int64_t g, int64_t H, int64_t KVH, bool causal, int64_t window,
                                   float scale, Scratch *w)
 {
-    int64_t S = w->S, Sp = w->Sp, D = w->D, Dp = w->Dp;
+    int64_t S = w->S, Sp = w->Sp, L = w->ld, D = w->D, Dp = w->Dp;
     const rt_act *kb = k + (b * S * KVH + kh) * D, *vb = v + (b * S * KVH + kh) * D;
     pack_kv(w->kt, w->kp, kb, KVH * D, w);
     pack_kv(w->vt, NULL, vb, KVH * D, w);
@@ -319,10 +334,10 @@ RTCPU_CLONES static void bwd_task(rt_act *dq, rt_act *dk, rt_act *dv, const rt_a
                 w->rowv[r] = (float)di;
             }
             int64_t rows4 = round_up(nr, 4);
-            scores(w->sc, Sp, w->qp, rows4, Dp, w->kt, Sp, k0, k1, scale);
-            scores(w->dsc, Sp, w->gp, rows4, Dp, w->vt, Sp, k0, k1, 1.0f);
+            scores(w->sc, L, w->qp, rows4, Dp, w->kt, L, k0, k1, scale);
+            scores(w->dsc, L, w->gp, rows4, Dp, w->vt, L, k0, k1, 1.0f);
             for (int64_t r = 0; r < rows4; r++) {
-                float *p = w->sc + r * Sp, *ds = w->dsc + r * Sp;
+                float *p = w->sc + r * L, *ds = w->dsc + r * L;
                 if (r >= nr) { /* padding rows: no weight */
                     memset(p + k0, 0, (size_t)(k1 - k0) * sizeof *p);
                     memset(ds + k0, 0, (size_t)(k1 - k0) * sizeof *ds);
@@ -331,20 +346,22 @@ RTCPU_CLONES static void bwd_task(rt_act *dq, rt_act *dk, rt_act *dv, const rt_a
                 int64_t i = i0 + r, jlo = key_lo(i, window), jhi = key_hi(i, S, causal);
                 float l = lse[row0 + r * H], di = w->rowv[r];
                 RTCPU_SIMD
-                for (int64_t j = k0; j < k1; j++) {
-                    float pj = j >= jlo && j < jhi ? rtcpu_expf(p[j] - l) : 0.0f;
+                for (int64_t j = jlo; j < jhi; j++) {
+                    float pj = rtcpu_expf(p[j] - l);
                     p[j] = pj;
                     ds[j] = pj * (ds[j] - di) * scale;
                 }
+                mask(p, k0, jlo, jhi, k1);
+                mask(ds, k0, jlo, jhi, k1);
             }
             /* dq rows of the block = dS K */
             memset(w->acc, 0, (size_t)(QB * Dp) * sizeof *w->acc);
-            accum(w->acc, Dp, rows4, w->dsc, Sp, 1, w->kp, Dp, Dp, k0, k1);
+            accum(w->acc, Dp, rows4, w->dsc, L, 1, w->kp, Dp, Dp, k0, k1);
             for (int64_t r = 0; r < nr; r++)
                 memcpy(dq + (row0 + r * H) * D, w->acc + r * Dp, (size_t)D * sizeof *dq);
             /* dk += dS^T Q, dv += P^T dO over the block's rows, in order */
-            accum(w->dkp + k0 * Dp, Dp, k1 - k0, w->dsc + k0, 1, Sp, w->qp, Dp, Dp, 0, nr);
-            accum(w->dvp + k0 * Dp, Dp, k1 - k0, w->sc + k0, 1, Sp, w->gp, Dp, Dp, 0, nr);
+            accum(w->dkp + k0 * Dp, Dp, k1 - k0, w->dsc + k0, 1, L, w->qp, Dp, Dp, 0, nr);
+            accum(w->dvp + k0 * Dp, Dp, k1 - k0, w->sc + k0, 1, L, w->gp, Dp, Dp, 0, nr);
         }
     for (int64_t j = 0; j < S; j++) {
         memcpy(dk + ((b * S + j) * KVH + kh) * D, w->dkp + j * Dp, (size_t)D * sizeof *dk);

@@ -28,5 +28,6 @@ void rtcpu_comm_free_all(void);
  * to generic ones (may exec the program again), and the thread count. */
 void rtcpu_blas_kernels(char **argv);
 void rtcpu_threads_init(void);
+int rtcpu_gemm_threads(void); /* threads rt_matmul splits a GEMM over */
 
 #endif

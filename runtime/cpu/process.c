@@ -1,8 +1,7 @@
-/* process.c: start-up, errors, timing and memory of the CPU backend. */
+/* process.c: start-up, errors and timing of the CPU backend (memory: memory.c). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "cpu.h"
@@ -90,55 +89,4 @@ void *rtcpu_xmalloc(size_t bytes)
     if (!p)
         rt_fatal("ptdrt: out of host memory allocating %zu bytes", bytes);
     return p;
-}
-
-/* 64-byte aligned (cache lines, AVX-512 loads) and zeroed, so a program that
- * reads a buffer before writing it is at least deterministic. */
-void *rt_alloc(size_t bytes)
-{
-    size_t n = (bytes + 63) / 64 * 64;
-    if (n == 0)
-        n = 64;
-    void *p = aligned_alloc(64, n);
-    if (!p)
-        rt_fatal("ptdrt: out of memory allocating %zu bytes", bytes);
-    memset(p, 0, n);
-    return p;
-}
-
-void rt_free(void *p)
-{
-    free(p);
-}
-
-void rt_zero(void *dst, size_t bytes)
-{
-    if (bytes)
-        memset(dst, 0, bytes);
-}
-
-void rt_copy(void *dst, const void *src, size_t bytes)
-{
-    if (bytes && dst != src)
-        memmove(dst, src, bytes);
-}
-
-void rt_to_device(void *dst, const void *host_src, size_t bytes)
-{
-    rt_copy(dst, host_src, bytes);
-}
-
-void rt_to_host(void *host_dst, const void *src, size_t bytes)
-{
-    rt_copy(host_dst, src, bytes);
-}
-
-void rt_act_from_f32(rt_act *dst, const float *host_src, int64_t n)
-{
-    rt_copy(dst, host_src, (size_t)n * sizeof *dst);
-}
-
-void rt_act_to_f32(float *host_dst, const rt_act *src, int64_t n)
-{
-    rt_copy(host_dst, src, (size_t)n * sizeof *src);
 }

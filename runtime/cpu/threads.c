@@ -13,6 +13,15 @@
 #include "cpu.h"
 #include "simd.h"
 
+/* GEMMs split over the OpenMP team (matmul.c): set by rtcpu_threads_init
+ * once OpenBLAS runs single-threaded. */
+static bool gemm_split;
+
+int rtcpu_gemm_threads(void)
+{
+    return gemm_split ? rtcpu_threads() : 1;
+}
+
 int rtcpu_threads(void)
 {
 #ifdef _OPENMP
@@ -50,9 +59,13 @@ void rtcpu_blas_kernels(char **argv)
 #endif
     if (!want)
         return;
-    if (setenv("OPENBLAS_CORETYPE", want, 1) != 0)
+    /* The program's own path, so that it keeps its name (ps, top). */
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0 || setenv("OPENBLAS_CORETYPE", want, 1) != 0)
         return;
-    execv("/proc/self/exe", argv);
+    self[n] = 0;
+    execv(self, argv);
     /* exec failed (no /proc?): carry on with the slow kernels */
 }
 
@@ -71,8 +84,9 @@ static int affinity(cpu_set_t *set)
 
 /* Threads per rank = this rank's CPUs / the ranks of this node sharing them
  * (at least 1): a rank bound to T cores runs T threads; unbound ranks split
- * the node. OMP_NUM_THREADS sets both teams, OPENBLAS_NUM_THREADS OpenBLAS's
- * (both read by the libraries themselves); what is not set gets this count. */
+ * the node. OMP_NUM_THREADS (read by libgomp itself) overrides the count.
+ * GEMMs run on the same OpenMP team, OpenBLAS single-threaded (matmul.c),
+ * unless OPENBLAS_NUM_THREADS asks for OpenBLAS's own threads. */
 void rtcpu_threads_init(void)
 {
     cpu_set_t mine;
@@ -94,11 +108,12 @@ void rtcpu_threads_init(void)
     int t = cpus / (sharing > 0 ? sharing : 1);
     if (t < 1)
         t = 1;
-    bool omp_env = getenv("OMP_NUM_THREADS") != NULL;
 #ifdef _OPENMP
-    if (!omp_env)
+    if (!getenv("OMP_NUM_THREADS"))
         omp_set_num_threads(t);
 #endif
-    if (!omp_env && !getenv("OPENBLAS_NUM_THREADS"))
-        openblas_set_num_threads(t);
+    if (!getenv("OPENBLAS_NUM_THREADS")) {
+        openblas_set_num_threads(1);
+        gemm_split = true;
+    }
 }
