@@ -18,6 +18,11 @@ struct RtComm {
 void rtcpu_mpi_check(int code, const char *what, const char *file, int line);
 
 void *rtcpu_xmalloc(size_t bytes); /* host scratch; rt_fatal on failure */
+/* This thread's scratch buffer `slot` of at least `bytes`, 64-byte aligned,
+ * valid until the next call for the same slot on this thread (memory.c).
+ * Slots: 0 attention, 1 partial sums, 2 cross-entropy. */
+enum { RTCPU_SCRATCH_SLOTS = 4 };
+void *rtcpu_scratch(int slot, size_t bytes);
 /* Counts passed to MPI are ints: abort with a clear message beyond that. */
 int rtcpu_mpi_count(int64_t n, const char *what);
 MPI_Datatype rtcpu_mpi_type(RtType t);

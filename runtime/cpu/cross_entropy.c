@@ -42,7 +42,7 @@ void rt_cross_entropy_fwd(float *loss, float *lse, const rt_act *logits, const i
                           int64_t total_rows, RtComm *vocab_comm)
 {
     /* buf: [rows] max, then [rows] sum of exp, [rows] target logit, [rows] owners */
-    float *buf = rtcpu_xmalloc((size_t)(4 * rows + 1) * sizeof *buf);
+    float *buf = rtcpu_scratch(2, (size_t)(4 * rows + 1) * sizeof *buf);
     float *mx = buf, *sum = buf + rows, *tl = buf + 2 * rows, *own = buf + 3 * rows;
     RTCPU_PAR_FOR(rows * vocab_local)
     for (int64_t r = 0; r < rows; r++)
@@ -69,7 +69,6 @@ void rt_cross_entropy_fwd(float *loss, float *lse, const rt_act *logits, const i
         total += (double)lse[r] - tl[r];
     }
     *loss += (float)(total / (double)total_rows);
-    free(buf);
 }
 
 void rt_cross_entropy_bwd(rt_act *dlogits, const rt_act *logits, const int32_t *targets,

@@ -6,7 +6,6 @@
  * and the partials are added in chunk order (in double) onto dw, so the
  * result does not depend on the thread count. */
 #include <math.h>
-#include <stdlib.h>
 
 #include "cpu.h"
 #include "simd.h"
@@ -74,7 +73,7 @@ void rt_rmsnorm_bwd(rt_act *dx, rt_act *dw, const rt_act *x, const rt_act *w, co
                     const rt_act *dy, int64_t rows, int64_t cols)
 {
     int64_t nc = (rows + RTCPU_CHUNK - 1) / RTCPU_CHUNK;
-    float *part = rtcpu_xmalloc((size_t)(nc ? nc : 1) * (size_t)cols * sizeof *part);
+    float *part = rtcpu_scratch(1, (size_t)(nc ? nc : 1) * (size_t)cols * sizeof *part);
     RTCPU_PAR_FOR(rows * cols)
     for (int64_t c = 0; c < nc; c++) {
         int64_t r0 = c * RTCPU_CHUNK, nr = rows - r0 < RTCPU_CHUNK ? rows - r0 : RTCPU_CHUNK;
@@ -82,7 +81,6 @@ void rt_rmsnorm_bwd(rt_act *dx, rt_act *dw, const rt_act *x, const rt_act *w, co
         rms_bwd_chunk(dx + o, part + c * cols, x + o, w, rstd + r0, dy + o, nr, cols);
     }
     add_partials(dw, part, nc, cols);
-    free(part);
 }
 
 RTCPU_CLONES static void ln_fwd_row(rt_act *y, float *mean, float *rstd, const rt_act *x,
@@ -149,7 +147,7 @@ void rt_layernorm_bwd(rt_act *dx, rt_act *dw, rt_act *db, const rt_act *x, const
                       int64_t cols)
 {
     int64_t nc = (rows + RTCPU_CHUNK - 1) / RTCPU_CHUNK;
-    float *part = rtcpu_xmalloc(2 * (size_t)(nc ? nc : 1) * (size_t)cols * sizeof *part);
+    float *part = rtcpu_scratch(1, 2 * (size_t)(nc ? nc : 1) * (size_t)cols * sizeof *part);
     float *dbpart = part + nc * cols;
     RTCPU_PAR_FOR(rows * cols)
     for (int64_t c = 0; c < nc; c++) {
@@ -160,5 +158,4 @@ void rt_layernorm_bwd(rt_act *dx, rt_act *dw, rt_act *db, const rt_act *x, const
     }
     add_partials(dw, part, nc, cols);
     add_partials(db, dbpart, nc, cols);
-    free(part);
 }

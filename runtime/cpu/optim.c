@@ -3,7 +3,6 @@
  * double, denominator sqrt(v) / sqrt(1 - b2^t) + eps. Both run blocks on the
  * rank's threads, each a vectorised loop (simd.h). */
 #include <math.h>
-#include <stdlib.h>
 
 #include "cpu.h"
 #include "simd.h"
@@ -26,7 +25,7 @@ void rt_sumsq(float *out, const rt_act *x, int64_t n)
         *out += (float)(n > 0 ? sumsq_blk(x, n) : 0.0);
         return;
     }
-    double *part = rtcpu_xmalloc((size_t)nb * sizeof *part);
+    double *part = rtcpu_scratch(1, (size_t)nb * sizeof *part);
     RTCPU_PAR_FOR(n)
     for (int64_t b = 0; b < nb; b++) {
         int64_t lo = b * RTCPU_SUM_CHUNK, len = n - lo < RTCPU_SUM_CHUNK ? n - lo : RTCPU_SUM_CHUNK;
@@ -36,7 +35,6 @@ void rt_sumsq(float *out, const rt_act *x, int64_t n)
     for (int64_t b = 0; b < nb; b++)
         s += part[b];
     *out += (float)s;
-    free(part);
 }
 
 typedef struct {

@@ -6,7 +6,6 @@
  * through the identity 0.5 (1 + tanh(u)) = sigmoid(2u), which needs one
  * exponential and no cancellation. */
 #include <math.h>
-#include <stdlib.h>
 
 #include "cpu.h"
 #include "simd.h"
@@ -154,7 +153,7 @@ void rt_reduce_rows(rt_act *out, const rt_act *in, int64_t rows, int64_t cols, b
     if (cols <= 0)
         return;
     int64_t nc = (rows + RTCPU_CHUNK - 1) / RTCPU_CHUNK;
-    double *part = rtcpu_xmalloc((size_t)(nc ? nc : 1) * (size_t)cols * sizeof *part);
+    double *part = rtcpu_scratch(1, (size_t)(nc ? nc : 1) * (size_t)cols * sizeof *part);
     RTCPU_PAR_FOR(rows * cols)
     for (int64_t c = 0; c < nc; c++) {
         int64_t r0 = c * RTCPU_CHUNK, nr = rows - r0 < RTCPU_CHUNK ? rows - r0 : RTCPU_CHUNK;
@@ -166,7 +165,6 @@ void rt_reduce_rows(rt_act *out, const rt_act *in, int64_t rows, int64_t cols, b
             s += part[c * cols + j];
         out[j] = (float)(accumulate ? s + out[j] : s);
     }
-    free(part);
 }
 
 RTCPU_CLONES static void softmax_row(rt_act *y, const rt_act *x, int64_t cols)

@@ -30,8 +30,10 @@
 #include <string.h>
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define RTCPU_X86_GCC 1
 #define RTCPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
+#define RTCPU_X86_GCC 0
 #define RTCPU_CLONES
 #endif
 
