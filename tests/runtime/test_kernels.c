@@ -658,6 +658,27 @@ static void test_cross_entropy(void)
     ref_fd_grad(ce_loss, &c, c.logits, R * V, FD_H, g);
     ref_check_grad("cross_entropy dlogits", dl, g, R * V, GRAD_TOL);
     free(g), free(dl), free(logits), free(c.logits);
+
+    /* A vocabulary of several of the kernel's chunks (512), with the row
+     * maxima in later chunks than the first, so the running sum is rescaled
+     * (and one row whose first chunk holds the max). */
+    enum { R2 = 4, V2 = 1800 };
+    static const int32_t t2[R2] = {3, 1799, 900, 512};
+    float *l2 = fnew(R2 * V2), lse2[R2], loss2 = 0.0f;
+    double *d2 = dnew(R2 * V2), lref2[R2];
+    ref_fill(l2, d2, R2 * V2, -4, 4);
+    for (int r = 0; r < R2; r++)
+        for (int j = 0; j < V2; j++) { /* rising: the last chunk holds the max (but row 3) */
+            float x = l2[r * V2 + j] + (r == 3 ? -0.01f : 0.01f) * (float)j;
+            l2[r * V2 + j] = x, d2[r * V2 + j] = x;
+        }
+    rt_cross_entropy_fwd(&loss2, lse2, l2, t2, R2, V2, 0, R2, NULL);
+    double want2 = ref_cross_entropy(lref2, d2, t2, R2, V2, R2);
+    CHECK(ref_close("cross_entropy loss, 4 chunks a row", &loss2, &want2, 1, FWD_TOL, 1e-30),
+          "ce loss (chunks)");
+    CHECK(ref_close("cross_entropy lse, 4 chunks a row", lse2, lref2, R2, FWD_TOL, 1e-30),
+          "ce lse (chunks)");
+    free(l2), free(d2);
 }
 
 /* ------------------------------------------------------------- optimizer */
