@@ -29,9 +29,9 @@ MPI_Datatype rtcpu_mpi_type(RtType t);
 size_t rtcpu_type_size(RtType t);
 void rtcpu_comm_free_all(void);
 
-/* threads.c, called by rt_init: better OpenBLAS kernels where it fell back
- * to generic ones (may exec the program again), and the thread count. */
-void rtcpu_blas_kernels(char **argv);
+/* threads.c, called by rt_init: the libraries' environment (may exec the
+ * program again), and the thread count. */
+void rtcpu_library_env(char **argv);
 void rtcpu_threads_init(void);
 int rtcpu_gemm_threads(void); /* threads rt_matmul splits a GEMM over */
 

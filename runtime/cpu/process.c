@@ -24,7 +24,7 @@ void rt_init(int *argc, char ***argv)
     int inited = 0;
     MPI_Initialized(&inited);
     if (!inited && argv)
-        rtcpu_blas_kernels(*argv); /* may start the program again (threads.c) */
+        rtcpu_library_env(*argv); /* may start the program again (threads.c) */
     if (!inited && MPI_Init(argc, argv) != MPI_SUCCESS) {
         fprintf(stderr, "ptdrt: MPI_Init failed\n");
         exit(1);

@@ -1,5 +1,5 @@
-/* threads.c: how many threads a rank runs, and which GEMM kernels OpenBLAS
- * uses. Called by rt_init (process.c). */
+/* threads.c: how many threads a rank runs, and the environment its
+ * libraries (OpenBLAS, libgomp) start with. Called by rt_init (process.c). */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_* */
 #include <cblas.h>
 #include <sched.h>
@@ -31,42 +31,61 @@ int rtcpu_threads(void)
 #endif
 }
 
-/* OpenBLAS chooses its kernels when it is loaded, from the CPU model. A
- * release older than the CPU does not know the model and falls back to its
- * Prescott (SSE3) kernels: Debian 12's 0.3.21 on an Intel Xeon of model 0xCF
- * runs sgemm at 20 GFLOP/s a core instead of the 120 of its AVX-512
- * (SkylakeX) kernels. When that happened, name the kernels the instruction
- * set allows and start the program again: before MPI_Init nothing but this
- * process exists, and OpenBLAS reads OPENBLAS_CORETYPE only when loaded. A
- * user's OPENBLAS_CORETYPE is left alone (it also ends the loop). */
-void rtcpu_blas_kernels(char **argv)
+/* OpenBLAS's kernels for this CPU when it fell back to generic ones, or NULL.
+ * OpenBLAS chooses when it is loaded, from the CPU model; a release older
+ * than the CPU does not know the model and takes its Prescott (SSE3)
+ * kernels: Debian 12's 0.3.21 on an Intel Xeon of model 0xCF runs sgemm at
+ * 20 GFLOP/s a core instead of the 120 of its AVX-512 (SkylakeX) kernels. */
+static const char *blas_core(void)
 {
-    if (getenv("OPENBLAS_CORETYPE") || !argv || !argv[0])
-        return;
     const char *core = openblas_get_corename();
     if (!core || strcasecmp(core, "prescott") != 0)
-        return;
-    const char *want = NULL;
+        return NULL;
 #if defined(__GNUC__) && defined(__x86_64__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-        want = "SkylakeX";
-    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        want = "Haswell";
-    else if (__builtin_cpu_supports("avx"))
-        want = "Sandybridge";
+        return "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return "Haswell";
+    if (__builtin_cpu_supports("avx"))
+        return "Sandybridge";
 #endif
-    if (!want)
+    return NULL;
+}
+
+/* The libraries read their settings from the environment when they are
+ * loaded, before main, so the program sets what it needs and starts again
+ * (execv, before MPI_Init: nothing but this process exists yet). Settings
+ * the user made are left alone, which also ends the loop:
+ *   OPENBLAS_CORETYPE  better kernels where OpenBLAS fell back (above);
+ *   OMP_WAIT_POLICY    passive: libgomp's threads sleep as soon as they wait
+ *                      instead of spinning for milliseconds. Waking them
+ *                      costs microseconds a kernel; spinning, when anything
+ *                      else shares the cores (another rank, MPI, another
+ *                      job), cost 40% of a step on a busy 2-core machine
+ *                      (5.1 s against 2.9 s). GOMP_SPINCOUNT counts as a
+ *                      choice too. */
+void rtcpu_library_env(char **argv)
+{
+    if (!argv || !argv[0])
+        return;
+    bool again = false;
+    const char *core = getenv("OPENBLAS_CORETYPE") ? NULL : blas_core();
+    if (core)
+        again |= setenv("OPENBLAS_CORETYPE", core, 1) == 0;
+    if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT"))
+        again |= setenv("OMP_WAIT_POLICY", "passive", 1) == 0;
+    if (!again)
         return;
     /* The program's own path, so that it keeps its name (ps, top). */
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0 || setenv("OPENBLAS_CORETYPE", want, 1) != 0)
+    if (n <= 0)
         return;
     self[n] = 0;
     execv(self, argv);
-    /* exec failed (no /proc?): carry on with the slow kernels */
+    /* exec failed (no /proc?): carry on with the libraries as they are */
 }
 
 /* CPUs this process may run on (its affinity mask, which mpirun's binding
