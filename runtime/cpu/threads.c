@@ -13,12 +13,23 @@
 #include "cpu.h"
 #include "simd.h"
 
-/* GEMMs split over the OpenMP team (matmul.c): set by rtcpu_threads_init
- * once OpenBLAS runs single-threaded. */
-static bool gemm_split;
+/* GEMMs split over the OpenMP team (matmul.c), OpenBLAS single-threaded,
+ * unless OPENBLAS_NUM_THREADS asks for OpenBLAS's own threads. Decided at
+ * the first GEMM (or by rt_init), so programs and tests that call kernels
+ * without rt_init get the same. */
+static int gemm_split = -1;
+
+static void blas_threads(void)
+{
+    gemm_split = getenv("OPENBLAS_NUM_THREADS") == NULL;
+    if (gemm_split)
+        openblas_set_num_threads(1);
+}
 
 int rtcpu_gemm_threads(void)
 {
+    if (gemm_split < 0)
+        blas_threads();
     return gemm_split ? rtcpu_threads() : 1;
 }
 
@@ -131,8 +142,5 @@ void rtcpu_threads_init(void)
     if (!getenv("OMP_NUM_THREADS"))
         omp_set_num_threads(t);
 #endif
-    if (!getenv("OPENBLAS_NUM_THREADS")) {
-        openblas_set_num_threads(1);
-        gemm_split = true;
-    }
+    blas_threads();
 }

@@ -815,6 +815,41 @@ static void test_threads(void)
     free(x), free(y), free(g), free(w), free(b), free(out), free(dw), free(db), free(st1), free(st2);
 }
 
+/* rt_matmul splits a large GEMM into one block of rows (M >= N) or of
+ * columns per thread: 3 threads (blocks of 112, 112 and 76 rows, or
+ * columns), every transpose combination, overwriting and accumulating,
+ * against the double reference. */
+static void test_matmul_split(void)
+{
+    printf("matmul split over threads\n");
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(3);
+    static const int64_t shapes[2][3] = {{300, 170, 64}, {64, 300, 170}}; /* rows, columns */
+    for (int sh = 0; sh < 2; sh++)
+        for (int t = 0; t < 4; t++) {
+            int64_t M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2];
+            bool ta = t & 1, tb = t & 2;
+            float *a = fnew(M * K), *b = fnew(K * N), *c = fnew(M * N), *c0 = fnew(M * N);
+            double *da = dnew(M * K), *db = dnew(K * N), *want = dnew(M * N);
+            ref_fill(a, da, M * K, -1, 1);
+            ref_fill(b, db, K * N, -1, 1);
+            ref_fill(c0, NULL, M * N, -1, 1);
+            rt_matmul(c, a, b, M, N, K, ta, tb, false);
+            ref_matmul(want, da, db, M, N, K, ta, tb);
+            char name[64];
+            snprintf(name, sizeof name, "matmul %s blocks ta=%d tb=%d", sh ? "column" : "row", ta, tb);
+            CHECK(ref_close(name, c, want, M * N, FWD_TOL, 1e-30), "%s", name);
+            memcpy(c, c0, (size_t)(M * N) * sizeof *c);
+            rt_matmul(c, a, b, M, N, K, ta, tb, true);
+            for (int64_t i = 0; i < M * N; i++)
+                want[i] += c0[i];
+            snprintf(name, sizeof name, "  accumulating");
+            CHECK(ref_close(name, c, want, M * N, FWD_TOL, 1e-30), "%s", name);
+            free(a), free(b), free(c), free(c0), free(da), free(db), free(want);
+        }
+    omp_set_num_threads(threads);
+}
+
 /* A wrong transpose in a matmul backward must be caught too. */
 static void test_wrong_matmul_grad(void)
 {
@@ -884,6 +919,7 @@ int main(void)
 {
     ref_seed(20240520);
     test_matmul();
+    test_matmul_split();
     test_embedding();
     test_rmsnorm();
     test_layernorm();
