@@ -36,6 +36,7 @@
 enum {
     KB = 32, /* keys per tile (masking and skipping granularity) */
     QB = 16, /* query rows per block */
+    DV = 16, /* head dims are padded to a multiple of this (the widest vector) */
 };
 
 static int64_t group(int64_t H, int64_t KVH, const char *what)
@@ -76,7 +77,7 @@ typedef struct {
 static void scratch_init(Scratch *w, int64_t S, int64_t D, bool bwd)
 {
     memset(w, 0, sizeof *w);
-    w->S = S, w->D = D, w->Sp = round_up(S, KB), w->Dp = round_up(D, RTV_N);
+    w->S = S, w->D = D, w->Sp = round_up(S, KB), w->Dp = round_up(D, DV);
     /* Rows of a power-of-two length would map onto few L1 sets (the score
      * tiles read 64 rows of kt at once): 16 floats more make it odd. */
     w->ld = w->Sp + 16;

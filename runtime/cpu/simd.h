@@ -11,11 +11,11 @@
  * of a sum; FMA contraction is allowed in runtime/cpu), so results are
  * bitwise reproducible per machine, not across instruction sets.
  *
- * Vectors. RtV is 16 floats (one AVX-512 register; two AVX2 or four SSE
- * registers in the other clones). Never pass one to or return one from a
- * function that is not inlined: the calling convention of wide vectors
- * differs between clones (gcc's -Wpsabi), so the helpers below are macros
- * or always-inlined.
+ * Vectors. Loops are plain C that gcc vectorises for each clone; the few
+ * register tiles that need explicit vectors (attention) are compiled once
+ * per instruction set instead (attention_kern.h), because a 16-float vector
+ * is one AVX-512 register but two AVX2 or four SSE registers, and tiles
+ * sized for one set spill in the others.
  *
  * Threads. rtcpu_threads() is the team size of this rank (threads.c);
  * RTCPU_PAR_FOR runs a loop on it when the work is large enough. Every
@@ -48,7 +48,6 @@
  * number of elements touched) is worth the start of a parallel region. */
 #define RTCPU_PAR_MIN 32768
 #define RTCPU_PAR_FOR(work) RTCPU_PRAGMA(omp parallel for schedule(static) if ((work) >= RTCPU_PAR_MIN))
-#define RTCPU_PAR_FOR_DYN(work) RTCPU_PRAGMA(omp parallel for schedule(dynamic, 1) if ((work) >= RTCPU_PAR_MIN))
 /* A vectorised loop; `#pragma omp simd` also lets gcc vectorise reductions
  * (in a fixed lane order per clone). */
 #define RTCPU_SIMD RTCPU_PRAGMA(omp simd)
@@ -59,14 +58,6 @@
  * rt_reduce_rows) and elements per partial sum in rt_sumsq. */
 #define RTCPU_CHUNK 64
 #define RTCPU_SUM_CHUNK 16384
-
-typedef float RtV __attribute__((vector_size(64)));
-enum { RTV_N = 16 };
-#define RTV_LD(p) (*(const RtV_u *)(p))
-#define RTV_ST(p, v) (*(RtV_u *)(p) = (v))
-#define RTV_SET1(x) ((RtV){0} + (float)(x))
-/* Unaligned access to the same vector. */
-typedef float RtV_u __attribute__((vector_size(64), aligned(4), may_alias));
 
 int rtcpu_threads(void); /* threads of this rank's team (1 without OpenMP) */
 
