@@ -8,6 +8,7 @@
  *   cg_lower.c   each stage chunk's forward and backward as a list of C
  *                statements over named buffers (kernels from cg_kernel.c,
  *                collectives from pass_reshard)
+ *   cg_names.c   tensor names as C identifiers (used by cg_lower.c and cg_print.c)
  *   cg_mem.c     the static memory plan: offsets of every buffer
  *   cg_print.c   model.h and model.c
  *   cg_emit.c    the directory: sources, trainer, Makefile, run.sh
@@ -190,11 +191,14 @@ void cg_memplan(Cg *c, CgRankProg *r);
 /* cg_print.c */
 bool cg_print_model(Cg *c, FILE *h, FILE *f);
 
-/* cg_emit.c: the fixed trainer sources (embedded at build time) */
-extern const char cg_trainer_c[], cg_trainer_h[];
+/* cg_emit.c: the fixed trainer sources (embedded at build time by
+ * embed.cmake): names and contents, NULL-terminated, in the same order */
+extern const char *const cg_trainer_names[], *const cg_trainer_texts[];
 
-/* helpers */
+/* helpers (cg_plan.c) */
 const char *cg_fmt(Cg *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* cg_names.c: names in generated code */
 const char *cg_ident(Cg *c, const char *s); /* a C identifier from a tensor name */
 const char *cg_short_name(const Cg *c, int t); /* without its layer: "layers.3.x.1" -> "x.1" */
 

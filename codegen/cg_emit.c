@@ -26,8 +26,46 @@ void cg_options_default(CgOptions *o, CgTarget target)
     o->extra_cflags = PTDC_CG_EXTRA_CFLAGS;
 }
 
-static const char *const files[] = {"model.h", "model.c", "trainer.h", "trainer.c", "Makefile", "run.sh"};
-enum { NFILES = sizeof files / sizeof files[0] };
+/* The files of a program directory: model.h (written with model.c), model.c,
+ * the trainer's (cg_trainer_names), Makefile and run.sh. */
+static const char **file_list(Cg *c, int *n)
+{
+    int k = 0;
+    while (cg_trainer_names[k])
+        k++;
+    const char **files = ir_alloc(c->arena, sizeof *files * (size_t)(k + 4));
+    int i = 0;
+    files[i++] = "model.h";
+    files[i++] = "model.c";
+    for (int j = 0; j < k; j++)
+        files[i++] = cg_trainer_names[j];
+    files[i++] = "Makefile";
+    files[i++] = "run.sh";
+    *n = i;
+    return files;
+}
+
+static const char *trainer_text(const char *name)
+{
+    for (int i = 0; cg_trainer_names[i]; i++)
+        if (!strcmp(name, cg_trainer_names[i]))
+            return cg_trainer_texts[i];
+    return NULL;
+}
+
+/* "VAR = model.EXT" and the trainer's files ending in ext, each named with
+ * the extension `as` (".o": the objects of the sources). */
+static void print_files(FILE *f, const char *var, const char *ext, const char *as)
+{
+    fprintf(f, "%s = model%s", var, as);
+    for (int i = 0; cg_trainer_names[i]; i++) {
+        const char *name = cg_trainer_names[i];
+        size_t len = strlen(name);
+        if (len > 2 && !strcmp(name + len - 2, ext))
+            fprintf(f, " %.*s%s", (int)(len - 2), name, as);
+    }
+    fprintf(f, "\n");
+}
 
 static void write_makefile(const Cg *c, FILE *f)
 {
@@ -45,29 +83,38 @@ static void write_makefile(const Cg *c, FILE *f)
         fprintf(f, "CFLAGS = -std=c11 -O2 $(MARCH) -Wall -Wextra -D_POSIX_C_SOURCE=200809L %s %s\n",
                 o->mpi_include, o->extra_cflags ? o->extra_cflags : "");
         /* -fopenmp: the runtime's kernels run on OpenMP threads (libgomp). */
-        fprintf(f, "LDLIBS = $(RUNTIME_LIB) %s %s -fopenmp -lm\n\n", o->blas_lib, o->mpi_libs);
-        fprintf(f, "train: model.c trainer.c model.h trainer.h $(RUNTIME_LIB)\n"
-                   "\t$(CC) $(CFLAGS) -I$(RUNTIME_INCLUDE) -o $@ model.c trainer.c $(LDLIBS)\n\n");
+        fprintf(f, "LDLIBS = $(RUNTIME_LIB) %s %s -fopenmp -lm\n", o->blas_lib, o->mpi_libs);
+        print_files(f, "SRCS", ".c", ".c");
+        print_files(f, "HDRS", ".h", ".h");
+        fprintf(f, "\ntrain: $(SRCS) $(HDRS) $(RUNTIME_LIB)\n"
+                   "\t$(CC) $(CFLAGS) -I$(RUNTIME_INCLUDE) -o $@ $(SRCS) $(LDLIBS)\n\n");
     } else {
-        /* The sources are C that is also valid CUDA C++: nvcc compiles each
+        /* The sources are C that is also valid CUDA C++: nvcc compiles them
          * with -x cu, then links the objects (nvcc's -x has no "none" to
-         * stop at the libraries). WERROR is empty by default; CI sets it to
-         * prove the build warning-free. */
+         * stop at the libraries). The trainer's files compile as one unit
+         * (each nvcc run costs seconds of start-up and device passes,
+         * whatever the file's size; their static names are distinct).
+         * WERROR is empty by default; CI sets it to prove the build
+         * warning-free. */
         fprintf(f, "NVCC = %s\n", o->nvcc);
         fprintf(f, "WERROR =\n");
         fprintf(f, "NVFLAGS = -O2 -std=c++17 -DPTDC_CUDA -D_POSIX_C_SOURCE=200809L "
                    "-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 "
                    "-Xcompiler=-Wall,-Wextra $(WERROR) %s\n",
                 o->mpi_include);
-        fprintf(f, "LDLIBS = $(RUNTIME_LIB) %s %s -lm\n\n", o->cuda_libs, o->mpi_libs);
-        fprintf(f, "train: model.o trainer.o $(RUNTIME_LIB)\n"
-                   "\t$(NVCC) $(NVFLAGS) -o $@ model.o trainer.o $(LDLIBS)\n\n"
-                   "model.o: model.c model.h trainer.h\n"
+        fprintf(f, "LDLIBS = $(RUNTIME_LIB) %s %s -lm\n", o->cuda_libs, o->mpi_libs);
+        print_files(f, "SRCS", ".c", ".c");
+        print_files(f, "HDRS", ".h", ".h");
+        fprintf(f, "TRAINER = $(filter-out model.c,$(SRCS))\n");
+        fprintf(f, "\ntrain: model.o trainer_all.o $(RUNTIME_LIB)\n"
+                   "\t$(NVCC) $(NVFLAGS) -o $@ model.o trainer_all.o $(LDLIBS)\n\n"
+                   "model.o: model.c $(HDRS)\n"
                    "\t$(NVCC) $(NVFLAGS) -I$(RUNTIME_INCLUDE) -x cu -c -o $@ model.c\n\n"
-                   "trainer.o: trainer.c model.h trainer.h\n"
-                   "\t$(NVCC) $(NVFLAGS) -I$(RUNTIME_INCLUDE) -x cu -c -o $@ trainer.c\n\n");
+                   "trainer_all.o: $(TRAINER) $(HDRS)\n"
+                   "\tprintf '#include \"%%s\"\\n' $(TRAINER) > trainer_all.cu\n"
+                   "\t$(NVCC) $(NVFLAGS) -I$(RUNTIME_INCLUDE) -c -o $@ trainer_all.cu\n\n");
     }
-    fprintf(f, "clean:\n\trm -f train *.o\n\n.PHONY: clean\n");
+    fprintf(f, "clean:\n\trm -f train *.o trainer_all.cu\n\n.PHONY: clean\n");
 }
 
 static void write_run(const Cg *c, FILE *f)
@@ -118,10 +165,8 @@ static bool write_file(Cg *c, const char *dir, const char *name)
         ok &= fclose(h) == 0;
     } else if (!strcmp(name, "model.h")) {
         /* written with model.c */
-    } else if (!strcmp(name, "trainer.c")) {
-        ok = fputs(cg_trainer_c, f) >= 0;
-    } else if (!strcmp(name, "trainer.h")) {
-        ok = fputs(cg_trainer_h, f) >= 0;
+    } else if (trainer_text(name)) {
+        ok = fputs(trainer_text(name), f) >= 0;
     } else if (!strcmp(name, "Makefile")) {
         write_makefile(c, f);
     } else if (!strcmp(name, "run.sh")) {
@@ -136,9 +181,9 @@ static bool write_file(Cg *c, const char *dir, const char *name)
     return ok;
 }
 
-static void remove_tmp(Cg *c, const char *tmp)
+static void remove_tmp(Cg *c, const char *tmp, const char **files, int nfiles)
 {
-    for (int i = 0; i < NFILES; i++)
+    for (int i = 0; i < nfiles; i++)
         unlink(ir_sprintf(c->arena, "%s/%s", tmp, files[i]));
     rmdir(tmp);
 }
@@ -207,7 +252,9 @@ bool cg_emit(const IrGraph *g, const PassPlan *p, const CgOptions *o, const char
         ir_error(IR_NOLOC, "cannot create %s: %s", tmp, strerror(errno));
         ok = false;
     } else if (ok) {
-        for (int i = 0; i < NFILES && ok; i++)
+        int nfiles;
+        const char **files = file_list(&c, &nfiles);
+        for (int i = 0; i < nfiles && ok; i++)
             ok = write_file(&c, tmp, files[i]);
         if (ok) {
             struct stat st;
@@ -221,7 +268,7 @@ bool cg_emit(const IrGraph *g, const PassPlan *p, const CgOptions *o, const char
                 ok = false;
             } else {
                 /* An existing DIR (the driver's plan files): move each file in. */
-                for (int i = 0; i < NFILES && ok; i++) {
+                for (int i = 0; i < nfiles && ok; i++) {
                     const char *from = ir_sprintf(c.arena, "%s/%s", tmp, files[i]);
                     const char *to = ir_sprintf(c.arena, "%s/%s", dir, files[i]);
                     if (rename(from, to) != 0) {
@@ -231,7 +278,7 @@ bool cg_emit(const IrGraph *g, const PassPlan *p, const CgOptions *o, const char
                 }
             }
         }
-        remove_tmp(&c, tmp);
+        remove_tmp(&c, tmp, files, nfiles);
     }
     free_ranks(&c);
     ir_arena_free(c.arena);

@@ -95,6 +95,14 @@ static char *rope(K *k, const CgArgs *a, bool inverse)
     if (p < 0 || T(k, x)->dim[r - 1] != rot)
         ir_die("codegen: rope node %d has no position dim or does not rotate its last dim", k->n->id);
     int64_t outer = lspan(k, x, 0, p), seq = k->local[pos], inner = lspan(k, x, p + 1, r - 1);
+    const IrRopeScaling *rs = &k->n->attr.rope;
+    if (rs->kind == IR_ROPE_LLAMA3)
+        return (char *)cg_fmt(k->c, "rt_rope_llama3(%s, %s, %lld, %lld, %lld, %lld, %s, %s, %s, %s, "
+                              "%s, %s, %s);", a->out[0], a->in[0], (long long)outer, (long long)seq,
+                              (long long)inner, (long long)k->local[rot], offset_of(k, pos, seq),
+                              flt(k->c, k->n->attr.theta), flt(k->c, rs->factor),
+                              flt(k->c, rs->low_freq_factor), flt(k->c, rs->high_freq_factor),
+                              flt(k->c, (double)rs->original_max_position), b(inverse));
     return (char *)cg_fmt(k->c, "rt_rope(%s, %s, %lld, %lld, %lld, %lld, %s, %s, %s);", a->out[0],
                           a->in[0], (long long)outer, (long long)seq, (long long)inner,
                           (long long)k->local[rot], offset_of(k, pos, seq), flt(k->c, k->n->attr.theta),
@@ -105,11 +113,10 @@ static char *rope(K *k, const CgArgs *a, bool inverse)
 static const char *attn_sizes(K *k)
 {
     const IrTensor *q = T(k, k->f->in[0]), *kk = T(k, k->f->in[1]);
-    /* The trailing 0: no sliding window (the IR has none yet). */
-    return cg_fmt(k->c, "%lld, %lld, %lld, %lld, %lld, %s, 0", (long long)k->local[q->dim[0]],
+    return cg_fmt(k->c, "%lld, %lld, %lld, %lld, %lld, %s, %lld", (long long)k->local[q->dim[0]],
                   (long long)k->local[q->dim[1]], (long long)k->local[q->dim[2]],
                   (long long)k->local[kk->dim[2]], (long long)k->local[q->dim[3]],
-                  b(k->f->attr.causal));
+                  b(k->f->attr.causal), (long long)k->f->attr.window);
 }
 
 /* Elementwise binary: the larger operand first, the broadcast one second. */

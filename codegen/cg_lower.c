@@ -109,17 +109,6 @@ void cg_stmt(Cg *c, CgOp *op, int piece, const char *fmt, ...)
 
 #define EMIT(L, ...) cg_stmt((L)->c, (L)->op, (L)->piece, __VA_ARGS__)
 
-const char *cg_short_name(const Cg *c, int t)
-{
-    const char *n = c->g->tensors[t].name;
-    if (c->g->tensors[t].layer >= 0 && strncmp(n, "layers", 6) == 0) {
-        const char *dot = strchr(n, '.');
-        if (dot && (dot = strchr(dot + 1, '.')))
-            return dot + 1;
-    }
-    return n;
-}
-
 static int temp(Low *L, int t, const PassSharding *sh, const char *pre, const char *suf,
                 const char *what)
 {

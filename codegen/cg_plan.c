@@ -1,6 +1,6 @@
 /* cg_plan.c: what a plan implies for every tensor, before any code exists.
  *
- * Shardings come from passes/shard.c: a node's strategy fixes the sharding it
+ * Shardings come from passes/shard/shard.c: a node's strategy fixes the sharding it
  * needs for each input and makes for each output (backward nodes use their
  * forward node's strategy). A produced tensor is brought to its canonical
  * form right where it is made: the reductions (all-reduce, reduce-scatter)
@@ -316,9 +316,19 @@ static void hf_view(const Cg *c, CgParamPlan *pp)
             return;
         }
     }
-    /* A bias sliced out of a fused one, a norm's weight: 1-D; a table such as
-     * GPT-2's positions: its own rows. */
-    pp->hf_split = x->hf_nparts > 1 || x->rank <= 1 ? 0 : x->rank - 1;
+    /* A projection's bias (added to a MATMUL's result: nn.Linear keeps it
+     * 1-D, as Qwen2's q_proj.bias [n_heads x head_dim]), a bias sliced out of
+     * a fused one, a norm's weight: 1-D; a table such as GPT-2's positions:
+     * its own rows. */
+    bool bias = false;
+    for (int i = 0; i < g->nfwd && !bias; i++) {
+        const IrNode *n = &g->nodes[i];
+        for (int k = 0; n->op == IR_OP_ADD && k < 2; k++) {
+            int other = g->tensors[n->in[1 - k]].producer;
+            bias |= n->in[k] == pp->tensor && other >= 0 && g->nodes[other].op == IR_OP_MATMUL;
+        }
+    }
+    pp->hf_split = bias || x->hf_nparts > 1 || x->rank <= 1 ? 0 : x->rank - 1;
 }
 
 static void analyse_params(Cg *c)

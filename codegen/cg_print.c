@@ -18,30 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const reserved[] = {
-    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
-    "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
-    "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
-    "union", "unsigned", "void", "volatile", "while", "bool", "true", "false", "new", "delete",
-    "class", "this", "template", "typename", "private", "public", "protected", "virtual",
-    "operator", "namespace", "using", "friend", "b", "s", "k", "l", "mb", "slot", "A", "F", "I",
-    "NULL", "main", "int8_t", "int16_t", "int32_t", "int64_t", NULL};
-
-const char *cg_ident(Cg *c, const char *s)
-{
-    char buf[512];
-    size_t k = 0;
-    for (const char *p = s; *p && k + 1 < sizeof buf; p++)
-        buf[k++] = isalnum((unsigned char)*p) ? *p : '_';
-    buf[k] = 0;
-    bool bad = k == 0 || isdigit((unsigned char)buf[0]) || !strncmp(buf, "g_", 2) ||
-               !strncmp(buf, "rt_", 3) || !strncmp(buf, "cg_", 3) || !strncmp(buf, "CG_", 3) ||
-               !strncmp(buf, "RT_", 3);
-    for (int i = 0; reserved[i] && !bad; i++)
-        bad = !strcmp(buf, reserved[i]);
-    return bad ? cg_fmt(c, "t_%s", buf) : ir_strdup(c->arena, buf);
-}
-
 static const char *ctype(int t) { return t == CG_ACT ? "rt_act" : t == CG_F32 ? "float" : "int32_t"; }
 static const char *wsname(int t) { return t == CG_ACT ? "g_ws_act" : t == CG_F32 ? "g_ws_f32" : "g_ws_i32"; }
 static const char *arena(int t) { return t == CG_ACT ? "A" : t == CG_F32 ? "F" : "I"; }

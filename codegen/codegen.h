@@ -5,9 +5,11 @@
  *   model.h, model.c   the generated model: piece structs and functions, the
  *                      pipeline stages, schedules, parameter tables and the
  *                      static memory plan of every pipeline rank
- *   trainer.h, trainer.c  the fixed training driver (flags, process groups,
- *                      initialisation, step loop, gradient reduction, ZeRO,
- *                      clipping, AdamW, checkpoints, safetensors)
+ *   trainer.h, train.h, trainer.c, train_*.c  the fixed training driver
+ *                      (codegen/trainer/): flags and the step loop, process
+ *                      groups and the schedule, gradient reduction, ZeRO,
+ *                      clipping, AdamW, checkpoints, initialisation,
+ *                      safetensors, data
  *   Makefile           builds `train` against the ptdc tree's runtime
  *   run.sh             builds, then launches every rank (mpirun, or srun
  *                      under Slurm), passing its flags to each rank

@@ -5,6 +5,7 @@
 #include "ir.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,19 +14,26 @@ void drv_print_help(void)
 {
     printf(
         "usage: ptdc MODEL.mdl [options]\n"
+        "       ptdc import-hf DIR_OR_CONFIG [-o MODEL.mdl]\n"
+        "       ptdc [--stack NAME|FILE] [--stack-set KEY=VALUE ...] --emit stack\n"
         "\n"
         "Compile a model written in the .mdl language into a distributed training plan and\n"
-        "per-rank programs.\n"
+        "per-rank programs. MODEL may also be a Hugging Face config.json or its directory\n"
+        "(compiled as the .mdl that import-hf writes).\n"
         "\n"
         "Output:\n"
         "  -o, --output DIR         write plan.txt, plan.json, plan.svg and the rank programs to DIR\n"
         "  --emit WHAT              print WHAT to stdout and stop: summary (parameter count),\n"
         "                           ir (the operator graph), ir-grad (with the backward graph),\n"
-        "                           plan (the chosen plan, as in plan.txt)\n"
+        "                           plan (the chosen plan, as in plan.txt), megatron (Megatron-LM\n"
+        "                           flags for the plan; implies --stack megatron), torchtitan (a\n"
+        "                           torchtitan job file; implies --stack fsdp), stack (the --stack\n"
+        "                           as a stack file, every key; no model needed); see docs/stacks.md\n"
         "  --plan-only              stop after the plan: no programs are generated\n"
-        "  --json                   print the prediction or plan as JSON\n"
+        "  --json                   print the answer as JSON, also when it is a refusal\n"
         "  --explain                also print the ten best alternatives and why each loses\n"
-        "  --target cpu|cuda        backend of the generated programs (default cuda)\n"
+        "  --target cpu|cuda        backend of the generated programs (default cuda; cpu for a\n"
+        "                           CPU cluster file)\n"
         "\n"
         "Model:\n"
         "  --set NAME=VALUE         override a config constant of the model (repeatable)\n"
@@ -36,7 +44,16 @@ void drv_print_help(void)
         "  --gpus N                 number of GPUs (default 8)\n"
         "  --gpu NAME               a100-40gb, a100-80gb (default), h100-80gb, h200\n"
         "  --gpus-per-node K        GPUs per node sharing NVLink (default 8)\n"
-        "  --cluster FILE           a custom cluster description (see docs/cost-model.md)\n"
+        "  --cluster FILE           a custom cluster description (see docs/cost-model.md), e.g. one\n"
+        "                           written by `ptdc calibrate` (run `ptdc calibrate --help`)\n"
+        "\n"
+        "Stack (the software that runs the plan; see docs/stacks.md):\n"
+        "  --stack NAME|FILE        ptdc (default: the programs ptdc emits), megatron, fsdp, or a\n"
+        "                           stack file\n"
+        "  --stack-set KEY=VALUE    override one key of the stack (repeatable)\n"
+        "                           Under megatron, fsdp (a stack with dynamic_memory = yes) a layout\n"
+        "                           with every layout flag is evaluated as that framework lays it\n"
+        "                           out: its tensor parallelism, layers split evenly over stages\n"
         "\n"
         "Layout (each pins that part of the plan; the rest is searched):\n"
         "  --tp N                   tensor-parallel degree\n"
@@ -53,15 +70,28 @@ void drv_print_help(void)
         "  --ilp-time-limit SECONDS time limit of one intra-operator ILP solve (default 10)\n"
         "\n"
         "  -h, --help               this text\n"
-        "  --version                print the version\n");
+        "  --version                print the version\n"
+        "\n"
+        "Exit status: 0 done; 1 invalid request (a flag, the model, a layout that cannot work);\n"
+        "2 the layout or model does not fit in memory; 3 --emit's framework cannot express the plan.\n");
 }
 
+/* A decimal integer in [lo, hi] and nothing else: no spaces, no '+', no hex
+ * or exponent. Digits accumulate in 64 bits with an overflow check, so no
+ * value wraps or truncates before the range check names the flag. */
 static bool parse_int(const char *flag, const char *s, long long lo, long long hi, long long *out)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
+    const char *p = s;
+    bool neg = *p == '-';
+    p += neg;
+    int64_t v = 0;
+    bool ok = *p != 0;
+    for (; ok && *p; p++)
+        ok = *p >= '0' && *p <= '9' && !__builtin_mul_overflow(v, 10, &v) &&
+             !__builtin_add_overflow(v, *p - '0', &v);
+    if (neg)
+        v = -v;
+    if (!ok || v < lo || v > hi) {
         ir_error(IR_NOLOC, "%s expects an integer from %lld to %lld, got '%s'", flag, lo, hi, s);
         return false;
     }
@@ -86,11 +116,9 @@ bool drv_parse_options(int argc, char **argv, DrvOptions *o)
 {
     memset(o, 0, sizeof *o);
     o->gpus = 8;
-    o->gpus_per_node = 8;
     o->gpu = "a100-80gb";
     o->sp = -1;
     o->zero = -1;
-    o->target = "cuda";
     o->attention = "flash";
     o->ilp_time_limit = 10;
     bool ok = true;
@@ -122,7 +150,8 @@ bool drv_parse_options(int argc, char **argv, DrvOptions *o)
             const char *s = VALUE();
             if (!s)
                 break;
-            static const char *const kinds[] = {"summary", "ir", "ir-grad", "plan", NULL};
+            static const char *const kinds[] = {"summary", "ir", "ir-grad", "plan", "megatron",
+                                                "torchtitan", "stack", NULL};
             ok &= one_of(a, s, kinds);
             o->emit = s;
         } else if (!strcmp(a, "--set")) {
@@ -166,6 +195,23 @@ bool drv_parse_options(int argc, char **argv, DrvOptions *o)
         } else if (!strcmp(a, "--cluster")) {
             if (!(o->cluster_file = VALUE()))
                 break;
+        } else if (!strcmp(a, "--stack")) {
+            if (!(o->stack = VALUE()))
+                break;
+        } else if (!strcmp(a, "--stack-set")) {
+            const char *s = VALUE();
+            if (!s)
+                break;
+            const char *e = strchr(s, '=');
+            if (!e || e == s || !e[1]) {
+                ir_error(IR_NOLOC, "--stack-set expects KEY=VALUE, got '%s'", s);
+                ok = false;
+                continue;
+            }
+            o->stack_sets = ir_xrealloc(o->stack_sets, (size_t)(o->nstack_sets + 1) * sizeof *o->stack_sets);
+            char *name = ir_xstrdup(s);
+            name[e - s] = 0;
+            o->stack_sets[o->nstack_sets++] = (DrvSet){name, name + (e - s) + 1};
         } else if (!strcmp(a, "--tp") || !strcmp(a, "--pp") || !strcmp(a, "--dp") ||
                    !strcmp(a, "--micro-batch") || !strcmp(a, "--virtual-stages")) {
             const char *s = VALUE();
@@ -234,7 +280,7 @@ bool drv_parse_options(int argc, char **argv, DrvOptions *o)
             ok = false;
         }
     }
-    if (ok && !o->model) {
+    if (ok && !o->model && !(o->emit && !strcmp(o->emit, "stack"))) {
         ir_error(IR_NOLOC, "no model file given (usage: ptdc MODEL.mdl [options]; see --help)");
         ok = false;
     }
@@ -250,4 +296,7 @@ void drv_free_options(DrvOptions *o)
     for (int i = 0; i < o->nsets; i++)
         free((char *)o->sets[i].name);
     free(o->sets);
+    for (int i = 0; i < o->nstack_sets; i++)
+        free((char *)o->stack_sets[i].name);
+    free(o->stack_sets);
 }

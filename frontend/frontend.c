@@ -68,6 +68,18 @@ static IrGraph *compile(IrArena *a, const char *path, const char *text, size_t l
 IrGraph *fe_compile_file(IrArena *a, const char *path, const FeSet *sets, int nsets,
                          int64_t global_batch)
 {
+    if (fe_is_hf_config(path)) { /* compiled as the .mdl import-hf would write */
+        ir_diag_reset();
+        size_t len;
+        char *text = fe_hf_import(a, path, &len);
+        if (!text)
+            return NULL;
+        /* Diagnostics name the generated text after its config.json. */
+        size_t n = strlen(path);
+        const char *cfg = n >= 5 && !strcmp(path + n - 5, ".json") ? path
+                        : ir_sprintf(a, "%s/config.json", path);
+        return compile(a, ir_sprintf(a, "%s.mdl", cfg), text, len, sets, nsets, global_batch);
+    }
     return compile(a, path, NULL, 0, sets, nsets, global_batch);
 }
 

@@ -21,4 +21,12 @@ IrGraph *fe_compile_file(IrArena *a, const char *path, const FeSet *sets, int ns
 IrGraph *fe_compile_source(IrArena *a, const char *path, const char *text, size_t len,
                            const FeSet *sets, int nsets, int64_t global_batch);
 
+/* Hugging Face models (frontend/hf_*.c). A path names one when it is a
+ * directory or a .json file (ptdc DIR/config.json ... compiles it directly). */
+bool fe_is_hf_config(const char *path);
+/* The config.json at path (or DIR/config.json) as the text of an equivalent
+ * .mdl, NUL-terminated in arena a; NULL after reporting what is refused and
+ * why (docs/language.md, "Hugging Face models"). */
+char *fe_hf_import(IrArena *a, const char *path, size_t *len);
+
 #endif

@@ -67,14 +67,12 @@ static bool check_text(const char *path, const char *text, size_t len)
  * and directories are refused so an import can never block or stream. */
 static char *read_file(IrArena *keep, const char *path, IrLoc from, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
+    FILE *f = ir_open_regular(path, NULL, from); /* never blocks on a FIFO */
     struct stat st;
-    if (!f) {
-        ir_error(from, "cannot open '%s': %s", path, strerror(errno));
+    if (!f)
         return NULL;
-    }
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        ir_error(from, "cannot read '%s': not a regular file", path);
+    if (fstat(fileno(f), &st) != 0) {
+        ir_error(from, "cannot read '%s': %s", path, strerror(errno));
         fclose(f);
         return NULL;
     }

@@ -164,7 +164,9 @@ static const char *type_str(Lower *lw, IrDtype dt, const int *dims, int rank)
 
 static int lower_expr(Lower *lw, const FeExpr *e);
 
-enum { A_NUM, A_BOOL, A_DIM };
+/* Attribute kinds: a positive number, true/false, a dimension's name, a
+ * non-negative integer, a keyword of the attribute's own list. */
+enum { A_NUM, A_BOOL, A_DIM, A_COUNT, A_WORD };
 
 static const struct {
     IrOp op;
@@ -175,7 +177,13 @@ static const struct {
     {IR_OP_LAYERNORM, "eps", A_NUM},
     {IR_OP_ROPE, "theta", A_NUM},
     {IR_OP_ROPE, "pos", A_DIM},
+    {IR_OP_ROPE, "scaling", A_WORD},
+    {IR_OP_ROPE, "factor", A_NUM},
+    {IR_OP_ROPE, "low_freq_factor", A_NUM},
+    {IR_OP_ROPE, "high_freq_factor", A_NUM},
+    {IR_OP_ROPE, "original_max_position", A_COUNT},
     {IR_OP_ATTENTION, "causal", A_BOOL},
+    {IR_OP_ATTENTION, "window", A_COUNT},
     {IR_OP_SOFTMAX, "dim", A_DIM},
 };
 enum { NATTRS = sizeof attr_table / sizeof attr_table[0] };
@@ -222,6 +230,43 @@ static bool set_attr(Lower *lw, IrOp op, const FeArg *arg, IrAttrs *at)
         }
         at->causal = v->i != 0;
         return true;
+    case A_WORD:
+        /* The only keyword attribute: rope's scaling (IrRopeKind). */
+        if (v->kind != FE_E_NAME) {
+            ir_error(v->loc, "%s: %s names a scheme: llama3", opname, arg->name);
+            return false;
+        }
+        if (strcmp(v->name, "llama3") != 0) {
+            ir_error(v->loc, "%s: %s '%s' is not implemented (ptdc implements llama3, "
+                     "LLaMA-3.1's)", opname, arg->name, v->name);
+            return false;
+        }
+        at->rope.kind = IR_ROPE_LLAMA3;
+        return true;
+    case A_COUNT: {
+        if (v->kind == FE_E_BOOL) {
+            ir_error(v->loc, "%s: %s is an integer, not %s", opname, arg->name, v->i ? "true" : "false");
+            return false;
+        }
+        FeValue x = fe_eval(lw->c, v);
+        if (!x.ok)
+            return false;
+        bool window = strcmp(arg->name, "window") == 0;
+        if (!x.is_int || x.i < (window ? 0 : 1)) {
+            if (x.is_int)
+                ir_error(v->loc, "%s: %s must be %s, got %lld", opname, arg->name,
+                         window ? "a number of positions >= 0 (0: no window)" : "a positive integer",
+                         (long long)x.i);
+            else
+                ir_error(v->loc, "%s: %s must be an integer, got %g", opname, arg->name, x.f);
+            return false;
+        }
+        if (window)
+            at->window = x.i;
+        else
+            at->rope.original_max_position = x.i;
+        return true;
+    }
     case A_DIM: {
         if (v->kind != FE_E_NAME) {
             ir_error(v->loc, "%s: %s names a dimension", opname, arg->name);
@@ -248,11 +293,53 @@ static bool set_attr(Lower *lw, IrOp op, const FeArg *arg, IrAttrs *at)
         }
         if (strcmp(arg->name, "eps") == 0)
             at->eps = f;
-        else
+        else if (strcmp(arg->name, "theta") == 0)
             at->theta = f;
+        else if (strcmp(arg->name, "factor") == 0)
+            at->rope.factor = f;
+        else if (strcmp(arg->name, "low_freq_factor") == 0)
+            at->rope.low_freq_factor = f;
+        else
+            at->rope.high_freq_factor = f;
         return true;
     }
     }
+}
+
+/* rope's scaling attributes come together: `scaling = llama3` needs its four
+ * parameters (no default is guessed), and none of them means anything without
+ * it. False after reporting. */
+static bool rope_scaling_complete(const FeExpr *e, const bool *seen, const IrAttrs *at)
+{
+    static const char *const params[] = {"factor", "low_freq_factor", "high_freq_factor",
+                                         "original_max_position"};
+    bool scaling = at->rope.kind != IR_ROPE_PLAIN, ok = true;
+    char missing[160] = "";
+    for (int k = 0; k < NATTRS; k++) {
+        if (attr_table[k].op != IR_OP_ROPE)
+            continue;
+        bool param = false;
+        for (int j = 0; j < 4; j++)
+            param |= strcmp(attr_table[k].name, params[j]) == 0;
+        if (!param)
+            continue;
+        if (seen[k] && !scaling) {
+            for (int i = 0; i < e->nargs; i++)
+                if (e->args[i].name && strcmp(e->args[i].name, attr_table[k].name) == 0)
+                    ir_error(e->args[i].loc, "rope: %s applies only with scaling = llama3",
+                             attr_table[k].name);
+            ok = false;
+        } else if (!seen[k] && scaling) {
+            size_t n = strlen(missing);
+            snprintf(missing + n, sizeof missing - n, "%s%s", n ? ", " : "", attr_table[k].name);
+        }
+    }
+    if (missing[0]) {
+        ir_error(e->loc, "rope: scaling = llama3 needs %s (config.json's rope_scaling gives "
+                 "them)", missing);
+        ok = false;
+    }
+    return ok;
 }
 
 /* An error for a name that is not a bound tensor, saying what it is instead. */
@@ -329,6 +416,8 @@ static int lower_call(Lower *lw, const FeExpr *e)
                  ir_ops[op].nin == 1 ? "" : "s", nin);
         return POISON;
     }
+    if (ok && op == IR_OP_ROPE) /* after a bad attribute, the set would be incomplete anyway */
+        ok = rope_scaling_complete(e, seen, &at);
     if (!ok)
         return POISON;
     if (op == IR_OP_CROSS_ENTROPY && lw->loss_node >= 0) {

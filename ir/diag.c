@@ -5,8 +5,10 @@
  */
 #include "ir.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_SOURCES 64
 #define MAX_ERRORS 50
@@ -35,7 +37,12 @@ void ir_diag_reset(void)
     nerrors = 0;
 }
 
-void ir_diag_set_stream(FILE *f) { stream = f; }
+FILE *ir_diag_set_stream(FILE *f)
+{
+    FILE *old = stream ? stream : stderr;
+    stream = f;
+    return old;
+}
 
 int ir_error_count(void) { return nerrors; }
 
@@ -76,19 +83,50 @@ static void quote(FILE *f, IrLoc loc)
     }
 }
 
+/* Write a whole diagnostic (its line, the quoted source, the caret) with one
+ * write() when it goes to stderr, so the lines of several processes sharing
+ * the stream never run together. */
+static void put(FILE *f, const char *text, size_t len)
+{
+    if (f != stderr) {
+        fwrite(text, 1, len, f);
+        return;
+    }
+    fflush(stderr);
+    for (size_t done = 0; done < len;) {
+        ssize_t w = write(fileno(stderr), text + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        done += (size_t)w;
+    }
+}
+
 static void emit(const char *kind, IrLoc loc, const char *fmt, va_list ap)
 {
     FILE *f = stream ? stream : stderr;
     fflush(stdout);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    if (!m) { /* no memory: print it in pieces rather than not at all */
+        m = f;
+    }
     if (loc.file && loc.line > 0)
-        fprintf(f, "%s:%d:%d: %s: ", loc.file, loc.line, loc.col, kind);
+        fprintf(m, "%s:%d:%d: %s: ", loc.file, loc.line, loc.col, kind);
     else if (loc.file)
-        fprintf(f, "%s: %s: ", loc.file, kind);
+        fprintf(m, "%s: %s: ", loc.file, kind);
     else
-        fprintf(f, "ptdc: %s: ", kind);
-    vfprintf(f, fmt, ap);
-    fputc('\n', f);
-    quote(f, loc);
+        fprintf(m, "ptdc: %s: ", kind);
+    vfprintf(m, fmt, ap);
+    fputc('\n', m);
+    quote(m, loc);
+    if (m != f) {
+        fclose(m);
+        put(f, text, len);
+        free(text);
+    }
 }
 
 void ir_verror(IrLoc loc, const char *fmt, va_list ap)
@@ -98,8 +136,8 @@ void ir_verror(IrLoc loc, const char *fmt, va_list ap)
         return;
     emit("error", loc, fmt, ap);
     if (nerrors == MAX_ERRORS) {
-        FILE *f = stream ? stream : stderr;
-        fprintf(f, "ptdc: too many errors; stopping\n");
+        static const char msg[] = "ptdc: too many errors; stopping\n";
+        put(stream ? stream : stderr, msg, sizeof msg - 1);
     }
 }
 

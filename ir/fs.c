@@ -1,10 +1,15 @@
-/* fs.c: creating output directories (the driver's plan files, codegen's DIR). */
+/* fs.c: input files (regular files only, never blocking on a FIFO) and
+ * output directories (the driver's plan files, codegen's DIR), written on
+ * the file system where they end up so that a rename never crosses one. */
 #include "ir.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 bool ir_mkdirs(const char *dir)
 {
@@ -41,4 +46,133 @@ bool ir_mkdirs_parent(const char *path)
     }
     free(p);
     return ok;
+}
+
+static const char *kind_of(mode_t m)
+{
+    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
+         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+FILE *ir_open_regular(const char *path, const char *what, IrLoc from)
+{
+    /* "cannot open cluster file 'x'", or without a role "cannot open 'x'" */
+    char role[64] = "";
+    if (what && *what)
+        snprintf(role, sizeof role, "%s ", what);
+    /* O_NONBLOCK: opening a FIFO would otherwise wait for a writer forever;
+     * it is cleared before anything is read. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        ir_error(from, "cannot open %s'%s': %s", role, path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    int fl;
+    if (fstat(fd, &st) != 0) {
+        ir_error(from, "cannot open %s'%s': %s", role, path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ir_error(from, "cannot read %s'%s': it is %s, not a regular file", role, path,
+                 kind_of(st.st_mode));
+        close(fd);
+        return NULL;
+    }
+    FILE *f = NULL;
+    if ((fl = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0 ||
+        !(f = fdopen(fd, "rb"))) {
+        ir_error(from, "cannot open %s'%s': %s", role, path, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
+static void outdir_free(IrOutDir *o)
+{
+    free(o->dir);
+    free(o->tmp);
+    o->dir = o->tmp = NULL;
+}
+
+bool ir_outdir_begin(IrOutDir *o, const char *dir)
+{
+    o->dir = ir_xstrdup(dir);
+    for (size_t n = strlen(o->dir); n > 1 && o->dir[n - 1] == '/'; n--)
+        o->dir[n - 1] = 0;
+    o->tmp = NULL;
+    o->inside = false;
+    if (!ir_mkdirs_parent(o->dir)) {
+        outdir_free(o);
+        return false;
+    }
+    struct stat st;
+    size_t len = strlen(o->dir) + 64;
+    o->tmp = ir_xmalloc(len);
+    if (stat(o->dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) {
+            ir_error(IR_NOLOC, "%s exists and is not a directory", o->dir);
+            outdir_free(o);
+            return false;
+        }
+        /* An existing DIR may be a mount point: a sibling would be on the
+         * parent's file system, and moving files from it would fail with
+         * "Invalid cross-device link". Inside DIR, renames stay within. */
+        snprintf(o->tmp, len, "%s/.ptdc-tmp-%ld", o->dir, (long)getpid());
+        o->inside = true;
+    } else {
+        snprintf(o->tmp, len, "%s.tmp-%ld", o->dir, (long)getpid());
+    }
+    if (mkdir(o->tmp, 0777) != 0) {
+        ir_error(IR_NOLOC, "cannot create %s: %s", o->tmp, strerror(errno));
+        outdir_free(o);
+        return false;
+    }
+    return true;
+}
+
+static void remove_tmp(IrOutDir *o, const char *const *names, int n)
+{
+    size_t len = strlen(o->tmp) + 2;
+    for (int i = 0; i < n; i++) {
+        char *p = ir_xmalloc(len + strlen(names[i]));
+        snprintf(p, len + strlen(names[i]), "%s/%s", o->tmp, names[i]);
+        unlink(p);
+        free(p);
+    }
+    rmdir(o->tmp);
+}
+
+bool ir_outdir_commit(IrOutDir *o, const char *const *names, int n)
+{
+    bool ok = true;
+    if (!o->inside && rename(o->tmp, o->dir) == 0) {
+        outdir_free(o);
+        return true;
+    }
+    /* DIR exists (it did from the start, or it appeared meanwhile): move
+     * the files in one by one. */
+    for (int i = 0; i < n && ok; i++) {
+        size_t a = strlen(o->tmp) + strlen(names[i]) + 2, b = strlen(o->dir) + strlen(names[i]) + 2;
+        char *from = ir_xmalloc(a), *to = ir_xmalloc(b);
+        snprintf(from, a, "%s/%s", o->tmp, names[i]);
+        snprintf(to, b, "%s/%s", o->dir, names[i]);
+        if (rename(from, to) != 0) {
+            ir_error(IR_NOLOC, "cannot write %s: %s", to, strerror(errno));
+            ok = false;
+        }
+        free(from);
+        free(to);
+    }
+    remove_tmp(o, names, n);
+    outdir_free(o);
+    return ok;
+}
+
+void ir_outdir_abort(IrOutDir *o, const char *const *names, int n)
+{
+    if (o->tmp)
+        remove_tmp(o, names, n);
+    outdir_free(o);
 }

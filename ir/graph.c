@@ -189,31 +189,6 @@ static IrNode *new_node(IrGraph *g, IrOp op, const int *in, int nin, const IrAtt
     return n;
 }
 
-int ir_node_add(IrGraph *g, IrOp op, const int *in, int nin, const IrAttrs *attr, IrLoc loc)
-{
-    if (nin != ir_ops[op].nin)
-        ir_die("ir_node_add: %s takes %d inputs, got %d", ir_ops[op].name, ir_ops[op].nin, nin);
-    IrNode *n = new_node(g, op, in, nin, attr, loc);
-    int ntensors = g->ntensors;
-    g->nnodes++;
-    if (!ir_shape_infer(g, n)) {
-        /* Roll back so the graph stays well formed after a user error. */
-        g->nnodes--;
-        for (int t = g->ntensors - 1; t >= ntensors; t--)
-            ir_map_put(&g->names, g->tensors[t].name, -1);
-        g->ntensors = ntensors;
-        if (n->piece >= 0)
-            g->pieces[n->piece].count = g->nnodes - g->pieces[n->piece].first;
-        return -1;
-    }
-    n = &g->nodes[g->nnodes - 1]; /* shape rules may grow the tensor array, never nodes */
-    for (int i = 0; i < n->nout; i++)
-        g->tensors[n->out[i]].producer = n->id;
-    if (ir_ops[op].flags & IR_OPF_FWD)
-        g->nfwd = g->nnodes;
-    return n->id;
-}
-
 int ir_node_add_raw(IrGraph *g, IrOp op, const int *in, int nin, const int *out, int nout,
                     const IrAttrs *attr, IrLoc loc)
 {

@@ -74,6 +74,20 @@ void ir_map_free(IrMap *m);
 bool ir_mkdirs(const char *dir);
 /* mkdir -p of the directory that will hold `path`. */
 bool ir_mkdirs_parent(const char *path);
+/* An output directory written whole or not at all (-o DIR). Its files are
+ * written into `tmp`, which lies on the file system where they will end up:
+ * inside DIR when DIR exists (it may be a mount point), else next to it
+ * ("DIR.tmp-PID", renamed to DIR at the end). begin creates DIR's parents
+ * and tmp; commit moves `names` into DIR and removes tmp; abort removes
+ * both. Each reports failures with ir_error and frees o's strings. */
+typedef struct IrOutDir {
+    char *dir;    /* DIR, without trailing slashes */
+    char *tmp;    /* where to write the files */
+    bool inside;  /* tmp is DIR/.ptdc-tmp-PID */
+} IrOutDir;
+bool ir_outdir_begin(IrOutDir *o, const char *dir);
+bool ir_outdir_commit(IrOutDir *o, const char *const *names, int n);
+void ir_outdir_abort(IrOutDir *o, const char *const *names, int n);
 
 /* ------------------------------------------------------------------- diag.c */
 /* A position in a source file. file is NULL for things without a source
@@ -98,8 +112,15 @@ void ir_note(IrLoc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3
 int ir_error_count(void);
 /* Forget sources and counts (the fuzzer and tests compile many times). */
 void ir_diag_reset(void);
-/* Where diagnostics go; stderr by default. */
-void ir_diag_set_stream(FILE *f);
+/* Where diagnostics go; stderr by default (NULL). Returns the stream they
+ * went to before, so a caller can silence them and put them back. */
+FILE *ir_diag_set_stream(FILE *f);
+
+/* (fs.c) Open an existing file to read (model, cluster file): anything but
+ * a regular file (a FIFO, a device, a directory) is refused with an error
+ * at `from` naming `what` (e.g. "cluster file"; NULL: none) and the path,
+ * without blocking on it. */
+FILE *ir_open_regular(const char *path, const char *what, IrLoc from);
 
 /* ------------------------------------------------------------------- the IR */
 #define IR_MAX_RANK 6   /* dims per tensor */
@@ -192,12 +213,30 @@ typedef struct IrTensor {
     int grad_of;         /* for IR_GRAD: the tensor it is the gradient of, else -1 */
 } IrTensor;
 
+/* ROPE frequency scaling (Hugging Face's rope_scaling). LLAMA3 is LLaMA-3.1's:
+ * wavelengths longer than original_max_position / low_freq_factor are divided
+ * by factor, shorter than original_max_position / high_freq_factor kept, and
+ * those between interpolated (docs/language.md). */
+typedef enum {
+    IR_ROPE_PLAIN,  /* theta^(-2j/dim) unchanged */
+    IR_ROPE_LLAMA3, /* rope_type "llama3" */
+} IrRopeKind;
+
+typedef struct IrRopeScaling {
+    IrRopeKind kind;
+    double factor, low_freq_factor, high_freq_factor;
+    int64_t original_max_position;
+} IrRopeScaling;
+
 /* Operator attributes; which fields an op uses is stated in ops.def comments
  * and checked by the verifier. */
 typedef struct IrAttrs {
     double eps;          /* RMSNORM, LAYERNORM */
     double theta;        /* ROPE base */
+    IrRopeScaling rope;  /* ROPE scaling (kind IR_ROPE_PLAIN: none) */
     bool causal;         /* ATTENTION */
+    int64_t window;      /* ATTENTION: sliding window, causal only: query i sees keys
+                            j <= i with i - j < window; 0 = no window */
     int dim[2];          /* ROPE: [0] position dim, [1] rotated dim; SOFTMAX: [0].
                             -1 asks for the default (ROPE: the graph's seq dim and
                             x's last dim; SOFTMAX: the last dim). */
@@ -274,10 +313,8 @@ int ir_tensor_add(IrGraph *g, const char *base, IrDtype dt, IrRole role, int ran
                   const int *dims, IrLoc loc);
 /* Start a new piece for the nodes that follow. layer/rep as in IrPiece. */
 void ir_piece_begin(IrGraph *g, const char *name, int layer, int rep);
-/* Add a node; its outputs are created by the op's shape rule (shape.c). On a
- * user error (dims that do not fit the op) it reports at loc and returns -1. */
-int ir_node_add(IrGraph *g, IrOp op, const int *in, int nin, const IrAttrs *attr, IrLoc loc);
-/* Add a node whose output tensors already exist (autodiff, tests). */
+/* Add a node whose output tensors already exist (autodiff, tests; ir_node_add
+ * adds one with none, then runs its shape rule). */
 int ir_node_add_raw(IrGraph *g, IrOp op, const int *in, int nin, const int *out, int nout,
                     const IrAttrs *attr, IrLoc loc);
 void ir_const_add(IrGraph *g, const char *name, bool is_int, int64_t i, double f, IrLoc loc);
@@ -303,6 +340,9 @@ const char *ir_shape_str(const IrGraph *g, int t, char *buf, size_t n);
 /* The shape rule of each op (ir_shape_<ID>): checks inputs, fills attr fields it
  * derives (MATMUL's contracted dims), creates outputs. Called by ir_node_add. */
 bool ir_shape_infer(IrGraph *g, IrNode *n);
+/* Add a node; its outputs are created by the op's shape rule. On a
+ * user error (dims that do not fit the op) it reports at loc and returns -1. */
+int ir_node_add(IrGraph *g, IrOp op, const int *in, int nin, const IrAttrs *attr, IrLoc loc);
 
 /* --------------------------------------------------------------- verify.c */
 /* Check every invariant of the graph; print each violation to stderr prefixed

@@ -57,9 +57,15 @@ static void print_attrs(FILE *f, const IrGraph *g, const IrNode *n)
     case IR_OP_ROPE:
         fprintf(f, " pos=%s rot=%s theta=%g", g->dims[n->attr.dim[0]].name,
                 g->dims[n->attr.dim[1]].name, n->attr.theta);
+        if (n->attr.rope.kind == IR_ROPE_LLAMA3)
+            fprintf(f, " scaling=llama3 factor=%g low_freq_factor=%g high_freq_factor=%g "
+                    "original_max_position=%lld", n->attr.rope.factor, n->attr.rope.low_freq_factor,
+                    n->attr.rope.high_freq_factor, (long long)n->attr.rope.original_max_position);
         break;
     case IR_OP_ATTENTION:
         fprintf(f, " causal=%s", n->attr.causal ? "true" : "false");
+        if (n->attr.window)
+            fprintf(f, " window=%lld", (long long)n->attr.window);
         break;
     case IR_OP_SOFTMAX:
         fprintf(f, " dim=%s", g->dims[n->attr.dim[0]].name);

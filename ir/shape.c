@@ -1,6 +1,8 @@
-/* shape.c: the shape rule of every operator in ops.def. A rule checks its
- * inputs' named dims, derives attributes (MATMUL's contracted dims), and
- * creates the outputs. User mistakes are reported at the node's location. */
+/* shape.c: the shape rule of every operator in ops.def, and ir_node_add,
+ * which builds a node with them. A rule checks its inputs' named dims,
+ * derives attributes (MATMUL's contracted dims), and creates the outputs.
+ * User mistakes are reported at the node's location. Builds on graph.c
+ * (tensors, raw nodes), which does not call back. */
 #include "ir.h"
 
 #include <string.h>
@@ -247,6 +249,13 @@ static bool shape_ROPE(IrGraph *g, IrNode *n)
         ir_error(n->loc, "rope: theta must be positive, got %g", n->attr.theta);
         return false;
     }
+    const IrRopeScaling *rs = &n->attr.rope;
+    if (rs->kind == IR_ROPE_LLAMA3 && !(rs->high_freq_factor > rs->low_freq_factor)) {
+        /* The interpolation divides by their difference (as Hugging Face's). */
+        ir_error(n->loc, "rope: high_freq_factor %g must be greater than low_freq_factor %g",
+                 rs->high_freq_factor, rs->low_freq_factor);
+        return false;
+    }
     out(g, n, 0, "rope", x->dtype, IR_ACT, x->rank, x->dim);
     return true;
 }
@@ -284,6 +293,11 @@ static bool shape_ATTENTION(IrGraph *g, IrNode *n)
         /* Two names for one size would let the planner split them differently. */
         ir_error(n->loc, "attention: q heads '%s' and kv heads '%s' have the same size %lld; use one dim",
                  dimname(g, q->dim[2]), dimname(g, k->dim[2]), (long long)h);
+        return false;
+    }
+    if (n->attr.window < 0 || (n->attr.window > 0 && !n->attr.causal)) {
+        ir_error(n->loc, "attention: a sliding window (window = %lld) needs causal = true",
+                 (long long)n->attr.window);
         return false;
     }
     int lse[3] = {q->dim[0], q->dim[1], q->dim[2]};
@@ -397,4 +411,29 @@ bool ir_shape_infer(IrGraph *g, IrNode *n)
 {
     n->nout = 0;
     return rules[n->op](g, n);
+}
+
+/* A node over ir_node_add_raw with the outputs its shape rule creates. */
+int ir_node_add(IrGraph *g, IrOp op, const int *in, int nin, const IrAttrs *attr, IrLoc loc)
+{
+    if (nin != ir_ops[op].nin)
+        ir_die("ir_node_add: %s takes %d inputs, got %d", ir_ops[op].name, ir_ops[op].nin, nin);
+    int ntensors = g->ntensors, nfwd = g->nfwd;
+    int id = ir_node_add_raw(g, op, in, nin, NULL, 0, attr, loc); /* may move g->nodes */
+    IrNode *n = &g->nodes[id];
+    if (!ir_shape_infer(g, n)) {
+        /* Roll back so the graph stays well formed after a user error. */
+        g->nnodes--;
+        g->nfwd = nfwd;
+        for (int t = g->ntensors - 1; t >= ntensors; t--)
+            ir_map_put(&g->names, g->tensors[t].name, -1);
+        g->ntensors = ntensors;
+        if (n->piece >= 0)
+            g->pieces[n->piece].count = g->nnodes - g->pieces[n->piece].first;
+        return -1;
+    }
+    n = &g->nodes[g->nnodes - 1]; /* shape rules may grow the tensor array, never nodes */
+    for (int i = 0; i < n->nout; i++)
+        g->tensors[n->out[i]].producer = n->id;
+    return n->id;
 }

@@ -153,6 +153,14 @@ static void check_node(const IrGraph *g, int i)
     }
     if ((n->op == IR_OP_RMSNORM || n->op == IR_OP_LAYERNORM) && !(n->attr.eps > 0))
         bad("%s %d has eps %g", op->name, i, n->attr.eps);
+    if ((n->op == IR_OP_ATTENTION || n->op == IR_OP_ATTENTION_BWD) &&
+        (n->attr.window < 0 || (n->attr.window > 0 && !n->attr.causal)))
+        bad("%s %d has window %lld (causal %d)", op->name, i, (long long)n->attr.window,
+            n->attr.causal);
+    if ((n->op == IR_OP_ROPE || n->op == IR_OP_ROPE_BWD) && n->attr.rope.kind == IR_ROPE_LLAMA3 &&
+        !(n->attr.rope.factor > 0 && n->attr.rope.high_freq_factor > n->attr.rope.low_freq_factor &&
+          n->attr.rope.low_freq_factor > 0 && n->attr.rope.original_max_position > 0))
+        bad("%s %d has invalid llama3 scaling", op->name, i);
 }
 
 static void check_pieces(const IrGraph *g)

@@ -132,6 +132,34 @@ void rt_alltoall_dim(RtComm *c, rt_act *out, const rt_act *in, int64_t outer, in
 void rt_slice_dim(rt_act *out, const rt_act *in, int64_t outer, int64_t d_local, int64_t inner,
                   int parts, int index);
 
+/* ------------------------------------------------- stalls and preemption */
+/* Stall timeout: a collective, point-to-point wait or control collective
+ * that has not completed after `seconds` aborts every rank with a message
+ * naming the ranks that did not arrive (and where they wait, when they
+ * answer). Default: PTDC_TIMEOUT from the environment, else 300 s; 0 turns
+ * the check off. On CUDA this is the watchdog's timeout. Every rank should
+ * set the same value. */
+void rt_set_timeout(double seconds);
+double rt_timeout(void);
+
+/* Preemption: after rt_stop_install, SIGTERM, SIGINT and SIGUSR1 (Slurm's
+ * warning signal) only set a flag (async-signal-safe); a second SIGTERM or
+ * SIGINT ends the process as usual. The trainer polls at step boundaries. */
+void rt_stop_install(void);
+int rt_stop_requested(void); /* the first signal received here, 0 if none */
+/* Collective over c: the largest signal number any rank received (0: none),
+ * so that every rank stops after the same step. One small all-reduce. */
+int rt_stop_agree(RtComm *c);
+
+/* Control collectives over host memory (records, flags), on both backends,
+ * with the stall timeout: `out` receives size * bytes, rank r's at r * bytes. */
+void rt_host_allgather(RtComm *c, void *out, const void *in, size_t bytes);
+int64_t rt_host_max(RtComm *c, int64_t value); /* the largest value over c */
+
+/* One line on stderr, "[rank N] " first when there are several ranks,
+ * written with a single write() so lines of ranks never run together. */
+void rt_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* --------------------------------------------------------------- kernels */
 /* C[M,N] = op(A) op(B) (+ C if accumulate). A is [M,K] ([K,M] if ta); B is
  * [K,N] ([N,K] if tb). fp32 accumulation on both backends. */
@@ -166,6 +194,16 @@ void rt_layernorm_bwd(rt_act *dx, rt_act *dw, rt_act *db, const rt_act *x, const
  * inverse = true applies the transposed rotation (the backward). */
 void rt_rope(rt_act *y, const rt_act *x, int64_t outer, int64_t seq, int64_t inner, int64_t dim,
              int64_t pos_offset, float theta, bool inverse);
+/* rt_rope with LLaMA-3.1's frequency scaling (Hugging Face rope_type
+ * "llama3"). With f = theta^(-2j/dim), wavelength L = 2 pi / f and
+ * M = original_max_position: f is kept where L < M / high_freq_factor,
+ * divided by factor where L > M / low_freq_factor, and in between becomes
+ * (1 - s) f / factor + s f with s = (M / L - low_freq_factor) /
+ * (high_freq_factor - low_freq_factor). */
+void rt_rope_llama3(rt_act *y, const rt_act *x, int64_t outer, int64_t seq, int64_t inner,
+                    int64_t dim, int64_t pos_offset, float theta, float factor,
+                    float low_freq_factor, float high_freq_factor, float original_max_position,
+                    bool inverse);
 
 /* Scaled dot-product attention with grouped-query heads: q, o [B, S, H, D];
  * k, v [B, S, KVH, D]; query head h reads kv head h / (H / KVH); scale
@@ -253,8 +291,11 @@ RtData *rt_data_try_open(const char *spec, int64_t vocab, int64_t seq, char *err
  * Sequence i reads window i mod this count (docs/runtime.md). */
 int64_t rt_data_num_sequences(const RtData *d);
 
-/* ----------------------------------------------------------- checkpoints */
-/* One file per rank holds that rank's shard: named blobs, the step and the
+/* ------------------------------------------------- checkpoints, version 1 */
+/* Superseded by version 2 below (kept while generated trainers still call
+ * it): a directory of these files has no manifest, so a save interrupted
+ * between ranks leaves ranks at different steps.
+ * One file per rank holds that rank's shard: named blobs, the step and the
  * data position (format: docs/runtime.md). A blob's bytes live in backend
  * memory (e.g. inside the rt_alloc arena) and are staged through host memory.
  * Generated code names blobs "param:<name>", "master:<name>", "adam_m:<name>",
@@ -275,6 +316,137 @@ int rt_ckpt_save(const char *path, const RtBlob *blobs, int n, int64_t step, int
 int rt_ckpt_load(const char *path, const RtBlob *blobs, int n, int64_t *step, int64_t *data_pos,
                  char *err, size_t errlen);
 
+/* ------------------------------------------------- checkpoints, version 2 */
+/* A checkpoint directory DIR holds one subdirectory per saved step,
+ * DIR/step-000000123/ (at least 9 digits), with one file per rank
+ * (rank00003.ckpt) and a manifest (manifest.json). A step is valid only once
+ * its manifest exists: rank 0 writes it, atomically, after every rank has
+ * written and synced its file; it lists every rank file with its size and
+ * CRC-32C, the world size, the run id, the plan hash, the model's tensors
+ * and shapes, the step and the data position. A save that fails or is
+ * killed at any point leaves the previous complete step loadable.
+ *
+ * The save, on every rank r of a world of W ranks:
+ *     rt_ckpt_write(dir, &meta, blobs, n, &rec, err, errlen);  // even if it fails
+ *     gather every rank's rec on rank 0 (RT_CKPT_RECORD_WORDS int32 words each,
+ *         rt_host_allgather on the world)
+ *     rank 0: rt_ckpt_commit(dir, &meta, recs, W, model, nmodel, ...), then
+ *             rt_ckpt_prune(dir, keep, ...)
+ *     every rank: rt_host_max(world, rank 0's failure flag): the outcome and
+ *         the barrier at once.
+ * The load: rank 0 finds the step (rt_ckpt_open_latest), broadcasts it
+ * (rt_host_max); every rank opens it (rt_ckpt_open_step), checks it against
+ * the program (rt_ckpt_check_program) and reads its own file (rt_ckpt_read);
+ * the ranks agree on success (rt_host_max of a failure flag) and, when a
+ * rank file turns out damaged, may try the next older step
+ * (rt_ckpt_open_latest with `before`).
+ * Step numbers and data positions are int64 everywhere. Functions return 0
+ * (or a pointer), or -1 (NULL) with one sentence in err naming the file and
+ * the problem. */
+enum { RT_CKPT_MAXDIM = 8, RT_RUN_ID_BYTES = 16, RT_PLAN_HASH_MAX = 255 };
+typedef enum {
+    RT_DT_F32 = 1,
+    RT_DT_BF16 = 2,
+    RT_DT_F16 = 3,
+    RT_DT_I32 = 4,
+    RT_DT_U8 = 5, /* bytes: any state without a tensor type */
+} RtDtype;
+
+/* What one save is: identical on every rank of the save but for `rank`. */
+typedef struct {
+    uint8_t run_id[RT_RUN_ID_BYTES]; /* rt_run_id_new at the run's first step; kept on resume */
+    const char *plan_hash;           /* the program's plan hash, at most RT_PLAN_HASH_MAX bytes */
+    int64_t step;                    /* optimizer steps done (>= 0) */
+    int64_t data_pos;                /* sequences consumed (>= 0) */
+    int rank, world;
+} RtCkptMeta;
+
+/* One blob of a rank file: the part of a model tensor (or of any named
+ * array) this rank holds. The rank's copy of the tensor is the block
+ * [offset, offset + local) of the global shape; of that block (row-major) the
+ * blob holds the elements [flat_start, flat_start + flat_count): all of them
+ * (0, numel) unless the state is flat-sharded (ZeRO). `bytes` is at least
+ * flat_count elements; bytes after them are padding. */
+typedef struct {
+    const char *name;  /* unique, at most 4095 bytes, e.g. "master:layers.0.wq" */
+    void *data;        /* backend memory: read by rt_ckpt_write, written by rt_ckpt_read */
+    int64_t bytes;
+    RtDtype dtype;
+    int ndim;          /* 0 .. RT_CKPT_MAXDIM */
+    int64_t global[RT_CKPT_MAXDIM];
+    int64_t offset[RT_CKPT_MAXDIM];
+    int64_t local[RT_CKPT_MAXDIM];
+    int64_t flat_start, flat_count;
+} RtCkptBlob;
+
+/* A tensor of the whole model (every pipeline rank's) as the manifest
+ * records it; a load compares names, dtypes and shapes. */
+typedef struct {
+    const char *name;
+    RtDtype dtype;
+    int ndim;
+    int64_t shape[RT_CKPT_MAXDIM];
+} RtCkptTensor;
+
+/* What each rank reports after writing its file; plain words, so it can be
+ * gathered as RT_CKPT_RECORD_WORDS int32 values. */
+typedef struct {
+    int32_t rank, world;
+    int32_t status;   /* 0: the file is written and synced; else an errno value (or -1) */
+    uint32_t crc;     /* CRC-32C of the rank file (its trailer's) */
+    int64_t step, bytes;
+    uint8_t run_id[RT_RUN_ID_BYTES];
+} RtCkptRecord;
+enum { RT_CKPT_RECORD_WORDS = (int)(sizeof(RtCkptRecord) / 4) };
+
+/* 128 random bits (getrandom); never all zero. */
+int rt_run_id_new(uint8_t id[RT_RUN_ID_BYTES], char *err, size_t errlen);
+void rt_run_id_hex(const uint8_t id[RT_RUN_ID_BYTES], char out[2 * RT_RUN_ID_BYTES + 1]);
+
+/* Every rank: write DIR/step-N/rankR.ckpt (temporary, fsync, rename, fsync
+ * of the directory; DIR and the step directory are created as needed, a
+ * stale manifest of the same step is removed first). Fills *rec on success
+ * and on failure (status != 0), so the gather that follows never hangs. */
+int rt_ckpt_write(const char *dir, const RtCkptMeta *meta, const RtCkptBlob *blobs, int n,
+                  RtCkptRecord *rec, char *err, size_t errlen);
+/* Rank 0, with the records of ranks 0 .. world-1 in rank order: checks that
+ * every rank wrote this step of this run, then writes the manifest
+ * atomically and syncs DIR. Fails, committing nothing, if any did not. */
+int rt_ckpt_commit(const char *dir, const RtCkptMeta *meta, const RtCkptRecord *recs, int nrecs,
+                   const RtCkptTensor *model, int nmodel, char *err, size_t errlen);
+/* Rank 0, after a commit: keep the newest `keep` complete steps (keep >= 1;
+ * the newest complete step is never removed) and remove older ones, and
+ * incomplete or damaged step directories older than the newest complete
+ * step. One line per removed directory is appended to notes. */
+int rt_ckpt_prune(const char *dir, int keep, char *notes, size_t noteslen, char *err,
+                  size_t errlen);
+
+typedef struct RtCkpt RtCkpt; /* one complete step, its manifest read and checked */
+/* The newest complete step of DIR below `before` (INT64_MAX: any), or DIR
+ * itself when it is a step directory. Incomplete or damaged steps are
+ * skipped, each with a line in notes saying why. NULL when there is none. */
+RtCkpt *rt_ckpt_open_latest(const char *dir, int64_t before, char *notes, size_t noteslen,
+                            char *err, size_t errlen);
+RtCkpt *rt_ckpt_open_step(const char *dir, int64_t step, char *err, size_t errlen);
+void rt_ckpt_close(RtCkpt *c);
+const char *rt_ckpt_dir(const RtCkpt *c); /* DIR/step-000000123 */
+int64_t rt_ckpt_step(const RtCkpt *c);
+int64_t rt_ckpt_data_pos(const RtCkpt *c);
+int rt_ckpt_world(const RtCkpt *c);
+const uint8_t *rt_ckpt_run_id(const RtCkpt *c);
+const char *rt_ckpt_plan_hash(const RtCkpt *c);
+/* The checkpoint against the program: world size, plan hash, and the model's
+ * tensors (the same names, dtypes and shapes). */
+int rt_ckpt_check_program(const RtCkpt *c, int world, const char *plan_hash,
+                          const RtCkptTensor *model, int nmodel, char *err, size_t errlen);
+/* Read rank `rank`'s file into the blobs. Refused before any blob is
+ * written: a file of another rank, world size, run, step or plan, one whose
+ * size or CRC differs from the manifest's, and blobs that differ in name,
+ * dtype, shape, block or size. The payload's CRC is checked as it streams
+ * into the blobs: if it fails, the blobs hold garbage and -1 is returned. */
+int rt_ckpt_read(const RtCkpt *c, int rank, const RtCkptBlob *blobs, int n, char *err,
+                 size_t errlen);
+
 /* ----------------------------------------------------------- safetensors */
 /* Hugging Face safetensors files (8-byte little-endian header length, JSON
  * header, data), read strictly: malformed JSON, unknown dtypes, shapes that
@@ -290,6 +462,11 @@ int rt_ckpt_load(const char *path, const RtBlob *blobs, int n, int64_t *step, in
  * the local block's offset and extent in parameter coordinates. */
 enum { RT_ST_MAXDIM = 8 };
 typedef struct RtSt RtSt;
+/* path: a .safetensors file; a shard index (*.index.json: "weight_map" from
+ * tensor to shard file beside it); or a Hugging Face model directory, read
+ * through its model.safetensors, else its model.safetensors.index.json (the
+ * order of transformers' from_pretrained). The tensors of all shards then act
+ * as one file. */
 RtSt *rt_st_open(const char *path, char *err, size_t errlen);
 void rt_st_close(RtSt *st);
 int rt_st_count(const RtSt *st); /* tensors, sorted by name */
@@ -311,7 +488,7 @@ int rt_st_read(const RtSt *st, const char *name, bool transposed, int part, int 
  * and sharding (host fp32, one process writes the file); close checks that
  * each tensor received as many elements as it holds (it does not detect
  * overlapping blocks), then commits atomically like checkpoints. dtype:
- * "F32" or "BF16" (rounded to nearest even). */
+ * "F32", "BF16" or "F16" (both rounded to nearest even). */
 typedef struct {
     const char *name;
     int ndim;
@@ -320,6 +497,16 @@ typedef struct {
 typedef struct RtStWriter RtStWriter;
 RtStWriter *rt_st_writer_open(const char *path, const RtStTensor *tensors, int n,
                               const char *dtype, char *err, size_t errlen);
+/* A Hugging Face model directory (created if missing), laid out as
+ * save_pretrained does: tensors in declared order fill shards of at most
+ * max_shard_bytes (a larger tensor gets its own), written as
+ * model-00001-of-0000N.safetensors ... with model.safetensors.index.json
+ * ({"metadata": {"total_size"}, "weight_map"}), or as model.safetensors
+ * alone when one shard holds everything. Model files of an earlier export
+ * that this one does not use are removed at close. */
+RtStWriter *rt_st_writer_open_dir(const char *dir, const RtStTensor *tensors, int n,
+                                  const char *dtype, int64_t max_shard_bytes, char *err,
+                                  size_t errlen);
 int rt_st_writer_put(RtStWriter *w, const char *name, bool transposed, int part, int nparts,
                      int rank, const int64_t *global, const int64_t *offset, const int64_t *local,
                      const float *src, char *err, size_t errlen);

@@ -1,12 +1,14 @@
 /* trainer.h: the interface between a generated model (model.c, model.h) and
- * the fixed training driver (trainer.c), written by ptdc's code generator.
+ * the fixed training driver (trainer.c and train_*.c), written by ptdc's code
+ * generator.
  *
  * model.c describes every pipeline rank of the plan: its stage functions (one
  * forward and one backward per model chunk, for one micro-batch), its
- * micro-batch schedule, its parameters and its static memory plan. trainer.c
- * runs one rank: it binds the plan to one rt_alloc arena, initialises or loads
- * the weights, walks the schedule every step, reduces gradients, clips, runs
- * AdamW and writes checkpoints. Both compile as C11 and as CUDA C++. */
+ * micro-batch schedule, its parameters and its static memory plan. The
+ * trainer runs one rank: it binds the plan to one rt_alloc arena, initialises
+ * or loads the weights, walks the schedule every step, reduces gradients,
+ * clips, runs AdamW and writes checkpoints. All compile as C11 and as CUDA
+ * C++. */
 #ifndef PTDC_TRAINER_H
 #define PTDC_TRAINER_H
 
@@ -96,5 +98,74 @@ void cg_wait(RtReq **req);
 /* Tokens or targets of micro-batch mb of the current step: sequences
  * [b0, b0 + nb) of the micro-batch, positions [s0, s0 + ns). */
 void cg_load(int32_t *dst, int which, int mb, int64_t b0, int64_t nb, int64_t s0, int64_t ns);
+
+/* ------------------------------------------------------------- profiling */
+/* With PTDC_PROFILE=1 every runtime call the program makes is timed
+ * (rt_time, which synchronises on CUDA) and the step log is followed by a
+ * table of the time per step in each call, so a measured step can be taken
+ * apart the way the cost model's prediction is (train_prof.c). Off, a call
+ * costs one untaken branch. */
+#define CG_PROFILED(X)                                                                        \
+    X(cg_matmul) X(rt_attention_fwd) X(rt_attention_bwd) X(rt_embedding_fwd)                  \
+    X(rt_embedding_bwd) X(rt_rmsnorm_fwd) X(rt_rmsnorm_bwd) X(rt_layernorm_fwd)               \
+    X(rt_layernorm_bwd) X(rt_rope) X(rt_silu_fwd) X(rt_silu_bwd) X(rt_gelu_fwd)               \
+    X(rt_gelu_bwd) X(rt_add) X(rt_mul) X(rt_reduce_rows) X(rt_softmax_fwd) X(rt_softmax_bwd)  \
+    X(rt_cross_entropy_fwd) X(rt_cross_entropy_bwd) X(rt_zero) X(rt_copy) X(rt_sumsq)         \
+    X(rt_adamw) X(rt_allreduce) X(rt_reduce_scatter) X(rt_allgather) X(rt_alltoall)           \
+    X(rt_allgather_dim) X(rt_reduce_scatter_dim) X(rt_alltoall_dim) X(rt_slice_dim)           \
+    X(cg_recv) X(cg_wait) X(cg_load)
+enum {
+#define CG_PF_ENUM(f) CG_PF_##f,
+    CG_PROFILED(CG_PF_ENUM)
+#undef CG_PF_ENUM
+    CG_PF_N
+};
+extern int cg_prof_on;
+void cg_prof_add(int call, double t0);
+#define CG_PROF(k, call)                                                                      \
+    do {                                                                                      \
+        double cg_t0_ = cg_prof_on ? rt_time() : 0;                                           \
+        call;                                                                                 \
+        if (cg_prof_on)                                                                       \
+            cg_prof_add(k, cg_t0_);                                                           \
+    } while (0)
+/* Calls as statements, timed (a function-like macro does not expand inside
+ * itself, so each names the real function). */
+#define cg_matmul(...) CG_PROF(CG_PF_cg_matmul, cg_matmul(__VA_ARGS__))
+#define rt_attention_fwd(...) CG_PROF(CG_PF_rt_attention_fwd, rt_attention_fwd(__VA_ARGS__))
+#define rt_attention_bwd(...) CG_PROF(CG_PF_rt_attention_bwd, rt_attention_bwd(__VA_ARGS__))
+#define rt_embedding_fwd(...) CG_PROF(CG_PF_rt_embedding_fwd, rt_embedding_fwd(__VA_ARGS__))
+#define rt_embedding_bwd(...) CG_PROF(CG_PF_rt_embedding_bwd, rt_embedding_bwd(__VA_ARGS__))
+#define rt_rmsnorm_fwd(...) CG_PROF(CG_PF_rt_rmsnorm_fwd, rt_rmsnorm_fwd(__VA_ARGS__))
+#define rt_rmsnorm_bwd(...) CG_PROF(CG_PF_rt_rmsnorm_bwd, rt_rmsnorm_bwd(__VA_ARGS__))
+#define rt_layernorm_fwd(...) CG_PROF(CG_PF_rt_layernorm_fwd, rt_layernorm_fwd(__VA_ARGS__))
+#define rt_layernorm_bwd(...) CG_PROF(CG_PF_rt_layernorm_bwd, rt_layernorm_bwd(__VA_ARGS__))
+#define rt_rope(...) CG_PROF(CG_PF_rt_rope, rt_rope(__VA_ARGS__))
+#define rt_silu_fwd(...) CG_PROF(CG_PF_rt_silu_fwd, rt_silu_fwd(__VA_ARGS__))
+#define rt_silu_bwd(...) CG_PROF(CG_PF_rt_silu_bwd, rt_silu_bwd(__VA_ARGS__))
+#define rt_gelu_fwd(...) CG_PROF(CG_PF_rt_gelu_fwd, rt_gelu_fwd(__VA_ARGS__))
+#define rt_gelu_bwd(...) CG_PROF(CG_PF_rt_gelu_bwd, rt_gelu_bwd(__VA_ARGS__))
+#define rt_add(...) CG_PROF(CG_PF_rt_add, rt_add(__VA_ARGS__))
+#define rt_mul(...) CG_PROF(CG_PF_rt_mul, rt_mul(__VA_ARGS__))
+#define rt_reduce_rows(...) CG_PROF(CG_PF_rt_reduce_rows, rt_reduce_rows(__VA_ARGS__))
+#define rt_softmax_fwd(...) CG_PROF(CG_PF_rt_softmax_fwd, rt_softmax_fwd(__VA_ARGS__))
+#define rt_softmax_bwd(...) CG_PROF(CG_PF_rt_softmax_bwd, rt_softmax_bwd(__VA_ARGS__))
+#define rt_cross_entropy_fwd(...) CG_PROF(CG_PF_rt_cross_entropy_fwd, rt_cross_entropy_fwd(__VA_ARGS__))
+#define rt_cross_entropy_bwd(...) CG_PROF(CG_PF_rt_cross_entropy_bwd, rt_cross_entropy_bwd(__VA_ARGS__))
+#define rt_zero(...) CG_PROF(CG_PF_rt_zero, rt_zero(__VA_ARGS__))
+#define rt_copy(...) CG_PROF(CG_PF_rt_copy, rt_copy(__VA_ARGS__))
+#define rt_sumsq(...) CG_PROF(CG_PF_rt_sumsq, rt_sumsq(__VA_ARGS__))
+#define rt_adamw(...) CG_PROF(CG_PF_rt_adamw, rt_adamw(__VA_ARGS__))
+#define rt_allreduce(...) CG_PROF(CG_PF_rt_allreduce, rt_allreduce(__VA_ARGS__))
+#define rt_reduce_scatter(...) CG_PROF(CG_PF_rt_reduce_scatter, rt_reduce_scatter(__VA_ARGS__))
+#define rt_allgather(...) CG_PROF(CG_PF_rt_allgather, rt_allgather(__VA_ARGS__))
+#define rt_alltoall(...) CG_PROF(CG_PF_rt_alltoall, rt_alltoall(__VA_ARGS__))
+#define rt_allgather_dim(...) CG_PROF(CG_PF_rt_allgather_dim, rt_allgather_dim(__VA_ARGS__))
+#define rt_reduce_scatter_dim(...) CG_PROF(CG_PF_rt_reduce_scatter_dim, rt_reduce_scatter_dim(__VA_ARGS__))
+#define rt_alltoall_dim(...) CG_PROF(CG_PF_rt_alltoall_dim, rt_alltoall_dim(__VA_ARGS__))
+#define rt_slice_dim(...) CG_PROF(CG_PF_rt_slice_dim, rt_slice_dim(__VA_ARGS__))
+#define cg_recv(...) CG_PROF(CG_PF_cg_recv, cg_recv(__VA_ARGS__))
+#define cg_wait(...) CG_PROF(CG_PF_cg_wait, cg_wait(__VA_ARGS__))
+#define cg_load(...) CG_PROF(CG_PF_cg_load, cg_load(__VA_ARGS__))
 
 #endif

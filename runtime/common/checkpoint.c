@@ -224,15 +224,10 @@ int rt_ckpt_load(const char *path, const RtBlob *blobs, int n, int64_t *step, in
 {
     if (check_blobs(path, blobs, n, err, errlen) != 0)
         return -1;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return rtc_err(err, errlen, "%s: cannot open checkpoint: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return rtc_err(err, errlen, "%s: cannot stat checkpoint: %s", path, strerror(e));
-    }
+    int fd = rtc_open_regular(path, "checkpoint", &st, err, errlen);
+    if (fd < 0)
+        return -1;
     uint32_t count = 0;
     int64_t fstep = 0, fpos = 0;
     uint64_t payload_start = 0;

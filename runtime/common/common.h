@@ -3,11 +3,17 @@
 #ifndef PTDRT_COMMON_H
 #define PTDRT_COMMON_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "rt.h"
+
+#ifdef __cplusplus
+extern "C" { /* runtime/cuda's C++ files use a few of these */
+#endif
 
 /* util.c */
 void *rtc_xmalloc(size_t bytes);           /* rt_fatal on failure; never NULL */
@@ -29,6 +35,20 @@ int rtc_atomic_commit(RtcAtomic *a, char *err, size_t errlen);
 void rtc_atomic_abort(RtcAtomic *a); /* close and unlink the temporary; frees a */
 int rtc_read_all(int fd, void *buf, size_t n, int64_t offset, const char *path, char *err,
                  size_t errlen); /* pread; a short read is an error ("truncated") */
+/* Open an existing file read-only, refusing anything but a regular file
+ * without blocking on it (a FIFO, a device, a directory): O_NONBLOCK, fstat,
+ * then O_NONBLOCK cleared. `what` names the file's role ("checkpoint").
+ * Returns the descriptor (st filled when non-NULL), or -1 with err. */
+int rtc_open_regular(const char *path, const char *what, struct stat *st, char *err,
+                     size_t errlen);
+int rtc_mkdirs(const char *dir, char *err, size_t errlen); /* mkdir -p */
+int rtc_fsync_dir(const char *dir, char *err, size_t errlen);
+/* Write a whole line (a '\n' is appended) to fd with one write(), so lines
+ * of several processes sharing a stream never run together. */
+void rtc_vwrite_line(int fd, const char *prefix, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+void rtc_write_line(int fd, const char *prefix, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* A growable NUL-terminated byte string (JSON headers, read and written). */
 typedef struct {
@@ -36,12 +56,86 @@ typedef struct {
     size_t len, cap;
 } RtcStr;
 void rtc_str_add(RtcStr *b, const void *src, size_t n); /* rt_fatal when out of memory */
+void rtc_str_fmt(RtcStr *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void rtc_str_json(RtcStr *b, const char *s); /* a JSON string literal, escaped */
 
 /* Little-endian stores and loads (files are little-endian on every host). */
 void rtc_put_u32(unsigned char *p, uint32_t v);
 void rtc_put_u64(unsigned char *p, uint64_t v);
 uint32_t rtc_get_u32(const unsigned char *p);
 uint64_t rtc_get_u64(const unsigned char *p);
+
+/* ckpt_file.c, ckpt_manifest.c, ckpt_dir.c: version-2 checkpoints (rt.h). */
+#define RTC_CK_HEADER 96
+#define RTC_CK_TRAILER 8
+#define RTC_CK_MAX_NAME 4095
+#define RTC_CK_STAGE ((size_t)16 << 20) /* host staging buffer, at most */
+#define RTC_CK_MAX_INDEX ((uint64_t)1 << 30) /* a larger index is a corrupted one */
+#define RTC_MF_NAME "manifest.json"
+size_t rtc_dtype_size(RtDtype t);       /* 0: not a dtype */
+const char *rtc_dtype_name(RtDtype t);  /* "F32" ...; "?" */
+RtDtype rtc_dtype_parse(const char *s); /* 0: unknown */
+/* "[8, 8, 64]" into buf. */
+const char *rtc_shape_str(int ndim, const int64_t *shape, char *buf, size_t len);
+/* One blob as a rank file's index records it. */
+typedef struct {
+    char *name;
+    RtDtype dtype;
+    int ndim;
+    int64_t global[RT_CKPT_MAXDIM], offset[RT_CKPT_MAXDIM], local[RT_CKPT_MAXDIM];
+    int64_t flat_start, flat_count;
+    uint64_t pos, bytes; /* in the payload */
+} RtcCkEntry;
+/* The fixed header of a rank file (the first RTC_CK_HEADER bytes). */
+typedef struct {
+    uint32_t version, count, rank, world, hash_len;
+    int64_t step, data_pos;
+    uint64_t index_bytes, payload_bytes, file_bytes;
+    uint8_t run_id[RT_RUN_ID_BYTES];
+} RtcCkHeader;
+/* Check a save's description and its blobs (names, dtypes, blocks, sizes). */
+int rtc_ck_check_meta(const char *path, const RtCkptMeta *m, char *err, size_t errlen);
+int rtc_ck_check_blobs(const char *path, const RtCkptBlob *b, int n, char *err, size_t errlen);
+/* Write one rank file atomically at path; *crc and *bytes describe it. */
+int rtc_ck_write_file(const char *path, const RtCkptMeta *m, const RtCkptBlob *b, int n,
+                      uint32_t *crc, uint64_t *bytes, char *err, size_t errlen);
+/* Decode the fixed header of a version-2 file (magic and version checked). */
+int rtc_ck_decode_header(const unsigned char *h, const char *path, RtcCkHeader *out, char *err,
+                         size_t errlen);
+/* Read and check the plan hash and index of a file of `size` bytes whose
+ * header is hd; on success *hash (NUL-terminated), *entries (hd->count) and
+ * *raw (header, plan hash and index as stored: what the CRC starts with,
+ * RTC_CK_HEADER + hd->index_bytes bytes) belong to the caller (free
+ * rtc_ck_entries_free, free). */
+int rtc_ck_read_index(int fd, const char *path, const RtcCkHeader *hd, char **hash,
+                      RtcCkEntry **entries, unsigned char **raw, char *err, size_t errlen);
+void rtc_ck_entries_free(RtcCkEntry *e, uint32_t n);
+/* A step's manifest, read and checked (ckpt_manifest.c). */
+typedef struct {
+    uint64_t bytes;
+    uint32_t crc;
+} RtcMfFile;
+struct RtCkpt {
+    char *dir; /* the step directory */
+    int64_t step, data_pos;
+    int world;
+    uint8_t run_id[RT_RUN_ID_BYTES];
+    char *plan_hash;
+    RtcMfFile *files; /* by rank: rank%05d.ckpt */
+    RtCkptTensor *tensors; /* the model; names owned */
+    int ntensors;
+};
+/* Read DIR/manifest.json (regular file, CRC line, strict JSON, fields). */
+RtCkpt *rtc_mf_read(const char *stepdir, char *err, size_t errlen);
+/* Write DIR/manifest.json atomically (temporary, fsync, rename, fsync). */
+int rtc_mf_write(const char *stepdir, const RtCkptMeta *m, const RtCkptRecord *recs,
+                 const RtCkptTensor *model, int nmodel, char *err, size_t errlen);
+/* "DIR/rank00003.ckpt" (malloc'd). */
+char *rtc_ck_rank_path(const char *stepdir, int rank);
+
+/* launcher.c: has this rank's launcher died? (watchdog threads ask) */
+void rtc_launcher_init(void); /* at start-up, before the watchdog thread */
+bool rtc_launcher_gone(char *what, size_t len);
 
 /* crc32c.c: CRC-32C (Castagnoli, reflected, as in iSCSI/ext4). Start with
  * crc = 0; feed chunks; the result of one call is the CRC of the bytes so far. */
@@ -60,6 +154,7 @@ uint64_t rtc_mix64(uint64_t x); /* splitmix64 finaliser */
 float rtc_bf16_to_f32(uint16_t h);
 uint16_t rtc_f32_to_bf16(float f); /* round to nearest even, NaN stays NaN */
 float rtc_f16_to_f32(uint16_t h);
+uint16_t rtc_f32_to_f16(float f); /* round to nearest even; overflow to infinity */
 
 /* shape.c: iterate a block of a row-major tensor. */
 int64_t rtc_numel(int rank, const int64_t *shape);
@@ -67,4 +162,7 @@ int64_t rtc_numel(int rank, const int64_t *shape);
 int rtc_check_block(int rank, const int64_t *global, const int64_t *offset, const int64_t *local,
                     const char *what, char *err, size_t errlen);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -60,19 +60,10 @@ static void data_free(RtData *d)
 /* Map the file and check its size and header. */
 static int open_file(RtData *d, const char *path, int raw_width, char *err, size_t errlen)
 {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return rtc_err(err, errlen, "%s: cannot open token file: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return rtc_err(err, errlen, "%s: cannot stat token file: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return rtc_err(err, errlen, "%s: token source is not a regular file", path);
-    }
+    int fd = rtc_open_regular(path, "token file", &st, err, errlen);
+    if (fd < 0)
+        return -1;
     if (st.st_size == 0) {
         close(fd);
         return rtc_err(err, errlen, "%s: token file is empty", path);

@@ -48,3 +48,30 @@ float rtc_f16_to_f32(uint16_t h)
     }
     return from_bits(sign | ((exp + 112u) << 23) | (man << 13));
 }
+
+uint16_t rtc_f32_to_f16(float f)
+{
+    uint32_t u = to_bits(f);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) /* NaN: quiet, keep the top payload bits */
+        return (uint16_t)(sign | 0x7E00u | ((a >> 13) & 0x3FFu));
+    if (a >= 0x477FF000u) /* rounds to 65520 or more: infinity */
+        return (uint16_t)(sign | 0x7C00u);
+    if (a < 0x38800000u) {
+        /* fp16 subnormal (or zero): a multiple of 2^-24, rounded to nearest
+         * even. Below 2^-25 everything rounds to zero. */
+        if (a < 0x33000000u)
+            return sign;
+        uint32_t man = (a & 0x7FFFFFu) | 0x800000u;
+        int shift = 126 - (int)(a >> 23); /* 14 (2^-15) .. 24 (2^-25) */
+        uint32_t q = man >> shift, rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1u)))
+            q++;
+        return (uint16_t)(sign | q);
+    }
+    /* normal: rebias the exponent (127 -> 15), round the 13 dropped bits */
+    uint32_t r = a - 0x38000000u;
+    r += 0xFFFu + ((r >> 13) & 1u);
+    return (uint16_t)(sign | (r >> 13));
+}

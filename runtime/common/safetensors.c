@@ -30,7 +30,7 @@ typedef struct {
     uint64_t begin, end; /* in the data section */
 } StTensor;
 
-struct RtSt {
+struct RtcStFile {
     char *path;
     unsigned char *map;
     size_t map_bytes;
@@ -72,7 +72,7 @@ static int by_begin(const void *a, const void *b)
     return x->end < y->end ? -1 : x->end > y->end;
 }
 
-void rt_st_close(RtSt *st)
+void rtc_stf_close(RtcStFile *st)
 {
     if (!st)
         return;
@@ -92,7 +92,7 @@ void rt_st_close(RtSt *st)
 }
 
 /* Fill one tensor from its header entry. */
-static int parse_tensor(RtSt *st, StTensor *t, const char *name, const RtjValue *v, char *err,
+static int parse_tensor(RtcStFile *st, StTensor *t, const char *name, const RtjValue *v, char *err,
                         size_t errlen)
 {
     const char *path = st->path;
@@ -146,7 +146,7 @@ static int parse_tensor(RtSt *st, StTensor *t, const char *name, const RtjValue 
     return 0;
 }
 
-static int parse_header(RtSt *st, const RtjValue *root, char *err, size_t errlen)
+static int parse_header(RtcStFile *st, const RtjValue *root, char *err, size_t errlen)
 {
     const char *path = st->path;
     if (root->kind != RTJ_OBJECT)
@@ -202,23 +202,18 @@ static int parse_header(RtSt *st, const RtjValue *root, char *err, size_t errlen
     return rc;
 }
 
-RtSt *rt_st_open(const char *path, char *err, size_t errlen)
+RtcStFile *rtc_stf_open(const char *path, char *err, size_t errlen)
 {
-    RtSt *st = rtc_xcalloc(1, sizeof *st);
+    RtcStFile *st = rtc_xcalloc(1, sizeof *st);
     st->path = rtc_xstrdup(path);
-    int fd = open(path, O_RDONLY);
+    struct stat sb;
+    int fd = rtc_open_regular(path, "safetensors file", &sb, err, errlen);
     if (fd < 0) {
-        rtc_err(err, errlen, "%s: cannot open safetensors file: %s", path, strerror(errno));
-        rt_st_close(st);
+        rtc_stf_close(st);
         return NULL;
     }
-    struct stat sb;
     int rc = 0;
-    if (fstat(fd, &sb) != 0)
-        rc = rtc_err(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
-    else if (!S_ISREG(sb.st_mode))
-        rc = rtc_err(err, errlen, "%s: not a regular file", path);
-    else if (sb.st_size < 8)
+    if (sb.st_size < 8)
         rc = rtc_err(err, errlen, "%s: %lld bytes: too short for a safetensors file", path,
                      (long long)sb.st_size);
     if (rc == 0) {
@@ -231,7 +226,7 @@ RtSt *rt_st_open(const char *path, char *err, size_t errlen)
     }
     close(fd);
     if (rc != 0) {
-        rt_st_close(st);
+        rtc_stf_close(st);
         return NULL;
     }
     uint64_t hlen = rtc_get_u64(st->map);
@@ -240,12 +235,12 @@ RtSt *rt_st_open(const char *path, char *err, size_t errlen)
                 "%s: header length %llu exceeds the file (%zu bytes) or the 100 MB limit: not a "
                 "safetensors file, or truncated",
                 path, (unsigned long long)hlen, st->map_bytes);
-        rt_st_close(st);
+        rtc_stf_close(st);
         return NULL;
     }
     if (hlen == 0 || st->map[8] != '{') {
         rtc_err(err, errlen, "%s: safetensors header does not start with '{'", path);
-        rt_st_close(st);
+        rtc_stf_close(st);
         return NULL;
     }
     st->data = st->map + 8 + hlen;
@@ -254,35 +249,35 @@ RtSt *rt_st_open(const char *path, char *err, size_t errlen)
     RtjValue *root = rtj_parse((const char *)st->map + 8, (size_t)hlen, jerr, sizeof jerr);
     if (!root) {
         rtc_err(err, errlen, "%s: malformed safetensors header: JSON error %s", path, jerr);
-        rt_st_close(st);
+        rtc_stf_close(st);
         return NULL;
     }
     rc = parse_header(st, root, err, errlen);
     rtj_free(root);
     if (rc != 0) {
-        rt_st_close(st);
+        rtc_stf_close(st);
         return NULL;
     }
     return st;
 }
 
-int rt_st_count(const RtSt *st)
+int rtc_stf_count(const RtcStFile *st)
 {
     return st->n;
 }
 
-const char *rt_st_name(const RtSt *st, int i)
+const char *rtc_stf_name(const RtcStFile *st, int i)
 {
     return i >= 0 && i < st->n ? st->t[i].name : NULL;
 }
 
-static const StTensor *lookup(const RtSt *st, const char *name)
+static const StTensor *lookup(const RtcStFile *st, const char *name)
 {
     StTensor key = {.name = (char *)name};
     return bsearch(&key, st->t, (size_t)st->n, sizeof *st->t, by_name);
 }
 
-int rt_st_find(const RtSt *st, const char *name, int *ndim, int64_t *shape, const char **dtype)
+int rtc_stf_find(const RtcStFile *st, const char *name, int *ndim, int64_t *shape, const char **dtype)
 {
     const StTensor *t = lookup(st, name);
     if (!t)
@@ -296,7 +291,7 @@ int rt_st_find(const RtSt *st, const char *name, int *ndim, int64_t *shape, cons
     return (int)(t - st->t);
 }
 
-const char *rt_st_metadata(const RtSt *st, const char *key)
+const char *rtc_stf_metadata(const RtcStFile *st, const char *key)
 {
     for (int i = 0; i < st->nmeta; i++)
         if (strcmp(st->meta_keys[i], key) == 0)
@@ -352,7 +347,7 @@ int rtc_st_map(const char *path, const char *name, int file_ndim, const int64_t 
     return 0;
 }
 
-int rt_st_read(const RtSt *st, const char *name, bool transposed, int part, int nparts, int rank,
+int rtc_stf_read(const RtcStFile *st, const char *name, bool transposed, int part, int nparts, int rank,
                const int64_t *global, const int64_t *offset, const int64_t *local, float *dst,
                char *err, size_t errlen)
 {

@@ -23,4 +23,29 @@ int rtc_st_map(const char *path, const char *name, int file_ndim, const int64_t 
                const int64_t *offset, const int64_t *local, RtcStBlock *blk, char *err,
                size_t errlen);
 
+/* One safetensors file (safetensors.c); rt_st_* (safetensors_index.c) opens
+ * a file, a Hugging Face directory or a shard index through these. */
+typedef struct RtcStFile RtcStFile;
+RtcStFile *rtc_stf_open(const char *path, char *err, size_t errlen);
+void rtc_stf_close(RtcStFile *st);
+int rtc_stf_count(const RtcStFile *st);
+const char *rtc_stf_name(const RtcStFile *st, int i);
+int rtc_stf_find(const RtcStFile *st, const char *name, int *ndim, int64_t *shape,
+                 const char **dtype);
+const char *rtc_stf_metadata(const RtcStFile *st, const char *key);
+int rtc_stf_read(const RtcStFile *st, const char *name, bool transposed, int part, int nparts,
+                 int rank, const int64_t *global, const int64_t *offset, const int64_t *local,
+                 float *dst, char *err, size_t errlen);
+
+/* One file written (safetensors_write.c); rt_st_writer_* (safetensors_shard.c)
+ * spreads tensors over several. */
+typedef struct RtcStFileWriter RtcStFileWriter;
+RtcStFileWriter *rtc_stfw_open(const char *path, const RtStTensor *tensors, int n,
+                               const char *dtype, char *err, size_t errlen);
+int rtc_stfw_put(RtcStFileWriter *w, const char *name, bool transposed, int part, int nparts,
+                 int rank, const int64_t *global, const int64_t *offset, const int64_t *local,
+                 const float *src, char *err, size_t errlen);
+int rtc_stfw_close(RtcStFileWriter *w, char *err, size_t errlen);
+void rtc_stfw_abort(RtcStFileWriter *w);
+
 #endif

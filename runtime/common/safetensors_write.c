@@ -1,4 +1,5 @@
-/* safetensors_write.c: export fp32 parameters as a safetensors file.
+/* safetensors_write.c: export fp32 parameters as one safetensors file (F32,
+ * BF16 or F16; safetensors_shard.c makes the public, possibly sharded, writer).
  *
  * The header lists the declared tensors with keys sorted bytewise (the
  * `__metadata__` entry {"format":"pt"} among them, as Hugging Face loaders
@@ -22,49 +23,24 @@ typedef struct {
     int64_t numel, written;
 } WTensor;
 
-struct RtStWriter {
+struct RtcStFileWriter {
     RtcAtomic a;
     char *path;
     int n;
     WTensor *t; /* sorted by name */
-    bool bf16;
+    int kind;  /* 0 F32, 1 BF16, 2 F16 */
     int esize;
     uint64_t data_start; /* 8 + header length */
 };
 
 #define str_lit(b, lit) rtc_str_add((b), (lit), sizeof(lit) - 1)
 
-static void str_fmt(RtcStr *b, const char *fmt, long long v)
-{
-    char tmp[32];
-    int k = snprintf(tmp, sizeof tmp, fmt, v);
-    rtc_str_add(b, tmp, (size_t)k);
-}
-
-static void str_json(RtcStr *b, const char *s)
-{
-    rtc_str_add(b, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') {
-            char esc[2] = {'\\', (char)*p};
-            rtc_str_add(b, esc, 2);
-        } else if (*p < 0x20) {
-            char esc[8];
-            snprintf(esc, sizeof esc, "\\u%04x", *p);
-            rtc_str_add(b, esc, 6);
-        } else {
-            rtc_str_add(b, (const char *)p, 1);
-        }
-    }
-    rtc_str_add(b, "\"", 1);
-}
-
 static int wt_by_name(const void *a, const void *b)
 {
     return strcmp(((const WTensor *)a)->name, ((const WTensor *)b)->name);
 }
 
-static void writer_free(RtStWriter *w)
+static void writer_free(RtcStFileWriter *w)
 {
     for (int i = 0; i < w->n; i++)
         free(w->t[i].name);
@@ -73,19 +49,20 @@ static void writer_free(RtStWriter *w)
     free(w);
 }
 
-RtStWriter *rt_st_writer_open(const char *path, const RtStTensor *tensors, int n,
-                              const char *dtype, char *err, size_t errlen)
+RtcStFileWriter *rtc_stfw_open(const char *path, const RtStTensor *tensors, int n,
+                               const char *dtype, char *err, size_t errlen)
 {
-    bool bf16 = dtype && strcmp(dtype, "BF16") == 0;
-    if (!dtype || (!bf16 && strcmp(dtype, "F32") != 0)) {
-        rtc_err(err, errlen, "%s: safetensors export dtype must be F32 or BF16, not %s", path,
+    int kind = !dtype ? -1 : !strcmp(dtype, "F32") ? 0 : !strcmp(dtype, "BF16") ? 1
+             : !strcmp(dtype, "F16") ? 2 : -1;
+    if (kind < 0) {
+        rtc_err(err, errlen, "%s: safetensors export dtype must be F32, BF16 or F16, not %s", path,
                 dtype ? dtype : "(null)");
         return NULL;
     }
-    RtStWriter *w = rtc_xcalloc(1, sizeof *w);
+    RtcStFileWriter *w = rtc_xcalloc(1, sizeof *w);
     w->path = rtc_xstrdup(path);
-    w->bf16 = bf16;
-    w->esize = bf16 ? 2 : 4;
+    w->kind = kind;
+    w->esize = kind ? 2 : 4;
     w->t = rtc_xcalloc((size_t)(n > 0 ? n : 0), sizeof *w->t);
     int rc = n < 0 ? rtc_err(err, errlen, "%s: negative tensor count", path) : 0;
     for (int i = 0; i < n && rc == 0; i++) {
@@ -142,16 +119,16 @@ RtStWriter *rt_st_writer_open(const char *path, const RtStTensor *tensors, int n
         t->begin = pos;
         rtc_str_add(&h, first ? "" : ",", first ? 0 : 1);
         first = false;
-        str_json(&h, t->name);
+        rtc_str_json(&h, t->name);
         str_lit(&h, ":{\"dtype\":");
-        str_json(&h, dtype);
+        rtc_str_json(&h, dtype);
         str_lit(&h, ",\"shape\":[");
         for (int d = 0; d < t->ndim; d++)
-            str_fmt(&h, d ? ",%lld" : "%lld", (long long)t->shape[d]);
+            rtc_str_fmt(&h, d ? ",%lld" : "%lld", (long long)t->shape[d]);
         str_lit(&h, "],\"data_offsets\":[");
-        str_fmt(&h, "%lld", (long long)pos);
+        rtc_str_fmt(&h, "%lld", (long long)pos);
         pos += (uint64_t)t->numel * (uint64_t)w->esize;
-        str_fmt(&h, ",%lld]}", (long long)pos);
+        rtc_str_fmt(&h, ",%lld]}", (long long)pos);
     }
     rtc_str_add(&h, "}", 1);
     while (h.len % 8)
@@ -179,7 +156,7 @@ RtStWriter *rt_st_writer_open(const char *path, const RtStTensor *tensors, int n
     return w;
 }
 
-int rt_st_writer_put(RtStWriter *w, const char *name, bool transposed, int part, int nparts,
+int rtc_stfw_put(RtcStFileWriter *w, const char *name, bool transposed, int part, int nparts,
                      int rank, const int64_t *global, const int64_t *offset, const int64_t *local,
                      const float *src, char *err, size_t errlen)
 {
@@ -210,8 +187,8 @@ int rt_st_writer_put(RtStWriter *w, const char *name, bool transposed, int part,
         for (int64_t j = 0; j < row; j++) {
             /* transposed: file (r, j) is parameter-local (j, r) */
             float v = transposed ? src[j * local[1] + idx[0]] : src[done + j];
-            if (w->bf16) {
-                uint16_t b = rtc_f32_to_bf16(v);
+            if (w->kind) {
+                uint16_t b = w->kind == 1 ? rtc_f32_to_bf16(v) : rtc_f32_to_f16(v);
                 buf[2 * j] = (unsigned char)b;
                 buf[2 * j + 1] = (unsigned char)(b >> 8);
             } else {
@@ -235,13 +212,13 @@ int rt_st_writer_put(RtStWriter *w, const char *name, bool transposed, int part,
     return rc;
 }
 
-int rt_st_writer_close(RtStWriter *w, char *err, size_t errlen)
+int rtc_stfw_close(RtcStFileWriter *w, char *err, size_t errlen)
 {
     for (int i = 0; i < w->n; i++)
         if (w->t[i].written != w->t[i].numel) {
             rtc_err(err, errlen, "%s: tensor '%s': %lld of its %lld elements were written",
                     w->path, w->t[i].name, (long long)w->t[i].written, (long long)w->t[i].numel);
-            rt_st_writer_abort(w);
+            rtc_stfw_abort(w);
             return -1;
         }
     int rc = rtc_atomic_commit(&w->a, err, errlen);
@@ -249,7 +226,7 @@ int rt_st_writer_close(RtStWriter *w, char *err, size_t errlen)
     return rc;
 }
 
-void rt_st_writer_abort(RtStWriter *w)
+void rtc_stfw_abort(RtcStFileWriter *w)
 {
     if (!w)
         return;

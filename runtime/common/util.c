@@ -1,5 +1,6 @@
-/* util.c: allocation, error sentences, whole-buffer file I/O and atomic
- * replacement of a file (temporary + fsync + rename + directory fsync). */
+/* util.c: allocation, error sentences, whole-buffer file I/O, opening
+ * input files safely, atomic replacement of a file (temporary + fsync +
+ * rename + directory fsync) and whole-line writes to stderr. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -85,6 +86,8 @@ int rtc_write_all(int fd, const void *buf, size_t n, int64_t offset, const char 
                 continue;
             return rtc_err(err, errlen, "%s: cannot write: %s", path, strerror(errno));
         }
+        if (w == 0) /* nothing written and no error: never loop on it */
+            return rtc_err(err, errlen, "%s: cannot write: the write made no progress", path);
         p += w;
         n -= (size_t)w;
         if (offset >= 0)
@@ -233,4 +236,164 @@ void rtc_str_add(RtcStr *b, const void *src, size_t n)
     memcpy(b->s + b->len, src, n);
     b->len += n;
     b->s[b->len] = 0;
+}
+
+void rtc_str_fmt(RtcStr *b, const char *fmt, ...)
+{
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (k < 0)
+        rt_fatal("ptdrt: cannot format '%s'", fmt);
+    if ((size_t)k < sizeof tmp) {
+        rtc_str_add(b, tmp, (size_t)k);
+        return;
+    }
+    char *big = rtc_xmalloc((size_t)k + 1);
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)k + 1, fmt, ap);
+    va_end(ap);
+    rtc_str_add(b, big, (size_t)k);
+    free(big);
+}
+
+void rtc_str_json(RtcStr *b, const char *s)
+{
+    rtc_str_add(b, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            char esc[2] = {'\\', (char)*p};
+            rtc_str_add(b, esc, 2);
+        } else if (*p < 0x20) {
+            char esc[8];
+            snprintf(esc, sizeof esc, "\\u%04x", *p);
+            rtc_str_add(b, esc, 6);
+        } else {
+            rtc_str_add(b, (const char *)p, 1);
+        }
+    }
+    rtc_str_add(b, "\"", 1);
+}
+
+static const char *file_kind(mode_t m)
+{
+    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
+         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+int rtc_open_regular(const char *path, const char *what, struct stat *st, char *err,
+                     size_t errlen)
+{
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+     * writer forever; on a regular file the flag means nothing, and it is
+     * cleared before any read. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return rtc_err(err, errlen, "%s: cannot open %s: %s", path, what, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return rtc_err(err, errlen, "%s: cannot stat %s: %s", path, what, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return rtc_err(err, errlen, "%s: cannot read %s: it is %s, not a regular file", path,
+                       what, file_kind(sb.st_mode));
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        int e = errno;
+        close(fd);
+        return rtc_err(err, errlen, "%s: cannot open %s: %s", path, what, strerror(e));
+    }
+    if (st)
+        *st = sb;
+    return fd;
+}
+
+int rtc_mkdirs(const char *dir, char *err, size_t errlen)
+{
+    if (!*dir)
+        return rtc_err(err, errlen, "an empty directory name");
+    /* The common case, a missing last component, in one call. */
+    struct stat sb;
+    if (mkdir(dir, 0777) == 0 || (errno == EEXIST && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)))
+        return 0;
+    char *p = rtc_xstrdup(dir);
+    int rc = 0;
+    for (char *s = p + 1;; s++) {
+        bool end = *s == 0;
+        if (*s == '/' || end) {
+            *s = 0;
+            if (mkdir(p, 0777) != 0 && errno != EEXIST)
+                rc = rtc_err(err, errlen, "%s: cannot create directory %s: %s", dir, p,
+                             strerror(errno));
+            else if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode))
+                rc = rtc_err(err, errlen, "%s: %s exists and is not a directory", dir, p);
+            if (end || rc)
+                break;
+            *s = '/';
+        }
+    }
+    free(p);
+    return rc;
+}
+
+int rtc_fsync_dir(const char *dir, char *err, size_t errlen)
+{
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || fsync(dfd) != 0) {
+        int e = errno;
+        if (dfd >= 0)
+            close(dfd);
+        return rtc_err(err, errlen, "%s: cannot fsync the directory: %s", dir, strerror(e));
+    }
+    close(dfd);
+    return 0;
+}
+
+void rtc_vwrite_line(int fd, const char *prefix, const char *fmt, va_list ap)
+{
+    char small[1024];
+    va_list aq;
+    va_copy(aq, ap);
+    size_t np = prefix ? strlen(prefix) : 0;
+    int k = vsnprintf(NULL, 0, fmt, aq);
+    va_end(aq);
+    if (k < 0)
+        k = 0;
+    size_t n = np + (size_t)k + 1;
+    char *buf = n <= sizeof small ? small : malloc(n + 1);
+    if (!buf) { /* no memory: still say something, in pieces */
+        buf = small;
+        n = sizeof small - 1;
+    }
+    if (np)
+        memcpy(buf, prefix, np < n ? np : n);
+    if (np < n)
+        vsnprintf(buf + np, n - np, fmt, ap);
+    buf[n - 1] = '\n';
+    /* One write() for the whole line (a pipe keeps writes of up to PIPE_BUF
+     * bytes whole); loop only when the kernel takes part of it. */
+    for (size_t done = 0; done < n;) {
+        ssize_t w = write(fd, buf + done, n - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        done += (size_t)w;
+    }
+    if (buf != small)
+        free(buf);
+}
+
+void rtc_write_line(int fd, const char *prefix, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    rtc_vwrite_line(fd, prefix, fmt, ap);
+    va_end(ap);
 }

@@ -1,17 +1,41 @@
 /* comm.c: process groups, collectives and point-to-point over MPI. Every call
  * is checked (RT_MPI); element counts beyond INT_MAX are refused with a
- * message rather than truncated, except for all-reduce, which is chunked. */
+ * message rather than truncated, except for all-reduce, which is chunked.
+ * Every blocking call is watched (RT_MPI_WAIT, watch.c): one that outlasts
+ * the timeout aborts all ranks, naming those that did not arrive. */
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cpu.h"
 
 static RtComm world;
 static RtComm *made; /* split communicators, freed by rt_finalize */
 
+static int next_id = 1; /* ids of split communicators, in creation order */
+
 struct RtReq {
     MPI_Request req;
+    RtComm *comm;
+    int op, peer, tag;
 };
+
+/* World ranks of c's members, by rank in c. */
+static int *world_ranks(MPI_Comm comm, int size)
+{
+    MPI_Group g, w;
+    int *mine = rtcpu_xmalloc((size_t)size * sizeof *mine);
+    int *out = rtcpu_xmalloc((size_t)size * sizeof *out);
+    for (int i = 0; i < size; i++)
+        mine[i] = i;
+    RT_MPI(MPI_Comm_group(comm, &g));
+    RT_MPI(MPI_Comm_group(MPI_COMM_WORLD, &w));
+    RT_MPI(MPI_Group_translate_ranks(g, size, mine, w, out));
+    RT_MPI(MPI_Group_free(&g));
+    RT_MPI(MPI_Group_free(&w));
+    free(mine);
+    return out;
+}
 
 MPI_Datatype rtcpu_mpi_type(RtType t)
 {
@@ -63,21 +87,28 @@ RtComm *rt_comm_world(void)
         world.comm = MPI_COMM_WORLD;
         RT_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &world.rank));
         RT_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world.size));
+        world.id = 0;
+        world.wranks = world_ranks(MPI_COMM_WORLD, world.size);
     }
     return &world;
 }
 
 RtComm *rt_comm_split(int color, int key)
 {
-    rt_comm_world();
+    RtComm *w = rt_comm_world();
     MPI_Comm nc;
-    RT_MPI(MPI_Comm_split(MPI_COMM_WORLD, color < 0 ? MPI_UNDEFINED : color, key, &nc));
+    int id = next_id++; /* every rank splits, so every rank counts alike */
+    RT_MPI_WAIT(RTW_SPLIT, w, -1, 0,
+                MPI_Comm_split(MPI_COMM_WORLD, color < 0 ? MPI_UNDEFINED : color, key, &nc));
     if (nc == MPI_COMM_NULL)
         return NULL;
     RtComm *c = rtcpu_xmalloc(sizeof *c);
+    memset(c, 0, sizeof *c);
     c->comm = nc;
+    c->id = id;
     RT_MPI(MPI_Comm_rank(nc, &c->rank));
     RT_MPI(MPI_Comm_size(nc, &c->size));
+    c->wranks = world_ranks(nc, c->size);
     c->next = made;
     made = c;
     return c;
@@ -89,9 +120,12 @@ void rtcpu_comm_free_all(void)
         RtComm *c = made;
         made = c->next;
         RT_MPI(MPI_Comm_free(&c->comm));
+        free(c->wranks);
         free(c);
     }
-    world.size = 0;
+    free(world.wranks);
+    memset(&world, 0, sizeof world);
+    next_id = 1;
 }
 
 int rt_comm_rank(const RtComm *c)
@@ -106,7 +140,8 @@ int rt_comm_size(const RtComm *c)
 
 void rt_barrier(RtComm *c)
 {
-    RT_MPI(MPI_Barrier(check(c, "rt_barrier")->comm));
+    check(c, "rt_barrier");
+    RT_MPI_WAIT(RTW_BARRIER, c, -1, 0, MPI_Barrier(c->comm));
 }
 
 /* All-reduce in chunks of at most 2^30 elements (MPI counts are ints). */
@@ -116,8 +151,9 @@ static void allreduce(RtComm *c, void *buf, int64_t n, RtType t, MPI_Op op)
     char *p = buf;
     for (int64_t done = 0; done < n; done += chunk) {
         int k = (int)(n - done < chunk ? n - done : chunk);
-        RT_MPI(MPI_Allreduce(MPI_IN_PLACE, p + (size_t)done * rtcpu_type_size(t), k, rtcpu_mpi_type(t),
-                             op, c->comm));
+        RT_MPI_WAIT(RTW_ALLREDUCE, c, -1, 0,
+                    MPI_Allreduce(MPI_IN_PLACE, p + (size_t)done * rtcpu_type_size(t), k,
+                                  rtcpu_mpi_type(t), op, c->comm));
     }
 }
 
@@ -134,34 +170,39 @@ void rt_allreduce_max(RtComm *c, float *buf, int64_t n)
 void rt_reduce_scatter(RtComm *c, void *out, const void *in, int64_t n_out, RtType t)
 {
     check(c, "rt_reduce_scatter");
-    RT_MPI(MPI_Reduce_scatter_block(in, out, rtcpu_mpi_count(n_out, "rt_reduce_scatter"),
-                                    rtcpu_mpi_type(t), MPI_SUM, c->comm));
+    int k = rtcpu_mpi_count(n_out, "rt_reduce_scatter");
+    RT_MPI_WAIT(RTW_REDUCE_SCATTER, c, -1, 0,
+                MPI_Reduce_scatter_block(in, out, k, rtcpu_mpi_type(t), MPI_SUM, c->comm));
 }
 
 void rt_allgather(RtComm *c, void *out, const void *in, int64_t n_in, RtType t)
 {
     check(c, "rt_allgather");
     int k = rtcpu_mpi_count(n_in, "rt_allgather");
-    RT_MPI(MPI_Allgather(in, k, rtcpu_mpi_type(t), out, k, rtcpu_mpi_type(t), c->comm));
+    RT_MPI_WAIT(RTW_ALLGATHER, c, -1, 0,
+                MPI_Allgather(in, k, rtcpu_mpi_type(t), out, k, rtcpu_mpi_type(t), c->comm));
 }
 
 void rt_alltoall(RtComm *c, void *out, const void *in, int64_t n_per_rank, RtType t)
 {
     check(c, "rt_alltoall");
     int k = rtcpu_mpi_count(n_per_rank, "rt_alltoall");
-    RT_MPI(MPI_Alltoall(in, k, rtcpu_mpi_type(t), out, k, rtcpu_mpi_type(t), c->comm));
+    RT_MPI_WAIT(RTW_ALLTOALL, c, -1, 0,
+                MPI_Alltoall(in, k, rtcpu_mpi_type(t), out, k, rtcpu_mpi_type(t), c->comm));
 }
 
 void rt_bcast(RtComm *c, void *buf, int64_t n, RtType t, int root)
 {
     check(c, "rt_bcast");
-    RT_MPI(MPI_Bcast(buf, rtcpu_mpi_count(n, "rt_bcast"), rtcpu_mpi_type(t), root, c->comm));
+    int k = rtcpu_mpi_count(n, "rt_bcast");
+    RT_MPI_WAIT(RTW_BCAST, c, -1, 0, MPI_Bcast(buf, k, rtcpu_mpi_type(t), root, c->comm));
 }
 
 RtReq *rt_isend(RtComm *c, const void *buf, int64_t n, RtType t, int peer, int tag)
 {
     check(c, "rt_isend");
     RtReq *r = rtcpu_xmalloc(sizeof *r);
+    *r = (RtReq){.comm = c, .op = RTW_WAIT_SEND, .peer = peer, .tag = tag};
     RT_MPI(MPI_Isend(buf, rtcpu_mpi_count(n, "rt_isend"), rtcpu_mpi_type(t), peer, tag, c->comm,
                      &r->req));
     return r;
@@ -171,6 +212,7 @@ RtReq *rt_irecv(RtComm *c, void *buf, int64_t n, RtType t, int peer, int tag)
 {
     check(c, "rt_irecv");
     RtReq *r = rtcpu_xmalloc(sizeof *r);
+    *r = (RtReq){.comm = c, .op = RTW_WAIT_RECV, .peer = peer, .tag = tag};
     RT_MPI(MPI_Irecv(buf, rtcpu_mpi_count(n, "rt_irecv"), rtcpu_mpi_type(t), peer, tag, c->comm,
                      &r->req));
     return r;
@@ -178,6 +220,22 @@ RtReq *rt_irecv(RtComm *c, void *buf, int64_t n, RtType t, int peer, int tag)
 
 void rt_wait(RtReq *r)
 {
-    RT_MPI(MPI_Wait(&r->req, MPI_STATUS_IGNORE));
+    int peer = r->peer >= 0 && r->peer < r->comm->size ? r->comm->wranks[r->peer] : -1;
+    RT_MPI_WAIT(r->op, r->comm, peer, r->tag, MPI_Wait(&r->req, MPI_STATUS_IGNORE));
     free(r);
+}
+
+void rt_host_allgather(RtComm *c, void *out, const void *in, size_t bytes)
+{
+    check(c, "rt_host_allgather");
+    int k = rtcpu_mpi_count((int64_t)bytes, "rt_host_allgather");
+    RT_MPI_WAIT(RTW_HOST, c, -1, 0, MPI_Allgather(in, k, MPI_BYTE, out, k, MPI_BYTE, c->comm));
+}
+
+int64_t rt_host_max(RtComm *c, int64_t value)
+{
+    check(c, "rt_host_max");
+    RT_MPI_WAIT(RTW_HOST, c, -1, 0,
+                MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT64_T, MPI_MAX, c->comm));
+    return value;
 }

@@ -93,8 +93,9 @@ void rt_alltoall_dim(RtComm *c, rt_act *out, const rt_act *in, int64_t outer, in
                        z(run) * sizeof *in);
         recv = strided(outer * a * mid, b * inner, d2 * inner);
     }
-    RT_MPI(MPI_Alltoall(scratch, rtcpu_mpi_count(blk, "rt_alltoall_dim"), MPI_FLOAT, out, 1, recv,
-                        c->comm));
+    int k = rtcpu_mpi_count(blk, "rt_alltoall_dim");
+    RT_MPI_WAIT(RTW_ALLTOALL, c, -1, 0,
+                MPI_Alltoall(scratch, k, MPI_FLOAT, out, 1, recv, c->comm));
     RT_MPI(MPI_Type_free(&recv));
 }
 

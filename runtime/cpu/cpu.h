@@ -3,12 +3,17 @@
 #define PTDRT_CPU_H
 
 #include <mpi.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 #include "rt.h"
 
 struct RtComm {
     MPI_Comm comm;
     int rank, size;
+    int id;              /* creation order (the world 0): the same on every member */
+    int *wranks;         /* world rank of each member, by rank in comm */
+    int64_t seq;         /* waits entered on it: the same count on every member */
     struct RtComm *next; /* every communicator made, freed by rt_finalize */
 };
 
@@ -34,5 +39,36 @@ void rtcpu_comm_free_all(void);
 void rtcpu_library_env(char **argv);
 void rtcpu_threads_init(void);
 int rtcpu_gemm_threads(void); /* threads rt_matmul splits a GEMM over */
+
+/* watch.c: the watchdog thread. It ends the rank when its launcher dies and
+ * aborts every rank when a wait outlasts the timeout, after asking the
+ * other ranks' watchdogs where they are (so the message names who did not
+ * arrive). Every blocking MPI call of the main thread is bracketed by
+ * rtcpu_wait_begin/end, which only publish (op, communicator, peer). */
+enum {
+    RTW_NONE,
+    RTW_BARRIER,
+    RTW_ALLREDUCE,
+    RTW_REDUCE_SCATTER,
+    RTW_ALLGATHER,
+    RTW_ALLTOALL,
+    RTW_BCAST,
+    RTW_WAIT_SEND,
+    RTW_WAIT_RECV,
+    RTW_SPLIT,
+    RTW_HOST,
+    RTW_NOPS
+};
+void rtcpu_watch_start(bool thread_multiple); /* after MPI is up */
+void rtcpu_watch_stop(void);                 /* before MPI_Finalize */
+void rtcpu_wait_begin(int op, RtComm *c, int peer_world, int tag);
+void rtcpu_wait_end(void);
+/* A blocking MPI call the watchdog watches. */
+#define RT_MPI_WAIT(op, c, peer, tag, call)                                                  \
+    do {                                                                                     \
+        rtcpu_wait_begin((op), (c), (peer), (tag));                                          \
+        RT_MPI(call);                                                                        \
+        rtcpu_wait_end();                                                                    \
+    } while (0)
 
 #endif

@@ -7,6 +7,7 @@
  * the NCCL world communicator from a unique id broadcast over MPI, and the
  * watchdog. */
 #include "cu.h"
+#include "common/common.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -29,16 +30,13 @@ static bool mpi_up(void)
 void rt_fatal(const char *fmt, ...)
 {
     static volatile int in_fatal;
-    char msg[2048];
+    char prefix[48] = "ptdc: ";
+    if (rtcu.size > 1) snprintf(prefix, sizeof prefix, "ptdc: rank %d: ", rtcu.rank);
+    fflush(stdout);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    rtc_vwrite_line(2, prefix, fmt, ap); /* one write(): lines of ranks never run together */
     va_end(ap);
-    if (rtcu.size > 1)
-        fprintf(stderr, "ptdc: rank %d: %s\n", rtcu.rank, msg);
-    else
-        fprintf(stderr, "ptdc: %s\n", msg);
-    fflush(stderr);
     if (!in_fatal) { /* an error while aborting must not recurse */
         in_fatal = 1;
         if (mpi_up()) MPI_Abort(MPI_COMM_WORLD, 1);
@@ -179,4 +177,26 @@ double rt_time(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Control collectives over host memory, on MPI (the NCCL communicators
+ * work on device memory); the watchdog times them like any blocking call. */
+void rt_host_allgather(RtComm *c, void *out, const void *in, size_t bytes)
+{
+    if (!c) rt_fatal("rt_host_allgather on a NULL communicator (this rank is not a member)");
+    if (bytes > 2147483647u) rt_fatal("rt_host_allgather of %zu bytes: at most 2^31 - 1", bytes);
+    rtcu_block_begin("MPI_Allgather (rt_host_allgather)", __FILE__, __LINE__);
+    int rc = MPI_Allgather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, c->mpi);
+    rtcu_block_end();
+    if (rc != MPI_SUCCESS) rt_fatal("%s:%d: MPI_Allgather failed (rt_host_allgather)", __FILE__, __LINE__);
+}
+
+int64_t rt_host_max(RtComm *c, int64_t value)
+{
+    if (!c) rt_fatal("rt_host_max on a NULL communicator (this rank is not a member)");
+    rtcu_block_begin("MPI_Allreduce (rt_host_max)", __FILE__, __LINE__);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT64_T, MPI_MAX, c->mpi);
+    rtcu_block_end();
+    if (rc != MPI_SUCCESS) rt_fatal("%s:%d: MPI_Allreduce failed (rt_host_max)", __FILE__, __LINE__);
+    return value;
 }

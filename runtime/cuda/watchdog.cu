@@ -4,17 +4,25 @@
  * (a peer that died, a network error) and the host's current blocking call
  * (rtcu_block_begin/end around stream synchronisation, synchronous copies and
  * NCCL calls). If an error is reported, or the host has waited in one call
- * longer than PTDC_NCCL_TIMEOUT seconds (default 600; 0 disables the
- * timeout), it prints what was waited on, aborts every communicator
+ * longer than the timeout (rt_set_timeout; default PTDC_TIMEOUT, else
+ * PTDC_NCCL_TIMEOUT, else 600 s; 0 disables it), it prints what was waited on in
+ * one line (one write(), so lines of ranks never run together), aborts every communicator
  * (ncclCommAbort releases the stuck kernels) and calls MPI_Abort, which
  * makes mpirun kill every rank. Without MPI_THREAD_MULTIPLE it exits the
  * process instead, which mpirun also answers by killing the job.
  *
- * The host only waits at synchronisation points, so a hung collective is
+ * Every tick it also checks that the rank's launcher (mpirun, orted, srun's
+ * step daemon) is alive (runtime/common/launcher.c) and ends the rank at
+ * once when it is not, so a killed mpirun leaves no rank training on.
+ *
+ * Unlike the CPU backend (runtime/cpu/watch.c) it does not ask the other
+ * ranks where they are: NCCL runs a collective as device kernels, and the
+ * host only waits at synchronisation points, so a hung collective is
  * caught when the program next needs a result (the loss, a timing, a
  * copy); a step's work enqueued ahead counts towards the timeout, which is
  * why the default is far above any step time. */
 #include "cu.h"
+#include "common/common.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -90,8 +98,10 @@ void rtcu_abort_comms(void)
 
 [[noreturn]] static void fire(const char *msg)
 {
-    fprintf(stderr, "ptdc: rank %d: watchdog: %s; aborting all ranks\n", rtcu.rank, msg);
-    fflush(stderr);
+    char prefix[48];
+    snprintf(prefix, sizeof prefix, "ptdc: rank %d: watchdog: ", rtcu.rank);
+    fflush(stdout);
+    rtc_write_line(2, prefix, "%s; aborting all ranks", msg);
     /* Should ncclCommAbort or MPI_Abort themselves hang (a blocking
      * communicator busy in another thread), SIGALRM ends the process and
      * mpirun then kills the job. */
@@ -114,6 +124,12 @@ static void *loop(void *arg)
             return NULL;
         }
         char msg[512];
+        if (rtc_launcher_gone(msg, sizeof msg)) {
+            char prefix[48];
+            snprintf(prefix, sizeof prefix, "ptdc: rank %d: ", rtcu.rank);
+            rtc_write_line(2, prefix, "%s; exiting", msg);
+            _exit(1); /* no MPI_Abort: the runtime that would carry it is gone */
+        }
         for (int i = 0; i < wd.ncomms; i++) {
             ncclResult_t r = ncclSuccess;
             ncclResult_t q = ncclCommGetAsyncError(wd.comms[i], &r);
@@ -128,7 +144,7 @@ static void *loop(void *arg)
         if (wd.timeout > 0 && wd.depth > 0 && now() - wd.since > wd.timeout) {
             snprintf(msg, sizeof msg,
                      "no progress for %.0f s in %s at %s:%d (a collective or peer that never "
-                     "completes; PTDC_NCCL_TIMEOUT=%g)",
+                     "completes; timeout %g s)",
                      now() - wd.since, wd.what, wd.file, wd.line, wd.timeout);
             fire(msg);
         }
@@ -136,16 +152,36 @@ static void *loop(void *arg)
     }
 }
 
+static double env_seconds(const char *name, double dflt)
+{
+    const char *s = getenv(name);
+    if (!s || !*s) return dflt;
+    char *end;
+    double t = strtod(s, &end);
+    if (*end || !(t >= 0)) rt_fatal("%s=%s: expected seconds (0 disables the timeout)", name, s);
+    return t;
+}
+
+void rt_set_timeout(double seconds)
+{
+    if (!(seconds >= 0)) rt_fatal("rt_set_timeout: %g is not a number of seconds (0: no timeout)", seconds);
+    pthread_mutex_lock(&wd_mu);
+    wd.timeout = seconds > 1e300 ? 0 : seconds;
+    pthread_mutex_unlock(&wd_mu);
+}
+
+double rt_timeout(void)
+{
+    pthread_mutex_lock(&wd_mu);
+    double t = wd.timeout;
+    pthread_mutex_unlock(&wd_mu);
+    return t;
+}
+
 void rtcu_watchdog_start(void)
 {
-    const char *s = getenv("PTDC_NCCL_TIMEOUT");
-    wd.timeout = 600;
-    if (s && *s) {
-        char *end;
-        double t = strtod(s, &end);
-        if (*end || t < 0) rt_fatal("PTDC_NCCL_TIMEOUT=%s: expected seconds (0 disables)", s);
-        wd.timeout = t;
-    }
+    wd.timeout = env_seconds("PTDC_TIMEOUT", env_seconds("PTDC_NCCL_TIMEOUT", 600));
+    rtc_launcher_init();
     wd.stop = 0;
     if (pthread_create(&wd.thread, NULL, loop, NULL) != 0) rt_fatal("cannot start the watchdog");
     wd.running = 1;

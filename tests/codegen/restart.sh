@@ -17,15 +17,15 @@ rm -rf "$t" && mkdir -p "$t"
 train() { "$d/run.sh" --data synthetic:7 --decay-steps 5 "$@"; }
 fail() { echo "restart: $*"; exit 1; }
 
-train --steps 5 --export-hf "$t/full.st" > "$t/full.log" 2>&1 || { cat "$t/full.log"; fail "5 steps failed"; }
+train --steps 5 --export-hf "$t/full.safetensors" > "$t/full.log" 2>&1 || { cat "$t/full.log"; fail "5 steps failed"; }
 train --steps 3 --save "$t/ckpt" > "$t/first.log" 2>&1 || { cat "$t/first.log"; fail "3 steps failed"; }
-train --steps 5 --load "$t/ckpt" --export-hf "$t/resumed.st" > "$t/second.log" 2>&1 ||
+train --steps 5 --load "$t/ckpt" --export-hf "$t/resumed.safetensors" > "$t/second.log" 2>&1 ||
     { cat "$t/second.log"; fail "resuming failed"; }
 grep '^step' "$t/full.log" | awk '{split($2, s, "/"); print s[1], $5, $11}' > "$t/a"
 { grep '^step' "$t/first.log"; grep '^step' "$t/second.log"; } | awk '{split($2, s, "/"); print s[1], $5, $11}' > "$t/b"
 cat "$t/b"
 cmp "$t/a" "$t/b" || fail "resumed losses differ from the uninterrupted run"
-cmp "$t/full.st" "$t/resumed.st" || fail "resumed weights differ from the uninterrupted run"
+cmp "$t/full.safetensors" "$t/resumed.safetensors" || fail "resumed weights differ from the uninterrupted run"
 echo "restart: 3 + 2 steps == 5 steps, bitwise"
 
 refused() { # what, expected message, flags...
@@ -45,7 +45,7 @@ printf 'X' | dd of="$t/flip/$f" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null
 refused "a corrupted checkpoint" "checkpoint" train --steps 5 --load "$t/flip"
 refused "another plan's checkpoint" "another plan" "$work/$other/run.sh" --steps 5 --load "$t/ckpt"
 
-"$work/$other/run.sh" --steps 0 --import-hf "$t/full.st" --export-hf "$t/again.st" > "$t/again.log" 2>&1 ||
+"$work/$other/run.sh" --steps 0 --import-hf "$t/full.safetensors" --export-hf "$t/again.safetensors" > "$t/again.log" 2>&1 ||
     { cat "$t/again.log"; fail "import into $other failed"; }
-cmp "$t/full.st" "$t/again.st" || fail "import then export changed the file"
+cmp "$t/full.safetensors" "$t/again.safetensors" || fail "import then export changed the file"
 echo "restart: import into $other then export gives the same file"

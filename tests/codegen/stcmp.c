@@ -1,11 +1,13 @@
-/* stcmp.c: test tool. stcmp REF.safetensors OTHER.safetensors [--tol X]
- * Both files must hold the same tensors with the same shapes; every element
- * must agree within X (default 1e-5) relative to the tensor's scale (its
- * largest magnitude in REF), or exactly with --tol 0. Prints the worst
- * tensor; exits 1 on a mismatch. */
+/* stcmp.c: test tool. stcmp REF OTHER [--tol X] [--subset]
+ * REF and OTHER are safetensors files or Hugging Face model directories. Both
+ * must hold the same tensors (with --subset: OTHER may hold more) with the
+ * same shapes; every element must agree within X (default 1e-5) relative to
+ * the tensor's scale (its largest magnitude in REF), or exactly with --tol 0.
+ * Prints the worst tensor; exits 1 on a mismatch. */
 #include "rt.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +35,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: stcmp REF OTHER [--tol X]\n");
         return 2;
     }
-    double tol = argc > 4 && !strcmp(argv[3], "--tol") ? atof(argv[4]) : 1e-5;
+    double tol = 1e-5;
+    bool subset = false;
+    for (int i = 3; i < argc; i++) {
+        if (!strcmp(argv[i], "--tol") && i + 1 < argc)
+            tol = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--subset"))
+            subset = true;
+    }
     char err[1024];
     RtSt *a = rt_st_open(argv[1], err, sizeof err), *b = a ? rt_st_open(argv[2], err, sizeof err) : NULL;
     if (!a || !b) {
@@ -41,7 +50,7 @@ int main(int argc, char **argv)
         return 2;
     }
     int bad = 0, n = rt_st_count(a);
-    if (n != rt_st_count(b)) {
+    if (subset ? n > rt_st_count(b) : n != rt_st_count(b)) {
         fprintf(stderr, "stcmp: %d tensors in %s, %d in %s\n", n, argv[1], rt_st_count(b), argv[2]);
         return 1;
     }

@@ -80,12 +80,18 @@ int sweep_run(const char *ref_dir, const char *model_dir, const SweepStack *st, 
         PassPlan plan;
         if (!mega_plan(g, &L, &plan))
             exit(1);
-        PassCostCtx c = {.cl = &cl, .attention = L.attention, .attn_kernel = w->kernel,
-                         .norm_unfused = !w->rms_kernel, .loss_fp32 = st->loss_fp32,
-                         .grad_bytes = st->grad_bytes, .alloc_reserve = st->alloc_reserve,
-                         .ref_stack = true, .frag_act = st->frag_act,
-                         .grad_accum_unfused = st->grad_accum_unfused,
-                         .attn_dropout = st->attn_dropout};
+        /* Megatron's stack as the preset describes it, then the code base's
+         * differences and the row's kernels. */
+        PassCostCtx c = {.cl = &cl, .attention = L.attention};
+        pass_stack_preset("megatron", &c.st);
+        c.st.attn_kernel = w->kernel;
+        c.st.norm_unfused = !w->rms_kernel;
+        c.st.loss_fp32 = st->loss_fp32;
+        c.st.grad_bytes = st->grad_bytes;
+        c.st.alloc_reserve = st->alloc_reserve;
+        c.st.frag_act = st->frag_act;
+        c.st.grad_accum_unfused = st->grad_accum_unfused;
+        c.st.attn_dropout = st->attn_dropout;
         pass_predict(&c, g, &plan, &w->pred);
         mega_plan_free(&plan);
     }

@@ -74,6 +74,14 @@ void table_free(Table *t)
 
 static int I(const RefCsv *c, int r, const char *k) { return atoi(ref_get(c, r, k)); }
 
+static PassStack stack(const char *name)
+{
+    PassStack st;
+    if (!pass_stack_preset(name, &st))
+        ir_die("no stack preset %s", name);
+    return st;
+}
+
 /* Megatron-LM 2021 on Selene: full recomputation, fused softmax with
  * attention dropout, fp32 main gradients without a distributed optimizer,
  * gradient accumulation fused into the GEMM, fp32 loss. Micro-batch and
@@ -92,8 +100,9 @@ bool table_sc21(const char *ref, const char *models, Table *t)
                            .micro_batch = 1, .global_batch = I(c, r, "global_batch"), .sp = false,
                            .zero = 0, .recompute = PASS_RECOMPUTE_FULL,
                            .attention = PASS_ATTN_MATERIALIZED};
-        k.c = (PassCostCtx){.ref_stack = true, .attn_kernel = PASS_KERNEL_FUSED_SOFTMAX, .attn_dropout = true,
-                            .loss_fp32 = true, .grad_bytes = 4};
+        /* Megatron-LM 2021: Megatron's fused scale-mask-softmax. */
+        k.c = (PassCostCtx){.st = stack("megatron")};
+        k.c.st.attn_kernel = PASS_KERNEL_FUSED_SOFTMAX;
         PassPrediction p;
         if (!run(models, &k, &p))
             return false;
@@ -126,8 +135,8 @@ bool table_h100(const char *ref, const char *models, Table *t)
                            .micro_batch = 1, .global_batch = I(c, r, "global_batch"), .sp = true,
                            .zero = 1, .recompute = PASS_RECOMPUTE_NONE,
                            .attention = PASS_ATTN_FLASH};
-        k.c = (PassCostCtx){.ref_stack = true, .attn_kernel = PASS_KERNEL_FLASH2, .loss_fp32 = true, .grad_bytes = 4,
-                            .reshard_overlap = 0.8};
+        k.c = (PassCostCtx){.st = stack("megatron")};
+        k.c.st.reshard_overlap = 0.8;
         PassPrediction p;
         if (!run(models, &k, &p))
             return false;
@@ -161,7 +170,7 @@ bool table_megascale(const char *ref, const char *models, Table *t)
                            .v = I(c, r, "interleave_v"), .micro_batch = 1,
                            .global_batch = I(c, r, "global_batch"), .sp = true, .zero = 1,
                            .recompute = PASS_RECOMPUTE_NONE, .attention = PASS_ATTN_FLASH};
-        k.c = (PassCostCtx){.ref_stack = true, .attn_kernel = PASS_KERNEL_FLASH2, .loss_fp32 = true, .grad_bytes = 4};
+        k.c = (PassCostCtx){.st = stack("megatron")};
         PassPrediction p;
         if (!run(models, &k, &p))
             return false;
@@ -217,7 +226,19 @@ bool table_mpt(const char *ref, const char *models, Table *t)
                            .recompute = !strcmp(ref_get(c, r, "activation_checkpointing"), "True")
                                             ? PASS_RECOMPUTE_FULL : PASS_RECOMPUTE_NONE,
                            .attention = PASS_ATTN_FLASH};
-        k.c = (PassCostCtx){.ref_stack = true, .attn_kernel = PASS_KERNEL_FLASH1};
+        /* llm-foundry's FSDP: mixed precision PURE (bf16 gradients, reduced
+         * in bf16), its fused LayerNorm and triton flash attention
+         * (FlashAttention-1 class), Composer's gradient accumulation into
+         * the FSDP shards; memory as the table reports it ran, without the
+         * allocator terms fitted on the Megatron sweep. */
+        k.c = (PassCostCtx){.st = stack("fsdp")};
+        k.c.st.attn_kernel = PASS_KERNEL_FLASH1;
+        k.c.st.norm_unfused = false;
+        k.c.st.loss_fp32 = false;
+        k.c.st.grad_bytes = 0;
+        k.c.st.grad_accum_unfused = false;
+        k.c.st.frag_act = 0;
+        k.c.st.alloc_reserve = 0;
         PassPrediction p;
         if (!run(models, &k, &p))
             return false;

@@ -57,8 +57,8 @@ static double acts_of(const Case *k, int layers)
     PassPlan plan;
     if (!mega_plan(g, &L, &plan))
         exit(1);
-    PassCostCtx c = {.cl = &cl, .attention = L.attention, .attn_kernel = k->kernel,
-                     .attn_dropout = k->dropout};
+    PassCostCtx c = {.cl = &cl, .attention = L.attention, .st.attn_kernel = k->kernel,
+                     .st.attn_dropout = k->dropout};
     PassPrediction p;
     pass_predict(&c, g, &plan, &p);
     double acts = p.mem[0].acts;

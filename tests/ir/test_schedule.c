@@ -1,7 +1,9 @@
 /* test_schedule.c: the pipeline schedule is well formed (every micro-batch of
  * every chunk goes forward once, then backward once), the slot counts and
  * activation peaks computed from its prefix equal those of the whole
- * schedule, and 1F1B holds min(m, pp - r) micro-batches on rank r. */
+ * schedule, and 1F1B holds min(m, pp - r) micro-batches on rank r. The
+ * event simulation of a step (pass_schedule_sim) against timelines worked
+ * out by hand, and against the classic (m + p - 1) t of equal stages. */
 #include "passes.h"
 
 #include <math.h>
@@ -19,9 +21,113 @@ static int failures;
         }                                                                                 \
     } while (0)
 
+static void test_sim(void)
+{
+    /* One rank: m x (f + b). */
+    double f1[] = {1}, b1[] = {2}, z[16] = {0};
+    CHECK(fabs(pass_schedule_sim(1, 1, 3, f1, b1, z, z, NULL) - 9) < 1e-12, "one rank");
+    /* pp 2, m 2, equal stages: r0 F0 [0,1] F1 [1,2] B0 [4,6] B1 [7,9];
+     * r1 F0 [1,2] B0 [2,4] F1 [4,5] B1 [5,7]. */
+    double f2[] = {1, 1}, b2[] = {2, 2}, fin[2];
+    CHECK(fabs(pass_schedule_sim(2, 1, 2, f2, b2, z, z, fin) - 9) < 1e-12, "pp 2 equal");
+    CHECK(fabs(fin[0] - 9) < 1e-12 && fabs(fin[1] - 7) < 1e-12, "finish %g %g", fin[0], fin[1]);
+    /* The busiest rank first: r0 F0 [0,2] F1 [2,4] B0 [4,6] B1 [6,8]; r1 F0
+     * [2,2.5] B0 [2.5,3] F1 [4,4.5] B1 [4.5,5]. 8, not 1F1B's formula 9. */
+    double f3[] = {2, 0.5}, b3[] = {2, 0.5};
+    CHECK(fabs(pass_schedule_sim(2, 1, 2, f3, b3, z, z, NULL) - 8) < 1e-12, "pp 2 unequal");
+    /* Transfers of 0.25 both ways on the same: r1 F0 [2.25,2.75] B0
+     * [2.75,3.25]; r0 B0 waits to 3.5 but is busy to 4: [4.25,6.25] (the
+     * receiver copies after both are there); r1 F1 [4.25,4.75] B1
+     * [4.75,5.25]; r0 B1 [6.25 + 0.25, 8.5]. */
+    double x3[] = {0, 0.25};
+    CHECK(fabs(pass_schedule_sim(2, 1, 2, f3, b3, x3, x3, NULL) - 8.5) < 1e-12, "pp 2 transfers");
+    /* Equal stages, 1F1B: (m + p - 1) (f + b). */
+    for (int pp = 1; pp <= 6; pp++)
+        for (int m = 1; m <= 9; m++) {
+            double f[8], b[8];
+            for (int i = 0; i < pp; i++)
+                f[i] = 1, b[i] = 2;
+            double t = pass_schedule_sim(pp, 1, m, f, b, z, z, NULL);
+            CHECK(fabs(t - (m + pp - 1) * 3.0) < 1e-9, "pp %d m %d: %g", pp, m, t);
+        }
+    /* Interleaved, equal chunks of t / v: Megatron's (m + (p - 1) / v) t. */
+    for (int pp = 2; pp <= 4; pp++)
+        for (int v = 2; v <= 3; v++)
+            for (int k = 1; k <= 3; k++) {
+                int m = k * pp, ns = pp * v;
+                double f[16], b[16], zz[16] = {0};
+                for (int i = 0; i < ns; i++)
+                    f[i] = 1.0 / v, b[i] = 2.0 / v;
+                double t = pass_schedule_sim(pp, v, m, f, b, zz, zz, NULL);
+                CHECK(fabs(t - (m + (pp - 1.0) / v) * 3.0) < 1e-9, "interleaved pp %d v %d m %d: %g",
+                      pp, v, m, t);
+            }
+}
+
+/* The same schedule executed by a second, plain implementation: repeatedly
+ * run any rank whose next operation has its input, until all are done. */
+static double reference_sim(int pp, int v, int m, const double *f, const double *b, const double *xf,
+                            const double *xb)
+{
+    int ns = pp * v, nops = 2 * m * v;
+    double *df = calloc((size_t)ns * m, sizeof *df), *db = calloc((size_t)ns * m, sizeof *db);
+    char *hf = calloc((size_t)ns * m, 1), *hb = calloc((size_t)ns * m, 1);
+    int k[64] = {0};
+    double t[64] = {0}, end = 0;
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (int r = 0; r < pp; r++) {
+            if (k[r] == nops)
+                continue;
+            PassSchedOp op = pass_schedule_op(pp, v, m, r, k[r]);
+            int st = op.chunk * pp + r, i = st * m + op.mb;
+            if (!op.bwd && (st == 0 || hf[i - m])) {
+                t[r] = (st ? fmax(t[r], df[i - m]) + xf[st] : t[r]) + f[st];
+                df[i] = t[r], hf[i] = 1;
+            } else if (op.bwd && hf[i] && (st == ns - 1 || hb[i + m])) {
+                t[r] = (st < ns - 1 ? fmax(t[r], db[i + m]) + xb[st + 1] : t[r]) + b[st];
+                db[i] = t[r], hb[i] = 1;
+            } else {
+                continue;
+            }
+            k[r]++;
+            moved = true;
+        }
+    }
+    for (int r = 0; r < pp; r++)
+        end = fmax(end, t[r]);
+    free(df), free(db), free(hf), free(hb);
+    return end;
+}
+
+/* Long schedules with uneven stages and transfers: the planner's fast
+ * simulation equals the plain one. */
+static void test_sim_long(void)
+{
+    unsigned seed = 1;
+    for (int pp = 2; pp <= 6; pp++)
+        for (int v = 1; v <= 2; v++)
+            for (int trial = 0; trial < 4; trial++) {
+                int m = v == 1 ? 6 * pp + 11 + trial * 7 : pp * (7 + trial * 3);
+                double f[16], b[16], xf[16], xb[16];
+                for (int i = 0; i < pp * v; i++) {
+                    seed = seed * 1103515245u + 12345u;
+                    f[i] = 1 + (seed >> 16) % 100 / 50.0;
+                    b[i] = 2 * f[i] + (seed >> 8) % 7 / 10.0;
+                    xf[i] = xb[i] = (seed >> 4) % 5 / 20.0;
+                }
+                double got = pass_schedule_sim(pp, v, m, f, b, xf, xb, NULL);
+                double want = reference_sim(pp, v, m, f, b, xf, xb);
+                CHECK(fabs(got - want) < 1e-9 * want, "pp %d v %d m %d: %.9g, whole run %.9g", pp, v, m,
+                      got, want);
+            }
+}
+
 int main(void)
 {
     int cases = 0;
+    test_sim();
+    test_sim_long();
     for (int pp = 1; pp <= 8; pp++)
         for (int v = 1; v <= 4; v++)
             for (int mult = 1; mult <= 6; mult++) {

@@ -263,7 +263,7 @@ static void test_mappings(void)
     CHECK(rt_st_writer_open(inc, dup, 2, "F32", err, sizeof err) == NULL &&
               strstr(err, "appears twice"),
           "duplicate names: %s", err);
-    CHECK(rt_st_writer_open(inc, dup, 1, "F16", err, sizeof err) == NULL && strstr(err, "F16"),
+    CHECK(rt_st_writer_open(inc, dup, 1, "F64", err, sizeof err) == NULL && strstr(err, "F64"),
           "export dtype: %s", err);
 }
 

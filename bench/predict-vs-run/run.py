@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""bench/predict-vs-run: close the loop on this machine's CPU ranks.
+
+Calibrate once (`ptdc calibrate`), then for every layout below: predict its
+step time and memory with the measured cluster file (`ptdc --plan-only
+--json`), generate and run its program (PTDC_PROFILE=1), take the median
+step time over steps 3..N and the peak resident memory, and compare. Also
+runs the planner's own choice for each rank count and compares it with the
+fastest measured layout of that count.
+
+    bench/predict-vs-run/run.py [--build build] [--cluster FILE] [--steps N]
+                                [--work DIR] [--only NAME,...] [--docs]
+
+--cluster reuses a cluster file instead of calibrating; --docs rewrites the
+table in docs/cost-model.md. Targets (issue 10): median |error| <= 10%,
+Spearman >= 0.9, the planner's choice within 5% of the fastest measured
+layout, the arena equal to the predicted model states and activations, peak
+RSS within 10% of the predicted total.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.normpath(os.path.join(HERE, "..", ".."))
+
+# A LLaMA-style model sized for one step of 0.2-2 s on this machine's ranks:
+# 4 layers of d_model 256, 8 heads of 32 (4 KV heads), SwiGLU 704, vocabulary
+# 4096, sequences of 256, 16 per step.
+MODEL = ["models/llama.mdl", "--set", "n_layers=4", "--set", "d_model=256", "--set", "n_heads=8",
+         "--set", "n_kv_heads=4", "--set", "d_ff=704", "--set", "vocab=4096", "--set", "seq=256",
+         "--set", "global_batch=16"]
+
+# name, ranks, pins (every part pinned: a layout evaluated by hand).
+def L(name, ranks, tp=1, pp=1, dp=1, mb=1, rc="none", sp="off", zero=0, sched="1f1b", v=1):
+    a = ["--tp", str(tp), "--pp", str(pp), "--dp", str(dp), "--micro-batch", str(mb),
+         "--recompute", rc, "--sp", sp, "--zero", str(zero), "--schedule", sched]
+    if v > 1:
+        a += ["--virtual-stages", str(v)]
+    return (name, ranks, a)
+
+LAYOUTS = [
+    L("1r-mb4", 1, mb=4),
+    L("1r-mb16", 1, mb=16),
+    L("1r-mb2-full", 1, mb=2, rc="full"),
+    L("1r-mb4-ffn", 1, mb=4, rc="ffn"),
+    L("dp2-z0", 2, dp=2, mb=4),
+    L("dp2-z1-mb2", 2, dp=2, mb=2, zero=1),
+    L("dp2-z2", 2, dp=2, mb=4, zero=2),
+    L("dp2-z3-mb8", 2, dp=2, mb=8, zero=3),
+    L("dp2-full", 2, dp=2, mb=4, rc="full"),
+    L("tp2", 2, tp=2, mb=4),
+    L("tp2-sp", 2, tp=2, mb=4, sp="on"),
+    L("pp2-1f1b", 2, pp=2, mb=2),
+    L("pp2-v2", 2, pp=2, mb=2, sched="interleaved", v=2),
+    L("dp4", 4, dp=4, mb=2),
+    L("dp2-tp2", 4, dp=2, tp=2, mb=2),
+    L("tp4", 4, tp=4, mb=4),
+    L("pp2-dp2", 4, pp=2, dp=2, mb=2),
+    L("pp4", 4, pp=4, mb=1),
+    L("dp2-pp2-z1", 4, dp=2, pp=2, mb=4, zero=1),
+]
+
+
+def run(cmd, env=None, check=True, cwd=SRC):
+    p = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    if check and p.returncode != 0:
+        sys.exit("predict-vs-run: %s failed (%d):\n%s" % (" ".join(cmd), p.returncode, p.stdout[-3000:]))
+    return p
+
+
+def spearman(x, y):
+    def ranks(v):
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                r[order[k]] = (i + j) / 2
+            i = j + 1
+        return r
+    rx, ry = ranks(x), ranks(y)
+    mx, my = statistics.mean(rx), statistics.mean(ry)
+    num = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    den = (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
+    return num / den if den else 0.0
+
+
+def parse_run(log, steps):
+    times = [float(m.group(1)) / 1e3 for m in re.finditer(r"^step\s+\d+/\d+ .*?\|\s+([\d.]+) ms", log, re.M)]
+    if len(times) < steps:
+        sys.exit("predict-vs-run: the program printed %d steps of %d:\n%s" % (len(times), steps, log[-3000:]))
+    prof = {}
+    for m in re.finditer(r"^profile: (\S+)\s+(\S+)\s+([\d.eE+-]+)\s+([\d.eE+-]+)\s*$", log, re.M):
+        prof[m.group(1)] = (m.group(2), float(m.group(3)), float(m.group(4)))
+    rss = re.search(r"^profile: peak_rss_bytes (\d+) (\d+)", log, re.M)
+    plan = {}
+    for m in re.finditer(r"^    (parameters|gradients|optimizer state|activations|workspace|total)\s+([\d.]+) MiB", log, re.M):
+        plan.setdefault(m.group(1), 0.0)
+        plan[m.group(1)] = max(plan[m.group(1)], float(m.group(2)))  # the largest pipeline rank
+    window = times[2:] if len(times) > 2 else times  # fewer steps: a memory check, not a timing
+    return statistics.median(window), prof, float(rss.group(2)) if rss else 0.0, plan, times
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(SRC, "build"))
+    ap.add_argument("--cluster")
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--work", default="/tmp/ptdc-predict-vs-run")
+    ap.add_argument("--only")
+    ap.add_argument("--quick-calibration", action="store_true")
+    ap.add_argument("--docs", action="store_true")
+    a = ap.parse_args()
+    ptdc = os.path.join(a.build, "driver", "ptdc")
+    if not os.access(ptdc, os.X_OK):
+        sys.exit("predict-vs-run: %s is not built (run scripts/setup.sh)" % ptdc)
+    os.makedirs(a.work, exist_ok=True)
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    cluster = a.cluster
+    t0 = time.time()
+    if not cluster:
+        cluster = os.path.join(a.work, "cpu.cluster")
+        cmd = [ptdc, "calibrate", "-o", cluster, "--records", os.path.join(a.work, "records")]
+        if a.quick_calibration:
+            cmd.append("--quick")
+        print("== calibrating: %s" % " ".join(cmd), flush=True)
+        p = subprocess.run(cmd, cwd=SRC, env=env, stderr=subprocess.PIPE, text=True)
+        if p.returncode:
+            sys.exit(p.stderr[-3000:])
+        print("\n".join(l for l in p.stderr.splitlines() if not l.startswith("calibrate: ")))
+        print("   calibration took %.0f s" % (time.time() - t0), flush=True)
+    cluster = os.path.abspath(cluster)
+    env_run = dict(env, PTDC_PROFILE="1")
+    rows = []
+    only = set(a.only.split(",")) if a.only else None
+    for name, ranks, pins in LAYOUTS + [("planner-%d" % n, n, None) for n in (1, 2, 4)]:
+        if only and name not in only:
+            continue
+        base = [ptdc] + MODEL + ["--cluster", cluster, "--gpus", str(ranks), "--target", "cpu"]
+        out = os.path.join(a.work, name)
+        if pins is not None:
+            pj = json.loads(run(base + pins + ["--plan-only", "--json"], env).stdout)
+            pred = pj["predicted"]
+            run(base + pins + ["-o", out], env)
+            layout = " ".join(pins)
+        else:
+            run(base + ["-o", out], env)
+            with open(os.path.join(out, "plan.json")) as f:
+                pj = json.load(f)
+            pred = pj["predicted"] if "predicted" in pj else pj["plans"][0]["predicted"]
+            layout = pj.get("layout", pj["plans"][0].get("layout", "")) if isinstance(pj, dict) else ""
+        log = run([os.path.join(out, "run.sh"), "--steps", str(a.steps)], env_run).stdout
+        meas, prof, rss, plan, times = parse_run(log, a.steps)
+        mem = max(pred["memory"], key=lambda m: m["total"])
+        arena_pred = (mem["weights"] + mem["grads"] + mem["optimizer"] + mem["activations"]) / 2**20
+        arena_prog = sum(plan.get(k, 0) for k in ("parameters", "gradients", "optimizer state", "activations"))
+        row = dict(name=name, ranks=ranks, layout=layout, pred=pred["step_time_s"], meas=meas,
+                   err=pred["step_time_s"] / meas - 1, pred_mem=pred["peak_mem_bytes"] / 2**20,
+                   rss=rss / 2**20, arena_pred=arena_pred, arena_prog=arena_prog, prof=prof,
+                   pred_parts=pred, times=times)
+        rows.append(row)
+        print("%-12s %d ranks  predicted %7.3f s  measured %7.3f s  %+6.1f%%   memory predicted %7.1f MiB, "
+              "peak RSS %7.1f MiB (%+5.1f%%)" % (name, ranks, row["pred"], meas, 100 * row["err"], row["pred_mem"],
+                                                  row["rss"], 100 * (row["pred_mem"] / row["rss"] - 1) if rss else 0),
+              flush=True)
+    report(rows, a, cluster, time.time() - t0)
+
+
+def report(rows, a, cluster, elapsed):
+    pinned = [r for r in rows if not r["name"].startswith("planner-")]
+    lines = []
+    lines.append("| layout | ranks | predicted s | measured s | error | predicted MiB | peak RSS MiB | error |")
+    lines.append("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        lines.append("| %s | %d | %.3f | %.3f | %+.1f%% | %.1f | %.1f | %+.1f%% |" % (
+            r["name"], r["ranks"], r["pred"], r["meas"], 100 * r["err"], r["pred_mem"], r["rss"],
+            100 * (r["pred_mem"] / r["rss"] - 1) if r["rss"] else 0))
+    errs = [abs(r["err"]) for r in pinned]
+    summary = []
+    if pinned:
+        summary.append("median |error| of the step time over %d pinned layouts: %.1f%% (target <= 10%%)"
+                       % (len(pinned), 100 * statistics.median(errs)))
+        summary.append("Spearman rank correlation, predicted vs measured: %.3f (target >= 0.9)"
+                       % spearman([r["pred"] for r in pinned], [r["meas"] for r in pinned]))
+        rss = [abs(r["pred_mem"] / r["rss"] - 1) for r in pinned if r["rss"]]
+        if rss:
+            summary.append("peak RSS vs predicted total: median %.1f%%, largest %.1f%% (target <= 10%%)"
+                           % (100 * statistics.median(rss), 100 * max(rss)))
+        arena = [abs(r["arena_prog"] - r["arena_pred"]) for r in pinned]
+        summary.append("arena (parameters, gradients, optimizer state, activations) vs predicted: "
+                       "largest difference %.3f MiB" % max(arena))
+    for r in rows:
+        if not r["name"].startswith("planner-"):
+            continue
+        n = r["ranks"]
+        same = [p for p in pinned if p["ranks"] == n] + [r]
+        best = min(same, key=lambda p: p["meas"])
+        summary.append("planner's choice on %d rank%s (%s): %.3f s measured, %+.1f%% from the fastest "
+                       "measured (%s, %.3f s) (target <= 5%%)" % (n, "" if n == 1 else "s", r["layout"], r["meas"],
+                                                               100 * (r["meas"] / best["meas"] - 1), best["name"], best["meas"]))
+    text = "\n".join(lines) + "\n\n" + "\n".join("- " + s for s in summary) + "\n"
+    print()
+    print(text)
+    print("(%.0f s in all; machine: %s, %d cores)" % (elapsed, os.uname().nodename, os.cpu_count()))
+    if a.docs:
+        doc = os.path.join(SRC, "docs", "cost-model.md")
+        with open(doc) as f:
+            d = f.read()
+        b, e = "<!-- BEGIN predict-vs-run -->", "<!-- END predict-vs-run -->"
+        if b not in d or e not in d:
+            sys.exit("predict-vs-run: docs/cost-model.md lacks the %s ... %s markers" % (b, e))
+        body = ("\nMeasured with `bench/predict-vs-run/run.py --docs` on %s (%d cores), %d steps per "
+                "layout, medians over steps 3..%d.\n\n" % (os.uname().nodename, os.cpu_count(), a.steps, a.steps)) + text
+        d = d[:d.index(b) + len(b)] + body + d[d.index(e):]
+        with open(doc, "w") as f:
+            f.write(d)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,275 @@
+/* m_compute.c: the runtime's kernels on one rank, every rank of the launch
+ * running them at once (so ranks sharing a node share its cores and memory
+ * bandwidth as a plan's ranks would).
+ *
+ * Records (sizes in elements; seconds per call):
+ *   gemm M N K TA TB SECONDS          rt_matmul, C[M,N] = op(A) op(B)
+ *   kern NAME ROWS COLS SECONDS       a memory-bound kernel on ROWS x COLS
+ *   attn fwd|bwd B S H KVH D CAUSAL SECONDS
+ * Shapes cover what the cost model prices: transformer GEMMs from 64 to
+ * 2048 wide, small and large K, dims that are not multiples of 8, the
+ * transposes backward uses; kernels from cache-resident to DRAM-sized. */
+#include "measure.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ gemm */
+typedef struct {
+    rt_act *a, *b, *c;
+    int64_t M, N, K;
+    bool ta, tb;
+} GemmArg;
+
+static void run_gemm(void *p)
+{
+    GemmArg *g = (GemmArg *)p;
+    rt_matmul(g->c, g->a, g->b, g->M, g->N, g->K, g->ta, g->tb, false);
+}
+
+void cal_measure_gemm(const CalOpts *o)
+{
+    static const int64_t grid[] = {128, 512, 2048};
+    static const int64_t kgrid[] = {64, 256, 1024};
+    /* M N K ta tb: small K, large K (weight gradients contract over tokens),
+     * misaligned dims, and the transposes of dA = dC B^T and dB = A^T dC. */
+    static const int64_t extra[][5] = {
+        {1024, 1024, 16, 0, 0},  {1024, 1024, 32, 0, 0},  {256, 256, 4096, 0, 0},
+        {512, 512, 8192, 1, 0},  {1000, 1000, 1000, 0, 0}, {510, 770, 250, 0, 0},
+        {2047, 511, 255, 0, 0},  {512, 512, 512, 0, 1},   {512, 512, 512, 1, 0},
+        {2048, 512, 256, 0, 1},  {256, 2048, 2048, 1, 0}, {64, 64, 64, 0, 0},
+        {32, 32, 32, 0, 0},      {4096, 256, 256, 0, 0},  {256, 4096, 256, 0, 1},
+    };
+    int64_t maxe = 2048 * 2048 * 2; /* the largest operand or result */
+    rt_act *a = cal_act(maxe, 0.5f), *b = cal_act(maxe, 0.5f), *c = cal_act(maxe, 0.f);
+    int n = 0, total = 27 + (int)(sizeof extra / sizeof extra[0]);
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 3; k++) {
+                if (o->quick && ((i + j + k) % 2 || grid[i] * grid[j] * kgrid[k] > (1 << 30)))
+                    continue;
+                GemmArg g = {a, b, c, grid[i], grid[j], kgrid[k], false, false};
+                double t = cal_time(o, rt_comm_world(), run_gemm, &g);
+                cal_out(o, "gemm %lld %lld %lld 0 0 %.9g", (long long)g.M, (long long)g.N,
+                        (long long)g.K, t);
+                cal_progress(o, "gemm %2d/%d  %5lld x %5lld x %5lld  %8.2f GFLOP/s", ++n, total,
+                             (long long)g.M, (long long)g.N, (long long)g.K,
+                             2.0 * (double)g.M * (double)g.N * (double)g.K / t * 1e-9);
+            }
+    for (size_t e = 0; e < sizeof extra / sizeof extra[0]; e++) {
+        if (o->quick && (e % 2 || extra[e][0] * extra[e][1] * extra[e][2] > (1 << 30)))
+            continue;
+        GemmArg g = {a, b, c, extra[e][0], extra[e][1], extra[e][2], extra[e][3] != 0,
+                     extra[e][4] != 0};
+        double t = cal_time(o, rt_comm_world(), run_gemm, &g);
+        cal_out(o, "gemm %lld %lld %lld %d %d %.9g", (long long)g.M, (long long)g.N,
+                (long long)g.K, (int)g.ta, (int)g.tb, t);
+        cal_progress(o, "gemm %2d/%d  %5lld x %5lld x %5lld%s%s  %8.2f GFLOP/s", ++n, total,
+                     (long long)g.M, (long long)g.N, (long long)g.K, g.ta ? " A^T" : "",
+                     g.tb ? " B^T" : "", 2.0 * (double)g.M * (double)g.N * (double)g.K / t * 1e-9);
+    }
+    rt_free(a);
+    rt_free(b);
+    rt_free(c);
+}
+
+/* --------------------------------------------------------------- kernels */
+/* Name (as the record prints it) and the width of a row: the norm's hidden
+ * size, the vocabulary, the rotary dim. */
+#define CAL_KERNELS(X)                                                                        \
+    X(RMSNORM_FWD, "rmsnorm_fwd", 512)                                                        \
+    X(RMSNORM_BWD, "rmsnorm_bwd", 512)                                                        \
+    X(LAYERNORM_FWD, "layernorm_fwd", 512)                                                    \
+    X(LAYERNORM_BWD, "layernorm_bwd", 512)                                                    \
+    X(SILU_FWD, "silu_fwd", 512)                                                              \
+    X(SILU_BWD, "silu_bwd", 512)                                                              \
+    X(GELU_FWD, "gelu_fwd", 512)                                                              \
+    X(GELU_BWD, "gelu_bwd", 512)                                                              \
+    X(ADD, "add", 512)                                                                        \
+    X(ADD_BCAST, "add_bcast", 512)                                                            \
+    X(MUL, "mul", 512)                                                                        \
+    X(REDUCE_ROWS, "reduce_rows", 512)                                                        \
+    X(SOFTMAX_FWD, "softmax_fwd", 512)                                                        \
+    X(SOFTMAX_BWD, "softmax_bwd", 512)                                                        \
+    X(ROPE, "rope", 64)                                                                       \
+    X(EMBEDDING_FWD, "embedding_fwd", 512)                                                    \
+    X(EMBEDDING_BWD, "embedding_bwd", 512)                                                    \
+    X(CROSS_ENTROPY_FWD, "cross_entropy_fwd", 4096)                                           \
+    X(CROSS_ENTROPY_BWD, "cross_entropy_bwd", 4096)                                           \
+    X(ADAMW, "adamw", 512)                                                                    \
+    X(SUMSQ, "sumsq", 512)                                                                    \
+    X(COPY, "copy", 512)                                                                      \
+    X(ZERO, "zero", 512)
+
+enum {
+#define X(id, name, cols) K_##id,
+    CAL_KERNELS(X)
+#undef X
+    K_COUNT
+};
+static const char *const kname[K_COUNT] = {
+#define X(id, name, cols) name,
+    CAL_KERNELS(X)
+#undef X
+};
+static const int64_t kcols[K_COUNT] = {
+#define X(id, name, cols) cols,
+    CAL_KERNELS(X)
+#undef X
+};
+
+enum { EMB_ROWS = 4096 }; /* the embedding table's rows (its vocabulary) */
+
+typedef struct {
+    int id;
+    int64_t rows, cols;
+    rt_act *x, *y, *w, *b, *dy, *dx, *dw, *db;
+    float *f1, *f2, *f3, *loss;
+    int32_t *ids;
+} KernArg;
+
+static void run_kernel(void *p)
+{
+    KernArg *k = (KernArg *)p;
+    int64_t r = k->rows, c = k->cols, n = r * c;
+    switch (k->id) {
+    case K_RMSNORM_FWD: rt_rmsnorm_fwd(k->y, k->f1, k->x, k->w, r, c, 1e-5f); break;
+    case K_RMSNORM_BWD: rt_rmsnorm_bwd(k->dx, k->dw, k->x, k->w, k->f1, k->dy, r, c); break;
+    case K_LAYERNORM_FWD: rt_layernorm_fwd(k->y, k->f2, k->f1, k->x, k->w, k->b, r, c, 1e-5f); break;
+    case K_LAYERNORM_BWD:
+        rt_layernorm_bwd(k->dx, k->dw, k->db, k->x, k->w, k->f2, k->f1, k->dy, r, c);
+        break;
+    case K_SILU_FWD: rt_silu_fwd(k->y, k->x, n); break;
+    case K_SILU_BWD: rt_silu_bwd(k->dx, k->x, k->dy, n); break;
+    case K_GELU_FWD: rt_gelu_fwd(k->y, k->x, n); break;
+    case K_GELU_BWD: rt_gelu_bwd(k->dx, k->x, k->dy, n); break;
+    case K_ADD: rt_add(k->y, k->x, k->dy, n, n); break;
+    case K_ADD_BCAST: rt_add(k->y, k->x, k->w, n, c); break;
+    case K_MUL: rt_mul(k->y, k->x, k->dy, n, n); break;
+    case K_REDUCE_ROWS: rt_reduce_rows(k->dw, k->dy, r, c, true); break;
+    case K_SOFTMAX_FWD: rt_softmax_fwd(k->y, k->x, r, c); break;
+    case K_SOFTMAX_BWD: rt_softmax_bwd(k->dx, k->y, k->dy, r, c); break;
+    case K_ROPE: rt_rope(k->y, k->x, 1, r, 1, c, 0, 10000.f, false); break;
+    case K_EMBEDDING_FWD: rt_embedding_fwd(k->y, k->ids, k->w, r, EMB_ROWS, 0, c); break;
+    case K_EMBEDDING_BWD: rt_embedding_bwd(k->dw, k->ids, k->dy, r, EMB_ROWS, 0, c); break;
+    case K_CROSS_ENTROPY_FWD:
+        rt_cross_entropy_fwd(k->loss, k->f1, k->x, k->ids, r, c, 0, r, NULL);
+        break;
+    case K_CROSS_ENTROPY_BWD:
+        rt_cross_entropy_bwd(k->dx, k->x, k->ids, k->f1, 1.0f, r, c, 0, r);
+        break;
+    case K_ADAMW:
+        rt_adamw(k->f2, k->y, k->dy, k->f1, k->f3, n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 3);
+        break;
+    case K_SUMSQ: rt_sumsq(k->loss, k->x, n); break;
+    case K_COPY: rt_copy(k->y, k->x, (size_t)n * sizeof(rt_act)); break;
+    case K_ZERO: rt_zero(k->y, (size_t)n * sizeof(rt_act)); break;
+    default: rt_fatal("ptdc-measure: kernel %d", k->id);
+    }
+}
+
+void cal_measure_kernels(const CalOpts *o)
+{
+    /* Total elements from L1/L2-resident to well beyond the last-level
+     * cache: the model interpolates the rate by bytes moved. */
+    static const int64_t sizes[] = {1 << 12, 1 << 15, 1 << 18, 1 << 21, 1 << 23};
+    enum { NSIZES = 5 };
+    int64_t maxn = sizes[NSIZES - 1];
+    KernArg k;
+    memset(&k, 0, sizeof k);
+    k.x = cal_act(maxn, 1.f);
+    k.y = cal_act(maxn, 1.f);
+    k.dy = cal_act(maxn, 0.1f);
+    k.dx = cal_act(maxn, 0.f);
+    k.w = cal_act(maxn, 1.f); /* also the embedding table */
+    k.b = cal_act(4096, 0.f);
+    k.dw = cal_act(maxn, 0.f);
+    k.db = cal_act(4096, 0.f);
+    k.f1 = cal_f32(maxn, 0.5f);  /* rstd / lse / AdamW m */
+    k.f2 = cal_f32(maxn, 0.f);   /* mean / master */
+    k.f3 = cal_f32(maxn, 1e-4f); /* AdamW v */
+    k.loss = cal_f32(1, 0.f);
+    k.ids = cal_ids(maxn, EMB_ROWS);
+    for (int i = 0; i < K_COUNT; i++) {
+        for (int s = 0; s < NSIZES; s++) {
+            if (o->quick && s % 2)
+                continue;
+            k.id = i;
+            k.cols = kcols[i];
+            k.rows = sizes[s] / k.cols;
+            if (k.rows < 1)
+                continue;
+            if (i == K_CROSS_ENTROPY_BWD) /* lse of these rows */
+                rt_cross_entropy_fwd(k.loss, k.f1, k.x, k.ids, k.rows, k.cols, 0, k.rows, NULL);
+            double t = cal_time(o, rt_comm_world(), run_kernel, &k);
+            cal_out(o, "kern %s %lld %lld %.9g", kname[i], (long long)k.rows, (long long)k.cols, t);
+            if (s == 3)
+                cal_progress(o, "kernel %2d/%d  %-18s %8.2f Melem/s", i + 1, K_COUNT, kname[i],
+                             (double)k.rows * (double)k.cols / t * 1e-6);
+        }
+    }
+    rt_free(k.x), rt_free(k.y), rt_free(k.dy), rt_free(k.dx), rt_free(k.w), rt_free(k.b);
+    rt_free(k.dw), rt_free(k.db), rt_free(k.f1), rt_free(k.f2), rt_free(k.f3), rt_free(k.loss);
+    rt_free(k.ids);
+}
+
+/* -------------------------------------------------------------- attention */
+typedef struct {
+    rt_act *q, *k, *v, *o, *dq, *dk, *dv, *dout;
+    float *lse;
+    int64_t B, S, H, KVH, D;
+    bool causal, bwd;
+} AttnArg;
+
+static void run_attn(void *p)
+{
+    AttnArg *a = (AttnArg *)p;
+    if (a->bwd)
+        rt_attention_bwd(a->dq, a->dk, a->dv, a->q, a->k, a->v, a->o, a->lse, a->dout, a->B,
+                         a->S, a->H, a->KVH, a->D, a->causal, 0);
+    else
+        rt_attention_fwd(a->o, a->lse, a->q, a->k, a->v, a->B, a->S, a->H, a->KVH, a->D,
+                         a->causal, 0);
+}
+
+void cal_measure_attention(const CalOpts *o)
+{
+    static const int64_t dims[] = {32, 64, 128};
+    static const int64_t seqs[] = {64, 128, 256, 512, 1024};
+    /* Work per point about 2^25 score elements x D: heads fill the rest. */
+    int64_t maxe = 1 << 22;
+    AttnArg a;
+    memset(&a, 0, sizeof a);
+    a.q = cal_act(maxe, 1.f), a.k = cal_act(maxe, 1.f), a.v = cal_act(maxe, 1.f);
+    a.o = cal_act(maxe, 0.f), a.dq = cal_act(maxe, 0.f), a.dk = cal_act(maxe, 0.f);
+    a.dv = cal_act(maxe, 0.f), a.dout = cal_act(maxe, 0.1f);
+    a.lse = cal_f32(maxe, 0.f);
+    int n = 0;
+    for (int di = 0; di < 3; di++)
+        for (int si = 0; si < 5; si++) {
+            if (o->quick && (si % 2 || di == 0))
+                continue;
+            a.B = 1, a.D = dims[di], a.S = seqs[si];
+            a.H = ((int64_t)1 << 20) / (a.S * a.S);
+            if (a.H < 2)
+                a.H = 2;
+            if (a.H * a.S * a.D > maxe)
+                a.H = maxe / (a.S * a.D);
+            a.KVH = a.H / 2; /* grouped-query, as LLaMA-2 70B and LLaMA-3 */
+            a.causal = true;
+            for (int bwd = 0; bwd < 2; bwd++) {
+                a.bwd = bwd; /* backward reads o and lse from the forward timed just before */
+                double t = cal_time(o, rt_comm_world(), run_attn, &a);
+                cal_out(o, "attn %s %lld %lld %lld %lld %lld %d %.9g", bwd ? "bwd" : "fwd",
+                        (long long)a.B, (long long)a.S, (long long)a.H, (long long)a.KVH,
+                        (long long)a.D, (int)a.causal, t);
+                double flops = 2.0 * (double)a.B * (double)a.H * (double)a.S * (double)a.S *
+                               (double)a.D * (bwd ? 2.5 : 1);
+                cal_progress(o, "attention %2d  %s D=%-3lld S=%-5lld %8.2f GFLOP/s", ++n,
+                             bwd ? "bwd" : "fwd", (long long)a.D, (long long)a.S,
+                             flops / t * 1e-9);
+            }
+        }
+    rt_free(a.q), rt_free(a.k), rt_free(a.v), rt_free(a.o), rt_free(a.dq), rt_free(a.dk);
+    rt_free(a.dv), rt_free(a.dout), rt_free(a.lse);
+}

@@ -1,0 +1,48 @@
+/* measure.h: the measuring half of `ptdc calibrate` (prefix cal_).
+ *
+ * ptdc-measure is written against runtime/rt.h only, like the programs ptdc
+ * generates, and builds for both backends: C with the CPU backend, CUDA C++
+ * with the CUDA backend. It times the runtime's own kernels and collectives
+ * and prints raw records on stdout (rank 0); `ptdc calibrate` fits the cost
+ * model's parameters to them (passes/cost/calib*.c). Keeping the fit out of
+ * this program means a record file can be refitted, and tested, without the
+ * machine it came from. Record format: docs/cost-model.md, "Calibration
+ * records". */
+#ifndef PTDC_MEASURE_H
+#define PTDC_MEASURE_H
+
+#include "rt.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct CalOpts {
+    double budget_s;              /* target seconds per timed point */
+    int quick;                    /* fewer points (tests) */
+    int rank, size;               /* world */
+    int threads;                  /* threads per rank asked for (0: the runtime's default) */
+} CalOpts;
+
+/* One median-of-samples timing: f(arg) is run in batches sized so a batch
+ * takes about budget/samples seconds; returns seconds per call. Every rank
+ * of comm runs it together (NULL: this rank alone) and the slowest rank's
+ * time is taken, since a collective step waits for it. */
+typedef void (*CalFn)(void *arg);
+double cal_time(const CalOpts *o, RtComm *comm, CalFn f, void *arg);
+
+/* Backend buffers with deterministic contents. */
+rt_act *cal_act(int64_t n, float scale);
+float *cal_f32(int64_t n, float value);
+int32_t *cal_ids(int64_t n, int64_t modulo);
+
+/* Output (rank 0 only) and progress (stderr, rank 0 only). */
+void cal_out(const CalOpts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cal_progress(const CalOpts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+void cal_measure_gemm(const CalOpts *o);
+void cal_measure_kernels(const CalOpts *o);
+void cal_measure_attention(const CalOpts *o);
+void cal_measure_comm(const CalOpts *o);
+void cal_measure_memory(const CalOpts *o);
+
+#endif

@@ -1,0 +1,63 @@
+/* train.h: what the trainer's own files (trainer.c, train_*.c) share; model.c
+ * sees only trainer.h. Each section names the file that defines it, and each
+ * file calls only the files whose sections come before its own (trainer.c's
+ * main calls them all). Common subset of C11 and C++, as trainer.h. */
+#ifndef PTDC_TRAIN_H
+#define PTDC_TRAIN_H
+
+#include "trainer.h"
+
+/* ---------------------------------------------------------- train_state.c */
+typedef struct Flags {
+    long steps, decay_steps, save_every, warmup;
+    const char *data, *load, *save, *import_hf, *export_hf, *export_dtype;
+    long long shard_bytes; /* --max-shard-size */
+    double lr, min_lr, clip, weight_decay, beta1, beta2, eps;
+    unsigned long long seed;
+    int grad_check;
+} Flags;
+
+extern Flags tr_fl;              /* parsed by trainer.c */
+extern const CgRank *tr_prog;    /* what this rank's pipeline rank runs */
+extern int tr_pp_rank, tr_mesh_index, tr_world_rank;
+extern RtComm *tr_world, *tr_tied[64]; /* every rank; each tied group's copies */
+extern int64_t tr_step;          /* steps done */
+
+#define ROOT (tr_world_rank == 0)
+
+/* ---------------------------------------------------------- train_sched.c */
+void tr_make_comms(void);
+/* Elements of p's parameter and gradient buffers (a whole number of ZeRO shards). */
+int64_t tr_padded(const CgParam *p);
+/* Does this rank count a value replicated along the mesh axes in mask (its
+ * coordinate on them is 0)? */
+int tr_counts(int mask);
+void tr_run_schedule(void);
+void tr_reduce_grads(void);
+double tr_world_loss(void);
+
+/* ----------------------------------------------------------- train_data.c */
+void tr_data_open(void);         /* --data, or rt_fatal */
+void tr_data_close(void);
+
+/* ---------------------------------------------------------- train_optim.c */
+double tr_grad_sumsq(int only);
+void tr_step_once(double *loss, double *norm, double *lr);
+
+/* ------------------------------------------------------ train_gradcheck.c */
+int tr_grad_check(double tol);   /* tensors outside tol */
+
+/* ----------------------------------------------------------- train_ckpt.c */
+void tr_save_checkpoint(const char *dir);
+void tr_load_checkpoint(const char *dir);
+
+/* ------------------------------------------------------------- train_hf.c */
+void tr_init_params(void);       /* seeded, or --import-hf */
+void tr_export_hf(const char *path);
+
+/* ----------------------------------------------------------- train_prof.c */
+void tr_prof_init(void);           /* PTDC_PROFILE */
+void tr_prof_step(double seconds); /* after each step (tr_step counts it) */
+void tr_prof_report(void);         /* collective: every rank calls it at the end */
+
+#endif

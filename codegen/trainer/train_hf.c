@@ -1,0 +1,286 @@
+/* train_hf.c: the weights in and out: initial values (seeded, or imported
+ * from a Hugging Face safetensors file, each rank reading its own block) and
+ * the export of the trained weights under Hugging Face names, gathered from
+ * every rank. A parameter's block is its part of the global tensor; HF
+ * stores 2-D (or 1-D) views of it. */
+#include "train.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t shard_offset(const CgParam *p)
+{
+    return p->zshard ? (int64_t)rt_comm_rank(g_comm[p->pmask]) * p->shard : 0;
+}
+static int mesh_size(int a) { return a == 0 ? CG_MESH0 : CG_MESH1; }
+
+/* This rank's block of p: offset and extent per dim. */
+static void block(const CgParam *p, int64_t *off, int64_t *loc)
+{
+    for (int i = 0; i < p->rank; i++) {
+        int a = p->split_axis[i];
+        loc[i] = a >= 0 ? p->global[i] / mesh_size(a) : p->global[i];
+        off[i] = a >= 0 ? g_coord[a] * loc[i] : 0;
+    }
+}
+
+/* The 2-D (or 1-D) view Hugging Face stores: dims [0, hf_split) are rows. */
+static int view(const CgParam *p, int64_t *vg)
+{
+    if (!p->hf_name) {
+        for (int i = 0; i < p->rank; i++)
+            vg[i] = p->global[i];
+        return p->rank;
+    }
+    int64_t rows = 1, cols = 1;
+    for (int i = 0; i < p->rank; i++)
+        *(i < p->hf_split ? &rows : &cols) *= p->global[i];
+    if (p->hf_split == 0) {
+        vg[0] = cols;
+        return 1;
+    }
+    vg[0] = rows;
+    vg[1] = cols;
+    return 2;
+}
+
+/* Dims [lo, hi) of a block, flattened row-major: a contiguous range when
+ * the dims before its first split dim have size 1 and those after it are
+ * whole. */
+static int flat_range(const CgParam *p, int lo, int hi, const int64_t *off, const int64_t *loc,
+                      int64_t *voff, int64_t *vloc)
+{
+    int64_t o = 0, n = 1, before = 1;
+    int first = -1;
+    for (int i = lo; i < hi; i++) {
+        if (loc[i] < p->global[i]) {
+            if (first >= 0)
+                return 0;
+            first = i;
+        } else if (first >= 0 && loc[i] != p->global[i]) {
+            return 0;
+        }
+        if (first < 0)
+            before *= p->global[i];
+        o = o * p->global[i] + off[i];
+        n *= loc[i];
+    }
+    if (first >= 0 && before != 1)
+        return 0;
+    *voff = o;
+    *vloc = n;
+    return 1;
+}
+
+static void block_view(const CgParam *p, const int64_t *off, const int64_t *loc, int vr,
+                       int64_t *voff, int64_t *vloc, int *ok)
+{
+    if (!p->hf_name) {
+        memcpy(voff, off, sizeof(int64_t) * (size_t)p->rank);
+        memcpy(vloc, loc, sizeof(int64_t) * (size_t)p->rank);
+        *ok = 1;
+        return;
+    }
+    int split = vr == 1 ? 0 : p->hf_split;
+    *ok = 1;
+    if (vr == 2)
+        *ok = flat_range(p, 0, split, off, loc, &voff[0], &vloc[0]);
+    if (*ok)
+        *ok = flat_range(p, split, p->rank, off, loc, &voff[vr - 1], &vloc[vr - 1]);
+}
+
+/* Copy block (off, loc) of a full row-major tensor. */
+static void extract(const CgParam *p, const float *full, const int64_t *off, const int64_t *loc,
+                    float *dst)
+{
+    int64_t idx[CG_MAX_RANK] = {0}, n = 1;
+    for (int i = 0; i < p->rank; i++)
+        n *= loc[i];
+    for (int64_t k = 0; k < n; k++) {
+        int64_t fi = 0;
+        for (int d = 0; d < p->rank; d++)
+            fi = fi * p->global[d] + off[d] + idx[d];
+        dst[k] = full[fi];
+        for (int d = p->rank - 1; d >= 0; d--) {
+            if (++idx[d] < loc[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+}
+
+static void import_block(RtSt *st, const CgParam *p, const int64_t *off, const int64_t *loc,
+                         float *dst)
+{
+    char err[1024];
+    int64_t vg[CG_MAX_RANK], voff[CG_MAX_RANK], vloc[CG_MAX_RANK];
+    int vr = view(p, vg), ok;
+    const char *name = p->hf_name ? p->hf_name : p->name;
+    int tr = p->hf_name ? p->hf_transposed : 0, part = p->hf_name ? p->hf_part : 0;
+    int parts = p->hf_name ? p->hf_nparts : 1;
+    block_view(p, off, loc, vr, voff, vloc, &ok);
+    if (ok) {
+        if (rt_st_read(st, name, tr != 0, part, parts, vr, vg, voff, vloc, dst, err, sizeof err))
+            rt_fatal("%s", err);
+        return;
+    }
+    int64_t n = 1, zero[CG_MAX_RANK] = {0};
+    for (int i = 0; i < p->rank; i++)
+        n *= p->global[i];
+    float *full = (float *)malloc((size_t)n * sizeof(float));
+    if (!full)
+        rt_fatal("out of host memory importing %s", p->name);
+    if (rt_st_read(st, name, tr != 0, part, parts, vr, vg, zero, vg, full, err, sizeof err))
+        rt_fatal("%s", err);
+    extract(p, full, off, loc, dst);
+    free(full);
+}
+
+/* Parameter and fp32 master from host values of this rank's block. */
+static void set_param(CgParam *p, const float *host)
+{
+    int64_t pad = tr_padded(p), off = shard_offset(p);
+    float *h = (float *)calloc((size_t)pad, sizeof(float));
+    if (!h)
+        rt_fatal("out of host memory for %s", p->name);
+    memcpy(h, host, (size_t)p->numel * sizeof(float));
+    if (p->zshard && CG_ZERO == 3)
+        rt_act_from_f32(p->param, h + off, p->shard);
+    else
+        rt_act_from_f32(p->param, h, pad);
+    rt_to_device(p->master, h + off, (size_t)p->shard * sizeof(float));
+    free(h);
+}
+
+void tr_init_params(void)
+{
+    RtSt *st = NULL;
+    char err[1024];
+    if (tr_fl.import_hf && !(st = rt_st_open(tr_fl.import_hf, err, sizeof err)))
+        rt_fatal("%s", err);
+    for (int i = 0; i < tr_prog->nparams; i++) {
+        CgParam *p = &tr_prog->params[i];
+        int64_t off[CG_MAX_RANK], loc[CG_MAX_RANK];
+        block(p, off, loc);
+        float *host = (float *)malloc((size_t)p->numel * sizeof(float));
+        if (!host)
+            rt_fatal("out of host memory for %s", p->name);
+        if (st)
+            import_block(st, p, off, loc, host);
+        else
+            rt_init_param(host, rt_hash(p->name) + tr_fl.seed * 0x9E3779B97F4A7C15ull, p->init,
+                          p->std, p->rank, p->global, off, loc);
+        set_param(p, host);
+        free(host);
+    }
+    if (st)
+        rt_st_close(st);
+}
+
+static int64_t global_numel(const CgParam *p)
+{
+    int64_t n = 1;
+    for (int i = 0; i < p->rank; i++)
+        n *= p->global[i];
+    return n;
+}
+
+/* The whole of p on every rank of its pipeline rank, in buf (rt_act). */
+static void gather_full(const CgParam *p, rt_act *buf, rt_act *tmp, rt_act *scratch)
+{
+    int64_t off[CG_MAX_RANK], loc[CG_MAX_RANK];
+    block(p, off, loc);
+    if (p->zshard && CG_ZERO == 3)
+        rt_allgather(g_comm[p->pmask], buf, p->param, p->shard, RT_ACT);
+    else
+        rt_copy(buf, p->param, (size_t)p->numel * sizeof(rt_act));
+    for (int a = 0; a < CG_NAXES; a++)
+        for (int d = 0; d < p->rank; d++) {
+            if (p->split_axis[d] != a)
+                continue;
+            int64_t outer = 1, inner = 1;
+            for (int i = 0; i < d; i++)
+                outer *= loc[i];
+            for (int i = d + 1; i < p->rank; i++)
+                inner *= loc[i];
+            rt_allgather_dim(g_comm[1 << a], tmp, buf, outer, loc[d], inner, scratch);
+            loc[d] *= mesh_size(a);
+            rt_copy(buf, tmp, (size_t)(outer * loc[d] * inner) * sizeof(rt_act));
+        }
+}
+
+void tr_export_hf(const char *path)
+{
+    char err[1024];
+    int64_t most = 1;
+    int ntensors = 0;
+    RtStTensor *decl = NULL;
+    for (int r = 0; r < CG_PP; r++)
+        for (int i = 0; i < cg_ranks[r].nparams; i++) {
+            const CgParam *p = &cg_ranks[r].params[i];
+            if (!p->primary)
+                continue;
+            if (global_numel(p) > most)
+                most = global_numel(p);
+            const char *name = p->hf_name ? p->hf_name : p->name;
+            int dup = 0;
+            for (int k = 0; k < ntensors; k++)
+                dup |= !strcmp(decl[k].name, name);
+            if (dup)
+                continue;
+            decl = (RtStTensor *)realloc(decl, sizeof *decl * (size_t)(ntensors + 1));
+            RtStTensor *t = &decl[ntensors++];
+            memset(t, 0, sizeof *t);
+            t->name = name;
+            int64_t vg[CG_MAX_RANK];
+            t->ndim = view(p, vg);
+            for (int d = 0; d < t->ndim; d++)
+                t->shape[d] = p->hf_name && p->hf_transposed && t->ndim == 2 ? vg[1 - d] : vg[d];
+            if (p->hf_name)
+                t->shape[t->ndim - 1] *= p->hf_nparts;
+        }
+    RtStWriter *w = NULL;
+    size_t plen = strlen(path);
+    bool one_file = plen >= 12 && !strcmp(path + plen - 12, ".safetensors");
+    if (ROOT && !(w = one_file ? rt_st_writer_open(path, decl, ntensors, tr_fl.export_dtype, err, sizeof err)
+                               : rt_st_writer_open_dir(path, decl, ntensors, tr_fl.export_dtype,
+                                                       tr_fl.shard_bytes, err, sizeof err)))
+        rt_fatal("%s", err);
+    rt_act *buf = (rt_act *)rt_alloc((size_t)(3 * most) * sizeof(rt_act));
+    float *host = (float *)malloc((size_t)most * sizeof(float));
+    for (int r = 0; r < CG_PP; r++)
+        for (int i = 0; i < cg_ranks[r].nparams; i++) {
+            const CgParam *p = &cg_ranks[r].params[i];
+            if (!p->primary)
+                continue;
+            int64_t n = global_numel(p);
+            bool mine = r == tr_pp_rank, sender = mine && tr_mesh_index == 0;
+            if (mine)
+                gather_full(p, buf, buf + most, buf + 2 * most);
+            if (sender && !ROOT)
+                rt_wait(rt_isend(tr_world, buf, n, RT_ACT, 0, 7));
+            if (!ROOT)
+                continue;
+            if (!mine)
+                rt_wait(rt_irecv(tr_world, buf, n, RT_ACT, r * CG_DEVICES, 7));
+            rt_act_to_f32(host, buf, n);
+            int64_t vg[CG_MAX_RANK], zero[CG_MAX_RANK] = {0};
+            int vr = view(p, vg);
+            if (rt_st_writer_put(w, p->hf_name ? p->hf_name : p->name,
+                                 p->hf_name && p->hf_transposed, p->hf_name ? p->hf_part : 0,
+                                 p->hf_name ? p->hf_nparts : 1, vr, vg, zero, vg, host, err,
+                                 sizeof err)) {
+                rt_st_writer_abort(w);
+                rt_fatal("%s", err);
+            }
+        }
+    if (ROOT && rt_st_writer_close(w, err, sizeof err))
+        rt_fatal("%s", err);
+    rt_free(buf);
+    free(host);
+    free(decl);
+    rt_barrier(tr_world);
+    if (ROOT)
+        printf("exported weights to %s\n", path);
+}

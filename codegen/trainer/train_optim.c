@@ -1,0 +1,66 @@
+/* train_optim.c: one optimizer step: the schedule and gradient reduction
+ * (train_sched.c), the global gradient norm and clipping, the learning-rate
+ * schedule (linear warm-up, cosine decay), AdamW on this rank's shard and the
+ * all-gather of ZeRO-1/2 shards back. */
+#include "train.h"
+
+#include <math.h>
+
+static double learning_rate(int64_t t)
+{
+    if (t < tr_fl.warmup)
+        return tr_fl.lr * (double)(t + 1) / (double)tr_fl.warmup;
+    if (tr_fl.decay_steps <= tr_fl.warmup)
+        return tr_fl.min_lr;
+    double r = (double)(t - tr_fl.warmup) / (double)(tr_fl.decay_steps - tr_fl.warmup);
+    if (r > 1)
+        r = 1;
+    return tr_fl.min_lr + 0.5 * (1 + cos(3.14159265358979323846 * r)) * (tr_fl.lr - tr_fl.min_lr);
+}
+
+/* The reduced gradient this rank updates with: full, or its ZeRO shard. */
+static rt_act *reduced_grad(const CgParam *p, int64_t *n)
+{
+    *n = p->zshard ? p->shard : p->numel;
+    return p->zshard && CG_ZERO == 1 ? p->grad_shard : p->grad;
+}
+
+/* Sum of squares of the reduced gradients (of parameter `only` of this rank,
+ * none if -2, all if -1), each element counted once over the world. */
+double tr_grad_sumsq(int only)
+{
+    float host;
+    rt_zero(g_loss + 1, sizeof(float));
+    for (int i = 0; i < tr_prog->nparams; i++) {
+        CgParam *p = &tr_prog->params[i];
+        int64_t n;
+        rt_act *g = reduced_grad(p, &n);
+        if (p->primary && tr_counts(p->norm_mask) && (only == -1 || only == i))
+            rt_sumsq(g_loss + 1, g, n);
+    }
+    rt_allreduce(tr_world, g_loss + 1, 1, RT_F32);
+    rt_to_host(&host, g_loss + 1, sizeof host);
+    return host;
+}
+
+void tr_step_once(double *loss, double *norm, double *lr)
+{
+    tr_run_schedule();
+    tr_reduce_grads();
+    *norm = sqrt(tr_grad_sumsq(-1));
+    double scale = tr_fl.clip > 0 && *norm > tr_fl.clip ? tr_fl.clip / (*norm + 1e-6) : 1.0;
+    *lr = learning_rate(tr_step);
+    for (int i = 0; i < tr_prog->nparams; i++) {
+        CgParam *p = &tr_prog->params[i];
+        int64_t n;
+        rt_act *g = reduced_grad(p, &n);
+        float wd = p->decay ? (float)tr_fl.weight_decay : 0.0f;
+        bool gather = p->zshard && CG_ZERO < 3;
+        rt_adamw(p->master, gather ? g_step_ws : p->param, g, p->m, p->v, n, (float)*lr,
+                 (float)tr_fl.beta1, (float)tr_fl.beta2, (float)tr_fl.eps, wd, (float)scale,
+                 (int)tr_step + 1);
+        if (gather)
+            rt_allgather(g_comm[p->pmask], p->param, g_step_ws, p->shard, RT_ACT);
+    }
+    *loss = tr_world_loss();
+}

@@ -1,0 +1,477 @@
+/* hf_config.c: a Hugging Face config.json read strictly into an HfModel.
+ *
+ * Four architectures: LlamaForCausalLM (LLaMA-2, LLaMA-3 and 3.1 with
+ * rope_scaling of type llama3, grouped-query attention, tied or untied
+ * embeddings), MistralForCausalLM (a sliding window), Qwen2ForCausalLM (q, k
+ * and v biases) and GPT2LMHeadModel. Every key of the file is one of:
+ *   - read: it sets a constant (absent optional keys take the default of
+ *     transformers' config class, and the .mdl says so);
+ *   - checked: it must have the value ptdc computes (hidden_act "silu",
+ *     attention_bias false, ...), otherwise it is refused by name;
+ *   - accepted without effect: dropout rates (ptdc trains without dropout),
+ *     LLaMA's pretraining_tp (it only splits HF's matmuls), a Qwen2 window
+ *     that use_sliding_window turns off; the .mdl lists them;
+ *   - metadata (token ids, dtype, versions, GPT-2's summary_* head).
+ * Any other key, architecture or value is refused by name: an import never
+ * guesses. The JSON is parsed by the runtime's strict reader
+ * (runtime/common/json.c). */
+#include "hf.h"
+
+#include "json.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define HF_MAX_CONFIG (16 << 20)
+
+typedef struct Rd {
+    IrArena *a;
+    const char *path;
+    const char *arch;     /* for messages */
+    const RtjValue *root;
+    bool *used;           /* per key of root */
+    bool ok;
+} Rd;
+
+__attribute__((format(printf, 2, 3))) static void fail(Rd *r, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ir_error(IR_NOLOC, "%s: %s", r->path, msg);
+    r->ok = false;
+}
+
+/* The value of `key` (marked used), or NULL when absent or JSON null. */
+static const RtjValue *take(Rd *r, const char *key)
+{
+    for (int i = 0; i < r->root->n; i++)
+        if (strcmp(r->root->keys[i], key) == 0) {
+            r->used[i] = true;
+            return r->root->items[i].kind == RTJ_NULL ? NULL : &r->root->items[i];
+        }
+    return NULL;
+}
+
+static bool present(Rd *r, const char *key)
+{
+    for (int i = 0; i < r->root->n; i++)
+        if (strcmp(r->root->keys[i], key) == 0)
+            return true;
+    return false;
+}
+
+static bool as_double(const RtjValue *v, double *out)
+{
+    if (v->kind != RTJ_NUMBER)
+        return false;
+    char *end;
+    *out = strtod(v->text, &end);
+    return *end == 0 && isfinite(*out);
+}
+
+/* A positive integer; absent: required (an error) or `def` with why `dwhy`. */
+static void int_key(Rd *r, const char *key, HfConst *c, bool required, int64_t def,
+                    const char *dwhy)
+{
+    const RtjValue *v = take(r, key);
+    if (!v) {
+        if (required)
+            fail(r, "key '%s' is missing; %s needs it", key, r->arch);
+        *c = (HfConst){true, true, def, 0, dwhy};
+        return;
+    }
+    int64_t i;
+    if (rtj_uint(v, &i) != 0 || i < 1 || i > ((int64_t)1 << 40)) {
+        fail(r, "'%s' must be a positive integer, got %s", key,
+             v->kind == RTJ_NUMBER ? v->text : "a non-number");
+        i = 1;
+    }
+    *c = (HfConst){true, true, i, 0, key};
+}
+
+/* A positive number (or >= 0 when zero_ok). */
+static void num_key(Rd *r, const char *key, HfConst *c, double def, const char *dwhy)
+{
+    const RtjValue *v = take(r, key);
+    if (!v) {
+        *c = (HfConst){true, false, 0, def, dwhy};
+        return;
+    }
+    double f;
+    if (!as_double(v, &f) || !(f > 0)) {
+        fail(r, "'%s' must be a positive number, got %s", key,
+             v->kind == RTJ_NUMBER ? v->text : "a non-number");
+        f = def;
+    }
+    *c = (HfConst){true, false, 0, f, key};
+}
+
+static bool bool_key(Rd *r, const char *key, bool def)
+{
+    const RtjValue *v = take(r, key);
+    if (!v)
+        return def;
+    if (v->kind != RTJ_BOOL) {
+        fail(r, "'%s' must be true or false", key);
+        return def;
+    }
+    return v->boolean;
+}
+
+static const char *str_key(Rd *r, const char *key, const char *def)
+{
+    const RtjValue *v = take(r, key);
+    if (!v)
+        return def;
+    if (v->kind != RTJ_STRING) {
+        fail(r, "'%s' must be a string", key);
+        return def;
+    }
+    return ir_strdup(r->a, v->text);
+}
+
+/* A boolean that must have one value: anything else is a model ptdc does not build. */
+static void must_bool(Rd *r, const char *key, bool want, const char *why)
+{
+    if (bool_key(r, key, want) != want)
+        fail(r, "'%s': %s is not supported (%s)", key, want ? "false" : "true", why);
+}
+
+static void note(Rd *r, HfModel *m, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void note(Rd *r, HfModel *m, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (m->nnotes < HF_MAX_NOTES)
+        m->notes[m->nnotes++] = ir_strdup(r->a, msg);
+}
+
+/* A dropout rate: accepted, said in the header; ptdc trains without dropout. */
+static void dropout_key(Rd *r, HfModel *m, const char *key)
+{
+    const RtjValue *v = take(r, key);
+    if (!v)
+        return;
+    double f;
+    if (!as_double(v, &f) || f < 0 || f >= 1) {
+        fail(r, "'%s' must be a dropout rate in [0, 1), got %s", key,
+             v->kind == RTJ_NUMBER ? v->text : "a non-number");
+        return;
+    }
+    if (f > 0)
+        note(r, m, "%s %s: dropout is not modelled (ptdc trains without it)", key, v->text);
+}
+
+/* rope_scaling: null, or {"rope_type" (or "type"): "llama3", "factor",
+ * "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}. */
+static void rope_scaling(Rd *r, HfModel *m)
+{
+    const RtjValue *s = take(r, "rope_scaling");
+    if (!s)
+        return;
+    if (s->kind != RTJ_OBJECT) {
+        fail(r, "'rope_scaling' must be an object or null");
+        return;
+    }
+    const RtjValue *type = rtj_get(s, "rope_type");
+    if (!type)
+        type = rtj_get(s, "type");
+    if (!type || type->kind != RTJ_STRING) {
+        fail(r, "'rope_scaling' has no rope_type");
+        return;
+    }
+    if (strcmp(type->text, "default") == 0 && s->n == 1)
+        return; /* transformers' name for no scaling */
+    if (strcmp(type->text, "llama3") != 0) {
+        fail(r, "rope_scaling type '%s' is not supported (ptdc implements llama3 only)",
+             type->text);
+        return;
+    }
+    static const char *const keys[] = {"rope_type", "type", "factor", "low_freq_factor",
+                                       "high_freq_factor", "original_max_position_embeddings"};
+    for (int i = 0; i < s->n; i++) {
+        bool known = false;
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+            known |= strcmp(s->keys[i], keys[k]) == 0;
+        if (!known)
+            fail(r, "rope_scaling.%s is not supported for rope_type llama3", s->keys[i]);
+    }
+    struct {
+        const char *key;
+        HfConst *c;
+        bool is_int;
+    } f[] = {{"factor", &m->rope_factor, false},
+             {"low_freq_factor", &m->rope_low, false},
+             {"high_freq_factor", &m->rope_high, false},
+             {"original_max_position_embeddings", &m->rope_orig, true}};
+    for (int i = 0; i < 4; i++) {
+        const RtjValue *v = rtj_get(s, f[i].key);
+        double d = 0;
+        int64_t n = 0;
+        bool good = v && (f[i].is_int ? rtj_uint(v, &n) == 0 && n > 0 : as_double(v, &d) && d > 0);
+        if (!good) {
+            fail(r, "rope_scaling.%s %s", f[i].key,
+                 !v ? "is missing (llama3 scaling needs it)"
+                    : f[i].is_int ? "must be a positive integer" : "must be a positive number");
+            continue;
+        }
+        *f[i].c = (HfConst){true, f[i].is_int, n, d,
+                            ir_sprintf(r->a, "rope_scaling.%s", f[i].key)};
+    }
+    if (m->rope_high.set && m->rope_low.set && !(m->rope_high.f > m->rope_low.f))
+        fail(r, "rope_scaling.high_freq_factor must be greater than low_freq_factor");
+    m->llama3 = true;
+}
+
+/* LLaMA, Mistral and Qwen2 share one decoder (HF copies Mistral and Qwen2
+ * from LLaMA); their differences are the keys below. */
+static void read_llama_like(Rd *r, HfModel *m)
+{
+    int_key(r, "num_hidden_layers", &m->n_layers, true, 1, NULL);
+    int_key(r, "hidden_size", &m->d_model, true, 1, NULL);
+    int_key(r, "num_attention_heads", &m->n_heads, true, 1, NULL);
+    int_key(r, "intermediate_size", &m->d_ff, true, 1, NULL);
+    int_key(r, "vocab_size", &m->vocab, true, 1, NULL);
+    int_key(r, "max_position_embeddings", &m->seq, true, 1, NULL);
+    int_key(r, "num_key_value_heads", &m->n_kv_heads, false, m->n_heads.i,
+            "absent: num_attention_heads, as HF");
+    int64_t h = m->n_heads.i, kv = m->n_kv_heads.i, d = m->d_model.i;
+    bool sizes = r->ok; /* the checks between sizes only when each was read */
+    if (sizes && h % kv != 0)
+        fail(r, "num_attention_heads %lld is not a multiple of num_key_value_heads %lld",
+             (long long)h, (long long)kv);
+    m->kv_is_heads = kv == h;
+    if (present(r, "head_dim") && take(r, "head_dim")) {
+        int_key(r, "head_dim", &m->head_dim, true, 1, NULL);
+        m->head_dim_derived = m->head_dim.i * h == d;
+    } else {
+        if (sizes && d % h != 0)
+            fail(r, "hidden_size %lld is not a multiple of num_attention_heads %lld (and there "
+                 "is no head_dim)", (long long)d, (long long)h);
+        m->head_dim = (HfConst){true, true, d / h, 0, "hidden_size / num_attention_heads"};
+        m->head_dim_derived = true;
+    }
+    if (sizes && m->head_dim.i % 2 != 0)
+        fail(r, "head_dim %lld is odd; rotary embeddings rotate pairs", (long long)m->head_dim.i);
+    num_key(r, "rms_norm_eps", &m->norm_eps, 1e-6, "absent: HF's default");
+    num_key(r, "rope_theta", &m->rope_theta, 10000.0, "absent: HF's default");
+    num_key(r, "initializer_range", &m->init_std, 0.02, "absent: HF's default");
+    bool given = present(r, "tie_word_embeddings");
+    m->tied = bool_key(r, "tie_word_embeddings", false);
+    m->tied_why = m->tied ? "tie_word_embeddings: the token table is the head"
+                : given   ? "tie_word_embeddings false: a head of its own"
+                          : "tie_word_embeddings absent (false, as HF): a head of its own";
+    const char *act = str_key(r, "hidden_act", "silu");
+    if (strcmp(act, "silu") != 0)
+        fail(r, "hidden_act '%s' is not supported (ptdc's SwiGLU uses silu)", act);
+    dropout_key(r, m, "attention_dropout");
+    rope_scaling(r, m);
+    switch (m->arch) {
+    case HF_LLAMA: {
+        must_bool(r, "attention_bias", false, "LLaMA's projections have no bias in ptdc's import");
+        must_bool(r, "mlp_bias", false, "LLaMA's MLP has no bias in ptdc's import");
+        HfConst tp;
+        int_key(r, "pretraining_tp", &tp, false, 1, NULL);
+        if (tp.i != 1)
+            note(r, m, "pretraining_tp %lld: only splits HF's matmuls; the result is the same",
+                 (long long)tp.i);
+        break;
+    }
+    case HF_MISTRAL:
+        if (!present(r, "sliding_window"))
+            m->window = (HfConst){true, true, 4096, 0, "sliding_window absent: 4096, MistralConfig's default"};
+        else if (take(r, "sliding_window"))
+            int_key(r, "sliding_window", &m->window, true, 1, NULL);
+        break;
+    case HF_QWEN2: {
+        m->qkv_bias = true;
+        const RtjValue *w = take(r, "sliding_window"), *l = take(r, "max_window_layers");
+        if (bool_key(r, "use_sliding_window", false)) {
+            fail(r, "'use_sliding_window': true is not supported (Qwen2's windows on layers "
+                 "from max_window_layers on)");
+            break;
+        }
+        if (w || l)
+            note(r, m, "sliding_window %s, max_window_layers %s: unused, use_sliding_window is "
+                 "false", w && w->kind == RTJ_NUMBER ? w->text : "null",
+                 l && l->kind == RTJ_NUMBER ? l->text : "null");
+        break;
+    }
+    case HF_GPT2:
+        break;
+    }
+}
+
+static void read_gpt2(Rd *r, HfModel *m)
+{
+    int_key(r, "n_layer", &m->n_layers, true, 1, NULL);
+    int_key(r, "n_embd", &m->d_model, true, 1, NULL);
+    int_key(r, "n_head", &m->n_heads, true, 1, NULL);
+    int_key(r, "vocab_size", &m->vocab, true, 1, NULL);
+    int_key(r, "n_positions", &m->seq, true, 1, NULL);
+    m->seq.why = "n_positions: the rows of the position table";
+    HfConst ctx;
+    int_key(r, "n_ctx", &ctx, false, m->seq.i, NULL);
+    if (ctx.i != m->seq.i)
+        fail(r, "n_ctx %lld differs from n_positions %lld", (long long)ctx.i, (long long)m->seq.i);
+    int_key(r, "n_inner", &m->d_ff, false, 4 * m->d_model.i, "n_inner absent: 4 x n_embd, as HF");
+    m->n_kv_heads = m->n_heads;
+    m->kv_is_heads = true;
+    if (r->ok && m->d_model.i % m->n_heads.i != 0)
+        fail(r, "n_embd %lld is not a multiple of n_head %lld", (long long)m->d_model.i,
+             (long long)m->n_heads.i);
+    m->head_dim = (HfConst){true, true, m->d_model.i / m->n_heads.i, 0, "n_embd / n_head"};
+    m->head_dim_derived = true;
+    num_key(r, "layer_norm_epsilon", &m->norm_eps, 1e-5, "absent: HF's default");
+    num_key(r, "initializer_range", &m->init_std, 0.02, "absent: HF's default");
+    const char *act = str_key(r, "activation_function", "gelu_new");
+    if (strcmp(act, "gelu_new") != 0 && strcmp(act, "gelu_pytorch_tanh") != 0)
+        fail(r, "activation_function '%s' is not supported (ptdc's gelu is the tanh "
+             "approximation: gelu_new)", act);
+    dropout_key(r, m, "resid_pdrop");
+    dropout_key(r, m, "embd_pdrop");
+    dropout_key(r, m, "attn_pdrop");
+    must_bool(r, "scale_attn_weights", true, "ptdc scales scores by 1/sqrt(head_dim)");
+    must_bool(r, "scale_attn_by_inverse_layer_idx", false, "ptdc scales every layer alike");
+    must_bool(r, "add_cross_attention", false, "GPT2LMHeadModel is a decoder only");
+    if (bool_key(r, "reorder_and_upcast_attn", false))
+        note(r, m, "reorder_and_upcast_attn true: only the precision of HF's scores; the same math");
+    must_bool(r, "tie_word_embeddings", true, "GPT2LMHeadModel's head is the token table");
+    m->tied = true;
+    m->tied_why = "GPT-2's head is the token table";
+}
+
+/* Keys that describe nothing ptdc computes. */
+static bool metadata_key(HfArch arch, const char *k)
+{
+    static const char *const common[] = {
+        "_name_or_path", "architectures", "model_type", "transformers_version", "torch_dtype",
+        "dtype", "use_cache", "bos_token_id", "eos_token_id", "pad_token_id", "tokenizer_class",
+    };
+    static const char *const gpt2[] = {
+        "summary_activation", "summary_first_dropout", "summary_proj_to_labels", "summary_type",
+        "summary_use_proj", "task_specific_params", /* GPT2DoubleHeadsModel's head */
+    };
+    for (size_t i = 0; i < sizeof common / sizeof common[0]; i++)
+        if (strcmp(k, common[i]) == 0)
+            return true;
+    if (arch == HF_GPT2)
+        for (size_t i = 0; i < sizeof gpt2 / sizeof gpt2[0]; i++)
+            if (strcmp(k, gpt2[i]) == 0)
+                return true;
+    return false;
+}
+
+static const struct {
+    const char *name, *model_type;
+    HfArch arch;
+} archs[] = {
+    {"LlamaForCausalLM", "llama", HF_LLAMA},
+    {"MistralForCausalLM", "mistral", HF_MISTRAL},
+    {"Qwen2ForCausalLM", "qwen2", HF_QWEN2},
+    {"GPT2LMHeadModel", "gpt2", HF_GPT2},
+};
+
+static bool read_arch(Rd *r, HfModel *m)
+{
+    const RtjValue *v = take(r, "architectures");
+    if (!v || v->kind != RTJ_ARRAY || v->n != 1 || v->items[0].kind != RTJ_STRING) {
+        fail(r, "'architectures' must name one model class (LlamaForCausalLM, "
+             "MistralForCausalLM, Qwen2ForCausalLM or GPT2LMHeadModel)");
+        return false;
+    }
+    const char *name = v->items[0].text;
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+        if (strcmp(name, archs[i].name) == 0) {
+            m->arch = archs[i].arch;
+            m->arch_name = archs[i].name;
+            m->model_type = archs[i].model_type;
+            r->arch = archs[i].name;
+            const char *mt = str_key(r, "model_type", archs[i].model_type);
+            if (strcmp(mt, archs[i].model_type) != 0)
+                fail(r, "model_type '%s' does not match %s (model_type '%s')", mt, name,
+                     archs[i].model_type);
+            return true;
+        }
+    fail(r, "architecture '%s' is not supported (ptdc imports LlamaForCausalLM, "
+         "MistralForCausalLM, Qwen2ForCausalLM and GPT2LMHeadModel)", name);
+    return false;
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        ir_error(IR_NOLOC, "%s: cannot read a Hugging Face config (no such file)", path);
+        return NULL;
+    }
+    if (sb.st_size > HF_MAX_CONFIG) {
+        ir_error(IR_NOLOC, "%s: %lld bytes is too large for a config.json", path,
+                 (long long)sb.st_size);
+        return NULL;
+    }
+    FILE *f = fopen(path, "rb");
+    char *text = ir_xmalloc((size_t)sb.st_size + 1);
+    size_t n = f ? fread(text, 1, (size_t)sb.st_size, f) : 0;
+    if (!f || n != (size_t)sb.st_size || ferror(f)) {
+        ir_error(IR_NOLOC, "%s: cannot read", path);
+        if (f)
+            fclose(f);
+        free(text);
+        return NULL;
+    }
+    fclose(f);
+    text[n] = 0;
+    *len = n;
+    return text;
+}
+
+bool hf_config_read(IrArena *a, const char *path, HfModel *m)
+{
+    memset(m, 0, sizeof *m);
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        path = ir_sprintf(a, "%s/config.json", path);
+    m->path = ir_strdup(a, path);
+    size_t len = 0;
+    char *text = read_file(path, &len);
+    if (!text)
+        return false;
+    char jerr[256];
+    RtjValue *root = rtj_parse(text, len, jerr, sizeof jerr);
+    free(text);
+    if (!root) {
+        ir_error(IR_NOLOC, "%s: malformed JSON: %s", path, jerr);
+        return false;
+    }
+    Rd r = {.a = a, .path = m->path, .arch = "the model", .root = root, .ok = true};
+    if (root->kind != RTJ_OBJECT) {
+        fail(&r, "a config.json holds one JSON object");
+        rtj_free(root);
+        return false;
+    }
+    r.used = ir_xcalloc((size_t)(root->n ? root->n : 1), sizeof *r.used);
+    if (read_arch(&r, m)) {
+        if (m->arch == HF_GPT2)
+            read_gpt2(&r, m);
+        else
+            read_llama_like(&r, m);
+        for (int i = 0; i < root->n; i++)
+            if (!r.used[i] && !metadata_key(m->arch, root->keys[i]))
+                fail(&r, "key '%s' is not supported for %s (ptdc imports only what it "
+                     "reproduces exactly)", root->keys[i], m->arch_name);
+    }
+    free(r.used);
+    rtj_free(root);
+    return r.ok;
+}

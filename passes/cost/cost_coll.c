@@ -1,0 +1,100 @@
+/* cost_coll.c: collectives by the alpha-beta model in the nccl-tests
+ * convention: t = alpha + c(n) * S / busbw, S the full buffer (PassColl.numel
+ * x element bytes), c = 2(n-1)/n for all-reduce, (n-1)/n for reduce-scatter,
+ * all-gather and all-to-all. Inside a node busbw is the NVLink bus bandwidth;
+ * a group spanning nodes runs NCCL's rings through the NICs of its members on
+ * each node (rail-optimised, one NIC per GPU), so its inter-node bus
+ * bandwidth is per_node x the per-NIC bandwidth, and the whole collective
+ * runs at the slower of the two levels. */
+#include "cost/cost.h"
+
+#include <math.h>
+
+static double ring_bw(const PassGpu *g, int nodes, int per_node)
+{
+    if (nodes <= 1)
+        return g->busbw_nvlink;
+    double ib = per_node * g->busbw_ib;
+    return ib < g->busbw_nvlink ? ib : g->busbw_nvlink;
+}
+
+/* A measured collective (PassGpu.coll, `ptdc calibrate`): the fit of the
+ * same kind for the same group size and level, else the nearest group size
+ * measured at that level with its latency scaled by the ring steps. Returns
+ * -1 when nothing of the kind was measured. */
+static double measured(const PassGpu *g, PassCollKind kind, double n, bool net, double rpn, double S)
+{
+    /* Same level first, then the ranks per node closest to the plan's (in
+     * ratio), then the group size closest to n. */
+    const PassCollFit *best = NULL;
+    double bd = 0;
+    for (int i = 0; i < g->ncoll[kind]; i++) {
+        const PassCollFit *f = &g->coll[kind][i];
+        double d = (f->net != net ? 1e6 : 0) + (f->rpn > 0 && rpn > 0 ? 1e3 * fabs(log(f->rpn / rpn)) : 0) +
+                   fabs(log(f->group / n));
+        if (!best || d < bd)
+            best = f, bd = d;
+    }
+    if (!best)
+        return -1;
+    double factor = kind == PASS_COLL_ALLREDUCE ? 2 * (n - 1) / n
+                    : kind == PASS_COLL_SENDRECV ? 1 : (n - 1) / n;
+    double steps = kind == PASS_COLL_SENDRECV ? 1 : (n - 1) / (best->group - 1);
+    return best->alpha_s * steps + factor * S / best->busbw;
+}
+
+double pass_cost_coll(const PassCostCtx *c, const PassMesh *m, const PassColl *k, int elem_bytes)
+{
+    const PassGpu *g = &c->cl->gpu;
+    double S = (double)k->numel * elem_bytes;
+    int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
+    if (k->kind == PASS_COLL_NONE || S <= 0)
+        return 0;
+    if (k->kind == PASS_COLL_SENDRECV && g->ncoll[PASS_COLL_SENDRECV] > 0) {
+        int dev = pass_mesh_devices(m);
+        return measured(g, PASS_COLL_SENDRECV, 2, 2 * dev > gpn, gpn, S);
+    }
+    if (k->kind == PASS_COLL_SENDRECV) {
+        /* The next stage's ranks are `devices` further on: on the same node
+         * only when both stages fit in one; each rank uses its own NIC. */
+        int dev = pass_mesh_devices(m);
+        bool same = 2 * dev <= gpn;
+        return pass_cost_consts.coll_base_s + (same ? g->alpha_nvlink : g->alpha_ib) +
+               S / (same ? g->busbw_nvlink : g->busbw_ib);
+    }
+    int a = k->axis;
+    if (a < 0 || a >= m->naxes)
+        ir_die("pass_cost_coll: axis %d of a %d-axis mesh", a, m->naxes);
+    double n = m->size[a];
+    if (k->kind == PASS_COLL_SLICE) /* local copy of the kept block */
+        return g->kern[PASS_K_COPY].n > 0 ? pass_kernel_time(g, PASS_K_COPY, 1, S / n / elem_bytes)
+                                          : pass_mem_time(g, 2 * S / n, 1);
+    if (n <= 1)
+        return 0;
+    int nodes = m->nodes[a], per = m->per_node[a];
+    double t = measured(g, k->kind, n, nodes > 1, gpn, S);
+    if (t >= 0)
+        return t;
+    /* Ring latency: n - 1 steps (twice for an all-reduce), of which
+     * nodes - 1 cross the network. */
+    double steps = (n - 1) * (k->kind == PASS_COLL_ALLREDUCE ? 2 : 1);
+    double inter = (nodes - 1) * (k->kind == PASS_COLL_ALLREDUCE ? 2 : 1);
+    double alpha = pass_cost_consts.coll_base_s + (steps - inter) * g->alpha_nvlink + inter * g->alpha_ib;
+    switch (k->kind) {
+    case PASS_COLL_ALLREDUCE:
+        return alpha + 2 * (n - 1) / n * S / ring_bw(g, nodes, per);
+    case PASS_COLL_REDUCESCATTER:
+    case PASS_COLL_ALLGATHER:
+        return alpha + (n - 1) / n * S / ring_bw(g, nodes, per);
+    case PASS_COLL_ALLTOALL: {
+        /* Each rank keeps 1/n, sends (per-1)/n over NVLink and the rest
+         * through its own NIC; the two levels run concurrently. */
+        double t_nvl = (per - 1) / n * S / g->busbw_nvlink;
+        double t_ib = nodes > 1 ? (n - per) / n * S / g->busbw_ib : 0;
+        return alpha + (t_nvl > t_ib ? t_nvl : t_ib);
+    }
+    default:
+        break;
+    }
+    ir_die("pass_cost_coll: collective kind %d", (int)k->kind);
+}

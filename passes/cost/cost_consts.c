@@ -1,0 +1,86 @@
+/* cost_consts.c: every number the cost and memory model uses, in one place,
+ * each with where it comes from. Datasheet and measured hardware numbers are
+ * in the GPU presets; the model's efficiency and overhead constants are in
+ * pass_cost_consts. docs/cost-model.md explains each and how the calibrated
+ * ones were chosen (tests/cost/test_calib.c checks them against the
+ * published runs in ../shared/reference). */
+#include "cost/cost.h"
+
+#define GB 1e9
+#define MIB 1048576.0
+#define GIB 1073741824.0
+
+/* Capacity: what nvidia-smi reports as the total (A100 "80 GB" = 81920 MiB).
+ * Peaks: NVIDIA datasheets (dense bf16). NVLink and NIC: per GPU and
+ * direction (A100: 12 links x 25 GB/s, HDR 200 Gb/s; H100/H200: 18 x 25 GB/s,
+ * NDR 400 Gb/s). Bus bandwidths (nccl-tests busbw, large messages): DGX A100
+ * 8-GPU all-reduce 232 GB/s (NVIDIA/nccl#1048); A100 across nodes 192 GB/s
+ * for 8 HDR NICs = 24 per NIC (nccl#1576); H100 NVLink ring 370 GB/s
+ * (nccl-tests#212); NDR 46 GB/s per NIC (nccl-tests#290). Latencies per ring
+ * step: NCCL's tuning model (src/graph/tuning.cc: NVLink 0.6-3.4 us, network
+ * 2.7-14 us per hop by protocol), fitted to nccl-tests all-reduce on a DGX
+ * A100 (busbw about 60 GB/s at 1 MB, 130 at 4 MB, 190 at 16 MB: a 25 us
+ * latency for 14 steps plus the 8 us base). gemm_eff: sustained fraction
+ * of peak of a large bf16 GEMM inside a training step: A100 cuBLAS reaches
+ * 235-255 TFLOP/s on transformer shapes (EleutherAI cookbook sizing results,
+ * 75-82%), H100 600-700 of 989 (power-capped clocks); calibrated within those
+ * ranges against the LLaMA-13B sweep and the Megatron H100 table. hbm_eff:
+ * STREAM-like kernels reach about 85-92% of the datasheet bandwidth. */
+/* The GEMM curve and kernel overhead of NVIDIA's sm80/sm90 libraries:
+ * CUTLASS/cuBLAS bf16 kernels use 128x128 (or 256x128) output tiles and
+ * 32-64 deep K slices, partial tiles and the last wave costing full ones;
+ * each tile loads its operands through a pipeline that must fill and drain
+ * (with K = 128, attention's head_dim GEMMs, cuBLAS reaches about 2/3 of its
+ * large-K rate); dims not multiples of 8 elements break 16-byte vector
+ * loads and fall back to slower kernels (NVIDIA "Matrix multiplication
+ * background" guide; EleutherAI sizing guide); launch and tail cost a few
+ * microseconds per kernel. */
+#define NV_GEMM_CURVE                                                                          \
+    .kind = PASS_DEV_GPU, .act_bytes = 2, .gemm_tile_m = 128, .gemm_tile_n = 128,              \
+    .gemm_tile_k = 64, .gemm_k_half = 64, .gemm_misalign = 0.5, .gemm_overhead_s = 3e-6,       \
+    .kernel_overhead_s = 3e-6
+
+const PassGpu pass_gpu_presets[] = {
+    {.name = "a100-40gb", .peak_flops = 312e12, .hbm_bytes = 40960 * MIB, .hbm_bw = 1555 * GB,
+     .nvlink_bw = 300 * GB, .nic_bw = 25 * GB, .busbw_nvlink = 232 * GB, .busbw_ib = 24 * GB,
+     .alpha_nvlink = 1.2e-6, .alpha_ib = 5e-6, .sms = 108, .gemm_eff = 0.75, .hbm_eff = 0.85, NV_GEMM_CURVE},
+    {.name = "a100-80gb", .peak_flops = 312e12, .hbm_bytes = 81920 * MIB, .hbm_bw = 2039 * GB,
+     .nvlink_bw = 300 * GB, .nic_bw = 25 * GB, .busbw_nvlink = 232 * GB, .busbw_ib = 24 * GB,
+     .alpha_nvlink = 1.2e-6, .alpha_ib = 5e-6, .sms = 108, .gemm_eff = 0.75, .hbm_eff = 0.85, NV_GEMM_CURVE},
+    {.name = "h100-80gb", .peak_flops = 989e12, .hbm_bytes = 81559 * MIB, .hbm_bw = 3350 * GB,
+     .nvlink_bw = 450 * GB, .nic_bw = 50 * GB, .busbw_nvlink = 370 * GB, .busbw_ib = 46 * GB,
+     .alpha_nvlink = 1.0e-6, .alpha_ib = 4e-6, .sms = 132, .gemm_eff = 0.60, .hbm_eff = 0.90, NV_GEMM_CURVE},
+    {.name = "h200", .peak_flops = 989e12, .hbm_bytes = 143771 * MIB, .hbm_bw = 4800 * GB,
+     .nvlink_bw = 450 * GB, .nic_bw = 50 * GB, .busbw_nvlink = 370 * GB, .busbw_ib = 46 * GB,
+     .alpha_nvlink = 1.0e-6, .alpha_ib = 4e-6, .sms = 132, .gemm_eff = 0.62, .hbm_eff = 0.90, NV_GEMM_CURVE},
+};
+const int pass_ngpu_presets = (int)(sizeof pass_gpu_presets / sizeof pass_gpu_presets[0]);
+
+const PassCostConsts pass_cost_consts = {
+    /* FlashAttention-2 paper (Dao 2023): A100 forward 50-73% of peak,
+     * backward 40-63%; relative to a large GEMM's sustained rate. FA1 is about
+     * half FA2's speed (same paper, Fig. 4-6), more in backward. */
+    .flash2_fwd = 0.80,
+    .flash2_bwd = 0.68,
+    .flash1_fwd = 0.40,
+    .flash1_bwd = 0.30,
+    /* Backward runs 5 matmuls of forward's 2 size (S recomputed). */
+    .flash_bwd_ratio = 2.5,
+    /* NCCL's base latency of a collective (tuning.cc: 6.6-8.4 us by protocol). */
+    .coll_base_s = 8e-6,
+    /* NCCL kernels occupy SMs while overlapping compute: Calculon charges 15%
+     * (NVLink) to 2% (IB) of the overlapped time. */
+    .overlap_slowdown = 0.10,
+    /* CUDA context with lazy module loading (CUDA >= 11.7): 0.5-0.9 GiB. */
+    .cuda_ctx_bytes = 0.75 * GIB,
+    /* NCCL per communicator: 0.5-0.7 GB measured on A100 (NVIDIA/nccl#964,
+     * #864); ptdc splits communicators with shared resources, so less. */
+    .nccl_comm_bytes = 0.5 * GIB,
+    /* cuBLAS workspace (32 MiB on sm90) plus attention and loss scratch. */
+    .workspace_bytes = 128 * MIB,
+    /* Megatron DDP bucket: max(40M, 1M x dp) parameters. */
+    .dp_bucket_elems = 40e6,
+    /* AdamW on one shard element: read grad (2) master, m, v (12), write
+     * master, m, v (12) and the bf16 weight (2), plus the grad-norm read (2). */
+    .opt_bytes_per_elem = 30,
+};

@@ -1,0 +1,49 @@
+/* cost_gemm.c: GEMM time on one device. A GEMM's efficiency depends on its
+ * shape: the output is cut into tiles that run in waves over the device's
+ * parallel units (a partial tile or a partial last wave costs a whole one),
+ * K is consumed in slices through a pipeline that fills and drains (small K
+ * is slow), and dims that break vector alignment fall back to slow kernels.
+ * The result is bounded below by the time to stream the operands (skinny
+ * GEMMs are memory bound), plus a per-call overhead. The curve's parameters
+ * belong to the device: NVIDIA's libraries for the GPU presets, fitted to
+ * measurements by `ptdc calibrate` for a measured device. */
+#include "cost/cost.h"
+
+#include <math.h>
+
+static double ceil_to(double x, double q) { return ceil(x / q) * q; }
+
+double pass_gemm_eff(const PassGpu *gpu, double M, double N, double K, double batch)
+{
+    if (M <= 0 || N <= 0 || K <= 0 || batch <= 0)
+        return gpu->gemm_eff;
+    /* Wave quantisation: useful tile area over the tile-slots the waves occupy. */
+    double tm = gpu->gemm_tile_m > 0 ? gpu->gemm_tile_m : 1;
+    double tn = gpu->gemm_tile_n > 0 ? gpu->gemm_tile_n : 1;
+    double tiles = ceil(M / tm) * ceil(N / tn) * batch;
+    double sms = gpu->sms > 0 ? gpu->sms : 1;
+    double waves = ceil(tiles / sms);
+    double wave = (M * N * batch) / (waves * sms * tm * tn);
+    /* K padded to the slice depth, then pipeline fill/drain. */
+    double kpad = ceil_to(K, gpu->gemm_tile_k > 0 ? gpu->gemm_tile_k : 1);
+    double kf = (K / kpad) * (K / (K + gpu->gemm_k_half));
+    double align = (fmod(M, 8) != 0 || fmod(N, 8) != 0 || fmod(K, 8) != 0) ? gpu->gemm_misalign : 1;
+    return gpu->gemm_eff * wave * kf * align;
+}
+
+double pass_gemm_time(const PassGpu *gpu, double M, double N, double K, double batch)
+{
+    if (M <= 0 || N <= 0 || K <= 0 || batch <= 0)
+        return 0;
+    double flops = 2 * M * N * K * batch;
+    double t_compute = flops / (gpu->peak_flops * pass_gemm_eff(gpu, M, N, K, batch));
+    int eb = gpu->act_bytes > 0 ? gpu->act_bytes : 2;
+    double bytes = eb * (M * K + K * N + M * N) * batch; /* operands and result */
+    double t_mem = bytes / (gpu->hbm_bw * gpu->hbm_eff);
+    return (t_compute > t_mem ? t_compute : t_mem) + gpu->gemm_overhead_s;
+}
+
+double pass_mem_time(const PassGpu *gpu, double bytes, int kernels)
+{
+    return bytes / (gpu->hbm_bw * gpu->hbm_eff) + kernels * gpu->kernel_overhead_s;
+}

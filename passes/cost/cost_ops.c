@@ -1,0 +1,343 @@
+/* cost_ops.c: FLOPs, memory traffic and time of one forward node and its
+ * backward on one rank, from its local (sharded) shapes. One function per
+ * operator of ops.def (pass_opcost_<ID>), dispatched through a table the
+ * X-macro builds, so a new operator without a cost fails to compile.
+ *
+ * ptdc's own programs are priced call by call: each operator costs the
+ * runtime calls codegen makes for it (codegen/cg_kernel.c), each call
+ * priced by pass_kernel_time / pass_gemm_time on the device (measured
+ * curves where `ptdc calibrate` measured them). Options of the stack
+ * (unfused norms, an fp32 loss, materialised attention) describe other
+ * implementations with their own traffic counts.
+ *
+ * Conventions: bytes count every read and write a kernel makes of memory
+ * (the backend's activation width, fp32 statistics); elementwise FLOPs are
+ * ignored (bandwidth bound); backward of a forward node is charged to that
+ * node, with the additions that sum its outputs' gradient contributions. */
+#include "cost/cost.h"
+
+#include <string.h>
+
+typedef struct OpArgs {
+    const PassCostCtx *c;
+    const IrGraph *g;
+    const IrNode *n;
+    const PassMesh *m;
+    const PassStrategy *s;
+    const int64_t *local;         /* local size of every dim inside n */
+} OpArgs;
+
+static double lnumel(const OpArgs *a, int t)
+{
+    const IrTensor *x = &a->g->tensors[t];
+    double n = 1;
+    for (int i = 0; i < x->rank; i++)
+        n *= (double)a->local[x->dim[i]];
+    return n;
+}
+
+static const PassGpu *gpu(const OpArgs *a) { return &a->c->cl->gpu; }
+
+/* Bytes of an activation element in the backend being priced. */
+static int eb(const OpArgs *a) { return gpu(a)->act_bytes > 0 ? gpu(a)->act_bytes : 2; }
+
+static bool needs_grad(const OpArgs *a, int t) { return a->g->tensors[t].role != IR_INPUT; }
+
+/* A memory-bound op: fwd and bwd traffic in units of elements x bytes. */
+static void membound(const OpArgs *a, PassNodeCost *o, double bf, int kf, double bb, int kb)
+{
+    o->bytes_fwd += bf;
+    o->bytes_bwd += bb;
+    o->fwd_s += pass_mem_time(gpu(a), bf, kf);
+    o->bwd_s += bb > 0 ? pass_mem_time(gpu(a), bb, kb) : 0;
+}
+
+/* One call of runtime kernel k, forward or backward. */
+static void kcall(const OpArgs *a, PassNodeCost *o, bool bwd, PassKernel k, double rows, double cols)
+{
+    double b = pass_kernel_bytes(k, rows, cols, eb(a));
+    double t = pass_kernel_time(gpu(a), k, rows, cols);
+    if (bwd)
+        o->bytes_bwd += b, o->bwd_s += t;
+    else
+        o->bytes_fwd += b, o->fwd_s += t;
+}
+
+static void gemm(const OpArgs *a, double M, double N, double K, double batch, bool bwd,
+                 PassNodeCost *o)
+{
+    double f = 2 * M * N * K * batch, b = eb(a) * (M * K + K * N + M * N) * batch;
+    double t = pass_gemm_time(gpu(a), M, N, K, batch);
+    o->gemm_s += t;
+    if (bwd) {
+        o->flops_bwd += f, o->bytes_bwd += b, o->bwd_s += t;
+    } else {
+        o->flops_fwd += f, o->bytes_fwd += b, o->fwd_s += t;
+    }
+}
+
+/* ------------------------------------------------------------ operators */
+static void pass_opcost_EMBEDDING(const OpArgs *a, PassNodeCost *o)
+{
+    double x = lnumel(a, a->n->out[0]), ids = lnumel(a, a->n->in[0]);
+    /* Gather rows; backward adds dy rows into the table's gradient. */
+    kcall(a, o, false, PASS_K_EMBEDDING_FWD, ids, x / ids);
+    kcall(a, o, true, PASS_K_EMBEDDING_BWD, ids, x / ids);
+}
+
+static void pass_opcost_MATMUL(const OpArgs *a, PassNodeCost *o)
+{
+    const IrNode *n = a->n;
+    double K = 1;
+    for (int i = 0; i < n->attr.ncontract; i++)
+        K *= (double)a->local[n->attr.contract[i]];
+    double M = lnumel(a, n->in[0]) / K, N = lnumel(a, n->in[1]) / K;
+    gemm(a, M, N, K, 1, false, o);
+    if (needs_grad(a, n->in[0]))
+        gemm(a, M, K, N, 1, true, o); /* dA = dC B^T */
+    if (needs_grad(a, n->in[1]))
+        gemm(a, K, N, M, 1, true, o); /* dB = A^T dC */
+}
+
+/* Norms. ptdc's kernels read x and write y in one pass (rstd per row);
+ * unfused framework norms run ~6 kernels in fp32 (to-fp32, pow, mean, rsqrt
+ * multiply, to-bf16, weight multiply) forward and about twice that backward. */
+static void norm(const OpArgs *a, PassNodeCost *o, int stats)
+{
+    double x = lnumel(a, a->n->in[0]), rows = lnumel(a, a->n->out[1]);
+    if (a->c->st.norm_unfused) {
+        membound(a, o, 36 * x + 8 * rows * stats, 6 + stats, 64 * x + 8 * rows * stats, 11 + stats);
+        o->ws_bytes = 8 * x;
+    } else {
+        kcall(a, o, false, stats == 1 ? PASS_K_RMSNORM_FWD : PASS_K_LAYERNORM_FWD, rows, x / rows);
+        kcall(a, o, true, stats == 1 ? PASS_K_RMSNORM_BWD : PASS_K_LAYERNORM_BWD, rows, x / rows);
+    }
+}
+static void pass_opcost_RMSNORM(const OpArgs *a, PassNodeCost *o) { norm(a, o, 1); }
+static void pass_opcost_LAYERNORM(const OpArgs *a, PassNodeCost *o) { norm(a, o, 2); }
+
+static void pass_opcost_ROPE(const OpArgs *a, PassNodeCost *o)
+{
+    double x = lnumel(a, a->n->in[0]);
+    const IrTensor *t = &a->g->tensors[a->n->in[0]];
+    double dim = (double)a->local[t->dim[t->rank - 1]];
+    kcall(a, o, false, PASS_K_ROPE, x / dim, dim);
+    kcall(a, o, true, PASS_K_ROPE, x / dim, dim); /* the inverse rotation */
+}
+
+static PassAttnKernel attn_kernel(const PassCostCtx *c)
+{
+    if (c->st.attn_kernel != PASS_KERNEL_AUTO)
+        return c->st.attn_kernel;
+    return c->attention == PASS_ATTN_MATERIALIZED ? PASS_KERNEL_FUSED_SOFTMAX : PASS_KERNEL_FLASH2;
+}
+
+static void pass_opcost_ATTENTION(const OpArgs *a, PassNodeCost *o)
+{
+    const IrGraph *g = a->g;
+    const IrTensor *q = &g->tensors[a->n->in[0]];
+    double B = (double)a->local[q->dim[0]], S = (double)a->local[q->dim[1]];
+    double H = (double)a->local[q->dim[2]], D = (double)a->local[q->dim[3]];
+    double qkvo = lnumel(a, a->n->in[0]) * 2 + lnumel(a, a->n->in[1]) * 2; /* elements */
+    const PassGpu *gp = gpu(a);
+    const PassCostConsts *k = &pass_cost_consts;
+    PassAttnKernel kind = attn_kernel(a->c);
+    if (kind == PASS_KERNEL_FLASH2 || kind == PASS_KERNEL_FLASH1) {
+        /* Tiles above the diagonal are skipped under a causal mask, and those
+         * left of a sliding window's band too: the band of width W < S covers
+         * S W - W^2 / 2 of the S^2 scores (S^2 / 2 at W = S). */
+        double W = (double)a->n->attr.window, pairs = S * S;
+        if (a->n->attr.causal)
+            pairs = W > 0 && W < S ? S * W - W * W / 2 : S * S / 2;
+        double f = 4 * B * H * pairs * D;
+        double ef = kind == PASS_KERNEL_FLASH2 ? k->flash2_fwd : k->flash1_fwd;
+        double ebw = kind == PASS_KERNEL_FLASH2 ? k->flash2_bwd : k->flash1_bwd;
+        double rate = gp->peak_flops * gp->gemm_eff;
+        double rf = rate * ef, rb = rate * ebw, ovh = gp->kernel_overhead_s;
+        /* ptdc's own kernel at the speed calibration measured, when it did. */
+        if (a->c->st.attn_kernel == PASS_KERNEL_AUTO && gp->attn_dims > 0) {
+            rf = pass_attn_rate(gp, 0, D, S);
+            rb = pass_attn_rate(gp, 1, D, S);
+            ovh = 0; /* inside the measured rate */
+        }
+        o->flops_fwd += f;
+        o->flops_bwd += f * k->flash_bwd_ratio;
+        o->bytes_fwd += eb(a) * qkvo;
+        o->bytes_bwd += 2 * eb(a) * qkvo;
+        o->fwd_s += f / rf + ovh;
+        o->bwd_s += f * k->flash_bwd_ratio / rb + 2 * ovh;
+        o->attn_s += f / rf + f * k->flash_bwd_ratio / rb + 3 * ovh;
+        return;
+    }
+    /* Materialised: QK^T and PV as batched GEMMs over all S x S (the mask is
+     * applied after), softmax over S x S in HBM. */
+    double ss = B * H * S * S;
+    gemm(a, S, S, D, B * H, false, o); /* scores = Q K^T */
+    gemm(a, S, D, S, B * H, false, o); /* O = P V */
+    gemm(a, S, D, S, B * H, true, o);  /* dV = P^T dO */
+    gemm(a, S, S, D, B * H, true, o);  /* dP = dO V^T */
+    gemm(a, S, D, S, B * H, true, o);  /* dQ = dS K */
+    gemm(a, S, D, S, B * H, true, o);  /* dK = dS^T Q */
+    if (a->c->st.attn_dropout) /* mask and output forward; mask, dy, dx backward */
+        membound(a, o, 5 * ss, 1, 5 * ss, 1);
+    if (kind == PASS_KERNEL_FUSED_SOFTMAX) {
+        /* One scale-mask-softmax kernel: read scores, write P; backward reads
+         * P and dP, writes dS. */
+        membound(a, o, 4 * ss, 1, 6 * ss, 1);
+        o->ws_bytes = 4 * ss;
+    } else {
+        /* Eager: scale, mask, to-fp32, softmax, to-bf16 (28 B per element);
+         * backward to-fp32, softmax-backward, to-bf16, mask, scale (32 B). */
+        membound(a, o, 28 * ss, 5, 32 * ss, 5);
+        o->ws_bytes = 8 * ss;
+    }
+}
+
+static void pass_opcost_SILU(const OpArgs *a, PassNodeCost *o)
+{
+    double x = lnumel(a, a->n->in[0]);
+    kcall(a, o, false, PASS_K_SILU_FWD, 1, x);
+    kcall(a, o, true, PASS_K_SILU_BWD, 1, x);
+}
+static void pass_opcost_GELU(const OpArgs *a, PassNodeCost *o)
+{
+    double x = lnumel(a, a->n->in[0]);
+    kcall(a, o, false, PASS_K_GELU_FWD, 1, x);
+    kcall(a, o, true, PASS_K_GELU_BWD, 1, x);
+}
+
+static void pass_opcost_ADD(const OpArgs *a, PassNodeCost *o)
+{
+    double y = lnumel(a, a->n->out[0]);
+    double x0 = lnumel(a, a->n->in[0]), x1 = lnumel(a, a->n->in[1]);
+    double small = x0 < x1 ? x0 : x1;
+    if (small < y)
+        kcall(a, o, false, PASS_K_ADD_BCAST, y / small, small);
+    else
+        kcall(a, o, false, PASS_K_ADD, 1, y);
+    /* Backward passes dy through; a broadcast operand sums it over rows. */
+    for (int i = 0; i < 2; i++) {
+        double x = i ? x1 : x0;
+        if (x < y && needs_grad(a, a->n->in[i]))
+            kcall(a, o, true, PASS_K_REDUCE_ROWS, y / x, x);
+    }
+}
+
+static void pass_opcost_MUL(const OpArgs *a, PassNodeCost *o)
+{
+    double y = lnumel(a, a->n->out[0]);
+    double x0 = lnumel(a, a->n->in[0]), x1 = lnumel(a, a->n->in[1]);
+    double small = x0 < x1 ? x0 : x1;
+    kcall(a, o, false, small < y ? PASS_K_ADD_BCAST : PASS_K_MUL, small < y ? y / small : 1,
+          small < y ? small : y);
+    /* Backward: dy times the other operand, per operand needing a gradient;
+     * a broadcast operand's product is then summed over rows. */
+    for (int i = 0; i < 2; i++) {
+        double x = i ? x1 : x0;
+        if (!needs_grad(a, a->n->in[i]))
+            continue;
+        kcall(a, o, true, PASS_K_MUL, 1, y);
+        if (x < y)
+            kcall(a, o, true, PASS_K_REDUCE_ROWS, y / x, x);
+    }
+}
+
+static void pass_opcost_SOFTMAX(const OpArgs *a, PassNodeCost *o)
+{
+    double x = lnumel(a, a->n->in[0]);
+    const IrTensor *t = &a->g->tensors[a->n->in[0]];
+    double cols = (double)a->local[t->dim[t->rank - 1]];
+    kcall(a, o, false, PASS_K_SOFTMAX_FWD, x / cols, cols);
+    kcall(a, o, true, PASS_K_SOFTMAX_BWD, x / cols, cols);
+}
+
+/* ptdc's loss reads the logits twice (max, then sum of exponentials) and
+ * writes the row lse; backward reads them once and writes dlogits. With the
+ * vocabulary split, the row max, sum and target logit are all-reduced over
+ * that axis. Megatron's fp32 loss: to-fp32, max, subtract, exp, sum, ...
+ * (about 30 B per logit) and backward in fp32 then to-bf16 (22 B). */
+static void pass_opcost_CROSS_ENTROPY(const OpArgs *a, PassNodeCost *o)
+{
+    const IrGraph *g = a->g;
+    double x = lnumel(a, a->n->in[0]), rows = lnumel(a, a->n->in[1]);
+    if (a->c->st.loss_fp32) {
+        membound(a, o, 30 * x + 16 * rows, 7, 22 * x, 3);
+        o->ws_bytes = 2 * x;
+    } else {
+        kcall(a, o, false, PASS_K_CROSS_ENTROPY_FWD, rows, x / rows);
+        kcall(a, o, true, PASS_K_CROSS_ENTROPY_BWD, rows, x / rows);
+    }
+    /* A split vocabulary: the row max, then the sum of exponentials, the
+     * target logit and the owner count (runtime/cpu/cross_entropy.c: two
+     * all-reduces of all rows). */
+    const IrTensor *lg = &g->tensors[a->n->in[0]];
+    int vocab = lg->dim[lg->rank - 1];
+    for (int ax = 0; ax < a->m->naxes; ax++)
+        if (a->s->dim[ax] == vocab && a->m->size[ax] > 1) {
+            PassColl k1 = {PASS_COLL_ALLREDUCE, ax, -1, -1, (int64_t)rows};
+            PassColl k3 = {PASS_COLL_ALLREDUCE, ax, -1, -1, (int64_t)(3 * rows)};
+            o->fwd_s += pass_cost_coll(a->c, a->m, &k1, 4) + pass_cost_coll(a->c, a->m, &k3, 4);
+        }
+}
+
+#define BWD_OP(ID)                                                                            \
+    static void pass_opcost_##ID(const OpArgs *a, PassNodeCost *o)                            \
+    {                                                                                         \
+        (void)o;                                                                              \
+        ir_die("pass_cost_node on backward node %s: backward is costed with its forward",    \
+               ir_ops[a->n->op].name);                                                        \
+    }
+BWD_OP(EMBEDDING_BWD)
+BWD_OP(RMSNORM_BWD)
+BWD_OP(LAYERNORM_BWD)
+BWD_OP(ROPE_BWD)
+BWD_OP(ATTENTION_BWD)
+BWD_OP(SILU_BWD)
+BWD_OP(GELU_BWD)
+BWD_OP(SOFTMAX_BWD)
+BWD_OP(CROSS_ENTROPY_BWD)
+BWD_OP(REDUCE_SUM)
+#undef BWD_OP
+
+static void (*const opcost[IR_NUM_OPS])(const OpArgs *, PassNodeCost *) = {
+#define OP(ID, name, nin, nout, flags, saves) [IR_OP_##ID] = pass_opcost_##ID,
+#include "ops.def"
+#undef OP
+};
+
+void pass_cost_node(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                    const PassStrategy *s, const int64_t *dim_size, PassNodeCost *out)
+{
+    int64_t local[256];
+    if (g->ndims > 256)
+        ir_die("pass_cost_node: %d dims", g->ndims);
+    pass_local_sizes(g, n, m, s, dim_size, local);
+    memset(out, 0, sizeof *out);
+    OpArgs a = {c, g, n, m, s, local};
+    opcost[n->op](&a, out);
+    /* An activation read by k nodes gets k gradient contributions, which
+     * autodiff sums with a chain of k - 1 additions in backward, before any
+     * reduction: in the layout the readers take it in. Each reader but the
+     * first pays one, at its own local size. */
+    for (int i = 0; i < n->nin; i++) {
+        int t = n->in[i];
+        if (g->tensors[t].role != IR_ACT || g->tensors[t].producer < 0)
+            continue;
+        bool earlier = false;
+        for (int e = 0; e < i && !earlier; e++)
+            earlier = n->in[e] == t;
+        for (int id = g->tensors[t].producer + 1; id < n->id && !earlier; id++)
+            for (int k = 0; k < g->nodes[id].nin && !earlier; k++)
+                earlier = g->nodes[id].in[k] == t;
+        if (earlier)
+            kcall(&a, out, true, PASS_K_ADD, 1, lnumel(&a, t));
+    }
+    /* Framework autograd adds each micro-batch's weight gradient into the
+     * accumulated one with a separate kernel: read both, write one. */
+    if (c->st.grad_accum_unfused) {
+        int gb = c->st.grad_bytes > 0 ? c->st.grad_bytes : 2;
+        for (int i = 0; i < n->nin; i++)
+            if (g->tensors[n->in[i]].role == IR_PARAM)
+                membound(&a, out, 0, 0, 3.0 * gb * lnumel(&a, n->in[i]), 1);
+    }
+}

@@ -1,0 +1,218 @@
+/* mem_param.c: model states and their synchronisation. Mixed-precision
+ * AdamW keeps per parameter element a bf16 weight, a gradient (bf16 in ptdc's
+ * runtime; fp32 where a stack accumulates in fp32), an fp32 master weight and
+ * two fp32 moments. Each parameter's data-parallel group is the set of mesh
+ * axes over which its gradient is partial (pass_shard_grad_in): the batch
+ * axis for a weight, plus the sequence-parallel axis for a norm weight. ZeRO
+ * shards over exactly that group. */
+#include "cost/cost.h"
+
+/* Weights and (by default) gradients are in the backend's activation
+ * type: bf16 on GPUs, fp32 on the CPU backend. */
+static int weight_bytes(const PassCostCtx *c) { return pass_elem_bytes(c, IR_BF16); }
+static int grad_bytes(const PassCostCtx *c)
+{
+    return c->st.grad_bytes > 0 ? c->st.grad_bytes : weight_bytes(c);
+}
+/* fp32 master weights and two moments, unless the weights are fp32 and the
+ * stack keeps no second copy. */
+static int optim_bytes(const PassCostCtx *c)
+{
+    return c->st.master_aliases && weight_bytes(c) == 4 ? 8 : 12;
+}
+int pass_optim_bytes(const PassCostCtx *c) { return optim_bytes(c); }
+
+/* Is n the first forward node reading parameter t? */
+static bool owns(const IrGraph *g, const IrNode *n, int t)
+{
+    const IrTensor *x = &g->tensors[t];
+    int from = x->piece >= 0 ? g->pieces[x->piece].first : 0;
+    for (int j = from; j < n->id; j++) {
+        const IrNode *o = &g->nodes[j];
+        for (int i = 0; i < o->nin; i++)
+            if (o->in[i] == t)
+                return false;
+    }
+    for (int i = 0; i < n->nin; i++) /* the same parameter twice in n */
+        if (n->in[i] == t)
+            return true;
+    return false;
+}
+
+typedef struct Owned {
+    int t;
+    double local;                 /* elements on this rank before ZeRO sharding */
+    uint8_t dp_axes;              /* bit a: gradient partial over axis a */
+    double dp;                    /* product of those axes' sizes */
+} Owned;
+
+/* The parameters node n reads (only == -1) or just parameter `only`, and,
+ * unless `any`, only those n owns. */
+static int read_params(const IrGraph *g, const IrNode *n, const PassMesh *m, const PassStrategy *s,
+                       int only, bool any, Owned *out)
+{
+    PassSharding in[IR_MAX_IN];
+    pass_shard_io(g, n, s, in, NULL);
+    int k = 0;
+    for (int i = 0; i < n->nin; i++) {
+        int t = n->in[i];
+        if (g->tensors[t].role != IR_PARAM || (only >= 0 && t != only) || (!any && !owns(g, n, t)))
+            continue;
+        bool dup = false;
+        for (int e = 0; e < k; e++)
+            dup |= out[e].t == t;
+        if (dup)
+            continue;
+        /* Parameters never carry the batch dim: global sizes suffice. */
+        int64_t ds[256];
+        ir_dim_sizes(g, 1, ds);
+        PassSharding gs = pass_shard_grad_in(g, n, s, i);
+        Owned o = {t, (double)pass_local_numel(g, t, m, &in[i], ds), 0, 1};
+        for (int a = 0; a < m->naxes; a++)
+            if ((gs.partial >> a & 1) && m->size[a] > 1) {
+                o.dp_axes |= (uint8_t)(1u << a);
+                o.dp *= m->size[a];
+            }
+        out[k++] = o;
+    }
+    return k;
+}
+
+static int owned_params(const IrGraph *g, const IrNode *n, const PassMesh *m, const PassStrategy *s,
+                        Owned *out)
+{
+    return read_params(g, n, m, s, -1, false, out);
+}
+
+static void states(const PassCostCtx *c, const Owned *own, int k, int zero, double *weights,
+                   double *grads, double *optim)
+{
+    double w = 0, gr = 0, op = 0;
+    for (int i = 0; i < k; i++) {
+        double e = own[i].local, dp = own[i].dp;
+        w += weight_bytes(c) * e / (zero >= 3 ? dp : 1);
+        gr += grad_bytes(c) * e / (zero >= 2 ? dp : 1);
+        /* ptdc's ZeRO-1 reduce-scatters the full gradient into a separate
+         * shard (codegen's layout); Megatron's distributed optimizer does it
+         * in place, so the calibrated stacks have no such buffer. */
+        if (zero == 1 && dp > 1 && !c->st.ref_stack)
+            gr += grad_bytes(c) * e / dp;
+        op += optim_bytes(c) * e / (zero >= 1 ? dp : 1);
+    }
+    *weights = w, *grads = gr, *optim = op;
+}
+
+void pass_param_bytes3(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                       const PassStrategy *s, int zero, double *weights, double *grads, double *optim)
+{
+    Owned own[IR_MAX_IN];
+    states(c, own, owned_params(g, n, m, s, own), zero, weights, grads, optim);
+}
+
+void pass_param_bytes_of(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                         const PassStrategy *s, int zero, int t, double *weights, double *grads,
+                         double *optim)
+{
+    Owned own[IR_MAX_IN];
+    states(c, own, read_params(g, n, m, s, t, true, own), zero, weights, grads, optim);
+}
+
+bool pass_param_owned(const IrGraph *g, const IrNode *n, int t) { return owns(g, n, t); }
+
+double pass_param_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                        const PassStrategy *s, int zero)
+{
+    double w, gr, op;
+    pass_param_bytes3(c, g, n, m, s, zero, &w, &gr, &op);
+    return w + gr + op;
+}
+
+/* One collective over every axis in `axes` in turn, `numel` the unsharded
+ * buffer: reduce-scatters shrink it (inner axis first), all-gathers grow it
+ * back (outer axis first), all-reduces keep it. */
+static double over_axes(const PassCostCtx *c, const PassMesh *m, PassCollKind kind, uint8_t axes,
+                        double numel, int eb)
+{
+    double t = 0, cur = numel;
+    if (kind == PASS_COLL_ALLGATHER)
+        for (int a = 0; a < m->naxes; a++)
+            if (axes >> a & 1)
+                cur /= m->size[a];
+    for (int i = 0; i < m->naxes; i++) {
+        int a = kind == PASS_COLL_ALLGATHER ? i : m->naxes - 1 - i;
+        if (!(axes >> a & 1))
+            continue;
+        if (kind == PASS_COLL_ALLGATHER)
+            cur *= m->size[a];
+        PassColl k = {kind, a, -1, -1, (int64_t)cur};
+        t += pass_cost_coll(c, m, &k, eb);
+        if (kind == PASS_COLL_REDUCESCATTER)
+            cur /= m->size[a];
+    }
+    return t;
+}
+
+double pass_param_sync_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                         const PassStrategy *s, int zero, int num_micro)
+{
+    Owned own[IR_MAX_IN];
+    int k = owned_params(g, n, m, s, own);
+    int gb = grad_bytes(c);
+    double t = 0;
+    for (int i = 0; i < k; i++) {
+        double e = own[i].local;
+        uint8_t ax = own[i].dp_axes;
+        if (!ax)
+            continue;
+        double rs = over_axes(c, m, PASS_COLL_REDUCESCATTER, ax, e, gb);
+        /* All-gather of the updated weights from their shards. */
+        double ag = over_axes(c, m, PASS_COLL_ALLGATHER, ax, e, weight_bytes(c));
+        switch (zero) {
+        case 0:
+            t += over_axes(c, m, PASS_COLL_ALLREDUCE, ax, e, gb);
+            break;
+        case 1:
+            t += rs + ag;
+            break;
+        case 2:
+            t += num_micro * rs + ag;
+            break;
+        default:
+            t += num_micro * (rs + 2 * ag);
+            break;
+        }
+    }
+    return t;
+}
+
+double pass_param_step_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                         const PassStrategy *s, int zero)
+{
+    Owned own[IR_MAX_IN];
+    int k = owned_params(g, n, m, s, own);
+    const PassGpu *gpu = &c->cl->gpu;
+    double t = 0;
+    for (int i = 0; i < k; i++) {
+        double e = own[i].local, dp = own[i].dp;
+        double shard = zero >= 1 ? e / dp : e, grad = zero >= 2 ? e / dp : e;
+        t += pass_kernel_time(gpu, PASS_K_ZERO, 1, grad) + pass_kernel_time(gpu, PASS_K_SUMSQ, 1, shard) +
+             pass_kernel_time(gpu, PASS_K_ADAMW, 1, shard);
+    }
+    return t;
+}
+
+double pass_param_mb_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                       const PassStrategy *s, int zero)
+{
+    if (zero < 2)
+        return 0;
+    Owned own[IR_MAX_IN];
+    int k = owned_params(g, n, m, s, own);
+    const PassGpu *gpu = &c->cl->gpu;
+    double t = 0;
+    for (int i = 0; i < k; i++)
+        if (own[i].dp > 1)
+            t += pass_kernel_time(gpu, PASS_K_ZERO, 1, own[i].local) +
+                 pass_kernel_time(gpu, PASS_K_ADD, 1, own[i].local / own[i].dp);
+    return t;
+}

@@ -1,0 +1,162 @@
+/* mem_saved.c: activations a forward node keeps for its backward, read off
+ * ops.def's saves masks and the tensors' dtypes and local shapes, so the
+ * memory model follows the IR rather than a transformer formula.
+ *
+ * The kernel being modelled changes what is kept: a materialised attention
+ * keeps Q, K, V and the S x S probabilities (bf16; an eager fp32 softmax also
+ * keeps its fp32 output) instead of O and the row LSE; unfused norms also keep
+ * an fp32 copy of the input and the normalised value; an fp32 loss keeps fp32
+ * softmax instead of bf16 logits. Recomputation decides which nodes keep
+ * anything at all. */
+#include "cost/cost.h"
+
+#include <string.h>
+
+static bool is_mlp(const IrNode *n) { return n->block && strcmp(n->block, "mlp") == 0; }
+
+static bool materialized(const PassCostCtx *c)
+{
+    if (c->st.attn_kernel == PASS_KERNEL_AUTO)
+        return c->attention == PASS_ATTN_MATERIALIZED;
+    return c->st.attn_kernel == PASS_KERNEL_FUSED_SOFTMAX || c->st.attn_kernel == PASS_KERNEL_EAGER;
+}
+
+const char *pass_recompute_name(PassRecompute r)
+{
+    switch (r) {
+    case PASS_RECOMPUTE_NONE: return "none";
+    case PASS_RECOMPUTE_SELECTIVE: return "selective";
+    case PASS_RECOMPUTE_FFN: return "ffn";
+    case PASS_RECOMPUTE_FULL: return "full";
+    }
+    return "?";
+}
+
+bool pass_recomputed(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PassRecompute r)
+{
+    if (g->pieces[n->piece].layer < 0)
+        return false; /* embedding and head are never recomputed */
+    switch (r) {
+    case PASS_RECOMPUTE_FULL: return true;
+    case PASS_RECOMPUTE_FFN: return is_mlp(n);
+    case PASS_RECOMPUTE_SELECTIVE: return n->op == IR_OP_ATTENTION && c && materialized(c);
+    case PASS_RECOMPUTE_NONE: break;
+    }
+    return false;
+}
+
+/* Was t made outside n's recomputed region (so the region keeps it)? */
+static bool from_outside(const IrGraph *g, const IrNode *n, int t, PassRecompute r)
+{
+    int p = g->tensors[t].producer;
+    if (p < 0)
+        return true;
+    const IrNode *pn = &g->nodes[p];
+    if (pn->piece != n->piece)
+        return true;
+    return r == PASS_RECOMPUTE_FFN && !is_mlp(pn);
+}
+
+/* Does forward node n keep tensor t (its input `in` or output `out` slot)? */
+static bool keeps(const PassCostCtx *c, const IrGraph *g, const IrNode *n, int in, int out,
+                  PassRecompute r)
+{
+    int t = in >= 0 ? n->in[in] : n->out[out];
+    if (g->tensors[t].role == IR_PARAM)
+        return false;
+    if (pass_recomputed(NULL, g, n, r) /* its region reruns */)
+        return in >= 0 && from_outside(g, n, t, r);
+    if (n->op == IR_OP_ATTENTION && materialized(c))
+        return in >= 0 && in <= 2; /* Q, K, V; the probabilities are counted as extra */
+    unsigned m = ir_ops[n->op].saves;
+    return in >= 0 ? (m & IR_SAVE_IN(in)) != 0 : (m & IR_SAVE_OUT(out)) != 0;
+}
+
+static bool keeps_tensor(const PassCostCtx *c, const IrGraph *g, const IrNode *n, int t,
+                         PassRecompute r)
+{
+    for (int i = 0; i < n->nin; i++)
+        if (n->in[i] == t && keeps(c, g, n, i, -1, r))
+            return true;
+    for (int i = 0; i < n->nout; i++)
+        if (n->out[i] == t && keeps(c, g, n, -1, i, r))
+            return true;
+    return false;
+}
+
+/* Is n the first node in forward order to keep t? Scans from t's producer
+ * (which may keep its own output: attention's O) or the start of the piece
+ * that declared an input, to n. */
+static bool first_keeper(const PassCostCtx *c, const IrGraph *g, const IrNode *n, int t,
+                         PassRecompute r)
+{
+    const IrTensor *x = &g->tensors[t];
+    int from = x->producer >= 0 ? x->producer : x->piece >= 0 ? g->pieces[x->piece].first : 0;
+    for (int j = from; j < n->id; j++)
+        if (keeps_tensor(c, g, &g->nodes[j], t, r))
+            return false;
+    return true;
+}
+
+int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                    const PassStrategy *s, const int64_t *dim_size, PassRecompute r,
+                    PassSaved *items, int max)
+{
+    PassSharding in[IR_MAX_IN], out[IR_MAX_OUT];
+    pass_shard_io(g, n, s, in, out);
+    int k = 0;
+#define ITEM(t_, slot_, bytes_)                                                               \
+    do {                                                                                      \
+        if (k < max)                                                                          \
+            items[k] = (PassSaved){t_, slot_, bytes_};                                        \
+        k++;                                                                                  \
+    } while (0)
+    for (int slot = 0; slot < n->nin + n->nout; slot++) {
+        bool isin = slot < n->nin;
+        int i = isin ? slot : slot - n->nin;
+        int t = isin ? n->in[i] : n->out[i];
+        if (!keeps(c, g, n, isin ? i : -1, isin ? -1 : i, r))
+            continue;
+        bool dup = false; /* the same tensor in two slots of n */
+        for (int e = 0; e < slot; e++) {
+            int te = e < n->nin ? n->in[e] : n->out[e - n->nin];
+            dup |= te == t && keeps(c, g, n, e < n->nin ? e : -1, e < n->nin ? -1 : e - n->nin, r);
+        }
+        if (dup || !first_keeper(c, g, n, t, r))
+            continue;
+        double e = (double)pass_local_numel(g, t, m, isin ? &in[i] : &out[i], dim_size);
+        int eb = pass_elem_bytes(c, g->tensors[t].dtype);
+        if (n->op == IR_OP_CROSS_ENTROPY && isin && i == 0 && c->st.loss_fp32)
+            eb = 4; /* the fp32 softmax replaces the bf16 logits */
+        ITEM(t, slot, e * eb);
+    }
+    if (pass_recomputed(NULL, g, n, r) /* its region reruns */)
+        return k < max ? k : max;
+    /* Kept values that are not IR tensors. */
+    if (n->op == IR_OP_ATTENTION && materialized(c) && r != PASS_RECOMPUTE_SELECTIVE) {
+        int64_t local[256];
+        pass_local_sizes(g, n, m, s, dim_size, local);
+        const IrTensor *q = &g->tensors[n->in[0]];
+        double ss = (double)local[q->dim[0]] * (double)local[q->dim[2]] *
+                    (double)local[q->dim[1]] * (double)local[q->dim[1]];
+        /* bf16 probabilities (an eager softmax keeps its fp32 output, then the
+         * bf16 copy PV reads); with dropout also its mask and output. */
+        bool eager = c->st.attn_kernel == PASS_KERNEL_EAGER;
+        ITEM(-1, -1, ss * ((eager ? 4 : 2) + (c->st.attn_dropout ? 3 : eager ? 2 : 0)));
+    }
+    if ((n->op == IR_OP_RMSNORM || n->op == IR_OP_LAYERNORM) && c->st.norm_unfused)
+        ITEM(-1, -1, 6 * (double)pass_local_numel(g, n->in[0], m, &in[0], dim_size));
+#undef ITEM
+    return k < max ? k : max;
+}
+
+double pass_saved_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                        const PassStrategy *s, const int64_t *dim_size, PassRecompute r)
+{
+    PassSaved it[IR_MAX_IN + IR_MAX_OUT + 2];
+    int k = pass_saved_list(c, g, n, m, s, dim_size, r, it, IR_MAX_IN + IR_MAX_OUT + 2);
+    double b = 0;
+    for (int i = 0; i < k; i++)
+        b += it[i].bytes;
+    return b;
+}

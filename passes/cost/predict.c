@@ -1,0 +1,605 @@
+/* predict.c: a whole plan's step time, throughput and memory.
+ *
+ * Per pipeline stage and micro-batch: node costs (pass_cost_node), the
+ * resharding collectives on every edge forward and backward (pass_reshard;
+ * consumers that read the same tensor in the same layout share one, and
+ * gradient contributions of the same layout are summed before one
+ * reduction), pipeline transfers between stages, and recomputation. Stages
+ * combine under the schedule: 1F1B takes (m - 1) times the slowest pipeline
+ * rank plus the sum of all ranks (fill and drain); interleaved divides the
+ * fill and drain by v. The data-parallel gradient traffic overlaps the
+ * backward of the last micro-batch (and the slack later ranks have); what
+ * does not fit is exposed, as is the optimizer step.
+ *
+ * Memory per pipeline rank: model states of the parameters it owns, the
+ * activations of the micro-batches in flight under the schedule, the layer
+ * being recomputed, the largest backward working set, buffers and runtime.
+ *
+ * Layers with the same strategies cost the same: each piece is compared
+ * with the last one costed and reuses its numbers, so a 100-layer model
+ * costs a few layers. */
+#include "cost/cost.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct PieceCost {
+    double fwd, bwd, rec;         /* s per micro-batch: kernels, and recompute in backward */
+    double rs_f, rs_b, p2p_f, p2p_b;
+    double flops, rec_flops;      /* per micro-batch */
+    double saved, extra_ws;       /* kept bytes; extra bytes alive while recomputing it */
+    double w, gr, op;             /* model states */
+    double sync_step, sync_mb;    /* link seconds per step / per micro-batch */
+    double transient;             /* largest backward working set of one node */
+    double shard_elems;           /* optimizer shard elements */
+    double grad_elems;            /* gradient elements reduced over a data-parallel group */
+    double full_w;                /* weights before ZeRO-3 sharding (gathered working set) */
+    double step_s;                /* ptdc: kernels once per step (zero grads, norm, AdamW) */
+    double mb_extra;              /* ptdc, ZeRO 2/3: kernels per micro-batch around each
+                                     gradient's reduce-scatter */
+    double host_s;                /* host work per micro-batch: loading input tokens */
+    double gemm, attn;            /* of fwd + bwd: GEMMs, flash attention */
+} PieceCost;
+
+typedef struct Ctx {
+    const PassCostCtx *c;
+    const IrGraph *g;
+    const PassPlan *p;
+    const int64_t *ds;
+    const int *stage_of;          /* piece -> stage */
+} Ctx;
+
+static const PassStrategy *strat(const Ctx *x, int node) { return &x->p->strategy[node]; }
+
+static bool strat_eq(const PassStrategy *a, const PassStrategy *b)
+{
+    return a->dim[0] == b->dim[0] && a->dim[1] == b->dim[1];
+}
+
+static double coll_time(const Ctx *x, int t, const PassSharding *from, const PassSharding *to)
+{
+    PassColl steps[8];
+    int k = pass_reshard(x->g, t, &x->p->mesh, from, to, x->ds, steps, 8);
+    double s = 0;
+    int eb = pass_elem_bytes(x->c, x->g->tensors[t].dtype);
+    for (int i = 0; i < k; i++)
+        s += pass_cost_coll(x->c, &x->p->mesh, &steps[i], eb);
+    return s;
+}
+
+static PassSharding out_sharding(const Ctx *x, int t)
+{
+    const IrGraph *g = x->g;
+    int pid = g->tensors[t].producer;
+    const IrNode *pn = &g->nodes[pid];
+    PassSharding out[IR_MAX_OUT];
+    pass_shard_io(g, pn, strat(x, pid), NULL, out);
+    for (int j = 0; j < pn->nout; j++)
+        if (pn->out[j] == t)
+            return out[j];
+    ir_die("tensor %s is not an output of its producer", g->tensors[t].name);
+}
+
+/* Did an earlier consumer of t in the same stage need it in layout `to`
+ * (forward) or return its gradient in layout `gto` (backward)? */
+static void shared_edges(const Ctx *x, const IrNode *n, int t, const PassSharding *to,
+                         const PassSharding *gto, bool *fwd_shared, bool *bwd_shared)
+{
+    const IrGraph *g = x->g;
+    *fwd_shared = *bwd_shared = false;
+    int st = x->stage_of[n->piece];
+    for (int j = g->tensors[t].producer + 1; j < n->id; j++) {
+        const IrNode *o = &g->nodes[j];
+        if (x->stage_of[o->piece] != st)
+            continue;
+        for (int i = 0; i < o->nin; i++) {
+            if (o->in[i] != t)
+                continue;
+            PassSharding in[IR_MAX_IN];
+            pass_shard_io(g, o, strat(x, j), in, NULL);
+            PassSharding gi = pass_shard_grad_in(g, o, strat(x, j), i);
+            *fwd_shared |= pass_sharding_eq(&in[i], to);
+            *bwd_shared |= pass_sharding_eq(&gi, gto);
+        }
+    }
+}
+
+/* Bytes n keeps under r. An input that was all-gathered for n is kept in its
+ * producer's smaller layout instead and gathered again in backward: *regather
+ * gets that time. */
+static double kept_bytes(const Ctx *x, const IrNode *n, const PassSharding *in, PassRecompute r,
+                         double *regather)
+{
+    const IrGraph *g = x->g;
+    PassSaved it[IR_MAX_IN + IR_MAX_OUT + 2];
+    int k = pass_saved_list(x->c, g, n, &x->p->mesh, strat(x, n->id), x->ds, r, it,
+                            IR_MAX_IN + IR_MAX_OUT + 2);
+    double b = 0;
+    *regather = 0;
+    for (int i = 0; i < k; i++) {
+        b += it[i].bytes;
+        int t = it[i].tensor;
+        if (t < 0 || it[i].slot >= n->nin || g->tensors[t].producer < 0)
+            continue;
+        PassSharding from = out_sharding(x, t);
+        if (from.partial)
+            continue;
+        PassColl steps[8];
+        int ns = pass_reshard(g, t, &x->p->mesh, &from, &in[it[i].slot], x->ds, steps, 8);
+        bool gathers = ns > 0;
+        for (int j = 0; j < ns; j++)
+            gathers &= steps[j].kind == PASS_COLL_ALLGATHER;
+        if (!gathers)
+            continue;
+        double small = (double)pass_local_numel(g, t, &x->p->mesh, &from, x->ds) *
+                       pass_elem_bytes(x->c, g->tensors[t].dtype);
+        if (small >= it[i].bytes)
+            continue;
+        b -= it[i].bytes - small;
+        *regather += coll_time(x, t, &from, &in[it[i].slot]);
+    }
+    return b;
+}
+
+static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
+{
+    const IrGraph *g = x->g;
+    const PassMesh *m = &x->p->mesh;
+    const PassCostCtx *c = x->c;
+    int zero = x->p->zero;
+    memset(pc, 0, sizeof *pc);
+    const IrPiece *P = &g->pieces[piece];
+    double saved_none = 0;
+    for (int id = P->first; id < P->first + P->count; id++) {
+        const IrNode *n = &g->nodes[id];
+        const PassStrategy *s = strat(x, id);
+        PassNodeCost nc;
+        pass_cost_node(c, g, n, m, s, x->ds, &nc);
+        bool rec = pass_recomputed(c, g, n, r);
+        pc->fwd += nc.fwd_s;
+        pc->bwd += nc.bwd_s;
+        pc->gemm += nc.gemm_s;
+        pc->attn += nc.attn_s;
+        pc->flops += nc.flops_fwd + nc.flops_bwd;
+        if (rec) {
+            pc->rec += nc.fwd_s;
+            pc->rec_flops += nc.flops_fwd;
+        }
+        PassSharding in[IR_MAX_IN], out[IR_MAX_OUT];
+        pass_shard_io(g, n, s, in, out);
+        double regather, regather_none;
+        double sv = kept_bytes(x, n, in, r, &regather);
+        pc->saved += sv;
+        pc->bwd += regather;
+        saved_none += r == PASS_RECOMPUTE_NONE ? sv : kept_bytes(x, n, in, PASS_RECOMPUTE_NONE, &regather_none);
+        /* Model states and their synchronisation. */
+        double w, gr, op;
+        pass_param_bytes3(c, g, n, m, s, zero, &w, &gr, &op);
+        pc->w += w, pc->gr += gr, pc->op += op;
+        if (w + gr + op > 0) {
+            double ob = pass_optim_bytes(c);
+            pc->shard_elems += op / ob;
+            double w0, g0, o0;
+            pass_param_bytes3(c, g, n, m, s, 0, &w0, &g0, &o0);
+            pc->full_w += w0;
+            if (o0 / ob > op / ob + 0.5 || zero == 0)
+                pc->grad_elems += o0 / ob;
+            if (!c->st.ref_stack) {
+                pc->step_s += pass_param_step_s(c, g, n, m, s, zero);
+                pc->mb_extra += pass_param_mb_s(c, g, n, m, s, zero);
+            }
+            double s1 = pass_param_sync_s(c, g, n, m, s, zero, 1);
+            double s2 = zero >= 2 ? pass_param_sync_s(c, g, n, m, s, zero, 2) : s1;
+            pc->sync_mb += s2 - s1;
+            pc->sync_step += s1 - (s2 - s1);
+        }
+        /* Edges into n: resharding forward, gradient resharding backward. */
+        double grads = nc.ws_bytes;
+        for (int j = 0; j < n->nout; j++)
+            if (j == 0 && g->tensors[n->out[j]].role != IR_LOSS)
+                grads += (double)pass_local_numel(g, n->out[j], m, &out[j], x->ds) *
+                         pass_elem_bytes(c, g->tensors[n->out[j]].dtype);
+        for (int i = 0; i < n->nin; i++) {
+            int t = n->in[i];
+            IrRole role = g->tensors[t].role;
+            /* Token inputs are loaded on the host every micro-batch. */
+            if (role == IR_INPUT)
+                pc->host_s += c->cl->gpu.host_token_s * (double)pass_local_numel(g, t, m, &in[i], x->ds);
+            if (role == IR_PARAM || role == IR_INPUT)
+                continue;
+            bool dup = false;
+            for (int e = 0; e < i; e++)
+                dup |= n->in[e] == t;
+            if (dup)
+                continue;
+            grads += (double)pass_local_numel(g, t, m, &in[i], x->ds) * pass_elem_bytes(x->c, g->tensors[t].dtype);
+            PassSharding from = out_sharding(x, t);
+            PassSharding gfrom = pass_shard_grad_in(g, n, s, i), gto = from;
+            gto.partial = 0;
+            bool fsh, bsh;
+            shared_edges(x, n, t, &in[i], &gfrom, &fsh, &bsh);
+            int pp_piece = g->nodes[g->tensors[t].producer].piece;
+            bool cross = x->stage_of[pp_piece] != x->stage_of[piece];
+            if (cross && !fsh) {
+                PassColl k = {PASS_COLL_SENDRECV, 0, -1, -1, pass_local_numel(g, t, m, &from, x->ds)};
+                double tp2p = pass_cost_coll(c, m, &k, pass_elem_bytes(x->c, g->tensors[t].dtype));
+                pc->p2p_f += tp2p;
+                pc->p2p_b += tp2p;
+            }
+            double exposed = 1 - c->st.reshard_overlap;
+            double tf = fsh ? 0 : exposed * coll_time(x, t, &from, &in[i]);
+            double tb = bsh ? 0 : exposed * coll_time(x, t, &gfrom, &gto);
+            pc->rs_f += tf;
+            pc->rs_b += tb;
+            if (rec && !cross && g->nodes[g->tensors[t].producer].piece == piece)
+                pc->rec += tf;
+        }
+        if (grads > pc->transient)
+            pc->transient = grads;
+    }
+    pc->extra_ws = saved_none - pc->saved;
+}
+
+/* Same strategies, same neighbourhood (which inputs come from another
+ * stage), same recomputation: piece `cur` costs what `ref` did. */
+static bool same_piece(const Ctx *x, int ref, int cur)
+{
+    const IrGraph *g = x->g;
+    const IrPiece *R = &g->pieces[ref], *C = &g->pieces[cur];
+    if (R->rep < 0 || R->rep != C->rep || R->count != C->count ||
+        x->p->stages[x->stage_of[ref]].recompute != x->p->stages[x->stage_of[cur]].recompute)
+        return false;
+    int shift = C->first - R->first;
+    for (int k = 0; k < C->count; k++) {
+        const IrNode *n = &g->nodes[C->first + k];
+        if (!strat_eq(strat(x, C->first + k), strat(x, R->first + k)))
+            return false;
+        for (int i = 0; i < n->nin; i++) {
+            int p = g->tensors[n->in[i]].producer;
+            if (p < 0 || p >= C->first)
+                continue;
+            int q = p - shift;
+            if (q < 0 || g->nodes[q].op != g->nodes[p].op || !strat_eq(strat(x, p), strat(x, q)) ||
+                (x->stage_of[g->nodes[p].piece] == x->stage_of[cur]) !=
+                    (x->stage_of[g->nodes[q].piece] == x->stage_of[ref]))
+                return false;
+        }
+    }
+    return true;
+}
+
+typedef struct RankAcc {
+    double t_mb, fwd, bwd;        /* per micro-batch */
+    double rec, rs, p2p, flops, rec_flops;
+    double saved, nchunks, extra_ws, transient;
+    double saved_chunk[PASS_MAX_CHUNKS]; /* per micro-batch, by the rank's chunk */
+    double w, gr, op, sync_step, sync_mb, shard_elems, grad_elems, full_w_max;
+    double step_s;                /* ptdc: per-step kernels */
+    double gemm, attn, comp, host; /* per micro-batch: GEMMs, attention, all kernels, host */
+} RankAcc;
+
+double pass_model_flops_per_token(const IrGraph *g)
+{
+    double f = 6.0 * (double)ir_param_count(g);
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *n = &g->nodes[i];
+        if (n->op != IR_OP_ATTENTION)
+            continue;
+        const IrTensor *q = &g->tensors[n->in[0]];
+        f += 12.0 * (double)g->dims[q->dim[2]].size * (double)g->dims[q->dim[3]].size *
+             (double)g->dims[q->dim[1]].size;
+    }
+    return f;
+}
+
+void pass_prediction_free(PassPrediction *p)
+{
+    free(p->mem);
+    p->mem = NULL;
+    p->npp = 0;
+}
+
+/* Local bytes of activation t in the layout its producer writes it. */
+static double boundary_bytes(const Ctx *x, int t)
+{
+    const IrGraph *g = x->g;
+    const IrNode *p = &g->nodes[g->tensors[t].producer];
+    PassSharding out[IR_MAX_OUT];
+    pass_shard_io(g, p, &x->p->strategy[p->id], NULL, out);
+    for (int k = 0; k < p->nout; k++)
+        if (p->out[k] == t)
+            return (double)pass_local_numel(g, t, &x->p->mesh, &out[k], x->ds) *
+                   pass_elem_bytes(x->c, g->tensors[t].dtype);
+    return 0;
+}
+
+static void stage_extras(const Ctx *x, int st, RankAcc *ra)
+{
+    const IrGraph *g = x->g;
+    const PassPlan *plan = x->p;
+    const PassStage *S = &plan->stages[st];
+    RankAcc *r = &ra[S->pp_rank];
+    int chunk = st / plan->pp; /* stages are dealt to ranks round-robin: chunk c of rank c % pp */
+    int seen[64], nseen = 0;
+    int first = g->pieces[S->first_piece].first;
+    int end = g->pieces[S->first_piece + S->npieces - 1].first +
+              g->pieces[S->first_piece + S->npieces - 1].count;
+    for (int i = first; i < end; i++) {
+        const IrNode *n = &g->nodes[i];
+        for (int k = 0; k < n->nin; k++) {
+            int t = n->in[k];
+            const IrTensor *tt = &g->tensors[t];
+            bool dup = false;
+            for (int e = 0; e < nseen; e++)
+                dup |= seen[e] == t;
+            if (dup)
+                continue;
+            if (tt->role == IR_PARAM && !pass_param_owned(g, n, t)) {
+                int owner = -1;
+                for (int j = 0; j < g->nfwd && owner < 0; j++)
+                    if (pass_param_owned(g, &g->nodes[j], t))
+                        owner = j;
+                if (owner < 0 || x->stage_of[g->nodes[owner].piece] == st)
+                    continue;
+                double w, gr, op;
+                pass_param_bytes_of(x->c, g, n, &plan->mesh, &plan->strategy[i], plan->zero, t, &w,
+                                    &gr, &op);
+                r->w += w, r->gr += gr, r->op += op;
+            } else if (tt->producer >= 0 && tt->producer < g->nfwd &&
+                       x->stage_of[g->nodes[tt->producer].piece] < st) {
+                /* Received: the gradient going back, and the sender's copy. */
+                double b = boundary_bytes(x, t);
+                const PassStage *P = &plan->stages[x->stage_of[g->nodes[tt->producer].piece]];
+                int pchunk = (int)(P - plan->stages) / plan->pp;
+                r->saved_chunk[chunk] += b;
+                ra[P->pp_rank].saved_chunk[pchunk] += b;
+            } else {
+                continue;
+            }
+            if (nseen < 64)
+                seen[nseen++] = t;
+        }
+    }
+}
+
+double pass_runtime_bytes(const PassCostCtx *c, const PassMesh *m, int pp)
+{
+    /* CUDA context, one NCCL communicator per group kind the rank belongs to
+     * (world, each mesh axis larger than 1, the pipeline), library workspaces;
+     * a measured device says what its process and communicators take. */
+    const PassCostConsts *K = &pass_cost_consts;
+    const PassGpu *gpu = &c->cl->gpu;
+    int ncomm = 1 + (m->size[0] > 1) + (m->naxes > 1 && m->size[1] > 1) + (pp > 1);
+    if (gpu->runtime_bytes > 0)
+        return gpu->runtime_bytes + ncomm * gpu->comm_bytes;
+    return K->cuda_ctx_bytes + ncomm * K->nccl_comm_bytes + K->workspace_bytes;
+}
+
+void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan, PassPrediction *out)
+{
+    /* The plan says which attention kernel runs. */
+    PassCostCtx cc = *ctx;
+    cc.attention = plan->attention;
+    const PassCostCtx *c = &cc;
+    const PassCostConsts *K = &pass_cost_consts;
+    const PassGpu *gpu = &c->cl->gpu;
+    memset(out, 0, sizeof *out);
+    int pp = plan->pp > 0 ? plan->pp : 1, v = plan->v > 0 ? plan->v : 1;
+    int m = plan->num_micro > 0 ? plan->num_micro : 1;
+    int64_t *ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));
+    ir_dim_sizes(g, plan->mb_seqs, ds);
+    int *stage_of = ir_xmalloc(sizeof(int) * (size_t)(g->npieces + 1));
+    for (int i = 0; i < g->npieces; i++)
+        stage_of[i] = -1;
+    for (int st = 0; st < plan->nstages; st++)
+        for (int k = 0; k < plan->stages[st].npieces; k++)
+            stage_of[plan->stages[st].first_piece + k] = st;
+    for (int i = 0; i < g->npieces; i++)
+        if (stage_of[i] < 0)
+            ir_die("pass_predict: piece %d (%s) is in no stage", i, g->pieces[i].name);
+    Ctx x = {c, g, plan, ds, stage_of};
+    RankAcc *ra = ir_xcalloc((size_t)pp, sizeof *ra);
+    /* Per stage, one micro-batch: forward and backward on its rank, and the
+     * transfers into it (the schedule simulation's inputs). */
+    int nst = plan->nstages;
+    double *sf = ir_xcalloc((size_t)nst, sizeof(double)), *sb = ir_xcalloc((size_t)nst, sizeof(double));
+    double *sxf = ir_xcalloc((size_t)nst, sizeof(double)), *sxb = ir_xcalloc((size_t)nst, sizeof(double));
+    /* Collectives a stack waits for inside each micro-batch: ZeRO-3's
+     * forward gather, and the rest of the per-micro-batch traffic in backward. */
+    bool blocking = !c->st.dp_overlap;
+    double wb = pass_elem_bytes(c, IR_BF16), gb = c->st.grad_bytes > 0 ? c->st.grad_bytes : wb;
+    double z3f = plan->zero >= 3 ? wb / (gb + 2 * wb) : 0;
+
+    /* A few recently costed pieces: a layer matches the one before it, or the
+     * first layer of an earlier stage when it starts a stage itself. */
+    enum { NREF = 8 };
+    PieceCost pc, ref[NREF];
+    int refp[NREF], nref = 0, next = 0;
+    for (int st = 0; st < plan->nstages; st++) {
+        const PassStage *S = &plan->stages[st];
+        RankAcc *r = &ra[S->pp_rank];
+        r->nchunks += 1;
+        if (r->nchunks > PASS_MAX_CHUNKS)
+            ir_die("pass_predict: more than %d chunks on pipeline rank %d", PASS_MAX_CHUNKS,
+                   S->pp_rank);
+        for (int k = 0; k < S->npieces; k++) {
+            int piece = S->first_piece + k;
+            int hit = -1;
+            for (int j = 0; j < nref && hit < 0; j++)
+                if (same_piece(&x, refp[j], piece))
+                    hit = j;
+            if (hit >= 0) {
+                pc = ref[hit];
+            } else {
+                cost_piece(&x, piece, S->recompute, &pc);
+                ref[next] = pc;
+                refp[next] = piece;
+                next = (next + 1) % NREF;
+                nref += nref < NREF;
+            }
+            double mbf = blocking ? z3f * pc.sync_mb : 0, mbb = blocking ? pc.sync_mb - mbf : 0;
+            sf[st] += pc.fwd + pc.rs_f + pc.host_s + mbf;
+            sb[st] += pc.bwd + pc.rec + pc.rs_b + pc.mb_extra + mbb;
+            sxf[st] += pc.p2p_f;
+            sxb[st] += pc.p2p_b;
+            r->fwd += pc.fwd + pc.rs_f + pc.p2p_f + pc.host_s + mbf;
+            r->bwd += pc.bwd + pc.rec + pc.rs_b + pc.p2p_b + pc.mb_extra + mbb;
+            r->step_s += pc.step_s;
+            r->gemm += pc.gemm, r->attn += pc.attn, r->comp += pc.fwd + pc.bwd, r->host += pc.host_s;
+            r->rec += pc.rec;
+            r->rs += pc.rs_f + pc.rs_b;
+            r->p2p += pc.p2p_f + pc.p2p_b;
+            r->flops += pc.flops;
+            r->rec_flops += pc.rec_flops;
+            r->saved += pc.saved;
+            r->saved_chunk[(int)r->nchunks - 1] += pc.saved;
+            r->extra_ws = fmax(r->extra_ws, pc.extra_ws);
+            r->transient = fmax(r->transient, pc.transient);
+            r->w += pc.w, r->gr += pc.gr, r->op += pc.op;
+            r->sync_step += pc.sync_step;
+            r->sync_mb += pc.sync_mb;
+            r->shard_elems += pc.shard_elems;
+            r->grad_elems += pc.grad_elems;
+            r->full_w_max = fmax(r->full_w_max, pc.full_w);
+        }
+    }
+
+    /* What ptdc's programs hold per stage beyond the saved activations and
+     * owned parameters (codegen/cg_lower.c, cg_plan.c): per micro-batch slot,
+     * the activation a stage sends on (kept until its backward) and the
+     * gradient it sends back for what it received; and its own copy of a
+     * parameter an earlier stage owns (a tied embedding). */
+    if (!c->st.ref_stack)
+        for (int st = 0; st < plan->nstages; st++)
+            stage_extras(&x, st, ra);
+
+    /* The schedule. */
+    double tmax = 0, tsum = 0;
+    int slow = 0;
+    for (int i = 0; i < pp; i++) {
+        ra[i].t_mb = ra[i].fwd + ra[i].bwd;
+        tsum += ra[i].t_mb;
+        if (ra[i].t_mb > tmax)
+            tmax = ra[i].t_mb, slow = i;
+    }
+    double *finish = ir_xcalloc((size_t)pp, sizeof(double));
+    double pipe;
+    if (!c->st.ref_stack) {
+        /* ptdc's programs: the schedule codegen runs, simulated op by op. */
+        pipe = pass_schedule_sim(pp, v, m, sf, sb, sxf, sxb, finish);
+    } else {
+        /* A reference stack: 1F1B takes (m - 1) times the slowest rank plus
+         * every rank once (fill and drain); interleaving divides the fill and
+         * drain by v. */
+        pipe = m * tmax + (tsum - tmax) / v;
+        for (int i = 0; i < pp; i++)
+            finish[i] = pipe;
+    }
+    out->pipeline_s = pipe;
+    out->bubble_s = fmax(0, pipe - m * tmax);
+    out->stage_fwd_s = ra[slow].fwd;
+    out->stage_bwd_s = ra[slow].bwd;
+    out->recompute_s = m * ra[slow].rec;
+    out->reshard_s = m * ra[slow].rs;
+    out->p2p_s = m * ra[slow].p2p;
+    out->gemm_s = m * ra[slow].gemm;
+    out->attn_s = m * ra[slow].attn;
+    out->kernels_s = m * (ra[slow].comp - ra[slow].gemm - ra[slow].attn);
+    out->host_s = m * ra[slow].host;
+
+    /* Data-parallel traffic and the optimizer, after the last backward. */
+    double tail = 0, slack = 0, end = 0;
+    for (int i = 0; i < pp; i++) {
+        RankAcc *r = &ra[i];
+        double exp_step, exp_mb, opt;
+        if (blocking) {
+            /* Reduced after the schedule, one blocking collective after
+             * another; the per-micro-batch traffic is inside the stages. */
+            exp_step = r->sync_step;
+            exp_mb = 0;
+        } else {
+            /* Rank i finishes its last backward when the ranks before it
+             * still have theirs to run: that and its own last backward hide
+             * traffic. The last bucket and whatever outlasts the window are
+             * exposed; the rest hides under backward, slowing it by
+             * overlap_slowdown. */
+            double window = ra[i].bwd / (v > 1 ? v : 1) + slack;
+            slack += ra[i].bwd;
+            double bk = c->st.dp_bucket_elems > 0 ? c->st.dp_bucket_elems : K->dp_bucket_elems;
+            double bucket = r->grad_elems > 0 ? fmin(1, bk / r->grad_elems) : 0;
+            double shown = fmax(r->sync_step - window, bucket * r->sync_step);
+            exp_step = shown + K->overlap_slowdown * (r->sync_step - shown);
+            exp_mb = m * (fmax(0, r->sync_mb - r->t_mb) + K->overlap_slowdown * fmin(r->sync_mb, r->t_mb));
+        }
+        if (!c->st.ref_stack)
+            opt = r->step_s; /* the kernels the trainer runs, per parameter */
+        else
+            opt = pass_mem_time(gpu, r->shard_elems * K->opt_bytes_per_elem, 4);
+        out->dp_sync_s = fmax(out->dp_sync_s, r->sync_step + m * r->sync_mb);
+        if (finish[i] + exp_step + exp_mb + opt > end) {
+            end = finish[i] + exp_step + exp_mb + opt;
+            tail = end - pipe;
+            out->dp_exposed_s = exp_step + exp_mb;
+            out->optimizer_s = opt;
+        }
+    }
+    /* ptdc's trainer all-reduces the gradient norm and the loss over the
+     * world, one float each. */
+    if (!c->st.ref_stack && pp * pass_mesh_devices(&plan->mesh) > 1) {
+        PassMesh wm;
+        pass_mesh_make(&wm, pp * pass_mesh_devices(&plan->mesh), 1, c->cl->gpus_per_node);
+        PassColl one = {PASS_COLL_ALLREDUCE, 0, -1, -1, 1};
+        tail += 2 * pass_cost_coll(c, &wm, &one, 4);
+    }
+    free(finish);
+    free(sf), free(sb), free(sxf), free(sxb);
+    out->step_time_s = pipe + tail;
+
+    /* Throughput and utilisation. */
+    int dev = pass_mesh_devices(&plan->mesh), gpus = dev * pp;
+    double tokens = (double)plan->mb_seqs * m * (double)ds[g->seq_dim >= 0 ? g->seq_dim : 0];
+    if (g->seq_dim < 0)
+        tokens = (double)plan->mb_seqs * m;
+    out->tokens_per_s = tokens / out->step_time_s;
+    out->model_flops = tokens * pass_model_flops_per_token(g);
+    for (int i = 0; i < pp; i++)
+        out->hw_flops += m * dev * (ra[i].flops + ra[i].rec_flops);
+    out->mfu = out->model_flops / out->step_time_s / (gpus * gpu->peak_flops);
+    out->hfu = out->hw_flops / out->step_time_s / (gpus * gpu->peak_flops);
+
+    /* Memory per pipeline rank. */
+    out->npp = pp;
+    out->mem = ir_xcalloc((size_t)pp, sizeof *out->mem);
+    double reserve = c->st.alloc_reserve > 0 ? c->st.alloc_reserve : PASS_MEM_RESERVE;
+    out->capacity_bytes = gpu->hbm_bytes;
+    double usable = gpu->hbm_bytes * (1 - reserve);
+    for (int i = 0; i < pp; i++) {
+        RankAcc *r = &ra[i];
+        PassRankMem *M = &out->mem[i];
+        M->fwd_s = r->fwd, M->bwd_s = r->bwd;
+        M->weights = r->w, M->grads = r->gr, M->optim = r->op;
+        /* The schedule codegen runs decides what is alive: each chunk's most
+         * micro-batches in ptdc's static arena, the peak of the sum under a
+         * caching allocator (pass_schedule_acts). */
+        M->acts = pass_schedule_acts(pp, v, m, i, r->saved_chunk, c->st.ref_stack);
+        double held = 0; /* one micro-batch through every chunk of the rank */
+        for (int j = 0; j < v; j++)
+            held += r->saved_chunk[j];
+        M->inflight = held > 0 ? M->acts / (held / v) : fmin(m, pp - i);
+        M->recompute_ws = r->extra_ws;
+        M->transient = r->transient;
+        M->buffers = plan->zero >= 3 ? 2 * r->full_w_max : 0;
+        M->runtime = pass_runtime_bytes(c, &plan->mesh, pp);
+        M->frag = c->st.frag_act * (M->acts + M->recompute_ws + M->transient);
+        M->total = M->weights + M->grads + M->optim + M->acts + M->recompute_ws + M->transient +
+                   M->buffers + M->runtime + M->frag;
+        if (M->total > out->peak_mem_bytes)
+            out->peak_mem_bytes = M->total, out->peak_rank = i;
+    }
+    out->margin_bytes = usable - out->peak_mem_bytes;
+    out->fits = out->margin_bytes >= 0;
+    free(ra);
+    free(stage_of);
+    free(ds);
+}

@@ -1,0 +1,205 @@
+/* schedule.c: the pipeline schedule, once. Codegen runs it, the cost model
+ * counts the activations it keeps alive, the planner bounds with it.
+ *
+ * 1F1B (v = 1): pipeline rank r runs min(pp - r - 1, m) warm-up forwards,
+ * then alternates one forward and one backward, then drains the backwards.
+ * Interleaved 1F1B (Megatron-LM's, v chunks per rank, m a multiple of pp):
+ * forwards walk the chunks in groups of pp micro-batches, backwards walk
+ * them in reverse, with (pp - r - 1) * 2 + (v - 1) * pp warm-up forwards. */
+#include "cost/cost.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+static int warmup(int pp, int v, int m, int rank)
+{
+    int total = m * v;
+    int w = v == 1 ? pp - rank - 1 : (pp - rank - 1) * 2 + (v - 1) * pp;
+    return w < total ? w : total;
+}
+
+/* The k-th forward (or backward) of the rank among its m * v. */
+static PassSchedOp nth(int pp, int v, int k, bool bwd)
+{
+    if (v == 1)
+        return (PassSchedOp){bwd, 0, k};
+    int group = pp * v, chunk = (k % group) / pp;
+    return (PassSchedOp){bwd, bwd ? v - 1 - chunk : chunk, (k / group) * pp + k % pp};
+}
+
+PassSchedOp pass_schedule_op(int pp, int v, int m, int rank, int k)
+{
+    int total = m * v, warm = warmup(pp, v, m, rank);
+    if (k < warm)
+        return nth(pp, v, k, false);
+    int steady = 2 * (total - warm);
+    if (k < warm + steady) {
+        int i = (k - warm) / 2;
+        return (k - warm) % 2 == 0 ? nth(pp, v, warm + i, false) : nth(pp, v, i, true);
+    }
+    return nth(pp, v, total - warm + (k - warm - steady), true);
+}
+
+/* Past the warm-up, the steady phase repeats every 2 * pp * v operations and
+ * the drain only frees slots: the maxima are reached within this prefix
+ * (tests/ir/test_schedule.c checks it against the whole schedule). */
+static int horizon(int pp, int v, int m, int rank)
+{
+    long h = (long)warmup(pp, v, m, rank) + 4L * pp * v + 2;
+    return h < 2L * m * v ? (int)h : 2 * m * v;
+}
+
+static void walk(int pp, int v, int m, int rank, int nops, int *slots, const double *saved,
+                 double *peak_sum)
+{
+    int live[PASS_MAX_CHUNKS] = {0};
+    double sum = 0;
+    for (int j = 0; j < v; j++)
+        slots[j] = 0;
+    *peak_sum = 0;
+    for (int k = 0; k < nops; k++) {
+        PassSchedOp op = pass_schedule_op(pp, v, m, rank, k);
+        int d = op.bwd ? -1 : 1;
+        live[op.chunk] += d;
+        sum += d * (saved ? saved[op.chunk] : 1);
+        if (live[op.chunk] > slots[op.chunk])
+            slots[op.chunk] = live[op.chunk];
+        *peak_sum = fmax(*peak_sum, sum);
+    }
+}
+
+/* The planner asks for the same few schedules thousands of times: a small
+ * direct-mapped memo of a pure function. */
+typedef struct {
+    int pp, v, m, rank;
+    int slots[PASS_MAX_CHUNKS];
+} Memo;
+static Memo memo[1024];
+
+void pass_schedule_slots(int pp, int v, int m, int rank, int *slots)
+{
+    if (v < 1 || v > PASS_MAX_CHUNKS)
+        ir_die("pass_schedule_slots: %d chunks per rank (at most %d)", v, PASS_MAX_CHUNKS);
+    if (v == 1) {
+        slots[0] = m < pp - rank ? m : pp - rank;
+        return;
+    }
+    unsigned h = (((unsigned)pp * 131u + (unsigned)v) * 131u + (unsigned)m) * 131u + (unsigned)rank;
+    Memo *e = &memo[h % (sizeof memo / sizeof memo[0])];
+    if (e->pp != pp || e->v != v || e->m != m || e->rank != rank) {
+        double peak;
+        walk(pp, v, m, rank, horizon(pp, v, m, rank), e->slots, NULL, &peak);
+        e->pp = pp, e->v = v, e->m = m, e->rank = rank;
+    }
+    for (int j = 0; j < v; j++)
+        slots[j] = e->slots[j];
+}
+
+double pass_schedule_acts(int pp, int v, int m, int rank, const double *saved, bool dynamic)
+{
+    if (v < 1 || v > PASS_MAX_CHUNKS)
+        ir_die("pass_schedule_acts: %d chunks per rank (at most %d)", v, PASS_MAX_CHUNKS);
+    if (v == 1) /* every rank's maximum, held at once either way */
+        return fmin(m, pp - rank) * saved[0];
+    int slots[PASS_MAX_CHUNKS];
+    if (dynamic) {
+        double peak;
+        walk(pp, v, m, rank, horizon(pp, v, m, rank), slots, saved, &peak);
+        return peak;
+    }
+    pass_schedule_slots(pp, v, m, rank, slots);
+    double bytes = 0;
+    for (int j = 0; j < v; j++)
+        bytes += slots[j] * saved[j];
+    return bytes;
+}
+
+/* Each rank's operations as (stage, micro-batch, backward) in one int:
+ * ((mb * ns + st) << 1) | bwd. The planner simulates the same few schedules
+ * over and over with different stage times: the last few are kept. */
+enum { OPMEMO = 4 };
+static struct OpMemo {
+    int pp, v, m;
+    long used;                    /* last use, for eviction */
+    int *ops;                     /* [pp][2 m v] */
+} opmemo[OPMEMO];
+static long opclock;
+
+static const int *rank_ops(int pp, int v, int m)
+{
+    struct OpMemo *e = &opmemo[0];
+    for (int i = 0; i < OPMEMO; i++) {
+        if (opmemo[i].ops && opmemo[i].pp == pp && opmemo[i].v == v && opmemo[i].m == m) {
+            opmemo[i].used = ++opclock;
+            return opmemo[i].ops;
+        }
+        if (opmemo[i].used < e->used)
+            e = &opmemo[i];
+    }
+    int nops = 2 * m * v, ns = pp * v;
+    free(e->ops);
+    e->ops = ir_xmalloc(sizeof(int) * (size_t)pp * (size_t)nops);
+    for (int r = 0; r < pp; r++)
+        for (int k = 0; k < nops; k++) {
+            PassSchedOp op = pass_schedule_op(pp, v, m, r, k);
+            e->ops[(size_t)r * nops + k] = ((op.mb * ns + op.chunk * pp + r) << 1) | op.bwd;
+        }
+    e->pp = pp, e->v = v, e->m = m, e->used = ++opclock;
+    return e->ops;
+}
+
+double pass_schedule_sim(int pp, int v, int m, const double *f, const double *b, const double *xf,
+                         const double *xb, double *finish)
+{
+    int ns = pp * v;
+    if (pp < 1 || v < 1 || m < 1 || v > PASS_MAX_CHUNKS)
+        ir_die("pass_schedule_sim: pp %d, v %d, m %d", pp, v, m);
+    if ((long)ns * m > (1L << 28))
+        ir_die("pass_schedule_sim: %d stages x %d micro-batches", ns, m);
+    const int *ops = rank_ops(pp, v, m);
+    /* done[(mb * ns + st) * 2 + bwd]: when that operation ends (< 0: not yet). */
+    double *done = ir_xmalloc(sizeof(double) * (size_t)ns * (size_t)m * 2);
+    for (long i = 0; i < (long)ns * m * 2; i++)
+        done[i] = -1;
+    int *k = ir_xcalloc((size_t)pp, sizeof(int));
+    double *t = ir_xcalloc((size_t)pp, sizeof(double));
+    int nops = 2 * m * v;
+    long left = (long)pp * nops;
+    for (int pass = 0; left > 0; pass++) {
+        long progress = 0;
+        /* Alternate directions: forwards flow to higher ranks, backwards to
+         * lower ones, so each pass carries one of them along the pipe. */
+        for (int q = 0; q < pp; q++) {
+            int r = pass % 2 ? pp - 1 - q : q;
+            const int *o = ops + (size_t)r * nops;
+            for (; k[r] < nops; k[r]++) {
+                int e = o[k[r]], bwd = e & 1, id = e >> 1, st = id % ns;
+                double start;
+                if (!bwd) {
+                    if (st > 0 && done[(id - 1) * 2] < 0)
+                        break;
+                    /* A blocking receive: the receiver copies once both are there. */
+                    start = st > 0 ? fmax(t[r], done[(id - 1) * 2]) + xf[st] : t[r];
+                    done[id * 2] = t[r] = start + f[st];
+                } else {
+                    if (st < ns - 1 && done[(id + 1) * 2 + 1] < 0)
+                        break;
+                    start = st < ns - 1 ? fmax(t[r], done[(id + 1) * 2 + 1]) + xb[st + 1] : t[r];
+                    done[id * 2 + 1] = t[r] = start + b[st];
+                }
+                progress++;
+                left--;
+            }
+        }
+        if (!progress)
+            ir_die("pass_schedule_sim: the schedule deadlocks (pp %d, v %d, m %d)", pp, v, m);
+    }
+    double end = 0;
+    for (int r = 0; r < pp; r++) {
+        if (finish)
+            finish[r] = t[r];
+        end = fmax(end, t[r]);
+    }
+    free(done), free(k), free(t);
+    return end;
+}

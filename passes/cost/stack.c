@@ -1,0 +1,398 @@
+/* stack.c: the software a plan runs on (PassStack): the presets, each
+ * assumption with its source, and the --stack file (kvfile.c syntax).
+ *
+ *   ptdc      the programs ptdc generates (codegen/, runtime/), as they run
+ *             today: ptdc's flash-style attention, fused norms and loss in the
+ *             backend's precision, gradients in the backend's precision and
+ *             accumulated inside the GEMMs, every collective blocking and one
+ *             per parameter tensor, a static arena planned at compile time.
+ *   megatron  Megatron-LM / Megatron-Core with the distributed optimizer.
+ *   fsdp      PyTorch FSDP2 as torchtitan runs it. */
+#include "cost/cost.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BIT(x) (1u << (x))
+
+static const PassStack presets[] = {
+    {
+        .name = "ptdc",
+        /* Everything zero: the kernels of ops.def as codegen calls them
+         * (cost_ops.c), the backend's activation width for gradients
+         * (runtime/rt.h: rt_act), collectives issued one per tensor and
+         * waited for before the next kernel (codegen/trainer: reduce_grads,
+         * the ZeRO gathers, pipeline transfers), a static arena with the
+         * model-error reserve PASS_MEM_RESERVE. */
+        .backends = 0,
+    },
+    {
+        .name = "megatron",
+        /* Sources: Megatron-LM main (megatron/training/arguments.py and the
+         * config dataclasses it builds flags from). --emit megatron writes
+         * the flags (passes/plan/emit_megatron.c). */
+        /* Transformer Engine / flash-attn kernels (--attention-backend flash,
+         * TE's fused RMSNorm). */
+        .attn_kernel = PASS_KERNEL_FLASH2,
+        /* megatron/core/tensor_parallel/cross_entropy.py upcasts the
+         * vocabulary-parallel logits to fp32 and keeps its softmax. */
+        .loss_fp32 = true,
+        /* megatron/training/arguments.py: bf16 forces
+         * accumulate_allreduce_grads_in_fp32 (fp32 main gradients). */
+        .grad_bytes = 4,
+        /* The materialised path keeps the dropout mask and output even at
+         * p = 0 (core_attention: attention_dropout). */
+        .attn_dropout = true,
+        /* --overlap-grad-reduce --overlap-param-gather with DDP buckets of
+         * max(40M, 1M x dp) parameters (distributed_data_parallel_config). */
+        .dp_overlap = true,
+        .dp_bucket_elems = 40e6,
+        /* PyTorch's caching allocator: fitted on the LLaMA-13B sweep
+         * (tests/cost/test_calib.c; docs/cost-model.md, Calibration): 15% of
+         * the bytes allocated and freed per micro-batch lost to
+         * fragmentation, 5% reserve. */
+        .ref_stack = true,
+        .frag_act = 0.15,
+        .alloc_reserve = 0.05,
+        /* --use-distributed-optimizer is ZeRO-1; no ZeRO-2/3. */
+        .zero_stages = BIT(0) | BIT(1),
+        /* --recompute-granularity selective (core attention, or
+         * --recompute-modules mlp) or full. */
+        .recompute = BIT(PASS_RECOMPUTE_NONE) | BIT(PASS_RECOMPUTE_SELECTIVE) |
+                     BIT(PASS_RECOMPUTE_FFN) | BIT(PASS_RECOMPUTE_FULL),
+        .schedules = BIT(PASS_SCHED_1F1B) | BIT(PASS_SCHED_INTERLEAVED),
+        .backends = BIT(PASS_DEV_GPU),
+    },
+    {
+        .name = "fsdp",
+        /* Sources: torchtitan v0.2.2 (the last release with TOML job files),
+         * torch.distributed.fsdp.fully_shard (FSDP2). --emit torchtitan
+         * writes the job file (passes/plan/emit_torchtitan.c). */
+        /* torch.nn.functional.scaled_dot_product_attention: the FA2 backend. */
+        .attn_kernel = PASS_KERNEL_FLASH2,
+        /* torchtitan's RMSNorm runs as eager PyTorch ops unless compiled. */
+        .norm_unfused = true,
+        /* torchtitan's cross_entropy_loss calls .float() on the logits. */
+        .loss_fp32 = true,
+        /* MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): fp32
+         * gradient reduction and sharded gradients. */
+        .grad_bytes = 4,
+        /* Autograd accumulates each micro-batch's gradient with its own add. */
+        .grad_accum_unfused = true,
+        /* FSDP reduce-scatters each block's gradients as its backward ends
+         * and prefetches the next block's all-gather. */
+        .dp_overlap = true,
+        .zero3_prefetch = true,
+        .ref_stack = true,
+        .frag_act = 0.15,
+        .alloc_reserve = 0.05,
+        /* DDP (0), reshard_after_forward=False (2), FULL_SHARD (3). */
+        .zero_stages = BIT(0) | BIT(2) | BIT(3),
+        /* [activation_checkpoint] mode none or full. Its mode "selective"
+         * is not ptdc's: per-op (torchtitan/models/llama3/infra/
+         * parallelize.py, _op_sac_save_list: saves matmul and attention
+         * outputs, recomputes the rest) or full checkpointing of every n-th
+         * layer (selective_ac_option = "2"); neither recomputes just core
+         * attention or the MLP. */
+        .recompute = BIT(PASS_RECOMPUTE_NONE) | BIT(PASS_RECOMPUTE_FULL),
+        /* pipeline_parallel_schedule 1F1B, Interleaved1F1B. */
+        .schedules = BIT(PASS_SCHED_1F1B) | BIT(PASS_SCHED_INTERLEAVED),
+        .backends = BIT(PASS_DEV_GPU),
+    },
+};
+enum { NPRESETS = (int)(sizeof presets / sizeof presets[0]) };
+
+bool pass_stack_preset(const char *name, PassStack *out)
+{
+    for (int i = 0; i < NPRESETS; i++)
+        if (!strcmp(presets[i].name, name)) {
+            *out = presets[i];
+            return true;
+        }
+    return false;
+}
+
+const char *pass_stack_preset_names(void) { return "ptdc, megatron, fsdp"; }
+
+bool pass_stack_has_zero(const PassStack *st, int z)
+{
+    return z >= 0 && z <= 3 && (!st->zero_stages || (st->zero_stages >> z & 1));
+}
+bool pass_stack_has_recompute(const PassStack *st, int r)
+{
+    return r >= 0 && r <= PASS_RECOMPUTE_FULL && (!st->recompute || (st->recompute >> r & 1));
+}
+bool pass_stack_has_schedule(const PassStack *st, int s)
+{
+    return s >= 0 && s <= PASS_SCHED_INTERLEAVED && (!st->schedules || (st->schedules >> s & 1));
+}
+
+int pass_elem_bytes(const PassCostCtx *c, IrDtype t)
+{
+    int b = ir_dtype_bytes(t);
+    if (t == IR_BF16 && c && c->cl && c->cl->gpu.act_bytes > b)
+        return c->cl->gpu.act_bytes;
+    return b;
+}
+
+/* ------------------------------------------------------------ the file */
+typedef enum { S_PRESET, S_NAME, S_BOOL, S_NUM, S_INT, S_KERNEL, S_LIST } SKind;
+
+static const char *const kernel_names[] = {"auto", "flash2", "flash1", "fused_softmax", "eager"};
+static const char *const zero_names[] = {"0", "1", "2", "3"};
+static const char *const rec_names[] = {"none", "selective", "ffn", "full"};
+static const char *const sched_names[] = {"1f1b", "interleaved"};
+static const char *const backend_names[] = {"cuda", "cpu"}; /* by PassDevKind */
+
+static const struct SKey {
+    const char *key;
+    SKind kind;
+    size_t off;
+    double scale, lo, hi;
+    const char *const *names; /* S_LIST: the words, bit i for names[i] */
+    int nnames;
+    const char *help;
+} skeys[] = {
+#define F(f) offsetof(PassStack, f)
+    {"stack", S_PRESET, 0, 0, 0, 0, NULL, 0, "preset to start from (first)"},
+    {"name", S_NAME, F(name), 0, 0, 0, NULL, 0, "a name for printing"},
+    {"attention_kernel", S_KERNEL, F(attn_kernel), 0, 0, 0, kernel_names, 5,
+     "auto (the backend's own), flash2, flash1, fused_softmax, eager"},
+    {"norm_unfused", S_BOOL, F(norm_unfused), 0, 0, 0, NULL, 0, "norms as eager framework ops"},
+    {"loss_fp32", S_BOOL, F(loss_fp32), 0, 0, 0, NULL, 0, "the loss upcasts logits to fp32"},
+    {"grad_bytes", S_INT, F(grad_bytes), 1, 0, 4, NULL, 0, "gradient element bytes (0: as weights)"},
+    {"grad_accum_unfused", S_BOOL, F(grad_accum_unfused), 0, 0, 0, NULL, 0,
+     "micro-batch gradients added by a separate kernel"},
+    {"attn_dropout", S_BOOL, F(attn_dropout), 0, 0, 0, NULL, 0,
+     "materialised attention keeps a dropout mask"},
+    {"dp_overlap", S_BOOL, F(dp_overlap), 0, 0, 0, NULL, 0,
+     "gradient reduction overlaps backward"},
+    {"dp_bucket_melems", S_NUM, F(dp_bucket_elems), 1e6, 0, 1e6, NULL, 0,
+     "gradient bucket, M elements (0: per tensor)"},
+    {"zero3_prefetch", S_BOOL, F(zero3_prefetch), 0, 0, 0, NULL, 0, "ZeRO-3 gathers run ahead"},
+    {"reshard_overlap", S_NUM, F(reshard_overlap), 1, 0, 1, NULL, 0,
+     "fraction of resharding hidden behind GEMMs"},
+    {"dynamic_memory", S_BOOL, F(ref_stack), 0, 0, 0, NULL, 0,
+     "a caching allocator (peak of live bytes) instead of a static arena"},
+    {"frag_act", S_NUM, F(frag_act), 1, 0, 1, NULL, 0, "allocator fragmentation fraction"},
+    {"alloc_reserve", S_NUM, F(alloc_reserve), 1, 0, 0.9, NULL, 0, "memory kept free, fraction"},
+    {"master_aliases", S_BOOL, F(master_aliases), 0, 0, 0, NULL, 0,
+     "fp32 master weights are the weights"},
+    {"zero_stages", S_LIST, F(zero_stages), 0, 0, 0, zero_names, 4, "ZeRO stages offered"},
+    {"recompute", S_LIST, F(recompute), 0, 0, 0, rec_names, 4, "recomputation policies offered"},
+    {"schedules", S_LIST, F(schedules), 0, 0, 0, sched_names, 2, "pipeline schedules offered"},
+    {"sequence_parallel", S_BOOL, F(no_sp), 0, 0, 0, NULL, 0, "sequence parallelism offered"},
+    {"backends", S_LIST, F(backends), 0, 0, 0, backend_names, 2, "devices it runs on"},
+#undef F
+};
+enum { NSKEYS = (int)(sizeof skeys / sizeof skeys[0]) };
+
+typedef struct SParse {
+    PassStack *out;
+    bool seen[NSKEYS];
+    bool any;                     /* a key other than `stack` seen */
+    bool on_top;                  /* pass_stack_apply: keys over a stack already chosen */
+} SParse;
+
+static bool parse_bool(const char *key, const char *val, IrLoc loc, bool *out)
+{
+    if (!strcmp(val, "yes") || !strcmp(val, "true") || !strcmp(val, "on") || !strcmp(val, "1"))
+        return *out = true, true;
+    if (!strcmp(val, "no") || !strcmp(val, "false") || !strcmp(val, "off") || !strcmp(val, "0"))
+        return *out = false, true;
+    ir_error(loc, "'%s' is yes or no, got '%s'", key, val);
+    return false;
+}
+
+static bool s_on_key(void *ctx, const char *key, const char *val, IrLoc kloc, IrLoc vloc)
+{
+    SParse *P = ctx;
+    int ki = -1;
+    for (int i = 0; i < NSKEYS; i++)
+        if (!strcmp(skeys[i].key, key))
+            ki = i;
+    if (ki < 0) {
+        char list[1024];
+        size_t n = 0;
+        for (int i = 0; i < NSKEYS && n < sizeof list; i++)
+            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", skeys[i].key);
+        ir_error(kloc, "unknown key '%s' (keys: %s)", key, list);
+        return false;
+    }
+    const struct SKey *k = &skeys[ki];
+    if (P->seen[ki]) {
+        ir_error(kloc, "'%s' is set twice", key);
+        return false;
+    }
+    P->seen[ki] = true;
+    char *field = (char *)P->out + k->off;
+    switch (k->kind) {
+    case S_PRESET:
+        if (P->any) {
+            ir_error(kloc, "'stack' must come first (it would overwrite the values above it)");
+            return false;
+        }
+        if (P->on_top) { /* it would silently undo --stack and the --stack-set before it */
+            ir_error(kloc, "'stack' chooses the preset a stack file starts from; choose it with --stack");
+            return false;
+        }
+        if (!pass_stack_preset(val, P->out)) {
+            ir_error(vloc, "unknown stack '%s' (presets: %s)", val, pass_stack_preset_names());
+            return false;
+        }
+        return true;
+    case S_NAME:
+        P->any = true;
+        if (strlen(val) >= sizeof P->out->name) {
+            ir_error(vloc, "name '%s' is longer than %zu characters", val, sizeof P->out->name - 1);
+            return false;
+        }
+        strcpy(P->out->name, val);
+        return true;
+    case S_BOOL: {
+        P->any = true;
+        bool b;
+        if (!parse_bool(key, val, vloc, &b))
+            return false;
+        if (k->off == offsetof(PassStack, no_sp))
+            b = !b; /* the file says what is offered */
+        *(bool *)field = b;
+        return true;
+    }
+    case S_NUM:
+    case S_INT: {
+        P->any = true;
+        double d;
+        if (!pass_kv_number(key, val, vloc, k->lo, k->hi, k->help, &d))
+            return false;
+        if (k->kind == S_INT) {
+            if (d != (int)d || (d != 0 && d != 2 && d != 4)) {
+                ir_error(vloc, "'%s' is 0, 2 or 4, got '%s'", key, val);
+                return false;
+            }
+            *(int *)field = (int)d;
+        } else {
+            *(double *)field = d * k->scale;
+        }
+        return true;
+    }
+    case S_KERNEL:
+        P->any = true;
+        for (int i = 0; i < k->nnames; i++)
+            if (!strcmp(val, k->names[i])) {
+                *(PassAttnKernel *)field = (PassAttnKernel)i;
+                return true;
+            }
+        ir_error(vloc, "'%s' is one of %s, got '%s'", key, k->help, val);
+        return false;
+    case S_LIST: {
+        P->any = true;
+        unsigned mask = 0;
+        char buf[512];
+        snprintf(buf, sizeof buf, "%s", val);
+        for (char *save = NULL, *w = strtok_r(buf, ", \t", &save); w; w = strtok_r(NULL, ", \t", &save)) {
+            int hit = -1;
+            for (int i = 0; i < k->nnames; i++)
+                if (!strcmp(w, k->names[i]))
+                    hit = i;
+            if (hit < 0) {
+                char names[256];
+                size_t n = 0;
+                for (int i = 0; i < k->nnames; i++)
+                    n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", k->names[i]);
+                ir_error(vloc, "'%s': unknown '%s' (one or more of %s)", key, w, names);
+                return false;
+            }
+            mask |= 1u << hit;
+        }
+        if (!mask) {
+            ir_error(vloc, "'%s' needs at least one value", key);
+            return false;
+        }
+        *(unsigned *)field = mask;
+        return true;
+    }
+    }
+    return false;
+}
+
+bool pass_stack_apply(const char *path, const char *text, size_t len, PassStack *st)
+{
+    SParse P;
+    memset(&P, 0, sizeof P);
+    P.out = st;
+    P.on_top = true;
+    return pass_kv_parse(path, text, len, s_on_key, &P);
+}
+
+bool pass_stack_parse(const char *path, const char *text, size_t len, PassStack *out)
+{
+    SParse P;
+    memset(&P, 0, sizeof P);
+    pass_stack_preset("ptdc", out);
+    P.out = out;
+    return pass_kv_parse(path, text, len, s_on_key, &P);
+}
+
+bool pass_stack_load(const char *path, PassStack *out)
+{
+    SParse P;
+    memset(&P, 0, sizeof P);
+    pass_stack_preset("ptdc", out);
+    snprintf(out->name, sizeof out->name, "%s", path);
+    P.out = out;
+    return pass_kv_load(path, "stack", s_on_key, &P);
+}
+
+bool pass_stack_setup(PassStack *out, const char *name_or_file)
+{
+    if (!name_or_file)
+        return pass_stack_preset("ptdc", out);
+    if (pass_stack_preset(name_or_file, out))
+        return true;
+    if (!strchr(name_or_file, '/') && !strchr(name_or_file, '.')) {
+        ir_error(IR_NOLOC, "--stack: unknown stack '%s' (presets: %s, or a stack file)", name_or_file,
+                 pass_stack_preset_names());
+        return false;
+    }
+    return pass_stack_load(name_or_file, out);
+}
+
+/* "a,b" of the words whose bits are set (every word when mask is 0). */
+static void print_list(FILE *f, unsigned mask, const char *const *names, int n)
+{
+    bool first = true;
+    for (int i = 0; i < n; i++)
+        if (!mask || (mask >> i & 1)) {
+            fprintf(f, "%s%s", first ? "" : ",", names[i]);
+            first = false;
+        }
+}
+
+void pass_stack_print(FILE *f, const PassStack *st)
+{
+    for (int i = 0; i < NSKEYS; i++) {
+        const struct SKey *k = &skeys[i];
+        const char *field = (const char *)st + k->off;
+        if (k->kind == S_PRESET)
+            continue;
+        fprintf(f, "%-19s= ", k->key);
+        switch (k->kind) {
+        case S_NAME: fprintf(f, "%s", st->name); break;
+        case S_BOOL: {
+            bool b = *(const bool *)field;
+            if (k->off == offsetof(PassStack, no_sp))
+                b = !b;
+            fprintf(f, "%s", b ? "yes" : "no");
+            break;
+        }
+        case S_NUM: fprintf(f, "%g", *(const double *)field / k->scale); break;
+        case S_INT: fprintf(f, "%d", *(const int *)field); break;
+        case S_KERNEL: fprintf(f, "%s", kernel_names[*(const PassAttnKernel *)field]); break;
+        case S_LIST: print_list(f, *(const unsigned *)field, k->names, k->nnames); break;
+        case S_PRESET: break;
+        }
+        fprintf(f, "  # %s\n", k->help);
+    }
+}

@@ -1,0 +1,307 @@
+/* ilp.h: exports of passes/ilp/: intra-operator auto-sharding of one
+ * pipeline stage as an integer linear program (GLPK), priced by the cost
+ * model. The search and the driver call pass_ilp_stage. */
+#ifndef PTDC_PASS_ILP_H
+#define PTDC_PASS_ILP_H
+
+#include "cost/cost.h"
+
+/* Intra-operator auto-sharding as an integer linear program solved with GLPK
+ * (docs/sharding.md). Two layers:
+ *   - a generic core (ilp_problem.c, ilp_solve.c) that knows nothing of the
+ *     IR: nodes choosing one strategy each, edges priced per pair of choices,
+ *     max-groups, one memory constraint;
+ *   - the lowering of a pipeline stage onto it (ilp_lower.c, ilp_merge.c,
+ *     ilp_stage.c, ilp_print.c): strategies from pass_strategies, prices from
+ *     the cost model, one copy of each distinct repeated layer.
+ * The entry point for the pipeline search and the driver is pass_ilp_stage. */
+
+/* Every price in the core carries these quantities; the objective and the
+ * memory constraint are fixed linear combinations of them (IlpProblem.obj_w,
+ * mem_w). The lowering fills them with seconds per micro-batch (FWD, BWD),
+ * seconds per step (SYNC) and bytes per device (MEM_*). */
+enum { ILP_FWD, ILP_BWD, ILP_SYNC, ILP_MEM_PARAM, ILP_MEM_ACT, ILP_NQ };
+
+typedef struct IlpVals {
+    double q[ILP_NQ];
+} IlpVals;
+
+typedef struct IlpNode {
+    int k;                        /* strategies: exactly one is chosen */
+    IlpVals *val;                 /* [k] */
+} IlpNode;
+
+/* A price on the pair (choice of u, choice of v). Choices are grouped into
+ * classes that price alike: cu[i] is the class of u's strategy i (nI classes),
+ * cv[j] that of v's (nJ); val[I * nJ + J] the price of the class pair. */
+typedef struct IlpEdge {
+    int u, v;
+    int nI, nJ;
+    int *cu, *cv;                 /* [nodes[u].k], [nodes[v].k] */
+    IlpVals *val;                 /* [nI * nJ] */
+} IlpEdge;
+
+/* A max-group prices w times the largest of its items, an item being a
+ * non-negative number per class pair of one edge: max over items of
+ * ind[I * nJ + J] at the chosen classes. Used for work that several edges
+ * share and that is done once (one reduction of a summed gradient, one
+ * all-gather read by three matmuls). w must not lower memory. */
+typedef struct IlpItem {
+    int edge;
+    double *ind;                  /* [nI * nJ] of that edge, >= 0 */
+} IlpItem;
+
+typedef struct IlpGroup {
+    IlpVals w;
+    int nitems, cap;
+    IlpItem *items;
+} IlpGroup;
+
+typedef struct IlpProblem {
+    int nnodes, nedges, ngroups;
+    int capn, cape, capg;
+    IlpNode *nodes;
+    IlpEdge *edges;
+    IlpGroup *groups;
+    double obj_w[ILP_NQ];         /* objective = sum obj_w[q] * total q (default FWD=BWD=SYNC=1) */
+    double mem_w[ILP_NQ];         /* memory = sum mem_w[q] * total q (default MEM_*=1) */
+    double budget;                /* memory <= budget; INFINITY: no constraint */
+} IlpProblem;
+
+IlpProblem *ilp_new(void);
+void ilp_free(IlpProblem *p);
+/* Add a node with k strategies priced val[k]; returns its index. */
+int ilp_add_node(IlpProblem *p, int k, const IlpVals *val);
+/* Add an edge u -> v; classes as in IlpEdge (nI = max cu + 1, nJ = max cv + 1,
+ * every class used), val[nI * nJ] copied. Returns its index. */
+int ilp_add_edge(IlpProblem *p, int u, int v, const int *cu, const int *cv, const IlpVals *val);
+int ilp_add_group(IlpProblem *p, const IlpVals *w);
+void ilp_add_item(IlpProblem *p, int group, int edge, const double *ind);
+/* The quantities of one choice per node (totals, may be NULL) and its
+ * objective. The definition the solver is tested against: node prices plus
+ * edge prices plus, per group, w times the largest item. */
+double ilp_eval(const IlpProblem *p, const int *choice, IlpVals *total);
+double ilp_memory(const IlpProblem *p, const IlpVals *total);
+
+typedef enum {
+    ILP_OPTIMAL,                  /* proven optimal (gap 0 up to GLPK's tolerances) */
+    ILP_FEASIBLE,                 /* time limit: a choice within the budget, not proven optimal */
+    ILP_INFEASIBLE,               /* proven: nothing fits the budget */
+    ILP_UNKNOWN,                  /* time limit before any choice was found */
+} IlpStatus;
+
+typedef struct IlpOpts {
+    double time_limit_s;          /* 0: 10 s */
+    double tol_obj;               /* GLPK's mip tol_obj; 0: 1e-9 */
+    bool no_reduce;               /* skip dominance pruning (tests, measurements) */
+    bool presolve;                /* glp_intopt with its presolver solves the root LP
+                                     (default: dual simplex first; same answers, faster) */
+    const int *start;             /* a choice per node to start from (a previous plan), or NULL:
+                                     handed to GLPK as its first incumbent if it fits */
+} IlpOpts;
+
+typedef struct IlpSolution {
+    IlpStatus status;
+    int *choice;                  /* [nnodes] (heap; ilp_solution_free), when a choice exists */
+    double objective;             /* ilp_eval of choice */
+    double glpk_obj;              /* GLPK's glp_mip_obj_val: equals objective up to tolerances */
+    double bound;                 /* best bound on the optimum GLPK proved */
+    double gap;                   /* (objective - bound) / max(|objective|, 1e-30) */
+    IlpVals total;                /* quantities of choice */
+    int nvars, nbin, nrows;       /* size of the model handed to GLPK */
+    int pruned;                   /* strategies dominance pruning removed */
+    double solve_s;               /* wall time of pruning, building and solving */
+} IlpSolution;
+
+IlpStatus ilp_solve(const IlpProblem *p, const IlpOpts *o, IlpSolution *s);
+void ilp_solution_free(IlpSolution *s);
+const char *ilp_status_name(IlpStatus s);
+
+/* Exact shrinking before the solve (ilp_reduce.c). ilp_dominance sets
+ * dom[u][i] (all -1 on entry) to a strategy of u that dominates i (no worse
+ * in any price, memory or group term, so some optimum avoids i; follow the
+ * chain to a live one) and returns how many it dropped; ilp_restrict builds
+ * the problem of the live strategies (dom < 0), map[u][k] = the original
+ * index of its strategy k (heap, caller frees). */
+int ilp_dominance(const IlpProblem *p, int **dom);
+IlpProblem *ilp_restrict(const IlpProblem *p, int *const *dom, int **map);
+
+/* --- lowering a pipeline stage (ilp_lower.c, ilp_merge.c, ilp_stage.c) */
+
+/* The cost-model functions the lowering prices with: pass_ilp_costs (the cost
+ * model of cost.h, ilp_costs.c) or a test's synthetic ones. */
+typedef struct PassIlpCosts {
+    void (*node)(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                 const PassStrategy *s, const int64_t *dim_size, PassNodeCost *out);
+    double (*coll)(const PassCostCtx *c, const PassMesh *m, const PassColl *k, int elem_bytes);
+    double (*saved)(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                    const PassStrategy *s, const int64_t *dim_size, PassRecompute r);
+    double (*param_bytes)(const PassCostCtx *c, const IrGraph *g, const IrNode *n,
+                          const PassMesh *m, const PassStrategy *s, int zero);
+    double (*param_sync)(const PassCostCtx *c, const IrGraph *g, const IrNode *n,
+                         const PassMesh *m, const PassStrategy *s, int zero, int num_micro);
+} PassIlpCosts;
+
+extern const PassIlpCosts pass_ilp_costs;
+
+/* What to solve: one pipeline stage (a contiguous run of pieces) on its mesh. */
+typedef struct PassIlpQuery {
+    int first_piece, npieces;     /* the stage */
+    PassMesh mesh;
+    int64_t mb_seqs;              /* sequences per micro-batch over the whole mesh: the batch
+                                     dim's size (a batch split over dp ways gives mb_seqs/dp) */
+    int num_micro;                /* micro-batches per step */
+    int zero;                     /* ZeRO stage 0-3 */
+    PassRecompute recompute;
+    double inflight;              /* micro-batches whose activations the stage holds at once */
+    double budget;                /* bytes per device for parameters, gradients, optimizer
+                                     state and activations; 0: unlimited */
+    uint64_t allow[PASS_MAX_AXES];/* pins: bit d set = dim d may split over axis a. Both 0:
+                                     anything (e.g. --tp 2 --sp off: axis 0 only batch,
+                                     axis 1 all but batch and seq) */
+    unsigned require;             /* PASS_REQ_* every strategy must meet (pass_strategies_require) */
+    bool fix_boundary;            /* layer boundaries carry `boundary` (a pipeline neighbour
+                                     fixed it); false: the ILP chooses */
+    PassSharding boundary;
+    bool no_merge;                /* keep elementwise ops separate (tests, measurements) */
+    double time_limit_s;          /* per solve; 0: 10 s */
+} PassIlpQuery;
+
+/* One collective of the chosen plan, as the stage runs it. */
+typedef struct PassIlpColl {
+    int tensor;                   /* a tensor it moves (for repeated layers: the first layer's) */
+    int consumer;                 /* forward node reading it (-1: a layer boundary) */
+    bool bwd;                     /* false: forward pass; true: backward (gradient) */
+    bool regather;                /* backward all-gather of an input kept sharded */
+    PassColl coll;
+    double seconds;               /* one execution */
+    int count;                    /* executions per micro-batch on this stage */
+} PassIlpColl;
+
+typedef struct PassIlpResult {
+    bool feasible;                /* a plan within the budget was found */
+    IlpStatus status;
+    int first_node, nnodes;       /* the stage's forward nodes */
+    PassStrategy *strategy;       /* [nnodes], strategy[i] for node first_node + i */
+    bool has_boundary;
+    PassSharding boundary;        /* the sharding layer boundaries carry */
+    const char *axis_name[PASS_MAX_AXES]; /* "dp" (batch split on it), "tp", or "-" (unused) */
+    double fwd_s, bwd_s;          /* one micro-batch through the stage: compute + resharding
+                                     (bwd includes recomputation and re-gathers) */
+    double sync_s;                /* per step: gradient synchronisation, ZeRO gathers */
+    double step_s;                /* the objective: num_micro * (fwd_s + bwd_s) + sync_s */
+    double param_bytes, act_bytes, mem_bytes; /* per device; mem = param + act */
+    int ncoll;
+    PassIlpColl *coll;
+    /* the model and its solve */
+    int ninst, ninst_merged;      /* operators in the ILP before and after merging */
+    int nvars, nbin, nrows;
+    double solve_s, gap, bound;
+    double build_s;               /* lowering time */
+} PassIlpResult;
+
+/* Results cached by query (pieces are matched by kind: a stage of layers
+ * 3..10 reuses the answer for layers 11..18). Owns every result it returns. */
+typedef struct PassIlpCache PassIlpCache;
+PassIlpCache *pass_ilp_cache_new(void);
+void pass_ilp_cache_free(PassIlpCache *c);
+int pass_ilp_cache_hits(const PassIlpCache *c);   /* queries answered from the cache */
+int pass_ilp_cache_solves(const PassIlpCache *c); /* queries that ran the solver */
+
+/* THE entry point, for the pipeline search and the driver. Chooses the
+ * strategy of every forward node of one pipeline stage (pieces
+ * q->first_piece .. + q->npieces) on q->mesh, minimising the stage's time per
+ * optimizer step within q->budget:
+ *   step   = num_micro * (fwd + bwd [+ recompute] of every op, pass_cost_node,
+ *            + every resharding collective, forward and backward)
+ *          + gradient synchronisation (pass_param_sync_s);
+ *   memory = parameter state (pass_param_bytes)
+ *          + saved activations (pass_saved_bytes) * inflight <= budget.
+ * The layers of a repeat share one strategy (each distinct piece kind is
+ * solved once, weighted by how often it occurs) and one boundary sharding:
+ * a layer's output is resharded to it, the next layer reads from it. The
+ * result is owned by `cache` (required) and stays valid until it is freed;
+ * asking again with an equal query (or a stage of the same piece kinds)
+ * returns it without solving. costs: &pass_ilp_costs (the cost model) or a
+ * test's; ctx is passed to them only and is part of the cache key by address,
+ * so a caller that changes *ctx needs a new cache. Dies
+ * (ir_die) on a malformed query; an impossible budget is a result with
+ * feasible == false. */
+const PassIlpResult *pass_ilp_stage(PassIlpCache *cache, const PassCostCtx *ctx,
+                                    const PassIlpCosts *costs, const IrGraph *g,
+                                    const PassIlpQuery *q);
+/* Readable account: each operator's sharding (x[batch/dp, seq/sp, d_model]),
+ * the collectives with sizes and times, objective, memory, ILP size, gap. */
+void pass_ilp_print(FILE *f, const IrGraph *g, const PassIlpQuery *q, const PassIlpResult *r);
+/* The allow masks of the usual pins: axis dp_axis splits only the batch,
+ * axis tp_axis anything but the batch (and the sequence unless sp); -1 for
+ * an axis without a pin (anything). E.g. --tp 2 --sp off on a (dp x 2) mesh:
+ * pass_ilp_pins(g, 0, 1, false, q.allow). */
+void pass_ilp_pins(const IrGraph *g, int dp_axis, int tp_axis, bool sp, uint64_t *allow);
+
+/* --- the lowered stage behind pass_ilp_stage (tests and the printer read it) */
+typedef struct IlpInst {
+    int node;                     /* representative forward node; -1: a boundary */
+    int tensor;                   /* the tensor a boundary lays out; nodes: -1 */
+    int count;                    /* forward nodes (boundaries: layer crossings) it stands for */
+    int nstrat;
+    PassStrategy *strat;          /* boundary: dim[a] = the tensor dim split over axis a */
+    bool recompute;               /* its forward runs again during backward */
+    int group;                    /* the instance leading its merge group (itself if none) */
+    int *gmap;                    /* [leader's nstrat]: own strategy under each group strategy */
+} IlpInst;
+
+/* Output `out` of instance src read as input `in` of instance dst. */
+typedef struct IlpLink {
+    int src, out, dst, in;
+    int tensor;                   /* a physical tensor it carries (the first seen) */
+    int count;                    /* physical reads it stands for */
+    bool saver;                   /* dst's forward is where the cost model counts this
+                                     tensor as saved for backward */
+    int edge;                     /* core edge; -1 inside a merge group */
+} IlpLink;
+
+/* The reads of one physical tensor from one source (its producer or a
+ * boundary): work they share is done once (ilp_build.c). */
+typedef struct IlpUse {
+    int nlinks;
+    int *links;
+    int count;                    /* physical tensors read by exactly these links */
+} IlpUse;
+
+typedef struct IlpSeg {
+    const IrGraph *g;
+    PassIlpQuery q;
+    const PassCostCtx *ctx;
+    const PassIlpCosts *costs;
+    int64_t *dim_size;            /* [g->ndims], batch = q.mb_seqs */
+    int first_node, end_node;     /* forward nodes of the stage */
+    int ninst, nlinks, nuses;
+    int capi, capl, capu;
+    IlpInst *inst;
+    IlpLink *link;
+    IlpUse *use;
+    int *inst_of;                 /* [end_node - first_node]: each node's instance */
+    int ngroups;                  /* merge groups = core nodes */
+    int *group_of;                /* [ninst]: core node of each group leader, else -1 */
+    IlpProblem *prob;
+} IlpSeg;
+
+IlpSeg *ilp_lower(const PassCostCtx *ctx, const PassIlpCosts *costs, const IrGraph *g,
+                  const PassIlpQuery *q);                 /* ilp_lower.c */
+void ilp_seg_free(IlpSeg *s);
+void ilp_merge(IlpSeg *s);                                /* ilp_merge.c */
+void ilp_build(IlpSeg *s);                                /* ilp_build.c: s->prob */
+/* Helpers over a lowered stage (ilp_build.c): instance x's own strategy under
+ * strategy gi of its merge group; the sharding of output `out` of instance x
+ * under its strategy k; the sharding reader x wants for input `slot` and the
+ * one its gradient comes back in. */
+int ilp_own(const IlpSeg *s, int x, int gi);
+PassSharding ilp_out_sharding(const IlpSeg *s, int x, int out, int k);
+void ilp_in_sharding(const IlpSeg *s, int x, int slot, int k, PassSharding *want,
+                     PassSharding *grad);
+/* Fill r from a solution of s->prob (ilp_extract.c); r is zeroed first. */
+void ilp_extract(const IlpSeg *s, const IlpSolution *sol, PassIlpResult *r);
+void pass_ilp_result_free(PassIlpResult *r);
+
+#endif

@@ -1,0 +1,472 @@
+/* ilp_solve.c: an IlpProblem as a GLPK mixed-integer program.
+ *
+ *   x[u,i] binary     node u takes strategy i; sum_i x[u,i] = 1
+ *   e[uv,I,J] in 0..1 edge uv sits at class pair (I, J):
+ *                     sum_J e[I,J] = sum_{i in I} x[u,i], sum_I e[I,J] = sum_{j in J} x[v,j]
+ *                     (with x integral this forces e to the chosen pair)
+ *   z[g] >= 0         max-group g: z >= sum ind * e for each item
+ *   memory            sum of memory prices <= budget
+ *   minimise          sum of prices + sum_g w_g z_g
+ * solved by glp_intopt (branch and cut), its root LP by the dual simplex
+ * (IlpOpts.presolve: glp_intopt's own presolver and root LP instead).
+ * An edge with one class on a side is a function of the other node alone and
+ * becomes x coefficients (no e); a group with one item is its item. The
+ * objective is scaled so its largest coefficient is 1 and the memory row so
+ * the budget is 1, which keeps GLPK's absolute tolerances meaningful. */
+#include "ilp/ilp.h"
+
+#include <glpk.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+    int n, cap;
+    int *col;
+    double *val;
+} Terms;
+
+static void term(Terms *t, int col, double v)
+{
+    if (v == 0)
+        return;
+    if (t->n == t->cap) {
+        t->cap = t->cap ? 2 * t->cap : 64;
+        t->col = ir_xrealloc(t->col, (size_t)t->cap * sizeof *t->col);
+        t->val = ir_xrealloc(t->val, (size_t)t->cap * sizeof *t->val);
+    }
+    t->col[t->n] = col;
+    t->val[t->n] = v;
+    t->n++;
+}
+
+typedef struct {
+    glp_prob *lp;
+    int ncols;
+    double *obj, *mem;        /* per column (1-based), unscaled */
+    double obj_const, mem_const;
+    int *xbase;               /* first x column of each node */
+    int *ebase;               /* first e column of each edge, 0 if folded */
+    int *zcol;                /* z column of each group, 0 if none */
+    /* the sparse matrix, 1-based as glp_load_matrix wants */
+    int nz, capz;
+    int *ia, *ja;
+    double *ar;
+} Model;
+
+static int add_cols(Model *m, int n, int kind, double ub)
+{
+    int first = glp_add_cols(m->lp, n);
+    for (int c = first; c < first + n; c++) {
+        if (kind == GLP_BV)
+            glp_set_col_kind(m->lp, c, GLP_BV);
+        else if (isfinite(ub))
+            glp_set_col_bnds(m->lp, c, GLP_DB, 0, ub);
+        else
+            glp_set_col_bnds(m->lp, c, GLP_LO, 0, 0);
+    }
+    m->ncols = first + n - 1;
+    m->obj = ir_xrealloc(m->obj, (size_t)(m->ncols + 1) * sizeof *m->obj);
+    m->mem = ir_xrealloc(m->mem, (size_t)(m->ncols + 1) * sizeof *m->mem);
+    for (int c = first; c <= m->ncols; c++)
+        m->obj[c] = m->mem[c] = 0;
+    return first;
+}
+
+static void nz(Model *m, int row, int col, double v)
+{
+    if (v == 0)
+        return;
+    if (m->nz + 1 >= m->capz) {
+        m->capz = m->capz ? 2 * m->capz : 1024;
+        m->ia = ir_xrealloc(m->ia, (size_t)m->capz * sizeof *m->ia);
+        m->ja = ir_xrealloc(m->ja, (size_t)m->capz * sizeof *m->ja);
+        m->ar = ir_xrealloc(m->ar, (size_t)m->capz * sizeof *m->ar);
+    }
+    m->nz++;
+    m->ia[m->nz] = row;
+    m->ja[m->nz] = col;
+    m->ar[m->nz] = v;
+}
+
+static double dot(const double *w, const IlpVals *v)
+{
+    double s = 0;
+    for (int q = 0; q < ILP_NQ; q++)
+        s += w[q] * v->q[q];
+    return s;
+}
+
+/* The linear form of "value of edge i's class pair" with per-pair numbers
+ * f[I * nJ + J]: e columns, or x columns of the side with several classes, or
+ * a constant (returned). */
+static double edge_form(const Model *m, const IlpProblem *p, int i, const double *f, Terms *t)
+{
+    const IlpEdge *e = &p->edges[i];
+    if (m->ebase[i]) {
+        for (int k = 0; k < e->nI * e->nJ; k++)
+            term(t, m->ebase[i] + k, f[k]);
+        return 0;
+    }
+    if (e->nI == 1 && e->nJ == 1)
+        return f[0];
+    if (e->nI == 1) {
+        for (int j = 0; j < p->nodes[e->v].k; j++)
+            term(t, m->xbase[e->v] + j, f[e->cv[j]]);
+    } else {
+        for (int i2 = 0; i2 < p->nodes[e->u].k; i2++)
+            term(t, m->xbase[e->u] + i2, f[e->cu[i2]]);
+    }
+    return 0;
+}
+
+/* The full column vector of a choice: x one-hot, e at the chosen class
+ * pairs, z at its group's largest item (1-based, as GLPK wants). */
+static double *start_vector(const Model *m, const IlpProblem *p, const int *choice)
+{
+    double *v = ir_xcalloc((size_t)m->ncols + 1, sizeof *v);
+    for (int u = 0; u < p->nnodes; u++)
+        v[m->xbase[u] + choice[u]] = 1;
+    for (int i = 0; i < p->nedges; i++) {
+        const IlpEdge *e = &p->edges[i];
+        if (m->ebase[i])
+            v[m->ebase[i] + e->cu[choice[e->u]] * e->nJ + e->cv[choice[e->v]]] = 1;
+    }
+    for (int g = 0; g < p->ngroups; g++) {
+        if (!m->zcol[g])
+            continue;
+        double mx = 0;
+        for (int k = 0; k < p->groups[g].nitems; k++) {
+            const IlpItem *it = &p->groups[g].items[k];
+            const IlpEdge *e = &p->edges[it->edge];
+            double x = it->ind[e->cu[choice[e->u]] * e->nJ + e->cv[choice[e->v]]];
+            mx = x > mx ? x : mx;
+        }
+        v[m->zcol[g]] = mx;
+    }
+    return v;
+}
+
+typedef struct {
+    double bound;   /* best bound seen in the tree, GLPK's (scaled) units */
+    bool have;
+    double *start;  /* a full column vector to offer as incumbent, once */
+} CbInfo;
+
+static void callback(glp_tree *tree, void *info)
+{
+    CbInfo *cb = info;
+    int r = glp_ios_reason(tree);
+    if (r == GLP_IHEUR && cb->start) {
+        glp_ios_heur_sol(tree, cb->start); /* rejected by GLPK if it does not fit */
+        cb->start = NULL;
+    }
+    if (r != GLP_ISELECT && r != GLP_IBINGO && r != GLP_IBRANCH)
+        return;
+    int best = glp_ios_best_node(tree);
+    double b = best ? glp_ios_node_bound(tree, best) : -INFINITY;
+    if (isfinite(b) && fabs(b) < 1e300) { /* -DBL_MAX: the node's LP is not solved yet */
+        cb->bound = b;
+        cb->have = true;
+    }
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static IlpStatus solve_glpk(const IlpProblem *p, const IlpOpts *o, IlpSolution *s)
+{
+    double t0 = now_s();
+    memset(s, 0, sizeof *s);
+    glp_term_out(GLP_OFF);
+    Model m = {0};
+    m.lp = glp_create_prob();
+    glp_set_obj_dir(m.lp, GLP_MIN);
+    m.xbase = ir_xcalloc((size_t)p->nnodes + 1, sizeof *m.xbase);
+    m.ebase = ir_xcalloc((size_t)p->nedges + 1, sizeof *m.ebase);
+    m.zcol = ir_xcalloc((size_t)p->ngroups + 1, sizeof *m.zcol);
+    Terms t = {0};
+
+    /* One-hot rows. */
+    for (int u = 0; u < p->nnodes; u++) {
+        const IlpNode *n = &p->nodes[u];
+        m.xbase[u] = add_cols(&m, n->k, GLP_BV, 1);
+        int row = glp_add_rows(m.lp, 1);
+        glp_set_row_bnds(m.lp, row, GLP_FX, 1, 1);
+        for (int i = 0; i < n->k; i++) {
+            nz(&m, row, m.xbase[u] + i, 1);
+            m.obj[m.xbase[u] + i] += dot(p->obj_w, &n->val[i]);
+            m.mem[m.xbase[u] + i] += dot(p->mem_w, &n->val[i]);
+        }
+    }
+    /* Edges: e columns and their marginal rows, or folded into x. */
+    double *fo = NULL, *fm = NULL;
+    for (int i = 0; i < p->nedges; i++) {
+        const IlpEdge *e = &p->edges[i];
+        int n = e->nI * e->nJ;
+        fo = ir_xrealloc(fo, (size_t)n * sizeof *fo);
+        fm = ir_xrealloc(fm, (size_t)n * sizeof *fm);
+        for (int k = 0; k < n; k++) {
+            fo[k] = dot(p->obj_w, &e->val[k]);
+            fm[k] = dot(p->mem_w, &e->val[k]);
+        }
+        if (e->nI > 1 && e->nJ > 1) {
+            m.ebase[i] = add_cols(&m, n, GLP_CV, 1);
+            int rows = glp_add_rows(m.lp, e->nI + e->nJ);
+            for (int r = rows; r < rows + e->nI + e->nJ; r++)
+                glp_set_row_bnds(m.lp, r, GLP_FX, 0, 0);
+            for (int I = 0; I < e->nI; I++)
+                for (int J = 0; J < e->nJ; J++) {
+                    nz(&m, rows + I, m.ebase[i] + I * e->nJ + J, 1);
+                    nz(&m, rows + e->nI + J, m.ebase[i] + I * e->nJ + J, 1);
+                }
+            for (int a = 0; a < p->nodes[e->u].k; a++)
+                nz(&m, rows + e->cu[a], m.xbase[e->u] + a, -1);
+            for (int b = 0; b < p->nodes[e->v].k; b++)
+                nz(&m, rows + e->nI + e->cv[b], m.xbase[e->v] + b, -1);
+        }
+        t.n = 0;
+        m.obj_const += edge_form(&m, p, i, fo, &t);
+        for (int k = 0; k < t.n; k++)
+            m.obj[t.col[k]] += t.val[k];
+        t.n = 0;
+        m.mem_const += edge_form(&m, p, i, fm, &t);
+        for (int k = 0; k < t.n; k++)
+            m.mem[t.col[k]] += t.val[k];
+    }
+    /* Groups: z >= each item; a lone item is priced directly. */
+    for (int gi = 0; gi < p->ngroups; gi++) {
+        const IlpGroup *gr = &p->groups[gi];
+        double wo = dot(p->obj_w, &gr->w), wm = dot(p->mem_w, &gr->w);
+        if (gr->nitems == 0 || (wo == 0 && wm == 0))
+            continue;
+        if (gr->nitems == 1) {
+            const IlpItem *it = &gr->items[0];
+            t.n = 0;
+            double c = edge_form(&m, p, it->edge, it->ind, &t);
+            m.obj_const += wo * c;
+            m.mem_const += wm * c;
+            for (int k = 0; k < t.n; k++) {
+                m.obj[t.col[k]] += wo * t.val[k];
+                m.mem[t.col[k]] += wm * t.val[k];
+            }
+            continue;
+        }
+        int z = add_cols(&m, 1, GLP_CV, INFINITY);
+        m.zcol[gi] = z;
+        m.obj[z] += wo;
+        m.mem[z] += wm;
+        double lb = 0;
+        for (int k = 0; k < gr->nitems; k++) {
+            t.n = 0;
+            double c = edge_form(&m, p, gr->items[k].edge, gr->items[k].ind, &t);
+            if (t.n == 0) {
+                lb = c > lb ? c : lb;
+                continue;
+            }
+            int row = glp_add_rows(m.lp, 1);
+            glp_set_row_bnds(m.lp, row, GLP_LO, c, 0);
+            nz(&m, row, z, 1);
+            for (int j = 0; j < t.n; j++)
+                nz(&m, row, t.col[j], -t.val[j]);
+        }
+        if (lb > 0)
+            glp_set_col_bnds(m.lp, z, GLP_LO, lb, 0);
+    }
+    /* Scale the objective to a largest coefficient of 1. */
+    double big = 0;
+    for (int c = 1; c <= m.ncols; c++)
+        big = fabs(m.obj[c]) > big ? fabs(m.obj[c]) : big;
+    double oscale = big > 0 ? 1 / big : 1;
+    glp_set_obj_coef(m.lp, 0, m.obj_const * oscale);
+    for (int c = 1; c <= m.ncols; c++)
+        glp_set_obj_coef(m.lp, c, m.obj[c] * oscale);
+    /* The memory row, budget scaled to 1. */
+    if (isfinite(p->budget)) {
+        double ms = p->budget > 0 ? 1 / p->budget : 1;
+        int row = glp_add_rows(m.lp, 1);
+        glp_set_row_bnds(m.lp, row, GLP_UP, 0, (p->budget - m.mem_const) * ms);
+        for (int c = 1; c <= m.ncols; c++)
+            nz(&m, row, c, m.mem[c] * ms);
+    }
+    glp_load_matrix(m.lp, m.nz, m.ia, m.ja, m.ar);
+    s->nvars = glp_get_num_cols(m.lp);
+    s->nbin = glp_get_num_bin(m.lp);
+    s->nrows = glp_get_num_rows(m.lp);
+
+    glp_iocp parm;
+    glp_init_iocp(&parm);
+    parm.msg_lev = GLP_MSG_OFF;
+    double tl = o && o->time_limit_s > 0 ? o->time_limit_s : 10;
+    parm.tm_lim = tl * 1000 > 2e9 ? 2000000000 : (int)(tl * 1000);
+    parm.tol_obj = o && o->tol_obj > 0 ? o->tol_obj : 1e-9;
+    parm.mip_gap = 0;
+    CbInfo cb = {0};
+    parm.cb_func = callback;
+    parm.cb_info = &cb;
+    /* GLPK takes a heuristic solution without checking rows, and under its
+     * presolver the columns are not ours: offer only a start that fits, and
+     * only on the dual simplex path. */
+    if (o && o->start && !o->presolve) {
+        IlpVals tot;
+        ilp_eval(p, o->start, &tot);
+        if (!isfinite(p->budget) || ilp_memory(p, &tot) <= p->budget * (1 - 1e-9))
+            cb.start = start_vector(&m, p, o->start);
+    }
+    double *start_buf = cb.start;
+    int rc = -1, st = 0;
+    if (!(o && o->presolve)) {
+        /* The root LP by dual simplex from the all-slack basis, which is dual
+         * feasible because every price is non-negative; then branch and cut
+         * from that basis. Measured 4x faster than glp_intopt's presolver
+         * path on LLaMA layers (docs/sharding.md). */
+        glp_smcp sp;
+        glp_init_smcp(&sp);
+        sp.msg_lev = GLP_MSG_OFF;
+        sp.meth = GLP_DUALP;
+        sp.tm_lim = parm.tm_lim;
+        int lrc = glp_simplex(m.lp, &sp);
+        int lst = glp_get_status(m.lp);
+        if (lrc == GLP_ETMLIM) {
+            rc = GLP_ETMLIM;
+            st = GLP_UNDEF;
+        } else if (lrc == 0 && (lst == GLP_NOFEAS || glp_get_prim_stat(m.lp) == GLP_NOFEAS)) {
+            rc = GLP_ENOPFS;
+            st = GLP_NOFEAS;
+        } else if (lrc == 0 && lst == GLP_OPT) {
+            int used = (int)((now_s() - t0) * 1000);
+            parm.tm_lim = parm.tm_lim > used + 1 ? parm.tm_lim - used : 1;
+            parm.presolve = GLP_OFF;
+            rc = glp_intopt(m.lp, &parm);
+            st = glp_mip_status(m.lp);
+        }
+    }
+    if (rc < 0) { /* asked for, or the dual simplex path failed numerically */
+        parm.presolve = GLP_ON;
+        rc = glp_intopt(m.lp, &parm);
+        st = glp_mip_status(m.lp);
+    }
+
+    bool have = false;
+    if (rc == 0 && st == GLP_OPT) {
+        s->status = ILP_OPTIMAL;
+        have = true;
+    } else if ((rc == 0 || rc == GLP_ETMLIM) && st == GLP_FEAS) {
+        s->status = ILP_FEASIBLE;
+        have = true;
+    } else if (rc == GLP_ENOPFS || (rc == 0 && st == GLP_NOFEAS)) {
+        s->status = ILP_INFEASIBLE;
+    } else if (rc == GLP_ETMLIM) {
+        s->status = ILP_UNKNOWN;
+    } else {
+        ir_die("ilp: glp_intopt returned %d (status %d)", rc, st);
+    }
+    if (have) {
+        s->choice = ir_xmalloc((size_t)(p->nnodes ? p->nnodes : 1) * sizeof *s->choice);
+        for (int u = 0; u < p->nnodes; u++) {
+            int best = 0;
+            double bv = -1;
+            for (int i = 0; i < p->nodes[u].k; i++) {
+                double v = glp_mip_col_val(m.lp, m.xbase[u] + i);
+                if (v > bv) {
+                    bv = v;
+                    best = i;
+                }
+            }
+            s->choice[u] = best;
+        }
+        s->objective = ilp_eval(p, s->choice, &s->total);
+        s->glpk_obj = glp_mip_obj_val(m.lp) / oscale;
+        if (s->status == ILP_OPTIMAL || !cb.have)
+            s->bound = s->status == ILP_OPTIMAL ? s->objective : -INFINITY;
+        else
+            s->bound = cb.bound / oscale;
+        if (s->bound > s->objective)
+            s->bound = s->objective;
+        s->gap = s->status == ILP_OPTIMAL ? 0
+                 : (s->objective - s->bound) / fmax(fabs(s->objective), 1e-30);
+    } else {
+        s->objective = s->glpk_obj = INFINITY;
+        s->bound = s->status == ILP_INFEASIBLE ? INFINITY : (cb.have ? cb.bound / oscale : -INFINITY);
+        s->gap = INFINITY;
+    }
+    glp_delete_prob(m.lp);
+    free(start_buf);
+    free(m.zcol);
+    free(m.obj);
+    free(m.mem);
+    free(m.xbase);
+    free(m.ebase);
+    free(m.ia);
+    free(m.ja);
+    free(m.ar);
+    free(t.col);
+    free(t.val);
+    free(fo);
+    free(fm);
+    s->solve_s = now_s() - t0;
+    return s->status;
+}
+
+IlpStatus ilp_solve(const IlpProblem *p, const IlpOpts *o, IlpSolution *s)
+{
+    if (o && o->no_reduce)
+        return solve_glpk(p, o, s);
+    double t0 = now_s();
+    int **dom = ir_xmalloc((size_t)(p->nnodes + 1) * sizeof *dom);
+    int **map = ir_xmalloc((size_t)(p->nnodes + 1) * sizeof *map);
+    for (int u = 0; u < p->nnodes; u++) {
+        dom[u] = ir_xmalloc((size_t)p->nodes[u].k * sizeof **dom);
+        for (int i = 0; i < p->nodes[u].k; i++)
+            dom[u][i] = -1;
+    }
+    int pruned = ilp_dominance(p, dom);
+    IlpProblem *r = ilp_restrict(p, dom, map);
+    IlpOpts ro = o ? *o : (IlpOpts){0};
+    int *start = NULL;
+    if (o && o->start) {
+        /* A dropped strategy's dominator is no worse: start from it. */
+        start = ir_xmalloc((size_t)(p->nnodes + 1) * sizeof *start);
+        for (int u = 0; u < p->nnodes; u++) {
+            int i = o->start[u];
+            while (dom[u][i] >= 0)
+                i = dom[u][i];
+            int k = 0;
+            while (map[u][k] != i)
+                k++;
+            start[u] = k;
+        }
+        ro.start = start;
+    }
+    solve_glpk(r, &ro, s);
+    if (s->choice) {
+        for (int u = 0; u < p->nnodes; u++)
+            s->choice[u] = map[u][s->choice[u]];
+        double glpk_obj = s->glpk_obj, bound = s->bound;
+        s->objective = ilp_eval(p, s->choice, &s->total);
+        s->glpk_obj = glpk_obj;
+        s->bound = bound < s->objective ? bound : s->objective;
+    }
+    s->pruned = pruned;
+    for (int u = 0; u < p->nnodes; u++) {
+        free(dom[u]);
+        free(map[u]);
+    }
+    free(dom);
+    free(map);
+    free(start);
+    ilp_free(r);
+    s->solve_s = now_s() - t0;
+    return s->status;
+}
+
+void ilp_solution_free(IlpSolution *s)
+{
+    free(s->choice);
+    s->choice = NULL;
+}

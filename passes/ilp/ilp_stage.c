@@ -1,0 +1,157 @@
+/* ilp_stage.c: pass_ilp_stage, the entry point: look the query up in the
+ * cache, else lower the stage, merge, build, solve and extract. Stages whose
+ * pieces are of the same kinds, in the same order, between neighbours of the
+ * same kinds (layers 3..10 and 11..18 of one repeat) lower to the same
+ * problem, so their answers are shared: node k of one is node k of the other. */
+#include "ilp/ilp.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+    const IrGraph *g;
+    const PassCostCtx *ctx;
+    const PassIlpCosts *costs;
+    PassIlpQuery q;
+    int *kinds, nkinds;       /* kind of the piece before, of each piece, of the piece after */
+    PassIlpResult *r;
+} Entry;
+
+struct PassIlpCache {
+    int n, cap;
+    Entry *e;
+    int hits, solves;
+};
+
+PassIlpCache *pass_ilp_cache_new(void) { return ir_xcalloc(1, sizeof(PassIlpCache)); }
+
+void pass_ilp_cache_free(PassIlpCache *c)
+{
+    if (!c)
+        return;
+    for (int i = 0; i < c->n; i++) {
+        free(c->e[i].kinds);
+        pass_ilp_result_free(c->e[i].r);
+        free(c->e[i].r);
+    }
+    free(c->e);
+    free(c);
+}
+
+int pass_ilp_cache_hits(const PassIlpCache *c) { return c->hits; }
+int pass_ilp_cache_solves(const PassIlpCache *c) { return c->solves; }
+
+/* A piece's kind: its repeat, or the piece itself outside repeats. */
+static int kind(const IrGraph *g, int p)
+{
+    if (p < 0 || p >= g->npieces)
+        return INT_MIN;
+    return g->pieces[p].rep >= 0 ? g->pieces[p].rep : -(p + 2);
+}
+
+/* Equal in everything but the pieces. */
+static bool same_query(const PassIlpQuery *a, const PassIlpQuery *b)
+{
+    const PassMesh *m = &a->mesh, *n = &b->mesh;
+    if (m->naxes != n->naxes)
+        return false;
+    for (int i = 0; i < PASS_MAX_AXES; i++)
+        if (m->size[i] != n->size[i] || m->nodes[i] != n->nodes[i] ||
+            m->per_node[i] != n->per_node[i] || a->allow[i] != b->allow[i])
+            return false;
+    if (a->require != b->require || a->fix_boundary != b->fix_boundary ||
+        (a->fix_boundary && !pass_sharding_eq(&a->boundary, &b->boundary)))
+        return false;
+    return a->npieces == b->npieces && a->mb_seqs == b->mb_seqs && a->num_micro == b->num_micro &&
+           a->zero == b->zero && a->recompute == b->recompute && a->inflight == b->inflight &&
+           a->budget == b->budget && a->no_merge == b->no_merge &&
+           a->time_limit_s == b->time_limit_s;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static PassIlpResult *copy_result(const PassIlpResult *r, int first_node)
+{
+    PassIlpResult *c = ir_xmalloc(sizeof *c);
+    *c = *r;
+    c->first_node = first_node;
+    c->strategy = ir_xmalloc((size_t)(r->nnodes ? r->nnodes : 1) * sizeof *c->strategy);
+    memcpy(c->strategy, r->strategy, (size_t)r->nnodes * sizeof *c->strategy);
+    c->coll = ir_xmalloc((size_t)(r->ncoll ? r->ncoll : 1) * sizeof *c->coll);
+    memcpy(c->coll, r->coll, (size_t)r->ncoll * sizeof *c->coll);
+    return c;
+}
+
+const PassIlpResult *pass_ilp_stage(PassIlpCache *cache, const PassCostCtx *ctx,
+                                    const PassIlpCosts *costs, const IrGraph *g,
+                                    const PassIlpQuery *q)
+{
+    if (!cache || !costs || !g || !q)
+        ir_die("pass_ilp_stage: cache, costs, graph and query are required");
+    if (q->first_piece < 0 || q->npieces < 1 || q->first_piece + q->npieces > g->npieces)
+        ir_die("pass_ilp_stage: pieces %d..%d of %d", q->first_piece,
+               q->first_piece + q->npieces, g->npieces);
+    int nk = q->npieces + 2;
+    int *kinds = ir_xmalloc((size_t)nk * sizeof *kinds);
+    for (int i = 0; i < nk; i++)
+        kinds[i] = kind(g, q->first_piece - 1 + i);
+    const Entry *like = NULL;
+    for (int i = 0; i < cache->n; i++) {
+        const Entry *e = &cache->e[i];
+        if (e->g != g || e->ctx != ctx || e->costs != costs || e->nkinds != nk ||
+            !same_query(&e->q, q) || memcmp(e->kinds, kinds, (size_t)nk * sizeof *kinds) != 0)
+            continue;
+        if (e->q.first_piece == q->first_piece) {
+            free(kinds);
+            cache->hits++;
+            return e->r;
+        }
+        like = e;
+    }
+    PassIlpResult *r;
+    if (like) {
+        r = copy_result(like->r, g->pieces[q->first_piece].first);
+        cache->hits++;
+    } else {
+        double t0 = now_s();
+        IlpSeg *s = ilp_lower(ctx, costs, g, q);
+        if (!q->no_merge)
+            ilp_merge(s);
+        ilp_build(s);
+        double t1 = now_s();
+        IlpSolution sol;
+        ilp_solve(s->prob, &(IlpOpts){.time_limit_s = q->time_limit_s}, &sol);
+        r = ir_xmalloc(sizeof *r);
+        ilp_extract(s, &sol, r);
+        r->build_s = t1 - t0;
+        ilp_solution_free(&sol);
+        ilp_seg_free(s);
+        cache->solves++;
+    }
+    if (cache->n == cache->cap) {
+        cache->cap = cache->cap ? 2 * cache->cap : 16;
+        cache->e = ir_xrealloc(cache->e, (size_t)cache->cap * sizeof *cache->e);
+    }
+    cache->e[cache->n++] = (Entry){g, ctx, costs, *q, kinds, nk, r};
+    return r;
+}
+
+void pass_ilp_pins(const IrGraph *g, int dp_axis, int tp_axis, bool sp, uint64_t *allow)
+{
+    for (int a = 0; a < PASS_MAX_AXES; a++)
+        allow[a] = ~0ull;
+    uint64_t batch = g->batch_dim < 64 ? 1ull << g->batch_dim : 0;
+    uint64_t seq = g->seq_dim >= 0 && g->seq_dim < 64 ? 1ull << g->seq_dim : 0;
+    if (dp_axis >= 0 && dp_axis < PASS_MAX_AXES)
+        allow[dp_axis] = batch;
+    if (tp_axis >= 0 && tp_axis < PASS_MAX_AXES)
+        allow[tp_axis] = ~batch & (sp ? ~0ull : ~seq);
+}

@@ -1,0 +1,685 @@
+/* search.c: pass_search, the inter-operator search (docs/planner.md).
+ *
+ * 1. Enumerate layouts: for each pipeline degree pp, a stage size n (whole
+ *    nodes or a divisor of a node; GPUs that no such layout can use stay
+ *    idle), n = dp x tp with dp dividing the global batch, the micro-batch
+ *    per replica b, sequence parallelism; these are the groups. Each group
+ *    gets its candidates: pp, v (interleaving where layers divide), the
+ *    recomputation mode (pinned, or the least per stage that fits) and the
+ *    ZeRO stage. Every candidate gets strategy-free lower bounds on step time
+ *    and memory (search_prune.c); one whose memory bound exceeds the usable
+ *    HBM is dropped.
+ * 2. Branch and bound: groups in order of their best bound. A group whose
+ *    bound is no better than the keep-th best plan found so far is dropped
+ *    with all that follow. Otherwise its strategies are solved (search_ilp.c),
+ *    and its candidates, in order of bound, are dropped by the same test
+ *    (first strategy-free, then with the strategies' exact kernel times),
+ *    or cut into stages (search_dp.c) and ranked with pass_predict. A
+ *    partition whose estimate fits but pass_predict's total does not is
+ *    recut with the limit lowered by the overflow (twice at most).
+ * 3. The plans that fit, best first, are the result; pass_predict's numbers
+ *    are the ones reported. */
+#include "search/src.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void pass_search_alt_free(PassSearchAlt *a)
+{
+    free(a->plan.stages);
+    free(a->plan.strategy);
+    pass_prediction_free(&a->pred);
+    free(a->stage_fwd_s);
+    free(a->stage_bwd_s);
+    memset(a, 0, sizeof *a);
+}
+
+void pass_search_result_free(PassSearchResult *r)
+{
+    for (int i = 0; i < r->nalt; i++)
+        pass_search_alt_free(&r->alt[i]);
+    free(r->alt);
+    if (r->have_closest)
+        pass_search_alt_free(&r->closest);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---------------------------------------------------------- enumeration */
+
+static bool stage_size_ok(int n, int gpn) { return n % gpn == 0 || gpn % n == 0; }
+
+static SrcGroup *group(Src *s, int *cap, int dp, int tp, int b, bool sp)
+{
+    for (int i = 0; i < s->ngroups; i++) {
+        SrcGroup *G = &s->groups[i];
+        if (G->dp == dp && G->tp == tp && G->b == b && G->sp == sp)
+            return G;
+    }
+    if (s->ngroups == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        s->groups = ir_xrealloc(s->groups, (size_t)*cap * sizeof *s->groups);
+    }
+    SrcGroup *G = &s->groups[s->ngroups++];
+    memset(G, 0, sizeof *G);
+    G->dp = dp, G->tp = tp, G->b = b, G->sp = sp;
+    G->mb_seqs = (int64_t)dp * b;
+    G->m = (int)(s->gb / G->mb_seqs);
+    pass_mesh_make(&G->mesh, dp, tp, s->gpn);
+    G->lb = INFINITY;
+    return G;
+}
+
+static void add_cand(Src *s, SrcGroup *G, int pp, int v, int rc, int zero)
+{
+    if (G->ncand == G->capcand) {
+        G->capcand = G->capcand ? 2 * G->capcand : 8;
+        G->cand = ir_xrealloc(G->cand, (size_t)G->capcand * sizeof *G->cand);
+    }
+    if (G->ncand == 0)
+        src_group_sums(s, G);
+    SrcCand *k = &G->cand[G->ncand++];
+    memset(k, 0, sizeof *k);
+    s->full_valid |= pp * G->dp * G->tp == s->gpus;
+    k->pp = pp, k->v = v, k->rc = rc, k->zero = zero;
+    src_bound(s, G, k);
+    s->st->candidates++;
+}
+
+/* Interleaving: one repeat, equal chunks, and (Megatron's schedule) a
+ * micro-batch count that is a multiple of pp. */
+static bool v_ok(const Src *s, int pp, int v, int m)
+{
+    /* Codegen's schedules hold at most PASS_MAX_CHUNKS chunks per rank. */
+    return s->rep0 >= 0 && pp >= 2 && v >= 2 && v <= PASS_MAX_CHUNKS && s->rep_count % (pp * v) == 0 &&
+           m % pp == 0 && m >= pp;
+}
+
+/* Does policy r rerun any node at all? */
+static bool recomputes_any(const Src *s, int r)
+{
+    for (int i = 0; i < s->g->nfwd; i++)
+        if (pass_recomputed(s->c, s->g, &s->g->nodes[i], (PassRecompute)r))
+            return true;
+    return false;
+}
+
+static void enumerate(Src *s)
+{
+    const PassSearchPins *pin = &s->o->pins;
+    const PassSearchFilter *f = &s->o->filter;
+    int cap = 0, N = s->gpus, gpn = s->gpn;
+    int ppmax = s->npieces < N ? s->npieces : N;
+    for (int pp = 1; pp <= ppmax; pp++) {
+        if ((pin->pp && pp != pin->pp) || pp <= f->pp_above)
+            continue;
+        /* Stage sizes, largest first: with a pinned layout, all GPUs;
+         * otherwise the four largest valid ones using at least half. */
+        int sizes[4], nsz = 0;
+        for (int n = N / pp; n >= 1 && nsz < 4; n--) {
+            if (!stage_size_ok(n, gpn) || (pin->tp && n % pin->tp) || (pin->dp && n % pin->dp))
+                continue;
+            /* A pinned layout, or CPU ranks (the processes are the plan's: a
+             * rank the plan leaves out is not started, and the cost model
+             * shares each node's cores among all N), use every one. */
+            if ((pin->tp || pin->pp || pin->dp || s->c->cl->gpu.kind == PASS_DEV_CPU) && n * pp != N)
+                continue;
+            if (2 * n * pp < N)
+                break;
+            bool any = false;
+            for (int tp = 1; tp <= n && !any; tp++)
+                any = n % tp == 0 && s->gb % (n / tp) == 0 && (tp <= gpn || pin->tp == tp);
+            if (any)
+                sizes[nsz++] = n;
+        }
+        for (int zi = 0; zi < nsz; zi++) {
+            int n = sizes[zi];
+            for (int tp = 1; tp <= n; tp++) {
+                if (n % tp || (pin->tp && tp != pin->tp) || (!pin->tp && tp > gpn) || tp <= f->tp_above)
+                    continue;
+                int dp = n / tp;
+                if ((pin->dp && dp != pin->dp) || s->gb % dp)
+                    continue;
+                int64_t per = s->gb / dp;
+                for (int64_t b = 1; b <= per; b++) {
+                    if (per % b || (pin->micro_batch && b != pin->micro_batch) || b <= f->mb_above)
+                        continue;
+                    int m = (int)(per / b);
+                    for (int sp = 0; sp < 2; sp++) {
+                        if (pin->sp >= 0 ? sp != pin->sp : (sp && tp == 1))
+                            continue;
+                        if ((sp && tp == 1) || (sp && s->c->st.no_sp))
+                            continue;
+                        SrcGroup *G = group(s, &cap, dp, tp, (int)b, sp);
+                        int vs[64], nv = 0;
+                        if (pin->schedule != PASS_SCHED_INTERLEAVED && !(pin->v > 1) &&
+                            (pp == 1 || pass_stack_has_schedule(&s->c->st, PASS_SCHED_1F1B)))
+                            vs[nv++] = 1;
+                        if (pin->schedule != PASS_SCHED_1F1B &&
+                            pass_stack_has_schedule(&s->c->st, PASS_SCHED_INTERLEAVED))
+                            for (int v = 2; v <= s->rep_count && nv < 64; v++)
+                                if ((!pin->v || v == pin->v) && v_ok(s, pp, v, m))
+                                    vs[nv++] = v;
+                        int rcs[SRC_NRC], nrc = 0;
+                        if (pin->recompute >= 0)
+                            rcs[nrc++] = pin->recompute;
+                        else if (f->recompute_on)
+                            for (int r = PASS_RECOMPUTE_SELECTIVE; r <= PASS_RECOMPUTE_FULL; r++) {
+                                if (!recomputes_any(s, r) || !pass_stack_has_recompute(&s->c->st, r))
+                                    continue; /* SELECTIVE under a flash kernel */
+                                rcs[nrc++] = r;
+                            }
+                        else
+                            rcs[nrc++] = SRC_AUTO;
+                        for (int iv = 0; iv < nv; iv++)
+                            for (int ir = 0; ir < nrc; ir++)
+                                for (int z = 0; z < 4; z++) {
+                                    if (pin->zero >= 0 ? z != pin->zero : (dp == 1 && z > 0))
+                                        continue;
+                                    if (!pass_stack_has_zero(&s->c->st, z) && !(dp == 1 && z == 0))
+                                        continue;
+                                    add_cand(s, G, pp, vs[iv], rcs[ir], z);
+                                }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------ ranking */
+
+typedef struct {
+    Src *s;
+    PassSearchResult *out;
+    int keep;
+    bool stop;                    /* first_fit satisfied */
+    double close_over;            /* closest non-fitting overflow so far */
+} Rank;
+
+static double threshold(const Rank *R)
+{
+    if (R->s->o->exhaustive)
+        return INFINITY;
+    return R->out->nalt < R->keep ? INFINITY : R->out->alt[R->keep - 1].pred.step_time_s;
+}
+
+void src_plan(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
+              const SrcPart *part, PassPlan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->mesh = G->mesh;
+    p->pp = k->pp;
+    p->v = k->v;
+    p->nstages = part->nstages;
+    p->stages = (PassStage *)part->stage;
+    p->strategy = V->strat;
+    p->num_micro = G->m;
+    p->mb_seqs = G->mb_seqs;
+    p->zero = k->zero;
+    p->schedule = k->v > 1 ? PASS_SCHED_INTERLEAVED : PASS_SCHED_1F1B;
+    p->attention = s->c->attention;
+}
+
+/* A heap copy of an evaluated plan. */
+static void make_alt(const Src *s, const SrcVariant *V, const PassPlan *p, const PassPrediction *pr,
+                     PassSearchAlt *a)
+{
+    memset(a, 0, sizeof *a);
+    a->plan = *p;
+    a->plan.stages = ir_xmalloc(sizeof(PassStage) * (size_t)p->nstages);
+    memcpy(a->plan.stages, p->stages, sizeof(PassStage) * (size_t)p->nstages);
+    a->plan.strategy = ir_xmalloc(sizeof(PassStrategy) * (size_t)(s->g->nfwd + 1));
+    memcpy(a->plan.strategy, p->strategy, sizeof(PassStrategy) * (size_t)s->g->nfwd);
+    a->pred = *pr;
+    a->pred.mem = ir_xmalloc(sizeof(PassRankMem) * (size_t)(pr->npp + 1));
+    memcpy(a->pred.mem, pr->mem, sizeof(PassRankMem) * (size_t)pr->npp);
+    a->stage_fwd_s = ir_xmalloc(sizeof(double) * (size_t)p->nstages);
+    a->stage_bwd_s = ir_xmalloc(sizeof(double) * (size_t)p->nstages);
+    src_stage_times(s, V, &a->plan, a->stage_fwd_s, a->stage_bwd_s);
+    a->ilp_graph = s->o->skeleton ? s->o->skeleton : s->g;
+    a->nilp = V->nq;
+    for (int i = 0; i < V->nq; i++)
+        a->ilp_q[i] = V->q[i], a->ilp_r[i] = V->r[i];
+    pass_plan_layout(s->g, &a->plan, &a->layout);
+}
+
+/* Faster first; ties (exact, e.g. ZeRO stages that cost alike) go to less
+ * memory, then to a fixed order of layouts so that the result never depends
+ * on the order candidates were visited in. */
+static bool better(const PassPlan *pa, const PassPrediction *a, const PassPlan *pb,
+                   const PassPrediction *b)
+{
+    if (a->step_time_s != b->step_time_s)
+        return a->step_time_s < b->step_time_s;
+    if (a->peak_mem_bytes != b->peak_mem_bytes)
+        return a->peak_mem_bytes < b->peak_mem_bytes;
+    int ka[] = {pa->mesh.size[1], pa->pp, pa->mesh.size[0], pa->v, pa->zero, (int)pa->mb_seqs};
+    int kb[] = {pb->mesh.size[1], pb->pp, pb->mesh.size[0], pb->v, pb->zero, (int)pb->mb_seqs};
+    for (int i = 0; i < 6; i++)
+        if (ka[i] != kb[i])
+            return ka[i] < kb[i];
+    for (int i = 0; i < pa->nstages && i < pb->nstages; i++) {
+        if (pa->stages[i].npieces != pb->stages[i].npieces)
+            return pa->stages[i].npieces > pb->stages[i].npieces;
+        if (pa->stages[i].recompute != pb->stages[i].recompute)
+            return pa->stages[i].recompute < pb->stages[i].recompute;
+    }
+    return false;
+}
+
+static void record(Rank *R, const SrcVariant *V, const PassPlan *p, const PassPrediction *pr)
+{
+    PassSearchResult *out = R->out;
+    if (p->mesh.size[0] * p->mesh.size[1] * p->pp == R->s->gpus &&
+        (!out->full_ranked || pr->step_time_s < out->best_full_step_s)) {
+        out->full_ranked = true;
+        out->best_full_step_s = pr->step_time_s;
+    }
+    int pos = out->nalt;
+    while (pos > 0 && better(p, pr, &out->alt[pos - 1].plan, &out->alt[pos - 1].pred))
+        pos--;
+    if (pos >= R->keep)
+        return;
+    if (out->nalt == R->keep) {
+        pass_search_alt_free(&out->alt[R->keep - 1]);
+        out->nalt--;
+    }
+    memmove(&out->alt[pos + 1], &out->alt[pos], sizeof *out->alt * (size_t)(out->nalt - pos));
+    make_alt(R->s, V, p, pr, &out->alt[pos]);
+    out->nalt++;
+    out->found = true;
+    if (R->s->o->first_fit)
+        R->stop = true;
+}
+
+static void record_closest(Rank *R, const SrcVariant *V, const PassPlan *p, const PassPrediction *pr)
+{
+    double over = pr->peak_mem_bytes - R->s->usable;
+    if (R->out->have_closest && over >= R->close_over)
+        return;
+    if (R->out->have_closest)
+        pass_search_alt_free(&R->out->closest);
+    make_alt(R->s, V, p, pr, &R->out->closest);
+    R->out->have_closest = true;
+    R->close_over = over;
+}
+
+/* Does a plan pass the --explain filter (recomputation on)? */
+static bool filtered_out(const Src *s, const PassPlan *p)
+{
+    if (!s->o->filter.recompute_on)
+        return false;
+    for (int i = 0; i < p->nstages; i++)
+        if (p->stages[i].recompute != PASS_RECOMPUTE_NONE)
+            return false;
+    return true;
+}
+
+/* The pruning is sound only if every bound is at most what pass_predict
+ * says; exhaustive searches (tests) check it on every plan they rank. */
+static void check_bounds(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
+                         const PassPrediction *pr)
+{
+    double lb2 = src_bound_variant(s, G, V, k), tol = 1e-9;
+    if (k->lb > pr->step_time_s * (1 + tol) || lb2 > pr->step_time_s * (1 + tol))
+        ir_die("search: step-time bound %.9g / %.9g above pass_predict's %.9g (dp %d tp %d b %d pp %d v %d)",
+               k->lb, lb2, pr->step_time_s, G->dp, G->tp, G->b, k->pp, k->v);
+    if (k->mem_lb > pr->peak_mem_bytes * (1 + tol))
+        ir_die("search: memory bound %.0f above pass_predict's %.0f (dp %d tp %d b %d pp %d v %d zero %d)",
+               k->mem_lb, pr->peak_mem_bytes, G->dp, G->tp, G->b, k->pp, k->v, k->zero);
+}
+
+/* A candidate dropped for its memory bound: pass_predict must agree that it
+ * does not fit, with at least that much memory (exhaustive searches). */
+static void check_mem_prune(Src *s, SrcGroup *G, const SrcVariant *V, SrcCand *k)
+{
+    SrcPart part;
+    if (!src_partition(s, G, V, k, s->usable, true, &part))
+        return;
+    PassPlan p;
+    src_plan(s, G, V, k, &part, &p);
+    PassPrediction pr;
+    pass_predict(s->c, s->g, &p, &pr);
+    if (pr.fits || k->mem_lb > pr.peak_mem_bytes * (1 + 1e-9))
+        ir_die("search: memory bound %.0f dropped a plan pass_predict puts at %.0f (%s; dp %d tp %d b %d "
+               "pp %d v %d zero %d)", k->mem_lb, pr.peak_mem_bytes, pr.fits ? "fits" : "does not fit",
+               G->dp, G->tp, G->b, k->pp, k->v, k->zero);
+    pass_prediction_free(&pr);
+}
+
+/* A bound on plan p's step time once its stages are cut, from its stages'
+ * kernel times (the same pass_cost_node numbers pass_predict sums) without
+ * resharding or transfers, which pass_predict's stage times only add to:
+ * the busiest rank runs m micro-batches one after another; one micro-batch
+ * passes every stage forward and back; and (1F1B) the last rank cannot
+ * start before the first micro-batch's forward reaches it and, after its
+ * last backward, that micro-batch's backward still runs through the ranks
+ * before it: sum of the others + m x the last rank's. pass_predict's
+ * simulation (and a reference stack's formula, larger) is never below. */
+static double cut_bound(const Src *s, const SrcVariant *V, const PassPlan *p)
+{
+    (void)s;
+    int ns = p->nstages, pp = p->pp > 0 ? p->pp : 1, v = p->v > 0 ? p->v : 1;
+    double m = p->num_micro > 0 ? p->num_micro : 1;
+    double *rank = ir_xcalloc((size_t)pp, sizeof(double));
+    double tsum = 0;
+    for (int st = 0; st < ns; st++) {
+        const PassStage *S = &p->stages[st];
+        double t = 0;
+        for (int q = S->first_piece; q < S->first_piece + S->npieces; q++)
+            t += V->piece[q].fwd + V->piece[q].bwd + V->piece[q].rec[S->recompute];
+        rank[S->pp_rank] += t;
+        tsum += t;
+    }
+    double b = tsum;
+    for (int r = 0; r < pp; r++)
+        b = fmax(b, m * rank[r]);
+    if (v == 1)
+        b = fmax(b, tsum + (m - 1) * rank[pp - 1]);
+    free(rank);
+    return b;
+}
+
+/* Cut, predict, and keep candidate k with variant V. */
+static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
+{
+    Src *s = R->s;
+    SrcPart part;
+    double cap = s->usable;
+    bool fit = false;
+    for (int attempt = 0; attempt < 3 && !fit; attempt++) {
+        if (!src_partition(s, G, V, k, cap, false, &part))
+            break;
+        PassPlan p;
+        src_plan(s, G, V, k, &part, &p);
+        if (filtered_out(s, &p)) {
+            k->done = true;
+            return;
+        }
+        double cb = cut_bound(s, V, &p);
+        if (!s->o->exhaustive && cb >= threshold(R)) {
+            s->st->pruned_time++;
+            k->done = true;
+            return;
+        }
+        PassPrediction pr;
+        pass_predict(s->c, s->g, &p, &pr);
+        s->st->evaluated++;
+        if (s->o->exhaustive) {
+            check_bounds(s, G, V, k, &pr);
+            if (cb > pr.step_time_s * (1 + 1e-9))
+                ir_die("search: cut bound %.9g above pass_predict's %.9g (dp %d tp %d pp %d v %d)", cb,
+                       pr.step_time_s, G->dp, G->tp, k->pp, k->v);
+            if (part.mem_peak > pr.peak_mem_bytes * (1 + 1e-9))
+                ir_die("search: the partition's memory estimate %.0f is above pass_predict's %.0f",
+                       part.mem_peak, pr.peak_mem_bytes);
+        }
+        if (pr.fits) {
+            record(R, V, &p, &pr);
+            fit = true;
+        } else {
+            if (!R->out->found)
+                record_closest(R, V, &p, &pr);
+            cap -= pr.peak_mem_bytes - s->usable + 1;
+        }
+        pass_prediction_free(&pr);
+    }
+    k->mem_fail = !fit;
+    k->done = fit;
+}
+
+static int cmp_cand(const void *a, const void *b)
+{
+    const SrcCand *x = a, *y = b;
+    if (x->lb != y->lb)
+        return (x->lb > y->lb) - (x->lb < y->lb);
+    int kx[] = {x->pp, x->v, x->rc, x->zero}, ky[] = {y->pp, y->v, y->rc, y->zero};
+    for (int i = 0; i < 4; i++)
+        if (kx[i] != ky[i])
+            return kx[i] - ky[i];
+    return 0;
+}
+
+/* Rank a group's candidates with variant vi; with only_failed, those that
+ * found no fitting plan with an earlier variant. */
+static void rank_group(Rank *R, SrcGroup *G, int vi, bool only_failed)
+{
+    Src *s = R->s;
+    const SrcVariant *V = &G->var[vi];
+    for (int i = 0; i < G->ncand && !R->stop; i++) {
+        SrcCand *k = &G->cand[i];
+        if (k->mem_lb > s->usable && s->o->exhaustive && !only_failed)
+            check_mem_prune(s, G, V, k);
+        if (k->mem_lb > s->usable || k->done || (only_failed && !k->mem_fail))
+            continue;
+        double thr = threshold(R);
+        if (k->lb >= thr || src_bound_variant(s, G, V, k) >= thr) {
+            s->st->pruned_time++;
+            k->done = true;
+            continue;
+        }
+        evaluate(R, G, V, k);
+    }
+}
+
+static bool same_strategies(const IrGraph *g, const SrcVariant *a, const SrcVariant *b)
+{
+    for (int i = 0; i < g->nfwd; i++)
+        if (a->strat[i].dim[0] != b->strat[i].dim[0] || a->strat[i].dim[1] != b->strat[i].dim[1])
+            return false;
+    return true;
+}
+
+static void search_group(Rank *R, SrcGroup *G)
+{
+    Src *s = R->s;
+    s->st->groups_solved++;
+    if (!src_variant(s, G, 0)) {
+        src_variant_free(&G->var[0]);
+        return;
+    }
+    G->nvar = 1;
+    rank_group(R, G, 0, false);
+    /* Memory bound the strategies: try leaner ones if a candidate that
+     * could still win found nothing that fits. */
+    bool again = false;
+    double thr = threshold(R);
+    for (int i = 0; i < G->ncand; i++)
+        again |= G->cand[i].mem_fail && G->cand[i].lb < thr;
+    if (!again || R->stop)
+        return;
+    if (!src_variant(s, G, 1) || same_strategies(s->g, &G->var[0], &G->var[1])) {
+        src_variant_free(&G->var[1]);
+        return;
+    }
+    G->nvar = 2;
+    rank_group(R, G, 1, true);
+}
+
+static int cmp_group(const void *a, const void *b)
+{
+    const SrcGroup *x = a, *y = b;
+    if (x->lb != y->lb)
+        return (x->lb > y->lb) - (x->lb < y->lb);
+    /* Equal bounds: fewer devices per tensor group first (deterministic). */
+    if (x->tp != y->tp)
+        return x->tp - y->tp;
+    if (x->dp != y->dp)
+        return y->dp - x->dp;
+    if (x->b != y->b)
+        return x->b - y->b;
+    return (int)x->sp - (int)y->sp;
+}
+
+/* Nothing fits: evaluate the candidate whose memory bound is least, with the
+ * leanest recomputation, so that the caller can say what overflows. */
+static void closest_anyway(Rank *R)
+{
+    Src *s = R->s;
+    SrcGroup *bg = NULL;
+    SrcCand *bk = NULL;
+    for (int i = 0; i < s->ngroups; i++)
+        for (int j = 0; j < s->groups[i].ncand; j++) {
+            SrcCand *k = &s->groups[i].cand[j];
+            if (!bk || k->mem_lb < bk->mem_lb)
+                bg = &s->groups[i], bk = k;
+        }
+    if (!bk)
+        return;
+    if (bg->nvar == 0) {
+        if (!src_variant(s, bg, 0)) {
+            src_variant_free(&bg->var[0]);
+            return;
+        }
+        bg->nvar = 1;
+    }
+    const SrcVariant *V = &bg->var[bg->nvar - 1];
+    SrcPart part;
+    if (!src_partition(s, bg, V, bk, s->usable, true, &part))
+        return;
+    PassPlan p;
+    src_plan(s, bg, V, bk, &part, &p);
+    PassPrediction pr;
+    pass_predict(s->c, s->g, &p, &pr);
+    s->st->evaluated++;
+    record_closest(R, V, &p, &pr);
+    pass_prediction_free(&pr);
+}
+
+bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
+                 PassIlpCache *cache, PassSearchResult *out)
+{
+    double t0 = now_s();
+    memset(out, 0, sizeof *out);
+    Src s;
+    memset(&s, 0, sizeof s);
+    s.c = c, s.g = g, s.o = o, s.cache = cache, s.st = &out->stats;
+    s.gpus = o->gpus > 0 ? o->gpus : c->cl->ngpus;
+    s.gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
+    s.gb = o->global_batch > 0 ? o->global_batch : g->global_batch;
+    out->gpus = s.gpus;
+    out->global_batch = s.gb;
+    double reserve = c->st.alloc_reserve > 0 ? c->st.alloc_reserve : PASS_MEM_RESERVE;
+    s.usable = c->cl->gpu.hbm_bytes * (1 - reserve);
+    const PassCostConsts *K = &pass_cost_consts;
+    s.eff_max = c->cl->gpu.gemm_eff *
+                fmax(1, fmax(fmax(K->flash2_fwd, K->flash2_bwd), fmax(K->flash1_fwd, K->flash1_bwd)));
+    /* A measured attention kernel may run closer to peak than the GEMMs. */
+    for (int d = 0; d < c->cl->gpu.attn_dims; d++)
+        for (int i = 0; i < c->cl->gpu.attn_fwd[d].n || i < c->cl->gpu.attn_bwd[d].n; i++) {
+            if (i < c->cl->gpu.attn_fwd[d].n)
+                s.eff_max = fmax(s.eff_max, c->cl->gpu.attn_fwd[d].y[i] / c->cl->gpu.peak_flops);
+            if (i < c->cl->gpu.attn_bwd[d].n)
+                s.eff_max = fmax(s.eff_max, c->cl->gpu.attn_bwd[d].y[i] / c->cl->gpu.peak_flops);
+        }
+    s.npieces = g->npieces;
+    s.rep0 = -1;
+    int nreps = 0;
+    for (int p = 0; p < g->npieces; p++) {
+        const IrPiece *P = &g->pieces[p];
+        if (P->rep < 0)
+            continue;
+        s.nlayers++;
+        if (p == 0 || g->pieces[p - 1].rep != P->rep) {
+            nreps++;
+            s.rep0 = P->rep, s.rep_first = p, s.rep_count = 0;
+        }
+        s.rep_count++;
+    }
+    if (nreps != 1)
+        s.rep0 = -1, s.rep_count = 0;
+    if (!src_check_pins(&s))
+        return false;
+    int hits0 = pass_ilp_cache_hits(cache), solves0 = pass_ilp_cache_solves(cache);
+    src_states(&s);
+    enumerate(&s);
+
+    Rank R = {&s, out, o->keep > 0 ? o->keep : 1, false, INFINITY};
+    out->alt = ir_xcalloc((size_t)R.keep + 1, sizeof *out->alt);
+    for (int i = 0; i < s.ngroups; i++) {
+        SrcGroup *G = &s.groups[i];
+        /* The per-mesh floor: costlier than the strategy-free bound, so only
+         * where some candidate's memory bound leaves it a chance. */
+        bool live = false;
+        for (int j = 0; j < G->ncand; j++)
+            live |= G->cand[j].mem_lb <= s.usable;
+        if (live) {
+            src_group_floor(&s, G);
+            src_group_sums(&s, G);
+            /* Only the sums are needed from here on. */
+            free(G->floor_t);
+            free(G->floor_saved);
+            free(G->floor_states);
+            G->floor_t = G->floor_saved = G->floor_states = NULL;
+            for (int j = 0; j < G->ncand; j++)
+                src_bound(&s, G, &G->cand[j]);
+        }
+        if (G->ncand > 1)
+            qsort(G->cand, (size_t)G->ncand, sizeof *G->cand, cmp_cand);
+        for (int j = 0; j < G->ncand; j++) {
+            if (G->cand[j].mem_lb > s.usable)
+                s.st->pruned_mem++;
+            else
+                G->lb = fmin(G->lb, G->cand[j].lb);
+        }
+    }
+    out->no_layout = s.st->candidates == 0;
+    out->full_valid = s.full_valid;
+    if (s.ngroups > 1)
+        qsort(s.groups, (size_t)s.ngroups, sizeof *s.groups, cmp_group);
+    s.st->groups = s.ngroups;
+    for (int i = 0; i < s.ngroups && !R.stop; i++) {
+        SrcGroup *G = &s.groups[i];
+        if (!isfinite(G->lb) && !(o->exhaustive && G->ncand > 0))
+            continue;
+        if (G->lb >= threshold(&R) && !o->exhaustive) {
+            for (int j = i; j < s.ngroups; j++)
+                for (int q = 0; q < s.groups[j].ncand; q++)
+                    s.st->pruned_time += s.groups[j].cand[q].mem_lb <= s.usable;
+            break;
+        }
+        double thr0 = threshold(&R);
+        search_group(&R, G);
+        if (getenv("PTDC_SEARCH_DEBUG")) {
+            double lb2 = INFINITY;
+            for (int j = 0; j < G->ncand && G->nvar; j++)
+                lb2 = fmin(lb2, src_bound_variant(&s, G, &G->var[0], &G->cand[j]));
+            fprintf(stderr, "group dp %d tp %d b %d sp %d: lb %.3f lb2 %.3f thr %.3f -> %.3f\n", G->dp,
+                    G->tp, G->b, G->sp, G->lb, lb2, thr0, threshold(&R));
+        }
+    }
+    if (!out->found && !out->have_closest && !out->no_layout)
+        closest_anyway(&R);
+
+    for (int i = 0; i < s.ngroups; i++) {
+        for (int v = 0; v < s.groups[i].nvar; v++)
+            src_variant_free(&s.groups[i].var[v]);
+        free(s.groups[i].cand);
+        free(s.groups[i].floor_t);
+        free(s.groups[i].floor_saved);
+        free(s.groups[i].floor_states);
+    }
+    free(s.groups);
+    for (int i = 0; i < s.nwork; i++) {
+        free(s.work[i].t);
+        free(s.work[i].saved);
+    }
+    free(s.work);
+    free(s.w);
+    free(s.gr);
+    free(s.op);
+    out->stats.ilp_solves = pass_ilp_cache_solves(cache) - solves0;
+    out->stats.ilp_hits = pass_ilp_cache_hits(cache) - hits0;
+    out->stats.seconds = now_s() - t0;
+    return true;
+}

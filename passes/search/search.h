@@ -1,0 +1,155 @@
+/* search.h: exports of passes/search/: the inter-operator search over
+ * pipeline degree, stages, meshes, micro-batch, schedule, recomputation and
+ * ZeRO (search.c and its helpers; internals in src.h), a plan's layout in
+ * the usual words (search_layout.c), the model skeleton the ILP solves run on
+ * (search_skel.c), and what it says when nothing fits (search_nofit.c).
+ * Strategies come from the ILP; every number from pass_predict. */
+#ifndef PTDC_PASS_SEARCH_H
+#define PTDC_PASS_SEARCH_H
+
+#include "ilp/ilp.h"
+
+/* The inter-operator search (docs/planner.md): the pipeline degree and stage
+ * boundaries, each pipeline rank's (dp x tp) mesh with the strategies of
+ * pass_ilp_stage, the micro-batch, the schedule, recomputation per stage and
+ * the ZeRO stage. Candidates are explored with the ILP's costs and lower
+ * bounds (branch and bound), then ranked by pass_predict, which every number
+ * reported comes from. Requires a verified forward graph. */
+
+/* What the user fixed; everything else is searched. */
+typedef struct PassSearchPins {
+    int tp, pp, dp;               /* 0: searched */
+    int micro_batch;              /* sequences per data-parallel replica per micro-batch; 0: searched */
+    int recompute;                /* -1: searched per stage; else the PassRecompute of every stage */
+    int sp;                       /* -1: searched; 0 off; 1 on */
+    int zero;                     /* -1: searched; else 0-3 */
+    int schedule;                 /* -1: searched; else a PassSchedule */
+    int v;                        /* 0: searched; else model chunks per pipeline rank */
+} PassSearchPins;
+
+/* Only the alternatives that differ from a reference layout this way
+ * (--explain's runners-up); all zero: any. */
+typedef struct PassSearchFilter {
+    int tp_above, pp_above, mb_above; /* tp, pp, micro-batch strictly above these */
+    bool recompute_on;            /* some stage recomputes */
+} PassSearchFilter;
+
+typedef struct PassSearchOpts {
+    PassSearchPins pins;
+    int gpus;                     /* GPUs available; 0: c->cl->ngpus */
+    int64_t global_batch;         /* sequences per step; 0: g->global_batch */
+    double ilp_time_limit_s;      /* per ILP solve; 0: 10 s */
+    int keep;                     /* alternatives to keep, best first (0: 1); pruning is against
+                                     the keep-th best, so they are the true best by pass_predict */
+    bool first_fit;               /* stop at the first plan that fits (pass_search_min_gpus) */
+    bool exhaustive;              /* tests: prune nothing by step time, and die if a bound is
+                                     ever above what pass_predict says (checks the pruning) */
+    const IrGraph *skeleton;      /* pass_search_skeleton(g) for the ILP solves (same answers,
+                                     much faster lowering on deep models); NULL: g itself */
+    PassSearchFilter filter;
+} PassSearchOpts;
+
+/* The model with at most three iterations of each repeat, for the ILP
+ * (search_skel.c): NULL when g has no more. Heap arrays, arena a for the
+ * rest; pass_search_skeleton_free releases the arrays. */
+IrGraph *pass_search_skeleton(IrArena *a, const IrGraph *g);
+void pass_search_skeleton_free(IrGraph *s);
+
+void pass_search_pins_none(PassSearchPins *p);
+/* Are tp, pp, micro-batch, recompute, sp, ZeRO and the schedule (and v, if
+ * interleaved) all pinned: the "evaluate a layout by hand" case? */
+bool pass_search_pinned_fully(const PassSearchPins *p);
+
+/* A plan's layout in the usual words, derived from its strategies: an axis
+ * whose nodes split the batch is data parallel, one splitting other dims is
+ * tensor parallel, and a sequence split on it is sequence parallelism. */
+typedef struct PassLayout {
+    int gpus;                     /* dp * tp * pp * replicated */
+    int dp, tp, pp, v;
+    int dp_axis, tp_axis;         /* mesh axis of each, or -1 */
+    int replicated;               /* devices along mesh axes nothing is split over (1: none) */
+    bool sp;
+    int zero;
+    int64_t micro_batch;          /* sequences per data-parallel replica per micro-batch */
+    int num_micro;
+    PassSchedule schedule;
+    unsigned recompute;           /* bit r: some stage uses PassRecompute r */
+} PassLayout;
+void pass_plan_layout(const IrGraph *g, const PassPlan *p, PassLayout *out);
+/* "none", "full", or "mixed" when stages differ. */
+const char *pass_layout_recompute_name(const PassLayout *l);
+/* "dp 16 x tp 8 x pp 4, sp, zero 1, micro-batch 1 x 16, 1f1b, recompute none". */
+const char *pass_layout_str(const PassLayout *l, char *buf, size_t n);
+/* The same as ptdc flags: "--tp 8 --pp 4 --dp 16 --micro-batch 1 ...". */
+const char *pass_layout_flags(const PassLayout *l, char *buf, size_t n);
+
+/* One evaluated plan. Owns plan.stages, plan.strategy and pred.mem. */
+typedef struct PassSearchAlt {
+    PassLayout layout;
+    PassPlan plan;
+    PassPrediction pred;
+    double *stage_fwd_s, *stage_bwd_s; /* [plan.nstages] one micro-batch, from the ILP costs
+                                          (pass_predict reports only the slowest rank) */
+    const IrGraph *ilp_graph;     /* the graph those solves ran on (g or the skeleton) */
+    int nilp;                     /* the ILP solves its strategies come from (owned by the cache) */
+    PassIlpQuery ilp_q[8];
+    const PassIlpResult *ilp_r[8];
+} PassSearchAlt;
+
+typedef struct PassSearchStats {
+    long groups, groups_solved;   /* (dp, tp, micro-batch, sp) meshes; those given to the ILP */
+    long candidates;              /* layouts enumerated (pp, v, schedule, recompute, ZeRO) */
+    long pruned_time, pruned_mem; /* dropped by a step-time / memory lower bound */
+    long evaluated;               /* ranked with pass_predict */
+    int ilp_solves, ilp_hits;
+    double seconds;
+} PassSearchStats;
+
+typedef struct PassSearchResult {
+    bool found;                   /* alt[0] is the best plan that fits */
+    int nalt;                     /* fitting plans kept, best first */
+    PassSearchAlt *alt;
+    bool have_closest;            /* !found: the candidate closest to fitting, evaluated */
+    PassSearchAlt closest;
+    bool no_layout;               /* no layout satisfies the pins and divisibility at all */
+    int gpus;                     /* GPUs available */
+    int64_t global_batch;         /* sequences per step */
+    bool full_valid;              /* some enumerated layout uses every GPU */
+    bool full_ranked;             /* a plan using every GPU fits and was ranked: */
+    double best_full_step_s;      /* the best such step time */
+    PassSearchStats stats;
+} PassSearchResult;
+
+/* Search (search.c). Reports pinned layouts that cannot work (TP not
+ * dividing the heads, more stages than pieces, ...) with ir_error and
+ * returns false; otherwise true, with out->found false when nothing fits.
+ * cache: the ILP cache (ctx must stay at one address while it lives). */
+bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
+                 PassIlpCache *cache, PassSearchResult *out);
+void pass_search_result_free(PassSearchResult *r);
+void pass_search_alt_free(PassSearchAlt *a);
+/* The smallest GPU count in [from, limit] on which some plan fits (0: none),
+ * with that plan in *best (search_nofit.c). */
+int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
+                         PassIlpCache *cache, int from, int limit, PassSearchAlt *best);
+/* After pass_search found nothing: say why on stderr (ir_error): the item
+ * that overflows on the fullest GPU and by how much, then what would fit
+ * (relaxing the pins, or the smallest GPU count). Returns nothing; the
+ * caller exits with status 1 (search_nofit.c). */
+void pass_search_explain_nofit(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
+                               PassIlpCache *cache, const PassSearchResult *r);
+/* Its first sentences: the rank of a that overflows, by how much, its largest
+ * item (ir_error), then its breakdown (ir_note). pinned: a is the user's
+ * layout; else the leanest of a search on `gpus` GPUs. */
+void pass_search_explain_overflow(const PassCostCtx *c, const IrGraph *g, const PassSearchAlt *a,
+                                  bool pinned, int gpus);
+/* When the chosen plan leaves GPUs idle: a sentence saying how many and why,
+ * into buf; false when it uses them all (search_nofit.c). */
+
+/* The checks pass_search makes of the pins before searching (search_pins.c):
+ * a pinned layout that cannot work is reported with ir_error (one sentence)
+ * and false is returned. For callers that build the plan themselves (a
+ * framework's plan for a fully pinned layout, driver/). */
+bool pass_search_check_pins(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o);
+
+#endif

@@ -1,0 +1,248 @@
+/* search_dp.c: cutting the pieces into pipeline stages.
+ *
+ * 1F1B. pass_predict's pipeline term grows with tmax and tsum (a reference
+ * stack's m * tmax + (tsum - tmax); the simulation of ptdc's schedule, about
+ * the same for balanced stages): with the per-piece costs summed into
+ * stages, tsum does not depend on the cuts (only on the recomputation stages
+ * need), so the partition minimises tmax, the
+ * slowest stage, under each stage's memory limit (its model states plus
+ * min(m, pp - s) micro-batches of activations must fit). Alpa enumerates
+ * t_max and runs a DP for each; here stage costs only grow as a stage takes
+ * more pieces, so for a given t_max the greedy cut (each stage takes as many
+ * pieces as it can while leaving one per later stage) fits whenever any cut
+ * does: if some cut fits, by induction each greedy stage ends no earlier than
+ * that cut's, and the suffix the greedy leaves is a suffix of that cut's.
+ * Bisection over t_max then finds the least feasible one. Recomputation is
+ * chosen per stage: among the allowed policies, the fastest that fits.
+ *
+ * Interleaved (v chunks per pipeline rank): the layers are cut into pp * v
+ * equal chunks (Megatron's schedule needs equal chunks), the pieces before
+ * the repeat join the first chunk and those after it the last; each rank
+ * takes the fastest policy that fits for all its chunks. */
+#include "search/src.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const Src *s;
+    const SrcVariant *V;
+    const SrcCand *k;
+    int P, pp, m;
+    int nrc, rcs[SRC_NRC];        /* allowed policies */
+    double *T[SRC_NRC], *S[SRC_NRC], *W; /* prefix sums: time, saved, states */
+    double runtime, cap;
+    bool ignore_mem;
+} Dp;
+
+static double stage_time(const Dp *d, int r, int i, int j) { return d->T[r][j + 1] - d->T[r][i]; }
+
+static double stage_mem(const Dp *d, int st, int r, int i, int j)
+{
+    return d->runtime + d->W[j + 1] - d->W[i] +
+           src_inflight(d->pp, 1, d->m, st) * (d->S[r][j + 1] - d->S[r][i]);
+}
+
+/* The policy stage st should use for pieces i..j under tmax, or -1. Without
+ * memory limits (a not-fitting plan to explain), the leanest policy. */
+static int stage_rc(const Dp *d, int st, int i, int j, double tmax)
+{
+    int best = -1;
+    double bt = INFINITY;
+    for (int x = 0; x < d->nrc; x++) {
+        int r = d->rcs[x];
+        double t = stage_time(d, r, i, j);
+        if (d->ignore_mem) {
+            if (best < 0 || stage_mem(d, st, r, i, j) < stage_mem(d, st, best, i, j))
+                best = r;
+            continue;
+        }
+        if (t > tmax || stage_mem(d, st, r, i, j) > d->cap)
+            continue;
+        if (t < bt * (1 - 1e-12))
+            best = r, bt = t;
+    }
+    if (d->ignore_mem && best >= 0 && stage_time(d, best, i, j) > tmax)
+        return -1;
+    return best;
+}
+
+/* Greedy cut under tmax; ends[st] = last piece of stage st. */
+static bool greedy(const Dp *d, double tmax, int *ends, int *rc)
+{
+    int i = 0;
+    for (int st = 0; st < d->pp; st++) {
+        int left = d->pp - st - 1, jmax = d->P - 1 - left;
+        if (st == d->pp - 1) {
+            int r = stage_rc(d, st, i, d->P - 1, tmax);
+            if (r < 0)
+                return false;
+            ends[st] = d->P - 1;
+            rc[st] = r;
+            return true;
+        }
+        int j = i - 1, r = -1;
+        while (j + 1 <= jmax) {
+            int rr = stage_rc(d, st, i, j + 1, tmax);
+            if (rr < 0)
+                break;
+            j++, r = rr;
+        }
+        if (j < i)
+            return false;
+        ends[st] = j;
+        rc[st] = r;
+        i = j + 1;
+    }
+    return false;
+}
+
+static void init_dp(Dp *d, const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
+                    double cap, bool ignore_mem)
+{
+    memset(d, 0, sizeof *d);
+    d->s = s, d->V = V, d->k = k;
+    d->P = s->npieces, d->pp = k->pp, d->m = G->m;
+    d->cap = cap, d->ignore_mem = ignore_mem;
+    d->runtime = pass_runtime_bytes(s->c, &G->mesh, k->pp);
+    if (k->rc != SRC_AUTO) {
+        d->rcs[d->nrc++] = k->rc;
+    } else {
+        /* A policy that keeps exactly what a lighter one keeps, for no less
+         * time, is never better (SELECTIVE under a flash kernel). */
+        for (int r = 0; r < SRC_NRC; r++) {
+            if (!pass_stack_has_recompute(&s->c->st, r))
+                continue; /* the stack does not offer it */
+            bool same = false;
+            for (int x = 0; x < d->nrc && !same; x++) {
+                int q = d->rcs[x];
+                same = true;
+                for (int p = 0; p < d->P && same; p++)
+                    same = V->piece[p].saved[r] >= V->piece[p].saved[q] &&
+                           V->piece[p].rec[r] >= V->piece[p].rec[q];
+            }
+            if (!same)
+                d->rcs[d->nrc++] = r;
+        }
+    }
+    for (int x = 0; x < d->nrc; x++) {
+        int r = d->rcs[x];
+        d->T[r] = ir_xcalloc((size_t)d->P + 1, sizeof(double));
+        d->S[r] = ir_xcalloc((size_t)d->P + 1, sizeof(double));
+        for (int p = 0; p < d->P; p++) {
+            const SrcPiece *P = &V->piece[p];
+            d->T[r][p + 1] = d->T[r][p] + P->fwd + P->bwd + P->rec[r] + P->rs_f + P->rs_b;
+            d->S[r][p + 1] = d->S[r][p] + P->saved[r];
+        }
+    }
+    d->W = ir_xcalloc((size_t)d->P + 1, sizeof(double));
+    for (int p = 0; p < d->P; p++)
+        d->W[p + 1] = d->W[p] + V->piece[p].states[k->zero];
+}
+
+static void free_dp(Dp *d)
+{
+    for (int r = 0; r < SRC_NRC; r++) {
+        free(d->T[r]);
+        free(d->S[r]);
+    }
+    free(d->W);
+}
+
+static bool part_1f1b(Dp *d, SrcPart *out)
+{
+    int pp = d->pp;
+    int *ends = ir_xmalloc(sizeof(int) * (size_t)pp), *rc = ir_xmalloc(sizeof(int) * (size_t)pp);
+    double hi = 0;
+    for (int x = 0; x < d->nrc; x++)
+        hi = fmax(hi, d->T[d->rcs[x]][d->P]);
+    hi = hi * (1 + 1e-9) + 1e-12;
+    bool ok = greedy(d, hi, ends, rc);
+    if (ok) {
+        double lo = 0;
+        for (int it = 0; it < 100 && hi - lo > 1e-9 * hi; it++) {
+            double mid = 0.5 * (lo + hi);
+            if (greedy(d, mid, ends, rc))
+                hi = mid;
+            else
+                lo = mid;
+        }
+        greedy(d, hi, ends, rc);
+        out->nstages = pp;
+        out->mem_peak = 0;
+        for (int st = 0, i = 0; st < pp; st++) {
+            out->stage[st] = (PassStage){i, ends[st] - i + 1, st, (PassRecompute)rc[st]};
+            out->mem_peak = fmax(out->mem_peak, stage_mem(d, st, rc[st], i, ends[st]));
+            i = ends[st] + 1;
+        }
+    }
+    free(ends);
+    free(rc);
+    return ok;
+}
+
+static bool part_interleaved(Dp *d, SrcPart *out)
+{
+    const Src *s = d->s;
+    int pp = d->pp, v = d->k->v, chunks = pp * v;
+    int per = s->rep_count / chunks;
+    out->nstages = chunks;
+    for (int c = 0; c < chunks; c++) {
+        int first = c == 0 ? 0 : s->rep_first + c * per;
+        int last = c == chunks - 1 ? s->npieces - 1 : s->rep_first + (c + 1) * per - 1;
+        out->stage[c] = (PassStage){first, last - first + 1, c % pp, PASS_RECOMPUTE_NONE};
+    }
+    out->mem_peak = 0;
+    for (int r = 0; r < pp; r++) {
+        int best = -1;
+        double bt = INFINITY, bm = INFINITY;
+        for (int x = 0; x < d->nrc; x++) {
+            int q = d->rcs[x];
+            double t = 0, w = 0, sv = 0;
+            for (int c = r; c < chunks; c += pp) {
+                const PassStage *S = &out->stage[c];
+                int i = S->first_piece, j = i + S->npieces - 1;
+                t += d->T[q][j + 1] - d->T[q][i];
+                sv += d->S[q][j + 1] - d->S[q][i];
+                w += d->W[j + 1] - d->W[i];
+            }
+            double mem = d->runtime + w + src_inflight(pp, v, d->m, r) * sv;
+            bool take = d->ignore_mem ? mem < bm : mem <= d->cap && t < bt * (1 - 1e-12);
+            if (take)
+                best = q, bt = t, bm = mem;
+        }
+        if (best < 0)
+            return false;
+        for (int c = r; c < chunks; c += pp)
+            out->stage[c].recompute = (PassRecompute)best;
+        out->mem_peak = fmax(out->mem_peak, bm);
+    }
+    return true;
+}
+
+bool src_partition(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
+                   double cap, bool ignore_mem, SrcPart *out)
+{
+    if (k->pp * k->v > (int)(sizeof out->stage / sizeof out->stage[0]))
+        ir_die("search: %d pipeline stages", k->pp * k->v);
+    Dp d;
+    init_dp(&d, s, G, V, k, cap, ignore_mem);
+    bool ok = k->v > 1 ? part_interleaved(&d, out) : part_1f1b(&d, out);
+    free_dp(&d);
+    return ok;
+}
+
+void src_stage_times(const Src *s, const SrcVariant *V, const PassPlan *p, double *fwd, double *bwd)
+{
+    (void)s;
+    for (int st = 0; st < p->nstages; st++) {
+        const PassStage *S = &p->stages[st];
+        fwd[st] = bwd[st] = 0;
+        for (int q = S->first_piece; q < S->first_piece + S->npieces; q++) {
+            const SrcPiece *P = &V->piece[q];
+            fwd[st] += P->fwd + P->rs_f;
+            bwd[st] += P->bwd + P->rec[S->recompute] + P->rs_b;
+        }
+    }
+}

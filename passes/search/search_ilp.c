@@ -1,0 +1,236 @@
+/* search_ilp.c: a group's strategies from the intra-operator ILP, and the
+ * per-piece costs the partition and the bounds work with.
+ *
+ * The stage mesh is (dp x tp): axis 0 may split only the batch, axis 1
+ * anything else (and the sequence only with sp), pass_ilp_pins. One solve per
+ * kind of piece serves every stage of every pipeline degree: each repeat is
+ * solved as one layer between layers of its kind (the cache answers any
+ * other stage of that shape), and each run of pieces outside repeats (the
+ * embedding, the head) together with the layer next to it, whose boundary
+ * sharding is fixed to the one the layers chose so that the pieces agree.
+ * The queries use the group's micro-batch and count, one micro-batch in
+ * flight and no memory budget (variant 0); when nothing fits with those
+ * strategies, variant 1 solves the layers again under a budget of 60% of
+ * variant 0's memory, which makes the ILP trade time for memory (sharding
+ * weights instead of replicating them, sequence-parallel norms). */
+#include "search/src.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void src_variant_free(SrcVariant *v)
+{
+    free(v->strat);
+    free(v->piece);
+    memset(v, 0, sizeof *v);
+}
+
+/* The piece to solve for repeat `rep`: one whose neighbours are of its kind
+ * when there is one, so every group's query has the same shape. */
+static int rep_representative(const IrGraph *g, int rep)
+{
+    int first = -1;
+    for (int p = 0; p < g->npieces; p++) {
+        if (g->pieces[p].rep != rep)
+            continue;
+        if (first < 0)
+            first = p;
+        if (p > 0 && p + 1 < g->npieces && g->pieces[p - 1].rep == rep && g->pieces[p + 1].rep == rep)
+            return p;
+    }
+    return first;
+}
+
+static const PassIlpResult *solve(Src *s, SrcVariant *V, const PassIlpQuery *q)
+{
+    if (V->nq >= SRC_MAXQ)
+        ir_die("search: more than %d ILP queries for one variant", SRC_MAXQ);
+    const IrGraph *gs = s->o->skeleton ? s->o->skeleton : s->g;
+    const PassIlpResult *r = pass_ilp_stage(s->cache, s->c, &pass_ilp_costs, gs, q);
+    V->q[V->nq] = *q;
+    V->r[V->nq++] = r;
+    return r;
+}
+
+static void piece_costs(Src *s, const SrcGroup *G, SrcVariant *V, const int64_t *ds, int p,
+                        SrcPiece *P)
+{
+    const IrGraph *g = s->g;
+    memset(P, 0, sizeof *P);
+    for (int n = g->pieces[p].first; n < g->pieces[p].first + g->pieces[p].count; n++) {
+        const IrNode *nd = &g->nodes[n];
+        const PassStrategy *st = &V->strat[n];
+        PassNodeCost nc;
+        pass_cost_node(s->c, g, nd, &G->mesh, st, ds, &nc);
+        P->fwd += nc.fwd_s;
+        P->bwd += nc.bwd_s;
+        for (int r = 0; r < SRC_NRC; r++) {
+            if (pass_recomputed(s->c, g, nd, r))
+                P->rec[r] += nc.fwd_s;
+            P->saved[r] += src_kept_bytes(s->c, g, &G->mesh, V->strat, ds, nd, r);
+        }
+        for (int z = 0; z < 4; z++)
+            P->states[z] += pass_param_bytes(s->c, g, nd, &G->mesh, st, z);
+    }
+}
+
+bool src_variant(Src *s, SrcGroup *G, int k)
+{
+    const IrGraph *g = s->g;
+    /* The ILP runs on gs (the skeleton, or g); strategies and costs are g's. */
+    const IrGraph *gs = s->o->skeleton ? s->o->skeleton : g;
+    const PassSearchPins *pin = &s->o->pins;
+    SrcVariant *V = &G->var[k];
+    memset(V, 0, sizeof *V);
+    PassIlpQuery base;
+    memset(&base, 0, sizeof base);
+    base.mesh = G->mesh;
+    base.mb_seqs = G->mb_seqs;
+    base.num_micro = G->m;
+    base.zero = pin->zero >= 0 ? pin->zero : G->dp > 1 ? 1 : 0;
+    base.recompute = pin->recompute >= 0 ? (PassRecompute)pin->recompute : PASS_RECOMPUTE_NONE;
+    base.inflight = 1;
+    base.time_limit_s = s->o->ilp_time_limit_s > 0 ? s->o->ilp_time_limit_s : 10;
+    pass_ilp_pins(gs, 0, G->tp > 1 ? 1 : -1, G->sp, base.allow);
+    /* Axis 0 is the data-parallel axis: one that splits no batch holds only
+     * replicas, which the search already weighs as idle GPUs. The tp axis may
+     * serve a sequence split with whole weights; a pinned --tp asks for
+     * tensor parallelism proper (sharded weights), a pinned --sp on for split
+     * norms. */
+    base.require = PASS_REQ_BATCH | (pin->tp > 1 ? PASS_REQ_WEIGHTS : 0) |
+                   (pin->sp == 1 && G->tp > 1 ? PASS_REQ_SEQ_NORMS : 0);
+
+    V->strat = ir_xmalloc(sizeof(PassStrategy) * (size_t)(g->nfwd + 1));
+    for (int i = 0; i < g->nfwd; i++)
+        V->strat[i] = (PassStrategy){{-1, -1}};
+    V->piece = ir_xcalloc((size_t)g->npieces, sizeof *V->piece);
+    double *rs = ir_xcalloc((size_t)g->npieces * 2, sizeof(double));
+    int64_t *ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));
+    ir_dim_sizes(g, G->mb_seqs, ds);
+    bool ok = true;
+
+    /* Repeats: one layer each. */
+    int nrep = 0;
+    for (int p = 0; p < g->npieces; p++)
+        if (g->pieces[p].rep + 1 > nrep)
+            nrep = g->pieces[p].rep + 1;
+    const PassIlpResult **rep_r = ir_xcalloc((size_t)nrep + 1, sizeof *rep_r);
+    for (int rep = 0; rep < nrep && ok; rep++) {
+        int rs_ = rep_representative(gs, rep), rp = rep_representative(g, rep);
+        if (rs_ < 0 || rp < 0)
+            continue;
+        PassIlpQuery q = base;
+        q.first_piece = rs_;
+        q.npieces = 1;
+        if (k > 0) {
+            const PassIlpResult *r0 = NULL;
+            for (int i = 0; i < G->var[0].nq; i++)
+                if (G->var[0].q[i].first_piece == rs_ && G->var[0].q[i].npieces == 1)
+                    r0 = G->var[0].r[i];
+            if (!r0)
+                ir_die("search: variant 1 without variant 0");
+            q.budget = 0.6 * r0->mem_bytes;
+        }
+        const PassIlpResult *r = solve(s, V, &q);
+        if (!r->feasible) {
+            ok = false;
+            break;
+        }
+        rep_r[rep] = r;
+        const IrPiece *R = &gs->pieces[rs_];
+        for (int p = 0; p < g->npieces; p++) {
+            const IrPiece *P = &g->pieces[p];
+            if (P->rep != rep || P->count != R->count)
+                continue;
+            for (int j = 0; j < P->count; j++)
+                V->strat[P->first + j] = r->strategy[R->first + j - r->first_node];
+        }
+        piece_costs(s, G, V, ds, rp, &V->piece[rp]);
+        SrcPiece *P = &V->piece[rp];
+        rs[2 * rp] = fmax(0, r->fwd_s - P->fwd);
+        rs[2 * rp + 1] = fmax(0, r->bwd_s - P->bwd - P->rec[q.recompute]);
+    }
+
+    /* Runs of pieces outside repeats, each with the layer next to it. */
+    for (int a = 0; a < gs->npieces && ok;) {
+        if (gs->pieces[a].rep >= 0) {
+            a++;
+            continue;
+        }
+        int b = a;
+        while (b + 1 < gs->npieces && gs->pieces[b + 1].rep < 0)
+            b++;
+        int lo = a > 0 ? a - 1 : a, hi = b + 1 < gs->npieces ? b + 1 : b;
+        PassIlpQuery q = base;
+        q.first_piece = lo;
+        q.npieces = hi - lo + 1;
+        int nb = (lo < a) + (hi > b);
+        int rb = lo < a ? gs->pieces[lo].rep : hi > b ? gs->pieces[hi].rep : -1;
+        bool one_kind = nb == 1 || (nb == 2 && gs->pieces[lo].rep == gs->pieces[hi].rep);
+        if (rb >= 0 && one_kind && rep_r[rb] && rep_r[rb]->has_boundary) {
+            q.fix_boundary = true;
+            q.boundary = rep_r[rb]->boundary;
+        }
+        const PassIlpResult *r = solve(s, V, &q);
+        if (!r->feasible) {
+            ok = false;
+            break;
+        }
+        /* Their strategies, and the resharding the solve's times hold beyond
+         * the kernels of the run and the neighbouring layers' own estimate. */
+        double kf = 0, kb = 0;
+        int first = -1;
+        for (int ps = a; ps <= b; ps++) {
+            int p = -1;
+            for (int x = 0; x < g->npieces && p < 0; x++)
+                if (g->pieces[x].rep < 0 && !strcmp(g->pieces[x].name, gs->pieces[ps].name))
+                    p = x;
+            if (p < 0)
+                ir_die("search: piece '%s' missing from the model", gs->pieces[ps].name);
+            if (first < 0)
+                first = p;
+            const IrPiece *S = &gs->pieces[ps], *P = &g->pieces[p];
+            for (int j = 0; j < P->count; j++)
+                V->strat[P->first + j] = r->strategy[S->first + j - r->first_node];
+            piece_costs(s, G, V, ds, p, &V->piece[p]);
+            kf += V->piece[p].fwd;
+            kb += V->piece[p].bwd + V->piece[p].rec[q.recompute];
+        }
+        for (int ps = lo; ps <= hi; ps++) {
+            if (ps >= a && ps <= b)
+                continue;
+            int rp = rep_representative(g, gs->pieces[ps].rep);
+            const SrcPiece *L = &V->piece[rp];
+            kf += L->fwd + rs[2 * rp];
+            kb += L->bwd + L->rec[q.recompute] + rs[2 * rp + 1];
+        }
+        rs[2 * first] = fmax(0, r->fwd_s - kf);
+        rs[2 * first + 1] = fmax(0, r->bwd_s - kb);
+        a = b + 1;
+    }
+
+    /* Every piece of a repeat costs what its representative does. */
+    if (ok)
+        for (int p = 0; p < g->npieces; p++) {
+            int rep = g->pieces[p].rep;
+            if (rep >= 0) {
+                int rp = rep_representative(g, rep);
+                if (p != rp) {
+                    if (g->pieces[p].count == g->pieces[rp].count)
+                        V->piece[p] = V->piece[rp];
+                    else
+                        piece_costs(s, G, V, ds, p, &V->piece[p]);
+                    rs[2 * p] = rs[2 * rp];
+                    rs[2 * p + 1] = rs[2 * rp + 1];
+                }
+            }
+            V->piece[p].rs_f = rs[2 * p];
+            V->piece[p].rs_b = rs[2 * p + 1];
+        }
+    free(rep_r);
+    free(rs);
+    free(ds);
+    V->ok = ok;
+    return ok;
+}

@@ -1,0 +1,257 @@
+/* search_nofit.c: after the search, the requests it could not satisfy, each
+ * with a sentence saying why: layouts and models that do not fit (the item
+ * that overflows and by how much, then what would fit, found by searching
+ * again with pins relaxed or more GPUs), and idle GPUs. Calls pass_search, so
+ * it sits above search.c; pins refused before searching are search_pins.c's. */
+#include "search/search.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GIB 1073741824.0
+
+static double states_total(const PassCostCtx *c, const IrGraph *g)
+{
+    PassMesh one;
+    pass_mesh_make(&one, 1, 1, 8);
+    PassStrategy rep = {{-1, -1}};
+    double t = 0;
+    for (int n = 0; n < g->nfwd; n++)
+        t += pass_param_bytes(c, g, &g->nodes[n], &one, &rep, 0);
+    return t;
+}
+
+static bool try_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *q,
+                       PassIlpCache *cache, PassSearchAlt *a);
+
+int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
+                         PassIlpCache *cache, int from, int limit, PassSearchAlt *best)
+{
+    double reserve = c->st.alloc_reserve > 0 ? c->st.alloc_reserve : PASS_MEM_RESERVE;
+    double usable = c->cl->gpu.hbm_bytes * (1 - reserve);
+    PassMesh one;
+    pass_mesh_make(&one, 1, 1, 8);
+    double runtime = pass_runtime_bytes(c, &one, 1) - (c->cl->gpu.runtime_bytes > 0 ? c->cl->gpu.comm_bytes
+                                                                                 : pass_cost_consts.nccl_comm_bytes);
+    double states = states_total(c, g);
+    PassSearchOpts q = *o;
+    q.pins.dp = 0;
+    q.keep = 1;
+    q.first_fit = true;
+    memset(&q.filter, 0, sizeof q.filter);
+    for (int n = from > 0 ? from : 1; n <= limit; n++) {
+        /* Fully sharded model states over n GPUs must fit at least. */
+        if (states / n + runtime > usable)
+            continue;
+        if ((q.pins.tp && n % q.pins.tp) || (q.pins.pp && n % q.pins.pp))
+            continue;
+        q.gpus = n;
+        PassSearchResult r;
+        FILE *devnull = fopen("/dev/null", "w"), *prev = NULL;
+        if (devnull)
+            prev = ir_diag_set_stream(devnull);
+        bool ok = pass_search(c, g, &q, cache, &r);
+        if (devnull) {
+            ir_diag_set_stream(prev); /* where the caller sends them (--json captures them) */
+            fclose(devnull);
+        }
+        if (ok && r.found) {
+            /* The first plan that fits shows the count; report the best one. */
+            pass_search_result_free(&r);
+            q.first_fit = false;
+            if (!try_search(c, g, &q, cache, best))
+                ir_die("search: a plan fits on %d GPUs, then none does", n);
+            return n;
+        }
+        if (ok)
+            pass_search_result_free(&r);
+    }
+    return 0;
+}
+
+/* The largest item of a rank's memory. */
+static const char *largest(const PassRankMem *m, double *v, char *buf, size_t n)
+{
+    struct {
+        const char *name;
+        double v;
+    } it[] = {{"weights", m->weights}, {"gradients", m->grads}, {"optimizer state", m->optim},
+              {"activations", m->acts}, {"recomputation working set", m->recompute_ws},
+              {"backward temporaries", m->transient}, {"communication buffers", m->buffers},
+              {"CUDA and NCCL runtime", m->runtime}, {"allocator fragmentation", m->frag}};
+    int b = 0;
+    for (int i = 1; i < (int)(sizeof it / sizeof it[0]); i++)
+        if (it[i].v > it[b].v)
+            b = i;
+    *v = it[b].v;
+    if (it[b].v == m->acts)
+        snprintf(buf, n, "activations (%g micro-batch%s in flight)", m->inflight, m->inflight == 1 ? "" : "es");
+    else
+        snprintf(buf, n, "%s", it[b].name);
+    return buf;
+}
+
+static void breakdown(const PassRankMem *m, char *buf, size_t n)
+{
+    snprintf(buf, n, "weights %.1f, gradients %.1f, optimizer state %.1f, activations %.1f "
+             "(%g in flight), recomputation %.1f, temporaries %.1f, buffers %.1f, runtime %.1f GiB",
+             m->weights / GIB, m->grads / GIB, m->optim / GIB, m->acts / GIB, m->inflight,
+             m->recompute_ws / GIB, m->transient / GIB, m->buffers / GIB, m->runtime / GIB);
+}
+
+static bool any_pin(const PassSearchPins *p)
+{
+    return p->tp || p->pp || p->dp || p->micro_batch || p->recompute >= 0 || p->sp >= 0 ||
+           p->zero >= 0 || p->schedule >= 0 || p->v;
+}
+
+/* Search again with opts q (quietly); the best plan into a, or false. */
+static bool try_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *q,
+                       PassIlpCache *cache, PassSearchAlt *a)
+{
+    PassSearchResult r;
+    FILE *devnull = fopen("/dev/null", "w"), *prev = NULL;
+    if (devnull)
+        prev = ir_diag_set_stream(devnull);
+    bool ok = pass_search(c, g, q, cache, &r);
+    if (devnull) {
+        ir_diag_set_stream(prev);
+        fclose(devnull);
+    }
+    if (!ok)
+        return false;
+    bool found = r.found;
+    if (found) {
+        *a = r.alt[0];
+        r.alt[0] = (PassSearchAlt){0};
+        r.nalt = 0;
+    }
+    pass_search_result_free(&r);
+    return found;
+}
+
+void pass_search_explain_overflow(const PassCostCtx *c, const IrGraph *g, const PassSearchAlt *a,
+                                  bool pinned, int gpus)
+{
+    const PassGpu *gpu = &c->cl->gpu;
+    double reserve = c->st.alloc_reserve > 0 ? c->st.alloc_reserve : PASS_MEM_RESERVE;
+    double usable = gpu->hbm_bytes * (1 - reserve);
+    const PassRankMem *m = &a->pred.mem[a->pred.peak_rank];
+    double big;
+    char item[128], lay[256], buf[512];
+    largest(m, &big, item, sizeof item);
+    pass_layout_str(&a->layout, lay, sizeof lay);
+    if (pinned)
+        ir_error(IR_NOLOC, "the layout does not fit in memory: pipeline rank %d needs %.1f GiB "
+                 "per GPU, %.1f GiB more than the %.1f GiB usable of %.1f GiB; its largest item "
+                 "is %s, %.1f GiB", a->pred.peak_rank, m->total / GIB, (m->total - usable) / GIB,
+                 usable / GIB, gpu->hbm_bytes / GIB, item, big / GIB);
+    else
+        ir_error(IR_NOLOC, "%s does not fit on %d x %s: the leanest layout (%s) needs %.1f GiB "
+                 "per GPU on pipeline rank %d, %.1f GiB more than the %.1f GiB usable; its "
+                 "largest item is %s, %.1f GiB", g->name, gpus, gpu->name, lay, m->total / GIB,
+                 a->pred.peak_rank, (m->total - usable) / GIB, usable / GIB, item, big / GIB);
+    breakdown(m, buf, sizeof buf);
+    ir_note(IR_NOLOC, "%s on pipeline rank %d: %s", pinned ? lay : "that layout", a->pred.peak_rank, buf);
+}
+
+void pass_search_explain_nofit(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
+                               PassIlpCache *cache, const PassSearchResult *r)
+{
+    const PassGpu *gpu = &c->cl->gpu;
+    int N = r->gpus;
+    const PassSearchPins *pin = &o->pins;
+    char lay[256], flags[256];
+    if (r->no_layout) {
+        ir_error(IR_NOLOC, "no layout of %d GPUs satisfies the pins: pipeline stages must be whole "
+                 "nodes of %d GPUs or a divisor of one, and dp x micro-batch must divide the global "
+                 "batch of %lld sequences", N, c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8,
+                 (long long)r->global_batch);
+        return;
+    }
+    if (r->have_closest) {
+        pass_search_explain_overflow(c, g, &r->closest, any_pin(pin), N);
+    } else {
+        double reserve = c->st.alloc_reserve > 0 ? c->st.alloc_reserve : PASS_MEM_RESERVE;
+        ir_error(IR_NOLOC, "%s does not fit on %d x %s: its model states alone need more than the "
+                 "%.1f GiB usable per GPU", g->name, N, gpu->name, gpu->hbm_bytes * (1 - reserve) / GIB);
+    }
+
+    /* What would fit: one pin relaxed at a time, then none, then more GPUs. */
+    if (any_pin(pin)) {
+        static const char *const what[] = {"--recompute", "--micro-batch", "--zero", "--sp",
+                                           "--schedule", "--tp, --pp and --dp"};
+        for (int i = 0; i < 6; i++) {
+            PassSearchOpts q = *o;
+            q.keep = 1;
+            q.first_fit = false;
+            memset(&q.filter, 0, sizeof q.filter);
+            bool had = true;
+            switch (i) {
+            case 0: had = pin->recompute >= 0; q.pins.recompute = -1; break;
+            case 1: had = pin->micro_batch > 0; q.pins.micro_batch = 0; break;
+            case 2: had = pin->zero >= 0; q.pins.zero = -1; break;
+            case 3: had = pin->sp >= 0; q.pins.sp = -1; break;
+            case 4: had = pin->schedule >= 0 || pin->v; q.pins.schedule = -1; q.pins.v = 0; break;
+            case 5: had = pin->tp || pin->pp || pin->dp; q.pins.tp = q.pins.pp = q.pins.dp = 0; break;
+            }
+            if (!had)
+                continue;
+            PassSearchAlt a;
+            if (try_search(c, g, &q, cache, &a)) {
+                ir_note(IR_NOLOC, "without %s it fits: %s (step %.2f s, peak %.1f GiB): %s", what[i],
+                        pass_layout_str(&a.layout, lay, sizeof lay), a.pred.step_time_s,
+                        a.pred.peak_mem_bytes / GIB, pass_layout_flags(&a.layout, flags, sizeof flags));
+                pass_search_alt_free(&a);
+                return;
+            }
+        }
+        PassSearchOpts q = *o;
+        pass_search_pins_none(&q.pins);
+        q.keep = 1;
+        memset(&q.filter, 0, sizeof q.filter);
+        PassSearchAlt a;
+        if (try_search(c, g, &q, cache, &a)) {
+            ir_note(IR_NOLOC, "without any pins it fits: %s (step %.2f s, peak %.1f GiB): %s",
+                    pass_layout_str(&a.layout, lay, sizeof lay), a.pred.step_time_s,
+                    a.pred.peak_mem_bytes / GIB, pass_layout_flags(&a.layout, flags, sizeof flags));
+            pass_search_alt_free(&a);
+            return;
+        }
+    }
+    PassSearchOpts q = *o;
+    pass_search_pins_none(&q.pins);
+    PassSearchAlt a;
+    int limit = N * 64 > 65536 ? N * 64 : 65536;
+    int n = pass_search_min_gpus(c, g, &q, cache, N + 1, limit, &a);
+    if (n > 0) {
+        ir_note(IR_NOLOC, "the smallest number of %s GPUs on which %s fits is %d: %s (step %.2f s, "
+                "peak %.1f GiB)", gpu->name, g->name, n, pass_layout_str(&a.layout, lay, sizeof lay),
+                a.pred.step_time_s, a.pred.peak_mem_bytes / GIB);
+        pass_search_alt_free(&a);
+    } else {
+        ir_note(IR_NOLOC, "%s fits on no number of %s GPUs up to %d", g->name, gpu->name, limit);
+    }
+}
+
+bool pass_search_idle_note(const PassSearchResult *r, int gpn, char *buf, size_t n)
+{
+    if (!r->found || r->alt[0].layout.gpus >= r->gpus)
+        return false;
+    int used = r->alt[0].layout.gpus, idle = r->gpus - used;
+    if (!r->full_valid)
+        snprintf(buf, n, "the plan uses %d of the %d GPUs; %d stay idle: no layout uses all %d "
+                 "(pipeline stages must be whole nodes of %d GPUs or a divisor of one, and dp must "
+                 "divide the global batch of %lld sequences)", used, r->gpus, idle, r->gpus, gpn,
+                 (long long)r->global_batch);
+    else if (r->full_ranked)
+        snprintf(buf, n, "the plan uses %d of the %d GPUs; %d stay idle: layouts using all %d are "
+                 "predicted slower (the best one ranked takes %.3f s per step against %.3f s)", used,
+                 r->gpus, idle, r->gpus, r->best_full_step_s, r->alt[0].pred.step_time_s);
+    else
+        snprintf(buf, n, "the plan uses %d of the %d GPUs; %d stay idle: every layout using all %d "
+                 "is predicted slower or does not fit", used, r->gpus, idle, r->gpus);
+    return true;
+}

@@ -1,0 +1,222 @@
+/* search_pins.c: pinned layouts that cannot work, each refused before
+ * searching with a sentence saying why (src_check_pins). What is said after a
+ * search that finds nothing is search_nofit.c's. */
+#include "search/src.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* "34 pieces: embedding, 32 layers, head" */
+static const char *pieces_str(const IrGraph *g, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "%d pieces:", g->npieces);
+    for (int p = 0; p < g->npieces && k < n; p++) {
+        const IrPiece *P = &g->pieces[p];
+        if (P->rep < 0) {
+            k += (size_t)snprintf(buf + k, n - k, "%s %s", p ? "," : "", P->name);
+            continue;
+        }
+        if (p > 0 && g->pieces[p - 1].rep == P->rep)
+            continue;
+        int c = 0;
+        for (int q = p; q < g->npieces && g->pieces[q].rep == P->rep; q++)
+            c++;
+        k += (size_t)snprintf(buf + k, n - k, "%s %d layer%s", p ? "," : "", c, c == 1 ? "" : "s");
+    }
+    return buf;
+}
+
+/* The first attention node's query and key/value head dims, or false. */
+static bool heads(const IrGraph *g, int *hq, int *hkv)
+{
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *n = &g->nodes[i];
+        if (n->op != IR_OP_ATTENTION)
+            continue;
+        *hq = g->tensors[n->in[0]].dim[2];
+        *hkv = g->tensors[n->in[1]].dim[2];
+        return true;
+    }
+    return false;
+}
+
+bool src_check_pins(Src *s)
+{
+    const PassSearchPins *p = &s->o->pins;
+    const IrGraph *g = s->g;
+    int N = s->gpus, tp = p->tp, pp = p->pp, dp = p->dp;
+    long long gb = (long long)s->gb;
+    char buf[256];
+    /* What the stack offers (PassStack): a pin it lacks is refused by name. */
+    const PassStack *st = &s->c->st;
+    if (p->zero >= 0 && !pass_stack_has_zero(st, p->zero)) {
+        ir_error(IR_NOLOC, "--zero %d: the %s stack has no ZeRO stage %d", p->zero, st->name, p->zero);
+        return false;
+    }
+    if (p->recompute >= 0 && !pass_stack_has_recompute(st, p->recompute)) {
+        ir_error(IR_NOLOC, "--recompute %s: the %s stack does not offer it",
+                 pass_recompute_name((PassRecompute)p->recompute), st->name);
+        return false;
+    }
+    if (p->schedule >= 0 && !pass_stack_has_schedule(st, p->schedule)) {
+        ir_error(IR_NOLOC, "--schedule %s: the %s stack does not offer it",
+                 p->schedule == PASS_SCHED_INTERLEAVED ? "interleaved" : "1f1b", st->name);
+        return false;
+    }
+    if (p->sp == 1 && st->no_sp) {
+        ir_error(IR_NOLOC, "--sp on: the %s stack has no sequence parallelism", st->name);
+        return false;
+    }
+    if (tp > N) {
+        ir_error(IR_NOLOC, "--tp %d needs more GPUs than the %d given", tp, N);
+        return false;
+    }
+    int hq, hkv;
+    if (tp > 1 && heads(g, &hq, &hkv)) {
+        const IrDim *Q = &g->dims[hq], *K = &g->dims[hkv];
+        if (Q->size % tp) {
+            ir_error(IR_NOLOC, "--tp %d does not divide the %lld attention heads of %s (%s = %lld)",
+                     tp, (long long)Q->size, g->name, Q->name, (long long)Q->size);
+            return false;
+        }
+        if (hkv != hq && K->size % tp) {
+            ir_error(IR_NOLOC, "--tp %d does not divide the %lld key/value heads of %s (%s = %lld)",
+                     tp, (long long)K->size, g->name, K->name, (long long)K->size);
+            return false;
+        }
+    }
+    int v = p->v > 1 ? p->v : 1;
+    if (pp * v > g->npieces) {
+        if (v > 1)
+            ir_error(IR_NOLOC, "--pp %d with --virtual-stages %d asks for %d model chunks, more than "
+                     "%s has pieces to give them (%s)", pp, v, pp * v, g->name, pieces_str(g, buf, sizeof buf));
+        else
+            ir_error(IR_NOLOC, "--pp %d asks for more pipeline stages than %s has pieces to give "
+                     "them (%s)", pp, g->name, pieces_str(g, buf, sizeof buf));
+        return false;
+    }
+    if (pp > N) {
+        ir_error(IR_NOLOC, "--pp %d needs more GPUs than the %d given", pp, N);
+        return false;
+    }
+    if (dp && tp && pp && dp * tp * pp != N) {
+        ir_error(IR_NOLOC, "--dp %d x --tp %d x --pp %d = %d GPUs, but --gpus is %d", dp, tp, pp,
+                 dp * tp * pp, N);
+        return false;
+    }
+    int fixed = (tp ? tp : 1) * (pp ? pp : 1) * (dp ? dp : 1);
+    if (N % fixed) {
+        char what[96] = "";
+        size_t k = 0;
+        if (dp)
+            k += (size_t)snprintf(what + k, sizeof what - k, "--dp %d", dp);
+        if (tp)
+            k += (size_t)snprintf(what + k, sizeof what - k, "%s--tp %d", k ? " x " : "", tp);
+        if (pp)
+            k += (size_t)snprintf(what + k, sizeof what - k, "%s--pp %d", k ? " x " : "", pp);
+        if ((dp != 0) + (tp != 0) + (pp != 0) > 1)
+            snprintf(what + k, sizeof what - k, " = %d", fixed);
+        ir_error(IR_NOLOC, "--gpus %d is not divisible by %s", N, what);
+        return false;
+    }
+    if (pp) {
+        int n = N / pp;
+        if (n % s->gpn && s->gpn % n) {
+            ir_error(IR_NOLOC, "with --pp %d each pipeline stage gets %d GPUs, which is neither whole "
+                     "nodes of %d GPUs nor a divisor of one", pp, n, s->gpn);
+            return false;
+        }
+    }
+    if (p->sp == 1 && tp == 1) {
+        ir_error(IR_NOLOC, "--sp on needs --tp of at least 2: sequence parallelism splits the "
+                 "tensor-parallel group's work along the sequence");
+        return false;
+    }
+    /* The data-parallel degree, when the pins determine it. */
+    int d = dp ? dp : tp && pp ? N / (tp * pp) : 0;
+    if (d && gb % d) {
+        if (dp)
+            ir_error(IR_NOLOC, "--dp %d does not divide the global batch of %lld sequences", d, gb);
+        else
+            ir_error(IR_NOLOC, "dp %d (%d GPUs / (tp %d x pp %d)) does not divide the global batch "
+                     "of %lld sequences", d, N, tp, pp, gb);
+        return false;
+    }
+    if (p->micro_batch) {
+        long long mb = (long long)p->micro_batch * (d ? d : 1);
+        if (gb % mb) {
+            if (d)
+                ir_error(IR_NOLOC, "--micro-batch %d x dp %d = %lld sequences per micro-batch do not "
+                         "divide the global batch of %lld sequences", p->micro_batch, d, mb, gb);
+            else
+                ir_error(IR_NOLOC, "--micro-batch %d does not divide the global batch of %lld "
+                         "sequences", p->micro_batch, gb);
+            return false;
+        }
+    }
+    bool inter = p->schedule == PASS_SCHED_INTERLEAVED || p->v > 1;
+    if (inter) {
+        if (s->rep0 < 0) {
+            ir_error(IR_NOLOC, "the interleaved schedule needs a model whose layers form one repeat; "
+                     "%s has %s", g->name, pieces_str(g, buf, sizeof buf));
+            return false;
+        }
+        if (pp == 1) {
+            ir_error(IR_NOLOC, "the interleaved schedule needs --pp of at least 2");
+            return false;
+        }
+        bool any = false;
+        for (int q = pp ? pp : 2; q <= (pp ? pp : s->rep_count) && !any; q++)
+            for (int w = p->v > 1 ? p->v : 2; w <= (p->v > 1 ? p->v : s->rep_count) && !any; w++)
+                any = s->rep_count % (q * w) == 0;
+        if (!any && !pp) {
+            if (p->v > 1)
+                ir_error(IR_NOLOC, "--virtual-stages %d needs the %d layers to split into pp x %d "
+                         "equal chunks for some pp of at least 2", p->v, s->rep_count, p->v);
+            else
+                ir_error(IR_NOLOC, "the interleaved schedule needs the %d layers to split into "
+                         "pp x v equal chunks with pp and v at least 2", s->rep_count);
+            return false;
+        }
+        if (pp && v > 1 && s->rep_count % (pp * v)) {
+            ir_error(IR_NOLOC, "--virtual-stages %d with --pp %d needs the %d layers to split into "
+                     "%d equal chunks", v, pp, s->rep_count, pp * v);
+            return false;
+        }
+        if (pp && d && p->micro_batch) {
+            long long m = gb / ((long long)p->micro_batch * d);
+            if (m % pp) {
+                ir_error(IR_NOLOC, "the interleaved schedule needs the number of micro-batches "
+                         "(%lld) to be a multiple of --pp %d", m, pp);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+bool pass_search_check_pins(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o)
+{
+    /* The fields src_check_pins reads, as pass_search sets them. */
+    Src s;
+    memset(&s, 0, sizeof s);
+    s.c = c, s.g = g, s.o = o;
+    s.gpus = o->gpus > 0 ? o->gpus : c->cl->ngpus;
+    s.gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
+    s.gb = o->global_batch > 0 ? o->global_batch : g->global_batch;
+    s.rep0 = -1;
+    int nreps = 0;
+    for (int p = 0; p < g->npieces; p++) {
+        const IrPiece *P = &g->pieces[p];
+        if (P->rep < 0)
+            continue;
+        if (p == 0 || g->pieces[p - 1].rep != P->rep) {
+            nreps++;
+            s.rep0 = P->rep, s.rep_first = p, s.rep_count = 0;
+        }
+        s.rep_count++;
+    }
+    if (nreps != 1)
+        s.rep0 = -1, s.rep_count = 0;
+    return src_check_pins(&s);
+}

@@ -1,0 +1,392 @@
+/* search_prune.c: the lower bounds that let the search skip candidates
+ * without solving or ranking them (docs/planner.md, "Why the pruning is
+ * sound").
+ *
+ * Time. pass_predict's step time is at least its pipeline term, and that is
+ * at least max(m * tmax, tsum), tmax the slowest pipeline rank's time per
+ * micro-batch and tsum the sum over ranks: the slowest rank runs m of them
+ * one after another, and one micro-batch passes every stage forward and
+ * back. (A reference stack's 1F1B formula, m * tmax + (tsum - tmax) / v, is
+ * larger; the event simulation of ptdc's schedule can come close to
+ * m * tmax alone when the busiest rank is the first.) A rank's time is at least the
+ * kernel time of its nodes, and tmax >= max(tsum / pp, the costliest piece).
+ * Before any strategy is known, a node's kernels on n devices take at least
+ * its global FLOPs / (n * peak * best efficiency) (matmul, attention) or its
+ * global bytes / (n * HBM rate) (memory-bound ops): the devices of a stage
+ * together do at least the unsharded work, and every device does the same.
+ * Once a variant's strategies are known, the bound uses their exact kernel
+ * times (pass_cost_node), the same numbers pass_predict sums.
+ *
+ * Memory. pass_predict's total on a rank is at least its model states plus
+ * its in-flight activations plus the runtime term. Model states are at least
+ * the unsharded ones divided by the ways they can be split (tp for weights,
+ * tp * dp for what ZeRO shards); activations at least the unsharded saved
+ * bytes / n. With x_r, y_r a rank's states and saved bytes and i_r its
+ * in-flight count, max_r (x_r + i_r y_r) is at least any weighted mean of
+ * them; the two weightings 1/pp and (1/i_r) / sum(1/i_r) give bounds that
+ * do not depend on where the stages are cut. */
+#include "search/src.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+double src_inflight(int pp, int v, int m, int r)
+{
+    /* pass_predict holds slots[j] micro-batches of chunk j (the schedule's,
+     * passes/cost/schedule.c); with chunks of equal size that is the rank's saved
+     * bytes times the mean slot count. */
+    int slots[PASS_MAX_CHUNKS];
+    pass_schedule_slots(pp, v, m, r, slots);
+    double sum = 0;
+    for (int j = 0; j < v; j++)
+        sum += slots[j];
+    return sum / v;
+}
+
+double src_inflight_lo(int pp, int v, int m, int r)
+{
+    /* A lower bound whatever the chunks' sizes: every chunk holds at least
+     * the fewest slots of any. */
+    int slots[PASS_MAX_CHUNKS];
+    pass_schedule_slots(pp, v, m, r, slots);
+    int lo = slots[0];
+    for (int j = 1; j < v; j++)
+        lo = slots[j] < lo ? slots[j] : lo;
+    return lo;
+}
+
+void src_states(Src *s)
+{
+    const IrGraph *g = s->g;
+    PassMesh one;
+    pass_mesh_make(&one, 1, 1, s->gpn);
+    PassStrategy rep = {{-1, -1}};
+    s->w = ir_xcalloc((size_t)s->npieces, sizeof(double));
+    s->gr = ir_xcalloc((size_t)s->npieces, sizeof(double));
+    s->op = ir_xcalloc((size_t)s->npieces, sizeof(double));
+    for (int p = 0; p < s->npieces; p++)
+        for (int n = g->pieces[p].first; n < g->pieces[p].first + g->pieces[p].count; n++) {
+            double w, gr, op;
+            pass_param_bytes3(s->c, g, &g->nodes[n], &one, &rep, 0, &w, &gr, &op);
+            s->w[p] += w, s->gr[p] += gr, s->op[p] += op;
+        }
+}
+
+/* The piece that stands for p when costs depend only on the piece's kind:
+ * the first piece of its repeat. */
+static int rep_piece(const IrGraph *g, int p)
+{
+    if (g->pieces[p].rep < 0)
+        return p;
+    for (int q = 0; q < p; q++)
+        if (g->pieces[q].rep == g->pieces[p].rep && g->pieces[q].count == g->pieces[p].count)
+            return q;
+    return p;
+}
+
+const SrcWork *src_work(Src *s, int64_t mb_seqs)
+{
+    for (int i = 0; i < s->nwork; i++)
+        if (s->work[i].mb_seqs == mb_seqs)
+            return &s->work[i];
+    const IrGraph *g = s->g;
+    const PassGpu *gpu = &s->c->cl->gpu;
+    if (s->nwork == s->capwork) {
+        s->capwork = s->capwork ? 2 * s->capwork : 16;
+        s->work = ir_xrealloc(s->work, (size_t)s->capwork * sizeof *s->work);
+    }
+    SrcWork *W = &s->work[s->nwork++];
+    W->mb_seqs = mb_seqs;
+    W->t = ir_xcalloc((size_t)s->npieces * SRC_NRC, sizeof(double));
+    W->saved = ir_xcalloc((size_t)s->npieces * SRC_NRC, sizeof(double));
+    int64_t *ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));
+    ir_dim_sizes(g, mb_seqs, ds);
+    PassMesh one;
+    pass_mesh_make(&one, 1, 1, s->gpn);
+    PassStrategy rep = {{-1, -1}};
+    double flop_rate = gpu->peak_flops * s->eff_max, byte_rate = gpu->hbm_bw * gpu->hbm_eff;
+    for (int p = 0; p < s->npieces; p++) {
+        int q = rep_piece(g, p);
+        if (q != p) {
+            memcpy(&W->t[p * SRC_NRC], &W->t[q * SRC_NRC], SRC_NRC * sizeof(double));
+            memcpy(&W->saved[p * SRC_NRC], &W->saved[q * SRC_NRC], SRC_NRC * sizeof(double));
+            continue;
+        }
+        for (int n = g->pieces[p].first; n < g->pieces[p].first + g->pieces[p].count; n++) {
+            const IrNode *nd = &g->nodes[n];
+            PassNodeCost nc;
+            pass_cost_node(s->c, g, nd, &one, &rep, ds, &nc);
+            /* Compute-bound kernels by FLOPs, the rest by bytes. */
+            bool fl = nc.flops_fwd + nc.flops_bwd > 0;
+            double tf = fl ? nc.flops_fwd / flop_rate : nc.bytes_fwd / byte_rate;
+            double tb = fl ? nc.flops_bwd / flop_rate : nc.bytes_bwd / byte_rate;
+            for (int r = 0; r < SRC_NRC; r++) {
+                W->t[p * SRC_NRC + r] += tf + tb + (pass_recomputed(s->c, g, nd, (PassRecompute)r) ? tf : 0);
+                W->saved[p * SRC_NRC + r] += pass_saved_bytes(s->c, g, nd, &one, &rep, ds, r);
+            }
+        }
+    }
+    free(ds);
+    return W;
+}
+
+/* The in-flight counts' extremes and harmonic sum over the ranks. */
+static void inflight_stats(int pp, int v, int m, double *imin, double *imax, double *h)
+{
+    *imin = INFINITY, *imax = 0, *h = 0;
+    for (int r = 0; r < pp; r++) {
+        double i = src_inflight_lo(pp, v, m, r);
+        *imin = fmin(*imin, i);
+        *imax = fmax(*imax, i);
+        *h += 1 / i;
+    }
+}
+
+static double pipe_bound(double tsum, double tmax, int pp, int v, int m)
+{
+    (void)v;
+    tmax = fmax(tmax, tsum / pp);
+    return fmax(m * tmax, tsum);
+}
+
+/* Bytes node n keeps for backward under r, as pass_predict counts them: an
+ * input all-gathered for n is kept in its producer's smaller layout. */
+double src_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PassMesh *m,
+                      const PassStrategy *strat, const int64_t *ds, const IrNode *n, PassRecompute r)
+{
+    PassSaved it[IR_MAX_IN + IR_MAX_OUT + 2];
+    int k = pass_saved_list(c, g, n, m, &strat[n->id], ds, r, it, IR_MAX_IN + IR_MAX_OUT + 2);
+    PassSharding in[IR_MAX_IN];
+    pass_shard_io(g, n, &strat[n->id], in, NULL);
+    double b = 0;
+    for (int i = 0; i < k; i++) {
+        b += it[i].bytes;
+        int t = it[i].tensor, pid = t >= 0 ? g->tensors[t].producer : -1;
+        if (t < 0 || it[i].slot >= n->nin || pid < 0)
+            continue;
+        const IrNode *pn = &g->nodes[pid];
+        PassSharding out[IR_MAX_OUT], from;
+        pass_shard_io(g, pn, &strat[pid], NULL, out);
+        int o = 0;
+        while (o < pn->nout && pn->out[o] != t)
+            o++;
+        from = out[o];
+        if (from.partial)
+            continue;
+        PassColl steps[8];
+        int ns = pass_reshard(g, t, m, &from, &in[it[i].slot], ds, steps, 8);
+        bool gathers = ns > 0;
+        for (int j = 0; j < ns; j++)
+            gathers &= steps[j].kind == PASS_COLL_ALLGATHER;
+        double small = (double)pass_local_numel(g, t, m, &from, ds) * pass_elem_bytes(c, g->tensors[t].dtype);
+        if (gathers && small < it[i].bytes)
+            b -= it[i].bytes - small;
+    }
+    return b;
+}
+
+/* The least bytes any allowed strategy of t's producer lays t out in (a
+ * floor for what pass_predict keeps of t), cached in minb[t]. */
+static double producer_floor(Src *s, const SrcGroup *G, const int64_t *ds, const uint64_t *allow,
+                             PassStrategy *st, int maxs, double *minb, int t)
+{
+    if (minb[t] >= 0)
+        return minb[t];
+    const IrGraph *g = s->g;
+    const IrNode *pn = &g->nodes[g->tensors[t].producer];
+    int ns = pass_strategies(g, pn, &G->mesh, ds, allow, st, maxs);
+    double best = INFINITY;
+    for (int i = 0; i < ns; i++) {
+        PassSharding out[IR_MAX_OUT];
+        pass_shard_io(g, pn, &st[i], NULL, out);
+        for (int o = 0; o < pn->nout; o++)
+            if (pn->out[o] == t)
+                best = fmin(best, (double)pass_local_numel(g, t, &G->mesh, &out[o], ds) *
+                                      pass_elem_bytes(s->c, g->tensors[t].dtype));
+    }
+    return minb[t] = isfinite(best) ? best : 0;
+}
+
+/* The tighter bound of a group: for every node the least kernel time,
+ * saved bytes and model states over the strategies the ILP may choose on the
+ * group's mesh (pass_strategies under the same pins), summed per piece. A
+ * sum of per-node minima is at most what any one choice costs. */
+void src_group_floor(Src *s, SrcGroup *G)
+{
+    const IrGraph *g = s->g;
+    int P = s->npieces;
+    G->floor_t = ir_xcalloc((size_t)P * SRC_NRC, sizeof(double));
+    G->floor_saved = ir_xcalloc((size_t)P * SRC_NRC, sizeof(double));
+    G->floor_states = ir_xcalloc((size_t)P * 4, sizeof(double));
+    int64_t *ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));
+    ir_dim_sizes(g, G->mb_seqs, ds);
+    uint64_t allow[PASS_MAX_AXES];
+    pass_ilp_pins(g, 0, G->tp > 1 ? 1 : -1, G->sp, allow);
+    enum { MAXS = 512 };
+    PassStrategy *st = ir_xmalloc(sizeof(PassStrategy) * MAXS);
+    PassStrategy *pst = ir_xmalloc(sizeof(PassStrategy) * MAXS);
+    double *minb = ir_xmalloc(sizeof(double) * (size_t)(g->ntensors + 1));
+    for (int t = 0; t < g->ntensors; t++)
+        minb[t] = -1;
+    for (int p = 0; p < P; p++) {
+        int q = rep_piece(g, p);
+        if (q != p) {
+            memcpy(&G->floor_t[p * SRC_NRC], &G->floor_t[q * SRC_NRC], SRC_NRC * sizeof(double));
+            memcpy(&G->floor_saved[p * SRC_NRC], &G->floor_saved[q * SRC_NRC], SRC_NRC * sizeof(double));
+            memcpy(&G->floor_states[p * 4], &G->floor_states[q * 4], 4 * sizeof(double));
+            continue;
+        }
+        for (int n = g->pieces[p].first; n < g->pieces[p].first + g->pieces[p].count; n++) {
+            const IrNode *nd = &g->nodes[n];
+            int ns = pass_strategies(g, nd, &G->mesh, ds, allow, st, MAXS);
+            double tb = INFINITY, tf = INFINITY, sv[SRC_NRC], sz[4];
+            for (int r = 0; r < SRC_NRC; r++)
+                sv[r] = INFINITY;
+            for (int z = 0; z < 4; z++)
+                sz[z] = INFINITY;
+            for (int i = 0; i < ns; i++) {
+                PassNodeCost nc;
+                pass_cost_node(s->c, g, nd, &G->mesh, &st[i], ds, &nc);
+                tb = fmin(tb, nc.fwd_s + nc.bwd_s);
+                tf = fmin(tf, nc.fwd_s);
+                for (int r = 0; r < SRC_NRC; r++) {
+                    /* What the node keeps, each input at most as big as
+                     * its producer can lay it out (pass_predict may keep
+                     * the producer's layout instead). */
+                    PassSaved it[IR_MAX_IN + IR_MAX_OUT + 2];
+                    int k = pass_saved_list(s->c, g, nd, &G->mesh, &st[i], ds, r, it,
+                                            IR_MAX_IN + IR_MAX_OUT + 2);
+                    double b = 0;
+                    for (int j = 0; j < k; j++) {
+                        int t = it[j].tensor;
+                        double x = it[j].bytes;
+                        if (t >= 0 && it[j].slot < nd->nin && g->tensors[t].producer >= 0)
+                            x = fmin(x, producer_floor(s, G, ds, allow, pst, MAXS, minb, t));
+                        b += x;
+                    }
+                    sv[r] = fmin(sv[r], b);
+                }
+                for (int z = 0; z < 4; z++)
+                    sz[z] = fmin(sz[z], pass_param_bytes(s->c, g, nd, &G->mesh, &st[i], z));
+            }
+            if (ns < 1)
+                tb = tf = 0, sv[0] = sv[1] = sv[2] = sv[3] = 0, sz[0] = sz[1] = sz[2] = sz[3] = 0;
+            for (int r = 0; r < SRC_NRC; r++) {
+                G->floor_t[p * SRC_NRC + r] += tb + (pass_recomputed(s->c, g, nd, (PassRecompute)r) ? tf : 0);
+                G->floor_saved[p * SRC_NRC + r] += sv[r];
+            }
+            for (int z = 0; z < 4; z++)
+                G->floor_states[p * 4 + z] += sz[z];
+        }
+    }
+    free(st);
+    free(pst);
+    free(minb);
+    free(ds);
+}
+
+/* A group's per-piece bounds summed once (they do not depend on pp, v or
+ * the partition): time per policy, its costliest piece, saved bytes per
+ * policy and the least over policies, model states per ZeRO stage. */
+void src_group_sums(Src *s, SrcGroup *G)
+{
+    const SrcWork *W = src_work(s, G->mb_seqs);
+    int n = G->dp * G->tp;
+    memset(G->sum_t, 0, sizeof G->sum_t);
+    memset(G->max_t, 0, sizeof G->max_t);
+    memset(G->sum_saved, 0, sizeof G->sum_saved);
+    memset(G->sum_states, 0, sizeof G->sum_states);
+    G->sum_saved_min = 0;
+    for (int p = 0; p < s->npieces; p++) {
+        double smin = INFINITY;
+        for (int r = 0; r < SRC_NRC; r++) {
+            double t = W->t[p * SRC_NRC + r] / n;
+            if (G->floor_t)
+                t = fmax(t, G->floor_t[p * SRC_NRC + r]);
+            G->sum_t[r] += t;
+            G->max_t[r] = fmax(G->max_t[r], t);
+            double sv = W->saved[p * SRC_NRC + r] / n;
+            if (G->floor_saved)
+                sv = fmax(sv, G->floor_saved[p * SRC_NRC + r]);
+            G->sum_saved[r] += sv;
+            smin = fmin(smin, sv);
+        }
+        G->sum_saved_min += smin;
+        /* ZeRO shards over the data-parallel axis what its stage covers;
+         * tensor parallelism can split the rest at most tp ways. */
+        for (int z = 0; z < 4; z++) {
+            double x = s->w[p] / (z >= 3 ? n : G->tp) + s->gr[p] / (z >= 2 ? n : G->tp) +
+                       s->op[p] / (z >= 1 ? n : G->tp);
+            if (G->floor_states)
+                x = fmax(x, G->floor_states[p * 4 + z]);
+            G->sum_states[z] += x;
+        }
+    }
+}
+
+/* The bounds of candidate k with every stage under policy rc; `mixed`: the
+ * policy may differ between stages (recomputation chosen per stage), so the
+ * memory bound takes the least any policy keeps. */
+static void bound_rc(Src *s, const SrcGroup *G, const SrcCand *k, int rc, bool mixed, double *t_lb,
+                     double *m_lb)
+{
+    double smin = mixed ? G->sum_saved_min : G->sum_saved[rc], states = G->sum_states[k->zero];
+    *t_lb = pipe_bound(G->sum_t[rc], G->max_t[rc], k->pp, k->v, G->m);
+    double imin, imax, h;
+    inflight_stats(k->pp, k->v, G->m, &imin, &imax, &h);
+    double mean = states / k->pp + imin * smin / k->pp;
+    double harm = (smin + states / imax) / h;
+    *m_lb = pass_runtime_bytes(s->c, &G->mesh, k->pp) + fmax(mean, harm);
+    (void)s;
+}
+
+void src_bound(Src *s, const SrcGroup *G, SrcCand *k)
+{
+    if (k->rc != SRC_AUTO) {
+        bound_rc(s, G, k, k->rc, false, &k->lb, &k->mem_lb);
+        return;
+    }
+    if (k->pp > 1) {
+        /* Stages may mix policies: time as if none recomputes, memory as if
+         * every stage kept the least. */
+        bound_rc(s, G, k, PASS_RECOMPUTE_NONE, true, &k->lb, &k->mem_lb);
+        return;
+    }
+    /* One stage, one policy: the fastest policy whose memory bound fits. */
+    k->lb = k->mem_lb = INFINITY;
+    for (int r = 0; r < SRC_NRC; r++) {
+        double t, m;
+        bound_rc(s, G, k, r, false, &t, &m);
+        k->mem_lb = fmin(k->mem_lb, m);
+        if (m <= s->usable)
+            k->lb = fmin(k->lb, t);
+    }
+    if (!isfinite(k->lb)) /* nothing fits: keep the time bound finite for ordering */
+        bound_rc(s, G, k, PASS_RECOMPUTE_FULL, false, &k->lb, &k->mem_lb);
+}
+
+double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k)
+{
+    double best = INFINITY;
+    for (int rc = 0; rc < SRC_NRC; rc++) {
+        if (k->rc != SRC_AUTO ? rc != k->rc : k->pp > 1 && rc != PASS_RECOMPUTE_NONE)
+            continue;
+        double tsum = 0, tmax = 0, states = 0, saved = 0;
+        for (int p = 0; p < s->npieces; p++) {
+            const SrcPiece *P = &V->piece[p];
+            double t = P->fwd + P->bwd + P->rec[rc];
+            tsum += t;
+            tmax = fmax(tmax, t);
+            states += P->states[k->zero];
+            saved += P->saved[rc];
+        }
+        /* One stage under auto: only the policies whose estimate fits (the
+         * partition would not pick another; pass_predict adds to it). */
+        if (k->rc == SRC_AUTO && k->pp == 1 &&
+            pass_runtime_bytes(s->c, &G->mesh, 1) + states + src_inflight(1, 1, G->m, 0) * saved > s->usable)
+            continue;
+        best = fmin(best, pipe_bound(tsum, tmax, k->pp, k->v, G->m));
+    }
+    return best;
+}

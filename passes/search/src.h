@@ -1,0 +1,141 @@
+/* src.h: internals of passes/search/ shared by its files (not an export;
+ * the exports are in search.h).
+ *
+ * Vocabulary:
+ *   group     a (dp, tp, micro-batch, sp) choice: one mesh per pipeline rank
+ *             and one micro-batch size. Its strategies come from a few
+ *             pass_ilp_stage solves (one per kind of piece) and serve every
+ *             pipeline degree, schedule, recomputation and ZeRO stage.
+ *   variant   one set of strategies of a group: 0 unconstrained, 1 solved
+ *             under a memory budget when variant 0 leaves nothing that fits.
+ *   candidate a group plus pp, v, recomputation mode and ZeRO stage; the
+ *             partition into stages (search_dp.c) completes it into a plan. */
+#ifndef PTDC_SEARCH_H
+#define PTDC_SEARCH_H
+
+#include "search/search.h"
+
+#define SRC_NRC 4                 /* PassRecompute values */
+#define SRC_AUTO (-1)             /* candidate recompute mode: least per stage that fits */
+#define SRC_MAXQ 8                /* ILP queries per variant */
+
+/* Costs of one piece under a variant's strategies, for one micro-batch on one
+ * device: node kernels (pass_cost_node), the recomputed forward per policy,
+ * resharding as the ILP priced it, saved activations per policy, model states
+ * per ZeRO stage. Node kernel times are exactly what pass_predict sums, so
+ * fwd + bwd + rec is a lower bound on the piece's share of a rank's time. */
+typedef struct SrcPiece {
+    double fwd, bwd;              /* kernels */
+    double rec[SRC_NRC];          /* forward again in backward, by policy */
+    double rs_f, rs_b;            /* resharding estimate (ILP) */
+    double saved[SRC_NRC];        /* bytes kept for backward */
+    double states[4];             /* weights + grads + optimizer state, by ZeRO stage */
+} SrcPiece;
+
+typedef struct SrcVariant {
+    bool ok;                      /* solved and feasible */
+    PassStrategy *strat;          /* [g->nfwd] */
+    SrcPiece *piece;              /* [g->npieces] */
+    int nq;
+    PassIlpQuery q[SRC_MAXQ];
+    const PassIlpResult *r[SRC_MAXQ];
+} SrcVariant;
+
+typedef struct SrcCand {
+    int pp, v;                    /* v = 1: 1F1B */
+    int rc;                       /* SRC_AUTO or a PassRecompute for every stage */
+    int zero;
+    double lb;                    /* step-time lower bound, strategy-free */
+    double mem_lb;                /* peak-memory lower bound, strategy-free */
+    bool done;                    /* ranked (or shown not to fit) */
+    bool mem_fail;                /* rejected for memory with the variant it was tried on */
+} SrcCand;
+
+typedef struct SrcGroup {
+    int dp, tp, b;                /* b: sequences per replica per micro-batch */
+    bool sp;
+    int64_t mb_seqs;
+    int m;                        /* micro-batches per step */
+    PassMesh mesh;
+    double lb;                    /* least candidate bound */
+    double *floor_t;              /* [npieces * SRC_NRC] least kernel time over the allowed
+                                     strategies, per node, summed (NULL: not yet) */
+    double *floor_saved;          /* [npieces * SRC_NRC] likewise, saved bytes */
+    double *floor_states;         /* [npieces * 4] likewise, model states by ZeRO stage */
+    double sum_t[SRC_NRC], max_t[SRC_NRC]; /* src_group_sums: bounds summed over pieces */
+    double sum_saved[SRC_NRC], sum_saved_min, sum_states[4];
+    int ncand, capcand;
+    SrcCand *cand;
+    int nvar;
+    SrcVariant var[2];
+} SrcGroup;
+
+/* Strategy-free per-piece numbers at one micro-batch size, summed over the
+ * piece's nodes on global (unsharded) shapes: the least time any sharding
+ * over n devices can take is work/n. */
+typedef struct SrcWork {
+    int64_t mb_seqs;
+    double *t;                    /* [npieces * SRC_NRC] seconds at peak rates */
+    double *saved;                /* [npieces * SRC_NRC] bytes */
+} SrcWork;
+
+typedef struct Src {
+    const PassCostCtx *c;
+    const IrGraph *g;
+    const PassSearchOpts *o;
+    PassIlpCache *cache;
+    int gpus, gpn;
+    int64_t gb;                   /* global batch */
+    double usable;                /* HBM per GPU minus the reserve */
+    double eff_max;               /* best fraction of peak any kernel reaches */
+    /* the graph's shape */
+    int npieces;
+    int nlayers;                  /* pieces inside repeats */
+    int rep0, rep_first, rep_count; /* the single repeat interleaving needs (-1: none) */
+    double *w, *gr, *op;          /* [npieces] global model-state bytes (ZeRO 0, unsharded) */
+    int nwork, capwork;
+    SrcWork *work;
+    int ngroups;
+    SrcGroup *groups;
+    bool full_valid;              /* a candidate uses every GPU */
+    PassSearchStats *st;
+} Src;
+
+/* search_prune.c: lower bounds. */
+const SrcWork *src_work(Src *s, int64_t mb_seqs);
+void src_states(Src *s);
+double src_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PassMesh *m,
+                      const PassStrategy *strat, const int64_t *ds, const IrNode *n, PassRecompute r);
+/* Micro-batches whose activations pipeline rank r holds (pass_predict's
+ * accounting), per chunk's share of the rank's saved bytes. */
+double src_inflight(int pp, int v, int m, int r);
+double src_inflight_lo(int pp, int v, int m, int r);
+void src_group_floor(Src *s, SrcGroup *G);
+void src_group_sums(Src *s, SrcGroup *G);
+void src_bound(Src *s, const SrcGroup *G, SrcCand *k);
+double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k);
+
+/* search_ilp.c: a group's strategies and per-piece costs. */
+bool src_variant(Src *s, SrcGroup *G, int k);
+void src_variant_free(SrcVariant *v);
+
+/* search_dp.c: stages of a candidate. Fills stages (pp * v entries) and the
+ * estimated per-stage times; false if no partition fits `cap` bytes. When
+ * ignore_mem, the time-balanced partition with the least recomputation. */
+typedef struct SrcPart {
+    int nstages;
+    PassStage stage[1024];
+    double mem_peak;              /* estimated, bytes */
+} SrcPart;
+bool src_partition(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
+                   double cap, bool ignore_mem, SrcPart *out);
+void src_stage_times(const Src *s, const SrcVariant *V, const PassPlan *p, double *fwd, double *bwd);
+
+/* search_pins.c: pinned layouts that cannot work, reported with ir_error. */
+bool src_check_pins(Src *s);
+
+/* search.c */
+void src_plan(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
+              const SrcPart *part, PassPlan *p);
+
+#endif

@@ -1,0 +1,400 @@
+/* shard.c: the sharding algebra shared by the cost model, the ILP and codegen.
+ * A node's strategy says which loop dim each mesh axis splits; from it follow
+ * the shardings of its inputs, outputs and input gradients, and between a
+ * producer and a consumer that disagree, the collectives that reconcile them. */
+#include "shard/shard.h"
+
+#include <string.h>
+
+const char *pass_coll_name(PassCollKind k)
+{
+    switch (k) {
+    case PASS_COLL_NONE: return "none";
+    case PASS_COLL_ALLREDUCE: return "all-reduce";
+    case PASS_COLL_REDUCESCATTER: return "reduce-scatter";
+    case PASS_COLL_ALLGATHER: return "all-gather";
+    case PASS_COLL_ALLTOALL: return "all-to-all";
+    case PASS_COLL_SLICE: return "slice";
+    case PASS_COLL_SENDRECV: return "send/recv";
+    }
+    return "?";
+}
+
+int pass_mesh_devices(const PassMesh *m) { return m->size[0] * m->size[1]; }
+
+void pass_mesh_make(PassMesh *m, int d0, int d1, int gpn)
+{
+    if (d0 < 1 || d1 < 1 || gpn < 1)
+        ir_die("mesh %dx%d with %d GPUs per node", d0, d1, gpn);
+    memset(m, 0, sizeof *m);
+    m->naxes = d1 > 1 ? 2 : 1;
+    m->size[0] = d0;
+    m->size[1] = d1;
+    /* Axis 1 groups are d1 consecutive ranks. */
+    m->per_node[1] = d1 < gpn ? d1 : gpn;
+    m->nodes[1] = (d1 + gpn - 1) / gpn;
+    /* Axis 0 groups are d0 ranks d1 apart: gpn/d1 of them share a node. */
+    int share = d1 >= gpn ? 1 : gpn / d1;
+    if (share > d0)
+        share = d0;
+    m->per_node[0] = share;
+    m->nodes[0] = (d0 + share - 1) / share;
+}
+
+/* The forward node a (possibly backward) node takes its rules from. */
+static const IrNode *fwd_of(const IrGraph *g, const IrNode *n)
+{
+    return n->fwd >= 0 ? &g->nodes[n->fwd] : n;
+}
+
+static bool in_tensor(const IrGraph *g, int t, int d) { return ir_tensor_has_dim(g, t, d); }
+
+/* ATTENTION: splitting the query heads splits the kv heads on the same axis. */
+static int kv_dim(const IrGraph *g, const IrNode *n, int heads)
+{
+    if (n->op != IR_OP_ATTENTION)
+        return -1;
+    const IrTensor *q = &g->tensors[n->in[0]], *k = &g->tensors[n->in[1]];
+    return heads == q->dim[2] ? k->dim[2] : -1;
+}
+
+static bool is_loop_dim(const IrGraph *g, const IrNode *n, int d)
+{
+    for (int i = 0; i < n->nin; i++)
+        if (in_tensor(g, n->in[i], d))
+            return true;
+    for (int i = 0; i < n->nout; i++)
+        if (in_tensor(g, n->out[i], d))
+            return true;
+    return false;
+}
+
+bool pass_dim_splittable(const IrGraph *g, const IrNode *node, int d)
+{
+    const IrNode *n = fwd_of(g, node);
+    if (!is_loop_dim(g, n, d))
+        return false;
+    switch (n->op) {
+    case IR_OP_RMSNORM:
+    case IR_OP_LAYERNORM:
+        return !in_tensor(g, n->in[1], d); /* never the normalised dims */
+    case IR_OP_ROPE:
+        return d != n->attr.dim[1];        /* rotation pairs stay together */
+    case IR_OP_ATTENTION: {
+        const IrTensor *q = &g->tensors[n->in[0]];
+        /* Batch and heads only: splitting the query sequence would need the
+         * whole key sequence (context parallelism), which ptdc does not do. */
+        return d == q->dim[0] || d == q->dim[2];
+    }
+    case IR_OP_SOFTMAX:
+        return d != n->attr.dim[0];
+    case IR_OP_EMBEDDING:
+    case IR_OP_MATMUL:
+    case IR_OP_SILU:
+    case IR_OP_GELU:
+    case IR_OP_ADD:
+    case IR_OP_MUL:
+    case IR_OP_CROSS_ENTROPY:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Loop dims of a node in a stable order (inputs' dims, then outputs'). */
+static int loop_dims(const IrGraph *g, const IrNode *n, int *dims)
+{
+    int k = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        int cnt = pass == 0 ? n->nin : n->nout;
+        const int *ts = pass == 0 ? n->in : n->out;
+        for (int i = 0; i < cnt; i++) {
+            const IrTensor *t = &g->tensors[ts[i]];
+            for (int j = 0; j < t->rank; j++) {
+                bool seen = false;
+                for (int e = 0; e < k; e++)
+                    seen |= dims[e] == t->dim[j];
+                if (!seen)
+                    dims[k++] = t->dim[j];
+            }
+        }
+    }
+    return k;
+}
+
+static bool split_ok(const IrGraph *g, const IrNode *n, int d, int ways, const int64_t *dim_size)
+{
+    if (ways <= 1 || dim_size[d] % ways != 0 || dim_size[d] < ways)
+        return false;
+    int kv = kv_dim(g, n, d);
+    if (kv >= 0 && kv != d && dim_size[kv] % ways != 0)
+        return false; /* fewer KV heads than ways: refuse rather than compute wrongly */
+    return true;
+}
+
+int pass_strategies(const IrGraph *g, const IrNode *n, const PassMesh *m, const int64_t *dim_size,
+                    const uint64_t *allow, PassStrategy *out, int max)
+{
+    int dims[4 * IR_MAX_RANK + 4], nd = loop_dims(g, n, dims);
+    int cand[PASS_MAX_AXES][4 * IR_MAX_RANK + 5], nc[PASS_MAX_AXES];
+    for (int a = 0; a < PASS_MAX_AXES; a++) {
+        nc[a] = 0;
+        cand[a][nc[a]++] = -1;
+        if (a >= m->naxes)
+            continue;
+        for (int i = 0; i < nd; i++) {
+            int d = dims[i];
+            if (allow && d < 64 && !(allow[a] >> d & 1))
+                continue;
+            if (pass_dim_splittable(g, n, d) && split_ok(g, n, d, m->size[a], dim_size))
+                cand[a][nc[a]++] = d;
+        }
+    }
+    int k = 0;
+    for (int i = 0; i < nc[0]; i++)
+        for (int j = 0; j < nc[1]; j++) {
+            int d0 = cand[0][i], d1 = cand[1][j];
+            if (d0 >= 0 && d0 == d1)
+                continue;
+            if (k < max)
+                out[k] = (PassStrategy){{(int16_t)d0, (int16_t)d1}};
+            k++;
+        }
+    return k < max ? k : max;
+}
+
+/* Does node n read a parameter; if d >= 0, one that carries dim d? */
+static bool reads_param(const IrGraph *g, const IrNode *n, int d)
+{
+    for (int i = 0; i < n->nin; i++)
+        if (g->tensors[n->in[i]].role == IR_PARAM && (d < 0 || in_tensor(g, n->in[i], d)))
+            return true;
+    return false;
+}
+
+/* Does strategy st meet requirement bit r for node n (or boundary tensor t)?
+ * Returns -1 where the requirement does not apply to this node. */
+static int meets(const IrGraph *g, const IrNode *n, int t, unsigned r, const PassStrategy *st)
+{
+    switch (r) {
+    case PASS_REQ_BATCH:
+        if (n ? !is_loop_dim(g, n, g->batch_dim) : !in_tensor(g, t, g->batch_dim))
+            return -1;
+        return st->dim[0] == g->batch_dim;
+    case PASS_REQ_WEIGHTS:
+        if (!n || (n->op != IR_OP_MATMUL && n->op != IR_OP_EMBEDDING) || !reads_param(g, n, -1))
+            return -1;
+        return st->dim[1] >= 0 && reads_param(g, n, st->dim[1]); /* the weight itself is split */
+    case PASS_REQ_SEQ_NORMS:
+        if (!n || (n->op != IR_OP_RMSNORM && n->op != IR_OP_LAYERNORM))
+            return -1;
+        return st->dim[1] == g->seq_dim;
+    }
+    return -1;
+}
+
+int pass_strategies_require(const IrGraph *g, const IrNode *n, int t, unsigned req,
+                            PassStrategy *s, int k)
+{
+    for (unsigned r = 1; r <= PASS_REQ_SEQ_NORMS; r <<= 1) {
+        if (!(req & r))
+            continue;
+        int keep = 0;
+        for (int i = 0; i < k; i++)
+            keep += meets(g, n, t, r, &s[i]) == 1;
+        if (keep == 0)
+            continue; /* not applicable, or impossible here (indivisible dims) */
+        int j = 0;
+        for (int i = 0; i < k; i++)
+            if (meets(g, n, t, r, &s[i]) == 1)
+                s[j++] = s[i];
+        k = j;
+    }
+    return k;
+}
+
+/* Which dim of tensor t carries loop dim d of node n, or -1. */
+static int carrier(const IrGraph *g, const IrNode *n, int t, int d)
+{
+    if (d < 0)
+        return -1;
+    if (in_tensor(g, t, d))
+        return d;
+    int kv = kv_dim(g, n, d);
+    if (kv >= 0 && in_tensor(g, t, kv))
+        return kv;
+    return -1;
+}
+
+PassSharding pass_shard_of(const IrGraph *g, int t, const PassStrategy *s)
+{
+    PassSharding sh = {{-1, -1}, 0};
+    for (int a = 0; a < PASS_MAX_AXES; a++)
+        if (s->dim[a] >= 0 && in_tensor(g, t, s->dim[a]))
+            sh.dim[a] = s->dim[a];
+    return sh;
+}
+
+void pass_shard_io(const IrGraph *g, const IrNode *node, const PassStrategy *s, PassSharding *in,
+                   PassSharding *out)
+{
+    const IrNode *n = fwd_of(g, node);
+    for (int i = 0; in && i < node->nin; i++) {
+        in[i] = (PassSharding){{-1, -1}, 0};
+        for (int a = 0; a < PASS_MAX_AXES; a++)
+            in[i].dim[a] = (int16_t)carrier(g, n, node->in[i], s->dim[a]);
+    }
+    for (int i = 0; out && i < node->nout; i++) {
+        out[i] = (PassSharding){{-1, -1}, 0};
+        for (int a = 0; a < PASS_MAX_AXES; a++) {
+            int d = s->dim[a];
+            if (d < 0)
+                continue;
+            int c = carrier(g, n, node->out[i], d);
+            if (c >= 0) {
+                out[i].dim[a] = (int16_t)c;
+                continue;
+            }
+            /* A split dim the output lacks was reduced over: partial sums,
+             * except where the op reduces across the group itself
+             * (vocabulary-parallel cross-entropy). */
+            if (n->op == IR_OP_CROSS_ENTROPY && node == n &&
+                d == g->tensors[n->in[0]].dim[g->tensors[n->in[0]].rank - 1])
+                continue;
+            out[i].partial |= (uint8_t)(1u << a);
+        }
+    }
+}
+
+PassSharding pass_shard_grad_in(const IrGraph *g, const IrNode *node, const PassStrategy *s, int i)
+{
+    const IrNode *n = fwd_of(g, node);
+    PassSharding sh = {{-1, -1}, 0};
+    for (int a = 0; a < PASS_MAX_AXES; a++) {
+        int d = s->dim[a];
+        if (d < 0)
+            continue;
+        int c = carrier(g, n, n->in[i], d);
+        if (c >= 0)
+            sh.dim[a] = (int16_t)c;
+        else
+            sh.partial |= (uint8_t)(1u << a);
+    }
+    return sh;
+}
+
+void pass_local_sizes(const IrGraph *g, const IrNode *n, const PassMesh *m, const PassStrategy *s,
+                      const int64_t *dim_size, int64_t *local)
+{
+    for (int d = 0; d < g->ndims; d++)
+        local[d] = dim_size[d];
+    for (int a = 0; a < m->naxes; a++) {
+        int d = s->dim[a];
+        if (d < 0)
+            continue;
+        local[d] = dim_size[d] / m->size[a];
+        int kv = n ? kv_dim(g, fwd_of(g, n), d) : -1;
+        if (kv >= 0 && kv != d)
+            local[kv] = dim_size[kv] / m->size[a];
+    }
+}
+
+int64_t pass_local_numel(const IrGraph *g, int t, const PassMesh *m, const PassSharding *sh,
+                         const int64_t *dim_size)
+{
+    int64_t n = ir_numel(g, t, dim_size);
+    for (int a = 0; a < m->naxes; a++)
+        if (sh->dim[a] >= 0)
+            n /= m->size[a];
+    return n;
+}
+
+bool pass_sharding_eq(const PassSharding *a, const PassSharding *b)
+{
+    return a->dim[0] == b->dim[0] && a->dim[1] == b->dim[1] && a->partial == b->partial;
+}
+
+static bool split_elsewhere(const PassSharding *sh, int d, int axis)
+{
+    for (int a = 0; a < PASS_MAX_AXES; a++)
+        if (a != axis && sh->dim[a] == d)
+            return true;
+    return false;
+}
+
+int pass_reshard(const IrGraph *g, int t, const PassMesh *m, const PassSharding *from,
+                 const PassSharding *to, const int64_t *dim_size, PassColl *steps, int max)
+{
+    PassSharding cur = *from;
+    int64_t local = pass_local_numel(g, t, m, &cur, dim_size);
+    int k = 0;
+#define STEP(kind_, a_, d_, d2_, numel_)                                                      \
+    do {                                                                                      \
+        if (k < max)                                                                          \
+            steps[k] = (PassColl){kind_, a_, d_, d2_, numel_};                                \
+        k++;                                                                                  \
+    } while (0)
+    if (to->partial & ~from->partial)
+        ir_die("reshard of '%s' into a partial sum it does not hold", g->tensors[t].name);
+    /* 1. Partial sums: reduce-scatter straight into the wanted split when the
+     * axis is otherwise free, else all-reduce. */
+    for (int a = 0; a < m->naxes; a++) {
+        if (!(cur.partial >> a & 1) || (to->partial >> a & 1))
+            continue;
+        int d = to->dim[a];
+        if (d >= 0 && cur.dim[a] < 0 && !split_elsewhere(&cur, d, a)) {
+            STEP(PASS_COLL_REDUCESCATTER, a, d, -1, local);
+            cur.dim[a] = (int16_t)d;
+            local /= m->size[a];
+        } else {
+            STEP(PASS_COLL_ALLREDUCE, a, -1, -1, local);
+        }
+        cur.partial &= (uint8_t)~(1u << a);
+    }
+    /* 2. Splits that must go: all-to-all into the wanted split when possible. */
+    for (int a = 0; a < m->naxes; a++) {
+        int d = cur.dim[a];
+        if (d < 0 || d == to->dim[a])
+            continue;
+        int want = to->dim[a];
+        if (want >= 0 && !split_elsewhere(&cur, want, a)) {
+            STEP(PASS_COLL_ALLTOALL, a, d, want, local);
+            cur.dim[a] = (int16_t)want;
+        } else {
+            STEP(PASS_COLL_ALLGATHER, a, d, -1, local * m->size[a]);
+            cur.dim[a] = -1;
+            local *= m->size[a];
+        }
+    }
+    /* 3. Splits that must appear: a local slice, no traffic. */
+    for (int a = 0; a < m->naxes; a++) {
+        if (cur.dim[a] >= 0 || to->dim[a] < 0)
+            continue;
+        STEP(PASS_COLL_SLICE, a, to->dim[a], -1, local);
+        cur.dim[a] = to->dim[a];
+        local /= m->size[a];
+    }
+#undef STEP
+    if (!pass_sharding_eq(&cur, to))
+        ir_die("reshard of '%s' did not reach its target", g->tensors[t].name);
+    return k < max ? k : max;
+}
+
+const char *pass_sharding_str(const IrGraph *g, int t, const PassSharding *sh,
+                              const char *const *axis_names, char *buf, size_t n)
+{
+    const IrTensor *x = &g->tensors[t];
+    size_t k = (size_t)snprintf(buf, n, "%s[", x->base);
+    for (int i = 0; i < x->rank && k < n; i++) {
+        k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? ", " : "", g->dims[x->dim[i]].name);
+        for (int a = 0; a < PASS_MAX_AXES && k < n; a++)
+            if (sh->dim[a] == x->dim[i])
+                k += (size_t)snprintf(buf + k, n - k, "/%s", axis_names[a]);
+    }
+    if (k < n)
+        k += (size_t)snprintf(buf + k, n - k, "]");
+    for (int a = 0; a < PASS_MAX_AXES && k < n; a++)
+        if (sh->partial >> a & 1)
+            k += (size_t)snprintf(buf + k, n - k, " (partial over %s)", axis_names[a]);
+    return buf;
+}

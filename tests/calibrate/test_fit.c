@@ -1,0 +1,279 @@
+/* test_fit.c: `ptdc calibrate`'s fit recovers a device it did not see.
+ *
+ * Records are made from a known device (a GEMM curve, kernel rates that
+ * fall from cache to memory, attention rates, alpha-beta collectives) with
+ * +-3% deterministic noise, written as ptdc-measure's text and parsed back;
+ * the fitted device must then reproduce the true times of shapes it was
+ * not given (GEMM shapes between the measured ones, kernel sizes between
+ * the measured ones) and the collectives' latency and bandwidth. Also: the
+ * records parser refuses malformed lines by line number, and the fitted
+ * cluster file reads back equal. */
+#include "calibrate.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+#define CHECK(cond, ...)                                                                  \
+    do {                                                                                  \
+        if (!(cond)) {                                                                    \
+            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);      \
+            fprintf(stderr, __VA_ARGS__);                                                 \
+            fputc('\n', stderr);                                                          \
+            failures++;                                                                   \
+        }                                                                                 \
+    } while (0)
+
+/* +-3%, reproducible. */
+static double noise(unsigned *s)
+{
+    *s = *s * 1103515245u + 12345u;
+    return 1 + 0.03 * (((*s >> 8) & 0xffff) / 32768.0 - 1);
+}
+
+static PassGpu truth(void)
+{
+    PassGpu g;
+    memset(&g, 0, sizeof g);
+    g.kind = PASS_DEV_CPU;
+    g.act_bytes = 4;
+    g.peak_flops = 80e9;
+    g.gemm_eff = 1;
+    g.sms = 1;
+    g.gemm_tile_m = 16, g.gemm_tile_n = 8, g.gemm_tile_k = 8;
+    g.gemm_k_half = 48;
+    g.gemm_misalign = 0.8;
+    g.gemm_overhead_s = 2e-6;
+    g.hbm_bw = 1e15, g.hbm_eff = 1;
+    return g;
+}
+
+/* A kernel's true rate (bytes per second) by bytes moved: from cache (30
+ * GB/s) down to memory (6 GB/s) around a few MB. */
+static double kern_rate(double bytes) { return 6e9 + 24e9 / (1 + bytes / 3e6); }
+static double kern_time(double bytes) { return 1e-6 + bytes / kern_rate(bytes); }
+
+static char *make_records_solo(const PassGpu *g);
+
+static char *make_records(const PassGpu *g)
+{
+    char *buf;
+    size_t len;
+    FILE *f = open_memstream(&buf, &len);
+    unsigned seed = 7;
+    fprintf(f, "meta backend cpu ranks 2 act_bytes 4 host synthetic part compute\n");
+    static const double grid[] = {128, 512, 2048}, kg[] = {64, 256, 1024};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 3; k++)
+                fprintf(f, "gemm %g %g %g 0 0 %.9g\n", grid[i], grid[j], kg[k],
+                        pass_gemm_time(g, grid[i], grid[j], kg[k], 1) * noise(&seed));
+    static const double extra[][3] = {{1024, 1024, 16}, {1024, 1024, 32}, {1000, 1000, 1000},
+                                      {510, 770, 250},  {64, 64, 64},     {32, 32, 32}};
+    for (int e = 0; e < 6; e++)
+        fprintf(f, "gemm %g %g %g 0 0 %.9g\n", extra[e][0], extra[e][1], extra[e][2],
+                pass_gemm_time(g, extra[e][0], extra[e][1], extra[e][2], 1) * noise(&seed));
+    for (int k = 0; k < PASS_NKERN; k++)
+        for (double n = 4096; n <= 16777216; n *= 8) {
+            double cols = 512, rows = n / cols;
+            double b = pass_kernel_bytes((PassKernel)k, rows, cols, 4);
+            fprintf(f, "kern %s %g %g %.9g\n", pass_kernel_names[k], rows, cols, kern_time(b) * noise(&seed));
+        }
+    for (int d = 64; d <= 128; d *= 2)
+        for (int s = 128; s <= 2048; s *= 4) {
+            double flops = 2.0 * 4 * s * (double)s * d; /* B 1, H 4, causal */
+            double rate = 5e9 * (s >= 512 ? 1.5 : 1) * (d == 128 ? 1.2 : 1);
+            fprintf(f, "attn fwd 1 %d 4 2 %d 1 %.9g\n", s, d, flops / rate);
+            fprintf(f, "attn bwd 1 %d 4 2 %d 1 %.9g\n", s, d, 2.5 * flops / (0.6 * rate));
+        }
+    fprintf(f, "end\n");
+    fclose(f);
+    return buf;
+}
+
+/* The same device alone on a 2-core node: twice the GEMM rate over two
+ * threads, kernels 1.6 times faster. */
+static PassGpu truth_solo(void)
+{
+    PassGpu g = truth();
+    g.peak_flops = 150e9;
+    g.sms = 2;
+    return g;
+}
+
+static char *make_records_solo(const PassGpu *g)
+{
+    char *buf;
+    size_t len;
+    FILE *f = open_memstream(&buf, &len);
+    unsigned seed = 5;
+    fprintf(f, "meta backend cpu ranks 1 act_bytes 4 host synthetic part compute\n");
+    static const double grid[] = {128, 512, 2048}, kg[] = {64, 256, 1024};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 3; k++)
+                fprintf(f, "gemm %g %g %g 0 0 %.9g\n", grid[i], grid[j], kg[k],
+                        pass_gemm_time(g, grid[i], grid[j], kg[k], 1) * noise(&seed));
+    for (int k = 0; k < PASS_NKERN; k++)
+        for (double n = 4096; n <= 16777216; n *= 8) {
+            double cols = 512, rows = n / cols;
+            double b = pass_kernel_bytes((PassKernel)k, rows, cols, 4);
+            fprintf(f, "kern %s %g %g %.9g\n", pass_kernel_names[k], rows, cols, kern_time(b) / 1.6);
+        }
+    fprintf(f, "end\n");
+    fclose(f);
+    return buf;
+}
+
+static char *make_comm(void)
+{
+    char *buf;
+    size_t len;
+    FILE *f = open_memstream(&buf, &len);
+    unsigned seed = 11;
+    fprintf(f, "meta backend cpu ranks 2 act_bytes 4 host synthetic part comm\nnode 0 0\nnode 1 0\n");
+    static const char *kinds[] = {"allreduce", "reduce_scatter", "allgather", "alltoall", "sendrecv"};
+    static const double factor[] = {1.0, 0.5, 0.5, 0.5, 1.0}; /* bus factor at n = 2 */
+    for (int k = 0; k < 5; k++)
+        for (double b = 1024; b <= 33554432; b *= 8)
+            fprintf(f, "coll %s 2 1 2 %g %.9g\n", kinds[k], b, (4e-6 + factor[k] * b / 3e9) * noise(&seed));
+    fprintf(f, "end\n");
+    fclose(f);
+    return buf;
+}
+
+static void test_parse_errors(void)
+{
+    static const struct {
+        const char *text, *want;
+    } bad[] = {
+        {"meta backend cpu ranks 2 act_bytes 4\ngemm 1 2\nend\n", "r:2: malformed calibration record 'gemm'"},
+        {"meta backend cpu ranks 2 act_bytes 4\ngemm 64 64 64 0 0 -1\nend\n", "r:2: malformed"},
+        {"meta backend cpu ranks 2 act_bytes 4\nwhat 1\nend\n", "r:2: malformed calibration record 'what'"},
+        {"meta backend cpu ranks 2 act_bytes 4\ncoll nothing 2 1 2 10 1\nend\n", "r:2: malformed"},
+        {"meta backend cpu ranks 2 act_bytes 4\ngemm 64 64 64 0 0 0.001\n", "did not finish"},
+        {"meta backend cpu ranks 2 act_bytes 3\nend\n", "r:1: malformed meta record"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *out;
+        size_t len;
+        FILE *m = open_memstream(&out, &len);
+        ir_diag_set_stream(m);
+        CalRecords r;
+        bool ok = cal_records_parse("r", bad[i].text, &r);
+        fclose(m);
+        ir_diag_set_stream(stderr);
+        ir_diag_reset();
+        CHECK(!ok && strstr(out, bad[i].want), "case %zu: want '%s', got '%s'", i, bad[i].want, out);
+        free(out);
+    }
+}
+
+int main(void)
+{
+    test_parse_errors();
+    PassGpu t = truth();
+    char *text = make_records(&t), *comm = make_comm();
+    PassGpu ts = truth_solo();
+    char *stext = make_records_solo(&ts);
+    CalRecords full, cr, solo;
+    CHECK(cal_records_parse("full", text, &full), "records parse");
+    CHECK(cal_records_parse("solo", stext, &solo), "solo records parse");
+    CHECK(cal_records_parse("comm", comm, &cr), "comm records parse");
+    PassCluster cl;
+    memset(&cl, 0, sizeof cl);
+    pass_gpu_preset("a100-80gb", &cl.gpu);
+    CalInput in = {&full, &solo, {&cr, NULL}, NULL, 2};
+    CalReport rep;
+    CHECK(cal_fit(&in, &cl, &rep), "fit");
+    const PassGpu *g = &cl.gpu;
+    CHECK(g->kind == PASS_DEV_CPU && g->act_bytes == 4 && g->cores == 2, "kind %d bytes %d", g->kind,
+          g->act_bytes);
+    /* GEMMs it was not given: within 6% of the truth (noise is 3%). */
+    static const double probe[][3] = {{256, 256, 128}, {768, 384, 512}, {1536, 1024, 96},
+                                      {2048, 2048, 2048}, {333, 517, 129}, {96, 96, 96}};
+    double worst = 0;
+    for (int i = 0; i < 6; i++) {
+        double a = pass_gemm_time(g, probe[i][0], probe[i][1], probe[i][2], 1);
+        double b = pass_gemm_time(&t, probe[i][0], probe[i][1], probe[i][2], 1);
+        worst = fmax(worst, fabs(a / b - 1));
+    }
+    CHECK(worst < 0.06, "GEMM shapes not measured: worst error %.1f%%", 100 * worst);
+    CHECK(rep.gemm.median_err < 0.04, "GEMM fit median error %.1f%%", 100 * rep.gemm.median_err);
+    /* Kernels at sizes between the measured ones: the truth is piecewise,
+     * so within the step's size; at the measured sizes within the noise. */
+    for (int k = 0; k < PASS_NKERN; k++) {
+        CHECK(g->kern[k].n == 5, "kernel %s: %d points", pass_kernel_names[k], g->kern[k].n);
+        double rows = 16384.0 / 512; /* 16 Ki elements: between the 4 Ki and 32 Ki points */
+        double b = pass_kernel_bytes((PassKernel)k, rows, 512, 4);
+        double want = kern_time(b), got = pass_kernel_time(g, (PassKernel)k, rows, 512);
+        CHECK(fabs(got / want - 1) < 0.15, "kernel %s between points: %g s vs %g s", pass_kernel_names[k],
+              got, want);
+    }
+    /* Attention: the measured rates, interpolated by head dim. */
+    CHECK(g->attn_dims == 2, "attention dims %d", g->attn_dims);
+    double r96 = pass_attn_rate(g, 0, 96, 2048);
+    CHECK(fabs(r96 / (5e9 * 1.5 * 1.1) - 1) < 0.02, "attention at D 96: %g FLOP/s", r96);
+    /* Collectives: alpha 4 us, bus bandwidth 3 GB/s. */
+    CHECK(g->ncoll[PASS_COLL_ALLREDUCE] == 1 && g->ncoll[PASS_COLL_SENDRECV] == 1, "coll fits");
+    for (int k = PASS_COLL_ALLREDUCE; k <= PASS_COLL_SENDRECV; k++) {
+        if (k == PASS_COLL_SLICE)
+            continue;
+        const PassCollFit *f = &g->coll[k][0];
+        CHECK(f->group == 2 && fabs(f->busbw / 3e9 - 1) < 0.05 && fabs(f->alpha_s / 4e-6 - 1) < 0.25,
+              "%s: alpha %.2f us busbw %.2f GB/s", pass_coll_name((PassCollKind)k), f->alpha_s * 1e6,
+              f->busbw * 1e-9);
+    }
+    /* A rank alone on its node computes at the solo rates: a 2-core node
+     * with 1 rank; with 2 ranks, at the base ones. */
+    CHECK(g->has_solo, "no solo rates");
+    {
+        PassCluster one = cl, two = cl;
+        one.ngpus = 1, two.ngpus = 2, one.gpus_per_node = two.gpus_per_node = 0;
+        one.nodes = two.nodes = 1;
+        CHECK(pass_cluster_finish(&one, 1, 0, true) && pass_cluster_finish(&two, 2, 0, true), "finish");
+        double a1 = pass_gemm_time(&one.gpu, 1536, 1024, 512, 1), b1 = pass_gemm_time(&ts, 1536, 1024, 512, 1);
+        double a2 = pass_gemm_time(&two.gpu, 1536, 1024, 512, 1), b2 = pass_gemm_time(&t, 1536, 1024, 512, 1);
+        CHECK(fabs(a1 / b1 - 1) < 0.06 && fabs(a2 / b2 - 1) < 0.06, "GEMM alone %g vs %g, shared %g vs %g",
+              a1, b1, a2, b2);
+        double k1 = pass_kernel_time(&one.gpu, PASS_K_SILU_FWD, 1, 65536);
+        double k2 = pass_kernel_time(&two.gpu, PASS_K_SILU_FWD, 1, 65536);
+        CHECK(fabs(k2 / k1 / 1.6 - 1) < 0.02, "kernel alone %g vs shared %g", k1, k2);
+        PassCluster four = cl;
+        four.ngpus = 4, four.gpus_per_node = 0, four.nodes = 1;
+        CHECK(pass_cluster_finish(&four, 4, 0, true), "finish 4");
+        double a4 = pass_gemm_time(&four.gpu, 1536, 1024, 512, 1);
+        CHECK(a4 > 1.8 * a2, "4 ranks on 2 cores: %g vs %g", a4, a2);
+    }
+    /* The file reads back equal. */
+    char *txt;
+    size_t len;
+    FILE *m = open_memstream(&txt, &len);
+    pass_cluster_print(m, &cl);
+    fclose(m);
+    PassCluster back;
+    CHECK(pass_cluster_parse("fitted.cluster", txt, len, &back), "fitted file parses:\n%s", txt);
+    CHECK(back.gpu.has_solo && fabs(back.gpu.solo.peak_flops / g->solo.peak_flops - 1) < 1e-5 &&
+              back.gpu.solo.kern[PASS_K_ADAMW].n == g->solo.kern[PASS_K_ADAMW].n, "solo round trip");
+    CHECK(back.gpu.kind == PASS_DEV_CPU && back.gpu.attn_dims == 2 &&
+              fabs(pass_gemm_time(&back.gpu, 700, 300, 200, 1) / pass_gemm_time(g, 700, 300, 200, 1) - 1) < 1e-5 &&
+              fabs(pass_kernel_time(&back.gpu, PASS_K_ADAMW, 3, 1000) /
+                       pass_kernel_time(g, PASS_K_ADAMW, 3, 1000) - 1) < 1e-5,
+          "round trip");
+    free(txt);
+    cal_records_free(&full);
+    cal_records_free(&cr);
+    cal_records_free(&solo);
+    free(stext);
+    free(text);
+    free(comm);
+    if (failures) {
+        fprintf(stderr, "%d failures\n", failures);
+        return 1;
+    }
+    printf("calibrate fit: GEMM worst %.1f%% on unseen shapes, median fit error %.1f%%\n", 100 * worst,
+           100 * rep.gemm.median_err);
+    return 0;
+}
