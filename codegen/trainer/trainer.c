@@ -18,7 +18,8 @@
  *   train_gradcheck.c --grad-check
  *   train_ckpt.c      checkpoints and the plan check on load
  *   train_hf.c        initial weights (seeded or imported) and the HF export
- *   train_data.c      tokens and targets of each micro-batch */
+ *   train_data.c      tokens and targets of each micro-batch
+ *   train_dump.c      --dump-first-step: loss, logits and gradients of one step */
 #include "train.h"
 
 #include <errno.h>
@@ -50,7 +51,12 @@ static void usage(void)
            "  --export-dtype T   f32 (default), bf16 or f16\n"
            "  --max-shard-size N bytes per shard of a directory export (default 5000000000)\n"
            "  --grad-check       check every parameter's gradient against finite differences\n"
-           "                     of the loss at the initial weights, then exit\n",
+           "                     of the loss at the initial weights, then exit\n"
+           "  --dump-first-step DIR  run the first step's forward and backward, write DIR/\n"
+           "                     outputs.safetensors (loss, logits [batch, seq, vocab] of every\n"
+           "                     micro-batch, tokens, targets), DIR/weights.safetensors and\n"
+           "                     DIR/grads.safetensors (every parameter and its reduced gradient,\n"
+           "                     whole, Hugging Face names, F32), then exit\n",
            CG_WORLD, CG_MODEL, CG_PLAN);
 }
 
@@ -141,6 +147,8 @@ static void parse_flags(int argc, char **argv)
             tr_fl.weight_decay = num_flag(a, v);
         else if (FLAG("--adam-eps"))
             tr_fl.eps = num_flag(a, v);
+        else if (FLAG("--dump-first-step"))
+            tr_fl.dump = v ? v : (bad_flag(a, "expects a directory", v), "");
         else if (!strcmp(a, "--grad-check"))
             tr_fl.grad_check = 1;
         else
@@ -239,6 +247,13 @@ int main(int argc, char **argv)
     tr_init_params();
     if (tr_fl.load)
         tr_load_checkpoint(tr_fl.load);
+    if (tr_fl.dump) {
+        tr_dump_first_step(tr_fl.dump);
+        tr_data_close();
+        rt_free(arena);
+        rt_finalize();
+        return 0;
+    }
     if (tr_fl.grad_check) {
         int bad = tr_grad_check(1e-2);
         rt_finalize();
