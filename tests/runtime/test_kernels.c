@@ -443,6 +443,40 @@ static void test_attention_long_window(void)
     free(q), free(k), free(v), free(o1), free(o2), free(l1), free(l2);
 }
 
+/* A window of 1: each query sees only its own key, so o = v and the exact
+ * dq and dk are 0 (dS = P (dP - D) with dP_ii = D_i). The kernel sums D_i as
+ * its dP tile sums dP_ii, so it gives exact zeros too; the CUDA tests
+ * compare against this output, where rounding noise would be all the
+ * reference has. Head dims with and without padding, on each set (the
+ * _avx2 and _sse2 runs of this program). */
+static void test_attention_window_one(void)
+{
+    printf("attention window 1: o = v, dq = dk = 0 exactly\n");
+    for (int64_t D = 8; D <= 80; D += 72) {
+        const int64_t B = 1, S = 50, H = 3, KVH = 1;
+        int64_t nq = B * S * H * D, nk = B * S * KVH * D, nl = B * S * H;
+        float *q = fnew(nq), *k = fnew(nk), *v = fnew(nk), *o = fnew(nq), *l = fnew(nl);
+        float *g = fnew(nq), *dq = fnew(nq), *dk = fnew(nk), *dv = fnew(nk);
+        ref_fill(q, NULL, nq, -2, 2);
+        ref_fill(k, NULL, nk, -2, 2);
+        ref_fill(v, NULL, nk, -1, 1);
+        ref_fill(g, NULL, nq, -1, 1);
+        rt_attention_fwd(o, l, q, k, v, B, S, H, KVH, D, true, 1);
+        rt_attention_bwd(dq, dk, dv, q, k, v, o, l, g, B, S, H, KVH, D, true, 1);
+        int bad_o = 0, bad_q = 0, bad_k = 0;
+        for (int64_t i = 0; i < nq; i++) {
+            int64_t s = i / (H * D), d = i % D;
+            bad_o += o[i] != v[s * D + d];
+            bad_q += dq[i] != 0.0f;
+        }
+        for (int64_t i = 0; i < nk; i++)
+            bad_k += dk[i] != 0.0f;
+        CHECK(!bad_o && !bad_q && !bad_k, "window 1, D %lld: %d outputs differ from v, %d dq and %d dk "
+              "not 0", (long long)D, bad_o, bad_q, bad_k);
+        free(q), free(k), free(v), free(o), free(l), free(g), free(dq), free(dk), free(dv);
+    }
+}
+
 /* The window skips key tiles instead of masking them: on one thread, a
  * window of 32 over 1024 positions costs a fraction of causal attention
  * (tiles seen per query block: at most 3 of 32 keys instead of ~16). CPU
@@ -491,6 +525,7 @@ static void test_attention(void)
     test_attention_case(1, 100, 2, 2, 8, true, 40, false);  /* window across tiles */
     test_attention_case(1, 40, 2, 1, 8, true, 2, false);    /* two keys a query */
     test_attention_long_window();
+    test_attention_window_one();
     test_attention_window_cost();
 }
 
