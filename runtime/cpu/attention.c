@@ -170,13 +170,11 @@ static inline void mask(float *row, int64_t k0, int64_t jlo, int64_t jhi, int64_
 #define AK_V 4
 #define AK_SR 4
 #define AK_NV 2
-#define AK_FMA 0
 #include "attention_kern.h"
 #undef AK
 #undef AK_V
 #undef AK_SR
 #undef AK_NV
-#undef AK_FMA
 #if RTCPU_X86_GCC
 #pragma GCC push_options
 #pragma GCC target("arch=x86-64-v3")
@@ -184,13 +182,11 @@ static inline void mask(float *row, int64_t k0, int64_t jlo, int64_t jhi, int64_
 #define AK_V 8
 #define AK_SR 4
 #define AK_NV 2
-#define AK_FMA 1
 #include "attention_kern.h"
 #undef AK
 #undef AK_V
 #undef AK_SR
 #undef AK_NV
-#undef AK_FMA
 #pragma GCC pop_options
 #pragma GCC push_options
 #pragma GCC target("arch=x86-64-v4")
@@ -198,13 +194,11 @@ static inline void mask(float *row, int64_t k0, int64_t jlo, int64_t jhi, int64_
 #define AK_V 16
 #define AK_SR 8
 #define AK_NV 4
-#define AK_FMA 1
 #include "attention_kern.h"
 #undef AK
 #undef AK_V
 #undef AK_SR
 #undef AK_NV
-#undef AK_FMA
 #pragma GCC pop_options
 #endif
 

@@ -151,21 +151,18 @@ static void AK(bwd_heads)(rt_act *dq, const rt_act *q, const rt_act *o, const fl
             int64_t row0 = (b * S + i0) * H + h;
             pack_rows(w->qp, q + row0 * D, H * D, nr, w);
             pack_rows(w->gp, dout + row0 * D, H * D, nr, w);
-            /* D_i = dO_i . O_i, summed as the dP tile sums dO_i . V_j (fp32,
-             * d ascending, contracted as this set contracts the tile), so a
-             * row whose output is one value row (a window of 1, a saturated
-             * softmax) gets dS exactly 0, as the exact gradient: D_i and
-             * dP_ii are then the same sum of the same products. */
+            /* D_i = dO_i . O_i, summed as the dP tile sums dO_i . V_j: fp32, d
+             * ascending, and in the tile's own form (a scalar times a vector
+             * added to a vector; lane 0 used), so the compiler contracts it
+             * to FMAs exactly where it contracts the tile, at any -O. A row
+             * whose output is one value row (a window of 1, a saturated
+             * softmax) then gets dS exactly 0, as the exact gradient. */
             for (int64_t r = 0; r < nr; r++) {
                 const rt_act *gi = dout + (row0 + r * H) * D, *oi = o + (row0 + r * H) * D;
-                float di = 0.0f;
+                AK(vec) di = {0};
                 for (int64_t d = 0; d < D; d++)
-#if AK_FMA
-                    di = __builtin_fmaf(gi[d], oi[d], di);
-#else
-                    di += gi[d] * oi[d];
-#endif
-                w->rowv[r] = di;
+                    di += gi[d] * (AK(vec)){oi[d]};
+                w->rowv[r] = di[0];
             }
             AK(scores)(w->sc, L, w->qp, QB, Dp, w->kt, L, k0, k1, scale);
             AK(scores)(w->dsc, L, w->gp, QB, Dp, w->vt, L, k0, k1, 1.0f);
