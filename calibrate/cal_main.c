@@ -9,9 +9,11 @@
  * itself runs); the collectives on --ranks ranks; memory and host work.
  * CUDA: one rank per GPU for the compute rates, --ranks GPUs for the
  * collectives. docs/cost-model.md, "Calibrating a cluster". */
+#define _GNU_SOURCE /* sched_getaffinity: cores() counts as run.sh's nproc does */
 #include "calibrate.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -116,8 +118,14 @@ static char *slurp(FILE *f, size_t *len)
     return buf;
 }
 
+/* CPUs this process may run on (its affinity mask), as nproc counts them in
+ * a generated program's run.sh, so ranks are placed the same way. */
 static int cores(void)
 {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
 }

@@ -180,6 +180,93 @@ double rtc_normal(uint64_t key, uint64_t index)
     return sqrt(-2.0 * rtc_log(u1)) * rtc_cos2pi(u2);
 }
 
+/* ---- Bulk generation: the same arithmetic as rtc_normal, in loops that
+ * vectorise and on the threads of the CPU backend. Identical bits follow
+ * from the same IEEE operations in the same order on the same operands:
+ * vector division, sqrt and int -> double conversions are correctly rounded
+ * like their scalar forms, contraction stays off (-ffp-contract=off), and
+ * the branches of rtc_log and rtc_cos2pi become selections between values
+ * computed exactly as the taken branch computes them. rtc_log's subnormal
+ * branch is not needed: u1 >= 2^-53. */
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define RTC_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define RTC_CLONES
+#endif
+#ifdef _OPENMP
+#define RTC_PRAGMA(x) _Pragma(#x)
+#else
+#define RTC_PRAGMA(x)
+#endif
+
+enum { NORMAL_CHUNK = 512 }; /* values per vectorised chunk */
+
+/* dst[j] = (float)(std * rtc_normal(key, g + j)) for j < n <= NORMAL_CHUNK. */
+RTC_CLONES static void normal_chunk(float *dst, uint64_t key, uint64_t g, int64_t n, double std)
+{
+    static const double LN2_HI = 6.93147180369123816490e-01;
+    static const double LN2_LO = 1.90821492927058770002e-10;
+    static const double HALF_PI = 1.57079632679489661923;
+    double u1[NORMAL_CHUNK], u2[NORMAL_CHUNK];
+    uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
+    RTC_PRAGMA(omp simd)
+    for (int64_t j = 0; j < n; j++) {
+        uint64_t e = g + (uint64_t)j;
+        uint32_t c0 = (uint32_t)e, c1 = (uint32_t)(e >> 32), c2 = 0, c3 = 0;
+        uint32_t a0 = k0, a1 = k1;
+        for (int round = 0; round < 10; round++) {
+            uint64_t p0 = (uint64_t)PHILOX_M0 * c0;
+            uint64_t p1 = (uint64_t)PHILOX_M1 * c2;
+            uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ a0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ a1;
+            c1 = (uint32_t)p1;
+            c3 = (uint32_t)p0;
+            c0 = n0;
+            c2 = n2;
+            a0 += PHILOX_W0;
+            a1 += PHILOX_W1;
+        }
+        uint64_t a = (((uint64_t)c0 << 32) | c1) >> 11, b = (((uint64_t)c2 << 32) | c3) >> 11;
+        u1[j] = (double)(int64_t)(a + 1) * (1.0 / 9007199254740992.0);
+        u2[j] = (double)(int64_t)b * (1.0 / 9007199254740992.0);
+    }
+    RTC_PRAGMA(omp simd)
+    for (int64_t j = 0; j < n; j++) {
+        /* ln u1 as rtc_log */
+        uint64_t bits;
+        double x = u1[j];
+        memcpy(&bits, &x, sizeof bits);
+        int e = (int)((bits >> 52) & 0x7FF) - 1023;
+        bits = (bits & 0x000FFFFFFFFFFFFFull) | 0x3FF0000000000000ull;
+        double m;
+        memcpy(&m, &bits, sizeof m);
+        bool big = m > 1.41421356237309504880;
+        m = big ? m * 0.5 : m;
+        e = big ? e + 1 : e;
+        double sv = (m - 1.0) / (m + 1.0), z = sv * sv, p = 0.0;
+        for (int k = 11; k >= 0; k--)
+            p = p * z + log_c[k];
+        double lnm = 2.0 * sv * p;
+        double ln = (double)e * LN2_HI + ((double)e * LN2_LO + lnm);
+        /* cos(2 pi u2) as rtc_cos2pi: quadrant q, then the series that
+         * cos_quarter or sin_quarter would evaluate, and the sign */
+        double t = 4.0 * u2[j];
+        int q = (int)t;
+        double r = t - (double)q;
+        bool lo = r <= 0.5;
+        double xa = (lo ? r : 1.0 - r) * HALF_PI, za = xa * xa, pc = 0.0, ps = 0.0;
+        for (int k = 9; k >= 0; k--) {
+            pc = pc * za + cos_c[k];
+            ps = ps * za + sin_c[k];
+        }
+        double sn = xa * ps;
+        /* q even: cos_quarter(r) = lo ? cos : sin; q odd: sin_quarter(r) = lo ? sin : cos */
+        double c = (q & 1) == 0 ? (lo ? pc : sn) : (lo ? sn : pc);
+        c = (q & 3) == 1 || (q & 3) == 2 ? -c : c;
+        dst[j] = (float)(std * (sqrt(-2.0 * ln) * c));
+    }
+}
+
 void rt_init_param(float *host_dst, uint64_t key, int kind, double std, int rank,
                    const int64_t *global, const int64_t *offset, const int64_t *local)
 {
@@ -197,23 +284,30 @@ void rt_init_param(float *host_dst, uint64_t key, int kind, double std, int rank
             host_dst[i] = v;
         return;
     }
-    /* Walk the local block row by row (rows = last dim), odometer over the
-     * leading dims, computing each row's global flat index. */
+    if (!coef_ready)
+        coef_init();
+    /* Rows of the local block (rows = last dim) in pieces of NORMAL_CHUNK
+     * values; a piece's global indices are consecutive. Pieces are
+     * independent, so the threads take any of them. */
     int last = rank - 1;
-    int64_t row = rank > 0 ? local[last] : 1;
-    int64_t idx[RT_ST_MAXDIM] = {0};
-    for (int64_t done = 0; done < n; done += row) {
-        uint64_t g = 0;
-        for (int d = 0; d < last; d++)
-            g = g * (uint64_t)global[d] + (uint64_t)(offset[d] + idx[d]);
-        if (rank > 0)
-            g = g * (uint64_t)global[last] + (uint64_t)offset[last];
-        for (int64_t j = 0; j < row; j++)
-            host_dst[done + j] = (float)(std * rtc_normal(key, g + (uint64_t)j));
+    int64_t row = rank > 0 ? local[last] : 1, rows = n / row;
+    int64_t per_row = (row + NORMAL_CHUNK - 1) / NORMAL_CHUNK, pieces = rows * per_row;
+    RTC_PRAGMA(omp parallel for schedule(static) if (n >= 65536))
+    for (int64_t pc = 0; pc < pieces; pc++) {
+        int64_t r = pc / per_row, j0 = pc % per_row * NORMAL_CHUNK;
+        int64_t len = row - j0 < NORMAL_CHUNK ? row - j0 : NORMAL_CHUNK;
+        /* the row's global flat index: its leading-dim coordinates, odometer
+         * order (last leading dim fastest) */
+        uint64_t gi = 0, rem = (uint64_t)r;
+        int64_t idx[RT_ST_MAXDIM] = {0};
         for (int d = last - 1; d >= 0; d--) {
-            if (++idx[d] < local[d])
-                break;
-            idx[d] = 0;
+            idx[d] = (int64_t)(rem % (uint64_t)local[d]);
+            rem /= (uint64_t)local[d];
         }
+        for (int d = 0; d < last; d++)
+            gi = gi * (uint64_t)global[d] + (uint64_t)(offset[d] + idx[d]);
+        if (rank > 0)
+            gi = gi * (uint64_t)global[last] + (uint64_t)offset[last];
+        normal_chunk(host_dst + r * row + j0, key, gi + (uint64_t)j0, len, std);
     }
 }

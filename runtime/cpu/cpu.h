@@ -44,6 +44,11 @@ struct RtReq {
 void rtcpu_mpi_check(int code, const char *what, const char *file, int line);
 
 void *rtcpu_xmalloc(size_t bytes); /* host scratch; rt_fatal on failure */
+/* This thread's scratch buffer `slot` of at least `bytes`, 64-byte aligned,
+ * valid until the next call for the same slot on this thread (memory.c).
+ * Slots: 0 attention, 1 partial sums, 2 cross-entropy. */
+enum { RTCPU_SCRATCH_SLOTS = 4 };
+void *rtcpu_scratch(int slot, size_t bytes);
 /* Counts passed to MPI are ints: abort with a clear message beyond that. */
 int rtcpu_mpi_count(int64_t n, const char *what);
 MPI_Datatype rtcpu_mpi_type(RtType t);
@@ -56,6 +61,12 @@ void rtcpu_comm_twin(RtComm *c);  /* make c->acomm: collective over c */
 void rtcpu_async_start(bool thread_multiple); /* after MPI is up */
 void rtcpu_async_stop(void);                  /* every collective issued must be waited for */
 void rtcpu_async_wait(RtReq *r);              /* rt_wait of a collective */
+
+/* threads.c, called by rt_init: the libraries' environment (may exec the
+ * program again), and the thread count. */
+void rtcpu_library_env(char **argv);
+void rtcpu_threads_init(void);
+int rtcpu_gemm_threads(void); /* threads rt_matmul splits a GEMM over */
 
 /* watch.c: the watchdog thread. It ends the rank when its launcher dies and
  * aborts every rank when a wait outlasts the timeout, after asking the

@@ -1,44 +1,90 @@
-/* pointwise.c: activations, broadcast add/mul, row reduction, softmax. */
+/* pointwise.c: activations, broadcast add/mul, row reduction, softmax.
+ *
+ * Element-wise kernels run blocks of RTCPU_BLOCK elements on the rank's
+ * threads, each block a vectorised loop (simd.h); the exponentials are
+ * rtcpu_expf, not libm's (which does not vectorise). GELU's tanh is written
+ * through the identity 0.5 (1 + tanh(u)) = sigmoid(2u), which needs one
+ * exponential and no cancellation. */
 #include <math.h>
-#include <stdlib.h>
 
 #include "cpu.h"
+#include "simd.h"
 
-void rt_silu_fwd(rt_act *y, const rt_act *x, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        y[i] = x[i] / (1.0f + expf(-x[i]));
-}
-
-/* d/dx x s(x) = s (1 + x (1 - s)) */
-void rt_silu_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++) {
-        float s = 1.0f / (1.0f + expf(-x[i]));
-        dx[i] = dy[i] * s * (1.0f + x[i] * (1.0f - s));
-    }
-}
+#define RTCPU_BLOCK 8192
 
 #define GELU_K 0.7978845608028654f /* sqrt(2 / pi) */
 #define GELU_C 0.044715f
 
-/* GPT-2 gelu_new: 0.5 x (1 + tanh(k (x + c x^3))) */
-void rt_gelu_fwd(rt_act *y, const rt_act *x, int64_t n)
+RTCPU_CLONES static void silu_fwd_blk(rt_act *y, const rt_act *x, int64_t n)
 {
+    RTCPU_SIMD
+    for (int64_t i = 0; i < n; i++)
+        y[i] = x[i] / (1.0f + rtcpu_expf(-x[i]));
+}
+
+/* d/dx x s(x) = s (1 + x (1 - s)) */
+RTCPU_CLONES static void silu_bwd_blk(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n)
+{
+    RTCPU_SIMD
+    for (int64_t i = 0; i < n; i++) {
+        float s = rtcpu_sigmoidf(x[i]);
+        dx[i] = dy[i] * s * (1.0f + x[i] * (1.0f - s));
+    }
+}
+
+/* GPT-2 gelu_new: 0.5 x (1 + tanh(u)) = x sigmoid(2u), u = k (x + c x^3) */
+RTCPU_CLONES static void gelu_fwd_blk(rt_act *y, const rt_act *x, int64_t n)
+{
+    RTCPU_SIMD
     for (int64_t i = 0; i < n; i++) {
         float v = x[i];
-        y[i] = 0.5f * v * (1.0f + tanhf(GELU_K * (v + GELU_C * v * v * v)));
+        float u = GELU_K * (v + GELU_C * v * v * v);
+        y[i] = v * rtcpu_sigmoidf(2.0f * u);
     }
+}
+
+/* With s = sigmoid(2u) = 0.5 (1 + tanh u): 1 - tanh^2 u = 4 s (1 - s), so
+ * d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) u' = s + 2 x s (1 - s) u'. */
+RTCPU_CLONES static void gelu_bwd_blk(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n)
+{
+    RTCPU_SIMD
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        float s = rtcpu_sigmoidf(2.0f * GELU_K * (v + GELU_C * v * v * v));
+        float du = GELU_K * (1.0f + 3.0f * GELU_C * v * v);
+        dx[i] = dy[i] * (s + 2.0f * v * s * (1.0f - s) * du);
+    }
+}
+
+/* Blocks of an element-wise kernel over the rank's threads. */
+#define ELEMENTWISE(n, call)                                                                       \
+    do {                                                                                           \
+        int64_t nblk_ = ((n) + RTCPU_BLOCK - 1) / RTCPU_BLOCK;                                     \
+        RTCPU_PAR_FOR(n)                                                                           \
+        for (int64_t b_ = 0; b_ < nblk_; b_++) {                                                   \
+            int64_t lo = b_ * RTCPU_BLOCK, len = (n) - lo < RTCPU_BLOCK ? (n) - lo : RTCPU_BLOCK;  \
+            call;                                                                                  \
+        }                                                                                          \
+    } while (0)
+
+void rt_silu_fwd(rt_act *y, const rt_act *x, int64_t n)
+{
+    ELEMENTWISE(n, silu_fwd_blk(y + lo, x + lo, len));
+}
+
+void rt_silu_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n)
+{
+    ELEMENTWISE(n, silu_bwd_blk(dx + lo, x + lo, dy + lo, len));
+}
+
+void rt_gelu_fwd(rt_act *y, const rt_act *x, int64_t n)
+{
+    ELEMENTWISE(n, gelu_fwd_blk(y + lo, x + lo, len));
 }
 
 void rt_gelu_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i];
-        float t = tanhf(GELU_K * (v + GELU_C * v * v * v));
-        float du = GELU_K * (1.0f + 3.0f * GELU_C * v * v);
-        dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
-    }
+    ELEMENTWISE(n, gelu_bwd_blk(dx + lo, x + lo, dy + lo, len));
 }
 
 static void check_bcast(int64_t n, int64_t nb, const char *what)
@@ -48,38 +94,96 @@ static void check_bcast(int64_t n, int64_t nb, const char *what)
                  (long long)n, (long long)nb);
 }
 
-void rt_add(rt_act *out, const rt_act *a, const rt_act *b, int64_t n, int64_t nb)
+/* out[i] = a[i] op b[i - lo + off] for i in [lo, lo + len), b repeating every nb. */
+RTCPU_CLONES static void binary_blk(rt_act *out, const rt_act *a, const rt_act *b, int64_t len,
+                                    int64_t nb, int64_t off, bool mul)
+{
+    for (int64_t i = 0; i < len;) {
+        int64_t run = nb - off < len - i ? nb - off : len - i;
+        const rt_act *bo = b + off;
+        if (mul) {
+            RTCPU_SIMD
+            for (int64_t j = 0; j < run; j++)
+                out[i + j] = a[i + j] * bo[j];
+        } else {
+            RTCPU_SIMD
+            for (int64_t j = 0; j < run; j++)
+                out[i + j] = a[i + j] + bo[j];
+        }
+        i += run;
+        off = 0;
+    }
+}
+
+static void binary(rt_act *out, const rt_act *a, const rt_act *b, int64_t n, int64_t nb, bool mul)
 {
     if (n == 0)
         return;
-    check_bcast(n, nb, "rt_add");
-    for (int64_t r = 0; r < n; r += nb)
-        for (int64_t j = 0; j < nb; j++)
-            out[r + j] = a[r + j] + b[j];
+    check_bcast(n, nb, mul ? "rt_mul" : "rt_add");
+    ELEMENTWISE(n, binary_blk(out + lo, a + lo, b, len, nb, lo % nb, mul));
+}
+
+void rt_add(rt_act *out, const rt_act *a, const rt_act *b, int64_t n, int64_t nb)
+{
+    binary(out, a, b, n, nb, false);
 }
 
 void rt_mul(rt_act *out, const rt_act *a, const rt_act *b, int64_t n, int64_t nb)
 {
-    if (n == 0)
-        return;
-    check_bcast(n, nb, "rt_mul");
-    for (int64_t r = 0; r < n; r += nb)
-        for (int64_t j = 0; j < nb; j++)
-            out[r + j] = a[r + j] * b[j];
+    binary(out, a, b, n, nb, true);
 }
 
-/* Column sums in double, rows in order. */
-void rt_reduce_rows(rt_act *out, const rt_act *in, int64_t rows, int64_t cols, bool accumulate)
+/* acc[j] = sum of rows [0, rows) of in, in double, rows in order. */
+RTCPU_CLONES static void colsum_blk(double *acc, const rt_act *in, int64_t rows, int64_t cols)
 {
-    double *acc = rtcpu_xmalloc((size_t)(cols ? cols : 1) * sizeof *acc);
     for (int64_t j = 0; j < cols; j++)
         acc[j] = 0.0;
-    for (int64_t i = 0; i < rows; i++)
+    for (int64_t i = 0; i < rows; i++) {
+        const rt_act *r = in + i * cols;
+        RTCPU_SIMD
         for (int64_t j = 0; j < cols; j++)
-            acc[j] += in[i * cols + j];
+            acc[j] += r[j];
+    }
+}
+
+/* Column sums in double: each chunk of RTCPU_CHUNK rows sums in row order,
+ * chunks combine in order, whatever the thread count. */
+void rt_reduce_rows(rt_act *out, const rt_act *in, int64_t rows, int64_t cols, bool accumulate)
+{
+    if (cols <= 0)
+        return;
+    int64_t nc = (rows + RTCPU_CHUNK - 1) / RTCPU_CHUNK;
+    double *part = rtcpu_scratch(1, (size_t)(nc ? nc : 1) * (size_t)cols * sizeof *part);
+    RTCPU_PAR_FOR(rows * cols)
+    for (int64_t c = 0; c < nc; c++) {
+        int64_t r0 = c * RTCPU_CHUNK, nr = rows - r0 < RTCPU_CHUNK ? rows - r0 : RTCPU_CHUNK;
+        colsum_blk(part + c * cols, in + r0 * cols, nr, cols);
+    }
+    for (int64_t j = 0; j < cols; j++) {
+        double s = 0.0;
+        for (int64_t c = 0; c < nc; c++)
+            s += part[c * cols + j];
+        out[j] = (float)(accumulate ? s + out[j] : s);
+    }
+}
+
+RTCPU_CLONES static void softmax_row(rt_act *y, const rt_act *x, int64_t cols)
+{
+    float m = -INFINITY;
+    RTCPU_SIMD_MAX(m)
     for (int64_t j = 0; j < cols; j++)
-        out[j] = (float)(accumulate ? acc[j] + out[j] : acc[j]);
-    free(acc);
+        m = x[j] > m ? x[j] : m;
+    double sum = 0.0;
+    RTCPU_SIMD_SUM(sum)
+    for (int64_t j = 0; j < cols; j++) {
+        float e = rtcpu_expf(x[j] - m);
+        y[j] = e;
+        sum += e;
+    }
+    float inv = (float)(1.0 / sum);
+    RTCPU_SIMD
+    for (int64_t j = 0; j < cols; j++)
+        y[j] *= inv;
 }
 
 /* On CPU gradients and activations are both float. */
@@ -102,34 +206,27 @@ void rt_grad_sum(rt_grad *acc, const rt_grad *x, int64_t n)
 
 void rt_softmax_fwd(rt_act *y, const rt_act *x, int64_t rows, int64_t cols)
 {
-    for (int64_t r = 0; r < rows; r++) {
-        const rt_act *xr = x + r * cols;
-        rt_act *yr = y + r * cols;
-        float m = -INFINITY;
-        for (int64_t j = 0; j < cols; j++)
-            m = xr[j] > m ? xr[j] : m;
-        double sum = 0.0;
-        for (int64_t j = 0; j < cols; j++) {
-            yr[j] = expf(xr[j] - m);
-            sum += yr[j];
-        }
-        float inv = (float)(1.0 / sum);
-        for (int64_t j = 0; j < cols; j++)
-            yr[j] *= inv;
-    }
+    RTCPU_PAR_FOR(rows * cols)
+    for (int64_t r = 0; r < rows; r++)
+        softmax_row(y + r * cols, x + r * cols, cols);
 }
 
 /* dx = y (dy - sum(dy y)) */
+RTCPU_CLONES static void softmax_bwd_row(rt_act *dx, const rt_act *y, const rt_act *dy, int64_t cols)
+{
+    double s = 0.0;
+    RTCPU_SIMD_SUM(s)
+    for (int64_t j = 0; j < cols; j++)
+        s += (double)dy[j] * y[j];
+    float sf = (float)s;
+    RTCPU_SIMD
+    for (int64_t j = 0; j < cols; j++)
+        dx[j] = y[j] * (dy[j] - sf);
+}
+
 void rt_softmax_bwd(rt_act *dx, const rt_act *y, const rt_act *dy, int64_t rows, int64_t cols)
 {
-    for (int64_t r = 0; r < rows; r++) {
-        const rt_act *yr = y + r * cols, *gr = dy + r * cols;
-        double s = 0.0;
-        for (int64_t j = 0; j < cols; j++)
-            s += (double)gr[j] * yr[j];
-        float sf = (float)s;
-        rt_act *dxr = dx + r * cols;
-        for (int64_t j = 0; j < cols; j++)
-            dxr[j] = yr[j] * (gr[j] - sf);
-    }
+    RTCPU_PAR_FOR(rows * cols)
+    for (int64_t r = 0; r < rows; r++)
+        softmax_bwd_row(dx + r * cols, y + r * cols, dy + r * cols, cols);
 }

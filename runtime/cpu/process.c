@@ -1,9 +1,7 @@
-/* process.c: start-up, errors, timing and memory of the CPU backend. */
-#include <cblas.h>
+/* process.c: start-up, errors and timing of the CPU backend (memory: memory.c). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "common/common.h"
@@ -26,6 +24,8 @@ void rt_init(int *argc, char ***argv)
 {
     int inited = 0, provided = MPI_THREAD_SINGLE;
     MPI_Initialized(&inited);
+    if (!inited && argv)
+        rtcpu_library_env(*argv); /* may start the program again (threads.c) */
     /* MPI_THREAD_MULTIPLE lets the watchdog thread ask other ranks where
      * they are when a wait stalls (watch.c); measured to cost well under a
      * microsecond per collective. */
@@ -43,10 +43,7 @@ void rt_init(int *argc, char ***argv)
     /* The non-blocking collectives' thread and the world's twin (comm_async.c). */
     rtcpu_comm_twin(rt_comm_world());
     rtcpu_async_start(provided >= MPI_THREAD_MULTIPLE);
-    /* One BLAS thread per rank unless the user says otherwise: ranks already
-     * fill the cores, and oversubscribed BLAS threads only contend. */
-    if (!getenv("OPENBLAS_NUM_THREADS") && !getenv("OMP_NUM_THREADS"))
-        openblas_set_num_threads(1);
+    rtcpu_threads_init(); /* threads per rank: its cores / the ranks sharing them */
 }
 
 void rt_finalize(void)
@@ -107,74 +104,4 @@ void *rtcpu_xmalloc(size_t bytes)
     if (!p)
         rt_fatal("ptdrt: out of host memory allocating %zu bytes", bytes);
     return p;
-}
-
-/* 64-byte aligned (cache lines, AVX-512 loads) and zeroed, so a program that
- * reads a buffer before writing it is at least deterministic. */
-void *rt_alloc(size_t bytes)
-{
-    size_t n = (bytes + 63) / 64 * 64;
-    if (n == 0)
-        n = 64;
-    void *p = aligned_alloc(64, n);
-    if (!p)
-        rt_fatal("ptdrt: out of memory allocating %zu bytes", bytes);
-    memset(p, 0, n);
-    return p;
-}
-
-void rt_free(void *p)
-{
-    free(p);
-}
-
-void rt_zero(void *dst, size_t bytes)
-{
-    if (bytes)
-        memset(dst, 0, bytes);
-}
-
-void rt_copy(void *dst, const void *src, size_t bytes)
-{
-    if (bytes && dst != src)
-        memmove(dst, src, bytes);
-}
-
-void rt_to_device(void *dst, const void *host_src, size_t bytes)
-{
-    rt_copy(dst, host_src, bytes);
-}
-
-void rt_to_host(void *host_dst, const void *src, size_t bytes)
-{
-    rt_copy(host_dst, src, bytes);
-}
-
-void *rt_host_alloc(size_t bytes)
-{
-    return rtcpu_xmalloc(bytes);
-}
-
-void rt_host_free(void *p)
-{
-    free(p);
-}
-
-RtReq *rt_to_device_async(void *dst, const void *host_src, size_t bytes)
-{
-    rt_copy(dst, host_src, bytes);
-    RtReq *r = rtcpu_xmalloc(sizeof *r);
-    memset(r, 0, sizeof *r);
-    r->kind = RTREQ_DONE;
-    return r;
-}
-
-void rt_act_from_f32(rt_act *dst, const float *host_src, int64_t n)
-{
-    rt_copy(dst, host_src, (size_t)n * sizeof *dst);
-}
-
-void rt_act_to_f32(float *host_dst, const rt_act *src, int64_t n)
-{
-    rt_copy(host_dst, src, (size_t)n * sizeof *src);
 }

@@ -6,15 +6,16 @@
 #include <stdlib.h>
 
 #include "cpu.h"
+#include "simd.h"
 
-/* Rotate by pos * freq[j]; freq holds dim/2 frequencies. */
-static void rope_apply(rt_act *y, const rt_act *x, int64_t outer, int64_t seq, int64_t inner,
-                       int64_t dim, int64_t pos_offset, const double *freq, bool inverse)
+/* Positions [s0, s1): angles, then every (outer, inner) row at them. */
+RTCPU_CLONES static void rope_rows(rt_act *y, const rt_act *x, int64_t s0, int64_t s1,
+                                   int64_t outer, int64_t seq, int64_t inner, int64_t dim,
+                                   int64_t pos_offset, const double *freq, float sign, float *cs)
 {
     int64_t half = dim / 2;
-    float *cs = rtcpu_xmalloc((size_t)(dim ? dim : 1) * sizeof *cs), *sn = cs + half;
-    float sign = inverse ? -1.0f : 1.0f; /* the transpose rotates by -a */
-    for (int64_t s = 0; s < seq; s++) {
+    float *sn = cs + half;
+    for (int64_t s = s0; s < s1; s++) {
         double pos = (double)(pos_offset + s);
         for (int64_t j = 0; j < half; j++) {
             double a = pos * freq[j];
@@ -26,6 +27,7 @@ static void rope_apply(rt_act *y, const rt_act *x, int64_t outer, int64_t seq, i
                 int64_t base = ((o * seq + s) * inner + i) * dim;
                 const rt_act *xr = x + base;
                 rt_act *yr = y + base;
+                RTCPU_SIMD
                 for (int64_t j = 0; j < half; j++) {
                     float lo = xr[j], hi = xr[j + half];
                     yr[j] = lo * cs[j] - hi * sn[j];
@@ -33,7 +35,23 @@ static void rope_apply(rt_act *y, const rt_act *x, int64_t outer, int64_t seq, i
                 }
             }
     }
-    free(cs);
+}
+
+/* Rotate by pos * freq[j]; freq holds dim/2 frequencies. Blocks of
+ * positions run in parallel, each computing its own angles. */
+static void rope_apply(rt_act *y, const rt_act *x, int64_t outer, int64_t seq, int64_t inner,
+                       int64_t dim, int64_t pos_offset, const double *freq, bool inverse)
+{
+    float sign = inverse ? -1.0f : 1.0f; /* the transpose rotates by -a */
+    enum { POS = 16 }; /* positions per parallel block */
+    int64_t nb = (seq + POS - 1) / POS;
+    RTCPU_PAR_FOR(outer * seq * inner * dim)
+    for (int64_t b = 0; b < nb; b++) {
+        float *cs = rtcpu_xmalloc((size_t)(dim ? dim : 1) * sizeof *cs);
+        int64_t s1 = (b + 1) * POS < seq ? (b + 1) * POS : seq;
+        rope_rows(y, x, b * POS, s1, outer, seq, inner, dim, pos_offset, freq, sign, cs);
+        free(cs);
+    }
 }
 
 static double *plain_freqs(int64_t dim, float theta)

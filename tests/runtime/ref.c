@@ -114,39 +114,112 @@ void ref_rope(double *y, const double *x, int64_t outer, int64_t seq, int64_t in
             }
 }
 
-void ref_attention(double *o, double *lse, const double *q, const double *k, const double *v,
-                   int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal)
+static bool masked(int64_t i, int64_t j, bool causal, int64_t window)
 {
-    double *P = malloc((size_t)(S * S) * sizeof *P);
+    return (causal && j > i) || (window > 0 && i - j >= window);
+}
+
+/* P [S][S] of (b, h): the softmax of the masked scaled scores, row by row. */
+static void ref_probs(double *P, double *lse_row, const double *q, const double *k, int64_t b,
+                      int64_t h, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal,
+                      int64_t window)
+{
     double scale = 1.0 / sqrt((double)D);
+    int64_t kh = h / (H / KVH);
+    for (int64_t i = 0; i < S; i++)
+        for (int64_t j = 0; j < S; j++) {
+            double s = 0.0;
+            for (int64_t d = 0; d < D; d++)
+                s += q[((b * S + i) * H + h) * D + d] * k[((b * S + j) * KVH + kh) * D + d];
+            P[i * S + j] = masked(i, j, causal, window) ? -INFINITY : s * scale;
+        }
+    for (int64_t i = 0; i < S; i++) {
+        double m = -INFINITY, z = 0.0;
+        for (int64_t j = 0; j < S; j++)
+            m = fmax(m, P[i * S + j]);
+        for (int64_t j = 0; j < S; j++)
+            z += exp(P[i * S + j] - m);
+        if (lse_row)
+            lse_row[i] = m + log(z);
+        for (int64_t j = 0; j < S; j++)
+            P[i * S + j] = exp(P[i * S + j] - m) / z;
+    }
+}
+
+void ref_attention(double *o, double *lse, const double *q, const double *k, const double *v,
+                   int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal,
+                   int64_t window)
+{
+    double *P = malloc((size_t)(S * S) * sizeof *P), *l = malloc((size_t)S * sizeof *l);
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++) {
             int64_t kh = h / (H / KVH);
-            /* the full score matrix with -inf above the diagonal when causal */
-            for (int64_t i = 0; i < S; i++)
-                for (int64_t j = 0; j < S; j++) {
-                    double s = 0.0;
-                    for (int64_t d = 0; d < D; d++)
-                        s += q[((b * S + i) * H + h) * D + d] * k[((b * S + j) * KVH + kh) * D + d];
-                    P[i * S + j] = causal && j > i ? -INFINITY : s * scale;
-                }
+            ref_probs(P, l, q, k, b, h, S, H, KVH, D, causal, window);
             for (int64_t i = 0; i < S; i++) {
-                double m = -INFINITY, z = 0.0;
-                for (int64_t j = 0; j < S; j++)
-                    m = fmax(m, P[i * S + j]);
-                for (int64_t j = 0; j < S; j++)
-                    z += exp(P[i * S + j] - m);
                 if (lse)
-                    lse[(b * S + i) * H + h] = m + log(z);
+                    lse[(b * S + i) * H + h] = l[i];
                 for (int64_t d = 0; d < D; d++) {
                     double acc = 0.0;
                     for (int64_t j = 0; j < S; j++)
-                        acc += exp(P[i * S + j] - m) / z * v[((b * S + j) * KVH + kh) * D + d];
+                        acc += P[i * S + j] * v[((b * S + j) * KVH + kh) * D + d];
                     o[((b * S + i) * H + h) * D + d] = acc;
                 }
             }
         }
     free(P);
+    free(l);
+}
+
+void ref_attention_bwd(double *dq, double *dk, double *dv, const double *q, const double *k,
+                       const double *v, const double *dout, int64_t B, int64_t S, int64_t H,
+                       int64_t KVH, int64_t D, bool causal, int64_t window)
+{
+    double *P = malloc((size_t)(S * S) * sizeof *P), *dP = malloc((size_t)(S * S) * sizeof *dP);
+    double scale = 1.0 / sqrt((double)D);
+    for (int64_t n = 0; n < B * S * KVH * D; n++)
+        dk[n] = dv[n] = 0.0;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            int64_t kh = h / (H / KVH);
+#define Q(i, d) q[((b * S + (i)) * H + h) * D + (d)]
+#define G(i, d) dout[((b * S + (i)) * H + h) * D + (d)]
+#define KV(x, j, d) x[((b * S + (j)) * KVH + kh) * D + (d)]
+            ref_probs(P, NULL, q, k, b, h, S, H, KVH, D, causal, window);
+            for (int64_t i = 0; i < S; i++) {
+                double rs = 0.0;
+                for (int64_t j = 0; j < S; j++) {
+                    double s = 0.0;
+                    for (int64_t d = 0; d < D; d++)
+                        s += G(i, d) * KV(v, j, d);
+                    dP[i * S + j] = s;
+                    rs += s * P[i * S + j];
+                }
+                for (int64_t j = 0; j < S; j++)
+                    dP[i * S + j] = P[i * S + j] * (dP[i * S + j] - rs); /* dS */
+            }
+            for (int64_t i = 0; i < S; i++)
+                for (int64_t d = 0; d < D; d++) {
+                    double s = 0.0;
+                    for (int64_t j = 0; j < S; j++)
+                        s += dP[i * S + j] * KV(k, j, d);
+                    dq[((b * S + i) * H + h) * D + d] = s * scale;
+                }
+            for (int64_t j = 0; j < S; j++)
+                for (int64_t d = 0; d < D; d++) {
+                    double sk = 0.0, sv = 0.0;
+                    for (int64_t i = 0; i < S; i++) {
+                        sk += dP[i * S + j] * Q(i, d);
+                        sv += P[i * S + j] * G(i, d);
+                    }
+                    KV(dk, j, d) += sk * scale;
+                    KV(dv, j, d) += sv;
+                }
+#undef Q
+#undef G
+#undef KV
+        }
+    free(P);
+    free(dP);
 }
 
 void ref_silu(double *y, const double *x, int64_t n)

@@ -22,9 +22,20 @@ void ref_layernorm(double *y, const double *x, const double *w, const double *b,
                    int64_t cols, double eps);
 void ref_rope(double *y, const double *x, int64_t outer, int64_t seq, int64_t inner, int64_t dim,
               int64_t pos_offset, double theta);
-/* Explicit softmax(Q K^T / sqrt(D) + mask) V with the full S x S matrix. */
+/* Explicit softmax(Q K^T / sqrt(D) + mask) V with the full S x S matrix; the
+ * mask hides key j from query i when causal and j > i, or when window > 0
+ * and i - j >= window. */
 void ref_attention(double *o, double *lse, const double *q, const double *k, const double *v,
-                   int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal);
+                   int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal,
+                   int64_t window);
+/* Its gradients written out from the definition (P = softmax row by row):
+ * dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(dP P)), dQ = dS K / sqrt(D),
+ * dK = dS^T Q / sqrt(D), with dK and dV summed over each kv head's group.
+ * Checked against central differences of ref_attention where both are
+ * affordable, then used at sizes where differences are not. */
+void ref_attention_bwd(double *dq, double *dk, double *dv, const double *q, const double *k,
+                       const double *v, const double *dout, int64_t B, int64_t S, int64_t H,
+                       int64_t KVH, int64_t D, bool causal, int64_t window);
 void ref_silu(double *y, const double *x, int64_t n);
 void ref_gelu(double *y, const double *x, int64_t n);
 void ref_softmax(double *y, const double *x, int64_t rows, int64_t cols);

@@ -16,8 +16,10 @@
  * Outputs that kernels overwrite are pre-filled with NaN, so a kernel that
  * skips an element fails; accumulated gradients start from random values. */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 #include "ref.h"
@@ -33,6 +35,13 @@ static float *fnew(int64_t n)
     for (int64_t i = 0; i < n; i++)
         p[i] = NAN;
     return p;
+}
+
+static double thread_cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static double *dnew(int64_t n)
@@ -341,59 +350,183 @@ static void test_rope(void)
 /* ------------------------------------------------------------- attention */
 typedef struct {
     double *q, *k, *v, *r, *o;
-    int64_t B, S, H, KVH, D;
+    int64_t B, S, H, KVH, D, window;
     bool causal;
 } AttnCtx;
 
 static double attn_loss(void *p)
 {
     AttnCtx *c = p;
-    ref_attention(c->o, NULL, c->q, c->k, c->v, c->B, c->S, c->H, c->KVH, c->D, c->causal);
+    ref_attention(c->o, NULL, c->q, c->k, c->v, c->B, c->S, c->H, c->KVH, c->D, c->causal,
+                  c->window);
     return dot(c->r, c->o, c->B * c->S * c->H * c->D);
 }
 
-static void test_attention_case(int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D,
-                                bool causal)
+static float *to_float(const double *d, int64_t n)
 {
-    printf("attention B=%lld S=%lld H=%lld KVH=%lld D=%lld %s\n", (long long)B, (long long)S,
+    float *f = fnew(n);
+    for (int64_t i = 0; i < n; i++)
+        f[i] = (float)d[i];
+    return f;
+}
+
+/* Forward against the explicit softmax; backward against the written-out
+ * double gradients (ref_attention_bwd), which `fd` checks against central
+ * differences first (affordable at small sizes only). */
+static void test_attention_case(int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D,
+                                bool causal, int64_t window, bool fd)
+{
+    printf("attention B=%lld S=%lld H=%lld KVH=%lld D=%lld %s", (long long)B, (long long)S,
            (long long)H, (long long)KVH, (long long)D, causal ? "causal" : "full");
+    if (window)
+        printf(" window %lld", (long long)window);
+    printf("\n");
     int64_t nq = B * S * H * D, nk = B * S * KVH * D, nl = B * S * H;
-    AttnCtx c = {dnew(nq), dnew(nk), dnew(nk), dnew(nq), dnew(nq), B, S, H, KVH, D, causal};
+    AttnCtx c = {dnew(nq), dnew(nk), dnew(nk), dnew(nq), dnew(nq), B, S, H, KVH, D, window, causal};
     float *q = fnew(nq), *k = fnew(nk), *v = fnew(nk), *r = fnew(nq), *o = fnew(nq), *lse = fnew(nl);
     ref_fill(q, c.q, nq, -1.5, 1.5);
     ref_fill(k, c.k, nk, -1.5, 1.5);
     ref_fill(v, c.v, nk, -1, 1);
     ref_fill(r, c.r, nq, -1, 1);
-    rt_attention_fwd(o, lse, q, k, v, B, S, H, KVH, D, causal, 0);
+    rt_attention_fwd(o, lse, q, k, v, B, S, H, KVH, D, causal, window);
     double *lref = dnew(nl);
-    ref_attention(c.o, lref, c.q, c.k, c.v, B, S, H, KVH, D, causal);
+    ref_attention(c.o, lref, c.q, c.k, c.v, B, S, H, KVH, D, causal, window);
     CHECK(ref_close("attention o vs softmax(QK^T)V", o, c.o, nq, FWD_TOL, 1e-30), "attention o");
     CHECK(ref_close("attention lse", lse, lref, nl, FWD_TOL, 1e-30), "attention lse");
 
     float *dq = fnew(nq), *dk = fnew(nk), *dv = fnew(nk);
-    rt_attention_bwd(dq, dk, dv, q, k, v, o, lse, r, B, S, H, KVH, D, causal, 0);
+    rt_attention_bwd(dq, dk, dv, q, k, v, o, lse, r, B, S, H, KVH, D, causal, window);
     double *gq = dnew(nq), *gk = dnew(nk), *gv = dnew(nk);
-    ref_fd_grad(attn_loss, &c, c.q, nq, FD_H, gq);
-    ref_fd_grad(attn_loss, &c, c.k, nk, FD_H, gk);
-    ref_fd_grad(attn_loss, &c, c.v, nk, FD_H, gv);
+    ref_attention_bwd(gq, gk, gv, c.q, c.k, c.v, c.r, B, S, H, KVH, D, causal, window);
+    if (fd) {
+        double *fq = dnew(nq), *fk = dnew(nk), *fv = dnew(nk);
+        ref_fd_grad(attn_loss, &c, c.q, nq, FD_H, fq);
+        ref_fd_grad(attn_loss, &c, c.k, nk, FD_H, fk);
+        ref_fd_grad(attn_loss, &c, c.v, nk, FD_H, fv);
+        float *aq = to_float(gq, nq), *ak = to_float(gk, nk), *av = to_float(gv, nk);
+        ref_check_grad("reference dq vs differences", aq, fq, nq, GRAD_TOL);
+        ref_check_grad("reference dk vs differences", ak, fk, nk, GRAD_TOL);
+        ref_check_grad("reference dv vs differences", av, fv, nk, GRAD_TOL);
+        free(aq), free(ak), free(av), free(fq), free(fk), free(fv);
+    }
     ref_check_grad("attention dq", dq, gq, nq, GRAD_TOL);
     ref_check_grad("attention dk (summed over the kv group)", dk, gk, nk, GRAD_TOL);
     ref_check_grad("attention dv (summed over the kv group)", dv, gv, nk, GRAD_TOL);
-    if (causal) { /* wrong: the backward forgets the mask */
+    if (causal && !window) { /* wrong: the backward forgets the mask */
         rt_attention_bwd(dq, dk, dv, q, k, v, o, lse, r, B, S, H, KVH, D, false, 0);
         expect_caught("attention dk without the causal mask", dk, gk, nk);
+    }
+    if (window && window < S) { /* wrong: the backward forgets the window */
+        rt_attention_bwd(dq, dk, dv, q, k, v, o, lse, r, B, S, H, KVH, D, causal, 0);
+        expect_caught("attention dk without the window", dk, gk, nk);
     }
     free(dq), free(dk), free(dv), free(gq), free(gk), free(gv), free(lref);
     free(q), free(k), free(v), free(r), free(o), free(lse);
     free(c.q), free(c.k), free(c.v), free(c.r), free(c.o);
 }
 
+/* A window as long as the sequence is plain causal attention, bit for bit. */
+static void test_attention_long_window(void)
+{
+    printf("attention window >= S is causal\n");
+    enum { B = 1, S = 40, H = 2, KVH = 1, D = 8 };
+    int64_t nq = B * S * H * D, nk = B * S * KVH * D, nl = B * S * H;
+    float *q = fnew(nq), *k = fnew(nk), *v = fnew(nk), *o1 = fnew(nq), *o2 = fnew(nq);
+    float *l1 = fnew(nl), *l2 = fnew(nl);
+    ref_fill(q, NULL, nq, -1.5, 1.5);
+    ref_fill(k, NULL, nk, -1.5, 1.5);
+    ref_fill(v, NULL, nk, -1, 1);
+    rt_attention_fwd(o1, l1, q, k, v, B, S, H, KVH, D, true, 0);
+    rt_attention_fwd(o2, l2, q, k, v, B, S, H, KVH, D, true, S);
+    CHECK(!memcmp(o1, o2, (size_t)nq * sizeof *o1) && !memcmp(l1, l2, (size_t)nl * sizeof *l1),
+          "attention with window %d of %d differs from causal", S, S);
+    free(q), free(k), free(v), free(o1), free(o2), free(l1), free(l2);
+}
+
+/* A window of 1: each query sees only its own key, so o = v and the exact
+ * dq and dk are 0 (dS = P (dP - D) with dP_ii = D_i). The kernel sums D_i as
+ * its dP tile sums dP_ii, so it gives exact zeros too; the CUDA tests
+ * compare against this output, where rounding noise would be all the
+ * reference has. Head dims with and without padding, on each set (the
+ * _avx2 and _sse2 runs of this program). */
+static void test_attention_window_one(void)
+{
+    printf("attention window 1: o = v, dq = dk = 0 exactly\n");
+    for (int64_t D = 8; D <= 80; D += 72) {
+        const int64_t B = 1, S = 50, H = 3, KVH = 1;
+        int64_t nq = B * S * H * D, nk = B * S * KVH * D, nl = B * S * H;
+        float *q = fnew(nq), *k = fnew(nk), *v = fnew(nk), *o = fnew(nq), *l = fnew(nl);
+        float *g = fnew(nq), *dq = fnew(nq), *dk = fnew(nk), *dv = fnew(nk);
+        ref_fill(q, NULL, nq, -2, 2);
+        ref_fill(k, NULL, nk, -2, 2);
+        ref_fill(v, NULL, nk, -1, 1);
+        ref_fill(g, NULL, nq, -1, 1);
+        rt_attention_fwd(o, l, q, k, v, B, S, H, KVH, D, true, 1);
+        rt_attention_bwd(dq, dk, dv, q, k, v, o, l, g, B, S, H, KVH, D, true, 1);
+        int bad_o = 0, bad_q = 0, bad_k = 0;
+        for (int64_t i = 0; i < nq; i++) {
+            int64_t s = i / (H * D), d = i % D;
+            bad_o += o[i] != v[s * D + d];
+            bad_q += dq[i] != 0.0f;
+        }
+        for (int64_t i = 0; i < nk; i++)
+            bad_k += dk[i] != 0.0f;
+        CHECK(!bad_o && !bad_q && !bad_k, "window 1, D %lld: %d outputs differ from v, %d dq and %d dk "
+              "not 0", (long long)D, bad_o, bad_q, bad_k);
+        free(q), free(k), free(v), free(o), free(l), free(g), free(dq), free(dk), free(dv);
+    }
+}
+
+/* The window skips key tiles instead of masking them: on one thread, a
+ * window of 32 over 1024 positions costs a fraction of causal attention
+ * (tiles seen per query block: at most 3 of 32 keys instead of ~16). CPU
+ * time of this thread, so other processes do not matter; the bound leaves a
+ * 2.5x margin over the expected ~0.2. */
+static void test_attention_window_cost(void)
+{
+    printf("attention window skips work\n");
+    enum { B = 1, S = 1024, H = 2, KVH = 1, D = 32 };
+    int64_t nq = B * S * H * D, nk = B * S * KVH * D, nl = B * S * H;
+    float *q = fnew(nq), *k = fnew(nk), *v = fnew(nk), *o = fnew(nq), *l = fnew(nl);
+    float *dq = fnew(nq), *dk = fnew(nk), *dv = fnew(nk);
+    ref_fill(q, NULL, nq, -1, 1);
+    ref_fill(k, NULL, nk, -1, 1);
+    ref_fill(v, NULL, nk, -1, 1);
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    double t[2];
+    for (int w = 0; w < 2; w++) {
+        double t0 = thread_cpu();
+        for (int rep = 0; rep < 2; rep++) {
+            rt_attention_fwd(o, l, q, k, v, B, S, H, KVH, D, true, w ? 32 : 0);
+            rt_attention_bwd(dq, dk, dv, q, k, v, o, l, q, B, S, H, KVH, D, true, w ? 32 : 0);
+        }
+        t[w] = thread_cpu() - t0;
+    }
+    omp_set_num_threads(threads);
+    printf("  causal %.3f s, window 32: %.3f s (%.2f)\n", t[0], t[1], t[1] / t[0]);
+    CHECK(t[1] < 0.5 * t[0], "a window of 32 of 1024 costs %.2f of causal attention", t[1] / t[0]);
+    free(q), free(k), free(v), free(o), free(l), free(dq), free(dk), free(dv);
+}
+
 static void test_attention(void)
 {
-    test_attention_case(2, 5, 4, 2, 8, true);  /* GQA, causal */
-    test_attention_case(2, 5, 4, 2, 8, false); /* GQA, full */
-    test_attention_case(1, 6, 3, 3, 4, true);  /* MHA */
-    test_attention_case(1, 4, 4, 1, 4, false); /* MQA */
+    test_attention_case(2, 5, 4, 2, 8, true, 0, true);  /* GQA, causal */
+    test_attention_case(2, 5, 4, 2, 8, false, 0, true); /* GQA, full */
+    test_attention_case(1, 6, 3, 3, 4, true, 0, true);  /* MHA */
+    test_attention_case(1, 4, 4, 1, 4, false, 0, true); /* MQA */
+    test_attention_case(1, 7, 2, 1, 4, true, 3, true);  /* sliding window */
+    /* Sizes that cross the kernel's blocks: query blocks of 16 with a ragged
+     * last one, key tiles of 32, head dims padded to 16 (20 -> 32: one
+     * vector at a time; 72 -> 80: four, then one). */
+    test_attention_case(2, 70, 4, 2, 20, true, 0, false);
+    test_attention_case(1, 70, 2, 2, 72, false, 0, false);
+    test_attention_case(1, 100, 4, 1, 16, true, 24, false); /* window inside a tile */
+    test_attention_case(1, 100, 2, 2, 8, true, 40, false);  /* window across tiles */
+    test_attention_case(1, 40, 2, 1, 8, true, 2, false);    /* two keys a query */
+    test_attention_long_window();
+    test_attention_window_one();
+    test_attention_window_cost();
 }
 
 /* ------------------------------------------------------------- pointwise */
@@ -560,6 +693,27 @@ static void test_cross_entropy(void)
     ref_fd_grad(ce_loss, &c, c.logits, R * V, FD_H, g);
     ref_check_grad("cross_entropy dlogits", dl, g, R * V, GRAD_TOL);
     free(g), free(dl), free(logits), free(c.logits);
+
+    /* A vocabulary of several of the kernel's chunks (512), with the row
+     * maxima in later chunks than the first, so the running sum is rescaled
+     * (and one row whose first chunk holds the max). */
+    enum { R2 = 4, V2 = 1800 };
+    static const int32_t t2[R2] = {3, 1799, 900, 512};
+    float *l2 = fnew(R2 * V2), lse2[R2], loss2 = 0.0f;
+    double *d2 = dnew(R2 * V2), lref2[R2];
+    ref_fill(l2, d2, R2 * V2, -4, 4);
+    for (int r = 0; r < R2; r++)
+        for (int j = 0; j < V2; j++) { /* rising: the last chunk holds the max (but row 3) */
+            float x = l2[r * V2 + j] + (r == 3 ? -0.01f : 0.01f) * (float)j;
+            l2[r * V2 + j] = x, d2[r * V2 + j] = x;
+        }
+    rt_cross_entropy_fwd(&loss2, lse2, l2, t2, R2, V2, 0, R2, NULL);
+    double want2 = ref_cross_entropy(lref2, d2, t2, R2, V2, R2);
+    CHECK(ref_close("cross_entropy loss, 4 chunks a row", &loss2, &want2, 1, FWD_TOL, 1e-30),
+          "ce loss (chunks)");
+    CHECK(ref_close("cross_entropy lse, 4 chunks a row", lse2, lref2, R2, FWD_TOL, 1e-30),
+          "ce lse (chunks)");
+    free(l2), free(d2);
 }
 
 /* ------------------------------------------------------------- optimizer */
@@ -609,6 +763,128 @@ static void test_optimizer(void)
     CHECK(memcmp(a1, a2, sizeof a1) == 0, "adamw with param aliasing master differs");
 }
 
+/* ---------------------------------------------------------------- threads */
+/* Every threaded kernel gives the same bits on 1 and on 3 threads (rows and
+ * tasks are whole per thread; sums over rows use a fixed partition). Sizes
+ * are above the kernels' thresholds for starting threads. */
+#define SAME_ON_THREADS(what, out, bytes, ...)                                                     \
+    do {                                                                                           \
+        omp_set_num_threads(1);                                                                    \
+        __VA_ARGS__;                                                                               \
+        void *one_ = malloc(bytes);                                                                \
+        memcpy(one_, out, bytes);                                                                  \
+        omp_set_num_threads(3);                                                                    \
+        __VA_ARGS__;                                                                               \
+        CHECK(!memcmp(one_, out, bytes), "%s: 1 and 3 threads differ", what);                      \
+        printf("  %-44s same on 1 and 3 threads\n", what);                                         \
+        free(one_);                                                                                \
+    } while (0)
+
+static void test_threads(void)
+{
+    printf("threads\n");
+    int threads = omp_get_max_threads();
+    enum { R = 300, C = 130, N = 100000, V = 1000, RC = 64 };
+    float *x = fnew(N), *y = fnew(N), *g = fnew(N), *w = fnew(C), *b = fnew(C), *out = fnew(N);
+    float *dw = fnew(C), *db = fnew(C), *st1 = fnew(R), *st2 = fnew(R);
+    ref_fill(x, NULL, N, -3, 3);
+    ref_fill(g, NULL, N, -1, 1);
+    ref_fill(w, NULL, C, 0.5, 1.5);
+    ref_fill(b, NULL, C, -1, 1);
+    size_t rc = (size_t)(R * C) * sizeof(float), cb = (size_t)C * sizeof(float);
+    SAME_ON_THREADS("layernorm fwd", out, rc, rt_layernorm_fwd(out, st1, st2, x, w, b, R, C, 1e-5f));
+    rt_layernorm_fwd(y, st1, st2, x, w, b, R, C, 1e-5f);
+    SAME_ON_THREADS("layernorm bwd dx", out, rc,
+                    memset(dw, 0, cb), memset(db, 0, cb),
+                    rt_layernorm_bwd(out, dw, db, x, w, st1, st2, g, R, C));
+    SAME_ON_THREADS("layernorm bwd dw", dw, cb, memset(dw, 0, cb), memset(db, 0, cb),
+                    rt_layernorm_bwd(out, dw, db, x, w, st1, st2, g, R, C));
+    SAME_ON_THREADS("layernorm bwd db", db, cb, memset(dw, 0, cb), memset(db, 0, cb),
+                    rt_layernorm_bwd(out, dw, db, x, w, st1, st2, g, R, C));
+    SAME_ON_THREADS("rmsnorm fwd", out, rc, rt_rmsnorm_fwd(out, st1, x, w, R, C, 1e-5f));
+    SAME_ON_THREADS("rmsnorm bwd dw", dw, cb, memset(dw, 0, cb),
+                    rt_rmsnorm_bwd(out, dw, x, w, st1, g, R, C));
+    SAME_ON_THREADS("reduce_rows", dw, cb, rt_reduce_rows(dw, g, R, C, false));
+    float ss = 0;
+    SAME_ON_THREADS("sumsq", &ss, sizeof ss, ss = 0, rt_sumsq(&ss, g, N));
+    SAME_ON_THREADS("softmax fwd", out, rc, rt_softmax_fwd(out, x, R, C));
+    rt_softmax_fwd(y, x, R, C);
+    SAME_ON_THREADS("softmax bwd", out, rc, rt_softmax_bwd(out, y, g, R, C));
+    size_t nb = (size_t)N * sizeof(float);
+    SAME_ON_THREADS("gelu fwd", out, nb, rt_gelu_fwd(out, x, N));
+    SAME_ON_THREADS("gelu bwd", out, nb, rt_gelu_bwd(out, x, g, N));
+    SAME_ON_THREADS("silu bwd", out, nb, rt_silu_bwd(out, x, g, N));
+    SAME_ON_THREADS("add (broadcast)", out, nb, rt_add(out, x, w, N - N % C, C));
+    int32_t tg[RC];
+    for (int i = 0; i < RC; i++)
+        tg[i] = (i * 37) % V;
+    float loss = 0, lse[RC];
+    SAME_ON_THREADS("cross_entropy fwd", &loss, sizeof loss, loss = 0,
+                    rt_cross_entropy_fwd(&loss, lse, x, tg, RC, V, 0, RC, NULL));
+    SAME_ON_THREADS("cross_entropy bwd", out, (size_t)(RC * V) * sizeof(float),
+                    rt_cross_entropy_bwd(out, x, tg, lse, 1.0f, RC, V, 0, RC));
+    float *m = fnew(N), *v = fnew(N), *pm = fnew(N);
+    SAME_ON_THREADS("adamw", pm, nb, memcpy(pm, x, nb), memset(m, 0, nb), memset(v, 0, nb),
+                    rt_adamw(pm, pm, g, m, v, N, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1));
+    int32_t ids[500];
+    for (int i = 0; i < 500; i++)
+        ids[i] = (i * 7) % 50; /* repeated ids */
+    SAME_ON_THREADS("embedding bwd", out, (size_t)(50 * C) * sizeof(float),
+                    memset(out, 0, (size_t)(50 * C) * sizeof(float)),
+                    rt_embedding_bwd(out, ids, g, 500, 50, 0, C));
+    SAME_ON_THREADS("rope", out, (size_t)(2 * 64 * 4 * 64) * sizeof(float),
+                    rt_rope(out, x, 2, 64, 4, 64, 3, 10000.0f, false));
+    enum { B = 2, S = 70, H = 4, KVH = 2, D = 20 };
+    int64_t nq = B * S * H * D, nk = B * S * KVH * D;
+    float *o = fnew(nq), *l = fnew(B * S * H), *dq = fnew(nq), *dk = fnew(nk), *dv = fnew(nk);
+    SAME_ON_THREADS("attention fwd", o, (size_t)nq * sizeof(float),
+                    rt_attention_fwd(o, l, x, g, y, B, S, H, KVH, D, true, 0));
+    SAME_ON_THREADS("attention bwd dq", dq, (size_t)nq * sizeof(float),
+                    rt_attention_bwd(dq, dk, dv, x, g, y, o, l, g, B, S, H, KVH, D, true, 0));
+    SAME_ON_THREADS("attention bwd dk", dk, (size_t)nk * sizeof(float),
+                    rt_attention_bwd(dq, dk, dv, x, g, y, o, l, g, B, S, H, KVH, D, true, 0));
+    SAME_ON_THREADS("attention bwd dv (window)", dv, (size_t)nk * sizeof(float),
+                    rt_attention_bwd(dq, dk, dv, x, g, y, o, l, g, B, S, H, KVH, D, true, 9));
+    omp_set_num_threads(threads);
+    free(o), free(l), free(dq), free(dk), free(dv), free(m), free(v), free(pm);
+    free(x), free(y), free(g), free(w), free(b), free(out), free(dw), free(db), free(st1), free(st2);
+}
+
+/* rt_matmul splits a large GEMM into one block of rows (M >= N) or of
+ * columns per thread: 3 threads (blocks of 112, 112 and 76 rows, or
+ * columns), every transpose combination, overwriting and accumulating,
+ * against the double reference. */
+static void test_matmul_split(void)
+{
+    printf("matmul split over threads\n");
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(3);
+    static const int64_t shapes[2][3] = {{300, 170, 64}, {64, 300, 170}}; /* rows, columns */
+    for (int sh = 0; sh < 2; sh++)
+        for (int t = 0; t < 4; t++) {
+            int64_t M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2];
+            bool ta = t & 1, tb = t & 2;
+            float *a = fnew(M * K), *b = fnew(K * N), *c = fnew(M * N), *c0 = fnew(M * N);
+            double *da = dnew(M * K), *db = dnew(K * N), *want = dnew(M * N);
+            ref_fill(a, da, M * K, -1, 1);
+            ref_fill(b, db, K * N, -1, 1);
+            ref_fill(c0, NULL, M * N, -1, 1);
+            rt_matmul(c, a, b, M, N, K, ta, tb, false);
+            ref_matmul(want, da, db, M, N, K, ta, tb);
+            char name[64];
+            snprintf(name, sizeof name, "matmul %s blocks ta=%d tb=%d", sh ? "column" : "row", ta, tb);
+            CHECK(ref_close(name, c, want, M * N, FWD_TOL, 1e-30), "%s", name);
+            memcpy(c, c0, (size_t)(M * N) * sizeof *c);
+            rt_matmul(c, a, b, M, N, K, ta, tb, true);
+            for (int64_t i = 0; i < M * N; i++)
+                want[i] += c0[i];
+            snprintf(name, sizeof name, "  accumulating");
+            CHECK(ref_close(name, c, want, M * N, FWD_TOL, 1e-30), "%s", name);
+            free(a), free(b), free(c), free(c0), free(da), free(db), free(want);
+        }
+    omp_set_num_threads(threads);
+}
+
 /* A wrong transpose in a matmul backward must be caught too. */
 static void test_wrong_matmul_grad(void)
 {
@@ -650,6 +926,12 @@ static void bad_broadcast(void *arg)
     rt_add(out, a, b, 5, 2);
 }
 
+static void bad_window(void *arg)
+{
+    float x[16] = {0}, lse[4];
+    rt_attention_fwd(x, lse, x, x, x, 1, 2, 2, 2, 2, arg != NULL, arg ? -1 : 4);
+}
+
 static void bad_gqa(void *arg)
 {
     (void)arg;
@@ -664,12 +946,15 @@ static void test_fatal(void)
     ref_expect_fatal("cross_entropy target 3 of 3", bad_target, NULL, "outside the vocabulary");
     ref_expect_fatal("add: 5 elements, b of 2", bad_broadcast, NULL, "do not repeat");
     ref_expect_fatal("attention 3 heads on 2 kv heads", bad_gqa, NULL, "do not group");
+    ref_expect_fatal("attention window without causal", bad_window, NULL, "needs causal");
+    ref_expect_fatal("attention window -1", bad_window, "neg", "negative");
 }
 
 int main(void)
 {
     ref_seed(20240520);
     test_matmul();
+    test_matmul_split();
     test_embedding();
     test_rmsnorm();
     test_layernorm();
@@ -683,6 +968,7 @@ int main(void)
     test_softmax();
     test_cross_entropy();
     test_optimizer();
+    test_threads();
     test_wrong_matmul_grad();
     test_fatal();
     return check_status("rt_kernels");
