@@ -191,6 +191,11 @@ void cg_check_deadlock(Cg *c);
 void cg_buckets(Cg *c, CgRankProg *r);
 int64_t cg_bucket_elems(const Cg *c); /* target size of a bucket */
 
+/* cg_mem.c: do fp32 masters alias the parameters (the CPU target, whose
+ * weights are fp32)? The cost model's ptdc stack says the same
+ * (master_aliases). */
+bool cg_master_aliases(const Cg *c);
+
 /* cg_lower.c */
 void cg_lower(Cg *c, CgRankProg *r);
 int cg_buf_new(Cg *c, CgRankProg *r, CgBufKind kind, CgType type, int64_t numel, int tensor,

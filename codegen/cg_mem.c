@@ -102,6 +102,8 @@ static int64_t place(CgRankProg *r, CgType t, int64_t n, int cat)
     return off;
 }
 
+bool cg_master_aliases(const Cg *c) { return c->o->target == CG_TARGET_CPU; }
+
 void cg_memplan(Cg *c, CgRankProg *r)
 {
     /* Liveness of temporaries. */
@@ -135,8 +137,12 @@ void cg_memplan(Cg *c, CgRankProg *r)
     for (int i = 0; i < r->params.n; i++) {
         int k = r->params.v[i];
         const CgParamPlan *pp = &c->params[k];
+        /* On CPU the weights are fp32 already: the master is this rank's
+         * block of the parameter itself (CG_MASTER_ALIAS), not a copy. */
         for (int m = 0; m < 3; m++)
-            r->opt_off[3 * k + m] = place(r, CG_F32, pp->shard, CG_MEM_OPT);
+            r->opt_off[3 * k + m] = m == 0 && cg_master_aliases(c)
+                                        ? -1
+                                        : place(r, CG_F32, pp->shard, CG_MEM_OPT);
     }
     for (int i = 0; i < r->bufs.n; i++) {
         CgBuf *b = r->bufs.v[i];

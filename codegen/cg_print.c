@@ -499,8 +499,9 @@ static void print_bind(Out *o, CgRankProg *r, StagePrint *stages, int nst)
                     where(c, r, r->bufs.v[r->gsbuf[k]]));
         static const char *const opt[3] = {"master", "m", "v"};
         for (int m = 0; m < 3; m++)
-            fprintf(f, "    params_pp%d[%d].%s = F + %lld;\n", r->pp_rank, i, opt[m],
-                    (long long)r->opt_off[3 * k + m]);
+            if (r->opt_off[3 * k + m] >= 0)
+                fprintf(f, "    params_pp%d[%d].%s = F + %lld;\n", r->pp_rank, i, opt[m],
+                        (long long)r->opt_off[3 * k + m]);
     }
     fprintf(f, "}\n\n");
 }
@@ -690,6 +691,8 @@ static void print_header(Cg *c, FILE *h)
             (long long)g->global_batch, (long long)g->dims[g->seq_dim].size,
             (long long)c->vocab);
     fprintf(h, "#define CG_ZERO %d\n#define CG_NTIED %d\n", p->zero, c->ntied);
+    fprintf(h, "#define CG_MASTER_ALIAS %d /* fp32 masters are the parameters' own blocks */\n",
+            cg_master_aliases(c));
     fprintf(h, "#define CG_LOSS_PP %d      /* pipeline rank computing the loss */\n",
             cg_stage_pp(c, c->loss_stage));
     fprintf(h, "#define CG_LOSS_MASK %d    /* mesh axes along which the loss is replicated */\n",

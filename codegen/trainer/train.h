@@ -47,6 +47,9 @@ void tr_data_close(void);
 
 /* ---------------------------------------------------------- train_optim.c */
 double tr_grad_sumsq(int only);
+/* CG_MASTER_ALIAS: point each fp32 master at the parameter block AdamW
+ * writes (after bind; the parameter's values are the master's). */
+void tr_alias_masters(void);
 void tr_step_once(double *loss, double *norm, double *lr);
 
 /* ------------------------------------------------------ train_gradcheck.c */

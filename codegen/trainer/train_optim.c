@@ -43,6 +43,25 @@ double tr_grad_sumsq(int only)
     return host;
 }
 
+/* The block of p this rank's AdamW updates: its ZeRO-1/2 shard of the
+ * padded parameter, else the parameter (ZeRO-3 holds only the shard). */
+static rt_act *own_block(const CgParam *p)
+{
+    bool gather = p->zshard && CG_ZERO < 3;
+    return gather ? p->param + (int64_t)rt_comm_rank(g_comm[p->pmask]) * p->shard : p->param;
+}
+
+void tr_alias_masters(void)
+{
+#if CG_MASTER_ALIAS
+    /* fp32 weights (the CPU target): a second fp32 copy would only double
+     * the memory and AdamW's traffic; every value is bitwise the same. */
+    _Static_assert(sizeof(rt_act) == sizeof(float), "masters alias fp32 parameters only");
+    for (int i = 0; i < tr_prog->nparams; i++)
+        tr_prog->params[i].master = (float *)own_block(&tr_prog->params[i]);
+#endif
+}
+
 void tr_step_once(double *loss, double *norm, double *lr)
 {
     tr_run_schedule();
@@ -59,7 +78,7 @@ void tr_step_once(double *loss, double *norm, double *lr)
         rt_grad *g = reduced_grad(p, &n);
         float wd = p->decay ? (float)tr_fl.weight_decay : 0.0f;
         bool gather = p->zshard && CG_ZERO < 3;
-        rt_act *mine = gather ? p->param + (int64_t)rt_comm_rank(g_comm[p->pmask]) * p->shard : p->param;
+        rt_act *mine = own_block(p);
         rt_adamw(p->master, mine, g, p->m, p->v, n, (float)*lr, (float)tr_fl.beta1,
                  (float)tr_fl.beta2, (float)tr_fl.eps, wd, (float)scale, (int)tr_step + 1);
         if (gather && tr_overlap) {

@@ -253,6 +253,7 @@ int main(int argc, char **argv)
     char *arena = (char *)rt_alloc(bytes);
     rt_zero(arena, bytes);
     tr_prog->bind((rt_act *)arena, (float *)(arena + fo), (int32_t *)(arena + io));
+    tr_alias_masters();
     tr_buckets_init();
     if (ROOT)
         print_memory_plan();

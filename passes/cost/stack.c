@@ -32,6 +32,10 @@ static const PassStack presets[] = {
         /* Gradients are fp32 on both backends (runtime/rt.h: rt_grad;
          * codegen's CG_GRAD): accumulation and reduction. */
         .grad_bytes = 4,
+        /* On the CPU target the fp32 master is the parameter's own block
+         * (codegen/cg_mem.c: cg_master_aliases); CUDA keeps one beside its
+         * bf16 weights. */
+        .master_aliases = true,
         .backends = 0,
     },
     {
