@@ -438,6 +438,9 @@ const char *rt_ckpt_plan_hash(const RtCkpt *c);
  * tensors (the same names, dtypes and shapes). */
 int rt_ckpt_check_program(const RtCkpt *c, int world, const char *plan_hash,
                           const RtCkptTensor *model, int nmodel, char *err, size_t errlen);
+/* The model's tensors only: what a load under another plan must agree on. */
+int rt_ckpt_check_model(const RtCkpt *c, const RtCkptTensor *model, int nmodel, char *err,
+                        size_t errlen);
 /* Read rank `rank`'s file into the blobs. Refused before any blob is
  * written: a file of another rank, world size, run, step or plan, one whose
  * size or CRC differs from the manifest's, and blobs that differ in name,
@@ -445,6 +448,17 @@ int rt_ckpt_check_program(const RtCkpt *c, int world, const char *plan_hash,
  * into the blobs: if it fails, the blobs hold garbage and -1 is returned. */
 int rt_ckpt_read(const RtCkpt *c, int rank, const RtCkptBlob *blobs, int n, char *err,
                  size_t errlen);
+/* Resharding: fill the blobs from whichever rank files of the checkpoint hold
+ * their elements, whatever plan and world size saved it (ckpt_reshard.c).
+ * Element e of a blob is the tensor element it names (global shape, block,
+ * flat range); it is taken from an entry of the same name, dtype and global
+ * shape whose block and flat range hold it. Refused before any blob is
+ * written: a rank file that does not belong to the manifest (as
+ * rt_ckpt_read), an entry of another shape or dtype, and an element no
+ * rank file holds. Every rank file holding something is read whole, its
+ * CRC checked as it streams; if one fails, the blobs hold garbage. */
+int rt_ckpt_read_any(const RtCkpt *c, const RtCkptBlob *blobs, int n, char *err,
+                     size_t errlen);
 
 /* ----------------------------------------------------------- safetensors */
 /* Hugging Face safetensors files (8-byte little-endian header length, JSON
