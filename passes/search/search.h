@@ -16,11 +16,12 @@
  * bounds (branch and bound), then ranked by pass_predict, which every number
  * reported comes from. Requires a verified forward graph. */
 
-/* Limits of a plan: micro-batches per step (the schedule a program runs
- * holds each one; 2^20 is already 2^20 forward/backward pairs per rank and
- * step) and sequences per micro-batch and replica (--micro-batch's range).
- * Layouts beyond them are not enumerated; see PassSearchResult.micro_cut. */
-#define PASS_SEARCH_MAX_MICRO (1 << 20)
+/* Limits of a plan: micro-batches per step (the generated program's
+ * schedule tables number them in 16 bits, and the schedule simulation's
+ * cost grows with them) and sequences per micro-batch and replica
+ * (--micro-batch's range). Layouts beyond them are not enumerated; see
+ * PassSearchResult.micro_cut. */
+#define PASS_SEARCH_MAX_MICRO 32767
 #define PASS_SEARCH_MAX_MB (1 << 20)
 
 /* What the user fixed; everything else is searched. */
