@@ -290,31 +290,6 @@ RtData *rt_data_try_open(const char *spec, int64_t vocab, int64_t seq, char *err
  * Sequence i reads window i mod this count (docs/runtime.md). */
 int64_t rt_data_num_sequences(const RtData *d);
 
-/* ------------------------------------------------- checkpoints, version 1 */
-/* Superseded by version 2 below (kept while generated trainers still call
- * it): a directory of these files has no manifest, so a save interrupted
- * between ranks leaves ranks at different steps.
- * One file per rank holds that rank's shard: named blobs, the step and the
- * data position (format: docs/runtime.md). A blob's bytes live in backend
- * memory (e.g. inside the rt_alloc arena) and are staged through host memory.
- * Generated code names blobs "param:<name>", "master:<name>", "adam_m:<name>",
- * "adam_v:<name>"; names are at most 4095 bytes and unique.
- * Save writes a temporary file in the same directory, fsyncs it, renames it
- * over `path` and fsyncs the directory, so `path` always holds a complete
- * checkpoint. Load checks magic, version, sizes, names and the CRC32C of the
- * whole file before it writes a byte into the blobs; the file must hold
- * exactly these names (in any order) with these sizes. Both return 0, or -1
- * with a sentence in err naming the file and the problem. */
-typedef struct {
-    const char *name;
-    void *data;    /* backend memory: read by save, overwritten by load */
-    int64_t bytes;
-} RtBlob;
-int rt_ckpt_save(const char *path, const RtBlob *blobs, int n, int64_t step, int64_t data_pos,
-                 char *err, size_t errlen);
-int rt_ckpt_load(const char *path, const RtBlob *blobs, int n, int64_t *step, int64_t *data_pos,
-                 char *err, size_t errlen);
-
 /* ------------------------------------------------- checkpoints, version 2 */
 /* A checkpoint directory DIR holds one subdirectory per saved step,
  * DIR/step-000000123/ (at least 9 digits), with one file per rank
