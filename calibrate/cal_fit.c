@@ -285,7 +285,6 @@ static const PassCollKind coll_kind[CAL_NCOLL] = {
 static bool fit_coll(const CalRecords *r, PassGpu *gpu, CalQuality *q)
 {
     int n = (int)r->coll.n;
-    memset(gpu->ncoll, 0, sizeof gpu->ncoll);
     double *S = ir_xmalloc(sizeof(double) * (size_t)(n + 1));
     double *t = ir_xmalloc(sizeof(double) * (size_t)(n + 1));
     double *pred = ir_xmalloc(sizeof(double) * (size_t)(n + 1));
@@ -299,7 +298,8 @@ static bool fit_coll(const CalRecords *r, PassGpu *gpu, CalQuality *q)
         int k = 0;
         for (int j = i; j < n; j++) {
             const CalColl *c = &r->coll.v[j];
-            if (c->kind == c0->kind && c->group == c0->group && c->nodes == c0->nodes) {
+            if (c->kind == c0->kind && c->group == c0->group && c->nodes == c0->nodes &&
+                c->rpn == c0->rpn) {
                 used[j] = true;
                 S[k] = c->bytes, t[k] = c->s;
                 k++;
@@ -317,6 +317,7 @@ static bool fit_coll(const CalRecords *r, PassGpu *gpu, CalQuality *q)
         PassCollFit *f = &gpu->coll[pk][gpu->ncoll[pk]++];
         f->group = c0->group;
         f->net = c0->nodes > 1;
+        f->rpn = c0->rpn;
         f->alpha_s = alpha;
         f->busbw = bus_factor(c0->kind, c0->group) / beta;
         for (int j = 0; j < k; j++) {
@@ -330,35 +331,18 @@ static bool fit_coll(const CalRecords *r, PassGpu *gpu, CalQuality *q)
 }
 
 /* ---------------------------------------------------- a rank on its own */
-/* Median ratio of the full node's time to the solo rank's over points both
- * measured: how much faster a rank computes with every core. */
-static double solo_ratio(const CalRecords *full, const CalRecords *solo, int which)
+/* A CPU rank alone on its node, with all its cores: the same fits on the
+ * solo records, its GEMMs spread over `cores` threads. */
+static bool fit_solo(const CalRecords *solo, int cores, PassGpu *gpu, CalQuality *q)
 {
-    VEC(double) v = {0};
-    if (which == 0)
-        for (int i = 0; i < full->gemm.n; i++)
-            for (int j = 0; j < solo->gemm.n; j++) {
-                const CalGemm *a = &full->gemm.v[i], *b = &solo->gemm.v[j];
-                if (a->M == b->M && a->N == b->N && a->K == b->K && a->ta == b->ta && a->tb == b->tb)
-                    vec_push(v, a->s / b->s);
-            }
-    if (which == 1)
-        for (int i = 0; i < full->kern.n; i++)
-            for (int j = 0; j < solo->kern.n; j++) {
-                const CalKern *a = &full->kern.v[i], *b = &solo->kern.v[j];
-                if (!strcmp(a->name, b->name) && a->rows == b->rows && a->cols == b->cols)
-                    vec_push(v, a->s / b->s);
-            }
-    if (which == 2)
-        for (int i = 0; i < full->attn.n; i++)
-            for (int j = 0; j < solo->attn.n; j++) {
-                const CalAttn *a = &full->attn.v[i], *b = &solo->attn.v[j];
-                if (a->bwd == b->bwd && a->S == b->S && a->D == b->D && a->H == b->H)
-                    vec_push(v, a->s / b->s);
-            }
-    double r = v.n ? median(v.v, (int)v.n) : 1;
-    vec_free(v);
-    return r;
+    PassGpu g = *gpu;
+    g.sms = cores;
+    CalQuality qk, qa;
+    if (!fit_gemm(solo, &g, q) || !fit_kernels(solo, &g, &qk) || !fit_attention(solo, &g, &qa))
+        return false;
+    pass_rates_get(&g, &gpu->solo);
+    gpu->has_solo = true;
+    return true;
 }
 
 bool cal_fit(const CalInput *in, PassCluster *out, CalReport *rep)
@@ -391,13 +375,24 @@ bool cal_fit(const CalInput *in, PassCluster *out, CalReport *rep)
         gpu->sms = 1;
         snprintf(gpu->name, sizeof gpu->name, "%.24s-cpu", r->host);
     }
-    if (in->comm && in->comm->coll.n > 0 && !fit_coll(in->comm, gpu, &rep->coll))
-        return false;
+    memset(gpu->ncoll, 0, sizeof gpu->ncoll);
+    for (int i = 0; i < 2; i++) {
+        CalQuality q;
+        if (in->comm[i] && in->comm[i]->coll.n > 0) {
+            if (!fit_coll(in->comm[i], gpu, &q))
+                return false;
+            if (q.n > 0) { /* the two runs' errors together */
+                rep->coll.median_err = rep->coll.n ? fmax(rep->coll.median_err, q.median_err) : q.median_err;
+                rep->coll.max_err = fmax(rep->coll.max_err, q.max_err);
+                rep->coll.n += q.n;
+            }
+        }
+    }
     if (cpu) {
         gpu->cores = in->cores;
-        gpu->solo_gemm = in->solo ? solo_ratio(r, in->solo, 0) : 1;
-        gpu->solo_kern = in->solo ? solo_ratio(r, in->solo, 1) : 1;
-        gpu->solo_attn = in->solo ? solo_ratio(r, in->solo, 2) : 1;
+        gpu->has_solo = false;
+        if (in->solo && !fit_solo(in->solo, in->cores, gpu, &rep->solo))
+            return false;
     }
     if (in->memory) {
         gpu->runtime_bytes = in->memory->mem_base;
@@ -436,14 +431,25 @@ void cal_print_summary(FILE *f, const CalInput *in, const PassCluster *cl, const
     for (int k = 0; k < CAL_NCOLL; k++)
         for (int i = 0; i < g->ncoll[coll_kind[k]]; i++) {
             const PassCollFit *c = &g->coll[coll_kind[k]][i];
-            fprintf(f, "  %-15s group %-3d%s %8.1f us + %7.2f GB/s bus bandwidth\n",
+            fprintf(f, "  %-15s group %-3d%s %8.1f us + %7.2f GB/s bus bandwidth (%d ranks per node)\n",
                     cal_coll_names[k], c->group, c->net ? " (across nodes)" : "",
-                    c->alpha_s * 1e6, c->busbw * 1e-9);
+                    c->alpha_s * 1e6, c->busbw * 1e-9, c->rpn);
         }
-    if (g->kind == PASS_DEV_CPU)
-        fprintf(f, "  one rank with all %d cores runs GEMMs %.2fx, kernels %.2fx, attention %.2fx "
-                   "faster than one of %d\n",
-                in->cores, g->solo_gemm, g->solo_kern, g->solo_attn, in->cores);
+    if (g->kind == PASS_DEV_CPU && g->has_solo) {
+        /* How much a rank gains with the node to itself, at mid sizes. */
+        const PassRates *s = &g->solo;
+        double kb = 4e6, ka = 0, kn = 0;
+        for (int k = 0; k < PASS_NKERN; k++)
+            if (g->kern[k].n && s->kern[k].n) {
+                ka += pass_curve_at(&s->kern[k], kb) / pass_curve_at(&g->kern[k], kb);
+                kn++;
+            }
+        fprintf(f, "  one rank alone with %d cores: GEMM %.1f GFLOP/s (%.2fx), kernels %.2fx at 4 MB "
+                   "(fit: median %.1f%%, max %.1f%% over %d GEMMs)\n",
+                in->cores, s->peak_flops * s->gemm_eff * 1e-9,
+                s->peak_flops * s->gemm_eff / (g->peak_flops * g->gemm_eff), kn ? ka / kn : 1,
+                100 * rep->solo.median_err, 100 * rep->solo.max_err, rep->solo.n);
+    }
     if (in->memory)
         fprintf(f, "  memory: %.1f MiB per rank after start-up, %.1f MiB per communicator\n",
                 g->runtime_bytes / 1048576.0, g->comm_bytes / 1048576.0);

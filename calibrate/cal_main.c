@@ -116,6 +116,12 @@ static char *slurp(FILE *f, size_t *len)
     return buf;
 }
 
+static int cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
 /* Does the CUDA measuring program find no GPU here (its exit status 3)? */
 static bool run_no_device(const char *bin)
 {
@@ -125,10 +131,11 @@ static bool run_no_device(const char *bin)
     return st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 3;
 }
 
-/* Run ptdc-measure on `ranks` ranks with `env` (NAME=VALUE or NULL) and
- * return its records (heap), or NULL after a message. */
-static char *run_measure(const CalCli *c, const char *part, int ranks, const char *env,
-                         const char *bind)
+/* Run ptdc-measure on `ranks` ranks, placed as a generated program's run.sh
+ * places them (codegen/cg_emit.c): each rank bound to cpus / ranks CPUs,
+ * on which the runtime runs as many threads; more ranks than CPUs share
+ * them unbound. Returns its records (heap), or NULL after a message. */
+static char *run_measure(const CalCli *c, const char *part, int ranks)
 {
     const char *bin = !strcmp(c->target, "cuda") ? PTDC_MEASURE_CUDA : PTDC_MEASURE_CPU;
     if (access(bin, X_OK) != 0) {
@@ -141,17 +148,22 @@ static char *run_measure(const CalCli *c, const char *part, int ranks, const cha
                            "(ptdc-measure-cuda is built: run this where the GPUs are)");
         return NULL;
     }
-    char cmd[4096], opts[128];
+    char cmd[4096], opts[128], bind[128];
     snprintf(opts, sizeof opts, "--part %s%s", part, c->quick ? " --quick" : "");
     if (c->budget > 0)
         snprintf(opts + strlen(opts), sizeof opts - strlen(opts), " --budget %g", c->budget);
+    int cpus = cores();
+    if (cpus >= ranks)
+        snprintf(bind, sizeof bind, "--use-hwthread-cpus --map-by slot:PE=%d --bind-to hwthread",
+                 cpus / ranks);
+    else
+        snprintf(bind, sizeof bind, "--oversubscribe --bind-to none");
     const char *flags = getenv("PTDC_MPIRUN_FLAGS");
     if (getenv("SLURM_JOB_ID"))
-        snprintf(cmd, sizeof cmd, "%s%s srun --ntasks=%d %s %s", env ? "env " : "", env ? env : "",
-                 ranks, bin, opts);
+        snprintf(cmd, sizeof cmd, "srun --ntasks=%d %s %s", ranks, bin, opts);
     else
-        snprintf(cmd, sizeof cmd, "%s%s %s %s %s -np %d %s %s", env ? "env " : "", env ? env : "",
-                 PTDC_MEASURE_MPIRUN, flags ? flags : "--oversubscribe", bind, ranks, bin, opts);
+        snprintf(cmd, sizeof cmd, "%s %s -np %d %s %s", PTDC_MEASURE_MPIRUN, flags ? flags : bind,
+                 ranks, bin, opts);
     fflush(stderr);
     FILE *p = popen(cmd, "r");
     if (!p) {
@@ -213,63 +225,68 @@ static int gpus(void)
     return n > 0 ? n : 1;
 }
 
-static int cores(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
 
 int cal_main(int argc, char **argv)
 {
     CalCli c;
     if (!parse(argc, argv, &c))
         return 1;
-    static const char *const parts[] = {"full", "solo", "comm", "memory"};
-    char *text[4] = {0};
+    enum { FULL, SOLO, COMM, COMM2, MEMORY, NPARTS };
+    static const char *const parts[NPARTS] = {"full", "solo", "comm", "comm-shared", "memory"};
+    char *text[NPARTS] = {0};
     bool cpu = !strcmp(c.target, "cpu");
     int ncores = cores();
     int ranks = c.ranks ? c.ranks : cpu ? ncores : gpus();
     int rc = 1;
     if (c.from) {
-        for (int i = 0; i < 4; i++)
-            text[i] = load_records(c.from, parts[i], i == 0);
-        if (!text[0])
+        for (int i = 0; i < NPARTS; i++)
+            text[i] = load_records(c.from, parts[i], i == FULL);
+        if (!text[FULL])
             goto out;
     } else {
-        char env[128];
         fprintf(stderr, "calibrate: %s backend, %d core%s; %s\n", c.target, ncores,
                 ncores == 1 ? "" : "s", c.quick ? "quick run" : "full run");
-        /* The node full: one rank per core, one thread each (CPU); one rank
-         * per GPU of the node (CUDA). */
+        /* Ranks are placed and threaded as run.sh places a program's: the
+         * node full is one rank per core (one thread each) or per GPU; one
+         * rank alone has every core. */
         int full = cpu ? ncores : (ranks < gpus() ? ranks : gpus());
-        fprintf(stderr, "calibrate: [1/4] compute, %d rank%s at once\n", full, full == 1 ? "" : "s");
-        snprintf(env, sizeof env, "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1");
-        if (!(text[0] = run_measure(&c, "compute", full, cpu ? env : NULL, "")))
+        int nsteps = 3 + (cpu && ncores > 1) + (cpu && ranks > 1);
+        int k = 0;
+        fprintf(stderr, "calibrate: [%d/%d] compute, %d rank%s at once\n", ++k, nsteps, full,
+                full == 1 ? "" : "s");
+        if (!(text[FULL] = run_measure(&c, "compute", full)))
             goto out;
         if (cpu && ncores > 1) {
-            fprintf(stderr, "calibrate: [2/4] compute, one rank with %d cores\n", ncores);
-            snprintf(env, sizeof env, "OMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d", ncores, ncores);
-            if (!(text[1] = run_measure(&c, "compute", 1, env, "--bind-to none")))
+            fprintf(stderr, "calibrate: [%d/%d] compute, one rank with %d cores\n", ++k, nsteps, ncores);
+            if (!(text[SOLO] = run_measure(&c, "compute", 1)))
                 goto out;
         }
         if (ranks > 1) {
-            fprintf(stderr, "calibrate: [3/4] collectives on %d ranks\n", ranks);
-            if (!(text[2] = run_measure(&c, "comm", ranks, NULL, "")))
+            fprintf(stderr, "calibrate: [%d/%d] collectives on %d ranks\n", ++k, nsteps, ranks);
+            if (!(text[COMM] = run_measure(&c, "comm", ranks)))
                 goto out;
         }
-        fprintf(stderr, "calibrate: [4/4] memory and host work\n");
-        if (!(text[3] = run_measure(&c, "memory", ranks > 1 ? 2 : 1, NULL, "")))
+        if (cpu && ranks > 1) {
+            /* Plans may put more ranks than cores on a node; their
+             * collectives then wait for ranks the scheduler runs in turns. */
+            fprintf(stderr, "calibrate: [%d/%d] collectives on %d ranks sharing %d cores\n", ++k,
+                    nsteps, 2 * ranks, ncores);
+            if (!(text[COMM2] = run_measure(&c, "comm", 2 * ranks)))
+                goto out;
+        }
+        fprintf(stderr, "calibrate: [%d/%d] memory and host work\n", ++k, nsteps);
+        if (!(text[MEMORY] = run_measure(&c, "memory", ranks > 1 ? 2 : 1)))
             goto out;
         if (c.records)
-            for (int i = 0; i < 4; i++)
+            for (int i = 0; i < NPARTS; i++)
                 if (text[i] && !save_records(c.records, parts[i], text[i]))
                     goto out;
     }
     {
-        CalRecords rec[4];
+        CalRecords rec[NPARTS];
         memset(rec, 0, sizeof rec);
         bool ok = true;
-        for (int i = 0; i < 4 && ok; i++)
+        for (int i = 0; i < NPARTS && ok; i++)
             if (text[i])
                 ok = cal_records_parse(parts[i], text[i], &rec[i]);
         PassCluster cl;
@@ -279,23 +296,24 @@ int cal_main(int argc, char **argv)
                      pass_gpu_preset_names());
             ok = false;
         }
-        CalInput in = {&rec[0], text[1] ? &rec[1] : NULL, text[2] ? &rec[2] : NULL,
-                       text[3] ? &rec[3] : NULL, cpu ? ncores : 0};
-        if (c.from && cpu && rec[0].ranks > 0)
-            in.cores = rec[0].ranks; /* the full configuration ran one rank per core */
+        CalInput in = {&rec[FULL], text[SOLO] ? &rec[SOLO] : NULL,
+                       {text[COMM] ? &rec[COMM] : NULL, text[COMM2] ? &rec[COMM2] : NULL},
+                       text[MEMORY] ? &rec[MEMORY] : NULL, cpu ? ncores : 0};
+        if (c.from && cpu && rec[FULL].ranks > 0)
+            in.cores = rec[FULL].ranks; /* the full configuration ran one rank per core */
         CalReport rep;
         if (ok)
             ok = cal_fit(&in, &cl, &rep);
         if (ok) {
             if (cpu) {
                 cl.gpu.hbm_bytes = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-                cl.nodes = rec[2].nodes > 0 ? rec[2].nodes : 1;
+                cl.nodes = rec[COMM].nodes > 0 ? rec[COMM].nodes : 1;
             }
             char *buf;
             size_t len;
             FILE *m = open_memstream(&buf, &len);
             fprintf(m, "# %s: measured by `ptdc calibrate --target %s%s` on %s\n", c.out, c.target,
-                    c.quick ? " --quick" : "", rec[0].host);
+                    c.quick ? " --quick" : "", rec[FULL].host);
             fprintf(m, "# (format: docs/cost-model.md, \"Cluster file\")\n");
             pass_cluster_print(m, &cl);
             fclose(m);
@@ -315,11 +333,11 @@ int cal_main(int argc, char **argv)
                     c.out, c.out, cpu ? " --target cpu" : "");
             rc = 0;
         }
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < NPARTS; i++)
             cal_records_free(&rec[i]);
     }
 out:
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < NPARTS; i++)
         free(text[i]);
     return rc;
 }

@@ -137,6 +137,8 @@ bool cal_records_parse(const char *name, const char *text, CalRecords *r)
         ir_error(IR_NOLOC, "%s: the measurement did not finish (no 'end' record)", name);
         ok = false;
     }
+    for (int i = 0; ok && i < r->coll.n; i++) /* ranks per node of this run */
+        r->coll.v[i].rpn = r->ranks / (r->nodes > 0 ? r->nodes : 1);
     if (ok && !r->backend[0]) {
         ir_error(IR_NOLOC, "%s: no 'meta' record", name);
         ok = false;

@@ -31,6 +31,7 @@ extern const char *const cal_coll_names[CAL_NCOLL];
 typedef struct CalColl {
     int kind;                     /* CAL_* */
     int group, nodes, per_node;   /* group size, nodes it spans, members per node */
+    int rpn;                      /* ranks per node of the run that measured it */
     double bytes, s;              /* PassColl convention; seconds per call */
 } CalColl;
 
@@ -60,7 +61,8 @@ void cal_records_free(CalRecords *r);
 typedef struct CalInput {
     const CalRecords *full;       /* required */
     const CalRecords *solo;       /* may be NULL: no speed-up measured */
-    const CalRecords *comm;       /* may be NULL: no collectives (one rank) */
+    const CalRecords *comm[2];    /* NULL: not measured. CPU: with one rank per core, and
+                                     with two (ranks sharing cores) */
     const CalRecords *memory;     /* may be NULL */
     int cores;                    /* cores per node (CPU), 0 on GPUs */
 } CalInput;
@@ -74,6 +76,7 @@ typedef struct CalQuality {
 
 typedef struct CalReport {
     CalQuality gemm, kern, attn, coll;
+    CalQuality solo;              /* the GEMM fit of a rank alone on its node */
 } CalReport;
 
 /* Fit the device parameters of out->gpu (GEMM curve, kernel and attention

@@ -86,10 +86,13 @@ static void write_makefile(const Cg *c, FILE *f)
         fprintf(f, "\ntrain: $(SRCS) $(HDRS) $(RUNTIME_LIB)\n"
                    "\t$(CC) $(CFLAGS) -I$(RUNTIME_INCLUDE) -o $@ $(SRCS) $(LDLIBS)\n\n");
     } else {
-        /* The sources are C that is also valid CUDA C++: nvcc compiles each
+        /* The sources are C that is also valid CUDA C++: nvcc compiles them
          * with -x cu, then links the objects (nvcc's -x has no "none" to
-         * stop at the libraries). WERROR is empty by default; CI sets it to
-         * prove the build warning-free. */
+         * stop at the libraries). The trainer's files compile as one unit
+         * (each nvcc run costs seconds of start-up and device passes,
+         * whatever the file's size; their static names are distinct).
+         * WERROR is empty by default; CI sets it to prove the build
+         * warning-free. */
         fprintf(f, "NVCC = %s\n", o->nvcc);
         fprintf(f, "WERROR =\n");
         fprintf(f, "NVFLAGS = -O2 -std=c++17 -DPTDC_CUDA -D_POSIX_C_SOURCE=200809L "
@@ -97,14 +100,18 @@ static void write_makefile(const Cg *c, FILE *f)
                    "-Xcompiler=-Wall,-Wextra $(WERROR) %s\n",
                 o->mpi_include);
         fprintf(f, "LDLIBS = $(RUNTIME_LIB) %s %s -lm\n", o->cuda_libs, o->mpi_libs);
-        print_files(f, "OBJS", ".c", ".o");
+        print_files(f, "SRCS", ".c", ".c");
         print_files(f, "HDRS", ".h", ".h");
-        fprintf(f, "\ntrain: $(OBJS) $(RUNTIME_LIB)\n"
-                   "\t$(NVCC) $(NVFLAGS) -o $@ $(OBJS) $(LDLIBS)\n\n"
-                   "%%.o: %%.c $(HDRS)\n"
-                   "\t$(NVCC) $(NVFLAGS) -I$(RUNTIME_INCLUDE) -x cu -c -o $@ $<\n\n");
+        fprintf(f, "TRAINER = $(filter-out model.c,$(SRCS))\n");
+        fprintf(f, "\ntrain: model.o trainer_all.o $(RUNTIME_LIB)\n"
+                   "\t$(NVCC) $(NVFLAGS) -o $@ model.o trainer_all.o $(LDLIBS)\n\n"
+                   "model.o: model.c $(HDRS)\n"
+                   "\t$(NVCC) $(NVFLAGS) -I$(RUNTIME_INCLUDE) -x cu -c -o $@ model.c\n\n"
+                   "trainer_all.o: $(TRAINER) $(HDRS)\n"
+                   "\tprintf '#include \"%%s\"\\n' $(TRAINER) > trainer_all.cu\n"
+                   "\t$(NVCC) $(NVFLAGS) -I$(RUNTIME_INCLUDE) -c -o $@ trainer_all.cu\n\n");
     }
-    fprintf(f, "clean:\n\trm -f train *.o\n\n.PHONY: clean\n");
+    fprintf(f, "clean:\n\trm -f train *.o trainer_all.cu\n\n.PHONY: clean\n");
 }
 
 static void write_run(const Cg *c, FILE *f)

@@ -44,6 +44,14 @@ typedef struct DrvOptions {
     double ilp_time_limit;    /* seconds per ILP solve */
 } DrvOptions;
 
+/* Exit statuses (ptdc --help, README, docs/planner.md). */
+enum {
+    DRV_OK = 0,
+    DRV_INVALID = 1,       /* a bad flag, model or stack file; a layout that cannot work */
+    DRV_NOFIT = 2,         /* the layout (or every layout) does not fit in memory */
+    DRV_INEXPRESSIBLE = 3, /* --emit's framework cannot express the plan */
+};
+
 /* Parse argv; on a bad flag print one sentence naming it and return false. */
 bool drv_parse_options(int argc, char **argv, DrvOptions *o);
 void drv_print_help(void);
@@ -51,5 +59,44 @@ void drv_free_options(DrvOptions *o);
 
 /* `ptdc import-hf DIR_OR_CONFIG [-o MODEL.mdl]` (import_hf.c); argv[0] is "import-hf". */
 int drv_import_hf(int argc, char **argv);
+
+/* answer.c: --json answers. While capturing, diagnostics go to a buffer
+ * (drv_capture_end prints it on stderr); drv_messages reads it back. */
+#define DRV_MAX_MSGS 32
+typedef struct DrvMsgs {
+    char *buf;
+    const char *line[DRV_MAX_MSGS]; /* every diagnostic as printed */
+    int nlines;
+    const char *err[DRV_MAX_MSGS], *note[DRV_MAX_MSGS]; /* their messages */
+    int nerr, nnote;
+} DrvMsgs;
+void drv_capture_begin(void);
+void drv_capture_end(void);
+void drv_messages(DrvMsgs *m);
+void drv_messages_free(DrvMsgs *m);
+/* Set once a JSON answer is on stdout (main prints an error object otherwise). */
+extern bool drv_answered;
+struct IrGraph;
+struct PassCostCtx;
+struct PassSearchAlt;
+struct PassSearchOpts;
+struct PassSearchResult;
+/* The answer for one layout (a may be NULL), its reason and notes from the
+ * diagnostics so far. */
+void drv_answer_json(const struct IrGraph *g, const struct PassCostCtx *c, const struct PassSearchAlt *a,
+                     const char *status, int rc, const char *emit_name, const char *emit_text);
+/* {"status": "error", "exit_status": rc, "error": first error, "diagnostics": [...]} */
+void drv_error_json(int rc);
+
+/* frame.c: plans under a framework stack (PassStack.ref_stack). A fully
+ * pinned layout as the framework lays it out: into r (found) and DRV_OK,
+ * or DRV_INVALID / DRV_NOFIT after saying why (and the JSON answer). */
+int drv_framework_layout(const DrvOptions *o, const struct IrGraph *g, const struct PassCostCtx *c,
+                         const struct PassSearchOpts *so, struct PassSearchResult *r);
+/* --emit megatron|torchtitan for r's plan: r->alt[0] itself when it is a
+ * framework plan (pinned), else the best of r's alternatives as the
+ * framework lays them out. Prints the flags (or the JSON answer). */
+int drv_emit_framework(const DrvOptions *o, const struct IrGraph *g, const struct PassCostCtx *c,
+                       const struct PassSearchResult *r, bool framework_plan);
 
 #endif

@@ -1,8 +1,11 @@
 /* main.c: ptdc's pipeline, a straight sequence of passes:
  *   frontend (parse, check, lower) -> ir_verify -> search -> autodiff ->
  *   ir_verify -> codegen (C sources, Makefile, run.sh in DIR) -> plan files
- * Each stage reports user errors itself; any error exits with status 1
- * before an output file is written. The plan files are rendered in memory
+ * (under a framework stack a pinned layout is the framework's plan, and
+ * --emit megatron|torchtitan prints its configuration: frame.c). Each
+ * stage reports user errors itself; any error exits with its status
+ * (driver.h: 1 invalid, 2 does not fit, 3 cannot be expressed) before an
+ * output file is written, and with --json as a JSON answer (answer.c). The plan files are rendered in memory
  * and moved into DIR only once all of them are complete. */
 #include "calibrate.h"
 #include "codegen.h"
@@ -38,11 +41,11 @@ static bool make_cluster(const DrvOptions *o, PassCluster *cl)
     return pass_cluster_finish(cl, o->gpus, o->gpus_per_node, false);
 }
 
-/* --stack, then each --stack-set on top of it; the stack must run on the
- * cluster's devices. */
-static bool make_stack(const DrvOptions *o, const PassCluster *cl, PassStack *st)
+/* --stack NAME (or the one --emit implies), then each --stack-set on top of
+ * it; the stack must run on the cluster's devices. */
+static bool make_stack(const DrvOptions *o, const char *name, const PassCluster *cl, PassStack *st)
 {
-    if (!pass_stack_setup(st, o->stack))
+    if (!pass_stack_setup(st, name))
         return false;
     for (int i = 0; i < o->nstack_sets; i++) {
         char line[512];
@@ -50,7 +53,7 @@ static bool make_stack(const DrvOptions *o, const PassCluster *cl, PassStack *st
         if (n < 0 || (size_t)n >= sizeof line || !pass_stack_apply("--stack-set", line, (size_t)n, st))
             return false;
     }
-    if (st->backends && !(st->backends >> cl->gpu.kind & 1)) {
+    if (cl && st->backends && !(st->backends >> cl->gpu.kind & 1)) {
         ir_error(IR_NOLOC, "--stack %s runs on %s, but the cluster's devices are %s", st->name,
                  st->backends >> PASS_DEV_GPU & 1 ? "GPUs" : "CPUs",
                  cl->gpu.kind == PASS_DEV_CPU ? "CPUs" : "GPUs");
@@ -158,25 +161,55 @@ static bool emit_programs(const DrvOptions *o, IrGraph *g, const PassPlan *p)
     return cg_emit(g, p, &co, o->out_dir);
 }
 
+/* The plan answer: the search's plan (or a framework's, for a layout pinned
+ * under a framework stack) printed, written to DIR, or emitted as a
+ * framework's configuration. Returns an exit status (driver.h). */
 static int plan(const DrvOptions *o, IrGraph *g)
 {
     PassCluster cl;
     if (!make_cluster(o, &cl))
-        return 1;
+        return DRV_INVALID;
     PassCostCtx ctx;
     memset(&ctx, 0, sizeof ctx);
     ctx.cl = &cl;
-    if (!make_stack(o, &cl, &ctx.st))
-        return 1;
+    /* --emit megatron|torchtitan: the flags of a framework, so the plan is
+     * priced for it: the stack it implies, or a framework stack given. */
+    const char *fw = o->emit && (!strcmp(o->emit, "megatron") || !strcmp(o->emit, "torchtitan")) ? o->emit
+                                                                                                 : NULL;
+    if (!make_stack(o, fw && !o->stack ? (!strcmp(fw, "megatron") ? "megatron" : "fsdp") : o->stack, &cl,
+                    &ctx.st))
+        return DRV_INVALID;
+    if (fw && !ctx.st.ref_stack) {
+        ir_error(IR_NOLOC, "--emit %s prints %s's configuration, but the plan is priced for the %s "
+                 "stack, which runs ptdc's programs (use --stack %s, or a stack file with "
+                 "dynamic_memory = yes)", fw, !strcmp(fw, "megatron") ? "Megatron-LM" : "torchtitan",
+                 ctx.st.name, !strcmp(fw, "megatron") ? "megatron" : "fsdp");
+        return DRV_INVALID;
+    }
+    if (fw) { /* a model the framework cannot build is refused before searching */
+        PassArch arch;
+        char why[512];
+        if (!(!strcmp(fw, "megatron") ? pass_megatron_model : pass_torchtitan_model)(g, &arch, why, sizeof why)) {
+            ir_error(IR_NOLOC, "--emit %s: %s", fw, why);
+            if (o->json)
+                drv_answer_json(g, &ctx, NULL, "cannot_express", DRV_INEXPRESSIBLE, fw, NULL);
+            return DRV_INEXPRESSIBLE;
+        }
+    }
+    if (fw && (o->out_dir || o->explain)) {
+        ir_error(IR_NOLOC, "--emit %s prints the framework's configuration on stdout and does not "
+                 "combine with %s", fw, o->out_dir ? "-o DIR" : "--explain");
+        return DRV_INVALID;
+    }
     if (o->out_dir && !o->plan_only && strcmp(ctx.st.name, "ptdc") != 0) {
         ir_error(IR_NOLOC, "-o DIR emits ptdc's programs, but the plan is for the %s stack "
                  "(use --plan-only, or --emit megatron|torchtitan for its flags)", ctx.st.name);
-        return 1;
+        return DRV_INVALID;
     }
     if (cl.gpu.kind == PASS_DEV_CPU && o->target && strcmp(o->target, "cpu") != 0) {
         ir_error(IR_NOLOC, "--target %s: the cluster file describes CPU ranks, whose programs are "
                  "CPU programs (--target cpu)", o->target);
-        return 1;
+        return DRV_INVALID;
     }
     DrvOptions oo = *o; /* a CPU cluster's programs are CPU programs */
     if (!oo.target)
@@ -190,30 +223,59 @@ static int plan(const DrvOptions *o, IrGraph *g)
     so.gpus = cl.ngpus;
     so.global_batch = g->global_batch;
     so.ilp_time_limit_s = o->ilp_time_limit;
-    so.keep = o->explain ? 10 : 1;
-    IrGraph *skel = pass_search_skeleton(g->arena, g);
-    so.skeleton = skel;
-    PassIlpCache *cache = pass_ilp_cache_new();
-    PassSearchResult r;
-    int rc = 1;
-    if (!pass_search(&ctx, g, &so, cache, &r))
-        goto out_cache;
-    if (!r.found) {
-        pass_search_explain_nofit(&ctx, g, &so, cache, &r);
-        goto out;
+    so.keep = o->explain || fw ? 10 : 1;
+    bool pinned = pass_search_pinned_fully(&so.pins);
+    /* A framework chooses no strategies and no stage boundaries: a fully
+     * pinned layout is its plan, without a search. */
+    bool framework_plan = ctx.st.ref_stack && pinned;
+    if (framework_plan && o->explain) {
+        ir_error(IR_NOLOC, "--explain compares the search's plans, and under the %s stack a fully "
+                 "pinned layout is evaluated as the framework lays it out, without a search (leave "
+                 "out a layout flag to search)", ctx.st.name);
+        return DRV_INVALID;
     }
+    IrGraph *skel = NULL;
+    PassIlpCache *cache = NULL;
+    PassSearchResult r;
+    memset(&r, 0, sizeof r);
+    int rc;
+    if (framework_plan) {
+        rc = drv_framework_layout(o, g, &ctx, &so, &r);
+        if (rc != DRV_OK)
+            goto out;
+    } else {
+        skel = pass_search_skeleton(g->arena, g);
+        so.skeleton = skel;
+        cache = pass_ilp_cache_new();
+        if (!pass_search(&ctx, g, &so, cache, &r)) {
+            rc = DRV_INVALID;
+            goto out;
+        }
+        if (!r.found) {
+            pass_search_explain_nofit(&ctx, g, &so, cache, &r);
+            rc = r.no_layout ? DRV_INVALID : DRV_NOFIT;
+            if (o->json && rc == DRV_NOFIT)
+                drv_answer_json(g, &ctx, r.have_closest ? &r.closest : NULL, "does_not_fit", rc, NULL, NULL);
+            goto out;
+        }
+    }
+    rc = DRV_OK;
     char note[512];
     if (pass_search_idle_note(&r, cl.gpus_per_node, note, sizeof note))
         ir_note(IR_NOLOC, "%s", note);
-    bool pinned = pass_search_pinned_fully(&so.pins);
+    if (fw) {
+        rc = drv_emit_framework(o, g, &ctx, &r, framework_plan);
+        goto out;
+    }
     bool emit_plan = o->emit && !strcmp(o->emit, "plan");
     if (emit_plan || ((o->plan_only || o->json) && !o->out_dir)) {
-        const PassSearchAlt *a = &r.alt[0];
-        if (pinned && !emit_plan) /* evaluating a layout by hand */
-            (o->json ? pass_prediction_print_json : pass_prediction_print_text)(stdout, g, &a->plan,
-                                                                              &ctx, &a->pred);
+        if (pinned && !emit_plan && o->json) /* evaluating a layout by hand */
+            drv_answer_json(g, &ctx, &r.alt[0], "fits", DRV_OK, NULL, NULL);
+        else if (pinned && !emit_plan)
+            pass_prediction_print_text(stdout, g, &r.alt[0].plan, &ctx, &r.alt[0].pred);
         else
             (o->json ? pass_plan_print_json : pass_plan_print_text)(stdout, g, &ctx, &r);
+        drv_answered = o->json;
     }
     if (o->explain)
         pass_plan_explain(stdout, &ctx, g, &so, cache, &r);
@@ -228,19 +290,21 @@ static int plan(const DrvOptions *o, IrGraph *g)
         ok = ok && write_all(o->out_dir, files, 3);
         for (int i = 0; i < 3; i++)
             free(files[i].text);
-        if (!ok)
+        if (!ok) {
+            rc = DRV_INVALID;
             goto out;
+        }
         char lay[256];
         fprintf(stderr, "ptdc: wrote %s/plan.txt, plan.json, plan.svg: %s, step %.3f s, MFU %.1f%%\n",
                 o->out_dir, pass_layout_str(&r.alt[0].layout, lay, sizeof lay),
                 r.alt[0].pred.step_time_s, 100 * r.alt[0].pred.mfu);
     }
-    rc = 0;
 out:
     pass_search_result_free(&r);
-out_cache:
-    pass_ilp_cache_free(cache);
-    pass_search_skeleton_free(skel);
+    if (cache)
+        pass_ilp_cache_free(cache);
+    if (skel)
+        pass_search_skeleton_free(skel);
     return rc;
 }
 
@@ -250,23 +314,38 @@ int main(int argc, char **argv)
         return cal_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "import-hf"))
         return drv_import_hf(argc - 1, argv + 1);
+    /* --json before anything is parsed: a bad flag gets a JSON answer too. */
+    bool json = false;
+    for (int i = 1; i < argc; i++)
+        json |= !strcmp(argv[i], "--json");
+    if (json)
+        drv_capture_begin();
     DrvOptions o;
-    if (!drv_parse_options(argc, argv, &o)) {
-        drv_free_options(&o);
-        return 1;
+    IrArena *arena = NULL;
+    IrGraph *g = NULL;
+    int rc = DRV_INVALID;
+    if (!drv_parse_options(argc, argv, &o))
+        goto out;
+    if (o.emit && !strcmp(o.emit, "stack")) { /* the stack as a file, no model */
+        PassStack st;
+        if (!make_stack(&o, o.stack, NULL, &st))
+            goto out;
+        pass_stack_print(stdout, &st);
+        rc = DRV_OK;
+        goto out;
     }
-    IrArena *arena = ir_arena_new();
+    arena = ir_arena_new();
     FeSet *sets = ir_alloc(arena, sizeof(FeSet) * (size_t)(o.nsets + 1));
     for (int i = 0; i < o.nsets; i++)
         sets[i] = (FeSet){o.sets[i].name, o.sets[i].value};
-    int rc = 1;
-    IrGraph *g = fe_compile_file(arena, o.model, sets, o.nsets, o.global_batch);
+    g = fe_compile_file(arena, o.model, sets, o.nsets, o.global_batch);
     if (!g)
         goto out;
     if (!ir_verify(g, "frontend"))
         ir_die("the frontend produced an invalid graph for %s", o.model);
     bool planning = o.out_dir || o.plan_only || o.explain || (o.json && !o.emit) ||
-                    (o.emit && !strcmp(o.emit, "plan"));
+                    (o.emit && (!strcmp(o.emit, "plan") || !strcmp(o.emit, "megatron") ||
+                                !strcmp(o.emit, "torchtitan")));
     if (o.emit && !strcmp(o.emit, "ir")) {
         ir_print(stdout, g);
     } else if (o.emit && !strcmp(o.emit, "ir-grad")) {
@@ -276,16 +355,21 @@ int main(int argc, char **argv)
             ir_die("autodiff produced an invalid graph for %s", o.model);
         ir_print(stdout, g);
     } else if (planning) {
-        if (plan(&o, g) != 0)
+        if ((rc = plan(&o, g)) != DRV_OK)
             goto out;
     } else {
         ir_print_summary(stdout, g);
     }
-    rc = 0;
+    rc = DRV_OK;
 out:
+    if (json && rc != DRV_OK && !drv_answered)
+        drv_error_json(rc);
+    if (json)
+        drv_capture_end();
     if (g)
         ir_graph_free(g);
-    ir_arena_free(arena);
+    if (arena)
+        ir_arena_free(arena);
     drv_free_options(&o);
     return rc;
 }

@@ -15,6 +15,7 @@ void drv_print_help(void)
     printf(
         "usage: ptdc MODEL.mdl [options]\n"
         "       ptdc import-hf DIR_OR_CONFIG [-o MODEL.mdl]\n"
+        "       ptdc [--stack NAME|FILE] [--stack-set KEY=VALUE ...] --emit stack\n"
         "\n"
         "Compile a model written in the .mdl language into a distributed training plan and\n"
         "per-rank programs. MODEL may also be a Hugging Face config.json or its directory\n"
@@ -24,9 +25,12 @@ void drv_print_help(void)
         "  -o, --output DIR         write plan.txt, plan.json, plan.svg and the rank programs to DIR\n"
         "  --emit WHAT              print WHAT to stdout and stop: summary (parameter count),\n"
         "                           ir (the operator graph), ir-grad (with the backward graph),\n"
-        "                           plan (the chosen plan, as in plan.txt)\n"
+        "                           plan (the chosen plan, as in plan.txt), megatron (Megatron-LM\n"
+        "                           flags for the plan; implies --stack megatron), torchtitan (a\n"
+        "                           torchtitan job file; implies --stack fsdp), stack (the --stack\n"
+        "                           as a stack file, every key; no model needed); see docs/stacks.md\n"
         "  --plan-only              stop after the plan: no programs are generated\n"
-        "  --json                   print the prediction or plan as JSON\n"
+        "  --json                   print the answer as JSON, also when it is a refusal\n"
         "  --explain                also print the ten best alternatives and why each loses\n"
         "  --target cpu|cuda        backend of the generated programs (default cuda; cpu for a\n"
         "                           CPU cluster file)\n"
@@ -47,6 +51,9 @@ void drv_print_help(void)
         "  --stack NAME|FILE        ptdc (default: the programs ptdc emits), megatron, fsdp, or a\n"
         "                           stack file\n"
         "  --stack-set KEY=VALUE    override one key of the stack (repeatable)\n"
+        "                           Under megatron, fsdp (a stack with dynamic_memory = yes) a layout\n"
+        "                           with every layout flag is evaluated as that framework lays it\n"
+        "                           out: its tensor parallelism, layers split evenly over stages\n"
         "\n"
         "Layout (each pins that part of the plan; the rest is searched):\n"
         "  --tp N                   tensor-parallel degree\n"
@@ -63,7 +70,10 @@ void drv_print_help(void)
         "  --ilp-time-limit SECONDS time limit of one intra-operator ILP solve (default 10)\n"
         "\n"
         "  -h, --help               this text\n"
-        "  --version                print the version\n");
+        "  --version                print the version\n"
+        "\n"
+        "Exit status: 0 done; 1 invalid request (a flag, the model, a layout that cannot work);\n"
+        "2 the layout or model does not fit in memory; 3 --emit's framework cannot express the plan.\n");
 }
 
 /* A decimal integer in [lo, hi] and nothing else: no spaces, no '+', no hex
@@ -140,7 +150,8 @@ bool drv_parse_options(int argc, char **argv, DrvOptions *o)
             const char *s = VALUE();
             if (!s)
                 break;
-            static const char *const kinds[] = {"summary", "ir", "ir-grad", "plan", NULL};
+            static const char *const kinds[] = {"summary", "ir", "ir-grad", "plan", "megatron",
+                                                "torchtitan", "stack", NULL};
             ok &= one_of(a, s, kinds);
             o->emit = s;
         } else if (!strcmp(a, "--set")) {
@@ -269,7 +280,7 @@ bool drv_parse_options(int argc, char **argv, DrvOptions *o)
             ok = false;
         }
     }
-    if (ok && !o->model) {
+    if (ok && !o->model && !(o->emit && !strcmp(o->emit, "stack"))) {
         ir_error(IR_NOLOC, "no model file given (usage: ptdc MODEL.mdl [options]; see --help)");
         ok = false;
     }

@@ -37,7 +37,12 @@ void ir_diag_reset(void)
     nerrors = 0;
 }
 
-void ir_diag_set_stream(FILE *f) { stream = f; }
+FILE *ir_diag_set_stream(FILE *f)
+{
+    FILE *old = stream ? stream : stderr;
+    stream = f;
+    return old;
+}
 
 int ir_error_count(void) { return nerrors; }
 

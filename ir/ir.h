@@ -112,8 +112,9 @@ void ir_note(IrLoc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3
 int ir_error_count(void);
 /* Forget sources and counts (the fuzzer and tests compile many times). */
 void ir_diag_reset(void);
-/* Where diagnostics go; stderr by default. */
-void ir_diag_set_stream(FILE *f);
+/* Where diagnostics go; stderr by default (NULL). Returns the stream they
+ * went to before, so a caller can silence them and put them back. */
+FILE *ir_diag_set_stream(FILE *f);
 
 /* (fs.c) Open an existing file to read (model, cluster file): anything but
  * a regular file (a FIFO, a device, a directory) is refused with an error

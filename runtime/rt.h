@@ -207,11 +207,12 @@ void rt_rope_llama3(rt_act *y, const rt_act *x, int64_t outer, int64_t seq, int6
 
 /* Scaled dot-product attention with grouped-query heads: q, o [B, S, H, D];
  * k, v [B, S, KVH, D]; query head h reads kv head h / (H / KVH); scale
- * 1/sqrt(D); causal masks keys after the query. window > 0 (causal only) is a
- * sliding window: query i sees key j iff j <= i && i - j < window; 0 = none.
- * lse [B, S, H] holds each row's log-sum-exp of the scaled scores, so
- * backward recomputes the probabilities and nothing S x S is stored between
- * passes. */
+ * 1/sqrt(D); causal masks keys after the query. window > 0 (causal only)
+ * also masks keys window or more positions back: query i sees key j iff
+ * j <= i && i - j < window (Hugging Face Mistral's sliding window); 0: no
+ * window. lse [B, S, H] holds each row's log-sum-exp of the scaled scores,
+ * so backward recomputes the probabilities and nothing S x S is stored
+ * between passes. */
 void rt_attention_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v,
                       int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal,
                       int64_t window);

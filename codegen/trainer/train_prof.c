@@ -58,8 +58,10 @@ void tr_prof_step(double seconds)
 
 void tr_prof_report(void)
 {
-    if (!cg_prof_on || nsteps == 0)
+    if (!cg_prof_on)
         return;
+    if (nsteps == 0) /* nothing after the warm-up: the memory only */
+        step_s = 0, memset(acc, 0, sizeof acc), memset(ncalls, 0, sizeof ncalls), nsteps = 1;
     /* Per step, then the slowest rank's through a max-reduction. */
     int n = CG_PF_N + 3;
     struct rusage ru;

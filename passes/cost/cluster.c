@@ -74,9 +74,6 @@ static const struct Key {
     {"runtime_mib", K_NUM, G(runtime_bytes), 1048576.0, 0, 1e9, "MiB"},
     {"comm_mib", K_NUM, G(comm_bytes), 1048576.0, 0, 1e9, "MiB"},
     {"cores_per_node", K_INT, G(cores), 1, 1, 1 << 20, "count"},
-    {"solo_gemm", K_NUM, G(solo_gemm), 1, 0.01, 1e4, "factor"},
-    {"solo_kernels", K_NUM, G(solo_kern), 1, 0.01, 1e4, "factor"},
-    {"solo_attention", K_NUM, G(solo_attn), 1, 0.01, 1e4, "factor"},
     {"host_token_ns", K_NUM, G(host_token_s), 1e-9, 0, 1e9, "ns"},
 #undef G
 #undef C
@@ -89,7 +86,39 @@ typedef struct Parse {
     bool seen[NKEYS];
     bool gpu_key_seen;            /* a value a `gpu` preset would overwrite */
     VEC(char *) tables;           /* table keys seen */
+    /* `solo.KEY`: the rates of a CPU rank alone on its node, read into a
+     * device of their own and moved to gpu.solo at the end */
+    PassCluster solo;
+    bool solo_seen[NKEYS], any_solo;
+    bool in_solo;                 /* parsing a solo. key */
 } Parse;
+
+void pass_rates_get(const PassGpu *g, PassRates *r)
+{
+    memset(r, 0, sizeof *r);
+    r->peak_flops = g->peak_flops, r->gemm_eff = g->gemm_eff, r->sms = g->sms;
+    r->gemm_tile_m = g->gemm_tile_m, r->gemm_tile_n = g->gemm_tile_n, r->gemm_tile_k = g->gemm_tile_k;
+    r->gemm_k_half = g->gemm_k_half, r->gemm_misalign = g->gemm_misalign;
+    r->gemm_overhead_s = g->gemm_overhead_s;
+    memcpy(r->kern, g->kern, sizeof r->kern);
+    r->attn_dims = g->attn_dims;
+    memcpy(r->attn_dim, g->attn_dim, sizeof r->attn_dim);
+    memcpy(r->attn_fwd, g->attn_fwd, sizeof r->attn_fwd);
+    memcpy(r->attn_bwd, g->attn_bwd, sizeof r->attn_bwd);
+}
+
+void pass_rates_set(PassGpu *g, const PassRates *r)
+{
+    g->peak_flops = r->peak_flops, g->gemm_eff = r->gemm_eff, g->sms = r->sms;
+    g->gemm_tile_m = r->gemm_tile_m, g->gemm_tile_n = r->gemm_tile_n, g->gemm_tile_k = r->gemm_tile_k;
+    g->gemm_k_half = r->gemm_k_half, g->gemm_misalign = r->gemm_misalign;
+    g->gemm_overhead_s = r->gemm_overhead_s;
+    memcpy(g->kern, r->kern, sizeof r->kern);
+    g->attn_dims = r->attn_dims;
+    memcpy(g->attn_dim, r->attn_dim, sizeof r->attn_dim);
+    memcpy(g->attn_fwd, r->attn_fwd, sizeof r->attn_fwd);
+    memcpy(g->attn_bwd, r->attn_bwd, sizeof r->attn_bwd);
+}
 
 static const char *coll_key_name[] = {
     [PASS_COLL_ALLREDUCE] = "allreduce",   [PASS_COLL_REDUCESCATTER] = "reduce_scatter",
@@ -132,12 +161,14 @@ static bool parse_curve(const char *key, const char *val, IrLoc loc, double scal
 static bool table_key(Parse *P, const char *key, const char *val, IrLoc kloc, IrLoc vloc)
 {
     PassGpu *g = &P->out->gpu;
+    char full[160];
+    snprintf(full, sizeof full, "%s%s", P->in_solo ? "solo." : "", key);
     for (int i = 0; i < P->tables.n; i++)
-        if (!strcmp(P->tables.v[i], key)) {
-            ir_error(kloc, "'%s' is set twice", key);
+        if (!strcmp(P->tables.v[i], full)) {
+            ir_error(kloc, "'%s' is set twice", full);
             return false;
         }
-    vec_push(P->tables, ir_xstrdup(key));
+    vec_push(P->tables, ir_xstrdup(full));
     P->gpu_key_seen = true;
     if (!strncmp(key, "kernel.", 7)) {
         for (int k = 0; k < PASS_NKERN; k++)
@@ -170,9 +201,9 @@ static bool table_key(Parse *P, const char *key, const char *val, IrLoc kloc, Ir
         return parse_curve(key, val, vloc, 1e9, bwd ? &g->attn_bwd[d] : &g->attn_fwd[d]);
     }
     if (!strncmp(key, "coll.", 5)) {
+        /* coll.KIND.GROUP[.net][.rRANKS_PER_NODE] */
         char kind[32];
-        int group = 0, n = 0;
-        char net[8] = "";
+        int group = 0, rpn = 0, net = 0;
         const char *rest = key + 5, *dot = strchr(rest, '.');
         int kk = -1;
         if (dot && (size_t)(dot - rest) < sizeof kind) {
@@ -181,11 +212,24 @@ static bool table_key(Parse *P, const char *key, const char *val, IrLoc kloc, Ir
             for (int k = 0; k <= PASS_COLL_SENDRECV; k++)
                 if (coll_key_name[k] && !strcmp(kind, coll_key_name[k]))
                     kk = k;
-            if (sscanf(dot + 1, "%d%n.%7s", &group, &n, net) < 1)
+            char *e;
+            group = (int)strtol(dot + 1, &e, 10);
+            if (e == dot + 1)
+                kk = -1;
+            while (kk >= 0 && *e == '.') {
+                if (!strncmp(e, ".net", 4) && (e[4] == 0 || e[4] == '.')) {
+                    net = 1, e += 4;
+                } else if (e[1] == 'r' && e[2] >= '1' && e[2] <= '9') {
+                    rpn = (int)strtol(e + 2, &e, 10);
+                } else {
+                    kk = -1;
+                }
+            }
+            if (kk >= 0 && *e)
                 kk = -1;
         }
-        if (kk < 0 || group < 2 || (dot[1 + n] && strcmp(net, "net"))) {
-            ir_error(kloc, "'%s': expected coll.KIND.GROUP or coll.KIND.GROUP.net with KIND one of "
+        if (kk < 0 || group < 2) {
+            ir_error(kloc, "'%s': expected coll.KIND.GROUP[.net][.rRANKS] with KIND one of "
                            "allreduce, reduce_scatter, allgather, alltoall, sendrecv",
                      key);
             return false;
@@ -204,10 +248,11 @@ static bool table_key(Parse *P, const char *key, const char *val, IrLoc kloc, Ir
             ir_error(kloc, "more than %d group shapes of %s", PASS_COLL_FITS, kind);
             return false;
         }
-        g->coll[kk][g->ncoll[kk]++] = (PassCollFit){group, net[0] != 0, a * 1e-6, bw * 1e9};
+        g->coll[kk][g->ncoll[kk]++] = (PassCollFit){group, net, rpn, a * 1e-6, bw * 1e9};
         return true;
     }
-    ir_error(kloc, "unknown table '%s' (kernel.NAME, attention_fwd.D, attention_bwd.D, coll.KIND.GROUP)",
+    ir_error(kloc, "unknown table '%s' (kernel.NAME, attention_fwd.D, attention_bwd.D, "
+                   "coll.KIND.GROUP[.net][.rRANKS])",
              key);
     return false;
 }
@@ -216,6 +261,31 @@ static bool on_key(void *ctx, const char *key, const char *val, IrLoc kloc, IrLo
 {
     Parse *P = ctx;
     PassCluster *out = P->out;
+    if (!strncmp(key, "solo.", 5) && !P->in_solo) {
+        /* The same key of the solo rates: parsed into their own device. */
+        static const char *const rate_keys[] = {"peak_tflops", "gemm_eff", "sms", "gemm_tile_m",
+                                                "gemm_tile_n", "gemm_tile_k", "gemm_k_half",
+                                                "gemm_misalign", "gemm_overhead_us", NULL};
+        const char *k = key + 5;
+        bool ok = !strncmp(k, "kernel.", 7) || !strncmp(k, "attention_fwd.", 14) ||
+                  !strncmp(k, "attention_bwd.", 14);
+        for (int i = 0; rate_keys[i] && !ok; i++)
+            ok = !strcmp(k, rate_keys[i]);
+        if (!ok) {
+            ir_error(kloc, "'%s': only compute rates have a solo form (solo.peak_tflops, "
+                           "solo.gemm_*, solo.sms, solo.kernel.NAME, solo.attention_fwd.D, ...)", key);
+            return false;
+        }
+        Parse S = *P;
+        S.out = &P->solo;
+        S.in_solo = true;
+        memcpy(S.seen, P->solo_seen, sizeof S.seen);
+        bool r = on_key(&S, k, val, kloc, vloc);
+        memcpy(P->solo_seen, S.seen, sizeof S.seen);
+        P->tables = S.tables; /* table keys seen, both kinds */
+        P->any_solo = true;
+        return r;
+    }
     if (strchr(key, '.'))
         return table_key(P, key, val, kloc, vloc);
     int ki = -1;
@@ -302,6 +372,36 @@ static bool on_key(void *ctx, const char *key, const char *val, IrLoc kloc, IrLo
 static bool finish(Parse *P, const char *path)
 {
     PassCluster *out = P->out;
+    if (P->any_solo) {
+        /* The solo rates: the base ones, with what `solo.` keys set. */
+        PassRates *r = &out->gpu.solo;
+        pass_rates_get(&out->gpu, r);
+        const PassGpu *sg = &P->solo.gpu;
+        for (int i = 0; i < NKEYS; i++) {
+            if (!P->solo_seen[i])
+                continue;
+            const char *k = keys[i].key;
+            if (!strcmp(k, "peak_tflops")) r->peak_flops = sg->peak_flops;
+            else if (!strcmp(k, "gemm_eff")) r->gemm_eff = sg->gemm_eff;
+            else if (!strcmp(k, "sms")) r->sms = sg->sms;
+            else if (!strcmp(k, "gemm_tile_m")) r->gemm_tile_m = sg->gemm_tile_m;
+            else if (!strcmp(k, "gemm_tile_n")) r->gemm_tile_n = sg->gemm_tile_n;
+            else if (!strcmp(k, "gemm_tile_k")) r->gemm_tile_k = sg->gemm_tile_k;
+            else if (!strcmp(k, "gemm_k_half")) r->gemm_k_half = sg->gemm_k_half;
+            else if (!strcmp(k, "gemm_misalign")) r->gemm_misalign = sg->gemm_misalign;
+            else if (!strcmp(k, "gemm_overhead_us")) r->gemm_overhead_s = sg->gemm_overhead_s;
+        }
+        for (int k = 0; k < PASS_NKERN; k++)
+            if (sg->kern[k].n > 0)
+                r->kern[k] = sg->kern[k];
+        if (sg->attn_dims > 0) {
+            r->attn_dims = sg->attn_dims;
+            memcpy(r->attn_dim, sg->attn_dim, sizeof r->attn_dim);
+            memcpy(r->attn_fwd, sg->attn_fwd, sizeof r->attn_fwd);
+            memcpy(r->attn_bwd, sg->attn_bwd, sizeof r->attn_bwd);
+        }
+        out->gpu.has_solo = true;
+    }
     for (int i = 0; i < P->tables.n; i++)
         free(P->tables.v[i]);
     vec_free(P->tables);
@@ -324,6 +424,7 @@ static void parse_begin(Parse *P, PassCluster *out)
     memset(out, 0, sizeof *out);
     pass_gpu_preset("a100-80gb", &out->gpu);
     P->out = out;
+    pass_gpu_preset("a100-80gb", &P->solo.gpu);
 }
 
 bool pass_cluster_parse(const char *path, const char *text, size_t len, PassCluster *out)
@@ -342,33 +443,69 @@ bool pass_cluster_load(const char *path, PassCluster *out)
     return finish(&P, path) && ok;
 }
 
+/* Scale a curve's rates by f. */
+static void scale_curve(PassCurve *c, double f)
+{
+    for (int i = 0; i < c->n; i++)
+        c->y[i] *= f;
+}
+
+/* w of the way from curve a to curve b, at a's sizes. */
+static void blend_curve(PassCurve *a, const PassCurve *b, double w)
+{
+    if (b->n == 0)
+        return;
+    if (a->n == 0) {
+        *a = *b;
+        return;
+    }
+    for (int i = 0; i < a->n; i++)
+        a->y[i] = (1 - w) * a->y[i] + w * pass_curve_at(b, a->x[i]);
+}
+
 /* A CPU node's cores are shared by the ranks placed on it: with c cores per
- * rank a rank computes at c times one core's measured rate below one core
- * (time slicing), and from one core up to all of them at the rate measured
- * for a rank alone on the node, interpolated in between. Memory is the
- * node's, divided among its ranks. */
+ * rank a rank computes at c times one core's measured rates below one core
+ * (time slicing); with all the node's cores (one rank per node) at the rates
+ * measured for a rank alone (the `solo.` rates: its GEMM curve over its
+ * threads, its threaded kernels and attention), in between at the rates
+ * interpolated between the two. Memory is the node's, divided among its
+ * ranks. */
 static void cpu_share(PassCluster *cl)
 {
     PassGpu *g = &cl->gpu;
     double ranks = cl->gpus_per_node > 0 ? cl->gpus_per_node : 1;
     double c = g->cores / ranks;
-    double f[3] = {c, c, c}, solo[3] = {g->solo_gemm, g->solo_kern, g->solo_attn};
-    if (c >= 1)
-        for (int i = 0; i < 3; i++) {
-            double s = solo[i] > 0 ? solo[i] : 1;
-            f[i] = g->cores > 1 ? 1 + (s - 1) * (c - 1) / (g->cores - 1) : 1;
+    if (c < 1) {
+        g->peak_flops *= c;
+        for (int k = 0; k < PASS_NKERN; k++)
+            scale_curve(&g->kern[k], c);
+        for (int d = 0; d < g->attn_dims; d++)
+            scale_curve(&g->attn_fwd[d], c), scale_curve(&g->attn_bwd[d], c);
+    } else if (c > 1 && g->has_solo && g->cores > 1) {
+        double w = (c - 1) / (g->cores - 1);
+        PassRates base, *s = &g->solo;
+        pass_rates_get(g, &base);
+        if (w >= 0.5) { /* the GEMM curve's shape: the nearer one's */
+            PassRates shape = *s;
+            shape.peak_flops = base.peak_flops, shape.gemm_eff = base.gemm_eff;
+            memcpy(shape.kern, base.kern, sizeof shape.kern);
+            shape.attn_dims = base.attn_dims;
+            memcpy(shape.attn_dim, base.attn_dim, sizeof shape.attn_dim);
+            memcpy(shape.attn_fwd, base.attn_fwd, sizeof shape.attn_fwd);
+            memcpy(shape.attn_bwd, base.attn_bwd, sizeof shape.attn_bwd);
+            pass_rates_set(g, &shape);
         }
-    g->peak_flops *= f[0];
-    g->sms = c >= 1 ? (int)c : 1;
-    for (int k = 0; k < PASS_NKERN; k++)
-        for (int i = 0; i < g->kern[k].n; i++)
-            g->kern[k].y[i] *= f[1];
-    for (int d = 0; d < g->attn_dims; d++)
-        for (int i = 0; i < g->attn_fwd[d].n; i++)
-            g->attn_fwd[d].y[i] *= f[2];
-    for (int d = 0; d < g->attn_dims; d++)
-        for (int i = 0; i < g->attn_bwd[d].n; i++)
-            g->attn_bwd[d].y[i] *= f[2];
+        g->peak_flops = (1 - w) * base.peak_flops * base.gemm_eff + w * s->peak_flops * s->gemm_eff;
+        g->gemm_eff = 1;
+        for (int k = 0; k < PASS_NKERN; k++)
+            blend_curve(&g->kern[k], &s->kern[k], w);
+        for (int d = 0; d < g->attn_dims; d++)
+            for (int j = 0; j < s->attn_dims; j++)
+                if (s->attn_dim[j] == g->attn_dim[d]) {
+                    blend_curve(&g->attn_fwd[d], &s->attn_fwd[j], w);
+                    blend_curve(&g->attn_bwd[d], &s->attn_bwd[j], w);
+                }
+    }
     g->hbm_bytes /= ranks;
 }
 
@@ -453,6 +590,26 @@ void pass_cluster_print(FILE *f, const PassCluster *cl)
         snprintf(key, sizeof key, "kernel.%s", pass_kernel_names[k]);
         print_curve(f, key, &g->kern[k], 1e9);
     }
+    if (g->has_solo) {
+        const PassRates *r = &g->solo;
+        fprintf(f, "# one rank alone on its node, with all %d cores:\n", g->cores);
+        fprintf(f, "solo.peak_tflops = %.6g\nsolo.gemm_eff = %.6g\nsolo.sms = %d\n",
+                r->peak_flops / 1e12, r->gemm_eff, r->sms);
+        fprintf(f, "solo.gemm_tile_m = %.6g\nsolo.gemm_tile_n = %.6g\nsolo.gemm_tile_k = %.6g\n",
+                r->gemm_tile_m, r->gemm_tile_n, r->gemm_tile_k);
+        fprintf(f, "solo.gemm_k_half = %.6g\nsolo.gemm_misalign = %.6g\nsolo.gemm_overhead_us = %.6g\n",
+                r->gemm_k_half, r->gemm_misalign, r->gemm_overhead_s * 1e6);
+        for (int k = 0; k < PASS_NKERN; k++) {
+            snprintf(key, sizeof key, "solo.kernel.%s", pass_kernel_names[k]);
+            print_curve(f, key, &r->kern[k], 1e9);
+        }
+        for (int d = 0; d < r->attn_dims; d++) {
+            snprintf(key, sizeof key, "solo.attention_fwd.%g", r->attn_dim[d]);
+            print_curve(f, key, &r->attn_fwd[d], 1e9);
+            snprintf(key, sizeof key, "solo.attention_bwd.%g", r->attn_dim[d]);
+            print_curve(f, key, &r->attn_bwd[d], 1e9);
+        }
+    }
     for (int d = 0; d < g->attn_dims; d++) {
         snprintf(key, sizeof key, "attention_fwd.%g", g->attn_dim[d]);
         print_curve(f, key, &g->attn_fwd[d], 1e9);
@@ -462,7 +619,10 @@ void pass_cluster_print(FILE *f, const PassCluster *cl)
     for (int k = 0; k <= PASS_COLL_SENDRECV; k++)
         for (int i = 0; i < g->ncoll[k]; i++) {
             const PassCollFit *c = &g->coll[k][i];
-            fprintf(f, "coll.%s.%d%s = %.6g %.6g  # us, GB/s\n", coll_key_name[k], c->group,
-                    c->net ? ".net" : "", c->alpha_s * 1e6, c->busbw * 1e-9);
+            char rpn[32] = "";
+            if (c->rpn)
+                snprintf(rpn, sizeof rpn, ".r%d", c->rpn);
+            fprintf(f, "coll.%s.%d%s%s = %.6g %.6g  # us, GB/s\n", coll_key_name[k], c->group,
+                    c->net ? ".net" : "", rpn, c->alpha_s * 1e6, c->busbw * 1e-9);
         }
 }

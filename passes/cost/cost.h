@@ -133,15 +133,30 @@ typedef enum { PASS_DEV_GPU, PASS_DEV_CPU } PassDevKind;
 
 /* A measured collective: t = alpha + c(n) S / busbw for groups of `group`
  * ranks (c the nccl-tests bus factor of its kind), inside a node or across
- * nodes (one member per node). */
-#define PASS_COLL_FITS 8
+ * nodes (one member per node), measured with `rpn` ranks on each node
+ * (CPU ranks sharing cores slow each other's collectives: a plan takes the
+ * fit measured with its own ranks per node, or the nearest). */
+#define PASS_COLL_FITS 16
 typedef struct PassCollFit {
     int group;
     int net;                      /* 1: the group spans nodes */
+    int rpn;                      /* ranks per node while measured (0: not known) */
     double alpha_s, busbw;
 } PassCollFit;
 
 #define PASS_ATTN_DIMS 4
+
+/* A device's compute rates: its GEMM curve, kernel curves and attention
+ * rates (the corresponding PassGpu fields, below). */
+typedef struct PassRates {
+    double peak_flops, gemm_eff;
+    int sms;
+    double gemm_tile_m, gemm_tile_n, gemm_tile_k, gemm_k_half, gemm_misalign, gemm_overhead_s;
+    PassCurve kern[PASS_NKERN];
+    int attn_dims;
+    double attn_dim[PASS_ATTN_DIMS];
+    PassCurve attn_fwd[PASS_ATTN_DIMS], attn_bwd[PASS_ATTN_DIMS];
+} PassRates;
 
 /* One device type: a GPU, or the CPU cores a rank of the CPU backend runs
  * on. Datasheet numbers and measured ones (NCCL bus bandwidths in the
@@ -188,12 +203,19 @@ typedef struct PassGpu {
     /* Memory a rank needs besides the arena (0: the CUDA defaults of
      * pass_cost_consts): after start-up, and per communicator. */
     double runtime_bytes, comm_bytes;
-    /* CPU nodes: cores per node, and how much faster than with one core
-     * each a rank computes when it has the node's cores to itself. */
+    /* CPU nodes: cores per node, and the compute rates measured for one rank
+     * alone on the node with all its cores (`solo.` keys; has_solo false: not
+     * measured). The fields above are those of one rank per core. */
     int cores;
-    double solo_gemm, solo_kern, solo_attn;
+    bool has_solo;
+    PassRates solo;
     double host_token_s;          /* host work per token loaded for a micro-batch */
 } PassGpu;
+
+/* The compute rates of a device, as a unit (cluster.c): what one rank of a
+ * CPU node runs at depends on how many share the node. */
+void pass_rates_get(const PassGpu *g, PassRates *r);
+void pass_rates_set(PassGpu *g, const PassRates *r);
 
 /* Time of one call of memory-bound kernel k over rows x cols elements on
  * this device (cost_gemm.c). */

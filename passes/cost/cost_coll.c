@@ -22,15 +22,18 @@ static double ring_bw(const PassGpu *g, int nodes, int per_node)
  * same kind for the same group size and level, else the nearest group size
  * measured at that level with its latency scaled by the ring steps. Returns
  * -1 when nothing of the kind was measured. */
-static double measured(const PassGpu *g, PassCollKind kind, double n, bool net, double S)
+static double measured(const PassGpu *g, PassCollKind kind, double n, bool net, double rpn, double S)
 {
+    /* Same level first, then the ranks per node closest to the plan's (in
+     * ratio), then the group size closest to n. */
     const PassCollFit *best = NULL;
+    double bd = 0;
     for (int i = 0; i < g->ncoll[kind]; i++) {
         const PassCollFit *f = &g->coll[kind][i];
-        if (f->net != net && g->ncoll[kind] > 1)
-            continue;
-        if (!best || fabs(log(f->group / n)) < fabs(log(best->group / n)))
-            best = f;
+        double d = (f->net != net ? 1e6 : 0) + (f->rpn > 0 && rpn > 0 ? 1e3 * fabs(log(f->rpn / rpn)) : 0) +
+                   fabs(log(f->group / n));
+        if (!best || d < bd)
+            best = f, bd = d;
     }
     if (!best)
         return -1;
@@ -49,7 +52,7 @@ double pass_cost_coll(const PassCostCtx *c, const PassMesh *m, const PassColl *k
         return 0;
     if (k->kind == PASS_COLL_SENDRECV && g->ncoll[PASS_COLL_SENDRECV] > 0) {
         int dev = pass_mesh_devices(m);
-        return measured(g, PASS_COLL_SENDRECV, 2, 2 * dev > gpn, S);
+        return measured(g, PASS_COLL_SENDRECV, 2, 2 * dev > gpn, gpn, S);
     }
     if (k->kind == PASS_COLL_SENDRECV) {
         /* The next stage's ranks are `devices` further on: on the same node
@@ -69,7 +72,7 @@ double pass_cost_coll(const PassCostCtx *c, const PassMesh *m, const PassColl *k
     if (n <= 1)
         return 0;
     int nodes = m->nodes[a], per = m->per_node[a];
-    double t = measured(g, k->kind, n, nodes > 1, S);
+    double t = measured(g, k->kind, n, nodes > 1, gpn, S);
     if (t >= 0)
         return t;
     /* Ring latency: n - 1 steps (twice for an all-reduce), of which

@@ -116,26 +116,36 @@ double pass_schedule_acts(int pp, int v, int m, int rank, const double *saved, b
 
 /* Each rank's operations as (stage, micro-batch, backward) in one int:
  * ((mb * ns + st) << 1) | bwd. The planner simulates the same few schedules
- * over and over with different stage times: the last one is kept. */
-static struct {
+ * over and over with different stage times: the last few are kept. */
+enum { OPMEMO = 4 };
+static struct OpMemo {
     int pp, v, m;
+    long used;                    /* last use, for eviction */
     int *ops;                     /* [pp][2 m v] */
-} opmemo;
+} opmemo[OPMEMO];
+static long opclock;
 
 static const int *rank_ops(int pp, int v, int m)
 {
-    if (opmemo.ops && opmemo.pp == pp && opmemo.v == v && opmemo.m == m)
-        return opmemo.ops;
+    struct OpMemo *e = &opmemo[0];
+    for (int i = 0; i < OPMEMO; i++) {
+        if (opmemo[i].ops && opmemo[i].pp == pp && opmemo[i].v == v && opmemo[i].m == m) {
+            opmemo[i].used = ++opclock;
+            return opmemo[i].ops;
+        }
+        if (opmemo[i].used < e->used)
+            e = &opmemo[i];
+    }
     int nops = 2 * m * v, ns = pp * v;
-    free(opmemo.ops);
-    opmemo.ops = ir_xmalloc(sizeof(int) * (size_t)pp * (size_t)nops);
+    free(e->ops);
+    e->ops = ir_xmalloc(sizeof(int) * (size_t)pp * (size_t)nops);
     for (int r = 0; r < pp; r++)
         for (int k = 0; k < nops; k++) {
             PassSchedOp op = pass_schedule_op(pp, v, m, r, k);
-            opmemo.ops[(size_t)r * nops + k] = ((op.mb * ns + op.chunk * pp + r) << 1) | op.bwd;
+            e->ops[(size_t)r * nops + k] = ((op.mb * ns + op.chunk * pp + r) << 1) | op.bwd;
         }
-    opmemo.pp = pp, opmemo.v = v, opmemo.m = m;
-    return opmemo.ops;
+    e->pp = pp, e->v = v, e->m = m, e->used = ++opclock;
+    return e->ops;
 }
 
 double pass_schedule_sim(int pp, int v, int m, const double *f, const double *b, const double *xf,

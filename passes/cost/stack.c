@@ -29,6 +29,9 @@ static const PassStack presets[] = {
     },
     {
         .name = "megatron",
+        /* Sources: Megatron-LM main (megatron/training/arguments.py and the
+         * config dataclasses it builds flags from). --emit megatron writes
+         * the flags (passes/plan/emit_megatron.c). */
         /* Transformer Engine / flash-attn kernels (--attention-backend flash,
          * TE's fused RMSNorm). */
         .attn_kernel = PASS_KERNEL_FLASH2,
@@ -63,6 +66,9 @@ static const PassStack presets[] = {
     },
     {
         .name = "fsdp",
+        /* Sources: torchtitan v0.2.2 (the last release with TOML job files),
+         * torch.distributed.fsdp.fully_shard (FSDP2). --emit torchtitan
+         * writes the job file (passes/plan/emit_torchtitan.c). */
         /* torch.nn.functional.scaled_dot_product_attention: the FA2 backend. */
         .attn_kernel = PASS_KERNEL_FLASH2,
         /* torchtitan's RMSNorm runs as eager PyTorch ops unless compiled. */
@@ -83,9 +89,13 @@ static const PassStack presets[] = {
         .alloc_reserve = 0.05,
         /* DDP (0), reshard_after_forward=False (2), FULL_SHARD (3). */
         .zero_stages = BIT(0) | BIT(2) | BIT(3),
-        /* [activation_checkpoint] mode none, selective, full. */
-        .recompute = BIT(PASS_RECOMPUTE_NONE) | BIT(PASS_RECOMPUTE_SELECTIVE) |
-                     BIT(PASS_RECOMPUTE_FULL),
+        /* [activation_checkpoint] mode none or full. Its mode "selective"
+         * is not ptdc's: per-op (torchtitan/models/llama3/infra/
+         * parallelize.py, _op_sac_save_list: saves matmul and attention
+         * outputs, recomputes the rest) or full checkpointing of every n-th
+         * layer (selective_ac_option = "2"); neither recomputes just core
+         * attention or the MLP. */
+        .recompute = BIT(PASS_RECOMPUTE_NONE) | BIT(PASS_RECOMPUTE_FULL),
         /* pipeline_parallel_schedule 1F1B, Interleaved1F1B. */
         .schedules = BIT(PASS_SCHED_1F1B) | BIT(PASS_SCHED_INTERLEAVED),
         .backends = BIT(PASS_DEV_GPU),
@@ -182,6 +192,7 @@ typedef struct SParse {
     PassStack *out;
     bool seen[NSKEYS];
     bool any;                     /* a key other than `stack` seen */
+    bool on_top;                  /* pass_stack_apply: keys over a stack already chosen */
 } SParse;
 
 static bool parse_bool(const char *key, const char *val, IrLoc loc, bool *out)
@@ -220,6 +231,10 @@ static bool s_on_key(void *ctx, const char *key, const char *val, IrLoc kloc, Ir
     case S_PRESET:
         if (P->any) {
             ir_error(kloc, "'stack' must come first (it would overwrite the values above it)");
+            return false;
+        }
+        if (P->on_top) { /* it would silently undo --stack and the --stack-set before it */
+            ir_error(kloc, "'stack' chooses the preset a stack file starts from; choose it with --stack");
             return false;
         }
         if (!pass_stack_preset(val, P->out)) {
@@ -307,13 +322,17 @@ bool pass_stack_apply(const char *path, const char *text, size_t len, PassStack 
     SParse P;
     memset(&P, 0, sizeof P);
     P.out = st;
+    P.on_top = true;
     return pass_kv_parse(path, text, len, s_on_key, &P);
 }
 
 bool pass_stack_parse(const char *path, const char *text, size_t len, PassStack *out)
 {
+    SParse P;
+    memset(&P, 0, sizeof P);
     pass_stack_preset("ptdc", out);
-    return pass_stack_apply(path, text, len, out);
+    P.out = out;
+    return pass_kv_parse(path, text, len, s_on_key, &P);
 }
 
 bool pass_stack_load(const char *path, PassStack *out)

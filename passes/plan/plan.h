@@ -22,4 +22,94 @@ void pass_plan_print_svg(FILE *f, const IrGraph *g, const PassCostCtx *c,
 void pass_plan_explain(FILE *f, const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
                        PassIlpCache *cache, const PassSearchResult *r);
 
+/* ------------------------------------------------ frameworks (issue 11) */
+/* A refusal: the sentence into why (n bytes); returns false (plan_frame.c). */
+bool pass_refuse(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The model as Megatron-LM and torchtitan describe one (plan_arch.c): a
+ * decoder of identical pre-norm layers between a token embedding and an LM
+ * head. Read back from the graph; dims are global sizes. */
+typedef struct PassArch {
+    int layers;
+    int64_t d_model, heads, kv_heads, head_dim, d_ff, vocab, seq;
+    int heads_dim, kv_dim, ff_dim, vocab_dim; /* their dim ids (kv_dim == heads_dim: MHA) */
+    bool rmsnorm;                 /* RMSNorm; else LayerNorm with weight and bias */
+    double norm_eps;
+    bool rope;                    /* rotary embedding of q and k over the whole head dim */
+    double rope_theta;
+    bool learned_pos;             /* a [seq, d_model] position table added to the embedding */
+    bool swiglu;                  /* silu(h W_gate) * (h W_up); else gelu(h W_fc) (tanh form) */
+    bool bias_linear;             /* a bias on every projection */
+    bool bias_qkv;                /* a bias on q, k and v (also set with bias_linear) */
+    bool tied;                    /* the LM head is the token table */
+    double init_std;              /* of the query projection */
+    bool bf16;                    /* weights in bf16 */
+    int table;                    /* tensor id of the token table */
+    int out;                      /* internal: the last layer's output tensor */
+} PassArch;
+/* False with a sentence in why ("its MLP is neither SwiGLU ...", to follow
+ * "<model> cannot be expressed: ") when the graph is not such a decoder. */
+bool pass_arch_read(const IrGraph *g, PassArch *a, char *why, size_t n);
+
+/* The plan a framework runs for a layout (plan_frame.c): Megatron-LM's
+ * tensor parallelism (column-parallel q/k/v, gate/up and fc, row-parallel
+ * output and down projections, a vocabulary-parallel embedding, LM head and
+ * loss; with sp the norms and residual adds split the sequence) and its even
+ * pipeline split (layers / (pp x v) per model chunk, the embedding with the
+ * first, the head with the last). torchtitan's llama3 plan is the same
+ * (ColwiseParallel/RowwiseParallel/SequenceParallel, loss_parallel,
+ * pipeline_parallel_{first,last}_stage_less_layers = 0). l gives dp, tp,
+ * pp, v, sp, zero, micro_batch, num_micro, schedule and one recompute
+ * policy for every stage. False with a sentence when the layout cannot be
+ * built that way (layers not splitting evenly, mixed recomputation). */
+bool pass_plan_framework(const IrGraph *g, const PassArch *a, const PassLayout *l, PassAttention att,
+                         int gpus_per_node, PassPlan *out, char *why, size_t n);
+/* Is a's plan exactly the framework's plan for its layout (stages and every
+ * node's strategy)? False with a sentence saying where it differs. */
+bool pass_plan_matches_framework(const IrGraph *g, const PassArch *a, const PassSearchAlt *alt,
+                                 int gpus_per_node, char *why, size_t n);
+/* The same evaluated: pass_predict's numbers for it as a search alternative
+ * (layout re-derived from the strategies, per-stage times from each pipeline
+ * rank's, split evenly over its chunks, no ILP solves). False with why as above. */
+bool pass_framework_alt(const PassCostCtx *c, const IrGraph *g, const PassLayout *l, PassSearchAlt *out,
+                        char *why, size_t n);
+/* A framework layout that does not fit, relaxed one pin at a time the way
+ * search_nofit.c relaxes a search (recomputation, then the micro-batch, then
+ * ZeRO, then sequence parallelism), each as the framework would run it, offered
+ * by the stack: the first that fits into *out (true), else false. */
+bool pass_framework_relax(const PassCostCtx *c, const IrGraph *g, const PassLayout *l,
+                          PassSearchAlt *out, char *what, size_t n);
+
+/* The comment lines both emitters begin with: what, for which model, the
+ * plan and what ptdc predicts for it (plan_frame.c). */
+void pass_emit_header(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
+                      const char *what);
+/* Can the framework's model be g at all, whatever the plan? Megatron-LM's
+ * GPT: any PassArch (an integer rotary base); torchtitan's llama3: RMSNorm,
+ * SwiGLU, RoPE, no biases, untied, an FFN width its rule can produce. False
+ * with a sentence ("torchtitan's llama3 model cannot express gpt: ..."). */
+bool pass_megatron_model(const IrGraph *g, PassArch *a, char *why, size_t n);
+bool pass_torchtitan_model(const IrGraph *g, PassArch *a, char *why, size_t n);
+/* Emitters (emit_megatron.c, emit_torchtitan.c): the chosen plan as the
+ * framework's own configuration, with a comment header saying what ptdc
+ * predicts. False with a sentence in why, printing nothing, when the plan
+ * uses something the framework cannot express. */
+bool pass_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
+                        char *why, size_t n);
+bool pass_emit_torchtitan(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
+                          char *why, size_t n);
+
+/* JSON answers (plan_json.c; docs/planner.md, "JSON answers"). A string
+ * with JSON escapes; the "predicted" object of plan.json for a prediction. */
+void pass_json_str(FILE *f, const char *s);
+void pass_json_predicted(FILE *f, const PassPrediction *p, const char *indent);
+/* The answer to a request for one layout: status ("fits", "does_not_fit",
+ * "cannot_express"), the exit status it goes with, the model, cluster,
+ * stack, layout and prediction (a may be NULL: no layout was evaluated),
+ * the reason and notes (as ptdc says them on stderr), and what was emitted
+ * (emit_name NULL: nothing). */
+void pass_answer_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
+                            const char *status, int exit_status, const char *reason,
+                            const char *const *notes, int nnotes, const char *emit_name,
+                            const char *emit_text);
+
 #endif

@@ -1,19 +1,26 @@
-/* plan_json.c: plan.json, the chosen plan for programs. The keys are a
- * contract (tests/search checks them): parallel.{dp, tp, pp, sp, zero,
- * micro_batch, num_micro_batches, schedule, virtual_stages, recompute},
- * stages[].{layers, ranks, mem_bytes, time_s}, predicted.{step_time_s,
- * tokens_per_s, mfu, peak_mem_bytes, fits}, search.{candidates_evaluated,
- * seconds}. Bytes are integers, times seconds. */
+/* plan_json.c: plan.json, the chosen plan for programs, and the JSON answer
+ * to a request for one layout (--plan-only --json with every layout flag,
+ * a layout or model that does not fit, an emitter's refusal). The keys are
+ * a contract (tests/search and tests/stack check them; docs/planner.md lists
+ * them): parallel.{dp, tp, pp, sp, zero, micro_batch, num_micro_batches,
+ * schedule, virtual_stages, recompute}, stages[].{layers, ranks, mem_bytes,
+ * time_s}, predicted.{step_time_s, tokens_per_s, mfu, peak_mem_bytes, fits,
+ * memory}, search.{candidates_evaluated, seconds}, and in every answer
+ * status and exit_status. Bytes are integers, times seconds. */
 #include "plan/plan.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
 
-static void str(FILE *f, const char *s)
+void pass_json_str(FILE *f, const char *s)
 {
+    if (!s) {
+        fputs("null", f);
+        return;
+    }
     fputc('"', f);
-    for (; s && *s; s++) {
+    for (; *s; s++) {
         unsigned char ch = (unsigned char)*s;
         if (ch == '"' || ch == '\\')
             fprintf(f, "\\%c", ch);
@@ -31,6 +38,112 @@ static void num(FILE *f, double v)
         fprintf(f, "%.9g", v);
     else
         fprintf(f, "null");
+}
+
+void pass_json_predicted(FILE *f, const PassPrediction *pr, const char *in)
+{
+    fprintf(f, "{\n");
+    struct {
+        const char *k;
+        double v;
+    } kv[] = {{"step_time_s", pr->step_time_s}, {"tokens_per_s", pr->tokens_per_s}, {"mfu", pr->mfu},
+              {"hfu", pr->hfu}, {"pipeline_s", pr->pipeline_s}, {"bubble_s", pr->bubble_s},
+              {"bubble_fraction", pr->step_time_s > 0 ? pr->bubble_s / pr->step_time_s : 0},
+              {"recompute_s", pr->recompute_s}, {"reshard_s", pr->reshard_s}, {"p2p_s", pr->p2p_s},
+              {"dp_sync_s", pr->dp_sync_s}, {"dp_exposed_s", pr->dp_exposed_s},
+              {"exposed_comm_s", pr->reshard_s + pr->p2p_s + pr->dp_exposed_s},
+              {"optimizer_s", pr->optimizer_s}, {"model_flops", pr->model_flops},
+              {"hw_flops", pr->hw_flops}};
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) {
+        fprintf(f, "%s  \"%s\": ", in, kv[i].k);
+        num(f, kv[i].v);
+        fprintf(f, ",\n");
+    }
+    fprintf(f, "%s  \"peak_mem_bytes\": %.0f,\n%s  \"capacity_bytes\": %.0f,\n%s  \"margin_bytes\": %.0f,\n",
+            in, pr->peak_mem_bytes, in, pr->capacity_bytes, in, pr->margin_bytes);
+    fprintf(f, "%s  \"peak_rank\": %d,\n%s  \"fits\": %s,\n%s  \"memory\": [\n", in, pr->peak_rank, in,
+            pr->fits ? "true" : "false", in);
+    for (int i = 0; i < pr->npp; i++) {
+        const PassRankMem *m = &pr->mem[i];
+        fprintf(f, "%s    {\"pp_rank\": %d, \"weights\": %.0f, \"grads\": %.0f, \"optimizer\": %.0f, "
+                   "\"activations\": %.0f, \"inflight_micro_batches\": %g, \"recompute\": %.0f, "
+                   "\"transient\": %.0f, \"buffers\": %.0f, \"runtime\": %.0f, \"fragmentation\": %.0f, "
+                   "\"total\": %.0f}%s\n",
+                in, i, m->weights, m->grads, m->optim, m->acts, m->inflight, m->recompute_ws, m->transient,
+                m->buffers, m->runtime, m->frag, m->total, i + 1 < pr->npp ? "," : "");
+    }
+    fprintf(f, "%s  ]\n%s}", in, in);
+}
+
+/* The model, its batch and the cluster: the first keys of every answer. */
+static void head(FILE *f, const IrGraph *g, const PassCostCtx *c, int64_t gb, int gpus, int used)
+{
+    const PassCluster *cl = c->cl;
+    int gpn = cl->gpus_per_node > 0 ? cl->gpus_per_node : 8;
+    fprintf(f, "  \"model\": ");
+    pass_json_str(f, g->name);
+    fprintf(f, ",\n  \"path\": ");
+    pass_json_str(f, g->path);
+    fprintf(f, ",\n  \"parameters\": %lld,\n", (long long)ir_param_count(g));
+    fprintf(f, "  \"global_batch\": %lld,\n", (long long)gb);
+    fprintf(f, "  \"seq\": %lld,\n", (long long)(g->seq_dim >= 0 ? g->dims[g->seq_dim].size : 1));
+    fprintf(f, "  \"cluster\": {\"gpu\": ");
+    pass_json_str(f, cl->gpu.name);
+    fprintf(f, ", \"gpus\": %d, \"gpus_per_node\": %d, \"gpus_used\": %d, \"peak_flops\": %.6g, "
+               "\"hbm_bytes\": %.0f},\n", gpus, gpn, used, cl->gpu.peak_flops, cl->gpu.hbm_bytes);
+    fprintf(f, "  \"stack\": ");
+    pass_json_str(f, c->st.name);
+    fprintf(f, ",\n");
+}
+
+static void parallel(FILE *f, const PassLayout *L, const PassPlan *p)
+{
+    fprintf(f, "  \"parallel\": {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"sp\": %s, \"zero\": %d, "
+               "\"micro_batch\": %lld, \"num_micro_batches\": %d, \"schedule\": \"%s\", "
+               "\"virtual_stages\": %d, \"recompute\": \"%s\", \"attention\": \"%s\"},\n",
+            L->dp, L->tp, L->pp, L->sp ? "true" : "false", L->zero, (long long)L->micro_batch,
+            L->num_micro, L->schedule == PASS_SCHED_INTERLEAVED ? "interleaved" : "1f1b", L->v,
+            pass_layout_recompute_name(L), p->attention == PASS_ATTN_MATERIALIZED ? "materialized" : "flash");
+}
+
+void pass_answer_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
+                            const char *status, int exit_status, const char *reason,
+                            const char *const *notes, int nnotes, const char *emit_name,
+                            const char *emit_text)
+{
+    fprintf(f, "{\n  \"status\": ");
+    pass_json_str(f, status);
+    fprintf(f, ",\n  \"exit_status\": %d,\n", exit_status);
+    int64_t gb = a ? a->plan.mb_seqs * a->plan.num_micro : g->global_batch;
+    /* Kept from the first pinned JSON: the GPU name and count at the top. */
+    fprintf(f, "  \"gpu\": ");
+    pass_json_str(f, c->cl->gpu.name);
+    fprintf(f, ",\n  \"gpus\": %d,\n", c->cl->ngpus);
+    head(f, g, c, gb, c->cl->ngpus, a ? a->layout.gpus : 0);
+    if (a) {
+        parallel(f, &a->layout, &a->plan);
+        fprintf(f, "  \"predicted\": ");
+        pass_json_predicted(f, &a->pred, "  ");
+        fprintf(f, ",\n");
+    } else {
+        fprintf(f, "  \"parallel\": null,\n  \"predicted\": null,\n");
+    }
+    fprintf(f, "  \"reason\": ");
+    pass_json_str(f, reason);
+    fprintf(f, ",\n  \"notes\": [");
+    for (int i = 0; i < nnotes; i++) {
+        fprintf(f, "%s", i ? ", " : "");
+        pass_json_str(f, notes[i]);
+    }
+    fprintf(f, "]");
+    if (emit_name) {
+        fprintf(f, ",\n  \"emit\": {\"framework\": ");
+        pass_json_str(f, emit_name);
+        fprintf(f, ", \"text\": ");
+        pass_json_str(f, emit_text);
+        fprintf(f, "}");
+    }
+    fprintf(f, "\n}\n");
 }
 
 /* Groups of ranks: member j of group i is at members[i * size + j]. */
@@ -57,30 +170,15 @@ void pass_plan_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c, const
     int d0 = p->mesh.size[0], d1 = p->mesh.naxes > 1 ? p->mesh.size[1] : 1, dev = d0 * d1;
     char buf[1024];
 
-    fprintf(f, "{\n  \"model\": ");
-    str(f, g->name);
-    fprintf(f, ",\n  \"path\": ");
-    str(f, g->path);
-    fprintf(f, ",\n  \"parameters\": %lld,\n", (long long)ir_param_count(g));
-    fprintf(f, "  \"global_batch\": %lld,\n", (long long)r->global_batch);
-    fprintf(f, "  \"seq\": %lld,\n", (long long)(g->seq_dim >= 0 ? g->dims[g->seq_dim].size : 1));
-    fprintf(f, "  \"cluster\": {\"gpu\": ");
-    str(f, cl->gpu.name);
-    fprintf(f, ", \"gpus\": %d, \"gpus_per_node\": %d, \"gpus_used\": %d, \"peak_flops\": %.6g, "
-               "\"hbm_bytes\": %.0f},\n", r->gpus, gpn, L->gpus, cl->gpu.peak_flops, cl->gpu.hbm_bytes);
+    fprintf(f, "{\n  \"status\": \"fits\",\n  \"exit_status\": 0,\n");
+    head(f, g, c, r->global_batch, r->gpus, L->gpus);
     fprintf(f, "  \"idle_note\": ");
     if (pass_search_idle_note(r, gpn, buf, sizeof buf))
-        str(f, buf);
+        pass_json_str(f, buf);
     else
         fprintf(f, "null");
     fprintf(f, ",\n");
-
-    fprintf(f, "  \"parallel\": {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"sp\": %s, \"zero\": %d, "
-               "\"micro_batch\": %lld, \"num_micro_batches\": %d, \"schedule\": \"%s\", "
-               "\"virtual_stages\": %d, \"recompute\": \"%s\", \"attention\": \"%s\"},\n",
-            L->dp, L->tp, L->pp, L->sp ? "true" : "false", L->zero, (long long)L->micro_batch,
-            L->num_micro, L->schedule == PASS_SCHED_INTERLEAVED ? "interleaved" : "1f1b", L->v,
-            pass_layout_recompute_name(L), p->attention == PASS_ATTN_MATERIALIZED ? "materialized" : "flash");
+    parallel(f, L, p);
     const char *ax0 = L->dp_axis == 0 ? "dp" : L->tp_axis == 0 ? "tp" : "-";
     const char *ax1 = L->dp_axis == 1 ? "dp" : L->tp_axis == 1 ? "tp" : "-";
     fprintf(f, "  \"mesh\": {\"shape\": [%d, %d], \"axes\": [\"%s\", \"%s\"], "
@@ -92,7 +190,7 @@ void pass_plan_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c, const
         fprintf(f, "    {\"stage\": %d, \"pp_rank\": %d, \"pieces\": [", s, S->pp_rank);
         for (int q = 0; q < S->npieces; q++) {
             fprintf(f, "%s", q ? ", " : "");
-            str(f, g->pieces[S->first_piece + q].name);
+            pass_json_str(f, g->pieces[S->first_piece + q].name);
         }
         fprintf(f, "], \"layers\": [");
         int k = 0;
@@ -135,36 +233,9 @@ void pass_plan_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c, const
     fprintf(f, "  },\n");
     free(mem);
 
-    fprintf(f, "  \"predicted\": {\n");
-    struct {
-        const char *k;
-        double v;
-    } kv[] = {{"step_time_s", pr->step_time_s}, {"tokens_per_s", pr->tokens_per_s}, {"mfu", pr->mfu},
-              {"hfu", pr->hfu}, {"pipeline_s", pr->pipeline_s}, {"bubble_s", pr->bubble_s},
-              {"bubble_fraction", pr->step_time_s > 0 ? pr->bubble_s / pr->step_time_s : 0},
-              {"recompute_s", pr->recompute_s}, {"reshard_s", pr->reshard_s}, {"p2p_s", pr->p2p_s},
-              {"dp_sync_s", pr->dp_sync_s}, {"dp_exposed_s", pr->dp_exposed_s},
-              {"exposed_comm_s", pr->reshard_s + pr->p2p_s + pr->dp_exposed_s},
-              {"optimizer_s", pr->optimizer_s}, {"model_flops", pr->model_flops}};
-    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) {
-        fprintf(f, "    \"%s\": ", kv[i].k);
-        num(f, kv[i].v);
-        fprintf(f, ",\n");
-    }
-    fprintf(f, "    \"peak_mem_bytes\": %.0f,\n    \"capacity_bytes\": %.0f,\n    \"margin_bytes\": %.0f,\n",
-            pr->peak_mem_bytes, pr->capacity_bytes, pr->margin_bytes);
-    fprintf(f, "    \"peak_rank\": %d,\n    \"fits\": %s,\n    \"memory\": [\n", pr->peak_rank,
-            pr->fits ? "true" : "false");
-    for (int i = 0; i < pr->npp; i++) {
-        const PassRankMem *m = &pr->mem[i];
-        fprintf(f, "      {\"pp_rank\": %d, \"weights\": %.0f, \"grads\": %.0f, \"optimizer\": %.0f, "
-                   "\"activations\": %.0f, \"inflight_micro_batches\": %g, \"recompute\": %.0f, "
-                   "\"transient\": %.0f, \"buffers\": %.0f, \"runtime\": %.0f, \"fragmentation\": %.0f, "
-                   "\"total\": %.0f}%s\n",
-                i, m->weights, m->grads, m->optim, m->acts, m->inflight, m->recompute_ws, m->transient,
-                m->buffers, m->runtime, m->frag, m->total, i + 1 < pr->npp ? "," : "");
-    }
-    fprintf(f, "    ]\n  },\n");
+    fprintf(f, "  \"predicted\": ");
+    pass_json_predicted(f, pr, "  ");
+    fprintf(f, ",\n");
 
     const PassSearchStats *st = &r->stats;
     fprintf(f, "  \"search\": {\"candidates_evaluated\": %ld, \"candidates\": %ld, \"pruned_time\": %ld, "

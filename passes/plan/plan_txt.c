@@ -146,7 +146,11 @@ void pass_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const
     fprintf(f, "  recomputation      %s\n", pass_layout_recompute_name(L));
     fprintf(f, "  attention          %s\n\n", p->attention == PASS_ATTN_MATERIALIZED ? "materialized" : "flash");
 
-    fprintf(f, "stages (times per micro-batch from the ILP costs; memory of the pipeline rank)\n");
+    if (a->nilp > 0)
+        fprintf(f, "stages (times per micro-batch from the ILP costs; memory of the pipeline rank)\n");
+    else /* a framework's plan (plan_frame.c): no ILP solve */
+        fprintf(f, "stages (times per micro-batch: the pipeline rank's, split evenly over its chunks; "
+                   "memory of the pipeline rank)\n");
     fprintf(f, "  %-5s %-7s %-11s %-10s %9s %9s %10s  %s\n", "stage", "pp rank", "ranks", "recompute",
             "fwd ms", "bwd ms", "mem GiB", "pieces");
     int dev = pass_mesh_devices(&p->mesh);
@@ -166,7 +170,11 @@ void pass_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const
     rank_grid(f, p, L, gpn);
     fprintf(f, "\n");
 
-    fprintf(f, "operator shardings and collectives (intra-operator ILP, one layer of each kind)\n");
+    if (a->nilp > 0)
+        fprintf(f, "operator shardings and collectives (intra-operator ILP, one layer of each kind)\n");
+    else
+        fprintf(f, "operator shardings: the %s stack's own tensor parallelism (docs/stacks.md), not an ILP's\n",
+                c->st.name);
     for (int i = 0; i < a->nilp; i++)
         pass_ilp_print(f, a->ilp_graph ? a->ilp_graph : g, &a->ilp_q[i], a->ilp_r[i]);
     fprintf(f, "\n");

@@ -184,7 +184,10 @@ static void enumerate(Src *s)
         for (int n = N / pp; n >= 1 && nsz < 4; n--) {
             if (!stage_size_ok(n, gpn) || (pin->tp && n % pin->tp) || (pin->dp && n % pin->dp))
                 continue;
-            if ((pin->tp || pin->pp || pin->dp) && n * pp != N)
+            /* A pinned layout, or CPU ranks (the processes are the plan's: a
+             * rank the plan leaves out is not started, and the cost model
+             * shares each node's cores among all N), use every one. */
+            if ((pin->tp || pin->pp || pin->dp || s->c->cl->gpu.kind == PASS_DEV_CPU) && n * pp != N)
                 continue;
             if (2 * n * pp < N)
                 break;
@@ -414,27 +417,37 @@ static void check_mem_prune(Src *s, SrcGroup *G, const SrcVariant *V, SrcCand *k
     pass_prediction_free(&pr);
 }
 
-/* A bound on plan p's step time once its stages are cut: the schedule
- * simulated on the stages' kernel times (the same pass_cost_node numbers
- * pass_predict sums) without resharding or transfers. pass_predict
- * simulates (or, for a reference stack, takes the 1F1B formula, never less)
- * on stage times that add those and more, and the simulation only grows
- * with its inputs. */
+/* A bound on plan p's step time once its stages are cut, from its stages'
+ * kernel times (the same pass_cost_node numbers pass_predict sums) without
+ * resharding or transfers, which pass_predict's stage times only add to:
+ * the busiest rank runs m micro-batches one after another; one micro-batch
+ * passes every stage forward and back; and (1F1B) the last rank cannot
+ * start before the first micro-batch's forward reaches it and, after its
+ * last backward, that micro-batch's backward still runs through the ranks
+ * before it: sum of the others + m x the last rank's. pass_predict's
+ * simulation (and a reference stack's formula, larger) is never below. */
 static double cut_bound(const Src *s, const SrcVariant *V, const PassPlan *p)
 {
     (void)s;
     int ns = p->nstages, pp = p->pp > 0 ? p->pp : 1, v = p->v > 0 ? p->v : 1;
-    double *f = ir_xcalloc((size_t)ns * 3, sizeof(double)), *b = f + ns, *z = b + ns;
+    double m = p->num_micro > 0 ? p->num_micro : 1;
+    double *rank = ir_xcalloc((size_t)pp, sizeof(double));
+    double tsum = 0;
     for (int st = 0; st < ns; st++) {
         const PassStage *S = &p->stages[st];
-        for (int q = S->first_piece; q < S->first_piece + S->npieces; q++) {
-            f[st] += V->piece[q].fwd;
-            b[st] += V->piece[q].bwd + V->piece[q].rec[S->recompute];
-        }
+        double t = 0;
+        for (int q = S->first_piece; q < S->first_piece + S->npieces; q++)
+            t += V->piece[q].fwd + V->piece[q].bwd + V->piece[q].rec[S->recompute];
+        rank[S->pp_rank] += t;
+        tsum += t;
     }
-    double t = pass_schedule_sim(pp, v, p->num_micro > 0 ? p->num_micro : 1, f, b, z, z, NULL);
-    free(f);
-    return t;
+    double b = tsum;
+    for (int r = 0; r < pp; r++)
+        b = fmax(b, m * rank[r]);
+    if (v == 1)
+        b = fmax(b, tsum + (m - 1) * rank[pp - 1]);
+    free(rank);
+    return b;
 }
 
 /* Cut, predict, and keep candidate k with variant V. */

@@ -152,7 +152,18 @@ int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearc
  * caller exits with status 1 (search_nofit.c). */
 void pass_search_explain_nofit(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
                                PassIlpCache *cache, const PassSearchResult *r);
+/* Its first sentences: the rank of a that overflows, by how much, its largest
+ * item (ir_error), then its breakdown (ir_note). pinned: a is the user's
+ * layout; else the leanest of a search on `gpus` GPUs. */
+void pass_search_explain_overflow(const PassCostCtx *c, const IrGraph *g, const PassSearchAlt *a,
+                                  bool pinned, int gpus);
 /* When the chosen plan leaves GPUs idle: a sentence saying how many and why,
  * into buf; false when it uses them all (search_nofit.c). */
+
+/* The checks pass_search makes of the pins before searching (search_pins.c):
+ * a pinned layout that cannot work is reported with ir_error (one sentence)
+ * and false is returned. For callers that build the plan themselves (a
+ * framework's plan for a fully pinned layout, driver/). */
+bool pass_search_check_pins(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o);
 
 #endif

@@ -116,12 +116,12 @@ int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearc
         last = n;
         q.gpus = n;
         PassSearchResult r;
-        FILE *devnull = fopen("/dev/null", "w");
+        FILE *devnull = fopen("/dev/null", "w"), *prev = NULL;
         if (devnull)
-            ir_diag_set_stream(devnull);
+            prev = ir_diag_set_stream(devnull);
         bool ok = pass_search(c, g, &q, cache, &r);
         if (devnull) {
-            ir_diag_set_stream(stderr);
+            ir_diag_set_stream(prev); /* where the caller sends them (--json captures them) */
             fclose(devnull);
         }
         if (ok && r.found) {
@@ -183,12 +183,12 @@ static bool try_search(const PassCostCtx *c, const IrGraph *g, const PassSearchO
                        PassIlpCache *cache, PassSearchAlt *a)
 {
     PassSearchResult r;
-    FILE *devnull = fopen("/dev/null", "w");
+    FILE *devnull = fopen("/dev/null", "w"), *prev = NULL;
     if (devnull)
-        ir_diag_set_stream(devnull);
+        prev = ir_diag_set_stream(devnull);
     bool ok = pass_search(c, g, q, cache, &r);
     if (devnull) {
-        ir_diag_set_stream(stderr);
+        ir_diag_set_stream(prev);
         fclose(devnull);
     }
     if (!ok)
@@ -203,13 +203,38 @@ static bool try_search(const PassCostCtx *c, const IrGraph *g, const PassSearchO
     return found;
 }
 
+void pass_search_explain_overflow(const PassCostCtx *c, const IrGraph *g, const PassSearchAlt *a,
+                                  bool pinned, int gpus)
+{
+    const PassGpu *gpu = &c->cl->gpu;
+    double reserve = c->st.alloc_reserve > 0 ? c->st.alloc_reserve : PASS_MEM_RESERVE;
+    double usable = gpu->hbm_bytes * (1 - reserve);
+    const PassRankMem *m = &a->pred.mem[a->pred.peak_rank];
+    double big;
+    char item[128], lay[256], buf[512];
+    largest(m, &big, item, sizeof item);
+    pass_layout_str(&a->layout, lay, sizeof lay);
+    if (pinned)
+        ir_error(IR_NOLOC, "the layout does not fit in memory: pipeline rank %d needs %.1f GiB "
+                 "per GPU, %.1f GiB more than the %.1f GiB usable of %.1f GiB; its largest item "
+                 "is %s, %.1f GiB", a->pred.peak_rank, m->total / GIB, (m->total - usable) / GIB,
+                 usable / GIB, gpu->hbm_bytes / GIB, item, big / GIB);
+    else
+        ir_error(IR_NOLOC, "%s does not fit on %d x %s: the leanest layout (%s) needs %.1f GiB "
+                 "per GPU on pipeline rank %d, %.1f GiB more than the %.1f GiB usable; its "
+                 "largest item is %s, %.1f GiB", g->name, gpus, gpu->name, lay, m->total / GIB,
+                 a->pred.peak_rank, (m->total - usable) / GIB, usable / GIB, item, big / GIB);
+    breakdown(m, buf, sizeof buf);
+    ir_note(IR_NOLOC, "%s on pipeline rank %d: %s", pinned ? lay : "that layout", a->pred.peak_rank, buf);
+}
+
 void pass_search_explain_nofit(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
                                PassIlpCache *cache, const PassSearchResult *r)
 {
     const PassGpu *gpu = &c->cl->gpu;
     int N = r->gpus;
     const PassSearchPins *pin = &o->pins;
-    char buf[512], lay[256], flags[256];
+    char lay[256], flags[256];
     int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
     if (r->no_layout) {
         if (r->micro_cut)
@@ -229,31 +254,12 @@ void pass_search_explain_nofit(const PassCostCtx *c, const IrGraph *g, const Pas
                      (long long)r->global_batch);
         return;
     }
-    double reserve = c->st.alloc_reserve > 0 ? c->st.alloc_reserve : PASS_MEM_RESERVE;
-    double usable = gpu->hbm_bytes * (1 - reserve);
     if (r->have_closest) {
-        const PassSearchAlt *a = &r->closest;
-        const PassRankMem *m = &a->pred.mem[a->pred.peak_rank];
-        double big;
-        char item[128];
-        largest(m, &big, item, sizeof item);
-        pass_layout_str(&a->layout, lay, sizeof lay);
-        if (any_pin(pin))
-            ir_error(IR_NOLOC, "the layout does not fit in memory: pipeline rank %d needs %.1f GiB "
-                     "per GPU, %.1f GiB more than the %.1f GiB usable of %.1f GiB; its largest item "
-                     "is %s, %.1f GiB", a->pred.peak_rank, m->total / GIB, (m->total - usable) / GIB,
-                     usable / GIB, gpu->hbm_bytes / GIB, item, big / GIB);
-        else
-            ir_error(IR_NOLOC, "%s does not fit on %d x %s: the leanest layout (%s) needs %.1f GiB "
-                     "per GPU on pipeline rank %d, %.1f GiB more than the %.1f GiB usable; its "
-                     "largest item is %s, %.1f GiB", g->name, N, gpu->name, lay, m->total / GIB,
-                     a->pred.peak_rank, (m->total - usable) / GIB, usable / GIB, item, big / GIB);
-        breakdown(m, buf, sizeof buf);
-        ir_note(IR_NOLOC, "%s on pipeline rank %d: %s", any_pin(pin) ? lay : "that layout",
-                a->pred.peak_rank, buf);
+        pass_search_explain_overflow(c, g, &r->closest, any_pin(pin), N);
     } else {
+        double reserve = c->st.alloc_reserve > 0 ? c->st.alloc_reserve : PASS_MEM_RESERVE;
         ir_error(IR_NOLOC, "%s does not fit on %d x %s: its model states alone need more than the "
-                 "%.1f GiB usable per GPU", g->name, N, gpu->name, usable / GIB);
+                 "%.1f GiB usable per GPU", g->name, N, gpu->name, gpu->hbm_bytes * (1 - reserve) / GIB);
     }
 
     /* What would fit: one pin relaxed at a time, then none, then more GPUs. */

@@ -4,6 +4,7 @@
 #include "search/src.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* "34 pieces: embedding, 32 layers, head" */
 static const char *pieces_str(const IrGraph *g, char *buf, size_t n)
@@ -199,4 +200,30 @@ bool src_check_pins(Src *s)
         }
     }
     return true;
+}
+
+bool pass_search_check_pins(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o)
+{
+    /* The fields src_check_pins reads, as pass_search sets them. */
+    Src s;
+    memset(&s, 0, sizeof s);
+    s.c = c, s.g = g, s.o = o;
+    s.gpus = o->gpus > 0 ? o->gpus : c->cl->ngpus;
+    s.gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
+    s.gb = o->global_batch > 0 ? o->global_batch : g->global_batch;
+    s.rep0 = -1;
+    int nreps = 0;
+    for (int p = 0; p < g->npieces; p++) {
+        const IrPiece *P = &g->pieces[p];
+        if (P->rep < 0)
+            continue;
+        if (p == 0 || g->pieces[p - 1].rep != P->rep) {
+            nreps++;
+            s.rep0 = P->rep, s.rep_first = p, s.rep_count = 0;
+        }
+        s.rep_count++;
+    }
+    if (nreps != 1)
+        s.rep0 = -1, s.rep_count = 0;
+    return src_check_pins(&s);
 }

@@ -1,8 +1,13 @@
-/* attention.cu: causal / full scaled dot-product attention with grouped-query
- * heads, flash-style: nothing S x S is ever stored.
+/* attention.cu: causal / full / sliding-window scaled dot-product attention
+ * with grouped-query heads, flash-style: nothing S x S is ever stored. The
+ * entry points (rt_attention_fwd/bwd) dispatch to the tensor-core kernels
+ * (attention_fa2.cu) and fall back to the CUDA-core kernels here for head
+ * dims those do not serve or buffers not 16-byte aligned, saying so once on
+ * stderr per reason.
  *
  * Layout: q, o, dq [B, S, H, D]; k, v, dk, dv [B, S, KVH, D]; lse [B, S, H].
- * Query head h reads kv head h / (H / KVH).
+ * Query head h reads kv head h / (H / KVH). Key j is visible to query i iff
+ * j <= i when causal and i - j < window when window > 0 (causal only).
  *
  * Generic kernels (any D <= 256), fp32 maths on CUDA cores:
  *   A block of 256 threads owns 32 rows (queries in forward and dQ, keys in
@@ -19,22 +24,38 @@
  *   owned by one thread and summed in a fixed order: deterministic without
  *   atomics, at the price of computing S and dP twice (backward FLOPs ~3.5x
  *   forward instead of FlashAttention-2's 2.5x).
- * Causal blocks skip tiles entirely above the diagonal.
+ * Blocks skip tiles entirely above the diagonal or before the window.
  *
  * Efficiency: CUDA-core fp32, not tensor cores: ~40-60% of the FP32 FMA peak
  * (A100 19.5, H100 SXM 67 TFLOP/s), i.e. roughly an order of magnitude below
  * FlashAttention-2 on tensor cores (docs/cuda.md). They serve head dims the
- * tensor-core kernels (attention_mma.cu: D in {32, 64, 96, 128}, 16-byte
- * aligned buffers) do not, and PTDC_ATTENTION=generic forces them. */
+ * tensor-core kernels (D in {64, 80, 96, 128}, 16-byte aligned buffers) do
+ * not, and PTDC_ATTENTION=generic forces them. */
 #include "cu_dev.cuh"
 
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <utility>
 
 namespace {
 
 constexpr int TILE = 32;   /* rows per block and per streamed tile */
 constexpr int THREADS = 256;
+
+/* Key kj visible to query qi (both < S). window 0: none. */
+__device__ __forceinline__ bool seen(int64_t qi, int64_t kj, bool causal, int64_t window)
+{
+    return (!causal || kj <= qi) && (window == 0 || qi - kj < window);
+}
+/* The first key tile a block of query tile qt needs. */
+__device__ __forceinline__ int64_t first_key_tile(int64_t qt, int64_t window)
+{
+    int64_t k = window ? qt * TILE - window + 1 : 0;
+    return k > 0 ? k / TILE : 0;
+}
 
 __device__ __forceinline__ float group_sum8(float v)
 {
@@ -60,7 +81,7 @@ __device__ __forceinline__ void stage(float *dst, const rt_act *src, int64_t b, 
 template <int NT>
 __global__ void __launch_bounds__(THREADS)
 k_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, int64_t S, int64_t H, int64_t KVH,
-      int64_t D, bool causal, float scale)
+      int64_t D, bool causal, int64_t window, float scale)
 {
     constexpr int DP = 8 * NT;
     RTCU_DYN_SMEM(float, sm);
@@ -80,7 +101,7 @@ k_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, 
     }
     float m = -INFINITY, l = 0.0f;
     int64_t nkt = (S + TILE - 1) / TILE, kend = causal ? (qt + 1 < nkt ? qt + 1 : nkt) : nkt;
-    for (int64_t kt = 0; kt < kend; kt++) {
+    for (int64_t kt = first_key_tile(qt, window); kt < kend; kt++) {
         __syncthreads(); /* previous tile fully consumed */
         stage<DP>(Ks, k, b, kt * TILE, S, KVH, kvh, D);
         stage<DP>(Vs, v, b, kt * TILE, S, KVH, kvh, D);
@@ -93,7 +114,7 @@ k_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, 
             for (int t = 0; t < NT; t++) p += qr[t] * Ks[j * DP + l8 + 8 * t];
             p = group_sum8(p);
             int64_t kj = kt * TILE + j;
-            s[j] = kj < S && (!causal || kj <= qi) ? p * scale : -INFINITY;
+            s[j] = kj < S && seen(qi, kj, causal, window) ? p * scale : -INFINITY;
             mt = fmaxf(mt, s[j]);
         }
         float mn = fmaxf(m, mt);
@@ -136,7 +157,7 @@ __global__ void k_delta(float *delta, const rt_act *o, const rt_act *dout, int64
 template <int NT>
 __global__ void __launch_bounds__(THREADS)
 k_dq(rt_act *dq, const rt_act *q, const rt_act *k, const rt_act *v, const float *lse, const float *delta,
-     const rt_act *dout, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal, float scale)
+     const rt_act *dout, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal, int64_t window, float scale)
 {
     constexpr int DP = 8 * NT;
     RTCU_DYN_SMEM(float, sm);
@@ -157,7 +178,7 @@ k_dq(rt_act *dq, const rt_act *q, const rt_act *k, const rt_act *v, const float 
     }
     float L = qok ? lse[srow] : 0.0f, Dl = qok ? delta[srow] : 0.0f;
     int64_t nkt = (S + TILE - 1) / TILE, kend = causal ? (qt + 1 < nkt ? qt + 1 : nkt) : nkt;
-    for (int64_t kt = 0; kt < kend; kt++) {
+    for (int64_t kt = first_key_tile(qt, window); kt < kend; kt++) {
         __syncthreads();
         stage<DP>(Ks, k, b, kt * TILE, S, KVH, kvh, D);
         stage<DP>(Vs, v, b, kt * TILE, S, KVH, kvh, D);
@@ -173,7 +194,7 @@ k_dq(rt_act *dq, const rt_act *q, const rt_act *k, const rt_act *v, const float 
             sp = group_sum8(sp);
             dp = group_sum8(dp);
             int64_t kj = kt * TILE + j;
-            float p = qok && kj < S && (!causal || kj <= qi) ? expf(sp * scale - L) : 0.0f;
+            float p = qok && kj < S && seen(qi, kj, causal, window) ? expf(sp * scale - L) : 0.0f;
             float ds = p * (dp - Dl);
 #pragma unroll
             for (int t = 0; t < NT; t++) acc[t] += ds * Ks[j * DP + l8 + 8 * t];
@@ -191,7 +212,8 @@ k_dq(rt_act *dq, const rt_act *q, const rt_act *k, const rt_act *v, const float 
 template <int NT>
 __global__ void __launch_bounds__(THREADS)
 k_dkv(rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act *v, const float *lse,
-      const float *delta, const rt_act *dout, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal, float scale)
+      const float *delta, const rt_act *dout, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal, int64_t window,
+      float scale)
 {
     constexpr int DP = 8 * NT;
     RTCU_DYN_SMEM(float, sm);
@@ -210,6 +232,10 @@ k_dkv(rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act *v,
         dka[t] = dva[t] = 0.0f;
     }
     int64_t nqt = (S + TILE - 1) / TILE, qbeg = causal ? kt : 0;
+    if (window) { /* the last query that sees this tile's last key */
+        int64_t qlast = kt * TILE + TILE - 1 + window - 1, e = qlast / TILE + 1;
+        nqt = e < nqt ? e : nqt;
+    }
     for (int64_t hh = 0; hh < G; hh++) {
         int64_t h = kvh * G + hh;
         for (int64_t qt = qbeg; qt < nqt; qt++) {
@@ -233,7 +259,7 @@ k_dkv(rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act *v,
                 sp = group_sum8(sp);
                 dp = group_sum8(dp);
                 int64_t qi = qt * TILE + i;
-                float p = kok && qi < S && (!causal || kj <= qi) ? expf(sp * scale - Ls[i]) : 0.0f;
+                float p = kok && qi < S && seen(qi, kj, causal, window) ? expf(sp * scale - Ls[i]) : 0.0f;
                 float ds = p * (dp - Ds[i]);
 #pragma unroll
                 for (int t = 0; t < NT; t++) {
@@ -264,53 +290,89 @@ void smem_optin(K kern, size_t bytes)
 
 template <int NT>
 void run_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, int64_t B, int64_t S,
-             int64_t H, int64_t KVH, int64_t D, bool causal, float scale)
+             int64_t H, int64_t KVH, int64_t D, bool causal, int64_t window, float scale)
 {
     size_t smem = 2 * TILE * 8 * NT * sizeof(float);
     smem_optin(k_fwd<NT>, smem);
     dim3 grid((unsigned)((S + TILE - 1) / TILE), (unsigned)H, (unsigned)B);
-    RTCU_LAUNCH(k_fwd<NT>, grid, THREADS, smem)(o, lse, q, k, v, S, H, KVH, D, causal, scale);
+    RTCU_LAUNCH(k_fwd<NT>, grid, THREADS, smem)(o, lse, q, k, v, S, H, KVH, D, causal, window, scale);
     LAUNCH_CHECK();
 }
 
 template <int NT>
 void run_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act *v, const float *lse,
              const float *delta, const rt_act *dout, int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D,
-             bool causal, float scale)
+             bool causal, int64_t window, float scale)
 {
     size_t smem = 2 * TILE * 8 * NT * sizeof(float), smem_kv = smem + 2 * TILE * sizeof(float);
     smem_optin(k_dq<NT>, smem);
     smem_optin(k_dkv<NT>, smem_kv);
     unsigned nt = (unsigned)((S + TILE - 1) / TILE);
     RTCU_LAUNCH(k_dq<NT>, dim3(nt, (unsigned)H, (unsigned)B), THREADS, smem)(dq, q, k, v, lse, delta, dout, S,
-                                                                                  H, KVH, D, causal, scale);
+                                                                                  H, KVH, D, causal, window, scale);
     LAUNCH_CHECK();
     RTCU_LAUNCH(k_dkv<NT>, dim3(nt, (unsigned)KVH, (unsigned)B), THREADS, smem_kv)(dk, dv, q, k, v, lse,
                                                                                         delta, dout, S, H, KVH, D,
-                                                                                        causal, scale);
+                                                                                        causal, window, scale);
     LAUNCH_CHECK();
 }
 
-void check_shape(const char *fn, int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D)
+void check_shape(const char *fn, int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal,
+                 int64_t window)
 {
     if (B < 0 || S < 0 || H <= 0 || KVH <= 0 || D <= 0 || H % KVH)
         rt_fatal("%s: bad shape B=%lld S=%lld H=%lld KVH=%lld D=%lld", fn, (long long)B, (long long)S, (long long)H,
                  (long long)KVH, (long long)D);
     if (D > 256) rt_fatal("%s: head dim %lld > 256 is not supported", fn, (long long)D);
+    if (S > INT32_MAX / 2) rt_fatal("%s: sequence length %lld is too long", fn, (long long)S);
+    if (window < 0) rt_fatal("%s: window %lld is negative (0 means no window)", fn, (long long)window);
+    if (window > 0 && !causal)
+        rt_fatal("%s: a sliding window (%lld) needs causal attention", fn, (long long)window);
     rtcu_check_grid(fn, (S + TILE - 1) / TILE, H, B);
 }
 
 /* -1: not decided yet (PTDC_ATTENTION=generic forces the CUDA-core path). */
 int force_generic = -1;
 
-bool use_mma(int64_t D, const void *p1, const void *p2, const void *p3, const void *p4, const void *p5,
-             const void *p6)
+/* Why the tensor-core kernels cannot run: one flag per reason, so each is
+ * reported once per process. */
+enum { WHY_DIM, WHY_ALIGN, WHY_ENV, WHY_N };
+bool warned[WHY_N];
+
+void warn_once(int why, const char *fn, const char *reason)
+{
+    if (warned[why]) return;
+    warned[why] = true;
+    fprintf(stderr,
+            "ptdc: warning: %s: %s; using the CUDA-core attention kernels (an order of magnitude slower than "
+            "tensor cores; said once)\n",
+            fn, reason);
+    fflush(stderr);
+}
+
+/* The tensor-core kernels take this call, or the reason they cannot is
+ * reported (once). ptrs: every buffer they would read or write. */
+bool use_fa2(const char *fn, int64_t D, std::initializer_list<std::pair<const char *, const void *>> ptrs)
 {
     if (force_generic < 0) {
         const char *e = getenv("PTDC_ATTENTION");
         force_generic = e && !strcmp(e, "generic");
+        if (force_generic) warn_once(WHY_ENV, fn, "PTDC_ATTENTION=generic is set");
     }
-    return !force_generic && rtcu_attention_mma_ok(D, p1, p2, p3, p4, p5, p6);
+    if (force_generic) return false;
+    char why[160];
+    if (!rtcu_attention_fa2_dim(D)) {
+        snprintf(why, sizeof why, "head dim %lld has no tensor-core kernel (64, 80, 96 and 128 have)", (long long)D);
+        warn_once(WHY_DIM, fn, why);
+        return false;
+    }
+    for (auto &p : ptrs)
+        if ((uintptr_t)p.second % 16) {
+            snprintf(why, sizeof why, "buffer %s (%p) is not 16-byte aligned", p.first, p.second);
+            warn_once(WHY_ALIGN, fn, why);
+            return false;
+        }
+    return true;
 }
 
 } // namespace
@@ -321,26 +383,26 @@ void rt_attention_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, c
                       int64_t H, int64_t KVH, int64_t D, bool causal, int64_t window)
 {
     rtcu_require_init("rt_attention_fwd");
-    if (window != 0) rt_fatal("sliding-window attention not supported yet");
-    check_shape("rt_attention_fwd", B, S, H, KVH, D);
+    check_shape("rt_attention_fwd", B, S, H, KVH, D, causal, window);
     if (B == 0 || S == 0) return;
     size_t es = sizeof(rt_act), qb = (size_t)(B * S * H * D) * es, kb = (size_t)(B * S * KVH * D) * es;
     rtcu_deps({{o, qb}, {lse, (size_t)(B * S * H) * 4}, {q, qb}, {k, kb}, {v, kb}});
-    float scale = 1.0f / sqrtf((float)D);
-    if (use_mma(D, o, q, k, v, NULL, NULL)) {
-        rtcu_attention_mma_fwd(o, lse, q, k, v, B, S, H, KVH, D, causal, scale);
+    if (window >= S) window = 0; /* every causal key is inside */
+    if (use_fa2("rt_attention_fwd", D, {{"o", o}, {"q", q}, {"k", k}, {"v", v}})) {
+        rtcu_attention_fa2_fwd(o, lse, q, k, v, B, S, H, KVH, D, causal, window);
         return;
     }
+    float scale = 1.0f / sqrtf((float)D);
     if (D <= 16)
-        run_fwd<2>(o, lse, q, k, v, B, S, H, KVH, D, causal, scale);
+        run_fwd<2>(o, lse, q, k, v, B, S, H, KVH, D, causal, window, scale);
     else if (D <= 32)
-        run_fwd<4>(o, lse, q, k, v, B, S, H, KVH, D, causal, scale);
+        run_fwd<4>(o, lse, q, k, v, B, S, H, KVH, D, causal, window, scale);
     else if (D <= 64)
-        run_fwd<8>(o, lse, q, k, v, B, S, H, KVH, D, causal, scale);
+        run_fwd<8>(o, lse, q, k, v, B, S, H, KVH, D, causal, window, scale);
     else if (D <= 128)
-        run_fwd<16>(o, lse, q, k, v, B, S, H, KVH, D, causal, scale);
+        run_fwd<16>(o, lse, q, k, v, B, S, H, KVH, D, causal, window, scale);
     else
-        run_fwd<32>(o, lse, q, k, v, B, S, H, KVH, D, causal, scale);
+        run_fwd<32>(o, lse, q, k, v, B, S, H, KVH, D, causal, window, scale);
 }
 
 void rt_attention_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act *v,
@@ -348,29 +410,30 @@ void rt_attention_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const
                       int64_t KVH, int64_t D, bool causal, int64_t window)
 {
     rtcu_require_init("rt_attention_bwd");
-    if (window != 0) rt_fatal("sliding-window attention not supported yet");
-    check_shape("rt_attention_bwd", B, S, H, KVH, D);
+    check_shape("rt_attention_bwd", B, S, H, KVH, D, causal, window);
     if (B == 0 || S == 0) return;
     size_t es = sizeof(rt_act), qb = (size_t)(B * S * H * D) * es, kb = (size_t)(B * S * KVH * D) * es;
     rtcu_deps({{dq, qb}, {dk, kb}, {dv, kb}, {q, qb}, {k, kb}, {v, kb}, {o, qb}, {dout, qb}});
     rtcu_deps({{lse, (size_t)(B * S * H) * 4}});
+    if (window >= S) window = 0;
     int64_t rows = B * S * H;
     float *delta = (float *)rtcu_scratch((size_t)rows * sizeof(float));
     RTCU_LAUNCH(k_delta, (unsigned)rtcu_cdiv(rows * 32, 256), 256, 0)(delta, o, dout, rows, D);
     LAUNCH_CHECK();
-    float scale = 1.0f / sqrtf((float)D);
-    if (use_mma(D, dq, dk, dv, q, k, v) && rtcu_attention_mma_ok(D, o, dout, NULL, NULL, NULL, NULL)) {
-        rtcu_attention_mma_bwd(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, scale);
+    if (use_fa2("rt_attention_bwd", D,
+                {{"dq", dq}, {"dk", dk}, {"dv", dv}, {"q", q}, {"k", k}, {"v", v}, {"dout", dout}})) {
+        rtcu_attention_fa2_bwd(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, window);
         return;
     }
+    float scale = 1.0f / sqrtf((float)D);
     if (D <= 16)
-        run_bwd<2>(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, scale);
+        run_bwd<2>(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, window, scale);
     else if (D <= 32)
-        run_bwd<4>(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, scale);
+        run_bwd<4>(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, window, scale);
     else if (D <= 64)
-        run_bwd<8>(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, scale);
+        run_bwd<8>(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, window, scale);
     else if (D <= 128)
-        run_bwd<16>(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, scale);
+        run_bwd<16>(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, window, scale);
     else
-        run_bwd<32>(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, scale);
+        run_bwd<32>(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, window, scale);
 }

@@ -169,19 +169,20 @@ void rtcu_scratch_free(void);
 void rtcu_row_groups(int64_t rows, int64_t cols, int64_t *groups, int64_t *chunk);
 void rtcu_colsum_final(rt_act *out, const float *partial, int64_t groups, int64_t cols, bool accumulate);
 
-/* ------------------------------------------------ attention_mma.cu */
-/* Tensor-core attention for D in {32, 64, 96, 128} with 16-byte aligned
- * buffers (rtcu_attention_mma_ok); attention.cu dispatches, and falls back
- * to its CUDA-core kernels otherwise or when PTDC_ATTENTION=generic. */
-bool rtcu_attention_mma_ok(int64_t D, const void *p1, const void *p2, const void *p3, const void *p4,
-                           const void *p5, const void *p6);
-void rtcu_attention_mma_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, int64_t B,
-                            int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal, float scale);
-void rtcu_attention_mma_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act *v,
+/* ------------------------------------------------ attention_fa2.cu */
+/* Tensor-core attention (FlashAttention-2 scheme) for the head dims
+ * rtcu_attention_fa2_dim accepts (64, 80, 96, 128), buffers 16-byte aligned;
+ * attention.cu dispatches, and falls back to its CUDA-core kernels otherwise
+ * (warning once) or when PTDC_ATTENTION=generic. window: 0 none, else
+ * causal with i - j < window. delta = rowsum(dO * O) per (b, s, h) row. */
+bool rtcu_attention_fa2_dim(int64_t D);
+void rtcu_attention_fa2_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, int64_t B,
+                            int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal, int64_t window);
+void rtcu_attention_fa2_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act *v,
                             const float *lse, const float *delta, const rt_act *dout, int64_t B, int64_t S, int64_t H,
-                            int64_t KVH, int64_t D, bool causal, float scale);
-/* Test hook (tests/gpu): 1 forces the CUDA-core kernels, 0 allows mma,
- * -1 reads PTDC_ATTENTION again. */
+                            int64_t KVH, int64_t D, bool causal, int64_t window);
+/* Test hook (tests/gpu): 1 forces the CUDA-core kernels, 0 allows the
+ * tensor-core ones, -1 reads PTDC_ATTENTION again. */
 extern "C" void rtcu_attention_force_generic(int on);
 
 /* ---------------------------------------------------- launch helpers */

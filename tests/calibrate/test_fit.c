@@ -55,6 +55,8 @@ static PassGpu truth(void)
 static double kern_rate(double bytes) { return 6e9 + 24e9 / (1 + bytes / 3e6); }
 static double kern_time(double bytes) { return 1e-6 + bytes / kern_rate(bytes); }
 
+static char *make_records_solo(const PassGpu *g);
+
 static char *make_records(const PassGpu *g)
 {
     char *buf;
@@ -85,6 +87,40 @@ static char *make_records(const PassGpu *g)
             double rate = 5e9 * (s >= 512 ? 1.5 : 1) * (d == 128 ? 1.2 : 1);
             fprintf(f, "attn fwd 1 %d 4 2 %d 1 %.9g\n", s, d, flops / rate);
             fprintf(f, "attn bwd 1 %d 4 2 %d 1 %.9g\n", s, d, 2.5 * flops / (0.6 * rate));
+        }
+    fprintf(f, "end\n");
+    fclose(f);
+    return buf;
+}
+
+/* The same device alone on a 2-core node: twice the GEMM rate over two
+ * threads, kernels 1.6 times faster. */
+static PassGpu truth_solo(void)
+{
+    PassGpu g = truth();
+    g.peak_flops = 150e9;
+    g.sms = 2;
+    return g;
+}
+
+static char *make_records_solo(const PassGpu *g)
+{
+    char *buf;
+    size_t len;
+    FILE *f = open_memstream(&buf, &len);
+    unsigned seed = 5;
+    fprintf(f, "meta backend cpu ranks 1 act_bytes 4 host synthetic part compute\n");
+    static const double grid[] = {128, 512, 2048}, kg[] = {64, 256, 1024};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 3; k++)
+                fprintf(f, "gemm %g %g %g 0 0 %.9g\n", grid[i], grid[j], kg[k],
+                        pass_gemm_time(g, grid[i], grid[j], kg[k], 1) * noise(&seed));
+    for (int k = 0; k < PASS_NKERN; k++)
+        for (double n = 4096; n <= 16777216; n *= 8) {
+            double cols = 512, rows = n / cols;
+            double b = pass_kernel_bytes((PassKernel)k, rows, cols, 4);
+            fprintf(f, "kern %s %g %g %.9g\n", pass_kernel_names[k], rows, cols, kern_time(b) / 1.6);
         }
     fprintf(f, "end\n");
     fclose(f);
@@ -140,13 +176,16 @@ int main(void)
     test_parse_errors();
     PassGpu t = truth();
     char *text = make_records(&t), *comm = make_comm();
-    CalRecords full, cr;
+    PassGpu ts = truth_solo();
+    char *stext = make_records_solo(&ts);
+    CalRecords full, cr, solo;
     CHECK(cal_records_parse("full", text, &full), "records parse");
+    CHECK(cal_records_parse("solo", stext, &solo), "solo records parse");
     CHECK(cal_records_parse("comm", comm, &cr), "comm records parse");
     PassCluster cl;
     memset(&cl, 0, sizeof cl);
     pass_gpu_preset("a100-80gb", &cl.gpu);
-    CalInput in = {&full, NULL, &cr, NULL, 2};
+    CalInput in = {&full, &solo, {&cr, NULL}, NULL, 2};
     CalReport rep;
     CHECK(cal_fit(&in, &cl, &rep), "fit");
     const PassGpu *g = &cl.gpu;
@@ -187,6 +226,27 @@ int main(void)
               "%s: alpha %.2f us busbw %.2f GB/s", pass_coll_name((PassCollKind)k), f->alpha_s * 1e6,
               f->busbw * 1e-9);
     }
+    /* A rank alone on its node computes at the solo rates: a 2-core node
+     * with 1 rank; with 2 ranks, at the base ones. */
+    CHECK(g->has_solo, "no solo rates");
+    {
+        PassCluster one = cl, two = cl;
+        one.ngpus = 1, two.ngpus = 2, one.gpus_per_node = two.gpus_per_node = 0;
+        one.nodes = two.nodes = 1;
+        CHECK(pass_cluster_finish(&one, 1, 0, true) && pass_cluster_finish(&two, 2, 0, true), "finish");
+        double a1 = pass_gemm_time(&one.gpu, 1536, 1024, 512, 1), b1 = pass_gemm_time(&ts, 1536, 1024, 512, 1);
+        double a2 = pass_gemm_time(&two.gpu, 1536, 1024, 512, 1), b2 = pass_gemm_time(&t, 1536, 1024, 512, 1);
+        CHECK(fabs(a1 / b1 - 1) < 0.06 && fabs(a2 / b2 - 1) < 0.06, "GEMM alone %g vs %g, shared %g vs %g",
+              a1, b1, a2, b2);
+        double k1 = pass_kernel_time(&one.gpu, PASS_K_SILU_FWD, 1, 65536);
+        double k2 = pass_kernel_time(&two.gpu, PASS_K_SILU_FWD, 1, 65536);
+        CHECK(fabs(k2 / k1 / 1.6 - 1) < 0.02, "kernel alone %g vs shared %g", k1, k2);
+        PassCluster four = cl;
+        four.ngpus = 4, four.gpus_per_node = 0, four.nodes = 1;
+        CHECK(pass_cluster_finish(&four, 4, 0, true), "finish 4");
+        double a4 = pass_gemm_time(&four.gpu, 1536, 1024, 512, 1);
+        CHECK(a4 > 1.8 * a2, "4 ranks on 2 cores: %g vs %g", a4, a2);
+    }
     /* The file reads back equal. */
     char *txt;
     size_t len;
@@ -195,6 +255,8 @@ int main(void)
     fclose(m);
     PassCluster back;
     CHECK(pass_cluster_parse("fitted.cluster", txt, len, &back), "fitted file parses:\n%s", txt);
+    CHECK(back.gpu.has_solo && fabs(back.gpu.solo.peak_flops / g->solo.peak_flops - 1) < 1e-5 &&
+              back.gpu.solo.kern[PASS_K_ADAMW].n == g->solo.kern[PASS_K_ADAMW].n, "solo round trip");
     CHECK(back.gpu.kind == PASS_DEV_CPU && back.gpu.attn_dims == 2 &&
               fabs(pass_gemm_time(&back.gpu, 700, 300, 200, 1) / pass_gemm_time(g, 700, 300, 200, 1) - 1) < 1e-5 &&
               fabs(pass_kernel_time(&back.gpu, PASS_K_ADAMW, 3, 1000) /
@@ -203,6 +265,8 @@ int main(void)
     free(txt);
     cal_records_free(&full);
     cal_records_free(&cr);
+    cal_records_free(&solo);
+    free(stext);
     free(text);
     free(comm);
     if (failures) {

@@ -4,6 +4,12 @@
  *   ptdc_gpu_harness kernels [SEED] each kernel forward and backward on fresh
  *                                   random inputs, one line per output
  *   ptdc_gpu_harness comm [SEED]    collectives (mpirun, >= 2 GPUs)
+ *   ptdc_gpu_harness attention [SEED] only the attention part of `kernels`
+ *   ptdc_gpu_harness fallback [SEED] attention on an unserved head dim and a
+ *                                   misaligned buffer: right results, and one
+ *                                   warning per reason on stderr
+ *   ptdc_gpu_harness banks [SEED]   shared-memory bank-conflict table of the
+ *                                   attention kernels (emulator only)
  *   ptdc_gpu_harness die-embed      must abort: a negative token id
  *   ptdc_gpu_harness die-target     must abort: a target outside the vocabulary
  *   ptdc_gpu_harness hang           must abort via the watchdog (mpirun -n 2)
@@ -175,51 +181,6 @@ static void t_rope(Rng &r)
         report(inv ? "rope llama3 inverse (backward)" : "rope llama3 forward", hact(dy, n), y, TOL_BF16);
         rt_free(dx), rt_free(dy);
     }
-}
-
-/* ------------------------------------------------------------- attention */
-/* runtime/cuda test hook: 1 forces the CUDA-core kernels, 0 allows the
- * tensor-core ones (head dims 32, 64, 96, 128). */
-extern "C" void rtcu_attention_force_generic(int on);
-
-static void t_attention(Rng &r, int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal, bool generic)
-{
-    rtcu_attention_force_generic(generic);
-    bool mma = !generic && (D == 32 || D == 64 || D == 96 || D == 128);
-    int64_t nq = B * S * H * D, nk = B * S * KVH * D, nl = B * S * H;
-    auto q = randv(r, nq, 2.0f), k = randv(r, nk, 2.0f), v = randv(r, nk), dout = randv(r, nq);
-    std::vector<float> o((size_t)nq), lse((size_t)nl), dq((size_t)nq), dk((size_t)nk), dv((size_t)nk);
-    rt_act *dqq = dact(q), *dkk = dact(k), *dvv = dact(v), *ddo = dact(dout);
-    rt_act *doo = (rt_act *)rt_alloc((size_t)nq * 2), *ddq = (rt_act *)rt_alloc((size_t)nq * 2);
-    rt_act *ddk = (rt_act *)rt_alloc((size_t)nk * 2), *ddv = (rt_act *)rt_alloc((size_t)nk * 2);
-    float *dl = (float *)rt_alloc((size_t)nl * 4);
-    rt_attention_fwd(doo, dl, dqq, dkk, dvv, B, S, H, KVH, D, causal, 0);
-    /* The CPU backward reads the CPU forward's o; the GPU its own (bf16). */
-    cpu_rt_attention_fwd(o.data(), lse.data(), q.data(), k.data(), v.data(), B, S, H, KVH, D, causal, 0);
-    char tag[96], name[160];
-    snprintf(tag, sizeof tag, "B%lld S%lld H%lld KVH%lld D%lld%s %s", (long long)B, (long long)S, (long long)H,
-             (long long)KVH, (long long)D, causal ? " causal" : "", mma ? "mma" : "cuda-core");
-    snprintf(name, sizeof name, "attention_fwd o    %s", tag);
-    report(name, hact(doo, nq), o, TOL_BF16);
-    snprintf(name, sizeof name, "attention_fwd lse  %s (fp32)", tag);
-    report(name, hf32(dl, nl), lse, TOL_F32);
-    rt_attention_bwd(ddq, ddk, ddv, dqq, dkk, dvv, doo, dl, ddo, B, S, H, KVH, D, causal, 0);
-    cpu_rt_attention_bwd(dq.data(), dk.data(), dv.data(), q.data(), k.data(), v.data(), o.data(), lse.data(),
-                         dout.data(), B, S, H, KVH, D, causal, 0);
-    snprintf(name, sizeof name, "attention_bwd dq   %s", tag);
-    report(name, hact(ddq, nq), dq, TOL_BF16);
-    snprintf(name, sizeof name, "attention_bwd dk   %s", tag);
-    report(name, hact(ddk, nk), dk, TOL_BF16);
-    snprintf(name, sizeof name, "attention_bwd dv   %s", tag);
-    report(name, hact(ddv, nk), dv, TOL_BF16);
-    /* Determinism: the same inputs give the same bits. */
-    auto g1 = hact(ddk, nk);
-    rt_attention_bwd(ddq, ddk, ddv, dqq, dkk, dvv, doo, dl, ddo, B, S, H, KVH, D, causal, 0);
-    snprintf(name, sizeof name, "attention_bwd repeat %s", tag);
-    report_bool(name, bitwise_eq(g1, hact(ddk, nk)), "bitwise equal dk");
-    rt_free(dqq), rt_free(dkk), rt_free(dvv), rt_free(ddo), rt_free(doo), rt_free(ddq), rt_free(ddk), rt_free(ddv);
-    rt_free(dl);
-    rtcu_attention_force_generic(-1);
 }
 
 /* ------------------------------------------------------------- pointwise */
@@ -429,17 +390,7 @@ static int run_kernel_tests(uint64_t seed)
     t_rmsnorm(r);
     t_layernorm(r);
     t_rope(r);
-    for (int generic = 0; generic < 2; generic++) {
-        t_attention(r, 2, 100, 4, 2, 64, true, generic);
-        t_attention(r, 1, 70, 2, 1, 64, false, generic);
-        t_attention(r, 1, 130, 4, 4, 128, true, generic);
-        t_attention(r, 2, 65, 6, 2, 128, false, generic);
-        t_attention(r, 1, 77, 2, 1, 32, true, generic);
-        t_attention(r, 1, 64, 3, 3, 96, true, generic);
-    }
-    t_attention(r, 2, 45, 4, 2, 16, true, false);
-    t_attention(r, 2, 40, 6, 2, 40, true, false);
-    t_attention(r, 1, 20, 2, 2, 200, false, false);
+    run_attention_tests(r);
     t_pointwise(r);
     t_reduce_softmax(r);
     t_cross_entropy(r);
@@ -497,6 +448,15 @@ int main(int argc, char **argv)
     } else if (!strcmp(mode, "comm")) {
         if (g_print) printf("seed %llu, %d ranks\n", (unsigned long long)seed, rt_world_size());
         fails = run_comm_tests(seed);
+    } else if (!strcmp(mode, "attention")) {
+        if (g_print) printf("seed %llu\n", (unsigned long long)seed);
+        Rng r(seed);
+        run_attention_tests(r);
+        fails = g_failures;
+    } else if (!strcmp(mode, "fallback")) {
+        fails = run_fallback_tests(seed);
+    } else if (!strcmp(mode, "banks")) {
+        fails = run_bank_tests(seed);
     } else if (!strcmp(mode, "die-embed")) {
         die_embed();
         fails = 1;

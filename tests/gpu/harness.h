@@ -80,6 +80,11 @@ double rel_err(const std::vector<float> &got, const std::vector<float> &ref);
 void report(const char *name, const std::vector<float> &got, const std::vector<float> &ref, double tol);
 void report_bool(const char *name, bool ok, const char *detail);
 
+/* harness_attn.cu: attention (kernels mode), fallback warnings, bank table. */
+void run_attention_tests(Rng &r);
+int run_fallback_tests(uint64_t seed);
+int run_bank_tests(uint64_t seed);
+
 /* harness_comm.cu: collectives on >= 2 GPUs (run under mpirun). */
 int run_comm_tests(uint64_t seed);
 int run_hang_test(void);

@@ -4,8 +4,11 @@
 #
 # Without a usable GPU prints "SKIPPED: <reason>" and exits 77 (ctest counts
 # it as skipped). With one: every kernel against the CPU backend (harness
-# kernels), the abort on a bad token id, and, with two or more GPUs, the
-# collectives and the NCCL watchdog under mpirun. Exit 0 only if all pass.
+# kernels: attention on both paths, every served head dim, windows, GQA,
+# bitwise repeats), the attention fallbacks and their one-time warnings, the
+# abort on a bad token id, and, with two or more GPUs, the collectives and
+# the NCCL watchdog under mpirun. Exit 0 only if all pass. Under --emu also
+# the shared-memory bank-conflict table of the attention kernels.
 # Environment: PTDC_TEST_SEED fixes the random inputs (default: time).
 set -u
 harness=${1:-}
@@ -20,6 +23,24 @@ expect_abort() {
     fi
 }
 
+# check_fallback: attention on an unserved head dim and on a misaligned
+# buffer must match the CPU backend and say so on stderr exactly once per
+# reason, however often it happens.
+check_fallback() {
+    out=$(mpirun --oversubscribe -n 1 "$harness" fallback "$seed" 2>&1)
+    rc=$?
+    echo "$out" | grep -v "^ptdc: warning"
+    ndim=$(echo "$out" | grep -c "warning: rt_attention_fwd: head dim 40 has no tensor-core kernel")
+    nal=$(echo "$out" | grep -c "warning: rt_attention_fwd: buffer q .* is not 16-byte aligned")
+    nall=$(echo "$out" | grep -c "^ptdc: warning")
+    if [ $rc -eq 0 ] && [ "$ndim" = 1 ] && [ "$nal" = 1 ] && [ "$nall" = 2 ]; then
+        printf '%-40s %-26s ok\n' "attention fallback warnings" "once per reason"
+    else
+        printf '%-40s %-26s FAIL\n' "attention fallback warnings" "rc $rc, $ndim + $nal of $nall"
+        echo "$out" | grep "^ptdc: warning"; return 1
+    fi
+}
+
 case "$harness" in
 --emu)
     # Kernel logic on the host (runtime/cuda/emu): no GPU, no NCCL, no timing.
@@ -27,6 +48,8 @@ case "$harness" in
     echo "EMULATED: CUDA kernels run by the host SIMT emulator, NCCL by MPI; not on a GPU"
     seed=${PTDC_TEST_SEED:-$(date +%s)} harness=$2
     mpirun --oversubscribe -n 1 "$harness" kernels "$seed" || exit 1
+    check_fallback || exit 1
+    mpirun --oversubscribe -n 1 "$harness" banks "$seed" || exit 1
     mpirun --oversubscribe -n 3 "$harness" comm "$seed" || exit 1
     expect_abort "die-embed (negative token id)" die-embed "out of range" || exit 1
     expect_abort "die-target (target past vocabulary)" die-target "out of range" || exit 1
@@ -54,8 +77,10 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 seed=${PTDC_TEST_SEED:-$(date +%s)}
 fail=0
 
-# 1. Every kernel, forward and backward, against the CPU backend.
+# 1. Every kernel, forward and backward, against the CPU backend; the
+#    attention fallbacks and their warnings.
 mpirun --oversubscribe -n 1 "$harness" kernels "$seed" || fail=1
+check_fallback || fail=1
 
 # 2. Bad token ids and targets must abort with a message, not crash or pass.
 expect_abort "die-embed (negative token id)" die-embed "out of range" || fail=1

@@ -24,7 +24,7 @@ static int failures;
 static void test_sim(void)
 {
     /* One rank: m x (f + b). */
-    double f1[] = {1}, b1[] = {2}, z[4] = {0};
+    double f1[] = {1}, b1[] = {2}, z[16] = {0};
     CHECK(fabs(pass_schedule_sim(1, 1, 3, f1, b1, z, z, NULL) - 9) < 1e-12, "one rank");
     /* pp 2, m 2, equal stages: r0 F0 [0,1] F1 [1,2] B0 [4,6] B1 [7,9];
      * r1 F0 [1,2] B0 [2,4] F1 [4,5] B1 [5,7]. */

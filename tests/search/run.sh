@@ -3,8 +3,10 @@
 #
 #   run.sh PTDC SRC cli NAME   cli/NAME.args are ptdc's arguments (run from the
 #                              source root, with -o DIR added). Without
-#                              NAME.ok the run must exit with status 1, print
-#                              nothing on stdout, leave DIR unwritten and print
+#                              NAME.ok the run must exit with status 1 (or the
+#                              one in NAME.status: 2 for a layout that does not
+#                              fit), print nothing on stdout, leave DIR
+#                              unwritten and print
 #                              exactly cli/NAME.err on stderr; with NAME.ok it
 #                              must exit 0, write plan.txt, plan.json and
 #                              plan.svg and print NAME.err on stderr. With
@@ -50,7 +52,9 @@ cli)
         mv "$tmp/stderr2" "$tmp/stderr"
         [ "${PTDC_UPDATE:-}" = 1 ] && cp "$tmp/stderr" "$here/cli/$name.err"
     else
-        [ $status -eq 1 ] || { echo "FAIL $name: exit status $status, expected 1"; fail=1; }
+        want=1
+        [ -f "$here/cli/$name.status" ] && want=$(cat "$here/cli/$name.status")
+        [ $status -eq "$want" ] || { echo "FAIL $name: exit status $status, expected $want"; fail=1; }
         [ -s "$tmp/stdout" ] && { echo "FAIL $name: printed on stdout"; head -5 "$tmp/stdout"; fail=1; }
         if [ -e "$tmp/out" ] && [ -n "$(ls -A "$tmp/out")" ]; then
             echo "FAIL $name: wrote into the output directory despite the error:"

@@ -1,0 +1,25 @@
+#!/bin/sh
+# bench/gpu/attention.sh [BUILD_DIR] [--full]: attention TFLOP/s on this
+# machine's GPU (forward and backward, head dims 64 and 128, sequence
+# lengths 512-8192, causal; --full adds non-causal), printed as a table.
+# Builds ptdc_attn_bench in BUILD_DIR (default build/, configured if absent).
+# Without a usable GPU prints "SKIPPED: <reason>" and exits 77.
+set -u
+cd "$(dirname "$0")/../.."
+build=build
+case "${1:-}" in
+--*|'') ;;
+*) build=$1; shift ;;
+esac
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+    echo "SKIPPED: no nvidia-smi (no NVIDIA driver on this machine)"; exit 77
+fi
+if ! smi=$(nvidia-smi -L 2>&1); then
+    echo "SKIPPED: nvidia-smi fails: $(echo "$smi" | head -n 1)"; exit 77
+fi
+[ -f "$build/CMakeCache.txt" ] || cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null || exit 1
+cmake --build "$build" --target ptdc_attn_bench -j "$(nproc 2>/dev/null || echo 2)" >/dev/null || {
+    echo "FAILED: could not build ptdc_attn_bench in $build"; exit 1; }
+echo "$smi" | head -n 1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpirun --oversubscribe -n 1 "$build/bench/gpu/ptdc_attn_bench" "$@"

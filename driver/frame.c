@@ -1,0 +1,182 @@
+/* frame.c: answers under a framework stack (--stack megatron, fsdp, or a
+ * stack file with dynamic_memory = yes). Megatron-LM and torchtitan choose
+ * neither strategies nor stage boundaries, so a fully pinned layout is
+ * evaluated as the framework lays it out (pass_framework_alt), and --emit
+ * megatron|torchtitan prints the framework's configuration of such a plan.
+ * docs/stacks.md describes both. */
+#include "driver.h"
+
+#include "passes.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GIB 1073741824.0
+
+/* The layout the pins describe (pass_search_pinned_fully holds). */
+static void layout_of_pins(const PassSearchPins *p, int gpus, int64_t gb, PassLayout *L)
+{
+    memset(L, 0, sizeof *L);
+    L->tp = p->tp;
+    L->pp = p->pp;
+    L->dp = p->dp ? p->dp : gpus / (p->tp * p->pp);
+    L->v = p->v > 1 ? p->v : 1;
+    L->gpus = L->dp * L->tp * L->pp;
+    L->replicated = 1;
+    L->sp = p->sp == 1 && p->tp > 1;
+    L->zero = p->zero;
+    L->micro_batch = p->micro_batch;
+    L->num_micro = (int)(gb / ((int64_t)p->micro_batch * L->dp));
+    L->schedule = L->v > 1 ? PASS_SCHED_INTERLEAVED : PASS_SCHED_1F1B;
+    L->recompute = 1u << p->recompute;
+}
+
+int drv_framework_layout(const DrvOptions *o, const IrGraph *g, const PassCostCtx *c,
+                         const PassSearchOpts *so, PassSearchResult *r)
+{
+    memset(r, 0, sizeof *r);
+    if (!pass_search_check_pins(c, g, so))
+        return DRV_INVALID;
+    int gpus = so->gpus;
+    int64_t gb = so->global_batch;
+    PassLayout L;
+    layout_of_pins(&so->pins, gpus, gb, &L);
+    PassSearchAlt a;
+    char why[512], lay[256], flags[256], what[32];
+    if (!pass_framework_alt(c, g, &L, &a, why, sizeof why)) {
+        ir_error(IR_NOLOC, "the %s stack evaluates a pinned layout as the framework lays it out, and %s",
+                 c->st.name, why);
+        return DRV_INVALID;
+    }
+    if (!a.pred.fits) {
+        pass_search_explain_overflow(c, g, &a, true, gpus);
+        PassSearchAlt b;
+        if (pass_framework_relax(c, g, &L, &b, what, sizeof what)) {
+            ir_note(IR_NOLOC, "without %s it fits: %s (step %.2f s, peak %.1f GiB): %s", what,
+                    pass_layout_str(&b.layout, lay, sizeof lay), b.pred.step_time_s,
+                    b.pred.peak_mem_bytes / GIB, pass_layout_flags(&b.layout, flags, sizeof flags));
+            pass_search_alt_free(&b);
+        } else {
+            ir_note(IR_NOLOC, "relaxing one of --recompute, --micro-batch, --zero or --sp does not make it "
+                    "fit as the %s stack lays it out; leave out the layout flags to search", c->st.name);
+        }
+        if (o->json)
+            drv_answer_json(g, c, &a, "does_not_fit", DRV_NOFIT, NULL, NULL);
+        pass_search_alt_free(&a);
+        return DRV_NOFIT;
+    }
+    r->found = true;
+    r->nalt = 1;
+    r->alt = ir_xcalloc(1, sizeof *r->alt);
+    r->alt[0] = a;
+    r->gpus = gpus;
+    r->global_batch = gb;
+    r->full_valid = r->full_ranked = L.gpus == gpus;
+    r->best_full_step_s = a.pred.step_time_s;
+    return DRV_OK;
+}
+
+/* Run the emitter into a string; NULL (why filled) if it refuses. */
+static char *emit_text(const char *fw, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
+                       char *why, size_t n)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    if (!m)
+        ir_die("open_memstream failed");
+    bool ok = !strcmp(fw, "megatron") ? pass_emit_megatron(m, g, c, a, why, n)
+                                      : pass_emit_torchtitan(m, g, c, a, why, n);
+    fclose(m);
+    if (!ok) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+int drv_emit_framework(const DrvOptions *o, const IrGraph *g, const PassCostCtx *c,
+                       const PassSearchResult *r, bool framework_plan)
+{
+    const char *fw = o->emit;
+    char why[512] = "", first_why[512] = "", sub[512];
+    const PassSearchAlt *chosen = NULL;
+    PassSearchAlt best, leanest;
+    bool have_best = false, have_leanest = false;
+    if (framework_plan) {
+        chosen = &r->alt[0];
+    } else {
+        /* The search ranked its own plans (ILP strategies, balanced stages):
+         * each of its best layouts again as the framework lays it out. */
+        for (int i = 0; i < r->nalt; i++) {
+            PassLayout L = r->alt[i].layout;
+            if (!strcmp(fw, "torchtitan") && L.tp > 1)
+                L.sp = true; /* torchtitan's llama3 TP is always sequence-parallel */
+            PassSearchAlt a;
+            if (!pass_framework_alt(c, g, &L, &a, sub, sizeof sub)) {
+                if (!first_why[0])
+                    snprintf(first_why, sizeof first_why, "%s", sub);
+                continue;
+            }
+            if (!a.pred.fits) {
+                if (!have_leanest || a.pred.peak_mem_bytes < leanest.pred.peak_mem_bytes) {
+                    if (have_leanest)
+                        pass_search_alt_free(&leanest);
+                    leanest = a, have_leanest = true;
+                } else {
+                    pass_search_alt_free(&a);
+                }
+                continue;
+            }
+            char *t = emit_text(fw, g, c, &a, sub, sizeof sub);
+            if (!t) {
+                if (!first_why[0])
+                    snprintf(first_why, sizeof first_why, "%s", sub);
+                pass_search_alt_free(&a);
+                continue;
+            }
+            free(t);
+            if (!have_best || a.pred.step_time_s < best.pred.step_time_s) {
+                if (have_best)
+                    pass_search_alt_free(&best);
+                best = a, have_best = true;
+            } else {
+                pass_search_alt_free(&a);
+            }
+        }
+        if (have_best)
+            chosen = &best;
+    }
+    int rc = DRV_OK;
+    char *text = NULL;
+    if (!chosen && have_leanest && !first_why[0]) {
+        ir_error(IR_NOLOC, "none of the %d best plans of the search fits as the %s stack lays it out "
+                 "(even layers per stage, the framework's tensor parallelism)", r->nalt, c->st.name);
+        pass_search_explain_overflow(c, g, &leanest, true, r->gpus);
+        rc = DRV_NOFIT;
+        if (o->json)
+            drv_answer_json(g, c, &leanest, "does_not_fit", rc, NULL, NULL);
+    } else if (!chosen) {
+        ir_error(IR_NOLOC, "--emit %s: none of the %d best plans of the search can be expressed; the "
+                 "first: %s", fw, r->nalt, first_why);
+        rc = DRV_INEXPRESSIBLE;
+        if (o->json)
+            drv_answer_json(g, c, NULL, "cannot_express", rc, fw, NULL);
+    } else if (!(text = emit_text(fw, g, c, chosen, why, sizeof why))) {
+        ir_error(IR_NOLOC, "--emit %s: %s", fw, why);
+        rc = DRV_INEXPRESSIBLE;
+        if (o->json)
+            drv_answer_json(g, c, chosen, "cannot_express", rc, fw, NULL);
+    } else if (o->json) {
+        drv_answer_json(g, c, chosen, "fits", DRV_OK, fw, text);
+    } else {
+        fputs(text, stdout);
+    }
+    free(text);
+    if (have_best)
+        pass_search_alt_free(&best);
+    if (have_leanest)
+        pass_search_alt_free(&leanest);
+    return rc;
+}

@@ -1,0 +1,242 @@
+/* plan_frame.c: the plan a framework runs for a layout. Megatron-LM and
+ * torchtitan do not search strategies or stage boundaries: their tensor
+ * parallelism is a fixed pattern over the model's modules and their
+ * pipeline split is even. So a layout pinned under a framework stack is
+ * evaluated as that plan, not as the one ptdc's search would make of the
+ * same degrees (ILP strategies, time-balanced stages): the numbers are then
+ * the framework's, which is what tests/cost's calibration compares with
+ * measured runs (tests/stack checks the command line reproduces it). */
+#include "plan/plan.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool pass_refuse(char *why, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, n, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+static bool loop_has(const IrGraph *g, const IrNode *n, int d)
+{
+    for (int i = 0; i < n->nin; i++)
+        if (ir_tensor_has_dim(g, n->in[i], d))
+            return true;
+    for (int i = 0; i < n->nout; i++)
+        if (ir_tensor_has_dim(g, n->out[i], d))
+            return true;
+    return false;
+}
+
+/* The dim the tensor-parallel axis splits in node n: the first of heads, KV
+ * heads, FFN width and vocabulary the node has and may split (column-parallel
+ * where it is an output dim, row-parallel where contracted); else, with
+ * sequence parallelism, the sequence (norms, residual adds). */
+static int tp_dim(const IrGraph *g, const PassArch *A, const IrNode *n, bool sp)
+{
+    const int order[] = {A->heads_dim, A->kv_dim, A->ff_dim, A->vocab_dim};
+    for (int k = 0; k < 4; k++) {
+        int d = order[k];
+        if (d >= 0 && loop_has(g, n, d) && pass_dim_splittable(g, n, d))
+            return d;
+    }
+    if (sp && loop_has(g, n, g->seq_dim) && pass_dim_splittable(g, n, g->seq_dim))
+        return g->seq_dim;
+    return -1;
+}
+
+static int one_policy(unsigned bits)
+{
+    for (int r = PASS_RECOMPUTE_NONE; r <= PASS_RECOMPUTE_FULL; r++)
+        if (bits == 1u << r)
+            return r;
+    return -1;
+}
+
+bool pass_plan_framework(const IrGraph *g, const PassArch *A, const PassLayout *L, PassAttention att,
+                         int gpn, PassPlan *p, char *why, size_t wn)
+{
+    memset(p, 0, sizeof *p);
+    int v = L->v > 0 ? L->v : 1, chunks = L->pp * v;
+    if (gpn <= 0)
+        gpn = 8;
+    int rc = one_policy(L->recompute);
+    if (rc < 0)
+        return pass_refuse(why, wn, "the plan recomputes its stages differently, and the frameworks apply "
+                      "one recomputation policy to every layer");
+    if (A->layers % chunks)
+        return pass_refuse(why, wn, "the frameworks split the %d layers evenly, which %d %s cannot do",
+                      A->layers, chunks, v > 1 ? "model chunks" : "pipeline stages");
+    if (L->dp < 1 || L->tp < 1 || L->micro_batch < 1 || L->num_micro < 1)
+        return pass_refuse(why, wn, "the layout has no data-parallel degree, tensor-parallel degree or "
+                      "micro-batch");
+    pass_mesh_make(&p->mesh, L->dp, L->tp, gpn);
+    p->pp = L->pp;
+    p->v = v;
+    p->nstages = chunks;
+    p->stages = ir_xcalloc((size_t)chunks, sizeof *p->stages);
+    int per = A->layers / chunks;
+    for (int c = 0; c < chunks; c++) {
+        PassStage *s = &p->stages[c];
+        s->first_piece = c == 0 ? 0 : 1 + c * per;
+        s->npieces = per + (c == 0) + (c == chunks - 1);
+        s->pp_rank = c % L->pp;
+        s->recompute = (PassRecompute)rc;
+    }
+    p->strategy = ir_xcalloc((size_t)g->nfwd + 1, sizeof *p->strategy);
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *n = &g->nodes[i];
+        PassStrategy *s = &p->strategy[i];
+        s->dim[0] = (int16_t)(L->dp > 1 && loop_has(g, n, g->batch_dim) ? g->batch_dim : -1);
+        s->dim[1] = (int16_t)(L->tp > 1 ? tp_dim(g, A, n, L->sp) : -1);
+    }
+    p->num_micro = L->num_micro;
+    p->mb_seqs = L->micro_batch * L->dp;
+    p->zero = L->zero;
+    p->schedule = v > 1 ? PASS_SCHED_INTERLEAVED : PASS_SCHED_1F1B;
+    p->attention = att;
+    return true;
+}
+
+bool pass_framework_alt(const PassCostCtx *c, const IrGraph *g, const PassLayout *L, PassSearchAlt *a,
+                        char *why, size_t wn)
+{
+    memset(a, 0, sizeof *a);
+    PassArch A;
+    if (!pass_arch_read(g, &A, why, wn))
+        return false;
+    if (!pass_plan_framework(g, &A, L, c->attention, c->cl->gpus_per_node, &a->plan, why, wn)) {
+        free(a->plan.stages);
+        free(a->plan.strategy);
+        memset(a, 0, sizeof *a);
+        return false;
+    }
+    pass_predict(c, g, &a->plan, &a->pred);
+    pass_plan_layout(g, &a->plan, &a->layout);
+    int n = a->plan.nstages, v = a->plan.v > 0 ? a->plan.v : 1;
+    a->stage_fwd_s = ir_xcalloc((size_t)n, sizeof *a->stage_fwd_s);
+    a->stage_bwd_s = ir_xcalloc((size_t)n, sizeof *a->stage_bwd_s);
+    for (int s = 0; s < n; s++) {
+        const PassRankMem *m = &a->pred.mem[a->plan.stages[s].pp_rank];
+        a->stage_fwd_s[s] = m->fwd_s / v;
+        a->stage_bwd_s[s] = m->bwd_s / v;
+    }
+    return true;
+}
+
+/* Keep the faster of *best and the fitting alternative for layout l. */
+static void consider(const PassCostCtx *c, const IrGraph *g, const PassLayout *l, PassSearchAlt *best,
+                     bool *have)
+{
+    char why[256];
+    PassSearchAlt a;
+    if (!pass_framework_alt(c, g, l, &a, why, sizeof why))
+        return;
+    if (a.pred.fits && (!*have || a.pred.step_time_s < best->pred.step_time_s)) {
+        if (*have)
+            pass_search_alt_free(best);
+        *best = a;
+        *have = true;
+    } else {
+        pass_search_alt_free(&a);
+    }
+}
+
+bool pass_framework_relax(const PassCostCtx *c, const IrGraph *g, const PassLayout *l0,
+                          PassSearchAlt *out, char *what, size_t wn)
+{
+    const PassStack *st = &c->st;
+    int64_t gb = l0->micro_batch * l0->dp * l0->num_micro;
+    bool have = false;
+    for (int i = 0; i < 4 && !have; i++) {
+        PassLayout l = *l0;
+        switch (i) {
+        case 0:
+            snprintf(what, wn, "--recompute");
+            for (int r = PASS_RECOMPUTE_NONE; r <= PASS_RECOMPUTE_FULL; r++)
+                if (l0->recompute != 1u << r && pass_stack_has_recompute(st, r)) {
+                    l.recompute = 1u << r;
+                    consider(c, g, &l, out, &have);
+                }
+            break;
+        case 1:
+            snprintf(what, wn, "--micro-batch");
+            for (int64_t b = 1; b <= gb / l0->dp; b++) {
+                if (b == l0->micro_batch || gb % (b * l0->dp))
+                    continue;
+                l.micro_batch = b;
+                l.num_micro = (int)(gb / (b * l0->dp));
+                if (l.v > 1 && l.num_micro % l.pp)
+                    continue;
+                consider(c, g, &l, out, &have);
+            }
+            break;
+        case 2:
+            snprintf(what, wn, "--zero");
+            for (int z = 0; z <= 3; z++)
+                if (z != l0->zero && pass_stack_has_zero(st, z) && (z == 0 || l0->dp > 1)) {
+                    l.zero = z;
+                    consider(c, g, &l, out, &have);
+                }
+            break;
+        case 3:
+            snprintf(what, wn, "--sp");
+            if (l0->tp > 1 && !st->no_sp) {
+                l.sp = !l0->sp;
+                consider(c, g, &l, out, &have);
+            }
+            break;
+        }
+    }
+    return have;
+}
+
+bool pass_plan_matches_framework(const IrGraph *g, const PassArch *A, const PassSearchAlt *a, int gpn,
+                                 char *why, size_t wn)
+{
+    PassPlan f;
+    if (!pass_plan_framework(g, A, &a->layout, a->plan.attention, gpn, &f, why, wn))
+        return false;
+    bool ok = true;
+    if (f.nstages != a->plan.nstages) {
+        ok = pass_refuse(why, wn, "the plan has %d model chunks where the framework would make %d",
+                    a->plan.nstages, f.nstages);
+    } else {
+        for (int s = 0; s < f.nstages && ok; s++)
+            if (f.stages[s].first_piece != a->plan.stages[s].first_piece ||
+                f.stages[s].npieces != a->plan.stages[s].npieces)
+                ok = pass_refuse(why, wn, "stage %d of the plan runs pieces %d-%d, and the framework's even "
+                            "split would give it %d-%d", s, a->plan.stages[s].first_piece,
+                            a->plan.stages[s].first_piece + a->plan.stages[s].npieces - 1,
+                            f.stages[s].first_piece, f.stages[s].first_piece + f.stages[s].npieces - 1);
+    }
+    for (int i = 0; i < g->nfwd && ok; i++)
+        for (int x = 0; x < PASS_MAX_AXES && ok; x++)
+            if (x < a->plan.mesh.naxes && a->plan.mesh.size[x] > 1 &&
+                f.strategy[i].dim[x] != a->plan.strategy[i].dim[x])
+                ok = pass_refuse(why, wn, "the plan shards %s (%s:%d) differently from the framework's "
+                            "tensor parallelism", g->tensors[g->nodes[i].out[0]].name,
+                            g->nodes[i].loc.file ? g->nodes[i].loc.file : g->path, g->nodes[i].loc.line);
+    free(f.stages);
+    free(f.strategy);
+    return ok;
+}
+
+void pass_emit_header(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a, const char *what)
+{
+    char lay[256];
+    const PassPrediction *p = &a->pred;
+    const double gib = 1073741824.0;
+    fprintf(f, "# %s for %s (%s), from ptdc.\n", what, g->name, g->path);
+    fprintf(f, "# Plan: %s.\n", pass_layout_str(&a->layout, lay, sizeof lay));
+    fprintf(f, "# Predicted for the %s stack on %d x %s: step %.3f s, %.0f tokens/s, MFU %.1f%%,\n",
+            c->st.name, a->layout.gpus, c->cl->gpu.name, p->step_time_s, p->tokens_per_s, 100 * p->mfu);
+    fprintf(f, "#   peak %.1f GiB of %.1f GiB per GPU (pipeline rank %d).\n", p->peak_mem_bytes / gib,
+            p->capacity_bytes / gib, p->peak_rank);
+}

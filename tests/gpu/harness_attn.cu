@@ -1,0 +1,235 @@
+/* harness_attn.cu: attention against the CPU backend (tensor-core and
+ * CUDA-core paths, causal, full, sliding windows, grouped-query heads, odd
+ * lengths, batches), bitwise repeatability, the one-time fallback warnings,
+ * and (under the emulator) the shared-memory bank-conflict table. */
+#include "cpu_rt.h"
+#include "harness.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <string>
+
+/* runtime/cuda test hook: 1 forces the CUDA-core kernels, 0 allows the
+ * tensor-core ones, -1 reads PTDC_ATTENTION again. */
+extern "C" void rtcu_attention_force_generic(int on);
+
+static bool tc_dim(int64_t D) { return D == 64 || D == 80 || D == 96 || D == 128; }
+
+static bool same_bits(const std::vector<float> &a, const std::vector<float> &b)
+{
+    return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+struct AttnCase {
+    int64_t B, S, H, KVH, D;
+    bool causal;
+    int64_t window;
+};
+
+/* One case, forward and backward, against the CPU backend on the same
+ * bf16-rounded inputs; then the same call again must give the same bits. */
+static void t_attention(Rng &r, const AttnCase &c, bool generic)
+{
+    const int64_t B = c.B, S = c.S, H = c.H, KVH = c.KVH, D = c.D, W = c.window;
+    rtcu_attention_force_generic(generic);
+    bool tc = !generic && tc_dim(D);
+    int64_t nq = B * S * H * D, nk = B * S * KVH * D, nl = B * S * H;
+    auto q = randv(r, nq, 2.0f), k = randv(r, nk, 2.0f), v = randv(r, nk), dout = randv(r, nq);
+    std::vector<float> o((size_t)nq), lse((size_t)nl), dq((size_t)nq), dk((size_t)nk), dv((size_t)nk);
+    rt_act *dqq = dact(q), *dkk = dact(k), *dvv = dact(v), *ddo = dact(dout);
+    rt_act *doo = (rt_act *)rt_alloc((size_t)nq * 2), *ddq = (rt_act *)rt_alloc((size_t)nq * 2);
+    rt_act *ddk = (rt_act *)rt_alloc((size_t)nk * 2), *ddv = (rt_act *)rt_alloc((size_t)nk * 2);
+    float *dl = (float *)rt_alloc((size_t)nl * 4);
+    rt_attention_fwd(doo, dl, dqq, dkk, dvv, B, S, H, KVH, D, c.causal, W);
+    /* The CPU backward reads the CPU forward's o; the GPU its own (bf16). */
+    cpu_rt_attention_fwd(o.data(), lse.data(), q.data(), k.data(), v.data(), B, S, H, KVH, D, c.causal, W);
+    char tag[112], name[176], wt[32] = "";
+    if (W) snprintf(wt, sizeof wt, " window %lld", (long long)W);
+    snprintf(tag, sizeof tag, "B%lld S%lld H%lld KVH%lld D%lld%s%s %s", (long long)B, (long long)S, (long long)H,
+             (long long)KVH, (long long)D, c.causal ? " causal" : "", wt, tc ? "tc" : "cuda-core");
+    auto go = hact(doo, nq), gl = hf32(dl, nl);
+    snprintf(name, sizeof name, "attention_fwd o    %s", tag);
+    report(name, go, o, TOL_BF16);
+    snprintf(name, sizeof name, "attention_fwd lse  %s (fp32)", tag);
+    report(name, gl, lse, TOL_F32);
+    rt_attention_bwd(ddq, ddk, ddv, dqq, dkk, dvv, doo, dl, ddo, B, S, H, KVH, D, c.causal, W);
+    cpu_rt_attention_bwd(dq.data(), dk.data(), dv.data(), q.data(), k.data(), v.data(), o.data(), lse.data(),
+                         dout.data(), B, S, H, KVH, D, c.causal, W);
+    auto gq = hact(ddq, nq), gk = hact(ddk, nk), gv = hact(ddv, nk);
+    snprintf(name, sizeof name, "attention_bwd dq   %s", tag);
+    report(name, gq, dq, TOL_BF16);
+    snprintf(name, sizeof name, "attention_bwd dk   %s", tag);
+    report(name, gk, dk, TOL_BF16);
+    snprintf(name, sizeof name, "attention_bwd dv   %s", tag);
+    report(name, gv, dv, TOL_BF16);
+    /* Determinism: the same inputs give the same bits (outputs zeroed in
+     * between, so a kernel that skips a write cannot pass). */
+    rt_zero(doo, (size_t)nq * 2), rt_zero(dl, (size_t)nl * 4);
+    rt_zero(ddq, (size_t)nq * 2), rt_zero(ddk, (size_t)nk * 2), rt_zero(ddv, (size_t)nk * 2);
+    rt_attention_fwd(doo, dl, dqq, dkk, dvv, B, S, H, KVH, D, c.causal, W);
+    rt_attention_bwd(ddq, ddk, ddv, dqq, dkk, dvv, doo, dl, ddo, B, S, H, KVH, D, c.causal, W);
+    bool same = same_bits(go, hact(doo, nq)) && same_bits(gl, hf32(dl, nl)) && same_bits(gq, hact(ddq, nq)) &&
+                same_bits(gk, hact(ddk, nk)) && same_bits(gv, hact(ddv, nk));
+    snprintf(name, sizeof name, "attention repeat %s", tag);
+    report_bool(name, same, "bitwise equal o lse dq dk dv");
+    rt_free(dqq), rt_free(dkk), rt_free(dvv), rt_free(ddo), rt_free(doo), rt_free(ddq), rt_free(ddk), rt_free(ddv);
+    rt_free(dl);
+    rtcu_attention_force_generic(-1);
+}
+
+void run_attention_tests(Rng &r)
+{
+    /* Odd lengths (not multiples of any tile), batches, grouped-query heads
+     * (H / KVH = 1, 2, 3), windows narrower and wider than a tile, wider
+     * than the sequence (= causal), of 1 (the diagonal only), and long
+     * enough sequences that tiles are skipped on both sides of the band.
+     * Window 2 puts the band's edges one row into a tile for every tiling
+     * (query 128 sees keys 127 and 128; key 127 is seen by queries 127 and
+     * 128), so a tile range one row short loses half of a row's terms. */
+    const AttnCase tc[] = {
+        {2, 100, 4, 2, 64, true, 0},  {1, 70, 2, 1, 64, false, 0},  {1, 200, 2, 2, 64, true, 37},
+        {1, 260, 2, 1, 64, true, 2},  {1, 150, 2, 1, 80, true, 0},  {2, 33, 2, 2, 80, false, 0},
+        {1, 90, 3, 1, 80, true, 1},   {1, 64, 3, 3, 96, true, 0},   {1, 130, 2, 1, 96, true, 50},
+        {1, 47, 2, 2, 96, false, 0},  {1, 130, 4, 4, 128, true, 0}, {2, 65, 6, 2, 128, false, 0},
+        {1, 260, 2, 1, 128, true, 2}, {1, 200, 2, 1, 128, true, 66}, {1, 40, 2, 1, 128, true, 1000},
+    };
+    for (const AttnCase &c : tc) t_attention(r, c, false);
+    /* The CUDA-core kernels: forced for served head dims, and the head dims
+     * only they serve (these warn once that they fall back). */
+    const AttnCase generic[] = {
+        {2, 100, 4, 2, 64, true, 0}, {1, 70, 2, 1, 64, false, 0}, {1, 130, 2, 2, 128, true, 40},
+        {2, 65, 6, 2, 128, false, 0},
+    };
+    for (const AttnCase &c : generic) t_attention(r, c, true);
+    const AttnCase other[] = {
+        {2, 45, 4, 2, 16, true, 0}, {2, 40, 6, 2, 40, true, 0}, {1, 20, 2, 2, 200, false, 0},
+        {1, 77, 2, 1, 32, true, 9},
+    };
+    for (const AttnCase &c : other) t_attention(r, c, false);
+}
+
+/* Fallbacks warn once per reason (run.sh counts the lines on stderr) and
+ * still compute the right thing: an unserved head dim, and buffers at an
+ * odd address (2 bytes past an allocation). */
+int run_fallback_tests(uint64_t seed)
+{
+    Rng r(seed);
+    rtcu_attention_force_generic(-1);
+    for (int i = 0; i < 2; i++) t_attention(r, {1, 33, 2, 1, 40, true, 0}, false);
+    const int64_t B = 1, S = 50, H = 2, KVH = 1, D = 64, nq = B * S * H * D, nk = B * S * KVH * D, nl = B * S * H;
+    for (int rep = 0; rep < 2; rep++) {
+        auto q = randv(r, nq, 2.0f), k = randv(r, nk, 2.0f), v = randv(r, nk), dout = randv(r, nq);
+        std::vector<float> o((size_t)nq), lse((size_t)nl), dq((size_t)nq), dk((size_t)nk), dv((size_t)nk);
+        rt_act *base = (rt_act *)rt_alloc((size_t)(nq + 1) * 2), *qm = base + 1; /* misaligned q */
+        rt_act_from_f32(qm, q.data(), nq);
+        rt_act *dkk = dact(k), *dvv = dact(v), *ddo = dact(dout);
+        rt_act *doo = (rt_act *)rt_alloc((size_t)nq * 2), *ddq = (rt_act *)rt_alloc((size_t)nq * 2);
+        rt_act *ddk = (rt_act *)rt_alloc((size_t)nk * 2), *ddv = (rt_act *)rt_alloc((size_t)nk * 2);
+        float *dl = (float *)rt_alloc((size_t)nl * 4);
+        rt_attention_fwd(doo, dl, qm, dkk, dvv, B, S, H, KVH, D, true, 0);
+        rt_attention_bwd(ddq, ddk, ddv, qm, dkk, dvv, doo, dl, ddo, B, S, H, KVH, D, true, 0);
+        cpu_rt_attention_fwd(o.data(), lse.data(), q.data(), k.data(), v.data(), B, S, H, KVH, D, true, 0);
+        cpu_rt_attention_bwd(dq.data(), dk.data(), dv.data(), q.data(), k.data(), v.data(), o.data(), lse.data(),
+                             dout.data(), B, S, H, KVH, D, true, 0);
+        report("attention misaligned q: o", hact(doo, nq), o, TOL_BF16);
+        report("attention misaligned q: dq", hact(ddq, nq), dq, TOL_BF16);
+        report("attention misaligned q: dk", hact(ddk, nk), dk, TOL_BF16);
+        rt_free(base), rt_free(dkk), rt_free(dvv), rt_free(ddo), rt_free(doo), rt_free(ddq), rt_free(ddk);
+        rt_free(ddv), rt_free(dl);
+    }
+    return g_failures;
+}
+
+/* ------------------------------------------------- shared-memory banks */
+#ifdef PTDC_CUDA_EMU
+#include "emu/emu.h"
+
+/* The shared-memory accesses of the previous tensor-core kernel
+ * (attention_mma.cu before the FlashAttention-2 rewrite), reproduced
+ * address for address: its staging of a 64-row tile (16-byte row-major
+ * stores into rows padded by 8 elements, and the transposed copy for V and
+ * K^T, eight 2-byte stores per thread into [D][64 + 8]) and its 32-bit
+ * fragment loads. 128 threads. */
+template <int D>
+static void k_legacy(void)
+{
+    constexpr int ROWS = 64, LR = D + 8, LT = ROWS + 8, V8 = D / 8;
+    RTCU_DYN_SMEM(uint16_t, sm);
+    uint16_t *rm = sm, *tr = sm + ROWS * LR;
+    int w = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    for (int idx = (int)threadIdx.x; idx < ROWS * V8; idx += 128) {
+        int r = idx / V8, c8 = (idx % V8) * 8;
+        emu::smem_note(rm + r * LR + c8, 16, true, D == 64 ? "old D=64: staging store, 16 B" : "old D=128: staging store, 16 B");
+        for (int i = 0; i < 8; i++)
+            emu::smem_note(tr + (c8 + i) * LT + r, 2, true,
+                           D == 64 ? "old D=64: transposed staging store, 2 B" : "old D=128: transposed staging store, 2 B");
+    }
+    /* frag_a / frag_b: (row g, cols 2t..) of a padded tile, 4 bytes a lane */
+    for (int k0 = 0; k0 < D; k0 += 16)
+        for (int half = 0; half < 2; half++)
+            emu::smem_note(rm + (16 * w + g) * LR + k0 + 8 * half + 2 * t, 4, false,
+                           D == 64 ? "old D=64: fragment load, 4 B" : "old D=128: fragment load, 4 B");
+    for (int k0 = 0; k0 < ROWS; k0 += 16)
+        emu::smem_note(tr + (8 * w + g) * LT + k0 + 2 * t, 4, false,
+                       D == 64 ? "old D=64: transposed fragment load, 4 B" : "old D=128: transposed fragment load, 4 B");
+}
+
+static void print_banks(bool want_clean)
+{
+    for (const emu::BankStat &s : emu::bank_stats()) {
+        double per = (double)s.wavefronts / (double)s.requests, ideal = (double)s.ideal / (double)s.requests;
+        bool clean = s.wavefronts == s.ideal;
+        bool ok = want_clean ? clean : true;
+        char detail[96];
+        snprintf(detail, sizeof detail, "%5.2f / %4.2f wavefronts, worst %llu-way", per, ideal,
+                 (unsigned long long)s.worst);
+        report_bool(s.site, ok, detail);
+    }
+}
+
+/* The bank-conflict table (docs/cuda.md): the old kernel's patterns must
+ * show their 16-way (D=128) and 8-way (D=64) transposed stores, which
+ * validates the counter; every shared access of the new kernels must cost
+ * exactly its ideal number of wavefronts. */
+int run_bank_tests(uint64_t seed)
+{
+    if (g_print) printf("%-40s %-26s\n", "site", "wavefronts/request (actual / ideal)");
+    emu::bank_reset();
+    RTCU_LAUNCH(k_legacy<64>, 1, 128, (64 * 72 + 64 * 72) * 2)();
+    RTCU_LAUNCH(k_legacy<128>, 1, 128, (64 * 136 + 128 * 72) * 2)();
+    auto old = emu::bank_stats();
+    print_banks(false);
+    uint64_t worst64 = 0, worst128 = 0;
+    for (auto &s : old) {
+        if (strstr(s.site, "old D=64: transposed staging")) worst64 = s.worst;
+        if (strstr(s.site, "old D=128: transposed staging")) worst128 = s.worst;
+    }
+    report_bool("old transposed store conflicts reproduced", worst64 == 8 && worst128 == 16, "8-way at 64, 16-way at 128");
+
+    Rng r(seed);
+    for (int64_t D : {64, 80, 96, 128}) {
+        emu::bank_reset();
+        const int64_t B = 1, S = 160, H = 2, KVH = 1, nq = B * S * H * D, nk = B * S * KVH * D, nl = B * S * H;
+        rt_act *q = dact(randv(r, nq)), *k = dact(randv(r, nk)), *v = dact(randv(r, nk)), *dout = dact(randv(r, nq));
+        rt_act *o = (rt_act *)rt_alloc((size_t)nq * 2), *dq = (rt_act *)rt_alloc((size_t)nq * 2);
+        rt_act *dk = (rt_act *)rt_alloc((size_t)nk * 2), *dv = (rt_act *)rt_alloc((size_t)nk * 2);
+        float *lse = (float *)rt_alloc((size_t)nl * 4);
+        rt_attention_fwd(o, lse, q, k, v, B, S, H, KVH, D, true, 0);
+        rt_attention_bwd(dq, dk, dv, q, k, v, o, lse, dout, B, S, H, KVH, D, true, 0);
+        if (g_print) printf("-- new kernels, D=%lld\n", (long long)D);
+        print_banks(true);
+        rt_free(q), rt_free(k), rt_free(v), rt_free(dout), rt_free(o), rt_free(dq), rt_free(dk), rt_free(dv);
+        rt_free(lse);
+    }
+    return g_failures;
+}
+#else
+int run_bank_tests(uint64_t)
+{
+    if (g_print) printf("SKIPPED: the bank-conflict count runs under the emulator only\n");
+    return 0;
+}
+#endif

@@ -1,0 +1,129 @@
+/* test_emit.c: the emitters' refusals of plans the command line cannot
+ * produce (a pinned layout under a framework stack is always the
+ * framework's plan), made by changing a framework plan of tiny-llama on 8
+ * GPUs (dp 2 x tp 2 x pp 2): recomputation that differs between stages,
+ * stages that are not the framework's even split, a node sharded another
+ * way, replicas along an idle mesh axis. Each must be refused with its
+ * sentence and print nothing; the unchanged plan must be emitted.
+ * usage: test_emit MODELS_DIR */
+#include "passes.h"
+
+#include "frontend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+
+/* Run one emitter; expect success (want NULL) or a refusal containing want. */
+static void expect(const char *what, bool megatron, const IrGraph *g, const PassCostCtx *c,
+                   const PassSearchAlt *a, const char *want)
+{
+    char why[512] = "", *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    bool ok = megatron ? pass_emit_megatron(m, g, c, a, why, sizeof why)
+                       : pass_emit_torchtitan(m, g, c, a, why, sizeof why);
+    fclose(m);
+    bool good = want ? !ok && strstr(why, want) && len == 0 : ok && len > 0;
+    printf("%s %s %s: %s\n", good ? "ok  " : "FAIL", megatron ? "megatron  " : "torchtitan", what,
+           ok ? "emitted" : why);
+    if (!good) {
+        failures++;
+        if (want)
+            printf("     expected a refusal with \"%s\"%s\n", want, len ? ", and nothing printed" : "");
+    }
+    free(text);
+}
+
+/* A shallow copy with another ZeRO stage (Megatron-LM refuses 3 first). */
+static PassSearchAlt zero(const PassSearchAlt *a, int z)
+{
+    PassSearchAlt b = *a;
+    b.layout.zero = b.plan.zero = z;
+    return b;
+}
+
+static void fresh(const PassCostCtx *c, const IrGraph *g, PassSearchAlt *a)
+{
+    PassLayout L = {.gpus = 8, .dp = 2, .tp = 2, .pp = 2, .v = 1, .replicated = 1, .sp = true, .zero = 3,
+                    .micro_batch = 1, .num_micro = 8, .schedule = PASS_SCHED_1F1B,
+                    .recompute = 1u << PASS_RECOMPUTE_NONE};
+    char why[256];
+    if (!pass_framework_alt(c, g, &L, a, why, sizeof why)) {
+        fprintf(stderr, "pass_framework_alt: %s\n", why);
+        exit(1);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_emit MODELS_DIR\n");
+        return 2;
+    }
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tiny-llama.mdl", argv[1]);
+    IrArena *arena = ir_arena_new();
+    IrGraph *g = fe_compile_file(arena, path, NULL, 0, 0);
+    if (!g)
+        return 1;
+    PassCluster cl = {.ngpus = 8, .gpus_per_node = 8};
+    pass_gpu_preset("a100-80gb", &cl.gpu);
+    PassCostCtx mc = {.cl = &cl}, fc = {.cl = &cl};
+    pass_stack_preset("megatron", &mc.st);
+    pass_stack_preset("fsdp", &fc.st);
+    mc.st.zero_stages = 0; /* every stage: the refusals are the emitter's */
+
+    PassSearchAlt a;
+    fresh(&fc, g, &a);
+    PassSearchAlt b = zero(&a, 1);
+    expect("the framework's plan", false, g, &fc, &a, NULL);
+    expect("the framework's plan", true, g, &mc, &b, NULL);
+    pass_search_alt_free(&a);
+
+    fresh(&fc, g, &a);
+    a.plan.stages[1].recompute = PASS_RECOMPUTE_FULL;
+    pass_plan_layout(g, &a.plan, &a.layout);
+    expect("recomputation differing by stage", true, g, &mc, (b = zero(&a, 1), &b), "recomputes some pipeline stages");
+    expect("recomputation differing by stage", false, g, &fc, &a, "recomputes some pipeline stages");
+    pass_search_alt_free(&a);
+
+    fresh(&fc, g, &a);
+    a.plan.stages[0].npieces = 1; /* the embedding alone, then both layers and the head */
+    a.plan.stages[1].first_piece = 1;
+    a.plan.stages[1].npieces = 3;
+    expect("stages other than the even split", true, g, &mc, (b = zero(&a, 1), &b), "even split");
+    expect("stages other than the even split", false, g, &fc, &a, "even split");
+    pass_search_alt_free(&a);
+
+    fresh(&fc, g, &a);
+    for (int i = 0; i < g->nfwd; i++)
+        if (g->nodes[i].op == IR_OP_ATTENTION) {
+            a.plan.strategy[i].dim[1] = -1; /* attention replicated over the tensor-parallel axis */
+            break;
+        }
+    expect("a node sharded another way", true, g, &mc, (b = zero(&a, 1), &b), "differently from the framework's");
+    expect("a node sharded another way", false, g, &fc, &a, "differently from the framework's");
+    pass_search_alt_free(&a);
+
+    fresh(&fc, g, &a);
+    a.layout.replicated = 2;
+    expect("replicas along an idle axis", true, g, &mc, (b = zero(&a, 1), &b), "replicas");
+    expect("replicas along an idle axis", false, g, &fc, &a, "replicas");
+    pass_search_alt_free(&a);
+
+    fresh(&fc, g, &a);
+    a.layout.zero = a.plan.zero = 1;
+    expect("ZeRO-1", false, g, &fc, &a, "ZeRO-1");
+    a.layout.zero = a.plan.zero = 3;
+    expect("ZeRO-3", true, g, &mc, &a, "ZeRO-3");
+    pass_search_alt_free(&a);
+
+    ir_graph_free(g);
+    ir_arena_free(arena);
+    if (failures)
+        fprintf(stderr, "%d case(s) failed\n", failures);
+    return failures != 0;
+}
