@@ -5,14 +5,45 @@
 #      release-only: the CUDA harness, its emulator, and the generated CUDA
 #      programs, which nvcc cannot link against a sanitised runtime);
 #   2. from build-asan/ the whole suite, under AddressSanitizer and UBSan.
-# The output ends with ctest's summary of the last run; the exit status is
-# non-zero if either run fails.
-set -euo pipefail
+# Every test must carry a label (ctest -L); a test without one fails the run.
+# The output ends with every test that failed or was skipped, with the
+# reason it gave, and "N passed, N failed, N skipped" over both runs
+# (scripts/test_summary.py); the exit status is non-zero if anything failed.
+# Extra arguments go to both ctest runs (e.g. -R codegen).
+set -uo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh --asan
+scripts/setup.sh --asan || exit 1
 jobs=$(nproc 2>/dev/null || echo 2)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+results=$(mktemp -d)
+trap 'rm -rf "$results"' EXIT
+start=$(date +%s)
+
+unlabelled=0
+for b in build build-asan; do
+    all=$(ctest --test-dir "$b" -N | sed -n 's/^ *Test *#[0-9]*: //p' | sort)
+    labelled=$(ctest --test-dir "$b" -N -L . | sed -n 's/^ *Test *#[0-9]*: //p' | sort)
+    for t in $(comm -23 <(echo "$all") <(echo "$labelled")); do
+        echo "test.sh: $t ($b) has no label"
+        unlabelled=1
+    done
+done
+
+runs=()
 echo "== release-only tests (build/)"
-ctest --test-dir build --output-on-failure -j "$jobs" -L release-only "$@"
+if ctest --test-dir build -N -L release-only "$@" | grep -q 'Total Tests: [1-9]'; then
+    ctest --test-dir build --output-on-failure -j "$jobs" -L release-only \
+        --output-junit "$results/release.xml" "$@"
+    runs+=("build=$results/release.xml")
+else
+    echo "(none in this configuration)"
+fi
 echo "== the whole suite under ASan+UBSan (build-asan/)"
-ctest --test-dir build-asan --output-on-failure -j "$jobs" "$@"
+ctest --test-dir build-asan --output-on-failure -j "$jobs" --output-junit "$results/asan.xml" "$@"
+runs+=("build-asan=$results/asan.xml")
+
+python3 scripts/test_summary.py "${runs[@]}"
+rc=$?
+echo "($(( $(date +%s) - start )) s of tests on $jobs cores)"
+[ $unlabelled = 0 ] || { echo "test.sh: every test needs a label"; exit 1; }
+exit $rc

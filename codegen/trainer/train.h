@@ -12,7 +12,7 @@ typedef struct Flags {
     long steps, decay_steps, save_every, warmup;
     long keep;                       /* --keep: complete checkpoint steps kept */
     long max_skips;                  /* --max-skips: non-finite steps in a row before aborting */
-    const char *data, *load, *save, *import_hf, *export_hf, *export_dtype;
+    const char *data, *load, *save, *import_hf, *export_hf, *export_dtype, *dump;
     long long shard_bytes; /* --max-shard-size */
     double lr, min_lr, clip, weight_decay, beta1, beta2, eps;
     double timeout;                  /* --timeout seconds; < 0: the runtime's default */
@@ -66,7 +66,25 @@ void tr_load_checkpoint(const char *dir);
 
 /* ------------------------------------------------------------- train_hf.c */
 void tr_init_params(void);       /* seeded, or --import-hf */
-void tr_export_hf(const char *path);
+/* This rank's block of p's global tensor: offset and extent per dim. */
+void tr_block(const CgParam *p, int64_t *off, int64_t *loc);
+/* Every parameter's weights (grads 0) or reduced gradients (grads 1), whole,
+ * under its Hugging Face name and layout, gathered to rank 0, which writes path
+ * (a .safetensors file, or a directory of shards) in dtype ("F32", "BF16", "F16"). */
+void tr_write_hf(const char *path, int grads, const char *dtype);
+void tr_export_hf(const char *path); /* tr_write_hf(path, 0) and a line saying so */
+/* The whole of p in buf on every rank of its pipeline rank, from src: the
+ * local tensor, or (sharded) this rank's ZeRO shard of it. tmp and scratch
+ * hold as much as buf. */
+void tr_gather_full(const CgParam *p, const rt_act *src, int sharded, rt_act *buf, rt_act *tmp,
+                    rt_act *scratch);
+
+/* ----------------------------------------------------------- train_dump.c */
+/* cg_load calls this for every block it loads (the dump places each logits
+ * block by the targets it was scored against). */
+void tr_dump_note_load(const int32_t *dst, int which, int mb, int64_t b0, int64_t nb, int64_t s0,
+                       int64_t ns);
+void tr_dump_first_step(const char *dir); /* --dump-first-step */
 
 /* ----------------------------------------------------------- train_prof.c */
 void tr_prof_init(void);           /* PTDC_PROFILE */

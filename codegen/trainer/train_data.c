@@ -38,4 +38,5 @@ void (cg_load)(int32_t *dst, int which, int mb, int64_t b0, int64_t nb, int64_t 
                (size_t)ns * sizeof(int32_t));
     }
     rt_to_device(dst, stage_host, (size_t)(nb * ns) * sizeof(int32_t));
+    tr_dump_note_load(dst, which, mb, b0, nb, s0, ns);
 }

@@ -16,7 +16,7 @@ static int64_t shard_offset(const CgParam *p)
 static int mesh_size(int a) { return a == 0 ? CG_MESH0 : CG_MESH1; }
 
 /* This rank's block of p: offset and extent per dim. */
-static void block(const CgParam *p, int64_t *off, int64_t *loc)
+void tr_block(const CgParam *p, int64_t *off, int64_t *loc)
 {
     for (int i = 0; i < p->rank; i++) {
         int a = p->split_axis[i];
@@ -162,7 +162,7 @@ void tr_init_params(void)
     for (int i = 0; i < tr_prog->nparams; i++) {
         CgParam *p = &tr_prog->params[i];
         int64_t off[CG_MAX_RANK], loc[CG_MAX_RANK];
-        block(p, off, loc);
+        tr_block(p, off, loc);
         float *host = (float *)malloc((size_t)p->numel * sizeof(float));
         if (!host)
             rt_fatal("out of host memory for %s", p->name);
@@ -186,15 +186,17 @@ static int64_t global_numel(const CgParam *p)
     return n;
 }
 
-/* The whole of p on every rank of its pipeline rank, in buf (rt_act). */
-static void gather_full(const CgParam *p, rt_act *buf, rt_act *tmp, rt_act *scratch)
+/* The whole of p on every rank of its pipeline rank, in buf (rt_act), from
+ * src: this rank's local tensor, or (sharded) its ZeRO shard of it. */
+void tr_gather_full(const CgParam *p, const rt_act *src, int sharded, rt_act *buf, rt_act *tmp,
+                    rt_act *scratch)
 {
     int64_t off[CG_MAX_RANK], loc[CG_MAX_RANK];
-    block(p, off, loc);
-    if (p->zshard && CG_ZERO == 3)
-        rt_allgather(g_comm[p->pmask], buf, p->param, p->shard, RT_ACT);
+    tr_block(p, off, loc);
+    if (sharded)
+        rt_allgather(g_comm[p->pmask], buf, src, p->shard, RT_ACT);
     else
-        rt_copy(buf, p->param, (size_t)p->numel * sizeof(rt_act));
+        rt_copy(buf, src, (size_t)p->numel * sizeof(rt_act));
     for (int a = 0; a < CG_NAXES; a++)
         for (int d = 0; d < p->rank; d++) {
             if (p->split_axis[d] != a)
@@ -210,7 +212,19 @@ static void gather_full(const CgParam *p, rt_act *buf, rt_act *tmp, rt_act *scra
         }
 }
 
-void tr_export_hf(const char *path)
+/* What tr_write_hf writes of p: its weights (whole locally, or the ZeRO-3
+ * shard) or its reduced gradient (the ZeRO shard under ZeRO >= 1). */
+static const rt_act *hf_source(const CgParam *p, int grads, int *sharded)
+{
+    if (!grads) {
+        *sharded = p->zshard && CG_ZERO == 3;
+        return p->param;
+    }
+    *sharded = p->zshard;
+    return p->zshard && CG_ZERO == 1 ? p->grad_shard : p->grad;
+}
+
+void tr_write_hf(const char *path, int grads, const char *dtype)
 {
     char err[1024];
     int64_t most = 1;
@@ -243,10 +257,13 @@ void tr_export_hf(const char *path)
     RtStWriter *w = NULL;
     size_t plen = strlen(path);
     bool one_file = plen >= 12 && !strcmp(path + plen - 12, ".safetensors");
-    if (ROOT && !(w = one_file ? rt_st_writer_open(path, decl, ntensors, tr_fl.export_dtype, err, sizeof err)
-                               : rt_st_writer_open_dir(path, decl, ntensors, tr_fl.export_dtype,
+    if (ROOT && !(w = one_file ? rt_st_writer_open(path, decl, ntensors, dtype, err, sizeof err)
+                               : rt_st_writer_open_dir(path, decl, ntensors, dtype,
                                                        tr_fl.shard_bytes, err, sizeof err)))
         rt_fatal("%s", err);
+    for (int i = 0; i < tr_prog->nparams; i++) /* a ZeRO shard gathers its padding too */
+        if (tr_padded(&tr_prog->params[i]) > most)
+            most = tr_padded(&tr_prog->params[i]);
     rt_act *buf = (rt_act *)rt_alloc((size_t)(3 * most) * sizeof(rt_act));
     float *host = (float *)malloc((size_t)most * sizeof(float));
     for (int r = 0; r < CG_PP; r++)
@@ -256,8 +273,11 @@ void tr_export_hf(const char *path)
                 continue;
             int64_t n = global_numel(p);
             bool mine = r == tr_pp_rank, sender = mine && tr_mesh_index == 0;
-            if (mine)
-                gather_full(p, buf, buf + most, buf + 2 * most);
+            if (mine) {
+                int sharded;
+                const rt_act *src = hf_source(p, grads, &sharded);
+                tr_gather_full(p, src, sharded, buf, buf + most, buf + 2 * most);
+            }
             if (sender && !ROOT)
                 rt_wait(rt_isend(tr_world, buf, n, RT_ACT, 0, 7));
             if (!ROOT)
@@ -281,6 +301,11 @@ void tr_export_hf(const char *path)
     free(host);
     free(decl);
     rt_barrier(tr_world);
+}
+
+void tr_export_hf(const char *path)
+{
+    tr_write_hf(path, 0, tr_fl.export_dtype);
     if (ROOT)
         printf("exported weights to %s\n", path);
 }

@@ -18,7 +18,8 @@
  *   train_gradcheck.c --grad-check
  *   train_ckpt.c      checkpoints and the plan check on load
  *   train_hf.c        initial weights (seeded or imported) and the HF export
- *   train_data.c      tokens and targets of each micro-batch */
+ *   train_data.c      tokens and targets of each micro-batch
+ *   train_dump.c      --dump-first-step: loss, logits and gradients of one step */
 #include "train.h"
 
 #include <errno.h>
@@ -59,6 +60,11 @@ static void usage(void)
            "                     $PTDC_TIMEOUT, else 300 on CPU, 600 on CUDA; 0: never)\n"
            "  --grad-check       check every parameter's gradient against finite differences\n"
            "                     of the loss at the initial weights, then exit\n"
+           "  --dump-first-step DIR  run the first step's forward and backward, write DIR/\n"
+           "                     outputs.safetensors (loss, logits [batch, seq, vocab] of every\n"
+           "                     micro-batch, tokens, targets), DIR/weights.safetensors and\n"
+           "                     DIR/grads.safetensors (every parameter and its reduced gradient,\n"
+           "                     whole, Hugging Face names, F32), then exit\n"
            "SIGTERM, SIGINT or SIGUSR1 (to any rank, or SIGUSR1 to mpirun) ends the run after\n"
            "the current step, saving a checkpoint when --save is given; exit status 0.\n",
            CG_WORLD, CG_MODEL, CG_PLAN);
@@ -170,6 +176,8 @@ static void parse_flags(int argc, char **argv)
             tr_fl.weight_decay = num_flag(a, v, false);
         else if (FLAG("--adam-eps"))
             tr_fl.eps = num_flag(a, v, true); /* AdamW divides by sqrt(v) + eps; v starts at 0 */
+        else if (FLAG("--dump-first-step"))
+            tr_fl.dump = v ? v : (bad_flag(a, "expects a directory", v), "");
         else if (!strcmp(a, "--grad-check"))
             tr_fl.grad_check = 1;
         else
@@ -301,6 +309,13 @@ int main(int argc, char **argv)
         tr_load_checkpoint(tr_fl.load); /* the run id, step and data position too */
     else if (tr_fl.save)
         tr_ckpt_new_run();
+    if (tr_fl.dump) {
+        tr_dump_first_step(tr_fl.dump);
+        tr_data_close();
+        rt_free(arena);
+        rt_finalize();
+        return 0;
+    }
     if (tr_fl.grad_check) {
         int bad = tr_grad_check(1e-2);
         finish(bad ? 1 : 0);

@@ -90,6 +90,13 @@ extern int32_t *g_ws_i32;
 void cg_matmul(rt_act *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N, int64_t K,
                bool ta, bool tb, bool accumulate);
 
+/* rt_cross_entropy_fwd; under --dump-first-step it also keeps the logits it
+ * scored (train_dump.c). Generated code calls it through the rt_cross_entropy_fwd
+ * macro below. */
+void cg_cross_entropy_fwd(float *loss, float *lse, const rt_act *logits, const int32_t *targets,
+                          int64_t rows, int64_t vocab_local, int64_t vocab_offset,
+                          int64_t total_rows, RtComm *vocab_comm);
+
 /* Receive into buf from the rank of pipeline rank pp_peer with this mesh coordinate. */
 void cg_recv(void *buf, int64_t n, RtType t, int pp_peer, int tag);
 /* Post a send (waiting first for the one *req still had in flight). */
@@ -150,7 +157,7 @@ void cg_prof_add(int call, double t0);
 #define rt_reduce_rows(...) CG_PROF(CG_PF_rt_reduce_rows, rt_reduce_rows(__VA_ARGS__))
 #define rt_softmax_fwd(...) CG_PROF(CG_PF_rt_softmax_fwd, rt_softmax_fwd(__VA_ARGS__))
 #define rt_softmax_bwd(...) CG_PROF(CG_PF_rt_softmax_bwd, rt_softmax_bwd(__VA_ARGS__))
-#define rt_cross_entropy_fwd(...) CG_PROF(CG_PF_rt_cross_entropy_fwd, rt_cross_entropy_fwd(__VA_ARGS__))
+#define rt_cross_entropy_fwd(...) CG_PROF(CG_PF_rt_cross_entropy_fwd, cg_cross_entropy_fwd(__VA_ARGS__))
 #define rt_cross_entropy_bwd(...) CG_PROF(CG_PF_rt_cross_entropy_bwd, rt_cross_entropy_bwd(__VA_ARGS__))
 #define rt_zero(...) CG_PROF(CG_PF_rt_zero, rt_zero(__VA_ARGS__))
 #define rt_copy(...) CG_PROF(CG_PF_rt_copy, rt_copy(__VA_ARGS__))

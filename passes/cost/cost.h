@@ -287,7 +287,6 @@ typedef struct PassCostConsts {
     double cuda_ctx_bytes;            /* CUDA context and kernel images per process */
     double nccl_comm_bytes;           /* NCCL buffers per communicator */
     double workspace_bytes;           /* cuBLAS and attention workspaces */
-    double dp_bucket_elems;           /* gradient bucket: the last one cannot overlap backward */
     double opt_bytes_per_elem;        /* AdamW step traffic per parameter element of the shard */
 } PassCostConsts;
 extern const PassCostConsts pass_cost_consts;
@@ -338,7 +337,7 @@ typedef struct PassStack {
     bool dp_overlap;              /* gradient reduction (and ZeRO gathers) run asynchronously
                                      beside backward; false: after it, blocking */
     double dp_bucket_elems;       /* gradients reduced in buckets of this many elements;
-                                     0: one collective per parameter tensor */
+                                     0: the backend's (pass_stack_bucket_elems) */
     bool zero3_prefetch;          /* ZeRO-3 gathers run ahead, hidden behind compute */
     double reshard_overlap;       /* fraction of resharding collectives hidden behind the GEMMs
                                      next to them (Megatron-Core/TE --tp-comm-overlap) */
@@ -378,6 +377,13 @@ bool pass_stack_setup(PassStack *out, const char *name_or_file);
 void pass_stack_print(FILE *f, const PassStack *st);
 /* Does the stack offer ZeRO stage z, recomputation r, schedule s? */
 bool pass_stack_has_zero(const PassStack *st, int z);
+/* The gradient bucket a stack reduces at once on this device: its own
+ * setting, else the size ptdc's programs use (codegen/cg_bucket.c). */
+double pass_stack_bucket_elems(const PassStack *st, const PassGpu *gpu);
+/* Compute time lost per second of collective overlapped with it: a GPU's
+ * copy engines and SMs barely notice NCCL; a CPU rank's communication
+ * thread copies with the cores the kernels use, so nothing is gained. */
+double pass_overlap_slowdown(const PassGpu *gpu);
 bool pass_stack_has_recompute(const PassStack *st, int r);
 bool pass_stack_has_schedule(const PassStack *st, int s);
 
@@ -465,6 +471,9 @@ bool pass_param_owned(const IrGraph *g, const IrNode *n, int t);
  * reduce-scatter per micro-batch and an all-gather per step, 3 per
  * micro-batch two all-gathers (forward, backward) and a reduce-scatter. The
  * total link time; how much of it overlaps compute is pass_predict's. */
+/* The all-gather of updated weights after the optimizer (ZeRO-1/2), s per step. */
+double pass_param_gather_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                           const PassStrategy *s, int zero);
 double pass_param_sync_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
                          const PassStrategy *s, int zero, int num_micro);
 /* Bytes of optimizer state per parameter element (fp32 master and moments). */

@@ -78,8 +78,6 @@ const PassCostConsts pass_cost_consts = {
     .nccl_comm_bytes = 0.5 * GIB,
     /* cuBLAS workspace (32 MiB on sm90) plus attention and loss scratch. */
     .workspace_bytes = 128 * MIB,
-    /* Megatron DDP bucket: max(40M, 1M x dp) parameters. */
-    .dp_bucket_elems = 40e6,
     /* AdamW on one shard element: read grad (2) master, m, v (12), write
      * master, m, v (12) and the bf16 weight (2), plus the grad-norm read (2). */
     .opt_bytes_per_elem = 30,

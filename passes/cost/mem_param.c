@@ -185,6 +185,20 @@ double pass_param_sync_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n
     return t;
 }
 
+double pass_param_gather_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                           const PassStrategy *s, int zero)
+{
+    if (zero != 1 && zero != 2)
+        return 0;
+    Owned own[IR_MAX_IN];
+    int k = owned_params(g, n, m, s, own);
+    double t = 0;
+    for (int i = 0; i < k; i++)
+        if (own[i].dp_axes)
+            t += over_axes(c, m, PASS_COLL_ALLGATHER, own[i].dp_axes, own[i].local, weight_bytes(c));
+    return t;
+}
+
 double pass_param_step_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
                          const PassStrategy *s, int zero)
 {

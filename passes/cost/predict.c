@@ -31,6 +31,7 @@ typedef struct PieceCost {
     double saved, extra_ws;       /* kept bytes; extra bytes alive while recomputing it */
     double w, gr, op;             /* model states */
     double sync_step, sync_mb;    /* link seconds per step / per micro-batch */
+    double sync_gather;           /* of sync_step: ZeRO-1/2's all-gather after the optimizer */
     double transient;             /* largest backward working set of one node */
     double shard_elems;           /* optimizer shard elements */
     double grad_elems;            /* gradient elements reduced over a data-parallel group */
@@ -193,6 +194,7 @@ static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
             double s2 = zero >= 2 ? pass_param_sync_s(c, g, n, m, s, zero, 2) : s1;
             pc->sync_mb += s2 - s1;
             pc->sync_step += s1 - (s2 - s1);
+            pc->sync_gather += pass_param_gather_s(c, g, n, m, s, zero);
         }
         /* Edges into n: resharding forward, gradient resharding backward. */
         double grads = nc.ws_bytes;
@@ -274,7 +276,7 @@ typedef struct RankAcc {
     double rec, rs, p2p, flops, rec_flops;
     double saved, nchunks, extra_ws, transient;
     double saved_chunk[PASS_MAX_CHUNKS]; /* per micro-batch, by the rank's chunk */
-    double w, gr, op, sync_step, sync_mb, shard_elems, grad_elems, full_w_max;
+    double w, gr, op, sync_step, sync_mb, sync_gather, shard_elems, grad_elems, full_w_max;
     double step_s;                /* ptdc: per-step kernels */
     double gemm, attn, comp, host; /* per micro-batch: GEMMs, attention, all kernels, host */
 } RankAcc;
@@ -406,8 +408,12 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
     double *sf = ir_xcalloc((size_t)nst, sizeof(double)), *sb = ir_xcalloc((size_t)nst, sizeof(double));
     double *sxf = ir_xcalloc((size_t)nst, sizeof(double)), *sxb = ir_xcalloc((size_t)nst, sizeof(double));
     /* Collectives a stack waits for inside each micro-batch: ZeRO-3's
-     * forward gather, and the rest of the per-micro-batch traffic in backward. */
+     * forward gather, and the rest of the per-micro-batch traffic in backward.
+     * ptdc's programs wait for their ZeRO-2/3 per-micro-batch collectives
+     * where they are issued (docs/runtime.md, "Overlap in a training step"):
+     * only the step-end reductions and gathers overlap. */
     bool blocking = !c->st.dp_overlap;
+    bool mb_blocking = blocking || !c->st.ref_stack;
     double wb = pass_elem_bytes(c, IR_BF16), gb = c->st.grad_bytes > 0 ? c->st.grad_bytes : wb;
     double z3f = plan->zero >= 3 ? wb / (gb + 2 * wb) : 0;
 
@@ -438,7 +444,7 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
                 next = (next + 1) % NREF;
                 nref += nref < NREF;
             }
-            double mbf = blocking ? z3f * pc.sync_mb : 0, mbb = blocking ? pc.sync_mb - mbf : 0;
+            double mbf = mb_blocking ? z3f * pc.sync_mb : 0, mbb = mb_blocking ? pc.sync_mb - mbf : 0;
             sf[st] += pc.fwd + pc.rs_f + pc.host_s + mbf;
             sb[st] += pc.bwd + pc.rec + pc.rs_b + pc.mb_extra + mbb;
             sxf[st] += pc.p2p_f;
@@ -458,6 +464,7 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
             r->transient = fmax(r->transient, pc.transient);
             r->w += pc.w, r->gr += pc.gr, r->op += pc.op;
             r->sync_step += pc.sync_step;
+            r->sync_gather += pc.sync_gather;
             r->sync_mb += pc.sync_mb;
             r->shard_elems += pc.shard_elems;
             r->grad_elems += pc.grad_elems;
@@ -513,6 +520,10 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
     for (int i = 0; i < pp; i++) {
         RankAcc *r = &ra[i];
         double exp_step, exp_mb, opt;
+        if (!c->st.ref_stack)
+            opt = r->step_s; /* the kernels the trainer runs, per parameter */
+        else
+            opt = pass_mem_time(gpu, r->shard_elems * K->opt_bytes_per_elem, 4);
         if (blocking) {
             /* Reduced after the schedule, one blocking collective after
              * another; the per-micro-batch traffic is inside the stages. */
@@ -522,20 +533,26 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
             /* Rank i finishes its last backward when the ranks before it
              * still have theirs to run: that and its own last backward hide
              * traffic. The last bucket and whatever outlasts the window are
-             * exposed; the rest hides under backward, slowing it by
-             * overlap_slowdown. */
+             * exposed; the rest hides under backward, slowing it by the
+             * device's overlap slowdown. */
             double window = ra[i].bwd / (v > 1 ? v : 1) + slack;
             slack += ra[i].bwd;
-            double bk = c->st.dp_bucket_elems > 0 ? c->st.dp_bucket_elems : K->dp_bucket_elems;
+            double bk = pass_stack_bucket_elems(&c->st, gpu);
             double bucket = r->grad_elems > 0 ? fmin(1, bk / r->grad_elems) : 0;
-            double shown = fmax(r->sync_step - window, bucket * r->sync_step);
-            exp_step = shown + K->overlap_slowdown * (r->sync_step - shown);
-            exp_mb = m * (fmax(0, r->sync_mb - r->t_mb) + K->overlap_slowdown * fmin(r->sync_mb, r->t_mb));
+            double sd = pass_overlap_slowdown(gpu);
+            double red = r->sync_step, gat = 0;
+            if (!c->st.ref_stack) {
+                /* ptdc: the ZeRO-1/2 all-gathers run while the later
+                 * parameters' AdamW does; the last one is exposed. */
+                gat = r->sync_gather, red -= gat;
+            }
+            double shown = fmax(red - window, bucket * red);
+            exp_step = shown + sd * (red - shown);
+            if (gat > 0)
+                exp_step += fmax(0, gat - opt) + sd * fmin(gat, opt);
+            exp_mb = mb_blocking ? 0
+                                 : m * (fmax(0, r->sync_mb - r->t_mb) + sd * fmin(r->sync_mb, r->t_mb));
         }
-        if (!c->st.ref_stack)
-            opt = r->step_s; /* the kernels the trainer runs, per parameter */
-        else
-            opt = pass_mem_time(gpu, r->shard_elems * K->opt_bytes_per_elem, 4);
         out->dp_sync_s = fmax(out->dp_sync_s, r->sync_step + m * r->sync_mb);
         if (finish[i] + exp_step + exp_mb + opt > end) {
             end = finish[i] + exp_step + exp_mb + opt;

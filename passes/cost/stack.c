@@ -113,6 +113,18 @@ bool pass_stack_preset(const char *name, PassStack *out)
     return false;
 }
 
+double pass_stack_bucket_elems(const PassStack *st, const PassGpu *gpu)
+{
+    if (st->dp_bucket_elems > 0)
+        return st->dp_bucket_elems;
+    return gpu->kind == PASS_DEV_CPU ? 1e6 : 40e6; /* cg_bucket_elems */
+}
+
+double pass_overlap_slowdown(const PassGpu *gpu)
+{
+    return gpu->kind == PASS_DEV_CPU ? 1.0 : pass_cost_consts.overlap_slowdown;
+}
+
 const char *pass_stack_preset_names(void) { return "ptdc, megatron, fsdp"; }
 
 bool pass_stack_has_zero(const PassStack *st, int z)

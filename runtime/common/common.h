@@ -50,6 +50,14 @@ void rtc_vwrite_line(int fd, const char *prefix, const char *fmt, va_list ap)
 void rtc_write_line(int fd, const char *prefix, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* devpick.c: the visible index of the GPU local rank `me` takes. ids holds,
+ * per local rank, maxvis identifiers (PCI bus ids) of RTC_DEVID_LEN bytes,
+ * nvis[r] of them used, in the rank's visible order. -1 with err when the
+ * rank's GPUs are all taken by other ranks. */
+enum { RTC_DEVID_LEN = 32 };
+int rtc_pick_device(int me, int nlocal, const int *nvis, const char *ids, int maxvis, char *err,
+                    size_t errlen);
+
 /* A growable NUL-terminated byte string (JSON headers, read and written). */
 typedef struct {
     char *s;

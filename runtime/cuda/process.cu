@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -103,16 +104,33 @@ void rt_init(int *argc, char ***argv)
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rtcu.rank, MPI_INFO_NULL, &node);
     MPI_Comm_rank(node, &rtcu.local_rank);
     MPI_Comm_size(node, &rtcu.local_size);
-    MPI_Comm_free(&node);
 
+    /* Which GPU: ranks compare the PCI bus ids they see (devpick.c), so
+     * per-rank binding (srun --gpus-per-task, CUDA_VISIBLE_DEVICES per rank)
+     * works as well as every rank seeing the whole node. */
+    enum { MAXVIS = 16 };
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
-    if (e != cudaSuccess) rt_fatal("no usable CUDA device: %s", cudaGetErrorString(e));
-    if (ndev == 0) rt_fatal("no CUDA device visible");
-    if (rtcu.local_size > ndev)
-        rt_fatal("%d ranks on this node but %d GPUs visible: NCCL needs one GPU per rank",
-                 rtcu.local_size, ndev);
-    rtcu.device = rtcu.local_rank;
+    if (e != cudaSuccess) ndev = 0;
+    char mine[MAXVIS * RTC_DEVID_LEN];
+    memset(mine, 0, sizeof mine);
+    int nmine = ndev < MAXVIS ? ndev : MAXVIS;
+    for (int k = 0; k < nmine; k++)
+        CUDA_CHECK(cudaDeviceGetPCIBusId(mine + (size_t)k * RTC_DEVID_LEN, RTC_DEVID_LEN, k));
+    int *nvis = (int *)rtc_xmalloc(sizeof(int) * (size_t)rtcu.local_size);
+    char *ids = (char *)rtc_xmalloc(sizeof mine * (size_t)rtcu.local_size);
+    MPI_Allgather(&nmine, 1, MPI_INT, nvis, 1, MPI_INT, node);
+    MPI_Allgather(mine, (int)sizeof mine, MPI_CHAR, ids, (int)sizeof mine, MPI_CHAR, node);
+    MPI_Comm_free(&node);
+    char err[512];
+    int pick = rtc_pick_device(rtcu.local_rank, rtcu.local_size, nvis, ids, MAXVIS, err, sizeof err);
+    free(nvis);
+    free(ids);
+    if (pick < 0) {
+        if (e != cudaSuccess) rt_fatal("no usable CUDA device: %s", cudaGetErrorString(e));
+        rt_fatal("%s", err);
+    }
+    rtcu.device = pick;
     CUDA_CHECK(cudaSetDevice(rtcu.device));
     CUDA_CHECK(cudaDeviceGetAttribute(&rtcu.num_sms, cudaDevAttrMultiProcessorCount, rtcu.device));
 

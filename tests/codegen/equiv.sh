@@ -11,6 +11,7 @@
 # BIN holds cg_gen and stcmp. Each program trains STEPS (5) steps from the same
 # initial weights (sharding-independent initialisation) on the same data.
 set -eu
+. "$(dirname "$0")/logcheck.sh"
 bin=$1 model=$2 work=$3 cmd=$4
 shift 4
 steps=${STEPS:-5}
@@ -23,6 +24,7 @@ run() { # layout: train it, write loss and weights
     "$d/run.sh" --steps "$steps" --data synthetic:7 --adam-eps 1e-4 --export-hf "$d/final.safetensors" \
         > "$d/log" 2>&1 || {
         cat "$d/log"; echo "equiv: $1 failed to train"; exit 1; }
+    logcheck "$d/log" || exit 1
     grep '^step' "$d/log" | awk '{print $5, $11}' > "$d/losses" # loss, gradient norm
     [ "$(wc -l < "$d/losses")" -eq "$steps" ] || { cat "$d/log"; echo "equiv: $1 logged no losses"; exit 1; }
 }
@@ -51,6 +53,7 @@ check)
 gradcheck)
     "$work/$1/run.sh" --grad-check --data synthetic:7 > "$work/$1/gradcheck.log" 2>&1 || {
         cat "$work/$1/gradcheck.log"; echo "equiv: gradient check of $1 failed"; exit 1; }
+    logcheck "$work/$1/gradcheck.log" || exit 1
     grep grad-check "$work/$1/gradcheck.log"
     ;;
 *) echo "equiv.sh: unknown command $cmd"; exit 2 ;;

@@ -14,7 +14,8 @@
  *   - MegaScale (Megatron-LM rows): predicted MFU falls with GPU count at a
  *     fixed batch (strong scaling), median error <= 20%;
  *   - MosaicML: median MFU error <= 15% per GPU type;
- *   - Megatron-Core H100: printed only (its TP8 rows are under-predicted).
+ *   - Megatron-Core H100: median MFU error <= 25%, every row within 50% (its
+ *     TP8 rows are under-predicted: today 19% and 43%).
  * Every comparison is printed, so a failure shows the rows behind it. */
 #include "megatron.h"
 #include "refcsv.h"
@@ -208,8 +209,16 @@ int main(int argc, char **argv)
         return 1;
     print_table(&t);
     all_fit(&t);
-    printf("  (Megatron-Core H100: MFU printed, not asserted; median error %.3f)\n",
-           table_median_err(&t, NULL));
+    /* Its TP8 rows are under-predicted (docs/cost-model.md): bounds that
+     * hold today with a margin, so the gap cannot grow unnoticed. */
+    check(table_median_err(&t, NULL) <= 0.25, "Megatron-Core H100 median relative MFU error",
+          table_median_err(&t, NULL), 0.25);
+    {
+        double worst = 0;
+        for (int i = 0; i < t.n; i++)
+            worst = fmax(worst, fabs(t.rows[i].predicted - t.rows[i].measured) / t.rows[i].measured);
+        check(worst <= 0.50, "Megatron-Core H100 largest relative MFU error", worst, 0.50);
+    }
     table_free(&t);
 
     if (failures)

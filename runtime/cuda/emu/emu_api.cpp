@@ -29,6 +29,11 @@ cudaError_t cudaGetDeviceCount(int *n)
     *n = 8; /* one "GPU" per rank of an emulated node */
     return cudaSuccess;
 }
+cudaError_t cudaDeviceGetPCIBusId(char *id, int len, int dev)
+{
+    snprintf(id, (size_t)len, "0000:%02x:00.0", dev); /* every rank sees the same 8 */
+    return cudaSuccess;
+}
 cudaError_t cudaSetDevice(int) { return cudaSuccess; }
 cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr, int)
 {

@@ -1,0 +1,101 @@
+/* ref.h: an independent reference for the LLaMA and GPT families, written
+ * apart from ptdc's runtime and generated code (tests/ref/README in
+ * docs/codegen.md's test section): plain double-precision C, forward by the
+ * Hugging Face definitions (LlamaForCausalLM, GPT2LMHeadModel with
+ * gelu_new), backward by hand-written derivatives, weights and gradients
+ * under Hugging Face names and layouts in safetensors files this directory
+ * reads and writes itself. Only the model's sizes come from ptdc (its
+ * frontend reads the .mdl). */
+#ifndef PTDC_TESTS_REF_H
+#define PTDC_TESTS_REF_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* ------------------------------------------------------------ ref_st.c */
+/* A tensor of a safetensors file, held in double. */
+typedef struct RefTensor {
+    char *name;
+    int ndim;
+    int64_t shape[4];
+    int64_t n;
+    double *v;
+} RefTensor;
+
+typedef struct RefSt {
+    int n;
+    RefTensor *t;
+} RefSt;
+
+/* Read a file whose tensors are all F32 (NULL with a message on stderr). */
+RefSt *ref_st_read(const char *path);
+/* Write every tensor as F32, names sorted; false with a message. */
+bool ref_st_write(const char *path, const RefSt *st);
+RefTensor *ref_st_find(const RefSt *st, const char *name);
+/* Add a zero tensor (returns it). */
+RefTensor *ref_st_add(RefSt *st, const char *name, int ndim, const int64_t *shape);
+RefSt *ref_st_new(void);
+/* Same names and shapes, zeros. */
+RefSt *ref_st_zeros_like(const RefSt *st);
+void ref_st_free(RefSt *st);
+
+/* ----------------------------------------------------------- ref_ops.c */
+/* C[M,N] (+)= op(A) op(B): A [M,K] ([K,M] if ta), B [K,N] ([N,K] if tb). */
+void ref_mm(double *c, const double *a, const double *b, int64_t M, int64_t N, int64_t K, bool ta,
+            bool tb, bool acc);
+void ref_rmsnorm_fwd(double *y, double *rstd, const double *x, const double *w, int64_t rows,
+                     int64_t cols, double eps);
+/* dx = (overwritten), dw += */
+void ref_rmsnorm_bwd(double *dx, double *dw, const double *dy, const double *x, const double *w,
+                     const double *rstd, int64_t rows, int64_t cols);
+void ref_layernorm_fwd(double *y, double *xhat, double *rstd, const double *x, const double *w,
+                       const double *b, int64_t rows, int64_t cols, double eps);
+void ref_layernorm_bwd(double *dx, double *dw, double *db, const double *dy, const double *xhat,
+                       const double *w, const double *rstd, int64_t rows, int64_t cols);
+/* Rotate-half rotary embedding of x [B*S, heads, dim] at positions r % S,
+ * in place; inverse: the transposed rotation (its backward). */
+void ref_rope(double *x, int64_t rows, int64_t S, int64_t heads, int64_t dim, double theta,
+              bool inverse);
+/* Causal grouped-query attention, one sequence at a time: q [B*S, H*D], k, v
+ * [B*S, KVH*D], o [B*S, H*D]; p [B, H, S, S] keeps the probabilities. */
+void ref_attention_fwd(double *o, double *p, const double *q, const double *k, const double *v,
+                       int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D);
+/* dq, dk, dv overwritten. */
+void ref_attention_bwd(double *dq, double *dk, double *dv, const double *dout, const double *p,
+                       const double *q, const double *k, const double *v, int64_t B, int64_t S,
+                       int64_t H, int64_t KVH, int64_t D);
+double ref_silu(double x);
+double ref_silu_grad(double x);
+double ref_gelu(double x); /* tanh approximation */
+double ref_gelu_grad(double x);
+/* Mean cross-entropy of rows logits [rows, V]; dlogits (may be NULL) = its gradient. */
+double ref_cross_entropy(const double *logits, const int32_t *targets, int64_t rows, int64_t V,
+                         double *dlogits);
+
+/* --------------------------------------------------------- ref_model.c */
+typedef enum { REF_LLAMA, REF_GPT } RefFamily;
+
+typedef struct RefConfig {
+    RefFamily fam;
+    int64_t L, D, H, KVH, Dh, F, V, S, B; /* B: sequences per step */
+    double eps, theta;
+} RefConfig;
+
+/* Sizes of MODEL.mdl through ptdc's frontend (false with a message). */
+bool ref_config(const char *mdl, RefConfig *c);
+/* The model's Hugging Face tensors with weights drawn from seed: matrices
+ * N(0, 0.08^2), norm weights 1 + N(0, 0.2^2), biases and GPT's positions
+ * N(0, 0.1^2): larger than the models' initialisation so every
+ * nonlinearity, bias and norm weight matters. */
+RefSt *ref_weights(const RefConfig *c, uint64_t seed);
+/* One step on tokens and targets [B*S]: returns the mean loss; fills logits
+ * [B*S*V] when not NULL and, when grads is not NULL (ref_st_zeros_like
+ * weights), the gradient of the loss in every tensor. */
+double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const int32_t *targets,
+                double *logits, RefSt *grads);
+
+/* A deterministic generator (splitmix64) for weights and tokens. */
+uint64_t ref_rand(uint64_t *s);
+double ref_normal(uint64_t *s);
+
+#endif

@@ -1,0 +1,407 @@
+/* ref_model.c: the two model families of models/llama.mdl and models/gpt.mdl
+ * as Hugging Face defines them, forward and backward, in double.
+ *
+ * LLaMA (LlamaForCausalLM): x = embed[tok]; per layer
+ *   x += o_proj(attn(rope(q_proj(h)), rope(k_proj(h)), v_proj(h))), h = rmsnorm(x) * w
+ *   x += down_proj(silu(gate_proj(h)) * up_proj(h)),                h = rmsnorm(x) * w
+ * logits = lm_head(rmsnorm(x) * w); linear weights stored [out, in].
+ * GPT-2 (GPT2LMHeadModel): x = wte[tok] + wpe[pos]; per layer
+ *   x += c_proj(attn(split3(c_attn(h)))),    h = layernorm_1(x)
+ *   x += mlp.c_proj(gelu_new(c_fc(h))),      h = layernorm_2(x)
+ * logits = layernorm_f(x) wte^T; Conv1D weights stored [in, out] with biases.
+ * The loss is the mean cross-entropy over every token of the step. */
+#include "ref.h"
+
+#include "frontend.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------- sizes */
+static int64_t dim(const IrGraph *g, const char *name, int64_t dflt)
+{
+    int d = ir_dim_find(g, name);
+    return d >= 0 ? g->dims[d].size : dflt;
+}
+
+bool ref_config(const char *mdl, RefConfig *c)
+{
+    memset(c, 0, sizeof *c);
+    IrArena *a = ir_arena_new();
+    IrGraph *g = fe_compile_file(a, mdl, NULL, 0, 0);
+    if (!g) {
+        ir_arena_free(a);
+        return false;
+    }
+    bool rms = false, ln = false;
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *n = &g->nodes[i];
+        if (n->op == IR_OP_RMSNORM)
+            rms = true, c->eps = n->attr.eps;
+        if (n->op == IR_OP_LAYERNORM)
+            ln = true, c->eps = n->attr.eps;
+        if (n->op == IR_OP_ROPE)
+            c->theta = n->attr.theta;
+    }
+    c->fam = rms ? REF_LLAMA : REF_GPT;
+    c->D = dim(g, "d_model", 0);
+    c->H = dim(g, "n_heads", 0);
+    c->KVH = dim(g, "n_kv_heads", c->H);
+    c->Dh = dim(g, "head_dim", 0);
+    c->F = dim(g, "d_ff", 0);
+    c->V = dim(g, "vocab", 0);
+    c->S = g->dims[g->seq_dim].size;
+    c->B = g->global_batch;
+    for (int i = 0; i < g->npieces; i++)
+        if (g->pieces[i].layer + 1 > c->L)
+            c->L = g->pieces[i].layer + 1;
+    bool ok = rms != ln && c->D > 0 && c->H > 0 && c->Dh * c->H == c->D && c->F > 0 && c->V > 0 &&
+              c->L > 0 && c->H % c->KVH == 0;
+    if (!ok)
+        fprintf(stderr, "ref: %s is neither a LLaMA nor a GPT the reference knows\n", mdl);
+    ir_graph_free(g);
+    ir_arena_free(a);
+    return ok;
+}
+
+/* ------------------------------------------------------------ tensors */
+static const char *fmt(const char *f, ...)
+{
+    static char buf[8][128];
+    static int k;
+    k = (k + 1) % 8;
+    va_list ap;
+    va_start(ap, f);
+    vsnprintf(buf[k], sizeof buf[k], f, ap);
+    va_end(ap);
+    return buf[k];
+}
+
+static double *T(const RefSt *st, const char *name)
+{
+    RefTensor *t = ref_st_find(st, name);
+    if (!t) {
+        fprintf(stderr, "ref: no tensor %s\n", name);
+        exit(1);
+    }
+    return t->v;
+}
+
+uint64_t ref_rand(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+double ref_normal(uint64_t *s)
+{
+    double u1 = ((double)(ref_rand(s) >> 11) + 0.5) / 9007199254740992.0;
+    double u2 = ((double)(ref_rand(s) >> 11) + 0.5) / 9007199254740992.0;
+    return sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+static void fill(RefSt *st, uint64_t *s, const char *name, int ndim, int64_t a, int64_t b,
+                 double mean, double std)
+{
+    int64_t shape[2] = {a, b};
+    RefTensor *t = ref_st_add(st, name, ndim, shape);
+    for (int64_t i = 0; i < t->n; i++)
+        t->v[i] = (double)(float)(mean + std * ref_normal(s)); /* exactly what the file holds */
+}
+
+RefSt *ref_weights(const RefConfig *c, uint64_t seed)
+{
+    RefSt *st = ref_st_new();
+    uint64_t s = seed;
+    const double MAT = 0.08, NORM = 0.2, BIAS = 0.1;
+    int64_t D = c->D, HD = c->H * c->Dh, KD = c->KVH * c->Dh, F = c->F, V = c->V;
+    if (c->fam == REF_LLAMA) {
+        fill(st, &s, "model.embed_tokens.weight", 2, V, D, 0, 1);
+        for (int l = 0; l < c->L; l++) {
+            char p[64];
+            snprintf(p, sizeof p, "model.layers.%d.", l);
+            fill(st, &s, fmt("%sinput_layernorm.weight", p), 1, D, 1, 1, NORM);
+            fill(st, &s, fmt("%sself_attn.q_proj.weight", p), 2, HD, D, 0, MAT);
+            fill(st, &s, fmt("%sself_attn.k_proj.weight", p), 2, KD, D, 0, MAT);
+            fill(st, &s, fmt("%sself_attn.v_proj.weight", p), 2, KD, D, 0, MAT);
+            fill(st, &s, fmt("%sself_attn.o_proj.weight", p), 2, D, HD, 0, MAT);
+            fill(st, &s, fmt("%spost_attention_layernorm.weight", p), 1, D, 1, 1, NORM);
+            fill(st, &s, fmt("%smlp.gate_proj.weight", p), 2, F, D, 0, MAT);
+            fill(st, &s, fmt("%smlp.up_proj.weight", p), 2, F, D, 0, MAT);
+            fill(st, &s, fmt("%smlp.down_proj.weight", p), 2, D, F, 0, MAT);
+        }
+        fill(st, &s, "model.norm.weight", 1, D, 1, 1, NORM);
+        fill(st, &s, "lm_head.weight", 2, V, D, 0, MAT);
+    } else {
+        fill(st, &s, "wte.weight", 2, V, D, 0, 0.2);
+        fill(st, &s, "wpe.weight", 2, c->S, D, 0, BIAS);
+        for (int l = 0; l < c->L; l++) {
+            char p[64];
+            snprintf(p, sizeof p, "h.%d.", l);
+            fill(st, &s, fmt("%sln_1.weight", p), 1, D, 1, 1, NORM);
+            fill(st, &s, fmt("%sln_1.bias", p), 1, D, 1, 0, BIAS);
+            fill(st, &s, fmt("%sattn.c_attn.weight", p), 2, D, 3 * D, 0, MAT);
+            fill(st, &s, fmt("%sattn.c_attn.bias", p), 1, 3 * D, 1, 0, BIAS);
+            fill(st, &s, fmt("%sattn.c_proj.weight", p), 2, D, D, 0, MAT);
+            fill(st, &s, fmt("%sattn.c_proj.bias", p), 1, D, 1, 0, BIAS);
+            fill(st, &s, fmt("%sln_2.weight", p), 1, D, 1, 1, NORM);
+            fill(st, &s, fmt("%sln_2.bias", p), 1, D, 1, 0, BIAS);
+            fill(st, &s, fmt("%smlp.c_fc.weight", p), 2, D, F, 0, MAT);
+            fill(st, &s, fmt("%smlp.c_fc.bias", p), 1, F, 1, 0, BIAS);
+            fill(st, &s, fmt("%smlp.c_proj.weight", p), 2, F, D, 0, MAT);
+            fill(st, &s, fmt("%smlp.c_proj.bias", p), 1, D, 1, 0, BIAS);
+        }
+        fill(st, &s, "ln_f.weight", 1, D, 1, 1, NORM);
+        fill(st, &s, "ln_f.bias", 1, D, 1, 0, BIAS);
+    }
+    return st;
+}
+
+/* ------------------------------------------------------------ the step */
+/* What one layer keeps for its backward. */
+typedef struct Layer {
+    double *x_in, *h1, *xh1, *rs1, *q, *k, *v, *p, *a, *x_mid, *h2, *xh2, *rs2, *f1, *f2, *m;
+} Layer;
+
+static double *zalloc(int64_t n)
+{
+    double *p = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+    if (!p) {
+        fprintf(stderr, "ref: out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+static void add_bias(double *y, const double *b, int64_t rows, int64_t cols)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < cols; j++)
+            y[r * cols + j] += b[j];
+}
+
+static void sum_rows(double *db, const double *dy, int64_t rows, int64_t cols)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < cols; j++)
+            db[j] += dy[r * cols + j];
+}
+
+static void axpy(double *y, const double *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] += x[i];
+}
+
+/* y [R, out] = x W^T (LLaMA, W [out, in]) or x W (GPT Conv1D, W [in, out]). */
+static void linear(const RefConfig *c, double *y, const double *x, const double *w, int64_t R,
+                   int64_t in, int64_t out)
+{
+    ref_mm(y, x, w, R, out, in, false, c->fam == REF_LLAMA, false);
+}
+
+/* dW += (gradient of linear's weight); dx (+)= dy W^T or dy W. */
+static void linear_bwd(const RefConfig *c, double *dx, double *dw, const double *dy, const double *x,
+                       const double *w, int64_t R, int64_t in, int64_t out, bool acc)
+{
+    if (c->fam == REF_LLAMA) {
+        ref_mm(dw, dy, x, out, in, R, true, false, true);
+        ref_mm(dx, dy, w, R, in, out, false, false, acc);
+    } else {
+        ref_mm(dw, x, dy, in, out, R, true, false, true);
+        ref_mm(dx, dy, w, R, in, out, false, true, acc);
+    }
+}
+
+double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const int32_t *targets,
+                double *logits_out, RefSt *gr)
+{
+    const bool llama = c->fam == REF_LLAMA;
+    const int64_t R = c->B * c->S, D = c->D, H = c->H, KVH = c->KVH, Dh = c->Dh, F = c->F, V = c->V;
+    const int64_t HD = H * Dh, KD = KVH * Dh;
+    const char *emb = llama ? "model.embed_tokens.weight" : "wte.weight";
+    Layer *ly = calloc((size_t)c->L, sizeof *ly);
+    double *x = zalloc(R * D);
+    const double *E = T(w, emb);
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t j = 0; j < D; j++)
+            x[r * D + j] = E[tokens[r] * D + j] + (llama ? 0 : T(w, "wpe.weight")[(r % c->S) * D + j]);
+
+    /* ---------------------------------------------------------- forward */
+    for (int l = 0; l < c->L; l++) {
+        Layer *L = &ly[l];
+        char p[64]; /* fmt's buffers are reused: keep the prefix */
+        snprintf(p, sizeof p, llama ? "model.layers.%d." : "h.%d.", l);
+        L->x_in = x;
+        L->h1 = zalloc(R * D), L->xh1 = zalloc(R * D), L->rs1 = zalloc(R);
+        L->q = zalloc(R * HD), L->k = zalloc(R * KD), L->v = zalloc(R * KD);
+        L->p = zalloc(c->B * H * c->S * c->S), L->a = zalloc(R * HD);
+        if (llama) {
+            ref_rmsnorm_fwd(L->h1, L->rs1, x, T(w, fmt("%sinput_layernorm.weight", p)), R, D, c->eps);
+            linear(c, L->q, L->h1, T(w, fmt("%sself_attn.q_proj.weight", p)), R, D, HD);
+            linear(c, L->k, L->h1, T(w, fmt("%sself_attn.k_proj.weight", p)), R, D, KD);
+            linear(c, L->v, L->h1, T(w, fmt("%sself_attn.v_proj.weight", p)), R, D, KD);
+            ref_rope(L->q, R, c->S, H, Dh, c->theta, false);
+            ref_rope(L->k, R, c->S, KVH, Dh, c->theta, false);
+        } else {
+            ref_layernorm_fwd(L->h1, L->xh1, L->rs1, x, T(w, fmt("%sln_1.weight", p)),
+                              T(w, fmt("%sln_1.bias", p)), R, D, c->eps);
+            double *qkv = zalloc(R * 3 * D);
+            linear(c, qkv, L->h1, T(w, fmt("%sattn.c_attn.weight", p)), R, D, 3 * D);
+            add_bias(qkv, T(w, fmt("%sattn.c_attn.bias", p)), R, 3 * D);
+            for (int64_t r = 0; r < R; r++) {
+                memcpy(L->q + r * D, qkv + r * 3 * D, sizeof(double) * (size_t)D);
+                memcpy(L->k + r * D, qkv + r * 3 * D + D, sizeof(double) * (size_t)D);
+                memcpy(L->v + r * D, qkv + r * 3 * D + 2 * D, sizeof(double) * (size_t)D);
+            }
+            free(qkv);
+        }
+        ref_attention_fwd(L->a, L->p, L->q, L->k, L->v, c->B, c->S, H, KVH, Dh);
+        L->x_mid = zalloc(R * D);
+        linear(c, L->x_mid, L->a, T(w, llama ? fmt("%sself_attn.o_proj.weight", p) : fmt("%sattn.c_proj.weight", p)),
+               R, HD, D);
+        if (!llama)
+            add_bias(L->x_mid, T(w, fmt("%sattn.c_proj.bias", p)), R, D);
+        axpy(L->x_mid, x, R * D);
+
+        L->h2 = zalloc(R * D), L->xh2 = zalloc(R * D), L->rs2 = zalloc(R);
+        L->f1 = zalloc(R * F), L->f2 = zalloc(R * F), L->m = zalloc(R * F);
+        double *xo = zalloc(R * D);
+        if (llama) {
+            ref_rmsnorm_fwd(L->h2, L->rs2, L->x_mid, T(w, fmt("%spost_attention_layernorm.weight", p)),
+                            R, D, c->eps);
+            linear(c, L->f1, L->h2, T(w, fmt("%smlp.gate_proj.weight", p)), R, D, F);
+            linear(c, L->f2, L->h2, T(w, fmt("%smlp.up_proj.weight", p)), R, D, F);
+            for (int64_t i = 0; i < R * F; i++)
+                L->m[i] = ref_silu(L->f1[i]) * L->f2[i];
+            linear(c, xo, L->m, T(w, fmt("%smlp.down_proj.weight", p)), R, F, D);
+        } else {
+            ref_layernorm_fwd(L->h2, L->xh2, L->rs2, L->x_mid, T(w, fmt("%sln_2.weight", p)),
+                              T(w, fmt("%sln_2.bias", p)), R, D, c->eps);
+            linear(c, L->f1, L->h2, T(w, fmt("%smlp.c_fc.weight", p)), R, D, F);
+            add_bias(L->f1, T(w, fmt("%smlp.c_fc.bias", p)), R, F);
+            for (int64_t i = 0; i < R * F; i++)
+                L->m[i] = ref_gelu(L->f1[i]);
+            linear(c, xo, L->m, T(w, fmt("%smlp.c_proj.weight", p)), R, F, D);
+            add_bias(xo, T(w, fmt("%smlp.c_proj.bias", p)), R, D);
+        }
+        axpy(xo, L->x_mid, R * D);
+        x = xo;
+    }
+    double *xf = zalloc(R * D), *xhf = zalloc(R * D), *rsf = zalloc(R), *logits = zalloc(R * V);
+    if (llama)
+        ref_rmsnorm_fwd(xf, rsf, x, T(w, "model.norm.weight"), R, D, c->eps);
+    else
+        ref_layernorm_fwd(xf, xhf, rsf, x, T(w, "ln_f.weight"), T(w, "ln_f.bias"), R, D, c->eps);
+    const double *head = T(w, llama ? "lm_head.weight" : "wte.weight"); /* [V, D] */
+    ref_mm(logits, xf, head, R, V, D, false, true, false);
+    double *dlogits = gr ? zalloc(R * V) : NULL;
+    double loss = ref_cross_entropy(logits, targets, R, V, dlogits);
+    if (logits_out)
+        memcpy(logits_out, logits, sizeof(double) * (size_t)(R * V));
+
+    /* --------------------------------------------------------- backward */
+    if (gr) {
+        double *dxf = zalloc(R * D), *dx = zalloc(R * D);
+        ref_mm(T(gr, llama ? "lm_head.weight" : "wte.weight"), dlogits, xf, V, D, R, true, false, true);
+        ref_mm(dxf, dlogits, head, R, D, V, false, false, false);
+        if (llama)
+            ref_rmsnorm_bwd(dx, T(gr, "model.norm.weight"), dxf, x, T(w, "model.norm.weight"), rsf, R, D);
+        else
+            ref_layernorm_bwd(dx, T(gr, "ln_f.weight"), T(gr, "ln_f.bias"), dxf, xhf, T(w, "ln_f.weight"),
+                              rsf, R, D);
+        double *dh = zalloc(R * D), *dm = zalloc(R * F), *d1 = zalloc(R * F), *d2 = zalloc(R * F);
+        double *da = zalloc(R * HD), *dq = zalloc(R * HD), *dk = zalloc(R * KD), *dv = zalloc(R * KD);
+        double *tmp = zalloc(R * D);
+        for (int l = (int)c->L - 1; l >= 0; l--) {
+            Layer *L = &ly[l];
+            char p[64];
+            snprintf(p, sizeof p, llama ? "model.layers.%d." : "h.%d.", l);
+            /* MLP: dx is the gradient of the layer's output (and of x_mid through the residual). */
+            if (llama) {
+                linear_bwd(c, dm, T(gr, fmt("%smlp.down_proj.weight", p)), dx, L->m,
+                           T(w, fmt("%smlp.down_proj.weight", p)), R, F, D, false);
+                for (int64_t i = 0; i < R * F; i++) {
+                    d1[i] = dm[i] * L->f2[i] * ref_silu_grad(L->f1[i]);
+                    d2[i] = dm[i] * ref_silu(L->f1[i]);
+                }
+                linear_bwd(c, dh, T(gr, fmt("%smlp.gate_proj.weight", p)), d1, L->h2,
+                           T(w, fmt("%smlp.gate_proj.weight", p)), R, D, F, false);
+                linear_bwd(c, dh, T(gr, fmt("%smlp.up_proj.weight", p)), d2, L->h2,
+                           T(w, fmt("%smlp.up_proj.weight", p)), R, D, F, true);
+                ref_rmsnorm_bwd(tmp, T(gr, fmt("%spost_attention_layernorm.weight", p)), dh, L->x_mid,
+                                T(w, fmt("%spost_attention_layernorm.weight", p)), L->rs2, R, D);
+            } else {
+                sum_rows(T(gr, fmt("%smlp.c_proj.bias", p)), dx, R, D);
+                linear_bwd(c, dm, T(gr, fmt("%smlp.c_proj.weight", p)), dx, L->m,
+                           T(w, fmt("%smlp.c_proj.weight", p)), R, F, D, false);
+                for (int64_t i = 0; i < R * F; i++)
+                    d1[i] = dm[i] * ref_gelu_grad(L->f1[i]);
+                sum_rows(T(gr, fmt("%smlp.c_fc.bias", p)), d1, R, F);
+                linear_bwd(c, dh, T(gr, fmt("%smlp.c_fc.weight", p)), d1, L->h2,
+                           T(w, fmt("%smlp.c_fc.weight", p)), R, D, F, false);
+                ref_layernorm_bwd(tmp, T(gr, fmt("%sln_2.weight", p)), T(gr, fmt("%sln_2.bias", p)), dh,
+                                  L->xh2, T(w, fmt("%sln_2.weight", p)), L->rs2, R, D);
+            }
+            axpy(dx, tmp, R * D); /* now the gradient of x_mid */
+            /* Attention. */
+            const char *wo = llama ? fmt("%sself_attn.o_proj.weight", p) : fmt("%sattn.c_proj.weight", p);
+            if (!llama)
+                sum_rows(T(gr, fmt("%sattn.c_proj.bias", p)), dx, R, D);
+            linear_bwd(c, da, T(gr, wo), dx, L->a, T(w, wo), R, HD, D, false);
+            ref_attention_bwd(dq, dk, dv, da, L->p, L->q, L->k, L->v, c->B, c->S, H, KVH, Dh);
+            if (llama) {
+                ref_rope(dq, R, c->S, H, Dh, c->theta, true);
+                ref_rope(dk, R, c->S, KVH, Dh, c->theta, true);
+                linear_bwd(c, dh, T(gr, fmt("%sself_attn.q_proj.weight", p)), dq, L->h1,
+                           T(w, fmt("%sself_attn.q_proj.weight", p)), R, D, HD, false);
+                linear_bwd(c, dh, T(gr, fmt("%sself_attn.k_proj.weight", p)), dk, L->h1,
+                           T(w, fmt("%sself_attn.k_proj.weight", p)), R, D, KD, true);
+                linear_bwd(c, dh, T(gr, fmt("%sself_attn.v_proj.weight", p)), dv, L->h1,
+                           T(w, fmt("%sself_attn.v_proj.weight", p)), R, D, KD, true);
+                ref_rmsnorm_bwd(tmp, T(gr, fmt("%sinput_layernorm.weight", p)), dh, L->x_in,
+                                T(w, fmt("%sinput_layernorm.weight", p)), L->rs1, R, D);
+            } else {
+                double *dqkv = zalloc(R * 3 * D);
+                for (int64_t r = 0; r < R; r++) {
+                    memcpy(dqkv + r * 3 * D, dq + r * D, sizeof(double) * (size_t)D);
+                    memcpy(dqkv + r * 3 * D + D, dk + r * D, sizeof(double) * (size_t)D);
+                    memcpy(dqkv + r * 3 * D + 2 * D, dv + r * D, sizeof(double) * (size_t)D);
+                }
+                sum_rows(T(gr, fmt("%sattn.c_attn.bias", p)), dqkv, R, 3 * D);
+                linear_bwd(c, dh, T(gr, fmt("%sattn.c_attn.weight", p)), dqkv, L->h1,
+                           T(w, fmt("%sattn.c_attn.weight", p)), R, D, 3 * D, false);
+                ref_layernorm_bwd(tmp, T(gr, fmt("%sln_1.weight", p)), T(gr, fmt("%sln_1.bias", p)), dh,
+                                  L->xh1, T(w, fmt("%sln_1.weight", p)), L->rs1, R, D);
+                free(dqkv);
+            }
+            axpy(dx, tmp, R * D); /* now the gradient of the layer's input */
+        }
+        double *dE = T(gr, emb);
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t j = 0; j < D; j++) {
+                dE[tokens[r] * D + j] += dx[r * D + j];
+                if (!llama)
+                    T(gr, "wpe.weight")[(r % c->S) * D + j] += dx[r * D + j];
+            }
+        free(dxf), free(dx), free(dh), free(dm), free(d1), free(d2);
+        free(da), free(dq), free(dk), free(dv), free(tmp);
+    }
+    for (int l = 0; l < c->L; l++) {
+        Layer *L = &ly[l];
+        double *all[] = {l ? L->x_in : NULL, L->h1, L->xh1, L->rs1, L->q, L->k, L->v, L->p,
+                         L->a, L->x_mid, L->h2, L->xh2, L->rs2, L->f1, L->f2, L->m};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            free(all[i]);
+    }
+    free(ly[0].x_in);
+    free(x);
+    free(ly);
+    free(xf), free(xhf), free(rsf), free(logits), free(dlogits);
+    return loss;
+}
