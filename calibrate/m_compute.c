@@ -124,6 +124,7 @@ typedef struct {
     int id;
     int64_t rows, cols;
     rt_act *x, *y, *w, *b, *dy, *dx, *dw, *db;
+    rt_grad *gw, *gb, *g; /* parameter gradients are fp32 (rt_grad) */
     float *f1, *f2, *f3, *loss;
     int32_t *ids;
 } KernArg;
@@ -134,10 +135,10 @@ static void run_kernel(void *p)
     int64_t r = k->rows, c = k->cols, n = r * c;
     switch (k->id) {
     case K_RMSNORM_FWD: rt_rmsnorm_fwd(k->y, k->f1, k->x, k->w, r, c, 1e-5f); break;
-    case K_RMSNORM_BWD: rt_rmsnorm_bwd(k->dx, k->dw, k->x, k->w, k->f1, k->dy, r, c); break;
+    case K_RMSNORM_BWD: rt_rmsnorm_bwd(k->dx, k->gw, k->x, k->w, k->f1, k->dy, r, c); break;
     case K_LAYERNORM_FWD: rt_layernorm_fwd(k->y, k->f2, k->f1, k->x, k->w, k->b, r, c, 1e-5f); break;
     case K_LAYERNORM_BWD:
-        rt_layernorm_bwd(k->dx, k->dw, k->db, k->x, k->w, k->f2, k->f1, k->dy, r, c);
+        rt_layernorm_bwd(k->dx, k->gw, k->gb, k->x, k->w, k->f2, k->f1, k->dy, r, c);
         break;
     case K_SILU_FWD: rt_silu_fwd(k->y, k->x, n); break;
     case K_SILU_BWD: rt_silu_bwd(k->dx, k->x, k->dy, n); break;
@@ -151,7 +152,7 @@ static void run_kernel(void *p)
     case K_SOFTMAX_BWD: rt_softmax_bwd(k->dx, k->y, k->dy, r, c); break;
     case K_ROPE: rt_rope(k->y, k->x, 1, r, 1, c, 0, 10000.f, false); break;
     case K_EMBEDDING_FWD: rt_embedding_fwd(k->y, k->ids, k->w, r, EMB_ROWS, 0, c); break;
-    case K_EMBEDDING_BWD: rt_embedding_bwd(k->dw, k->ids, k->dy, r, EMB_ROWS, 0, c); break;
+    case K_EMBEDDING_BWD: rt_embedding_bwd(k->gw, k->ids, k->dy, r, EMB_ROWS, 0, c); break;
     case K_CROSS_ENTROPY_FWD:
         rt_cross_entropy_fwd(k->loss, k->f1, k->x, k->ids, r, c, 0, r, NULL);
         break;
@@ -159,9 +160,9 @@ static void run_kernel(void *p)
         rt_cross_entropy_bwd(k->dx, k->x, k->ids, k->f1, 1.0f, r, c, 0, r);
         break;
     case K_ADAMW:
-        rt_adamw(k->f2, k->y, k->dy, k->f1, k->f3, n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 3);
+        rt_adamw(k->f2, k->y, k->g, k->f1, k->f3, n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 3);
         break;
-    case K_SUMSQ: rt_sumsq(k->loss, k->x, n); break;
+    case K_SUMSQ: rt_sumsq(k->loss, k->g, n); break;
     case K_COPY: rt_copy(k->y, k->x, (size_t)n * sizeof(rt_act)); break;
     case K_ZERO: rt_zero(k->y, (size_t)n * sizeof(rt_act)); break;
     default: rt_fatal("ptdc-measure: kernel %d", k->id);
@@ -185,6 +186,9 @@ void cal_measure_kernels(const CalOpts *o)
     k.b = cal_act(4096, 0.f);
     k.dw = cal_act(maxn, 0.f);
     k.db = cal_act(4096, 0.f);
+    k.gw = cal_f32(maxn, 0.f);
+    k.gb = cal_f32(4096, 0.f);
+    k.g = cal_f32(maxn, 0.1f);
     k.f1 = cal_f32(maxn, 0.5f);  /* rstd / lse / AdamW m */
     k.f2 = cal_f32(maxn, 0.f);   /* mean / master */
     k.f3 = cal_f32(maxn, 1e-4f); /* AdamW v */
@@ -210,7 +214,7 @@ void cal_measure_kernels(const CalOpts *o)
     }
     rt_free(k.x), rt_free(k.y), rt_free(k.dy), rt_free(k.dx), rt_free(k.w), rt_free(k.b);
     rt_free(k.dw), rt_free(k.db), rt_free(k.f1), rt_free(k.f2), rt_free(k.f3), rt_free(k.loss);
-    rt_free(k.ids);
+    rt_free(k.ids), rt_free(k.gw), rt_free(k.gb), rt_free(k.g);
 }
 
 /* -------------------------------------------------------------- attention */

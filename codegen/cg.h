@@ -5,9 +5,12 @@
  *                pipeline boundaries, how each parameter is stored and reduced
  *   cg_sched.c   the micro-batch schedule (1F1B, interleaved), buffer slots,
  *                and a check that the send/receive pattern cannot deadlock
+ *                (host-blocking MPI, and CUDA's per-direction streams)
  *   cg_lower.c   each stage chunk's forward and backward as a list of C
  *                statements over named buffers (kernels from cg_kernel.c,
  *                collectives from pass_reshard)
+ *   cg_bucket.c  gradient buckets: which parameters are reduced together, in
+ *                the order the backward completes them
  *   cg_names.c   tensor names as C identifiers (used by cg_lower.c and cg_print.c)
  *   cg_mem.c     the static memory plan: offsets of every buffer
  *   cg_print.c   model.h and model.c
@@ -22,6 +25,13 @@
 
 /* ----------------------------------------------------------- buffers */
 typedef enum { CG_ACT, CG_F32, CG_I32, CG_NTYPES } CgType; /* rt_act, float, int32_t */
+/* The element type of parameter gradients (accumulators, ZeRO-1 shards, the
+ * per-micro-batch gradients ZeRO-2/3 reduce-scatter, kernels' weight
+ * gradients): fp32 on every target (rt.h's rt_grad, reduced as RT_F32).
+ * Codegen decides it here only; the memory plan follows. */
+#define CG_GRAD CG_F32
+/* "sizeof(rt_act)", "sizeof(float)" or "sizeof(int32_t)". */
+const char *cg_sizeof(CgType t);
 
 typedef enum {
     CG_B_PARAM, /* a parameter's storage (persistent) */
@@ -105,11 +115,18 @@ typedef struct CgRankProg {
     /* the schedule */
     int nsched;
     struct CgSchedOp { int bwd, chunk, mb; } *sched;
+    /* gradient buckets (cg_bucket.c) */
+    VEC(int) ready[16];               /* per chunk: parameters whose gradient its backward
+                                         completes (cg_grad_ready), in that order */
+    VEC(int) bucket_params;           /* parameters (Cg.params indices), bucket after bucket */
+    VEC(int) bucket_start;            /* first of each bucket in bucket_params, then the end */
+    int *pbucket;                     /* [Cg.nparams] bucket of each parameter, -1: none */
+    int *pready;                      /* [Cg.nparams] cg_grad_ready calls per step (chunks) */
     /* memory plan totals (elements), by category x type */
     int64_t mem[6][CG_NTYPES];
     int64_t total[CG_NTYPES];
     int64_t iface_base[CG_NTYPES], ws_base[CG_NTYPES], ws_size[CG_NTYPES];
-    int64_t scratch_base, scratch_size, step_base, step_size, loss_off;
+    int64_t scratch_base, scratch_size, loss_off;
 } CgRankProg;
 
 enum { CG_MEM_PARAM, CG_MEM_GRAD, CG_MEM_OPT, CG_MEM_ACT, CG_MEM_WS, CG_MEM_N };
@@ -170,6 +187,10 @@ int cg_stage_pp(const Cg *c, int stage);
 void cg_schedule(Cg *c, CgRankProg *r);
 void cg_check_deadlock(Cg *c);
 
+/* cg_bucket.c: the gradient buckets of a lowered rank */
+void cg_buckets(Cg *c, CgRankProg *r);
+int64_t cg_bucket_elems(const Cg *c); /* target size of a bucket */
+
 /* cg_lower.c */
 void cg_lower(Cg *c, CgRankProg *r);
 int cg_buf_new(Cg *c, CgRankProg *r, CgBufKind kind, CgType type, int64_t numel, int tensor,
@@ -181,9 +202,10 @@ typedef struct CgArgs {
     const char *in[IR_MAX_IN];   /* "$12", or a literal such as "1.0f" */
     const char *out[IR_MAX_OUT];
     bool accumulate;             /* MATMUL / REDUCE_SUM: add into the output */
+    bool grad_out;               /* MATMUL / REDUCE_SUM: the output is an rt_grad buffer */
 } CgArgs;
 char *cg_kernel(Cg *c, const IrNode *n, const CgArgs *a);
-bool cg_kernel_accumulates(const IrNode *n, int j); /* output j always accumulates (dw, db, dtable) */
+bool cg_kernel_accumulates(const IrNode *n, int j); /* output j always accumulates (dw, db, dtable): an rt_grad */
 
 /* cg_mem.c */
 void cg_memplan(Cg *c, CgRankProg *r);

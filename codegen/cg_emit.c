@@ -182,6 +182,7 @@ static bool generate(Cg *c)
                 rk->stage[rk->nchunks++] = s;
         cg_schedule(c, rk);
         cg_lower(c, rk);
+        cg_buckets(c, rk);
     }
     cg_check_deadlock(c);
     for (int r = 0; r < p->pp; r++)
@@ -204,7 +205,10 @@ static void free_ranks(Cg *c)
             vec_free(rk->send_act[j]);
             vec_free(rk->recv_grad[j]);
             vec_free(rk->send_grad[j]);
+            vec_free(rk->ready[j]);
         }
+        vec_free(rk->bucket_params);
+        vec_free(rk->bucket_start);
         vec_free(rk->bufs);
         vec_free(rk->params);
         free(rk->sched);

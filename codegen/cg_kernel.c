@@ -61,6 +61,11 @@ static const char *flt(Cg *c, double v)
     return cg_fmt(c, "%s%sf", s, strpbrk(s, ".eEn") ? "" : ".0");
 }
 
+const char *cg_sizeof(CgType t)
+{
+    return t == CG_ACT ? "sizeof(rt_act)" : t == CG_F32 ? "sizeof(float)" : "sizeof(int32_t)";
+}
+
 bool cg_kernel_accumulates(const IrNode *n, int j)
 {
     switch (n->op) {
@@ -82,7 +87,8 @@ static char *matmul(K *k, const CgArgs *a)
     int64_t M = lnumel(k, x) / K_, N = lnumel(k, y) / K_;
     bool ta = T(k, x)->dim[0] == at->contract[0];
     bool tb = T(k, y)->dim[0] != at->contract[0];
-    return (char *)cg_fmt(k->c, "rt_matmul(%s, %s, %s, %lld, %lld, %lld, %s, %s, %s);", a->out[0],
+    return (char *)cg_fmt(k->c, "%s(%s, %s, %s, %lld, %lld, %lld, %s, %s, %s);",
+                          a->grad_out ? "rt_matmul_grad" : "rt_matmul", a->out[0],
                           a->in[0], a->in[1], (long long)M, (long long)N, (long long)K_, b(ta),
                           b(tb), b(a->accumulate));
 }
@@ -237,7 +243,8 @@ char *cg_kernel(Cg *c, const IrNode *n, const CgArgs *a)
                               (long long)c->total_rows);
     case IR_OP_REDUCE_SUM:
         cols = lnumel(&k, n->out[0]);
-        return (char *)cg_fmt(c, "rt_reduce_rows(%s, %s, %lld, %lld, %s);", a->out[0], a->in[0],
+        return (char *)cg_fmt(c, "%s(%s, %s, %lld, %lld, %s);",
+                              a->grad_out ? "rt_reduce_rows_grad" : "rt_reduce_rows", a->out[0], a->in[0],
                               (long long)(lnumel(&k, n->in[0]) / cols), (long long)cols,
                               b(a->accumulate));
     case IR_NUM_OPS: break;

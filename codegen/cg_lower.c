@@ -109,13 +109,18 @@ void cg_stmt(Cg *c, CgOp *op, int piece, const char *fmt, ...)
 
 #define EMIT(L, ...) cg_stmt((L)->c, (L)->op, (L)->piece, __VA_ARGS__)
 
-static int temp(Low *L, int t, const PassSharding *sh, const char *pre, const char *suf,
-                const char *what)
+static int temp_of(Low *L, CgType type, int t, const PassSharding *sh, const char *pre,
+                   const char *suf, const char *what)
 {
     Cg *c = L->c;
     const char *comment = cg_fmt(c, "%s%s%s", cg_shape(c, t, sh), what ? ": " : "", what ? what : "");
-    return cg_buf_new(c, L->r, CG_B_TEMP, tensor_type(c, t), cg_numel(c, t, sh), t, pre, suf,
-                      comment);
+    return cg_buf_new(c, L->r, CG_B_TEMP, type, cg_numel(c, t, sh), t, pre, suf, comment);
+}
+
+static int temp(Low *L, int t, const PassSharding *sh, const char *pre, const char *suf,
+                const char *what)
+{
+    return temp_of(L, tensor_type(L->c, t), t, sh, pre, suf, what);
 }
 
 static Avail *find(Low *L, int t, const PassSharding *sh)
@@ -379,20 +384,26 @@ static int param_accumulator(Low *L, int t)
     if (L->zgrad[k] < 0) {
         PassSharding g = pp->store;
         g.partial = pp->pmask;
-        L->zgrad[k] = temp(L, t, &g, "d_", "", "gradient of this micro-batch, before reduce-scatter");
+        L->zgrad[k] = temp_of(L, CG_GRAD, t, &g, "d_", "", "gradient of this micro-batch, before reduce-scatter");
         L->r->bufs.v[L->zgrad[k]]->numel = pp->padded;
-        EMIT(L, "rt_zero(%s, %lld * sizeof(rt_act));", B(L, L->zgrad[k]), (long long)pp->padded);
+        EMIT(L, "rt_zero(%s, %lld * %s);", B(L, L->zgrad[k]), (long long)pp->padded, cg_sizeof(CG_GRAD));
     }
     return L->zgrad[k];
 }
 
-/* Add contribution buf (sharding sh) to parameter t's gradient. */
+/* Add contribution buf (sharding sh) to parameter t's gradient: made in
+ * rt_act (a GEMM or column sum that needs resharding first, in bf16), or
+ * in rt_grad by a kernel that only writes gradients (norm, embedding). */
 static void param_contribution(Low *L, int t, int buf, PassSharding sh)
 {
     Cg *c = L->c;
     const CgParamPlan *pp = param_plan(L, t);
     PassSharding want = pp->store;
     want.partial = sh.partial & pp->pmask;
+    bool f32 = L->r->bufs.v[buf]->type == CG_GRAD;
+    if (f32 && pass_reshard(c->g, t, &c->mesh, &sh, &want, c->dim, NULL, 0) > 0)
+        ir_die("codegen: the fp32 gradient contribution to '%s' would need a collective",
+               TT(L, t)->name);
     int b = reshard(L, t, "d_", buf, sh, want, true, -1);
     /* Axes the accumulator is partial over but this contribution is not:
      * every rank there holds the whole value, so one of them adds it. */
@@ -403,30 +414,36 @@ static void param_contribution(Low *L, int t, int buf, PassSharding sh)
             k += (size_t)snprintf(cond + k, sizeof cond - k, "%sg_coord[%d] == 0", k ? " && " : "", a);
     int acc = param_accumulator(L, t);
     int64_t n = pp->numel;
+    const char *fn = f32 ? "rt_grad_sum" : "rt_grad_add";
     if (k)
-        EMIT(L, "if (%s) rt_add(%s, %s, %s, %lld, %lld);", cond, B(L, acc), B(L, acc), B(L, b),
-             (long long)n, (long long)n);
+        EMIT(L, "if (%s) %s(%s, %s, %lld);", cond, fn, B(L, acc), B(L, b), (long long)n);
     else
-        EMIT(L, "rt_add(%s, %s, %s, %lld, %lld);", B(L, acc), B(L, acc), B(L, b), (long long)n,
-             (long long)n);
+        EMIT(L, "%s(%s, %s, %lld);", fn, B(L, acc), B(L, b), (long long)n);
 }
 
-/* ZeRO-2/3: after the op's last contribution, keep only this rank's shard. */
+/* After the op's last contribution to parameter k. ZeRO-2/3 keep only this
+ * rank's shard: the shard accumulated so far is added into this rank's block
+ * of the micro-batch's gradient, whose reduce-scatter (fp32) then lands in
+ * the accumulator itself. Otherwise, when the gradient is reduced over the
+ * mesh at the end of the step, the trainer hears that it is complete for
+ * this op (cg_grad_ready: after the last micro-batch its bucket's reduction
+ * starts, overlapping the rest of the backward). */
 static void param_done(Low *L, int k)
 {
     Cg *c = L->c;
     const CgParamPlan *pp = &c->params[k];
-    if (L->zgrad[k] < 0)
-        return;
-    PassSharding g = pp->store;
-    int t = pp->tensor;
-    int tmp = temp(L, t, &g, "d_", "_shard", "this rank's shard of the micro-batch's gradient");
-    L->r->bufs.v[tmp]->numel = pp->shard;
-    EMIT(L, "rt_reduce_scatter(g_comm[%d], %s, %s, %lld, RT_ACT);", pp->pmask, B(L, tmp),
-         B(L, L->zgrad[k]), (long long)pp->shard);
     int acc = L->r->gbuf[k];
-    EMIT(L, "rt_add(%s, %s, %s, %lld, %lld);", B(L, acc), B(L, acc), B(L, tmp), (long long)pp->shard,
-         (long long)pp->shard);
+    if (L->zgrad[k] < 0) {
+        if (pp->pmask && pp->tied < 0) {
+            EMIT(L, "cg_grad_ready(%s);", B(L, acc));
+            vec_push(L->r->ready[L->chunk], k);
+        }
+        return;
+    }
+    EMIT(L, "rt_grad_sum(%s + (int64_t)rt_comm_rank(g_comm[%d]) * %lld, %s, %lld);",
+         B(L, L->zgrad[k]), pp->pmask, (long long)pp->shard, B(L, acc), (long long)pp->shard);
+    EMIT(L, "rt_reduce_scatter(g_comm[%d], %s, %s, %lld, RT_F32);", pp->pmask, B(L, acc),
+         B(L, L->zgrad[k]), (long long)pp->shard);
 }
 
 static void act_contribution(Low *L, int t, int buf, PassSharding sh, bool priv)
@@ -566,11 +583,13 @@ static void lower_bwd(Low *L, const IrNode *b)
                 out[j] = param_accumulator(L, TT(L, v)->grad_of);
                 direct[j] = true;
                 a.accumulate = true;
+                a.grad_out = true;
+            } else if (cg_kernel_accumulates(b, j)) { /* these kernels write rt_grad */
+                out[j] = temp_of(L, CG_GRAD, v, &made, "", "", "gradient contribution");
+                EMIT(L, "rt_zero(%s, %lld * %s);", B(L, out[j]), (long long)cg_numel(c, v, &made),
+                     cg_sizeof(CG_GRAD));
             } else {
                 out[j] = temp(L, v, &made, "", "", "gradient contribution");
-                if (cg_kernel_accumulates(b, j))
-                    EMIT(L, "rt_zero(%s, %lld * sizeof(rt_act));", B(L, out[j]),
-                         (long long)cg_numel(c, v, &made));
             }
         } else {
             out[j] = temp(L, v, &made, "", "", grad_of_act(L, v) ? NULL : "unused");
@@ -914,12 +933,12 @@ static void param_bufs(Cg *c, CgRankProg *r)
         r->pbuf[k] = cg_buf_new(c, r, CG_B_PARAM, CG_ACT, z3 ? pp->shard : pp->padded, t, "", "",
                                 z3 ? cg_fmt(c, "%s, ZeRO-3 shard of %lld", shape, (long long)pp->shard)
                                    : shape);
-        r->gbuf[k] = cg_buf_new(c, r, CG_B_GRAD, CG_ACT, z2 ? pp->shard : pp->padded, t, "d_", "",
+        r->gbuf[k] = cg_buf_new(c, r, CG_B_GRAD, CG_GRAD, z2 ? pp->shard : pp->padded, t, "d_", "",
                                 z2 ? cg_fmt(c, "gradient, shard of %lld", (long long)pp->shard)
                                    : cg_fmt(c, "%s%s: gradient", shape,
                                             pp->pmask ? " summed per step" : ""));
         if (pp->zshard && c->p->zero == 1)
-            r->gsbuf[k] = cg_buf_new(c, r, CG_B_GRAD, CG_ACT, pp->shard, t, "d_", "_shard",
+            r->gsbuf[k] = cg_buf_new(c, r, CG_B_GRAD, CG_GRAD, pp->shard, t, "d_", "_shard",
                                      "reduce-scattered gradient");
     }
 }

@@ -2,9 +2,9 @@
  *
  * One rt_alloc holds three arenas, one per element type (rt_act, float,
  * int32), each laid out as
- *   persistent  parameters, gradient accumulators, optimizer state, and the
- *               per-slot buffers of every chunk (kept activations, received
- *               and sent boundary tensors, inputs)
+ *   persistent  parameters, gradient accumulators (fp32, bucket by bucket),
+ *               optimizer state, and the per-slot buffers of every chunk
+ *               (kept activations, received and sent boundary tensors, inputs)
  *   interface   temporaries shared by several pieces of one op (a gradient
  *               summed across layers), packed per op
  *   workspace   temporaries of one piece function, packed per function
@@ -118,9 +118,17 @@ void cg_memplan(Cg *c, CgRankProg *r)
         if (b->kind == CG_B_PARAM)
             b->offset = place(r, b->type, b->numel, CG_MEM_PARAM);
     }
+    /* Gradients bucket by bucket, in the order the trainer reduces them, so
+     * one collective covers a bucket's run (cg_bucket.c); then the rest. */
+    bool *done = ir_alloc(c->arena, (size_t)r->bufs.n + 1);
+    for (int i = 0; i < r->bucket_params.n; i++) {
+        CgBuf *b = r->bufs.v[r->gbuf[r->bucket_params.v[i]]];
+        b->offset = place(r, b->type, b->numel, CG_MEM_GRAD);
+        done[b->id] = true;
+    }
     for (int i = 0; i < r->bufs.n; i++) {
         CgBuf *b = r->bufs.v[i];
-        if (b->kind == CG_B_GRAD)
+        if (b->kind == CG_B_GRAD && !done[i])
             b->offset = place(r, b->type, b->numel, CG_MEM_GRAD);
     }
     r->opt_off = ir_alloc(c->arena, sizeof(int64_t) * (size_t)(3 * c->nparams + 1));
@@ -172,11 +180,4 @@ void cg_memplan(Cg *c, CgRankProg *r)
         r->ws_size[t] = ws;
     }
     r->scratch_base = place(r, CG_ACT, r->scratch_size, CG_MEM_WS);
-    /* Step workspace: a shard staged for the ZeRO all-gather of parameters. */
-    for (int i = 0; i < r->params.n; i++) {
-        const CgParamPlan *pp = &c->params[r->params.v[i]];
-        if (pp->zshard && pp->shard > r->step_size)
-            r->step_size = pp->shard;
-    }
-    r->step_base = place(r, CG_ACT, r->step_size, CG_MEM_WS);
 }

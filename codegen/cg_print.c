@@ -488,8 +488,8 @@ static void print_bind(Out *o, CgRankProg *r, StagePrint *stages, int nst)
     }
     fprintf(f, "    g_ws_act = A + %lld;\n    g_ws_f32 = F + %lld;\n    g_ws_i32 = I + %lld;\n",
             (long long)r->ws_base[CG_ACT], (long long)r->ws_base[CG_F32], (long long)r->ws_base[CG_I32]);
-    fprintf(f, "    g_scratch = A + %lld;\n    g_step_ws = A + %lld;\n    g_loss = F + %lld;\n",
-            (long long)r->scratch_base, (long long)r->step_base, (long long)r->loss_off);
+    fprintf(f, "    g_scratch = A + %lld;\n    g_loss = F + %lld;\n", (long long)r->scratch_base,
+            (long long)r->loss_off);
     for (int i = 0; i < r->params.n; i++) {
         int k = r->params.v[i];
         fprintf(f, "    params_pp%d[%d].param = %s;\n", r->pp_rank, i, where(c, r, r->bufs.v[r->pbuf[k]]));
@@ -512,7 +512,8 @@ static void print_params(Out *o, CgRankProg *r)
     fprintf(f, "/* Parameters held by pipeline rank %d: name, Hugging Face name, transposed, part, "
                "parts, rank, global dims,\n * splitting axis per dim, HF row dims, init, std, decay, "
                "local numel, reduced over axes, ZeRO-sharded, shard,\n * replicated axes, tied group, "
-               "primary copy. */\nstatic CgParam params_pp%d[] = {\n", r->pp_rank, r->pp_rank);
+               "primary copy, gradient bucket, cg_grad_ready calls per step. */\n"
+               "static CgParam params_pp%d[] = {\n", r->pp_rank, r->pp_rank);
     for (int i = 0; i < r->params.n; i++) {
         const CgParamPlan *pp = &c->params[r->params.v[i]];
         const IrTensor *x = &c->g->tensors[pp->tensor];
@@ -537,13 +538,35 @@ static void print_params(Out *o, CgRankProg *r)
             if (pp->store.dim[a] < 0 && !(pp->zshard && (pp->pmask >> a & 1)))
                 norm_mask |= 1 << a;
         static const char *const init[] = {"0", "RT_INIT_NORMAL", "RT_INIT_ZEROS", "RT_INIT_ONES"};
-        fprintf(f, "}, %d, %s, %.9g, %d, %lld, %d, %d, %lld, %d, %d, %d, 0, 0, 0, 0, 0, 0},\n",
+        int k = r->params.v[i];
+        fprintf(f, "}, %d, %s, %.9g, %d, %lld, %d, %d, %lld, %d, %d, %d, %d, %d, 0, 0, 0, 0, 0, 0},\n",
                 pp->hf_split, init[x->init], x->init_std, x->rank >= 2, (long long)pp->numel, pp->pmask,
-                pp->zshard, (long long)pp->shard, norm_mask, pp->tied, pp->primary == r->pp_rank);
+                pp->zshard, (long long)pp->shard, norm_mask, pp->tied, pp->primary == r->pp_rank,
+                r->pbucket[k], r->pready[k]);
     }
     if (!r->params.n)
         fprintf(f, "    {0}\n");
     fprintf(f, "};\n\n");
+}
+
+/* The buckets as indices into params_ppN (cg_bucket.c). */
+static void print_buckets(Out *o, CgRankProg *r)
+{
+    FILE *f = o->f;
+    int *local = ir_alloc(o->c->arena, sizeof(int) * (size_t)(o->c->nparams + 1));
+    for (int i = 0; i < r->params.n; i++)
+        local[r->params.v[i]] = i;
+    int nb = r->bucket_start.n ? r->bucket_start.n - 1 : 0;
+    fprintf(f, "/* Gradient buckets of pipeline rank %d (%d, about %lld elements each): reduced as soon "
+               "as the last\n * micro-batch's backward completes them, in this order (indices into "
+               "params_pp%d). */\n", r->pp_rank, nb, (long long)cg_bucket_elems(o->c), r->pp_rank);
+    fprintf(f, "static const int bucket_params_pp%d[] = {", r->pp_rank);
+    for (int i = 0; i < r->bucket_params.n; i++)
+        fprintf(f, "%s%d", i ? ", " : "", local[r->bucket_params.v[i]]);
+    fprintf(f, "%s};\nstatic const int bucket_start_pp%d[] = {", r->bucket_params.n ? "" : "0", r->pp_rank);
+    for (int i = 0; i < r->bucket_start.n; i++)
+        fprintf(f, "%s%d", i ? ", " : "", r->bucket_start.v[i]);
+    fprintf(f, "%s};\n\n", r->bucket_start.n ? "" : "0");
 }
 
 static void print_rank(Out *o, CgRankProg *r, StagePrint *stages, int nst)
@@ -570,6 +593,7 @@ static void print_rank(Out *o, CgRankProg *r, StagePrint *stages, int nst)
                 r->sched[k].mb);
     fprintf(f, "};\n\n");
     print_params(o, r);
+    print_buckets(o, r);
     print_bind(o, r, stages, nst);
 }
 
@@ -586,8 +610,10 @@ static void print_rank_entry(Out *o, CgRankProg *r)
     fprintf(f, "}, {");
     for (int j = 0; j < r->nchunks; j++)
         fprintf(f, "%s%d", j ? ", " : "", r->nslots[j]);
-    fprintf(f, "},\n     sched_pp%d, %d, params_pp%d, %d, bind_pp%d, wait_sends_pp%d,\n     {%lld, %lld, %lld},\n     {",
+    fprintf(f, "},\n     sched_pp%d, %d, params_pp%d, %d, bucket_params_pp%d, bucket_start_pp%d, %d,\n"
+               "     bind_pp%d, wait_sends_pp%d,\n     {%lld, %lld, %lld},\n     {",
             r->pp_rank, r->nsched, r->pp_rank, r->params.n, r->pp_rank, r->pp_rank,
+            r->bucket_start.n ? r->bucket_start.n - 1 : 0, r->pp_rank, r->pp_rank,
             (long long)r->total[CG_ACT], (long long)r->total[CG_F32], (long long)r->total[CG_I32]);
     for (int m = 0; m < CG_MEM_N; m++)
         fprintf(f, "%s{%lld, %lld, %lld}", m ? ", " : "", (long long)r->mem[m][CG_ACT],
@@ -673,7 +699,8 @@ static void print_header(Cg *c, FILE *h)
             (long long)p->mb_seqs, p->zero, p->schedule == PASS_SCHED_1F1B ? "1F1B" : "interleaved 1F1B");
     fprintf(h, "#define CG_PLAN_HASH \"%016llx\"\n", (unsigned long long)plan_hash(c));
     fprintf(h, "\n/* Every GEMM goes through the trainer, which times it when PTDC_TIME_GEMM is set. */\n"
-               "#define rt_matmul(...) cg_matmul(__VA_ARGS__)\n");
+               "#define rt_matmul(...) cg_matmul(__VA_ARGS__)\n"
+               "#define rt_matmul_grad(...) cg_matmul_grad(__VA_ARGS__)\n");
     fprintf(h, "\n#endif\n");
 }
 

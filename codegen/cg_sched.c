@@ -44,6 +44,158 @@ void cg_schedule(Cg *c, CgRankProg *r)
 
 /* ------------------------------------------------------ deadlock check */
 
+/* The CUDA program's transfers (runtime/cuda/comm.cu, rt_comm_split_p2p):
+ * the host never waits for them; each is issued at once on the stream of
+ * its direction (channel 0 carries messages from a lower pipeline rank to a
+ * higher one, channel 1 the others), after everything compute had queued,
+ * and blocks that stream until the peer's matching operation runs; compute
+ * waits for a receive before the op that reads it and for a send before
+ * its slot is written again. NCCL matches the messages of one channel
+ * between two ranks in posting order (no tags), so that order must agree
+ * on both sides. Played to the end here; a cycle or a mismatch is a bug of
+ * the schedule (ir_die). */
+enum { Q_COMPUTE, Q_CH0, Q_CH1, NQ };
+
+typedef struct SItem {
+    int q;       /* Q_COMPUTE or a channel */
+    int msg;     /* a transfer's message, else -1 */
+    bool send;
+    int dep;     /* the compute item queued before it (-1: none) */
+    int wait[2]; /* compute: the receive and the slot's previous send it waits for (-1) */
+    bool done;
+} SItem;
+
+typedef struct Play {
+    int S, M, P;
+    VEC(SItem) *it;  /* per rank, in the host's issue order */
+    int *snd, *rcv;  /* per message: the sender's, the receiver's item */
+} Play;
+
+static int msg_id(const Play *pl, bool grad, int s, int mb) { return ((grad ? pl->S : 0) + s) * pl->M + mb; }
+/* Stages a message goes from and to (activation s -> s+1, gradient s+1 -> s). */
+static int msg_from(const Play *pl, int m) { return m / pl->M % pl->S + (m >= pl->S * pl->M); }
+static int msg_to(const Play *pl, int m) { return m / pl->M % pl->S + (m < pl->S * pl->M); }
+
+static int push_item(Play *pl, int rank, SItem x)
+{
+    vec_push(pl->it[rank], x);
+    return pl->it[rank].n - 1;
+}
+
+/* Is item i the first of its stream on rank not yet done? */
+static bool at_head(const Play *pl, int rank, int i)
+{
+    for (int k = 0; k < i; k++)
+        if (pl->it[rank].v[k].q == pl->it[rank].v[i].q && !pl->it[rank].v[k].done)
+            return false;
+    return true;
+}
+
+static bool deps_done(const Play *pl, int rank, const SItem *x)
+{
+    if (x->dep >= 0 && !pl->it[rank].v[x->dep].done)
+        return false;
+    for (int w = 0; w < 2; w++)
+        if (x->wait[w] >= 0 && !pl->it[rank].v[x->wait[w]].done)
+            return false;
+    return true;
+}
+
+static void check_streams(Cg *c)
+{
+    const PassPlan *p = c->p;
+    Play pl = {p->nstages, p->num_micro, p->pp, NULL, NULL, NULL};
+    int nmsg = 2 * pl.S * pl.M;
+    pl.it = ir_xcalloc((size_t)pl.P, sizeof *pl.it);
+    pl.snd = ir_xcalloc((size_t)nmsg, sizeof(int));
+    pl.rcv = ir_xcalloc((size_t)nmsg, sizeof(int));
+    for (int m = 0; m < nmsg; m++)
+        pl.snd[m] = pl.rcv[m] = -1;
+    for (int rank = 0; rank < pl.P; rank++) {
+        CgRankProg *r = &c->ranks[rank];
+        int last = -1;
+        for (int k = 0; k < r->nsched; k++) {
+            int j = r->sched[k].chunk, mb = r->sched[k].mb, s = r->stage[j], prev = mb - r->nslots[j];
+            bool bwd = r->sched[k].bwd;
+            bool sends = (bwd ? r->send_grad[j].n : r->send_act[j].n) > 0;
+            bool recvs = (bwd ? r->recv_grad[j].n : r->recv_act[j].n) > 0;
+            SItem op = {Q_COMPUTE, -1, false, last, {-1, -1}, false};
+            if (sends && prev >= 0)
+                op.wait[0] = pl.snd[bwd ? msg_id(&pl, true, s - 1, prev) : msg_id(&pl, false, s, prev)];
+            if (recvs) {
+                int m = bwd ? msg_id(&pl, true, s, mb) : msg_id(&pl, false, s - 1, mb);
+                int q = cg_stage_pp(c, msg_from(&pl, m)) < rank ? Q_CH0 : Q_CH1;
+                op.wait[1] = pl.rcv[m] = push_item(&pl, rank, (SItem){q, m, false, last, {-1, -1}, false});
+            }
+            last = push_item(&pl, rank, op);
+            if (sends) {
+                int m = bwd ? msg_id(&pl, true, s - 1, mb) : msg_id(&pl, false, s, mb);
+                int q = rank < cg_stage_pp(c, msg_to(&pl, m)) ? Q_CH0 : Q_CH1;
+                pl.snd[m] = push_item(&pl, rank, (SItem){q, m, true, last, {-1, -1}, false});
+            }
+        }
+    }
+    /* The same order of messages on each channel of each pair of ranks. */
+    for (int a = 0; a < pl.P; a++)
+        for (int b = 0; b < pl.P; b++)
+            for (int q = Q_CH0; q < NQ && a != b; q++) {
+                VEC(int) sent = {0}, got = {0};
+                for (int i = 0; i < pl.it[a].n; i++) {
+                    const SItem *x = &pl.it[a].v[i];
+                    if (x->q == q && x->send && cg_stage_pp(c, msg_to(&pl, x->msg)) == b)
+                        vec_push(sent, x->msg);
+                }
+                for (int i = 0; i < pl.it[b].n; i++) {
+                    const SItem *x = &pl.it[b].v[i];
+                    if (x->q == q && !x->send && cg_stage_pp(c, msg_from(&pl, x->msg)) == a)
+                        vec_push(got, x->msg);
+                }
+                bool same = sent.n == got.n;
+                for (int i = 0; same && i < sent.n; i++)
+                    same = sent.v[i] == got.v[i];
+                if (!same)
+                    ir_die("codegen: pipeline rank %d sends on channel %d in another order than rank %d "
+                           "receives", a, q - Q_CH0, b);
+                vec_free(sent);
+                vec_free(got);
+            }
+    bool progress = true;
+    while (progress) {
+        progress = false;
+        for (int rank = 0; rank < pl.P; rank++)
+            for (int i = 0; i < pl.it[rank].n; i++) {
+                SItem *x = &pl.it[rank].v[i];
+                if (x->done || !at_head(&pl, rank, i) || !deps_done(&pl, rank, x))
+                    continue;
+                if (x->msg >= 0) { /* a rendezvous: both sides at the head of their streams */
+                    int peer = cg_stage_pp(c, x->send ? msg_to(&pl, x->msg) : msg_from(&pl, x->msg));
+                    int pi = x->send ? pl.rcv[x->msg] : pl.snd[x->msg];
+                    if (pi < 0)
+                        ir_die("codegen: pipeline message %d has no partner", x->msg);
+                    SItem *y = &pl.it[peer].v[pi];
+                    if (!at_head(&pl, peer, pi) || !deps_done(&pl, peer, y))
+                        continue;
+                    y->done = true;
+                }
+                x->done = true;
+                progress = true;
+            }
+    }
+    for (int rank = 0; rank < pl.P; rank++)
+        for (int i = 0; i < pl.it[rank].n; i++)
+            if (!pl.it[rank].v[i].done)
+                ir_die("codegen: the pipeline schedule deadlocks on CUDA's per-direction streams "
+                       "(pipeline rank %d stops at item %d of %d)", rank, i, pl.it[rank].n);
+    for (int rank = 0; rank < pl.P; rank++)
+        vec_free(pl.it[rank]);
+    free(pl.it);
+    free(pl.snd);
+    free(pl.rcv);
+}
+
+/* The CPU program's transfers: MPI's, non-blocking and matched by tag;
+ * the host waits for a receive at once and for a send when its slot is
+ * reused or at the end of the step. */
 typedef struct Msg {
     bool sent, recv_posted;
 } Msg;
@@ -130,4 +282,5 @@ void cg_check_deadlock(Cg *c)
     free(acts);
     free(pc);
     free(msg);
+    check_streams(c);
 }

@@ -39,6 +39,7 @@ typedef struct CgOptions {
     const char *mpi_libs;
     const char *cuda_libs;       /* CUDA target: -lcublas -lcublasLt -lnccl ... */
     const char *extra_cflags;    /* e.g. the sanitizer flags the runtime was built with */
+    int64_t bucket_elems;        /* gradient bucket size; 0: the target's (cg_bucket.c) */
 } CgOptions;
 
 /* Paths of the tree ptdc itself was built in (runtime/rt.h, the runtime

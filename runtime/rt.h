@@ -42,6 +42,12 @@ typedef uint16_t rt_act;
 #else
 typedef float rt_act;
 #endif
+/* Parameter gradients: their accumulation over micro-batches, their
+ * reduction (all-reduce, reduce-scatter) and the optimizer's reads are fp32
+ * on both backends (bf16 accumulation over many micro-batches and ranks
+ * swamps small contributions). Kernels writing a parameter gradient take an
+ * rt_grad pointer; collectives move it as RT_F32. */
+typedef float rt_grad;
 
 #ifdef __cplusplus
 extern "C" {
@@ -74,9 +80,19 @@ void rt_copy(void *dst, const void *src, size_t bytes);
 /* Host <-> backend memory (plain memcpy on CPU). */
 void rt_to_device(void *dst, const void *host_src, size_t bytes);
 void rt_to_host(void *host_dst, const void *src, size_t bytes);
+/* A copy to the device that does not wait: ordered before later work on the
+ * compute stream (CUDA); host_src (rt_host_alloc memory for a truly
+ * asynchronous copy) must not change until rt_wait of the request. On CPU
+ * the copy is done on return. */
+typedef struct RtReq RtReq; /* a transfer in flight: rt_wait (below) completes it */
+RtReq *rt_to_device_async(void *dst, const void *host_src, size_t bytes);
 /* Convert between fp32 host arrays and rt_act buffers. */
 void rt_act_from_f32(rt_act *dst, const float *host_src, int64_t n);
 void rt_act_to_f32(float *host_dst, const rt_act *src, int64_t n);
+/* Host staging for copies that do not block: page-locked on CUDA (malloc on
+ * CPU). */
+void *rt_host_alloc(size_t bytes);
+void rt_host_free(void *p);
 
 /* ------------------------------------------------------- communication */
 typedef struct RtComm RtComm;
@@ -100,17 +116,48 @@ void rt_allreduce(RtComm *c, void *buf, int64_t n, RtType t);
 void rt_allreduce_max(RtComm *c, float *buf, int64_t n);
 /* in holds n_out * size elements, rank r keeps the r-th block of the sum. */
 void rt_reduce_scatter(RtComm *c, void *out, const void *in, int64_t n_out, RtType t);
-/* out holds n_in * size elements: block r from rank r. */
+/* out holds n_in * size elements: block r from rank r. In place when
+ * in == out + rank * n_in. */
 void rt_allgather(RtComm *c, void *out, const void *in, int64_t n_in, RtType t);
 /* Block r of `in` goes to rank r; block r of `out` comes from rank r. */
 void rt_alltoall(RtComm *c, void *out, const void *in, int64_t n_per_rank, RtType t);
 void rt_bcast(RtComm *c, void *buf, int64_t n, RtType t, int root);
 /* Point-to-point between ranks of c (pipeline neighbours). The non-blocking
  * pair lets a 1F1B schedule post a send and a receive without deadlock. */
-typedef struct RtReq RtReq;
 RtReq *rt_isend(RtComm *c, const void *buf, int64_t n, RtType t, int peer, int tag);
 RtReq *rt_irecv(RtComm *c, void *buf, int64_t n, RtType t, int peer, int tag);
-void rt_wait(RtReq *r); /* completes and frees */
+/* Completes and frees a request (point-to-point, collective or copy). After
+ * it, the request's buffers may be reused and its results read: on CPU the
+ * host waits; on CUDA later work on the compute stream waits (the host does
+ * not), so copies to the host see the result. */
+void rt_wait(RtReq *r);
+/* A communicator for point-to-point transfers that are issued as soon as
+ * they are posted: the two directions of rank order progress independently
+ * (on CUDA two NCCL communicators and streams, one per direction; NCCL sends
+ * and receives block their stream until matched), so ranks may post sends
+ * and receives in any order as long as the messages each direction carries
+ * between two ranks are received in the order they were sent. Collective
+ * over the world, like rt_comm_split. On a plain communicator rt_isend and
+ * rt_irecv are issued together at the first rt_wait on CUDA. */
+RtComm *rt_comm_split_p2p(int color, int key);
+
+/* Non-blocking collectives: the same semantics as the blocking ones, on
+ * other threads of execution (CPU: a communication thread per rank making
+ * the blocking MPI calls on a duplicate of the communicator; CUDA: the
+ * communicator's own stream, after an event on compute). Issue them in the
+ * same order on every member. Until rt_wait, `in` must not change and `out`
+ * must not be read; buffers of a collective still in flight are not touched
+ * by blocking collectives or kernels on CPU (the caller's duty), while on
+ * CUDA kernels touching them wait for it. rt_iallgather may run in place:
+ * in == out + rank * n_in. The stall timeout covers rt_wait. */
+RtReq *rt_iallreduce(RtComm *c, void *buf, int64_t n, RtType t);
+RtReq *rt_ireduce_scatter(RtComm *c, void *out, const void *in, int64_t n_out, RtType t);
+RtReq *rt_iallgather(RtComm *c, void *out, const void *in, int64_t n_in, RtType t);
+/* Collectives issued between these two calls go out together (one
+ * ncclGroupStart/End on CUDA: one launch for a bucket of per-tensor
+ * reduce-scatters; on CPU they run one after another). Not nested. */
+void rt_group_begin(void);
+void rt_group_end(void);
 
 /* Collectives along a middle dim. A local tensor [outer, d, inner] split
  * `parts` ways along d is stored contiguously per rank; these move blocks so
@@ -165,6 +212,10 @@ void rt_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * [K,N] ([N,K] if tb). fp32 accumulation on both backends. */
 void rt_matmul(rt_act *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N, int64_t K,
                bool ta, bool tb, bool accumulate);
+/* The same with an fp32 C: a parameter's gradient accumulated over
+ * micro-batches (cuBLAS: bf16 A and B, fp32 C and compute). */
+void rt_matmul_grad(rt_grad *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N, int64_t K,
+                    bool ta, bool tb, bool accumulate);
 
 /* out[i, :] = table[ids[i] - vocab_offset, :] for ids inside this rank's rows
  * [vocab_offset, vocab_offset + vocab_local), zeros otherwise (the partial
@@ -172,18 +223,18 @@ void rt_matmul(rt_act *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N
 void rt_embedding_fwd(rt_act *out, const int32_t *ids, const rt_act *table, int64_t n,
                       int64_t vocab_local, int64_t vocab_offset, int64_t dim);
 /* dtable[ids[i] - offset, :] += dout[i, :] for ids in range; deterministic. */
-void rt_embedding_bwd(rt_act *dtable, const int32_t *ids, const rt_act *dout, int64_t n,
+void rt_embedding_bwd(rt_grad *dtable, const int32_t *ids, const rt_act *dout, int64_t n,
                       int64_t vocab_local, int64_t vocab_offset, int64_t dim);
 
 /* y = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps) per row (HF LlamaRMSNorm). */
 void rt_rmsnorm_fwd(rt_act *y, float *rstd, const rt_act *x, const rt_act *w, int64_t rows,
                     int64_t cols, float eps);
-void rt_rmsnorm_bwd(rt_act *dx, rt_act *dw, const rt_act *x, const rt_act *w, const float *rstd,
+void rt_rmsnorm_bwd(rt_act *dx, rt_grad *dw, const rt_act *x, const rt_act *w, const float *rstd,
                     const rt_act *dy, int64_t rows, int64_t cols);
 /* y = (x - mean) * rstd * w + b (torch LayerNorm, biased variance). */
 void rt_layernorm_fwd(rt_act *y, float *mean, float *rstd, const rt_act *x, const rt_act *w,
                       const rt_act *b, int64_t rows, int64_t cols, float eps);
-void rt_layernorm_bwd(rt_act *dx, rt_act *dw, rt_act *db, const rt_act *x, const rt_act *w,
+void rt_layernorm_bwd(rt_act *dx, rt_grad *dw, rt_grad *db, const rt_act *x, const rt_act *w,
                       const float *mean, const float *rstd, const rt_act *dy, int64_t rows,
                       int64_t cols);
 
@@ -234,6 +285,11 @@ void rt_mul(rt_act *out, const rt_act *a, const rt_act *b, int64_t n, int64_t nb
 /* out[j] = sum_i in[i * cols + j] (+ out[j] if accumulate): gradient of a
  * broadcast operand. */
 void rt_reduce_rows(rt_act *out, const rt_act *in, int64_t rows, int64_t cols, bool accumulate);
+void rt_reduce_rows_grad(rt_grad *out, const rt_act *in, int64_t rows, int64_t cols, bool accumulate);
+/* Parameter gradients: acc[i] += x[i] for a contribution made in rt_act
+ * (rt_grad_add) or a reduced fp32 shard (rt_grad_sum). */
+void rt_grad_add(rt_grad *acc, const rt_act *x, int64_t n);
+void rt_grad_sum(rt_grad *acc, const rt_grad *x, int64_t n);
 
 void rt_softmax_fwd(rt_act *y, const rt_act *x, int64_t rows, int64_t cols);
 void rt_softmax_bwd(rt_act *dx, const rt_act *y, const rt_act *dy, int64_t rows, int64_t cols);
@@ -255,12 +311,12 @@ void rt_cross_entropy_bwd(rt_act *dlogits, const rt_act *logits, const int32_t *
 
 /* ------------------------------------------------------------- optimizer */
 /* *out += sum(x^2) in fp32 (for the global gradient norm). */
-void rt_sumsq(float *out, const rt_act *x, int64_t n);
+void rt_sumsq(float *out, const rt_grad *x, int64_t n);
 /* AdamW on one shard (torch.optim.AdamW semantics, bias-corrected, decoupled
  * weight decay): g = grad * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
  * master -= lr (mhat / (sqrt(vhat) + eps) + wd * master); param = master
  * rounded to rt_act. step counts from 1. On CPU param may alias master. */
-void rt_adamw(float *master, rt_act *param, const rt_act *grad, float *m, float *v, int64_t n,
+void rt_adamw(float *master, rt_act *param, const rt_grad *grad, float *m, float *v, int64_t n,
               float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
               int step);
 

@@ -39,6 +39,11 @@ int tr_counts(int mask);
 void tr_run_schedule(void);
 void tr_reduce_grads(void);
 double tr_world_loss(void);
+extern int tr_overlap;           /* buckets and non-blocking all-gathers (PTDC_OVERLAP, default 1) */
+void tr_buckets_init(void);      /* after bind (it sorts the gradients' addresses) */
+void tr_buckets_free(void);
+void tr_push_req(RtReq *r);      /* a non-blocking collective tr_wait_reqs completes */
+void tr_wait_reqs(void);
 
 /* ----------------------------------------------------------- train_data.c */
 void tr_data_open(void);         /* --data, or rt_fatal */
@@ -74,10 +79,11 @@ void tr_block(const CgParam *p, int64_t *off, int64_t *loc);
 void tr_write_hf(const char *path, int grads, const char *dtype);
 void tr_export_hf(const char *path); /* tr_write_hf(path, 0) and a line saying so */
 /* The whole of p in buf on every rank of its pipeline rank, from src: the
- * local tensor, or (sharded) this rank's ZeRO shard of it. tmp and scratch
- * hold as much as buf. */
-void tr_gather_full(const CgParam *p, const rt_act *src, int sharded, rt_act *buf, rt_act *tmp,
-                    rt_act *scratch);
+ * local tensor, or (sharded) this rank's ZeRO shard of it, of elements w
+ * rt_act wide (1: weights; sizeof(rt_grad) / sizeof(rt_act): gradients).
+ * tmp and scratch hold as much as buf. */
+void tr_gather_full(const CgParam *p, const void *src, int w, int sharded, rt_act *buf,
+                    rt_act *tmp, rt_act *scratch);
 
 /* ----------------------------------------------------------- train_dump.c */
 /* cg_load calls this for every block it loads (the dump places each logits

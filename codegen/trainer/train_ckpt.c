@@ -233,9 +233,10 @@ static void params_from_master(void)
         if (!h)
             rt_fatal("out of host memory for %s", p->name);
         rt_to_host(h, p->master, (size_t)p->shard * sizeof(float));
-        if (p->zshard && CG_ZERO < 3) {
-            rt_act_from_f32(g_step_ws, h, p->shard);
-            rt_allgather(g_comm[p->pmask], p->param, g_step_ws, p->shard, RT_ACT);
+        if (p->zshard && CG_ZERO < 3) { /* this rank's block, then the others' in place */
+            rt_act *mine = p->param + (int64_t)rt_comm_rank(g_comm[p->pmask]) * p->shard;
+            rt_act_from_f32(mine, h, p->shard);
+            rt_allgather(g_comm[p->pmask], p->param, mine, p->shard, RT_ACT);
         } else {
             rt_act_from_f32(p->param, h, p->shard);
         }

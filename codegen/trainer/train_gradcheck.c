@@ -176,7 +176,7 @@ int tr_grad_check(double tol)
         CgParam *p = &tr_prog->params[i];
         g[i] = (float *)malloc((size_t)p->numel * sizeof(float));
         w[i] = (float *)malloc((size_t)p->numel * sizeof(float));
-        rt_act_to_f32(g[i], p->grad, p->numel);
+        rt_to_host(g[i], p->grad, (size_t)p->numel * sizeof(rt_grad));
         rt_act_to_f32(w[i], p->param, p->numel);
         if (p->numel > most)
             most = p->numel;

@@ -186,22 +186,25 @@ static int64_t global_numel(const CgParam *p)
     return n;
 }
 
-/* The whole of p on every rank of its pipeline rank, in buf (rt_act), from
- * src: this rank's local tensor, or (sharded) its ZeRO shard of it. */
-void tr_gather_full(const CgParam *p, const rt_act *src, int sharded, rt_act *buf, rt_act *tmp,
-                    rt_act *scratch)
+/* The whole of p on every rank of its pipeline rank, in buf, from src: this
+ * rank's local tensor, or (sharded) its ZeRO shard of it. Its elements are
+ * w rt_act wide (1: weights; GW: fp32 gradients, moved as the bytes they
+ * are: gathers do no arithmetic, and each element stays whole in the
+ * innermost dim). */
+void tr_gather_full(const CgParam *p, const void *src, int w, int sharded, rt_act *buf,
+                    rt_act *tmp, rt_act *scratch)
 {
     int64_t off[CG_MAX_RANK], loc[CG_MAX_RANK];
     tr_block(p, off, loc);
     if (sharded)
-        rt_allgather(g_comm[p->pmask], buf, src, p->shard, RT_ACT);
+        rt_allgather(g_comm[p->pmask], buf, src, p->shard * w, RT_ACT);
     else
-        rt_copy(buf, src, (size_t)p->numel * sizeof(rt_act));
+        rt_copy(buf, src, (size_t)(p->numel * w) * sizeof(rt_act));
     for (int a = 0; a < CG_NAXES; a++)
         for (int d = 0; d < p->rank; d++) {
             if (p->split_axis[d] != a)
                 continue;
-            int64_t outer = 1, inner = 1;
+            int64_t outer = 1, inner = w;
             for (int i = 0; i < d; i++)
                 outer *= loc[i];
             for (int i = d + 1; i < p->rank; i++)
@@ -212,9 +215,13 @@ void tr_gather_full(const CgParam *p, const rt_act *src, int sharded, rt_act *bu
         }
 }
 
+/* fp32 gradient elements per rt_act (2 on CUDA's bf16, 1 on CPU). */
+enum { GW = sizeof(rt_grad) / sizeof(rt_act) };
+typedef char tr_grad_whole_acts[sizeof(rt_grad) % sizeof(rt_act) == 0 ? 1 : -1];
+
 /* What tr_write_hf writes of p: its weights (whole locally, or the ZeRO-3
- * shard) or its reduced gradient (the ZeRO shard under ZeRO >= 1). */
-static const rt_act *hf_source(const CgParam *p, int grads, int *sharded)
+ * shard) or its reduced fp32 gradient (the ZeRO shard under ZeRO >= 1). */
+static const void *hf_source(const CgParam *p, int grads, int *sharded)
 {
     if (!grads) {
         *sharded = p->zshard && CG_ZERO == 3;
@@ -264,7 +271,9 @@ void tr_write_hf(const char *path, int grads, const char *dtype)
     for (int i = 0; i < tr_prog->nparams; i++) /* a ZeRO shard gathers its padding too */
         if (tr_padded(&tr_prog->params[i]) > most)
             most = tr_padded(&tr_prog->params[i]);
-    rt_act *buf = (rt_act *)rt_alloc((size_t)(3 * most) * sizeof(rt_act));
+    int ew = grads ? GW : 1; /* rt_act per element */
+    int64_t span = most * ew; /* rt_act elements of one buffer */
+    rt_act *buf = (rt_act *)rt_alloc((size_t)(3 * span) * sizeof(rt_act));
     float *host = (float *)malloc((size_t)most * sizeof(float));
     for (int r = 0; r < CG_PP; r++)
         for (int i = 0; i < cg_ranks[r].nparams; i++) {
@@ -275,16 +284,19 @@ void tr_write_hf(const char *path, int grads, const char *dtype)
             bool mine = r == tr_pp_rank, sender = mine && tr_mesh_index == 0;
             if (mine) {
                 int sharded;
-                const rt_act *src = hf_source(p, grads, &sharded);
-                tr_gather_full(p, src, sharded, buf, buf + most, buf + 2 * most);
+                const void *src = hf_source(p, grads, &sharded);
+                tr_gather_full(p, src, ew, sharded, buf, buf + span, buf + 2 * span);
             }
             if (sender && !ROOT)
-                rt_wait(rt_isend(tr_world, buf, n, RT_ACT, 0, 7));
+                rt_wait(rt_isend(tr_world, buf, n * ew, RT_ACT, 0, 7));
             if (!ROOT)
                 continue;
             if (!mine)
-                rt_wait(rt_irecv(tr_world, buf, n, RT_ACT, r * CG_DEVICES, 7));
-            rt_act_to_f32(host, buf, n);
+                rt_wait(rt_irecv(tr_world, buf, n * ew, RT_ACT, r * CG_DEVICES, 7));
+            if (grads)
+                rt_to_host(host, buf, (size_t)n * sizeof(rt_grad));
+            else
+                rt_act_to_f32(host, buf, n);
             int64_t vg[CG_MAX_RANK], zero[CG_MAX_RANK] = {0};
             int vr = view(p, vg);
             if (rt_st_writer_put(w, p->hf_name ? p->hf_name : p->name,

@@ -1,9 +1,9 @@
 /* train_optim.c: one optimizer step: the schedule and gradient reduction
  * (train_sched.c), the global gradient norm and clipping, the learning-rate
- * schedule (linear warm-up, cosine decay), AdamW on this rank's shard and the
- * all-gather of ZeRO-1/2 shards back. A step whose loss or gradient norm is
- * not finite updates nothing (the caller counts such steps, --max-skips);
- * tr_state_finite guards saves and exports. */
+ * schedule (linear warm-up, cosine decay), AdamW on this rank's shard (fp32
+ * gradients) and the in-place all-gather of ZeRO-1/2 shards back. A step
+ * whose loss or gradient norm is not finite updates nothing (the caller
+ * counts such steps, --max-skips); tr_state_finite guards saves and exports. */
 #include "train.h"
 
 #include <math.h>
@@ -22,7 +22,7 @@ static double learning_rate(int64_t t)
 }
 
 /* The reduced gradient this rank updates with: full, or its ZeRO shard. */
-static rt_act *reduced_grad(const CgParam *p, int64_t *n)
+static rt_grad *reduced_grad(const CgParam *p, int64_t *n)
 {
     *n = p->zshard ? p->shard : p->numel;
     return p->zshard && CG_ZERO == 1 ? p->grad_shard : p->grad;
@@ -37,7 +37,7 @@ double tr_grad_sumsq(int only)
     for (int i = 0; i < tr_prog->nparams; i++) {
         CgParam *p = &tr_prog->params[i];
         int64_t n;
-        rt_act *g = reduced_grad(p, &n);
+        rt_grad *g = reduced_grad(p, &n);
         if (p->primary && tr_counts(p->norm_mask) && (only == -1 || only == i))
             rt_sumsq(g_loss + 1, g, n);
     }
@@ -58,18 +58,28 @@ bool tr_step_once(double *loss, double *norm, double *lr)
     if (!isfinite(*loss) || !isfinite(*norm))
         return false; /* no AdamW: weights and moments stay as they were */
     double scale = tr_fl.clip > 0 && *norm > tr_fl.clip ? tr_fl.clip / (*norm + 1e-6) : 1.0;
+    /* ZeRO-1/2: AdamW writes this rank's block of the padded parameter and
+     * the all-gather runs in place, without blocking: the next parameters'
+     * AdamW runs meanwhile; the step waits for them all at its end. */
     for (int i = 0; i < tr_prog->nparams; i++) {
         CgParam *p = &tr_prog->params[i];
         int64_t n;
-        rt_act *g = reduced_grad(p, &n);
+        rt_grad *g = reduced_grad(p, &n);
         float wd = p->decay ? (float)tr_fl.weight_decay : 0.0f;
         bool gather = p->zshard && CG_ZERO < 3;
-        rt_adamw(p->master, gather ? g_step_ws : p->param, g, p->m, p->v, n, (float)*lr,
-                 (float)tr_fl.beta1, (float)tr_fl.beta2, (float)tr_fl.eps, wd, (float)scale,
-                 (int)tr_step + 1);
-        if (gather)
-            rt_allgather(g_comm[p->pmask], p->param, g_step_ws, p->shard, RT_ACT);
+        rt_act *mine = gather ? p->param + (int64_t)rt_comm_rank(g_comm[p->pmask]) * p->shard : p->param;
+        rt_adamw(p->master, mine, g, p->m, p->v, n, (float)*lr, (float)tr_fl.beta1,
+                 (float)tr_fl.beta2, (float)tr_fl.eps, wd, (float)scale, (int)tr_step + 1);
+        if (gather && tr_overlap) {
+            double t0 = cg_prof_on ? rt_time() : 0;
+            tr_push_req(rt_iallgather(g_comm[p->pmask], p->param, mine, p->shard, RT_ACT));
+            if (cg_prof_on)
+                cg_prof_add(CG_PF_cg_issue, t0);
+        } else if (gather) {
+            rt_allgather(g_comm[p->pmask], p->param, mine, p->shard, RT_ACT);
+        }
     }
+    tr_wait_reqs();
     return true;
 }
 

@@ -6,7 +6,7 @@
 RtComm *g_comm[4];
 int g_coord[2];
 float *g_loss;
-rt_act *g_scratch, *g_step_ws, *g_ws_act;
+rt_act *g_scratch, *g_ws_act;
 float *g_ws_f32;
 int32_t *g_ws_i32;
 

@@ -210,6 +210,19 @@ void (cg_matmul)(rt_act *c, const rt_act *a, const rt_act *b, int64_t M, int64_t
     gemm_flops += 2.0 * (double)M * (double)N * (double)K;
 }
 
+void (cg_matmul_grad)(rt_grad *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N, int64_t K,
+                      bool ta, bool tb, bool accumulate)
+{
+    if (!time_gemm) {
+        (rt_matmul_grad)(c, a, b, M, N, K, ta, tb, accumulate);
+        return;
+    }
+    double t0 = rt_time();
+    (rt_matmul_grad)(c, a, b, M, N, K, ta, tb, accumulate);
+    gemm_s += rt_time() - t0;
+    gemm_flops += 2.0 * (double)M * (double)N * (double)K;
+}
+
 static size_t round_up(size_t n) { return (n + 255) / 256 * 256; }
 
 static const char *mib(double bytes)
@@ -300,6 +313,7 @@ int main(int argc, char **argv)
     char *arena = (char *)rt_alloc(bytes);
     rt_zero(arena, bytes);
     tr_prog->bind((rt_act *)arena, (float *)(arena + fo), (int32_t *)(arena + io));
+    tr_buckets_init();
     if (ROOT)
         print_memory_plan();
 
@@ -382,6 +396,7 @@ int main(int argc, char **argv)
         tr_export_hf(tr_fl.export_hf);
     }
     tr_data_close();
+    tr_buckets_free();
     rt_free(arena);
     rt_finalize();
     return 0;

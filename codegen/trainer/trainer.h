@@ -43,10 +43,13 @@ typedef struct CgParam {
     int norm_mask;            /* axes along which the reduced gradient is replicated */
     int tied;                 /* tied group (the same weight on several pipeline ranks), -1 */
     int primary;              /* this copy counts in the norm, exports and checkpoints */
+    int bucket;               /* gradient bucket (reduced once complete), -1: at the step's end */
+    int nready;               /* cg_grad_ready calls per step completing it (its chunks) */
     /* bound by the model's bind function */
-    rt_act *param;            /* full local tensor, or the ZeRO-3 shard */
-    rt_act *grad;             /* accumulator: full, or the shard under ZeRO-2/3 */
-    rt_act *grad_shard;       /* ZeRO-1: reduce-scatter target, else NULL */
+    rt_act *param;            /* full local tensor (ZeRO-1/2: padded to whole shards), or the
+                                 ZeRO-3 shard */
+    rt_grad *grad;            /* fp32 accumulator: full, or the shard under ZeRO-2/3 */
+    rt_grad *grad_shard;      /* ZeRO-1: reduce-scatter target, else NULL */
     float *master, *m, *v;    /* fp32 master weights and AdamW moments (shard under ZeRO) */
 } CgParam;
 
@@ -65,6 +68,9 @@ typedef struct CgRank {
     int nsched;
     CgParam *params;
     int nparams;
+    const int *bucket_params;           /* gradient buckets: indices into params, bucket after */
+    const int *bucket_start;            /* bucket; bucket b is [start[b], start[b + 1]) */
+    int nbuckets;
     void (*bind)(rt_act *A, float *F, int32_t *I);
     void (*wait_sends)(void);
     int64_t total[CG_NTYPES];           /* arena sizes in elements */
@@ -80,7 +86,6 @@ extern RtComm *g_comm[4];      /* g_comm[m]: the ranks of this stage differing o
 extern int g_coord[2];         /* this rank's mesh coordinate */
 extern float *g_loss;          /* the step's loss, summed by cross-entropy */
 extern rt_act *g_scratch;      /* staging area of the *_dim collectives */
-extern rt_act *g_step_ws;      /* a parameter shard staged for the ZeRO all-gather */
 extern rt_act *g_ws_act;       /* workspace of one piece function */
 extern float *g_ws_f32;
 extern int32_t *g_ws_i32;
@@ -89,6 +94,15 @@ extern int32_t *g_ws_i32;
  * environment sets PTDC_TIME_GEMM: the step log then shows the GEMM share. */
 void cg_matmul(rt_act *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N, int64_t K,
                bool ta, bool tb, bool accumulate);
+void cg_matmul_grad(rt_grad *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N, int64_t K,
+                    bool ta, bool tb, bool accumulate);
+
+/* This op's backward has made its last contribution to the gradient g (a
+ * parameter's accumulator). After the last micro-batch of every chunk
+ * holding it, the parameter is complete; when its bucket's parameters all
+ * are, the bucket's reduction starts (train_sched.c) while the backward goes
+ * on, and the optimizer waits for it. */
+void cg_grad_ready(const rt_grad *g);
 
 /* rt_cross_entropy_fwd; under --dump-first-step it also keeps the logits it
  * scored (train_dump.c). Generated code calls it through the rt_cross_entropy_fwd
@@ -111,7 +125,12 @@ void cg_load(int32_t *dst, int which, int mb, int64_t b0, int64_t nb, int64_t s0
  * (rt_time, which synchronises on CUDA) and the step log is followed by a
  * table of the time per step in each call, so a measured step can be taken
  * apart the way the cost model's prediction is (train_prof.c). Off, a call
- * costs one untaken branch. */
+ * costs one untaken branch. Communication the main thread waits for shows in
+ * the collectives, cg_recv, cg_wait and rt_wait (the non-blocking
+ * collectives' completion; cg_grad_ready and cg_issue are their issue):
+ * together, the exposed communication. A listed function
+ * calling another listed one calls it as (name)(...), unprofiled, so no
+ * time counts twice. */
 #define CG_PROFILED(X)                                                                        \
     X(cg_matmul) X(rt_attention_fwd) X(rt_attention_bwd) X(rt_embedding_fwd)                  \
     X(rt_embedding_bwd) X(rt_rmsnorm_fwd) X(rt_rmsnorm_bwd) X(rt_layernorm_fwd)               \
@@ -120,7 +139,8 @@ void cg_load(int32_t *dst, int which, int mb, int64_t b0, int64_t nb, int64_t s0
     X(rt_cross_entropy_fwd) X(rt_cross_entropy_bwd) X(rt_zero) X(rt_copy) X(rt_sumsq)         \
     X(rt_adamw) X(rt_allreduce) X(rt_reduce_scatter) X(rt_allgather) X(rt_alltoall)           \
     X(rt_allgather_dim) X(rt_reduce_scatter_dim) X(rt_alltoall_dim) X(rt_slice_dim)           \
-    X(cg_recv) X(cg_wait) X(cg_load)
+    X(cg_recv) X(cg_wait) X(cg_load) X(cg_matmul_grad) X(rt_reduce_rows_grad)                 \
+    X(rt_grad_add) X(rt_grad_sum) X(cg_grad_ready) X(rt_wait) X(cg_issue)
 enum {
 #define CG_PF_ENUM(f) CG_PF_##f,
     CG_PROFILED(CG_PF_ENUM)
@@ -174,5 +194,13 @@ void cg_prof_add(int call, double t0);
 #define cg_recv(...) CG_PROF(CG_PF_cg_recv, cg_recv(__VA_ARGS__))
 #define cg_wait(...) CG_PROF(CG_PF_cg_wait, cg_wait(__VA_ARGS__))
 #define cg_load(...) CG_PROF(CG_PF_cg_load, cg_load(__VA_ARGS__))
+#define cg_matmul_grad(...) CG_PROF(CG_PF_cg_matmul_grad, cg_matmul_grad(__VA_ARGS__))
+#define rt_reduce_rows_grad(...) CG_PROF(CG_PF_rt_reduce_rows_grad, rt_reduce_rows_grad(__VA_ARGS__))
+#define rt_grad_add(...) CG_PROF(CG_PF_rt_grad_add, rt_grad_add(__VA_ARGS__))
+#define rt_grad_sum(...) CG_PROF(CG_PF_rt_grad_sum, rt_grad_sum(__VA_ARGS__))
+#define cg_grad_ready(...) CG_PROF(CG_PF_cg_grad_ready, cg_grad_ready(__VA_ARGS__))
+#define rt_wait(...) CG_PROF(CG_PF_rt_wait, rt_wait(__VA_ARGS__))
+/* cg_issue has no macro: the trainer times the non-blocking collectives it
+ * issues outside cg_grad_ready (train_sched.c, train_optim.c). */
 
 #endif

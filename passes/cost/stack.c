@@ -20,11 +20,14 @@ static const PassStack presets[] = {
     {
         .name = "ptdc",
         /* Everything zero: the kernels of ops.def as codegen calls them
-         * (cost_ops.c), the backend's activation width for gradients
-         * (runtime/rt.h: rt_act), collectives issued one per tensor and
-         * waited for before the next kernel (codegen/trainer: reduce_grads,
-         * the ZeRO gathers, pipeline transfers), a static arena with the
+         * (cost_ops.c), collectives priced as issued one per tensor and
+         * waited for before the next kernel (the programs now overlap
+         * bucketed gradient reductions and ZeRO-1/2 gathers: docs/runtime.md,
+         * "Overlap in a training step"), a static arena with the
          * model-error reserve PASS_MEM_RESERVE. */
+        /* Gradients are fp32 on both backends (runtime/rt.h: rt_grad;
+         * codegen's CG_GRAD): accumulation and reduction. */
+        .grad_bytes = 4,
         .backends = 0,
     },
     {

@@ -10,15 +10,12 @@
 #include "cpu.h"
 
 static RtComm world;
-static RtComm *made; /* split communicators, freed by rt_finalize */
+/* Split communicators, newest first, freed by rt_finalize. The watchdog
+ * thread walks the list (rtcpu_comm_by_id): a communicator is complete
+ * before it is published, and links never change until rt_finalize. */
+static _Atomic(RtComm *) made;
 
 static int next_id = 1; /* ids of split communicators, in creation order */
-
-struct RtReq {
-    MPI_Request req;
-    RtComm *comm;
-    int op, peer, tag;
-};
 
 /* World ranks of c's members, by rank in c. */
 static int *world_ranks(MPI_Comm comm, int size)
@@ -88,9 +85,26 @@ RtComm *rt_comm_world(void)
         RT_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &world.rank));
         RT_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world.size));
         world.id = 0;
+        world.acomm = MPI_COMM_NULL; /* rtcpu_comm_twin, from rt_init */
         world.wranks = world_ranks(MPI_COMM_WORLD, world.size);
     }
     return &world;
+}
+
+void rtcpu_comm_twin(RtComm *c)
+{
+    RT_MPI(MPI_Comm_dup(c->comm, &c->acomm));
+    RT_MPI(MPI_Comm_set_errhandler(c->acomm, MPI_ERRORS_RETURN));
+}
+
+RtComm *rtcpu_comm_by_id(int id)
+{
+    if (id == 0)
+        return world.size ? &world : NULL;
+    for (RtComm *c = atomic_load_explicit(&made, memory_order_acquire); c; c = c->next)
+        if (c->id == id)
+            return c;
+    return NULL;
 }
 
 RtComm *rt_comm_split(int color, int key)
@@ -109,20 +123,32 @@ RtComm *rt_comm_split(int color, int key)
     RT_MPI(MPI_Comm_rank(nc, &c->rank));
     RT_MPI(MPI_Comm_size(nc, &c->size));
     c->wranks = world_ranks(nc, c->size);
-    c->next = made;
-    made = c;
+    /* Non-blocking collectives run on a duplicate, so they never interleave
+     * with the main thread's blocking ones on this group. */
+    RT_MPI_WAIT(RTW_SPLIT, c, -1, 0, MPI_Comm_dup(nc, &c->acomm));
+    c->next = atomic_load_explicit(&made, memory_order_relaxed);
+    atomic_store_explicit(&made, c, memory_order_release);
     return c;
 }
 
+/* MPI's point-to-point never needs per-direction channels: its sends and
+ * receives progress in any order. */
+RtComm *rt_comm_split_p2p(int color, int key) { return rt_comm_split(color, key); }
+
 void rtcpu_comm_free_all(void)
 {
-    while (made) {
-        RtComm *c = made;
-        made = c->next;
+    RtComm *c = atomic_load(&made);
+    atomic_store(&made, NULL);
+    while (c) {
+        RtComm *next = c->next;
         RT_MPI(MPI_Comm_free(&c->comm));
+        RT_MPI(MPI_Comm_free(&c->acomm));
         free(c->wranks);
         free(c);
+        c = next;
     }
+    if (world.acomm != MPI_COMM_NULL)
+        RT_MPI(MPI_Comm_free(&world.acomm));
     free(world.wranks);
     memset(&world, 0, sizeof world);
     next_id = 1;
@@ -179,8 +205,11 @@ void rt_allgather(RtComm *c, void *out, const void *in, int64_t n_in, RtType t)
 {
     check(c, "rt_allgather");
     int k = rtcpu_mpi_count(n_in, "rt_allgather");
+    /* In place when in is this rank's block of out (MPI forbids the alias). */
+    bool in_place = (const char *)in == (char *)out + (size_t)c->rank * (size_t)k * rtcpu_type_size(t);
     RT_MPI_WAIT(RTW_ALLGATHER, c, -1, 0,
-                MPI_Allgather(in, k, rtcpu_mpi_type(t), out, k, rtcpu_mpi_type(t), c->comm));
+                MPI_Allgather(in_place ? MPI_IN_PLACE : in, k, rtcpu_mpi_type(t), out, k,
+                              rtcpu_mpi_type(t), c->comm));
 }
 
 void rt_alltoall(RtComm *c, void *out, const void *in, int64_t n_per_rank, RtType t)
@@ -202,7 +231,7 @@ RtReq *rt_isend(RtComm *c, const void *buf, int64_t n, RtType t, int peer, int t
 {
     check(c, "rt_isend");
     RtReq *r = rtcpu_xmalloc(sizeof *r);
-    *r = (RtReq){.comm = c, .op = RTW_WAIT_SEND, .peer = peer, .tag = tag};
+    *r = (RtReq){.kind = RTREQ_P2P, .comm = c, .op = RTW_WAIT_SEND, .peer = peer, .tag = tag};
     RT_MPI(MPI_Isend(buf, rtcpu_mpi_count(n, "rt_isend"), rtcpu_mpi_type(t), peer, tag, c->comm,
                      &r->req));
     return r;
@@ -212,7 +241,7 @@ RtReq *rt_irecv(RtComm *c, void *buf, int64_t n, RtType t, int peer, int tag)
 {
     check(c, "rt_irecv");
     RtReq *r = rtcpu_xmalloc(sizeof *r);
-    *r = (RtReq){.comm = c, .op = RTW_WAIT_RECV, .peer = peer, .tag = tag};
+    *r = (RtReq){.kind = RTREQ_P2P, .comm = c, .op = RTW_WAIT_RECV, .peer = peer, .tag = tag};
     RT_MPI(MPI_Irecv(buf, rtcpu_mpi_count(n, "rt_irecv"), rtcpu_mpi_type(t), peer, tag, c->comm,
                      &r->req));
     return r;
@@ -220,6 +249,17 @@ RtReq *rt_irecv(RtComm *c, void *buf, int64_t n, RtType t, int peer, int tag)
 
 void rt_wait(RtReq *r)
 {
+    if (!r)
+        rt_fatal("rt_wait: NULL request");
+    if (r->kind == RTREQ_COLL) {
+        rtcpu_async_wait(r);
+        free(r);
+        return;
+    }
+    if (r->kind == RTREQ_DONE) {
+        free(r);
+        return;
+    }
     int peer = r->peer >= 0 && r->peer < r->comm->size ? r->comm->wranks[r->peer] : -1;
     RT_MPI_WAIT(r->op, r->comm, peer, r->tag, MPI_Wait(&r->req, MPI_STATUS_IGNORE));
     free(r);

@@ -3,6 +3,7 @@
 #define PTDRT_CPU_H
 
 #include <mpi.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -10,11 +11,31 @@
 
 struct RtComm {
     MPI_Comm comm;
+    MPI_Comm acomm;      /* its twin for the non-blocking collectives (comm_async.c) */
     int rank, size;
     int id;              /* creation order (the world 0): the same on every member */
     int *wranks;         /* world rank of each member, by rank in comm */
     int64_t seq;         /* waits entered on it: the same count on every member */
+    _Atomic int64_t aseq; /* non-blocking collectives issued on it (read by the watchdog) */
     struct RtComm *next; /* every communicator made, freed by rt_finalize */
+};
+
+/* A request: a point-to-point transfer (MPI_Request), a non-blocking
+ * collective run by the communication thread, or a finished copy. */
+enum { RTREQ_P2P, RTREQ_COLL, RTREQ_DONE };
+struct RtReq {
+    int kind;
+    MPI_Request req;     /* RTREQ_P2P */
+    RtComm *comm;
+    int op, peer, tag;   /* the watchdog's description of the wait (RTW_*) */
+    /* RTREQ_COLL */
+    void *out;
+    const void *in;
+    int64_t n;
+    RtType t;
+    int64_t seq;         /* its number among comm's non-blocking collectives (from 1) */
+    _Atomic int done;
+    struct RtReq *next;  /* the communication thread's queue */
 };
 
 /* Check an MPI call (communicators use MPI_ERRORS_RETURN): on failure print
@@ -28,6 +49,13 @@ int rtcpu_mpi_count(int64_t n, const char *what);
 MPI_Datatype rtcpu_mpi_type(RtType t);
 size_t rtcpu_type_size(RtType t);
 void rtcpu_comm_free_all(void);
+RtComm *rtcpu_comm_by_id(int id); /* this rank's communicator of that id, or NULL */
+void rtcpu_comm_twin(RtComm *c);  /* make c->acomm: collective over c */
+
+/* comm_async.c: the communication thread (non-blocking collectives). */
+void rtcpu_async_start(bool thread_multiple); /* after MPI is up */
+void rtcpu_async_stop(void);                  /* every collective issued must be waited for */
+void rtcpu_async_wait(RtReq *r);              /* rt_wait of a collective */
 
 /* watch.c: the watchdog thread. It ends the rank when its launcher dies and
  * aborts every rank when a wait outlasts the timeout, after asking the
@@ -46,11 +74,16 @@ enum {
     RTW_WAIT_RECV,
     RTW_SPLIT,
     RTW_HOST,
+    RTW_IALLREDUCE, /* rt_wait for a non-blocking collective */
+    RTW_IREDUCE_SCATTER,
+    RTW_IALLGATHER,
     RTW_NOPS
 };
 void rtcpu_watch_start(bool thread_multiple); /* after MPI is up */
 void rtcpu_watch_stop(void);                 /* before MPI_Finalize */
 void rtcpu_wait_begin(int op, RtComm *c, int peer_world, int tag);
+/* rt_wait of non-blocking collective number seq of c (RTW_I* op). */
+void rtcpu_wait_begin_async(int op, RtComm *c, int64_t seq);
 void rtcpu_wait_end(void);
 /* A blocking MPI call the watchdog watches. */
 #define RT_MPI_WAIT(op, c, peer, tag, call)                                                  \

@@ -25,7 +25,7 @@ void rt_embedding_fwd(rt_act *out, const int32_t *ids, const rt_act *table, int6
 }
 
 /* Rows accumulate in token order, so repeated ids sum deterministically. */
-void rt_embedding_bwd(rt_act *dtable, const int32_t *ids, const rt_act *dout, int64_t n,
+void rt_embedding_bwd(rt_grad *dtable, const int32_t *ids, const rt_act *dout, int64_t n,
                       int64_t vocab_local, int64_t vocab_offset, int64_t dim)
 {
     for (int64_t i = 0; i < n; i++) {

@@ -23,3 +23,10 @@ void rt_matmul(rt_act *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N
                 (blasint)M, (blasint)N, (blasint)K, 1.0f, a, lda, b, ldb, accumulate ? 1.0f : 0.0f,
                 c, (blasint)N);
 }
+
+/* On CPU gradients are float like everything else. */
+void rt_matmul_grad(rt_grad *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N, int64_t K,
+                    bool ta, bool tb, bool accumulate)
+{
+    rt_matmul(c, a, b, M, N, K, ta, tb, accumulate);
+}

@@ -23,7 +23,7 @@ void rt_rmsnorm_fwd(rt_act *y, float *rstd, const rt_act *x, const rt_act *w, in
 
 /* With xhat = x rstd and g = dy w:  dx = rstd (g - xhat mean(g xhat)),
  * dw += sum over rows of dy xhat. */
-void rt_rmsnorm_bwd(rt_act *dx, rt_act *dw, const rt_act *x, const rt_act *w, const float *rstd,
+void rt_rmsnorm_bwd(rt_act *dx, rt_grad *dw, const rt_act *x, const rt_act *w, const float *rstd,
                     const rt_act *dy, int64_t rows, int64_t cols)
 {
     for (int64_t r = 0; r < rows; r++) {
@@ -66,7 +66,7 @@ void rt_layernorm_fwd(rt_act *y, float *mean, float *rstd, const rt_act *x, cons
 
 /* With xhat = (x - mean) rstd and g = dy w:
  * dx = rstd (g - mean(g) - xhat mean(g xhat)), dw += dy xhat, db += dy. */
-void rt_layernorm_bwd(rt_act *dx, rt_act *dw, rt_act *db, const rt_act *x, const rt_act *w,
+void rt_layernorm_bwd(rt_act *dx, rt_grad *dw, rt_grad *db, const rt_act *x, const rt_act *w,
                       const float *mean, const float *rstd, const rt_act *dy, int64_t rows,
                       int64_t cols)
 {

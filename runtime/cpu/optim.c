@@ -5,7 +5,7 @@
 
 #include "cpu.h"
 
-void rt_sumsq(float *out, const rt_act *x, int64_t n)
+void rt_sumsq(float *out, const rt_grad *x, int64_t n)
 {
     double s = 0.0;
     for (int64_t i = 0; i < n; i++)
@@ -13,7 +13,7 @@ void rt_sumsq(float *out, const rt_act *x, int64_t n)
     *out += (float)s;
 }
 
-void rt_adamw(float *master, rt_act *param, const rt_act *grad, float *m, float *v, int64_t n,
+void rt_adamw(float *master, rt_act *param, const rt_grad *grad, float *m, float *v, int64_t n,
               float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
               int step)
 {

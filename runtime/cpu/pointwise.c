@@ -82,6 +82,24 @@ void rt_reduce_rows(rt_act *out, const rt_act *in, int64_t rows, int64_t cols, b
     free(acc);
 }
 
+/* On CPU gradients and activations are both float. */
+void rt_reduce_rows_grad(rt_grad *out, const rt_act *in, int64_t rows, int64_t cols, bool accumulate)
+{
+    rt_reduce_rows(out, in, rows, cols, accumulate);
+}
+
+void rt_grad_add(rt_grad *acc, const rt_act *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        acc[i] += x[i];
+}
+
+void rt_grad_sum(rt_grad *acc, const rt_grad *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        acc[i] += x[i];
+}
+
 void rt_softmax_fwd(rt_act *y, const rt_act *x, int64_t rows, int64_t cols)
 {
     for (int64_t r = 0; r < rows; r++) {

@@ -40,6 +40,9 @@ void rt_init(int *argc, char ***argv)
     /* Report errors instead of MPI's default abort, so each names its call;
      * communicators split from the world inherit this. */
     RT_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    /* The non-blocking collectives' thread and the world's twin (comm_async.c). */
+    rtcpu_comm_twin(rt_comm_world());
+    rtcpu_async_start(provided >= MPI_THREAD_MULTIPLE);
     /* One BLAS thread per rank unless the user says otherwise: ranks already
      * fill the cores, and oversubscribed BLAS threads only contend. */
     if (!getenv("OPENBLAS_NUM_THREADS") && !getenv("OMP_NUM_THREADS"))
@@ -53,6 +56,7 @@ void rt_finalize(void)
     /* A watched barrier first: a stalled peer is named here instead of
      * hanging MPI_Finalize. */
     rt_barrier(rt_comm_world());
+    rtcpu_async_stop();
     rtcpu_watch_stop();
     rtcpu_comm_free_all();
     RT_MPI(MPI_Finalize());
@@ -144,6 +148,25 @@ void rt_to_device(void *dst, const void *host_src, size_t bytes)
 void rt_to_host(void *host_dst, const void *src, size_t bytes)
 {
     rt_copy(host_dst, src, bytes);
+}
+
+void *rt_host_alloc(size_t bytes)
+{
+    return rtcpu_xmalloc(bytes);
+}
+
+void rt_host_free(void *p)
+{
+    free(p);
+}
+
+RtReq *rt_to_device_async(void *dst, const void *host_src, size_t bytes)
+{
+    rt_copy(dst, host_src, bytes);
+    RtReq *r = rtcpu_xmalloc(sizeof *r);
+    memset(r, 0, sizeof *r);
+    r->kind = RTREQ_DONE;
+    return r;
 }
 
 void rt_act_from_f32(rt_act *dst, const float *host_src, int64_t n)

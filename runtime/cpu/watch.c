@@ -34,7 +34,7 @@
 #include "common/common.h"
 #include "cpu.h"
 
-enum { TAG_ASK = 1, TAG_REPLY = 2, NREPLY = 8, MAX_NAMED = 16 };
+enum { TAG_ASK = 1, TAG_REPLY = 2, NREPLY = 9, MAX_NAMED = 16 };
 
 static const char *const op_names[RTW_NOPS] = {
     [RTW_NONE] = "nothing",
@@ -48,7 +48,15 @@ static const char *const op_names[RTW_NOPS] = {
     [RTW_WAIT_RECV] = "rt_wait for a receive",
     [RTW_SPLIT] = "rt_comm_split",
     [RTW_HOST] = "a control collective (rt_host_*)",
+    [RTW_IALLREDUCE] = "rt_wait for rt_iallreduce",
+    [RTW_IREDUCE_SCATTER] = "rt_wait for rt_ireduce_scatter",
+    [RTW_IALLGATHER] = "rt_wait for rt_iallgather",
 };
+
+static bool is_async(int64_t op)
+{
+    return op == RTW_IALLREDUCE || op == RTW_IREDUCE_SCATTER || op == RTW_IALLGATHER;
+}
 
 /* ------------------------------------------------ what the main thread waits in */
 
@@ -85,6 +93,11 @@ void rtcpu_wait_begin(int op, RtComm *c, int peer_world, int tag)
     if (op != RTW_WAIT_SEND && op != RTW_WAIT_RECV && c)
         seq = ++c->seq;
     publish(op, c, seq, peer_world, tag);
+}
+
+void rtcpu_wait_begin_async(int op, RtComm *c, int64_t seq)
+{
+    publish(op, c, seq, -1, 0);
 }
 
 void rtcpu_wait_end(void)
@@ -173,9 +186,12 @@ static double waited(const Snap *s, double now)
     return now - seen_at;
 }
 
-static void fill_reply(int64_t r[NREPLY], double now)
+/* Where this rank is, and how many non-blocking collectives it has issued
+ * on the asker's communicator (id q; -1 if not a member). */
+static void fill_reply(int64_t r[NREPLY], int64_t q, double now)
 {
     Snap s = snapshot();
+    RtComm *qc = q >= 0 && q <= INT32_MAX ? rtcpu_comm_by_id((int)q) : NULL;
     double w = waited(&s, now);
     r[0] = s.op;
     r[1] = s.comm ? s.comm->id : -1;
@@ -185,6 +201,7 @@ static void fill_reply(int64_t r[NREPLY], double now)
     r[5] = s.tag;
     r[6] = (int64_t)(w * 1000);
     r[7] = 0;
+    r[8] = qc ? atomic_load(&qc->aseq) : -1;
 }
 
 /* Answer every pending question of other ranks' watchdogs. */
@@ -197,7 +214,7 @@ static void answer(void)
             return;
         int64_t q, r[NREPLY];
         MPI_Recv(&q, 1, MPI_INT64_T, st.MPI_SOURCE, TAG_ASK, W.ctl, MPI_STATUS_IGNORE);
-        fill_reply(r, mono());
+        fill_reply(r, q, mono());
         MPI_Send(r, NREPLY, MPI_INT64_T, st.MPI_SOURCE, TAG_REPLY, W.ctl);
     }
 }
@@ -222,6 +239,14 @@ static bool is_collective(int64_t op)
 {
     return op != RTW_NONE && op != RTW_WAIT_SEND && op != RTW_WAIT_RECV && op > 0 &&
            op < RTW_NOPS;
+}
+
+/* Is a replying rank waiting in the same kind of call on the same group
+ * (blocking collectives and non-blocking ones are numbered apart)? */
+static bool same_group(const int64_t *r, const RtComm *c, int op)
+{
+    return c && is_collective(r[0]) && is_async(r[0]) == is_async(op) && r[1] == c->id &&
+           r[2] == c->wranks[0];
 }
 
 /* Where a replying rank is, as a clause. */
@@ -258,7 +283,7 @@ _Noreturn static void fire(const Snap *s, double w)
     int asked = 0, answered = 0;
     double t = rt_timeout();
     if (W.census) {
-        int64_t q = 0;
+        int64_t q = c ? c->id : -1;
         for (int i = 0; i < n; i++)
             if (who[i] != W.rank && who[i] >= 0 && who[i] < W.size) {
                 MPI_Request req;
@@ -307,9 +332,12 @@ _Noreturn static void fire(const Snap *s, double w)
         for (int i = 0; i < n; i++) {
             if (who[i] == W.rank || got[i] != (pass == 1))
                 continue;
-            bool same = got[i] && c && is_collective(rep[i][0]) && rep[i][1] == c->id &&
-                        rep[i][2] == c->wranks[0];
+            bool same = got[i] && same_group(rep[i], c, s->op);
             if (!p2p && same && rep[i][3] >= s->seq)
+                continue;
+            /* A non-blocking collective: issued there is arrived (its
+             * communication thread makes the call). */
+            if (is_async(s->op) && got[i] && rep[i][8] >= s->seq)
                 continue;
             missing++;
             if (named++ >= MAX_NAMED)

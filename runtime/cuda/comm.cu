@@ -1,80 +1,145 @@
 /* comm.cu: communicators, collectives and point-to-point over NCCL.
  *
- * Stream protocol. Collectives run on rtcu.comm. Before one is enqueued, comm
- * waits on an event recorded on compute, so it reads what every earlier
- * kernel wrote. After it, an event is recorded on comm and queued with the
- * byte ranges the collective touches. Compute does not wait right away:
- * each kernel entry point calls rtcu_deps with its buffers, and only when
- * one overlaps a pending collective does compute wait on that collective's
- * event (and, comm being in order, on everything queued before it). So a
- * data-parallel gradient all-reduce issued during backward proceeds while
- * the next layers' backward kernels run, and the optimizer, which reads the
- * gradient, waits for it. Host-synchronous calls (copies to the host,
- * rt_time, rt_barrier) join everything.
+ * Streams. Every communicator issues on its own stream (a stream per NCCL
+ * communicator), so data-parallel, tensor-parallel and pipeline traffic
+ * (different communicators in the trainer) never queue behind each other,
+ * and none of them behind compute. Before an operation is enqueued its
+ * stream waits on an event recorded on compute (it reads what every earlier
+ * kernel wrote, and overwrites nothing an earlier kernel still reads) and on
+ * the pending operations of other streams that touch the same bytes. After
+ * it, an event is recorded on its stream and queued with the byte ranges it
+ * touches. Compute does not wait right away: every kernel entry point calls
+ * rtcu_deps with its buffers, and only when one overlaps a pending operation
+ * does compute wait on that operation's event (and thereby on the older ones
+ * of the same stream). Requests (non-blocking collectives, point-to-point,
+ * copies) carry their event: rt_wait makes compute wait on it, the host
+ * never (except for a host staging buffer, rt_to_device_async).
+ *
+ * Communicators are non-blocking NCCL communicators (config.blocking = 0):
+ * calls return at once, possibly ncclInProgress, and the runtime polls
+ * ncclCommGetAsyncError until the call has settled, timed by the watchdog,
+ * which can then abort them safely from its own thread. No communicator is
+ * made twice: a split whose group equals an existing communicator's (the
+ * world's, most often) shares its NCCL communicator and stream, and a group
+ * of one rank has none (its collectives are local copies).
  *
  * Element counts: every NCCL call takes element counts of the NCCL datatype
  * (never bytes); byte counts appear only in the dependency ranges. */
 #include "cu.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------- pending collectives */
+/* --------------------------------------------------------------- events */
+/* Pooled events with a reference count: a pending entry and a request may
+ * hold the same event, which returns to the pool when both let it go (a
+ * recycled event re-recorded elsewhere would make rt_wait wait for the
+ * wrong operation). */
+struct RtcuEv {
+    cudaEvent_t e;
+    int refs;
+    RtcuEv *next_free;
+};
+static RtcuEv *ev_free;
+
+static RtcuEv *ev_get(void)
+{
+    RtcuEv *v = ev_free;
+    if (v) {
+        ev_free = v->next_free;
+    } else {
+        v = (RtcuEv *)calloc(1, sizeof *v);
+        if (!v) rt_fatal("out of host memory");
+        CUDA_CHECK(cudaEventCreateWithFlags(&v->e, cudaEventDisableTiming));
+    }
+    v->refs = 1;
+    return v;
+}
+
+static void ev_put(RtcuEv *v)
+{
+    if (v && --v->refs == 0) {
+        v->next_free = ev_free;
+        ev_free = v;
+    }
+}
+
+static void ev_destroy_all(void)
+{
+    while (ev_free) {
+        RtcuEv *v = ev_free;
+        ev_free = v->next_free;
+        CUDA_CHECK(cudaEventDestroy(v->e));
+        free(v);
+    }
+}
+
+/* ------------------------------------------------- pending operations */
 enum { QCAP = 1024 };
 
 typedef struct {
+    RtcuEv *ev;
+    cudaStream_t stream;
     const char *lo[2], *hi[2];
-} Ranges;
+} Pending;
 
 static struct {
-    cudaEvent_t ev[QCAP];
-    Ranges r[QCAP];
-    int head, len; /* ring of issued, not yet waited-for collectives */
+    Pending p[QCAP]; /* in issue order; ev == NULL: done (compute waited) */
+    int n;
     cudaEvent_t compute_ev;
-    int have_events;
+    int have_event;
 } q;
-
-static void ensure_events(void)
-{
-    if (q.have_events) return;
-    for (int i = 0; i < QCAP; i++) CUDA_CHECK(cudaEventCreateWithFlags(&q.ev[i], cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreateWithFlags(&q.compute_ev, cudaEventDisableTiming));
-    q.have_events = 1;
-}
 
 static bool overlap(const char *alo, const char *ahi, const char *blo, const char *bhi)
 {
     return alo < bhi && blo < ahi;
 }
 
-/* Compute waits for entry i (i-th oldest) and thereby all older ones. */
-static void wait_upto(int i)
+static bool touches(const Pending *e, const char *lo, const char *hi)
 {
-    CUDA_CHECK(cudaStreamWaitEvent(rtcu.compute, q.ev[(q.head + i) % QCAP], 0));
-    q.head = (q.head + i + 1) % QCAP;
-    q.len -= i + 1;
+    for (int k = 0; k < 2; k++)
+        if (e->lo[k] && overlap(lo, hi, e->lo[k], e->hi[k])) return true;
+    return false;
+}
+
+/* Compute waits for entry i and thereby for every older entry of its stream. */
+static void wait_entry(int i)
+{
+    cudaStream_t s = q.p[i].stream;
+    CUDA_CHECK(cudaStreamWaitEvent(rtcu.compute, q.p[i].ev->e, 0));
+    for (int k = 0; k <= i; k++)
+        if (q.p[k].ev && q.p[k].stream == s) {
+            ev_put(q.p[k].ev);
+            q.p[k].ev = NULL;
+        }
+}
+
+static void compact(void)
+{
+    int m = 0;
+    for (int k = 0; k < q.n; k++)
+        if (q.p[k].ev) q.p[m++] = q.p[k];
+    q.n = m;
 }
 
 void rtcu_deps(std::initializer_list<RtcuRange> ranges)
 {
-    if (q.len == 0) return;
-    for (int i = q.len - 1; i >= 0; i--) { /* newest first: one wait covers the older ones */
-        const Ranges *r = &q.r[(q.head + i) % QCAP];
-        for (const RtcuRange &x : ranges) {
-            if (!x.p || !x.bytes) continue;
-            const char *lo = (const char *)x.p, *hi = lo + x.bytes;
-            for (int k = 0; k < 2; k++)
-                if (r->lo[k] && overlap(lo, hi, r->lo[k], r->hi[k])) {
-                    wait_upto(i);
-                    return;
-                }
-        }
+    if (q.n == 0) return;
+    for (const RtcuRange &x : ranges) {
+        if (!x.p || !x.bytes) continue;
+        const char *lo = (const char *)x.p, *hi = lo + x.bytes;
+        for (int i = q.n - 1; i >= 0; i--) /* newest first: one wait covers its stream's older ones */
+            if (q.p[i].ev && touches(&q.p[i], lo, hi)) wait_entry(i);
     }
+    while (q.n > 0 && !q.p[q.n - 1].ev) q.n--;
 }
 
 void rtcu_join_comm(void)
 {
-    if (q.len > 0) wait_upto(q.len - 1);
+    for (int i = q.n - 1; i >= 0; i--)
+        if (q.p[i].ev) wait_entry(i);
+    q.n = 0;
 }
 
 void rtcu_sync(void)
@@ -84,26 +149,49 @@ void rtcu_sync(void)
     rtcu_check_dev_err();
 }
 
-void rtcu_comm_after_compute(void)
+/* Stream s is about to run an operation on these ranges: it waits for
+ * compute so far and for the pending operations of other streams that touch
+ * them (a reduction over the tied copies, then over the data-parallel
+ * group, on the same gradient). */
+static void stream_after(cudaStream_t s, const void *p1, size_t b1, const void *p2, size_t b2)
 {
-    ensure_events();
+    if (!q.have_event) {
+        CUDA_CHECK(cudaEventCreateWithFlags(&q.compute_ev, cudaEventDisableTiming));
+        q.have_event = 1;
+    }
     CUDA_CHECK(cudaEventRecord(q.compute_ev, rtcu.compute));
-    CUDA_CHECK(cudaStreamWaitEvent(rtcu.comm, q.compute_ev, 0));
+    CUDA_CHECK(cudaStreamWaitEvent(s, q.compute_ev, 0));
+    const void *ps[2] = {p1, p2};
+    size_t bs[2] = {b1, b2};
+    for (int k = 0; k < 2; k++) {
+        if (!ps[k] || !bs[k]) continue;
+        const char *lo = (const char *)ps[k], *hi = lo + bs[k];
+        for (int i = 0; i < q.n; i++)
+            if (q.p[i].ev && q.p[i].stream != s && touches(&q.p[i], lo, hi))
+                CUDA_CHECK(cudaStreamWaitEvent(s, q.p[i].ev->e, 0));
+    }
 }
 
-void rtcu_comm_done(const char *what, const void *p1, size_t b1, const void *p2, size_t b2)
+/* Queue the operation just enqueued on s; returns its event (one reference
+ * for the caller, who must ev_put it or hand it to a request). */
+static RtcuEv *pend(cudaStream_t s, const void *p1, size_t b1, const void *p2, size_t b2)
 {
-    (void)what;
-    ensure_events();
-    if (q.len == QCAP) wait_upto(0); /* bound the queue: compute waits for the oldest */
-    int i = (q.head + q.len) % QCAP;
-    CUDA_CHECK(cudaEventRecord(q.ev[i], rtcu.comm));
-    Ranges *r = &q.r[i];
-    r->lo[0] = p1 && b1 ? (const char *)p1 : NULL;
-    r->hi[0] = r->lo[0] ? (const char *)p1 + b1 : NULL;
-    r->lo[1] = p2 && b2 ? (const char *)p2 : NULL;
-    r->hi[1] = r->lo[1] ? (const char *)p2 + b2 : NULL;
-    q.len++;
+    if (q.n == QCAP) compact();
+    if (q.n == QCAP) { /* bound the queue: compute waits for the oldest */
+        wait_entry(0);
+        compact();
+    }
+    RtcuEv *v = ev_get();
+    CUDA_CHECK(cudaEventRecord(v->e, s));
+    Pending *e = &q.p[q.n++];
+    e->ev = v;
+    v->refs++;
+    e->stream = s;
+    e->lo[0] = p1 && b1 ? (const char *)p1 : NULL;
+    e->hi[0] = e->lo[0] ? (const char *)p1 + b1 : NULL;
+    e->lo[1] = p2 && b2 ? (const char *)p2 : NULL;
+    e->hi[1] = e->lo[1] ? (const char *)p2 + b2 : NULL;
+    return v;
 }
 
 size_t rtcu_type_size(RtType t)
@@ -126,6 +214,33 @@ ncclDataType_t rtcu_nccl_type(RtType t)
     rt_fatal("unknown RtType %d", (int)t);
 }
 
+/* ------------------------------------------- non-blocking NCCL calls */
+/* Wait until a call on non-blocking communicator c has settled (it returned
+ * ncclInProgress), then check its result. The host polls: the watchdog
+ * times the wait and may abort the communicator meanwhile (rtcu_aborting
+ * then stops the polling). */
+void rtcu_nccl_settle(ncclComm_t c, ncclResult_t r, const char *call, const char *file, int line)
+{
+    if (r == ncclInProgress && c) {
+        rtcu_block_begin(call, file, line);
+        do {
+            if (rtcu_aborting()) rtcu_park();
+            sched_yield();
+            ncclResult_t g = ncclCommGetAsyncError(c, &r);
+            if (g != ncclSuccess) r = g;
+        } while (r == ncclInProgress);
+        rtcu_block_end();
+    }
+    if (r != ncclSuccess) rtcu_fail(file, line, "NCCL", ncclGetErrorString(r), call);
+}
+
+ncclConfig_t rtcu_nccl_config(void)
+{
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    return cfg;
+}
+
 /* ------------------------------------------------------ communicators */
 enum { MAX_COMMS = 1024 };
 static RtComm *all_comms[MAX_COMMS];
@@ -143,50 +258,145 @@ RtComm *rt_comm_world(void)
     return rtcu.world;
 }
 
+static cudaStream_t new_stream(void)
+{
+    /* Lower number = higher priority: communication kernels get the SMs
+     * they need as soon as their inputs are ready. */
+    int lo = 0, hi = 0;
+    cudaStream_t s;
+    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+    CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, hi));
+    return s;
+}
+
+void rtcu_comm_own(RtComm *c, ncclComm_t nc)
+{
+    c->nccl = nc;
+    c->stream = new_stream();
+    c->owner = 1;
+    rtcu_watchdog_add(nc);
+}
+
+/* A split of the world communicator (collective over the world: every rank
+ * calls it, with NCCL_SPLIT_NOCOLOR when it wants none). */
+static ncclComm_t nccl_split(int color, int key)
+{
+    ncclComm_t nc = NULL;
+    ncclConfig_t cfg = rtcu_nccl_config();
+    ncclResult_t r = ncclCommSplit(rtcu.world->nccl, color, key, &nc, &cfg);
+    rtcu_nccl_settle(nc ? nc : rtcu.world->nccl, r, "ncclCommSplit", __FILE__, __LINE__);
+    return nc;
+}
+
+static RtComm *new_comm(MPI_Comm m)
+{
+    RtComm *c = (RtComm *)calloc(1, sizeof *c);
+    if (!c) rt_fatal("out of host memory");
+    c->mpi = m;
+    MPI_Comm_rank(m, &c->rank);
+    MPI_Comm_size(m, &c->size);
+    return c;
+}
+
+static void check_ranks(const RtComm *c, ncclComm_t nc)
+{
+    int nr = -1, ns = -1;
+    NCCL_CHECK(ncclCommUserRank(nc, &nr));
+    NCCL_CHECK(ncclCommCount(nc, &ns));
+    if (nr != c->rank || ns != c->size) /* both order by (key, world rank) */
+        rt_fatal("rt_comm_split: NCCL rank %d/%d differs from MPI rank %d/%d", nr, ns, c->rank, c->size);
+}
+
 RtComm *rt_comm_split(int color, int key)
 {
     rtcu_require_init("rt_comm_split");
     MPI_Comm m;
     MPI_Comm_split(MPI_COMM_WORLD, color < 0 ? MPI_UNDEFINED : color, key, &m);
-    ncclComm_t nc = NULL;
-    NCCL_CHECK(ncclCommSplit(rtcu.world->nccl, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &nc, NULL));
-    if (color < 0) return NULL;
-    RtComm *c = (RtComm *)calloc(1, sizeof *c);
-    if (!c) rt_fatal("out of host memory");
-    c->nccl = nc;
-    c->mpi = m;
-    MPI_Comm_rank(m, &c->rank);
-    MPI_Comm_size(m, &c->size);
-    int nr = -1, ns = -1;
-    NCCL_CHECK(ncclCommUserRank(nc, &nr));
-    NCCL_CHECK(ncclCommCount(nc, &ns));
-    if (nr != c->rank || ns != c->size) /* both order by (key, world rank) */
-        rt_fatal("rt_comm_split: NCCL rank %d/%d differs from MPI rank %d/%d", nr, ns, c->rank,
-                 c->size);
+    RtComm *c = m == MPI_COMM_NULL ? NULL : new_comm(m);
+    /* The same group in the same order as a communicator made before? Every
+     * member finds the same one (all made the same splits), so the decision
+     * is the group's. */
+    RtComm *same = NULL;
+    for (int i = 0; c && c->size > 1 && i < n_all && !same; i++) {
+        int res = MPI_UNEQUAL;
+        MPI_Comm_compare(m, all_comms[i]->mpi, &res);
+        if ((res == MPI_IDENT || res == MPI_CONGRUENT) && all_comms[i]->nccl) same = all_comms[i];
+    }
+    int need = c && c->size > 1 && !same, any = 0;
+    MPI_Allreduce(&need, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    ncclComm_t nc = any ? nccl_split(need ? color : NCCL_SPLIT_NOCOLOR, key) : NULL;
+    if (!c) return NULL;
+    if (need) {
+        check_ranks(c, nc);
+        rtcu_comm_own(c, nc);
+    } else if (same) {
+        c->nccl = same->nccl; /* shared: same NCCL communicator, same stream */
+        c->stream = same->stream;
+    }
     rtcu_comm_remember(c);
-    rtcu_watchdog_add(nc);
+    return c;
+}
+
+/* Two NCCL communicators over the group, one per direction of rank order
+ * (messages from a lower rank to a higher one on channel 0), each with its
+ * own stream: a send blocks only its channel's stream until matched. */
+RtComm *rt_comm_split_p2p(int color, int key)
+{
+    rtcu_require_init("rt_comm_split_p2p");
+    MPI_Comm m;
+    MPI_Comm_split(MPI_COMM_WORLD, color < 0 ? MPI_UNDEFINED : color, key, &m);
+    RtComm *c = m == MPI_COMM_NULL ? NULL : new_comm(m);
+    int need = c && c->size > 1, any = 0;
+    MPI_Allreduce(&need, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    for (int k = 0; any && k < 2; k++) {
+        ncclComm_t nc = nccl_split(need ? color : NCCL_SPLIT_NOCOLOR, key);
+        if (!need) continue;
+        check_ranks(c, nc);
+        c->chan[k] = nc;
+        c->chan_stream[k] = new_stream();
+        rtcu_watchdog_add(nc);
+    }
+    if (!c) return NULL;
+    c->p2p = 1;
+    rtcu_comm_remember(c);
     return c;
 }
 
 int rt_comm_rank(const RtComm *c) { return c->rank; }
 int rt_comm_size(const RtComm *c) { return c->size; }
 
+static void destroy_nccl(ncclComm_t nc)
+{
+    ncclResult_t r = ncclCommFinalize(nc);
+    rtcu_nccl_settle(nc, r, "ncclCommFinalize", __FILE__, __LINE__);
+    NCCL_CHECK(ncclCommDestroy(nc));
+}
+
 void rtcu_comm_destroy_all(void)
 {
     rtcu_watchdog_forget_comms();
-    for (int i = 0; i < n_all; i++) NCCL_CHECK(ncclCommFinalize(all_comms[i]->nccl));
     for (int i = 0; i < n_all; i++) {
-        NCCL_CHECK(ncclCommDestroy(all_comms[i]->nccl));
-        if (all_comms[i]->mpi != MPI_COMM_WORLD) MPI_Comm_free(&all_comms[i]->mpi);
-        free(all_comms[i]);
+        RtComm *c = all_comms[i];
+        if (c->owner) {
+            destroy_nccl(c->nccl);
+            CUDA_CHECK(cudaStreamDestroy(c->stream));
+        }
+        for (int k = 0; k < 2; k++)
+            if (c->chan[k]) {
+                destroy_nccl(c->chan[k]);
+                CUDA_CHECK(cudaStreamDestroy(c->chan_stream[k]));
+            }
+        if (c->mpi != MPI_COMM_WORLD) MPI_Comm_free(&c->mpi);
+        free(c);
     }
     n_all = 0;
     rtcu.world = NULL;
-    if (q.have_events) {
-        for (int i = 0; i < QCAP; i++) CUDA_CHECK(cudaEventDestroy(q.ev[i]));
+    for (int k = 0; k < q.n; k++) ev_put(q.p[k].ev);
+    q.n = 0;
+    ev_destroy_all();
+    if (q.have_event) {
         CUDA_CHECK(cudaEventDestroy(q.compute_ev));
-        q.have_events = 0;
-        q.len = q.head = 0;
+        q.have_event = 0;
     }
 }
 
@@ -200,14 +410,74 @@ void rt_barrier(RtComm *c)
     rtcu_block_end();
 }
 
+/* A request: its completion event, or a deferred point-to-point transfer. */
+struct RtReq {
+    int deferred; /* rt_isend/rt_irecv on a plain communicator: issued at the first rt_wait */
+    int launched;
+    int grouped;  /* issued inside an open group: its event comes at rt_group_end */
+    int host;     /* rt_to_device_async: the host waits too (its staging buffer) */
+    RtcuEv *ev;   /* completion; NULL: nothing to wait for */
+};
+
+/* ------------------------------------------------------------- groups */
+/* Inside rt_group_begin/end, collectives are only enqueued by NCCL at
+ * ncclGroupEnd: their completion events are recorded after it. */
+enum { MAX_GROUP = 4096 };
+static struct {
+    int open;
+    int n;
+    struct {
+        cudaStream_t s;
+        ncclComm_t nc;
+        const void *p1, *p2;
+        size_t b1, b2;
+        RtReq *req;
+    } op[MAX_GROUP];
+} grp;
+
+void rt_group_begin(void)
+{
+    rtcu_require_init("rt_group_begin");
+    if (grp.open) rt_fatal("rt_group_begin inside a group");
+    grp.open = 1;
+    grp.n = 0;
+    NCCL_CHECK(ncclGroupStart());
+}
+
+void rt_group_end(void)
+{
+    if (!grp.open) rt_fatal("rt_group_end without rt_group_begin");
+    grp.open = 0;
+    ncclResult_t r = ncclGroupEnd();
+    if (r == ncclInProgress) { /* non-blocking: each communicator of the group settles */
+        for (int i = 0; i < grp.n; i++) {
+            ncclResult_t st = ncclInProgress;
+            rtcu_nccl_settle(grp.op[i].nc, st, "ncclGroupEnd", __FILE__, __LINE__);
+        }
+    } else if (r != ncclSuccess) {
+        rtcu_fail(__FILE__, __LINE__, "NCCL", ncclGetErrorString(r), "ncclGroupEnd");
+    }
+    for (int i = 0; i < grp.n; i++) {
+        RtcuEv *v = pend(grp.op[i].s, grp.op[i].p1, grp.op[i].b1, grp.op[i].p2, grp.op[i].b2);
+        if (grp.op[i].req) {
+            grp.op[i].req->ev = v;
+            grp.op[i].req->grouped = 0;
+        } else {
+            ev_put(v);
+        }
+    }
+    grp.n = 0;
+}
+
 /* ---------------------------------------------------------- collectives */
 static void check_comm(const RtComm *c, const char *fn)
 {
     rtcu_require_init(fn);
     if (!c) rt_fatal("%s: NULL communicator (this rank is not a member)", fn);
+    if (c->p2p) rt_fatal("%s on a point-to-point communicator (rt_comm_split_p2p)", fn);
 }
 
-/* A local device copy on compute, ordered after pending collectives on src/dst. */
+/* A local device copy on compute, ordered after pending operations on src/dst. */
 static void local_copy(void *dst, const void *src, size_t bytes)
 {
     if (dst == src || bytes == 0) return;
@@ -215,51 +485,91 @@ static void local_copy(void *dst, const void *src, size_t bytes)
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, rtcu.compute));
 }
 
+static RtReq *new_req(void)
+{
+    RtReq *r = (RtReq *)calloc(1, sizeof *r);
+    if (!r) rt_fatal("out of host memory");
+    return r;
+}
+
+/* Enqueue one NCCL operation on c's stream. `issue` makes the NCCL call;
+ * ranges are what it reads and writes. Returns its event (a reference for
+ * the caller) or, inside a group, NULL (the event comes at rt_group_end and
+ * goes to req). */
+template <class F>
+static RtcuEv *enqueue(const RtComm *c, RtReq *req, const char *call, const void *p1, size_t b1, const void *p2,
+                       size_t b2, F issue)
+{
+    stream_after(c->stream, p1, b1, p2, b2);
+    ncclResult_t r = issue(c->stream);
+    if (grp.open) {
+        if (r != ncclSuccess && r != ncclInProgress) rtcu_fail(__FILE__, __LINE__, "NCCL", ncclGetErrorString(r), call);
+        if (grp.n == MAX_GROUP) rt_fatal("more than %d collectives in one group", MAX_GROUP);
+        grp.op[grp.n++] = {c->stream, c->nccl, p1, p2, b1, b2, req};
+        if (req) req->grouped = 1;
+        return NULL;
+    }
+    rtcu_nccl_settle(c->nccl, r, call, __FILE__, __LINE__);
+    return pend(c->stream, p1, b1, p2, b2);
+}
+
+static void done(RtcuEv *v)
+{
+    if (v) ev_put(v);
+}
+
 void rt_allreduce(RtComm *c, void *buf, int64_t n, RtType t)
 {
     check_comm(c, "rt_allreduce");
     if (n <= 0 || c->size == 1) return;
-    rtcu_comm_after_compute();
-    NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)n, rtcu_nccl_type(t), ncclSum, c->nccl, rtcu.comm));
-    rtcu_comm_done("allreduce", buf, (size_t)n * rtcu_type_size(t), NULL, 0);
+    size_t b = (size_t)n * rtcu_type_size(t);
+    done(enqueue(c, NULL, "ncclAllReduce", buf, b, NULL, 0, [&](cudaStream_t s) {
+        return ncclAllReduce(buf, buf, (size_t)n, rtcu_nccl_type(t), ncclSum, c->nccl, s);
+    }));
 }
 
 void rt_allreduce_max(RtComm *c, float *buf, int64_t n)
 {
     check_comm(c, "rt_allreduce_max");
     if (n <= 0 || c->size == 1) return;
-    rtcu_comm_after_compute();
-    NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)n, ncclFloat32, ncclMax, c->nccl, rtcu.comm));
-    rtcu_comm_done("allreduce_max", buf, (size_t)n * 4, NULL, 0);
+    done(enqueue(c, NULL, "ncclAllReduce", buf, (size_t)n * 4, NULL, 0, [&](cudaStream_t s) {
+        return ncclAllReduce(buf, buf, (size_t)n, ncclFloat32, ncclMax, c->nccl, s);
+    }));
+}
+
+static RtcuEv *reduce_scatter(RtComm *c, RtReq *req, void *out, const void *in, int64_t n_out, RtType t)
+{
+    size_t es = rtcu_type_size(t);
+    return enqueue(c, req, "ncclReduceScatter", out, (size_t)n_out * es, in, (size_t)n_out * es * c->size,
+                   [&](cudaStream_t s) {
+                       return ncclReduceScatter(in, out, (size_t)n_out, rtcu_nccl_type(t), ncclSum, c->nccl, s);
+                   });
 }
 
 void rt_reduce_scatter(RtComm *c, void *out, const void *in, int64_t n_out, RtType t)
 {
     check_comm(c, "rt_reduce_scatter");
-    size_t es = rtcu_type_size(t);
     if (n_out <= 0) return;
-    if (c->size == 1) {
-        local_copy(out, in, (size_t)n_out * es);
-        return;
-    }
-    rtcu_comm_after_compute();
-    NCCL_CHECK(ncclReduceScatter(in, out, (size_t)n_out, rtcu_nccl_type(t), ncclSum, c->nccl,
-                                 rtcu.comm));
-    rtcu_comm_done("reduce_scatter", out, (size_t)n_out * es, in, (size_t)n_out * es * c->size);
+    if (c->size == 1) return local_copy(out, in, (size_t)n_out * rtcu_type_size(t));
+    done(reduce_scatter(c, NULL, out, in, n_out, t));
+}
+
+static RtcuEv *allgather(RtComm *c, RtReq *req, void *out, const void *in, int64_t n_in, RtType t)
+{
+    size_t es = rtcu_type_size(t);
+    /* In place (in == out + rank * n_in) is NCCL's own in-place all-gather. */
+    return enqueue(c, req, "ncclAllGather", out, (size_t)n_in * es * c->size, in, (size_t)n_in * es,
+                   [&](cudaStream_t s) {
+                       return ncclAllGather(in, out, (size_t)n_in, rtcu_nccl_type(t), c->nccl, s);
+                   });
 }
 
 void rt_allgather(RtComm *c, void *out, const void *in, int64_t n_in, RtType t)
 {
     check_comm(c, "rt_allgather");
-    size_t es = rtcu_type_size(t);
     if (n_in <= 0) return;
-    if (c->size == 1) {
-        local_copy(out, in, (size_t)n_in * es);
-        return;
-    }
-    rtcu_comm_after_compute();
-    NCCL_CHECK(ncclAllGather(in, out, (size_t)n_in, rtcu_nccl_type(t), c->nccl, rtcu.comm));
-    rtcu_comm_done("allgather", out, (size_t)n_in * es * c->size, in, (size_t)n_in * es);
+    if (c->size == 1) return local_copy(out, in, (size_t)n_in * rtcu_type_size(t));
+    done(allgather(c, NULL, out, in, n_in, t));
 }
 
 void rt_alltoall(RtComm *c, void *out, const void *in, int64_t n_per_rank, RtType t)
@@ -269,20 +579,18 @@ void rt_alltoall(RtComm *c, void *out, const void *in, int64_t n_per_rank, RtTyp
     if (n_per_rank <= 0) return;
     if ((const char *)in < (char *)out + all && (char *)out < (const char *)in + all)
         rt_fatal("rt_alltoall: in and out overlap");
-    if (c->size == 1) {
-        local_copy(out, in, all);
-        return;
-    }
+    if (c->size == 1) return local_copy(out, in, all);
+    if (grp.open) rt_fatal("rt_alltoall inside rt_group_begin/end");
     ncclDataType_t nt = rtcu_nccl_type(t);
-    rtcu_comm_after_compute();
     /* Grouped send/recv: portable to every NCCL >= 2.7 (ncclAlltoAll is 2.28+). */
-    NCCL_CHECK(ncclGroupStart());
-    for (int r = 0; r < c->size; r++) {
-        NCCL_CHECK(ncclSend((const char *)in + r * blk, (size_t)n_per_rank, nt, r, c->nccl, rtcu.comm));
-        NCCL_CHECK(ncclRecv((char *)out + r * blk, (size_t)n_per_rank, nt, r, c->nccl, rtcu.comm));
-    }
-    NCCL_CHECK(ncclGroupEnd());
-    rtcu_comm_done("alltoall", out, all, in, all);
+    done(enqueue(c, NULL, "ncclGroupEnd (alltoall)", out, all, in, all, [&](cudaStream_t s) {
+        NCCL_CHECK(ncclGroupStart());
+        for (int r = 0; r < c->size; r++) {
+            NCCL_CHECK(ncclSend((const char *)in + r * blk, (size_t)n_per_rank, nt, r, c->nccl, s));
+            NCCL_CHECK(ncclRecv((char *)out + r * blk, (size_t)n_per_rank, nt, r, c->nccl, s));
+        }
+        return ncclGroupEnd();
+    }));
 }
 
 void rt_bcast(RtComm *c, void *buf, int64_t n, RtType t, int root)
@@ -290,23 +598,63 @@ void rt_bcast(RtComm *c, void *buf, int64_t n, RtType t, int root)
     check_comm(c, "rt_bcast");
     if (root < 0 || root >= c->size) rt_fatal("rt_bcast: root %d outside a group of %d", root, c->size);
     if (n <= 0 || c->size == 1) return;
-    rtcu_comm_after_compute();
-    NCCL_CHECK(ncclBroadcast(buf, buf, (size_t)n, rtcu_nccl_type(t), root, c->nccl, rtcu.comm));
-    rtcu_comm_done("bcast", buf, (size_t)n * rtcu_type_size(t), NULL, 0);
+    done(enqueue(c, NULL, "ncclBroadcast", buf, (size_t)n * rtcu_type_size(t), NULL, 0, [&](cudaStream_t s) {
+        return ncclBroadcast(buf, buf, (size_t)n, rtcu_nccl_type(t), root, c->nccl, s);
+    }));
+}
+
+/* ------------------------------------------- non-blocking collectives */
+/* The same calls on the communicator's stream; the request holds the
+ * completion event. A group of one rank completes at once (a local copy on
+ * compute, ordered like any kernel). */
+RtReq *rt_iallreduce(RtComm *c, void *buf, int64_t n, RtType t)
+{
+    check_comm(c, "rt_iallreduce");
+    RtReq *r = new_req();
+    if (n <= 0 || c->size == 1) return r;
+    size_t b = (size_t)n * rtcu_type_size(t);
+    r->ev = enqueue(c, r, "ncclAllReduce", buf, b, NULL, 0, [&](cudaStream_t s) {
+        return ncclAllReduce(buf, buf, (size_t)n, rtcu_nccl_type(t), ncclSum, c->nccl, s);
+    });
+    return r;
+}
+
+RtReq *rt_ireduce_scatter(RtComm *c, void *out, const void *in, int64_t n_out, RtType t)
+{
+    check_comm(c, "rt_ireduce_scatter");
+    RtReq *r = new_req();
+    if (n_out <= 0) return r;
+    if (c->size == 1) {
+        local_copy(out, in, (size_t)n_out * rtcu_type_size(t));
+        return r;
+    }
+    r->ev = reduce_scatter(c, r, out, in, n_out, t);
+    return r;
+}
+
+RtReq *rt_iallgather(RtComm *c, void *out, const void *in, int64_t n_in, RtType t)
+{
+    check_comm(c, "rt_iallgather");
+    RtReq *r = new_req();
+    if (n_in <= 0) return r;
+    if (c->size == 1) {
+        local_copy(out, in, (size_t)n_in * rtcu_type_size(t));
+        return r;
+    }
+    r->ev = allgather(c, r, out, in, n_in, t);
+    return r;
 }
 
 /* ------------------------------------------------------- point to point */
-/* NCCL sends and receives block the GPU until matched, so a send and a
- * receive posted one after the other could deadlock two ranks that both
- * send first. Requests are therefore queued on the host and issued together
- * in one ncclGroupStart/End at the first rt_wait, which MPI semantics allow
- * (a send buffer may not change, nor a receive buffer be read, before its
- * wait). NCCL matches messages between two ranks in posting order; tags are
- * only checked to be non-negative. */
-struct RtReq {
-    int launched;
-};
-
+/* On a plain communicator NCCL sends and receives on one stream block it
+ * until matched, so a send and a receive posted one after the other could
+ * deadlock two ranks that both send first. Such requests are queued on the
+ * host and issued together in one ncclGroupStart/End at the first rt_wait,
+ * which MPI semantics allow (a send buffer may not change, nor a receive
+ * buffer be read, before its wait). On a rt_comm_split_p2p communicator each
+ * is issued at once on the channel of its direction. NCCL matches messages
+ * between two ranks in posting order; tags are only checked to be
+ * non-negative. */
 typedef struct {
     RtReq *req;
     RtComm *c;
@@ -323,13 +671,29 @@ static int n_p2p;
 static RtReq *post(RtComm *c, void *buf, int64_t n, RtType t, int peer, int tag, int send)
 {
     const char *fn = send ? "rt_isend" : "rt_irecv";
-    check_comm(c, fn);
+    rtcu_require_init(fn);
+    if (!c) rt_fatal("%s: NULL communicator (this rank is not a member)", fn);
     if (peer < 0 || peer >= c->size) rt_fatal("%s: peer %d outside a group of %d", fn, peer, c->size);
+    if (peer == c->rank && (c->p2p || !c->nccl))
+        rt_fatal("%s: peer %d is this rank (not on this communicator)", fn, peer);
     if (tag < 0) rt_fatal("%s: negative tag %d", fn, tag);
     if (n < 0) rt_fatal("%s: negative count %lld", fn, (long long)n);
+    RtReq *r = new_req();
+    if (c->p2p) {
+        if (n == 0) return r;
+        /* Channel 0 carries messages up the rank order, channel 1 down. */
+        int k = (send ? c->rank < peer : peer < c->rank) ? 0 : 1;
+        cudaStream_t s = c->chan_stream[k];
+        size_t b = (size_t)n * rtcu_type_size(t);
+        stream_after(s, buf, b, NULL, 0);
+        ncclResult_t res = send ? ncclSend(buf, (size_t)n, rtcu_nccl_type(t), peer, c->chan[k], s)
+                                : ncclRecv(buf, (size_t)n, rtcu_nccl_type(t), peer, c->chan[k], s);
+        rtcu_nccl_settle(c->chan[k], res, send ? "ncclSend" : "ncclRecv", __FILE__, __LINE__);
+        r->ev = pend(s, buf, b, NULL, 0);
+        return r;
+    }
     if (n_p2p == MAX_P2P) rt_fatal("%s: more than %d requests posted without rt_wait", fn, MAX_P2P);
-    RtReq *r = (RtReq *)calloc(1, sizeof *r);
-    if (!r) rt_fatal("out of host memory");
+    r->deferred = 1;
     p2p[n_p2p++] = (P2p){r, c, buf, n, t, peer, send};
     return r;
 }
@@ -347,20 +711,29 @@ RtReq *rt_irecv(RtComm *c, void *buf, int64_t n, RtType t, int peer, int tag)
 static void flush_p2p(void)
 {
     if (n_p2p == 0) return;
-    rtcu_comm_after_compute();
+    if (grp.open) rt_fatal("rt_wait of a point-to-point request inside rt_group_begin/end");
+    /* One group per stream is all NCCL allows in one ncclGroupEnd here: the
+     * requests of each communicator go out in posting order. */
+    for (int i = 0; i < n_p2p; i++) {
+        P2p *p = &p2p[i];
+        if (p->n > 0) stream_after(p->c->stream, p->buf, (size_t)p->n * rtcu_type_size(p->t), NULL, 0);
+    }
     NCCL_CHECK(ncclGroupStart());
     for (int i = 0; i < n_p2p; i++) {
         P2p *p = &p2p[i];
         if (p->n == 0) continue;
         if (p->send)
-            NCCL_CHECK(ncclSend(p->buf, (size_t)p->n, rtcu_nccl_type(p->t), p->peer, p->c->nccl, rtcu.comm));
+            NCCL_CHECK(ncclSend(p->buf, (size_t)p->n, rtcu_nccl_type(p->t), p->peer, p->c->nccl, p->c->stream));
         else
-            NCCL_CHECK(ncclRecv(p->buf, (size_t)p->n, rtcu_nccl_type(p->t), p->peer, p->c->nccl, rtcu.comm));
+            NCCL_CHECK(ncclRecv(p->buf, (size_t)p->n, rtcu_nccl_type(p->t), p->peer, p->c->nccl, p->c->stream));
     }
-    NCCL_CHECK(ncclGroupEnd());
+    ncclResult_t r = ncclGroupEnd();
+    for (int i = 0; i < n_p2p && r == ncclInProgress; i++)
+        if (p2p[i].n > 0) rtcu_nccl_settle(p2p[i].c->nccl, ncclInProgress, "ncclGroupEnd (p2p)", __FILE__, __LINE__);
+    if (r != ncclSuccess && r != ncclInProgress) rtcu_fail(__FILE__, __LINE__, "NCCL", ncclGetErrorString(r), "ncclGroupEnd");
     for (int i = 0; i < n_p2p; i++) {
         P2p *p = &p2p[i];
-        rtcu_comm_done(p->send ? "send" : "recv", p->buf, (size_t)p->n * rtcu_type_size(p->t), NULL, 0);
+        if (p->n > 0) ev_put(pend(p->c->stream, p->buf, (size_t)p->n * rtcu_type_size(p->t), NULL, 0));
         p->req->launched = 1;
     }
     n_p2p = 0;
@@ -370,6 +743,31 @@ void rt_wait(RtReq *r)
 {
     rtcu_require_init("rt_wait");
     if (!r) rt_fatal("rt_wait: NULL request");
-    if (!r->launched) flush_p2p();
+    if (r->deferred) {
+        /* Issued, and tracked by range: kernels touching its buffer wait. */
+        if (!r->launched) flush_p2p();
+        free(r);
+        return;
+    }
+    if (r->grouped) rt_fatal("rt_wait of a request of a group still open (rt_group_end first)");
+    if (r->ev) {
+        CUDA_CHECK(cudaStreamWaitEvent(rtcu.compute, r->ev->e, 0));
+        if (r->host) CUDA_SYNC_CHECK(cudaEventSynchronize(r->ev->e));
+        ev_put(r->ev);
+    }
     free(r);
+}
+
+/* --------------------------------------------------------- host copies */
+RtReq *rt_to_device_async(void *dst, const void *host_src, size_t bytes)
+{
+    rtcu_require_init("rt_to_device_async");
+    RtReq *r = new_req();
+    if (bytes == 0) return r;
+    rtcu_deps({{dst, bytes}});
+    CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, rtcu.compute));
+    r->ev = ev_get();
+    CUDA_CHECK(cudaEventRecord(r->ev->e, rtcu.compute));
+    r->host = 1; /* the copy is on compute already: rt_wait only frees the host buffer */
+    return r;
 }

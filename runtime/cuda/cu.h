@@ -1,15 +1,20 @@
 /* cu.h: internals of the CUDA backend of libptdrt (rt.h). Prefix rtcu_.
  *
  * Streams: every kernel and cuBLAS call runs on rtcu.compute; every NCCL call
- * on rtcu.comm. A collective first makes comm wait on an event recorded on
- * compute (it sees all earlier kernels), then records a completion event that
- * the next compute work touching its buffers waits on (rtcu_deps, comm.cu).
- * Host-synchronous calls join both streams first (rtcu_join).
+ * on the stream of its communicator (one per NCCL communicator; two for a
+ * point-to-point communicator, one per direction). An operation first makes
+ * its stream wait on an event recorded on compute (it sees all earlier
+ * kernels), then records a completion event that the next compute work
+ * touching its buffers waits on (rtcu_deps, comm.cu), or that rt_wait of its
+ * request makes compute wait on. Host-synchronous calls join everything
+ * first (rtcu_sync).
  *
  * Errors: CUDA_CHECK / CUBLAS_CHECK / NCCL_CHECK report file:line, the
  * library and its own error string, then abort every rank (rt_fatal).
- * Calls that may block the host are bracketed by rtcu_block_begin/end, which
- * the watchdog (watchdog.cu) times against PTDC_NCCL_TIMEOUT. */
+ * Calls that may block the host (stream synchronisation, synchronous
+ * copies, the polling of non-blocking NCCL communicators) are bracketed by
+ * rtcu_block_begin/end, which the watchdog (watchdog.cu) times against the
+ * stall timeout. */
 #ifndef PTDC_RUNTIME_CUDA_CU_H
 #define PTDC_RUNTIME_CUDA_CU_H
 
@@ -29,9 +34,14 @@
 typedef struct RtcuDevErr RtcuDevErr;
 
 struct RtComm {
-    ncclComm_t nccl;
+    ncclComm_t nccl;         /* NULL for a group of one rank (local copies) */
     MPI_Comm mpi;
     int rank, size;
+    cudaStream_t stream;     /* its operations' stream (shared with nccl) */
+    int owner;               /* nccl and stream are this communicator's (else shared) */
+    int p2p;                 /* rt_comm_split_p2p: chan[0] carries messages up the rank order */
+    ncclComm_t chan[2];
+    cudaStream_t chan_stream[2];
 };
 
 typedef struct RtcuState {
@@ -40,7 +50,7 @@ typedef struct RtcuState {
     int local_rank, local_size;
     int device, num_sms;
     int mpi_multiple;          /* MPI_THREAD_MULTIPLE: the watchdog may call MPI_Abort */
-    cudaStream_t compute, comm;
+    cudaStream_t compute;
     cublasHandle_t blas;
     void *blas_ws;
     RtComm *world;
@@ -64,16 +74,18 @@ extern RtcuState rtcu;
         if (rtcu_s_ != CUBLAS_STATUS_SUCCESS)                                             \
             rtcu_fail(__FILE__, __LINE__, "cuBLAS", cublasGetStatusString(rtcu_s_), #call); \
     } while (0)
-/* NCCL calls may block the host (connection set-up, a blocking communicator
- * waiting for peers): the watchdog times them. */
+/* An NCCL call that does not involve a communicator's progress (queries,
+ * group brackets, calls inside a group). Calls on a communicator go through
+ * NCCL_COMM_CHECK: communicators are non-blocking, so a call may return
+ * ncclInProgress and the host then polls until it settles (comm.cu),
+ * watched by the watchdog. */
 #define NCCL_CHECK(call)                                                                  \
     do {                                                                                  \
-        rtcu_block_begin(#call, __FILE__, __LINE__);                                      \
         ncclResult_t rtcu_r_ = (call);                                                    \
-        rtcu_block_end();                                                                 \
         if (rtcu_r_ != ncclSuccess)                                                       \
             rtcu_fail(__FILE__, __LINE__, "NCCL", ncclGetErrorString(rtcu_r_), #call);    \
     } while (0)
+#define NCCL_COMM_CHECK(comm, call) rtcu_nccl_settle((comm), (call), #call, __FILE__, __LINE__)
 /* A CUDA call that waits for the device (stream sync, synchronous copy). */
 #define CUDA_SYNC_CHECK(call)                                                             \
     do {                                                                                  \
@@ -103,10 +115,13 @@ void rtcu_watchdog_start(void);
 void rtcu_watchdog_stop(void);
 void rtcu_watchdog_add(ncclComm_t c);
 void rtcu_watchdog_forget_comms(void); /* before destroying them */
+/* The main thread's blocking calls, published without a lock (one writer). */
 void rtcu_block_begin(const char *what, const char *file, int line);
 void rtcu_block_end(void);
-/* Abort every NCCL communicator (best effort) before MPI_Abort. */
-void rtcu_abort_comms(void);
+/* Set once the watchdog aborts: the main thread must not touch a
+ * communicator again; rtcu_park waits for the process to end. */
+bool rtcu_aborting(void);
+[[noreturn]] void rtcu_park(void);
 
 /* ----------------------------------------------------- device errors */
 /* Kernels report bad input (a token id out of range) through a device word
@@ -131,7 +146,7 @@ static __device__ __forceinline__ void rtcu_report(RtcuDevErr *e, int code, long
 void rtcu_check_dev_err(void); /* host, after a sync */
 
 /* ------------------------------------------------------ comm.cu */
-/* Make compute wait for every pending collective whose buffers overlap any
+/* Make compute wait for every pending operation whose buffers overlap any
  * of these byte ranges. Called at the start of every kernel entry point with
  * all its inputs and outputs (NULL or empty ranges are ignored). */
 struct RtcuRange {
@@ -141,13 +156,13 @@ struct RtcuRange {
 void rtcu_deps(std::initializer_list<RtcuRange> ranges);
 /* Make compute wait for all pending communication. */
 void rtcu_join_comm(void);
-/* Join both streams and wait on the host (then check device errors). */
+/* Join everything and wait on the host (then check device errors). */
 void rtcu_sync(void);
-/* Communication order: comm waits for compute so far. */
-void rtcu_comm_after_compute(void);
-/* Record the completion of the collective just issued on comm, touching
- * these (pointer, bytes) ranges. */
-void rtcu_comm_done(const char *what, const void *p1, size_t b1, const void *p2, size_t b2);
+/* Check a call on non-blocking communicator c: poll it while in progress. */
+void rtcu_nccl_settle(ncclComm_t c, ncclResult_t r, const char *call, const char *file, int line);
+ncclConfig_t rtcu_nccl_config(void); /* blocking = 0 */
+/* c takes nc and a new stream of its own (and the watchdog watches nc). */
+void rtcu_comm_own(RtComm *c, ncclComm_t nc);
 size_t rtcu_type_size(RtType t);
 ncclDataType_t rtcu_nccl_type(RtType t);
 void rtcu_comm_remember(RtComm *c); /* destroyed by rtcu_comm_destroy_all */
@@ -168,6 +183,7 @@ void rtcu_scratch_free(void);
  * out[j] = sum_g partial[g, j] (+ out[j] if accumulate), rounded once. */
 void rtcu_row_groups(int64_t rows, int64_t cols, int64_t *groups, int64_t *chunk);
 void rtcu_colsum_final(rt_act *out, const float *partial, int64_t groups, int64_t cols, bool accumulate);
+void rtcu_colsum_final(rt_grad *out, const float *partial, int64_t groups, int64_t cols, bool accumulate);
 
 /* ------------------------------------------------ attention_fa2.cu */
 /* Tensor-core attention (FlashAttention-2 scheme) for the head dims

@@ -11,6 +11,11 @@
 
 static __device__ __forceinline__ float ld(const rt_act *p) { return __bfloat162float(*p); }
 static __device__ __forceinline__ rt_act bf(float x) { return __float2bfloat16(x); } /* RNE */
+/* Element access for kernels templated on bf16 activations or fp32
+ * gradients (rt_grad). */
+static __device__ __forceinline__ float ld(const float *p) { return *p; }
+static __device__ __forceinline__ void st(rt_act *p, float x) { *p = bf(x); }
+static __device__ __forceinline__ void st(float *p, float x) { *p = x; }
 
 /* Eight bf16 in 16 bytes. */
 struct alignas(16) Bf8 {

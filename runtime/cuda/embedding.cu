@@ -7,8 +7,8 @@
  * Backward, without atomics: the token positions are radix-sorted by local
  * row (CUB, stable, so positions with the same id stay in ascending order);
  * the first position of each run of equal ids owns that table row and adds
- * the run's dout rows in that order in fp32, then adds the sum to dtable
- * once. Bitwise reproducible. Cost: a sort of n 32-bit keys (a few us for
+ * the run's dout rows in that order in fp32, then adds the sum to the fp32
+ * dtable (rt_grad) once. Bitwise reproducible. Cost: a sort of n 32-bit keys (a few us for
  * n = 16K) plus one read of dout and one read-modify-write of the touched
  * table rows; a very frequent token serialises its run in one block.
  *
@@ -73,7 +73,7 @@ static __global__ void k_embed_keys(unsigned *keys, unsigned *pos, const int32_t
 
 /* Block (p, column chunk): if sorted position p starts a run of one row,
  * sum the run's dout rows in order and add them to that table row. */
-static __global__ void k_embed_bwd(rt_act *dtable, const unsigned *keys, const unsigned *pos, const rt_act *dout,
+static __global__ void k_embed_bwd(rt_grad *dtable, const unsigned *keys, const unsigned *pos, const rt_act *dout,
                                    int64_t n, int64_t vl, int64_t dim)
 {
     int64_t p = blockIdx.x, j = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
@@ -81,13 +81,13 @@ static __global__ void k_embed_bwd(rt_act *dtable, const unsigned *keys, const u
     if (k >= (unsigned)vl || (p > 0 && keys[p - 1] == k) || j >= dim) return;
     float s = 0.0f;
     for (int64_t q = p; q < n && keys[q] == k; q++) s += ld(dout + (int64_t)pos[q] * dim + j);
-    rt_act *t = dtable + (int64_t)k * dim + j;
-    *t = bf(ld(t) + s);
+    rt_grad *t = dtable + (int64_t)k * dim + j;
+    *t += s;
 }
 
 static size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
 
-void rt_embedding_bwd(rt_act *dtable, const int32_t *ids, const rt_act *dout, int64_t n, int64_t vocab_local,
+void rt_embedding_bwd(rt_grad *dtable, const int32_t *ids, const rt_act *dout, int64_t n, int64_t vocab_local,
                       int64_t vocab_offset, int64_t dim)
 {
     rtcu_require_init("rt_embedding_bwd");
@@ -95,7 +95,7 @@ void rt_embedding_bwd(rt_act *dtable, const int32_t *ids, const rt_act *dout, in
     if (n > INT_MAX || vocab_local >= (int64_t)UINT_MAX)
         rt_fatal("rt_embedding_bwd: %lld tokens / %lld rows exceed one sort", (long long)n, (long long)vocab_local);
     size_t es = sizeof(rt_act);
-    rtcu_deps({{dtable, (size_t)(vocab_local * dim) * es}, {ids, (size_t)n * 4}, {dout, (size_t)(n * dim) * es}});
+    rtcu_deps({{dtable, (size_t)(vocab_local * dim) * sizeof(rt_grad)}, {ids, (size_t)n * 4}, {dout, (size_t)(n * dim) * es}});
     int end_bit = 1;
     while (end_bit < 32 && ((uint64_t)1 << end_bit) <= (uint64_t)vocab_local) end_bit++;
     size_t tmp = 0;

@@ -66,6 +66,21 @@ void rt_to_host(void *host_dst, const void *src, size_t bytes)
     rtcu_check_dev_err();
 }
 
+/* Page-locked, so copies from it are truly asynchronous (rt_to_device_async,
+ * comm.cu). */
+void *rt_host_alloc(size_t bytes)
+{
+    rtcu_require_init("rt_host_alloc");
+    void *p = NULL;
+    CUDA_CHECK(cudaMallocHost(&p, bytes ? bytes : 1));
+    return p;
+}
+
+void rt_host_free(void *p)
+{
+    if (p) CUDA_CHECK(cudaFreeHost(p));
+}
+
 /* Conversions go through a host staging buffer in chunks. */
 static const int64_t CHUNK = 1 << 22;
 

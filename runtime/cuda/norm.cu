@@ -7,7 +7,7 @@
  * row the block reduces the row's dot products, writes dx, and adds the row's
  * weight-gradient terms into its own fp32 partial row (no other block touches
  * it); rtcu_colsum_final then adds the groups in a fixed order into dw (and
- * db). Deterministic, no atomics. All passes are memory-bound (x and dy read
+ * db), fp32 gradients (rt_grad). Deterministic, no atomics. All passes are memory-bound (x and dy read
  * twice, the second time from L1/L2): expect ~60-80% of HBM bandwidth.
  *
  * A NULL w means ones, a NULL b zeros; a NULL dw or db is not computed. */
@@ -75,13 +75,13 @@ void rt_rmsnorm_fwd(rt_act *y, float *rstd, const rt_act *x, const rt_act *w, in
     LAUNCH_CHECK();
 }
 
-void rt_rmsnorm_bwd(rt_act *dx, rt_act *dw, const rt_act *x, const rt_act *w, const float *rstd,
+void rt_rmsnorm_bwd(rt_act *dx, rt_grad *dw, const rt_act *x, const rt_act *w, const float *rstd,
                     const rt_act *dy, int64_t rows, int64_t cols)
 {
     rtcu_require_init("rt_rmsnorm_bwd");
     if (rows <= 0 || cols <= 0) return;
     size_t b = (size_t)(rows * cols) * sizeof(rt_act), bw = (size_t)cols * sizeof(rt_act);
-    rtcu_deps({{dx, b}, {dw, bw}, {x, b}, {w, bw}, {rstd, (size_t)rows * 4}, {dy, b}});
+    rtcu_deps({{dx, b}, {dw, (size_t)cols * sizeof(rt_grad)}, {x, b}, {w, bw}, {rstd, (size_t)rows * 4}, {dy, b}});
     int64_t groups, chunk;
     rtcu_row_groups(rows, cols, &groups, &chunk);
     float *pdw = dw ? (float *)rtcu_scratch((size_t)(groups * cols) * sizeof(float)) : NULL;
@@ -159,13 +159,14 @@ void rt_layernorm_fwd(rt_act *y, float *mean, float *rstd, const rt_act *x, cons
     LAUNCH_CHECK();
 }
 
-void rt_layernorm_bwd(rt_act *dx, rt_act *dw, rt_act *db, const rt_act *x, const rt_act *w, const float *mean,
+void rt_layernorm_bwd(rt_act *dx, rt_grad *dw, rt_grad *db, const rt_act *x, const rt_act *w, const float *mean,
                       const float *rstd, const rt_act *dy, int64_t rows, int64_t cols)
 {
     rtcu_require_init("rt_layernorm_bwd");
     if (rows <= 0 || cols <= 0) return;
     size_t bx = (size_t)(rows * cols) * sizeof(rt_act), bw = (size_t)cols * sizeof(rt_act);
-    rtcu_deps({{dx, bx}, {dw, bw}, {db, bw}, {x, bx}, {w, bw}, {mean, (size_t)rows * 4}, {rstd, (size_t)rows * 4}, {dy, bx}});
+    size_t bg = (size_t)cols * sizeof(rt_grad);
+    rtcu_deps({{dx, bx}, {dw, bg}, {db, bg}, {x, bx}, {w, bw}, {mean, (size_t)rows * 4}, {rstd, (size_t)rows * 4}, {dy, bx}});
     int64_t groups, chunk;
     rtcu_row_groups(rows, cols, &groups, &chunk);
     size_t pbytes = (size_t)(groups * cols) * sizeof(float);

@@ -6,15 +6,15 @@
  * (~85% of HBM bandwidth; fp64 adds are far below the FP64 rate).
  *
  * rt_adamw: one fused element-wise pass (fp32 maths on the fp32 master and
- * moments, bf16 gradient in, bf16 parameter out rounded to nearest even):
- * 28 bytes moved per parameter, memory-bound (~85% of HBM bandwidth). */
+ * moments, fp32 gradient in, bf16 parameter out rounded to nearest even):
+ * 30 bytes moved per parameter, memory-bound (~85% of HBM bandwidth). */
 #include "cu_dev.cuh"
 
 #include <math.h>
 
 enum { SUMSQ_T = 256, SUMSQ_MAXB = 1024 };
 
-static __global__ void k_sumsq_partial(double *part, const rt_act *x, int64_t n)
+static __global__ void k_sumsq_partial(double *part, const rt_grad *x, int64_t n)
 {
     __shared__ double sh[32];
     double acc = 0.0;
@@ -36,11 +36,11 @@ static __global__ void k_sumsq_final(float *out, const double *part, int nb)
     if (threadIdx.x == 0) *out += (float)acc;
 }
 
-void rt_sumsq(float *out, const rt_act *x, int64_t n)
+void rt_sumsq(float *out, const rt_grad *x, int64_t n)
 {
     rtcu_require_init("rt_sumsq");
     if (n <= 0) return;
-    rtcu_deps({{out, (size_t)4}, {x, (size_t)n * sizeof(rt_act)}});
+    rtcu_deps({{out, (size_t)4}, {x, (size_t)n * sizeof(rt_grad)}});
     int64_t nb = rtcu_cdiv(n, SUMSQ_T * 8);
     if (nb > SUMSQ_MAXB) nb = SUMSQ_MAXB;
     double *part = (double *)rtcu_scratch((size_t)nb * sizeof(double));
@@ -52,7 +52,7 @@ void rt_sumsq(float *out, const rt_act *x, int64_t n)
 
 /* As torch.optim.AdamW (foreach=False) computes it: decay first, m by lerp,
  * step size lr / (1 - b1^t), denominator sqrt(v) / sqrt(1 - b2^t) + eps. */
-static __global__ void k_adamw(float *master, rt_act *param, const rt_act *grad, float *m, float *v, int64_t n,
+static __global__ void k_adamw(float *master, rt_act *param, const rt_grad *grad, float *m, float *v, int64_t n,
                                float b2, float eps, float decay, float gs, float w1, float w2, float step_size,
                                float bc2_sqrt)
 {
@@ -70,7 +70,7 @@ static __global__ void k_adamw(float *master, rt_act *param, const rt_act *grad,
     }
 }
 
-void rt_adamw(float *master, rt_act *param, const rt_act *grad, float *m, float *v, int64_t n, float lr,
+void rt_adamw(float *master, rt_act *param, const rt_grad *grad, float *m, float *v, int64_t n, float lr,
               float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step)
 {
     rtcu_require_init("rt_adamw");
@@ -79,7 +79,7 @@ void rt_adamw(float *master, rt_act *param, const rt_act *grad, float *m, float 
     size_t fb = (size_t)n * 4, hb = (size_t)n * sizeof(rt_act);
     if ((char *)param < (char *)master + fb && (char *)master < (char *)param + hb)
         rt_fatal("rt_adamw: param (bf16) and master (fp32) must not overlap on CUDA");
-    rtcu_deps({{master, fb}, {param, hb}, {grad, hb}, {m, fb}, {v, fb}});
+    rtcu_deps({{master, fb}, {param, hb}, {grad, fb}, {m, fb}, {v, fb}});
     double bc1 = 1.0 - pow((double)beta1, step), bc2 = 1.0 - pow((double)beta2, step);
     float step_size = (float)((double)lr / bc1), bc2_sqrt = (float)sqrt(bc2);
     float decay = 1.0f - lr * weight_decay;

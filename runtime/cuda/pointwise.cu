@@ -1,4 +1,5 @@
-/* pointwise.cu: SiLU, GELU (tanh form), add and mul with broadcast.
+/* pointwise.cu: SiLU, GELU (tanh form), add and mul with broadcast; the
+ * fp32 gradient adds (rt_grad_add, rt_grad_sum).
  *
  * One grid-stride pass, fp32 math on bf16 loads, one rounding per output.
  * When sizes are multiples of 8 and pointers 16-byte aligned each thread moves
@@ -107,3 +108,26 @@ void rt_mul(rt_act *out, const rt_act *a, const rt_act *b, int64_t n, int64_t nb
 {
     map("rt_mul", out, a, b, n, nb, Mul());
 }
+
+/* Parameter gradients (fp32): acc += x, x a contribution in bf16 or an
+ * fp32 shard. One coalesced grid-stride pass; memory-bound (10 or 12 bytes
+ * per element). */
+template <class T>
+static __global__ void k_grad_add(rt_grad *acc, const T *x, int64_t n)
+{
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) acc[i] += ld(x + i);
+}
+
+template <class T>
+static void grad_add(const char *fn, rt_grad *acc, const T *x, int64_t n)
+{
+    rtcu_require_init(fn);
+    if (n <= 0) return;
+    rtcu_deps({{acc, (size_t)n * sizeof(rt_grad)}, {x, (size_t)n * sizeof(T)}});
+    RTCU_LAUNCH(k_grad_add<T>, rtcu_grid(n, 256), 256, 0)(acc, x, n);
+    LAUNCH_CHECK();
+}
+
+void rt_grad_add(rt_grad *acc, const rt_act *x, int64_t n) { grad_add("rt_grad_add", acc, x, n); }
+void rt_grad_sum(rt_grad *acc, const rt_grad *x, int64_t n) { grad_add("rt_grad_sum", acc, x, n); }

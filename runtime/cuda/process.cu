@@ -2,7 +2,7 @@
  *
  * rt_init: MPI (MPI_THREAD_MULTIPLE requested so the watchdog thread may call
  * MPI_Abort), the GPU chosen by the node-local rank (MPI_COMM_TYPE_SHARED),
- * one compute stream and one higher-priority communication stream, cuBLAS
+ * one compute stream (each communicator gets its own, comm.cu), cuBLAS
  * bound to the compute stream with a fixed workspace (deterministic GEMMs),
  * the NCCL world communicator from a unique id broadcast over MPI, and the
  * watchdog. */
@@ -134,12 +134,12 @@ void rt_init(int *argc, char ***argv)
     CUDA_CHECK(cudaSetDevice(rtcu.device));
     CUDA_CHECK(cudaDeviceGetAttribute(&rtcu.num_sms, cudaDevAttrMultiProcessorCount, rtcu.device));
 
-    /* Lower number = higher priority: communication kernels get the SMs
-     * they need as soon as their inputs are ready. */
+    /* Compute at the lowest priority: each communicator's stream (comm.cu)
+     * gets the highest, so communication kernels get the SMs they need as
+     * soon as their inputs are ready. */
     int lo = 0, hi = 0;
     CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
     CUDA_CHECK(cudaStreamCreateWithPriority(&rtcu.compute, cudaStreamNonBlocking, lo));
-    CUDA_CHECK(cudaStreamCreateWithPriority(&rtcu.comm, cudaStreamNonBlocking, hi));
 
     CUBLAS_CHECK(cublasCreate(&rtcu.blas));
     CUBLAS_CHECK(cublasSetStream(rtcu.blas, rtcu.compute));
@@ -158,13 +158,19 @@ void rt_init(int *argc, char ***argv)
     MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
     RtComm *w = (RtComm *)calloc(1, sizeof *w);
     if (!w) rt_fatal("out of host memory");
-    NCCL_CHECK(ncclCommInitRank(&w->nccl, rtcu.size, id, rtcu.rank));
     w->mpi = MPI_COMM_WORLD;
     w->rank = rtcu.rank;
     w->size = rtcu.size;
+    /* Non-blocking (config.blocking = 0): calls return at once and the
+     * runtime polls them, so the watchdog may abort the communicator from
+     * its own thread. Splits inherit the configuration. */
+    ncclConfig_t cfg = rtcu_nccl_config();
+    ncclComm_t nc = NULL;
+    ncclResult_t r = ncclCommInitRankConfig(&nc, rtcu.size, id, rtcu.rank, &cfg);
+    rtcu_nccl_settle(nc, r, "ncclCommInitRankConfig", __FILE__, __LINE__);
+    rtcu_comm_own(w, nc);
     rtcu.world = w;
     rtcu_comm_remember(w);
-    rtcu_watchdog_add(w->nccl);
 }
 
 void rt_finalize(void)
@@ -179,7 +185,6 @@ void rt_finalize(void)
     CUDA_CHECK(cudaFree(rtcu.dev_err));
     rtcu.dev_err = NULL;
     CUDA_CHECK(cudaStreamDestroy(rtcu.compute));
-    CUDA_CHECK(cudaStreamDestroy(rtcu.comm));
     rtcu.initialized = 0;
     int fin = 0;
     MPI_Finalized(&fin);

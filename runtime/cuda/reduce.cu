@@ -1,5 +1,5 @@
-/* reduce.cu: deterministic column sums (rt_reduce_rows and the weight
- * gradients of the norms) and row softmax.
+/* reduce.cu: deterministic column sums (rt_reduce_rows, rt_reduce_rows_grad
+ * and the weight gradients of the norms, into bf16 or fp32) and row softmax.
  *
  * Column sums, two stages: (1) a thread per (column, row group) sums its
  * group's rows in order (coalesced: consecutive threads, consecutive
@@ -40,7 +40,8 @@ static __global__ void k_colsum_partial(float *partial, const rt_act *in, int64_
     partial[g * cols + j] = s;
 }
 
-static __global__ void k_colsum_final(rt_act *out, const float *partial, int64_t groups, int64_t cols,
+template <class T>
+static __global__ void k_colsum_final(T *out, const float *partial, int64_t groups, int64_t cols,
                                       bool accumulate)
 {
     __shared__ float sh[8][33];
@@ -55,36 +56,58 @@ static __global__ void k_colsum_final(rt_act *out, const float *partial, int64_t
         float t = ((sh[0][tx] + sh[1][tx]) + (sh[2][tx] + sh[3][tx])) +
                   ((sh[4][tx] + sh[5][tx]) + (sh[6][tx] + sh[7][tx]));
         if (accumulate) t += ld(out + j);
-        out[j] = bf(t);
+        st(out + j, t);
     }
 }
 
-void rtcu_colsum_final(rt_act *out, const float *partial, int64_t groups, int64_t cols, bool accumulate)
+template <class T>
+static void colsum_final(T *out, const float *partial, int64_t groups, int64_t cols, bool accumulate)
 {
     if (cols <= 0) return;
     rtcu_check_grid("column sum", rtcu_cdiv(cols, 32), 1, 1);
-    RTCU_LAUNCH(k_colsum_final, (unsigned)rtcu_cdiv(cols, 32), dim3(32, 8), 0)(out, partial, groups, cols,
-                                                                                     accumulate);
+    RTCU_LAUNCH(k_colsum_final<T>, (unsigned)rtcu_cdiv(cols, 32), dim3(32, 8), 0)(out, partial, groups, cols,
+                                                                                        accumulate);
     LAUNCH_CHECK();
 }
-
-void rt_reduce_rows(rt_act *out, const rt_act *in, int64_t rows, int64_t cols, bool accumulate)
+void rtcu_colsum_final(rt_act *out, const float *partial, int64_t groups, int64_t cols, bool accumulate)
 {
-    rtcu_require_init("rt_reduce_rows");
+    colsum_final(out, partial, groups, cols, accumulate);
+}
+void rtcu_colsum_final(rt_grad *out, const float *partial, int64_t groups, int64_t cols, bool accumulate)
+{
+    colsum_final(out, partial, groups, cols, accumulate);
+}
+
+/* Column sums into bf16 (an activation's broadcast operand) or fp32 (a
+ * parameter's gradient, rt_reduce_rows_grad). */
+template <class T>
+static void reduce_rows(const char *fn, T *out, const rt_act *in, int64_t rows, int64_t cols, bool accumulate)
+{
+    rtcu_require_init(fn);
     if (cols <= 0) return;
-    if (rows < 0) rt_fatal("rt_reduce_rows: negative rows");
+    if (rows < 0) rt_fatal("%s: negative rows", fn);
     size_t es = sizeof(rt_act);
-    rtcu_deps({{out, (size_t)cols * es}, {in, (size_t)(rows * cols) * es}});
+    rtcu_deps({{out, (size_t)cols * sizeof(T)}, {in, (size_t)(rows * cols) * es}});
     int64_t groups, chunk;
     rtcu_row_groups(rows, cols, &groups, &chunk);
     float *partial = (float *)rtcu_scratch((size_t)((groups > 0 ? groups : 1) * cols) * sizeof(float));
     if (groups > 0) {
-        rtcu_check_grid("rt_reduce_rows", rtcu_cdiv(cols, 256), groups, 1);
+        rtcu_check_grid(fn, rtcu_cdiv(cols, 256), groups, 1);
         RTCU_LAUNCH(k_colsum_partial, dim3((unsigned)rtcu_cdiv(cols, 256), (unsigned)groups), 256, 0)(
             partial, in, rows, cols, chunk);
         LAUNCH_CHECK();
     }
     rtcu_colsum_final(out, partial, groups, cols, accumulate);
+}
+
+void rt_reduce_rows(rt_act *out, const rt_act *in, int64_t rows, int64_t cols, bool accumulate)
+{
+    reduce_rows("rt_reduce_rows", out, in, rows, cols, accumulate);
+}
+
+void rt_reduce_rows_grad(rt_grad *out, const rt_act *in, int64_t rows, int64_t cols, bool accumulate)
+{
+    reduce_rows("rt_reduce_rows_grad", out, in, rows, cols, accumulate);
 }
 
 /* ------------------------------------------------------------- softmax */

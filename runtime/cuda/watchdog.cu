@@ -3,7 +3,7 @@
  * A thread polls, every 100 ms, ncclCommGetAsyncError on every communicator
  * (a peer that died, a network error) and the host's current blocking call
  * (rtcu_block_begin/end around stream synchronisation, synchronous copies and
- * NCCL calls). If an error is reported, or the host has waited in one call
+ * the polling of non-blocking NCCL calls, published without a lock). If an error is reported, or the host has waited in one call
  * longer than the timeout (rt_set_timeout; default PTDC_TIMEOUT, else
  * PTDC_NCCL_TIMEOUT, else 600 s; 0 disables it), it prints what was waited on in
  * one line (one write(), so lines of ranks never run together), aborts every communicator
@@ -24,6 +24,7 @@
 #include "cu.h"
 #include "common/common.h"
 
+#include <atomic>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,8 @@
 
 enum { MAX_COMMS = 1024 };
 
+/* wd_mu guards the communicator list and the timeout (changed at start-up
+ * and in rt_set_timeout), never the blocking-call state below. */
 static pthread_mutex_t wd_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     pthread_t thread;
@@ -39,11 +42,17 @@ static struct {
     double timeout;
     ncclComm_t comms[MAX_COMMS];
     int ncomms;
-    int depth;                /* nesting of blocking calls on the host */
-    const char *what, *file;  /* the outermost one */
-    int line;
-    double since;
 } wd;
+
+/* The main thread's current blocking call: one writer (the main thread),
+ * published through a seqlock the watchdog reads, so timing a call costs a
+ * few stores and no lock. */
+static std::atomic<unsigned> blk_gen;
+static std::atomic<int> blk_depth;
+static std::atomic<const char *> blk_what, blk_file;
+static std::atomic<int> blk_line;
+static std::atomic<double> blk_since;
+static std::atomic<bool> aborting;
 
 static double now(void)
 {
@@ -54,21 +63,55 @@ static double now(void)
 
 void rtcu_block_begin(const char *what, const char *file, int line)
 {
-    pthread_mutex_lock(&wd_mu);
-    if (wd.depth++ == 0) {
-        wd.what = what;
-        wd.file = file;
-        wd.line = line;
-        wd.since = now();
+    int d = blk_depth.load(std::memory_order_relaxed);
+    if (d == 0) { /* the outermost call names the wait */
+        unsigned g = blk_gen.load(std::memory_order_relaxed);
+        blk_gen.store(g + 1, std::memory_order_relaxed);
+        std::atomic_thread_fence(std::memory_order_release);
+        blk_what.store(what, std::memory_order_relaxed);
+        blk_file.store(file, std::memory_order_relaxed);
+        blk_line.store(line, std::memory_order_relaxed);
+        blk_since.store(now(), std::memory_order_relaxed);
+        blk_depth.store(1, std::memory_order_relaxed);
+        blk_gen.store(g + 2, std::memory_order_release);
+    } else {
+        blk_depth.store(d + 1, std::memory_order_relaxed);
     }
-    pthread_mutex_unlock(&wd_mu);
 }
 
 void rtcu_block_end(void)
 {
-    pthread_mutex_lock(&wd_mu);
-    if (wd.depth > 0) wd.depth--;
-    pthread_mutex_unlock(&wd_mu);
+    int d = blk_depth.load(std::memory_order_relaxed);
+    if (d > 0) blk_depth.store(d - 1, std::memory_order_release);
+}
+
+typedef struct {
+    int depth, line;
+    const char *what, *file;
+    double since;
+} Blk;
+
+static Blk blk_snapshot(void)
+{
+    Blk b;
+    for (;;) {
+        unsigned g = blk_gen.load(std::memory_order_acquire);
+        if (g & 1) continue;
+        b.depth = blk_depth.load(std::memory_order_acquire);
+        b.what = blk_what.load(std::memory_order_relaxed);
+        b.file = blk_file.load(std::memory_order_relaxed);
+        b.line = blk_line.load(std::memory_order_relaxed);
+        b.since = blk_since.load(std::memory_order_relaxed);
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (blk_gen.load(std::memory_order_relaxed) == g) return b;
+    }
+}
+
+bool rtcu_aborting(void) { return aborting.load(std::memory_order_acquire); }
+
+void rtcu_park(void)
+{
+    for (;;) pause(); /* the watchdog ends the process */
 }
 
 void rtcu_watchdog_add(ncclComm_t c)
@@ -82,18 +125,13 @@ void rtcu_watchdog_add(ncclComm_t c)
     pthread_mutex_unlock(&wd_mu);
 }
 
-/* Called with wd_mu held or from the single aborting thread. */
+/* Called with wd_mu held. The communicators are non-blocking, so
+ * ncclCommAbort from this thread is safe while the main thread polls one
+ * (it stops touching them once `aborting` is set, rtcu_park). */
 static void abort_comms_locked(void)
 {
     for (int i = 0; i < wd.ncomms; i++) ncclCommAbort(wd.comms[i]); /* best effort */
     wd.ncomms = 0;
-}
-
-void rtcu_abort_comms(void)
-{
-    pthread_mutex_lock(&wd_mu);
-    abort_comms_locked();
-    pthread_mutex_unlock(&wd_mu);
 }
 
 [[noreturn]] static void fire(const char *msg)
@@ -102,10 +140,10 @@ void rtcu_abort_comms(void)
     snprintf(prefix, sizeof prefix, "ptdc: rank %d: watchdog: ", rtcu.rank);
     fflush(stdout);
     rtc_write_line(2, prefix, "%s; aborting all ranks", msg);
-    /* Should ncclCommAbort or MPI_Abort themselves hang (a blocking
-     * communicator busy in another thread), SIGALRM ends the process and
-     * mpirun then kills the job. */
+    /* Should ncclCommAbort or MPI_Abort themselves hang, SIGALRM ends the
+     * process and mpirun then kills the job. */
     alarm(30);
+    aborting.store(true, std::memory_order_release);
     abort_comms_locked();
     if (rtcu.mpi_multiple) MPI_Abort(MPI_COMM_WORLD, 1);
     _exit(1);
@@ -141,11 +179,12 @@ static void *loop(void *arg)
                 fire(msg); /* holds the lock until the process ends */
             }
         }
-        if (wd.timeout > 0 && wd.depth > 0 && now() - wd.since > wd.timeout) {
+        Blk b = blk_snapshot();
+        if (wd.timeout > 0 && b.depth > 0 && now() - b.since > wd.timeout) {
             snprintf(msg, sizeof msg,
                      "no progress for %.0f s in %s at %s:%d (a collective or peer that never "
                      "completes; timeout %g s)",
-                     now() - wd.since, wd.what, wd.file, wd.line, wd.timeout);
+                     now() - b.since, b.what, b.file, b.line, wd.timeout);
             fire(msg);
         }
         pthread_mutex_unlock(&wd_mu);

@@ -6,7 +6,10 @@
  * as the driver pins them), so its ILP strategies are tested too. With
  * --plan-set NAME=VALUE the planner sees the model at other sizes (the same
  * graph: nodes and dims alike, only sizes differ), and its plan runs at the
- * model's own: realistic strategies on a model a CPU trains in seconds. */
+ * model's own: realistic strategies on a model a CPU trains in seconds.
+ * Gradient buckets of 16384 elements (CG_BUCKET_ELEMS to change; 0: the
+ * target's), so the tiny models' steps reduce several buckets while their
+ * backward runs. */
 #include "codegen.h"
 #include "frontend.h"
 #include "layout.h"
@@ -124,6 +127,11 @@ int main(int argc, char **argv)
         goto out;
     CgOptions o;
     cg_options_default(&o, target);
+    /* Several gradient buckets per step even for the tiny models (about
+     * 110K elements), issued while the backward runs; CG_BUCKET_ELEMS=0
+     * gives the target's own size. */
+    const char *be = getenv("CG_BUCKET_ELEMS");
+    o.bucket_elems = be ? atoll(be) : 16384;
     if (cg_emit(g, &plan, &o, argv[3]))
         rc = 0;
     if (search)

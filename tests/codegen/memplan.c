@@ -51,6 +51,7 @@ static void check(const char *dir, const Case *k)
     PassCostCtx ctx;
     memset(&ctx, 0, sizeof ctx);
     ctx.cl = &cl;
+    pass_stack_preset("ptdc", &ctx.st); /* the stack the generated programs are */
     PassSearchOpts so;
     memset(&so, 0, sizeof so);
     so.pins = k->pins;

@@ -6,6 +6,8 @@
  *                  MPI call) unless FAULT_STOP_AT is unset (then the test
  *                  script stops it from outside).
  *   p2p DIR        rank 0 waits for a message rank 1 never sends
+ *   async DIR      a non-blocking all-reduce completes, then ranks 0 and 1
+ *                  issue and wait for a second one that rank 2 never issues
  *   loop DIR       like stall, without stopping; runs until killed
  *   stop DIR       a training loop: rt_stop_install, a step = compute +
  *                  all-reduce; at each step boundary rt_stop_agree; on a
@@ -45,7 +47,7 @@ int main(int argc, char **argv)
 {
     rt_init(&argc, &argv);
     if (argc != 3)
-        rt_fatal("usage: fault_mpi stall|p2p|loop|stop DIR");
+        rt_fatal("usage: fault_mpi stall|p2p|async|loop|stop DIR");
     const char *mode = argv[1], *dir = argv[2];
     RtComm *w = rt_comm_world();
     int rank = rt_world_rank();
@@ -64,6 +66,15 @@ int main(int argc, char **argv)
             busy(1e9);
     }
     float buf[256];
+    if (!strcmp(mode, "async")) {
+        for (int i = 0; i < 256; i++)
+            buf[i] = (float)i;
+        rt_wait(rt_iallreduce(w, buf, 256, RT_F32));
+        if (rank != 2)
+            rt_wait(rt_iallreduce(w, buf, 256, RT_F32));
+        else
+            busy(1e9);
+    }
     for (long it = 0;; it++) {
         if (rank == stop_rank && it == stop_at)
             raise(SIGSTOP);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # fault_stall: a rank that stops (SIGSTOP) while the others wait for it in a
-# collective, and a receive that is never matched. Every waiting rank must
+# collective, a receive that is never matched, and a non-blocking collective
+# one rank never issues. Every waiting rank must
 # abort within the timeout (2 s here) plus the census grace, with one line
 # naming the rank that did not arrive; nothing may hang. The bound allowed
 # (15 s, for mpirun's start, the 2 s timeout and the census grace) leaves
@@ -58,4 +59,10 @@ mkdir -p "$work/c"
 timed "$mpirun" --oversubscribe -np 2 -x PTDC_TIMEOUT "$prog" p2p "$work/c"
 check "unmatched receive" "$out" $rc "$secs" \
   "^\[rank 0\] stalled: rt_wait for a receive (rank 1, tag 7) has not completed in [0-9.]* s (timeout 2 s): rank 1 is the peer: it has been outside any collective for [0-9.]* s (busy or hung)"
+
+# a non-blocking all-reduce rank 2 never issues: the waits name it
+mkdir -p "$work/d"
+timed "$mpirun" --oversubscribe -np 3 -x PTDC_TIMEOUT "$prog" async "$work/d"
+check "non-blocking collective never issued" "$out" $rc "$secs" \
+  "^\[rank [01]\] stalled: rt_wait for rt_iallreduce #2 on the world (3 ranks) has not completed in [0-9.]* s (timeout 2 s): rank 2 did not arrive: it has been outside any collective for [0-9.]* s (busy or hung)"
 exit $fail

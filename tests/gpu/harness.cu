@@ -77,6 +77,15 @@ static void t_matmul(Rng &r)
                 snprintf(name, sizeof name, "matmul ta=%d tb=%d acc=%d", ta, tb, acc);
                 report(name, hact(dc, M * N), c, TOL_BF16);
                 rt_free(da), rt_free(db), rt_free(dc);
+                /* the weight-gradient GEMM: an fp32 C accumulated over micro-batches */
+                auto g = randv(r, M * N);
+                rt_act *da2 = dact(a), *db2 = dact(b);
+                float *dg = df32(g);
+                rt_matmul_grad(dg, da2, db2, M, N, K, ta, tb, acc);
+                cpu_rt_matmul(g.data(), a.data(), b.data(), M, N, K, ta, tb, acc);
+                snprintf(name, sizeof name, "matmul_grad ta=%d tb=%d acc=%d (fp32 C)", ta, tb, acc);
+                report(name, hf32(dg, M * N), g, TOL_F32);
+                rt_free(da2), rt_free(db2), rt_free(dg);
             }
 }
 
@@ -90,7 +99,8 @@ static void t_embedding(Rng &r)
         auto table = randv(r, vl * dim), dout = randv(r, n * dim), dtable = randv(r, vl * dim);
         std::vector<float> out((size_t)(n * dim));
         int32_t *dids = di32(ids);
-        rt_act *dtab = dact(table), *dout_d = dact(dout), *ddt = dact(dtable);
+        rt_act *dtab = dact(table), *dout_d = dact(dout);
+        float *ddt = df32(dtable); /* the gradient: fp32 */
         rt_act *dout_fwd = (rt_act *)rt_alloc(out.size() * sizeof(rt_act));
         rt_embedding_fwd(dout_fwd, dids, dtab, n, vl, off, dim);
         cpu_rt_embedding_fwd(out.data(), ids.data(), table.data(), n, vl, off, dim);
@@ -99,8 +109,8 @@ static void t_embedding(Rng &r)
         report(name, hact(dout_fwd, n * dim), out, TOL_BF16);
         rt_embedding_bwd(ddt, dids, dout_d, n, vl, off, dim);
         cpu_rt_embedding_bwd(dtable.data(), ids.data(), dout.data(), n, vl, off, dim);
-        snprintf(name, sizeof name, "embedding_bwd dim=%lld", (long long)dim);
-        report(name, hact(ddt, vl * dim), dtable, TOL_BF16);
+        snprintf(name, sizeof name, "embedding_bwd dim=%lld (fp32)", (long long)dim);
+        report(name, hf32(ddt, vl * dim), dtable, TOL_F32);
         rt_free(dids), rt_free(dtab), rt_free(dout_d), rt_free(ddt), rt_free(dout_fwd);
     }
 }
@@ -112,7 +122,8 @@ static void t_rmsnorm(Rng &r)
     const float eps = 1e-5f;
     auto x = randv(r, rows * cols, 2.0f), w = randv(r, cols), dy = randv(r, rows * cols), dw = randv(r, cols);
     std::vector<float> y((size_t)(rows * cols)), rstd((size_t)rows), dx((size_t)(rows * cols));
-    rt_act *dxx = dact(x), *dww = dact(w), *ddy = dact(dy), *ddw = dact(dw);
+    rt_act *dxx = dact(x), *dww = dact(w), *ddy = dact(dy);
+    float *ddw = df32(dw);
     rt_act *dyy = (rt_act *)rt_alloc(y.size() * sizeof(rt_act)), *ddx = (rt_act *)rt_alloc(dx.size() * sizeof(rt_act));
     float *drstd = (float *)rt_alloc((size_t)rows * sizeof(float));
     rt_rmsnorm_fwd(dyy, drstd, dxx, dww, rows, cols, eps);
@@ -122,7 +133,7 @@ static void t_rmsnorm(Rng &r)
     rt_rmsnorm_bwd(ddx, ddw, dxx, dww, drstd, ddy, rows, cols);
     cpu_rt_rmsnorm_bwd(dx.data(), dw.data(), x.data(), w.data(), rstd.data(), dy.data(), rows, cols);
     report("rmsnorm_bwd dx", hact(ddx, rows * cols), dx, TOL_BF16);
-    report("rmsnorm_bwd dw (accumulated)", hact(ddw, cols), dw, TOL_BF16);
+    report("rmsnorm_bwd dw (fp32, accumulated)", hf32(ddw, cols), dw, TOL_F32);
     rt_free(dxx), rt_free(dww), rt_free(ddy), rt_free(ddw), rt_free(dyy), rt_free(ddx), rt_free(drstd);
 }
 
@@ -134,7 +145,8 @@ static void t_layernorm(Rng &r)
     auto dw = randv(r, cols), db = randv(r, cols);
     for (auto &v : x) v = bfr(v + 0.5f); /* a non-zero mean */
     std::vector<float> y((size_t)(rows * cols)), mean((size_t)rows), rstd((size_t)rows), dx((size_t)(rows * cols));
-    rt_act *dxx = dact(x), *dww = dact(w), *dbb = dact(b), *ddy = dact(dy), *ddw = dact(dw), *ddb = dact(db);
+    rt_act *dxx = dact(x), *dww = dact(w), *dbb = dact(b), *ddy = dact(dy);
+    float *ddw = df32(dw), *ddb = df32(db);
     rt_act *dyy = (rt_act *)rt_alloc(y.size() * sizeof(rt_act)), *ddx = (rt_act *)rt_alloc(dx.size() * sizeof(rt_act));
     float *dmean = (float *)rt_alloc((size_t)rows * 4), *drstd = (float *)rt_alloc((size_t)rows * 4);
     rt_layernorm_fwd(dyy, dmean, drstd, dxx, dww, dbb, rows, cols, eps);
@@ -146,8 +158,8 @@ static void t_layernorm(Rng &r)
     cpu_rt_layernorm_bwd(dx.data(), dw.data(), db.data(), x.data(), w.data(), mean.data(), rstd.data(), dy.data(),
                          rows, cols);
     report("layernorm_bwd dx", hact(ddx, rows * cols), dx, TOL_BF16);
-    report("layernorm_bwd dw (accumulated)", hact(ddw, cols), dw, TOL_BF16);
-    report("layernorm_bwd db (accumulated)", hact(ddb, cols), db, TOL_BF16);
+    report("layernorm_bwd dw (fp32, accumulated)", hf32(ddw, cols), dw, TOL_F32);
+    report("layernorm_bwd db (fp32, accumulated)", hf32(ddb, cols), db, TOL_F32);
     rt_free(dxx), rt_free(dww), rt_free(dbb), rt_free(ddy), rt_free(ddw), rt_free(ddb);
     rt_free(dyy), rt_free(ddx), rt_free(dmean), rt_free(drstd);
 }
@@ -248,6 +260,25 @@ static void t_reduce_softmax(Rng &r)
             report_bool("reduce_rows repeat", bitwise_eq(first, hact(dout, cols)), "bitwise equal");
         }
         rt_free(din), rt_free(dout);
+        auto gout = randv(r, cols);
+        din = dact(in);
+        float *dg = df32(gout);
+        rt_reduce_rows_grad(dg, din, rows, cols, acc);
+        cpu_rt_reduce_rows(gout.data(), in.data(), rows, cols, acc);
+        report(acc ? "reduce_rows_grad accumulate (fp32)" : "reduce_rows_grad (fp32)", hf32(dg, cols), gout, TOL_F32);
+        rt_free(din), rt_free(dg);
+    }
+    /* gradient adds: fp32 += bf16 contribution, fp32 += fp32 shard */
+    {
+        const int64_t n = 1001;
+        auto acc = randv(r, n), x = randv(r, n), y = randv(r, n, 1e-3f);
+        float *dacc = df32(acc), *dy32 = df32(y);
+        rt_act *dx = dact(x);
+        rt_grad_add(dacc, dx, n);
+        rt_grad_sum(dacc, dy32, n);
+        for (int64_t i = 0; i < n; i++) acc[(size_t)i] = (acc[(size_t)i] + x[(size_t)i]) + y[(size_t)i];
+        report("grad_add + grad_sum (fp32)", hf32(dacc, n), acc, TOL_F32);
+        rt_free(dacc), rt_free(dy32), rt_free(dx);
     }
     const int64_t rows = 13, cols = 301;
     auto x = randv(r, rows * cols, 4.0f), dy = randv(r, rows * cols);
@@ -293,7 +324,7 @@ static void t_optimizer(Rng &r)
     auto x = randv(r, n);
     float s = 1.5f;
     float *ds = df32(std::vector<float>{1.5f});
-    rt_act *dx = dact(x);
+    float *dx = df32(x); /* gradients are fp32 */
     rt_sumsq(ds, dx, n);
     cpu_rt_sumsq(&s, x.data(), n);
     report("sumsq (fp32, accumulated)", hf32(ds, 1), std::vector<float>{s}, TOL_F32);
@@ -311,7 +342,8 @@ static void t_optimizer(Rng &r)
     rt_act *dparam = (rt_act *)rt_alloc((size_t)m * 2);
     for (int step = 1; step <= 3; step++) {
         auto g = randv(r, m, 0.1f);
-        rt_act *dg = dact(g);
+        for (auto &v : g) v *= 1.0f + 1.0f / 1024; /* not bf16-representable: fp32 gradients */
+        float *dg = df32(g);
         rt_adamw(dmaster, dparam, dg, dm, dv, m, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, step);
         cpu_rt_adamw(master.data(), param.data(), g.data(), mom.data(), var.data(), m, 1e-3f, 0.9f, 0.95f, 1e-8f,
                      0.1f, 0.5f, step);
@@ -358,23 +390,25 @@ static void t_dims(Rng &r)
     for (auto &i : ids) i = (int32_t)r.below(64); /* many repeats */
     auto dout = randv(r, n * dim), x = randv(r, rows * cols), w = randv(r, cols), dy = randv(r, rows * cols);
     int32_t *dids = di32(ids);
-    rt_act *ddo = dact(dout), *dt = (rt_act *)rt_alloc((size_t)(vl * dim) * 2);
+    rt_act *ddo = dact(dout);
+    float *dt = (float *)rt_alloc((size_t)(vl * dim) * 4);
     std::vector<float> t1;
     for (int rep = 0; rep < 2; rep++) {
-        rt_zero(dt, (size_t)(vl * dim) * 2);
+        rt_zero(dt, (size_t)(vl * dim) * 4);
         rt_embedding_bwd(dt, dids, ddo, n, vl, 0, dim);
-        auto t = hact(dt, vl * dim);
+        auto t = hf32(dt, vl * dim);
         if (rep) report_bool("embedding_bwd repeat (4096 tokens)", bitwise_eq(t, t1), "bitwise equal");
         t1 = t;
     }
     rt_act *dx = dact(x), *dw = dact(w), *ddy = dact(dy), *ddx = (rt_act *)rt_alloc((size_t)(rows * cols) * 2);
-    rt_act *ddw = (rt_act *)rt_alloc((size_t)cols * 2), *dyy = (rt_act *)rt_alloc((size_t)(rows * cols) * 2);
+    float *ddw = (float *)rt_alloc((size_t)cols * 4);
+    rt_act *dyy = (rt_act *)rt_alloc((size_t)(rows * cols) * 2);
     float *drstd = (float *)rt_alloc((size_t)rows * 4);
     rt_rmsnorm_fwd(dyy, drstd, dx, dw, rows, cols, 1e-6f);
     for (int rep = 0; rep < 2; rep++) {
-        rt_zero(ddw, (size_t)cols * 2);
+        rt_zero(ddw, (size_t)cols * 4);
         rt_rmsnorm_bwd(ddx, ddw, dx, dw, drstd, ddy, rows, cols);
-        auto t = hact(ddw, cols);
+        auto t = hf32(ddw, cols);
         if (rep) report_bool("rmsnorm_bwd dw repeat (2048 rows)", bitwise_eq(t, t1), "bitwise equal");
         t1 = t;
     }

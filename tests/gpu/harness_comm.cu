@@ -190,6 +190,88 @@ static void t_p2p_split(uint64_t seed, RtComm *w)
     report_bool("comm_split color < 0", me == 0 ? none == NULL : none != NULL, "NULL for non-members");
 }
 
+/* Non-blocking collectives on the communicator's stream: several in flight,
+ * a group, an in-place all-gather, a kernel reading a result right after
+ * rt_wait (stream order, no host wait); point-to-point on a
+ * rt_comm_split_p2p communicator with every send posted before any receive;
+ * a split equal to the world (shares its NCCL communicator) and one of a
+ * single rank (none). */
+static void t_nonblocking(uint64_t seed, RtComm *w)
+{
+    int P = rt_comm_size(w), me = rt_comm_rank(w);
+    const int64_t n = 1500, m = 97;
+    std::vector<float> sum((size_t)n, 0.0f), mine((size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        mine[(size_t)i] = val(seed + 11, me, i);
+        for (int r = 0; r < P; r++) sum[(size_t)i] += val(seed + 11, r, i);
+    }
+    float *a = df32(mine), *b = df32(mine);
+    RtReq *qa = rt_iallreduce(w, a, n, RT_F32), *qb = rt_iallreduce(w, b, n, RT_F32);
+    /* reduce-scatter and in-place all-gather in one group */
+    std::vector<float> in((size_t)(m * P)), want((size_t)m, 0.0f), all((size_t)(m * P));
+    for (int64_t i = 0; i < m * P; i++) in[(size_t)i] = val(seed + 12, me, i);
+    for (int64_t i = 0; i < m; i++)
+        for (int r = 0; r < P; r++) want[(size_t)i] += val(seed + 12, r, me * m + i);
+    for (int r = 0; r < P; r++)
+        for (int64_t i = 0; i < m; i++) all[(size_t)(r * m + i)] = val(seed + 13, r, i);
+    std::vector<float> blk((size_t)(m * P), 0.0f);
+    for (int64_t i = 0; i < m; i++) blk[(size_t)(me * m + i)] = val(seed + 13, me, i);
+    float *din = df32(in), *dout = (float *)rt_alloc((size_t)m * 4), *dag = df32(blk);
+    rt_group_begin();
+    RtReq *qr = rt_ireduce_scatter(w, dout, din, m, RT_F32);
+    RtReq *qg = rt_iallgather(w, dag, dag + me * m, m, RT_F32);
+    rt_group_end();
+    rt_wait(qb);
+    rt_wait(qa);
+    rt_wait(qg);
+    rt_wait(qr);
+    report("iallreduce f32", hf32(a, n), sum, TOL_F32);
+    report("iallreduce f32 (second in flight)", hf32(b, n), sum, TOL_F32);
+    report("ireduce_scatter f32 (group)", hf32(dout, m), want, TOL_F32);
+    report("iallgather f32 in place (group)", hf32(dag, m * P), all, 1e-7);
+    rt_act *x = dact(mine), *y = (rt_act *)rt_alloc((size_t)n * 2);
+    RtReq *qx = rt_iallreduce(w, x, n, RT_ACT);
+    rt_wait(qx);
+    rt_add(y, x, x, n, n); /* ordered after the collective by rt_wait alone */
+    std::vector<float> twice(sum);
+    for (auto &v : twice) v *= 2;
+    report("iallreduce bf16, then a kernel", hact(y, n), twice, TOL_BF16);
+    rt_free(a), rt_free(b), rt_free(din), rt_free(dout), rt_free(dag), rt_free(x), rt_free(y);
+
+    /* point-to-point channels: every rank sends to both neighbours first */
+    RtComm *pc = rt_comm_split_p2p(0, me);
+    int next = (me + 1) % P, prev = (me + P - 1) % P;
+    const int64_t k = 333;
+    std::vector<float> up((size_t)k), dn((size_t)k), wup((size_t)k), wdn((size_t)k);
+    for (int64_t i = 0; i < k; i++) {
+        up[(size_t)i] = val(seed + 14, me, i);
+        dn[(size_t)i] = val(seed + 15, me, i);
+        wup[(size_t)i] = val(seed + 14, prev, i);
+        wdn[(size_t)i] = val(seed + 15, next, i);
+    }
+    float *su = df32(up), *sd = df32(dn), *ru = (float *)rt_alloc((size_t)k * 4), *rd = (float *)rt_alloc((size_t)k * 4);
+    RtReq *q1 = rt_isend(pc, su, k, RT_F32, next, 0);
+    RtReq *q2 = rt_isend(pc, sd, k, RT_F32, prev, 1);
+    RtReq *q3 = rt_irecv(pc, ru, k, RT_F32, prev, 0);
+    RtReq *q4 = rt_irecv(pc, rd, k, RT_F32, next, 1);
+    rt_wait(q1), rt_wait(q2), rt_wait(q3), rt_wait(q4);
+    report("p2p channels: ring up", hf32(ru, k), wup, 1e-7);
+    report("p2p channels: ring down", hf32(rd, k), wdn, 1e-7);
+    rt_free(su), rt_free(sd), rt_free(ru), rt_free(rd);
+
+    RtComm *same = rt_comm_split(0, me), *self = rt_comm_split(me, 0);
+    std::vector<int32_t> one = {me + 1};
+    int32_t *d = di32(one), *d1 = di32(one);
+    rt_allreduce(same, d, 1, RT_I32);
+    rt_allreduce(self, d1, 1, RT_I32);
+    int32_t got = 0, got1 = 0;
+    rt_to_host(&got, d, 4);
+    rt_to_host(&got1, d1, 4);
+    report_bool("split equal to the world", got == P * (P + 1) / 2 && rt_comm_size(same) == P, "shared communicator");
+    report_bool("split of one rank", got1 == me + 1 && rt_comm_size(self) == 1, "local");
+    rt_free(d), rt_free(d1);
+}
+
 static void t_vocab_ce(uint64_t seed, RtComm *w)
 {
     int P = rt_comm_size(w), me = rt_comm_rank(w);
@@ -224,6 +306,7 @@ int run_comm_tests(uint64_t seed)
     t_collectives(seed, w);
     t_dim_helpers(seed, w);
     t_p2p_split(seed, w);
+    t_nonblocking(seed, w);
     t_vocab_ce(seed, w);
     /* failures anywhere fail everywhere */
     std::vector<int32_t> f = {g_failures};

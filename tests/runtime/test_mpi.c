@@ -2,6 +2,7 @@
  * reference computed in this process; vocabulary-parallel embedding and
  * cross-entropy over 2 and 4 ranks against the unsplit kernels; sharded
  * initialisation assembled across ranks against the unsplit tensor.
+ * Non-blocking collectives in flight together and beside blocking ones.
  * Test values are small integers (exact in fp32), so collectives must
  * match exactly; the split cross-entropy sums in another order and is
  * compared to 1e-6. Each rank counts its failures; the world agrees. */
@@ -104,6 +105,62 @@ static void test_collectives(RtComm *c, const char *name)
     rt_barrier(c);
     free(buf);
     free(out);
+}
+
+/* Non-blocking collectives: several in flight on one communicator at
+ * once, blocking collectives on the same group between issue and wait
+ * (they run on the main thread while the communication thread runs the
+ * others: the twin keeps them apart), an in-place all-gather, a group, and
+ * each result exact. */
+static void test_nonblocking(RtComm *c, const char *name)
+{
+    int p = rt_comm_size(c), r = rt_comm_rank(c);
+    enum { N = 3000, K = 4 };
+    float *ar[K], *rs_in = malloc(sizeof(float) * N * 4), *rs_out = malloc(sizeof(float) * N);
+    float *ag = malloc(sizeof(float) * N * 4), *ag2 = malloc(sizeof(float) * N * 4);
+    RtReq *rq[K + 3];
+    for (int k = 0; k < K; k++) {
+        ar[k] = malloc(sizeof(float) * N);
+        for (int i = 0; i < N; i++)
+            ar[k][i] = (float)(r * 100 + i + k);
+        rq[k] = rt_iallreduce(c, ar[k], N, RT_F32);
+    }
+    int nb = N / 4;
+    for (int j = 0; j < nb * p; j++)
+        rs_in[j] = (float)(r + j);
+    rt_group_begin();
+    rq[K] = rt_ireduce_scatter(c, rs_out, rs_in, nb, RT_F32);
+    for (int i = 0; i < nb; i++) /* in place: this rank's block of the output */
+        ag[r * nb + i] = (float)(r * 1000 + i);
+    rq[K + 1] = rt_iallgather(c, ag, ag + r * nb, nb, RT_F32);
+    rt_group_end();
+    float *src = malloc(sizeof(float) * nb);
+    for (int i = 0; i < nb; i++)
+        src[i] = (float)(-r * 1000 - i);
+    rq[K + 2] = rt_iallgather(c, ag2, src, nb, RT_F32);
+    /* A blocking all-reduce on the same group while those are in flight. */
+    int32_t v = r + 1;
+    rt_allreduce(c, &v, 1, RT_I32);
+    CHECK(v == p * (p + 1) / 2, "%s: blocking allreduce among non-blocking ones", name);
+    for (int k = K + 2; k >= 0; k--) /* any order of waits */
+        rt_wait(rq[k]);
+    bool ok = true;
+    for (int k = 0; k < K; k++)
+        for (int i = 0; i < N; i++)
+            ok = ok && ar[k][i] == (float)(100 * p * (p - 1) / 2 + p * (i + k));
+    CHECK(ok, "%s: iallreduce x%d", name, K);
+    ok = true;
+    for (int i = 0; i < nb; i++)
+        ok = ok && rs_out[i] == (float)(p * (p - 1) / 2 + p * (r * nb + i));
+    CHECK(ok, "%s: ireduce_scatter", name);
+    ok = true;
+    for (int q = 0; q < p; q++)
+        for (int i = 0; i < nb; i++)
+            ok = ok && ag[q * nb + i] == (float)(q * 1000 + i) && ag2[q * nb + i] == (float)(-q * 1000 - i);
+    CHECK(ok, "%s: iallgather (in place and not)", name);
+    for (int k = 0; k < K; k++)
+        free(ar[k]);
+    free(rs_in), free(rs_out), free(ag), free(ag2), free(src);
 }
 
 /* T[o][d][i] = o*1000 + d*10 + i, viewed [outer, d, inner]. */
@@ -256,6 +313,8 @@ int main(int argc, char **argv)
     test_collectives(rt_comm_world(), "world");
     RtComm *pair = rt_comm_split(me / 2, me); /* {0,1}, {2,3} */
     test_collectives(pair, "pairs");
+    test_nonblocking(rt_comm_world(), "world");
+    test_nonblocking(pair, "pairs");
     test_dim_helpers(rt_comm_world(), "4 ranks");
     test_dim_helpers(pair, "2 ranks");
     RtComm *one = rt_comm_split(me, 0);

@@ -52,7 +52,7 @@ cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned int, int prio
     return cudaSuccess;
 }
 cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int)
 {
     *e = (cudaEvent_t)token(2);
@@ -60,7 +60,29 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int)
 }
 cudaError_t cudaEventDestroy(cudaEvent_t) { return cudaSuccess; }
 cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) { return cudaSuccess; }
+static void complete_p2p(void);
+/* Waits complete the point-to-point operations issued outside a group (see
+ * ncclSend below), as a real stream would have by then. */
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int)
+{
+    complete_p2p();
+    return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t)
+{
+    complete_p2p();
+    return cudaSuccess;
+}
+cudaError_t cudaMallocHost(void **p, size_t n)
+{
+    *p = malloc(n ? n : 1);
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+cudaError_t cudaFreeHost(void *p)
+{
+    free(p);
+    return cudaSuccess;
+}
 
 cudaError_t cudaMalloc(void **p, size_t n)
 {
@@ -117,18 +139,22 @@ cublasStatus_t cublasSetStream_v2(cublasHandle_t, cudaStream_t) { return CUBLAS_
 cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t, void *, size_t) { return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t, cublasPointerMode_t) { return CUBLAS_STATUS_SUCCESS; }
 
-/* C (m x n, ldc) = alpha op(A) op(B) + beta C, column-major, bf16 data, fp32 compute. */
+/* C (m x n, ldc) = alpha op(A) op(B) + beta C, column-major, bf16 A and B,
+ * fp32 compute, C bf16 or fp32 (the two combinations rt_matmul and
+ * rt_matmul_grad use). */
 cublasStatus_t cublasGemmEx_64(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
                                int64_t k, const void *alpha, const void *A, cudaDataType_t at, int64_t lda,
                                const void *Bm, cudaDataType_t bt, int64_t ldb, const void *beta, void *C,
                                cudaDataType_t ct, int64_t ldc, cublasComputeType_t comp, cublasGemmAlgo_t)
 {
-    if (at != CUDA_R_16BF || bt != CUDA_R_16BF || ct != CUDA_R_16BF || comp != CUBLAS_COMPUTE_32F)
+    if (at != CUDA_R_16BF || bt != CUDA_R_16BF || (ct != CUDA_R_16BF && ct != CUDA_R_32F) ||
+        comp != CUBLAS_COMPUTE_32F)
         return CUBLAS_STATUS_NOT_SUPPORTED;
     if ((ta == CUBLAS_OP_N ? lda < m : lda < k) || (tb == CUBLAS_OP_N ? ldb < k : ldb < n) || ldc < m)
         return CUBLAS_STATUS_INVALID_VALUE;
     const __nv_bfloat16 *a = (const __nv_bfloat16 *)A, *b = (const __nv_bfloat16 *)Bm;
     __nv_bfloat16 *c = (__nv_bfloat16 *)C;
+    float *cf = (float *)C;
     float al = *(const float *)alpha, be = *(const float *)beta;
     for (int64_t j = 0; j < n; j++)
         for (int64_t i = 0; i < m; i++) {
@@ -137,6 +163,11 @@ cublasStatus_t cublasGemmEx_64(cublasHandle_t, cublasOperation_t ta, cublasOpera
                 float x = __bfloat162float(ta == CUBLAS_OP_N ? a[i + p * lda] : a[p + i * lda]);
                 float y = __bfloat162float(tb == CUBLAS_OP_N ? b[p + j * ldb] : b[j + p * ldb]);
                 s += x * y;
+            }
+            if (ct == CUDA_R_32F) {
+                float old = be != 0.0f ? cf[i + j * ldc] : 0.0f;
+                cf[i + j * ldc] = al * s + be * old;
+                continue;
             }
             float old = be != 0.0f ? __bfloat162float(c[i + j * ldc]) : 0.0f;
             c[i + j * ldc] = __float2bfloat16(al * s + be * old);
@@ -212,6 +243,10 @@ ncclResult_t ncclCommInitRank(ncclComm_t *c, int nranks, ncclUniqueId, int rank)
     *c = x;
     return ncclSuccess;
 }
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *c, int nranks, ncclUniqueId id, int rank, ncclConfig_t *)
+{
+    return ncclCommInitRank(c, nranks, id, rank);
+}
 ncclResult_t ncclCommSplit(ncclComm_t p, int color, int key, ncclComm_t *out, ncclConfig_t *)
 {
     MPI_Comm m;
@@ -265,7 +300,10 @@ ncclResult_t ncclReduceScatter(const void *s, void *r, size_t n, ncclDataType_t 
 }
 ncclResult_t ncclAllGather(const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t)
 {
-    MPI_Allgather(s, (int)n, mpi_type(t), r, (int)n, mpi_type(t), c->comm);
+    int es = 0;
+    MPI_Type_size(mpi_type(t), &es);
+    bool in_place = (const char *)s == (char *)r + (size_t)c->rank * n * (size_t)es; /* NCCL's in-place form */
+    MPI_Allgather(in_place ? MPI_IN_PLACE : s, (int)n, mpi_type(t), r, (int)n, mpi_type(t), c->comm);
     return ncclSuccess;
 }
 ncclResult_t ncclBroadcast(const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t)
@@ -287,6 +325,21 @@ struct P2p {
 };
 static std::vector<P2p> pending;
 static int group_depth;
+/* Sends and receives issued outside a group: on a GPU they run on their
+ * stream while the host goes on, so here they are MPI requests completed
+ * at the next wait on an event or stream. */
+static std::vector<MPI_Request> inflight;
+static void complete_p2p(void)
+{
+    if (inflight.empty()) return;
+    MPI_Waitall((int)inflight.size(), inflight.data(), MPI_STATUSES_IGNORE);
+    inflight.clear();
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t)
+{
+    complete_p2p();
+    return cudaSuccess;
+}
 static void flush(void)
 {
     std::vector<MPI_Request> rq(pending.size());
@@ -310,16 +363,31 @@ ncclResult_t ncclGroupEnd(void)
     if (--group_depth == 0) flush();
     return ncclSuccess;
 }
+static void post_alone(bool send, void *buf, size_t n, ncclDataType_t t, int peer, ncclComm_t c)
+{
+    MPI_Request rq;
+    if (send)
+        MPI_Isend(buf, (int)n, mpi_type(t), peer, 0, c->comm, &rq);
+    else
+        MPI_Irecv(buf, (int)n, mpi_type(t), peer, 0, c->comm, &rq);
+    inflight.push_back(rq);
+}
 ncclResult_t ncclSend(const void *s, size_t n, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t)
 {
+    if (!group_depth) {
+        post_alone(true, (void *)s, n, t, peer, c);
+        return ncclSuccess;
+    }
     pending.push_back({true, (void *)s, (int)n, mpi_type(t), peer, c->comm});
-    if (!group_depth) flush();
     return ncclSuccess;
 }
 ncclResult_t ncclRecv(void *r, size_t n, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t)
 {
+    if (!group_depth) {
+        post_alone(false, r, n, t, peer, c);
+        return ncclSuccess;
+    }
     pending.push_back({false, r, (int)n, mpi_type(t), peer, c->comm});
-    if (!group_depth) flush();
     return ncclSuccess;
 }
 
