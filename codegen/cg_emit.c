@@ -1,7 +1,8 @@
 /* cg_emit.c: cg_emit, the entry point: analyse the plan, lower and plan
  * memory for every pipeline rank, then write the program's directory.
- * Files go to DIR.tmp-<pid> first and are renamed into DIR only when every
- * one of them is complete, so an error never leaves a half-written DIR. */
+ * Files go to a temporary directory on DIR's file system first (ir_outdir_*)
+ * and into DIR only when every one of them is complete, so an error never
+ * leaves a half-written DIR. */
 #include "cg.h"
 
 #include <errno.h>
@@ -181,13 +182,6 @@ static bool write_file(Cg *c, const char *dir, const char *name)
     return ok;
 }
 
-static void remove_tmp(Cg *c, const char *tmp, const char **files, int nfiles)
-{
-    for (int i = 0; i < nfiles; i++)
-        unlink(ir_sprintf(c->arena, "%s/%s", tmp, files[i]));
-    rmdir(tmp);
-}
-
 static bool generate(Cg *c)
 {
     const PassPlan *p = c->p;
@@ -244,45 +238,21 @@ bool cg_emit(const IrGraph *g, const PassPlan *p, const CgOptions *o, const char
     c.o = o;
     c.arena = ir_arena_new();
     bool ok = generate(&c);
-    /* "out/" names the directory "out": its temporary sibling is "out.tmp-PID". */
-    char *d = ir_strdup(c.arena, dir);
-    for (size_t n = strlen(d); n > 1 && d[n - 1] == '/'; n--)
-        d[n - 1] = 0;
-    dir = d;
-    const char *tmp = ir_sprintf(c.arena, "%s.tmp-%ld", dir, (long)getpid());
-    if (ok && !ir_mkdirs_parent(dir)) {
-        ok = false;
-    } else if (ok && mkdir(tmp, 0777) != 0) {
-        ir_error(IR_NOLOC, "cannot create %s: %s", tmp, strerror(errno));
-        ok = false;
-    } else if (ok) {
+    /* The files go to a temporary directory on DIR's file system (inside
+     * DIR when it exists, which may be a mount point) and into DIR only
+     * once every one is complete (ir_outdir_*). */
+    IrOutDir out;
+    if (ok && ir_outdir_begin(&out, dir)) {
         int nfiles;
         const char **files = file_list(&c, &nfiles);
         for (int i = 0; i < nfiles && ok; i++)
-            ok = write_file(&c, tmp, files[i]);
-        if (ok) {
-            struct stat st;
-            if (stat(dir, &st) != 0) {
-                if (rename(tmp, dir) != 0) {
-                    ir_error(IR_NOLOC, "cannot create %s: %s", dir, strerror(errno));
-                    ok = false;
-                }
-            } else if (!S_ISDIR(st.st_mode)) {
-                ir_error(IR_NOLOC, "%s exists and is not a directory", dir);
-                ok = false;
-            } else {
-                /* An existing DIR (the driver's plan files): move each file in. */
-                for (int i = 0; i < nfiles && ok; i++) {
-                    const char *from = ir_sprintf(c.arena, "%s/%s", tmp, files[i]);
-                    const char *to = ir_sprintf(c.arena, "%s/%s", dir, files[i]);
-                    if (rename(from, to) != 0) {
-                        ir_error(IR_NOLOC, "cannot write %s: %s", to, strerror(errno));
-                        ok = false;
-                    }
-                }
-            }
-        }
-        remove_tmp(&c, tmp, files, nfiles);
+            ok = write_file(&c, out.tmp, files[i]);
+        if (ok)
+            ok = ir_outdir_commit(&out, (const char *const *)files, nfiles);
+        else
+            ir_outdir_abort(&out, (const char *const *)files, nfiles);
+    } else {
+        ok = false;
     }
     free_ranks(&c);
     ir_arena_free(c.arena);

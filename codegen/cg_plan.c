@@ -122,6 +122,12 @@ static bool check_plan(Cg *c)
                  "batch of %lld", p->num_micro, (long long)p->mb_seqs, (long long)g->global_batch);
         return false;
     }
+    if (p->num_micro > PASS_SEARCH_MAX_MICRO) {
+        ir_error(IR_NOLOC, "codegen: %d micro-batches per step; the generated schedule tables "
+                 "hold at most %d (a larger micro-batch makes fewer)", p->num_micro,
+                 PASS_SEARCH_MAX_MICRO);
+        return false;
+    }
     if (p->zero < 0 || p->zero > 3) {
         ir_error(IR_NOLOC, "codegen: ZeRO stage %d", p->zero);
         return false;

@@ -347,31 +347,6 @@ RtData *rt_data_try_open(const char *spec, int64_t vocab, int64_t seq, char *err
  * Sequence i reads window i mod this count (docs/runtime.md). */
 int64_t rt_data_num_sequences(const RtData *d);
 
-/* ------------------------------------------------- checkpoints, version 1 */
-/* Superseded by version 2 below (kept while generated trainers still call
- * it): a directory of these files has no manifest, so a save interrupted
- * between ranks leaves ranks at different steps.
- * One file per rank holds that rank's shard: named blobs, the step and the
- * data position (format: docs/runtime.md). A blob's bytes live in backend
- * memory (e.g. inside the rt_alloc arena) and are staged through host memory.
- * Generated code names blobs "param:<name>", "master:<name>", "adam_m:<name>",
- * "adam_v:<name>"; names are at most 4095 bytes and unique.
- * Save writes a temporary file in the same directory, fsyncs it, renames it
- * over `path` and fsyncs the directory, so `path` always holds a complete
- * checkpoint. Load checks magic, version, sizes, names and the CRC32C of the
- * whole file before it writes a byte into the blobs; the file must hold
- * exactly these names (in any order) with these sizes. Both return 0, or -1
- * with a sentence in err naming the file and the problem. */
-typedef struct {
-    const char *name;
-    void *data;    /* backend memory: read by save, overwritten by load */
-    int64_t bytes;
-} RtBlob;
-int rt_ckpt_save(const char *path, const RtBlob *blobs, int n, int64_t step, int64_t data_pos,
-                 char *err, size_t errlen);
-int rt_ckpt_load(const char *path, const RtBlob *blobs, int n, int64_t *step, int64_t *data_pos,
-                 char *err, size_t errlen);
-
 /* ------------------------------------------------- checkpoints, version 2 */
 /* A checkpoint directory DIR holds one subdirectory per saved step,
  * DIR/step-000000123/ (at least 9 digits), with one file per rank
@@ -495,6 +470,9 @@ const char *rt_ckpt_plan_hash(const RtCkpt *c);
  * tensors (the same names, dtypes and shapes). */
 int rt_ckpt_check_program(const RtCkpt *c, int world, const char *plan_hash,
                           const RtCkptTensor *model, int nmodel, char *err, size_t errlen);
+/* The model's tensors only: what a load under another plan must agree on. */
+int rt_ckpt_check_model(const RtCkpt *c, const RtCkptTensor *model, int nmodel, char *err,
+                        size_t errlen);
 /* Read rank `rank`'s file into the blobs. Refused before any blob is
  * written: a file of another rank, world size, run, step or plan, one whose
  * size or CRC differs from the manifest's, and blobs that differ in name,
@@ -502,6 +480,17 @@ int rt_ckpt_check_program(const RtCkpt *c, int world, const char *plan_hash,
  * into the blobs: if it fails, the blobs hold garbage and -1 is returned. */
 int rt_ckpt_read(const RtCkpt *c, int rank, const RtCkptBlob *blobs, int n, char *err,
                  size_t errlen);
+/* Resharding: fill the blobs from whichever rank files of the checkpoint hold
+ * their elements, whatever plan and world size saved it (ckpt_reshard.c).
+ * Element e of a blob is the tensor element it names (global shape, block,
+ * flat range); it is taken from an entry of the same name, dtype and global
+ * shape whose block and flat range hold it. Refused before any blob is
+ * written: a rank file that does not belong to the manifest (as
+ * rt_ckpt_read), an entry of another shape or dtype, and an element no
+ * rank file holds. Every rank file holding something is read whole, its
+ * CRC checked as it streams; if one fails, the blobs hold garbage. */
+int rt_ckpt_read_any(const RtCkpt *c, const RtCkptBlob *blobs, int n, char *err,
+                     size_t errlen);
 
 /* ----------------------------------------------------------- safetensors */
 /* Hugging Face safetensors files (8-byte little-endian header length, JSON

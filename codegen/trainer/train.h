@@ -10,9 +10,12 @@
 /* ---------------------------------------------------------- train_state.c */
 typedef struct Flags {
     long steps, decay_steps, save_every, warmup;
+    long keep;                       /* --keep: complete checkpoint steps kept */
+    long max_skips;                  /* --max-skips: non-finite steps in a row before aborting */
     const char *data, *load, *save, *import_hf, *export_hf, *export_dtype, *dump;
     long long shard_bytes; /* --max-shard-size */
     double lr, min_lr, clip, weight_decay, beta1, beta2, eps;
+    double timeout;                  /* --timeout seconds; < 0: the runtime's default */
     unsigned long long seed;
     int grad_check;
 } Flags;
@@ -22,6 +25,7 @@ extern const CgRank *tr_prog;    /* what this rank's pipeline rank runs */
 extern int tr_pp_rank, tr_mesh_index, tr_world_rank;
 extern RtComm *tr_world, *tr_tied[64]; /* every rank; each tied group's copies */
 extern int64_t tr_step;          /* steps done */
+extern int64_t tr_data_pos;      /* sequences consumed: the next step reads from here */
 
 #define ROOT (tr_world_rank == 0)
 
@@ -50,13 +54,22 @@ double tr_grad_sumsq(int only);
 /* CG_MASTER_ALIAS: point each fp32 master at the parameter block AdamW
  * writes (after bind; the parameter's values are the master's). */
 void tr_alias_masters(void);
-void tr_step_once(double *loss, double *norm, double *lr);
+/* One step; false when the loss or the gradient norm is not finite and the
+ * update was skipped (every rank sees the same values, so all skip). */
+bool tr_step_once(double *loss, double *norm, double *lr);
+/* Collective: are every rank's fp32 masters and AdamW moments finite? */
+bool tr_state_finite(void);
 
 /* ------------------------------------------------------ train_gradcheck.c */
 int tr_grad_check(double tol);   /* tensors outside tol */
 
 /* ----------------------------------------------------------- train_ckpt.c */
-void tr_save_checkpoint(const char *dir);
+void tr_ckpt_new_run(void);      /* collective: a fresh run id (rank 0's) */
+/* Collective: save step tr_step into DIR/step-N; 0, or -1 on every rank when
+ * the step was not committed (the previous complete step stays loadable). */
+int tr_save_checkpoint(const char *dir);
+/* Collective: the newest complete step of DIR (this plan's or another's),
+ * or exit 1 with the reason. */
 void tr_load_checkpoint(const char *dir);
 
 /* ------------------------------------------------------------- train_hf.c */

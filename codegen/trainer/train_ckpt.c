@@ -1,100 +1,227 @@
-/* train_ckpt.c: checkpoints. A directory holds plan.txt (the plan and its
- * hash, checked on load so a program never resumes another plan's state)
- * and one file per rank with its fp32 masters and AdamW moments, the step
- * and the data position. */
+/* train_ckpt.c: checkpoints (runtime version 2, docs/runtime.md): each save
+ * a step directory DIR/step-N that becomes valid only when rank 0 commits
+ * its manifest after every rank has written and synced its file; a load
+ * takes the newest complete step, under this plan or any other plan of the
+ * same model (resharding).
+ *
+ * What a rank writes: for each parameter it holds the primary copy of, its
+ * fp32 master and AdamW moments as blobs "master:NAME", "adam_m:NAME",
+ * "adam_v:NAME", each described as the block of the global tensor this rank
+ * holds (its coordinates on the mesh axes the parameter is split over) and
+ * the range of that block's elements: all of them, or the ZeRO shard. Ranks
+ * whose state is the same (replicas along the other mesh axes) each write one
+ * part of it, so the state is on disk once and every replica's share of the
+ * writing is equal. The model (every primary parameter of every pipeline
+ * rank, with its global shape) goes into the manifest.
+ *
+ * A load reads each rank's blobs from whichever rank files hold their
+ * elements (rt_ckpt_read_any): the same code loads a checkpoint of this
+ * plan or of another (other dp, tp, pp, sp, ZeRO stage or world size); the
+ * parameters are then made from the masters, and step and data position
+ * continue from the checkpoint's. */
 #include "train.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-static const char *ckpt_path(const char *dir, int rank)
+static uint8_t run_id[RT_RUN_ID_BYTES];
+
+static int mesh_size(int a) { return a == 0 ? CG_MESH0 : CG_MESH1; }
+
+/* The state p's blobs describe on this rank: its block of the global tensor
+ * and, within the block's elements, [*start, *start + *count) (the ZeRO
+ * shard, or all), which `data` (p->master, m, v) holds from its element 0. */
+static void state_range(const CgParam *p, int64_t *off, int64_t *loc, int64_t *start,
+                        int64_t *count)
 {
-    static char buf[4096];
-    snprintf(buf, sizeof buf, "%s/rank%05d.ckpt", dir, rank);
-    return buf;
+    for (int i = 0; i < p->rank; i++) {
+        int a = p->split_axis[i];
+        loc[i] = a >= 0 ? p->global[i] / mesh_size(a) : p->global[i];
+        off[i] = a >= 0 ? g_coord[a] * loc[i] : 0;
+    }
+    *start = 0;
+    *count = p->numel;
+    if (p->zshard) {
+        *start = (int64_t)rt_comm_rank(g_comm[p->pmask]) * p->shard;
+        if (*start > p->numel)
+            *start = p->numel;
+        *count = p->numel - *start < p->shard ? p->numel - *start : p->shard;
+    }
 }
 
-/* The blobs of this rank's checkpoint: fp32 masters and AdamW moments of its
- * shards. Names live in *names (heap) until the caller frees it. */
-static RtBlob *ckpt_blobs(int *n, char **names)
+/* Ranks holding the same state as this one (it is split over neither axis
+ * nor sharded over it) and this rank's index among them. */
+static int replicas(const CgParam *p, int *index)
+{
+    int n = 1;
+    *index = 0;
+    for (int a = 0; a < CG_NAXES; a++) {
+        bool split = false;
+        for (int i = 0; i < p->rank; i++)
+            split |= p->split_axis[i] == a;
+        if (split || (p->zshard && (p->pmask >> a & 1)) || mesh_size(a) == 1)
+            continue;
+        *index = *index * mesh_size(a) + g_coord[a];
+        n *= mesh_size(a);
+    }
+    return n;
+}
+
+typedef struct {
+    RtCkptBlob *b;
+    int n;
+    char *names;
+} Blobs;
+
+/* save: this rank's part of each state it writes; load: all of its state. */
+static Blobs make_blobs(bool save)
 {
     static const char *const kind[3] = {"master", "adam_m", "adam_v"};
+    Blobs B;
     size_t len = 0;
     for (int i = 0; i < tr_prog->nparams; i++)
         len += 3 * (strlen(tr_prog->params[i].name) + 8);
-    RtBlob *b = (RtBlob *)malloc(sizeof(RtBlob) * (size_t)(3 * tr_prog->nparams + 1));
-    char *s = *names = (char *)malloc(len + 1);
-    if (!b || !s)
+    B.b = (RtCkptBlob *)calloc((size_t)(3 * tr_prog->nparams + 1), sizeof(RtCkptBlob));
+    B.names = (char *)malloc(len + 1);
+    if (!B.b || !B.names)
         rt_fatal("out of host memory for the checkpoint index");
-    *n = 0;
+    B.n = 0;
+    char *s = B.names;
     for (int i = 0; i < tr_prog->nparams; i++) {
         CgParam *p = &tr_prog->params[i];
+        if (save && !p->primary)
+            continue; /* a tied copy: the primary one is saved */
+        int64_t off[CG_MAX_RANK], loc[CG_MAX_RANK], start, count, skip = 0;
+        state_range(p, off, loc, &start, &count);
+        if (save) {
+            int j, n = replicas(p, &j);
+            int64_t chunk = (count + n - 1) / n;
+            skip = (int64_t)j * chunk < count ? (int64_t)j * chunk : count;
+            count = count - skip < chunk ? count - skip : chunk;
+        }
         float *bufs[3] = {p->master, p->m, p->v};
         for (int k = 0; k < 3; k++) {
+            RtCkptBlob *b = &B.b[B.n++];
             int w = sprintf(s, "%s:%s", kind[k], p->name);
-            b[*n].name = s;
-            b[*n].data = bufs[k];
-            b[*n].bytes = p->shard * (int64_t)sizeof(float);
+            b->name = s;
             s += w + 1;
-            (*n)++;
+            b->data = bufs[k] + skip;
+            b->bytes = count * (int64_t)sizeof(float);
+            b->dtype = RT_DT_F32;
+            b->ndim = p->rank;
+            for (int d = 0; d < p->rank; d++) {
+                b->global[d] = p->global[d];
+                b->offset[d] = off[d];
+                b->local[d] = loc[d];
+            }
+            b->flat_start = start + skip;
+            b->flat_count = count;
         }
     }
-    return b;
+    return B;
 }
 
-void tr_save_checkpoint(const char *dir)
+static void free_blobs(Blobs *B)
 {
-    char err[1024];
+    free(B->b);
+    free(B->names);
+}
+
+/* The model as the manifest records it: every primary parameter of every
+ * pipeline rank, by name, F32 (the masters), global shape. */
+static RtCkptTensor *model_tensors(int *n)
+{
+    int cap = 0;
+    for (int r = 0; r < CG_PP; r++)
+        cap += cg_ranks[r].nparams;
+    RtCkptTensor *t = (RtCkptTensor *)calloc((size_t)(cap + 1), sizeof(RtCkptTensor));
+    if (!t)
+        rt_fatal("out of host memory for the checkpoint's model");
+    *n = 0;
+    for (int r = 0; r < CG_PP; r++)
+        for (int i = 0; i < cg_ranks[r].nparams; i++) {
+            const CgParam *p = &cg_ranks[r].params[i];
+            if (!p->primary)
+                continue;
+            RtCkptTensor *x = &t[(*n)++];
+            x->name = p->name;
+            x->dtype = RT_DT_F32;
+            x->ndim = p->rank;
+            for (int d = 0; d < p->rank; d++)
+                x->shape[d] = p->global[d];
+        }
+    return t;
+}
+
+/* Print each line of notes as a warning of this rank. */
+static void log_notes(const char *notes)
+{
+    for (const char *p = notes; *p;) {
+        const char *e = strchr(p, '\n');
+        int n = e ? (int)(e - p) : (int)strlen(p);
+        if (n)
+            rt_log("warning: %.*s", n, p);
+        p += n + (e != NULL);
+    }
+}
+
+void tr_ckpt_new_run(void)
+{
+    char err[512];
+    uint8_t *all = (uint8_t *)malloc((size_t)CG_WORLD * RT_RUN_ID_BYTES);
+    if (!all)
+        rt_fatal("out of host memory");
+    if (ROOT && rt_run_id_new(run_id, err, sizeof err) != 0)
+        rt_fatal("%s", err);
+    rt_host_allgather(tr_world, all, run_id, RT_RUN_ID_BYTES);
+    memcpy(run_id, all, RT_RUN_ID_BYTES); /* rank 0's */
+    free(all);
+}
+
+int tr_save_checkpoint(const char *dir)
+{
+    char err[2048];
+    RtCkptMeta m;
+    memset(&m, 0, sizeof m);
+    memcpy(m.run_id, run_id, RT_RUN_ID_BYTES);
+    m.plan_hash = CG_PLAN_HASH;
+    m.step = tr_step;
+    m.data_pos = tr_data_pos;
+    m.rank = tr_world_rank;
+    m.world = CG_WORLD;
+    Blobs B = make_blobs(true);
+    RtCkptRecord rec, *recs = (RtCkptRecord *)malloc(sizeof rec * CG_WORLD);
+    if (!recs)
+        rt_fatal("out of host memory");
+    /* Every rank writes, even after an error (rec says so), so that the
+     * gather below never waits for a rank that gave up. */
+    if (rt_ckpt_write(dir, &m, B.b, B.n, &rec, err, sizeof err) != 0)
+        rt_log("error: %s", err);
+    free_blobs(&B);
+    rt_host_allgather(tr_world, recs, &rec, sizeof rec);
+    int64_t failed = 0;
     if (ROOT) {
-        if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-            rt_fatal("cannot create checkpoint directory %s: %s", dir, strerror(errno));
-        /* The plan this checkpoint belongs to, written atomically. */
-        char path[4096], tmp[4200];
-        snprintf(path, sizeof path, "%s/plan.txt", dir);
-        snprintf(tmp, sizeof tmp, "%s.tmp", path);
-        FILE *f = fopen(tmp, "w");
-        if (!f || fprintf(f, "ptdc checkpoint\nplan %s\nhash %s\nranks %d\n", CG_PLAN, CG_PLAN_HASH,
-                          CG_WORLD) < 0 || fflush(f) || fsync(fileno(f)) || fclose(f) ||
-            rename(tmp, path))
-            rt_fatal("cannot write %s: %s", path, strerror(errno));
+        int nmodel;
+        RtCkptTensor *model = model_tensors(&nmodel);
+        char notes[4096];
+        if (rt_ckpt_commit(dir, &m, recs, CG_WORLD, model, nmodel, err, sizeof err) != 0) {
+            rt_log("error: %s", err);
+            failed = 1;
+        } else if (rt_ckpt_prune(dir, tr_fl.keep, notes, sizeof notes, err, sizeof err) != 0) {
+            rt_log("warning: %s (the new step is saved; older ones stay)", err);
+        }
+        free(model);
     }
-    rt_barrier(tr_world);
-    int n;
-    char *names;
-    RtBlob *blobs = ckpt_blobs(&n, &names);
-    if (rt_ckpt_save(ckpt_path(dir, tr_world_rank), blobs, n, tr_step, tr_step * CG_GLOBAL_BATCH,
-                     err, sizeof err))
-        rt_fatal("cannot save checkpoint: %s", err);
-    free(blobs);
-    free(names);
-    rt_barrier(tr_world);
-    if (ROOT)
-        printf("saved checkpoint of step %lld to %s\n", (long long)tr_step, dir);
-}
-
-static void check_plan_file(const char *dir)
-{
-    char path[4096], line[1024], plan[1024] = "", hash[1024] = "";
-    snprintf(path, sizeof path, "%s/plan.txt", dir);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        rt_fatal("cannot load checkpoint %s: %s: %s", dir, path, strerror(errno));
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = 0;
-        if (!strncmp(line, "plan ", 5))
-            snprintf(plan, sizeof plan, "%s", line + 5);
-        if (!strncmp(line, "hash ", 5))
-            snprintf(hash, sizeof hash, "%s", line + 5);
+    free(recs);
+    /* The outcome, and a barrier: no rank goes on before the commit. */
+    failed = rt_host_max(tr_world, failed);
+    if (ROOT && !failed) {
+        printf("saved checkpoint of step %lld to %s/step-%09lld\n", (long long)tr_step, dir,
+               (long long)tr_step);
+        fflush(stdout);
     }
-    fclose(f);
-    if (strcmp(hash, CG_PLAN_HASH) != 0)
-        rt_fatal("cannot load checkpoint %s: it was saved by a program for another plan (%s, "
-                 "plan hash %s); this program runs %s (plan hash %s)",
-                 dir, plan[0] ? plan : "unknown", hash[0] ? hash : "none", CG_PLAN, CG_PLAN_HASH);
+    return failed ? -1 : 0;
 }
 
 /* Parameters from the loaded fp32 masters. */
@@ -103,6 +230,8 @@ static void params_from_master(void)
     for (int i = 0; i < tr_prog->nparams; i++) {
         CgParam *p = &tr_prog->params[i];
         float *h = (float *)malloc((size_t)p->shard * sizeof(float));
+        if (!h)
+            rt_fatal("out of host memory for %s", p->name);
         rt_to_host(h, p->master, (size_t)p->shard * sizeof(float));
         if (p->zshard && CG_ZERO < 3) { /* this rank's block, then the others' in place */
             rt_act *mine = p->param + (int64_t)rt_comm_rank(g_comm[p->pmask]) * p->shard;
@@ -115,31 +244,104 @@ static void params_from_master(void)
     }
 }
 
+/* Outcomes of trying one step, agreed over the world (the largest wins). */
+enum { LOAD_OK, LOAD_DAMAGED, LOAD_REFUSED };
+
+/* Read step `step` of dir into this rank's state: LOAD_OK, LOAD_DAMAGED (a
+ * rank file is damaged: an older step may do), LOAD_REFUSED (another model). */
+static int try_step(const char *dir, int64_t step, bool *resharded, int *saved_world,
+                    char *where, size_t wlen)
+{
+    char err[2048];
+    int outcome = LOAD_OK;
+    /* The newest step not after `step`: that step, found as rank 0 found it
+     * (DIR may be the step directory itself). */
+    RtCkpt *c = rt_ckpt_open_latest(dir, step < INT64_MAX ? step + 1 : step, NULL, 0, err,
+                                    sizeof err);
+    if (c && rt_ckpt_step(c) != step) {
+        snprintf(err, sizeof err, "%s: step %lld, which rank 0 found complete, is not complete "
+                 "here (is DIR on a file system every rank shares?)", dir, (long long)step);
+        rt_ckpt_close(c);
+        c = NULL;
+    }
+    int nmodel;
+    RtCkptTensor *model = model_tensors(&nmodel);
+    if (c)
+        snprintf(where, wlen, "%s", rt_ckpt_dir(c));
+    if (!c) {
+        outcome = LOAD_DAMAGED;
+    } else if (rt_ckpt_check_model(c, model, nmodel, err, sizeof err) != 0) {
+        outcome = LOAD_REFUSED;
+    } else {
+        *resharded = rt_ckpt_world(c) != CG_WORLD || strcmp(rt_ckpt_plan_hash(c), CG_PLAN_HASH);
+        *saved_world = rt_ckpt_world(c);
+        /* Padding after a ZeRO shard's last element stays zero. */
+        for (int i = 0; i < tr_prog->nparams; i++) {
+            CgParam *p = &tr_prog->params[i];
+            size_t bytes = (size_t)p->shard * sizeof(float);
+            rt_zero(p->master, bytes);
+            rt_zero(p->m, bytes);
+            rt_zero(p->v, bytes);
+        }
+        Blobs B = make_blobs(false);
+        if (rt_ckpt_read_any(c, B.b, B.n, err, sizeof err) != 0)
+            outcome = LOAD_DAMAGED;
+        free_blobs(&B);
+        if (outcome == LOAD_OK) {
+            memcpy(run_id, rt_ckpt_run_id(c), RT_RUN_ID_BYTES);
+            tr_data_pos = rt_ckpt_data_pos(c);
+        }
+    }
+    free(model);
+    rt_ckpt_close(c);
+    /* The model check reads the manifest only: every rank finds the same,
+     * so rank 0 alone says it. Damage may be seen by some ranks only. */
+    if (outcome == LOAD_DAMAGED || (outcome == LOAD_REFUSED && ROOT))
+        rt_log("%s: %s", outcome == LOAD_REFUSED ? "error: cannot load checkpoint" : "warning",
+               err);
+    return (int)rt_host_max(tr_world, outcome);
+}
+
 void tr_load_checkpoint(const char *dir)
 {
-    char err[1024];
-    check_plan_file(dir);
-    int n;
-    char *names;
-    RtBlob *blobs = ckpt_blobs(&n, &names);
-    int64_t st, pos;
-    if (rt_ckpt_load(ckpt_path(dir, tr_world_rank), blobs, n, &st, &pos, err, sizeof err))
-        rt_fatal("cannot load checkpoint: %s", err);
-    free(blobs);
-    free(names);
-    if (pos != st * CG_GLOBAL_BATCH)
-        rt_fatal("cannot load checkpoint %s: data position %lld does not follow step %lld", dir,
-                 (long long)pos, (long long)st);
-    /* Every rank's file must be of the same step (a save interrupted midway is not). */
-    float mm[2] = {(float)st, (float)-st};
-    rt_to_device(g_loss, mm, sizeof mm);
-    rt_allreduce_max(tr_world, g_loss, 2);
-    rt_to_host(mm, g_loss, sizeof mm);
-    if ((int64_t)mm[0] != st || (int64_t)-mm[1] != st)
-        rt_fatal("cannot load checkpoint %s: its rank files are of different steps (%lld to %lld)",
-                 dir, (long long)-mm[1], (long long)mm[0]);
-    tr_step = st;
-    params_from_master();
-    if (ROOT)
-        printf("loaded checkpoint of step %lld from %s\n", (long long)tr_step, dir);
+    char err[2048], notes[8192];
+    int64_t before = INT64_MAX;
+    for (;;) {
+        int64_t step = -1;
+        if (ROOT) {
+            RtCkpt *c = rt_ckpt_open_latest(dir, before, notes, sizeof notes, err, sizeof err);
+            log_notes(notes);
+            if (c)
+                step = rt_ckpt_step(c);
+            else
+                rt_log("error: cannot load checkpoint: %s", err);
+            rt_ckpt_close(c);
+        }
+        step = rt_host_max(tr_world, step);
+        if (step < 0)
+            break;
+        bool resharded = false;
+        int saved_world = CG_WORLD;
+        char where[4096] = "";
+        int outcome = try_step(dir, step, &resharded, &saved_world, where, sizeof where);
+        if (outcome == LOAD_REFUSED)
+            break;
+        if (outcome == LOAD_DAMAGED) {
+            before = step; /* the next older complete step */
+            continue;
+        }
+        tr_step = step;
+        params_from_master();
+        if (ROOT) {
+            printf("loaded checkpoint of step %lld from %s", (long long)step, where);
+            if (resharded)
+                printf(" (saved by %d rank%s under another plan: resharded onto this one)",
+                       saved_world, saved_world == 1 ? "" : "s");
+            printf("\n");
+            fflush(stdout);
+        }
+        return;
+    }
+    rt_finalize();
+    exit(1);
 }

@@ -1,6 +1,8 @@
 /* train_data.c: the tokens and targets of each micro-batch. Sequence
- * step x CG_GLOBAL_BATCH + mb x CG_MB_SEQS + b of the token source, so every
- * plan (and a resumed run) reads the same data at the same step.
+ * tr_data_pos + mb x CG_MB_SEQS + b of the token source, where tr_data_pos
+ * (sequences consumed, step x CG_GLOBAL_BATCH from the start) advances by
+ * CG_GLOBAL_BATCH each step and is saved with checkpoints, so every plan
+ * (and a resumed run, resharded or not) reads the same data at the same step.
  *
  * A load fills one of NSTAGE page-locked staging buffers (rt_host_alloc) on
  * the host and copies it to the device without waiting (rt_to_device_async,
@@ -52,7 +54,7 @@ void (cg_load)(int32_t *dst, int which, int mb, int64_t b0, int64_t nb, int64_t 
         (rt_wait)(inflight[k]);
     int32_t *st = stage[k];
     for (int64_t b = 0; b < nb; b++) {
-        int64_t seq = tr_step * CG_GLOBAL_BATCH + (int64_t)mb * CG_MB_SEQS + b0 + b;
+        int64_t seq = tr_data_pos + (int64_t)mb * CG_MB_SEQS + b0 + b;
         rt_data_sequence(data, seq, tok_host, tgt_host);
         memcpy(st + b * ns, (which == CG_TOKENS ? tok_host : tgt_host) + s0,
                (size_t)ns * sizeof(int32_t));

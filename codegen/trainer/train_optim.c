@@ -1,10 +1,13 @@
 /* train_optim.c: one optimizer step: the schedule and gradient reduction
  * (train_sched.c), the global gradient norm and clipping, the learning-rate
  * schedule (linear warm-up, cosine decay), AdamW on this rank's shard (fp32
- * gradients) and the in-place all-gather of ZeRO-1/2 shards back. */
+ * gradients) and the in-place all-gather of ZeRO-1/2 shards back. A step
+ * whose loss or gradient norm is not finite updates nothing (the caller
+ * counts such steps, --max-skips); tr_state_finite guards saves and exports. */
 #include "train.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 static double learning_rate(int64_t t)
 {
@@ -62,13 +65,18 @@ void tr_alias_masters(void)
 #endif
 }
 
-void tr_step_once(double *loss, double *norm, double *lr)
+bool tr_step_once(double *loss, double *norm, double *lr)
 {
     tr_run_schedule();
     tr_reduce_grads();
+    /* The loss and the norm are world-wide sums, the same on every rank, so
+     * the decision to skip is too. */
+    *loss = tr_world_loss();
     *norm = sqrt(tr_grad_sumsq(-1));
-    double scale = tr_fl.clip > 0 && *norm > tr_fl.clip ? tr_fl.clip / (*norm + 1e-6) : 1.0;
     *lr = learning_rate(tr_step);
+    if (!isfinite(*loss) || !isfinite(*norm))
+        return false; /* no AdamW: weights and moments stay as they were */
+    double scale = tr_fl.clip > 0 && *norm > tr_fl.clip ? tr_fl.clip / (*norm + 1e-6) : 1.0;
     /* ZeRO-1/2: AdamW writes this rank's block of the padded parameter and
      * the all-gather runs in place, without blocking: the next parameters'
      * AdamW runs meanwhile; the step waits for them all at its end. */
@@ -91,5 +99,27 @@ void tr_step_once(double *loss, double *norm, double *lr)
         }
     }
     tr_wait_reqs();
-    *loss = tr_world_loss();
+    return true;
+}
+
+bool tr_state_finite(void)
+{
+    enum { CHUNK = 1 << 16 };
+    float *h = (float *)malloc(CHUNK * sizeof(float));
+    if (!h)
+        rt_fatal("out of host memory");
+    int64_t bad = 0;
+    for (int i = 0; i < tr_prog->nparams && !bad; i++) {
+        const CgParam *p = &tr_prog->params[i];
+        const float *bufs[3] = {p->master, p->m, p->v};
+        for (int k = 0; k < 3 && !bad; k++)
+            for (int64_t at = 0; at < p->shard && !bad; at += CHUNK) {
+                int64_t n = p->shard - at < CHUNK ? p->shard - at : CHUNK;
+                rt_to_host(h, bufs[k] + at, (size_t)n * sizeof(float));
+                for (int64_t j = 0; j < n; j++)
+                    bad |= !isfinite(h[j]);
+            }
+    }
+    free(h);
+    return rt_host_max(tr_world, bad) == 0;
 }

@@ -15,3 +15,4 @@ const CgRank *tr_prog;           /* what this rank's pipeline rank runs */
 int tr_pp_rank, tr_mesh_index, tr_world_rank;
 RtComm *tr_world, *tr_tied[64];
 int64_t tr_step;                 /* steps done */
+int64_t tr_data_pos;             /* sequences consumed */

@@ -23,6 +23,7 @@
 #include "train.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,9 +34,12 @@ static void usage(void)
            "Trains %s with the plan %s.\n\n"
            "  --steps N          train until step N (default 10)\n"
            "  --data SPEC        llm.c shard, u16:PATH, u32:PATH or synthetic:SEED (default synthetic:1)\n"
-           "  --load DIR         resume from a checkpoint (weights, optimizer, step, data position)\n"
-           "  --save DIR         write a checkpoint at the end (and every --save-every steps)\n"
+           "  --load DIR         resume from the newest complete checkpoint of DIR (weights,\n"
+           "                     optimizer, step, data position), saved under any plan of this model\n"
+           "  --save DIR         write a checkpoint at the end (and every --save-every steps) as\n"
+           "                     DIR/step-N, valid once every rank's file is committed\n"
            "  --save-every N     checkpoint every N steps\n"
+           "  --keep N           complete checkpoints kept in the --save DIR (default 2)\n"
            "  --lr X             peak learning rate (default 1e-3)\n"
            "  --warmup N         linear warm-up steps (default 0)\n"
            "  --min-lr X         floor of the cosine decay (default lr / 10)\n"
@@ -50,20 +54,34 @@ static void usage(void)
            "                     as one file, any other PATH as a model directory of shards\n"
            "  --export-dtype T   f32 (default), bf16 or f16\n"
            "  --max-shard-size N bytes per shard of a directory export (default 5000000000)\n"
+           "  --max-skips N      a step whose loss or gradient norm is not finite updates\n"
+           "                     nothing; abort after N such steps in a row (default 5)\n"
+           "  --timeout S        abort every rank when a collective waits S seconds (default\n"
+           "                     $PTDC_TIMEOUT, else 300 on CPU, 600 on CUDA; 0: never)\n"
            "  --grad-check       check every parameter's gradient against finite differences\n"
            "                     of the loss at the initial weights, then exit\n"
            "  --dump-first-step DIR  run the first step's forward and backward, write DIR/\n"
            "                     outputs.safetensors (loss, logits [batch, seq, vocab] of every\n"
            "                     micro-batch, tokens, targets), DIR/weights.safetensors and\n"
            "                     DIR/grads.safetensors (every parameter and its reduced gradient,\n"
-           "                     whole, Hugging Face names, F32), then exit\n",
+           "                     whole, Hugging Face names, F32), then exit\n"
+           "SIGTERM, SIGINT or SIGUSR1 (to any rank, or SIGUSR1 to mpirun) ends the run after\n"
+           "the current step, saving a checkpoint when --save is given; exit status 0.\n",
            CG_WORLD, CG_MODEL, CG_PLAN);
 }
 
 static void bad_flag(const char *flag, const char *why, const char *value)
 {
     if (ROOT)
-        fprintf(stderr, "train: %s %s, got '%s'\n", flag, why, value ? value : "nothing");
+        rt_log("train: %s %s, got '%s'", flag, why, value ? value : "nothing");
+    rt_finalize();
+    exit(2);
+}
+
+static void bad_flags(const char *fmt, double a, double b)
+{
+    if (ROOT)
+        rt_log(fmt, a, b);
     rt_finalize();
     exit(2);
 }
@@ -78,13 +96,15 @@ static long int_flag(const char *flag, const char *s, long lo)
     return v;
 }
 
-static double num_flag(const char *flag, const char *s)
+/* A finite number >= 0 (> 0 when positive): inf, nan and overflow refused. */
+static double num_flag(const char *flag, const char *s, bool positive)
 {
     char *end;
     errno = 0;
     double v = s ? strtod(s, &end) : 0;
-    if (!s || errno || end == s || *end || !(v >= 0))
-        bad_flag(flag, "expects a number >= 0", s);
+    if (!s || errno || end == s || *end || !isfinite(v) || !(positive ? v > 0 : v >= 0))
+        bad_flag(flag, positive ? "expects a finite number > 0" : "expects a finite number >= 0",
+                 s);
     return v;
 }
 
@@ -102,6 +122,9 @@ static void parse_flags(int argc, char **argv)
     tr_fl.eps = 1e-8;
     tr_fl.export_dtype = "F32";
     tr_fl.shard_bytes = 5000000000LL; /* save_pretrained's max_shard_size "5GB" */
+    tr_fl.keep = 2;
+    tr_fl.max_skips = 5;
+    tr_fl.timeout = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -117,6 +140,12 @@ static void parse_flags(int argc, char **argv)
             tr_fl.decay_steps = int_flag(a, v, 1);
         else if (FLAG("--save-every"))
             tr_fl.save_every = int_flag(a, v, 1);
+        else if (FLAG("--keep"))
+            tr_fl.keep = int_flag(a, v, 1);
+        else if (FLAG("--max-skips"))
+            tr_fl.max_skips = int_flag(a, v, 1);
+        else if (FLAG("--timeout"))
+            tr_fl.timeout = num_flag(a, v, false);
         else if (FLAG("--warmup"))
             tr_fl.warmup = int_flag(a, v, 0);
         else if (FLAG("--seed"))
@@ -138,15 +167,15 @@ static void parse_flags(int argc, char **argv)
         else if (FLAG("--max-shard-size"))
             tr_fl.shard_bytes = int_flag(a, v, 1);
         else if (FLAG("--lr"))
-            tr_fl.lr = num_flag(a, v);
+            tr_fl.lr = num_flag(a, v, false);
         else if (FLAG("--min-lr"))
-            tr_fl.min_lr = num_flag(a, v);
+            tr_fl.min_lr = num_flag(a, v, false);
         else if (FLAG("--clip"))
-            tr_fl.clip = num_flag(a, v);
+            tr_fl.clip = num_flag(a, v, false);
         else if (FLAG("--weight-decay"))
-            tr_fl.weight_decay = num_flag(a, v);
+            tr_fl.weight_decay = num_flag(a, v, false);
         else if (FLAG("--adam-eps"))
-            tr_fl.eps = num_flag(a, v);
+            tr_fl.eps = num_flag(a, v, true); /* AdamW divides by sqrt(v) + eps; v starts at 0 */
         else if (FLAG("--dump-first-step"))
             tr_fl.dump = v ? v : (bad_flag(a, "expects a directory", v), "");
         else if (!strcmp(a, "--grad-check"))
@@ -157,6 +186,9 @@ static void parse_flags(int argc, char **argv)
     }
     if (tr_fl.min_lr < 0)
         tr_fl.min_lr = tr_fl.lr / 10;
+    else if (tr_fl.min_lr > tr_fl.lr)
+        bad_flags("train: --min-lr %g is above --lr %g: the schedule decays from --lr down to "
+                  "--min-lr", tr_fl.min_lr, tr_fl.lr);
     if (tr_fl.decay_steps < 0)
         tr_fl.decay_steps = tr_fl.steps;
 }
@@ -227,19 +259,47 @@ static void print_memory_plan(void)
     }
 }
 
+/* End every rank with status rc (all call it together). */
+static void finish(int rc)
+{
+    rt_finalize();
+    exit(rc);
+}
+
+/* Save, or end the run with status 1 when the step cannot be saved: never
+ * over non-finite state, and a failed save says what stays loadable. */
+static void save_or_exit(void)
+{
+    if (!tr_state_finite()) {
+        if (ROOT)
+            rt_log("error: not saving step %lld: the weights or optimizer state hold non-finite "
+                   "values; the checkpoints already in %s are left as they are",
+                   (long long)tr_step, tr_fl.save);
+        finish(1);
+    }
+    if (tr_save_checkpoint(tr_fl.save) != 0) {
+        if (ROOT)
+            rt_log("error: the checkpoint of step %lld was not saved (above: why); the newest "
+                   "complete step in %s is still the one to load", (long long)tr_step, tr_fl.save);
+        finish(1);
+    }
+}
+
 int main(int argc, char **argv)
 {
     rt_init(&argc, &argv);
     tr_world_rank = rt_world_rank();
     parse_flags(argc, argv);
+    if (tr_fl.timeout >= 0)
+        rt_set_timeout(tr_fl.timeout);
+    rt_stop_install();
     time_gemm = getenv("PTDC_TIME_GEMM") && strcmp(getenv("PTDC_TIME_GEMM"), "0") != 0;
     tr_prof_init();
     if (rt_world_size() != CG_WORLD) {
         if (ROOT)
-            fprintf(stderr, "train: this program runs on %d ranks (its plan's), not %d; start it "
-                            "with run.sh\n", CG_WORLD, rt_world_size());
-        rt_finalize();
-        return 2;
+            rt_log("train: this program runs on %d ranks (its plan's), not %d; start it with "
+                   "run.sh", CG_WORLD, rt_world_size());
+        finish(2);
     }
     tr_pp_rank = tr_world_rank / CG_DEVICES;
     tr_mesh_index = tr_world_rank % CG_DEVICES;
@@ -261,7 +321,9 @@ int main(int argc, char **argv)
     tr_data_open();
     tr_init_params();
     if (tr_fl.load)
-        tr_load_checkpoint(tr_fl.load);
+        tr_load_checkpoint(tr_fl.load); /* the run id, step and data position too */
+    else if (tr_fl.save)
+        tr_ckpt_new_run();
     if (tr_fl.dump) {
         tr_dump_first_step(tr_fl.dump);
         tr_data_close();
@@ -271,17 +333,20 @@ int main(int argc, char **argv)
     }
     if (tr_fl.grad_check) {
         int bad = tr_grad_check(1e-2);
-        rt_finalize();
-        return bad ? 1 : 0;
+        finish(bad ? 1 : 0);
     }
 
     bool saved = false;
-    while (tr_step < tr_fl.steps) {
+    int stop = 0;
+    int64_t start = tr_step;
+    long skips = 0; /* non-finite steps in a row */
+    while (tr_step < tr_fl.steps && !stop) {
         gemm_s = gemm_flops = 0;
         double t0 = rt_time(), loss, norm, lr;
-        tr_step_once(&loss, &norm, &lr);
+        bool updated = tr_step_once(&loss, &norm, &lr);
         double dt = rt_time() - t0;
         tr_step++;
+        tr_data_pos += CG_GLOBAL_BATCH; /* a skipped step's batch is skipped too */
         tr_prof_step(dt);
         if (ROOT) {
             printf("step %5lld/%ld | loss %.7f | lr %.3e | norm %.6f | %8.1f ms | %10.0f tok/s",
@@ -289,18 +354,48 @@ int main(int argc, char **argv)
                    (double)CG_GLOBAL_BATCH * CG_SEQ / dt);
             if (time_gemm)
                 printf(" | gemm %4.1f%% %6.2f GFLOP/s", 100 * gemm_s / dt, gemm_flops / gemm_s / 1e9);
-            printf("\n");
+            printf("%s\n", updated ? "" : " | skipped");
             fflush(stdout);
         }
-        saved = tr_fl.save && tr_fl.save_every && tr_step % tr_fl.save_every == 0;
+        skips = updated ? 0 : skips + 1;
+        if (skips && ROOT)
+            rt_log("warning: step %lld: the loss (%g) or the gradient norm (%g) is not finite: "
+                   "update skipped (%ld in a row; --max-skips %ld)", (long long)tr_step, loss,
+                   norm, skips, tr_fl.max_skips);
+        if (skips >= tr_fl.max_skips) {
+            if (ROOT)
+                rt_log("error: %ld steps in a row had a non-finite loss or gradient norm; "
+                       "stopping without saving or exporting (lower --lr?)", skips);
+            finish(1);
+        }
+        /* Preemption: every rank learns of a signal to any at the same step. */
+        stop = rt_stop_agree(tr_world);
+        saved = tr_fl.save && ((tr_fl.save_every && tr_step % tr_fl.save_every == 0) ||
+                               (stop && tr_step < tr_fl.steps));
         if (saved)
-            tr_save_checkpoint(tr_fl.save);
+            save_or_exit();
     }
     tr_prof_report();
-    if (tr_fl.save && !saved)
-        tr_save_checkpoint(tr_fl.save);
-    if (tr_fl.export_hf)
+    if (stop && tr_step < tr_fl.steps) {
+        if (ROOT) {
+            printf("stopped by signal %d after step %lld%s\n", stop, (long long)tr_step,
+                   tr_fl.save ? "" : " (no --save: nothing saved)");
+            fflush(stdout);
+        }
+        finish(0);
+    }
+    /* (A run that trained no step does not save the step it loaded again.) */
+    if (tr_fl.save && !saved && (tr_step > start || !tr_fl.load))
+        save_or_exit();
+    if (tr_fl.export_hf) {
+        if (!tr_state_finite()) {
+            if (ROOT)
+                rt_log("error: not exporting to %s: the weights hold non-finite values",
+                       tr_fl.export_hf);
+            finish(1);
+        }
         tr_export_hf(tr_fl.export_hf);
+    }
     tr_data_close();
     tr_buckets_free();
     rt_free(arena);

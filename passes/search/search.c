@@ -113,6 +113,62 @@ static bool recomputes_any(const Src *s, int r)
     return false;
 }
 
+/* The largest tp worth trying for a stage of n GPUs. */
+static int tp_max(const PassSearchPins *pin, int gpn, int n)
+{
+    int t = pin->tp > gpn ? pin->tp : gpn;
+    return t < n ? t : n;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The divisors of the global batch, ascending, into s->divs (sqrt(gb)
+ * steps, once per search: at most 2^20 for the largest batch accepted). */
+static void batch_divisors(Src *s)
+{
+    int cap = 64;
+    s->divs = ir_xmalloc((size_t)cap * sizeof *s->divs);
+    s->ndivs = 0;
+    for (int64_t d = 1; d <= s->gb / d; d++) {
+        if (s->gb % d)
+            continue;
+        for (int j = 0; j < (d == s->gb / d ? 1 : 2); j++) {
+            if (s->ndivs + 1 >= cap) {
+                cap *= 2;
+                s->divs = ir_xrealloc(s->divs, (size_t)cap * sizeof *s->divs);
+            }
+            s->divs[s->ndivs++] = j ? s->gb / d : d;
+        }
+    }
+    qsort(s->divs, (size_t)s->ndivs, sizeof *s->divs, cmp_i64);
+}
+
+/* The micro-batch sizes b (sequences per replica) for `per` sequences per
+ * replica and step, ascending: the divisors of per that give at most
+ * PASS_SEARCH_MAX_MICRO micro-batches of at most PASS_SEARCH_MAX_MB
+ * sequences (a loop b = 1 .. per would not end for a global batch of 2^32).
+ * The sizes cut off are counted in s->micro_cut. Into s->mbs. */
+static int micro_batches(Src *s, int64_t per)
+{
+    if (!s->mbs)
+        s->mbs = ir_xmalloc((size_t)(s->ndivs + 1) * sizeof *s->mbs);
+    int k = 0;
+    for (int i = 0; i < s->ndivs && s->divs[i] <= per; i++) {
+        int64_t b = s->divs[i];
+        if (per % b)
+            continue;
+        if (b > PASS_SEARCH_MAX_MB || per / b > PASS_SEARCH_MAX_MICRO)
+            s->micro_cut++;
+        else
+            s->mbs[k++] = b;
+    }
+    return k;
+}
+
 static void enumerate(Src *s)
 {
     const PassSearchPins *pin = &s->o->pins;
@@ -135,23 +191,27 @@ static void enumerate(Src *s)
                 continue;
             if (2 * n * pp < N)
                 break;
+            /* tp is at most a node's GPUs unless pinned: only those are
+             * tried (a loop to n would make this quadratic in the GPUs). */
             bool any = false;
-            for (int tp = 1; tp <= n && !any; tp++)
+            for (int tp = 1; tp <= tp_max(pin, gpn, n) && !any; tp++)
                 any = n % tp == 0 && s->gb % (n / tp) == 0 && (tp <= gpn || pin->tp == tp);
             if (any)
                 sizes[nsz++] = n;
         }
         for (int zi = 0; zi < nsz; zi++) {
             int n = sizes[zi];
-            for (int tp = 1; tp <= n; tp++) {
+            for (int tp = 1; tp <= tp_max(pin, gpn, n); tp++) {
                 if (n % tp || (pin->tp && tp != pin->tp) || (!pin->tp && tp > gpn) || tp <= f->tp_above)
                     continue;
                 int dp = n / tp;
                 if ((pin->dp && dp != pin->dp) || s->gb % dp)
                     continue;
                 int64_t per = s->gb / dp;
-                for (int64_t b = 1; b <= per; b++) {
-                    if (per % b || (pin->micro_batch && b != pin->micro_batch) || b <= f->mb_above)
+                int nb = micro_batches(s, per);
+                for (int ib = 0; ib < nb; ib++) {
+                    int64_t b = s->mbs[ib];
+                    if ((pin->micro_batch && b != pin->micro_batch) || b <= f->mb_above)
                         continue;
                     int m = (int)(per / b);
                     for (int sp = 0; sp < 2; sp++) {
@@ -602,6 +662,7 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
         return false;
     int hits0 = pass_ilp_cache_hits(cache), solves0 = pass_ilp_cache_solves(cache);
     src_states(&s);
+    batch_divisors(&s);
     enumerate(&s);
 
     Rank R = {&s, out, o->keep > 0 ? o->keep : 1, false, INFINITY};
@@ -634,6 +695,7 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
         }
     }
     out->no_layout = s.st->candidates == 0;
+    out->micro_cut = s.micro_cut > 0;
     out->full_valid = s.full_valid;
     if (s.ngroups > 1)
         qsort(s.groups, (size_t)s.ngroups, sizeof *s.groups, cmp_group);
@@ -658,7 +720,7 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
                     G->tp, G->b, G->sp, G->lb, lb2, thr0, threshold(&R));
         }
     }
-    if (!out->found && !out->have_closest && !out->no_layout)
+    if (!out->found && !out->have_closest && !out->no_layout && !o->first_fit)
         closest_anyway(&R);
 
     for (int i = 0; i < s.ngroups; i++) {
@@ -670,6 +732,8 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
         free(s.groups[i].floor_states);
     }
     free(s.groups);
+    free(s.divs);
+    free(s.mbs);
     for (int i = 0; i < s.nwork; i++) {
         free(s.work[i].t);
         free(s.work[i].saved);

@@ -16,6 +16,14 @@
  * bounds (branch and bound), then ranked by pass_predict, which every number
  * reported comes from. Requires a verified forward graph. */
 
+/* Limits of a plan: micro-batches per step (the generated program's
+ * schedule tables number them in 16 bits, and the schedule simulation's
+ * cost grows with them) and sequences per micro-batch and replica
+ * (--micro-batch's range). Layouts beyond them are not enumerated; see
+ * PassSearchResult.micro_cut. */
+#define PASS_SEARCH_MAX_MICRO 32767
+#define PASS_SEARCH_MAX_MB (1 << 20)
+
 /* What the user fixed; everything else is searched. */
 typedef struct PassSearchPins {
     int tp, pp, dp;               /* 0: searched */
@@ -41,7 +49,8 @@ typedef struct PassSearchOpts {
     double ilp_time_limit_s;      /* per ILP solve; 0: 10 s */
     int keep;                     /* alternatives to keep, best first (0: 1); pruning is against
                                      the keep-th best, so they are the true best by pass_predict */
-    bool first_fit;               /* stop at the first plan that fits (pass_search_min_gpus) */
+    bool first_fit;               /* stop at the first plan that fits, and evaluate none that
+                                     does not (pass_search_min_gpus) */
     bool exhaustive;              /* tests: prune nothing by step time, and die if a bound is
                                      ever above what pass_predict says (checks the pruning) */
     const IrGraph *skeleton;      /* pass_search_skeleton(g) for the ILP solves (same answers,
@@ -112,6 +121,7 @@ typedef struct PassSearchResult {
     bool have_closest;            /* !found: the candidate closest to fitting, evaluated */
     PassSearchAlt closest;
     bool no_layout;               /* no layout satisfies the pins and divisibility at all */
+    bool micro_cut;               /* some layouts were left out for the micro-batch limits */
     int gpus;                     /* GPUs available */
     int64_t global_batch;         /* sequences per step */
     bool full_valid;              /* some enumerated layout uses every GPU */
@@ -129,9 +139,13 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
 void pass_search_result_free(PassSearchResult *r);
 void pass_search_alt_free(PassSearchAlt *a);
 /* The smallest GPU count in [from, limit] on which some plan fits (0: none),
- * with that plan in *best (search_nofit.c). */
+ * with that plan in *best (search_nofit.c). Only counts some layout uses
+ * whole are searched, and at most 64 of them (the first 32 in order, then
+ * counts a quarter apart): *skipped is the count from which some were
+ * skipped (0: none was, the answer is the smallest). */
 int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
-                         PassIlpCache *cache, int from, int limit, PassSearchAlt *best);
+                         PassIlpCache *cache, int from, int limit, PassSearchAlt *best,
+                         int *skipped);
 /* After pass_search found nothing: say why on stderr (ir_error): the item
  * that overflows on the fullest GPU and by how much, then what would fit
  * (relaxing the pins, or the smallest GPU count). Returns nothing; the

@@ -26,8 +26,63 @@ static double states_total(const PassCostCtx *c, const IrGraph *g)
 static bool try_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *q,
                        PassIlpCache *cache, PassSearchAlt *a);
 
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* The GPU counts in [from, limit] that some layout uses whole, ascending:
+ * pp x tp x dp with pp at most the pieces, tp at most a node (or as
+ * pinned), dp dividing the global batch and stages of whole nodes or a
+ * divisor of one (pass_search's rules). A plan found on n GPUs uses such a
+ * count n' <= n and is found on n' too, so the smallest count on which
+ * some plan fits is among these. */
+static int *usable_counts(const IrGraph *g, const PassSearchOpts *o, int gpn, int64_t gb,
+                          int from, int limit, int *n)
+{
+    const PassSearchPins *pin = &o->pins;
+    int cap = 256, k = 0;
+    int *v = ir_xmalloc((size_t)cap * sizeof *v);
+    int tpmax = pin->tp > gpn ? pin->tp : gpn;
+    for (int pp = 1; pp <= g->npieces && pp <= limit; pp++) {
+        if (pin->pp && pp != pin->pp)
+            continue;
+        for (int tp = 1; tp <= tpmax && (int64_t)pp * tp <= limit; tp++) {
+            if (pin->tp ? tp != pin->tp : tp > gpn)
+                continue;
+            for (int64_t dp = 1; dp <= gb && (int64_t)pp * tp * dp <= limit; dp++) {
+                if (gb % dp || (pin->dp && dp != pin->dp))
+                    continue;
+                int stage = tp * (int)dp, count = pp * stage;
+                if (count < from || !(stage % gpn == 0 || gpn % stage == 0))
+                    continue;
+                if (k == cap) {
+                    cap *= 2;
+                    v = ir_xrealloc(v, (size_t)cap * sizeof *v);
+                }
+                v[k++] = count;
+            }
+        }
+    }
+    qsort(v, (size_t)k, sizeof *v, cmp_int);
+    int u = 0;
+    for (int i = 0; i < k; i++)
+        if (u == 0 || v[u - 1] != v[i])
+            v[u++] = v[i];
+    *n = u;
+    return v;
+}
+
+/* pass_search calls one minimum-count query makes at most: the first
+ * MIN_LINEAR usable counts in order, then counts growing by a quarter at
+ * least, so that a model that fits nowhere is said to in seconds. */
+#define MIN_LINEAR 32
+#define MIN_TRIES 64
+
 int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
-                         PassIlpCache *cache, int from, int limit, PassSearchAlt *best)
+                         PassIlpCache *cache, int from, int limit, PassSearchAlt *best,
+                         int *skipped)
 {
     double reserve = c->st.alloc_reserve > 0 ? c->st.alloc_reserve : PASS_MEM_RESERVE;
     double usable = c->cl->gpu.hbm_bytes * (1 - reserve);
@@ -41,12 +96,24 @@ int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearc
     q.keep = 1;
     q.first_fit = true;
     memset(&q.filter, 0, sizeof q.filter);
-    for (int n = from > 0 ? from : 1; n <= limit; n++) {
+    int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
+    int64_t gb = o->global_batch > 0 ? o->global_batch : g->global_batch;
+    int ncounts;
+    int *counts = usable_counts(g, &q, gpn, gb, from > 0 ? from : 1, limit, &ncounts);
+    int tries = 0, last = 0, found = 0;
+    *skipped = 0; /* every usable count below the answer was tried */
+    for (int i = 0; i < ncounts && tries < MIN_TRIES && !found; i++) {
+        int n = counts[i];
         /* Fully sharded model states over n GPUs must fit at least. */
         if (states / n + runtime > usable)
             continue;
-        if ((q.pins.tp && n % q.pins.tp) || (q.pins.pp && n % q.pins.pp))
+        if (tries >= MIN_LINEAR && n < last + (last + 3) / 4) {
+            if (!*skipped)
+                *skipped = n; /* from here on, counts are skipped */
             continue;
+        }
+        tries++;
+        last = n;
         q.gpus = n;
         PassSearchResult r;
         FILE *devnull = fopen("/dev/null", "w"), *prev = NULL;
@@ -63,12 +130,16 @@ int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearc
             q.first_fit = false;
             if (!try_search(c, g, &q, cache, best))
                 ir_die("search: a plan fits on %d GPUs, then none does", n);
-            return n;
-        }
-        if (ok)
+            /* It may leave GPUs idle: it fits on the count it uses. */
+            found = best->layout.gpus > 0 && best->layout.gpus < n ? best->layout.gpus : n;
+        } else if (ok) {
             pass_search_result_free(&r);
+        }
     }
-    return 0;
+    free(counts);
+    if (found && *skipped >= found)
+        *skipped = 0; /* every count below the answer was tried */
+    return found;
 }
 
 /* The largest item of a rank's memory. */
@@ -164,11 +235,23 @@ void pass_search_explain_nofit(const PassCostCtx *c, const IrGraph *g, const Pas
     int N = r->gpus;
     const PassSearchPins *pin = &o->pins;
     char lay[256], flags[256];
+    int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
     if (r->no_layout) {
-        ir_error(IR_NOLOC, "no layout of %d GPUs satisfies the pins: pipeline stages must be whole "
-                 "nodes of %d GPUs or a divisor of one, and dp x micro-batch must divide the global "
-                 "batch of %lld sequences", N, c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8,
-                 (long long)r->global_batch);
+        if (r->micro_cut)
+            ir_error(IR_NOLOC, "no layout of %d GPUs can take the global batch of %lld sequences: "
+                     "each way of cutting it gives more than %d micro-batches per step or more "
+                     "than %d sequences per micro-batch and data-parallel replica", N,
+                     (long long)r->global_batch, PASS_SEARCH_MAX_MICRO, PASS_SEARCH_MAX_MB);
+        else if (any_pin(pin))
+            ir_error(IR_NOLOC, "no layout of %d GPUs satisfies the pins: pipeline stages must be "
+                     "whole nodes of %d GPUs or a divisor of one, and dp x micro-batch must divide "
+                     "the global batch of %lld sequences", N, gpn, (long long)r->global_batch);
+        else
+            ir_error(IR_NOLOC, "no layout can use %d GPUs: a plan uses at least half of them, as "
+                     "pp x dp x tp with pp at most the model's %d pieces, tp at most a node's %d "
+                     "GPUs and pipeline stages of whole nodes or a divisor of one, and dp must "
+                     "divide the global batch of %lld sequences", N, g->npieces, gpn,
+                     (long long)r->global_batch);
         return;
     }
     if (r->have_closest) {
@@ -225,14 +308,25 @@ void pass_search_explain_nofit(const PassCostCtx *c, const IrGraph *g, const Pas
     pass_search_pins_none(&q.pins);
     PassSearchAlt a;
     int limit = N * 64 > 65536 ? N * 64 : 65536;
-    int n = pass_search_min_gpus(c, g, &q, cache, N + 1, limit, &a);
-    if (n > 0) {
+    int skipped;
+    int n = pass_search_min_gpus(c, g, &q, cache, N + 1, limit, &a, &skipped);
+    if (n > 0 && !skipped) {
         ir_note(IR_NOLOC, "the smallest number of %s GPUs on which %s fits is %d: %s (step %.2f s, "
                 "peak %.1f GiB)", gpu->name, g->name, n, pass_layout_str(&a.layout, lay, sizeof lay),
                 a.pred.step_time_s, a.pred.peak_mem_bytes / GIB);
         pass_search_alt_free(&a);
-    } else {
+    } else if (n > 0) {
+        ir_note(IR_NOLOC, "%s fits on %d %s GPUs: %s (step %.2f s, peak %.1f GiB); above %d GPUs "
+                "not every count was tried, so fewer may do", g->name, n, gpu->name,
+                pass_layout_str(&a.layout, lay, sizeof lay), a.pred.step_time_s,
+                a.pred.peak_mem_bytes / GIB, skipped);
+        pass_search_alt_free(&a);
+    } else if (!skipped) {
         ir_note(IR_NOLOC, "%s fits on no number of %s GPUs up to %d", g->name, gpu->name, limit);
+    } else {
+        ir_note(IR_NOLOC, "%s fits on none of the numbers of %s GPUs tried up to %d (every number "
+                "a layout can use up to %d, then numbers a quarter apart)", g->name, gpu->name,
+                limit, skipped);
     }
 }
 

@@ -154,6 +154,13 @@ bool src_check_pins(Src *s)
             return false;
         }
     }
+    if (p->micro_batch && d && gb / ((long long)p->micro_batch * d) > PASS_SEARCH_MAX_MICRO) {
+        ir_error(IR_NOLOC, "--micro-batch %d x dp %d cuts the global batch of %lld sequences into "
+                 "%lld micro-batches per step; a plan has at most %d (raise --micro-batch)",
+                 p->micro_batch, d, gb, gb / ((long long)p->micro_batch * d),
+                 PASS_SEARCH_MAX_MICRO);
+        return false;
+    }
     bool inter = p->schedule == PASS_SCHED_INTERLEAVED || p->v > 1;
     if (inter) {
         if (s->rep0 < 0) {

@@ -98,6 +98,10 @@ typedef struct Src {
     int ngroups;
     SrcGroup *groups;
     bool full_valid;              /* a candidate uses every GPU */
+    int64_t *divs;                /* the divisors of gb, ascending */
+    int ndivs;
+    int64_t *mbs;                 /* micro_batches' result */
+    long micro_cut;               /* micro-batch sizes cut off by the limits */
     PassSearchStats *st;
 } Src;
 

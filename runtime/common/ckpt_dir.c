@@ -190,7 +190,7 @@ int rt_ckpt_commit(const char *dir, const RtCkptMeta *m, const RtCkptRecord *rec
 /* Rank r's file against the manifest, from its header and trailer only
  * (cheap enough to run over every rank of every step scanned). On success
  * *fd is the open file (when fd is non-NULL) and *hd its header. */
-static int rank_file_problem(const RtCkpt *c, int r, int *fd_out, RtcCkHeader *hd, char *err,
+int rtc_ck_rank_file_problem(const RtCkpt *c, int r, int *fd_out, RtcCkHeader *hd, char *err,
                              size_t errlen)
 {
     char *path = rtc_ck_rank_path(c->dir, r);
@@ -268,7 +268,7 @@ static RtCkpt *open_checked(const char *stepdir, int64_t expect_step, char *err,
                      (long long)c->step);
     for (int r = 0; r < c->world && rc == 0; r++) {
         RtcCkHeader hd;
-        rc = rank_file_problem(c, r, NULL, &hd, err, errlen);
+        rc = rtc_ck_rank_file_problem(c, r, NULL, &hd, err, errlen);
     }
     if (rc != 0) {
         rt_ckpt_close(c);
@@ -473,6 +473,19 @@ static int tensor_by_name(const void *a, const void *b)
 int rt_ckpt_check_program(const RtCkpt *c, int world, const char *plan_hash,
                           const RtCkptTensor *model, int nmodel, char *err, size_t errlen)
 {
+    int rc = rt_ckpt_check_model(c, model, nmodel, err, errlen);
+    if (rc == 0 && c->world != world)
+        rc = rtc_err(err, errlen, "%s: saved by %d ranks; this program runs on %d (load it with "
+                     "rt_ckpt_read_any, which reshards)", c->dir, c->world, world);
+    if (rc == 0 && strcmp(c->plan_hash, plan_hash ? plan_hash : "") != 0)
+        rc = rtc_err(err, errlen, "%s: saved by a program of another plan (plan hash %s); this "
+                     "program's plan hash is %s", c->dir, c->plan_hash, plan_hash);
+    return rc;
+}
+
+int rt_ckpt_check_model(const RtCkpt *c, const RtCkptTensor *model, int nmodel, char *err,
+                        size_t errlen)
+{
     /* The model first: a different model is the most useful thing to say. */
     RtCkptTensor *want = rtc_xcalloc((size_t)nmodel, sizeof *want);
     RtCkptTensor *have = rtc_xcalloc((size_t)c->ntensors, sizeof *have);
@@ -505,13 +518,6 @@ int rt_ckpt_check_program(const RtCkpt *c, int world, const char *plan_hash,
     }
     free(want);
     free(have);
-    if (rc == 0 && c->world != world)
-        rc = rtc_err(err, errlen, "%s: saved by %d ranks; this program runs on %d (loading onto "
-                     "another rank count needs resharding, not supported yet)", c->dir,
-                     c->world, world);
-    if (rc == 0 && strcmp(c->plan_hash, plan_hash ? plan_hash : "") != 0)
-        rc = rtc_err(err, errlen, "%s: saved by a program of another plan (plan hash %s); this "
-                     "program's plan hash is %s", c->dir, c->plan_hash, plan_hash);
     return rc;
 }
 
@@ -627,7 +633,7 @@ int rt_ckpt_read(const RtCkpt *c, int rank, const RtCkptBlob *blobs, int n, char
     char *hash = NULL;
     RtcCkEntry *e = NULL;
     unsigned char *raw = NULL;
-    int rc = rank_file_problem(c, rank, &fd, &hd, err, errlen);
+    int rc = rtc_ck_rank_file_problem(c, rank, &fd, &hd, err, errlen);
     if (rc == 0)
         rc = rtc_ck_read_index(fd, path, &hd, &hash, &e, &raw, err, errlen);
     if (rc == 0 && strcmp(hash, c->plan_hash) != 0)

@@ -138,6 +138,11 @@ RtCkpt *rtc_mf_read(const char *stepdir, char *err, size_t errlen);
 /* Write DIR/manifest.json atomically (temporary, fsync, rename, fsync). */
 int rtc_mf_write(const char *stepdir, const RtCkptMeta *m, const RtCkptRecord *recs,
                  const RtCkptTensor *model, int nmodel, char *err, size_t errlen);
+/* Rank r's file against the manifest, from its header and trailer only
+ * (ckpt_dir.c): whose it is, its size and stored CRC. On success *fd is the
+ * open file (when fd is non-NULL) and *hd its header. */
+int rtc_ck_rank_file_problem(const RtCkpt *c, int r, int *fd, RtcCkHeader *hd, char *err,
+                             size_t errlen);
 /* "DIR/rank00003.ckpt" (malloc'd). */
 char *rtc_ck_rank_path(const char *stepdir, int rank);
 

@@ -31,13 +31,14 @@ static bool exists(const char *p)
     return stat(p, &st) == 0;
 }
 
-/* Anything named like a cg_emit temporary in dir? */
+/* Anything named like a cg_emit temporary in dir ("DIR.tmp-PID" next to a
+ * new DIR, "DIR/.ptdc-tmp-PID" inside an existing one)? */
 static bool temporaries(const char *dir)
 {
     DIR *d = opendir(dir);
     bool found = false;
     for (struct dirent *e; d && (e = readdir(d));)
-        found |= strstr(e->d_name, ".tmp-") != NULL;
+        found |= strstr(e->d_name, "tmp-") != NULL;
     if (d)
         closedir(d);
     return found;
@@ -104,6 +105,9 @@ int main(int argc, char **argv)
     CHECK(emit(g, &p, dir, &cap), "emit into an existing DIR failed: %s", diag);
     fclose(cap);
     CHECK(exists(path), "plan.txt was removed");
+    /* ... written through a temporary inside DIR (DIR may be a mount point,
+     * where a sibling would be on another file system), which is gone. */
+    CHECK(!temporaries(dir), "temporaries left inside %s", dir);
 
     /* A file where DIR should be: refused, file untouched. */
     snprintf(dir, sizeof dir, "%s/afile", work);

@@ -558,8 +558,10 @@ static int test_mingpus(const char *dir)
     CHECK(!r.found, "LLaMA-65B fits on 4 GPUs");
     pass_search_result_free(&r);
     PassSearchAlt a;
-    int n = pass_search_min_gpus(&s.ctx, s.g, &o, s.cache, 5, 4096, &a);
+    int skipped;
+    int n = pass_search_min_gpus(&s.ctx, s.g, &o, s.cache, 5, 4096, &a, &skipped);
     CHECK(n > 4, "no GPU count fits LLaMA-65B");
+    CHECK(skipped == 0, "counts below %d were skipped (from %d)", n, skipped);
     if (n > 4) {
         CHECK(a.pred.fits && a.layout.gpus <= n, "the plan for %d GPUs does not fit", n);
         pass_search_alt_free(&a);

@@ -1,0 +1,312 @@
+/* ckpt_reshard.c: rt_ckpt_read_any, a rank's blobs assembled from whichever
+ * rank files of a checkpoint hold their elements (rt.h), so that state saved
+ * under one plan loads under any other plan of the same model.
+ *
+ * Every blob names what it holds: the block [offset, offset + local) of a
+ * tensor of shape `global` and, of that block's row-major elements, the
+ * range [flat_start, flat_start + flat_count). An element of a wanted blob
+ * and an element of a saved entry are the same when they have the same
+ * global coordinates. The intersection of two blocks is a box; each of its
+ * rows (all coordinates but the last fixed) is contiguous in both blocks,
+ * so it is one copy, clipped to both flat ranges. Copies that continue one
+ * another merge (identical blocks make one copy per blob).
+ *
+ * Three passes: (1) every rank file's header and index (against the
+ * manifest, as rt_ckpt_read checks them); (2) the copies each file
+ * contributes, and the elements of each blob they cover, which must be all
+ * of them: a shortfall is refused before any blob is written; (3) each
+ * contributing file streamed once, whole, its CRC computed on the way and
+ * the copies that fall in each chunk applied. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+
+typedef struct {
+    int blob;
+    int64_t src, dst, bytes; /* src: payload offset in the file; dst: byte offset in the blob */
+} Copy;
+
+typedef struct {
+    int64_t lo, hi; /* elements [lo, hi) of a blob's flat range */
+} Span;
+
+typedef struct {
+    int fd;
+    char *path, *hash;
+    RtcCkHeader hd;
+    RtcCkEntry *e;
+    unsigned char *raw;
+    Copy *copy;
+    int64_t ncopy, capcopy;
+} File;
+
+typedef struct {
+    Span *span;
+    int64_t nspan, capspan;
+} Cover;
+
+static void add_copy(File *f, int blob, int64_t src, int64_t dst, int64_t bytes)
+{
+    if (f->ncopy) {
+        Copy *l = &f->copy[f->ncopy - 1];
+        if (l->blob == blob && l->src + l->bytes == src && l->dst + l->bytes == dst) {
+            l->bytes += bytes;
+            return;
+        }
+    }
+    if (f->ncopy == f->capcopy) {
+        f->capcopy = f->capcopy ? 2 * f->capcopy : 16;
+        Copy *n = realloc(f->copy, (size_t)f->capcopy * sizeof *n);
+        if (!n)
+            rt_fatal("ptdrt: out of host memory resharding %s", f->path);
+        f->copy = n;
+    }
+    f->copy[f->ncopy++] = (Copy){blob, src, dst, bytes};
+}
+
+static void add_span(Cover *c, int64_t lo, int64_t hi)
+{
+    if (c->nspan && c->span[c->nspan - 1].hi == lo) {
+        c->span[c->nspan - 1].hi = hi;
+        return;
+    }
+    if (c->nspan == c->capspan) {
+        c->capspan = c->capspan ? 2 * c->capspan : 16;
+        Span *n = realloc(c->span, (size_t)c->capspan * sizeof *n);
+        if (!n)
+            rt_fatal("ptdrt: out of host memory resharding a checkpoint");
+        c->span = n;
+    }
+    c->span[c->nspan++] = (Span){lo, hi};
+}
+
+/* The copies entry e (of file f) gives blob b (index bi), recorded in f and
+ * cover. Shapes and dtypes agree (checked by the caller). */
+static void intersect(File *f, const RtcCkEntry *e, const RtCkptBlob *b, int bi, Cover *cover)
+{
+    int nd = b->ndim;
+    int64_t lo[RT_CKPT_MAXDIM], hi[RT_CKPT_MAXDIM], idx[RT_CKPT_MAXDIM];
+    int64_t tstr[RT_CKPT_MAXDIM], sstr[RT_CKPT_MAXDIM];
+    for (int d = 0; d < nd; d++) {
+        lo[d] = b->offset[d] > e->offset[d] ? b->offset[d] : e->offset[d];
+        int64_t bh = b->offset[d] + b->local[d], eh = e->offset[d] + e->local[d];
+        hi[d] = bh < eh ? bh : eh;
+        if (lo[d] >= hi[d])
+            return;
+        idx[d] = lo[d];
+    }
+    int64_t ts = 1, ss = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        tstr[d] = ts;
+        sstr[d] = ss;
+        ts *= b->local[d];
+        ss *= e->local[d];
+    }
+    int64_t es = (int64_t)rtc_dtype_size(b->dtype);
+    int64_t len = nd ? hi[nd - 1] - lo[nd - 1] : 1;
+    for (;;) {
+        /* One row of the box: flat positions in the wanted and the saved block. */
+        int64_t ft = 0, fs = 0;
+        for (int d = 0; d < nd; d++) {
+            ft += (idx[d] - b->offset[d]) * tstr[d];
+            fs += (idx[d] - e->offset[d]) * sstr[d];
+        }
+        int64_t u0 = 0, u1 = len;
+        if (b->flat_start - ft > u0)
+            u0 = b->flat_start - ft;
+        if (e->flat_start - fs > u0)
+            u0 = e->flat_start - fs;
+        if (b->flat_start + b->flat_count - ft < u1)
+            u1 = b->flat_start + b->flat_count - ft;
+        if (e->flat_start + e->flat_count - fs < u1)
+            u1 = e->flat_start + e->flat_count - fs;
+        if (u0 < u1) {
+            add_copy(f, bi, (int64_t)e->pos + (fs + u0 - e->flat_start) * es,
+                     (ft + u0 - b->flat_start) * es, (u1 - u0) * es);
+            add_span(cover, ft + u0 - b->flat_start, ft + u1 - b->flat_start);
+        }
+        /* The next row: the odometer over every dim but the last. */
+        int d = nd - 2;
+        for (; d >= 0; d--) {
+            if (++idx[d] < hi[d])
+                break;
+            idx[d] = lo[d];
+        }
+        if (d < 0)
+            return;
+    }
+}
+
+static int span_cmp(const void *a, const void *b)
+{
+    const Span *x = a, *y = b;
+    return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+static int copy_cmp(const void *a, const void *b)
+{
+    const Copy *x = a, *y = b;
+    return (x->src > y->src) - (x->src < y->src);
+}
+
+/* The first element of [0, n) no span covers, or -1 when all are. */
+static int64_t first_gap(Cover *c, int64_t n, int64_t *gap_end)
+{
+    qsort(c->span, (size_t)c->nspan, sizeof *c->span, span_cmp);
+    int64_t at = 0;
+    for (int64_t i = 0; i < c->nspan && at < n; i++) {
+        if (c->span[i].lo > at) {
+            *gap_end = c->span[i].lo;
+            return at;
+        }
+        if (c->span[i].hi > at)
+            at = c->span[i].hi;
+    }
+    *gap_end = n;
+    return at < n ? at : -1;
+}
+
+static const RtCkptBlob *sort_blobs;
+
+static int blob_index_cmp(const void *a, const void *b)
+{
+    return strcmp(sort_blobs[*(const int *)a].name, sort_blobs[*(const int *)b].name);
+}
+
+/* The index of the blob called name (order: blob indices sorted by name), or -1. */
+static int find_blob(const RtCkptBlob *b, const int *order, int n, const char *name)
+{
+    int lo = 0, hi = n - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2, cmp = strcmp(b[order[mid]].name, name);
+        if (cmp == 0)
+            return order[mid];
+        if (cmp < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+/* Stream file f whole: CRC, and its copies (sorted by source) into the blobs. */
+static int stream(const RtCkpt *c, int r, File *f, const RtCkptBlob *blobs, char *err,
+                  size_t errlen)
+{
+    qsort(f->copy, (size_t)f->ncopy, sizeof *f->copy, copy_cmp);
+    uint32_t crc = rtc_crc32c(0, f->raw, RTC_CK_HEADER + f->hd.index_bytes);
+    uint64_t total = f->hd.payload_bytes;
+    size_t sb = total < RTC_CK_STAGE ? (size_t)(total ? total : 1) : RTC_CK_STAGE;
+    unsigned char *stage = rtc_xmalloc(sb);
+    int64_t base = (int64_t)(RTC_CK_HEADER + f->hd.index_bytes), i = 0;
+    int rc = 0;
+    for (uint64_t p = 0; p < total && rc == 0;) {
+        size_t k = total - p < sb ? (size_t)(total - p) : sb;
+        rc = rtc_read_all(f->fd, stage, k, base + (int64_t)p, f->path, err, errlen);
+        if (rc != 0)
+            break;
+        crc = rtc_crc32c(crc, stage, k);
+        int64_t a = (int64_t)p, z = (int64_t)(p + k);
+        while (i < f->ncopy && f->copy[i].src + f->copy[i].bytes <= a)
+            i++;
+        for (int64_t j = i; j < f->ncopy && f->copy[j].src < z; j++) {
+            const Copy *x = &f->copy[j];
+            int64_t from = x->src > a ? x->src : a;
+            int64_t to = x->src + x->bytes < z ? x->src + x->bytes : z;
+            rt_to_device((char *)blobs[x->blob].data + x->dst + (from - x->src), stage + (from - a),
+                         (size_t)(to - from));
+        }
+        p += k;
+    }
+    free(stage);
+    if (rc == 0 && crc != c->files[r].crc)
+        rc = rtc_err(err, errlen, "%s: corrupted checkpoint file: CRC-32C mismatch (stored "
+                     "%08" PRIx32 ", computed %08" PRIx32 ")", f->path, c->files[r].crc, crc);
+    return rc;
+}
+
+int rt_ckpt_read_any(const RtCkpt *c, const RtCkptBlob *blobs, int n, char *err, size_t errlen)
+{
+    if (rtc_ck_check_blobs(c->dir, blobs, n, err, errlen) != 0)
+        return -1;
+    int *order = rtc_xcalloc((size_t)(n ? n : 1), sizeof *order);
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    sort_blobs = blobs; /* qsort has no context argument in C11 */
+    qsort(order, (size_t)n, sizeof *order, blob_index_cmp);
+    File *files = rtc_xcalloc((size_t)c->world, sizeof *files);
+    Cover *cover = rtc_xcalloc((size_t)(n ? n : 1), sizeof *cover);
+    for (int r = 0; r < c->world; r++)
+        files[r].fd = -1;
+    int rc = 0;
+    char s1[512], s2[512], s3[512];
+    /* 1, 2: every file's index, and what it gives each blob. */
+    for (int r = 0; r < c->world && rc == 0; r++) {
+        File *f = &files[r];
+        f->path = rtc_ck_rank_path(c->dir, r);
+        rc = rtc_ck_rank_file_problem(c, r, &f->fd, &f->hd, err, errlen);
+        if (rc == 0)
+            rc = rtc_ck_read_index(f->fd, f->path, &f->hd, &f->hash, &f->e, &f->raw, err, errlen);
+        if (rc == 0 && strcmp(f->hash, c->plan_hash) != 0)
+            rc = rtc_err(err, errlen, "%s: written by a program of plan hash %s, the manifest's "
+                         "is %s (a rank file mixed in from another plan?)", f->path, f->hash,
+                         c->plan_hash);
+        for (uint32_t j = 0; j < (rc == 0 ? f->hd.count : 0) && rc == 0; j++) {
+            const RtcCkEntry *e = &f->e[j];
+            int bi = find_blob(blobs, order, n, e->name);
+            if (bi < 0)
+                continue; /* another rank's state */
+            const RtCkptBlob *b = &blobs[bi];
+            if (b->ndim != e->ndim ||
+                memcmp(b->global, e->global, (size_t)b->ndim * sizeof(int64_t)) != 0)
+                rc = rtc_err(err, errlen, "%s: blob '%s' is part of a tensor of shape %s in the "
+                             "checkpoint; this program's is %s (saved from another model?)",
+                             f->path, e->name, rtc_shape_str(e->ndim, e->global, s1, sizeof s1),
+                             rtc_shape_str(b->ndim, b->global, s2, sizeof s2));
+            else if (b->dtype != e->dtype)
+                rc = rtc_err(err, errlen, "%s: blob '%s' is %s in the checkpoint; this program's "
+                             "is %s", f->path, e->name, rtc_dtype_name(e->dtype),
+                             rtc_dtype_name(b->dtype));
+            else
+                intersect(f, e, b, bi, &cover[bi]);
+        }
+    }
+    for (int i = 0; i < n && rc == 0; i++) {
+        int64_t end, gap = first_gap(&cover[i], blobs[i].flat_count, &end);
+        if (gap >= 0)
+            rc = rtc_err(err, errlen, "%s: no rank file holds elements %lld..%lld of blob '%s' "
+                         "(this rank's part: elements %lld..%lld of block %s at %s of a tensor "
+                         "of shape %s)", c->dir, (long long)(blobs[i].flat_start + gap),
+                         (long long)(blobs[i].flat_start + end), blobs[i].name,
+                         (long long)blobs[i].flat_start,
+                         (long long)(blobs[i].flat_start + blobs[i].flat_count),
+                         rtc_shape_str(blobs[i].ndim, blobs[i].local, s1, sizeof s1),
+                         rtc_shape_str(blobs[i].ndim, blobs[i].offset, s2, sizeof s2),
+                         rtc_shape_str(blobs[i].ndim, blobs[i].global, s3, sizeof s3));
+    }
+    /* 3: the payloads. */
+    for (int r = 0; r < c->world && rc == 0; r++)
+        if (files[r].ncopy)
+            rc = stream(c, r, &files[r], blobs, err, errlen);
+    for (int r = 0; r < c->world; r++) {
+        File *f = &files[r];
+        if (f->fd >= 0)
+            close(f->fd);
+        if (f->e)
+            rtc_ck_entries_free(f->e, f->hd.count);
+        free(f->hash);
+        free(f->raw);
+        free(f->copy);
+        free(f->path);
+    }
+    for (int i = 0; i < n; i++)
+        free(cover[i].span);
+    free(cover);
+    free(files);
+    free(order);
+    return rc;
+}
