@@ -28,6 +28,9 @@ extern int64_t tr_step;          /* steps done */
 extern int64_t tr_data_pos;      /* sequences consumed: the next step reads from here */
 
 #define ROOT (tr_world_rank == 0)
+int tr_mesh_size(int axis);      /* CG_MESH0 or CG_MESH1 */
+/* This rank's block of p's global tensor: offset and extent per dim. */
+void tr_block(const CgParam *p, int64_t *off, int64_t *loc);
 
 /* ---------------------------------------------------------- train_sched.c */
 void tr_make_comms(void);
@@ -74,8 +77,6 @@ void tr_load_checkpoint(const char *dir);
 
 /* ------------------------------------------------------------- train_hf.c */
 void tr_init_params(void);       /* seeded, or --import-hf */
-/* This rank's block of p's global tensor: offset and extent per dim. */
-void tr_block(const CgParam *p, int64_t *off, int64_t *loc);
 /* Every parameter's weights (grads 0) or reduced gradients (grads 1), whole,
  * under its Hugging Face name and layout, gathered to rank 0, which writes path
  * (a .safetensors file, or a directory of shards) in dtype ("F32", "BF16", "F16"). */

@@ -27,19 +27,13 @@
 
 static uint8_t run_id[RT_RUN_ID_BYTES];
 
-static int mesh_size(int a) { return a == 0 ? CG_MESH0 : CG_MESH1; }
-
 /* The state p's blobs describe on this rank: its block of the global tensor
  * and, within the block's elements, [*start, *start + *count) (the ZeRO
  * shard, or all), which `data` (p->master, m, v) holds from its element 0. */
 static void state_range(const CgParam *p, int64_t *off, int64_t *loc, int64_t *start,
                         int64_t *count)
 {
-    for (int i = 0; i < p->rank; i++) {
-        int a = p->split_axis[i];
-        loc[i] = a >= 0 ? p->global[i] / mesh_size(a) : p->global[i];
-        off[i] = a >= 0 ? g_coord[a] * loc[i] : 0;
-    }
+    tr_block(p, off, loc);
     *start = 0;
     *count = p->numel;
     if (p->zshard) {
@@ -60,10 +54,10 @@ static int replicas(const CgParam *p, int *index)
         bool split = false;
         for (int i = 0; i < p->rank; i++)
             split |= p->split_axis[i] == a;
-        if (split || (p->zshard && (p->pmask >> a & 1)) || mesh_size(a) == 1)
+        if (split || (p->zshard && (p->pmask >> a & 1)) || tr_mesh_size(a) == 1)
             continue;
-        *index = *index * mesh_size(a) + g_coord[a];
-        n *= mesh_size(a);
+        *index = *index * tr_mesh_size(a) + g_coord[a];
+        n *= tr_mesh_size(a);
     }
     return n;
 }

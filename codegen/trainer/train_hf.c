@@ -13,17 +13,6 @@ static int64_t shard_offset(const CgParam *p)
 {
     return p->zshard ? (int64_t)rt_comm_rank(g_comm[p->pmask]) * p->shard : 0;
 }
-static int mesh_size(int a) { return a == 0 ? CG_MESH0 : CG_MESH1; }
-
-/* This rank's block of p: offset and extent per dim. */
-void tr_block(const CgParam *p, int64_t *off, int64_t *loc)
-{
-    for (int i = 0; i < p->rank; i++) {
-        int a = p->split_axis[i];
-        loc[i] = a >= 0 ? p->global[i] / mesh_size(a) : p->global[i];
-        off[i] = a >= 0 ? g_coord[a] * loc[i] : 0;
-    }
-}
 
 /* The 2-D (or 1-D) view Hugging Face stores: dims [0, hf_split) are rows. */
 static int view(const CgParam *p, int64_t *vg)
@@ -210,7 +199,7 @@ void tr_gather_full(const CgParam *p, const void *src, int w, int sharded, rt_ac
             for (int i = d + 1; i < p->rank; i++)
                 inner *= loc[i];
             rt_allgather_dim(g_comm[1 << a], tmp, buf, outer, loc[d], inner, scratch);
-            loc[d] *= mesh_size(a);
+            loc[d] *= tr_mesh_size(a);
             rt_copy(buf, tmp, (size_t)(outer * loc[d] * inner) * sizeof(rt_act));
         }
 }

@@ -114,7 +114,7 @@ bool tr_state_finite(void)
         const float *bufs[3] = {p->master, p->m, p->v};
         for (int k = 0; k < 3 && !bad; k++)
             for (int64_t at = 0; at < p->shard && !bad; at += CHUNK) {
-                int64_t n = p->shard - at < CHUNK ? p->shard - at : CHUNK;
+                int64_t n = p->shard - at < CHUNK ? p->shard - at : (int64_t)CHUNK;
                 rt_to_host(h, bufs[k] + at, (size_t)n * sizeof(float));
                 for (int64_t j = 0; j < n; j++)
                     bad |= !isfinite(h[j]);

@@ -16,3 +16,14 @@ int tr_pp_rank, tr_mesh_index, tr_world_rank;
 RtComm *tr_world, *tr_tied[64];
 int64_t tr_step;                 /* steps done */
 int64_t tr_data_pos;             /* sequences consumed */
+
+int tr_mesh_size(int a) { return a == 0 ? CG_MESH0 : CG_MESH1; }
+
+void tr_block(const CgParam *p, int64_t *off, int64_t *loc)
+{
+    for (int i = 0; i < p->rank; i++) {
+        int a = p->split_axis[i];
+        loc[i] = a >= 0 ? p->global[i] / tr_mesh_size(a) : p->global[i];
+        off[i] = a >= 0 ? g_coord[a] * loc[i] : 0;
+    }
+}
