@@ -4,12 +4,13 @@
 Calibrate once (`ptdc calibrate`), then for every layout below: predict its
 step time and memory with the measured cluster file (`ptdc --plan-only
 --json`), generate and run its program (PTDC_PROFILE=1), take the median
-step time over steps 3..N and the peak resident memory, and compare. Also
+step time over steps 3..N in each of R rounds (every layout once per round,
+in turn) and the median over rounds, the peak resident memory, and compare. Also
 runs the planner's own choice for each rank count and compares it with the
 fastest measured layout of that count.
 
     bench/predict-vs-run/run.py [--build build] [--cluster FILE] [--steps N]
-                                [--work DIR] [--only NAME,...] [--docs]
+                                [--rounds R] [--work DIR] [--only NAME,...] [--docs]
 
 --cluster reuses a cluster file instead of calibrating; --docs rewrites the
 table in docs/cost-model.md. Targets (issue 10): median |error| <= 10%,
@@ -103,10 +104,12 @@ def parse_run(log, steps):
     for m in re.finditer(r"^profile: (\S+)\s+(\S+)\s+([\d.eE+-]+)\s+([\d.eE+-]+)\s*$", log, re.M):
         prof[m.group(1)] = (m.group(2), float(m.group(3)), float(m.group(4)))
     rss = re.search(r"^profile: peak_rss_bytes (\d+) (\d+)", log, re.M)
-    plan = {}
-    for m in re.finditer(r"^    (parameters|gradients|optimizer state|activations|workspace|total)\s+([\d.]+) MiB", log, re.M):
-        plan.setdefault(m.group(1), 0.0)
-        plan[m.group(1)] = max(plan[m.group(1)], float(m.group(2)))  # the largest pipeline rank
+    plan = []  # per pipeline rank: its memory plan's categories
+    for m in re.finditer(r"^  pipeline rank \d+|^    (parameters|gradients|optimizer state|activations|workspace|total)\s+([\d.]+) MiB", log, re.M):
+        if m.group(1) is None:
+            plan.append({})
+        elif plan:
+            plan[-1][m.group(1)] = float(m.group(2))
     window = times[2:] if len(times) > 2 else times  # fewer steps: a memory check, not a timing
     return statistics.median(window), prof, float(rss.group(2)) if rss else 0.0, plan, times
 
@@ -116,6 +119,9 @@ def main():
     ap.add_argument("--build", default=os.path.join(SRC, "build"))
     ap.add_argument("--cluster")
     ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--reuse-runs", action="store_true",
+                    help="predict again against the runs of WORK/results.json (no calibration, no runs)")
     ap.add_argument("--work", default="/tmp/ptdc-predict-vs-run")
     ap.add_argument("--only")
     ap.add_argument("--quick-calibration", action="store_true")
@@ -128,6 +134,8 @@ def main():
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     cluster = a.cluster
     t0 = time.time()
+    if a.reuse_runs:
+        return repredict(a, ptdc, env, t0)
     if not cluster:
         cluster = os.path.join(a.work, "cpu.cluster")
         cmd = [ptdc, "calibrate", "-o", cluster, "--records", os.path.join(a.work, "records")]
@@ -141,8 +149,12 @@ def main():
         print("   calibration took %.0f s" % (time.time() - t0), flush=True)
     cluster = os.path.abspath(cluster)
     env_run = dict(env, PTDC_PROFILE="1")
-    rows = []
     only = set(a.only.split(",")) if a.only else None
+    # Generate every program and take its prediction first; then run them in
+    # rounds, each round every layout once in turn, so that a slow minute of a
+    # shared machine hits every layout alike; a layout's time is the median of
+    # its rounds' medians.
+    jobs = []
     for name, ranks, pins in LAYOUTS + [("planner-%d" % n, n, None) for n in (1, 2, 4)]:
         if only and name not in only:
             continue
@@ -157,36 +169,87 @@ def main():
             run(base + ["-o", out], env)
             with open(os.path.join(out, "plan.json")) as f:
                 pj = json.load(f)
-            pred = pj["predicted"] if "predicted" in pj else pj["plans"][0]["predicted"]
-            layout = pj.get("layout", pj["plans"][0].get("layout", "")) if isinstance(pj, dict) else ""
-        log = run([os.path.join(out, "run.sh"), "--steps", str(a.steps)], env_run).stdout
-        meas, prof, rss, plan, times = parse_run(log, a.steps)
-        mem = max(pred["memory"], key=lambda m: m["total"])
-        arena_pred = (mem["weights"] + mem["grads"] + mem["optimizer"] + mem["activations"]) / 2**20
-        arena_prog = sum(plan.get(k, 0) for k in ("parameters", "gradients", "optimizer state", "activations"))
+            pred = pj["predicted"]
+            par = pj.get("parallel", {})
+            layout = " ".join("%s %s" % (k, v) for k, v in par.items() if not isinstance(v, (dict, list)))
+        run(["make", "-s", "-C", out, "train"], env)
+        jobs.append((name, ranks, layout, pred, out))
+    runs = {j[0]: [] for j in jobs}
+    for rnd in range(a.rounds):
+        for name, ranks, layout, pred, out in jobs:
+            log = run([os.path.join(out, "run.sh"), "--steps", str(a.steps)], env_run).stdout
+            runs[name].append(parse_run(log, a.steps))
+            print("round %d/%d %-12s %.3f s" % (rnd + 1, a.rounds, name, runs[name][-1][0]), flush=True)
+    rows = []
+    for name, ranks, layout, pred, out in jobs:
+        rs = runs[name]
+        meas = statistics.median(r[0] for r in rs)
+        _, prof, rss, plan, times = rs[0]
+        rss = max(r[2] for r in rs)
+        # The arena against the prediction, pipeline rank by pipeline rank:
+        # the rank where they differ most.
+        arena_pred, arena_prog = 0.0, 0.0
+        for i, mem in enumerate(pred["memory"]):
+            ap = (mem["weights"] + mem["grads"] + mem["optimizer"] + mem["activations"]) / 2**20
+            pg = sum(plan[i].get(k, 0) for k in ("parameters", "gradients", "optimizer state", "activations")) \
+                if i < len(plan) else float("nan")
+            if not (abs(pg - ap) <= abs(arena_prog - arena_pred)):
+                arena_pred, arena_prog = ap, pg
         row = dict(name=name, ranks=ranks, layout=layout, pred=pred["step_time_s"], meas=meas,
-                   err=pred["step_time_s"] / meas - 1, pred_mem=pred["peak_mem_bytes"] / 2**20,
-                   rss=rss / 2**20, arena_pred=arena_pred, arena_prog=arena_prog, prof=prof,
-                   pred_parts=pred, times=times)
+                   rounds=[r[0] for r in rs], err=pred["step_time_s"] / meas - 1,
+                   pred_mem=pred["peak_mem_bytes"] / 2**20, rss=rss / 2**20, arena_pred=arena_pred,
+                   arena_prog=arena_prog, prof=prof, pred_parts=pred, times=times)
         rows.append(row)
         print("%-12s %d ranks  predicted %7.3f s  measured %7.3f s  %+6.1f%%   memory predicted %7.1f MiB, "
               "peak RSS %7.1f MiB (%+5.1f%%)" % (name, ranks, row["pred"], meas, 100 * row["err"], row["pred_mem"],
                                                   row["rss"], 100 * (row["pred_mem"] / row["rss"] - 1) if rss else 0),
               flush=True)
+    with open(os.path.join(a.work, "results.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    report(rows, a, cluster, time.time() - t0)
+
+
+def repredict(a, ptdc, env, t0):
+    """The model changed, the measurements did not: every prediction again."""
+    with open(os.path.join(a.work, "results.json")) as f:
+        rows = json.load(f)
+    cluster = a.cluster or os.path.join(a.work, "cpu.cluster")
+    pins_of = {name: pins for name, _, pins in LAYOUTS}
+    for r in rows:
+        base = [ptdc] + MODEL + ["--cluster", cluster, "--gpus", str(r["ranks"]), "--target", "cpu"]
+        if r["name"] in pins_of:
+            pred = json.loads(run(base + pins_of[r["name"]] + ["--plan-only", "--json"], env).stdout)["predicted"]
+        else:
+            pj = json.loads(run(base + ["--plan-only", "--json"], env).stdout)
+            pred = pj["predicted"]
+            par = pj.get("parallel", {})
+            layout = " ".join("%s %s" % (k, v) for k, v in par.items() if not isinstance(v, (dict, list)))
+            if layout != r["layout"]:
+                print("%s: the planner now chooses %s (measured: %s); run without --reuse-runs to measure it"
+                      % (r["name"], layout, r["layout"]))
+        r["pred"], r["pred_parts"] = pred["step_time_s"], pred
+        r["err"] = r["pred"] / r["meas"] - 1
+        r["pred_mem"] = pred["peak_mem_bytes"] / 2**20
+        print("%-12s predicted %7.3f s  measured %7.3f s  %+6.1f%%" % (r["name"], r["pred"], r["meas"], 100 * r["err"]))
     report(rows, a, cluster, time.time() - t0)
 
 
 def report(rows, a, cluster, elapsed):
     pinned = [r for r in rows if not r["name"].startswith("planner-")]
     lines = []
-    lines.append("| layout | ranks | predicted s | measured s | error | predicted MiB | peak RSS MiB | error |")
-    lines.append("|---|---|---|---|---|---|---|---|")
+    lines.append("| layout | ranks | predicted s | measured s | rounds s | error | predicted MiB | peak RSS MiB | error |")
+    lines.append("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        lines.append("| %s | %d | %.3f | %.3f | %+.1f%% | %.1f | %.1f | %+.1f%% |" % (
-            r["name"], r["ranks"], r["pred"], r["meas"], 100 * r["err"], r["pred_mem"], r["rss"],
-            100 * (r["pred_mem"] / r["rss"] - 1) if r["rss"] else 0))
+        rounds = r.get("rounds") or [r["meas"]]
+        lines.append("| %s | %d | %.3f | %.3f | %s | %+.1f%% | %.1f | %.1f | %+.1f%% |" % (
+            r["name"], r["ranks"], r["pred"], r["meas"], " ".join("%.3f" % x for x in rounds),
+            100 * r["err"], r["pred_mem"], r["rss"], 100 * (r["pred_mem"] / r["rss"] - 1) if r["rss"] else 0))
     errs = [abs(r["err"]) for r in pinned]
     summary = []
+    spread = [(max(r["rounds"]) - min(r["rounds"])) / r["meas"] for r in pinned if len(r.get("rounds", [])) > 1]
+    if spread:
+        summary.append("run-to-run spread of the same program (largest minus smallest round over the median): "
+                       "median %.1f%%, largest %.1f%%" % (100 * statistics.median(spread), 100 * max(spread)))
     if pinned:
         summary.append("median |error| of the step time over %d pinned layouts: %.1f%% (target <= 10%%)"
                        % (len(pinned), 100 * statistics.median(errs)))
@@ -220,7 +283,7 @@ def report(rows, a, cluster, elapsed):
         if b not in d or e not in d:
             sys.exit("predict-vs-run: docs/cost-model.md lacks the %s ... %s markers" % (b, e))
         body = ("\nMeasured with `bench/predict-vs-run/run.py --docs` on %s (%d cores), %d steps per "
-                "layout, medians over steps 3..%d.\n\n" % (os.uname().nodename, os.cpu_count(), a.steps, a.steps)) + text
+                "layout and round, medians over steps 3..%d, then over %d rounds.\n\n" % (os.uname().nodename, os.cpu_count(), a.steps, a.steps, a.rounds)) + text
         d = d[:d.index(b) + len(b)] + body + d[d.index(e):]
         with open(doc, "w") as f:
             f.write(d)
