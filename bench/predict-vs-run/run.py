@@ -98,7 +98,7 @@ def spearman(x, y):
 
 def parse_run(log, steps):
     times = [float(m.group(1)) / 1e3 for m in re.finditer(r"^step\s+\d+/\d+ .*?\|\s+([\d.]+) ms", log, re.M)]
-    if len(times) < steps:
+    if len(times) < steps:  # (steps 0: start-up only, for the memory plan)
         sys.exit("predict-vs-run: the program printed %d steps of %d:\n%s" % (len(times), steps, log[-3000:]))
     prof = {}
     for m in re.finditer(r"^profile: (\S+)\s+(\S+)\s+([\d.eE+-]+)\s+([\d.eE+-]+)\s*$", log, re.M):
@@ -111,7 +111,7 @@ def parse_run(log, steps):
         elif plan:
             plan[-1][m.group(1)] = float(m.group(2))
     window = times[2:] if len(times) > 2 else times  # fewer steps: a memory check, not a timing
-    return statistics.median(window), prof, float(rss.group(2)) if rss else 0.0, plan, times
+    return statistics.median(window) if window else 0.0, prof, float(rss.group(2)) if rss else 0.0, plan, times
 
 
 def main():
@@ -186,15 +186,7 @@ def main():
         meas = statistics.median(r[0] for r in rs)
         _, prof, rss, plan, times = rs[0]
         rss = max(r[2] for r in rs)
-        # The arena against the prediction, pipeline rank by pipeline rank:
-        # the rank where they differ most.
-        arena_pred, arena_prog = 0.0, 0.0
-        for i, mem in enumerate(pred["memory"]):
-            ap = (mem["weights"] + mem["grads"] + mem["optimizer"] + mem["activations"]) / 2**20
-            pg = sum(plan[i].get(k, 0) for k in ("parameters", "gradients", "optimizer state", "activations")) \
-                if i < len(plan) else float("nan")
-            if not (abs(pg - ap) <= abs(arena_prog - arena_pred)):
-                arena_pred, arena_prog = ap, pg
+        arena_pred, arena_prog = arena(pred, plan)
         row = dict(name=name, ranks=ranks, layout=layout, pred=pred["step_time_s"], meas=meas,
                    rounds=[r[0] for r in rs], err=pred["step_time_s"] / meas - 1,
                    pred_mem=pred["peak_mem_bytes"] / 2**20, rss=rss / 2**20, arena_pred=arena_pred,
@@ -207,6 +199,19 @@ def main():
     with open(os.path.join(a.work, "results.json"), "w") as f:
         json.dump(rows, f, indent=1)
     report(rows, a, cluster, time.time() - t0)
+
+
+def arena(pred, plan):
+    """The arena against the prediction, pipeline rank by pipeline rank: the
+    rank where they differ most (predicted MiB, the program's MiB)."""
+    arena_pred, arena_prog = 0.0, 0.0
+    for i, mem in enumerate(pred["memory"]):
+        ap = (mem["weights"] + mem["grads"] + mem["optimizer"] + mem["activations"]) / 2**20
+        pg = sum(plan[i].get(k, 0) for k in ("parameters", "gradients", "optimizer state", "activations")) \
+            if i < len(plan) else float("nan")
+        if not (abs(pg - ap) <= abs(arena_prog - arena_pred)):
+            arena_pred, arena_prog = ap, pg
+    return arena_pred, arena_prog
 
 
 def repredict(a, ptdc, env, t0):
@@ -228,6 +233,9 @@ def repredict(a, ptdc, env, t0):
                 print("%s: the planner now chooses %s (measured: %s); run without --reuse-runs to measure it"
                       % (r["name"], layout, r["layout"]))
         r["pred"], r["pred_parts"] = pred["step_time_s"], pred
+        # The program's memory plan again (it prints it at start-up).
+        log = run([os.path.join(a.work, r["name"], "run.sh"), "--steps", "0"], env).stdout
+        r["arena_pred"], r["arena_prog"] = arena(pred, parse_run(log, 0)[3])
         r["err"] = r["pred"] / r["meas"] - 1
         r["pred_mem"] = pred["peak_mem_bytes"] / 2**20
         print("%-12s predicted %7.3f s  measured %7.3f s  %+6.1f%%" % (r["name"], r["pred"], r["meas"], 100 * r["err"]))
@@ -284,6 +292,9 @@ def report(rows, a, cluster, elapsed):
             sys.exit("predict-vs-run: docs/cost-model.md lacks the %s ... %s markers" % (b, e))
         body = ("\nMeasured with `bench/predict-vs-run/run.py --docs` on %s (%d cores), %d steps per "
                 "layout and round, medians over steps 3..%d, then over %d rounds.\n\n" % (os.uname().nodename, os.cpu_count(), a.steps, a.steps, a.rounds)) + text
+        if a.reuse_runs:
+            body = body.replace("\n\n|", " The predictions were made again for these runs with "
+                                "`--reuse-runs` (the model changed after the runs, the runs did not).\n\n|", 1)
         d = d[:d.index(b) + len(b)] + body + d[d.index(e):]
         with open(doc, "w") as f:
             f.write(d)
