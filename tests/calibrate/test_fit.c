@@ -57,6 +57,17 @@ static double kern_time(double bytes) { return 1e-6 + bytes / kern_rate(bytes); 
 
 static char *make_records_solo(const PassGpu *g);
 
+/* The 27 GEMMs of the calibration's grid, timed by g's curve with noise. */
+static void gemm_grid(FILE *f, const PassGpu *g, unsigned *seed)
+{
+    static const double grid[] = {128, 512, 2048}, kg[] = {64, 256, 1024};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 3; k++)
+                fprintf(f, "gemm %g %g %g 0 0 %.9g\n", grid[i], grid[j], kg[k],
+                        pass_gemm_time(g, grid[i], grid[j], kg[k], 1) * noise(seed));
+}
+
 static char *make_records(const PassGpu *g)
 {
     char *buf;
@@ -64,12 +75,7 @@ static char *make_records(const PassGpu *g)
     FILE *f = open_memstream(&buf, &len);
     unsigned seed = 7;
     fprintf(f, "meta backend cpu ranks 2 act_bytes 4 host synthetic part compute\n");
-    static const double grid[] = {128, 512, 2048}, kg[] = {64, 256, 1024};
-    for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++)
-            for (int k = 0; k < 3; k++)
-                fprintf(f, "gemm %g %g %g 0 0 %.9g\n", grid[i], grid[j], kg[k],
-                        pass_gemm_time(g, grid[i], grid[j], kg[k], 1) * noise(&seed));
+    gemm_grid(f, g, &seed);
     static const double extra[][3] = {{1024, 1024, 16}, {1024, 1024, 32}, {1000, 1000, 1000},
                                       {510, 770, 250},  {64, 64, 64},     {32, 32, 32}};
     for (int e = 0; e < 6; e++)
@@ -110,12 +116,7 @@ static char *make_records_solo(const PassGpu *g)
     FILE *f = open_memstream(&buf, &len);
     unsigned seed = 5;
     fprintf(f, "meta backend cpu ranks 1 act_bytes 4 host synthetic part compute\n");
-    static const double grid[] = {128, 512, 2048}, kg[] = {64, 256, 1024};
-    for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++)
-            for (int k = 0; k < 3; k++)
-                fprintf(f, "gemm %g %g %g 0 0 %.9g\n", grid[i], grid[j], kg[k],
-                        pass_gemm_time(g, grid[i], grid[j], kg[k], 1) * noise(&seed));
+    gemm_grid(f, g, &seed);
     for (int k = 0; k < PASS_NKERN; k++)
         for (double n = 4096; n <= 16777216; n *= 8) {
             double cols = 512, rows = n / cols;

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -350,4 +352,27 @@ void ref_expect_fatal(const char *what, void (*fn)(void *), void *arg, const cha
     printf("  %-44s -> %s", what, len ? msg : "(no message)\n");
     CHECK(exited1, "%s: expected exit status 1 (status %d)", what, status);
     CHECK(strstr(msg, expect) != NULL, "%s: message lacks '%s'", what, expect);
+}
+
+void ref_rm_rf(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return;
+    if (S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(path);
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            char sub[4096];
+            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+            ref_rm_rf(sub);
+        }
+        if (d)
+            closedir(d);
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
 }

@@ -63,4 +63,7 @@ void ref_check_grad(const char *what, const float *got, const double *want, int6
  * `expect`. Counts failures through CHECK. */
 void ref_expect_fatal(const char *what, void (*fn)(void *), void *arg, const char *expect);
 
+/* rm -r path (a test's scratch directory); missing paths are fine. */
+void ref_rm_rf(const char *path);
+
 #endif

@@ -19,6 +19,7 @@
 
 #include "check.h"
 #include "common.h"
+#include "ref.h"
 #include "rt.h"
 
 enum { D0 = 6, D1 = 4, D2 = 10, N = D0 * D1 * D2, NB = 9 };
@@ -97,28 +98,6 @@ static int64_t global_index(const RtCkptBlob *b, int64_t k)
 
 static const uint8_t run[RT_RUN_ID_BYTES] = {7, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
-static void rm_rf(const char *path)
-{
-    struct stat st;
-    if (lstat(path, &st) != 0)
-        return;
-    if (S_ISDIR(st.st_mode)) {
-        DIR *d = opendir(path);
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                continue;
-            char sub[4096];
-            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-            rm_rf(sub);
-        }
-        if (d)
-            closedir(d);
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
 
 /* Save w (and the bytes, on rank 0 only) under l; `drop`: a rank that
  * writes no w (its elements are then in no file). */
@@ -281,6 +260,6 @@ int main(void)
           "a file not needed was read: %s", err);
     rt_ckpt_close(c);
 
-    rm_rf(root);
+    ref_rm_rf(root);
     return check_status("rt_ckpt_reshard");
 }

@@ -29,6 +29,7 @@
 
 #include "check.h"
 #include "common.h"
+#include "ref.h"
 #include "rt.h"
 
 enum { W = 3, ROWS = 6, C1 = 4, C2 = 5, NB = 7 };
@@ -176,28 +177,6 @@ static void write_v1_file(const char *path)
     CHECK(f && fwrite(b, 1, sizeof b, f) == sizeof b && fclose(f) == 0, "write %s", path);
 }
 
-static void rm_rf(const char *path)
-{
-    struct stat st;
-    if (lstat(path, &st) != 0)
-        return;
-    if (S_ISDIR(st.st_mode)) {
-        DIR *d = opendir(path);
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                continue;
-            char sub[4096];
-            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-            rm_rf(sub);
-        }
-        if (d)
-            closedir(d);
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
 
 static char root[64];
 
@@ -208,7 +187,7 @@ static const char *fresh(const char *name)
     static int k;
     char *p = ring[k++ % 4];
     snprintf(p, sizeof ring[0], "%s/%s", root, name);
-    rm_rf(p);
+    ref_rm_rf(p);
     return p;
 }
 
@@ -745,6 +724,6 @@ int main(void)
     expect_refused(rt_ckpt_prune(d, 0, notes, sizeof notes, err, sizeof err), err,
                    "keep 0: at least the newest step must be kept");
 
-    rm_rf(root);
+    ref_rm_rf(root);
     return check_status("rt_ckpt_v2");
 }
