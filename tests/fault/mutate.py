@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A seeded corpus of mutated command lines and model files (issue 12).
 
-usage: mutate.py PTDC SRC WORKDIR [--seed N] [--cli N] [--models N]
+usage: mutate.py PTDC SRC WORKDIR [--seed N] [--cli N] [--models N] [--timeout S]
 
 Every case is derived from a handful of valid invocations by a fixed-seed
 random generator, so a run is reproducible and a failure names its case.
@@ -15,7 +15,7 @@ swapped, characters flipped, huge numbers, NUL and non-UTF-8 bytes, deep
 nesting, truncation) and plan them with --gpus 2 --plan-only (some also
 generate CPU programs with -o).
 
-Each case must: finish within 20 s, not die by a signal, exit 0, 1, 2 or 3
+Each case must: finish within 20 s (--timeout; CMake gives 60 to sanitized builds, 5x slower), not die by a signal, exit 0, 1, 2 or 3
 (docs/planner.md, "Exit statuses"), say something on stderr when it fails and
 never "internal error" or a sanitizer report, print at most one JSON object
 when stdout is JSON (with exit_status = the status), and leave no file in a
@@ -424,7 +424,8 @@ def check(case, ptdc, work):
 
 def main():
     argv = sys.argv[1:]
-    opts = {"--seed": 12, "--cli": 220, "--models": 160}
+    global TIMEOUT
+    opts = {"--seed": 12, "--cli": 220, "--models": 160, "--timeout": TIMEOUT}
     pos = []
     while argv:
         a = argv.pop(0)
@@ -433,6 +434,7 @@ def main():
         else:
             pos.append(a)
     ptdc, src, work = (os.path.abspath(x) for x in pos)
+    TIMEOUT = opts["--timeout"]
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     fix, stack_text = fixtures(work, ptdc)
