@@ -277,8 +277,8 @@ static int plan(const DrvOptions *o, IrGraph *g)
             (o->json ? pass_plan_print_json : pass_plan_print_text)(stdout, g, &ctx, &r);
         drv_answered = o->json;
     }
-    if (o->explain)
-        pass_plan_explain(stdout, &ctx, g, &so, cache, &r);
+    if (o->explain) /* with --json stdout holds the one JSON object and nothing else */
+        pass_plan_explain(o->json ? stderr : stdout, &ctx, g, &so, cache, &r);
     if (o->out_dir && !emit_plan) {
         OutFile files[3];
         render(&files[0], "plan.txt", pass_plan_print_text, g, &ctx, &r);

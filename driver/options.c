@@ -146,6 +146,11 @@ bool drv_parse_options(int argc, char **argv, DrvOptions *o)
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
             if ((o->out_dir = VALUE()) == NULL)
                 break;
+            /* An empty DIR would put the files at "/plan.txt" (found by tests/fault/mutate.py). */
+            if (!o->out_dir[0]) {
+                ir_error(IR_NOLOC, "%s expects a directory, got ''", a);
+                ok = false;
+            }
         } else if (!strcmp(a, "--emit")) {
             const char *s = VALUE();
             if (!s)
