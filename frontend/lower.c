@@ -750,11 +750,21 @@ static void lower_model(Lower *lw, const FeFile *f)
             int errors = ir_error_count();
             /* Every iteration lowers the same statements: once one has
              * failed, the others would only repeat its errors. */
+            int before = g->nnodes;
             for (int64_t k = 0; k < n && !lw->stop && ir_error_count() == errors; k++) {
                 const char *name = nrep == 0 ? ir_sprintf(lw->tmp, "layer %lld", (long long)k)
                                              : ir_sprintf(lw->tmp, "layer %d.%lld", nrep, (long long)k);
                 ir_piece_begin(g, name, (int)k, nrep);
                 lower_body(lw, &s->body);
+                /* Every iteration adds as many operators as the first: refuse
+                 * a count that cannot fit now, not after unrolling to it. */
+                int64_t per = g->nnodes - before;
+                if (k == 0 && n > 1 && before + per * n > FE_MAX_NODES) {
+                    ir_error(s->value->loc,
+                             "the model unrolls to more than %d operators (%lld repeats of %lld)",
+                             FE_MAX_NODES, (long long)n, (long long)per);
+                    lw->stop = true;
+                }
             }
             lw->in_repeat = false;
             nrep++;
