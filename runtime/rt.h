@@ -72,7 +72,9 @@ double rt_time(void); /* seconds, monotonic; on CUDA after synchronising the str
 
 /* ---------------------------------------------------------------- memory */
 /* One allocation per program for parameters, gradients, optimizer state and
- * activations (offsets are planned at compile time). Device memory on CUDA. */
+ * activations (offsets are planned at compile time). Device memory on CUDA.
+ * Zeroed on both backends (CPU: fresh pages, touched only when first used,
+ * so start-up does not fault in the whole arena). */
 void *rt_alloc(size_t bytes);
 void rt_free(void *p);
 void rt_zero(void *dst, size_t bytes);

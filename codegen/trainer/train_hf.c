@@ -138,7 +138,8 @@ static void set_param(CgParam *p, const float *host)
         rt_act_from_f32(p->param, h + off, p->shard);
     else
         rt_act_from_f32(p->param, h, pad);
-    rt_to_device(p->master, h + off, (size_t)p->shard * sizeof(float));
+    if (!CG_MASTER_ALIAS) /* else the master is the block just written */
+        rt_to_device(p->master, h + off, (size_t)p->shard * sizeof(float));
     free(h);
 }
 

@@ -310,8 +310,7 @@ int main(int argc, char **argv)
     size_t fo = round_up((size_t)tr_prog->total[CG_ACT] * sizeof(rt_act));
     size_t io = fo + round_up((size_t)tr_prog->total[CG_F32] * sizeof(float));
     size_t bytes = io + round_up((size_t)tr_prog->total[CG_I32] * sizeof(int32_t));
-    char *arena = (char *)rt_alloc(bytes);
-    rt_zero(arena, bytes);
+    char *arena = (char *)rt_alloc(bytes); /* zeroed (rt.h) */
     tr_prog->bind((rt_act *)arena, (float *)(arena + fo), (int32_t *)(arena + io));
     tr_alias_masters();
     tr_buckets_init();

@@ -20,6 +20,7 @@ void *rt_alloc(size_t bytes)
         rt_fatal("rt_alloc: cannot allocate %zu bytes on GPU %d (%zu of %zu bytes free): %s", bytes,
                  rtcu.device, fr, tot, cudaGetErrorString(e));
     }
+    CUDA_CHECK(cudaMemset(p, 0, bytes)); /* rt.h: zeroed */
     return p;
 }
 
