@@ -543,7 +543,8 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
             double red = r->sync_step, gat = 0;
             if (!c->st.ref_stack) {
                 /* ptdc: the ZeRO-1/2 all-gathers run while the later
-                 * parameters' AdamW does; the last one is exposed. */
+                 * parameters' AdamW does; what outlasts the optimizer is
+                 * exposed. */
                 gat = r->sync_gather, red -= gat;
             }
             double shown = fmax(red - window, bucket * red);
