@@ -93,31 +93,29 @@ typedef struct Parse {
     bool in_solo;                 /* parsing a solo. key */
 } Parse;
 
+/* The fields PassRates shares with PassGpu, listed once for both copies. */
+#define RATE_SCALARS(X)                                                                       \
+    X(peak_flops) X(gemm_eff) X(sms) X(gemm_tile_m) X(gemm_tile_n) X(gemm_tile_k) X(gemm_k_half) \
+    X(gemm_misalign) X(gemm_overhead_s) X(attn_dims)
+#define RATE_ARRAYS(X) X(kern) X(attn_dim) X(attn_fwd) X(attn_bwd)
+
 void pass_rates_get(const PassGpu *g, PassRates *r)
 {
     memset(r, 0, sizeof *r);
-    r->peak_flops = g->peak_flops, r->gemm_eff = g->gemm_eff, r->sms = g->sms;
-    r->gemm_tile_m = g->gemm_tile_m, r->gemm_tile_n = g->gemm_tile_n, r->gemm_tile_k = g->gemm_tile_k;
-    r->gemm_k_half = g->gemm_k_half, r->gemm_misalign = g->gemm_misalign;
-    r->gemm_overhead_s = g->gemm_overhead_s;
-    memcpy(r->kern, g->kern, sizeof r->kern);
-    r->attn_dims = g->attn_dims;
-    memcpy(r->attn_dim, g->attn_dim, sizeof r->attn_dim);
-    memcpy(r->attn_fwd, g->attn_fwd, sizeof r->attn_fwd);
-    memcpy(r->attn_bwd, g->attn_bwd, sizeof r->attn_bwd);
+#define GET(f) r->f = g->f;
+#define GET_ARRAY(f) memcpy(r->f, g->f, sizeof r->f);
+    RATE_SCALARS(GET) RATE_ARRAYS(GET_ARRAY)
+#undef GET
+#undef GET_ARRAY
 }
 
 void pass_rates_set(PassGpu *g, const PassRates *r)
 {
-    g->peak_flops = r->peak_flops, g->gemm_eff = r->gemm_eff, g->sms = r->sms;
-    g->gemm_tile_m = r->gemm_tile_m, g->gemm_tile_n = r->gemm_tile_n, g->gemm_tile_k = r->gemm_tile_k;
-    g->gemm_k_half = r->gemm_k_half, g->gemm_misalign = r->gemm_misalign;
-    g->gemm_overhead_s = r->gemm_overhead_s;
-    memcpy(g->kern, r->kern, sizeof r->kern);
-    g->attn_dims = r->attn_dims;
-    memcpy(g->attn_dim, r->attn_dim, sizeof r->attn_dim);
-    memcpy(g->attn_fwd, r->attn_fwd, sizeof r->attn_fwd);
-    memcpy(g->attn_bwd, r->attn_bwd, sizeof r->attn_bwd);
+#define SET(f) g->f = r->f;
+#define SET_ARRAY(f) memcpy(g->f, r->f, sizeof r->f);
+    RATE_SCALARS(SET) RATE_ARRAYS(SET_ARRAY)
+#undef SET
+#undef SET_ARRAY
 }
 
 static const char *coll_key_name[] = {

@@ -68,6 +68,19 @@ static void gemm_grid(FILE *f, const PassGpu *g, unsigned *seed)
                         pass_gemm_time(g, grid[i], grid[j], kg[k], 1) * noise(seed));
 }
 
+/* Every runtime kernel at five sizes, kern_time scaled by `speed` (with
+ * noise when seed is given). */
+static void kern_sizes(FILE *f, double speed, unsigned *seed)
+{
+    for (int k = 0; k < PASS_NKERN; k++)
+        for (double n = 4096; n <= 16777216; n *= 8) {
+            double cols = 512, rows = n / cols;
+            double b = pass_kernel_bytes((PassKernel)k, rows, cols, 4);
+            fprintf(f, "kern %s %g %g %.9g\n", pass_kernel_names[k], rows, cols,
+                    kern_time(b) * speed * (seed ? noise(seed) : 1));
+        }
+}
+
 static char *make_records(const PassGpu *g)
 {
     char *buf;
@@ -81,12 +94,7 @@ static char *make_records(const PassGpu *g)
     for (int e = 0; e < 6; e++)
         fprintf(f, "gemm %g %g %g 0 0 %.9g\n", extra[e][0], extra[e][1], extra[e][2],
                 pass_gemm_time(g, extra[e][0], extra[e][1], extra[e][2], 1) * noise(&seed));
-    for (int k = 0; k < PASS_NKERN; k++)
-        for (double n = 4096; n <= 16777216; n *= 8) {
-            double cols = 512, rows = n / cols;
-            double b = pass_kernel_bytes((PassKernel)k, rows, cols, 4);
-            fprintf(f, "kern %s %g %g %.9g\n", pass_kernel_names[k], rows, cols, kern_time(b) * noise(&seed));
-        }
+    kern_sizes(f, 1, &seed);
     for (int d = 64; d <= 128; d *= 2)
         for (int s = 128; s <= 2048; s *= 4) {
             double flops = 2.0 * 4 * s * (double)s * d; /* B 1, H 4, causal */
@@ -117,12 +125,7 @@ static char *make_records_solo(const PassGpu *g)
     unsigned seed = 5;
     fprintf(f, "meta backend cpu ranks 1 act_bytes 4 host synthetic part compute\n");
     gemm_grid(f, g, &seed);
-    for (int k = 0; k < PASS_NKERN; k++)
-        for (double n = 4096; n <= 16777216; n *= 8) {
-            double cols = 512, rows = n / cols;
-            double b = pass_kernel_bytes((PassKernel)k, rows, cols, 4);
-            fprintf(f, "kern %s %g %g %.9g\n", pass_kernel_names[k], rows, cols, kern_time(b) / 1.6);
-        }
+    kern_sizes(f, 1 / 1.6, NULL);
     fprintf(f, "end\n");
     fclose(f);
     return buf;
