@@ -29,24 +29,45 @@ static void run_gemm(void *p)
 
 void cal_measure_gemm(const CalOpts *o)
 {
-    static const int64_t grid[] = {128, 512, 2048};
-    static const int64_t kgrid[] = {64, 256, 1024};
+    /* A core and a GPU saturate three decades apart: each backend gets the
+     * grid that spans its own curve (to the plateau, where the fit's
+     * sustained rate is read), with the same probes at its scale. */
+    static const int64_t grid_cpu[] = {128, 512, 2048}, kgrid_cpu[] = {64, 256, 1024};
+    static const int64_t grid_gpu[] = {512, 2048, 8192}, kgrid_gpu[] = {256, 1024, 4096};
+    const int64_t *grid = o->gpu ? grid_gpu : grid_cpu, *kgrid = o->gpu ? kgrid_gpu : kgrid_cpu;
     /* M N K ta tb: small K, large K (weight gradients contract over tokens),
      * misaligned dims, and the transposes of dA = dC B^T and dB = A^T dC. */
-    static const int64_t extra[][5] = {
+    static const int64_t extra_cpu[][5] = {
         {1024, 1024, 16, 0, 0},  {1024, 1024, 32, 0, 0},  {256, 256, 4096, 0, 0},
         {512, 512, 8192, 1, 0},  {1000, 1000, 1000, 0, 0}, {510, 770, 250, 0, 0},
         {2047, 511, 255, 0, 0},  {512, 512, 512, 0, 1},   {512, 512, 512, 1, 0},
         {2048, 512, 256, 0, 1},  {256, 2048, 2048, 1, 0}, {64, 64, 64, 0, 0},
         {32, 32, 32, 0, 0},      {4096, 256, 256, 0, 0},  {256, 4096, 256, 0, 1},
     };
-    int64_t maxe = 2048 * 2048 * 2; /* the largest operand or result */
+    static const int64_t extra_gpu[][5] = {
+        {8192, 8192, 16, 0, 0},    {8192, 8192, 64, 0, 0},    {1024, 1024, 16384, 0, 0},
+        {2048, 2048, 32768, 1, 0}, {4000, 4000, 4000, 0, 0},  {2046, 3070, 1002, 0, 0},
+        {8191, 2047, 1023, 0, 0},  {4096, 4096, 4096, 0, 1},  {4096, 4096, 4096, 1, 0},
+        {8192, 2048, 1024, 0, 1},  {1024, 8192, 8192, 1, 0},  {256, 256, 256, 0, 0},
+        {128, 128, 128, 0, 0},     {16384, 1024, 1024, 0, 0}, {1024, 16384, 1024, 0, 1},
+    };
+    const int64_t(*extra)[5] = o->gpu ? extra_gpu : extra_cpu; /* both 15 probes */
+    size_t nextra = sizeof extra_cpu / sizeof extra_cpu[0];
+    /* The largest operand or result of any point. */
+    int64_t maxe = grid[2] * (grid[2] > kgrid[2] ? grid[2] : kgrid[2]);
+    for (size_t e = 0; e < nextra; e++)
+        for (int x = 0; x < 3; x++)
+            for (int y = x + 1; y < 3; y++)
+                if (extra[e][x] * extra[e][y] > maxe)
+                    maxe = extra[e][x] * extra[e][y];
+    /* --quick skips the odd points and the largest ones. */
+    const int64_t qcap = o->gpu ? (int64_t)1 << 36 : (int64_t)1 << 30;
     rt_act *a = cal_act(maxe, 0.5f), *b = cal_act(maxe, 0.5f), *c = cal_act(maxe, 0.f);
-    int n = 0, total = 27 + (int)(sizeof extra / sizeof extra[0]);
+    int n = 0, total = 27 + (int)nextra;
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 3; j++)
             for (int k = 0; k < 3; k++) {
-                if (o->quick && ((i + j + k) % 2 || grid[i] * grid[j] * kgrid[k] > (1 << 30)))
+                if (o->quick && ((i + j + k) % 2 || grid[i] * grid[j] * kgrid[k] > qcap))
                     continue;
                 GemmArg g = {a, b, c, grid[i], grid[j], kgrid[k], false, false};
                 double t = cal_time(o, rt_comm_world(), run_gemm, &g);
@@ -56,8 +77,8 @@ void cal_measure_gemm(const CalOpts *o)
                              (long long)g.M, (long long)g.N, (long long)g.K,
                              2.0 * (double)g.M * (double)g.N * (double)g.K / t * 1e-9);
             }
-    for (size_t e = 0; e < sizeof extra / sizeof extra[0]; e++) {
-        if (o->quick && (e % 2 || extra[e][0] * extra[e][1] * extra[e][2] > (1 << 30)))
+    for (size_t e = 0; e < nextra; e++) {
+        if (o->quick && (e % 2 || extra[e][0] * extra[e][1] * extra[e][2] > qcap))
             continue;
         GemmArg g = {a, b, c, extra[e][0], extra[e][1], extra[e][2], extra[e][3] != 0,
                      extra[e][4] != 0};
@@ -173,7 +194,9 @@ void cal_measure_kernels(const CalOpts *o)
 {
     /* Total elements from L1/L2-resident to well beyond the last-level
      * cache: the model interpolates the rate by bytes moved. */
-    static const int64_t sizes[] = {1 << 12, 1 << 15, 1 << 18, 1 << 21, 1 << 23};
+    static const int64_t sizes_cpu[] = {1 << 12, 1 << 15, 1 << 18, 1 << 21, 1 << 23};
+    static const int64_t sizes_gpu[] = {1 << 15, 1 << 18, 1 << 21, 1 << 24, 1 << 26};
+    const int64_t *sizes = o->gpu ? sizes_gpu : sizes_cpu;
     enum { NSIZES = 5 };
     int64_t maxn = sizes[NSIZES - 1];
     KernArg k;
@@ -239,9 +262,13 @@ static void run_attn(void *p)
 void cal_measure_attention(const CalOpts *o)
 {
     static const int64_t dims[] = {32, 64, 128};
-    static const int64_t seqs[] = {64, 128, 256, 512, 1024};
-    /* Work per point about 2^25 score elements x D: heads fill the rest. */
-    int64_t maxe = 1 << 22;
+    static const int64_t seqs_cpu[] = {64, 128, 256, 512, 1024};
+    static const int64_t seqs_gpu[] = {512, 1024, 2048, 4096, 8192};
+    const int64_t *seqs = o->gpu ? seqs_gpu : seqs_cpu;
+    /* CPU: about 2^20 score elements per head group, heads filling the rest.
+     * GPU: FlashAttention-2's benchmark shapes, 16384 tokens per call and
+     * heads x D = 2048, so the grid fills the device as in training. */
+    int64_t maxe = o->gpu ? (int64_t)16384 * 2048 : (int64_t)1 << 22;
     AttnArg a;
     memset(&a, 0, sizeof a);
     a.q = cal_act(maxe, 1.f), a.k = cal_act(maxe, 1.f), a.v = cal_act(maxe, 1.f);
@@ -255,10 +282,12 @@ void cal_measure_attention(const CalOpts *o)
                 continue;
             a.B = 1, a.D = dims[di], a.S = seqs[si];
             a.H = ((int64_t)1 << 20) / (a.S * a.S);
+            if (o->gpu)
+                a.B = 16384 / a.S, a.H = 2048 / a.D;
             if (a.H < 2)
                 a.H = 2;
-            if (a.H * a.S * a.D > maxe)
-                a.H = maxe / (a.S * a.D);
+            if (a.B * a.H * a.S * a.D > maxe)
+                a.H = maxe / (a.B * a.S * a.D);
             a.KVH = a.H / 2; /* grouped-query, as LLaMA-2 70B and LLaMA-3 */
             a.causal = true;
             for (int bwd = 0; bwd < 2; bwd++) {

@@ -168,6 +168,9 @@ int main(int argc, char **argv)
     o.rank = rt_world_rank();
     o.size = rt_world_size();
     o.budget_s = 0.05;
+#ifdef PTDC_CUDA
+    o.gpu = 1;
+#endif
     const char *part = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--part") && i + 1 < argc) {

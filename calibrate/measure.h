@@ -21,6 +21,7 @@ typedef struct CalOpts {
     int quick;                    /* fewer points (tests) */
     int rank, size;               /* world */
     int threads;                  /* threads per rank asked for (0: the runtime's default) */
+    int gpu;                      /* the CUDA backend: shapes sized for a GPU, not a core */
 } CalOpts;
 
 /* One median-of-samples timing: f(arg) is run in batches sized so a batch
