@@ -53,7 +53,7 @@ int drv_framework_layout(const DrvOptions *o, const IrGraph *g, const PassCostCt
         pass_search_explain_overflow(c, g, &a, true, gpus);
         PassSearchAlt b;
         if (pass_framework_relax(c, g, &L, &b, what, sizeof what)) {
-            ir_note(IR_NOLOC, "without %s it fits: %s (step %.2f s, peak %.1f GiB): %s", what,
+            ir_note(IR_NOLOC, "with %s searched instead of pinned, it fits: %s (step %.2f s, peak %.1f GiB): %s", what,
                     pass_layout_str(&b.layout, lay, sizeof lay), b.pred.step_time_s,
                     b.pred.peak_mem_bytes / GIB, pass_layout_flags(&b.layout, flags, sizeof flags));
             pass_search_alt_free(&b);

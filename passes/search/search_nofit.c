@@ -284,7 +284,7 @@ void pass_search_explain_nofit(const PassCostCtx *c, const IrGraph *g, const Pas
                 continue;
             PassSearchAlt a;
             if (try_search(c, g, &q, cache, &a)) {
-                ir_note(IR_NOLOC, "without %s it fits: %s (step %.2f s, peak %.1f GiB): %s", what[i],
+                ir_note(IR_NOLOC, "with %s searched instead of pinned, it fits: %s (step %.2f s, peak %.1f GiB): %s", what[i],
                         pass_layout_str(&a.layout, lay, sizeof lay), a.pred.step_time_s,
                         a.pred.peak_mem_bytes / GIB, pass_layout_flags(&a.layout, flags, sizeof flags));
                 pass_search_alt_free(&a);

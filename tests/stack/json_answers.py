@@ -78,7 +78,7 @@ def overflow(stack, ranks):
         assert j["predicted"]["fits"] is False
         assert j["reason"].startswith("the layout does not fit in memory: pipeline rank"), j["reason"]
         assert j["reason"] in err, "the reason is not what stderr says"
-        assert any(n.startswith("without ") for n in j["notes"]), f"no suggestion in {j['notes']}"
+        assert any(" it fits: " in n for n in j["notes"]), f"no suggestion in {j['notes']}"
         assert j["stack"] == stack
         memory(j, ranks)
     return check
