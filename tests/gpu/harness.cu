@@ -167,19 +167,38 @@ static void t_layernorm(Rng &r)
 /* ------------------------------------------------------------------ rope */
 static void t_rope(Rng &r)
 {
-    const int64_t outer = 2, seq = 17, inner = 3, dim = 16, pos = 5;
+    const int64_t outer = 2, seq = 17, inner = 3, pos = 5;
     const float theta = 10000.0f;
-    int64_t n = outer * seq * inner * dim;
+    /* 16 and 128: the 16-byte kernel (one and eight groups of eight pairs
+     * per row); 6: the pair-per-thread kernel. */
+    for (int64_t dim : {16, 128, 6})
     for (int inv = 0; inv < 2; inv++) {
+        int64_t n = outer * seq * inner * dim;
         auto x = randv(r, n);
         std::vector<float> y((size_t)n);
         rt_act *dx = dact(x), *dy = (rt_act *)rt_alloc((size_t)n * sizeof(rt_act));
         rt_rope(dy, dx, outer, seq, inner, dim, pos, theta, inv);
         cpu_rt_rope(y.data(), x.data(), outer, seq, inner, dim, pos, theta, inv);
-        report(inv ? "rope inverse (backward)" : "rope forward", hact(dy, n), y, TOL_BF16);
+        char what[64];
+        snprintf(what, sizeof what, "rope %s D=%lld", inv ? "inverse (backward)" : "forward", (long long)dim);
+        report(what, hact(dy, n), y, TOL_BF16);
         rt_rope(dx, dx, outer, seq, inner, dim, pos, theta, inv); /* in place */
-        report(inv ? "rope inverse in place" : "rope forward in place", hact(dx, n), y, TOL_BF16);
+        snprintf(what, sizeof what, "rope %s in place D=%lld", inv ? "inverse" : "forward", (long long)dim);
+        report(what, hact(dx, n), y, TOL_BF16);
         rt_free(dx), rt_free(dy);
+    }
+    const int64_t dim = 16, n = outer * seq * inner * dim;
+    {   /* The two kernels compute the same bits: a buffer 2 bytes off
+         * 16-byte alignment takes the pair-per-thread kernel. */
+        auto x = randv(r, n);
+        rt_act *dx = dact(x), *dy = (rt_act *)rt_alloc((size_t)n * sizeof(rt_act));
+        rt_act *mx = (rt_act *)rt_alloc((size_t)(n + 1) * sizeof(rt_act));
+        rt_act *my = (rt_act *)rt_alloc((size_t)(n + 1) * sizeof(rt_act));
+        rt_copy(mx + 1, dx, (size_t)n * sizeof(rt_act));
+        rt_rope(dy, dx, outer, seq, inner, dim, pos, theta, false);
+        rt_rope(my + 1, mx + 1, outer, seq, inner, dim, pos, theta, false);
+        report_bool("rope 16-byte kernel vs pair kernel", bitwise_eq(hact(dy, n), hact(my + 1, n)), "bitwise equal");
+        rt_free(dx), rt_free(dy), rt_free(mx), rt_free(my);
     }
     /* LLaMA-3.1's scaling (factor 8, low 1, high 4) with an original context
      * of 64 positions, so the 8 frequencies of dim 16 at theta 10000 fall in

@@ -122,6 +122,8 @@ Launch<P...> launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem)
 static inline void __syncthreads() { emu::block_barrier(); }
 static inline void __syncwarp(unsigned = 0xffffffffu) { emu::warp_barrier(); }
 static inline void __threadfence() {}
+/* A product the compiler may not fuse into an FMA (IEEE round to nearest). */
+static inline float __fmul_rn(float a, float b) { return a * b; }
 
 template <class T>
 static inline T __shfl_xor_sync(unsigned, T v, int mask)
