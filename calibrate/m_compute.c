@@ -17,14 +17,36 @@
 /* ------------------------------------------------------------------ gemm */
 typedef struct {
     rt_act *a, *b, *c;
+    int64_t pool; /* elements of each of a, b, c */
     int64_t M, N, K;
     bool ta, tb;
+    int64_t call;
 } GemmArg;
+
+/* The operand of n elements for the call-th call: consecutive calls read and
+ * write other addresses of a pool twice the largest operand, 64-element
+ * aligned. In a training step one input of a GEMM was just written by the
+ * kernel before it (an activation, an incoming gradient: in cache) and the
+ * other comes from memory (the layer's weights, or an activation saved in
+ * the forward pass), and the output is a buffer not touched since the last
+ * step; so A stays put and B and C move. Repeating one GEMM on the same
+ * buffers, as this did before, made small GEMMs (1024 x 64..256 x 128..256)
+ * 10-30% faster than moving all three on this project's 2-core VM
+ * (docs/cost-model.md). */
+static rt_act *rotate(rt_act *base, int64_t pool, int64_t n, int64_t call)
+{
+    int64_t step = (n + 63) / 64 * 64, span = pool - step;
+    if (span <= 0)
+        return base;
+    return base + (call * step) % span / 64 * 64;
+}
 
 static void run_gemm(void *p)
 {
     GemmArg *g = (GemmArg *)p;
-    rt_matmul(g->c, g->a, g->b, g->M, g->N, g->K, g->ta, g->tb, false);
+    int64_t call = g->call++;
+    rt_matmul(rotate(g->c, g->pool, g->M * g->N, call), g->a, rotate(g->b, g->pool, g->K * g->N, call), g->M,
+              g->N, g->K, g->ta, g->tb, false);
 }
 
 void cal_measure_gemm(const CalOpts *o)
@@ -62,14 +84,15 @@ void cal_measure_gemm(const CalOpts *o)
                     maxe = extra[e][x] * extra[e][y];
     /* --quick skips the odd points and the largest ones. */
     const int64_t qcap = o->gpu ? (int64_t)1 << 36 : (int64_t)1 << 30;
-    rt_act *a = cal_act(maxe, 0.5f), *b = cal_act(maxe, 0.5f), *c = cal_act(maxe, 0.f);
+    int64_t pool = 2 * maxe;
+    rt_act *a = cal_act(pool, 0.5f), *b = cal_act(pool, 0.5f), *c = cal_act(pool, 0.f);
     int n = 0, total = 27 + (int)nextra;
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 3; j++)
             for (int k = 0; k < 3; k++) {
                 if (o->quick && ((i + j + k) % 2 || grid[i] * grid[j] * kgrid[k] > qcap))
                     continue;
-                GemmArg g = {a, b, c, grid[i], grid[j], kgrid[k], false, false};
+                GemmArg g = {a, b, c, pool, grid[i], grid[j], kgrid[k], false, false, 0};
                 double t = cal_time(o, rt_comm_world(), run_gemm, &g);
                 cal_out(o, "gemm %lld %lld %lld 0 0 %.9g", (long long)g.M, (long long)g.N,
                         (long long)g.K, t);
@@ -80,8 +103,8 @@ void cal_measure_gemm(const CalOpts *o)
     for (size_t e = 0; e < nextra; e++) {
         if (o->quick && (e % 2 || extra[e][0] * extra[e][1] * extra[e][2] > qcap))
             continue;
-        GemmArg g = {a, b, c, extra[e][0], extra[e][1], extra[e][2], extra[e][3] != 0,
-                     extra[e][4] != 0};
+        GemmArg g = {a, b, c, pool, extra[e][0], extra[e][1], extra[e][2], extra[e][3] != 0,
+                     extra[e][4] != 0, 0};
         double t = cal_time(o, rt_comm_world(), run_gemm, &g);
         cal_out(o, "gemm %lld %lld %lld %d %d %.9g", (long long)g.M, (long long)g.N,
                 (long long)g.K, (int)g.ta, (int)g.tb, t);
