@@ -66,20 +66,21 @@ static double gemm_loss(GemmFit *f)
     return s;
 }
 
-/* Minimise over the continuous parameters (log rate, k_half, misalign,
- * overhead) by coordinate search with shrinking steps: a smooth, cheap,
- * four-parameter problem that needs nothing cleverer. */
+/* Minimise over the continuous parameters (log rate, k_half, mn_half,
+ * misalign, overhead) by coordinate search with shrinking steps: a smooth,
+ * cheap, five-parameter problem that needs nothing cleverer. */
 static double gemm_refine(GemmFit *f)
 {
-    double *par[4] = {&f->gpu.peak_flops, &f->gpu.gemm_k_half, &f->gpu.gemm_misalign,
-                      &f->gpu.gemm_overhead_s};
-    double lo[4] = {1e6, 0, 0.1, 0}, hi[4] = {1e17, 4096, 1, 1e-2};
-    bool logscale[4] = {true, false, false, false};
-    double step[4] = {0.5, 64, 0.2, 2e-6};
+    enum { NP = 5 };
+    double *par[NP] = {&f->gpu.peak_flops, &f->gpu.gemm_k_half, &f->gpu.gemm_mn_half, &f->gpu.gemm_misalign,
+                       &f->gpu.gemm_overhead_s};
+    double lo[NP] = {1e6, 0, 0, 0.1, 0}, hi[NP] = {1e17, 4096, 4096, 1, 1e-2};
+    bool logscale[NP] = {true, false, false, false, false};
+    double step[NP] = {0.5, 64, 32, 0.2, 2e-6};
     double best = gemm_loss(f);
     for (int it = 0; it < 60; it++) {
         bool moved = false;
-        for (int p = 0; p < 4; p++)
+        for (int p = 0; p < NP; p++)
             for (int dir = -1; dir <= 1; dir += 2) {
                 double old = *par[p];
                 double v = logscale[p] ? old * exp(dir * step[p]) : old + dir * step[p];
@@ -95,7 +96,7 @@ static double gemm_refine(GemmFit *f)
                 }
             }
         if (!moved)
-            for (int p = 0; p < 4; p++)
+            for (int p = 0; p < NP; p++)
                 step[p] *= 0.5;
     }
     return best;
@@ -127,6 +128,7 @@ static bool fit_gemm(const CalRecords *r, PassGpu *gpu, CalQuality *q)
                 f.gpu.gemm_tile_n = tiles[b];
                 f.gpu.gemm_tile_k = ktiles[c];
                 f.gpu.gemm_k_half = 32;
+                f.gpu.gemm_mn_half = 0;
                 f.gpu.gemm_misalign = 1;
                 f.gpu.gemm_overhead_s = 1e-6;
                 double l = gemm_refine(&f);
@@ -410,10 +412,10 @@ void cal_print_summary(FILE *f, const CalInput *in, const PassCluster *cl, const
             in->full->backend, in->full->ranks, in->full->ranks == 1 ? "" : "s");
     fprintf(f, "  %-12s %5s  %11s  %9s  %s\n", "part", "points", "median err", "max err", "fitted");
     fprintf(f, "  %-12s %5d  %10.1f%%  %8.1f%%  %.1f GFLOP/s sustained, tiles %gx%gx%g, "
-               "K half-rate %.0f, misaligned x%.2f, %.1f us per call\n",
+               "K half-rate %.0f, M/N half-rate %.0f, misaligned x%.2f, %.1f us per call\n",
             "GEMM", rep->gemm.n, 100 * rep->gemm.median_err, 100 * rep->gemm.max_err,
             g->peak_flops * g->gemm_eff * 1e-9, g->gemm_tile_m, g->gemm_tile_n, g->gemm_tile_k,
-            g->gemm_k_half, g->gemm_misalign, g->gemm_overhead_s * 1e6);
+            g->gemm_k_half, g->gemm_mn_half, g->gemm_misalign, g->gemm_overhead_s * 1e6);
     fprintf(f, "  %-12s %5d  %10.1f%%  %8.1f%%  rate by bytes moved, per runtime kernel\n",
             "kernels", rep->kern.n, 100 * rep->kern.median_err, 100 * rep->kern.max_err);
     fprintf(f, "  %-12s %5d  %10.1f%%  %8.1f%%  FLOP/s by head dim and length\n", "attention",

@@ -67,6 +67,7 @@ static const struct Key {
     {"gemm_tile_n", K_NUM, G(gemm_tile_n), 1, 1, 4096, "elements"},
     {"gemm_tile_k", K_NUM, G(gemm_tile_k), 1, 1, 4096, "elements"},
     {"gemm_k_half", K_NUM, G(gemm_k_half), 1, 0, 1e6, "elements"},
+    {"gemm_mn_half", K_NUM, G(gemm_mn_half), 1, 0, 1e6, "elements"},
     {"gemm_misalign", K_NUM, G(gemm_misalign), 1, 1e-3, 1, "fraction"},
     {"gemm_overhead_us", K_NUM, G(gemm_overhead_s), 1e-6, 0, 1e6, "us"},
     {"kernel_overhead_us", K_NUM, G(kernel_overhead_s), 1e-6, 0, 1e6, "us"},
@@ -96,7 +97,7 @@ typedef struct Parse {
 /* The fields PassRates shares with PassGpu, listed once for both copies. */
 #define RATE_SCALARS(X)                                                                       \
     X(peak_flops) X(gemm_eff) X(sms) X(gemm_tile_m) X(gemm_tile_n) X(gemm_tile_k) X(gemm_k_half) \
-    X(gemm_misalign) X(gemm_overhead_s) X(attn_dims)
+    X(gemm_mn_half) X(gemm_misalign) X(gemm_overhead_s) X(attn_dims)
 #define RATE_ARRAYS(X) X(kern) X(attn_dim) X(attn_fwd) X(attn_bwd)
 
 void pass_rates_get(const PassGpu *g, PassRates *r)
@@ -262,7 +263,7 @@ static bool on_key(void *ctx, const char *key, const char *val, IrLoc kloc, IrLo
     if (!strncmp(key, "solo.", 5) && !P->in_solo) {
         /* The same key of the solo rates: parsed into their own device. */
         static const char *const rate_keys[] = {"peak_tflops", "gemm_eff", "sms", "gemm_tile_m",
-                                                "gemm_tile_n", "gemm_tile_k", "gemm_k_half",
+                                                "gemm_tile_n", "gemm_tile_k", "gemm_k_half", "gemm_mn_half",
                                                 "gemm_misalign", "gemm_overhead_us", NULL};
         const char *k = key + 5;
         bool ok = !strncmp(k, "kernel.", 7) || !strncmp(k, "attention_fwd.", 14) ||
@@ -386,6 +387,7 @@ static bool finish(Parse *P, const char *path)
             else if (!strcmp(k, "gemm_tile_n")) r->gemm_tile_n = sg->gemm_tile_n;
             else if (!strcmp(k, "gemm_tile_k")) r->gemm_tile_k = sg->gemm_tile_k;
             else if (!strcmp(k, "gemm_k_half")) r->gemm_k_half = sg->gemm_k_half;
+            else if (!strcmp(k, "gemm_mn_half")) r->gemm_mn_half = sg->gemm_mn_half;
             else if (!strcmp(k, "gemm_misalign")) r->gemm_misalign = sg->gemm_misalign;
             else if (!strcmp(k, "gemm_overhead_us")) r->gemm_overhead_s = sg->gemm_overhead_s;
         }
@@ -595,8 +597,9 @@ void pass_cluster_print(FILE *f, const PassCluster *cl)
                 r->peak_flops / 1e12, r->gemm_eff, r->sms);
         fprintf(f, "solo.gemm_tile_m = %.6g\nsolo.gemm_tile_n = %.6g\nsolo.gemm_tile_k = %.6g\n",
                 r->gemm_tile_m, r->gemm_tile_n, r->gemm_tile_k);
-        fprintf(f, "solo.gemm_k_half = %.6g\nsolo.gemm_misalign = %.6g\nsolo.gemm_overhead_us = %.6g\n",
-                r->gemm_k_half, r->gemm_misalign, r->gemm_overhead_s * 1e6);
+        fprintf(f, "solo.gemm_k_half = %.6g\nsolo.gemm_mn_half = %.6g\nsolo.gemm_misalign = %.6g\n"
+                   "solo.gemm_overhead_us = %.6g\n",
+                r->gemm_k_half, r->gemm_mn_half, r->gemm_misalign, r->gemm_overhead_s * 1e6);
         for (int k = 0; k < PASS_NKERN; k++) {
             snprintf(key, sizeof key, "solo.kernel.%s", pass_kernel_names[k]);
             print_curve(f, key, &r->kern[k], 1e9);

@@ -151,7 +151,7 @@ typedef struct PassCollFit {
 typedef struct PassRates {
     double peak_flops, gemm_eff;
     int sms;
-    double gemm_tile_m, gemm_tile_n, gemm_tile_k, gemm_k_half, gemm_misalign, gemm_overhead_s;
+    double gemm_tile_m, gemm_tile_n, gemm_tile_k, gemm_k_half, gemm_mn_half, gemm_misalign, gemm_overhead_s;
     PassCurve kern[PASS_NKERN];
     int attn_dims;
     double attn_dim[PASS_ATTN_DIMS];
@@ -188,6 +188,10 @@ typedef struct PassGpu {
     double gemm_tile_m, gemm_tile_n;  /* output tile (wave quantisation, padding) */
     double gemm_tile_k;               /* K is padded to this */
     double gemm_k_half;               /* K at which the K pipeline runs at half rate: K/(K+k_half) */
+    double gemm_mn_half;              /* M (and N) at which packing the other operand halves the
+                                         rate: M/(M+mn_half) N/(N+mn_half); a CPU BLAS packs B
+                                         once per call, a cost per element of M x N work that only
+                                         a tall output amortises (0: none, the GPU presets) */
     double gemm_misalign;             /* efficiency factor when a dim is not a multiple of 8 */
     double gemm_overhead_s;           /* per call: launch, tail, packing */
     double kernel_overhead_s;         /* per memory-bound kernel without a measured curve */

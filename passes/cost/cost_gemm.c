@@ -27,8 +27,10 @@ double pass_gemm_eff(const PassGpu *gpu, double M, double N, double K, double ba
     /* K padded to the slice depth, then pipeline fill/drain. */
     double kpad = ceil_to(K, gpu->gemm_tile_k > 0 ? gpu->gemm_tile_k : 1);
     double kf = (K / kpad) * (K / (K + gpu->gemm_k_half));
+    double mh = gpu->gemm_mn_half;
+    double mnf = mh > 0 ? (M / (M + mh)) * (N / (N + mh)) : 1;
     double align = (fmod(M, 8) != 0 || fmod(N, 8) != 0 || fmod(K, 8) != 0) ? gpu->gemm_misalign : 1;
-    return gpu->gemm_eff * wave * kf * align;
+    return gpu->gemm_eff * wave * kf * mnf * align;
 }
 
 double pass_gemm_time(const PassGpu *gpu, double M, double N, double K, double batch)
