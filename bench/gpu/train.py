@@ -29,6 +29,9 @@ import statistics
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from stats import spearman  # noqa: E402
+
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # TinyLlama-1.1B's shape (LLaMA-2 architecture): 22 layers, 2048 wide, 32
 # heads (4 KV heads there; here all 32), SwiGLU 5632, 2048 tokens.
@@ -103,20 +106,6 @@ def native_arch(out):
     text = re.sub(r"(-gencode arch=compute_\d+,code=sm_\d+ ?)+", "-gencode arch=compute_%s,code=sm_%s " % (sm, sm), text)
     with open(mk, "w") as f:
         f.write(text)
-
-
-def spearman(x, y):
-    def ranks(v):
-        order = sorted(range(len(v)), key=lambda i: v[i])
-        r = [0.0] * len(v)
-        for pos, i in enumerate(order):
-            r[i] = pos
-        return r
-    rx, ry = ranks(x), ranks(y)
-    mx, my = statistics.mean(rx), statistics.mean(ry)
-    num = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    den = (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
-    return num / den if den else 0.0
 
 
 def sweep(a, ptdc, env, cases):

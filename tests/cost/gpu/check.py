@@ -21,23 +21,13 @@ import statistics
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench"))
+from stats import spearman  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The model bench/gpu/train.py runs (TinyLlama-1.1B's shape).
 MODEL = ["models/llama.mdl", "--set", "n_layers=22", "--set", "d_model=2048", "--set", "n_heads=32",
          "--set", "d_ff=5632", "--set", "seq=2048", "--gpus", "1", "--global-batch", "32"]
-
-
-def spearman(x, y):
-    def ranks(v):
-        r = [0.0] * len(v)
-        for pos, i in enumerate(sorted(range(len(v)), key=lambda i: v[i])):
-            r[i] = pos
-        return r
-    rx, ry = ranks(x), ranks(y)
-    mx, my = statistics.mean(rx), statistics.mean(ry)
-    num = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    den = (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
-    return num / den if den else 0.0
 
 
 def main():
