@@ -40,14 +40,17 @@ MODEL = ["models/llama.mdl", "--set", "n_layers=22", "--set", "d_model=2048", "-
 
 
 def gpu_name():
+    """(name, compute capability as in sm_NN, None) of the first GPU, or
+    (None, None, why not)."""
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as e:
-        return None, "nvidia-smi: %s" % e
+        return None, None, "nvidia-smi: %s" % e
     if out.returncode or not out.stdout.strip():
-        return None, "nvidia-smi fails: %s" % (out.stderr or out.stdout).strip().splitlines()[:1]
-    return out.stdout.strip().splitlines()[0], None
+        return None, None, "nvidia-smi fails: %s" % (out.stderr or out.stdout).strip().splitlines()[:1]
+    name, _, cap = out.stdout.strip().splitlines()[0].rpartition(",")
+    return name.strip(), cap.strip().replace(".", ""), None
 
 
 def preset(name):
@@ -92,14 +95,11 @@ def run_sampling_memory(cmd, env):
     return out, max(seen) if seen else 0.0
 
 
-def native_arch(out):
-    """Builds a generated program for this GPU's architecture alone (the
+def native_arch(out, sm):
+    """Builds a generated program for this GPU's architecture (sm) alone (the
     Makefile names sm_80 and sm_90): half the nvcc time, the same code."""
-    cap = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
-                         capture_output=True, text=True).stdout.split()
-    if not cap:
+    if not sm.isdigit():
         return
-    sm = cap[0].replace(".", "")
     mk = os.path.join(out, "Makefile")
     with open(mk) as f:
         text = f.read()
@@ -108,7 +108,7 @@ def native_arch(out):
         f.write(text)
 
 
-def sweep(a, ptdc, env, cases):
+def sweep(a, ptdc, env, cases, sm):
     jobs = []
     for mb, rc in SWEEP:
         if a.only and rc not in a.only.split(","):
@@ -120,7 +120,7 @@ def sweep(a, ptdc, env, cases):
         mem = pj[0]["peak_mem_bytes"] / 2**20
         out = os.path.join(a.work, "sweep-mb%d-%s" % (mb, rc))
         run(base + cases[0][1] + ["--target", "cuda", "-o", out], env)
-        native_arch(out)
+        native_arch(out, sm)
         jobs.append(("mb %d %s" % (mb, rc), preds, out, mem))
     builds = [subprocess.Popen(["make", "-s", "-C", out, "train"], cwd=SRC, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for _, _, out, _ in jobs]
@@ -153,7 +153,7 @@ def main():
     ap.add_argument("--sweep", action="store_true", help="pinned layouts of one GPU, ranked")
     ap.add_argument("--only", help="--sweep: the layouts whose recompute policy is in this comma list")
     a = ap.parse_args()
-    name, why = gpu_name()
+    name, sm, why = gpu_name()
     if name is None:
         print("SKIPPED: %s" % why)
         sys.exit(77)
@@ -170,7 +170,7 @@ def main():
         print("SKIPPED: no preset for '%s'; pass --cluster" % name)
         sys.exit(77)
     if a.sweep:
-        return sweep(a, ptdc, env, cases)
+        return sweep(a, ptdc, env, cases, sm)
     measured = {}  # the layout's pins -> its runs: one program per distinct layout
     for label, machine in cases:
         out = os.path.join(a.work, re.sub(r"[^a-z0-9]+", "-", label))
