@@ -17,6 +17,15 @@ table in docs/cost-model.md. Targets (issue 10): median |error| <= 10%,
 Spearman >= 0.9, the planner's choice within 5% of the fastest measured
 layout, the arena equal to the predicted model states and activations, peak
 RSS within 10% of the predicted total.
+
+The machine's own speed is measured beside the layouts: a fixed probe
+program (two ranks, one per core, a smaller model of the same kind) runs
+before calibrating, after it, and between every two layouts' runs. Its
+spread is the noise floor the errors above sit on (a shared VM's speed moves
+with its neighbours). Scaling each run by the probe around it was tried and
+is not used: on this VM the speed moves within seconds, so the probe around
+a run does not predict the run (it halved the median spread of one program
+over rounds and doubled the largest).
 """
 import argparse
 import json
@@ -71,6 +80,15 @@ LAYOUTS = [
 ]
 
 
+# The speed probe: two ranks (one per core) of a two-layer model of the same
+# kind, micro-batch 4, a step of about 0.1 s; its median over steps 3..5.
+PROBE = MODEL[:1] + ["--set", "n_layers=2", "--set", "d_model=256", "--set", "n_heads=8",
+                     "--set", "n_kv_heads=4", "--set", "d_ff=704", "--set", "vocab=4096", "--set", "seq=256",
+                     "--set", "global_batch=8", "--gpus", "2", "--dp", "2", "--tp", "1", "--pp", "1",
+                     "--micro-batch", "4", "--recompute", "none", "--zero", "0"]
+PROBE_STEPS = 5
+
+
 def run(cmd, env=None, check=True, cwd=SRC):
     p = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True)
@@ -119,17 +137,28 @@ def main():
     t0 = time.time()
     if a.reuse_runs:
         return repredict(a, ptdc, env, t0)
+    probe_dir = os.path.join(a.work, "speed-probe")
+    run([ptdc] + PROBE + ["--target", "cpu", "-o", probe_dir], env)
+    run(["make", "-s", "-C", probe_dir, "train"], env)
+
+    def probe():
+        log = run([os.path.join(probe_dir, "run.sh"), "--steps", str(PROBE_STEPS)], env).stdout
+        return parse_run(log, PROBE_STEPS)[0]
+    probes_cal = []
     if not cluster:
         cluster = os.path.join(a.work, "cpu.cluster")
         cmd = [ptdc, "calibrate", "-o", cluster, "--records", os.path.join(a.work, "records")]
         if a.quick_calibration:
             cmd.append("--quick")
         print("== calibrating: %s" % " ".join(cmd), flush=True)
+        probes_cal.append(probe())
         p = subprocess.run(cmd, cwd=SRC, env=env, stderr=subprocess.PIPE, text=True)
         if p.returncode:
             sys.exit(p.stderr[-3000:])
         print("\n".join(l for l in p.stderr.splitlines() if not l.startswith("calibrate: ")))
-        print("   calibration took %.0f s" % (time.time() - t0), flush=True)
+        probes_cal.append(probe())
+        print("   calibration took %.0f s; speed probe %.4f s before, %.4f s after" % (
+            time.time() - t0, probes_cal[0], probes_cal[1]), flush=True)
     cluster = os.path.abspath(cluster)
     env_run = dict(env, PTDC_PROFILE="1")
     only = set(a.only.split(",")) if a.only else None
@@ -158,11 +187,17 @@ def main():
         run(["make", "-s", "-C", out, "train"], env)
         jobs.append((name, ranks, layout, pred, out))
     runs = {j[0]: [] for j in jobs}
+    speed = {j[0]: [] for j in jobs}  # per round: the probe's time around the run
+    before = probe()
     for rnd in range(a.rounds):
         for name, ranks, layout, pred, out in jobs:
             log = run([os.path.join(out, "run.sh"), "--steps", str(a.steps)], env_run).stdout
             runs[name].append(parse_run(log, a.steps))
-            print("round %d/%d %-12s %.3f s" % (rnd + 1, a.rounds, name, runs[name][-1][0]), flush=True)
+            after = probe()
+            speed[name].append((before + after) / 2)
+            before = after
+            print("round %d/%d %-12s %.3f s   (probe %.4f s)" % (rnd + 1, a.rounds, name, runs[name][-1][0],
+                                                                 speed[name][-1]), flush=True)
     rows = []
     for name, ranks, layout, pred, out in jobs:
         rs = runs[name]
@@ -172,6 +207,7 @@ def main():
         arena_pred, arena_prog = arena(pred, plan)
         row = dict(name=name, ranks=ranks, layout=layout, pred=pred["step_time_s"], meas=meas,
                    rounds=[r[0] for r in rs], err=pred["step_time_s"] / meas - 1,
+                   probe=speed[name], probe_cal=probes_cal,
                    pred_mem=pred["peak_mem_bytes"] / 2**20, rss=rss / 2**20, arena_pred=arena_pred,
                    arena_prog=arena_prog, prof=prof, pred_parts=pred, times=times)
         rows.append(row)
@@ -227,25 +263,52 @@ def repredict(a, ptdc, env, t0):
 
 def report(rows, a, cluster, elapsed):
     pinned = [r for r in rows if not r["name"].startswith("planner-")]
+    has_probe = all("probe" in r for r in rows)
     lines = []
-    lines.append("| layout | ranks | predicted s | measured s | rounds s | error | predicted MiB | peak RSS MiB | error |")
-    lines.append("|---|---|---|---|---|---|---|---|---|")
+    head = "| layout | ranks | predicted s | measured s | rounds s | error |"
+    rule = "|---|---|---|---|---|---|"
+    if has_probe:
+        head += " probe s |"
+        rule += "---|"
+    lines.append(head + " predicted MiB | peak RSS MiB | error |")
+    lines.append(rule + "---|---|---|")
     for r in rows:
         rounds = r.get("rounds") or [r["meas"]]
-        lines.append("| %s | %d | %.3f | %.3f | %s | %+.1f%% | %.1f | %.1f | %+.1f%% |" % (
-            r["name"], r["ranks"], r["pred"], r["meas"], " ".join("%.3f" % x for x in rounds),
-            100 * r["err"], r["pred_mem"], r["rss"], 100 * (r["pred_mem"] / r["rss"] - 1) if r["rss"] else 0))
-    errs = [abs(r["err"]) for r in pinned]
+        line = "| %s | %d | %.3f | %.3f | %s | %+.1f%% |" % (
+            r["name"], r["ranks"], r["pred"], r["meas"], " ".join("%.3f" % x for x in rounds), 100 * r["err"])
+        if has_probe:
+            line += " %s |" % " ".join("%.3f" % p for p in r["probe"])
+        lines.append(line + " %.1f | %.1f | %+.1f%% |" % (
+            r["pred_mem"], r["rss"], 100 * (r["pred_mem"] / r["rss"] - 1) if r["rss"] else 0))
     summary = []
-    spread = [(max(r["rounds"]) - min(r["rounds"])) / r["meas"] for r in pinned if len(r.get("rounds", [])) > 1]
-    if spread:
-        summary.append("run-to-run spread of the same program (largest minus smallest round over the median): "
-                       "median %.1f%%, largest %.1f%%" % (100 * statistics.median(spread), 100 * max(spread)))
+    if has_probe:
+        ps = [p for r in rows for p in r["probe"]]
+        cal = rows[0].get("probe_cal") or []
+        summary.append("the machine: the speed probe (one fixed two-rank program) around the runs took %.3f s "
+                       "median, %.3f..%.3f s (spread %.0f%%)%s" % (
+                           statistics.median(ps), min(ps), max(ps), 100 * (max(ps) - min(ps)) / statistics.median(ps),
+                           "; before and after the calibration %.3f and %.3f s" % tuple(cal) if cal else ""))
+    for key, rkey, ekey, word in [("meas", "rounds", "err", "measured")]:
+        spread = [(max(r[rkey]) - min(r[rkey])) / r[key] for r in pinned if len(r.get(rkey, [])) > 1]
+        if spread:
+            summary.append("%s: run-to-run spread of the same program (largest minus smallest round over the "
+                           "median): median %.1f%%, largest %.1f%%" % (word, 100 * statistics.median(spread),
+                                                                        100 * max(spread)))
+        if pinned:
+            summary.append("%s: median |error| of the step time over %d pinned layouts: %.1f%% (target <= 10%%)"
+                           % (word, len(pinned), 100 * statistics.median(abs(r[ekey]) for r in pinned)))
+            summary.append("%s: Spearman rank correlation, predicted vs measured: %.3f (target >= 0.9)"
+                           % (word, spearman([r["pred"] for r in pinned], [r[key] for r in pinned])))
+        for r in rows:
+            if not r["name"].startswith("planner-"):
+                continue
+            n = r["ranks"]
+            same = [p for p in pinned if p["ranks"] == n] + [r]
+            best = min(same, key=lambda p: p[key])
+            summary.append("%s: planner's choice on %d rank%s: %.3f s, %+.1f%% from the fastest (%s, %.3f s) "
+                           "(target <= 5%%)" % (word, n, "" if n == 1 else "s", r[key],
+                                                100 * (r[key] / best[key] - 1), best["name"], best[key]))
     if pinned:
-        summary.append("median |error| of the step time over %d pinned layouts: %.1f%% (target <= 10%%)"
-                       % (len(pinned), 100 * statistics.median(errs)))
-        summary.append("Spearman rank correlation, predicted vs measured: %.3f (target >= 0.9)"
-                       % spearman([r["pred"] for r in pinned], [r["meas"] for r in pinned]))
         rss = [abs(r["pred_mem"] / r["rss"] - 1) for r in pinned if r["rss"]]
         if rss:
             summary.append("peak RSS vs predicted total: median %.1f%%, largest %.1f%% (target <= 10%%)"
@@ -254,14 +317,9 @@ def report(rows, a, cluster, elapsed):
         summary.append("arena (parameters, gradients, optimizer state, activations) vs predicted: "
                        "largest difference %.3f MiB" % max(arena))
     for r in rows:
-        if not r["name"].startswith("planner-"):
-            continue
-        n = r["ranks"]
-        same = [p for p in pinned if p["ranks"] == n] + [r]
-        best = min(same, key=lambda p: p["meas"])
-        summary.append("planner's choice on %d rank%s (%s): %.3f s measured, %+.1f%% from the fastest "
-                       "measured (%s, %.3f s) (target <= 5%%)" % (n, "" if n == 1 else "s", r["layout"], r["meas"],
-                                                               100 * (r["meas"] / best["meas"] - 1), best["name"], best["meas"]))
+        if r["name"].startswith("planner-"):
+            summary.append("planner's choice on %d rank%s: %s" % (r["ranks"], "" if r["ranks"] == 1 else "s",
+                                                                  r["layout"]))
     text = "\n".join(lines) + "\n\n" + "\n".join("- " + s for s in summary) + "\n"
     print()
     print(text)
