@@ -129,6 +129,8 @@ void cal_measure_gemm(const CalOpts *o)
     X(SILU_BWD, "silu_bwd", 512)                                                              \
     X(GELU_FWD, "gelu_fwd", 512)                                                              \
     X(GELU_BWD, "gelu_bwd", 512)                                                              \
+    X(SWIGLU_FWD, "swiglu_fwd", 512)                                                          \
+    X(SWIGLU_BWD, "swiglu_bwd", 512)                                                          \
     X(ADD, "add", 512)                                                                        \
     X(ADD_BCAST, "add_bcast", 512)                                                            \
     X(MUL, "mul", 512)                                                                        \
@@ -188,6 +190,8 @@ static void run_kernel(void *p)
     case K_SILU_BWD: rt_silu_bwd(k->dx, k->x, k->dy, n); break;
     case K_GELU_FWD: rt_gelu_fwd(k->y, k->x, n); break;
     case K_GELU_BWD: rt_gelu_bwd(k->dx, k->x, k->dy, n); break;
+    case K_SWIGLU_FWD: rt_swiglu_fwd(k->y, k->x, k->w, n); break;
+    case K_SWIGLU_BWD: rt_swiglu_bwd(k->dx, k->dw, k->x, k->w, k->dy, n); break;
     case K_ADD: rt_add(k->y, k->x, k->dy, n, n); break;
     case K_ADD_BCAST: rt_add(k->y, k->x, k->w, n, c); break;
     case K_MUL: rt_mul(k->y, k->x, k->dy, n, n); break;

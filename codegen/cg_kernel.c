@@ -216,6 +216,12 @@ char *cg_kernel(Cg *c, const IrNode *n, const CgArgs *a)
         return (char *)cg_fmt(c, "rt_%s_bwd(%s, %s, %s, %lld);",
                               n->op == IR_OP_SILU_BWD ? "silu" : "gelu", a->out[0], a->in[0],
                               a->in[1], (long long)lnumel(&k, n->out[0]));
+    case IR_OP_SWIGLU:
+        return (char *)cg_fmt(c, "rt_swiglu_fwd(%s, %s, %s, %lld);", a->out[0], a->in[0], a->in[1],
+                              (long long)lnumel(&k, n->out[0]));
+    case IR_OP_SWIGLU_BWD:
+        return (char *)cg_fmt(c, "rt_swiglu_bwd(%s, %s, %s, %s, %s, %lld);", a->out[0], a->out[1], a->in[0],
+                              a->in[1], a->in[2], (long long)lnumel(&k, n->in[2]));
     case IR_OP_ADD: return binary(&k, a, "rt_add");
     case IR_OP_MUL: return binary(&k, a, "rt_mul");
     case IR_OP_SOFTMAX:

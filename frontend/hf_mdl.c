@@ -184,7 +184,7 @@ static void body_llama(Out *o, const HfModel *m)
                "        hf \"%s.mlp.%s_proj.weight\" transposed\n", mlp[i][0], mlp[i][1], L,
             mlp[i][2]);
     put(o, "\n      h = rmsnorm(x, mlp_norm, eps = norm_eps)\n"
-           "      g = silu(matmul(h, w_gate)) * matmul(h, w_up)\n"
+           "      g = swiglu(matmul(h, w_gate), matmul(h, w_up))\n"
            "      x = x + matmul(g, w_down)\n    }\n  }\n\n");
     put(o, "  param final_norm : [d_model] = ones hf \"model.norm.weight\"\n");
     if (!m->tied)

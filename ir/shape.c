@@ -317,6 +317,21 @@ static bool unary(IrGraph *g, IrNode *n, const char *name)
 static bool shape_SILU(IrGraph *g, IrNode *n) { return unary(g, n, "silu"); }
 static bool shape_GELU(IrGraph *g, IrNode *n) { return unary(g, n, "gelu"); }
 
+/* swiglu(gate, up): the same dims in both (no broadcast: one fused pass). */
+static bool shape_SWIGLU(IrGraph *g, IrNode *n)
+{
+    if (!need_float(g, n, 0) || !need_float(g, n, 1))
+        return false;
+    const IrTensor *a = T(0), *b = T(1);
+    if (a->rank != b->rank || memcmp(a->dim, b->dim, sizeof(int) * (size_t)a->rank) != 0) {
+        ir_error(n->loc, "swiglu: gate '%s' %s and up '%s' %s must have the same dims", a->base,
+                 shp(g, a), b->base, shp(g, b));
+        return false;
+    }
+    out(g, n, 0, "swiglu", a->dtype, IR_ACT, a->rank, a->dim);
+    return true;
+}
+
 /* Elementwise binary ops broadcast by name: the smaller operand's dims must be
  * the tail of the larger's (a bias [d_ff] on [batch, seq, d_ff]). */
 static bool binary(IrGraph *g, IrNode *n, const char *name, const char *sym)
@@ -397,6 +412,7 @@ BWD_RULE(ROPE_BWD)
 BWD_RULE(ATTENTION_BWD)
 BWD_RULE(SILU_BWD)
 BWD_RULE(GELU_BWD)
+BWD_RULE(SWIGLU_BWD)
 BWD_RULE(SOFTMAX_BWD)
 BWD_RULE(CROSS_ENTROPY_BWD)
 BWD_RULE(REDUCE_SUM)

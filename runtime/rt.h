@@ -276,6 +276,10 @@ void rt_attention_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const
 
 void rt_silu_fwd(rt_act *y, const rt_act *x, int64_t n);
 void rt_silu_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n);
+/* SwiGLU, fused: y = silu(a) * b, and its backward da, db from a, b, dy
+ * (reads a and b only: silu(a) is not kept). Outputs may alias inputs. */
+void rt_swiglu_fwd(rt_act *y, const rt_act *a, const rt_act *b, int64_t n);
+void rt_swiglu_bwd(rt_act *da, rt_act *db, const rt_act *a, const rt_act *b, const rt_act *dy, int64_t n);
 /* tanh approximation (GPT-2's gelu_new). */
 void rt_gelu_fwd(rt_act *y, const rt_act *x, int64_t n);
 void rt_gelu_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n);

@@ -210,6 +210,18 @@ static void unary(Ad *ad, int node, int dy, IrOp op)
 static void pass_grad_SILU(Ad *ad, int node, int dy) { unary(ad, node, dy, IR_OP_SILU_BWD); }
 static void pass_grad_GELU(Ad *ad, int node, int dy) { unary(ad, node, dy, IR_OP_GELU_BWD); }
 
+/* swiglu(a, b) = silu(a) b: one backward node makes both gradients. */
+static void pass_grad_SWIGLU(Ad *ad, int node, int dy)
+{
+    if (!NEEDS(IN(0)) && !NEEDS(IN(1)))
+        return;
+    int d[2] = {grad_tensor(ad, IN(0)), grad_tensor(ad, IN(1))};
+    add(ad, node, IR_OP_SWIGLU_BWD, (int[]){IN(0), IN(1), dy}, 3, d, 2, NULL);
+    for (int i = 0; i < 2; i++)
+        if (NEEDS(IN(i)))
+            contribute(ad, IN(i), d[i]);
+}
+
 /* Each operand gets dy summed over the dims it was broadcast along; with
  * none (the operand has the output's dims) REDUCE_SUM is the identity, which
  * codegen turns into a shared buffer. */
@@ -282,6 +294,7 @@ NO_RULE(ROPE_BWD)
 NO_RULE(ATTENTION_BWD)
 NO_RULE(SILU_BWD)
 NO_RULE(GELU_BWD)
+NO_RULE(SWIGLU_BWD)
 NO_RULE(SOFTMAX_BWD)
 NO_RULE(CROSS_ENTROPY_BWD)
 NO_RULE(REDUCE_SUM)

@@ -106,6 +106,8 @@ double pass_curve_at(const PassCurve *c, double x);
     X(SILU_BWD, "silu_bwd")                                                                   \
     X(GELU_FWD, "gelu_fwd")                                                                   \
     X(GELU_BWD, "gelu_bwd")                                                                   \
+    X(SWIGLU_FWD, "swiglu_fwd")                                                               \
+    X(SWIGLU_BWD, "swiglu_bwd")                                                               \
     X(ADD, "add")                                                                             \
     X(ADD_BCAST, "add_bcast")                                                                 \
     X(MUL, "mul")                                                                             \

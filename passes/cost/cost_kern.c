@@ -42,6 +42,8 @@ double pass_kernel_bytes(PassKernel k, double rows, double cols, int eb)
     case PASS_K_GELU_FWD: return 2 * e * n;
     case PASS_K_SILU_BWD:
     case PASS_K_GELU_BWD: return 3 * e * n;                    /* x, dy in, dx out */
+    case PASS_K_SWIGLU_FWD: return 3 * e * n;                  /* gate, up in, y out */
+    case PASS_K_SWIGLU_BWD: return 5 * e * n;                  /* gate, up, dy in, dgate, dup out */
     case PASS_K_ADD:
     case PASS_K_MUL: return 3 * e * n;
     case PASS_K_ADD_BCAST: return 2 * e * n + e * cols;

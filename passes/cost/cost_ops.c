@@ -206,6 +206,14 @@ static void pass_opcost_GELU(const OpArgs *a, PassNodeCost *o)
     kcall(a, o, true, PASS_K_GELU_BWD, 1, x);
 }
 
+static void pass_opcost_SWIGLU(const OpArgs *a, PassNodeCost *o)
+{
+    double x = lnumel(a, a->n->out[0]);
+    kcall(a, o, false, PASS_K_SWIGLU_FWD, 1, x);
+    if (needs_grad(a, a->n->in[0]) || needs_grad(a, a->n->in[1]))
+        kcall(a, o, true, PASS_K_SWIGLU_BWD, 1, x);
+}
+
 static void pass_opcost_ADD(const OpArgs *a, PassNodeCost *o)
 {
     double y = lnumel(a, a->n->out[0]);
@@ -294,6 +302,7 @@ BWD_OP(ROPE_BWD)
 BWD_OP(ATTENTION_BWD)
 BWD_OP(SILU_BWD)
 BWD_OP(GELU_BWD)
+BWD_OP(SWIGLU_BWD)
 BWD_OP(SOFTMAX_BWD)
 BWD_OP(CROSS_ENTROPY_BWD)
 BWD_OP(REDUCE_SUM)

@@ -121,7 +121,7 @@ static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, s
     for (int op = 0; op < IR_NUM_OPS; op++)
         if (counts[op] && op != IR_OP_RMSNORM && op != IR_OP_LAYERNORM && op != IR_OP_MATMUL &&
             op != IR_OP_ROPE && op != IR_OP_ATTENTION && op != IR_OP_SILU && op != IR_OP_GELU &&
-            op != IR_OP_ADD && op != IR_OP_MUL)
+            op != IR_OP_SWIGLU && op != IR_OP_ADD && op != IR_OP_MUL)
             return pass_refuse(why, wn, "its layers compute %s, which a Megatron-LM or torchtitan decoder "
                           "layer does not", ir_ops[op].name);
     if (counts[IR_OP_ATTENTION] != 1)
@@ -208,7 +208,7 @@ static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, s
                       "connection)");
     int xm = R1->out[0];
 
-    /* MLP: norm -> (gate, up | fc) (+ bias) -> silu * up | gelu -> down (+
+    /* MLP: norm -> (gate, up | fc) (+ bias) -> silu * up, swiglu | gelu -> down (+
      * bias) -> residual add. The norm must read the attention's sum: a norm
      * on the layer input would be a parallel block (PaLM), which neither
      * framework builds. */
@@ -268,6 +268,24 @@ static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, s
         dff = dsize(g, ff_dim);
         act = m;
         A->swiglu = true;
+    } else if (nup == 2 && counts[IR_OP_SWIGLU] == 1 && counts[IR_OP_SILU] == 0 && counts[IR_OP_MUL] == 0 &&
+               counts[IR_OP_GELU] == 0) {
+        /* swiglu(h @ gate, h @ up): the same MLP, fused */
+        const IrNode *m = NULL;
+        for (int i = P->first; i < P->first + P->count; i++)
+            if (g->nodes[i].op == IR_OP_SWIGLU)
+                m = &g->nodes[i];
+        int bg = 0, bu = 0;
+        const IrNode *gate = through_bias(g, m->in[0], &bg), *upp = through_bias(g, m->in[1], &bu);
+        if (!gate || gate->op != IR_OP_MATMUL || gate->in[0] != h2 || !upp || upp->op != IR_OP_MATMUL ||
+            upp->in[0] != h2)
+            return pass_refuse(why, wn, "its MLP's gate and up are not projections of the MLP norm's output");
+        mlp_bias += bg + bu;
+        const IrTensor *W = &g->tensors[gate->in[1]];
+        ff_dim = W->dim[W->rank - 1];
+        dff = dsize(g, ff_dim);
+        act = m;
+        A->swiglu = true;
     } else if (nup == 1 && counts[IR_OP_GELU] == 1 && counts[IR_OP_SILU] == 0 && counts[IR_OP_MUL] == 0) {
         const IrNode *ge = NULL;
         for (int i = P->first; i < P->first + P->count; i++)
@@ -284,7 +302,7 @@ static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, s
         act = ge;
         A->swiglu = false;
     } else {
-        return pass_refuse(why, wn, "its MLP is neither SwiGLU (silu(gate) * up) nor GELU; Megatron-LM "
+        return pass_refuse(why, wn, "its MLP is neither SwiGLU (swiglu(gate, up) or silu(gate) * up) nor GELU; Megatron-LM "
                       "offers those (torchtitan's llama3 only SwiGLU)");
     }
     int dn = only_consumer(g, act->out[0], p);
@@ -305,7 +323,7 @@ static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, s
     A->d_ff = dff;
     /* Nothing else in the layer: every node is one of those above. */
     int expect = 2 /* norms */ + 4 + (A->swiglu ? 3 : 2) /* projections */ + ropes + 1 /* attention */ +
-                 (A->swiglu ? 2 : 1) /* activation */ + 2 /* residuals */ + qkv_bias + out_bias + mlp_bias;
+                 (A->swiglu && !counts[IR_OP_SWIGLU] ? 2 : 1) /* activation */ + 2 /* residuals */ + qkv_bias + out_bias + mlp_bias;
     if (P->count != expect)
         return pass_refuse(why, wn, "its layers compute %d operators besides those of a decoder layer",
                       P->count - expect);

@@ -92,6 +92,7 @@ bool pass_dim_splittable(const IrGraph *g, const IrNode *node, int d)
     case IR_OP_MATMUL:
     case IR_OP_SILU:
     case IR_OP_GELU:
+    case IR_OP_SWIGLU:
     case IR_OP_ADD:
     case IR_OP_MUL:
     case IR_OP_CROSS_ENTROPY:

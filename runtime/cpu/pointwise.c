@@ -32,6 +32,27 @@ RTCPU_CLONES static void silu_bwd_blk(rt_act *dx, const rt_act *x, const rt_act 
     }
 }
 
+/* silu(a) b; its backward: da = dy b s (1 + a (1 - s)), db = dy a s, with
+ * s = sigmoid(a). */
+RTCPU_CLONES static void swiglu_fwd_blk(rt_act *y, const rt_act *a, const rt_act *b, int64_t n)
+{
+    RTCPU_SIMD
+    for (int64_t i = 0; i < n; i++)
+        y[i] = a[i] / (1.0f + rtcpu_expf(-a[i])) * b[i];
+}
+
+RTCPU_CLONES static void swiglu_bwd_blk(rt_act *da, rt_act *db, const rt_act *a, const rt_act *b,
+                                        const rt_act *dy, int64_t n)
+{
+    RTCPU_SIMD
+    for (int64_t i = 0; i < n; i++) {
+        float x = a[i], s = rtcpu_sigmoidf(x), g = dy[i];
+        float dbi = g * x * s;
+        da[i] = g * b[i] * s * (1.0f + x * (1.0f - s));
+        db[i] = dbi;
+    }
+}
+
 /* GPT-2 gelu_new: 0.5 x (1 + tanh(u)) = x sigmoid(2u), u = k (x + c x^3) */
 RTCPU_CLONES static void gelu_fwd_blk(rt_act *y, const rt_act *x, int64_t n)
 {
@@ -75,6 +96,16 @@ void rt_silu_fwd(rt_act *y, const rt_act *x, int64_t n)
 void rt_silu_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n)
 {
     ELEMENTWISE(n, silu_bwd_blk(dx + lo, x + lo, dy + lo, len));
+}
+
+void rt_swiglu_fwd(rt_act *y, const rt_act *a, const rt_act *b, int64_t n)
+{
+    ELEMENTWISE(n, swiglu_fwd_blk(y + lo, a + lo, b + lo, len));
+}
+
+void rt_swiglu_bwd(rt_act *da, rt_act *db, const rt_act *a, const rt_act *b, const rt_act *dy, int64_t n)
+{
+    ELEMENTWISE(n, swiglu_bwd_blk(da + lo, db + lo, a + lo, b + lo, dy + lo, len));
 }
 
 void rt_gelu_fwd(rt_act *y, const rt_act *x, int64_t n)

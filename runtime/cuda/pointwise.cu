@@ -1,5 +1,5 @@
-/* pointwise.cu: SiLU, GELU (tanh form), add and mul with broadcast; the
- * fp32 gradient adds (rt_grad_add, rt_grad_sum).
+/* pointwise.cu: SiLU, fused SwiGLU, GELU (tanh form), add and mul with
+ * broadcast; the fp32 gradient adds (rt_grad_add, rt_grad_sum).
  *
  * One grid-stride pass, fp32 math on bf16 loads, one rounding per output.
  * When sizes are multiples of 8 and pointers 16-byte aligned each thread moves
@@ -88,7 +88,92 @@ void map(const char *fn, rt_act *out, const rt_act *a, const rt_act *b, int64_t 
     LAUNCH_CHECK();
 }
 
+/* SwiGLU: y = silu(a) b; backward da = dy b s (1 + a (1 - s)), db = dy a s
+ * (s = sigmoid(a)), the CPU backend's formulas. Each thread owns element
+ * groups, so outputs may alias inputs. */
+__device__ __forceinline__ float swiglu(float a, float b) { return a / (1.0f + expf(-a)) * b; }
+__device__ __forceinline__ void swiglu_bwd(float a, float b, float g, float *da, float *db)
+{
+    float s = 1.0f / (1.0f + expf(-a));
+    *da = g * b * s * (1.0f + a * (1.0f - s));
+    *db = g * a * s;
+}
+
+__global__ void k_swiglu_fwd(rt_act *y, const rt_act *a, const rt_act *b, int64_t n)
+{
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        y[i] = bf(swiglu(ld(a + i), ld(b + i)));
+}
+
+__global__ void k_swiglu_fwd8(rt_act *y, const rt_act *a, const rt_act *b, int64_t n)
+{
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n / 8; i += stride) {
+        float av[8], bv[8], ov[8];
+        bf8_load(av, a + 8 * i);
+        bf8_load(bv, b + 8 * i);
+        for (int j = 0; j < 8; j++) ov[j] = swiglu(av[j], bv[j]);
+        bf8_store(y + 8 * i, ov);
+    }
+}
+
+__global__ void k_swiglu_bwd(rt_act *da, rt_act *db, const rt_act *a, const rt_act *b, const rt_act *dy,
+                             int64_t n)
+{
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        float x, z;
+        swiglu_bwd(ld(a + i), ld(b + i), ld(dy + i), &x, &z);
+        da[i] = bf(x);
+        db[i] = bf(z);
+    }
+}
+
+__global__ void k_swiglu_bwd8(rt_act *da, rt_act *db, const rt_act *a, const rt_act *b, const rt_act *dy,
+                              int64_t n)
+{
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n / 8; i += stride) {
+        float av[8], bv[8], gv[8], x[8], z[8];
+        bf8_load(av, a + 8 * i);
+        bf8_load(bv, b + 8 * i);
+        bf8_load(gv, dy + 8 * i);
+        for (int j = 0; j < 8; j++) swiglu_bwd(av[j], bv[j], gv[j], &x[j], &z[j]);
+        bf8_store(da + 8 * i, x);
+        bf8_store(db + 8 * i, z);
+    }
+}
+
 } // namespace
+
+void rt_swiglu_fwd(rt_act *y, const rt_act *a, const rt_act *b, int64_t n)
+{
+    rtcu_require_init("rt_swiglu_fwd");
+    if (n <= 0) return;
+    size_t bytes = (size_t)n * sizeof(rt_act);
+    rtcu_deps({{y, bytes}, {a, bytes}, {b, bytes}});
+    const int T = 256;
+    if (n % 8 == 0 && rtcu_aligned16(y, a, b))
+        RTCU_LAUNCH(k_swiglu_fwd8, rtcu_grid(n / 8, T), T, 0)(y, a, b, n);
+    else
+        RTCU_LAUNCH(k_swiglu_fwd, rtcu_grid(n, T), T, 0)(y, a, b, n);
+    LAUNCH_CHECK();
+}
+
+void rt_swiglu_bwd(rt_act *da, rt_act *db, const rt_act *a, const rt_act *b, const rt_act *dy, int64_t n)
+{
+    rtcu_require_init("rt_swiglu_bwd");
+    if (n <= 0) return;
+    size_t bytes = (size_t)n * sizeof(rt_act);
+    rtcu_deps({{da, bytes}, {db, bytes}, {a, bytes}, {b, bytes}, {dy, bytes}});
+    const int T = 256;
+    if (n % 8 == 0 && rtcu_aligned16(da, db, a) && rtcu_aligned16(b, dy))
+        RTCU_LAUNCH(k_swiglu_bwd8, rtcu_grid(n / 8, T), T, 0)(da, db, a, b, dy, n);
+    else
+        RTCU_LAUNCH(k_swiglu_bwd, rtcu_grid(n, T), T, 0)(da, db, a, b, dy, n);
+    LAUNCH_CHECK();
+}
 
 void rt_silu_fwd(rt_act *y, const rt_act *x, int64_t n) { map("rt_silu_fwd", y, x, NULL, n, n, Silu()); }
 void rt_silu_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n)

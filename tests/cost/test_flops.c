@@ -25,6 +25,8 @@
  *                bwd: x, dy in, dx out (3 e n) + rstd in
  *   rope         2 e n each way (the backward is the inverse rotation)
  *   silu         fwd 2 e n; bwd x, dy in, dx out: 3 e n
+ *   swiglu       fwd gate, up in, out: 3 e n; bwd gate, up, dy in, dgate,
+ *                dup out: 5 e n
  *   mul          fwd a, b in, out: 3 e n; bwd one product per operand: 6 e n
  *   add          fwd 3 e n; bwd nothing (the gradient passes through)
  *   matmul       each GEMM reads A, B and writes C: e (MK + KN + MN)
@@ -105,9 +107,8 @@ static void count(double e, int tp)
         /* MLP block: h.1 read by gate and up */
         add(N("h.1"), 0, 0, 2 * e * n_x + 4 * T, 3 * e * n_x + 4 * T);
         matmul(N("matmul.3"), e, T, D, F / tp, 1, n_x);
-        add(N("silu"), 0, 0, 2 * e * n_f, 3 * e * n_f);
         matmul(N("matmul.4"), e, T, D, F / tp, 2, n_x);
-        add(N("g"), 0, 0, 3 * e * n_f, 6 * e * n_f);
+        add(N("g"), 0, 0, 3 * e * n_f, 5 * e * n_f);
         matmul(N("matmul.5"), e, T, F / tp, D, 1, 0);
         add(N("x.1"), 0, 0, 3 * e * n_x, 3 * e * n_x);
 #undef N

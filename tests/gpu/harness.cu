@@ -238,6 +238,27 @@ static void t_pointwise(Rng &r)
         cpu_rt_silu_bwd(dx.data(), x.data(), dy.data(), n);
         snprintf(name, sizeof name, "silu_bwd n=%lld%s", (long long)n, vec);
         report(name, hact(dout, n), dx, TOL_BF16);
+        {
+            auto b = randv(r, n, 2.0f);
+            std::vector<float> db((size_t)n);
+            rt_act *dbb = dact(b), *dout2 = (rt_act *)rt_alloc((size_t)n * 2);
+            rt_swiglu_fwd(dout, dxx, dbb, n);
+            cpu_rt_swiglu_fwd(y.data(), x.data(), b.data(), n);
+            snprintf(name, sizeof name, "swiglu_fwd n=%lld%s", (long long)n, vec);
+            report(name, hact(dout, n), y, TOL_BF16);
+            rt_swiglu_bwd(dout, dout2, dxx, dbb, ddy, n);
+            cpu_rt_swiglu_bwd(dx.data(), db.data(), x.data(), b.data(), dy.data(), n);
+            snprintf(name, sizeof name, "swiglu_bwd da n=%lld%s", (long long)n, vec);
+            report(name, hact(dout, n), dx, TOL_BF16);
+            snprintf(name, sizeof name, "swiglu_bwd db n=%lld%s", (long long)n, vec);
+            report(name, hact(dout2, n), db, TOL_BF16);
+            /* In place, as the generated programs may call it (da over a, db over b). */
+            rt_swiglu_bwd(dxx, dbb, dxx, dbb, ddy, n);
+            report("swiglu_bwd in place", hact(dxx, n), dx, TOL_BF16);
+            rt_free(dxx);
+            dxx = dact(x);
+            rt_free(dbb), rt_free(dout2);
+        }
         rt_gelu_fwd(dout, dxx, n);
         cpu_rt_gelu_fwd(y.data(), x.data(), n);
         snprintf(name, sizeof name, "gelu_fwd n=%lld%s", (long long)n, vec);

@@ -566,6 +566,44 @@ static void test_activation(const char *name, void (*fwd)(rt_act *, const rt_act
     free(g), free(x), free(r), free(y), free(dx), free(c.x), free(c.r), free(c.y);
 }
 
+/* Fused SwiGLU, y = silu(a) b: against the double reference, both gradients
+ * by finite differences (a and b side by side in one vector), and in place. */
+typedef struct {
+    double *ab, *r, *y;
+    int64_t n;
+} SwiCtx;
+
+static double swi_loss(void *p)
+{
+    SwiCtx *c = p;
+    ref_silu(c->y, c->ab, c->n);
+    for (int64_t i = 0; i < c->n; i++)
+        c->y[i] *= c->ab[c->n + i];
+    return dot(c->r, c->y, c->n);
+}
+
+static void test_swiglu(void)
+{
+    printf("swiglu\n");
+    enum { N = 40 };
+    SwiCtx c = {dnew(2 * N), dnew(N), dnew(N), N};
+    float *ab = fnew(2 * N), *r = fnew(N), *y = fnew(N), *d = fnew(2 * N);
+    ref_fill(ab, c.ab, N, -4, 4);
+    ref_fill(ab + N, c.ab + N, N, -2, 2);
+    ref_fill(r, c.r, N, -1, 1);
+    rt_swiglu_fwd(y, ab, ab + N, N);
+    swi_loss(&c);
+    CHECK(ref_close("swiglu fwd", y, c.y, N, FWD_TOL, 1e-30), "swiglu fwd");
+    rt_swiglu_bwd(d, d + N, ab, ab + N, r, N);
+    double *g = dnew(2 * N);
+    ref_fd_grad(swi_loss, &c, c.ab, 2 * N, FD_H, g);
+    ref_check_grad("swiglu da", d, g, N, GRAD_TOL);
+    ref_check_grad("swiglu db", d + N, g + N, N, GRAD_TOL);
+    rt_swiglu_bwd(ab, ab + N, ab, ab + N, r, N); /* da over a, db over b */
+    CHECK(memcmp(ab, d, 2 * N * sizeof(float)) == 0, "swiglu bwd in place differs from out of place");
+    free(g), free(ab), free(r), free(y), free(d), free(c.ab), free(c.r), free(c.y);
+}
+
 /* add / mul with b broadcast over a's rows; the gradient of b is a
  * reduce_rows, the gradient of a a broadcast mul (or dy itself for add). */
 typedef struct {
@@ -814,6 +852,7 @@ static void test_threads(void)
     SAME_ON_THREADS("gelu fwd", out, nb, rt_gelu_fwd(out, x, N));
     SAME_ON_THREADS("gelu bwd", out, nb, rt_gelu_bwd(out, x, g, N));
     SAME_ON_THREADS("silu bwd", out, nb, rt_silu_bwd(out, x, g, N));
+    SAME_ON_THREADS("swiglu fwd", out, nb, rt_swiglu_fwd(out, x, g, N));
     SAME_ON_THREADS("add (broadcast)", out, nb, rt_add(out, x, w, N - N % C, C));
     int32_t tg[RC];
     for (int i = 0; i < RC; i++)
@@ -962,6 +1001,7 @@ int main(void)
     test_attention();
     test_activation("silu", rt_silu_fwd, rt_silu_bwd, ref_silu);
     test_activation("gelu (tanh)", rt_gelu_fwd, rt_gelu_bwd, ref_gelu);
+    test_swiglu();
     test_binary(false, 4, 6);
     test_binary(true, 4, 6);
     test_binary(true, 1, 10); /* equal shapes */
