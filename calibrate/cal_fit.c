@@ -392,6 +392,17 @@ bool cal_fit(const CalInput *in, PassCluster *out, CalReport *rep)
     }
     if (cpu) {
         gpu->cores = in->cores;
+        gpu->core_share = 0;
+        /* The share a waiting rank leaves that the busy ones gain: 0 as the
+         * time slices (C / R of a core each) assume, 1 processor sharing
+         * (the busy split the cores). Half the ranks busy, R = 2C: t_half /
+         * t_all = 1 - gain (1 - C / R). */
+        const CalRecords *sr = in->comm[1];
+        if (sr && sr->share_ranks > sr->share_cpus) {
+            double c = (double)sr->share_cpus / sr->share_ranks;
+            double gain = (1 - sr->share_half_s / sr->share_all_s) / (1 - c);
+            gpu->core_share = fmin(1, fmax(0, gain));
+        }
         gpu->has_solo = false;
         if (in->solo && !fit_solo(in->solo, in->cores, gpu, &rep->solo))
             return false;
@@ -452,6 +463,12 @@ void cal_print_summary(FILE *f, const CalInput *in, const PassCluster *cl, const
                 s->peak_flops * s->gemm_eff / (g->peak_flops * g->gemm_eff), kn ? ka / kn : 1,
                 100 * rep->solo.median_err, 100 * rep->solo.max_err, rep->solo.n);
     }
+    const CalRecords *sr = in->comm[1];
+    if (g->kind == PASS_DEV_CPU && sr && sr->share_ranks)
+        fprintf(f, "  %d ranks on %d cores: all computing %.1f ms, half %.1f ms while the others wait: "
+                   "core_share %.2f (0: time slices, 1: the busy ranks take the waiting ones' share)\n",
+                sr->share_ranks, sr->share_cpus, sr->share_all_s * 1e3, sr->share_half_s * 1e3,
+                g->core_share);
     if (in->memory)
         fprintf(f, "  memory: %.1f MiB per rank after start-up, %.1f MiB per communicator\n",
                 g->runtime_bytes / 1048576.0, g->comm_bytes / 1048576.0);

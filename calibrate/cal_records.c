@@ -124,6 +124,10 @@ bool cal_records_parse(const char *name, const char *text, CalRecords *r)
         } else if (!strcmp(tok[0], "host") && n == 3 && numbers && v[0] >= 1 && v[1] > 0) {
             r->host_seq = v[0];
             r->host_seq_s = v[1];
+        } else if (!strcmp(tok[0], "share") && n == 5 && numbers && v[0] > v[1] && v[1] >= 1 &&
+                   v[2] > 0 && v[3] > 0) {
+            r->share_ranks = (int)v[0], r->share_cpus = (int)v[1];
+            r->share_all_s = v[2], r->share_half_s = v[3];
         } else if (!strcmp(tok[0], "end") && n == 1) {
             ended = true;
         } else {

@@ -47,6 +47,10 @@ typedef struct CalRecords {
     double mem_base, mem_comm;    /* bytes: a rank after start-up; one more communicator */
     double host_seq_s;            /* seconds to load one sequence of tokens (host) */
     double host_seq;              /* its length */
+    /* More ranks than cores (m_share.c): all computing, then half while the
+     * other half waits; 0: not measured. */
+    int share_ranks, share_cpus;
+    double share_all_s, share_half_s;
 } CalRecords;
 
 /* Parse ptdc-measure's output (`name` for messages). False after reporting

@@ -210,6 +210,7 @@ int main(int argc, char **argv)
         cal_measure_attention(&o);
     } else if (!strcmp(part, "comm")) {
         cal_measure_comm(&o);
+        cal_measure_share(&o);
     } else if (!strcmp(part, "memory")) {
         cal_measure_memory(&o);
     } else {

@@ -45,5 +45,8 @@ void cal_measure_kernels(const CalOpts *o);
 void cal_measure_attention(const CalOpts *o);
 void cal_measure_comm(const CalOpts *o);
 void cal_measure_memory(const CalOpts *o);
+/* With more CPU ranks than cores: how much of a waiting rank's share the
+ * others gain (m_share.c); nothing otherwise. */
+void cal_measure_share(const CalOpts *o);
 
 #endif

@@ -73,6 +73,16 @@ int main(int argc, char **argv)
     TIME("gelu_fwd", nl, "Gelem/s", rt_gelu_fwd(y, x, nl));
     TIME("gelu_bwd", nl, "Gelem/s", rt_gelu_bwd(y, x, g, nl));
     TIME("silu_fwd", nl, "Gelem/s", rt_silu_fwd(y, x, nl));
+    /* SwiGLU fused against the silu + mul it replaced, and its backward
+     * against mul (db = dy silu(a)), mul (dy b), silu_bwd; g doubles as up
+     * and dy, y as the kept silu(a), y2 is the second output. */
+    float *y2 = fill(R * F, 0, 1);
+    TIME("swiglu_fwd", nl, "Gelem/s", rt_swiglu_fwd(y, x, g, nl));
+    TIME("silu_fwd+mul", nl, "Gelem/s", (rt_silu_fwd(y, x, nl), rt_mul(y, y, g, nl, nl)));
+    TIME("swiglu_bwd", nl, "Gelem/s", rt_swiglu_bwd(y, y2, x, g, g, nl));
+    TIME("mul+mul+silu_bwd", nl, "Gelem/s",
+         (rt_mul(y2, g, y, nl, nl), rt_mul(y, g, g, nl, nl), rt_silu_bwd(y, x, y, nl)));
+    free(y2);
     TIME("add_bias", nl, "Gelem/s", rt_add(y, x, b, nl, F));
     TIME("reduce_rows", nl, "Gelem/s", rt_reduce_rows(dw, g, R, F, false));
     TIME("layernorm_fwd", R * C, "Gelem/s", rt_layernorm_fwd(y, m1, r1, x, w, b, R, C, 1e-5f));

@@ -11,9 +11,12 @@ fastest measured layout of that count.
 
     bench/predict-vs-run/run.py [--build build] [--cluster FILE] [--steps N]
                                 [--rounds R] [--work DIR] [--only NAME,...] [--docs]
+                                [--reuse-runs [--model FILE]]
 
 --cluster reuses a cluster file instead of calibrating; --docs rewrites the
-table in docs/cost-model.md. Targets (issue 10): median |error| <= 10%,
+table in docs/cost-model.md; --reuse-runs predicts again for the runs kept in
+--work (--model: the model file those programs were made from, when it has
+changed since). Targets (issue 10): median |error| <= 10%,
 Spearman >= 0.9, the planner's choice within 5% of the fastest measured
 layout, the arena equal to the predicted model states and activations, peak
 RSS within 10% of the predicted total.
@@ -124,6 +127,7 @@ def main():
     ap.add_argument("--reuse-runs", action="store_true",
                     help="predict again against the runs of WORK/results.json (no calibration, no runs)")
     ap.add_argument("--work", default="/tmp/ptdc-predict-vs-run")
+    ap.add_argument("--model", help="with --reuse-runs: the model file the kept programs ran")
     ap.add_argument("--only")
     ap.add_argument("--quick-calibration", action="store_true")
     ap.add_argument("--docs", action="store_true")
@@ -239,8 +243,9 @@ def repredict(a, ptdc, env, t0):
         rows = json.load(f)
     cluster = a.cluster or os.path.join(a.work, "cpu.cluster")
     pins_of = {name: pins for name, _, pins in LAYOUTS}
+    model = ([os.path.abspath(a.model)] if a.model else MODEL[:1]) + MODEL[1:]
     for r in rows:
-        base = [ptdc] + MODEL + ["--cluster", cluster, "--gpus", str(r["ranks"]), "--target", "cpu"]
+        base = [ptdc] + model + ["--cluster", cluster, "--gpus", str(r["ranks"]), "--target", "cpu"]
         if r["name"] in pins_of:
             pred = json.loads(run(base + pins_of[r["name"]] + ["--plan-only", "--json"], env).stdout)["predicted"]
         else:

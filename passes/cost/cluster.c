@@ -76,6 +76,7 @@ static const struct Key {
     {"comm_mib", K_NUM, G(comm_bytes), 1048576.0, 0, 1e9, "MiB"},
     {"cores_per_node", K_INT, G(cores), 1, 1, 1 << 20, "count"},
     {"host_token_ns", K_NUM, G(host_token_s), 1e-9, 0, 1e9, "ns"},
+    {"core_share", K_NUM, G(core_share), 1, 0, 1, "fraction"},
 #undef G
 #undef C
 #undef GB
@@ -576,6 +577,8 @@ void pass_cluster_print(FILE *f, const PassCluster *cl)
     for (int i = 0; i < NKEYS; i++) {
         if (keys[i].kind != K_NUM && keys[i].kind != K_INT)
             continue;
+        if (!strcmp(keys[i].key, "core_share") && g->kind != PASS_DEV_CPU)
+            continue; /* CPU ranks only */
         const char *field = (const char *)g + keys[i].off;
         if (keys[i].kind == K_INT) {
             if (*(const int *)field)

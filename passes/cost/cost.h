@@ -80,6 +80,38 @@ double pass_schedule_acts(int pp, int v, int m, int rank, const double *saved, b
 double pass_schedule_sim(int pp, int v, int m, const double *f, const double *b, const double *xf,
                          const double *xb, double *finish);
 
+/* CPU ranks sharing a node's cores (more ranks than cores). The cluster's
+ * rates are then each rank's time slice (cores / ranks of one core's rate,
+ * cluster.c), right while every rank computes; but a pipeline rank waiting
+ * for a message sleeps, and the node's other ranks take its share (processor
+ * sharing: the busy processes split the cores, none faster than one core).
+ * Pipeline ranks are laid out in consecutive blocks of `group` per node
+ * (the pipeline is the outermost mesh axis), each with `procs` processes
+ * (its tensor- and data-parallel ranks) on the node. */
+struct PassCluster;
+typedef struct PassShare {
+    int group;                    /* pipeline ranks sharing a node (1: none share) */
+    double procs, cores;          /* processes of each on the node; the node's cores */
+    double c;                     /* cores per process the rates assume (< 1) */
+    double gain;                  /* how much of a waiting one's share the busy gain
+                                     (PassGpu.core_share, measured) */
+} PassShare;
+/* The sharing of a plan with pp pipeline ranks of stage_ranks processes;
+ * false (and nothing to do) unless ranks of different pipeline ranks share
+ * cores. */
+bool pass_share(const struct PassCluster *cl, int pp, int stage_ranks, PassShare *sh);
+/* Progress per second of a busy pipeline rank, in seconds of its rates,
+ * when `busy` pipeline ranks of its group compute: 1 + gain (ps - 1), ps
+ * the processor-sharing speed, min(1, cores / (busy procs)) / c. */
+double pass_share_speed(const PassShare *sh, int busy);
+/* A lower bound on the step of pp ranks whose micro-batch times sum to tsum
+ * (the slowest tmax), m micro-batches, when they share cores as sh says. */
+double pass_share_bound(const PassShare *sh, int pp, double tsum, double tmax, double m);
+/* pass_schedule_sim with the ranks sharing cores (sh; NULL: as above): the
+ * operations of the busy ranks progress at pass_share_speed. */
+double pass_schedule_sim_shared(int pp, int v, int m, const double *f, const double *b, const double *xf,
+                                const double *xb, double *finish, const PassShare *sh);
+
 /* ==================================================== cluster.c (issue 3) */
 /* A curve y(x) from measured points: linear in log x between them, the end
  * values beyond them (cost_curve.c). Rates that depend on size (caches,
@@ -216,6 +248,9 @@ typedef struct PassGpu {
     bool has_solo;
     PassRates solo;
     double host_token_s;          /* host work per token loaded for a micro-batch */
+    double core_share;            /* CPU ranks sharing cores: the fraction of a waiting rank's
+                                     share the busy ones gain (0: time slices, 1: processor
+                                     sharing; share.c) */
 } PassGpu;
 
 /* The compute rates of a device, as a unit (cluster.c): what one rank of a

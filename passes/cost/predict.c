@@ -493,8 +493,12 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
     double *finish = ir_xcalloc((size_t)pp, sizeof(double));
     double pipe;
     if (!c->st.ref_stack) {
-        /* ptdc's programs: the schedule codegen runs, simulated op by op. */
-        pipe = pass_schedule_sim(pp, v, m, sf, sb, sxf, sxb, finish);
+        /* ptdc's programs: the schedule codegen runs, simulated op by op
+         * (CPU ranks of several pipeline ranks on one node's cores share
+         * them: share.c). */
+        PassShare sh;
+        bool shared = pass_share(c->cl, pp, pass_mesh_devices(&plan->mesh), &sh);
+        pipe = pass_schedule_sim_shared(pp, v, m, sf, sb, sxf, sxb, finish, shared ? &sh : NULL);
     } else {
         /* A reference stack: 1F1B takes (m - 1) times the slowest rank plus
          * every rank once (fill and drain); interleaving divides the fill and

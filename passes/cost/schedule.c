@@ -203,3 +203,89 @@ double pass_schedule_sim(int pp, int v, int m, const double *f, const double *b,
     free(done), free(k), free(t);
     return end;
 }
+
+/* The same schedule with the ranks sharing cores, event by event: between
+ * two events (an operation ends, a received message is in) the busy ranks
+ * of each group progress at the speed their number allows. A rank is busy
+ * from the start of an operation to its end; waiting for a message (and
+ * copying it in, xf / xb: a memory copy, counted as waiting) it is not. */
+double pass_schedule_sim_shared(int pp, int v, int m, const double *f, const double *b, const double *xf,
+                                const double *xb, double *finish, const PassShare *sh)
+{
+    if (!sh || sh->group < 2)
+        return pass_schedule_sim(pp, v, m, f, b, xf, xb, finish);
+    int ns = pp * v;
+    if (pp < 1 || v < 1 || m < 1 || v > PASS_MAX_CHUNKS || (long)ns * m > (1L << 28))
+        ir_die("pass_schedule_sim_shared: pp %d, v %d, m %d", pp, v, m);
+    const int *ops = rank_ops(pp, v, m);
+    int nops = 2 * m * v, ngroups = (pp + sh->group - 1) / sh->group;
+    double *done = ir_xmalloc(sizeof(double) * (size_t)ns * (size_t)m * 2);
+    for (long i = 0; i < (long)ns * m * 2; i++)
+        done[i] = -1;
+    int *k = ir_xcalloc((size_t)pp, sizeof(int)), *busy = ir_xcalloc((size_t)ngroups, sizeof(int));
+    double *free_at = ir_xcalloc((size_t)pp, sizeof(double)); /* end of its last operation */
+    double *rem = ir_xmalloc(sizeof(double) * (size_t)pp);      /* work left (< 0: idle) */
+    double *speed = ir_xmalloc(sizeof(double) * (size_t)(pp + 1));
+    for (int r = 0; r < pp; r++)
+        rem[r] = -1;
+    for (int n = 1; n <= pp; n++)
+        speed[n] = pass_share_speed(sh, n);
+    double now = 0;
+    long left = (long)pp * nops;
+    while (left > 0) {
+        /* Start what can start; the earliest later start of the others. */
+        double next = INFINITY;
+        for (int r = 0; r < pp; r++) {
+            if (rem[r] >= 0 || k[r] >= nops)
+                continue;
+            int e = ops[(size_t)r * nops + k[r]], bwd = e & 1, id = e >> 1, st = id % ns;
+            double ready = free_at[r];
+            if (!bwd && st > 0) {
+                if (done[(id - 1) * 2] < 0)
+                    continue;
+                ready = fmax(ready, done[(id - 1) * 2]) + xf[st];
+            } else if (bwd && st < ns - 1) {
+                if (done[(id + 1) * 2 + 1] < 0)
+                    continue;
+                ready = fmax(ready, done[(id + 1) * 2 + 1]) + xb[st + 1];
+            }
+            if (ready <= now)
+                rem[r] = bwd ? b[st] : f[st];
+            else
+                next = fmin(next, ready);
+        }
+        for (int q = 0; q < ngroups; q++)
+            busy[q] = 0;
+        for (int r = 0; r < pp; r++)
+            busy[r / sh->group] += rem[r] >= 0;
+        for (int r = 0; r < pp; r++)
+            if (rem[r] >= 0)
+                next = fmin(next, now + rem[r] / speed[busy[r / sh->group]]);
+        if (!isfinite(next))
+            ir_die("pass_schedule_sim_shared: the schedule deadlocks (pp %d, v %d, m %d)", pp, v, m);
+        double dt = next - now, tol = 1e-12 * fmax(1, next);
+        for (int r = 0; r < pp; r++) {
+            if (rem[r] < 0)
+                continue;
+            double sp = speed[busy[r / sh->group]];
+            if (now + rem[r] / sp <= next + tol) { /* ends now */
+                int e = ops[(size_t)r * nops + k[r]];
+                done[(e >> 1) * 2 + (e & 1)] = free_at[r] = next;
+                rem[r] = -1;
+                k[r]++;
+                left--;
+            } else {
+                rem[r] -= dt * sp;
+            }
+        }
+        now = next;
+    }
+    double end = 0;
+    for (int r = 0; r < pp; r++) {
+        if (finish)
+            finish[r] = free_at[r];
+        end = fmax(end, free_at[r]);
+    }
+    free(done), free(k), free(busy), free(free_at), free(rem), free(speed);
+    return end;
+}

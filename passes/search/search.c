@@ -428,7 +428,6 @@ static void check_mem_prune(Src *s, SrcGroup *G, const SrcVariant *V, SrcCand *k
  * simulation (and a reference stack's formula, larger) is never below. */
 static double cut_bound(const Src *s, const SrcVariant *V, const PassPlan *p)
 {
-    (void)s;
     int ns = p->nstages, pp = p->pp > 0 ? p->pp : 1, v = p->v > 0 ? p->v : 1;
     double m = p->num_micro > 0 ? p->num_micro : 1;
     double *rank = ir_xcalloc((size_t)pp, sizeof(double));
@@ -441,12 +440,15 @@ static double cut_bound(const Src *s, const SrcVariant *V, const PassPlan *p)
         rank[S->pp_rank] += t;
         tsum += t;
     }
-    double b = tsum;
+    double b = tsum, top = 0;
     for (int r = 0; r < pp; r++)
-        b = fmax(b, m * rank[r]);
+        b = fmax(b, m * rank[r]), top = fmax(top, rank[r]);
     if (v == 1)
         b = fmax(b, tsum + (m - 1) * rank[pp - 1]);
     free(rank);
+    PassShare sh; /* ranks sharing cores run faster while others wait */
+    if (pass_share(s->c->cl, pp, pass_mesh_devices(&p->mesh), &sh))
+        b = pass_share_bound(&sh, pp, tsum, top, m);
     return b;
 }
 

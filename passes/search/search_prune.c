@@ -143,9 +143,14 @@ static void inflight_stats(int pp, int v, int m, double *imin, double *imax, dou
     }
 }
 
-static double pipe_bound(double tsum, double tmax, int pp, int v, int m)
+/* CPU ranks of several pipeline ranks sharing cores run faster than their
+ * rates while others wait (share.c): the bound allows for it. */
+static double pipe_bound(const Src *s, const SrcGroup *G, double tsum, double tmax, int pp, int v, int m)
 {
     (void)v;
+    PassShare sh;
+    if (pass_share(s->c->cl, pp, pass_mesh_devices(&G->mesh), &sh))
+        return pass_share_bound(&sh, pp, tsum, tmax, m);
     tmax = fmax(tmax, tsum / pp);
     return fmax(m * tmax, tsum);
 }
@@ -332,7 +337,7 @@ static void bound_rc(Src *s, const SrcGroup *G, const SrcCand *k, int rc, bool m
                      double *m_lb)
 {
     double smin = mixed ? G->sum_saved_min : G->sum_saved[rc], states = G->sum_states[k->zero];
-    *t_lb = pipe_bound(G->sum_t[rc], G->max_t[rc], k->pp, k->v, G->m);
+    *t_lb = pipe_bound(s, G, G->sum_t[rc], G->max_t[rc], k->pp, k->v, G->m);
     double imin, imax, h;
     inflight_stats(k->pp, k->v, G->m, &imin, &imax, &h);
     double mean = states / k->pp + imin * smin / k->pp;
@@ -386,7 +391,7 @@ double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, c
         if (k->rc == SRC_AUTO && k->pp == 1 &&
             pass_runtime_bytes(s->c, &G->mesh, 1) + states + src_inflight(1, 1, G->m, 0) * saved > s->usable)
             continue;
-        best = fmin(best, pipe_bound(tsum, tmax, k->pp, k->v, G->m));
+        best = fmin(best, pipe_bound(s, G, tsum, tmax, k->pp, k->v, G->m));
     }
     return best;
 }

@@ -159,6 +159,7 @@ static void test_parse_errors(void)
         {"meta backend cpu ranks 2 act_bytes 4\ncoll nothing 2 1 2 10 1\nend\n", "r:2: malformed"},
         {"meta backend cpu ranks 2 act_bytes 4\ngemm 64 64 64 0 0 0.001\n", "did not finish"},
         {"meta backend cpu ranks 2 act_bytes 3\nend\n", "r:1: malformed meta record"},
+        {"meta backend cpu ranks 2 act_bytes 4\nshare 2 4 0.1 0.1\nend\n", "r:2: malformed calibration record 'share'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char *out;
@@ -182,14 +183,18 @@ int main(void)
     char *text = make_records(&t), *comm = make_comm();
     PassGpu ts = truth_solo();
     char *stext = make_records_solo(&ts);
-    CalRecords full, cr, solo;
+    CalRecords full, cr, solo, cr2;
+    /* 4 ranks on 2 cores: half of them done in 62.5% of the time all take:
+     * they gained 0.375 / 0.5 = 75% of the waiting ranks' share. */
+    CHECK(cal_records_parse("comm-shared", "meta backend cpu ranks 4 act_bytes 4 host h part comm\n"
+                                           "share 4 2 0.2 0.125\nend\n", &cr2), "share record parses");
     CHECK(cal_records_parse("full", text, &full), "records parse");
     CHECK(cal_records_parse("solo", stext, &solo), "solo records parse");
     CHECK(cal_records_parse("comm", comm, &cr), "comm records parse");
     PassCluster cl;
     memset(&cl, 0, sizeof cl);
     pass_gpu_preset("a100-80gb", &cl.gpu);
-    CalInput in = {&full, &solo, {&cr, NULL}, NULL, 2};
+    CalInput in = {&full, &solo, {&cr, &cr2}, NULL, 2};
     CalReport rep;
     CHECK(cal_fit(&in, &cl, &rep), "fit");
     const PassGpu *g = &cl.gpu;
@@ -259,6 +264,8 @@ int main(void)
     fclose(m);
     PassCluster back;
     CHECK(pass_cluster_parse("fitted.cluster", txt, len, &back), "fitted file parses:\n%s", txt);
+    CHECK(fabs(g->core_share - 0.75) < 1e-9 && fabs(back.gpu.core_share - 0.75) < 1e-5, "core_share %g, read back %g",
+          g->core_share, back.gpu.core_share);
     CHECK(back.gpu.has_solo && fabs(back.gpu.solo.peak_flops / g->solo.peak_flops - 1) < 1e-5 &&
               back.gpu.solo.kern[PASS_K_ADAMW].n == g->solo.kern[PASS_K_ADAMW].n, "solo round trip");
     CHECK(back.gpu.kind == PASS_DEV_CPU && back.gpu.attn_dims == 2 &&
@@ -269,6 +276,7 @@ int main(void)
     free(txt);
     cal_records_free(&full);
     cal_records_free(&cr);
+    cal_records_free(&cr2);
     cal_records_free(&solo);
     free(stext);
     free(text);

@@ -3,7 +3,10 @@
  * activation peaks computed from its prefix equal those of the whole
  * schedule, and 1F1B holds min(m, pp - r) micro-batches on rank r. The
  * event simulation of a step (pass_schedule_sim) against timelines worked
- * out by hand, and against the classic (m + p - 1) t of equal stages. */
+ * out by hand, and against the classic (m + p - 1) t of equal stages; with
+ * ranks sharing cores (pass_schedule_sim_shared): by hand, equal to the
+ * plain one when nothing is gained or everyone is always busy, and never
+ * below the planner's bound (pass_share_bound). */
 #include "passes.h"
 
 #include <math.h>
@@ -123,11 +126,63 @@ static void test_sim_long(void)
             }
 }
 
+/* Ranks sharing cores. Two pipeline ranks of one process each on one core
+ * (rates at half a core, c = 0.5). */
+static void test_sim_shared(void)
+{
+    double f[] = {1, 1}, b[] = {1, 1}, z[16] = {0};
+    PassShare ps = {2, 1, 1, 0.5, 1.0};
+    /* m 1: nothing overlaps, each operation alone at a whole core (twice
+     * its rate): F0 [0, .5] F1 [.5, 1] B1 [1, 1.5] B0 [1.5, 2]. */
+    double fin[2];
+    double t = pass_schedule_sim_shared(2, 1, 1, f, b, z, z, fin, &ps);
+    CHECK(fabs(t - 2) < 1e-12 && fabs(fin[1] - 1.5) < 1e-12, "shared, m 1: %g (rank 1 %g), want 2", t, fin[1]);
+    CHECK(fabs(pass_schedule_sim(2, 1, 1, f, b, z, z, NULL) - 4) < 1e-12, "time slices, m 1");
+    /* Half the gain: alone at 1 + 0.5 (2 - 1) = 1.5 times the rate. */
+    PassShare half = ps;
+    half.gain = 0.5;
+    t = pass_schedule_sim_shared(2, 1, 1, f, b, z, z, NULL, &half);
+    CHECK(fabs(t - 4 / 1.5) < 1e-12, "shared half gain, m 1: %g, want %g", t, 4 / 1.5);
+    /* m 2: r0 F0 alone [0, .5]; r0 F1 and r1 F0 together (rate 1) [.5, 1.5];
+     * r1 B0 alone [1.5, 2] (r0 waits for it); r0 B0 and r1 F1 [2, 3]; r1 B1
+     * alone [3, 3.5]; r0 B1 alone [3.5, 4]. Time slices: 6. */
+    t = pass_schedule_sim_shared(2, 1, 2, f, b, z, z, NULL, &ps);
+    CHECK(fabs(t - 4) < 1e-12, "shared, m 2: %g, want 4", t);
+    /* No gain, or a group of one: the plain simulation. */
+    unsigned seed = 7;
+    for (int pp = 2; pp <= 5; pp++)
+        for (int v = 1; v <= 2; v++) {
+            int m = v == 1 ? 3 * pp + 1 : 2 * pp;
+            double F[16], B[16], X[16];
+            for (int i = 0; i < pp * v; i++) {
+                seed = seed * 1103515245u + 12345u;
+                F[i] = 1 + (seed >> 16) % 100 / 50.0;
+                B[i] = 2 * F[i] + (seed >> 8) % 7 / 10.0;
+                X[i] = (seed >> 4) % 5 / 20.0;
+            }
+            double plain = pass_schedule_sim(pp, v, m, F, B, X, X, NULL);
+            PassShare none = {pp, 1, 1, 1.0 / pp, 0};
+            double got = pass_schedule_sim_shared(pp, v, m, F, B, X, X, NULL, &none);
+            CHECK(fabs(got - plain) < 1e-9 * plain, "pp %d v %d: gain 0 %.9g, plain %.9g", pp, v, got, plain);
+            PassShare full = {pp, 1, 1, 1.0 / pp, 1};
+            got = pass_schedule_sim_shared(pp, v, m, F, B, X, X, NULL, &full);
+            double tsum = 0, tmax = 0, rank[16] = {0};
+            for (int i = 0; i < pp * v; i++)
+                rank[i % pp] += F[i] + B[i], tsum += F[i] + B[i];
+            for (int r = 0; r < pp; r++)
+                tmax = fmax(tmax, rank[r]);
+            double lb = pass_share_bound(&full, pp, tsum, tmax, m);
+            CHECK(got <= plain + 1e-9 && got >= lb - 1e-9, "pp %d v %d: shared %.9g, plain %.9g, bound %.9g", pp,
+                  v, got, plain, lb);
+        }
+}
+
 int main(void)
 {
     int cases = 0;
     test_sim();
     test_sim_long();
+    test_sim_shared();
     for (int pp = 1; pp <= 8; pp++)
         for (int v = 1; v <= 4; v++)
             for (int mult = 1; mult <= 6; mult++) {

@@ -1,0 +1,93 @@
+/* m_share.c: how much of a waiting rank's core the ranks sharing it gain
+ * (CPU ranks, more ranks than cores). A pipeline rank waiting for a message
+ * sleeps in rt_wait; the cost model's rates for R ranks on C cores are each
+ * rank's time slice (C / R of a core), and whether the busy ranks take over
+ * a sleeping one's share (processor sharing) depends on the scheduler, so it
+ * is measured: all ranks compute the same GEMMs (t_all), then only the even
+ * ranks do while each odd rank waits in rt_wait for a message from its even
+ * neighbour, sent when that one is done (t_half, the slowest rank's time).
+ * Processor sharing gives t_half = t_all (C / R) / min(1, 2C / R) (with
+ * R = 2C: C workers on C cores, t_all / 2); time slicing with no gain, t_all.
+ *
+ * Record: share RANKS CPUS T_ALL T_HALF (medians of 5 samples). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sched_getaffinity */
+#endif
+#include "measure.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static int cpus(void)
+{
+    cpu_set_t s;
+    if (sched_getaffinity(0, sizeof s, &s) == 0)
+        return CPU_COUNT(&s);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+enum { N = 256 }; /* GEMMs of 256 x 256 x 256: a few ms on one core */
+
+static double phase(const CalOpts *o, bool all, int reps, rt_act *a, rt_act *b, rt_act *c, float *flag)
+{
+    RtComm *w = rt_comm_world();
+    bool worker = o->rank % 2 == 0;
+    rt_barrier(w);
+    double t0 = rt_time();
+    if (all || worker)
+        for (int i = 0; i < reps; i++)
+            rt_matmul(c, a, b, N, N, N, false, false, false);
+    if (!all) {
+        if (worker)
+            rt_wait(rt_isend(w, flag, 1, RT_F32, o->rank + 1, 77));
+        else
+            rt_wait(rt_irecv(w, flag, 1, RT_F32, o->rank - 1, 77));
+    }
+    rt_barrier(w);
+    return rt_time() - t0;
+}
+
+static int cmp(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+void cal_measure_share(const CalOpts *o)
+{
+    int nc = cpus();
+    if (o->gpu || o->size <= nc || o->size % 2)
+        return; /* only a launch with more CPU ranks than cores */
+    rt_act *a = cal_act(N * N, 1.f), *b = cal_act(N * N, 1.f), *c = cal_act(N * N, 0.f);
+    float *flag = cal_f32(1, 0.f);
+    /* Size the work so all ranks at once take about 0.1 s (every rank uses
+     * rank 0's count: the phases must match). */
+    int reps = 2;
+    float r = 0;
+    if (o->rank == 0) {
+        double t = phase(o, true, reps, a, b, c, flag);
+        r = (float)(reps * 0.1 / (t > 1e-6 ? t : 1e-6));
+    } else {
+        phase(o, true, reps, a, b, c, flag);
+    }
+    float *rb = cal_f32(1, r);
+    rt_allreduce(rt_comm_world(), rb, 1, RT_F32); /* rank 0's count (the others add 0) */
+    reps = (int)(rb[0] + 0.5f);
+    reps = reps < 2 ? 2 : reps > 2000 ? 2000 : reps;
+    enum { S = 5 };
+    double ta[S], th[S];
+    for (int i = 0; i < S; i++) {
+        ta[i] = phase(o, true, reps, a, b, c, flag);
+        th[i] = phase(o, false, reps, a, b, c, flag);
+    }
+    qsort(ta, S, sizeof ta[0], cmp);
+    qsort(th, S, sizeof th[0], cmp);
+    cal_out(o, "share %d %d %.9g %.9g", o->size, nc, ta[S / 2], th[S / 2]);
+    double cshare = (double)nc / o->size, gain = (1 - th[S / 2] / ta[S / 2]) / (1 - cshare);
+    cal_progress(o, "%d ranks on %d cores: all computing %.1f ms, half %.1f ms: the busy ranks gain "
+                    "%.0f%% of the waiting ones' share", o->size, nc, ta[S / 2] * 1e3, th[S / 2] * 1e3,
+                 100 * gain);
+    rt_free(a), rt_free(b), rt_free(c), rt_free(flag), rt_free(rb);
+}
