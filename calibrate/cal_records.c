@@ -128,6 +128,8 @@ bool cal_records_parse(const char *name, const char *text, CalRecords *r)
                    v[2] > 0 && v[3] > 0) {
             r->share_ranks = (int)v[0], r->share_cpus = (int)v[1];
             r->share_all_s = v[2], r->share_half_s = v[3];
+        } else if (!strcmp(tok[0], "share_sync") && n == 6 && numbers) {
+            /* reported by ptdc-measure, not fitted */
         } else if (!strcmp(tok[0], "end") && n == 1) {
             ended = true;
         } else {

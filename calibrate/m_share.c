@@ -9,7 +9,14 @@
  * Processor sharing gives t_half = t_all (C / R) / min(1, 2C / R) (with
  * R = 2C: C workers on C cores, t_all / 2); time slicing with no gain, t_all.
  *
- * Record: share RANKS CPUS T_ALL T_HALF (medians of 5 samples). */
+ * Then all ranks again, each GEMM followed by a one-element all-reduce in
+ * pairs (what a blocking collective between two ranks sharing cores costs
+ * beyond its time slices; reported, not used by the model: 18-19 us on the
+ * 2-core VM of docs/cost-model.md).
+ *
+ * Records (medians of 9 samples):
+ *   share RANKS CPUS T_ALL T_HALF
+ *   share_sync RANKS CPUS GEMMS T_ALL T_SYNC */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* sched_getaffinity */
 #endif
@@ -49,6 +56,22 @@ static double phase(const CalOpts *o, bool all, int reps, rt_act *a, rt_act *b, 
     return rt_time() - t0;
 }
 
+/* All ranks compute, each GEMM followed by a one-element all-reduce in
+ * pairs of consecutive ranks (a tensor-parallel group's blocking
+ * collective between two layers' work). */
+static double phase_sync(int reps, RtComm *pair, rt_act *a, rt_act *b, rt_act *c, float *x)
+{
+    RtComm *w = rt_comm_world();
+    rt_barrier(w);
+    double t0 = rt_time();
+    for (int i = 0; i < reps; i++) {
+        rt_matmul(c, a, b, N, N, N, false, false, false);
+        rt_allreduce(pair, x, 1, RT_F32);
+    }
+    rt_barrier(w);
+    return rt_time() - t0;
+}
+
 static int cmp(const void *x, const void *y)
 {
     double a = *(const double *)x, b = *(const double *)y;
@@ -76,15 +99,24 @@ void cal_measure_share(const CalOpts *o)
     rt_allreduce(rt_comm_world(), rb, 1, RT_F32); /* rank 0's count (the others add 0) */
     reps = (int)(rb[0] + 0.5f);
     reps = reps < 2 ? 2 : reps > 2000 ? 2000 : reps;
-    enum { S = 5 };
+    enum { S = 9 }; /* alternating, so a slow minute of a shared machine hits both */
     double ta[S], th[S];
     for (int i = 0; i < S; i++) {
         ta[i] = phase(o, true, reps, a, b, c, flag);
         th[i] = phase(o, false, reps, a, b, c, flag);
     }
+    RtComm *pair = rt_comm_split(o->rank / 2, o->rank % 2);
+    double ts[S];
+    for (int i = 0; i < S; i++)
+        ts[i] = phase_sync(reps, pair, a, b, c, flag);
     qsort(ta, S, sizeof ta[0], cmp);
     qsort(th, S, sizeof th[0], cmp);
+    qsort(ts, S, sizeof ts[0], cmp);
     cal_out(o, "share %d %d %.9g %.9g", o->size, nc, ta[S / 2], th[S / 2]);
+    cal_out(o, "share_sync %d %d %d %.9g %.9g", o->size, nc, reps, ta[S / 2], ts[S / 2]);
+    cal_progress(o, "%d ranks on %d cores: %d GEMMs %.1f ms, with an all-reduce in pairs after each %.1f ms: "
+                    "%.0f us per collective", o->size, nc, reps, ta[S / 2] * 1e3, ts[S / 2] * 1e3,
+                 (ts[S / 2] - ta[S / 2]) / reps * 1e6);
     double cshare = (double)nc / o->size, gain = (1 - th[S / 2] / ta[S / 2]) / (1 - cshare);
     cal_progress(o, "%d ranks on %d cores: all computing %.1f ms, half %.1f ms: the busy ranks gain "
                     "%.0f%% of the waiting ones' share", o->size, nc, ta[S / 2] * 1e3, th[S / 2] * 1e3,

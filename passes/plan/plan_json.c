@@ -52,7 +52,8 @@ void pass_json_predicted(FILE *f, const PassPrediction *pr, const char *in)
               {"recompute_s", pr->recompute_s}, {"reshard_s", pr->reshard_s}, {"p2p_s", pr->p2p_s},
               {"dp_sync_s", pr->dp_sync_s}, {"dp_exposed_s", pr->dp_exposed_s},
               {"exposed_comm_s", pr->reshard_s + pr->p2p_s + pr->dp_exposed_s},
-              {"optimizer_s", pr->optimizer_s}, {"model_flops", pr->model_flops},
+              {"optimizer_s", pr->optimizer_s}, {"gemm_s", pr->gemm_s}, {"attention_s", pr->attn_s},
+              {"kernels_s", pr->kernels_s}, {"host_s", pr->host_s}, {"model_flops", pr->model_flops},
               {"hw_flops", pr->hw_flops}};
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) {
         fprintf(f, "%s  \"%s\": ", in, kv[i].k);

@@ -254,16 +254,17 @@ RtReq *rt_irecv(RtComm *c, void *buf, int64_t n, RtType t, int peer, int tag)
  * its neighbour took most of its share from the ranks it shares cores with
  * (`ptdc calibrate` measured them gaining 26% of it). A message in flight
  * arrives within the first 50 us of spinning; after that the rank tests
- * every 50 us and sleeps between (a latency that small against the
- * milliseconds of the compute it waits for). */
+ * every 50 us and sleeps between, and after a millisecond every 250 us (a
+ * wake-up preempts the rank computing on that core, and a wait that long is
+ * a neighbour's compute: a quarter-millisecond late is small against it). */
 static int test_wait(MPI_Request *req)
 {
     int flag = 0, rc;
-    double t0 = rt_time();
-    const struct timespec nap = {0, 50000};
+    double t0 = rt_time(), waited = 0;
+    const struct timespec nap = {0, 50000}, doze = {0, 250000};
     while ((rc = MPI_Test(req, &flag, MPI_STATUS_IGNORE)) == MPI_SUCCESS && !flag)
-        if (rt_time() - t0 > 50e-6)
-            nanosleep(&nap, NULL);
+        if ((waited = rt_time() - t0) > 50e-6)
+            nanosleep(waited > 1e-3 ? &doze : &nap, NULL);
     return rc;
 }
 
