@@ -242,41 +242,30 @@ static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, s
     int64_t dff = -1;
     int ff_dim = -1;
     const IrNode *act = NULL;
-    if (nup == 2 && counts[IR_OP_SILU] == 1 && counts[IR_OP_MUL] == 1 && counts[IR_OP_GELU] == 0) {
-        /* silu(h @ gate) * (h @ up) */
-        const IrNode *m = NULL;
+    bool silu_mul = nup == 2 && counts[IR_OP_SILU] == 1 && counts[IR_OP_MUL] == 1 && counts[IR_OP_GELU] == 0;
+    bool fused = nup == 2 && counts[IR_OP_SWIGLU] == 1 && counts[IR_OP_SILU] == 0 && counts[IR_OP_MUL] == 0 &&
+                 counts[IR_OP_GELU] == 0;
+    if (silu_mul || fused) {
+        /* silu(h @ gate) * (h @ up), or swiglu(h @ gate, h @ up): the same MLP */
+        const IrNode *m = NULL, *gate, *upp;
         for (int i = P->first; i < P->first + P->count; i++)
-            if (g->nodes[i].op == IR_OP_MUL)
-                m = &g->nodes[i];
-        int ba = 0, bb = 0;
-        const IrNode *a = through_bias(g, m->in[0], &ba), *b = through_bias(g, m->in[1], &bb);
-        if (b && b->op == IR_OP_SILU) {
-            const IrNode *tmp = a;
-            a = b, b = tmp;
-            int tb = ba;
-            ba = bb, bb = tb;
-        }
-        if (!a || a->op != IR_OP_SILU || !b || b->op != IR_OP_MATMUL)
-            return pass_refuse(why, wn, "its MLP multiplies something other than silu(gate) by up (SwiGLU)");
-        int bg = 0;
-        const IrNode *gate = through_bias(g, a->in[0], &bg);
-        if (!gate || gate->op != IR_OP_MATMUL || gate->in[0] != h2 || b->in[0] != h2)
-            return pass_refuse(why, wn, "its MLP's gate and up are not projections of the MLP norm's output");
-        mlp_bias += bg + bb;
-        const IrTensor *W = &g->tensors[gate->in[1]];
-        ff_dim = W->dim[W->rank - 1];
-        dff = dsize(g, ff_dim);
-        act = m;
-        A->swiglu = true;
-    } else if (nup == 2 && counts[IR_OP_SWIGLU] == 1 && counts[IR_OP_SILU] == 0 && counts[IR_OP_MUL] == 0 &&
-               counts[IR_OP_GELU] == 0) {
-        /* swiglu(h @ gate, h @ up): the same MLP, fused */
-        const IrNode *m = NULL;
-        for (int i = P->first; i < P->first + P->count; i++)
-            if (g->nodes[i].op == IR_OP_SWIGLU)
+            if (g->nodes[i].op == (silu_mul ? IR_OP_MUL : IR_OP_SWIGLU))
                 m = &g->nodes[i];
         int bg = 0, bu = 0;
-        const IrNode *gate = through_bias(g, m->in[0], &bg), *upp = through_bias(g, m->in[1], &bu);
+        if (silu_mul) {
+            int ba = 0;
+            const IrNode *a = through_bias(g, m->in[0], &ba), *b = through_bias(g, m->in[1], &bu);
+            if (b && b->op == IR_OP_SILU) {
+                const IrNode *tmp = a;
+                a = b, b = tmp;
+                bu = ba;
+            }
+            if (!a || a->op != IR_OP_SILU || !b || b->op != IR_OP_MATMUL)
+                return pass_refuse(why, wn, "its MLP multiplies something other than silu(gate) by up (SwiGLU)");
+            gate = through_bias(g, a->in[0], &bg), upp = b;
+        } else {
+            gate = through_bias(g, m->in[0], &bg), upp = through_bias(g, m->in[1], &bu);
+        }
         if (!gate || gate->op != IR_OP_MATMUL || gate->in[0] != h2 || !upp || upp->op != IR_OP_MATMUL ||
             upp->in[0] != h2)
             return pass_refuse(why, wn, "its MLP's gate and up are not projections of the MLP norm's output");

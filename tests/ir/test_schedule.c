@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int failures;
 #define CHECK(cond, ...)                                                                  \
@@ -177,9 +178,36 @@ static void test_sim_shared(void)
         }
 }
 
+/* Which pipeline ranks share a node's cores (pass_share). */
+static void test_share_groups(void)
+{
+    PassCluster cl;
+    memset(&cl, 0, sizeof cl);
+    cl.gpu.kind = PASS_DEV_CPU;
+    cl.gpu.cores = 2;
+    cl.gpu.core_share = 1;
+    cl.gpus_per_node = 4; /* 4 ranks on one 2-core node */
+    PassShare sh;
+    CHECK(pass_share(&cl, 2, 2, &sh) && sh.group == 2 && sh.procs == 2 && sh.c == 0.5, "pp2 x dp2: group %d",
+          sh.group);
+    CHECK(pass_share(&cl, 4, 1, &sh) && sh.group == 4 && sh.procs == 1, "pp4: group %d", sh.group);
+    CHECK(!pass_share(&cl, 1, 4, &sh), "dp4: no pipeline, nothing to share");
+    cl.gpus_per_node = 2; /* 8 ranks on 4 nodes: a stage of 2 fills a node */
+    CHECK(!pass_share(&cl, 4, 2, &sh), "a stage per node of as many ranks as cores: no sharing");
+    cl.gpu.cores = 1;
+    CHECK(!pass_share(&cl, 4, 2, &sh), "a stage per node: its ranks share, but not with another stage's");
+    cl.gpu.cores = 2, cl.gpus_per_node = 4; /* 8 ranks on 2 nodes, pp 4 of 2 */
+    CHECK(pass_share(&cl, 4, 2, &sh) && sh.group == 2, "two stages per node: group %d", sh.group);
+    cl.gpu.core_share = 0;
+    CHECK(!pass_share(&cl, 4, 2, &sh), "nothing gained: time slices");
+    cl.gpu.core_share = 1, cl.gpu.kind = PASS_DEV_GPU;
+    CHECK(!pass_share(&cl, 4, 2, &sh), "GPUs do not share");
+}
+
 int main(void)
 {
     int cases = 0;
+    test_share_groups();
     test_sim();
     test_sim_long();
     test_sim_shared();
