@@ -123,7 +123,7 @@ def main():
     ap.add_argument("--build", default=os.path.join(SRC, "build"))
     ap.add_argument("--cluster")
     ap.add_argument("--steps", type=int, default=8)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reuse-runs", action="store_true",
                     help="predict again against the runs of WORK/results.json (no calibration, no runs)")
     ap.add_argument("--work", default="/tmp/ptdc-predict-vs-run")
