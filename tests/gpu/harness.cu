@@ -343,9 +343,11 @@ static void t_reduce_softmax(Rng &r)
 }
 
 /* --------------------------------------------------------- cross-entropy */
-static void t_cross_entropy(Rng &r)
+static void t_cross_entropy_at(Rng &r, int64_t vocab)
 {
-    const int64_t rows = 29, vocab = 1000, total = 2 * rows;
+    const int64_t rows = 29, total = 2 * rows;
+    const char *vec = vocab % 8 ? "" : " (vector)";
+    char name[96];
     auto logits = randv(r, rows * vocab, 6.0f);
     std::vector<int32_t> tg((size_t)rows);
     for (auto &t : tg) t = (int32_t)r.below(vocab);
@@ -356,12 +358,21 @@ static void t_cross_entropy(Rng &r)
     float *dloss = df32(std::vector<float>{0.25f}), *dlse = (float *)rt_alloc((size_t)rows * 4);
     rt_cross_entropy_fwd(dloss, dlse, dlog, dtg, rows, vocab, 0, total, NULL);
     cpu_rt_cross_entropy_fwd(&loss, lse.data(), logits.data(), tg.data(), rows, vocab, 0, total, NULL);
-    report("cross_entropy_fwd loss (fp32)", hf32(dloss, 1), std::vector<float>{loss}, TOL_F32);
-    report("cross_entropy_fwd lse (fp32)", hf32(dlse, rows), lse, TOL_F32);
+    snprintf(name, sizeof name, "cross_entropy_fwd loss (fp32) V=%lld%s", (long long)vocab, vec);
+    report(name, hf32(dloss, 1), std::vector<float>{loss}, TOL_F32);
+    snprintf(name, sizeof name, "cross_entropy_fwd lse (fp32) V=%lld%s", (long long)vocab, vec);
+    report(name, hf32(dlse, rows), lse, TOL_F32);
     rt_cross_entropy_bwd(ddl, dlog, dtg, dlse, 0.5f, rows, vocab, 0, total);
     cpu_rt_cross_entropy_bwd(dl.data(), logits.data(), tg.data(), lse.data(), 0.5f, rows, vocab, 0, total);
-    report("cross_entropy_bwd dlogits", hact(ddl, rows * vocab), dl, TOL_BF16);
+    snprintf(name, sizeof name, "cross_entropy_bwd dlogits V=%lld%s", (long long)vocab, vec);
+    report(name, hact(ddl, rows * vocab), dl, TOL_BF16);
     rt_free(dlog), rt_free(ddl), rt_free(dtg), rt_free(dloss), rt_free(dlse);
+}
+
+static void t_cross_entropy(Rng &r)
+{
+    for (int64_t vocab : {1000, 1003}) /* 16-byte and 2-byte accesses */
+        t_cross_entropy_at(r, vocab);
 }
 
 /* ------------------------------------------------------------- optimizer */
