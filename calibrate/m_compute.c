@@ -86,11 +86,11 @@ void cal_measure_gemm(const CalOpts *o)
     const int64_t qcap = o->gpu ? (int64_t)1 << 36 : (int64_t)1 << 30;
     int64_t pool = 2 * maxe;
     rt_act *a = cal_act(pool, 0.5f), *b = cal_act(pool, 0.5f), *c = cal_act(pool, 0.f);
-    /* The points, then two passes over them (the second in reverse order),
-     * each point's time the faster of its two: on a shared machine
-     * interference only slows a measurement, and a slow second or two (the
-     * 2-core VM had windows of five consecutive points at half the rate)
-     * rarely hits a point twice. */
+    /* The points, then three passes over them (the second in reverse
+     * order), each point's time the median of its three: the VM had windows
+     * of five consecutive points at half the rate, which a median of passes
+     * seconds apart drops, where the fastest of them would predict the
+     * machine at its best rather than as the programs will find it. */
     GemmArg pts[27 + 15];
     int np = 0;
     for (int i = 0; i < 3; i++)
@@ -102,17 +102,21 @@ void cal_measure_gemm(const CalOpts *o)
         if (!(o->quick && (e % 2 || extra[e][0] * extra[e][1] * extra[e][2] > qcap)))
             pts[np++] = (GemmArg){a,           b,           c,           pool, extra[e][0],
                                   extra[e][1], extra[e][2], extra[e][3] != 0, extra[e][4] != 0, 0};
-    double best[27 + 15];
-    for (int pass = 0; pass < 2; pass++)
+    enum { PASSES = 3 };
+    double ts[27 + 15][PASSES], best[27 + 15];
+    for (int pass = 0; pass < PASSES; pass++)
         for (int q = 0; q < np; q++) {
-            int i = pass ? np - 1 - q : q;
+            int i = pass % 2 ? np - 1 - q : q;
             GemmArg *g = &pts[i];
-            double t = cal_time(o, rt_comm_world(), run_gemm, g);
-            best[i] = pass == 0 || t < best[i] ? t : best[i];
+            double t = ts[i][pass] = cal_time(o, rt_comm_world(), run_gemm, g);
             cal_progress(o, "gemm %2d/%d  %5lld x %5lld x %5lld%s%s  %8.2f GFLOP/s", pass * np + q + 1,
-                         2 * np, (long long)g->M, (long long)g->N, (long long)g->K, g->ta ? " A^T" : "",
+                         PASSES * np, (long long)g->M, (long long)g->N, (long long)g->K, g->ta ? " A^T" : "",
                          g->tb ? " B^T" : "", 2.0 * (double)g->M * (double)g->N * (double)g->K / t * 1e-9);
         }
+    for (int i = 0; i < np; i++) { /* the median of three */
+        double x = ts[i][0], y = ts[i][1], z = ts[i][2];
+        best[i] = x > y ? (y > z ? y : x > z ? z : x) : (x > z ? x : y > z ? z : y);
+    }
     for (int i = 0; i < np; i++)
         cal_out(o, "gemm %lld %lld %lld %d %d %.9g", (long long)pts[i].M, (long long)pts[i].N,
                 (long long)pts[i].K, (int)pts[i].ta, (int)pts[i].tb, best[i]);

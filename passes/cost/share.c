@@ -1,9 +1,9 @@
 /* share.c: CPU ranks sharing their node's cores (issue 10). The cluster's
  * rates for R ranks on C < R cores are each rank's time slice, C / R of one
- * core's (cluster.c: cpu_share): true while every rank computes. The
- * generated programs' ranks sleep while they wait for a message (measured:
- * spinning and yielding waits alike leave the core to the others), so in a
- * pipeline's fill, drain and imbalance the ranks that have work run faster.
+ * core's (cluster.c: cpu_share): true while every rank computes. A
+ * generated program's pipeline rank sleeps while it waits for a message
+ * (rt_wait polls and naps: runtime/cpu/comm.c), so in a pipeline's fill,
+ * drain and imbalance the ranks that have work run faster.
  * Processor sharing (the busy processes of a node split its cores, none
  * faster than one core) is the limit; how far the scheduler gets toward it
  * is measured (`ptdc calibrate`: core_share, calibrate/m_share.c) and the
