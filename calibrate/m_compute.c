@@ -113,10 +113,8 @@ void cal_measure_gemm(const CalOpts *o)
                          PASSES * np, (long long)g->M, (long long)g->N, (long long)g->K, g->ta ? " A^T" : "",
                          g->tb ? " B^T" : "", 2.0 * (double)g->M * (double)g->N * (double)g->K / t * 1e-9);
         }
-    for (int i = 0; i < np; i++) { /* the median of three */
-        double x = ts[i][0], y = ts[i][1], z = ts[i][2];
-        best[i] = x > y ? (y > z ? y : x > z ? z : x) : (x > z ? x : y > z ? z : y);
-    }
+    for (int i = 0; i < np; i++)
+        best[i] = cal_median(ts[i], PASSES);
     for (int i = 0; i < np; i++)
         cal_out(o, "gemm %lld %lld %lld %d %d %.9g", (long long)pts[i].M, (long long)pts[i].N,
                 (long long)pts[i].K, (int)pts[i].ta, (int)pts[i].tb, best[i]);

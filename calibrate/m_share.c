@@ -23,7 +23,6 @@
 #include "measure.h"
 
 #include <sched.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 static int cpus(void)
@@ -72,12 +71,6 @@ static double phase_sync(int reps, RtComm *pair, rt_act *a, rt_act *b, rt_act *c
     return rt_time() - t0;
 }
 
-static int cmp(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
-}
-
 void cal_measure_share(const CalOpts *o)
 {
     int nc = cpus();
@@ -109,17 +102,13 @@ void cal_measure_share(const CalOpts *o)
     double ts[S];
     for (int i = 0; i < S; i++)
         ts[i] = phase_sync(reps, pair, a, b, c, flag);
-    qsort(ta, S, sizeof ta[0], cmp);
-    qsort(th, S, sizeof th[0], cmp);
-    qsort(ts, S, sizeof ts[0], cmp);
-    cal_out(o, "share %d %d %.9g %.9g", o->size, nc, ta[S / 2], th[S / 2]);
-    cal_out(o, "share_sync %d %d %d %.9g %.9g", o->size, nc, reps, ta[S / 2], ts[S / 2]);
+    double all = cal_median(ta, S), half = cal_median(th, S), sync = cal_median(ts, S);
+    cal_out(o, "share %d %d %.9g %.9g", o->size, nc, all, half);
+    cal_out(o, "share_sync %d %d %d %.9g %.9g", o->size, nc, reps, all, sync);
     cal_progress(o, "%d ranks on %d cores: %d GEMMs %.1f ms, with an all-reduce in pairs after each %.1f ms: "
-                    "%.0f us per collective", o->size, nc, reps, ta[S / 2] * 1e3, ts[S / 2] * 1e3,
-                 (ts[S / 2] - ta[S / 2]) / reps * 1e6);
-    double cshare = (double)nc / o->size, gain = (1 - th[S / 2] / ta[S / 2]) / (1 - cshare);
+                    "%.0f us per collective", o->size, nc, reps, all * 1e3, sync * 1e3, (sync - all) / reps * 1e6);
+    double cshare = (double)nc / o->size, gain = (1 - half / all) / (1 - cshare);
     cal_progress(o, "%d ranks on %d cores: all computing %.1f ms, half %.1f ms: the busy ranks gain "
-                    "%.0f%% of the waiting ones' share", o->size, nc, ta[S / 2] * 1e3, th[S / 2] * 1e3,
-                 100 * gain);
+                    "%.0f%% of the waiting ones' share", o->size, nc, all * 1e3, half * 1e3, 100 * gain);
     rt_free(a), rt_free(b), rt_free(c), rt_free(flag), rt_free(rb);
 }

@@ -58,6 +58,12 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+double cal_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof v[0], cmp_double);
+    return v[n / 2];
+}
+
 double cal_time(const CalOpts *o, RtComm *comm, CalFn f, void *arg)
 {
     enum { SAMPLES = 5 };
@@ -85,8 +91,7 @@ double cal_time(const CalOpts *o, RtComm *comm, CalFn f, void *arg)
             f(arg);
         t[s] = slowest(comm, (rt_time() - a) / (double)k);
     }
-    qsort(t, (size_t)samples, sizeof t[0], cmp_double);
-    return t[samples / 2];
+    return cal_median(t, samples);
 }
 
 /* A fixed pattern in [-scale, scale): reproducible, no denormals, and not

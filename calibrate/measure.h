@@ -30,6 +30,8 @@ typedef struct CalOpts {
  * time is taken, since a collective step waits for it. */
 typedef void (*CalFn)(void *arg);
 double cal_time(const CalOpts *o, RtComm *comm, CalFn f, void *arg);
+/* The median of v[0..n) (sorts v). */
+double cal_median(double *v, int n);
 
 /* Backend buffers with deterministic contents. */
 rt_act *cal_act(int64_t n, float scale);

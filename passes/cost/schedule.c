@@ -148,6 +148,20 @@ static const int *rank_ops(int pp, int v, int m)
     return e->ops;
 }
 
+/* When operation e (rank_ops' encoding) can start on a rank free from
+ * `free`: after the operation it receives from (stage st-1's forward, or
+ * stage st+1's backward, of its micro-batch) and that message's copy; -1
+ * while that operation has not ended (done[] < 0). */
+static double ready_at(int e, int ns, const double *done, double free, const double *xf, const double *xb)
+{
+    int bwd = e & 1, id = e >> 1, st = id % ns;
+    if (!bwd && st > 0)
+        return done[(id - 1) * 2] < 0 ? -1 : fmax(free, done[(id - 1) * 2]) + xf[st];
+    if (bwd && st < ns - 1)
+        return done[(id + 1) * 2 + 1] < 0 ? -1 : fmax(free, done[(id + 1) * 2 + 1]) + xb[st + 1];
+    return free;
+}
+
 double pass_schedule_sim(int pp, int v, int m, const double *f, const double *b, const double *xf,
                          const double *xb, double *finish)
 {
@@ -174,19 +188,11 @@ double pass_schedule_sim(int pp, int v, int m, const double *f, const double *b,
             const int *o = ops + (size_t)r * nops;
             for (; k[r] < nops; k[r]++) {
                 int e = o[k[r]], bwd = e & 1, id = e >> 1, st = id % ns;
-                double start;
-                if (!bwd) {
-                    if (st > 0 && done[(id - 1) * 2] < 0)
-                        break;
-                    /* A blocking receive: the receiver copies once both are there. */
-                    start = st > 0 ? fmax(t[r], done[(id - 1) * 2]) + xf[st] : t[r];
-                    done[id * 2] = t[r] = start + f[st];
-                } else {
-                    if (st < ns - 1 && done[(id + 1) * 2 + 1] < 0)
-                        break;
-                    start = st < ns - 1 ? fmax(t[r], done[(id + 1) * 2 + 1]) + xb[st + 1] : t[r];
-                    done[id * 2 + 1] = t[r] = start + b[st];
-                }
+                /* A blocking receive: the receiver copies once both are there. */
+                double start = ready_at(e, ns, done, t[r], xf, xb);
+                if (start < 0)
+                    break;
+                done[id * 2 + bwd] = t[r] = start + (bwd ? b[st] : f[st]);
                 progress++;
                 left--;
             }
@@ -238,17 +244,10 @@ double pass_schedule_sim_shared(int pp, int v, int m, const double *f, const dou
         for (int r = 0; r < pp; r++) {
             if (rem[r] >= 0 || k[r] >= nops)
                 continue;
-            int e = ops[(size_t)r * nops + k[r]], bwd = e & 1, id = e >> 1, st = id % ns;
-            double ready = free_at[r];
-            if (!bwd && st > 0) {
-                if (done[(id - 1) * 2] < 0)
-                    continue;
-                ready = fmax(ready, done[(id - 1) * 2]) + xf[st];
-            } else if (bwd && st < ns - 1) {
-                if (done[(id + 1) * 2 + 1] < 0)
-                    continue;
-                ready = fmax(ready, done[(id + 1) * 2 + 1]) + xb[st + 1];
-            }
+            int e = ops[(size_t)r * nops + k[r]], bwd = e & 1, st = (e >> 1) % ns;
+            double ready = ready_at(e, ns, done, free_at[r], xf, xb);
+            if (ready < 0)
+                continue;
             if (ready <= now)
                 rem[r] = bwd ? b[st] : f[st];
             else
