@@ -547,6 +547,22 @@ static int bwd_input(Low *L, int u, PassSharding need)
     return get(L, u, need);
 }
 
+/* Whether backward node b writes its first output over input 0's buffer
+ * inb: the forward op allows it, the graph lets it (nothing reads the input
+ * afterwards), and the buffer has the gradient's layout and type. */
+static bool grad_over_input(Low *L, const IrNode *b, int inb)
+{
+    Cg *c = L->c;
+    const IrGraph *g = G(L);
+    int t = b->in[0], v = b->out[0];
+    if (inb < 0 || b->fwd < 0 || !(ir_ops[g->nodes[b->fwd].op].flags & IR_OPF_GRAD_IN_PLACE))
+        return false;
+    if (!grad_of_act(L, v) || TT(L, v)->grad_of != t || !ir_grad_in_place(g, t))
+        return false;
+    PassSharding need = cg_need(c, b, 0), made = cg_made(c, b, 0);
+    return pass_sharding_eq(&need, &made) && L->r->bufs.v[inb]->type == tensor_type(c, v);
+}
+
 static void lower_bwd(Low *L, const IrNode *b)
 {
     Cg *c = L->c;
@@ -565,15 +581,23 @@ static void lower_bwd(Low *L, const IrNode *b)
     }
     CgArgs a;
     memset(&a, 0, sizeof a);
-    for (int k = 0; k < b->nin; k++)
-        a.in[k] = b->in[k] == c->seed ? "1.0f" : B(L, bwd_input(L, b->in[k], cg_need(c, b, k)));
+    int inb[IR_MAX_IN];
+    for (int k = 0; k < b->nin; k++) {
+        inb[k] = b->in[k] == c->seed ? -1 : bwd_input(L, b->in[k], cg_need(c, b, k));
+        a.in[k] = inb[k] < 0 ? "1.0f" : B(L, inb[k]);
+    }
     int out[IR_MAX_OUT];
-    bool direct[IR_MAX_OUT];
+    bool direct[IR_MAX_OUT], over[IR_MAX_OUT];
     for (int j = 0; j < b->nout; j++) {
         int v = b->out[j];
         PassSharding made = cg_made(c, b, j);
-        direct[j] = false;
-        if (grad_of_param(L, v)) {
+        direct[j] = over[j] = false;
+        if (j == 0 && grad_over_input(L, b, inb[0])) {
+            /* The gradient over the forward tensor it differentiates
+             * (ir_grad_in_place): the logits are dead once dlogits exists. */
+            out[j] = inb[0];
+            over[j] = true;
+        } else if (grad_of_param(L, v)) {
             const CgParamPlan *pp = param_plan(L, TT(L, v)->grad_of);
             bool native = cg_kernel_accumulates(b, j) || b->op == IR_OP_MATMUL ||
                           b->op == IR_OP_REDUCE_SUM;
@@ -599,6 +623,9 @@ static void lower_bwd(Low *L, const IrNode *b)
         }
         a.out[j] = B(L, out[j]);
     }
+    if (over[0])
+        EMIT(L, "/* the gradient of %s written over it: nothing reads %s after this */",
+             TT(L, b->in[0])->name, TT(L, b->in[0])->name);
     EMIT(L, "%s", cg_kernel(c, b, &a));
     for (int j = 0; j < b->nout; j++) {
         int v = b->out[j];
@@ -607,7 +634,8 @@ static void lower_bwd(Low *L, const IrNode *b)
             if (!direct[j])
                 param_contribution(L, TT(L, v)->grad_of, out[j], made);
         } else if (grad_of_act(L, v)) {
-            act_contribution(L, TT(L, v)->grad_of, out[j], made, true);
+            /* Over the input: not this op's own buffer, so never summed into or renamed. */
+            act_contribution(L, TT(L, v)->grad_of, out[j], made, !over[j]);
         } else if (TT(L, v)->role != IR_GRAD) {
             put(L, v, made, out[j], true);
         }

@@ -311,6 +311,29 @@ int ir_consumers(const IrGraph *g, int t, int *out, int max)
     return k;
 }
 
+bool ir_grad_in_place(const IrGraph *g, int t)
+{
+    const IrTensor *x = &g->tensors[t];
+    if (x->role != IR_ACT || x->producer < 0 || x->producer >= g->nfwd)
+        return false;
+    int user;
+    if (ir_consumers(g, t, &user, 1) != 1)
+        return false;
+    const IrNode *n = &g->nodes[user];
+    if (!(ir_ops[n->op].flags & IR_OPF_GRAD_IN_PLACE) || n->in[0] != t)
+        return false;
+    for (int i = 1; i < n->nin; i++)
+        if (n->in[i] == t)
+            return false;
+    /* A producer that keeps its output (softmax) reads it in its backward,
+     * after the gradient has overwritten it. */
+    const IrNode *p = &g->nodes[x->producer];
+    for (int j = 0; j < p->nout; j++)
+        if (p->out[j] == t && (ir_ops[p->op].saves & IR_SAVE_OUT(j)))
+            return false;
+    return true;
+}
+
 const char *ir_shape_str(const IrGraph *g, int t, char *buf, size_t n)
 {
     const IrTensor *x = &g->tensors[t];

@@ -139,6 +139,7 @@ enum {
     IR_OPF_BWD = 1 << 1,      /* created by autodiff */
     IR_OPF_ELEMWISE = 1 << 2, /* pointwise over its output */
     IR_OPF_LINEAR = 1 << 3,   /* partial-sum inputs give a partial-sum output */
+    IR_OPF_GRAD_IN_PLACE = 1 << 4, /* backward may write input 0's gradient over input 0 */
 };
 
 enum {
@@ -333,6 +334,11 @@ int64_t ir_param_count(const IrGraph *g);
 int64_t ir_matmul_param_count(const IrGraph *g);
 /* Nodes consuming tensor t (forward graph), written to out (up to max); returns count. */
 int ir_consumers(const IrGraph *g, int t, int *out, int max);
+/* Whether t's gradient is written over t itself (the loss gradient over the
+ * logits): t is an activation read by one forward node only, as input 0 of
+ * an IR_OPF_GRAD_IN_PLACE op, and its producer's backward does not read it.
+ * Codegen and the memory model both follow this. */
+bool ir_grad_in_place(const IrGraph *g, int t);
 /* "[batch, seq, d_model]" into buf. */
 const char *ir_shape_str(const IrGraph *g, int t, char *buf, size_t n);
 

@@ -310,7 +310,8 @@ void rt_softmax_bwd(rt_act *dx, const rt_act *y, const rt_act *dy, int64_t rows,
 void rt_cross_entropy_fwd(float *loss, float *lse, const rt_act *logits, const int32_t *targets,
                           int64_t rows, int64_t vocab_local, int64_t vocab_offset,
                           int64_t total_rows, RtComm *vocab_comm);
-/* dlogits = (softmax(logits) - onehot(target)) * dloss / total_rows. */
+/* dlogits = (softmax(logits) - onehot(target)) * dloss / total_rows.
+ * dlogits may be logits (in place: the generated programs call it so). */
 void rt_cross_entropy_bwd(rt_act *dlogits, const rt_act *logits, const int32_t *targets,
                           const float *lse, float dloss, int64_t rows, int64_t vocab_local,
                           int64_t vocab_offset, int64_t total_rows);

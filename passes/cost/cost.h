@@ -394,6 +394,8 @@ typedef struct PassStack {
                                      caching allocator's overhead); 0 = PASS_MEM_RESERVE */
     bool master_aliases;          /* the fp32 master weights are the weights (an fp32 backend
                                      that keeps no second copy) */
+    bool grad_in_place;           /* the loss writes dlogits over the logits it keeps
+                                     (ir_grad_in_place): no second logits-sized buffer */
     /* what it offers */
     unsigned zero_stages;         /* bit z: ZeRO stage z (0: all) */
     unsigned recompute;           /* bit PassRecompute r: that policy (0: all) */

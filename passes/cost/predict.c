@@ -49,6 +49,7 @@ typedef struct Ctx {
     const PassPlan *p;
     const int64_t *ds;
     const int *stage_of;          /* piece -> stage */
+    const bool *over;             /* tensor -> its gradient is written over it */
 } Ctx;
 
 static const PassStrategy *strat(const Ctx *x, int node) { return &x->p->strategy[node]; }
@@ -197,9 +198,12 @@ static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
             pc->sync_gather += pass_param_gather_s(c, g, n, m, s, zero);
         }
         /* Edges into n: resharding forward, gradient resharding backward. */
+        /* A gradient written over the tensor it differentiates (the
+         * loss's dlogits over the kept logits) takes no memory of its own. */
         double grads = nc.ws_bytes;
         for (int j = 0; j < n->nout; j++)
-            if (j == 0 && g->tensors[n->out[j]].role != IR_LOSS)
+            if (j == 0 && g->tensors[n->out[j]].role != IR_LOSS &&
+                !x->over[n->out[j]])
                 grads += (double)pass_local_numel(g, n->out[j], m, &out[j], x->ds) *
                          pass_elem_bytes(c, g->tensors[n->out[j]].dtype);
         for (int i = 0; i < n->nin; i++) {
@@ -215,7 +219,8 @@ static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
                 dup |= n->in[e] == t;
             if (dup)
                 continue;
-            grads += (double)pass_local_numel(g, t, m, &in[i], x->ds) * pass_elem_bytes(x->c, g->tensors[t].dtype);
+            if (!x->over[t])
+                grads += (double)pass_local_numel(g, t, m, &in[i], x->ds) * pass_elem_bytes(x->c, g->tensors[t].dtype);
             PassSharding from = out_sharding(x, t);
             PassSharding gfrom = pass_shard_grad_in(g, n, s, i), gto = from;
             gto.partial = 0;
@@ -400,7 +405,12 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
     for (int i = 0; i < g->npieces; i++)
         if (stage_of[i] < 0)
             ir_die("pass_predict: piece %d (%s) is in no stage", i, g->pieces[i].name);
-    Ctx x = {c, g, plan, ds, stage_of};
+    /* Found once here: ir_grad_in_place scans the graph. */
+    bool *over = ir_xcalloc((size_t)g->ntensors + 1, sizeof(bool));
+    for (int i = 0; i < g->nfwd && c->st.grad_in_place; i++)
+        if (ir_ops[g->nodes[i].op].flags & IR_OPF_GRAD_IN_PLACE)
+            over[g->nodes[i].in[0]] = ir_grad_in_place(g, g->nodes[i].in[0]);
+    Ctx x = {c, g, plan, ds, stage_of, over};
     RankAcc *ra = ir_xcalloc((size_t)pp, sizeof *ra);
     /* Per stage, one micro-batch: forward and backward on its rank, and the
      * transfers into it (the schedule simulation's inputs). */
@@ -623,5 +633,6 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
     out->fits = out->margin_bytes >= 0;
     free(ra);
     free(stage_of);
+    free(over);
     free(ds);
 }

@@ -36,6 +36,9 @@ static const PassStack presets[] = {
          * (codegen/cg_mem.c: cg_master_aliases); CUDA keeps one beside its
          * bf16 weights. */
         .master_aliases = true,
+        /* rt_cross_entropy_bwd writes dlogits over the kept logits
+         * (codegen/cg_lower.c: grad_over_input). */
+        .grad_in_place = true,
         .backends = 0,
     },
     {
@@ -202,6 +205,8 @@ static const struct SKey {
     {"alloc_reserve", S_NUM, F(alloc_reserve), 1, 0, 0.9, NULL, 0, "memory kept free, fraction"},
     {"master_aliases", S_BOOL, F(master_aliases), 0, 0, 0, NULL, 0,
      "fp32 master weights are the weights"},
+    {"grad_in_place", S_BOOL, F(grad_in_place), 0, 0, 0, NULL, 0,
+     "the loss gradient overwrites the logits"},
     {"zero_stages", S_LIST, F(zero_stages), 0, 0, 0, zero_names, 4, "ZeRO stages offered"},
     {"recompute", S_LIST, F(recompute), 0, 0, 0, rec_names, 4, "recomputation policies offered"},
     {"schedules", S_LIST, F(schedules), 0, 0, 0, sched_names, 2, "pipeline schedules offered"},

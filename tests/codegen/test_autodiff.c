@@ -98,6 +98,11 @@ static void check(const char *path, bool print)
                 sums++;
         CHECK(sums == uses - 1, "param %s: %d uses but %d gradient sums", x->name, uses, sums);
     }
+    /* The loss's gradient is written over the logits (ir_grad_in_place):
+     * every model's head is a matmul read by the loss alone. */
+    for (int i = 0; i < g->nfwd; i++)
+        if (g->nodes[i].op == IR_OP_CROSS_ENTROPY)
+            CHECK(ir_grad_in_place(g, g->nodes[i].in[0]), "the logits' gradient is not written over them");
     /* The seed: the loss's gradient, a scalar nothing computes. */
     int seed = pass_grad_final(g, g->loss);
     CHECK(seed >= 0 && g->tensors[seed].producer == -1 && g->tensors[seed].rank == 0,
@@ -108,8 +113,41 @@ static void check(const char *path, bool print)
     ir_arena_free(a);
 }
 
+/* ir_grad_in_place on heads written three ways: the logits' gradient goes
+ * over them only when nothing else reads them, including a producer that
+ * keeps its output for its own backward (softmax). */
+static void check_in_place(void)
+{
+    static const char *const heads[][2] = {
+        {"logits = matmul(x, embed)\n  loss = cross_entropy(logits, targets)", "yes"},
+        {"logits = matmul(x, embed)\n  p = softmax(logits)\n  loss = cross_entropy(logits, targets)", "no"},
+        {"logits = softmax(matmul(x, embed))\n  loss = cross_entropy(logits, targets)", "no"},
+    };
+    for (size_t k = 0; k < sizeof heads / sizeof heads[0]; k++) {
+        char text[1024], path[64];
+        snprintf(text, sizeof text,
+                 "config {\n  d_model = 16\n  vocab = 64\n  seq = 8\n}\n"
+                 "model m {\n  input tokens : i32[batch, seq]\n  input targets : i32[batch, seq]\n"
+                 "  param embed : [vocab, d_model] = normal(0.02)\n  x = embedding(tokens, embed)\n"
+                 "  %s\n}\n", heads[k][0]);
+        snprintf(path, sizeof path, "head-%zu.mdl", k);
+        IrArena *a = ir_arena_new();
+        IrGraph *g = fe_compile_source(a, path, text, strlen(text), NULL, 0, 0);
+        CHECK(g, "does not compile");
+        if (g) {
+            int logits = ir_tensor_find(g, "logits");
+            bool want = !strcmp(heads[k][1], "yes");
+            CHECK(logits >= 0 && ir_grad_in_place(g, logits) == want,
+                  "ir_grad_in_place(logits) is not %s", heads[k][1]);
+            ir_graph_free(g);
+        }
+        ir_arena_free(a);
+    }
+}
+
 int main(int argc, char **argv)
 {
+    check_in_place();
     bool print = argc > 2 && !strcmp(argv[1], "--print");
     for (int i = print ? 2 : 1; i < argc; i++)
         check(argv[i], print);
