@@ -25,13 +25,28 @@
 #include <sched.h>
 #include <unistd.h>
 
+/* The CPUs the ranks run on together: the union of their affinity masks.
+ * A rank's own mask is not it: launched one per core and bound, each rank
+ * sees one CPU, and two of them would look like two ranks sharing one. */
 static int cpus(void)
 {
+    enum { MAXCPU = 1024 };
     cpu_set_t s;
-    if (sched_getaffinity(0, sizeof s, &s) == 0)
-        return CPU_COUNT(&s);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    CPU_ZERO(&s);
+    if (sched_getaffinity(0, sizeof s, &s) != 0 || CPU_COUNT(&s) == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        for (long i = 0; i < n && i < MAXCPU; i++)
+            CPU_SET((int)i, &s);
+    }
+    float *on = cal_f32(MAXCPU, 0.f);
+    for (int i = 0; i < MAXCPU && i < CPU_SETSIZE; i++)
+        on[i] = CPU_ISSET(i, &s) ? 1.f : 0.f;
+    rt_allreduce_max(rt_comm_world(), on, MAXCPU);
+    int n = 0;
+    for (int i = 0; i < MAXCPU; i++)
+        n += on[i] > 0.5f;
+    rt_free(on);
+    return n > 0 ? n : 1;
 }
 
 enum { N = 256 }; /* GEMMs of 256 x 256 x 256: a few ms on one core */
@@ -73,8 +88,10 @@ static double phase_sync(int reps, RtComm *pair, rt_act *a, rt_act *b, rt_act *c
 
 void cal_measure_share(const CalOpts *o)
 {
-    int nc = cpus();
-    if (o->gpu || o->size <= nc || o->size % 2)
+    if (o->gpu || o->size % 2)
+        return;
+    int nc = cpus(); /* every rank: a collective */
+    if (o->size <= nc)
         return; /* only a launch with more CPU ranks than cores */
     rt_act *a = cal_act(N * N, 1.f), *b = cal_act(N * N, 1.f), *c = cal_act(N * N, 0.f);
     float *flag = cal_f32(1, 0.f);
