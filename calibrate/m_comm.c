@@ -22,7 +22,21 @@ typedef struct {
     rt_act *a, *b;
     int64_t n;                    /* elements: buffer, output block, input block, per-rank block, message */
     int peer;
+    size_t evict_bytes;           /* of each buffer, before a cold call */
 } CollArg;
+
+/* The CPU backend's collectives move host memory: both buffers out of the
+ * caches before each call, as a training step's kernels leave them (a
+ * program's working set is larger than the caches, and between two
+ * collectives its GEMMs stream weights and activations through them).
+ * Timed warm, a 128 KiB reduce-scatter between two ranks ran 4.7x faster
+ * and a 4 MiB one 1.4x (docs/cost-model.md, "Calibration"). */
+static void evict_coll(void *p)
+{
+    CollArg *k = (CollArg *)p;
+    cal_evict(k->a, k->evict_bytes);
+    cal_evict(k->b, k->evict_bytes);
+}
 
 static const char *const coll_name[] = {"allreduce", "reduce_scatter", "allgather", "alltoall",
                                         "sendrecv"};
@@ -120,8 +134,10 @@ static void measure_groups(const CalOpts *o, const int *node, int g, bool stride
             k.n = (kind == 0 || kind == 4) ? elems : elems / g;
             if (k.n < 1)
                 continue;
-            double t = cal_time(o, rt_comm_world(), run_coll, &k);
             int64_t conv = (kind == 0 || kind == 4) ? k.n : k.n * g;
+            k.evict_bytes = (size_t)conv * sizeof(rt_act);
+            double t = o->gpu ? cal_time(o, rt_comm_world(), run_coll, &k)
+                              : cal_time_cold(o, rt_comm_world(), run_coll, evict_coll, &k);
             cal_out(o, "coll %s %d %d %d %lld %.9g", coll_name[kind], g, nodes, per_node,
                     (long long)(conv * (int64_t)sizeof(rt_act)), t);
             if (s == NB - 1)

@@ -30,6 +30,12 @@ typedef struct CalOpts {
  * time is taken, since a collective step waits for it. */
 typedef void (*CalFn)(void *arg);
 double cal_time(const CalOpts *o, RtComm *comm, CalFn f, void *arg);
+/* Seconds per call of f with its buffers out of the caches: before every
+ * call (untimed) evict(arg) flushes them; the median of single calls, each
+ * the slowest rank's. For what a training step's kernels leave behind. */
+double cal_time_cold(const CalOpts *o, RtComm *comm, CalFn f, CalFn evict, void *arg);
+/* Flush bytes [p, p + n) out of every cache level (host memory). */
+void cal_evict(const void *p, size_t n);
 /* The median of v[0..n) (sorts v). */
 double cal_median(double *v, int n);
 
