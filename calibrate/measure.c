@@ -123,15 +123,37 @@ double cal_time_cold(const CalOpts *o, RtComm *comm, CalFn f, CalFn evict, void 
 }
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <emmintrin.h> /* _mm_clflush, _mm_mfence (SSE2) */
+#include <cpuid.h>
+#include <immintrin.h> /* _mm_clflush, _mm_clflushopt, _mm_mfence */
+
+/* CLFLUSHOPT (CPUID.7.0:EBX bit 23) flushes without serialising each line:
+ * 64 MiB in 2.6 ms on the 2-core VM where CLFLUSH took 148 ms (a reload
+ * after either is as slow: both leave the lines in memory). */
+__attribute__((target("clflushopt"))) static void flush_opt(const char *c, size_t n)
+{
+    for (size_t i = 0; i < n; i += 64)
+        _mm_clflushopt((void *)(c + i));
+    _mm_clflushopt((void *)(c + n - 1));
+}
+
 void cal_evict(const void *p, size_t n)
 {
+    static int opt = -1;
+    if (opt < 0) {
+        unsigned a, b, c, d;
+        opt = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b >> 23 & 1);
+    }
     const char *c = (const char *)p;
-    for (size_t i = 0; i < n; i += 64)
-        _mm_clflush(c + i);
-    if (n)
+    if (!n)
+        return;
+    if (opt) {
+        flush_opt(c, n);
+    } else {
+        for (size_t i = 0; i < n; i += 64)
+            _mm_clflush(c + i);
         _mm_clflush(c + n - 1);
-    _mm_mfence();
+    }
+    _mm_mfence(); /* orders both kinds of flush before the timed call */
 }
 #else
 /* No flush instruction to call: stream through twice the last-level
