@@ -197,17 +197,7 @@ static bool find_inputs(Cg *c)
 /* The sharding after the reductions pass_reshard starts with. */
 static PassSharding reduced(const Cg *c, int t, PassSharding from, PassSharding to)
 {
-    PassColl steps[8];
-    int n = pass_reshard(c->g, t, &c->mesh, &from, &to, c->dim, steps, 8);
-    for (int k = 0; k < n; k++) {
-        if (steps[k].kind == PASS_COLL_ALLREDUCE) {
-            from.partial &= (uint8_t)~(1u << steps[k].axis);
-        } else if (steps[k].kind == PASS_COLL_REDUCESCATTER) {
-            from.partial &= (uint8_t)~(1u << steps[k].axis);
-            from.dim[steps[k].axis] = (int16_t)steps[k].dim;
-        }
-    }
-    return from;
+    return pass_reshard_reduced(c->g, t, &c->mesh, from, &to, c->dim);
 }
 
 static bool in_recompute_set(const Cg *c, const IrNode *n)

@@ -485,6 +485,20 @@ typedef struct PassSaved {
 int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
                     const PassStrategy *s, const int64_t *dim_size, PassRecompute r,
                     PassSaved *items, int max);
+/* The layout a generated program keeps tensor t in: its producer's, reduced
+ * towards its first forward consumer (codegen/cg_plan.c's canonical form, one
+ * kept copy whatever layout its keepers read). strat: every node's strategy. */
+PassSharding pass_kept_sharding(const IrGraph *g, const PassMesh *m, const PassStrategy *strat,
+                                const int64_t *dim_size, int t);
+/* pass_saved_bytes in those layouts, as pass_predict counts activations: an
+ * input all-gathered for n is kept smaller and gathered again in backward
+ * (*regather_s, when not NULL: that time), one sliced for n (sequence
+ * parallelism's norms reading a replicated residual) is kept whole. floor:
+ * nothing counted larger than n reads it (the search, whose strategies of
+ * later nodes are not all chosen yet, needs a lower bound of pass_predict). */
+double pass_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PassMesh *m,
+                       const PassStrategy *strat, const int64_t *dim_size, const IrNode *n,
+                       PassRecompute r, bool floor, double *regather_s);
 /* Does forward node n run again during backward under policy r? Pieces
  * outside repeats never do; FFN reruns `block mlp`; SELECTIVE reruns core
  * attention where it is materialised (a flash kernel recomputes inside its

@@ -160,3 +160,61 @@ double pass_saved_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n,
         b += it[i].bytes;
     return b;
 }
+
+PassSharding pass_kept_sharding(const IrGraph *g, const PassMesh *m, const PassStrategy *strat,
+                                const int64_t *dim_size, int t)
+{
+    int pid = g->tensors[t].producer;
+    const IrNode *pn = &g->nodes[pid];
+    PassSharding out[IR_MAX_OUT], from = {{-1, -1}, 0};
+    pass_shard_io(g, pn, &strat[pid], NULL, out);
+    for (int j = 0; j < pn->nout; j++)
+        if (pn->out[j] == t)
+            from = out[j];
+    for (int i = pid + 1; i < g->nfwd; i++) {
+        const IrNode *n = &g->nodes[i];
+        for (int k = 0; k < n->nin; k++)
+            if (n->in[k] == t) {
+                PassSharding in[IR_MAX_IN];
+                pass_shard_io(g, n, &strat[i], in, NULL);
+                return pass_reshard_reduced(g, t, m, from, &in[k], dim_size);
+            }
+    }
+    return from;
+}
+
+double pass_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PassMesh *m,
+                       const PassStrategy *strat, const int64_t *dim_size, const IrNode *n,
+                       PassRecompute r, bool floor, double *regather_s)
+{
+    PassSaved it[IR_MAX_IN + IR_MAX_OUT + 2];
+    int k = pass_saved_list(c, g, n, m, &strat[n->id], dim_size, r, it, IR_MAX_IN + IR_MAX_OUT + 2);
+    PassSharding in[IR_MAX_IN], out[IR_MAX_OUT];
+    pass_shard_io(g, n, &strat[n->id], in, out);
+    double b = 0;
+    if (regather_s)
+        *regather_s = 0;
+    for (int i = 0; i < k; i++) {
+        b += it[i].bytes;
+        int t = it[i].tensor;
+        if (t < 0 || g->tensors[t].producer < 0)
+            continue;
+        bool isin = it[i].slot < n->nin;
+        const PassSharding *used = isin ? &in[it[i].slot] : &out[it[i].slot - n->nin];
+        PassSharding keep = pass_kept_sharding(g, m, strat, dim_size, t);
+        double e_used = (double)pass_local_numel(g, t, m, used, dim_size);
+        double e_keep = (double)pass_local_numel(g, t, m, &keep, dim_size);
+        if (e_used <= 0 || e_keep == e_used || (floor && e_keep > e_used))
+            continue;
+        double kept = it[i].bytes * e_keep / e_used;
+        b += kept - it[i].bytes;
+        if (isin && kept < it[i].bytes && regather_s) {
+            PassColl steps[8];
+            int ns = pass_reshard(g, t, m, &keep, used, dim_size, steps, 8);
+            int eb = pass_elem_bytes(c, g->tensors[t].dtype);
+            for (int j = 0; j < ns; j++)
+                *regather_s += pass_cost_coll(c, m, &steps[j], eb);
+        }
+    }
+    return b;
+}

@@ -107,41 +107,10 @@ static void shared_edges(const Ctx *x, const IrNode *n, int t, const PassShardin
     }
 }
 
-/* Bytes n keeps under r. An input that was all-gathered for n is kept in its
- * producer's smaller layout instead and gathered again in backward: *regather
- * gets that time. */
-static double kept_bytes(const Ctx *x, const IrNode *n, const PassSharding *in, PassRecompute r,
-                         double *regather)
+/* Bytes n keeps under r in the layouts the programs keep them (pass_kept_bytes). */
+static double kept_bytes(const Ctx *x, const IrNode *n, PassRecompute r, double *regather)
 {
-    const IrGraph *g = x->g;
-    PassSaved it[IR_MAX_IN + IR_MAX_OUT + 2];
-    int k = pass_saved_list(x->c, g, n, &x->p->mesh, strat(x, n->id), x->ds, r, it,
-                            IR_MAX_IN + IR_MAX_OUT + 2);
-    double b = 0;
-    *regather = 0;
-    for (int i = 0; i < k; i++) {
-        b += it[i].bytes;
-        int t = it[i].tensor;
-        if (t < 0 || it[i].slot >= n->nin || g->tensors[t].producer < 0)
-            continue;
-        PassSharding from = out_sharding(x, t);
-        if (from.partial)
-            continue;
-        PassColl steps[8];
-        int ns = pass_reshard(g, t, &x->p->mesh, &from, &in[it[i].slot], x->ds, steps, 8);
-        bool gathers = ns > 0;
-        for (int j = 0; j < ns; j++)
-            gathers &= steps[j].kind == PASS_COLL_ALLGATHER;
-        if (!gathers)
-            continue;
-        double small = (double)pass_local_numel(g, t, &x->p->mesh, &from, x->ds) *
-                       pass_elem_bytes(x->c, g->tensors[t].dtype);
-        if (small >= it[i].bytes)
-            continue;
-        b -= it[i].bytes - small;
-        *regather += coll_time(x, t, &from, &in[it[i].slot]);
-    }
-    return b;
+    return pass_kept_bytes(x->c, x->g, &x->p->mesh, x->p->strategy, x->ds, n, r, false, regather);
 }
 
 static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
@@ -171,10 +140,10 @@ static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
         PassSharding in[IR_MAX_IN], out[IR_MAX_OUT];
         pass_shard_io(g, n, s, in, out);
         double regather, regather_none;
-        double sv = kept_bytes(x, n, in, r, &regather);
+        double sv = kept_bytes(x, n, r, &regather);
         pc->saved += sv;
         pc->bwd += regather;
-        saved_none += r == PASS_RECOMPUTE_NONE ? sv : kept_bytes(x, n, in, PASS_RECOMPUTE_NONE, &regather_none);
+        saved_none += r == PASS_RECOMPUTE_NONE ? sv : kept_bytes(x, n, PASS_RECOMPUTE_NONE, &regather_none);
         /* Model states and their synchronisation. */
         double w, gr, op;
         pass_param_bytes3(c, g, n, m, s, zero, &w, &gr, &op);

@@ -155,40 +155,13 @@ static double pipe_bound(const Src *s, const SrcGroup *G, double tsum, double tm
     return fmax(m * tmax, tsum);
 }
 
-/* Bytes node n keeps for backward under r, as pass_predict counts them: an
- * input all-gathered for n is kept in its producer's smaller layout. */
+/* Bytes node n keeps for backward under r, as pass_predict counts them
+ * (pass_kept_bytes) but never more than n reads: a lower bound while later
+ * nodes' strategies are still open. */
 double src_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PassMesh *m,
                       const PassStrategy *strat, const int64_t *ds, const IrNode *n, PassRecompute r)
 {
-    PassSaved it[IR_MAX_IN + IR_MAX_OUT + 2];
-    int k = pass_saved_list(c, g, n, m, &strat[n->id], ds, r, it, IR_MAX_IN + IR_MAX_OUT + 2);
-    PassSharding in[IR_MAX_IN];
-    pass_shard_io(g, n, &strat[n->id], in, NULL);
-    double b = 0;
-    for (int i = 0; i < k; i++) {
-        b += it[i].bytes;
-        int t = it[i].tensor, pid = t >= 0 ? g->tensors[t].producer : -1;
-        if (t < 0 || it[i].slot >= n->nin || pid < 0)
-            continue;
-        const IrNode *pn = &g->nodes[pid];
-        PassSharding out[IR_MAX_OUT], from;
-        pass_shard_io(g, pn, &strat[pid], NULL, out);
-        int o = 0;
-        while (o < pn->nout && pn->out[o] != t)
-            o++;
-        from = out[o];
-        if (from.partial)
-            continue;
-        PassColl steps[8];
-        int ns = pass_reshard(g, t, m, &from, &in[it[i].slot], ds, steps, 8);
-        bool gathers = ns > 0;
-        for (int j = 0; j < ns; j++)
-            gathers &= steps[j].kind == PASS_COLL_ALLGATHER;
-        double small = (double)pass_local_numel(g, t, m, &from, ds) * pass_elem_bytes(c, g->tensors[t].dtype);
-        if (gathers && small < it[i].bytes)
-            b -= it[i].bytes - small;
-    }
-    return b;
+    return pass_kept_bytes(c, g, m, strat, ds, n, r, true, NULL);
 }
 
 /* The least bytes any allowed strategy of t's producer lays t out in (a

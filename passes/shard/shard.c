@@ -323,6 +323,22 @@ static bool split_elsewhere(const PassSharding *sh, int d, int axis)
     return false;
 }
 
+PassSharding pass_reshard_reduced(const IrGraph *g, int t, const PassMesh *m, PassSharding from,
+                                  const PassSharding *to, const int64_t *dim_size)
+{
+    PassColl steps[8];
+    int n = pass_reshard(g, t, m, &from, to, dim_size, steps, 8);
+    for (int k = 0; k < n; k++) {
+        if (steps[k].kind == PASS_COLL_ALLREDUCE) {
+            from.partial &= (uint8_t)~(1u << steps[k].axis);
+        } else if (steps[k].kind == PASS_COLL_REDUCESCATTER) {
+            from.partial &= (uint8_t)~(1u << steps[k].axis);
+            from.dim[steps[k].axis] = (int16_t)steps[k].dim;
+        }
+    }
+    return from;
+}
+
 int pass_reshard(const IrGraph *g, int t, const PassMesh *m, const PassSharding *from,
                  const PassSharding *to, const int64_t *dim_size, PassColl *steps, int max)
 {

@@ -114,6 +114,13 @@ int64_t pass_local_numel(const IrGraph *g, int t, const PassMesh *m, const PassS
 int pass_reshard(const IrGraph *g, int t, const PassMesh *m, const PassSharding *from,
                  const PassSharding *to, const int64_t *dim_size, PassColl *steps, int max);
 
+/* `from` after the reductions pass_reshard towards `to` starts with (all-reduce,
+ * reduce-scatter): the layout a generated program keeps a tensor in (its
+ * canonical form, reduced towards its first consumer: codegen/cg_plan.c),
+ * which the memory model counts too. */
+PassSharding pass_reshard_reduced(const IrGraph *g, int t, const PassMesh *m, PassSharding from,
+                                  const PassSharding *to, const int64_t *dim_size);
+
 bool pass_sharding_eq(const PassSharding *a, const PassSharding *b);
 /* "wq[d_model, n_heads/tp, head_dim]" using axis names (e.g. {"dp","tp"}). */
 const char *pass_sharding_str(const IrGraph *g, int t, const PassSharding *sh,
