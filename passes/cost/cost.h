@@ -487,18 +487,19 @@ int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
                     PassSaved *items, int max);
 /* The layout a generated program keeps tensor t in: its producer's, reduced
  * towards its first forward consumer (codegen/cg_plan.c's canonical form, one
- * kept copy whatever layout its keepers read). strat: every node's strategy. */
+ * kept copy whatever layout its keepers read), looked for in t's piece and the
+ * next. strat: every node's strategy. */
 PassSharding pass_kept_sharding(const IrGraph *g, const PassMesh *m, const PassStrategy *strat,
                                 const int64_t *dim_size, int t);
 /* pass_saved_bytes in those layouts, as pass_predict counts activations: an
  * input all-gathered for n is kept smaller and gathered again in backward
  * (*regather_s, when not NULL: that time), one sliced for n (sequence
- * parallelism's norms reading a replicated residual) is kept whole. floor:
+ * parallelism's norms reading a replicated residual) is kept whole. lower_bound:
  * nothing counted larger than n reads it (the search, whose strategies of
  * later nodes are not all chosen yet, needs a lower bound of pass_predict). */
 double pass_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PassMesh *m,
                        const PassStrategy *strat, const int64_t *dim_size, const IrNode *n,
-                       PassRecompute r, bool floor, double *regather_s);
+                       PassRecompute r, bool lower_bound, double *regather_s);
 /* Does forward node n run again during backward under policy r? Pieces
  * outside repeats never do; FFN reruns `block mlp`; SELECTIVE reruns core
  * attention where it is materialised (a flash kernel recomputes inside its

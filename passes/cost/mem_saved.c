@@ -171,7 +171,12 @@ PassSharding pass_kept_sharding(const IrGraph *g, const PassMesh *m, const PassS
     for (int j = 0; j < pn->nout; j++)
         if (pn->out[j] == t)
             from = out[j];
-    for (int i = pid + 1; i < g->nfwd; i++) {
+    /* A tensor's first reader is in its piece or the next (a layer's output
+     * feeds the next layer); past that the scan would be the whole graph for
+     * every statistic only backward reads (rstd, lse), in the search's loop. */
+    int last = pn->piece + 1 < g->npieces ? g->pieces[pn->piece + 1].first + g->pieces[pn->piece + 1].count
+                                          : g->nfwd;
+    for (int i = pid + 1; i < g->nfwd && i < last; i++) {
         const IrNode *n = &g->nodes[i];
         for (int k = 0; k < n->nin; k++)
             if (n->in[k] == t) {
@@ -185,7 +190,7 @@ PassSharding pass_kept_sharding(const IrGraph *g, const PassMesh *m, const PassS
 
 double pass_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PassMesh *m,
                        const PassStrategy *strat, const int64_t *dim_size, const IrNode *n,
-                       PassRecompute r, bool floor, double *regather_s)
+                       PassRecompute r, bool lower_bound, double *regather_s)
 {
     PassSaved it[IR_MAX_IN + IR_MAX_OUT + 2];
     int k = pass_saved_list(c, g, n, m, &strat[n->id], dim_size, r, it, IR_MAX_IN + IR_MAX_OUT + 2);
@@ -204,7 +209,7 @@ double pass_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PassMesh *m
         PassSharding keep = pass_kept_sharding(g, m, strat, dim_size, t);
         double e_used = (double)pass_local_numel(g, t, m, used, dim_size);
         double e_keep = (double)pass_local_numel(g, t, m, &keep, dim_size);
-        if (e_used <= 0 || e_keep == e_used || (floor && e_keep > e_used))
+        if (e_used <= 0 || e_keep == e_used || (lower_bound && e_keep > e_used))
             continue;
         double kept = it[i].bytes * e_keep / e_used;
         b += kept - it[i].bytes;
