@@ -194,12 +194,6 @@ static bool find_inputs(Cg *c)
 
 /* ------------------------------------------------------------- analysis */
 
-/* The sharding after the reductions pass_reshard starts with. */
-static PassSharding reduced(const Cg *c, int t, PassSharding from, PassSharding to)
-{
-    return pass_reshard_reduced(c->g, t, &c->mesh, from, &to, c->dim);
-}
-
 static bool in_recompute_set(const Cg *c, const IrNode *n)
 {
     const IrGraph *g = c->g;
@@ -239,7 +233,8 @@ static void analyse_tensors(Cg *c)
             if (seen[t] || g->tensors[t].producer < 0)
                 continue;
             seen[t] = true;
-            c->canon[t] = reduced(c, t, c->prod[t], cg_need(c, n, k));
+            PassSharding need = cg_need(c, n, k);
+            c->canon[t] = pass_reshard_reduced(g, t, &c->mesh, c->prod[t], &need, c->dim);
         }
     }
     for (int t = 0; t < nt; t++)
