@@ -187,10 +187,10 @@ static void run_kernel(void *p)
     int64_t r = k->rows, c = k->cols, n = r * c;
     switch (k->id) {
     case K_RMSNORM_FWD: rt_rmsnorm_fwd(k->y, k->f1, k->x, k->w, r, c, 1e-5f); break;
-    case K_RMSNORM_BWD: rt_rmsnorm_bwd(k->dx, k->gw, k->x, k->w, k->f1, k->dy, r, c); break;
+    case K_RMSNORM_BWD: rt_rmsnorm_bwd(k->dx, k->gw, k->x, k->w, k->f1, k->dy, NULL, r, c); break;
     case K_LAYERNORM_FWD: rt_layernorm_fwd(k->y, k->f2, k->f1, k->x, k->w, k->b, r, c, 1e-5f); break;
     case K_LAYERNORM_BWD:
-        rt_layernorm_bwd(k->dx, k->gw, k->gb, k->x, k->w, k->f2, k->f1, k->dy, r, c);
+        rt_layernorm_bwd(k->dx, k->gw, k->gb, k->x, k->w, k->f2, k->f1, k->dy, NULL, r, c);
         break;
     case K_SILU_FWD: rt_silu_fwd(k->y, k->x, n); break;
     case K_SILU_BWD: rt_silu_bwd(k->dx, k->x, k->dy, n); break;

@@ -208,6 +208,7 @@ typedef struct CgArgs {
     const char *out[IR_MAX_OUT];
     bool accumulate;             /* MATMUL / REDUCE_SUM: add into the output */
     bool grad_out;               /* MATMUL / REDUCE_SUM: the output is an rt_grad buffer */
+    const char *addend;          /* RMSNORM_BWD / LAYERNORM_BWD: dres, added into dx; NULL */
 } CgArgs;
 char *cg_kernel(Cg *c, const IrNode *n, const CgArgs *a);
 bool cg_kernel_accumulates(const IrNode *n, int j); /* output j always accumulates (dw, db, dtable): an rt_grad */

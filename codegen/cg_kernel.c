@@ -185,9 +185,9 @@ char *cg_kernel(Cg *c, const IrNode *n, const CgArgs *a)
                               flt(c, n->attr.eps));
     case IR_OP_RMSNORM_BWD:
         norm_shape(&k, &rows, &cols);
-        return (char *)cg_fmt(c, "rt_rmsnorm_bwd(%s, %s, %s, %s, %s, %s, %lld, %lld);", a->out[0],
-                              a->out[1], a->in[0], a->in[1], a->in[2], a->in[3], (long long)rows,
-                              (long long)cols);
+        return (char *)cg_fmt(c, "rt_rmsnorm_bwd(%s, %s, %s, %s, %s, %s, %s, %lld, %lld);", a->out[0],
+                              a->out[1], a->in[0], a->in[1], a->in[2], a->in[3],
+                              a->addend ? a->addend : "NULL", (long long)rows, (long long)cols);
     case IR_OP_LAYERNORM:
         norm_shape(&k, &rows, &cols);
         return (char *)cg_fmt(c, "rt_layernorm_fwd(%s, %s, %s, %s, %s, %s, %lld, %lld, %s);",
@@ -195,9 +195,10 @@ char *cg_kernel(Cg *c, const IrNode *n, const CgArgs *a)
                               (long long)rows, (long long)cols, flt(c, n->attr.eps));
     case IR_OP_LAYERNORM_BWD:
         norm_shape(&k, &rows, &cols);
-        return (char *)cg_fmt(c, "rt_layernorm_bwd(%s, %s, %s, %s, %s, %s, %s, %s, %lld, %lld);",
+        return (char *)cg_fmt(c, "rt_layernorm_bwd(%s, %s, %s, %s, %s, %s, %s, %s, %s, %lld, %lld);",
                               a->out[0], a->out[1], a->out[2], a->in[0], a->in[1], a->in[2],
-                              a->in[3], a->in[4], (long long)rows, (long long)cols);
+                              a->in[3], a->in[4], a->addend ? a->addend : "NULL", (long long)rows,
+                              (long long)cols);
     case IR_OP_ROPE: return rope(&k, a, false);
     case IR_OP_ROPE_BWD: return rope(&k, a, true);
     case IR_OP_ATTENTION:

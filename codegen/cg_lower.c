@@ -446,6 +446,32 @@ static void param_done(Low *L, int k)
          B(L, L->zgrad[k]), (long long)pp->shard);
 }
 
+/* The running sum of t's gradient contributions in layout sh, NULL. */
+static Class *act_class(Low *L, int t, const PassSharding *sh)
+{
+    GradState *g = &L->gs[t];
+    for (int i = 0; i < g->cls.n; i++)
+        if (pass_sharding_eq(&g->cls.v[i].sh, sh))
+            return &g->cls.v[i];
+    return NULL;
+}
+
+/* Whether backward node b adds its output j into the sum k of the
+ * contributions made so far itself, instead of writing a temporary an rt_add
+ * then adds (IR_OPF_GRAD_SUM on its forward op; the cost model's
+ * grad_sum_cost follows the same rule): a GEMM with beta = 1 into a sum this
+ * op owns, a norm's backward reading the sum as dres (into it if owned, else
+ * into a new sum). */
+static bool sums_in_kernel(Low *L, const IrNode *b, int j, const Class *k)
+{
+    if (!k || b->fwd < 0 || !(ir_ops[G(L)->nodes[b->fwd].op].flags & IR_OPF_GRAD_SUM) ||
+        L->r->bufs.v[k->buf]->type != tensor_type(L->c, b->out[j]))
+        return false;
+    if (b->op == IR_OP_MATMUL)
+        return k->priv;
+    return j == 0 && (b->op == IR_OP_RMSNORM_BWD || b->op == IR_OP_LAYERNORM_BWD);
+}
+
 static void act_contribution(Low *L, int t, int buf, PassSharding sh, bool priv)
 {
     GradState *g = &L->gs[t];
@@ -587,12 +613,27 @@ static void lower_bwd(Low *L, const IrNode *b)
         a.in[k] = inb[k] < 0 ? "1.0f" : B(L, inb[k]);
     }
     int out[IR_MAX_OUT];
-    bool direct[IR_MAX_OUT], over[IR_MAX_OUT];
+    bool direct[IR_MAX_OUT], over[IR_MAX_OUT], summed[IR_MAX_OUT];
     for (int j = 0; j < b->nout; j++) {
         int v = b->out[j];
         PassSharding made = cg_made(c, b, j);
-        direct[j] = over[j] = false;
-        if (j == 0 && grad_over_input(L, b, inb[0])) {
+        direct[j] = over[j] = summed[j] = false;
+        Class *k = grad_of_act(L, v) ? act_class(L, TT(L, v)->grad_of, &made) : NULL;
+        if (sums_in_kernel(L, b, j, k)) {
+            /* Into the sum of the contributions made so far. */
+            summed[j] = true;
+            if (b->op == IR_OP_MATMUL) {
+                out[j] = k->buf;
+                a.accumulate = true;
+            } else {
+                a.addend = B(L, k->buf);
+                out[j] = k->priv ? k->buf
+                                 : temp(L, TT(L, v)->grad_of, &made, "d_", "_acc",
+                                        "sum of gradient contributions");
+                k->buf = out[j];
+                k->priv = true;
+            }
+        } else if (j == 0 && grad_over_input(L, b, inb[0])) {
             /* The gradient over the forward tensor it differentiates
              * (ir_grad_in_place): the logits are dead once dlogits exists. */
             out[j] = inb[0];
@@ -633,7 +674,7 @@ static void lower_bwd(Low *L, const IrNode *b)
         if (grad_of_param(L, v)) {
             if (!direct[j])
                 param_contribution(L, TT(L, v)->grad_of, out[j], made);
-        } else if (grad_of_act(L, v)) {
+        } else if (grad_of_act(L, v) && !summed[j]) {
             /* Over the input: not this op's own buffer, so never summed into or renamed. */
             act_contribution(L, TT(L, v)->grad_of, out[j], made, !over[j]);
         } else if (TT(L, v)->role != IR_GRAD) {

@@ -140,6 +140,7 @@ enum {
     IR_OPF_ELEMWISE = 1 << 2, /* pointwise over its output */
     IR_OPF_LINEAR = 1 << 3,   /* partial-sum inputs give a partial-sum output */
     IR_OPF_GRAD_IN_PLACE = 1 << 4, /* backward may write input 0's gradient over input 0 */
+    IR_OPF_GRAD_SUM = 1 << 5, /* backward adds its inputs' gradients into their running sums */
 };
 
 enum {

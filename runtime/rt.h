@@ -231,14 +231,18 @@ void rt_embedding_bwd(rt_grad *dtable, const int32_t *ids, const rt_act *dout, i
 /* y = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps) per row (HF LlamaRMSNorm). */
 void rt_rmsnorm_fwd(rt_act *y, float *rstd, const rt_act *x, const rt_act *w, int64_t rows,
                     int64_t cols, float eps);
+/* dx = dres + the norm's gradient when dres is not NULL (the residual
+ * stream's other gradient contribution, added in the same pass; dres may be
+ * dx itself), else the norm's gradient alone. */
 void rt_rmsnorm_bwd(rt_act *dx, rt_grad *dw, const rt_act *x, const rt_act *w, const float *rstd,
-                    const rt_act *dy, int64_t rows, int64_t cols);
+                    const rt_act *dy, const rt_act *dres, int64_t rows, int64_t cols);
 /* y = (x - mean) * rstd * w + b (torch LayerNorm, biased variance). */
 void rt_layernorm_fwd(rt_act *y, float *mean, float *rstd, const rt_act *x, const rt_act *w,
                       const rt_act *b, int64_t rows, int64_t cols, float eps);
+/* dres as rt_rmsnorm_bwd's. */
 void rt_layernorm_bwd(rt_act *dx, rt_grad *dw, rt_grad *db, const rt_act *x, const rt_act *w,
-                      const float *mean, const float *rstd, const rt_act *dy, int64_t rows,
-                      int64_t cols);
+                      const float *mean, const float *rstd, const rt_act *dy, const rt_act *dres,
+                      int64_t rows, int64_t cols);
 
 /* Rotary embedding, rotate-half form of HF LLaMA. x is [outer, seq, inner,
  * dim]: element (o, s, i, j) sits at position pos_offset + s; for j < dim/2,

@@ -86,9 +86,9 @@ int main(int argc, char **argv)
     TIME("add_bias", nl, "Gelem/s", rt_add(y, x, b, nl, F));
     TIME("reduce_rows", nl, "Gelem/s", rt_reduce_rows(dw, g, R, F, false));
     TIME("layernorm_fwd", R * C, "Gelem/s", rt_layernorm_fwd(y, m1, r1, x, w, b, R, C, 1e-5f));
-    TIME("layernorm_bwd", R * C, "Gelem/s", rt_layernorm_bwd(y, dw, db, x, w, m1, r1, g, R, C));
+    TIME("layernorm_bwd", R * C, "Gelem/s", rt_layernorm_bwd(y, dw, db, x, w, m1, r1, g, NULL, R, C));
     TIME("rmsnorm_fwd", R * C, "Gelem/s", rt_rmsnorm_fwd(y, r1, x, w, R, C, 1e-5f));
-    TIME("rmsnorm_bwd", R * C, "Gelem/s", rt_rmsnorm_bwd(y, dw, x, w, r1, g, R, C));
+    TIME("rmsnorm_bwd", R * C, "Gelem/s", rt_rmsnorm_bwd(y, dw, x, w, r1, g, NULL, R, C));
     TIME("softmax_fwd", R * S, "Gelem/s", rt_softmax_fwd(y, x, R, S));
     free(x), free(g), free(y);
     x = fill(R * V, -4, 4), y = fill(R * V, 0, 0);

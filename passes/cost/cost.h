@@ -396,6 +396,9 @@ typedef struct PassStack {
                                      that keeps no second copy) */
     bool grad_in_place;           /* the loss writes dlogits over the logits it keeps
                                      (ir_grad_in_place): no second logits-sized buffer */
+    bool grad_sum_in_kernel;      /* a GEMM (beta = 1) or a norm's backward (dres) adds its
+                                     gradient contribution into the sum of the others, no
+                                     rt_add (IR_OPF_GRAD_SUM) */
     /* what it offers */
     unsigned zero_stages;         /* bit z: ZeRO stage z (0: all) */
     unsigned recompute;           /* bit PassRecompute r: that policy (0: all) */

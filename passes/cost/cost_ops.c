@@ -308,6 +308,44 @@ BWD_OP(CROSS_ENTROPY_BWD)
 BWD_OP(REDUCE_SUM)
 #undef BWD_OP
 
+/* The gradient contribution of reader (n, input i) to activation t when the
+ * kernels sum contributions themselves (stack grad_sum_in_kernel; codegen's
+ * cg_lower.c sums_in_kernel is the same rule). Backward makes the
+ * contributions in reverse order of the readers: the last reader's starts the
+ * sum (an ADD of t's size passes the incoming gradient through, which the op
+ * does not own); each earlier one is added by an rt_add, unless its op is
+ * IR_OPF_GRAD_SUM: a norm reads the sum as dres (one more read of t), a GEMM
+ * accumulates into it with beta = 1 (its C read is not charged: the GEMM is
+ * compute-bound) once the op owns it. Readers are looked for in t's
+ * producer's piece and the next, as pass_kept_bytes does. */
+static void grad_sum_cost(const OpArgs *a, PassNodeCost *o, int i)
+{
+    const IrGraph *g = a->g;
+    const IrNode *n = a->n;
+    int t = n->in[i];
+    int later = 0, last = -1;
+    for (int e = i + 1; e < n->nin; e++)
+        if (n->in[e] == t)
+            later++, last = n->id;
+    int piece = g->nodes[g->tensors[t].producer].piece, end = n->id + 1;
+    while (end < g->nfwd && g->nodes[end].piece <= piece + 1)
+        end++;
+    for (int id = n->id + 1; id < end; id++)
+        for (int k = 0; k < g->nodes[id].nin; k++)
+            if (g->nodes[id].in[k] == t)
+                later++, last = id;
+    if (later == 0)
+        return; /* n's contribution starts the sum */
+    double x = lnumel(a, t);
+    const IrNode *L = &g->nodes[last];
+    bool through = L->op == IR_OP_ADD && lnumel(a, L->out[0]) == x;
+    bool owned = later > 1 || !through;
+    if (!(ir_ops[n->op].flags & IR_OPF_GRAD_SUM) || (n->op == IR_OP_MATMUL && !owned))
+        kcall(a, o, true, PASS_K_ADD, 1, x);
+    else if (n->op != IR_OP_MATMUL)
+        membound(a, o, 0, 0, x * eb(a), 0);
+}
+
 static void (*const opcost[IR_NUM_OPS])(const OpArgs *, PassNodeCost *) = {
 #define OP(ID, name, nin, nout, flags, saves) [IR_OP_##ID] = pass_opcost_##ID,
 #include "ops.def"
@@ -326,12 +364,16 @@ void pass_cost_node(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
     opcost[n->op](&a, out);
     /* An activation read by k nodes gets k gradient contributions, which
      * autodiff sums with a chain of k - 1 additions in backward, before any
-     * reduction: in the layout the readers take it in. Each reader but the
-     * first pays one, at its own local size. */
+     * reduction: in the layout the readers take it in. */
     for (int i = 0; i < n->nin; i++) {
         int t = n->in[i];
         if (g->tensors[t].role != IR_ACT || g->tensors[t].producer < 0)
             continue;
+        if (c->st.grad_sum_in_kernel) {
+            grad_sum_cost(&a, out, i);
+            continue;
+        }
+        /* Each reader but the first pays one, at its own local size. */
         bool earlier = false;
         for (int e = 0; e < i && !earlier; e++)
             earlier = n->in[e] == t;

@@ -39,6 +39,9 @@ static const PassStack presets[] = {
         /* rt_cross_entropy_bwd writes dlogits over the kept logits
          * (codegen/cg_lower.c: grad_over_input). */
         .grad_in_place = true,
+        /* Gradient contributions to one activation: the GEMMs' beta = 1 and
+         * the norms' dres add them up (codegen/cg_lower.c: sums_in_kernel). */
+        .grad_sum_in_kernel = true,
         .backends = 0,
     },
     {
@@ -207,6 +210,8 @@ static const struct SKey {
      "fp32 master weights are the weights"},
     {"grad_in_place", S_BOOL, F(grad_in_place), 0, 0, 0, NULL, 0,
      "the loss gradient overwrites the logits"},
+    {"grad_sum_in_kernel", S_BOOL, F(grad_sum_in_kernel), 0, 0, 0, NULL, 0,
+     "GEMMs and norm backwards add gradient contributions"},
     {"zero_stages", S_LIST, F(zero_stages), 0, 0, 0, zero_names, 4, "ZeRO stages offered"},
     {"recompute", S_LIST, F(recompute), 0, 0, 0, rec_names, 4, "recomputation policies offered"},
     {"schedules", S_LIST, F(schedules), 0, 0, 0, sched_names, 2, "pipeline schedules offered"},

@@ -35,8 +35,8 @@ void rt_rmsnorm_fwd(rt_act *y, float *rstd, const rt_act *x, const rt_act *w, in
 /* With xhat = x rstd and g = dy w:  dx = rstd (g - xhat mean(g xhat)),
  * dw += sum over rows of dy xhat. One chunk of rows: dx, and its dw partial. */
 RTCPU_CLONES static void rms_bwd_chunk(rt_act *dx, float *dwp, const rt_act *x, const rt_act *w,
-                                       const float *rstd, const rt_act *dy, int64_t rows,
-                                       int64_t cols)
+                                       const float *rstd, const rt_act *dy, const rt_act *dres,
+                                       int64_t rows, int64_t cols)
 {
     for (int64_t j = 0; j < cols; j++)
         dwp[j] = 0.0f;
@@ -49,6 +49,16 @@ RTCPU_CLONES static void rms_bwd_chunk(rt_act *dx, float *dwp, const rt_act *x, 
             dot += (double)gr[j] * w[j] * xr[j];
         float c = (float)(dot * s * s / (double)cols); /* xhat mean(g xhat) = x c */
         rt_act *dxr = dx + r * cols;
+        if (dres) { /* the same value, then the residual's term: as a separate rt_add */
+            const rt_act *rr = dres + r * cols;
+            RTCPU_SIMD
+            for (int64_t j = 0; j < cols; j++) {
+                float g = gr[j];
+                dwp[j] += g * (xr[j] * s);
+                dxr[j] = rr[j] + s * (g * w[j] - xr[j] * c);
+            }
+            continue;
+        }
         RTCPU_SIMD
         for (int64_t j = 0; j < cols; j++) {
             float g = gr[j];
@@ -70,7 +80,7 @@ static void add_partials(rt_act *dw, const float *part, int64_t nc, int64_t cols
 }
 
 void rt_rmsnorm_bwd(rt_act *dx, rt_grad *dw, const rt_act *x, const rt_act *w, const float *rstd,
-                    const rt_act *dy, int64_t rows, int64_t cols)
+                    const rt_act *dy, const rt_act *dres, int64_t rows, int64_t cols)
 {
     int64_t nc = (rows + RTCPU_CHUNK - 1) / RTCPU_CHUNK;
     float *part = rtcpu_scratch(1, (size_t)(nc ? nc : 1) * (size_t)cols * sizeof *part);
@@ -78,7 +88,8 @@ void rt_rmsnorm_bwd(rt_act *dx, rt_grad *dw, const rt_act *x, const rt_act *w, c
     for (int64_t c = 0; c < nc; c++) {
         int64_t r0 = c * RTCPU_CHUNK, nr = rows - r0 < RTCPU_CHUNK ? rows - r0 : RTCPU_CHUNK;
         int64_t o = r0 * cols;
-        rms_bwd_chunk(dx + o, part + c * cols, x + o, w, rstd + r0, dy + o, nr, cols);
+        rms_bwd_chunk(dx + o, part + c * cols, x + o, w, rstd + r0, dy + o, dres ? dres + o : NULL, nr,
+                      cols);
     }
     add_partials(dw, part, nc, cols);
 }
@@ -116,7 +127,8 @@ void rt_layernorm_fwd(rt_act *y, float *mean, float *rstd, const rt_act *x, cons
  * dx = rstd (g - mean(g) - xhat mean(g xhat)), dw += dy xhat, db += dy. */
 RTCPU_CLONES static void ln_bwd_chunk(rt_act *dx, float *dwp, float *dbp, const rt_act *x,
                                       const rt_act *w, const float *mean, const float *rstd,
-                                      const rt_act *dy, int64_t rows, int64_t cols)
+                                      const rt_act *dy, const rt_act *dres, int64_t rows,
+                                      int64_t cols)
 {
     for (int64_t j = 0; j < cols; j++)
         dwp[j] = dbp[j] = 0.0f;
@@ -132,6 +144,17 @@ RTCPU_CLONES static void ln_bwd_chunk(rt_act *dx, float *dwp, float *dbp, const 
         }
         float mg = (float)(sg / (double)cols), mgx = (float)(sgx / (double)cols);
         rt_act *dxr = dx + r * cols;
+        if (dres) {
+            const rt_act *rr = dres + r * cols;
+            RTCPU_SIMD
+            for (int64_t j = 0; j < cols; j++) {
+                float g = gr[j], xh = (xr[j] - m) * s;
+                dwp[j] += g * xh;
+                dbp[j] += g;
+                dxr[j] = rr[j] + s * (g * w[j] - mg - xh * mgx);
+            }
+            continue;
+        }
         RTCPU_SIMD
         for (int64_t j = 0; j < cols; j++) {
             float g = gr[j], xh = (xr[j] - m) * s;
@@ -143,8 +166,8 @@ RTCPU_CLONES static void ln_bwd_chunk(rt_act *dx, float *dwp, float *dbp, const 
 }
 
 void rt_layernorm_bwd(rt_act *dx, rt_grad *dw, rt_grad *db, const rt_act *x, const rt_act *w,
-                      const float *mean, const float *rstd, const rt_act *dy, int64_t rows,
-                      int64_t cols)
+                      const float *mean, const float *rstd, const rt_act *dy, const rt_act *dres,
+                      int64_t rows, int64_t cols)
 {
     int64_t nc = (rows + RTCPU_CHUNK - 1) / RTCPU_CHUNK;
     float *part = rtcpu_scratch(1, 2 * (size_t)(nc ? nc : 1) * (size_t)cols * sizeof *part);
@@ -154,7 +177,7 @@ void rt_layernorm_bwd(rt_act *dx, rt_grad *dw, rt_grad *db, const rt_act *x, con
         int64_t r0 = c * RTCPU_CHUNK, nr = rows - r0 < RTCPU_CHUNK ? rows - r0 : RTCPU_CHUNK;
         int64_t o = r0 * cols;
         ln_bwd_chunk(dx + o, part + c * cols, dbpart + c * cols, x + o, w, mean + r0, rstd + r0,
-                     dy + o, nr, cols);
+                     dy + o, dres ? dres + o : NULL, nr, cols);
     }
     add_partials(dw, part, nc, cols);
     add_partials(db, dbpart, nc, cols);

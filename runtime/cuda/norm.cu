@@ -13,7 +13,10 @@
  * are multiples of 8 (every model's d_model): the scalar ones measured
  * 1.1 TB/s forward and 0.7 TB/s backward on an H100 (docs/cuda.md).
  *
- * A NULL w means ones, a NULL b zeros; a NULL dw or db is not computed. */
+ * A NULL w means ones, a NULL b zeros; a NULL dw or db is not computed. A
+ * non-NULL dres (which may be dx) is added into dx in the same pass: the
+ * residual stream's other gradient, one read instead of an rt_add's three
+ * accesses (docs/codegen.md). */
 #include "cu_dev.cuh"
 
 static int norm_threads(int64_t cols)
@@ -74,9 +77,10 @@ static __global__ void k_rms_fwd8(rt_act *y, float *rstd, const rt_act *x, const
     }
 }
 
-/* dx = r (w dy - x r^2 mean(w dy x));  dw_j += dy_j x_j r */
+/* dx = r (w dy - x r^2 mean(w dy x)) [+ dres];  dw_j += dy_j x_j r */
 static __global__ void k_rms_bwd(rt_act *dx, float *pdw, const rt_act *x, const rt_act *w, const float *rstd,
-                                 const rt_act *dy, int64_t rows, int64_t cols, int64_t chunk)
+                                 const rt_act *dy, const rt_act *dres, int64_t rows, int64_t cols,
+                                 int64_t chunk)
 {
     __shared__ float sh[32];
     int64_t g = blockIdx.x, r0 = g * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
@@ -94,7 +98,8 @@ static __global__ void k_rms_bwd(rt_act *dx, float *pdw, const rt_act *x, const 
         for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
             float xv = ld(x + off + j), g_ = ld(dy + off + j);
             if (pd) pd[j] += g_ * xv * r;
-            if (dx) dx[off + j] = bf(r * (wv(w, j) * g_ - xv * c));
+            /* dres read before dx is written: it may be dx itself. */
+            if (dx) dx[off + j] = bf(r * (wv(w, j) * g_ - xv * c) + (dres ? ld(dres + off + j) : 0.0f));
         }
     }
 }
@@ -102,7 +107,8 @@ static __global__ void k_rms_bwd(rt_act *dx, float *pdw, const rt_act *x, const 
 /* The backward with 16-byte accesses (as k_rms_fwd8): a thread owns eight
  * consecutive columns of its group's partial row, the same ones every row. */
 static __global__ void k_rms_bwd8(rt_act *dx, float *pdw, const rt_act *x, const rt_act *w, const float *rstd,
-                                  const rt_act *dy, int64_t rows, int64_t cols, int64_t chunk)
+                                  const rt_act *dy, const rt_act *dres, int64_t rows, int64_t cols,
+                                  int64_t chunk)
 {
     __shared__ float sh[32];
     int64_t g = blockIdx.x, r0 = g * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
@@ -111,7 +117,7 @@ static __global__ void k_rms_bwd8(rt_act *dx, float *pdw, const rt_act *x, const
     if (pd)
         for (int64_t j = j0; j < cols; j += js)
             for (int i = 0; i < 8; i++) pd[j + i] = 0.0f;
-    float xv[8], gv[8], wf[8], o[8];
+    float xv[8], gv[8], wf[8], o[8], rv[8];
     for (int64_t row = r0; row < r1; row++) {
         int64_t off = row * cols;
         float r = rstd[row];
@@ -128,9 +134,11 @@ static __global__ void k_rms_bwd8(rt_act *dx, float *pdw, const rt_act *x, const
             bf8_load(xv, x + off + j);
             bf8_load(gv, dy + off + j);
             wv8(wf, w, j);
+            if (dres)
+                bf8_load(rv, dres + off + j);
             for (int i = 0; i < 8; i++) {
                 if (pd) pd[j + i] += gv[i] * xv[i] * r;
-                o[i] = r * (wf[i] * gv[i] - xv[i] * c);
+                o[i] = r * (wf[i] * gv[i] - xv[i] * c) + (dres ? rv[i] : 0.0f);
             }
             if (dx) bf8_store(dx + off + j, o);
         }
@@ -160,21 +168,22 @@ void rt_rmsnorm_fwd(rt_act *y, float *rstd, const rt_act *x, const rt_act *w, in
 }
 
 void rt_rmsnorm_bwd(rt_act *dx, rt_grad *dw, const rt_act *x, const rt_act *w, const float *rstd,
-                    const rt_act *dy, int64_t rows, int64_t cols)
+                    const rt_act *dy, const rt_act *dres, int64_t rows, int64_t cols)
 {
     rtcu_require_init("rt_rmsnorm_bwd");
     if (rows <= 0 || cols <= 0) return;
     size_t b = (size_t)(rows * cols) * sizeof(rt_act), bw = (size_t)cols * sizeof(rt_act);
-    rtcu_deps({{dx, b}, {dw, (size_t)cols * sizeof(rt_grad)}, {x, b}, {w, bw}, {rstd, (size_t)rows * 4}, {dy, b}});
+    rtcu_deps({{dx, b}, {dw, (size_t)cols * sizeof(rt_grad)}, {x, b}, {w, bw}, {rstd, (size_t)rows * 4}, {dy, b},
+               {dres, b}});
     int64_t groups, chunk;
     rtcu_row_groups(rows, cols, &groups, &chunk);
     float *pdw = dw ? (float *)rtcu_scratch((size_t)(groups * cols) * sizeof(float)) : NULL;
-    if (norm_vec(cols, dx, x, dy, w))
-        RTCU_LAUNCH(k_rms_bwd8, (unsigned)groups, norm_threads8(cols), 0)(dx, pdw, x, w, rstd, dy, rows, cols,
-                                                                              chunk);
+    if (norm_vec(cols, dx, x, dy, w) && rtcu_aligned16(dres))
+        RTCU_LAUNCH(k_rms_bwd8, (unsigned)groups, norm_threads8(cols), 0)(dx, pdw, x, w, rstd, dy, dres, rows,
+                                                                              cols, chunk);
     else
-        RTCU_LAUNCH(k_rms_bwd, (unsigned)groups, norm_threads(cols), 0)(dx, pdw, x, w, rstd, dy, rows, cols,
-                                                                         chunk);
+        RTCU_LAUNCH(k_rms_bwd, (unsigned)groups, norm_threads(cols), 0)(dx, pdw, x, w, rstd, dy, dres, rows,
+                                                                         cols, chunk);
     LAUNCH_CHECK();
     if (dw) rtcu_colsum_final(dw, pdw, groups, cols, true);
 }
@@ -202,11 +211,11 @@ static __global__ void k_ln_fwd(rt_act *y, float *mean, float *rstd, const rt_ac
         y[off + j] = bf((ld(x + off + j) - mu) * r * wv(w, j) + (b ? ld(b + j) : 0.0f));
 }
 
-/* xh = (x - mean) r, g = dy w: dx = r (g - mean(g) - xh mean(g xh));
+/* xh = (x - mean) r, g = dy w: dx = r (g - mean(g) - xh mean(g xh)) [+ dres];
  * dw_j += dy_j xh_j, db_j += dy_j. */
 static __global__ void k_ln_bwd(rt_act *dx, float *pdw, float *pdb, const rt_act *x, const rt_act *w,
-                                const float *mean, const float *rstd, const rt_act *dy, int64_t rows,
-                                int64_t cols, int64_t chunk)
+                                const float *mean, const float *rstd, const rt_act *dy, const rt_act *dres,
+                                int64_t rows, int64_t cols, int64_t chunk)
 {
     __shared__ float sh[32];
     int64_t g = blockIdx.x, r0 = g * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
@@ -230,7 +239,7 @@ static __global__ void k_ln_bwd(rt_act *dx, float *pdw, float *pdb, const rt_act
             float d = ld(dy + off + j), xh = (ld(x + off + j) - mu) * r;
             if (pw) pw[j] += d * xh;
             if (pb) pb[j] += d;
-            if (dx) dx[off + j] = bf(r * (d * wv(w, j) - sg - xh * sgx));
+            if (dx) dx[off + j] = bf(r * (d * wv(w, j) - sg - xh * sgx) + (dres ? ld(dres + off + j) : 0.0f));
         }
     }
 }
@@ -248,20 +257,21 @@ void rt_layernorm_fwd(rt_act *y, float *mean, float *rstd, const rt_act *x, cons
 }
 
 void rt_layernorm_bwd(rt_act *dx, rt_grad *dw, rt_grad *db, const rt_act *x, const rt_act *w, const float *mean,
-                      const float *rstd, const rt_act *dy, int64_t rows, int64_t cols)
+                      const float *rstd, const rt_act *dy, const rt_act *dres, int64_t rows, int64_t cols)
 {
     rtcu_require_init("rt_layernorm_bwd");
     if (rows <= 0 || cols <= 0) return;
     size_t bx = (size_t)(rows * cols) * sizeof(rt_act), bw = (size_t)cols * sizeof(rt_act);
     size_t bg = (size_t)cols * sizeof(rt_grad);
-    rtcu_deps({{dx, bx}, {dw, bg}, {db, bg}, {x, bx}, {w, bw}, {mean, (size_t)rows * 4}, {rstd, (size_t)rows * 4}, {dy, bx}});
+    rtcu_deps({{dx, bx}, {dw, bg}, {db, bg}, {x, bx}, {w, bw}, {mean, (size_t)rows * 4}, {rstd, (size_t)rows * 4}, {dy, bx},
+               {dres, bx}});
     int64_t groups, chunk;
     rtcu_row_groups(rows, cols, &groups, &chunk);
     size_t pbytes = (size_t)(groups * cols) * sizeof(float);
     float *p = (dw || db) ? (float *)rtcu_scratch(2 * pbytes) : NULL;
     float *pdw = dw ? p : NULL, *pdb = db ? p + groups * cols : NULL;
-    RTCU_LAUNCH(k_ln_bwd, (unsigned)groups, norm_threads(cols), 0)(dx, pdw, pdb, x, w, mean, rstd, dy, rows,
-                                                                        cols, chunk);
+    RTCU_LAUNCH(k_ln_bwd, (unsigned)groups, norm_threads(cols), 0)(dx, pdw, pdb, x, w, mean, rstd, dy, dres,
+                                                                        rows, cols, chunk);
     LAUNCH_CHECK();
     if (dw) rtcu_colsum_final(dw, pdw, groups, cols, true);
     if (db) rtcu_colsum_final(db, pdb, groups, cols, true);

@@ -130,11 +130,19 @@ static void t_rmsnorm_cols(Rng &r, int64_t cols)
     cpu_rt_rmsnorm_fwd(y.data(), rstd.data(), x.data(), w.data(), rows, cols, eps);
     report(cols % 8 ? "rmsnorm_fwd y" : "rmsnorm_fwd y (16-byte)", hact(dyy, rows * cols), y, TOL_BF16);
     report(cols % 8 ? "rmsnorm_fwd rstd (fp32)" : "rmsnorm_fwd rstd (16-byte)", hf32(drstd, rows), rstd, TOL_F32);
-    rt_rmsnorm_bwd(ddx, ddw, dxx, dww, drstd, ddy, rows, cols);
-    cpu_rt_rmsnorm_bwd(dx.data(), dw.data(), x.data(), w.data(), rstd.data(), dy.data(), rows, cols);
+    rt_rmsnorm_bwd(ddx, ddw, dxx, dww, drstd, ddy, NULL, rows, cols);
+    cpu_rt_rmsnorm_bwd(dx.data(), dw.data(), x.data(), w.data(), rstd.data(), dy.data(), NULL, rows, cols);
     report(cols % 8 ? "rmsnorm_bwd dx" : "rmsnorm_bwd dx (16-byte)", hact(ddx, rows * cols), dx, TOL_BF16);
     report(cols % 8 ? "rmsnorm_bwd dw (fp32, accumulated)" : "rmsnorm_bwd dw (16-byte)", hf32(ddw, cols), dw, TOL_F32);
-    rt_free(dxx), rt_free(dww), rt_free(ddy), rt_free(ddw), rt_free(dyy), rt_free(ddx), rt_free(drstd);
+    /* The residual's gradient added in the same pass, in place (dres == dx),
+     * as the generated programs call it. */
+    auto res = randv(r, rows * cols);
+    rt_act *dres = dact(res);
+    rt_rmsnorm_bwd(dres, ddw, dxx, dww, drstd, ddy, dres, rows, cols);
+    cpu_rt_rmsnorm_bwd(res.data(), dw.data(), x.data(), w.data(), rstd.data(), dy.data(), res.data(), rows, cols);
+    report(cols % 8 ? "rmsnorm_bwd dx += dres (in place)" : "rmsnorm_bwd dx += dres (16-byte, in place)",
+           hact(dres, rows * cols), res, TOL_BF16);
+    rt_free(dxx), rt_free(dww), rt_free(ddy), rt_free(ddw), rt_free(dyy), rt_free(ddx), rt_free(drstd), rt_free(dres);
 }
 
 static void t_rmsnorm(Rng &r)
@@ -161,12 +169,22 @@ static void t_layernorm(Rng &r)
     report("layernorm_fwd y", hact(dyy, rows * cols), y, TOL_BF16);
     report("layernorm_fwd mean (fp32)", hf32(dmean, rows), mean, TOL_F32);
     report("layernorm_fwd rstd (fp32)", hf32(drstd, rows), rstd, TOL_F32);
-    rt_layernorm_bwd(ddx, ddw, ddb, dxx, dww, dmean, drstd, ddy, rows, cols);
+    rt_layernorm_bwd(ddx, ddw, ddb, dxx, dww, dmean, drstd, ddy, NULL, rows, cols);
     cpu_rt_layernorm_bwd(dx.data(), dw.data(), db.data(), x.data(), w.data(), mean.data(), rstd.data(), dy.data(),
-                         rows, cols);
+                         NULL, rows, cols);
     report("layernorm_bwd dx", hact(ddx, rows * cols), dx, TOL_BF16);
     report("layernorm_bwd dw (fp32, accumulated)", hf32(ddw, cols), dw, TOL_F32);
     report("layernorm_bwd db (fp32, accumulated)", hf32(ddb, cols), db, TOL_F32);
+    {   /* dx = dres + the norm's gradient, into another buffer */
+        auto res = randv(r, rows * cols);
+        std::vector<float> dx2((size_t)(rows * cols)), dw2((size_t)cols), db2((size_t)cols);
+        rt_act *dres = dact(res), *ddx2 = (rt_act *)rt_alloc(dx2.size() * sizeof(rt_act));
+        rt_layernorm_bwd(ddx2, ddw, ddb, dxx, dww, dmean, drstd, ddy, dres, rows, cols);
+        cpu_rt_layernorm_bwd(dx2.data(), dw2.data(), db2.data(), x.data(), w.data(), mean.data(), rstd.data(),
+                             dy.data(), res.data(), rows, cols);
+        report("layernorm_bwd dx = dres + dx", hact(ddx2, rows * cols), dx2, TOL_BF16);
+        rt_free(dres), rt_free(ddx2);
+    }
     rt_free(dxx), rt_free(dww), rt_free(dbb), rt_free(ddy), rt_free(ddw), rt_free(ddb);
     rt_free(dyy), rt_free(ddx), rt_free(dmean), rt_free(drstd);
 }
@@ -469,7 +487,7 @@ static void t_dims(Rng &r)
     rt_rmsnorm_fwd(dyy, drstd, dx, dw, rows, cols, 1e-6f);
     for (int rep = 0; rep < 2; rep++) {
         rt_zero(ddw, (size_t)cols * 4);
-        rt_rmsnorm_bwd(ddx, ddw, dx, dw, drstd, ddy, rows, cols);
+        rt_rmsnorm_bwd(ddx, ddw, dx, dw, drstd, ddy, NULL, rows, cols);
         auto t = hf32(ddw, cols);
         if (rep) report_bool("rmsnorm_bwd dw repeat (2048 rows)", bitwise_eq(t, t1), "bitwise equal");
         t1 = t;

@@ -15,6 +15,7 @@
  * formulas (missing term, wrong mask, wrong transpose) that must be caught.
  * Outputs that kernels overwrite are pre-filled with NaN, so a kernel that
  * skips an element fails; accumulated gradients start from random values. */
+#include <float.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -238,6 +239,49 @@ static double ln_loss(void *p)
     return dot(c->r, c->y, c->rows * c->cols);
 }
 
+/* The residual form (dres): dx = dres + the norm's gradient, as the
+ * generated programs call it: into another buffer, and in place (dres ==
+ * dx). The sum may be contracted into an FMA, so within a few ulps of dres +
+ * the plain call's dx rather than bitwise; dw and db are bitwise the plain
+ * call's. mean NULL: RMSNorm. */
+static void norm_bwd(float *dx, float *dw, float *db, int R, int C, const float *x, const float *w,
+                     const float *rstd, const float *mean, const float *dy, const float *dres)
+{
+    if (mean)
+        rt_layernorm_bwd(dx, dw, db, x, w, mean, rstd, dy, dres, R, C);
+    else
+        rt_rmsnorm_bwd(dx, dw, x, w, rstd, dy, dres, R, C);
+}
+
+static void check_norm_residual(const char *what, int R, int C, const float *x, const float *w,
+                                const float *rstd, const float *mean, const float *dy)
+{
+    float *res = fnew(R * C), *dx0 = fnew(R * C), *out = fnew(R * C);
+    float *dw0 = fnew(C), *db0 = fnew(C), *dw = fnew(C), *db = fnew(C), *pw = fnew(C), *pb = fnew(C);
+    ref_fill(res, NULL, R * C, -1, 1);
+    ref_fill(dw0, NULL, C, -1, 1);
+    ref_fill(db0, NULL, C, -1, 1);
+    for (int inplace = 0; inplace < 2; inplace++) {
+        memcpy(pw, dw0, sizeof(float) * C), memcpy(pb, db0, sizeof(float) * C);
+        norm_bwd(dx0, pw, pb, R, C, x, w, rstd, mean, dy, NULL);
+        memcpy(dw, dw0, sizeof(float) * C), memcpy(db, db0, sizeof(float) * C);
+        if (inplace)
+            memcpy(out, res, sizeof(float) * R * C);
+        norm_bwd(out, dw, db, R, C, x, w, rstd, mean, dy, inplace ? out : res);
+        int bad = 0;
+        for (int i = 0; i < R * C; i++) {
+            float want = res[i] + dx0[i];
+            bad += !(fabsf(out[i] - want) <= 4 * FLT_EPSILON * (fabsf(res[i]) + fabsf(dx0[i])));
+        }
+        const char *where = inplace ? "in place" : "into another buffer";
+        CHECK(bad == 0, "%s bwd with dres (%s): %d of %d elements are not dres + dx", what, where,
+              bad, R * C);
+        CHECK(!memcmp(pw, dw, sizeof(float) * C) && (!mean || !memcmp(pb, db, sizeof(float) * C)),
+              "%s bwd with dres (%s): the weight gradients differ from the plain call's", what, where);
+    }
+    free(res), free(dx0), free(out), free(dw0), free(db0), free(dw), free(db), free(pw), free(pb);
+}
+
 static void test_rmsnorm(void)
 {
     printf("rmsnorm\n");
@@ -258,13 +302,14 @@ static void test_rmsnorm(void)
     float *dx = fnew(R * C), *dw0 = fnew(C), *dw = fnew(C);
     ref_fill(dw0, NULL, C, -1, 1);
     memcpy(dw, dw0, sizeof(float) * C);
-    rt_rmsnorm_bwd(dx, dw, x, w, rstd, r, R, C);
+    rt_rmsnorm_bwd(dx, dw, x, w, rstd, r, NULL, R, C);
     double *gx = dnew(R * C), *gw = dnew(C);
     ref_fd_grad(rms_loss, &c, c.x, R * C, FD_H, gx);
     ref_fd_grad(rms_loss, &c, c.w, C, FD_H, gw);
     ref_check_grad("rmsnorm dx", dx, gx, R * C, GRAD_TOL);
     float *d = minus(dw, dw0, C);
     ref_check_grad("rmsnorm dw (accumulated)", d, gw, C, GRAD_TOL);
+    check_norm_residual("rmsnorm", R, C, x, w, rstd, NULL, r);
     /* wrong: dx = rstd dy w, forgetting that rstd depends on x */
     for (int i = 0; i < R; i++)
         for (int j = 0; j < C; j++)
@@ -294,7 +339,7 @@ static void test_layernorm(void)
     ref_fill(db0, NULL, C, -1, 1);
     memcpy(dw, dw0, sizeof(float) * C);
     memcpy(db, db0, sizeof(float) * C);
-    rt_layernorm_bwd(dx, dw, db, x, w, mean, rstd, r, R, C);
+    rt_layernorm_bwd(dx, dw, db, x, w, mean, rstd, r, NULL, R, C);
     double *gx = dnew(R * C), *gw = dnew(C), *gb = dnew(C);
     ref_fd_grad(ln_loss, &c, c.x, R * C, FD_H, gx);
     ref_fd_grad(ln_loss, &c, c.w, C, FD_H, gw);
@@ -303,6 +348,7 @@ static void test_layernorm(void)
     float *d1 = minus(dw, dw0, C), *d2 = minus(db, db0, C);
     ref_check_grad("layernorm dw (accumulated)", d1, gw, C, GRAD_TOL);
     ref_check_grad("layernorm db (accumulated)", d2, gb, C, GRAD_TOL);
+    check_norm_residual("layernorm", R, C, x, w, rstd, mean, r);
     free(d1), free(d2), free(dx), free(dw0), free(dw), free(db0), free(db), free(gx), free(gw);
     free(gb), free(x), free(w), free(b), free(r), free(y);
     free(c.x), free(c.w), free(c.b), free(c.r), free(c.y);
@@ -838,14 +884,14 @@ static void test_threads(void)
     rt_layernorm_fwd(y, st1, st2, x, w, b, R, C, 1e-5f);
     SAME_ON_THREADS("layernorm bwd dx", out, rc,
                     memset(dw, 0, cb), memset(db, 0, cb),
-                    rt_layernorm_bwd(out, dw, db, x, w, st1, st2, g, R, C));
+                    rt_layernorm_bwd(out, dw, db, x, w, st1, st2, g, NULL, R, C));
     SAME_ON_THREADS("layernorm bwd dw", dw, cb, memset(dw, 0, cb), memset(db, 0, cb),
-                    rt_layernorm_bwd(out, dw, db, x, w, st1, st2, g, R, C));
+                    rt_layernorm_bwd(out, dw, db, x, w, st1, st2, g, NULL, R, C));
     SAME_ON_THREADS("layernorm bwd db", db, cb, memset(dw, 0, cb), memset(db, 0, cb),
-                    rt_layernorm_bwd(out, dw, db, x, w, st1, st2, g, R, C));
+                    rt_layernorm_bwd(out, dw, db, x, w, st1, st2, g, NULL, R, C));
     SAME_ON_THREADS("rmsnorm fwd", out, rc, rt_rmsnorm_fwd(out, st1, x, w, R, C, 1e-5f));
     SAME_ON_THREADS("rmsnorm bwd dw", dw, cb, memset(dw, 0, cb),
-                    rt_rmsnorm_bwd(out, dw, x, w, st1, g, R, C));
+                    rt_rmsnorm_bwd(out, dw, x, w, st1, g, NULL, R, C));
     SAME_ON_THREADS("reduce_rows", dw, cb, rt_reduce_rows(dw, g, R, C, false));
     float ss = 0;
     SAME_ON_THREADS("sumsq", &ss, sizeof ss, ss = 0, rt_sumsq(&ss, g, N));
