@@ -2,7 +2,7 @@
  * Slurm) for each configuration a cluster file needs, fit, write the file.
  *
  *   ptdc calibrate [--target cpu|cuda] [--ranks N] [--gpu PRESET] [--quick]
- *                  [--records DIR] [--from DIR] [-o FILE]
+ *                  [--records DIR] [--from DIR ...] [-o FILE]
  *
  * Configurations (CPU): the node full, one rank per core (the base rates);
  * one rank alone with every core (how much faster a rank with the node to
@@ -21,8 +21,8 @@
 #include <unistd.h>
 
 typedef struct CalCli {
-    const char *target, *gpu, *out, *records, *from;
-    int ranks, quick;
+    const char *target, *gpu, *out, *records, *from[CAL_MAX_SETS];
+    int ranks, quick, nfrom;
     double budget;                /* seconds per point (0: ptdc-measure's default) */
 } CalCli;
 
@@ -44,7 +44,9 @@ static void usage(FILE *f)
             "  --quick             fewer points (about a quarter of the time)\n"
             "  --budget SECONDS    time per measured point (default 0.05)\n"
             "  --records DIR       keep the raw measurements in DIR\n"
-            "  --from DIR          fit records kept earlier instead of measuring\n"
+            "  --from DIR          fit records kept earlier instead of measuring; given up\n"
+            "                      to 16 times (sets of one configuration kept at different\n"
+            "                      moments), fit each measured number's median over them\n"
             "  -o FILE             the cluster file to write (default calibrated.cluster)\n");
 }
 
@@ -93,7 +95,11 @@ static bool parse(int argc, char **argv, CalCli *c)
         } else if (!strcmp(a, "--records")) {
             c->records = argv[++i];
         } else if (!strcmp(a, "--from")) {
-            c->from = argv[++i];
+            if (c->nfrom == CAL_MAX_SETS) {
+                ir_error(IR_NOLOC, "calibrate: --from given more than %d times", CAL_MAX_SETS);
+                return false;
+            }
+            c->from[c->nfrom++] = argv[++i];
         } else if (!strcmp(a, "-o")) {
             c->out = argv[++i];
         } else {
@@ -220,6 +226,28 @@ static char *load_records(const char *dir, const char *name, bool required)
     return t;
 }
 
+/* Part `name` of every --from set, merged when there are several (the
+ * part in all sets or none). False after a message. */
+static bool load_parts(const CalCli *c, const char *name, bool required, char **out)
+{
+    char *t[CAL_MAX_SETS];
+    int have = 0;
+    for (int s = 0; s < c->nfrom; s++)
+        have += (t[s] = load_records(c->from[s], name, required)) != NULL;
+    bool ok = have == c->nfrom || (have == 0 && !required);
+    if (!ok && (have || !required))
+        ir_error(IR_NOLOC, "calibrate: %s.records is in %d of the %d --from directories: sets of "
+                 "different runs cannot be merged", name, have, c->nfrom);
+    *out = NULL;
+    if (ok && have == 1)
+        *out = t[0], t[0] = NULL;
+    else if (ok && have > 1)
+        ok = (*out = cal_records_merge(name, t, have)) != NULL;
+    for (int s = 0; s < c->nfrom; s++)
+        free(t[s]);
+    return ok;
+}
+
 /* GPUs the CUDA measuring program sees on this node (1 if it cannot say). */
 static int gpus(void)
 {
@@ -246,11 +274,10 @@ int cal_main(int argc, char **argv)
     int ncores = cores();
     int ranks = c.ranks ? c.ranks : cpu ? ncores : gpus();
     int rc = 1;
-    if (c.from) {
+    if (c.nfrom) {
         for (int i = 0; i < NPARTS; i++)
-            text[i] = load_records(c.from, parts[i], i == FULL);
-        if (!text[FULL])
-            goto out;
+            if (!load_parts(&c, parts[i], i == FULL, &text[i]))
+                goto out;
     } else {
         fprintf(stderr, "calibrate: %s backend, %d core%s; %s\n", c.target, ncores,
                 ncores == 1 ? "" : "s", c.quick ? "quick run" : "full run");
@@ -307,7 +334,7 @@ int cal_main(int argc, char **argv)
         CalInput in = {&rec[FULL], text[SOLO] ? &rec[SOLO] : NULL,
                        {text[COMM] ? &rec[COMM] : NULL, text[COMM2] ? &rec[COMM2] : NULL},
                        text[MEMORY] ? &rec[MEMORY] : NULL, cpu ? ncores : 0};
-        if (c.from && cpu && rec[FULL].ranks > 0)
+        if (c.nfrom && cpu && rec[FULL].ranks > 0)
             in.cores = rec[FULL].ranks; /* the full configuration ran one rank per core */
         CalReport rep;
         if (ok)

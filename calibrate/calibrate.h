@@ -58,6 +58,13 @@ typedef struct CalRecords {
 bool cal_records_parse(const char *name, const char *text, CalRecords *r);
 void cal_records_free(CalRecords *r);
 
+/* ------------------------------------------------------ cal_merge.c */
+/* Record sets of one part measured at different moments (up to
+ * CAL_MAX_SETS), as one text: every measured number the median over the
+ * sets. NULL after a message if the sets did not measure the same things. */
+enum { CAL_MAX_SETS = 16 };
+char *cal_records_merge(const char *name, char *const *texts, int nsets);
+
 /* ----------------------------------------------------------- cal_fit.c */
 /* What one calibration measured: the node full (one rank per core, one
  * thread each: the base rates), one rank alone with every core (how much

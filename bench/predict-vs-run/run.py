@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
 """bench/predict-vs-run: close the loop on this machine's CPU ranks.
 
-Calibrate once (`ptdc calibrate`), then for every layout below: predict its
-step time and memory with the measured cluster file (`ptdc --plan-only
---json`), generate and run its program (PTDC_PROFILE=1), take the median
-step time over steps 3..N in each of R rounds (every layout once per round,
-in turn) and the median over rounds, the peak resident memory, and compare. Also
-runs the planner's own choice for each rank count and compares it with the
-fastest measured layout of that count (a choice that generates a pinned layout's very
-program is that layout, measured once).
+Calibrate (`ptdc calibrate`: K times, alternating with the first K - 1
+rounds of runs, fitted as one with each measured point's median: --from ...),
+then for every layout below: predict its step time and memory with the
+measured cluster file (`ptdc --plan-only --json`), generate and run its
+program (PTDC_PROFILE=1), take the median step time over steps 3..N in each
+round (every layout once per round, in turn) and the median over rounds, the
+peak resident memory, and compare. Also runs the planner's own choice for
+each rank count (planned with that file, so in the last R rounds only) and
+compares it with the fastest measured layout of that count (a choice that
+generates a pinned layout's very program is that layout, measured once).
 
     bench/predict-vs-run/run.py [--build build] [--cluster FILE] [--steps N]
-                                [--rounds R] [--work DIR] [--only NAME,...] [--docs]
-                                [--reuse-runs [--model FILE]]
+                                [--rounds R] [--calibrations K] [--work DIR]
+                                [--only NAME,...] [--docs] [--reuse-runs [--model FILE]]
 
 --cluster reuses a cluster file instead of calibrating; --docs rewrites the
 table in docs/cost-model.md; --reuse-runs predicts again for the runs kept in
@@ -35,6 +37,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -125,6 +128,8 @@ def main():
     ap.add_argument("--cluster")
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--calibrations", type=int, default=3,
+                    help="calibrations alternating with the first rounds, fitted as one (median per point)")
     ap.add_argument("--reuse-runs", action="store_true",
                     help="predict again against the runs of WORK/results.json (no calibration, no runs)")
     ap.add_argument("--work", default="/tmp/ptdc-predict-vs-run")
@@ -133,6 +138,8 @@ def main():
     ap.add_argument("--quick-calibration", action="store_true")
     ap.add_argument("--docs", action="store_true")
     a = ap.parse_args()
+    if a.calibrations < 1 or a.calibrations > 16 or a.rounds < 1:
+        sys.exit("predict-vs-run: --calibrations expects 1 to 16, --rounds at least 1")
     ptdc = os.path.join(a.build, "driver", "ptdc")
     if not os.access(ptdc, os.X_OK):
         sys.exit("predict-vs-run: %s is not built (run scripts/setup.sh)" % ptdc)
@@ -149,73 +156,112 @@ def main():
     def probe():
         log = run([os.path.join(probe_dir, "run.sh"), "--steps", str(PROBE_STEPS)], env).stdout
         return parse_run(log, PROBE_STEPS)[0]
-    probes_cal = []
-    if not cluster:
-        cluster = os.path.join(a.work, "cpu.cluster")
-        cmd = [ptdc, "calibrate", "-o", cluster, "--records", os.path.join(a.work, "records")]
+    probes_cal = []  # the probe before and after each calibration
+
+    def calibrate(k):
+        rec = os.path.join(a.work, "records-%d" % k)
+        shutil.rmtree(rec, ignore_errors=True)
+        cmd = [ptdc, "calibrate", "-o", os.path.join(a.work, "cal-%d.cluster" % k), "--records", rec]
         if a.quick_calibration:
             cmd.append("--quick")
-        print("== calibrating: %s" % " ".join(cmd), flush=True)
+        print("== calibration %d of %d: %s" % (k, a.calibrations, " ".join(cmd)), flush=True)
+        t = time.time()
         probes_cal.append(probe())
         p = subprocess.run(cmd, cwd=SRC, env=env, stderr=subprocess.PIPE, text=True)
         if p.returncode:
             sys.exit(p.stderr[-3000:])
-        print("\n".join(l for l in p.stderr.splitlines() if not l.startswith("calibrate: ")))
+        if k == 1:
+            print("\n".join(l for l in p.stderr.splitlines() if not l.startswith("calibrate: ")))
         probes_cal.append(probe())
-        print("   calibration took %.0f s; speed probe %.4f s before, %.4f s after" % (
-            time.time() - t0, probes_cal[0], probes_cal[1]), flush=True)
-    cluster = os.path.abspath(cluster)
+        print("   calibration %d took %.0f s; speed probe %.4f s before, %.4f s after" % (
+            k, time.time() - t, probes_cal[-2], probes_cal[-1]), flush=True)
+        return rec
+
     env_run = dict(env, PTDC_PROFILE="1")
     only = set(a.only.split(",")) if a.only else None
-    # Generate every program and take its prediction first; then run them in
-    # rounds, each round every layout once in turn, so that a slow minute of a
-    # shared machine hits every layout alike; a layout's time is the median of
-    # its rounds' medians.
+    records = []
+    if not cluster:
+        records.append(calibrate(1))
+    # Every pinned layout's program (a pinned program does not depend on the
+    # cluster file, only the prediction printed beside it does).
+    gen_cluster = cluster or os.path.join(a.work, "cal-1.cluster")
     jobs = []
-    for name, ranks, pins in LAYOUTS + [("planner-%d" % n, n, None) for n in (1, 2, 4)]:
+    for name, ranks, pins in LAYOUTS:
         if only and name not in only:
             continue
-        base = [ptdc] + MODEL + ["--cluster", cluster, "--gpus", str(ranks), "--target", "cpu"]
         out = os.path.join(a.work, name)
-        if pins is not None:
-            pj = json.loads(run(base + pins + ["--plan-only", "--json"], env).stdout)
-            pred = pj["predicted"]
-            run(base + pins + ["-o", out], env)
-            layout = " ".join(pins)
-        else:
-            run(base + ["-o", out], env)
-            with open(os.path.join(out, "plan.json")) as f:
-                pj = json.load(f)
-            pred = pj["predicted"]
-            par = pj.get("parallel", {})
-            layout = " ".join("%s %s" % (k, v) for k, v in par.items() if not isinstance(v, (dict, list)))
+        run([ptdc] + MODEL + ["--cluster", gen_cluster, "--gpus", str(ranks), "--target", "cpu"] + pins +
+            ["-o", out], env)
         run(["make", "-s", "-C", out, "train"], env)
-        jobs.append((name, ranks, layout, pred, out))
+        jobs.append([name, ranks, " ".join(pins), None, out, pins])
+    # Rounds: every layout once in turn, so that a slow minute of a shared
+    # machine hits every layout alike; a layout's time is the median of its
+    # rounds' medians.
+    runs = {j[0]: [] for j in jobs}
+    speed = {j[0]: [] for j in jobs}  # per round: the probe's time around the run
+    state = {"before": probe()}
+
+    def one_round(rnd, total, todo):
+        for name, ranks, layout, pred, out, _ in todo:
+            log = run([os.path.join(out, "run.sh"), "--steps", str(a.steps)], env_run).stdout
+            runs[name].append(parse_run(log, a.steps))
+            after = probe()
+            speed[name].append((state["before"] + after) / 2)
+            state["before"] = after
+            print("round %d/%d %-12s %.3f s   (probe %.4f s)" % (rnd, total, name, runs[name][-1][0],
+                                                                 speed[name][-1]), flush=True)
+    # The machine's speed moves for minutes at a time (the probe); one
+    # calibration meets it at one moment and sets every prediction's offset
+    # (runs 6 and 7 of docs/cost-model.md: every row over, then every row
+    # under). So the calibrations alternate with the first rounds, and the
+    # predictions come from the median of each measured point over them
+    # (ptdc calibrate --from ... --from ...).
+    extra = a.calibrations - 1 if not cluster else 0
+    total = a.rounds + extra
+    for k in range(2, a.calibrations + 1) if not cluster else ():
+        one_round(k - 1, total, jobs)
+        records.append(calibrate(k))
+        state["before"] = probes_cal[-1]
+    if not cluster:
+        cluster = os.path.join(a.work, "cpu.cluster")
+        cmd = [ptdc, "calibrate", "-o", cluster] + [x for r in records for x in ("--from", r)]
+        p = subprocess.run(cmd, cwd=SRC, env=env, stderr=subprocess.PIPE, text=True)
+        if p.returncode:
+            sys.exit(p.stderr[-3000:])
+        if len(records) > 1:
+            print("== the median of %d calibrations:" % len(records))
+            print("\n".join(l for l in p.stderr.splitlines() if not l.startswith("calibrate: ")), flush=True)
+    cluster = os.path.abspath(cluster)
+    # Predictions, and the planner's own choices, from that file.
+    for j in jobs:
+        base = [ptdc] + MODEL + ["--cluster", cluster, "--gpus", str(j[1]), "--target", "cpu"]
+        j[3] = json.loads(run(base + j[5] + ["--plan-only", "--json"], env).stdout)["predicted"]
+    for n in (1, 2, 4):
+        name = "planner-%d" % n
+        if only and name not in only:
+            continue
+        out = os.path.join(a.work, name)
+        run([ptdc] + MODEL + ["--cluster", cluster, "--gpus", str(n), "--target", "cpu", "-o", out], env)
+        with open(os.path.join(out, "plan.json")) as f:
+            pj = json.load(f)
+        par = pj.get("parallel", {})
+        layout = " ".join("%s %s" % (k, v) for k, v in par.items() if not isinstance(v, (dict, list)))
+        run(["make", "-s", "-C", out, "train"], env)
+        jobs.append([name, n, layout, pj["predicted"], out, None])
+        runs[name], speed[name] = [], []
     # The planner's choice is often one of the pinned layouts: the very same
     # program (its sources byte for byte). It is then that layout, measured
     # with it: run twice under two names, its two noisy estimates were
     # compared with each other (the same program 15-24% apart in one run).
     twin = {}
-    for name, _, _, _, out in jobs:
+    for name, _, _, _, out, _ in jobs:
         if name.startswith("planner-"):
             twin[name] = next((j[0] for j in jobs if not j[0].startswith("planner-") and
                                same_program(out, j[4])), None)
-    runs = {j[0]: [] for j in jobs}
-    speed = {j[0]: [] for j in jobs}  # per round: the probe's time around the run
-    before = probe()
-    for rnd in range(a.rounds):
-        for name, ranks, layout, pred, out in jobs:
-            if twin.get(name):
-                continue
-            log = run([os.path.join(out, "run.sh"), "--steps", str(a.steps)], env_run).stdout
-            runs[name].append(parse_run(log, a.steps))
-            after = probe()
-            speed[name].append((before + after) / 2)
-            before = after
-            print("round %d/%d %-12s %.3f s   (probe %.4f s)" % (rnd + 1, a.rounds, name, runs[name][-1][0],
-                                                                 speed[name][-1]), flush=True)
+    for rnd in range(extra + 1, total + 1):
+        one_round(rnd, total, [j for j in jobs if not twin.get(j[0])])
     rows = []
-    for name, ranks, layout, pred, out in jobs:
+    for name, ranks, layout, pred, out, _ in jobs:
         rs = runs[twin.get(name) or name]
         meas = statistics.median(r[0] for r in rs)
         _, prof, rss, plan, times = rs[0]
@@ -317,7 +363,9 @@ def report(rows, a, cluster, elapsed):
         summary.append("the machine: the speed probe (one fixed two-rank program) around the runs took %.3f s "
                        "median, %.3f..%.3f s (spread %.0f%%)%s" % (
                            statistics.median(ps), min(ps), max(ps), 100 * (max(ps) - min(ps)) / statistics.median(ps),
-                           "; before and after the calibration %.3f and %.3f s" % tuple(cal) if cal else ""))
+                           "; before and after each calibration %s s" % ", ".join(
+                               "%.3f/%.3f" % (cal[i], cal[i + 1]) for i in range(0, len(cal) - 1, 2))
+                           if cal else ""))
     for key, rkey, ekey, word in [("meas", "rounds", "err", "measured")]:
         spread = [(max(r[rkey]) - min(r[rkey])) / r[key] for r in pinned if len(r.get(rkey, [])) > 1]
         if spread:
@@ -363,8 +411,13 @@ def report(rows, a, cluster, elapsed):
         b, e = "<!-- BEGIN predict-vs-run -->", "<!-- END predict-vs-run -->"
         if b not in d or e not in d:
             sys.exit("predict-vs-run: docs/cost-model.md lacks the %s ... %s markers" % (b, e))
+        ncal = len(rows[0].get("probe_cal") or []) // 2
         body = ("\nMeasured with `bench/predict-vs-run/run.py --docs` on %s (%d cores), %d steps per "
-                "layout and round, medians over steps 3..%d, then over %d rounds.\n\n" % (os.uname().nodename, os.cpu_count(), a.steps, a.steps, a.rounds)) + text
+                "layout and round, medians over steps 3..%d, then over the rounds (%d; the planner's own "
+                "choices %d)%s.\n\n" % (os.uname().nodename, os.cpu_count(), a.steps, a.steps,
+                                        a.rounds + max(ncal - 1, 0), a.rounds,
+                                        "; the cluster file is the median of %d calibrations alternating "
+                                        "with the first rounds" % ncal if ncal > 1 else "")) + text
         if a.reuse_runs:
             body = body.replace("\n\n|", " The predictions were made again for these runs with "
                                 "`--reuse-runs` (the model changed after the runs, the runs did not).\n\n|", 1)

@@ -21,6 +21,11 @@ grep -q "^calibrate: gemm " "$work/log" || { echo "FAIL: no progress on stderr";
 sed 1d "$work/cpu.cluster" > "$work/a"
 sed 1d "$work/refit.cluster" > "$work/b"
 cmp -s "$work/a" "$work/b" || { echo "FAIL: refitting the records changed the file"; diff "$work/a" "$work/b" | head; fail=1; }
+# Several sets fit their medians: three copies of one set are that set.
+"$ptdc" calibrate --from "$work/rec" --from "$work/rec" --from "$work/rec" -o "$work/merged.cluster" 2>/dev/null ||
+    { echo "FAIL: --from three times"; fail=1; }
+sed 1d "$work/merged.cluster" > "$work/c"
+cmp -s "$work/a" "$work/c" || { echo "FAIL: the median of three identical sets changed the file"; diff "$work/a" "$work/c" | head; fail=1; }
 # Plan CPU ranks with it: the prediction is the measured device's.
 cd "$src" || exit 1
 "$ptdc" models/tiny-llama.mdl --cluster "$work/cpu.cluster" --gpus 2 --dp 2 --tp 1 --pp 1 \
@@ -45,6 +50,12 @@ check "cannot read '$work/none/full.records'" --from "$work/none"
 mkdir -p "$work/bad"
 printf 'meta backend cpu ranks 2 act_bytes 4\ngemm 1 2 3\nend\n' > "$work/bad/full.records"
 check "full:2: malformed calibration record 'gemm'" --from "$work/bad"
+mkdir -p "$work/other"
+sed 's/^meta backend cpu ranks [0-9]*/meta backend cpu ranks 64/' "$work/rec/full.records" > "$work/other/full.records"
+check "full: record 'meta backend ...' of set 1 is not in set 2: sets of different runs" --from "$work/rec" --from "$work/other"
+mkdir -p "$work/part"
+cp "$work/rec/full.records" "$work/part/"
+check "solo.records is in 1 of the 2 --from directories" --from "$work/rec" --from "$work/part"
 if [ -x "$(dirname "$ptdc")/../calibrate/cuda/ptdc-measure-cuda" ] && ! command -v nvidia-smi >/dev/null 2>&1; then
     check "needs a GPU, and this machine has none" --target cuda
 fi

@@ -176,9 +176,58 @@ static void test_parse_errors(void)
     }
 }
 
+/* cal_records_merge: each measured number the median over the sets (the
+ * mean of the middle two for an even count), the naming tokens kept; sets
+ * that did not measure the same things refused with a sentence. */
+static void test_merge(void)
+{
+    char *t[3] = {
+        "meta backend cpu ranks 2 act_bytes 4 host h part compute\n# a comment\n"
+        "gemm 64 64 64 0 0 0.003\nkern add 4 1024 2e-06\nshare_sync 4 2 10 0.5 0.7\nend\n",
+        "meta backend cpu ranks 2 act_bytes 4 host h part compute\n"
+        "gemm 64 64 64 0 0 0.001\nkern add 4 1024 9e-06\nshare_sync 4 2 12 0.4 0.9\nend\n",
+        "meta backend cpu ranks 2 act_bytes 4 host h part compute\n"
+        "gemm 64 64 64 0 0 0.002\nkern add 4 1024 3e-06\nshare_sync 4 2 11 0.6 0.8\nend\n",
+    };
+    char *m = cal_records_merge("full", t, 3);
+    CHECK(m && !strcmp(m, "meta backend cpu ranks 2 act_bytes 4 host h part compute\n"
+                          "gemm 64 64 64 0 0 0.002\nkern add 4 1024 3.0000000000000001e-06\n"
+                          "share_sync 4 2 11 0.5 0.80000000000000004\nend\n"),
+          "merged records:\n%s", m ? m : "(none)");
+    free(m);
+    m = cal_records_merge("full", t, 2);
+    CHECK(m && strstr(m, "gemm 64 64 64 0 0 0.002\n"), "two sets: the mean of both: %s", m ? m : "(none)");
+    free(m);
+    static const struct {
+        const char *other, *want;
+    } bad[] = {
+        {"meta backend cpu ranks 4 act_bytes 4 host h part compute\ngemm 64 64 64 0 0 0.001\n"
+         "kern add 4 1024 9e-06\nshare_sync 4 2 12 0.4 0.9\nend\n", "record 'meta backend ...' of set 1 is not in set 2"},
+        {"meta backend cpu ranks 2 act_bytes 4 host h part compute\ngemm 64 64 128 0 0 0.001\n"
+         "kern add 4 1024 9e-06\nshare_sync 4 2 12 0.4 0.9\nend\n", "record 'gemm 64 ...' of set 1 is not in set 2"},
+        {"meta backend cpu ranks 2 act_bytes 4 host h part compute\nend\n", "set 2 has 2 records, set 1 has 5"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *out;
+        size_t len;
+        FILE *f = open_memstream(&out, &len);
+        ir_diag_set_stream(f);
+        char *two[2] = {t[0], (char *)bad[i].other};
+        m = cal_records_merge("full", two, 2);
+        fclose(f);
+        ir_diag_set_stream(stderr);
+        ir_diag_reset();
+        CHECK(!m && strstr(out, bad[i].want) && strstr(out, "cannot be merged"), "case %zu: want '%s', got '%s'",
+              i, bad[i].want, out);
+        free(m);
+        free(out);
+    }
+}
+
 int main(void)
 {
     test_parse_errors();
+    test_merge();
     PassGpu t = truth();
     char *text = make_records(&t), *comm = make_comm();
     PassGpu ts = truth_solo();
