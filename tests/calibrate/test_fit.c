@@ -148,6 +148,21 @@ static char *make_comm(void)
     return buf;
 }
 
+/* Diagnostics into *out (freed by the caller) until diag_end. */
+static size_t diag_len;
+static FILE *diag_begin(char **out)
+{
+    FILE *f = open_memstream(out, &diag_len);
+    ir_diag_set_stream(f);
+    return f;
+}
+static void diag_end(FILE *f)
+{
+    fclose(f);
+    ir_diag_set_stream(stderr);
+    ir_diag_reset();
+}
+
 static void test_parse_errors(void)
 {
     static const struct {
@@ -163,14 +178,10 @@ static void test_parse_errors(void)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char *out;
-        size_t len;
-        FILE *m = open_memstream(&out, &len);
-        ir_diag_set_stream(m);
+        FILE *m = diag_begin(&out);
         CalRecords r;
         bool ok = cal_records_parse("r", bad[i].text, &r);
-        fclose(m);
-        ir_diag_set_stream(stderr);
-        ir_diag_reset();
+        diag_end(m);
         CHECK(!ok && strstr(out, bad[i].want), "case %zu: want '%s', got '%s'", i, bad[i].want, out);
         free(out);
     }
@@ -209,14 +220,10 @@ static void test_merge(void)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char *out;
-        size_t len;
-        FILE *f = open_memstream(&out, &len);
-        ir_diag_set_stream(f);
+        FILE *f = diag_begin(&out);
         char *two[2] = {t[0], (char *)bad[i].other};
         m = cal_records_merge("full", two, 2);
-        fclose(f);
-        ir_diag_set_stream(stderr);
-        ir_diag_reset();
+        diag_end(f);
         CHECK(!m && strstr(out, bad[i].want) && strstr(out, "cannot be merged"), "case %zu: want '%s', got '%s'",
               i, bad[i].want, out);
         free(m);
