@@ -80,6 +80,10 @@ static int cmp_double(const void *a, const void *b)
 
 char *cal_records_merge(const char *name, char *const *texts, int nsets)
 {
+    if (nsets < 1 || nsets > CAL_MAX_SETS) {
+        ir_error(IR_NOLOC, "calibrate: %s: %d record sets to merge (1 to %d)", name, nsets, CAL_MAX_SETS);
+        return NULL;
+    }
     Set *sets = ir_xmalloc((size_t)nsets * sizeof *sets);
     for (int s = 0; s < nsets; s++)
         load(&sets[s], texts[s]);
@@ -87,7 +91,7 @@ char *cal_records_merge(const char *name, char *const *texts, int nsets)
     size_t len = 0;
     FILE *f = open_memstream(&out, &len);
     bool ok = true;
-    double *vals = ir_xmalloc((size_t)nsets * sizeof *vals);
+    double vals[CAL_MAX_SETS];
     for (int s = 1; s < nsets && ok; s++)
         if (sets[s].n != sets[0].n) {
             ir_error(IR_NOLOC, "calibrate: %s: record set %d has %d records, set 1 has %d: sets of "
@@ -100,9 +104,8 @@ char *cal_records_merge(const char *name, char *const *texts, int nsets)
         /* The same record in every set: the first unused one of that name
          * (records repeat a name only when a configuration is measured twice). */
         const Line *match[CAL_MAX_SETS];
-        int nm = nsets < CAL_MAX_SETS ? nsets : CAL_MAX_SETS;
         match[0] = a;
-        for (int s = 1; s < nm && ok; s++) {
+        for (int s = 1; s < nsets && ok; s++) {
             match[s] = NULL;
             for (int j = 0; j < sets[s].n && !match[s]; j++)
                 if (!sets[s].v[j].used && same_name(a, &sets[s].v[j])) {
@@ -121,10 +124,10 @@ char *cal_records_merge(const char *name, char *const *texts, int nsets)
         for (int k = 0; k < a->n - a->m; k++)
             fprintf(f, "%s%s", k ? " " : "", a->tok[k]);
         for (int k = a->n - a->m; k < a->n; k++) {
-            for (int s = 0; s < nm; s++)
+            for (int s = 0; s < nsets; s++)
                 vals[s] = strtod(match[s]->tok[k], NULL);
-            qsort(vals, (size_t)nm, sizeof *vals, cmp_double);
-            double med = nm % 2 ? vals[nm / 2] : 0.5 * (vals[nm / 2 - 1] + vals[nm / 2]);
+            qsort(vals, (size_t)nsets, sizeof *vals, cmp_double);
+            double med = nsets % 2 ? vals[nsets / 2] : 0.5 * (vals[nsets / 2 - 1] + vals[nsets / 2]);
             fprintf(f, " %.17g", med);
         }
         fputc('\n', f);
@@ -133,7 +136,6 @@ char *cal_records_merge(const char *name, char *const *texts, int nsets)
     for (int s = 0; s < nsets; s++)
         free(sets[s].copy), free(sets[s].v);
     free(sets);
-    free(vals);
     if (!ok) {
         free(out);
         return NULL;

@@ -488,6 +488,9 @@ typedef struct PassSaved {
 int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
                     const PassStrategy *s, const int64_t *dim_size, PassRecompute r,
                     PassSaved *items, int max);
+/* One past the last forward node the cost model looks in for readers of
+ * activation t: the end of the piece after its producer's. */
+int pass_readers_end(const IrGraph *g, int t);
 /* The layout a generated program keeps tensor t in: its producer's, reduced
  * towards its first forward consumer (codegen/cg_plan.c's canonical form, one
  * kept copy whatever layout its keepers read), looked for in t's piece and the

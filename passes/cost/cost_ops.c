@@ -316,8 +316,8 @@ BWD_OP(REDUCE_SUM)
  * does not own); each earlier one is added by an rt_add, unless its op is
  * IR_OPF_GRAD_SUM: a norm reads the sum as dres (one more read of t), a GEMM
  * accumulates into it with beta = 1 (its C read is not charged: the GEMM is
- * compute-bound) once the op owns it. Readers are looked for in t's
- * producer's piece and the next, as pass_kept_bytes does. */
+ * compute-bound) once the op owns it. Readers are looked for up to
+ * pass_readers_end. */
 static void grad_sum_cost(const OpArgs *a, PassNodeCost *o, int i)
 {
     const IrGraph *g = a->g;
@@ -327,9 +327,7 @@ static void grad_sum_cost(const OpArgs *a, PassNodeCost *o, int i)
     for (int e = i + 1; e < n->nin; e++)
         if (n->in[e] == t)
             later++, last = n->id;
-    int piece = g->nodes[g->tensors[t].producer].piece, end = n->id + 1;
-    while (end < g->nfwd && g->nodes[end].piece <= piece + 1)
-        end++;
+    int end = pass_readers_end(g, t);
     for (int id = n->id + 1; id < end; id++)
         for (int k = 0; k < g->nodes[id].nin; k++)
             if (g->nodes[id].in[k] == t)

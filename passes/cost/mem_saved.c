@@ -161,6 +161,16 @@ double pass_saved_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n,
     return b;
 }
 
+int pass_readers_end(const IrGraph *g, int t)
+{
+    /* A layer's output feeds the next layer; past that the scans would be the
+     * whole graph for every statistic only backward reads (rstd, lse), in the
+     * search's loop. */
+    int p = g->nodes[g->tensors[t].producer].piece;
+    int end = p + 1 < g->npieces ? g->pieces[p + 1].first + g->pieces[p + 1].count : g->nfwd;
+    return end < g->nfwd ? end : g->nfwd;
+}
+
 PassSharding pass_kept_sharding(const IrGraph *g, const PassMesh *m, const PassStrategy *strat,
                                 const int64_t *dim_size, int t)
 {
@@ -171,12 +181,8 @@ PassSharding pass_kept_sharding(const IrGraph *g, const PassMesh *m, const PassS
     for (int j = 0; j < pn->nout; j++)
         if (pn->out[j] == t)
             from = out[j];
-    /* A tensor's first reader is in its piece or the next (a layer's output
-     * feeds the next layer); past that the scan would be the whole graph for
-     * every statistic only backward reads (rstd, lse), in the search's loop. */
-    int last = pn->piece + 1 < g->npieces ? g->pieces[pn->piece + 1].first + g->pieces[pn->piece + 1].count
-                                          : g->nfwd;
-    for (int i = pid + 1; i < g->nfwd && i < last; i++) {
+    int last = pass_readers_end(g, t);
+    for (int i = pid + 1; i < last; i++) {
         const IrNode *n = &g->nodes[i];
         for (int k = 0; k < n->nin; k++)
             if (n->in[k] == t) {
