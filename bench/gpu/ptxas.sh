@@ -22,14 +22,15 @@ for arch in ${@:-80 90}; do
         /Compiling entry function/ {
             name = $0; sub(/.*function .\047/, "", name); sub(/\047 for.*/, "", name)
             k = name; sub(/^_ZN[^_]*_[0-9]*/, "", k)
-            if (match(name, /(k_fwd|k_dq|k_dkv)ILi[0-9]+E/)) {
-                s = substr(name, RSTART, RLENGTH); sub(/ILi/, "<", s); sub(/E$/, ">", s); k = s
-            }
+            if (match(name, /(k_fwd|k_dq|k_dkv)ILi[0-9]+E(Lb[01]E)?/)) {
+                s = substr(name, RSTART, RLENGTH); sub(/ILi/, "<", s)
+                sub(/ELb1E$/, ", dQ>", s); sub(/ELb0E$/, ">", s); sub(/E$/, ">", s); k = s
+            } else if (name ~ /k_dq_cast/) k = "k_dq_cast"
         }
         /spill stores/ { st = $5; ld = $9 }
         /Used [0-9]+ registers/ {
             for (i = 1; i <= NF; i++) if ($i == "Used") r = $(i + 1)
-            printf "%-6s %-12s %4s registers, spills %s B stored / %s B loaded\n", arch, k, r, st, ld
+            printf "%-6s %-14s %4s registers, spills %s B stored / %s B loaded\n", arch, k, r, st, ld
         }' "$tmp/log" | sort -t'<' -k1,1 -k2n
     if grep "spill stores" "$tmp/log" | grep -qv " 0 bytes spill stores, 0 bytes spill loads"; then spills=1; fi
 done

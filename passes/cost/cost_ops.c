@@ -167,6 +167,11 @@ static void pass_opcost_ATTENTION(const OpArgs *a, PassNodeCost *o)
         o->fwd_s += f / rf + ovh;
         o->bwd_s += f * k->flash_bwd_ratio / rb + 2 * ovh;
         o->attn_s += f / rf + f * k->flash_bwd_ratio / rb + 3 * ovh;
+        /* A GPU backward adds dQ with atomics into an fp32 buffer
+         * (FlashAttention's dq_accum, ptdc's rtcu_scratch) held while it
+         * runs; the CPU kernels sum dQ in place. */
+        if (gp->kind != PASS_DEV_CPU)
+            o->ws_bytes = 4 * B * S * H * D;
         return;
     }
     /* Materialised: QK^T and PV as batched GEMMs over all S x S (the mask is

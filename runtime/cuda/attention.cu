@@ -375,9 +375,23 @@ bool use_fa2(const char *fn, int64_t D, std::initializer_list<std::pair<const ch
     return true;
 }
 
+/* -1: not decided yet (PTDC_ATTENTION_DETERMINISTIC=1 asks for the
+ * two-kernel backward whose dQ is bitwise reproducible). */
+int deterministic = -1;
+
+bool want_deterministic()
+{
+    if (deterministic < 0) {
+        const char *e = getenv("PTDC_ATTENTION_DETERMINISTIC");
+        deterministic = e && *e && strcmp(e, "0") != 0;
+    }
+    return deterministic != 0;
+}
+
 } // namespace
 
 extern "C" void rtcu_attention_force_generic(int on) { force_generic = on; }
+extern "C" void rtcu_attention_deterministic(int on) { deterministic = on; }
 
 void rt_attention_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, int64_t B, int64_t S,
                       int64_t H, int64_t KVH, int64_t D, bool causal, int64_t window)
@@ -417,12 +431,18 @@ void rt_attention_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const
     rtcu_deps({{lse, (size_t)(B * S * H) * 4}});
     if (window >= S) window = 0;
     int64_t rows = B * S * H;
-    float *delta = (float *)rtcu_scratch((size_t)rows * sizeof(float));
+    bool fa2 = use_fa2("rt_attention_bwd", D,
+                       {{"dq", dq}, {"dk", dk}, {"dv", dv}, {"q", q}, {"k", k}, {"v", v}, {"dout", dout}});
+    /* Scratch: Delta, then (the atomic backward) dQ in fp32, 256-byte aligned. */
+    size_t dbytes = ((size_t)rows * sizeof(float) + 255) / 256 * 256;
+    bool atomic_dq = fa2 && !want_deterministic();
+    char *sc = (char *)rtcu_scratch(dbytes + (atomic_dq ? (size_t)(rows * D) * sizeof(float) : 0));
+    float *delta = (float *)sc;
     RTCU_LAUNCH(k_delta, (unsigned)rtcu_cdiv(rows * 32, 256), 256, 0)(delta, o, dout, rows, D);
     LAUNCH_CHECK();
-    if (use_fa2("rt_attention_bwd", D,
-                {{"dq", dq}, {"dk", dk}, {"dv", dv}, {"q", q}, {"k", k}, {"v", v}, {"dout", dout}})) {
-        rtcu_attention_fa2_bwd(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, window);
+    if (fa2) {
+        rtcu_attention_fa2_bwd(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, window,
+                               atomic_dq ? (float *)(sc + dbytes) : nullptr);
         return;
     }
     float scale = 1.0f / sqrtf((float)D);

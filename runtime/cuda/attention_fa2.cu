@@ -22,20 +22,27 @@
  * while O += P V runs. The probabilities go from the S accumulators
  * straight into the A fragments of P V.
  *
- * Backward, deterministic (no atomics), in two kernels after Delta =
- * rowsum(dO * O) (attention.cu):
+ * Backward, after Delta = rowsum(dO * O) (attention.cu):
  *   k_dkv: a block of 8 warps owns 128 keys, 16 per warp, and loops over the
  *     query heads of its kv group and 64-query tiles (32 above D = 80; double-buffered
  *     cp.async): S^T = K Q^T and dP^T = V dO^T (keys as rows, so P^T and
  *     dS^T = P^T (dP^T - Delta) are already A fragments), dV += P^T dO,
- *     dK += dS^T Q; each output element is summed by one thread in a fixed
+ *     dK += dS^T Q; each dK, dV element is summed by one thread in a fixed
  *     order.
- *   k_dq: a block of 8 warps owns 128 queries, 16 per warp (Q and dO
+ *   By default (FlashAttention-2's scheme, 5 GEMM-shaped products) the same
+ *     kernel also adds dQ: each warp stores its dS^T (bf16, the operand dK
+ *     used) in shared memory, and after a barrier the 8 warps share the
+ *     query tile's dS K over the block's 128 keys (16 x 16 output blocks,
+ *     ldmatrix.trans of dS^T as the A operand) and add it into an fp32 dQ
+ *     buffer with atomics (red.global.add.f32); k_dq_cast scales it and
+ *     rounds to bf16. The order of those additions varies from run to run,
+ *     so dQ is not bitwise reproducible (dK, dV are).
+ *   Deterministic (PTDC_ATTENTION_DETERMINISTIC=1): k_dkv without dQ, then
+ *     k_dq: a block of 8 warps owns 128 queries, 16 per warp (Q and dO
  *     fragments held in registers), and loops over 64-key tiles
- *     (double-buffered): S = Q K^T, dP = dO V^T, dQ += dS K.
- * S and dP are computed twice (7 GEMM-shaped products where
- * FlashAttention-2 does 5 and adds dQ with atomics): the price of bitwise
- * reproducible gradients without an fp32 dQ buffer per key block.
+ *     (double-buffered): S = Q K^T, dP = dO V^T, dQ += dS K. S and dP are
+ *     computed twice (7 products): the price of bitwise reproducible
+ *     gradients without an fp32 dQ buffer per key block.
  * P and dS are rounded to bf16 as GEMM operands, as in FlashAttention-2. */
 #include "attention_tc.cuh"
 
@@ -47,7 +54,7 @@ constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
 
 struct Args {
     rt_act *o, *dq, *dk, *dv;
-    float *lse_out;
+    float *lse_out, *dq_acc; /* dq_acc: fp32 [B, S, H, D] dQ / scale, zeroed (the atomic backward) */
     const rt_act *q, *k, *v, *dout;
     const float *lse, *delta;
     int S, window; /* window: 0 = none (also when >= S) */
@@ -360,23 +367,29 @@ __global__ void __launch_bounds__(DqCfg<D>::NW * 32, 1) k_dq(const Args a)
 }
 
 /* --------------------------------------------------------------- dK, dV */
-template <int D>
+template <int D, bool DQ>
 struct DkvCfg {
     static constexpr int NW = 8, BN = 16 * NW, BQ = D <= 80 ? 64 : 32, LD = D + 8;
+    /* dS^T tile [BN keys][BQ queries], pitch BQ + 8: an odd number of 16-byte
+     * chunks (9 or 5), so its ldmatrix phases are conflict-free too. */
+    static constexpr int LS = BQ + 8;
     static constexpr bool KVREG = D <= 64; /* K and V fragments in registers */
-    static constexpr size_t smem = (size_t)(2 * BN + 4 * BQ) * LD * sizeof(rt_act) + 4 * BQ * sizeof(float);
+    static constexpr size_t smem = (size_t)(2 * BN + 4 * BQ) * LD * sizeof(rt_act) + 4 * BQ * sizeof(float) +
+                                   (DQ ? (size_t)BN * LS * sizeof(rt_act) : 0);
 };
 
-template <int D>
-__global__ void __launch_bounds__(DkvCfg<D>::NW * 32, 1) k_dkv(const Args a)
+template <int D, bool DQ>
+__global__ void __launch_bounds__(DkvCfg<D, DQ>::NW * 32, 1) k_dkv(const Args a)
 {
-    using C = DkvCfg<D>;
-    constexpr int NT = C::NW * 32, BN = C::BN, BQ = C::BQ, LD = C::LD, KS = D / 16, ND = D / 8, NQ = BQ / 8;
+    using C = DkvCfg<D, DQ>;
+    constexpr int NT = C::NW * 32, BN = C::BN, BQ = C::BQ, LD = C::LD, LS = C::LS, KS = D / 16, ND = D / 8,
+                  NQ = BQ / 8;
     constexpr bool KVREG = C::KVREG;
     static_assert(2 * BQ <= NT, "one thread per statistic");
     RTCU_DYN_SMEM(unsigned char, smem);
     const saddr Ks = sptr(smem), Vs = Ks + at<LD>(BN, 0), Qb = Vs + at<LD>(BN, 0), Ob = Qb + at<LD>(2 * BQ, 0),
-                Lb = Ob + at<LD>(2 * BQ, 0), Db = Lb + 2 * BQ * 4; /* lse, Delta: [2][BQ] fp32 each */
+                Lb = Ob + at<LD>(2 * BQ, 0), Db = Lb + 2 * BQ * 4, /* lse, Delta: [2][BQ] fp32 each */
+        Ss = Db + 2 * BQ * 4;                                    /* dS^T (DQ only) */
     const int S = a.S;
     const int64_t kvh = blockIdx.y, b = blockIdx.z, G = a.H / a.KVH;
     const int w = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -425,6 +438,7 @@ __global__ void __launch_bounds__(DkvCfg<D>::NW * 32, 1) k_dkv(const Args a)
 
     for (int i = 0; i < total; i++) {
         const int buf = i & 1, q0 = (qt0 + i % nq) * BQ;
+        const int64_t h = kvh * G + i / nq;
         const saddr Qt = Qb + buf * at<LD>(BQ, 0) + lane_bt<LD>(lane), Ot = Ob + buf * at<LD>(BQ, 0) + lane_bt<LD>(lane),
                     Qn = Qb + buf * at<LD>(BQ, 0) + lane_bn<LD>(lane), On = Ob + buf * at<LD>(BQ, 0) + lane_bn<LD>(lane);
         const saddr Ls = Lb + 4 * buf * BQ + 8 * t, Ds = Db + 4 * buf * BQ + 8 * t; /* this lane's columns */
@@ -485,6 +499,13 @@ __global__ void __launch_bounds__(DkvCfg<D>::NW * 32, 1) k_dkv(const Args a)
             uint32_t pa[4], da[4];
             a_from_c(pa, st[2 * kk], st[2 * kk + 1]);
             a_from_c(da, dpt[2 * kk], dpt[2 * kk + 1]);
+            if (DQ) { /* da's words are dS^T at rows g, g + 8 (keys), columns 2t, 2t + 8 (queries) */
+                const saddr p = Ss + at<LS>(wr + g, 16 * kk + 2 * t);
+                sts32(p, da[0], "dkv: dS^T store, 4 B");
+                sts32(p + at<LS>(8, 0), da[1], "dkv: dS^T store, 4 B");
+                sts32(p + at<LS>(0, 8), da[2], "dkv: dS^T store, 4 B");
+                sts32(p + at<LS>(8, 8), da[3], "dkv: dS^T store, 4 B");
+            }
 #pragma unroll
             for (int np = 0; np < ND / 2; np++) {
                 uint32_t of[4], qf[4];
@@ -494,6 +515,47 @@ __global__ void __launch_bounds__(DkvCfg<D>::NW * 32, 1) k_dkv(const Args a)
                 ldsm_x4_t(qf, Qn + at<LD>(16 * kk, 16 * np), "dkv: Q frag, ldmatrix.trans");
                 mma16816(dk[2 * np], da, qf[0], qf[1]);
                 mma16816(dk[2 * np + 1], da, qf[2], qf[3]);
+            }
+        }
+        if (DQ) {
+            /* dQ[q0 .., h] += dS K over this block's keys, in output
+             * blocks of 16 queries x 32 head-dim columns (16 x 16 when
+             * D / 16 is odd) shared by the warps: one A fragment of dS (from
+             * dS^T with ldmatrix.trans) serves the block's n-tiles, 3
+             * ldmatrix.x4 per 4 mma where 16 x 16 blocks take 2 per 2. The
+             * next step writes Ss only after its first barrier, which every
+             * warp reaches after this. */
+            __syncthreads();
+            constexpr int NP = D / 16, NPW = NP % 2 ? 1 : 2, NG = NP / NPW, ITEMS = (BQ / 16) * NG;
+            for (int it = w; it < ITEMS; it += C::NW) {
+                const int m = it / NG, np0 = (it % NG) * NPW;
+                float acc[2 * NPW][4];
+#pragma unroll
+                for (int j = 0; j < 2 * NPW; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+#pragma unroll
+                for (int kk = 0; kk < BN / 16; kk++) {
+                    uint32_t af[4];
+                    ldsm_x4_t(af, Ss + lane_bt<LS>(lane) + at<LS>(16 * kk, 16 * m), "dkv: dS frag (dQ), ldmatrix.trans");
+#pragma unroll
+                    for (int j = 0; j < NPW; j++) {
+                        uint32_t bf[4];
+                        ldsm_x4_t(bf, Ks + lane_bn<LD>(lane) + at<LD>(16 * kk, 16 * (np0 + j)),
+                                  "dkv: K frag (dQ), ldmatrix.trans");
+                        mma16816(acc[2 * j], af, bf[0], bf[1]);
+                        mma16816(acc[2 * j + 1], af, bf[2], bf[3]);
+                    }
+                }
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++) {
+                    const int row = q0 + 16 * m + g + 8 * hr;
+                    if (row >= S) continue;
+                    float *d = a.dq_acc + ((b * S + row) * a.H + h) * D + 16 * np0 + 2 * t;
+#pragma unroll
+                    for (int j = 0; j < 2 * NPW; j++) {
+                        atomicAdd(d + 8 * j, acc[j][2 * hr]);
+                        atomicAdd(d + 8 * j + 1, acc[j][2 * hr + 1]);
+                    }
+                }
             }
         }
     }
@@ -528,15 +590,42 @@ void fwd(const Args &a, int64_t B)
     LAUNCH_CHECK();
 }
 
+/* dq = bf16(acc * scale), eight elements a thread (n8 = elements / 8). */
+__global__ void k_dq_cast(rt_act *dq, const float *acc, int64_t n8, float scale)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += (int64_t)gridDim.x * blockDim.x) {
+        const float4 *s = reinterpret_cast<const float4 *>(acc) + 2 * i;
+        float4 x = s[0], y = s[1];
+        float f[8] = {x.x * scale, x.y * scale, x.z * scale, x.w * scale, y.x * scale, y.y * scale, y.z * scale,
+                      y.w * scale};
+        bf8_store(dq + 8 * i, f);
+    }
+}
+
 template <int D>
 void bwd(const Args &a, int64_t B)
 {
+    dim3 kgrid((unsigned)rtcu_cdiv(a.S, DkvCfg<D, true>::BN), (unsigned)a.KVH, (unsigned)B);
+    if (a.dq_acc) {
+        using K = DkvCfg<D, true>;
+        const int64_t n = B * a.S * a.H * D;
+        CUDA_CHECK(cudaMemsetAsync(a.dq_acc, 0, (size_t)n * sizeof(float), rtcu.compute));
+        auto kern = k_dkv<D, true>; /* (a template's comma inside a macro argument) */
+        smem_optin(kern, K::smem);
+        RTCU_LAUNCH(kern, kgrid, K::NW * 32, K::smem)(a);
+        LAUNCH_CHECK();
+        const int64_t n8 = n / 8; /* D is a multiple of 16 */
+        RTCU_LAUNCH(k_dq_cast, (unsigned)(n8 < 1024 * 256 ? rtcu_cdiv(n8, 256) : 1024), 256, 0)(a.dq, a.dq_acc, n8,
+                                                                                             a.scale);
+        LAUNCH_CHECK();
+        return;
+    }
     using Q = DqCfg<D>;
-    using K = DkvCfg<D>;
-    smem_optin(k_dkv<D>, K::smem);
+    using K = DkvCfg<D, false>;
+    auto kern = k_dkv<D, false>;
+    smem_optin(kern, K::smem);
     smem_optin(k_dq<D>, Q::smem);
-    RTCU_LAUNCH(k_dkv<D>, dim3((unsigned)rtcu_cdiv(a.S, K::BN), (unsigned)a.KVH, (unsigned)B), K::NW * 32,
-                K::smem)(a);
+    RTCU_LAUNCH(kern, kgrid, K::NW * 32, K::smem)(a);
     LAUNCH_CHECK();
     RTCU_LAUNCH(k_dq<D>, dim3((unsigned)rtcu_cdiv(a.S, Q::BM), (unsigned)a.H, (unsigned)B), Q::NW * 32, Q::smem)(a);
     LAUNCH_CHECK();
@@ -579,9 +668,10 @@ void rtcu_attention_fa2_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act
 
 void rtcu_attention_fa2_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act *v,
                             const float *lse, const float *delta, const rt_act *dout, int64_t B, int64_t S, int64_t H,
-                            int64_t KVH, int64_t D, bool causal, int64_t window)
+                            int64_t KVH, int64_t D, bool causal, int64_t window, float *dq_acc)
 {
     Args a = make_args(S, H, KVH, D, causal, window);
+    a.dq_acc = dq_acc;
     a.dq = dq;
     a.dk = dk;
     a.dv = dv;

@@ -133,6 +133,18 @@ __device__ __forceinline__ float2 lds_f2(saddr p, const char *site)
 #endif
 }
 
+/* A 32-bit store to shared memory (bank-counted under the emulator). */
+__device__ __forceinline__ void sts32(saddr p, uint32_t v, const char *site)
+{
+#ifdef PTDC_CUDA_EMU
+    emu::smem_note(p, 4, true, site);
+    *reinterpret_cast<uint32_t *>(p) = v;
+#else
+    (void)site;
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(p), "r"(v));
+#endif
+}
+
 /* 2^x: MUFU.EX2 (ex2.approx.ftz: relative error ~2^-22, 2^-inf = 0). */
 __device__ __forceinline__ float exp2_fast(float x)
 {

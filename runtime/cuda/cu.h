@@ -190,16 +190,21 @@ void rtcu_colsum_final(rt_grad *out, const float *partial, int64_t groups, int64
  * rtcu_attention_fa2_dim accepts (64, 80, 96, 128), buffers 16-byte aligned;
  * attention.cu dispatches, and falls back to its CUDA-core kernels otherwise
  * (warning once) or when PTDC_ATTENTION=generic. window: 0 none, else
- * causal with i - j < window. delta = rowsum(dO * O) per (b, s, h) row. */
+ * causal with i - j < window. delta = rowsum(dO * O) per (b, s, h) row.
+ * dq_acc: B * S * H * D floats of scratch for the one-kernel backward that
+ * adds dQ with atomics, or NULL for the deterministic two-kernel one. */
 bool rtcu_attention_fa2_dim(int64_t D);
 void rtcu_attention_fa2_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, int64_t B,
                             int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal, int64_t window);
 void rtcu_attention_fa2_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act *v,
                             const float *lse, const float *delta, const rt_act *dout, int64_t B, int64_t S, int64_t H,
-                            int64_t KVH, int64_t D, bool causal, int64_t window);
+                            int64_t KVH, int64_t D, bool causal, int64_t window, float *dq_acc);
 /* Test hook (tests/gpu): 1 forces the CUDA-core kernels, 0 allows the
  * tensor-core ones, -1 reads PTDC_ATTENTION again. */
 extern "C" void rtcu_attention_force_generic(int on);
+/* Test hook: 1 the deterministic two-kernel backward, 0 the atomic one, -1
+ * reads PTDC_ATTENTION_DETERMINISTIC again. */
+extern "C" void rtcu_attention_deterministic(int on);
 
 /* ---------------------------------------------------- launch helpers */
 static inline int64_t rtcu_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -15,6 +15,9 @@
 /* runtime/cuda test hook: 1 forces the CUDA-core kernels, 0 allows the
  * tensor-core ones, -1 reads PTDC_ATTENTION again. */
 extern "C" void rtcu_attention_force_generic(int on);
+/* 1 the deterministic two-kernel backward, 0 the one that adds dQ with
+ * atomics, -1 reads PTDC_ATTENTION_DETERMINISTIC again. */
+extern "C" void rtcu_attention_deterministic(int on);
 
 static bool tc_dim(int64_t D) { return D == 64 || D == 80 || D == 96 || D == 128; }
 
@@ -30,11 +33,14 @@ struct AttnCase {
 };
 
 /* One case, forward and backward, against the CPU backend on the same
- * bf16-rounded inputs; then the same call again must give the same bits. */
-static void t_attention(Rng &r, const AttnCase &c, bool generic)
+ * bf16-rounded inputs; then the same call again must give the same bits
+ * (dQ of the atomic tensor-core backward: the same values within bf16
+ * rounding, its additions' order being the hardware's). */
+static void t_attention(Rng &r, const AttnCase &c, bool generic, bool determ = false)
 {
     const int64_t B = c.B, S = c.S, H = c.H, KVH = c.KVH, D = c.D, W = c.window;
     rtcu_attention_force_generic(generic);
+    rtcu_attention_deterministic(determ);
     bool tc = !generic && tc_dim(D);
     int64_t nq = B * S * H * D, nk = B * S * KVH * D, nl = B * S * H;
     auto q = randv(r, nq, 2.0f), k = randv(r, nk, 2.0f), v = randv(r, nk), dout = randv(r, nq);
@@ -49,7 +55,8 @@ static void t_attention(Rng &r, const AttnCase &c, bool generic)
     char tag[112], name[176], wt[32] = "";
     if (W) snprintf(wt, sizeof wt, " window %lld", (long long)W);
     snprintf(tag, sizeof tag, "B%lld S%lld H%lld KVH%lld D%lld%s%s %s", (long long)B, (long long)S, (long long)H,
-             (long long)KVH, (long long)D, c.causal ? " causal" : "", wt, tc ? "tc" : "cuda-core");
+             (long long)KVH, (long long)D, c.causal ? " causal" : "", wt,
+             !tc ? "cuda-core" : determ ? "tc deterministic" : "tc");
     auto go = hact(doo, nq), gl = hf32(dl, nl);
     snprintf(name, sizeof name, "attention_fwd o    %s", tag);
     report(name, go, o, TOL_BF16);
@@ -71,13 +78,20 @@ static void t_attention(Rng &r, const AttnCase &c, bool generic)
     rt_zero(ddq, (size_t)nq * 2), rt_zero(ddk, (size_t)nk * 2), rt_zero(ddv, (size_t)nk * 2);
     rt_attention_fwd(doo, dl, dqq, dkk, dvv, B, S, H, KVH, D, c.causal, W);
     rt_attention_bwd(ddq, ddk, ddv, dqq, dkk, dvv, doo, dl, ddo, B, S, H, KVH, D, c.causal, W);
-    bool same = same_bits(go, hact(doo, nq)) && same_bits(gl, hf32(dl, nl)) && same_bits(gq, hact(ddq, nq)) &&
+    auto gq2 = hact(ddq, nq);
+    bool atomic_dq = tc && !determ;
+    bool same = same_bits(go, hact(doo, nq)) && same_bits(gl, hf32(dl, nl)) && (atomic_dq || same_bits(gq, gq2)) &&
                 same_bits(gk, hact(ddk, nk)) && same_bits(gv, hact(ddv, nk));
     snprintf(name, sizeof name, "attention repeat %s", tag);
-    report_bool(name, same, "bitwise equal o lse dq dk dv");
+    report_bool(name, same, atomic_dq ? "bitwise equal o lse dk dv" : "bitwise equal o lse dq dk dv");
+    if (atomic_dq) {
+        snprintf(name, sizeof name, "attention repeat dq %s", tag);
+        report(name, gq2, gq, TOL_BF16);
+    }
     rt_free(dqq), rt_free(dkk), rt_free(dvv), rt_free(ddo), rt_free(doo), rt_free(ddq), rt_free(ddk), rt_free(ddv);
     rt_free(dl);
     rtcu_attention_force_generic(-1);
+    rtcu_attention_deterministic(-1);
 }
 
 void run_attention_tests(Rng &r)
@@ -97,6 +111,13 @@ void run_attention_tests(Rng &r)
         {1, 260, 2, 1, 128, true, 2}, {1, 200, 2, 1, 128, true, 66}, {1, 40, 2, 1, 128, true, 1000},
     };
     for (const AttnCase &c : tc) t_attention(r, c, false);
+    /* The deterministic two-kernel backward (PTDC_ATTENTION_DETERMINISTIC=1),
+     * every head dim, with windows, grouped heads and odd lengths. */
+    const AttnCase det[] = {
+        {2, 100, 4, 2, 64, true, 0}, {1, 150, 2, 1, 80, true, 0},  {1, 130, 2, 1, 96, true, 50},
+        {2, 65, 6, 2, 128, false, 0}, {1, 260, 2, 1, 128, true, 2},
+    };
+    for (const AttnCase &c : det) t_attention(r, c, false, true);
     /* The CUDA-core kernels: forced for served head dims, and the head dims
      * only they serve (these warn once that they fall back). */
     const AttnCase generic[] = {
@@ -210,7 +231,9 @@ int run_bank_tests(uint64_t seed)
     report_bool("old transposed store conflicts reproduced", worst64 == 8 && worst128 == 16, "8-way at 64, 16-way at 128");
 
     Rng r(seed);
+    for (int determ = 0; determ < 2; determ++)
     for (int64_t D : {64, 80, 96, 128}) {
+        rtcu_attention_deterministic(determ);
         emu::bank_reset();
         const int64_t B = 1, S = 160, H = 2, KVH = 1, nq = B * S * H * D, nk = B * S * KVH * D, nl = B * S * H;
         rt_act *q = dact(randv(r, nq)), *k = dact(randv(r, nk)), *v = dact(randv(r, nk)), *dout = dact(randv(r, nq));
@@ -219,11 +242,12 @@ int run_bank_tests(uint64_t seed)
         float *lse = (float *)rt_alloc((size_t)nl * 4);
         rt_attention_fwd(o, lse, q, k, v, B, S, H, KVH, D, true, 0);
         rt_attention_bwd(dq, dk, dv, q, k, v, o, lse, dout, B, S, H, KVH, D, true, 0);
-        if (g_print) printf("-- new kernels, D=%lld\n", (long long)D);
+        if (g_print) printf("-- new kernels, D=%lld%s\n", (long long)D, determ ? ", deterministic backward" : "");
         print_banks(true);
         rt_free(q), rt_free(k), rt_free(v), rt_free(dout), rt_free(o), rt_free(dq), rt_free(dk), rt_free(dv);
         rt_free(lse);
     }
+    rtcu_attention_deterministic(-1);
     return g_failures;
 }
 #else

@@ -143,6 +143,14 @@ static inline int atomicCAS(int *p, int cmp, int val)
     if (old == cmp) *p = val;
     return old;
 }
+/* Blocks run one after another and fibers switch only at barriers, so a
+ * plain read-modify-write is atomic here. */
+static inline float atomicAdd(float *p, float val)
+{
+    float old = *p;
+    *p = old + val;
+    return old;
+}
 static inline int atomicExch(int *p, int val)
 {
     int old = *p;
