@@ -204,7 +204,11 @@ def main():
     state = {"before": probe()}
 
     def one_round(rnd, total, todo):
-        for name, ranks, layout, pred, out, _ in todo:
+        # Every other round in reverse order: a machine that drifts steadily
+        # through a round then favours no layout over another (its early
+        # and late layouts swap places), where a fixed order gave the first
+        # ones of every round the same head start.
+        for name, ranks, layout, pred, out, _ in (todo if rnd % 2 else todo[::-1]):
             log = run([os.path.join(out, "run.sh"), "--steps", str(a.steps)], env_run).stdout
             runs[name].append(parse_run(log, a.steps))
             after = probe()
@@ -406,6 +410,17 @@ def report(rows, a, cluster, elapsed):
             summary.append("%s: planner's choice on %d rank%s: %.3f s, %+.1f%% from the fastest (%s, %.3f s) "
                            "(target <= 5%%)" % (word, n, "" if n == 1 else "s", r[key],
                                                 100 * (r[key] / best[key] - 1), best["name"], best[key]))
+    # A second reading: each round's time divided by the machine's speed at
+    # that moment (the probe around it, over the probe's median), to show how
+    # much of the rank correlation's shortfall is the machine's drift. The
+    # targets are judged on the plain medians above.
+    if has_probe and all(len(r["probe"]) == len(r.get("rounds") or []) for r in pinned):
+        pm = statistics.median(p for r in rows for p in r["probe"])
+        norm = [statistics.median(t * pm / q for t, q in zip(r["rounds"], r["probe"])) for r in pinned]
+        summary.append("the machine's drift divided out (each round's time times the probe's median over the "
+                       "probe around it; not a target): median |error| %.1f%%, Spearman %.3f" % (
+                           100 * statistics.median(abs(r["pred"] / v - 1) for r, v in zip(pinned, norm)),
+                           spearman([r["pred"] for r in pinned], norm)))
     if pinned:
         rss = [abs(r["pred_mem"] / r["rss"] - 1) for r in pinned if r["rss"]]
         if rss:
