@@ -443,6 +443,41 @@ static void test_grad_sums(const char *models)
     ir_arena_free(a);
 }
 
+/* A flash attention backward on a GPU adds dQ into an fp32 buffer with
+ * atomics (runtime/cuda/attention_fa2.cu, FlashAttention's dq_accum): the
+ * node's workspace is 4 bytes per local dQ element; on CPU ranks none. */
+static void test_attention_workspace(const char *models)
+{
+    IrArena *a = ir_arena_new();
+    IrGraph *g = llama(a, models, "seq=2048,vocab=32000", 2048);
+    for (int tp = 1; tp <= 2; tp++) {
+        PassCluster cl = {.ngpus = 64, .gpus_per_node = 8};
+        pass_gpu_preset("a100-80gb", &cl.gpu);
+        MegaLayout L = {.tp = tp, .pp = 1, .dp = 64 / tp, .micro_batch = 1, .global_batch = 2048};
+        PassPlan p;
+        mega_plan(g, &L, &p);
+        int64_t dim[64];
+        ir_dim_sizes(g, p.mb_seqs, dim);
+        int seen = 0;
+        for (int cpu = 0; cpu < 2; cpu++) {
+            cl.gpu.kind = cpu ? PASS_DEV_CPU : PASS_DEV_GPU;
+            PassCostCtx c = {.cl = &cl};
+            for (int i = 0; i < g->nfwd; i++) {
+                if (g->nodes[i].op != IR_OP_ATTENTION)
+                    continue;
+                PassNodeCost nc;
+                pass_cost_node(&c, g, &g->nodes[i], &p.mesh, &p.strategy[i], dim, &nc);
+                CHECK(NEAR(nc.ws_bytes, cpu ? 0 : 4 * 2048.0 * 5120 / tp, 1e-12)); /* 40 heads x 128 */
+                seen++;
+            }
+        }
+        CHECK(seen == 2 * 40);
+        mega_plan_free(&p);
+    }
+    ir_graph_free(g);
+    ir_arena_free(a);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -455,6 +490,7 @@ int main(int argc, char **argv)
     test_states(argv[1]);
     test_schedule(argv[1]);
     test_grad_sums(argv[1]);
+    test_attention_workspace(argv[1]);
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
     return failures != 0;
