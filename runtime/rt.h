@@ -17,7 +17,10 @@
  * Conventions: kernels overwrite their outputs, except parameter gradients
  * (dw, db, dtable, and rt_matmul with accumulate=true), which accumulate over
  * micro-batches. Reductions are deterministic (fixed order, no atomics), so a
- * run is bitwise reproducible on the same rank layout.
+ * run is bitwise reproducible on the same rank layout; one exception: the
+ * CUDA backend's tensor-core attention backward adds dq with fp32 atomics,
+ * as FlashAttention-2 does, unless PTDC_ATTENTION_DETERMINISTIC=1 is set
+ * (docs/cuda.md).
  *
  * Errors: every library call is checked; a failure prints
  * "file:line: <library>: <its error string>" and aborts all ranks.
