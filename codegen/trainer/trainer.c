@@ -58,6 +58,9 @@ static void usage(void)
            "                     nothing; abort after N such steps in a row (default 5)\n"
            "  --timeout S        abort every rank when a collective waits S seconds (default\n"
            "                     $PTDC_TIMEOUT, else 300 on CPU, 600 on CUDA; 0: never)\n"
+           "  --deterministic    bitwise reproducible gradients on GPUs too: attention's dQ\n"
+           "                     summed in a fixed order (a slower backward; sets\n"
+           "                     PTDC_ATTENTION_DETERMINISTIC=1); CPU runs always are\n"
            "  --grad-check       check every parameter's gradient against finite differences\n"
            "                     of the loss at the initial weights, then exit\n"
            "  --dump-first-step DIR  run the first step's forward and backward, write DIR/\n"
@@ -180,6 +183,8 @@ static void parse_flags(int argc, char **argv)
             tr_fl.dump = v ? v : (bad_flag(a, "expects a directory", v), "");
         else if (!strcmp(a, "--grad-check"))
             tr_fl.grad_check = 1;
+        else if (!strcmp(a, "--deterministic")) /* read at the first attention backward */
+            setenv("PTDC_ATTENTION_DETERMINISTIC", "1", 1);
         else
             bad_flag(a, "is not an option (see --help)", a);
 #undef FLAG

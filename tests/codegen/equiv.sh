@@ -21,7 +21,8 @@ export PTDC_MPIRUN_FLAGS="--oversubscribe --bind-to none"
 
 run() { # layout: train it, write loss and weights
     d=$work/$1
-    "$d/run.sh" --steps "$steps" --data synthetic:7 --adam-eps 1e-4 --export-hf "$d/final.safetensors" \
+    # --deterministic: accepted everywhere, a no-op on CPU (always bitwise)
+    "$d/run.sh" --steps "$steps" --data synthetic:7 --adam-eps 1e-4 --deterministic --export-hf "$d/final.safetensors" \
         > "$d/log" 2>&1 || {
         cat "$d/log"; echo "equiv: $1 failed to train"; exit 1; }
     logcheck "$d/log" || exit 1

@@ -120,6 +120,18 @@ if [ -n "${PTDC_BIN:-}" ] && [ -n "${PTDC_SRC:-}" ]; then
     else
         echo "end-to-end: tiny-llama loss curve FAIL"; fail=1
     fi
+    # --deterministic: two runs give the same losses and gradient norms, bit
+    # for bit (the default attention backward adds dQ with atomics).
+    if [ $ok = 1 ]; then
+        for r in 1 2; do
+            "$e2e/cuda/run.sh" --steps 10 --deterministic 2>&1 | grep '^step' | awk '{print $5, $11}' >"$e2e/det$r"
+        done
+        if [ -s "$e2e/det1" ] && cmp -s "$e2e/det1" "$e2e/det2"; then
+            echo "end-to-end: --deterministic runs repeat bit for bit  ok"
+        else
+            echo "end-to-end: --deterministic runs differ FAIL"; diff "$e2e/det1" "$e2e/det2" | head -n 5; fail=1
+        fi
+    fi
     rm -rf "$e2e"
 else
     echo "SKIPPED (partly): end-to-end run needs PTDC_BIN and PTDC_SRC (set by ctest)"
