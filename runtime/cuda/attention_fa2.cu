@@ -32,7 +32,7 @@
  *   By default (FlashAttention-2's scheme, 5 GEMM-shaped products) the same
  *     kernel also adds dQ: each warp stores its dS^T (bf16, the operand dK
  *     used) in shared memory, and after a barrier the 8 warps share the
- *     query tile's dS K over the block's 128 keys (16 x 16 output blocks,
+ *     query tile's dS K over the block's 128 keys (16 x 32 output blocks,
  *     ldmatrix.trans of dS^T as the A operand) and add it into an fp32 dQ
  *     buffer with atomics (red.global.add.f32); k_dq_cast scales it and
  *     rounds to bf16. The order of those additions varies from run to run,
