@@ -122,7 +122,7 @@ if [ -n "${PTDC_BIN:-}" ] && [ -n "${PTDC_SRC:-}" ]; then
     fi
     # --deterministic: two runs print the same losses and gradient norms, to
     # every printed digit (the default attention backward adds dQ with
-    # atomics, whose last bits grow into the printed ones within a few steps).
+    # atomics, in an order that may change from run to run).
     if [ $ok = 1 ]; then
         for r in 1 2; do
             "$e2e/cuda/run.sh" --steps 10 --deterministic 2>&1 | grep '^step' | awk '{print $5, $11}' >"$e2e/det$r"
