@@ -615,8 +615,7 @@ void bwd(const Args &a, int64_t B)
         RTCU_LAUNCH(kern, kgrid, K::NW * 32, K::smem)(a);
         LAUNCH_CHECK();
         const int64_t n8 = n / 8; /* D is a multiple of 16 */
-        RTCU_LAUNCH(k_dq_cast, (unsigned)(n8 < 1024 * 256 ? rtcu_cdiv(n8, 256) : 1024), 256, 0)(a.dq, a.dq_acc, n8,
-                                                                                             a.scale);
+        RTCU_LAUNCH(k_dq_cast, rtcu_grid(n8, 256), 256, 0)(a.dq, a.dq_acc, n8, a.scale);
         LAUNCH_CHECK();
         return;
     }

@@ -231,8 +231,10 @@ int run_bank_tests(uint64_t seed)
     report_bool("old transposed store conflicts reproduced", worst64 == 8 && worst128 == 16, "8-way at 64, 16-way at 128");
 
     Rng r(seed);
-    for (int determ = 0; determ < 2; determ++)
-    for (int64_t D : {64, 80, 96, 128}) {
+    static const int64_t dims[] = {64, 80, 96, 128};
+    for (int i = 0; i < 8; i++) { /* both backwards, every head dim */
+        const int determ = i / 4;
+        const int64_t D = dims[i % 4];
         rtcu_attention_deterministic(determ);
         emu::bank_reset();
         const int64_t B = 1, S = 160, H = 2, KVH = 1, nq = B * S * H * D, nk = B * S * KVH * D, nl = B * S * H;
