@@ -365,6 +365,9 @@ typedef struct PassStack {
     bool norm_unfused;            /* norms as unfused framework ops: they also save an fp32
                                      copy of the input and the normalised value, and cost
                                      several memory passes */
+    bool swiglu_unfused;          /* SwiGLU as eager framework ops, silu(gate) * up: autograd
+                                     also saves silu(gate), and its kernels move 5 + 9
+                                     elements per output where the fused ones move 3 + 5 */
     bool loss_fp32;               /* the loss upcasts the logits to fp32 and saves its fp32
                                      softmax (Megatron's vocabulary-parallel cross-entropy) */
     int grad_bytes;               /* gradient element bytes (accumulation, reduction);

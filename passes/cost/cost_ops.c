@@ -211,11 +211,25 @@ static void pass_opcost_GELU(const OpArgs *a, PassNodeCost *o)
     kcall(a, o, true, PASS_K_GELU_BWD, 1, x);
 }
 
+/* Fused: one kernel each way. Eager (a framework's silu(gate) * up): silu,
+ * then the product; backward, the product's two gradients (dy * up,
+ * dy * silu(gate)) and silu's. */
 static void pass_opcost_SWIGLU(const OpArgs *a, PassNodeCost *o)
 {
     double x = lnumel(a, a->n->out[0]);
+    bool grad = needs_grad(a, a->n->in[0]) || needs_grad(a, a->n->in[1]);
+    if (a->c->st.swiglu_unfused) {
+        kcall(a, o, false, PASS_K_SILU_FWD, 1, x);
+        kcall(a, o, false, PASS_K_MUL, 1, x);
+        if (grad) {
+            kcall(a, o, true, PASS_K_MUL, 1, x);
+            kcall(a, o, true, PASS_K_MUL, 1, x);
+            kcall(a, o, true, PASS_K_SILU_BWD, 1, x);
+        }
+        return;
+    }
     kcall(a, o, false, PASS_K_SWIGLU_FWD, 1, x);
-    if (needs_grad(a, a->n->in[0]) || needs_grad(a, a->n->in[1]))
+    if (grad)
         kcall(a, o, true, PASS_K_SWIGLU_BWD, 1, x);
 }
 

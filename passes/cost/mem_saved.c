@@ -146,6 +146,9 @@ int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
     }
     if ((n->op == IR_OP_RMSNORM || n->op == IR_OP_LAYERNORM) && c->st.norm_unfused)
         ITEM(-1, -1, 6 * (double)pass_local_numel(g, n->in[0], m, &in[0], dim_size));
+    if (n->op == IR_OP_SWIGLU && c->st.swiglu_unfused) /* silu(gate), for the product's backward */
+        ITEM(-1, -1, (double)pass_local_numel(g, n->out[0], m, &out[0], dim_size) *
+                         pass_elem_bytes(c, g->tensors[n->out[0]].dtype));
 #undef ITEM
     return k < max ? k : max;
 }

@@ -52,6 +52,9 @@ static const PassStack presets[] = {
         /* Transformer Engine / flash-attn kernels (--attention-backend flash,
          * TE's fused RMSNorm). */
         .attn_kernel = PASS_KERNEL_FLASH2,
+        /* --swiglu runs fused (bias_swiglu_fusion, on by default:
+         * megatron/core/fusions/fused_bias_swiglu.py saves its input only),
+         * as ptdc's swiglu does: swiglu_unfused stays no. */
         /* megatron/core/tensor_parallel/cross_entropy.py upcasts the
          * vocabulary-parallel logits to fp32 and keeps its softmax. */
         .loss_fp32 = true,
@@ -90,6 +93,9 @@ static const PassStack presets[] = {
         .attn_kernel = PASS_KERNEL_FLASH2,
         /* torchtitan's RMSNorm runs as eager PyTorch ops unless compiled. */
         .norm_unfused = true,
+        /* and its FeedForward computes w2(F.silu(w1(x)) * w3(x)): autograd
+         * keeps silu's output beside both projections. */
+        .swiglu_unfused = true,
         /* torchtitan's cross_entropy_loss calls .float() on the logits. */
         .loss_fp32 = true,
         /* MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): fp32
@@ -189,6 +195,8 @@ static const struct SKey {
     {"attention_kernel", S_KERNEL, F(attn_kernel), 0, 0, 0, kernel_names, 5,
      "auto (the backend's own), flash2, flash1, fused_softmax, eager"},
     {"norm_unfused", S_BOOL, F(norm_unfused), 0, 0, 0, NULL, 0, "norms as eager framework ops"},
+    {"swiglu_unfused", S_BOOL, F(swiglu_unfused), 0, 0, 0, NULL, 0,
+     "SwiGLU as eager framework ops (silu, then a product)"},
     {"loss_fp32", S_BOOL, F(loss_fp32), 0, 0, 0, NULL, 0, "the loss upcasts logits to fp32"},
     {"grad_bytes", S_INT, F(grad_bytes), 1, 0, 4, NULL, 0, "gradient element bytes (0: as weights)"},
     {"grad_accum_unfused", S_BOOL, F(grad_accum_unfused), 0, 0, 0, NULL, 0,

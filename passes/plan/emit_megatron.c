@@ -154,6 +154,9 @@ bool pass_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const P
     if (st->norm_unfused)
         fprintf(f, "# The stack prices unfused norms (norm_unfused = yes); Megatron-LM with Transformer\n"
                    "#   Engine fuses them, so expect less memory and time than predicted there.\n");
+    if (st->swiglu_unfused)
+        fprintf(f, "# The stack prices an unfused SwiGLU (swiglu_unfused = yes); Megatron-LM fuses it\n"
+                   "#   (bias_swiglu_fusion), so expect less memory and time than predicted there.\n");
     if (!st->loss_fp32)
         fprintf(f, "# The stack prices a loss in bf16 (loss_fp32 = no); Megatron-LM's vocabulary-parallel\n"
                    "#   cross-entropy computes it in fp32.\n");

@@ -23,6 +23,7 @@ const SweepStack sweep_stack = {
     .alloc_reserve = 0.05,
     .frag_act = 0.15,
     .grad_accum_unfused = true,
+    .swiglu_unfused = true,
     .attn_dropout = true,
 };
 
@@ -91,6 +92,7 @@ int sweep_run(const char *ref_dir, const char *model_dir, const SweepStack *st, 
         c.st.alloc_reserve = st->alloc_reserve;
         c.st.frag_act = st->frag_act;
         c.st.grad_accum_unfused = st->grad_accum_unfused;
+        c.st.swiglu_unfused = st->swiglu_unfused;
         c.st.attn_dropout = st->attn_dropout;
         pass_predict(&c, g, &plan, &w->pred);
         mega_plan_free(&plan);

@@ -26,6 +26,7 @@ typedef struct SweepStack {
     double alloc_reserve;
     double frag_act;
     bool grad_accum_unfused;
+    bool swiglu_unfused;
     bool attn_dropout;
 } SweepStack;
 

@@ -478,6 +478,52 @@ static void test_attention_workspace(const char *models)
     ir_arena_free(a);
 }
 
+/* An eager SwiGLU (stack key swiglu_unfused): autograd keeps silu(gate)
+ * beside gate and up, one more d_ff tensor per layer; its kernels move
+ * 2 + 3 elements per output forward (silu, product) and 3 + 3 + 3 backward
+ * (the product's two gradients, silu's), where the fused ones move 3 and 5. */
+static void test_swiglu_unfused(const char *models)
+{
+    IrArena *a = ir_arena_new();
+    IrGraph *g = llama(a, models, "seq=2048,vocab=32000", 2048);
+    for (int tp = 1; tp <= 2; tp++) {
+        PassCluster cl = {.ngpus = 64, .gpus_per_node = 8};
+        pass_gpu_preset("a100-80gb", &cl.gpu);
+        MegaLayout L = {.tp = tp, .pp = 1, .dp = 64 / tp, .micro_batch = 1, .global_batch = 2048};
+        PassPlan p;
+        mega_plan(g, &L, &p);
+        int64_t dim[64];
+        ir_dim_sizes(g, p.mb_seqs, dim);
+        double n = 2048.0 * 13824 / tp; /* one sequence's d_ff elements on a rank */
+        int seen = 0;
+        for (int i = 0; i < g->nfwd; i++) {
+            const IrNode *nd = &g->nodes[i];
+            if (nd->op != IR_OP_SWIGLU)
+                continue;
+            PassCostCtx f = {.cl = &cl}, u = {.cl = &cl};
+            u.st.swiglu_unfused = true;
+            PassNodeCost cf, cu;
+            pass_cost_node(&f, g, nd, &p.mesh, &p.strategy[i], dim, &cf);
+            pass_cost_node(&u, g, nd, &p.mesh, &p.strategy[i], dim, &cu);
+            CHECK(NEAR(cf.bytes_fwd, 3 * 2 * n, 1e-12) && NEAR(cf.bytes_bwd, 5 * 2 * n, 1e-12));
+            CHECK(NEAR(cu.bytes_fwd, 5 * 2 * n, 1e-12) && NEAR(cu.bytes_bwd, 9 * 2 * n, 1e-12));
+            CHECK(cu.fwd_s > cf.fwd_s && cu.bwd_s > cf.bwd_s);
+            for (int r = PASS_RECOMPUTE_NONE; r <= PASS_RECOMPUTE_FULL; r++) {
+                double sf = pass_saved_bytes(&f, g, nd, &p.mesh, &p.strategy[i], dim, (PassRecompute)r);
+                double su = pass_saved_bytes(&u, g, nd, &p.mesh, &p.strategy[i], dim, (PassRecompute)r);
+                /* Recomputed: the layer's input is kept, nothing of the MLP. */
+                bool rerun = pass_recomputed(NULL, g, nd, (PassRecompute)r);
+                CHECK(NEAR(su - sf, rerun ? 0 : 2 * n, 1e-12));
+            }
+            seen++;
+        }
+        CHECK(seen == 40);
+        mega_plan_free(&p);
+    }
+    ir_graph_free(g);
+    ir_arena_free(a);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -491,6 +537,7 @@ int main(int argc, char **argv)
     test_schedule(argv[1]);
     test_grad_sums(argv[1]);
     test_attention_workspace(argv[1]);
+    test_swiglu_unfused(argv[1]);
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
     return failures != 0;

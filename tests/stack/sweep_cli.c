@@ -140,9 +140,11 @@ int main(int argc, char **argv)
              "'%s' '%s/llama2-13b.mdl' --set vocab=128000 --set seq=2048 --gpus 64 --global-batch 2048 "
              "--schedule 1f1b --sp %s --zero %d --stack megatron --stack-set grad_bytes=%d "
              "--stack-set loss_fp32=%s --stack-set alloc_reserve=%.17g --stack-set frag_act=%.17g "
-             "--stack-set grad_accum_unfused=%s --stack-set attn_dropout=%s --plan-only --json",
+             "--stack-set grad_accum_unfused=%s --stack-set swiglu_unfused=%s --stack-set attn_dropout=%s "
+             "--plan-only --json",
              ptdc, models, S->sp ? "on" : "off", S->zero, S->grad_bytes, yes(S->loss_fp32),
-             S->alloc_reserve, S->frag_act, yes(S->grad_accum_unfused), yes(S->attn_dropout));
+             S->alloc_reserve, S->frag_act, yes(S->grad_accum_unfused), yes(S->swiglu_unfused),
+             yes(S->attn_dropout));
     static const char *const kname[] = {"auto", "flash2", "flash1", "fused_softmax", "eager"};
     bool *fits = calloc((size_t)n, sizeof *fits), *lib_fits = calloc((size_t)n, sizeof *lib_fits);
     double *mfu = calloc((size_t)n, sizeof *mfu), *lib_mfu = calloc((size_t)n, sizeof *lib_mfu);
