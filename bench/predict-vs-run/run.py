@@ -46,7 +46,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from stats import spearman  # noqa: E402
+from stats import spearman, split_half  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.normpath(os.path.join(HERE, "..", ".."))
@@ -401,6 +401,15 @@ def report(rows, a, cluster, elapsed):
                            % (word, len(pinned), 100 * statistics.median(abs(r[ekey]) for r in pinned)))
             summary.append("%s: Spearman rank correlation, predicted vs measured: %.3f (target >= 0.9)"
                            % (word, spearman([r["pred"] for r in pinned], [r[key] for r in pinned])))
+            # How far the machine lets a rank correlation go: the rounds
+            # against themselves (bench/stats.py: split_half).
+            if len(pinned) >= 3 and all(len(r.get(rkey, [])) >= 2 for r in pinned):
+                h, rel, ceil = split_half([r[rkey] for r in pinned])
+                summary.append("%s: the rounds against themselves (not a target): Spearman between the medians "
+                               "of two random halves of each layout's rounds %.3f (median of 200 splits); all "
+                               "the rounds' reliability %.3f (Spearman-Brown), so a model that knew every "
+                               "program's true time would reach about %.2f against these medians"
+                               % (word, h, rel, ceil))
         for r in rows:
             if not r["name"].startswith("planner-"):
                 continue
