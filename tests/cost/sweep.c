@@ -12,7 +12,8 @@
 /* The Aleph Alpha code base is Megatron-derived: we assume its distributed
  * optimizer (ZeRO-1) with bf16 gradients (fp32 gradients cannot fit pure
  * data parallelism at 13.999e9 parameters, which ran), Megatron's fp32
- * vocabulary-parallel loss, and no sequence parallelism (not recorded; see
+ * vocabulary-parallel loss, an eager SwiGLU (silu(gate) * up: autograd keeps
+ * silu(gate) too), and no sequence parallelism (not recorded; see
  * docs/cost-model.md for the comparison). PyTorch's caching allocator
  * fragments: its reserve is larger than ptdc's static arena needs. */
 const SweepStack sweep_stack = {
