@@ -443,6 +443,17 @@ static void test_grad_sums(const char *models)
     ir_arena_free(a);
 }
 
+/* 64 A100-80GB, tp x (64 / tp) data parallel, one sequence per
+ * micro-batch: the plan and dimension sizes the node checks below cost. */
+static void a100_plan(IrGraph *g, int tp, PassCluster *cl, PassPlan *p, int64_t *dim)
+{
+    *cl = (PassCluster){.ngpus = 64, .gpus_per_node = 8};
+    pass_gpu_preset("a100-80gb", &cl->gpu);
+    MegaLayout L = {.tp = tp, .pp = 1, .dp = 64 / tp, .micro_batch = 1, .global_batch = 2048};
+    mega_plan(g, &L, p);
+    ir_dim_sizes(g, p->mb_seqs, dim);
+}
+
 /* A flash attention backward on a GPU adds dQ into an fp32 buffer with
  * atomics (runtime/cuda/attention_fa2.cu, FlashAttention's dq_accum): the
  * node's workspace is 4 bytes per local dQ element; on CPU ranks none. */
@@ -451,13 +462,10 @@ static void test_attention_workspace(const char *models)
     IrArena *a = ir_arena_new();
     IrGraph *g = llama(a, models, "seq=2048,vocab=32000", 2048);
     for (int tp = 1; tp <= 2; tp++) {
-        PassCluster cl = {.ngpus = 64, .gpus_per_node = 8};
-        pass_gpu_preset("a100-80gb", &cl.gpu);
-        MegaLayout L = {.tp = tp, .pp = 1, .dp = 64 / tp, .micro_batch = 1, .global_batch = 2048};
+        PassCluster cl;
         PassPlan p;
-        mega_plan(g, &L, &p);
         int64_t dim[64];
-        ir_dim_sizes(g, p.mb_seqs, dim);
+        a100_plan(g, tp, &cl, &p, dim);
         int seen = 0;
         for (int cpu = 0; cpu < 2; cpu++) {
             cl.gpu.kind = cpu ? PASS_DEV_CPU : PASS_DEV_GPU;
@@ -487,13 +495,10 @@ static void test_swiglu_unfused(const char *models)
     IrArena *a = ir_arena_new();
     IrGraph *g = llama(a, models, "seq=2048,vocab=32000", 2048);
     for (int tp = 1; tp <= 2; tp++) {
-        PassCluster cl = {.ngpus = 64, .gpus_per_node = 8};
-        pass_gpu_preset("a100-80gb", &cl.gpu);
-        MegaLayout L = {.tp = tp, .pp = 1, .dp = 64 / tp, .micro_batch = 1, .global_batch = 2048};
+        PassCluster cl;
         PassPlan p;
-        mega_plan(g, &L, &p);
         int64_t dim[64];
-        ir_dim_sizes(g, p.mb_seqs, dim);
+        a100_plan(g, tp, &cl, &p, dim);
         double n = 2048.0 * 13824 / tp; /* one sequence's d_ff elements on a rank */
         int seen = 0;
         for (int i = 0; i < g->nfwd; i++) {
