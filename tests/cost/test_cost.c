@@ -443,90 +443,83 @@ static void test_grad_sums(const char *models)
     ir_arena_free(a);
 }
 
-/* 64 A100-80GB, tp x (64 / tp) data parallel, one sequence per
- * micro-batch: the plan and dimension sizes the node checks below cost. */
-static void a100_plan(IrGraph *g, int tp, PassCluster *cl, PassPlan *p, int64_t *dim)
+/* Runs check on LLaMA-2 13B (seq 2048) planned for 64 A100-80GB as tp x
+ * (64 / tp) data parallel, one sequence per micro-batch, for tp 1 and 2:
+ * the plan and dimension sizes the node checks below cost. */
+typedef void PlanCheck(const IrGraph *g, int tp, PassCluster *cl, const PassPlan *p, const int64_t *dim);
+
+static void on_13b_plans(const char *models, PlanCheck *check)
 {
-    *cl = (PassCluster){.ngpus = 64, .gpus_per_node = 8};
-    pass_gpu_preset("a100-80gb", &cl->gpu);
-    MegaLayout L = {.tp = tp, .pp = 1, .dp = 64 / tp, .micro_batch = 1, .global_batch = 2048};
-    mega_plan(g, &L, p);
-    ir_dim_sizes(g, p->mb_seqs, dim);
+    IrArena *a = ir_arena_new();
+    IrGraph *g = llama(a, models, "seq=2048,vocab=32000", 2048);
+    for (int tp = 1; tp <= 2; tp++) {
+        PassCluster cl = {.ngpus = 64, .gpus_per_node = 8};
+        pass_gpu_preset("a100-80gb", &cl.gpu);
+        MegaLayout L = {.tp = tp, .pp = 1, .dp = 64 / tp, .micro_batch = 1, .global_batch = 2048};
+        PassPlan p;
+        mega_plan(g, &L, &p);
+        int64_t dim[64];
+        ir_dim_sizes(g, p.mb_seqs, dim);
+        check(g, tp, &cl, &p, dim);
+        mega_plan_free(&p);
+    }
+    ir_graph_free(g);
+    ir_arena_free(a);
 }
 
 /* A flash attention backward on a GPU adds dQ into an fp32 buffer with
  * atomics (runtime/cuda/attention_fa2.cu, FlashAttention's dq_accum): the
  * node's workspace is 4 bytes per local dQ element; on CPU ranks none. */
-static void test_attention_workspace(const char *models)
+static void check_attention_workspace(const IrGraph *g, int tp, PassCluster *cl, const PassPlan *p,
+                                      const int64_t *dim)
 {
-    IrArena *a = ir_arena_new();
-    IrGraph *g = llama(a, models, "seq=2048,vocab=32000", 2048);
-    for (int tp = 1; tp <= 2; tp++) {
-        PassCluster cl;
-        PassPlan p;
-        int64_t dim[64];
-        a100_plan(g, tp, &cl, &p, dim);
-        int seen = 0;
-        for (int cpu = 0; cpu < 2; cpu++) {
-            cl.gpu.kind = cpu ? PASS_DEV_CPU : PASS_DEV_GPU;
-            PassCostCtx c = {.cl = &cl};
-            for (int i = 0; i < g->nfwd; i++) {
-                if (g->nodes[i].op != IR_OP_ATTENTION)
-                    continue;
-                PassNodeCost nc;
-                pass_cost_node(&c, g, &g->nodes[i], &p.mesh, &p.strategy[i], dim, &nc);
-                CHECK(NEAR(nc.ws_bytes, cpu ? 0 : 4 * 2048.0 * 5120 / tp, 1e-12)); /* 40 heads x 128 */
-                seen++;
-            }
+    int seen = 0;
+    for (int cpu = 0; cpu < 2; cpu++) {
+        cl->gpu.kind = cpu ? PASS_DEV_CPU : PASS_DEV_GPU;
+        PassCostCtx c = {.cl = cl};
+        for (int i = 0; i < g->nfwd; i++) {
+            if (g->nodes[i].op != IR_OP_ATTENTION)
+                continue;
+            PassNodeCost nc;
+            pass_cost_node(&c, g, &g->nodes[i], &p->mesh, &p->strategy[i], dim, &nc);
+            CHECK(NEAR(nc.ws_bytes, cpu ? 0 : 4 * 2048.0 * 5120 / tp, 1e-12)); /* 40 heads x 128 */
+            seen++;
         }
-        CHECK(seen == 2 * 40);
-        mega_plan_free(&p);
     }
-    ir_graph_free(g);
-    ir_arena_free(a);
+    CHECK(seen == 2 * 40);
 }
 
 /* An eager SwiGLU (stack key swiglu_unfused): autograd keeps silu(gate)
  * beside gate and up, one more d_ff tensor per layer; its kernels move
  * 2 + 3 elements per output forward (silu, product) and 3 + 3 + 3 backward
  * (the product's two gradients, silu's), where the fused ones move 3 and 5. */
-static void test_swiglu_unfused(const char *models)
+static void check_swiglu_unfused(const IrGraph *g, int tp, PassCluster *cl, const PassPlan *p,
+                                 const int64_t *dim)
 {
-    IrArena *a = ir_arena_new();
-    IrGraph *g = llama(a, models, "seq=2048,vocab=32000", 2048);
-    for (int tp = 1; tp <= 2; tp++) {
-        PassCluster cl;
-        PassPlan p;
-        int64_t dim[64];
-        a100_plan(g, tp, &cl, &p, dim);
-        double n = 2048.0 * 13824 / tp; /* one sequence's d_ff elements on a rank */
-        int seen = 0;
-        for (int i = 0; i < g->nfwd; i++) {
-            const IrNode *nd = &g->nodes[i];
-            if (nd->op != IR_OP_SWIGLU)
-                continue;
-            PassCostCtx f = {.cl = &cl}, u = {.cl = &cl};
-            u.st.swiglu_unfused = true;
-            PassNodeCost cf, cu;
-            pass_cost_node(&f, g, nd, &p.mesh, &p.strategy[i], dim, &cf);
-            pass_cost_node(&u, g, nd, &p.mesh, &p.strategy[i], dim, &cu);
-            CHECK(NEAR(cf.bytes_fwd, 3 * 2 * n, 1e-12) && NEAR(cf.bytes_bwd, 5 * 2 * n, 1e-12));
-            CHECK(NEAR(cu.bytes_fwd, 5 * 2 * n, 1e-12) && NEAR(cu.bytes_bwd, 9 * 2 * n, 1e-12));
-            CHECK(cu.fwd_s > cf.fwd_s && cu.bwd_s > cf.bwd_s);
-            for (int r = PASS_RECOMPUTE_NONE; r <= PASS_RECOMPUTE_FULL; r++) {
-                double sf = pass_saved_bytes(&f, g, nd, &p.mesh, &p.strategy[i], dim, (PassRecompute)r);
-                double su = pass_saved_bytes(&u, g, nd, &p.mesh, &p.strategy[i], dim, (PassRecompute)r);
-                /* Recomputed: the layer's input is kept, nothing of the MLP. */
-                bool rerun = pass_recomputed(NULL, g, nd, (PassRecompute)r);
-                CHECK(NEAR(su - sf, rerun ? 0 : 2 * n, 1e-12));
-            }
-            seen++;
+    double n = 2048.0 * 13824 / tp; /* one sequence's d_ff elements on a rank */
+    int seen = 0;
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *nd = &g->nodes[i];
+        if (nd->op != IR_OP_SWIGLU)
+            continue;
+        PassCostCtx f = {.cl = cl}, u = {.cl = cl};
+        u.st.swiglu_unfused = true;
+        PassNodeCost cf, cu;
+        pass_cost_node(&f, g, nd, &p->mesh, &p->strategy[i], dim, &cf);
+        pass_cost_node(&u, g, nd, &p->mesh, &p->strategy[i], dim, &cu);
+        CHECK(NEAR(cf.bytes_fwd, 3 * 2 * n, 1e-12) && NEAR(cf.bytes_bwd, 5 * 2 * n, 1e-12));
+        CHECK(NEAR(cu.bytes_fwd, 5 * 2 * n, 1e-12) && NEAR(cu.bytes_bwd, 9 * 2 * n, 1e-12));
+        CHECK(cu.fwd_s > cf.fwd_s && cu.bwd_s > cf.bwd_s);
+        for (int r = PASS_RECOMPUTE_NONE; r <= PASS_RECOMPUTE_FULL; r++) {
+            double sf = pass_saved_bytes(&f, g, nd, &p->mesh, &p->strategy[i], dim, (PassRecompute)r);
+            double su = pass_saved_bytes(&u, g, nd, &p->mesh, &p->strategy[i], dim, (PassRecompute)r);
+            /* Recomputed: the layer's input is kept, nothing of the MLP. */
+            bool rerun = pass_recomputed(NULL, g, nd, (PassRecompute)r);
+            CHECK(NEAR(su - sf, rerun ? 0 : 2 * n, 1e-12));
         }
-        CHECK(seen == 40);
-        mega_plan_free(&p);
+        seen++;
     }
-    ir_graph_free(g);
-    ir_arena_free(a);
+    CHECK(seen == 40);
 }
 
 int main(int argc, char **argv)
@@ -541,8 +534,8 @@ int main(int argc, char **argv)
     test_states(argv[1]);
     test_schedule(argv[1]);
     test_grad_sums(argv[1]);
-    test_attention_workspace(argv[1]);
-    test_swiglu_unfused(argv[1]);
+    on_13b_plans(argv[1], check_attention_workspace);
+    on_13b_plans(argv[1], check_swiglu_unfused);
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
     return failures != 0;
