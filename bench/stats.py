@@ -1,5 +1,6 @@
 """bench/stats.py: the statistics the prediction benchmarks and their tests
 report (bench/predict-vs-run, bench/gpu/train.py, tests/cost/gpu)."""
+import random
 import statistics
 
 
@@ -35,7 +36,6 @@ def split_half(samples, splits=200, seed=1):
     most a predictor that knew every item's true value could expect to reach
     against the medians of all the samples (classical attenuation). Small
     numbers say the measurement, not the model, limits a rank correlation."""
-    import random
     if len(samples) < 3 or any(len(s) < 2 for s in samples):
         raise ValueError("split_half needs 3 or more items of 2 or more samples each")
     rng = random.Random(seed)
