@@ -234,6 +234,12 @@ void rt_embedding_bwd(rt_grad *dtable, const int32_t *ids, const rt_act *dout, i
 /* y = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps) per row (HF LlamaRMSNorm). */
 void rt_rmsnorm_fwd(rt_act *y, float *rstd, const rt_act *x, const rt_act *w, int64_t rows,
                     int64_t cols, float eps);
+/* The residual add and the next norm in one pass: sum = a + b (rounded to
+ * rt_act as rt_add rounds it), then rt_rmsnorm_fwd of sum. Bitwise the
+ * results of rt_add then rt_rmsnorm_fwd, with one read of the row fewer
+ * (the norm reads the sum where it was just made). sum may be a or b. */
+void rt_add_rmsnorm_fwd(rt_act *sum, rt_act *y, float *rstd, const rt_act *a, const rt_act *b,
+                        const rt_act *w, int64_t rows, int64_t cols, float eps);
 /* dx = dres + the norm's gradient when dres is not NULL (the residual
  * stream's other gradient contribution, added in the same pass; dres may be
  * dx itself), else the norm's gradient alone. */

@@ -32,6 +32,26 @@ void rt_rmsnorm_fwd(rt_act *y, float *rstd, const rt_act *x, const rt_act *w, in
         rms_fwd_row(y + r * cols, rstd + r, x + r * cols, w, cols, eps);
 }
 
+/* The add as rt_add does it (fp32), then the norm over the row just made,
+ * still in cache. */
+RTCPU_CLONES static void add_row(rt_act *s, const rt_act *a, const rt_act *b, int64_t cols)
+{
+    RTCPU_SIMD
+    for (int64_t j = 0; j < cols; j++)
+        s[j] = a[j] + b[j];
+}
+
+void rt_add_rmsnorm_fwd(rt_act *sum, rt_act *y, float *rstd, const rt_act *a, const rt_act *b,
+                        const rt_act *w, int64_t rows, int64_t cols, float eps)
+{
+    RTCPU_PAR_FOR(rows * cols)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t o = r * cols;
+        add_row(sum + o, a + o, b + o, cols);
+        rms_fwd_row(y + o, rstd + r, sum + o, w, cols, eps);
+    }
+}
+
 /* With xhat = x rstd and g = dy w:  dx = rstd (g - xhat mean(g xhat)),
  * dw += sum over rows of dy xhat. One chunk of rows: dx, and its dw partial. */
 RTCPU_CLONES static void rms_bwd_chunk(rt_act *dx, float *dwp, const rt_act *x, const rt_act *w,

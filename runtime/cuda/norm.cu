@@ -77,6 +77,52 @@ static __global__ void k_rms_fwd8(rt_act *y, float *rstd, const rt_act *x, const
     }
 }
 
+/* The residual add fused in front (rt_add_rmsnorm_fwd): the first pass makes
+ * the sum (rounded to bf16, as rt_add stores it) and reduces its squares;
+ * the second reads it back from L1/L2, so HBM sees a and b read once and
+ * sum and y written once. Each thread reads back only what it wrote. */
+static __global__ void k_add_rms_fwd(rt_act *sum, rt_act *y, float *rstd, const rt_act *a, const rt_act *b,
+                                     const rt_act *w, int64_t cols, float eps)
+{
+    __shared__ float sh[32];
+    int64_t off = (int64_t)blockIdx.x * cols;
+    float ss = 0.0f;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+        rt_act h = bf(ld(a + off + j) + ld(b + off + j));
+        sum[off + j] = h;
+        float v = ld(&h);
+        ss += v * v;
+    }
+    ss = block_sum(ss, sh);
+    float r = 1.0f / sqrtf(ss / (float)cols + eps);
+    if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) y[off + j] = bf(wv(w, j) * (ld(sum + off + j) * r));
+}
+
+static __global__ void k_add_rms_fwd8(rt_act *sum, rt_act *y, float *rstd, const rt_act *a, const rt_act *b,
+                                      const rt_act *w, int64_t cols, float eps)
+{
+    __shared__ float sh[32];
+    int64_t off = (int64_t)blockIdx.x * cols;
+    float ss = 0.0f, v[8], u[8], wf[8], o[8];
+    for (int64_t j = 8 * (int64_t)threadIdx.x; j < cols; j += 8 * (int64_t)blockDim.x) {
+        bf8_load(v, a + off + j);
+        bf8_load(u, b + off + j);
+        for (int i = 0; i < 8; i++) v[i] = __bfloat162float(bf(v[i] + u[i]));
+        bf8_store(sum + off + j, v); /* exact: v already holds bf16 values */
+        for (int i = 0; i < 8; i++) ss += v[i] * v[i];
+    }
+    ss = block_sum(ss, sh);
+    float r = 1.0f / sqrtf(ss / (float)cols + eps);
+    if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+    for (int64_t j = 8 * (int64_t)threadIdx.x; j < cols; j += 8 * (int64_t)blockDim.x) {
+        bf8_load(v, sum + off + j);
+        wv8(wf, w, j);
+        for (int i = 0; i < 8; i++) o[i] = wf[i] * (v[i] * r);
+        bf8_store(y + off + j, o);
+    }
+}
+
 /* dx = r (w dy - x r^2 mean(w dy x)) [+ dres];  dw_j += dy_j x_j r */
 static __global__ void k_rms_bwd(rt_act *dx, float *pdw, const rt_act *x, const rt_act *w, const float *rstd,
                                  const rt_act *dy, const rt_act *dres, int64_t rows, int64_t cols,
@@ -164,6 +210,21 @@ void rt_rmsnorm_fwd(rt_act *y, float *rstd, const rt_act *x, const rt_act *w, in
         RTCU_LAUNCH(k_rms_fwd8, (unsigned)rows, norm_threads8(cols), 0)(y, rstd, x, w, cols, eps);
     else
         RTCU_LAUNCH(k_rms_fwd, (unsigned)rows, norm_threads(cols), 0)(y, rstd, x, w, cols, eps);
+    LAUNCH_CHECK();
+}
+
+void rt_add_rmsnorm_fwd(rt_act *sum, rt_act *y, float *rstd, const rt_act *a, const rt_act *b,
+                        const rt_act *w, int64_t rows, int64_t cols, float eps)
+{
+    rtcu_require_init("rt_add_rmsnorm_fwd");
+    if (rows <= 0 || cols <= 0) return;
+    size_t n = (size_t)(rows * cols) * sizeof(rt_act);
+    rtcu_deps({{sum, n}, {y, n}, {rstd, (size_t)rows * 4}, {a, n}, {b, n}, {w, (size_t)cols * sizeof(rt_act)}});
+    rtcu_check_grid("rt_add_rmsnorm_fwd", rows, 1, 1);
+    if (norm_vec(cols, sum, y, a, w) && rtcu_aligned16(b))
+        RTCU_LAUNCH(k_add_rms_fwd8, (unsigned)rows, norm_threads8(cols), 0)(sum, y, rstd, a, b, w, cols, eps);
+    else
+        RTCU_LAUNCH(k_add_rms_fwd, (unsigned)rows, norm_threads(cols), 0)(sum, y, rstd, a, b, w, cols, eps);
     LAUNCH_CHECK();
 }
 

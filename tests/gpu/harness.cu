@@ -145,11 +145,45 @@ static void t_rmsnorm_cols(Rng &r, int64_t cols)
     rt_free(dxx), rt_free(dww), rt_free(ddy), rt_free(ddw), rt_free(dyy), rt_free(ddx), rt_free(drstd), rt_free(dres);
 }
 
+/* The residual add fused into the norm: the CPU backend's sum and norm, and
+ * bitwise the GPU's rt_add then rt_rmsnorm_fwd (the sum written over a, as
+ * the programs may place it). */
+static void t_add_rmsnorm_cols(Rng &r, int64_t cols)
+{
+    const int64_t rows = 37, n = rows * cols;
+    const float eps = 1e-5f;
+    auto a = randv(r, n, 2.0f), b = randv(r, n), w = randv(r, cols);
+    std::vector<float> sum((size_t)n), y((size_t)n), rstd((size_t)rows);
+    cpu_rt_add_rmsnorm_fwd(sum.data(), y.data(), rstd.data(), a.data(), b.data(), w.data(), rows, cols, eps);
+    rt_act *da = dact(a), *db = dact(b), *dw = dact(w), *da2 = dact(a);
+    rt_act *dsum = (rt_act *)rt_alloc((size_t)n * sizeof(rt_act)), *dy = (rt_act *)rt_alloc((size_t)n * sizeof(rt_act));
+    rt_act *dy2 = (rt_act *)rt_alloc((size_t)n * sizeof(rt_act));
+    float *drstd = (float *)rt_alloc((size_t)rows * 4), *drstd2 = (float *)rt_alloc((size_t)rows * 4);
+    rt_add(dsum, da, db, n, n);
+    rt_rmsnorm_fwd(dy, drstd, dsum, dw, rows, cols, eps);
+    rt_add_rmsnorm_fwd(da2, dy2, drstd2, da2, db, dw, rows, cols, eps);
+    bool v8 = cols % 8 == 0;
+    /* The norm's reference from the GPU's sum, rounded to bf16 as the GPU
+     * stores it (the CPU backend's sum is fp32). */
+    cpu_rt_rmsnorm_fwd(y.data(), rstd.data(), hact(da2, n).data(), w.data(), rows, cols, eps);
+    report(v8 ? "add_rmsnorm_fwd sum (16-byte)" : "add_rmsnorm_fwd sum", hact(da2, n), sum, TOL_BF16);
+    report(v8 ? "add_rmsnorm_fwd y (16-byte)" : "add_rmsnorm_fwd y", hact(dy2, n), y, TOL_BF16);
+    report(v8 ? "add_rmsnorm_fwd rstd (16-byte)" : "add_rmsnorm_fwd rstd (fp32)", hf32(drstd2, rows), rstd, TOL_F32);
+    bool same = bitwise_eq(hact(da2, n), hact(dsum, n)) && bitwise_eq(hact(dy2, n), hact(dy, n)) &&
+                bitwise_eq(hf32(drstd2, rows), hf32(drstd, rows));
+    report_bool(v8 ? "add_rmsnorm_fwd = add, rmsnorm (16-byte)" : "add_rmsnorm_fwd = add, rmsnorm", same,
+                "sum, y, rstd bitwise");
+    rt_free(da), rt_free(db), rt_free(dw), rt_free(da2), rt_free(dsum), rt_free(dy), rt_free(dy2);
+    rt_free(drstd), rt_free(drstd2);
+}
+
 static void t_rmsnorm(Rng &r)
 {
     /* 300: the scalar kernels; 512: the 16-byte ones. */
-    for (int64_t cols : {300, 512})
+    for (int64_t cols : {300, 512}) {
         t_rmsnorm_cols(r, cols);
+        t_add_rmsnorm_cols(r, cols);
+    }
 }
 
 static void t_layernorm(Rng &r)

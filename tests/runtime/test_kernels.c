@@ -315,6 +315,19 @@ static void test_rmsnorm(void)
         for (int j = 0; j < C; j++)
             dx[i * C + j] = rstd[i] * r[i * C + j] * w[j];
     expect_caught("rmsnorm dx without the rstd term", dx, gx, R * C);
+
+    /* The residual add fused in front: bitwise rt_add then rt_rmsnorm_fwd,
+     * also with the sum written over an operand (as the programs may). */
+    float *a = fnew(R * C), *s = fnew(R * C), *y2 = fnew(R * C), rstd2[R];
+    ref_fill(a, NULL, R * C, -1, 1);
+    rt_add(s, a, r, R * C, R * C);
+    rt_rmsnorm_fwd(y, rstd, s, w, R, C, 1e-5f);
+    rt_add_rmsnorm_fwd(a, y2, rstd2, a, r, w, R, C, 1e-5f);
+    CHECK(!memcmp(a, s, sizeof(float) * R * C), "add_rmsnorm_fwd: the sum differs from rt_add's");
+    CHECK(!memcmp(y2, y, sizeof(float) * R * C) && !memcmp(rstd2, rstd, sizeof rstd),
+          "add_rmsnorm_fwd: y or rstd differ from rt_rmsnorm_fwd's of the sum");
+    printf("  %-44s bitwise rt_add, rt_rmsnorm_fwd\n", "add_rmsnorm_fwd (sum over a)");
+    free(a), free(s), free(y2);
     free(d), free(dx), free(dw0), free(dw), free(gx), free(gw), free(x), free(w), free(r), free(y);
     free(c.x), free(c.w), free(c.r), free(c.y);
 }
@@ -890,6 +903,7 @@ static void test_threads(void)
     SAME_ON_THREADS("layernorm bwd db", db, cb, memset(dw, 0, cb), memset(db, 0, cb),
                     rt_layernorm_bwd(out, dw, db, x, w, st1, st2, g, NULL, R, C));
     SAME_ON_THREADS("rmsnorm fwd", out, rc, rt_rmsnorm_fwd(out, st1, x, w, R, C, 1e-5f));
+    SAME_ON_THREADS("add_rmsnorm fwd", out, rc, rt_add_rmsnorm_fwd(y, out, st1, x, g, w, R, C, 1e-5f));
     SAME_ON_THREADS("rmsnorm bwd dw", dw, cb, memset(dw, 0, cb),
                     rt_rmsnorm_bwd(out, dw, x, w, st1, g, NULL, R, C));
     SAME_ON_THREADS("reduce_rows", dw, cb, rt_reduce_rows(dw, g, R, C, false));
