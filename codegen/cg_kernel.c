@@ -180,6 +180,10 @@ char *cg_kernel(Cg *c, const IrNode *n, const CgArgs *a)
     case IR_OP_MATMUL: return matmul(&k, a);
     case IR_OP_RMSNORM:
         norm_shape(&k, &rows, &cols);
+        if (a->sum_of[0])
+            return (char *)cg_fmt(c, "rt_add_rmsnorm_fwd(%s, %s, %s, %s, %s, %s, %lld, %lld, %s);",
+                                  a->in[0], a->out[0], a->out[1], a->sum_of[0], a->sum_of[1], a->in[1],
+                                  (long long)rows, (long long)cols, flt(c, n->attr.eps));
         return (char *)cg_fmt(c, "rt_rmsnorm_fwd(%s, %s, %s, %s, %lld, %lld, %s);", a->out[0],
                               a->out[1], a->in[0], a->in[1], (long long)rows, (long long)cols,
                               flt(c, n->attr.eps));

@@ -321,6 +321,48 @@ static int get(Low *L, int t, PassSharding need)
 
 /* ------------------------------------------------------------- forward */
 
+/* Forward node n's output buffers: canon (where its consumers find each
+ * output) and made (where the kernel writes it: partial sums first). */
+typedef struct Outs {
+    int canon[IR_MAX_OUT], made[IR_MAX_OUT];
+} Outs;
+
+static void outs_alloc(Low *L, const IrNode *n, bool recompute, ChunkBufs *cb, CgArgs *a, Outs *o)
+{
+    Cg *c = L->c;
+    for (int j = 0; j < n->nout; j++) {
+        int t = n->out[j];
+        o->canon[j] = o->made[j] = -1;
+        if (t == G(L)->loss) {
+            a->out[j] = "g_loss";
+            continue;
+        }
+        PassSharding ps = c->prod[t], cs = c->canon[t];
+        Avail *slot = NULL;
+        if (!recompute && c->saved[t])
+            for (int i = 0; i < cb->slots.n && !slot; i++)
+                if (cb->slots.v[i].t == t)
+                    slot = &cb->slots.v[i];
+        o->canon[j] = slot ? slot->buf : temp(L, t, &cs, "", "", recompute ? "recomputed" : NULL);
+        o->made[j] = pass_sharding_eq(&ps, &cs) ? o->canon[j] : temp(L, t, &ps, "", "_p", "partial sums");
+        a->out[j] = B(L, o->made[j]);
+    }
+}
+
+/* After the kernel: partial sums reduced into place, outputs available. */
+static void outs_finish(Low *L, const IrNode *n, const Outs *o)
+{
+    Cg *c = L->c;
+    for (int j = 0; j < n->nout; j++) {
+        if (o->canon[j] < 0)
+            continue;
+        int t = n->out[j];
+        if (o->made[j] != o->canon[j])
+            reshard(L, t, "", o->made[j], c->prod[t], c->canon[t], true, o->canon[j]);
+        put(L, t, c->canon[t], o->canon[j], false);
+    }
+}
+
 /* Run forward node n. recompute: outputs go to temporaries (the backward
  * pass re-running what the policy did not keep). */
 static void lower_fwd(Low *L, const IrNode *n, bool recompute, ChunkBufs *cb)
@@ -330,33 +372,47 @@ static void lower_fwd(Low *L, const IrNode *n, bool recompute, ChunkBufs *cb)
     memset(&a, 0, sizeof a);
     for (int k = 0; k < n->nin; k++)
         a.in[k] = B(L, get(L, n->in[k], cg_need(c, n, k)));
-    int canon[IR_MAX_OUT], made[IR_MAX_OUT];
-    for (int j = 0; j < n->nout; j++) {
-        int t = n->out[j];
-        canon[j] = made[j] = -1;
-        if (t == G(L)->loss) {
-            a.out[j] = "g_loss";
-            continue;
-        }
-        PassSharding ps = c->prod[t], cs = c->canon[t];
-        Avail *slot = NULL;
-        if (!recompute && c->saved[t])
-            for (int i = 0; i < cb->slots.n && !slot; i++)
-                if (cb->slots.v[i].t == t)
-                    slot = &cb->slots.v[i];
-        canon[j] = slot ? slot->buf : temp(L, t, &cs, "", "", recompute ? "recomputed" : NULL);
-        made[j] = pass_sharding_eq(&ps, &cs) ? canon[j] : temp(L, t, &ps, "", "_p", "partial sums");
-        a.out[j] = B(L, made[j]);
-    }
+    Outs o;
+    outs_alloc(L, n, recompute, cb, &a, &o);
     EMIT(L, "%s", cg_kernel(c, n, &a));
-    for (int j = 0; j < n->nout; j++) {
-        if (canon[j] < 0)
-            continue;
-        int t = n->out[j];
-        if (made[j] != canon[j])
-            reshard(L, t, "", made[j], c->prod[t], c->canon[t], true, canon[j]);
-        put(L, t, c->canon[t], canon[j], false);
-    }
+    outs_finish(L, n, &o);
+}
+
+/* A residual add and the RMSNorm after it that reads its sum
+ * (pass_add_norm_pair: the cost model prices the pair as this one call), as
+ * one rt_add_rmsnorm_fwd, when the sum is made complete (no partial sums)
+ * in the layout the norm reads it in, so nothing runs between the two.
+ * Whether it lowered both. */
+static bool lower_add_norm(Low *L, const IrNode *add, const IrNode *norm, bool recompute, ChunkBufs *cb)
+{
+    Cg *c = L->c;
+    if (add->op != IR_OP_ADD || !pass_add_norm_pair(G(L), norm) || norm->id != add->id + 1)
+        return false;
+    int t = add->out[0];
+    /* The operands element for element with the sum, which is what the
+     * norm reads. */
+    PassSharding need[3] = {cg_need(c, norm, 0), cg_need(c, add, 0), cg_need(c, add, 1)};
+    if (!pass_sharding_eq(&c->prod[t], &c->canon[t]))
+        return false;
+    for (int k = 0; k < 3; k++)
+        if (!pass_sharding_eq(&need[k], &c->canon[t]))
+            return false;
+    CgArgs aa, an;
+    memset(&aa, 0, sizeof aa);
+    memset(&an, 0, sizeof an);
+    for (int k = 0; k < add->nin; k++)
+        aa.in[k] = B(L, get(L, add->in[k], cg_need(c, add, k)));
+    an.in[1] = B(L, get(L, norm->in[1], cg_need(c, norm, 1)));
+    Outs oa, on;
+    outs_alloc(L, add, recompute, cb, &aa, &oa);
+    outs_alloc(L, norm, recompute, cb, &an, &on);
+    an.in[0] = aa.out[0];
+    an.sum_of[0] = aa.in[0];
+    an.sum_of[1] = aa.in[1];
+    EMIT(L, "%s", cg_kernel(c, norm, &an));
+    outs_finish(L, add, &oa);
+    outs_finish(L, norm, &on);
+    return true;
 }
 
 /* ------------------------------------------------------------ gradients */
@@ -730,13 +786,21 @@ static void recompute(Low *L, int p, ChunkBufs *cb)
         }
     }
     EMIT(L, "/* recompute what the forward pass did not keep */");
-    for (int i = pc->first; i < pc->first + pc->count; i++) {
-        const IrNode *n = &g->nodes[i];
-        bool want = false;
+    bool *want = ir_alloc(c->arena, (size_t)pc->count);
+    for (int i = 0; i < pc->count; i++) {
+        const IrNode *n = &g->nodes[pc->first + i];
         for (int j = 0; j < n->nout; j++)
-            want |= need[n->out[j]];
-        if (want)
-            lower_fwd(L, n, true, cb);
+            want[i] |= need[n->out[j]];
+    }
+    for (int i = 0; i < pc->count; i++) {
+        const IrNode *n = &g->nodes[pc->first + i];
+        if (!want[i])
+            continue;
+        if (i + 1 < pc->count && want[i + 1] && lower_add_norm(L, n, n + 1, true, cb)) {
+            i++;
+            continue;
+        }
+        lower_fwd(L, n, true, cb);
     }
 }
 
@@ -822,8 +886,14 @@ static void lower_forward(Cg *c, CgRankProg *r, int j, ChunkBufs *cb)
     for (int p = st->first_piece; p < st->first_piece + st->npieces; p++) {
         L.piece = p;
         const IrPiece *pc = &c->g->pieces[p];
-        for (int i = pc->first; i < pc->first + pc->count; i++)
+        for (int i = pc->first; i < pc->first + pc->count; i++) {
+            if (i + 1 < pc->first + pc->count &&
+                lower_add_norm(&L, &c->g->nodes[i], &c->g->nodes[i + 1], false, cb)) {
+                i++;
+                continue;
+            }
             lower_fwd(&L, &c->g->nodes[i], false, cb);
+        }
     }
     L.piece = -1;
     for (int i = 0; i < r->send_act[j].n; i++) {

@@ -132,6 +132,7 @@ double pass_curve_at(const PassCurve *c, double x);
 #define PASS_KERNELS(X)                                                                       \
     X(RMSNORM_FWD, "rmsnorm_fwd")                                                             \
     X(RMSNORM_BWD, "rmsnorm_bwd")                                                             \
+    X(ADD_RMSNORM_FWD, "add_rmsnorm_fwd")                                                     \
     X(LAYERNORM_FWD, "layernorm_fwd")                                                         \
     X(LAYERNORM_BWD, "layernorm_bwd")                                                         \
     X(SILU_FWD, "silu_fwd")                                                                   \
@@ -365,6 +366,9 @@ typedef struct PassStack {
     bool norm_unfused;            /* norms as unfused framework ops: they also save an fp32
                                      copy of the input and the normalised value, and cost
                                      several memory passes */
+    bool add_norm_unfused;        /* the residual add and the RMSNorm reading its sum run as
+                                     two kernels (ptdc: one, rt_add_rmsnorm_fwd, one read of
+                                     the sum fewer) */
     bool swiglu_unfused;          /* SwiGLU as eager framework ops, silu(gate) * up: autograd
                                      also saves silu(gate), and its kernels move 5 + 9
                                      elements per output where the fused ones move 3 + 5 */
@@ -459,10 +463,24 @@ typedef struct PassNodeCost {
     double ws_bytes;              /* temporaries its kernels hold while running, beyond
                                      inputs, outputs and gradients (S x S buffers, fp32 copies) */
     double gemm_s, attn_s;        /* of fwd_s + bwd_s: in GEMMs, in a flash attention kernel */
+    double fused_s;               /* of fwd_s: what running as one kernel with the node before
+                                     it saves (pass_add_norm_pair; negative unless a measured
+                                     curve says otherwise), which a recomputation of this node
+                                     alone does not get */
 } PassNodeCost;
 
 void pass_cost_node(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
                     const PassStrategy *s, const int64_t *dim_size, PassNodeCost *out);
+/* Is n an RMSNorm that ptdc's programs run together with the residual add
+ * right before it in the same piece, as one rt_add_rmsnorm_fwd
+ * (codegen/cg_lower.c)? From the graph alone: n reads the add's sum, the add
+ * has no broadcast operand. Priced so when the stack does not set
+ * add_norm_unfused. */
+bool pass_add_norm_pair(const IrGraph *g, const IrNode *n);
+/* The forward seconds recomputing n under r costs: fwd_s, less the fusion
+ * saving when the add before it is not recomputed with it. */
+double pass_rec_fwd_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PassRecompute r,
+                      const PassNodeCost *nc);
 /* Seconds for one collective step (pass_reshard's output) of elements of
  * elem_bytes on mesh axis k->axis: alpha-beta with nccl-tests bus-bandwidth
  * factors, NVLink inside a node, the members' NICs across nodes. A

@@ -36,6 +36,7 @@ double pass_kernel_bytes(PassKernel k, double rows, double cols, int eb)
     switch (k) {
     case PASS_K_RMSNORM_FWD: return 2 * e * n + 4 * rows;      /* x in, y out, rstd out */
     case PASS_K_RMSNORM_BWD: return 3 * e * n + 4 * rows;      /* x, dy in, dx out, rstd in */
+    case PASS_K_ADD_RMSNORM_FWD: return 4 * e * n + 4 * rows;  /* a, b in, sum, y, rstd out */
     case PASS_K_LAYERNORM_FWD: return 2 * e * n + 8 * rows;
     case PASS_K_LAYERNORM_BWD: return 3 * e * n + 8 * rows;
     case PASS_K_SILU_FWD:

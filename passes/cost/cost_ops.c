@@ -101,18 +101,59 @@ static void pass_opcost_MATMUL(const OpArgs *a, PassNodeCost *o)
 
 /* Norms. ptdc's kernels read x and write y in one pass (rstd per row);
  * unfused framework norms run ~6 kernels in fp32 (to-fp32, pow, mean, rsqrt
- * multiply, to-bf16, weight multiply) forward and about twice that backward. */
+ * multiply, to-bf16, weight multiply) forward and about twice that backward.
+ * An RMSNorm right after the residual add it reads runs with it as one call
+ * (pass_add_norm_pair): the pair costs that call, the add's own price
+ * standing, so the norm's forward is the call less an rt_add. */
 static void norm(const OpArgs *a, PassNodeCost *o, int stats)
 {
     double x = lnumel(a, a->n->in[0]), rows = lnumel(a, a->n->out[1]);
     if (a->c->st.norm_unfused) {
         membound(a, o, 36 * x + 8 * rows * stats, 6 + stats, 64 * x + 8 * rows * stats, 11 + stats);
         o->ws_bytes = 8 * x;
+        return;
+    }
+    if (stats == 1 && !a->c->st.add_norm_unfused && pass_add_norm_pair(a->g, a->n)) {
+        const PassGpu *d = gpu(a);
+        double alone = pass_kernel_time(d, PASS_K_RMSNORM_FWD, rows, x / rows);
+        double pair = pass_kernel_time(d, PASS_K_ADD_RMSNORM_FWD, rows, x / rows) -
+                      pass_kernel_time(d, PASS_K_ADD, 1, x);
+        /* What the program runs, also where a measured curve makes the
+         * call dearer than the two (codegen fuses regardless). */
+        o->fused_s = pair - alone;
+        o->fwd_s += pair;
+        o->bytes_fwd += pass_kernel_bytes(PASS_K_ADD_RMSNORM_FWD, rows, x / rows, eb(a)) -
+                        pass_kernel_bytes(PASS_K_ADD, 1, x, eb(a));
     } else {
         kcall(a, o, false, stats == 1 ? PASS_K_RMSNORM_FWD : PASS_K_LAYERNORM_FWD, rows, x / rows);
-        kcall(a, o, true, stats == 1 ? PASS_K_RMSNORM_BWD : PASS_K_LAYERNORM_BWD, rows, x / rows);
     }
+    kcall(a, o, true, stats == 1 ? PASS_K_RMSNORM_BWD : PASS_K_LAYERNORM_BWD, rows, x / rows);
 }
+
+bool pass_add_norm_pair(const IrGraph *g, const IrNode *n)
+{
+    if (n->op != IR_OP_RMSNORM || n->id < 1 || n->id >= g->nfwd)
+        return false;
+    const IrNode *a = &g->nodes[n->id - 1];
+    if (a->op != IR_OP_ADD || a->piece != n->piece || a->out[0] != n->in[0])
+        return false;
+    const IrTensor *y = &g->tensors[a->out[0]];
+    for (int i = 0; i < 2; i++) {
+        const IrTensor *x = &g->tensors[a->in[i]];
+        if (x->rank != y->rank || memcmp(x->dim, y->dim, sizeof(int) * (size_t)y->rank) != 0)
+            return false;
+    }
+    return true;
+}
+
+double pass_rec_fwd_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PassRecompute r,
+                      const PassNodeCost *nc)
+{
+    if (nc->fused_s != 0 && !pass_recomputed(c, g, &g->nodes[n->id - 1], r))
+        return nc->fwd_s - nc->fused_s;
+    return nc->fwd_s;
+}
+
 static void pass_opcost_RMSNORM(const OpArgs *a, PassNodeCost *o) { norm(a, o, 1); }
 static void pass_opcost_LAYERNORM(const OpArgs *a, PassNodeCost *o) { norm(a, o, 2); }
 

@@ -134,7 +134,7 @@ static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
         pc->attn += nc.attn_s;
         pc->flops += nc.flops_fwd + nc.flops_bwd;
         if (rec) {
-            pc->rec += nc.fwd_s;
+            pc->rec += pass_rec_fwd_s(c, g, n, r, &nc);
             pc->rec_flops += nc.flops_fwd;
         }
         PassSharding in[IR_MAX_IN], out[IR_MAX_OUT];

@@ -55,6 +55,10 @@ static const PassStack presets[] = {
         /* --swiglu runs fused (bias_swiglu_fusion, on by default:
          * megatron/core/fusions/fused_bias_swiglu.py saves its input only),
          * as ptdc's swiglu does: swiglu_unfused stays no. */
+        /* The residual add is bias_dropout_add (megatron/core/fusions/
+         * fused_bias_dropout.py), its own kernel; the next layer's norm
+         * (TE's LayerNormLinear) reads the sum again. */
+        .add_norm_unfused = true,
         /* megatron/core/tensor_parallel/cross_entropy.py upcasts the
          * vocabulary-parallel logits to fp32 and keeps its softmax. */
         .loss_fp32 = true,
@@ -91,8 +95,10 @@ static const PassStack presets[] = {
          * writes the job file (passes/plan/emit_torchtitan.c). */
         /* torch.nn.functional.scaled_dot_product_attention: the FA2 backend. */
         .attn_kernel = PASS_KERNEL_FLASH2,
-        /* torchtitan's RMSNorm runs as eager PyTorch ops unless compiled. */
+        /* torchtitan's RMSNorm runs as eager PyTorch ops unless compiled
+         * (and the residual add before it as its own op). */
         .norm_unfused = true,
+        .add_norm_unfused = true,
         /* and its FeedForward computes w2(F.silu(w1(x)) * w3(x)): autograd
          * keeps silu's output beside both projections. */
         .swiglu_unfused = true,
@@ -195,6 +201,8 @@ static const struct SKey {
     {"attention_kernel", S_KERNEL, F(attn_kernel), 0, 0, 0, kernel_names, 5,
      "auto (the backend's own), flash2, flash1, fused_softmax, eager"},
     {"norm_unfused", S_BOOL, F(norm_unfused), 0, 0, 0, NULL, 0, "norms as eager framework ops"},
+    {"add_norm_unfused", S_BOOL, F(add_norm_unfused), 0, 0, 0, NULL, 0,
+     "the residual add and the RMSNorm after it as two kernels"},
     {"swiglu_unfused", S_BOOL, F(swiglu_unfused), 0, 0, 0, NULL, 0,
      "SwiGLU as eager framework ops (silu, then a product)"},
     {"loss_fp32", S_BOOL, F(loss_fp32), 0, 0, 0, NULL, 0, "the loss upcasts logits to fp32"},

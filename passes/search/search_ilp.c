@@ -67,7 +67,7 @@ static void piece_costs(Src *s, const SrcGroup *G, SrcVariant *V, const int64_t 
         P->bwd += nc.bwd_s;
         for (int r = 0; r < SRC_NRC; r++) {
             if (pass_recomputed(s->c, g, nd, r))
-                P->rec[r] += nc.fwd_s;
+                P->rec[r] += pass_rec_fwd_s(s->c, g, nd, r, &nc);
             P->saved[r] += src_kept_bytes(s->c, g, &G->mesh, V->strat, ds, nd, r);
         }
         for (int z = 0; z < 4; z++)

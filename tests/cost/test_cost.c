@@ -522,6 +522,48 @@ static void check_swiglu_unfused(const IrGraph *g, int tp, PassCluster *cl, cons
     CHECK(seen == 40);
 }
 
+/* The residual add and the RMSNorm after it in the same layer (the MLP's
+ * norm; the attention's norm reads the previous layer's sum, in another
+ * piece) run as one rt_add_rmsnorm_fwd: a, b in, sum, y out (4 elements and
+ * rstd), the add keeping its rt_add price (3), the norm one element (from 2)
+ * and exactly the call less an rt_add. The stack key add_norm_unfused (the
+ * reference stacks) prices the two calls. A recomputation runs the pair as
+ * one call only when it reruns the add too: under full, not under ffn. */
+static void check_add_norm(const IrGraph *g, int tp, PassCluster *cl, const PassPlan *p, const int64_t *dim)
+{
+    double n = 2048.0 * 5120, rows = 2048; /* one sequence's d_model elements on a rank */
+    (void)tp;
+    int pairs = 0, alone = 0;
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *nd = &g->nodes[i];
+        if (nd->op != IR_OP_RMSNORM)
+            continue;
+        PassCostCtx f = {.cl = cl}, u = {.cl = cl};
+        u.st.add_norm_unfused = true;
+        PassNodeCost cf, cu;
+        pass_cost_node(&f, g, nd, &p->mesh, &p->strategy[i], dim, &cf);
+        pass_cost_node(&u, g, nd, &p->mesh, &p->strategy[i], dim, &cu);
+        CHECK(NEAR(cu.bytes_fwd, 2 * 2 * n + 4 * rows, 1e-12) && cu.fused_s == 0);
+        CHECK(cf.bwd_s == cu.bwd_s && cf.bytes_bwd == cu.bytes_bwd);
+        if (!pass_add_norm_pair(g, nd)) {
+            CHECK(cf.fwd_s == cu.fwd_s && cf.fused_s == 0);
+            alone++;
+            continue;
+        }
+        CHECK(g->nodes[i - 1].op == IR_OP_ADD && g->nodes[i - 1].piece == nd->piece);
+        CHECK(NEAR(cf.bytes_fwd, 2 * n + 4 * rows, 1e-12));
+        double call = pass_kernel_time(&cl->gpu, PASS_K_ADD_RMSNORM_FWD, rows, 5120);
+        double add = pass_kernel_time(&cl->gpu, PASS_K_ADD, 1, n);
+        CHECK(NEAR(cf.fwd_s, call - add, 1e-12) && cf.fwd_s < cu.fwd_s);
+        CHECK(NEAR(cf.fused_s, cf.fwd_s - cu.fwd_s, 1e-12));
+        CHECK(pass_rec_fwd_s(&f, g, nd, PASS_RECOMPUTE_FULL, &cf) == cf.fwd_s);
+        CHECK(NEAR(pass_rec_fwd_s(&f, g, nd, PASS_RECOMPUTE_FFN, &cf), cu.fwd_s, 1e-12));
+        CHECK(pass_rec_fwd_s(&f, g, nd, PASS_RECOMPUTE_NONE, &cf) == cf.fwd_s - cf.fused_s);
+        pairs++;
+    }
+    CHECK(pairs == 40 && alone == 41); /* each layer's MLP norm; the attention norms and the final one */
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -536,6 +578,7 @@ int main(int argc, char **argv)
     test_grad_sums(argv[1]);
     on_13b_plans(argv[1], check_attention_workspace);
     on_13b_plans(argv[1], check_swiglu_unfused);
+    on_13b_plans(argv[1], check_add_norm);
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
     return failures != 0;

@@ -22,7 +22,10 @@
  *   embedding    fwd: read T table rows, write T rows (2 e T D) + ids (4 T);
  *                bwd: read dy, read and write T table rows (3 e T D) + ids
  *   rmsnorm      fwd: x in, y out (2 e n) + rstd out (4 per row);
- *                bwd: x, dy in, dx out (3 e n) + rstd in
+ *                bwd: x, dy in, dx out (3 e n) + rstd in;
+ *                right after the residual add whose sum it reads, one call
+ *                for both (a, b in, sum, y out: 4 e n + rstd), the add
+ *                keeping its own 3 e n: the norm's forward is e n + rstd
  *   rope         2 e n each way (the backward is the inverse rotation)
  *   silu         fwd 2 e n; bwd x, dy in, dx out: 3 e n
  *   swiglu       fwd gate, up in, out: 3 e n; bwd gate, up, dy in, dgate,
@@ -104,8 +107,8 @@ static void count(double e, int tp)
         matmul(N("matmul.2"), e, T, H * DH / tp, D, 1, 0);
         /* the residual: its input is also the norm's, so the add is the 2nd reader */
         add(N("x"), 0, 0, 3 * e * n_x, 3 * e * n_x);
-        /* MLP block: h.1 read by gate and up */
-        add(N("h.1"), 0, 0, 2 * e * n_x + 4 * T, 3 * e * n_x + 4 * T);
+        /* MLP block: h.1 read by gate and up; its norm fused with the add */
+        add(N("h.1"), 0, 0, e * n_x + 4 * T, 3 * e * n_x + 4 * T);
         matmul(N("matmul.3"), e, T, D, F / tp, 1, n_x);
         matmul(N("matmul.4"), e, T, D, F / tp, 2, n_x);
         add(N("g"), 0, 0, 3 * e * n_f, 5 * e * n_f);
