@@ -89,6 +89,12 @@ int main(int argc, char **argv)
     TIME("layernorm_bwd", R * C, "Gelem/s", rt_layernorm_bwd(y, dw, db, x, w, m1, r1, g, NULL, R, C));
     TIME("rmsnorm_fwd", R * C, "Gelem/s", rt_rmsnorm_fwd(y, r1, x, w, R, C, 1e-5f));
     TIME("rmsnorm_bwd", R * C, "Gelem/s", rt_rmsnorm_bwd(y, dw, x, w, r1, g, NULL, R, C));
+    /* The residual add fused into the norm against the two calls. */
+    float *sum = fill(R * C, 0, 0);
+    TIME("add_rmsnorm_fwd", R * C, "Gelem/s", rt_add_rmsnorm_fwd(sum, y, r1, x, g, w, R, C, 1e-5f));
+    TIME("add+rmsnorm_fwd", R * C, "Gelem/s",
+         (rt_add(sum, x, g, R * C, R * C), rt_rmsnorm_fwd(y, r1, sum, w, R, C, 1e-5f)));
+    free(sum);
     TIME("softmax_fwd", R * S, "Gelem/s", rt_softmax_fwd(y, x, R, S));
     free(x), free(g), free(y);
     x = fill(R * V, -4, 4), y = fill(R * V, 0, 0);

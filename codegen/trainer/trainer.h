@@ -133,10 +133,10 @@ void cg_load(int32_t *dst, int which, int mb, int64_t b0, int64_t nb, int64_t s0
  * time counts twice. */
 #define CG_PROFILED(X)                                                                        \
     X(cg_matmul) X(rt_attention_fwd) X(rt_attention_bwd) X(rt_embedding_fwd)                  \
-    X(rt_embedding_bwd) X(rt_rmsnorm_fwd) X(rt_rmsnorm_bwd) X(rt_layernorm_fwd)               \
-    X(rt_layernorm_bwd) X(rt_rope) X(rt_silu_fwd) X(rt_silu_bwd) X(rt_gelu_fwd)               \
-    X(rt_gelu_bwd) X(rt_swiglu_fwd) X(rt_swiglu_bwd) X(rt_add) X(rt_mul) X(rt_reduce_rows)    \
-    X(rt_softmax_fwd) X(rt_softmax_bwd)                                                       \
+    X(rt_embedding_bwd) X(rt_rmsnorm_fwd) X(rt_add_rmsnorm_fwd) X(rt_rmsnorm_bwd)             \
+    X(rt_layernorm_fwd) X(rt_layernorm_bwd) X(rt_rope) X(rt_silu_fwd) X(rt_silu_bwd)          \
+    X(rt_gelu_fwd) X(rt_gelu_bwd) X(rt_swiglu_fwd) X(rt_swiglu_bwd) X(rt_add) X(rt_mul)       \
+    X(rt_reduce_rows) X(rt_softmax_fwd) X(rt_softmax_bwd)                                     \
     X(rt_cross_entropy_fwd) X(rt_cross_entropy_bwd) X(rt_zero) X(rt_copy) X(rt_sumsq)         \
     X(rt_adamw) X(rt_allreduce) X(rt_reduce_scatter) X(rt_allgather) X(rt_alltoall)           \
     X(rt_allgather_dim) X(rt_reduce_scatter_dim) X(rt_alltoall_dim) X(rt_slice_dim)           \
@@ -165,6 +165,7 @@ void cg_prof_add(int call, double t0);
 #define rt_embedding_fwd(...) CG_PROF(CG_PF_rt_embedding_fwd, rt_embedding_fwd(__VA_ARGS__))
 #define rt_embedding_bwd(...) CG_PROF(CG_PF_rt_embedding_bwd, rt_embedding_bwd(__VA_ARGS__))
 #define rt_rmsnorm_fwd(...) CG_PROF(CG_PF_rt_rmsnorm_fwd, rt_rmsnorm_fwd(__VA_ARGS__))
+#define rt_add_rmsnorm_fwd(...) CG_PROF(CG_PF_rt_add_rmsnorm_fwd, rt_add_rmsnorm_fwd(__VA_ARGS__))
 #define rt_rmsnorm_bwd(...) CG_PROF(CG_PF_rt_rmsnorm_bwd, rt_rmsnorm_bwd(__VA_ARGS__))
 #define rt_layernorm_fwd(...) CG_PROF(CG_PF_rt_layernorm_fwd, rt_layernorm_fwd(__VA_ARGS__))
 #define rt_layernorm_bwd(...) CG_PROF(CG_PF_rt_layernorm_bwd, rt_layernorm_bwd(__VA_ARGS__))
