@@ -28,20 +28,32 @@ static int norm_threads(int64_t cols)
 static __device__ __forceinline__ float wv(const rt_act *w, int64_t j) { return w ? ld(w + j) : 1.0f; }
 
 /* ------------------------------------------------------------- RMSNorm */
+/* ADD: rt_add_rmsnorm_fwd, the residual add fused in front: the first pass
+ * makes the sum of x and b (rounded to bf16, as rt_add stores it), writes it
+ * and reduces its squares; the second reads it back from L1/L2 (each thread
+ * its own columns), so HBM sees x and b read once and sum and y written
+ * once, and the results are bitwise rt_add's then the plain kernel's. */
+template <bool ADD>
 static __global__ void k_rms_fwd(rt_act *y, float *rstd, const rt_act *x, const rt_act *w, int64_t cols,
-                                 float eps)
+                                 float eps, const rt_act *b, rt_act *sum)
 {
     __shared__ float sh[32];
     int64_t off = (int64_t)blockIdx.x * cols;
+    const rt_act *src = ADD ? sum : x;
     float ss = 0.0f;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
         float v = ld(x + off + j);
+        if (ADD) {
+            rt_act h = bf(v + ld(b + off + j));
+            sum[off + j] = h;
+            v = ld(&h);
+        }
         ss += v * v;
     }
     ss = block_sum(ss, sh);
     float r = 1.0f / sqrtf(ss / (float)cols + eps);
     if (threadIdx.x == 0) rstd[blockIdx.x] = r;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) y[off + j] = bf(wv(w, j) * (ld(x + off + j) * r)); /* HF: w * (x * rstd) */
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) y[off + j] = bf(wv(w, j) * (ld(src + off + j) * r)); /* HF: w * (x * rstd) */
 }
 
 /* The same with 16-byte accesses, eight consecutive columns per thread
@@ -56,67 +68,28 @@ static __device__ __forceinline__ void wv8(float *f, const rt_act *w, int64_t j)
         for (int i = 0; i < 8; i++) f[i] = 1.0f;
 }
 
+template <bool ADD>
 static __global__ void k_rms_fwd8(rt_act *y, float *rstd, const rt_act *x, const rt_act *w, int64_t cols,
-                                  float eps)
+                                  float eps, const rt_act *b, rt_act *sum)
 {
     __shared__ float sh[32];
     int64_t off = (int64_t)blockIdx.x * cols;
-    float ss = 0.0f, v[8], wf[8], o[8];
-    for (int64_t j = 8 * (int64_t)threadIdx.x; j < cols; j += 8 * (int64_t)blockDim.x) {
-        bf8_load(v, x + off + j);
-        for (int i = 0; i < 8; i++) ss += v[i] * v[i];
-    }
-    ss = block_sum(ss, sh);
-    float r = 1.0f / sqrtf(ss / (float)cols + eps);
-    if (threadIdx.x == 0) rstd[blockIdx.x] = r;
-    for (int64_t j = 8 * (int64_t)threadIdx.x; j < cols; j += 8 * (int64_t)blockDim.x) {
-        bf8_load(v, x + off + j);
-        wv8(wf, w, j);
-        for (int i = 0; i < 8; i++) o[i] = wf[i] * (v[i] * r);
-        bf8_store(y + off + j, o);
-    }
-}
-
-/* The residual add fused in front (rt_add_rmsnorm_fwd): the first pass makes
- * the sum (rounded to bf16, as rt_add stores it) and reduces its squares;
- * the second reads it back from L1/L2, so HBM sees a and b read once and
- * sum and y written once. Each thread reads back only what it wrote. */
-static __global__ void k_add_rms_fwd(rt_act *sum, rt_act *y, float *rstd, const rt_act *a, const rt_act *b,
-                                     const rt_act *w, int64_t cols, float eps)
-{
-    __shared__ float sh[32];
-    int64_t off = (int64_t)blockIdx.x * cols;
-    float ss = 0.0f;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-        rt_act h = bf(ld(a + off + j) + ld(b + off + j));
-        sum[off + j] = h;
-        float v = ld(&h);
-        ss += v * v;
-    }
-    ss = block_sum(ss, sh);
-    float r = 1.0f / sqrtf(ss / (float)cols + eps);
-    if (threadIdx.x == 0) rstd[blockIdx.x] = r;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) y[off + j] = bf(wv(w, j) * (ld(sum + off + j) * r));
-}
-
-static __global__ void k_add_rms_fwd8(rt_act *sum, rt_act *y, float *rstd, const rt_act *a, const rt_act *b,
-                                      const rt_act *w, int64_t cols, float eps)
-{
-    __shared__ float sh[32];
-    int64_t off = (int64_t)blockIdx.x * cols;
+    const rt_act *src = ADD ? sum : x;
     float ss = 0.0f, v[8], u[8], wf[8], o[8];
     for (int64_t j = 8 * (int64_t)threadIdx.x; j < cols; j += 8 * (int64_t)blockDim.x) {
-        bf8_load(v, a + off + j);
-        bf8_load(u, b + off + j);
-        for (int i = 0; i < 8; i++) v[i] = __bfloat162float(bf(v[i] + u[i]));
-        bf8_store(sum + off + j, v); /* exact: v already holds bf16 values */
+        bf8_load(v, x + off + j);
+        if (ADD) {
+            bf8_load(u, b + off + j);
+            for (int i = 0; i < 8; i++) v[i] = __bfloat162float(bf(v[i] + u[i]));
+            bf8_store(sum + off + j, v); /* exact: v holds bf16 values */
+        }
         for (int i = 0; i < 8; i++) ss += v[i] * v[i];
     }
     ss = block_sum(ss, sh);
     float r = 1.0f / sqrtf(ss / (float)cols + eps);
     if (threadIdx.x == 0) rstd[blockIdx.x] = r;
     for (int64_t j = 8 * (int64_t)threadIdx.x; j < cols; j += 8 * (int64_t)blockDim.x) {
-        bf8_load(v, sum + off + j);
+        bf8_load(v, src + off + j);
         wv8(wf, w, j);
         for (int i = 0; i < 8; i++) o[i] = wf[i] * (v[i] * r);
         bf8_store(y + off + j, o);
@@ -207,9 +180,11 @@ void rt_rmsnorm_fwd(rt_act *y, float *rstd, const rt_act *x, const rt_act *w, in
     rtcu_deps({{y, b}, {rstd, (size_t)rows * 4}, {x, b}, {w, (size_t)cols * sizeof(rt_act)}});
     rtcu_check_grid("rt_rmsnorm_fwd", rows, 1, 1);
     if (norm_vec(cols, y, x, nullptr, w))
-        RTCU_LAUNCH(k_rms_fwd8, (unsigned)rows, norm_threads8(cols), 0)(y, rstd, x, w, cols, eps);
+        RTCU_LAUNCH(k_rms_fwd8<false>, (unsigned)rows, norm_threads8(cols), 0)(y, rstd, x, w, cols, eps, nullptr,
+                                                                               nullptr);
     else
-        RTCU_LAUNCH(k_rms_fwd, (unsigned)rows, norm_threads(cols), 0)(y, rstd, x, w, cols, eps);
+        RTCU_LAUNCH(k_rms_fwd<false>, (unsigned)rows, norm_threads(cols), 0)(y, rstd, x, w, cols, eps, nullptr,
+                                                                             nullptr);
     LAUNCH_CHECK();
 }
 
@@ -222,9 +197,9 @@ void rt_add_rmsnorm_fwd(rt_act *sum, rt_act *y, float *rstd, const rt_act *a, co
     rtcu_deps({{sum, n}, {y, n}, {rstd, (size_t)rows * 4}, {a, n}, {b, n}, {w, (size_t)cols * sizeof(rt_act)}});
     rtcu_check_grid("rt_add_rmsnorm_fwd", rows, 1, 1);
     if (norm_vec(cols, sum, y, a, w) && rtcu_aligned16(b))
-        RTCU_LAUNCH(k_add_rms_fwd8, (unsigned)rows, norm_threads8(cols), 0)(sum, y, rstd, a, b, w, cols, eps);
+        RTCU_LAUNCH(k_rms_fwd8<true>, (unsigned)rows, norm_threads8(cols), 0)(y, rstd, a, w, cols, eps, b, sum);
     else
-        RTCU_LAUNCH(k_add_rms_fwd, (unsigned)rows, norm_threads(cols), 0)(sum, y, rstd, a, b, w, cols, eps);
+        RTCU_LAUNCH(k_rms_fwd<true>, (unsigned)rows, norm_threads(cols), 0)(y, rstd, a, w, cols, eps, b, sum);
     LAUNCH_CHECK();
 }
 
