@@ -382,7 +382,8 @@ static void lower_fwd(Low *L, const IrNode *n, bool recompute, ChunkBufs *cb)
  * (pass_add_norm_pair: the cost model prices the pair as this one call), as
  * one rt_add_rmsnorm_fwd, when the sum is made complete (no partial sums)
  * in the layout the norm reads it in, so nothing runs between the two.
- * Whether it lowered both. */
+ * Whether it lowered both. Any get() of the operands emits under L->piece,
+ * the norm's: a pair spanning pieces runs in the second. */
 static bool lower_add_norm(Low *L, const IrNode *add, const IrNode *norm, bool recompute, ChunkBufs *cb)
 {
     Cg *c = L->c;
@@ -883,17 +884,21 @@ static void lower_forward(Cg *c, CgRankProg *r, int j, ChunkBufs *cb)
              a->t == c->tokens ? "CG_TOKENS" : "CG_TARGETS", off[0], (long long)loc[0], off[1],
              (long long)loc[1]);
     }
-    for (int p = st->first_piece; p < st->first_piece + st->npieces; p++) {
-        L.piece = p;
-        const IrPiece *pc = &c->g->pieces[p];
-        for (int i = pc->first; i < pc->first + pc->count; i++) {
-            if (i + 1 < pc->first + pc->count &&
-                lower_add_norm(&L, &c->g->nodes[i], &c->g->nodes[i + 1], false, cb)) {
+    /* The stage's nodes in order; a fused pair may span two pieces (a
+     * layer's last add, the next one's first norm): its call belongs to the
+     * norm's piece. */
+    const IrPiece *first = &c->g->pieces[st->first_piece], *last = first + st->npieces - 1;
+    for (int i = first->first; i < last->first + last->count; i++) {
+        const IrNode *n = &c->g->nodes[i];
+        if (i + 1 < last->first + last->count) {
+            L.piece = n[1].piece;
+            if (lower_add_norm(&L, n, n + 1, false, cb)) {
                 i++;
                 continue;
             }
-            lower_fwd(&L, &c->g->nodes[i], false, cb);
         }
+        L.piece = n->piece;
+        lower_fwd(&L, n, false, cb);
     }
     L.piece = -1;
     for (int i = 0; i < r->send_act[j].n; i++) {

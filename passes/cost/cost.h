@@ -472,13 +472,16 @@ typedef struct PassNodeCost {
 void pass_cost_node(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
                     const PassStrategy *s, const int64_t *dim_size, PassNodeCost *out);
 /* Is n an RMSNorm that ptdc's programs run together with the residual add
- * right before it in the same piece, as one rt_add_rmsnorm_fwd
- * (codegen/cg_lower.c)? From the graph alone: n reads the add's sum, the add
- * has no broadcast operand. Priced so when the stack does not set
- * add_norm_unfused. */
+ * right before it, as one rt_add_rmsnorm_fwd (codegen/cg_lower.c)? From the
+ * graph alone: the node before n is an add without a broadcast operand whose
+ * sum n reads. Priced so when the stack does not set add_norm_unfused; the
+ * pair may span two pieces (a layer's last add, the next layer's first
+ * norm): a pipeline cut between them runs the norm alone, which
+ * pass_predict charges and the search's piece costs do not (one norm's
+ * saving per stage, a lower bound still). */
 bool pass_add_norm_pair(const IrGraph *g, const IrNode *n);
 /* The forward seconds recomputing n under r costs: fwd_s, less the fusion
- * saving when the add before it is not recomputed with it. */
+ * saving unless the add before it, in its piece, is recomputed with it. */
 double pass_rec_fwd_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PassRecompute r,
                       const PassNodeCost *nc);
 /* Seconds for one collective step (pass_reshard's output) of elements of

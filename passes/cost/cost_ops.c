@@ -104,7 +104,9 @@ static void pass_opcost_MATMUL(const OpArgs *a, PassNodeCost *o)
  * multiply, to-bf16, weight multiply) forward and about twice that backward.
  * An RMSNorm right after the residual add it reads runs with it as one call
  * (pass_add_norm_pair): the pair costs that call, the add's own price
- * standing, so the norm's forward is the call less an rt_add. */
+ * standing, so the norm's forward is the call less an rt_add (fused_s
+ * records the difference for what runs it alone: a recomputation, a stage
+ * cut between the two). */
 static void norm(const OpArgs *a, PassNodeCost *o, int stats)
 {
     double x = lnumel(a, a->n->in[0]), rows = lnumel(a, a->n->out[1]);
@@ -135,7 +137,7 @@ bool pass_add_norm_pair(const IrGraph *g, const IrNode *n)
     if (n->op != IR_OP_RMSNORM || n->id < 1 || n->id >= g->nfwd)
         return false;
     const IrNode *a = &g->nodes[n->id - 1];
-    if (a->op != IR_OP_ADD || a->piece != n->piece || a->out[0] != n->in[0])
+    if (a->op != IR_OP_ADD || a->out[0] != n->in[0])
         return false;
     const IrTensor *y = &g->tensors[a->out[0]];
     for (int i = 0; i < 2; i++) {
@@ -149,7 +151,8 @@ bool pass_add_norm_pair(const IrGraph *g, const IrNode *n)
 double pass_rec_fwd_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PassRecompute r,
                       const PassNodeCost *nc)
 {
-    if (nc->fused_s != 0 && !pass_recomputed(c, g, &g->nodes[n->id - 1], r))
+    const IrNode *a = &g->nodes[n->id - 1];
+    if (nc->fused_s != 0 && (a->piece != n->piece || !pass_recomputed(c, g, a, r)))
         return nc->fwd_s - nc->fused_s;
     return nc->fwd_s;
 }

@@ -522,18 +522,19 @@ static void check_swiglu_unfused(const IrGraph *g, int tp, PassCluster *cl, cons
     CHECK(seen == 40);
 }
 
-/* The residual add and the RMSNorm after it in the same layer (the MLP's
- * norm; the attention's norm reads the previous layer's sum, in another
- * piece) run as one rt_add_rmsnorm_fwd: a, b in, sum, y out (4 elements and
- * rstd), the add keeping its rt_add price (3), the norm one element (from 2)
- * and exactly the call less an rt_add. The stack key add_norm_unfused (the
- * reference stacks) prices the two calls. A recomputation runs the pair as
- * one call only when it reruns the add too: under full, not under ffn. */
+/* A residual add and the RMSNorm after it (every norm but the first
+ * layer's attention norm, which reads the embedding) run as one
+ * rt_add_rmsnorm_fwd: a, b in, sum, y out (4 elements and rstd), the add
+ * keeping its rt_add price (3), the norm one element (from 2) and exactly
+ * the call less an rt_add. The stack key add_norm_unfused (the reference
+ * stacks) prices the two calls. A recomputation runs the pair as one call
+ * only when it reruns the add too, in the same piece: the MLP's norm under
+ * full; not under ffn, nor a norm whose add ended the layer before. */
 static void check_add_norm(const IrGraph *g, int tp, PassCluster *cl, const PassPlan *p, const int64_t *dim)
 {
     double n = 2048.0 * 5120, rows = 2048; /* one sequence's d_model elements on a rank */
     (void)tp;
-    int pairs = 0, alone = 0;
+    int pairs = 0, inner = 0, alone = 0;
     for (int i = 0; i < g->nfwd; i++) {
         const IrNode *nd = &g->nodes[i];
         if (nd->op != IR_OP_RMSNORM)
@@ -550,18 +551,62 @@ static void check_add_norm(const IrGraph *g, int tp, PassCluster *cl, const Pass
             alone++;
             continue;
         }
-        CHECK(g->nodes[i - 1].op == IR_OP_ADD && g->nodes[i - 1].piece == nd->piece);
+        const IrNode *add = &g->nodes[i - 1];
+        CHECK(add->op == IR_OP_ADD);
         CHECK(NEAR(cf.bytes_fwd, 2 * n + 4 * rows, 1e-12));
         double call = pass_kernel_time(&cl->gpu, PASS_K_ADD_RMSNORM_FWD, rows, 5120);
-        double add = pass_kernel_time(&cl->gpu, PASS_K_ADD, 1, n);
-        CHECK(NEAR(cf.fwd_s, call - add, 1e-12) && cf.fwd_s < cu.fwd_s);
+        double plain = pass_kernel_time(&cl->gpu, PASS_K_ADD, 1, n);
+        CHECK(NEAR(cf.fwd_s, call - plain, 1e-12) && cf.fwd_s < cu.fwd_s);
         CHECK(NEAR(cf.fused_s, cf.fwd_s - cu.fwd_s, 1e-12));
-        CHECK(pass_rec_fwd_s(&f, g, nd, PASS_RECOMPUTE_FULL, &cf) == cf.fwd_s);
+        bool inside = add->piece == nd->piece;
+        double full = pass_rec_fwd_s(&f, g, nd, PASS_RECOMPUTE_FULL, &cf);
+        CHECK(inside ? full == cf.fwd_s : NEAR(full, cu.fwd_s, 1e-12));
         CHECK(NEAR(pass_rec_fwd_s(&f, g, nd, PASS_RECOMPUTE_FFN, &cf), cu.fwd_s, 1e-12));
         CHECK(pass_rec_fwd_s(&f, g, nd, PASS_RECOMPUTE_NONE, &cf) == cf.fwd_s - cf.fused_s);
-        pairs++;
+        pairs++, inner += inside;
     }
-    CHECK(pairs == 40 && alone == 41); /* each layer's MLP norm; the attention norms and the final one */
+    CHECK(pairs == 80 && inner == 40 && alone == 1); /* 40 MLP norms, 39 attention norms, the final one */
+}
+
+/* A pipeline cut between a layer's last add and the next layer's norm runs
+ * that norm alone: pass_predict charges the pair fused everywhere else. On
+ * LLaMA-2 13B over two stages (20 layers each) the forward of the two
+ * pipeline ranks together is what add_norm_unfused prices less the saving
+ * of 79 of the 80 pairs. */
+static void test_add_norm_cut(const char *models)
+{
+    IrArena *a = ir_arena_new();
+    IrGraph *g = llama(a, models, "seq=2048,vocab=32000", 2048);
+    PassCluster cl = {.ngpus = 64, .gpus_per_node = 8};
+    pass_gpu_preset("a100-80gb", &cl.gpu);
+    MegaLayout L = {.tp = 1, .pp = 2, .dp = 32, .micro_batch = 1, .global_batch = 2048};
+    PassPlan p;
+    mega_plan(g, &L, &p);
+    double fwd[2];
+    for (int u = 0; u < 2; u++) {
+        PassCostCtx c = {.cl = &cl};
+        c.st.add_norm_unfused = u;
+        PassPrediction r;
+        pass_predict(&c, g, &p, &r);
+        fwd[u] = r.mem[0].fwd_s + r.mem[1].fwd_s;
+        pass_prediction_free(&r);
+    }
+    int64_t dim[64];
+    ir_dim_sizes(g, p.mb_seqs, dim);
+    PassCostCtx c = {.cl = &cl};
+    double saving = 0;
+    int fused = 0;
+    for (int i = 0; i < g->nfwd; i++) {
+        PassNodeCost nc;
+        pass_cost_node(&c, g, &g->nodes[i], &p.mesh, &p.strategy[i], dim, &nc);
+        saving = nc.fused_s != 0 ? nc.fused_s : saving;
+        fused += nc.fused_s != 0;
+    }
+    CHECK(fused == 80 && saving < 0);
+    CHECK(NEAR(fwd[0] - fwd[1], 79 * saving, 1e-9));
+    mega_plan_free(&p);
+    ir_graph_free(g);
+    ir_arena_free(a);
 }
 
 int main(int argc, char **argv)
@@ -579,6 +624,7 @@ int main(int argc, char **argv)
     on_13b_plans(argv[1], check_attention_workspace);
     on_13b_plans(argv[1], check_swiglu_unfused);
     on_13b_plans(argv[1], check_add_norm);
+    test_add_norm_cut(argv[1]);
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
     return failures != 0;

@@ -23,9 +23,10 @@
  *                bwd: read dy, read and write T table rows (3 e T D) + ids
  *   rmsnorm      fwd: x in, y out (2 e n) + rstd out (4 per row);
  *                bwd: x, dy in, dx out (3 e n) + rstd in;
- *                right after the residual add whose sum it reads, one call
- *                for both (a, b in, sum, y out: 4 e n + rstd), the add
- *                keeping its own 3 e n: the norm's forward is e n + rstd
+ *                right after the residual add whose sum it reads (all but
+ *                the first layer's first), one call for both (a, b in, sum,
+ *                y out: 4 e n + rstd), the add keeping its own 3 e n: the
+ *                norm's forward is e n + rstd
  *   rope         2 e n each way (the backward is the inverse rotation)
  *   silu         fwd 2 e n; bwd x, dy in, dx out: 3 e n
  *   swiglu       fwd gate, up in, out: 3 e n; bwd gate, up, dy in, dgate,
@@ -94,8 +95,9 @@ static void count(double e, int tp)
         char p[32], n[64];
         snprintf(p, sizeof p, "layers.%d.", l);
 #define N(s) (snprintf(n, sizeof n, "%s%s", p, s), n)
-        /* attention block: h read by the q, k, v projections (2 additions) */
-        add(N("h"), 0, 0, 2 * e * n_x + 4 * T, 3 * e * n_x + 4 * T);
+        /* attention block: h read by the q, k, v projections (2 additions);
+         * its norm fused with the layer before's last add */
+        add(N("h"), 0, 0, (l ? 1 : 2) * e * n_x + 4 * T, 3 * e * n_x + 4 * T);
         matmul(N("matmul"), e, T, D, H * DH / tp, 1, n_x);
         add(N("q"), 0, 0, 2 * e * T * H * DH / tp, 2 * e * T * H * DH / tp);
         matmul(N("matmul.1"), e, T, D, KV * DH / tp, 2, n_x);
@@ -116,7 +118,7 @@ static void count(double e, int tp)
         add(N("x.1"), 0, 0, 3 * e * n_x, 3 * e * n_x);
 #undef N
     }
-    add("x.1", 0, 0, 2 * e * n_x + 4 * T, 3 * e * n_x + 4 * T); /* the final norm */
+    add("x.1", 0, 0, e * n_x + 4 * T, 3 * e * n_x + 4 * T); /* the final norm, fused */
     matmul("logits", e, T, D, V / tp, 1, n_x);
     double n_l = (double)T * V / tp;
     add("loss", 0, 0, 2 * e * n_l + 8 * T, 2 * e * n_l + 8 * T);
