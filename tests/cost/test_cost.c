@@ -407,30 +407,51 @@ static void test_schedule(const char *models)
     ir_arena_free(a);
 }
 
+/* Runs check on LLaMA-2 13B (seq 2048) planned for 64 A100-80GB as tp x pp
+ * x (64 / tp / pp) data parallel, one sequence per micro-batch: the plan and
+ * dimension sizes the node checks below cost. on_13b_plans: tp 1 and 2, pp 1. */
+typedef void PlanCheck(const IrGraph *g, int tp, PassCluster *cl, const PassPlan *p, const int64_t *dim);
+
+static void on_13b_plan(const char *models, int tp, int pp, PlanCheck *check)
+{
+    IrArena *a = ir_arena_new();
+    IrGraph *g = llama(a, models, "seq=2048,vocab=32000", 2048);
+    PassCluster cl = {.ngpus = 64, .gpus_per_node = 8};
+    pass_gpu_preset("a100-80gb", &cl.gpu);
+    MegaLayout L = {.tp = tp, .pp = pp, .dp = 64 / tp / pp, .micro_batch = 1, .global_batch = 2048};
+    PassPlan p;
+    mega_plan(g, &L, &p);
+    int64_t dim[64];
+    ir_dim_sizes(g, p.mb_seqs, dim);
+    check(g, tp, &cl, &p, dim);
+    mega_plan_free(&p);
+    ir_graph_free(g);
+    ir_arena_free(a);
+}
+
+static void on_13b_plans(const char *models, PlanCheck *check)
+{
+    for (int tp = 1; tp <= 2; tp++)
+        on_13b_plan(models, tp, 1, check);
+}
+
 /* Gradient contributions summed in the kernels (stack grad_sum_in_kernel,
  * what codegen emits): per LLaMA layer, q/k/v's GEMMs add into one dh and
  * the up GEMM into the gate's (three rt_adds of 3 accesses gone), and each
  * norm's backward adds the residual's gradient as dres (an rt_add of 3
  * accesses becomes one more read): 13 accesses of a [tokens, d_model]
  * tensor fewer per layer, and fewer seconds. */
-static void test_grad_sums(const char *models)
+static void check_grad_sums(const IrGraph *g, int tp, PassCluster *cl, const PassPlan *p,
+                            const int64_t *dim)
 {
-    IrArena *a = ir_arena_new();
-    IrGraph *g = llama(a, models, "seq=2048,vocab=32000", 2048);
-    PassCluster cl = {.ngpus = 64, .gpus_per_node = 8};
-    pass_gpu_preset("a100-80gb", &cl.gpu);
-    MegaLayout L = {.tp = 1, .pp = 1, .dp = 64, .micro_batch = 1, .global_batch = 2048};
-    PassPlan p;
-    mega_plan(g, &L, &p);
-    int64_t dim[64];
-    ir_dim_sizes(g, p.mb_seqs, dim);
+    (void)tp;
     double bytes[2] = {0, 0}, secs[2] = {0, 0};
     for (int on = 0; on < 2; on++) {
-        PassCostCtx c = {.cl = &cl};
+        PassCostCtx c = {.cl = cl};
         c.st.grad_sum_in_kernel = on;
         for (int i = 0; i < g->nfwd; i++) {
             PassNodeCost nc;
-            pass_cost_node(&c, g, &g->nodes[i], &p.mesh, &p.strategy[i], dim, &nc);
+            pass_cost_node(&c, g, &g->nodes[i], &p->mesh, &p->strategy[i], dim, &nc);
             bytes[on] += nc.bytes_bwd;
             secs[on] += nc.bwd_s;
         }
@@ -438,33 +459,6 @@ static void test_grad_sums(const char *models)
     double tokens = 2048, d = 5120, layers = 40;
     CHECK(NEAR(bytes[0] - bytes[1], 13 * tokens * d * 2 * layers, 1e-9));
     CHECK(secs[1] < secs[0]);
-    mega_plan_free(&p);
-    ir_graph_free(g);
-    ir_arena_free(a);
-}
-
-/* Runs check on LLaMA-2 13B (seq 2048) planned for 64 A100-80GB as tp x
- * (64 / tp) data parallel, one sequence per micro-batch, for tp 1 and 2:
- * the plan and dimension sizes the node checks below cost. */
-typedef void PlanCheck(const IrGraph *g, int tp, PassCluster *cl, const PassPlan *p, const int64_t *dim);
-
-static void on_13b_plans(const char *models, PlanCheck *check)
-{
-    IrArena *a = ir_arena_new();
-    IrGraph *g = llama(a, models, "seq=2048,vocab=32000", 2048);
-    for (int tp = 1; tp <= 2; tp++) {
-        PassCluster cl = {.ngpus = 64, .gpus_per_node = 8};
-        pass_gpu_preset("a100-80gb", &cl.gpu);
-        MegaLayout L = {.tp = tp, .pp = 1, .dp = 64 / tp, .micro_batch = 1, .global_batch = 2048};
-        PassPlan p;
-        mega_plan(g, &L, &p);
-        int64_t dim[64];
-        ir_dim_sizes(g, p.mb_seqs, dim);
-        check(g, tp, &cl, &p, dim);
-        mega_plan_free(&p);
-    }
-    ir_graph_free(g);
-    ir_arena_free(a);
 }
 
 /* A flash attention backward on a GPU adds dQ into an fp32 buffer with
@@ -573,40 +567,30 @@ static void check_add_norm(const IrGraph *g, int tp, PassCluster *cl, const Pass
  * LLaMA-2 13B over two stages (20 layers each) the forward of the two
  * pipeline ranks together is what add_norm_unfused prices less the saving
  * of 79 of the 80 pairs. */
-static void test_add_norm_cut(const char *models)
+static void check_add_norm_cut(const IrGraph *g, int tp, PassCluster *cl, const PassPlan *p,
+                               const int64_t *dim)
 {
-    IrArena *a = ir_arena_new();
-    IrGraph *g = llama(a, models, "seq=2048,vocab=32000", 2048);
-    PassCluster cl = {.ngpus = 64, .gpus_per_node = 8};
-    pass_gpu_preset("a100-80gb", &cl.gpu);
-    MegaLayout L = {.tp = 1, .pp = 2, .dp = 32, .micro_batch = 1, .global_batch = 2048};
-    PassPlan p;
-    mega_plan(g, &L, &p);
+    (void)tp;
     double fwd[2];
     for (int u = 0; u < 2; u++) {
-        PassCostCtx c = {.cl = &cl};
+        PassCostCtx c = {.cl = cl};
         c.st.add_norm_unfused = u;
         PassPrediction r;
-        pass_predict(&c, g, &p, &r);
+        pass_predict(&c, g, p, &r);
         fwd[u] = r.mem[0].fwd_s + r.mem[1].fwd_s;
         pass_prediction_free(&r);
     }
-    int64_t dim[64];
-    ir_dim_sizes(g, p.mb_seqs, dim);
-    PassCostCtx c = {.cl = &cl};
+    PassCostCtx c = {.cl = cl};
     double saving = 0;
     int fused = 0;
     for (int i = 0; i < g->nfwd; i++) {
         PassNodeCost nc;
-        pass_cost_node(&c, g, &g->nodes[i], &p.mesh, &p.strategy[i], dim, &nc);
+        pass_cost_node(&c, g, &g->nodes[i], &p->mesh, &p->strategy[i], dim, &nc);
         saving = nc.fused_s != 0 ? nc.fused_s : saving;
         fused += nc.fused_s != 0;
     }
     CHECK(fused == 80 && saving < 0);
     CHECK(NEAR(fwd[0] - fwd[1], 79 * saving, 1e-9));
-    mega_plan_free(&p);
-    ir_graph_free(g);
-    ir_arena_free(a);
 }
 
 int main(int argc, char **argv)
@@ -620,11 +604,11 @@ int main(int argc, char **argv)
     test_coll();
     test_states(argv[1]);
     test_schedule(argv[1]);
-    test_grad_sums(argv[1]);
+    on_13b_plan(argv[1], 1, 1, check_grad_sums);
     on_13b_plans(argv[1], check_attention_workspace);
     on_13b_plans(argv[1], check_swiglu_unfused);
     on_13b_plans(argv[1], check_add_norm);
-    test_add_norm_cut(argv[1]);
+    on_13b_plan(argv[1], 1, 2, check_add_norm_cut);
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
     return failures != 0;
