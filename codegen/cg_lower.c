@@ -387,17 +387,14 @@ static void lower_fwd(Low *L, const IrNode *n, bool recompute, ChunkBufs *cb)
 static bool lower_add_norm(Low *L, const IrNode *add, const IrNode *norm, bool recompute, ChunkBufs *cb)
 {
     Cg *c = L->c;
-    if (add->op != IR_OP_ADD || !pass_add_norm_pair(G(L), norm) || norm->id != add->id + 1)
+    if (norm->id != add->id + 1 || !pass_add_norm_fused(G(L), norm, c->p->strategy))
         return false;
+    /* The cost model's rule says the sum is complete where it is made, in
+     * the layout the operands and the norm take: nothing between the two. */
     int t = add->out[0];
-    /* The operands element for element with the sum, which is what the
-     * norm reads. */
-    PassSharding need[3] = {cg_need(c, norm, 0), cg_need(c, add, 0), cg_need(c, add, 1)};
-    if (!pass_sharding_eq(&c->prod[t], &c->canon[t]))
-        return false;
-    for (int k = 0; k < 3; k++)
-        if (!pass_sharding_eq(&need[k], &c->canon[t]))
-            return false;
+    PassSharding need = cg_need(c, norm, 0);
+    if (!pass_sharding_eq(&c->prod[t], &c->canon[t]) || !pass_sharding_eq(&need, &c->canon[t]))
+        ir_die("codegen: '%s' is not made where the norm reads it", TT(L, t)->name);
     CgArgs aa, an;
     memset(&aa, 0, sizeof aa);
     memset(&an, 0, sizeof an);

@@ -480,6 +480,12 @@ void pass_cost_node(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
  * pass_predict charges and the search's piece costs do not (one norm's
  * saving per stage, a lower bound still). */
 bool pass_add_norm_pair(const IrGraph *g, const IrNode *n);
+/* ... and does the plan's `strategy` (one per node) let it: the add makes its
+ * sum complete (no partial sums) in the layout the norm reads it in, from
+ * operands in that layout, so nothing runs between the two. Where it does
+ * not (a residual added replicated, the norm reading a sequence slice), the
+ * norm runs alone; the ILP prices each node alone and keeps the pair fused. */
+bool pass_add_norm_fused(const IrGraph *g, const IrNode *n, const PassStrategy *strategy);
 /* The forward seconds recomputing n under r costs: fwd_s, less the fusion
  * saving unless the add before it, in its piece, is recomputed with it. */
 double pass_rec_fwd_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PassRecompute r,

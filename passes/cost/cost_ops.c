@@ -148,6 +148,18 @@ bool pass_add_norm_pair(const IrGraph *g, const IrNode *n)
     return true;
 }
 
+bool pass_add_norm_fused(const IrGraph *g, const IrNode *n, const PassStrategy *strategy)
+{
+    if (!pass_add_norm_pair(g, n))
+        return false;
+    const IrNode *a = &g->nodes[n->id - 1];
+    PassSharding ain[IR_MAX_IN], aout[IR_MAX_OUT], nin[IR_MAX_IN];
+    pass_shard_io(g, a, &strategy[a->id], ain, aout);
+    pass_shard_io(g, n, &strategy[n->id], nin, NULL);
+    return aout[0].partial == 0 && pass_sharding_eq(&aout[0], &nin[0]) &&
+           pass_sharding_eq(&aout[0], &ain[0]) && pass_sharding_eq(&aout[0], &ain[1]);
+}
+
 double pass_rec_fwd_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PassRecompute r,
                       const PassNodeCost *nc)
 {

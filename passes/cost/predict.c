@@ -127,8 +127,10 @@ static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
         const PassStrategy *s = strat(x, id);
         PassNodeCost nc;
         pass_cost_node(c, g, n, m, s, x->ds, &nc);
-        /* A norm fused with the add before it runs alone after a stage cut. */
-        if (nc.fused_s != 0 && x->stage_of[g->nodes[n->id - 1].piece] != x->stage_of[piece])
+        /* A norm priced fused with the add before it runs alone after a
+         * stage cut, or where the two layouts differ. */
+        if (nc.fused_s != 0 && (x->stage_of[g->nodes[n->id - 1].piece] != x->stage_of[piece] ||
+                                !pass_add_norm_fused(g, n, x->p->strategy)))
             nc.fwd_s -= nc.fused_s, nc.fused_s = 0;
         bool rec = pass_recomputed(c, g, n, r);
         pc->fwd += nc.fwd_s;

@@ -63,6 +63,8 @@ static void piece_costs(Src *s, const SrcGroup *G, SrcVariant *V, const int64_t 
         const PassStrategy *st = &V->strat[n];
         PassNodeCost nc;
         pass_cost_node(s->c, g, nd, &G->mesh, st, ds, &nc);
+        if (nc.fused_s != 0 && !pass_add_norm_fused(g, nd, V->strat))
+            nc.fwd_s -= nc.fused_s, nc.fused_s = 0; /* the layouts keep the norm alone */
         P->fwd += nc.fwd_s;
         P->bwd += nc.bwd_s;
         for (int r = 0; r < SRC_NRC; r++) {

@@ -593,6 +593,36 @@ static void check_add_norm_cut(const IrGraph *g, int tp, PassCluster *cl, const 
     CHECK(NEAR(fwd[0] - fwd[1], 79 * saving, 1e-9));
 }
 
+/* Fused only where the layouts let it (pass_add_norm_fused): under
+ * sequence parallelism the add and the norm both work on the sequence
+ * slice; an add made replicated (its tensor-parallel split dropped) feeds a
+ * norm that reads a slice of it, and the two run apart. */
+static void test_add_norm_layouts(const char *models)
+{
+    IrArena *a = ir_arena_new();
+    IrGraph *g = llama(a, models, "seq=2048,vocab=32000", 2048);
+    MegaLayout L = {.tp = 2, .pp = 1, .dp = 32, .micro_batch = 1, .global_batch = 2048, .sp = true};
+    PassPlan p;
+    mega_plan(g, &L, &p);
+    PassStrategy *st = malloc(sizeof *st * (size_t)g->nnodes);
+    int pairs = 0;
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *n = &g->nodes[i];
+        if (!pass_add_norm_pair(g, n))
+            continue;
+        CHECK(pass_add_norm_fused(g, n, p.strategy));
+        memcpy(st, p.strategy, sizeof *st * (size_t)g->nnodes);
+        st[i - 1].dim[1] = -1; /* the add replicated over the tensor-parallel axis */
+        CHECK(!pass_add_norm_fused(g, n, st));
+        pairs++;
+    }
+    CHECK(pairs == 80);
+    free(st);
+    mega_plan_free(&p);
+    ir_graph_free(g);
+    ir_arena_free(a);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -609,6 +639,7 @@ int main(int argc, char **argv)
     on_13b_plans(argv[1], check_swiglu_unfused);
     on_13b_plans(argv[1], check_add_norm);
     on_13b_plan(argv[1], 1, 2, check_add_norm_cut);
+    test_add_norm_layouts(argv[1]);
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
     return failures != 0;
