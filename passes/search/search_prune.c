@@ -226,8 +226,11 @@ void src_group_floor(Src *s, SrcGroup *G)
             for (int i = 0; i < ns; i++) {
                 PassNodeCost nc;
                 pass_cost_node(s->c, g, nd, &G->mesh, &st[i], ds, &nc);
-                tb = fmin(tb, nc.fwd_s + nc.bwd_s);
-                tf = fmin(tf, nc.fwd_s);
+                /* A norm priced fused may run alone (pass_add_norm_fused):
+                 * the cheaper of the two. */
+                double f = nc.fwd_s - fmax(0, nc.fused_s);
+                tb = fmin(tb, f + nc.bwd_s);
+                tf = fmin(tf, f);
                 for (int r = 0; r < SRC_NRC; r++) {
                     /* What the node keeps, each input at most as big as
                      * its producer can lay it out (pass_predict may keep
