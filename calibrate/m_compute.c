@@ -132,6 +132,7 @@ void cal_measure_gemm(const CalOpts *o)
     X(ADD_RMSNORM_FWD, "add_rmsnorm_fwd", 512)                                                \
     X(LAYERNORM_FWD, "layernorm_fwd", 512)                                                    \
     X(LAYERNORM_BWD, "layernorm_bwd", 512)                                                    \
+    X(ADD_LAYERNORM_FWD, "add_layernorm_fwd", 512)                                            \
     X(SILU_FWD, "silu_fwd", 512)                                                              \
     X(SILU_BWD, "silu_bwd", 512)                                                              \
     X(GELU_FWD, "gelu_fwd", 512)                                                              \
@@ -191,6 +192,9 @@ static void run_kernel(void *p)
     case K_RMSNORM_BWD: rt_rmsnorm_bwd(k->dx, k->gw, k->x, k->w, k->f1, k->dy, NULL, r, c); break;
     case K_ADD_RMSNORM_FWD: rt_add_rmsnorm_fwd(k->dx, k->y, k->f1, k->x, k->dy, k->w, r, c, 1e-5f); break;
     case K_LAYERNORM_FWD: rt_layernorm_fwd(k->y, k->f2, k->f1, k->x, k->w, k->b, r, c, 1e-5f); break;
+    case K_ADD_LAYERNORM_FWD:
+        rt_add_layernorm_fwd(k->dx, k->y, k->f2, k->f1, k->x, k->dy, k->w, k->b, r, c, 1e-5f);
+        break;
     case K_LAYERNORM_BWD:
         rt_layernorm_bwd(k->dx, k->gw, k->gb, k->x, k->w, k->f2, k->f1, k->dy, NULL, r, c);
         break;

@@ -209,8 +209,9 @@ typedef struct CgArgs {
     bool accumulate;             /* MATMUL / REDUCE_SUM: add into the output */
     bool grad_out;               /* MATMUL / REDUCE_SUM: the output is an rt_grad buffer */
     const char *addend;          /* RMSNORM_BWD / LAYERNORM_BWD: dres, added into dx; NULL */
-    const char *sum_of[2];       /* RMSNORM: the residual add's operands; the same call writes
-                                    their sum into in[0] first (rt_add_rmsnorm_fwd); NULL */
+    const char *sum_of[2];       /* RMSNORM, LAYERNORM: the residual add's operands; the same
+                                    call writes their sum into in[0] first
+                                    (rt_add_rmsnorm_fwd, rt_add_layernorm_fwd); NULL */
 } CgArgs;
 char *cg_kernel(Cg *c, const IrNode *n, const CgArgs *a);
 bool cg_kernel_accumulates(const IrNode *n, int j); /* output j always accumulates (dw, db, dtable): an rt_grad */

@@ -194,6 +194,10 @@ char *cg_kernel(Cg *c, const IrNode *n, const CgArgs *a)
                               a->addend ? a->addend : "NULL", (long long)rows, (long long)cols);
     case IR_OP_LAYERNORM:
         norm_shape(&k, &rows, &cols);
+        if (a->sum_of[0])
+            return (char *)cg_fmt(c, "rt_add_layernorm_fwd(%s, %s, %s, %s, %s, %s, %s, %s, %lld, %lld, %s);",
+                                  a->in[0], a->out[0], a->out[1], a->out[2], a->sum_of[0], a->sum_of[1],
+                                  a->in[1], a->in[2], (long long)rows, (long long)cols, flt(c, n->attr.eps));
         return (char *)cg_fmt(c, "rt_layernorm_fwd(%s, %s, %s, %s, %s, %s, %lld, %lld, %s);",
                               a->out[0], a->out[1], a->out[2], a->in[0], a->in[1], a->in[2],
                               (long long)rows, (long long)cols, flt(c, n->attr.eps));

@@ -400,7 +400,8 @@ static bool lower_add_norm(Low *L, const IrNode *add, const IrNode *norm, bool r
     memset(&an, 0, sizeof an);
     for (int k = 0; k < add->nin; k++)
         aa.in[k] = B(L, get(L, add->in[k], cg_need(c, add, k)));
-    an.in[1] = B(L, get(L, norm->in[1], cg_need(c, norm, 1)));
+    for (int k = 1; k < norm->nin; k++) /* weight (and bias) */
+        an.in[k] = B(L, get(L, norm->in[k], cg_need(c, norm, k)));
     Outs oa, on;
     outs_alloc(L, add, recompute, cb, &aa, &oa);
     outs_alloc(L, norm, recompute, cb, &an, &on);

@@ -248,6 +248,11 @@ void rt_rmsnorm_bwd(rt_act *dx, rt_grad *dw, const rt_act *x, const rt_act *w, c
 /* y = (x - mean) * rstd * w + b (torch LayerNorm, biased variance). */
 void rt_layernorm_fwd(rt_act *y, float *mean, float *rstd, const rt_act *x, const rt_act *w,
                       const rt_act *b, int64_t rows, int64_t cols, float eps);
+/* rt_add_rmsnorm_fwd's pass for LayerNorm: sum = x0 + x1, then
+ * rt_layernorm_fwd of sum; sum may be x0 or x1. */
+void rt_add_layernorm_fwd(rt_act *sum, rt_act *y, float *mean, float *rstd, const rt_act *x0,
+                          const rt_act *x1, const rt_act *w, const rt_act *b, int64_t rows,
+                          int64_t cols, float eps);
 /* dres as rt_rmsnorm_bwd's. */
 void rt_layernorm_bwd(rt_act *dx, rt_grad *dw, rt_grad *db, const rt_act *x, const rt_act *w,
                       const float *mean, const float *rstd, const rt_act *dy, const rt_act *dres,

@@ -134,7 +134,8 @@ void cg_load(int32_t *dst, int which, int mb, int64_t b0, int64_t nb, int64_t s0
 #define CG_PROFILED(X)                                                                        \
     X(cg_matmul) X(rt_attention_fwd) X(rt_attention_bwd) X(rt_embedding_fwd)                  \
     X(rt_embedding_bwd) X(rt_rmsnorm_fwd) X(rt_add_rmsnorm_fwd) X(rt_rmsnorm_bwd)             \
-    X(rt_layernorm_fwd) X(rt_layernorm_bwd) X(rt_rope) X(rt_silu_fwd) X(rt_silu_bwd)          \
+    X(rt_layernorm_fwd) X(rt_add_layernorm_fwd) X(rt_layernorm_bwd) X(rt_rope)                \
+    X(rt_silu_fwd) X(rt_silu_bwd)                                                             \
     X(rt_gelu_fwd) X(rt_gelu_bwd) X(rt_swiglu_fwd) X(rt_swiglu_bwd) X(rt_add) X(rt_mul)       \
     X(rt_reduce_rows) X(rt_softmax_fwd) X(rt_softmax_bwd)                                     \
     X(rt_cross_entropy_fwd) X(rt_cross_entropy_bwd) X(rt_zero) X(rt_copy) X(rt_sumsq)         \
@@ -168,6 +169,7 @@ void cg_prof_add(int call, double t0);
 #define rt_add_rmsnorm_fwd(...) CG_PROF(CG_PF_rt_add_rmsnorm_fwd, rt_add_rmsnorm_fwd(__VA_ARGS__))
 #define rt_rmsnorm_bwd(...) CG_PROF(CG_PF_rt_rmsnorm_bwd, rt_rmsnorm_bwd(__VA_ARGS__))
 #define rt_layernorm_fwd(...) CG_PROF(CG_PF_rt_layernorm_fwd, rt_layernorm_fwd(__VA_ARGS__))
+#define rt_add_layernorm_fwd(...) CG_PROF(CG_PF_rt_add_layernorm_fwd, rt_add_layernorm_fwd(__VA_ARGS__))
 #define rt_layernorm_bwd(...) CG_PROF(CG_PF_rt_layernorm_bwd, rt_layernorm_bwd(__VA_ARGS__))
 #define rt_rope(...) CG_PROF(CG_PF_rt_rope, rt_rope(__VA_ARGS__))
 #define rt_silu_fwd(...) CG_PROF(CG_PF_rt_silu_fwd, rt_silu_fwd(__VA_ARGS__))

@@ -135,6 +135,7 @@ double pass_curve_at(const PassCurve *c, double x);
     X(ADD_RMSNORM_FWD, "add_rmsnorm_fwd")                                                     \
     X(LAYERNORM_FWD, "layernorm_fwd")                                                         \
     X(LAYERNORM_BWD, "layernorm_bwd")                                                         \
+    X(ADD_LAYERNORM_FWD, "add_layernorm_fwd")                                                 \
     X(SILU_FWD, "silu_fwd")                                                                   \
     X(SILU_BWD, "silu_bwd")                                                                   \
     X(GELU_FWD, "gelu_fwd")                                                                   \
@@ -366,9 +367,9 @@ typedef struct PassStack {
     bool norm_unfused;            /* norms as unfused framework ops: they also save an fp32
                                      copy of the input and the normalised value, and cost
                                      several memory passes */
-    bool add_norm_unfused;        /* the residual add and the RMSNorm reading its sum run as
-                                     two kernels (ptdc: one, rt_add_rmsnorm_fwd, one read of
-                                     the sum fewer) */
+    bool add_norm_unfused;        /* the residual add and the norm reading its sum run as two
+                                     kernels (ptdc: one, rt_add_rmsnorm_fwd or
+                                     rt_add_layernorm_fwd, one read of the sum fewer) */
     bool swiglu_unfused;          /* SwiGLU as eager framework ops, silu(gate) * up: autograd
                                      also saves silu(gate), and its kernels move 5 + 9
                                      elements per output where the fused ones move 3 + 5 */
@@ -471,8 +472,9 @@ typedef struct PassNodeCost {
 
 void pass_cost_node(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
                     const PassStrategy *s, const int64_t *dim_size, PassNodeCost *out);
-/* Is n an RMSNorm that ptdc's programs run together with the residual add
- * right before it, as one rt_add_rmsnorm_fwd (codegen/cg_lower.c)? From the
+/* Is n a norm (RMSNorm, LayerNorm) that ptdc's programs run together with
+ * the residual add right before it, as one rt_add_rmsnorm_fwd or
+ * rt_add_layernorm_fwd (codegen/cg_lower.c)? From the
  * graph alone: the node before n is an add without a broadcast operand whose
  * sum n reads. Priced so when the stack does not set add_norm_unfused; the
  * pair may span two pieces (a layer's last add, the next layer's first

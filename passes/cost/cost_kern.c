@@ -39,6 +39,7 @@ double pass_kernel_bytes(PassKernel k, double rows, double cols, int eb)
     case PASS_K_ADD_RMSNORM_FWD: return 4 * e * n + 4 * rows;  /* a, b in, sum, y, rstd out */
     case PASS_K_LAYERNORM_FWD: return 2 * e * n + 8 * rows;
     case PASS_K_LAYERNORM_BWD: return 3 * e * n + 8 * rows;
+    case PASS_K_ADD_LAYERNORM_FWD: return 4 * e * n + 8 * rows;
     case PASS_K_SILU_FWD:
     case PASS_K_GELU_FWD: return 2 * e * n;
     case PASS_K_SILU_BWD:

@@ -102,7 +102,7 @@ static void pass_opcost_MATMUL(const OpArgs *a, PassNodeCost *o)
 /* Norms. ptdc's kernels read x and write y in one pass (rstd per row);
  * unfused framework norms run ~6 kernels in fp32 (to-fp32, pow, mean, rsqrt
  * multiply, to-bf16, weight multiply) forward and about twice that backward.
- * An RMSNorm right after the residual add it reads runs with it as one call
+ * A norm right after the residual add it reads runs with it as one call
  * (pass_add_norm_pair): the pair costs that call, the add's own price
  * standing, so the norm's forward is the call less an rt_add (fused_s
  * records the difference for what runs it alone: a recomputation, a stage
@@ -115,26 +115,26 @@ static void norm(const OpArgs *a, PassNodeCost *o, int stats)
         o->ws_bytes = 8 * x;
         return;
     }
-    if (stats == 1 && !a->c->st.add_norm_unfused && pass_add_norm_pair(a->g, a->n)) {
+    PassKernel fwd = stats == 1 ? PASS_K_RMSNORM_FWD : PASS_K_LAYERNORM_FWD;
+    if (!a->c->st.add_norm_unfused && pass_add_norm_pair(a->g, a->n)) {
         const PassGpu *d = gpu(a);
-        double alone = pass_kernel_time(d, PASS_K_RMSNORM_FWD, rows, x / rows);
-        double pair = pass_kernel_time(d, PASS_K_ADD_RMSNORM_FWD, rows, x / rows) -
-                      pass_kernel_time(d, PASS_K_ADD, 1, x);
+        PassKernel fused = stats == 1 ? PASS_K_ADD_RMSNORM_FWD : PASS_K_ADD_LAYERNORM_FWD;
+        double alone = pass_kernel_time(d, fwd, rows, x / rows);
+        double pair = pass_kernel_time(d, fused, rows, x / rows) - pass_kernel_time(d, PASS_K_ADD, 1, x);
         /* What the program runs, also where a measured curve makes the
          * call dearer than the two (codegen fuses regardless). */
         o->fused_s = pair - alone;
         o->fwd_s += pair;
-        o->bytes_fwd += pass_kernel_bytes(PASS_K_ADD_RMSNORM_FWD, rows, x / rows, eb(a)) -
-                        pass_kernel_bytes(PASS_K_ADD, 1, x, eb(a));
+        o->bytes_fwd += pass_kernel_bytes(fused, rows, x / rows, eb(a)) - pass_kernel_bytes(PASS_K_ADD, 1, x, eb(a));
     } else {
-        kcall(a, o, false, stats == 1 ? PASS_K_RMSNORM_FWD : PASS_K_LAYERNORM_FWD, rows, x / rows);
+        kcall(a, o, false, fwd, rows, x / rows);
     }
     kcall(a, o, true, stats == 1 ? PASS_K_RMSNORM_BWD : PASS_K_LAYERNORM_BWD, rows, x / rows);
 }
 
 bool pass_add_norm_pair(const IrGraph *g, const IrNode *n)
 {
-    if (n->op != IR_OP_RMSNORM || n->id < 1 || n->id >= g->nfwd)
+    if ((n->op != IR_OP_RMSNORM && n->op != IR_OP_LAYERNORM) || n->id < 1 || n->id >= g->nfwd)
         return false;
     const IrNode *a = &g->nodes[n->id - 1];
     if (a->op != IR_OP_ADD || a->out[0] != n->in[0])

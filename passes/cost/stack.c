@@ -202,7 +202,7 @@ static const struct SKey {
      "auto (the backend's own), flash2, flash1, fused_softmax, eager"},
     {"norm_unfused", S_BOOL, F(norm_unfused), 0, 0, 0, NULL, 0, "norms as eager framework ops"},
     {"add_norm_unfused", S_BOOL, F(add_norm_unfused), 0, 0, 0, NULL, 0,
-     "the residual add and the RMSNorm after it as two kernels"},
+     "the residual add and the norm after it as two kernels"},
     {"swiglu_unfused", S_BOOL, F(swiglu_unfused), 0, 0, 0, NULL, 0,
      "SwiGLU as eager framework ops (silu, then a product)"},
     {"loss_fp32", S_BOOL, F(loss_fp32), 0, 0, 0, NULL, 0, "the loss upcasts logits to fp32"},

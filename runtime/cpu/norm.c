@@ -143,6 +143,18 @@ void rt_layernorm_fwd(rt_act *y, float *mean, float *rstd, const rt_act *x, cons
         ln_fwd_row(y + r * cols, mean + r, rstd + r, x + r * cols, w, b, cols, eps);
 }
 
+void rt_add_layernorm_fwd(rt_act *sum, rt_act *y, float *mean, float *rstd, const rt_act *x0,
+                          const rt_act *x1, const rt_act *w, const rt_act *b, int64_t rows,
+                          int64_t cols, float eps)
+{
+    RTCPU_PAR_FOR(rows * cols)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t o = r * cols;
+        add_row(sum + o, x0 + o, x1 + o, cols);
+        ln_fwd_row(y + o, mean + r, rstd + r, sum + o, w, b, cols, eps);
+    }
+}
+
 /* With xhat = (x - mean) rstd and g = dy w:
  * dx = rstd (g - mean(g) - xhat mean(g xhat)), dw += dy xhat, db += dy. */
 RTCPU_CLONES static void ln_bwd_chunk(rt_act *dx, float *dwp, float *dbp, const rt_act *x,

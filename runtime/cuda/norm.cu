@@ -225,13 +225,25 @@ void rt_rmsnorm_bwd(rt_act *dx, rt_grad *dw, const rt_act *x, const rt_act *w, c
 }
 
 /* ----------------------------------------------------------- LayerNorm */
+/* ADD: rt_add_layernorm_fwd, as k_rms_fwd's: the first pass makes and
+ * writes the sum of x and x1, the later ones read it back. */
+template <bool ADD>
 static __global__ void k_ln_fwd(rt_act *y, float *mean, float *rstd, const rt_act *x, const rt_act *w,
-                                const rt_act *b, int64_t cols, float eps)
+                                const rt_act *b, int64_t cols, float eps, const rt_act *x1, rt_act *sum)
 {
     __shared__ float sh[32];
     int64_t off = (int64_t)blockIdx.x * cols;
     float s = 0.0f;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += ld(x + off + j);
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+        float u = ld(x + off + j);
+        if (ADD) {
+            rt_act h = bf(u + ld(x1 + off + j));
+            sum[off + j] = h;
+            u = ld(&h);
+        }
+        s += u;
+    }
+    if (ADD) x = sum;
     float mu = block_sum(s, sh) / (float)cols;
     float v = 0.0f;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
@@ -288,7 +300,21 @@ void rt_layernorm_fwd(rt_act *y, float *mean, float *rstd, const rt_act *x, cons
     size_t bx = (size_t)(rows * cols) * sizeof(rt_act), bw = (size_t)cols * sizeof(rt_act);
     rtcu_deps({{y, bx}, {mean, (size_t)rows * 4}, {rstd, (size_t)rows * 4}, {x, bx}, {w, bw}, {b, bw}});
     rtcu_check_grid("rt_layernorm_fwd", rows, 1, 1);
-    RTCU_LAUNCH(k_ln_fwd, (unsigned)rows, norm_threads(cols), 0)(y, mean, rstd, x, w, b, cols, eps);
+    RTCU_LAUNCH(k_ln_fwd<false>, (unsigned)rows, norm_threads(cols), 0)(y, mean, rstd, x, w, b, cols, eps, nullptr,
+                                                                        nullptr);
+    LAUNCH_CHECK();
+}
+
+void rt_add_layernorm_fwd(rt_act *sum, rt_act *y, float *mean, float *rstd, const rt_act *x0, const rt_act *x1,
+                          const rt_act *w, const rt_act *b, int64_t rows, int64_t cols, float eps)
+{
+    rtcu_require_init("rt_add_layernorm_fwd");
+    if (rows <= 0 || cols <= 0) return;
+    size_t bx = (size_t)(rows * cols) * sizeof(rt_act), bw = (size_t)cols * sizeof(rt_act);
+    rtcu_deps({{sum, bx}, {y, bx}, {mean, (size_t)rows * 4}, {rstd, (size_t)rows * 4}, {x0, bx}, {x1, bx},
+               {w, bw}, {b, bw}});
+    rtcu_check_grid("rt_add_layernorm_fwd", rows, 1, 1);
+    RTCU_LAUNCH(k_ln_fwd<true>, (unsigned)rows, norm_threads(cols), 0)(y, mean, rstd, x0, w, b, cols, eps, x1, sum);
     LAUNCH_CHECK();
 }
 

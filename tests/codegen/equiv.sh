@@ -30,18 +30,20 @@ run() { # layout: train it, write loss and weights
     [ "$(wc -l < "$d/losses")" -eq "$steps" ] || { cat "$d/log"; echo "equiv: $1 logged no losses"; exit 1; }
 }
 
-# A residual add whose sum the very next statement normalises (RMSNorm) is
-# one rt_add_rmsnorm_fwd call (the cost model prices it so): fail on a pair
-# left as two calls.
+# A residual add whose sum the very next statement normalises (RMSNorm,
+# LayerNorm) is one rt_add_rmsnorm_fwd / rt_add_layernorm_fwd call (the cost
+# model prices it so): fail on a pair left as two calls.
 fused() { # program dir
     awk '
         /^[ \t]*rt_add\(/ { s = $0; sub(/^[ \t]*rt_add\(/, "", s); split(s, a, ", *");
                               sum = a[1]; nb = a[5]; sub(/\).*/, "", nb); full = (a[4] == nb); next }
         /^[ \t]*rt_rmsnorm_fwd\(/ { s = $0; sub(/^[ \t]*rt_rmsnorm_fwd\(/, "", s); split(s, a, ", *");
                               if (full && sum != "" && a[3] == sum) { print FILENAME ": " $0; bad = 1 } }
+        /^[ \t]*rt_layernorm_fwd\(/ { s = $0; sub(/^[ \t]*rt_layernorm_fwd\(/, "", s); split(s, a, ", *");
+                              if (full && sum != "" && a[4] == sum) { print FILENAME ": " $0; bad = 1 } }
         /;[ \t]*$/ { sum = "" }
-        END { exit bad }' "$1"/model.c || { echo "equiv: an add and the RMSNorm of its sum left unfused"; return 1; }
-    fuse_n=$((${fuse_n:-0} + $(grep -c 'rt_add_rmsnorm_fwd(' "$1"/model.c || true)))
+        END { exit bad }' "$1"/model.c || { echo "equiv: an add and the norm of its sum left unfused"; return 1; }
+    fuse_n=$((${fuse_n:-0} + $(grep -c 'rt_add_[a-z]*norm_fwd(' "$1"/model.c || true)))
 }
 
 case $cmd in
@@ -53,7 +55,7 @@ setup)
         make -s -C "$work/$l" train
         fused "$work/$l"
     done
-    case $model in *llama*) [ "${fuse_n:-0}" -gt 0 ] || { echo "equiv: no rt_add_rmsnorm_fwd in $model's programs"; exit 1; } ;; esac
+    [ "${fuse_n:-0}" -gt 0 ] || { echo "equiv: no residual add fused into a norm in $model's programs"; exit 1; }
     run 1rank
     ;;
 check)

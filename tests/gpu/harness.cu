@@ -219,6 +219,26 @@ static void t_layernorm(Rng &r)
         report("layernorm_bwd dx = dres + dx", hact(ddx2, rows * cols), dx2, TOL_BF16);
         rt_free(dres), rt_free(ddx2);
     }
+    {   /* the residual add fused in front: against the CPU's norm of the GPU's
+         * bf16 sum, and bitwise the GPU's rt_add then rt_layernorm_fwd */
+        const int64_t n = rows * cols;
+        auto x1 = randv(r, n);
+        rt_act *dx1 = dact(x1), *dx0 = dact(x), *dsum = (rt_act *)rt_alloc((size_t)n * sizeof(rt_act));
+        rt_act *dy2 = (rt_act *)rt_alloc((size_t)n * sizeof(rt_act));
+        float *dm2 = (float *)rt_alloc((size_t)rows * 4), *dr2 = (float *)rt_alloc((size_t)rows * 4);
+        rt_add(dsum, dxx, dx1, n, n);
+        rt_layernorm_fwd(dyy, dmean, drstd, dsum, dww, dbb, rows, cols, eps);
+        rt_add_layernorm_fwd(dx0, dy2, dm2, dr2, dx0, dx1, dww, dbb, rows, cols, eps);
+        std::vector<float> y2((size_t)n), m2((size_t)rows), r2((size_t)rows);
+        cpu_rt_layernorm_fwd(y2.data(), m2.data(), r2.data(), hact(dx0, n).data(), w.data(), b.data(), rows, cols,
+                             eps);
+        report("add_layernorm_fwd y", hact(dy2, n), y2, TOL_BF16);
+        report("add_layernorm_fwd mean, rstd (fp32)", hf32(dr2, rows), r2, TOL_F32);
+        bool same = bitwise_eq(hact(dx0, n), hact(dsum, n)) && bitwise_eq(hact(dy2, n), hact(dyy, n)) &&
+                    bitwise_eq(hf32(dm2, rows), hf32(dmean, rows)) && bitwise_eq(hf32(dr2, rows), hf32(drstd, rows));
+        report_bool("add_layernorm_fwd = add, layernorm", same, "sum, y, mean, rstd bitwise");
+        rt_free(dx1), rt_free(dx0), rt_free(dsum), rt_free(dy2), rt_free(dm2), rt_free(dr2);
+    }
     rt_free(dxx), rt_free(dww), rt_free(dbb), rt_free(ddy), rt_free(ddw), rt_free(ddb);
     rt_free(dyy), rt_free(ddx), rt_free(dmean), rt_free(drstd);
 }

@@ -362,6 +362,19 @@ static void test_layernorm(void)
     ref_check_grad("layernorm dw (accumulated)", d1, gw, C, GRAD_TOL);
     ref_check_grad("layernorm db (accumulated)", d2, gb, C, GRAD_TOL);
     check_norm_residual("layernorm", R, C, x, w, rstd, mean, r);
+
+    /* The residual add fused in front, as for rmsnorm. */
+    float *a = fnew(R * C), *s = fnew(R * C), *y2 = fnew(R * C), mean2[R], rstd2[R];
+    ref_fill(a, NULL, R * C, -1, 1);
+    rt_add(s, a, r, R * C, R * C);
+    rt_layernorm_fwd(y, mean, rstd, s, w, b, R, C, 1e-5f);
+    rt_add_layernorm_fwd(a, y2, mean2, rstd2, a, r, w, b, R, C, 1e-5f);
+    CHECK(!memcmp(a, s, sizeof(float) * R * C), "add_layernorm_fwd: the sum differs from rt_add's");
+    CHECK(!memcmp(y2, y, sizeof(float) * R * C) && !memcmp(mean2, mean, sizeof mean) &&
+              !memcmp(rstd2, rstd, sizeof rstd),
+          "add_layernorm_fwd: y, mean or rstd differ from rt_layernorm_fwd's of the sum");
+    printf("  %-44s bitwise rt_add, rt_layernorm_fwd\n", "add_layernorm_fwd (sum over a)");
+    free(a), free(s), free(y2);
     free(d1), free(d2), free(dx), free(dw0), free(dw), free(db0), free(db), free(gx), free(gw);
     free(gb), free(x), free(w), free(b), free(r), free(y);
     free(c.x), free(c.w), free(c.b), free(c.r), free(c.y);
@@ -904,6 +917,8 @@ static void test_threads(void)
                     rt_layernorm_bwd(out, dw, db, x, w, st1, st2, g, NULL, R, C));
     SAME_ON_THREADS("rmsnorm fwd", out, rc, rt_rmsnorm_fwd(out, st1, x, w, R, C, 1e-5f));
     SAME_ON_THREADS("add_rmsnorm fwd", out, rc, rt_add_rmsnorm_fwd(y, out, st1, x, g, w, R, C, 1e-5f));
+    SAME_ON_THREADS("add_layernorm fwd", out, rc,
+                    rt_add_layernorm_fwd(y, out, st1, st2, x, g, w, b, R, C, 1e-5f));
     SAME_ON_THREADS("rmsnorm bwd dw", dw, cb, memset(dw, 0, cb),
                     rt_rmsnorm_bwd(out, dw, x, w, st1, g, NULL, R, C));
     SAME_ON_THREADS("reduce_rows", dw, cb, rt_reduce_rows(dw, g, R, C, false));
