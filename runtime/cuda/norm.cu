@@ -27,6 +27,21 @@ static int norm_threads(int64_t cols)
 
 static __device__ __forceinline__ float wv(const rt_act *w, int64_t j) { return w ? ld(w + j) : 1.0f; }
 
+/* Element j of a forward norm's input: x[j], or with ADD (the residual add
+ * fused in front) the sum x[j] + x1[j], rounded to bf16 as rt_add stores it
+ * and written to sum[j]. */
+template <bool ADD>
+static __device__ __forceinline__ float ld_in(const rt_act *x, const rt_act *x1, rt_act *sum, int64_t j)
+{
+    float v = ld(x + j);
+    if (ADD) {
+        rt_act h = bf(v + ld(x1 + j));
+        sum[j] = h;
+        v = ld(&h);
+    }
+    return v;
+}
+
 /* ------------------------------------------------------------- RMSNorm */
 /* ADD: rt_add_rmsnorm_fwd, the residual add fused in front: the first pass
  * makes the sum of x and b (rounded to bf16, as rt_add stores it), writes it
@@ -39,21 +54,16 @@ static __global__ void k_rms_fwd(rt_act *y, float *rstd, const rt_act *x, const 
 {
     __shared__ float sh[32];
     int64_t off = (int64_t)blockIdx.x * cols;
-    const rt_act *src = ADD ? sum : x;
     float ss = 0.0f;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-        float v = ld(x + off + j);
-        if (ADD) {
-            rt_act h = bf(v + ld(b + off + j));
-            sum[off + j] = h;
-            v = ld(&h);
-        }
+        float v = ld_in<ADD>(x, b, sum, off + j);
         ss += v * v;
     }
+    if (ADD) x = sum;
     ss = block_sum(ss, sh);
     float r = 1.0f / sqrtf(ss / (float)cols + eps);
     if (threadIdx.x == 0) rstd[blockIdx.x] = r;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) y[off + j] = bf(wv(w, j) * (ld(src + off + j) * r)); /* HF: w * (x * rstd) */
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) y[off + j] = bf(wv(w, j) * (ld(x + off + j) * r)); /* HF: w * (x * rstd) */
 }
 
 /* The same with 16-byte accesses, eight consecutive columns per thread
@@ -74,7 +84,6 @@ static __global__ void k_rms_fwd8(rt_act *y, float *rstd, const rt_act *x, const
 {
     __shared__ float sh[32];
     int64_t off = (int64_t)blockIdx.x * cols;
-    const rt_act *src = ADD ? sum : x;
     float ss = 0.0f, v[8], u[8], wf[8], o[8];
     for (int64_t j = 8 * (int64_t)threadIdx.x; j < cols; j += 8 * (int64_t)blockDim.x) {
         bf8_load(v, x + off + j);
@@ -85,11 +94,12 @@ static __global__ void k_rms_fwd8(rt_act *y, float *rstd, const rt_act *x, const
         }
         for (int i = 0; i < 8; i++) ss += v[i] * v[i];
     }
+    if (ADD) x = sum;
     ss = block_sum(ss, sh);
     float r = 1.0f / sqrtf(ss / (float)cols + eps);
     if (threadIdx.x == 0) rstd[blockIdx.x] = r;
     for (int64_t j = 8 * (int64_t)threadIdx.x; j < cols; j += 8 * (int64_t)blockDim.x) {
-        bf8_load(v, src + off + j);
+        bf8_load(v, x + off + j);
         wv8(wf, w, j);
         for (int i = 0; i < 8; i++) o[i] = wf[i] * (v[i] * r);
         bf8_store(y + off + j, o);
@@ -234,15 +244,7 @@ static __global__ void k_ln_fwd(rt_act *y, float *mean, float *rstd, const rt_ac
     __shared__ float sh[32];
     int64_t off = (int64_t)blockIdx.x * cols;
     float s = 0.0f;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-        float u = ld(x + off + j);
-        if (ADD) {
-            rt_act h = bf(u + ld(x1 + off + j));
-            sum[off + j] = h;
-            u = ld(&h);
-        }
-        s += u;
-    }
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += ld_in<ADD>(x, x1, sum, off + j);
     if (ADD) x = sum;
     float mu = block_sum(s, sh) / (float)cols;
     float v = 0.0f;
