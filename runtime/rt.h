@@ -221,6 +221,21 @@ void rt_matmul(rt_act *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N
  * micro-batches (cuBLAS: bf16 A and B, fp32 C and compute). */
 void rt_matmul_grad(rt_grad *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N, int64_t K,
                     bool ta, bool tb, bool accumulate);
+/* count GEMMs of one shape in one call (1 <= count <= RT_MATMUL_BATCH_MAX):
+ * C[i] = op(A[i]) op(B[i]) (+ C[i] if accumulate), each exactly what
+ * rt_matmul computes for it. Operands may repeat (q, k and v read the same
+ * A); no C[i] may overlap another GEMM's C, A or B (the GEMMs run together
+ * on CUDA). Codegen batches sibling GEMMs this way (q, k, v from one input;
+ * gate and up): on CUDA one batched cuBLAS call runs the GEMMs' tiles in one
+ * launch, so small GEMMs fill the device; on CPU the GEMMs run one after
+ * the other, the same results bit for bit as separate calls. */
+#define RT_MATMUL_BATCH_MAX 4
+void rt_matmul_batch(int count, rt_act *const c[], const rt_act *const a[], const rt_act *const b[],
+                     int64_t M, int64_t N, int64_t K, bool ta, bool tb, bool accumulate);
+/* The same with fp32 C (parameter gradients, as rt_matmul_grad). */
+void rt_matmul_grad_batch(int count, rt_grad *const c[], const rt_act *const a[],
+                          const rt_act *const b[], int64_t M, int64_t N, int64_t K, bool ta, bool tb,
+                          bool accumulate);
 
 /* out[i, :] = table[ids[i] - vocab_offset, :] for ids inside this rank's rows
  * [vocab_offset, vocab_offset + vocab_local), zeros otherwise (the partial

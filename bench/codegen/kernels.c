@@ -1,7 +1,8 @@
-/* kernels.c: time the CPU runtime's non-GEMM kernels at the shapes of the
- * benchmark models (bench/codegen/run.sh), one line per kernel: the fastest
- * of REPS calls (the best estimate of the uncontended time on a shared
- * machine) in milliseconds, and the rate in elements (or GFLOP) per second.
+/* kernels.c: time the CPU runtime's non-GEMM kernels (and a batched GEMM
+ * against its separate calls) at the shapes of the benchmark models
+ * (bench/codegen/run.sh), one line per kernel: the fastest of REPS calls
+ * (the best estimate of the uncontended time on a shared machine) in
+ * milliseconds, and the rate in elements (or GFLOP) per second.
  *   bench_kernels [small|gpt2] [REPS] [NAME]   (NAME: only kernels whose name has it)
  * Threads: OMP_NUM_THREADS (rt_init is not called, so the whole machine by
  * default). BENCH_CPU=1 times with the process's CPU time instead of the
@@ -95,6 +96,19 @@ int main(int argc, char **argv)
     TIME("add+rmsnorm_fwd", R * C, "Gelem/s",
          (rt_add(sum, x, g, R * C, R * C), rt_rmsnorm_fwd(y, r1, sum, w, R, C, 1e-5f)));
     free(sum);
+    /* q, k and v from one input: three GEMMs batched against three calls (on
+     * CPU the batch runs those calls, so the two should time alike). */
+    float *wqkv = fill(3 * C * C, -1, 1), *qkv = fill(3 * R * C, 0, 0);
+    {
+        float *c_[] = {qkv, qkv + R * C, qkv + 2 * R * C};
+        const float *a_[] = {x, x, x}, *b_[] = {wqkv, wqkv + C * C, wqkv + 2 * C * C};
+        double fl = 3 * 2.0 * R * C * C;
+        TIME("matmul_batch", fl, "GFLOP/s",
+             rt_matmul_batch(3, c_, a_, b_, R, C, C, false, false, false));
+        TIME("matmul x3", fl, "GFLOP/s",
+             for (int i = 0; i < 3; i++) rt_matmul(c_[i], a_[i], b_[i], R, C, C, false, false, false));
+    }
+    free(wqkv), free(qkv);
     TIME("softmax_fwd", R * S, "Gelem/s", rt_softmax_fwd(y, x, R, S));
     free(x), free(g), free(y);
     x = fill(R * V, -4, 4), y = fill(R * V, 0, 0);

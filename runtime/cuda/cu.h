@@ -55,6 +55,7 @@ typedef struct RtcuState {
     void *blas_ws;
     RtComm *world;
     RtcuDevErr *dev_err;       /* device memory, see below */
+    void **gemm_ptrs;          /* device memory: a GEMM batch's B, A and C pointers (matmul.cu) */
 } RtcuState;
 extern RtcuState rtcu;
 

@@ -1,5 +1,6 @@
 /* matmul.cu: rt_matmul through cublasGemmEx (bf16 in and out, fp32 compute)
- * and rt_matmul_grad (bf16 in, fp32 out).
+ * and rt_matmul_grad (bf16 in, fp32 out); their batches (rt_matmul_batch,
+ * rt_matmul_grad_batch) through one cublasGemmBatchedEx.
  *
  * cuBLAS is column-major. A row-major [R, C] matrix is, read column-major, its
  * transpose [C, R] with leading dimension C. So row-major C = op(A) op(B) is
@@ -12,29 +13,83 @@
  * accumulate sets beta = 1 (C read in bf16, summed in fp32, rounded once). */
 #include "cu.h"
 
-/* C of type ct (bf16 activations, fp32 gradients) from bf16 A and B. */
-static void gemm(const char *fn, void *c, cudaDataType_t ct, size_t cs, const rt_act *a, const rt_act *b,
-                 int64_t M, int64_t N, int64_t K, bool ta, bool tb, bool accumulate)
+#include <stdint.h>
+
+/* Slots of rtcu.gemm_ptrs: cuBLAS's A (our B), its B (our A), C. */
+enum { PTRS_B = 0, PTRS_A = RT_MATMUL_BATCH_MAX, PTRS_C = 2 * RT_MATMUL_BATCH_MAX };
+
+struct GemmPtrs {
+    void *p[3 * RT_MATMUL_BATCH_MAX];
+};
+
+/* cuBLAS's batched GEMM reads its pointer arrays from device memory: one
+ * thread per slot copies them there from the kernel's arguments, which the
+ * launch captures (no host buffer to keep alive until the copy runs). */
+static __global__ void k_gemm_ptrs(void **out, GemmPtrs ptrs)
+{
+    out[threadIdx.x] = ptrs.p[threadIdx.x];
+}
+
+static bool overlaps(const void *p, size_t pn, const void *q, size_t qn)
+{
+    uintptr_t x = (uintptr_t)p, y = (uintptr_t)q;
+    return pn && qn && x < y + qn && y < x + pn;
+}
+
+/* count GEMMs of one shape, C of type T (bf16 activations, fp32 gradients,
+ * cuBLAS type ct) from bf16 A and B: one cublasGemmEx for a single GEMM, one
+ * cublasGemmBatchedEx for several. */
+template <class T>
+static void gemm(const char *fn, int count, T *const c[], cudaDataType_t ct, const rt_act *const a[],
+                 const rt_act *const b[], int64_t M, int64_t N, int64_t K, bool ta, bool tb, bool accumulate)
 {
     rtcu_require_init(fn);
+    if (count < 1 || count > RT_MATMUL_BATCH_MAX) rt_fatal("%s: count %d outside [1, %d]", fn, count, RT_MATMUL_BATCH_MAX);
     if (M < 0 || N < 0 || K < 0) rt_fatal("%s: negative size %lld x %lld x %lld", fn, (long long)M, (long long)N, (long long)K);
     if (M == 0 || N == 0) return;
-    size_t es = sizeof(rt_act);
-    rtcu_deps({{c, (size_t)(M * N) * cs}, {a, (size_t)(M * K) * es}, {b, (size_t)(K * N) * es}});
+    size_t cs = (size_t)(M * N) * sizeof(T), as = (size_t)(M * K) * sizeof(rt_act), bs = (size_t)(K * N) * sizeof(rt_act);
+    /* The batch's GEMMs run together: a C overlapping another GEMM's
+     * operands would race (rt.h forbids it; the CPU backend checks it too). */
+    for (int i = 0; i < count; i++)
+        for (int j = 0; j < count; j++)
+            if (j != i && (overlaps(c[i], cs, c[j], cs) || overlaps(c[i], cs, a[j], as) || overlaps(c[i], cs, b[j], bs)))
+                rt_fatal("%s: C of GEMM %d overlaps C, A or B of GEMM %d", fn, i, j);
+    /* A repeated operand finds nothing left to wait for the second time. */
+    for (int i = 0; i < count; i++) rtcu_deps({{c[i], cs}, {a[i], as}, {b[i], bs}});
     if (K == 0) { /* empty sum: C = 0 (+ C) */
-        if (!accumulate) CUDA_CHECK(cudaMemsetAsync(c, 0, (size_t)(M * N) * cs, rtcu.compute));
+        if (!accumulate)
+            for (int i = 0; i < count; i++) CUDA_CHECK(cudaMemsetAsync(c[i], 0, cs, rtcu.compute));
         return;
     }
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    CUBLAS_CHECK(cublasGemmEx_64(rtcu.blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                 N, M, K, &alpha, b, CUDA_R_16BF, tb ? K : N, a, CUDA_R_16BF, ta ? M : K,
-                                 &beta, c, ct, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    int64_t ldb = tb ? K : N, lda = ta ? M : K;
+    if (count == 1) {
+        CUBLAS_CHECK(cublasGemmEx_64(rtcu.blas, opb, opa, N, M, K, &alpha, b[0], CUDA_R_16BF, ldb, a[0], CUDA_R_16BF,
+                                     lda, &beta, c[0], ct, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        return;
+    }
+    GemmPtrs ptrs = {};
+    for (int i = 0; i < count; i++) {
+        ptrs.p[PTRS_B + i] = const_cast<rt_act *>(b[i]);
+        ptrs.p[PTRS_A + i] = const_cast<rt_act *>(a[i]);
+        ptrs.p[PTRS_C + i] = c[i];
+    }
+    /* One array for every batch: the copy and the GEMM that reads it run in
+     * order on the compute stream (cuBLAS's handle is bound to it), so the
+     * next batch's copy cannot overwrite pointers a GEMM still reads. */
+    void **d = rtcu.gemm_ptrs;
+    RTCU_LAUNCH(k_gemm_ptrs, 1, 3 * RT_MATMUL_BATCH_MAX, 0)(d, ptrs);
+    LAUNCH_CHECK();
+    CUBLAS_CHECK(cublasGemmBatchedEx_64(rtcu.blas, opb, opa, N, M, K, &alpha, d + PTRS_B, CUDA_R_16BF, ldb, d + PTRS_A,
+                                        CUDA_R_16BF, lda, &beta, d + PTRS_C, ct, N, count, CUBLAS_COMPUTE_32F,
+                                        CUBLAS_GEMM_DEFAULT));
 }
 
 void rt_matmul(rt_act *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N, int64_t K, bool ta,
                bool tb, bool accumulate)
 {
-    gemm("rt_matmul", c, CUDA_R_16BF, sizeof(rt_act), a, b, M, N, K, ta, tb, accumulate);
+    gemm("rt_matmul", 1, &c, CUDA_R_16BF, &a, &b, M, N, K, ta, tb, accumulate);
 }
 
 /* A weight gradient accumulated over micro-batches: cublasGemmEx takes
@@ -49,5 +104,17 @@ void rt_matmul(rt_act *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N
 void rt_matmul_grad(rt_grad *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N, int64_t K, bool ta,
                     bool tb, bool accumulate)
 {
-    gemm("rt_matmul_grad", c, CUDA_R_32F, sizeof(rt_grad), a, b, M, N, K, ta, tb, accumulate);
+    gemm("rt_matmul_grad", 1, &c, CUDA_R_32F, &a, &b, M, N, K, ta, tb, accumulate);
+}
+
+void rt_matmul_batch(int count, rt_act *const c[], const rt_act *const a[], const rt_act *const b[], int64_t M,
+                     int64_t N, int64_t K, bool ta, bool tb, bool accumulate)
+{
+    gemm("rt_matmul_batch", count, c, CUDA_R_16BF, a, b, M, N, K, ta, tb, accumulate);
+}
+
+void rt_matmul_grad_batch(int count, rt_grad *const c[], const rt_act *const a[], const rt_act *const b[],
+                          int64_t M, int64_t N, int64_t K, bool ta, bool tb, bool accumulate)
+{
+    gemm("rt_matmul_grad_batch", count, c, CUDA_R_32F, a, b, M, N, K, ta, tb, accumulate);
 }

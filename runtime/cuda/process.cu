@@ -149,6 +149,7 @@ void rt_init(int *argc, char ***argv)
 
     CUDA_CHECK(cudaMalloc(&rtcu.dev_err, sizeof(RtcuDevErr)));
     CUDA_CHECK(cudaMemset(rtcu.dev_err, 0, sizeof(RtcuDevErr)));
+    CUDA_CHECK(cudaMalloc(&rtcu.gemm_ptrs, 3 * RT_MATMUL_BATCH_MAX * sizeof(void *)));
 
     rtcu.initialized = 1;
     rtcu_watchdog_start();
@@ -184,6 +185,8 @@ void rt_finalize(void)
     CUDA_CHECK(cudaFree(rtcu.blas_ws));
     CUDA_CHECK(cudaFree(rtcu.dev_err));
     rtcu.dev_err = NULL;
+    CUDA_CHECK(cudaFree(rtcu.gemm_ptrs));
+    rtcu.gemm_ptrs = NULL;
     CUDA_CHECK(cudaStreamDestroy(rtcu.compute));
     rtcu.initialized = 0;
     int fin = 0;

@@ -89,6 +89,76 @@ static void t_matmul(Rng &r)
             }
 }
 
+/* Batched GEMMs (q, k and v from one A; a transposed pair, as a backward
+ * batches its GEMMs), overwriting and accumulating: each against the CPU
+ * backend, and against the GPU's own separate calls, bitwise under the
+ * emulator (its GEMM is one fixed loop); on a GPU cuBLAS may choose other
+ * kernels for a batch than for one GEMM (another split of K), so there
+ * within the matmul tolerance. */
+static void t_matmul_batch(Rng &r)
+{
+    const int64_t M = 67, N = 45, K = 129;
+    struct Case {
+        int count;
+        bool shared, ta, tb;
+    };
+    const Case cases[] = {{3, true, false, false}, {2, true, true, false}, {2, false, false, true}, {3, false, true, true}};
+    for (const Case &k : cases)
+        for (int acc = 0; acc < 2; acc++)
+            for (int grad = 0; grad < 2; grad++) {
+                const int n = k.count;
+                std::vector<float> a[3], b[3], c[3], got, sep, ref;
+                std::vector<void *> bufs;
+                const rt_act *pa[3], *pb[3];
+                rt_act *cb[3], *cs[3]; /* batched, separate */
+                float *gb[3], *gs[3];  /* the same, fp32 C */
+                for (int i = 0; i < n; i++) {
+                    bool same_a = i > 0 && k.shared;
+                    a[i] = same_a ? a[0] : randv(r, M * K);
+                    b[i] = randv(r, K * N);
+                    c[i] = randv(r, M * N);
+                    pa[i] = same_a ? pa[0] : dact(a[i]);
+                    pb[i] = dact(b[i]);
+                    if (!same_a) bufs.push_back((void *)pa[i]);
+                    bufs.push_back((void *)pb[i]);
+                    if (grad) {
+                        gb[i] = df32(c[i]), gs[i] = df32(c[i]);
+                        bufs.push_back(gb[i]), bufs.push_back(gs[i]);
+                    } else {
+                        cb[i] = dact(c[i]), cs[i] = dact(c[i]);
+                        bufs.push_back(cb[i]), bufs.push_back(cs[i]);
+                    }
+                }
+                if (grad)
+                    rt_matmul_grad_batch(n, gb, pa, pb, M, N, K, k.ta, k.tb, acc);
+                else
+                    rt_matmul_batch(n, cb, pa, pb, M, N, K, k.ta, k.tb, acc);
+                for (int i = 0; i < n; i++) {
+                    if (grad)
+                        rt_matmul_grad(gs[i], pa[i], pb[i], M, N, K, k.ta, k.tb, acc);
+                    else
+                        rt_matmul(cs[i], pa[i], pb[i], M, N, K, k.ta, k.tb, acc);
+                    cpu_rt_matmul(c[i].data(), a[i].data(), b[i].data(), M, N, K, k.ta, k.tb, acc);
+                    auto hb = grad ? hf32(gb[i], M * N) : hact(cb[i], M * N);
+                    auto hs = grad ? hf32(gs[i], M * N) : hact(cs[i], M * N);
+                    got.insert(got.end(), hb.begin(), hb.end());
+                    sep.insert(sep.end(), hs.begin(), hs.end());
+                    ref.insert(ref.end(), c[i].begin(), c[i].end());
+                }
+                char name[64];
+                snprintf(name, sizeof name, "matmul%s_batch x%d%s ta%d tb%d acc%d", grad ? "_grad" : "", n,
+                         k.shared ? " one A" : "", k.ta, k.tb, acc);
+                double tol = grad ? TOL_F32 : TOL_BF16;
+                report(name, got, ref, tol);
+#ifdef PTDC_CUDA_EMU
+                report_bool("  = separate calls", bitwise_eq(got, sep), "bitwise equal");
+#else
+                report("  = separate calls", got, sep, tol);
+#endif
+                for (void *p : bufs) rt_free(p);
+            }
+}
+
 /* ------------------------------------------------------------- embedding */
 static void t_embedding(Rng &r)
 {
@@ -554,6 +624,7 @@ static int run_kernel_tests(uint64_t seed)
 {
     Rng r(seed);
     t_matmul(r);
+    t_matmul_batch(r);
     t_embedding(r);
     t_rmsnorm(r);
     t_layernorm(r);

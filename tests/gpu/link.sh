@@ -42,20 +42,29 @@ src=$out/link_main.cu
     for f in $names; do echo "    FN($f),"; done
     echo '};'
     cat <<'EOC'
-/* --run: a 2x3 by 3x2 product through the whole stack. */
+/* --run: a 2x3 by 3x2 product through the whole stack, alone and batched
+ * (twice, A shared) in the form generated code calls it. */
 static int smoke(int *argc, char ***argv)
 {
     rt_init(argc, argv);
     const float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, 0, 0, 1, 1, 1}, want[4] = {4, 5, 10, 11};
-    rt_act *d = (rt_act *)rt_alloc(16 * sizeof(rt_act));
+    rt_act *d = (rt_act *)rt_alloc(24 * sizeof(rt_act));
+    rt_grad *g = (rt_grad *)rt_alloc(8 * sizeof(rt_grad));
     rt_act_from_f32(d, a, 6);
     rt_act_from_f32(d + 6, b, 6);
     rt_matmul(d + 12, d, d + 6, 2, 2, 3, false, false, false);
-    float c[4];
-    rt_act_to_f32(c, d + 12, 4);
+    { rt_act *c_[] = {d + 16, d + 20}; const rt_act *a_[] = {d, d}; const rt_act *b_[] = {d + 6, d + 6};
+      rt_matmul_batch(2, c_, a_, b_, 2, 2, 3, false, false, false); }
+    { rt_grad *c_[] = {g, g + 4}; const rt_act *a_[] = {d, d}; const rt_act *b_[] = {d + 6, d + 6};
+      rt_matmul_grad_batch(2, c_, a_, b_, 2, 2, 3, false, false, false); }
+    float c[12], cg[8];
+    rt_act_to_f32(c, d + 12, 12);
+    rt_to_host(cg, g, sizeof cg);
     rt_free(d);
+    rt_free(g);
     int bad = 0;
-    for (int i = 0; i < 4; i++) bad |= fabsf(c[i] - want[i]) > 0;
+    for (int i = 0; i < 12; i++) bad |= fabsf(c[i] - want[i % 4]) > 0;
+    for (int i = 0; i < 8; i++) bad |= fabsf(cg[i] - want[i % 4]) > 0;
     if (rt_world_rank() == 0) printf("smoke matmul: %s\n", bad ? "FAIL" : "ok");
     rt_finalize();
     return bad;

@@ -164,6 +164,53 @@ static void test_matmul(void)
     free(c);
 }
 
+/* rt_matmul_batch and rt_matmul_grad_batch: bitwise the separate calls, for
+ * 1 to 3 GEMMs with one A shared by all (q, k, v), one A each, or one B
+ * shared by all, every transpose, overwriting and accumulating. */
+static void test_matmul_batch(void)
+{
+    printf("matmul batch\n");
+    enum { NB = 3 };
+    const int64_t M = 9, N = 11, K = 7;
+    float *a[NB], *b[NB], *c0[NB], *cb[NB], *cs[NB];
+    for (int i = 0; i < NB; i++) {
+        a[i] = fnew(M * K), b[i] = fnew(K * N), c0[i] = fnew(M * N);
+        cb[i] = fnew(M * N), cs[i] = fnew(M * N);
+        ref_fill(a[i], NULL, M * K, -1, 1);
+        ref_fill(b[i], NULL, K * N, -1, 1);
+        ref_fill(c0[i], NULL, M * N, -1, 1);
+    }
+    static const char *const modes[3] = {"A each", "A shared", "B shared"};
+    for (int k = 0; k < 2 * NB * 3 * 4 * 2; k++) {
+        int grad = k % 2, count = 1 + k / 2 % NB, mode = k / (2 * NB) % 3, t = k / (6 * NB) % 4;
+        bool ta = t & 1, tb = t & 2, acc = k / (24 * NB);
+        const float *ap[NB], *bp[NB];
+        for (int i = 0; i < NB; i++) {
+            ap[i] = mode == 1 ? a[0] : a[i];
+            bp[i] = mode == 2 ? b[0] : b[i];
+            memcpy(cb[i], c0[i], (size_t)(M * N) * sizeof(float));
+            memcpy(cs[i], c0[i], (size_t)(M * N) * sizeof(float));
+        }
+        if (grad)
+            rt_matmul_grad_batch(count, cb, ap, bp, M, N, K, ta, tb, acc);
+        else
+            rt_matmul_batch(count, cb, ap, bp, M, N, K, ta, tb, acc);
+        for (int i = 0; i < count; i++) {
+            if (grad)
+                rt_matmul_grad(cs[i], ap[i], bp[i], M, N, K, ta, tb, acc);
+            else
+                rt_matmul(cs[i], ap[i], bp[i], M, N, K, ta, tb, acc);
+        }
+        bool same = true;
+        for (int i = 0; i < NB; i++) /* the slots past count untouched too */
+            same = same && !memcmp(cb[i], cs[i], (size_t)(M * N) * sizeof(float));
+        CHECK(same, "matmul%s_batch count=%d %s ta=%d tb=%d acc=%d: not the separate calls",
+              grad ? "_grad" : "", count, modes[mode], ta, tb, acc);
+    }
+    for (int i = 0; i < NB; i++)
+        free(a[i]), free(b[i]), free(c0[i]), free(cb[i]), free(cs[i]);
+}
+
 /* --------------------------------------------------------------- embedding */
 typedef struct {
     const int32_t *ids;
@@ -1057,6 +1104,15 @@ static void bad_gqa(void *arg)
     rt_attention_fwd(x, lse, x, x, x, 1, 1, 3, 2, 4, true, 0);
 }
 
+/* arg NULL: 5 GEMMs (one over RT_MATMUL_BATCH_MAX); else two whose Cs overlap. */
+static void bad_batch(void *arg)
+{
+    float a[4] = {0}, b[4] = {0}, c[8];
+    float *cp[5] = {c, arg ? c + 2 : c + 4, c, c, c};
+    const float *ap[5] = {a, a, a, a, a}, *bp[5] = {b, b, b, b, b};
+    rt_matmul_batch(arg ? 2 : 5, cp, ap, bp, 2, 2, 2, false, false, false);
+}
+
 static void test_fatal(void)
 {
     printf("invalid inputs\n");
@@ -1066,6 +1122,8 @@ static void test_fatal(void)
     ref_expect_fatal("attention 3 heads on 2 kv heads", bad_gqa, NULL, "do not group");
     ref_expect_fatal("attention window without causal", bad_window, NULL, "needs causal");
     ref_expect_fatal("attention window -1", bad_window, "neg", "negative");
+    ref_expect_fatal("matmul batch of 5 GEMMs", bad_batch, NULL, "count 5 outside");
+    ref_expect_fatal("matmul batch, Cs overlapping", bad_batch, "overlap", "overlaps");
 }
 
 int main(void)
@@ -1073,6 +1131,7 @@ int main(void)
     ref_seed(20240520);
     test_matmul();
     test_matmul_split();
+    test_matmul_batch();
     test_embedding();
     test_rmsnorm();
     test_layernorm();

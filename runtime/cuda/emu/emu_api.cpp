@@ -2,7 +2,8 @@
  * on the host, for the SIMT emulator (emu.h). Device memory is host memory,
  * streams and events are tokens (everything runs in call order), NCCL runs
  * over MPI (so the collective tests run under mpirun on any machine). cublasGemmEx_64 follows cuBLAS's column-major definition
- * literally, so rt_matmul's row-major mapping is checked against it. */
+ * literally, so rt_matmul's row-major mapping is checked against it;
+ * cublasGemmBatchedEx_64 runs it per GEMM of the batch. */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -172,6 +173,25 @@ cublasStatus_t cublasGemmEx_64(cublasHandle_t, cublasOperation_t ta, cublasOpera
             float old = be != 0.0f ? __bfloat162float(c[i + j * ldc]) : 0.0f;
             c[i + j * ldc] = __float2bfloat16(al * s + be * old);
         }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* C[i] = alpha op(A[i]) op(B[i]) + beta C[i] for i < batchCount: cuBLAS's
+ * definition, the pointer arrays in "device" memory (host memory here),
+ * each GEMM the one above. */
+cublasStatus_t cublasGemmBatchedEx_64(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m,
+                                      int64_t n, int64_t k, const void *alpha, const void *const Aarray[],
+                                      cudaDataType_t at, int64_t lda, const void *const Barray[], cudaDataType_t bt,
+                                      int64_t ldb, const void *beta, void *const Carray[], cudaDataType_t ct,
+                                      int64_t ldc, int64_t batchCount, cublasComputeType_t comp,
+                                      cublasGemmAlgo_t algo)
+{
+    if (batchCount < 0) return CUBLAS_STATUS_INVALID_VALUE;
+    for (int64_t i = 0; i < batchCount; i++) {
+        cublasStatus_t s = cublasGemmEx_64(h, ta, tb, m, n, k, alpha, Aarray[i], at, lda, Barray[i], bt, ldb, beta,
+                                           Carray[i], ct, ldc, comp, algo);
+        if (s != CUBLAS_STATUS_SUCCESS) return s;
+    }
     return CUBLAS_STATUS_SUCCESS;
 }
 
