@@ -16,6 +16,11 @@ extern "C" { /* runtime/cuda's C++ files use a few of these */
 #endif
 
 /* util.c */
+/* rt_matmul_batch's rule, both backends: the batch's GEMMs run together on
+ * CUDA, so no C may overlap another GEMM's C, A or B (each cs, as, bs
+ * bytes). rt_fatal naming fn and the two GEMMs otherwise. */
+void rtc_check_batch(const char *fn, int count, void *const c[], size_t cs, const void *const a[],
+                     size_t as, const void *const b[], size_t bs);
 void *rtc_xmalloc(size_t bytes);           /* rt_fatal on failure; never NULL */
 void *rtc_xcalloc(size_t n, size_t size);
 char *rtc_xstrdup(const char *s);

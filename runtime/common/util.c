@@ -397,3 +397,21 @@ void rtc_write_line(int fd, const char *prefix, const char *fmt, ...)
     rtc_vwrite_line(fd, prefix, fmt, ap);
     va_end(ap);
 }
+
+static bool overlaps(const void *p, size_t pn, const void *q, size_t qn)
+{
+    uintptr_t x = (uintptr_t)p, y = (uintptr_t)q;
+    return pn && qn && x < y + qn && y < x + pn;
+}
+
+void rtc_check_batch(const char *fn, int count, void *const c[], size_t cs, const void *const a[],
+                     size_t as, const void *const b[], size_t bs)
+{
+    if (count < 1 || count > RT_MATMUL_BATCH_MAX)
+        rt_fatal("%s: count %d outside [1, %d]", fn, count, RT_MATMUL_BATCH_MAX);
+    for (int i = 0; i < count; i++)
+        for (int j = 0; j < count; j++)
+            if (j != i && (overlaps(c[i], cs, c[j], cs) || overlaps(c[i], cs, a[j], as) ||
+                           overlaps(c[i], cs, b[j], bs)))
+                rt_fatal("%s: C of GEMM %d overlaps C, A or B of GEMM %d", fn, i, j);
+}

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "common/common.h"
 #include "cpu.h"
 #include "simd.h"
 
@@ -70,29 +71,18 @@ void rt_matmul_grad(rt_grad *c, const rt_act *a, const rt_act *b, int64_t M, int
     rt_matmul(c, a, b, M, N, K, ta, tb, accumulate);
 }
 
-static bool overlaps(const void *p, size_t pn, const void *q, size_t qn)
-{
-    uintptr_t x = (uintptr_t)p, y = (uintptr_t)q;
-    return pn && qn && x < y + qn && y < x + pn;
-}
-
 /* On CUDA the GEMMs of a batch run together, so a C overlapping another
  * GEMM's operands would give other results there than here: stop on either
- * backend. On CPU rt_act and rt_grad are both float. */
+ * backend (rtc_check_batch). */
 static void check_batch(const char *fn, int count, float *const c[], const float *const a[],
                         const float *const b[], int64_t M, int64_t N, int64_t K)
 {
-    if (count < 1 || count > RT_MATMUL_BATCH_MAX)
-        rt_fatal("%s: count %d outside [1, %d]", fn, count, RT_MATMUL_BATCH_MAX);
-    if (M <= 0 || N <= 0 || K < 0)
-        return; /* nothing written, or rt_matmul rejects the sizes */
-    size_t cs = (size_t)(M * N) * sizeof(float), as = (size_t)(M * K) * sizeof(float);
-    size_t bs = (size_t)(K * N) * sizeof(float);
-    for (int i = 0; i < count; i++)
-        for (int j = 0; j < count; j++)
-            if (j != i && (overlaps(c[i], cs, c[j], cs) || overlaps(c[i], cs, a[j], as) ||
-                           overlaps(c[i], cs, b[j], bs)))
-                rt_fatal("%s: C of GEMM %d overlaps C, A or B of GEMM %d", fn, i, j);
+    if (M <= 0 || N <= 0 || K < 0) { /* nothing written, or rt_matmul rejects the sizes */
+        rtc_check_batch(fn, count, (void *const *)c, 0, (const void *const *)a, 0, (const void *const *)b, 0);
+        return;
+    }
+    rtc_check_batch(fn, count, (void *const *)c, (size_t)(M * N) * sizeof(float), (const void *const *)a,
+                    (size_t)(M * K) * sizeof(float), (const void *const *)b, (size_t)(K * N) * sizeof(float));
 }
 
 /* One after the other: bitwise the separate calls. */

@@ -11,9 +11,8 @@
  *            A stored [K,M] (ta true) reads as A^T = op(A) (OP_T, ld M);
  *   C^T [N, M] column-major with ld N is C [M, N] row-major.
  * accumulate sets beta = 1 (C read in bf16, summed in fp32, rounded once). */
+#include "common/common.h"
 #include "cu.h"
-
-#include <stdint.h>
 
 /* Slots of rtcu.gemm_ptrs: cuBLAS's A (our B), its B (our A), C. */
 enum { PTRS_B = 0, PTRS_A = RT_MATMUL_BATCH_MAX, PTRS_C = 2 * RT_MATMUL_BATCH_MAX };
@@ -30,12 +29,6 @@ static __global__ void k_gemm_ptrs(void **out, GemmPtrs ptrs)
     out[threadIdx.x] = ptrs.p[threadIdx.x];
 }
 
-static bool overlaps(const void *p, size_t pn, const void *q, size_t qn)
-{
-    uintptr_t x = (uintptr_t)p, y = (uintptr_t)q;
-    return pn && qn && x < y + qn && y < x + pn;
-}
-
 /* count GEMMs of one shape, C of type T (bf16 activations, fp32 gradients,
  * cuBLAS type ct) from bf16 A and B: one cublasGemmEx for a single GEMM, one
  * cublasGemmBatchedEx for several. */
@@ -44,16 +37,12 @@ static void gemm(const char *fn, int count, T *const c[], cudaDataType_t ct, con
                  const rt_act *const b[], int64_t M, int64_t N, int64_t K, bool ta, bool tb, bool accumulate)
 {
     rtcu_require_init(fn);
-    if (count < 1 || count > RT_MATMUL_BATCH_MAX) rt_fatal("%s: count %d outside [1, %d]", fn, count, RT_MATMUL_BATCH_MAX);
     if (M < 0 || N < 0 || K < 0) rt_fatal("%s: negative size %lld x %lld x %lld", fn, (long long)M, (long long)N, (long long)K);
-    if (M == 0 || N == 0) return;
     size_t cs = (size_t)(M * N) * sizeof(T), as = (size_t)(M * K) * sizeof(rt_act), bs = (size_t)(K * N) * sizeof(rt_act);
     /* The batch's GEMMs run together: a C overlapping another GEMM's
      * operands would race (rt.h forbids it; the CPU backend checks it too). */
-    for (int i = 0; i < count; i++)
-        for (int j = 0; j < count; j++)
-            if (j != i && (overlaps(c[i], cs, c[j], cs) || overlaps(c[i], cs, a[j], as) || overlaps(c[i], cs, b[j], bs)))
-                rt_fatal("%s: C of GEMM %d overlaps C, A or B of GEMM %d", fn, i, j);
+    rtc_check_batch(fn, count, (void *const *)c, cs, (const void *const *)a, as, (const void *const *)b, bs);
+    if (M == 0 || N == 0) return;
     /* A repeated operand finds nothing left to wait for the second time. */
     for (int i = 0; i < count; i++) rtcu_deps({{c[i], cs}, {a[i], as}, {b[i], bs}});
     if (K == 0) { /* empty sum: C = 0 (+ C) */
