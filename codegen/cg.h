@@ -214,6 +214,7 @@ typedef struct CgArgs {
                                     (rt_add_rmsnorm_fwd, rt_add_layernorm_fwd); NULL */
 } CgArgs;
 char *cg_kernel(Cg *c, const IrNode *n, const CgArgs *a);
+char *cg_kernel_batch(Cg *c, const IrNode *const *n, const CgArgs *a, int count);
 bool cg_kernel_accumulates(const IrNode *n, int j); /* output j always accumulates (dw, db, dtable): an rt_grad */
 
 /* cg_mem.c */

@@ -76,21 +76,34 @@ bool cg_kernel_accumulates(const IrNode *n, int j)
     }
 }
 
-static char *matmul(K *k, const CgArgs *a)
+/* A MATMUL's GEMM: sizes and transposes from its local shapes. */
+typedef struct Gemm {
+    int64_t M, N, K;
+    bool ta, tb;
+} Gemm;
+
+static Gemm gemm_of(const K *k)
 {
     const IrNode *n = k->n;
     int x = n->in[0], y = n->in[1];
     const IrAttrs *at = &n->attr;
-    int64_t K_ = 1;
+    Gemm m = {.K = 1};
     for (int i = 0; i < at->ncontract; i++)
-        K_ *= k->local[at->contract[i]];
-    int64_t M = lnumel(k, x) / K_, N = lnumel(k, y) / K_;
-    bool ta = T(k, x)->dim[0] == at->contract[0];
-    bool tb = T(k, y)->dim[0] != at->contract[0];
+        m.K *= k->local[at->contract[i]];
+    m.M = lnumel(k, x) / m.K;
+    m.N = lnumel(k, y) / m.K;
+    m.ta = T(k, x)->dim[0] == at->contract[0];
+    m.tb = T(k, y)->dim[0] != at->contract[0];
+    return m;
+}
+
+static char *matmul(K *k, const CgArgs *a)
+{
+    Gemm m = gemm_of(k);
     return (char *)cg_fmt(k->c, "%s(%s, %s, %s, %lld, %lld, %lld, %s, %s, %s);",
                           a->grad_out ? "rt_matmul_grad" : "rt_matmul", a->out[0],
-                          a->in[0], a->in[1], (long long)M, (long long)N, (long long)K_, b(ta),
-                          b(tb), b(a->accumulate));
+                          a->in[0], a->in[1], (long long)m.M, (long long)m.N, (long long)m.K,
+                          b(m.ta), b(m.tb), b(a->accumulate));
 }
 
 static char *rope(K *k, const CgArgs *a, bool inverse)
@@ -265,4 +278,41 @@ char *cg_kernel(Cg *c, const IrNode *n, const CgArgs *a)
     case IR_NUM_OPS: break;
     }
     ir_die("codegen: no kernel for op %d", (int)n->op);
+}
+
+/* GEMMs of one shape as one rt_matmul_batch (rt_matmul_grad_batch): n[i]
+ * with a[i], each MATMUL whose rt_matmul the call replaces. Sibling GEMMs
+ * (pass_gemm_batch) have one shape; anything else is a codegen bug. The
+ * pointer arrays are locals of a block, which C and C++ both take. */
+char *cg_kernel_batch(Cg *c, const IrNode *const *n, const CgArgs *a, int count)
+{
+    if (count < 2 || count > PASS_GEMM_BATCH_MAX)
+        ir_die("codegen: a batch of %d GEMMs", count);
+    Gemm m0 = {0};
+    const char *cs = "", *as = "", *bs = "";
+    for (int i = 0; i < count; i++) {
+        K k = {.c = c, .n = n[i], .f = n[i]->fwd >= 0 ? &c->g->nodes[n[i]->fwd] : n[i],
+               .s = cg_strategy(c, n[i])};
+        if (n[i]->op != IR_OP_MATMUL || c->g->ndims > 64)
+            ir_die("codegen: node %d batched as a GEMM", n[i]->id);
+        pass_local_sizes(c->g, n[i], &c->mesh, k.s, c->dim, k.local);
+        Gemm m = gemm_of(&k);
+        if (i == 0)
+            m0 = m;
+        else if (m.M != m0.M || m.N != m0.N || m.K != m0.K || m.ta != m0.ta || m.tb != m0.tb ||
+                 a[i].accumulate != a[0].accumulate || a[i].grad_out != a[0].grad_out)
+            ir_die("codegen: GEMMs of nodes %d and %d batched with different shapes", n[0]->id,
+                   n[i]->id);
+        const char *sep = i ? ", " : "";
+        cs = cg_fmt(c, "%s%s%s", cs, sep, a[i].out[0]);
+        as = cg_fmt(c, "%s%s%s", as, sep, a[i].in[0]);
+        bs = cg_fmt(c, "%s%s%s", bs, sep, a[i].in[1]);
+    }
+    bool g = a[0].grad_out;
+    return (char *)cg_fmt(c,
+                          "{ %s *c_[] = {%s}; const rt_act *a_[] = {%s}; const rt_act *b_[] = {%s}; "
+                          "%s(%d, c_, a_, b_, %lld, %lld, %lld, %s, %s, %s); }",
+                          g ? "rt_grad" : "rt_act", cs, as, bs,
+                          g ? "rt_matmul_grad_batch" : "rt_matmul_batch", count, (long long)m0.M,
+                          (long long)m0.N, (long long)m0.K, b(m0.ta), b(m0.tb), b(a[0].accumulate));
 }

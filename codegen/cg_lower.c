@@ -54,7 +54,16 @@ typedef struct Low {
     GradState *gs;       /* [ntensors] */
     int *zgrad;          /* [nparams] ZeRO-2/3 full temporary of this op, -1 */
     int *plast;          /* [nparams] node of the op's last contribution, -1 */
+    bool *batched;       /* [nnodes] lowered already, in a sibling's rt_matmul_batch */
+    int *dw_of;          /* [nfwd] backward node making the weight gradient of a MATMUL, -1 */
+    VEC(struct Pend) pend; /* weight-gradient GEMMs waiting for their batch */
 } Low;
+
+/* A weight-gradient GEMM lowered but not yet issued (lower_dw_batch). */
+typedef struct Pend {
+    const IrNode *b;
+    CgArgs a;
+} Pend;
 
 /* Per chunk: the slot buffers shared by its forward and backward. */
 typedef struct ChunkBufs {
@@ -414,6 +423,39 @@ static bool lower_add_norm(Low *L, const IrNode *add, const IrNode *norm, bool r
     return true;
 }
 
+/* n and its sibling GEMMs (pass_gemm_batch: q, k and v from one input;
+ * gate and up) as one rt_matmul_batch, issued at the first of them (their
+ * inputs, the shared activation and parameters, are all there); the later
+ * ones are marked and skipped. rerun (recompute: by node id - first) limits
+ * the batch to the nodes re-run. Whether it lowered n. */
+static bool lower_gemm_batch(Low *L, const IrNode *n, bool recompute, ChunkBufs *cb,
+                             const bool *rerun, int first)
+{
+    Cg *c = L->c;
+    int ids[PASS_GEMM_BATCH_MAX];
+    int k = pass_gemm_batch(G(L), n, c->p->strategy, ids), cnt = 0;
+    const IrNode *m[PASS_GEMM_BATCH_MAX];
+    for (int i = 0; i < k; i++)
+        if (!L->batched[ids[i]] && (!rerun || rerun[ids[i] - first]))
+            m[cnt++] = &G(L)->nodes[ids[i]];
+    if (cnt < 2 || m[0] != n)
+        return false;
+    CgArgs a[PASS_GEMM_BATCH_MAX];
+    Outs o[PASS_GEMM_BATCH_MAX];
+    memset(a, 0, sizeof a);
+    for (int i = 0; i < cnt; i++)
+        for (int j = 0; j < m[i]->nin; j++)
+            a[i].in[j] = B(L, get(L, m[i]->in[j], cg_need(c, m[i], j)));
+    for (int i = 0; i < cnt; i++)
+        outs_alloc(L, m[i], recompute, cb, &a[i], &o[i]);
+    EMIT(L, "%s", cg_kernel_batch(c, m, a, cnt));
+    for (int i = 0; i < cnt; i++) {
+        outs_finish(L, m[i], &o[i]);
+        L->batched[m[i]->id] = true;
+    }
+    return true;
+}
+
 /* ------------------------------------------------------------ gradients */
 
 static bool grad_of_param(const Low *L, int v)
@@ -644,6 +686,78 @@ static bool grad_over_input(Low *L, const IrNode *b, int inb)
     return pass_sharding_eq(&need, &made) && L->r->bufs.v[inb]->type == tensor_type(c, v);
 }
 
+/* After backward node b's kernel: gradients it completed. */
+static void bwd_done(Low *L, const IrNode *b)
+{
+    for (int j = 0; j < b->nout; j++) {
+        const IrTensor *x = TT(L, b->out[j]);
+        if (x->role != IR_GRAD)
+            continue;
+        if (grad_of_act(L, b->out[j]) && L->gs[x->grad_of].last == b->id)
+            finish_grad(L, x->grad_of);
+        int k = L->c->param_index[x->grad_of];
+        if (k >= 0 && L->plast[k] == b->id)
+            param_done(L, k);
+    }
+}
+
+/* Whether backward node b is a MATMUL adding its weight's gradient straight
+ * into the accumulator (made in the accumulator's layout: lower_bwd's
+ * `direct`), so nothing but bwd_done follows its GEMM. */
+static bool dw_direct(const Low *L, const IrNode *b)
+{
+    int v = b->out[0];
+    if (b->op != IR_OP_MATMUL || !grad_of_param(L, v))
+        return false;
+    const CgParamPlan *pp = param_plan(L, TT(L, v)->grad_of);
+    PassSharding made = cg_made(L->c, b, 0), want = pp->store;
+    want.partial = pp->pmask;
+    return pass_sharding_eq(&made, &want);
+}
+
+/* The weight gradients of GEMMs the forward batched (lower_gemm_batch) as
+ * one rt_matmul_grad_batch, issued at the last of them in backward order
+ * (q's, after v's and k's): the earlier ones wait in L->pend, their inputs
+ * (the layer's input, the outputs' gradients) kept live by the later
+ * reference. Only where every one adds straight into its accumulator, so
+ * their bookkeeping (bwd_done: ZeRO-2's reduce-scatter, the bucket's
+ * readiness) moves with them. Whether b was taken (queued or issued). */
+static bool dw_batch(Low *L, const IrNode *b, const CgArgs *a, bool direct)
+{
+    const IrGraph *g = G(L);
+    if (!direct || b->fwd < 0 || b->op != IR_OP_MATMUL || L->dw_of[b->fwd] != b->id)
+        return false;
+    int ids[PASS_GEMM_BATCH_MAX];
+    int k = pass_gemm_batch(g, &g->nodes[b->fwd], L->c->p->strategy, ids), last = -1;
+    if (k < 2)
+        return false;
+    for (int i = 0; i < k; i++) {
+        int d = L->dw_of[ids[i]];
+        if (d < 0 || L->c->node_stage[d] != L->stage || !dw_direct(L, &g->nodes[d]))
+            return false;
+        last = d > last ? d : last;
+    }
+    vec_push(L->pend, ((Pend){b, *a}));
+    if (b->id != last)
+        return true;
+    const IrNode *m[PASS_GEMM_BATCH_MAX];
+    CgArgs args[PASS_GEMM_BATCH_MAX];
+    for (int i = 0; i < k; i++) { /* in the forward's order */
+        int j = 0;
+        while (j < L->pend.n && L->pend.v[j].b->id != L->dw_of[ids[i]])
+            j++;
+        if (j == L->pend.n)
+            ir_die("codegen: weight gradient of node %d not queued for its batch", ids[i]);
+        m[i] = L->pend.v[j].b;
+        args[i] = L->pend.v[j].a;
+        L->pend.v[j] = L->pend.v[--L->pend.n];
+    }
+    EMIT(L, "%s", cg_kernel_batch(L->c, m, args, k));
+    for (int i = 0; i < k; i++)
+        bwd_done(L, m[i]);
+    return true;
+}
+
 static void lower_bwd(Low *L, const IrNode *b)
 {
     Cg *c = L->c;
@@ -722,6 +836,8 @@ static void lower_bwd(Low *L, const IrNode *b)
     if (over[0])
         EMIT(L, "/* the gradient of %s written over it: nothing reads %s after this */",
              TT(L, b->in[0])->name, TT(L, b->in[0])->name);
+    if (dw_batch(L, b, &a, direct[0]))
+        return; /* issued with its batch, bookkeeping included */
     EMIT(L, "%s", cg_kernel(c, b, &a));
     for (int j = 0; j < b->nout; j++) {
         int v = b->out[j];
@@ -737,16 +853,7 @@ static void lower_bwd(Low *L, const IrNode *b)
         }
     }
 done:
-    for (int j = 0; j < b->nout; j++) {
-        const IrTensor *x = TT(L, b->out[j]);
-        if (x->role != IR_GRAD)
-            continue;
-        if (grad_of_act(L, b->out[j]) && L->gs[x->grad_of].last == b->id)
-            finish_grad(L, x->grad_of);
-        int k = c->param_index[x->grad_of];
-        if (k >= 0 && L->plast[k] == b->id)
-            param_done(L, k);
-    }
+    bwd_done(L, b);
 }
 
 /* Forward nodes of piece p the backward must re-run: producers of values
@@ -799,6 +906,8 @@ static void recompute(Low *L, int p, ChunkBufs *cb)
             i++;
             continue;
         }
+        if (L->batched[n->id] || lower_gemm_batch(L, n, true, cb, want, pc->first))
+            continue;
         lower_fwd(L, n, true, cb);
     }
 }
@@ -825,6 +934,17 @@ static void low_begin(Low *L, Cg *c, CgRankProg *r, int chunk, bool bwd)
     L->plast = ir_alloc(c->arena, sizeof(int) * (size_t)(c->nparams + 1));
     for (int k = 0; k < c->nparams; k++)
         L->zgrad[k] = L->plast[k] = -1;
+    L->batched = ir_alloc(c->arena, (size_t)c->g->nnodes + 1);
+    memset(L->batched, 0, (size_t)c->g->nnodes + 1);
+    L->dw_of = ir_alloc(c->arena, sizeof(int) * (size_t)(c->g->nfwd + 1));
+    for (int i = 0; i < c->g->nfwd; i++)
+        L->dw_of[i] = -1;
+    for (int i = c->g->nfwd; i < c->g->nnodes; i++) {
+        const IrNode *b = &c->g->nodes[i];
+        if (b->op == IR_OP_MATMUL && b->fwd >= 0 && TT(L, b->out[0])->role == IR_GRAD &&
+            TT(L, b->out[0])->grad_of == c->g->nodes[b->fwd].in[1])
+            L->dw_of[b->fwd] = i;
+    }
 }
 
 /* Parameters, kept activations, received activations and inputs. */
@@ -896,6 +1016,8 @@ static void lower_forward(Cg *c, CgRankProg *r, int j, ChunkBufs *cb)
             }
         }
         L.piece = n->piece;
+        if (L.batched[n->id] || lower_gemm_batch(&L, n, false, cb, NULL, 0))
+            continue;
         lower_fwd(&L, n, false, cb);
     }
     L.piece = -1;
@@ -973,6 +1095,9 @@ static void lower_backward(Cg *c, CgRankProg *r, int j, ChunkBufs *cb)
              (long long)cg_numel(c, io->tensor, &c->gsh[io->tensor]), prev,
              tag(s - 1, i, true));
     }
+    if (L.pend.n)
+        ir_die("codegen: %d weight-gradient GEMMs left without their batch", L.pend.n);
+    vec_free(L.pend);
     vec_free(L.av);
     for (int t = 0; t < g->ntensors; t++)
         vec_free(L.gs[t].cls);

@@ -703,7 +703,9 @@ static void print_header(Cg *c, FILE *h)
     fprintf(h, "#define CG_PLAN_HASH \"%016llx\"\n", (unsigned long long)plan_hash(c));
     fprintf(h, "\n/* Every GEMM goes through the trainer, which times it when PTDC_TIME_GEMM is set. */\n"
                "#define rt_matmul(...) cg_matmul(__VA_ARGS__)\n"
-               "#define rt_matmul_grad(...) cg_matmul_grad(__VA_ARGS__)\n");
+               "#define rt_matmul_grad(...) cg_matmul_grad(__VA_ARGS__)\n"
+               "#define rt_matmul_batch(...) cg_matmul_batch(__VA_ARGS__)\n"
+               "#define rt_matmul_grad_batch(...) cg_matmul_grad_batch(__VA_ARGS__)\n");
     fprintf(h, "\n#endif\n");
 }
 

@@ -228,6 +228,33 @@ void (cg_matmul_grad)(rt_grad *c, const rt_act *a, const rt_act *b, int64_t M, i
     gemm_flops += 2.0 * (double)M * (double)N * (double)K;
 }
 
+void (cg_matmul_batch)(int count, rt_act *const c[], const rt_act *const a[], const rt_act *const b[],
+                       int64_t M, int64_t N, int64_t K, bool ta, bool tb, bool accumulate)
+{
+    if (!time_gemm) {
+        (rt_matmul_batch)(count, c, a, b, M, N, K, ta, tb, accumulate);
+        return;
+    }
+    double t0 = rt_time();
+    (rt_matmul_batch)(count, c, a, b, M, N, K, ta, tb, accumulate);
+    gemm_s += rt_time() - t0;
+    gemm_flops += 2.0 * count * (double)M * (double)N * (double)K;
+}
+
+void (cg_matmul_grad_batch)(int count, rt_grad *const c[], const rt_act *const a[],
+                            const rt_act *const b[], int64_t M, int64_t N, int64_t K, bool ta, bool tb,
+                            bool accumulate)
+{
+    if (!time_gemm) {
+        (rt_matmul_grad_batch)(count, c, a, b, M, N, K, ta, tb, accumulate);
+        return;
+    }
+    double t0 = rt_time();
+    (rt_matmul_grad_batch)(count, c, a, b, M, N, K, ta, tb, accumulate);
+    gemm_s += rt_time() - t0;
+    gemm_flops += 2.0 * count * (double)M * (double)N * (double)K;
+}
+
 static size_t round_up(size_t n) { return (n + 255) / 256 * 256; }
 
 static const char *mib(double bytes)

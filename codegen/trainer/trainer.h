@@ -96,6 +96,12 @@ void cg_matmul(rt_act *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N
                bool ta, bool tb, bool accumulate);
 void cg_matmul_grad(rt_grad *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N, int64_t K,
                     bool ta, bool tb, bool accumulate);
+/* rt_matmul_batch / rt_matmul_grad_batch, likewise (one timing per call). */
+void cg_matmul_batch(int count, rt_act *const c[], const rt_act *const a[], const rt_act *const b[],
+                     int64_t M, int64_t N, int64_t K, bool ta, bool tb, bool accumulate);
+void cg_matmul_grad_batch(int count, rt_grad *const c[], const rt_act *const a[],
+                          const rt_act *const b[], int64_t M, int64_t N, int64_t K, bool ta, bool tb,
+                          bool accumulate);
 
 /* This op's backward has made its last contribution to the gradient g (a
  * parameter's accumulator). After the last micro-batch of every chunk
@@ -142,7 +148,8 @@ void cg_load(int32_t *dst, int which, int mb, int64_t b0, int64_t nb, int64_t s0
     X(rt_adamw) X(rt_allreduce) X(rt_reduce_scatter) X(rt_allgather) X(rt_alltoall)           \
     X(rt_allgather_dim) X(rt_reduce_scatter_dim) X(rt_alltoall_dim) X(rt_slice_dim)           \
     X(cg_recv) X(cg_wait) X(cg_load) X(cg_matmul_grad) X(rt_reduce_rows_grad)                 \
-    X(rt_grad_add) X(rt_grad_sum) X(cg_grad_ready) X(rt_wait) X(cg_issue)
+    X(rt_grad_add) X(rt_grad_sum) X(cg_grad_ready) X(rt_wait) X(cg_issue)                     \
+    X(cg_matmul_batch) X(cg_matmul_grad_batch)
 enum {
 #define CG_PF_ENUM(f) CG_PF_##f,
     CG_PROFILED(CG_PF_ENUM)
@@ -201,6 +208,8 @@ void cg_prof_add(int call, double t0);
 #define cg_wait(...) CG_PROF(CG_PF_cg_wait, cg_wait(__VA_ARGS__))
 #define cg_load(...) CG_PROF(CG_PF_cg_load, cg_load(__VA_ARGS__))
 #define cg_matmul_grad(...) CG_PROF(CG_PF_cg_matmul_grad, cg_matmul_grad(__VA_ARGS__))
+#define cg_matmul_batch(...) CG_PROF(CG_PF_cg_matmul_batch, cg_matmul_batch(__VA_ARGS__))
+#define cg_matmul_grad_batch(...) CG_PROF(CG_PF_cg_matmul_grad_batch, cg_matmul_grad_batch(__VA_ARGS__))
 #define rt_reduce_rows_grad(...) CG_PROF(CG_PF_rt_reduce_rows_grad, rt_reduce_rows_grad(__VA_ARGS__))
 #define rt_grad_add(...) CG_PROF(CG_PF_rt_grad_add, rt_grad_add(__VA_ARGS__))
 #define rt_grad_sum(...) CG_PROF(CG_PF_rt_grad_sum, rt_grad_sum(__VA_ARGS__))

@@ -370,6 +370,9 @@ typedef struct PassStack {
     bool add_norm_unfused;        /* the residual add and the norm reading its sum run as two
                                      kernels (ptdc: one, rt_add_rmsnorm_fwd or
                                      rt_add_layernorm_fwd, one read of the sum fewer) */
+    bool gemm_unbatched;          /* sibling GEMMs (q, k, v; gate, up) run as separate calls
+                                     (ptdc: one batched call, pass_gemm_batch; Megatron: one
+                                     GEMM over the concatenated weights) */
     bool swiglu_unfused;          /* SwiGLU as eager framework ops, silu(gate) * up: autograd
                                      also saves silu(gate), and its kernels move 5 + 9
                                      elements per output where the fused ones move 3 + 5 */
@@ -447,6 +450,10 @@ typedef struct PassCostCtx {
     const PassCluster *cl;
     PassAttention attention;
     PassStack st;
+    /* The strategy of every node of the plan being priced, or NULL: which
+     * GEMMs run batched (pass_gemm_batch) then follows from the graph alone,
+     * the most the layouts allow (the ILP's per-node costs: a lower bound). */
+    const PassStrategy *plan;
 } PassCostCtx;
 
 /* Bytes of one element of dtype t as the modelled backend stores it:
@@ -488,6 +495,15 @@ bool pass_add_norm_pair(const IrGraph *g, const IrNode *n);
  * not (a residual added replicated, the norm reading a sequence slice), the
  * norm runs alone; the ILP prices each node alone and keeps the pair fused. */
 bool pass_add_norm_fused(const IrGraph *g, const IrNode *n, const PassStrategy *strategy);
+/* Forward GEMMs that ptdc's programs run as one rt_matmul_batch (q, k, v;
+ * gate and up; their weight gradients likewise): n's group in node order,
+ * n included, written to out (PASS_GEMM_BATCH_MAX entries; NULL: count
+ * only); 1 for n alone or not such a GEMM. _siblings from the graph alone,
+ * _batch under a plan's strategies (one per node): members whose weights,
+ * outputs and input are laid out alike (passes/cost/gemm_batch.c). */
+#define PASS_GEMM_BATCH_MAX 4 /* runtime/rt.h: RT_MATMUL_BATCH_MAX */
+int pass_gemm_siblings(const IrGraph *g, const IrNode *n, int *out);
+int pass_gemm_batch(const IrGraph *g, const IrNode *n, const PassStrategy *strategy, int *out);
 /* The forward seconds recomputing n under r costs: fwd_s, less the fusion
  * saving unless the add before it, in its piece, is recomputed with it. */
 double pass_rec_fwd_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PassRecompute r,

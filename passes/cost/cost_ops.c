@@ -63,17 +63,25 @@ static void kcall(const OpArgs *a, PassNodeCost *o, bool bwd, PassKernel k, doub
         o->bytes_fwd += b, o->fwd_s += t;
 }
 
-static void gemm(const OpArgs *a, double M, double N, double K, double batch, bool bwd,
-                 PassNodeCost *o)
+/* batch GEMMs of one shape; `calls`: run as one call with that many others
+ * of the shape (pass_gemm_batch), this GEMM's share of the call. */
+static void gemm_share(const OpArgs *a, double M, double N, double K, double batch, int calls,
+                       bool bwd, PassNodeCost *o)
 {
     double f = 2 * M * N * K * batch, b = eb(a) * (M * K + K * N + M * N) * batch;
-    double t = pass_gemm_time(gpu(a), M, N, K, batch);
+    double t = pass_gemm_time(gpu(a), M, N, K, batch * calls) / calls;
     o->gemm_s += t;
     if (bwd) {
         o->flops_bwd += f, o->bytes_bwd += b, o->bwd_s += t;
     } else {
         o->flops_fwd += f, o->bytes_fwd += b, o->fwd_s += t;
     }
+}
+
+static void gemm(const OpArgs *a, double M, double N, double K, double batch, bool bwd,
+                 PassNodeCost *o)
+{
+    gemm_share(a, M, N, K, batch, 1, bwd, o);
 }
 
 /* ------------------------------------------------------------ operators */
@@ -92,11 +100,16 @@ static void pass_opcost_MATMUL(const OpArgs *a, PassNodeCost *o)
     for (int i = 0; i < n->attr.ncontract; i++)
         K *= (double)a->local[n->attr.contract[i]];
     double M = lnumel(a, n->in[0]) / K, N = lnumel(a, n->in[1]) / K;
-    gemm(a, M, N, K, 1, false, o);
+    /* The forward GEMM and the weight's gradient run batched with their
+     * siblings'; dA accumulates into one sum, call after call. */
+    int calls = a->c->st.gemm_unbatched ? 1
+                : a->c->plan        ? pass_gemm_batch(a->g, n, a->c->plan, NULL)
+                                    : pass_gemm_siblings(a->g, n, NULL);
+    gemm_share(a, M, N, K, 1, calls, false, o);
     if (needs_grad(a, n->in[0]))
         gemm(a, M, K, N, 1, true, o); /* dA = dC B^T */
     if (needs_grad(a, n->in[1]))
-        gemm(a, K, N, M, 1, true, o); /* dB = A^T dC */
+        gemm_share(a, K, N, M, 1, calls, true, o); /* dB = A^T dC */
 }
 
 /* Norms. ptdc's kernels read x and write y in one pass (rstd per row);

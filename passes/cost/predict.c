@@ -362,6 +362,7 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
     /* The plan says which attention kernel runs. */
     PassCostCtx cc = *ctx;
     cc.attention = plan->attention;
+    cc.plan = plan->strategy; /* which GEMMs its programs batch */
     const PassCostCtx *c = &cc;
     const PassCostConsts *K = &pass_cost_consts;
     const PassGpu *gpu = &c->cl->gpu;

@@ -59,6 +59,9 @@ static const PassStack presets[] = {
          * fused_bias_dropout.py), its own kernel; the next layer's norm
          * (TE's LayerNormLinear) reads the sum again. */
         .add_norm_unfused = true,
+        /* linear_qkv and linear_fc1 (gated: gate and up) are one GEMM each
+         * over the concatenated weights: priced as ptdc's batched call, the
+         * same tiles in one launch (gemm_unbatched stays no). */
         /* megatron/core/tensor_parallel/cross_entropy.py upcasts the
          * vocabulary-parallel logits to fp32 and keeps its softmax. */
         .loss_fp32 = true,
@@ -99,6 +102,9 @@ static const PassStack presets[] = {
          * (and the residual add before it as its own op). */
         .norm_unfused = true,
         .add_norm_unfused = true,
+        /* torchtitan's Attention has separate wq, wk, wv Linears and its
+         * FeedForward w1 and w3: five GEMMs where ptdc batches two calls. */
+        .gemm_unbatched = true,
         /* and its FeedForward computes w2(F.silu(w1(x)) * w3(x)): autograd
          * keeps silu's output beside both projections. */
         .swiglu_unfused = true,
@@ -203,6 +209,8 @@ static const struct SKey {
     {"norm_unfused", S_BOOL, F(norm_unfused), 0, 0, 0, NULL, 0, "norms as eager framework ops"},
     {"add_norm_unfused", S_BOOL, F(add_norm_unfused), 0, 0, 0, NULL, 0,
      "the residual add and the norm after it as two kernels"},
+    {"gemm_unbatched", S_BOOL, F(gemm_unbatched), 0, 0, 0, NULL, 0,
+     "q, k, v (gate, up) as separate GEMMs"},
     {"swiglu_unfused", S_BOOL, F(swiglu_unfused), 0, 0, 0, NULL, 0,
      "SwiGLU as eager framework ops (silu, then a product)"},
     {"loss_fp32", S_BOOL, F(loss_fp32), 0, 0, 0, NULL, 0, "the loss upcasts logits to fp32"},

@@ -58,11 +58,13 @@ static void piece_costs(Src *s, const SrcGroup *G, SrcVariant *V, const int64_t 
 {
     const IrGraph *g = s->g;
     memset(P, 0, sizeof *P);
+    PassCostCtx cc = *s->c;
+    cc.plan = V->strat; /* the GEMMs these layouts batch, as pass_predict prices them */
     for (int n = g->pieces[p].first; n < g->pieces[p].first + g->pieces[p].count; n++) {
         const IrNode *nd = &g->nodes[n];
         const PassStrategy *st = &V->strat[n];
         PassNodeCost nc;
-        pass_cost_node(s->c, g, nd, &G->mesh, st, ds, &nc);
+        pass_cost_node(&cc, g, nd, &G->mesh, st, ds, &nc);
         if (nc.fused_s != 0 && !pass_add_norm_fused(g, nd, V->strat))
             nc.fwd_s -= nc.fused_s, nc.fused_s = 0; /* the layouts keep the norm alone */
         P->fwd += nc.fwd_s;

@@ -46,6 +46,24 @@ fused() { # program dir
     fuse_n=$((${fuse_n:-0} + $(grep -c 'rt_add_[a-z]*norm_fwd(' "$1"/model.c || true)))
 }
 
+# Sibling GEMMs (q, k, v of one input; gate and up) run as one
+# rt_matmul_batch, their weight gradients as one rt_matmul_grad_batch
+# (pass_gemm_batch; the cost model prices them so): fail on two GEMMs of one
+# function with the same A operand and shape left as separate calls (forward:
+# rt_matmul without accumulation; weight gradients: rt_matmul_grad).
+batched() { # program dir
+    awk '
+        /^(static )?void / { delete seen }
+        /^[ \t]*rt_matmul(_grad)?\(/ { s = $0; sub(/^[ \t]*/, "", s); fn = s; sub(/\(.*/, "", fn)
+                              sub(/^[a-z_]*\(/, "", s); sub(/\);.*/, "", s); split(s, a, ", *")
+                              if (fn == "rt_matmul" && a[9] != "false") next
+                              key = fn " " a[2] " " a[4] " " a[5] " " a[6] " " a[7] " " a[8]
+                              if (key in seen) { print FILENAME ": " seen[key]; print FILENAME ": " $0; bad = 1 }
+                              seen[key] = $0 }
+        END { exit bad }' "$1"/model.c || { echo "equiv: sibling GEMMs left unbatched"; return 1; }
+    batch_n=$((${batch_n:-0} + $(grep -c 'rt_matmul_batch(' "$1"/model.c || true)))
+}
+
 case $cmd in
 setup)
     mkdir -p "$work"
@@ -54,8 +72,10 @@ setup)
         "$bin/cg_gen" "$model" "$l" "$work/$l" ${CG_SETS:-}
         make -s -C "$work/$l" train
         fused "$work/$l"
+        batched "$work/$l"
     done
     [ "${fuse_n:-0}" -gt 0 ] || { echo "equiv: no residual add fused into a norm in $model's programs"; exit 1; }
+    [ "${batch_n:-0}" -gt 0 ] || { echo "equiv: no sibling GEMMs batched in $model's programs"; exit 1; }
     run 1rank
     ;;
 check)

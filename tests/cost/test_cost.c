@@ -623,6 +623,119 @@ static void test_add_norm_layouts(const char *models)
     ir_arena_free(a);
 }
 
+/* Sibling GEMMs (pass_gemm_batch): in each LLaMA-2 13B layer q, k and v
+ * (one batch of three) and gate and up (two); under grouped-query attention
+ * k and v only, q alone. A member's forward GEMM and its weight gradient
+ * cost its share of the batched call (pass_gemm_time with batch = the
+ * group's size, divided by it), dA and the other GEMMs what they cost
+ * alone, which gemm_unbatched prices everywhere. On a device of one unit
+ * without a per-call overhead (how `ptdc calibrate` describes a CPU rank)
+ * the share is the GEMM alone: its calls run one after the other. */
+static void check_gemm_batch_kv(const IrGraph *g, int tp, PassCluster *cl, const PassPlan *p,
+                                const int64_t *dim, int kv_heads)
+{
+    int groups[PASS_GEMM_BATCH_MAX + 1] = {0};
+    PassCluster cpu = *cl;
+    cpu.gpu.sms = 1, cpu.gpu.gemm_tile_m = cpu.gpu.gemm_tile_n = 1, cpu.gpu.gemm_overhead_s = 0;
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *nd = &g->nodes[i];
+        if (nd->op != IR_OP_MATMUL)
+            continue;
+        int ids[PASS_GEMM_BATCH_MAX];
+        int k = pass_gemm_batch(g, nd, p->strategy, ids);
+        CHECK(k == pass_gemm_siblings(g, nd, NULL)); /* Megatron's layouts split them alike */
+        if (ids[0] == i)
+            groups[k]++;
+        PassCostCtx b = {.cl = cl, .plan = p->strategy}, u = {.cl = cl};
+        u.st.gemm_unbatched = true;
+        PassNodeCost cb, cu;
+        pass_cost_node(&b, g, nd, &p->mesh, &p->strategy[i], dim, &cb);
+        pass_cost_node(&u, g, nd, &p->mesh, &p->strategy[i], dim, &cu);
+        CHECK(cb.flops_fwd == cu.flops_fwd && cb.bytes_bwd == cu.bytes_bwd);
+        if (k == 1) {
+            CHECK(cb.fwd_s == cu.fwd_s && cb.bwd_s == cu.bwd_s);
+            continue;
+        }
+        /* Only q, k, v, gate and up (column-parallel: N split) batch. */
+        const IrTensor *w = &g->tensors[nd->in[1]];
+        double M = 2048, K = 5120, N = 1;
+        for (int d = 0; d < w->rank; d++)
+            N *= (double)g->dims[w->dim[d]].size;
+        N = N / K / tp;
+        CHECK(N == 13824.0 / tp || N == 5120.0 / tp || N == 128.0 * kv_heads / tp);
+        const PassGpu *d = &cl->gpu;
+        double f1 = pass_gemm_time(d, M, N, K, 1), fk = pass_gemm_time(d, M, N, K, k) / k;
+        double w1 = pass_gemm_time(d, K, N, M, 1), wk = pass_gemm_time(d, K, N, M, k) / k;
+        CHECK(NEAR(cb.fwd_s - cu.fwd_s, fk - f1, 1e-9) && fk <= f1);
+        CHECK(NEAR(cb.bwd_s - cu.bwd_s, wk - w1, 1e-9) && wk <= w1);
+        CHECK(NEAR(cb.gemm_s - cu.gemm_s, fk - f1 + wk - w1, 1e-9));
+        PassCostCtx bc = {.cl = &cpu, .plan = p->strategy}, uc = {.cl = &cpu};
+        uc.st.gemm_unbatched = true;
+        pass_cost_node(&bc, g, nd, &p->mesh, &p->strategy[i], dim, &cb);
+        pass_cost_node(&uc, g, nd, &p->mesh, &p->strategy[i], dim, &cu);
+        CHECK(NEAR(cb.fwd_s, cu.fwd_s, 1e-12) && NEAR(cb.bwd_s, cu.bwd_s, 1e-12));
+    }
+    if (kv_heads == 40)
+        CHECK(groups[3] == 40 && groups[2] == 40 && groups[4] == 0);
+    else
+        CHECK(groups[3] == 0 && groups[2] == 80 && groups[4] == 0);
+}
+
+static void check_gemm_batch(const IrGraph *g, int tp, PassCluster *cl, const PassPlan *p, const int64_t *dim)
+{
+    check_gemm_batch_kv(g, tp, cl, p, dim, 40);
+}
+
+/* Batched only where the layouts let it: a k projection replicated over
+ * the tensor-parallel axis (its split dropped) has twice q's and v's local
+ * N, so q and v batch without it. */
+static void test_gemm_batch_layouts(const char *models)
+{
+    IrArena *a = ir_arena_new();
+    IrGraph *g = llama(a, models, "seq=2048,vocab=32000", 2048);
+    MegaLayout L = {.tp = 2, .pp = 1, .dp = 32, .micro_batch = 1, .global_batch = 2048};
+    PassPlan p;
+    mega_plan(g, &L, &p);
+    PassStrategy *st = malloc(sizeof *st * (size_t)g->nnodes);
+    int layers = 0;
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *n = &g->nodes[i];
+        int ids[PASS_GEMM_BATCH_MAX];
+        if (pass_gemm_batch(g, n, p.strategy, ids) != 3 || ids[0] != i)
+            continue;
+        memcpy(st, p.strategy, sizeof *st * (size_t)g->nnodes);
+        st[ids[1]].dim[1] = -1; /* k replicated over the tensor-parallel axis */
+        int two[PASS_GEMM_BATCH_MAX];
+        CHECK(pass_gemm_batch(g, n, st, two) == 2 && two[0] == ids[0] && two[1] == ids[2]);
+        CHECK(pass_gemm_batch(g, &g->nodes[ids[1]], st, NULL) == 1);
+        CHECK(pass_gemm_siblings(g, &g->nodes[ids[1]], NULL) == 3);
+        layers++;
+    }
+    CHECK(layers == 40);
+    free(st);
+    mega_plan_free(&p);
+    ir_graph_free(g);
+    ir_arena_free(a);
+}
+
+/* Grouped-query attention (8 kv heads of LLaMA-2 13B's 40): k and v batch, q not. */
+static void test_gemm_batch_gqa(const char *models, int tp)
+{
+    IrArena *a = ir_arena_new();
+    IrGraph *g = llama(a, models, "seq=2048,vocab=32000,n_kv_heads=8", 2048);
+    PassCluster cl = {.ngpus = 64, .gpus_per_node = 8};
+    pass_gpu_preset("a100-80gb", &cl.gpu);
+    MegaLayout L = {.tp = tp, .pp = 1, .dp = 64 / tp, .micro_batch = 1, .global_batch = 2048};
+    PassPlan p;
+    mega_plan(g, &L, &p);
+    int64_t dim[64];
+    ir_dim_sizes(g, p.mb_seqs, dim);
+    check_gemm_batch_kv(g, tp, &cl, &p, dim, 8);
+    mega_plan_free(&p);
+    ir_graph_free(g);
+    ir_arena_free(a);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -640,6 +753,10 @@ int main(int argc, char **argv)
     on_13b_plans(argv[1], check_add_norm);
     on_13b_plan(argv[1], 1, 2, check_add_norm_cut);
     test_add_norm_layouts(argv[1]);
+    on_13b_plans(argv[1], check_gemm_batch);
+    test_gemm_batch_layouts(argv[1]);
+    test_gemm_batch_gqa(argv[1], 1);
+    test_gemm_batch_gqa(argv[1], 2);
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
     return failures != 0;

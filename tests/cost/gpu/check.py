@@ -27,7 +27,10 @@ them with rt_add calls, which --stack-set grad_sum_in_kernel=no prices (left
 out, the check had drifted to 7.1% / 2.9% median error, the model
 describing faster programs than those that ran); and the residual add fused
 into the RMSNorm after it (rt_add_rmsnorm_fwd): they ran rt_add then
-rt_rmsnorm_fwd, which --stack-set add_norm_unfused=yes prices."""
+rt_rmsnorm_fwd, which --stack-set add_norm_unfused=yes prices; and the
+sibling GEMMs batched (rt_matmul_batch: q, k, v; gate, up; their weight
+gradients): they ran one rt_matmul each, which --stack-set gemm_unbatched=yes
+prices."""
 import json
 import os
 import statistics
@@ -43,7 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL = ["MODEL", "--set", "n_layers=22", "--set", "d_model=2048", "--set", "n_heads=32",
          "--set", "d_ff=5632", "--set", "seq=2048", "--gpus", "1", "--global-batch", "32",
          "--stack-set", "grad_in_place=no", "--stack-set", "add_norm_unfused=yes",
-         "--stack-set", "grad_sum_in_kernel=no"]
+         "--stack-set", "grad_sum_in_kernel=no", "--stack-set", "gemm_unbatched=yes"]
 
 
 FUSED, UNFUSED = "swiglu(matmul(h, w_gate), matmul(h, w_up))", "silu(matmul(h, w_gate)) * matmul(h, w_up)"
