@@ -30,6 +30,8 @@ typedef enum { CG_ACT, CG_F32, CG_I32, CG_NTYPES } CgType; /* rt_act, float, int
  * gradients): fp32 on every target (rt.h's rt_grad, reduced as RT_F32).
  * Codegen decides it here only; the memory plan follows. */
 #define CG_GRAD CG_F32
+/* Groups of pipeline ranks sharing a parameter (tied embeddings: one). */
+#define CG_MAX_TIED 32
 /* "sizeof(rt_act)", "sizeof(float)" or "sizeof(int32_t)". */
 const char *cg_sizeof(CgType t);
 
@@ -93,7 +95,7 @@ typedef struct CgParamPlan {
     int64_t shard;       /* elements per flat shard (numel padded to a multiple of the group) */
     int64_t padded;      /* shard * group size (numel when not sharded) */
     int group;           /* ranks in the pmask group */
-    uint16_t ppmask;     /* pipeline ranks holding it (bit per pp rank) */
+    uint64_t ppmask;     /* pipeline ranks holding it (bit per pp rank, PASS_MAX_PP) */
     int primary;         /* the first of them */
     int tied;            /* tied group index (several pp ranks), else -1 */
     int hf_split;        /* HF view: dims [0, hf_split) are its first dim (2-D), 0: 1-D */
@@ -164,7 +166,7 @@ typedef struct Cg {
     CgParamPlan *params;
     int *param_index;                 /* [ntensors] index into params or -1 */
     int ntied;
-    uint16_t tied_mask[32];
+    uint64_t tied_mask[CG_MAX_TIED];
     /* loss */
     int loss_stage;
     uint8_t loss_count_mask;          /* axes along which the loss is replicated */

@@ -91,9 +91,11 @@ static bool check_plan(Cg *c)
     const IrGraph *g = c->g;
     const PassPlan *p = c->p;
     bool ok = true;
-    if (p->pp < 1 || p->v < 1 || p->nstages != p->pp * p->v || p->pp > 16 || p->v > 16) {
+    if (p->pp < 1 || p->v < 1 || p->nstages != p->pp * p->v || p->pp > PASS_MAX_PP ||
+        p->v > PASS_MAX_CHUNKS || p->nstages > PASS_MAX_STAGES) {
         ir_error(IR_NOLOC, "codegen: plan has %d pipeline ranks x %d chunks but %d stages (at most "
-                 "16 of each)", p->pp, p->v, p->nstages);
+                 "%d pipeline ranks, %d chunks each, %d stages)", p->pp, p->v, p->nstages, PASS_MAX_PP,
+                 PASS_MAX_CHUNKS, PASS_MAX_STAGES);
         return false;
     }
     if (p->v > 1 && (p->schedule != PASS_SCHED_INTERLEAVED || p->num_micro % p->pp != 0)) {
@@ -344,7 +346,7 @@ static void analyse_params(Cg *c)
                 if (first)
                     pp->store = cg_need(c, n, k);
                 first = false;
-                pp->ppmask |= (uint16_t)(1u << cg_stage_pp(c, c->node_stage[i]));
+                pp->ppmask |= (uint64_t)1 << cg_stage_pp(c, c->node_stage[i]);
             }
         }
         if (first)
@@ -374,10 +376,12 @@ static void analyse_params(Cg *c)
                 pp->primary = r;
                 break;
             }
-        if (__builtin_popcount(pp->ppmask) > 1) {
+        if (__builtin_popcountll(pp->ppmask) > 1) {
             int k = 0;
             while (k < c->ntied && c->tied_mask[k] != pp->ppmask)
                 k++;
+            if (k == CG_MAX_TIED)
+                ir_die("codegen: more than %d groups of pipeline ranks share parameters", CG_MAX_TIED);
             if (k == c->ntied)
                 c->tied_mask[c->ntied++] = pp->ppmask;
             pp->tied = k;

@@ -782,9 +782,9 @@ bool cg_print_model(Cg *c, FILE *h, FILE *f)
     fprintf(f, "const CgRank cg_ranks[CG_PP] = {\n");
     for (int rk = 0; rk < p->pp; rk++)
         print_rank_entry(&o, &c->ranks[rk]);
-    fprintf(f, "};\n\nconst int cg_tied_mask[] = {");
+    fprintf(f, "};\n\nconst unsigned long long cg_tied_mask[] = {");
     for (int i = 0; i < c->ntied; i++)
-        fprintf(f, "%s%d", i ? ", " : "", c->tied_mask[i]);
+        fprintf(f, "%s%#llxull", i ? ", " : "", (unsigned long long)c->tied_mask[i]);
     fprintf(f, "%s};\n", c->ntied ? "" : "0");
     /* Free what the builders kept on the heap. */
     for (int rk = 0; rk < p->pp; rk++)

@@ -78,7 +78,7 @@ typedef struct CgRank {
 } CgRank;
 
 extern const CgRank cg_ranks[CG_PP];
-extern const int cg_tied_mask[];        /* pipeline ranks of each tied group (bit per rank) */
+extern const unsigned long long cg_tied_mask[]; /* pipeline ranks of each tied group (bit per rank) */
 
 /* ------------------------------------------ what generated code calls */
 extern RtComm *g_comm[4];      /* g_comm[m]: the ranks of this stage differing only along the

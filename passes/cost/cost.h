@@ -52,6 +52,11 @@ typedef struct PassPlan {
  * interleaved 1F1B (v chunks per rank). Codegen executes it, the cost model
  * and the planner count the activations it keeps alive. */
 #define PASS_MAX_CHUNKS 16
+/* Codegen's limits on a pipeline: a parameter's pipeline ranks are one
+ * 64-bit mask, and its message tags (stage x 128) stay inside the 32767 MPI
+ * guarantees. The search keeps to them. */
+#define PASS_MAX_PP 64
+#define PASS_MAX_STAGES 256
 
 typedef struct PassSchedOp {
     int bwd;                      /* 0: forward, 1: backward */

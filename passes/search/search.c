@@ -100,7 +100,8 @@ static void add_cand(Src *s, SrcGroup *G, int pp, int v, int rc, int zero)
 static bool v_ok(const Src *s, int pp, int v, int m)
 {
     /* Codegen's schedules hold at most PASS_MAX_CHUNKS chunks per rank. */
-    return s->rep0 >= 0 && pp >= 2 && v >= 2 && v <= PASS_MAX_CHUNKS && s->rep_count % (pp * v) == 0 &&
+    return s->rep0 >= 0 && pp >= 2 && v >= 2 && v <= PASS_MAX_CHUNKS && pp * v <= PASS_MAX_STAGES &&
+           s->rep_count % (pp * v) == 0 &&
            m % pp == 0 && m >= pp;
 }
 
@@ -175,6 +176,7 @@ static void enumerate(Src *s)
     const PassSearchFilter *f = &s->o->filter;
     int cap = 0, N = s->gpus, gpn = s->gpn;
     int ppmax = s->npieces < N ? s->npieces : N;
+    ppmax = ppmax < PASS_MAX_PP ? ppmax : PASS_MAX_PP; /* codegen's limit */
     for (int pp = 1; pp <= ppmax; pp++) {
         if ((pin->pp && pp != pin->pp) || pp <= f->pp_above)
             continue;

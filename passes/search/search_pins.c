@@ -95,6 +95,12 @@ bool src_check_pins(Src *s)
                      "them (%s)", pp, g->name, pieces_str(g, buf, sizeof buf));
         return false;
     }
+    if (pp > PASS_MAX_PP || v > PASS_MAX_CHUNKS || pp * v > PASS_MAX_STAGES) {
+        ir_error(IR_NOLOC, "--pp %d --virtual-stages %d: ptdc's programs run at most %d pipeline "
+                 "stages of at most %d model chunks each, %d chunks in all", pp, v, PASS_MAX_PP,
+                 PASS_MAX_CHUNKS, PASS_MAX_STAGES);
+        return false;
+    }
     if (pp > N) {
         ir_error(IR_NOLOC, "--pp %d needs more GPUs than the %d given", pp, N);
         return false;
