@@ -59,7 +59,7 @@ typedef struct Low {
     VEC(struct Pend) pend; /* weight-gradient GEMMs waiting for their batch */
 } Low;
 
-/* A weight-gradient GEMM lowered but not yet issued (lower_dw_batch). */
+/* A weight-gradient GEMM lowered but not yet issued (dw_batch). */
 typedef struct Pend {
     const IrNode *b;
     CgArgs a;

@@ -63,8 +63,9 @@ static void kcall(const OpArgs *a, PassNodeCost *o, bool bwd, PassKernel k, doub
         o->bytes_fwd += b, o->fwd_s += t;
 }
 
-/* batch GEMMs of one shape; `calls`: run as one call with that many others
- * of the shape (pass_gemm_batch), this GEMM's share of the call. */
+/* batch GEMMs of one shape, issued in one call with their siblings'
+ * (pass_gemm_batch): `calls` such groups in the call, of which this is one
+ * share (the waves hold every group's tiles; one per-call overhead). */
 static void gemm_share(const OpArgs *a, double M, double N, double K, double batch, int calls,
                        bool bwd, PassNodeCost *o)
 {
