@@ -13,16 +13,8 @@ case "${1:-}" in
 --*|'') ;;
 *) build=$1; shift ;;
 esac
-if ! command -v nvidia-smi >/dev/null 2>&1; then
-    echo "SKIPPED: no nvidia-smi (no NVIDIA driver on this machine)"; exit 77
-fi
-if ! smi=$(nvidia-smi -L 2>&1); then
-    echo "SKIPPED: nvidia-smi fails: $(echo "$smi" | head -n 1)"; exit 77
-fi
-[ -f "$build/CMakeCache.txt" ] || cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null || exit 1
-cmake --build "$build" --target ptdc_attn_bench -j "$(nproc 2>/dev/null || echo 2)" >/dev/null || {
-    echo "FAILED: could not build ptdc_attn_bench in $build"; exit 1; }
-echo "$smi" | head -n 1
+. bench/gpu/gpu_build.sh
+gpu_build "$build" ptdc_attn_bench
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpirun --oversubscribe -n 1 "$build/bench/gpu/ptdc_attn_bench" "$@" || exit 1
 echo "-- PTDC_ATTENTION_DETERMINISTIC=1 (two-kernel backward):"

@@ -15,6 +15,7 @@
  * is the datasheet dense bf16 rate of the device found (A100 312, H100 PCIe
  * 756, H100 SXM / H200 989 TFLOP/s), or PTDC_PEAK_TFLOPS when set. Times
  * are wall time between synchronisations (rt_time) over several calls. */
+#include "bench_gpu.h"
 #include "rt.h"
 
 #include <cuda_runtime.h>
@@ -53,22 +54,6 @@ struct Shape {
     bool causal;
 };
 
-/* Seconds per call: a warm-up call, then enough calls for ~0.3 s. */
-template <class F>
-static double time_calls(F call, bool smoke)
-{
-    call();
-    if (smoke) return 0;
-    double t0 = rt_time();
-    call();
-    double one = rt_time() - t0;
-    int n = one > 0 ? (int)(0.3 / one) : 100;
-    n = n < 3 ? 3 : n > 100 ? 100 : n;
-    t0 = rt_time();
-    for (int i = 0; i < n; i++) call();
-    return (rt_time() - t0) / n;
-}
-
 static void run(const Shape &s, double peak, bool smoke)
 {
     const int64_t nq = s.B * s.S * s.H * s.D, nl = s.B * s.S * s.H;
@@ -85,9 +70,9 @@ static void run(const Shape &s, double peak, bool smoke)
     float *lse = (float *)rt_alloc((size_t)nl * 4);
     rt_act_from_f32(q, h.data(), nq), rt_act_from_f32(k, h.data(), nq), rt_act_from_f32(v, h.data(), nq);
     rt_act_from_f32(dout, h.data(), nq);
-    double tf = time_calls([&] { rt_attention_fwd(o, lse, q, k, v, s.B, s.S, s.H, s.H, s.D, s.causal, 0); }, smoke);
-    double tb = time_calls(
-        [&] { rt_attention_bwd(dq, dk, dv, q, k, v, o, lse, dout, s.B, s.S, s.H, s.H, s.D, s.causal, 0); }, smoke);
+    double tf = bench_time_calls([&] { rt_attention_fwd(o, lse, q, k, v, s.B, s.S, s.H, s.H, s.D, s.causal, 0); }, smoke, 100);
+    double tb = bench_time_calls(
+        [&] { rt_attention_bwd(dq, dk, dv, q, k, v, o, lse, dout, s.B, s.S, s.H, s.H, s.D, s.causal, 0); }, smoke, 100);
     double f = 4.0 * (double)s.B * (double)s.H * (double)s.S * (double)s.S * (double)s.D * (s.causal ? 0.5 : 1.0);
     double ff = tf > 0 ? f / tf * 1e-12 : 0, fb = tb > 0 ? 2.5 * f / tb * 1e-12 : 0;
     printf("%4lld %6lld %5lld %5lld %-6s | %8.3f %8.1f %6.1f%% | %8.3f %8.1f %6.1f%%\n", (long long)s.D,

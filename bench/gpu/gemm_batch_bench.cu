@@ -12,6 +12,7 @@
  *
  * Run on a GPU node with bench/gpu/gemm.sh. Times are wall time between
  * synchronisations (rt_time) over enough calls for ~0.3 s. */
+#include "bench_gpu.h"
 #include "rt.h"
 
 #include <cuda_runtime.h>
@@ -28,21 +29,6 @@ struct Shape {
     int count;
     bool grad; /* a weight gradient: A transposed ([K, M] activations), fp32 C accumulated */
 };
-
-template <class F>
-static double time_calls(F call, bool smoke)
-{
-    call();
-    if (smoke) return 0;
-    double t0 = rt_time();
-    call();
-    double one = rt_time() - t0;
-    int n = one > 0 ? (int)(0.3 / one) : 100;
-    n = n < 3 ? 3 : n > 200 ? 200 : n;
-    t0 = rt_time();
-    for (int i = 0; i < n; i++) call();
-    return (rt_time() - t0) / n;
-}
 
 static void fill(rt_act *p, int64_t n, uint64_t seed)
 {
@@ -87,20 +73,20 @@ static bool run(const Shape &s, bool smoke)
      * A the layer input stored [K, M] (tokens x features) and B the output
      * gradient [K, N], as the generated backward calls it. */
     const bool ta = s.grad, acc = s.grad;
-    double t1 = time_calls([&] {
+    double t1 = bench_time_calls([&] {
         for (int i = 0; i < c; i++) {
             if (s.grad)
                 rt_matmul_grad((rt_grad *)c1[i], a, b[i], M, N, K, ta, false, acc);
             else
                 rt_matmul((rt_act *)c1[i], a, b[i], M, N, K, ta, false, acc);
         }
-    }, smoke);
-    double tb = time_calls([&] {
+    }, smoke, 200);
+    double tb = bench_time_calls([&] {
         if (s.grad)
             rt_matmul_grad_batch(c, (rt_grad *const *)cb, as, bs, M, N, K, ta, false, acc);
         else
             rt_matmul_batch(c, (rt_act *const *)cb, as, bs, M, N, K, ta, false, acc);
-    }, smoke);
+    }, smoke, 200);
     bool ok = true;
     if (smoke)
         for (int i = 0; i < c; i++) ok &= same(c1[i], cb[i], cs);
