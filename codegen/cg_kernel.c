@@ -167,12 +167,19 @@ static void vocab_shape(K *k, int logits, int64_t *vl, int *vd)
     *vl = k->local[*vd];
 }
 
-char *cg_kernel(Cg *c, const IrNode *n, const CgArgs *a)
+/* Node n on this rank: its forward node, strategy and local dim sizes. */
+static K k_of(Cg *c, const IrNode *n)
 {
     K k = {.c = c, .n = n, .f = n->fwd >= 0 ? &c->g->nodes[n->fwd] : n, .s = cg_strategy(c, n)};
     if (c->g->ndims > 64)
         ir_die("codegen: more than 64 dims");
     pass_local_sizes(c->g, n, &c->mesh, k.s, c->dim, k.local);
+    return k;
+}
+
+char *cg_kernel(Cg *c, const IrNode *n, const CgArgs *a)
+{
+    K k = k_of(c, n);
     int64_t rows, cols, vl;
     int vd;
     switch (n->op) {
@@ -291,11 +298,9 @@ char *cg_kernel_batch(Cg *c, const IrNode *const *n, const CgArgs *a, int count)
     Gemm m0 = {0};
     const char *cs = "", *as = "", *bs = "";
     for (int i = 0; i < count; i++) {
-        K k = {.c = c, .n = n[i], .f = n[i]->fwd >= 0 ? &c->g->nodes[n[i]->fwd] : n[i],
-               .s = cg_strategy(c, n[i])};
-        if (n[i]->op != IR_OP_MATMUL || c->g->ndims > 64)
+        if (n[i]->op != IR_OP_MATMUL)
             ir_die("codegen: node %d batched as a GEMM", n[i]->id);
-        pass_local_sizes(c->g, n[i], &c->mesh, k.s, c->dim, k.local);
+        K k = k_of(c, n[i]);
         Gemm m = gemm_of(&k);
         if (i == 0)
             m0 = m;

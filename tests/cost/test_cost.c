@@ -412,10 +412,11 @@ static void test_schedule(const char *models)
  * dimension sizes the node checks below cost. on_13b_plans: tp 1 and 2, pp 1. */
 typedef void PlanCheck(const IrGraph *g, int tp, PassCluster *cl, const PassPlan *p, const int64_t *dim);
 
-static void on_13b_plan(const char *models, int tp, int pp, PlanCheck *check)
+/* The same with size overrides `sets` ("seq=2048,vocab=32000" by default). */
+static void on_13b_plan_sets(const char *models, const char *sets, int tp, int pp, PlanCheck *check)
 {
     IrArena *a = ir_arena_new();
-    IrGraph *g = llama(a, models, "seq=2048,vocab=32000", 2048);
+    IrGraph *g = llama(a, models, sets, 2048);
     PassCluster cl = {.ngpus = 64, .gpus_per_node = 8};
     pass_gpu_preset("a100-80gb", &cl.gpu);
     MegaLayout L = {.tp = tp, .pp = pp, .dp = 64 / tp / pp, .micro_batch = 1, .global_batch = 2048};
@@ -427,6 +428,11 @@ static void on_13b_plan(const char *models, int tp, int pp, PlanCheck *check)
     mega_plan_free(&p);
     ir_graph_free(g);
     ir_arena_free(a);
+}
+
+static void on_13b_plan(const char *models, int tp, int pp, PlanCheck *check)
+{
+    on_13b_plan_sets(models, "seq=2048,vocab=32000", tp, pp, check);
 }
 
 static void on_13b_plans(const char *models, PlanCheck *check)
@@ -719,21 +725,10 @@ static void test_gemm_batch_layouts(const char *models)
 }
 
 /* Grouped-query attention (8 kv heads of LLaMA-2 13B's 40): k and v batch, q not. */
-static void test_gemm_batch_gqa(const char *models, int tp)
+static void check_gemm_batch_gqa(const IrGraph *g, int tp, PassCluster *cl, const PassPlan *p,
+                                 const int64_t *dim)
 {
-    IrArena *a = ir_arena_new();
-    IrGraph *g = llama(a, models, "seq=2048,vocab=32000,n_kv_heads=8", 2048);
-    PassCluster cl = {.ngpus = 64, .gpus_per_node = 8};
-    pass_gpu_preset("a100-80gb", &cl.gpu);
-    MegaLayout L = {.tp = tp, .pp = 1, .dp = 64 / tp, .micro_batch = 1, .global_batch = 2048};
-    PassPlan p;
-    mega_plan(g, &L, &p);
-    int64_t dim[64];
-    ir_dim_sizes(g, p.mb_seqs, dim);
-    check_gemm_batch_kv(g, tp, &cl, &p, dim, 8);
-    mega_plan_free(&p);
-    ir_graph_free(g);
-    ir_arena_free(a);
+    check_gemm_batch_kv(g, tp, cl, p, dim, 8);
 }
 
 int main(int argc, char **argv)
@@ -755,8 +750,8 @@ int main(int argc, char **argv)
     test_add_norm_layouts(argv[1]);
     on_13b_plans(argv[1], check_gemm_batch);
     test_gemm_batch_layouts(argv[1]);
-    test_gemm_batch_gqa(argv[1], 1);
-    test_gemm_batch_gqa(argv[1], 2);
+    for (int tp = 1; tp <= 2; tp++)
+        on_13b_plan_sets(argv[1], "seq=2048,vocab=32000,n_kv_heads=8", tp, 1, check_gemm_batch_gqa);
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
     return failures != 0;
