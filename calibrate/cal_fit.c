@@ -403,6 +403,17 @@ bool cal_fit(const CalInput *in, PassCluster *out, CalReport *rep)
             double gain = (1 - sr->share_half_s / sr->share_all_s) / (1 - c);
             gpu->core_share = fmin(1, fmax(0, gain));
         }
+        /* The wait at a collective in pairs: one rank per core, and more
+         * ranks than cores (a measured fraction below 0 is noise: none). */
+        gpu->sync_gemm = gpu->sync_mem = gpu->sync_gemm_shared = gpu->sync_mem_shared = 0;
+        for (int i = 0; i < 2; i++) {
+            const CalRecords *r = in->comm[i];
+            if (!r || !r->has_sync)
+                continue;
+            bool shared = r->ranks > in->cores;
+            *(shared ? &gpu->sync_gemm_shared : &gpu->sync_gemm) = fmin(1, fmax(0, r->sync[0]));
+            *(shared ? &gpu->sync_mem_shared : &gpu->sync_mem) = fmin(1, fmax(0, r->sync[1]));
+        }
         gpu->has_solo = false;
         if (in->solo && !fit_solo(in->solo, in->cores, gpu, &rep->solo))
             return false;
@@ -469,6 +480,11 @@ void cal_print_summary(FILE *f, const CalInput *in, const PassCluster *cl, const
                    "core_share %.2f (0: time slices, 1: the busy ranks take the waiting ones' share)\n",
                 sr->share_ranks, sr->share_cpus, sr->share_all_s * 1e3, sr->share_half_s * 1e3,
                 g->core_share);
+    if (g->kind == PASS_DEV_CPU && (g->sync_gemm > 0 || g->sync_mem > 0 || g->sync_gemm_shared > 0 ||
+                                    g->sync_mem_shared > 0))
+        fprintf(f, "  collectives in pairs: waiting for the later rank %.1f%% of the GEMM and %.1f%% of the "
+                   "other work between two (%.1f%% and %.1f%% with more ranks than cores)\n",
+                100 * g->sync_gemm, 100 * g->sync_mem, 100 * g->sync_gemm_shared, 100 * g->sync_mem_shared);
     if (in->memory)
         fprintf(f, "  memory: %.1f MiB per rank after start-up, %.1f MiB per communicator\n",
                 g->runtime_bytes / 1048576.0, g->comm_bytes / 1048576.0);

@@ -19,7 +19,7 @@ static int measured(const char *kind)
 {
     if (!strcmp(kind, "share_sync")) /* repetitions, then two times */
         return 3;
-    if (!strcmp(kind, "share"))
+    if (!strcmp(kind, "share") || !strcmp(kind, "sync")) /* sync: segment, fraction */
         return 2;
     if (!strcmp(kind, "gemm") || !strcmp(kind, "kern") || !strcmp(kind, "attn") ||
         !strcmp(kind, "coll") || !strcmp(kind, "host") || !strcmp(kind, "mem"))

@@ -128,6 +128,13 @@ bool cal_records_parse(const char *name, const char *text, CalRecords *r)
                    v[2] > 0 && v[3] > 0) {
             r->share_ranks = (int)v[0], r->share_cpus = (int)v[1];
             r->share_all_s = v[2], r->share_half_s = v[3];
+        } else if (!strcmp(tok[0], "sync") && n == 6 && (!strcmp(tok[3], "gemm") || !strcmp(tok[3], "mem"))) {
+            double seg = 0, f = 0;
+            ok = num(tok[4], &seg) && num(tok[5], &f) && seg > 0 && f > -1;
+            if (ok) {
+                r->sync[!strcmp(tok[3], "mem")] = f;
+                r->has_sync = true;
+            }
         } else if (!strcmp(tok[0], "share_sync") && n == 6 && numbers) {
             /* reported by ptdc-measure, not fitted */
         } else if (!strcmp(tok[0], "end") && n == 1) {

@@ -51,6 +51,10 @@ typedef struct CalRecords {
      * other half waits; 0: not measured. */
     int share_ranks, share_cpus;
     double share_all_s, share_half_s;
+    /* Pairs' wait at a collective after GEMMs [0] and copies [1], a
+     * fraction of the work (m_sync.c); has_sync false: not measured. */
+    bool has_sync;
+    double sync[2];
 } CalRecords;
 
 /* Parse ptdc-measure's output (`name` for messages). False after reporting

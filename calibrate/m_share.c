@@ -28,7 +28,7 @@
 /* The CPUs the ranks run on together: the union of their affinity masks.
  * A rank's own mask is not it: launched one per core and bound, each rank
  * sees one CPU, and two of them would look like two ranks sharing one. */
-static int cpus(void)
+int cal_cpus(void)
 {
     enum { MAXCPU = 1024 };
     cpu_set_t s;
@@ -90,7 +90,7 @@ void cal_measure_share(const CalOpts *o)
 {
     if (o->gpu || o->size % 2)
         return;
-    int nc = cpus(); /* every rank: a collective */
+    int nc = cal_cpus(); /* every rank: a collective */
     if (o->size <= nc)
         return; /* only a launch with more CPU ranks than cores */
     rt_act *a = cal_act(N * N, 1.f), *b = cal_act(N * N, 1.f), *c = cal_act(N * N, 0.f);

@@ -296,6 +296,7 @@ int main(int argc, char **argv)
     } else if (!strcmp(part, "comm")) {
         cal_measure_comm(&o);
         cal_measure_share(&o);
+        cal_measure_sync(&o);
     } else if (!strcmp(part, "memory")) {
         cal_measure_memory(&o);
     } else {

@@ -56,5 +56,10 @@ void cal_measure_memory(const CalOpts *o);
 /* With more CPU ranks than cores: how much of a waiting rank's share the
  * others gain (m_share.c); nothing otherwise. */
 void cal_measure_share(const CalOpts *o);
+/* CPU ranks in pairs: the wait for the later partner at a collective after
+ * each few ms of GEMMs or of copies, as a fraction of the work (m_sync.c). */
+void cal_measure_sync(const CalOpts *o);
+/* The CPUs the ranks run on together (m_share.c). */
+int cal_cpus(void);
 
 #endif

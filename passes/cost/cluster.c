@@ -77,6 +77,10 @@ static const struct Key {
     {"cores_per_node", K_INT, G(cores), 1, 1, 1 << 20, "count"},
     {"host_token_ns", K_NUM, G(host_token_s), 1e-9, 0, 1e9, "ns"},
     {"core_share", K_NUM, G(core_share), 1, 0, 1, "fraction"},
+    {"sync_gemm", K_NUM, G(sync_gemm), 1, 0, 1, "fraction"},
+    {"sync_mem", K_NUM, G(sync_mem), 1, 0, 1, "fraction"},
+    {"sync_gemm_shared", K_NUM, G(sync_gemm_shared), 1, 0, 1, "fraction"},
+    {"sync_mem_shared", K_NUM, G(sync_mem_shared), 1, 0, 1, "fraction"},
 #undef G
 #undef C
 #undef GB
@@ -577,7 +581,8 @@ void pass_cluster_print(FILE *f, const PassCluster *cl)
     for (int i = 0; i < NKEYS; i++) {
         if (keys[i].kind != K_NUM && keys[i].kind != K_INT)
             continue;
-        if (!strcmp(keys[i].key, "core_share") && g->kind != PASS_DEV_CPU)
+        if ((!strcmp(keys[i].key, "core_share") || !strncmp(keys[i].key, "sync_", 5)) &&
+            g->kind != PASS_DEV_CPU)
             continue; /* CPU ranks only */
         const char *field = (const char *)g + keys[i].off;
         if (keys[i].kind == K_INT) {

@@ -117,6 +117,12 @@ double pass_share_bound(const PassShare *sh, int pp, double tsum, double tmax, d
 double pass_schedule_sim_shared(int pp, int v, int m, const double *f, const double *b, const double *xf,
                                 const double *xb, double *finish, const PassShare *sh);
 
+/* ============================================================ sync.c */
+/* CPU ranks: the seconds a group of `group` ranks meeting at collectives
+ * waits for its latest member, over compute-bound (GEMM, attention) and
+ * other work of compute_s and other_s between them; 0 on GPUs. */
+double pass_sync_wait(const struct PassCluster *cl, int group, double compute_s, double other_s);
+
 /* ==================================================== cluster.c (issue 3) */
 /* A curve y(x) from measured points: linear in log x between them, the end
  * values beyond them (cost_curve.c). Rates that depend on size (caches,
@@ -258,6 +264,11 @@ typedef struct PassGpu {
     double core_share;            /* CPU ranks sharing cores: the fraction of a waiting rank's
                                      share the busy ones gain (0: time slices, 1: processor
                                      sharing; share.c) */
+    /* CPU ranks: a synchronising collective's wait for the partner that
+     * arrives last, as a fraction of the GEMM and of the other (memory-bound)
+     * work between two collectives, for one rank per core and for more
+     * ranks than cores; measured in pairs (calibrate/m_sync.c, sync.c). */
+    double sync_gemm, sync_mem, sync_gemm_shared, sync_mem_shared;
 } PassGpu;
 
 /* The compute rates of a device, as a unit (cluster.c): what one rank of a

@@ -41,6 +41,7 @@ typedef struct PieceCost {
                                      gradient's reduce-scatter */
     double host_s;                /* host work per micro-batch: loading input tokens */
     double gemm, attn;            /* of fwd + bwd: GEMMs, flash attention */
+    int group_f, group_b;         /* largest group a forward / backward collective spans */
 } PieceCost;
 
 typedef struct Ctx {
@@ -59,14 +60,20 @@ static bool strat_eq(const PassStrategy *a, const PassStrategy *b)
     return a->dim[0] == b->dim[0] && a->dim[1] == b->dim[1];
 }
 
-static double coll_time(const Ctx *x, int t, const PassSharding *from, const PassSharding *to)
+/* The resharding's time; *group: the largest group it synchronises. */
+static double coll_time(const Ctx *x, int t, const PassSharding *from, const PassSharding *to, int *group)
 {
     PassColl steps[8];
     int k = pass_reshard(x->g, t, &x->p->mesh, from, to, x->ds, steps, 8);
     double s = 0;
     int eb = pass_elem_bytes(x->c, x->g->tensors[t].dtype);
-    for (int i = 0; i < k; i++)
-        s += pass_cost_coll(x->c, &x->p->mesh, &steps[i], eb);
+    for (int i = 0; i < k; i++) {
+        double ti = pass_cost_coll(x->c, &x->p->mesh, &steps[i], eb);
+        s += ti;
+        if (ti > 0 && steps[i].kind != PASS_COLL_SLICE && steps[i].kind != PASS_COLL_SENDRECV &&
+            steps[i].axis >= 0 && steps[i].axis < x->p->mesh.naxes && x->p->mesh.size[steps[i].axis] > *group)
+            *group = x->p->mesh.size[steps[i].axis];
+    }
     return s;
 }
 
@@ -209,8 +216,8 @@ static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
                 pc->p2p_b += tp2p;
             }
             double exposed = 1 - c->st.reshard_overlap;
-            double tf = fsh ? 0 : exposed * coll_time(x, t, &from, &in[i]);
-            double tb = bsh ? 0 : exposed * coll_time(x, t, &gfrom, &gto);
+            double tf = fsh ? 0 : exposed * coll_time(x, t, &from, &in[i], &pc->group_f);
+            double tb = bsh ? 0 : exposed * coll_time(x, t, &gfrom, &gto, &pc->group_b);
             pc->rs_f += tf;
             pc->rs_b += tb;
             if (rec && !cross && g->nodes[g->tensors[t].producer].piece == piece)
@@ -219,6 +226,13 @@ static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
         if (grads > pc->transient)
             pc->transient = grads;
     }
+    /* CPU ranks meeting at these collectives wait for the latest (sync.c):
+     * over the forward's work and the backward's, each where it has them. */
+    double comp = pc->fwd + pc->bwd, hard = fmin(comp, pc->gemm + pc->attn);
+    if (comp > 0 && pc->group_f > 1)
+        pc->rs_f += pass_sync_wait(c->cl, pc->group_f, hard, comp - hard) * pc->fwd / comp;
+    if (comp > 0 && pc->group_b > 1)
+        pc->rs_b += pass_sync_wait(c->cl, pc->group_b, hard, comp - hard) * pc->bwd / comp;
     pc->extra_ws = saved_none - pc->saved;
 }
 

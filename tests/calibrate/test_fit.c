@@ -143,7 +143,7 @@ static char *make_comm(void)
     for (int k = 0; k < 5; k++)
         for (double b = 1024; b <= 33554432; b *= 8)
             fprintf(f, "coll %s 2 1 2 %g %.9g\n", kinds[k], b, (4e-6 + factor[k] * b / 3e9) * noise(&seed));
-    fprintf(f, "end\n");
+    fprintf(f, "sync 2 2 gemm 0.004 0.02\nsync 2 2 mem 0.002 0.07\nend\n");
     fclose(f);
     return buf;
 }
@@ -175,6 +175,8 @@ static void test_parse_errors(void)
         {"meta backend cpu ranks 2 act_bytes 4\ngemm 64 64 64 0 0 0.001\n", "did not finish"},
         {"meta backend cpu ranks 2 act_bytes 3\nend\n", "r:1: malformed meta record"},
         {"meta backend cpu ranks 2 act_bytes 4\nshare 2 4 0.1 0.1\nend\n", "r:2: malformed calibration record 'share'"},
+        {"meta backend cpu ranks 2 act_bytes 4\nsync 2 2 disk 0.004 0.1\nend\n", "r:2: malformed calibration record 'sync'"},
+        {"meta backend cpu ranks 2 act_bytes 4\nsync 2 2 gemm 0 0.1\nend\n", "r:2: malformed calibration record 'sync'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char *out;
@@ -194,16 +196,16 @@ static void test_merge(void)
 {
     char *t[3] = {
         "meta backend cpu ranks 2 act_bytes 4 host h part compute\n# a comment\n"
-        "gemm 64 64 64 0 0 0.003\nkern add 4 1024 2e-06\nshare_sync 4 2 10 0.5 0.7\nend\n",
+        "gemm 64 64 64 0 0 0.003\nkern add 4 1024 2e-06\nshare_sync 4 2 10 0.5 0.7\nsync 2 2 mem 0.004 0.03\nend\n",
         "meta backend cpu ranks 2 act_bytes 4 host h part compute\n"
-        "gemm 64 64 64 0 0 0.001\nkern add 4 1024 9e-06\nshare_sync 4 2 12 0.4 0.9\nend\n",
+        "gemm 64 64 64 0 0 0.001\nkern add 4 1024 9e-06\nshare_sync 4 2 12 0.4 0.9\nsync 2 2 mem 0.002 -0.01\nend\n",
         "meta backend cpu ranks 2 act_bytes 4 host h part compute\n"
-        "gemm 64 64 64 0 0 0.002\nkern add 4 1024 3e-06\nshare_sync 4 2 11 0.6 0.8\nend\n",
+        "gemm 64 64 64 0 0 0.002\nkern add 4 1024 3e-06\nshare_sync 4 2 11 0.6 0.8\nsync 2 2 mem 0.003 0.05\nend\n",
     };
     char *m = cal_records_merge("full", t, 3);
     CHECK(m && !strcmp(m, "meta backend cpu ranks 2 act_bytes 4 host h part compute\n"
                           "gemm 64 64 64 0 0 0.002\nkern add 4 1024 3.0000000000000001e-06\n"
-                          "share_sync 4 2 11 0.5 0.80000000000000004\nend\n"),
+                          "share_sync 4 2 11 0.5 0.80000000000000004\nsync 2 2 mem 0.0030000000000000001 0.029999999999999999\nend\n"),
           "merged records:\n%s", m ? m : "(none)");
     free(m);
     m = cal_records_merge("full", t, 2);
@@ -213,10 +215,12 @@ static void test_merge(void)
         const char *other, *want;
     } bad[] = {
         {"meta backend cpu ranks 4 act_bytes 4 host h part compute\ngemm 64 64 64 0 0 0.001\n"
-         "kern add 4 1024 9e-06\nshare_sync 4 2 12 0.4 0.9\nend\n", "record 'meta backend ...' of set 1 is not in set 2"},
+         "kern add 4 1024 9e-06\nshare_sync 4 2 12 0.4 0.9\nsync 2 2 mem 0.002 0.01\nend\n", "record 'meta backend ...' of set 1 is not in set 2"},
         {"meta backend cpu ranks 2 act_bytes 4 host h part compute\ngemm 64 64 128 0 0 0.001\n"
-         "kern add 4 1024 9e-06\nshare_sync 4 2 12 0.4 0.9\nend\n", "record 'gemm 64 ...' of set 1 is not in set 2"},
-        {"meta backend cpu ranks 2 act_bytes 4 host h part compute\nend\n", "set 2 has 2 records, set 1 has 5"},
+         "kern add 4 1024 9e-06\nshare_sync 4 2 12 0.4 0.9\nsync 2 2 mem 0.002 0.01\nend\n", "record 'gemm 64 ...' of set 1 is not in set 2"},
+        {"meta backend cpu ranks 2 act_bytes 4 host h part compute\ngemm 64 64 64 0 0 0.001\n"
+         "kern add 4 1024 9e-06\nshare_sync 4 2 12 0.4 0.9\nsync 2 2 gemm 0.002 0.01\nend\n", "record 'sync 2 ...' of set 1 is not in set 2"},
+        {"meta backend cpu ranks 2 act_bytes 4 host h part compute\nend\n", "set 2 has 2 records, set 1 has 6"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char *out;
@@ -243,7 +247,8 @@ int main(void)
     /* 4 ranks on 2 cores: half of them done in 62.5% of the time all take:
      * they gained 0.375 / 0.5 = 75% of the waiting ranks' share. */
     CHECK(cal_records_parse("comm-shared", "meta backend cpu ranks 4 act_bytes 4 host h part comm\n"
-                                           "share 4 2 0.2 0.125\nend\n", &cr2), "share record parses");
+                                           "share 4 2 0.2 0.125\nsync 4 2 gemm 0.004 -0.01\n"
+                                           "sync 4 2 mem 0.004 0.12\nend\n", &cr2), "share record parses");
     CHECK(cal_records_parse("full", text, &full), "records parse");
     CHECK(cal_records_parse("solo", stext, &solo), "solo records parse");
     CHECK(cal_records_parse("comm", comm, &cr), "comm records parse");
@@ -322,6 +327,15 @@ int main(void)
     CHECK(pass_cluster_parse("fitted.cluster", txt, len, &back), "fitted file parses:\n%s", txt);
     CHECK(fabs(g->core_share - 0.75) < 1e-9 && fabs(back.gpu.core_share - 0.75) < 1e-5, "core_share %g, read back %g",
           g->core_share, back.gpu.core_share);
+    /* The waits at collectives in pairs: one rank per core (make_comm),
+     * and 4 ranks on 2 cores (a fraction below 0 is noise: 0). */
+    CHECK(fabs(g->sync_gemm - 0.02) < 1e-12 && fabs(g->sync_mem - 0.07) < 1e-12 && g->sync_gemm_shared == 0 &&
+              fabs(g->sync_mem_shared - 0.12) < 1e-12,
+          "sync waits %g %g %g %g", g->sync_gemm, g->sync_mem, g->sync_gemm_shared, g->sync_mem_shared);
+    CHECK(fabs(back.gpu.sync_gemm - 0.02) < 1e-6 && fabs(back.gpu.sync_mem - 0.07) < 1e-6 &&
+              back.gpu.sync_gemm_shared == 0 && fabs(back.gpu.sync_mem_shared - 0.12) < 1e-6,
+          "sync waits read back %g %g %g %g", back.gpu.sync_gemm, back.gpu.sync_mem, back.gpu.sync_gemm_shared,
+          back.gpu.sync_mem_shared);
     CHECK(back.gpu.has_solo && fabs(back.gpu.solo.peak_flops / g->solo.peak_flops - 1) < 1e-5 &&
               back.gpu.solo.kern[PASS_K_ADAMW].n == g->solo.kern[PASS_K_ADAMW].n, "solo round trip");
     CHECK(back.gpu.kind == PASS_DEV_CPU && back.gpu.attn_dims == 2 &&

@@ -599,6 +599,53 @@ static void check_add_norm_cut(const IrGraph *g, int tp, PassCluster *cl, const 
     CHECK(NEAR(fwd[0] - fwd[1], 79 * saving, 1e-9));
 }
 
+/* CPU ranks meeting at tensor-parallel collectives wait for the later one
+ * (pass_sync_wait, measured by calibrate/m_sync.c as fractions of the work
+ * between two collectives): a plan without them (tp 1) and a GPU keep their
+ * prediction; at tp 2 a micro-batch grows by the fractions of its GEMM and
+ * attention time and of the rest, nearly all of it in pieces with
+ * collectives; with more ranks than cores the _shared fractions apply. */
+static double mb_time(PassCluster *cl, const IrGraph *g, const PassPlan *p)
+{
+    PassCostCtx c = {.cl = cl};
+    PassPrediction r;
+    pass_predict(&c, g, p, &r);
+    double t = r.mem[0].fwd_s + r.mem[0].bwd_s;
+    pass_prediction_free(&r);
+    return t;
+}
+
+static void check_sync_wait(const IrGraph *g, int tp, PassCluster *cl, const PassPlan *p, const int64_t *dim)
+{
+    PassCluster gpu = *cl, off = *cl, on = *cl, sh = *cl;
+    gpu.gpu.sync_gemm = gpu.gpu.sync_mem = 0.5;
+    CHECK(mb_time(&gpu, g, p) == mb_time(cl, g, p));
+    off.gpu.kind = on.gpu.kind = sh.gpu.kind = PASS_DEV_CPU;
+    off.gpu.cores = on.gpu.cores = 8, sh.gpu.cores = 4; /* 8 ranks per node */
+    on.gpu.sync_gemm = 0.02, on.gpu.sync_mem = 0.1;
+    sh.gpu.sync_gemm_shared = 0.04, sh.gpu.sync_mem_shared = 0.2;
+    sh.gpu.sync_gemm = sh.gpu.sync_mem = 0.5; /* not these: 8 ranks on 4 cores */
+    PassCluster sh0 = sh;
+    sh0.gpu.sync_gemm_shared = sh0.gpu.sync_mem_shared = 0;
+    double t0 = mb_time(&off, g, p), t1 = mb_time(&on, g, p), t2 = mb_time(&sh, g, p), t20 = mb_time(&sh0, g, p);
+    if (tp == 1) {
+        CHECK(t1 == t0 && t2 == t20);
+        return;
+    }
+    PassCostCtx c = {.cl = &on};
+    double hard = 0, all = 0;
+    for (int i = 0; i < g->nfwd; i++) {
+        PassNodeCost nc;
+        pass_cost_node(&c, g, &g->nodes[i], &p->mesh, &p->strategy[i], dim, &nc);
+        hard += nc.gemm_s + nc.attn_s, all += nc.fwd_s + nc.bwd_s;
+    }
+    double bound = 0.02 * hard + 0.1 * (all - hard);
+    CHECK(t1 - t0 <= bound * (1 + 1e-9) && t1 - t0 >= 0.95 * bound);
+    CHECK(NEAR(t2 - t20, 2 * (t1 - t0), 1e-6));
+    CHECK(NEAR(pass_sync_wait(&on, 4, 1, 0) / pass_sync_wait(&on, 2, 1, 0), 1.0294 / 0.5642, 1e-12));
+    CHECK(pass_sync_wait(&on, 1, 1, 1) == 0 && pass_sync_wait(cl, 2, 1, 1) == 0);
+}
+
 /* Fused only where the layouts let it (pass_add_norm_fused): under
  * sequence parallelism the add and the norm both work on the sequence
  * slice; an add made replicated (its tensor-parallel split dropped) feeds a
@@ -750,6 +797,7 @@ int main(int argc, char **argv)
     test_add_norm_layouts(argv[1]);
     on_13b_plans(argv[1], check_gemm_batch);
     test_gemm_batch_layouts(argv[1]);
+    on_13b_plans(argv[1], check_sync_wait);
     for (int tp = 1; tp <= 2; tp++)
         on_13b_plan_sets(argv[1], "seq=2048,vocab=32000,n_kv_heads=8", tp, 1, check_gemm_batch_gqa);
     if (failures)
