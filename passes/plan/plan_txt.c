@@ -120,9 +120,12 @@ void pass_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const
     int gpn = cl->gpus_per_node > 0 ? cl->gpus_per_node : 8;
     char buf[1024];
     fprintf(f, "ptdc plan for %s (%s)\n\n", g->name, g->path ? g->path : "-");
-    fprintf(f, "cluster\n  %d x %s, %d per node (%d node%s): %.0f TFLOP/s bf16, %.1f GiB each\n",
+    /* A calibrated CPU rank sustains a tenth of a TFLOP/s in fp32: printed
+     * as "0 TFLOP/s bf16" it read as a broken file. */
+    double tf = cl->gpu.peak_flops / 1e12;
+    fprintf(f, "cluster\n  %d x %s, %d per node (%d node%s): %.*f TFLOP/s %s, %.1f GiB each\n",
             r->gpus, cl->gpu.name, gpn, (r->gpus + gpn - 1) / gpn, (r->gpus + gpn - 1) / gpn == 1 ? "" : "s",
-            cl->gpu.peak_flops / 1e12, cl->gpu.hbm_bytes / GIB);
+            tf >= 10 ? 0 : tf >= 1 ? 1 : 3, tf, cl->gpu.act_bytes == 4 ? "fp32" : "bf16", cl->gpu.hbm_bytes / GIB);
     if (pass_search_idle_note(r, gpn, buf, sizeof buf))
         fprintf(f, "  note: %s\n", buf);
     int64_t seq = g->seq_dim >= 0 ? g->dims[g->seq_dim].size : 1;

@@ -20,6 +20,11 @@
 #                              prediction, with --json as JSON.
 #   run.sh PTDC SRC explain    --explain lists ten alternatives and the four
 #                              runners-up with the term that makes each slower.
+#   run.sh PTDC SRC cpu        a plan on a measured CPU cluster file: the
+#                              cluster line gives its fp32 rate (0.1 TFLOP/s,
+#                              not "0 TFLOP/s bf16"), and an MFU over 100%
+#                              (PaLM's formula on a small model) says why; a
+#                              GPU preset's plan has no such note.
 #   PTDC_UPDATE=1 rewrites the expected files from the actual output.
 set -u
 ptdc=$1
@@ -121,8 +126,28 @@ explain)
     [ $fail -eq 0 ] && echo "ok explain"
     exit $fail
     ;;
+cpu)
+    # The benchmark model of bench/predict-vs-run on the VM's measured file.
+    "$ptdc" models/llama.mdl --set n_layers=4 --set d_model=256 --set n_heads=8 --set n_kv_heads=4 \
+        --set d_ff=704 --set vocab=4096 --set seq=256 --set global_batch=16 \
+        --cluster tests/codegen/data/vm-cpu.cluster --gpus 2 --target cpu --emit plan >"$tmp/plan" 2>"$tmp/err" ||
+        { echo "FAIL cpu: exit status"; cat "$tmp/err"; exit 1; }
+    "$ptdc" models/tiny-llama.mdl --gpus 8 --emit plan >"$tmp/gpu" 2>>"$tmp/err" ||
+        { echo "FAIL cpu: the GPU plan's exit status"; cat "$tmp/err"; exit 1; }
+    fail=0
+    grep -qE "^  2 x vm-cpu, 2 per node \(1 node\): 0\.1[0-9]{2} TFLOP/s fp32, " "$tmp/plan" ||
+        { echo "FAIL cpu: cluster line"; grep "x vm-cpu" "$tmp/plan"; fail=1; }
+    mfu=$(sed -nE 's/^  MFU +([0-9]+)\..*/\1/p' "$tmp/plan")
+    [ "${mfu:-0}" -ge 100 ] || { echo "FAIL cpu: MFU ${mfu:-?}%, the case wants one over 100%"; fail=1; }
+    grep -q "^                    (over 100%: MFU's formula counts the embedding lookup" "$tmp/plan" ||
+        { echo "FAIL cpu: no note under an MFU over 100%"; grep -A1 "^  MFU" "$tmp/plan"; fail=1; }
+    grep -q "over 100%" "$tmp/gpu" && { echo "FAIL cpu: the GPU plan has the note"; fail=1; }
+    grep -q "TFLOP/s bf16" "$tmp/gpu" || { echo "FAIL cpu: the GPU plan's cluster line"; fail=1; }
+    [ $fail -eq 0 ] && echo "ok cpu"
+    exit $fail
+    ;;
 *)
-    echo "usage: run.sh PTDC SRC cli NAME | golden | pinned | explain"
+    echo "usage: run.sh PTDC SRC cli NAME | golden | pinned | explain | cpu"
     exit 2
     ;;
 esac
