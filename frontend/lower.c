@@ -164,29 +164,15 @@ static const char *type_str(Lower *lw, IrDtype dt, const int *dims, int rank)
 
 static int lower_expr(Lower *lw, const FeExpr *e);
 
-/* Attribute kinds: a positive number, true/false, a dimension's name, a
- * non-negative integer, a keyword of the attribute's own list. */
-enum { A_NUM, A_BOOL, A_DIM, A_COUNT, A_WORD };
-
-static const struct {
-    IrOp op;
-    const char *name;
-    int kind;
-} attr_table[] = {
-    {IR_OP_RMSNORM, "eps", A_NUM},
-    {IR_OP_LAYERNORM, "eps", A_NUM},
-    {IR_OP_ROPE, "theta", A_NUM},
-    {IR_OP_ROPE, "pos", A_DIM},
-    {IR_OP_ROPE, "scaling", A_WORD},
-    {IR_OP_ROPE, "factor", A_NUM},
-    {IR_OP_ROPE, "low_freq_factor", A_NUM},
-    {IR_OP_ROPE, "high_freq_factor", A_NUM},
-    {IR_OP_ROPE, "original_max_position", A_COUNT},
-    {IR_OP_ATTENTION, "causal", A_BOOL},
-    {IR_OP_ATTENTION, "window", A_COUNT},
-    {IR_OP_SOFTMAX, "dim", A_DIM},
-};
-enum { NATTRS = sizeof attr_table / sizeof attr_table[0] };
+/* The attributes a .mdl call may give: the rows of ir/attrs.def flagged
+ * IR_ATTRF_MDL (the others are set by the shape rule). */
+static int mdl_attr(IrOp op, const char *name)
+{
+    for (int k = 0; k < IR_NATTRS; k++)
+        if (ir_attrs[k].op == op && (ir_attrs[k].flags & IR_ATTRF_MDL) && strcmp(ir_attrs[k].name, name) == 0)
+            return k;
+    return -1;
+}
 
 /* Defaults: eps 1e-5, theta 10000, causal, and the dims -1 (the shape rule
  * picks them: rope the sequence dim and the last dim, softmax the last). */
@@ -204,15 +190,12 @@ static IrAttrs default_attrs(void)
 static bool set_attr(Lower *lw, IrOp op, const FeArg *arg, IrAttrs *at)
 {
     const char *opname = ir_ops[op].name;
-    int which = -1;
-    const char *mine[NATTRS];
+    int which = mdl_attr(op, arg->name);
+    const char *mine[IR_NATTRS];
     int nmine = 0;
-    for (int i = 0; i < NATTRS; i++)
-        if (attr_table[i].op == op) {
-            mine[nmine++] = attr_table[i].name;
-            if (strcmp(attr_table[i].name, arg->name) == 0)
-                which = i;
-        }
+    for (int i = 0; i < IR_NATTRS; i++)
+        if (ir_attrs[i].op == op && (ir_attrs[i].flags & IR_ATTRF_MDL))
+            mine[nmine++] = ir_attrs[i].name;
     if (which < 0) {
         if (nmine == 0)
             ir_error(arg->loc, "%s takes no attributes, but '%s' is given", opname, arg->name);
@@ -222,15 +205,15 @@ static bool set_attr(Lower *lw, IrOp op, const FeArg *arg, IrAttrs *at)
         return false;
     }
     const FeExpr *v = arg->e;
-    switch (attr_table[which].kind) {
-    case A_BOOL:
+    switch (ir_attrs[which].kind) {
+    case IR_AK_BOOL:
         if (v->kind != FE_E_BOOL) {
             ir_error(v->loc, "%s: %s is true or false", opname, arg->name);
             return false;
         }
-        at->causal = v->i != 0;
+        ir_attr_set(at, (IrAttrId)which, v->i != 0);
         return true;
-    case A_WORD:
+    case IR_AK_WORD:
         /* The only keyword attribute: rope's scaling (IrRopeKind). */
         if (v->kind != FE_E_NAME) {
             ir_error(v->loc, "%s: %s names a scheme: llama3", opname, arg->name);
@@ -241,9 +224,9 @@ static bool set_attr(Lower *lw, IrOp op, const FeArg *arg, IrAttrs *at)
                      "LLaMA-3.1's)", opname, arg->name, v->name);
             return false;
         }
-        at->rope.kind = IR_ROPE_LLAMA3;
+        ir_attr_set(at, (IrAttrId)which, IR_ROPE_LLAMA3);
         return true;
-    case A_COUNT: {
+    case IR_AK_COUNT: {
         if (v->kind == FE_E_BOOL) {
             ir_error(v->loc, "%s: %s is an integer, not %s", opname, arg->name, v->i ? "true" : "false");
             return false;
@@ -261,13 +244,10 @@ static bool set_attr(Lower *lw, IrOp op, const FeArg *arg, IrAttrs *at)
                 ir_error(v->loc, "%s: %s must be an integer, got %g", opname, arg->name, x.f);
             return false;
         }
-        if (window)
-            at->window = x.i;
-        else
-            at->rope.original_max_position = x.i;
+        ir_attr_set(at, (IrAttrId)which, (double)x.i);
         return true;
     }
-    case A_DIM: {
+    case IR_AK_DIM: {
         if (v->kind != FE_E_NAME) {
             ir_error(v->loc, "%s: %s names a dimension", opname, arg->name);
             return false;
@@ -275,7 +255,7 @@ static bool set_attr(Lower *lw, IrOp op, const FeArg *arg, IrAttrs *at)
         int d = dim_of(lw, v->name, v->loc);
         if (d < 0)
             return false;
-        at->dim[0] = d;
+        ir_attr_set(at, (IrAttrId)which, d);
         return true;
     }
     default: {
@@ -291,47 +271,32 @@ static bool set_attr(Lower *lw, IrOp op, const FeArg *arg, IrAttrs *at)
             ir_error(v->loc, "%s: %s must be a positive number, got %g", opname, arg->name, f);
             return false;
         }
-        if (strcmp(arg->name, "eps") == 0)
-            at->eps = f;
-        else if (strcmp(arg->name, "theta") == 0)
-            at->theta = f;
-        else if (strcmp(arg->name, "factor") == 0)
-            at->rope.factor = f;
-        else if (strcmp(arg->name, "low_freq_factor") == 0)
-            at->rope.low_freq_factor = f;
-        else
-            at->rope.high_freq_factor = f;
+        ir_attr_set(at, (IrAttrId)which, f);
         return true;
     }
     }
 }
 
-/* rope's scaling attributes come together: `scaling = llama3` needs its four
- * parameters (no default is guessed), and none of them means anything without
- * it. False after reporting. */
+/* rope's scaling attributes come together: `scaling = llama3` needs its
+ * parameters (the other rope rows that are absent at 0; no default is
+ * guessed), and none of them means anything without it. seen[] is by
+ * attribute id. False after reporting. */
 static bool rope_scaling_complete(const FeExpr *e, const bool *seen, const IrAttrs *at)
 {
-    static const char *const params[] = {"factor", "low_freq_factor", "high_freq_factor",
-                                         "original_max_position"};
     bool scaling = at->rope.kind != IR_ROPE_PLAIN, ok = true;
     char missing[160] = "";
-    for (int k = 0; k < NATTRS; k++) {
-        if (attr_table[k].op != IR_OP_ROPE)
-            continue;
-        bool param = false;
-        for (int j = 0; j < 4; j++)
-            param |= strcmp(attr_table[k].name, params[j]) == 0;
-        if (!param)
+    for (int k = 0; k < IR_NATTRS; k++) {
+        const IrAttrInfo *r = &ir_attrs[k];
+        if (r->op != IR_OP_ROPE || !(r->flags & IR_ATTRF_OMIT0) || r->kind == IR_AK_WORD)
             continue;
         if (seen[k] && !scaling) {
             for (int i = 0; i < e->nargs; i++)
-                if (e->args[i].name && strcmp(e->args[i].name, attr_table[k].name) == 0)
-                    ir_error(e->args[i].loc, "rope: %s applies only with scaling = llama3",
-                             attr_table[k].name);
+                if (e->args[i].name && strcmp(e->args[i].name, r->name) == 0)
+                    ir_error(e->args[i].loc, "rope: %s applies only with scaling = llama3", r->name);
             ok = false;
         } else if (!seen[k] && scaling) {
             size_t n = strlen(missing);
-            snprintf(missing + n, sizeof missing - n, "%s%s", n ? ", " : "", attr_table[k].name);
+            snprintf(missing + n, sizeof missing - n, "%s%s", n ? ", " : "", r->name);
         }
     }
     if (missing[0]) {
@@ -386,7 +351,7 @@ static int lower_call(Lower *lw, const FeExpr *e)
     int in[IR_MAX_IN], nin = 0;
     bool ok = true;
     IrAttrs at = default_attrs();
-    bool seen[NATTRS] = {0};
+    bool seen[IR_NATTRS] = {0};
     for (int i = 0; i < e->nargs; i++) {
         const FeArg *a = &e->args[i];
         if (!a->name) {
@@ -398,16 +363,13 @@ static int lower_call(Lower *lw, const FeExpr *e)
             nin++;
             continue;
         }
-        int k = 0;
-        for (; k < NATTRS; k++)
-            if (attr_table[k].op == (IrOp)op && strcmp(attr_table[k].name, a->name) == 0)
-                break;
-        if (k < NATTRS && seen[k]) {
+        int k = mdl_attr((IrOp)op, a->name);
+        if (k >= 0 && seen[k]) {
             ir_error(a->loc, "%s: attribute '%s' is given twice", e->name, a->name);
             ok = false;
             continue;
         }
-        if (k < NATTRS)
+        if (k >= 0)
             seen[k] = true;
         ok &= set_attr(lw, (IrOp)op, a, &at);
     }

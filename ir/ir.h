@@ -246,6 +246,39 @@ typedef struct IrAttrs {
     int contract[IR_MAX_RANK];
 } IrAttrs;
 
+/* The attributes one by one (ir/attrs.def): IR_ATTR_<ID>, and for each the
+ * op carrying it, its .mdl name, kind and flags. */
+typedef enum {
+#define ATTR(ID, op, name, kind, flags, field) IR_ATTR_##ID,
+#include "attrs.def"
+#undef ATTR
+    IR_NATTRS
+} IrAttrId;
+
+typedef enum { IR_AK_NUM, IR_AK_BOOL, IR_AK_DIM, IR_AK_COUNT, IR_AK_WORD } IrAttrKind;
+enum {
+    IR_ATTRF_MDL = 1 << 0,   /* written in .mdl; else the shape rule sets it */
+    IR_ATTRF_OMIT0 = 1 << 1, /* 0 means absent: not printed */
+};
+
+struct IrGraph;
+
+typedef struct IrAttrInfo {
+    IrOp op;
+    const char *name;
+    IrAttrKind kind;
+    unsigned flags;
+} IrAttrInfo;
+
+extern const IrAttrInfo ir_attrs[IR_NATTRS];
+/* An attribute's value as a number (a DIM its dim id, a BOOL 0/1, a WORD
+ * its enum value), and setting one from such a number. */
+double ir_attr_get(const IrAttrs *a, IrAttrId id);
+void ir_attr_set(IrAttrs *a, IrAttrId id, double v);
+/* Its value as --emit ir prints it ("1e-05", "seq", "true", "llama3") into
+ * buf; the graph names DIM values. */
+const char *ir_attr_str(const struct IrGraph *g, const IrAttrs *a, IrAttrId id, char *buf, size_t n);
+
 typedef struct IrNode {
     int id;
     IrOp op;

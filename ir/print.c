@@ -49,35 +49,18 @@ static int64_t param_numel(const IrGraph *g, int t)
 
 static void print_attrs(FILE *f, const IrGraph *g, const IrNode *n)
 {
-    switch (n->op) {
-    case IR_OP_RMSNORM:
-    case IR_OP_LAYERNORM:
-        fprintf(f, " eps=%g", n->attr.eps);
-        break;
-    case IR_OP_ROPE:
-        fprintf(f, " pos=%s rot=%s theta=%g", g->dims[n->attr.dim[0]].name,
-                g->dims[n->attr.dim[1]].name, n->attr.theta);
-        if (n->attr.rope.kind == IR_ROPE_LLAMA3)
-            fprintf(f, " scaling=llama3 factor=%g low_freq_factor=%g high_freq_factor=%g "
-                    "original_max_position=%lld", n->attr.rope.factor, n->attr.rope.low_freq_factor,
-                    n->attr.rope.high_freq_factor, (long long)n->attr.rope.original_max_position);
-        break;
-    case IR_OP_ATTENTION:
-        fprintf(f, " causal=%s", n->attr.causal ? "true" : "false");
-        if (n->attr.window)
-            fprintf(f, " window=%lld", (long long)n->attr.window);
-        break;
-    case IR_OP_SOFTMAX:
-        fprintf(f, " dim=%s", g->dims[n->attr.dim[0]].name);
-        break;
-    case IR_OP_MATMUL:
+    char v[64];
+    for (int id = 0; id < IR_NATTRS; id++) {
+        const IrAttrInfo *a = &ir_attrs[id];
+        if (a->op != n->op || ((a->flags & IR_ATTRF_OMIT0) && ir_attr_get(&n->attr, (IrAttrId)id) == 0))
+            continue;
+        fprintf(f, " %s=%s", a->name, ir_attr_str(g, &n->attr, (IrAttrId)id, v, sizeof v));
+    }
+    if (n->op == IR_OP_MATMUL) { /* structural, not an attribute: the contracted dims */
         fprintf(f, " contract=[");
         for (int i = 0; i < n->attr.ncontract; i++)
             fprintf(f, "%s%s", i ? ", " : "", g->dims[n->attr.contract[i]].name);
         fprintf(f, "]");
-        break;
-    default:
-        break;
     }
 }
 

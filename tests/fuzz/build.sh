@@ -25,7 +25,7 @@ sources="$src/frontend/frontend.c $src/frontend/load.c $src/frontend/consts.c
          $src/frontend/lower.c $src/frontend/suggest.c
          $src/frontend/hf_import.c $src/frontend/hf_config.c $src/frontend/hf_mdl.c
          $src/frontend/hf_rt.c $src/runtime/common/json.c $src/runtime/common/util.c
-         $src/ir/arena.c $src/ir/diag.c $src/ir/fs.c $src/ir/map.c $src/ir/graph.c $src/ir/shape.c
+         $src/ir/arena.c $src/ir/diag.c $src/ir/fs.c $src/ir/map.c $src/ir/graph.c $src/ir/attrs.c $src/ir/shape.c
          $src/ir/verify.c $src/ir/print.c $src/tests/fuzz/fe_fuzz.c"
 inputs="$sources $src/frontend/parser.y $src/frontend/lexer.l $src/frontend/fe.h
         $src/frontend/frontend.h $src/frontend/hf.h $src/ir/ir.h $src/ir/ops.def $0"
