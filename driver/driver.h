@@ -93,10 +93,15 @@ void drv_error_json(int rc);
  * or DRV_INVALID / DRV_NOFIT after saying why (and the JSON answer). */
 int drv_framework_layout(const DrvOptions *o, const struct IrGraph *g, const struct PassCostCtx *c,
                          const struct PassSearchOpts *so, struct PassSearchResult *r);
-/* --emit megatron|torchtitan for r's plan: r->alt[0] itself when it is a
- * framework plan (pinned), else the best of r's alternatives as the
- * framework lays them out. Prints the flags (or the JSON answer). */
+/* --emit megatron|torchtitan without a fully pinned layout: the
+ * framework's own space searched (pass_framework_search) for the fastest
+ * plan that fits and that it can express: into r (found) and DRV_OK, or
+ * DRV_INEXPRESSIBLE / DRV_NOFIT after saying why (and the JSON answer). */
+int drv_framework_search(const DrvOptions *o, const struct IrGraph *g, const struct PassCostCtx *c,
+                         const struct PassSearchOpts *so, struct PassSearchResult *r);
+/* --emit megatron|torchtitan for r->alt[0], a framework's plan. Prints the
+ * flags (or the JSON answer). */
 int drv_emit_framework(const DrvOptions *o, const struct IrGraph *g, const struct PassCostCtx *c,
-                       const struct PassSearchResult *r, bool framework_plan);
+                       const struct PassSearchResult *r);
 
 #endif

@@ -77,6 +77,62 @@ int drv_framework_layout(const DrvOptions *o, const IrGraph *g, const PassCostCt
     return DRV_OK;
 }
 
+int drv_framework_search(const DrvOptions *o, const IrGraph *g, const PassCostCtx *c,
+                         const PassSearchOpts *so, PassSearchResult *r)
+{
+    memset(r, 0, sizeof *r);
+    if (!pass_search_check_pins(c, g, so))
+        return DRV_INVALID;
+    const char *fw = o->emit;
+    char why[512];
+    pass_framework_search(c, g, so, !strcmp(fw, "megatron") ? pass_megatron_layout : pass_torchtitan_layout, r,
+                          why, sizeof why);
+    if (r->found)
+        return DRV_OK;
+    if (r->no_layout) {
+        if (why[0])
+            ir_error(IR_NOLOC, "--emit %s: no layout of %d GPUs that %s runs can be expressed%s; the first: %s",
+                     fw, r->gpus, !strcmp(fw, "megatron") ? "Megatron-LM" : "torchtitan",
+                     pass_search_pinned_fully(&so->pins) ? "" : " within the pins", why);
+        else
+            ir_error(IR_NOLOC, "--emit %s: no layout of %d GPUs splits the model as %s does (tp dividing the "
+                     "heads and the MLP width, pp x v the %s)", fw, r->gpus,
+                     !strcmp(fw, "megatron") ? "Megatron-LM" : "torchtitan", "layers");
+        if (o->json)
+            drv_answer_json(g, c, NULL, "cannot_express", DRV_INEXPRESSIBLE, fw, NULL);
+        return DRV_INEXPRESSIBLE;
+    }
+    ir_error(IR_NOLOC, "none of the %ld layouts %s runs on %d GPUs fits as the %s stack lays it out "
+             "(even layers per stage, the framework's tensor parallelism)", r->stats.evaluated,
+             !strcmp(fw, "megatron") ? "Megatron-LM" : "torchtitan", r->gpus, c->st.name);
+    if (r->have_closest)
+        pass_search_explain_overflow(c, g, &r->closest, false, r->gpus);
+    /* The pipeline degrees the even split rules out. */
+    PassArch A;
+    char sub[256], list[160] = "";
+    if (pass_arch_read(g, &A, sub, sizeof sub)) {
+        int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8, n = 0;
+        for (int pp = 2; pp <= r->gpus && pp <= PASS_MAX_PP; pp++) {
+            bool some_tp = false;
+            for (int tp = 1; tp <= gpn && !some_tp; tp++)
+                some_tp = r->gpus % (tp * pp) == 0 && (so->pins.tp == 0 || so->pins.tp == tp);
+            if (some_tp && A.layers % pp && (so->pins.pp == 0 || so->pins.pp == pp) && n < 8) {
+                size_t k = strlen(list);
+                snprintf(list + k, sizeof list - k, "%s%d", n ? ", " : "", pp);
+                n++;
+            }
+        }
+        if (n)
+            ir_note(IR_NOLOC, "%s splits the %d layers evenly over the pipeline stages, which rules out pp %s%s "
+                    "here; uneven first and last stages (--decoder-first-pipeline-num-layers) are not modelled "
+                    "yet", !strcmp(fw, "megatron") ? "Megatron-LM" : "torchtitan", A.layers, list,
+                    n == 8 ? ", ..." : "");
+    }
+    if (o->json && r->have_closest)
+        drv_answer_json(g, c, &r->closest, "does_not_fit", DRV_NOFIT, NULL, NULL);
+    return DRV_NOFIT;
+}
+
 /* Run the emitter into a string; NULL (why filled) if it refuses. */
 static char *emit_text(const char *fw, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
                        char *why, size_t n)
@@ -96,74 +152,14 @@ static char *emit_text(const char *fw, const IrGraph *g, const PassCostCtx *c, c
     return text;
 }
 
-int drv_emit_framework(const DrvOptions *o, const IrGraph *g, const PassCostCtx *c,
-                       const PassSearchResult *r, bool framework_plan)
+int drv_emit_framework(const DrvOptions *o, const IrGraph *g, const PassCostCtx *c, const PassSearchResult *r)
 {
     const char *fw = o->emit;
-    char why[512] = "", first_why[512] = "", sub[512];
-    const PassSearchAlt *chosen = NULL;
-    PassSearchAlt best, leanest;
-    bool have_best = false, have_leanest = false;
-    if (framework_plan) {
-        chosen = &r->alt[0];
-    } else {
-        /* The search ranked its own plans (ILP strategies, balanced stages):
-         * each of its best layouts again as the framework lays it out. */
-        for (int i = 0; i < r->nalt; i++) {
-            PassLayout L = r->alt[i].layout;
-            if (!strcmp(fw, "torchtitan") && L.tp > 1)
-                L.sp = true; /* torchtitan's llama3 TP is always sequence-parallel */
-            PassSearchAlt a;
-            if (!pass_framework_alt(c, g, &L, &a, sub, sizeof sub)) {
-                if (!first_why[0])
-                    snprintf(first_why, sizeof first_why, "%s", sub);
-                continue;
-            }
-            if (!a.pred.fits) {
-                if (!have_leanest || a.pred.peak_mem_bytes < leanest.pred.peak_mem_bytes) {
-                    if (have_leanest)
-                        pass_search_alt_free(&leanest);
-                    leanest = a, have_leanest = true;
-                } else {
-                    pass_search_alt_free(&a);
-                }
-                continue;
-            }
-            char *t = emit_text(fw, g, c, &a, sub, sizeof sub);
-            if (!t) {
-                if (!first_why[0])
-                    snprintf(first_why, sizeof first_why, "%s", sub);
-                pass_search_alt_free(&a);
-                continue;
-            }
-            free(t);
-            if (!have_best || a.pred.step_time_s < best.pred.step_time_s) {
-                if (have_best)
-                    pass_search_alt_free(&best);
-                best = a, have_best = true;
-            } else {
-                pass_search_alt_free(&a);
-            }
-        }
-        if (have_best)
-            chosen = &best;
-    }
+    char why[512];
+    const PassSearchAlt *chosen = &r->alt[0];
+    char *text = emit_text(fw, g, c, chosen, why, sizeof why);
     int rc = DRV_OK;
-    char *text = NULL;
-    if (!chosen && have_leanest && !first_why[0]) {
-        ir_error(IR_NOLOC, "none of the %d best plans of the search fits as the %s stack lays it out "
-                 "(even layers per stage, the framework's tensor parallelism)", r->nalt, c->st.name);
-        pass_search_explain_overflow(c, g, &leanest, true, r->gpus);
-        rc = DRV_NOFIT;
-        if (o->json)
-            drv_answer_json(g, c, &leanest, "does_not_fit", rc, NULL, NULL);
-    } else if (!chosen) {
-        ir_error(IR_NOLOC, "--emit %s: none of the %d best plans of the search can be expressed; the "
-                 "first: %s", fw, r->nalt, first_why);
-        rc = DRV_INEXPRESSIBLE;
-        if (o->json)
-            drv_answer_json(g, c, NULL, "cannot_express", rc, fw, NULL);
-    } else if (!(text = emit_text(fw, g, c, chosen, why, sizeof why))) {
+    if (!text) {
         ir_error(IR_NOLOC, "--emit %s: %s", fw, why);
         rc = DRV_INEXPRESSIBLE;
         if (o->json)
@@ -174,9 +170,5 @@ int drv_emit_framework(const DrvOptions *o, const IrGraph *g, const PassCostCtx 
         fputs(text, stdout);
     }
     free(text);
-    if (have_best)
-        pass_search_alt_free(&best);
-    if (have_leanest)
-        pass_search_alt_free(&leanest);
     return rc;
 }

@@ -223,7 +223,7 @@ static int plan(const DrvOptions *o, IrGraph *g)
     so.gpus = cl.ngpus;
     so.global_batch = g->global_batch;
     so.ilp_time_limit_s = o->ilp_time_limit;
-    so.keep = o->explain || fw ? 10 : 1;
+    so.keep = o->explain ? 10 : 1;
     bool pinned = pass_search_pinned_fully(&so.pins);
     /* A framework chooses no strategies and no stage boundaries: a fully
      * pinned layout is its plan, without a search. */
@@ -241,6 +241,10 @@ static int plan(const DrvOptions *o, IrGraph *g)
     int rc;
     if (framework_plan) {
         rc = drv_framework_layout(o, g, &ctx, &so, &r);
+        if (rc != DRV_OK)
+            goto out;
+    } else if (fw) { /* the framework's own space, not ptdc's strategies and stages */
+        rc = drv_framework_search(o, g, &ctx, &so, &r);
         if (rc != DRV_OK)
             goto out;
     } else {
@@ -264,7 +268,7 @@ static int plan(const DrvOptions *o, IrGraph *g)
     if (pass_search_idle_note(&r, cl.gpus_per_node, note, sizeof note))
         ir_note(IR_NOLOC, "%s", note);
     if (fw) {
-        rc = drv_emit_framework(o, g, &ctx, &r, framework_plan);
+        rc = drv_emit_framework(o, g, &ctx, &r);
         goto out;
     }
     bool emit_plan = o->emit && !strcmp(o->emit, "plan");

@@ -1,42 +1,299 @@
 /* emit_megatron.c: --emit megatron, the chosen plan as Megatron-LM
  * (Megatron-Core) command-line flags for pretrain_gpt.py. The flags are
  * those of megatron/training/arguments.py and the config dataclasses it
- * builds them from (TransformerConfig, ModelParallelConfig); docs/stacks.md
- * maps them one by one. What the flags cannot state is refused before
- * anything is printed. */
+ * builds them from (TransformerConfig, ModelParallelConfig) at Megatron-LM
+ * main of August 2026 (d98e8a64ddf3); docs/stacks.md maps them one by one.
+ * The model goes through one handler per property (arch.def) and per
+ * operator attribute (ir/attrs.def): each states it as flags or refuses by
+ * name. What the flags cannot state is refused before anything is printed. */
 #include "plan/plan.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-/* One "    --flag [value] \" line; the last line has no backslash, so the
- * flags are collected first. */
-typedef struct Args {
-    char line[64][96];
-    int n;
-} Args;
+/* ------------------------------------------------ the model, row by row */
 
-static void arg(Args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void arg(Args *a, const char *fmt, ...)
+static bool mg_arch_LAYERS(const IrGraph *g, const PassArch *A, PassFrameOut *o)
 {
-    if (a->n == 64)
-        ir_die("emit_megatron: too many flags");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(a->line[a->n++], sizeof a->line[0], fmt, ap);
-    va_end(ap);
+    (void)g;
+    pass_frame_arg(o, "--num-layers %d", A->layers);
+    return true;
 }
+
+static bool mg_arch_D_MODEL(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    (void)g;
+    pass_frame_arg(o, "--hidden-size %lld", (long long)A->d_model);
+    return true;
+}
+
+static bool mg_arch_D_FF(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    (void)g;
+    pass_frame_arg(o, "--ffn-hidden-size %lld", (long long)A->d_ff);
+    return true;
+}
+
+static bool mg_arch_HEADS(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    (void)g;
+    pass_frame_arg(o, "--num-attention-heads %lld", (long long)A->heads);
+    return true;
+}
+
+static bool mg_arch_KV_HEADS(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    (void)g;
+    if (A->kv_heads != A->heads) {
+        pass_frame_arg(o, "--group-query-attention");
+        pass_frame_arg(o, "--num-query-groups %lld", (long long)A->kv_heads);
+    }
+    return true;
+}
+
+static bool mg_arch_HEAD_DIM(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    (void)g; /* TransformerConfig: kv_channels = hidden_size / heads unless given */
+    if (A->head_dim * A->heads != A->d_model)
+        pass_frame_arg(o, "--kv-channels %lld", (long long)A->head_dim);
+    return true;
+}
+
+static bool mg_arch_SEQ(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    (void)g;
+    pass_frame_arg(o, "--seq-length %lld", (long long)A->seq);
+    pass_frame_arg(o, "--max-position-embeddings %lld", (long long)A->seq);
+    return true;
+}
+
+static bool mg_arch_POSITIONS(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    (void)g; /* the rotary attributes (base, scaling) are rows of their own */
+    pass_frame_arg(o, "--position-embedding-type %s", A->rope ? "rope" : A->learned_pos ? "learned_absolute" : "none");
+    return true;
+}
+
+static bool mg_arch_NORM(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    (void)g;
+    pass_frame_arg(o, "--normalization %s", A->rmsnorm ? "RMSNorm" : "LayerNorm");
+    return true;
+}
+
+/* Megatron-Core's GELU MLP is F.gelu (the exact, erf form) except where
+ * bias_gelu_fusion runs, which is on by default and needs biases: its
+ * bias_gelu kernel (megatron/core/fusions/fused_bias_gelu.py) is the tanh
+ * form ptdc computes. arguments.py turns the fusion off without biases.
+ * (--openai-gelu is read by nothing in Megatron-Core.) */
+static bool mg_arch_MLP(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    if (A->swiglu) {
+        pass_frame_arg(o, "--swiglu");
+        return true;
+    }
+    if (!A->bias_linear)
+        return pass_frame_refuse(g, o, "its GELU MLP has no biases, and without them Megatron-Core runs the "
+                                 "exact (erf) GELU, where ptdc's gelu is the tanh form (Megatron-Core's fused "
+                                 "bias_gelu, which needs the biases)");
+    return true;
+}
+
+static bool mg_arch_BIASES(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    (void)g;
+    if (!A->bias_linear) {
+        pass_frame_arg(o, "--disable-bias-linear");
+        if (A->bias_qkv)
+            pass_frame_arg(o, "--add-qkv-bias");
+    }
+    return true;
+}
+
+static bool mg_arch_TIED(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    (void)g;
+    if (!A->tied)
+        pass_frame_arg(o, "--untie-embeddings-and-output-weights");
+    return true;
+}
+
+static bool mg_arch_INIT_STD(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    (void)g;
+    pass_frame_arg(o, "--init-method-std %g", A->init_std);
+    return true;
+}
+
+static bool mg_arch_DTYPE(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    (void)g;
+    if (A->bf16)
+        pass_frame_arg(o, "--bf16");
+    return true;
+}
+
+static bool mg_arch_VOCAB(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    (void)g; /* the tokenizer gives it; Megatron pads it for the vocabulary-parallel layers */
+    pass_frame_note(o, "The model's vocabulary is %lld; Megatron-LM pads the tokenizer's to a multiple of "
+                    "128 x tp (--make-vocab-size-divisible-by).", (long long)A->vocab);
+    return true;
+}
+
+static bool mg_eps(const IrGraph *g, const PassArch *A, PassFrameOut *o, IrAttrId id)
+{
+    (void)g;
+    pass_frame_arg(o, "--norm-epsilon %g", A->attr[id]);
+    return true;
+}
+
+static bool mg_attr_RMSNORM_EPS(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    return mg_eps(g, A, o, IR_ATTR_RMSNORM_EPS);
+}
+
+static bool mg_attr_LAYERNORM_EPS(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    return mg_eps(g, A, o, IR_ATTR_LAYERNORM_EPS);
+}
+
+static bool mg_attr_ROPE_POS(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    if ((int)A->attr[IR_ATTR_ROPE_POS] != g->seq_dim)
+        return pass_frame_refuse(g, o, "its rotary embedding counts positions along %s, not the sequence",
+                                 g->dims[(int)A->attr[IR_ATTR_ROPE_POS]].name);
+    return true;
+}
+
+static bool mg_attr_ROPE_ROT(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    if ((int)A->attr[IR_ATTR_ROPE_ROT] != A->head_dim_dim)
+        return pass_frame_refuse(g, o, "its rotary embedding rotates %s, not the whole head dim",
+                                 g->dims[(int)A->attr[IR_ATTR_ROPE_ROT]].name);
+    return true;
+}
+
+static bool mg_attr_ROPE_THETA(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    double t = A->attr[IR_ATTR_ROPE_THETA];
+    if (t != floor(t) || t > 2147483647.0)
+        return pass_frame_refuse(g, o, "its rotary base %g is not an integer, which --rotary-base (type=int) "
+                                 "requires", t);
+    pass_frame_arg(o, "--rotary-base %.0f", t);
+    return true;
+}
+
+static bool mg_attr_ROPE_SCALING(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    (void)g; /* rotary_pos_embedding.py: RotaryEmbedding(rope_scaling=...) -> _apply_scaling */
+    if ((IrRopeKind)A->attr[IR_ATTR_ROPE_SCALING] == IR_ROPE_LLAMA3)
+        pass_frame_arg(o, "--use-rope-scaling");
+    return true;
+}
+
+static bool mg_attr_ROPE_FACTOR(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    (void)g;
+    pass_frame_arg(o, "--rope-scaling-factor %g", A->attr[IR_ATTR_ROPE_FACTOR]);
+    return true;
+}
+
+/* _apply_scaling's other parameters keep their defaults: RotaryEmbedding
+ * passes only the factor (low 1, high 4, original context 8192, LLaMA-3.1's). */
+static bool mg_fixed(const IrGraph *g, const PassArch *A, PassFrameOut *o, IrAttrId id, double fixed)
+{
+    if (A->attr[id] != fixed)
+        return pass_frame_refuse(g, o, "its llama3 rope scaling has %s = %g, and Megatron-Core's "
+                                 "(rotary_pos_embedding.py, _apply_scaling) fixes it at %g; only the factor "
+                                 "is a flag (--rope-scaling-factor)", ir_attrs[id].name, A->attr[id], fixed);
+    return true;
+}
+
+static bool mg_attr_ROPE_LOW(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    return mg_fixed(g, A, o, IR_ATTR_ROPE_LOW, 1);
+}
+
+static bool mg_attr_ROPE_HIGH(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    return mg_fixed(g, A, o, IR_ATTR_ROPE_HIGH, 4);
+}
+
+static bool mg_attr_ROPE_ORIGINAL(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    return mg_fixed(g, A, o, IR_ATTR_ROPE_ORIGINAL, 8192);
+}
+
+static bool mg_attr_ATTN_CAUSAL(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    if (A->attr[IR_ATTR_ATTN_CAUSAL] == 0)
+        return pass_frame_refuse(g, o, "its attention is not causal; pretrain_gpt.py trains causal decoders");
+    return true;
+}
+
+/* --window-size (left, right) as flash-attention and Transformer Engine
+ * read it: query i sees keys i - left .. i + right. ptdc's window W lets i
+ * see j with i - j < W: left W - 1, right 0. */
+static bool mg_attr_ATTN_WINDOW(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    (void)g;
+    pass_frame_arg(o, "--window-size %lld,0", (long long)A->attr[IR_ATTR_ATTN_WINDOW] - 1);
+    return true;
+}
+
+static bool mg_attr_SOFTMAX_DIM(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+{
+    (void)A; /* pass_arch_read refuses a layer with a softmax of its own before this */
+    return pass_frame_refuse(g, o, "it has a softmax operator outside attention");
+}
+
+PassFrameFn *const pass_megatron_arch[PASS_NARCH] = {
+#define ARCH(ID, what) [PASS_ARCH_##ID] = mg_arch_##ID,
+#include "plan/arch.def"
+#undef ARCH
+};
+PassFrameFn *const pass_megatron_attr[IR_NATTRS] = {
+#define ATTR(ID, op, name, kind, flags, field) [IR_ATTR_##ID] = mg_attr_##ID,
+#include "attrs.def"
+#undef ATTR
+};
 
 bool pass_megatron_model(const IrGraph *g, PassArch *A, char *why, size_t wn)
 {
     char sub[256];
     if (!pass_arch_read(g, A, sub, sizeof sub))
         return pass_refuse(why, wn, "Megatron-LM's GPT model cannot express %s: %s", g->name, sub);
-    if (A->rope && A->rope_theta != floor(A->rope_theta))
-        return pass_refuse(why, wn, "Megatron-LM's GPT model cannot express %s: its rotary base %g is not "
-                      "an integer, which --rotary-base requires", g->name, A->rope_theta);
+    PassFrameOut o = {.fw = "Megatron-LM's GPT model", .why = why, .wn = wn};
+    return pass_frame_model(g, A, pass_megatron_arch, pass_megatron_attr, &o);
+}
+
+/* -------------------------------------------------------- the command */
+
+bool pass_megatron_layout(const PassArch *A, const PassLayout *L, const PassStack *st, PassAttention att,
+                          char *why, size_t wn)
+{
+    (void)A, (void)att;
+    if (L->replicated > 1)
+        return pass_refuse(why, wn, "the plan keeps %d replicas along a mesh axis it splits nothing over, "
+                      "which Megatron-LM has no flag for", L->replicated);
+    if (L->zero >= 2)
+        return pass_refuse(why, wn, "the plan uses ZeRO-%d; Megatron-LM's distributed optimizer "
+                      "(--use-distributed-optimizer) shards only the optimizer state (ZeRO-1)", L->zero);
+    if (!strcmp(pass_layout_recompute_name(L), "mixed"))
+        return pass_refuse(why, wn, "the plan recomputes some pipeline stages and not others; Megatron-LM's "
+                      "--recompute-method block recomputes the same number of layers on every stage");
+    if (st->attn_kernel == PASS_KERNEL_FLASH1)
+        return pass_refuse(why, wn, "the stack prices FlashAttention-1 (attention_kernel = flash1); current "
+                      "Megatron-LM runs FlashAttention-2 or later (--attention-backend flash)");
+    /* validate_args: the interleaved schedule needs pp > 2 unless p2p
+     * communication overlaps (--overlap-p2p-comm, on by default), and the
+     * schedule's micro-batch groups (microbatch_group_size_per_vp_stage = pp,
+     * schedules.py) need the micro-batches to be a multiple of pp. */
+    if (L->v > 1 && L->num_micro % L->pp)
+        return pass_refuse(why, wn, "the interleaved schedule runs the micro-batches in groups of pp = %d, and "
+                      "%d micro-batches are not a multiple of it", L->pp, L->num_micro);
     return true;
 }
 
@@ -50,105 +307,66 @@ bool pass_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const P
     const PassLayout *L = &a->layout;
     const PassStack *st = &c->st;
     int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
-    if (L->replicated > 1)
-        return pass_refuse(why, wn, "the plan keeps %d replicas along a mesh axis it splits nothing over, "
-                      "which Megatron-LM has no flag for", L->replicated);
-    if (L->zero >= 2)
-        return pass_refuse(why, wn, "the plan uses ZeRO-%d; Megatron-LM's distributed optimizer "
-                      "(--use-distributed-optimizer) shards only the optimizer state (ZeRO-1)", L->zero);
-    if (!strcmp(pass_layout_recompute_name(L), "mixed"))
-        return pass_refuse(why, wn, "the plan recomputes some pipeline stages and not others; Megatron-LM's "
-                      "--recompute-method block recomputes the same number of layers on every stage");
+    if (!pass_megatron_layout(&A, L, st, a->plan.attention, why, wn))
+        return false;
     if (!pass_plan_matches_framework(g, &A, a, gpn, sub, sizeof sub))
         return pass_refuse(why, wn, "Megatron-LM cannot express the plan: %s", sub);
-    if (st->attn_kernel == PASS_KERNEL_FLASH1)
-        return pass_refuse(why, wn, "the stack prices FlashAttention-1 (attention_kernel = flash1); current "
-                      "Megatron-LM runs FlashAttention-2 or later (--attention-backend flash)");
 
-    Args x = {.n = 0};
+    PassFrameOut m = {.fw = "Megatron-LM's GPT model", .why = why, .wn = wn};
+    if (!pass_frame_model(g, &A, pass_megatron_arch, pass_megatron_attr, &m))
+        return false;
+    PassFrameOut x = {.fw = "Megatron-LM", .why = why, .wn = wn};
     /* Parallelism and batch. */
-    arg(&x, "--tensor-model-parallel-size %d", L->tp);
-    arg(&x, "--pipeline-model-parallel-size %d", L->pp);
+    pass_frame_arg(&x, "--tensor-model-parallel-size %d", L->tp);
+    pass_frame_arg(&x, "--pipeline-model-parallel-size %d", L->pp);
     if (L->v > 1)
-        arg(&x, "--num-layers-per-virtual-pipeline-stage %d", A.layers / (L->pp * L->v));
+        pass_frame_arg(&x, "--num-layers-per-virtual-pipeline-stage %d", A.layers / (L->pp * L->v));
     if (L->sp && L->tp > 1)
-        arg(&x, "--sequence-parallel");
-    arg(&x, "--micro-batch-size %lld", (long long)L->micro_batch);
-    arg(&x, "--global-batch-size %lld", (long long)(L->micro_batch * L->dp * L->num_micro));
+        pass_frame_arg(&x, "--sequence-parallel");
+    pass_frame_arg(&x, "--micro-batch-size %lld", (long long)L->micro_batch);
+    pass_frame_arg(&x, "--global-batch-size %lld", (long long)(L->micro_batch * L->dp * L->num_micro));
     /* Recomputation. */
     switch (a->plan.stages[0].recompute) {
     case PASS_RECOMPUTE_NONE: break;
     case PASS_RECOMPUTE_SELECTIVE:
-        arg(&x, "--recompute-granularity selective");
-        arg(&x, "--recompute-modules core_attn");
+        pass_frame_arg(&x, "--recompute-granularity selective");
+        pass_frame_arg(&x, "--recompute-modules core_attn");
         break;
     case PASS_RECOMPUTE_FFN:
-        arg(&x, "--recompute-granularity selective");
-        arg(&x, "--recompute-modules mlp");
+        pass_frame_arg(&x, "--recompute-granularity selective");
+        pass_frame_arg(&x, "--recompute-modules mlp");
         break;
     case PASS_RECOMPUTE_FULL:
-        arg(&x, "--recompute-granularity full");
-        arg(&x, "--recompute-method uniform");
-        arg(&x, "--recompute-num-layers 1");
+        pass_frame_arg(&x, "--recompute-granularity full");
+        pass_frame_arg(&x, "--recompute-method uniform");
+        pass_frame_arg(&x, "--recompute-num-layers 1");
         break;
     }
     /* Data parallelism as the stack prices it. */
     if (L->zero == 1 && L->dp > 1)
-        arg(&x, "--use-distributed-optimizer");
+        pass_frame_arg(&x, "--use-distributed-optimizer");
     if (st->dp_overlap && L->dp > 1) {
-        arg(&x, "--overlap-grad-reduce");
+        pass_frame_arg(&x, "--overlap-grad-reduce");
         if (L->zero == 1)
-            arg(&x, "--overlap-param-gather");
+            pass_frame_arg(&x, "--overlap-param-gather");
     }
     if (st->grad_bytes == 2 || (st->grad_bytes == 0 && A.bf16)) /* 0: as the weights */
-        arg(&x, "--grad-reduce-in-bf16");
+        pass_frame_arg(&x, "--grad-reduce-in-bf16");
     if (st->grad_accum_unfused)
-        arg(&x, "--no-gradient-accumulation-fusion");
+        pass_frame_arg(&x, "--no-gradient-accumulation-fusion");
     if (st->reshard_overlap > 0 && L->sp && L->tp > 1)
-        arg(&x, "--tp-comm-overlap");
-    /* The model. */
-    arg(&x, "--num-layers %d", A.layers);
-    arg(&x, "--hidden-size %lld", (long long)A.d_model);
-    arg(&x, "--ffn-hidden-size %lld", (long long)A.d_ff);
-    arg(&x, "--num-attention-heads %lld", (long long)A.heads);
-    if (A.kv_heads != A.heads) {
-        arg(&x, "--group-query-attention");
-        arg(&x, "--num-query-groups %lld", (long long)A.kv_heads);
-    }
-    if (A.head_dim * A.heads != A.d_model)
-        arg(&x, "--kv-channels %lld", (long long)A.head_dim);
-    arg(&x, "--seq-length %lld", (long long)A.seq);
-    arg(&x, "--max-position-embeddings %lld", (long long)A.seq);
-    if (A.rope) {
-        arg(&x, "--position-embedding-type rope");
-        arg(&x, "--rotary-base %.0f", A.rope_theta);
-    } else {
-        arg(&x, "--position-embedding-type %s", A.learned_pos ? "learned_absolute" : "none");
-    }
-    arg(&x, "--normalization %s", A.rmsnorm ? "RMSNorm" : "LayerNorm");
-    arg(&x, "--norm-epsilon %g", A.norm_eps);
-    if (A.swiglu)
-        arg(&x, "--swiglu");
-    else
-        arg(&x, "--openai-gelu");
-    if (!A.bias_linear) {
-        arg(&x, "--disable-bias-linear");
-        if (A.bias_qkv)
-            arg(&x, "--add-qkv-bias");
-    }
-    if (!A.tied)
-        arg(&x, "--untie-embeddings-and-output-weights");
-    arg(&x, "--attention-dropout 0.0");
-    arg(&x, "--hidden-dropout 0.0");
-    arg(&x, "--init-method-std %g", A.init_std);
-    if (A.bf16)
-        arg(&x, "--bf16");
+        pass_frame_arg(&x, "--tp-comm-overlap");
+    /* The model, then what ptdc's programs do not have (dropout). */
+    for (int i = 0; i < m.narg; i++)
+        pass_frame_arg(&x, "%s", m.arg[i]);
+    pass_frame_arg(&x, "--attention-dropout 0.0");
+    pass_frame_arg(&x, "--hidden-dropout 0.0");
     /* Kernels as the stack prices them. */
     bool flash = st->attn_kernel == PASS_KERNEL_FLASH2 ||
                  (st->attn_kernel == PASS_KERNEL_AUTO && a->plan.attention == PASS_ATTN_FLASH);
-    arg(&x, "--attention-backend %s", flash ? "flash" : "unfused");
+    pass_frame_arg(&x, "--attention-backend %s", flash ? "flash" : "unfused");
     if (st->attn_kernel == PASS_KERNEL_EAGER)
-        arg(&x, "--no-masked-softmax-fusion");
+        pass_frame_arg(&x, "--no-masked-softmax-fusion");
 
     pass_emit_header(f, g, c, a, "Megatron-LM (Megatron-Core) flags");
     if (st->norm_unfused)
@@ -164,12 +382,16 @@ bool pass_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const P
         fprintf(f, "# The stack hides tensor-parallel communication (reshard_overlap), which Megatron-LM's\n"
                    "#   --tp-comm-overlap does only with --sequence-parallel.\n");
     fprintf(f, "# Add your data, tokenizer and training flags (--data-path, --tokenizer-type, --lr,\n"
-               "#   --train-iters, ...) and torchrun's rendezvous flags. The model's vocabulary is %lld;\n"
-               "#   Megatron-LM pads the tokenizer's to a multiple of 128 x %d (--make-vocab-size-divisible-by).\n",
-            (long long)A.vocab, L->tp);
+               "#   --train-iters, ...) and torchrun's rendezvous flags.\n");
+    pass_frame_print_notes(f, &m);
     int gpus = L->gpus, nodes = gpus >= gpn ? gpus / gpn : 1, per = gpus >= gpn ? gpn : gpus;
+    /* validate_args asserts it with tensor (or context) parallelism before
+     * Blackwell, so that each rank's communication kernels are queued in the
+     * order issued; Megatron-LM's example scripts export it. */
+    if (L->tp > 1)
+        fprintf(f, "export CUDA_DEVICE_MAX_CONNECTIONS=1\n");
     fprintf(f, "torchrun --nproc-per-node %d --nnodes %d pretrain_gpt.py \\\n", per, nodes);
-    for (int i = 0; i < x.n; i++)
-        fprintf(f, "    %s%s\n", x.line[i], i + 1 < x.n ? " \\" : "");
+    for (int i = 0; i < x.narg; i++)
+        fprintf(f, "    %s%s\n", x.arg[i], i + 1 < x.narg ? " \\" : "");
     return true;
 }

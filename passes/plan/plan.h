@@ -27,15 +27,26 @@ void pass_plan_explain(FILE *f, const PassCostCtx *c, const IrGraph *g, const Pa
 bool pass_refuse(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The model as Megatron-LM and torchtitan describe one (plan_arch.c): a
  * decoder of identical pre-norm layers between a token embedding and an LM
- * head. Read back from the graph; dims are global sizes. */
+ * head. Read back from the graph; dims are global sizes. Its properties are
+ * the rows of arch.def (structure) and of ir/attrs.def (the operators'
+ * attributes, read generically into attr[]): each framework emitter has a
+ * handler for every row of both (passes/plan/frame_model.c runs them), so
+ * an attribute the IR gains cannot be dropped by an emitter silently. */
+typedef enum {
+#define ARCH(ID, what) PASS_ARCH_##ID,
+#include "plan/arch.def"
+#undef ARCH
+    PASS_NARCH
+} PassArchId;
+extern const char *const pass_arch_what[PASS_NARCH];
+
 typedef struct PassArch {
     int layers;
     int64_t d_model, heads, kv_heads, head_dim, d_ff, vocab, seq;
     int heads_dim, kv_dim, ff_dim, vocab_dim; /* their dim ids (kv_dim == heads_dim: MHA) */
+    int head_dim_dim;             /* dim id of head_dim */
     bool rmsnorm;                 /* RMSNorm; else LayerNorm with weight and bias */
-    double norm_eps;
-    bool rope;                    /* rotary embedding of q and k over the whole head dim */
-    double rope_theta;
+    bool rope;                    /* rotary embedding of q and k (attr[] has its attributes) */
     bool learned_pos;             /* a [seq, d_model] position table added to the embedding */
     bool swiglu;                  /* silu(h W_gate) * (h W_up); else gelu(h W_fc) (tanh form) */
     bool bias_linear;             /* a bias on every projection */
@@ -43,12 +54,49 @@ typedef struct PassArch {
     bool tied;                    /* the LM head is the token table */
     double init_std;              /* of the query projection */
     bool bf16;                    /* weights in bf16 */
+    /* Every attribute of the layers' and the head's operators: one value
+     * each (operators of one kind must agree), has_attr where the model has
+     * an operator carrying it. */
+    double attr[IR_NATTRS];
+    bool has_attr[IR_NATTRS];
     int table;                    /* tensor id of the token table */
     int out;                      /* internal: the last layer's output tensor */
 } PassArch;
 /* False with a sentence in why ("its MLP is neither SwiGLU ...", to follow
  * "<model> cannot be expressed: ") when the graph is not such a decoder. */
 bool pass_arch_read(const IrGraph *g, PassArch *a, char *why, size_t n);
+
+/* A framework's statement of one property (frame_model.c): flags, model
+ * arguments and comment lines collected for the emitter, or a refusal. */
+typedef struct PassFrameOut {
+    char arg[48][112];            /* Megatron-LM flags; torchtitan TransformerModelArgs keywords */
+    int narg;
+    char rope[6][64];             /* torchtitan RoPEScalingArgs keywords */
+    int nrope;
+    char note[8][256];            /* comment lines for the header */
+    int nnote;
+    const char *fw;               /* "Megatron-LM", "torchtitan" (refusals name it) */
+    char *why;
+    size_t wn;
+} PassFrameOut;
+typedef bool PassFrameFn(const IrGraph *g, const PassArch *a, PassFrameOut *o);
+/* Each row of arch.def and each attribute the model has, in table order,
+ * through the framework's handlers (an attribute flagged IR_ATTRF_OMIT0 at
+ * 0 is absent: no window, no scaling); false at the first refusal (o->why). */
+bool pass_frame_model(const IrGraph *g, const PassArch *a, PassFrameFn *const arch[PASS_NARCH],
+                      PassFrameFn *const attr[IR_NATTRS], PassFrameOut *o);
+/* The comment lines, wrapped ("# ..." then "#   ..."). */
+void pass_frame_print_notes(FILE *f, const PassFrameOut *o);
+/* Handler helpers: add a flag / keyword, a RoPEScalingArgs keyword, a
+ * comment line; refuse with "<fw> cannot express <model>: <sentence>". */
+void pass_frame_arg(PassFrameOut *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void pass_frame_rope(PassFrameOut *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void pass_frame_note(PassFrameOut *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+bool pass_frame_refuse(const IrGraph *g, PassFrameOut *o, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The handler tables of the two emitters (emit_megatron.c, emit_torchtitan.c). */
+extern PassFrameFn *const pass_megatron_arch[PASS_NARCH], *const pass_megatron_attr[IR_NATTRS];
+extern PassFrameFn *const pass_torchtitan_arch[PASS_NARCH], *const pass_torchtitan_attr[IR_NATTRS];
 
 /* The plan a framework runs for a layout (plan_frame.c): Megatron-LM's
  * tensor parallelism (column-parallel q/k/v, gate/up and fc, row-parallel
@@ -89,6 +137,34 @@ void pass_emit_header(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pas
  * with a sentence ("torchtitan's llama3 model cannot express gpt: ..."). */
 bool pass_megatron_model(const IrGraph *g, PassArch *a, char *why, size_t n);
 bool pass_torchtitan_model(const IrGraph *g, PassArch *a, char *why, size_t n);
+/* The layouts the framework can run at all, whatever the model's plan
+ * (emit_megatron.c, emit_torchtitan.c): ZeRO stages, recomputation, the
+ * schedule's micro-batch rules, the attention kernel and gradient dtype the
+ * stack prices, ... False with a sentence. The emitters check them first;
+ * pass_framework_search leaves out the layouts they refuse. */
+bool pass_megatron_layout(const PassArch *a, const PassLayout *l, const PassStack *st, PassAttention att,
+                          char *why, size_t n);
+bool pass_torchtitan_layout(const PassArch *a, const PassLayout *l, const PassStack *st, PassAttention att,
+                            char *why, size_t n);
+typedef bool PassFrameLayoutFn(const PassArch *a, const PassLayout *l, const PassStack *st, PassAttention att,
+                               char *why, size_t n);
+
+/* The framework's own space (frame_search.c): every layout of o->gpus GPUs
+ * (all of them) that the framework can build for the model (tp dividing
+ * the heads, the KV heads and the MLP width and at most a node unless
+ * pinned; pp and v splitting the layers evenly; every micro-batch, sequence
+ * parallelism, ZeRO stage and recomputation policy the stack offers, within
+ * the pins of o) and that `layout_ok` accepts, each evaluated as the framework
+ * lays it out (pass_framework_alt). Keeps the o->keep fastest that fit in
+ * r->alt (r->found: at least one), the one closest to fitting in r->closest
+ * when none does (r->have_closest), and the first refusal of layout_ok in
+ * why (r->no_layout when every layout was refused or none exists).
+ * Layouts provably slower than one kept (more recomputation at the same
+ * micro-batch) or provably too big (a larger micro-batch than one that did
+ * not fit with full recomputation) are skipped; r->stats counts them. */
+void pass_framework_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
+                           PassFrameLayoutFn *layout_ok, PassSearchResult *r, char *why, size_t n);
+
 /* Emitters (emit_megatron.c, emit_torchtitan.c): the chosen plan as the
  * framework's own configuration, with a comment header saying what ptdc
  * predicts. False with a sentence in why, printing nothing, when the plan

@@ -10,6 +10,12 @@
 #include <stdio.h>
 #include <string.h>
 
+const char *const pass_arch_what[PASS_NARCH] = {
+#define ARCH(ID, what) [PASS_ARCH_##ID] = what,
+#include "plan/arch.def"
+#undef ARCH
+};
+
 static bool is_param(const IrGraph *g, int t) { return g->tensors[t].role == IR_PARAM; }
 
 static int64_t dsize(const IrGraph *g, int d) { return g->dims[d].size; }
@@ -139,17 +145,12 @@ static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, s
         return pass_refuse(why, wn, "its layers do not begin with a norm read by the attention "
                       "(the frameworks' layers are pre-norm)");
     A->rmsnorm = N1->op == IR_OP_RMSNORM;
-    A->norm_eps = N1->attr.eps;
     int h = N1->out[0];
     const IrNode *At = NULL;
     for (int i = P->first; i < P->first + P->count; i++)
         if (g->nodes[i].op == IR_OP_ATTENTION)
             At = &g->nodes[i];
-    if (!At->attr.causal)
-        return pass_refuse(why, wn, "its attention is not causal; the frameworks train causal decoders");
     int bias = 0, ropes = 0, rope_mask = 0;
-    int rot_dim = -1;
-    double theta = 0;
     int wqkv[3];
     for (int j = 0; j < 3; j++) {
         int b = 0;
@@ -157,10 +158,6 @@ static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, s
         if (n && n->op == IR_OP_ROPE) {
             ropes++;
             rope_mask |= 1 << j;
-            theta = n->attr.theta;
-            const IrTensor *t = &g->tensors[n->in[0]];
-            int rd = n->attr.dim[1] >= 0 ? n->attr.dim[1] : t->dim[t->rank - 1];
-            rot_dim = rd;
             n = through_bias(g, n->in[0], &b);
         }
         bias += b;
@@ -177,12 +174,9 @@ static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, s
     A->heads = dsize(g, q->dim[2]);
     A->kv_heads = dsize(g, k->dim[2]);
     A->head_dim = dsize(g, q->dim[3]);
-    if (rope_mask == 3) { /* query and key rotated, value not */
-        if (rot_dim != q->dim[3])
-            return pass_refuse(why, wn, "its rotary embedding rotates %s, not the whole head dim %s",
-                          g->dims[rot_dim].name, g->dims[q->dim[3]].name);
+    A->head_dim_dim = q->dim[3];
+    if (rope_mask == 3) { /* query and key rotated, value not: its attributes are read below */
         A->rope = true;
-        A->rope_theta = theta;
     } else if (ropes != 0) {
         return pass_refuse(why, wn, "its rotary embedding is applied to the %s; the frameworks rotate the "
                       "query and the key", rope_mask == 1 ? "query only" : rope_mask == 2 ? "key only"
@@ -225,8 +219,8 @@ static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, s
                               "block); the frameworks' layers run the MLP after the attention");
         return pass_refuse(why, wn, "its MLP is not a pre-norm block after the attention");
     }
-    if ((N2->op == IR_OP_RMSNORM) != A->rmsnorm || N2->attr.eps != A->norm_eps)
-        return pass_refuse(why, wn, "its two norms differ in kind or epsilon");
+    if ((N2->op == IR_OP_RMSNORM) != A->rmsnorm)
+        return pass_refuse(why, wn, "its two norms differ in kind");
     int h2 = N2->out[0];
     int up[4], nup = 0;
     nc = ir_consumers(g, h2, cs, 8);
@@ -362,10 +356,42 @@ static bool read_head(const IrGraph *g, int x, PassArch *A, char *why, size_t wn
     return true;
 }
 
+/* Every attribute of every operator in the layers and the head, by the
+ * table (ir/attrs.def), not by name: the frameworks configure one value per
+ * attribute, so operators of one kind must agree on each. */
+static bool read_attrs(const IrGraph *g, PassArch *A, char *why, size_t wn)
+{
+    int line[IR_NATTRS] = {0};
+    for (int p = 1; p < g->npieces; p++) {
+        const IrPiece *P = &g->pieces[p];
+        for (int i = P->first; i < P->first + P->count; i++) {
+            const IrNode *n = &g->nodes[i];
+            for (int id = 0; id < IR_NATTRS; id++) {
+                if (ir_attrs[id].op != n->op)
+                    continue;
+                double v = ir_attr_get(&n->attr, (IrAttrId)id);
+                if (A->has_attr[id] && v != A->attr[id]) {
+                    char a[64], b[64];
+                    IrAttrs x = {0};
+                    ir_attr_set(&x, (IrAttrId)id, A->attr[id]);
+                    return pass_refuse(why, wn, "its %s operators differ in %s (%s at line %d, %s at line %d), "
+                                  "where the frameworks configure one value", ir_ops[n->op].name,
+                                  ir_attrs[id].name, ir_attr_str(g, &x, (IrAttrId)id, a, sizeof a), line[id],
+                                  ir_attr_str(g, &n->attr, (IrAttrId)id, b, sizeof b), n->loc.line);
+                }
+                A->has_attr[id] = true;
+                A->attr[id] = v;
+                line[id] = n->loc.line;
+            }
+        }
+    }
+    return true;
+}
+
 bool pass_arch_read(const IrGraph *g, PassArch *A, char *why, size_t wn)
 {
     memset(A, 0, sizeof *A);
-    A->heads_dim = A->kv_dim = A->ff_dim = A->vocab_dim = -1;
+    A->heads_dim = A->kv_dim = A->ff_dim = A->vocab_dim = A->head_dim_dim = -1;
     A->seq = g->seq_dim >= 0 ? dsize(g, g->seq_dim) : 0;
     int nrep = 0, rep = -1;
     for (int p = 0; p < g->npieces; p++)
@@ -389,5 +415,7 @@ bool pass_arch_read(const IrGraph *g, PassArch *A, char *why, size_t wn)
             *A = L;
         x = L.out;
     }
-    return read_head(g, x, A, why, wn);
+    if (!read_head(g, x, A, why, wn))
+        return false;
+    return read_attrs(g, A, why, wn);
 }

@@ -76,6 +76,15 @@ bool pass_plan_framework(const IrGraph *g, const PassArch *A, const PassLayout *
     if (L->dp < 1 || L->tp < 1 || L->micro_batch < 1 || L->num_micro < 1)
         return pass_refuse(why, wn, "the layout has no data-parallel degree, tensor-parallel degree or "
                       "micro-batch");
+    /* Column-parallel layers give each rank heads / tp heads, KV heads / tp
+     * query groups and d_ff / tp columns (Megatron's divide() asserts it,
+     * torchtitan computes n_heads // tp); the vocabulary is padded. */
+    const struct { const char *what; int64_t n; } split[] = {
+        {"attention heads", A->heads}, {"key/value heads", A->kv_heads}, {"MLP width", A->d_ff}};
+    for (int i = 0; i < 3; i++)
+        if (split[i].n % L->tp)
+            return pass_refuse(why, wn, "the frameworks' tensor parallelism splits the %lld %s evenly, which "
+                          "tp %d cannot do", (long long)split[i].n, split[i].what, L->tp);
     pass_mesh_make(&p->mesh, L->dp, L->tp, gpn);
     p->pp = L->pp;
     p->v = v;

@@ -7,11 +7,12 @@
 #                               cases/NAME.status (0 without one). With NAME.mask,
 #                               numbers on comment lines (#) and on stderr compare as
 #                               N: they are the cost model's, which tests/cost pins;
-#                               the flags themselves are compared exactly. Every
-#                               Megatron-LM flag printed must be in megatron_flags.txt
-#                               and the command must parse (sh -n); every torchtitan
-#                               key must be in torchtitan_keys.txt and the file must
-#                               parse as TOML (python3 tomllib, where it has one).
+#                               the flags themselves are compared exactly. The
+#                               command must parse (sh -n), the job file as TOML
+#                               (python3 tomllib, where it has one); with exit 0
+#                               or 3 upstream/check.py checks every flag and key
+#                               against the framework's own options and rules
+#                               and the model it would build against ptdc's.
 #   run.sh PTDC SRC stackfile   for each preset, --emit stack prints a stack file
 #                               that --stack FILE reads back into the same stack
 #                               (printed again identically), with every key.
@@ -61,22 +62,16 @@ emit)
     done
     if grep -q "pretrain_gpt.py" "$tmp/out"; then
         sh -n "$tmp/out" || { echo "FAIL $name: the command does not parse"; fail=1; }
-        for flag in $(grep -oE '^    --[a-z0-9-]+' "$tmp/out"); do
-            grep -q -- "^$flag " "$here/megatron_flags.txt" ||
-                { echo "FAIL $name: $flag is not a known Megatron-LM flag (megatron_flags.txt)"; fail=1; }
-        done
     fi
-    if grep -q '^\[parallelism\]' "$tmp/out"; then
-        awk '/^\[/ { sec = substr($0, 2, length($0) - 2); next }
-             /^[a-z_]+ = / { print sec "." $1 }' "$tmp/out" >"$tmp/keys"
-        while read -r key; do
-            grep -qx "$key" "$here/torchtitan_keys.txt" ||
-                { echo "FAIL $name: $key is not a torchtitan v0.2.2 key (torchtitan_keys.txt)"; fail=1; }
-        done <"$tmp/keys"
-        if python3 -c 'import tomllib' 2>/dev/null; then
-            python3 -c 'import sys, tomllib; tomllib.load(open(sys.argv[1], "rb"))' "$tmp/out" ||
-                { echo "FAIL $name: not valid TOML"; fail=1; }
-        fi
+    if grep -q '^\[parallelism\]' "$tmp/out" && python3 -c 'import tomllib' 2>/dev/null; then
+        python3 -c 'import sys, tomllib; tomllib.load(open(sys.argv[1], "rb"))' "$tmp/out" ||
+            { echo "FAIL $name: not valid TOML"; fail=1; }
+    fi
+    # The frameworks' own rules and the model they would build (upstream/check.py).
+    if [ $status -eq 0 ] || [ $status -eq 3 ]; then
+        # shellcheck disable=SC2046
+        python3 "$here/upstream/check.py" "$ptdc" "$src" case $(cat "$here/cases/$name.args") >"$tmp/up" 2>&1 ||
+            { echo "FAIL $name: upstream rules"; cat "$tmp/up"; fail=1; }
     fi
     [ $fail -eq 0 ] && echo "ok $name"
     exit $fail

@@ -1,0 +1,217 @@
+/* frame_search.c: the best plan a framework can run. ptdc's own search
+ * ranks ILP strategies and time-balanced stages, which Megatron-LM and
+ * torchtitan cannot be told; re-evaluating its best few as the framework
+ * lays them out misses layouts only the framework's plan makes best (LLaMA-3
+ * 70B on 64 GPUs: the ten best are all uneven splits, while TP 8 fits). So
+ * --emit megatron|torchtitan searches the framework's own space: every
+ * degree, interleaving, micro-batch, sequence parallelism, ZeRO stage and
+ * recomputation policy it offers, each priced by pass_predict on the
+ * framework's plan (pass_framework_alt). Two facts prune it without losing
+ * the best: at one micro-batch more recomputation never runs faster, and a
+ * larger micro-batch never needs less memory. */
+#include "plan/plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct Search {
+    const PassCostCtx *c;
+    const IrGraph *g;
+    const PassSearchOpts *o;
+    const PassArch *A;
+    PassFrameLayoutFn *ok;
+    PassSearchResult *r;
+    int keep;
+    char *why;
+    size_t wn;
+    bool refused_all;             /* no layout passed ok so far */
+} Search;
+
+/* Keep a (fitting) among the keep fastest, best first; frees what is dropped. */
+static void keep_alt(Search *S, PassSearchAlt *a)
+{
+    PassSearchResult *r = S->r;
+    int pos = r->nalt;
+    while (pos > 0 && a->pred.step_time_s < r->alt[pos - 1].pred.step_time_s)
+        pos--;
+    if (pos >= S->keep) {
+        pass_search_alt_free(a);
+        return;
+    }
+    if (r->nalt == S->keep) {
+        pass_search_alt_free(&r->alt[S->keep - 1]);
+        r->nalt--;
+    }
+    memmove(&r->alt[pos + 1], &r->alt[pos], sizeof *r->alt * (size_t)(r->nalt - pos));
+    r->alt[pos] = *a;
+    r->nalt++;
+    r->found = true;
+}
+
+/* Evaluate one layout; 1 it fits, 0 it does not, -1 not evaluated (the
+ * framework cannot run it). */
+static int try(Search *S, const PassLayout *L)
+{
+    char sub[512];
+    if (!S->ok(S->A, L, &S->c->st, S->c->attention, sub, sizeof sub)) {
+        if (S->refused_all && !S->why[0])
+            snprintf(S->why, S->wn, "%s", sub);
+        return -1;
+    }
+    PassSearchAlt a;
+    if (!pass_framework_alt(S->c, S->g, L, &a, sub, sizeof sub)) {
+        if (S->refused_all && !S->why[0])
+            snprintf(S->why, S->wn, "%s", sub);
+        return -1;
+    }
+    S->refused_all = false;
+    S->r->stats.evaluated++;
+    if (a.pred.fits) {
+        keep_alt(S, &a);
+        return 1;
+    }
+    PassSearchResult *r = S->r;
+    if (!r->have_closest || a.pred.peak_mem_bytes < r->closest.pred.peak_mem_bytes) {
+        if (r->have_closest)
+            pass_search_alt_free(&r->closest);
+        r->closest = a;
+        r->have_closest = true;
+    } else {
+        pass_search_alt_free(&a);
+    }
+    return 0;
+}
+
+/* The micro-batches of one (tp, pp, v, sp, zero), smallest first, each with
+ * the least recomputation that fits. */
+static void micro_batches(Search *S, PassLayout L)
+{
+    const PassSearchPins *pin = &S->o->pins;
+    const PassStack *st = &S->c->st;
+    int64_t per = S->r->global_batch / L.dp; /* sequences per replica per step */
+    bool too_big[PASS_RECOMPUTE_FULL + 1] = {0}; /* did not fit at a smaller micro-batch */
+    bool first = true;
+    for (int64_t b = 1; b <= per; b++) {
+        if (per % b || (pin->micro_batch && b != pin->micro_batch))
+            continue;
+        L.micro_batch = b;
+        L.num_micro = (int)(per / b);
+        if (L.v > 1 && L.num_micro % L.pp) /* both frameworks run interleaved groups of pp */
+            continue;
+        S->r->stats.candidates++;
+        int res[PASS_RECOMPUTE_FULL + 1]; /* 1 fits, 0 does not, -1 refused, -2 not evaluated */
+        for (int rc = 0; rc <= PASS_RECOMPUTE_FULL; rc++)
+            res[rc] = -2;
+        bool offered[PASS_RECOMPUTE_FULL + 1];
+        for (int rc = 0; rc <= PASS_RECOMPUTE_FULL; rc++)
+            offered[rc] = pass_stack_has_recompute(st, rc) && (pin->recompute < 0 || rc == pin->recompute);
+        if (first && offered[PASS_RECOMPUTE_FULL] && pin->recompute < 0) {
+            /* The leanest policy at the smallest micro-batch first: if it does
+             * not fit, nothing of this group does (most groups of a large
+             * model on few GPUs), and one evaluation says so. */
+            L.recompute = 1u << PASS_RECOMPUTE_FULL;
+            res[PASS_RECOMPUTE_FULL] = try(S, &L);
+            if (res[PASS_RECOMPUTE_FULL] <= 0) {
+                S->r->stats.pruned_mem += res[PASS_RECOMPUTE_FULL] == 0;
+                break;
+            }
+        }
+        first = false;
+        /* Recomputation in order of cost: none; then core attention or the
+         * MLP; then all of it. One that fits makes the costlier ones slower. */
+        static const int order[][2] = {{PASS_RECOMPUTE_NONE, -1},
+                                       {PASS_RECOMPUTE_SELECTIVE, PASS_RECOMPUTE_FFN},
+                                       {PASS_RECOMPUTE_FULL, -1}};
+        bool fit = false, tried = false;
+        for (int step = 0; step < 3 && !fit; step++)
+            for (int k = 0; k < 2; k++) {
+                int rc = order[step][k];
+                if (rc < 0 || !offered[rc])
+                    continue;
+                if (too_big[rc]) { /* memory only grows with the micro-batch */
+                    S->r->stats.pruned_mem++;
+                    continue;
+                }
+                if (res[rc] == -2) {
+                    L.recompute = 1u << rc;
+                    res[rc] = try(S, &L);
+                }
+                fit |= res[rc] == 1;
+                tried |= res[rc] >= 0;
+                too_big[rc] = res[rc] == 0;
+            }
+        if (!fit) {
+            /* Nothing the framework runs fits at b (or it runs nothing here);
+             * more sequences per micro-batch only add memory. */
+            S->r->stats.pruned_mem += tried;
+            break;
+        }
+    }
+}
+
+void pass_framework_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
+                           PassFrameLayoutFn *layout_ok, PassSearchResult *r, char *why, size_t wn)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    memset(r, 0, sizeof *r);
+    why[0] = 0;
+    PassArch A;
+    char sub[256];
+    r->gpus = o->gpus > 0 ? o->gpus : c->cl->ngpus;
+    r->global_batch = o->global_batch > 0 ? o->global_batch : g->global_batch;
+    if (!pass_arch_read(g, &A, sub, sizeof sub)) {
+        snprintf(why, wn, "%s", sub);
+        r->no_layout = true;
+        return;
+    }
+    Search S = {.c = c, .g = g, .o = o, .A = &A, .ok = layout_ok, .r = r,
+                .keep = o->keep > 0 ? o->keep : 1, .why = why, .wn = wn, .refused_all = true};
+    r->alt = ir_xcalloc((size_t)S.keep, sizeof *r->alt);
+    const PassSearchPins *pin = &o->pins;
+    const PassStack *st = &c->st;
+    int gpus = r->gpus, gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
+    for (int tp = 1; tp <= gpus; tp++) {
+        if (gpus % tp || (pin->tp && tp != pin->tp) || (!pin->tp && tp > gpn) || A.heads % tp ||
+            A.kv_heads % tp || A.d_ff % tp)
+            continue;
+        for (int pp = 1; pp <= gpus / tp && pp <= A.layers && pp <= PASS_MAX_PP; pp++) {
+            if ((gpus / tp) % pp || A.layers % pp || (pin->pp && pp != pin->pp))
+                continue;
+            int dp = gpus / (tp * pp);
+            if ((pin->dp && dp != pin->dp) || r->global_batch % dp)
+                continue;
+            /* codegen's and pass_predict's limits, as the search keeps to them */
+            for (int v = 1; v <= A.layers / pp && v <= PASS_MAX_CHUNKS && pp * v <= PASS_MAX_STAGES; v++) {
+                if (A.layers % (pp * v) || (v > 1 && pp == 1) || (pin->v && v != pin->v))
+                    continue;
+                PassSchedule sched = v > 1 ? PASS_SCHED_INTERLEAVED : PASS_SCHED_1F1B;
+                if ((pin->schedule >= 0 && (int)sched != pin->schedule) || !pass_stack_has_schedule(st, sched))
+                    continue;
+                for (int sp = 0; sp <= 1; sp++) {
+                    if ((sp && (tp == 1 || st->no_sp)) || (pin->sp >= 0 && sp != pin->sp && tp > 1))
+                        continue;
+                    bool one = false; /* with one replica every ZeRO stage is the same plan */
+                    for (int z = 0; z <= 3 && !one; z++) {
+                        if (!pass_stack_has_zero(st, z) || (pin->zero >= 0 && z != pin->zero))
+                            continue;
+                        one = dp == 1;
+                        r->stats.groups++;
+                        PassLayout L = {.gpus = gpus, .dp = dp, .tp = tp, .pp = pp, .v = v,
+                                        .dp_axis = 0, .tp_axis = 1, .replicated = 1, .sp = sp,
+                                        .zero = z, .schedule = sched};
+                        micro_batches(&S, L);
+                    }
+                }
+            }
+        }
+    }
+    r->full_valid = r->full_ranked = r->found;
+    if (r->found)
+        r->best_full_step_s = r->alt[0].pred.step_time_s;
+    r->no_layout = S.refused_all;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    r->stats.seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+}

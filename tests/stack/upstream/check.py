@@ -1,0 +1,403 @@
+#!/usr/bin/env python3
+"""The frameworks' own rules, applied to what ptdc tells their users.
+
+  check.py PTDC SRC corpus        every model in models/ and every Hugging Face
+                                  config in tests/hf/configs, both emitters
+                                  (--emit megatron, --emit torchtitan), and a few
+                                  pinned layouts that exercise the layout flags
+  check.py PTDC SRC case ARGS...  one ptdc command line (tests/stack/cases)
+
+For each output ptdc prints, the options are parsed as the framework parses
+them (megatron.py, torchtitan.py: the options, types, choices and start-up
+rules as data, with the upstream version they describe), the model the
+framework would build from them is computed, and it is compared with the
+model ptdc describes, read from `ptdc --emit ir` (ptdc_ir.py): layers, sizes,
+norm and epsilon, activation, biases, tied embeddings, positions, every
+rotary frequency, the attention window, the parameter count. Where ptdc
+refuses (exit status 3), the framework's model must indeed be unable to say
+what ptdc's says (an independent judgement, below). An attribute on ptdc's
+operators that these checks do not compare fails the corpus."""
+
+import glob
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import megatron  # noqa: E402
+import ptdc_ir  # noqa: E402
+import torchtitan  # noqa: E402
+
+FAILS = []
+
+
+def fail(what, msg):
+    FAILS.append("%s: %s" % (what, msg))
+    print("FAIL %s: %s" % (what, msg))
+
+
+def run(ptdc, args):
+    p = subprocess.run([ptdc] + args, capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def model_args(args):
+    """The model and its --set overrides out of a ptdc command line."""
+    out, i = [], 0
+    while i < len(args):
+        if args[i] == "--set":
+            out += args[i:i + 2]
+            i += 2
+            continue
+        if not args[i].startswith("-") and not out:
+            out.append(args[i])
+        elif not args[i].startswith("-") and i > 0 and not args[i - 1].startswith("-"):
+            pass
+        i += 1
+    return out
+
+
+def truth_of(ptdc, margs):
+    rc, ir, err = run(ptdc, margs + ["--emit", "ir"])
+    rc2, summ, err2 = run(ptdc, margs + ["--emit", "summary"])
+    if rc or rc2:
+        raise RuntimeError("ptdc %s --emit ir/summary failed: %s%s" % (" ".join(margs), err, err2))
+    return ptdc_ir.truth(ir, summ)
+
+
+# ----------------------------------------------------- expressibility
+def megatron_can(t):
+    """None if Megatron-LM's GPT model can be ptdc's model, else why not."""
+    if not t["decoder"]:
+        return t["why"]
+    if not t["causal"]:
+        return "not causal"
+    if t["positions"] == "rope":
+        r = t["rope"]
+        if not (r["rot_full"] and r["pos_seq"]):
+            return "partial rotary"
+        if r["theta"] != int(r["theta"]):
+            return "--rotary-base is an int"
+        s = r["scaling"]
+        if s and (s["kind"] != "llama3" or (s["low"], s["high"], s["orig"]) != (1, 4, 8192)):
+            return "_apply_scaling fixes low/high/original"
+    if t["mlp"] == "gelu_tanh" and not (t["bias_rest"] and t["bias_qkv"]):
+        return "the tanh GELU needs the fused bias_gelu (biases)"
+    if t["bias_rest"] and not t["bias_qkv"]:
+        return "biases on the output/MLP projections but not q/k/v"
+    return None
+
+
+def torchtitan_can(t):
+    if not t["decoder"]:
+        return t["why"]
+    bad = [(not t["causal"], "not causal"), (t["norm"] != "rmsnorm", "LayerNorm"), (t["mlp"] != "swiglu", "GELU"),
+           (t["positions"] != "rope", "no RoPE"), (t["bias_qkv"] or t["bias_rest"], "biases"),
+           (t["tied"], "tied"), (t["head_dim"] * t["heads"] != t["d_model"], "head_dim"),
+           (t["window"] is not None, "sliding window")]
+    for b, why in bad:
+        if b:
+            return why
+    if t["positions"] == "rope" and not (t["rope"]["rot_full"] and t["rope"]["pos_seq"]):
+        return "partial rotary"
+    return None
+
+
+def ffn_solvable(dim, dff):
+    """Some multiple_of (a power of two) and multiplier (none, or with two decimals) gives dff."""
+    for e in range(13):
+        for k in [None] + list(range(50, 401)):
+            if torchtitan.ffn_hidden(dim, 2 ** e, None if k is None else k / 100) == dff:
+                return True
+    return False
+
+
+# ----------------------------------------------------------- compare
+KEYS = ["layers", "d_model", "heads", "kv_heads", "head_dim", "d_ff", "vocab", "seq", "norm", "positions",
+        "window", "causal", "tied", "bf16", "bias_qkv", "bias_rest", "mlp", "params", "dropout"]
+
+
+def close(a, b):
+    return abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+
+
+def compare(what, t, m, init_std=True):
+    for k in KEYS:
+        if m.get(k) != t.get(k):
+            fail(what, "%s: ptdc's model has %r, the framework's %r" % (k, t.get(k), m.get(k)))
+    if not close(t["eps"], m["eps"]):
+        fail(what, "norm epsilon: ptdc %g, framework %g" % (t["eps"], m["eps"]))
+    if init_std and t["init_std"] is not None and not close(t["init_std"], m["init_std"]):
+        fail(what, "init std: ptdc %g, framework %g" % (t["init_std"], m["init_std"]))
+    if "freqs" in t:
+        fr = m.get("freqs", [])
+        diff = [i for i, (a, b) in enumerate(zip(t["freqs"], fr)) if not close(a, b)]
+        if len(fr) != len(t["freqs"]) or diff:
+            fail(what, "rotary frequencies: %d of %d differ (first at %s)" % (
+                len(diff) + abs(len(fr) - len(t["freqs"])), len(t["freqs"]), diff[:1]))
+
+
+def header_plan(out):
+    """The plan ptdc's header states: '# Plan: dp 32 x tp 2 x pp 1 (v 2), sp on, zero 1,
+    micro-batch 1 x 32, interleaved, recompute none.'"""
+    import re
+    line = next(l for l in out.splitlines() if l.startswith("# Plan: "))
+    m = re.match(r"# Plan: dp (\d+) x tp (\d+) x pp (\d+)(?: \(v (\d+)\))?, sp (on|off), zero (\d), "
+                 r"micro-batch (\d+) x (\d+), (\w+), recompute (\w+)\.", line)
+    if not m:
+        raise RuntimeError("cannot read " + line)
+    g = m.groups()
+    return {"dp": int(g[0]), "tp": int(g[1]), "pp": int(g[2]), "v": int(g[3] or 1), "sp": g[4] == "on",
+            "zero": int(g[5]), "mb": int(g[6]), "m": int(g[7]), "gb": int(g[0]) * int(g[6]) * int(g[7]),
+            "recompute": g[9]}
+
+
+def megatron_plan(a, world):
+    tp, pp = a["tensor_model_parallel_size"], a["pipeline_model_parallel_size"]
+    lv = a["num_layers_per_virtual_pipeline_stage"]
+    g, mods = a["recompute_granularity"], a["recompute_modules"] or ["core_attn"]
+    rc = ("none" if g is None else "full" if g == "full" else "selective" if mods == ["core_attn"]
+          else "ffn" if mods == ["mlp"] else "+".join(mods))
+    dp = world // (tp * pp)
+    return {"dp": dp, "tp": tp, "pp": pp, "v": a["num_layers"] // pp // lv if lv else 1,
+            "sp": a["sequence_parallel"] and tp > 1, "zero": 1 if a["use_distributed_optimizer"] else 0,
+            "mb": a["micro_batch_size"], "m": a["global_batch_size"] // (a["micro_batch_size"] * dp),
+            "gb": a["global_batch_size"], "recompute": rc}
+
+
+def torchtitan_plan(cfg, fl):
+    P = lambda k: cfg["parallelism." + k]
+    tp, pp, rep, shard = (P("tensor_parallel_degree"), P("pipeline_parallel_degree"),
+                          P("data_parallel_replicate_degree"), P("data_parallel_shard_degree"))
+    lps = P("pipeline_parallel_layers_per_stage")
+    zero = ({"never": 2, "always": 3}.get(P("fsdp_reshard_after_forward"), -1) if shard > 1 else 0)
+    lb, gb = cfg["training.local_batch_size"], cfg["training.global_batch_size"]
+    ga = gb // (lb * rep * shard)  # gradient accumulation steps (train.py)
+    mb = P("pipeline_parallel_microbatch_size") if pp > 1 else lb
+    # Micro-batches per step as one pipeline pass: the plan's schedule runs
+    # them all in one; accumulation steps would each pay the pipeline's fill.
+    m = (lb // mb if ga == 1 else "%d passes of %d" % (ga, lb // mb)) if pp > 1 else ga
+    return {"dp": rep * shard, "tp": tp, "pp": pp, "v": fl["n_layers"] // pp // lps if pp > 1 and lps else 1,
+            "sp": tp > 1, "zero": zero, "mb": mb, "m": m, "gb": gb, "recompute": cfg["activation_checkpoint.mode"]}
+
+
+def compare_plan(what, want, got):
+    for k in want:
+        if k == "zero" and want["dp"] == 1:
+            continue  # one replica: every ZeRO stage is the same plan
+        if k == "sp" and want["tp"] == 1:
+            continue
+        if want[k] != got[k]:
+            fail(what, "the plan's %s is %r, the framework runs %r" % (k, want[k], got[k]))
+
+
+# ------------------------------------------------------------ one case
+def check_case(ptdc, args, what=None):
+    what = what or " ".join(args)
+    fw = args[args.index("--emit") + 1]
+    rc, out, err = run(ptdc, args)
+    t = truth_of(ptdc, model_args(args))
+    if t["unknown"]:
+        fail(what, "ptdc's IR carries %s, which tests/stack/upstream does not compare with the frameworks "
+                   "(teach ptdc_ir.py, megatron.py and torchtitan.py how each states it)" % ", ".join(sorted(set(t["unknown"]))))
+    can = megatron_can(t) if fw == "megatron" else torchtitan_can(t)
+    if rc == 3:
+        if not err.startswith("ptdc: error: ") or len(err.split(":", 2)[2].strip()) < 20:
+            fail(what, "exit status 3 without a sentence saying why: %r" % err.strip())
+        model_refusal = "model cannot express" in err
+        if model_refusal and can is None:
+            if fw == "torchtitan" and "FFN width" in err and not ffn_solvable(t["d_model"], t["d_ff"]):
+                return rc
+            fail(what, "ptdc refuses (%s) a model the framework can build" % err.strip().splitlines()[0])
+        return rc
+    if rc != 0:
+        return rc
+    if can is not None:
+        fail(what, "ptdc emitted a configuration for a model the framework cannot build (%s)" % can)
+        return rc
+    for msg in check_text(fw, out, t):
+        fail(what, msg)
+    return rc
+
+
+def check_text(fw, out, t):
+    """The failures of one emitted output against ptdc's model t."""
+    global FAILS
+    saved, FAILS = FAILS, []
+    try:
+        with open(os.devnull, "w") as quiet:
+            stdout, sys.stdout = sys.stdout, quiet
+            try:
+                _check_text(fw, out, t)
+            finally:
+                sys.stdout = stdout
+        return FAILS
+    finally:
+        FAILS = saved
+
+
+def _check_text(fw, out, t):
+    what = fw
+    try:
+        if fw == "megatron":
+            a, env, world, gpu, vocab = megatron.validate(out)
+            if vocab is None:
+                fail(what, "the header does not state the vocabulary the tokenizer must have")
+                vocab = t["vocab"]
+            compare(what, t, megatron.model(a, vocab))
+            compare_plan(what, header_plan(out), megatron_plan(a, world))
+        else:
+            cfg, world, gpu, fl = torchtitan.validate(out)
+            if fl is None:
+                fail(what, "no TransformerModelArgs flavor in the header")
+                return
+            compare(what, t, torchtitan.model(cfg, fl), init_std=False)
+            compare_plan(what, header_plan(out), torchtitan_plan(cfg, fl))
+            if fl.get("_name") != cfg["model.flavor"]:
+                fail(what, "the job runs flavor %r, and the header registers %r" % (cfg["model.flavor"],
+                                                                                   fl.get("_name")))
+    except (megatron.Reject, torchtitan.Reject) as e:
+        fail(what, "the framework rejects it: %s" % e)
+
+
+# Flags that change how fast Megatron-LM runs, not what it computes or the
+# plan's degrees: dropping one leaves the same model and layout.
+PERF_ONLY = {"--overlap-grad-reduce", "--overlap-param-gather", "--attention-backend", "--no-masked-softmax-fusion",
+             "--grad-reduce-in-bf16", "--no-gradient-accumulation-fusion", "--tp-comm-overlap"}
+
+
+def mutants(ptdc, cases):
+    """Drop each flag (Megatron-LM) or each flavor keyword and job-file key
+    (torchtitan) of real outputs one at a time: unless what is dropped is the
+    framework's default anyway (or only changes speed), the checks must fail.
+    This is the proof that an emitter dropping an attribute fails a test."""
+    import re
+    n = caught = 0
+    for args in cases:
+        fw = args[args.index("--emit") + 1]
+        rc, out, err = run(ptdc, args)
+        if rc:
+            fail(" ".join(args), "exit %d: %s" % (rc, err))
+            continue
+        t = truth_of(ptdc, model_args(args))
+        if check_text(fw, out, t):
+            fail(" ".join(args), "the unmutated output fails: %s" % check_text(fw, out, t))
+            continue
+        lines = out.splitlines()
+        variants = []
+        if fw == "megatron":
+            args_m, *_ = megatron.parse(out)
+            for i, l in enumerate(lines):
+                m = re.match(r"    (--[a-z0-9-]+)( (\S+))?", l)
+                if m:
+                    flag = m.group(1)
+                    dest, kind, default, _ = megatron.OPTIONS[flag]
+                    harmless = flag in PERF_ONLY or (kind not in ("true", "false") and
+                                                     args_m[dest] == megatron.effective_default(dest, args_m))
+                    v = lines[:i] + lines[i + 1:]
+                    if i == len(lines) - 1:  # the last flag has no continuation backslash
+                        v[-1] = v[-1].rstrip(" \\")
+                    variants.append((flag, harmless, "\n".join(v) + "\n"))
+                elif l.startswith("export "):
+                    variants.append((l, False, "\n".join(lines[:i] + lines[i + 1:]) + "\n"))
+        else:
+            cfg, world, gpu, fl = torchtitan.parse(out)
+            start = next(i for i, l in enumerate(lines) if "TransformerModelArgs(" in l)
+            end = next(i for i in range(start, len(lines)) if lines[i].rstrip().endswith(")),"))
+            text = "\n".join(lines[start:end + 1])
+            for kw in re.findall(r"(\w+)=([^,()]+)", text):
+                key, val = kw
+                if val.startswith("RoPEScalingArgs"):
+                    continue
+                d = dict(torchtitan.ARGS_DEFAULTS, **torchtitan.ROPE_DEFAULTS)
+                harmless = (d.get(key) is not None and float(val) == d[key]) or \
+                    (key == "n_kv_heads" and int(val) == fl["n_heads"])
+                dropped = re.sub(r"\b%s=%s,? ?" % (key, re.escape(val)), "", text, count=1)
+                v = lines[:start] + dropped.splitlines() + lines[end + 1:]
+                variants.append((key, harmless, "\n".join(v) + "\n"))
+            sec = None
+            for i, l in enumerate(lines):
+                if l.startswith("["):
+                    sec = l.strip("[]")
+                elif " = " in l and not l.startswith("#"):
+                    key = "%s.%s" % (sec, l.split(" = ")[0])
+                    typ, default, _ = torchtitan.KEYS[key]
+                    val = cfg[key]
+                    harmless = val == default or key in ("model.name", "parallelism.data_parallel_shard_degree")
+                    variants.append((key, harmless, "\n".join(lines[:i] + lines[i + 1:]) + "\n"))
+        for what, harmless, text in variants:
+            if harmless:
+                continue
+            n += 1
+            if check_text(fw, text, t):
+                caught += 1
+            else:
+                fail(" ".join(args), "dropping %s goes unnoticed" % what)
+    print("%d of %d mutants caught" % (caught, n))
+
+
+def corpus(ptdc, src):
+    models = sorted(glob.glob(os.path.join(src, "models", "*.mdl")))
+    hf = sorted(d for d in glob.glob(os.path.join(src, "tests", "hf", "configs", "*")) if os.path.isdir(d))
+    n = emitted = 0
+    for m in models + hf:
+        rel = os.path.relpath(m, src)
+        sets = ["--set", "n_layers=4"]
+        if m in hf:
+            sets += ["--set", "seq=2048"]
+        for fw in ("megatron", "torchtitan"):
+            rc = check_case(ptdc, [rel] + sets + ["--gpus", "8", "--gpu", "h100-80gb", "--emit", fw])
+            n += 1
+            emitted += rc == 0
+            if rc not in (0, 3):
+                fail(rel, "--emit %s exited %d (the corpus sizes fit 8 GPUs)" % (fw, rc))
+    # The layout flags: pinned layouts through both frameworks' rules.
+    layouts = [
+        ("models/llama3-8b.mdl", "--gpus 16 --tp 2 --pp 2 --virtual-stages 2 --micro-batch 1 --recompute none --sp on"),
+        ("models/llama3-8b.mdl", "--gpus 16 --tp 4 --pp 1 --micro-batch 2 --recompute full --sp on"),
+        ("models/llama2-7b.mdl", "--gpus 16 --tp 2 --pp 4 --micro-batch 1 --recompute selective --sp off"),
+        ("models/llama2-7b.mdl", "--gpus 16 --tp 1 --pp 2 --micro-batch 1 --recompute ffn --sp off"),
+        ("models/gpt3-1.3b.mdl", "--gpus 16 --tp 2 --pp 2 --micro-batch 2 --recompute none --sp on"),
+        ("models/mistral-7b.mdl", "--gpus 16 --tp 2 --pp 1 --micro-batch 1 --recompute full --sp on"),
+    ]
+    for model, lay in layouts:
+        for fw, zero in (("megatron", "1"), ("torchtitan", "3")):
+            rc = check_case(ptdc, [model, "--set", "n_layers=8"] + lay.split() +
+                            ["--zero", zero, "--gpu", "h100-80gb", "--emit", fw])
+            n += 1
+            emitted += rc == 0
+    print("%d outputs checked (%d emitted, the rest refused with a reason) against %s and %s" % (
+        n, emitted, megatron.UPSTREAM.split(":")[0], torchtitan.UPSTREAM.split(":")[0]))
+    if emitted < n // 3:
+        fail("corpus", "only %d of %d outputs were emitted" % (emitted, n))
+
+
+def main():
+    ptdc, src, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+    ptdc = os.path.abspath(ptdc)
+    os.chdir(src)
+    if mode == "corpus":
+        corpus(ptdc, src)
+    elif mode == "mutants":
+        cases = [
+            "models/llama3-8b.mdl --set n_layers=8 --gpus 16 --tp 2 --pp 2 --virtual-stages 2 --micro-batch 1 "
+            "--recompute full --sp on --zero 1 --gpu h100-80gb --emit megatron",
+            "models/mistral-7b.mdl --set n_layers=4 --gpus 8 --gpu h100-80gb --emit megatron",
+            "models/gpt3-1.3b.mdl --set n_layers=4 --gpus 8 --tp 2 --pp 1 --micro-batch 2 --recompute selective "
+            "--sp off --zero 1 --gpu h100-80gb --emit megatron",
+            "models/qwen2-7b.mdl --set n_layers=4 --gpus 8 --gpu h100-80gb --emit megatron",
+            "models/llama3-8b.mdl --set n_layers=8 --gpus 16 --tp 2 --pp 2 --virtual-stages 2 --micro-batch 1 "
+            "--recompute full --sp on --zero 3 --gpu h100-80gb --emit torchtitan",
+            "models/llama2-7b.mdl --set n_layers=4 --gpus 8 --gpu h100-80gb --emit torchtitan",
+        ]
+        mutants(ptdc, [c.split() for c in cases])
+    else:
+        check_case(ptdc, sys.argv[4:])
+    if FAILS:
+        print("%d failure(s)" % len(FAILS))
+        sys.exit(1)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,338 @@
+"""Megatron-LM's command line as data: the options --emit megatron may print,
+the rules validate_args and TransformerConfig.__post_init__ apply to them,
+and the GPT model pretrain_gpt.py builds from them.
+
+UPSTREAM names the source each entry was read from. When Megatron-LM changes,
+update the entries and UPSTREAM together."""
+
+import math
+import shlex
+
+UPSTREAM = ("Megatron-LM main at d98e8a64ddf3 (2026-08-22): megatron/training/arguments.py, "
+            "argument_utils.py (core_transformer_config_from_args), training/config/training_config.py, "
+            "core/model_parallel_config.py, core/transformer/transformer_config.py, "
+            "core/models/common/embeddings/rotary_pos_embedding.py, core/fusions/fused_bias_gelu.py")
+
+# flag: (dest, kind, default, choices). kind: int, float, str, true (store_true),
+# false (store_false), tuple ("a,b" of ints), list (one or more words).
+OPTIONS = {
+    # ModelParallelConfig / TrainingConfig (ArgumentGroupFactory: field -> --field-name)
+    "--tensor-model-parallel-size": ("tensor_model_parallel_size", "int", 1, None),
+    "--pipeline-model-parallel-size": ("pipeline_model_parallel_size", "int", 1, None),
+    "--sequence-parallel": ("sequence_parallel", "true", False, None),
+    "--tp-comm-overlap": ("tp_comm_overlap", "true", False, None),
+    "--bf16": ("bf16", "true", False, None),
+    "--micro-batch-size": ("micro_batch_size", "int", None, None),
+    "--global-batch-size": ("global_batch_size", "int", None, None),
+    # arguments.py
+    "--num-layers-per-virtual-pipeline-stage": ("num_layers_per_virtual_pipeline_stage", "int", None, None),
+    "--use-distributed-optimizer": ("use_distributed_optimizer", "true", False, None),
+    "--overlap-grad-reduce": ("overlap_grad_reduce", "true", False, None),
+    "--overlap-param-gather": ("overlap_param_gather", "true", False, None),
+    "--grad-reduce-in-bf16": ("grad_reduce_in_bf16", "true", False, None),
+    "--no-gradient-accumulation-fusion": ("gradient_accumulation_fusion", "false", True, None),
+    "--group-query-attention": ("group_query_attention", "true", False, None),
+    "--seq-length": ("seq_length", "int", None, None),
+    "--max-position-embeddings": ("max_position_embeddings", "int", None, None),
+    "--position-embedding-type": ("position_embedding_type", "str", "learned_absolute",
+                                  ["learned_absolute", "rope", "yarn", "mrope", "relative", "none"]),
+    "--rotary-base": ("rotary_base", "int", 10000, None),
+    "--use-rope-scaling": ("use_rope_scaling", "true", False, None),
+    "--rope-scaling-factor": ("rope_scaling_factor", "float", 8.0, None),
+    "--window-size": ("window_size", "tuple", None, None),
+    "--swiglu": ("swiglu", "true", False, None),
+    "--untie-embeddings-and-output-weights": ("untie_embeddings_and_output_weights", "true", False, None),
+    "--no-masked-softmax-fusion": ("masked_softmax_fusion", "false", True, None),
+    "--no-bias-gelu-fusion": ("bias_gelu_fusion", "false", True, None),
+    "--make-vocab-size-divisible-by": ("make_vocab_size_divisible_by", "int", 128, None),
+    # TransformerConfig
+    "--num-layers": ("num_layers", "int", None, None),
+    "--hidden-size": ("hidden_size", "int", None, None),
+    "--ffn-hidden-size": ("ffn_hidden_size", "int", None, None),
+    "--num-attention-heads": ("num_attention_heads", "int", None, None),
+    "--num-query-groups": ("num_query_groups", "int", None, None),
+    "--kv-channels": ("kv_channels", "int", None, None),
+    "--hidden-dropout": ("hidden_dropout", "float", 0.1, None),
+    "--attention-dropout": ("attention_dropout", "float", 0.1, None),
+    "--norm-epsilon": ("layernorm_epsilon", "float", 1e-5, None),
+    "--disable-bias-linear": ("add_bias_linear", "false", True, None),
+    "--add-qkv-bias": ("add_qkv_bias", "true", False, None),
+    "--normalization": ("normalization", "str", "LayerNorm", ["LayerNorm", "RMSNorm"]),
+    "--init-method-std": ("init_method_std", "float", 0.02, None),
+    "--attention-backend": ("attention_backend", "str", "auto", ["flash", "fused", "unfused", "local", "auto"]),
+    "--recompute-granularity": ("recompute_granularity", "str", None, ["full", "selective"]),
+    "--recompute-method": ("recompute_method", "str", None, ["uniform", "block"]),
+    "--recompute-num-layers": ("recompute_num_layers", "int", None, None),
+    "--recompute-modules": ("recompute_modules", "list", ["core_attn"],  # __post_init__: None -> ["core_attn"]
+                            ["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts",
+                             "gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc"]),
+}
+
+
+class Reject(Exception):
+    pass
+
+
+def parse(text):
+    """The command --emit megatron printed: (args namespace as a dict, env,
+    world size, gpu name, the header's vocabulary)."""
+    lines = text.splitlines()
+    env, gpu, vocab = {}, None, None
+    for l in lines:
+        if l.startswith("export "):
+            k, v = l[len("export "):].split("=", 1)
+            env[k] = v
+        if l.startswith("# Predicted for"):
+            gpu = l.split(" x ")[1].split(":")[0].strip()
+        if "The model's vocabulary is" in l:
+            vocab = int(l.split("The model's vocabulary is")[1].split(";")[0])
+    start = next(i for i, l in enumerate(lines) if l.startswith("torchrun "))
+    words = shlex.split(" ".join(lines[start:]).replace("\\", " "))
+    nproc = int(words[words.index("--nproc-per-node") + 1])
+    nnodes = int(words[words.index("--nnodes") + 1])
+    words = words[words.index("pretrain_gpt.py") + 1:]
+    args = {dest: default for dest, kind, default, _ in OPTIONS.values()}
+    seen = set()
+    i = 0
+    while i < len(words):
+        flag = words[i]
+        if flag not in OPTIONS:
+            raise Reject("%s: not an option of pretrain_gpt.py (%s)" % (flag, UPSTREAM.split(":")[0]))
+        if flag in seen:
+            raise Reject("%s given twice" % flag)
+        seen.add(flag)
+        dest, kind, _, choices = OPTIONS[flag]
+        i += 1
+        if kind in ("true", "false"):
+            args[dest] = kind == "true"
+            continue
+        if kind == "list":
+            vals = []
+            while i < len(words) and not words[i].startswith("--"):
+                vals.append(words[i])
+                i += 1
+            if not vals or (choices and set(vals) - set(choices)):
+                raise Reject("%s %s: expected one or more of %s" % (flag, " ".join(vals), choices))
+            args[dest] = vals
+            continue
+        if i >= len(words):
+            raise Reject("%s needs a value" % flag)
+        v = words[i]
+        i += 1
+        try:
+            if kind == "int":
+                v = int(v)
+            elif kind == "float":
+                v = float(v)
+            elif kind == "tuple":  # arguments.py tuple_type: "a,b" of ints
+                v = tuple(int(x) for x in v.split(","))
+        except ValueError:
+            raise Reject("%s %s: not a %s (type=%s)" % (flag, v, kind, kind))
+        if choices and v not in choices:
+            raise Reject("%s %s: invalid choice (choose from %s)" % (flag, v, ", ".join(choices)))
+        args[dest] = v
+    return args, env, nproc * nnodes, gpu, vocab, seen
+
+
+# The rules, each (name, source, check(args, env, world, gpu) -> error or None).
+def _rules():
+    R = []
+
+    def rule(name, src):
+        def add(f):
+            R.append((name, src, f))
+            return f
+        return add
+
+    @rule("required arguments", "arguments.py: required_args, micro_batch_size asserted")
+    def _(a, env, world, gpu):
+        for k in ("num_layers", "hidden_size", "num_attention_heads", "max_position_embeddings",
+                  "micro_batch_size", "seq_length"):
+            if a[k] is None:
+                return "%s is not given" % k
+        if a["global_batch_size"] is None:  # validate_args: micro_batch_size x data_parallel_size
+            a["global_batch_size"] = a["micro_batch_size"] * (world // (a["tensor_model_parallel_size"] *
+                                                                        a["pipeline_model_parallel_size"]))
+
+    @rule("tp*pp divides the world", "arguments.py: data_parallel_size")
+    def _(a, env, world, gpu):
+        tp, pp = a["tensor_model_parallel_size"], a["pipeline_model_parallel_size"]
+        if world % (tp * pp):
+            return "world size %d is not a multiple of tp %d x pp %d" % (world, tp, pp)
+
+    @rule("global batch", "arguments.py: global_batch_size % (micro_batch_size * data_parallel_size)")
+    def _(a, env, world, gpu):
+        dp = world // (a["tensor_model_parallel_size"] * a["pipeline_model_parallel_size"])
+        if a["micro_batch_size"] is None or a["global_batch_size"] % (a["micro_batch_size"] * dp):
+            return "global batch %s is not a multiple of micro-batch %s x dp %d" % (
+                a["global_batch_size"], a["micro_batch_size"], dp)
+
+    @rule("layers split over pp", "arguments.py: num_layers % transformer_pipeline_model_parallel_size")
+    def _(a, env, world, gpu):
+        if a["num_layers"] % a["pipeline_model_parallel_size"]:
+            return "num_layers %d not divisible by pp" % a["num_layers"]
+
+    @rule("virtual pipeline", "arguments.py: num_layers_per_pipeline_stage % num_layers_per_virtual_pipeline_stage, "
+          "pp > 1 with --overlap-p2p-comm (default on); schedules.py: microbatch groups of pp")
+    def _(a, env, world, gpu):
+        lv = a["num_layers_per_virtual_pipeline_stage"]
+        if lv is None:
+            return
+        pp = a["pipeline_model_parallel_size"]
+        per = a["num_layers"] // pp
+        if per % lv:
+            return "layers per pipeline stage %d not divisible by %d" % (per, lv)
+        if per // lv > 1:
+            if pp <= 1:
+                return "interleaved schedule with pp 1"
+            dp = world // (a["tensor_model_parallel_size"] * pp)
+            m = a["global_batch_size"] // (a["micro_batch_size"] * dp)
+            if m < pp or m % pp:
+                return "%d micro-batches with the interleaved schedule's groups of pp %d" % (m, pp)
+
+    @rule("heads and query groups over tp", "transformer_config.py __post_init__")
+    def _(a, env, world, gpu):
+        tp = a["tensor_model_parallel_size"]
+        if a["num_attention_heads"] % tp:
+            return "num_attention_heads %% tp"
+        g = (a["group_query_attention"] and a["num_query_groups"]) or a["num_attention_heads"]
+        if g % tp and tp % g:
+            return "num_query_groups must be a multiple or divisor of tp"
+
+    @rule("num-query-groups needs --group-query-attention",
+          "argument_utils.py: num_query_groups = args.num_query_groups only if args.group_query_attention")
+    def _(a, env, world, gpu):
+        if a["num_query_groups"] is not None and not a["group_query_attention"]:
+            return "--num-query-groups is dropped without --group-query-attention"
+
+    @rule("sequence parallelism needs tp > 1", "arguments.py: disables sequence_parallel when tp == 1")
+    def _(a, env, world, gpu):
+        if a["sequence_parallel"] and a["tensor_model_parallel_size"] == 1:
+            return "--sequence-parallel is dropped with tp 1"
+
+    @rule("tp-comm-overlap needs sequence parallelism", "arguments.py")
+    def _(a, env, world, gpu):
+        if a["tp_comm_overlap"] and not a["sequence_parallel"]:
+            return "--tp-comm-overlap without --sequence-parallel"
+
+    @rule("overlap-param-gather needs the distributed optimizer", "arguments.py")
+    def _(a, env, world, gpu):
+        if a["overlap_param_gather"] and not a["use_distributed_optimizer"]:
+            return "--overlap-param-gather without --use-distributed-optimizer"
+
+    @rule("CUDA_DEVICE_MAX_CONNECTIONS", "arguments.py: asserted == '1' with tp or cp > 1 before Blackwell")
+    def _(a, env, world, gpu):
+        pre_blackwell = gpu is None or gpu.split("-")[0] in ("a100", "h100", "h200", "h800", "a800")
+        if a["tensor_model_parallel_size"] > 1 and pre_blackwell and env.get("CUDA_DEVICE_MAX_CONNECTIONS") != "1":
+            return "tp > 1 on %s needs CUDA_DEVICE_MAX_CONNECTIONS=1 in the environment" % gpu
+
+    @rule("recomputation", "transformer_config.py __post_init__: recompute_method / recompute_num_layers")
+    def _(a, env, world, gpu):
+        g, m, n = a["recompute_granularity"], a["recompute_method"], a["recompute_num_layers"]
+        if g is None:
+            if m is not None or n is not None or "--recompute-modules" in a["_seen"]:
+                return "recompute method/layers/modules without --recompute-granularity"
+        elif g == "full":
+            if m is None or n is None:
+                return "full recomputation needs --recompute-method and --recompute-num-layers"
+            if not 1 <= n <= a["num_layers"] // a["pipeline_model_parallel_size"]:
+                return "recompute_num_layers out of range"
+        else:
+            if m is not None or n is not None:
+                return "selective recomputation with a method or a layer count"
+
+    @rule("rope scaling", "rotary_pos_embedding.py: the factor is read only with rope_scaling")
+    def _(a, env, world, gpu):
+        if "--rope-scaling-factor" in a["_seen"] and not a["use_rope_scaling"]:
+            return "--rope-scaling-factor is dropped without --use-rope-scaling"
+        if (a["use_rope_scaling"] or "--rotary-base" in a["_seen"]) and a["position_embedding_type"] != "rope":
+            return "rotary flags without --position-embedding-type rope"
+
+    @rule("GELU", "transformer_config.py: bias_activation_fusion with gelu needs add_bias_linear")
+    def _(a, env, world, gpu):
+        return None  # arguments.py turns the fusion off without biases; model() says which GELU runs
+
+    @rule("positions cover the sequence", "arguments.py: max_position_embeddings >= seq_length")
+    def _(a, env, world, gpu):
+        if a["seq_length"] > a["max_position_embeddings"]:
+            return "seq_length above max_position_embeddings"
+    return R
+
+
+RULES = _rules()
+
+
+def effective_default(dest, a):
+    """The value a dest takes when its flag is absent, where Megatron derives
+    it from others (validate_args, TransformerConfig.__post_init__)."""
+    h, H = a["hidden_size"], a["num_attention_heads"]
+    derived = {"ffn_hidden_size": (int((4 * h * 2 / 3) / 64) * 64 if a["swiglu"] else 4 * h) if h else None,
+               "kv_channels": h // H if h and H else None,
+               "num_query_groups": H}
+    if dest in derived:
+        return derived[dest]
+    return next(d for k, (dst, kind, d, c) in OPTIONS.items() if dst == dest)
+
+
+def validate(text):
+    """Parse and apply every rule; raises Reject with the first failure."""
+    args, env, world, gpu, vocab, seen = parse(text)
+    args["_seen"] = seen
+    for name, src, check in RULES:
+        err = check(args, env, world, gpu)
+        if err:
+            raise Reject("%s (%s): %s" % (name, src, err))
+    return args, env, world, gpu, vocab
+
+
+def freqs(a):
+    """RotaryEmbedding.inv_freq (rotary_percent 1: dim = kv_channels)."""
+    dim = a["kv_channels"]
+    f = [1.0 / a["rotary_base"] ** (j / dim) for j in range(0, dim, 2)]
+    if a["use_rope_scaling"]:  # _apply_scaling(freqs, factor) with its other defaults
+        factor, low, high, old = a["rope_scaling_factor"], 1, 4, 8192
+        out = []
+        for x in f:
+            wavelen = 2 * math.pi / x
+            y = x / factor if wavelen > old / low else x
+            if not (wavelen < old / high) and not (wavelen > old / low):
+                s = (old / wavelen - low) / (high - low)
+                y = (1 - s) * y / factor + s * y
+            out.append(y)
+        f = out
+    return f
+
+
+def model(a, vocab):
+    """The GPT model pretrain_gpt.py builds from the flags, as a dict in the
+    shape of ptdc_ir.truth (the vocabulary unpadded: the header's)."""
+    h, L = a["hidden_size"], a["num_layers"]
+    H = a["num_attention_heads"]
+    G = (a["group_query_attention"] and a["num_query_groups"]) or H  # __post_init__: None -> heads
+    d = a["kv_channels"] if a["kv_channels"] is not None else h // H
+    a["kv_channels"] = d
+    F = a["ffn_hidden_size"]
+    if F is None:  # validate_args: a SwiGLU keeps the parameters of 4h, rounded to 64
+        F = int((4 * h * 2 / 3) / 64) * 64 if a["swiglu"] else 4 * h
+    bias_linear = a["add_bias_linear"]
+    bias_qkv = a["add_qkv_bias"] or bias_linear
+    gelu_fused = bias_linear and a["bias_gelu_fusion"]
+    m = {"layers": L, "d_model": h, "heads": H, "kv_heads": G, "head_dim": d, "d_ff": F, "vocab": vocab,
+         "seq": a["seq_length"], "norm": a["normalization"].lower(), "eps": a["layernorm_epsilon"],
+         "causal": True, "tied": not a["untie_embeddings_and_output_weights"], "bf16": a["bf16"],
+         "init_std": a["init_method_std"], "bias_qkv": bias_qkv, "bias_rest": bias_linear,
+         "mlp": "swiglu" if a["swiglu"] else "gelu_tanh" if gelu_fused else "gelu_erf",
+         "dropout": max(a["hidden_dropout"], a["attention_dropout"])}
+    pos = a["position_embedding_type"]
+    m["positions"] = {"rope": "rope", "learned_absolute": "learned", "none": "none"}.get(pos, pos)
+    if pos == "rope":
+        m["freqs"] = freqs(a)
+    w = a["window_size"]
+    m["window"] = None if w is None else (w[0] + 1 if w[1] == 0 else ("non-causal window", w))
+    norm = 2 * h if m["norm"] == "layernorm" else h
+    glu = 2 if a["swiglu"] else 1
+    layer = (2 * norm + h * (H + 2 * G) * d + (bias_qkv and (H + 2 * G) * d) + H * d * h + (bias_linear and h) +
+             h * F * glu + (bias_linear and F * glu) + F * h + (bias_linear and h))
+    m["params"] = (vocab * h + (pos == "learned_absolute" and a["max_position_embeddings"] * h) + L * layer + norm +
+                   (0 if m["tied"] else vocab * h))
+    return m
