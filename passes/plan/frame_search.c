@@ -107,7 +107,8 @@ static void micro_batches(Search *S, PassLayout L)
         bool offered[PASS_RECOMPUTE_FULL + 1];
         for (int rc = 0; rc <= PASS_RECOMPUTE_FULL; rc++)
             offered[rc] = pass_stack_has_recompute(st, rc) && (pin->recompute < 0 || rc == pin->recompute);
-        if (first && offered[PASS_RECOMPUTE_FULL] && pin->recompute < 0) {
+        bool all = S->o->exhaustive; /* tests: no pruning, every policy at every micro-batch */
+        if (first && offered[PASS_RECOMPUTE_FULL] && pin->recompute < 0 && !all) {
             /* The leanest policy at the smallest micro-batch first: if it does
              * not fit, nothing of this group does (most groups of a large
              * model on few GPUs), and one evaluation says so. */
@@ -125,12 +126,12 @@ static void micro_batches(Search *S, PassLayout L)
                                        {PASS_RECOMPUTE_SELECTIVE, PASS_RECOMPUTE_FFN},
                                        {PASS_RECOMPUTE_FULL, -1}};
         bool fit = false, tried = false;
-        for (int step = 0; step < 3 && !fit; step++)
+        for (int step = 0; step < 3 && (!fit || all); step++)
             for (int k = 0; k < 2; k++) {
                 int rc = order[step][k];
                 if (rc < 0 || !offered[rc])
                     continue;
-                if (too_big[rc]) { /* memory only grows with the micro-batch */
+                if (too_big[rc] && !all) { /* memory only grows with the micro-batch */
                     S->r->stats.pruned_mem++;
                     continue;
                 }
@@ -142,7 +143,7 @@ static void micro_batches(Search *S, PassLayout L)
                 tried |= res[rc] >= 0;
                 too_big[rc] = res[rc] == 0;
             }
-        if (!fit) {
+        if (!fit && !all) {
             /* Nothing the framework runs fits at b (or it runs nothing here);
              * more sequences per micro-batch only add memory. */
             S->r->stats.pruned_mem += tried;

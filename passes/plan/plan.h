@@ -161,7 +161,8 @@ typedef bool PassFrameLayoutFn(const PassArch *a, const PassLayout *l, const Pas
  * why (r->no_layout when every layout was refused or none exists).
  * Layouts provably slower than one kept (more recomputation at the same
  * micro-batch) or provably too big (a larger micro-batch than one that did
- * not fit with full recomputation) are skipped; r->stats counts them. */
+ * not fit with the same policy) are skipped, unless o->exhaustive (tests);
+ * r->stats counts them. */
 void pass_framework_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
                            PassFrameLayoutFn *layout_ok, PassSearchResult *r, char *why, size_t n);
 
