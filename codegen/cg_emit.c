@@ -258,6 +258,10 @@ bool cg_emit(const IrGraph *g, const PassPlan *p, const CgOptions *o, const char
             ok = ir_outdir_commit(&out, (const char *const *)files, nfiles);
         else
             ir_outdir_abort(&out, (const char *const *)files, nfiles);
+        /* An existing DIR keeps its other files, but not the config of a
+         * model it held before: it would describe another program. */
+        if (ok && !c.hf.arch)
+            unlink(ir_sprintf(c.arena, "%s/%s", dir, CG_HF_FILE));
     } else {
         ok = false;
     }

@@ -51,7 +51,8 @@
 #     LLaMA with its SwiGLU written as silu * up) is compiled with a note
 #     saying why and no hf_config.json; its program refuses --export-hf DIR
 #     before training (status 2, the reason, no DIR) and writes
-#     --export-hf FILE.safetensors.
+#     --export-hf FILE.safetensors; a program directory reused for it keeps
+#     no hf_config.json of the model it held before.
 #   hf.sh diag PTDC CASE      tests/hf/diag/CASE.json refused: exit status 1,
 #                             stderr exactly CASE.err (PTDC_UPDATE=1 rewrites it)
 #   hf.sh golden PTDC NAME    `ptdc import-hf configs/NAME` equals golden/NAME.mdl
@@ -300,6 +301,12 @@ refused)
     done
     grep -q "note: parallel has no Hugging Face config: no parameter has a Hugging Face name" \
         "$w/tiny-parallel.log" || { cat "$w/tiny-parallel.log"; fail "tiny-parallel: no note"; }
+    # A program directory reused for a model without a config keeps no stale one.
+    "$bin/cg_gen" "$here/../../models/tiny-llama.mdl" 1rank "$w/reused" > /dev/null 2>&1 &&
+        [ -e "$w/reused/hf_config.json" ] || fail "tiny-llama: no hf_config.json"
+    "$bin/cg_gen" "$here/../../models/tiny-parallel.mdl" 1rank "$w/reused" > /dev/null 2>&1 ||
+        fail "tiny-parallel does not compile over tiny-llama"
+    [ ! -e "$w/reused/hf_config.json" ] || fail "tiny-llama's hf_config.json was left beside tiny-parallel"
     grep -q "train: --export-hf $w/tiny-parallel-export: parallel has no Hugging Face config" \
         "$w/tiny-parallel.run" || { cat "$w/tiny-parallel.run"; fail "tiny-parallel: no reason"; }
     grep -q "note: llama has no Hugging Face config: its graph is not LlamaForCausalLM's" \
