@@ -14,6 +14,8 @@
  *   cg_names.c   tensor names as C identifiers (used by cg_lower.c and cg_print.c)
  *   cg_mem.c     the static memory plan: offsets of every buffer
  *   cg_print.c   model.h and model.c
+ *   cg_hf.c      the model's Hugging Face config.json (for --export-hf DIR),
+ *                decided from the graph; cg_hf_check.c proves it exact
  *   cg_emit.c    the directory: sources, trainer, Makefile, run.sh
  * Generator memory comes from one arena (Cg.arena) freed at the end. */
 #ifndef PTDC_CG_H
@@ -133,6 +135,18 @@ typedef struct CgRankProg {
 
 enum { CG_MEM_PARAM, CG_MEM_GRAD, CG_MEM_OPT, CG_MEM_ACT, CG_MEM_WS, CG_MEM_N };
 
+/* ------------------------------------------------------- Hugging Face */
+enum { CG_HF_MAX_KEYS = 32 };
+#define CG_HF_FILE "hf_config.json" /* beside the program: its export's config.json */
+typedef struct CgHf {
+    const char *arch;    /* "LlamaForCausalLM", ...; NULL: the model states none */
+    const char *why;     /* then why, a clause */
+    int nkeys;           /* config.json's keys, sorted; values as JSON text, NULL: the */
+    const char *key[CG_HF_MAX_KEYS], *value[CG_HF_MAX_KEYS]; /* export's torch_dtype */
+    const char *prefix;  /* the architecture's base_model_prefix */
+    bool prefixed;       /* the model's hf names carry it */
+} CgHf;
+
 /* ------------------------------------------------------------- context */
 typedef struct Cg {
     const IrGraph *g;
@@ -172,6 +186,7 @@ typedef struct Cg {
     uint8_t loss_count_mask;          /* axes along which the loss is replicated */
     /* ranks */
     CgRankProg *ranks;                /* [pp] */
+    CgHf hf;                          /* cg_hf.c */
 } Cg;
 
 /* cg_plan.c */
@@ -224,6 +239,16 @@ void cg_memplan(Cg *c, CgRankProg *r);
 
 /* cg_print.c */
 bool cg_print_model(Cg *c, FILE *h, FILE *f);
+
+/* cg_hf.c: decide c->hf from the graph, write DIR/hf_config.json when the
+ * model states a config (checked exact by cg_hf_check), else say why in a
+ * note; false only when the file cannot be written. */
+bool cg_hf_config(Cg *c, const char *dir);
+const char *cg_hf_json(Cg *c, const char *torch_dtype); /* config.json's text */
+void cg_hf_print(const Cg *c, FILE *f);                  /* model.c's tables */
+/* cg_hf_check.c: why `ptdc import-hf` of the config at path is not this
+ * model, or NULL. */
+const char *cg_hf_check(Cg *c, const char *path);
 
 /* cg_emit.c: the fixed trainer sources (embedded at build time by
  * embed.cmake): names and contents, NULL-terminated, in the same order */

@@ -28,13 +28,14 @@ void cg_options_default(CgOptions *o, CgTarget target)
 }
 
 /* The files of a program directory: model.h (written with model.c), model.c,
- * the trainer's (cg_trainer_names), Makefile and run.sh. */
+ * the trainer's (cg_trainer_names), Makefile and run.sh; hf_config.json when
+ * the model has one (cg_hf_config wrote it). */
 static const char **file_list(Cg *c, int *n)
 {
     int k = 0;
     while (cg_trainer_names[k])
         k++;
-    const char **files = ir_alloc(c->arena, sizeof *files * (size_t)(k + 4));
+    const char **files = ir_alloc(c->arena, sizeof *files * (size_t)(k + 5));
     int i = 0;
     files[i++] = "model.h";
     files[i++] = "model.c";
@@ -42,6 +43,8 @@ static const char **file_list(Cg *c, int *n)
         files[i++] = cg_trainer_names[j];
     files[i++] = "Makefile";
     files[i++] = "run.sh";
+    if (c->hf.arch)
+        files[i++] = CG_HF_FILE;
     *n = i;
     return files;
 }
@@ -172,6 +175,8 @@ static bool write_file(Cg *c, const char *dir, const char *name)
         write_makefile(c, f);
     } else if (!strcmp(name, "run.sh")) {
         write_run(c, f);
+    } else if (!strcmp(name, CG_HF_FILE)) {
+        ok = fputs(cg_hf_json(c, "float32"), f) >= 0; /* as cg_hf_config checked it */
     }
     ok &= !ferror(f);
     ok &= fclose(f) == 0;
@@ -243,6 +248,8 @@ bool cg_emit(const IrGraph *g, const PassPlan *p, const CgOptions *o, const char
      * once every one is complete (ir_outdir_*). */
     IrOutDir out;
     if (ok && ir_outdir_begin(&out, dir)) {
+        /* Before the file list: it holds hf_config.json only if there is one. */
+        ok = cg_hf_config(&c, out.tmp);
         int nfiles;
         const char **files = file_list(&c, &nfiles);
         for (int i = 0; i < nfiles && ok; i++)
@@ -251,6 +258,10 @@ bool cg_emit(const IrGraph *g, const PassPlan *p, const CgOptions *o, const char
             ok = ir_outdir_commit(&out, (const char *const *)files, nfiles);
         else
             ir_outdir_abort(&out, (const char *const *)files, nfiles);
+        /* An existing DIR keeps its other files, but not the config of a
+         * model it held before: it would describe another program. */
+        if (ok && !c.hf.arch)
+            unlink(ir_sprintf(c.arena, "%s/%s", dir, CG_HF_FILE));
     } else {
         ok = false;
     }

@@ -786,6 +786,7 @@ bool cg_print_model(Cg *c, FILE *h, FILE *f)
     for (int i = 0; i < c->ntied; i++)
         fprintf(f, "%s%#llxull", i ? ", " : "", (unsigned long long)c->tied_mask[i]);
     fprintf(f, "%s};\n", c->ntied ? "" : "0");
+    cg_hf_print(c, f);
     /* Free what the builders kept on the heap. */
     for (int rk = 0; rk < p->pp; rk++)
         for (int j = 0; j < c->ranks[rk].nchunks; j++) {

@@ -13,6 +13,10 @@
  *   Makefile           builds `train` against the ptdc tree's runtime
  *   run.sh             builds, then launches every rank (mpirun, or srun
  *                      under Slurm), passing its flags to each rank
+ *   hf_config.json     the config.json of `--export-hf DIR`, when the model
+ *                      is a Hugging Face architecture ptdc states exactly
+ *                      (otherwise a note says why, and the program refuses
+ *                      directory exports)
  * One program serves every rank: a rank runs the stage chunks of its
  * pipeline rank (docs/codegen.md). The files are written to a temporary
  * directory next to DIR and moved into place only when all are complete. */

@@ -567,6 +567,13 @@ const char *rt_st_metadata(const RtSt *st, const char *key);
 int rt_st_read(const RtSt *st, const char *name, bool transposed, int part, int nparts, int rank,
                const int64_t *global, const int64_t *offset, const int64_t *local, float *dst,
                char *err, size_t errlen);
+/* Which of a tensor's two names st uses: `name`, or `alt` (NULL: it has one),
+ * its name with or without the model class's base_model_prefix (GPT-2's
+ * `transformer.`, LLaMA's `model.`: transformers saves and loads both
+ * layouts). The name present; NULL with err naming both names and the file
+ * when neither is, or both are (which one is meant is never guessed). */
+const char *rt_st_pick(const RtSt *st, const char *name, const char *alt, char *err,
+                       size_t errlen);
 
 /* Writing: declare every file tensor first (sorted into the header with
  * `__metadata__` {"format":"pt"}), then put parameter blocks in any order
@@ -595,6 +602,16 @@ RtStWriter *rt_st_writer_open_dir(const char *dir, const RtStTensor *tensors, in
 int rt_st_writer_put(RtStWriter *w, const char *name, bool transposed, int part, int nparts,
                      int rank, const int64_t *global, const int64_t *offset, const int64_t *local,
                      const float *src, char *err, size_t errlen);
+/* A directory writer's other files: `name` is config.json or
+ * generation_config.json, `data` its bytes (copied). Written at close, each
+ * atomically, after the shards and the index, config.json last: DIR's
+ * config.json is the mark of a complete export, so close removes the one an
+ * earlier export left before the first shard moves into place, and one of
+ * these files an earlier export left that this one does not write is
+ * removed with its stale shards. A directory never holds a config.json
+ * beside weights of another export or of an unfinished one. */
+int rt_st_writer_add_file(RtStWriter *w, const char *name, const void *data, size_t len,
+                          char *err, size_t errlen);
 /* Completes the file (or fails, leaving `path` untouched); frees w either way. */
 int rt_st_writer_close(RtStWriter *w, char *err, size_t errlen);
 /* Abandons the file: removes the temporary, leaves `path` untouched. */

@@ -75,6 +75,21 @@ int tr_save_checkpoint(const char *dir);
  * or exit 1 with the reason. */
 void tr_load_checkpoint(const char *dir);
 
+/* ---------------------------------------------------------- train_hfdir.c */
+int tr_hf_is_file(const char *path);  /* --export-hf PATH.safetensors: one file */
+/* Why --export-hf path cannot be written (a directory of a model without a
+ * Hugging Face config), or NULL. */
+const char *tr_hf_export_refused(const char *path);
+/* Rank 0, at import: keep the generation_config.json of the model directory
+ * import_path names (itself, or the one holding its shard index), if any. */
+void tr_hf_keep_generation_config(const char *import_path);
+/* config.json (torch_dtype of dtype) and the kept generation_config.json
+ * into a directory export. */
+void tr_hf_add_files(RtStWriter *w, const char *dtype);
+/* The name st holds the tensor `name` under: itself, or with or without the
+ * architecture's base_model_prefix; exits naming both when neither or both. */
+const char *tr_hf_import_name(const RtSt *st, const char *name);
+
 /* ------------------------------------------------------------- train_hf.c */
 void tr_init_params(void);       /* seeded, or --import-hf */
 /* Every parameter's weights (grads 0) or reduced gradients (grads 1), whole,

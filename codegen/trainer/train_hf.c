@@ -2,7 +2,9 @@
  * from a Hugging Face safetensors file, each rank reading its own block) and
  * the export of the trained weights under Hugging Face names, gathered from
  * every rank. A parameter's block is its part of the global tensor; HF
- * stores 2-D (or 1-D) views of it. */
+ * stores 2-D (or 1-D) views of it. What a model directory holds besides the
+ * weights (config.json, generation_config.json), and the names a tensor may
+ * have in a checkpoint, are train_hfdir.c's. */
 #include "train.h"
 
 #include <stdio.h>
@@ -105,7 +107,7 @@ static void import_block(RtSt *st, const CgParam *p, const int64_t *off, const i
     char err[1024];
     int64_t vg[CG_MAX_RANK], voff[CG_MAX_RANK], vloc[CG_MAX_RANK];
     int vr = view(p, vg), ok;
-    const char *name = p->hf_name ? p->hf_name : p->name;
+    const char *name = p->hf_name ? tr_hf_import_name(st, p->hf_name) : p->name;
     int tr = p->hf_name ? p->hf_transposed : 0, part = p->hf_name ? p->hf_part : 0;
     int parts = p->hf_name ? p->hf_nparts : 1;
     block_view(p, off, loc, vr, voff, vloc, &ok);
@@ -149,6 +151,8 @@ void tr_init_params(void)
     char err[1024];
     if (tr_fl.import_hf && !(st = rt_st_open(tr_fl.import_hf, err, sizeof err)))
         rt_fatal("%s", err);
+    if (st && ROOT && tr_fl.export_hf && !tr_hf_is_file(tr_fl.export_hf))
+        tr_hf_keep_generation_config(tr_fl.import_hf);
     for (int i = 0; i < tr_prog->nparams; i++) {
         CgParam *p = &tr_prog->params[i];
         int64_t off[CG_MAX_RANK], loc[CG_MAX_RANK];
@@ -252,8 +256,7 @@ void tr_write_hf(const char *path, int grads, const char *dtype)
                 t->shape[t->ndim - 1] *= p->hf_nparts;
         }
     RtStWriter *w = NULL;
-    size_t plen = strlen(path);
-    bool one_file = plen >= 12 && !strcmp(path + plen - 12, ".safetensors");
+    bool one_file = tr_hf_is_file(path);
     if (ROOT && !(w = one_file ? rt_st_writer_open(path, decl, ntensors, dtype, err, sizeof err)
                                : rt_st_writer_open_dir(path, decl, ntensors, dtype,
                                                        tr_fl.shard_bytes, err, sizeof err)))
@@ -297,6 +300,8 @@ void tr_write_hf(const char *path, int grads, const char *dtype)
                 rt_fatal("%s", err);
             }
         }
+    if (ROOT && !one_file && !grads) /* config.json and the import's generation_config.json */
+        tr_hf_add_files(w, dtype);
     if (ROOT && rt_st_writer_close(w, err, sizeof err))
         rt_fatal("%s", err);
     rt_free(buf);

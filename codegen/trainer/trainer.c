@@ -18,6 +18,7 @@
  *   train_gradcheck.c --grad-check
  *   train_ckpt.c      checkpoints and the plan check on load
  *   train_hf.c        initial weights (seeded or imported) and the HF export
+ *   train_hfdir.c     config.json and generation_config.json of an HF directory
  *   train_data.c      tokens and targets of each micro-batch
  *   train_dump.c      --dump-first-step: loss, logits and gradients of one step */
 #include "train.h"
@@ -51,7 +52,8 @@ static void usage(void)
            "  --import-hf PATH   initial weights from Hugging Face safetensors: a file, a model\n"
            "                     directory or its model.safetensors.index.json (shards)\n"
            "  --export-hf PATH   write the trained weights with Hugging Face names: PATH.safetensors\n"
-           "                     as one file, any other PATH as a model directory of shards\n"
+           "                     as one file, any other PATH as a model directory (shards,\n"
+           "                     config.json, the import's generation_config.json)\n"
            "  --export-dtype T   f32 (default), bf16 or f16\n"
            "  --max-shard-size N bytes per shard of a directory export (default 5000000000)\n"
            "  --max-skips N      a step whose loss or gradient norm is not finite updates\n"
@@ -196,6 +198,17 @@ static void parse_flags(int argc, char **argv)
                   "--min-lr", tr_fl.min_lr, tr_fl.lr);
     if (tr_fl.decay_steps < 0)
         tr_fl.decay_steps = tr_fl.steps;
+    /* Before training: a directory of weights without a true config.json
+     * would not load as the model that was trained. */
+    if (tr_fl.export_hf && tr_hf_export_refused(tr_fl.export_hf)) {
+        if (ROOT)
+            rt_log("train: --export-hf %s: %s has no Hugging Face config (%s), and a model "
+                   "directory without one would not load; --export-hf FILE.safetensors writes "
+                   "the weights alone", tr_fl.export_hf, CG_MODEL,
+                   tr_hf_export_refused(tr_fl.export_hf));
+        rt_finalize();
+        exit(2);
+    }
 }
 
 static bool time_gemm;

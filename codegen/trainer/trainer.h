@@ -80,6 +80,21 @@ typedef struct CgRank {
 extern const CgRank cg_ranks[CG_PP];
 extern const unsigned long long cg_tied_mask[]; /* pipeline ranks of each tied group (bit per rank) */
 
+/* The model's Hugging Face config.json for --export-hf DIR (codegen/cg_hf.c
+ * decides it from the graph at compile time): cg_hf_nkeys keys, sorted, each
+ * value JSON text, NULL for torch_dtype (the export's). A model ptdc cannot
+ * state exactly as a Hugging Face architecture has none, and cg_hf_refused
+ * says why. An imported tensor may carry the architecture's base_model_prefix
+ * or not (cg_hf_prefix, NULL: none; cg_hf_prefixed: the hf names here do). */
+typedef struct CgHfKey {
+    const char *key, *value;
+} CgHfKey;
+extern const CgHfKey cg_hf_config[];
+extern const int cg_hf_nkeys;
+extern const char *const cg_hf_refused;
+extern const char *const cg_hf_prefix;
+extern const int cg_hf_prefixed;
+
 /* ------------------------------------------ what generated code calls */
 extern RtComm *g_comm[4];      /* g_comm[m]: the ranks of this stage differing only along the
                                   mesh axes in bitmask m (NULL for m = 0) */

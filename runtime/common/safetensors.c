@@ -291,6 +291,11 @@ int rtc_stf_find(const RtcStFile *st, const char *name, int *ndim, int64_t *shap
     return (int)(t - st->t);
 }
 
+const char *rtc_stf_path(const RtcStFile *st)
+{
+    return st->path;
+}
+
 const char *rtc_stf_metadata(const RtcStFile *st, const char *key)
 {
     for (int i = 0; i < st->nmeta; i++)

@@ -33,6 +33,7 @@ const char *rtc_stf_name(const RtcStFile *st, int i);
 int rtc_stf_find(const RtcStFile *st, const char *name, int *ndim, int64_t *shape,
                  const char **dtype);
 const char *rtc_stf_metadata(const RtcStFile *st, const char *key);
+const char *rtc_stf_path(const RtcStFile *st); /* as opened */
 int rtc_stf_read(const RtcStFile *st, const char *name, bool transposed, int part, int nparts,
                  int rank, const int64_t *global, const int64_t *offset, const int64_t *local,
                  float *dst, char *err, size_t errlen);

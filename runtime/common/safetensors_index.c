@@ -11,7 +11,9 @@
  * An index is read strictly: only the keys "metadata" and "weight_map", shard
  * names that are plain file names, every mapped tensor present in its shard
  * and every tensor of a shard mapped to it. Tensors of all shards form one
- * name-sorted table, so rt_st_count/rt_st_name/rt_st_find work as on a file. */
+ * name-sorted table, so rt_st_count/rt_st_name/rt_st_find work as on a file.
+ * rt_st_pick says which of a tensor's two names (with and without the model
+ * class's base_model_prefix) the files use. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -323,4 +325,36 @@ int rt_st_read(const RtSt *st, const char *name, bool transposed, int part, int 
         return rtc_err(err, errlen, "%s: no tensor '%s'", st->path, name);
     return rtc_stf_read(st->files[e->file], name, transposed, part, nparts, rank, global, offset,
                         local, dst, err, errlen);
+}
+
+/* " (in SHARD)" for a tensor of a sharded directory or index, else "". */
+static void shard_of(const RtSt *st, const Entry *e, char *buf, size_t n)
+{
+    const char *f = rtc_stf_path(st->files[e->file]), *slash = strrchr(f, '/');
+    if (st->index)
+        snprintf(buf, n, " (in %s)", slash ? slash + 1 : f);
+    else
+        buf[0] = 0;
+}
+
+const char *rt_st_pick(const RtSt *st, const char *name, const char *alt, char *err,
+                       size_t errlen)
+{
+    const Entry *a = lookup(st, name), *b = alt ? lookup(st, alt) : NULL;
+    if (a && b) {
+        char wa[300], wb[300];
+        shard_of(st, a, wa, sizeof wa);
+        shard_of(st, b, wb, sizeof wb);
+        rtc_err(err, errlen, "%s: '%s'%s and '%s'%s are both there: one tensor under both of its "
+                "names (with and without the model's base_model_prefix); which one is meant is "
+                "not guessed", st->path, name, wa, alt, wb);
+        return NULL;
+    }
+    if (a || b)
+        return a ? a->name : b->name;
+    if (alt)
+        rtc_err(err, errlen, "%s: no tensor '%s' (nor '%s')", st->path, name, alt);
+    else
+        rtc_err(err, errlen, "%s: no tensor '%s'", st->path, name);
+    return NULL;
 }

@@ -11,7 +11,15 @@
  * tensors}, "weight_map": {tensor: shard}} (keys sorted, two-space indent).
  * Every shard is written to a temporary and renamed at close, then the index;
  * model files of an earlier export that the new one does not use are removed
- * last, so the directory never mixes two exports under one index. */
+ * next, so the directory never mixes two exports under one index.
+ *
+ * A directory export may also hold config.json and generation_config.json
+ * (rt_st_writer_add_file), written last, each atomically; config.json the
+ * very last. config.json is what makes a directory a model transformers
+ * loads, so it marks a complete export: close removes the one an earlier
+ * export left before it moves the first shard into place. An export that
+ * fails or is killed half-way leaves no config.json, and one that completes
+ * has removed every stale file before its config.json appears. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -25,6 +33,11 @@
 
 #define INDEX_NAME "model.safetensors.index.json"
 #define SINGLE_NAME "model.safetensors"
+#define CONFIG_NAME "config.json"
+
+/* The other files of an export directory, in the order close writes them. */
+static const char *const side_names[] = {"generation_config.json", CONFIG_NAME};
+enum { NSIDE = sizeof side_names / sizeof side_names[0] };
 
 typedef struct {
     const char *name; /* owned by decl */
@@ -40,6 +53,9 @@ struct RtStWriter {
     WEntry *map;      /* sorted by name */
     char **decl;      /* copies of the declared names */
     int64_t total;    /* bytes of all tensors */
+    unsigned char *side[NSIDE]; /* rt_st_writer_add_file's copies, by side_names */
+    size_t side_len[NSIDE];
+    bool has_side[NSIDE];
 };
 
 static int by_name(const void *a, const void *b)
@@ -53,6 +69,8 @@ static void writer_free(RtStWriter *w)
         free(w->file_names[i]);
     for (int i = 0; i < w->n; i++)
         free(w->decl[i]);
+    for (int i = 0; i < NSIDE; i++)
+        free(w->side[i]);
     free(w->file_names);
     free(w->files);
     free(w->map);
@@ -264,6 +282,28 @@ int rt_st_writer_put(RtStWriter *w, const char *name, bool transposed, int part,
                         local, src, err, errlen);
 }
 
+int rt_st_writer_add_file(RtStWriter *w, const char *name, const void *data, size_t len,
+                          char *err, size_t errlen)
+{
+    if (!w->dir)
+        return rtc_err(err, errlen, "%s: %s goes into a model directory, not beside a single "
+                       "safetensors file", w->file_names[0], name);
+    for (int i = 0; i < NSIDE; i++) {
+        if (strcmp(name, side_names[i]) != 0)
+            continue;
+        if (w->has_side[i])
+            return rtc_err(err, errlen, "%s: %s added twice", w->dir, name);
+        w->side[i] = rtc_xmalloc(len ? len : 1);
+        if (len)
+            memcpy(w->side[i], data, len);
+        w->side_len[i] = len;
+        w->has_side[i] = true;
+        return 0;
+    }
+    return rtc_err(err, errlen, "%s: '%s' is not a file an export writes (config.json or "
+                   "generation_config.json)", w->dir, name);
+}
+
 static void add(RtcStr *b, const char *s) { rtc_str_add(b, s, strlen(s)); }
 
 static void str_json(RtcStr *b, const char *s)
@@ -284,6 +324,24 @@ static void str_json(RtcStr *b, const char *s)
     rtc_str_add(b, "\"", 1);
 }
 
+/* DIR/name holds data[0, len), or is as it was. */
+static int write_atomic(const char *dir, const char *name, const void *data, size_t len,
+                        char *err, size_t errlen)
+{
+    char *path = join(dir, name);
+    RtcAtomic a;
+    int rc = rtc_atomic_open(&a, path, err, errlen);
+    if (rc == 0) {
+        rc = len ? rtc_write_all(a.fd, data, len, 0, path, err, errlen) : 0;
+        if (rc == 0)
+            rc = rtc_atomic_commit(&a, err, errlen);
+        else
+            rtc_atomic_abort(&a);
+    }
+    free(path);
+    return rc;
+}
+
 /* The index as json.dumps(index, indent=2, sort_keys=True) + "\n" writes it. */
 static int write_index(const RtStWriter *w, char *err, size_t errlen)
 {
@@ -301,17 +359,7 @@ static int write_index(const RtStWriter *w, char *err, size_t errlen)
         add(&b, i + 1 < w->n ? ",\n" : "\n");
     }
     add(&b, "  }\n}\n");
-    char *path = join(w->dir, INDEX_NAME);
-    RtcAtomic a;
-    int rc = rtc_atomic_open(&a, path, err, errlen);
-    if (rc == 0) {
-        rc = rtc_write_all(a.fd, b.s, b.len, 0, path, err, errlen);
-        if (rc == 0)
-            rc = rtc_atomic_commit(&a, err, errlen);
-        else
-            rtc_atomic_abort(&a);
-    }
-    free(path);
+    int rc = write_atomic(w->dir, INDEX_NAME, b.s, b.len, err, errlen);
     free(b.s);
     return rc;
 }
@@ -333,9 +381,16 @@ static void remove_stale(const RtStWriter *w)
         return;
     for (struct dirent *e; (e = readdir(d));) {
         const char *s = e->d_name;
-        if (strcmp(s, SINGLE_NAME) != 0 && strcmp(s, INDEX_NAME) != 0 && !shard_name(s))
+        int side = -1;
+        for (int i = 0; i < NSIDE; i++)
+            if (strcmp(s, side_names[i]) == 0)
+                side = i;
+        if (strcmp(s, SINGLE_NAME) != 0 && strcmp(s, INDEX_NAME) != 0 && !shard_name(s) &&
+            side < 0)
             continue;
-        bool used = w->nfiles > 1 && strcmp(s, INDEX_NAME) == 0;
+        /* This export's own side files are not written yet. */
+        bool used = (w->nfiles > 1 && strcmp(s, INDEX_NAME) == 0) ||
+                    (side >= 0 && w->has_side[side]);
         for (int i = 0; i < w->nfiles; i++)
             used |= strcmp(s, w->file_names[i]) == 0;
         if (!used) {
@@ -347,9 +402,24 @@ static void remove_stale(const RtStWriter *w)
     closedir(d);
 }
 
+/* An earlier export's config.json goes before this one's first shard moves
+ * in: until this export's is written, DIR is not a complete model. */
+static int unmark(const RtStWriter *w, char *err, size_t errlen)
+{
+    char *path = join(w->dir, CONFIG_NAME);
+    int rc = 0;
+    if (unlink(path) == 0)
+        rc = rtc_fsync_dir(w->dir, err, errlen);
+    else if (errno != ENOENT)
+        rc = rtc_err(err, errlen, "%s: cannot remove the earlier export's %s before replacing "
+                     "its weights: %s", w->dir, CONFIG_NAME, strerror(errno));
+    free(path);
+    return rc;
+}
+
 int rt_st_writer_close(RtStWriter *w, char *err, size_t errlen)
 {
-    int rc = 0;
+    int rc = w->dir ? unmark(w, err, errlen) : 0;
     for (int i = 0; i < w->nfiles; i++) {
         RtcStFileWriter *f = w->files[i];
         w->files[i] = NULL;
@@ -362,6 +432,9 @@ int rt_st_writer_close(RtStWriter *w, char *err, size_t errlen)
         rc = write_index(w, err, errlen);
     if (rc == 0 && w->dir)
         remove_stale(w);
+    for (int i = 0; rc == 0 && w->dir && i < NSIDE; i++) /* config.json last */
+        if (w->has_side[i])
+            rc = write_atomic(w->dir, side_names[i], w->side[i], w->side_len[i], err, errlen);
     writer_free(w);
     return rc;
 }

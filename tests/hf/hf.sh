@@ -12,15 +12,47 @@
 #      2. 3 steps on LAYOUT give the 1-rank run's losses and gradient norms
 #         (1e-5 relative, as tests/codegen/equiv.sh) and, exported as sharded
 #         directories, its weights (stcmp 1e-5);
-#      3. the exported directory re-imported and exported again is the same
-#         bytes, shard by shard, index included;
-#      4. importing the source and exporting it at step 0 in DTYPE gives the
-#         source's tensors exactly (stcmp --tol 0);
-#      5. `ptdc DIR` (the config directory as the model) has the .mdl's
+#      3. the export's config.json is the model: `ptdc import-hf` of it gives
+#         the source's IR, it is hf_config.json beside the program, its keys
+#         are transformers' (hfcheck.py keys), and mkhf.py's transcription of
+#         transformers' forward reading it and the exported weights gives the
+#         program's loss on them; generation_config.json is the source's, byte
+#         for byte, when it has one (llama3, gpt2) and absent otherwise;
+#      4. the exported directory re-imported and exported again over an
+#         earlier export (a stale generation_config.json in it) is the same
+#         bytes, shard by shard, index and config included;
+#      5. importing the source and exporting it at step 0 in DTYPE gives the
+#         source's tensors exactly (stcmp --tol 0), and torch_dtype says DTYPE;
+#      6. `ptdc DIR` (the config directory as the model) has the .mdl's
 #         parameter count.
 #   hf.sh direct PTDC BIN WORK ARCH
 #     `ptdc DIR --gpus 1 --target cpu -o OUT`: the driver compiles the config
 #     directory directly; its program's first loss equals step 1 above.
+#   hf.sh roundtrip PTDC WORK NAME
+#     configs/NAME (a published config.json) at mkhf.py's tiny sizes, every
+#     other key kept, with bf16 shards and a generation_config.json: `ptdc
+#     DIR` compiles it, its program imports and exports it; the export's
+#     config.json has transformers' keys and types and imports as the same
+#     model (IR and parameter count), generation_config.json is copied.
+#   hf.sh prefix PTDC WORK    (after e2e gpt2 and qwen2) checkpoints whose
+#     tensors carry the class's base_model_prefix (GPT-2 as save_pretrained
+#     writes it: transformer.h.0...) or lack it (a LlamaModel's layers.0...)
+#     train as the plain ones do: the same losses, the same exported bytes;
+#     a tensor under both names, or under neither, is refused naming both.
+#   hf.sh transformers WORK   (after e2e) each export loads with
+#     AutoModelForCausalLM.from_pretrained and gives mkhf.py's loss; without
+#     transformers and torch, "SKIPPED: ..." and status 77.
+#   hf.sh native PTDC WORK    models/*.mdl (LLaMA-2, LLaMA-3.1, Mistral, Qwen2,
+#     GPT-3 and their tiny versions) compiled with -o get a hf_config.json of
+#     their architecture, with transformers' keys, importing as a model of
+#     their parameter count; PaLM's parallel block gets none and a note.
+#   hf.sh refused PTDC BIN WORK
+#     a model ptdc cannot state as a Hugging Face architecture (tiny-parallel;
+#     LLaMA with its SwiGLU written as silu * up) is compiled with a note
+#     saying why and no hf_config.json; its program refuses --export-hf DIR
+#     before training (status 2, the reason, no DIR) and writes
+#     --export-hf FILE.safetensors; a program directory reused for it keeps
+#     no hf_config.json of the model it held before.
 #   hf.sh diag PTDC CASE      tests/hf/diag/CASE.json refused: exit status 1,
 #                             stderr exactly CASE.err (PTDC_UPDATE=1 rewrites it)
 #   hf.sh golden PTDC NAME    `ptdc import-hf configs/NAME` equals golden/NAME.mdl
@@ -32,6 +64,18 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 export PTDC_MPIRUN_FLAGS="--oversubscribe --bind-to none"
 GB=4
 fail() { echo "hf: $*"; exit 1; }
+torch_dtype() { case $1 in bf16) echo bfloat16 ;; f16) echo float16 ;; *) echo float32 ;; esac; }
+
+# same_model A B: `ptdc import-hf` of config directories A and B gives the same IR
+same_model() {
+    "$ptdc" import-hf "$1" -o "$1.mdl" 2> "$1.err" || { cat "$1.err"; fail "import-hf $1 failed"; }
+    "$ptdc" import-hf "$2" -o "$2.mdl" 2> "$2.err" || { cat "$2.err"; fail "import-hf $2 failed"; }
+    "$ptdc" "$1.mdl" --emit ir > "$1.ir" && "$ptdc" "$2.mdl" --emit ir > "$2.ir" ||
+        fail "the imported models do not compile"
+    cmp -s "$1.ir" "$2.ir" || { diff "$1.ir" "$2.ir" | head -20; fail "$2 is not the model $1 is"; }
+    a=$("$ptdc" "$1.mdl" --emit summary | grep '^  parameters:')
+    echo "hf: import-hf $2 gives the model of $1 (the same IR;$a)"
+}
 
 # rel A B: |A - B| / |A|
 rel() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; if (a < 0) a = -a; printf "%.3g", d / a }'; }
@@ -49,7 +93,9 @@ e2e)
     bin=$3 work=$4 arch=$5 dtype=$6 shards=$7 layout=$8
     w=$work/$arch src=$work/$arch/src
     rm -rf "$w" && mkdir -p "$w"
-    python3 "$here/mkhf.py" make "$arch" "$src" --dtype "$dtype" --shards "$shards"
+    gen=
+    case $arch in llama3 | gpt2) gen=--generation-config ;; esac
+    python3 "$here/mkhf.py" make "$arch" "$src" --dtype "$dtype" --shards "$shards" $gen
     "$ptdc" import-hf "$src" -o "$w/model.mdl"
     for l in 1rank "$layout"; do
         "$bin/cg_gen" "$w/model.mdl" "$l" "$w/$l" --set global_batch=$GB
@@ -85,7 +131,29 @@ e2e)
     ls "$w/e1" | grep -q 'model-00002-of-' || fail "$arch: the export was not sharded"
     "$bin/stcmp" "$w/e1" "$w/e2" --tol 1e-5
 
-    # 3. export -> import -> export is the identity, file by file
+    # 3. the export's config.json is the model
+    same_model "$src" "$w/e1"
+    cmp "$w/1rank/hf_config.json" "$w/e1/config.json" ||
+        fail "$arch: config.json is not the hf_config.json codegen wrote"
+    python3 "$here/hfcheck.py" keys "$w/e1/config.json" --dtype float32 || fail "$arch: config.json keys"
+    train "$w/1rank" "$w/e1.log" --steps 1 --import-hf "$w/e1"
+    got=$(grep '^step' "$w/e1.log" | head -n 1 | awk '{print $5}')
+    want=$(python3 "$here/mkhf.py" loss "$w/e1" $GB --tokens "$src/tokens.u16")
+    e=$(rel "$want" "$got")
+    echo "hf: $arch: the export's loss $got, transformers' forward of its config.json in double $want: $e"
+    le "$e" 1e-6 || fail "$arch: the exported config.json describes another model"
+    if [ -n "$gen" ]; then
+        cmp "$src/generation_config.json" "$w/e1/generation_config.json" ||
+            fail "$arch: generation_config.json was not copied byte for byte"
+    else
+        [ ! -e "$w/e1/generation_config.json" ] || fail "$arch: a generation_config.json from nowhere"
+    fi
+
+    # 4. export -> import -> export is the identity, file by file, over an
+    # earlier export's files
+    mkdir -p "$w/e3"
+    echo '{"stale": true}' > "$w/e3/generation_config.json"
+    echo '{"stale": true}' > "$w/e3/config.json"
     train "$w/1rank" "$w/again.log" --steps 0 --import-hf "$w/e1" --export-hf "$w/e3" --max-shard-size 20000
     n=0
     for f in "$w/e1"/*; do
@@ -95,12 +163,14 @@ e2e)
     [ "$(ls "$w/e3" | wc -l)" -eq $n ] || fail "$arch: re-export wrote other files"
     echo "hf: $arch: $n files exported, imported and exported again unchanged"
 
-    # 4. the source's tensors, exactly, in its own dtype
+    # 5. the source's tensors, exactly, in its own dtype
     train "$w/$layout" "$w/exact.log" --steps 0 --import-hf "$src" --export-hf "$w/e4" \
         --export-dtype "$dtype" --max-shard-size 20000
     "$bin/stcmp" "$w/e4" "$src" --tol 0 --subset
+    python3 "$here/hfcheck.py" keys "$w/e4/config.json" --dtype "$(torch_dtype "$dtype")" ||
+        fail "$arch: config.json of a $dtype export"
 
-    # 5. the config directory compiles to the .mdl's parameter count
+    # 6. the config directory compiles to the .mdl's parameter count
     a=$("$ptdc" "$src" --emit summary | grep '^  parameters:')
     b=$("$ptdc" "$w/model.mdl" --emit summary | grep '^  parameters:')
     [ "$a" = "$b" ] || fail "$arch: ptdc DIR says '$a', the .mdl '$b'"
@@ -119,6 +189,147 @@ direct)
     b=$(grep '^step' "$w/direct.log" | head -n 1 | awk '{print $5}')
     echo "hf: first loss of ptdc $arch/src: $b; of the imported .mdl: $a"
     [ "$a" = "$b" ] || fail "ptdc DIR trains another model"
+    ;;
+roundtrip)
+    work=$3 name=$4
+    w=$work/rt-$name src=$work/rt-$name/src
+    rm -rf "$w" && mkdir -p "$w"
+    python3 "$here/mkhf.py" shrink "$here/configs/$name/config.json" "$src" --dtype bf16 --shards 2 \
+        --generation-config
+    "$ptdc" "$src" --gpus 1 --global-batch $GB --target cpu -o "$w/prog" > "$w/ptdc.log" 2>&1 ||
+        { cat "$w/ptdc.log"; fail "ptdc $src failed"; }
+    make -s -C "$w/prog" train
+    train "$w/prog" "$w/train.log" --steps 1 --import-hf "$src" --export-hf "$w/exp"
+    python3 "$here/hfcheck.py" keys "$w/exp/config.json" --dtype float32 || fail "$name: config.json keys"
+    same_model "$src" "$w/exp"
+    cmp "$w/prog/hf_config.json" "$w/exp/config.json" || fail "$name: config.json is not hf_config.json"
+    cmp "$src/generation_config.json" "$w/exp/generation_config.json" ||
+        fail "$name: generation_config.json was not copied byte for byte"
+    # What a published config carries beyond its class (n_ctx, token ids,
+    # versions) is not in the export, and the key check sees such keys.
+    if python3 "$here/hfcheck.py" keys "$src/config.json" > "$w/keys.log"; then
+        case $name in gpt2 | llama-2-7b) fail "$name: the key check passed a published config" ;; esac
+    fi
+    echo "hf: $name: exported, and its config.json imports as the model it came from"
+    ;;
+prefix)
+    work=$3
+    w=$work/prefix
+    rm -rf "$w" && mkdir -p "$w"
+    for arch in gpt2 qwen2; do
+        [ -f "$work/$arch/1rank.log" ] || fail "run hf.sh e2e for $arch first"
+        case $arch in gpt2) how=add dtype=bf16 shards=2 gen=--generation-config ;;
+                      qwen2) how=strip dtype=f32 shards=1 gen= ;; esac
+        python3 "$here/mkhf.py" make $arch "$w/$arch" --dtype $dtype --shards $shards $gen --prefix $how
+        src=$work/$arch/src
+        train "$work/$arch/1rank" "$w/$arch.log" --steps 3 --import-hf "$w/$arch" --export-hf "$w/$arch-e1" \
+            --max-shard-size 20000
+        grep '^step' "$work/$arch/1rank.log" | awk '{print $5, $11}' > "$w/a"
+        grep '^step' "$w/$arch.log" | awk '{print $5, $11}' > "$w/b"
+        cmp -s "$w/a" "$w/b" || { paste "$w/a" "$w/b"; fail "$arch: the prefixed checkpoint trains differently"; }
+        n=0
+        for f in "$work/$arch/e1"/*; do
+            cmp "$f" "$w/$arch-e1/$(basename "$f")" || fail "$arch: the export from the prefixed checkpoint differs"
+            n=$((n + 1))
+        done
+        [ "$(ls "$w/$arch-e1" | wc -l)" -eq $n ] || fail "$arch: the export from the prefixed checkpoint has other files"
+        echo "hf: $arch: the checkpoint with base_model_prefix ($how) gives the same 3 losses and export"
+    done
+    # Never a guess: a tensor under both names, or under neither.
+    python3 "$here/mkhf.py" make gpt2 "$w/both" --dtype bf16 --also wte.weight=transformer.wte.weight
+    python3 "$here/mkhf.py" make gpt2 "$w/none" --dtype bf16 --prefix add --drop transformer.h.1.ln_2.bias
+    for case in both none; do
+        if "$work/gpt2/1rank/run.sh" --steps 0 --import-hf "$w/$case" > "$w/$case.log" 2>&1; then
+            fail "a checkpoint with a tensor under $case of its names was accepted"
+        fi
+    done
+    grep -q "both.*'wte.weight' and 'transformer.wte.weight' are both there" "$w/both.log" ||
+        { cat "$w/both.log"; fail "no sentence naming both names and the file"; }
+    grep -q "none.*no tensor 'h.1.ln_2.bias' (nor 'transformer.h.1.ln_2.bias')" "$w/none.log" ||
+        { cat "$w/none.log"; fail "no sentence naming both names and the file"; }
+    echo "hf: a tensor under both names, or neither, is refused naming both and the file"
+    ;;
+native)
+    work=$3
+    w=$work/native
+    rm -rf "$w" && mkdir -p "$w"
+    L=LlamaForCausalLM M=MistralForCausalLM Q=Qwen2ForCausalLM G=GPT2LMHeadModel
+    for pair in tiny-llama:$L tiny-llama3:$L tiny-mistral:$M tiny-qwen2:$Q tiny-gpt:$G \
+                llama2-7b:$L llama2-70b:$L llama3-8b:$L mistral-7b:$M qwen2-7b:$Q gpt3-1.3b:$G \
+                gpt3-175b:$G; do
+        m=${pair%%:*} arch=${pair#*:}
+        "$ptdc" "$here/../../models/$m.mdl" --gpus 1024 --target cuda -o "$w/$m" > "$w/$m.log" 2>&1 ||
+            { cat "$w/$m.log"; fail "$m does not compile"; }
+        ! grep -q "Hugging Face" "$w/$m.log" || { cat "$w/$m.log"; fail "$m: a note about its config"; }
+        c=$w/$m/hf_config.json
+        [ "$(grep -A1 '"architectures"' "$c" | tail -n 1 | tr -d ' "')" = $arch ] || fail "$m: not $arch"
+        python3 "$here/hfcheck.py" keys "$c" --dtype float32 > "$w/$m.keys" || { cat "$w/$m.keys"; fail "$m: keys"; }
+        "$ptdc" import-hf "$c" -o "$w/$m.mdl" 2> "$w/$m.err" || { cat "$w/$m.err"; fail "$m: its config does not import"; }
+        a=$("$ptdc" "$here/../../models/$m.mdl" --emit summary | grep '^  parameters:')
+        b=$("$ptdc" "$w/$m.mdl" --emit summary | grep '^  parameters:')
+        [ "$a" = "$b" ] || fail "$m has '$a', its config.json imports as '$b'"
+        echo "hf: $m: $arch,$a"
+    done
+    "$ptdc" "$here/../../models/palm-8b.mdl" --gpus 64 --target cuda -o "$w/palm" > "$w/palm.log" 2>&1 ||
+        { cat "$w/palm.log"; fail "palm-8b does not compile"; }
+    grep -q "note: parallel has no Hugging Face config: no parameter has a Hugging Face name" "$w/palm.log" ||
+        { cat "$w/palm.log"; fail "palm-8b: no note saying why it has no config"; }
+    [ ! -e "$w/palm/hf_config.json" ] || fail "palm-8b has a hf_config.json"
+    echo "hf: palm-8b: no config, and a note says why"
+    ;;
+refused)
+    bin=$3 work=$4
+    w=$work/refused
+    rm -rf "$w" && mkdir -p "$w"
+    sed 's/g = swiglu(matmul(h, w_gate), matmul(h, w_up))/g = silu(matmul(h, w_gate)) * matmul(h, w_up)/' \
+        "$here/../../models/llama.mdl" > "$w/llama-mul.mdl"
+    grep -q 'silu(matmul(h, w_gate)) \* matmul' "$w/llama-mul.mdl" || fail "the SwiGLU was not rewritten"
+    sed 's|import "llama.mdl"|import "llama-mul.mdl"|' "$here/../../models/tiny-llama.mdl" > "$w/tiny-mul.mdl"
+    for m in "$here/../../models/tiny-parallel.mdl" "$w/tiny-mul.mdl"; do
+        n=$(basename "$m" .mdl)
+        "$bin/cg_gen" "$m" 1rank "$w/$n" --set global_batch=$GB > "$w/$n.log" 2>&1 ||
+            { cat "$w/$n.log"; fail "$n does not compile"; }
+        [ ! -e "$w/$n/hf_config.json" ] || fail "$n has a hf_config.json"
+        make -s -C "$w/$n" train
+        status=0
+        "$w/$n/run.sh" --steps 1 --export-hf "$w/$n-export" > "$w/$n.run" 2>&1 || status=$?
+        [ $status -eq 2 ] || { cat "$w/$n.run"; fail "$n: --export-hf DIR: status $status, expected 2"; }
+        ! grep -q '^step' "$w/$n.run" || fail "$n: trained before refusing the export"
+        [ ! -e "$w/$n-export" ] || fail "$n: a refused export left $w/$n-export"
+        "$w/$n/run.sh" --steps 1 --export-hf "$w/$n.safetensors" > "$w/$n.run2" 2>&1 ||
+            { cat "$w/$n.run2"; fail "$n: --export-hf FILE.safetensors failed"; }
+    done
+    grep -q "note: parallel has no Hugging Face config: no parameter has a Hugging Face name" \
+        "$w/tiny-parallel.log" || { cat "$w/tiny-parallel.log"; fail "tiny-parallel: no note"; }
+    # A program directory reused for a model without a config keeps no stale one.
+    "$bin/cg_gen" "$here/../../models/tiny-llama.mdl" 1rank "$w/reused" > /dev/null 2>&1 &&
+        [ -e "$w/reused/hf_config.json" ] || fail "tiny-llama: no hf_config.json"
+    "$bin/cg_gen" "$here/../../models/tiny-parallel.mdl" 1rank "$w/reused" > /dev/null 2>&1 ||
+        fail "tiny-parallel does not compile over tiny-llama"
+    [ ! -e "$w/reused/hf_config.json" ] || fail "tiny-llama's hf_config.json was left beside tiny-parallel"
+    grep -q "train: --export-hf $w/tiny-parallel-export: parallel has no Hugging Face config" \
+        "$w/tiny-parallel.run" || { cat "$w/tiny-parallel.run"; fail "tiny-parallel: no reason"; }
+    grep -q "note: llama has no Hugging Face config: its graph is not LlamaForCausalLM's" \
+        "$w/tiny-mul.log" || { cat "$w/tiny-mul.log"; fail "tiny-mul: no note"; }
+    grep -q "its graph is not LlamaForCausalLM's" "$w/tiny-mul.run" || { cat "$w/tiny-mul.run"; fail "tiny-mul: no reason"; }
+    sed -n 's/^ptdc: note: //p' "$w/tiny-parallel.log" "$w/tiny-mul.log"
+    echo "hf: models ptdc cannot state as Hugging Face configs: a note, and --export-hf DIR refused"
+    ;;
+transformers)
+    work=$2
+    python3 -c 'import torch, transformers' > /dev/null 2>&1 || {
+        echo "SKIPPED: transformers and torch are not importable here (no pip: Debian has no" \
+             "python3-transformers); the exports were checked by ptdc import-hf, hfcheck.py keys" \
+             "and mkhf.py's transcription of transformers' forward instead"
+        exit 77
+    }
+    for arch in llama3 mistral qwen2 gpt2; do
+        d=$work/$arch
+        [ -d "$d/e1" ] || fail "run hf.sh e2e for $arch first"
+        want=$(python3 "$here/mkhf.py" loss "$d/e1" $GB --tokens "$d/src/tokens.u16")
+        python3 "$here/hfcheck.py" transformers "$d/e1" "$d/src/tokens.u16" $GB "$want" ||
+            fail "$arch: transformers does not load the export as the model"
+    done
     ;;
 diag)
     name=$3

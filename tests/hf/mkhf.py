@@ -1,16 +1,28 @@
 #!/usr/bin/env python3
 """mkhf.py: tiny Hugging Face models for the import tests (python3 stdlib only).
 
-  mkhf.py make ARCH DIR [--dtype f32|bf16|f16] [--shards N] [--seed S]
+  mkhf.py make ARCH DIR [--dtype f32|bf16|f16] [--shards N] [--seed S] [OPTIONS]
       DIR/config.json of ARCH (llama3, mistral, qwen2, gpt2) at a size a CPU
       trains in seconds, its weights as transformers names them, written as
       save_pretrained would: DIR/model.safetensors, or N shards
       model-0000i-of-0000N.safetensors and model.safetensors.index.json;
       and DIR/tokens.u16, a token file (run.sh --data u16:DIR/tokens.u16).
-  mkhf.py loss DIR GLOBAL_BATCH [--without FEATURE]
+      OPTIONS:
+        --generation-config     also DIR/generation_config.json
+        --prefix add|strip      name the tensors with the class's
+                                base_model_prefix ("transformer." as
+                                GPT2LMHeadModel.save_pretrained writes them),
+                                or without it ("model." gone, a LlamaModel's)
+        --also NAME=OTHER       tensor NAME a second time, as OTHER
+        --drop NAME             no tensor NAME
+  mkhf.py shrink CONFIG DIR [--dtype ...] [--shards N] [--seed S] [OPTIONS]
+      The same from a published config.json: every key kept, the sizes made
+      as small as make's (hidden 32, 2 layers, 4 heads, 96 tokens, 16
+      positions; grouped-query attention, rope scaling and a window kept).
+  mkhf.py loss DIR GLOBAL_BATCH [--without FEATURE] [--tokens PATH]
       The loss of the first training step (sequences 0 .. GLOBAL_BATCH-1 of
-      tokens.u16, as the training program reads them) computed in double by
-      a transcription of transformers' forward (LlamaForCausalLM,
+      tokens.u16, or PATH, as the training program reads them) computed in
+      double by a transcription of transformers' forward (LlamaForCausalLM,
       MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel) from the files in
       DIR. --without rope_scaling|window|bias drops one feature, to show the
       comparison would see it missing.
@@ -191,12 +203,57 @@ def load_weights(d):
     return w
 
 
-def make(arch, d, dtype, nshards, seed):
-    c = CONFIGS[arch]
+def shrink(c):
+    """A published config at make's sizes, every other key as it was."""
+    c = dict(c)
+    if c["architectures"][0] == "GPT2LMHeadModel":
+        c.update(n_embd=32, n_head=4, n_layer=2, n_positions=16, vocab_size=96)
+        if "n_ctx" in c:
+            c["n_ctx"] = 16
+        if c.get("n_inner"):
+            c["n_inner"] = 48
+        return c
+    kv_same = c.get("num_key_value_heads", c["num_attention_heads"]) == c["num_attention_heads"]
+    c.update(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+             vocab_size=96, max_position_embeddings=16)
+    if "num_key_value_heads" in c:
+        c["num_key_value_heads"] = 4 if kv_same else 2
+    if c.get("head_dim"):
+        c["head_dim"] = 8
+    if c.get("rope_scaling"):
+        c["rope_scaling"] = dict(c["rope_scaling"], original_max_position_embeddings=8)
+    if c["architectures"][0] == "MistralForCausalLM" and c.get("sliding_window"):
+        c["sliding_window"] = 5
+    return c
+
+
+def arch_of(c):
+    """shapes()'s name for a config's architecture."""
+    return {"GPT2LMHeadModel": "gpt2", "Qwen2ForCausalLM": "qwen2"}.get(c["architectures"][0],
+                                                                       "llama")
+
+
+def rename(name, arch, prefix):
+    """A tensor's name with or without its class's base_model_prefix."""
+    if prefix == "add" and arch == "gpt2":
+        return "transformer." + name
+    if prefix == "strip" and arch != "gpt2" and name.startswith("model."):
+        return name[len("model."):]
+    return name
+
+
+def make(arch, d, dtype, nshards, seed, c=None, gen=False, prefix=None, also=(), drop=()):
+    c = c or CONFIGS[arch]
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(c, f, indent=2, sort_keys=True)
         f.write("\n")
+    if gen:  # as GenerationConfig.save_pretrained writes one
+        with open(os.path.join(d, "generation_config.json"), "w") as f:
+            json.dump({"_from_model_config": True, "bos_token_id": 1, "eos_token_id": 2,
+                       "do_sample": True, "temperature": 0.6, "top_p": 0.9,
+                       "transformers_version": "4.43.0"}, f, indent=2, sort_keys=True)
+            f.write("\n")
     rng = random.Random(seed)
     st, size = DTYPES[dtype]
     tensors = []
@@ -211,7 +268,11 @@ def make(arch, d, dtype, nshards, seed):
             vals = [rng.uniform(-0.5, 0.5) for _ in range(n)]
         else:
             vals = [rng.uniform(-0.35, 0.35) for _ in range(n)]
-        tensors.append((name, shape, st, encode(vals, st)))
+        tensors.append((rename(name, arch, prefix), shape, st, encode(vals, st)))
+    for pair in also:
+        name, other = pair.split("=")
+        tensors += [(other,) + t[1:] for t in tensors if t[0] == name]
+    tensors = [t for t in tensors if t[0] not in drop]
     total = sum(len(t[3]) for t in tensors)
     if nshards <= 1:
         write_safetensors(os.path.join(d, "model.safetensors"), tensors)
@@ -421,12 +482,12 @@ def forward_gpt2(c, W, toks, without):
     return linear(x, wte)
 
 
-def loss(d, gb, without):
+def loss(d, gb, without, tokens=None):
     with open(os.path.join(d, "config.json")) as f:
         c = json.load(f)
     W = load_weights(d)
     seq = c.get("max_position_embeddings") or c["n_positions"]
-    with open(os.path.join(d, "tokens.u16"), "rb") as f:
+    with open(tokens or os.path.join(d, "tokens.u16"), "rb") as f:
         raw = f.read()
     toks = struct.unpack("<%dH" % (len(raw) // 2), raw)
     fwd = forward_gpt2 if c["architectures"][0] == "GPT2LMHeadModel" else forward_llama
@@ -437,15 +498,39 @@ def loss(d, gb, without):
     return total / gb
 
 
+def options(args):
+    """--generation-config alone; every other option takes a value (--also, --drop repeat)."""
+    o = {"--also": [], "--drop": []}
+    i = 0
+    while i < len(args):
+        if args[i] == "--generation-config":
+            o[args[i]] = True
+            i += 1
+        elif args[i] in o:
+            o[args[i]].append(args[i + 1])
+            i += 2
+        else:
+            o[args[i]] = args[i + 1]
+            i += 2
+    return o
+
+
 def main(argv):
-    if len(argv) >= 3 and argv[0] == "make":
-        opts = dict(zip(argv[3::2], argv[4::2]))
-        make(argv[1], argv[2], opts.get("--dtype", "f32"), int(opts.get("--shards", "1")),
-             int(opts.get("--seed", "1")))
+    if len(argv) >= 3 and argv[0] in ("make", "shrink"):
+        o = options(argv[3:])
+        if argv[0] == "make":
+            arch, c = argv[1], None
+        else:
+            with open(argv[1]) as f:
+                c = shrink(json.load(f))
+            arch = arch_of(c)
+        make(arch, argv[2], o.get("--dtype", "f32"), int(o.get("--shards", "1")),
+             int(o.get("--seed", "1")), c, o.get("--generation-config", False), o.get("--prefix"),
+             o["--also"], o["--drop"])
         return 0
     if len(argv) >= 3 and argv[0] == "loss":
-        without = argv[4] if len(argv) > 4 and argv[3] == "--without" else None
-        print("%.9f" % loss(argv[1], int(argv[2]), without))
+        o = options(argv[3:])
+        print("%.9f" % loss(argv[1], int(argv[2]), o.get("--without"), o.get("--tokens")))
         return 0
     print(__doc__, file=sys.stderr)
     return 2

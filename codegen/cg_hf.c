@@ -1,0 +1,394 @@
+/* cg_hf.c: the Hugging Face config.json of the model, for the program's
+ * `--export-hf DIR`, decided from the graph at compile time.
+ *
+ * The architecture comes from the parameters' `hf` names (LLaMA's
+ * model.layers.N.self_attn.q_proj.weight, GPT-2's h.N.attn.c_attn.weight)
+ * and the graph's attributes (a sliding window: Mistral; q, k and v biases:
+ * Qwen2); every value from the model's own constants (parameter shapes, node
+ * attributes, the sequence). Keys and value types are those of transformers'
+ * configuration classes (LlamaConfig, MistralConfig, Qwen2Config,
+ * GPT2Config; tests/hf/transformers-keys.txt lists them with the commit they
+ * were read from), written as their to_json_string does (sorted, indent 2).
+ *
+ * A config is stated only when it is exact: `ptdc import-hf` of it must give
+ * this very graph (cg_hf_check.c). Otherwise the model has none, codegen says
+ * why in a note, and the program refuses `--export-hf DIR` with that reason
+ * (a directory of weights without a true config.json would not load, or
+ * would load another model). */
+#include "cg.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* -------------------------------------------------------- JSON values */
+
+/* A float as Python's repr writes it (json.dumps does): the shortest digits
+ * that read back, "1e-05", "10000.0", "0.02", "1.5e+16". */
+static const char *jfloat(Cg *c, double x)
+{
+    char e[64];
+    int p = 1;
+    for (; p < 17; p++) {
+        snprintf(e, sizeof e, "%.*e", p - 1, x);
+        if (strtod(e, NULL) == x)
+            break;
+    }
+    snprintf(e, sizeof e, "%.*e", p - 1, x);
+    int exp = atoi(strchr(e, 'e') + 1);
+    if (exp >= -4 && exp < 16) {
+        char f[64];
+        snprintf(f, sizeof f, "%.*f", p - 1 - exp > 0 ? p - 1 - exp : 0, x);
+        return strchr(f, '.') ? cg_fmt(c, "%s", f) : cg_fmt(c, "%s.0", f);
+    }
+    char mant[32];
+    snprintf(mant, sizeof mant, "%.*s", (int)(strchr(e, 'e') - e), e);
+    return cg_fmt(c, "%se%c%02d", mant, exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+}
+
+static const char *jint(Cg *c, int64_t v) { return cg_fmt(c, "%lld", (long long)v); }
+static const char *jstr(Cg *c, const char *s) { return cg_fmt(c, "\"%s\"", s); }
+static const char *jbool(bool b) { return b ? "true" : "false"; }
+
+static void key(Cg *c, const char *k, const char *v)
+{
+    CgHf *h = &c->hf;
+    if (h->nkeys == CG_HF_MAX_KEYS)
+        ir_die("codegen: more than %d config.json keys", CG_HF_MAX_KEYS);
+    h->key[h->nkeys] = k;
+    h->value[h->nkeys++] = v;
+}
+
+static int by_key(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* ----------------------------------------------------- the graph read */
+
+static int param(const IrGraph *g, const char *hf)
+{
+    for (int t = 0; t < g->ntensors; t++)
+        if (g->tensors[t].role == IR_PARAM && g->tensors[t].hf_name &&
+            !strcmp(g->tensors[t].hf_name, hf))
+            return t;
+    return -1;
+}
+
+static const IrNode *first(const IrGraph *g, IrOp op)
+{
+    for (int i = 0; i < g->nfwd; i++)
+        if (g->nodes[i].op == op)
+            return &g->nodes[i];
+    return NULL;
+}
+
+/* Layers: one more than the largest N of an hf name "<prefix>N.". */
+static int64_t layers(const IrGraph *g, const char *prefix)
+{
+    int64_t n = 0;
+    size_t k = strlen(prefix);
+    for (int t = 0; t < g->ntensors; t++) {
+        const char *s = g->tensors[t].hf_name;
+        char *end;
+        if (g->tensors[t].role != IR_PARAM || !s || strncmp(s, prefix, k) != 0)
+            continue;
+        long long i = strtoll(s + k, &end, 10);
+        if (end != s + k && *end == '.' && i + 1 > n)
+            n = i + 1;
+    }
+    return n;
+}
+
+typedef struct Read {
+    Cg *c;
+    const char *why;  /* the first thing missing */
+} Read;
+
+__attribute__((format(printf, 2, 3))) static void refuse(Read *r, const char *fmt, ...)
+{
+    if (r->why)
+        return;
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    r->why = ir_strdup(r->c->arena, buf);
+}
+
+/* Size of dim i of the parameter named hf, which must have `rank` dims. */
+static int64_t psize(Read *r, const char *hf, int rank, int i, const char *role)
+{
+    const IrGraph *g = r->c->g;
+    int t = param(g, hf);
+    if (t < 0) {
+        refuse(r, "no parameter is named %s (%s)", hf, role);
+        return 1;
+    }
+    if (g->tensors[t].rank != rank) {
+        refuse(r, "parameter %s (%s) has %d dims, not %d", hf, role, g->tensors[t].rank, rank);
+        return 1;
+    }
+    return g->dims[g->tensors[t].dim[i]].size;
+}
+
+static const IrNode *need(Read *r, IrOp op, const char *what)
+{
+    const IrNode *n = first(r->c->g, op);
+    if (!n)
+        refuse(r, "it has no %s", what);
+    return n;
+}
+
+/* The token table's std (HF's initializer_range; a config never changes what a loaded model
+ * computes with it). */
+static const char *init_range(Cg *c, const char *hf)
+{
+    int t = param(c->g, hf);
+    return jfloat(c, t >= 0 && c->g->tensors[t].init == IR_INIT_NORMAL ? c->g->tensors[t].init_std
+                                                                        : 0.02);
+}
+
+static void common(Cg *c, const char *arch, const char *type, bool tied)
+{
+    c->hf.arch = arch;
+    key(c, "architectures", cg_fmt(c, "[\n    \"%s\"\n  ]", arch));
+    key(c, "model_type", jstr(c, type));
+    key(c, "tie_word_embeddings", jbool(tied));
+    key(c, "torch_dtype", NULL); /* the export's (--export-dtype) */
+}
+
+/* LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM: one decoder (HF
+ * copies Mistral and Qwen2 from LLaMA), told apart by a window and biases. */
+static void llama_like(Cg *c, Read *r)
+{
+    const IrGraph *g = c->g;
+    int64_t vocab = psize(r, "model.embed_tokens.weight", 2, 0, "the token table");
+    int64_t d = psize(r, "model.embed_tokens.weight", 2, 1, "the token table");
+    int64_t h = psize(r, "model.layers.0.self_attn.q_proj.weight", 3, 1, "the query projection");
+    int64_t hd = psize(r, "model.layers.0.self_attn.q_proj.weight", 3, 2, "the query projection");
+    int64_t kv = psize(r, "model.layers.0.self_attn.k_proj.weight", 3, 1, "the key projection");
+    int64_t ff = psize(r, "model.layers.0.mlp.gate_proj.weight", 2, 1, "the MLP's gate");
+    const IrNode *norm = need(r, IR_OP_RMSNORM, "RMSNorm");
+    const IrNode *rope = need(r, IR_OP_ROPE, "rotary embedding");
+    const IrNode *attn = need(r, IR_OP_ATTENTION, "attention");
+    if (r->why)
+        return;
+    bool tied = param(g, "lm_head.weight") < 0;
+    bool bias = param(g, "model.layers.0.self_attn.q_proj.bias") >= 0;
+    bool llama3 = rope->attr.rope.kind == IR_ROPE_LLAMA3;
+    int64_t window = attn->attr.window;
+    if (bias && window) {
+        refuse(r, "its q, k and v biases make it Qwen2, whose sliding window (use_sliding_window, "
+               "from max_window_layers on) is not the one it has on every layer");
+        return;
+    }
+    if (bias && hd * h != d) {
+        refuse(r, "its q, k and v biases make it Qwen2, and Qwen2Config has no head_dim for "
+               "heads of %lld with %lld heads of a %lld model", (long long)hd, (long long)h,
+               (long long)d);
+        return;
+    }
+    if (window && llama3) {
+        refuse(r, "its sliding window makes it Mistral, and MistralConfig has no rope_scaling");
+        return;
+    }
+    const char *arch = bias ? "Qwen2ForCausalLM" : window ? "MistralForCausalLM" : "LlamaForCausalLM";
+    common(c, arch, bias ? "qwen2" : window ? "mistral" : "llama", tied);
+    c->hf.prefix = "model";
+    c->hf.prefixed = true;
+    key(c, "attention_dropout", "0.0"); /* ptdc trains without dropout */
+    key(c, "hidden_act", jstr(c, "silu"));
+    key(c, "hidden_size", jint(c, d));
+    key(c, "initializer_range", init_range(c, "model.embed_tokens.weight"));
+    key(c, "intermediate_size", jint(c, ff));
+    key(c, "max_position_embeddings", jint(c, g->dims[g->seq_dim].size));
+    key(c, "num_attention_heads", jint(c, h));
+    key(c, "num_hidden_layers", jint(c, layers(g, "model.layers.")));
+    key(c, "num_key_value_heads", jint(c, kv));
+    key(c, "rms_norm_eps", jfloat(c, norm->attr.eps));
+    key(c, "rope_theta", jfloat(c, rope->attr.theta));
+    key(c, "vocab_size", jint(c, vocab));
+    if (!bias)
+        key(c, "head_dim", jint(c, hd));
+    if (window)
+        key(c, "sliding_window", jint(c, window));
+    else if (llama3)
+        key(c, "rope_scaling",
+            cg_fmt(c, "{\n    \"factor\": %s,\n    \"high_freq_factor\": %s,\n    "
+                      "\"low_freq_factor\": %s,\n    \"original_max_position_embeddings\": %lld,"
+                      "\n    \"rope_type\": \"llama3\"\n  }",
+                   jfloat(c, rope->attr.rope.factor), jfloat(c, rope->attr.rope.high_freq_factor),
+                   jfloat(c, rope->attr.rope.low_freq_factor),
+                   (long long)rope->attr.rope.original_max_position));
+    else
+        key(c, "rope_scaling", "null");
+    if (!bias && !window) {
+        key(c, "attention_bias", "false");
+        key(c, "mlp_bias", "false");
+    }
+    if (bias)
+        key(c, "use_sliding_window", "false");
+}
+
+/* GPT2LMHeadModel (GPT-2, and GPT-3's dense layers). */
+static void gpt2(Cg *c, Read *r)
+{
+    const IrGraph *g = c->g;
+    int64_t vocab = psize(r, "wte.weight", 2, 0, "the token table");
+    int64_t d = psize(r, "wte.weight", 2, 1, "the token table");
+    int64_t h = psize(r, "h.0.attn.c_attn.weight", 3, 1, "the attention's q, k, v");
+    int64_t ff = psize(r, "h.0.mlp.c_fc.weight", 2, 1, "the MLP");
+    const IrNode *norm = need(r, IR_OP_LAYERNORM, "LayerNorm");
+    if (r->why)
+        return;
+    common(c, "GPT2LMHeadModel", "gpt2", true);
+    c->hf.prefix = "transformer";
+    c->hf.prefixed = false;
+    key(c, "activation_function", jstr(c, "gelu_new")); /* the tanh GELU */
+    key(c, "attn_pdrop", "0.0");                        /* ptdc trains without dropout */
+    key(c, "embd_pdrop", "0.0");
+    key(c, "resid_pdrop", "0.0");
+    key(c, "initializer_range", init_range(c, "wte.weight"));
+    key(c, "layer_norm_epsilon", jfloat(c, norm->attr.eps));
+    key(c, "n_embd", jint(c, d));
+    key(c, "n_head", jint(c, h));
+    key(c, "n_inner", jint(c, ff));
+    key(c, "n_layer", jint(c, layers(g, "h.")));
+    key(c, "n_positions", jint(c, g->dims[g->seq_dim].size));
+    key(c, "scale_attn_by_inverse_layer_idx", "false");
+    key(c, "scale_attn_weights", "true");
+    key(c, "vocab_size", jint(c, vocab));
+}
+
+/* Which architecture the names say, and its keys (c->hf), or why none. */
+static void derive(Cg *c)
+{
+    Read r = {c, NULL};
+    const IrGraph *g = c->g;
+    bool any = false;
+    for (int t = 0; t < g->ntensors; t++)
+        any |= g->tensors[t].role == IR_PARAM && g->tensors[t].hf_name;
+    if (!any)
+        refuse(&r, "no parameter has a Hugging Face name: the .mdl has no `hf` clause");
+    else if (param(g, "model.embed_tokens.weight") >= 0)
+        llama_like(c, &r);
+    else if (param(g, "wte.weight") >= 0)
+        gpt2(c, &r);
+    else
+        refuse(&r, "its parameter names are neither LLaMA's (model.embed_tokens.weight, ...) nor "
+               "GPT-2's (wte.weight, ...)");
+    if (r.why) {
+        c->hf = (CgHf){0};
+        c->hf.why = r.why;
+        return;
+    }
+    /* Sorted, as to_json_string(sort_keys=True); the value arrays follow. */
+    const char *pairs[CG_HF_MAX_KEYS][2];
+    for (int i = 0; i < c->hf.nkeys; i++) {
+        pairs[i][0] = c->hf.key[i];
+        pairs[i][1] = c->hf.value[i];
+    }
+    qsort(pairs, (size_t)c->hf.nkeys, sizeof pairs[0], by_key);
+    for (int i = 0; i < c->hf.nkeys; i++) {
+        c->hf.key[i] = pairs[i][0];
+        c->hf.value[i] = pairs[i][1];
+    }
+}
+
+/* ------------------------------------------------------------ output */
+
+const char *cg_hf_json(Cg *c, const char *torch_dtype)
+{
+    size_t n = 4;
+    for (int i = 0; i < c->hf.nkeys; i++)
+        n += strlen(c->hf.key[i]) + strlen(c->hf.value[i] ? c->hf.value[i] : torch_dtype) + 12;
+    char *s = ir_alloc(c->arena, n), *p = s;
+    p += sprintf(p, "{\n");
+    for (int i = 0; i < c->hf.nkeys; i++)
+        p += c->hf.value[i] ? sprintf(p, "  \"%s\": %s%s\n", c->hf.key[i], c->hf.value[i],
+                                      i + 1 < c->hf.nkeys ? "," : "")
+                            : sprintf(p, "  \"%s\": \"%s\"%s\n", c->hf.key[i], torch_dtype,
+                                      i + 1 < c->hf.nkeys ? "," : "");
+    sprintf(p, "}\n");
+    return s;
+}
+
+/* A C string literal of s. */
+static void cstr(FILE *f, const char *s)
+{
+    if (!s) {
+        fputs("NULL", f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fprintf(f, "\\%c", *s);
+        else if (*s == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+void cg_hf_print(const Cg *c, FILE *f)
+{
+    const CgHf *h = &c->hf;
+    fprintf(f, "\n/* ------------------------------------------------------- Hugging Face */\n\n");
+    if (h->arch)
+        fprintf(f, "/* config.json of --export-hf DIR (hf_config.json beside this program): %s,\n"
+                   " * from the model's constants; torch_dtype (NULL) is the export's. */\n",
+                h->arch);
+    else
+        fprintf(f, "/* No config.json: --export-hf DIR is refused (cg_hf_refused says why). */\n");
+    fprintf(f, "const CgHfKey cg_hf_config[] = {\n");
+    for (int i = 0; i < h->nkeys; i++) {
+        fprintf(f, "    {");
+        cstr(f, h->key[i]);
+        fprintf(f, ", ");
+        cstr(f, h->value[i]);
+        fprintf(f, "},\n");
+    }
+    fprintf(f, "    {NULL, NULL}};\nconst int cg_hf_nkeys = %d;\n", h->nkeys);
+    fprintf(f, "const char *const cg_hf_refused = ");
+    cstr(f, h->arch ? NULL : h->why);
+    fprintf(f, ";\n/* Imported tensors may carry base_model_prefix or not, as transformers "
+               "allows. */\nconst char *const cg_hf_prefix = ");
+    cstr(f, h->prefix);
+    fprintf(f, ";\nconst int cg_hf_prefixed = %d; /* the hf names here carry it */\n", h->prefixed);
+}
+
+bool cg_hf_config(Cg *c, const char *dir)
+{
+    derive(c);
+    const char *path = ir_sprintf(c->arena, "%s/%s", dir, CG_HF_FILE);
+    if (c->hf.arch) {
+        const char *text = cg_hf_json(c, "float32");
+        FILE *f = fopen(path, "w");
+        bool ok = f && fputs(text, f) >= 0;
+        if (f && fclose(f) != 0)
+            ok = false;
+        if (!ok) {
+            ir_error(IR_NOLOC, "cannot write %s: %s", path, strerror(errno));
+            return false;
+        }
+        const char *why = cg_hf_check(c, path);
+        if (why) {
+            unlink(path);
+            const char *arch = c->hf.arch;
+            c->hf = (CgHf){0};
+            c->hf.why = cg_fmt(c, "its graph is not %s's: %s", arch, why);
+        }
+    }
+    if (!c->hf.arch)
+        ir_note(IR_NOLOC, "%s has no Hugging Face config: %s; its program refuses "
+                "--export-hf DIR (--export-hf FILE.safetensors writes the weights alone)",
+                c->g->name, c->hf.why);
+    return true;
+}

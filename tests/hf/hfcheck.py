@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""hfcheck.py: checks of an exported Hugging Face model directory (python3 stdlib).
+
+  hfcheck.py keys CONFIG.json [--dtype TORCH_DTYPE]
+      Every key of CONFIG.json is one its class (the architecture's
+      configuration class, or PretrainedConfig) defines, with a value of the
+      type that class gives it, as tests/hf/transformers-keys.txt lists them
+      with the transformers commit they were read from; a rope_scaling
+      object's keys likewise. With --dtype, torch_dtype must be TORCH_DTYPE.
+  hfcheck.py transformers DIR TOKENS GLOBAL_BATCH LOSS
+      Loads DIR with transformers' AutoModelForCausalLM.from_pretrained and
+      checks its loss on the first GLOBAL_BATCH sequences of TOKENS (a u16
+      file, read as the training program reads it) against LOSS (1e-5
+      relative; the model in float64). Without an importable transformers and
+      torch: prints "SKIPPED: ..." and exits 77."""
+import json
+import os
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CLASS_OF = {"LlamaForCausalLM": "LlamaConfig", "MistralForCausalLM": "MistralConfig",
+            "Qwen2ForCausalLM": "Qwen2Config", "GPT2LMHeadModel": "GPT2Config"}
+
+
+def key_lists():
+    """{section: {key: type}} from transformers-keys.txt."""
+    out, cur = {}, None
+    with open(os.path.join(HERE, "transformers-keys.txt")) as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            if line.startswith("["):
+                cur = out.setdefault(line[1:-1].split()[0], {})
+            else:
+                k, t = line.split()
+                cur[k] = t
+    return out
+
+
+def type_ok(v, t):
+    for one in t.split("|"):
+        if one == "null" and v is None:
+            return True
+        if one == "int" and isinstance(v, int) and not isinstance(v, bool):
+            return True
+        if one == "float" and isinstance(v, float):
+            return True
+        if one == "bool" and isinstance(v, bool):
+            return True
+        if one == "str" and isinstance(v, str):
+            return True
+        if one == "list" and isinstance(v, list) and all(isinstance(x, str) for x in v):
+            return True
+        if one == "object" and isinstance(v, dict):
+            return True
+    return False
+
+
+def check_keys(path, dtype):
+    with open(path) as f:
+        c = json.load(f)
+    lists = key_lists()
+    bad = []
+    arch = c.get("architectures", [None])[0]
+    cls = CLASS_OF.get(arch)
+    if not cls:
+        bad.append("architectures %r is none of %s" % (c.get("architectures"), sorted(CLASS_OF)))
+        cls = "PretrainedConfig"
+    allowed = dict(lists["PretrainedConfig"])
+    allowed.update(lists[cls])
+    for k, v in sorted(c.items()):
+        if k not in allowed:
+            bad.append("key %r: %s defines no such key" % (k, cls))
+        elif not type_ok(v, allowed[k]):
+            bad.append("key %r: %r is not of type %s" % (k, v, allowed[k]))
+    rs = c.get("rope_scaling")
+    if isinstance(rs, dict):
+        sub = lists.get("rope_scaling." + str(rs.get("rope_type")))
+        if sub is None:
+            bad.append("rope_scaling: rope_type %r is not listed" % rs.get("rope_type"))
+        else:
+            for k, v in sorted(rs.items()):
+                if k not in sub:
+                    bad.append("rope_scaling.%s: no such key" % k)
+                elif not type_ok(v, sub[k]):
+                    bad.append("rope_scaling.%s: %r is not of type %s" % (k, v, sub[k]))
+            for k in sub:
+                if k not in rs:
+                    bad.append("rope_scaling.%s is missing" % k)
+    if dtype and c.get("torch_dtype") != dtype:
+        bad.append("torch_dtype %r, the export's is %r" % (c.get("torch_dtype"), dtype))
+    for b in bad:
+        print("hfcheck: %s: %s" % (path, b))
+    if not bad:
+        print("hfcheck: %s: %d keys, each one %s or PretrainedConfig defines, of its type"
+              % (path, len(c), cls))
+    return 1 if bad else 0
+
+
+def check_transformers(d, tokens, gb, want):
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM
+    except Exception as e:  # noqa: BLE001 (any import failure means: not here)
+        print("SKIPPED: transformers and torch are not importable here (%s: %s); the directory's "
+              "config.json and weights were checked by ptdc import-hf and mkhf.py instead"
+              % (type(e).__name__, e))
+        return 77
+    model = AutoModelForCausalLM.from_pretrained(d, torch_dtype=torch.float64)
+    model.eval()
+    with open(os.path.join(d, "config.json")) as f:
+        c = json.load(f)
+    seq = c.get("max_position_embeddings") or c["n_positions"]
+    with open(tokens, "rb") as f:
+        raw = f.read()
+    toks = struct.unpack("<%dH" % (len(raw) // 2), raw)
+    total = 0.0
+    with torch.no_grad():
+        for i in range(gb):
+            w = list(toks[i * seq:i * seq + seq + 1])
+            x = torch.tensor([w[:-1]])
+            y = torch.tensor([w[1:]])
+            logits = model(input_ids=x).logits[0]
+            total += torch.nn.functional.cross_entropy(logits, y[0]).item()
+    got = total / gb
+    e = abs(got - want) / abs(want)
+    print("hfcheck: %s: transformers' %s gives loss %.9f, expected %.9f: %.2g"
+          % (d, type(model).__name__, got, want, e))
+    return 0 if e <= 1e-5 else 1
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[0] == "keys":
+        dtype = argv[3] if len(argv) > 3 and argv[2] == "--dtype" else None
+        return check_keys(argv[1], dtype)
+    if len(argv) == 5 and argv[0] == "transformers":
+        return check_transformers(argv[1], argv[2], int(argv[3]), float(argv[4]))
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
