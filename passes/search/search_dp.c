@@ -32,6 +32,8 @@ typedef struct {
     int P, pp, m;
     int nrc, rcs[SRC_NRC];        /* allowed policies */
     double *T[SRC_NRC], *S[SRC_NRC], *W; /* prefix sums: time, saved, states */
+    double *infl;                 /* [pp] 1F1B micro-batches in flight per stage (the greedy
+                                     asks for them in its inner loop) */
     double runtime, cap;
     bool ignore_mem;
 } Dp;
@@ -41,7 +43,7 @@ static double stage_time(const Dp *d, int r, int i, int j) { return d->T[r][j + 
 static double stage_mem(const Dp *d, int st, int r, int i, int j)
 {
     return d->runtime + d->W[j + 1] - d->W[i] +
-           src_inflight(d->pp, 1, d->m, st) * (d->S[r][j + 1] - d->S[r][i]);
+           d->infl[st] * (d->S[r][j + 1] - d->S[r][i]);
 }
 
 /* The policy stage st should use for pieces i..j under tmax, or -1. Without
@@ -139,6 +141,9 @@ static void init_dp(Dp *d, const Src *s, const SrcGroup *G, const SrcVariant *V,
     d->W = ir_xcalloc((size_t)d->P + 1, sizeof(double));
     for (int p = 0; p < d->P; p++)
         d->W[p + 1] = d->W[p] + V->piece[p].states[k->zero];
+    d->infl = ir_xcalloc((size_t)d->pp, sizeof(double));
+    for (int st = 0; st < d->pp; st++)
+        d->infl[st] = src_inflight(d->pp, 1, d->m, st);
 }
 
 static void free_dp(Dp *d)
@@ -148,6 +153,7 @@ static void free_dp(Dp *d)
         free(d->S[r]);
     }
     free(d->W);
+    free(d->infl);
 }
 
 static bool part_1f1b(Dp *d, SrcPart *out)
