@@ -136,6 +136,11 @@ typedef struct PassIlpCosts {
     double (*coll)(const PassCostCtx *c, const PassMesh *m, const PassColl *k, int elem_bytes);
     double (*saved)(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
                     const PassStrategy *s, const int64_t *dim_size, PassRecompute r);
+    /* Does saved() of n count its input `slot` under r? (Where a re-gathered
+     * input is kept: the cost model counts a tensor at its first keeper only,
+     * which may be its producer, attention keeping its output.) */
+    bool (*keeps_input)(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                        const int64_t *dim_size, int slot, PassRecompute r);
     double (*param_bytes)(const PassCostCtx *c, const IrGraph *g, const IrNode *n,
                           const PassMesh *m, const PassStrategy *s, int zero);
     double (*param_sync)(const PassCostCtx *c, const IrGraph *g, const IrNode *n,

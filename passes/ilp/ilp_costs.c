@@ -3,6 +3,20 @@
  * does not link the cost model. */
 #include "ilp/ilp.h"
 
+/* Is input `slot` among what pass_saved_bytes counts for n (which keeps does
+ * not depend on the strategy, only the bytes do)? */
+static bool keeps_input(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                        const int64_t *dim_size, int slot, PassRecompute r)
+{
+    PassStrategy rep = {{-1, -1}};
+    PassSaved it[IR_MAX_IN + IR_MAX_OUT + 2];
+    int k = pass_saved_list(c, g, n, m, &rep, dim_size, r, it, IR_MAX_IN + IR_MAX_OUT + 2);
+    for (int i = 0; i < k; i++)
+        if (it[i].slot == slot && it[i].tensor == n->in[slot])
+            return true;
+    return false;
+}
+
 const PassIlpCosts pass_ilp_costs = {
-    pass_cost_node, pass_cost_coll, pass_saved_bytes, pass_param_bytes, pass_param_sync_s,
+    pass_cost_node, pass_cost_coll, pass_saved_bytes, keeps_input, pass_param_bytes, pass_param_sync_s,
 };

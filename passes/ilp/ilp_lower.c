@@ -147,19 +147,6 @@ static void use(IlpSeg *s, int *links, int n)
     u->count = 1;
 }
 
-/* The first forward node that saves tensor t for its backward (where the cost
- * model counts it), or -1. */
-static int first_saver(const IrGraph *g, int t)
-{
-    for (int i = 0; i < g->nfwd; i++) {
-        const IrNode *n = &g->nodes[i];
-        for (int k = 0; k < n->nin; k++)
-            if (n->in[k] == t && (ir_ops[n->op].saves & IR_SAVE_IN(k)))
-                return i;
-    }
-    return -1;
-}
-
 static void check_query(const IrGraph *g, const PassIlpQuery *q)
 {
     if (q->first_piece < 0 || q->npieces < 1 || q->first_piece + q->npieces > g->npieces)
@@ -276,7 +263,6 @@ IlpSeg *ilp_lower(const PassCostCtx *ctx, const PassIlpCosts *costs, const IrGra
             side[1] = ir_xrealloc(side[1], (size_t)capside * sizeof *side[1]);
         }
         nside[0] = nside[1] = 0;
-        int saver = first_saver(g, t);
         for (int i = 0; i < ncons; i++) {
             int c = cons[i];
             if (c < s->first_node || c >= s->end_node)
@@ -286,7 +272,9 @@ IlpSeg *ilp_lower(const PassCostCtx *ctx, const PassIlpCosts *costs, const IrGra
             for (int k = 0; k < cn->nin; k++) {
                 if (cn->in[k] != t)
                     continue;
-                bool sv = c == saver && (ir_ops[cn->op].saves & IR_SAVE_IN(k));
+                /* The reader whose saved bytes count t, if any (the
+                 * producer may keep it instead). */
+                bool sv = costs->keeps_input(ctx, g, cn, &q->mesh, s->dim_size, k, q->recompute);
                 int dst = s->inst_of[c - s->first_node];
                 if (via_b)
                     side[1][nside[1]++] = link(s, b, 0, dst, k, t, sv);

@@ -11,13 +11,17 @@
  *    HBM is dropped.
  * 2. Branch and bound: groups in order of their best bound. A group whose
  *    bound is no better than the keep-th best plan found so far is dropped
- *    with all that follow. Otherwise its strategies are solved (search_ilp.c),
- *    and its candidates, in order of bound, are dropped by the same test
- *    (first strategy-free, then with the strategies' exact kernel times),
- *    or cut into stages (search_dp.c) and ranked with pass_predict. A
- *    partition whose estimate fits but pass_predict's total does not is
+ *    with all that follow. Otherwise its strategies are solved (search_ilp.c,
+ *    variant 0), and its candidates, in order of bound, are dropped by the
+ *    same test (first strategy-free, then with the strategies' exact kernel
+ *    times), or cut into stages (search_dp.c) and ranked with pass_predict.
+ *    A partition whose estimate fits but pass_predict's total does not is
  *    recut with the limit lowered by the overflow (twice at most).
- * 3. The plans that fit, best first, are the result; pass_predict's numbers
+ * 3. The frontier walks: for candidates whose plan memory shaped (nothing
+ *    fit, recomputation, a cut other than the fastest) and whose frontier
+ *    bound (hope_bound) still beats the keep-th best, leaner variants, one
+ *    point of the ILP's time/memory frontier at a time (search_ilp.c).
+ * 4. The plans that fit, best first, are the result; pass_predict's numbers
  *    are the ones reported. */
 #include "search/src.h"
 
@@ -91,6 +95,7 @@ static void add_cand(Src *s, SrcGroup *G, int pp, int v, int rc, int zero)
     memset(k, 0, sizeof *k);
     s->full_valid |= pp * G->dp * G->tp == s->gpus;
     k->pp = pp, k->v = v, k->rc = rc, k->zero = zero;
+    k->hope = NAN;
     src_bound(s, G, k);
     s->st->candidates++;
 }
@@ -396,6 +401,9 @@ static void check_bounds(const Src *s, const SrcGroup *G, const SrcVariant *V, c
     if (k->lb > pr->step_time_s * (1 + tol) || lb2 > pr->step_time_s * (1 + tol))
         ir_die("search: step-time bound %.9g / %.9g above pass_predict's %.9g (dp %d tp %d b %d pp %d v %d)",
                k->lb, lb2, pr->step_time_s, G->dp, G->tp, G->b, k->pp, k->v);
+    if (!isnan(k->hope) && k->hope > pr->step_time_s * (1 + tol))
+        ir_die("search: frontier bound %.9g above pass_predict's %.9g (dp %d tp %d b %d pp %d v %d)",
+               k->hope, pr->step_time_s, G->dp, G->tp, G->b, k->pp, k->v);
     if (k->mem_lb > pr->peak_mem_bytes * (1 + tol))
         ir_die("search: memory bound %.0f above pass_predict's %.0f (dp %d tp %d b %d pp %d v %d zero %d)",
                k->mem_lb, pr->peak_mem_bytes, G->dp, G->tp, G->b, k->pp, k->v, k->zero);
@@ -423,16 +431,17 @@ static void check_mem_prune(Src *s, SrcGroup *G, const SrcVariant *V, SrcCand *k
  * kernel times (the same pass_cost_node numbers pass_predict sums) without
  * resharding or transfers, which pass_predict's stage times only add to:
  * the busiest rank runs m micro-batches one after another; one micro-batch
- * passes every stage forward and back; and (1F1B) the last rank cannot
- * start before the first micro-batch's forward reaches it and, after its
- * last backward, that micro-batch's backward still runs through the ranks
- * before it: sum of the others + m x the last rank's. pass_predict's
- * simulation (and a reference stack's formula, larger) is never below. */
+ * passes every stage forward and back; and a rank cannot start before the
+ * first micro-batch's forward reaches it through the first chunk of the
+ * ranks before it and, after its last backward, that micro-batch's
+ * backward still runs through them: their first chunks + m x its own
+ * work. pass_predict's simulation (and a reference stack's formula,
+ * larger) is never below. */
 static double cut_bound(const Src *s, const SrcVariant *V, const PassPlan *p)
 {
-    int ns = p->nstages, pp = p->pp > 0 ? p->pp : 1, v = p->v > 0 ? p->v : 1;
+    int ns = p->nstages, pp = p->pp > 0 ? p->pp : 1;
     double m = p->num_micro > 0 ? p->num_micro : 1;
-    double *rank = ir_xcalloc((size_t)pp, sizeof(double));
+    double *rank = ir_xcalloc((size_t)pp * 2, sizeof(double)), *first = rank + pp;
     double tsum = 0;
     for (int st = 0; st < ns; st++) {
         const PassStage *S = &p->stages[st];
@@ -440,13 +449,15 @@ static double cut_bound(const Src *s, const SrcVariant *V, const PassPlan *p)
         for (int q = S->first_piece; q < S->first_piece + S->npieces; q++)
             t += V->piece[q].fwd + V->piece[q].bwd + V->piece[q].rec[S->recompute];
         rank[S->pp_rank] += t;
+        if (st < pp)
+            first[S->pp_rank] = t;
         tsum += t;
     }
-    double b = tsum, top = 0;
-    for (int r = 0; r < pp; r++)
-        b = fmax(b, m * rank[r]), top = fmax(top, rank[r]);
-    if (v == 1)
-        b = fmax(b, tsum + (m - 1) * rank[pp - 1]);
+    double b = tsum, top = 0, before = 0;
+    for (int r = 0; r < pp; r++) {
+        b = fmax(b, before + m * rank[r]), top = fmax(top, rank[r]);
+        before += first[r];
+    }
     free(rank);
     PassShare sh; /* ranks sharing cores run faster while others wait */
     if (pass_share(s->c->cl, pp, pass_mesh_devices(&p->mesh), &sh))
@@ -454,13 +465,79 @@ static double cut_bound(const Src *s, const SrcVariant *V, const PassPlan *p)
     return b;
 }
 
-/* Cut, predict, and keep candidate k with variant V. */
+/* Did memory shape this cut: does it differ (boundaries or recomputation)
+ * from the fastest cut with no memory limit? */
+static bool memory_shaped(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
+                          const SrcPart *part)
+{
+    SrcPart free_;
+    if (!src_partition(s, G, V, k, INFINITY, false, &free_))
+        return true;
+    for (int i = 0; i < part->nstages; i++)
+        if (part->stage[i].first_piece != free_.stage[i].first_piece ||
+            part->stage[i].npieces != free_.stage[i].npieces ||
+            part->stage[i].recompute != free_.stage[i].recompute)
+            return true;
+    return false;
+}
+
+/* A lower bound on candidate k's step whatever variant it is solved with:
+ * its pieces at the floor (src_floor_pieces: the least kernel time and
+ * memory any strategy of the mesh has, no resharding), cut by the partition,
+ * which finds the least slowest-rank time over every cut that fits (a cut
+ * that fits with some variant's memory fits the floor): the busiest rank
+ * runs m micro-batches, and one micro-batch passes every piece at least
+ * without recomputation. INFINITY when not even the floor fits. */
+static double hope_bound(Src *s, const SrcGroup *G, const SrcCand *k)
+{
+    SrcVariant H;
+    memset(&H, 0, sizeof H);
+    H.piece = ir_xmalloc(sizeof *H.piece * (size_t)s->npieces);
+    src_floor_pieces(s, G, H.piece);
+    SrcPart part;
+    double b = INFINITY;
+    if (src_partition(s, G, &H, k, s->usable, false, &part)) {
+        int pp = k->pp;
+        double *rank = ir_xcalloc((size_t)pp, sizeof(double)), tsum = 0, top = 0, before = 0;
+        for (int p = 0; p < s->npieces; p++)
+            tsum += H.piece[p].fwd + (k->rc != SRC_AUTO ? H.piece[p].rec[k->rc] : 0);
+        for (int st = 0; st < part.nstages; st++) {
+            const PassStage *S = &part.stage[st];
+            for (int q = S->first_piece; q < S->first_piece + S->npieces; q++)
+                rank[S->pp_rank] += H.piece[q].fwd + H.piece[q].rec[S->recompute];
+        }
+        b = tsum;
+        for (int r = 0; r < pp; r++) {
+            top = fmax(top, rank[r]);
+            /* interleaved: the chunks are fixed, each rank's policy the
+             * fastest that fits, so its time is least; the first chunks of
+             * the ranks before it (at no recomputation) precede its work
+             * (cut_bound) */
+            b = fmax(b, G->m * rank[r] + (k->v > 1 ? before : 0));
+            for (int q = part.stage[r].first_piece; q < part.stage[r].first_piece + part.stage[r].npieces; q++)
+                before += H.piece[q].fwd;
+        }
+        free(rank);
+        PassShare sh; /* ranks sharing cores run faster while others wait */
+        if (pass_share(s->c->cl, pp, pass_mesh_devices(&G->mesh), &sh))
+            b = pass_share_bound(&sh, pp, tsum, top, G->m);
+        else if (k->v == 1 && pp > 1) /* and the pipeline's fill and drain */
+            b = fmax(b, src_pipe_floor(s, G, &H, k, s->usable));
+    }
+    free(H.piece);
+    return b;
+}
+
+/* Cut, predict, and keep candidate k with variant V. Afterwards k->limited
+ * says whether memory shaped what it got (so a leaner variant may do
+ * better, never better than k->hope), k->done whether no variant can make
+ * it win. */
 static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
 {
     Src *s = R->s;
     SrcPart part;
     double cap = s->usable;
-    bool fit = false;
+    bool fit = false, shaped = false;
     for (int attempt = 0; attempt < 3 && !fit; attempt++) {
         if (!src_partition(s, G, V, k, cap, false, &part))
             break;
@@ -470,10 +547,15 @@ static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
             k->done = true;
             return;
         }
+        /* A cut made under a lowered limit is shaped by memory. */
+        shaped = attempt > 0 || memory_shaped(s, G, V, k, &part);
         double cb = cut_bound(s, V, &p);
         if (!s->o->exhaustive && cb >= threshold(R)) {
             s->st->pruned_time++;
-            k->done = true;
+            k->limited = shaped;
+            k->done = !shaped;
+            if (shaped && isnan(k->hope))
+                k->hope = hope_bound(s, G, k);
             return;
         }
         PassPrediction pr;
@@ -498,8 +580,10 @@ static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
         }
         pass_prediction_free(&pr);
     }
-    k->mem_fail = !fit;
-    k->done = fit;
+    k->limited = !fit || shaped;
+    k->done = !k->limited;
+    if (k->limited && isnan(k->hope))
+        k->hope = hope_bound(s, G, k);
 }
 
 static int cmp_cand(const void *a, const void *b)
@@ -514,22 +598,28 @@ static int cmp_cand(const void *a, const void *b)
     return 0;
 }
 
-/* Rank a group's candidates with variant vi; with only_failed, those that
- * found no fitting plan with an earlier variant. */
-static void rank_group(Rank *R, SrcGroup *G, int vi, bool only_failed)
+/* Rank a group's candidates with variant vi: all of them with the first,
+ * then those no variant has finished with. */
+static void rank_group(Rank *R, SrcGroup *G, int vi)
 {
     Src *s = R->s;
     const SrcVariant *V = &G->var[vi];
     for (int i = 0; i < G->ncand && !R->stop; i++) {
         SrcCand *k = &G->cand[i];
-        if (k->mem_lb > s->usable && s->o->exhaustive && !only_failed)
+        if (k->mem_lb > s->usable && s->o->exhaustive && vi == 0)
             check_mem_prune(s, G, V, k);
-        if (k->mem_lb > s->usable || k->done || (only_failed && !k->mem_fail))
+        if (k->mem_lb > s->usable || k->done)
             continue;
         double thr = threshold(R);
-        if (k->lb >= thr || src_bound_variant(s, G, V, k) >= thr) {
+        if (k->lb >= thr || (k->limited && k->hope >= thr)) {
+            /* no variant can win */
             s->st->pruned_time++;
             k->done = true;
+            continue;
+        }
+        if (src_bound_variant(s, G, V, k) >= thr) {
+            s->st->pruned_time++;
+            k->limited = false;
             continue;
         }
         evaluate(R, G, V, k);
@@ -544,30 +634,50 @@ static bool same_strategies(const IrGraph *g, const SrcVariant *a, const SrcVari
     return true;
 }
 
-static void search_group(Rank *R, SrcGroup *G)
+/* Solve variant G->nvar; false (nothing added) when the ILP has no leaner
+ * point or hands back the previous one. */
+static bool next_variant(Src *s, SrcGroup *G)
 {
-    Src *s = R->s;
-    s->st->groups_solved++;
-    if (!src_variant(s, G, 0)) {
-        src_variant_free(&G->var[0]);
-        return;
+    if (G->nvar == G->capvar) {
+        G->capvar = G->capvar ? 2 * G->capvar : 4;
+        G->var = ir_xrealloc(G->var, (size_t)G->capvar * sizeof *G->var);
     }
-    G->nvar = 1;
-    rank_group(R, G, 0, false);
-    /* Memory bound the strategies: try leaner ones if a candidate that
-     * could still win found nothing that fits. */
-    bool again = false;
+    int k = G->nvar;
+    if (!src_variant(s, G, k) || (k > 0 && same_strategies(s->g, &G->var[k - 1], &G->var[k]))) {
+        src_variant_free(&G->var[k]);
+        return false;
+    }
+    G->nvar++;
+    return true;
+}
+
+/* Can a leaner variant still help candidate k of G: memory shaped its plan
+ * with the last variant, and its frontier bound is below the threshold? */
+static bool walkable(const Rank *R, const SrcCand *k)
+{
     double thr = threshold(R);
+    return !k->done && k->limited && k->mem_lb <= R->s->usable && k->lb < thr && k->hope < thr;
+}
+
+/* The least frontier bound of G's walkable candidates (INFINITY: none). */
+static double walk_key(const Rank *R, const SrcGroup *G)
+{
+    double t = INFINITY;
     for (int i = 0; i < G->ncand; i++)
-        again |= G->cand[i].mem_fail && G->cand[i].lb < thr;
-    if (!again || R->stop)
-        return;
-    if (!src_variant(s, G, 1) || same_strategies(s->g, &G->var[0], &G->var[1])) {
-        src_variant_free(&G->var[1]);
-        return;
-    }
-    G->nvar = 2;
-    rank_group(R, G, 1, true);
+        if (walkable(R, &G->cand[i]))
+            t = fmin(t, G->cand[i].hope);
+    return t;
+}
+
+/* Down the ILP's time/memory frontier from G's last variant while some
+ * candidate is walkable: the next point is the fastest set of strategies
+ * using less memory, which may fit where the last needed recomputation or
+ * a worse cut. A candidate memory did not shape is finished: a leaner point
+ * is slower by the ILP's own measure. */
+static void walk_group(Rank *R, SrcGroup *G)
+{
+    while (!R->stop && G->nvar > 0 && isfinite(walk_key(R, G)) && next_variant(R->s, G))
+        rank_group(R, G, G->nvar - 1);
 }
 
 static int cmp_group(const void *a, const void *b)
@@ -585,6 +695,14 @@ static int cmp_group(const void *a, const void *b)
     return (int)x->sp - (int)y->sp;
 }
 
+static int cmp_walk(const void *a, const void *b)
+{
+    const SrcGroup *x = *(SrcGroup *const *)a, *y = *(SrcGroup *const *)b;
+    if (x->walk_key != y->walk_key)
+        return (x->walk_key > y->walk_key) - (x->walk_key < y->walk_key);
+    return cmp_group(x, y);
+}
+
 /* Nothing fits: evaluate the candidate whose memory bound is least, with the
  * leanest recomputation, so that the caller can say what overflows. */
 static void closest_anyway(Rank *R)
@@ -600,13 +718,8 @@ static void closest_anyway(Rank *R)
         }
     if (!bk)
         return;
-    if (bg->nvar == 0) {
-        if (!src_variant(s, bg, 0)) {
-            src_variant_free(&bg->var[0]);
-            return;
-        }
-        bg->nvar = 1;
-    }
+    if (bg->nvar == 0 && !next_variant(s, bg))
+        return;
     const SrcVariant *V = &bg->var[bg->nvar - 1];
     SrcPart part;
     if (!src_partition(s, bg, V, bk, s->usable, true, &part))
@@ -681,11 +794,6 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
         if (live) {
             src_group_floor(&s, G);
             src_group_sums(&s, G);
-            /* Only the sums are needed from here on. */
-            free(G->floor_t);
-            free(G->floor_saved);
-            free(G->floor_states);
-            G->floor_t = G->floor_saved = G->floor_states = NULL;
             for (int j = 0; j < G->ncand; j++)
                 src_bound(&s, G, &G->cand[j]);
         }
@@ -715,7 +823,9 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
             break;
         }
         double thr0 = threshold(&R);
-        search_group(&R, G);
+        s.st->groups_solved++;
+        if (next_variant(&s, G))
+            rank_group(&R, G, 0);
         if (getenv("PTDC_SEARCH_DEBUG")) {
             double lb2 = INFINITY;
             for (int j = 0; j < G->ncand && G->nvar; j++)
@@ -724,12 +834,31 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
                     G->tp, G->b, G->sp, G->lb, lb2, thr0, threshold(&R));
         }
     }
+    /* Then the frontier walks, once every solved group's first variant has
+     * set the threshold: groups with the least frontier bound first. */
+    SrcGroup **walk = ir_xmalloc(sizeof *walk * (size_t)(s.ngroups + 1));
+    int nwalk = 0;
+    for (int i = 0; i < s.ngroups; i++)
+        if (isfinite(s.groups[i].walk_key = walk_key(&R, &s.groups[i])))
+            walk[nwalk++] = &s.groups[i];
+    qsort(walk, (size_t)nwalk, sizeof *walk, cmp_walk);
+    for (int i = 0; i < nwalk && !R.stop; i++) {
+        double thr0 = threshold(&R);
+        int nv0 = walk[i]->nvar;
+        walk_group(&R, walk[i]);
+        if (getenv("PTDC_SEARCH_DEBUG"))
+            fprintf(stderr, "walk dp %d tp %d b %d sp %d: bound %.3f thr %.3f -> %.3f, variants %d -> %d\n",
+                    walk[i]->dp, walk[i]->tp, walk[i]->b, walk[i]->sp, walk[i]->walk_key, thr0,
+                    threshold(&R), nv0, walk[i]->nvar);
+    }
+    free(walk);
     if (!out->found && !out->have_closest && !out->no_layout && !o->first_fit)
         closest_anyway(&R);
 
     for (int i = 0; i < s.ngroups; i++) {
         for (int v = 0; v < s.groups[i].nvar; v++)
             src_variant_free(&s.groups[i].var[v]);
+        free(s.groups[i].var);
         free(s.groups[i].cand);
         free(s.groups[i].floor_t);
         free(s.groups[i].floor_saved);

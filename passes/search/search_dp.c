@@ -32,6 +32,8 @@ typedef struct {
     int P, pp, m;
     int nrc, rcs[SRC_NRC];        /* allowed policies */
     double *T[SRC_NRC], *S[SRC_NRC], *W; /* prefix sums: time, saved, states */
+    double *infl;                 /* [pp] 1F1B micro-batches in flight per stage (the greedy
+                                     asks for them in its inner loop) */
     double runtime, cap;
     bool ignore_mem;
 } Dp;
@@ -41,7 +43,7 @@ static double stage_time(const Dp *d, int r, int i, int j) { return d->T[r][j + 
 static double stage_mem(const Dp *d, int st, int r, int i, int j)
 {
     return d->runtime + d->W[j + 1] - d->W[i] +
-           src_inflight(d->pp, 1, d->m, st) * (d->S[r][j + 1] - d->S[r][i]);
+           d->infl[st] * (d->S[r][j + 1] - d->S[r][i]);
 }
 
 /* The policy stage st should use for pieces i..j under tmax, or -1. Without
@@ -139,6 +141,9 @@ static void init_dp(Dp *d, const Src *s, const SrcGroup *G, const SrcVariant *V,
     d->W = ir_xcalloc((size_t)d->P + 1, sizeof(double));
     for (int p = 0; p < d->P; p++)
         d->W[p + 1] = d->W[p] + V->piece[p].states[k->zero];
+    d->infl = ir_xcalloc((size_t)d->pp, sizeof(double));
+    for (int st = 0; st < d->pp; st++)
+        d->infl[st] = src_inflight(d->pp, 1, d->m, st);
 }
 
 static void free_dp(Dp *d)
@@ -148,6 +153,7 @@ static void free_dp(Dp *d)
         free(d->S[r]);
     }
     free(d->W);
+    free(d->infl);
 }
 
 static bool part_1f1b(Dp *d, SrcPart *out)
@@ -231,6 +237,57 @@ bool src_partition(const Src *s, const SrcGroup *G, const SrcVariant *V, const S
     bool ok = k->v > 1 ? part_interleaved(&d, out) : part_1f1b(&d, out);
     free_dp(&d);
     return ok;
+}
+
+/* Greedy cut for src_pipe_floor: stage st may take t <= (T - prefix) / m,
+ * prefix the fastest policy's time of the pieces before it. */
+static bool greedy_pipe(const Dp *d, const double *pre, double T)
+{
+    int i = 0;
+    for (int st = 0; st < d->pp; st++) {
+        double cap_t = (T - pre[i]) / d->m;
+        if (cap_t < 0)
+            return false;
+        int jmax = st == d->pp - 1 ? d->P - 1 : d->P - 1 - (d->pp - st - 1), j = i - 1;
+        if (st == d->pp - 1)
+            return stage_rc(d, st, i, d->P - 1, cap_t) >= 0;
+        while (j + 1 <= jmax && stage_rc(d, st, i, j + 1, cap_t) >= 0)
+            j++;
+        if (j < i)
+            return false;
+        i = j + 1;
+    }
+    return false;
+}
+
+double src_pipe_floor(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k, double cap)
+{
+    Dp d;
+    init_dp(&d, s, G, V, k, cap, false);
+    double *pre = ir_xcalloc((size_t)d.P + 1, sizeof(double)), hi = 0;
+    for (int p = 0; p < d.P; p++) {
+        double t = INFINITY;
+        for (int x = 0; x < d.nrc; x++)
+            t = fmin(t, d.T[d.rcs[x]][p + 1] - d.T[d.rcs[x]][p]);
+        pre[p + 1] = pre[p] + t;
+    }
+    for (int x = 0; x < d.nrc; x++)
+        hi = fmax(hi, d.T[d.rcs[x]][d.P]);
+    hi = (d.m + 1) * hi * (1 + 1e-9) + 1e-12;
+    double lo = 0, out = INFINITY;
+    if (greedy_pipe(&d, pre, hi)) {
+        for (int it = 0; it < 100 && hi - lo > 1e-9 * hi; it++) {
+            double mid = 0.5 * (lo + hi);
+            if (greedy_pipe(&d, pre, mid))
+                hi = mid;
+            else
+                lo = mid;
+        }
+        out = lo;
+    }
+    free(pre);
+    free_dp(&d);
+    return out;
 }
 
 void src_stage_times(const Src *s, const SrcVariant *V, const PassPlan *p, double *fwd, double *bwd)

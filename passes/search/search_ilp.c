@@ -9,10 +9,12 @@
  * embedding, the head) together with the layer next to it, whose boundary
  * sharding is fixed to the one the layers chose so that the pieces agree.
  * The queries use the group's micro-batch and count, one micro-batch in
- * flight and no memory budget (variant 0); when nothing fits with those
- * strategies, variant 1 solves the layers again under a budget of 60% of
- * variant 0's memory, which makes the ILP trade time for memory (sharding
- * weights instead of replicating them, sequence-parallel norms). */
+ * flight and no memory budget (variant 0). Variant k > 0 solves the layers
+ * again under a budget just below variant k - 1's memory: the fastest
+ * strategies that use less, so that the variants walk the ILP's time/memory
+ * frontier point by point (sharded instead of replicated weights, split
+ * norms, ...), and a candidate that memory constrains can take the first
+ * point it fits with rather than recomputation or a worse cut. */
 #include "search/src.h"
 
 #include <math.h>
@@ -128,13 +130,17 @@ bool src_variant(Src *s, SrcGroup *G, int k)
         q.first_piece = rs_;
         q.npieces = 1;
         if (k > 0) {
+            const SrcVariant *P = &G->var[k - 1];
             const PassIlpResult *r0 = NULL;
-            for (int i = 0; i < G->var[0].nq; i++)
-                if (G->var[0].q[i].first_piece == rs_ && G->var[0].q[i].npieces == 1)
-                    r0 = G->var[0].r[i];
+            for (int i = 0; i < P->nq; i++)
+                if (P->q[i].first_piece == rs_ && P->q[i].npieces == 1)
+                    r0 = P->r[i];
             if (!r0)
-                ir_die("search: variant 1 without variant 0");
-            q.budget = 0.6 * r0->mem_bytes;
+                ir_die("search: variant %d without variant %d", k, k - 1);
+            /* Strictly less: GLPK accepts a choice within its integrality
+             * tolerance (1e-5) of the budget, so a budget only that much
+             * below could return the same point again. */
+            q.budget = r0->mem_bytes * (1 - SRC_FRONTIER_STEP);
         }
         const PassIlpResult *r = solve(s, V, &q);
         if (!r->feasible) {

@@ -371,3 +371,32 @@ double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, c
     }
     return best;
 }
+
+void src_floor_pieces(Src *s, const SrcGroup *G, SrcPiece *out)
+{
+    const SrcWork *W = src_work(s, G->mb_seqs);
+    int n = G->dp * G->tp;
+    for (int p = 0; p < s->npieces; p++) {
+        SrcPiece *P = &out[p];
+        memset(P, 0, sizeof *P);
+        double t[SRC_NRC];
+        for (int r = 0; r < SRC_NRC; r++) {
+            t[r] = W->t[p * SRC_NRC + r] / n;
+            if (G->floor_t)
+                t[r] = fmax(t[r], G->floor_t[p * SRC_NRC + r]);
+            P->saved[r] = W->saved[p * SRC_NRC + r] / n;
+            if (G->floor_saved)
+                P->saved[r] = fmax(P->saved[r], G->floor_saved[p * SRC_NRC + r]);
+        }
+        /* Kernels only: no resharding (it is never negative). */
+        P->fwd = t[PASS_RECOMPUTE_NONE];
+        for (int r = 0; r < SRC_NRC; r++)
+            P->rec[r] = fmax(0, t[r] - t[PASS_RECOMPUTE_NONE]);
+        for (int z = 0; z < 4; z++) {
+            P->states[z] = s->w[p] / (z >= 3 ? n : G->tp) + s->gr[p] / (z >= 2 ? n : G->tp) +
+                           s->op[p] / (z >= 1 ? n : G->tp);
+            if (G->floor_states)
+                P->states[z] = fmax(P->states[z], G->floor_states[p * 4 + z]);
+        }
+    }
+}

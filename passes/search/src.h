@@ -6,8 +6,10 @@
  *             and one micro-batch size. Its strategies come from a few
  *             pass_ilp_stage solves (one per kind of piece) and serve every
  *             pipeline degree, schedule, recomputation and ZeRO stage.
- *   variant   one set of strategies of a group: 0 unconstrained, 1 solved
- *             under a memory budget when variant 0 leaves nothing that fits.
+ *   variant   one set of strategies of a group: 0 unconstrained, then each
+ *             the fastest the ILP finds using less memory than the one
+ *             before (the ILP's time/memory frontier, walked while some
+ *             candidate that could still win was shaped by memory).
  *   candidate a group plus pp, v, recomputation mode and ZeRO stage; the
  *             partition into stages (search_dp.c) completes it into a plan. */
 #ifndef PTDC_SEARCH_H
@@ -18,6 +20,10 @@
 #define SRC_NRC 4                 /* PassRecompute values */
 #define SRC_AUTO (-1)             /* candidate recompute mode: least per stage that fits */
 #define SRC_MAXQ 8                /* ILP queries per variant */
+/* Each variant after the first uses at least this fraction less memory per
+ * layer than the one before: ten times GLPK's integrality tolerance, within
+ * which a solve may hand back the previous point (search_ilp.c). */
+#define SRC_FRONTIER_STEP 1e-4
 
 /* Costs of one piece under a variant's strategies, for one micro-batch on one
  * device: node kernels (pass_cost_node), the recomputed forward per policy,
@@ -47,8 +53,12 @@ typedef struct SrcCand {
     int zero;
     double lb;                    /* step-time lower bound, strategy-free */
     double mem_lb;                /* peak-memory lower bound, strategy-free */
-    bool done;                    /* ranked (or shown not to fit) */
-    bool mem_fail;                /* rejected for memory with the variant it was tried on */
+    bool done;                    /* no variant can make it win (pruned strategy-free, or ranked
+                                     with a plan memory did not shape) */
+    bool limited;                 /* memory shaped its plan with the variant last tried (nothing
+                                     fit, recomputation, or a cut other than the fastest) */
+    double hope;                  /* a lower bound on its step with any variant, once limited
+                                     (search.c, hope_bound; NAN: not yet computed) */
 } SrcCand;
 
 typedef struct SrcGroup {
@@ -58,16 +68,18 @@ typedef struct SrcGroup {
     int m;                        /* micro-batches per step */
     PassMesh mesh;
     double lb;                    /* least candidate bound */
+    double walk_key;              /* least frontier bound (hope) of its walkable candidates */
     double *floor_t;              /* [npieces * SRC_NRC] least kernel time over the allowed
-                                     strategies, per node, summed (NULL: not yet) */
+                                     strategies, per node, summed (NULL: not yet; kept for
+                                     src_floor_pieces, as are the next two) */
     double *floor_saved;          /* [npieces * SRC_NRC] likewise, saved bytes */
     double *floor_states;         /* [npieces * 4] likewise, model states by ZeRO stage */
     double sum_t[SRC_NRC], max_t[SRC_NRC]; /* src_group_sums: bounds summed over pieces */
     double sum_saved[SRC_NRC], sum_saved_min, sum_states[4];
     int ncand, capcand;
     SrcCand *cand;
-    int nvar;
-    SrcVariant var[2];
+    int nvar, capvar;
+    SrcVariant *var;              /* [nvar]: the frontier walked so far, fastest first */
 } SrcGroup;
 
 /* Strategy-free per-piece numbers at one micro-batch size, summed over the
@@ -118,6 +130,10 @@ void src_group_floor(Src *s, SrcGroup *G);
 void src_group_sums(Src *s, SrcGroup *G);
 void src_bound(Src *s, const SrcGroup *G, SrcCand *k);
 double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k);
+/* Per-piece costs no strategy of the group's mesh can beat (the bounds'
+ * numbers): kernel time and recomputation at the floor, no resharding,
+ * saved bytes and model states at the floor. out[npieces]. */
+void src_floor_pieces(Src *s, const SrcGroup *G, SrcPiece *out);
 
 /* search_ilp.c: a group's strategies and per-piece costs. */
 bool src_variant(Src *s, SrcGroup *G, int k);
@@ -134,6 +150,13 @@ typedef struct SrcPart {
 bool src_partition(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
                    double cap, bool ignore_mem, SrcPart *out);
 void src_stage_times(const Src *s, const SrcVariant *V, const PassPlan *p, double *fwd, double *bwd);
+/* 1F1B: the least T such that some cut into k->pp stages fits `cap` with
+ * P_r + m t_r <= T for every stage r (t_r its time, P_r the time of the
+ * pieces before it at their fastest policy). pass_predict's step is at
+ * least that for every cut: stage r cannot start before the first
+ * micro-batch's forward reaches it, runs m micro-batches, and the last
+ * one's backward still passes the stages before it. INFINITY: no cut fits. */
+double src_pipe_floor(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k, double cap);
 
 /* search_pins.c: pinned layouts that cannot work, reported with ir_error. */
 bool src_check_pins(Src *s);

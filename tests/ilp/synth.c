@@ -123,6 +123,16 @@ static double saved(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
     return b;
 }
 
+/* saved() above counts every input its op saves. */
+static bool keeps_input(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                        const int64_t *dim_size, int slot, PassRecompute r)
+{
+    (void)c, (void)m, (void)dim_size;
+    if (r == PASS_RECOMPUTE_FULL && g->pieces[n->piece].rep >= 0)
+        return false;
+    return (ir_ops[n->op].saves & IR_SAVE_IN(slot)) && g->tensors[n->in[slot]].role != IR_PARAM;
+}
+
 /* Parameters n reads, with the axes their gradient is partial over. */
 static double params(const IrGraph *g, const IrNode *n, const PassMesh *m, const PassStrategy *s,
                      int zero, bool sync)
@@ -163,4 +173,4 @@ static double param_sync(const PassCostCtx *c, const IrGraph *g, const IrNode *n
     return params(g, n, m, s, zero, true);
 }
 
-const PassIlpCosts synth_costs = {node, coll, saved, param_bytes, param_sync};
+const PassIlpCosts synth_costs = {node, coll, saved, keeps_input, param_bytes, param_sync};

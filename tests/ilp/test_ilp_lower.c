@@ -421,15 +421,6 @@ typedef struct {
     bool rc, rg, saver;
 } Reader;
 
-static int first_saver(const IrGraph *g, int t)
-{
-    for (int i = 0; i < g->nfwd; i++)
-        for (int k = 0; k < g->nodes[i].nin; k++)
-            if (g->nodes[i].in[k] == t && (ir_ops[g->nodes[i].op].saves & IR_SAVE_IN(k)))
-                return i;
-    return -1;
-}
-
 /* The shared work of the readers of tensor t from source sharding S. */
 static void readers_cost(const Ev *E, const PassIlpCosts *c, int t, PassSharding S, const Reader *r,
                          int nr, IlpVals *tot)
@@ -490,7 +481,6 @@ static void ev_plan(const Ev *E, const PassIlpCosts *c, const int *choice, const
         while (pn->out[o] != t)
             o++;
         int b = boundary_of(E, t);
-        int saver = first_saver(g, t);
         bool across = false;
         for (int cn = 0; cn < g->nfwd; cn++) {
             const IrNode *cd = &g->nodes[cn];
@@ -506,7 +496,7 @@ static void ev_plan(const Ev *E, const PassIlpCosts *c, const int *choice, const
                 Reader R = {in[i], pass_shard_grad_in(g, cd, STRAT(cn), i), recomputed(E, cd), false,
                             false};
                 R.rg = !R.rc && (ir_ops[cd->op].saves & IR_SAVE_IN(i));
-                R.saver = cn == saver && (ir_ops[cd->op].saves & IR_SAVE_IN(i));
+                R.saver = c->keeps_input(&E->ctx, g, cd, &E->q.mesh, E->dim_size, i, E->q.recompute);
                 side[via_b][nr[via_b]++] = R;
             }
         }

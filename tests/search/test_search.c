@@ -234,6 +234,9 @@ static int test_bounds(const char *dir)
     /* Memory-bound: recomputation and ZeRO decide what fits. */
     bounds_case(dir, "llama2-7b.mdl", "n_layers=8", 64, "a100-40gb", 4, NULL);
     bounds_case(dir, "llama2-7b.mdl", "n_layers=8", 64, "a100-80gb", 8, NULL);
+    /* Weights fill the GPUs (70B layers on 4): long frontier walks, which
+     * the exhaustive search takes to their ends. */
+    bounds_case(dir, "llama2-70b.mdl", "n_layers=8", 0, "a100-80gb", 4, NULL);
     PassSearchPins p;
     pass_search_pins_none(&p);
     p.tp = 2;
