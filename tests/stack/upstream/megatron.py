@@ -5,8 +5,9 @@ and the GPT model pretrain_gpt.py builds from them.
 UPSTREAM names the source each entry was read from. When Megatron-LM changes,
 update the entries and UPSTREAM together."""
 
-import math
 import shlex
+
+import rope
 
 UPSTREAM = ("Megatron-LM main at d98e8a64ddf3 (2026-08-22): megatron/training/arguments.py, "
             "argument_utils.py (core_transformer_config_from_args), training/config/training_config.py, "
@@ -286,20 +287,12 @@ def validate(text):
 
 
 def freqs(a):
-    """RotaryEmbedding.inv_freq (rotary_percent 1: dim = kv_channels)."""
-    dim = a["kv_channels"]
-    f = [1.0 / a["rotary_base"] ** (j / dim) for j in range(0, dim, 2)]
-    if a["use_rope_scaling"]:  # _apply_scaling(freqs, factor) with its other defaults
-        factor, low, high, old = a["rope_scaling_factor"], 1, 4, 8192
-        out = []
-        for x in f:
-            wavelen = 2 * math.pi / x
-            y = x / factor if wavelen > old / low else x
-            if not (wavelen < old / high) and not (wavelen > old / low):
-                s = (old / wavelen - low) / (high - low)
-                y = (1 - s) * y / factor + s * y
-            out.append(y)
-        f = out
+    """RotaryEmbedding.inv_freq (rotary_percent 1: dim = kv_channels); with
+    --use-rope-scaling, _apply_scaling(freqs, factor) keeps its defaults for
+    the rest (low 1, high 4, original 8192)."""
+    f = rope.inv_freqs(a["rotary_base"], a["kv_channels"])
+    if a["use_rope_scaling"]:
+        f = rope.llama3(f, a["rope_scaling_factor"], 1, 4, 8192)
     return f
 
 

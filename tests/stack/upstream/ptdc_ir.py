@@ -6,8 +6,9 @@ Every attribute printed on an operator must be one this module knows how to
 compare (KNOWN): an attribute added to ir/attrs.def that the checks do not
 look at fails the corpus test until they do."""
 
-import math
 import re
+
+import rope
 
 # (op, attribute) pairs the checks compare; "contract" is the structure of a matmul.
 KNOWN = {
@@ -70,22 +71,10 @@ class Ir:
 
 
 def freqs(theta, dim, scaling):
-    """Rotary inverse frequencies as ptdc's rope computes them (runtime/cpu/rope.c:
-    Hugging Face's llama3 rule when scaled)."""
-    f = [1.0 / theta ** (2 * j / dim) for j in range(dim // 2)]
+    """Rotary inverse frequencies as ptdc's rope computes them (runtime/cpu/rope.c)."""
+    f = rope.inv_freqs(theta, dim)
     if scaling:
-        factor, low, high, old = scaling["factor"], scaling["low"], scaling["high"], scaling["orig"]
-        out = []
-        for x in f:
-            wavelen = 2 * math.pi / x
-            if wavelen < old / high:
-                out.append(x)
-            elif wavelen > old / low:
-                out.append(x / factor)
-            else:
-                s = (old / wavelen - low) / (high - low)
-                out.append((1 - s) * x / factor + s * x)
-        f = out
+        f = rope.llama3(f, scaling["factor"], scaling["low"], scaling["high"], scaling["orig"])
     return f
 
 

@@ -8,6 +8,8 @@ update the entries and UPSTREAM together."""
 import ast
 import math
 
+import rope
+
 UPSTREAM = ("torchtitan v0.2.2 (73a0e6979dd1): torchtitan/config/job_config.py, distributed/parallel_dims.py, "
             "distributed/utils.py (maybe_enable_amp), distributed/pipeline_parallel.py, "
             "models/llama3/infra/parallelize.py, models/llama3/model/{args,model}.py")
@@ -193,20 +195,10 @@ def ffn_hidden(dim, multiple_of, mult):
 
 
 def freqs(dim, theta, rs):
-    """precompute_freqs_cis: scaling always applied (defaults LLaMA-3.1's)."""
-    factor = rs.get("scaling_factor", 8.0)
-    low, high = rs.get("low_freq_factor", 1.0), rs.get("high_freq_factor", 4.0)
-    old = rs.get("original_max_position_embeddings", 8192)
-    out = []
-    for j in range(0, dim, 2)[: dim // 2]:
-        f = 1.0 / theta ** (j / dim)
-        wavelen = 2 * math.pi / f
-        g = f / factor if wavelen > old / low else f
-        if not (wavelen < old / high) and not (wavelen > old / low):
-            s = (old / wavelen - low) / (high - low)
-            g = (1 - s) * g / factor + s * g
-        out.append(g)
-    return out
+    """precompute_freqs_cis: the scaling is always applied (a factor of 1
+    changes nothing)."""
+    return rope.llama3(rope.inv_freqs(theta, dim), rs["scaling_factor"], rs["low_freq_factor"],
+                       rs["high_freq_factor"], rs["original_max_position_embeddings"])
 
 
 def model(cfg, fl):
