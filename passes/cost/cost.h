@@ -397,6 +397,17 @@ typedef enum {
                                      chunks with the transfer (Megatron --tp-comm-overlap) */
 } PassTpOverlap;
 
+/* Where ZeRO-1/2's all-gather of the updated weights runs. */
+typedef enum {
+    PASS_GATHER_OPTIMIZER,        /* beside the optimizer's kernels of the later parameters
+                                     (ptdc's programs) */
+    PASS_GATHER_FORWARD,          /* in the next step's first forward, bucket by bucket, each
+                                     bucket's gather beside the compute of the one before
+                                     (Megatron --overlap-param-gather; FSDP's pre-forward
+                                     unshard) */
+    PASS_GATHER_BLOCKING,         /* after the optimizer, waited for */
+} PassParamGather;
+
 /* The software a plan runs on (stack.c; docs/stacks.md): ptdc's generated
  * programs (the preset "ptdc", all defaults) or a framework people already
  * run ("megatron", "fsdp"), read from --stack NAME|FILE. The fields below
@@ -435,6 +446,7 @@ typedef struct PassStack {
                                      0: the backend's (pass_stack_bucket_elems) */
     bool zero3_prefetch;          /* ZeRO-3 gathers run ahead, hidden behind compute */
     PassTpOverlap tp_overlap;     /* tensor-parallel collectives beside their GEMMs */
+    PassParamGather param_gather; /* where ZeRO-1/2's weight all-gather runs */
     double reshard_overlap;       /* fraction of the resharding collectives tp_overlap leaves
                                      exposed that is hidden nonetheless (a user's estimate;
                                      the presets have 0) */
@@ -635,6 +647,13 @@ double pass_param_gather_s(const PassCostCtx *c, const IrGraph *g, const IrNode 
                            const PassStrategy *s, int zero);
 double pass_param_sync_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
                          const PassStrategy *s, int zero, int num_micro);
+/* The latency part of the per-step collectives pass_param_sync_s prices one
+ * per parameter tensor: *red_s of the reduction (ZeRO 0 all-reduce, 1
+ * reduce-scatter), *gather_s of ZeRO-1/2's all-gather, summed over the
+ * parameters n owns; returns how many are synchronised. A stack that
+ * reduces in buckets pays it once per bucket (pass_predict). */
+int pass_param_sync_lat(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                        const PassStrategy *s, int zero, double *red_s, double *gather_s);
 /* Bytes of optimizer state per parameter element (fp32 master and moments). */
 int pass_optim_bytes(const PassCostCtx *c);
 /* ptdc's programs, per parameter n owns: the kernels run once per step

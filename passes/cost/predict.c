@@ -32,6 +32,9 @@ typedef struct PieceCost {
     double w, gr, op;             /* model states */
     double sync_step, sync_mb;    /* link seconds per step / per micro-batch */
     double sync_gather;           /* of sync_step: ZeRO-1/2's all-gather after the optimizer */
+    double lat_red, lat_gather;   /* of sync_step: the latency of the per-tensor reductions and
+                                     all-gathers (pass_param_sync_lat) */
+    int nsync;                    /* parameter tensors those are for */
     double transient;             /* largest backward working set of one node */
     double shard_elems;           /* optimizer shard elements */
     double grad_elems;            /* gradient elements reduced over a data-parallel group */
@@ -242,6 +245,9 @@ static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
             pc->sync_mb += s2 - s1;
             pc->sync_step += s1 - (s2 - s1);
             pc->sync_gather += pass_param_gather_s(c, g, n, m, s, zero);
+            double lr, lg;
+            pc->nsync += pass_param_sync_lat(c, g, n, m, s, zero, &lr, &lg);
+            pc->lat_red += lr, pc->lat_gather += lg;
         }
         /* Edges into n: resharding forward, gradient resharding backward. */
         /* A gradient written over the tensor it differentiates (the
@@ -365,6 +371,8 @@ typedef struct RankAcc {
     double saved, nchunks, extra_ws, transient;
     double saved_chunk[PASS_MAX_CHUNKS]; /* per micro-batch, by the rank's chunk */
     double w, gr, op, sync_step, sync_mb, sync_gather, shard_elems, grad_elems, full_w_max;
+    double lat_red, lat_gather;
+    int nsync;
     double ub_bytes;              /* tp_overlap userbuffers: the largest gathered input */
     double step_s;                /* ptdc: per-step kernels */
     double gemm, attn, comp, host; /* per micro-batch: GEMMs, attention, all kernels, host */
@@ -560,6 +568,7 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
             r->w += pc.w, r->gr += pc.gr, r->op += pc.op;
             r->sync_step += pc.sync_step;
             r->sync_gather += pc.sync_gather;
+            r->lat_red += pc.lat_red, r->lat_gather += pc.lat_gather, r->nsync += pc.nsync;
             r->ub_bytes = fmax(r->ub_bytes, pc.ub_bytes);
             r->sync_mb += pc.sync_mb;
             r->shard_elems += pc.shard_elems;
@@ -615,8 +624,10 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
     out->kernels_s = m * (ra[slow].comp - ra[slow].gemm - ra[slow].attn);
     out->host_s = m * ra[slow].host;
 
-    /* Data-parallel traffic and the optimizer, after the last backward. */
-    double tail = 0, slack = 0, end = 0;
+    /* Data-parallel traffic and the optimizer, after the last backward
+     * (and the weight gathers of the next step's first forward). */
+    double tail = 0, slack = 0, start = 0, end = 0;
+    double bk = pass_stack_bucket_elems(&c->st, gpu), sd = pass_overlap_slowdown(gpu);
     for (int i = 0; i < pp; i++) {
         RankAcc *r = &ra[i];
         double exp_step, exp_mb, opt;
@@ -624,10 +635,25 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
             opt = r->step_s; /* the kernels the trainer runs, per parameter */
         else
             opt = pass_mem_time(gpu, r->shard_elems * K->opt_bytes_per_elem, 4);
+        double red = r->sync_step - r->sync_gather, gat = r->sync_gather;
+        double bucket = r->grad_elems > 0 ? fmin(1, bk / r->grad_elems) : 0;
+        if (c->st.ref_stack && r->nsync > 0) {
+            /* A framework reduces and gathers each bucket of gradients as
+             * one collective over a contiguous buffer (Megatron's
+             * param_and_grad_buffer.py; FSDP's flat groups): the latency is
+             * paid per bucket, not per tensor. */
+            double nb = fmax(1, ceil(r->grad_elems / bk));
+            red += (nb - r->nsync) * r->lat_red / r->nsync;
+            gat += (nb - r->nsync) * r->lat_gather / r->nsync;
+        }
+        /* Rank i's first forward of a step starts once the ranks before it
+         * have run theirs through their first chunk. */
+        double first = start;
+        start += ra[i].fwd / (v > 1 ? v : 1);
         if (blocking) {
             /* Reduced after the schedule, one blocking collective after
              * another; the per-micro-batch traffic is inside the stages. */
-            exp_step = r->sync_step;
+            exp_step = red + gat;
             exp_mb = 0;
         } else {
             /* Rank i finishes its last backward when the ranks before it
@@ -635,26 +661,45 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
              * traffic. The last bucket and whatever outlasts the window are
              * exposed; the rest hides under backward, slowing it by the
              * device's overlap slowdown. */
-            double window = ra[i].bwd / (v > 1 ? v : 1) + slack;
+            /* Interleaved, each chunk's reduction starts when its last
+             * backward ends; the chunks end one group of min(m, pp)
+             * micro-batches' backwards apart (chunk v-1 first), so every
+             * chunk's reduction but the last has the later chunks' backwards
+             * to hide under: the chain of v transfers of red/v exposes
+             * max over j of (j+1) red/v - j g bc beyond the last chunk's own
+             * backward bc (1F1B: red - bc). */
+            double bc = ra[i].bwd / v, gm = m < pp ? m : pp, chain = red / v;
+            for (int j = 1; j < v; j++)
+                chain = fmax(chain, (j + 1) * red / v - j * gm * bc);
+            double shown = fmax(chain - bc - slack, bucket * red);
             slack += ra[i].bwd;
-            double bk = pass_stack_bucket_elems(&c->st, gpu);
-            double bucket = r->grad_elems > 0 ? fmin(1, bk / r->grad_elems) : 0;
-            double sd = pass_overlap_slowdown(gpu);
-            double red = r->sync_step, gat = 0;
-            if (!c->st.ref_stack) {
-                /* ptdc: the ZeRO-1/2 all-gathers run while the later
-                 * parameters' AdamW does; what outlasts the optimizer is
-                 * exposed. */
-                gat = r->sync_gather, red -= gat;
-            }
-            double shown = fmax(red - window, bucket * red);
             exp_step = shown + sd * (red - shown);
-            if (gat > 0)
-                exp_step += fmax(0, gat - opt) + sd * fmin(gat, opt);
+            if (gat > 0) {
+                switch (c->st.param_gather) {
+                case PASS_GATHER_OPTIMIZER:
+                    /* Beside the later parameters' AdamW (ptdc); what
+                     * outlasts the optimizer is exposed. */
+                    shown = fmax(0, gat - opt);
+                    break;
+                case PASS_GATHER_FORWARD:
+                    /* Bucket after bucket beside the next step's first
+                     * forward, the first issued as the step starts: rank i's
+                     * wait for its first input and its own forward hide
+                     * them, but for what outlasts both and, on a rank that
+                     * starts at once, the first bucket. */
+                    shown = fmax(gat - (first + ra[i].fwd), fmax(0, bucket * gat - first));
+                    break;
+                case PASS_GATHER_BLOCKING:
+                default:
+                    shown = gat;
+                    break;
+                }
+                exp_step += shown + sd * (gat - shown);
+            }
             exp_mb = mb_blocking ? 0
                                  : m * (fmax(0, r->sync_mb - r->t_mb) + sd * fmin(r->sync_mb, r->t_mb));
         }
-        out->dp_sync_s = fmax(out->dp_sync_s, r->sync_step + m * r->sync_mb);
+        out->dp_sync_s = fmax(out->dp_sync_s, red + gat + m * r->sync_mb);
         if (finish[i] + exp_step + exp_mb + opt > end) {
             end = finish[i] + exp_step + exp_mb + opt;
             tail = end - pipe;

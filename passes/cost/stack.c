@@ -29,6 +29,9 @@ static const PassStack presets[] = {
          * the optimizer, ZeRO-2/3 per-micro-batch traffic, tensor-parallel
          * and pipeline transfers waited for where they are issued. */
         .dp_overlap = true,
+        /* The ZeRO-1/2 all-gathers are issued beside AdamW of the later
+         * parameters (docs/runtime.md, "Overlap in a training step"). */
+        .param_gather = PASS_GATHER_OPTIMIZER,
         /* Tensor-parallel collectives are waited for where they are issued
          * (tp_overlap none). */
         /* Gradients are fp32 on both backends (runtime/rt.h: rt_grad;
@@ -77,6 +80,14 @@ static const PassStack presets[] = {
          * max(40M, 1M x dp) parameters (distributed_data_parallel_config). */
         .dp_overlap = true,
         .dp_bucket_elems = 40e6,
+        /* --overlap-param-gather: the first bucket's all-gather is issued
+         * when the gradients are zeroed, each next one in the forward
+         * pre-hook of the modules whose weights the previous one gathered
+         * (megatron/core/distributed/distributed_data_parallel.py:
+         * next_param_gather_bucket_group; core_r0.8.0 distrib_optimizer.py
+         * _finish_param_sync_helper): the next step's first forward hides
+         * them. */
+        .param_gather = PASS_GATHER_FORWARD,
         /* --tp-comm-overlap (with --sequence-parallel; Transformer Engine
          * userbuffers, transformer_engine/pytorch/module/base.py
          * initialize_ub): the column-parallel GEMMs consume their input's
@@ -135,6 +146,9 @@ static const PassStack presets[] = {
          * and prefetches the next block's all-gather. */
         .dp_overlap = true,
         .zero3_prefetch = true,
+        /* ZeRO-2's weights are unsharded by each module's pre-forward hook
+         * in the next step's first forward, the next module's prefetched. */
+        .param_gather = PASS_GATHER_FORWARD,
         .ref_stack = true,
         .frag_act = 0.15,
         .alloc_reserve = 0.05,
@@ -203,10 +217,12 @@ int pass_elem_bytes(const PassCostCtx *c, IrDtype t)
 typedef enum { S_PRESET, S_NAME, S_BOOL, S_NUM, S_INT, S_ENUM, S_LIST } SKind;
 
 /* S_ENUM fields are enums stored as int: names[i] is value i. */
-_Static_assert(sizeof(PassAttnKernel) == sizeof(int) && sizeof(PassTpOverlap) == sizeof(int),
+_Static_assert(sizeof(PassAttnKernel) == sizeof(int) && sizeof(PassTpOverlap) == sizeof(int) &&
+                   sizeof(PassParamGather) == sizeof(int),
                "S_ENUM fields are int-sized");
 static const char *const kernel_names[] = {"auto", "flash2", "flash1", "fused_softmax", "eager"};
 static const char *const tp_overlap_names[] = {"none", "backward", "userbuffers"}; /* PassTpOverlap */
+static const char *const gather_names[] = {"optimizer", "forward", "blocking"}; /* PassParamGather */
 static const char *const zero_names[] = {"0", "1", "2", "3"};
 static const char *const rec_names[] = {"none", "selective", "ffn", "full"};
 static const char *const sched_names[] = {"1f1b", "interleaved"};
@@ -246,6 +262,8 @@ static const struct SKey {
     {"zero3_prefetch", S_BOOL, F(zero3_prefetch), 0, 0, 0, NULL, 0, "ZeRO-3 gathers run ahead"},
     {"tp_overlap", S_ENUM, F(tp_overlap), 0, 0, 0, tp_overlap_names, 3,
      "none, backward, userbuffers (tensor-parallel transfers beside their GEMMs)"},
+    {"param_gather", S_ENUM, F(param_gather), 0, 0, 0, gather_names, 3,
+     "optimizer, forward, blocking (where ZeRO-1/2's weight all-gather runs)"},
     {"reshard_overlap", S_NUM, F(reshard_overlap), 1, 0, 1, NULL, 0,
      "fraction of the resharding tp_overlap leaves exposed hidden anyway"},
     {"dynamic_memory", S_BOOL, F(ref_stack), 0, 0, 0, NULL, 0,
