@@ -445,6 +445,9 @@ typedef struct PassStack {
     double dp_bucket_elems;       /* gradients reduced in buckets of this many elements;
                                      0: the backend's (pass_stack_bucket_elems) */
     bool zero3_prefetch;          /* ZeRO-3 gathers run ahead, hidden behind compute */
+    bool pp_overlap;              /* an interleaved schedule's pipeline transfers run beside
+                                     the chunks' compute (a framework's; ptdc's programs wait
+                                     for each receive) */
     PassTpOverlap tp_overlap;     /* tensor-parallel collectives beside their GEMMs */
     PassParamGather param_gather; /* where ZeRO-1/2's weight all-gather runs */
     double reshard_overlap;       /* fraction of the resharding collectives tp_overlap leaves

@@ -367,7 +367,7 @@ static bool same_piece(const Ctx *x, int ref, int cur)
 
 typedef struct RankAcc {
     double t_mb, fwd, bwd;        /* per micro-batch */
-    double rec, rs, p2p, flops, rec_flops;
+    double rec, rs, p2p, p2p_f, p2p_b, flops, rec_flops;
     double saved, nchunks, extra_ws, transient;
     double saved_chunk[PASS_MAX_CHUNKS]; /* per micro-batch, by the rank's chunk */
     double w, gr, op, sync_step, sync_mb, sync_gather, shard_elems, grad_elems, full_w_max;
@@ -559,6 +559,7 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
             r->rec += pc.rec;
             r->rs += pc.rs_f + pc.rs_b;
             r->p2p += pc.p2p_f + pc.p2p_b;
+            r->p2p_f += pc.p2p_f, r->p2p_b += pc.p2p_b;
             r->flops += pc.flops;
             r->rec_flops += pc.rec_flops;
             r->saved += pc.saved;
@@ -585,6 +586,21 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
     if (!c->st.ref_stack)
         for (int st = 0; st < plan->nstages; st++)
             stage_extras(&x, st, ra);
+
+    /* A framework that overlaps pipeline transfers (pp_overlap: Megatron's
+     * interleaved schedule posts the next chunk's receive and this chunk's
+     * send before computing, megatron/core/pipeline_parallel/schedules.py,
+     * overlap_p2p_comm) hides them under the chunk's compute, but for what
+     * outlasts it; the overlapped seconds cost the overlap slowdown. */
+    if (c->st.ref_stack && c->st.pp_overlap && v > 1)
+        for (int i = 0; i < pp; i++) {
+            RankAcc *r = &ra[i];
+            double sdp = pass_overlap_slowdown(gpu);
+            double cf = r->fwd - r->p2p_f, cb = r->bwd - r->p2p_b;
+            double ef = fmax(0, r->p2p_f - cf), eb = fmax(0, r->p2p_b - cb);
+            ef += sdp * (r->p2p_f - ef), eb += sdp * (r->p2p_b - eb);
+            r->fwd = cf + ef, r->bwd = cb + eb, r->p2p = ef + eb;
+        }
 
     /* The schedule. */
     double tmax = 0, tsum = 0;

@@ -102,6 +102,11 @@ static const PassStack presets[] = {
          * (tp_overlap backward: megatron/core/tensor_parallel/layers.py,
          * LinearWithGradAccumulationAndAsyncCommunication). */
         .tp_overlap = PASS_TP_OVERLAP_UB,
+        /* The interleaved schedule overlaps its sends and receives with the
+         * chunks' compute (overlap_p2p_comm, on unless
+         * --no-overlap-p2p-communication; Megatron turns it off for the
+         * non-interleaved schedule: megatron/training/arguments.py). */
+        .pp_overlap = true,
         /* PyTorch's caching allocator: fitted on the LLaMA-13B sweep
          * (tests/cost/test_calib.c; docs/cost-model.md, Calibration): 15% of
          * the bytes allocated and freed per micro-batch lost to
@@ -260,6 +265,8 @@ static const struct SKey {
     {"dp_bucket_melems", S_NUM, F(dp_bucket_elems), 1e6, 0, 1e6, NULL, 0,
      "gradient bucket, M elements (0: per tensor)"},
     {"zero3_prefetch", S_BOOL, F(zero3_prefetch), 0, 0, 0, NULL, 0, "ZeRO-3 gathers run ahead"},
+    {"pp_overlap", S_BOOL, F(pp_overlap), 0, 0, 0, NULL, 0,
+     "interleaved pipeline transfers overlap the chunks' compute"},
     {"tp_overlap", S_ENUM, F(tp_overlap), 0, 0, 0, tp_overlap_names, 3,
      "none, backward, userbuffers (tensor-parallel transfers beside their GEMMs)"},
     {"param_gather", S_ENUM, F(param_gather), 0, 0, 0, gather_names, 3,

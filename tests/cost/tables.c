@@ -160,8 +160,9 @@ bool table_h100(const char *ref, const char *models, Table *t)
  * for backward, they would not fit (83 GiB at 256 GPUs). What MegaScale
  * (section 3) says it added over this baseline, the baseline runs without:
  * FlashAttention-2, tensor-parallel overlap in forward (Megatron-LM's linear
- * layers overlap only the backward pair: tp_overlap backward) and
- * data-parallel overlap (its reduce-scatter and all-gather block). */
+ * layers overlap only the backward pair: tp_overlap backward), pipeline
+ * overlap (its transfers block) and data-parallel overlap (its
+ * reduce-scatter and all-gather block). */
 bool table_megascale(const char *ref, const char *models, Table *t)
 {
     char path[1024];
@@ -183,6 +184,7 @@ bool table_megascale(const char *ref, const char *models, Table *t)
         k.c.st.attn_kernel = PASS_KERNEL_FUSED_SOFTMAX;
         k.c.st.tp_overlap = PASS_TP_OVERLAP_BACKWARD;
         k.c.st.dp_overlap = false;
+        k.c.st.pp_overlap = false;
         PassPrediction p;
         if (!run(models, &k, &p))
             return false;
