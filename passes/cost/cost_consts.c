@@ -78,9 +78,10 @@ const PassCostConsts pass_cost_consts = {
      * --tp-comm-overlap-cfg does). */
     .tp_rs_splits = 4,
     /* ... and allocates one buffer of [seq x micro-batch, hidden] for each
-     * of the ten GEMMs its default methods list (4 ring_exchange, 2
-     * pipeline, 4 bulk: qkv, proj, fc1, fc2 forward and input gradient, qkv
-     * and fc1 weight gradient). */
+     * of the ten GEMMs its default methods list (v1.8, Megatron-Core r0.8's:
+     * 4 ring_exchange, 2 pipeline, 4 bulk: qkv, proj, fc1, fc2 forward and
+     * input gradient, qkv and fc1 weight gradient; later releases add two
+     * "external" entries for the proj and fc2 weight gradients). */
     .tp_ub_buffers = 10,
     /* CUDA context with lazy module loading (CUDA >= 11.7): 0.5-0.9 GiB. */
     .cuda_ctx_bytes = 0.75 * GIB,
