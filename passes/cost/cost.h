@@ -343,12 +343,25 @@ typedef struct PassCostConsts {
     double flash_bwd_ratio;           /* backward / forward FLOPs of a flash kernel (recomputes S) */
     double coll_base_s;               /* fixed latency of one collective (launch, setup) */
     double overlap_slowdown;          /* compute lost per second of overlapped NCCL traffic */
+    int tp_rs_splits;                 /* pieces a row-parallel GEMM is split into to pipeline its
+                                         reduce-scatter (tp_overlap userbuffers) */
+    int tp_ub_buffers;                /* userbuffers of a gathered activation's size that
+                                         tp_overlap userbuffers allocates */
     double cuda_ctx_bytes;            /* CUDA context and kernel images per process */
     double nccl_comm_bytes;           /* NCCL buffers per communicator */
     double workspace_bytes;           /* cuBLAS and attention workspaces */
     double opt_bytes_per_elem;        /* AdamW step traffic per parameter element of the shard */
 } PassCostConsts;
 extern const PassCostConsts pass_cost_consts;
+
+/* A transfer run beside a GEMM (overlap.c): the seconds of `comm` left
+ * exposed next to `gemm` seconds of GEMM split into `chunks` pieces. */
+typedef enum {
+    PASS_OVERLAP_RING,            /* an all-gather consumed piece by piece as it arrives */
+    PASS_OVERLAP_PIPELINE,        /* a reduce-scatter of each output piece as it is made */
+    PASS_OVERLAP_BULK,            /* beside a GEMM that does not depend on it */
+} PassOverlapKind;
+double pass_overlap_exposed(PassOverlapKind kind, double comm, double gemm, int chunks);
 
 /* Time of one GEMM C[M,N] = A[M,K] B[K,N] (the backend's activation type,
  * fp32 accumulate), repeated `batch` times, on one device: shape-dependent
@@ -369,6 +382,31 @@ typedef enum {
     PASS_KERNEL_FUSED_SOFTMAX,    /* S x S scores in bf16, one fused scale-mask-softmax kernel */
     PASS_KERNEL_EAGER,            /* S x S, unfused framework ops, softmax in fp32 */
 } PassAttnKernel;
+
+/* Which tensor-parallel collectives run beside a GEMM (with sequence
+ * parallelism: the all-gathers and reduce-scatters on either side of the
+ * column- and row-parallel GEMMs; all-reduces never do). */
+typedef enum {
+    PASS_TP_OVERLAP_NONE,         /* each waited for where it is issued */
+    PASS_TP_OVERLAP_BACKWARD,     /* backward only: the input's re-gather beside the gradient
+                                     GEMM, the input gradient's reduce-scatter beside the
+                                     weight-gradient GEMM (Megatron's and Transformer
+                                     Engine's linear layers, asynchronous) */
+    PASS_TP_OVERLAP_UB,           /* also forward and the row-parallel gradient's gather:
+                                     Transformer Engine's userbuffers pipeline the GEMM in
+                                     chunks with the transfer (Megatron --tp-comm-overlap) */
+} PassTpOverlap;
+
+/* Where ZeRO-1/2's all-gather of the updated weights runs. */
+typedef enum {
+    PASS_GATHER_OPTIMIZER,        /* beside the optimizer's kernels of the later parameters
+                                     (ptdc's programs) */
+    PASS_GATHER_FORWARD,          /* in the next step's first forward, bucket by bucket, each
+                                     bucket's gather beside the compute of the one before
+                                     (Megatron --overlap-param-gather; FSDP's pre-forward
+                                     unshard) */
+    PASS_GATHER_BLOCKING,         /* after the optimizer, waited for */
+} PassParamGather;
 
 /* The software a plan runs on (stack.c; docs/stacks.md): ptdc's generated
  * programs (the preset "ptdc", all defaults) or a framework people already
@@ -407,8 +445,14 @@ typedef struct PassStack {
     double dp_bucket_elems;       /* gradients reduced in buckets of this many elements;
                                      0: the backend's (pass_stack_bucket_elems) */
     bool zero3_prefetch;          /* ZeRO-3 gathers run ahead, hidden behind compute */
-    double reshard_overlap;       /* fraction of resharding collectives hidden behind the GEMMs
-                                     next to them (Megatron-Core/TE --tp-comm-overlap) */
+    bool pp_overlap;              /* an interleaved schedule's pipeline transfers run beside
+                                     the chunks' compute (a framework's; ptdc's programs wait
+                                     for each receive) */
+    PassTpOverlap tp_overlap;     /* tensor-parallel collectives beside their GEMMs */
+    PassParamGather param_gather; /* where ZeRO-1/2's weight all-gather runs */
+    double reshard_overlap;       /* fraction of the resharding collectives tp_overlap leaves
+                                     exposed that is hidden nonetheless (a user's estimate;
+                                     the presets have 0) */
     /* memory */
     bool ref_stack;               /* memory as a caching-allocator framework holds it, not as
                                      ptdc's programs do: activations peak at the bytes alive at
@@ -487,6 +531,8 @@ typedef struct PassNodeCost {
     double ws_bytes;              /* temporaries its kernels hold while running, beyond
                                      inputs, outputs and gradients (S x S buffers, fp32 copies) */
     double gemm_s, attn_s;        /* of fwd_s + bwd_s: in GEMMs, in a flash attention kernel */
+    double gemm_fwd_s, gemm_dx_s, gemm_dw_s; /* a matmul's of gemm_s: its forward GEMM, its
+                                     input's gradient, its weight's gradient */
     double fused_s;               /* of fwd_s: what running as one kernel with the node before
                                      it saves (pass_add_norm_pair; negative unless a measured
                                      curve says otherwise), which a recomputation of this node
@@ -604,6 +650,13 @@ double pass_param_gather_s(const PassCostCtx *c, const IrGraph *g, const IrNode 
                            const PassStrategy *s, int zero);
 double pass_param_sync_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
                          const PassStrategy *s, int zero, int num_micro);
+/* The latency part of the per-step collectives pass_param_sync_s prices one
+ * per parameter tensor: *red_s of the reduction (ZeRO 0 all-reduce, 1
+ * reduce-scatter), *gather_s of ZeRO-1/2's all-gather, summed over the
+ * parameters n owns; returns how many are synchronised. A stack that
+ * reduces in buckets pays it once per bucket (pass_predict). */
+int pass_param_sync_lat(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                        const PassStrategy *s, int zero, double *red_s, double *gather_s);
 /* Bytes of optimizer state per parameter element (fp32 master and moments). */
 int pass_optim_bytes(const PassCostCtx *c);
 /* ptdc's programs, per parameter n owns: the kernels run once per step

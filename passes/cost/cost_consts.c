@@ -71,6 +71,18 @@ const PassCostConsts pass_cost_consts = {
     /* NCCL kernels occupy SMs while overlapping compute: Calculon charges 15%
      * (NVLink) to 2% (IB) of the overlapped time. */
     .overlap_slowdown = 0.10,
+    /* Transformer Engine's userbuffers split a row-parallel GEMM into 4 to
+     * pipeline its reduce-scatter (transformer_engine/pytorch/module/
+     * base.py, initialize_ub: num_splits 4 for the "pipeline" method, which
+     * proj_fprop and fc2_fprop use; Megatron passes no other unless
+     * --tp-comm-overlap-cfg does). */
+    .tp_rs_splits = 4,
+    /* ... and allocates one buffer of [seq x micro-batch, hidden] for each
+     * of the ten GEMMs its default methods list (v1.8, Megatron-Core r0.8's:
+     * 4 ring_exchange, 2 pipeline, 4 bulk: qkv, proj, fc1, fc2 forward and
+     * input gradient, qkv and fc1 weight gradient; later releases add two
+     * "external" entries for the proj and fc2 weight gradients). */
+    .tp_ub_buffers = 10,
     /* CUDA context with lazy module loading (CUDA >= 11.7): 0.5-0.9 GiB. */
     .cuda_ctx_bytes = 0.75 * GIB,
     /* NCCL per communicator: 0.5-0.7 GB measured on A100 (NVIDIA/nccl#964,

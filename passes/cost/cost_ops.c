@@ -106,11 +106,22 @@ static void pass_opcost_MATMUL(const OpArgs *a, PassNodeCost *o)
     int calls = a->c->st.gemm_unbatched ? 1
                 : a->c->plan        ? pass_gemm_batch(a->g, n, a->c->plan, NULL)
                                     : pass_gemm_siblings(a->g, n, NULL);
+    /* Each of the three GEMMs on its own (gemm_fwd_s, gemm_dx_s,
+     * gemm_dw_s): a tensor-parallel collective can run beside one of them
+     * (pass_predict, the stack's tp_overlap). */
+    double t0 = o->gemm_s;
     gemm_share(a, M, N, K, 1, calls, false, o);
-    if (needs_grad(a, n->in[0]))
+    o->gemm_fwd_s = o->gemm_s - t0;
+    if (needs_grad(a, n->in[0])) {
+        t0 = o->gemm_s;
         gemm(a, M, K, N, 1, true, o); /* dA = dC B^T */
-    if (needs_grad(a, n->in[1]))
+        o->gemm_dx_s = o->gemm_s - t0;
+    }
+    if (needs_grad(a, n->in[1])) {
+        t0 = o->gemm_s;
         gemm_share(a, K, N, M, 1, calls, true, o); /* dB = A^T dC */
+        o->gemm_dw_s = o->gemm_s - t0;
+    }
 }
 
 /* Norms. ptdc's kernels read x and write y in one pass (rstd per row);

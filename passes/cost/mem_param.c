@@ -185,6 +185,30 @@ double pass_param_sync_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n
     return t;
 }
 
+int pass_param_sync_lat(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
+                        const PassStrategy *s, int zero, double *red_s, double *gather_s)
+{
+    Owned own[IR_MAX_IN];
+    int k = owned_params(g, n, m, s, own), count = 0;
+    *red_s = *gather_s = 0;
+    for (int i = 0; i < k; i++) {
+        uint8_t ax = own[i].dp_axes;
+        if (!ax)
+            continue;
+        count++;
+        /* The same collectives over a buffer of one element per rank: what
+         * they cost whatever their size. */
+        double e = own[i].dp;
+        if (zero == 0)
+            *red_s += over_axes(c, m, PASS_COLL_ALLREDUCE, ax, e, grad_bytes(c));
+        if (zero == 1)
+            *red_s += over_axes(c, m, PASS_COLL_REDUCESCATTER, ax, e, grad_bytes(c));
+        if (zero == 1 || zero == 2)
+            *gather_s += over_axes(c, m, PASS_COLL_ALLGATHER, ax, e, weight_bytes(c));
+    }
+    return count;
+}
+
 double pass_param_gather_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
                            const PassStrategy *s, int zero)
 {

@@ -32,6 +32,9 @@ typedef struct PieceCost {
     double w, gr, op;             /* model states */
     double sync_step, sync_mb;    /* link seconds per step / per micro-batch */
     double sync_gather;           /* of sync_step: ZeRO-1/2's all-gather after the optimizer */
+    double lat_red, lat_gather;   /* of sync_step: the latency of the per-tensor reductions and
+                                     all-gathers (pass_param_sync_lat) */
+    int nsync;                    /* parameter tensors those are for */
     double transient;             /* largest backward working set of one node */
     double shard_elems;           /* optimizer shard elements */
     double grad_elems;            /* gradient elements reduced over a data-parallel group */
@@ -42,6 +45,7 @@ typedef struct PieceCost {
     double host_s;                /* host work per micro-batch: loading input tokens */
     double gemm, attn;            /* of fwd + bwd: GEMMs, flash attention */
     int group_f, group_b;         /* largest group a forward / backward collective spans */
+    double ub_bytes;              /* tp_overlap userbuffers: the largest gathered input */
 } PieceCost;
 
 typedef struct Ctx {
@@ -60,21 +64,68 @@ static bool strat_eq(const PassStrategy *a, const PassStrategy *b)
     return a->dim[0] == b->dim[0] && a->dim[1] == b->dim[1];
 }
 
-/* The resharding's time; *group: the largest group it synchronises. */
-static double coll_time(const Ctx *x, int t, const PassSharding *from, const PassSharding *to, int *group)
+/* The resharding's time; *group: the largest group it synchronises;
+ * *agrs (may be NULL): the group of its steps when they are all-gathers
+ * and reduce-scatters, what a GEMM can consume or produce chunk by chunk
+ * (tp_overlap); 0 otherwise (an all-reduce, an all-to-all, a slice). */
+static double coll_time(const Ctx *x, int t, const PassSharding *from, const PassSharding *to, int *group,
+                        int *agrs)
 {
     PassColl steps[8];
     int k = pass_reshard(x->g, t, &x->p->mesh, from, to, x->ds, steps, 8);
     double s = 0;
-    int eb = pass_elem_bytes(x->c, x->g->tensors[t].dtype);
+    int eb = pass_elem_bytes(x->c, x->g->tensors[t].dtype), pg = 0;
+    bool pairs = k > 0;
     for (int i = 0; i < k; i++) {
         double ti = pass_cost_coll(x->c, &x->p->mesh, &steps[i], eb);
         s += ti;
-        if (ti > 0 && steps[i].kind != PASS_COLL_SLICE && steps[i].kind != PASS_COLL_SENDRECV &&
-            steps[i].axis >= 0 && steps[i].axis < x->p->mesh.naxes && x->p->mesh.size[steps[i].axis] > *group)
+        bool ax = steps[i].axis >= 0 && steps[i].axis < x->p->mesh.naxes;
+        if (ti > 0 && steps[i].kind != PASS_COLL_SLICE && steps[i].kind != PASS_COLL_SENDRECV && ax &&
+            x->p->mesh.size[steps[i].axis] > *group)
             *group = x->p->mesh.size[steps[i].axis];
+        if ((steps[i].kind == PASS_COLL_ALLGATHER || steps[i].kind == PASS_COLL_REDUCESCATTER) && ax)
+            pg = pg > x->p->mesh.size[steps[i].axis] ? pg : x->p->mesh.size[steps[i].axis];
+        else if (ti > 0)
+            pairs = false;
     }
+    if (agrs)
+        *agrs = pairs ? pg : 0;
     return s;
+}
+
+/* The GEMM seconds (forward, input gradient, weight gradient) of the
+ * matmuls of the piece that read t in layout `lay`: the GEMMs a transfer of
+ * t can run beside (q, k, v share one gather of their input, and the sum of
+ * their input gradients one reduce-scatter). */
+static void reader_gemms(const Ctx *x, const PassNodeCost *ncs, int piece, int t, const PassSharding *lay,
+                         double out[3])
+{
+    const IrGraph *g = x->g;
+    const IrPiece *P = &g->pieces[piece];
+    out[0] = out[1] = out[2] = 0;
+    for (int j = P->first; j < P->first + P->count; j++) {
+        const IrNode *o = &g->nodes[j];
+        if (o->op != IR_OP_MATMUL)
+            continue;
+        PassSharding in[IR_MAX_IN];
+        pass_shard_io(g, o, strat(x, j), in, NULL);
+        for (int i = 0; i < o->nin; i++)
+            if (o->in[i] == t && pass_sharding_eq(&in[i], lay)) {
+                const PassNodeCost *nc = &ncs[j - P->first];
+                out[0] += nc->gemm_fwd_s, out[1] += nc->gemm_dx_s, out[2] += nc->gemm_dw_s;
+                break;
+            }
+    }
+}
+
+/* The node cost of t's producer when it is a matmul of this piece, else NULL. */
+static const PassNodeCost *producer_gemm(const Ctx *x, const PassNodeCost *ncs, int piece, int t)
+{
+    const IrGraph *g = x->g;
+    int p = g->tensors[t].producer;
+    if (p < 0 || g->nodes[p].piece != piece || g->nodes[p].op != IR_OP_MATMUL)
+        return NULL;
+    return &ncs[p - g->pieces[piece].first];
 }
 
 static PassSharding out_sharding(const Ctx *x, int t)
@@ -129,16 +180,25 @@ static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
     memset(pc, 0, sizeof *pc);
     const IrPiece *P = &g->pieces[piece];
     double saved_none = 0;
+    /* Every node's cost first: a transfer on one edge may run beside the
+     * GEMMs of later nodes (tp_overlap). */
+    PassNodeCost *ncs = ir_xcalloc((size_t)P->count + 1, sizeof *ncs);
+    for (int id = P->first; id < P->first + P->count; id++) {
+        const IrNode *n = &g->nodes[id];
+        PassNodeCost *nc = &ncs[id - P->first];
+        pass_cost_node(c, g, n, m, strat(x, id), x->ds, nc);
+        /* A norm priced fused with the add before it runs alone after a
+         * stage cut, or where the two layouts differ. */
+        if (nc->fused_s != 0 && (x->stage_of[g->nodes[n->id - 1].piece] != x->stage_of[piece] ||
+                                 !pass_add_norm_fused(g, n, x->p->strategy)))
+            nc->fwd_s -= nc->fused_s, nc->fused_s = 0;
+    }
+    PassTpOverlap ov = c->st.tp_overlap;
+    double sd = pass_overlap_slowdown(&c->cl->gpu);
     for (int id = P->first; id < P->first + P->count; id++) {
         const IrNode *n = &g->nodes[id];
         const PassStrategy *s = strat(x, id);
-        PassNodeCost nc;
-        pass_cost_node(c, g, n, m, s, x->ds, &nc);
-        /* A norm priced fused with the add before it runs alone after a
-         * stage cut, or where the two layouts differ. */
-        if (nc.fused_s != 0 && (x->stage_of[g->nodes[n->id - 1].piece] != x->stage_of[piece] ||
-                                !pass_add_norm_fused(g, n, x->p->strategy)))
-            nc.fwd_s -= nc.fused_s, nc.fused_s = 0;
+        PassNodeCost nc = ncs[id - P->first];
         bool rec = pass_recomputed(c, g, n, r);
         pc->fwd += nc.fwd_s;
         pc->bwd += nc.bwd_s;
@@ -154,7 +214,15 @@ static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
         double regather, regather_none;
         double sv = kept_bytes(x, n, r, &regather);
         pc->saved += sv;
-        pc->bwd += regather;
+        /* The input kept sequence-sharded is gathered again for the weight
+         * gradient, beside the input-gradient GEMM (bulk). */
+        if (regather > 0 && ov >= PASS_TP_OVERLAP_BACKWARD && n->op == IR_OP_MATMUL) {
+            double gm[3];
+            reader_gemms(x, ncs, piece, n->in[0], &in[0], gm);
+            double e = pass_overlap_exposed(PASS_OVERLAP_BULK, regather, gm[1], 1);
+            regather = e + sd * (regather - e);
+        }
+        pc->bwd += regather * (1 - c->st.reshard_overlap);
         saved_none += r == PASS_RECOMPUTE_NONE ? sv : kept_bytes(x, n, PASS_RECOMPUTE_NONE, &regather_none);
         /* Model states and their synchronisation. */
         double w, gr, op;
@@ -177,6 +245,9 @@ static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
             pc->sync_mb += s2 - s1;
             pc->sync_step += s1 - (s2 - s1);
             pc->sync_gather += pass_param_gather_s(c, g, n, m, s, zero);
+            double lr, lg;
+            pc->nsync += pass_param_sync_lat(c, g, n, m, s, zero, &lr, &lg);
+            pc->lat_red += lr, pc->lat_gather += lg;
         }
         /* Edges into n: resharding forward, gradient resharding backward. */
         /* A gradient written over the tensor it differentiates (the
@@ -215,9 +286,38 @@ static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
                 pc->p2p_f += tp2p;
                 pc->p2p_b += tp2p;
             }
-            double exposed = 1 - c->st.reshard_overlap;
-            double tf = fsh ? 0 : exposed * coll_time(x, t, &from, &in[i], &pc->group_f);
-            double tb = bsh ? 0 : exposed * coll_time(x, t, &gfrom, &gto, &pc->group_b);
+            int kf = 0, kb = 0;
+            double tf = fsh ? 0 : coll_time(x, t, &from, &in[i], &pc->group_f, &kf);
+            double tb = bsh ? 0 : coll_time(x, t, &gfrom, &gto, &pc->group_b, &kb);
+            /* With sequence parallelism a column-parallel GEMM reads its
+             * input all-gathered and a row-parallel one writes its output
+             * reduce-scattered; the stack may run the transfer beside the
+             * GEMM (tp_overlap, pass_overlap_exposed). Overlapped seconds
+             * cost the compute the device's overlap slowdown. */
+            const PassNodeCost *pg = producer_gemm(x, ncs, piece, t);
+            double gm[3] = {0, 0, 0};
+            if (n->op == IR_OP_MATMUL && (kf || kb))
+                reader_gemms(x, ncs, piece, t, &in[i], gm);
+            if (tf > 0 && kf && ov >= PASS_TP_OVERLAP_UB && n->op == IR_OP_MATMUL)
+                pc->ub_bytes = fmax(pc->ub_bytes, (double)pass_local_numel(g, t, m, &in[i], x->ds) *
+                                                      pass_elem_bytes(c, g->tensors[t].dtype));
+            if (tf > 0 && kf && ov >= PASS_TP_OVERLAP_UB) {
+                double e = n->op == IR_OP_MATMUL ? pass_overlap_exposed(PASS_OVERLAP_RING, tf, gm[0], kf)
+                           : pg ? pass_overlap_exposed(PASS_OVERLAP_PIPELINE, tf, pg->gemm_fwd_s,
+                                                       pass_cost_consts.tp_rs_splits)
+                                : tf;
+                tf = e + sd * (tf - e);
+            }
+            if (tb > 0 && kb) {
+                double e = n->op == IR_OP_MATMUL && ov >= PASS_TP_OVERLAP_BACKWARD
+                               ? pass_overlap_exposed(PASS_OVERLAP_BULK, tb, gm[2], 1)
+                           : pg && ov >= PASS_TP_OVERLAP_UB
+                               ? pass_overlap_exposed(PASS_OVERLAP_RING, tb, pg->gemm_dx_s, kb)
+                               : tb;
+                tb = e + sd * (tb - e);
+            }
+            tf *= 1 - c->st.reshard_overlap;
+            tb *= 1 - c->st.reshard_overlap;
             pc->rs_f += tf;
             pc->rs_b += tb;
             if (rec && !cross && g->nodes[g->tensors[t].producer].piece == piece)
@@ -226,6 +326,7 @@ static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
         if (grads > pc->transient)
             pc->transient = grads;
     }
+    free(ncs);
     /* CPU ranks meeting at these collectives wait for the latest (sync.c):
      * over the forward's work and the backward's, each where it has them. */
     double comp = pc->fwd + pc->bwd, hard = fmin(comp, pc->gemm + pc->attn);
@@ -266,10 +367,13 @@ static bool same_piece(const Ctx *x, int ref, int cur)
 
 typedef struct RankAcc {
     double t_mb, fwd, bwd;        /* per micro-batch */
-    double rec, rs, p2p, flops, rec_flops;
+    double rec, rs, p2p, p2p_f, p2p_b, flops, rec_flops;
     double saved, nchunks, extra_ws, transient;
     double saved_chunk[PASS_MAX_CHUNKS]; /* per micro-batch, by the rank's chunk */
     double w, gr, op, sync_step, sync_mb, sync_gather, shard_elems, grad_elems, full_w_max;
+    double lat_red, lat_gather;
+    int nsync;
+    double ub_bytes;              /* tp_overlap userbuffers: the largest gathered input */
     double step_s;                /* ptdc: per-step kernels */
     double gemm, attn, comp, host; /* per micro-batch: GEMMs, attention, all kernels, host */
 } RankAcc;
@@ -455,6 +559,7 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
             r->rec += pc.rec;
             r->rs += pc.rs_f + pc.rs_b;
             r->p2p += pc.p2p_f + pc.p2p_b;
+            r->p2p_f += pc.p2p_f, r->p2p_b += pc.p2p_b;
             r->flops += pc.flops;
             r->rec_flops += pc.rec_flops;
             r->saved += pc.saved;
@@ -464,6 +569,8 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
             r->w += pc.w, r->gr += pc.gr, r->op += pc.op;
             r->sync_step += pc.sync_step;
             r->sync_gather += pc.sync_gather;
+            r->lat_red += pc.lat_red, r->lat_gather += pc.lat_gather, r->nsync += pc.nsync;
+            r->ub_bytes = fmax(r->ub_bytes, pc.ub_bytes);
             r->sync_mb += pc.sync_mb;
             r->shard_elems += pc.shard_elems;
             r->grad_elems += pc.grad_elems;
@@ -479,6 +586,21 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
     if (!c->st.ref_stack)
         for (int st = 0; st < plan->nstages; st++)
             stage_extras(&x, st, ra);
+
+    /* A framework that overlaps pipeline transfers (pp_overlap: Megatron's
+     * interleaved schedule posts the next chunk's receive and this chunk's
+     * send before computing, megatron/core/pipeline_parallel/schedules.py,
+     * overlap_p2p_comm) hides them under the chunk's compute, but for what
+     * outlasts it; the overlapped seconds cost the overlap slowdown. */
+    if (c->st.ref_stack && c->st.pp_overlap && v > 1)
+        for (int i = 0; i < pp; i++) {
+            RankAcc *r = &ra[i];
+            double sdp = pass_overlap_slowdown(gpu);
+            double cf = r->fwd - r->p2p_f, cb = r->bwd - r->p2p_b;
+            double ef = fmax(0, r->p2p_f - cf), eb = fmax(0, r->p2p_b - cb);
+            ef += sdp * (r->p2p_f - ef), eb += sdp * (r->p2p_b - eb);
+            r->fwd = cf + ef, r->bwd = cb + eb, r->p2p = ef + eb;
+        }
 
     /* The schedule. */
     double tmax = 0, tsum = 0;
@@ -518,8 +640,10 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
     out->kernels_s = m * (ra[slow].comp - ra[slow].gemm - ra[slow].attn);
     out->host_s = m * ra[slow].host;
 
-    /* Data-parallel traffic and the optimizer, after the last backward. */
-    double tail = 0, slack = 0, end = 0;
+    /* Data-parallel traffic and the optimizer, after the last backward
+     * (and the weight gathers of the next step's first forward). */
+    double tail = 0, slack = 0, start = 0, end = 0;
+    double bk = pass_stack_bucket_elems(&c->st, gpu), sd = pass_overlap_slowdown(gpu);
     for (int i = 0; i < pp; i++) {
         RankAcc *r = &ra[i];
         double exp_step, exp_mb, opt;
@@ -527,10 +651,25 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
             opt = r->step_s; /* the kernels the trainer runs, per parameter */
         else
             opt = pass_mem_time(gpu, r->shard_elems * K->opt_bytes_per_elem, 4);
+        double red = r->sync_step - r->sync_gather, gat = r->sync_gather;
+        double bucket = r->grad_elems > 0 ? fmin(1, bk / r->grad_elems) : 0;
+        if (c->st.ref_stack && r->nsync > 0) {
+            /* A framework reduces and gathers each bucket of gradients as
+             * one collective over a contiguous buffer (Megatron's
+             * param_and_grad_buffer.py; FSDP's flat groups): the latency is
+             * paid per bucket, not per tensor. */
+            double nb = fmax(1, ceil(r->grad_elems / bk));
+            red += (nb - r->nsync) * r->lat_red / r->nsync;
+            gat += (nb - r->nsync) * r->lat_gather / r->nsync;
+        }
+        /* Rank i's first forward of a step starts once the ranks before it
+         * have run theirs through their first chunk. */
+        double first = start;
+        start += ra[i].fwd / (v > 1 ? v : 1);
         if (blocking) {
             /* Reduced after the schedule, one blocking collective after
              * another; the per-micro-batch traffic is inside the stages. */
-            exp_step = r->sync_step;
+            exp_step = red + gat;
             exp_mb = 0;
         } else {
             /* Rank i finishes its last backward when the ranks before it
@@ -538,26 +677,45 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
              * traffic. The last bucket and whatever outlasts the window are
              * exposed; the rest hides under backward, slowing it by the
              * device's overlap slowdown. */
-            double window = ra[i].bwd / (v > 1 ? v : 1) + slack;
+            /* Interleaved, each chunk's reduction starts when its last
+             * backward ends; the chunks end one group of min(m, pp)
+             * micro-batches' backwards apart (chunk v-1 first), so every
+             * chunk's reduction but the last has the later chunks' backwards
+             * to hide under: the chain of v transfers of red/v exposes
+             * max over j of (j+1) red/v - j g bc beyond the last chunk's own
+             * backward bc (1F1B: red - bc). */
+            double bc = ra[i].bwd / v, gm = m < pp ? m : pp, chain = red / v;
+            for (int j = 1; j < v; j++)
+                chain = fmax(chain, (j + 1) * red / v - j * gm * bc);
+            double shown = fmax(chain - bc - slack, bucket * red);
             slack += ra[i].bwd;
-            double bk = pass_stack_bucket_elems(&c->st, gpu);
-            double bucket = r->grad_elems > 0 ? fmin(1, bk / r->grad_elems) : 0;
-            double sd = pass_overlap_slowdown(gpu);
-            double red = r->sync_step, gat = 0;
-            if (!c->st.ref_stack) {
-                /* ptdc: the ZeRO-1/2 all-gathers run while the later
-                 * parameters' AdamW does; what outlasts the optimizer is
-                 * exposed. */
-                gat = r->sync_gather, red -= gat;
-            }
-            double shown = fmax(red - window, bucket * red);
             exp_step = shown + sd * (red - shown);
-            if (gat > 0)
-                exp_step += fmax(0, gat - opt) + sd * fmin(gat, opt);
+            if (gat > 0) {
+                switch (c->st.param_gather) {
+                case PASS_GATHER_OPTIMIZER:
+                    /* Beside the later parameters' AdamW (ptdc); what
+                     * outlasts the optimizer is exposed. */
+                    shown = fmax(0, gat - opt);
+                    break;
+                case PASS_GATHER_FORWARD:
+                    /* Bucket after bucket beside the next step's first
+                     * forward, the first issued as the step starts: rank i's
+                     * wait for its first input and its own forward hide
+                     * them, but for what outlasts both and, on a rank that
+                     * starts at once, the first bucket. */
+                    shown = fmax(gat - (first + ra[i].fwd), fmax(0, bucket * gat - first));
+                    break;
+                case PASS_GATHER_BLOCKING:
+                default:
+                    shown = gat;
+                    break;
+                }
+                exp_step += shown + sd * (gat - shown);
+            }
             exp_mb = mb_blocking ? 0
                                  : m * (fmax(0, r->sync_mb - r->t_mb) + sd * fmin(r->sync_mb, r->t_mb));
         }
-        out->dp_sync_s = fmax(out->dp_sync_s, r->sync_step + m * r->sync_mb);
+        out->dp_sync_s = fmax(out->dp_sync_s, red + gat + m * r->sync_mb);
         if (finish[i] + exp_step + exp_mb + opt > end) {
             end = finish[i] + exp_step + exp_mb + opt;
             tail = end - pipe;
@@ -611,6 +769,12 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
         M->recompute_ws = r->extra_ws;
         M->transient = r->transient;
         M->buffers = plan->zero >= 3 ? 2 * r->full_w_max : 0;
+        /* Transformer Engine's userbuffers: one buffer of the gathered
+         * activation for each of the ten GEMMs it pairs a transfer with
+         * (transformer_engine/pytorch/module/base.py, initialize_ub: qkv,
+         * proj, fc1, fc2 forward and gradient, qkv and fc1 weight gradient;
+         * shape [seq x micro-batch, hidden]), allocated once. */
+        M->buffers += K->tp_ub_buffers * r->ub_bytes;
         M->runtime = pass_runtime_bytes(c, &plan->mesh, pp);
         M->frag = c->st.frag_act * (M->acts + M->recompute_ws + M->transient);
         M->total = M->weights + M->grads + M->optim + M->acts + M->recompute_ws + M->transient +

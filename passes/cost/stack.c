@@ -29,6 +29,11 @@ static const PassStack presets[] = {
          * the optimizer, ZeRO-2/3 per-micro-batch traffic, tensor-parallel
          * and pipeline transfers waited for where they are issued. */
         .dp_overlap = true,
+        /* The ZeRO-1/2 all-gathers are issued beside AdamW of the later
+         * parameters (docs/runtime.md, "Overlap in a training step"). */
+        .param_gather = PASS_GATHER_OPTIMIZER,
+        /* Tensor-parallel collectives are waited for where they are issued
+         * (tp_overlap none). */
         /* Gradients are fp32 on both backends (runtime/rt.h: rt_grad;
          * codegen's CG_GRAD): accumulation and reduction. */
         .grad_bytes = 4,
@@ -75,6 +80,33 @@ static const PassStack presets[] = {
          * max(40M, 1M x dp) parameters (distributed_data_parallel_config). */
         .dp_overlap = true,
         .dp_bucket_elems = 40e6,
+        /* --overlap-param-gather: the first bucket's all-gather is issued
+         * when the gradients are zeroed, each next one in the forward
+         * pre-hook of the modules whose weights the previous one gathered
+         * (megatron/core/distributed/distributed_data_parallel.py:
+         * next_param_gather_bucket_group; core_r0.8.0 distrib_optimizer.py
+         * _finish_param_sync_helper): the next step's first forward hides
+         * them. */
+        .param_gather = PASS_GATHER_FORWARD,
+        /* --tp-comm-overlap (with --sequence-parallel; Transformer Engine
+         * userbuffers, transformer_engine/pytorch/module/base.py
+         * initialize_ub): the column-parallel GEMMs consume their input's
+         * all-gather chunk by chunk as it arrives (ring exchange), the
+         * row-parallel ones reduce-scatter their output in 4 chunks as they
+         * finish (pipeline), and in backward the input's re-gather runs
+         * beside the gradient GEMM and the input gradient's reduce-scatter
+         * beside the weight-gradient GEMM (bulk). NVIDIA runs its published
+         * Megatron-Core numbers with it (README "Training Speed and
+         * Scalability"; Megatron-Bridge's performance recipes). Without the
+         * flag Megatron still overlaps the two backward transfers
+         * (tp_overlap backward: megatron/core/tensor_parallel/layers.py,
+         * LinearWithGradAccumulationAndAsyncCommunication). */
+        .tp_overlap = PASS_TP_OVERLAP_UB,
+        /* The interleaved schedule overlaps its sends and receives with the
+         * chunks' compute (overlap_p2p_comm, on unless
+         * --no-overlap-p2p-communication; Megatron turns it off for the
+         * non-interleaved schedule: megatron/training/arguments.py). */
+        .pp_overlap = true,
         /* PyTorch's caching allocator: fitted on the LLaMA-13B sweep
          * (tests/cost/test_calib.c; docs/cost-model.md, Calibration): 15% of
          * the bytes allocated and freed per micro-batch lost to
@@ -119,6 +151,9 @@ static const PassStack presets[] = {
          * and prefetches the next block's all-gather. */
         .dp_overlap = true,
         .zero3_prefetch = true,
+        /* ZeRO-2's weights are unsharded by each module's pre-forward hook
+         * in the next step's first forward, the next module's prefetched. */
+        .param_gather = PASS_GATHER_FORWARD,
         .ref_stack = true,
         .frag_act = 0.15,
         .alloc_reserve = 0.05,
@@ -184,9 +219,15 @@ int pass_elem_bytes(const PassCostCtx *c, IrDtype t)
 }
 
 /* ------------------------------------------------------------ the file */
-typedef enum { S_PRESET, S_NAME, S_BOOL, S_NUM, S_INT, S_KERNEL, S_LIST } SKind;
+typedef enum { S_PRESET, S_NAME, S_BOOL, S_NUM, S_INT, S_ENUM, S_LIST } SKind;
 
+/* S_ENUM fields are enums stored as int: names[i] is value i. */
+_Static_assert(sizeof(PassAttnKernel) == sizeof(int) && sizeof(PassTpOverlap) == sizeof(int) &&
+                   sizeof(PassParamGather) == sizeof(int),
+               "S_ENUM fields are int-sized");
 static const char *const kernel_names[] = {"auto", "flash2", "flash1", "fused_softmax", "eager"};
+static const char *const tp_overlap_names[] = {"none", "backward", "userbuffers"}; /* PassTpOverlap */
+static const char *const gather_names[] = {"optimizer", "forward", "blocking"}; /* PassParamGather */
 static const char *const zero_names[] = {"0", "1", "2", "3"};
 static const char *const rec_names[] = {"none", "selective", "ffn", "full"};
 static const char *const sched_names[] = {"1f1b", "interleaved"};
@@ -204,7 +245,7 @@ static const struct SKey {
 #define F(f) offsetof(PassStack, f)
     {"stack", S_PRESET, 0, 0, 0, 0, NULL, 0, "preset to start from (first)"},
     {"name", S_NAME, F(name), 0, 0, 0, NULL, 0, "a name for printing"},
-    {"attention_kernel", S_KERNEL, F(attn_kernel), 0, 0, 0, kernel_names, 5,
+    {"attention_kernel", S_ENUM, F(attn_kernel), 0, 0, 0, kernel_names, 5,
      "auto (the backend's own), flash2, flash1, fused_softmax, eager"},
     {"norm_unfused", S_BOOL, F(norm_unfused), 0, 0, 0, NULL, 0, "norms as eager framework ops"},
     {"add_norm_unfused", S_BOOL, F(add_norm_unfused), 0, 0, 0, NULL, 0,
@@ -224,8 +265,14 @@ static const struct SKey {
     {"dp_bucket_melems", S_NUM, F(dp_bucket_elems), 1e6, 0, 1e6, NULL, 0,
      "gradient bucket, M elements (0: per tensor)"},
     {"zero3_prefetch", S_BOOL, F(zero3_prefetch), 0, 0, 0, NULL, 0, "ZeRO-3 gathers run ahead"},
+    {"pp_overlap", S_BOOL, F(pp_overlap), 0, 0, 0, NULL, 0,
+     "interleaved pipeline transfers overlap the chunks' compute"},
+    {"tp_overlap", S_ENUM, F(tp_overlap), 0, 0, 0, tp_overlap_names, 3,
+     "none, backward, userbuffers (tensor-parallel transfers beside their GEMMs)"},
+    {"param_gather", S_ENUM, F(param_gather), 0, 0, 0, gather_names, 3,
+     "optimizer, forward, blocking (where ZeRO-1/2's weight all-gather runs)"},
     {"reshard_overlap", S_NUM, F(reshard_overlap), 1, 0, 1, NULL, 0,
-     "fraction of resharding hidden behind GEMMs"},
+     "fraction of the resharding tp_overlap leaves exposed hidden anyway"},
     {"dynamic_memory", S_BOOL, F(ref_stack), 0, 0, 0, NULL, 0,
      "a caching allocator (peak of live bytes) instead of a static arena"},
     {"frag_act", S_NUM, F(frag_act), 1, 0, 1, NULL, 0, "allocator fragmentation fraction"},
@@ -334,11 +381,11 @@ static bool s_on_key(void *ctx, const char *key, const char *val, IrLoc kloc, Ir
         }
         return true;
     }
-    case S_KERNEL:
+    case S_ENUM:
         P->any = true;
         for (int i = 0; i < k->nnames; i++)
             if (!strcmp(val, k->names[i])) {
-                *(PassAttnKernel *)field = (PassAttnKernel)i;
+                *(int *)field = i;
                 return true;
             }
         ir_error(vloc, "'%s' is one of %s, got '%s'", key, k->help, val);
@@ -446,7 +493,7 @@ void pass_stack_print(FILE *f, const PassStack *st)
         }
         case S_NUM: fprintf(f, "%g", *(const double *)field / k->scale); break;
         case S_INT: fprintf(f, "%d", *(const int *)field); break;
-        case S_KERNEL: fprintf(f, "%s", kernel_names[*(const PassAttnKernel *)field]); break;
+        case S_ENUM: fprintf(f, "%s", k->names[*(const int *)field]); break;
         case S_LIST: print_list(f, *(const unsigned *)field, k->names, k->nnames); break;
         case S_PRESET: break;
         }

@@ -294,6 +294,21 @@ bool pass_megatron_layout(const PassArch *A, const PassLayout *L, const PassStac
     if (L->v > 1 && L->num_micro % L->pp)
         return pass_refuse(why, wn, "the interleaved schedule runs the micro-batches in groups of pp = %d, and "
                       "%d micro-batches are not a multiple of it", L->pp, L->num_micro);
+    if (L->v > 1 && !st->pp_overlap && L->pp <= 2)
+        return pass_refuse(why, wn, "the stack waits for each pipeline transfer (pp_overlap = no), and Megatron-LM "
+                      "runs the interleaved schedule without --overlap-p2p-comm only with pp > 2");
+    /* The weight all-gather's flags (validate_args): --overlap-param-gather
+     * needs --overlap-grad-reduce, and running it beside the optimizer
+     * (--overlap-param-gather-with-optimizer-step) an interleaved schedule. */
+    bool gathers = L->zero == 1 && L->dp > 1;
+    if (gathers && st->param_gather != PASS_GATHER_BLOCKING && !st->dp_overlap)
+        return pass_refuse(why, wn, "the stack overlaps the weight all-gather (param_gather) but not the gradient "
+                      "reduction (dp_overlap = no), and Megatron-LM's --overlap-param-gather needs "
+                      "--overlap-grad-reduce");
+    if (gathers && st->param_gather == PASS_GATHER_OPTIMIZER && L->v == 1)
+        return pass_refuse(why, wn, "the stack runs the weight all-gather beside the optimizer (param_gather = "
+                      "optimizer), which Megatron-LM does only with the interleaved schedule "
+                      "(--overlap-param-gather-with-optimizer-step)");
     return true;
 }
 
@@ -345,16 +360,22 @@ bool pass_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const P
     /* Data parallelism as the stack prices it. */
     if (L->zero == 1 && L->dp > 1)
         pass_frame_arg(&x, "--use-distributed-optimizer");
-    if (st->dp_overlap && L->dp > 1) {
+    if (st->dp_overlap && L->dp > 1)
         pass_frame_arg(&x, "--overlap-grad-reduce");
-        if (L->zero == 1)
-            pass_frame_arg(&x, "--overlap-param-gather");
+    if (L->zero == 1 && L->dp > 1 && st->param_gather != PASS_GATHER_BLOCKING) {
+        pass_frame_arg(&x, "--overlap-param-gather");
+        if (st->param_gather == PASS_GATHER_OPTIMIZER) { /* refused with distributed checkpoints */
+            pass_frame_arg(&x, "--overlap-param-gather-with-optimizer-step");
+            pass_frame_arg(&x, "--ckpt-format torch");
+        }
     }
+    if (L->v > 1 && !st->pp_overlap)
+        pass_frame_arg(&x, "--no-overlap-p2p-communication");
     if (st->grad_bytes == 2 || (st->grad_bytes == 0 && A.bf16)) /* 0: as the weights */
         pass_frame_arg(&x, "--grad-reduce-in-bf16");
     if (st->grad_accum_unfused)
         pass_frame_arg(&x, "--no-gradient-accumulation-fusion");
-    if (st->reshard_overlap > 0 && L->sp && L->tp > 1)
+    if (st->tp_overlap == PASS_TP_OVERLAP_UB && L->sp && L->tp > 1)
         pass_frame_arg(&x, "--tp-comm-overlap");
     /* The model, then what ptdc's programs do not have (dropout). */
     for (int i = 0; i < m.narg; i++)
@@ -378,9 +399,12 @@ bool pass_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const P
     if (!st->loss_fp32)
         fprintf(f, "# The stack prices a loss in bf16 (loss_fp32 = no); Megatron-LM's vocabulary-parallel\n"
                    "#   cross-entropy computes it in fp32.\n");
-    if (st->reshard_overlap > 0 && !(L->sp && L->tp > 1))
-        fprintf(f, "# The stack hides tensor-parallel communication (reshard_overlap), which Megatron-LM's\n"
-                   "#   --tp-comm-overlap does only with --sequence-parallel.\n");
+    if (L->tp > 1 && st->tp_overlap == PASS_TP_OVERLAP_NONE)
+        fprintf(f, "# The stack waits for every tensor-parallel collective (tp_overlap = none); Megatron-LM's\n"
+                   "#   linear layers overlap the backward ones anyway, so expect less time than predicted.\n");
+    if (L->tp > 1 && st->reshard_overlap > 0)
+        fprintf(f, "# The stack hides a further %.0f%% of the tensor-parallel communication left exposed\n"
+                   "#   (reshard_overlap, an estimate no flag sets).\n", 100 * st->reshard_overlap);
     fprintf(f, "# Add your data, tokenizer and training flags (--data-path, --tokenizer-type, --lr,\n"
                "#   --train-iters, ...) and torchrun's rendezvous flags.\n");
     pass_frame_print_notes(f, &m);

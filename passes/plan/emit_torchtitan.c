@@ -427,9 +427,10 @@ bool pass_emit_torchtitan(FILE *f, const IrGraph *g, const PassCostCtx *c, const
     if (L->dp > 1 && L->zero == 0)
         fprintf(f, "# Under DDP torchtitan keeps fp32 weights and runs under autocast; the stack prices bf16\n"
                    "#   weights beside fp32 master weights.\n");
-    if (st->reshard_overlap > 0)
-        fprintf(f, "# The stack hides tensor-parallel communication (reshard_overlap); torchtitan does that\n"
-                   "#   with enable_async_tensor_parallel under torch.compile, which this file leaves off.\n");
+    if (L->tp > 1 && (st->tp_overlap == PASS_TP_OVERLAP_UB || st->reshard_overlap > 0))
+        fprintf(f, "# The stack hides forward tensor-parallel communication (tp_overlap, reshard_overlap);\n"
+                   "#   torchtitan does that with enable_async_tensor_parallel under torch.compile, which\n"
+                   "#   this file leaves off, so expect more time than predicted.\n");
     fprintf(f, "\n[model]\nname = \"llama3\"\nflavor = \"%s\"\n", flavor);
     fprintf(f, "\n[training]\n");
     if (L->pp > 1) /* the pipeline takes the replica's whole batch in micro-batches */

@@ -5,6 +5,7 @@
  * (cmake --build build-cost --target cost_report_docs runs it). The section
  * between the GENERATED markers of DOCS_DIR/cost-model.md is replaced; the
  * rest of the page is left as written. */
+#include "bridge.h"
 #include "sweep.h"
 #include "tables.h"
 
@@ -195,6 +196,29 @@ static void table_section(FILE *md, Table *t, const char *docs)
     free(p);
 }
 
+/* Megatron-Bridge's tuned dense layouts in BF16: memory only (bridge.h). */
+static void bridge_section(FILE *md, const char *ref, const char *models)
+{
+    BridgeRow *B;
+    int n = bridge_bf16(ref, models, &B);
+    fprintf(md, "### Megatron-Bridge tuned dense layouts in BF16 (memory)\n\n");
+    fprintf(md, "The dense rows of `megatron_bridge_perf.csv` ptdc can express (H100, no context "
+                "parallelism, no Megatron-FSDP), measured in FP8 and priced in BF16 under the megatron "
+                "stack with the performance recipes' settings (bf16 gradient reduction, Transformer "
+                "Engine's cross-entropy, expandable segments): a sanity check of the memory, not of the "
+                "step time.\n\n");
+    fprintf(md, "| run | measured precision | measured tokens/s/GPU | BF16 predicted tokens/s/GPU | "
+                "BF16 predicted peak GiB | usable GiB | capacity GiB |\n|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < n; i++) {
+        const PassPrediction *p = &B[i].pred;
+        fprintf(md, "| %s | %s | %.0f | %.0f | %.1f | %.1f | %.1f |\n", B[i].label, B[i].precision,
+                B[i].tokens_per_gpu, p->tokens_per_s / B[i].gpus, p->peak_mem_bytes / 1073741824.0,
+                (p->peak_mem_bytes + p->margin_bytes) / 1073741824.0, p->capacity_bytes / 1073741824.0);
+    }
+    fprintf(md, "\n");
+    bridge_free(B, n);
+}
+
 static char *slurp(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
@@ -230,6 +254,7 @@ int main(int argc, char **argv)
         table_section(md, &t, docs);
         table_free(&t);
     }
+    bridge_section(md, ref, models);
     fclose(md);
 
     char path[1024];

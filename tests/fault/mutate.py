@@ -75,6 +75,7 @@ SET_VALUES = HOSTILE + ["1e30", "4611686018427387904", "1000000000", "100000", "
                         "1024 * 1024 * 1024 * 1024", "n_layers", "(", "2 ** 70"]
 
 STACK_KEYS = ["grad_bytes", "dp_bucket_melems", "frag_act", "alloc_reserve", "reshard_overlap",
+              "tp_overlap", "param_gather", "pp_overlap",
               "zero_stages", "recompute", "schedules", "backends", "attention_kernel",
               "dynamic_memory", "nosuch", "name"]
 

@@ -30,6 +30,9 @@ OPTIONS = {
     "--use-distributed-optimizer": ("use_distributed_optimizer", "true", False, None),
     "--overlap-grad-reduce": ("overlap_grad_reduce", "true", False, None),
     "--overlap-param-gather": ("overlap_param_gather", "true", False, None),
+    "--overlap-param-gather-with-optimizer-step": ("overlap_param_gather_with_optimizer_step", "true", False, None),
+    "--no-overlap-p2p-communication": ("overlap_p2p_comm", "false", True, None),
+    "--ckpt-format": ("ckpt_format", "str", "torch_dist", ["torch", "torch_dist", "torch_dcp", "fsdp_dtensor"]),
     "--grad-reduce-in-bf16": ("grad_reduce_in_bf16", "true", False, None),
     "--no-gradient-accumulation-fusion": ("gradient_accumulation_fusion", "false", True, None),
     "--group-query-attention": ("group_query_attention", "true", False, None),
@@ -184,8 +187,8 @@ def _rules():
         if per % lv:
             return "layers per pipeline stage %d not divisible by %d" % (per, lv)
         if per // lv > 1:
-            if pp <= 1:
-                return "interleaved schedule with pp 1"
+            if pp <= (1 if a["overlap_p2p_comm"] else 2):
+                return "interleaved schedule with pp %d (more than %d needed)" % (pp, 1 if a["overlap_p2p_comm"] else 2)
             dp = world // (a["tensor_model_parallel_size"] * pp)
             m = a["global_batch_size"] // (a["micro_batch_size"] * dp)
             if m < pp or m % pp:
@@ -216,10 +219,24 @@ def _rules():
         if a["tp_comm_overlap"] and not a["sequence_parallel"]:
             return "--tp-comm-overlap without --sequence-parallel"
 
-    @rule("overlap-param-gather needs the distributed optimizer", "arguments.py")
+    @rule("overlap-param-gather needs the distributed optimizer and --overlap-grad-reduce", "arguments.py")
     def _(a, env, world, gpu):
         if a["overlap_param_gather"] and not a["use_distributed_optimizer"]:
             return "--overlap-param-gather without --use-distributed-optimizer"
+        if a["overlap_param_gather"] and not a["overlap_grad_reduce"]:
+            return "--overlap-param-gather without --overlap-grad-reduce"
+
+    @rule("overlap-param-gather-with-optimizer-step", "arguments.py: distributed optimizer, --overlap-param-gather, "
+          "an interleaved schedule, no distributed checkpoint (use_dist_ckpt: ckpt_format != torch)")
+    def _(a, env, world, gpu):
+        if not a["overlap_param_gather_with_optimizer_step"]:
+            return
+        if not (a["use_distributed_optimizer"] and a["overlap_param_gather"]):
+            return "needs --use-distributed-optimizer --overlap-param-gather"
+        if a["num_layers_per_virtual_pipeline_stage"] is None:
+            return "needs the interleaved schedule"
+        if a["ckpt_format"] != "torch":
+            return "not supported with distributed checkpointing (--ckpt-format %s)" % a["ckpt_format"]
 
     @rule("CUDA_DEVICE_MAX_CONNECTIONS", "arguments.py: asserted == '1' with tp or cp > 1 before Blackwell")
     def _(a, env, world, gpu):
