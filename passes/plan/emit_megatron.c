@@ -260,13 +260,22 @@ PassFrameFn *const pass_megatron_attr[IR_NATTRS] = {
 #undef ATTR
 };
 
-bool pass_megatron_model(const IrGraph *g, PassArch *A, char *why, size_t wn)
+static bool mg_model(const IrGraph *g, PassArch *A, PassFrameOut *o, char *why, size_t wn)
 {
     char sub[256];
     if (!pass_arch_read(g, A, sub, sizeof sub))
         return pass_refuse(why, wn, "Megatron-LM's GPT model cannot express %s: %s", g->name, sub);
-    PassFrameOut o = {.fw = "Megatron-LM's GPT model", .why = why, .wn = wn};
-    return pass_frame_model(g, A, pass_megatron_arch, pass_megatron_attr, &o);
+    memset(o, 0, sizeof *o);
+    o->fw = "Megatron-LM's GPT model";
+    o->why = why;
+    o->wn = wn;
+    return pass_frame_model(g, A, pass_megatron_arch, pass_megatron_attr, o);
+}
+
+bool pass_megatron_model(const IrGraph *g, PassArch *A, char *why, size_t wn)
+{
+    PassFrameOut o;
+    return mg_model(g, A, &o, why, wn);
 }
 
 /* -------------------------------------------------------- the command */
@@ -316,8 +325,9 @@ bool pass_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const P
                         char *why, size_t wn)
 {
     PassArch A;
+    PassFrameOut m;
     char sub[256];
-    if (!pass_megatron_model(g, &A, why, wn))
+    if (!mg_model(g, &A, &m, why, wn))
         return false;
     const PassLayout *L = &a->layout;
     const PassStack *st = &c->st;
@@ -327,9 +337,6 @@ bool pass_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const P
     if (!pass_plan_matches_framework(g, &A, a, gpn, sub, sizeof sub))
         return pass_refuse(why, wn, "Megatron-LM cannot express the plan: %s", sub);
 
-    PassFrameOut m = {.fw = "Megatron-LM's GPT model", .why = why, .wn = wn};
-    if (!pass_frame_model(g, &A, pass_megatron_arch, pass_megatron_attr, &m))
-        return false;
     PassFrameOut x = {.fw = "Megatron-LM", .why = why, .wn = wn};
     /* Parallelism and batch. */
     pass_frame_arg(&x, "--tensor-model-parallel-size %d", L->tp);

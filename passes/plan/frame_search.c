@@ -6,7 +6,7 @@
  * --emit megatron|torchtitan searches the framework's own space: every
  * degree, interleaving, micro-batch, sequence parallelism, ZeRO stage and
  * recomputation policy it offers, each priced by pass_predict on the
- * framework's plan (pass_framework_alt). Two facts prune it without losing
+ * framework's plan (pass_framework_alt_of). Two facts prune it without losing
  * the best: at one micro-batch more recomputation never runs faster, and a
  * larger micro-batch never needs less memory. */
 #include "plan/plan.h"
@@ -61,7 +61,7 @@ static int try(Search *S, const PassLayout *L)
         return -1;
     }
     PassSearchAlt a;
-    if (!pass_framework_alt(S->c, S->g, L, &a, sub, sizeof sub)) {
+    if (!pass_framework_alt_of(S->c, S->g, S->A, L, &a, sub, sizeof sub)) {
         if (S->refused_all && !S->why[0])
             snprintf(S->why, S->wn, "%s", sub);
         return -1;

@@ -120,6 +120,10 @@ bool pass_plan_matches_framework(const IrGraph *g, const PassArch *a, const Pass
  * rank's, split evenly over its chunks, no ILP solves). False with why as above. */
 bool pass_framework_alt(const PassCostCtx *c, const IrGraph *g, const PassLayout *l, PassSearchAlt *out,
                         char *why, size_t n);
+/* The same for a graph already read (pass_arch_read), as searches that
+ * evaluate many layouts of one model call it. */
+bool pass_framework_alt_of(const PassCostCtx *c, const IrGraph *g, const PassArch *a, const PassLayout *l,
+                           PassSearchAlt *out, char *why, size_t n);
 /* A framework layout that does not fit, relaxed one pin at a time the way
  * search_nofit.c relaxes a search (recomputation, then the micro-batch, then
  * ZeRO, then sequence parallelism), each as the framework would run it, offered

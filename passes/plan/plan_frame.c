@@ -116,11 +116,19 @@ bool pass_plan_framework(const IrGraph *g, const PassArch *A, const PassLayout *
 bool pass_framework_alt(const PassCostCtx *c, const IrGraph *g, const PassLayout *L, PassSearchAlt *a,
                         char *why, size_t wn)
 {
-    memset(a, 0, sizeof *a);
     PassArch A;
-    if (!pass_arch_read(g, &A, why, wn))
+    if (!pass_arch_read(g, &A, why, wn)) {
+        memset(a, 0, sizeof *a);
         return false;
-    if (!pass_plan_framework(g, &A, L, c->attention, c->cl->gpus_per_node, &a->plan, why, wn)) {
+    }
+    return pass_framework_alt_of(c, g, &A, L, a, why, wn);
+}
+
+bool pass_framework_alt_of(const PassCostCtx *c, const IrGraph *g, const PassArch *A, const PassLayout *L,
+                           PassSearchAlt *a, char *why, size_t wn)
+{
+    memset(a, 0, sizeof *a);
+    if (!pass_plan_framework(g, A, L, c->attention, c->cl->gpus_per_node, &a->plan, why, wn)) {
         free(a->plan.stages);
         free(a->plan.strategy);
         memset(a, 0, sizeof *a);
@@ -140,12 +148,12 @@ bool pass_framework_alt(const PassCostCtx *c, const IrGraph *g, const PassLayout
 }
 
 /* Keep the faster of *best and the fitting alternative for layout l. */
-static void consider(const PassCostCtx *c, const IrGraph *g, const PassLayout *l, PassSearchAlt *best,
-                     bool *have)
+static void consider(const PassCostCtx *c, const IrGraph *g, const PassArch *A, const PassLayout *l,
+                     PassSearchAlt *best, bool *have)
 {
     char why[256];
     PassSearchAlt a;
-    if (!pass_framework_alt(c, g, l, &a, why, sizeof why))
+    if (!pass_framework_alt_of(c, g, A, l, &a, why, sizeof why))
         return;
     if (a.pred.fits && (!*have || a.pred.step_time_s < best->pred.step_time_s)) {
         if (*have)
@@ -163,6 +171,10 @@ bool pass_framework_relax(const PassCostCtx *c, const IrGraph *g, const PassLayo
     const PassStack *st = &c->st;
     int64_t gb = l0->micro_batch * l0->dp * l0->num_micro;
     bool have = false;
+    PassArch A;
+    char sub[256];
+    if (!pass_arch_read(g, &A, sub, sizeof sub))
+        return false;
     for (int i = 0; i < 4 && !have; i++) {
         PassLayout l = *l0;
         switch (i) {
@@ -171,7 +183,7 @@ bool pass_framework_relax(const PassCostCtx *c, const IrGraph *g, const PassLayo
             for (int r = PASS_RECOMPUTE_NONE; r <= PASS_RECOMPUTE_FULL; r++)
                 if (l0->recompute != 1u << r && pass_stack_has_recompute(st, r)) {
                     l.recompute = 1u << r;
-                    consider(c, g, &l, out, &have);
+                    consider(c, g, &A, &l, out, &have);
                 }
             break;
         case 1:
@@ -183,7 +195,7 @@ bool pass_framework_relax(const PassCostCtx *c, const IrGraph *g, const PassLayo
                 l.num_micro = (int)(gb / (b * l0->dp));
                 if (l.v > 1 && l.num_micro % l.pp)
                     continue;
-                consider(c, g, &l, out, &have);
+                consider(c, g, &A, &l, out, &have);
             }
             break;
         case 2:
@@ -191,14 +203,14 @@ bool pass_framework_relax(const PassCostCtx *c, const IrGraph *g, const PassLayo
             for (int z = 0; z <= 3; z++)
                 if (z != l0->zero && pass_stack_has_zero(st, z) && (z == 0 || l0->dp > 1)) {
                     l.zero = z;
-                    consider(c, g, &l, out, &have);
+                    consider(c, g, &A, &l, out, &have);
                 }
             break;
         case 3:
             snprintf(what, wn, "--sp");
             if (l0->tp > 1 && !st->no_sp) {
                 l.sp = !l0->sp;
-                consider(c, g, &l, out, &have);
+                consider(c, g, &A, &l, out, &have);
             }
             break;
         }

@@ -29,7 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 static const char *yes(bool b) { return b ? "yes" : "no"; }
 
@@ -55,24 +54,6 @@ static void str_after(const char *text, const char *key, char *out, size_t n)
             out[k] = p[k], k++;
         out[k] = 0;
     }
-}
-
-static char *run(const char *cmd, int *status)
-{
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (size_t k; (k = fread(buf + n, 1, cap - n - 1, p)) > 0;) {
-        n += k;
-        if (cap - n < 4096)
-            buf = realloc(buf, cap *= 2);
-    }
-    buf[n] = 0;
-    int st = pclose(p);
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return buf;
 }
 
 /* The sweep's kernel families: its attention_impl and rmsnorm_kernel, and
@@ -114,7 +95,7 @@ int main(int argc, char **argv)
                  yes(S->attn_dropout), fams[f].kernel, yes(!fams[f].rms_kernel),
                  fams[f].materialized ? " --attention materialized" : "");
         int status = -1;
-        char *out = run(cmd, &status);
+        char *out = sweep_capture(cmd, &status);
         char st[32], rec[32];
         str_after(out ? out : "", "status", st, sizeof st);
         const char *par = out ? strstr(out, "\"parallel\": {") : NULL;

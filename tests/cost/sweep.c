@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 /* The Aleph Alpha code base is Megatron-derived: we assume its distributed
  * optimizer (ZeRO-1) with bf16 gradients (fp32 gradients cannot fit pure
@@ -140,4 +141,22 @@ double spearman(const double *x, const double *y, int n)
     free(rx);
     free(ry);
     return sxx > 0 && syy > 0 ? sxy / sqrt(sxx * syy) : 0;
+}
+
+char *sweep_capture(const char *cmd, int *status)
+{
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    for (size_t k; (k = fread(buf + n, 1, cap - n - 1, p)) > 0;) {
+        n += k;
+        if (cap - n < 4096)
+            buf = realloc(buf, cap *= 2);
+    }
+    buf[n] = 0;
+    int st = pclose(p);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return buf;
 }

@@ -38,6 +38,11 @@ extern const SweepStack sweep_stack;
 int sweep_run(const char *ref_dir, const char *model_dir, const SweepStack *st, SweepRow **rows);
 void sweep_free(SweepRow *rows, int n);
 
+/* Run a shell command line (the sweep through ptdc's command line): its
+ * stdout (heap, NUL-terminated; NULL if it could not start) and its exit
+ * status in *status (-1 when it did not exit). */
+char *sweep_capture(const char *cmd, int *status);
+
 /* Spearman rank correlation (average ranks for ties). */
 double spearman(const double *x, const double *y, int n);
 

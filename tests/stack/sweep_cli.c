@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 static int failures;
 
@@ -56,19 +55,9 @@ static double num_after(const char *text, const char *key)
 static bool run(const char *cmd, Answer *a)
 {
     memset(a, 0, sizeof *a);
-    FILE *p = popen(cmd, "r");
-    if (!p)
+    char *buf = sweep_capture(cmd, &a->exit_status);
+    if (!buf)
         return false;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (size_t k; (k = fread(buf + n, 1, cap - n - 1, p)) > 0;) {
-        n += k;
-        if (cap - n < 4096)
-            buf = realloc(buf, cap *= 2);
-    }
-    buf[n] = 0;
-    int st = pclose(p);
-    a->exit_status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     const char *s = strstr(buf, "\"status\": \"");
     if (s)
         sscanf(s + 11, "%31[^\"]", a->status);
