@@ -1,6 +1,6 @@
 /* cg_plan.c: what a plan implies for every tensor, before any code exists.
  *
- * Shardings come from passes/shard/shard.c: a node's strategy fixes the sharding it
+ * Shardings come from plan/shard.c: a node's strategy fixes the sharding it
  * needs for each input and makes for each output (backward nodes use their
  * forward node's strategy). A produced tensor is brought to its canonical
  * form right where it is made: the reductions (all-reduce, reduce-scatter)
@@ -124,10 +124,10 @@ static bool check_plan(Cg *c)
                  "batch of %lld", p->num_micro, (long long)p->mb_seqs, (long long)g->global_batch);
         return false;
     }
-    if (p->num_micro > PASS_SEARCH_MAX_MICRO) {
+    if (p->num_micro > PASS_MAX_MICRO) {
         ir_error(IR_NOLOC, "codegen: %d micro-batches per step; the generated schedule tables "
                  "hold at most %d (a larger micro-batch makes fewer)", p->num_micro,
-                 PASS_SEARCH_MAX_MICRO);
+                 PASS_MAX_MICRO);
         return false;
     }
     if (p->zero < 0 || p->zero > 3) {
@@ -200,7 +200,7 @@ static bool in_recompute_set(const Cg *c, const IrNode *n)
 {
     const IrGraph *g = c->g;
     /* The generated attention keeps nothing S x S: the flash reading (NULL). */
-    return n->id < g->nfwd && pass_recomputed(NULL, g, n, c->piece_recompute[n->piece]);
+    return n->id < g->nfwd && pass_plan_recomputed(g, n, c->piece_recompute[n->piece], false);
 }
 
 static void analyse_tensors(Cg *c)
@@ -410,19 +410,14 @@ bool cg_analyse(Cg *c)
             const IrTensor *l = &g->tensors[g->nodes[i].in[0]];
             c->vocab = g->dims[l->dim[l->rank - 1]].size;
         }
-    /* Axis names for comments: "dp" where some node splits the batch, "tp"
-     * where nodes split other dims only; an axis of size 1 never shows. */
+    /* Axis names for comments: the parallel dimension the plan records on
+     * each axis; an axis of size 1 never shows. */
     for (int a = 0; a < c->naxes; a++) {
-        bool batch = false, other = false;
-        for (int i = 0; i < g->nfwd; i++) {
-            int d = p->strategy[i].dim[a];
-            batch |= d == g->batch_dim;
-            other |= d >= 0 && d != g->batch_dim;
-        }
-        c->axis_name[a] = p->mesh.size[a] == 1 ? "unused" : batch ? "dp" : other ? "tp" : "rep";
+        c->axis_name[a] = p->mesh.size[a] == 1 ? "unused" : "rep";
+        for (int d = 0; d < PASS_NDIMS; d++)
+            if (pass_plan_degree(p, (PassDim)d) > 1 && p->axis[d] == a)
+                c->axis_name[a] = pass_dim_name((PassDim)d);
     }
-    if (c->naxes == 2 && !strcmp(c->axis_name[0], c->axis_name[1]))
-        c->axis_name[0] = "m0", c->axis_name[1] = "m1";
     int np = g->npieces, nt = g->ntensors, nn = g->nnodes;
     c->piece_stage = ir_alloc(c->arena, sizeof(int) * (size_t)np);
     c->piece_recompute = ir_alloc(c->arena, sizeof(PassRecompute) * (size_t)np);

@@ -28,7 +28,7 @@ static void push(CgRankProg *r, int *cap, int bwd, int chunk, int mb)
 
 void cg_schedule(Cg *c, CgRankProg *r)
 {
-    /* The schedule and its slot counts are the planner's (passes/cost/schedule.c):
+    /* The schedule and its slot counts are the planner's (plan/schedule.c):
      * the memory the cost model predicts is the memory allocated here. */
     const PassPlan *p = c->p;
     int pp = p->pp, v = p->v, M = p->num_micro, rank = r->pp_rank, cap = 0;

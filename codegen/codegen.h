@@ -24,7 +24,8 @@
 #define PTDC_CODEGEN_H
 
 #include "ir.h"
-#include "passes.h"
+#include "plan.h"
+#include "autodiff.h"
 
 typedef enum {
     CG_TARGET_CPU,  /* fp32, OpenBLAS, MPI: libptdrt_cpu.a */

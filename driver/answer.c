@@ -7,6 +7,7 @@
 #include "driver.h"
 
 #include "passes.h"
+#include "report.h"
 
 #include <stdio.h>
 #include <stdlib.h>

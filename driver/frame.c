@@ -7,6 +7,7 @@
 #include "driver.h"
 
 #include "passes.h"
+#include "report.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +28,7 @@ static void layout_of_pins(const PassSearchPins *p, int gpus, int64_t gb, PassLa
     L->sp = p->sp == 1 && p->tp > 1;
     L->zero = p->zero;
     L->micro_batch = p->micro_batch;
-    L->num_micro = (int)(gb / ((int64_t)p->micro_batch * L->dp));
+    L->num_micro = (int)(gb / pass_mb_seqs(p->micro_batch, L->dp));
     L->schedule = L->v > 1 ? PASS_SCHED_INTERLEAVED : PASS_SCHED_1F1B;
     L->recompute = 1u << p->recompute;
 }

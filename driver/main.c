@@ -13,6 +13,7 @@
 #include "frontend.h"
 #include "ir.h"
 #include "passes.h"
+#include "report.h"
 
 #include <errno.h>
 #include <stdio.h>

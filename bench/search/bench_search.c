@@ -11,6 +11,7 @@
 #include "../bench.h"
 #include "frontend.h"
 #include "passes.h"
+#include "report.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -10,7 +10,7 @@
  * The graph's builder (ir_node_add_raw) assumes forward construction: it
  * extends the last piece and moves nfwd for forward ops. add() undoes both and
  * files each backward node under its forward node's piece instead. */
-#include "autodiff/autodiff.h"
+#include "autodiff.h"
 
 #include <stdlib.h>
 #include <string.h>

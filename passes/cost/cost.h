@@ -6,74 +6,9 @@
 #ifndef PTDC_PASS_COST_H
 #define PTDC_PASS_COST_H
 
-#include "shard/shard.h"
+#include "plan.h"
 
-/* ============================================================ the plan */
-/* A complete parallel training plan: what the search (issue 5) produces, the
- * cost model (issue 3) evaluates, and codegen (issue 6) executes. Ranks:
- * global rank = pp_rank * devices + i0 * size[1] + i1, where (i0, i1) is the
- * rank's mesh coordinate; so axis 1 neighbours are consecutive ranks. */
-typedef enum {
-    PASS_RECOMPUTE_NONE,      /* keep every activation backward reads */
-    PASS_RECOMPUTE_SELECTIVE, /* recompute core attention (a no-op saving with flash attention) */
-    PASS_RECOMPUTE_FFN,       /* recompute `block mlp`: keep only its input */
-    PASS_RECOMPUTE_FULL,      /* keep each layer's input; recompute the layer in backward */
-} PassRecompute;
-
-typedef enum { PASS_SCHED_1F1B, PASS_SCHED_INTERLEAVED } PassSchedule;
-typedef enum { PASS_ATTN_FLASH, PASS_ATTN_MATERIALIZED } PassAttention;
-
-const char *pass_recompute_name(PassRecompute r); /* "none", "full", ... (mem_saved.c) */
-
-typedef struct PassStage {
-    int first_piece, npieces;     /* the pieces this model chunk runs */
-    int pp_rank;                  /* pipeline rank running it: chunk c runs on c % pp */
-    PassRecompute recompute;
-} PassStage;
-
-typedef struct PassPlan {
-    PassMesh mesh;                /* logical mesh of each pipeline rank's devices */
-    int pp;                       /* pipeline ranks */
-    int v;                        /* model chunks per pipeline rank (1: plain 1F1B) */
-    int nstages;                  /* pp * v */
-    PassStage *stages;            /* nstages, in model order */
-    PassStrategy *strategy;       /* one per forward node (g->nfwd) */
-    int num_micro;                /* micro-batches per step */
-    int64_t mb_seqs;              /* sequences per micro-batch over the whole mesh
-                                     (= global_batch / num_micro; a data-parallel replica
-                                     holds mb_seqs / dp of them) */
-    int zero;                     /* ZeRO stage over each parameter's data-parallel axes */
-    PassSchedule schedule;
-    PassAttention attention;
-} PassPlan;
-
-/* ========================================================= schedule.c */
-/* The micro-batch schedule of one pipeline rank: 1F1B (v = 1) or Megatron's
- * interleaved 1F1B (v chunks per rank). Codegen executes it, the cost model
- * and the planner count the activations it keeps alive. */
-#define PASS_MAX_CHUNKS 16
-/* Codegen's limits on a pipeline: a parameter's pipeline ranks are one
- * 64-bit mask, and its message tags (stage x 128) stay inside the 32767 MPI
- * guarantees. The search keeps to them. */
-#define PASS_MAX_PP 64
-#define PASS_MAX_STAGES 256
-
-typedef struct PassSchedOp {
-    int bwd;                      /* 0: forward, 1: backward */
-    int chunk;                    /* the rank's model chunk (0 .. v-1) */
-    int mb;                       /* micro-batch */
-} PassSchedOp;
-
-/* Operation k (0 <= k < 2 m v) of pipeline rank `rank`. */
-PassSchedOp pass_schedule_op(int pp, int v, int m, int rank, int k);
-/* slots[j]: the most micro-batches chunk j holds between forward and
- * backward: what a static arena allocates for it. */
-void pass_schedule_slots(int pp, int v, int m, int rank, int *slots);
-/* Activation bytes the rank holds given each chunk's bytes per micro-batch
- * (saved[v]): sum over chunks of slots x saved (a static arena: ptdc), or, if
- * dynamic, the peak over the schedule of the bytes alive at once (a caching
- * allocator: the reference stacks). Equal when v == 1. */
-double pass_schedule_acts(int pp, int v, int m, int rank, const double *saved, bool dynamic);
+/* ====================================================== schedule_sim.c */
 /* One step of the schedule as ptdc's programs run it, event by event:
  * every rank walks its operations in order; a forward of stage st waits for
  * stage st-1's forward of that micro-batch, a backward for stage st+1's
@@ -541,31 +476,12 @@ typedef struct PassNodeCost {
 
 void pass_cost_node(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
                     const PassStrategy *s, const int64_t *dim_size, PassNodeCost *out);
-/* Is n a norm (RMSNorm, LayerNorm) that ptdc's programs run together with
- * the residual add right before it, as one rt_add_rmsnorm_fwd or
- * rt_add_layernorm_fwd (codegen/cg_lower.c)? From the
- * graph alone: the node before n is an add without a broadcast operand whose
- * sum n reads. Priced so when the stack does not set add_norm_unfused; the
- * pair may span two pieces (a layer's last add, the next layer's first
- * norm): a pipeline cut between them runs the norm alone, which
- * pass_predict charges and the search's piece costs do not (one norm's
- * saving per stage, a lower bound still). */
-bool pass_add_norm_pair(const IrGraph *g, const IrNode *n);
-/* ... and does the plan's `strategy` (one per node) let it: the add makes its
- * sum complete (no partial sums) in the layout the norm reads it in, from
- * operands in that layout, so nothing runs between the two. Where it does
- * not (a residual added replicated, the norm reading a sequence slice), the
- * norm runs alone; the ILP prices each node alone and keeps the pair fused. */
-bool pass_add_norm_fused(const IrGraph *g, const IrNode *n, const PassStrategy *strategy);
-/* Forward GEMMs that ptdc's programs run as one rt_matmul_batch (q, k, v;
- * gate and up; their weight gradients likewise): n's group in node order,
- * n included, written to out (PASS_GEMM_BATCH_MAX entries; NULL: count
- * only); 1 for n alone or not such a GEMM. _siblings from the graph alone,
- * _batch under a plan's strategies (one per node): members whose weights,
- * outputs and input are laid out alike (passes/cost/gemm_batch.c). */
-#define PASS_GEMM_BATCH_MAX 4 /* runtime/rt.h: RT_MATMUL_BATCH_MAX */
-int pass_gemm_siblings(const IrGraph *g, const IrNode *n, int *out);
-int pass_gemm_batch(const IrGraph *g, const IrNode *n, const PassStrategy *strategy, int *out);
+/* Which nodes run fused (plan.h: pass_add_norm_pair, pass_gemm_batch) is
+ * priced so: a fused add + norm as one call (unless the stack sets
+ * add_norm_unfused; a pipeline cut between the two runs the norm alone,
+ * which pass_predict charges and the search's piece costs do not: one
+ * norm's saving per stage, a lower bound still), each batched GEMM as its
+ * share of the batched call (pass_gemm_time with batch = the group). */
 /* The forward seconds recomputing n under r costs: fwd_s, less the fusion
  * saving unless the add before it, in its piece, is recomputed with it. */
 double pass_rec_fwd_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PassRecompute r,
@@ -619,7 +535,9 @@ double pass_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PassMesh *m
 /* Does forward node n run again during backward under policy r? Pieces
  * outside repeats never do; FFN reruns `block mlp`; SELECTIVE reruns core
  * attention where it is materialised (a flash kernel recomputes inside its
- * own backward, priced by pass_cost_node). c NULL: flash attention. */
+ * own backward, priced by pass_cost_node). c NULL: flash attention. The
+ * rule is plan.h's pass_plan_recomputed; this gives it the cost model's
+ * attention kernel. */
 bool pass_recomputed(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PassRecompute r);
 /* Model-state bytes on one rank of the parameters node n owns (those it is
  * the first consumer of): bf16 weights and grads, fp32 master and moments,

@@ -157,34 +157,6 @@ static void norm(const OpArgs *a, PassNodeCost *o, int stats)
     kcall(a, o, true, stats == 1 ? PASS_K_RMSNORM_BWD : PASS_K_LAYERNORM_BWD, rows, x / rows);
 }
 
-bool pass_add_norm_pair(const IrGraph *g, const IrNode *n)
-{
-    if ((n->op != IR_OP_RMSNORM && n->op != IR_OP_LAYERNORM) || n->id < 1 || n->id >= g->nfwd)
-        return false;
-    const IrNode *a = &g->nodes[n->id - 1];
-    if (a->op != IR_OP_ADD || a->out[0] != n->in[0])
-        return false;
-    const IrTensor *y = &g->tensors[a->out[0]];
-    for (int i = 0; i < 2; i++) {
-        const IrTensor *x = &g->tensors[a->in[i]];
-        if (x->rank != y->rank || memcmp(x->dim, y->dim, sizeof(int) * (size_t)y->rank) != 0)
-            return false;
-    }
-    return true;
-}
-
-bool pass_add_norm_fused(const IrGraph *g, const IrNode *n, const PassStrategy *strategy)
-{
-    if (!pass_add_norm_pair(g, n))
-        return false;
-    const IrNode *a = &g->nodes[n->id - 1];
-    PassSharding ain[IR_MAX_IN], aout[IR_MAX_OUT], nin[IR_MAX_IN];
-    pass_shard_io(g, a, &strategy[a->id], ain, aout);
-    pass_shard_io(g, n, &strategy[n->id], nin, NULL);
-    return aout[0].partial == 0 && pass_sharding_eq(&aout[0], &nin[0]) &&
-           pass_sharding_eq(&aout[0], &ain[0]) && pass_sharding_eq(&aout[0], &ain[1]);
-}
-
 double pass_rec_fwd_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PassRecompute r,
                       const PassNodeCost *nc)
 {

@@ -12,8 +12,6 @@
 
 #include <string.h>
 
-static bool is_mlp(const IrNode *n) { return n->block && strcmp(n->block, "mlp") == 0; }
-
 static bool materialized(const PassCostCtx *c)
 {
     if (c->st.attn_kernel == PASS_KERNEL_AUTO)
@@ -21,28 +19,9 @@ static bool materialized(const PassCostCtx *c)
     return c->st.attn_kernel == PASS_KERNEL_FUSED_SOFTMAX || c->st.attn_kernel == PASS_KERNEL_EAGER;
 }
 
-const char *pass_recompute_name(PassRecompute r)
-{
-    switch (r) {
-    case PASS_RECOMPUTE_NONE: return "none";
-    case PASS_RECOMPUTE_SELECTIVE: return "selective";
-    case PASS_RECOMPUTE_FFN: return "ffn";
-    case PASS_RECOMPUTE_FULL: return "full";
-    }
-    return "?";
-}
-
 bool pass_recomputed(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PassRecompute r)
 {
-    if (g->pieces[n->piece].layer < 0)
-        return false; /* embedding and head are never recomputed */
-    switch (r) {
-    case PASS_RECOMPUTE_FULL: return true;
-    case PASS_RECOMPUTE_FFN: return is_mlp(n);
-    case PASS_RECOMPUTE_SELECTIVE: return n->op == IR_OP_ATTENTION && c && materialized(c);
-    case PASS_RECOMPUTE_NONE: break;
-    }
-    return false;
+    return pass_plan_recomputed(g, n, r, c && materialized(c));
 }
 
 /* Was t made outside n's recomputed region (so the region keeps it)? */
@@ -54,7 +33,7 @@ static bool from_outside(const IrGraph *g, const IrNode *n, int t, PassRecompute
     const IrNode *pn = &g->nodes[p];
     if (pn->piece != n->piece)
         return true;
-    return r == PASS_RECOMPUTE_FFN && !is_mlp(pn);
+    return r == PASS_RECOMPUTE_FFN && !pass_is_mlp(pn);
 }
 
 /* Does forward node n keep tensor t (its input `in` or output `out` slot)? */

@@ -53,7 +53,7 @@ static const PassStack presets[] = {
         .name = "megatron",
         /* Sources: Megatron-LM main (megatron/training/arguments.py and the
          * config dataclasses it builds flags from). --emit megatron writes
-         * the flags (passes/plan/emit_megatron.c). */
+         * the flags (report/emit_megatron.c). */
         /* Transformer Engine / flash-attn kernels (--attention-backend flash,
          * TE's fused RMSNorm). */
         .attn_kernel = PASS_KERNEL_FLASH2,
@@ -127,7 +127,7 @@ static const PassStack presets[] = {
         .name = "fsdp",
         /* Sources: torchtitan v0.2.2 (the last release with TOML job files),
          * torch.distributed.fsdp.fully_shard (FSDP2). --emit torchtitan
-         * writes the job file (passes/plan/emit_torchtitan.c). */
+         * writes the job file (report/emit_torchtitan.c). */
         /* torch.nn.functional.scaled_dot_product_attention: the FA2 backend. */
         .attn_kernel = PASS_KERNEL_FLASH2,
         /* torchtitan's RMSNorm runs as eager PyTorch ops unless compiled

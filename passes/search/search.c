@@ -76,7 +76,7 @@ static SrcGroup *group(Src *s, int *cap, int dp, int tp, int b, bool sp)
     SrcGroup *G = &s->groups[s->ngroups++];
     memset(G, 0, sizeof *G);
     G->dp = dp, G->tp = tp, G->b = b, G->sp = sp;
-    G->mb_seqs = (int64_t)dp * b;
+    G->mb_seqs = pass_mb_seqs(b, dp);
     G->m = (int)(s->gb / G->mb_seqs);
     pass_mesh_make(&G->mesh, dp, tp, s->gpn);
     G->lb = INFINITY;
@@ -155,7 +155,7 @@ static void batch_divisors(Src *s)
 
 /* The micro-batch sizes b (sequences per replica) for `per` sequences per
  * replica and step, ascending: the divisors of per that give at most
- * PASS_SEARCH_MAX_MICRO micro-batches of at most PASS_SEARCH_MAX_MB
+ * PASS_MAX_MICRO micro-batches of at most PASS_SEARCH_MAX_MB
  * sequences (a loop b = 1 .. per would not end for a global batch of 2^32).
  * The sizes cut off are counted in s->micro_cut. Into s->mbs. */
 static int micro_batches(Src *s, int64_t per)
@@ -167,7 +167,7 @@ static int micro_batches(Src *s, int64_t per)
         int64_t b = s->divs[i];
         if (per % b)
             continue;
-        if (b > PASS_SEARCH_MAX_MB || per / b > PASS_SEARCH_MAX_MICRO)
+        if (b > PASS_SEARCH_MAX_MB || per / b > PASS_MAX_MICRO)
             s->micro_cut++;
         else
             s->mbs[k++] = b;
@@ -295,6 +295,7 @@ void src_plan(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCan
     p->zero = k->zero;
     p->schedule = k->v > 1 ? PASS_SCHED_INTERLEAVED : PASS_SCHED_1F1B;
     p->attention = s->c->attention;
+    pass_plan_axes(s->g, p);
 }
 
 /* A heap copy of an evaluated plan. */

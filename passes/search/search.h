@@ -1,7 +1,6 @@
 /* search.h: exports of passes/search/: the inter-operator search over
  * pipeline degree, stages, meshes, micro-batch, schedule, recomputation and
- * ZeRO (search.c and its helpers; internals in src.h), a plan's layout in
- * the usual words (search_layout.c), the model skeleton the ILP solves run on
+ * ZeRO (search.c and its helpers; internals in src.h), the model skeleton the ILP solves run on
  * (search_skel.c), and what it says when nothing fits (search_nofit.c).
  * Strategies come from the ILP; every number from pass_predict. */
 #ifndef PTDC_PASS_SEARCH_H
@@ -16,12 +15,9 @@
  * bounds (branch and bound), then ranked by pass_predict, which every number
  * reported comes from. Requires a verified forward graph. */
 
-/* Limits of a plan: micro-batches per step (the generated program's
- * schedule tables number them in 16 bits, and the schedule simulation's
- * cost grows with them) and sequences per micro-batch and replica
- * (--micro-batch's range). Layouts beyond them are not enumerated; see
- * PassSearchResult.micro_cut. */
-#define PASS_SEARCH_MAX_MICRO 32767
+/* Limits of the search: micro-batches per step (plan.h's PASS_MAX_MICRO)
+ * and sequences per micro-batch and replica (--micro-batch's range).
+ * Layouts beyond them are not enumerated; see PassSearchResult.micro_cut. */
 #define PASS_SEARCH_MAX_MB (1 << 20)
 
 /* What the user fixed; everything else is searched. */
@@ -72,26 +68,6 @@ bool pass_search_pinned_fully(const PassSearchPins *p);
 /* A plan's layout in the usual words, derived from its strategies: an axis
  * whose nodes split the batch is data parallel, one splitting other dims is
  * tensor parallel, and a sequence split on it is sequence parallelism. */
-typedef struct PassLayout {
-    int gpus;                     /* dp * tp * pp * replicated */
-    int dp, tp, pp, v;
-    int dp_axis, tp_axis;         /* mesh axis of each, or -1 */
-    int replicated;               /* devices along mesh axes nothing is split over (1: none) */
-    bool sp;
-    int zero;
-    int64_t micro_batch;          /* sequences per data-parallel replica per micro-batch */
-    int num_micro;
-    PassSchedule schedule;
-    unsigned recompute;           /* bit r: some stage uses PassRecompute r */
-} PassLayout;
-void pass_plan_layout(const IrGraph *g, const PassPlan *p, PassLayout *out);
-/* "none", "full", or "mixed" when stages differ. */
-const char *pass_layout_recompute_name(const PassLayout *l);
-/* "dp 16 x tp 8 x pp 4, sp, zero 1, micro-batch 1 x 16, 1f1b, recompute none". */
-const char *pass_layout_str(const PassLayout *l, char *buf, size_t n);
-/* The same as ptdc flags: "--tp 8 --pp 4 --dp 16 --micro-batch 1 ...". */
-const char *pass_layout_flags(const PassLayout *l, char *buf, size_t n);
-
 /* One evaluated plan. Owns plan.stages, plan.strategy and pred.mem. */
 typedef struct PassSearchAlt {
     PassLayout layout;

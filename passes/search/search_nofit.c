@@ -241,7 +241,7 @@ void pass_search_explain_nofit(const PassCostCtx *c, const IrGraph *g, const Pas
             ir_error(IR_NOLOC, "no layout of %d GPUs can take the global batch of %lld sequences: "
                      "each way of cutting it gives more than %d micro-batches per step or more "
                      "than %d sequences per micro-batch and data-parallel replica", N,
-                     (long long)r->global_batch, PASS_SEARCH_MAX_MICRO, PASS_SEARCH_MAX_MB);
+                     (long long)r->global_batch, PASS_MAX_MICRO, PASS_SEARCH_MAX_MB);
         else if (any_pin(pin))
             ir_error(IR_NOLOC, "no layout of %d GPUs satisfies the pins: pipeline stages must be "
                      "whole nodes of %d GPUs or a divisor of one, and dp x micro-batch must divide "

@@ -160,11 +160,11 @@ bool src_check_pins(Src *s)
             return false;
         }
     }
-    if (p->micro_batch && d && gb / ((long long)p->micro_batch * d) > PASS_SEARCH_MAX_MICRO) {
+    if (p->micro_batch && d && gb / ((long long)p->micro_batch * d) > PASS_MAX_MICRO) {
         ir_error(IR_NOLOC, "--micro-batch %d x dp %d cuts the global batch of %lld sequences into "
                  "%lld micro-batches per step; a plan has at most %d (raise --micro-batch)",
                  p->micro_batch, d, gb, gb / ((long long)p->micro_batch * d),
-                 PASS_SEARCH_MAX_MICRO);
+                 PASS_MAX_MICRO);
         return false;
     }
     bool inter = p->schedule == PASS_SCHED_INTERLEAVED || p->v > 1;
@@ -232,4 +232,18 @@ bool pass_search_check_pins(const PassCostCtx *c, const IrGraph *g, const PassSe
     if (nreps != 1)
         s.rep0 = -1, s.rep_count = 0;
     return src_check_pins(&s);
+}
+
+void pass_search_pins_none(PassSearchPins *p)
+{
+    memset(p, 0, sizeof *p);
+    p->recompute = p->sp = p->zero = p->schedule = -1;
+}
+
+bool pass_search_pinned_fully(const PassSearchPins *p)
+{
+    bool interleaved = p->schedule == PASS_SCHED_INTERLEAVED || p->v > 1;
+    return p->tp > 0 && p->pp > 0 && p->micro_batch > 0 && p->recompute >= 0 &&
+           (p->sp >= 0 || p->tp == 1) && p->zero >= 0 && (p->schedule >= 0 || p->v > 1) &&
+           (!interleaved || p->v > 1);
 }

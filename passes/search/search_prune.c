@@ -34,7 +34,7 @@
 double src_inflight(int pp, int v, int m, int r)
 {
     /* pass_predict holds slots[j] micro-batches of chunk j (the schedule's,
-     * passes/cost/schedule.c); with chunks of equal size that is the rank's saved
+     * plan/schedule.c); with chunks of equal size that is the rank's saved
      * bytes times the mean slot count. */
     int slots[PASS_MAX_CHUNKS];
     pass_schedule_slots(pp, v, m, r, slots);

@@ -140,5 +140,6 @@ bool layout_plan(const IrGraph *g, const Layout *l, PassPlan *p)
         }
         p->strategy[i] = s;
     }
+    pass_plan_axes(g, p);
     return true;
 }

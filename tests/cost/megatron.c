@@ -77,10 +77,11 @@ bool mega_plan(const IrGraph *g, const MegaLayout *L, PassPlan *p)
         }
     }
     p->num_micro = (int)(L->global_batch / ((int64_t)L->micro_batch * L->dp));
-    p->mb_seqs = (int64_t)L->micro_batch * L->dp;
+    p->mb_seqs = pass_mb_seqs(L->micro_batch, L->dp);
     p->zero = L->zero;
     p->schedule = v > 1 ? PASS_SCHED_INTERLEAVED : PASS_SCHED_1F1B;
     p->attention = L->attention;
+    pass_plan_axes(g, p);
     return true;
 }
 

@@ -158,7 +158,7 @@ static void pinned_all(Setup *s, Row *row)
                 if (v == 1 && pp > 1 && !pass_stack_has_schedule(st, PASS_SCHED_1F1B))
                     continue;
                 for (int mb = 1; mb <= 4; mb++) {
-                    if ((gb / dp) % mb || gb / dp / mb > PASS_SEARCH_MAX_MICRO)
+                    if ((gb / dp) % mb || gb / dp / mb > PASS_MAX_MICRO)
                         continue;
                     int64_t m = gb / dp / mb;
                     if (v > 1 && m % pp)

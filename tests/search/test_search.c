@@ -15,6 +15,7 @@
 #include "frontend.h"
 #include "megatron.h"
 #include "passes.h"
+#include "report.h"
 
 #include <ctype.h>
 #include <math.h>

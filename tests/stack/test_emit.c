@@ -7,6 +7,7 @@
  * sentence and print nothing; the unchanged plan must be emitted.
  * usage: test_emit MODELS_DIR */
 #include "passes.h"
+#include "report.h"
 
 #include "frontend.h"
 

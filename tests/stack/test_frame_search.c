@@ -6,6 +6,7 @@
  * plan must be at least as fast as every fitting layout of the exhaustive
  * run it kept. usage: test_frame_search MODELS_DIR */
 #include "passes.h"
+#include "report.h"
 
 #include "frontend.h"
 

@@ -1,5 +1,5 @@
 """The model ptdc describes, read from `ptdc MODEL --emit ir` and `--emit
-summary`, independently of passes/plan (which the emitters use): what the
+summary`, independently of report/ (which the emitters use): what the
 frameworks' models built from ptdc's flags must equal.
 
 Every attribute printed on an operator must be one this module knows how to

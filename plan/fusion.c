@@ -1,4 +1,9 @@
-/* gemm_batch.c: which forward GEMMs ptdc's programs run as one batched call.
+/* fusion.c: which forward nodes ptdc's programs run as one kernel: a norm
+ * with the residual add before it (pass_add_norm_pair, _fused), and GEMMs as
+ * one batched call (pass_gemm_siblings, _batch). Codegen issues them so and
+ * the cost model prices them so (passes/cost/cost_ops.c).
+ *
+ * Batched GEMMs.
  *
  * q, k and v are three GEMMs reading the same normalised input, gate and up
  * two: codegen (codegen/cg_lower.c) issues each such group as one
@@ -21,7 +26,7 @@
  * so every member has the same local M, N, K. Groups are cut into runs of
  * at most PASS_GEMM_BATCH_MAX in node order (the runtime's
  * RT_MATMUL_BATCH_MAX). */
-#include "cost/cost.h"
+#include "plan.h"
 
 #include <string.h>
 
@@ -128,4 +133,32 @@ int pass_gemm_siblings(const IrGraph *g, const IrNode *n, int *out)
 int pass_gemm_batch(const IrGraph *g, const IrNode *n, const PassStrategy *strategy, int *out)
 {
     return group(g, n, strategy, out);
+}
+
+bool pass_add_norm_pair(const IrGraph *g, const IrNode *n)
+{
+    if ((n->op != IR_OP_RMSNORM && n->op != IR_OP_LAYERNORM) || n->id < 1 || n->id >= g->nfwd)
+        return false;
+    const IrNode *a = &g->nodes[n->id - 1];
+    if (a->op != IR_OP_ADD || a->out[0] != n->in[0])
+        return false;
+    const IrTensor *y = &g->tensors[a->out[0]];
+    for (int i = 0; i < 2; i++) {
+        const IrTensor *x = &g->tensors[a->in[i]];
+        if (x->rank != y->rank || memcmp(x->dim, y->dim, sizeof(int) * (size_t)y->rank) != 0)
+            return false;
+    }
+    return true;
+}
+
+bool pass_add_norm_fused(const IrGraph *g, const IrNode *n, const PassStrategy *strategy)
+{
+    if (!pass_add_norm_pair(g, n))
+        return false;
+    const IrNode *a = &g->nodes[n->id - 1];
+    PassSharding ain[IR_MAX_IN], aout[IR_MAX_OUT], nin[IR_MAX_IN];
+    pass_shard_io(g, a, &strategy[a->id], ain, aout);
+    pass_shard_io(g, n, &strategy[n->id], nin, NULL);
+    return aout[0].partial == 0 && pass_sharding_eq(&aout[0], &nin[0]) &&
+           pass_sharding_eq(&aout[0], &ain[0]) && pass_sharding_eq(&aout[0], &ain[1]);
 }

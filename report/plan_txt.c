@@ -2,7 +2,7 @@
  * plan.txt"): cluster, layout, stages, rank grid, operator shardings, memory
  * and the prediction. Every number about the whole plan is pass_predict's;
  * per-stage times and the operator section are the ILP's costs. */
-#include "plan/plan.h"
+#include "report.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,10 +1,12 @@
-/* plan.h: exports of passes/plan/: the chosen plan written out (plan.txt,
- * plan.json, plan.svg) and --explain. They read a search result; only
- * --explain searches again (restricted searches for its runners-up). */
-#ifndef PTDC_PASS_PLAN_H
-#define PTDC_PASS_PLAN_H
+/* report.h: exports of report/, what ptdc says about a search result: the
+ * chosen plan written out (plan.txt, plan.json, plan.svg), --explain, and
+ * the model and plan in the frameworks' words (Megatron-LM flags, torchtitan
+ * job files, docs/stacks.md). Above the search: they read its result; only
+ * --explain and the framework search search again. */
+#ifndef PTDC_REPORT_H
+#define PTDC_REPORT_H
 
-#include "search/search.h"
+#include "passes.h"
 
 bool pass_search_idle_note(const PassSearchResult *r, int gpus_per_node, char *buf, size_t n);
 
@@ -30,11 +32,11 @@ bool pass_refuse(char *why, size_t n, const char *fmt, ...) __attribute__((forma
  * head. Read back from the graph; dims are global sizes. Its properties are
  * the rows of arch.def (structure) and of ir/attrs.def (the operators'
  * attributes, read generically into attr[]): each framework emitter has a
- * handler for every row of both (passes/plan/frame_model.c runs them), so
+ * handler for every row of both (report/frame_model.c runs them), so
  * an attribute the IR gains cannot be dropped by an emitter silently. */
 typedef enum {
 #define ARCH(ID, what) PASS_ARCH_##ID,
-#include "plan/arch.def"
+#include "arch.def"
 #undef ARCH
     PASS_NARCH
 } PassArchId;

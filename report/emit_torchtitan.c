@@ -8,7 +8,7 @@
  * operator attribute (ir/attrs.def), which state it as TransformerModelArgs
  * keywords of a flavor to register (printed as a comment) or refuse by name.
  * docs/stacks.md maps every key. */
-#include "plan/plan.h"
+#include "report.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -305,7 +305,7 @@ static bool tt_attr_SOFTMAX_DIM(const IrGraph *g, const PassArch *A, PassFrameOu
 
 PassFrameFn *const pass_torchtitan_arch[PASS_NARCH] = {
 #define ARCH(ID, what) [PASS_ARCH_##ID] = tt_arch_##ID,
-#include "plan/arch.def"
+#include "arch.def"
 #undef ARCH
 };
 PassFrameFn *const pass_torchtitan_attr[IR_NATTRS] = {
@@ -400,7 +400,7 @@ bool pass_emit_torchtitan(FILE *f, const IrGraph *g, const PassCostCtx *c, const
 
     char flavor[64];
     flavor_name(g, flavor, sizeof flavor);
-    int64_t gb = L->micro_batch * L->dp * L->num_micro;
+    int64_t gb = pass_mb_seqs(L->micro_batch, L->dp) * L->num_micro;
     pass_emit_header(f, g, c, a, "torchtitan job file (v0.2.2, --job.config_file)");
     fprintf(f, "# For torchtitan v0.2.2, the last release that reads TOML job files. Its main branch builds\n"
                "#   the job from Python configurations (config_registry.py) with other names: the batch is\n"

@@ -6,7 +6,7 @@
  * The model goes through one handler per property (arch.def) and per
  * operator attribute (ir/attrs.def): each states it as flags or refuses by
  * name. What the flags cannot state is refused before anything is printed. */
-#include "plan/plan.h"
+#include "report.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -251,7 +251,7 @@ static bool mg_attr_SOFTMAX_DIM(const IrGraph *g, const PassArch *A, PassFrameOu
 
 PassFrameFn *const pass_megatron_arch[PASS_NARCH] = {
 #define ARCH(ID, what) [PASS_ARCH_##ID] = mg_arch_##ID,
-#include "plan/arch.def"
+#include "arch.def"
 #undef ARCH
 };
 PassFrameFn *const pass_megatron_attr[IR_NATTRS] = {
@@ -346,7 +346,7 @@ bool pass_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const P
     if (L->sp && L->tp > 1)
         pass_frame_arg(&x, "--sequence-parallel");
     pass_frame_arg(&x, "--micro-batch-size %lld", (long long)L->micro_batch);
-    pass_frame_arg(&x, "--global-batch-size %lld", (long long)(L->micro_batch * L->dp * L->num_micro));
+    pass_frame_arg(&x, "--global-batch-size %lld", (long long)(pass_mb_seqs(L->micro_batch, L->dp) * L->num_micro));
     /* Recomputation. */
     switch (a->plan.stages[0].recompute) {
     case PASS_RECOMPUTE_NONE: break;

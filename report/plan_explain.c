@@ -4,7 +4,7 @@
  * change people ask about (more TP, more PP, recomputation on, a bigger
  * micro-batch) the best plan of that kind, found by searching again with a
  * filter, and the time terms of pass_predict's step that make it slower. */
-#include "plan/plan.h"
+#include "report.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
  * same degrees (ILP strategies, time-balanced stages): the numbers are then
  * the framework's, which is what tests/cost's calibration compares with
  * measured runs (tests/stack checks the command line reproduces it). */
-#include "plan/plan.h"
+#include "report.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -106,10 +106,11 @@ bool pass_plan_framework(const IrGraph *g, const PassArch *A, const PassLayout *
         s->dim[1] = (int16_t)(L->tp > 1 ? tp_dim(g, A, n, L->sp) : -1);
     }
     p->num_micro = L->num_micro;
-    p->mb_seqs = L->micro_batch * L->dp;
+    p->mb_seqs = pass_mb_seqs(L->micro_batch, L->dp);
     p->zero = L->zero;
     p->schedule = v > 1 ? PASS_SCHED_INTERLEAVED : PASS_SCHED_1F1B;
     p->attention = att;
+    pass_plan_axes(g, p);
     return true;
 }
 
@@ -169,7 +170,7 @@ bool pass_framework_relax(const PassCostCtx *c, const IrGraph *g, const PassLayo
                           PassSearchAlt *out, char *what, size_t wn)
 {
     const PassStack *st = &c->st;
-    int64_t gb = l0->micro_batch * l0->dp * l0->num_micro;
+    int64_t gb = pass_mb_seqs(l0->micro_batch, l0->dp) * l0->num_micro;
     bool have = false;
     PassArch A;
     char sub[256];

@@ -7,7 +7,7 @@
  *      per-micro-batch times, then the exposed data-parallel traffic and the
  *      optimizer step;
  *   3. memory per pipeline rank, itemised, against the capacity. */
-#include "plan/plan.h"
+#include "report.h"
 
 #include <math.h>
 #include <stdio.h>

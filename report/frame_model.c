@@ -4,7 +4,7 @@
  * adds the flags or keywords that state it, or refuses by name. The tables
  * are the emitters' (pass_megatron_arch/attr, pass_torchtitan_arch/attr),
  * indexed by row, and a row without a handler does not compile there. */
-#include "plan/plan.h"
+#include "report.h"
 
 #include <stdarg.h>
 #include <stdio.h>

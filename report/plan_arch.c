@@ -5,14 +5,14 @@
  * numbers back from the graph, and refuses with a sentence any graph that is
  * not a decoder of identical pre-norm layers they could build: what a
  * framework cannot express is said here, before any flag is printed. */
-#include "plan/plan.h"
+#include "report.h"
 
 #include <stdio.h>
 #include <string.h>
 
 const char *const pass_arch_what[PASS_NARCH] = {
 #define ARCH(ID, what) [PASS_ARCH_##ID] = what,
-#include "plan/arch.def"
+#include "arch.def"
 #undef ARCH
 };
 

@@ -7,7 +7,7 @@
  * time_s}, predicted.{step_time_s, tokens_per_s, mfu, peak_mem_bytes, fits,
  * memory}, search.{candidates_evaluated, seconds}, and in every answer
  * status and exit_status. Bytes are integers, times seconds. */
-#include "plan/plan.h"
+#include "report.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
  * framework's plan (pass_framework_alt_of). Two facts prune it without losing
  * the best: at one micro-batch more recomputation never runs faster, and a
  * larger micro-batch never needs less memory. */
-#include "plan/plan.h"
+#include "report.h"
 
 #include <stdio.h>
 #include <stdlib.h>

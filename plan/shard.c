@@ -2,7 +2,7 @@
  * A node's strategy says which loop dim each mesh axis splits; from it follow
  * the shardings of its inputs, outputs and input gradients, and between a
  * producer and a consumer that disagree, the collectives that reconcile them. */
-#include "shard/shard.h"
+#include "plan.h"
 
 #include <string.h>
 
