@@ -1,0 +1,141 @@
+/* stack.h: the software a plan runs on (passes/cost/stack.c, `--stack`):
+ * ptdc's own programs or a framework (Megatron-LM, torchtitan) with its
+ * kernels, overlap settings and the layouts it offers. */
+#ifndef PTDC_PASS_STACK_H
+#define PTDC_PASS_STACK_H
+
+#include "cost/cluster.h"
+
+/* The kernel that runs attention. AUTO is what ptdc's runtime runs: a
+ * flash-style kernel for PASS_ATTN_FLASH; PASS_ATTN_MATERIALIZED is costed as
+ * FUSED_SOFTMAX. The others describe other stacks (calibration). */
+typedef enum {
+    PASS_KERNEL_AUTO,
+    PASS_KERNEL_FLASH2,           /* FlashAttention-2 class */
+    PASS_KERNEL_FLASH1,           /* FlashAttention-1: same memory, slower */
+    PASS_KERNEL_FUSED_SOFTMAX,    /* S x S scores in bf16, one fused scale-mask-softmax kernel */
+    PASS_KERNEL_EAGER,            /* S x S, unfused framework ops, softmax in fp32 */
+} PassAttnKernel;
+
+/* Which tensor-parallel collectives run beside a GEMM (with sequence
+ * parallelism: the all-gathers and reduce-scatters on either side of the
+ * column- and row-parallel GEMMs; all-reduces never do). */
+typedef enum {
+    PASS_TP_OVERLAP_NONE,         /* each waited for where it is issued */
+    PASS_TP_OVERLAP_BACKWARD,     /* backward only: the input's re-gather beside the gradient
+                                     GEMM, the input gradient's reduce-scatter beside the
+                                     weight-gradient GEMM (Megatron's and Transformer
+                                     Engine's linear layers, asynchronous) */
+    PASS_TP_OVERLAP_UB,           /* also forward and the row-parallel gradient's gather:
+                                     Transformer Engine's userbuffers pipeline the GEMM in
+                                     chunks with the transfer (Megatron --tp-comm-overlap) */
+} PassTpOverlap;
+
+/* Where ZeRO-1/2's all-gather of the updated weights runs. */
+typedef enum {
+    PASS_GATHER_OPTIMIZER,        /* beside the optimizer's kernels of the later parameters
+                                     (ptdc's programs) */
+    PASS_GATHER_FORWARD,          /* in the next step's first forward, bucket by bucket, each
+                                     bucket's gather beside the compute of the one before
+                                     (Megatron --overlap-param-gather; FSDP's pre-forward
+                                     unshard) */
+    PASS_GATHER_BLOCKING,         /* after the optimizer, waited for */
+} PassParamGather;
+
+/* The software a plan runs on (stack.c; docs/stacks.md): ptdc's generated
+ * programs (the preset "ptdc", all defaults) or a framework people already
+ * run ("megatron", "fsdp"), read from --stack NAME|FILE. The fields below
+ * `name` say how it computes, overlaps and holds memory; the masks what it
+ * offers, which the search honours. Every preset field carries its source in
+ * stack.c. */
+typedef struct PassStack {
+    char name[32];
+    /* kernels */
+    PassAttnKernel attn_kernel;   /* AUTO: ptdc's own flash kernel (measured, or FA2 class) */
+    bool norm_unfused;            /* norms as unfused framework ops: they also save an fp32
+                                     copy of the input and the normalised value, and cost
+                                     several memory passes */
+    bool add_norm_unfused;        /* the residual add and the norm reading its sum run as two
+                                     kernels (ptdc: one, rt_add_rmsnorm_fwd or
+                                     rt_add_layernorm_fwd, one read of the sum fewer) */
+    bool gemm_unbatched;          /* sibling GEMMs (q, k, v; gate, up) run as separate calls
+                                     (ptdc: one batched call, pass_gemm_batch; Megatron: one
+                                     GEMM over the concatenated weights) */
+    bool swiglu_unfused;          /* SwiGLU as eager framework ops, silu(gate) * up: autograd
+                                     also saves silu(gate), and its kernels move 5 + 9
+                                     elements per output where the fused ones move 3 + 5 */
+    bool loss_fp32;               /* the loss upcasts the logits to fp32 and saves its fp32
+                                     softmax (Megatron's vocabulary-parallel cross-entropy) */
+    int grad_bytes;               /* gradient element bytes (accumulation, reduction);
+                                     0: the backend's activation width */
+    bool grad_accum_unfused;      /* each micro-batch's weight gradient is written to a
+                                     temporary and added to the accumulated one by a separate
+                                     kernel (framework autograd) instead of inside the GEMM */
+    bool attn_dropout;            /* a materialised attention keeps a dropout mask and output
+                                     (Megatron's path keeps them even at p = 0) */
+    /* communication */
+    bool dp_overlap;              /* gradient reduction (and ZeRO gathers) run asynchronously
+                                     beside backward; false: after it, blocking */
+    double dp_bucket_elems;       /* gradients reduced in buckets of this many elements;
+                                     0: the backend's (pass_stack_bucket_elems) */
+    bool zero3_prefetch;          /* ZeRO-3 gathers run ahead, hidden behind compute */
+    bool pp_overlap;              /* an interleaved schedule's pipeline transfers run beside
+                                     the chunks' compute (a framework's; ptdc's programs wait
+                                     for each receive) */
+    PassTpOverlap tp_overlap;     /* tensor-parallel collectives beside their GEMMs */
+    PassParamGather param_gather; /* where ZeRO-1/2's weight all-gather runs */
+    double reshard_overlap;       /* fraction of the resharding collectives tp_overlap leaves
+                                     exposed that is hidden nonetheless (a user's estimate;
+                                     the presets have 0) */
+    /* memory */
+    bool ref_stack;               /* memory as a caching-allocator framework holds it, not as
+                                     ptdc's programs do: activations peak at the bytes alive at
+                                     once rather than each chunk's slots of a static arena;
+                                     ZeRO-1 reduce-scatters in place; no pipeline send/gradient
+                                     slot copies */
+    double frag_act;              /* caching-allocator fragmentation as a fraction of the bytes
+                                     allocated and freed every micro-batch; 0: static arena */
+    double alloc_reserve;         /* fraction of memory kept free for model error (and a
+                                     caching allocator's overhead); 0 = PASS_MEM_RESERVE */
+    bool master_aliases;          /* the fp32 master weights are the weights (an fp32 backend
+                                     that keeps no second copy) */
+    bool grad_in_place;           /* the loss writes dlogits over the logits it keeps
+                                     (ir_grad_in_place): no second logits-sized buffer */
+    bool grad_sum_in_kernel;      /* a GEMM (beta = 1) or a norm's backward (dres) adds its
+                                     gradient contribution into the sum of the others, no
+                                     rt_add (IR_OPF_GRAD_SUM) */
+    /* what it offers */
+    unsigned zero_stages;         /* bit z: ZeRO stage z (0: all) */
+    unsigned recompute;           /* bit PassRecompute r: that policy (0: all) */
+    unsigned schedules;           /* bit PassSchedule s: that schedule (0: all) */
+    bool no_sp;                   /* no sequence parallelism */
+    unsigned backends;            /* bit PassDevKind: devices it runs on (0: all) */
+} PassStack;
+
+/* The built-in stacks: "ptdc", "megatron", "fsdp" (stack.c). */
+bool pass_stack_preset(const char *name, PassStack *out);
+const char *pass_stack_preset_names(void);
+/* Read a --stack file (format: docs/stacks.md): `key = value` lines like a
+ * cluster file; `stack = NAME` first starts from a preset. Errors with
+ * file:line:col and a caret; false on any. */
+bool pass_stack_load(const char *path, PassStack *out);
+bool pass_stack_parse(const char *path, const char *text, size_t len, PassStack *out);
+/* The same keys applied on top of *st (--stack-set). */
+bool pass_stack_apply(const char *path, const char *text, size_t len, PassStack *st);
+/* --stack NAME|FILE (NULL: ptdc): a preset name, else a file. */
+bool pass_stack_setup(PassStack *out, const char *name_or_file);
+/* The file form, every key, with the preset's sources as comments. */
+void pass_stack_print(FILE *f, const PassStack *st);
+/* Does the stack offer ZeRO stage z, recomputation r, schedule s? */
+bool pass_stack_has_zero(const PassStack *st, int z);
+/* The gradient bucket a stack reduces at once on this device: its own
+ * setting, else the size ptdc's programs use (codegen/cg_bucket.c). */
+double pass_stack_bucket_elems(const PassStack *st, const PassGpu *gpu);
+/* Compute time lost per second of collective overlapped with it: a GPU's
+ * copy engines and SMs barely notice NCCL; a CPU rank's communication
+ * thread copies with the cores the kernels use, so nothing is gained. */
+double pass_overlap_slowdown(const PassGpu *gpu);
+bool pass_stack_has_recompute(const PassStack *st, int r);
+bool pass_stack_has_schedule(const PassStack *st, int s);
+
+#endif
