@@ -86,77 +86,7 @@ int cg_chunk_of_stage(const Cg *c, int stage)
 
 /* ---------------------------------------------------------------- checks */
 
-static bool check_plan(Cg *c)
-{
-    const IrGraph *g = c->g;
-    const PassPlan *p = c->p;
-    bool ok = true;
-    if (p->pp < 1 || p->v < 1 || p->nstages != p->pp * p->v || p->pp > PASS_MAX_PP ||
-        p->v > PASS_MAX_CHUNKS || p->nstages > PASS_MAX_STAGES) {
-        ir_error(IR_NOLOC, "codegen: plan has %d pipeline ranks x %d chunks but %d stages (at most "
-                 "%d pipeline ranks, %d chunks each, %d stages)", p->pp, p->v, p->nstages, PASS_MAX_PP,
-                 PASS_MAX_CHUNKS, PASS_MAX_STAGES);
-        return false;
-    }
-    if (p->v > 1 && (p->schedule != PASS_SCHED_INTERLEAVED || p->num_micro % p->pp != 0)) {
-        ir_error(IR_NOLOC, "codegen: %d model chunks per pipeline rank need the interleaved "
-                 "schedule and a number of micro-batches (%d) that is a multiple of the %d "
-                 "pipeline ranks", p->v, p->num_micro, p->pp);
-        return false;
-    }
-    int next = 0;
-    for (int s = 0; s < p->nstages; s++) {
-        const PassStage *st = &p->stages[s];
-        if (st->first_piece != next || st->npieces < 1 || st->pp_rank != s % p->pp) {
-            ir_error(IR_NOLOC, "codegen: stage %d (pieces %d..%d on pipeline rank %d) does not "
-                     "continue the stages before it", s, st->first_piece,
-                     st->first_piece + st->npieces - 1, st->pp_rank);
-            return false;
-        }
-        next += st->npieces;
-    }
-    if (next != g->npieces) {
-        ir_error(IR_NOLOC, "codegen: the stages cover %d of the model's %d pieces", next, g->npieces);
-        return false;
-    }
-    if (p->num_micro < 1 || p->mb_seqs < 1 || p->mb_seqs * p->num_micro != g->global_batch) {
-        ir_error(IR_NOLOC, "codegen: %d micro-batches of %lld sequences do not make the global "
-                 "batch of %lld", p->num_micro, (long long)p->mb_seqs, (long long)g->global_batch);
-        return false;
-    }
-    if (p->num_micro > PASS_MAX_MICRO) {
-        ir_error(IR_NOLOC, "codegen: %d micro-batches per step; the generated schedule tables "
-                 "hold at most %d (a larger micro-batch makes fewer)", p->num_micro,
-                 PASS_MAX_MICRO);
-        return false;
-    }
-    if (p->zero < 0 || p->zero > 3) {
-        ir_error(IR_NOLOC, "codegen: ZeRO stage %d", p->zero);
-        return false;
-    }
-    for (int i = 0; i < g->nfwd && ok; i++) {
-        const PassStrategy *s = &p->strategy[i];
-        for (int a = 0; a < PASS_MAX_AXES; a++) {
-            int d = s->dim[a];
-            if (d < 0)
-                continue;
-            if (a >= c->naxes || d >= g->ndims || c->dim[d] % c->mesh.size[a] != 0 ||
-                !pass_dim_splittable(g, &g->nodes[i], d)) {
-                ir_error(g->nodes[i].loc, "codegen: the plan splits dim '%s' (%lld) of this %s "
-                         "over mesh axis %d (%d ways), which it cannot execute",
-                         d < g->ndims ? g->dims[d].name : "?", d < g->ndims ? (long long)c->dim[d] : 0LL,
-                         ir_ops[g->nodes[i].op].name, a, a < c->naxes ? c->mesh.size[a] : 0);
-                ok = false;
-                break;
-            }
-        }
-        if (s->dim[0] >= 0 && s->dim[0] == s->dim[1]) {
-            ir_error(g->nodes[i].loc, "codegen: the plan splits one dim over both mesh axes");
-            ok = false;
-        }
-    }
-    return ok;
-}
+static bool check_plan(Cg *c) { return pass_plan_verify(c->g, c->p); }
 
 /* The two inputs: token ids (read by the embedding) and targets (by the
  * cross-entropy), both [batch, seq]. */

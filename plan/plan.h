@@ -11,8 +11,9 @@
  *   schedule.c   the micro-batch order of every pipeline rank
  *   rules.c      which nodes a recomputation policy reruns
  *   fusion.c     which nodes run as one kernel (add + norm; batched GEMMs)
- *   layout.c     a plan in the usual words (dp, tp, pp, sp, ...) and the
- *                micro-batch's two units
+ *   layout.c     the mesh axis of each parallel dimension, the micro-batch's
+ *                two units, a plan in the usual words (dp, tp, pp, sp, ...)
+ *   verify.c     the plan's verifier
  *
  * Vocabulary used throughout:
  *   mesh      the logical device grid of one pipeline stage: 1-D or 2-D
@@ -188,6 +189,10 @@ typedef struct PassPlan {
                                      (pass_plan_axes), read by everyone after */
     bool axes_set;
 } PassPlan;
+
+/* The plan's verifier (verify.c): false, after reporting each violation with
+ * ir_error ("plan: ..."), unless the programs can execute p for g. */
+bool pass_plan_verify(const IrGraph *g, const PassPlan *p);
 
 /* ===================================================== the schedule */
 /* The micro-batch schedule of one pipeline rank: 1F1B (v = 1) or Megatron's

@@ -362,6 +362,8 @@ static void record(Rank *R, const SrcVariant *V, const PassPlan *p, const PassPr
         pass_search_alt_free(&out->alt[R->keep - 1]);
         out->nalt--;
     }
+    if (!pass_plan_verify(R->s->g, p)) /* the contract codegen checks, kept at the source */
+        ir_die("search: a plan the programs cannot execute (reported above)");
     memmove(&out->alt[pos + 1], &out->alt[pos], sizeof *out->alt * (size_t)(out->nalt - pos));
     make_alt(R->s, V, p, pr, &out->alt[pos]);
     out->nalt++;

@@ -13,6 +13,7 @@
 #include "codegen.h"
 #include "frontend.h"
 #include "layout.h"
+#include "passes.h"
 
 #include <stdio.h>
 #include <stdlib.h>

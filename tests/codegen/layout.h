@@ -5,7 +5,7 @@
 #ifndef PTDC_TEST_LAYOUT_H
 #define PTDC_TEST_LAYOUT_H
 
-#include "passes.h"
+#include "plan.h"
 
 typedef struct Layout {
     int dp, tp, pp, v, micro, zero;

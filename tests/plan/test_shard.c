@@ -1,7 +1,7 @@
 /* test_shard.c: the sharding algebra on a hand-built Megatron MLP and
  * attention block: input/output shardings, gradient partial sums, and the
  * collectives pass_reshard prescribes between disagreeing shardings. */
-#include "passes.h"
+#include "plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>

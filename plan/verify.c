@@ -1,0 +1,97 @@
+/* verify.c: the plan's verifier. Everything a plan must satisfy for the
+ * programs to execute it, checked where a plan enters codegen (and wherever
+ * one is built by hand): stages that continue one another and cover the
+ * model, a schedule that fits the chunks, micro-batches that make the global
+ * batch, splits the operators allow on dims the mesh divides, and the
+ * recorded mesh axes of the parallel dimensions matching the strategies. */
+#include "plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+bool pass_plan_verify(const IrGraph *g, const PassPlan *p)
+{
+    bool ok = true;
+    if (p->pp < 1 || p->v < 1 || p->nstages != p->pp * p->v || p->pp > PASS_MAX_PP ||
+        p->v > PASS_MAX_CHUNKS || p->nstages > PASS_MAX_STAGES) {
+        ir_error(IR_NOLOC, "plan: plan has %d pipeline ranks x %d chunks but %d stages (at most "
+                 "%d pipeline ranks, %d chunks each, %d stages)", p->pp, p->v, p->nstages, PASS_MAX_PP,
+                 PASS_MAX_CHUNKS, PASS_MAX_STAGES);
+        return false;
+    }
+    if (p->v > 1 && (p->schedule != PASS_SCHED_INTERLEAVED || p->num_micro % p->pp != 0)) {
+        ir_error(IR_NOLOC, "plan: %d model chunks per pipeline rank need the interleaved "
+                 "schedule and a number of micro-batches (%d) that is a multiple of the %d "
+                 "pipeline ranks", p->v, p->num_micro, p->pp);
+        return false;
+    }
+    int next = 0;
+    for (int s = 0; s < p->nstages; s++) {
+        const PassStage *st = &p->stages[s];
+        if (st->first_piece != next || st->npieces < 1 || st->pp_rank != s % p->pp) {
+            ir_error(IR_NOLOC, "plan: stage %d (pieces %d..%d on pipeline rank %d) does not "
+                     "continue the stages before it", s, st->first_piece,
+                     st->first_piece + st->npieces - 1, st->pp_rank);
+            return false;
+        }
+        next += st->npieces;
+    }
+    if (next != g->npieces) {
+        ir_error(IR_NOLOC, "plan: the stages cover %d of the model's %d pieces", next, g->npieces);
+        return false;
+    }
+    if (p->num_micro < 1 || p->mb_seqs < 1 || p->mb_seqs * p->num_micro != g->global_batch) {
+        ir_error(IR_NOLOC, "plan: %d micro-batches of %lld sequences do not make the global "
+                 "batch of %lld", p->num_micro, (long long)p->mb_seqs, (long long)g->global_batch);
+        return false;
+    }
+    if (p->num_micro > PASS_MAX_MICRO) {
+        ir_error(IR_NOLOC, "plan: %d micro-batches per step; the generated schedule tables "
+                 "hold at most %d (a larger micro-batch makes fewer)", p->num_micro,
+                 PASS_MAX_MICRO);
+        return false;
+    }
+    if (p->zero < 0 || p->zero > 3) {
+        ir_error(IR_NOLOC, "plan: ZeRO stage %d", p->zero);
+        return false;
+    }
+    int64_t *dim = ir_xmalloc(sizeof *dim * (size_t)(g->ndims > 0 ? g->ndims : 1));
+    ir_dim_sizes(g, p->mb_seqs, dim);
+    for (int i = 0; i < g->nfwd && ok; i++) {
+        const PassStrategy *s = &p->strategy[i];
+        for (int a = 0; a < PASS_MAX_AXES; a++) {
+            int d = s->dim[a];
+            if (d < 0)
+                continue;
+            if (a >= p->mesh.naxes || d >= g->ndims || dim[d] % p->mesh.size[a] != 0 ||
+                !pass_dim_splittable(g, &g->nodes[i], d)) {
+                ir_error(g->nodes[i].loc, "plan: the plan splits dim '%s' (%lld) of this %s "
+                         "over mesh axis %d (%d ways), which it cannot execute",
+                         d < g->ndims ? g->dims[d].name : "?", d < g->ndims ? (long long)dim[d] : 0LL,
+                         ir_ops[g->nodes[i].op].name, a, a < p->mesh.naxes ? p->mesh.size[a] : 0);
+                ok = false;
+                break;
+            }
+        }
+        if (s->dim[0] >= 0 && s->dim[0] == s->dim[1]) {
+            ir_error(g->nodes[i].loc, "plan: one dim split over both mesh axes");
+            ok = false;
+        }
+    }
+    free(dim);
+    if (!ok)
+        return false;
+    if (!p->axes_set) {
+        ir_error(IR_NOLOC, "plan: the mesh axes of its parallel dimensions were never recorded");
+        return false;
+    }
+    PassPlan q = *p;
+    pass_plan_axes(g, &q);
+    if (memcmp(q.axis, p->axis, sizeof q.axis) != 0) {
+        ir_error(IR_NOLOC, "plan: its strategies run dp along mesh axis %d and tp along %d, not "
+                 "the %d and %d it records", q.axis[PASS_DIM_DP], q.axis[PASS_DIM_TP],
+                 p->axis[PASS_DIM_DP], p->axis[PASS_DIM_TP]);
+        return false;
+    }
+    return true;
+}

@@ -1,0 +1,130 @@
+/* test_plan.c: the plan contract. The verifier accepts what the programs
+ * can execute and names what they cannot; the mesh axis of each parallel
+ * dimension is recorded once (pass_plan_axes) and everything reads it; the
+ * micro-batch converts between its two units in one place. */
+#include "frontend.h"
+#include "layout.h"
+#include "plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+#define CHECK(c, ...)                                                          \
+    do {                                                                       \
+        if (!(c)) {                                                            \
+            fprintf(stderr, "test_plan:%d: ", __LINE__);                       \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fputc('\n', stderr);                                               \
+            failures++;                                                        \
+        }                                                                      \
+    } while (0)
+
+static char *diag;
+static size_t diag_len;
+
+/* Verify p with the diagnostics captured; the message (if any) in diag. */
+static bool verify(const IrGraph *g, const PassPlan *p)
+{
+    free(diag);
+    diag = NULL;
+    FILE *cap = open_memstream(&diag, &diag_len);
+    ir_diag_set_stream(cap);
+    bool ok = pass_plan_verify(g, p);
+    fflush(cap);
+    ir_diag_set_stream(stderr);
+    fclose(cap);
+    return ok;
+}
+
+static void check_layout(const IrGraph *g, const char *spec, int dp, int tp, int dp_axis, int tp_axis,
+                         bool sp)
+{
+    Layout l;
+    PassPlan p;
+    CHECK(layout_parse(spec, &l) && layout_plan(g, &l, &p), "%s: no plan", spec);
+    CHECK(verify(g, &p), "%s: rejected: %s", spec, diag);
+    CHECK(p.axes_set && p.axis[PASS_DIM_DP] == dp_axis && p.axis[PASS_DIM_TP] == tp_axis,
+          "%s: axes dp %d tp %d, want %d %d", spec, p.axis[PASS_DIM_DP], p.axis[PASS_DIM_TP], dp_axis,
+          tp_axis);
+    CHECK(pass_plan_degree(&p, PASS_DIM_DP) == dp && pass_plan_degree(&p, PASS_DIM_TP) == tp,
+          "%s: degrees %d %d", spec, pass_plan_degree(&p, PASS_DIM_DP), pass_plan_degree(&p, PASS_DIM_TP));
+    PassLayout L;
+    pass_plan_layout(g, &p, &L);
+    CHECK(L.dp == dp && L.tp == tp && L.dp_axis == dp_axis && L.tp_axis == tp_axis && L.sp == sp &&
+              L.replicated == 1,
+          "%s: layout dp %d tp %d axes %d %d sp %d replicated %d", spec, L.dp, L.tp, L.dp_axis,
+          L.tp_axis, L.sp, L.replicated);
+    /* The two units of the micro-batch: per replica x replicas = whole mesh. */
+    CHECK(pass_plan_micro_batch(&p) * dp == p.mb_seqs && L.micro_batch == pass_plan_micro_batch(&p) &&
+              pass_mb_seqs(L.micro_batch, L.dp) == p.mb_seqs,
+          "%s: micro-batch %lld per replica, %lld over the mesh", spec,
+          (long long)pass_plan_micro_batch(&p), (long long)p.mb_seqs);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_plan MODEL.mdl\n");
+        return 2;
+    }
+    IrArena *a = ir_arena_new();
+    IrGraph *g = fe_compile_file(a, argv[1], NULL, 0, 0);
+    if (!g) {
+        fprintf(stderr, "test_plan: %s does not compile\n", argv[1]);
+        return 1;
+    }
+    CHECK(!strcmp(pass_dim_name(PASS_DIM_DP), "dp") && !strcmp(pass_dim_name(PASS_DIM_TP), "tp"),
+          "dimension names");
+
+    /* Axes as the strategies use them. A 1 x tp mesh has no dp axis. */
+    check_layout(g, "dp2-tp2", 2, 2, 0, 1, false);
+    check_layout(g, "dp2-tp2-sp", 2, 2, 0, 1, true);
+    check_layout(g, "tp2-mb2", 1, 2, -1, 1, false);
+    check_layout(g, "dp4-mb2", 4, 1, 0, -1, false);
+    check_layout(g, "pp2-mb4", 1, 1, -1, -1, false);
+
+    Layout l;
+    PassPlan good, p;
+    layout_parse("dp2-tp2-pp2-mb4", &l);
+    CHECK(layout_plan(g, &l, &good) && verify(g, &good), "dp2-tp2-pp2-mb4 rejected: %s", diag);
+
+    /* Axes never recorded: the plan is incomplete. */
+    p = good;
+    p.axes_set = false;
+    CHECK(!verify(g, &p) && strstr(diag, "never recorded"), "unrecorded axes: '%s'", diag);
+    /* Axes recorded against what the strategies do. */
+    p = good;
+    p.axis[PASS_DIM_DP] = 1;
+    p.axis[PASS_DIM_TP] = 0;
+    CHECK(!verify(g, &p) && strstr(diag, "records"), "swapped axes: '%s'", diag);
+    /* Stages with a gap, and stages that stop short of the head. */
+    PassStage st[2];
+    p = good;
+    memcpy(st, good.stages, sizeof st);
+    st[1].first_piece++;
+    p.stages = st;
+    CHECK(!verify(g, &p) && strstr(diag, "does not continue"), "stage gap: '%s'", diag);
+    memcpy(st, good.stages, sizeof st);
+    st[1].npieces--;
+    CHECK(!verify(g, &p) && strstr(diag, "cover"), "stages short: '%s'", diag);
+    /* Micro-batches that do not make the global batch. */
+    p = good;
+    p.num_micro = 3;
+    CHECK(!verify(g, &p) && strstr(diag, "global batch"), "micro-batches: '%s'", diag);
+    /* Interleaving without the interleaved schedule. */
+    p = good;
+    p.v = 2;
+    CHECK(!verify(g, &p), "v 2 on 1F1B accepted");
+    /* A split the mesh does not divide: the heads over 3 ranks. */
+    p = good;
+    pass_mesh_make(&p.mesh, 1, 3, 8);
+    CHECK(!verify(g, &p) && strstr(diag, "cannot execute"), "heads over 3: '%s'", diag);
+
+    free(diag);
+    ir_arena_free(a);
+    if (failures)
+        fprintf(stderr, "test_plan: %d failures\n", failures);
+    return failures != 0;
+}
