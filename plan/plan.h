@@ -139,7 +139,7 @@ int pass_reshard(const IrGraph *g, int t, const PassMesh *m, const PassSharding 
 
 /* `from` after the reductions pass_reshard towards `to` starts with (all-reduce,
  * reduce-scatter): the layout a generated program keeps a tensor in (its
- * canonical form, reduced towards its first consumer: codegen/cg_plan.c),
+ * canonical form, reduced towards its first consumer: codegen/cg_analyse.c),
  * which the memory model counts too. */
 PassSharding pass_reshard_reduced(const IrGraph *g, int t, const PassMesh *m, PassSharding from,
                                   const PassSharding *to, const int64_t *dim_size);

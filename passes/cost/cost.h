@@ -178,7 +178,7 @@ int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
  * activation t: the end of the piece after its producer's. */
 int pass_readers_end(const IrGraph *g, int t);
 /* The layout a generated program keeps tensor t in: its producer's, reduced
- * towards its first forward consumer (codegen/cg_plan.c's canonical form, one
+ * towards its first forward consumer (codegen/cg_analyse.c's canonical form, one
  * kept copy whatever layout its keepers read), looked for in t's piece and the
  * next. strat: every node's strategy. */
 PassSharding pass_kept_sharding(const IrGraph *g, const PassMesh *m, const PassStrategy *strat,

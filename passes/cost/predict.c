@@ -579,7 +579,7 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
     }
 
     /* What ptdc's programs hold per stage beyond the saved activations and
-     * owned parameters (codegen/cg_lower.c, cg_plan.c): per micro-batch slot,
+     * owned parameters (codegen/cg_lower.c, cg_analyse.c): per micro-batch slot,
      * the activation a stage sends on (kept until its backward) and the
      * gradient it sends back for what it received; and its own copy of a
      * parameter an earlier stage owns (a tied embedding). */

@@ -1,4 +1,4 @@
-/* cg_plan.c: what a plan implies for every tensor, before any code exists.
+/* cg_analyse.c: what a plan implies for every tensor, before any code exists.
  *
  * Shardings come from plan/shard.c: a node's strategy fixes the sharding it
  * needs for each input and makes for each output (backward nodes use their
