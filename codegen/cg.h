@@ -6,14 +6,17 @@
  *   cg_sched.c   the micro-batch schedule (1F1B, interleaved), buffer slots,
  *                and a check that the send/receive pattern cannot deadlock
  *                (host-blocking MPI, and CUDA's per-direction streams)
- *   cg_lower.c   each stage chunk's forward and backward as a list of C
- *                statements over named buffers (kernels from cg_kernel.c,
- *                collectives from pass_reshard)
+ *   cg_lower.c   each stage chunk's forward and backward as a list of typed
+ *                statements (cg_call.c: calls of the CG_CALLS table over
+ *                buffer ids and named sizes), with cg_reshard.c, cg_fwd.c,
+ *                cg_bwd.c, cg_grad.c (cg_low.h); kernels from cg_kernel.c,
+ *                collectives from pass_reshard
  *   cg_bucket.c  gradient buckets: which parameters are reduced together, in
  *                the order the backward completes them
  *   cg_names.c   tensor names as C identifiers (used by cg_lower.c and cg_print.c)
  *   cg_mem.c     the static memory plan: offsets of every buffer
- *   cg_print.c   model.h and model.c
+ *   cg_print.c   model.h and model.c, with cg_piece.c and cg_stage.c
+ *                (cg_print.h); statements as C by cg_text.c
  *   cg_hf.c      the model's Hugging Face config.json (for --export-hf DIR),
  *                decided from the graph; cg_hf_check.c proves it exact
  *   cg_emit.c    the directory: sources, trainer, Makefile, run.sh
