@@ -341,7 +341,7 @@ CgArg cg_a_buf_at(int buf, int comm, CgSize at);  /* buf + rank in g_comm[comm] 
 CgArg cg_a_bufs(Cg *c, const int *bufs, int n);
 CgArg cg_a_size(CgSize s);
 CgArg cg_a_bytes(CgSize s, CgType t);             /* s * sizeof(t) */
-CgArg cg_a_int(const char *name, int64_t v);
+CgArg cg_a_int(const char *name, int64_t v, const char *what);
 CgArg cg_a_bool(bool b);
 CgArg cg_a_flt(Cg *c, double v);
 CgArg cg_a_comm(int mask);

@@ -100,10 +100,10 @@ CgArg cg_a_bytes(CgSize s, CgType t)
     return cg_a_size(s);
 }
 
-CgArg cg_a_int(const char *name, int64_t v)
+CgArg cg_a_int(const char *name, int64_t v, const char *what)
 {
     CgArg a = arg(CG_A_INT);
-    a.size = cg_sz_named(name, v, NULL);
+    a.size = cg_sz_named(name, v, what);
     return a;
 }
 

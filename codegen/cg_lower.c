@@ -91,6 +91,9 @@ static CgArg tag(Cg *c, int stage, int idx, bool grad)
     return cg_a_sym(cg_fmt(c, "CG_TAG(%d, %d, %d)", stage, idx, grad));
 }
 
+#define PREV_WHAT "pipeline rank of the stage before"
+#define NEXT_WHAT "pipeline rank of the stage after"
+
 static CgArg req(Cg *c, const char *name) { return cg_a_sym(cg_fmt(c, "&s->%s", name)); }
 
 static void lower_forward(Cg *c, CgRankProg *r, int j, ChunkBufs *cb)
@@ -106,7 +109,7 @@ static void lower_forward(Cg *c, CgRankProg *r, int j, ChunkBufs *cb)
     for (int i = 0; i < r->recv_act[j].n; i++) {
         CgIo *io = &r->recv_act[j].v[i];
         LOW_CALL(&L, RECV, BUF(io->buf), SZ(cg_sz_numel(c, io->tensor, &c->canon[io->tensor])),
-                 cg_a_sym("RT_ACT"), cg_a_int("PREV_PP", prev), tag(c, L.stage - 1, i, false));
+                 cg_a_sym("RT_ACT"), cg_a_int("PREV_PP", prev, PREV_WHAT), tag(c, L.stage - 1, i, false));
     }
     /* Inputs: each rank reads its block of the micro-batch. */
     for (int i = 0; i < cb->slots.n; i++) {
@@ -148,7 +151,7 @@ static void lower_forward(Cg *c, CgRankProg *r, int j, ChunkBufs *cb)
         CgIo *io = &r->send_act[j].v[i];
         LOW_CALL(&L, SEND, req(c, io->req), BUF(io->buf),
                  SZ(cg_sz_numel(c, io->tensor, &c->canon[io->tensor])), cg_a_sym("RT_ACT"),
-                 cg_a_int("NEXT_PP", next), tag(c, L.stage, i, false));
+                 cg_a_int("NEXT_PP", next, NEXT_WHAT), tag(c, L.stage, i, false));
     }
     vec_free(L.av);
 }
@@ -187,7 +190,7 @@ static void lower_backward(Cg *c, CgRankProg *r, int j, ChunkBufs *cb)
         int t = io->tensor;
         int buf = cg_temp(&L, t, &c->gsh[t], "d_", "_next", "gradient from the next stage");
         LOW_CALL(&L, RECV, BUF(buf), SZ(cg_sz_numel(c, t, &c->gsh[t])), cg_a_sym("RT_ACT"),
-                 cg_a_int("NEXT_PP", next), tag(c, s, i, true));
+                 cg_a_int("NEXT_PP", next, NEXT_WHAT), tag(c, s, i, true));
         L.gs[t].recv = buf;
         if (L.gs[t].last < 0)
             cg_finish_grad(&L, t); /* nothing here adds to it */
@@ -216,7 +219,7 @@ static void lower_backward(Cg *c, CgRankProg *r, int j, ChunkBufs *cb)
             ir_die("codegen: gradient of '%s' is not in its send buffer", g->tensors[io->tensor].name);
         LOW_CALL(&L, SEND, req(c, io->req), BUF(io->buf),
                  SZ(cg_sz_numel(c, io->tensor, &c->gsh[io->tensor])), cg_a_sym("RT_ACT"),
-                 cg_a_int("PREV_PP", prev), tag(c, s - 1, i, true));
+                 cg_a_int("PREV_PP", prev, PREV_WHAT), tag(c, s - 1, i, true));
     }
     if (L.pend.n)
         ir_die("codegen: %d weight-gradient GEMMs left without their batch", L.pend.n);

@@ -185,11 +185,7 @@ typedef struct Same {
     int o;
 } Same;
 
-static const char *name_of(const Piece *p, const Names *ns, int id)
-{
-    (void)p;
-    return ns->name.v[ns->of[id]];
-}
+static const char *name_of(const Names *ns, int id) { return ns->name.v[ns->of[id]]; }
 
 /* Buffers x of piece a and y of piece b print alike in function o. */
 static bool same_buf(void *vctx, int x, int y)
@@ -200,7 +196,7 @@ static bool same_buf(void *vctx, int x, int y)
         return false;
     const Names *nx = lx ? &s->a->locals[s->o] : &s->a->fnames;
     const Names *ny = ly ? &s->b->locals[s->o] : &s->b->fnames;
-    return !strcmp(name_of(s->a, nx, x), name_of(s->b, ny, y));
+    return !strcmp(name_of(nx, x), name_of(ny, y));
 }
 
 static bool buf_alike(const CgBuf *x, const CgBuf *y)
@@ -225,7 +221,7 @@ static bool piece_eq(Cg *c, const Piece *a, const Piece *b)
     for (int i = 0; i < a->fields.n; i++) {
         const CgBuf *x = a->r->bufs.v[a->fields.v[i]], *y = b->r->bufs.v[b->fields.v[i]];
         if (field_group(x) != field_group(y) || !buf_alike(x, y) ||
-            strcmp(name_of(a, &a->fnames, x->id), name_of(b, &b->fnames, y->id)))
+            strcmp(name_of(&a->fnames, x->id), name_of(&b->fnames, y->id)))
             return false;
     }
     int *la = ir_alloc(c->arena, sizeof(int) * (size_t)(a->r->bufs.n + 1));
@@ -237,7 +233,7 @@ static bool piece_eq(Cg *c, const Piece *a, const Piece *b)
         for (int i = 0; i < na; i++) {
             const CgBuf *x = a->r->bufs.v[la[i]], *y = b->r->bufs.v[lb[i]];
             if (!buf_alike(x, y) || x->offset != y->offset ||
-                strcmp(name_of(a, &a->locals[o], la[i]), name_of(b, &b->locals[o], lb[i])))
+                strcmp(name_of(&a->locals[o], la[i]), name_of(&b->locals[o], lb[i])))
                 return false;
         }
         Same s = {a, b, o};

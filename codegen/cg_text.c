@@ -9,7 +9,6 @@
 #include "cg.h"
 
 #include <ctype.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* The group's name for value v wanted as `base`: base itself, or base2,
@@ -63,24 +62,17 @@ static const char *size_text(Cg *c, const CgSize *s, CgConsts *k)
     return s->unit ? cg_fmt(c, "%s * %s", e, s->unit) : e;
 }
 
-/* Temporary: PTDC_CG_LITERAL prints values, to compare with the text lowering made before. */
-static const char *lit(Cg *c, const CgSize *s)
-{
-    return s->unit ? cg_fmt(c, "%lld * %s", (long long)s->v, s->unit) : cg_fmt(c, "%lld", (long long)s->v);
-}
-
 static const char *arg_text(Cg *c, const CgArg *a, CgConsts *k, const char *(*bufname)(void *, int),
                             void *ctx)
 {
-    bool L = getenv("PTDC_CG_LITERAL") != NULL;
     switch (a->kind) {
     case CG_A_BUF:
         if (!a->comm)
             return bufname(ctx, a->buf);
         return cg_fmt(c, "%s + (int64_t)rt_comm_rank(g_comm[%d]) * %s", bufname(ctx, a->buf), a->comm,
-                      L ? lit(c, &a->size) : size_text(c, &a->size, k));
-    case CG_A_SIZE: return L ? lit(c, &a->size) : size_text(c, &a->size, k);
-    case CG_A_INT: return L ? lit(c, &a->size) : konst(c, k, a->size.name, a->size.v, NULL);
+                      size_text(c, &a->size, k));
+    case CG_A_SIZE: return size_text(c, &a->size, k);
+    case CG_A_INT: return konst(c, k, a->size.name, a->size.v, a->size.what);
     case CG_A_BOOL: return a->b ? "true" : "false";
     case CG_A_FLT:
     case CG_A_SYM: return a->sym;
@@ -88,8 +80,8 @@ static const char *arg_text(Cg *c, const CgArg *a, CgConsts *k, const char *(*bu
     case CG_A_COORD:
         return a->buf < 0 ? "0"
                           : cg_fmt(c, "(int64_t)g_coord[%d] * %s", a->buf,
-                                   L ? lit(c, &a->size) : size_text(c, &a->size, k));
-    case CG_A_MESH: return L ? cg_fmt(c, "%d", c->mesh.size[a->buf]) : cg_fmt(c, "CG_MESH%d", a->buf);
+                                   size_text(c, &a->size, k));
+    case CG_A_MESH: return cg_fmt(c, "CG_MESH%d", a->buf);
     case CG_A_AXIS: return cg_fmt(c, "g_coord[%d]", a->buf);
     case CG_A_BUFS: break;
     }
@@ -109,10 +101,9 @@ static const char *batch_text(Cg *c, const CgStmt *s, CgConsts *k,
             list[l] = cg_fmt(c, "%s%s%s", list[l], i ? ", " : "", bufname(ctx, a->bufs[i]));
     }
     bool g = s->fn == CG_CALL_MATMUL_GRAD_BATCH;
-    const char *e = cg_fmt(c, "{ %s *c_[] = {%s}; const rt_act *a_[] = {%s}; const rt_act *b_[] = {%s}; %s(%s",
-                           g ? "rt_grad" : "rt_act", list[0], list[1], list[2], cg_call_name[s->fn],
-                           getenv("PTDC_CG_LITERAL") ? cg_fmt(c, "%d, c_, a_, b_", s->args[0].nbufs)
-                                                     : "CG_COUNT(c_), c_, a_, b_");
+    const char *e = cg_fmt(c, "{ %s *c_[] = {%s}; const rt_act *a_[] = {%s}; const rt_act *b_[] = {%s}; "
+                           "%s(CG_COUNT(c_), c_, a_, b_", g ? "rt_grad" : "rt_act", list[0], list[1],
+                           list[2], cg_call_name[s->fn]);
     for (int i = 3; i < s->nargs; i++)
         e = cg_fmt(c, "%s, %s", e, arg_text(c, &s->args[i], k, bufname, ctx));
     return cg_fmt(c, "%s); }", e);
