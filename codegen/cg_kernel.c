@@ -1,5 +1,6 @@
-/* cg_kernel.c: the runtime call computing one node on one rank. Sizes are
- * the node's local sizes under its strategy (pass_local_sizes: a split dim
+/* cg_kernel.c: the runtime call computing one node on one rank, as a typed
+ * statement (cg_call, a row of CG_CALLS). Sizes are products of the node's
+ * local dim sizes under its strategy (pass_local_sizes: a split dim
  * shrinks, attention's kv heads with its heads); offsets of a split vocabulary
  * or sequence come from the rank's mesh coordinate, g_coord[axis]. Every
  * tensor is row-major in its IR dim order, so a MATMUL is one GEMM whose
