@@ -368,6 +368,7 @@ bool cg_stmt_eq(const CgStmt *a, const CgStmt *b, bool (*same)(void *, int, int)
 typedef struct CgConst {
     const char *name, *what;
     int64_t v;
+    int order;                             /* printed by it: a dim's id, scalars last */
 } CgConst;
 typedef struct CgConsts {
     const char *prefix;                    /* "LAYER_" */

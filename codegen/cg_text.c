@@ -9,11 +9,14 @@
 #include "cg.h"
 
 #include <ctype.h>
+#include <stdlib.h>
 #include <string.h>
+
+enum { SCALARS = 1 << 20 }; /* constants that are no dim's size come last */
 
 /* The group's name for value v wanted as `base`: base itself, or base2,
  * base3 ... when base already names another value. */
-static const char *konst(Cg *c, CgConsts *k, const char *base, int64_t v, const char *what)
+static const char *konst(Cg *c, CgConsts *k, const char *base, int64_t v, const char *what, int order)
 {
     for (int n = 1;; n++) {
         const char *name = n == 1 ? base : cg_fmt(c, "%s%d", base, n);
@@ -21,7 +24,7 @@ static const char *konst(Cg *c, CgConsts *k, const char *base, int64_t v, const 
         while (i < k->v.n && strcmp(k->v.v[i].name, name))
             i++;
         if (i == k->v.n)
-            vec_push(k->v, ((CgConst){name, what, v}));
+            vec_push(k->v, ((CgConst){name, what, v, order}));
         else if (k->v.v[i].v != v)
             continue;
         return cg_fmt(c, "%s%s", k->prefix, name);
@@ -44,7 +47,7 @@ static const char *size_text(Cg *c, const CgSize *s, CgConsts *k)
             ir_die("codegen: a size of %lld with no name", (long long)s->v);
         e = "CG_NO_DIMS";
     } else if (s->nf == 0) {
-        e = konst(c, k, s->name, s->v, s->what);
+        e = konst(c, k, s->name, s->v, s->what, SCALARS);
     } else {
         e = "";
         for (int i = 0; i < s->nf; i++) {
@@ -56,7 +59,7 @@ static const char *size_text(Cg *c, const CgSize *s, CgConsts *k)
                                    ? cg_fmt(c, "%s / %lld", dn, (long long)(whole / part))
                                : split ? cg_fmt(c, "%s, this rank's part", dn)
                                        : dn;
-            e = cg_fmt(c, "%s%s%s", e, i ? " * " : "", konst(c, k, name, part, what));
+            e = cg_fmt(c, "%s%s%s", e, i ? " * " : "", konst(c, k, name, part, what, s->dim[i]));
         }
     }
     return s->unit ? cg_fmt(c, "%s * %s", e, s->unit) : e;
@@ -72,7 +75,7 @@ static const char *arg_text(Cg *c, const CgArg *a, CgConsts *k, const char *(*bu
         return cg_fmt(c, "%s + (int64_t)rt_comm_rank(g_comm[%d]) * %s", bufname(ctx, a->buf), a->comm,
                       size_text(c, &a->size, k));
     case CG_A_SIZE: return size_text(c, &a->size, k);
-    case CG_A_INT: return konst(c, k, a->size.name, a->size.v, a->size.what);
+    case CG_A_INT: return konst(c, k, a->size.name, a->size.v, a->size.what, SCALARS);
     case CG_A_BOOL: return a->b ? "true" : "false";
     case CG_A_FLT:
     case CG_A_SYM: return a->sym;
@@ -129,10 +132,18 @@ char *cg_stmt_text(Cg *c, const CgStmt *s, CgConsts *k, const char *(*bufname)(v
     return (char *)e;
 }
 
+/* In the IR's dim order (batch, seq, d_model, ...), then the scalars. */
 void cg_consts_print(const CgConsts *k, FILE *f)
 {
+    const CgConst **v = ir_xrealloc(NULL, sizeof *v * (size_t)(k->v.n + 1));
     for (int i = 0; i < k->v.n; i++) {
-        const CgConst *x = &k->v.v[i];
+        int j = i;
+        for (; j > 0 && v[j - 1]->order > k->v.v[i].order; j--)
+            v[j] = v[j - 1];
+        v[j] = &k->v.v[i];
+    }
+    for (int i = 0; i < k->v.n; i++) {
+        const CgConst *x = v[i];
         fprintf(f, "static const int64_t %s%s = %lld;", k->prefix, x->name, (long long)x->v);
         if (x->what)
             fprintf(f, " /* %s */", x->what);
@@ -140,4 +151,5 @@ void cg_consts_print(const CgConsts *k, FILE *f)
     }
     if (k->v.n)
         fprintf(f, "\n");
+    free(v);
 }
