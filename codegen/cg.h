@@ -6,14 +6,17 @@
  *   cg_sched.c   the micro-batch schedule (1F1B, interleaved), buffer slots,
  *                and a check that the send/receive pattern cannot deadlock
  *                (host-blocking MPI, and CUDA's per-direction streams)
- *   cg_lower.c   each stage chunk's forward and backward as a list of C
- *                statements over named buffers (kernels from cg_kernel.c,
- *                collectives from pass_reshard)
+ *   cg_lower.c   each stage chunk's forward and backward as a list of typed
+ *                statements (cg_call.c: calls of the CG_CALLS table over
+ *                buffer ids and named sizes), with cg_reshard.c, cg_fwd.c,
+ *                cg_bwd.c, cg_grad.c (cg_low.h); kernels from cg_kernel.c,
+ *                collectives from pass_reshard
  *   cg_bucket.c  gradient buckets: which parameters are reduced together, in
  *                the order the backward completes them
  *   cg_names.c   tensor names as C identifiers (used by cg_lower.c and cg_print.c)
  *   cg_mem.c     the static memory plan: offsets of every buffer
- *   cg_print.c   model.h and model.c
+ *   cg_print.c   model.h and model.c, with cg_piece.c and cg_stage.c
+ *                (cg_print.h); statements as C by cg_text.c
  *   cg_hf.c      the model's Hugging Face config.json (for --export-hf DIR),
  *                decided from the graph; cg_hf_check.c proves it exact
  *   cg_emit.c    the directory: sources, trainer, Makefile, run.sh
@@ -67,11 +70,122 @@ typedef struct CgBuf {
     int64_t stride;      /* CG_B_SLOT: elements between slot copies */
 } CgBuf;
 
-/* One C statement. Buffers appear in `text` as $<id>; cg_print resolves them
- * to a struct field or a local. */
+/* ------------------------------------------------------ typed statements */
+/* The runtime and trainer calls generated code makes, one row each: the
+ * function and what each argument is (cg_call checks every call against its
+ * row; the printer prints from it):
+ *   b  a buffer (or NULL, g_loss, a float scalar)   L  buffers (a batch's operands)
+ *   n  an element count                             y  a byte count
+ *   f  a flag (bool)                                x  a float constant
+ *   c  a communicator, g_comm[mask]                 o  this rank's offset along a dim
+ *   t  an element type (RT_ACT, RT_F32)             m  ranks along a mesh axis
+ *   a  a mesh coordinate, g_coord[axis]            i  a named integer (a pipeline peer)
+ *   e  any other symbol (g_scratch, mb, a request, a message tag)
+ * A new call (an all-to-all dispatch, a ring exchange, an FP8 scale) is one
+ * row here plus the lowering that makes it. */
+#define CG_CALLS(X)                                                                         \
+    X(MATMUL, "rt_matmul", "bbbnnnfff")                                                     \
+    X(MATMUL_GRAD, "rt_matmul_grad", "bbbnnnfff")                                           \
+    X(MATMUL_BATCH, "rt_matmul_batch", "LLLnnnfff")                                         \
+    X(MATMUL_GRAD_BATCH, "rt_matmul_grad_batch", "LLLnnnfff")                               \
+    X(EMBEDDING_FWD, "rt_embedding_fwd", "bbbnnon")                                         \
+    X(EMBEDDING_BWD, "rt_embedding_bwd", "bbbnnon")                                         \
+    X(RMSNORM_FWD, "rt_rmsnorm_fwd", "bbbbnnx")                                             \
+    X(ADD_RMSNORM_FWD, "rt_add_rmsnorm_fwd", "bbbbbbnnx")                                   \
+    X(RMSNORM_BWD, "rt_rmsnorm_bwd", "bbbbbbbnn")                                           \
+    X(LAYERNORM_FWD, "rt_layernorm_fwd", "bbbbbbnnx")                                       \
+    X(ADD_LAYERNORM_FWD, "rt_add_layernorm_fwd", "bbbbbbbbnnx")                             \
+    X(LAYERNORM_BWD, "rt_layernorm_bwd", "bbbbbbbbbnn")                                     \
+    X(ROPE, "rt_rope", "bbnnnnoxf")                                                         \
+    X(ROPE_LLAMA3, "rt_rope_llama3", "bbnnnnoxxxxxf")                                       \
+    X(ATTENTION_FWD, "rt_attention_fwd", "bbbbbnnnnnfn")                                    \
+    X(ATTENTION_BWD, "rt_attention_bwd", "bbbbbbbbbnnnnnfn")                                \
+    X(SILU_FWD, "rt_silu_fwd", "bbn")                                                       \
+    X(SILU_BWD, "rt_silu_bwd", "bbbn")                                                      \
+    X(GELU_FWD, "rt_gelu_fwd", "bbn")                                                       \
+    X(GELU_BWD, "rt_gelu_bwd", "bbbn")                                                      \
+    X(SWIGLU_FWD, "rt_swiglu_fwd", "bbbn")                                                  \
+    X(SWIGLU_BWD, "rt_swiglu_bwd", "bbbbbn")                                                \
+    X(ADD, "rt_add", "bbbnn")                                                               \
+    X(MUL, "rt_mul", "bbbnn")                                                               \
+    X(SOFTMAX_FWD, "rt_softmax_fwd", "bbnn")                                                \
+    X(SOFTMAX_BWD, "rt_softmax_bwd", "bbbnn")                                               \
+    X(CROSS_ENTROPY_FWD, "rt_cross_entropy_fwd", "bbbbnnonc")                               \
+    X(CROSS_ENTROPY_BWD, "rt_cross_entropy_bwd", "bbbbbnnon")                               \
+    X(REDUCE_ROWS, "rt_reduce_rows", "bbnnf")                                               \
+    X(REDUCE_ROWS_GRAD, "rt_reduce_rows_grad", "bbnnf")                                     \
+    X(COPY, "rt_copy", "bby")                                                               \
+    X(ZERO, "rt_zero", "by")                                                                \
+    X(GRAD_ADD, "rt_grad_add", "bbn")                                                       \
+    X(GRAD_SUM, "rt_grad_sum", "bbn")                                                       \
+    X(ALLREDUCE, "rt_allreduce", "cbnt")                                                    \
+    X(ALLGATHER, "rt_allgather", "cbbnt")                                                   \
+    X(REDUCE_SCATTER, "rt_reduce_scatter", "cbbnt")                                         \
+    X(REDUCE_SCATTER_DIM, "rt_reduce_scatter_dim", "cbbnnne")                               \
+    X(ALLGATHER_DIM, "rt_allgather_dim", "cbbnnne")                                         \
+    X(ALLTOALL_DIM, "rt_alltoall_dim", "cbbnnnnnfe")                                        \
+    X(SLICE_DIM, "rt_slice_dim", "bbnnnma")                                                 \
+    X(GRAD_READY, "cg_grad_ready", "b")                                                     \
+    X(WAIT, "cg_wait", "e")                                                                 \
+    X(RECV, "cg_recv", "bntie")                                                             \
+    X(SEND, "cg_send", "ebntie")                                                            \
+    X(LOAD, "cg_load", "beeonon")
+
+typedef enum {
+#define CG_CALL_ENUM(id, fn, sig) CG_CALL_##id,
+    CG_CALLS(CG_CALL_ENUM)
+#undef CG_CALL_ENUM
+    CG_NCALLS /* a statement that is a comment */
+} CgCallee;
+
+extern const char *const cg_call_name[CG_NCALLS], *const cg_call_sig[CG_NCALLS];
+
+/* A count: the product of some dims' local sizes (printed as the piece's
+ * named constants, "LAYER_BATCH_LOCAL * LAYER_SEQ"), or one named scalar. */
+typedef struct CgSize {
+    int64_t v;
+    int nf;                       /* factors */
+    int16_t dim[IR_MAX_RANK];     /* IR dims */
+    int64_t local[IR_MAX_RANK];   /* their local sizes */
+    const char *name;             /* nf == 0: the scalar's name ("WQ_SHARD"); NULL: v is 1 */
+    const char *what;             /* the scalar's comment */
+    const char *unit;             /* a byte count: "sizeof(rt_act)" */
+} CgSize;
+
+typedef enum {
+    CG_A_BUF,   /* buffer `buf`, at rank-in-g_comm[comm] x size elements when comm != 0 */
+    CG_A_BUFS,  /* bufs[0..nbufs) */
+    CG_A_SIZE,  /* size (an element or byte count) */
+    CG_A_INT,   /* size.name = size.v: a named integer that is no size */
+    CG_A_BOOL,
+    CG_A_FLT,   /* sym: a float literal ("1e-05f") */
+    CG_A_COMM,  /* g_comm[buf]; 0: NULL */
+    CG_A_COORD, /* (int64_t)g_coord[buf] * size; buf -1: 0 */
+    CG_A_MESH,  /* CG_MESH<buf> */
+    CG_A_AXIS,  /* g_coord[buf] */
+    CG_A_SYM,   /* sym, as is */
+} CgArgKind;
+
+typedef struct CgArg {
+    CgArgKind kind;
+    int buf;
+    int comm;
+    bool b;
+    const char *sym;
+    int nbufs;
+    const int *bufs;
+    CgSize size;
+} CgArg;
+
+/* One statement: a call (run only where the mesh coordinates of `guard`'s
+ * axes are 0), or a comment. */
 typedef struct CgStmt {
-    int piece; /* IR piece whose function holds it; -1: the stage function */
-    char *text;
+    int piece;          /* IR piece whose function holds it; -1: the stage function */
+    CgCallee fn;
+    uint8_t guard;
+    int nargs;
+    CgArg *args;
+    const char *comment; /* fn == CG_NCALLS */
 } CgStmt;
 
 typedef struct CgOp {
@@ -217,21 +331,66 @@ bool cg_master_aliases(const Cg *c);
 void cg_lower(Cg *c, CgRankProg *r);
 int cg_buf_new(Cg *c, CgRankProg *r, CgBufKind kind, CgType type, int64_t numel, int tensor,
                const char *pre, const char *suf, const char *comment);
-void cg_stmt(Cg *c, CgOp *op, int piece, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
-/* cg_kernel.c: the kernel call of one node, given its buffers as "$id" strings. */
+/* cg_call.c: statements, their arguments and sizes */
+#define CG_ARGS(...) ((const CgArg[]){__VA_ARGS__}), (int)(sizeof((const CgArg[]){__VA_ARGS__}) / sizeof(CgArg))
+void cg_call(Cg *c, CgOp *op, int piece, uint8_t guard, CgCallee fn, const CgArg *args, int nargs);
+void cg_comment(Cg *c, CgOp *op, int piece, const char *text);
+CgArg cg_a_buf(int buf);
+CgArg cg_a_buf_at(int buf, int comm, CgSize at);  /* buf + rank in g_comm[comm] * at */
+CgArg cg_a_bufs(Cg *c, const int *bufs, int n);
+CgArg cg_a_size(CgSize s);
+CgArg cg_a_bytes(CgSize s, CgType t);             /* s * sizeof(t) */
+CgArg cg_a_int(const char *name, int64_t v, const char *what);
+CgArg cg_a_bool(bool b);
+CgArg cg_a_flt(Cg *c, double v);
+CgArg cg_a_comm(int mask);
+CgArg cg_a_coord(int axis, CgSize s);             /* axis -1: 0 */
+CgArg cg_a_mesh(int axis);
+CgArg cg_a_axis(int axis);
+CgArg cg_a_sym(const char *text);
+/* Sizes: dims [from, to) of tensor t, local sizes by dim id (local_of) or
+ * under sharding sh; the numel of t under sh; a named scalar; a / b (b's
+ * dims taken out of a's: rows = numel / cols). */
+CgSize cg_sz_dims(const Cg *c, int t, const int64_t *local_of, int from, int to);
+CgSize cg_sz_sh(const Cg *c, int t, const PassSharding *sh, int from, int to);
+CgSize cg_sz_numel(const Cg *c, int t, const PassSharding *sh);
+CgSize cg_sz_named(const char *name, int64_t v, const char *what);
+CgSize cg_sz_div(CgSize a, CgSize b);
+/* f(ctx, id) for every buffer a statement names, in printed order. */
+void cg_stmt_bufs(const CgStmt *s, void (*f)(void *, int), void *ctx);
+/* Whether two statements print alike once their buffers are named by
+ * same(ctx, a, b). */
+bool cg_stmt_eq(const CgStmt *a, const CgStmt *b, bool (*same)(void *, int, int), void *ctx);
+
+/* cg_text.c: the named constants of one function group (a piece kind, a
+ * stage): printing a statement names its sizes there. */
+typedef struct CgConst {
+    const char *name, *what;
+    int64_t v;
+    int order;                             /* printed by it: a dim's id, scalars last */
+} CgConst;
+typedef struct CgConsts {
+    const char *prefix;                    /* "LAYER_" */
+    VEC(CgConst) v;
+} CgConsts;
+char *cg_stmt_text(Cg *c, const CgStmt *s, CgConsts *k, const char *(*bufname)(void *, int), void *ctx);
+void cg_consts_print(const CgConsts *k, FILE *f);
+
+/* cg_kernel.c: the kernel call of one node, given its buffers. */
 typedef struct CgArgs {
-    const char *in[IR_MAX_IN];   /* "$12", or a literal such as "1.0f" */
-    const char *out[IR_MAX_OUT];
+    CgArg in[IR_MAX_IN];         /* buffers, or a float constant (the seed, 1.0f) */
+    CgArg out[IR_MAX_OUT];       /* buffers, or g_loss */
     bool accumulate;             /* MATMUL / REDUCE_SUM: add into the output */
     bool grad_out;               /* MATMUL / REDUCE_SUM: the output is an rt_grad buffer */
-    const char *addend;          /* RMSNORM_BWD / LAYERNORM_BWD: dres, added into dx; NULL */
-    const char *sum_of[2];       /* RMSNORM, LAYERNORM: the residual add's operands; the same
+    bool has_addend, has_sum;
+    CgArg addend;                /* RMSNORM_BWD / LAYERNORM_BWD: dres, added into dx */
+    CgArg sum_of[2];             /* RMSNORM, LAYERNORM: the residual add's operands; the same
                                     call writes their sum into in[0] first
-                                    (rt_add_rmsnorm_fwd, rt_add_layernorm_fwd); NULL */
+                                    (rt_add_rmsnorm_fwd, rt_add_layernorm_fwd) */
 } CgArgs;
-char *cg_kernel(Cg *c, const IrNode *n, const CgArgs *a);
-char *cg_kernel_batch(Cg *c, const IrNode *const *n, const CgArgs *a, int count);
+void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a);
+void cg_kernel_batch(Cg *c, CgOp *op, int piece, const IrNode *const *n, const CgArgs *a, int count);
 bool cg_kernel_accumulates(const IrNode *n, int j); /* output j always accumulates (dw, db, dtable): an rt_grad */
 
 /* cg_mem.c */

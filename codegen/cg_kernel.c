@@ -1,5 +1,6 @@
-/* cg_kernel.c: the runtime call computing one node on one rank. Sizes are
- * the node's local sizes under its strategy (pass_local_sizes: a split dim
+/* cg_kernel.c: the runtime call computing one node on one rank, as a typed
+ * statement (cg_call, a row of CG_CALLS). Sizes are products of the node's
+ * local dim sizes under its strategy (pass_local_sizes: a split dim
  * shrinks, attention's kv heads with its heads); offsets of a split vocabulary
  * or sequence come from the rank's mesh coordinate, g_coord[axis]. Every
  * tensor is row-major in its IR dim order, so a MATMUL is one GEMM whose
@@ -14,52 +15,47 @@ typedef struct K {
     const IrNode *f;       /* forward node (n itself for forward nodes) */
     const PassStrategy *s;
     int64_t local[64];
+    CgOp *op;              /* where the call goes */
+    int piece;
 } K;
 
 static const IrTensor *T(const K *k, int t) { return &k->c->g->tensors[t]; }
 
-static int64_t lnumel(const K *k, int t)
+/* Sizes: t's dims [from, to) under the node's local sizes, all of t's. */
+static CgSize span(const K *k, int t, int from, int to) { return cg_sz_dims(k->c, t, k->local, from, to); }
+static CgSize numel(const K *k, int t) { return span(k, t, 0, T(k, t)->rank); }
+static CgSize dim1(const K *k, int d)
 {
-    int64_t n = 1;
-    for (int i = 0; i < T(k, t)->rank; i++)
-        n *= k->local[T(k, t)->dim[i]];
-    return n;
+    CgSize s = cg_sz_named(NULL, 1, NULL);
+    s.nf = 1;
+    s.dim[0] = (int16_t)d;
+    s.local[0] = s.v = k->local[d];
+    return s;
 }
 
-/* Product of local sizes of t's dims [from, to). */
-static int64_t lspan(const K *k, int t, int from, int to)
-{
-    int64_t n = 1;
-    for (int i = from; i < to; i++)
-        n *= k->local[T(k, t)->dim[i]];
-    return n;
-}
-
-/* "g_coord[a] * size" when dim d is split over axis a, else "0". */
-static const char *offset_of(const K *k, int d, int64_t size)
+/* This rank's offset along dim d (of local size `size`): g_coord[a] * size
+ * when d is split over axis a, else 0. */
+static CgArg offset_of(const K *k, int d, CgSize size)
 {
     for (int a = 0; a < k->c->naxes; a++)
         if (k->s->dim[a] == d)
-            return cg_fmt(k->c, "(int64_t)g_coord[%d] * %lld", a, (long long)size);
-    return "0";
+            return cg_a_coord(a, size);
+    return cg_a_coord(-1, size);
 }
 
-static const char *comm_of(const K *k, int d)
+static CgArg comm_of(const K *k, int d)
 {
     for (int a = 0; a < k->c->naxes; a++)
         if (k->s->dim[a] == d)
-            return cg_fmt(k->c, "g_comm[%d]", 1 << a);
-    return "NULL";
+            return cg_a_comm(1 << a);
+    return cg_a_comm(0);
 }
 
-static const char *b(bool v) { return v ? "true" : "false"; }
-
-/* A float literal C accepts: 1e-05f, 10000.0f. */
-static const char *flt(Cg *c, double v)
-{
-    const char *s = cg_fmt(c, "%.9g", v);
-    return cg_fmt(c, "%s%sf", s, strpbrk(s, ".eEn") ? "" : ".0");
-}
+#define ARGS CG_ARGS
+#define CALL(fn, ...) cg_call(k->c, k->op, k->piece, 0, CG_CALL_##fn, ARGS(__VA_ARGS__))
+#define BOOL(v) cg_a_bool(v)
+#define SZ(v) cg_a_size(v)
+#define FLT(v) cg_a_flt(k->c, v)
 
 const char *cg_sizeof(CgType t)
 {
@@ -78,7 +74,7 @@ bool cg_kernel_accumulates(const IrNode *n, int j)
 
 /* A MATMUL's GEMM: sizes and transposes from its local shapes. */
 typedef struct Gemm {
-    int64_t M, N, K;
+    CgSize M, N, K;
     bool ta, tb;
 } Gemm;
 
@@ -87,201 +83,186 @@ static Gemm gemm_of(const K *k)
     const IrNode *n = k->n;
     int x = n->in[0], y = n->in[1];
     const IrAttrs *at = &n->attr;
-    Gemm m = {.K = 1};
-    for (int i = 0; i < at->ncontract; i++)
-        m.K *= k->local[at->contract[i]];
-    m.M = lnumel(k, x) / m.K;
-    m.N = lnumel(k, y) / m.K;
+    Gemm m;
+    m.K = cg_sz_named(NULL, 1, NULL);
+    for (int i = 0; i < at->ncontract; i++) {
+        m.K.dim[m.K.nf] = (int16_t)at->contract[i];
+        m.K.local[m.K.nf++] = k->local[at->contract[i]];
+        m.K.v *= k->local[at->contract[i]];
+    }
+    m.M = cg_sz_div(numel(k, x), m.K);
+    m.N = cg_sz_div(numel(k, y), m.K);
     m.ta = T(k, x)->dim[0] == at->contract[0];
     m.tb = T(k, y)->dim[0] != at->contract[0];
     return m;
 }
 
-static char *matmul(K *k, const CgArgs *a)
+static void matmul(K *k, const CgArgs *a)
 {
     Gemm m = gemm_of(k);
-    return (char *)cg_fmt(k->c, "%s(%s, %s, %s, %lld, %lld, %lld, %s, %s, %s);",
-                          a->grad_out ? "rt_matmul_grad" : "rt_matmul", a->out[0],
-                          a->in[0], a->in[1], (long long)m.M, (long long)m.N, (long long)m.K,
-                          b(m.ta), b(m.tb), b(a->accumulate));
+    cg_call(k->c, k->op, k->piece, 0, a->grad_out ? CG_CALL_MATMUL_GRAD : CG_CALL_MATMUL,
+            ARGS(a->out[0], a->in[0], a->in[1], SZ(m.M), SZ(m.N), SZ(m.K), BOOL(m.ta), BOOL(m.tb),
+                 BOOL(a->accumulate)));
 }
 
-static char *rope(K *k, const CgArgs *a, bool inverse)
+static void rope(K *k, const CgArgs *a, bool inverse)
 {
     int x = k->n->in[0];
     int pos = k->n->attr.dim[0], rot = k->n->attr.dim[1];
     int p = ir_tensor_dim_pos(k->c->g, x, pos), r = T(k, x)->rank;
     if (p < 0 || T(k, x)->dim[r - 1] != rot)
         ir_die("codegen: rope node %d has no position dim or does not rotate its last dim", k->n->id);
-    int64_t outer = lspan(k, x, 0, p), seq = k->local[pos], inner = lspan(k, x, p + 1, r - 1);
+    CgSize outer = span(k, x, 0, p), seq = dim1(k, pos), inner = span(k, x, p + 1, r - 1);
     const IrRopeScaling *rs = &k->n->attr.rope;
     if (rs->kind == IR_ROPE_LLAMA3)
-        return (char *)cg_fmt(k->c, "rt_rope_llama3(%s, %s, %lld, %lld, %lld, %lld, %s, %s, %s, %s, "
-                              "%s, %s, %s);", a->out[0], a->in[0], (long long)outer, (long long)seq,
-                              (long long)inner, (long long)k->local[rot], offset_of(k, pos, seq),
-                              flt(k->c, k->n->attr.theta), flt(k->c, rs->factor),
-                              flt(k->c, rs->low_freq_factor), flt(k->c, rs->high_freq_factor),
-                              flt(k->c, (double)rs->original_max_position), b(inverse));
-    return (char *)cg_fmt(k->c, "rt_rope(%s, %s, %lld, %lld, %lld, %lld, %s, %s, %s);", a->out[0],
-                          a->in[0], (long long)outer, (long long)seq, (long long)inner,
-                          (long long)k->local[rot], offset_of(k, pos, seq), flt(k->c, k->n->attr.theta),
-                          b(inverse));
+        CALL(ROPE_LLAMA3, a->out[0], a->in[0], SZ(outer), SZ(seq), SZ(inner), SZ(dim1(k, rot)),
+             offset_of(k, pos, seq), FLT(k->n->attr.theta), FLT(rs->factor), FLT(rs->low_freq_factor),
+             FLT(rs->high_freq_factor), FLT((double)rs->original_max_position), BOOL(inverse));
+    else
+        CALL(ROPE, a->out[0], a->in[0], SZ(outer), SZ(seq), SZ(inner), SZ(dim1(k, rot)),
+             offset_of(k, pos, seq), FLT(k->n->attr.theta), BOOL(inverse));
 }
 
-/* Attention sizes B, S, H, KVH, D from q [B, S, H, D] and k [B, S, KVH, D]. */
-static const char *attn_sizes(K *k)
-{
-    const IrTensor *q = T(k, k->f->in[0]), *kk = T(k, k->f->in[1]);
-    return cg_fmt(k->c, "%lld, %lld, %lld, %lld, %lld, %s, %lld", (long long)k->local[q->dim[0]],
-                  (long long)k->local[q->dim[1]], (long long)k->local[q->dim[2]],
-                  (long long)k->local[kk->dim[2]], (long long)k->local[q->dim[3]],
-                  b(k->f->attr.causal), (long long)k->f->attr.window);
-}
+/* Attention sizes B, S, H, KVH, D from q [B, S, H, D] and k [B, S, KVH, D];
+ * causal, window. */
+#define ATTN_SIZES(k, q, kk)                                                                      \
+    SZ(dim1(k, q->dim[0])), SZ(dim1(k, q->dim[1])), SZ(dim1(k, q->dim[2])), SZ(dim1(k, kk->dim[2])), \
+        SZ(dim1(k, q->dim[3])), BOOL(k->f->attr.causal),                                           \
+        SZ(cg_sz_named("WINDOW", k->f->attr.window, "attention window, 0: none"))
 
 /* Elementwise binary: the larger operand first, the broadcast one second. */
-static char *binary(K *k, const CgArgs *a, const char *fn)
+static void binary(K *k, const CgArgs *a, CgCallee fn)
 {
     int x = k->n->in[0], y = k->n->in[1];
-    const char *ax = a->in[0], *ay = a->in[1];
+    CgArg ax = a->in[0], ay = a->in[1];
     if (T(k, x)->rank < T(k, y)->rank) {
         int t = x;
         x = y, y = t;
-        const char *s = ax;
+        CgArg s = ax;
         ax = ay, ay = s;
     }
-    return (char *)cg_fmt(k->c, "%s(%s, %s, %s, %lld, %lld);", fn, a->out[0], ax, ay,
-                          (long long)lnumel(k, x), (long long)lnumel(k, y));
+    cg_call(k->c, k->op, k->piece, 0, fn, ARGS(a->out[0], ax, ay, SZ(numel(k, x)), SZ(numel(k, y))));
 }
 
 /* Rows and columns of a norm: the weight's dims are the columns. */
-static void norm_shape(K *k, int64_t *rows, int64_t *cols)
+static void norm_shape(K *k, CgSize *rows, CgSize *cols)
 {
-    *cols = lnumel(k, k->f->in[1]);
-    *rows = lnumel(k, k->f->in[0]) / *cols;
-}
-
-static void vocab_shape(K *k, int logits, int64_t *vl, int *vd)
-{
-    const IrTensor *l = T(k, logits);
-    *vd = l->dim[l->rank - 1];
-    *vl = k->local[*vd];
+    *cols = numel(k, k->f->in[1]);
+    *rows = cg_sz_div(numel(k, k->f->in[0]), *cols);
 }
 
 /* Node n on this rank: its forward node, strategy and local dim sizes. */
-static K k_of(Cg *c, const IrNode *n)
+static K k_of(Cg *c, CgOp *op, int piece, const IrNode *n)
 {
-    K k = {.c = c, .n = n, .f = n->fwd >= 0 ? &c->g->nodes[n->fwd] : n, .s = cg_strategy(c, n)};
+    K k = {.c = c, .n = n, .f = n->fwd >= 0 ? &c->g->nodes[n->fwd] : n, .s = cg_strategy(c, n),
+           .op = op, .piece = piece};
     if (c->g->ndims > 64)
         ir_die("codegen: more than 64 dims");
     pass_local_sizes(c->g, n, &c->mesh, k.s, c->dim, k.local);
     return k;
 }
 
-char *cg_kernel(Cg *c, const IrNode *n, const CgArgs *a)
+static CgArg or_null(bool has, CgArg a) { return has ? a : cg_a_sym("NULL"); }
+
+static void embedding(K *k, const CgArgs *a, CgCallee fn)
 {
-    K k = k_of(c, n);
-    int64_t rows, cols, vl;
-    int vd;
+    int ids = k->n->in[0], tab = k->f->in[1], v = T(k, tab)->dim[0];
+    CgSize vl = dim1(k, v);
+    cg_call(k->c, k->op, k->piece, 0, fn,
+            ARGS(a->out[0], a->in[0], a->in[1], SZ(numel(k, ids)), SZ(vl), offset_of(k, v, vl),
+                 SZ(cg_sz_div(numel(k, tab), vl))));
+}
+
+static void cross_entropy(K *k, const CgArgs *a)
+{
+    const IrTensor *l = T(k, k->n->in[0]);
+    int vd = l->dim[l->rank - 1];
+    CgSize vl = dim1(k, vd), rows = numel(k, k->n->in[1]);
+    CgSize total = cg_sz_named("STEP_TOKENS", k->c->total_rows, "tokens per optimizer step");
+    if (k->n->op == IR_OP_CROSS_ENTROPY)
+        CALL(CROSS_ENTROPY_FWD, cg_a_sym("g_loss"), a->out[1], a->in[0], a->in[1], SZ(rows), SZ(vl),
+             offset_of(k, vd, vl), SZ(total), comm_of(k, vd));
+    else
+        CALL(CROSS_ENTROPY_BWD, a->out[0], a->in[0], a->in[1], a->in[2], a->in[3], SZ(rows), SZ(vl),
+             offset_of(k, vd, vl), SZ(total));
+}
+
+void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a)
+{
+    K kk = k_of(c, op, piece, n), *k = &kk;
+    CgSize rows, cols;
+    const IrTensor *q, *kv;
     switch (n->op) {
-    case IR_OP_EMBEDDING: {
-        int ids = n->in[0], tab = n->in[1], v = T(&k, tab)->dim[0];
-        int64_t vlocal = k.local[v];
-        return (char *)cg_fmt(c, "rt_embedding_fwd(%s, %s, %s, %lld, %lld, %s, %lld);", a->out[0],
-                              a->in[0], a->in[1], (long long)lnumel(&k, ids), (long long)vlocal,
-                              offset_of(&k, v, vlocal), (long long)(lnumel(&k, tab) / vlocal));
-    }
-    case IR_OP_EMBEDDING_BWD: {
-        int ids = n->in[0], tab = k.f->in[1], v = T(&k, tab)->dim[0];
-        int64_t vlocal = k.local[v];
-        return (char *)cg_fmt(c, "rt_embedding_bwd(%s, %s, %s, %lld, %lld, %s, %lld);", a->out[0],
-                              a->in[0], a->in[1], (long long)lnumel(&k, ids), (long long)vlocal,
-                              offset_of(&k, v, vlocal), (long long)(lnumel(&k, tab) / vlocal));
-    }
-    case IR_OP_MATMUL: return matmul(&k, a);
+    case IR_OP_EMBEDDING: embedding(k, a, CG_CALL_EMBEDDING_FWD); return;
+    case IR_OP_EMBEDDING_BWD: embedding(k, a, CG_CALL_EMBEDDING_BWD); return;
+    case IR_OP_MATMUL: matmul(k, a); return;
     case IR_OP_RMSNORM:
-        norm_shape(&k, &rows, &cols);
-        if (a->sum_of[0])
-            return (char *)cg_fmt(c, "rt_add_rmsnorm_fwd(%s, %s, %s, %s, %s, %s, %lld, %lld, %s);",
-                                  a->in[0], a->out[0], a->out[1], a->sum_of[0], a->sum_of[1], a->in[1],
-                                  (long long)rows, (long long)cols, flt(c, n->attr.eps));
-        return (char *)cg_fmt(c, "rt_rmsnorm_fwd(%s, %s, %s, %s, %lld, %lld, %s);", a->out[0],
-                              a->out[1], a->in[0], a->in[1], (long long)rows, (long long)cols,
-                              flt(c, n->attr.eps));
+        norm_shape(k, &rows, &cols);
+        if (a->has_sum)
+            CALL(ADD_RMSNORM_FWD, a->in[0], a->out[0], a->out[1], a->sum_of[0], a->sum_of[1], a->in[1],
+                 SZ(rows), SZ(cols), FLT(n->attr.eps));
+        else
+            CALL(RMSNORM_FWD, a->out[0], a->out[1], a->in[0], a->in[1], SZ(rows), SZ(cols), FLT(n->attr.eps));
+        return;
     case IR_OP_RMSNORM_BWD:
-        norm_shape(&k, &rows, &cols);
-        return (char *)cg_fmt(c, "rt_rmsnorm_bwd(%s, %s, %s, %s, %s, %s, %s, %lld, %lld);", a->out[0],
-                              a->out[1], a->in[0], a->in[1], a->in[2], a->in[3],
-                              a->addend ? a->addend : "NULL", (long long)rows, (long long)cols);
+        norm_shape(k, &rows, &cols);
+        CALL(RMSNORM_BWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2], a->in[3],
+             or_null(a->has_addend, a->addend), SZ(rows), SZ(cols));
+        return;
     case IR_OP_LAYERNORM:
-        norm_shape(&k, &rows, &cols);
-        if (a->sum_of[0])
-            return (char *)cg_fmt(c, "rt_add_layernorm_fwd(%s, %s, %s, %s, %s, %s, %s, %s, %lld, %lld, %s);",
-                                  a->in[0], a->out[0], a->out[1], a->out[2], a->sum_of[0], a->sum_of[1],
-                                  a->in[1], a->in[2], (long long)rows, (long long)cols, flt(c, n->attr.eps));
-        return (char *)cg_fmt(c, "rt_layernorm_fwd(%s, %s, %s, %s, %s, %s, %lld, %lld, %s);",
-                              a->out[0], a->out[1], a->out[2], a->in[0], a->in[1], a->in[2],
-                              (long long)rows, (long long)cols, flt(c, n->attr.eps));
+        norm_shape(k, &rows, &cols);
+        if (a->has_sum)
+            CALL(ADD_LAYERNORM_FWD, a->in[0], a->out[0], a->out[1], a->out[2], a->sum_of[0], a->sum_of[1],
+                 a->in[1], a->in[2], SZ(rows), SZ(cols), FLT(n->attr.eps));
+        else
+            CALL(LAYERNORM_FWD, a->out[0], a->out[1], a->out[2], a->in[0], a->in[1], a->in[2], SZ(rows),
+                 SZ(cols), FLT(n->attr.eps));
+        return;
     case IR_OP_LAYERNORM_BWD:
-        norm_shape(&k, &rows, &cols);
-        return (char *)cg_fmt(c, "rt_layernorm_bwd(%s, %s, %s, %s, %s, %s, %s, %s, %s, %lld, %lld);",
-                              a->out[0], a->out[1], a->out[2], a->in[0], a->in[1], a->in[2],
-                              a->in[3], a->in[4], a->addend ? a->addend : "NULL", (long long)rows,
-                              (long long)cols);
-    case IR_OP_ROPE: return rope(&k, a, false);
-    case IR_OP_ROPE_BWD: return rope(&k, a, true);
+        norm_shape(k, &rows, &cols);
+        CALL(LAYERNORM_BWD, a->out[0], a->out[1], a->out[2], a->in[0], a->in[1], a->in[2], a->in[3],
+             a->in[4], or_null(a->has_addend, a->addend), SZ(rows), SZ(cols));
+        return;
+    case IR_OP_ROPE: rope(k, a, false); return;
+    case IR_OP_ROPE_BWD: rope(k, a, true); return;
     case IR_OP_ATTENTION:
-        return (char *)cg_fmt(c, "rt_attention_fwd(%s, %s, %s, %s, %s, %s);", a->out[0], a->out[1],
-                              a->in[0], a->in[1], a->in[2], attn_sizes(&k));
     case IR_OP_ATTENTION_BWD:
-        return (char *)cg_fmt(c, "rt_attention_bwd(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s);",
-                              a->out[0], a->out[1], a->out[2], a->in[0], a->in[1], a->in[2],
-                              a->in[3], a->in[4], a->in[5], attn_sizes(&k));
-    case IR_OP_SILU:
-    case IR_OP_GELU:
-        return (char *)cg_fmt(c, "rt_%s_fwd(%s, %s, %lld);", n->op == IR_OP_SILU ? "silu" : "gelu",
-                              a->out[0], a->in[0], (long long)lnumel(&k, n->out[0]));
-    case IR_OP_SILU_BWD:
-    case IR_OP_GELU_BWD:
-        return (char *)cg_fmt(c, "rt_%s_bwd(%s, %s, %s, %lld);",
-                              n->op == IR_OP_SILU_BWD ? "silu" : "gelu", a->out[0], a->in[0],
-                              a->in[1], (long long)lnumel(&k, n->out[0]));
-    case IR_OP_SWIGLU:
-        return (char *)cg_fmt(c, "rt_swiglu_fwd(%s, %s, %s, %lld);", a->out[0], a->in[0], a->in[1],
-                              (long long)lnumel(&k, n->out[0]));
+        q = T(k, k->f->in[0]), kv = T(k, k->f->in[1]);
+        if (n->op == IR_OP_ATTENTION)
+            CALL(ATTENTION_FWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2], ATTN_SIZES(k, q, kv));
+        else
+            CALL(ATTENTION_BWD, a->out[0], a->out[1], a->out[2], a->in[0], a->in[1], a->in[2], a->in[3],
+                 a->in[4], a->in[5], ATTN_SIZES(k, q, kv));
+        return;
+    case IR_OP_SILU: CALL(SILU_FWD, a->out[0], a->in[0], SZ(numel(k, n->out[0]))); return;
+    case IR_OP_GELU: CALL(GELU_FWD, a->out[0], a->in[0], SZ(numel(k, n->out[0]))); return;
+    case IR_OP_SILU_BWD: CALL(SILU_BWD, a->out[0], a->in[0], a->in[1], SZ(numel(k, n->out[0]))); return;
+    case IR_OP_GELU_BWD: CALL(GELU_BWD, a->out[0], a->in[0], a->in[1], SZ(numel(k, n->out[0]))); return;
+    case IR_OP_SWIGLU: CALL(SWIGLU_FWD, a->out[0], a->in[0], a->in[1], SZ(numel(k, n->out[0]))); return;
     case IR_OP_SWIGLU_BWD:
-        return (char *)cg_fmt(c, "rt_swiglu_bwd(%s, %s, %s, %s, %s, %lld);", a->out[0], a->out[1], a->in[0],
-                              a->in[1], a->in[2], (long long)lnumel(&k, n->in[2]));
-    case IR_OP_ADD: return binary(&k, a, "rt_add");
-    case IR_OP_MUL: return binary(&k, a, "rt_mul");
+        CALL(SWIGLU_BWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2], SZ(numel(k, n->in[2])));
+        return;
+    case IR_OP_ADD: binary(k, a, CG_CALL_ADD); return;
+    case IR_OP_MUL: binary(k, a, CG_CALL_MUL); return;
     case IR_OP_SOFTMAX:
     case IR_OP_SOFTMAX_BWD: {
         int x = n->in[n->op == IR_OP_SOFTMAX ? 0 : 1];
-        cols = k.local[T(&k, x)->dim[T(&k, x)->rank - 1]];
-        rows = lnumel(&k, x) / cols;
+        cols = dim1(k, T(k, x)->dim[T(k, x)->rank - 1]);
+        rows = cg_sz_div(numel(k, x), cols);
         if (n->op == IR_OP_SOFTMAX)
-            return (char *)cg_fmt(c, "rt_softmax_fwd(%s, %s, %lld, %lld);", a->out[0], a->in[0],
-                                  (long long)rows, (long long)cols);
-        return (char *)cg_fmt(c, "rt_softmax_bwd(%s, %s, %s, %lld, %lld);", a->out[0], a->in[0],
-                              a->in[1], (long long)rows, (long long)cols);
+            CALL(SOFTMAX_FWD, a->out[0], a->in[0], SZ(rows), SZ(cols));
+        else
+            CALL(SOFTMAX_BWD, a->out[0], a->in[0], a->in[1], SZ(rows), SZ(cols));
+        return;
     }
     case IR_OP_CROSS_ENTROPY:
-        vocab_shape(&k, n->in[0], &vl, &vd);
-        return (char *)cg_fmt(c, "rt_cross_entropy_fwd(g_loss, %s, %s, %s, %lld, %lld, %s, %lld, %s);",
-                              a->out[1], a->in[0], a->in[1], (long long)lnumel(&k, n->in[1]),
-                              (long long)vl, offset_of(&k, vd, vl), (long long)c->total_rows,
-                              comm_of(&k, vd));
-    case IR_OP_CROSS_ENTROPY_BWD:
-        vocab_shape(&k, n->in[0], &vl, &vd);
-        return (char *)cg_fmt(c, "rt_cross_entropy_bwd(%s, %s, %s, %s, %s, %lld, %lld, %s, %lld);",
-                              a->out[0], a->in[0], a->in[1], a->in[2], a->in[3],
-                              (long long)lnumel(&k, n->in[1]), (long long)vl, offset_of(&k, vd, vl),
-                              (long long)c->total_rows);
+    case IR_OP_CROSS_ENTROPY_BWD: cross_entropy(k, a); return;
     case IR_OP_REDUCE_SUM:
-        cols = lnumel(&k, n->out[0]);
-        return (char *)cg_fmt(c, "%s(%s, %s, %lld, %lld, %s);",
-                              a->grad_out ? "rt_reduce_rows_grad" : "rt_reduce_rows", a->out[0], a->in[0],
-                              (long long)(lnumel(&k, n->in[0]) / cols), (long long)cols,
-                              b(a->accumulate));
+        cols = numel(k, n->out[0]);
+        cg_call(c, op, piece, 0, a->grad_out ? CG_CALL_REDUCE_ROWS_GRAD : CG_CALL_REDUCE_ROWS,
+                ARGS(a->out[0], a->in[0], SZ(cg_sz_div(numel(k, n->in[0]), cols)), SZ(cols),
+                     BOOL(a->accumulate)));
+        return;
     case IR_NUM_OPS: break;
     }
     ir_die("codegen: no kernel for op %d", (int)n->op);
@@ -289,35 +270,32 @@ char *cg_kernel(Cg *c, const IrNode *n, const CgArgs *a)
 
 /* GEMMs of one shape as one rt_matmul_batch (rt_matmul_grad_batch): n[i]
  * with a[i], each MATMUL whose rt_matmul the call replaces. Sibling GEMMs
- * (pass_gemm_batch) have one shape; anything else is a codegen bug. The
- * pointer arrays are locals of a block, which C and C++ both take. */
-char *cg_kernel_batch(Cg *c, const IrNode *const *n, const CgArgs *a, int count)
+ * (pass_gemm_batch) have one shape; anything else is a codegen bug. */
+void cg_kernel_batch(Cg *c, CgOp *op, int piece, const IrNode *const *n, const CgArgs *a, int count)
 {
     if (count < 2 || count > PASS_GEMM_BATCH_MAX)
         ir_die("codegen: a batch of %d GEMMs", count);
-    Gemm m0 = {0};
-    const char *cs = "", *as = "", *bs = "";
+    Gemm m0;
+    memset(&m0, 0, sizeof m0);
+    int cs[PASS_GEMM_BATCH_MAX], as[PASS_GEMM_BATCH_MAX], bs[PASS_GEMM_BATCH_MAX];
     for (int i = 0; i < count; i++) {
         if (n[i]->op != IR_OP_MATMUL)
             ir_die("codegen: node %d batched as a GEMM", n[i]->id);
-        K k = k_of(c, n[i]);
+        K k = k_of(c, op, piece, n[i]);
         Gemm m = gemm_of(&k);
         if (i == 0)
             m0 = m;
-        else if (m.M != m0.M || m.N != m0.N || m.K != m0.K || m.ta != m0.ta || m.tb != m0.tb ||
-                 a[i].accumulate != a[0].accumulate || a[i].grad_out != a[0].grad_out)
+        else if (m.M.v != m0.M.v || m.N.v != m0.N.v || m.K.v != m0.K.v || m.ta != m0.ta ||
+                 m.tb != m0.tb || a[i].accumulate != a[0].accumulate || a[i].grad_out != a[0].grad_out)
             ir_die("codegen: GEMMs of nodes %d and %d batched with different shapes", n[0]->id,
                    n[i]->id);
-        const char *sep = i ? ", " : "";
-        cs = cg_fmt(c, "%s%s%s", cs, sep, a[i].out[0]);
-        as = cg_fmt(c, "%s%s%s", as, sep, a[i].in[0]);
-        bs = cg_fmt(c, "%s%s%s", bs, sep, a[i].in[1]);
+        if (a[i].out[0].kind != CG_A_BUF || a[i].in[0].kind != CG_A_BUF || a[i].in[1].kind != CG_A_BUF)
+            ir_die("codegen: a batched GEMM of node %d not over buffers", n[i]->id);
+        cs[i] = a[i].out[0].buf;
+        as[i] = a[i].in[0].buf;
+        bs[i] = a[i].in[1].buf;
     }
-    bool g = a[0].grad_out;
-    return (char *)cg_fmt(c,
-                          "{ %s *c_[] = {%s}; const rt_act *a_[] = {%s}; const rt_act *b_[] = {%s}; "
-                          "%s(%d, c_, a_, b_, %lld, %lld, %lld, %s, %s, %s); }",
-                          g ? "rt_grad" : "rt_act", cs, as, bs,
-                          g ? "rt_matmul_grad_batch" : "rt_matmul_batch", count, (long long)m0.M,
-                          (long long)m0.N, (long long)m0.K, b(m0.ta), b(m0.tb), b(a[0].accumulate));
+    cg_call(c, op, piece, 0, a[0].grad_out ? CG_CALL_MATMUL_GRAD_BATCH : CG_CALL_MATMUL_BATCH,
+            ARGS(cg_a_bufs(c, cs, count), cg_a_bufs(c, as, count), cg_a_bufs(c, bs, count), SZ(m0.M),
+                 SZ(m0.N), SZ(m0.K), BOOL(m0.ta), BOOL(m0.tb), BOOL(a[0].accumulate)));
 }

@@ -11,7 +11,8 @@
  *   scratch     the collectives' staging area (rt_act only)
  * Offsets are in elements of the arena's type, so the plan is the same for the
  * CPU (float) and CUDA (bf16) builds of a program. Temporaries are packed by
- * liveness: a buffer lives from the first statement naming it to the last,
+ * liveness: a buffer lives from the first statement naming it to the last
+ * (the buffers each typed statement names, cg_stmt_bufs),
  * and two buffers share memory only if their lives are disjoint. */
 #include "cg.h"
 
@@ -21,18 +22,6 @@
 #define ALIGN 64 /* elements: 256 bytes of floats */
 
 static int64_t align(int64_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
-
-/* Calls f(buf) for every $id in text. */
-static void refs(const char *text, void (*f)(void *, int), void *ctx)
-{
-    for (const char *p = text; (p = strchr(p, '$')); ) {
-        p++;
-        int id = 0;
-        while (*p >= '0' && *p <= '9')
-            id = id * 10 + (*p++ - '0');
-        f(ctx, id);
-    }
-}
 
 typedef struct LiveCtx {
     CgRankProg *r;
@@ -111,7 +100,7 @@ void cg_memplan(Cg *c, CgRankProg *r)
         CgOp *op = &r->ops[o];
         for (int i = 0; i < op->st.n; i++) {
             LiveCtx x = {r, o, i, op->st.v[i].piece};
-            refs(op->st.v[i].text, touch, &x);
+            cg_stmt_bufs(&op->st.v[i], touch, &x);
         }
     }
     /* Persistent buffers. */

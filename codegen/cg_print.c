@@ -1,450 +1,16 @@
 /* cg_print.c: model.h and model.c, the generated half of a training program.
  *
- * A pipeline stage's forward and backward are printed as one function per
- * piece (the embedding, each layer, the head) over a struct of buffer
- * pointers, and a stage function that receives, loads inputs, calls the
- * pieces and sends. Pieces whose code comes out identical (the layers of a
- * model, whatever stage they sit in) share one struct type and one pair of
- * functions, as in hand-written trainers:
- *     static void layer_forward(Layer *b) { ... rt_matmul(b->q, b->h, b->wq, ...); ... }
- * Struct fields hold what outlives the function (parameters, gradients,
- * activations kept for backward, values passed between pieces); temporaries
- * of one function are locals in the workspace. The bind function of each
- * pipeline rank points every field into the rank's arena (cg_mem.c). */
-#include "cg.h"
+ * model.c holds one struct and forward/backward pair per kind of piece
+ * (cg_piece.c), the stages (cg_stage.c), and per pipeline rank the tables
+ * printed here: its schedule, parameters, gradient buckets and the bind
+ * function that points every field into the rank's arena (cg_mem.c). */
+#include "cg_print.h"
 
 #include <ctype.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *ctype(int t) { return t == CG_ACT ? "rt_act" : t == CG_F32 ? "float" : "int32_t"; }
-static const char *wsname(int t) { return t == CG_ACT ? "g_ws_act" : t == CG_F32 ? "g_ws_f32" : "g_ws_i32"; }
 static const char *arena(int t) { return t == CG_ACT ? "A" : t == CG_F32 ? "F" : "I"; }
-
-/* ----------------------------------------------------------- growing text */
-typedef struct Str {
-    char *s;
-    size_t n, cap;
-} Str;
-
-__attribute__((format(printf, 2, 3))) static void sp(Str *b, const char *fmt, ...)
-{
-    va_list ap;
-    for (;;) {
-        va_start(ap, fmt);
-        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        if (b->s && (size_t)k < b->cap - b->n) {
-            b->n += (size_t)k;
-            return;
-        }
-        b->cap = (b->cap + (size_t)k + 1) * 2;
-        b->s = ir_xrealloc(b->s, b->cap);
-        if (b->n == 0)
-            b->s[0] = 0;
-    }
-}
-
-/* ------------------------------------------------------------- naming */
-
-/* The name of tensor t's buffers inside piece p: values made in another
- * piece read as "in_<source name>", so every layer names its input alike. */
-static const char *stem(Cg *c, int t, int piece)
-{
-    const IrTensor *x = &c->g->tensors[t];
-    if (x->role == IR_GRAD && x->grad_of >= 0)
-        return cg_fmt(c, "d_%s", stem(c, x->grad_of, piece));
-    if (piece >= 0 && x->role != IR_PARAM && x->role != IR_INPUT && x->piece != piece)
-        return cg_ident(c, cg_fmt(c, "in_%s", x->base));
-    return cg_ident(c, cg_short_name(c, t));
-}
-
-static const char *buf_name(Cg *c, const CgBuf *b, int piece)
-{
-    if (b->tensor < 0)
-        return cg_ident(c, b->name);
-    return cg_ident(c, cg_fmt(c, "%s%s%s", b->pre, stem(c, b->tensor, piece), b->suf));
-}
-
-typedef struct Names {
-    int *of;          /* buffer id -> index into name, or -1 */
-    VEC(const char *) name;
-} Names;
-
-static const char *uniq(Cg *c, Names *ns, int buf, const char *want)
-{
-    if (ns->of[buf] >= 0)
-        return ns->name.v[ns->of[buf]];
-    const char *n = want;
-    for (int k = 2;; k++) {
-        bool used = false;
-        for (int i = 0; i < ns->name.n && !used; i++)
-            used = !strcmp(ns->name.v[i], n);
-        if (!used)
-            break;
-        n = cg_fmt(c, "%s_%d", want, k);
-    }
-    ns->of[buf] = ns->name.n;
-    vec_push(ns->name, n);
-    return n;
-}
-
-static void names_init(Cg *c, Names *ns, int nbufs)
-{
-    ns->of = ir_alloc(c->arena, sizeof(int) * (size_t)(nbufs + 1));
-    for (int i = 0; i < nbufs; i++)
-        ns->of[i] = -1;
-    ns->name.n = 0;
-    ns->name.v = NULL;
-    ns->name.cap = 0;
-}
-
-/* Calls f for each $id of text in order. */
-static void each_ref(const char *text, void (*f)(void *, int), void *ctx)
-{
-    for (const char *p = text; (p = strchr(p, '$'));) {
-        p++;
-        int id = 0;
-        while (*p >= '0' && *p <= '9')
-            id = id * 10 + (*p++ - '0');
-        f(ctx, id);
-    }
-}
-
-/* text with each $id replaced by resolve(id). */
-static char *resolve(Cg *c, const char *text, const char *(*name)(void *, int), void *ctx)
-{
-    Str out = {0};
-    sp(&out, "%s", "");
-    for (const char *p = text; *p;) {
-        if (*p != '$') {
-            sp(&out, "%c", *p++);
-            continue;
-        }
-        p++;
-        int id = 0;
-        while (*p >= '0' && *p <= '9')
-            id = id * 10 + (*p++ - '0');
-        sp(&out, "%s", name(ctx, id));
-    }
-    char *r = ir_strdup(c->arena, out.s);
-    free(out.s);
-    return r;
-}
-
-/* ------------------------------------------------------------- pieces */
-
-typedef struct Piece {
-    int piece;
-    int rank, chunk;
-    VEC(int) fields;           /* buffer ids, in struct order */
-    Names fnames;
-    char *struct_body, *fwd, *bwd;
-    int kind;
-} Piece;
-
-typedef struct Kind {
-    const char *type, *fn;
-    char *key;
-    Piece *first;
-} Kind;
-
-typedef struct PrintCtx {
-    Cg *c;
-    CgRankProg *r;
-    Piece *pc;
-    Names *locals;
-    const char *self; /* "b" in piece functions, "s" in stage functions */
-    Names *fields;
-} PrintCtx;
-
-static bool is_local(const CgBuf *b, int piece)
-{
-    return b->kind == CG_B_TEMP && b->home == CG_HOME_LOCAL && b->piece == piece;
-}
-
-static void collect_field(void *vctx, int id)
-{
-    PrintCtx *x = vctx;
-    CgBuf *b = x->r->bufs.v[id];
-    if (is_local(b, x->pc->piece))
-        return;
-    for (int i = 0; i < x->pc->fields.n; i++)
-        if (x->pc->fields.v[i] == id)
-            return;
-    vec_push(x->pc->fields, id);
-}
-
-static const char *name_in_fn(void *vctx, int id)
-{
-    PrintCtx *x = vctx;
-    CgBuf *b = x->r->bufs.v[id];
-    int piece = x->pc ? x->pc->piece : -1;
-    if (x->pc && is_local(b, piece))
-        return uniq(x->c, x->locals, id, buf_name(x->c, b, piece));
-    return cg_fmt(x->c, "%s->%s", x->self, uniq(x->c, x->fields, id, buf_name(x->c, b, piece)));
-}
-
-static int field_group(const CgBuf *b)
-{
-    switch (b->kind) {
-    case CG_B_PARAM: return 0;
-    case CG_B_GRAD: return 1;
-    case CG_B_SLOT: return 2;
-    default: return 3;
-    }
-}
-
-/* The body of one piece function over the op's statements of that piece. */
-static char *piece_fn(Cg *c, CgRankProg *r, Piece *pc, CgOp *op)
-{
-    Names locals;
-    names_init(c, &locals, r->bufs.n);
-    PrintCtx x = {c, r, pc, &locals, "b", &pc->fnames};
-    Str body = {0};
-    sp(&body, "%s", "");
-    VEC(const char *) lines = {0};
-    for (int i = 0; i < op->st.n; i++)
-        if (op->st.v[i].piece == pc->piece)
-            vec_push(lines, resolve(c, op->st.v[i].text, name_in_fn, &x));
-    /* Locals: the workspace buffers of this function, at their planned offsets. */
-    for (int i = 0; i < r->bufs.n; i++) {
-        CgBuf *b = r->bufs.v[i];
-        if (locals.of[i] < 0)
-            continue;
-        sp(&body, "    %s *%s = %s + %lld; /* %s */\n", ctype(b->type), locals.name.v[locals.of[i]],
-           wsname(b->type), (long long)b->offset, b->comment);
-    }
-    if (locals.name.n)
-        sp(&body, "\n");
-    for (int i = 0; i < lines.n; i++)
-        sp(&body, "    %s\n", lines.v[i]);
-    vec_free(lines);
-    vec_free(locals.name);
-    char *s = ir_strdup(c->arena, body.s);
-    free(body.s);
-    return s;
-}
-
-static void build_piece(Cg *c, CgRankProg *r, int chunk, Piece *pc)
-{
-    CgOp *ops[2] = {&r->ops[2 * chunk], &r->ops[2 * chunk + 1]};
-    PrintCtx x = {c, r, pc, NULL, "b", NULL};
-    for (int o = 0; o < 2; o++)
-        for (int i = 0; i < ops[o]->st.n; i++)
-            if (ops[o]->st.v[i].piece == pc->piece)
-                each_ref(ops[o]->st.v[i].text, collect_field, &x);
-    /* Fields grouped: parameters, gradients, kept activations, shared temporaries. */
-    for (int i = 1; i < pc->fields.n; i++)
-        for (int j = i; j > 0 && field_group(r->bufs.v[pc->fields.v[j]]) <
-                                     field_group(r->bufs.v[pc->fields.v[j - 1]]); j--) {
-            int t = pc->fields.v[j];
-            pc->fields.v[j] = pc->fields.v[j - 1];
-            pc->fields.v[j - 1] = t;
-        }
-    names_init(c, &pc->fnames, r->bufs.n);
-    for (int i = 0; i < pc->fields.n; i++) {
-        CgBuf *b = r->bufs.v[pc->fields.v[i]];
-        uniq(c, &pc->fnames, b->id, buf_name(c, b, pc->piece));
-    }
-    pc->fwd = piece_fn(c, r, pc, ops[0]);
-    pc->bwd = piece_fn(c, r, pc, ops[1]);
-    static const char *const heads[] = {"parameters", "parameter gradients",
-                                        "kept for the backward pass (one per micro-batch in flight)",
-                                        "passed between pieces within one pass"};
-    Str st = {0};
-    sp(&st, "%s", "");
-    int group = -1;
-    for (int i = 0; i < pc->fields.n; i++) {
-        CgBuf *b = r->bufs.v[pc->fields.v[i]];
-        if (field_group(b) != group) {
-            group = field_group(b);
-            sp(&st, "    /* %s */\n", heads[group]);
-        }
-        sp(&st, "    %s *%s; /* %s */\n", ctype(b->type), pc->fnames.name.v[pc->fnames.of[b->id]],
-           b->comment);
-    }
-    pc->struct_body = ir_strdup(c->arena, st.s);
-    free(st.s);
-}
-
-static const char *kind_base(Cg *c, int piece)
-{
-    const char *n = c->g->pieces[piece].name;
-    char buf[128];
-    size_t k = 0;
-    for (const char *p = n; *p && k + 1 < sizeof buf; p++)
-        if (isalpha((unsigned char)*p) || *p == '_')
-            buf[k++] = (char)tolower((unsigned char)*p);
-    buf[k] = 0;
-    return cg_ident(c, k ? buf : "piece");
-}
-
-/* --------------------------------------------------------------- output */
-
-typedef struct Out {
-    Cg *c;
-    FILE *f;
-    VEC(Kind) kinds;
-    Piece **pieces; /* [rank][chunk][k] flattened per rank below */
-} Out;
-
-static int find_kind(Out *o, Piece *pc)
-{
-    Cg *c = o->c;
-    const char *base = kind_base(c, pc->piece);
-    char *key = (char *)cg_fmt(c, "%s", ""); /* placeholder, replaced below */
-    size_t n = strlen(pc->struct_body) + strlen(pc->fwd) + strlen(pc->bwd) + 4;
-    key = ir_alloc(c->arena, n);
-    snprintf(key, n, "%s\x01%s\x01%s", pc->struct_body, pc->fwd, pc->bwd);
-    for (int i = 0; i < o->kinds.n; i++)
-        if (!strcmp(o->kinds.v[i].key, key))
-            return i;
-    const char *fn = base;
-    for (int k = 2;; k++) {
-        bool used = false;
-        for (int i = 0; i < o->kinds.n; i++)
-            used |= !strcmp(o->kinds.v[i].fn, fn);
-        if (!used)
-            break;
-        fn = cg_fmt(c, "%s%d", base, k);
-    }
-    char *type = (char *)cg_fmt(c, "%s", fn);
-    type[0] = (char)toupper((unsigned char)type[0]);
-    vec_push(o->kinds, ((Kind){type, fn, key, pc}));
-    return o->kinds.n - 1;
-}
-
-static void print_kind(Out *o, const Kind *k)
-{
-    FILE *f = o->f;
-    const Piece *pc = k->first;
-    fprintf(f, "/* %s: %s */\ntypedef struct %s {\n%s} %s;\n\n", k->type,
-            o->c->g->pieces[pc->piece].name, k->type, pc->struct_body, k->type);
-    fprintf(f, "static void %s_forward(%s *b)\n{\n%s}\n\n", k->fn, k->type, pc->fwd);
-    fprintf(f, "static void %s_backward(%s *b)\n{\n%s}\n\n", k->fn, k->type, pc->bwd);
-}
-
-/* Runs of consecutive pieces of one kind in a stage become one array field. */
-typedef struct Run {
-    int kind, first, count; /* pieces [first, first + count) of the stage */
-    const char *field;
-} Run;
-
-typedef struct StagePrint {
-    int rank, chunk, stage;
-    Piece *pieces;
-    int npieces;
-    Run runs[256];
-    int nruns;
-    Names fields;
-    VEC(int) bufs; /* chunk-level fields */
-} StagePrint;
-
-static const char *stage_ref(void *vctx, int id)
-{
-    PrintCtx *x = vctx;
-    return cg_fmt(x->c, "s->%s", uniq(x->c, x->fields, id, buf_name(x->c, x->r->bufs.v[id], -1)));
-}
-
-static void collect_stage(void *vctx, int id)
-{
-    StagePrint *sp_ = vctx;
-    for (int i = 0; i < sp_->bufs.n; i++)
-        if (sp_->bufs.v[i] == id)
-            return;
-    vec_push(sp_->bufs, id);
-}
-
-static void print_stage_fn(Out *o, CgRankProg *r, StagePrint *st, bool bwd)
-{
-    Cg *c = o->c;
-    FILE *f = o->f;
-    CgOp *op = &r->ops[2 * st->chunk + bwd];
-    PrintCtx x = {c, r, NULL, NULL, "s", &st->fields};
-    fprintf(f, "static void stage%d_%s(int mb, int slot)\n{\n    Stage%d *s = &stage%d[slot];\n"
-               "    (void)mb;\n", st->stage, bwd ? "backward" : "forward", st->stage, st->stage);
-    int i = 0;
-    /* The stage's own statements come before and after the pieces'. */
-    for (; i < op->st.n && op->st.v[i].piece < 0; i++)
-        fprintf(f, "    %s\n", resolve(c, op->st.v[i].text, stage_ref, &x));
-    int seen_pieces = 0;
-    for (int k = 0; k < st->nruns; k++) {
-        int kk = bwd ? st->nruns - 1 - k : k;
-        Run *ru = &st->runs[kk];
-        const Kind *kd = &o->kinds.v[ru->kind];
-        if (ru->count == 1)
-            fprintf(f, "    %s_%s(&s->%s);\n", kd->fn, bwd ? "backward" : "forward", ru->field);
-        else if (!bwd)
-            fprintf(f, "    for (int l = 0; l < %d; l++)\n        %s_forward(&s->%s[l]);\n",
-                    ru->count, kd->fn, ru->field);
-        else
-            fprintf(f, "    for (int l = %d; l >= 0; l--)\n        %s_backward(&s->%s[l]);\n",
-                    ru->count - 1, kd->fn, ru->field);
-        seen_pieces += ru->count;
-    }
-    /* Skip the pieces' statements (checked contiguous), then the stage's tail. */
-    int cur = -1, changes = 0;
-    for (; i < op->st.n && op->st.v[i].piece >= 0; i++)
-        if (op->st.v[i].piece != cur) {
-            cur = op->st.v[i].piece;
-            changes++;
-        }
-    if (changes > seen_pieces)
-        ir_die("codegen: stage %d's %s interleaves pieces", st->stage, bwd ? "backward" : "forward");
-    for (; i < op->st.n; i++) {
-        if (op->st.v[i].piece >= 0)
-            ir_die("codegen: stage %d's %s has piece statements after its tail", st->stage,
-                   bwd ? "backward" : "forward");
-        fprintf(f, "    %s\n", resolve(c, op->st.v[i].text, stage_ref, &x));
-    }
-    fprintf(f, "}\n\n");
-}
-
-static void print_stage(Out *o, CgRankProg *r, StagePrint *st)
-{
-    Cg *c = o->c;
-    FILE *f = o->f;
-    const PassStage *ps = &c->p->stages[st->stage];
-    /* Chunk-level fields. */
-    names_init(c, &st->fields, r->bufs.n);
-    for (int b = 0; b < 2; b++) {
-        CgOp *op = &r->ops[2 * st->chunk + b];
-        for (int i = 0; i < op->st.n; i++)
-            if (op->st.v[i].piece < 0)
-                each_ref(op->st.v[i].text, collect_stage, st);
-    }
-    fprintf(f, "/* Stage %d (pipeline rank %d, chunk %d): pieces %d..%d (%s .. %s), recompute %s */\n",
-            st->stage, r->pp_rank, st->chunk, ps->first_piece, ps->first_piece + ps->npieces - 1,
-            c->g->pieces[ps->first_piece].name, c->g->pieces[ps->first_piece + ps->npieces - 1].name,
-            pass_recompute_name(ps->recompute));
-    fprintf(f, "typedef struct Stage%d {\n", st->stage);
-    for (int i = 0; i < st->bufs.n; i++) {
-        CgBuf *b = r->bufs.v[st->bufs.v[i]];
-        fprintf(f, "    %s *%s; /* %s */\n", ctype(b->type),
-                uniq(c, &st->fields, b->id, buf_name(c, b, -1)), b->comment);
-    }
-    CgIo *lists[2] = {r->send_act[st->chunk].v, r->send_grad[st->chunk].v};
-    int nl[2] = {r->send_act[st->chunk].n, r->send_grad[st->chunk].n};
-    for (int l = 0; l < 2; l++)
-        for (int i = 0; i < nl[l]; i++)
-            fprintf(f, "    RtReq *%s; /* send in flight from this slot */\n", lists[l][i].req);
-    for (int k = 0; k < st->nruns; k++) {
-        Run *ru = &st->runs[k];
-        const Kind *kd = &o->kinds.v[ru->kind];
-        int p0 = st->pieces[ru->first].piece;
-        if (ru->count == 1)
-            fprintf(f, "    %s %s; /* %s */\n", kd->type, ru->field, c->g->pieces[p0].name);
-        else
-            fprintf(f, "    %s %s[%d]; /* %s .. %s */\n", kd->type, ru->field, ru->count,
-                    c->g->pieces[p0].name, c->g->pieces[p0 + ru->count - 1].name);
-    }
-    fprintf(f, "} Stage%d;\n\nstatic Stage%d stage%d[%d]; /* one per micro-batch slot */\n\n",
-            st->stage, st->stage, st->stage, r->nslots[st->chunk]);
-    print_stage_fn(o, r, st, false);
-    print_stage_fn(o, r, st, true);
-}
 
 /* "A + 123" or "A + 123 + k * 456" for buffer b in slot k. */
 static const char *where(Cg *c, CgRankProg *r, const CgBuf *b)
@@ -706,6 +272,12 @@ static void print_header(Cg *c, FILE *h)
                "#define rt_matmul_grad(...) cg_matmul_grad(__VA_ARGS__)\n"
                "#define rt_matmul_batch(...) cg_matmul_batch(__VA_ARGS__)\n"
                "#define rt_matmul_grad_batch(...) cg_matmul_grad_batch(__VA_ARGS__)\n");
+    fprintf(h, "\n/* Call arguments model.c names: the size of no dims (a call working along\n"
+               " * a tensor's first or last dim), a batch's GEMM count, the tag of boundary\n"
+               " * tensor i after stage s (or its gradient). */\n"
+               "#define CG_NO_DIMS 1\n"
+               "#define CG_COUNT(a) ((int)(sizeof(a) / sizeof *(a)))\n"
+               "#define CG_TAG(s, i, grad) (((s) * 64 + (i)) * 2 + (grad))\n");
     fprintf(h, "\n#endif\n");
 }
 
@@ -713,7 +285,7 @@ bool cg_print_model(Cg *c, FILE *h, FILE *f)
 {
     print_header(c, h);
     const PassPlan *p = c->p;
-    Out o = {c, f, {0}, NULL};
+    Out o = {c, f, {0}};
     fprintf(f, "/* model.c: %s (%s), generated by ptdc %s. Do not edit.\n *\n", c->g->name,
             c->g->path ? c->g->path : "?", PTDC_VERSION);
     fprintf(f, " * Plan: %d pipeline rank(s)%s x a %d x %d mesh (axis 0 \"%s\", axis 1 \"%s\"),\n",
@@ -742,38 +314,21 @@ bool cg_print_model(Cg *c, FILE *h, FILE *f)
                 pc->piece = ps->first_piece + k;
                 pc->rank = rk;
                 pc->chunk = j;
-                build_piece(c, r, j, pc);
-                pc->kind = find_kind(&o, pc);
+                cg_build_piece(c, r, j, pc);
+                pc->kind = cg_find_kind(&o, pc);
             }
         }
     }
     fprintf(f, "/* ------------------------------------------------------------------ pieces */\n\n");
     for (int i = 0; i < o.kinds.n; i++)
-        print_kind(&o, &o.kinds.v[i]);
+        cg_print_kind(&o, &o.kinds.v[i]);
     fprintf(f, "/* ------------------------------------------------------------------ stages */\n\n");
     for (int rk = 0; rk < p->pp; rk++) {
         CgRankProg *r = &c->ranks[rk];
         for (int j = 0; j < r->nchunks; j++) {
             StagePrint *st = &stages[rk][j];
-            for (int k = 0; k < st->npieces;) {
-                int m = k + 1;
-                while (m < st->npieces && st->pieces[m].kind == st->pieces[k].kind)
-                    m++;
-                const char *base = o.kinds.v[st->pieces[k].kind].fn, *field = base;
-                for (int q = 2;; q++) {
-                    bool used = false;
-                    for (int x = 0; x < st->nruns; x++)
-                        used |= !strcmp(st->runs[x].field, field);
-                    if (!used)
-                        break;
-                    field = cg_fmt(c, "%s%d", base, q);
-                }
-                if (st->nruns == 256)
-                    ir_die("codegen: more than 256 runs of pieces in one stage");
-                st->runs[st->nruns++] = (Run){st->pieces[k].kind, k, m - k, field};
-                k = m;
-            }
-            print_stage(&o, r, st);
+            cg_stage_runs(&o, st);
+            cg_print_stage(&o, r, st);
         }
     }
     fprintf(f, "/* ------------------------------------------------------- pipeline ranks */\n\n");
@@ -796,8 +351,12 @@ bool cg_print_model(Cg *c, FILE *h, FILE *f)
             for (int k = 0; k < st->npieces; k++) {
                 vec_free(st->pieces[k].fields);
                 vec_free(st->pieces[k].fnames.name);
+                vec_free(st->pieces[k].locals[0].name);
+                vec_free(st->pieces[k].locals[1].name);
             }
         }
+    for (int i = 0; i < o.kinds.n; i++)
+        vec_free(o.kinds.v[i].consts.v);
     vec_free(o.kinds);
     return !ferror(f) && !ferror(h);
 }
