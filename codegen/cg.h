@@ -1,6 +1,6 @@
 /* cg.h: internals of codegen/ shared by its files (not an export; see
  * codegen.h). The flow, for each pipeline rank:
- *   cg_plan.c    what the plan implies for every tensor: shardings, stages,
+ *   cg_analyse.c what the plan implies for every tensor: shardings, stages,
  *                which activations are kept for backward, recomputation,
  *                pipeline boundaries, how each parameter is stored and reduced
  *   cg_sched.c   the micro-batch schedule (1F1B, interleaved), buffer slots,
@@ -10,7 +10,7 @@
  *                statements (cg_call.c: calls of the CG_CALLS table over
  *                buffer ids and named sizes), with cg_reshard.c, cg_fwd.c,
  *                cg_bwd.c, cg_grad.c (cg_low.h); kernels from cg_kernel.c,
- *                collectives from pass_reshard
+ *                collectives from plan_reshard; the rank's buffers in cg_buf.c
  *   cg_bucket.c  gradient buckets: which parameters are reduced together, in
  *                the order the backward completes them
  *   cg_names.c   tensor names as C identifiers (used by cg_lower.c and cg_print.c)
@@ -303,7 +303,7 @@ typedef struct Cg {
     CgHf hf;                          /* cg_hf.c */
 } Cg;
 
-/* cg_plan.c */
+/* cg_analyse.c */
 bool cg_analyse(Cg *c);
 PassSharding cg_need(const Cg *c, const IrNode *n, int i);     /* input i's sharding */
 PassSharding cg_made(const Cg *c, const IrNode *n, int j);     /* output j's sharding */
@@ -329,6 +329,7 @@ bool cg_master_aliases(const Cg *c);
 
 /* cg_lower.c */
 void cg_lower(Cg *c, CgRankProg *r);
+/* cg_buf.c */
 int cg_buf_new(Cg *c, CgRankProg *r, CgBufKind kind, CgType type, int64_t numel, int tensor,
                const char *pre, const char *suf, const char *comment);
 
@@ -413,7 +414,7 @@ const char *cg_hf_check(Cg *c, const char *path);
  * embed.cmake): names and contents, NULL-terminated, in the same order */
 extern const char *const cg_trainer_names[], *const cg_trainer_texts[];
 
-/* helpers (cg_plan.c) */
+/* helpers (cg_analyse.c) */
 const char *cg_fmt(Cg *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* cg_names.c: names in generated code */

@@ -8,6 +8,11 @@
 
 #include <string.h>
 
+const char *cg_sizeof(CgType t)
+{
+    return t == CG_ACT ? "sizeof(rt_act)" : t == CG_F32 ? "sizeof(float)" : "sizeof(int32_t)";
+}
+
 #define CG_CALL_NAME(id, fn, sig) fn,
 #define CG_CALL_SIG(id, fn, sig) sig,
 const char *const cg_call_name[CG_NCALLS] = {CG_CALLS(CG_CALL_NAME)};

@@ -57,11 +57,6 @@ static CgArg comm_of(const K *k, int d)
 #define SZ(v) cg_a_size(v)
 #define FLT(v) cg_a_flt(k->c, v)
 
-const char *cg_sizeof(CgType t)
-{
-    return t == CG_ACT ? "sizeof(rt_act)" : t == CG_F32 ? "sizeof(float)" : "sizeof(int32_t)";
-}
-
 bool cg_kernel_accumulates(const IrNode *n, int j)
 {
     switch (n->op) {

@@ -7,8 +7,20 @@
  * framework cannot express is said here, before any flag is printed. */
 #include "report.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+
+/* A refusal, here at the bottom of the framework files (plan_frame.c and the
+ * emitters call it too). */
+bool pass_refuse(char *why, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, n, fmt, ap);
+    va_end(ap);
+    return false;
+}
 
 const char *const pass_arch_what[PASS_NARCH] = {
 #define ARCH(ID, what) [PASS_ARCH_##ID] = what,
