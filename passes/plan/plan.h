@@ -23,7 +23,8 @@ void pass_plan_explain(FILE *f, const PassCostCtx *c, const IrGraph *g, const Pa
                        PassIlpCache *cache, const PassSearchResult *r);
 
 /* ------------------------------------------------ frameworks (issue 11) */
-/* A refusal: the sentence into why (n bytes); returns false (plan_frame.c). */
+/* A refusal: the sentence into why (n bytes); returns false (plan_arch.c,
+ * the lowest of the framework files: they all refuse). */
 bool pass_refuse(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The model as Megatron-LM and torchtitan describe one (plan_arch.c): a
  * decoder of identical pre-norm layers between a token embedding and an LM

@@ -7,6 +7,7 @@
  * framework cannot express is said here, before any flag is printed. */
 #include "plan/plan.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,6 +16,15 @@ const char *const pass_arch_what[PASS_NARCH] = {
 #include "plan/arch.def"
 #undef ARCH
 };
+
+bool pass_refuse(char *why, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, n, fmt, ap);
+    va_end(ap);
+    return false;
+}
 
 static bool is_param(const IrGraph *g, int t) { return g->tensors[t].role == IR_PARAM; }
 

@@ -9,19 +9,9 @@
 #include "plan/plan.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-bool pass_refuse(char *why, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, n, fmt, ap);
-    va_end(ap);
-    return false;
-}
 
 static bool loop_has(const IrGraph *g, const IrNode *n, int d)
 {
