@@ -162,29 +162,127 @@ static bool emit_programs(const DrvOptions *o, IrGraph *g, const PassPlan *p)
     return cg_emit(g, p, &co, o->out_dir);
 }
 
-/* The plan answer: the search's plan (or a framework's, for a layout pinned
- * under a framework stack) printed, written to DIR, or emitted as a
- * framework's configuration. Returns an exit status (driver.h). */
-static int plan(const DrvOptions *o, IrGraph *g)
+/* ---------------------------------------------------------------- modes */
+
+/* What one run of ptdc does, decided once (decide_mode) and run by the
+ * table `modes`. --explain adds the alternatives to any mode that searches
+ * (plan, layout, plan files, programs); alone it is the explain mode. */
+typedef enum {
+    MODE_CALIBRATE,   /* ptdc calibrate ...: measure the machine (calibrate/) */
+    MODE_IMPORT_HF,   /* ptdc import-hf ...: a Hugging Face config as a .mdl */
+    MODE_STACK,       /* --emit stack: the stack as a file; no model */
+    MODE_SUMMARY,     /* the model's summary: no output asked for, or --emit summary */
+    MODE_IR,          /* --emit ir: the operator graph */
+    MODE_IR_GRAD,     /* --emit ir-grad: with the backward graph */
+    MODE_FRAMEWORK,   /* --emit megatron|torchtitan: the framework's configuration */
+    MODE_PLAN,        /* --emit plan, or --plan-only / --json without -o: the plan on stdout */
+    MODE_LAYOUT,      /* as MODE_PLAN for a fully pinned layout: its prediction */
+    MODE_EXPLAIN,     /* --explain alone: the ten best plans and why others lose */
+    MODE_PLAN_FILES,  /* -o DIR --plan-only: plan.txt, plan.json, plan.svg */
+    MODE_PROGRAMS,    /* -o DIR: the plan files and every rank's program */
+    MODE_COUNT
+} Mode;
+
+/* The one place the mode is decided, from the parsed options (the
+ * subcommands by their first word, before: main). The order is the
+ * precedence: --emit's choice first, then -o DIR, then printing. */
+static Mode decide_mode(const DrvOptions *o)
 {
-    PassCluster cl;
-    if (!make_cluster(o, &cl))
+    const char *e = o->emit;
+    if (e && !strcmp(e, "stack"))
+        return MODE_STACK;
+    if (e && !strcmp(e, "ir"))
+        return MODE_IR;
+    if (e && !strcmp(e, "ir-grad"))
+        return MODE_IR_GRAD;
+    if (e && (!strcmp(e, "megatron") || !strcmp(e, "torchtitan")))
+        return MODE_FRAMEWORK;
+    if (e && !strcmp(e, "plan"))
+        return MODE_PLAN;
+    if (!(o->out_dir || o->plan_only || o->explain || (o->json && !e)))
+        return MODE_SUMMARY; /* --emit summary, or nothing that needs a plan */
+    if (o->out_dir)
+        return o->plan_only ? MODE_PLAN_FILES : MODE_PROGRAMS;
+    if (o->plan_only || o->json) {
+        PassSearchPins p;
+        make_pins(o, &p);
+        return pass_search_pinned_fully(&p) ? MODE_LAYOUT : MODE_PLAN;
+    }
+    return MODE_EXPLAIN;
+}
+
+/* The plan files of r, and the programs unless --plan-only, into DIR:
+ * all written or none. */
+static int write_dir(const DrvOptions *o, IrGraph *g, const PassCostCtx *ctx, const PassSearchResult *r)
+{
+    OutFile files[3];
+    render(&files[0], "plan.txt", pass_plan_print_text, g, ctx, r);
+    render(&files[1], "plan.json", pass_plan_print_json, g, ctx, r);
+    render(&files[2], "plan.svg", pass_plan_print_svg, g, ctx, r);
+    /* Programs first: cg_emit writes DIR whole or not at all, so a
+     * failure leaves no plan files behind either. */
+    bool ok = o->plan_only || emit_programs(o, g, &r->alt[0].plan);
+    ok = ok && write_all(o->out_dir, files, 3);
+    for (int i = 0; i < 3; i++)
+        free(files[i].text);
+    if (!ok)
         return DRV_INVALID;
-    PassCostCtx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.cl = &cl;
+    char lay[256];
+    fprintf(stderr, "ptdc: wrote %s/plan.txt, plan.json, plan.svg: %s, step %.3f s, MFU %.1f%%\n",
+            o->out_dir, pass_layout_str(&r->alt[0].layout, lay, sizeof lay),
+            r->alt[0].pred.step_time_s, 100 * r->alt[0].pred.mfu);
+    return DRV_OK;
+}
+
+/* The search's answer in the mode's form: printed, with the alternatives
+ * (--explain), written to DIR, or as a framework's configuration. */
+static int answer(Mode mode, const DrvOptions *o, IrGraph *g, const PassCostCtx *ctx, const PassSearchOpts *so,
+                  PassIlpCache *cache, PassSearchResult *r)
+{
+    switch (mode) {
+    case MODE_FRAMEWORK:
+        return drv_emit_framework(o, g, ctx, r);
+    case MODE_PLAN:
+        (o->json ? pass_plan_print_json : pass_plan_print_text)(stdout, g, ctx, r);
+        drv_answered = o->json;
+        break;
+    case MODE_LAYOUT: /* evaluating a layout by hand */
+        if (o->json)
+            drv_answer_json(g, ctx, &r->alt[0], "fits", DRV_OK, NULL, NULL);
+        else
+            pass_prediction_print_text(stdout, g, &r->alt[0].plan, ctx, &r->alt[0].pred);
+        drv_answered = o->json;
+        break;
+    default:
+        break;
+    }
+    if (o->explain) /* with --json stdout holds the one JSON object and nothing else */
+        pass_plan_explain(o->json ? stderr : stdout, ctx, g, so, cache, r);
+    if (mode == MODE_PLAN_FILES || mode == MODE_PROGRAMS)
+        return write_dir(o, g, ctx, r);
+    return DRV_OK;
+}
+
+/* The cluster, the stack and the requests that cannot work on them,
+ * refused before searching (and --emit megatron|torchtitan's model, which
+ * the framework must be able to build). fw: the framework of --emit, or
+ * NULL. */
+static int plan_setup(const DrvOptions *o, IrGraph *g, const char *fw, PassCluster *cl, PassCostCtx *ctx)
+{
+    if (!make_cluster(o, cl))
+        return DRV_INVALID;
+    memset(ctx, 0, sizeof *ctx);
+    ctx->cl = cl;
     /* --emit megatron|torchtitan: the flags of a framework, so the plan is
      * priced for it: the stack it implies, or a framework stack given. */
-    const char *fw = o->emit && (!strcmp(o->emit, "megatron") || !strcmp(o->emit, "torchtitan")) ? o->emit
-                                                                                                 : NULL;
-    if (!make_stack(o, fw && !o->stack ? (!strcmp(fw, "megatron") ? "megatron" : "fsdp") : o->stack, &cl,
-                    &ctx.st))
+    if (!make_stack(o, fw && !o->stack ? (!strcmp(fw, "megatron") ? "megatron" : "fsdp") : o->stack, cl,
+                    &ctx->st))
         return DRV_INVALID;
-    if (fw && !ctx.st.ref_stack) {
+    if (fw && !ctx->st.ref_stack) {
         ir_error(IR_NOLOC, "--emit %s prints %s's configuration, but the plan is priced for the %s "
                  "stack, which runs ptdc's programs (use --stack %s, or a stack file with "
                  "dynamic_memory = yes)", fw, !strcmp(fw, "megatron") ? "Megatron-LM" : "torchtitan",
-                 ctx.st.name, !strcmp(fw, "megatron") ? "megatron" : "fsdp");
+                 ctx->st.name, !strcmp(fw, "megatron") ? "megatron" : "fsdp");
         return DRV_INVALID;
     }
     if (fw) { /* a model the framework cannot build is refused before searching */
@@ -193,7 +291,7 @@ static int plan(const DrvOptions *o, IrGraph *g)
         if (!(!strcmp(fw, "megatron") ? pass_megatron_model : pass_torchtitan_model)(g, &arch, why, sizeof why)) {
             ir_error(IR_NOLOC, "--emit %s: %s", fw, why);
             if (o->json)
-                drv_answer_json(g, &ctx, NULL, "cannot_express", DRV_INEXPRESSIBLE, fw, NULL);
+                drv_answer_json(g, ctx, NULL, "cannot_express", DRV_INEXPRESSIBLE, fw, NULL);
             return DRV_INEXPRESSIBLE;
         }
     }
@@ -202,16 +300,30 @@ static int plan(const DrvOptions *o, IrGraph *g)
                  "combine with %s", fw, o->out_dir ? "-o DIR" : "--explain");
         return DRV_INVALID;
     }
-    if (o->out_dir && !o->plan_only && strcmp(ctx.st.name, "ptdc") != 0) {
+    if (o->out_dir && !o->plan_only && strcmp(ctx->st.name, "ptdc") != 0) {
         ir_error(IR_NOLOC, "-o DIR emits ptdc's programs, but the plan is for the %s stack "
-                 "(use --plan-only, or --emit megatron|torchtitan for its flags)", ctx.st.name);
+                 "(use --plan-only, or --emit megatron|torchtitan for its flags)", ctx->st.name);
         return DRV_INVALID;
     }
-    if (cl.gpu.kind == PASS_DEV_CPU && o->target && strcmp(o->target, "cpu") != 0) {
+    if (cl->gpu.kind == PASS_DEV_CPU && o->target && strcmp(o->target, "cpu") != 0) {
         ir_error(IR_NOLOC, "--target %s: the cluster file describes CPU ranks, whose programs are "
                  "CPU programs (--target cpu)", o->target);
         return DRV_INVALID;
     }
+    return DRV_OK;
+}
+
+/* The modes that search: the search's plan (or a framework's, for a layout
+ * pinned under a framework stack), answered in the mode's form. Returns an
+ * exit status (driver.h). */
+static int plan(Mode mode, const DrvOptions *o, IrGraph *g)
+{
+    const char *fw = mode == MODE_FRAMEWORK ? o->emit : NULL;
+    PassCluster cl;
+    PassCostCtx ctx;
+    int rc = plan_setup(o, g, fw, &cl, &ctx);
+    if (rc != DRV_OK)
+        return rc;
     DrvOptions oo = *o; /* a CPU cluster's programs are CPU programs */
     if (!oo.target)
         oo.target = cl.gpu.kind == PASS_DEV_CPU ? "cpu" : "cuda";
@@ -225,10 +337,9 @@ static int plan(const DrvOptions *o, IrGraph *g)
     so.global_batch = g->global_batch;
     so.ilp_time_limit_s = o->ilp_time_limit;
     so.keep = o->explain ? 10 : 1;
-    bool pinned = pass_search_pinned_fully(&so.pins);
     /* A framework chooses no strategies and no stage boundaries: a fully
      * pinned layout is its plan, without a search. */
-    bool framework_plan = ctx.st.ref_stack && pinned;
+    bool framework_plan = ctx.st.ref_stack && pass_search_pinned_fully(&so.pins);
     if (framework_plan && o->explain) {
         ir_error(IR_NOLOC, "--explain compares the search's plans, and under the %s stack a fully "
                  "pinned layout is evaluated as the framework lays it out, without a search (leave "
@@ -239,72 +350,29 @@ static int plan(const DrvOptions *o, IrGraph *g)
     PassIlpCache *cache = NULL;
     PassSearchResult r;
     memset(&r, 0, sizeof r);
-    int rc;
     if (framework_plan) {
         rc = drv_framework_layout(o, g, &ctx, &so, &r);
-        if (rc != DRV_OK)
-            goto out;
     } else if (fw) { /* the framework's own space, not ptdc's strategies and stages */
         rc = drv_framework_search(o, g, &ctx, &so, &r);
-        if (rc != DRV_OK)
-            goto out;
     } else {
         skel = pass_search_skeleton(g->arena, g);
         so.skeleton = skel;
         cache = pass_ilp_cache_new();
         if (!pass_search(&ctx, g, &so, cache, &r)) {
             rc = DRV_INVALID;
-            goto out;
-        }
-        if (!r.found) {
+        } else if (!r.found) {
             pass_search_explain_nofit(&ctx, g, &so, cache, &r);
             rc = r.no_layout ? DRV_INVALID : DRV_NOFIT;
             if (o->json && rc == DRV_NOFIT)
                 drv_answer_json(g, &ctx, r.have_closest ? &r.closest : NULL, "does_not_fit", rc, NULL, NULL);
-            goto out;
         }
     }
-    rc = DRV_OK;
-    char note[512];
-    if (pass_search_idle_note(&r, cl.gpus_per_node, note, sizeof note))
-        ir_note(IR_NOLOC, "%s", note);
-    if (fw) {
-        rc = drv_emit_framework(o, g, &ctx, &r);
-        goto out;
+    if (rc == DRV_OK) {
+        char note[512];
+        if (pass_search_idle_note(&r, cl.gpus_per_node, note, sizeof note))
+            ir_note(IR_NOLOC, "%s", note);
+        rc = answer(mode, o, g, &ctx, &so, cache, &r);
     }
-    bool emit_plan = o->emit && !strcmp(o->emit, "plan");
-    if (emit_plan || ((o->plan_only || o->json) && !o->out_dir)) {
-        if (pinned && !emit_plan && o->json) /* evaluating a layout by hand */
-            drv_answer_json(g, &ctx, &r.alt[0], "fits", DRV_OK, NULL, NULL);
-        else if (pinned && !emit_plan)
-            pass_prediction_print_text(stdout, g, &r.alt[0].plan, &ctx, &r.alt[0].pred);
-        else
-            (o->json ? pass_plan_print_json : pass_plan_print_text)(stdout, g, &ctx, &r);
-        drv_answered = o->json;
-    }
-    if (o->explain) /* with --json stdout holds the one JSON object and nothing else */
-        pass_plan_explain(o->json ? stderr : stdout, &ctx, g, &so, cache, &r);
-    if (o->out_dir && !emit_plan) {
-        OutFile files[3];
-        render(&files[0], "plan.txt", pass_plan_print_text, g, &ctx, &r);
-        render(&files[1], "plan.json", pass_plan_print_json, g, &ctx, &r);
-        render(&files[2], "plan.svg", pass_plan_print_svg, g, &ctx, &r);
-        /* Programs first: cg_emit writes DIR whole or not at all, so a
-         * failure leaves no plan files behind either. */
-        bool ok = o->plan_only || emit_programs(o, g, &r.alt[0].plan);
-        ok = ok && write_all(o->out_dir, files, 3);
-        for (int i = 0; i < 3; i++)
-            free(files[i].text);
-        if (!ok) {
-            rc = DRV_INVALID;
-            goto out;
-        }
-        char lay[256];
-        fprintf(stderr, "ptdc: wrote %s/plan.txt, plan.json, plan.svg: %s, step %.3f s, MFU %.1f%%\n",
-                o->out_dir, pass_layout_str(&r.alt[0].layout, lay, sizeof lay),
-                r.alt[0].pred.step_time_s, 100 * r.alt[0].pred.mfu);
-    }
-out:
     pass_search_result_free(&r);
     if (cache)
         pass_ilp_cache_free(cache);
@@ -313,12 +381,75 @@ out:
     return rc;
 }
 
+static int run_stack(Mode mode, const DrvOptions *o, IrGraph *g)
+{
+    (void)mode, (void)g;
+    PassStack st;
+    if (!make_stack(o, o->stack, NULL, &st))
+        return DRV_INVALID;
+    pass_stack_print(stdout, &st);
+    return DRV_OK;
+}
+
+static int run_summary(Mode mode, const DrvOptions *o, IrGraph *g)
+{
+    (void)mode, (void)o;
+    ir_print_summary(stdout, g);
+    return DRV_OK;
+}
+
+static int run_ir(Mode mode, const DrvOptions *o, IrGraph *g)
+{
+    if (mode == MODE_IR_GRAD) {
+        if (!pass_autodiff(g))
+            return DRV_INVALID;
+        if (!ir_verify(g, "autodiff"))
+            ir_die("autodiff produced an invalid graph for %s", o->model);
+    }
+    ir_print(stdout, g);
+    return DRV_OK;
+}
+
+/* Every mode's function: a subcommand (by its first word, with its own
+ * command line) or a run over the parsed options, after the model is
+ * compiled where the mode needs one. */
+static const struct {
+    const char *word;                                  /* the subcommand */
+    int (*sub)(int argc, char **argv);                 /* its main */
+    bool model;                                        /* the model is compiled first */
+    int (*run)(Mode mode, const DrvOptions *o, IrGraph *g);
+} modes[MODE_COUNT] = {
+    [MODE_CALIBRATE] = {"calibrate", cal_main, false, NULL},
+    [MODE_IMPORT_HF] = {"import-hf", drv_import_hf, false, NULL},
+    [MODE_STACK] = {NULL, NULL, false, run_stack},
+    [MODE_SUMMARY] = {NULL, NULL, true, run_summary},
+    [MODE_IR] = {NULL, NULL, true, run_ir},
+    [MODE_IR_GRAD] = {NULL, NULL, true, run_ir},
+    [MODE_FRAMEWORK] = {NULL, NULL, true, plan},
+    [MODE_PLAN] = {NULL, NULL, true, plan},
+    [MODE_LAYOUT] = {NULL, NULL, true, plan},
+    [MODE_EXPLAIN] = {NULL, NULL, true, plan},
+    [MODE_PLAN_FILES] = {NULL, NULL, true, plan},
+    [MODE_PROGRAMS] = {NULL, NULL, true, plan},
+};
+
+/* The model through the frontend and the IR verifier (NULL: errors said). */
+static IrGraph *compile_model(const DrvOptions *o, IrArena *arena)
+{
+    FeSet *sets = ir_alloc(arena, sizeof(FeSet) * (size_t)(o->nsets + 1));
+    for (int i = 0; i < o->nsets; i++)
+        sets[i] = (FeSet){o->sets[i].name, o->sets[i].value};
+    IrGraph *g = fe_compile_file(arena, o->model, sets, o->nsets, o->global_batch);
+    if (g && !ir_verify(g, "frontend"))
+        ir_die("the frontend produced an invalid graph for %s", o->model);
+    return g;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc > 1 && !strcmp(argv[1], "calibrate"))
-        return cal_main(argc - 1, argv + 1);
-    if (argc > 1 && !strcmp(argv[1], "import-hf"))
-        return drv_import_hf(argc - 1, argv + 1);
+    for (int m = 0; m < MODE_COUNT; m++)
+        if (modes[m].word && argc > 1 && !strcmp(argv[1], modes[m].word))
+            return modes[m].sub(argc - 1, argv + 1);
     /* --json before anything is parsed: a bad flag gets a JSON answer too. */
     bool json = false;
     for (int i = 1; i < argc; i++)
@@ -329,44 +460,15 @@ int main(int argc, char **argv)
     IrArena *arena = NULL;
     IrGraph *g = NULL;
     int rc = DRV_INVALID;
-    if (!drv_parse_options(argc, argv, &o))
-        goto out;
-    if (o.emit && !strcmp(o.emit, "stack")) { /* the stack as a file, no model */
-        PassStack st;
-        if (!make_stack(&o, o.stack, NULL, &st))
-            goto out;
-        pass_stack_print(stdout, &st);
-        rc = DRV_OK;
-        goto out;
+    if (drv_parse_options(argc, argv, &o)) {
+        Mode mode = decide_mode(&o);
+        if (modes[mode].model) {
+            arena = ir_arena_new();
+            g = compile_model(&o, arena);
+        }
+        if (g || !modes[mode].model)
+            rc = modes[mode].run(mode, &o, g);
     }
-    arena = ir_arena_new();
-    FeSet *sets = ir_alloc(arena, sizeof(FeSet) * (size_t)(o.nsets + 1));
-    for (int i = 0; i < o.nsets; i++)
-        sets[i] = (FeSet){o.sets[i].name, o.sets[i].value};
-    g = fe_compile_file(arena, o.model, sets, o.nsets, o.global_batch);
-    if (!g)
-        goto out;
-    if (!ir_verify(g, "frontend"))
-        ir_die("the frontend produced an invalid graph for %s", o.model);
-    bool planning = o.out_dir || o.plan_only || o.explain || (o.json && !o.emit) ||
-                    (o.emit && (!strcmp(o.emit, "plan") || !strcmp(o.emit, "megatron") ||
-                                !strcmp(o.emit, "torchtitan")));
-    if (o.emit && !strcmp(o.emit, "ir")) {
-        ir_print(stdout, g);
-    } else if (o.emit && !strcmp(o.emit, "ir-grad")) {
-        if (!pass_autodiff(g))
-            goto out;
-        if (!ir_verify(g, "autodiff"))
-            ir_die("autodiff produced an invalid graph for %s", o.model);
-        ir_print(stdout, g);
-    } else if (planning) {
-        if ((rc = plan(&o, g)) != DRV_OK)
-            goto out;
-    } else {
-        ir_print_summary(stdout, g);
-    }
-    rc = DRV_OK;
-out:
     if (json && rc != DRV_OK && !drv_answered)
         drv_error_json(rc);
     if (json)

@@ -5,6 +5,7 @@
 #include "ir.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,7 +113,181 @@ static bool one_of(const char *flag, const char *s, const char *const *choices)
     return false;
 }
 
-bool drv_parse_options(int argc, char **argv, DrvOptions *o)
+/* NAME=VALUE (--set) or KEY=VALUE (--stack-set) appended to a list. */
+static bool add_pair(const char *flag, const char *word, const char *s, DrvSet **list, int *n)
+{
+    const char *e = strchr(s, '=');
+    if (!e || e == s || !e[1]) {
+        ir_error(IR_NOLOC, "%s expects %s, got '%s'", flag, word, s);
+        return false;
+    }
+    *list = ir_xrealloc(*list, (size_t)(*n + 1) * sizeof **list);
+    char *name = ir_xstrdup(s);
+    name[e - s] = 0;
+    (*list)[(*n)++] = (DrvSet){name, name + (e - s) + 1};
+    return true;
+}
+
+/* -h, --help and --version print and end the process where they are read:
+ * a later flag is not looked at. */
+static bool opt_help(DrvOptions *o, const char *flag, const char *val)
+{
+    (void)o, (void)flag, (void)val;
+    drv_print_help();
+    exit(0);
+}
+
+static bool opt_version(DrvOptions *o, const char *flag, const char *val)
+{
+    (void)o, (void)flag, (void)val;
+    printf("ptdc %s\n", PTDC_VERSION);
+    exit(0);
+}
+
+/* An empty DIR would put the files at "/plan.txt" (found by tests/fault/mutate.py). */
+static bool opt_output(DrvOptions *o, const char *flag, const char *val)
+{
+    o->out_dir = val;
+    if (!val[0]) {
+        ir_error(IR_NOLOC, "%s expects a directory, got ''", flag);
+        return false;
+    }
+    return true;
+}
+
+static bool opt_set(DrvOptions *o, const char *flag, const char *val)
+{
+    return add_pair(flag, "NAME=VALUE", val, &o->sets, &o->nsets);
+}
+
+static bool opt_stack_set(DrvOptions *o, const char *flag, const char *val)
+{
+    return add_pair(flag, "KEY=VALUE", val, &o->stack_sets, &o->nstack_sets);
+}
+
+static bool opt_sp(DrvOptions *o, const char *flag, const char *val)
+{
+    static const char *const r[] = {"on", "off", NULL};
+    if (!one_of(flag, val, r))
+        return false;
+    o->sp = !strcmp(val, "on");
+    return true;
+}
+
+static bool opt_ilp_time_limit(DrvOptions *o, const char *flag, const char *val)
+{
+    (void)flag;
+    char *end;
+    double d = strtod(val, &end);
+    if (end == val || *end || !(d > 0 && d <= 3600)) {
+        ir_error(IR_NOLOC, "--ilp-time-limit expects seconds in (0, 3600], got '%s'", val);
+        return false;
+    }
+    o->ilp_time_limit = d;
+    return true;
+}
+
+/* How a flag is read and where its value goes. */
+typedef enum {
+    OPT_SWITCH,                   /* no value: sets a bool */
+    OPT_ACTION,                   /* no value: fn runs */
+    OPT_STRING,                   /* a value, kept as given */
+    OPT_CHOICE,                   /* one of choices, kept as given */
+    OPT_INT,                      /* an integer in [lo, hi], into an int */
+    OPT_INT64,                    /* an integer in [lo, hi], into an int64_t */
+    OPT_CALL,                     /* a value, read by fn */
+} OptKind;
+
+typedef struct OptRow {
+    const char *name, *alias;     /* "--output", "-o" */
+    OptKind kind;
+    size_t off;                   /* the DrvOptions field (SWITCH, STRING, CHOICE, INT, INT64) */
+    long long lo, hi;             /* INT, INT64 */
+    const char *const *choices;   /* CHOICE */
+    bool (*fn)(DrvOptions *o, const char *flag, const char *val); /* ACTION, CALL: false on a bad value */
+} OptRow;
+
+static const char *const emit_kinds[] = {"summary", "ir", "ir-grad", "plan", "megatron", "torchtitan", "stack", NULL};
+static const char *const targets[] = {"cpu", "cuda", NULL};
+static const char *const recomputes[] = {"none", "selective", "ffn", "full", NULL};
+static const char *const schedules[] = {"1f1b", "interleaved", NULL};
+static const char *const attentions[] = {"flash", "materialized", NULL};
+
+#define F(field) offsetof(DrvOptions, field)
+/* Every flag ptdc accepts (drv_print_help documents them). */
+static const OptRow opts[] = {
+    {"--help", "-h", OPT_ACTION, 0, 0, 0, NULL, opt_help},
+    {"--version", NULL, OPT_ACTION, 0, 0, 0, NULL, opt_version},
+    {"--output", "-o", OPT_CALL, 0, 0, 0, NULL, opt_output},
+    {"--emit", NULL, OPT_CHOICE, F(emit), 0, 0, emit_kinds, NULL},
+    {"--set", NULL, OPT_CALL, 0, 0, 0, NULL, opt_set},
+    {"--plan-only", NULL, OPT_SWITCH, F(plan_only), 0, 0, NULL, NULL},
+    {"--json", NULL, OPT_SWITCH, F(json), 0, 0, NULL, NULL},
+    {"--explain", NULL, OPT_SWITCH, F(explain), 0, 0, NULL, NULL},
+    {"--target", NULL, OPT_CHOICE, F(target), 0, 0, targets, NULL},
+    {"--gpus", NULL, OPT_INT, F(gpus), 1, 1 << 20, NULL, NULL},
+    {"--gpu", NULL, OPT_STRING, F(gpu), 0, 0, NULL, NULL},
+    {"--gpus-per-node", NULL, OPT_INT, F(gpus_per_node), 1, 1024, NULL, NULL},
+    {"--cluster", NULL, OPT_STRING, F(cluster_file), 0, 0, NULL, NULL},
+    {"--stack", NULL, OPT_STRING, F(stack), 0, 0, NULL, NULL},
+    {"--stack-set", NULL, OPT_CALL, 0, 0, 0, NULL, opt_stack_set},
+    {"--tp", NULL, OPT_INT, F(tp), 1, 1 << 20, NULL, NULL},
+    {"--pp", NULL, OPT_INT, F(pp), 1, 1 << 20, NULL, NULL},
+    {"--dp", NULL, OPT_INT, F(dp), 1, 1 << 20, NULL, NULL},
+    {"--micro-batch", NULL, OPT_INT, F(micro_batch), 1, 1 << 20, NULL, NULL},
+    {"--virtual-stages", NULL, OPT_INT, F(virtual_stages), 1, 1 << 20, NULL, NULL},
+    {"--global-batch", NULL, OPT_INT64, F(global_batch), 1, (long long)1 << 40, NULL, NULL},
+    {"--recompute", NULL, OPT_CHOICE, F(recompute), 0, 0, recomputes, NULL},
+    {"--sp", NULL, OPT_CALL, 0, 0, 0, NULL, opt_sp},
+    {"--zero", NULL, OPT_INT, F(zero), 0, 3, NULL, NULL},
+    {"--schedule", NULL, OPT_CHOICE, F(schedule), 0, 0, schedules, NULL},
+    {"--attention", NULL, OPT_CHOICE, F(attention), 0, 0, attentions, NULL},
+    {"--ilp-time-limit", NULL, OPT_CALL, 0, 0, 0, NULL, opt_ilp_time_limit},
+};
+#undef F
+
+static const OptRow *find_opt(const char *a)
+{
+    for (size_t i = 0; i < sizeof opts / sizeof *opts; i++)
+        if (!strcmp(a, opts[i].name) || (opts[i].alias && !strcmp(a, opts[i].alias)))
+            return &opts[i];
+    return NULL;
+}
+
+/* Flag r's value val (flag: as typed) into o by the row; false after
+ * saying why when it is bad. */
+static bool read_value(const OptRow *r, const char *flag, const char *val, DrvOptions *o)
+{
+    char *field = (char *)o + r->off;
+    long long v;
+    switch (r->kind) {
+    case OPT_STRING:
+        *(const char **)field = val;
+        return true;
+    case OPT_CHOICE:
+        *(const char **)field = val;
+        return one_of(flag, val, r->choices);
+    case OPT_INT:
+        if (!parse_int(flag, val, r->lo, r->hi, &v))
+            return false;
+        *(int *)field = (int)v;
+        return true;
+    case OPT_INT64:
+        if (!parse_int(flag, val, r->lo, r->hi, &v))
+            return false;
+        *(int64_t *)field = v;
+        return true;
+    case OPT_CALL:
+        return r->fn(o, flag, val);
+    case OPT_SWITCH:
+    case OPT_ACTION:
+        break;
+    }
+    ir_die("options: %s takes no value", flag);
+}
+
+/* The defaults of every flag not given (DrvOptions). */
+static void option_defaults(DrvOptions *o)
 {
     memset(o, 0, sizeof *o);
     o->gpus = 8;
@@ -121,11 +296,30 @@ bool drv_parse_options(int argc, char **argv, DrvOptions *o)
     o->zero = -1;
     o->attention = "flash";
     o->ilp_time_limit = 10;
+}
+
+/* What the flags together must satisfy, checked once all are read. */
+static bool check_options(const DrvOptions *o)
+{
+    if (!o->model && !(o->emit && !strcmp(o->emit, "stack"))) {
+        ir_error(IR_NOLOC, "no model file given (usage: ptdc MODEL.mdl [options]; see --help)");
+        return false;
+    }
+    if (o->virtual_stages > 1 && o->schedule && strcmp(o->schedule, "interleaved") != 0) {
+        ir_error(IR_NOLOC, "--virtual-stages %d needs --schedule interleaved", o->virtual_stages);
+        return false;
+    }
+    return true;
+}
+
+/* Each argument by the table: a flag ("--flag VALUE" or "--flag=VALUE"),
+ * else the model. Every bad flag is said before returning false. */
+bool drv_parse_options(int argc, char **argv, DrvOptions *o)
+{
+    option_defaults(o);
     bool ok = true;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        long long v;
-        /* Flags that take a value accept "--flag VALUE" and "--flag=VALUE". */
         char flag[64];
         const char *val = NULL, *eq = strchr(a, '=');
         if (a[0] == '-' && a[1] == '-' && eq && (size_t)(eq - a) < sizeof flag) {
@@ -134,166 +328,36 @@ bool drv_parse_options(int argc, char **argv, DrvOptions *o)
             val = eq + 1;
             a = flag;
         }
-#define VALUE()                                                                          \
-    (val ? val : (i + 1 < argc ? argv[++i]                                               \
-                               : (ir_error(IR_NOLOC, "%s expects a value", a), ok = false, (char *)NULL)))
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            drv_print_help();
-            exit(0);
-        } else if (!strcmp(a, "--version")) {
-            printf("ptdc %s\n", PTDC_VERSION);
-            exit(0);
-        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if ((o->out_dir = VALUE()) == NULL)
-                break;
-            /* An empty DIR would put the files at "/plan.txt" (found by tests/fault/mutate.py). */
-            if (!o->out_dir[0]) {
-                ir_error(IR_NOLOC, "%s expects a directory, got ''", a);
-                ok = false;
-            }
-        } else if (!strcmp(a, "--emit")) {
-            const char *s = VALUE();
-            if (!s)
-                break;
-            static const char *const kinds[] = {"summary", "ir", "ir-grad", "plan", "megatron",
-                                                "torchtitan", "stack", NULL};
-            ok &= one_of(a, s, kinds);
-            o->emit = s;
-        } else if (!strcmp(a, "--set")) {
-            const char *s = VALUE();
-            if (!s)
-                break;
-            const char *e = strchr(s, '=');
-            if (!e || e == s || !e[1]) {
-                ir_error(IR_NOLOC, "--set expects NAME=VALUE, got '%s'", s);
-                ok = false;
-                continue;
-            }
-            o->sets = ir_xrealloc(o->sets, (size_t)(o->nsets + 1) * sizeof *o->sets);
-            char *name = ir_xstrdup(s);
-            name[e - s] = 0;
-            o->sets[o->nsets++] = (DrvSet){name, name + (e - s) + 1};
-        } else if (!strcmp(a, "--plan-only")) {
-            o->plan_only = true;
-        } else if (!strcmp(a, "--json")) {
-            o->json = true;
-        } else if (!strcmp(a, "--explain")) {
-            o->explain = true;
-        } else if (!strcmp(a, "--target")) {
-            static const char *const t[] = {"cpu", "cuda", NULL};
-            if (!(o->target = VALUE()))
-                break;
-            ok &= one_of(a, o->target, t);
-        } else if (!strcmp(a, "--gpus")) {
-            const char *s = VALUE();
-            if (!s || !(ok &= parse_int(a, s, 1, 1 << 20, &v)))
-                continue;
-            o->gpus = (int)v;
-        } else if (!strcmp(a, "--gpu")) {
-            if (!(o->gpu = VALUE()))
-                break;
-        } else if (!strcmp(a, "--gpus-per-node")) {
-            const char *s = VALUE();
-            if (!s || !(ok &= parse_int(a, s, 1, 1024, &v)))
-                continue;
-            o->gpus_per_node = (int)v;
-        } else if (!strcmp(a, "--cluster")) {
-            if (!(o->cluster_file = VALUE()))
-                break;
-        } else if (!strcmp(a, "--stack")) {
-            if (!(o->stack = VALUE()))
-                break;
-        } else if (!strcmp(a, "--stack-set")) {
-            const char *s = VALUE();
-            if (!s)
-                break;
-            const char *e = strchr(s, '=');
-            if (!e || e == s || !e[1]) {
-                ir_error(IR_NOLOC, "--stack-set expects KEY=VALUE, got '%s'", s);
-                ok = false;
-                continue;
-            }
-            o->stack_sets = ir_xrealloc(o->stack_sets, (size_t)(o->nstack_sets + 1) * sizeof *o->stack_sets);
-            char *name = ir_xstrdup(s);
-            name[e - s] = 0;
-            o->stack_sets[o->nstack_sets++] = (DrvSet){name, name + (e - s) + 1};
-        } else if (!strcmp(a, "--tp") || !strcmp(a, "--pp") || !strcmp(a, "--dp") ||
-                   !strcmp(a, "--micro-batch") || !strcmp(a, "--virtual-stages")) {
-            const char *s = VALUE();
-            if (!s || !(ok &= parse_int(a, s, 1, 1 << 20, &v)))
-                continue;
-            int *dst = !strcmp(a, "--tp") ? &o->tp : !strcmp(a, "--pp") ? &o->pp
-                     : !strcmp(a, "--dp") ? &o->dp : !strcmp(a, "--micro-batch") ? &o->micro_batch
-                     : &o->virtual_stages;
-            *dst = (int)v;
-        } else if (!strcmp(a, "--global-batch")) {
-            const char *s = VALUE();
-            if (!s || !(ok &= parse_int(a, s, 1, (long long)1 << 40, &v)))
-                continue;
-            o->global_batch = v;
-        } else if (!strcmp(a, "--recompute")) {
-            static const char *const r[] = {"none", "selective", "ffn", "full", NULL};
-            if (!(o->recompute = VALUE()))
-                break;
-            ok &= one_of(a, o->recompute, r);
-        } else if (!strcmp(a, "--sp")) {
-            static const char *const r[] = {"on", "off", NULL};
-            const char *s = VALUE();
-            if (!s)
-                break;
-            if ((ok &= one_of(a, s, r)))
-                o->sp = !strcmp(s, "on");
-        } else if (!strcmp(a, "--zero")) {
-            const char *s = VALUE();
-            if (!s || !(ok &= parse_int(a, s, 0, 3, &v)))
-                continue;
-            o->zero = (int)v;
-        } else if (!strcmp(a, "--schedule")) {
-            static const char *const r[] = {"1f1b", "interleaved", NULL};
-            if (!(o->schedule = VALUE()))
-                break;
-            ok &= one_of(a, o->schedule, r);
-        } else if (!strcmp(a, "--attention")) {
-            static const char *const r[] = {"flash", "materialized", NULL};
-            if (!(o->attention = VALUE()))
-                break;
-            ok &= one_of(a, o->attention, r);
-        } else if (!strcmp(a, "--ilp-time-limit")) {
-            const char *s = VALUE();
-            if (!s)
-                break;
-            char *end;
-            double d = strtod(s, &end);
-            if (end == s || *end || !(d > 0 && d <= 3600)) {
-                ir_error(IR_NOLOC, "--ilp-time-limit expects seconds in (0, 3600], got '%s'", s);
-                ok = false;
-                continue;
-            }
-            o->ilp_time_limit = d;
-        } else if (a[0] == '-' && a[1] != 0) {
+        const OptRow *r = find_opt(a);
+        if (!r && a[0] == '-' && a[1] != 0) {
             ir_error(IR_NOLOC, "unknown option '%s' (see ptdc --help)", argv[i]);
             ok = false;
-        } else if (o->model) {
+        } else if (!r && o->model) {
             ir_error(IR_NOLOC, "more than one model file given: '%s' and '%s'", o->model, a);
             ok = false;
-        } else {
+        } else if (!r) {
             o->model = a;
+        } else if (r->kind == OPT_SWITCH || r->kind == OPT_ACTION) {
+            if (r->kind == OPT_SWITCH)
+                *(bool *)((char *)o + r->off) = true;
+            else
+                ok &= r->fn(o, a, NULL);
+            if (val) {
+                ir_error(IR_NOLOC, "%s takes no value", a);
+                ok = false;
+            }
+        } else {
+            if (!val && i + 1 < argc)
+                val = argv[++i];
+            if (!val) {
+                ir_error(IR_NOLOC, "%s expects a value", a);
+                ok = false;
+                break;
+            }
+            ok &= read_value(r, a, val, o);
         }
-#undef VALUE
-        if (val && (!strcmp(a, "--plan-only") || !strcmp(a, "--json") || !strcmp(a, "--explain"))) {
-            ir_error(IR_NOLOC, "%s takes no value", a);
-            ok = false;
-        }
     }
-    if (ok && !o->model && !(o->emit && !strcmp(o->emit, "stack"))) {
-        ir_error(IR_NOLOC, "no model file given (usage: ptdc MODEL.mdl [options]; see --help)");
-        ok = false;
-    }
-    if (ok && o->virtual_stages > 1 && o->schedule && strcmp(o->schedule, "interleaved") != 0) {
-        ir_error(IR_NOLOC, "--virtual-stages %d needs --schedule interleaved", o->virtual_stages);
-        ok = false;
-    }
-    return ok;
+    return ok && check_options(o);
 }
 
 void drv_free_options(DrvOptions *o)

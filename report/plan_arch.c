@@ -128,47 +128,62 @@ static bool read_embedding(const IrGraph *g, PassArch *A, char *why, size_t wn, 
     return true;
 }
 
-/* One layer: pre-norm attention, then a pre-norm MLP, each added to the
- * residual stream. x is the layer's input. */
-static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, size_t wn)
+/* What the walk over one layer has found so far (read_layer's steps). */
+typedef struct LayerWalk {
+    int p;                        /* the layer's piece */
+    int counts[IR_NUM_OPS];       /* its operators by kind */
+    int x;                        /* the layer's input */
+    const IrNode *N1;             /* the attention's norm */
+    int ropes;                    /* rotary embeddings applied */
+    int qkv_bias, out_bias, mlp_bias; /* biases stepped over */
+    int xm;                       /* the residual stream after the attention */
+    int h2;                       /* the MLP norm's output */
+    int up[4], nup;               /* the projections reading h2 */
+    const IrNode *act;            /* the MLP's activation */
+} LayerWalk;
+
+/* t's single consumer in piece p, stepping over `+ bias` (counted in *bias):
+ * where a projection's output goes. */
+static int consumer_past_bias(const IrGraph *g, int t, int p, int *bias)
 {
-    const IrPiece *P = &g->pieces[p];
-    int counts[IR_NUM_OPS] = {0};
+    int c = only_consumer(g, t, p);
+    if (c >= 0 && g->nodes[c].op == IR_OP_ADD && is_param(g, g->nodes[c].in[0] == t ? g->nodes[c].in[1] : g->nodes[c].in[0])) {
+        (*bias)++;
+        c = only_consumer(g, g->nodes[c].out[0], p);
+    }
+    return c;
+}
+
+/* The layer's operators are all of the kinds a decoder layer has, with one
+ * attention: refused early with the operator named. */
+static bool layer_ops(const IrGraph *g, LayerWalk *L, char *why, size_t wn)
+{
+    const IrPiece *P = &g->pieces[L->p];
     for (int i = P->first; i < P->first + P->count; i++)
-        counts[g->nodes[i].op]++;
+        L->counts[g->nodes[i].op]++;
     for (int op = 0; op < IR_NUM_OPS; op++)
-        if (counts[op] && op != IR_OP_RMSNORM && op != IR_OP_LAYERNORM && op != IR_OP_MATMUL &&
+        if (L->counts[op] && op != IR_OP_RMSNORM && op != IR_OP_LAYERNORM && op != IR_OP_MATMUL &&
             op != IR_OP_ROPE && op != IR_OP_ATTENTION && op != IR_OP_SILU && op != IR_OP_GELU &&
             op != IR_OP_SWIGLU && op != IR_OP_ADD && op != IR_OP_MUL)
             return pass_refuse(why, wn, "its layers compute %s, which a Megatron-LM or torchtitan decoder "
                           "layer does not", ir_ops[op].name);
-    if (counts[IR_OP_ATTENTION] != 1)
+    if (L->counts[IR_OP_ATTENTION] != 1)
         return pass_refuse(why, wn, "its layers have %d attention operators; the frameworks' layers have one",
-                      counts[IR_OP_ATTENTION]);
+                      L->counts[IR_OP_ATTENTION]);
+    return true;
+}
 
-    /* Attention: norm -> q, k, v projections (+ bias) (-> rope) -> attention
-     * -> output projection (+ bias) -> residual add. */
-    int nnorms, n1 = norm_consumer(g, x, p, &nnorms);
-    if (nnorms > 1)
-        return pass_refuse(why, wn, "its attention and MLP both normalise the layer's input (a parallel "
-                      "block); the frameworks' layers run the MLP on the attention's output");
-    const IrNode *N1 = n1 >= 0 ? &g->nodes[n1] : NULL;
-    if (!N1 || (N1->op != IR_OP_RMSNORM && N1->op != IR_OP_LAYERNORM))
-        return pass_refuse(why, wn, "its layers do not begin with a norm read by the attention "
-                      "(the frameworks' layers are pre-norm)");
-    A->rmsnorm = N1->op == IR_OP_RMSNORM;
-    int h = N1->out[0];
-    const IrNode *At = NULL;
-    for (int i = P->first; i < P->first + P->count; i++)
-        if (g->nodes[i].op == IR_OP_ATTENTION)
-            At = &g->nodes[i];
-    int bias = 0, ropes = 0, rope_mask = 0;
+/* Attention's inputs: norm -> q, k, v projections (+ bias) (-> rope); the
+ * heads, head size and rotary embedding the frameworks configure. */
+static bool read_qkv(const IrGraph *g, const IrNode *At, LayerWalk *L, PassArch *A, char *why, size_t wn)
+{
+    int h = L->N1->out[0], bias = 0, rope_mask = 0;
     int wqkv[3];
     for (int j = 0; j < 3; j++) {
         int b = 0;
         const IrNode *n = through_bias(g, At->in[j], &b);
         if (n && n->op == IR_OP_ROPE) {
-            ropes++;
+            L->ropes++;
             rope_mask |= 1 << j;
             n = through_bias(g, n->in[0], &b);
         }
@@ -189,153 +204,202 @@ static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, s
     A->head_dim_dim = q->dim[3];
     if (rope_mask == 3) { /* query and key rotated, value not: its attributes are read below */
         A->rope = true;
-    } else if (ropes != 0) {
+    } else if (L->ropes != 0) {
         return pass_refuse(why, wn, "its rotary embedding is applied to the %s; the frameworks rotate the "
                       "query and the key", rope_mask == 1 ? "query only" : rope_mask == 2 ? "key only"
                       : "value");
     }
-    int qkv_bias = bias;
+    L->qkv_bias = bias;
     A->init_std = g->tensors[wqkv[0]].init_std;
+    return true;
+}
 
-    int wo_n = only_consumer(g, At->out[0], p);
+/* The attention half: norm -> q, k, v -> attention -> output projection
+ * (+ bias) -> residual add; sets L->xm, the stream the MLP reads. */
+static bool read_attention(const IrGraph *g, LayerWalk *L, PassArch *A, char *why, size_t wn)
+{
+    const IrPiece *P = &g->pieces[L->p];
+    int nnorms, n1 = norm_consumer(g, L->x, L->p, &nnorms);
+    if (nnorms > 1)
+        return pass_refuse(why, wn, "its attention and MLP both normalise the layer's input (a parallel "
+                      "block); the frameworks' layers run the MLP on the attention's output");
+    L->N1 = n1 >= 0 ? &g->nodes[n1] : NULL;
+    if (!L->N1 || (L->N1->op != IR_OP_RMSNORM && L->N1->op != IR_OP_LAYERNORM))
+        return pass_refuse(why, wn, "its layers do not begin with a norm read by the attention "
+                      "(the frameworks' layers are pre-norm)");
+    A->rmsnorm = L->N1->op == IR_OP_RMSNORM;
+    const IrNode *At = NULL;
+    for (int i = P->first; i < P->first + P->count; i++)
+        if (g->nodes[i].op == IR_OP_ATTENTION)
+            At = &g->nodes[i];
+    if (!read_qkv(g, At, L, A, why, wn))
+        return false;
+    int wo_n = only_consumer(g, At->out[0], L->p);
     int wo = wo_n >= 0 ? proj_weight(g, &g->nodes[wo_n], At->out[0]) : -1;
     if (wo < 0)
         return pass_refuse(why, wn, "its attention's output is not projected by one weight");
-    int t = g->nodes[wo_n].out[0], out_bias = 0;
-    int c = only_consumer(g, t, p);
-    if (c >= 0 && g->nodes[c].op == IR_OP_ADD && is_param(g, g->nodes[c].in[0] == t ? g->nodes[c].in[1] : g->nodes[c].in[0])) {
-        out_bias++;
-        t = g->nodes[c].out[0];
-        c = only_consumer(g, t, p);
-    }
+    int c = consumer_past_bias(g, g->nodes[wo_n].out[0], L->p, &L->out_bias);
     const IrNode *R1 = c >= 0 ? &g->nodes[c] : NULL;
-    if (!R1 || R1->op != IR_OP_ADD || (R1->in[0] != x && R1->in[1] != x))
+    if (!R1 || R1->op != IR_OP_ADD || (R1->in[0] != L->x && R1->in[1] != L->x))
         return pass_refuse(why, wn, "its attention's output is not added to the layer's input (a residual "
                       "connection)");
-    int xm = R1->out[0];
+    L->xm = R1->out[0];
+    return true;
+}
 
-    /* MLP: norm -> (gate, up | fc) (+ bias) -> silu * up, swiglu | gelu -> down (+
-     * bias) -> residual add. The norm must read the attention's sum: a norm
-     * on the layer input would be a parallel block (PaLM), which neither
-     * framework builds. */
+/* The MLP's norm, which must read the attention's sum: a norm on the layer
+ * input would be a parallel block (PaLM), which neither framework builds;
+ * then the projections reading its output (L->h2, L->up). */
+static bool read_mlp_norm(const IrGraph *g, LayerWalk *L, const PassArch *A, char *why, size_t wn)
+{
+    const IrPiece *P = &g->pieces[L->p];
     const IrNode *N2 = NULL;
-    int cs[8], nc = ir_consumers(g, xm, cs, 8);
+    int cs[8], nc = ir_consumers(g, L->xm, cs, 8);
     for (int i = 0; i < nc && i < 8; i++)
         if (g->nodes[cs[i]].op == IR_OP_RMSNORM || g->nodes[cs[i]].op == IR_OP_LAYERNORM)
             N2 = &g->nodes[cs[i]];
     if (!N2) {
         for (int i = P->first; i < P->first + P->count; i++)
-            if (&g->nodes[i] != N1 && (g->nodes[i].op == IR_OP_RMSNORM || g->nodes[i].op == IR_OP_LAYERNORM) &&
-                g->nodes[i].in[0] == x)
+            if (&g->nodes[i] != L->N1 && (g->nodes[i].op == IR_OP_RMSNORM || g->nodes[i].op == IR_OP_LAYERNORM) &&
+                g->nodes[i].in[0] == L->x)
                 return pass_refuse(why, wn, "its attention and MLP both read the layer's input (a parallel "
                               "block); the frameworks' layers run the MLP after the attention");
         return pass_refuse(why, wn, "its MLP is not a pre-norm block after the attention");
     }
     if ((N2->op == IR_OP_RMSNORM) != A->rmsnorm)
         return pass_refuse(why, wn, "its two norms differ in kind");
-    int h2 = N2->out[0];
-    int up[4], nup = 0;
-    nc = ir_consumers(g, h2, cs, 8);
+    L->h2 = N2->out[0];
+    nc = ir_consumers(g, L->h2, cs, 8);
     for (int i = 0; i < nc && i < 8; i++) {
-        int w = proj_weight(g, &g->nodes[cs[i]], h2);
+        int w = proj_weight(g, &g->nodes[cs[i]], L->h2);
         if (w < 0)
             return pass_refuse(why, wn, "its MLP norm's output feeds %s, not only projections",
                           opname(&g->nodes[cs[i]]));
-        if (nup < 4)
-            up[nup++] = cs[i];
+        if (L->nup < 4)
+            L->up[L->nup++] = cs[i];
     }
-    int mlp_bias = 0;
-    int64_t dff = -1;
-    int ff_dim = -1;
-    const IrNode *act = NULL;
-    bool silu_mul = nup == 2 && counts[IR_OP_SILU] == 1 && counts[IR_OP_MUL] == 1 && counts[IR_OP_GELU] == 0;
-    bool fused = nup == 2 && counts[IR_OP_SWIGLU] == 1 && counts[IR_OP_SILU] == 0 && counts[IR_OP_MUL] == 0 &&
+    return true;
+}
+
+/* silu(h @ gate) * (h @ up), or swiglu(h @ gate, h @ up): the same MLP;
+ * m is the MUL (silu_mul) or the SWIGLU. */
+static bool read_swiglu(const IrGraph *g, const IrNode *m, bool silu_mul, LayerWalk *L, PassArch *A,
+                        char *why, size_t wn)
+{
+    const IrNode *gate, *upp;
+    int bg = 0, bu = 0;
+    if (silu_mul) {
+        int ba = 0;
+        const IrNode *a = through_bias(g, m->in[0], &ba), *b = through_bias(g, m->in[1], &bu);
+        if (b && b->op == IR_OP_SILU) {
+            const IrNode *tmp = a;
+            a = b, b = tmp;
+            bu = ba;
+        }
+        if (!a || a->op != IR_OP_SILU || !b || b->op != IR_OP_MATMUL)
+            return pass_refuse(why, wn, "its MLP multiplies something other than silu(gate) by up (SwiGLU)");
+        gate = through_bias(g, a->in[0], &bg), upp = b;
+    } else {
+        gate = through_bias(g, m->in[0], &bg), upp = through_bias(g, m->in[1], &bu);
+    }
+    if (!gate || gate->op != IR_OP_MATMUL || gate->in[0] != L->h2 || !upp || upp->op != IR_OP_MATMUL ||
+        upp->in[0] != L->h2)
+        return pass_refuse(why, wn, "its MLP's gate and up are not projections of the MLP norm's output");
+    L->mlp_bias += bg + bu;
+    const IrTensor *W = &g->tensors[gate->in[1]];
+    A->ff_dim = W->dim[W->rank - 1];
+    A->d_ff = dsize(g, A->ff_dim);
+    L->act = m;
+    A->swiglu = true;
+    return true;
+}
+
+/* The MLP's activation (L->act), SwiGLU or GELU, told apart by the
+ * operators counted and the projections of the norm's output. */
+static bool read_activation(const IrGraph *g, LayerWalk *L, PassArch *A, char *why, size_t wn)
+{
+    const IrPiece *P = &g->pieces[L->p];
+    const int *counts = L->counts;
+    bool silu_mul = L->nup == 2 && counts[IR_OP_SILU] == 1 && counts[IR_OP_MUL] == 1 && counts[IR_OP_GELU] == 0;
+    bool fused = L->nup == 2 && counts[IR_OP_SWIGLU] == 1 && counts[IR_OP_SILU] == 0 && counts[IR_OP_MUL] == 0 &&
                  counts[IR_OP_GELU] == 0;
     if (silu_mul || fused) {
-        /* silu(h @ gate) * (h @ up), or swiglu(h @ gate, h @ up): the same MLP */
-        const IrNode *m = NULL, *gate, *upp;
+        const IrNode *m = NULL;
         for (int i = P->first; i < P->first + P->count; i++)
             if (g->nodes[i].op == (silu_mul ? IR_OP_MUL : IR_OP_SWIGLU))
                 m = &g->nodes[i];
-        int bg = 0, bu = 0;
-        if (silu_mul) {
-            int ba = 0;
-            const IrNode *a = through_bias(g, m->in[0], &ba), *b = through_bias(g, m->in[1], &bu);
-            if (b && b->op == IR_OP_SILU) {
-                const IrNode *tmp = a;
-                a = b, b = tmp;
-                bu = ba;
-            }
-            if (!a || a->op != IR_OP_SILU || !b || b->op != IR_OP_MATMUL)
-                return pass_refuse(why, wn, "its MLP multiplies something other than silu(gate) by up (SwiGLU)");
-            gate = through_bias(g, a->in[0], &bg), upp = b;
-        } else {
-            gate = through_bias(g, m->in[0], &bg), upp = through_bias(g, m->in[1], &bu);
-        }
-        if (!gate || gate->op != IR_OP_MATMUL || gate->in[0] != h2 || !upp || upp->op != IR_OP_MATMUL ||
-            upp->in[0] != h2)
-            return pass_refuse(why, wn, "its MLP's gate and up are not projections of the MLP norm's output");
-        mlp_bias += bg + bu;
-        const IrTensor *W = &g->tensors[gate->in[1]];
-        ff_dim = W->dim[W->rank - 1];
-        dff = dsize(g, ff_dim);
-        act = m;
-        A->swiglu = true;
-    } else if (nup == 1 && counts[IR_OP_GELU] == 1 && counts[IR_OP_SILU] == 0 && counts[IR_OP_MUL] == 0) {
+        return read_swiglu(g, m, silu_mul, L, A, why, wn);
+    }
+    if (L->nup == 1 && counts[IR_OP_GELU] == 1 && counts[IR_OP_SILU] == 0 && counts[IR_OP_MUL] == 0) {
         const IrNode *ge = NULL;
         for (int i = P->first; i < P->first + P->count; i++)
             if (g->nodes[i].op == IR_OP_GELU)
                 ge = &g->nodes[i];
         int b = 0;
         const IrNode *fc = through_bias(g, ge->in[0], &b);
-        if (fc != &g->nodes[up[0]])
+        if (fc != &g->nodes[L->up[0]])
             return pass_refuse(why, wn, "its MLP's GELU does not read the first projection");
-        mlp_bias += b;
+        L->mlp_bias += b;
         const IrTensor *W = &g->tensors[fc->in[1]];
-        ff_dim = W->dim[W->rank - 1];
-        dff = dsize(g, ff_dim);
-        act = ge;
+        A->ff_dim = W->dim[W->rank - 1];
+        A->d_ff = dsize(g, A->ff_dim);
+        L->act = ge;
         A->swiglu = false;
-    } else {
-        return pass_refuse(why, wn, "its MLP is neither SwiGLU (swiglu(gate, up) or silu(gate) * up) nor GELU; Megatron-LM "
-                      "offers those (torchtitan's llama3 only SwiGLU)");
+        return true;
     }
-    int dn = only_consumer(g, act->out[0], p);
-    int wd = dn >= 0 ? proj_weight(g, &g->nodes[dn], act->out[0]) : -1;
+    return pass_refuse(why, wn, "its MLP is neither SwiGLU (swiglu(gate, up) or silu(gate) * up) nor GELU; Megatron-LM "
+                  "offers those (torchtitan's llama3 only SwiGLU)");
+}
+
+/* The MLP half after its activation: down projection (+ bias) -> residual
+ * add; sets A->out, the layer's output. */
+static bool read_mlp_out(const IrGraph *g, LayerWalk *L, PassArch *A, char *why, size_t wn)
+{
+    int dn = only_consumer(g, L->act->out[0], L->p);
+    int wd = dn >= 0 ? proj_weight(g, &g->nodes[dn], L->act->out[0]) : -1;
     if (wd < 0)
         return pass_refuse(why, wn, "its MLP's activation is not projected back by one weight");
-    t = g->nodes[dn].out[0];
-    c = only_consumer(g, t, p);
-    if (c >= 0 && g->nodes[c].op == IR_OP_ADD && is_param(g, g->nodes[c].in[0] == t ? g->nodes[c].in[1] : g->nodes[c].in[0])) {
-        mlp_bias++;
-        t = g->nodes[c].out[0];
-        c = only_consumer(g, t, p);
-    }
+    int c = consumer_past_bias(g, g->nodes[dn].out[0], L->p, &L->mlp_bias);
     const IrNode *R2 = c >= 0 ? &g->nodes[c] : NULL;
-    if (!R2 || R2->op != IR_OP_ADD || (R2->in[0] != xm && R2->in[1] != xm))
+    if (!R2 || R2->op != IR_OP_ADD || (R2->in[0] != L->xm && R2->in[1] != L->xm))
         return pass_refuse(why, wn, "its MLP's output is not added to the residual stream");
-    A->ff_dim = ff_dim;
-    A->d_ff = dff;
-    /* Nothing else in the layer: every node is one of those above. */
-    int expect = 2 /* norms */ + 4 + (A->swiglu ? 3 : 2) /* projections */ + ropes + 1 /* attention */ +
-                 (A->swiglu && !counts[IR_OP_SWIGLU] ? 2 : 1) /* activation */ + 2 /* residuals */ + qkv_bias + out_bias + mlp_bias;
+    A->out = R2->out[0];
+    return true;
+}
+
+/* Nothing else in the layer (every node is one of those walked), and biases
+ * as the frameworks place them: Megatron has them on every projection (its
+ * default), on none (--disable-bias-linear) or on q, k, v only
+ * (--add-qkv-bias). */
+static bool layer_rest(const IrGraph *g, const LayerWalk *L, PassArch *A, char *why, size_t wn)
+{
+    const IrPiece *P = &g->pieces[L->p];
+    int expect = 2 /* norms */ + 4 + (A->swiglu ? 3 : 2) /* projections */ + L->ropes + 1 /* attention */ +
+                 (A->swiglu && !L->counts[IR_OP_SWIGLU] ? 2 : 1) /* activation */ + 2 /* residuals */ +
+                 L->qkv_bias + L->out_bias + L->mlp_bias;
     if (P->count != expect)
         return pass_refuse(why, wn, "its layers compute %d operators besides those of a decoder layer",
                       P->count - expect);
-    /* Biases: Megatron has them on every projection (its default), on none
-     * (--disable-bias-linear) or on q, k, v only (--add-qkv-bias). */
-    int nproj = 4 + (A->swiglu ? 3 : 2), all = qkv_bias + out_bias + mlp_bias;
+    int nproj = 4 + (A->swiglu ? 3 : 2), all = L->qkv_bias + L->out_bias + L->mlp_bias;
     if (all == 0)
         A->bias_linear = A->bias_qkv = false;
     else if (all == nproj)
         A->bias_linear = A->bias_qkv = true;
-    else if (all == 3 && qkv_bias == 3)
+    else if (all == 3 && L->qkv_bias == 3)
         A->bias_linear = false, A->bias_qkv = true;
     else
         return pass_refuse(why, wn, "%d of its %d projections %s a bias; the frameworks have one on all, "
                       "on none or on the query, key and value only", all, nproj, all == 1 ? "has" : "have");
-    A->out = R2->out[0];
     return true;
+}
+
+/* One layer: pre-norm attention, then a pre-norm MLP, each added to the
+ * residual stream. x is the layer's input. */
+static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, size_t wn)
+{
+    LayerWalk L = {.p = p, .x = x};
+    return layer_ops(g, &L, why, wn) && read_attention(g, &L, A, why, wn) && read_mlp_norm(g, &L, A, why, wn) &&
+           read_activation(g, &L, A, why, wn) && read_mlp_out(g, &L, A, why, wn) && layer_rest(g, &L, A, why, wn);
 }
 
 static bool read_head(const IrGraph *g, int x, PassArch *A, char *why, size_t wn)

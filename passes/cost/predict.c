@@ -52,9 +52,9 @@ typedef struct Ctx {
     const PassCostCtx *c;
     const IrGraph *g;
     const PassPlan *p;
-    const int64_t *ds;
-    const int *stage_of;          /* piece -> stage */
-    const bool *over;             /* tensor -> its gradient is written over it */
+    int64_t *ds;                  /* dim sizes at the plan's micro-batch */
+    int *stage_of;                /* piece -> stage */
+    bool *over;                   /* tensor -> its gradient is written over it */
 } Ctx;
 
 static const PassStrategy *strat(const Ctx *x, int node) { return &x->p->strategy[node]; }
@@ -171,170 +171,254 @@ static double kept_bytes(const Ctx *x, const IrNode *n, PassRecompute r, double 
     return pass_kept_bytes(x->c, x->g, &x->p->mesh, x->p->strategy, x->ds, n, r, false, regather);
 }
 
-static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
+/* What cost_piece's steps share while they walk one piece. */
+typedef struct PieceWalk {
+    const Ctx *x;
+    int piece;
+    PassRecompute r;
+    PassNodeCost *ncs;            /* every node's cost, by its place in the piece */
+    PassTpOverlap ov;             /* the stack's tensor-parallel overlap */
+    double sd;                    /* the device's overlap slowdown */
+    double saved_none;            /* kept bytes without recomputation */
+} PieceWalk;
+
+/* Every node's cost first: a transfer on one edge may run beside the GEMMs
+ * of later nodes (tp_overlap). */
+static PassNodeCost *node_costs(const Ctx *x, int piece)
 {
     const IrGraph *g = x->g;
-    const PassMesh *m = &x->p->mesh;
-    const PassCostCtx *c = x->c;
-    int zero = x->p->zero;
-    memset(pc, 0, sizeof *pc);
     const IrPiece *P = &g->pieces[piece];
-    double saved_none = 0;
-    /* Every node's cost first: a transfer on one edge may run beside the
-     * GEMMs of later nodes (tp_overlap). */
     PassNodeCost *ncs = ir_xcalloc((size_t)P->count + 1, sizeof *ncs);
     for (int id = P->first; id < P->first + P->count; id++) {
         const IrNode *n = &g->nodes[id];
         PassNodeCost *nc = &ncs[id - P->first];
-        pass_cost_node(c, g, n, m, strat(x, id), x->ds, nc);
+        pass_cost_node(x->c, g, n, &x->p->mesh, strat(x, id), x->ds, nc);
         /* A norm priced fused with the add before it runs alone after a
          * stage cut, or where the two layouts differ. */
         if (nc->fused_s != 0 && (x->stage_of[g->nodes[n->id - 1].piece] != x->stage_of[piece] ||
                                  !pass_add_norm_fused(g, n, x->p->strategy)))
             nc->fwd_s -= nc->fused_s, nc->fused_s = 0;
     }
-    PassTpOverlap ov = c->st.tp_overlap;
-    double sd = pass_overlap_slowdown(&c->cl->gpu);
-    for (int id = P->first; id < P->first + P->count; id++) {
-        const IrNode *n = &g->nodes[id];
-        const PassStrategy *s = strat(x, id);
-        PassNodeCost nc = ncs[id - P->first];
-        bool rec = pass_recomputed(c, g, n, r);
-        pc->fwd += nc.fwd_s;
-        pc->bwd += nc.bwd_s;
-        pc->gemm += nc.gemm_s;
-        pc->attn += nc.attn_s;
-        pc->flops += nc.flops_fwd + nc.flops_bwd;
-        if (rec) {
-            pc->rec += pass_rec_fwd_s(c, g, n, r, &nc);
-            pc->rec_flops += nc.flops_fwd;
-        }
-        PassSharding in[IR_MAX_IN], out[IR_MAX_OUT];
-        pass_shard_io(g, n, s, in, out);
-        double regather, regather_none;
-        double sv = kept_bytes(x, n, r, &regather);
-        pc->saved += sv;
-        /* The input kept sequence-sharded is gathered again for the weight
-         * gradient, beside the input-gradient GEMM (bulk). */
-        if (regather > 0 && ov >= PASS_TP_OVERLAP_BACKWARD && n->op == IR_OP_MATMUL) {
-            double gm[3];
-            reader_gemms(x, ncs, piece, n->in[0], &in[0], gm);
-            double e = pass_overlap_exposed(PASS_OVERLAP_BULK, regather, gm[1], 1);
-            regather = e + sd * (regather - e);
-        }
-        pc->bwd += regather * (1 - c->st.reshard_overlap);
-        saved_none += r == PASS_RECOMPUTE_NONE ? sv : kept_bytes(x, n, PASS_RECOMPUTE_NONE, &regather_none);
-        /* Model states and their synchronisation. */
-        double w, gr, op;
-        pass_param_bytes3(c, g, n, m, s, zero, &w, &gr, &op);
-        pc->w += w, pc->gr += gr, pc->op += op;
-        if (w + gr + op > 0) {
-            double ob = pass_optim_bytes(c);
-            pc->shard_elems += op / ob;
-            double w0, g0, o0;
-            pass_param_bytes3(c, g, n, m, s, 0, &w0, &g0, &o0);
-            pc->full_w += w0;
-            if (o0 / ob > op / ob + 0.5 || zero == 0)
-                pc->grad_elems += o0 / ob;
-            if (!c->st.ref_stack) {
-                pc->step_s += pass_param_step_s(c, g, n, m, s, zero);
-                pc->mb_extra += pass_param_mb_s(c, g, n, m, s, zero);
-            }
-            double s1 = pass_param_sync_s(c, g, n, m, s, zero, 1);
-            double s2 = zero >= 2 ? pass_param_sync_s(c, g, n, m, s, zero, 2) : s1;
-            pc->sync_mb += s2 - s1;
-            pc->sync_step += s1 - (s2 - s1);
-            pc->sync_gather += pass_param_gather_s(c, g, n, m, s, zero);
-            double lr, lg;
-            pc->nsync += pass_param_sync_lat(c, g, n, m, s, zero, &lr, &lg);
-            pc->lat_red += lr, pc->lat_gather += lg;
-        }
-        /* Edges into n: resharding forward, gradient resharding backward. */
-        /* A gradient written over the tensor it differentiates (the
-         * loss's dlogits over the kept logits) takes no memory of its own. */
-        double grads = nc.ws_bytes;
-        for (int j = 0; j < n->nout; j++)
-            if (j == 0 && g->tensors[n->out[j]].role != IR_LOSS &&
-                !x->over[n->out[j]])
-                grads += (double)pass_local_numel(g, n->out[j], m, &out[j], x->ds) *
-                         pass_elem_bytes(c, g->tensors[n->out[j]].dtype);
-        for (int i = 0; i < n->nin; i++) {
-            int t = n->in[i];
-            IrRole role = g->tensors[t].role;
-            /* Token inputs are loaded on the host every micro-batch. */
-            if (role == IR_INPUT)
-                pc->host_s += c->cl->gpu.host_token_s * (double)pass_local_numel(g, t, m, &in[i], x->ds);
-            if (role == IR_PARAM || role == IR_INPUT)
-                continue;
-            bool dup = false;
-            for (int e = 0; e < i; e++)
-                dup |= n->in[e] == t;
-            if (dup)
-                continue;
-            if (!x->over[t])
-                grads += (double)pass_local_numel(g, t, m, &in[i], x->ds) * pass_elem_bytes(x->c, g->tensors[t].dtype);
-            PassSharding from = out_sharding(x, t);
-            PassSharding gfrom = pass_shard_grad_in(g, n, s, i), gto = from;
-            gto.partial = 0;
-            bool fsh, bsh;
-            shared_edges(x, n, t, &in[i], &gfrom, &fsh, &bsh);
-            int pp_piece = g->nodes[g->tensors[t].producer].piece;
-            bool cross = x->stage_of[pp_piece] != x->stage_of[piece];
-            if (cross && !fsh) {
-                PassColl k = {PASS_COLL_SENDRECV, 0, -1, -1, pass_local_numel(g, t, m, &from, x->ds)};
-                double tp2p = pass_cost_coll(c, m, &k, pass_elem_bytes(x->c, g->tensors[t].dtype));
-                pc->p2p_f += tp2p;
-                pc->p2p_b += tp2p;
-            }
-            int kf = 0, kb = 0;
-            double tf = fsh ? 0 : coll_time(x, t, &from, &in[i], &pc->group_f, &kf);
-            double tb = bsh ? 0 : coll_time(x, t, &gfrom, &gto, &pc->group_b, &kb);
-            /* With sequence parallelism a column-parallel GEMM reads its
-             * input all-gathered and a row-parallel one writes its output
-             * reduce-scattered; the stack may run the transfer beside the
-             * GEMM (tp_overlap, pass_overlap_exposed). Overlapped seconds
-             * cost the compute the device's overlap slowdown. */
-            const PassNodeCost *pg = producer_gemm(x, ncs, piece, t);
-            double gm[3] = {0, 0, 0};
-            if (n->op == IR_OP_MATMUL && (kf || kb))
-                reader_gemms(x, ncs, piece, t, &in[i], gm);
-            if (tf > 0 && kf && ov >= PASS_TP_OVERLAP_UB && n->op == IR_OP_MATMUL)
-                pc->ub_bytes = fmax(pc->ub_bytes, (double)pass_local_numel(g, t, m, &in[i], x->ds) *
-                                                      pass_elem_bytes(c, g->tensors[t].dtype));
-            if (tf > 0 && kf && ov >= PASS_TP_OVERLAP_UB) {
-                double e = n->op == IR_OP_MATMUL ? pass_overlap_exposed(PASS_OVERLAP_RING, tf, gm[0], kf)
-                           : pg ? pass_overlap_exposed(PASS_OVERLAP_PIPELINE, tf, pg->gemm_fwd_s,
-                                                       pass_cost_consts.tp_rs_splits)
-                                : tf;
-                tf = e + sd * (tf - e);
-            }
-            if (tb > 0 && kb) {
-                double e = n->op == IR_OP_MATMUL && ov >= PASS_TP_OVERLAP_BACKWARD
-                               ? pass_overlap_exposed(PASS_OVERLAP_BULK, tb, gm[2], 1)
-                           : pg && ov >= PASS_TP_OVERLAP_UB
-                               ? pass_overlap_exposed(PASS_OVERLAP_RING, tb, pg->gemm_dx_s, kb)
-                               : tb;
-                tb = e + sd * (tb - e);
-            }
-            tf *= 1 - c->st.reshard_overlap;
-            tb *= 1 - c->st.reshard_overlap;
-            pc->rs_f += tf;
-            pc->rs_b += tb;
-            if (rec && !cross && g->nodes[g->tensors[t].producer].piece == piece)
-                pc->rec += tf;
-        }
-        if (grads > pc->transient)
-            pc->transient = grads;
+    return ncs;
+}
+
+/* n's kernels: forward, backward and, when n is recomputed, its forward
+ * again in the backward. */
+static void node_kernels(const PieceWalk *w, const IrNode *n, const PassNodeCost *nc, bool rec, PieceCost *pc)
+{
+    pc->fwd += nc->fwd_s;
+    pc->bwd += nc->bwd_s;
+    pc->gemm += nc->gemm_s;
+    pc->attn += nc->attn_s;
+    pc->flops += nc->flops_fwd + nc->flops_bwd;
+    if (rec) {
+        pc->rec += pass_rec_fwd_s(w->x->c, w->x->g, n, w->r, nc);
+        pc->rec_flops += nc->flops_fwd;
     }
-    free(ncs);
-    /* CPU ranks meeting at these collectives wait for the latest (sync.c):
-     * over the forward's work and the backward's, each where it has them. */
+}
+
+/* The bytes n keeps for its backward, and the input kept sequence-sharded
+ * that is gathered again for the weight gradient, beside the input-gradient
+ * GEMM (bulk). */
+static void node_saved(PieceWalk *w, const IrNode *n, const PassSharding *in, PieceCost *pc)
+{
+    const Ctx *x = w->x;
+    double regather, regather_none;
+    double sv = kept_bytes(x, n, w->r, &regather);
+    pc->saved += sv;
+    if (regather > 0 && w->ov >= PASS_TP_OVERLAP_BACKWARD && n->op == IR_OP_MATMUL) {
+        double gm[3];
+        reader_gemms(x, w->ncs, w->piece, n->in[0], &in[0], gm);
+        double e = pass_overlap_exposed(PASS_OVERLAP_BULK, regather, gm[1], 1);
+        regather = e + w->sd * (regather - e);
+    }
+    pc->bwd += regather * (1 - x->c->st.reshard_overlap);
+    w->saved_none += w->r == PASS_RECOMPUTE_NONE ? sv : kept_bytes(x, n, PASS_RECOMPUTE_NONE, &regather_none);
+}
+
+/* Model states of n's parameters and their synchronisation. */
+static void node_states(const Ctx *x, const IrNode *n, const PassStrategy *s, PieceCost *pc)
+{
+    const PassCostCtx *c = x->c;
+    const IrGraph *g = x->g;
+    const PassMesh *m = &x->p->mesh;
+    int zero = x->p->zero;
+    double w, gr, op;
+    pass_param_bytes3(c, g, n, m, s, zero, &w, &gr, &op);
+    pc->w += w, pc->gr += gr, pc->op += op;
+    if (w + gr + op <= 0)
+        return;
+    double ob = pass_optim_bytes(c);
+    pc->shard_elems += op / ob;
+    double w0, g0, o0;
+    pass_param_bytes3(c, g, n, m, s, 0, &w0, &g0, &o0);
+    pc->full_w += w0;
+    if (o0 / ob > op / ob + 0.5 || zero == 0)
+        pc->grad_elems += o0 / ob;
+    if (!c->st.ref_stack) {
+        pc->step_s += pass_param_step_s(c, g, n, m, s, zero);
+        pc->mb_extra += pass_param_mb_s(c, g, n, m, s, zero);
+    }
+    double s1 = pass_param_sync_s(c, g, n, m, s, zero, 1);
+    double s2 = zero >= 2 ? pass_param_sync_s(c, g, n, m, s, zero, 2) : s1;
+    pc->sync_mb += s2 - s1;
+    pc->sync_step += s1 - (s2 - s1);
+    pc->sync_gather += pass_param_gather_s(c, g, n, m, s, zero);
+    double lr, lg;
+    pc->nsync += pass_param_sync_lat(c, g, n, m, s, zero, &lr, &lg);
+    pc->lat_red += lr, pc->lat_gather += lg;
+}
+
+/* The bytes of n's backward working set before its inputs' gradients: its
+ * own and its first output's gradient. A gradient written over the tensor
+ * it differentiates (the loss's dlogits over the kept logits) takes no
+ * memory of its own. */
+static double node_grad_bytes(const Ctx *x, const IrNode *n, const PassNodeCost *nc, const PassSharding *out)
+{
+    const IrGraph *g = x->g;
+    double grads = nc->ws_bytes;
+    for (int j = 0; j < n->nout; j++)
+        if (j == 0 && g->tensors[n->out[j]].role != IR_LOSS && !x->over[n->out[j]])
+            grads += (double)pass_local_numel(g, n->out[j], &x->p->mesh, &out[j], x->ds) *
+                     pass_elem_bytes(x->c, g->tensors[n->out[j]].dtype);
+    return grads;
+}
+
+/* With sequence parallelism a column-parallel GEMM reads its input
+ * all-gathered and a row-parallel one writes its output reduce-scattered;
+ * the stack may run the transfer beside the GEMM (tp_overlap,
+ * pass_overlap_exposed). Overlapped seconds cost the compute the device's
+ * overlap slowdown. *tf, *tb: edge (n, input i)'s transfer seconds forward
+ * and backward, kf, kb their all-gather / reduce-scatter groups. */
+static void edge_overlap(const PieceWalk *w, const IrNode *n, int t, const PassSharding *lay, int kf, int kb,
+                         double *tf, double *tb, PieceCost *pc)
+{
+    const Ctx *x = w->x;
+    const IrGraph *g = x->g;
+    const PassNodeCost *pg = producer_gemm(x, w->ncs, w->piece, t);
+    double gm[3] = {0, 0, 0};
+    if (n->op == IR_OP_MATMUL && (kf || kb))
+        reader_gemms(x, w->ncs, w->piece, t, lay, gm);
+    if (*tf > 0 && kf && w->ov >= PASS_TP_OVERLAP_UB && n->op == IR_OP_MATMUL)
+        pc->ub_bytes = fmax(pc->ub_bytes, (double)pass_local_numel(g, t, &x->p->mesh, lay, x->ds) *
+                                              pass_elem_bytes(x->c, g->tensors[t].dtype));
+    if (*tf > 0 && kf && w->ov >= PASS_TP_OVERLAP_UB) {
+        double e = n->op == IR_OP_MATMUL ? pass_overlap_exposed(PASS_OVERLAP_RING, *tf, gm[0], kf)
+                   : pg ? pass_overlap_exposed(PASS_OVERLAP_PIPELINE, *tf, pg->gemm_fwd_s,
+                                               pass_cost_consts.tp_rs_splits)
+                        : *tf;
+        *tf = e + w->sd * (*tf - e);
+    }
+    if (*tb > 0 && kb) {
+        double e = n->op == IR_OP_MATMUL && w->ov >= PASS_TP_OVERLAP_BACKWARD
+                       ? pass_overlap_exposed(PASS_OVERLAP_BULK, *tb, gm[2], 1)
+                   : pg && w->ov >= PASS_TP_OVERLAP_UB
+                       ? pass_overlap_exposed(PASS_OVERLAP_RING, *tb, pg->gemm_dx_s, kb)
+                       : *tb;
+        *tb = e + w->sd * (*tb - e);
+    }
+}
+
+/* The edge into n's input i (an activation, not a repeat of an earlier
+ * input): the pipeline transfer when it crosses a stage, resharding forward
+ * and gradient resharding backward, unless an earlier consumer in the stage
+ * already paid for the same layout. */
+static void edge_in(const PieceWalk *w, const IrNode *n, int i, const PassSharding *in, bool rec, PieceCost *pc)
+{
+    const Ctx *x = w->x;
+    const IrGraph *g = x->g;
+    const PassMesh *m = &x->p->mesh;
+    const PassCostCtx *c = x->c;
+    int t = n->in[i];
+    PassSharding from = out_sharding(x, t);
+    PassSharding gfrom = pass_shard_grad_in(g, n, strat(x, n->id), i), gto = from;
+    gto.partial = 0;
+    bool fsh, bsh;
+    shared_edges(x, n, t, &in[i], &gfrom, &fsh, &bsh);
+    int pp_piece = g->nodes[g->tensors[t].producer].piece;
+    bool cross = x->stage_of[pp_piece] != x->stage_of[w->piece];
+    if (cross && !fsh) {
+        PassColl k = {PASS_COLL_SENDRECV, 0, -1, -1, pass_local_numel(g, t, m, &from, x->ds)};
+        double tp2p = pass_cost_coll(c, m, &k, pass_elem_bytes(x->c, g->tensors[t].dtype));
+        pc->p2p_f += tp2p;
+        pc->p2p_b += tp2p;
+    }
+    int kf = 0, kb = 0;
+    double tf = fsh ? 0 : coll_time(x, t, &from, &in[i], &pc->group_f, &kf);
+    double tb = bsh ? 0 : coll_time(x, t, &gfrom, &gto, &pc->group_b, &kb);
+    edge_overlap(w, n, t, &in[i], kf, kb, &tf, &tb, pc);
+    tf *= 1 - c->st.reshard_overlap;
+    tb *= 1 - c->st.reshard_overlap;
+    pc->rs_f += tf;
+    pc->rs_b += tb;
+    if (rec && !cross && g->nodes[g->tensors[t].producer].piece == w->piece)
+        pc->rec += tf;
+}
+
+/* The edges into n, and the largest backward working set so far (n's own,
+ * its output's gradient, its inputs' gradients). Token inputs are loaded on
+ * the host every micro-batch. */
+static void node_edges(const PieceWalk *w, const IrNode *n, const PassNodeCost *nc, const PassSharding *in,
+                       const PassSharding *out, bool rec, PieceCost *pc)
+{
+    const Ctx *x = w->x;
+    const IrGraph *g = x->g;
+    const PassMesh *m = &x->p->mesh;
+    double grads = node_grad_bytes(x, n, nc, out);
+    for (int i = 0; i < n->nin; i++) {
+        int t = n->in[i];
+        IrRole role = g->tensors[t].role;
+        if (role == IR_INPUT)
+            pc->host_s += x->c->cl->gpu.host_token_s * (double)pass_local_numel(g, t, m, &in[i], x->ds);
+        if (role == IR_PARAM || role == IR_INPUT)
+            continue;
+        bool dup = false;
+        for (int e = 0; e < i; e++)
+            dup |= n->in[e] == t;
+        if (dup)
+            continue;
+        if (!x->over[t])
+            grads += (double)pass_local_numel(g, t, m, &in[i], x->ds) * pass_elem_bytes(x->c, g->tensors[t].dtype);
+        edge_in(w, n, i, in, rec, pc);
+    }
+    if (grads > pc->transient)
+        pc->transient = grads;
+}
+
+/* CPU ranks meeting at the piece's collectives wait for the latest
+ * (sync.c): over the forward's work and the backward's, each where it has
+ * them. */
+static void piece_sync_wait(const PassCostCtx *c, PieceCost *pc)
+{
     double comp = pc->fwd + pc->bwd, hard = fmin(comp, pc->gemm + pc->attn);
     if (comp > 0 && pc->group_f > 1)
         pc->rs_f += pass_sync_wait(c->cl, pc->group_f, hard, comp - hard) * pc->fwd / comp;
     if (comp > 0 && pc->group_b > 1)
         pc->rs_b += pass_sync_wait(c->cl, pc->group_b, hard, comp - hard) * pc->bwd / comp;
-    pc->extra_ws = saved_none - pc->saved;
+}
+
+/* One micro-batch of one piece under recomputation r: its kernels, saved
+ * activations, model states, edges and collectives. */
+static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
+{
+    const IrGraph *g = x->g;
+    memset(pc, 0, sizeof *pc);
+    const IrPiece *P = &g->pieces[piece];
+    PieceWalk w = {x, piece, r, node_costs(x, piece), x->c->st.tp_overlap, pass_overlap_slowdown(&x->c->cl->gpu), 0};
+    for (int id = P->first; id < P->first + P->count; id++) {
+        const IrNode *n = &g->nodes[id];
+        const PassNodeCost *nc = &w.ncs[id - P->first];
+        bool rec = pass_recomputed(x->c, g, n, r);
+        node_kernels(&w, n, nc, rec, pc);
+        PassSharding in[IR_MAX_IN], out[IR_MAX_OUT];
+        pass_shard_io(g, n, strat(x, id), in, out);
+        node_saved(&w, n, in, pc);
+        node_states(x, n, strat(x, id), pc);
+        node_edges(&w, n, nc, in, out, rec, pc);
+    }
+    free(w.ncs);
+    piece_sync_wait(x->c, pc);
+    pc->extra_ws = w.saved_none - pc->saved;
 }
 
 /* Same strategies, same neighbourhood (which inputs come from another
@@ -475,18 +559,11 @@ double pass_runtime_bytes(const PassCostCtx *c, const PassMesh *m, int pp)
     return K->cuda_ctx_bytes + ncomm * K->nccl_comm_bytes + K->workspace_bytes;
 }
 
-void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan, PassPrediction *out)
+/* The plan's sizes and ownership, found once: dim sizes at the plan's
+ * micro-batch, each piece's stage, which tensors' gradients are written
+ * over them (ir_grad_in_place scans the graph). Freed by ctx_free. */
+static void ctx_init(Ctx *x, const PassCostCtx *c, const IrGraph *g, const PassPlan *plan)
 {
-    /* The plan says which attention kernel runs. */
-    PassCostCtx cc = *ctx;
-    cc.attention = plan->attention;
-    cc.plan = plan->strategy; /* which GEMMs its programs batch */
-    const PassCostCtx *c = &cc;
-    const PassCostConsts *K = &pass_cost_consts;
-    const PassGpu *gpu = &c->cl->gpu;
-    memset(out, 0, sizeof *out);
-    int pp = plan->pp > 0 ? plan->pp : 1, v = plan->v > 0 ? plan->v : 1;
-    int m = plan->num_micro > 0 ? plan->num_micro : 1;
     int64_t *ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));
     ir_dim_sizes(g, plan->mb_seqs, ds);
     int *stage_of = ir_xmalloc(sizeof(int) * (size_t)(g->npieces + 1));
@@ -498,36 +575,110 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
     for (int i = 0; i < g->npieces; i++)
         if (stage_of[i] < 0)
             ir_die("pass_predict: piece %d (%s) is in no stage", i, g->pieces[i].name);
-    /* Found once here: ir_grad_in_place scans the graph. */
     bool *over = ir_xcalloc((size_t)g->ntensors + 1, sizeof(bool));
     for (int i = 0; i < g->nfwd && c->st.grad_in_place; i++)
         if (ir_ops[g->nodes[i].op].flags & IR_OPF_GRAD_IN_PLACE)
             over[g->nodes[i].in[0]] = ir_grad_in_place(g, g->nodes[i].in[0]);
-    Ctx x = {c, g, plan, ds, stage_of, over};
-    RankAcc *ra = ir_xcalloc((size_t)pp, sizeof *ra);
-    /* Per stage, one micro-batch: forward and backward on its rank, and the
-     * transfers into it (the schedule simulation's inputs). */
-    int nst = plan->nstages;
-    double *sf = ir_xcalloc((size_t)nst, sizeof(double)), *sb = ir_xcalloc((size_t)nst, sizeof(double));
-    double *sxf = ir_xcalloc((size_t)nst, sizeof(double)), *sxb = ir_xcalloc((size_t)nst, sizeof(double));
-    /* Collectives a stack waits for inside each micro-batch: ZeRO-3's
-     * forward gather, and the rest of the per-micro-batch traffic in backward.
-     * ptdc's programs wait for their ZeRO-2/3 per-micro-batch collectives
-     * where they are issued (docs/runtime.md, "Overlap in a training step"):
-     * only the step-end reductions and gathers overlap. */
-    bool blocking = !c->st.dp_overlap;
-    bool mb_blocking = blocking || !c->st.ref_stack;
-    double wb = pass_elem_bytes(c, IR_BF16), gb = c->st.grad_bytes > 0 ? c->st.grad_bytes : wb;
-    double z3f = plan->zero >= 3 ? wb / (gb + 2 * wb) : 0;
+    *x = (Ctx){c, g, plan, ds, stage_of, over};
+}
 
-    /* A few recently costed pieces: a layer matches the one before it, or the
-     * first layer of an earlier stage when it starts a stage itself. */
+static void ctx_free(Ctx *x)
+{
+    free(x->ds);
+    free(x->stage_of);
+    free(x->over);
+}
+
+/* What pass_predict's steps share: the plan's shape, the sums per
+ * pipeline rank and, per stage, one micro-batch's forward and backward on
+ * its rank and the transfers into it (the schedule simulation's inputs). */
+typedef struct Predict {
+    Ctx x;
+    int pp, v, m;                 /* pipeline ranks, chunks per rank, micro-batches */
+    RankAcc *ra;                  /* by pipeline rank */
+    double *sf, *sb, *sxf, *sxb;  /* by stage */
+    bool blocking;                /* data-parallel traffic waited for (no dp_overlap) */
+    bool mb_blocking;             /* so is the per-micro-batch traffic (also ptdc's programs) */
+    double z3f;                   /* of sync_mb: ZeRO-3's forward gather */
+    double *finish;               /* by rank: when its last backward ends */
+    double pipe;                  /* the schedule's seconds */
+} Predict;
+
+/* Collectives a stack waits for inside each micro-batch: ZeRO-3's forward
+ * gather, and the rest of the per-micro-batch traffic in backward. ptdc's
+ * programs wait for their ZeRO-2/3 per-micro-batch collectives where they
+ * are issued (docs/runtime.md, "Overlap in a training step"): only the
+ * step-end reductions and gathers overlap. */
+static void predict_init(Predict *P, const PassCostCtx *c, const IrGraph *g, const PassPlan *plan)
+{
+    memset(P, 0, sizeof *P);
+    ctx_init(&P->x, c, g, plan);
+    P->pp = plan->pp > 0 ? plan->pp : 1, P->v = plan->v > 0 ? plan->v : 1;
+    P->m = plan->num_micro > 0 ? plan->num_micro : 1;
+    P->ra = ir_xcalloc((size_t)P->pp, sizeof *P->ra);
+    int nst = plan->nstages;
+    P->sf = ir_xcalloc((size_t)nst, sizeof(double)), P->sb = ir_xcalloc((size_t)nst, sizeof(double));
+    P->sxf = ir_xcalloc((size_t)nst, sizeof(double)), P->sxb = ir_xcalloc((size_t)nst, sizeof(double));
+    P->finish = ir_xcalloc((size_t)P->pp, sizeof(double));
+    P->blocking = !c->st.dp_overlap;
+    P->mb_blocking = P->blocking || !c->st.ref_stack;
+    double wb = pass_elem_bytes(c, IR_BF16), gb = c->st.grad_bytes > 0 ? c->st.grad_bytes : wb;
+    P->z3f = plan->zero >= 3 ? wb / (gb + 2 * wb) : 0;
+}
+
+static void predict_free(Predict *P)
+{
+    free(P->finish);
+    free(P->sf), free(P->sb), free(P->sxf), free(P->sxb);
+    free(P->ra);
+    ctx_free(&P->x);
+}
+
+/* One piece's micro-batch added to its stage and its pipeline rank. */
+static void add_piece(Predict *P, int st, RankAcc *r, const PieceCost *pc)
+{
+    double mbf = P->mb_blocking ? P->z3f * pc->sync_mb : 0, mbb = P->mb_blocking ? pc->sync_mb - mbf : 0;
+    P->sf[st] += pc->fwd + pc->rs_f + pc->host_s + mbf;
+    P->sb[st] += pc->bwd + pc->rec + pc->rs_b + pc->mb_extra + mbb;
+    P->sxf[st] += pc->p2p_f;
+    P->sxb[st] += pc->p2p_b;
+    r->fwd += pc->fwd + pc->rs_f + pc->p2p_f + pc->host_s + mbf;
+    r->bwd += pc->bwd + pc->rec + pc->rs_b + pc->p2p_b + pc->mb_extra + mbb;
+    r->step_s += pc->step_s;
+    r->gemm += pc->gemm, r->attn += pc->attn, r->comp += pc->fwd + pc->bwd, r->host += pc->host_s;
+    r->rec += pc->rec;
+    r->rs += pc->rs_f + pc->rs_b;
+    r->p2p += pc->p2p_f + pc->p2p_b;
+    r->p2p_f += pc->p2p_f, r->p2p_b += pc->p2p_b;
+    r->flops += pc->flops;
+    r->rec_flops += pc->rec_flops;
+    r->saved += pc->saved;
+    r->saved_chunk[(int)r->nchunks - 1] += pc->saved;
+    r->extra_ws = fmax(r->extra_ws, pc->extra_ws);
+    r->transient = fmax(r->transient, pc->transient);
+    r->w += pc->w, r->gr += pc->gr, r->op += pc->op;
+    r->sync_step += pc->sync_step;
+    r->sync_gather += pc->sync_gather;
+    r->lat_red += pc->lat_red, r->lat_gather += pc->lat_gather, r->nsync += pc->nsync;
+    r->ub_bytes = fmax(r->ub_bytes, pc->ub_bytes);
+    r->sync_mb += pc->sync_mb;
+    r->shard_elems += pc->shard_elems;
+    r->grad_elems += pc->grad_elems;
+    r->full_w_max = fmax(r->full_w_max, pc->full_w);
+}
+
+/* Every piece of every stage costed, reusing a few recently costed pieces:
+ * a layer matches the one before it, or the first layer of an earlier stage
+ * when it starts a stage itself. */
+static void cost_stages(Predict *P)
+{
+    const PassPlan *plan = P->x.p;
     enum { NREF = 8 };
     PieceCost pc, ref[NREF];
     int refp[NREF], nref = 0, next = 0;
     for (int st = 0; st < plan->nstages; st++) {
         const PassStage *S = &plan->stages[st];
-        RankAcc *r = &ra[S->pp_rank];
+        RankAcc *r = &P->ra[S->pp_rank];
         r->nchunks += 1;
         if (r->nchunks > PASS_MAX_CHUNKS)
             ir_die("pass_predict: more than %d chunks on pipeline rank %d", PASS_MAX_CHUNKS,
@@ -536,73 +687,46 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
             int piece = S->first_piece + k;
             int hit = -1;
             for (int j = 0; j < nref && hit < 0; j++)
-                if (same_piece(&x, refp[j], piece))
+                if (same_piece(&P->x, refp[j], piece))
                     hit = j;
             if (hit >= 0) {
                 pc = ref[hit];
             } else {
-                cost_piece(&x, piece, S->recompute, &pc);
+                cost_piece(&P->x, piece, S->recompute, &pc);
                 ref[next] = pc;
                 refp[next] = piece;
                 next = (next + 1) % NREF;
                 nref += nref < NREF;
             }
-            double mbf = mb_blocking ? z3f * pc.sync_mb : 0, mbb = mb_blocking ? pc.sync_mb - mbf : 0;
-            sf[st] += pc.fwd + pc.rs_f + pc.host_s + mbf;
-            sb[st] += pc.bwd + pc.rec + pc.rs_b + pc.mb_extra + mbb;
-            sxf[st] += pc.p2p_f;
-            sxb[st] += pc.p2p_b;
-            r->fwd += pc.fwd + pc.rs_f + pc.p2p_f + pc.host_s + mbf;
-            r->bwd += pc.bwd + pc.rec + pc.rs_b + pc.p2p_b + pc.mb_extra + mbb;
-            r->step_s += pc.step_s;
-            r->gemm += pc.gemm, r->attn += pc.attn, r->comp += pc.fwd + pc.bwd, r->host += pc.host_s;
-            r->rec += pc.rec;
-            r->rs += pc.rs_f + pc.rs_b;
-            r->p2p += pc.p2p_f + pc.p2p_b;
-            r->p2p_f += pc.p2p_f, r->p2p_b += pc.p2p_b;
-            r->flops += pc.flops;
-            r->rec_flops += pc.rec_flops;
-            r->saved += pc.saved;
-            r->saved_chunk[(int)r->nchunks - 1] += pc.saved;
-            r->extra_ws = fmax(r->extra_ws, pc.extra_ws);
-            r->transient = fmax(r->transient, pc.transient);
-            r->w += pc.w, r->gr += pc.gr, r->op += pc.op;
-            r->sync_step += pc.sync_step;
-            r->sync_gather += pc.sync_gather;
-            r->lat_red += pc.lat_red, r->lat_gather += pc.lat_gather, r->nsync += pc.nsync;
-            r->ub_bytes = fmax(r->ub_bytes, pc.ub_bytes);
-            r->sync_mb += pc.sync_mb;
-            r->shard_elems += pc.shard_elems;
-            r->grad_elems += pc.grad_elems;
-            r->full_w_max = fmax(r->full_w_max, pc.full_w);
+            add_piece(P, st, r, &pc);
         }
     }
+}
 
-    /* What ptdc's programs hold per stage beyond the saved activations and
-     * owned parameters (codegen/cg_lower.c, cg_analyse.c): per micro-batch slot,
-     * the activation a stage sends on (kept until its backward) and the
-     * gradient it sends back for what it received; and its own copy of a
-     * parameter an earlier stage owns (a tied embedding). */
-    if (!c->st.ref_stack)
-        for (int st = 0; st < plan->nstages; st++)
-            stage_extras(&x, st, ra);
+/* A framework that overlaps pipeline transfers (pp_overlap: Megatron's
+ * interleaved schedule posts the next chunk's receive and this chunk's
+ * send before computing, megatron/core/pipeline_parallel/schedules.py,
+ * overlap_p2p_comm) hides them under the chunk's compute, but for what
+ * outlasts it; the overlapped seconds cost the overlap slowdown. */
+static void overlap_p2p(Predict *P)
+{
+    for (int i = 0; i < P->pp; i++) {
+        RankAcc *r = &P->ra[i];
+        double sdp = pass_overlap_slowdown(&P->x.c->cl->gpu);
+        double cf = r->fwd - r->p2p_f, cb = r->bwd - r->p2p_b;
+        double ef = fmax(0, r->p2p_f - cf), eb = fmax(0, r->p2p_b - cb);
+        ef += sdp * (r->p2p_f - ef), eb += sdp * (r->p2p_b - eb);
+        r->fwd = cf + ef, r->bwd = cb + eb, r->p2p = ef + eb;
+    }
+}
 
-    /* A framework that overlaps pipeline transfers (pp_overlap: Megatron's
-     * interleaved schedule posts the next chunk's receive and this chunk's
-     * send before computing, megatron/core/pipeline_parallel/schedules.py,
-     * overlap_p2p_comm) hides them under the chunk's compute, but for what
-     * outlasts it; the overlapped seconds cost the overlap slowdown. */
-    if (c->st.ref_stack && c->st.pp_overlap && v > 1)
-        for (int i = 0; i < pp; i++) {
-            RankAcc *r = &ra[i];
-            double sdp = pass_overlap_slowdown(gpu);
-            double cf = r->fwd - r->p2p_f, cb = r->bwd - r->p2p_b;
-            double ef = fmax(0, r->p2p_f - cf), eb = fmax(0, r->p2p_b - cb);
-            ef += sdp * (r->p2p_f - ef), eb += sdp * (r->p2p_b - eb);
-            r->fwd = cf + ef, r->bwd = cb + eb, r->p2p = ef + eb;
-        }
-
-    /* The schedule. */
+/* The schedule: P->pipe and each rank's finish, and the slowest rank's
+ * terms into out. */
+static void schedule(Predict *P, PassPrediction *out)
+{
+    const PassCostCtx *c = P->x.c;
+    RankAcc *ra = P->ra;
+    int pp = P->pp, v = P->v, m = P->m;
     double tmax = 0, tsum = 0;
     int slow = 0;
     for (int i = 0; i < pp; i++) {
@@ -611,23 +735,23 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
         if (ra[i].t_mb > tmax)
             tmax = ra[i].t_mb, slow = i;
     }
-    double *finish = ir_xcalloc((size_t)pp, sizeof(double));
     double pipe;
     if (!c->st.ref_stack) {
         /* ptdc's programs: the schedule codegen runs, simulated op by op
          * (CPU ranks of several pipeline ranks on one node's cores share
          * them: share.c). */
         PassShare sh;
-        bool shared = pass_share(c->cl, pp, pass_mesh_devices(&plan->mesh), &sh);
-        pipe = pass_schedule_sim_shared(pp, v, m, sf, sb, sxf, sxb, finish, shared ? &sh : NULL);
+        bool shared = pass_share(c->cl, pp, pass_mesh_devices(&P->x.p->mesh), &sh);
+        pipe = pass_schedule_sim_shared(pp, v, m, P->sf, P->sb, P->sxf, P->sxb, P->finish, shared ? &sh : NULL);
     } else {
         /* A reference stack: 1F1B takes (m - 1) times the slowest rank plus
          * every rank once (fill and drain); interleaving divides the fill and
          * drain by v. */
         pipe = m * tmax + (tsum - tmax) / v;
         for (int i = 0; i < pp; i++)
-            finish[i] = pipe;
+            P->finish[i] = pipe;
     }
+    P->pipe = pipe;
     out->pipeline_s = pipe;
     out->bubble_s = fmax(0, pipe - m * tmax);
     out->stage_fwd_s = ra[slow].fwd;
@@ -639,122 +763,160 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
     out->attn_s = m * ra[slow].attn;
     out->kernels_s = m * (ra[slow].comp - ra[slow].gemm - ra[slow].attn);
     out->host_s = m * ra[slow].host;
+}
 
-    /* Data-parallel traffic and the optimizer, after the last backward
-     * (and the weight gathers of the next step's first forward). */
+/* A rank's data-parallel reduction and weight gathers per step. A
+ * framework reduces and gathers each bucket of gradients as one collective
+ * over a contiguous buffer (Megatron's param_and_grad_buffer.py; FSDP's
+ * flat groups): the latency is paid per bucket, not per tensor. */
+static void dp_traffic(const Predict *P, const RankAcc *r, double bk, double *red, double *gat)
+{
+    *red = r->sync_step - r->sync_gather, *gat = r->sync_gather;
+    if (P->x.c->st.ref_stack && r->nsync > 0) {
+        double nb = fmax(1, ceil(r->grad_elems / bk));
+        *red += (nb - r->nsync) * r->lat_red / r->nsync;
+        *gat += (nb - r->nsync) * r->lat_gather / r->nsync;
+    }
+}
+
+/* Of the weight gathers gat, the seconds exposed where the stack runs them
+ * (param_gather); first: when rank i's first input arrives. */
+static double gather_shown(const Predict *P, int i, double gat, double opt, double first, double bucket)
+{
+    switch (P->x.c->st.param_gather) {
+    case PASS_GATHER_OPTIMIZER:
+        /* Beside the later parameters' AdamW (ptdc); what outlasts the
+         * optimizer is exposed. */
+        return fmax(0, gat - opt);
+    case PASS_GATHER_FORWARD:
+        /* Bucket after bucket beside the next step's first forward, the
+         * first issued as the step starts: rank i's wait for its first
+         * input and its own forward hide them, but for what outlasts both
+         * and, on a rank that starts at once, the first bucket. */
+        return fmax(gat - (first + P->ra[i].fwd), fmax(0, bucket * gat - first));
+    case PASS_GATHER_BLOCKING:
+    default:
+        return gat;
+    }
+}
+
+/* Rank i's exposed step-end traffic when it overlaps the backward.
+ * Rank i finishes its last backward when the ranks before it still have
+ * theirs to run: that and its own last backward hide traffic. The last
+ * bucket and whatever outlasts the window are exposed; the rest hides
+ * under backward, slowing it by the device's overlap slowdown.
+ * Interleaved, each chunk's reduction starts when its last backward ends;
+ * the chunks end one group of min(m, pp) micro-batches' backwards apart
+ * (chunk v-1 first), so every chunk's reduction but the last has the later
+ * chunks' backwards to hide under: the chain of v transfers of red/v
+ * exposes max over j of (j+1) red/v - j g bc beyond the last chunk's own
+ * backward bc (1F1B: red - bc). *slack: the backwards of the ranks before. */
+static double dp_overlapped(const Predict *P, int i, double red, double gat, double opt, double first,
+                            double bucket, double sd, double *slack)
+{
+    int v = P->v, m = P->m, pp = P->pp;
+    double bc = P->ra[i].bwd / v, gm = m < pp ? m : pp, chain = red / v;
+    for (int j = 1; j < v; j++)
+        chain = fmax(chain, (j + 1) * red / v - j * gm * bc);
+    double shown = fmax(chain - bc - *slack, bucket * red);
+    *slack += P->ra[i].bwd;
+    double exp_step = shown + sd * (red - shown);
+    if (gat > 0) {
+        shown = gather_shown(P, i, gat, opt, first, bucket);
+        exp_step += shown + sd * (gat - shown);
+    }
+    return exp_step;
+}
+
+/* Data-parallel traffic and the optimizer, after the last backward (and the
+ * weight gathers of the next step's first forward): the seconds the step
+ * runs past the schedule, and its terms into out. */
+static double dp_tail(const Predict *P, PassPrediction *out)
+{
+    const PassCostCtx *c = P->x.c;
+    const PassGpu *gpu = &c->cl->gpu;
+    const PassCostConsts *K = &pass_cost_consts;
+    int v = P->v, m = P->m;
     double tail = 0, slack = 0, start = 0, end = 0;
     double bk = pass_stack_bucket_elems(&c->st, gpu), sd = pass_overlap_slowdown(gpu);
-    for (int i = 0; i < pp; i++) {
-        RankAcc *r = &ra[i];
+    for (int i = 0; i < P->pp; i++) {
+        const RankAcc *r = &P->ra[i];
         double exp_step, exp_mb, opt;
         if (!c->st.ref_stack)
             opt = r->step_s; /* the kernels the trainer runs, per parameter */
         else
             opt = pass_mem_time(gpu, r->shard_elems * K->opt_bytes_per_elem, 4);
-        double red = r->sync_step - r->sync_gather, gat = r->sync_gather;
+        double red, gat;
+        dp_traffic(P, r, bk, &red, &gat);
         double bucket = r->grad_elems > 0 ? fmin(1, bk / r->grad_elems) : 0;
-        if (c->st.ref_stack && r->nsync > 0) {
-            /* A framework reduces and gathers each bucket of gradients as
-             * one collective over a contiguous buffer (Megatron's
-             * param_and_grad_buffer.py; FSDP's flat groups): the latency is
-             * paid per bucket, not per tensor. */
-            double nb = fmax(1, ceil(r->grad_elems / bk));
-            red += (nb - r->nsync) * r->lat_red / r->nsync;
-            gat += (nb - r->nsync) * r->lat_gather / r->nsync;
-        }
         /* Rank i's first forward of a step starts once the ranks before it
          * have run theirs through their first chunk. */
         double first = start;
-        start += ra[i].fwd / (v > 1 ? v : 1);
-        if (blocking) {
+        start += P->ra[i].fwd / (v > 1 ? v : 1);
+        if (P->blocking) {
             /* Reduced after the schedule, one blocking collective after
              * another; the per-micro-batch traffic is inside the stages. */
             exp_step = red + gat;
             exp_mb = 0;
         } else {
-            /* Rank i finishes its last backward when the ranks before it
-             * still have theirs to run: that and its own last backward hide
-             * traffic. The last bucket and whatever outlasts the window are
-             * exposed; the rest hides under backward, slowing it by the
-             * device's overlap slowdown. */
-            /* Interleaved, each chunk's reduction starts when its last
-             * backward ends; the chunks end one group of min(m, pp)
-             * micro-batches' backwards apart (chunk v-1 first), so every
-             * chunk's reduction but the last has the later chunks' backwards
-             * to hide under: the chain of v transfers of red/v exposes
-             * max over j of (j+1) red/v - j g bc beyond the last chunk's own
-             * backward bc (1F1B: red - bc). */
-            double bc = ra[i].bwd / v, gm = m < pp ? m : pp, chain = red / v;
-            for (int j = 1; j < v; j++)
-                chain = fmax(chain, (j + 1) * red / v - j * gm * bc);
-            double shown = fmax(chain - bc - slack, bucket * red);
-            slack += ra[i].bwd;
-            exp_step = shown + sd * (red - shown);
-            if (gat > 0) {
-                switch (c->st.param_gather) {
-                case PASS_GATHER_OPTIMIZER:
-                    /* Beside the later parameters' AdamW (ptdc); what
-                     * outlasts the optimizer is exposed. */
-                    shown = fmax(0, gat - opt);
-                    break;
-                case PASS_GATHER_FORWARD:
-                    /* Bucket after bucket beside the next step's first
-                     * forward, the first issued as the step starts: rank i's
-                     * wait for its first input and its own forward hide
-                     * them, but for what outlasts both and, on a rank that
-                     * starts at once, the first bucket. */
-                    shown = fmax(gat - (first + ra[i].fwd), fmax(0, bucket * gat - first));
-                    break;
-                case PASS_GATHER_BLOCKING:
-                default:
-                    shown = gat;
-                    break;
-                }
-                exp_step += shown + sd * (gat - shown);
-            }
-            exp_mb = mb_blocking ? 0
-                                 : m * (fmax(0, r->sync_mb - r->t_mb) + sd * fmin(r->sync_mb, r->t_mb));
+            exp_step = dp_overlapped(P, i, red, gat, opt, first, bucket, sd, &slack);
+            exp_mb = P->mb_blocking ? 0
+                                    : m * (fmax(0, r->sync_mb - r->t_mb) + sd * fmin(r->sync_mb, r->t_mb));
         }
         out->dp_sync_s = fmax(out->dp_sync_s, red + gat + m * r->sync_mb);
-        if (finish[i] + exp_step + exp_mb + opt > end) {
-            end = finish[i] + exp_step + exp_mb + opt;
-            tail = end - pipe;
+        if (P->finish[i] + exp_step + exp_mb + opt > end) {
+            end = P->finish[i] + exp_step + exp_mb + opt;
+            tail = end - P->pipe;
             out->dp_exposed_s = exp_step + exp_mb;
             out->optimizer_s = opt;
         }
     }
     /* ptdc's trainer all-reduces the gradient norm and the loss over the
      * world, one float each. */
-    if (!c->st.ref_stack && pp * pass_mesh_devices(&plan->mesh) > 1) {
+    const PassPlan *plan = P->x.p;
+    if (!c->st.ref_stack && P->pp * pass_mesh_devices(&plan->mesh) > 1) {
         PassMesh wm;
-        pass_mesh_make(&wm, pp * pass_mesh_devices(&plan->mesh), 1, c->cl->gpus_per_node);
+        pass_mesh_make(&wm, P->pp * pass_mesh_devices(&plan->mesh), 1, c->cl->gpus_per_node);
         PassColl one = {PASS_COLL_ALLREDUCE, 0, -1, -1, 1};
         tail += 2 * pass_cost_coll(c, &wm, &one, 4);
     }
-    free(finish);
-    free(sf), free(sb), free(sxf), free(sxb);
-    out->step_time_s = pipe + tail;
+    return tail;
+}
 
-    /* Throughput and utilisation. */
-    int dev = pass_mesh_devices(&plan->mesh), gpus = dev * pp;
-    double tokens = (double)plan->mb_seqs * m * (double)ds[g->seq_dim >= 0 ? g->seq_dim : 0];
+/* Throughput and utilisation from the step time. */
+static void throughput(const Predict *P, PassPrediction *out)
+{
+    const IrGraph *g = P->x.g;
+    const PassPlan *plan = P->x.p;
+    const PassGpu *gpu = &P->x.c->cl->gpu;
+    int m = P->m;
+    int dev = pass_mesh_devices(&plan->mesh), gpus = dev * P->pp;
+    double tokens = (double)plan->mb_seqs * m * (double)P->x.ds[g->seq_dim >= 0 ? g->seq_dim : 0];
     if (g->seq_dim < 0)
         tokens = (double)plan->mb_seqs * m;
     out->tokens_per_s = tokens / out->step_time_s;
     out->model_flops = tokens * pass_model_flops_per_token(g);
-    for (int i = 0; i < pp; i++)
-        out->hw_flops += m * dev * (ra[i].flops + ra[i].rec_flops);
+    for (int i = 0; i < P->pp; i++)
+        out->hw_flops += m * dev * (P->ra[i].flops + P->ra[i].rec_flops);
     out->mfu = out->model_flops / out->step_time_s / (gpus * gpu->peak_flops);
     out->hfu = out->hw_flops / out->step_time_s / (gpus * gpu->peak_flops);
+}
 
-    /* Memory per pipeline rank. */
+/* Memory per pipeline rank, the peak and the margin to the usable HBM. */
+static void memory(const Predict *P, PassPrediction *out)
+{
+    const PassCostCtx *c = P->x.c;
+    const PassPlan *plan = P->x.p;
+    const PassGpu *gpu = &c->cl->gpu;
+    const PassCostConsts *K = &pass_cost_consts;
+    int pp = P->pp, v = P->v, m = P->m;
     out->npp = pp;
     out->mem = ir_xcalloc((size_t)pp, sizeof *out->mem);
     double reserve = c->st.alloc_reserve > 0 ? c->st.alloc_reserve : PASS_MEM_RESERVE;
     out->capacity_bytes = gpu->hbm_bytes;
     double usable = gpu->hbm_bytes * (1 - reserve);
     for (int i = 0; i < pp; i++) {
-        RankAcc *r = &ra[i];
+        const RankAcc *r = &P->ra[i];
         PassRankMem *M = &out->mem[i];
         M->fwd_s = r->fwd, M->bwd_s = r->bwd;
         M->weights = r->w, M->grads = r->gr, M->optim = r->op;
@@ -784,8 +946,33 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan
     }
     out->margin_bytes = usable - out->peak_mem_bytes;
     out->fits = out->margin_bytes >= 0;
-    free(ra);
-    free(stage_of);
-    free(over);
-    free(ds);
+}
+
+void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan, PassPrediction *out)
+{
+    /* The plan says which attention kernel runs. */
+    PassCostCtx cc = *ctx;
+    cc.attention = plan->attention;
+    cc.plan = plan->strategy; /* which GEMMs its programs batch */
+    const PassCostCtx *c = &cc;
+    memset(out, 0, sizeof *out);
+    Predict P;
+    predict_init(&P, c, g, plan);
+    cost_stages(&P);
+    /* What ptdc's programs hold per stage beyond the saved activations and
+     * owned parameters (codegen/cg_lower.c, cg_analyse.c): per micro-batch slot,
+     * the activation a stage sends on (kept until its backward) and the
+     * gradient it sends back for what it received; and its own copy of a
+     * parameter an earlier stage owns (a tied embedding). */
+    if (!c->st.ref_stack)
+        for (int st = 0; st < plan->nstages; st++)
+            stage_extras(&P.x, st, P.ra);
+    if (c->st.ref_stack && c->st.pp_overlap && P.v > 1)
+        overlap_p2p(&P);
+    schedule(&P, out);
+    double tail = dp_tail(&P, out);
+    out->step_time_s = P.pipe + tail;
+    throughput(&P, out);
+    memory(&P, out);
+    predict_free(&P);
 }

@@ -179,32 +179,46 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static IlpStatus solve_glpk(const IlpProblem *p, const IlpOpts *o, IlpSolution *s)
+/* One-hot rows: node u's x columns, priced by its strategies. */
+static void model_nodes(Model *m, const IlpProblem *p)
 {
-    double t0 = now_s();
-    memset(s, 0, sizeof *s);
-    glp_term_out(GLP_OFF);
-    Model m = {0};
-    m.lp = glp_create_prob();
-    glp_set_obj_dir(m.lp, GLP_MIN);
-    m.xbase = ir_xcalloc((size_t)p->nnodes + 1, sizeof *m.xbase);
-    m.ebase = ir_xcalloc((size_t)p->nedges + 1, sizeof *m.ebase);
-    m.zcol = ir_xcalloc((size_t)p->ngroups + 1, sizeof *m.zcol);
-    Terms t = {0};
-
-    /* One-hot rows. */
     for (int u = 0; u < p->nnodes; u++) {
         const IlpNode *n = &p->nodes[u];
-        m.xbase[u] = add_cols(&m, n->k, GLP_BV, 1);
-        int row = glp_add_rows(m.lp, 1);
-        glp_set_row_bnds(m.lp, row, GLP_FX, 1, 1);
+        m->xbase[u] = add_cols(m, n->k, GLP_BV, 1);
+        int row = glp_add_rows(m->lp, 1);
+        glp_set_row_bnds(m->lp, row, GLP_FX, 1, 1);
         for (int i = 0; i < n->k; i++) {
-            nz(&m, row, m.xbase[u] + i, 1);
-            m.obj[m.xbase[u] + i] += dot(p->obj_w, &n->val[i]);
-            m.mem[m.xbase[u] + i] += dot(p->mem_w, &n->val[i]);
+            nz(m, row, m->xbase[u] + i, 1);
+            m->obj[m->xbase[u] + i] += dot(p->obj_w, &n->val[i]);
+            m->mem[m->xbase[u] + i] += dot(p->mem_w, &n->val[i]);
         }
     }
-    /* Edges: e columns and their marginal rows, or folded into x. */
+}
+
+/* Edge i's e columns and their marginal rows (both sides with several
+ * classes): e is tied to the x of both ends. */
+static void model_edge_cols(Model *m, const IlpProblem *p, int i)
+{
+    const IlpEdge *e = &p->edges[i];
+    m->ebase[i] = add_cols(m, e->nI * e->nJ, GLP_CV, 1);
+    int rows = glp_add_rows(m->lp, e->nI + e->nJ);
+    for (int r = rows; r < rows + e->nI + e->nJ; r++)
+        glp_set_row_bnds(m->lp, r, GLP_FX, 0, 0);
+    for (int I = 0; I < e->nI; I++)
+        for (int J = 0; J < e->nJ; J++) {
+            nz(m, rows + I, m->ebase[i] + I * e->nJ + J, 1);
+            nz(m, rows + e->nI + J, m->ebase[i] + I * e->nJ + J, 1);
+        }
+    for (int a = 0; a < p->nodes[e->u].k; a++)
+        nz(m, rows + e->cu[a], m->xbase[e->u] + a, -1);
+    for (int b = 0; b < p->nodes[e->v].k; b++)
+        nz(m, rows + e->nI + e->cv[b], m->xbase[e->v] + b, -1);
+}
+
+/* Edges: e columns and their marginal rows, or folded into x; their prices
+ * into the objective and the memory row. */
+static void model_edges(Model *m, const IlpProblem *p, Terms *t)
+{
     double *fo = NULL, *fm = NULL;
     for (int i = 0; i < p->nedges; i++) {
         const IlpEdge *e = &p->edges[i];
@@ -215,31 +229,24 @@ static IlpStatus solve_glpk(const IlpProblem *p, const IlpOpts *o, IlpSolution *
             fo[k] = dot(p->obj_w, &e->val[k]);
             fm[k] = dot(p->mem_w, &e->val[k]);
         }
-        if (e->nI > 1 && e->nJ > 1) {
-            m.ebase[i] = add_cols(&m, n, GLP_CV, 1);
-            int rows = glp_add_rows(m.lp, e->nI + e->nJ);
-            for (int r = rows; r < rows + e->nI + e->nJ; r++)
-                glp_set_row_bnds(m.lp, r, GLP_FX, 0, 0);
-            for (int I = 0; I < e->nI; I++)
-                for (int J = 0; J < e->nJ; J++) {
-                    nz(&m, rows + I, m.ebase[i] + I * e->nJ + J, 1);
-                    nz(&m, rows + e->nI + J, m.ebase[i] + I * e->nJ + J, 1);
-                }
-            for (int a = 0; a < p->nodes[e->u].k; a++)
-                nz(&m, rows + e->cu[a], m.xbase[e->u] + a, -1);
-            for (int b = 0; b < p->nodes[e->v].k; b++)
-                nz(&m, rows + e->nI + e->cv[b], m.xbase[e->v] + b, -1);
-        }
-        t.n = 0;
-        m.obj_const += edge_form(&m, p, i, fo, &t);
-        for (int k = 0; k < t.n; k++)
-            m.obj[t.col[k]] += t.val[k];
-        t.n = 0;
-        m.mem_const += edge_form(&m, p, i, fm, &t);
-        for (int k = 0; k < t.n; k++)
-            m.mem[t.col[k]] += t.val[k];
+        if (e->nI > 1 && e->nJ > 1)
+            model_edge_cols(m, p, i);
+        t->n = 0;
+        m->obj_const += edge_form(m, p, i, fo, t);
+        for (int k = 0; k < t->n; k++)
+            m->obj[t->col[k]] += t->val[k];
+        t->n = 0;
+        m->mem_const += edge_form(m, p, i, fm, t);
+        for (int k = 0; k < t->n; k++)
+            m->mem[t->col[k]] += t->val[k];
     }
-    /* Groups: z >= each item; a lone item is priced directly. */
+    free(fo);
+    free(fm);
+}
+
+/* Max-groups: z >= each item; a lone item is priced directly. */
+static void model_groups(Model *m, const IlpProblem *p, Terms *t)
+{
     for (int gi = 0; gi < p->ngroups; gi++) {
         const IlpGroup *gr = &p->groups[gi];
         double wo = dot(p->obj_w, &gr->w), wm = dot(p->mem_w, &gr->w);
@@ -247,58 +254,126 @@ static IlpStatus solve_glpk(const IlpProblem *p, const IlpOpts *o, IlpSolution *
             continue;
         if (gr->nitems == 1) {
             const IlpItem *it = &gr->items[0];
-            t.n = 0;
-            double c = edge_form(&m, p, it->edge, it->ind, &t);
-            m.obj_const += wo * c;
-            m.mem_const += wm * c;
-            for (int k = 0; k < t.n; k++) {
-                m.obj[t.col[k]] += wo * t.val[k];
-                m.mem[t.col[k]] += wm * t.val[k];
+            t->n = 0;
+            double c = edge_form(m, p, it->edge, it->ind, t);
+            m->obj_const += wo * c;
+            m->mem_const += wm * c;
+            for (int k = 0; k < t->n; k++) {
+                m->obj[t->col[k]] += wo * t->val[k];
+                m->mem[t->col[k]] += wm * t->val[k];
             }
             continue;
         }
-        int z = add_cols(&m, 1, GLP_CV, INFINITY);
-        m.zcol[gi] = z;
-        m.obj[z] += wo;
-        m.mem[z] += wm;
+        int z = add_cols(m, 1, GLP_CV, INFINITY);
+        m->zcol[gi] = z;
+        m->obj[z] += wo;
+        m->mem[z] += wm;
         double lb = 0;
         for (int k = 0; k < gr->nitems; k++) {
-            t.n = 0;
-            double c = edge_form(&m, p, gr->items[k].edge, gr->items[k].ind, &t);
-            if (t.n == 0) {
+            t->n = 0;
+            double c = edge_form(m, p, gr->items[k].edge, gr->items[k].ind, t);
+            if (t->n == 0) {
                 lb = c > lb ? c : lb;
                 continue;
             }
-            int row = glp_add_rows(m.lp, 1);
-            glp_set_row_bnds(m.lp, row, GLP_LO, c, 0);
-            nz(&m, row, z, 1);
-            for (int j = 0; j < t.n; j++)
-                nz(&m, row, t.col[j], -t.val[j]);
+            int row = glp_add_rows(m->lp, 1);
+            glp_set_row_bnds(m->lp, row, GLP_LO, c, 0);
+            nz(m, row, z, 1);
+            for (int j = 0; j < t->n; j++)
+                nz(m, row, t->col[j], -t->val[j]);
         }
         if (lb > 0)
-            glp_set_col_bnds(m.lp, z, GLP_LO, lb, 0);
+            glp_set_col_bnds(m->lp, z, GLP_LO, lb, 0);
     }
-    /* Scale the objective to a largest coefficient of 1. */
+}
+
+/* The objective scaled to a largest coefficient of 1 and the memory row to
+ * a budget of 1 (GLPK's absolute tolerances stay meaningful); loads the
+ * matrix. Returns the objective's scale. */
+static double model_load(Model *m, const IlpProblem *p)
+{
     double big = 0;
-    for (int c = 1; c <= m.ncols; c++)
-        big = fabs(m.obj[c]) > big ? fabs(m.obj[c]) : big;
+    for (int c = 1; c <= m->ncols; c++)
+        big = fabs(m->obj[c]) > big ? fabs(m->obj[c]) : big;
     double oscale = big > 0 ? 1 / big : 1;
-    glp_set_obj_coef(m.lp, 0, m.obj_const * oscale);
-    for (int c = 1; c <= m.ncols; c++)
-        glp_set_obj_coef(m.lp, c, m.obj[c] * oscale);
-    /* The memory row, budget scaled to 1. */
+    glp_set_obj_coef(m->lp, 0, m->obj_const * oscale);
+    for (int c = 1; c <= m->ncols; c++)
+        glp_set_obj_coef(m->lp, c, m->obj[c] * oscale);
     if (isfinite(p->budget)) {
         double ms = p->budget > 0 ? 1 / p->budget : 1;
-        int row = glp_add_rows(m.lp, 1);
-        glp_set_row_bnds(m.lp, row, GLP_UP, 0, (p->budget - m.mem_const) * ms);
-        for (int c = 1; c <= m.ncols; c++)
-            nz(&m, row, c, m.mem[c] * ms);
+        int row = glp_add_rows(m->lp, 1);
+        glp_set_row_bnds(m->lp, row, GLP_UP, 0, (p->budget - m->mem_const) * ms);
+        for (int c = 1; c <= m->ncols; c++)
+            nz(m, row, c, m->mem[c] * ms);
     }
-    glp_load_matrix(m.lp, m.nz, m.ia, m.ja, m.ar);
-    s->nvars = glp_get_num_cols(m.lp);
-    s->nbin = glp_get_num_bin(m.lp);
-    s->nrows = glp_get_num_rows(m.lp);
+    glp_load_matrix(m->lp, m->nz, m->ia, m->ja, m->ar);
+    return oscale;
+}
 
+/* The whole problem as GLPK's: columns, rows, the scaled objective. */
+static double model_build(Model *m, const IlpProblem *p)
+{
+    m->lp = glp_create_prob();
+    glp_set_obj_dir(m->lp, GLP_MIN);
+    m->xbase = ir_xcalloc((size_t)p->nnodes + 1, sizeof *m->xbase);
+    m->ebase = ir_xcalloc((size_t)p->nedges + 1, sizeof *m->ebase);
+    m->zcol = ir_xcalloc((size_t)p->ngroups + 1, sizeof *m->zcol);
+    Terms t = {0};
+    model_nodes(m, p);
+    model_edges(m, p, &t);
+    model_groups(m, p, &t);
+    free(t.col);
+    free(t.val);
+    return model_load(m, p);
+}
+
+static void model_free(Model *m)
+{
+    glp_delete_prob(m->lp);
+    free(m->zcol);
+    free(m->obj);
+    free(m->mem);
+    free(m->xbase);
+    free(m->ebase);
+    free(m->ia);
+    free(m->ja);
+    free(m->ar);
+}
+
+/* The root LP by dual simplex from the all-slack basis, which is dual
+ * feasible because every price is non-negative; then branch and cut from
+ * that basis. Measured 4x faster than glp_intopt's presolver path on LLaMA
+ * layers (docs/sharding.md). *rc stays -1 where the LP failed numerically. */
+static void run_dual_path(Model *m, glp_iocp *parm, double t0, int *rc, int *st)
+{
+    glp_smcp sp;
+    glp_init_smcp(&sp);
+    sp.msg_lev = GLP_MSG_OFF;
+    sp.meth = GLP_DUALP;
+    sp.tm_lim = parm->tm_lim;
+    int lrc = glp_simplex(m->lp, &sp);
+    int lst = glp_get_status(m->lp);
+    if (lrc == GLP_ETMLIM) {
+        *rc = GLP_ETMLIM;
+        *st = GLP_UNDEF;
+    } else if (lrc == 0 && (lst == GLP_NOFEAS || glp_get_prim_stat(m->lp) == GLP_NOFEAS)) {
+        *rc = GLP_ENOPFS;
+        *st = GLP_NOFEAS;
+    } else if (lrc == 0 && lst == GLP_OPT) {
+        int used = (int)((now_s() - t0) * 1000);
+        parm->tm_lim = parm->tm_lim > used + 1 ? parm->tm_lim - used : 1;
+        parm->presolve = GLP_OFF;
+        *rc = glp_intopt(m->lp, parm);
+        *st = glp_mip_status(m->lp);
+    }
+}
+
+/* Branch and cut under o's limits (the dual simplex path, or GLPK's
+ * presolver when asked or when that path fails); *rc, *st are GLPK's. The
+ * start (o->start) is offered to GLPK through cb; *start_buf is to free. */
+static void run_glpk(Model *m, const IlpProblem *p, const IlpOpts *o, double t0, CbInfo *cb,
+                     double **start_buf, int *rc, int *st)
+{
     glp_iocp parm;
     glp_init_iocp(&parm);
     parm.msg_lev = GLP_MSG_OFF;
@@ -306,9 +381,8 @@ static IlpStatus solve_glpk(const IlpProblem *p, const IlpOpts *o, IlpSolution *
     parm.tm_lim = tl * 1000 > 2e9 ? 2000000000 : (int)(tl * 1000);
     parm.tol_obj = o && o->tol_obj > 0 ? o->tol_obj : 1e-9;
     parm.mip_gap = 0;
-    CbInfo cb = {0};
     parm.cb_func = callback;
-    parm.cb_info = &cb;
+    parm.cb_info = cb;
     /* GLPK takes a heuristic solution without checking rows, and under its
      * presolver the columns are not ours: offer only a start that fits, and
      * only on the dual simplex path. */
@@ -316,99 +390,92 @@ static IlpStatus solve_glpk(const IlpProblem *p, const IlpOpts *o, IlpSolution *
         IlpVals tot;
         ilp_eval(p, o->start, &tot);
         if (!isfinite(p->budget) || ilp_memory(p, &tot) <= p->budget * (1 - 1e-9))
-            cb.start = start_vector(&m, p, o->start);
+            cb->start = start_vector(m, p, o->start);
     }
-    double *start_buf = cb.start;
-    int rc = -1, st = 0;
-    if (!(o && o->presolve)) {
-        /* The root LP by dual simplex from the all-slack basis, which is dual
-         * feasible because every price is non-negative; then branch and cut
-         * from that basis. Measured 4x faster than glp_intopt's presolver
-         * path on LLaMA layers (docs/sharding.md). */
-        glp_smcp sp;
-        glp_init_smcp(&sp);
-        sp.msg_lev = GLP_MSG_OFF;
-        sp.meth = GLP_DUALP;
-        sp.tm_lim = parm.tm_lim;
-        int lrc = glp_simplex(m.lp, &sp);
-        int lst = glp_get_status(m.lp);
-        if (lrc == GLP_ETMLIM) {
-            rc = GLP_ETMLIM;
-            st = GLP_UNDEF;
-        } else if (lrc == 0 && (lst == GLP_NOFEAS || glp_get_prim_stat(m.lp) == GLP_NOFEAS)) {
-            rc = GLP_ENOPFS;
-            st = GLP_NOFEAS;
-        } else if (lrc == 0 && lst == GLP_OPT) {
-            int used = (int)((now_s() - t0) * 1000);
-            parm.tm_lim = parm.tm_lim > used + 1 ? parm.tm_lim - used : 1;
-            parm.presolve = GLP_OFF;
-            rc = glp_intopt(m.lp, &parm);
-            st = glp_mip_status(m.lp);
-        }
-    }
-    if (rc < 0) { /* asked for, or the dual simplex path failed numerically */
+    *start_buf = cb->start;
+    *rc = -1;
+    *st = 0;
+    if (!(o && o->presolve))
+        run_dual_path(m, &parm, t0, rc, st);
+    if (*rc < 0) { /* asked for, or the dual simplex path failed numerically */
         parm.presolve = GLP_ON;
-        rc = glp_intopt(m.lp, &parm);
-        st = glp_mip_status(m.lp);
+        *rc = glp_intopt(m->lp, &parm);
+        *st = glp_mip_status(m->lp);
     }
+}
 
-    bool have = false;
+/* GLPK's return code and MIP status as ours; true when a solution is there
+ * to read. Anything else GLPK returns is a bug: die. */
+static bool glpk_status(int rc, int st, IlpStatus *status)
+{
     if (rc == 0 && st == GLP_OPT) {
-        s->status = ILP_OPTIMAL;
-        have = true;
-    } else if ((rc == 0 || rc == GLP_ETMLIM) && st == GLP_FEAS) {
-        s->status = ILP_FEASIBLE;
-        have = true;
-    } else if (rc == GLP_ENOPFS || (rc == 0 && st == GLP_NOFEAS)) {
-        s->status = ILP_INFEASIBLE;
-    } else if (rc == GLP_ETMLIM) {
-        s->status = ILP_UNKNOWN;
-    } else {
-        ir_die("ilp: glp_intopt returned %d (status %d)", rc, st);
+        *status = ILP_OPTIMAL;
+        return true;
     }
-    if (have) {
-        s->choice = ir_xmalloc((size_t)(p->nnodes ? p->nnodes : 1) * sizeof *s->choice);
-        for (int u = 0; u < p->nnodes; u++) {
-            int best = 0;
-            double bv = -1;
-            for (int i = 0; i < p->nodes[u].k; i++) {
-                double v = glp_mip_col_val(m.lp, m.xbase[u] + i);
-                if (v > bv) {
-                    bv = v;
-                    best = i;
-                }
+    if ((rc == 0 || rc == GLP_ETMLIM) && st == GLP_FEAS) {
+        *status = ILP_FEASIBLE;
+        return true;
+    }
+    if (rc == GLP_ENOPFS || (rc == 0 && st == GLP_NOFEAS))
+        *status = ILP_INFEASIBLE;
+    else if (rc == GLP_ETMLIM)
+        *status = ILP_UNKNOWN;
+    else
+        ir_die("ilp: glp_intopt returned %d (status %d)", rc, st);
+    return false;
+}
+
+/* The solution GLPK found: each node's largest x, its exact objective
+ * (ilp_eval), GLPK's bound and the gap between them. */
+static void read_solution(const Model *m, const IlpProblem *p, const CbInfo *cb, double oscale, IlpSolution *s)
+{
+    s->choice = ir_xmalloc((size_t)(p->nnodes ? p->nnodes : 1) * sizeof *s->choice);
+    for (int u = 0; u < p->nnodes; u++) {
+        int best = 0;
+        double bv = -1;
+        for (int i = 0; i < p->nodes[u].k; i++) {
+            double v = glp_mip_col_val(m->lp, m->xbase[u] + i);
+            if (v > bv) {
+                bv = v;
+                best = i;
             }
-            s->choice[u] = best;
         }
-        s->objective = ilp_eval(p, s->choice, &s->total);
-        s->glpk_obj = glp_mip_obj_val(m.lp) / oscale;
-        if (s->status == ILP_OPTIMAL || !cb.have)
-            s->bound = s->status == ILP_OPTIMAL ? s->objective : -INFINITY;
-        else
-            s->bound = cb.bound / oscale;
-        if (s->bound > s->objective)
-            s->bound = s->objective;
-        s->gap = s->status == ILP_OPTIMAL ? 0
-                 : (s->objective - s->bound) / fmax(fabs(s->objective), 1e-30);
+        s->choice[u] = best;
+    }
+    s->objective = ilp_eval(p, s->choice, &s->total);
+    s->glpk_obj = glp_mip_obj_val(m->lp) / oscale;
+    if (s->status == ILP_OPTIMAL || !cb->have)
+        s->bound = s->status == ILP_OPTIMAL ? s->objective : -INFINITY;
+    else
+        s->bound = cb->bound / oscale;
+    if (s->bound > s->objective)
+        s->bound = s->objective;
+    s->gap = s->status == ILP_OPTIMAL ? 0 : (s->objective - s->bound) / fmax(fabs(s->objective), 1e-30);
+}
+
+static IlpStatus solve_glpk(const IlpProblem *p, const IlpOpts *o, IlpSolution *s)
+{
+    double t0 = now_s();
+    memset(s, 0, sizeof *s);
+    glp_term_out(GLP_OFF);
+    Model m = {0};
+    double oscale = model_build(&m, p);
+    s->nvars = glp_get_num_cols(m.lp);
+    s->nbin = glp_get_num_bin(m.lp);
+    s->nrows = glp_get_num_rows(m.lp);
+    CbInfo cb = {0};
+    double *start_buf;
+    int rc, st;
+    run_glpk(&m, p, o, t0, &cb, &start_buf, &rc, &st);
+    if (glpk_status(rc, st, &s->status)) {
+        read_solution(&m, p, &cb, oscale, s);
     } else {
         s->objective = s->glpk_obj = INFINITY;
         s->bound = s->status == ILP_INFEASIBLE ? INFINITY : (cb.have ? cb.bound / oscale : -INFINITY);
         s->gap = INFINITY;
     }
-    glp_delete_prob(m.lp);
+    model_free(&m);
     free(start_buf);
-    free(m.zcol);
-    free(m.obj);
-    free(m.mem);
-    free(m.xbase);
-    free(m.ebase);
-    free(m.ia);
-    free(m.ja);
-    free(m.ar);
-    free(t.col);
-    free(t.val);
-    free(fo);
-    free(fm);
     s->solve_s = now_s() - t0;
     return s->status;
 }

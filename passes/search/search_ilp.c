@@ -81,166 +81,223 @@ static void piece_costs(Src *s, const SrcGroup *G, SrcVariant *V, const int64_t 
     }
 }
 
-bool src_variant(Src *s, SrcGroup *G, int k)
+/* What src_variant's steps share while they solve one variant. */
+typedef struct VariantWalk {
+    Src *s;
+    SrcGroup *G;
+    SrcVariant *V;
+    int k;                        /* the variant */
+    const IrGraph *g, *gs;        /* the model; the graph the ILP runs on (skeleton or g) */
+    PassIlpQuery base;            /* every query's common part */
+    double *rs;                   /* per piece: resharding s forward, backward beyond its kernels */
+    int64_t *ds;                  /* dim sizes at the group's micro-batch */
+    const PassIlpResult **rep_r;  /* per repeat: its layer's solve */
+} VariantWalk;
+
+/* The query every solve of the group shares: its mesh, micro-batches,
+ * ZeRO and recomputation pins, what the mesh axes may split. */
+static void variant_query(const Src *s, const SrcGroup *G, const IrGraph *gs, PassIlpQuery *base)
 {
-    const IrGraph *g = s->g;
-    /* The ILP runs on gs (the skeleton, or g); strategies and costs are g's. */
-    const IrGraph *gs = s->o->skeleton ? s->o->skeleton : g;
     const PassSearchPins *pin = &s->o->pins;
-    SrcVariant *V = &G->var[k];
-    memset(V, 0, sizeof *V);
-    PassIlpQuery base;
-    memset(&base, 0, sizeof base);
-    base.mesh = G->mesh;
-    base.mb_seqs = G->mb_seqs;
-    base.num_micro = G->m;
-    base.zero = pin->zero >= 0 ? pin->zero : G->dp > 1 ? 1 : 0;
-    base.recompute = pin->recompute >= 0 ? (PassRecompute)pin->recompute : PASS_RECOMPUTE_NONE;
-    base.inflight = 1;
-    base.time_limit_s = s->o->ilp_time_limit_s > 0 ? s->o->ilp_time_limit_s : 10;
-    pass_ilp_pins(gs, 0, G->tp > 1 ? 1 : -1, G->sp, base.allow);
+    memset(base, 0, sizeof *base);
+    base->mesh = G->mesh;
+    base->mb_seqs = G->mb_seqs;
+    base->num_micro = G->m;
+    base->zero = pin->zero >= 0 ? pin->zero : G->dp > 1 ? 1 : 0;
+    base->recompute = pin->recompute >= 0 ? (PassRecompute)pin->recompute : PASS_RECOMPUTE_NONE;
+    base->inflight = 1;
+    base->time_limit_s = s->o->ilp_time_limit_s > 0 ? s->o->ilp_time_limit_s : 10;
+    pass_ilp_pins(gs, 0, G->tp > 1 ? 1 : -1, G->sp, base->allow);
     /* Axis 0 is the data-parallel axis: one that splits no batch holds only
      * replicas, which the search already weighs as idle GPUs. The tp axis may
      * serve a sequence split with whole weights; a pinned --tp asks for
      * tensor parallelism proper (sharded weights), a pinned --sp on for split
      * norms. */
-    base.require = PASS_REQ_BATCH | (pin->tp > 1 ? PASS_REQ_WEIGHTS : 0) |
-                   (pin->sp == 1 && G->tp > 1 ? PASS_REQ_SEQ_NORMS : 0);
+    base->require = PASS_REQ_BATCH | (pin->tp > 1 ? PASS_REQ_WEIGHTS : 0) |
+                    (pin->sp == 1 && G->tp > 1 ? PASS_REQ_SEQ_NORMS : 0);
+}
 
+/* Variant k > 0: a budget strictly below variant k - 1's memory for the
+ * same layer. Strictly less: GLPK accepts a choice within its integrality
+ * tolerance (1e-5) of the budget, so a budget only that much below could
+ * return the same point again. */
+static double frontier_budget(const VariantWalk *w, int rs_)
+{
+    const SrcVariant *P = &w->G->var[w->k - 1];
+    const PassIlpResult *r0 = NULL;
+    for (int i = 0; i < P->nq; i++)
+        if (P->q[i].first_piece == rs_ && P->q[i].npieces == 1)
+            r0 = P->r[i];
+    if (!r0)
+        ir_die("search: variant %d without variant %d", w->k, w->k - 1);
+    return r0->mem_bytes * (1 - SRC_FRONTIER_STEP);
+}
+
+/* Repeat rep solved as one layer: its strategies for every layer of that
+ * shape, its representative's costs. False when it does not fit. */
+static bool solve_repeat(VariantWalk *w, int rep)
+{
+    const IrGraph *g = w->g, *gs = w->gs;
+    int rs_ = rep_representative(gs, rep), rp = rep_representative(g, rep);
+    if (rs_ < 0 || rp < 0)
+        return true;
+    PassIlpQuery q = w->base;
+    q.first_piece = rs_;
+    q.npieces = 1;
+    if (w->k > 0)
+        q.budget = frontier_budget(w, rs_);
+    const PassIlpResult *r = solve(w->s, w->V, &q);
+    if (!r->feasible)
+        return false;
+    w->rep_r[rep] = r;
+    const IrPiece *R = &gs->pieces[rs_];
+    for (int p = 0; p < g->npieces; p++) {
+        const IrPiece *P = &g->pieces[p];
+        if (P->rep != rep || P->count != R->count)
+            continue;
+        for (int j = 0; j < P->count; j++)
+            w->V->strat[P->first + j] = r->strategy[R->first + j - r->first_node];
+    }
+    piece_costs(w->s, w->G, w->V, w->ds, rp, &w->V->piece[rp]);
+    SrcPiece *P = &w->V->piece[rp];
+    w->rs[2 * rp] = fmax(0, r->fwd_s - P->fwd);
+    w->rs[2 * rp + 1] = fmax(0, r->bwd_s - P->bwd - P->rec[q.recompute]);
+    return true;
+}
+
+/* The run a..b of gs's pieces (outside repeats) with the layers lo..hi
+ * around it: its strategies into g's pieces of the same names, and the
+ * kernels of the run (*kf, *kb); returns the run's first piece in g. */
+static int run_strategies(VariantWalk *w, const PassIlpResult *r, int a, int b, PassRecompute rc, double *kf,
+                          double *kb)
+{
+    const IrGraph *g = w->g, *gs = w->gs;
+    SrcVariant *V = w->V;
+    int first = -1;
+    for (int ps = a; ps <= b; ps++) {
+        int p = -1;
+        for (int x = 0; x < g->npieces && p < 0; x++)
+            if (g->pieces[x].rep < 0 && !strcmp(g->pieces[x].name, gs->pieces[ps].name))
+                p = x;
+        if (p < 0)
+            ir_die("search: piece '%s' missing from the model", gs->pieces[ps].name);
+        if (first < 0)
+            first = p;
+        const IrPiece *S = &gs->pieces[ps], *P = &g->pieces[p];
+        for (int j = 0; j < P->count; j++)
+            V->strat[P->first + j] = r->strategy[S->first + j - r->first_node];
+        piece_costs(w->s, w->G, V, w->ds, p, &V->piece[p]);
+        *kf += V->piece[p].fwd;
+        *kb += V->piece[p].bwd + V->piece[p].rec[rc];
+    }
+    return first;
+}
+
+/* A run of pieces outside repeats (a..b: the embedding, the head) solved
+ * with the layer next to it, whose boundary sharding is fixed to the one
+ * the layers chose; then the resharding the solve's times hold beyond the
+ * kernels of the run and the neighbouring layers' own estimate. False when
+ * it does not fit. */
+static bool solve_run(VariantWalk *w, int a, int b)
+{
+    const IrGraph *g = w->g, *gs = w->gs;
+    int lo = a > 0 ? a - 1 : a, hi = b + 1 < gs->npieces ? b + 1 : b;
+    PassIlpQuery q = w->base;
+    q.first_piece = lo;
+    q.npieces = hi - lo + 1;
+    int nb = (lo < a) + (hi > b);
+    int rb = lo < a ? gs->pieces[lo].rep : hi > b ? gs->pieces[hi].rep : -1;
+    bool one_kind = nb == 1 || (nb == 2 && gs->pieces[lo].rep == gs->pieces[hi].rep);
+    if (rb >= 0 && one_kind && w->rep_r[rb] && w->rep_r[rb]->has_boundary) {
+        q.fix_boundary = true;
+        q.boundary = w->rep_r[rb]->boundary;
+    }
+    const PassIlpResult *r = solve(w->s, w->V, &q);
+    if (!r->feasible)
+        return false;
+    double kf = 0, kb = 0;
+    int first = run_strategies(w, r, a, b, q.recompute, &kf, &kb);
+    for (int ps = lo; ps <= hi; ps++) {
+        if (ps >= a && ps <= b)
+            continue;
+        int rp = rep_representative(g, gs->pieces[ps].rep);
+        const SrcPiece *L = &w->V->piece[rp];
+        kf += L->fwd + w->rs[2 * rp];
+        kb += L->bwd + L->rec[q.recompute] + w->rs[2 * rp + 1];
+    }
+    w->rs[2 * first] = fmax(0, r->fwd_s - kf);
+    w->rs[2 * first + 1] = fmax(0, r->bwd_s - kb);
+    return true;
+}
+
+/* Every piece of a repeat costs what its representative does; every
+ * piece's resharding into its costs. */
+static void spread_costs(VariantWalk *w)
+{
+    const IrGraph *g = w->g;
+    SrcVariant *V = w->V;
+    double *rs = w->rs;
+    for (int p = 0; p < g->npieces; p++) {
+        int rep = g->pieces[p].rep;
+        if (rep >= 0) {
+            int rp = rep_representative(g, rep);
+            if (p != rp) {
+                if (g->pieces[p].count == g->pieces[rp].count)
+                    V->piece[p] = V->piece[rp];
+                else
+                    piece_costs(w->s, w->G, V, w->ds, p, &V->piece[p]);
+                rs[2 * p] = rs[2 * rp];
+                rs[2 * p + 1] = rs[2 * rp + 1];
+            }
+        }
+        V->piece[p].rs_f = rs[2 * p];
+        V->piece[p].rs_b = rs[2 * p + 1];
+    }
+}
+
+bool src_variant(Src *s, SrcGroup *G, int k)
+{
+    const IrGraph *g = s->g;
+    VariantWalk w;
+    memset(&w, 0, sizeof w);
+    w.s = s, w.G = G, w.V = &G->var[k], w.k = k, w.g = g;
+    w.gs = s->o->skeleton ? s->o->skeleton : g; /* the ILP runs on gs; strategies and costs are g's */
+    SrcVariant *V = w.V;
+    memset(V, 0, sizeof *V);
+    variant_query(s, G, w.gs, &w.base);
     V->strat = ir_xmalloc(sizeof(PassStrategy) * (size_t)(g->nfwd + 1));
     for (int i = 0; i < g->nfwd; i++)
         V->strat[i] = (PassStrategy){{-1, -1}};
     V->piece = ir_xcalloc((size_t)g->npieces, sizeof *V->piece);
-    double *rs = ir_xcalloc((size_t)g->npieces * 2, sizeof(double));
-    int64_t *ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));
-    ir_dim_sizes(g, G->mb_seqs, ds);
+    w.rs = ir_xcalloc((size_t)g->npieces * 2, sizeof(double));
+    w.ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));
+    ir_dim_sizes(g, G->mb_seqs, w.ds);
     bool ok = true;
-
     /* Repeats: one layer each. */
     int nrep = 0;
     for (int p = 0; p < g->npieces; p++)
         if (g->pieces[p].rep + 1 > nrep)
             nrep = g->pieces[p].rep + 1;
-    const PassIlpResult **rep_r = ir_xcalloc((size_t)nrep + 1, sizeof *rep_r);
-    for (int rep = 0; rep < nrep && ok; rep++) {
-        int rs_ = rep_representative(gs, rep), rp = rep_representative(g, rep);
-        if (rs_ < 0 || rp < 0)
-            continue;
-        PassIlpQuery q = base;
-        q.first_piece = rs_;
-        q.npieces = 1;
-        if (k > 0) {
-            const SrcVariant *P = &G->var[k - 1];
-            const PassIlpResult *r0 = NULL;
-            for (int i = 0; i < P->nq; i++)
-                if (P->q[i].first_piece == rs_ && P->q[i].npieces == 1)
-                    r0 = P->r[i];
-            if (!r0)
-                ir_die("search: variant %d without variant %d", k, k - 1);
-            /* Strictly less: GLPK accepts a choice within its integrality
-             * tolerance (1e-5) of the budget, so a budget only that much
-             * below could return the same point again. */
-            q.budget = r0->mem_bytes * (1 - SRC_FRONTIER_STEP);
-        }
-        const PassIlpResult *r = solve(s, V, &q);
-        if (!r->feasible) {
-            ok = false;
-            break;
-        }
-        rep_r[rep] = r;
-        const IrPiece *R = &gs->pieces[rs_];
-        for (int p = 0; p < g->npieces; p++) {
-            const IrPiece *P = &g->pieces[p];
-            if (P->rep != rep || P->count != R->count)
-                continue;
-            for (int j = 0; j < P->count; j++)
-                V->strat[P->first + j] = r->strategy[R->first + j - r->first_node];
-        }
-        piece_costs(s, G, V, ds, rp, &V->piece[rp]);
-        SrcPiece *P = &V->piece[rp];
-        rs[2 * rp] = fmax(0, r->fwd_s - P->fwd);
-        rs[2 * rp + 1] = fmax(0, r->bwd_s - P->bwd - P->rec[q.recompute]);
-    }
-
+    w.rep_r = ir_xcalloc((size_t)nrep + 1, sizeof *w.rep_r);
+    for (int rep = 0; rep < nrep && ok; rep++)
+        ok = solve_repeat(&w, rep);
     /* Runs of pieces outside repeats, each with the layer next to it. */
-    for (int a = 0; a < gs->npieces && ok;) {
-        if (gs->pieces[a].rep >= 0) {
+    for (int a = 0; a < w.gs->npieces && ok;) {
+        if (w.gs->pieces[a].rep >= 0) {
             a++;
             continue;
         }
         int b = a;
-        while (b + 1 < gs->npieces && gs->pieces[b + 1].rep < 0)
+        while (b + 1 < w.gs->npieces && w.gs->pieces[b + 1].rep < 0)
             b++;
-        int lo = a > 0 ? a - 1 : a, hi = b + 1 < gs->npieces ? b + 1 : b;
-        PassIlpQuery q = base;
-        q.first_piece = lo;
-        q.npieces = hi - lo + 1;
-        int nb = (lo < a) + (hi > b);
-        int rb = lo < a ? gs->pieces[lo].rep : hi > b ? gs->pieces[hi].rep : -1;
-        bool one_kind = nb == 1 || (nb == 2 && gs->pieces[lo].rep == gs->pieces[hi].rep);
-        if (rb >= 0 && one_kind && rep_r[rb] && rep_r[rb]->has_boundary) {
-            q.fix_boundary = true;
-            q.boundary = rep_r[rb]->boundary;
-        }
-        const PassIlpResult *r = solve(s, V, &q);
-        if (!r->feasible) {
-            ok = false;
-            break;
-        }
-        /* Their strategies, and the resharding the solve's times hold beyond
-         * the kernels of the run and the neighbouring layers' own estimate. */
-        double kf = 0, kb = 0;
-        int first = -1;
-        for (int ps = a; ps <= b; ps++) {
-            int p = -1;
-            for (int x = 0; x < g->npieces && p < 0; x++)
-                if (g->pieces[x].rep < 0 && !strcmp(g->pieces[x].name, gs->pieces[ps].name))
-                    p = x;
-            if (p < 0)
-                ir_die("search: piece '%s' missing from the model", gs->pieces[ps].name);
-            if (first < 0)
-                first = p;
-            const IrPiece *S = &gs->pieces[ps], *P = &g->pieces[p];
-            for (int j = 0; j < P->count; j++)
-                V->strat[P->first + j] = r->strategy[S->first + j - r->first_node];
-            piece_costs(s, G, V, ds, p, &V->piece[p]);
-            kf += V->piece[p].fwd;
-            kb += V->piece[p].bwd + V->piece[p].rec[q.recompute];
-        }
-        for (int ps = lo; ps <= hi; ps++) {
-            if (ps >= a && ps <= b)
-                continue;
-            int rp = rep_representative(g, gs->pieces[ps].rep);
-            const SrcPiece *L = &V->piece[rp];
-            kf += L->fwd + rs[2 * rp];
-            kb += L->bwd + L->rec[q.recompute] + rs[2 * rp + 1];
-        }
-        rs[2 * first] = fmax(0, r->fwd_s - kf);
-        rs[2 * first + 1] = fmax(0, r->bwd_s - kb);
+        ok = solve_run(&w, a, b);
         a = b + 1;
     }
-
-    /* Every piece of a repeat costs what its representative does. */
     if (ok)
-        for (int p = 0; p < g->npieces; p++) {
-            int rep = g->pieces[p].rep;
-            if (rep >= 0) {
-                int rp = rep_representative(g, rep);
-                if (p != rp) {
-                    if (g->pieces[p].count == g->pieces[rp].count)
-                        V->piece[p] = V->piece[rp];
-                    else
-                        piece_costs(s, G, V, ds, p, &V->piece[p]);
-                    rs[2 * p] = rs[2 * rp];
-                    rs[2 * p + 1] = rs[2 * rp + 1];
-                }
-            }
-            V->piece[p].rs_f = rs[2 * p];
-            V->piece[p].rs_b = rs[2 * p + 1];
-        }
-    free(rep_r);
-    free(rs);
-    free(ds);
+        spread_costs(&w);
+    free(w.rep_r);
+    free(w.rs);
+    free(w.ds);
     V->ok = ok;
     return ok;
 }

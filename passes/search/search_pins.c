@@ -40,14 +40,10 @@ static bool heads(const IrGraph *g, int *hq, int *hkv)
     return false;
 }
 
-bool src_check_pins(Src *s)
+/* What the stack offers (PassStack): a pin it lacks is refused by name. */
+static bool check_stack_pins(const Src *s)
 {
     const PassSearchPins *p = &s->o->pins;
-    const IrGraph *g = s->g;
-    int N = s->gpus, tp = p->tp, pp = p->pp, dp = p->dp;
-    long long gb = (long long)s->gb;
-    char buf[256];
-    /* What the stack offers (PassStack): a pin it lacks is refused by name. */
     const PassStack *st = &s->c->st;
     if (p->zero >= 0 && !pass_stack_has_zero(st, p->zero)) {
         ir_error(IR_NOLOC, "--zero %d: the %s stack has no ZeRO stage %d", p->zero, st->name, p->zero);
@@ -67,6 +63,14 @@ bool src_check_pins(Src *s)
         ir_error(IR_NOLOC, "--sp on: the %s stack has no sequence parallelism", st->name);
         return false;
     }
+    return true;
+}
+
+/* --tp against the GPUs and the attention heads it splits. */
+static bool check_tp_pin(const Src *s)
+{
+    const IrGraph *g = s->g;
+    int N = s->gpus, tp = s->o->pins.tp;
     if (tp > N) {
         ir_error(IR_NOLOC, "--tp %d needs more GPUs than the %d given", tp, N);
         return false;
@@ -85,7 +89,17 @@ bool src_check_pins(Src *s)
             return false;
         }
     }
-    int v = p->v > 1 ? p->v : 1;
+    return true;
+}
+
+/* --pp and --virtual-stages against the model's pieces, the programs'
+ * limits and the GPUs. */
+static bool check_pp_pin(const Src *s)
+{
+    const PassSearchPins *p = &s->o->pins;
+    const IrGraph *g = s->g;
+    int pp = p->pp, v = p->v > 1 ? p->v : 1;
+    char buf[256];
     if (pp * v > g->npieces) {
         if (v > 1)
             ir_error(IR_NOLOC, "--pp %d with --virtual-stages %d asks for %d model chunks, more than "
@@ -101,10 +115,20 @@ bool src_check_pins(Src *s)
                  PASS_MAX_CHUNKS, PASS_MAX_STAGES);
         return false;
     }
-    if (pp > N) {
-        ir_error(IR_NOLOC, "--pp %d needs more GPUs than the %d given", pp, N);
+    if (pp > s->gpus) {
+        ir_error(IR_NOLOC, "--pp %d needs more GPUs than the %d given", pp, s->gpus);
         return false;
     }
+    return true;
+}
+
+/* The degrees pinned together must multiply into (or divide) the GPUs,
+ * a pipeline stage must be whole nodes or part of one, and sequence
+ * parallelism needs a tensor-parallel group. */
+static bool check_mesh_pins(const Src *s)
+{
+    const PassSearchPins *p = &s->o->pins;
+    int N = s->gpus, tp = p->tp, pp = p->pp, dp = p->dp;
     if (dp && tp && pp && dp * tp * pp != N) {
         ir_error(IR_NOLOC, "--dp %d x --tp %d x --pp %d = %d GPUs, but --gpus is %d", dp, tp, pp,
                  dp * tp * pp, N);
@@ -138,8 +162,23 @@ bool src_check_pins(Src *s)
                  "tensor-parallel group's work along the sequence");
         return false;
     }
-    /* The data-parallel degree, when the pins determine it. */
-    int d = dp ? dp : tp && pp ? N / (tp * pp) : 0;
+    return true;
+}
+
+/* The data-parallel degree, when the pins determine it (else 0). */
+static int pinned_dp(const Src *s)
+{
+    const PassSearchPins *p = &s->o->pins;
+    return p->dp ? p->dp : p->tp && p->pp ? s->gpus / (p->tp * p->pp) : 0;
+}
+
+/* The global batch must split over the data-parallel replicas and into
+ * micro-batches, not too many of them. */
+static bool check_batch_pins(const Src *s)
+{
+    const PassSearchPins *p = &s->o->pins;
+    int N = s->gpus, tp = p->tp, pp = p->pp, dp = p->dp, d = pinned_dp(s);
+    long long gb = (long long)s->gb;
     if (d && gb % d) {
         if (dp)
             ir_error(IR_NOLOC, "--dp %d does not divide the global batch of %lld sequences", d, gb);
@@ -167,45 +206,63 @@ bool src_check_pins(Src *s)
                  PASS_MAX_MICRO);
         return false;
     }
-    bool inter = p->schedule == PASS_SCHED_INTERLEAVED || p->v > 1;
-    if (inter) {
-        if (s->rep0 < 0) {
-            ir_error(IR_NOLOC, "the interleaved schedule needs a model whose layers form one repeat; "
-                     "%s has %s", g->name, pieces_str(g, buf, sizeof buf));
+    return true;
+}
+
+/* The interleaved schedule (or --virtual-stages) needs one repeat of
+ * layers that splits into pp x v equal chunks, and whole rounds of pp
+ * micro-batches. */
+static bool check_interleaved_pins(const Src *s)
+{
+    const PassSearchPins *p = &s->o->pins;
+    const IrGraph *g = s->g;
+    int pp = p->pp, v = p->v > 1 ? p->v : 1, d = pinned_dp(s);
+    long long gb = (long long)s->gb;
+    char buf[256];
+    if (s->rep0 < 0) {
+        ir_error(IR_NOLOC, "the interleaved schedule needs a model whose layers form one repeat; "
+                 "%s has %s", g->name, pieces_str(g, buf, sizeof buf));
+        return false;
+    }
+    if (pp == 1) {
+        ir_error(IR_NOLOC, "the interleaved schedule needs --pp of at least 2");
+        return false;
+    }
+    bool any = false;
+    for (int q = pp ? pp : 2; q <= (pp ? pp : s->rep_count) && !any; q++)
+        for (int w = p->v > 1 ? p->v : 2; w <= (p->v > 1 ? p->v : s->rep_count) && !any; w++)
+            any = s->rep_count % (q * w) == 0;
+    if (!any && !pp) {
+        if (p->v > 1)
+            ir_error(IR_NOLOC, "--virtual-stages %d needs the %d layers to split into pp x %d "
+                     "equal chunks for some pp of at least 2", p->v, s->rep_count, p->v);
+        else
+            ir_error(IR_NOLOC, "the interleaved schedule needs the %d layers to split into "
+                     "pp x v equal chunks with pp and v at least 2", s->rep_count);
+        return false;
+    }
+    if (pp && v > 1 && s->rep_count % (pp * v)) {
+        ir_error(IR_NOLOC, "--virtual-stages %d with --pp %d needs the %d layers to split into "
+                 "%d equal chunks", v, pp, s->rep_count, pp * v);
+        return false;
+    }
+    if (pp && d && p->micro_batch) {
+        long long m = gb / ((long long)p->micro_batch * d);
+        if (m % pp) {
+            ir_error(IR_NOLOC, "the interleaved schedule needs the number of micro-batches "
+                     "(%lld) to be a multiple of --pp %d", m, pp);
             return false;
-        }
-        if (pp == 1) {
-            ir_error(IR_NOLOC, "the interleaved schedule needs --pp of at least 2");
-            return false;
-        }
-        bool any = false;
-        for (int q = pp ? pp : 2; q <= (pp ? pp : s->rep_count) && !any; q++)
-            for (int w = p->v > 1 ? p->v : 2; w <= (p->v > 1 ? p->v : s->rep_count) && !any; w++)
-                any = s->rep_count % (q * w) == 0;
-        if (!any && !pp) {
-            if (p->v > 1)
-                ir_error(IR_NOLOC, "--virtual-stages %d needs the %d layers to split into pp x %d "
-                         "equal chunks for some pp of at least 2", p->v, s->rep_count, p->v);
-            else
-                ir_error(IR_NOLOC, "the interleaved schedule needs the %d layers to split into "
-                         "pp x v equal chunks with pp and v at least 2", s->rep_count);
-            return false;
-        }
-        if (pp && v > 1 && s->rep_count % (pp * v)) {
-            ir_error(IR_NOLOC, "--virtual-stages %d with --pp %d needs the %d layers to split into "
-                     "%d equal chunks", v, pp, s->rep_count, pp * v);
-            return false;
-        }
-        if (pp && d && p->micro_batch) {
-            long long m = gb / ((long long)p->micro_batch * d);
-            if (m % pp) {
-                ir_error(IR_NOLOC, "the interleaved schedule needs the number of micro-batches "
-                         "(%lld) to be a multiple of --pp %d", m, pp);
-                return false;
-            }
         }
     }
     return true;
+}
+
+bool src_check_pins(Src *s)
+{
+    const PassSearchPins *p = &s->o->pins;
+    bool inter = p->schedule == PASS_SCHED_INTERLEAVED || p->v > 1;
+    return check_stack_pins(s) && check_tp_pin(s) && check_pp_pin(s) && check_mesh_pins(s) &&
+           check_batch_pins(s) && (!inter || check_interleaved_pins(s));
 }
 
 bool pass_search_check_pins(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o)
