@@ -5,7 +5,7 @@
  * so one calibration can meet it fast or slow and every prediction made from
  * it inherits that offset. `ptdc calibrate --from A --from B ...` fits the
  * medians instead. Records name what they measured in their leading tokens
- * and carry the measurements last (measure.h); the naming part must match
+ * and carry the measurements last (records.h); the naming part must match
  * line for line, so sets of another machine, rank count or --quick are
  * refused rather than mixed. */
 #include "calibrate.h"

@@ -1,4 +1,4 @@
-/* cal_records.c: read the records ptdc-measure prints (measure.h lists
+/* cal_records.c: read the records ptdc-measure prints (records.h lists
  * them) into arrays, refusing anything malformed with the file and line. */
 #include "calibrate.h"
 
@@ -35,8 +35,7 @@ void cal_records_free(CalRecords *r)
     memset(r, 0, sizeof *r);
 }
 
-const char *const cal_coll_names[CAL_NCOLL] = {"allreduce", "reduce_scatter", "allgather",
-                                               "alltoall", "sendrecv"};
+const char *const cal_coll_names[CAL_NCOLL] = CAL_COLL_NAMES;
 
 bool cal_records_parse(const char *name, const char *text, CalRecords *r)
 {
@@ -56,7 +55,7 @@ bool cal_records_parse(const char *name, const char *text, CalRecords *r)
         bool numbers = true;
         for (int i = 1; i < n && i < 13; i++)
             numbers &= num(tok[i], &v[i - 1]);
-        if (!strcmp(tok[0], "meta")) {
+        if (!strcmp(tok[0], CAL_REC_META)) {
             for (int i = 1; i + 1 < n; i += 2) {
                 if (!strcmp(tok[i], "backend"))
                     snprintf(r->backend, sizeof r->backend, "%s", tok[i + 1]);
@@ -73,19 +72,19 @@ bool cal_records_parse(const char *name, const char *text, CalRecords *r)
                 ir_error(IR_NOLOC, "%s:%d: malformed meta record", name, lineno);
                 ok = false;
             }
-        } else if (!strcmp(tok[0], "gemm") && n == 7 && numbers) {
+        } else if (!strcmp(tok[0], CAL_REC_GEMM) && n == CAL_NTOK_GEMM && numbers) {
             CalGemm g = {v[0], v[1], v[2], (int)v[3], (int)v[4], v[5]};
             ok = g.M >= 1 && g.N >= 1 && g.K >= 1 && g.s > 0;
             if (ok)
                 vec_push(r->gemm, g);
-        } else if (!strcmp(tok[0], "kern") && n == 5) {
+        } else if (!strcmp(tok[0], CAL_REC_KERN) && n == CAL_NTOK_KERN) {
             CalKern k;
             memset(&k, 0, sizeof k);
             snprintf(k.name, sizeof k.name, "%s", tok[1]);
             ok = num(tok[2], &k.rows) && num(tok[3], &k.cols) && num(tok[4], &k.s) && k.s > 0;
             if (ok)
                 vec_push(r->kern, k);
-        } else if (!strcmp(tok[0], "attn") && n == 9) {
+        } else if (!strcmp(tok[0], CAL_REC_ATTN) && n == CAL_NTOK_ATTN) {
             CalAttn a;
             memset(&a, 0, sizeof a);
             a.bwd = !strcmp(tok[1], "bwd");
@@ -96,7 +95,7 @@ bool cal_records_parse(const char *name, const char *text, CalRecords *r)
             a.causal = c != 0;
             if (ok)
                 vec_push(r->attn, a);
-        } else if (!strcmp(tok[0], "coll") && n == 7) {
+        } else if (!strcmp(tok[0], CAL_REC_COLL) && n == CAL_NTOK_COLL) {
             CalColl c;
             memset(&c, 0, sizeof c);
             c.kind = -1;
@@ -109,10 +108,10 @@ bool cal_records_parse(const char *name, const char *text, CalRecords *r)
             c.group = (int)g, c.nodes = (int)nodes, c.per_node = (int)per;
             if (ok)
                 vec_push(r->coll, c);
-        } else if (!strcmp(tok[0], "node") && n == 3 && numbers) {
+        } else if (!strcmp(tok[0], CAL_REC_NODE) && n == CAL_NTOK_NODE && numbers) {
             if ((int)v[1] + 1 > r->nodes)
                 r->nodes = (int)v[1] + 1;
-        } else if (!strcmp(tok[0], "mem") && n == 3) {
+        } else if (!strcmp(tok[0], CAL_REC_MEM) && n == CAL_NTOK_MEM) {
             double b = 0;
             ok = num(tok[2], &b) && b >= 0;
             if (ok && !strcmp(tok[1], "base"))
@@ -121,23 +120,23 @@ bool cal_records_parse(const char *name, const char *text, CalRecords *r)
                 r->mem_comm = b;
             else
                 ok = false;
-        } else if (!strcmp(tok[0], "host") && n == 3 && numbers && v[0] >= 1 && v[1] > 0) {
+        } else if (!strcmp(tok[0], CAL_REC_HOST) && n == CAL_NTOK_HOST && numbers && v[0] >= 1 && v[1] > 0) {
             r->host_seq = v[0];
             r->host_seq_s = v[1];
-        } else if (!strcmp(tok[0], "share") && n == 5 && numbers && v[0] > v[1] && v[1] >= 1 &&
+        } else if (!strcmp(tok[0], CAL_REC_SHARE) && n == CAL_NTOK_SHARE && numbers && v[0] > v[1] && v[1] >= 1 &&
                    v[2] > 0 && v[3] > 0) {
             r->share_ranks = (int)v[0], r->share_cpus = (int)v[1];
             r->share_all_s = v[2], r->share_half_s = v[3];
-        } else if (!strcmp(tok[0], "sync") && n == 6 && (!strcmp(tok[3], "gemm") || !strcmp(tok[3], "mem"))) {
+        } else if (!strcmp(tok[0], CAL_REC_SYNC) && n == CAL_NTOK_SYNC && (!strcmp(tok[3], "gemm") || !strcmp(tok[3], "mem"))) {
             double seg = 0, f = 0;
             ok = num(tok[4], &seg) && num(tok[5], &f) && seg > 0 && f > -1;
             if (ok) {
                 r->sync[!strcmp(tok[3], "mem")] = f;
                 r->has_sync = true;
             }
-        } else if (!strcmp(tok[0], "share_sync") && n == 6 && numbers) {
+        } else if (!strcmp(tok[0], CAL_REC_SHARE_SYNC) && n == CAL_NTOK_SHARE_SYNC && numbers) {
             /* reported by ptdc-measure, not fitted */
-        } else if (!strcmp(tok[0], "end") && n == 1) {
+        } else if (!strcmp(tok[0], CAL_REC_END) && n == CAL_NTOK_END) {
             ended = true;
         } else {
             ok = false;

@@ -1,12 +1,13 @@
 /* calibrate.h: exports of the calibrate/ layer (prefix cal_): `ptdc
  * calibrate` measures the machine through libptdrt (the ptdc-measure
- * program, measure.h), fits the cost model's parameters to the records and
+ * program, runtime/measure/), fits the cost model's parameters to the records and
  * writes a cluster file that --cluster reads (docs/cost-model.md,
  * "Calibrating a cluster"). */
 #ifndef PTDC_CALIBRATE_H
 #define PTDC_CALIBRATE_H
 
 #include "passes.h"
+#include "records.h" /* runtime/measure: the record format ptdc-measure prints */
 
 /* ------------------------------------------------------ cal_records.c */
 typedef struct CalGemm {
@@ -25,7 +26,7 @@ typedef struct CalAttn {
     double B, S, H, KVH, D, s;
 } CalAttn;
 
-enum { CAL_ALLREDUCE, CAL_REDUCESCATTER, CAL_ALLGATHER, CAL_ALLTOALL, CAL_SENDRECV, CAL_NCOLL };
+/* CAL_ALLREDUCE ... CAL_NCOLL: the collectives of the records (records.h). */
 extern const char *const cal_coll_names[CAL_NCOLL];
 
 typedef struct CalColl {

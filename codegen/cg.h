@@ -28,8 +28,11 @@
 
 #include <stdio.h>
 
+/* The contract with the trainer (runtime/trainer/model_abi.h): CgType's
+ * arenas, CG_MEM_* rows, CgParam and CgRank, whose fields cg_print.c prints. */
+#include "model_abi.h"
+
 /* ----------------------------------------------------------- buffers */
-typedef enum { CG_ACT, CG_F32, CG_I32, CG_NTYPES } CgType; /* rt_act, float, int32_t */
 /* The element type of parameter gradients (accumulators, ZeRO-1 shards, the
  * per-micro-batch gradients ZeRO-2/3 reduce-scatter, kernels' weight
  * gradients): fp32 on every target (rt.h's rt_grad, reduced as RT_F32).
@@ -241,13 +244,11 @@ typedef struct CgRankProg {
     int *pbucket;                     /* [Cg.nparams] bucket of each parameter, -1: none */
     int *pready;                      /* [Cg.nparams] cg_grad_ready calls per step (chunks) */
     /* memory plan totals (elements), by category x type */
-    int64_t mem[6][CG_NTYPES];
+    int64_t mem[CG_MEM_N][CG_NTYPES];
     int64_t total[CG_NTYPES];
     int64_t iface_base[CG_NTYPES], ws_base[CG_NTYPES], ws_size[CG_NTYPES];
     int64_t scratch_base, scratch_size, loss_off;
 } CgRankProg;
-
-enum { CG_MEM_PARAM, CG_MEM_GRAD, CG_MEM_OPT, CG_MEM_ACT, CG_MEM_WS, CG_MEM_N };
 
 /* ------------------------------------------------------- Hugging Face */
 enum { CG_HF_MAX_KEYS = 32 };

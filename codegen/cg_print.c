@@ -90,10 +90,10 @@ static void print_params(Out *o, CgRankProg *r)
         else
             fprintf(f, "NULL, ");
         fprintf(f, "%d, %d, %d, %d, {", x->hf_transposed, x->hf_part, x->hf_nparts, x->rank);
-        for (int d = 0; d < 6; d++)
+        for (int d = 0; d < CG_MAX_RANK; d++)
             fprintf(f, "%s%lld", d ? ", " : "", d < x->rank ? (long long)c->g->dims[x->dim[d]].size : 0LL);
         fprintf(f, "}, {");
-        for (int d = 0; d < 6; d++) {
+        for (int d = 0; d < CG_MAX_RANK; d++) {
             int ax = -1;
             for (int a = 0; a < c->naxes && d < x->rank; a++)
                 if (pp->store.dim[a] == x->dim[d])

@@ -6,7 +6,7 @@
  *                      pipeline stages, schedules, parameter tables and the
  *                      static memory plan of every pipeline rank
  *   trainer.h, train.h, trainer.c, train_*.c  the fixed training driver
- *                      (codegen/trainer/): flags and the step loop, process
+ *                      (runtime/trainer/): flags and the step loop, process
  *                      groups and the schedule, gradient reduction, ZeRO,
  *                      clipping, AdamW, checkpoints, initialisation,
  *                      safetensors, data

@@ -13,8 +13,8 @@
  *     that use_sliding_window turns off; the .mdl lists them;
  *   - metadata (token ids, dtype, versions, GPT-2's summary_* head).
  * Any other key, architecture or value is refused by name: an import never
- * guesses. The JSON is parsed by the runtime's strict reader
- * (runtime/common/json.c). */
+ * guesses. The JSON is parsed by the strict reader the runtime uses too
+ * (json/json.c). */
 #include "hf.h"
 
 #include "json.h"
@@ -32,7 +32,7 @@ typedef struct Rd {
     IrArena *a;
     const char *path;
     const char *arch;     /* for messages */
-    const RtjValue *root;
+    const JsonValue *root;
     bool *used;           /* per key of root */
     bool ok;
 } Rd;
@@ -49,12 +49,12 @@ __attribute__((format(printf, 2, 3))) static void fail(Rd *r, const char *fmt, .
 }
 
 /* The value of `key` (marked used), or NULL when absent or JSON null. */
-static const RtjValue *take(Rd *r, const char *key)
+static const JsonValue *take(Rd *r, const char *key)
 {
     for (int i = 0; i < r->root->n; i++)
         if (strcmp(r->root->keys[i], key) == 0) {
             r->used[i] = true;
-            return r->root->items[i].kind == RTJ_NULL ? NULL : &r->root->items[i];
+            return r->root->items[i].kind == JSON_NULL ? NULL : &r->root->items[i];
         }
     return NULL;
 }
@@ -67,9 +67,9 @@ static bool present(Rd *r, const char *key)
     return false;
 }
 
-static bool as_double(const RtjValue *v, double *out)
+static bool as_double(const JsonValue *v, double *out)
 {
-    if (v->kind != RTJ_NUMBER)
+    if (v->kind != JSON_NUMBER)
         return false;
     char *end;
     *out = strtod(v->text, &end);
@@ -80,7 +80,7 @@ static bool as_double(const RtjValue *v, double *out)
 static void int_key(Rd *r, const char *key, HfConst *c, bool required, int64_t def,
                     const char *dwhy)
 {
-    const RtjValue *v = take(r, key);
+    const JsonValue *v = take(r, key);
     if (!v) {
         if (required)
             fail(r, "key '%s' is missing; %s needs it", key, r->arch);
@@ -88,9 +88,9 @@ static void int_key(Rd *r, const char *key, HfConst *c, bool required, int64_t d
         return;
     }
     int64_t i;
-    if (rtj_uint(v, &i) != 0 || i < 1 || i > ((int64_t)1 << 40)) {
+    if (json_uint(v, &i) != 0 || i < 1 || i > ((int64_t)1 << 40)) {
         fail(r, "'%s' must be a positive integer, got %s", key,
-             v->kind == RTJ_NUMBER ? v->text : "a non-number");
+             v->kind == JSON_NUMBER ? v->text : "a non-number");
         i = 1;
     }
     *c = (HfConst){true, true, i, 0, key};
@@ -99,7 +99,7 @@ static void int_key(Rd *r, const char *key, HfConst *c, bool required, int64_t d
 /* A positive number (or >= 0 when zero_ok). */
 static void num_key(Rd *r, const char *key, HfConst *c, double def, const char *dwhy)
 {
-    const RtjValue *v = take(r, key);
+    const JsonValue *v = take(r, key);
     if (!v) {
         *c = (HfConst){true, false, 0, def, dwhy};
         return;
@@ -107,7 +107,7 @@ static void num_key(Rd *r, const char *key, HfConst *c, double def, const char *
     double f;
     if (!as_double(v, &f) || !(f > 0)) {
         fail(r, "'%s' must be a positive number, got %s", key,
-             v->kind == RTJ_NUMBER ? v->text : "a non-number");
+             v->kind == JSON_NUMBER ? v->text : "a non-number");
         f = def;
     }
     *c = (HfConst){true, false, 0, f, key};
@@ -115,10 +115,10 @@ static void num_key(Rd *r, const char *key, HfConst *c, double def, const char *
 
 static bool bool_key(Rd *r, const char *key, bool def)
 {
-    const RtjValue *v = take(r, key);
+    const JsonValue *v = take(r, key);
     if (!v)
         return def;
-    if (v->kind != RTJ_BOOL) {
+    if (v->kind != JSON_BOOL) {
         fail(r, "'%s' must be true or false", key);
         return def;
     }
@@ -127,10 +127,10 @@ static bool bool_key(Rd *r, const char *key, bool def)
 
 static const char *str_key(Rd *r, const char *key, const char *def)
 {
-    const RtjValue *v = take(r, key);
+    const JsonValue *v = take(r, key);
     if (!v)
         return def;
-    if (v->kind != RTJ_STRING) {
+    if (v->kind != JSON_STRING) {
         fail(r, "'%s' must be a string", key);
         return def;
     }
@@ -159,13 +159,13 @@ static void note(Rd *r, HfModel *m, const char *fmt, ...)
 /* A dropout rate: accepted, said in the header; ptdc trains without dropout. */
 static void dropout_key(Rd *r, HfModel *m, const char *key)
 {
-    const RtjValue *v = take(r, key);
+    const JsonValue *v = take(r, key);
     if (!v)
         return;
     double f;
     if (!as_double(v, &f) || f < 0 || f >= 1) {
         fail(r, "'%s' must be a dropout rate in [0, 1), got %s", key,
-             v->kind == RTJ_NUMBER ? v->text : "a non-number");
+             v->kind == JSON_NUMBER ? v->text : "a non-number");
         return;
     }
     if (f > 0)
@@ -176,17 +176,17 @@ static void dropout_key(Rd *r, HfModel *m, const char *key)
  * "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}. */
 static void rope_scaling(Rd *r, HfModel *m)
 {
-    const RtjValue *s = take(r, "rope_scaling");
+    const JsonValue *s = take(r, "rope_scaling");
     if (!s)
         return;
-    if (s->kind != RTJ_OBJECT) {
+    if (s->kind != JSON_OBJECT) {
         fail(r, "'rope_scaling' must be an object or null");
         return;
     }
-    const RtjValue *type = rtj_get(s, "rope_type");
+    const JsonValue *type = json_get(s, "rope_type");
     if (!type)
-        type = rtj_get(s, "type");
-    if (!type || type->kind != RTJ_STRING) {
+        type = json_get(s, "type");
+    if (!type || type->kind != JSON_STRING) {
         fail(r, "'rope_scaling' has no rope_type");
         return;
     }
@@ -215,10 +215,10 @@ static void rope_scaling(Rd *r, HfModel *m)
              {"high_freq_factor", &m->rope_high, false},
              {"original_max_position_embeddings", &m->rope_orig, true}};
     for (int i = 0; i < 4; i++) {
-        const RtjValue *v = rtj_get(s, f[i].key);
+        const JsonValue *v = json_get(s, f[i].key);
         double d = 0;
         int64_t n = 0;
-        bool good = v && (f[i].is_int ? rtj_uint(v, &n) == 0 && n > 0 : as_double(v, &d) && d > 0);
+        bool good = v && (f[i].is_int ? json_uint(v, &n) == 0 && n > 0 : as_double(v, &d) && d > 0);
         if (!good) {
             fail(r, "rope_scaling.%s %s", f[i].key,
                  !v ? "is missing (llama3 scaling needs it)"
@@ -295,7 +295,7 @@ static void read_llama_like(Rd *r, HfModel *m)
         break;
     case HF_QWEN2: {
         m->qkv_bias = true;
-        const RtjValue *w = take(r, "sliding_window"), *l = take(r, "max_window_layers");
+        const JsonValue *w = take(r, "sliding_window"), *l = take(r, "max_window_layers");
         if (bool_key(r, "use_sliding_window", false)) {
             fail(r, "'use_sliding_window': true is not supported (Qwen2's windows on layers "
                  "from max_window_layers on)");
@@ -303,8 +303,8 @@ static void read_llama_like(Rd *r, HfModel *m)
         }
         if (w || l)
             note(r, m, "sliding_window %s, max_window_layers %s: unused, use_sliding_window is "
-                 "false", w && w->kind == RTJ_NUMBER ? w->text : "null",
-                 l && l->kind == RTJ_NUMBER ? l->text : "null");
+                 "false", w && w->kind == JSON_NUMBER ? w->text : "null",
+                 l && l->kind == JSON_NUMBER ? l->text : "null");
         break;
     }
     case HF_GPT2:
@@ -384,8 +384,8 @@ static const struct {
 
 static bool read_arch(Rd *r, HfModel *m)
 {
-    const RtjValue *v = take(r, "architectures");
-    if (!v || v->kind != RTJ_ARRAY || v->n != 1 || v->items[0].kind != RTJ_STRING) {
+    const JsonValue *v = take(r, "architectures");
+    if (!v || v->kind != JSON_ARRAY || v->n != 1 || v->items[0].kind != JSON_STRING) {
         fail(r, "'architectures' must name one model class (LlamaForCausalLM, "
              "MistralForCausalLM, Qwen2ForCausalLM or GPT2LMHeadModel)");
         return false;
@@ -448,16 +448,16 @@ bool hf_config_read(IrArena *a, const char *path, HfModel *m)
     if (!text)
         return false;
     char jerr[256];
-    RtjValue *root = rtj_parse(text, len, jerr, sizeof jerr);
+    JsonValue *root = json_parse(text, len, jerr, sizeof jerr);
     free(text);
     if (!root) {
         ir_error(IR_NOLOC, "%s: malformed JSON: %s", path, jerr);
         return false;
     }
     Rd r = {.a = a, .path = m->path, .arch = "the model", .root = root, .ok = true};
-    if (root->kind != RTJ_OBJECT) {
+    if (root->kind != JSON_OBJECT) {
         fail(&r, "a config.json holds one JSON object");
-        rtj_free(root);
+        json_free(root);
         return false;
     }
     r.used = ir_xcalloc((size_t)(root->n ? root->n : 1), sizeof *r.used);
@@ -472,6 +472,6 @@ bool hf_config_read(IrArena *a, const char *path, HfModel *m)
                      "reproduces exactly)", root->keys[i], m->arch_name);
     }
     free(r.used);
-    rtj_free(root);
+    json_free(root);
     return r.ok;
 }

@@ -153,7 +153,7 @@ typedef struct PassGpu {
     /* CPU ranks: a synchronising collective's wait for the partner that
      * arrives last, as a fraction of the GEMM and of the other (memory-bound)
      * work between two collectives, for one rank per core and for more
-     * ranks than cores; measured in pairs (calibrate/m_sync.c, sync.c). */
+     * ranks than cores; measured in pairs (runtime/measure/m_sync.c, sync.c). */
     double sync_gemm, sync_mem, sync_gemm_shared, sync_mem_shared;
 } PassGpu;
 

@@ -6,7 +6,7 @@
  * drain and imbalance the ranks that have work run faster.
  * Processor sharing (the busy processes of a node split its cores, none
  * faster than one core) is the limit; how far the scheduler gets toward it
- * is measured (`ptdc calibrate`: core_share, calibrate/m_share.c) and the
+ * is measured (`ptdc calibrate`: core_share, runtime/measure/m_share.c) and the
  * speed is blended between the two by it. */
 #include "cost/cost.h"
 

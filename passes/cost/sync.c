@@ -4,7 +4,7 @@
  * at a collective after every few ms of work (tensor parallelism) waits each
  * time for whichever is late this time. `ptdc calibrate` measures that wait
  * in pairs, as a fraction of the GEMMs and of the memory-bound work between
- * two collectives (calibrate/m_sync.c); a group of g waits for the latest of
+ * two collectives (runtime/measure/m_sync.c); a group of g waits for the latest of
  * g, the expected maximum of g independent normal delays against that of
  * two. GPUs: not measured, no term. */
 #include "cost/cost.h"

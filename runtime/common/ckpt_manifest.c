@@ -103,9 +103,9 @@ static int hexval(int ch)
 }
 
 /* Exactly 2 * n lowercase hex digits into out[n]. */
-static bool parse_hex(const RtjValue *v, uint8_t *out, int n)
+static bool parse_hex(const JsonValue *v, uint8_t *out, int n)
 {
-    if (!v || v->kind != RTJ_STRING || v->len != (size_t)(2 * n))
+    if (!v || v->kind != JSON_STRING || v->len != (size_t)(2 * n))
         return false;
     for (int i = 0; i < n; i++) {
         int hi = hexval(v->text[2 * i]), lo = hexval(v->text[2 * i + 1]);
@@ -116,18 +116,18 @@ static bool parse_hex(const RtjValue *v, uint8_t *out, int n)
     return true;
 }
 
-static bool get_int(const RtjValue *obj, const char *key, int64_t *out)
+static bool get_int(const JsonValue *obj, const char *key, int64_t *out)
 {
-    return rtj_uint(rtj_get(obj, key), out) == 0;
+    return json_uint(json_get(obj, key), out) == 0;
 }
 
 /* The JSON fields into c; a sentence in why on failure. */
-static bool parse_fields(const RtjValue *root, RtCkpt *c, char *why, size_t whylen)
+static bool parse_fields(const JsonValue *root, RtCkpt *c, char *why, size_t whylen)
 {
-    const RtjValue *fmt = rtj_get(root, "format"), *hash = rtj_get(root, "plan_hash");
-    const RtjValue *tensors = rtj_get(root, "tensors"), *files = rtj_get(root, "files");
+    const JsonValue *fmt = json_get(root, "format"), *hash = json_get(root, "plan_hash");
+    const JsonValue *tensors = json_get(root, "tensors"), *files = json_get(root, "files");
     int64_t version, world;
-    if (root->kind != RTJ_OBJECT || !fmt || fmt->kind != RTJ_STRING ||
+    if (root->kind != JSON_OBJECT || !fmt || fmt->kind != JSON_STRING ||
         strcmp(fmt->text, "ptdc checkpoint") != 0)
         return rtc_err(why, whylen, "not a ptdc checkpoint manifest"), false;
     if (!get_int(root, "version", &version) || version != 2)
@@ -137,47 +137,47 @@ static bool parse_fields(const RtjValue *root, RtCkpt *c, char *why, size_t whyl
     if (!get_int(root, "world_size", &world) || world < 1 || world > (1 << 24))
         return rtc_err(why, whylen, "no valid world_size"), false;
     c->world = (int)world;
-    if (!parse_hex(rtj_get(root, "run_id"), c->run_id, RT_RUN_ID_BYTES))
+    if (!parse_hex(json_get(root, "run_id"), c->run_id, RT_RUN_ID_BYTES))
         return rtc_err(why, whylen, "no valid run_id (32 hex digits)"), false;
-    if (!hash || hash->kind != RTJ_STRING || hash->len > RT_PLAN_HASH_MAX ||
+    if (!hash || hash->kind != JSON_STRING || hash->len > RT_PLAN_HASH_MAX ||
         strlen(hash->text) != hash->len)
         return rtc_err(why, whylen, "no valid plan_hash"), false;
     c->plan_hash = rtc_xstrdup(hash->text);
-    if (!tensors || tensors->kind != RTJ_ARRAY)
+    if (!tensors || tensors->kind != JSON_ARRAY)
         return rtc_err(why, whylen, "no tensors list"), false;
     c->tensors = rtc_xcalloc((size_t)tensors->n, sizeof *c->tensors);
     for (int i = 0; i < tensors->n; i++) {
-        const RtjValue *t = &tensors->items[i], *nm = rtj_get(t, "name");
-        const RtjValue *dt = rtj_get(t, "dtype"), *sh = rtj_get(t, "shape");
+        const JsonValue *t = &tensors->items[i], *nm = json_get(t, "name");
+        const JsonValue *dt = json_get(t, "dtype"), *sh = json_get(t, "shape");
         RtCkptTensor *o = &c->tensors[i];
-        if (t->kind != RTJ_OBJECT || !nm || nm->kind != RTJ_STRING || !nm->len ||
-            strlen(nm->text) != nm->len || !dt || dt->kind != RTJ_STRING ||
-            !(o->dtype = rtc_dtype_parse(dt->text)) || !sh || sh->kind != RTJ_ARRAY ||
+        if (t->kind != JSON_OBJECT || !nm || nm->kind != JSON_STRING || !nm->len ||
+            strlen(nm->text) != nm->len || !dt || dt->kind != JSON_STRING ||
+            !(o->dtype = rtc_dtype_parse(dt->text)) || !sh || sh->kind != JSON_ARRAY ||
             sh->n > RT_CKPT_MAXDIM)
             return rtc_err(why, whylen, "tensor %d is malformed", i), false;
         o->name = rtc_xstrdup(nm->text);
         c->ntensors = i + 1;
         o->ndim = sh->n;
         for (int d = 0; d < sh->n; d++)
-            if (rtj_uint(&sh->items[d], &o->shape[d]) != 0)
+            if (json_uint(&sh->items[d], &o->shape[d]) != 0)
                 return rtc_err(why, whylen, "tensor '%s' has a malformed shape", o->name), false;
     }
-    if (!files || files->kind != RTJ_ARRAY || files->n != c->world)
+    if (!files || files->kind != JSON_ARRAY || files->n != c->world)
         return rtc_err(why, whylen, "it lists %d rank files for a world of %d",
-                       files && files->kind == RTJ_ARRAY ? files->n : 0, c->world),
+                       files && files->kind == JSON_ARRAY ? files->n : 0, c->world),
                false;
     c->files = rtc_xcalloc((size_t)c->world, sizeof *c->files);
     for (int i = 0; i < files->n; i++) {
-        const RtjValue *f = &files->items[i], *nm = rtj_get(f, "name");
+        const JsonValue *f = &files->items[i], *nm = json_get(f, "name");
         int64_t rank, bytes;
         uint8_t crc[4];
         char want[32];
-        if (f->kind != RTJ_OBJECT || !get_int(f, "rank", &rank) || rank != i ||
-            !get_int(f, "bytes", &bytes) || !parse_hex(rtj_get(f, "crc32c"), crc, 4))
+        if (f->kind != JSON_OBJECT || !get_int(f, "rank", &rank) || rank != i ||
+            !get_int(f, "bytes", &bytes) || !parse_hex(json_get(f, "crc32c"), crc, 4))
             return rtc_err(why, whylen, "rank file entry %d is malformed", i), false;
         /* The name is fixed by the rank: a manifest never points elsewhere. */
         snprintf(want, sizeof want, "rank%05d.ckpt", i);
-        if (!nm || nm->kind != RTJ_STRING || strcmp(nm->text, want) != 0 ||
+        if (!nm || nm->kind != JSON_STRING || strcmp(nm->text, want) != 0 ||
             nm->len != strlen(want))
             return rtc_err(why, whylen, "rank file entry %d is not named %s", i, want), false;
         c->files[i].bytes = (uint64_t)bytes;
@@ -226,7 +226,7 @@ RtCkpt *rtc_mf_read(const char *stepdir, char *err, size_t errlen)
                      ")", stored, rtc_crc32c(0, text, body));
         } else {
             char jerr[256];
-            RtjValue *root = rtj_parse(text, body, jerr, sizeof jerr);
+            JsonValue *root = json_parse(text, body, jerr, sizeof jerr);
             if (!root) {
                 snprintf(why, sizeof why, "malformed JSON: %s", jerr);
             } else {
@@ -236,7 +236,7 @@ RtCkpt *rtc_mf_read(const char *stepdir, char *err, size_t errlen)
                     rt_ckpt_close(c);
                     c = NULL;
                 }
-                rtj_free(root);
+                json_free(root);
             }
         }
     }

@@ -92,33 +92,33 @@ void rtc_stf_close(RtcStFile *st)
 }
 
 /* Fill one tensor from its header entry. */
-static int parse_tensor(RtcStFile *st, StTensor *t, const char *name, const RtjValue *v, char *err,
+static int parse_tensor(RtcStFile *st, StTensor *t, const char *name, const JsonValue *v, char *err,
                         size_t errlen)
 {
     const char *path = st->path;
-    if (v->kind != RTJ_OBJECT)
+    if (v->kind != JSON_OBJECT)
         return rtc_err(err, errlen, "%s: header entry '%s' is not an object", path, name);
     for (int i = 0; i < v->n; i++)
         if (strcmp(v->keys[i], "dtype") != 0 && strcmp(v->keys[i], "shape") != 0 &&
             strcmp(v->keys[i], "data_offsets") != 0)
             return rtc_err(err, errlen, "%s: tensor '%s' has unknown header key '%s'", path, name,
                            v->keys[i]);
-    const RtjValue *dt = rtj_get(v, "dtype"), *sh = rtj_get(v, "shape");
-    const RtjValue *off = rtj_get(v, "data_offsets");
+    const JsonValue *dt = json_get(v, "dtype"), *sh = json_get(v, "shape");
+    const JsonValue *off = json_get(v, "data_offsets");
     if (!dt || !sh || !off)
         return rtc_err(err, errlen, "%s: tensor '%s' lacks dtype, shape or data_offsets", path,
                        name);
-    if (dt->kind != RTJ_STRING || !(t->size = rtc_st_dtype_size(dt->text)))
+    if (dt->kind != JSON_STRING || !(t->size = rtc_st_dtype_size(dt->text)))
         return rtc_err(err, errlen, "%s: tensor '%s' has an unknown dtype", path, name);
     snprintf(t->dtype, sizeof t->dtype, "%s", dt->text);
-    if (sh->kind != RTJ_ARRAY || sh->n > RT_ST_MAXDIM)
+    if (sh->kind != JSON_ARRAY || sh->n > RT_ST_MAXDIM)
         return rtc_err(err, errlen, "%s: tensor '%s': shape must be an array of at most %d sizes",
                        path, name, RT_ST_MAXDIM);
     t->ndim = sh->n;
     uint64_t numel = 1;
     bool overflow = false;
     for (int i = 0; i < sh->n; i++) {
-        if (rtj_uint(&sh->items[i], &t->shape[i]) != 0)
+        if (json_uint(&sh->items[i], &t->shape[i]) != 0)
             return rtc_err(err, errlen, "%s: tensor '%s': shape entries must be integers >= 0",
                            path, name);
         if (t->shape[i] && numel > UINT64_MAX / 16 / (uint64_t)t->shape[i])
@@ -126,8 +126,8 @@ static int parse_tensor(RtcStFile *st, StTensor *t, const char *name, const RtjV
         numel *= (uint64_t)t->shape[i];
     }
     int64_t b, e;
-    if (off->kind != RTJ_ARRAY || off->n != 2 || rtj_uint(&off->items[0], &b) != 0 ||
-        rtj_uint(&off->items[1], &e) != 0)
+    if (off->kind != JSON_ARRAY || off->n != 2 || json_uint(&off->items[0], &b) != 0 ||
+        json_uint(&off->items[1], &e) != 0)
         return rtc_err(err, errlen,
                        "%s: tensor '%s': data_offsets must be two integers [begin, end]", path,
                        name);
@@ -146,10 +146,10 @@ static int parse_tensor(RtcStFile *st, StTensor *t, const char *name, const RtjV
     return 0;
 }
 
-static int parse_header(RtcStFile *st, const RtjValue *root, char *err, size_t errlen)
+static int parse_header(RtcStFile *st, const JsonValue *root, char *err, size_t errlen)
 {
     const char *path = st->path;
-    if (root->kind != RTJ_OBJECT)
+    if (root->kind != JSON_OBJECT)
         return rtc_err(err, errlen, "%s: safetensors header is not a JSON object", path);
     st->t = rtc_xcalloc((size_t)root->n, sizeof *st->t);
     for (int i = 0; i < root->n; i++) {
@@ -157,13 +157,13 @@ static int parse_header(RtcStFile *st, const RtjValue *root, char *err, size_t e
         if (strlen(key) != root->key_lens[i])
             return rtc_err(err, errlen, "%s: a header key contains a NUL character", path);
         if (strcmp(key, "__metadata__") == 0) {
-            const RtjValue *m = &root->items[i];
-            if (m->kind != RTJ_OBJECT)
+            const JsonValue *m = &root->items[i];
+            if (m->kind != JSON_OBJECT)
                 return rtc_err(err, errlen, "%s: __metadata__ is not an object", path);
             st->meta_keys = rtc_xcalloc((size_t)m->n, sizeof(char *));
             st->meta_vals = rtc_xcalloc((size_t)m->n, sizeof(char *));
             for (int j = 0; j < m->n; j++) {
-                if (m->items[j].kind != RTJ_STRING)
+                if (m->items[j].kind != JSON_STRING)
                     return rtc_err(err, errlen, "%s: __metadata__ value of '%s' is not a string",
                                    path, m->keys[j]);
                 st->meta_keys[j] = rtc_xstrdup(m->keys[j]);
@@ -246,14 +246,14 @@ RtcStFile *rtc_stf_open(const char *path, char *err, size_t errlen)
     st->data = st->map + 8 + hlen;
     st->data_bytes = st->map_bytes - 8 - hlen;
     char jerr[256];
-    RtjValue *root = rtj_parse((const char *)st->map + 8, (size_t)hlen, jerr, sizeof jerr);
+    JsonValue *root = json_parse((const char *)st->map + 8, (size_t)hlen, jerr, sizeof jerr);
     if (!root) {
         rtc_err(err, errlen, "%s: malformed safetensors header: JSON error %s", path, jerr);
         rtc_stf_close(st);
         return NULL;
     }
     rc = parse_header(st, root, err, errlen);
-    rtj_free(root);
+    json_free(root);
     if (rc != 0) {
         rtc_stf_close(st);
         return NULL;

@@ -135,9 +135,9 @@ static char *read_text(const char *path, size_t *len, char *err, size_t errlen)
 }
 
 /* A shard name from an index: a plain file name beside the index. */
-static bool plain_name(const RtjValue *v)
+static bool plain_name(const JsonValue *v)
 {
-    return v->kind == RTJ_STRING && v->len > 0 && strlen(v->text) == v->len &&
+    return v->kind == JSON_STRING && v->len > 0 && strlen(v->text) == v->len &&
            !strchr(v->text, '/') && strcmp(v->text, ".") != 0 && strcmp(v->text, "..") != 0;
 }
 
@@ -149,13 +149,13 @@ static int open_index(RtSt *st, const char *index, char *err, size_t errlen)
     if (!text)
         return -1;
     char jerr[256];
-    RtjValue *root = rtj_parse(text, len, jerr, sizeof jerr);
+    JsonValue *root = json_parse(text, len, jerr, sizeof jerr);
     free(text);
     if (!root)
         return rtc_err(err, errlen, "%s: malformed shard index: JSON error %s", index, jerr);
     int rc = 0;
-    const RtjValue *map = NULL, *meta = NULL;
-    if (root->kind != RTJ_OBJECT)
+    const JsonValue *map = NULL, *meta = NULL;
+    if (root->kind != JSON_OBJECT)
         rc = rtc_err(err, errlen, "%s: a shard index is a JSON object", index);
     for (int i = 0; rc == 0 && i < root->n; i++) {
         if (strcmp(root->keys[i], "weight_map") == 0)
@@ -166,18 +166,18 @@ static int open_index(RtSt *st, const char *index, char *err, size_t errlen)
             rc = rtc_err(err, errlen, "%s: unknown key '%s' (a shard index has \"metadata\" and "
                          "\"weight_map\")", index, root->keys[i]);
     }
-    if (rc == 0 && (!map || map->kind != RTJ_OBJECT))
+    if (rc == 0 && (!map || map->kind != JSON_OBJECT))
         rc = rtc_err(err, errlen, "%s: \"weight_map\" is missing or not an object", index);
-    if (rc == 0 && meta && meta->kind != RTJ_OBJECT)
+    if (rc == 0 && meta && meta->kind != JSON_OBJECT)
         rc = rtc_err(err, errlen, "%s: \"metadata\" is not an object", index);
     if (rc == 0 && meta) {
         st->meta_keys = rtc_xcalloc((size_t)(meta->n ? meta->n : 1), sizeof(char *));
         st->meta_vals = rtc_xcalloc((size_t)(meta->n ? meta->n : 1), sizeof(char *));
         for (int i = 0; i < meta->n; i++) {
-            const RtjValue *v = &meta->items[i];
-            if (strcmp(meta->keys[i], "total_size") == 0 && rtj_uint(v, &(int64_t){0}) != 0)
+            const JsonValue *v = &meta->items[i];
+            if (strcmp(meta->keys[i], "total_size") == 0 && json_uint(v, &(int64_t){0}) != 0)
                 rc = rtc_err(err, errlen, "%s: metadata.total_size is not a byte count", index);
-            if (v->kind != RTJ_STRING && v->kind != RTJ_NUMBER)
+            if (v->kind != JSON_STRING && v->kind != JSON_NUMBER)
                 continue;
             st->meta_keys[st->nmeta] = rtc_xstrdup(meta->keys[i]);
             st->meta_vals[st->nmeta++] = rtc_xstrdup(v->text);
@@ -193,7 +193,7 @@ static int open_index(RtSt *st, const char *index, char *err, size_t errlen)
     int *file_of = map ? rtc_xcalloc((size_t)(map->n ? map->n : 1), sizeof *file_of) : NULL;
     const char **names = map ? rtc_xcalloc((size_t)(map->n ? map->n : 1), sizeof *names) : NULL;
     for (int i = 0; rc == 0 && i < map->n; i++) {
-        const RtjValue *v = &map->items[i];
+        const JsonValue *v = &map->items[i];
         if (!plain_name(v)) {
             rc = rtc_err(err, errlen, "%s: weight_map entry '%s' must name a shard file beside the "
                          "index", index, map->keys[i]);
@@ -239,7 +239,7 @@ static int open_index(RtSt *st, const char *index, char *err, size_t errlen)
     free(names);
     free(file_of);
     free(dir);
-    rtj_free(root);
+    json_free(root);
     return rc;
 }
 

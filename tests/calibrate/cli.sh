@@ -56,7 +56,7 @@ check "full: record 'meta backend ...' of set 1 is not in set 2: sets of differe
 mkdir -p "$work/part"
 cp "$work/rec/full.records" "$work/part/"
 check "solo.records is in 1 of the 2 --from directories" --from "$work/rec" --from "$work/part"
-if [ -x "$(dirname "$ptdc")/../calibrate/cuda/ptdc-measure-cuda" ] && ! command -v nvidia-smi >/dev/null 2>&1; then
+if [ -x "$(dirname "$ptdc")/../runtime/measure/cuda/ptdc-measure-cuda" ] && ! command -v nvidia-smi >/dev/null 2>&1; then
     check "needs a GPU, and this machine has none" --target cuda
 fi
 [ $fail -eq 0 ] && echo "calibrate cli: ok ($(grep -c '' "$work/cpu.cluster") lines)"

@@ -600,7 +600,7 @@ static void check_add_norm_cut(const IrGraph *g, int tp, PassCluster *cl, const 
 }
 
 /* CPU ranks meeting at tensor-parallel collectives wait for the later one
- * (pass_sync_wait, measured by calibrate/m_sync.c as fractions of the work
+ * (pass_sync_wait, measured by runtime/measure/m_sync.c as fractions of the work
  * between two collectives): a plan without them (tp 1) and a GPU keep their
  * prediction; at tp 2 a micro-batch grows by the fractions of its GEMM and
  * attention time and of the rest, nearly all of it in pieces with

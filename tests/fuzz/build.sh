@@ -24,11 +24,11 @@ fi
 sources="$src/frontend/frontend.c $src/frontend/load.c $src/frontend/consts.c
          $src/frontend/lower.c $src/frontend/suggest.c
          $src/frontend/hf_import.c $src/frontend/hf_config.c $src/frontend/hf_mdl.c
-         $src/frontend/hf_rt.c $src/runtime/common/json.c $src/runtime/common/util.c
+         $src/json/json.c
          $src/ir/arena.c $src/ir/diag.c $src/ir/fs.c $src/ir/map.c $src/ir/graph.c $src/ir/attrs.c $src/ir/shape.c
          $src/ir/verify.c $src/ir/print.c $src/tests/fuzz/fe_fuzz.c"
 inputs="$sources $src/frontend/parser.y $src/frontend/lexer.l $src/frontend/fe.h
-        $src/frontend/frontend.h $src/frontend/hf.h $src/ir/ir.h $src/ir/ops.def $0"
+        $src/frontend/frontend.h $src/frontend/hf.h $src/json/json.h $src/ir/ir.h $src/ir/ops.def $0"
 # Up to date?
 if [ -x "$out/fe_fuzz" ]; then
     stale=0
@@ -43,7 +43,7 @@ flex -o "$out/lexer.c" "$src/frontend/lexer.l"
 "$cc" -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -DFE_MAX_NODES=20000 -DFE_MAX_STEPS=200000 \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
     -Wall -Wextra -Wno-sign-compare -Wno-unused-function -Wno-unused-parameter \
-    -I"$src/ir" -I"$src/frontend" -I"$src/runtime" -I"$src/runtime/common" -I"$out" \
+    -I"$src/ir" -I"$src/frontend" -I"$src/json" -I"$out" \
     $sources "$out/parser.c" "$out/lexer.c" -lm -o "$out/fe_fuzz.tmp"
 mv "$out/fe_fuzz.tmp" "$out/fe_fuzz"
 echo "built $out/fe_fuzz"

@@ -32,15 +32,15 @@ static void test_json(void)
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         char err[256] = "";
-        RtjValue *v = rtj_parse(good[i], strlen(good[i]), err, sizeof err);
+        JsonValue *v = json_parse(good[i], strlen(good[i]), err, sizeof err);
         CHECK(v != NULL, "valid JSON %s refused: %s", good[i], err);
-        rtj_free(v);
+        json_free(v);
     }
     char err[256];
-    RtjValue *v = rtj_parse("\"\\u00e9\\ud83d\\ude00\"", 20, err, sizeof err);
+    JsonValue *v = json_parse("\"\\u00e9\\ud83d\\ude00\"", 20, err, sizeof err);
     CHECK(v && v->len == 6 && memcmp(v->text, "\xc3\xa9\xf0\x9f\x98\x80", 6) == 0,
           "escapes decode to UTF-8");
-    rtj_free(v);
+    json_free(v);
     static const char *bad[] = {
         "", "{", "[1,]", "{\"a\":1,}", "01", "1.", "1e", "-", "+1", ".5", "\"abc",
         "\"a\x01\"", "\"\\x\"", "\"\\ud800\"", "\"\\udc00\"", "\"\xc3\x28\"", "\"\xc0\xaf\"",
@@ -48,27 +48,27 @@ static void test_json(void)
         "{\"a\" 1}", "tru", "{1:2}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        v = rtj_parse(bad[i], strlen(bad[i]), err, sizeof err);
+        v = json_parse(bad[i], strlen(bad[i]), err, sizeof err);
         CHECK(v == NULL, "invalid JSON '%s' accepted", bad[i]);
-        rtj_free(v);
+        json_free(v);
     }
     char deep[200];
     memset(deep, '[', 65);
     memset(deep + 65, ']', 65);
-    v = rtj_parse(deep, 130, err, sizeof err);
+    v = json_parse(deep, 130, err, sizeof err);
     CHECK(v == NULL && strstr(err, "nesting"), "65 levels of nesting accepted");
-    rtj_free(v);
-    v = rtj_parse(deep + 1, 128, err, sizeof err);
+    json_free(v);
+    v = json_parse(deep + 1, 128, err, sizeof err);
     CHECK(v != NULL, "64 levels of nesting refused: %s", err);
-    rtj_free(v);
+    json_free(v);
     int64_t x = 0;
     const char *ints = "[9223372036854775807, 9223372036854775808, 1.0, -1]";
-    v = rtj_parse(ints, strlen(ints), err, sizeof err);
-    CHECK(v && rtj_uint(&v->items[0], &x) == 0 && x == INT64_MAX, "int64 max");
-    CHECK(v && rtj_uint(&v->items[1], &x) != 0, "2^63 is not an int64");
-    CHECK(v && rtj_uint(&v->items[2], &x) != 0 && rtj_uint(&v->items[3], &x) != 0,
+    v = json_parse(ints, strlen(ints), err, sizeof err);
+    CHECK(v && json_uint(&v->items[0], &x) == 0 && x == INT64_MAX, "int64 max");
+    CHECK(v && json_uint(&v->items[1], &x) != 0, "2^63 is not an int64");
+    CHECK(v && json_uint(&v->items[2], &x) != 0 && json_uint(&v->items[3], &x) != 0,
           "1.0 and -1 are not sizes");
-    rtj_free(v);
+    json_free(v);
 }
 
 static void test_round_trip(const char *dtype)

@@ -91,8 +91,8 @@ void cal_measure_memory(const CalOpts *o)
     }
     rt_barrier(rt_comm_world());
     double per = (resident() - base) / NCOMM;
-    cal_out(o, "mem base %.0f", base);
-    cal_out(o, "mem comm %.0f", per > 0 ? per : 0);
+    cal_out(o, CAL_FMT_MEM_BASE, base);
+    cal_out(o, CAL_FMT_MEM_COMM, per > 0 ? per : 0);
     cal_progress(o, "memory: %.1f MiB per rank after start-up, %.2f MiB per communicator",
                  base / 1048576, per / 1048576);
     /* Host work per token. */
@@ -105,7 +105,7 @@ void cal_measure_memory(const CalOpts *o)
     if (!h.tok || !h.tgt)
         rt_fatal("ptdc-measure: out of host memory");
     double t = cal_time(o, NULL, load_one, &h);
-    cal_out(o, "host %lld %.9g", (long long)h.seq, t);
+    cal_out(o, CAL_FMT_HOST, (long long)h.seq, t);
     cal_progress(o, "host: %.1f ns per token loaded", t / (double)h.seq * 1e9 / 2);
     rt_data_close(h.d);
     free(h.tok);

@@ -1,20 +1,24 @@
-/* measure.c: ptdc-measure's entry point, timing and buffers.
- *
- *   ptdc-measure --part compute|comm|memory [--quick] [--budget SECONDS]
- *
- * `ptdc calibrate` launches it (mpirun/srun) once per part and machine
- * configuration; docs/cost-model.md lists the records it prints. */
+/* m_util.c: what every part of ptdc-measure shares: timing (the median of
+ * samples, the slowest rank's), cache eviction, buffers with deterministic
+ * contents, the CPUs the ranks run on, and output. The bottom of the
+ * program: it calls only the runtime (measure.h lists the layers). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sched_getaffinity */
+#endif
 #include "measure.h"
 
-#ifdef PTDC_CUDA
-#include <cuda_runtime.h>
-#endif
+#include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 static float *g_tbuf; /* backend float for the max over ranks */
+
+void cal_util_init(void)
+{
+    g_tbuf = cal_f32(1, 0);
+}
 
 void cal_out(const CalOpts *o, const char *fmt, ...)
 {
@@ -222,87 +226,26 @@ int32_t *cal_ids(int64_t n, int64_t modulo)
     return d;
 }
 
-static void usage(void)
+/* The CPUs the ranks run on together: the union of their affinity masks.
+ * A rank's own mask is not it: launched one per core and bound, each rank
+ * sees one CPU, and two of them would look like two ranks sharing one. */
+int cal_cpus(void)
 {
-    fprintf(stderr, "usage: ptdc-measure --part compute|comm|memory [--quick] [--budget SECONDS]\n"
-                    "Times libptdrt's kernels and collectives and prints calibration records;\n"
-                    "`ptdc calibrate` runs it and fits the cost model to them.\n");
-}
-
-enum { NO_DEVICE = 3 }; /* exit status `ptdc calibrate` recognises */
-
-int main(int argc, char **argv)
-{
-#ifdef PTDC_CUDA
-    /* Say plainly that there is nothing to measure, before MPI and NCCL. */
-    int ndev = 0;
-    cudaError_t e = cudaGetDeviceCount(&ndev);
-    if (e != cudaSuccess || ndev == 0) {
-        fprintf(stderr, "ptdc-measure: no CUDA GPU on this machine (%s)\n",
-                e != cudaSuccess ? cudaGetErrorString(e) : "no device visible");
-        return NO_DEVICE;
+    enum { MAXCPU = 1024 };
+    cpu_set_t s;
+    CPU_ZERO(&s);
+    if (sched_getaffinity(0, sizeof s, &s) != 0 || CPU_COUNT(&s) == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        for (long i = 0; i < n && i < MAXCPU; i++)
+            CPU_SET((int)i, &s);
     }
-    if (argc == 2 && !strcmp(argv[1], "--devices")) { /* for `ptdc calibrate`'s default --ranks */
-        printf("%d\n", ndev);
-        return 0;
-    }
-#endif
-    rt_init(&argc, &argv);
-    CalOpts o;
-    memset(&o, 0, sizeof o);
-    o.rank = rt_world_rank();
-    o.size = rt_world_size();
-    o.budget_s = 0.05;
-#ifdef PTDC_CUDA
-    o.gpu = 1;
-#endif
-    const char *part = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--part") && i + 1 < argc) {
-            part = argv[++i];
-        } else if (!strcmp(argv[i], "--quick")) {
-            o.quick = 1;
-        } else if (!strcmp(argv[i], "--budget") && i + 1 < argc) {
-            o.budget_s = atof(argv[++i]);
-            if (!(o.budget_s > 0 && o.budget_s < 10))
-                rt_fatal("ptdc-measure: --budget must be between 0 and 10 seconds");
-        } else if (!strcmp(argv[i], "--help")) {
-            if (o.rank == 0)
-                usage();
-            rt_finalize();
-            return 0;
-        } else {
-            if (o.rank == 0)
-                usage();
-            rt_fatal("ptdc-measure: unknown argument '%s'", argv[i]);
-        }
-    }
-    if (!part)
-        rt_fatal("ptdc-measure: --part compute|comm|memory is required");
-    g_tbuf = cal_f32(1, 0);
-    char host[256] = "";
-    gethostname(host, sizeof host - 1);
-#ifdef PTDC_CUDA
-    const char *backend = "cuda";
-#else
-    const char *backend = "cpu";
-#endif
-    cal_out(&o, "meta backend %s ranks %d act_bytes %d host %s part %s", backend, o.size,
-            (int)sizeof(rt_act), host, part);
-    if (!strcmp(part, "compute")) {
-        cal_measure_gemm(&o);
-        cal_measure_kernels(&o);
-        cal_measure_attention(&o);
-    } else if (!strcmp(part, "comm")) {
-        cal_measure_comm(&o);
-        cal_measure_share(&o);
-        cal_measure_sync(&o);
-    } else if (!strcmp(part, "memory")) {
-        cal_measure_memory(&o);
-    } else {
-        rt_fatal("ptdc-measure: unknown part '%s' (compute, comm or memory)", part);
-    }
-    cal_out(&o, "end");
-    rt_finalize();
-    return 0;
+    float *on = cal_f32(MAXCPU, 0.f);
+    for (int i = 0; i < MAXCPU && i < CPU_SETSIZE; i++)
+        on[i] = CPU_ISSET(i, &s) ? 1.f : 0.f;
+    rt_allreduce_max(rt_comm_world(), on, MAXCPU);
+    int n = 0;
+    for (int i = 0; i < MAXCPU; i++)
+        n += on[i] > 0.5f;
+    rt_free(on);
+    return n > 0 ? n : 1;
 }

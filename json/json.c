@@ -1,12 +1,13 @@
-/* json.c: strict recursive-descent JSON parser (rules in json.h). */
+/* json.c: strict recursive-descent JSON parser (rules in json.h). It calls
+ * only the C library: running out of memory is an error returned like any
+ * other, so the compiler and the runtime each report it their own way. */
+#include "json.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "json.h"
-
-#define RTJ_MAX_DEPTH 64
+#define JSON_MAX_DEPTH 64
 
 typedef struct {
     const unsigned char *s;
@@ -19,10 +20,34 @@ typedef struct {
 
 static bool fail(Parser *p, const char *msg)
 {
-    if (!p->failed)
-        rtc_err(p->err, p->errlen, "at byte %zu: %s", p->pos, msg);
+    if (!p->failed && p->err && p->errlen)
+        snprintf(p->err, p->errlen, "at byte %zu: %s", p->pos, msg);
     p->failed = true;
     return false;
+}
+
+/* A growing NUL-terminated string (a string's decoded bytes). */
+typedef struct {
+    char *s;
+    size_t len, cap;
+} Buf;
+
+static bool add(Parser *p, Buf *b, const void *src, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (b->len + n + 1 > cap)
+            cap *= 2;
+        char *ns = realloc(b->s, cap);
+        if (!ns)
+            return fail(p, "out of memory");
+        b->s = ns;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, src, n);
+    b->len += n;
+    b->s[b->len] = 0;
+    return true;
 }
 
 static void skip_ws(Parser *p)
@@ -44,7 +69,7 @@ static bool literal(Parser *p, const char *word)
     return true;
 }
 
-static void put_utf8(RtcStr *b, uint32_t cp)
+static bool put_utf8(Parser *p, Buf *b, uint32_t cp)
 {
     unsigned char u[4];
     size_t n;
@@ -67,7 +92,7 @@ static void put_utf8(RtcStr *b, uint32_t cp)
         u[3] = (unsigned char)(0x80 | (cp & 0x3F));
         n = 4;
     }
-    rtc_str_add(b, u, n);
+    return add(p, b, u, n);
 }
 
 static bool hex4(Parser *p, uint32_t *out)
@@ -92,7 +117,7 @@ static bool hex4(Parser *p, uint32_t *out)
 
 /* One UTF-8 sequence starting at p->pos (first byte >= 0x80): well-formed,
  * shortest form, no surrogates, at most U+10FFFF. */
-static bool utf8_seq(Parser *p, RtcStr *b)
+static bool utf8_seq(Parser *p, Buf *b)
 {
     const unsigned char *s = p->s + p->pos;
     size_t left = p->len - p->pos;
@@ -116,15 +141,17 @@ static bool utf8_seq(Parser *p, RtcStr *b)
     }
     if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
         return fail(p, "invalid UTF-8");
-    rtc_str_add(b, s, n);
+    if (!add(p, b, s, n))
+        return false;
     p->pos += n;
     return true;
 }
 
 static bool string(Parser *p, char **out, size_t *outlen)
 {
-    RtcStr b = {0};
-    rtc_str_add(&b, "", 0);
+    Buf b = {0};
+    if (!add(p, &b, "", 0))
+        return false;
     p->pos++; /* opening quote */
     for (;;) {
         if (p->pos >= p->len) {
@@ -148,7 +175,10 @@ static bool string(Parser *p, char **out, size_t *outlen)
             continue;
         }
         if (c != '\\') {
-            rtc_str_add(&b, &c, 1);
+            if (!add(p, &b, &c, 1)) {
+                free(b.s);
+                return false;
+            }
             p->pos++;
             continue;
         }
@@ -161,7 +191,10 @@ static bool string(Parser *p, char **out, size_t *outlen)
         const char *simple = strchr("\"\\/bfnrt", e);
         if (e && simple) {
             static const char map[] = "\"\\/\b\f\n\r\t";
-            rtc_str_add(&b, &map[simple - "\"\\/bfnrt"], 1);
+            if (!add(p, &b, &map[simple - "\"\\/bfnrt"], 1)) {
+                free(b.s);
+                return false;
+            }
             continue;
         }
         if (e != 'u') {
@@ -195,7 +228,10 @@ static bool string(Parser *p, char **out, size_t *outlen)
             }
             cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
         }
-        put_utf8(&b, cp);
+        if (!put_utf8(p, &b, cp)) {
+            free(b.s);
+            return false;
+        }
     }
     *out = b.s;
     *outlen = b.len;
@@ -210,7 +246,7 @@ static bool digits(Parser *p)
     return p->pos > start;
 }
 
-static bool number(Parser *p, RtjValue *v)
+static bool number(Parser *p, JsonValue *v)
 {
     size_t start = p->pos;
     if (p->s[p->pos] == '-')
@@ -234,39 +270,46 @@ static bool number(Parser *p, RtjValue *v)
         if (!digits(p))
             return fail(p, "invalid number: digits must follow the exponent");
     }
-    v->kind = RTJ_NUMBER;
+    v->kind = JSON_NUMBER;
     v->len = p->pos - start;
-    v->text = rtc_xmalloc(v->len + 1);
+    v->text = malloc(v->len + 1);
+    if (!v->text)
+        return fail(p, "out of memory");
     memcpy(v->text, p->s + start, v->len);
     v->text[v->len] = 0;
     return true;
 }
 
-static bool value(Parser *p, RtjValue *v);
+static bool value(Parser *p, JsonValue *v);
 
-static void grow(RtjValue *v, int *cap, bool keys)
+/* Room for one more member; false (failed) when out of memory. */
+static bool grow(Parser *p, JsonValue *v, int *cap, bool keys)
 {
     if (v->n < *cap)
-        return;
-    *cap = *cap ? *cap * 2 : 8;
-    RtjValue *items = realloc(v->items, (size_t)*cap * sizeof *items);
+        return true;
+    int ncap = *cap ? *cap * 2 : 8;
+    JsonValue *items = realloc(v->items, (size_t)ncap * sizeof *items);
     if (!items)
-        rt_fatal("ptdrt: out of host memory parsing JSON");
+        return fail(p, "out of memory");
     v->items = items;
     if (keys) {
-        char **k = realloc(v->keys, (size_t)*cap * sizeof *k);
-        size_t *kl = realloc(v->key_lens, (size_t)*cap * sizeof *kl);
-        if (!k || !kl)
-            rt_fatal("ptdrt: out of host memory parsing JSON");
+        char **k = realloc(v->keys, (size_t)ncap * sizeof *k);
+        if (!k)
+            return fail(p, "out of memory");
         v->keys = k;
+        size_t *kl = realloc(v->key_lens, (size_t)ncap * sizeof *kl);
+        if (!kl)
+            return fail(p, "out of memory");
         v->key_lens = kl;
     }
+    *cap = ncap;
+    return true;
 }
 
-static bool array(Parser *p, RtjValue *v)
+static bool array(Parser *p, JsonValue *v)
 {
     int cap = 0;
-    v->kind = RTJ_ARRAY;
+    v->kind = JSON_ARRAY;
     p->pos++;
     skip_ws(p);
     if (p->pos < p->len && p->s[p->pos] == ']') {
@@ -274,7 +317,8 @@ static bool array(Parser *p, RtjValue *v)
         return true;
     }
     for (;;) {
-        grow(v, &cap, false);
+        if (!grow(p, v, &cap, false))
+            return false;
         memset(&v->items[v->n], 0, sizeof v->items[0]);
         v->n++;
         if (!value(p, &v->items[v->n - 1]))
@@ -292,10 +336,10 @@ static bool array(Parser *p, RtjValue *v)
     }
 }
 
-static bool object(Parser *p, RtjValue *v)
+static bool object(Parser *p, JsonValue *v)
 {
     int cap = 0;
-    v->kind = RTJ_OBJECT;
+    v->kind = JSON_OBJECT;
     p->pos++;
     skip_ws(p);
     if (p->pos < p->len && p->s[p->pos] == '}') {
@@ -306,7 +350,8 @@ static bool object(Parser *p, RtjValue *v)
         skip_ws(p);
         if (p->pos >= p->len || p->s[p->pos] != '"')
             return fail(p, "expected a string key in object");
-        grow(v, &cap, true);
+        if (!grow(p, v, &cap, true))
+            return false;
         memset(&v->items[v->n], 0, sizeof v->items[0]);
         v->keys[v->n] = NULL;
         v->n++;
@@ -339,12 +384,12 @@ static bool object(Parser *p, RtjValue *v)
     }
 }
 
-static bool value(Parser *p, RtjValue *v)
+static bool value(Parser *p, JsonValue *v)
 {
     skip_ws(p);
     if (p->pos >= p->len)
         return fail(p, "unexpected end of text");
-    if (p->depth >= RTJ_MAX_DEPTH)
+    if (p->depth >= JSON_MAX_DEPTH)
         return fail(p, "nesting deeper than 64");
     bool ok;
     switch (p->s[p->pos]) {
@@ -359,17 +404,17 @@ static bool value(Parser *p, RtjValue *v)
         p->depth--;
         return ok;
     case '"':
-        v->kind = RTJ_STRING;
+        v->kind = JSON_STRING;
         return string(p, &v->text, &v->len);
     case 't':
-        v->kind = RTJ_BOOL;
+        v->kind = JSON_BOOL;
         v->boolean = true;
         return literal(p, "true");
     case 'f':
-        v->kind = RTJ_BOOL;
+        v->kind = JSON_BOOL;
         return literal(p, "false");
     case 'n':
-        v->kind = RTJ_NULL;
+        v->kind = JSON_NULL;
         return literal(p, "null");
     default:
         if (p->s[p->pos] == '-' || (p->s[p->pos] >= '0' && p->s[p->pos] <= '9'))
@@ -378,7 +423,7 @@ static bool value(Parser *p, RtjValue *v)
     }
 }
 
-static void free_inner(RtjValue *v)
+static void free_inner(JsonValue *v)
 {
     for (int i = 0; i < v->n; i++) {
         free_inner(&v->items[i]);
@@ -391,7 +436,7 @@ static void free_inner(RtjValue *v)
     free(v->text);
 }
 
-void rtj_free(RtjValue *v)
+void json_free(JsonValue *v)
 {
     if (v) {
         free_inner(v);
@@ -399,25 +444,29 @@ void rtj_free(RtjValue *v)
     }
 }
 
-RtjValue *rtj_parse(const char *text, size_t len, char *err, size_t errlen)
+JsonValue *json_parse(const char *text, size_t len, char *err, size_t errlen)
 {
     Parser p = {(const unsigned char *)text, len, 0, 0, err, errlen, false};
-    RtjValue *v = rtc_xcalloc(1, sizeof *v);
+    JsonValue *v = calloc(1, sizeof *v);
+    if (!v) {
+        fail(&p, "out of memory");
+        return NULL;
+    }
     if (value(&p, v)) {
         skip_ws(&p);
         if (p.pos != p.len)
             fail(&p, "text after the JSON value");
     }
     if (p.failed) {
-        rtj_free(v);
+        json_free(v);
         return NULL;
     }
     return v;
 }
 
-const RtjValue *rtj_get(const RtjValue *obj, const char *key)
+const JsonValue *json_get(const JsonValue *obj, const char *key)
 {
-    if (!obj || obj->kind != RTJ_OBJECT)
+    if (!obj || obj->kind != JSON_OBJECT)
         return NULL;
     size_t n = strlen(key);
     for (int i = 0; i < obj->n; i++)
@@ -426,9 +475,9 @@ const RtjValue *rtj_get(const RtjValue *obj, const char *key)
     return NULL;
 }
 
-int rtj_uint(const RtjValue *v, int64_t *out)
+int json_uint(const JsonValue *v, int64_t *out)
 {
-    if (!v || v->kind != RTJ_NUMBER || v->len == 0 || v->len > 19)
+    if (!v || v->kind != JSON_NUMBER || v->len == 0 || v->len > 19)
         return -1;
     uint64_t x = 0; /* 19 digits cannot overflow 64 bits */
     for (size_t i = 0; i < v->len; i++) {

@@ -8,7 +8,8 @@
  * trainer runs one rank: it binds the plan to one rt_alloc arena, initialises
  * or loads the weights, walks the schedule every step, reduces gradients,
  * clips, runs AdamW and writes checkpoints. All compile as C11 and as CUDA
- * C++. */
+ * C++. What model.c and model.h define is model_abi.h; this header adds what
+ * model.c calls in the trainer. */
 #ifndef PTDC_TRAINER_H
 #define PTDC_TRAINER_H
 
@@ -16,84 +17,20 @@
 
 #include <stdint.h>
 
+#include "model_abi.h" /* CgRank, CgParam, CG_MEM_*: what model.c and model.h define */
 #include "model.h"
 
-enum { CG_MAX_RANK = 6, CG_MAX_CHUNKS = 16 };
-enum { CG_ACT, CG_F32, CG_I32, CG_NTYPES };                                   /* arenas */
-enum { CG_MEM_PARAM, CG_MEM_GRAD, CG_MEM_OPT, CG_MEM_ACT, CG_MEM_WS, CG_MEM_N }; /* plan rows */
-enum { CG_TOKENS, CG_TARGETS };                                                /* inputs */
-
-/* One trained parameter as one pipeline rank holds it. Sizes are local: the
- * dims split over mesh axis split_axis[i] are divided by that axis's size. */
-typedef struct CgParam {
-    const char *name;         /* IR name, e.g. "layers.0.wq" */
-    const char *hf_name;      /* Hugging Face tensor, NULL: exported under `name` */
-    int hf_transposed, hf_part, hf_nparts;
-    int rank;
-    int64_t global[CG_MAX_RANK];
-    int split_axis[CG_MAX_RANK];
-    int hf_split;             /* HF 2-D view: dims [0, hf_split) form its rows (0: 1-D) */
-    int init;                 /* RT_INIT_* */
-    double std;
-    int decay;                /* AdamW weight decay applies (matrices) */
-    int64_t numel;            /* local elements */
-    int pmask;                /* mesh axes (bit a) its gradient is summed over each step */
-    int zshard;               /* optimizer state (ZeRO >= 1) flat-sharded over pmask */
-    int64_t shard;            /* elements per shard (numel when not sharded) */
-    int norm_mask;            /* axes along which the reduced gradient is replicated */
-    int tied;                 /* tied group (the same weight on several pipeline ranks), -1 */
-    int primary;              /* this copy counts in the norm, exports and checkpoints */
-    int bucket;               /* gradient bucket (reduced once complete), -1: at the step's end */
-    int nready;               /* cg_grad_ready calls per step completing it (its chunks) */
-    /* bound by the model's bind function */
-    rt_act *param;            /* full local tensor (ZeRO-1/2: padded to whole shards), or the
-                                 ZeRO-3 shard */
-    rt_grad *grad;            /* fp32 accumulator: full, or the shard under ZeRO-2/3 */
-    rt_grad *grad_shard;      /* ZeRO-1: reduce-scatter target, else NULL */
-    float *master, *m, *v;    /* fp32 master weights and AdamW moments (shard under ZeRO) */
-} CgParam;
-
-typedef struct CgSchedOp {
-    int8_t bwd, chunk;
-    int16_t mb;
-} CgSchedOp;
-
-/* Everything one pipeline rank runs. */
-typedef struct CgRank {
-    int nchunks;
-    void (*forward[CG_MAX_CHUNKS])(int mb, int slot);
-    void (*backward[CG_MAX_CHUNKS])(int mb, int slot);
-    int nslots[CG_MAX_CHUNKS];
-    const CgSchedOp *sched;
-    int nsched;
-    CgParam *params;
-    int nparams;
-    const int *bucket_params;           /* gradient buckets: indices into params, bucket after */
-    const int *bucket_start;            /* bucket; bucket b is [start[b], start[b + 1]) */
-    int nbuckets;
-    void (*bind)(rt_act *A, float *F, int32_t *I);
-    void (*wait_sends)(void);
-    int64_t total[CG_NTYPES];           /* arena sizes in elements */
-    int64_t mem[CG_MEM_N][CG_NTYPES];   /* the plan by category (elements) */
-} CgRank;
-
+/* model.h defines the plan's constants model_abi.h lists (a program whose
+ * model.h and trainer disagree stops here). */
+#if !defined(CG_MODEL) || !defined(CG_WORLD) || !defined(CG_PP) || !defined(CG_DEVICES) ||     \
+    !defined(CG_NAXES) || !defined(CG_MESH0) || !defined(CG_MESH1) || !defined(CG_AXIS0) ||   \
+    !defined(CG_AXIS1) || !defined(CG_NUM_MICRO) || !defined(CG_MB_SEQS) ||                    \
+    !defined(CG_GLOBAL_BATCH) || !defined(CG_SEQ) || !defined(CG_VOCAB) || !defined(CG_ZERO) || \
+    !defined(CG_NTIED) || !defined(CG_MASTER_ALIAS) || !defined(CG_LOSS_PP) ||                 \
+    !defined(CG_LOSS_MASK) || !defined(CG_PLAN) || !defined(CG_PLAN_HASH)
+#error "model.h lacks a constant of model_abi.h"
+#endif
 extern const CgRank cg_ranks[CG_PP];
-extern const unsigned long long cg_tied_mask[]; /* pipeline ranks of each tied group (bit per rank) */
-
-/* The model's Hugging Face config.json for --export-hf DIR (codegen/cg_hf.c
- * decides it from the graph at compile time): cg_hf_nkeys keys, sorted, each
- * value JSON text, NULL for torch_dtype (the export's). A model ptdc cannot
- * state exactly as a Hugging Face architecture has none, and cg_hf_refused
- * says why. An imported tensor may carry the architecture's base_model_prefix
- * or not (cg_hf_prefix, NULL: none; cg_hf_prefixed: the hf names here do). */
-typedef struct CgHfKey {
-    const char *key, *value;
-} CgHfKey;
-extern const CgHfKey cg_hf_config[];
-extern const int cg_hf_nkeys;
-extern const char *const cg_hf_refused;
-extern const char *const cg_hf_prefix;
-extern const int cg_hf_prefixed;
 
 /* ------------------------------------------ what generated code calls */
 extern RtComm *g_comm[4];      /* g_comm[m]: the ranks of this stage differing only along the

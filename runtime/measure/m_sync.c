@@ -97,7 +97,7 @@ static void measure(const CalOpts *o, Work *w, RtComm *pair, float *x, int ncpu)
     }
     qsort(f, S, sizeof f[0], cmp_double);
     double seg = tall / S / reps;
-    cal_out(o, "sync %d %d %s %.9g %.9g", o->size, ncpu, w->mem ? "mem" : "gemm", seg, f[S / 2]);
+    cal_out(o, CAL_FMT_SYNC, o->size, ncpu, w->mem ? "mem" : "gemm", seg, f[S / 2]);
     cal_progress(o, "%d ranks on %d cores, %s segments of %.1f ms, an all-reduce in pairs after each: "
                     "%.1f%% of the work waiting for the partner", o->size, ncpu, w->mem ? "copy" : "GEMM",
                  seg * 1e3, 100 * f[S / 2]);

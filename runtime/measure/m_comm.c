@@ -38,8 +38,7 @@ static void evict_coll(void *p)
     cal_evict(k->b, k->evict_bytes);
 }
 
-static const char *const coll_name[] = {"allreduce", "reduce_scatter", "allgather", "alltoall",
-                                        "sendrecv"};
+static const char *const coll_name[CAL_NCOLL] = CAL_COLL_NAMES;
 
 static void run_coll(void *p)
 {
@@ -138,7 +137,7 @@ static void measure_groups(const CalOpts *o, const int *node, int g, bool stride
             k.evict_bytes = (size_t)conv * sizeof(rt_act);
             double t = o->gpu ? cal_time(o, rt_comm_world(), run_coll, &k)
                               : cal_time_cold(o, rt_comm_world(), run_coll, evict_coll, &k);
-            cal_out(o, "coll %s %d %d %d %lld %.9g", coll_name[kind], g, nodes, per_node,
+            cal_out(o, CAL_FMT_COLL, coll_name[kind], g, nodes, per_node,
                     (long long)(conv * (int64_t)sizeof(rt_act)), t);
             if (s == NB - 1)
                 cal_progress(o, "collective %2d/%d  %-14s group %d%s  %8.3f GB/s at %lld MiB",
@@ -160,7 +159,7 @@ void cal_measure_comm(const CalOpts *o)
     int nnodes = 0;
     find_nodes(o, node, &nnodes);
     for (int r = 0; r < o->size; r++)
-        cal_out(o, "node %d %d", r, node[r]);
+        cal_out(o, CAL_FMT_NODE, r, node[r]);
     if (o->size < 2) {
         cal_progress(o, "one rank: no collectives to measure (launch with more ranks)");
         free(node);

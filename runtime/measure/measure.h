@@ -1,21 +1,28 @@
-/* measure.h: the measuring half of `ptdc calibrate` (prefix cal_).
+/* measure.h: ptdc-measure, the program `ptdc calibrate` launches (prefix
+ * cal_; the compiler's side is calibrate/).
  *
  * ptdc-measure is written against runtime/rt.h only, like the programs ptdc
  * generates, and builds for both backends: C with the CPU backend, CUDA C++
  * with the CUDA backend. It times the runtime's own kernels and collectives
  * and prints raw records on stdout (rank 0); `ptdc calibrate` fits the cost
- * model's parameters to them (passes/cost/calib*.c). Keeping the fit out of
+ * model's parameters to them (calibrate/cal_fit.c). Keeping the fit out of
  * this program means a record file can be refitted, and tested, without the
- * machine it came from. Record format: docs/cost-model.md, "Calibration
- * records". */
+ * machine it came from. Record format: records.h (docs/cost-model.md,
+ * "Calibration records").
+ *
+ * Calls run one way, down this header: measure.c's main calls the parts
+ * (m_compute.c, m_comm.c, m_memory.c, m_share.c, m_sync.c), which call only
+ * m_util.c, which calls only the runtime. */
 #ifndef PTDC_MEASURE_H
 #define PTDC_MEASURE_H
 
 #include "rt.h"
+#include "records.h"
 
 #include <stdint.h>
 #include <stdio.h>
 
+/* ------------------------------------------------------------- m_util.c */
 typedef struct CalOpts {
     double budget_s;              /* target seconds per timed point */
     int quick;                    /* fewer points (tests) */
@@ -24,6 +31,8 @@ typedef struct CalOpts {
     int gpu;                      /* the CUDA backend: shapes sized for a GPU, not a core */
 } CalOpts;
 
+/* Before any timing (allocates the buffer the slowest rank's time crosses). */
+void cal_util_init(void);
 /* One median-of-samples timing: f(arg) is run in batches sized so a batch
  * takes about budget/samples seconds; returns seconds per call. Every rank
  * of comm runs it together (NULL: this rank alone) and the slowest rank's
@@ -47,19 +56,23 @@ int32_t *cal_ids(int64_t n, int64_t modulo);
 /* Output (rank 0 only) and progress (stderr, rank 0 only). */
 void cal_out(const CalOpts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cal_progress(const CalOpts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The CPUs the ranks run on together: the union of their affinity masks
+ * (collective over the world). */
+int cal_cpus(void);
 
+/* ------------------------------------- the parts (measure.c calls them) */
+
+/* m_compute.c */
 void cal_measure_gemm(const CalOpts *o);
 void cal_measure_kernels(const CalOpts *o);
 void cal_measure_attention(const CalOpts *o);
-void cal_measure_comm(const CalOpts *o);
-void cal_measure_memory(const CalOpts *o);
+void cal_measure_comm(const CalOpts *o);   /* m_comm.c */
+void cal_measure_memory(const CalOpts *o); /* m_memory.c */
 /* With more CPU ranks than cores: how much of a waiting rank's share the
  * others gain (m_share.c); nothing otherwise. */
 void cal_measure_share(const CalOpts *o);
 /* CPU ranks in pairs: the wait for the later partner at a collective after
  * each few ms of GEMMs or of copies, as a fraction of the work (m_sync.c). */
 void cal_measure_sync(const CalOpts *o);
-/* The CPUs the ranks run on together (m_share.c). */
-int cal_cpus(void);
 
 #endif

@@ -17,37 +17,7 @@
  * Records (medians of 9 samples):
  *   share RANKS CPUS T_ALL T_HALF
  *   share_sync RANKS CPUS GEMMS T_ALL T_SYNC */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* sched_getaffinity */
-#endif
 #include "measure.h"
-
-#include <sched.h>
-#include <unistd.h>
-
-/* The CPUs the ranks run on together: the union of their affinity masks.
- * A rank's own mask is not it: launched one per core and bound, each rank
- * sees one CPU, and two of them would look like two ranks sharing one. */
-int cal_cpus(void)
-{
-    enum { MAXCPU = 1024 };
-    cpu_set_t s;
-    CPU_ZERO(&s);
-    if (sched_getaffinity(0, sizeof s, &s) != 0 || CPU_COUNT(&s) == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        for (long i = 0; i < n && i < MAXCPU; i++)
-            CPU_SET((int)i, &s);
-    }
-    float *on = cal_f32(MAXCPU, 0.f);
-    for (int i = 0; i < MAXCPU && i < CPU_SETSIZE; i++)
-        on[i] = CPU_ISSET(i, &s) ? 1.f : 0.f;
-    rt_allreduce_max(rt_comm_world(), on, MAXCPU);
-    int n = 0;
-    for (int i = 0; i < MAXCPU; i++)
-        n += on[i] > 0.5f;
-    rt_free(on);
-    return n > 0 ? n : 1;
-}
 
 enum { N = 256 }; /* GEMMs of 256 x 256 x 256: a few ms on one core */
 
@@ -120,8 +90,8 @@ void cal_measure_share(const CalOpts *o)
     for (int i = 0; i < S; i++)
         ts[i] = phase_sync(reps, pair, a, b, c, flag);
     double all = cal_median(ta, S), half = cal_median(th, S), sync = cal_median(ts, S);
-    cal_out(o, "share %d %d %.9g %.9g", o->size, nc, all, half);
-    cal_out(o, "share_sync %d %d %d %.9g %.9g", o->size, nc, reps, all, sync);
+    cal_out(o, CAL_FMT_SHARE, o->size, nc, all, half);
+    cal_out(o, CAL_FMT_SHARE_SYNC, o->size, nc, reps, all, sync);
     cal_progress(o, "%d ranks on %d cores: %d GEMMs %.1f ms, with an all-reduce in pairs after each %.1f ms: "
                     "%.0f us per collective", o->size, nc, reps, all * 1e3, sync * 1e3, (sync - all) / reps * 1e6);
     double cshare = (double)nc / o->size, gain = (1 - half / all) / (1 - cshare);

@@ -116,7 +116,7 @@ void cal_measure_gemm(const CalOpts *o)
     for (int i = 0; i < np; i++)
         best[i] = cal_median(ts[i], PASSES);
     for (int i = 0; i < np; i++)
-        cal_out(o, "gemm %lld %lld %lld %d %d %.9g", (long long)pts[i].M, (long long)pts[i].N,
+        cal_out(o, CAL_FMT_GEMM, (long long)pts[i].M, (long long)pts[i].N,
                 (long long)pts[i].K, (int)pts[i].ta, (int)pts[i].tb, best[i]);
     rt_free(a);
     rt_free(b);
@@ -277,7 +277,7 @@ void cal_measure_kernels(const CalOpts *o)
             if (i == K_CROSS_ENTROPY_BWD) /* lse of these rows */
                 rt_cross_entropy_fwd(k.loss, k.f1, k.x, k.ids, k.rows, k.cols, 0, k.rows, NULL);
             double t = cal_time(o, rt_comm_world(), run_kernel, &k);
-            cal_out(o, "kern %s %lld %lld %.9g", kname[i], (long long)k.rows, (long long)k.cols, t);
+            cal_out(o, CAL_FMT_KERN, kname[i], (long long)k.rows, (long long)k.cols, t);
             if (s == 3)
                 cal_progress(o, "kernel %2d/%d  %-18s %8.2f Melem/s", i + 1, K_COUNT, kname[i],
                              (double)k.rows * (double)k.cols / t * 1e-6);
@@ -341,7 +341,7 @@ void cal_measure_attention(const CalOpts *o)
             for (int bwd = 0; bwd < 2; bwd++) {
                 a.bwd = bwd; /* backward reads o and lse from the forward timed just before */
                 double t = cal_time(o, rt_comm_world(), run_attn, &a);
-                cal_out(o, "attn %s %lld %lld %lld %lld %lld %d %.9g", bwd ? "bwd" : "fwd",
+                cal_out(o, CAL_FMT_ATTN, bwd ? "bwd" : "fwd",
                         (long long)a.B, (long long)a.S, (long long)a.H, (long long)a.KVH,
                         (long long)a.D, (int)a.causal, t);
                 double flops = 2.0 * (double)a.B * (double)a.H * (double)a.S * (double)a.S *
