@@ -278,10 +278,10 @@ static double bus_factor(int kind, double n)
     }
 }
 
-static const PassCollKind coll_kind[CAL_NCOLL] = {
-    [CAL_ALLREDUCE] = PASS_COLL_ALLREDUCE, [CAL_REDUCESCATTER] = PASS_COLL_REDUCESCATTER,
-    [CAL_ALLGATHER] = PASS_COLL_ALLGATHER, [CAL_ALLTOALL] = PASS_COLL_ALLTOALL,
-    [CAL_SENDRECV] = PASS_COLL_SENDRECV,
+static const PlanCollKind coll_kind[CAL_NCOLL] = {
+    [CAL_ALLREDUCE] = PLAN_COLL_ALLREDUCE, [CAL_REDUCESCATTER] = PLAN_COLL_REDUCESCATTER,
+    [CAL_ALLGATHER] = PLAN_COLL_ALLGATHER, [CAL_ALLTOALL] = PLAN_COLL_ALLTOALL,
+    [CAL_SENDRECV] = PLAN_COLL_SENDRECV,
 };
 
 static bool fit_coll(const CalRecords *r, PassGpu *gpu, CalQuality *q)

@@ -33,7 +33,7 @@ typedef struct CalColl {
     int kind;                     /* CAL_* */
     int group, nodes, per_node;   /* group size, nodes it spans, members per node */
     int rpn;                      /* ranks per node of the run that measured it */
-    double bytes, s;              /* PassColl convention; seconds per call */
+    double bytes, s;              /* PlanColl convention; seconds per call */
 } CalColl;
 
 /* One run of ptdc-measure. */

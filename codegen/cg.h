@@ -207,14 +207,14 @@ typedef struct CgIo {
 /* ----------------------------------------------------- per-parameter plan */
 typedef struct CgParamPlan {
     int tensor;
-    PassSharding store;  /* storage: dims of its first consumer's need, never partial */
+    PlanSharding store;  /* storage: dims of its first consumer's need, never partial */
     uint8_t pmask;       /* axes its gradient is partial over, reduced once per step */
     bool zshard;         /* ZeRO >= 1 and pmask != 0: optimizer state flat-sharded over pmask */
     int64_t numel;       /* local elements in `store` */
     int64_t shard;       /* elements per flat shard (numel padded to a multiple of the group) */
     int64_t padded;      /* shard * group size (numel when not sharded) */
     int group;           /* ranks in the pmask group */
-    uint64_t ppmask;     /* pipeline ranks holding it (bit per pp rank, PASS_MAX_PP) */
+    uint64_t ppmask;     /* pipeline ranks holding it (bit per pp rank, PLAN_MAX_PP) */
     int primary;         /* the first of them */
     int tied;            /* tied group index (several pp ranks), else -1 */
     int hf_split;        /* HF view: dims [0, hf_split) are its first dim (2-D), 0: 1-D */
@@ -265,29 +265,29 @@ typedef struct CgHf {
 /* ------------------------------------------------------------- context */
 typedef struct Cg {
     const IrGraph *g;
-    const PassPlan *p;
+    const Plan *p;
     const CgOptions *o;
     IrArena *arena;
-    PassMesh mesh;
+    PlanMesh mesh;
     int naxes;
-    const char *axis_name[PASS_MAX_AXES];
+    const char *axis_name[PLAN_MAX_AXES];
     int64_t *dim;                     /* global sizes; batch = the micro-batch (mb_seqs) */
     int64_t total_rows;               /* tokens per optimizer step */
     int64_t vocab;                    /* the cross-entropy's classes */
     /* stages */
     int *piece_stage;                 /* [npieces] */
     int *node_stage;                  /* [nnodes] (backward: their forward's) */
-    PassRecompute *piece_recompute;
+    PlanRecompute *piece_recompute;
     /* forward tensors */
-    PassSharding *prod;               /* [ntensors] as produced (outputs of forward nodes) */
-    PassSharding *canon;              /* [ntensors] after the reductions of the first consumer */
+    PlanSharding *prod;               /* [ntensors] as produced (outputs of forward nodes) */
+    PlanSharding *canon;              /* [ntensors] after the reductions of the first consumer */
     int *last_stage;                  /* [ntensors] last stage with a forward consumer, -1 */
     bool *recomputed;                 /* [nnodes] forward node in its piece's recompute set */
     bool *saved;                      /* [ntensors] kept per micro-batch (canonical form) */
     bool *is_root;                    /* [ntensors] input of a recompute set from outside it */
     /* gradients */
     bool *has_grad;                   /* [ntensors] activation whose gradient is read */
-    PassSharding *gsh;                /* [ntensors] sharding of the complete gradient */
+    PlanSharding *gsh;                /* [ntensors] sharding of the complete gradient */
     int seed;                         /* the loss's gradient tensor */
     int tokens, targets;              /* the two inputs */
     /* parameters */
@@ -306,12 +306,12 @@ typedef struct Cg {
 
 /* cg_analyse.c */
 bool cg_analyse(Cg *c);
-PassSharding cg_need(const Cg *c, const IrNode *n, int i);     /* input i's sharding */
-PassSharding cg_made(const Cg *c, const IrNode *n, int j);     /* output j's sharding */
-const PassStrategy *cg_strategy(const Cg *c, const IrNode *n);
-int64_t cg_numel(const Cg *c, int t, const PassSharding *sh);
-void cg_local_dims(const Cg *c, int t, const PassSharding *sh, int64_t *local);
-const char *cg_shape(const Cg *c, int t, const PassSharding *sh);
+PlanSharding cg_need(const Cg *c, const IrNode *n, int i);     /* input i's sharding */
+PlanSharding cg_made(const Cg *c, const IrNode *n, int j);     /* output j's sharding */
+const PlanStrategy *cg_strategy(const Cg *c, const IrNode *n);
+int64_t cg_numel(const Cg *c, int t, const PlanSharding *sh);
+void cg_local_dims(const Cg *c, int t, const PlanSharding *sh, int64_t *local);
+const char *cg_shape(const Cg *c, int t, const PlanSharding *sh);
 int cg_chunk_of_stage(const Cg *c, int stage);                 /* local chunk index */
 int cg_stage_pp(const Cg *c, int stage);
 
@@ -355,8 +355,8 @@ CgArg cg_a_sym(const char *text);
  * under sharding sh; the numel of t under sh; a named scalar; a / b (b's
  * dims taken out of a's: rows = numel / cols). */
 CgSize cg_sz_dims(const Cg *c, int t, const int64_t *local_of, int from, int to);
-CgSize cg_sz_sh(const Cg *c, int t, const PassSharding *sh, int from, int to);
-CgSize cg_sz_numel(const Cg *c, int t, const PassSharding *sh);
+CgSize cg_sz_sh(const Cg *c, int t, const PlanSharding *sh, int from, int to);
+CgSize cg_sz_numel(const Cg *c, int t, const PlanSharding *sh);
 CgSize cg_sz_named(const char *name, int64_t v, const char *what);
 CgSize cg_sz_div(CgSize a, CgSize b);
 /* f(ctx, id) for every buffer a statement names, in printed order. */

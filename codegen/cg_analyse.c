@@ -4,7 +4,7 @@
  * needs for each input and makes for each output (backward nodes use their
  * forward node's strategy). A produced tensor is brought to its canonical
  * form right where it is made: the reductions (all-reduce, reduce-scatter)
- * that pass_reshard prescribes towards its first consumer. Consumers then
+ * that plan_reshard prescribes towards its first consumer. Consumers then
  * only gather, slice or all-to-all from the canonical form, which is what the
  * backward pass keeps (a saved all-gathered input is gathered again, as in
  * Megatron). A complete gradient has its tensor's produced dims, no partial
@@ -26,26 +26,26 @@ const char *cg_fmt(Cg *c, const char *fmt, ...)
     return ir_strdup(c->arena, buf);
 }
 
-const PassStrategy *cg_strategy(const Cg *c, const IrNode *n)
+const PlanStrategy *cg_strategy(const Cg *c, const IrNode *n)
 {
     return &c->p->strategy[n->fwd >= 0 ? n->fwd : n->id];
 }
 
-PassSharding cg_need(const Cg *c, const IrNode *n, int i)
+PlanSharding cg_need(const Cg *c, const IrNode *n, int i)
 {
-    PassSharding in[IR_MAX_IN];
-    pass_shard_io(c->g, n, cg_strategy(c, n), in, NULL);
+    PlanSharding in[IR_MAX_IN];
+    plan_shard_io(c->g, n, cg_strategy(c, n), in, NULL);
     return in[i];
 }
 
-PassSharding cg_made(const Cg *c, const IrNode *n, int j)
+PlanSharding cg_made(const Cg *c, const IrNode *n, int j)
 {
-    PassSharding out[IR_MAX_OUT];
-    pass_shard_io(c->g, n, cg_strategy(c, n), NULL, out);
+    PlanSharding out[IR_MAX_OUT];
+    plan_shard_io(c->g, n, cg_strategy(c, n), NULL, out);
     return out[j];
 }
 
-void cg_local_dims(const Cg *c, int t, const PassSharding *sh, int64_t *local)
+void cg_local_dims(const Cg *c, int t, const PlanSharding *sh, int64_t *local)
 {
     const IrTensor *x = &c->g->tensors[t];
     for (int i = 0; i < x->rank; i++) {
@@ -56,7 +56,7 @@ void cg_local_dims(const Cg *c, int t, const PassSharding *sh, int64_t *local)
     }
 }
 
-int64_t cg_numel(const Cg *c, int t, const PassSharding *sh)
+int64_t cg_numel(const Cg *c, int t, const PlanSharding *sh)
 {
     int64_t local[IR_MAX_RANK], n = 1;
     cg_local_dims(c, t, sh, local);
@@ -65,11 +65,11 @@ int64_t cg_numel(const Cg *c, int t, const PassSharding *sh)
     return n;
 }
 
-const char *cg_shape(const Cg *c, int t, const PassSharding *sh)
+const char *cg_shape(const Cg *c, int t, const PlanSharding *sh)
 {
     char buf[512];
-    pass_sharding_str(c->g, t, sh, c->axis_name, buf, sizeof buf);
-    /* pass_sharding_str starts with the tensor's base name; keep the shape. */
+    plan_sharding_str(c->g, t, sh, c->axis_name, buf, sizeof buf);
+    /* plan_sharding_str starts with the tensor's base name; keep the shape. */
     const char *s = strchr(buf, '[');
     return ir_strdup(c->arena, s ? s : buf);
 }
@@ -86,7 +86,7 @@ int cg_chunk_of_stage(const Cg *c, int stage)
 
 /* ---------------------------------------------------------------- checks */
 
-static bool check_plan(Cg *c) { return pass_plan_verify(c->g, c->p); }
+static bool check_plan(Cg *c) { return plan_verify(c->g, c->p); }
 
 /* The two inputs: token ids (read by the embedding) and targets (by the
  * cross-entropy), both [batch, seq]. */
@@ -130,7 +130,7 @@ static bool in_recompute_set(const Cg *c, const IrNode *n)
 {
     const IrGraph *g = c->g;
     /* The generated attention keeps nothing S x S: the flash reading (NULL). */
-    return n->id < g->nfwd && pass_plan_recomputed(g, n, c->piece_recompute[n->piece], false);
+    return n->id < g->nfwd && plan_recomputed(g, n, c->piece_recompute[n->piece], false);
 }
 
 static void analyse_tensors(Cg *c)
@@ -140,7 +140,7 @@ static void analyse_tensors(Cg *c)
     for (int t = 0; t < nt; t++) {
         c->last_stage[t] = -1;
         c->param_index[t] = -1;
-        c->prod[t] = c->canon[t] = c->gsh[t] = (PassSharding){{-1, -1}, 0};
+        c->prod[t] = c->canon[t] = c->gsh[t] = (PlanSharding){{-1, -1}, 0};
     }
     for (int i = 0; i < g->nnodes; i++) {
         const IrNode *n = &g->nodes[i];
@@ -165,8 +165,8 @@ static void analyse_tensors(Cg *c)
             if (seen[t] || g->tensors[t].producer < 0)
                 continue;
             seen[t] = true;
-            PassSharding need = cg_need(c, n, k);
-            c->canon[t] = pass_reshard_reduced(g, t, &c->mesh, c->prod[t], &need, c->dim);
+            PlanSharding need = cg_need(c, n, k);
+            c->canon[t] = plan_reshard_reduced(g, t, &c->mesh, c->prod[t], &need, c->dim);
         }
     }
     for (int t = 0; t < nt; t++)
@@ -257,7 +257,7 @@ static void hf_view(const Cg *c, CgParamPlan *pp)
 static void analyse_params(Cg *c)
 {
     const IrGraph *g = c->g;
-    const PassPlan *p = c->p;
+    const Plan *p = c->p;
     c->params = ir_alloc(c->arena, sizeof *c->params * (size_t)(g->ntensors + 1));
     for (int t = 0; t < g->ntensors; t++) {
         const IrTensor *x = &g->tensors[t];
@@ -324,11 +324,11 @@ static void analyse_params(Cg *c)
 bool cg_analyse(Cg *c)
 {
     const IrGraph *g = c->g;
-    const PassPlan *p = c->p;
+    const Plan *p = c->p;
     c->mesh = p->mesh;
     c->naxes = p->mesh.naxes;
     /* Axis names for comments: "dp" where the tokens' batch is split, else "tp". */
-    for (int a = 0; a < PASS_MAX_AXES; a++)
+    for (int a = 0; a < PLAN_MAX_AXES; a++)
         c->axis_name[a] = a == 0 ? "m0" : "m1";
     c->dim = ir_alloc(c->arena, sizeof *c->dim * (size_t)g->ndims);
     ir_dim_sizes(g, p->mb_seqs, c->dim);
@@ -344,13 +344,13 @@ bool cg_analyse(Cg *c)
      * each axis; an axis of size 1 never shows. */
     for (int a = 0; a < c->naxes; a++) {
         c->axis_name[a] = p->mesh.size[a] == 1 ? "unused" : "rep";
-        for (int d = 0; d < PASS_NDIMS; d++)
-            if (pass_plan_degree(p, (PassDim)d) > 1 && p->axis[d] == a)
-                c->axis_name[a] = pass_dim_name((PassDim)d);
+        for (int d = 0; d < PLAN_NDIMS; d++)
+            if (plan_degree(p, (PlanDim)d) > 1 && p->axis[d] == a)
+                c->axis_name[a] = plan_dim_name((PlanDim)d);
     }
     int np = g->npieces, nt = g->ntensors, nn = g->nnodes;
     c->piece_stage = ir_alloc(c->arena, sizeof(int) * (size_t)np);
-    c->piece_recompute = ir_alloc(c->arena, sizeof(PassRecompute) * (size_t)np);
+    c->piece_recompute = ir_alloc(c->arena, sizeof(PlanRecompute) * (size_t)np);
     for (int s = 0; s < p->nstages; s++)
         for (int k = 0; k < p->stages[s].npieces; k++) {
             c->piece_stage[p->stages[s].first_piece + k] = s;
@@ -358,9 +358,9 @@ bool cg_analyse(Cg *c)
         }
     c->node_stage = ir_alloc(c->arena, sizeof(int) * (size_t)nn);
     c->recomputed = ir_alloc(c->arena, (size_t)nn);
-    c->prod = ir_alloc(c->arena, sizeof(PassSharding) * (size_t)nt);
-    c->canon = ir_alloc(c->arena, sizeof(PassSharding) * (size_t)nt);
-    c->gsh = ir_alloc(c->arena, sizeof(PassSharding) * (size_t)nt);
+    c->prod = ir_alloc(c->arena, sizeof(PlanSharding) * (size_t)nt);
+    c->canon = ir_alloc(c->arena, sizeof(PlanSharding) * (size_t)nt);
+    c->gsh = ir_alloc(c->arena, sizeof(PlanSharding) * (size_t)nt);
     c->last_stage = ir_alloc(c->arena, sizeof(int) * (size_t)nt);
     c->saved = ir_alloc(c->arena, (size_t)nt);
     c->is_root = ir_alloc(c->arena, (size_t)nt);
@@ -372,7 +372,7 @@ bool cg_analyse(Cg *c)
     for (int i = 0; i < g->nfwd; i++)
         if (g->nodes[i].out[0] == g->loss) {
             c->loss_stage = c->node_stage[i];
-            PassSharding l = cg_made(c, &g->nodes[i], 0);
+            PlanSharding l = cg_made(c, &g->nodes[i], 0);
             for (int a = 0; a < c->naxes; a++)
                 if (!(l.partial >> a & 1))
                     c->loss_count_mask |= (uint8_t)(1u << a);

@@ -13,7 +13,7 @@ static bool identity_reduce(const Low *L, const IrNode *b)
 }
 
 /* The buffer of backward input u in sharding need. */
-static int bwd_input(Low *L, int u, PassSharding need)
+static int bwd_input(Low *L, int u, PlanSharding need)
 {
     Cg *c = L->c;
     const IrTensor *x = low_t(L, u);
@@ -25,7 +25,7 @@ static int bwd_input(Low *L, int u, PassSharding need)
         return b;
     }
     if (x->producer >= L->c->g->nfwd) { /* a backward intermediate (MUL's broadcast rule) */
-        PassSharding made = c->prod[u];
+        PlanSharding made = c->prod[u];
         Avail *a = cg_find(L, u, &made);
         if (!a)
             ir_die("codegen: '%s' read before it is made", x->name);
@@ -46,8 +46,8 @@ static bool grad_over_input(Low *L, const IrNode *b, int inb)
         return false;
     if (!cg_grad_of_act(L, v) || low_t(L, v)->grad_of != t || !ir_grad_in_place(g, t))
         return false;
-    PassSharding need = cg_need(c, b, 0), made = cg_made(c, b, 0);
-    return pass_sharding_eq(&need, &made) && L->r->bufs.v[inb]->type == cg_tensor_type(c, v);
+    PlanSharding need = cg_need(c, b, 0), made = cg_made(c, b, 0);
+    return plan_sharding_eq(&need, &made) && L->r->bufs.v[inb]->type == cg_tensor_type(c, v);
 }
 
 /* Whether backward node b is a MATMUL adding its weight's gradient straight
@@ -59,9 +59,9 @@ static bool dw_direct(const Low *L, const IrNode *b)
     if (b->op != IR_OP_MATMUL || !cg_grad_of_param(L, v))
         return false;
     const CgParamPlan *pp = cg_param_plan(L, low_t(L, v)->grad_of);
-    PassSharding made = cg_made(L->c, b, 0), want = pp->store;
+    PlanSharding made = cg_made(L->c, b, 0), want = pp->store;
     want.partial = pp->pmask;
-    return pass_sharding_eq(&made, &want);
+    return plan_sharding_eq(&made, &want);
 }
 
 /* The weight gradients of GEMMs the forward batched (lower_gemm_batch) as
@@ -76,8 +76,8 @@ static bool dw_batch(Low *L, const IrNode *b, const CgArgs *a, bool direct)
     const IrGraph *g = L->c->g;
     if (!direct || b->fwd < 0 || b->op != IR_OP_MATMUL || L->dw_of[b->fwd] != b->id)
         return false;
-    int ids[PASS_GEMM_BATCH_MAX];
-    int k = pass_gemm_batch(g, &g->nodes[b->fwd], L->c->p->strategy, ids), last = -1;
+    int ids[PLAN_GEMM_BATCH_MAX];
+    int k = plan_gemm_batch(g, &g->nodes[b->fwd], L->c->p->strategy, ids), last = -1;
     if (k < 2)
         return false;
     for (int i = 0; i < k; i++) {
@@ -89,8 +89,8 @@ static bool dw_batch(Low *L, const IrNode *b, const CgArgs *a, bool direct)
     vec_push(L->pend, ((Pend){b, *a}));
     if (b->id != last)
         return true;
-    const IrNode *m[PASS_GEMM_BATCH_MAX];
-    CgArgs args[PASS_GEMM_BATCH_MAX];
+    const IrNode *m[PLAN_GEMM_BATCH_MAX];
+    CgArgs args[PLAN_GEMM_BATCH_MAX];
     for (int i = 0; i < k; i++) { /* in the forward's order */
         int j = 0;
         while (j < L->pend.n && L->pend.v[j].b->id != L->dw_of[ids[i]])
@@ -115,7 +115,7 @@ void cg_lower_bwd(Low *L, const IrNode *b)
     int v0 = b->out[0];
     if (identity_reduce(L, b) && !cg_grad_of_param(L, v0)) {
         /* REDUCE_SUM over nothing: the same buffer. */
-        PassSharding need = cg_need(c, b, 0), made = cg_made(c, b, 0);
+        PlanSharding need = cg_need(c, b, 0), made = cg_made(c, b, 0);
         int buf = bwd_input(L, b->in[0], need);
         if (cg_grad_of_act(L, v0))
             cg_act_contribution(L, low_t(L, v0)->grad_of, buf, made, false);
@@ -134,7 +134,7 @@ void cg_lower_bwd(Low *L, const IrNode *b)
     bool direct[IR_MAX_OUT], over[IR_MAX_OUT], summed[IR_MAX_OUT];
     for (int j = 0; j < b->nout; j++) {
         int v = b->out[j];
-        PassSharding made = cg_made(c, b, j);
+        PlanSharding made = cg_made(c, b, j);
         direct[j] = over[j] = summed[j] = false;
         Class *k = cg_grad_of_act(L, v) ? cg_act_class(L, low_t(L, v)->grad_of, &made) : NULL;
         if (cg_sums_in_kernel(L, b, j, k)) {
@@ -161,9 +161,9 @@ void cg_lower_bwd(Low *L, const IrNode *b)
             const CgParamPlan *pp = cg_param_plan(L, low_t(L, v)->grad_of);
             bool native = cg_kernel_accumulates(b, j) || b->op == IR_OP_MATMUL ||
                           b->op == IR_OP_REDUCE_SUM;
-            PassSharding want = pp->store;
+            PlanSharding want = pp->store;
             want.partial = pp->pmask;
-            if (native && pass_sharding_eq(&made, &want)) {
+            if (native && plan_sharding_eq(&made, &want)) {
                 out[j] = cg_param_accumulator(L, low_t(L, v)->grad_of);
                 direct[j] = true;
                 a.accumulate = true;
@@ -189,7 +189,7 @@ void cg_lower_bwd(Low *L, const IrNode *b)
     cg_kernel(c, L->op, L->piece, b, &a);
     for (int j = 0; j < b->nout; j++) {
         int v = b->out[j];
-        PassSharding made = cg_made(c, b, j);
+        PlanSharding made = cg_made(c, b, j);
         if (cg_grad_of_param(L, v)) {
             if (!direct[j])
                 cg_param_contribution(L, low_t(L, v)->grad_of, out[j], made);

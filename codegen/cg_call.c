@@ -186,7 +186,7 @@ CgSize cg_sz_dims(const Cg *c, int t, const int64_t *local_of, int from, int to)
     return s;
 }
 
-CgSize cg_sz_sh(const Cg *c, int t, const PassSharding *sh, int from, int to)
+CgSize cg_sz_sh(const Cg *c, int t, const PlanSharding *sh, int from, int to)
 {
     int64_t local[IR_MAX_RANK];
     const IrTensor *x = &c->g->tensors[t];
@@ -200,7 +200,7 @@ CgSize cg_sz_sh(const Cg *c, int t, const PassSharding *sh, int from, int to)
     return s;
 }
 
-CgSize cg_sz_numel(const Cg *c, int t, const PassSharding *sh)
+CgSize cg_sz_numel(const Cg *c, int t, const PlanSharding *sh)
 {
     CgSize s = cg_sz_sh(c, t, sh, 0, c->g->tensors[t].rank);
     if (s.v != cg_numel(c, t, sh))

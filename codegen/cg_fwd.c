@@ -24,14 +24,14 @@ static void outs_alloc(Low *L, const IrNode *n, bool recompute, ChunkBufs *cb, C
             a->out[j] = cg_a_sym("g_loss");
             continue;
         }
-        PassSharding ps = c->prod[t], cs = c->canon[t];
+        PlanSharding ps = c->prod[t], cs = c->canon[t];
         Avail *slot = NULL;
         if (!recompute && c->saved[t])
             for (int i = 0; i < cb->slots.n && !slot; i++)
                 if (cb->slots.v[i].t == t)
                     slot = &cb->slots.v[i];
         o->canon[j] = slot ? slot->buf : cg_temp(L, t, &cs, "", "", recompute ? "recomputed" : NULL);
-        o->made[j] = pass_sharding_eq(&ps, &cs) ? o->canon[j] : cg_temp(L, t, &ps, "", "_p", "partial sums");
+        o->made[j] = plan_sharding_eq(&ps, &cs) ? o->canon[j] : cg_temp(L, t, &ps, "", "_p", "partial sums");
         a->out[j] = BUF(o->made[j]);
     }
 }
@@ -72,7 +72,7 @@ void cg_lower_fwd(Low *L, const IrNode *n, bool recompute, ChunkBufs *cb)
 }
 
 /* A residual add and the RMSNorm after it that reads its sum
- * (pass_add_norm_pair: the cost model prices the pair as this one call), as
+ * (plan_add_norm_pair: the cost model prices the pair as this one call), as
  * one rt_add_rmsnorm_fwd, when the sum is made complete (no partial sums)
  * in the layout the norm reads it in, so nothing runs between the two.
  * Whether it lowered both. Any cg_get() of the operands emits under
@@ -80,13 +80,13 @@ void cg_lower_fwd(Low *L, const IrNode *n, bool recompute, ChunkBufs *cb)
 bool cg_lower_add_norm(Low *L, const IrNode *add, const IrNode *norm, bool recompute, ChunkBufs *cb)
 {
     Cg *c = L->c;
-    if (norm->id != add->id + 1 || !pass_add_norm_fused(c->g, norm, c->p->strategy))
+    if (norm->id != add->id + 1 || !plan_add_norm_fused(c->g, norm, c->p->strategy))
         return false;
     /* The cost model's rule says the sum is complete where it is made, in
      * the layout the operands and the norm take: nothing between the two. */
     int t = add->out[0];
-    PassSharding need = cg_need(c, norm, 0);
-    if (!pass_sharding_eq(&c->prod[t], &c->canon[t]) || !pass_sharding_eq(&need, &c->canon[t]))
+    PlanSharding need = cg_need(c, norm, 0);
+    if (!plan_sharding_eq(&c->prod[t], &c->canon[t]) || !plan_sharding_eq(&need, &c->canon[t]))
         ir_die("codegen: '%s' is not made where the norm reads it", low_t(L, t)->name);
     CgArgs aa = args0(), an = args0();
     for (int k = 0; k < add->nin; k++)
@@ -106,7 +106,7 @@ bool cg_lower_add_norm(Low *L, const IrNode *add, const IrNode *norm, bool recom
     return true;
 }
 
-/* n and its sibling GEMMs (pass_gemm_batch: q, k and v from one input;
+/* n and its sibling GEMMs (plan_gemm_batch: q, k and v from one input;
  * gate and up) as one rt_matmul_batch, issued at the first of them (their
  * inputs, the shared activation and parameters, are all there); the later
  * ones are marked and skipped. rerun (recompute: by node id - first) limits
@@ -115,16 +115,16 @@ bool cg_lower_gemm_batch(Low *L, const IrNode *n, bool recompute, ChunkBufs *cb,
                          int first)
 {
     Cg *c = L->c;
-    int ids[PASS_GEMM_BATCH_MAX];
-    int k = pass_gemm_batch(c->g, n, c->p->strategy, ids), cnt = 0;
-    const IrNode *m[PASS_GEMM_BATCH_MAX];
+    int ids[PLAN_GEMM_BATCH_MAX];
+    int k = plan_gemm_batch(c->g, n, c->p->strategy, ids), cnt = 0;
+    const IrNode *m[PLAN_GEMM_BATCH_MAX];
     for (int i = 0; i < k; i++)
         if (!L->batched[ids[i]] && (!rerun || rerun[ids[i] - first]))
             m[cnt++] = &c->g->nodes[ids[i]];
     if (cnt < 2 || m[0] != n)
         return false;
-    CgArgs a[PASS_GEMM_BATCH_MAX];
-    Outs o[PASS_GEMM_BATCH_MAX];
+    CgArgs a[PLAN_GEMM_BATCH_MAX];
+    Outs o[PLAN_GEMM_BATCH_MAX];
     for (int i = 0; i < cnt; i++) {
         a[i] = args0();
         for (int j = 0; j < m[i]->nin; j++)

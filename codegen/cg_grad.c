@@ -30,7 +30,7 @@ int cg_param_accumulator(Low *L, int t)
     if (!(pp->zshard && c->p->zero >= 2))
         return L->r->gbuf[k];
     if (L->zgrad[k] < 0) {
-        PassSharding g = pp->store;
+        PlanSharding g = pp->store;
         g.partial = pp->pmask;
         L->zgrad[k] = cg_temp_of(L, CG_GRAD, t, &g, "d_", "", "gradient of this micro-batch, before reduce-scatter");
         L->r->bufs.v[L->zgrad[k]]->numel = pp->padded;
@@ -42,14 +42,14 @@ int cg_param_accumulator(Low *L, int t)
 /* Add contribution buf (sharding sh) to parameter t's gradient: made in
  * rt_act (a GEMM or column sum that needs resharding first, in bf16), or
  * in rt_grad by a kernel that only writes gradients (norm, embedding). */
-void cg_param_contribution(Low *L, int t, int buf, PassSharding sh)
+void cg_param_contribution(Low *L, int t, int buf, PlanSharding sh)
 {
     Cg *c = L->c;
     const CgParamPlan *pp = cg_param_plan(L, t);
-    PassSharding want = pp->store;
+    PlanSharding want = pp->store;
     want.partial = sh.partial & pp->pmask;
     bool f32 = L->r->bufs.v[buf]->type == CG_GRAD;
-    if (f32 && pass_reshard(c->g, t, &c->mesh, &sh, &want, c->dim, NULL, 0) > 0)
+    if (f32 && plan_reshard(c->g, t, &c->mesh, &sh, &want, c->dim, NULL, 0) > 0)
         ir_die("codegen: the fp32 gradient contribution to '%s' would need a collective",
                low_t(L, t)->name);
     int b = cg_reshard(L, t, "d_", buf, sh, want, true, -1);
@@ -90,11 +90,11 @@ static void param_done(Low *L, int k)
 }
 
 /* The running sum of t's gradient contributions in layout sh, NULL. */
-Class *cg_act_class(Low *L, int t, const PassSharding *sh)
+Class *cg_act_class(Low *L, int t, const PlanSharding *sh)
 {
     GradState *g = &L->gs[t];
     for (int i = 0; i < g->cls.n; i++)
-        if (pass_sharding_eq(&g->cls.v[i].sh, sh))
+        if (plan_sharding_eq(&g->cls.v[i].sh, sh))
             return &g->cls.v[i];
     return NULL;
 }
@@ -115,12 +115,12 @@ bool cg_sums_in_kernel(Low *L, const IrNode *b, int j, const Class *k)
     return j == 0 && (b->op == IR_OP_RMSNORM_BWD || b->op == IR_OP_LAYERNORM_BWD);
 }
 
-void cg_act_contribution(Low *L, int t, int buf, PassSharding sh, bool priv)
+void cg_act_contribution(Low *L, int t, int buf, PlanSharding sh, bool priv)
 {
     GradState *g = &L->gs[t];
     for (int i = 0; i < g->cls.n; i++) {
         Class *k = &g->cls.v[i];
-        if (!pass_sharding_eq(&k->sh, &sh))
+        if (!plan_sharding_eq(&k->sh, &sh))
             continue;
         CgSize n = cg_sz_numel(L->c, t, &sh);
         if (!k->priv) {
@@ -142,7 +142,7 @@ void cg_finish_grad(Low *L, int t)
 {
     Cg *c = L->c;
     GradState *g = &L->gs[t];
-    PassSharding want = c->gsh[t];
+    PlanSharding want = c->gsh[t];
     CgSize n = cg_sz_numel(c, t, &want);
     int terms[64], nt = 0;
     if (g->cls.n == 1 && g->recv < 0 && g->send >= 0) {

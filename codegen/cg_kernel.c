@@ -1,6 +1,6 @@
 /* cg_kernel.c: the runtime call computing one node on one rank, as a typed
  * statement (cg_call, a row of CG_CALLS). Sizes are products of the node's
- * local dim sizes under its strategy (pass_local_sizes: a split dim
+ * local dim sizes under its strategy (plan_local_sizes: a split dim
  * shrinks, attention's kv heads with its heads); offsets of a split vocabulary
  * or sequence come from the rank's mesh coordinate, g_coord[axis]. Every
  * tensor is row-major in its IR dim order, so a MATMUL is one GEMM whose
@@ -13,7 +13,7 @@ typedef struct K {
     Cg *c;
     const IrNode *n;
     const IrNode *f;       /* forward node (n itself for forward nodes) */
-    const PassStrategy *s;
+    const PlanStrategy *s;
     int64_t local[64];
     CgOp *op;              /* where the call goes */
     int piece;
@@ -153,7 +153,7 @@ static K k_of(Cg *c, CgOp *op, int piece, const IrNode *n)
            .op = op, .piece = piece};
     if (c->g->ndims > 64)
         ir_die("codegen: more than 64 dims");
-    pass_local_sizes(c->g, n, &c->mesh, k.s, c->dim, k.local);
+    plan_local_sizes(c->g, n, &c->mesh, k.s, c->dim, k.local);
     return k;
 }
 
@@ -265,14 +265,14 @@ void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a)
 
 /* GEMMs of one shape as one rt_matmul_batch (rt_matmul_grad_batch): n[i]
  * with a[i], each MATMUL whose rt_matmul the call replaces. Sibling GEMMs
- * (pass_gemm_batch) have one shape; anything else is a codegen bug. */
+ * (plan_gemm_batch) have one shape; anything else is a codegen bug. */
 void cg_kernel_batch(Cg *c, CgOp *op, int piece, const IrNode *const *n, const CgArgs *a, int count)
 {
-    if (count < 2 || count > PASS_GEMM_BATCH_MAX)
+    if (count < 2 || count > PLAN_GEMM_BATCH_MAX)
         ir_die("codegen: a batch of %d GEMMs", count);
     Gemm m0;
     memset(&m0, 0, sizeof m0);
-    int cs[PASS_GEMM_BATCH_MAX], as[PASS_GEMM_BATCH_MAX], bs[PASS_GEMM_BATCH_MAX];
+    int cs[PLAN_GEMM_BATCH_MAX], as[PLAN_GEMM_BATCH_MAX], bs[PLAN_GEMM_BATCH_MAX];
     for (int i = 0; i < count; i++) {
         if (n[i]->op != IR_OP_MATMUL)
             ir_die("codegen: node %d batched as a GEMM", n[i]->id);

@@ -15,14 +15,14 @@
  * (nothing else reads this form). */
 typedef struct Avail {
     int t;
-    PassSharding sh;
+    PlanSharding sh;
     int buf;
     bool priv;
 } Avail;
 
 /* The running sum of an activation's gradient contributions in one sharding. */
 typedef struct Class {
-    PassSharding sh;
+    PlanSharding sh;
     int buf;
     bool priv;
 } Class;
@@ -69,15 +69,15 @@ static inline const IrTensor *low_t(const Low *L, int t) { return &L->c->g->tens
 
 /* cg_reshard.c */
 CgType cg_tensor_type(const Cg *c, int t);
-int cg_temp_of(Low *L, CgType type, int t, const PassSharding *sh, const char *pre, const char *suf,
+int cg_temp_of(Low *L, CgType type, int t, const PlanSharding *sh, const char *pre, const char *suf,
                const char *what);
-int cg_temp(Low *L, int t, const PassSharding *sh, const char *pre, const char *suf, const char *what);
-Avail *cg_find(Low *L, int t, const PassSharding *sh);
-void cg_put(Low *L, int t, PassSharding sh, int buf, bool priv);
-int cg_reshard(Low *L, int t, const char *pre, int src, PassSharding from, PassSharding to, bool priv,
+int cg_temp(Low *L, int t, const PlanSharding *sh, const char *pre, const char *suf, const char *what);
+Avail *cg_find(Low *L, int t, const PlanSharding *sh);
+void cg_put(Low *L, int t, PlanSharding sh, int buf, bool priv);
+int cg_reshard(Low *L, int t, const char *pre, int src, PlanSharding from, PlanSharding to, bool priv,
                int dest);
 const CgParamPlan *cg_param_plan(const Low *L, int t);
-int cg_get(Low *L, int t, PassSharding need);
+int cg_get(Low *L, int t, PlanSharding need);
 CgSize cg_param_size(const Cg *c, int k, const char *what); /* named sizes of parameter k */
 
 /* cg_fwd.c */
@@ -91,10 +91,10 @@ void cg_recompute(Low *L, int p, ChunkBufs *cb);
 bool cg_grad_of_param(const Low *L, int v);
 bool cg_grad_of_act(const Low *L, int v);
 int cg_param_accumulator(Low *L, int t);
-void cg_param_contribution(Low *L, int t, int buf, PassSharding sh);
-Class *cg_act_class(Low *L, int t, const PassSharding *sh);
+void cg_param_contribution(Low *L, int t, int buf, PlanSharding sh);
+Class *cg_act_class(Low *L, int t, const PlanSharding *sh);
 bool cg_sums_in_kernel(Low *L, const IrNode *b, int j, const Class *k);
-void cg_act_contribution(Low *L, int t, int buf, PassSharding sh, bool priv);
+void cg_act_contribution(Low *L, int t, int buf, PlanSharding sh, bool priv);
 void cg_finish_grad(Low *L, int t);
 void cg_bwd_done(Low *L, const IrNode *b);
 

@@ -82,7 +82,7 @@ static void lower_forward(Cg *c, CgRankProg *r, int j, ChunkBufs *cb)
     Low L;
     low_begin(&L, c, r, j, false);
     low_avail(&L, cb);
-    const PassStage *st = &c->p->stages[L.stage];
+    const PlanStage *st = &c->p->stages[L.stage];
     int prev = L.stage > 0 ? cg_stage_pp(c, L.stage - 1) : -1;
     int next = L.stage + 1 < c->p->nstages ? cg_stage_pp(c, L.stage + 1) : -1;
     for (int i = 0; i < r->send_act[j].n; i++)
@@ -273,10 +273,10 @@ static void chunk_slots(Cg *c, CgRankProg *r, int j, ChunkBufs *cb)
             int t = n->in[k];
             if (g->tensors[t].role != IR_INPUT)
                 continue;
-            PassSharding sh = cg_need(c, n, k);
+            PlanSharding sh = cg_need(c, n, k);
             bool have = false;
             for (int m = 0; m < cb->slots.n; m++)
-                have |= cb->slots.v[m].t == t && pass_sharding_eq(&cb->slots.v[m].sh, &sh);
+                have |= cb->slots.v[m].t == t && plan_sharding_eq(&cb->slots.v[m].sh, &sh);
             if (have)
                 continue;
             int buf = cg_buf_new(c, r, CG_B_SLOT, CG_I32, cg_numel(c, t, &sh), t, "", "",

@@ -1,6 +1,6 @@
 /* cg_reshard.c: buffers for values. Lowering keeps, per op, which buffer
  * holds which tensor in which sharding (Low.av), so every edge gets the
- * collectives pass_reshard prescribes exactly once and conversions are
+ * collectives plan_reshard prescribes exactly once and conversions are
  * reused until the op ends. */
 #include "cg_low.h"
 
@@ -19,7 +19,7 @@ CgType cg_tensor_type(const Cg *c, int t)
     return CG_ACT;
 }
 
-int cg_temp_of(Low *L, CgType type, int t, const PassSharding *sh, const char *pre, const char *suf,
+int cg_temp_of(Low *L, CgType type, int t, const PlanSharding *sh, const char *pre, const char *suf,
                const char *what)
 {
     Cg *c = L->c;
@@ -27,20 +27,20 @@ int cg_temp_of(Low *L, CgType type, int t, const PassSharding *sh, const char *p
     return cg_buf_new(c, L->r, CG_B_TEMP, type, cg_numel(c, t, sh), t, pre, suf, comment);
 }
 
-int cg_temp(Low *L, int t, const PassSharding *sh, const char *pre, const char *suf, const char *what)
+int cg_temp(Low *L, int t, const PlanSharding *sh, const char *pre, const char *suf, const char *what)
 {
     return cg_temp_of(L, cg_tensor_type(L->c, t), t, sh, pre, suf, what);
 }
 
-Avail *cg_find(Low *L, int t, const PassSharding *sh)
+Avail *cg_find(Low *L, int t, const PlanSharding *sh)
 {
     for (int i = L->av.n - 1; i >= 0; i--)
-        if (L->av.v[i].t == t && pass_sharding_eq(&L->av.v[i].sh, sh))
+        if (L->av.v[i].t == t && plan_sharding_eq(&L->av.v[i].sh, sh))
             return &L->av.v[i];
     return NULL;
 }
 
-void cg_put(Low *L, int t, PassSharding sh, int buf, bool priv)
+void cg_put(Low *L, int t, PlanSharding sh, int buf, bool priv)
 {
     Avail *a = cg_find(L, t, &sh);
     if (a) {
@@ -67,7 +67,7 @@ CgSize cg_param_size(const Cg *c, int k, const char *what)
 /* ------------------------------------------------------------ resharding */
 
 /* t's dims under sh as outer x d x inner around dim pos. */
-static void around(const Low *L, int t, const PassSharding *sh, int pos, CgSize s[3])
+static void around(const Low *L, int t, const PlanSharding *sh, int pos, CgSize s[3])
 {
     int r = low_t(L, t)->rank;
     s[0] = cg_sz_sh(L->c, t, sh, 0, pos);
@@ -81,20 +81,20 @@ static void need_scratch(Low *L, int64_t n)
         L->r->scratch_size = n;
 }
 
-static CgArg bytes(const Cg *c, int t, const PassSharding *sh)
+static CgArg bytes(const Cg *c, int t, const PlanSharding *sh)
 {
     return cg_a_bytes(cg_sz_numel(c, t, sh), CG_ACT);
 }
 
 /* Bring buffer src (tensor t in sharding `from`) to sharding `to`, with the
- * collectives pass_reshard prescribes. priv: src may be overwritten. dest:
+ * collectives plan_reshard prescribes. priv: src may be overwritten. dest:
  * the buffer to end in, or -1. Returns the buffer holding the result. */
-int cg_reshard(Low *L, int t, const char *pre, int src, PassSharding from, PassSharding to, bool priv,
+int cg_reshard(Low *L, int t, const char *pre, int src, PlanSharding from, PlanSharding to, bool priv,
                int dest)
 {
     Cg *c = L->c;
-    PassColl steps[8];
-    int n = pass_reshard(c->g, t, &c->mesh, &from, &to, c->dim, steps, 8);
+    PlanColl steps[8];
+    int n = plan_reshard(c->g, t, &c->mesh, &from, &to, c->dim, steps, 8);
     if (n == 0) {
         if (dest >= 0 && dest != src) {
             LOW_CALL(L, COPY, BUF(dest), BUF(src), bytes(c, t, &to));
@@ -106,18 +106,18 @@ int cg_reshard(Low *L, int t, const char *pre, int src, PassSharding from, PassS
         ir_die("codegen: '%s' (%s) would need a collective", low_t(L, t)->name,
                ir_dtype_name(low_t(L, t)->dtype));
     int cur = src;
-    PassSharding sh = from;
+    PlanSharding sh = from;
     for (int k = 0; k < n; k++) {
-        PassColl *s = &steps[k];
+        PlanColl *s = &steps[k];
         bool last = k == n - 1;
         int a = s->axis, pos = s->dim >= 0 ? ir_tensor_dim_pos(c->g, t, s->dim) : -1;
         CgArg comm = cg_a_comm(1 << a), scratch = cg_a_sym("g_scratch");
         const char *ax = c->axis_name[a];
-        PassSharding next = sh;
+        PlanSharding next = sh;
         int out;
         CgSize d[3];
         switch (s->kind) {
-        case PASS_COLL_ALLREDUCE:
+        case PLAN_COLL_ALLREDUCE:
             next.partial &= (uint8_t)~(1u << a);
             if (!priv || (last && dest >= 0)) {
                 out = last && dest >= 0 ? dest : cg_temp(L, t, &next, pre, "_ar", cg_fmt(c, "summed over %s", ax));
@@ -126,7 +126,7 @@ int cg_reshard(Low *L, int t, const char *pre, int src, PassSharding from, PassS
             }
             LOW_CALL(L, ALLREDUCE, comm, BUF(cur), SZ(cg_sz_numel(c, t, &sh)), cg_a_sym("RT_ACT"));
             break;
-        case PASS_COLL_REDUCESCATTER:
+        case PLAN_COLL_REDUCESCATTER:
             next.partial &= (uint8_t)~(1u << a);
             next.dim[a] = (int16_t)s->dim;
             out = last && dest >= 0 ? dest : cg_temp(L, t, &next, pre, "_rs", cg_fmt(c, "reduce-scattered over %s", ax));
@@ -135,7 +135,7 @@ int cg_reshard(Low *L, int t, const char *pre, int src, PassSharding from, PassS
             LOW_CALL(L, REDUCE_SCATTER_DIM, comm, BUF(out), BUF(cur), SZ(d[0]), SZ(d[1]), SZ(d[2]), scratch);
             cur = out;
             break;
-        case PASS_COLL_ALLGATHER:
+        case PLAN_COLL_ALLGATHER:
             next.dim[a] = -1;
             out = last && dest >= 0 ? dest : cg_temp(L, t, &next, pre, "_ag", cg_fmt(c, "gathered over %s", ax));
             around(L, t, &sh, pos, d);
@@ -143,7 +143,7 @@ int cg_reshard(Low *L, int t, const char *pre, int src, PassSharding from, PassS
             LOW_CALL(L, ALLGATHER_DIM, comm, BUF(out), BUF(cur), SZ(d[0]), SZ(d[1]), SZ(d[2]), scratch);
             cur = out;
             break;
-        case PASS_COLL_ALLTOALL: {
+        case PLAN_COLL_ALLTOALL: {
             next.dim[a] = (int16_t)s->dim2;
             out = last && dest >= 0 ? dest : cg_temp(L, t, &next, pre, "_a2a", cg_fmt(c, "all-to-all over %s", ax));
             int p1 = pos, p2 = ir_tensor_dim_pos(c->g, t, s->dim2);
@@ -152,7 +152,7 @@ int cg_reshard(Low *L, int t, const char *pre, int src, PassSharding from, PassS
                 int x = p1;
                 p1 = p2, p2 = x;
             }
-            PassSharding whole = sh; /* sizes as if axis a split neither dim */
+            PlanSharding whole = sh; /* sizes as if axis a split neither dim */
             whole.dim[a] = -1;
             need_scratch(L, cg_numel(c, t, &sh));
             LOW_CALL(L, ALLTOALL_DIM, comm, BUF(out), BUF(cur), SZ(cg_sz_sh(c, t, &whole, 0, p1)),
@@ -162,14 +162,14 @@ int cg_reshard(Low *L, int t, const char *pre, int src, PassSharding from, PassS
             cur = out;
             break;
         }
-        case PASS_COLL_SLICE:
+        case PLAN_COLL_SLICE:
             next.dim[a] = (int16_t)s->dim;
             out = last && dest >= 0 ? dest : cg_temp(L, t, &next, pre, "_sl", cg_fmt(c, "sliced over %s", ax));
             around(L, t, &next, pos, d);
             LOW_CALL(L, SLICE_DIM, BUF(out), BUF(cur), SZ(d[0]), SZ(d[1]), SZ(d[2]), cg_a_mesh(a), cg_a_axis(a));
             cur = out;
             break;
-        default: ir_die("codegen: collective %s in a reshard", pass_coll_name(s->kind));
+        default: ir_die("codegen: collective %s in a reshard", plan_coll_name(s->kind));
         }
         sh = next;
         priv = true;
@@ -187,14 +187,14 @@ const CgParamPlan *cg_param_plan(const Low *L, int t)
 
 /* The buffer holding forward value t (parameter, input or activation) in
  * sharding `need`, converting from its canonical form if needed. */
-int cg_get(Low *L, int t, PassSharding need)
+int cg_get(Low *L, int t, PlanSharding need)
 {
     Cg *c = L->c;
     Avail *a = cg_find(L, t, &need);
     if (a)
         return a->buf;
     const IrTensor *x = low_t(L, t);
-    PassSharding from;
+    PlanSharding from;
     int src;
     if (x->role == IR_PARAM) {
         const CgParamPlan *pp = cg_param_plan(L, t);

@@ -30,13 +30,13 @@ void cg_schedule(Cg *c, CgRankProg *r)
 {
     /* The schedule and its slot counts are the planner's (plan/schedule.c):
      * the memory the cost model predicts is the memory allocated here. */
-    const PassPlan *p = c->p;
+    const Plan *p = c->p;
     int pp = p->pp, v = p->v, M = p->num_micro, rank = r->pp_rank, cap = 0;
     for (int k = 0; k < 2 * M * v; k++) {
-        PassSchedOp op = pass_schedule_op(pp, v, M, rank, k);
+        PlanSchedOp op = plan_schedule_op(pp, v, M, rank, k);
         push(r, &cap, op.bwd, op.chunk, op.mb);
     }
-    pass_schedule_slots(pp, v, M, rank, r->nslots);
+    plan_schedule_slots(pp, v, M, rank, r->nslots);
     for (int j = 0; j < r->nchunks; j++)
         if (r->nslots[j] < 1)
             ir_die("codegen: pipeline rank %d holds no micro-batch of chunk %d", rank, j);
@@ -94,7 +94,7 @@ static bool deps_done(const Play *pl, int rank, const SItem *x)
 
 static void check_streams(Cg *c)
 {
-    const PassPlan *p = c->p;
+    const Plan *p = c->p;
     Play pl = {p->nstages, p->num_micro, p->pp, NULL, NULL, NULL};
     int nmsg = 2 * pl.S * pl.M;
     pl.it = ir_xcalloc((size_t)pl.P, sizeof *pl.it);
@@ -218,7 +218,7 @@ typedef struct Act {
 
 void cg_check_deadlock(Cg *c)
 {
-    const PassPlan *p = c->p;
+    const Plan *p = c->p;
     int S = p->nstages, M = p->num_micro;
     /* Message ids: kind (0 activation s -> s+1, 1 gradient s+1 -> s) x boundary s x micro-batch. */
     int nmsg = 2 * S * M;

@@ -101,7 +101,7 @@ void cg_print_stage(Out *o, CgRankProg *r, StagePrint *st)
 {
     Cg *c = o->c;
     FILE *f = o->f;
-    const PassStage *ps = &c->p->stages[st->stage];
+    const PlanStage *ps = &c->p->stages[st->stage];
     /* Chunk-level fields, named in struct order before the functions use them. */
     cg_names_init(c, &st->fields, r->bufs.n);
     for (int b = 0; b < 2; b++) {
@@ -129,7 +129,7 @@ void cg_print_stage(Out *o, CgRankProg *r, StagePrint *st)
     fprintf(f, "/* Stage %d (pipeline rank %d, chunk %d): pieces %d..%d (%s .. %s), recompute %s */\n",
             st->stage, r->pp_rank, st->chunk, ps->first_piece, ps->first_piece + ps->npieces - 1,
             c->g->pieces[ps->first_piece].name, c->g->pieces[ps->first_piece + ps->npieces - 1].name,
-            pass_recompute_name(ps->recompute));
+            plan_recompute_name(ps->recompute));
     cg_consts_print(&k, f);
     fprintf(f, "typedef struct Stage%d {\n", st->stage);
     for (int i = 0; i < st->bufs.n; i++) {

@@ -124,7 +124,7 @@ char *cg_stmt_text(Cg *c, const CgStmt *s, CgConsts *k, const char *(*bufname)(v
     e = cg_fmt(c, "%s);", e);
     if (s->guard) {
         const char *cond = "";
-        for (int a = 0; a < PASS_MAX_AXES; a++)
+        for (int a = 0; a < PLAN_MAX_AXES; a++)
             if (s->guard >> a & 1)
                 cond = cg_fmt(c, "%s%sg_coord[%d] == 0", cond, *cond ? " && " : "", a);
         e = cg_fmt(c, "if (%s) %s", cond, e);

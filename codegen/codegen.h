@@ -1,5 +1,5 @@
 /* codegen.h: exports of codegen/: per-rank training programs from an IR graph
- * with its backward (pass_autodiff) and a parallel plan (PassPlan).
+ * with its backward (pass_autodiff) and a parallel plan (Plan).
  *
  * cg_emit writes DIR with
  *   model.h, model.c   the generated model: piece structs and functions, the
@@ -55,7 +55,7 @@ void cg_options_default(CgOptions *o, CgTarget target);
  * plan p into directory dir. On a user error (a plan the program cannot
  * execute, a model outside what codegen supports, an unwritable DIR) it
  * reports with ir_error and returns false, leaving DIR as it was. */
-bool cg_emit(const IrGraph *g, const PassPlan *p, const CgOptions *o, const char *dir);
+bool cg_emit(const IrGraph *g, const Plan *p, const CgOptions *o, const char *dir);
 
 /* The static memory plan cg_emit writes for each pipeline rank, in bytes at
  * the target's element sizes (weights, gradients and activations in rt_act:
@@ -68,6 +68,6 @@ typedef struct CgMemPlan {
 
 /* Fill out[0 .. p->pp - 1]; false (with an ir_error) on a plan codegen
  * cannot execute. g must carry its backward (pass_autodiff). */
-bool cg_memory_plan(const IrGraph *g, const PassPlan *p, CgTarget target, CgMemPlan *out);
+bool cg_memory_plan(const IrGraph *g, const Plan *p, CgTarget target, CgMemPlan *out);
 
 #endif

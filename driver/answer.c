@@ -83,8 +83,8 @@ void drv_answer_json(const IrGraph *g, const PassCostCtx *c, const PassSearchAlt
 {
     DrvMsgs m;
     drv_messages(&m);
-    pass_answer_print_json(stdout, g, c, a, status, rc, m.nerr ? m.err[0] : NULL, m.note, m.nnote,
-                           emit_name, emit_text);
+    rep_answer_print_json(stdout, g, c, a, status, rc, m.nerr ? m.err[0] : NULL, m.note, m.nnote,
+                          emit_name, emit_text);
     drv_messages_free(&m);
     drv_answered = true;
 }
@@ -94,11 +94,11 @@ void drv_error_json(int rc)
     DrvMsgs m;
     drv_messages(&m);
     printf("{\n  \"status\": \"error\",\n  \"exit_status\": %d,\n  \"error\": ", rc);
-    pass_json_str(stdout, m.nerr ? m.err[0] : "ptdc failed without saying why");
+    rep_json_str(stdout, m.nerr ? m.err[0] : "ptdc failed without saying why");
     printf(",\n  \"diagnostics\": [");
     for (int i = 0; i < m.nlines; i++) {
         printf("%s\n    ", i ? "," : "");
-        pass_json_str(stdout, m.line[i]);
+        rep_json_str(stdout, m.line[i]);
     }
     printf("%s]\n}\n", m.nlines ? "\n  " : "");
     drv_messages_free(&m);

@@ -94,7 +94,7 @@ void drv_error_json(int rc);
 int drv_framework_layout(const DrvOptions *o, const struct IrGraph *g, const struct PassCostCtx *c,
                          const struct PassSearchOpts *so, struct PassSearchResult *r);
 /* --emit megatron|torchtitan without a fully pinned layout: the
- * framework's own space searched (pass_framework_search) for the fastest
+ * framework's own space searched (rep_framework_search) for the fastest
  * plan that fits and that it can express: into r (found) and DRV_OK, or
  * DRV_INEXPRESSIBLE / DRV_NOFIT after saying why (and the JSON answer). */
 int drv_framework_search(const DrvOptions *o, const struct IrGraph *g, const struct PassCostCtx *c,

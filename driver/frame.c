@@ -1,7 +1,7 @@
 /* frame.c: answers under a framework stack (--stack megatron, fsdp, or a
  * stack file with dynamic_memory = yes). Megatron-LM and torchtitan choose
  * neither strategies nor stage boundaries, so a fully pinned layout is
- * evaluated as the framework lays it out (pass_framework_alt), and --emit
+ * evaluated as the framework lays it out (rep_framework_alt), and --emit
  * megatron|torchtitan prints the framework's configuration of such a plan.
  * docs/stacks.md describes both. */
 #include "driver.h"
@@ -16,7 +16,7 @@
 #define GIB 1073741824.0
 
 /* The layout the pins describe (pass_search_pinned_fully holds). */
-static void layout_of_pins(const PassSearchPins *p, int gpus, int64_t gb, PassLayout *L)
+static void layout_of_pins(const PassSearchPins *p, int gpus, int64_t gb, PlanLayout *L)
 {
     memset(L, 0, sizeof *L);
     L->tp = p->tp;
@@ -28,8 +28,8 @@ static void layout_of_pins(const PassSearchPins *p, int gpus, int64_t gb, PassLa
     L->sp = p->sp == 1 && p->tp > 1;
     L->zero = p->zero;
     L->micro_batch = p->micro_batch;
-    L->num_micro = (int)(gb / pass_mb_seqs(p->micro_batch, L->dp));
-    L->schedule = L->v > 1 ? PASS_SCHED_INTERLEAVED : PASS_SCHED_1F1B;
+    L->num_micro = (int)(gb / plan_mb_seqs(p->micro_batch, L->dp));
+    L->schedule = L->v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B;
     L->recompute = 1u << p->recompute;
 }
 
@@ -41,11 +41,11 @@ int drv_framework_layout(const DrvOptions *o, const IrGraph *g, const PassCostCt
         return DRV_INVALID;
     int gpus = so->gpus;
     int64_t gb = so->global_batch;
-    PassLayout L;
+    PlanLayout L;
     layout_of_pins(&so->pins, gpus, gb, &L);
     PassSearchAlt a;
     char why[512], lay[256], flags[256], what[32];
-    if (!pass_framework_alt(c, g, &L, &a, why, sizeof why)) {
+    if (!rep_framework_alt(c, g, &L, &a, why, sizeof why)) {
         ir_error(IR_NOLOC, "the %s stack evaluates a pinned layout as the framework lays it out, and %s",
                  c->st.name, why);
         return DRV_INVALID;
@@ -53,10 +53,10 @@ int drv_framework_layout(const DrvOptions *o, const IrGraph *g, const PassCostCt
     if (!a.pred.fits) {
         pass_search_explain_overflow(c, g, &a, true, gpus);
         PassSearchAlt b;
-        if (pass_framework_relax(c, g, &L, &b, what, sizeof what)) {
+        if (rep_framework_relax(c, g, &L, &b, what, sizeof what)) {
             ir_note(IR_NOLOC, "with %s searched instead of pinned, it fits: %s (step %.2f s, peak %.1f GiB): %s", what,
-                    pass_layout_str(&b.layout, lay, sizeof lay), b.pred.step_time_s,
-                    b.pred.peak_mem_bytes / GIB, pass_layout_flags(&b.layout, flags, sizeof flags));
+                    plan_layout_str(&b.layout, lay, sizeof lay), b.pred.step_time_s,
+                    b.pred.peak_mem_bytes / GIB, plan_layout_flags(&b.layout, flags, sizeof flags));
             pass_search_alt_free(&b);
         } else {
             ir_note(IR_NOLOC, "relaxing one of --recompute, --micro-batch, --zero or --sp does not make it "
@@ -86,8 +86,8 @@ int drv_framework_search(const DrvOptions *o, const IrGraph *g, const PassCostCt
         return DRV_INVALID;
     const char *fw = o->emit;
     char why[512];
-    pass_framework_search(c, g, so, !strcmp(fw, "megatron") ? pass_megatron_layout : pass_torchtitan_layout, r,
-                          why, sizeof why);
+    rep_framework_search(c, g, so, !strcmp(fw, "megatron") ? rep_megatron_layout : rep_torchtitan_layout, r,
+                         why, sizeof why);
     if (r->found)
         return DRV_OK;
     if (r->no_layout) {
@@ -109,11 +109,11 @@ int drv_framework_search(const DrvOptions *o, const IrGraph *g, const PassCostCt
     if (r->have_closest)
         pass_search_explain_overflow(c, g, &r->closest, false, r->gpus);
     /* The pipeline degrees the even split rules out. */
-    PassArch A;
+    RepArch A;
     char sub[256], list[160] = "";
-    if (pass_arch_read(g, &A, sub, sizeof sub)) {
+    if (rep_arch_read(g, &A, sub, sizeof sub)) {
         int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8, n = 0;
-        for (int pp = 2; pp <= r->gpus && pp <= PASS_MAX_PP; pp++) {
+        for (int pp = 2; pp <= r->gpus && pp <= PLAN_MAX_PP; pp++) {
             bool some_tp = false;
             for (int tp = 1; tp <= gpn && !some_tp; tp++)
                 some_tp = r->gpus % (tp * pp) == 0 && (so->pins.tp == 0 || so->pins.tp == tp);
@@ -143,8 +143,8 @@ static char *emit_text(const char *fw, const IrGraph *g, const PassCostCtx *c, c
     FILE *m = open_memstream(&text, &len);
     if (!m)
         ir_die("open_memstream failed");
-    bool ok = !strcmp(fw, "megatron") ? pass_emit_megatron(m, g, c, a, why, n)
-                                      : pass_emit_torchtitan(m, g, c, a, why, n);
+    bool ok = !strcmp(fw, "megatron") ? rep_emit_megatron(m, g, c, a, why, n)
+                                      : rep_emit_torchtitan(m, g, c, a, why, n);
     fclose(m);
     if (!ok) {
         free(text);

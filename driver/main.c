@@ -71,18 +71,18 @@ static void make_pins(const DrvOptions *o, PassSearchPins *p)
     p->dp = o->dp;
     p->micro_batch = o->micro_batch;
     if (o->recompute)
-        for (int r = PASS_RECOMPUTE_NONE; r <= PASS_RECOMPUTE_FULL; r++)
-            if (!strcmp(o->recompute, pass_recompute_name((PassRecompute)r)))
+        for (int r = PLAN_RECOMPUTE_NONE; r <= PLAN_RECOMPUTE_FULL; r++)
+            if (!strcmp(o->recompute, plan_recompute_name((PlanRecompute)r)))
                 p->recompute = r;
     p->sp = o->sp;
     p->zero = o->zero;
     if (o->schedule)
-        p->schedule = !strcmp(o->schedule, "interleaved") ? PASS_SCHED_INTERLEAVED : PASS_SCHED_1F1B;
+        p->schedule = !strcmp(o->schedule, "interleaved") ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B;
     if (o->virtual_stages > 1) {
         p->v = o->virtual_stages;
-        p->schedule = PASS_SCHED_INTERLEAVED;
+        p->schedule = PLAN_SCHED_INTERLEAVED;
     } else if (o->virtual_stages == 1) {
-        p->schedule = PASS_SCHED_1F1B;
+        p->schedule = PLAN_SCHED_1F1B;
     }
 }
 
@@ -151,7 +151,7 @@ static void render(OutFile *f, const char *name, Render fn, const IrGraph *g, co
 /* --------------------------------------------------------------- plan */
 
 /* Autodiff, then the per-rank programs of the chosen plan into DIR. */
-static bool emit_programs(const DrvOptions *o, IrGraph *g, const PassPlan *p)
+static bool emit_programs(const DrvOptions *o, IrGraph *g, const Plan *p)
 {
     if (!pass_autodiff(g))
         return false;
@@ -216,9 +216,9 @@ static Mode decide_mode(const DrvOptions *o)
 static int write_dir(const DrvOptions *o, IrGraph *g, const PassCostCtx *ctx, const PassSearchResult *r)
 {
     OutFile files[3];
-    render(&files[0], "plan.txt", pass_plan_print_text, g, ctx, r);
-    render(&files[1], "plan.json", pass_plan_print_json, g, ctx, r);
-    render(&files[2], "plan.svg", pass_plan_print_svg, g, ctx, r);
+    render(&files[0], "plan.txt", rep_plan_print_text, g, ctx, r);
+    render(&files[1], "plan.json", rep_plan_print_json, g, ctx, r);
+    render(&files[2], "plan.svg", rep_plan_print_svg, g, ctx, r);
     /* Programs first: cg_emit writes DIR whole or not at all, so a
      * failure leaves no plan files behind either. */
     bool ok = o->plan_only || emit_programs(o, g, &r->alt[0].plan);
@@ -229,7 +229,7 @@ static int write_dir(const DrvOptions *o, IrGraph *g, const PassCostCtx *ctx, co
         return DRV_INVALID;
     char lay[256];
     fprintf(stderr, "ptdc: wrote %s/plan.txt, plan.json, plan.svg: %s, step %.3f s, MFU %.1f%%\n",
-            o->out_dir, pass_layout_str(&r->alt[0].layout, lay, sizeof lay),
+            o->out_dir, plan_layout_str(&r->alt[0].layout, lay, sizeof lay),
             r->alt[0].pred.step_time_s, 100 * r->alt[0].pred.mfu);
     return DRV_OK;
 }
@@ -243,7 +243,7 @@ static int answer(Mode mode, const DrvOptions *o, IrGraph *g, const PassCostCtx 
     case MODE_FRAMEWORK:
         return drv_emit_framework(o, g, ctx, r);
     case MODE_PLAN:
-        (o->json ? pass_plan_print_json : pass_plan_print_text)(stdout, g, ctx, r);
+        (o->json ? rep_plan_print_json : rep_plan_print_text)(stdout, g, ctx, r);
         drv_answered = o->json;
         break;
     case MODE_LAYOUT: /* evaluating a layout by hand */
@@ -257,7 +257,7 @@ static int answer(Mode mode, const DrvOptions *o, IrGraph *g, const PassCostCtx 
         break;
     }
     if (o->explain) /* with --json stdout holds the one JSON object and nothing else */
-        pass_plan_explain(o->json ? stderr : stdout, ctx, g, so, cache, r);
+        rep_plan_explain(o->json ? stderr : stdout, ctx, g, so, cache, r);
     if (mode == MODE_PLAN_FILES || mode == MODE_PROGRAMS)
         return write_dir(o, g, ctx, r);
     return DRV_OK;
@@ -286,9 +286,9 @@ static int plan_setup(const DrvOptions *o, IrGraph *g, const char *fw, PassClust
         return DRV_INVALID;
     }
     if (fw) { /* a model the framework cannot build is refused before searching */
-        PassArch arch;
+        RepArch arch;
         char why[512];
-        if (!(!strcmp(fw, "megatron") ? pass_megatron_model : pass_torchtitan_model)(g, &arch, why, sizeof why)) {
+        if (!(!strcmp(fw, "megatron") ? rep_megatron_model : rep_torchtitan_model)(g, &arch, why, sizeof why)) {
             ir_error(IR_NOLOC, "--emit %s: %s", fw, why);
             if (o->json)
                 drv_answer_json(g, ctx, NULL, "cannot_express", DRV_INEXPRESSIBLE, fw, NULL);
@@ -328,8 +328,8 @@ static int plan(Mode mode, const DrvOptions *o, IrGraph *g)
     if (!oo.target)
         oo.target = cl.gpu.kind == PASS_DEV_CPU ? "cpu" : "cuda";
     o = &oo;
-    ctx.attention = o->attention && !strcmp(o->attention, "materialized") ? PASS_ATTN_MATERIALIZED
-                                                                          : PASS_ATTN_FLASH;
+    ctx.attention = o->attention && !strcmp(o->attention, "materialized") ? PLAN_ATTN_MATERIALIZED
+                                                                          : PLAN_ATTN_FLASH;
     PassSearchOpts so;
     memset(&so, 0, sizeof so);
     make_pins(o, &so.pins);
@@ -369,7 +369,7 @@ static int plan(Mode mode, const DrvOptions *o, IrGraph *g)
     }
     if (rc == DRV_OK) {
         char note[512];
-        if (pass_search_idle_note(&r, cl.gpus_per_node, note, sizeof note))
+        if (rep_search_idle_note(&r, cl.gpus_per_node, note, sizeof note))
             ir_note(IR_NOLOC, "%s", note);
         rc = answer(mode, o, g, &ctx, &so, cache, &r);
     }

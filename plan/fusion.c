@@ -1,6 +1,6 @@
 /* fusion.c: which forward nodes ptdc's programs run as one kernel: a norm
- * with the residual add before it (pass_add_norm_pair, _fused), and GEMMs as
- * one batched call (pass_gemm_siblings, _batch). Codegen issues them so and
+ * with the residual add before it (plan_add_norm_pair, _fused), and GEMMs as
+ * one batched call (plan_gemm_siblings, _batch). Codegen issues them so and
  * the cost model prices them so (passes/cost/cost_ops.c).
  *
  * Batched GEMMs.
@@ -17,14 +17,14 @@
  * GEMM alone.
  *
  * The rule is one function for codegen and the cost model. From the graph
- * alone (pass_gemm_siblings): forward MATMULs of one piece reading the same
+ * alone (plan_gemm_siblings): forward MATMULs of one piece reading the same
  * activation as operand A and a parameter as operand B, contracting the
  * same dims, whose weights and outputs have the same shape dim by dim (a
- * GQA layer's k and v, not q). Under a plan's strategies (pass_gemm_batch):
+ * GQA layer's k and v, not q). Under a plan's strategies (plan_gemm_batch):
  * those of them whose weights and outputs are split and summed alike (same
  * positions over the same mesh axes) and that read A in the same layout,
  * so every member has the same local M, N, K. Groups are cut into runs of
- * at most PASS_GEMM_BATCH_MAX in node order (the runtime's
+ * at most PLAN_GEMM_BATCH_MAX in node order (the runtime's
  * RT_MATMUL_BATCH_MAX). */
 #include "plan.h"
 
@@ -70,11 +70,11 @@ static bool siblings(const IrGraph *g, const IrNode *n, const IrNode *m)
 }
 
 /* Sharding a of tensor ta is sharding b of tensor tb moved dim for dim. */
-static bool same_split(const IrGraph *g, int ta, const PassSharding *a, int tb, const PassSharding *b)
+static bool same_split(const IrGraph *g, int ta, const PlanSharding *a, int tb, const PlanSharding *b)
 {
     if (a->partial != b->partial)
         return false;
-    for (int ax = 0; ax < PASS_MAX_AXES; ax++) {
+    for (int ax = 0; ax < PLAN_MAX_AXES; ax++) {
         if ((a->dim[ax] < 0) != (b->dim[ax] < 0))
             return false;
         if (a->dim[ax] >= 0 &&
@@ -84,17 +84,17 @@ static bool same_split(const IrGraph *g, int ta, const PassSharding *a, int tb, 
     return true;
 }
 
-static bool same_layout(const IrGraph *g, const IrNode *n, const IrNode *m, const PassStrategy *strategy)
+static bool same_layout(const IrGraph *g, const IrNode *n, const IrNode *m, const PlanStrategy *strategy)
 {
-    PassSharding ni[IR_MAX_IN], no[IR_MAX_OUT], mi[IR_MAX_IN], mo[IR_MAX_OUT];
-    pass_shard_io(g, n, &strategy[n->id], ni, no);
-    pass_shard_io(g, m, &strategy[m->id], mi, mo);
-    return pass_sharding_eq(&ni[0], &mi[0]) && same_split(g, n->in[1], &ni[1], m->in[1], &mi[1]) &&
+    PlanSharding ni[IR_MAX_IN], no[IR_MAX_OUT], mi[IR_MAX_IN], mo[IR_MAX_OUT];
+    plan_shard_io(g, n, &strategy[n->id], ni, no);
+    plan_shard_io(g, m, &strategy[m->id], mi, mo);
+    return plan_sharding_eq(&ni[0], &mi[0]) && same_split(g, n->in[1], &ni[1], m->in[1], &mi[1]) &&
            same_split(g, n->out[0], &no[0], m->out[0], &mo[0]);
 }
 
 /* n's run among its siblings (strategy: those laid out as n is). */
-static int group(const IrGraph *g, const IrNode *n, const PassStrategy *strategy, int *out)
+static int group(const IrGraph *g, const IrNode *n, const PlanStrategy *strategy, int *out)
 {
     if (!matmul_with_param(g, n)) {
         if (out)
@@ -118,24 +118,24 @@ static int group(const IrGraph *g, const IrNode *n, const PassStrategy *strategy
             out[0] = n->id;
         return 1;
     }
-    int lo = mine / PASS_GEMM_BATCH_MAX * PASS_GEMM_BATCH_MAX;
-    int cnt = k - lo < PASS_GEMM_BATCH_MAX ? k - lo : PASS_GEMM_BATCH_MAX;
+    int lo = mine / PLAN_GEMM_BATCH_MAX * PLAN_GEMM_BATCH_MAX;
+    int cnt = k - lo < PLAN_GEMM_BATCH_MAX ? k - lo : PLAN_GEMM_BATCH_MAX;
     if (out)
         memcpy(out, all + lo, sizeof(int) * (size_t)cnt);
     return cnt;
 }
 
-int pass_gemm_siblings(const IrGraph *g, const IrNode *n, int *out)
+int plan_gemm_siblings(const IrGraph *g, const IrNode *n, int *out)
 {
     return group(g, n, NULL, out);
 }
 
-int pass_gemm_batch(const IrGraph *g, const IrNode *n, const PassStrategy *strategy, int *out)
+int plan_gemm_batch(const IrGraph *g, const IrNode *n, const PlanStrategy *strategy, int *out)
 {
     return group(g, n, strategy, out);
 }
 
-bool pass_add_norm_pair(const IrGraph *g, const IrNode *n)
+bool plan_add_norm_pair(const IrGraph *g, const IrNode *n)
 {
     if ((n->op != IR_OP_RMSNORM && n->op != IR_OP_LAYERNORM) || n->id < 1 || n->id >= g->nfwd)
         return false;
@@ -151,14 +151,14 @@ bool pass_add_norm_pair(const IrGraph *g, const IrNode *n)
     return true;
 }
 
-bool pass_add_norm_fused(const IrGraph *g, const IrNode *n, const PassStrategy *strategy)
+bool plan_add_norm_fused(const IrGraph *g, const IrNode *n, const PlanStrategy *strategy)
 {
-    if (!pass_add_norm_pair(g, n))
+    if (!plan_add_norm_pair(g, n))
         return false;
     const IrNode *a = &g->nodes[n->id - 1];
-    PassSharding ain[IR_MAX_IN], aout[IR_MAX_OUT], nin[IR_MAX_IN];
-    pass_shard_io(g, a, &strategy[a->id], ain, aout);
-    pass_shard_io(g, n, &strategy[n->id], nin, NULL);
-    return aout[0].partial == 0 && pass_sharding_eq(&aout[0], &nin[0]) &&
-           pass_sharding_eq(&aout[0], &ain[0]) && pass_sharding_eq(&aout[0], &ain[1]);
+    PlanSharding ain[IR_MAX_IN], aout[IR_MAX_OUT], nin[IR_MAX_IN];
+    plan_shard_io(g, a, &strategy[a->id], ain, aout);
+    plan_shard_io(g, n, &strategy[n->id], nin, NULL);
+    return aout[0].partial == 0 && plan_sharding_eq(&aout[0], &nin[0]) &&
+           plan_sharding_eq(&aout[0], &ain[0]) && plan_sharding_eq(&aout[0], &ain[1]);
 }

@@ -6,17 +6,17 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const dim_names[PASS_NDIMS] = {
+static const char *const dim_names[PLAN_NDIMS] = {
 #define PLAN_DIM(id, name, what) name,
 #include "dims.def"
 #undef PLAN_DIM
 };
 
-const char *pass_dim_name(PassDim d) { return d >= 0 && d < PASS_NDIMS ? dim_names[d] : "?"; }
+const char *plan_dim_name(PlanDim d) { return d >= 0 && d < PLAN_NDIMS ? dim_names[d] : "?"; }
 
-void pass_plan_axes(const IrGraph *g, PassPlan *p)
+void plan_axes(const IrGraph *g, Plan *p)
 {
-    for (int d = 0; d < PASS_NDIMS; d++)
+    for (int d = 0; d < PLAN_NDIMS; d++)
         p->axis[d] = -1;
     for (int a = 0; a < p->mesh.naxes; a++) {
         if (p->mesh.size[a] <= 1)
@@ -27,38 +27,38 @@ void pass_plan_axes(const IrGraph *g, PassPlan *p)
             batch |= d == g->batch_dim;
             other |= d >= 0 && d != g->batch_dim;
         }
-        if (batch && p->axis[PASS_DIM_DP] < 0)
-            p->axis[PASS_DIM_DP] = (int8_t)a;
-        else if (other && p->axis[PASS_DIM_TP] < 0)
-            p->axis[PASS_DIM_TP] = (int8_t)a;
+        if (batch && p->axis[PLAN_DIM_DP] < 0)
+            p->axis[PLAN_DIM_DP] = (int8_t)a;
+        else if (other && p->axis[PLAN_DIM_TP] < 0)
+            p->axis[PLAN_DIM_TP] = (int8_t)a;
     }
     p->axes_set = true;
 }
 
-static void need_axes(const PassPlan *p)
+static void need_axes(const Plan *p)
 {
     if (!p->axes_set)
-        ir_die("plan: the mesh axes of its parallel dimensions were never recorded (pass_plan_axes)");
+        ir_die("plan: the mesh axes of its parallel dimensions were never recorded (plan_axes)");
 }
 
-int pass_plan_degree(const PassPlan *p, PassDim d)
+int plan_degree(const Plan *p, PlanDim d)
 {
     need_axes(p);
     return p->axis[d] >= 0 ? p->mesh.size[p->axis[d]] : 1;
 }
 
-int64_t pass_plan_micro_batch(const PassPlan *p) { return p->mb_seqs / pass_plan_degree(p, PASS_DIM_DP); }
+int64_t plan_micro_batch(const Plan *p) { return p->mb_seqs / plan_degree(p, PLAN_DIM_DP); }
 
-int64_t pass_mb_seqs(int64_t micro_batch, int dp) { return micro_batch * dp; }
+int64_t plan_mb_seqs(int64_t micro_batch, int dp) { return micro_batch * dp; }
 
-void pass_plan_layout(const IrGraph *g, const PassPlan *p, PassLayout *out)
+void plan_layout(const IrGraph *g, const Plan *p, PlanLayout *out)
 {
     need_axes(p);
     memset(out, 0, sizeof *out);
-    out->dp_axis = p->axis[PASS_DIM_DP];
-    out->tp_axis = p->axis[PASS_DIM_TP];
-    out->dp = pass_plan_degree(p, PASS_DIM_DP);
-    out->tp = pass_plan_degree(p, PASS_DIM_TP);
+    out->dp_axis = p->axis[PLAN_DIM_DP];
+    out->tp_axis = p->axis[PLAN_DIM_TP];
+    out->dp = plan_degree(p, PLAN_DIM_DP);
+    out->tp = plan_degree(p, PLAN_DIM_TP);
     out->replicated = 1;
     for (int a = 0; a < p->mesh.naxes; a++)
         if (a != out->dp_axis && a != out->tp_axis)
@@ -70,24 +70,24 @@ void pass_plan_layout(const IrGraph *g, const PassPlan *p, PassLayout *out)
                    (g->nodes[i].op == IR_OP_RMSNORM || g->nodes[i].op == IR_OP_LAYERNORM);
     out->pp = p->pp;
     out->v = p->v > 0 ? p->v : 1;
-    out->gpus = pass_mesh_devices(&p->mesh) * p->pp;
+    out->gpus = plan_mesh_devices(&p->mesh) * p->pp;
     out->zero = p->zero;
-    out->micro_batch = pass_plan_micro_batch(p);
+    out->micro_batch = plan_micro_batch(p);
     out->num_micro = p->num_micro;
     out->schedule = p->schedule;
     for (int i = 0; i < p->nstages; i++)
         out->recompute |= 1u << p->stages[i].recompute;
 }
 
-const char *pass_layout_recompute_name(const PassLayout *l)
+const char *plan_layout_recompute_name(const PlanLayout *l)
 {
-    for (int r = PASS_RECOMPUTE_NONE; r <= PASS_RECOMPUTE_FULL; r++)
+    for (int r = PLAN_RECOMPUTE_NONE; r <= PLAN_RECOMPUTE_FULL; r++)
         if (l->recompute == 1u << r)
-            return pass_recompute_name((PassRecompute)r);
+            return plan_recompute_name((PlanRecompute)r);
     return "mixed";
 }
 
-const char *pass_layout_str(const PassLayout *l, char *buf, size_t n)
+const char *plan_layout_str(const PlanLayout *l, char *buf, size_t n)
 {
     char v[32] = "";
     if (l->v > 1)
@@ -97,21 +97,21 @@ const char *pass_layout_str(const PassLayout *l, char *buf, size_t n)
         snprintf(rep, sizeof rep, " x %d replicas", l->replicated);
     snprintf(buf, n, "dp %d x tp %d x pp %d%s%s, sp %s, zero %d, micro-batch %lld x %d, %s, recompute %s",
              l->dp, l->tp, l->pp, rep, v, l->sp ? "on" : "off", l->zero, (long long)l->micro_batch,
-             l->num_micro, l->schedule == PASS_SCHED_INTERLEAVED ? "interleaved" : "1f1b",
-             pass_layout_recompute_name(l));
+             l->num_micro, l->schedule == PLAN_SCHED_INTERLEAVED ? "interleaved" : "1f1b",
+             plan_layout_recompute_name(l));
     return buf;
 }
 
-const char *pass_layout_flags(const PassLayout *l, char *buf, size_t n)
+const char *plan_layout_flags(const PlanLayout *l, char *buf, size_t n)
 {
     char rc[32] = "", v[32] = "";
-    const char *r = pass_layout_recompute_name(l);
+    const char *r = plan_layout_recompute_name(l);
     if (strcmp(r, "mixed") != 0)
         snprintf(rc, sizeof rc, " --recompute %s", r);
     if (l->v > 1)
         snprintf(v, sizeof v, " --virtual-stages %d", l->v);
     snprintf(buf, n, "--tp %d --pp %d --dp %d --micro-batch %lld%s --sp %s --zero %d --schedule %s%s",
              l->tp, l->pp, l->dp, (long long)l->micro_batch, rc, l->sp ? "on" : "off", l->zero,
-             l->schedule == PASS_SCHED_INTERLEAVED ? "interleaved" : "1f1b", v);
+             l->schedule == PLAN_SCHED_INTERLEAVED ? "interleaved" : "1f1b", v);
     return buf;
 }

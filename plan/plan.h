@@ -7,7 +7,7 @@
  *   shard.c      the sharding algebra: meshes, strategies, shardings, which
  *                strategies an operator admits, what each implies for its
  *                inputs, outputs and gradients, the collectives that reshard
- *   the plan     PassPlan: stages, strategies, micro-batches, ZeRO, schedule
+ *   the plan     Plan: stages, strategies, micro-batches, ZeRO, schedule
  *   schedule.c   the micro-batch order of every pipeline rank
  *   rules.c      which nodes a recomputation policy reruns
  *   fusion.c     which nodes run as one kernel (add + norm; batched GEMMs)
@@ -33,198 +33,198 @@
 #include "ir.h"
 
 /* ================================================= the sharding algebra */
-#define PASS_MAX_AXES 2
+#define PLAN_MAX_AXES 2
 
-/* The parallel dimensions (dims.def): PASS_DIM_DP, PASS_DIM_TP, ... */
+/* The parallel dimensions (dims.def): PLAN_DIM_DP, PLAN_DIM_TP, ... */
 typedef enum {
-#define PLAN_DIM(id, name, what) PASS_DIM_##id,
+#define PLAN_DIM(id, name, what) PLAN_DIM_##id,
 #include "dims.def"
 #undef PLAN_DIM
-    PASS_NDIMS
-} PassDim;
-const char *pass_dim_name(PassDim d); /* "dp", "tp" */
+    PLAN_NDIMS
+} PlanDim;
+const char *plan_dim_name(PlanDim d); /* "dp", "tp" */
 
-typedef struct PassMesh {
+typedef struct PlanMesh {
     int naxes;                    /* 1 or 2 */
-    int size[PASS_MAX_AXES];      /* devices along each axis */
-    int nodes[PASS_MAX_AXES];     /* nodes one group along this axis spans (1 = NVLink only) */
-    int per_node[PASS_MAX_AXES];  /* members of one such group that share a node */
-} PassMesh;
+    int size[PLAN_MAX_AXES];      /* devices along each axis */
+    int nodes[PLAN_MAX_AXES];     /* nodes one group along this axis spans (1 = NVLink only) */
+    int per_node[PLAN_MAX_AXES];  /* members of one such group that share a node */
+} PlanMesh;
 
-typedef struct PassStrategy {
-    int16_t dim[PASS_MAX_AXES];   /* loop dim split over axis a, or -1 */
-} PassStrategy;
+typedef struct PlanStrategy {
+    int16_t dim[PLAN_MAX_AXES];   /* loop dim split over axis a, or -1 */
+} PlanStrategy;
 
-typedef struct PassSharding {
-    int16_t dim[PASS_MAX_AXES];   /* this tensor's dim split over axis a, or -1 (replicated) */
+typedef struct PlanSharding {
+    int16_t dim[PLAN_MAX_AXES];   /* this tensor's dim split over axis a, or -1 (replicated) */
     uint8_t partial;              /* bit a set: values are partial sums over axis a */
-} PassSharding;
+} PlanSharding;
 
 typedef enum {
-    PASS_COLL_NONE,
-    PASS_COLL_ALLREDUCE,      /* partial -> replicated */
-    PASS_COLL_REDUCESCATTER,  /* partial -> split on dim */
-    PASS_COLL_ALLGATHER,      /* split on dim -> replicated */
-    PASS_COLL_ALLTOALL,       /* split on dim -> split on dim2 */
-    PASS_COLL_SLICE,          /* replicated -> split on dim (local copy, no traffic) */
-    PASS_COLL_SENDRECV,       /* pipeline point-to-point */
-} PassCollKind;
+    PLAN_COLL_NONE,
+    PLAN_COLL_ALLREDUCE,      /* partial -> replicated */
+    PLAN_COLL_REDUCESCATTER,  /* partial -> split on dim */
+    PLAN_COLL_ALLGATHER,      /* split on dim -> replicated */
+    PLAN_COLL_ALLTOALL,       /* split on dim -> split on dim2 */
+    PLAN_COLL_SLICE,          /* replicated -> split on dim (local copy, no traffic) */
+    PLAN_COLL_SENDRECV,       /* pipeline point-to-point */
+} PlanCollKind;
 
 /* One step of a resharding, on one mesh axis. `numel` is the number of
  * elements of the full buffer the collective moves, counted per rank the
  * nccl-tests way: all-reduce: the local tensor; reduce-scatter: the input;
  * all-gather: the output; all-to-all: the local tensor. */
-typedef struct PassColl {
-    PassCollKind kind;
+typedef struct PlanColl {
+    PlanCollKind kind;
     int axis;
     int dim, dim2;
     int64_t numel;
-} PassColl;
+} PlanColl;
 
-const char *pass_coll_name(PassCollKind k);
+const char *plan_coll_name(PlanCollKind k);
 
 /* A stage of `devices` ranks viewed as a (d0 x d1) logical mesh (d1 = 1 gives
  * a 1-D mesh of d0), with nodes of gpus_per_node consecutive ranks. The
  * search and the frameworks make (dp x tp) meshes; which axis serves which
- * parallel dimension is what the plan records (PassPlan.axis). */
-void pass_mesh_make(PassMesh *m, int d0, int d1, int gpus_per_node);
-int pass_mesh_devices(const PassMesh *m);
+ * parallel dimension is what the plan records (Plan.axis). */
+void plan_mesh_make(PlanMesh *m, int d0, int d1, int gpus_per_node);
+int plan_mesh_devices(const PlanMesh *m);
 
 /* May loop dim `d` of forward node n be split at all (the op's sharding
  * rule)? E.g. never the dims RMSNORM normalises over or ATTENTION's seq. */
-bool pass_dim_splittable(const IrGraph *g, const IrNode *n, int d);
+bool plan_dim_splittable(const IrGraph *g, const IrNode *n, int d);
 
 /* Valid strategies of a forward node on a mesh (divisibility checked against
  * dim_size; `allow[a]` is a bitmask of dims that may be split over axis a,
  * ~0 for any). Replicated-everywhere is always first. Returns the count. */
-int pass_strategies(const IrGraph *g, const IrNode *n, const PassMesh *m, const int64_t *dim_size,
-                    const uint64_t *allow, PassStrategy *out, int max);
+int plan_strategies(const IrGraph *g, const IrNode *n, const PlanMesh *m, const int64_t *dim_size,
+                    const uint64_t *allow, PlanStrategy *out, int max);
 
 /* Requirements a layout places on every node's strategy, with axis 0 the
  * data-parallel axis and axis 1 the tensor-parallel one. A mesh axis nothing
  * is split over is only idle GPUs in disguise (the search weighs using fewer
  * GPUs on its own), and a pinned --tp or --sp on must really shard. */
 enum {
-    PASS_REQ_BATCH = 1 << 0,     /* nodes carrying the batch dim split it over axis 0 */
-    PASS_REQ_WEIGHTS = 1 << 1,   /* matmuls and embeddings split a dim of their weight over axis 1 */
-    PASS_REQ_SEQ_NORMS = 1 << 2, /* norms split the sequence over axis 1 (sequence parallelism) */
+    PLAN_REQ_BATCH = 1 << 0,     /* nodes carrying the batch dim split it over axis 0 */
+    PLAN_REQ_WEIGHTS = 1 << 1,   /* matmuls and embeddings split a dim of their weight over axis 1 */
+    PLAN_REQ_SEQ_NORMS = 1 << 2, /* norms split the sequence over axis 1 (sequence parallelism) */
 };
 /* Keep the strategies of node n (or, n NULL, of boundary tensor t) that meet
  * `req`; a requirement no strategy can meet is dropped for that node rather
  * than leaving it none. Returns the new count. */
-int pass_strategies_require(const IrGraph *g, const IrNode *n, int t, unsigned req,
-                            PassStrategy *s, int k);
+int plan_strategies_require(const IrGraph *g, const IrNode *n, int t, unsigned req,
+                            PlanStrategy *s, int k);
 
 /* The shardings a node under strategy s needs for its inputs and makes for
  * its outputs (forward nodes; backward nodes pass their forward's strategy). */
-void pass_shard_io(const IrGraph *g, const IrNode *n, const PassStrategy *s, PassSharding *in,
-                   PassSharding *out);
+void plan_shard_io(const IrGraph *g, const IrNode *n, const PlanStrategy *s, PlanSharding *in,
+                   PlanSharding *out);
 /* The sharding of the gradient of input i as n's backward produces it: split
  * like the input, partial over axes whose dim the input lacks. */
-PassSharding pass_shard_grad_in(const IrGraph *g, const IrNode *n, const PassStrategy *s, int i);
+PlanSharding plan_shard_grad_in(const IrGraph *g, const IrNode *n, const PlanStrategy *s, int i);
 /* Sharding of tensor t that a strategy implies (dims only, no partial). */
-PassSharding pass_shard_of(const IrGraph *g, int t, const PassStrategy *s);
+PlanSharding plan_shard_of(const IrGraph *g, int t, const PlanStrategy *s);
 
 /* Local (per-rank) size of every dim inside node n under strategy s (for
  * ATTENTION the kv-heads dim shrinks with the heads dim). */
-void pass_local_sizes(const IrGraph *g, const IrNode *n, const PassMesh *m, const PassStrategy *s,
+void plan_local_sizes(const IrGraph *g, const IrNode *n, const PlanMesh *m, const PlanStrategy *s,
                       const int64_t *dim_size, int64_t *local);
-int64_t pass_local_numel(const IrGraph *g, int t, const PassMesh *m, const PassSharding *sh,
+int64_t plan_local_numel(const IrGraph *g, int t, const PlanMesh *m, const PlanSharding *sh,
                          const int64_t *dim_size);
 
 /* Collectives turning `from` into `to` for tensor t, in execution order
  * (reductions first, then gathers, all-to-alls, slices). Returns the count. */
-int pass_reshard(const IrGraph *g, int t, const PassMesh *m, const PassSharding *from,
-                 const PassSharding *to, const int64_t *dim_size, PassColl *steps, int max);
+int plan_reshard(const IrGraph *g, int t, const PlanMesh *m, const PlanSharding *from,
+                 const PlanSharding *to, const int64_t *dim_size, PlanColl *steps, int max);
 
-/* `from` after the reductions pass_reshard towards `to` starts with (all-reduce,
+/* `from` after the reductions plan_reshard towards `to` starts with (all-reduce,
  * reduce-scatter): the layout a generated program keeps a tensor in (its
  * canonical form, reduced towards its first consumer: codegen/cg_analyse.c),
  * which the memory model counts too. */
-PassSharding pass_reshard_reduced(const IrGraph *g, int t, const PassMesh *m, PassSharding from,
-                                  const PassSharding *to, const int64_t *dim_size);
+PlanSharding plan_reshard_reduced(const IrGraph *g, int t, const PlanMesh *m, PlanSharding from,
+                                  const PlanSharding *to, const int64_t *dim_size);
 
-bool pass_sharding_eq(const PassSharding *a, const PassSharding *b);
+bool plan_sharding_eq(const PlanSharding *a, const PlanSharding *b);
 /* "wq[d_model, n_heads/tp, head_dim]" using axis names (e.g. {"dp","tp"}). */
-const char *pass_sharding_str(const IrGraph *g, int t, const PassSharding *sh,
+const char *plan_sharding_str(const IrGraph *g, int t, const PlanSharding *sh,
                               const char *const *axis_names, char *buf, size_t n);
 
 
 /* ============================================================ the plan */
 typedef enum {
-    PASS_RECOMPUTE_NONE,      /* keep every activation backward reads */
-    PASS_RECOMPUTE_SELECTIVE, /* recompute core attention (a no-op saving with flash attention) */
-    PASS_RECOMPUTE_FFN,       /* recompute `block mlp`: keep only its input */
-    PASS_RECOMPUTE_FULL,      /* keep each layer's input; recompute the layer in backward */
-} PassRecompute;
+    PLAN_RECOMPUTE_NONE,      /* keep every activation backward reads */
+    PLAN_RECOMPUTE_SELECTIVE, /* recompute core attention (a no-op saving with flash attention) */
+    PLAN_RECOMPUTE_FFN,       /* recompute `block mlp`: keep only its input */
+    PLAN_RECOMPUTE_FULL,      /* keep each layer's input; recompute the layer in backward */
+} PlanRecompute;
 
-typedef enum { PASS_SCHED_1F1B, PASS_SCHED_INTERLEAVED } PassSchedule;
-typedef enum { PASS_ATTN_FLASH, PASS_ATTN_MATERIALIZED } PassAttention;
+typedef enum { PLAN_SCHED_1F1B, PLAN_SCHED_INTERLEAVED } PlanSchedule;
+typedef enum { PLAN_ATTN_FLASH, PLAN_ATTN_MATERIALIZED } PlanAttention;
 
-const char *pass_recompute_name(PassRecompute r); /* "none", "full", ... (rules.c) */
+const char *plan_recompute_name(PlanRecompute r); /* "none", "full", ... (rules.c) */
 
-typedef struct PassStage {
+typedef struct PlanStage {
     int first_piece, npieces;     /* the pieces this model chunk runs */
     int pp_rank;                  /* pipeline rank running it: chunk c runs on c % pp */
-    PassRecompute recompute;
-} PassStage;
+    PlanRecompute recompute;
+} PlanStage;
 
-typedef struct PassPlan {
-    PassMesh mesh;                /* logical mesh of each pipeline rank's devices */
+typedef struct Plan {
+    PlanMesh mesh;                /* logical mesh of each pipeline rank's devices */
     int pp;                       /* pipeline ranks */
     int v;                        /* model chunks per pipeline rank (1: plain 1F1B) */
     int nstages;                  /* pp * v */
-    PassStage *stages;            /* nstages, in model order */
-    PassStrategy *strategy;       /* one per forward node (g->nfwd) */
+    PlanStage *stages;            /* nstages, in model order */
+    PlanStrategy *strategy;       /* one per forward node (g->nfwd) */
     int num_micro;                /* micro-batches per step */
     int64_t mb_seqs;              /* sequences per micro-batch over the whole mesh
                                      (= global_batch / num_micro): the IR's batch dim. A
-                                     data-parallel replica holds pass_plan_micro_batch(p)
+                                     data-parallel replica holds plan_micro_batch(p)
                                      of them, the unit of --micro-batch and the frameworks */
     int zero;                     /* ZeRO stage over each parameter's data-parallel axes */
-    PassSchedule schedule;
-    PassAttention attention;
-    int8_t axis[PASS_NDIMS];      /* the mesh axis each parallel dimension runs along, or
+    PlanSchedule schedule;
+    PlanAttention attention;
+    int8_t axis[PLAN_NDIMS];      /* the mesh axis each parallel dimension runs along, or
                                      -1; set once by whoever completes the plan
-                                     (pass_plan_axes), read by everyone after */
+                                     (plan_axes), read by everyone after */
     bool axes_set;
-} PassPlan;
+} Plan;
 
 /* The plan's verifier (verify.c): false, after reporting each violation with
  * ir_error ("plan: ..."), unless the programs can execute p for g. */
-bool pass_plan_verify(const IrGraph *g, const PassPlan *p);
+bool plan_verify(const IrGraph *g, const Plan *p);
 
 /* ===================================================== the schedule */
 /* The micro-batch schedule of one pipeline rank: 1F1B (v = 1) or Megatron's
  * interleaved 1F1B (v chunks per rank), in schedule.c. Codegen executes it,
  * the cost model simulates it (passes/cost/schedule_sim.c) and counts the
  * activations it keeps alive. */
-#define PASS_MAX_CHUNKS 16
+#define PLAN_MAX_CHUNKS 16
 /* Codegen's limits on a pipeline: a parameter's pipeline ranks are one
  * 64-bit mask, and its message tags (stage x 128) stay inside the 32767 MPI
  * guarantees. The search keeps to them. */
-#define PASS_MAX_PP 64
-#define PASS_MAX_STAGES 256
+#define PLAN_MAX_PP 64
+#define PLAN_MAX_STAGES 256
 /* Micro-batches per step: the generated program's schedule tables number
  * them in 16 bits, and the schedule simulation's cost grows with them. */
-#define PASS_MAX_MICRO 32767
+#define PLAN_MAX_MICRO 32767
 
-typedef struct PassSchedOp {
+typedef struct PlanSchedOp {
     int bwd;                      /* 0: forward, 1: backward */
     int chunk;                    /* the rank's model chunk (0 .. v-1) */
     int mb;                       /* micro-batch */
-} PassSchedOp;
+} PlanSchedOp;
 
 /* Operation k (0 <= k < 2 m v) of pipeline rank `rank`. */
-PassSchedOp pass_schedule_op(int pp, int v, int m, int rank, int k);
+PlanSchedOp plan_schedule_op(int pp, int v, int m, int rank, int k);
 /* slots[j]: the most micro-batches chunk j holds between forward and
  * backward: what a static arena allocates for it. */
-void pass_schedule_slots(int pp, int v, int m, int rank, int *slots);
+void plan_schedule_slots(int pp, int v, int m, int rank, int *slots);
 /* Activation bytes the rank holds given each chunk's bytes per micro-batch
  * (saved[v]): sum over chunks of slots x saved (a static arena: ptdc), or, if
  * dynamic, the peak over the schedule of the bytes alive at once (a caching
  * allocator: the reference stacks). Equal when v == 1. */
-double pass_schedule_acts(int pp, int v, int m, int rank, const double *saved, bool dynamic);
+double plan_schedule_acts(int pp, int v, int m, int rank, const double *saved, bool dynamic);
 
 /* ============================================================ rules.c */
 /* One predicate decides recomputation for the search, the cost model and
@@ -232,8 +232,8 @@ double pass_schedule_acts(int pp, int v, int m, int rank, const double *saved, b
  * and head never; FULL the whole layer; FFN the `block mlp` nodes; SELECTIVE
  * core attention, which only a materialised attention kernel saves anything
  * by (`materialized`: the cost model's kernel choice; programs run flash). */
-bool pass_plan_recomputed(const IrGraph *g, const IrNode *n, PassRecompute r, bool materialized);
-bool pass_is_mlp(const IrNode *n); /* n belongs to a `block mlp` */
+bool plan_recomputed(const IrGraph *g, const IrNode *n, PlanRecompute r, bool materialized);
+bool plan_is_mlp(const IrNode *n); /* n belongs to a `block mlp` */
 
 /* =========================================================== fusion.c */
 /* Does forward norm n run fused with the residual add right before it, as
@@ -241,20 +241,20 @@ bool pass_is_mlp(const IrNode *n); /* n belongs to a `block mlp` */
  * (_pair): the node before n is an add without a broadcast operand whose sum
  * n reads. The pair may span two pieces (a layer's last add, the next
  * layer's first norm): a pipeline cut between them runs the norm alone. */
-bool pass_add_norm_pair(const IrGraph *g, const IrNode *n);
+bool plan_add_norm_pair(const IrGraph *g, const IrNode *n);
 /* ... and does the plan's `strategy` (one per node) let it (_fused): the add
  * makes its sum complete (no partial sums) in the layout the norm reads it
  * in, from operands in that layout, so nothing runs between the two. */
-bool pass_add_norm_fused(const IrGraph *g, const IrNode *n, const PassStrategy *strategy);
+bool plan_add_norm_fused(const IrGraph *g, const IrNode *n, const PlanStrategy *strategy);
 /* Forward GEMMs that ptdc's programs run as one rt_matmul_batch (q, k, v;
  * gate and up; their weight gradients likewise): n's group in node order,
- * n included, written to out (PASS_GEMM_BATCH_MAX entries; NULL: count
+ * n included, written to out (PLAN_GEMM_BATCH_MAX entries; NULL: count
  * only); 1 for n alone or not such a GEMM. _siblings from the graph alone,
  * _batch under a plan's strategies (one per node): members whose weights,
  * outputs and input are laid out alike. */
-#define PASS_GEMM_BATCH_MAX 4 /* runtime/rt.h: RT_MATMUL_BATCH_MAX */
-int pass_gemm_siblings(const IrGraph *g, const IrNode *n, int *out);
-int pass_gemm_batch(const IrGraph *g, const IrNode *n, const PassStrategy *strategy, int *out);
+#define PLAN_GEMM_BATCH_MAX 4 /* runtime/rt.h: RT_MATMUL_BATCH_MAX */
+int plan_gemm_siblings(const IrGraph *g, const IrNode *n, int *out);
+int plan_gemm_batch(const IrGraph *g, const IrNode *n, const PlanStrategy *strategy, int *out);
 
 /* =========================================================== layout.c */
 /* Record which mesh axis each parallel dimension runs along, from what the
@@ -262,19 +262,19 @@ int pass_gemm_batch(const IrGraph *g, const IrNode *n, const PassStrategy *strat
  * split the batch is dp, the other one where nodes split another dim tp; an
  * axis nothing is split over serves none (its devices replicate). Whoever
  * completes a plan (the search, a framework's layout, a test) calls it once. */
-void pass_plan_axes(const IrGraph *g, PassPlan *p);
+void plan_axes(const IrGraph *g, Plan *p);
 /* Ranks along parallel dimension d (1 where the plan has no axis for it). */
-int pass_plan_degree(const PassPlan *p, PassDim d);
+int plan_degree(const Plan *p, PlanDim d);
 
 /* The micro-batch has two units: sequences per data-parallel replica (the
  * unit of --micro-batch, Megatron-LM and torchtitan) and sequences over the
- * whole mesh (PassPlan.mb_seqs, the IR's batch dim, CG_MB_SEQS). These are
+ * whole mesh (Plan.mb_seqs, the IR's batch dim, CG_MB_SEQS). These are
  * the only conversions. */
-int64_t pass_plan_micro_batch(const PassPlan *p);            /* per replica */
-int64_t pass_mb_seqs(int64_t micro_batch, int dp);          /* whole mesh */
+int64_t plan_micro_batch(const Plan *p);            /* per replica */
+int64_t plan_mb_seqs(int64_t micro_batch, int dp);          /* whole mesh */
 
 /* A plan's layout in the usual words. */
-typedef struct PassLayout {
+typedef struct PlanLayout {
     int gpus;                     /* dp * tp * pp * replicated */
     int dp, tp, pp, v;
     int dp_axis, tp_axis;         /* mesh axis of each, or -1 */
@@ -283,15 +283,15 @@ typedef struct PassLayout {
     int zero;
     int64_t micro_batch;          /* sequences per data-parallel replica per micro-batch */
     int num_micro;
-    PassSchedule schedule;
-    unsigned recompute;           /* bit r: some stage uses PassRecompute r */
-} PassLayout;
-void pass_plan_layout(const IrGraph *g, const PassPlan *p, PassLayout *out);
+    PlanSchedule schedule;
+    unsigned recompute;           /* bit r: some stage uses PlanRecompute r */
+} PlanLayout;
+void plan_layout(const IrGraph *g, const Plan *p, PlanLayout *out);
 /* "none", "full", or "mixed" when stages differ. */
-const char *pass_layout_recompute_name(const PassLayout *l);
+const char *plan_layout_recompute_name(const PlanLayout *l);
 /* "dp 16 x tp 8 x pp 4, sp, zero 1, micro-batch 1 x 16, 1f1b, recompute none". */
-const char *pass_layout_str(const PassLayout *l, char *buf, size_t n);
+const char *plan_layout_str(const PlanLayout *l, char *buf, size_t n);
 /* The same as ptdc flags: "--tp 8 --pp 4 --dp 16 --micro-batch 1 ...". */
-const char *pass_layout_flags(const PassLayout *l, char *buf, size_t n);
+const char *plan_layout_flags(const PlanLayout *l, char *buf, size_t n);
 
 #endif

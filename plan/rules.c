@@ -6,28 +6,28 @@
 
 #include <string.h>
 
-bool pass_is_mlp(const IrNode *n) { return n->block && strcmp(n->block, "mlp") == 0; }
+bool plan_is_mlp(const IrNode *n) { return n->block && strcmp(n->block, "mlp") == 0; }
 
-const char *pass_recompute_name(PassRecompute r)
+const char *plan_recompute_name(PlanRecompute r)
 {
     switch (r) {
-    case PASS_RECOMPUTE_NONE: return "none";
-    case PASS_RECOMPUTE_SELECTIVE: return "selective";
-    case PASS_RECOMPUTE_FFN: return "ffn";
-    case PASS_RECOMPUTE_FULL: return "full";
+    case PLAN_RECOMPUTE_NONE: return "none";
+    case PLAN_RECOMPUTE_SELECTIVE: return "selective";
+    case PLAN_RECOMPUTE_FFN: return "ffn";
+    case PLAN_RECOMPUTE_FULL: return "full";
     }
     return "?";
 }
 
-bool pass_plan_recomputed(const IrGraph *g, const IrNode *n, PassRecompute r, bool materialized)
+bool plan_recomputed(const IrGraph *g, const IrNode *n, PlanRecompute r, bool materialized)
 {
     if (g->pieces[n->piece].layer < 0)
         return false; /* embedding and head are never recomputed */
     switch (r) {
-    case PASS_RECOMPUTE_FULL: return true;
-    case PASS_RECOMPUTE_FFN: return pass_is_mlp(n);
-    case PASS_RECOMPUTE_SELECTIVE: return n->op == IR_OP_ATTENTION && materialized;
-    case PASS_RECOMPUTE_NONE: break;
+    case PLAN_RECOMPUTE_FULL: return true;
+    case PLAN_RECOMPUTE_FFN: return plan_is_mlp(n);
+    case PLAN_RECOMPUTE_SELECTIVE: return n->op == IR_OP_ATTENTION && materialized;
+    case PLAN_RECOMPUTE_NONE: break;
     }
     return false;
 }

@@ -19,15 +19,15 @@ static int warmup(int pp, int v, int m, int rank)
 }
 
 /* The k-th forward (or backward) of the rank among its m * v. */
-static PassSchedOp nth(int pp, int v, int k, bool bwd)
+static PlanSchedOp nth(int pp, int v, int k, bool bwd)
 {
     if (v == 1)
-        return (PassSchedOp){bwd, 0, k};
+        return (PlanSchedOp){bwd, 0, k};
     int group = pp * v, chunk = (k % group) / pp;
-    return (PassSchedOp){bwd, bwd ? v - 1 - chunk : chunk, (k / group) * pp + k % pp};
+    return (PlanSchedOp){bwd, bwd ? v - 1 - chunk : chunk, (k / group) * pp + k % pp};
 }
 
-PassSchedOp pass_schedule_op(int pp, int v, int m, int rank, int k)
+PlanSchedOp plan_schedule_op(int pp, int v, int m, int rank, int k)
 {
     int total = m * v, warm = warmup(pp, v, m, rank);
     if (k < warm)
@@ -52,13 +52,13 @@ static int horizon(int pp, int v, int m, int rank)
 static void walk(int pp, int v, int m, int rank, int nops, int *slots, const double *saved,
                  double *peak_sum)
 {
-    int live[PASS_MAX_CHUNKS] = {0};
+    int live[PLAN_MAX_CHUNKS] = {0};
     double sum = 0;
     for (int j = 0; j < v; j++)
         slots[j] = 0;
     *peak_sum = 0;
     for (int k = 0; k < nops; k++) {
-        PassSchedOp op = pass_schedule_op(pp, v, m, rank, k);
+        PlanSchedOp op = plan_schedule_op(pp, v, m, rank, k);
         int d = op.bwd ? -1 : 1;
         live[op.chunk] += d;
         sum += d * (saved ? saved[op.chunk] : 1);
@@ -72,14 +72,14 @@ static void walk(int pp, int v, int m, int rank, int nops, int *slots, const dou
  * direct-mapped memo of a pure function. */
 typedef struct {
     int pp, v, m, rank;
-    int slots[PASS_MAX_CHUNKS];
+    int slots[PLAN_MAX_CHUNKS];
 } Memo;
 static Memo memo[1024];
 
-void pass_schedule_slots(int pp, int v, int m, int rank, int *slots)
+void plan_schedule_slots(int pp, int v, int m, int rank, int *slots)
 {
-    if (v < 1 || v > PASS_MAX_CHUNKS)
-        ir_die("pass_schedule_slots: %d chunks per rank (at most %d)", v, PASS_MAX_CHUNKS);
+    if (v < 1 || v > PLAN_MAX_CHUNKS)
+        ir_die("plan_schedule_slots: %d chunks per rank (at most %d)", v, PLAN_MAX_CHUNKS);
     if (v == 1) {
         slots[0] = m < pp - rank ? m : pp - rank;
         return;
@@ -95,19 +95,19 @@ void pass_schedule_slots(int pp, int v, int m, int rank, int *slots)
         slots[j] = e->slots[j];
 }
 
-double pass_schedule_acts(int pp, int v, int m, int rank, const double *saved, bool dynamic)
+double plan_schedule_acts(int pp, int v, int m, int rank, const double *saved, bool dynamic)
 {
-    if (v < 1 || v > PASS_MAX_CHUNKS)
-        ir_die("pass_schedule_acts: %d chunks per rank (at most %d)", v, PASS_MAX_CHUNKS);
+    if (v < 1 || v > PLAN_MAX_CHUNKS)
+        ir_die("plan_schedule_acts: %d chunks per rank (at most %d)", v, PLAN_MAX_CHUNKS);
     if (v == 1) /* every rank's maximum, held at once either way */
         return fmin(m, pp - rank) * saved[0];
-    int slots[PASS_MAX_CHUNKS];
+    int slots[PLAN_MAX_CHUNKS];
     if (dynamic) {
         double peak;
         walk(pp, v, m, rank, horizon(pp, v, m, rank), slots, saved, &peak);
         return peak;
     }
-    pass_schedule_slots(pp, v, m, rank, slots);
+    plan_schedule_slots(pp, v, m, rank, slots);
     double bytes = 0;
     for (int j = 0; j < v; j++)
         bytes += slots[j] * saved[j];

@@ -6,23 +6,23 @@
 
 #include <string.h>
 
-const char *pass_coll_name(PassCollKind k)
+const char *plan_coll_name(PlanCollKind k)
 {
     switch (k) {
-    case PASS_COLL_NONE: return "none";
-    case PASS_COLL_ALLREDUCE: return "all-reduce";
-    case PASS_COLL_REDUCESCATTER: return "reduce-scatter";
-    case PASS_COLL_ALLGATHER: return "all-gather";
-    case PASS_COLL_ALLTOALL: return "all-to-all";
-    case PASS_COLL_SLICE: return "slice";
-    case PASS_COLL_SENDRECV: return "send/recv";
+    case PLAN_COLL_NONE: return "none";
+    case PLAN_COLL_ALLREDUCE: return "all-reduce";
+    case PLAN_COLL_REDUCESCATTER: return "reduce-scatter";
+    case PLAN_COLL_ALLGATHER: return "all-gather";
+    case PLAN_COLL_ALLTOALL: return "all-to-all";
+    case PLAN_COLL_SLICE: return "slice";
+    case PLAN_COLL_SENDRECV: return "send/recv";
     }
     return "?";
 }
 
-int pass_mesh_devices(const PassMesh *m) { return m->size[0] * m->size[1]; }
+int plan_mesh_devices(const PlanMesh *m) { return m->size[0] * m->size[1]; }
 
-void pass_mesh_make(PassMesh *m, int d0, int d1, int gpn)
+void plan_mesh_make(PlanMesh *m, int d0, int d1, int gpn)
 {
     if (d0 < 1 || d1 < 1 || gpn < 1)
         ir_die("mesh %dx%d with %d GPUs per node", d0, d1, gpn);
@@ -69,7 +69,7 @@ static bool is_loop_dim(const IrGraph *g, const IrNode *n, int d)
     return false;
 }
 
-bool pass_dim_splittable(const IrGraph *g, const IrNode *node, int d)
+bool plan_dim_splittable(const IrGraph *g, const IrNode *node, int d)
 {
     const IrNode *n = fwd_of(g, node);
     if (!is_loop_dim(g, n, d))
@@ -133,12 +133,12 @@ static bool split_ok(const IrGraph *g, const IrNode *n, int d, int ways, const i
     return true;
 }
 
-int pass_strategies(const IrGraph *g, const IrNode *n, const PassMesh *m, const int64_t *dim_size,
-                    const uint64_t *allow, PassStrategy *out, int max)
+int plan_strategies(const IrGraph *g, const IrNode *n, const PlanMesh *m, const int64_t *dim_size,
+                    const uint64_t *allow, PlanStrategy *out, int max)
 {
     int dims[4 * IR_MAX_RANK + 4], nd = loop_dims(g, n, dims);
-    int cand[PASS_MAX_AXES][4 * IR_MAX_RANK + 5], nc[PASS_MAX_AXES];
-    for (int a = 0; a < PASS_MAX_AXES; a++) {
+    int cand[PLAN_MAX_AXES][4 * IR_MAX_RANK + 5], nc[PLAN_MAX_AXES];
+    for (int a = 0; a < PLAN_MAX_AXES; a++) {
         nc[a] = 0;
         cand[a][nc[a]++] = -1;
         if (a >= m->naxes)
@@ -147,7 +147,7 @@ int pass_strategies(const IrGraph *g, const IrNode *n, const PassMesh *m, const 
             int d = dims[i];
             if (allow && d < 64 && !(allow[a] >> d & 1))
                 continue;
-            if (pass_dim_splittable(g, n, d) && split_ok(g, n, d, m->size[a], dim_size))
+            if (plan_dim_splittable(g, n, d) && split_ok(g, n, d, m->size[a], dim_size))
                 cand[a][nc[a]++] = d;
         }
     }
@@ -158,7 +158,7 @@ int pass_strategies(const IrGraph *g, const IrNode *n, const PassMesh *m, const 
             if (d0 >= 0 && d0 == d1)
                 continue;
             if (k < max)
-                out[k] = (PassStrategy){{(int16_t)d0, (int16_t)d1}};
+                out[k] = (PlanStrategy){{(int16_t)d0, (int16_t)d1}};
             k++;
         }
     return k < max ? k : max;
@@ -175,18 +175,18 @@ static bool reads_param(const IrGraph *g, const IrNode *n, int d)
 
 /* Does strategy st meet requirement bit r for node n (or boundary tensor t)?
  * Returns -1 where the requirement does not apply to this node. */
-static int meets(const IrGraph *g, const IrNode *n, int t, unsigned r, const PassStrategy *st)
+static int meets(const IrGraph *g, const IrNode *n, int t, unsigned r, const PlanStrategy *st)
 {
     switch (r) {
-    case PASS_REQ_BATCH:
+    case PLAN_REQ_BATCH:
         if (n ? !is_loop_dim(g, n, g->batch_dim) : !in_tensor(g, t, g->batch_dim))
             return -1;
         return st->dim[0] == g->batch_dim;
-    case PASS_REQ_WEIGHTS:
+    case PLAN_REQ_WEIGHTS:
         if (!n || (n->op != IR_OP_MATMUL && n->op != IR_OP_EMBEDDING) || !reads_param(g, n, -1))
             return -1;
         return st->dim[1] >= 0 && reads_param(g, n, st->dim[1]); /* the weight itself is split */
-    case PASS_REQ_SEQ_NORMS:
+    case PLAN_REQ_SEQ_NORMS:
         if (!n || (n->op != IR_OP_RMSNORM && n->op != IR_OP_LAYERNORM))
             return -1;
         return st->dim[1] == g->seq_dim;
@@ -194,10 +194,10 @@ static int meets(const IrGraph *g, const IrNode *n, int t, unsigned r, const Pas
     return -1;
 }
 
-int pass_strategies_require(const IrGraph *g, const IrNode *n, int t, unsigned req,
-                            PassStrategy *s, int k)
+int plan_strategies_require(const IrGraph *g, const IrNode *n, int t, unsigned req,
+                            PlanStrategy *s, int k)
 {
-    for (unsigned r = 1; r <= PASS_REQ_SEQ_NORMS; r <<= 1) {
+    for (unsigned r = 1; r <= PLAN_REQ_SEQ_NORMS; r <<= 1) {
         if (!(req & r))
             continue;
         int keep = 0;
@@ -227,27 +227,27 @@ static int carrier(const IrGraph *g, const IrNode *n, int t, int d)
     return -1;
 }
 
-PassSharding pass_shard_of(const IrGraph *g, int t, const PassStrategy *s)
+PlanSharding plan_shard_of(const IrGraph *g, int t, const PlanStrategy *s)
 {
-    PassSharding sh = {{-1, -1}, 0};
-    for (int a = 0; a < PASS_MAX_AXES; a++)
+    PlanSharding sh = {{-1, -1}, 0};
+    for (int a = 0; a < PLAN_MAX_AXES; a++)
         if (s->dim[a] >= 0 && in_tensor(g, t, s->dim[a]))
             sh.dim[a] = s->dim[a];
     return sh;
 }
 
-void pass_shard_io(const IrGraph *g, const IrNode *node, const PassStrategy *s, PassSharding *in,
-                   PassSharding *out)
+void plan_shard_io(const IrGraph *g, const IrNode *node, const PlanStrategy *s, PlanSharding *in,
+                   PlanSharding *out)
 {
     const IrNode *n = fwd_of(g, node);
     for (int i = 0; in && i < node->nin; i++) {
-        in[i] = (PassSharding){{-1, -1}, 0};
-        for (int a = 0; a < PASS_MAX_AXES; a++)
+        in[i] = (PlanSharding){{-1, -1}, 0};
+        for (int a = 0; a < PLAN_MAX_AXES; a++)
             in[i].dim[a] = (int16_t)carrier(g, n, node->in[i], s->dim[a]);
     }
     for (int i = 0; out && i < node->nout; i++) {
-        out[i] = (PassSharding){{-1, -1}, 0};
-        for (int a = 0; a < PASS_MAX_AXES; a++) {
+        out[i] = (PlanSharding){{-1, -1}, 0};
+        for (int a = 0; a < PLAN_MAX_AXES; a++) {
             int d = s->dim[a];
             if (d < 0)
                 continue;
@@ -267,11 +267,11 @@ void pass_shard_io(const IrGraph *g, const IrNode *node, const PassStrategy *s, 
     }
 }
 
-PassSharding pass_shard_grad_in(const IrGraph *g, const IrNode *node, const PassStrategy *s, int i)
+PlanSharding plan_shard_grad_in(const IrGraph *g, const IrNode *node, const PlanStrategy *s, int i)
 {
     const IrNode *n = fwd_of(g, node);
-    PassSharding sh = {{-1, -1}, 0};
-    for (int a = 0; a < PASS_MAX_AXES; a++) {
+    PlanSharding sh = {{-1, -1}, 0};
+    for (int a = 0; a < PLAN_MAX_AXES; a++) {
         int d = s->dim[a];
         if (d < 0)
             continue;
@@ -284,7 +284,7 @@ PassSharding pass_shard_grad_in(const IrGraph *g, const IrNode *node, const Pass
     return sh;
 }
 
-void pass_local_sizes(const IrGraph *g, const IrNode *n, const PassMesh *m, const PassStrategy *s,
+void plan_local_sizes(const IrGraph *g, const IrNode *n, const PlanMesh *m, const PlanStrategy *s,
                       const int64_t *dim_size, int64_t *local)
 {
     for (int d = 0; d < g->ndims; d++)
@@ -300,7 +300,7 @@ void pass_local_sizes(const IrGraph *g, const IrNode *n, const PassMesh *m, cons
     }
 }
 
-int64_t pass_local_numel(const IrGraph *g, int t, const PassMesh *m, const PassSharding *sh,
+int64_t plan_local_numel(const IrGraph *g, int t, const PlanMesh *m, const PlanSharding *sh,
                          const int64_t *dim_size)
 {
     int64_t n = ir_numel(g, t, dim_size);
@@ -310,28 +310,28 @@ int64_t pass_local_numel(const IrGraph *g, int t, const PassMesh *m, const PassS
     return n;
 }
 
-bool pass_sharding_eq(const PassSharding *a, const PassSharding *b)
+bool plan_sharding_eq(const PlanSharding *a, const PlanSharding *b)
 {
     return a->dim[0] == b->dim[0] && a->dim[1] == b->dim[1] && a->partial == b->partial;
 }
 
-static bool split_elsewhere(const PassSharding *sh, int d, int axis)
+static bool split_elsewhere(const PlanSharding *sh, int d, int axis)
 {
-    for (int a = 0; a < PASS_MAX_AXES; a++)
+    for (int a = 0; a < PLAN_MAX_AXES; a++)
         if (a != axis && sh->dim[a] == d)
             return true;
     return false;
 }
 
-PassSharding pass_reshard_reduced(const IrGraph *g, int t, const PassMesh *m, PassSharding from,
-                                  const PassSharding *to, const int64_t *dim_size)
+PlanSharding plan_reshard_reduced(const IrGraph *g, int t, const PlanMesh *m, PlanSharding from,
+                                  const PlanSharding *to, const int64_t *dim_size)
 {
-    PassColl steps[8];
-    int n = pass_reshard(g, t, m, &from, to, dim_size, steps, 8);
+    PlanColl steps[8];
+    int n = plan_reshard(g, t, m, &from, to, dim_size, steps, 8);
     for (int k = 0; k < n; k++) {
-        if (steps[k].kind == PASS_COLL_ALLREDUCE) {
+        if (steps[k].kind == PLAN_COLL_ALLREDUCE) {
             from.partial &= (uint8_t)~(1u << steps[k].axis);
-        } else if (steps[k].kind == PASS_COLL_REDUCESCATTER) {
+        } else if (steps[k].kind == PLAN_COLL_REDUCESCATTER) {
             from.partial &= (uint8_t)~(1u << steps[k].axis);
             from.dim[steps[k].axis] = (int16_t)steps[k].dim;
         }
@@ -339,16 +339,16 @@ PassSharding pass_reshard_reduced(const IrGraph *g, int t, const PassMesh *m, Pa
     return from;
 }
 
-int pass_reshard(const IrGraph *g, int t, const PassMesh *m, const PassSharding *from,
-                 const PassSharding *to, const int64_t *dim_size, PassColl *steps, int max)
+int plan_reshard(const IrGraph *g, int t, const PlanMesh *m, const PlanSharding *from,
+                 const PlanSharding *to, const int64_t *dim_size, PlanColl *steps, int max)
 {
-    PassSharding cur = *from;
-    int64_t local = pass_local_numel(g, t, m, &cur, dim_size);
+    PlanSharding cur = *from;
+    int64_t local = plan_local_numel(g, t, m, &cur, dim_size);
     int k = 0;
 #define STEP(kind_, a_, d_, d2_, numel_)                                                      \
     do {                                                                                      \
         if (k < max)                                                                          \
-            steps[k] = (PassColl){kind_, a_, d_, d2_, numel_};                                \
+            steps[k] = (PlanColl){kind_, a_, d_, d2_, numel_};                                \
         k++;                                                                                  \
     } while (0)
     if (to->partial & ~from->partial)
@@ -360,11 +360,11 @@ int pass_reshard(const IrGraph *g, int t, const PassMesh *m, const PassSharding 
             continue;
         int d = to->dim[a];
         if (d >= 0 && cur.dim[a] < 0 && !split_elsewhere(&cur, d, a)) {
-            STEP(PASS_COLL_REDUCESCATTER, a, d, -1, local);
+            STEP(PLAN_COLL_REDUCESCATTER, a, d, -1, local);
             cur.dim[a] = (int16_t)d;
             local /= m->size[a];
         } else {
-            STEP(PASS_COLL_ALLREDUCE, a, -1, -1, local);
+            STEP(PLAN_COLL_ALLREDUCE, a, -1, -1, local);
         }
         cur.partial &= (uint8_t)~(1u << a);
     }
@@ -375,10 +375,10 @@ int pass_reshard(const IrGraph *g, int t, const PassMesh *m, const PassSharding 
             continue;
         int want = to->dim[a];
         if (want >= 0 && !split_elsewhere(&cur, want, a)) {
-            STEP(PASS_COLL_ALLTOALL, a, d, want, local);
+            STEP(PLAN_COLL_ALLTOALL, a, d, want, local);
             cur.dim[a] = (int16_t)want;
         } else {
-            STEP(PASS_COLL_ALLGATHER, a, d, -1, local * m->size[a]);
+            STEP(PLAN_COLL_ALLGATHER, a, d, -1, local * m->size[a]);
             cur.dim[a] = -1;
             local *= m->size[a];
         }
@@ -387,30 +387,30 @@ int pass_reshard(const IrGraph *g, int t, const PassMesh *m, const PassSharding 
     for (int a = 0; a < m->naxes; a++) {
         if (cur.dim[a] >= 0 || to->dim[a] < 0)
             continue;
-        STEP(PASS_COLL_SLICE, a, to->dim[a], -1, local);
+        STEP(PLAN_COLL_SLICE, a, to->dim[a], -1, local);
         cur.dim[a] = to->dim[a];
         local /= m->size[a];
     }
 #undef STEP
-    if (!pass_sharding_eq(&cur, to))
+    if (!plan_sharding_eq(&cur, to))
         ir_die("reshard of '%s' did not reach its target", g->tensors[t].name);
     return k < max ? k : max;
 }
 
-const char *pass_sharding_str(const IrGraph *g, int t, const PassSharding *sh,
+const char *plan_sharding_str(const IrGraph *g, int t, const PlanSharding *sh,
                               const char *const *axis_names, char *buf, size_t n)
 {
     const IrTensor *x = &g->tensors[t];
     size_t k = (size_t)snprintf(buf, n, "%s[", x->base);
     for (int i = 0; i < x->rank && k < n; i++) {
         k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? ", " : "", g->dims[x->dim[i]].name);
-        for (int a = 0; a < PASS_MAX_AXES && k < n; a++)
+        for (int a = 0; a < PLAN_MAX_AXES && k < n; a++)
             if (sh->dim[a] == x->dim[i])
                 k += (size_t)snprintf(buf + k, n - k, "/%s", axis_names[a]);
     }
     if (k < n)
         k += (size_t)snprintf(buf + k, n - k, "]");
-    for (int a = 0; a < PASS_MAX_AXES && k < n; a++)
+    for (int a = 0; a < PLAN_MAX_AXES && k < n; a++)
         if (sh->partial >> a & 1)
             k += (size_t)snprintf(buf + k, n - k, " (partial over %s)", axis_names[a]);
     return buf;

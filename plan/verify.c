@@ -9,17 +9,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool pass_plan_verify(const IrGraph *g, const PassPlan *p)
+bool plan_verify(const IrGraph *g, const Plan *p)
 {
     bool ok = true;
-    if (p->pp < 1 || p->v < 1 || p->nstages != p->pp * p->v || p->pp > PASS_MAX_PP ||
-        p->v > PASS_MAX_CHUNKS || p->nstages > PASS_MAX_STAGES) {
+    if (p->pp < 1 || p->v < 1 || p->nstages != p->pp * p->v || p->pp > PLAN_MAX_PP ||
+        p->v > PLAN_MAX_CHUNKS || p->nstages > PLAN_MAX_STAGES) {
         ir_error(IR_NOLOC, "plan: plan has %d pipeline ranks x %d chunks but %d stages (at most "
-                 "%d pipeline ranks, %d chunks each, %d stages)", p->pp, p->v, p->nstages, PASS_MAX_PP,
-                 PASS_MAX_CHUNKS, PASS_MAX_STAGES);
+                 "%d pipeline ranks, %d chunks each, %d stages)", p->pp, p->v, p->nstages, PLAN_MAX_PP,
+                 PLAN_MAX_CHUNKS, PLAN_MAX_STAGES);
         return false;
     }
-    if (p->v > 1 && (p->schedule != PASS_SCHED_INTERLEAVED || p->num_micro % p->pp != 0)) {
+    if (p->v > 1 && (p->schedule != PLAN_SCHED_INTERLEAVED || p->num_micro % p->pp != 0)) {
         ir_error(IR_NOLOC, "plan: %d model chunks per pipeline rank need the interleaved "
                  "schedule and a number of micro-batches (%d) that is a multiple of the %d "
                  "pipeline ranks", p->v, p->num_micro, p->pp);
@@ -27,7 +27,7 @@ bool pass_plan_verify(const IrGraph *g, const PassPlan *p)
     }
     int next = 0;
     for (int s = 0; s < p->nstages; s++) {
-        const PassStage *st = &p->stages[s];
+        const PlanStage *st = &p->stages[s];
         if (st->first_piece != next || st->npieces < 1 || st->pp_rank != s % p->pp) {
             ir_error(IR_NOLOC, "plan: stage %d (pieces %d..%d on pipeline rank %d) does not "
                      "continue the stages before it", s, st->first_piece,
@@ -45,10 +45,10 @@ bool pass_plan_verify(const IrGraph *g, const PassPlan *p)
                  "batch of %lld", p->num_micro, (long long)p->mb_seqs, (long long)g->global_batch);
         return false;
     }
-    if (p->num_micro > PASS_MAX_MICRO) {
+    if (p->num_micro > PLAN_MAX_MICRO) {
         ir_error(IR_NOLOC, "plan: %d micro-batches per step; the generated schedule tables "
                  "hold at most %d (a larger micro-batch makes fewer)", p->num_micro,
-                 PASS_MAX_MICRO);
+                 PLAN_MAX_MICRO);
         return false;
     }
     if (p->zero < 0 || p->zero > 3) {
@@ -58,13 +58,13 @@ bool pass_plan_verify(const IrGraph *g, const PassPlan *p)
     int64_t *dim = ir_xmalloc(sizeof *dim * (size_t)(g->ndims > 0 ? g->ndims : 1));
     ir_dim_sizes(g, p->mb_seqs, dim);
     for (int i = 0; i < g->nfwd && ok; i++) {
-        const PassStrategy *s = &p->strategy[i];
-        for (int a = 0; a < PASS_MAX_AXES; a++) {
+        const PlanStrategy *s = &p->strategy[i];
+        for (int a = 0; a < PLAN_MAX_AXES; a++) {
             int d = s->dim[a];
             if (d < 0)
                 continue;
             if (a >= p->mesh.naxes || d >= g->ndims || dim[d] % p->mesh.size[a] != 0 ||
-                !pass_dim_splittable(g, &g->nodes[i], d)) {
+                !plan_dim_splittable(g, &g->nodes[i], d)) {
                 ir_error(g->nodes[i].loc, "plan: the plan splits dim '%s' (%lld) of this %s "
                          "over mesh axis %d (%d ways), which it cannot execute",
                          d < g->ndims ? g->dims[d].name : "?", d < g->ndims ? (long long)dim[d] : 0LL,
@@ -85,12 +85,12 @@ bool pass_plan_verify(const IrGraph *g, const PassPlan *p)
         ir_error(IR_NOLOC, "plan: the mesh axes of its parallel dimensions were never recorded");
         return false;
     }
-    PassPlan q = *p;
-    pass_plan_axes(g, &q);
+    Plan q = *p;
+    plan_axes(g, &q);
     if (memcmp(q.axis, p->axis, sizeof q.axis) != 0) {
         ir_error(IR_NOLOC, "plan: its strategies run dp along mesh axis %d and tp along %d, not "
-                 "the %d and %d it records", q.axis[PASS_DIM_DP], q.axis[PASS_DIM_TP],
-                 p->axis[PASS_DIM_DP], p->axis[PASS_DIM_TP]);
+                 "the %d and %d it records", q.axis[PLAN_DIM_DP], q.axis[PLAN_DIM_TP],
+                 p->axis[PLAN_DIM_DP], p->axis[PLAN_DIM_TP]);
         return false;
     }
     return true;

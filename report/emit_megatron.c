@@ -14,71 +14,71 @@
 
 /* ------------------------------------------------ the model, row by row */
 
-static bool mg_arch_LAYERS(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_arch_LAYERS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
-    pass_frame_arg(o, "--num-layers %d", A->layers);
+    rep_frame_arg(o, "--num-layers %d", A->layers);
     return true;
 }
 
-static bool mg_arch_D_MODEL(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_arch_D_MODEL(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
-    pass_frame_arg(o, "--hidden-size %lld", (long long)A->d_model);
+    rep_frame_arg(o, "--hidden-size %lld", (long long)A->d_model);
     return true;
 }
 
-static bool mg_arch_D_FF(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_arch_D_FF(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
-    pass_frame_arg(o, "--ffn-hidden-size %lld", (long long)A->d_ff);
+    rep_frame_arg(o, "--ffn-hidden-size %lld", (long long)A->d_ff);
     return true;
 }
 
-static bool mg_arch_HEADS(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_arch_HEADS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
-    pass_frame_arg(o, "--num-attention-heads %lld", (long long)A->heads);
+    rep_frame_arg(o, "--num-attention-heads %lld", (long long)A->heads);
     return true;
 }
 
-static bool mg_arch_KV_HEADS(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_arch_KV_HEADS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
     if (A->kv_heads != A->heads) {
-        pass_frame_arg(o, "--group-query-attention");
-        pass_frame_arg(o, "--num-query-groups %lld", (long long)A->kv_heads);
+        rep_frame_arg(o, "--group-query-attention");
+        rep_frame_arg(o, "--num-query-groups %lld", (long long)A->kv_heads);
     }
     return true;
 }
 
-static bool mg_arch_HEAD_DIM(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_arch_HEAD_DIM(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g; /* TransformerConfig: kv_channels = hidden_size / heads unless given */
     if (A->head_dim * A->heads != A->d_model)
-        pass_frame_arg(o, "--kv-channels %lld", (long long)A->head_dim);
+        rep_frame_arg(o, "--kv-channels %lld", (long long)A->head_dim);
     return true;
 }
 
-static bool mg_arch_SEQ(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_arch_SEQ(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
-    pass_frame_arg(o, "--seq-length %lld", (long long)A->seq);
-    pass_frame_arg(o, "--max-position-embeddings %lld", (long long)A->seq);
+    rep_frame_arg(o, "--seq-length %lld", (long long)A->seq);
+    rep_frame_arg(o, "--max-position-embeddings %lld", (long long)A->seq);
     return true;
 }
 
-static bool mg_arch_POSITIONS(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_arch_POSITIONS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g; /* the rotary attributes (base, scaling) are rows of their own */
-    pass_frame_arg(o, "--position-embedding-type %s", A->rope ? "rope" : A->learned_pos ? "learned_absolute" : "none");
+    rep_frame_arg(o, "--position-embedding-type %s", A->rope ? "rope" : A->learned_pos ? "learned_absolute" : "none");
     return true;
 }
 
-static bool mg_arch_NORM(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_arch_NORM(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
-    pass_frame_arg(o, "--normalization %s", A->rmsnorm ? "RMSNorm" : "LayerNorm");
+    rep_frame_arg(o, "--normalization %s", A->rmsnorm ? "RMSNorm" : "LayerNorm");
     return true;
 }
 
@@ -87,316 +87,316 @@ static bool mg_arch_NORM(const IrGraph *g, const PassArch *A, PassFrameOut *o)
  * bias_gelu kernel (megatron/core/fusions/fused_bias_gelu.py) is the tanh
  * form ptdc computes. arguments.py turns the fusion off without biases.
  * (--openai-gelu is read by nothing in Megatron-Core.) */
-static bool mg_arch_MLP(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_arch_MLP(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     if (A->swiglu) {
-        pass_frame_arg(o, "--swiglu");
+        rep_frame_arg(o, "--swiglu");
         return true;
     }
     if (!A->bias_linear)
-        return pass_frame_refuse(g, o, "its GELU MLP has no biases, and without them Megatron-Core runs the "
-                                 "exact (erf) GELU, where ptdc's gelu is the tanh form (Megatron-Core's fused "
-                                 "bias_gelu, which needs the biases)");
+        return rep_frame_refuse(g, o, "its GELU MLP has no biases, and without them Megatron-Core runs the "
+                                "exact (erf) GELU, where ptdc's gelu is the tanh form (Megatron-Core's fused "
+                                "bias_gelu, which needs the biases)");
     return true;
 }
 
-static bool mg_arch_BIASES(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_arch_BIASES(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
     if (!A->bias_linear) {
-        pass_frame_arg(o, "--disable-bias-linear");
+        rep_frame_arg(o, "--disable-bias-linear");
         if (A->bias_qkv)
-            pass_frame_arg(o, "--add-qkv-bias");
+            rep_frame_arg(o, "--add-qkv-bias");
     }
     return true;
 }
 
-static bool mg_arch_TIED(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_arch_TIED(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
     if (!A->tied)
-        pass_frame_arg(o, "--untie-embeddings-and-output-weights");
+        rep_frame_arg(o, "--untie-embeddings-and-output-weights");
     return true;
 }
 
-static bool mg_arch_INIT_STD(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_arch_INIT_STD(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
-    pass_frame_arg(o, "--init-method-std %g", A->init_std);
+    rep_frame_arg(o, "--init-method-std %g", A->init_std);
     return true;
 }
 
-static bool mg_arch_DTYPE(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_arch_DTYPE(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
     if (A->bf16)
-        pass_frame_arg(o, "--bf16");
+        rep_frame_arg(o, "--bf16");
     return true;
 }
 
-static bool mg_arch_VOCAB(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_arch_VOCAB(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g; /* the tokenizer gives it; Megatron pads it for the vocabulary-parallel layers */
-    pass_frame_note(o, "The model's vocabulary is %lld; Megatron-LM pads the tokenizer's to a multiple of "
-                    "128 x tp (--make-vocab-size-divisible-by).", (long long)A->vocab);
+    rep_frame_note(o, "The model's vocabulary is %lld; Megatron-LM pads the tokenizer's to a multiple of "
+                   "128 x tp (--make-vocab-size-divisible-by).", (long long)A->vocab);
     return true;
 }
 
-static bool mg_eps(const IrGraph *g, const PassArch *A, PassFrameOut *o, IrAttrId id)
+static bool mg_eps(const IrGraph *g, const RepArch *A, RepFrameOut *o, IrAttrId id)
 {
     (void)g;
-    pass_frame_arg(o, "--norm-epsilon %g", A->attr[id]);
+    rep_frame_arg(o, "--norm-epsilon %g", A->attr[id]);
     return true;
 }
 
-static bool mg_attr_RMSNORM_EPS(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_attr_RMSNORM_EPS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     return mg_eps(g, A, o, IR_ATTR_RMSNORM_EPS);
 }
 
-static bool mg_attr_LAYERNORM_EPS(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_attr_LAYERNORM_EPS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     return mg_eps(g, A, o, IR_ATTR_LAYERNORM_EPS);
 }
 
-static bool mg_attr_ROPE_POS(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_attr_ROPE_POS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     if ((int)A->attr[IR_ATTR_ROPE_POS] != g->seq_dim)
-        return pass_frame_refuse(g, o, "its rotary embedding counts positions along %s, not the sequence",
-                                 g->dims[(int)A->attr[IR_ATTR_ROPE_POS]].name);
+        return rep_frame_refuse(g, o, "its rotary embedding counts positions along %s, not the sequence",
+                                g->dims[(int)A->attr[IR_ATTR_ROPE_POS]].name);
     return true;
 }
 
-static bool mg_attr_ROPE_ROT(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_attr_ROPE_ROT(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     if ((int)A->attr[IR_ATTR_ROPE_ROT] != A->head_dim_dim)
-        return pass_frame_refuse(g, o, "its rotary embedding rotates %s, not the whole head dim",
-                                 g->dims[(int)A->attr[IR_ATTR_ROPE_ROT]].name);
+        return rep_frame_refuse(g, o, "its rotary embedding rotates %s, not the whole head dim",
+                                g->dims[(int)A->attr[IR_ATTR_ROPE_ROT]].name);
     return true;
 }
 
-static bool mg_attr_ROPE_THETA(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_attr_ROPE_THETA(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     double t = A->attr[IR_ATTR_ROPE_THETA];
     if (t != floor(t) || t > 2147483647.0)
-        return pass_frame_refuse(g, o, "its rotary base %g is not an integer, which --rotary-base (type=int) "
-                                 "requires", t);
-    pass_frame_arg(o, "--rotary-base %.0f", t);
+        return rep_frame_refuse(g, o, "its rotary base %g is not an integer, which --rotary-base (type=int) "
+                                "requires", t);
+    rep_frame_arg(o, "--rotary-base %.0f", t);
     return true;
 }
 
-static bool mg_attr_ROPE_SCALING(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_attr_ROPE_SCALING(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g; /* rotary_pos_embedding.py: RotaryEmbedding(rope_scaling=...) -> _apply_scaling */
     if ((IrRopeKind)A->attr[IR_ATTR_ROPE_SCALING] == IR_ROPE_LLAMA3)
-        pass_frame_arg(o, "--use-rope-scaling");
+        rep_frame_arg(o, "--use-rope-scaling");
     return true;
 }
 
-static bool mg_attr_ROPE_FACTOR(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_attr_ROPE_FACTOR(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
-    pass_frame_arg(o, "--rope-scaling-factor %g", A->attr[IR_ATTR_ROPE_FACTOR]);
+    rep_frame_arg(o, "--rope-scaling-factor %g", A->attr[IR_ATTR_ROPE_FACTOR]);
     return true;
 }
 
 /* _apply_scaling's other parameters keep their defaults: RotaryEmbedding
  * passes only the factor (low 1, high 4, original context 8192, LLaMA-3.1's). */
-static bool mg_fixed(const IrGraph *g, const PassArch *A, PassFrameOut *o, IrAttrId id, double fixed)
+static bool mg_fixed(const IrGraph *g, const RepArch *A, RepFrameOut *o, IrAttrId id, double fixed)
 {
     if (A->attr[id] != fixed)
-        return pass_frame_refuse(g, o, "its llama3 rope scaling has %s = %g, and Megatron-Core's "
-                                 "(rotary_pos_embedding.py, _apply_scaling) fixes it at %g; only the factor "
-                                 "is a flag (--rope-scaling-factor)", ir_attrs[id].name, A->attr[id], fixed);
+        return rep_frame_refuse(g, o, "its llama3 rope scaling has %s = %g, and Megatron-Core's "
+                                "(rotary_pos_embedding.py, _apply_scaling) fixes it at %g; only the factor "
+                                "is a flag (--rope-scaling-factor)", ir_attrs[id].name, A->attr[id], fixed);
     return true;
 }
 
-static bool mg_attr_ROPE_LOW(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_attr_ROPE_LOW(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     return mg_fixed(g, A, o, IR_ATTR_ROPE_LOW, 1);
 }
 
-static bool mg_attr_ROPE_HIGH(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_attr_ROPE_HIGH(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     return mg_fixed(g, A, o, IR_ATTR_ROPE_HIGH, 4);
 }
 
-static bool mg_attr_ROPE_ORIGINAL(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_attr_ROPE_ORIGINAL(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     return mg_fixed(g, A, o, IR_ATTR_ROPE_ORIGINAL, 8192);
 }
 
-static bool mg_attr_ATTN_CAUSAL(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_attr_ATTN_CAUSAL(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     if (A->attr[IR_ATTR_ATTN_CAUSAL] == 0)
-        return pass_frame_refuse(g, o, "its attention is not causal; pretrain_gpt.py trains causal decoders");
+        return rep_frame_refuse(g, o, "its attention is not causal; pretrain_gpt.py trains causal decoders");
     return true;
 }
 
 /* --window-size (left, right) as flash-attention and Transformer Engine
  * read it: query i sees keys i - left .. i + right. ptdc's window W lets i
  * see j with i - j < W: left W - 1, right 0. */
-static bool mg_attr_ATTN_WINDOW(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_attr_ATTN_WINDOW(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
-    pass_frame_arg(o, "--window-size %lld,0", (long long)A->attr[IR_ATTR_ATTN_WINDOW] - 1);
+    rep_frame_arg(o, "--window-size %lld,0", (long long)A->attr[IR_ATTR_ATTN_WINDOW] - 1);
     return true;
 }
 
-static bool mg_attr_SOFTMAX_DIM(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool mg_attr_SOFTMAX_DIM(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
-    (void)A; /* pass_arch_read refuses a layer with a softmax of its own before this */
-    return pass_frame_refuse(g, o, "it has a softmax operator outside attention");
+    (void)A; /* rep_arch_read refuses a layer with a softmax of its own before this */
+    return rep_frame_refuse(g, o, "it has a softmax operator outside attention");
 }
 
-PassFrameFn *const pass_megatron_arch[PASS_NARCH] = {
-#define ARCH(ID, what) [PASS_ARCH_##ID] = mg_arch_##ID,
+RepFrameFn *const rep_megatron_arch[REP_NARCH] = {
+#define ARCH(ID, what) [REP_ARCH_##ID] = mg_arch_##ID,
 #include "arch.def"
 #undef ARCH
 };
-PassFrameFn *const pass_megatron_attr[IR_NATTRS] = {
+RepFrameFn *const rep_megatron_attr[IR_NATTRS] = {
 #define ATTR(ID, op, name, kind, flags, field) [IR_ATTR_##ID] = mg_attr_##ID,
 #include "attrs.def"
 #undef ATTR
 };
 
-static bool mg_model(const IrGraph *g, PassArch *A, PassFrameOut *o, char *why, size_t wn)
+static bool mg_model(const IrGraph *g, RepArch *A, RepFrameOut *o, char *why, size_t wn)
 {
     char sub[256];
-    if (!pass_arch_read(g, A, sub, sizeof sub))
-        return pass_refuse(why, wn, "Megatron-LM's GPT model cannot express %s: %s", g->name, sub);
+    if (!rep_arch_read(g, A, sub, sizeof sub))
+        return rep_refuse(why, wn, "Megatron-LM's GPT model cannot express %s: %s", g->name, sub);
     memset(o, 0, sizeof *o);
     o->fw = "Megatron-LM's GPT model";
     o->why = why;
     o->wn = wn;
-    return pass_frame_model(g, A, pass_megatron_arch, pass_megatron_attr, o);
+    return rep_frame_model(g, A, rep_megatron_arch, rep_megatron_attr, o);
 }
 
-bool pass_megatron_model(const IrGraph *g, PassArch *A, char *why, size_t wn)
+bool rep_megatron_model(const IrGraph *g, RepArch *A, char *why, size_t wn)
 {
-    PassFrameOut o;
+    RepFrameOut o;
     return mg_model(g, A, &o, why, wn);
 }
 
 /* -------------------------------------------------------- the command */
 
-bool pass_megatron_layout(const PassArch *A, const PassLayout *L, const PassStack *st, PassAttention att,
-                          char *why, size_t wn)
+bool rep_megatron_layout(const RepArch *A, const PlanLayout *L, const PassStack *st, PlanAttention att,
+                         char *why, size_t wn)
 {
     (void)A, (void)att;
     if (L->replicated > 1)
-        return pass_refuse(why, wn, "the plan keeps %d replicas along a mesh axis it splits nothing over, "
+        return rep_refuse(why, wn, "the plan keeps %d replicas along a mesh axis it splits nothing over, "
                       "which Megatron-LM has no flag for", L->replicated);
     if (L->zero >= 2)
-        return pass_refuse(why, wn, "the plan uses ZeRO-%d; Megatron-LM's distributed optimizer "
+        return rep_refuse(why, wn, "the plan uses ZeRO-%d; Megatron-LM's distributed optimizer "
                       "(--use-distributed-optimizer) shards only the optimizer state (ZeRO-1)", L->zero);
-    if (!strcmp(pass_layout_recompute_name(L), "mixed"))
-        return pass_refuse(why, wn, "the plan recomputes some pipeline stages and not others; Megatron-LM's "
+    if (!strcmp(plan_layout_recompute_name(L), "mixed"))
+        return rep_refuse(why, wn, "the plan recomputes some pipeline stages and not others; Megatron-LM's "
                       "--recompute-method block recomputes the same number of layers on every stage");
     if (st->attn_kernel == PASS_KERNEL_FLASH1)
-        return pass_refuse(why, wn, "the stack prices FlashAttention-1 (attention_kernel = flash1); current "
+        return rep_refuse(why, wn, "the stack prices FlashAttention-1 (attention_kernel = flash1); current "
                       "Megatron-LM runs FlashAttention-2 or later (--attention-backend flash)");
     /* validate_args: the interleaved schedule needs pp > 2 unless p2p
      * communication overlaps (--overlap-p2p-comm, on by default), and the
      * schedule's micro-batch groups (microbatch_group_size_per_vp_stage = pp,
      * schedules.py) need the micro-batches to be a multiple of pp. */
     if (L->v > 1 && L->num_micro % L->pp)
-        return pass_refuse(why, wn, "the interleaved schedule runs the micro-batches in groups of pp = %d, and "
+        return rep_refuse(why, wn, "the interleaved schedule runs the micro-batches in groups of pp = %d, and "
                       "%d micro-batches are not a multiple of it", L->pp, L->num_micro);
     if (L->v > 1 && !st->pp_overlap && L->pp <= 2)
-        return pass_refuse(why, wn, "the stack waits for each pipeline transfer (pp_overlap = no), and Megatron-LM "
+        return rep_refuse(why, wn, "the stack waits for each pipeline transfer (pp_overlap = no), and Megatron-LM "
                       "runs the interleaved schedule without --overlap-p2p-comm only with pp > 2");
     /* The weight all-gather's flags (validate_args): --overlap-param-gather
      * needs --overlap-grad-reduce, and running it beside the optimizer
      * (--overlap-param-gather-with-optimizer-step) an interleaved schedule. */
     bool gathers = L->zero == 1 && L->dp > 1;
     if (gathers && st->param_gather != PASS_GATHER_BLOCKING && !st->dp_overlap)
-        return pass_refuse(why, wn, "the stack overlaps the weight all-gather (param_gather) but not the gradient "
+        return rep_refuse(why, wn, "the stack overlaps the weight all-gather (param_gather) but not the gradient "
                       "reduction (dp_overlap = no), and Megatron-LM's --overlap-param-gather needs "
                       "--overlap-grad-reduce");
     if (gathers && st->param_gather == PASS_GATHER_OPTIMIZER && L->v == 1)
-        return pass_refuse(why, wn, "the stack runs the weight all-gather beside the optimizer (param_gather = "
+        return rep_refuse(why, wn, "the stack runs the weight all-gather beside the optimizer (param_gather = "
                       "optimizer), which Megatron-LM does only with the interleaved schedule "
                       "(--overlap-param-gather-with-optimizer-step)");
     return true;
 }
 
-bool pass_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
-                        char *why, size_t wn)
+bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
+                       char *why, size_t wn)
 {
-    PassArch A;
-    PassFrameOut m;
+    RepArch A;
+    RepFrameOut m;
     char sub[256];
     if (!mg_model(g, &A, &m, why, wn))
         return false;
-    const PassLayout *L = &a->layout;
+    const PlanLayout *L = &a->layout;
     const PassStack *st = &c->st;
     int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
-    if (!pass_megatron_layout(&A, L, st, a->plan.attention, why, wn))
+    if (!rep_megatron_layout(&A, L, st, a->plan.attention, why, wn))
         return false;
-    if (!pass_plan_matches_framework(g, &A, a, gpn, sub, sizeof sub))
-        return pass_refuse(why, wn, "Megatron-LM cannot express the plan: %s", sub);
+    if (!rep_plan_matches_framework(g, &A, a, gpn, sub, sizeof sub))
+        return rep_refuse(why, wn, "Megatron-LM cannot express the plan: %s", sub);
 
-    PassFrameOut x = {.fw = "Megatron-LM", .why = why, .wn = wn};
+    RepFrameOut x = {.fw = "Megatron-LM", .why = why, .wn = wn};
     /* Parallelism and batch. */
-    pass_frame_arg(&x, "--tensor-model-parallel-size %d", L->tp);
-    pass_frame_arg(&x, "--pipeline-model-parallel-size %d", L->pp);
+    rep_frame_arg(&x, "--tensor-model-parallel-size %d", L->tp);
+    rep_frame_arg(&x, "--pipeline-model-parallel-size %d", L->pp);
     if (L->v > 1)
-        pass_frame_arg(&x, "--num-layers-per-virtual-pipeline-stage %d", A.layers / (L->pp * L->v));
+        rep_frame_arg(&x, "--num-layers-per-virtual-pipeline-stage %d", A.layers / (L->pp * L->v));
     if (L->sp && L->tp > 1)
-        pass_frame_arg(&x, "--sequence-parallel");
-    pass_frame_arg(&x, "--micro-batch-size %lld", (long long)L->micro_batch);
-    pass_frame_arg(&x, "--global-batch-size %lld", (long long)(pass_mb_seqs(L->micro_batch, L->dp) * L->num_micro));
+        rep_frame_arg(&x, "--sequence-parallel");
+    rep_frame_arg(&x, "--micro-batch-size %lld", (long long)L->micro_batch);
+    rep_frame_arg(&x, "--global-batch-size %lld", (long long)(plan_mb_seqs(L->micro_batch, L->dp) * L->num_micro));
     /* Recomputation. */
     switch (a->plan.stages[0].recompute) {
-    case PASS_RECOMPUTE_NONE: break;
-    case PASS_RECOMPUTE_SELECTIVE:
-        pass_frame_arg(&x, "--recompute-granularity selective");
-        pass_frame_arg(&x, "--recompute-modules core_attn");
+    case PLAN_RECOMPUTE_NONE: break;
+    case PLAN_RECOMPUTE_SELECTIVE:
+        rep_frame_arg(&x, "--recompute-granularity selective");
+        rep_frame_arg(&x, "--recompute-modules core_attn");
         break;
-    case PASS_RECOMPUTE_FFN:
-        pass_frame_arg(&x, "--recompute-granularity selective");
-        pass_frame_arg(&x, "--recompute-modules mlp");
+    case PLAN_RECOMPUTE_FFN:
+        rep_frame_arg(&x, "--recompute-granularity selective");
+        rep_frame_arg(&x, "--recompute-modules mlp");
         break;
-    case PASS_RECOMPUTE_FULL:
-        pass_frame_arg(&x, "--recompute-granularity full");
-        pass_frame_arg(&x, "--recompute-method uniform");
-        pass_frame_arg(&x, "--recompute-num-layers 1");
+    case PLAN_RECOMPUTE_FULL:
+        rep_frame_arg(&x, "--recompute-granularity full");
+        rep_frame_arg(&x, "--recompute-method uniform");
+        rep_frame_arg(&x, "--recompute-num-layers 1");
         break;
     }
     /* Data parallelism as the stack prices it. */
     if (L->zero == 1 && L->dp > 1)
-        pass_frame_arg(&x, "--use-distributed-optimizer");
+        rep_frame_arg(&x, "--use-distributed-optimizer");
     if (st->dp_overlap && L->dp > 1)
-        pass_frame_arg(&x, "--overlap-grad-reduce");
+        rep_frame_arg(&x, "--overlap-grad-reduce");
     if (L->zero == 1 && L->dp > 1 && st->param_gather != PASS_GATHER_BLOCKING) {
-        pass_frame_arg(&x, "--overlap-param-gather");
+        rep_frame_arg(&x, "--overlap-param-gather");
         if (st->param_gather == PASS_GATHER_OPTIMIZER) { /* refused with distributed checkpoints */
-            pass_frame_arg(&x, "--overlap-param-gather-with-optimizer-step");
-            pass_frame_arg(&x, "--ckpt-format torch");
+            rep_frame_arg(&x, "--overlap-param-gather-with-optimizer-step");
+            rep_frame_arg(&x, "--ckpt-format torch");
         }
     }
     if (L->v > 1 && !st->pp_overlap)
-        pass_frame_arg(&x, "--no-overlap-p2p-communication");
+        rep_frame_arg(&x, "--no-overlap-p2p-communication");
     if (st->grad_bytes == 2 || (st->grad_bytes == 0 && A.bf16)) /* 0: as the weights */
-        pass_frame_arg(&x, "--grad-reduce-in-bf16");
+        rep_frame_arg(&x, "--grad-reduce-in-bf16");
     if (st->grad_accum_unfused)
-        pass_frame_arg(&x, "--no-gradient-accumulation-fusion");
+        rep_frame_arg(&x, "--no-gradient-accumulation-fusion");
     if (st->tp_overlap == PASS_TP_OVERLAP_UB && L->sp && L->tp > 1)
-        pass_frame_arg(&x, "--tp-comm-overlap");
+        rep_frame_arg(&x, "--tp-comm-overlap");
     /* The model, then what ptdc's programs do not have (dropout). */
     for (int i = 0; i < m.narg; i++)
-        pass_frame_arg(&x, "%s", m.arg[i]);
-    pass_frame_arg(&x, "--attention-dropout 0.0");
-    pass_frame_arg(&x, "--hidden-dropout 0.0");
+        rep_frame_arg(&x, "%s", m.arg[i]);
+    rep_frame_arg(&x, "--attention-dropout 0.0");
+    rep_frame_arg(&x, "--hidden-dropout 0.0");
     /* Kernels as the stack prices them. */
     bool flash = st->attn_kernel == PASS_KERNEL_FLASH2 ||
-                 (st->attn_kernel == PASS_KERNEL_AUTO && a->plan.attention == PASS_ATTN_FLASH);
-    pass_frame_arg(&x, "--attention-backend %s", flash ? "flash" : "unfused");
+                 (st->attn_kernel == PASS_KERNEL_AUTO && a->plan.attention == PLAN_ATTN_FLASH);
+    rep_frame_arg(&x, "--attention-backend %s", flash ? "flash" : "unfused");
     if (st->attn_kernel == PASS_KERNEL_EAGER)
-        pass_frame_arg(&x, "--no-masked-softmax-fusion");
+        rep_frame_arg(&x, "--no-masked-softmax-fusion");
 
-    pass_emit_header(f, g, c, a, "Megatron-LM (Megatron-Core) flags");
+    rep_emit_header(f, g, c, a, "Megatron-LM (Megatron-Core) flags");
     if (st->norm_unfused)
         fprintf(f, "# The stack prices unfused norms (norm_unfused = yes); Megatron-LM with Transformer\n"
                    "#   Engine fuses them, so expect less memory and time than predicted there.\n");
@@ -414,7 +414,7 @@ bool pass_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const P
                    "#   (reshard_overlap, an estimate no flag sets).\n", 100 * st->reshard_overlap);
     fprintf(f, "# Add your data, tokenizer and training flags (--data-path, --tokenizer-type, --lr,\n"
                "#   --train-iters, ...) and torchrun's rendezvous flags.\n");
-    pass_frame_print_notes(f, &m);
+    rep_frame_print_notes(f, &m);
     int gpus = L->gpus, nodes = gpus >= gpn ? gpus / gpn : 1, per = gpus >= gpn ? gpn : gpus;
     /* validate_args asserts it with tensor (or context) parallelism before
      * Blackwell, so that each rank's communication kernels are queued in the

@@ -90,260 +90,260 @@ static void flavor_name(const IrGraph *g, char *buf, size_t n)
  * torchtitan's llama3 (torchtitan/models/llama3/model/{args,model}.py at
  * v0.2.2): TransformerModelArgs keywords, or a refusal. */
 
-static bool tt_arch_NORM(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_arch_NORM(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     if (!A->rmsnorm)
-        return pass_frame_refuse(g, o, "it has LayerNorm (llama3 has RMSNorm)");
+        return rep_frame_refuse(g, o, "it has LayerNorm (llama3 has RMSNorm)");
     return true;
 }
 
-static bool tt_arch_MLP(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_arch_MLP(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     if (!A->swiglu)
-        return pass_frame_refuse(g, o, "it has a GELU MLP (llama3 has SwiGLU)");
+        return rep_frame_refuse(g, o, "it has a GELU MLP (llama3 has SwiGLU)");
     return true;
 }
 
-static bool tt_arch_POSITIONS(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_arch_POSITIONS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     if (A->learned_pos)
-        return pass_frame_refuse(g, o, "it has a learned position table (llama3 has RoPE)");
+        return rep_frame_refuse(g, o, "it has a learned position table (llama3 has RoPE)");
     if (!A->rope)
-        return pass_frame_refuse(g, o, "it has no rotary embedding (llama3 has RoPE)");
+        return rep_frame_refuse(g, o, "it has no rotary embedding (llama3 has RoPE)");
     /* precompute_freqs_cis always applies its RoPEScalingArgs (whose
      * defaults are LLaMA-3.1's factor 8); a factor of 1 leaves every
      * frequency as it is. A model with scaling states it attribute by
      * attribute (tt_attr_ROPE_*). */
     if (!A->has_attr[IR_ATTR_ROPE_SCALING] || (IrRopeKind)A->attr[IR_ATTR_ROPE_SCALING] == IR_ROPE_PLAIN)
-        pass_frame_rope(o, "scaling_factor=1.0");
+        rep_frame_rope(o, "scaling_factor=1.0");
     return true;
 }
 
-static bool tt_arch_BIASES(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_arch_BIASES(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     if (A->bias_qkv || A->bias_linear)
-        return pass_frame_refuse(g, o, "it has biases on its projections (llama3 has none)");
+        return rep_frame_refuse(g, o, "it has biases on its projections (llama3 has none)");
     return true;
 }
 
-static bool tt_arch_TIED(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_arch_TIED(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     if (A->tied)
-        return pass_frame_refuse(g, o, "it has an LM head tied to the token table (llama3's is separate)");
+        return rep_frame_refuse(g, o, "it has an LM head tied to the token table (llama3's is separate)");
     return true;
 }
 
-static bool tt_arch_LAYERS(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_arch_LAYERS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
-    pass_frame_arg(o, "n_layers=%d", A->layers);
+    rep_frame_arg(o, "n_layers=%d", A->layers);
     return true;
 }
 
-static bool tt_arch_D_MODEL(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_arch_D_MODEL(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
-    pass_frame_arg(o, "dim=%lld", (long long)A->d_model);
+    rep_frame_arg(o, "dim=%lld", (long long)A->d_model);
     return true;
 }
 
-static bool tt_arch_D_FF(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_arch_D_FF(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     double mult;
     int64_t mof;
     if (!ffn_args(A->d_model, A->d_ff, &mult, &mof))
-        return pass_frame_refuse(g, o, "its FFN width is int(8 dim / 3), times ffn_dim_multiplier, rounded up "
-                                 "to multiple_of, and no such choice gives d_ff = %lld for dim %lld",
-                                 (long long)A->d_ff, (long long)A->d_model);
-    pass_frame_arg(o, "multiple_of=%lld", (long long)mof);
+        return rep_frame_refuse(g, o, "its FFN width is int(8 dim / 3), times ffn_dim_multiplier, rounded up "
+                                "to multiple_of, and no such choice gives d_ff = %lld for dim %lld",
+                                (long long)A->d_ff, (long long)A->d_model);
+    rep_frame_arg(o, "multiple_of=%lld", (long long)mof);
     if (mult > 0)
-        pass_frame_arg(o, "ffn_dim_multiplier=%.17g", mult);
+        rep_frame_arg(o, "ffn_dim_multiplier=%.17g", mult);
     return true;
 }
 
-static bool tt_arch_HEADS(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_arch_HEADS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
-    pass_frame_arg(o, "n_heads=%lld", (long long)A->heads);
+    rep_frame_arg(o, "n_heads=%lld", (long long)A->heads);
     return true;
 }
 
-static bool tt_arch_KV_HEADS(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_arch_KV_HEADS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
-    pass_frame_arg(o, "n_kv_heads=%lld", (long long)A->kv_heads);
+    rep_frame_arg(o, "n_kv_heads=%lld", (long long)A->kv_heads);
     return true;
 }
 
 /* Attention's head_dim is dim // n_heads (model.py), not an argument. */
-static bool tt_arch_HEAD_DIM(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_arch_HEAD_DIM(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     if (A->head_dim * A->heads != A->d_model)
-        return pass_frame_refuse(g, o, "its heads are %lld wide, and llama3's are dim / n_heads = %lld (it has "
-                                 "no head_dim argument)", (long long)A->head_dim,
-                                 (long long)(A->d_model / A->heads));
+        return rep_frame_refuse(g, o, "its heads are %lld wide, and llama3's are dim / n_heads = %lld (it has "
+                                "no head_dim argument)", (long long)A->head_dim,
+                                (long long)(A->d_model / A->heads));
     return true;
 }
 
-static bool tt_arch_SEQ(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_arch_SEQ(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g, (void)A, (void)o; /* [training] seq_len, which also sets max_seq_len */
     return true;
 }
 
-static bool tt_arch_INIT_STD(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_arch_INIT_STD(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g; /* an initialisation is not a plan's (docs/stacks.md) */
-    pass_frame_note(o, "torchtitan initialises the weights its own way (init_weights, depth_init), not with "
-                    "ptdc's std %g.", A->init_std);
+    rep_frame_note(o, "torchtitan initialises the weights its own way (init_weights, depth_init), not with "
+                   "ptdc's std %g.", A->init_std);
     return true;
 }
 
-static bool tt_arch_DTYPE(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_arch_DTYPE(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g, (void)A, (void)o; /* [training] mixed_precision_param */
     return true;
 }
 
-static bool tt_arch_VOCAB(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_arch_VOCAB(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
-    pass_frame_arg(o, "vocab_size=%lld", (long long)A->vocab);
+    rep_frame_arg(o, "vocab_size=%lld", (long long)A->vocab);
     return true;
 }
 
-static bool tt_attr_RMSNORM_EPS(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_attr_RMSNORM_EPS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
-    pass_frame_arg(o, "norm_eps=%g", A->attr[IR_ATTR_RMSNORM_EPS]);
+    rep_frame_arg(o, "norm_eps=%g", A->attr[IR_ATTR_RMSNORM_EPS]);
     return true;
 }
 
-static bool tt_attr_LAYERNORM_EPS(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_attr_LAYERNORM_EPS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)A; /* tt_arch_NORM refuses LayerNorm first */
-    return pass_frame_refuse(g, o, "it has LayerNorm (llama3 has RMSNorm)");
+    return rep_frame_refuse(g, o, "it has LayerNorm (llama3 has RMSNorm)");
 }
 
-static bool tt_attr_ROPE_POS(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_attr_ROPE_POS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     if ((int)A->attr[IR_ATTR_ROPE_POS] != g->seq_dim)
-        return pass_frame_refuse(g, o, "its rotary embedding counts positions along %s, not the sequence",
-                                 g->dims[(int)A->attr[IR_ATTR_ROPE_POS]].name);
+        return rep_frame_refuse(g, o, "its rotary embedding counts positions along %s, not the sequence",
+                                g->dims[(int)A->attr[IR_ATTR_ROPE_POS]].name);
     return true;
 }
 
-static bool tt_attr_ROPE_ROT(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_attr_ROPE_ROT(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     if ((int)A->attr[IR_ATTR_ROPE_ROT] != A->head_dim_dim)
-        return pass_frame_refuse(g, o, "its rotary embedding rotates %s, not the whole head dim",
-                                 g->dims[(int)A->attr[IR_ATTR_ROPE_ROT]].name);
+        return rep_frame_refuse(g, o, "its rotary embedding rotates %s, not the whole head dim",
+                                g->dims[(int)A->attr[IR_ATTR_ROPE_ROT]].name);
     return true;
 }
 
-static bool tt_attr_ROPE_THETA(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_attr_ROPE_THETA(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
-    pass_frame_arg(o, "rope_theta=%.17g", A->attr[IR_ATTR_ROPE_THETA]);
+    rep_frame_arg(o, "rope_theta=%.17g", A->attr[IR_ATTR_ROPE_THETA]);
     return true;
 }
 
-static bool tt_attr_ROPE_SCALING(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_attr_ROPE_SCALING(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g, (void)A, (void)o; /* llama3, the one kind: its parameters are the rows below */
     return true;
 }
 
-static bool tt_attr_ROPE_FACTOR(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_attr_ROPE_FACTOR(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
-    pass_frame_rope(o, "scaling_factor=%.17g", A->attr[IR_ATTR_ROPE_FACTOR]);
+    rep_frame_rope(o, "scaling_factor=%.17g", A->attr[IR_ATTR_ROPE_FACTOR]);
     return true;
 }
 
-static bool tt_attr_ROPE_LOW(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_attr_ROPE_LOW(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
-    pass_frame_rope(o, "low_freq_factor=%.17g", A->attr[IR_ATTR_ROPE_LOW]);
+    rep_frame_rope(o, "low_freq_factor=%.17g", A->attr[IR_ATTR_ROPE_LOW]);
     return true;
 }
 
-static bool tt_attr_ROPE_HIGH(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_attr_ROPE_HIGH(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
-    pass_frame_rope(o, "high_freq_factor=%.17g", A->attr[IR_ATTR_ROPE_HIGH]);
+    rep_frame_rope(o, "high_freq_factor=%.17g", A->attr[IR_ATTR_ROPE_HIGH]);
     return true;
 }
 
-static bool tt_attr_ROPE_ORIGINAL(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_attr_ROPE_ORIGINAL(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
-    pass_frame_rope(o, "original_max_position_embeddings=%lld", (long long)A->attr[IR_ATTR_ROPE_ORIGINAL]);
+    rep_frame_rope(o, "original_max_position_embeddings=%lld", (long long)A->attr[IR_ATTR_ROPE_ORIGINAL]);
     return true;
 }
 
-static bool tt_attr_ATTN_CAUSAL(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_attr_ATTN_CAUSAL(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     if (A->attr[IR_ATTR_ATTN_CAUSAL] == 0)
-        return pass_frame_refuse(g, o, "its attention is not causal (llama3's attn_mask_type is causal or "
-                                 "block_causal)");
+        return rep_frame_refuse(g, o, "its attention is not causal (llama3's attn_mask_type is causal or "
+                                "block_causal)");
     return true;
 }
 
-static bool tt_attr_ATTN_WINDOW(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_attr_ATTN_WINDOW(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
-    return pass_frame_refuse(g, o, "its attention has a sliding window of %lld positions, and llama3's "
-                             "attention masks (causal, block_causal) have none",
-                             (long long)A->attr[IR_ATTR_ATTN_WINDOW]);
+    return rep_frame_refuse(g, o, "its attention has a sliding window of %lld positions, and llama3's "
+                            "attention masks (causal, block_causal) have none",
+                            (long long)A->attr[IR_ATTR_ATTN_WINDOW]);
 }
 
-static bool tt_attr_SOFTMAX_DIM(const IrGraph *g, const PassArch *A, PassFrameOut *o)
+static bool tt_attr_SOFTMAX_DIM(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
-    (void)A; /* pass_arch_read refuses a layer with a softmax of its own before this */
-    return pass_frame_refuse(g, o, "it has a softmax operator outside attention");
+    (void)A; /* rep_arch_read refuses a layer with a softmax of its own before this */
+    return rep_frame_refuse(g, o, "it has a softmax operator outside attention");
 }
 
-PassFrameFn *const pass_torchtitan_arch[PASS_NARCH] = {
-#define ARCH(ID, what) [PASS_ARCH_##ID] = tt_arch_##ID,
+RepFrameFn *const rep_torchtitan_arch[REP_NARCH] = {
+#define ARCH(ID, what) [REP_ARCH_##ID] = tt_arch_##ID,
 #include "arch.def"
 #undef ARCH
 };
-PassFrameFn *const pass_torchtitan_attr[IR_NATTRS] = {
+RepFrameFn *const rep_torchtitan_attr[IR_NATTRS] = {
 #define ATTR(ID, op, name, kind, flags, field) [IR_ATTR_##ID] = tt_attr_##ID,
 #include "attrs.def"
 #undef ATTR
 };
 
-static bool tt_model(const IrGraph *g, PassArch *A, PassFrameOut *o, char *why, size_t wn)
+static bool tt_model(const IrGraph *g, RepArch *A, RepFrameOut *o, char *why, size_t wn)
 {
     char sub[256];
-    if (!pass_arch_read(g, A, sub, sizeof sub))
-        return pass_refuse(why, wn, "torchtitan's llama3 model cannot express %s: %s", g->name, sub);
+    if (!rep_arch_read(g, A, sub, sizeof sub))
+        return rep_refuse(why, wn, "torchtitan's llama3 model cannot express %s: %s", g->name, sub);
     memset(o, 0, sizeof *o);
     o->fw = "torchtitan's llama3 model";
     o->why = why;
     o->wn = wn;
-    return pass_frame_model(g, A, pass_torchtitan_arch, pass_torchtitan_attr, o);
+    return rep_frame_model(g, A, rep_torchtitan_arch, rep_torchtitan_attr, o);
 }
 
-bool pass_torchtitan_model(const IrGraph *g, PassArch *A, char *why, size_t wn)
+bool rep_torchtitan_model(const IrGraph *g, RepArch *A, char *why, size_t wn)
 {
-    PassFrameOut o;
+    RepFrameOut o;
     return tt_model(g, A, &o, why, wn);
 }
 
-bool pass_torchtitan_layout(const PassArch *A, const PassLayout *L, const PassStack *st, PassAttention att,
-                            char *why, size_t wn)
+bool rep_torchtitan_layout(const RepArch *A, const PlanLayout *L, const PassStack *st, PlanAttention att,
+                           char *why, size_t wn)
 {
     if (L->replicated > 1)
-        return pass_refuse(why, wn, "the plan keeps %d replicas along a mesh axis it splits nothing over, "
+        return rep_refuse(why, wn, "the plan keeps %d replicas along a mesh axis it splits nothing over, "
                       "which torchtitan has no setting for", L->replicated);
     if (L->dp > 1 && L->zero == 1)
-        return pass_refuse(why, wn, "the plan uses ZeRO-1; torchtitan's FSDP shards the gradients with the "
+        return rep_refuse(why, wn, "the plan uses ZeRO-1; torchtitan's FSDP shards the gradients with the "
                       "optimizer state (ZeRO-2: fsdp_reshard_after_forward = \"never\") or also the "
                       "weights (ZeRO-3)");
     if (L->dp > 1 && L->zero == 0 && (L->tp > 1 || L->pp > 1))
-        return pass_refuse(why, wn, "the plan replicates the weights over data parallelism (ZeRO-0) with "
+        return rep_refuse(why, wn, "the plan replicates the weights over data parallelism (ZeRO-0) with "
                       "tensor or pipeline parallelism; torchtitan runs DDP only alone (\"DDP has not "
                       "supported > 1D parallelism\")");
     /* maybe_enable_amp (torchtitan/distributed/utils.py): mixed precision
@@ -351,57 +351,57 @@ bool pass_torchtitan_layout(const PassArch *A, const PassLayout *L, const PassSt
      * tensor or pipeline parallelism and no FSDP it is off, and the model
      * trains in fp32, which the stack does not price. */
     if (L->dp == 1 && (L->tp > 1 || L->pp > 1))
-        return pass_refuse(why, wn, "the plan has no data parallelism beside its %s parallelism, and torchtitan "
+        return rep_refuse(why, wn, "the plan has no data parallelism beside its %s parallelism, and torchtitan "
                       "then trains in fp32 (mixed precision comes from FSDP, and autocast only without "
                       "TP or PP: maybe_enable_amp); a layout with dp >= 2 and ZeRO-2 or -3 trains in bf16",
                       L->tp > 1 ? "tensor" : "pipeline");
     if (L->tp > 1 && !L->sp)
-        return pass_refuse(why, wn, "the plan's tensor parallelism leaves the norms unsplit (--sp off); "
+        return rep_refuse(why, wn, "the plan's tensor parallelism leaves the norms unsplit (--sp off); "
                       "torchtitan's llama3 always shards them over the sequence (SequenceParallel)");
     /* ParallelDims.seq_len_divisor: tp x (2 x cp), asserted by parallelize_llama. */
     if (A->seq % (2 * L->tp))
-        return pass_refuse(why, wn, "torchtitan needs seq_len divisible by 2 x tp x cp (= %d here; "
+        return rep_refuse(why, wn, "torchtitan needs seq_len divisible by 2 x tp x cp (= %d here; "
                       "ParallelDims.seq_len_divisor), and the sequence is %lld", 2 * L->tp, (long long)A->seq);
-    const char *rc = pass_layout_recompute_name(L);
+    const char *rc = plan_layout_recompute_name(L);
     if (!strcmp(rc, "mixed"))
-        return pass_refuse(why, wn, "the plan recomputes some pipeline stages and not others; torchtitan "
+        return rep_refuse(why, wn, "the plan recomputes some pipeline stages and not others; torchtitan "
                       "applies one activation checkpointing mode to every layer");
     if (!strcmp(rc, "selective") || !strcmp(rc, "ffn"))
-        return pass_refuse(why, wn, "the plan recomputes %s; torchtitan's selective activation checkpointing "
+        return rep_refuse(why, wn, "the plan recomputes %s; torchtitan's selective activation checkpointing "
                       "is per-op (it saves matmul and attention outputs) or every n-th layer, neither "
                       "of which recomputes just that", !strcmp(rc, "ffn") ? "the MLP" : "core attention");
     if (st->attn_kernel == PASS_KERNEL_FLASH1 || st->attn_kernel == PASS_KERNEL_FUSED_SOFTMAX ||
         st->attn_kernel == PASS_KERNEL_EAGER ||
-        (st->attn_kernel == PASS_KERNEL_AUTO && att == PASS_ATTN_MATERIALIZED))
-        return pass_refuse(why, wn, "the stack prices another attention kernel than the FlashAttention-2 "
+        (st->attn_kernel == PASS_KERNEL_AUTO && att == PLAN_ATTN_MATERIALIZED))
+        return rep_refuse(why, wn, "the stack prices another attention kernel than the FlashAttention-2 "
                       "that torchtitan's scaled_dot_product_attention runs");
     if (st->grad_bytes == 2 || (st->grad_bytes == 0 && A->bf16))
-        return pass_refuse(why, wn, "the stack keeps and reduces gradients in bf16 (grad_bytes = %d); "
+        return rep_refuse(why, wn, "the stack keeps and reduces gradients in bf16 (grad_bytes = %d); "
                       "torchtitan's mixed_precision_reduce is float32 only", st->grad_bytes);
     return true;
 }
 
-bool pass_emit_torchtitan(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
-                          char *why, size_t wn)
+bool rep_emit_torchtitan(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
+                         char *why, size_t wn)
 {
-    PassArch A;
-    PassFrameOut m;
+    RepArch A;
+    RepFrameOut m;
     char sub[256];
     if (!tt_model(g, &A, &m, why, wn))
         return false;
-    const PassLayout *L = &a->layout;
+    const PlanLayout *L = &a->layout;
     const PassStack *st = &c->st;
     int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
-    if (!pass_torchtitan_layout(&A, L, st, a->plan.attention, why, wn))
+    if (!rep_torchtitan_layout(&A, L, st, a->plan.attention, why, wn))
         return false;
-    const char *rc = pass_layout_recompute_name(L);
-    if (!pass_plan_matches_framework(g, &A, a, gpn, sub, sizeof sub))
-        return pass_refuse(why, wn, "torchtitan cannot express the plan: %s", sub);
+    const char *rc = plan_layout_recompute_name(L);
+    if (!rep_plan_matches_framework(g, &A, a, gpn, sub, sizeof sub))
+        return rep_refuse(why, wn, "torchtitan cannot express the plan: %s", sub);
 
     char flavor[64];
     flavor_name(g, flavor, sizeof flavor);
-    int64_t gb = pass_mb_seqs(L->micro_batch, L->dp) * L->num_micro;
-    pass_emit_header(f, g, c, a, "torchtitan job file (v0.2.2, --job.config_file)");
+    int64_t gb = plan_mb_seqs(L->micro_batch, L->dp) * L->num_micro;
+    rep_emit_header(f, g, c, a, "torchtitan job file (v0.2.2, --job.config_file)");
     fprintf(f, "# For torchtitan v0.2.2, the last release that reads TOML job files. Its main branch builds\n"
                "#   the job from Python configurations (config_registry.py) with other names: the batch is\n"
                "#   TrainingConfig.num_tokens_per_microbatch_per_dp_rank, the sequence max_context_length.\n");
@@ -423,7 +423,7 @@ bool pass_emit_torchtitan(FILE *f, const IrGraph *g, const PassCostCtx *c, const
             col += fprintf(f, "%s%s", i ? " " : "", tok[i]);
     }
     fprintf(f, "\n");
-    pass_frame_print_notes(f, &m);
+    rep_frame_print_notes(f, &m);
     if (L->dp > 1 && L->zero == 0)
         fprintf(f, "# Under DDP torchtitan keeps fp32 weights and runs under autocast; the stack prices bf16\n"
                    "#   weights beside fp32 master weights.\n");

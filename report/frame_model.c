@@ -2,7 +2,7 @@
  * decoder (arch.def) and every attribute its operators carry (ir/attrs.def)
  * goes through the framework's handler for it, in table order: each handler
  * adds the flags or keywords that state it, or refuses by name. The tables
- * are the emitters' (pass_megatron_arch/attr, pass_torchtitan_arch/attr),
+ * are the emitters' (rep_megatron_arch/attr, rep_torchtitan_arch/attr),
  * indexed by row, and a row without a handler does not compile there. */
 #include "report.h"
 
@@ -18,7 +18,7 @@ static void add(char *line, size_t n, int *count, int max, const char *what, con
     (*count)++;
 }
 
-void pass_frame_arg(PassFrameOut *o, const char *fmt, ...)
+void rep_frame_arg(RepFrameOut *o, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -26,7 +26,7 @@ void pass_frame_arg(PassFrameOut *o, const char *fmt, ...)
     va_end(ap);
 }
 
-void pass_frame_rope(PassFrameOut *o, const char *fmt, ...)
+void rep_frame_rope(RepFrameOut *o, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -34,7 +34,7 @@ void pass_frame_rope(PassFrameOut *o, const char *fmt, ...)
     va_end(ap);
 }
 
-void pass_frame_note(PassFrameOut *o, const char *fmt, ...)
+void rep_frame_note(RepFrameOut *o, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -42,7 +42,7 @@ void pass_frame_note(PassFrameOut *o, const char *fmt, ...)
     va_end(ap);
 }
 
-bool pass_frame_refuse(const IrGraph *g, PassFrameOut *o, const char *fmt, ...)
+bool rep_frame_refuse(const IrGraph *g, RepFrameOut *o, const char *fmt, ...)
 {
     char sub[384];
     va_list ap;
@@ -53,10 +53,10 @@ bool pass_frame_refuse(const IrGraph *g, PassFrameOut *o, const char *fmt, ...)
     return false;
 }
 
-bool pass_frame_model(const IrGraph *g, const PassArch *a, PassFrameFn *const arch[PASS_NARCH],
-                      PassFrameFn *const attr[IR_NATTRS], PassFrameOut *o)
+bool rep_frame_model(const IrGraph *g, const RepArch *a, RepFrameFn *const arch[REP_NARCH],
+                     RepFrameFn *const attr[IR_NATTRS], RepFrameOut *o)
 {
-    for (int i = 0; i < PASS_NARCH; i++)
+    for (int i = 0; i < REP_NARCH; i++)
         if (!arch[i](g, a, o))
             return false;
     for (int i = 0; i < IR_NATTRS; i++) {
@@ -67,7 +67,7 @@ bool pass_frame_model(const IrGraph *g, const PassArch *a, PassFrameFn *const ar
     return true;
 }
 
-void pass_frame_print_notes(FILE *f, const PassFrameOut *o)
+void rep_frame_print_notes(FILE *f, const RepFrameOut *o)
 {
     for (int i = 0; i < o->nnote; i++) {
         const char *s = o->note[i];

@@ -6,7 +6,7 @@
  * --emit megatron|torchtitan searches the framework's own space: every
  * degree, interleaving, micro-batch, sequence parallelism, ZeRO stage and
  * recomputation policy it offers, each priced by pass_predict on the
- * framework's plan (pass_framework_alt_of). Two facts prune it without losing
+ * framework's plan (rep_framework_alt_of). Two facts prune it without losing
  * the best: at one micro-batch more recomputation never runs faster, and a
  * larger micro-batch never needs less memory. */
 #include "report.h"
@@ -20,8 +20,8 @@ typedef struct Search {
     const PassCostCtx *c;
     const IrGraph *g;
     const PassSearchOpts *o;
-    const PassArch *A;
-    PassFrameLayoutFn *ok;
+    const RepArch *A;
+    RepFrameLayoutFn *ok;
     PassSearchResult *r;
     int keep;
     char *why;
@@ -52,7 +52,7 @@ static void keep_alt(Search *S, PassSearchAlt *a)
 
 /* Evaluate one layout; 1 it fits, 0 it does not, -1 not evaluated (the
  * framework cannot run it). */
-static int try(Search *S, const PassLayout *L)
+static int try(Search *S, const PlanLayout *L)
 {
     char sub[512];
     if (!S->ok(S->A, L, &S->c->st, S->c->attention, sub, sizeof sub)) {
@@ -61,7 +61,7 @@ static int try(Search *S, const PassLayout *L)
         return -1;
     }
     PassSearchAlt a;
-    if (!pass_framework_alt_of(S->c, S->g, S->A, L, &a, sub, sizeof sub)) {
+    if (!rep_framework_alt_of(S->c, S->g, S->A, L, &a, sub, sizeof sub)) {
         if (S->refused_all && !S->why[0])
             snprintf(S->why, S->wn, "%s", sub);
         return -1;
@@ -86,12 +86,12 @@ static int try(Search *S, const PassLayout *L)
 
 /* The micro-batches of one (tp, pp, v, sp, zero), smallest first, each with
  * the least recomputation that fits. */
-static void micro_batches(Search *S, PassLayout L)
+static void micro_batches(Search *S, PlanLayout L)
 {
     const PassSearchPins *pin = &S->o->pins;
     const PassStack *st = &S->c->st;
     int64_t per = S->r->global_batch / L.dp; /* sequences per replica per step */
-    bool too_big[PASS_RECOMPUTE_FULL + 1] = {0}; /* did not fit at a smaller micro-batch */
+    bool too_big[PLAN_RECOMPUTE_FULL + 1] = {0}; /* did not fit at a smaller micro-batch */
     bool first = true;
     for (int64_t b = 1; b <= per; b++) {
         if (per % b || (pin->micro_batch && b != pin->micro_batch))
@@ -101,30 +101,30 @@ static void micro_batches(Search *S, PassLayout L)
         if (L.v > 1 && L.num_micro % L.pp) /* both frameworks run interleaved groups of pp */
             continue;
         S->r->stats.candidates++;
-        int res[PASS_RECOMPUTE_FULL + 1]; /* 1 fits, 0 does not, -1 refused, -2 not evaluated */
-        for (int rc = 0; rc <= PASS_RECOMPUTE_FULL; rc++)
+        int res[PLAN_RECOMPUTE_FULL + 1]; /* 1 fits, 0 does not, -1 refused, -2 not evaluated */
+        for (int rc = 0; rc <= PLAN_RECOMPUTE_FULL; rc++)
             res[rc] = -2;
-        bool offered[PASS_RECOMPUTE_FULL + 1];
-        for (int rc = 0; rc <= PASS_RECOMPUTE_FULL; rc++)
+        bool offered[PLAN_RECOMPUTE_FULL + 1];
+        for (int rc = 0; rc <= PLAN_RECOMPUTE_FULL; rc++)
             offered[rc] = pass_stack_has_recompute(st, rc) && (pin->recompute < 0 || rc == pin->recompute);
         bool all = S->o->exhaustive; /* tests: no pruning, every policy at every micro-batch */
-        if (first && offered[PASS_RECOMPUTE_FULL] && pin->recompute < 0 && !all) {
+        if (first && offered[PLAN_RECOMPUTE_FULL] && pin->recompute < 0 && !all) {
             /* The leanest policy at the smallest micro-batch first: if it does
              * not fit, nothing of this group does (most groups of a large
              * model on few GPUs), and one evaluation says so. */
-            L.recompute = 1u << PASS_RECOMPUTE_FULL;
-            res[PASS_RECOMPUTE_FULL] = try(S, &L);
-            if (res[PASS_RECOMPUTE_FULL] <= 0) {
-                S->r->stats.pruned_mem += res[PASS_RECOMPUTE_FULL] == 0;
+            L.recompute = 1u << PLAN_RECOMPUTE_FULL;
+            res[PLAN_RECOMPUTE_FULL] = try(S, &L);
+            if (res[PLAN_RECOMPUTE_FULL] <= 0) {
+                S->r->stats.pruned_mem += res[PLAN_RECOMPUTE_FULL] == 0;
                 break;
             }
         }
         first = false;
         /* Recomputation in order of cost: none; then core attention or the
          * MLP; then all of it. One that fits makes the costlier ones slower. */
-        static const int order[][2] = {{PASS_RECOMPUTE_NONE, -1},
-                                       {PASS_RECOMPUTE_SELECTIVE, PASS_RECOMPUTE_FFN},
-                                       {PASS_RECOMPUTE_FULL, -1}};
+        static const int order[][2] = {{PLAN_RECOMPUTE_NONE, -1},
+                                       {PLAN_RECOMPUTE_SELECTIVE, PLAN_RECOMPUTE_FFN},
+                                       {PLAN_RECOMPUTE_FULL, -1}};
         bool fit = false, tried = false;
         for (int step = 0; step < 3 && (!fit || all); step++)
             for (int k = 0; k < 2; k++) {
@@ -152,18 +152,18 @@ static void micro_batches(Search *S, PassLayout L)
     }
 }
 
-void pass_framework_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
-                           PassFrameLayoutFn *layout_ok, PassSearchResult *r, char *why, size_t wn)
+void rep_framework_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
+                          RepFrameLayoutFn *layout_ok, PassSearchResult *r, char *why, size_t wn)
 {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     memset(r, 0, sizeof *r);
     why[0] = 0;
-    PassArch A;
+    RepArch A;
     char sub[256];
     r->gpus = o->gpus > 0 ? o->gpus : c->cl->ngpus;
     r->global_batch = o->global_batch > 0 ? o->global_batch : g->global_batch;
-    if (!pass_arch_read(g, &A, sub, sizeof sub)) {
+    if (!rep_arch_read(g, &A, sub, sizeof sub)) {
         snprintf(why, wn, "%s", sub);
         r->no_layout = true;
         return;
@@ -178,17 +178,17 @@ void pass_framework_search(const PassCostCtx *c, const IrGraph *g, const PassSea
         if (gpus % tp || (pin->tp && tp != pin->tp) || (!pin->tp && tp > gpn) || A.heads % tp ||
             A.kv_heads % tp || A.d_ff % tp)
             continue;
-        for (int pp = 1; pp <= gpus / tp && pp <= A.layers && pp <= PASS_MAX_PP; pp++) {
+        for (int pp = 1; pp <= gpus / tp && pp <= A.layers && pp <= PLAN_MAX_PP; pp++) {
             if ((gpus / tp) % pp || A.layers % pp || (pin->pp && pp != pin->pp))
                 continue;
             int dp = gpus / (tp * pp);
             if ((pin->dp && dp != pin->dp) || r->global_batch % dp)
                 continue;
             /* codegen's and pass_predict's limits, as the search keeps to them */
-            for (int v = 1; v <= A.layers / pp && v <= PASS_MAX_CHUNKS && pp * v <= PASS_MAX_STAGES; v++) {
+            for (int v = 1; v <= A.layers / pp && v <= PLAN_MAX_CHUNKS && pp * v <= PLAN_MAX_STAGES; v++) {
                 if (A.layers % (pp * v) || (v > 1 && pp == 1) || (pin->v && v != pin->v))
                     continue;
-                PassSchedule sched = v > 1 ? PASS_SCHED_INTERLEAVED : PASS_SCHED_1F1B;
+                PlanSchedule sched = v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B;
                 if ((pin->schedule >= 0 && (int)sched != pin->schedule) || !pass_stack_has_schedule(st, sched))
                     continue;
                 for (int sp = 0; sp <= 1; sp++) {
@@ -200,7 +200,7 @@ void pass_framework_search(const PassCostCtx *c, const IrGraph *g, const PassSea
                             continue;
                         one = dp == 1;
                         r->stats.groups++;
-                        PassLayout L = {.gpus = gpus, .dp = dp, .tp = tp, .pp = pp, .v = v,
+                        PlanLayout L = {.gpus = gpus, .dp = dp, .tp = tp, .pp = pp, .v = v,
                                         .dp_axis = 0, .tp_axis = 1, .replicated = 1, .sp = sp,
                                         .zero = z, .schedule = sched};
                         micro_batches(&S, L);

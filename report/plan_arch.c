@@ -13,7 +13,7 @@
 
 /* A refusal, here at the bottom of the framework files (plan_frame.c and the
  * emitters call it too). */
-bool pass_refuse(char *why, size_t n, const char *fmt, ...)
+bool rep_refuse(char *why, size_t n, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -22,8 +22,8 @@ bool pass_refuse(char *why, size_t n, const char *fmt, ...)
     return false;
 }
 
-const char *const pass_arch_what[PASS_NARCH] = {
-#define ARCH(ID, what) [PASS_ARCH_##ID] = what,
+const char *const rep_arch_what[REP_NARCH] = {
+#define ARCH(ID, what) [REP_ARCH_##ID] = what,
 #include "arch.def"
 #undef ARCH
 };
@@ -88,7 +88,7 @@ static int proj_weight(const IrGraph *g, const IrNode *n, int x)
 
 static const char *opname(const IrNode *n) { return ir_ops[n->op].name; }
 
-static bool read_embedding(const IrGraph *g, PassArch *A, char *why, size_t wn, int *x_out)
+static bool read_embedding(const IrGraph *g, RepArch *A, char *why, size_t wn, int *x_out)
 {
     const IrPiece *P = &g->pieces[0];
     int emb = -1, pos = -1;
@@ -99,16 +99,16 @@ static bool read_embedding(const IrGraph *g, PassArch *A, char *why, size_t wn, 
         else if (n->op == IR_OP_ADD && pos < 0 && emb >= 0 && (is_param(g, n->in[0]) || is_param(g, n->in[1])))
             pos = i;
         else
-            return pass_refuse(why, wn, "its embedding piece computes %s (line %d), where the frameworks "
+            return rep_refuse(why, wn, "its embedding piece computes %s (line %d), where the frameworks "
                           "have a token table and at most a learned position table added to it",
                           opname(n), n->loc.line);
     }
     if (emb < 0)
-        return pass_refuse(why, wn, "it has no token embedding before its layers");
+        return rep_refuse(why, wn, "it has no token embedding before its layers");
     const IrNode *E = &g->nodes[emb];
     const IrTensor *table = &g->tensors[E->in[1]];
     if (table->rank != 2)
-        return pass_refuse(why, wn, "its token table %s is not a [vocab, d_model] matrix", table->name);
+        return rep_refuse(why, wn, "its token table %s is not a [vocab, d_model] matrix", table->name);
     A->vocab_dim = table->dim[0];
     A->vocab = dsize(g, table->dim[0]);
     A->d_model = dsize(g, table->dim[1]);
@@ -120,7 +120,7 @@ static bool read_embedding(const IrGraph *g, PassArch *A, char *why, size_t wn, 
         int w = is_param(g, n->in[0]) ? n->in[0] : n->in[1];
         const IrTensor *W = &g->tensors[w];
         if (W->rank != 2 || W->dim[0] != g->seq_dim || dsize(g, W->dim[1]) != A->d_model)
-            return pass_refuse(why, wn, "its embedding adds %s, which is not a [seq, d_model] position table",
+            return rep_refuse(why, wn, "its embedding adds %s, which is not a [seq, d_model] position table",
                           W->name);
         A->learned_pos = true;
         *x_out = n->out[0];
@@ -165,17 +165,17 @@ static bool layer_ops(const IrGraph *g, LayerWalk *L, char *why, size_t wn)
         if (L->counts[op] && op != IR_OP_RMSNORM && op != IR_OP_LAYERNORM && op != IR_OP_MATMUL &&
             op != IR_OP_ROPE && op != IR_OP_ATTENTION && op != IR_OP_SILU && op != IR_OP_GELU &&
             op != IR_OP_SWIGLU && op != IR_OP_ADD && op != IR_OP_MUL)
-            return pass_refuse(why, wn, "its layers compute %s, which a Megatron-LM or torchtitan decoder "
+            return rep_refuse(why, wn, "its layers compute %s, which a Megatron-LM or torchtitan decoder "
                           "layer does not", ir_ops[op].name);
     if (L->counts[IR_OP_ATTENTION] != 1)
-        return pass_refuse(why, wn, "its layers have %d attention operators; the frameworks' layers have one",
+        return rep_refuse(why, wn, "its layers have %d attention operators; the frameworks' layers have one",
                       L->counts[IR_OP_ATTENTION]);
     return true;
 }
 
 /* Attention's inputs: norm -> q, k, v projections (+ bias) (-> rope); the
  * heads, head size and rotary embedding the frameworks configure. */
-static bool read_qkv(const IrGraph *g, const IrNode *At, LayerWalk *L, PassArch *A, char *why, size_t wn)
+static bool read_qkv(const IrGraph *g, const IrNode *At, LayerWalk *L, RepArch *A, char *why, size_t wn)
 {
     int h = L->N1->out[0], bias = 0, rope_mask = 0;
     int wqkv[3];
@@ -190,12 +190,12 @@ static bool read_qkv(const IrGraph *g, const IrNode *At, LayerWalk *L, PassArch 
         bias += b;
         wqkv[j] = proj_weight(g, n, h);
         if (wqkv[j] < 0)
-            return pass_refuse(why, wn, "the %s of its attention is not a projection of the attention norm's "
+            return rep_refuse(why, wn, "the %s of its attention is not a projection of the attention norm's "
                           "output", j == 0 ? "query" : j == 1 ? "key" : "value");
     }
     const IrTensor *q = &g->tensors[At->in[0]], *k = &g->tensors[At->in[1]];
     if (q->rank != 4 || k->rank != 4)
-        return pass_refuse(why, wn, "its attention's query and key are not [batch, seq, heads, head_dim]");
+        return rep_refuse(why, wn, "its attention's query and key are not [batch, seq, heads, head_dim]");
     A->heads_dim = q->dim[2];
     A->kv_dim = k->dim[2];
     A->heads = dsize(g, q->dim[2]);
@@ -205,7 +205,7 @@ static bool read_qkv(const IrGraph *g, const IrNode *At, LayerWalk *L, PassArch 
     if (rope_mask == 3) { /* query and key rotated, value not: its attributes are read below */
         A->rope = true;
     } else if (L->ropes != 0) {
-        return pass_refuse(why, wn, "its rotary embedding is applied to the %s; the frameworks rotate the "
+        return rep_refuse(why, wn, "its rotary embedding is applied to the %s; the frameworks rotate the "
                       "query and the key", rope_mask == 1 ? "query only" : rope_mask == 2 ? "key only"
                       : "value");
     }
@@ -216,16 +216,16 @@ static bool read_qkv(const IrGraph *g, const IrNode *At, LayerWalk *L, PassArch 
 
 /* The attention half: norm -> q, k, v -> attention -> output projection
  * (+ bias) -> residual add; sets L->xm, the stream the MLP reads. */
-static bool read_attention(const IrGraph *g, LayerWalk *L, PassArch *A, char *why, size_t wn)
+static bool read_attention(const IrGraph *g, LayerWalk *L, RepArch *A, char *why, size_t wn)
 {
     const IrPiece *P = &g->pieces[L->p];
     int nnorms, n1 = norm_consumer(g, L->x, L->p, &nnorms);
     if (nnorms > 1)
-        return pass_refuse(why, wn, "its attention and MLP both normalise the layer's input (a parallel "
+        return rep_refuse(why, wn, "its attention and MLP both normalise the layer's input (a parallel "
                       "block); the frameworks' layers run the MLP on the attention's output");
     L->N1 = n1 >= 0 ? &g->nodes[n1] : NULL;
     if (!L->N1 || (L->N1->op != IR_OP_RMSNORM && L->N1->op != IR_OP_LAYERNORM))
-        return pass_refuse(why, wn, "its layers do not begin with a norm read by the attention "
+        return rep_refuse(why, wn, "its layers do not begin with a norm read by the attention "
                       "(the frameworks' layers are pre-norm)");
     A->rmsnorm = L->N1->op == IR_OP_RMSNORM;
     const IrNode *At = NULL;
@@ -237,11 +237,11 @@ static bool read_attention(const IrGraph *g, LayerWalk *L, PassArch *A, char *wh
     int wo_n = only_consumer(g, At->out[0], L->p);
     int wo = wo_n >= 0 ? proj_weight(g, &g->nodes[wo_n], At->out[0]) : -1;
     if (wo < 0)
-        return pass_refuse(why, wn, "its attention's output is not projected by one weight");
+        return rep_refuse(why, wn, "its attention's output is not projected by one weight");
     int c = consumer_past_bias(g, g->nodes[wo_n].out[0], L->p, &L->out_bias);
     const IrNode *R1 = c >= 0 ? &g->nodes[c] : NULL;
     if (!R1 || R1->op != IR_OP_ADD || (R1->in[0] != L->x && R1->in[1] != L->x))
-        return pass_refuse(why, wn, "its attention's output is not added to the layer's input (a residual "
+        return rep_refuse(why, wn, "its attention's output is not added to the layer's input (a residual "
                       "connection)");
     L->xm = R1->out[0];
     return true;
@@ -250,7 +250,7 @@ static bool read_attention(const IrGraph *g, LayerWalk *L, PassArch *A, char *wh
 /* The MLP's norm, which must read the attention's sum: a norm on the layer
  * input would be a parallel block (PaLM), which neither framework builds;
  * then the projections reading its output (L->h2, L->up). */
-static bool read_mlp_norm(const IrGraph *g, LayerWalk *L, const PassArch *A, char *why, size_t wn)
+static bool read_mlp_norm(const IrGraph *g, LayerWalk *L, const RepArch *A, char *why, size_t wn)
 {
     const IrPiece *P = &g->pieces[L->p];
     const IrNode *N2 = NULL;
@@ -262,18 +262,18 @@ static bool read_mlp_norm(const IrGraph *g, LayerWalk *L, const PassArch *A, cha
         for (int i = P->first; i < P->first + P->count; i++)
             if (&g->nodes[i] != L->N1 && (g->nodes[i].op == IR_OP_RMSNORM || g->nodes[i].op == IR_OP_LAYERNORM) &&
                 g->nodes[i].in[0] == L->x)
-                return pass_refuse(why, wn, "its attention and MLP both read the layer's input (a parallel "
+                return rep_refuse(why, wn, "its attention and MLP both read the layer's input (a parallel "
                               "block); the frameworks' layers run the MLP after the attention");
-        return pass_refuse(why, wn, "its MLP is not a pre-norm block after the attention");
+        return rep_refuse(why, wn, "its MLP is not a pre-norm block after the attention");
     }
     if ((N2->op == IR_OP_RMSNORM) != A->rmsnorm)
-        return pass_refuse(why, wn, "its two norms differ in kind");
+        return rep_refuse(why, wn, "its two norms differ in kind");
     L->h2 = N2->out[0];
     nc = ir_consumers(g, L->h2, cs, 8);
     for (int i = 0; i < nc && i < 8; i++) {
         int w = proj_weight(g, &g->nodes[cs[i]], L->h2);
         if (w < 0)
-            return pass_refuse(why, wn, "its MLP norm's output feeds %s, not only projections",
+            return rep_refuse(why, wn, "its MLP norm's output feeds %s, not only projections",
                           opname(&g->nodes[cs[i]]));
         if (L->nup < 4)
             L->up[L->nup++] = cs[i];
@@ -283,7 +283,7 @@ static bool read_mlp_norm(const IrGraph *g, LayerWalk *L, const PassArch *A, cha
 
 /* silu(h @ gate) * (h @ up), or swiglu(h @ gate, h @ up): the same MLP;
  * m is the MUL (silu_mul) or the SWIGLU. */
-static bool read_swiglu(const IrGraph *g, const IrNode *m, bool silu_mul, LayerWalk *L, PassArch *A,
+static bool read_swiglu(const IrGraph *g, const IrNode *m, bool silu_mul, LayerWalk *L, RepArch *A,
                         char *why, size_t wn)
 {
     const IrNode *gate, *upp;
@@ -297,14 +297,14 @@ static bool read_swiglu(const IrGraph *g, const IrNode *m, bool silu_mul, LayerW
             bu = ba;
         }
         if (!a || a->op != IR_OP_SILU || !b || b->op != IR_OP_MATMUL)
-            return pass_refuse(why, wn, "its MLP multiplies something other than silu(gate) by up (SwiGLU)");
+            return rep_refuse(why, wn, "its MLP multiplies something other than silu(gate) by up (SwiGLU)");
         gate = through_bias(g, a->in[0], &bg), upp = b;
     } else {
         gate = through_bias(g, m->in[0], &bg), upp = through_bias(g, m->in[1], &bu);
     }
     if (!gate || gate->op != IR_OP_MATMUL || gate->in[0] != L->h2 || !upp || upp->op != IR_OP_MATMUL ||
         upp->in[0] != L->h2)
-        return pass_refuse(why, wn, "its MLP's gate and up are not projections of the MLP norm's output");
+        return rep_refuse(why, wn, "its MLP's gate and up are not projections of the MLP norm's output");
     L->mlp_bias += bg + bu;
     const IrTensor *W = &g->tensors[gate->in[1]];
     A->ff_dim = W->dim[W->rank - 1];
@@ -316,7 +316,7 @@ static bool read_swiglu(const IrGraph *g, const IrNode *m, bool silu_mul, LayerW
 
 /* The MLP's activation (L->act), SwiGLU or GELU, told apart by the
  * operators counted and the projections of the norm's output. */
-static bool read_activation(const IrGraph *g, LayerWalk *L, PassArch *A, char *why, size_t wn)
+static bool read_activation(const IrGraph *g, LayerWalk *L, RepArch *A, char *why, size_t wn)
 {
     const IrPiece *P = &g->pieces[L->p];
     const int *counts = L->counts;
@@ -338,7 +338,7 @@ static bool read_activation(const IrGraph *g, LayerWalk *L, PassArch *A, char *w
         int b = 0;
         const IrNode *fc = through_bias(g, ge->in[0], &b);
         if (fc != &g->nodes[L->up[0]])
-            return pass_refuse(why, wn, "its MLP's GELU does not read the first projection");
+            return rep_refuse(why, wn, "its MLP's GELU does not read the first projection");
         L->mlp_bias += b;
         const IrTensor *W = &g->tensors[fc->in[1]];
         A->ff_dim = W->dim[W->rank - 1];
@@ -347,22 +347,22 @@ static bool read_activation(const IrGraph *g, LayerWalk *L, PassArch *A, char *w
         A->swiglu = false;
         return true;
     }
-    return pass_refuse(why, wn, "its MLP is neither SwiGLU (swiglu(gate, up) or silu(gate) * up) nor GELU; Megatron-LM "
+    return rep_refuse(why, wn, "its MLP is neither SwiGLU (swiglu(gate, up) or silu(gate) * up) nor GELU; Megatron-LM "
                   "offers those (torchtitan's llama3 only SwiGLU)");
 }
 
 /* The MLP half after its activation: down projection (+ bias) -> residual
  * add; sets A->out, the layer's output. */
-static bool read_mlp_out(const IrGraph *g, LayerWalk *L, PassArch *A, char *why, size_t wn)
+static bool read_mlp_out(const IrGraph *g, LayerWalk *L, RepArch *A, char *why, size_t wn)
 {
     int dn = only_consumer(g, L->act->out[0], L->p);
     int wd = dn >= 0 ? proj_weight(g, &g->nodes[dn], L->act->out[0]) : -1;
     if (wd < 0)
-        return pass_refuse(why, wn, "its MLP's activation is not projected back by one weight");
+        return rep_refuse(why, wn, "its MLP's activation is not projected back by one weight");
     int c = consumer_past_bias(g, g->nodes[dn].out[0], L->p, &L->mlp_bias);
     const IrNode *R2 = c >= 0 ? &g->nodes[c] : NULL;
     if (!R2 || R2->op != IR_OP_ADD || (R2->in[0] != L->xm && R2->in[1] != L->xm))
-        return pass_refuse(why, wn, "its MLP's output is not added to the residual stream");
+        return rep_refuse(why, wn, "its MLP's output is not added to the residual stream");
     A->out = R2->out[0];
     return true;
 }
@@ -371,14 +371,14 @@ static bool read_mlp_out(const IrGraph *g, LayerWalk *L, PassArch *A, char *why,
  * as the frameworks place them: Megatron has them on every projection (its
  * default), on none (--disable-bias-linear) or on q, k, v only
  * (--add-qkv-bias). */
-static bool layer_rest(const IrGraph *g, const LayerWalk *L, PassArch *A, char *why, size_t wn)
+static bool layer_rest(const IrGraph *g, const LayerWalk *L, RepArch *A, char *why, size_t wn)
 {
     const IrPiece *P = &g->pieces[L->p];
     int expect = 2 /* norms */ + 4 + (A->swiglu ? 3 : 2) /* projections */ + L->ropes + 1 /* attention */ +
                  (A->swiglu && !L->counts[IR_OP_SWIGLU] ? 2 : 1) /* activation */ + 2 /* residuals */ +
                  L->qkv_bias + L->out_bias + L->mlp_bias;
     if (P->count != expect)
-        return pass_refuse(why, wn, "its layers compute %d operators besides those of a decoder layer",
+        return rep_refuse(why, wn, "its layers compute %d operators besides those of a decoder layer",
                       P->count - expect);
     int nproj = 4 + (A->swiglu ? 3 : 2), all = L->qkv_bias + L->out_bias + L->mlp_bias;
     if (all == 0)
@@ -388,46 +388,46 @@ static bool layer_rest(const IrGraph *g, const LayerWalk *L, PassArch *A, char *
     else if (all == 3 && L->qkv_bias == 3)
         A->bias_linear = false, A->bias_qkv = true;
     else
-        return pass_refuse(why, wn, "%d of its %d projections %s a bias; the frameworks have one on all, "
+        return rep_refuse(why, wn, "%d of its %d projections %s a bias; the frameworks have one on all, "
                       "on none or on the query, key and value only", all, nproj, all == 1 ? "has" : "have");
     return true;
 }
 
 /* One layer: pre-norm attention, then a pre-norm MLP, each added to the
  * residual stream. x is the layer's input. */
-static bool read_layer(const IrGraph *g, int p, int x, PassArch *A, char *why, size_t wn)
+static bool read_layer(const IrGraph *g, int p, int x, RepArch *A, char *why, size_t wn)
 {
     LayerWalk L = {.p = p, .x = x};
     return layer_ops(g, &L, why, wn) && read_attention(g, &L, A, why, wn) && read_mlp_norm(g, &L, A, why, wn) &&
            read_activation(g, &L, A, why, wn) && read_mlp_out(g, &L, A, why, wn) && layer_rest(g, &L, A, why, wn);
 }
 
-static bool read_head(const IrGraph *g, int x, PassArch *A, char *why, size_t wn)
+static bool read_head(const IrGraph *g, int x, RepArch *A, char *why, size_t wn)
 {
     int p = g->npieces - 1;
     const IrPiece *P = &g->pieces[p];
     int norm = only_consumer(g, x, p);
     const IrNode *N = norm >= 0 ? &g->nodes[norm] : NULL;
     if (!N || (N->op != IR_OP_RMSNORM && N->op != IR_OP_LAYERNORM) || (N->op == IR_OP_RMSNORM) != A->rmsnorm)
-        return pass_refuse(why, wn, "its head does not begin with a final norm like the layers'");
+        return rep_refuse(why, wn, "its head does not begin with a final norm like the layers'");
     int mm = only_consumer(g, N->out[0], p);
     const IrNode *M = mm >= 0 ? &g->nodes[mm] : NULL;
     int w = proj_weight(g, M, N->out[0]);
     if (w < 0)
-        return pass_refuse(why, wn, "its head does not project the final norm's output to the vocabulary");
+        return rep_refuse(why, wn, "its head does not project the final norm's output to the vocabulary");
     const IrTensor *W = &g->tensors[w];
     if (w == A->table) {
         A->tied = true;
     } else {
         if (W->rank != 2 || dsize(g, W->dim[0]) != A->d_model || W->dim[1] != A->vocab_dim)
-            return pass_refuse(why, wn, "its LM head %s is not a [d_model, vocab] matrix", W->name);
+            return rep_refuse(why, wn, "its LM head %s is not a [d_model, vocab] matrix", W->name);
         A->tied = false;
     }
     int ce = only_consumer(g, M->out[0], p);
     if (ce < 0 || g->nodes[ce].op != IR_OP_CROSS_ENTROPY)
-        return pass_refuse(why, wn, "its logits do not go straight into the cross-entropy loss");
+        return rep_refuse(why, wn, "its logits do not go straight into the cross-entropy loss");
     if (P->count != 3)
-        return pass_refuse(why, wn, "its head computes %d operators besides the norm, the LM head and the loss",
+        return rep_refuse(why, wn, "its head computes %d operators besides the norm, the LM head and the loss",
                       P->count - 3);
     return true;
 }
@@ -435,7 +435,7 @@ static bool read_head(const IrGraph *g, int x, PassArch *A, char *why, size_t wn
 /* Every attribute of every operator in the layers and the head, by the
  * table (ir/attrs.def), not by name: the frameworks configure one value per
  * attribute, so operators of one kind must agree on each. */
-static bool read_attrs(const IrGraph *g, PassArch *A, char *why, size_t wn)
+static bool read_attrs(const IrGraph *g, RepArch *A, char *why, size_t wn)
 {
     int line[IR_NATTRS] = {0};
     for (int p = 1; p < g->npieces; p++) {
@@ -450,7 +450,7 @@ static bool read_attrs(const IrGraph *g, PassArch *A, char *why, size_t wn)
                     char a[64], b[64];
                     IrAttrs x = {0};
                     ir_attr_set(&x, (IrAttrId)id, A->attr[id]);
-                    return pass_refuse(why, wn, "its %s operators differ in %s (%s at line %d, %s at line %d), "
+                    return rep_refuse(why, wn, "its %s operators differ in %s (%s at line %d, %s at line %d), "
                                   "where the frameworks configure one value", ir_ops[n->op].name,
                                   ir_attrs[id].name, ir_attr_str(g, &x, (IrAttrId)id, a, sizeof a), line[id],
                                   ir_attr_str(g, &n->attr, (IrAttrId)id, b, sizeof b), n->loc.line);
@@ -464,7 +464,7 @@ static bool read_attrs(const IrGraph *g, PassArch *A, char *why, size_t wn)
     return true;
 }
 
-bool pass_arch_read(const IrGraph *g, PassArch *A, char *why, size_t wn)
+bool rep_arch_read(const IrGraph *g, RepArch *A, char *why, size_t wn)
 {
     memset(A, 0, sizeof *A);
     A->heads_dim = A->kv_dim = A->ff_dim = A->vocab_dim = A->head_dim_dim = -1;
@@ -477,14 +477,14 @@ bool pass_arch_read(const IrGraph *g, PassArch *A, char *why, size_t wn)
                 nrep++, rep = g->pieces[p].rep;
         }
     if (nrep != 1 || g->npieces != A->layers + 2 || g->pieces[0].rep >= 0 || g->pieces[g->npieces - 1].rep >= 0)
-        return pass_refuse(why, wn, "the frameworks build one run of identical layers between the embedding "
+        return rep_refuse(why, wn, "the frameworks build one run of identical layers between the embedding "
                       "and the head, and %s has %d pieces in %d repeat%s", g->name, g->npieces, nrep,
                       nrep == 1 ? "" : "s");
     int x = -1;
     if (!read_embedding(g, A, why, wn, &x))
         return false;
     for (int p = 1; p <= A->layers; p++) {
-        PassArch L = *A;
+        RepArch L = *A;
         if (!read_layer(g, p, x, &L, why, wn))
             return false;
         if (p == 1)

@@ -36,7 +36,7 @@ static void compare(FILE *f, const char *kind, const PassSearchAlt *best, const 
     terms(&best->pred, a);
     terms(&alt->pred, b);
     double ds = alt->pred.step_time_s - best->pred.step_time_s;
-    fprintf(f, "  %s: %s\n", kind, pass_layout_str(&alt->layout, lay, sizeof lay));
+    fprintf(f, "  %s: %s\n", kind, plan_layout_str(&alt->layout, lay, sizeof lay));
     fprintf(f, "    step %.3f s (%+.3f s, %+.1f%%), MFU %.1f%%, peak %.1f GiB\n", alt->pred.step_time_s,
             ds, best->pred.step_time_s > 0 ? 100 * ds / best->pred.step_time_s : 0, 100 * alt->pred.mfu,
             alt->pred.peak_mem_bytes / GIB);
@@ -68,8 +68,8 @@ static void compare(FILE *f, const char *kind, const PassSearchAlt *best, const 
         fprintf(f, "    not slower, but ranked after the chosen plan (equal time, more memory)\n");
 }
 
-void pass_plan_explain(FILE *f, const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
-                       PassIlpCache *cache, const PassSearchResult *r)
+void rep_plan_explain(FILE *f, const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
+                      PassIlpCache *cache, const PassSearchResult *r)
 {
     char lay[256];
     const PassSearchAlt *best = &r->alt[0];
@@ -77,11 +77,11 @@ void pass_plan_explain(FILE *f, const PassCostCtx *c, const IrGraph *g, const Pa
     fprintf(f, "  %2s  %-96s %9s %6s %9s\n", "#", "layout", "step s", "MFU", "peak GiB");
     for (int i = 0; i < r->nalt && i < 10; i++) {
         const PassSearchAlt *a = &r->alt[i];
-        fprintf(f, "  %2d  %-96s %9.3f %5.1f%% %9.2f\n", i + 1, pass_layout_str(&a->layout, lay, sizeof lay),
+        fprintf(f, "  %2d  %-96s %9.3f %5.1f%% %9.2f\n", i + 1, plan_layout_str(&a->layout, lay, sizeof lay),
                 a->pred.step_time_s, 100 * a->pred.mfu, a->pred.peak_mem_bytes / GIB);
     }
     fprintf(f, "\nthe best plan of each other kind, and what makes it slower\n");
-    const PassLayout *L = &best->layout;
+    const PlanLayout *L = &best->layout;
     for (int kind = 0; kind < 4; kind++) {
         static const char *const names[] = {"more TP", "more PP", "recomputation on", "bigger micro-batch"};
         PassSearchOpts q = *o;
@@ -101,7 +101,7 @@ void pass_plan_explain(FILE *f, const PassCostCtx *c, const IrGraph *g, const Pa
         case 2:
             if (L->recompute & ~1u) {
                 fprintf(f, "  %s: the chosen plan already recomputes (%s)\n", names[kind],
-                        pass_layout_recompute_name(L));
+                        plan_layout_recompute_name(L));
                 continue;
             }
             q.filter.recompute_on = true;

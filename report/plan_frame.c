@@ -28,29 +28,29 @@ static bool loop_has(const IrGraph *g, const IrNode *n, int d)
  * heads, FFN width and vocabulary the node has and may split (column-parallel
  * where it is an output dim, row-parallel where contracted); else, with
  * sequence parallelism, the sequence (norms, residual adds). */
-static int tp_dim(const IrGraph *g, const PassArch *A, const IrNode *n, bool sp)
+static int tp_dim(const IrGraph *g, const RepArch *A, const IrNode *n, bool sp)
 {
     const int order[] = {A->heads_dim, A->kv_dim, A->ff_dim, A->vocab_dim};
     for (int k = 0; k < 4; k++) {
         int d = order[k];
-        if (d >= 0 && loop_has(g, n, d) && pass_dim_splittable(g, n, d))
+        if (d >= 0 && loop_has(g, n, d) && plan_dim_splittable(g, n, d))
             return d;
     }
-    if (sp && loop_has(g, n, g->seq_dim) && pass_dim_splittable(g, n, g->seq_dim))
+    if (sp && loop_has(g, n, g->seq_dim) && plan_dim_splittable(g, n, g->seq_dim))
         return g->seq_dim;
     return -1;
 }
 
 static int one_policy(unsigned bits)
 {
-    for (int r = PASS_RECOMPUTE_NONE; r <= PASS_RECOMPUTE_FULL; r++)
+    for (int r = PLAN_RECOMPUTE_NONE; r <= PLAN_RECOMPUTE_FULL; r++)
         if (bits == 1u << r)
             return r;
     return -1;
 }
 
-bool pass_plan_framework(const IrGraph *g, const PassArch *A, const PassLayout *L, PassAttention att,
-                         int gpn, PassPlan *p, char *why, size_t wn)
+bool rep_plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout *L, PlanAttention att,
+                        int gpn, Plan *p, char *why, size_t wn)
 {
     memset(p, 0, sizeof *p);
     int v = L->v > 0 ? L->v : 1, chunks = L->pp * v;
@@ -58,13 +58,13 @@ bool pass_plan_framework(const IrGraph *g, const PassArch *A, const PassLayout *
         gpn = 8;
     int rc = one_policy(L->recompute);
     if (rc < 0)
-        return pass_refuse(why, wn, "the plan recomputes its stages differently, and the frameworks apply "
+        return rep_refuse(why, wn, "the plan recomputes its stages differently, and the frameworks apply "
                       "one recomputation policy to every layer");
     if (A->layers % chunks)
-        return pass_refuse(why, wn, "the frameworks split the %d layers evenly, which %d %s cannot do",
+        return rep_refuse(why, wn, "the frameworks split the %d layers evenly, which %d %s cannot do",
                       A->layers, chunks, v > 1 ? "model chunks" : "pipeline stages");
     if (L->dp < 1 || L->tp < 1 || L->micro_batch < 1 || L->num_micro < 1)
-        return pass_refuse(why, wn, "the layout has no data-parallel degree, tensor-parallel degree or "
+        return rep_refuse(why, wn, "the layout has no data-parallel degree, tensor-parallel degree or "
                       "micro-batch");
     /* Column-parallel layers give each rank heads / tp heads, KV heads / tp
      * query groups and d_ff / tp columns (Megatron's divide() asserts it,
@@ -73,60 +73,60 @@ bool pass_plan_framework(const IrGraph *g, const PassArch *A, const PassLayout *
         {"attention heads", A->heads}, {"key/value heads", A->kv_heads}, {"MLP width", A->d_ff}};
     for (int i = 0; i < 3; i++)
         if (split[i].n % L->tp)
-            return pass_refuse(why, wn, "the frameworks' tensor parallelism splits the %lld %s evenly, which "
+            return rep_refuse(why, wn, "the frameworks' tensor parallelism splits the %lld %s evenly, which "
                           "tp %d cannot do", (long long)split[i].n, split[i].what, L->tp);
-    pass_mesh_make(&p->mesh, L->dp, L->tp, gpn);
+    plan_mesh_make(&p->mesh, L->dp, L->tp, gpn);
     p->pp = L->pp;
     p->v = v;
     p->nstages = chunks;
     p->stages = ir_xcalloc((size_t)chunks, sizeof *p->stages);
     int per = A->layers / chunks;
     for (int c = 0; c < chunks; c++) {
-        PassStage *s = &p->stages[c];
+        PlanStage *s = &p->stages[c];
         s->first_piece = c == 0 ? 0 : 1 + c * per;
         s->npieces = per + (c == 0) + (c == chunks - 1);
         s->pp_rank = c % L->pp;
-        s->recompute = (PassRecompute)rc;
+        s->recompute = (PlanRecompute)rc;
     }
     p->strategy = ir_xcalloc((size_t)g->nfwd + 1, sizeof *p->strategy);
     for (int i = 0; i < g->nfwd; i++) {
         const IrNode *n = &g->nodes[i];
-        PassStrategy *s = &p->strategy[i];
+        PlanStrategy *s = &p->strategy[i];
         s->dim[0] = (int16_t)(L->dp > 1 && loop_has(g, n, g->batch_dim) ? g->batch_dim : -1);
         s->dim[1] = (int16_t)(L->tp > 1 ? tp_dim(g, A, n, L->sp) : -1);
     }
     p->num_micro = L->num_micro;
-    p->mb_seqs = pass_mb_seqs(L->micro_batch, L->dp);
+    p->mb_seqs = plan_mb_seqs(L->micro_batch, L->dp);
     p->zero = L->zero;
-    p->schedule = v > 1 ? PASS_SCHED_INTERLEAVED : PASS_SCHED_1F1B;
+    p->schedule = v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B;
     p->attention = att;
-    pass_plan_axes(g, p);
+    plan_axes(g, p);
     return true;
 }
 
-bool pass_framework_alt(const PassCostCtx *c, const IrGraph *g, const PassLayout *L, PassSearchAlt *a,
-                        char *why, size_t wn)
+bool rep_framework_alt(const PassCostCtx *c, const IrGraph *g, const PlanLayout *L, PassSearchAlt *a,
+                       char *why, size_t wn)
 {
-    PassArch A;
-    if (!pass_arch_read(g, &A, why, wn)) {
+    RepArch A;
+    if (!rep_arch_read(g, &A, why, wn)) {
         memset(a, 0, sizeof *a);
         return false;
     }
-    return pass_framework_alt_of(c, g, &A, L, a, why, wn);
+    return rep_framework_alt_of(c, g, &A, L, a, why, wn);
 }
 
-bool pass_framework_alt_of(const PassCostCtx *c, const IrGraph *g, const PassArch *A, const PassLayout *L,
-                           PassSearchAlt *a, char *why, size_t wn)
+bool rep_framework_alt_of(const PassCostCtx *c, const IrGraph *g, const RepArch *A, const PlanLayout *L,
+                          PassSearchAlt *a, char *why, size_t wn)
 {
     memset(a, 0, sizeof *a);
-    if (!pass_plan_framework(g, A, L, c->attention, c->cl->gpus_per_node, &a->plan, why, wn)) {
+    if (!rep_plan_framework(g, A, L, c->attention, c->cl->gpus_per_node, &a->plan, why, wn)) {
         free(a->plan.stages);
         free(a->plan.strategy);
         memset(a, 0, sizeof *a);
         return false;
     }
     pass_predict(c, g, &a->plan, &a->pred);
-    pass_plan_layout(g, &a->plan, &a->layout);
+    plan_layout(g, &a->plan, &a->layout);
     int n = a->plan.nstages, v = a->plan.v > 0 ? a->plan.v : 1;
     a->stage_fwd_s = ir_xcalloc((size_t)n, sizeof *a->stage_fwd_s);
     a->stage_bwd_s = ir_xcalloc((size_t)n, sizeof *a->stage_bwd_s);
@@ -139,12 +139,12 @@ bool pass_framework_alt_of(const PassCostCtx *c, const IrGraph *g, const PassArc
 }
 
 /* Keep the faster of *best and the fitting alternative for layout l. */
-static void consider(const PassCostCtx *c, const IrGraph *g, const PassArch *A, const PassLayout *l,
+static void consider(const PassCostCtx *c, const IrGraph *g, const RepArch *A, const PlanLayout *l,
                      PassSearchAlt *best, bool *have)
 {
     char why[256];
     PassSearchAlt a;
-    if (!pass_framework_alt_of(c, g, A, l, &a, why, sizeof why))
+    if (!rep_framework_alt_of(c, g, A, l, &a, why, sizeof why))
         return;
     if (a.pred.fits && (!*have || a.pred.step_time_s < best->pred.step_time_s)) {
         if (*have)
@@ -156,22 +156,22 @@ static void consider(const PassCostCtx *c, const IrGraph *g, const PassArch *A, 
     }
 }
 
-bool pass_framework_relax(const PassCostCtx *c, const IrGraph *g, const PassLayout *l0,
-                          PassSearchAlt *out, char *what, size_t wn)
+bool rep_framework_relax(const PassCostCtx *c, const IrGraph *g, const PlanLayout *l0,
+                         PassSearchAlt *out, char *what, size_t wn)
 {
     const PassStack *st = &c->st;
-    int64_t gb = pass_mb_seqs(l0->micro_batch, l0->dp) * l0->num_micro;
+    int64_t gb = plan_mb_seqs(l0->micro_batch, l0->dp) * l0->num_micro;
     bool have = false;
-    PassArch A;
+    RepArch A;
     char sub[256];
-    if (!pass_arch_read(g, &A, sub, sizeof sub))
+    if (!rep_arch_read(g, &A, sub, sizeof sub))
         return false;
     for (int i = 0; i < 4 && !have; i++) {
-        PassLayout l = *l0;
+        PlanLayout l = *l0;
         switch (i) {
         case 0:
             snprintf(what, wn, "--recompute");
-            for (int r = PASS_RECOMPUTE_NONE; r <= PASS_RECOMPUTE_FULL; r++)
+            for (int r = PLAN_RECOMPUTE_NONE; r <= PLAN_RECOMPUTE_FULL; r++)
                 if (l0->recompute != 1u << r && pass_stack_has_recompute(st, r)) {
                     l.recompute = 1u << r;
                     consider(c, g, &A, &l, out, &have);
@@ -209,30 +209,30 @@ bool pass_framework_relax(const PassCostCtx *c, const IrGraph *g, const PassLayo
     return have;
 }
 
-bool pass_plan_matches_framework(const IrGraph *g, const PassArch *A, const PassSearchAlt *a, int gpn,
-                                 char *why, size_t wn)
+bool rep_plan_matches_framework(const IrGraph *g, const RepArch *A, const PassSearchAlt *a, int gpn,
+                                char *why, size_t wn)
 {
-    PassPlan f;
-    if (!pass_plan_framework(g, A, &a->layout, a->plan.attention, gpn, &f, why, wn))
+    Plan f;
+    if (!rep_plan_framework(g, A, &a->layout, a->plan.attention, gpn, &f, why, wn))
         return false;
     bool ok = true;
     if (f.nstages != a->plan.nstages) {
-        ok = pass_refuse(why, wn, "the plan has %d model chunks where the framework would make %d",
+        ok = rep_refuse(why, wn, "the plan has %d model chunks where the framework would make %d",
                     a->plan.nstages, f.nstages);
     } else {
         for (int s = 0; s < f.nstages && ok; s++)
             if (f.stages[s].first_piece != a->plan.stages[s].first_piece ||
                 f.stages[s].npieces != a->plan.stages[s].npieces)
-                ok = pass_refuse(why, wn, "stage %d of the plan runs pieces %d-%d, and the framework's even "
+                ok = rep_refuse(why, wn, "stage %d of the plan runs pieces %d-%d, and the framework's even "
                             "split would give it %d-%d", s, a->plan.stages[s].first_piece,
                             a->plan.stages[s].first_piece + a->plan.stages[s].npieces - 1,
                             f.stages[s].first_piece, f.stages[s].first_piece + f.stages[s].npieces - 1);
     }
     for (int i = 0; i < g->nfwd && ok; i++)
-        for (int x = 0; x < PASS_MAX_AXES && ok; x++)
+        for (int x = 0; x < PLAN_MAX_AXES && ok; x++)
             if (x < a->plan.mesh.naxes && a->plan.mesh.size[x] > 1 &&
                 f.strategy[i].dim[x] != a->plan.strategy[i].dim[x])
-                ok = pass_refuse(why, wn, "the plan shards %s (%s:%d) differently from the framework's "
+                ok = rep_refuse(why, wn, "the plan shards %s (%s:%d) differently from the framework's "
                             "tensor parallelism", g->tensors[g->nodes[i].out[0]].name,
                             g->nodes[i].loc.file ? g->nodes[i].loc.file : g->path, g->nodes[i].loc.line);
     free(f.stages);
@@ -240,13 +240,13 @@ bool pass_plan_matches_framework(const IrGraph *g, const PassArch *A, const Pass
     return ok;
 }
 
-void pass_emit_header(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a, const char *what)
+void rep_emit_header(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a, const char *what)
 {
     char lay[256];
     const PassPrediction *p = &a->pred;
     const double gib = 1073741824.0;
     fprintf(f, "# %s for %s (%s), from ptdc.\n", what, g->name, g->path);
-    fprintf(f, "# Plan: %s.\n", pass_layout_str(&a->layout, lay, sizeof lay));
+    fprintf(f, "# Plan: %s.\n", plan_layout_str(&a->layout, lay, sizeof lay));
     fprintf(f, "# Predicted for the %s stack on %d x %s: step %.3f s, %.0f tokens/s, MFU %.1f%%,\n",
             c->st.name, a->layout.gpus, c->cl->gpu.name, p->step_time_s, p->tokens_per_s, 100 * p->mfu);
     fprintf(f, "#   peak %.1f GiB of %.1f GiB per GPU (pipeline rank %d).\n", p->peak_mem_bytes / gib,

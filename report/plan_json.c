@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 
-void pass_json_str(FILE *f, const char *s)
+void rep_json_str(FILE *f, const char *s)
 {
     if (!s) {
         fputs("null", f);
@@ -40,7 +40,7 @@ static void num(FILE *f, double v)
         fprintf(f, "null");
 }
 
-void pass_json_predicted(FILE *f, const PassPrediction *pr, const char *in)
+void rep_json_predicted(FILE *f, const PassPrediction *pr, const char *in)
 {
     fprintf(f, "{\n");
     struct {
@@ -82,66 +82,66 @@ static void head(FILE *f, const IrGraph *g, const PassCostCtx *c, int64_t gb, in
     const PassCluster *cl = c->cl;
     int gpn = cl->gpus_per_node > 0 ? cl->gpus_per_node : 8;
     fprintf(f, "  \"model\": ");
-    pass_json_str(f, g->name);
+    rep_json_str(f, g->name);
     fprintf(f, ",\n  \"path\": ");
-    pass_json_str(f, g->path);
+    rep_json_str(f, g->path);
     fprintf(f, ",\n  \"parameters\": %lld,\n", (long long)ir_param_count(g));
     fprintf(f, "  \"global_batch\": %lld,\n", (long long)gb);
     fprintf(f, "  \"seq\": %lld,\n", (long long)(g->seq_dim >= 0 ? g->dims[g->seq_dim].size : 1));
     fprintf(f, "  \"cluster\": {\"gpu\": ");
-    pass_json_str(f, cl->gpu.name);
+    rep_json_str(f, cl->gpu.name);
     fprintf(f, ", \"gpus\": %d, \"gpus_per_node\": %d, \"gpus_used\": %d, \"peak_flops\": %.6g, "
                "\"hbm_bytes\": %.0f},\n", gpus, gpn, used, cl->gpu.peak_flops, cl->gpu.hbm_bytes);
     fprintf(f, "  \"stack\": ");
-    pass_json_str(f, c->st.name);
+    rep_json_str(f, c->st.name);
     fprintf(f, ",\n");
 }
 
-static void parallel(FILE *f, const PassLayout *L, const PassPlan *p)
+static void parallel(FILE *f, const PlanLayout *L, const Plan *p)
 {
     fprintf(f, "  \"parallel\": {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"sp\": %s, \"zero\": %d, "
                "\"micro_batch\": %lld, \"num_micro_batches\": %d, \"schedule\": \"%s\", "
                "\"virtual_stages\": %d, \"recompute\": \"%s\", \"attention\": \"%s\"},\n",
             L->dp, L->tp, L->pp, L->sp ? "true" : "false", L->zero, (long long)L->micro_batch,
-            L->num_micro, L->schedule == PASS_SCHED_INTERLEAVED ? "interleaved" : "1f1b", L->v,
-            pass_layout_recompute_name(L), p->attention == PASS_ATTN_MATERIALIZED ? "materialized" : "flash");
+            L->num_micro, L->schedule == PLAN_SCHED_INTERLEAVED ? "interleaved" : "1f1b", L->v,
+            plan_layout_recompute_name(L), p->attention == PLAN_ATTN_MATERIALIZED ? "materialized" : "flash");
 }
 
-void pass_answer_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
-                            const char *status, int exit_status, const char *reason,
-                            const char *const *notes, int nnotes, const char *emit_name,
-                            const char *emit_text)
+void rep_answer_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
+                           const char *status, int exit_status, const char *reason,
+                           const char *const *notes, int nnotes, const char *emit_name,
+                           const char *emit_text)
 {
     fprintf(f, "{\n  \"status\": ");
-    pass_json_str(f, status);
+    rep_json_str(f, status);
     fprintf(f, ",\n  \"exit_status\": %d,\n", exit_status);
     int64_t gb = a ? a->plan.mb_seqs * a->plan.num_micro : g->global_batch;
     /* Kept from the first pinned JSON: the GPU name and count at the top. */
     fprintf(f, "  \"gpu\": ");
-    pass_json_str(f, c->cl->gpu.name);
+    rep_json_str(f, c->cl->gpu.name);
     fprintf(f, ",\n  \"gpus\": %d,\n", c->cl->ngpus);
     head(f, g, c, gb, c->cl->ngpus, a ? a->layout.gpus : 0);
     if (a) {
         parallel(f, &a->layout, &a->plan);
         fprintf(f, "  \"predicted\": ");
-        pass_json_predicted(f, &a->pred, "  ");
+        rep_json_predicted(f, &a->pred, "  ");
         fprintf(f, ",\n");
     } else {
         fprintf(f, "  \"parallel\": null,\n  \"predicted\": null,\n");
     }
     fprintf(f, "  \"reason\": ");
-    pass_json_str(f, reason);
+    rep_json_str(f, reason);
     fprintf(f, ",\n  \"notes\": [");
     for (int i = 0; i < nnotes; i++) {
         fprintf(f, "%s", i ? ", " : "");
-        pass_json_str(f, notes[i]);
+        rep_json_str(f, notes[i]);
     }
     fprintf(f, "]");
     if (emit_name) {
         fprintf(f, ",\n  \"emit\": {\"framework\": ");
-        pass_json_str(f, emit_name);
+        rep_json_str(f, emit_name);
         fprintf(f, ", \"text\": ");
-        pass_json_str(f, emit_text);
+        rep_json_str(f, emit_text);
         fprintf(f, "}");
     }
     fprintf(f, "\n}\n");
@@ -160,11 +160,11 @@ static void rank_groups(FILE *f, const char *key, int n, int size, const int *me
     fprintf(f, "]%s\n", comma ? "," : "");
 }
 
-void pass_plan_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchResult *r)
+void rep_plan_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchResult *r)
 {
     const PassSearchAlt *a = &r->alt[0];
-    const PassPlan *p = &a->plan;
-    const PassLayout *L = &a->layout;
+    const Plan *p = &a->plan;
+    const PlanLayout *L = &a->layout;
     const PassPrediction *pr = &a->pred;
     const PassCluster *cl = c->cl;
     int gpn = cl->gpus_per_node > 0 ? cl->gpus_per_node : 8;
@@ -174,8 +174,8 @@ void pass_plan_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c, const
     fprintf(f, "{\n  \"status\": \"fits\",\n  \"exit_status\": 0,\n");
     head(f, g, c, r->global_batch, r->gpus, L->gpus);
     fprintf(f, "  \"idle_note\": ");
-    if (pass_search_idle_note(r, gpn, buf, sizeof buf))
-        pass_json_str(f, buf);
+    if (rep_search_idle_note(r, gpn, buf, sizeof buf))
+        rep_json_str(f, buf);
     else
         fprintf(f, "null");
     fprintf(f, ",\n");
@@ -187,11 +187,11 @@ void pass_plan_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c, const
 
     fprintf(f, "  \"stages\": [\n");
     for (int s = 0; s < p->nstages; s++) {
-        const PassStage *S = &p->stages[s];
+        const PlanStage *S = &p->stages[s];
         fprintf(f, "    {\"stage\": %d, \"pp_rank\": %d, \"pieces\": [", s, S->pp_rank);
         for (int q = 0; q < S->npieces; q++) {
             fprintf(f, "%s", q ? ", " : "");
-            pass_json_str(f, g->pieces[S->first_piece + q].name);
+            rep_json_str(f, g->pieces[S->first_piece + q].name);
         }
         fprintf(f, "], \"layers\": [");
         int k = 0;
@@ -202,7 +202,7 @@ void pass_plan_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c, const
         for (int i = 0; i < dev; i++)
             fprintf(f, "%s%d", i ? ", " : "", S->pp_rank * dev + i);
         fprintf(f, "], \"recompute\": \"%s\", \"mem_bytes\": %.0f, \"time_s\": ",
-                pass_recompute_name(S->recompute), pr->mem[S->pp_rank].total);
+                plan_recompute_name(S->recompute), pr->mem[S->pp_rank].total);
         num(f, a->stage_fwd_s[s] + a->stage_bwd_s[s]);
         fprintf(f, ", \"fwd_s\": ");
         num(f, a->stage_fwd_s[s]);
@@ -235,7 +235,7 @@ void pass_plan_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c, const
     free(mem);
 
     fprintf(f, "  \"predicted\": ");
-    pass_json_predicted(f, pr, "  ");
+    rep_json_predicted(f, pr, "  ");
     fprintf(f, ",\n");
 
     const PassSearchStats *st = &r->stats;

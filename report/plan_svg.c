@@ -42,9 +42,9 @@ static void text(FILE *f, double x, double y, double size, const char *anchor, c
 
 /* ------------------------------------------------------------ devices */
 
-static double devices(FILE *f, const PassPlan *p, const PassLayout *L, int gpus, int gpn, double y)
+static double devices(FILE *f, const Plan *p, const PlanLayout *L, int gpus, int gpn, double y)
 {
-    int dev = pass_mesh_devices(&p->mesh), d1 = p->mesh.naxes > 1 ? p->mesh.size[1] : 1;
+    int dev = plan_mesh_devices(&p->mesh), d1 = p->mesh.naxes > 1 ? p->mesh.size[1] : 1;
     int nodes = (gpus + gpn - 1) / gpn;
     int per_row = nodes;
     double cell = (W - 2 * MARGIN) / ((double)per_row * gpn + per_row);
@@ -194,7 +194,7 @@ static double simulate(int pp, int v, int m, const double *fwd, const double *bw
 
 static double schedule(FILE *f, const PassSearchAlt *a, double y)
 {
-    const PassPlan *p = &a->plan;
+    const Plan *p = &a->plan;
     int pp = p->pp, v = p->v > 1 ? p->v : 1, m = p->num_micro;
     /* Keep the picture readable: at most 4 * pp (and 64) micro-batches. */
     int shown = m;
@@ -325,7 +325,7 @@ static double memory(FILE *f, const PassSearchAlt *a, double y)
     return y + 24;
 }
 
-void pass_plan_print_svg(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchResult *r)
+void rep_plan_print_svg(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchResult *r)
 {
     const PassSearchAlt *a = &r->alt[0];
     int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
@@ -337,7 +337,7 @@ void pass_plan_print_svg(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
         ir_die("plan_svg: open_memstream failed");
     char buf[400], lay[256];
     snprintf(buf, sizeof buf, "%s on %d x %s: %s", g->name, r->gpus, c->cl->gpu.name,
-             pass_layout_str(&a->layout, lay, sizeof lay));
+             plan_layout_str(&a->layout, lay, sizeof lay));
     text(b, MARGIN, 24, 16, "start", buf);
     snprintf(buf, sizeof buf, "predicted step %.3f s, %.0f tokens/s, MFU %.1f%%, peak memory %.1f of %.1f GiB",
              a->pred.step_time_s, a->pred.tokens_per_s, 100 * a->pred.mfu, a->pred.peak_mem_bytes / GIB,

@@ -55,9 +55,9 @@ static void groups(FILE *f, const char *what, int ngroups, int size, const int *
     fprintf(f, "\n");
 }
 
-static void rank_grid(FILE *f, const PassPlan *p, const PassLayout *L, int gpn)
+static void rank_grid(FILE *f, const Plan *p, const PlanLayout *L, int gpn)
 {
-    const PassMesh *m = &p->mesh;
+    const PlanMesh *m = &p->mesh;
     int d0 = m->size[0], d1 = m->naxes > 1 ? m->size[1] : 1, dev = d0 * d1, pp = p->pp;
     const char *a0 = L->dp_axis == 0 ? "dp" : L->tp_axis == 0 ? "tp" : "-";
     const char *a1 = L->dp_axis == 1 ? "dp" : L->tp_axis == 1 ? "tp" : "-";
@@ -110,11 +110,11 @@ static void rank_grid(FILE *f, const PassPlan *p, const PassLayout *L, int gpn)
     }
 }
 
-void pass_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchResult *r)
+void rep_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchResult *r)
 {
     const PassSearchAlt *a = &r->alt[0];
-    const PassPlan *p = &a->plan;
-    const PassLayout *L = &a->layout;
+    const Plan *p = &a->plan;
+    const PlanLayout *L = &a->layout;
     const PassPrediction *pr = &a->pred;
     const PassCluster *cl = c->cl;
     int gpn = cl->gpus_per_node > 0 ? cl->gpus_per_node : 8;
@@ -126,7 +126,7 @@ void pass_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const
     fprintf(f, "cluster\n  %d x %s, %d per node (%d node%s): %.*f TFLOP/s %s, %.1f GiB each\n",
             r->gpus, cl->gpu.name, gpn, (r->gpus + gpn - 1) / gpn, (r->gpus + gpn - 1) / gpn == 1 ? "" : "s",
             tf >= 10 ? 0 : tf >= 1 ? 1 : 3, tf, cl->gpu.act_bytes == 4 ? "fp32" : "bf16", cl->gpu.hbm_bytes / GIB);
-    if (pass_search_idle_note(r, gpn, buf, sizeof buf))
+    if (rep_search_idle_note(r, gpn, buf, sizeof buf))
         fprintf(f, "  note: %s\n", buf);
     int64_t seq = g->seq_dim >= 0 ? g->dims[g->seq_dim].size : 1;
     fprintf(f, "  model: %s parameters, global batch %lld sequences of %lld tokens\n\n",
@@ -145,9 +145,9 @@ void pass_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const
     fprintf(f, "  micro-batch        %lld sequence%s per replica (%lld over dp), %d micro-batch%s per step\n",
             (long long)L->micro_batch, L->micro_batch == 1 ? "" : "s", (long long)p->mb_seqs, p->num_micro,
             p->num_micro == 1 ? "" : "es");
-    fprintf(f, "  schedule           %s\n", L->schedule == PASS_SCHED_INTERLEAVED ? "interleaved 1F1B" : "1F1B");
-    fprintf(f, "  recomputation      %s\n", pass_layout_recompute_name(L));
-    fprintf(f, "  attention          %s\n\n", p->attention == PASS_ATTN_MATERIALIZED ? "materialized" : "flash");
+    fprintf(f, "  schedule           %s\n", L->schedule == PLAN_SCHED_INTERLEAVED ? "interleaved 1F1B" : "1F1B");
+    fprintf(f, "  recomputation      %s\n", plan_layout_recompute_name(L));
+    fprintf(f, "  attention          %s\n\n", p->attention == PLAN_ATTN_MATERIALIZED ? "materialized" : "flash");
 
     if (a->nilp > 0)
         fprintf(f, "stages (times per micro-batch from the ILP costs; memory of the pipeline rank)\n");
@@ -156,16 +156,16 @@ void pass_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const
                    "memory of the pipeline rank)\n");
     fprintf(f, "  %-5s %-7s %-11s %-10s %9s %9s %10s  %s\n", "stage", "pp rank", "ranks", "recompute",
             "fwd ms", "bwd ms", "mem GiB", "pieces");
-    int dev = pass_mesh_devices(&p->mesh);
+    int dev = plan_mesh_devices(&p->mesh);
     for (int s = 0; s < p->nstages; s++) {
-        const PassStage *S = &p->stages[s];
+        const PlanStage *S = &p->stages[s];
         char ranks[32];
         if (dev == 1)
             snprintf(ranks, sizeof ranks, "%d", S->pp_rank);
         else
             snprintf(ranks, sizeof ranks, "%d-%d", S->pp_rank * dev, S->pp_rank * dev + dev - 1);
         fprintf(f, "  %-5d %-7d %-11s %-10s %9.2f %9.2f %10.2f  %s\n", s, S->pp_rank, ranks,
-                pass_recompute_name(S->recompute), a->stage_fwd_s[s] * 1e3, a->stage_bwd_s[s] * 1e3,
+                plan_recompute_name(S->recompute), a->stage_fwd_s[s] * 1e3, a->stage_bwd_s[s] * 1e3,
                 pr->mem[S->pp_rank].total / GIB,
                 stage_pieces(g, S->first_piece, S->npieces, buf, sizeof buf));
     }

@@ -8,25 +8,25 @@
 
 #include "passes.h"
 
-bool pass_search_idle_note(const PassSearchResult *r, int gpus_per_node, char *buf, size_t n);
+bool rep_search_idle_note(const PassSearchResult *r, int gpus_per_node, char *buf, size_t n);
 
 /* Outputs (plan_txt.c, plan_json.c, plan_svg.c, plan_explain.c). The text is
  * plan.txt (and --emit plan); the JSON plan.json; the SVG plan.svg. */
-void pass_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c,
-                          const PassSearchResult *r);
-void pass_plan_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c,
-                          const PassSearchResult *r);
-void pass_plan_print_svg(FILE *f, const IrGraph *g, const PassCostCtx *c,
+void rep_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c,
                          const PassSearchResult *r);
+void rep_plan_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c,
+                         const PassSearchResult *r);
+void rep_plan_print_svg(FILE *f, const IrGraph *g, const PassCostCtx *c,
+                        const PassSearchResult *r);
 /* --explain: the ten best alternatives and, for the runner-up of each kind
  * (more TP, more PP, recomputation on, bigger micro-batch), which time
  * terms make it slower; runs the restricted searches it needs. */
-void pass_plan_explain(FILE *f, const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
-                       PassIlpCache *cache, const PassSearchResult *r);
+void rep_plan_explain(FILE *f, const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
+                      PassIlpCache *cache, const PassSearchResult *r);
 
 /* ------------------------------------------------ frameworks (issue 11) */
 /* A refusal: the sentence into why (n bytes); returns false (plan_arch.c). */
-bool pass_refuse(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+bool rep_refuse(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The model as Megatron-LM and torchtitan describe one (plan_arch.c): a
  * decoder of identical pre-norm layers between a token embedding and an LM
  * head. Read back from the graph; dims are global sizes. Its properties are
@@ -35,14 +35,14 @@ bool pass_refuse(char *why, size_t n, const char *fmt, ...) __attribute__((forma
  * handler for every row of both (report/frame_model.c runs them), so
  * an attribute the IR gains cannot be dropped by an emitter silently. */
 typedef enum {
-#define ARCH(ID, what) PASS_ARCH_##ID,
+#define ARCH(ID, what) REP_ARCH_##ID,
 #include "arch.def"
 #undef ARCH
-    PASS_NARCH
-} PassArchId;
-extern const char *const pass_arch_what[PASS_NARCH];
+    REP_NARCH
+} RepArchId;
+extern const char *const rep_arch_what[REP_NARCH];
 
-typedef struct PassArch {
+typedef struct RepArch {
     int layers;
     int64_t d_model, heads, kv_heads, head_dim, d_ff, vocab, seq;
     int heads_dim, kv_dim, ff_dim, vocab_dim; /* their dim ids (kv_dim == heads_dim: MHA) */
@@ -63,14 +63,14 @@ typedef struct PassArch {
     bool has_attr[IR_NATTRS];
     int table;                    /* tensor id of the token table */
     int out;                      /* internal: the last layer's output tensor */
-} PassArch;
+} RepArch;
 /* False with a sentence in why ("its MLP is neither SwiGLU ...", to follow
  * "<model> cannot be expressed: ") when the graph is not such a decoder. */
-bool pass_arch_read(const IrGraph *g, PassArch *a, char *why, size_t n);
+bool rep_arch_read(const IrGraph *g, RepArch *a, char *why, size_t n);
 
 /* A framework's statement of one property (frame_model.c): flags, model
  * arguments and comment lines collected for the emitter, or a refusal. */
-typedef struct PassFrameOut {
+typedef struct RepFrameOut {
     char arg[48][112];            /* Megatron-LM flags; torchtitan TransformerModelArgs keywords */
     int narg;
     char rope[6][64];             /* torchtitan RoPEScalingArgs keywords */
@@ -80,25 +80,25 @@ typedef struct PassFrameOut {
     const char *fw;               /* "Megatron-LM", "torchtitan" (refusals name it) */
     char *why;
     size_t wn;
-} PassFrameOut;
-typedef bool PassFrameFn(const IrGraph *g, const PassArch *a, PassFrameOut *o);
+} RepFrameOut;
+typedef bool RepFrameFn(const IrGraph *g, const RepArch *a, RepFrameOut *o);
 /* Each row of arch.def and each attribute the model has, in table order,
  * through the framework's handlers (an attribute flagged IR_ATTRF_OMIT0 at
  * 0 is absent: no window, no scaling); false at the first refusal (o->why). */
-bool pass_frame_model(const IrGraph *g, const PassArch *a, PassFrameFn *const arch[PASS_NARCH],
-                      PassFrameFn *const attr[IR_NATTRS], PassFrameOut *o);
+bool rep_frame_model(const IrGraph *g, const RepArch *a, RepFrameFn *const arch[REP_NARCH],
+                     RepFrameFn *const attr[IR_NATTRS], RepFrameOut *o);
 /* The comment lines, wrapped ("# ..." then "#   ..."). */
-void pass_frame_print_notes(FILE *f, const PassFrameOut *o);
+void rep_frame_print_notes(FILE *f, const RepFrameOut *o);
 /* Handler helpers: add a flag / keyword, a RoPEScalingArgs keyword, a
  * comment line; refuse with "<fw> cannot express <model>: <sentence>". */
-void pass_frame_arg(PassFrameOut *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void pass_frame_rope(PassFrameOut *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void pass_frame_note(PassFrameOut *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-bool pass_frame_refuse(const IrGraph *g, PassFrameOut *o, const char *fmt, ...)
+void rep_frame_arg(RepFrameOut *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void rep_frame_rope(RepFrameOut *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void rep_frame_note(RepFrameOut *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+bool rep_frame_refuse(const IrGraph *g, RepFrameOut *o, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The handler tables of the two emitters (emit_megatron.c, emit_torchtitan.c). */
-extern PassFrameFn *const pass_megatron_arch[PASS_NARCH], *const pass_megatron_attr[IR_NATTRS];
-extern PassFrameFn *const pass_torchtitan_arch[PASS_NARCH], *const pass_torchtitan_attr[IR_NATTRS];
+extern RepFrameFn *const rep_megatron_arch[REP_NARCH], *const rep_megatron_attr[IR_NATTRS];
+extern RepFrameFn *const rep_torchtitan_arch[REP_NARCH], *const rep_torchtitan_attr[IR_NATTRS];
 
 /* The plan a framework runs for a layout (plan_frame.c): Megatron-LM's
  * tensor parallelism (column-parallel q/k/v, gate/up and fc, row-parallel
@@ -111,49 +111,49 @@ extern PassFrameFn *const pass_torchtitan_arch[PASS_NARCH], *const pass_torchtit
  * pp, v, sp, zero, micro_batch, num_micro, schedule and one recompute
  * policy for every stage. False with a sentence when the layout cannot be
  * built that way (layers not splitting evenly, mixed recomputation). */
-bool pass_plan_framework(const IrGraph *g, const PassArch *a, const PassLayout *l, PassAttention att,
-                         int gpus_per_node, PassPlan *out, char *why, size_t n);
+bool rep_plan_framework(const IrGraph *g, const RepArch *a, const PlanLayout *l, PlanAttention att,
+                        int gpus_per_node, Plan *out, char *why, size_t n);
 /* Is a's plan exactly the framework's plan for its layout (stages and every
  * node's strategy)? False with a sentence saying where it differs. */
-bool pass_plan_matches_framework(const IrGraph *g, const PassArch *a, const PassSearchAlt *alt,
-                                 int gpus_per_node, char *why, size_t n);
+bool rep_plan_matches_framework(const IrGraph *g, const RepArch *a, const PassSearchAlt *alt,
+                                int gpus_per_node, char *why, size_t n);
 /* The same evaluated: pass_predict's numbers for it as a search alternative
  * (layout re-derived from the strategies, per-stage times from each pipeline
  * rank's, split evenly over its chunks, no ILP solves). False with why as above. */
-bool pass_framework_alt(const PassCostCtx *c, const IrGraph *g, const PassLayout *l, PassSearchAlt *out,
-                        char *why, size_t n);
-/* The same for a graph already read (pass_arch_read), as searches that
+bool rep_framework_alt(const PassCostCtx *c, const IrGraph *g, const PlanLayout *l, PassSearchAlt *out,
+                       char *why, size_t n);
+/* The same for a graph already read (rep_arch_read), as searches that
  * evaluate many layouts of one model call it. */
-bool pass_framework_alt_of(const PassCostCtx *c, const IrGraph *g, const PassArch *a, const PassLayout *l,
-                           PassSearchAlt *out, char *why, size_t n);
+bool rep_framework_alt_of(const PassCostCtx *c, const IrGraph *g, const RepArch *a, const PlanLayout *l,
+                          PassSearchAlt *out, char *why, size_t n);
 /* A framework layout that does not fit, relaxed one pin at a time the way
  * search_nofit.c relaxes a search (recomputation, then the micro-batch, then
  * ZeRO, then sequence parallelism), each as the framework would run it, offered
  * by the stack: the first that fits into *out (true), else false. */
-bool pass_framework_relax(const PassCostCtx *c, const IrGraph *g, const PassLayout *l,
-                          PassSearchAlt *out, char *what, size_t n);
+bool rep_framework_relax(const PassCostCtx *c, const IrGraph *g, const PlanLayout *l,
+                         PassSearchAlt *out, char *what, size_t n);
 
 /* The comment lines both emitters begin with: what, for which model, the
  * plan and what ptdc predicts for it (plan_frame.c). */
-void pass_emit_header(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
-                      const char *what);
+void rep_emit_header(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
+                     const char *what);
 /* Can the framework's model be g at all, whatever the plan? Megatron-LM's
- * GPT: any PassArch (an integer rotary base); torchtitan's llama3: RMSNorm,
+ * GPT: any RepArch (an integer rotary base); torchtitan's llama3: RMSNorm,
  * SwiGLU, RoPE, no biases, untied, an FFN width its rule can produce. False
  * with a sentence ("torchtitan's llama3 model cannot express gpt: ..."). */
-bool pass_megatron_model(const IrGraph *g, PassArch *a, char *why, size_t n);
-bool pass_torchtitan_model(const IrGraph *g, PassArch *a, char *why, size_t n);
+bool rep_megatron_model(const IrGraph *g, RepArch *a, char *why, size_t n);
+bool rep_torchtitan_model(const IrGraph *g, RepArch *a, char *why, size_t n);
 /* The layouts the framework can run at all, whatever the model's plan
  * (emit_megatron.c, emit_torchtitan.c): ZeRO stages, recomputation, the
  * schedule's micro-batch rules, the attention kernel and gradient dtype the
  * stack prices, ... False with a sentence. The emitters check them first;
- * pass_framework_search leaves out the layouts they refuse. */
-bool pass_megatron_layout(const PassArch *a, const PassLayout *l, const PassStack *st, PassAttention att,
-                          char *why, size_t n);
-bool pass_torchtitan_layout(const PassArch *a, const PassLayout *l, const PassStack *st, PassAttention att,
-                            char *why, size_t n);
-typedef bool PassFrameLayoutFn(const PassArch *a, const PassLayout *l, const PassStack *st, PassAttention att,
-                               char *why, size_t n);
+ * rep_framework_search leaves out the layouts they refuse. */
+bool rep_megatron_layout(const RepArch *a, const PlanLayout *l, const PassStack *st, PlanAttention att,
+                         char *why, size_t n);
+bool rep_torchtitan_layout(const RepArch *a, const PlanLayout *l, const PassStack *st, PlanAttention att,
+                           char *why, size_t n);
+typedef bool RepFrameLayoutFn(const RepArch *a, const PlanLayout *l, const PassStack *st, PlanAttention att,
+                              char *why, size_t n);
 
 /* The framework's own space (frame_search.c): every layout of o->gpus GPUs
  * (all of them) that the framework can build for the model (tp dividing
@@ -161,7 +161,7 @@ typedef bool PassFrameLayoutFn(const PassArch *a, const PassLayout *l, const Pas
  * pinned; pp and v splitting the layers evenly; every micro-batch, sequence
  * parallelism, ZeRO stage and recomputation policy the stack offers, within
  * the pins of o) and that `layout_ok` accepts, each evaluated as the framework
- * lays it out (pass_framework_alt). Keeps the o->keep fastest that fit in
+ * lays it out (rep_framework_alt). Keeps the o->keep fastest that fit in
  * r->alt (r->found: at least one), the one closest to fitting in r->closest
  * when none does (r->have_closest), and the first refusal of layout_ok in
  * why (r->no_layout when every layout was refused or none exists).
@@ -169,30 +169,30 @@ typedef bool PassFrameLayoutFn(const PassArch *a, const PassLayout *l, const Pas
  * micro-batch) or provably too big (a larger micro-batch than one that did
  * not fit with the same policy) are skipped, unless o->exhaustive (tests);
  * r->stats counts them. */
-void pass_framework_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
-                           PassFrameLayoutFn *layout_ok, PassSearchResult *r, char *why, size_t n);
+void rep_framework_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
+                          RepFrameLayoutFn *layout_ok, PassSearchResult *r, char *why, size_t n);
 
 /* Emitters (emit_megatron.c, emit_torchtitan.c): the chosen plan as the
  * framework's own configuration, with a comment header saying what ptdc
  * predicts. False with a sentence in why, printing nothing, when the plan
  * uses something the framework cannot express. */
-bool pass_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
-                        char *why, size_t n);
-bool pass_emit_torchtitan(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
-                          char *why, size_t n);
+bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
+                       char *why, size_t n);
+bool rep_emit_torchtitan(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
+                         char *why, size_t n);
 
 /* JSON answers (plan_json.c; docs/planner.md, "JSON answers"). A string
  * with JSON escapes; the "predicted" object of plan.json for a prediction. */
-void pass_json_str(FILE *f, const char *s);
-void pass_json_predicted(FILE *f, const PassPrediction *p, const char *indent);
+void rep_json_str(FILE *f, const char *s);
+void rep_json_predicted(FILE *f, const PassPrediction *p, const char *indent);
 /* The answer to a request for one layout: status ("fits", "does_not_fit",
  * "cannot_express"), the exit status it goes with, the model, cluster,
  * stack, layout and prediction (a may be NULL: no layout was evaluated),
  * the reason and notes (as ptdc says them on stderr), and what was emitted
  * (emit_name NULL: nothing). */
-void pass_answer_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
-                            const char *status, int exit_status, const char *reason,
-                            const char *const *notes, int nnotes, const char *emit_name,
-                            const char *emit_text);
+void rep_answer_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
+                           const char *status, int exit_status, const char *reason,
+                           const char *const *notes, int nnotes, const char *emit_name,
+                           const char *emit_text);
 
 #endif

@@ -27,15 +27,15 @@ int main(int argc, char **argv)
          {.tp = 1, .pp = 1, .dp = 64, .micro_batch = 1, .zero = 1}},
         {"llama2-13b.mdl", "seq=2048,vocab=128000", 2048,
          {.tp = 2, .pp = 2, .dp = 16, .micro_batch = 2, .sp = true, .zero = 1,
-          .recompute = PASS_RECOMPUTE_FULL}},
+          .recompute = PLAN_RECOMPUTE_FULL}},
         {"llama2-13b.mdl", "seq=2048,vocab=128000", 2048,
          {.tp = 4, .pp = 4, .dp = 4, .v = 2, .micro_batch = 1, .sp = true, .zero = 1}},
         {"gpt3-175b.mdl", NULL, 1536,
          {.tp = 8, .pp = 8, .dp = 16, .v = 3, .micro_batch = 1, .sp = true, .zero = 1,
-          .recompute = PASS_RECOMPUTE_SELECTIVE}},
+          .recompute = PLAN_RECOMPUTE_SELECTIVE}},
         {"gpt3-175b.mdl", NULL, 1536,
          {.tp = 8, .pp = 16, .dp = 8, .micro_batch = 1, .sp = false, .zero = 0,
-          .recompute = PASS_RECOMPUTE_FULL, .attention = PASS_ATTN_MATERIALIZED}},
+          .recompute = PLAN_RECOMPUTE_FULL, .attention = PLAN_ATTN_MATERIALIZED}},
     };
     PassCluster cl = {.gpus_per_node = 8};
     pass_gpu_preset("a100-80gb", &cl.gpu);
@@ -50,7 +50,7 @@ int main(int argc, char **argv)
         MegaLayout L = cases[i].L;
         L.global_batch = cases[i].gb;
         L.gpus_per_node = 8;
-        PassPlan p;
+        Plan p;
         if (!mega_plan(g, &L, &p))
             return 1;
         cl.ngpus = L.tp * L.pp * L.dp;
@@ -70,7 +70,7 @@ int main(int argc, char **argv)
         over += us > budget;
         printf("%-16s tp %d pp %2d dp %2d v %d mb %d %-9s %5d nodes: %8.1f us per plan%s\n",
                cases[i].file, L.tp, L.pp, L.dp, L.v > 0 ? L.v : 1, L.micro_batch,
-               pass_recompute_name(L.recompute), g->nfwd, us, us > budget ? "  OVER BUDGET" : "");
+               plan_recompute_name(L.recompute), g->nfwd, us, us > budget ? "  OVER BUDGET" : "");
         mega_plan_free(&p);
         ir_graph_free(g);
         ir_arena_free(a);

@@ -50,7 +50,7 @@ int main(int argc, char **argv)
     pass_gpu_preset("h100-80gb", &cl.gpu);
     cl.gpus_per_node = 8;
     cl.ngpus = 64;
-    PassCostCtx ctx = {.cl = &cl, .attention = PASS_ATTN_FLASH};
+    PassCostCtx ctx = {.cl = &cl, .attention = PLAN_ATTN_FLASH};
     /* A layer whose neighbours are layers. */
     int piece = -1;
     for (int p = 1; p + 1 < g->npieces && piece < 0; p++)
@@ -73,7 +73,7 @@ int main(int argc, char **argv)
             memset(&q, 0, sizeof q);
             q.first_piece = piece;
             q.npieces = 1;
-            pass_mesh_make(&q.mesh, meshes[mi][0], meshes[mi][1], 8);
+            plan_mesh_make(&q.mesh, meshes[mi][0], meshes[mi][1], 8);
             q.mb_seqs = meshes[mi][0];
             q.num_micro = 8;
             q.zero = 1;

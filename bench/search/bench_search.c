@@ -59,7 +59,7 @@ static void run(const char *model, const FeSet *sets, int nsets, int64_t gb, int
            "%ld ranked, %ld of %ld meshes solved, %d ILP solves\n", model, gpus, w[runs / 2], w[0],
            w[runs - 1], u[runs / 2], r.stats.candidates, r.stats.evaluated, r.stats.groups_solved,
            r.stats.groups, r.stats.ilp_solves);
-    printf("    plan: %s, step %.3f s, MFU %.1f%%\n", pass_layout_str(&r.alt[0].layout, lay, sizeof lay),
+    printf("    plan: %s, step %.3f s, MFU %.1f%%\n", plan_layout_str(&r.alt[0].layout, lay, sizeof lay),
            r.alt[0].pred.step_time_s, 100 * r.alt[0].pred.mfu);
     pass_search_result_free(&r);
     free(w);

@@ -125,9 +125,9 @@ void pass_rates_set(PassGpu *g, const PassRates *r)
 }
 
 static const char *coll_key_name[] = {
-    [PASS_COLL_ALLREDUCE] = "allreduce",   [PASS_COLL_REDUCESCATTER] = "reduce_scatter",
-    [PASS_COLL_ALLGATHER] = "allgather",   [PASS_COLL_ALLTOALL] = "alltoall",
-    [PASS_COLL_SENDRECV] = "sendrecv",
+    [PLAN_COLL_ALLREDUCE] = "allreduce",   [PLAN_COLL_REDUCESCATTER] = "reduce_scatter",
+    [PLAN_COLL_ALLGATHER] = "allgather",   [PLAN_COLL_ALLTOALL] = "alltoall",
+    [PLAN_COLL_SENDRECV] = "sendrecv",
 };
 
 /* "X:Y X:Y ..." with x increasing; y scaled by `scale` (the file's unit to
@@ -213,7 +213,7 @@ static bool table_key(Parse *P, const char *key, const char *val, IrLoc kloc, Ir
         if (dot && (size_t)(dot - rest) < sizeof kind) {
             memcpy(kind, rest, (size_t)(dot - rest));
             kind[dot - rest] = 0;
-            for (int k = 0; k <= PASS_COLL_SENDRECV; k++)
+            for (int k = 0; k <= PLAN_COLL_SENDRECV; k++)
                 if (coll_key_name[k] && !strcmp(kind, coll_key_name[k]))
                     kk = k;
             char *e;
@@ -625,7 +625,7 @@ void pass_cluster_print(FILE *f, const PassCluster *cl)
         snprintf(key, sizeof key, "attention_bwd.%g", g->attn_dim[d]);
         print_curve(f, key, &g->attn_bwd[d], 1e9);
     }
-    for (int k = 0; k <= PASS_COLL_SENDRECV; k++)
+    for (int k = 0; k <= PLAN_COLL_SENDRECV; k++)
         for (int i = 0; i < g->ncoll[k]; i++) {
             const PassCollFit *c = &g->coll[k][i];
             char rpn[32] = "";

@@ -135,8 +135,8 @@ typedef struct PassGpu {
     int attn_dims;                /* head dims attention was measured at */
     double attn_dim[PASS_ATTN_DIMS];
     PassCurve attn_fwd[PASS_ATTN_DIMS], attn_bwd[PASS_ATTN_DIMS]; /* FLOP/s by sequence length */
-    int ncoll[PASS_COLL_SENDRECV + 1];
-    PassCollFit coll[PASS_COLL_SENDRECV + 1][PASS_COLL_FITS]; /* by PassCollKind */
+    int ncoll[PLAN_COLL_SENDRECV + 1];
+    PassCollFit coll[PLAN_COLL_SENDRECV + 1][PASS_COLL_FITS]; /* by PlanCollKind */
     /* Memory a rank needs besides the arena (0: the CUDA defaults of
      * pass_cost_consts): after start-up, and per communicator. */
     double runtime_bytes, comm_bytes;

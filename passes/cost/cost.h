@@ -103,12 +103,12 @@ double pass_mem_time(const PassGpu *gpu, double bytes, int kernels);
  * the attention kind the plan asks for, and the stack that runs it. */
 typedef struct PassCostCtx {
     const PassCluster *cl;
-    PassAttention attention;
+    PlanAttention attention;
     PassStack st;
     /* The strategy of every node of the plan being priced, or NULL: which
-     * GEMMs run batched (pass_gemm_batch) then follows from the graph alone,
+     * GEMMs run batched (plan_gemm_batch) then follows from the graph alone,
      * the most the layouts allow (the ILP's per-node costs: a lower bound). */
-    const PassStrategy *plan;
+    const PlanStrategy *plan;
 } PassCostCtx;
 
 /* Bytes of one element of dtype t as the modelled backend stores it:
@@ -129,14 +129,14 @@ typedef struct PassNodeCost {
     double gemm_fwd_s, gemm_dx_s, gemm_dw_s; /* a matmul's of gemm_s: its forward GEMM, its
                                      input's gradient, its weight's gradient */
     double fused_s;               /* of fwd_s: what running as one kernel with the node before
-                                     it saves (pass_add_norm_pair; negative unless a measured
+                                     it saves (plan_add_norm_pair; negative unless a measured
                                      curve says otherwise), which a recomputation of this node
                                      alone does not get */
 } PassNodeCost;
 
-void pass_cost_node(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                    const PassStrategy *s, const int64_t *dim_size, PassNodeCost *out);
-/* Which nodes run fused (plan.h: pass_add_norm_pair, pass_gemm_batch) is
+void pass_cost_node(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                    const PlanStrategy *s, const int64_t *dim_size, PassNodeCost *out);
+/* Which nodes run fused (plan.h: plan_add_norm_pair, plan_gemm_batch) is
  * priced so: a fused add + norm as one call (unless the stack sets
  * add_norm_unfused; a pipeline cut between the two runs the norm alone,
  * which pass_predict charges and the search's piece costs do not: one
@@ -144,14 +144,14 @@ void pass_cost_node(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
  * share of the batched call (pass_gemm_time with batch = the group). */
 /* The forward seconds recomputing n under r costs: fwd_s, less the fusion
  * saving unless the add before it, in its piece, is recomputed with it. */
-double pass_rec_fwd_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PassRecompute r,
+double pass_rec_fwd_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PlanRecompute r,
                       const PassNodeCost *nc);
-/* Seconds for one collective step (pass_reshard's output) of elements of
+/* Seconds for one collective step (plan_reshard's output) of elements of
  * elem_bytes on mesh axis k->axis: alpha-beta with nccl-tests bus-bandwidth
  * factors, NVLink inside a node, the members' NICs across nodes. A
- * PASS_COLL_SENDRECV step is a pipeline transfer of k->numel elements per
+ * PLAN_COLL_SENDRECV step is a pipeline transfer of k->numel elements per
  * rank to the next stage's ranks (k->axis ignored). */
-double pass_cost_coll(const PassCostCtx *c, const PassMesh *m, const PassColl *k, int elem_bytes);
+double pass_cost_coll(const PassCostCtx *c, const PlanMesh *m, const PlanColl *k, int elem_bytes);
 /* Bytes forward node n keeps alive for its backward on one rank for one
  * micro-batch under recomputation policy r (activations only: parameters
  * are counted by pass_param_bytes). A tensor several nodes save is counted
@@ -159,8 +159,8 @@ double pass_cost_coll(const PassCostCtx *c, const PassMesh *m, const PassColl *k
  * inputs (counted at their first consumer in the layer); FFN keeps only the
  * input of `block mlp`; pieces outside repeats are never recomputed. The
  * working set of the layer being recomputed is a per-stage term (pass_predict). */
-double pass_saved_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                        const PassStrategy *s, const int64_t *dim_size, PassRecompute r);
+double pass_saved_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                        const PlanStrategy *s, const int64_t *dim_size, PlanRecompute r);
 /* The same, itemised: each kept tensor (tensor -1 for kept values that are
  * not IR tensors: S x S probabilities, unfused-norm copies) with its slot
  * (inputs 0.., then outputs) and bytes in the layout n reads or writes it.
@@ -171,8 +171,8 @@ typedef struct PassSaved {
     int tensor, slot;
     double bytes;
 } PassSaved;
-int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                    const PassStrategy *s, const int64_t *dim_size, PassRecompute r,
+int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                    const PlanStrategy *s, const int64_t *dim_size, PlanRecompute r,
                     PassSaved *items, int max);
 /* One past the last forward node the cost model looks in for readers of
  * activation t: the end of the piece after its producer's. */
@@ -181,7 +181,7 @@ int pass_readers_end(const IrGraph *g, int t);
  * towards its first forward consumer (codegen/cg_analyse.c's canonical form, one
  * kept copy whatever layout its keepers read), looked for in t's piece and the
  * next. strat: every node's strategy. */
-PassSharding pass_kept_sharding(const IrGraph *g, const PassMesh *m, const PassStrategy *strat,
+PlanSharding pass_kept_sharding(const IrGraph *g, const PlanMesh *m, const PlanStrategy *strat,
                                 const int64_t *dim_size, int t);
 /* pass_saved_bytes in those layouts, as pass_predict counts activations: an
  * input all-gathered for n is kept smaller and gathered again in backward
@@ -189,31 +189,31 @@ PassSharding pass_kept_sharding(const IrGraph *g, const PassMesh *m, const PassS
  * parallelism's norms reading a replicated residual) is kept whole. lower_bound:
  * nothing counted larger than n reads it (the search, whose strategies of
  * later nodes are not all chosen yet, needs a lower bound of pass_predict). */
-double pass_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PassMesh *m,
-                       const PassStrategy *strat, const int64_t *dim_size, const IrNode *n,
-                       PassRecompute r, bool lower_bound, double *regather_s);
+double pass_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m,
+                       const PlanStrategy *strat, const int64_t *dim_size, const IrNode *n,
+                       PlanRecompute r, bool lower_bound, double *regather_s);
 /* Does forward node n run again during backward under policy r? Pieces
  * outside repeats never do; FFN reruns `block mlp`; SELECTIVE reruns core
  * attention where it is materialised (a flash kernel recomputes inside its
  * own backward, priced by pass_cost_node). c NULL: flash attention. The
- * rule is plan.h's pass_plan_recomputed; this gives it the cost model's
+ * rule is plan.h's plan_recomputed; this gives it the cost model's
  * attention kernel. */
-bool pass_recomputed(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PassRecompute r);
+bool pass_recomputed(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PlanRecompute r);
 /* Model-state bytes on one rank of the parameters node n owns (those it is
  * the first consumer of): bf16 weights and grads, fp32 master and moments,
  * sharded over the parameter's data-parallel axes (those over which its
- * gradient is partial, pass_shard_grad_in) per the ZeRO stage: 1 shards the
+ * gradient is partial, plan_shard_grad_in) per the ZeRO stage: 1 shards the
  * optimizer state, 2 also the gradients, 3 also the weights. */
-double pass_param_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                        const PassStrategy *s, int zero);
+double pass_param_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                        const PlanStrategy *s, int zero);
 /* The same, itemised: weights, gradients, optimizer state (master + moments). */
-void pass_param_bytes3(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                       const PassStrategy *s, int zero, double *weights, double *grads, double *optim);
+void pass_param_bytes3(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                       const PlanStrategy *s, int zero, double *weights, double *grads, double *optim);
 /* The same for one parameter t that n reads, whether or not n owns it: a
  * pipeline stage holds its own copy of a parameter an earlier stage owns (a
  * tied embedding read again by the LM head). */
-void pass_param_bytes_of(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                         const PassStrategy *s, int zero, int t, double *weights, double *grads,
+void pass_param_bytes_of(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                         const PlanStrategy *s, int zero, int t, double *weights, double *grads,
                          double *optim);
 /* Is n the first forward node reading parameter t (the one that owns it)? */
 bool pass_param_owned(const IrGraph *g, const IrNode *n, int t);
@@ -224,27 +224,27 @@ bool pass_param_owned(const IrGraph *g, const IrNode *n, int t);
  * micro-batch two all-gathers (forward, backward) and a reduce-scatter. The
  * total link time; how much of it overlaps compute is pass_predict's. */
 /* The all-gather of updated weights after the optimizer (ZeRO-1/2), s per step. */
-double pass_param_gather_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                           const PassStrategy *s, int zero);
-double pass_param_sync_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                         const PassStrategy *s, int zero, int num_micro);
+double pass_param_gather_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                           const PlanStrategy *s, int zero);
+double pass_param_sync_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                         const PlanStrategy *s, int zero, int num_micro);
 /* The latency part of the per-step collectives pass_param_sync_s prices one
  * per parameter tensor: *red_s of the reduction (ZeRO 0 all-reduce, 1
  * reduce-scatter), *gather_s of ZeRO-1/2's all-gather, summed over the
  * parameters n owns; returns how many are synchronised. A stack that
  * reduces in buckets pays it once per bucket (pass_predict). */
-int pass_param_sync_lat(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                        const PassStrategy *s, int zero, double *red_s, double *gather_s);
+int pass_param_sync_lat(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                        const PlanStrategy *s, int zero, double *red_s, double *gather_s);
 /* Bytes of optimizer state per parameter element (fp32 master and moments). */
 int pass_optim_bytes(const PassCostCtx *c);
 /* ptdc's programs, per parameter n owns: the kernels run once per step
  * (zeroing the gradient, its share of the gradient norm, AdamW on the
  * shard), and, under ZeRO 2 and 3, per micro-batch (zeroing the full
  * gradient it reduce-scatters, adding its shard). Seconds on one rank. */
-double pass_param_step_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                         const PassStrategy *s, int zero);
-double pass_param_mb_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                       const PassStrategy *s, int zero);
+double pass_param_step_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                         const PlanStrategy *s, int zero);
+double pass_param_mb_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                       const PlanStrategy *s, int zero);
 
 /* ================================================ predict*.c (issue 3) */
 /* One pipeline rank: its time per micro-batch and its memory in bytes. */
@@ -295,11 +295,11 @@ typedef struct PassPrediction {
  * plan->stages covering every piece once; plan->attention overrides
  * c->attention. Well under a millisecond for a 100-layer model (layers with
  * equal strategies and surroundings are costed once; bench/cost). */
-void pass_predict(const PassCostCtx *c, const IrGraph *g, const PassPlan *plan, PassPrediction *out);
+void pass_predict(const PassCostCtx *c, const IrGraph *g, const Plan *plan, PassPrediction *out);
 /* The runtime term of a rank's memory (PassRankMem.runtime): CUDA context,
  * NCCL communicators, library workspaces (or, for a measured device, its
  * start-up and per-communicator bytes), for a pipeline rank on mesh m. */
-double pass_runtime_bytes(const PassCostCtx *c, const PassMesh *m, int pp);
+double pass_runtime_bytes(const PassCostCtx *c, const PlanMesh *m, int pp);
 void pass_prediction_free(PassPrediction *p);
 /* PaLM model FLOPs per token: 6 N + 12 L H Q T, N = every trained parameter
  * (the reference tables' convention), L H Q T from the attention nodes. */
@@ -307,9 +307,9 @@ double pass_model_flops_per_token(const IrGraph *g);
 /* Renderings for --plan-only (text) and --json. The JSON object has
  * "predicted": {step_time_s, tokens_per_s, mfu, hfu, peak_mem_bytes,
  * capacity_bytes, margin_bytes, fits, ..., "memory": [per rank breakdown]}. */
-void pass_prediction_print_text(FILE *f, const IrGraph *g, const PassPlan *plan,
+void pass_prediction_print_text(FILE *f, const IrGraph *g, const Plan *plan,
                                 const PassCostCtx *c, const PassPrediction *p);
-void pass_prediction_print_json(FILE *f, const IrGraph *g, const PassPlan *plan,
+void pass_prediction_print_json(FILE *f, const IrGraph *g, const Plan *plan,
                                 const PassCostCtx *c, const PassPrediction *p);
 
 #endif

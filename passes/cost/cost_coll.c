@@ -1,5 +1,5 @@
 /* cost_coll.c: collectives by the alpha-beta model in the nccl-tests
- * convention: t = alpha + c(n) * S / busbw, S the full buffer (PassColl.numel
+ * convention: t = alpha + c(n) * S / busbw, S the full buffer (PlanColl.numel
  * x element bytes), c = 2(n-1)/n for all-reduce, (n-1)/n for reduce-scatter,
  * all-gather and all-to-all. Inside a node busbw is the NVLink bus bandwidth;
  * a group spanning nodes runs NCCL's rings through the NICs of its members on
@@ -22,7 +22,7 @@ static double ring_bw(const PassGpu *g, int nodes, int per_node)
  * same kind for the same group size and level, else the nearest group size
  * measured at that level with its latency scaled by the ring steps. Returns
  * -1 when nothing of the kind was measured. */
-static double measured(const PassGpu *g, PassCollKind kind, double n, bool net, double rpn, double S)
+static double measured(const PassGpu *g, PlanCollKind kind, double n, bool net, double rpn, double S)
 {
     /* Same level first, then the ranks per node closest to the plan's (in
      * ratio), then the group size closest to n. */
@@ -37,27 +37,27 @@ static double measured(const PassGpu *g, PassCollKind kind, double n, bool net, 
     }
     if (!best)
         return -1;
-    double factor = kind == PASS_COLL_ALLREDUCE ? 2 * (n - 1) / n
-                    : kind == PASS_COLL_SENDRECV ? 1 : (n - 1) / n;
-    double steps = kind == PASS_COLL_SENDRECV ? 1 : (n - 1) / (best->group - 1);
+    double factor = kind == PLAN_COLL_ALLREDUCE ? 2 * (n - 1) / n
+                    : kind == PLAN_COLL_SENDRECV ? 1 : (n - 1) / n;
+    double steps = kind == PLAN_COLL_SENDRECV ? 1 : (n - 1) / (best->group - 1);
     return best->alpha_s * steps + factor * S / best->busbw;
 }
 
-double pass_cost_coll(const PassCostCtx *c, const PassMesh *m, const PassColl *k, int elem_bytes)
+double pass_cost_coll(const PassCostCtx *c, const PlanMesh *m, const PlanColl *k, int elem_bytes)
 {
     const PassGpu *g = &c->cl->gpu;
     double S = (double)k->numel * elem_bytes;
     int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
-    if (k->kind == PASS_COLL_NONE || S <= 0)
+    if (k->kind == PLAN_COLL_NONE || S <= 0)
         return 0;
-    if (k->kind == PASS_COLL_SENDRECV && g->ncoll[PASS_COLL_SENDRECV] > 0) {
-        int dev = pass_mesh_devices(m);
-        return measured(g, PASS_COLL_SENDRECV, 2, 2 * dev > gpn, gpn, S);
+    if (k->kind == PLAN_COLL_SENDRECV && g->ncoll[PLAN_COLL_SENDRECV] > 0) {
+        int dev = plan_mesh_devices(m);
+        return measured(g, PLAN_COLL_SENDRECV, 2, 2 * dev > gpn, gpn, S);
     }
-    if (k->kind == PASS_COLL_SENDRECV) {
+    if (k->kind == PLAN_COLL_SENDRECV) {
         /* The next stage's ranks are `devices` further on: on the same node
          * only when both stages fit in one; each rank uses its own NIC. */
-        int dev = pass_mesh_devices(m);
+        int dev = plan_mesh_devices(m);
         bool same = 2 * dev <= gpn;
         return pass_cost_consts.coll_base_s + (same ? g->alpha_nvlink : g->alpha_ib) +
                S / (same ? g->busbw_nvlink : g->busbw_ib);
@@ -66,7 +66,7 @@ double pass_cost_coll(const PassCostCtx *c, const PassMesh *m, const PassColl *k
     if (a < 0 || a >= m->naxes)
         ir_die("pass_cost_coll: axis %d of a %d-axis mesh", a, m->naxes);
     double n = m->size[a];
-    if (k->kind == PASS_COLL_SLICE) /* local copy of the kept block */
+    if (k->kind == PLAN_COLL_SLICE) /* local copy of the kept block */
         return g->kern[PASS_K_COPY].n > 0 ? pass_kernel_time(g, PASS_K_COPY, 1, S / n / elem_bytes)
                                           : pass_mem_time(g, 2 * S / n, 1);
     if (n <= 1)
@@ -77,16 +77,16 @@ double pass_cost_coll(const PassCostCtx *c, const PassMesh *m, const PassColl *k
         return t;
     /* Ring latency: n - 1 steps (twice for an all-reduce), of which
      * nodes - 1 cross the network. */
-    double steps = (n - 1) * (k->kind == PASS_COLL_ALLREDUCE ? 2 : 1);
-    double inter = (nodes - 1) * (k->kind == PASS_COLL_ALLREDUCE ? 2 : 1);
+    double steps = (n - 1) * (k->kind == PLAN_COLL_ALLREDUCE ? 2 : 1);
+    double inter = (nodes - 1) * (k->kind == PLAN_COLL_ALLREDUCE ? 2 : 1);
     double alpha = pass_cost_consts.coll_base_s + (steps - inter) * g->alpha_nvlink + inter * g->alpha_ib;
     switch (k->kind) {
-    case PASS_COLL_ALLREDUCE:
+    case PLAN_COLL_ALLREDUCE:
         return alpha + 2 * (n - 1) / n * S / ring_bw(g, nodes, per);
-    case PASS_COLL_REDUCESCATTER:
-    case PASS_COLL_ALLGATHER:
+    case PLAN_COLL_REDUCESCATTER:
+    case PLAN_COLL_ALLGATHER:
         return alpha + (n - 1) / n * S / ring_bw(g, nodes, per);
-    case PASS_COLL_ALLTOALL: {
+    case PLAN_COLL_ALLTOALL: {
         /* Each rank keeps 1/n, sends (per-1)/n over NVLink and the rest
          * through its own NIC; the two levels run concurrently. */
         double t_nvl = (per - 1) / n * S / g->busbw_nvlink;

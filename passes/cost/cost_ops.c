@@ -22,8 +22,8 @@ typedef struct OpArgs {
     const PassCostCtx *c;
     const IrGraph *g;
     const IrNode *n;
-    const PassMesh *m;
-    const PassStrategy *s;
+    const PlanMesh *m;
+    const PlanStrategy *s;
     const int64_t *local;         /* local size of every dim inside n */
 } OpArgs;
 
@@ -64,7 +64,7 @@ static void kcall(const OpArgs *a, PassNodeCost *o, bool bwd, PassKernel k, doub
 }
 
 /* batch GEMMs of one shape, issued in one call with their siblings'
- * (pass_gemm_batch): `calls` such groups in the call, of which this is one
+ * (plan_gemm_batch): `calls` such groups in the call, of which this is one
  * share (the waves hold every group's tiles; one per-call overhead). */
 static void gemm_share(const OpArgs *a, double M, double N, double K, double batch, int calls,
                        bool bwd, PassNodeCost *o)
@@ -104,8 +104,8 @@ static void pass_opcost_MATMUL(const OpArgs *a, PassNodeCost *o)
     /* The forward GEMM and the weight's gradient run batched with their
      * siblings'; dA accumulates into one sum, call after call. */
     int calls = a->c->st.gemm_unbatched ? 1
-                : a->c->plan        ? pass_gemm_batch(a->g, n, a->c->plan, NULL)
-                                    : pass_gemm_siblings(a->g, n, NULL);
+                : a->c->plan        ? plan_gemm_batch(a->g, n, a->c->plan, NULL)
+                                    : plan_gemm_siblings(a->g, n, NULL);
     /* Each of the three GEMMs on its own (gemm_fwd_s, gemm_dx_s,
      * gemm_dw_s): a tensor-parallel collective can run beside one of them
      * (pass_predict, the stack's tp_overlap). */
@@ -128,7 +128,7 @@ static void pass_opcost_MATMUL(const OpArgs *a, PassNodeCost *o)
  * unfused framework norms run ~6 kernels in fp32 (to-fp32, pow, mean, rsqrt
  * multiply, to-bf16, weight multiply) forward and about twice that backward.
  * A norm right after the residual add it reads runs with it as one call
- * (pass_add_norm_pair): the pair costs that call, the add's own price
+ * (plan_add_norm_pair): the pair costs that call, the add's own price
  * standing, so the norm's forward is the call less an rt_add (fused_s
  * records the difference for what runs it alone: a recomputation, a stage
  * cut between the two). */
@@ -141,7 +141,7 @@ static void norm(const OpArgs *a, PassNodeCost *o, int stats)
         return;
     }
     PassKernel fwd = stats == 1 ? PASS_K_RMSNORM_FWD : PASS_K_LAYERNORM_FWD;
-    if (!a->c->st.add_norm_unfused && pass_add_norm_pair(a->g, a->n)) {
+    if (!a->c->st.add_norm_unfused && plan_add_norm_pair(a->g, a->n)) {
         const PassGpu *d = gpu(a);
         PassKernel fused = stats == 1 ? PASS_K_ADD_RMSNORM_FWD : PASS_K_ADD_LAYERNORM_FWD;
         double alone = pass_kernel_time(d, fwd, rows, x / rows);
@@ -157,7 +157,7 @@ static void norm(const OpArgs *a, PassNodeCost *o, int stats)
     kcall(a, o, true, stats == 1 ? PASS_K_RMSNORM_BWD : PASS_K_LAYERNORM_BWD, rows, x / rows);
 }
 
-double pass_rec_fwd_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PassRecompute r,
+double pass_rec_fwd_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PlanRecompute r,
                       const PassNodeCost *nc)
 {
     const IrNode *a = &g->nodes[n->id - 1];
@@ -182,7 +182,7 @@ static PassAttnKernel attn_kernel(const PassCostCtx *c)
 {
     if (c->st.attn_kernel != PASS_KERNEL_AUTO)
         return c->st.attn_kernel;
-    return c->attention == PASS_ATTN_MATERIALIZED ? PASS_KERNEL_FUSED_SOFTMAX : PASS_KERNEL_FLASH2;
+    return c->attention == PLAN_ATTN_MATERIALIZED ? PASS_KERNEL_FUSED_SOFTMAX : PASS_KERNEL_FLASH2;
 }
 
 static void pass_opcost_ATTENTION(const OpArgs *a, PassNodeCost *o)
@@ -354,8 +354,8 @@ static void pass_opcost_CROSS_ENTROPY(const OpArgs *a, PassNodeCost *o)
     int vocab = lg->dim[lg->rank - 1];
     for (int ax = 0; ax < a->m->naxes; ax++)
         if (a->s->dim[ax] == vocab && a->m->size[ax] > 1) {
-            PassColl k1 = {PASS_COLL_ALLREDUCE, ax, -1, -1, (int64_t)rows};
-            PassColl k3 = {PASS_COLL_ALLREDUCE, ax, -1, -1, (int64_t)(3 * rows)};
+            PlanColl k1 = {PLAN_COLL_ALLREDUCE, ax, -1, -1, (int64_t)rows};
+            PlanColl k3 = {PLAN_COLL_ALLREDUCE, ax, -1, -1, (int64_t)(3 * rows)};
             o->fwd_s += pass_cost_coll(a->c, a->m, &k1, 4) + pass_cost_coll(a->c, a->m, &k3, 4);
         }
 }
@@ -422,13 +422,13 @@ static void (*const opcost[IR_NUM_OPS])(const OpArgs *, PassNodeCost *) = {
 #undef OP
 };
 
-void pass_cost_node(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                    const PassStrategy *s, const int64_t *dim_size, PassNodeCost *out)
+void pass_cost_node(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                    const PlanStrategy *s, const int64_t *dim_size, PassNodeCost *out)
 {
     int64_t local[256];
     if (g->ndims > 256)
         ir_die("pass_cost_node: %d dims", g->ndims);
-    pass_local_sizes(g, n, m, s, dim_size, local);
+    plan_local_sizes(g, n, m, s, dim_size, local);
     memset(out, 0, sizeof *out);
     OpArgs a = {c, g, n, m, s, local};
     opcost[n->op](&a, out);

@@ -2,7 +2,7 @@
  * AdamW keeps per parameter element a bf16 weight, a gradient (bf16 in ptdc's
  * runtime; fp32 where a stack accumulates in fp32), an fp32 master weight and
  * two fp32 moments. Each parameter's data-parallel group is the set of mesh
- * axes over which its gradient is partial (pass_shard_grad_in): the batch
+ * axes over which its gradient is partial (plan_shard_grad_in): the batch
  * axis for a weight, plus the sequence-parallel axis for a norm weight. ZeRO
  * shards over exactly that group. */
 #include "cost/cost.h"
@@ -48,11 +48,11 @@ typedef struct Owned {
 
 /* The parameters node n reads (only == -1) or just parameter `only`, and,
  * unless `any`, only those n owns. */
-static int read_params(const IrGraph *g, const IrNode *n, const PassMesh *m, const PassStrategy *s,
+static int read_params(const IrGraph *g, const IrNode *n, const PlanMesh *m, const PlanStrategy *s,
                        int only, bool any, Owned *out)
 {
-    PassSharding in[IR_MAX_IN];
-    pass_shard_io(g, n, s, in, NULL);
+    PlanSharding in[IR_MAX_IN];
+    plan_shard_io(g, n, s, in, NULL);
     int k = 0;
     for (int i = 0; i < n->nin; i++) {
         int t = n->in[i];
@@ -66,8 +66,8 @@ static int read_params(const IrGraph *g, const IrNode *n, const PassMesh *m, con
         /* Parameters never carry the batch dim: global sizes suffice. */
         int64_t ds[256];
         ir_dim_sizes(g, 1, ds);
-        PassSharding gs = pass_shard_grad_in(g, n, s, i);
-        Owned o = {t, (double)pass_local_numel(g, t, m, &in[i], ds), 0, 1};
+        PlanSharding gs = plan_shard_grad_in(g, n, s, i);
+        Owned o = {t, (double)plan_local_numel(g, t, m, &in[i], ds), 0, 1};
         for (int a = 0; a < m->naxes; a++)
             if ((gs.partial >> a & 1) && m->size[a] > 1) {
                 o.dp_axes |= (uint8_t)(1u << a);
@@ -78,7 +78,7 @@ static int read_params(const IrGraph *g, const IrNode *n, const PassMesh *m, con
     return k;
 }
 
-static int owned_params(const IrGraph *g, const IrNode *n, const PassMesh *m, const PassStrategy *s,
+static int owned_params(const IrGraph *g, const IrNode *n, const PlanMesh *m, const PlanStrategy *s,
                         Owned *out)
 {
     return read_params(g, n, m, s, -1, false, out);
@@ -102,15 +102,15 @@ static void states(const PassCostCtx *c, const Owned *own, int k, int zero, doub
     *weights = w, *grads = gr, *optim = op;
 }
 
-void pass_param_bytes3(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                       const PassStrategy *s, int zero, double *weights, double *grads, double *optim)
+void pass_param_bytes3(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                       const PlanStrategy *s, int zero, double *weights, double *grads, double *optim)
 {
     Owned own[IR_MAX_IN];
     states(c, own, owned_params(g, n, m, s, own), zero, weights, grads, optim);
 }
 
-void pass_param_bytes_of(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                         const PassStrategy *s, int zero, int t, double *weights, double *grads,
+void pass_param_bytes_of(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                         const PlanStrategy *s, int zero, int t, double *weights, double *grads,
                          double *optim)
 {
     Owned own[IR_MAX_IN];
@@ -119,8 +119,8 @@ void pass_param_bytes_of(const PassCostCtx *c, const IrGraph *g, const IrNode *n
 
 bool pass_param_owned(const IrGraph *g, const IrNode *n, int t) { return owns(g, n, t); }
 
-double pass_param_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                        const PassStrategy *s, int zero)
+double pass_param_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                        const PlanStrategy *s, int zero)
 {
     double w, gr, op;
     pass_param_bytes3(c, g, n, m, s, zero, &w, &gr, &op);
@@ -130,30 +130,30 @@ double pass_param_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n,
 /* One collective over every axis in `axes` in turn, `numel` the unsharded
  * buffer: reduce-scatters shrink it (inner axis first), all-gathers grow it
  * back (outer axis first), all-reduces keep it. */
-static double over_axes(const PassCostCtx *c, const PassMesh *m, PassCollKind kind, uint8_t axes,
+static double over_axes(const PassCostCtx *c, const PlanMesh *m, PlanCollKind kind, uint8_t axes,
                         double numel, int eb)
 {
     double t = 0, cur = numel;
-    if (kind == PASS_COLL_ALLGATHER)
+    if (kind == PLAN_COLL_ALLGATHER)
         for (int a = 0; a < m->naxes; a++)
             if (axes >> a & 1)
                 cur /= m->size[a];
     for (int i = 0; i < m->naxes; i++) {
-        int a = kind == PASS_COLL_ALLGATHER ? i : m->naxes - 1 - i;
+        int a = kind == PLAN_COLL_ALLGATHER ? i : m->naxes - 1 - i;
         if (!(axes >> a & 1))
             continue;
-        if (kind == PASS_COLL_ALLGATHER)
+        if (kind == PLAN_COLL_ALLGATHER)
             cur *= m->size[a];
-        PassColl k = {kind, a, -1, -1, (int64_t)cur};
+        PlanColl k = {kind, a, -1, -1, (int64_t)cur};
         t += pass_cost_coll(c, m, &k, eb);
-        if (kind == PASS_COLL_REDUCESCATTER)
+        if (kind == PLAN_COLL_REDUCESCATTER)
             cur /= m->size[a];
     }
     return t;
 }
 
-double pass_param_sync_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                         const PassStrategy *s, int zero, int num_micro)
+double pass_param_sync_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                         const PlanStrategy *s, int zero, int num_micro)
 {
     Owned own[IR_MAX_IN];
     int k = owned_params(g, n, m, s, own);
@@ -164,12 +164,12 @@ double pass_param_sync_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n
         uint8_t ax = own[i].dp_axes;
         if (!ax)
             continue;
-        double rs = over_axes(c, m, PASS_COLL_REDUCESCATTER, ax, e, gb);
+        double rs = over_axes(c, m, PLAN_COLL_REDUCESCATTER, ax, e, gb);
         /* All-gather of the updated weights from their shards. */
-        double ag = over_axes(c, m, PASS_COLL_ALLGATHER, ax, e, weight_bytes(c));
+        double ag = over_axes(c, m, PLAN_COLL_ALLGATHER, ax, e, weight_bytes(c));
         switch (zero) {
         case 0:
-            t += over_axes(c, m, PASS_COLL_ALLREDUCE, ax, e, gb);
+            t += over_axes(c, m, PLAN_COLL_ALLREDUCE, ax, e, gb);
             break;
         case 1:
             t += rs + ag;
@@ -185,8 +185,8 @@ double pass_param_sync_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n
     return t;
 }
 
-int pass_param_sync_lat(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                        const PassStrategy *s, int zero, double *red_s, double *gather_s)
+int pass_param_sync_lat(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                        const PlanStrategy *s, int zero, double *red_s, double *gather_s)
 {
     Owned own[IR_MAX_IN];
     int k = owned_params(g, n, m, s, own), count = 0;
@@ -200,17 +200,17 @@ int pass_param_sync_lat(const PassCostCtx *c, const IrGraph *g, const IrNode *n,
          * they cost whatever their size. */
         double e = own[i].dp;
         if (zero == 0)
-            *red_s += over_axes(c, m, PASS_COLL_ALLREDUCE, ax, e, grad_bytes(c));
+            *red_s += over_axes(c, m, PLAN_COLL_ALLREDUCE, ax, e, grad_bytes(c));
         if (zero == 1)
-            *red_s += over_axes(c, m, PASS_COLL_REDUCESCATTER, ax, e, grad_bytes(c));
+            *red_s += over_axes(c, m, PLAN_COLL_REDUCESCATTER, ax, e, grad_bytes(c));
         if (zero == 1 || zero == 2)
-            *gather_s += over_axes(c, m, PASS_COLL_ALLGATHER, ax, e, weight_bytes(c));
+            *gather_s += over_axes(c, m, PLAN_COLL_ALLGATHER, ax, e, weight_bytes(c));
     }
     return count;
 }
 
-double pass_param_gather_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                           const PassStrategy *s, int zero)
+double pass_param_gather_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                           const PlanStrategy *s, int zero)
 {
     if (zero != 1 && zero != 2)
         return 0;
@@ -219,12 +219,12 @@ double pass_param_gather_s(const PassCostCtx *c, const IrGraph *g, const IrNode 
     double t = 0;
     for (int i = 0; i < k; i++)
         if (own[i].dp_axes)
-            t += over_axes(c, m, PASS_COLL_ALLGATHER, own[i].dp_axes, own[i].local, weight_bytes(c));
+            t += over_axes(c, m, PLAN_COLL_ALLGATHER, own[i].dp_axes, own[i].local, weight_bytes(c));
     return t;
 }
 
-double pass_param_step_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                         const PassStrategy *s, int zero)
+double pass_param_step_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                         const PlanStrategy *s, int zero)
 {
     Owned own[IR_MAX_IN];
     int k = owned_params(g, n, m, s, own);
@@ -239,8 +239,8 @@ double pass_param_step_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n
     return t;
 }
 
-double pass_param_mb_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                       const PassStrategy *s, int zero)
+double pass_param_mb_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                       const PlanStrategy *s, int zero)
 {
     if (zero < 2)
         return 0;

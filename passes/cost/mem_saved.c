@@ -15,17 +15,17 @@
 static bool materialized(const PassCostCtx *c)
 {
     if (c->st.attn_kernel == PASS_KERNEL_AUTO)
-        return c->attention == PASS_ATTN_MATERIALIZED;
+        return c->attention == PLAN_ATTN_MATERIALIZED;
     return c->st.attn_kernel == PASS_KERNEL_FUSED_SOFTMAX || c->st.attn_kernel == PASS_KERNEL_EAGER;
 }
 
-bool pass_recomputed(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PassRecompute r)
+bool pass_recomputed(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PlanRecompute r)
 {
-    return pass_plan_recomputed(g, n, r, c && materialized(c));
+    return plan_recomputed(g, n, r, c && materialized(c));
 }
 
 /* Was t made outside n's recomputed region (so the region keeps it)? */
-static bool from_outside(const IrGraph *g, const IrNode *n, int t, PassRecompute r)
+static bool from_outside(const IrGraph *g, const IrNode *n, int t, PlanRecompute r)
 {
     int p = g->tensors[t].producer;
     if (p < 0)
@@ -33,12 +33,12 @@ static bool from_outside(const IrGraph *g, const IrNode *n, int t, PassRecompute
     const IrNode *pn = &g->nodes[p];
     if (pn->piece != n->piece)
         return true;
-    return r == PASS_RECOMPUTE_FFN && !pass_is_mlp(pn);
+    return r == PLAN_RECOMPUTE_FFN && !plan_is_mlp(pn);
 }
 
 /* Does forward node n keep tensor t (its input `in` or output `out` slot)? */
 static bool keeps(const PassCostCtx *c, const IrGraph *g, const IrNode *n, int in, int out,
-                  PassRecompute r)
+                  PlanRecompute r)
 {
     int t = in >= 0 ? n->in[in] : n->out[out];
     if (g->tensors[t].role == IR_PARAM)
@@ -52,7 +52,7 @@ static bool keeps(const PassCostCtx *c, const IrGraph *g, const IrNode *n, int i
 }
 
 static bool keeps_tensor(const PassCostCtx *c, const IrGraph *g, const IrNode *n, int t,
-                         PassRecompute r)
+                         PlanRecompute r)
 {
     for (int i = 0; i < n->nin; i++)
         if (n->in[i] == t && keeps(c, g, n, i, -1, r))
@@ -67,7 +67,7 @@ static bool keeps_tensor(const PassCostCtx *c, const IrGraph *g, const IrNode *n
  * (which may keep its own output: attention's O) or the start of the piece
  * that declared an input, to n. */
 static bool first_keeper(const PassCostCtx *c, const IrGraph *g, const IrNode *n, int t,
-                         PassRecompute r)
+                         PlanRecompute r)
 {
     const IrTensor *x = &g->tensors[t];
     int from = x->producer >= 0 ? x->producer : x->piece >= 0 ? g->pieces[x->piece].first : 0;
@@ -77,12 +77,12 @@ static bool first_keeper(const PassCostCtx *c, const IrGraph *g, const IrNode *n
     return true;
 }
 
-int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                    const PassStrategy *s, const int64_t *dim_size, PassRecompute r,
+int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                    const PlanStrategy *s, const int64_t *dim_size, PlanRecompute r,
                     PassSaved *items, int max)
 {
-    PassSharding in[IR_MAX_IN], out[IR_MAX_OUT];
-    pass_shard_io(g, n, s, in, out);
+    PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
+    plan_shard_io(g, n, s, in, out);
     int k = 0;
 #define ITEM(t_, slot_, bytes_)                                                               \
     do {                                                                                      \
@@ -103,7 +103,7 @@ int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
         }
         if (dup || !first_keeper(c, g, n, t, r))
             continue;
-        double e = (double)pass_local_numel(g, t, m, isin ? &in[i] : &out[i], dim_size);
+        double e = (double)plan_local_numel(g, t, m, isin ? &in[i] : &out[i], dim_size);
         int eb = pass_elem_bytes(c, g->tensors[t].dtype);
         if (n->op == IR_OP_CROSS_ENTROPY && isin && i == 0 && c->st.loss_fp32)
             eb = 4; /* the fp32 softmax replaces the bf16 logits */
@@ -112,9 +112,9 @@ int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
     if (pass_recomputed(NULL, g, n, r) /* its region reruns */)
         return k < max ? k : max;
     /* Kept values that are not IR tensors. */
-    if (n->op == IR_OP_ATTENTION && materialized(c) && r != PASS_RECOMPUTE_SELECTIVE) {
+    if (n->op == IR_OP_ATTENTION && materialized(c) && r != PLAN_RECOMPUTE_SELECTIVE) {
         int64_t local[256];
-        pass_local_sizes(g, n, m, s, dim_size, local);
+        plan_local_sizes(g, n, m, s, dim_size, local);
         const IrTensor *q = &g->tensors[n->in[0]];
         double ss = (double)local[q->dim[0]] * (double)local[q->dim[2]] *
                     (double)local[q->dim[1]] * (double)local[q->dim[1]];
@@ -124,16 +124,16 @@ int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
         ITEM(-1, -1, ss * ((eager ? 4 : 2) + (c->st.attn_dropout ? 3 : eager ? 2 : 0)));
     }
     if ((n->op == IR_OP_RMSNORM || n->op == IR_OP_LAYERNORM) && c->st.norm_unfused)
-        ITEM(-1, -1, 6 * (double)pass_local_numel(g, n->in[0], m, &in[0], dim_size));
+        ITEM(-1, -1, 6 * (double)plan_local_numel(g, n->in[0], m, &in[0], dim_size));
     if (n->op == IR_OP_SWIGLU && c->st.swiglu_unfused) /* silu(gate), for the product's backward */
-        ITEM(-1, -1, (double)pass_local_numel(g, n->out[0], m, &out[0], dim_size) *
+        ITEM(-1, -1, (double)plan_local_numel(g, n->out[0], m, &out[0], dim_size) *
                          pass_elem_bytes(c, g->tensors[n->out[0]].dtype));
 #undef ITEM
     return k < max ? k : max;
 }
 
-double pass_saved_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                        const PassStrategy *s, const int64_t *dim_size, PassRecompute r)
+double pass_saved_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                        const PlanStrategy *s, const int64_t *dim_size, PlanRecompute r)
 {
     PassSaved it[IR_MAX_IN + IR_MAX_OUT + 2];
     int k = pass_saved_list(c, g, n, m, s, dim_size, r, it, IR_MAX_IN + IR_MAX_OUT + 2);
@@ -153,13 +153,13 @@ int pass_readers_end(const IrGraph *g, int t)
     return end < g->nfwd ? end : g->nfwd;
 }
 
-PassSharding pass_kept_sharding(const IrGraph *g, const PassMesh *m, const PassStrategy *strat,
+PlanSharding pass_kept_sharding(const IrGraph *g, const PlanMesh *m, const PlanStrategy *strat,
                                 const int64_t *dim_size, int t)
 {
     int pid = g->tensors[t].producer;
     const IrNode *pn = &g->nodes[pid];
-    PassSharding out[IR_MAX_OUT], from = {{-1, -1}, 0};
-    pass_shard_io(g, pn, &strat[pid], NULL, out);
+    PlanSharding out[IR_MAX_OUT], from = {{-1, -1}, 0};
+    plan_shard_io(g, pn, &strat[pid], NULL, out);
     for (int j = 0; j < pn->nout; j++)
         if (pn->out[j] == t)
             from = out[j];
@@ -168,22 +168,22 @@ PassSharding pass_kept_sharding(const IrGraph *g, const PassMesh *m, const PassS
         const IrNode *n = &g->nodes[i];
         for (int k = 0; k < n->nin; k++)
             if (n->in[k] == t) {
-                PassSharding in[IR_MAX_IN];
-                pass_shard_io(g, n, &strat[i], in, NULL);
-                return pass_reshard_reduced(g, t, m, from, &in[k], dim_size);
+                PlanSharding in[IR_MAX_IN];
+                plan_shard_io(g, n, &strat[i], in, NULL);
+                return plan_reshard_reduced(g, t, m, from, &in[k], dim_size);
             }
     }
     return from;
 }
 
-double pass_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PassMesh *m,
-                       const PassStrategy *strat, const int64_t *dim_size, const IrNode *n,
-                       PassRecompute r, bool lower_bound, double *regather_s)
+double pass_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m,
+                       const PlanStrategy *strat, const int64_t *dim_size, const IrNode *n,
+                       PlanRecompute r, bool lower_bound, double *regather_s)
 {
     PassSaved it[IR_MAX_IN + IR_MAX_OUT + 2];
     int k = pass_saved_list(c, g, n, m, &strat[n->id], dim_size, r, it, IR_MAX_IN + IR_MAX_OUT + 2);
-    PassSharding in[IR_MAX_IN], out[IR_MAX_OUT];
-    pass_shard_io(g, n, &strat[n->id], in, out);
+    PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
+    plan_shard_io(g, n, &strat[n->id], in, out);
     double b = 0;
     if (regather_s)
         *regather_s = 0;
@@ -193,17 +193,17 @@ double pass_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PassMesh *m
         if (t < 0 || g->tensors[t].producer < 0)
             continue;
         bool isin = it[i].slot < n->nin;
-        const PassSharding *used = isin ? &in[it[i].slot] : &out[it[i].slot - n->nin];
-        PassSharding keep = pass_kept_sharding(g, m, strat, dim_size, t);
-        double e_used = (double)pass_local_numel(g, t, m, used, dim_size);
-        double e_keep = (double)pass_local_numel(g, t, m, &keep, dim_size);
+        const PlanSharding *used = isin ? &in[it[i].slot] : &out[it[i].slot - n->nin];
+        PlanSharding keep = pass_kept_sharding(g, m, strat, dim_size, t);
+        double e_used = (double)plan_local_numel(g, t, m, used, dim_size);
+        double e_keep = (double)plan_local_numel(g, t, m, &keep, dim_size);
         if (e_used <= 0 || e_keep == e_used || (lower_bound && e_keep > e_used))
             continue;
         double kept = it[i].bytes * e_keep / e_used;
         b += kept - it[i].bytes;
         if (isin && kept < it[i].bytes && regather_s) {
-            PassColl steps[8];
-            int ns = pass_reshard(g, t, m, &keep, used, dim_size, steps, 8);
+            PlanColl steps[8];
+            int ns = plan_reshard(g, t, m, &keep, used, dim_size, steps, 8);
             int eb = pass_elem_bytes(c, g->tensors[t].dtype);
             for (int j = 0; j < ns; j++)
                 *regather_s += pass_cost_coll(c, m, &steps[j], eb);

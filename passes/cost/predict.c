@@ -1,7 +1,7 @@
 /* predict.c: a whole plan's step time, throughput and memory.
  *
  * Per pipeline stage and micro-batch: node costs (pass_cost_node), the
- * resharding collectives on every edge forward and backward (pass_reshard;
+ * resharding collectives on every edge forward and backward (plan_reshard;
  * consumers that read the same tensor in the same layout share one, and
  * gradient contributions of the same layout are summed before one
  * reduction), pipeline transfers between stages, and recomputation. Stages
@@ -51,15 +51,15 @@ typedef struct PieceCost {
 typedef struct Ctx {
     const PassCostCtx *c;
     const IrGraph *g;
-    const PassPlan *p;
+    const Plan *p;
     int64_t *ds;                  /* dim sizes at the plan's micro-batch */
     int *stage_of;                /* piece -> stage */
     bool *over;                   /* tensor -> its gradient is written over it */
 } Ctx;
 
-static const PassStrategy *strat(const Ctx *x, int node) { return &x->p->strategy[node]; }
+static const PlanStrategy *strat(const Ctx *x, int node) { return &x->p->strategy[node]; }
 
-static bool strat_eq(const PassStrategy *a, const PassStrategy *b)
+static bool strat_eq(const PlanStrategy *a, const PlanStrategy *b)
 {
     return a->dim[0] == b->dim[0] && a->dim[1] == b->dim[1];
 }
@@ -68,11 +68,11 @@ static bool strat_eq(const PassStrategy *a, const PassStrategy *b)
  * *agrs (may be NULL): the group of its steps when they are all-gathers
  * and reduce-scatters, what a GEMM can consume or produce chunk by chunk
  * (tp_overlap); 0 otherwise (an all-reduce, an all-to-all, a slice). */
-static double coll_time(const Ctx *x, int t, const PassSharding *from, const PassSharding *to, int *group,
+static double coll_time(const Ctx *x, int t, const PlanSharding *from, const PlanSharding *to, int *group,
                         int *agrs)
 {
-    PassColl steps[8];
-    int k = pass_reshard(x->g, t, &x->p->mesh, from, to, x->ds, steps, 8);
+    PlanColl steps[8];
+    int k = plan_reshard(x->g, t, &x->p->mesh, from, to, x->ds, steps, 8);
     double s = 0;
     int eb = pass_elem_bytes(x->c, x->g->tensors[t].dtype), pg = 0;
     bool pairs = k > 0;
@@ -80,10 +80,10 @@ static double coll_time(const Ctx *x, int t, const PassSharding *from, const Pas
         double ti = pass_cost_coll(x->c, &x->p->mesh, &steps[i], eb);
         s += ti;
         bool ax = steps[i].axis >= 0 && steps[i].axis < x->p->mesh.naxes;
-        if (ti > 0 && steps[i].kind != PASS_COLL_SLICE && steps[i].kind != PASS_COLL_SENDRECV && ax &&
+        if (ti > 0 && steps[i].kind != PLAN_COLL_SLICE && steps[i].kind != PLAN_COLL_SENDRECV && ax &&
             x->p->mesh.size[steps[i].axis] > *group)
             *group = x->p->mesh.size[steps[i].axis];
-        if ((steps[i].kind == PASS_COLL_ALLGATHER || steps[i].kind == PASS_COLL_REDUCESCATTER) && ax)
+        if ((steps[i].kind == PLAN_COLL_ALLGATHER || steps[i].kind == PLAN_COLL_REDUCESCATTER) && ax)
             pg = pg > x->p->mesh.size[steps[i].axis] ? pg : x->p->mesh.size[steps[i].axis];
         else if (ti > 0)
             pairs = false;
@@ -97,7 +97,7 @@ static double coll_time(const Ctx *x, int t, const PassSharding *from, const Pas
  * matmuls of the piece that read t in layout `lay`: the GEMMs a transfer of
  * t can run beside (q, k, v share one gather of their input, and the sum of
  * their input gradients one reduce-scatter). */
-static void reader_gemms(const Ctx *x, const PassNodeCost *ncs, int piece, int t, const PassSharding *lay,
+static void reader_gemms(const Ctx *x, const PassNodeCost *ncs, int piece, int t, const PlanSharding *lay,
                          double out[3])
 {
     const IrGraph *g = x->g;
@@ -107,10 +107,10 @@ static void reader_gemms(const Ctx *x, const PassNodeCost *ncs, int piece, int t
         const IrNode *o = &g->nodes[j];
         if (o->op != IR_OP_MATMUL)
             continue;
-        PassSharding in[IR_MAX_IN];
-        pass_shard_io(g, o, strat(x, j), in, NULL);
+        PlanSharding in[IR_MAX_IN];
+        plan_shard_io(g, o, strat(x, j), in, NULL);
         for (int i = 0; i < o->nin; i++)
-            if (o->in[i] == t && pass_sharding_eq(&in[i], lay)) {
+            if (o->in[i] == t && plan_sharding_eq(&in[i], lay)) {
                 const PassNodeCost *nc = &ncs[j - P->first];
                 out[0] += nc->gemm_fwd_s, out[1] += nc->gemm_dx_s, out[2] += nc->gemm_dw_s;
                 break;
@@ -128,13 +128,13 @@ static const PassNodeCost *producer_gemm(const Ctx *x, const PassNodeCost *ncs, 
     return &ncs[p - g->pieces[piece].first];
 }
 
-static PassSharding out_sharding(const Ctx *x, int t)
+static PlanSharding out_sharding(const Ctx *x, int t)
 {
     const IrGraph *g = x->g;
     int pid = g->tensors[t].producer;
     const IrNode *pn = &g->nodes[pid];
-    PassSharding out[IR_MAX_OUT];
-    pass_shard_io(g, pn, strat(x, pid), NULL, out);
+    PlanSharding out[IR_MAX_OUT];
+    plan_shard_io(g, pn, strat(x, pid), NULL, out);
     for (int j = 0; j < pn->nout; j++)
         if (pn->out[j] == t)
             return out[j];
@@ -143,8 +143,8 @@ static PassSharding out_sharding(const Ctx *x, int t)
 
 /* Did an earlier consumer of t in the same stage need it in layout `to`
  * (forward) or return its gradient in layout `gto` (backward)? */
-static void shared_edges(const Ctx *x, const IrNode *n, int t, const PassSharding *to,
-                         const PassSharding *gto, bool *fwd_shared, bool *bwd_shared)
+static void shared_edges(const Ctx *x, const IrNode *n, int t, const PlanSharding *to,
+                         const PlanSharding *gto, bool *fwd_shared, bool *bwd_shared)
 {
     const IrGraph *g = x->g;
     *fwd_shared = *bwd_shared = false;
@@ -156,17 +156,17 @@ static void shared_edges(const Ctx *x, const IrNode *n, int t, const PassShardin
         for (int i = 0; i < o->nin; i++) {
             if (o->in[i] != t)
                 continue;
-            PassSharding in[IR_MAX_IN];
-            pass_shard_io(g, o, strat(x, j), in, NULL);
-            PassSharding gi = pass_shard_grad_in(g, o, strat(x, j), i);
-            *fwd_shared |= pass_sharding_eq(&in[i], to);
-            *bwd_shared |= pass_sharding_eq(&gi, gto);
+            PlanSharding in[IR_MAX_IN];
+            plan_shard_io(g, o, strat(x, j), in, NULL);
+            PlanSharding gi = plan_shard_grad_in(g, o, strat(x, j), i);
+            *fwd_shared |= plan_sharding_eq(&in[i], to);
+            *bwd_shared |= plan_sharding_eq(&gi, gto);
         }
     }
 }
 
 /* Bytes n keeps under r in the layouts the programs keep them (pass_kept_bytes). */
-static double kept_bytes(const Ctx *x, const IrNode *n, PassRecompute r, double *regather)
+static double kept_bytes(const Ctx *x, const IrNode *n, PlanRecompute r, double *regather)
 {
     return pass_kept_bytes(x->c, x->g, &x->p->mesh, x->p->strategy, x->ds, n, r, false, regather);
 }
@@ -175,7 +175,7 @@ static double kept_bytes(const Ctx *x, const IrNode *n, PassRecompute r, double 
 typedef struct PieceWalk {
     const Ctx *x;
     int piece;
-    PassRecompute r;
+    PlanRecompute r;
     PassNodeCost *ncs;            /* every node's cost, by its place in the piece */
     PassTpOverlap ov;             /* the stack's tensor-parallel overlap */
     double sd;                    /* the device's overlap slowdown */
@@ -196,7 +196,7 @@ static PassNodeCost *node_costs(const Ctx *x, int piece)
         /* A norm priced fused with the add before it runs alone after a
          * stage cut, or where the two layouts differ. */
         if (nc->fused_s != 0 && (x->stage_of[g->nodes[n->id - 1].piece] != x->stage_of[piece] ||
-                                 !pass_add_norm_fused(g, n, x->p->strategy)))
+                                 !plan_add_norm_fused(g, n, x->p->strategy)))
             nc->fwd_s -= nc->fused_s, nc->fused_s = 0;
     }
     return ncs;
@@ -220,7 +220,7 @@ static void node_kernels(const PieceWalk *w, const IrNode *n, const PassNodeCost
 /* The bytes n keeps for its backward, and the input kept sequence-sharded
  * that is gathered again for the weight gradient, beside the input-gradient
  * GEMM (bulk). */
-static void node_saved(PieceWalk *w, const IrNode *n, const PassSharding *in, PieceCost *pc)
+static void node_saved(PieceWalk *w, const IrNode *n, const PlanSharding *in, PieceCost *pc)
 {
     const Ctx *x = w->x;
     double regather, regather_none;
@@ -233,15 +233,15 @@ static void node_saved(PieceWalk *w, const IrNode *n, const PassSharding *in, Pi
         regather = e + w->sd * (regather - e);
     }
     pc->bwd += regather * (1 - x->c->st.reshard_overlap);
-    w->saved_none += w->r == PASS_RECOMPUTE_NONE ? sv : kept_bytes(x, n, PASS_RECOMPUTE_NONE, &regather_none);
+    w->saved_none += w->r == PLAN_RECOMPUTE_NONE ? sv : kept_bytes(x, n, PLAN_RECOMPUTE_NONE, &regather_none);
 }
 
 /* Model states of n's parameters and their synchronisation. */
-static void node_states(const Ctx *x, const IrNode *n, const PassStrategy *s, PieceCost *pc)
+static void node_states(const Ctx *x, const IrNode *n, const PlanStrategy *s, PieceCost *pc)
 {
     const PassCostCtx *c = x->c;
     const IrGraph *g = x->g;
-    const PassMesh *m = &x->p->mesh;
+    const PlanMesh *m = &x->p->mesh;
     int zero = x->p->zero;
     double w, gr, op;
     pass_param_bytes3(c, g, n, m, s, zero, &w, &gr, &op);
@@ -273,13 +273,13 @@ static void node_states(const Ctx *x, const IrNode *n, const PassStrategy *s, Pi
  * own and its first output's gradient. A gradient written over the tensor
  * it differentiates (the loss's dlogits over the kept logits) takes no
  * memory of its own. */
-static double node_grad_bytes(const Ctx *x, const IrNode *n, const PassNodeCost *nc, const PassSharding *out)
+static double node_grad_bytes(const Ctx *x, const IrNode *n, const PassNodeCost *nc, const PlanSharding *out)
 {
     const IrGraph *g = x->g;
     double grads = nc->ws_bytes;
     for (int j = 0; j < n->nout; j++)
         if (j == 0 && g->tensors[n->out[j]].role != IR_LOSS && !x->over[n->out[j]])
-            grads += (double)pass_local_numel(g, n->out[j], &x->p->mesh, &out[j], x->ds) *
+            grads += (double)plan_local_numel(g, n->out[j], &x->p->mesh, &out[j], x->ds) *
                      pass_elem_bytes(x->c, g->tensors[n->out[j]].dtype);
     return grads;
 }
@@ -290,7 +290,7 @@ static double node_grad_bytes(const Ctx *x, const IrNode *n, const PassNodeCost 
  * pass_overlap_exposed). Overlapped seconds cost the compute the device's
  * overlap slowdown. *tf, *tb: edge (n, input i)'s transfer seconds forward
  * and backward, kf, kb their all-gather / reduce-scatter groups. */
-static void edge_overlap(const PieceWalk *w, const IrNode *n, int t, const PassSharding *lay, int kf, int kb,
+static void edge_overlap(const PieceWalk *w, const IrNode *n, int t, const PlanSharding *lay, int kf, int kb,
                          double *tf, double *tb, PieceCost *pc)
 {
     const Ctx *x = w->x;
@@ -300,7 +300,7 @@ static void edge_overlap(const PieceWalk *w, const IrNode *n, int t, const PassS
     if (n->op == IR_OP_MATMUL && (kf || kb))
         reader_gemms(x, w->ncs, w->piece, t, lay, gm);
     if (*tf > 0 && kf && w->ov >= PASS_TP_OVERLAP_UB && n->op == IR_OP_MATMUL)
-        pc->ub_bytes = fmax(pc->ub_bytes, (double)pass_local_numel(g, t, &x->p->mesh, lay, x->ds) *
+        pc->ub_bytes = fmax(pc->ub_bytes, (double)plan_local_numel(g, t, &x->p->mesh, lay, x->ds) *
                                               pass_elem_bytes(x->c, g->tensors[t].dtype));
     if (*tf > 0 && kf && w->ov >= PASS_TP_OVERLAP_UB) {
         double e = n->op == IR_OP_MATMUL ? pass_overlap_exposed(PASS_OVERLAP_RING, *tf, gm[0], kf)
@@ -323,22 +323,22 @@ static void edge_overlap(const PieceWalk *w, const IrNode *n, int t, const PassS
  * input): the pipeline transfer when it crosses a stage, resharding forward
  * and gradient resharding backward, unless an earlier consumer in the stage
  * already paid for the same layout. */
-static void edge_in(const PieceWalk *w, const IrNode *n, int i, const PassSharding *in, bool rec, PieceCost *pc)
+static void edge_in(const PieceWalk *w, const IrNode *n, int i, const PlanSharding *in, bool rec, PieceCost *pc)
 {
     const Ctx *x = w->x;
     const IrGraph *g = x->g;
-    const PassMesh *m = &x->p->mesh;
+    const PlanMesh *m = &x->p->mesh;
     const PassCostCtx *c = x->c;
     int t = n->in[i];
-    PassSharding from = out_sharding(x, t);
-    PassSharding gfrom = pass_shard_grad_in(g, n, strat(x, n->id), i), gto = from;
+    PlanSharding from = out_sharding(x, t);
+    PlanSharding gfrom = plan_shard_grad_in(g, n, strat(x, n->id), i), gto = from;
     gto.partial = 0;
     bool fsh, bsh;
     shared_edges(x, n, t, &in[i], &gfrom, &fsh, &bsh);
     int pp_piece = g->nodes[g->tensors[t].producer].piece;
     bool cross = x->stage_of[pp_piece] != x->stage_of[w->piece];
     if (cross && !fsh) {
-        PassColl k = {PASS_COLL_SENDRECV, 0, -1, -1, pass_local_numel(g, t, m, &from, x->ds)};
+        PlanColl k = {PLAN_COLL_SENDRECV, 0, -1, -1, plan_local_numel(g, t, m, &from, x->ds)};
         double tp2p = pass_cost_coll(c, m, &k, pass_elem_bytes(x->c, g->tensors[t].dtype));
         pc->p2p_f += tp2p;
         pc->p2p_b += tp2p;
@@ -358,18 +358,18 @@ static void edge_in(const PieceWalk *w, const IrNode *n, int i, const PassShardi
 /* The edges into n, and the largest backward working set so far (n's own,
  * its output's gradient, its inputs' gradients). Token inputs are loaded on
  * the host every micro-batch. */
-static void node_edges(const PieceWalk *w, const IrNode *n, const PassNodeCost *nc, const PassSharding *in,
-                       const PassSharding *out, bool rec, PieceCost *pc)
+static void node_edges(const PieceWalk *w, const IrNode *n, const PassNodeCost *nc, const PlanSharding *in,
+                       const PlanSharding *out, bool rec, PieceCost *pc)
 {
     const Ctx *x = w->x;
     const IrGraph *g = x->g;
-    const PassMesh *m = &x->p->mesh;
+    const PlanMesh *m = &x->p->mesh;
     double grads = node_grad_bytes(x, n, nc, out);
     for (int i = 0; i < n->nin; i++) {
         int t = n->in[i];
         IrRole role = g->tensors[t].role;
         if (role == IR_INPUT)
-            pc->host_s += x->c->cl->gpu.host_token_s * (double)pass_local_numel(g, t, m, &in[i], x->ds);
+            pc->host_s += x->c->cl->gpu.host_token_s * (double)plan_local_numel(g, t, m, &in[i], x->ds);
         if (role == IR_PARAM || role == IR_INPUT)
             continue;
         bool dup = false;
@@ -378,7 +378,7 @@ static void node_edges(const PieceWalk *w, const IrNode *n, const PassNodeCost *
         if (dup)
             continue;
         if (!x->over[t])
-            grads += (double)pass_local_numel(g, t, m, &in[i], x->ds) * pass_elem_bytes(x->c, g->tensors[t].dtype);
+            grads += (double)plan_local_numel(g, t, m, &in[i], x->ds) * pass_elem_bytes(x->c, g->tensors[t].dtype);
         edge_in(w, n, i, in, rec, pc);
     }
     if (grads > pc->transient)
@@ -399,7 +399,7 @@ static void piece_sync_wait(const PassCostCtx *c, PieceCost *pc)
 
 /* One micro-batch of one piece under recomputation r: its kernels, saved
  * activations, model states, edges and collectives. */
-static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
+static void cost_piece(const Ctx *x, int piece, PlanRecompute r, PieceCost *pc)
 {
     const IrGraph *g = x->g;
     memset(pc, 0, sizeof *pc);
@@ -410,8 +410,8 @@ static void cost_piece(const Ctx *x, int piece, PassRecompute r, PieceCost *pc)
         const PassNodeCost *nc = &w.ncs[id - P->first];
         bool rec = pass_recomputed(x->c, g, n, r);
         node_kernels(&w, n, nc, rec, pc);
-        PassSharding in[IR_MAX_IN], out[IR_MAX_OUT];
-        pass_shard_io(g, n, strat(x, id), in, out);
+        PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
+        plan_shard_io(g, n, strat(x, id), in, out);
         node_saved(&w, n, in, pc);
         node_states(x, n, strat(x, id), pc);
         node_edges(&w, n, nc, in, out, rec, pc);
@@ -453,7 +453,7 @@ typedef struct RankAcc {
     double t_mb, fwd, bwd;        /* per micro-batch */
     double rec, rs, p2p, p2p_f, p2p_b, flops, rec_flops;
     double saved, nchunks, extra_ws, transient;
-    double saved_chunk[PASS_MAX_CHUNKS]; /* per micro-batch, by the rank's chunk */
+    double saved_chunk[PLAN_MAX_CHUNKS]; /* per micro-batch, by the rank's chunk */
     double w, gr, op, sync_step, sync_mb, sync_gather, shard_elems, grad_elems, full_w_max;
     double lat_red, lat_gather;
     int nsync;
@@ -488,11 +488,11 @@ static double boundary_bytes(const Ctx *x, int t)
 {
     const IrGraph *g = x->g;
     const IrNode *p = &g->nodes[g->tensors[t].producer];
-    PassSharding out[IR_MAX_OUT];
-    pass_shard_io(g, p, &x->p->strategy[p->id], NULL, out);
+    PlanSharding out[IR_MAX_OUT];
+    plan_shard_io(g, p, &x->p->strategy[p->id], NULL, out);
     for (int k = 0; k < p->nout; k++)
         if (p->out[k] == t)
-            return (double)pass_local_numel(g, t, &x->p->mesh, &out[k], x->ds) *
+            return (double)plan_local_numel(g, t, &x->p->mesh, &out[k], x->ds) *
                    pass_elem_bytes(x->c, g->tensors[t].dtype);
     return 0;
 }
@@ -500,8 +500,8 @@ static double boundary_bytes(const Ctx *x, int t)
 static void stage_extras(const Ctx *x, int st, RankAcc *ra)
 {
     const IrGraph *g = x->g;
-    const PassPlan *plan = x->p;
-    const PassStage *S = &plan->stages[st];
+    const Plan *plan = x->p;
+    const PlanStage *S = &plan->stages[st];
     RankAcc *r = &ra[S->pp_rank];
     int chunk = st / plan->pp; /* stages are dealt to ranks round-robin: chunk c of rank c % pp */
     int seen[64], nseen = 0;
@@ -533,7 +533,7 @@ static void stage_extras(const Ctx *x, int st, RankAcc *ra)
                        x->stage_of[g->nodes[tt->producer].piece] < st) {
                 /* Received: the gradient going back, and the sender's copy. */
                 double b = boundary_bytes(x, t);
-                const PassStage *P = &plan->stages[x->stage_of[g->nodes[tt->producer].piece]];
+                const PlanStage *P = &plan->stages[x->stage_of[g->nodes[tt->producer].piece]];
                 int pchunk = (int)(P - plan->stages) / plan->pp;
                 r->saved_chunk[chunk] += b;
                 ra[P->pp_rank].saved_chunk[pchunk] += b;
@@ -546,7 +546,7 @@ static void stage_extras(const Ctx *x, int st, RankAcc *ra)
     }
 }
 
-double pass_runtime_bytes(const PassCostCtx *c, const PassMesh *m, int pp)
+double pass_runtime_bytes(const PassCostCtx *c, const PlanMesh *m, int pp)
 {
     /* CUDA context, one NCCL communicator per group kind the rank belongs to
      * (world, each mesh axis larger than 1, the pipeline), library workspaces;
@@ -562,7 +562,7 @@ double pass_runtime_bytes(const PassCostCtx *c, const PassMesh *m, int pp)
 /* The plan's sizes and ownership, found once: dim sizes at the plan's
  * micro-batch, each piece's stage, which tensors' gradients are written
  * over them (ir_grad_in_place scans the graph). Freed by ctx_free. */
-static void ctx_init(Ctx *x, const PassCostCtx *c, const IrGraph *g, const PassPlan *plan)
+static void ctx_init(Ctx *x, const PassCostCtx *c, const IrGraph *g, const Plan *plan)
 {
     int64_t *ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));
     ir_dim_sizes(g, plan->mb_seqs, ds);
@@ -609,7 +609,7 @@ typedef struct Predict {
  * programs wait for their ZeRO-2/3 per-micro-batch collectives where they
  * are issued (docs/runtime.md, "Overlap in a training step"): only the
  * step-end reductions and gathers overlap. */
-static void predict_init(Predict *P, const PassCostCtx *c, const IrGraph *g, const PassPlan *plan)
+static void predict_init(Predict *P, const PassCostCtx *c, const IrGraph *g, const Plan *plan)
 {
     memset(P, 0, sizeof *P);
     ctx_init(&P->x, c, g, plan);
@@ -672,16 +672,16 @@ static void add_piece(Predict *P, int st, RankAcc *r, const PieceCost *pc)
  * when it starts a stage itself. */
 static void cost_stages(Predict *P)
 {
-    const PassPlan *plan = P->x.p;
+    const Plan *plan = P->x.p;
     enum { NREF = 8 };
     PieceCost pc, ref[NREF];
     int refp[NREF], nref = 0, next = 0;
     for (int st = 0; st < plan->nstages; st++) {
-        const PassStage *S = &plan->stages[st];
+        const PlanStage *S = &plan->stages[st];
         RankAcc *r = &P->ra[S->pp_rank];
         r->nchunks += 1;
-        if (r->nchunks > PASS_MAX_CHUNKS)
-            ir_die("pass_predict: more than %d chunks on pipeline rank %d", PASS_MAX_CHUNKS,
+        if (r->nchunks > PLAN_MAX_CHUNKS)
+            ir_die("pass_predict: more than %d chunks on pipeline rank %d", PLAN_MAX_CHUNKS,
                    S->pp_rank);
         for (int k = 0; k < S->npieces; k++) {
             int piece = S->first_piece + k;
@@ -741,7 +741,7 @@ static void schedule(Predict *P, PassPrediction *out)
          * (CPU ranks of several pipeline ranks on one node's cores share
          * them: share.c). */
         PassShare sh;
-        bool shared = pass_share(c->cl, pp, pass_mesh_devices(&P->x.p->mesh), &sh);
+        bool shared = pass_share(c->cl, pp, plan_mesh_devices(&P->x.p->mesh), &sh);
         pipe = pass_schedule_sim_shared(pp, v, m, P->sf, P->sb, P->sxf, P->sxb, P->finish, shared ? &sh : NULL);
     } else {
         /* A reference stack: 1F1B takes (m - 1) times the slowest rank plus
@@ -873,11 +873,11 @@ static double dp_tail(const Predict *P, PassPrediction *out)
     }
     /* ptdc's trainer all-reduces the gradient norm and the loss over the
      * world, one float each. */
-    const PassPlan *plan = P->x.p;
-    if (!c->st.ref_stack && P->pp * pass_mesh_devices(&plan->mesh) > 1) {
-        PassMesh wm;
-        pass_mesh_make(&wm, P->pp * pass_mesh_devices(&plan->mesh), 1, c->cl->gpus_per_node);
-        PassColl one = {PASS_COLL_ALLREDUCE, 0, -1, -1, 1};
+    const Plan *plan = P->x.p;
+    if (!c->st.ref_stack && P->pp * plan_mesh_devices(&plan->mesh) > 1) {
+        PlanMesh wm;
+        plan_mesh_make(&wm, P->pp * plan_mesh_devices(&plan->mesh), 1, c->cl->gpus_per_node);
+        PlanColl one = {PLAN_COLL_ALLREDUCE, 0, -1, -1, 1};
         tail += 2 * pass_cost_coll(c, &wm, &one, 4);
     }
     return tail;
@@ -887,10 +887,10 @@ static double dp_tail(const Predict *P, PassPrediction *out)
 static void throughput(const Predict *P, PassPrediction *out)
 {
     const IrGraph *g = P->x.g;
-    const PassPlan *plan = P->x.p;
+    const Plan *plan = P->x.p;
     const PassGpu *gpu = &P->x.c->cl->gpu;
     int m = P->m;
-    int dev = pass_mesh_devices(&plan->mesh), gpus = dev * P->pp;
+    int dev = plan_mesh_devices(&plan->mesh), gpus = dev * P->pp;
     double tokens = (double)plan->mb_seqs * m * (double)P->x.ds[g->seq_dim >= 0 ? g->seq_dim : 0];
     if (g->seq_dim < 0)
         tokens = (double)plan->mb_seqs * m;
@@ -906,7 +906,7 @@ static void throughput(const Predict *P, PassPrediction *out)
 static void memory(const Predict *P, PassPrediction *out)
 {
     const PassCostCtx *c = P->x.c;
-    const PassPlan *plan = P->x.p;
+    const Plan *plan = P->x.p;
     const PassGpu *gpu = &c->cl->gpu;
     const PassCostConsts *K = &pass_cost_consts;
     int pp = P->pp, v = P->v, m = P->m;
@@ -922,8 +922,8 @@ static void memory(const Predict *P, PassPrediction *out)
         M->weights = r->w, M->grads = r->gr, M->optim = r->op;
         /* The schedule codegen runs decides what is alive: each chunk's most
          * micro-batches in ptdc's static arena, the peak of the sum under a
-         * caching allocator (pass_schedule_acts). */
-        M->acts = pass_schedule_acts(pp, v, m, i, r->saved_chunk, c->st.ref_stack);
+         * caching allocator (plan_schedule_acts). */
+        M->acts = plan_schedule_acts(pp, v, m, i, r->saved_chunk, c->st.ref_stack);
         double held = 0; /* one micro-batch through every chunk of the rank */
         for (int j = 0; j < v; j++)
             held += r->saved_chunk[j];
@@ -948,7 +948,7 @@ static void memory(const Predict *P, PassPrediction *out)
     out->fits = out->margin_bytes >= 0;
 }
 
-void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const PassPlan *plan, PassPrediction *out)
+void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const Plan *plan, PassPrediction *out)
 {
     /* The plan says which attention kernel runs. */
     PassCostCtx cc = *ctx;

@@ -15,14 +15,14 @@ static const char *attn_name(const PassCostCtx *c)
     case PASS_KERNEL_EAGER: return "eager";
     case PASS_KERNEL_AUTO: break;
     }
-    return c->attention == PASS_ATTN_MATERIALIZED ? "materialized" : "flash";
+    return c->attention == PLAN_ATTN_MATERIALIZED ? "materialized" : "flash";
 }
 
-void pass_prediction_print_text(FILE *f, const IrGraph *g, const PassPlan *plan,
+void pass_prediction_print_text(FILE *f, const IrGraph *g, const Plan *plan,
                                 const PassCostCtx *c, const PassPrediction *p)
 {
     const PassGpu *gpu = &c->cl->gpu;
-    int dev = pass_mesh_devices(&plan->mesh);
+    int dev = plan_mesh_devices(&plan->mesh);
     fprintf(f, "prediction for %s on %d x %s\n", g->name, dev * plan->pp, gpu->name);
     fprintf(f, "  layout            mesh %dx%d, pp %d (v %d), %d micro-batches of %lld sequences, "
                "zero %d, %s attention\n",
@@ -72,10 +72,10 @@ static void num(FILE *f, const char *k, double v, bool comma)
         fprintf(f, "    \"%s\": null%s\n", k, comma ? "," : "");
 }
 
-void pass_prediction_print_json(FILE *f, const IrGraph *g, const PassPlan *plan,
+void pass_prediction_print_json(FILE *f, const IrGraph *g, const Plan *plan,
                                 const PassCostCtx *c, const PassPrediction *p)
 {
-    int dev = pass_mesh_devices(&plan->mesh);
+    int dev = plan_mesh_devices(&plan->mesh);
     fprintf(f, "{\n  \"model\": \"%s\",\n  \"gpu\": \"%s\",\n  \"gpus\": %d,\n", g->name,
             c->cl->gpu.name, dev * plan->pp);
     fprintf(f, "  \"predicted\": {\n");

@@ -34,7 +34,7 @@ static const int *rank_ops(int pp, int v, int m)
     e->ops = ir_xmalloc(sizeof(int) * (size_t)pp * (size_t)nops);
     for (int r = 0; r < pp; r++)
         for (int k = 0; k < nops; k++) {
-            PassSchedOp op = pass_schedule_op(pp, v, m, r, k);
+            PlanSchedOp op = plan_schedule_op(pp, v, m, r, k);
             e->ops[(size_t)r * nops + k] = ((op.mb * ns + op.chunk * pp + r) << 1) | op.bwd;
         }
     e->pp = pp, e->v = v, e->m = m, e->used = ++opclock;
@@ -59,7 +59,7 @@ double pass_schedule_sim(int pp, int v, int m, const double *f, const double *b,
                          const double *xb, double *finish)
 {
     int ns = pp * v;
-    if (pp < 1 || v < 1 || m < 1 || v > PASS_MAX_CHUNKS)
+    if (pp < 1 || v < 1 || m < 1 || v > PLAN_MAX_CHUNKS)
         ir_die("pass_schedule_sim: pp %d, v %d, m %d", pp, v, m);
     if ((long)ns * m > (1L << 28))
         ir_die("pass_schedule_sim: %d stages x %d micro-batches", ns, m);
@@ -114,7 +114,7 @@ double pass_schedule_sim_shared(int pp, int v, int m, const double *f, const dou
     if (!sh || sh->group < 2)
         return pass_schedule_sim(pp, v, m, f, b, xf, xb, finish);
     int ns = pp * v;
-    if (pp < 1 || v < 1 || m < 1 || v > PASS_MAX_CHUNKS || (long)ns * m > (1L << 28))
+    if (pp < 1 || v < 1 || m < 1 || v > PLAN_MAX_CHUNKS || (long)ns * m > (1L << 28))
         ir_die("pass_schedule_sim_shared: pp %d, v %d, m %d", pp, v, m);
     const int *ops = rank_ops(pp, v, m);
     int nops = 2 * m * v, ngroups = (pp + sh->group - 1) / sh->group;

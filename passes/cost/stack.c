@@ -118,9 +118,9 @@ static const PassStack presets[] = {
         .zero_stages = BIT(0) | BIT(1),
         /* --recompute-granularity selective (core attention, or
          * --recompute-modules mlp) or full. */
-        .recompute = BIT(PASS_RECOMPUTE_NONE) | BIT(PASS_RECOMPUTE_SELECTIVE) |
-                     BIT(PASS_RECOMPUTE_FFN) | BIT(PASS_RECOMPUTE_FULL),
-        .schedules = BIT(PASS_SCHED_1F1B) | BIT(PASS_SCHED_INTERLEAVED),
+        .recompute = BIT(PLAN_RECOMPUTE_NONE) | BIT(PLAN_RECOMPUTE_SELECTIVE) |
+                     BIT(PLAN_RECOMPUTE_FFN) | BIT(PLAN_RECOMPUTE_FULL),
+        .schedules = BIT(PLAN_SCHED_1F1B) | BIT(PLAN_SCHED_INTERLEAVED),
         .backends = BIT(PASS_DEV_GPU),
     },
     {
@@ -165,9 +165,9 @@ static const PassStack presets[] = {
          * outputs, recomputes the rest) or full checkpointing of every n-th
          * layer (selective_ac_option = "2"); neither recomputes just core
          * attention or the MLP. */
-        .recompute = BIT(PASS_RECOMPUTE_NONE) | BIT(PASS_RECOMPUTE_FULL),
+        .recompute = BIT(PLAN_RECOMPUTE_NONE) | BIT(PLAN_RECOMPUTE_FULL),
         /* pipeline_parallel_schedule 1F1B, Interleaved1F1B. */
-        .schedules = BIT(PASS_SCHED_1F1B) | BIT(PASS_SCHED_INTERLEAVED),
+        .schedules = BIT(PLAN_SCHED_1F1B) | BIT(PLAN_SCHED_INTERLEAVED),
         .backends = BIT(PASS_DEV_GPU),
     },
 };
@@ -203,11 +203,11 @@ bool pass_stack_has_zero(const PassStack *st, int z)
 }
 bool pass_stack_has_recompute(const PassStack *st, int r)
 {
-    return r >= 0 && r <= PASS_RECOMPUTE_FULL && (!st->recompute || (st->recompute >> r & 1));
+    return r >= 0 && r <= PLAN_RECOMPUTE_FULL && (!st->recompute || (st->recompute >> r & 1));
 }
 bool pass_stack_has_schedule(const PassStack *st, int s)
 {
-    return s >= 0 && s <= PASS_SCHED_INTERLEAVED && (!st->schedules || (st->schedules >> s & 1));
+    return s >= 0 && s <= PLAN_SCHED_INTERLEAVED && (!st->schedules || (st->schedules >> s & 1));
 }
 
 int pass_elem_bytes(const PassCostCtx *c, IrDtype t)

@@ -7,7 +7,7 @@
 #include "cost/cluster.h"
 
 /* The kernel that runs attention. AUTO is what ptdc's runtime runs: a
- * flash-style kernel for PASS_ATTN_FLASH; PASS_ATTN_MATERIALIZED is costed as
+ * flash-style kernel for PLAN_ATTN_FLASH; PLAN_ATTN_MATERIALIZED is costed as
  * FUSED_SOFTMAX. The others describe other stacks (calibration). */
 typedef enum {
     PASS_KERNEL_AUTO,
@@ -59,7 +59,7 @@ typedef struct PassStack {
                                      kernels (ptdc: one, rt_add_rmsnorm_fwd or
                                      rt_add_layernorm_fwd, one read of the sum fewer) */
     bool gemm_unbatched;          /* sibling GEMMs (q, k, v; gate, up) run as separate calls
-                                     (ptdc: one batched call, pass_gemm_batch; Megatron: one
+                                     (ptdc: one batched call, plan_gemm_batch; Megatron: one
                                      GEMM over the concatenated weights) */
     bool swiglu_unfused;          /* SwiGLU as eager framework ops, silu(gate) * up: autograd
                                      also saves silu(gate), and its kernels move 5 + 9
@@ -106,8 +106,8 @@ typedef struct PassStack {
                                      rt_add (IR_OPF_GRAD_SUM) */
     /* what it offers */
     unsigned zero_stages;         /* bit z: ZeRO stage z (0: all) */
-    unsigned recompute;           /* bit PassRecompute r: that policy (0: all) */
-    unsigned schedules;           /* bit PassSchedule s: that schedule (0: all) */
+    unsigned recompute;           /* bit PlanRecompute r: that policy (0: all) */
+    unsigned schedules;           /* bit PlanSchedule s: that schedule (0: all) */
     bool no_sp;                   /* no sequence parallelism */
     unsigned backends;            /* bit PassDevKind: devices it runs on (0: all) */
 } PassStack;

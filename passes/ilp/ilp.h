@@ -12,7 +12,7 @@
  *     IR: nodes choosing one strategy each, edges priced per pair of choices,
  *     max-groups, one memory constraint;
  *   - the lowering of a pipeline stage onto it (ilp_lower.c, ilp_merge.c,
- *     ilp_stage.c, ilp_print.c): strategies from pass_strategies, prices from
+ *     ilp_stage.c, ilp_print.c): strategies from plan_strategies, prices from
  *     the cost model, one copy of each distinct repeated layer.
  * The entry point for the pipeline search and the driver is pass_ilp_stage. */
 
@@ -131,20 +131,20 @@ IlpProblem *ilp_restrict(const IlpProblem *p, int *const *dom, int **map);
 /* The cost-model functions the lowering prices with: pass_ilp_costs (the cost
  * model of cost.h, ilp_costs.c) or a test's synthetic ones. */
 typedef struct PassIlpCosts {
-    void (*node)(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                 const PassStrategy *s, const int64_t *dim_size, PassNodeCost *out);
-    double (*coll)(const PassCostCtx *c, const PassMesh *m, const PassColl *k, int elem_bytes);
-    double (*saved)(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                    const PassStrategy *s, const int64_t *dim_size, PassRecompute r);
+    void (*node)(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                 const PlanStrategy *s, const int64_t *dim_size, PassNodeCost *out);
+    double (*coll)(const PassCostCtx *c, const PlanMesh *m, const PlanColl *k, int elem_bytes);
+    double (*saved)(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                    const PlanStrategy *s, const int64_t *dim_size, PlanRecompute r);
     /* Does saved() of n count its input `slot` under r? (Where a re-gathered
      * input is kept: the cost model counts a tensor at its first keeper only,
      * which may be its producer, attention keeping its output.) */
-    bool (*keeps_input)(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                        const int64_t *dim_size, int slot, PassRecompute r);
+    bool (*keeps_input)(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                        const int64_t *dim_size, int slot, PlanRecompute r);
     double (*param_bytes)(const PassCostCtx *c, const IrGraph *g, const IrNode *n,
-                          const PassMesh *m, const PassStrategy *s, int zero);
+                          const PlanMesh *m, const PlanStrategy *s, int zero);
     double (*param_sync)(const PassCostCtx *c, const IrGraph *g, const IrNode *n,
-                         const PassMesh *m, const PassStrategy *s, int zero, int num_micro);
+                         const PlanMesh *m, const PlanStrategy *s, int zero, int num_micro);
 } PassIlpCosts;
 
 extern const PassIlpCosts pass_ilp_costs;
@@ -152,22 +152,22 @@ extern const PassIlpCosts pass_ilp_costs;
 /* What to solve: one pipeline stage (a contiguous run of pieces) on its mesh. */
 typedef struct PassIlpQuery {
     int first_piece, npieces;     /* the stage */
-    PassMesh mesh;
+    PlanMesh mesh;
     int64_t mb_seqs;              /* sequences per micro-batch over the whole mesh: the batch
                                      dim's size (a batch split over dp ways gives mb_seqs/dp) */
     int num_micro;                /* micro-batches per step */
     int zero;                     /* ZeRO stage 0-3 */
-    PassRecompute recompute;
+    PlanRecompute recompute;
     double inflight;              /* micro-batches whose activations the stage holds at once */
     double budget;                /* bytes per device for parameters, gradients, optimizer
                                      state and activations; 0: unlimited */
-    uint64_t allow[PASS_MAX_AXES];/* pins: bit d set = dim d may split over axis a. Both 0:
+    uint64_t allow[PLAN_MAX_AXES];/* pins: bit d set = dim d may split over axis a. Both 0:
                                      anything (e.g. --tp 2 --sp off: axis 0 only batch,
                                      axis 1 all but batch and seq) */
-    unsigned require;             /* PASS_REQ_* every strategy must meet (pass_strategies_require) */
+    unsigned require;             /* PASS_REQ_* every strategy must meet (plan_strategies_require) */
     bool fix_boundary;            /* layer boundaries carry `boundary` (a pipeline neighbour
                                      fixed it); false: the ILP chooses */
-    PassSharding boundary;
+    PlanSharding boundary;
     bool no_merge;                /* keep elementwise ops separate (tests, measurements) */
     double time_limit_s;          /* per solve; 0: 10 s */
 } PassIlpQuery;
@@ -178,7 +178,7 @@ typedef struct PassIlpColl {
     int consumer;                 /* forward node reading it (-1: a layer boundary) */
     bool bwd;                     /* false: forward pass; true: backward (gradient) */
     bool regather;                /* backward all-gather of an input kept sharded */
-    PassColl coll;
+    PlanColl coll;
     double seconds;               /* one execution */
     int count;                    /* executions per micro-batch on this stage */
 } PassIlpColl;
@@ -187,10 +187,10 @@ typedef struct PassIlpResult {
     bool feasible;                /* a plan within the budget was found */
     IlpStatus status;
     int first_node, nnodes;       /* the stage's forward nodes */
-    PassStrategy *strategy;       /* [nnodes], strategy[i] for node first_node + i */
+    PlanStrategy *strategy;       /* [nnodes], strategy[i] for node first_node + i */
     bool has_boundary;
-    PassSharding boundary;        /* the sharding layer boundaries carry */
-    const char *axis_name[PASS_MAX_AXES]; /* "dp" (batch split on it), "tp", or "-" (unused) */
+    PlanSharding boundary;        /* the sharding layer boundaries carry */
+    const char *axis_name[PLAN_MAX_AXES]; /* "dp" (batch split on it), "tp", or "-" (unused) */
     double fwd_s, bwd_s;          /* one micro-batch through the stage: compute + resharding
                                      (bwd includes recomputation and re-gathers) */
     double sync_s;                /* per step: gradient synchronisation, ZeRO gathers */
@@ -250,7 +250,7 @@ typedef struct IlpInst {
     int tensor;                   /* the tensor a boundary lays out; nodes: -1 */
     int count;                    /* forward nodes (boundaries: layer crossings) it stands for */
     int nstrat;
-    PassStrategy *strat;          /* boundary: dim[a] = the tensor dim split over axis a */
+    PlanStrategy *strat;          /* boundary: dim[a] = the tensor dim split over axis a */
     bool recompute;               /* its forward runs again during backward */
     int group;                    /* the instance leading its merge group (itself if none) */
     int *gmap;                    /* [leader's nstrat]: own strategy under each group strategy */
@@ -302,9 +302,9 @@ void ilp_build(IlpSeg *s);                                /* ilp_build.c: s->pro
  * under its strategy k; the sharding reader x wants for input `slot` and the
  * one its gradient comes back in. */
 int ilp_own(const IlpSeg *s, int x, int gi);
-PassSharding ilp_out_sharding(const IlpSeg *s, int x, int out, int k);
-void ilp_in_sharding(const IlpSeg *s, int x, int slot, int k, PassSharding *want,
-                     PassSharding *grad);
+PlanSharding ilp_out_sharding(const IlpSeg *s, int x, int out, int k);
+void ilp_in_sharding(const IlpSeg *s, int x, int slot, int k, PlanSharding *want,
+                     PlanSharding *grad);
 /* Fill r from a solution of s->prob (ilp_extract.c); r is zeroed first. */
 void ilp_extract(const IlpSeg *s, const IlpSolution *sol, PassIlpResult *r);
 void pass_ilp_result_free(PassIlpResult *r);

@@ -6,8 +6,8 @@
  *   pass_param_bytes;  MEM_ACT  pass_saved_bytes * inflight.
  * Link prices, for tensor t from source sharding S (the producer's output,
  * or a boundary's) to a reader wanting X and giving back gradient G:
- *   forward   pass_reshard(S -> X)
- *   backward  pass_reshard(G -> S without its partial sums)
+ *   forward   plan_reshard(S -> X)
+ *   backward  plan_reshard(G -> S without its partial sums)
  *   recompute the forward reshard again, if the reader is recomputed
  *   re-gather if the forward all-gathers t and the reader saves it, the
  *             gathered copy is not kept: it is kept as it was before the
@@ -35,22 +35,22 @@ int ilp_own(const IlpSeg *s, int x, int gi)
     return in->group == x ? gi : in->gmap[gi];
 }
 
-static PassSharding strat_sharding(const PassStrategy *st)
+static PlanSharding strat_sharding(const PlanStrategy *st)
 {
-    return (PassSharding){{st->dim[0], st->dim[1]}, 0};
+    return (PlanSharding){{st->dim[0], st->dim[1]}, 0};
 }
 
-PassSharding ilp_out_sharding(const IlpSeg *s, int x, int out, int k)
+PlanSharding ilp_out_sharding(const IlpSeg *s, int x, int out, int k)
 {
     const IlpInst *in = &s->inst[x];
     if (in->node < 0)
         return strat_sharding(&in->strat[k]);
-    PassSharding o[IR_MAX_OUT];
-    pass_shard_io(s->g, &s->g->nodes[in->node], &in->strat[k], NULL, o);
+    PlanSharding o[IR_MAX_OUT];
+    plan_shard_io(s->g, &s->g->nodes[in->node], &in->strat[k], NULL, o);
     return o[out];
 }
 
-void ilp_in_sharding(const IlpSeg *s, int x, int slot, int k, PassSharding *want, PassSharding *grad)
+void ilp_in_sharding(const IlpSeg *s, int x, int slot, int k, PlanSharding *want, PlanSharding *grad)
 {
     const IlpInst *in = &s->inst[x];
     if (in->node < 0) {
@@ -58,26 +58,26 @@ void ilp_in_sharding(const IlpSeg *s, int x, int slot, int k, PassSharding *want
         return;
     }
     const IrNode *n = &s->g->nodes[in->node];
-    PassSharding i[IR_MAX_IN];
-    pass_shard_io(s->g, n, &in->strat[k], i, NULL);
+    PlanSharding i[IR_MAX_IN];
+    plan_shard_io(s->g, n, &in->strat[k], i, NULL);
     *want = i[slot];
-    *grad = pass_shard_grad_in(s->g, n, &in->strat[k], slot);
+    *grad = plan_shard_grad_in(s->g, n, &in->strat[k], slot);
 }
 
 /* Seconds of resharding tensor t from `from` to `to`; *ag: the all-gather
  * part; *sharded: local elements before the first all-gather (0 if none). */
-static double reshard_s(const IlpSeg *s, int t, const PassSharding *from, const PassSharding *to,
+static double reshard_s(const IlpSeg *s, int t, const PlanSharding *from, const PlanSharding *to,
                         double *ag, int64_t *sharded)
 {
-    PassColl st[8];
-    int n = pass_reshard(s->g, t, &s->q.mesh, from, to, s->dim_size, st, 8);
+    PlanColl st[8];
+    int n = plan_reshard(s->g, t, &s->q.mesh, from, to, s->dim_size, st, 8);
     int eb = pass_elem_bytes(s->ctx, s->g->tensors[t].dtype);
     double tot = 0, a = 0;
     int64_t sh = 0;
     for (int i = 0; i < n; i++) {
         double c = s->costs->coll(s->ctx, &s->q.mesh, &st[i], eb);
         tot += c;
-        if (st[i].kind == PASS_COLL_ALLGATHER) {
+        if (st[i].kind == PLAN_COLL_ALLGATHER) {
             a += c;
             if (!sh)
                 sh = st[i].numel / s->q.mesh.size[st[i].axis];
@@ -97,8 +97,8 @@ static void inst_price(const IlpSeg *s, const IlpInst *x, int k, IlpVals *v)
         return;
     const IrGraph *g = s->g;
     const IrNode *n = &g->nodes[x->node];
-    const PassStrategy *st = &x->strat[k];
-    const PassMesh *m = &s->q.mesh;
+    const PlanStrategy *st = &x->strat[k];
+    const PlanMesh *m = &s->q.mesh;
     PassNodeCost nc;
     memset(&nc, 0, sizeof nc);
     s->costs->node(s->ctx, g, n, m, st, s->dim_size, &nc);
@@ -116,8 +116,8 @@ static void inst_price(const IlpSeg *s, const IlpInst *x, int k, IlpVals *v)
 typedef struct {
     int *cu, *cv;             /* [source group's k], [reader group's k] */
     int nI, nJ;
-    PassSharding *S;          /* [nI] source output sharding */
-    PassSharding *X, *G;      /* [nJ] wanted input sharding, gradient sharding */
+    PlanSharding *S;          /* [nI] source output sharding */
+    PlanSharding *X, *G;      /* [nJ] wanted input sharding, gradient sharding */
     IlpVals *val;             /* [nI * nJ] accumulated prices */
     bool regather;            /* reader saves t for backward and is not recomputed */
     bool recompute;           /* reader is recomputed */
@@ -125,10 +125,10 @@ typedef struct {
     bool used;                /* a group item refers to it */
 } LinkInfo;
 
-static int find_sh(const PassSharding *v, int n, const PassSharding *x)
+static int find_sh(const PlanSharding *v, int n, const PlanSharding *x)
 {
     for (int i = 0; i < n; i++)
-        if (pass_sharding_eq(&v[i], x))
+        if (plan_sharding_eq(&v[i], x))
             return i;
     return -1;
 }
@@ -145,7 +145,7 @@ static void link_info(const IlpSeg *s, int li, LinkInfo *L)
     L->G = ir_xmalloc((size_t)kv * sizeof *L->G);
     L->nI = L->nJ = 0;
     for (int gi = 0; gi < ku; gi++) {
-        PassSharding sh = ilp_out_sharding(s, l->src, l->out, ilp_own(s, l->src, gi));
+        PlanSharding sh = ilp_out_sharding(s, l->src, l->out, ilp_own(s, l->src, gi));
         int c = find_sh(L->S, L->nI, &sh);
         if (c < 0) {
             c = L->nI++;
@@ -154,11 +154,11 @@ static void link_info(const IlpSeg *s, int li, LinkInfo *L)
         L->cu[gi] = c;
     }
     for (int gj = 0; gj < kv; gj++) {
-        PassSharding x, gr;
+        PlanSharding x, gr;
         ilp_in_sharding(s, l->dst, l->in, ilp_own(s, l->dst, gj), &x, &gr);
         int c = -1;
         for (int k = 0; k < L->nJ && c < 0; k++)
-            if (pass_sharding_eq(&L->X[k], &x) && pass_sharding_eq(&L->G[k], &gr))
+            if (plan_sharding_eq(&L->X[k], &x) && plan_sharding_eq(&L->G[k], &gr))
                 c = k;
         if (c < 0) {
             c = L->nJ++;
@@ -174,7 +174,7 @@ static void link_info(const IlpSeg *s, int li, LinkInfo *L)
     L->internal = src->group == dst->group;
 }
 
-static PassSharding no_partial(PassSharding x)
+static PlanSharding no_partial(PlanSharding x)
 {
     x.partial = 0;
     return x;
@@ -194,7 +194,7 @@ typedef struct {
 } PendingVec;
 
 static void pend(PendingVec *pv, const IlpSeg *s, LinkInfo *info, const IlpUse *u, int I, double w,
-                 int q, int kind, const PassSharding *want)
+                 int q, int kind, const PlanSharding *want)
 {
     /* kind 0: readers wanting `want` (any); 1: those of them recomputed;
      * 2: those of them that re-gather; 3: readers giving gradient `want`. */
@@ -207,8 +207,8 @@ static void pend(PendingVec *pv, const IlpSeg *s, LinkInfo *info, const IlpUse *
         double *ind = ir_xcalloc((size_t)(L->nI * L->nJ), sizeof *ind);
         bool any = false;
         for (int J = 0; J < L->nJ; J++) {
-            const PassSharding *sh = kind == 3 ? &L->G[J] : &L->X[J];
-            if (pass_sharding_eq(sh, want)) {
+            const PlanSharding *sh = kind == 3 ? &L->G[J] : &L->X[J];
+            if (plan_sharding_eq(sh, want)) {
                 ind[I * L->nJ + J] = 1;
                 any = true;
             }
@@ -246,14 +246,14 @@ static void price_use(const IlpSeg *s, LinkInfo *info, const IlpUse *u, PendingV
         LinkInfo *L = &info[li];
         const IlpLink *l = &s->link[li];
         for (int I = 0; I < L->nI; I++) {
-            PassSharding T = no_partial(L->S[I]);
+            PlanSharding T = no_partial(L->S[I]);
             for (int J = 0; J < L->nJ; J++) {
                 IlpVals *v = &L->val[I * L->nJ + J];
                 double ag;
                 int64_t sharded;
                 double f = reshard_s(s, t, &L->S[I], &L->X[J], &ag, &sharded);
                 if (l->saver && L->regather && sharded > 0) {
-                    int64_t full = pass_local_numel(s->g, t, &s->q.mesh, &L->X[J], s->dim_size);
+                    int64_t full = plan_local_numel(s->g, t, &s->q.mesh, &L->X[J], s->dim_size);
                     v->q[ILP_MEM_ACT] -= cnt * (double)(full - sharded) * eb * s->q.inflight;
                 }
                 if (u->nlinks > 1)
@@ -270,7 +270,7 @@ static void price_use(const IlpSeg *s, LinkInfo *info, const IlpUse *u, PendingV
     int cap = 0;
     for (int k = 0; k < u->nlinks; k++)
         cap += info[u->links[k]].nJ;
-    PassSharding *xs = ir_xmalloc((size_t)cap * sizeof *xs), *gs = ir_xmalloc((size_t)cap * sizeof *gs);
+    PlanSharding *xs = ir_xmalloc((size_t)cap * sizeof *xs), *gs = ir_xmalloc((size_t)cap * sizeof *gs);
     int nx = 0, ng = 0;
     for (int k = 0; k < u->nlinks; k++) {
         const LinkInfo *L = &info[u->links[k]];
@@ -283,7 +283,7 @@ static void price_use(const IlpSeg *s, LinkInfo *info, const IlpUse *u, PendingV
     }
     const LinkInfo *L0 = &info[u->links[0]];
     for (int I = 0; I < L0->nI; I++) {
-        PassSharding T = no_partial(L0->S[I]);
+        PlanSharding T = no_partial(L0->S[I]);
         for (int x = 0; x < nx; x++) {
             double ag;
             int64_t sharded;

@@ -5,10 +5,10 @@
 
 /* Is input `slot` among what pass_saved_bytes counts for n (which keeps does
  * not depend on the strategy, only the bytes do)? */
-static bool keeps_input(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                        const int64_t *dim_size, int slot, PassRecompute r)
+static bool keeps_input(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                        const int64_t *dim_size, int slot, PlanRecompute r)
 {
-    PassStrategy rep = {{-1, -1}};
+    PlanStrategy rep = {{-1, -1}};
     PassSaved it[IR_MAX_IN + IR_MAX_OUT + 2];
     int k = pass_saved_list(c, g, n, m, &rep, dim_size, r, it, IR_MAX_IN + IR_MAX_OUT + 2);
     for (int i = 0; i < k; i++)

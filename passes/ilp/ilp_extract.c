@@ -14,14 +14,14 @@ typedef struct {
     PassIlpColl *v;
 } Colls;
 
-static void add_steps(const IlpSeg *s, Colls *c, int t, int consumer, const PassSharding *from,
-                      const PassSharding *to, bool bwd, bool only_ag, int count)
+static void add_steps(const IlpSeg *s, Colls *c, int t, int consumer, const PlanSharding *from,
+                      const PlanSharding *to, bool bwd, bool only_ag, int count)
 {
-    PassColl st[8];
-    int n = pass_reshard(s->g, t, &s->q.mesh, from, to, s->dim_size, st, 8);
+    PlanColl st[8];
+    int n = plan_reshard(s->g, t, &s->q.mesh, from, to, s->dim_size, st, 8);
     int eb = pass_elem_bytes(s->ctx, s->g->tensors[t].dtype);
     for (int i = 0; i < n; i++) {
-        if (only_ag && st[i].kind != PASS_COLL_ALLGATHER)
+        if (only_ag && st[i].kind != PLAN_COLL_ALLGATHER)
             continue;
         if (c->n == c->cap) {
             c->cap = c->cap ? 2 * c->cap : 32;
@@ -42,22 +42,22 @@ static void use_colls(const IlpSeg *s, const IlpSolution *sol, const IlpUse *u, 
 {
     const IlpLink *l0 = &s->link[u->links[0]];
     int t = l0->tensor;
-    PassSharding S = ilp_out_sharding(s, l0->src, l0->out, chosen(s, sol, l0->src));
-    PassSharding T = S;
+    PlanSharding S = ilp_out_sharding(s, l0->src, l0->out, chosen(s, sol, l0->src));
+    PlanSharding T = S;
     T.partial = 0;
-    PassSharding seen_x[16], seen_g[16];
+    PlanSharding seen_x[16], seen_g[16];
     int nx = 0, ng = 0;
     for (int k = 0; k < u->nlinks; k++) {
         const IlpLink *l = &s->link[u->links[k]];
         const IlpInst *dst = &s->inst[l->dst];
-        PassSharding X, G;
+        PlanSharding X, G;
         ilp_in_sharding(s, l->dst, l->in, chosen(s, sol, l->dst), &X, &G);
         int consumer = dst->node;
         bool new_x = true, new_g = true;
         for (int i = 0; i < nx; i++)
-            new_x &= !pass_sharding_eq(&seen_x[i], &X);
+            new_x &= !plan_sharding_eq(&seen_x[i], &X);
         for (int i = 0; i < ng; i++)
-            new_g &= !pass_sharding_eq(&seen_g[i], &G);
+            new_g &= !plan_sharding_eq(&seen_g[i], &G);
         /* Forward: once per wanted sharding; again in backward if recomputed
          * or re-gathered (each once per sharding as well: ilp_build.c). */
         if (new_x && nx < 16) {
@@ -72,7 +72,7 @@ static void use_colls(const IlpSeg *s, const IlpSolution *sol, const IlpUse *u, 
     /* Recompute and re-gather: once per wanted sharding among the readers
      * that need them. */
     for (int pass = 0; pass < 2; pass++) {
-        PassSharding done[16];
+        PlanSharding done[16];
         int nd = 0;
         for (int k = 0; k < u->nlinks; k++) {
             const IlpLink *l = &s->link[u->links[k]];
@@ -82,11 +82,11 @@ static void use_colls(const IlpSeg *s, const IlpSolution *sol, const IlpUse *u, 
                                         (ir_ops[s->g->nodes[dst->node].op].saves & IR_SAVE_IN(l->in));
             if (!need)
                 continue;
-            PassSharding X, G;
+            PlanSharding X, G;
             ilp_in_sharding(s, l->dst, l->in, chosen(s, sol, l->dst), &X, &G);
             bool fresh = true;
             for (int i = 0; i < nd; i++)
-                fresh &= !pass_sharding_eq(&done[i], &X);
+                fresh &= !plan_sharding_eq(&done[i], &X);
             if (!fresh || nd == 16)
                 continue;
             done[nd++] = X;
@@ -112,11 +112,11 @@ void ilp_extract(const IlpSeg *s, const IlpSolution *sol, PassIlpResult *r)
     r->solve_s = sol->solve_s;
     r->gap = sol->gap;
     r->bound = sol->bound;
-    for (int a = 0; a < PASS_MAX_AXES; a++)
+    for (int a = 0; a < PLAN_MAX_AXES; a++)
         r->axis_name[a] = "-";
     if (!r->feasible) {
         for (int i = 0; i < r->nnodes; i++)
-            r->strategy[i] = (PassStrategy){{-1, -1}};
+            r->strategy[i] = (PlanStrategy){{-1, -1}};
         r->step_s = r->fwd_s = r->bwd_s = r->mem_bytes = INFINITY;
         return;
     }
@@ -130,9 +130,9 @@ void ilp_extract(const IlpSeg *s, const IlpSolution *sol, PassIlpResult *r)
         if (s->inst[x].node < 0 && (best < 0 || s->inst[x].count > s->inst[best].count))
             best = x;
     if (best >= 0) {
-        const PassStrategy *st = &s->inst[best].strat[chosen(s, sol, best)];
+        const PlanStrategy *st = &s->inst[best].strat[chosen(s, sol, best)];
         r->has_boundary = true;
-        r->boundary = (PassSharding){{st->dim[0], st->dim[1]}, 0};
+        r->boundary = (PlanSharding){{st->dim[0], st->dim[1]}, 0};
     }
     r->fwd_s = sol->total.q[ILP_FWD];
     r->bwd_s = sol->total.q[ILP_BWD];

@@ -45,10 +45,10 @@ static void boundary_strategies(IlpSeg *s, IlpInst *x)
 {
     const IrGraph *g = s->g;
     const IrTensor *t = &g->tensors[x->tensor];
-    const PassMesh *m = &s->q.mesh;
+    const PlanMesh *m = &s->q.mesh;
     const uint64_t *allow = s->q.allow[0] || s->q.allow[1] ? s->q.allow : NULL;
-    int cand[PASS_MAX_AXES][IR_MAX_RANK + 1], nc[PASS_MAX_AXES];
-    for (int a = 0; a < PASS_MAX_AXES; a++) {
+    int cand[PLAN_MAX_AXES][IR_MAX_RANK + 1], nc[PLAN_MAX_AXES];
+    for (int a = 0; a < PLAN_MAX_AXES; a++) {
         nc[a] = 0;
         cand[a][nc[a]++] = -1;
         if (a >= m->naxes || m->size[a] <= 1)
@@ -64,7 +64,7 @@ static void boundary_strategies(IlpSeg *s, IlpInst *x)
     x->strat = ir_xmalloc((size_t)(nc[0] * nc[1]) * sizeof *x->strat);
     x->nstrat = 0;
     bool fixed = s->q.fix_boundary;
-    for (int a = 0; fixed && a < PASS_MAX_AXES; a++) {
+    for (int a = 0; fixed && a < PLAN_MAX_AXES; a++) {
         int d = s->q.boundary.dim[a];
         if (d >= 0 && !ir_tensor_has_dim(g, x->tensor, d))
             fixed = false; /* the pinned sharding names dims this tensor lacks */
@@ -76,12 +76,12 @@ static void boundary_strategies(IlpSeg *s, IlpInst *x)
                 continue;
             if (fixed && (d0 != s->q.boundary.dim[0] || d1 != s->q.boundary.dim[1]))
                 continue;
-            x->strat[x->nstrat++] = (PassStrategy){{(int16_t)d0, (int16_t)d1}};
+            x->strat[x->nstrat++] = (PlanStrategy){{(int16_t)d0, (int16_t)d1}};
         }
     if (x->nstrat == 0)
         ir_die("ilp: the fixed boundary sharding does not fit tensor '%s' on this mesh",
                t->name);
-    x->nstrat = pass_strategies_require(g, NULL, x->tensor, s->q.require, x->strat, x->nstrat);
+    x->nstrat = plan_strategies_require(g, NULL, x->tensor, s->q.require, x->strat, x->nstrat);
 }
 
 /* A boundary instance, found by key: (rep, tmpl, out) for a repeat's output,
@@ -151,7 +151,7 @@ static void check_query(const IrGraph *g, const PassIlpQuery *q)
 {
     if (q->first_piece < 0 || q->npieces < 1 || q->first_piece + q->npieces > g->npieces)
         ir_die("ilp: pieces %d..%d of %d", q->first_piece, q->first_piece + q->npieces, g->npieces);
-    if (q->mesh.naxes < 1 || q->mesh.naxes > PASS_MAX_AXES || q->mesh.size[0] < 1 ||
+    if (q->mesh.naxes < 1 || q->mesh.naxes > PLAN_MAX_AXES || q->mesh.size[0] < 1 ||
         q->mesh.size[1] < 1 || (q->mesh.naxes == 1 && q->mesh.size[1] != 1))
         ir_die("ilp: malformed mesh");
     if (q->mb_seqs < 1 || q->num_micro < 1 || q->inflight < 0 || q->zero < 0 || q->zero > 3 ||
@@ -179,7 +179,7 @@ IlpSeg *ilp_lower(const PassCostCtx *ctx, const PassIlpCosts *costs, const IrGra
     int nn = s->end_node - s->first_node;
     s->inst_of = ir_xmalloc((size_t)nn * sizeof *s->inst_of);
     const uint64_t *allow = q->allow[0] || q->allow[1] ? q->allow : NULL;
-    PassStrategy buf[MAX_STRAT];
+    PlanStrategy buf[MAX_STRAT];
 
     /* Instances: one per node of each piece kind's first piece. */
     for (int p = p0; p < p1; p++) {
@@ -202,9 +202,9 @@ IlpSeg *ilp_lower(const PassCostCtx *ctx, const PassIlpCosts *costs, const IrGra
             if (rp == p) {
                 int x = new_inst(s, n, -1);
                 IlpInst *in = &s->inst[x];
-                in->nstrat = pass_strategies(g, &g->nodes[n], &q->mesh, s->dim_size, allow, buf,
+                in->nstrat = plan_strategies(g, &g->nodes[n], &q->mesh, s->dim_size, allow, buf,
                                              MAX_STRAT);
-                in->nstrat = pass_strategies_require(g, &g->nodes[n], -1, q->require, buf,
+                in->nstrat = plan_strategies_require(g, &g->nodes[n], -1, q->require, buf,
                                                      in->nstrat);
                 if (in->nstrat < 1)
                     ir_die("ilp: node %d has no strategy", n);

@@ -23,7 +23,7 @@ static bool same_dims(const IrTensor *a, const IrTensor *b)
 }
 
 /* The strategy of E that splits its loop dims as sh splits t, or -1. */
-static int follower(const IlpInst *e, const PassSharding *sh)
+static int follower(const IlpInst *e, const PlanSharding *sh)
 {
     for (int j = 0; j < e->nstrat; j++)
         if (e->strat[j].dim[0] == sh->dim[0] && e->strat[j].dim[1] == sh->dim[1])
@@ -51,8 +51,8 @@ static bool tie(IlpSeg *s, int e, const IlpLink *l)
     bool ok = true;
     for (int gi = 0; gi < k && ok; gi++) {
         int ps = P->group == l->src ? gi : P->gmap[gi];
-        PassSharding out[IR_MAX_OUT];
-        pass_shard_io(g, pn, &P->strat[ps], NULL, out);
+        PlanSharding out[IR_MAX_OUT];
+        plan_shard_io(g, pn, &P->strat[ps], NULL, out);
         map[gi] = out[l->out].partial ? -1 : follower(E, &out[l->out]);
         ok = map[gi] >= 0;
         if (ok)

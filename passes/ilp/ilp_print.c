@@ -11,24 +11,24 @@
 #define GIB 1073741824.0
 
 /* Axis names for tensor t under sh: a sequence split on a tp axis is "sp". */
-static const char *shard_str(const IrGraph *g, const PassIlpResult *r, int t, const PassSharding *sh,
+static const char *shard_str(const IrGraph *g, const PassIlpResult *r, int t, const PlanSharding *sh,
                              char *buf, size_t n)
 {
-    const char *names[PASS_MAX_AXES];
-    for (int a = 0; a < PASS_MAX_AXES; a++) {
+    const char *names[PLAN_MAX_AXES];
+    for (int a = 0; a < PLAN_MAX_AXES; a++) {
         names[a] = r->axis_name[a];
         if (sh->dim[a] >= 0 && sh->dim[a] == g->seq_dim && strcmp(names[a], "tp") == 0)
             names[a] = "sp";
     }
-    return pass_sharding_str(g, t, sh, names, buf, n);
+    return plan_sharding_str(g, t, sh, names, buf, n);
 }
 
 static void print_node(FILE *f, const IrGraph *g, const PassIlpResult *r, int n)
 {
     const IrNode *nd = &g->nodes[n];
-    const PassStrategy *s = &r->strategy[n - r->first_node];
-    PassSharding in[IR_MAX_IN], out[IR_MAX_OUT];
-    pass_shard_io(g, nd, s, in, out);
+    const PlanStrategy *s = &r->strategy[n - r->first_node];
+    PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
+    plan_shard_io(g, nd, s, in, out);
     char buf[256];
     fprintf(f, "    %-13s %s", ir_ops[nd->op].name, shard_str(g, r, nd->out[0], &out[0], buf, sizeof buf));
     fprintf(f, " <-");
@@ -37,9 +37,9 @@ static void print_node(FILE *f, const IrGraph *g, const PassIlpResult *r, int n)
     fprintf(f, "\n");
 }
 
-static const char *axis_of(const PassIlpResult *r, const PassColl *c)
+static const char *axis_of(const PassIlpResult *r, const PlanColl *c)
 {
-    return c->axis >= 0 && c->axis < PASS_MAX_AXES ? r->axis_name[c->axis] : "?";
+    return c->axis >= 0 && c->axis < PLAN_MAX_AXES ? r->axis_name[c->axis] : "?";
 }
 
 static void print_coll(FILE *f, const IrGraph *g, const PassIlpResult *r, const PassIlpColl *c)
@@ -52,19 +52,19 @@ static void print_coll(FILE *f, const IrGraph *g, const PassIlpResult *r, const 
     else
         snprintf(to, sizeof to, "%s the layer boundary", c->bwd ? "from" : "to");
     fprintf(f, "    %s %-14s %-2s %-12s %9.3f MB %9.4f ms x%-4d %s%s\n", c->bwd ? "bwd" : "fwd",
-            pass_coll_name(c->coll.kind), axis_of(r, &c->coll), t->base, bytes / 1e6,
+            plan_coll_name(c->coll.kind), axis_of(r, &c->coll), t->base, bytes / 1e6,
             c->seconds * 1e3, c->count, to, c->regather ? " (re-gather of the kept shard)" : "");
 }
 
 void pass_ilp_print(FILE *f, const IrGraph *g, const PassIlpQuery *q, const PassIlpResult *r)
 {
-    const PassMesh *m = &q->mesh;
+    const PlanMesh *m = &q->mesh;
     int p0 = q->first_piece, p1 = q->first_piece + q->npieces;
     fprintf(f, "stage: pieces %d..%d ('%s' .. '%s'), mesh %dx%d (axis 0: %s, axis 1: %s)\n", p0,
             p1 - 1, g->pieces[p0].name, g->pieces[p1 - 1].name, m->size[0], m->size[1],
             r->axis_name[0], r->axis_name[1]);
     fprintf(f, "  %lld sequences per micro-batch, %d micro-batches, ZeRO %d, recompute %s, %g in flight\n",
-            (long long)q->mb_seqs, q->num_micro, q->zero, pass_recompute_name(q->recompute),
+            (long long)q->mb_seqs, q->num_micro, q->zero, plan_recompute_name(q->recompute),
             q->inflight);
     fprintf(f, "  ILP: %d operators, %d after merging; %d variables (%d binary), %d constraints; "
             "built in %.1f ms, solved in %.1f ms: %s, gap %.2g%%\n",
@@ -106,7 +106,7 @@ void pass_ilp_print(FILE *f, const IrGraph *g, const PassIlpQuery *q, const Pass
             for (int i = 0; i < g->nodes[n].nin && t < 0; i++) {
                 int x = g->nodes[n].in[i];
                 bool fits = g->tensors[x].role == IR_ACT;
-                for (int a = 0; a < PASS_MAX_AXES; a++)
+                for (int a = 0; a < PLAN_MAX_AXES; a++)
                     fits &= r->boundary.dim[a] < 0 || ir_tensor_has_dim(g, x, r->boundary.dim[a]);
                 if (fits)
                     t = x;

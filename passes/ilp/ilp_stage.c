@@ -55,15 +55,15 @@ static int kind(const IrGraph *g, int p)
 /* Equal in everything but the pieces. */
 static bool same_query(const PassIlpQuery *a, const PassIlpQuery *b)
 {
-    const PassMesh *m = &a->mesh, *n = &b->mesh;
+    const PlanMesh *m = &a->mesh, *n = &b->mesh;
     if (m->naxes != n->naxes)
         return false;
-    for (int i = 0; i < PASS_MAX_AXES; i++)
+    for (int i = 0; i < PLAN_MAX_AXES; i++)
         if (m->size[i] != n->size[i] || m->nodes[i] != n->nodes[i] ||
             m->per_node[i] != n->per_node[i] || a->allow[i] != b->allow[i])
             return false;
     if (a->require != b->require || a->fix_boundary != b->fix_boundary ||
-        (a->fix_boundary && !pass_sharding_eq(&a->boundary, &b->boundary)))
+        (a->fix_boundary && !plan_sharding_eq(&a->boundary, &b->boundary)))
         return false;
     return a->npieces == b->npieces && a->mb_seqs == b->mb_seqs && a->num_micro == b->num_micro &&
            a->zero == b->zero && a->recompute == b->recompute && a->inflight == b->inflight &&
@@ -146,12 +146,12 @@ const PassIlpResult *pass_ilp_stage(PassIlpCache *cache, const PassCostCtx *ctx,
 
 void pass_ilp_pins(const IrGraph *g, int dp_axis, int tp_axis, bool sp, uint64_t *allow)
 {
-    for (int a = 0; a < PASS_MAX_AXES; a++)
+    for (int a = 0; a < PLAN_MAX_AXES; a++)
         allow[a] = ~0ull;
     uint64_t batch = g->batch_dim < 64 ? 1ull << g->batch_dim : 0;
     uint64_t seq = g->seq_dim >= 0 && g->seq_dim < 64 ? 1ull << g->seq_dim : 0;
-    if (dp_axis >= 0 && dp_axis < PASS_MAX_AXES)
+    if (dp_axis >= 0 && dp_axis < PLAN_MAX_AXES)
         allow[dp_axis] = batch;
-    if (tp_axis >= 0 && tp_axis < PASS_MAX_AXES)
+    if (tp_axis >= 0 && tp_axis < PLAN_MAX_AXES)
         allow[tp_axis] = ~batch & (sp ? ~0ull : ~seq);
 }

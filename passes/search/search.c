@@ -76,9 +76,9 @@ static SrcGroup *group(Src *s, int *cap, int dp, int tp, int b, bool sp)
     SrcGroup *G = &s->groups[s->ngroups++];
     memset(G, 0, sizeof *G);
     G->dp = dp, G->tp = tp, G->b = b, G->sp = sp;
-    G->mb_seqs = pass_mb_seqs(b, dp);
+    G->mb_seqs = plan_mb_seqs(b, dp);
     G->m = (int)(s->gb / G->mb_seqs);
-    pass_mesh_make(&G->mesh, dp, tp, s->gpn);
+    plan_mesh_make(&G->mesh, dp, tp, s->gpn);
     G->lb = INFINITY;
     return G;
 }
@@ -104,8 +104,8 @@ static void add_cand(Src *s, SrcGroup *G, int pp, int v, int rc, int zero)
  * micro-batch count that is a multiple of pp. */
 static bool v_ok(const Src *s, int pp, int v, int m)
 {
-    /* Codegen's schedules hold at most PASS_MAX_CHUNKS chunks per rank. */
-    return s->rep0 >= 0 && pp >= 2 && v >= 2 && v <= PASS_MAX_CHUNKS && pp * v <= PASS_MAX_STAGES &&
+    /* Codegen's schedules hold at most PLAN_MAX_CHUNKS chunks per rank. */
+    return s->rep0 >= 0 && pp >= 2 && v >= 2 && v <= PLAN_MAX_CHUNKS && pp * v <= PLAN_MAX_STAGES &&
            s->rep_count % (pp * v) == 0 &&
            m % pp == 0 && m >= pp;
 }
@@ -114,7 +114,7 @@ static bool v_ok(const Src *s, int pp, int v, int m)
 static bool recomputes_any(const Src *s, int r)
 {
     for (int i = 0; i < s->g->nfwd; i++)
-        if (pass_recomputed(s->c, s->g, &s->g->nodes[i], (PassRecompute)r))
+        if (pass_recomputed(s->c, s->g, &s->g->nodes[i], (PlanRecompute)r))
             return true;
     return false;
 }
@@ -155,7 +155,7 @@ static void batch_divisors(Src *s)
 
 /* The micro-batch sizes b (sequences per replica) for `per` sequences per
  * replica and step, ascending: the divisors of per that give at most
- * PASS_MAX_MICRO micro-batches of at most PASS_SEARCH_MAX_MB
+ * PLAN_MAX_MICRO micro-batches of at most PASS_SEARCH_MAX_MB
  * sequences (a loop b = 1 .. per would not end for a global batch of 2^32).
  * The sizes cut off are counted in s->micro_cut. Into s->mbs. */
 static int micro_batches(Src *s, int64_t per)
@@ -167,7 +167,7 @@ static int micro_batches(Src *s, int64_t per)
         int64_t b = s->divs[i];
         if (per % b)
             continue;
-        if (b > PASS_SEARCH_MAX_MB || per / b > PASS_MAX_MICRO)
+        if (b > PASS_SEARCH_MAX_MB || per / b > PLAN_MAX_MICRO)
             s->micro_cut++;
         else
             s->mbs[k++] = b;
@@ -181,7 +181,7 @@ static void enumerate(Src *s)
     const PassSearchFilter *f = &s->o->filter;
     int cap = 0, N = s->gpus, gpn = s->gpn;
     int ppmax = s->npieces < N ? s->npieces : N;
-    ppmax = ppmax < PASS_MAX_PP ? ppmax : PASS_MAX_PP; /* codegen's limit */
+    ppmax = ppmax < PLAN_MAX_PP ? ppmax : PLAN_MAX_PP; /* codegen's limit */
     for (int pp = 1; pp <= ppmax; pp++) {
         if ((pin->pp && pp != pin->pp) || pp <= f->pp_above)
             continue;
@@ -228,11 +228,11 @@ static void enumerate(Src *s)
                             continue;
                         SrcGroup *G = group(s, &cap, dp, tp, (int)b, sp);
                         int vs[64], nv = 0;
-                        if (pin->schedule != PASS_SCHED_INTERLEAVED && !(pin->v > 1) &&
-                            (pp == 1 || pass_stack_has_schedule(&s->c->st, PASS_SCHED_1F1B)))
+                        if (pin->schedule != PLAN_SCHED_INTERLEAVED && !(pin->v > 1) &&
+                            (pp == 1 || pass_stack_has_schedule(&s->c->st, PLAN_SCHED_1F1B)))
                             vs[nv++] = 1;
-                        if (pin->schedule != PASS_SCHED_1F1B &&
-                            pass_stack_has_schedule(&s->c->st, PASS_SCHED_INTERLEAVED))
+                        if (pin->schedule != PLAN_SCHED_1F1B &&
+                            pass_stack_has_schedule(&s->c->st, PLAN_SCHED_INTERLEAVED))
                             for (int v = 2; v <= s->rep_count && nv < 64; v++)
                                 if ((!pin->v || v == pin->v) && v_ok(s, pp, v, m))
                                     vs[nv++] = v;
@@ -240,7 +240,7 @@ static void enumerate(Src *s)
                         if (pin->recompute >= 0)
                             rcs[nrc++] = pin->recompute;
                         else if (f->recompute_on)
-                            for (int r = PASS_RECOMPUTE_SELECTIVE; r <= PASS_RECOMPUTE_FULL; r++) {
+                            for (int r = PLAN_RECOMPUTE_SELECTIVE; r <= PLAN_RECOMPUTE_FULL; r++) {
                                 if (!recomputes_any(s, r) || !pass_stack_has_recompute(&s->c->st, r))
                                     continue; /* SELECTIVE under a flash kernel */
                                 rcs[nrc++] = r;
@@ -281,33 +281,33 @@ static double threshold(const Rank *R)
 }
 
 void src_plan(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
-              const SrcPart *part, PassPlan *p)
+              const SrcPart *part, Plan *p)
 {
     memset(p, 0, sizeof *p);
     p->mesh = G->mesh;
     p->pp = k->pp;
     p->v = k->v;
     p->nstages = part->nstages;
-    p->stages = (PassStage *)part->stage;
+    p->stages = (PlanStage *)part->stage;
     p->strategy = V->strat;
     p->num_micro = G->m;
     p->mb_seqs = G->mb_seqs;
     p->zero = k->zero;
-    p->schedule = k->v > 1 ? PASS_SCHED_INTERLEAVED : PASS_SCHED_1F1B;
+    p->schedule = k->v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B;
     p->attention = s->c->attention;
-    pass_plan_axes(s->g, p);
+    plan_axes(s->g, p);
 }
 
 /* A heap copy of an evaluated plan. */
-static void make_alt(const Src *s, const SrcVariant *V, const PassPlan *p, const PassPrediction *pr,
+static void make_alt(const Src *s, const SrcVariant *V, const Plan *p, const PassPrediction *pr,
                      PassSearchAlt *a)
 {
     memset(a, 0, sizeof *a);
     a->plan = *p;
-    a->plan.stages = ir_xmalloc(sizeof(PassStage) * (size_t)p->nstages);
-    memcpy(a->plan.stages, p->stages, sizeof(PassStage) * (size_t)p->nstages);
-    a->plan.strategy = ir_xmalloc(sizeof(PassStrategy) * (size_t)(s->g->nfwd + 1));
-    memcpy(a->plan.strategy, p->strategy, sizeof(PassStrategy) * (size_t)s->g->nfwd);
+    a->plan.stages = ir_xmalloc(sizeof(PlanStage) * (size_t)p->nstages);
+    memcpy(a->plan.stages, p->stages, sizeof(PlanStage) * (size_t)p->nstages);
+    a->plan.strategy = ir_xmalloc(sizeof(PlanStrategy) * (size_t)(s->g->nfwd + 1));
+    memcpy(a->plan.strategy, p->strategy, sizeof(PlanStrategy) * (size_t)s->g->nfwd);
     a->pred = *pr;
     a->pred.mem = ir_xmalloc(sizeof(PassRankMem) * (size_t)(pr->npp + 1));
     memcpy(a->pred.mem, pr->mem, sizeof(PassRankMem) * (size_t)pr->npp);
@@ -318,13 +318,13 @@ static void make_alt(const Src *s, const SrcVariant *V, const PassPlan *p, const
     a->nilp = V->nq;
     for (int i = 0; i < V->nq; i++)
         a->ilp_q[i] = V->q[i], a->ilp_r[i] = V->r[i];
-    pass_plan_layout(s->g, &a->plan, &a->layout);
+    plan_layout(s->g, &a->plan, &a->layout);
 }
 
 /* Faster first; ties (exact, e.g. ZeRO stages that cost alike) go to less
  * memory, then to a fixed order of layouts so that the result never depends
  * on the order candidates were visited in. */
-static bool better(const PassPlan *pa, const PassPrediction *a, const PassPlan *pb,
+static bool better(const Plan *pa, const PassPrediction *a, const Plan *pb,
                    const PassPrediction *b)
 {
     if (a->step_time_s != b->step_time_s)
@@ -345,7 +345,7 @@ static bool better(const PassPlan *pa, const PassPrediction *a, const PassPlan *
     return false;
 }
 
-static void record(Rank *R, const SrcVariant *V, const PassPlan *p, const PassPrediction *pr)
+static void record(Rank *R, const SrcVariant *V, const Plan *p, const PassPrediction *pr)
 {
     PassSearchResult *out = R->out;
     if (p->mesh.size[0] * p->mesh.size[1] * p->pp == R->s->gpus &&
@@ -362,7 +362,7 @@ static void record(Rank *R, const SrcVariant *V, const PassPlan *p, const PassPr
         pass_search_alt_free(&out->alt[R->keep - 1]);
         out->nalt--;
     }
-    if (!pass_plan_verify(R->s->g, p)) /* the contract codegen checks, kept at the source */
+    if (!plan_verify(R->s->g, p)) /* the contract codegen checks, kept at the source */
         ir_die("search: a plan the programs cannot execute (reported above)");
     memmove(&out->alt[pos + 1], &out->alt[pos], sizeof *out->alt * (size_t)(out->nalt - pos));
     make_alt(R->s, V, p, pr, &out->alt[pos]);
@@ -372,7 +372,7 @@ static void record(Rank *R, const SrcVariant *V, const PassPlan *p, const PassPr
         R->stop = true;
 }
 
-static void record_closest(Rank *R, const SrcVariant *V, const PassPlan *p, const PassPrediction *pr)
+static void record_closest(Rank *R, const SrcVariant *V, const Plan *p, const PassPrediction *pr)
 {
     double over = pr->peak_mem_bytes - R->s->usable;
     if (R->out->have_closest && over >= R->close_over)
@@ -385,12 +385,12 @@ static void record_closest(Rank *R, const SrcVariant *V, const PassPlan *p, cons
 }
 
 /* Does a plan pass the --explain filter (recomputation on)? */
-static bool filtered_out(const Src *s, const PassPlan *p)
+static bool filtered_out(const Src *s, const Plan *p)
 {
     if (!s->o->filter.recompute_on)
         return false;
     for (int i = 0; i < p->nstages; i++)
-        if (p->stages[i].recompute != PASS_RECOMPUTE_NONE)
+        if (p->stages[i].recompute != PLAN_RECOMPUTE_NONE)
             return false;
     return true;
 }
@@ -419,7 +419,7 @@ static void check_mem_prune(Src *s, SrcGroup *G, const SrcVariant *V, SrcCand *k
     SrcPart part;
     if (!src_partition(s, G, V, k, s->usable, true, &part))
         return;
-    PassPlan p;
+    Plan p;
     src_plan(s, G, V, k, &part, &p);
     PassPrediction pr;
     pass_predict(s->c, s->g, &p, &pr);
@@ -440,14 +440,14 @@ static void check_mem_prune(Src *s, SrcGroup *G, const SrcVariant *V, SrcCand *k
  * backward still runs through them: their first chunks + m x its own
  * work. pass_predict's simulation (and a reference stack's formula,
  * larger) is never below. */
-static double cut_bound(const Src *s, const SrcVariant *V, const PassPlan *p)
+static double cut_bound(const Src *s, const SrcVariant *V, const Plan *p)
 {
     int ns = p->nstages, pp = p->pp > 0 ? p->pp : 1;
     double m = p->num_micro > 0 ? p->num_micro : 1;
     double *rank = ir_xcalloc((size_t)pp * 2, sizeof(double)), *first = rank + pp;
     double tsum = 0;
     for (int st = 0; st < ns; st++) {
-        const PassStage *S = &p->stages[st];
+        const PlanStage *S = &p->stages[st];
         double t = 0;
         for (int q = S->first_piece; q < S->first_piece + S->npieces; q++)
             t += V->piece[q].fwd + V->piece[q].bwd + V->piece[q].rec[S->recompute];
@@ -463,7 +463,7 @@ static double cut_bound(const Src *s, const SrcVariant *V, const PassPlan *p)
     }
     free(rank);
     PassShare sh; /* ranks sharing cores run faster while others wait */
-    if (pass_share(s->c->cl, pp, pass_mesh_devices(&p->mesh), &sh))
+    if (pass_share(s->c->cl, pp, plan_mesh_devices(&p->mesh), &sh))
         b = pass_share_bound(&sh, pp, tsum, top, m);
     return b;
 }
@@ -505,7 +505,7 @@ static double hope_bound(Src *s, const SrcGroup *G, const SrcCand *k)
         for (int p = 0; p < s->npieces; p++)
             tsum += H.piece[p].fwd + (k->rc != SRC_AUTO ? H.piece[p].rec[k->rc] : 0);
         for (int st = 0; st < part.nstages; st++) {
-            const PassStage *S = &part.stage[st];
+            const PlanStage *S = &part.stage[st];
             for (int q = S->first_piece; q < S->first_piece + S->npieces; q++)
                 rank[S->pp_rank] += H.piece[q].fwd + H.piece[q].rec[S->recompute];
         }
@@ -522,7 +522,7 @@ static double hope_bound(Src *s, const SrcGroup *G, const SrcCand *k)
         }
         free(rank);
         PassShare sh; /* ranks sharing cores run faster while others wait */
-        if (pass_share(s->c->cl, pp, pass_mesh_devices(&G->mesh), &sh))
+        if (pass_share(s->c->cl, pp, plan_mesh_devices(&G->mesh), &sh))
             b = pass_share_bound(&sh, pp, tsum, top, G->m);
         else if (k->v == 1 && pp > 1) /* and the pipeline's fill and drain */
             b = fmax(b, src_pipe_floor(s, G, &H, k, s->usable));
@@ -544,7 +544,7 @@ static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
     for (int attempt = 0; attempt < 3 && !fit; attempt++) {
         if (!src_partition(s, G, V, k, cap, false, &part))
             break;
-        PassPlan p;
+        Plan p;
         src_plan(s, G, V, k, &part, &p);
         if (filtered_out(s, &p)) {
             k->done = true;
@@ -727,7 +727,7 @@ static void closest_anyway(Rank *R)
     SrcPart part;
     if (!src_partition(s, bg, V, bk, s->usable, true, &part))
         return;
-    PassPlan p;
+    Plan p;
     src_plan(s, bg, V, bk, &part, &p);
     PassPrediction pr;
     pass_predict(s->c, s->g, &p, &pr);

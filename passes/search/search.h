@@ -15,7 +15,7 @@
  * bounds (branch and bound), then ranked by pass_predict, which every number
  * reported comes from. Requires a verified forward graph. */
 
-/* Limits of the search: micro-batches per step (plan.h's PASS_MAX_MICRO)
+/* Limits of the search: micro-batches per step (plan.h's PLAN_MAX_MICRO)
  * and sequences per micro-batch and replica (--micro-batch's range).
  * Layouts beyond them are not enumerated; see PassSearchResult.micro_cut. */
 #define PASS_SEARCH_MAX_MB (1 << 20)
@@ -24,10 +24,10 @@
 typedef struct PassSearchPins {
     int tp, pp, dp;               /* 0: searched */
     int micro_batch;              /* sequences per data-parallel replica per micro-batch; 0: searched */
-    int recompute;                /* -1: searched per stage; else the PassRecompute of every stage */
+    int recompute;                /* -1: searched per stage; else the PlanRecompute of every stage */
     int sp;                       /* -1: searched; 0 off; 1 on */
     int zero;                     /* -1: searched; else 0-3 */
-    int schedule;                 /* -1: searched; else a PassSchedule */
+    int schedule;                 /* -1: searched; else a PlanSchedule */
     int v;                        /* 0: searched; else model chunks per pipeline rank */
 } PassSearchPins;
 
@@ -70,8 +70,8 @@ bool pass_search_pinned_fully(const PassSearchPins *p);
  * tensor parallel, and a sequence split on it is sequence parallelism. */
 /* One evaluated plan. Owns plan.stages, plan.strategy and pred.mem. */
 typedef struct PassSearchAlt {
-    PassLayout layout;
-    PassPlan plan;
+    PlanLayout layout;
+    Plan plan;
     PassPrediction pred;
     double *stage_fwd_s, *stage_bwd_s; /* [plan.nstages] one micro-batch, from the ILP costs
                                           (pass_predict reports only the slowest rank) */

@@ -178,7 +178,7 @@ static bool part_1f1b(Dp *d, SrcPart *out)
         out->nstages = pp;
         out->mem_peak = 0;
         for (int st = 0, i = 0; st < pp; st++) {
-            out->stage[st] = (PassStage){i, ends[st] - i + 1, st, (PassRecompute)rc[st]};
+            out->stage[st] = (PlanStage){i, ends[st] - i + 1, st, (PlanRecompute)rc[st]};
             out->mem_peak = fmax(out->mem_peak, stage_mem(d, st, rc[st], i, ends[st]));
             i = ends[st] + 1;
         }
@@ -197,7 +197,7 @@ static bool part_interleaved(Dp *d, SrcPart *out)
     for (int c = 0; c < chunks; c++) {
         int first = c == 0 ? 0 : s->rep_first + c * per;
         int last = c == chunks - 1 ? s->npieces - 1 : s->rep_first + (c + 1) * per - 1;
-        out->stage[c] = (PassStage){first, last - first + 1, c % pp, PASS_RECOMPUTE_NONE};
+        out->stage[c] = (PlanStage){first, last - first + 1, c % pp, PLAN_RECOMPUTE_NONE};
     }
     out->mem_peak = 0;
     for (int r = 0; r < pp; r++) {
@@ -207,7 +207,7 @@ static bool part_interleaved(Dp *d, SrcPart *out)
             int q = d->rcs[x];
             double t = 0, w = 0, sv = 0;
             for (int c = r; c < chunks; c += pp) {
-                const PassStage *S = &out->stage[c];
+                const PlanStage *S = &out->stage[c];
                 int i = S->first_piece, j = i + S->npieces - 1;
                 t += d->T[q][j + 1] - d->T[q][i];
                 sv += d->S[q][j + 1] - d->S[q][i];
@@ -221,7 +221,7 @@ static bool part_interleaved(Dp *d, SrcPart *out)
         if (best < 0)
             return false;
         for (int c = r; c < chunks; c += pp)
-            out->stage[c].recompute = (PassRecompute)best;
+            out->stage[c].recompute = (PlanRecompute)best;
         out->mem_peak = fmax(out->mem_peak, bm);
     }
     return true;
@@ -290,11 +290,11 @@ double src_pipe_floor(const Src *s, const SrcGroup *G, const SrcVariant *V, cons
     return out;
 }
 
-void src_stage_times(const Src *s, const SrcVariant *V, const PassPlan *p, double *fwd, double *bwd)
+void src_stage_times(const Src *s, const SrcVariant *V, const Plan *p, double *fwd, double *bwd)
 {
     (void)s;
     for (int st = 0; st < p->nstages; st++) {
-        const PassStage *S = &p->stages[st];
+        const PlanStage *S = &p->stages[st];
         fwd[st] = bwd[st] = 0;
         for (int q = S->first_piece; q < S->first_piece + S->npieces; q++) {
             const SrcPiece *P = &V->piece[q];

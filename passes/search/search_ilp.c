@@ -64,10 +64,10 @@ static void piece_costs(Src *s, const SrcGroup *G, SrcVariant *V, const int64_t 
     cc.plan = V->strat; /* the GEMMs these layouts batch, as pass_predict prices them */
     for (int n = g->pieces[p].first; n < g->pieces[p].first + g->pieces[p].count; n++) {
         const IrNode *nd = &g->nodes[n];
-        const PassStrategy *st = &V->strat[n];
+        const PlanStrategy *st = &V->strat[n];
         PassNodeCost nc;
         pass_cost_node(&cc, g, nd, &G->mesh, st, ds, &nc);
-        if (nc.fused_s != 0 && !pass_add_norm_fused(g, nd, V->strat))
+        if (nc.fused_s != 0 && !plan_add_norm_fused(g, nd, V->strat))
             nc.fwd_s -= nc.fused_s, nc.fused_s = 0; /* the layouts keep the norm alone */
         P->fwd += nc.fwd_s;
         P->bwd += nc.bwd_s;
@@ -104,7 +104,7 @@ static void variant_query(const Src *s, const SrcGroup *G, const IrGraph *gs, Pa
     base->mb_seqs = G->mb_seqs;
     base->num_micro = G->m;
     base->zero = pin->zero >= 0 ? pin->zero : G->dp > 1 ? 1 : 0;
-    base->recompute = pin->recompute >= 0 ? (PassRecompute)pin->recompute : PASS_RECOMPUTE_NONE;
+    base->recompute = pin->recompute >= 0 ? (PlanRecompute)pin->recompute : PLAN_RECOMPUTE_NONE;
     base->inflight = 1;
     base->time_limit_s = s->o->ilp_time_limit_s > 0 ? s->o->ilp_time_limit_s : 10;
     pass_ilp_pins(gs, 0, G->tp > 1 ? 1 : -1, G->sp, base->allow);
@@ -113,8 +113,8 @@ static void variant_query(const Src *s, const SrcGroup *G, const IrGraph *gs, Pa
      * serve a sequence split with whole weights; a pinned --tp asks for
      * tensor parallelism proper (sharded weights), a pinned --sp on for split
      * norms. */
-    base->require = PASS_REQ_BATCH | (pin->tp > 1 ? PASS_REQ_WEIGHTS : 0) |
-                    (pin->sp == 1 && G->tp > 1 ? PASS_REQ_SEQ_NORMS : 0);
+    base->require = PLAN_REQ_BATCH | (pin->tp > 1 ? PLAN_REQ_WEIGHTS : 0) |
+                    (pin->sp == 1 && G->tp > 1 ? PLAN_REQ_SEQ_NORMS : 0);
 }
 
 /* Variant k > 0: a budget strictly below variant k - 1's memory for the
@@ -168,7 +168,7 @@ static bool solve_repeat(VariantWalk *w, int rep)
 /* The run a..b of gs's pieces (outside repeats) with the layers lo..hi
  * around it: its strategies into g's pieces of the same names, and the
  * kernels of the run (*kf, *kb); returns the run's first piece in g. */
-static int run_strategies(VariantWalk *w, const PassIlpResult *r, int a, int b, PassRecompute rc, double *kf,
+static int run_strategies(VariantWalk *w, const PassIlpResult *r, int a, int b, PlanRecompute rc, double *kf,
                           double *kb)
 {
     const IrGraph *g = w->g, *gs = w->gs;
@@ -265,9 +265,9 @@ bool src_variant(Src *s, SrcGroup *G, int k)
     SrcVariant *V = w.V;
     memset(V, 0, sizeof *V);
     variant_query(s, G, w.gs, &w.base);
-    V->strat = ir_xmalloc(sizeof(PassStrategy) * (size_t)(g->nfwd + 1));
+    V->strat = ir_xmalloc(sizeof(PlanStrategy) * (size_t)(g->nfwd + 1));
     for (int i = 0; i < g->nfwd; i++)
-        V->strat[i] = (PassStrategy){{-1, -1}};
+        V->strat[i] = (PlanStrategy){{-1, -1}};
     V->piece = ir_xcalloc((size_t)g->npieces, sizeof *V->piece);
     w.rs = ir_xcalloc((size_t)g->npieces * 2, sizeof(double));
     w.ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));

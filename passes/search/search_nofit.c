@@ -14,9 +14,9 @@
 
 static double states_total(const PassCostCtx *c, const IrGraph *g)
 {
-    PassMesh one;
-    pass_mesh_make(&one, 1, 1, 8);
-    PassStrategy rep = {{-1, -1}};
+    PlanMesh one;
+    plan_mesh_make(&one, 1, 1, 8);
+    PlanStrategy rep = {{-1, -1}};
     double t = 0;
     for (int n = 0; n < g->nfwd; n++)
         t += pass_param_bytes(c, g, &g->nodes[n], &one, &rep, 0);
@@ -86,8 +86,8 @@ int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearc
 {
     double reserve = c->st.alloc_reserve > 0 ? c->st.alloc_reserve : PASS_MEM_RESERVE;
     double usable = c->cl->gpu.hbm_bytes * (1 - reserve);
-    PassMesh one;
-    pass_mesh_make(&one, 1, 1, 8);
+    PlanMesh one;
+    plan_mesh_make(&one, 1, 1, 8);
     double runtime = pass_runtime_bytes(c, &one, 1) - (c->cl->gpu.runtime_bytes > 0 ? c->cl->gpu.comm_bytes
                                                                                  : pass_cost_consts.nccl_comm_bytes);
     double states = states_total(c, g);
@@ -213,7 +213,7 @@ void pass_search_explain_overflow(const PassCostCtx *c, const IrGraph *g, const 
     double big;
     char item[128], lay[256], buf[512];
     largest(m, &big, item, sizeof item);
-    pass_layout_str(&a->layout, lay, sizeof lay);
+    plan_layout_str(&a->layout, lay, sizeof lay);
     if (pinned)
         ir_error(IR_NOLOC, "the layout does not fit in memory: pipeline rank %d needs %.1f GiB "
                  "per GPU, %.1f GiB more than the %.1f GiB usable of %.1f GiB; its largest item "
@@ -241,7 +241,7 @@ void pass_search_explain_nofit(const PassCostCtx *c, const IrGraph *g, const Pas
             ir_error(IR_NOLOC, "no layout of %d GPUs can take the global batch of %lld sequences: "
                      "each way of cutting it gives more than %d micro-batches per step or more "
                      "than %d sequences per micro-batch and data-parallel replica", N,
-                     (long long)r->global_batch, PASS_MAX_MICRO, PASS_SEARCH_MAX_MB);
+                     (long long)r->global_batch, PLAN_MAX_MICRO, PASS_SEARCH_MAX_MB);
         else if (any_pin(pin))
             ir_error(IR_NOLOC, "no layout of %d GPUs satisfies the pins: pipeline stages must be "
                      "whole nodes of %d GPUs or a divisor of one, and dp x micro-batch must divide "
@@ -285,8 +285,8 @@ void pass_search_explain_nofit(const PassCostCtx *c, const IrGraph *g, const Pas
             PassSearchAlt a;
             if (try_search(c, g, &q, cache, &a)) {
                 ir_note(IR_NOLOC, "with %s searched instead of pinned, it fits: %s (step %.2f s, peak %.1f GiB): %s", what[i],
-                        pass_layout_str(&a.layout, lay, sizeof lay), a.pred.step_time_s,
-                        a.pred.peak_mem_bytes / GIB, pass_layout_flags(&a.layout, flags, sizeof flags));
+                        plan_layout_str(&a.layout, lay, sizeof lay), a.pred.step_time_s,
+                        a.pred.peak_mem_bytes / GIB, plan_layout_flags(&a.layout, flags, sizeof flags));
                 pass_search_alt_free(&a);
                 return;
             }
@@ -298,8 +298,8 @@ void pass_search_explain_nofit(const PassCostCtx *c, const IrGraph *g, const Pas
         PassSearchAlt a;
         if (try_search(c, g, &q, cache, &a)) {
             ir_note(IR_NOLOC, "without any pins it fits: %s (step %.2f s, peak %.1f GiB): %s",
-                    pass_layout_str(&a.layout, lay, sizeof lay), a.pred.step_time_s,
-                    a.pred.peak_mem_bytes / GIB, pass_layout_flags(&a.layout, flags, sizeof flags));
+                    plan_layout_str(&a.layout, lay, sizeof lay), a.pred.step_time_s,
+                    a.pred.peak_mem_bytes / GIB, plan_layout_flags(&a.layout, flags, sizeof flags));
             pass_search_alt_free(&a);
             return;
         }
@@ -312,13 +312,13 @@ void pass_search_explain_nofit(const PassCostCtx *c, const IrGraph *g, const Pas
     int n = pass_search_min_gpus(c, g, &q, cache, N + 1, limit, &a, &skipped);
     if (n > 0 && !skipped) {
         ir_note(IR_NOLOC, "the smallest number of %s GPUs on which %s fits is %d: %s (step %.2f s, "
-                "peak %.1f GiB)", gpu->name, g->name, n, pass_layout_str(&a.layout, lay, sizeof lay),
+                "peak %.1f GiB)", gpu->name, g->name, n, plan_layout_str(&a.layout, lay, sizeof lay),
                 a.pred.step_time_s, a.pred.peak_mem_bytes / GIB);
         pass_search_alt_free(&a);
     } else if (n > 0) {
         ir_note(IR_NOLOC, "%s fits on %d %s GPUs: %s (step %.2f s, peak %.1f GiB); above %d GPUs "
                 "not every count was tried, so fewer may do", g->name, n, gpu->name,
-                pass_layout_str(&a.layout, lay, sizeof lay), a.pred.step_time_s,
+                plan_layout_str(&a.layout, lay, sizeof lay), a.pred.step_time_s,
                 a.pred.peak_mem_bytes / GIB, skipped);
         pass_search_alt_free(&a);
     } else if (!skipped) {
@@ -330,7 +330,7 @@ void pass_search_explain_nofit(const PassCostCtx *c, const IrGraph *g, const Pas
     }
 }
 
-bool pass_search_idle_note(const PassSearchResult *r, int gpn, char *buf, size_t n)
+bool rep_search_idle_note(const PassSearchResult *r, int gpn, char *buf, size_t n)
 {
     if (!r->found || r->alt[0].layout.gpus >= r->gpus)
         return false;

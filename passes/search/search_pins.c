@@ -51,12 +51,12 @@ static bool check_stack_pins(const Src *s)
     }
     if (p->recompute >= 0 && !pass_stack_has_recompute(st, p->recompute)) {
         ir_error(IR_NOLOC, "--recompute %s: the %s stack does not offer it",
-                 pass_recompute_name((PassRecompute)p->recompute), st->name);
+                 plan_recompute_name((PlanRecompute)p->recompute), st->name);
         return false;
     }
     if (p->schedule >= 0 && !pass_stack_has_schedule(st, p->schedule)) {
         ir_error(IR_NOLOC, "--schedule %s: the %s stack does not offer it",
-                 p->schedule == PASS_SCHED_INTERLEAVED ? "interleaved" : "1f1b", st->name);
+                 p->schedule == PLAN_SCHED_INTERLEAVED ? "interleaved" : "1f1b", st->name);
         return false;
     }
     if (p->sp == 1 && st->no_sp) {
@@ -109,10 +109,10 @@ static bool check_pp_pin(const Src *s)
                      "them (%s)", pp, g->name, pieces_str(g, buf, sizeof buf));
         return false;
     }
-    if (pp > PASS_MAX_PP || v > PASS_MAX_CHUNKS || pp * v > PASS_MAX_STAGES) {
+    if (pp > PLAN_MAX_PP || v > PLAN_MAX_CHUNKS || pp * v > PLAN_MAX_STAGES) {
         ir_error(IR_NOLOC, "--pp %d --virtual-stages %d: ptdc's programs run at most %d pipeline "
-                 "stages of at most %d model chunks each, %d chunks in all", pp, v, PASS_MAX_PP,
-                 PASS_MAX_CHUNKS, PASS_MAX_STAGES);
+                 "stages of at most %d model chunks each, %d chunks in all", pp, v, PLAN_MAX_PP,
+                 PLAN_MAX_CHUNKS, PLAN_MAX_STAGES);
         return false;
     }
     if (pp > s->gpus) {
@@ -199,11 +199,11 @@ static bool check_batch_pins(const Src *s)
             return false;
         }
     }
-    if (p->micro_batch && d && gb / ((long long)p->micro_batch * d) > PASS_MAX_MICRO) {
+    if (p->micro_batch && d && gb / ((long long)p->micro_batch * d) > PLAN_MAX_MICRO) {
         ir_error(IR_NOLOC, "--micro-batch %d x dp %d cuts the global batch of %lld sequences into "
                  "%lld micro-batches per step; a plan has at most %d (raise --micro-batch)",
                  p->micro_batch, d, gb, gb / ((long long)p->micro_batch * d),
-                 PASS_MAX_MICRO);
+                 PLAN_MAX_MICRO);
         return false;
     }
     return true;
@@ -260,7 +260,7 @@ static bool check_interleaved_pins(const Src *s)
 bool src_check_pins(Src *s)
 {
     const PassSearchPins *p = &s->o->pins;
-    bool inter = p->schedule == PASS_SCHED_INTERLEAVED || p->v > 1;
+    bool inter = p->schedule == PLAN_SCHED_INTERLEAVED || p->v > 1;
     return check_stack_pins(s) && check_tp_pin(s) && check_pp_pin(s) && check_mesh_pins(s) &&
            check_batch_pins(s) && (!inter || check_interleaved_pins(s));
 }
@@ -299,7 +299,7 @@ void pass_search_pins_none(PassSearchPins *p)
 
 bool pass_search_pinned_fully(const PassSearchPins *p)
 {
-    bool interleaved = p->schedule == PASS_SCHED_INTERLEAVED || p->v > 1;
+    bool interleaved = p->schedule == PLAN_SCHED_INTERLEAVED || p->v > 1;
     return p->tp > 0 && p->pp > 0 && p->micro_batch > 0 && p->recompute >= 0 &&
            (p->sp >= 0 || p->tp == 1) && p->zero >= 0 && (p->schedule >= 0 || p->v > 1) &&
            (!interleaved || p->v > 1);

@@ -36,8 +36,8 @@ double src_inflight(int pp, int v, int m, int r)
     /* pass_predict holds slots[j] micro-batches of chunk j (the schedule's,
      * plan/schedule.c); with chunks of equal size that is the rank's saved
      * bytes times the mean slot count. */
-    int slots[PASS_MAX_CHUNKS];
-    pass_schedule_slots(pp, v, m, r, slots);
+    int slots[PLAN_MAX_CHUNKS];
+    plan_schedule_slots(pp, v, m, r, slots);
     double sum = 0;
     for (int j = 0; j < v; j++)
         sum += slots[j];
@@ -48,8 +48,8 @@ double src_inflight_lo(int pp, int v, int m, int r)
 {
     /* A lower bound whatever the chunks' sizes: every chunk holds at least
      * the fewest slots of any. */
-    int slots[PASS_MAX_CHUNKS];
-    pass_schedule_slots(pp, v, m, r, slots);
+    int slots[PLAN_MAX_CHUNKS];
+    plan_schedule_slots(pp, v, m, r, slots);
     int lo = slots[0];
     for (int j = 1; j < v; j++)
         lo = slots[j] < lo ? slots[j] : lo;
@@ -59,9 +59,9 @@ double src_inflight_lo(int pp, int v, int m, int r)
 void src_states(Src *s)
 {
     const IrGraph *g = s->g;
-    PassMesh one;
-    pass_mesh_make(&one, 1, 1, s->gpn);
-    PassStrategy rep = {{-1, -1}};
+    PlanMesh one;
+    plan_mesh_make(&one, 1, 1, s->gpn);
+    PlanStrategy rep = {{-1, -1}};
     s->w = ir_xcalloc((size_t)s->npieces, sizeof(double));
     s->gr = ir_xcalloc((size_t)s->npieces, sizeof(double));
     s->op = ir_xcalloc((size_t)s->npieces, sizeof(double));
@@ -102,9 +102,9 @@ const SrcWork *src_work(Src *s, int64_t mb_seqs)
     W->saved = ir_xcalloc((size_t)s->npieces * SRC_NRC, sizeof(double));
     int64_t *ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));
     ir_dim_sizes(g, mb_seqs, ds);
-    PassMesh one;
-    pass_mesh_make(&one, 1, 1, s->gpn);
-    PassStrategy rep = {{-1, -1}};
+    PlanMesh one;
+    plan_mesh_make(&one, 1, 1, s->gpn);
+    PlanStrategy rep = {{-1, -1}};
     double flop_rate = gpu->peak_flops * s->eff_max, byte_rate = gpu->hbm_bw * gpu->hbm_eff;
     for (int p = 0; p < s->npieces; p++) {
         int q = rep_piece(g, p);
@@ -122,7 +122,7 @@ const SrcWork *src_work(Src *s, int64_t mb_seqs)
             double tf = fl ? nc.flops_fwd / flop_rate : nc.bytes_fwd / byte_rate;
             double tb = fl ? nc.flops_bwd / flop_rate : nc.bytes_bwd / byte_rate;
             for (int r = 0; r < SRC_NRC; r++) {
-                W->t[p * SRC_NRC + r] += tf + tb + (pass_recomputed(s->c, g, nd, (PassRecompute)r) ? tf : 0);
+                W->t[p * SRC_NRC + r] += tf + tb + (pass_recomputed(s->c, g, nd, (PlanRecompute)r) ? tf : 0);
                 W->saved[p * SRC_NRC + r] += pass_saved_bytes(s->c, g, nd, &one, &rep, ds, r);
             }
         }
@@ -149,7 +149,7 @@ static double pipe_bound(const Src *s, const SrcGroup *G, double tsum, double tm
 {
     (void)v;
     PassShare sh;
-    if (pass_share(s->c->cl, pp, pass_mesh_devices(&G->mesh), &sh))
+    if (pass_share(s->c->cl, pp, plan_mesh_devices(&G->mesh), &sh))
         return pass_share_bound(&sh, pp, tsum, tmax, m);
     tmax = fmax(tmax, tsum / pp);
     return fmax(m * tmax, tsum);
@@ -158,8 +158,8 @@ static double pipe_bound(const Src *s, const SrcGroup *G, double tsum, double tm
 /* Bytes node n keeps for backward under r, as pass_predict counts them
  * (pass_kept_bytes) but never more than n reads: a lower bound while later
  * nodes' strategies are still open. */
-double src_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PassMesh *m,
-                      const PassStrategy *strat, const int64_t *ds, const IrNode *n, PassRecompute r)
+double src_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m,
+                      const PlanStrategy *strat, const int64_t *ds, const IrNode *n, PlanRecompute r)
 {
     return pass_kept_bytes(c, g, m, strat, ds, n, r, true, NULL);
 }
@@ -167,20 +167,20 @@ double src_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PassMesh *m,
 /* The least bytes any allowed strategy of t's producer lays t out in (a
  * floor for what pass_predict keeps of t), cached in minb[t]. */
 static double producer_floor(Src *s, const SrcGroup *G, const int64_t *ds, const uint64_t *allow,
-                             PassStrategy *st, int maxs, double *minb, int t)
+                             PlanStrategy *st, int maxs, double *minb, int t)
 {
     if (minb[t] >= 0)
         return minb[t];
     const IrGraph *g = s->g;
     const IrNode *pn = &g->nodes[g->tensors[t].producer];
-    int ns = pass_strategies(g, pn, &G->mesh, ds, allow, st, maxs);
+    int ns = plan_strategies(g, pn, &G->mesh, ds, allow, st, maxs);
     double best = INFINITY;
     for (int i = 0; i < ns; i++) {
-        PassSharding out[IR_MAX_OUT];
-        pass_shard_io(g, pn, &st[i], NULL, out);
+        PlanSharding out[IR_MAX_OUT];
+        plan_shard_io(g, pn, &st[i], NULL, out);
         for (int o = 0; o < pn->nout; o++)
             if (pn->out[o] == t)
-                best = fmin(best, (double)pass_local_numel(g, t, &G->mesh, &out[o], ds) *
+                best = fmin(best, (double)plan_local_numel(g, t, &G->mesh, &out[o], ds) *
                                       pass_elem_bytes(s->c, g->tensors[t].dtype));
     }
     return minb[t] = isfinite(best) ? best : 0;
@@ -188,7 +188,7 @@ static double producer_floor(Src *s, const SrcGroup *G, const int64_t *ds, const
 
 /* The tighter bound of a group: for every node the least kernel time,
  * saved bytes and model states over the strategies the ILP may choose on the
- * group's mesh (pass_strategies under the same pins), summed per piece. A
+ * group's mesh (plan_strategies under the same pins), summed per piece. A
  * sum of per-node minima is at most what any one choice costs. */
 void src_group_floor(Src *s, SrcGroup *G)
 {
@@ -199,11 +199,11 @@ void src_group_floor(Src *s, SrcGroup *G)
     G->floor_states = ir_xcalloc((size_t)P * 4, sizeof(double));
     int64_t *ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));
     ir_dim_sizes(g, G->mb_seqs, ds);
-    uint64_t allow[PASS_MAX_AXES];
+    uint64_t allow[PLAN_MAX_AXES];
     pass_ilp_pins(g, 0, G->tp > 1 ? 1 : -1, G->sp, allow);
     enum { MAXS = 512 };
-    PassStrategy *st = ir_xmalloc(sizeof(PassStrategy) * MAXS);
-    PassStrategy *pst = ir_xmalloc(sizeof(PassStrategy) * MAXS);
+    PlanStrategy *st = ir_xmalloc(sizeof(PlanStrategy) * MAXS);
+    PlanStrategy *pst = ir_xmalloc(sizeof(PlanStrategy) * MAXS);
     double *minb = ir_xmalloc(sizeof(double) * (size_t)(g->ntensors + 1));
     for (int t = 0; t < g->ntensors; t++)
         minb[t] = -1;
@@ -217,7 +217,7 @@ void src_group_floor(Src *s, SrcGroup *G)
         }
         for (int n = g->pieces[p].first; n < g->pieces[p].first + g->pieces[p].count; n++) {
             const IrNode *nd = &g->nodes[n];
-            int ns = pass_strategies(g, nd, &G->mesh, ds, allow, st, MAXS);
+            int ns = plan_strategies(g, nd, &G->mesh, ds, allow, st, MAXS);
             double tb = INFINITY, tf = INFINITY, sv[SRC_NRC], sz[4];
             for (int r = 0; r < SRC_NRC; r++)
                 sv[r] = INFINITY;
@@ -226,7 +226,7 @@ void src_group_floor(Src *s, SrcGroup *G)
             for (int i = 0; i < ns; i++) {
                 PassNodeCost nc;
                 pass_cost_node(s->c, g, nd, &G->mesh, &st[i], ds, &nc);
-                /* A norm priced fused may run alone (pass_add_norm_fused):
+                /* A norm priced fused may run alone (plan_add_norm_fused):
                  * the cheaper of the two. */
                 double f = nc.fwd_s - fmax(0, nc.fused_s);
                 tb = fmin(tb, f + nc.bwd_s);
@@ -254,7 +254,7 @@ void src_group_floor(Src *s, SrcGroup *G)
             if (ns < 1)
                 tb = tf = 0, sv[0] = sv[1] = sv[2] = sv[3] = 0, sz[0] = sz[1] = sz[2] = sz[3] = 0;
             for (int r = 0; r < SRC_NRC; r++) {
-                G->floor_t[p * SRC_NRC + r] += tb + (pass_recomputed(s->c, g, nd, (PassRecompute)r) ? tf : 0);
+                G->floor_t[p * SRC_NRC + r] += tb + (pass_recomputed(s->c, g, nd, (PlanRecompute)r) ? tf : 0);
                 G->floor_saved[p * SRC_NRC + r] += sv[r];
             }
             for (int z = 0; z < 4; z++)
@@ -331,7 +331,7 @@ void src_bound(Src *s, const SrcGroup *G, SrcCand *k)
     if (k->pp > 1) {
         /* Stages may mix policies: time as if none recomputes, memory as if
          * every stage kept the least. */
-        bound_rc(s, G, k, PASS_RECOMPUTE_NONE, true, &k->lb, &k->mem_lb);
+        bound_rc(s, G, k, PLAN_RECOMPUTE_NONE, true, &k->lb, &k->mem_lb);
         return;
     }
     /* One stage, one policy: the fastest policy whose memory bound fits. */
@@ -344,14 +344,14 @@ void src_bound(Src *s, const SrcGroup *G, SrcCand *k)
             k->lb = fmin(k->lb, t);
     }
     if (!isfinite(k->lb)) /* nothing fits: keep the time bound finite for ordering */
-        bound_rc(s, G, k, PASS_RECOMPUTE_FULL, false, &k->lb, &k->mem_lb);
+        bound_rc(s, G, k, PLAN_RECOMPUTE_FULL, false, &k->lb, &k->mem_lb);
 }
 
 double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k)
 {
     double best = INFINITY;
     for (int rc = 0; rc < SRC_NRC; rc++) {
-        if (k->rc != SRC_AUTO ? rc != k->rc : k->pp > 1 && rc != PASS_RECOMPUTE_NONE)
+        if (k->rc != SRC_AUTO ? rc != k->rc : k->pp > 1 && rc != PLAN_RECOMPUTE_NONE)
             continue;
         double tsum = 0, tmax = 0, states = 0, saved = 0;
         for (int p = 0; p < s->npieces; p++) {
@@ -389,9 +389,9 @@ void src_floor_pieces(Src *s, const SrcGroup *G, SrcPiece *out)
                 P->saved[r] = fmax(P->saved[r], G->floor_saved[p * SRC_NRC + r]);
         }
         /* Kernels only: no resharding (it is never negative). */
-        P->fwd = t[PASS_RECOMPUTE_NONE];
+        P->fwd = t[PLAN_RECOMPUTE_NONE];
         for (int r = 0; r < SRC_NRC; r++)
-            P->rec[r] = fmax(0, t[r] - t[PASS_RECOMPUTE_NONE]);
+            P->rec[r] = fmax(0, t[r] - t[PLAN_RECOMPUTE_NONE]);
         for (int z = 0; z < 4; z++) {
             P->states[z] = s->w[p] / (z >= 3 ? n : G->tp) + s->gr[p] / (z >= 2 ? n : G->tp) +
                            s->op[p] / (z >= 1 ? n : G->tp);

@@ -17,7 +17,7 @@
 
 #include "search/search.h"
 
-#define SRC_NRC 4                 /* PassRecompute values */
+#define SRC_NRC 4                 /* PlanRecompute values */
 #define SRC_AUTO (-1)             /* candidate recompute mode: least per stage that fits */
 #define SRC_MAXQ 8                /* ILP queries per variant */
 /* Each variant after the first uses at least this fraction less memory per
@@ -40,7 +40,7 @@ typedef struct SrcPiece {
 
 typedef struct SrcVariant {
     bool ok;                      /* solved and feasible */
-    PassStrategy *strat;          /* [g->nfwd] */
+    PlanStrategy *strat;          /* [g->nfwd] */
     SrcPiece *piece;              /* [g->npieces] */
     int nq;
     PassIlpQuery q[SRC_MAXQ];
@@ -49,7 +49,7 @@ typedef struct SrcVariant {
 
 typedef struct SrcCand {
     int pp, v;                    /* v = 1: 1F1B */
-    int rc;                       /* SRC_AUTO or a PassRecompute for every stage */
+    int rc;                       /* SRC_AUTO or a PlanRecompute for every stage */
     int zero;
     double lb;                    /* step-time lower bound, strategy-free */
     double mem_lb;                /* peak-memory lower bound, strategy-free */
@@ -66,7 +66,7 @@ typedef struct SrcGroup {
     bool sp;
     int64_t mb_seqs;
     int m;                        /* micro-batches per step */
-    PassMesh mesh;
+    PlanMesh mesh;
     double lb;                    /* least candidate bound */
     double walk_key;              /* least frontier bound (hope) of its walkable candidates */
     double *floor_t;              /* [npieces * SRC_NRC] least kernel time over the allowed
@@ -120,8 +120,8 @@ typedef struct Src {
 /* search_prune.c: lower bounds. */
 const SrcWork *src_work(Src *s, int64_t mb_seqs);
 void src_states(Src *s);
-double src_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PassMesh *m,
-                      const PassStrategy *strat, const int64_t *ds, const IrNode *n, PassRecompute r);
+double src_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m,
+                      const PlanStrategy *strat, const int64_t *ds, const IrNode *n, PlanRecompute r);
 /* Micro-batches whose activations pipeline rank r holds (pass_predict's
  * accounting), per chunk's share of the rank's saved bytes. */
 double src_inflight(int pp, int v, int m, int r);
@@ -144,12 +144,12 @@ void src_variant_free(SrcVariant *v);
  * ignore_mem, the time-balanced partition with the least recomputation. */
 typedef struct SrcPart {
     int nstages;
-    PassStage stage[1024];
+    PlanStage stage[1024];
     double mem_peak;              /* estimated, bytes */
 } SrcPart;
 bool src_partition(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
                    double cap, bool ignore_mem, SrcPart *out);
-void src_stage_times(const Src *s, const SrcVariant *V, const PassPlan *p, double *fwd, double *bwd);
+void src_stage_times(const Src *s, const SrcVariant *V, const Plan *p, double *fwd, double *bwd);
 /* 1F1B: the least T such that some cut into k->pp stages fits `cap` with
  * P_r + m t_r <= T for every stage r (t_r its time, P_r the time of the
  * pieces before it at their fastest policy). pass_predict's step is at
@@ -163,6 +163,6 @@ bool src_check_pins(Src *s);
 
 /* search.c */
 void src_plan(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
-              const SrcPart *part, PassPlan *p);
+              const SrcPart *part, Plan *p);
 
 #endif

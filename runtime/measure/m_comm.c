@@ -3,7 +3,7 @@
  * do in a plan).
  *
  * Records (BYTES in the nccl-tests convention the cost model uses, see
- * PassColl: all-reduce the buffer, reduce-scatter its input, all-gather its
+ * PlanColl: all-reduce the buffer, reduce-scatter its input, all-gather its
  * output, all-to-all the local tensor; send/recv the message):
  *   node RANK NODE                      which node each rank is on
  *   coll KIND GROUP NODES PER_NODE BYTES SECONDS

@@ -287,13 +287,13 @@ int main(void)
     double r96 = pass_attn_rate(g, 0, 96, 2048);
     CHECK(fabs(r96 / (5e9 * 1.5 * 1.1) - 1) < 0.02, "attention at D 96: %g FLOP/s", r96);
     /* Collectives: alpha 4 us, bus bandwidth 3 GB/s. */
-    CHECK(g->ncoll[PASS_COLL_ALLREDUCE] == 1 && g->ncoll[PASS_COLL_SENDRECV] == 1, "coll fits");
-    for (int k = PASS_COLL_ALLREDUCE; k <= PASS_COLL_SENDRECV; k++) {
-        if (k == PASS_COLL_SLICE)
+    CHECK(g->ncoll[PLAN_COLL_ALLREDUCE] == 1 && g->ncoll[PLAN_COLL_SENDRECV] == 1, "coll fits");
+    for (int k = PLAN_COLL_ALLREDUCE; k <= PLAN_COLL_SENDRECV; k++) {
+        if (k == PLAN_COLL_SLICE)
             continue;
         const PassCollFit *f = &g->coll[k][0];
         CHECK(f->group == 2 && fabs(f->busbw / 3e9 - 1) < 0.05 && fabs(f->alpha_s / 4e-6 - 1) < 0.25,
-              "%s: alpha %.2f us busbw %.2f GB/s", pass_coll_name((PassCollKind)k), f->alpha_s * 1e6,
+              "%s: alpha %.2f us busbw %.2f GB/s", plan_coll_name((PlanCollKind)k), f->alpha_s * 1e6,
               f->busbw * 1e-9);
     }
     /* A rank alone on its node computes at the solo rates: a 2-core node

@@ -29,7 +29,7 @@ static bool search_plan(const IrGraph *g, const Layout *l, PassSearchResult *r)
     static PassCostCtx ctx;
     memset(&ctx, 0, sizeof ctx);
     ctx.cl = &cl;
-    ctx.attention = PASS_ATTN_FLASH;
+    ctx.attention = PLAN_ATTN_FLASH;
     PassSearchOpts so;
     memset(&so, 0, sizeof so);
     pass_search_pins_none(&so.pins);
@@ -40,7 +40,7 @@ static bool search_plan(const IrGraph *g, const Layout *l, PassSearchResult *r)
     so.pins.recompute = (int)l->recompute;
     so.pins.sp = l->sp;
     so.pins.zero = l->zero;
-    so.pins.schedule = l->v > 1 ? PASS_SCHED_INTERLEAVED : PASS_SCHED_1F1B;
+    so.pins.schedule = l->v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B;
     so.pins.v = l->v;
     so.gpus = cl.ngpus;
     so.global_batch = g->global_batch;
@@ -94,7 +94,7 @@ int main(int argc, char **argv)
         goto out;
     if (!ir_verify(g, "frontend"))
         goto out;
-    PassPlan plan;
+    Plan plan;
     PassSearchResult r;
     memset(&r, 0, sizeof r);
     pg = g; /* the graph the planner sees */

@@ -52,7 +52,7 @@ fused() { # program dir
 
 # Sibling GEMMs (q, k, v of one input; gate and up) run as one
 # rt_matmul_batch, their weight gradients as one rt_matmul_grad_batch
-# (pass_gemm_batch; the cost model prices them so): fail on two GEMMs of one
+# (plan_gemm_batch; the cost model prices them so): fail on two GEMMs of one
 # function with the same A operand and shape left as separate calls (forward:
 # rt_matmul without accumulation; weight gradients: rt_matmul_grad).
 batched() { # program dir

@@ -26,9 +26,9 @@ bool layout_parse(const char *s, Layout *l)
         if (!strcmp(tok, "sp"))
             l->sp = true;
         else if (!strcmp(tok, "full"))
-            l->recompute = PASS_RECOMPUTE_FULL;
+            l->recompute = PLAN_RECOMPUTE_FULL;
         else if (!strcmp(tok, "ffn"))
-            l->recompute = PASS_RECOMPUTE_FFN;
+            l->recompute = PLAN_RECOMPUTE_FFN;
         else if (!strcmp(tok, "1rank"))
             ;
         else if (sscanf(tok, "dp%d", &n) == 1 && n > 0)
@@ -51,11 +51,11 @@ bool layout_parse(const char *s, Layout *l)
     return true;
 }
 
-static bool valid(const IrGraph *g, const IrNode *n, const PassMesh *m, const int64_t *dim,
-                  PassStrategy s)
+static bool valid(const IrGraph *g, const IrNode *n, const PlanMesh *m, const int64_t *dim,
+                  PlanStrategy s)
 {
-    PassStrategy all[256];
-    int k = pass_strategies(g, n, m, dim, NULL, all, 256);
+    PlanStrategy all[256];
+    int k = plan_strategies(g, n, m, dim, NULL, all, 256);
     for (int i = 0; i < k; i++)
         if (all[i].dim[0] == s.dim[0] && all[i].dim[1] == s.dim[1])
             return true;
@@ -73,13 +73,13 @@ static bool has_loop_dim(const IrGraph *g, const IrNode *n, int d)
     return false;
 }
 
-bool layout_plan(const IrGraph *g, const Layout *l, PassPlan *p)
+bool layout_plan(const IrGraph *g, const Layout *l, Plan *p)
 {
     memset(p, 0, sizeof *p);
     if (l->tp > 1)
-        pass_mesh_make(&p->mesh, l->dp, l->tp, 8);
+        plan_mesh_make(&p->mesh, l->dp, l->tp, 8);
     else
-        pass_mesh_make(&p->mesh, l->dp, 1, 8);
+        plan_mesh_make(&p->mesh, l->dp, 1, 8);
     p->pp = l->pp;
     p->v = l->v;
     p->nstages = l->pp * l->v;
@@ -91,8 +91,8 @@ bool layout_plan(const IrGraph *g, const Layout *l, PassPlan *p)
     }
     p->mb_seqs = g->global_batch / l->micro;
     p->zero = l->zero;
-    p->schedule = l->v > 1 ? PASS_SCHED_INTERLEAVED : PASS_SCHED_1F1B;
-    p->attention = PASS_ATTN_FLASH;
+    p->schedule = l->v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B;
+    p->attention = PLAN_ATTN_FLASH;
     if (p->nstages > g->npieces) {
         fprintf(stderr, "layout: %d stages but only %d pieces\n", p->nstages, g->npieces);
         return false;
@@ -100,7 +100,7 @@ bool layout_plan(const IrGraph *g, const Layout *l, PassPlan *p)
     p->stages = ir_alloc(g->arena, sizeof *p->stages * (size_t)p->nstages);
     for (int s = 0, first = 0; s < p->nstages; s++) {
         int n = g->npieces / p->nstages + (s < g->npieces % p->nstages);
-        p->stages[s] = (PassStage){first, n, s % p->pp, l->recompute};
+        p->stages[s] = (PlanStage){first, n, s % p->pp, l->recompute};
         first += n;
     }
     int64_t *dim = ir_alloc(g->arena, sizeof *dim * (size_t)g->ndims);
@@ -110,7 +110,7 @@ bool layout_plan(const IrGraph *g, const Layout *l, PassPlan *p)
     int tp_axis = p->mesh.naxes - 1;
     for (int i = 0; i < g->nfwd; i++) {
         const IrNode *n = &g->nodes[i];
-        PassStrategy s = {{-1, -1}};
+        PlanStrategy s = {{-1, -1}};
         if (l->dp > 1)
             s.dim[0] = (int16_t)g->batch_dim;
         if (l->tp > 1) {
@@ -120,7 +120,7 @@ bool layout_plan(const IrGraph *g, const Layout *l, PassPlan *p)
                 if (d < 0 || !has_loop_dim(g, n, d))
                     continue;
                 any = true;
-                PassStrategy t = s;
+                PlanStrategy t = s;
                 t.dim[tp_axis] = (int16_t)d;
                 if (valid(g, n, &p->mesh, dim, t)) {
                     s = t;
@@ -128,7 +128,7 @@ bool layout_plan(const IrGraph *g, const Layout *l, PassPlan *p)
                 }
             }
             if (!any && l->sp) {
-                PassStrategy t = s;
+                PlanStrategy t = s;
                 t.dim[tp_axis] = (int16_t)g->seq_dim;
                 if (valid(g, n, &p->mesh, dim, t))
                     s = t;
@@ -140,6 +140,6 @@ bool layout_plan(const IrGraph *g, const Layout *l, PassPlan *p)
         }
         p->strategy[i] = s;
     }
-    pass_plan_axes(g, p);
+    plan_axes(g, p);
     return true;
 }

@@ -80,7 +80,7 @@ static void check(const char *dir, const char *data, const Case *k)
         printf("FAIL %s (%s): no plan\n", k->model, k->what);
         failures++;
     } else {
-        const PassPlan *p = &r.alt[0].plan;
+        const Plan *p = &r.alt[0].plan;
         const PassPrediction *pr = &r.alt[0].pred;
         IrGraph *gg = g; /* autodiff appends to the same graph; the plan covers the forward */
         if (!pass_autodiff(gg) || !ir_verify(gg, "autodiff"))
@@ -92,7 +92,7 @@ static void check(const char *dir, const char *data, const Case *k)
         } else {
             char lay[256];
             printf("%s, %d GPUs, %s: %s\n", k->model, k->gpus, k->what,
-                   pass_layout_str(&r.alt[0].layout, lay, sizeof lay));
+                   plan_layout_str(&r.alt[0].layout, lay, sizeof lay));
             for (int i = 0; i < p->pp && i < pr->npp; i++) {
                 const PassRankMem *m = &pr->mem[i];
                 double want[4] = {m->weights, m->grads, m->optim, m->acts};
@@ -137,18 +137,18 @@ int main(int argc, char **argv)
     }
     const Case cases[] = {
         {"llama2-7b.mdl", 64, PINS(0, 0, 0, 0, -1, -1, -1, -1, 0), "searched", NULL},
-        {"llama2-13b.mdl", 64, PINS(2, 4, 8, 1, PASS_RECOMPUTE_NONE, 1, 1, PASS_SCHED_1F1B, 1),
+        {"llama2-13b.mdl", 64, PINS(2, 4, 8, 1, PLAN_RECOMPUTE_NONE, 1, 1, PLAN_SCHED_1F1B, 1),
          "tp2 sp pp4 zero1", NULL},
-        {"llama2-13b.mdl", 64, PINS(4, 2, 8, 1, PASS_RECOMPUTE_FULL, 0, 0, PASS_SCHED_1F1B, 1),
+        {"llama2-13b.mdl", 64, PINS(4, 2, 8, 1, PLAN_RECOMPUTE_FULL, 0, 0, PLAN_SCHED_1F1B, 1),
          "tp4 pp2 zero0 full recompute", NULL},
-        {"llama2-70b.mdl", 128, PINS(8, 4, 4, 1, PASS_RECOMPUTE_FFN, 1, 2, PASS_SCHED_INTERLEAVED, 2),
+        {"llama2-70b.mdl", 128, PINS(8, 4, 4, 1, PLAN_RECOMPUTE_FFN, 1, 2, PLAN_SCHED_INTERLEAVED, 2),
          "tp8 sp pp4 v2 zero2 ffn recompute", NULL},
-        {"gpt3-1.3b.mdl", 16, PINS(1, 2, 8, 2, PASS_RECOMPUTE_NONE, -1, 3, PASS_SCHED_1F1B, 1),
+        {"gpt3-1.3b.mdl", 16, PINS(1, 2, 8, 2, PLAN_RECOMPUTE_NONE, -1, 3, PLAN_SCHED_1F1B, 1),
          "pp2 (tied embedding on both ends) zero3", NULL},
         /* The residual added replicated and sliced for the norms: the
          * programs keep it whole (a prediction counting the slice missed
          * 4 MiB of 78 in bench/predict-vs-run). */
-        {"llama.mdl", 2, PINS(2, 1, 1, 4, PASS_RECOMPUTE_NONE, 1, 0, PASS_SCHED_1F1B, 1),
+        {"llama.mdl", 2, PINS(2, 1, 1, 4, PLAN_RECOMPUTE_NONE, 1, 0, PLAN_SCHED_1F1B, 1),
          "bench model, tp2 sp on 2 CPU ranks", "vm-cpu.cluster"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

@@ -49,7 +49,7 @@ static size_t diag_len;
 
 /* cg_emit with diagnostics captured in diag (the caller closes *cap before
  * the next call). */
-static bool emit(const IrGraph *g, const PassPlan *p, const char *dir, FILE **cap)
+static bool emit(const IrGraph *g, const Plan *p, const char *dir, FILE **cap)
 {
     free(diag);
     diag = NULL;
@@ -79,7 +79,7 @@ int main(int argc, char **argv)
     if (!g)
         return 1;
     Layout l;
-    PassPlan p;
+    Plan p;
     layout_parse("dp2-tp2", &l);
     CHECK(layout_plan(g, &l, &p), "no plan");
     FILE *cap;
@@ -126,10 +126,10 @@ int main(int argc, char **argv)
     CHECK(diag_len && strstr(diag, "cannot create"), "no message: '%s'", diag ? diag : "");
 
     /* A plan it cannot execute: the heads split over 3 ranks. */
-    PassPlan bad = p;
+    Plan bad = p;
     bad.strategy = ir_alloc(a, sizeof *bad.strategy * (size_t)g->nfwd);
     memcpy(bad.strategy, p.strategy, sizeof *bad.strategy * (size_t)g->nfwd);
-    pass_mesh_make(&bad.mesh, 1, 3, 8);
+    plan_mesh_make(&bad.mesh, 1, 3, 8);
     snprintf(dir, sizeof dir, "%s/bad", work);
     CHECK(!emit(g, &bad, dir, &cap), "an impossible plan was accepted");
     fclose(cap);

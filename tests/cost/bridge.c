@@ -51,9 +51,9 @@ int bridge_bf16(const char *ref, const char *models, BridgeRow **out)
             exit(1);
         }
         MegaLayout L = {.tp = tp, .pp = pp, .dp = gpus / (tp * pp), .v = v, .micro_batch = mb,
-                        .global_batch = gb, .sp = tp > 1, .zero = 1, .recompute = PASS_RECOMPUTE_NONE,
-                        .attention = PASS_ATTN_FLASH, .gpus_per_node = 8};
-        PassPlan plan;
+                        .global_batch = gb, .sp = tp > 1, .zero = 1, .recompute = PLAN_RECOMPUTE_NONE,
+                        .attention = PLAN_ATTN_FLASH, .gpus_per_node = 8};
+        Plan plan;
         if (!mega_plan(g, &L, &plan))
             exit(1);
         PassCluster cl = {.ngpus = gpus, .gpus_per_node = 8};

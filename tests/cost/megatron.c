@@ -28,15 +28,15 @@ static int tp_dim(const IrGraph *g, const IrNode *n, bool sp)
 {
     for (size_t k = 0; k < sizeof tp_dims / sizeof tp_dims[0]; k++) {
         int d = ir_dim_find(g, tp_dims[k]);
-        if (d >= 0 && loop_has(g, n, d) && pass_dim_splittable(g, n, d))
+        if (d >= 0 && loop_has(g, n, d) && plan_dim_splittable(g, n, d))
             return d;
     }
-    if (sp && loop_has(g, n, g->seq_dim) && pass_dim_splittable(g, n, g->seq_dim))
+    if (sp && loop_has(g, n, g->seq_dim) && plan_dim_splittable(g, n, g->seq_dim))
         return g->seq_dim;
     return -1;
 }
 
-bool mega_plan(const IrGraph *g, const MegaLayout *L, PassPlan *p)
+bool mega_plan(const IrGraph *g, const MegaLayout *L, Plan *p)
 {
     memset(p, 0, sizeof *p);
     int v = L->v > 0 ? L->v : 1, gpn = L->gpus_per_node > 0 ? L->gpus_per_node : 8;
@@ -53,14 +53,14 @@ bool mega_plan(const IrGraph *g, const MegaLayout *L, PassPlan *p)
                 (long long)L->global_batch, L->micro_batch, L->dp);
         return false;
     }
-    pass_mesh_make(&p->mesh, L->dp, L->tp, gpn);
+    plan_mesh_make(&p->mesh, L->dp, L->tp, gpn);
     p->pp = L->pp;
     p->v = v;
     p->nstages = chunks;
     p->stages = calloc((size_t)chunks, sizeof *p->stages);
     int per = nlayers / chunks;
     for (int c = 0; c < chunks; c++) {
-        PassStage *s = &p->stages[c];
+        PlanStage *s = &p->stages[c];
         s->first_piece = c == 0 ? 0 : 1 + c * per;
         s->npieces = per + (c == 0) + (c == chunks - 1);
         s->pp_rank = c % L->pp;
@@ -69,7 +69,7 @@ bool mega_plan(const IrGraph *g, const MegaLayout *L, PassPlan *p)
     p->strategy = calloc((size_t)g->nfwd + 1, sizeof *p->strategy);
     for (int i = 0; i < g->nfwd; i++) {
         const IrNode *n = &g->nodes[i];
-        PassStrategy *s = &p->strategy[i];
+        PlanStrategy *s = &p->strategy[i];
         s->dim[0] = (int16_t)(L->dp > 1 && loop_has(g, n, g->batch_dim) ? g->batch_dim : -1);
         s->dim[1] = (int16_t)(L->tp > 1 ? tp_dim(g, n, L->sp) : -1);
         if (L->dp == 1 && L->tp > 1) { /* mesh 1 x tp: axis 0 is unused */
@@ -77,15 +77,15 @@ bool mega_plan(const IrGraph *g, const MegaLayout *L, PassPlan *p)
         }
     }
     p->num_micro = (int)(L->global_batch / ((int64_t)L->micro_batch * L->dp));
-    p->mb_seqs = pass_mb_seqs(L->micro_batch, L->dp);
+    p->mb_seqs = plan_mb_seqs(L->micro_batch, L->dp);
     p->zero = L->zero;
-    p->schedule = v > 1 ? PASS_SCHED_INTERLEAVED : PASS_SCHED_1F1B;
+    p->schedule = v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B;
     p->attention = L->attention;
-    pass_plan_axes(g, p);
+    plan_axes(g, p);
     return true;
 }
 
-void mega_plan_free(PassPlan *p)
+void mega_plan_free(Plan *p)
 {
     free(p->stages);
     free(p->strategy);

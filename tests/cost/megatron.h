@@ -17,15 +17,15 @@ typedef struct MegaLayout {
     int64_t global_batch;         /* sequences per step */
     bool sp;
     int zero;
-    PassRecompute recompute;
-    PassAttention attention;
+    PlanRecompute recompute;
+    PlanAttention attention;
     int gpus_per_node;
 } MegaLayout;
 
 /* Fill plan (heap arrays; mega_plan_free). False with a message on stderr if
  * the layout does not divide the model. */
-bool mega_plan(const IrGraph *g, const MegaLayout *L, PassPlan *plan);
-void mega_plan_free(PassPlan *plan);
+bool mega_plan(const IrGraph *g, const MegaLayout *L, Plan *plan);
+void mega_plan_free(Plan *plan);
 
 /* Compile a model file with --set overrides "a=1,b=2" (NULL for none). */
 IrGraph *mega_compile(IrArena *a, const char *path, const char *sets, int64_t global_batch);

@@ -137,7 +137,7 @@ static void sweep_section(FILE *md, const char *ref, const char *models, const c
     for (int i = 0; i < n; i++) {
         SweepRow *w = &R[i];
         fprintf(md, "| %d | %d | %d | %d | %s | %s | %d | %s | %.1f | %s%s |", w->tp, w->pp, w->dp,
-                w->mb, w->recompute == PASS_RECOMPUTE_FULL ? "full" : "none", w->attn, w->rms_kernel,
+                w->mb, w->recompute == PLAN_RECOMPUTE_FULL ? "full" : "none", w->attn, w->rms_kernel,
                 w->ok ? "ok" : "oom", w->pred.peak_mem_bytes / 1073741824.0,
                 w->pred.fits ? "fits" : "OOM", (w->ok == w->pred.fits) ? "" : " **(wrong)**");
         if (w->ok)

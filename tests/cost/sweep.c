@@ -65,7 +65,7 @@ int sweep_run(const char *ref_dir, const char *model_dir, const SweepStack *st, 
         w->dp = atoi(ref_get(csv, r, "dp"));
         w->mb = atoi(ref_get(csv, r, "micro_batch"));
         w->recompute = !strcmp(ref_get(csv, r, "activation_checkpointing"), "every_layer")
-                           ? PASS_RECOMPUTE_FULL : PASS_RECOMPUTE_NONE;
+                           ? PLAN_RECOMPUTE_FULL : PLAN_RECOMPUTE_NONE;
         const char *impl = ref_get(csv, r, "attention_impl");
         w->attn = !strcmp(impl, "flash2") ? "flash2" : !strcmp(impl, "flash1") ? "flash1"
                 : !strcmp(impl, "torch") ? "torch" : "megatron_fused";
@@ -77,10 +77,10 @@ int sweep_run(const char *ref_dir, const char *model_dir, const SweepStack *st, 
         MegaLayout L = {.tp = w->tp, .pp = w->pp, .dp = w->dp, .v = 1, .micro_batch = w->mb,
                         .global_batch = 2048, .sp = st->sp, .zero = st->zero,
                         .recompute = w->recompute,
-                        .attention = w->kernel >= PASS_KERNEL_FUSED_SOFTMAX ? PASS_ATTN_MATERIALIZED
-                                                                            : PASS_ATTN_FLASH,
+                        .attention = w->kernel >= PASS_KERNEL_FUSED_SOFTMAX ? PLAN_ATTN_MATERIALIZED
+                                                                            : PLAN_ATTN_FLASH,
                         .gpus_per_node = 8};
-        PassPlan plan;
+        Plan plan;
         if (!mega_plan(g, &L, &plan))
             exit(1);
         /* Megatron's stack as the preset describes it, then the code base's

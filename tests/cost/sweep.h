@@ -8,7 +8,7 @@
 /* One run of the LLaMA-13B layout sweep and the model's verdict on it. */
 typedef struct SweepRow {
     int tp, pp, dp, mb;
-    PassRecompute recompute;
+    PlanRecompute recompute;
     PassAttnKernel kernel;
     const char *attn;             /* the table's attention_impl */
     bool rms_kernel;

@@ -23,7 +23,7 @@ typedef struct Run {
  * what the table does not give: every micro-batch dividing the sequences a
  * replica runs per step and every number of model chunks Megatron accepts
  * (layers per pipeline rank divisible by it; micro-batches divisible by pp,
- * megatron/core/pipeline_parallel/schedules.py; at most PASS_MAX_CHUNKS) is
+ * megatron/core/pipeline_parallel/schedules.py; at most PLAN_MAX_CHUNKS) is
  * priced, and r->L becomes the fastest that fits (the fastest of all when
  * none does): the layout the published run's tuning would have found. */
 static bool run_tuned(const char *model_dir, Run *r, bool tune, PassPrediction *p)
@@ -51,12 +51,12 @@ static bool run_tuned(const char *model_dir, Run *r, bool tune, PassPrediction *
     for (int mb = tune ? 1 : want.micro_batch; mb <= (tune ? per_replica : want.micro_batch); mb++) {
         if (per_replica % mb)
             continue;
-        for (int v = tune ? 1 : want.v; v <= (tune ? per_rank : want.v) && v <= PASS_MAX_CHUNKS; v++) {
+        for (int v = tune ? 1 : want.v; v <= (tune ? per_rank : want.v) && v <= PLAN_MAX_CHUNKS; v++) {
             if (per_rank % v || (tune && v > 1 && (want.pp < 2 || (per_replica / mb) % want.pp)))
                 continue;
             MegaLayout L = want;
             L.micro_batch = mb, L.v = v;
-            PassPlan plan;
+            Plan plan;
             if (!mega_plan(g, &L, &plan))
                 continue;
             PassPrediction q;
@@ -130,8 +130,8 @@ bool table_sc21(const char *ref, const char *models, Table *t)
                  .heads = I(c, r, "heads"), .vocab = I(c, r, "vocab"), .seq = I(c, r, "seq_len")};
         k.L = (MegaLayout){.tp = I(c, r, "tp"), .pp = I(c, r, "pp"), .dp = I(c, r, "dp"), .v = 1,
                            .micro_batch = 1, .global_batch = I(c, r, "global_batch"), .sp = false,
-                           .zero = 0, .recompute = PASS_RECOMPUTE_FULL,
-                           .attention = PASS_ATTN_MATERIALIZED};
+                           .zero = 0, .recompute = PLAN_RECOMPUTE_FULL,
+                           .attention = PLAN_ATTN_MATERIALIZED};
         /* Megatron-LM 2021: Megatron's fused scale-mask-softmax. */
         k.c = (PassCostCtx){.st = stack("megatron")};
         k.c.st.attn_kernel = PASS_KERNEL_FUSED_SOFTMAX;
@@ -168,8 +168,8 @@ bool table_h100(const char *ref, const char *models, Table *t)
                  .heads = I(c, r, "heads"), .vocab = I(c, r, "vocab"), .seq = I(c, r, "seq_len")};
         k.L = (MegaLayout){.tp = I(c, r, "tp"), .pp = I(c, r, "pp"), .dp = I(c, r, "dp"), .v = 1,
                            .micro_batch = 1, .global_batch = I(c, r, "global_batch"),
-                           .sp = I(c, r, "tp") > 1, .zero = 1, .recompute = PASS_RECOMPUTE_NONE,
-                           .attention = PASS_ATTN_FLASH};
+                           .sp = I(c, r, "tp") > 1, .zero = 1, .recompute = PLAN_RECOMPUTE_NONE,
+                           .attention = PLAN_ATTN_FLASH};
         k.c = (PassCostCtx){.st = stack("megatron")};
         PassPrediction p;
         if (!run_tuned(models, &k, true, &p))
@@ -212,8 +212,8 @@ bool table_megascale(const char *ref, const char *models, Table *t)
         k.L = (MegaLayout){.tp = I(c, r, "tp"), .pp = I(c, r, "pp"), .dp = I(c, r, "dp"),
                            .v = I(c, r, "interleave_v"), .micro_batch = 1,
                            .global_batch = I(c, r, "global_batch"), .sp = true, .zero = 1,
-                           .recompute = PASS_RECOMPUTE_SELECTIVE,
-                           .attention = PASS_ATTN_MATERIALIZED};
+                           .recompute = PLAN_RECOMPUTE_SELECTIVE,
+                           .attention = PLAN_ATTN_MATERIALIZED};
         k.c = (PassCostCtx){.st = stack("megatron")};
         k.c.st.attn_kernel = PASS_KERNEL_FUSED_SOFTMAX;
         k.c.st.tp_overlap = PASS_TP_OVERLAP_BACKWARD;
@@ -272,8 +272,8 @@ bool table_mpt(const char *ref, const char *models, Table *t)
                            .global_batch = (int64_t)I(c, r, "global_batch"), .sp = false,
                            .zero = zero,
                            .recompute = !strcmp(ref_get(c, r, "activation_checkpointing"), "True")
-                                            ? PASS_RECOMPUTE_FULL : PASS_RECOMPUTE_NONE,
-                           .attention = PASS_ATTN_FLASH};
+                                            ? PLAN_RECOMPUTE_FULL : PLAN_RECOMPUTE_NONE,
+                           .attention = PLAN_ATTN_FLASH};
         /* llm-foundry's FSDP: mixed precision PURE (bf16 gradients, reduced
          * in bf16), its fused LayerNorm and triton flash attention
          * (FlashAttention-1 class), Composer's gradient accumulation into
@@ -292,7 +292,7 @@ bool table_mpt(const char *ref, const char *models, Table *t)
             return false;
         char label[128];
         snprintf(label, sizeof label, "%s s%d %dx%s mb%d%s", mpt[mi].name, k.seq, gpus, gpu, mb,
-                 k.L.recompute == PASS_RECOMPUTE_FULL ? " ckpt" : "");
+                 k.L.recompute == PLAN_RECOMPUTE_FULL ? " ckpt" : "");
         add(t, label, k.gpu, ref_num(c, r, "mfu"), NAN, &p);
         pass_prediction_free(&p);
     }

@@ -33,7 +33,7 @@ typedef struct Case {
     int tp;
     bool sp;
     int b;
-    PassRecompute rec;
+    PlanRecompute rec;
     PassAttnKernel kernel;
     bool dropout;
 } Case;
@@ -53,8 +53,8 @@ static double acts_of(const Case *k, int layers)
     bool mat = k->kernel == PASS_KERNEL_FUSED_SOFTMAX || k->kernel == PASS_KERNEL_EAGER;
     MegaLayout L = {.tp = k->tp, .pp = 1, .dp = 1, .v = 1, .micro_batch = k->b, .global_batch = 8,
                     .sp = k->sp, .zero = 0, .recompute = k->rec,
-                    .attention = mat ? PASS_ATTN_MATERIALIZED : PASS_ATTN_FLASH, .gpus_per_node = 8};
-    PassPlan plan;
+                    .attention = mat ? PLAN_ATTN_MATERIALIZED : PLAN_ATTN_FLASH, .gpus_per_node = 8};
+    Plan plan;
     if (!mega_plan(g, &L, &plan))
         exit(1);
     PassCostCtx c = {.cl = &cl, .attention = L.attention, .st.attn_kernel = k->kernel,
@@ -89,7 +89,7 @@ int main(int argc, char **argv)
     double sbh = s * b * h, as2b = a * s * s * b, sb = s * b;
     for (int t = 1; t <= 4; t *= 2) {
         char what[128];
-        Case k = {gpt, gs, t, false, 2, PASS_RECOMPUTE_NONE, PASS_KERNEL_FUSED_SOFTMAX, false};
+        Case k = {gpt, gs, t, false, 2, PLAN_RECOMPUTE_NONE, PASS_KERNEL_FUSED_SOFTMAX, false};
         /* + 2 hidden dropout masks (replicated without SP), + attention
          * dropout mask and output 3as^2b/t, - LayerNorm mean/rstd 2 x 8sb. */
         snprintf(what, sizeof what, "GPT, TP %d: sbh(10 + 24/t + 5as/(ht))", t);
@@ -104,20 +104,20 @@ int main(int argc, char **argv)
         expect(what, layer(&k) + 2 * sbh / t + 3 * as2b / t - 16 * sb / t,
                sbh * (34.0 / t + 5 * a * s / (h * t)));
         k.sp = false;
-        k.rec = PASS_RECOMPUTE_SELECTIVE;
+        k.rec = PLAN_RECOMPUTE_SELECTIVE;
         snprintf(what, sizeof what, "GPT, TP %d, selective: sbh(10 + 24/t)", t);
         expect(what, layer(&k) + 2 * sbh - 16 * sb, sbh * (10 + 24.0 / t));
         k.sp = true;
         snprintf(what, sizeof what, "GPT, TP %d + SP, selective: sbh 34/t", t);
         expect(what, layer(&k) + 2 * sbh / t - 16 * sb / t, sbh * 34.0 / t);
-        k.rec = PASS_RECOMPUTE_FULL;
+        k.rec = PLAN_RECOMPUTE_FULL;
         snprintf(what, sizeof what, "GPT, TP %d + SP, full recompute: 2sbh/t", t);
         expect(what, layer(&k), 2 * sbh / t);
         k.sp = false;
         snprintf(what, sizeof what, "GPT, TP %d, full recompute: 2sbh", t);
         expect(what, layer(&k), 2 * sbh);
         /* Flash: Q, K, V, O and the fp32 LSE [b, s, a] instead of S x S. */
-        k.rec = PASS_RECOMPUTE_NONE;
+        k.rec = PLAN_RECOMPUTE_NONE;
         k.kernel = PASS_KERNEL_FLASH2;
         k.sp = true;
         snprintf(what, sizeof what, "GPT, TP %d + SP, flash: 34sbh/t + LSE 4asb/t", t);
@@ -131,7 +131,7 @@ int main(int argc, char **argv)
     double lsbh = s * lb * lh, lsbf = s * lb * lf, lasb = la * s * lb, lsb = s * lb;
     for (int t = 1; t <= 4; t *= 2) {
         char what[128];
-        Case k = {llama, ls, t, true, 1, PASS_RECOMPUTE_NONE, PASS_KERNEL_FLASH2, false};
+        Case k = {llama, ls, t, true, 1, PLAN_RECOMPUTE_NONE, PASS_KERNEL_FLASH2, false};
         /* Notes 1.2 with the fused SwiGLU the models use (swiglu keeps gate
          * and up, the down projection the product: 6sbf; silu(gate) * up
          * written out would also keep silu(gate): 8sbf). Plus the two
@@ -141,17 +141,17 @@ int main(int argc, char **argv)
         /* FFN recompute: `block mlp` holds its norm, so only the block input
          * (the residual, 2sbh) stays of the MLP half; the notes' 16sbh also
          * keep the norm output. */
-        k.rec = PASS_RECOMPUTE_FFN;
+        k.rec = PLAN_RECOMPUTE_FFN;
         snprintf(what, sizeof what, "LLaMA, TP %d + SP, FFN recompute: (14sbh + 4asb)/t", t);
         expect(what, layer(&k) - 4 * lsb / t, (14 * lsbh + 4 * lasb) / t);
-        k.rec = PASS_RECOMPUTE_FULL;
+        k.rec = PLAN_RECOMPUTE_FULL;
         snprintf(what, sizeof what, "LLaMA, TP %d + SP, full recompute: 2sbh/t", t);
         expect(what, layer(&k), 2 * lsbh / t);
     }
     /* Grouped-query attention: K and V shrink by g/a (LLaMA-2 70B style). */
     {
         Case k = {llama, "seq=1024,d_model=1024,n_heads=8,n_kv_heads=2,d_ff=2816,vocab=4096", 2,
-                  true, 1, PASS_RECOMPUTE_NONE, PASS_KERNEL_FLASH2, false};
+                  true, 1, PLAN_RECOMPUTE_NONE, PASS_KERNEL_FLASH2, false};
         double g = 2, t = 2;
         /* 6sbh of norm inputs/outputs outside attention, then the notes'
          * attention term (QKV input, Q, K+V, O). */

@@ -66,7 +66,7 @@ static void sweep(const char *ref, const char *models)
         bool good = w->ok == w->pred.fits;
         agree += good;
         printf("  %d %d %2d %d %-4s %-14s %d %-3s  peak %6.2f GiB %-4s%s", w->tp, w->pp, w->dp, w->mb,
-               w->recompute == PASS_RECOMPUTE_FULL ? "full" : "none", w->attn, w->rms_kernel,
+               w->recompute == PLAN_RECOMPUTE_FULL ? "full" : "none", w->attn, w->rms_kernel,
                w->ok ? "ok" : "oom", w->pred.peak_mem_bytes / 1073741824.0,
                w->pred.fits ? "fits" : "OOM", good ? "  " : " X");
         if (w->ok) {

@@ -163,37 +163,37 @@ static void test_coll(void)
     PassCostCtx c = {.cl = &cl};
     const PassGpu *g = &cl.gpu;
     double S = 1e9, base = pass_cost_consts.coll_base_s;
-    PassMesh m;
+    PlanMesh m;
     /* 64 ranks over 8 nodes: 8 NICs per node carry the ring (192 GB/s). */
-    pass_mesh_make(&m, 64, 1, 8);
-    PassColl ar = {PASS_COLL_ALLREDUCE, 0, -1, -1, (int64_t)(S / 2)};
+    plan_mesh_make(&m, 64, 1, 8);
+    PlanColl ar = {PLAN_COLL_ALLREDUCE, 0, -1, -1, (int64_t)(S / 2)};
     double t = pass_cost_coll(&c, &m, &ar, 2);
     double alpha = base + (126 - 14) * g->alpha_nvlink + 14 * g->alpha_ib;
     CHECK(NEAR(t, alpha + 2 * 63.0 / 64 * S / 192e9, 1e-9));
     /* nccl-tests: an all-reduce moves what a reduce-scatter plus an
      * all-gather of the same buffer move. */
-    PassColl rs = {PASS_COLL_REDUCESCATTER, 0, 0, -1, (int64_t)(S / 2)};
-    PassColl ag = {PASS_COLL_ALLGATHER, 0, 0, -1, (int64_t)(S / 2)};
+    PlanColl rs = {PLAN_COLL_REDUCESCATTER, 0, 0, -1, (int64_t)(S / 2)};
+    PlanColl ag = {PLAN_COLL_ALLGATHER, 0, 0, -1, (int64_t)(S / 2)};
     double trs = pass_cost_coll(&c, &m, &rs, 2), tag = pass_cost_coll(&c, &m, &ag, 2);
     CHECK(NEAR(trs - (base + 56 * g->alpha_nvlink + 7 * g->alpha_ib), 63.0 / 64 * S / 192e9, 1e-9));
     CHECK(NEAR(trs + tag - 2 * base - 112 * g->alpha_nvlink - 14 * g->alpha_ib,
                t - alpha, 1e-9));
     /* 8 GPUs of one node: NVLink bus bandwidth. */
-    pass_mesh_make(&m, 1, 8, 8);
-    PassColl ar1 = {PASS_COLL_ALLREDUCE, 1, -1, -1, (int64_t)(S / 2)};
+    plan_mesh_make(&m, 1, 8, 8);
+    PlanColl ar1 = {PLAN_COLL_ALLREDUCE, 1, -1, -1, (int64_t)(S / 2)};
     CHECK(NEAR(pass_cost_coll(&c, &m, &ar1, 2), base + 14 * g->alpha_nvlink + 1.75 * S / 232e9, 1e-9));
     /* Data parallel across nodes with TP 8 inside: one NIC per group per node. */
-    pass_mesh_make(&m, 8, 8, 8);
-    PassColl ar0 = {PASS_COLL_ALLREDUCE, 0, -1, -1, (int64_t)(S / 2)};
+    plan_mesh_make(&m, 8, 8, 8);
+    PlanColl ar0 = {PLAN_COLL_ALLREDUCE, 0, -1, -1, (int64_t)(S / 2)};
     CHECK(NEAR(pass_cost_coll(&c, &m, &ar0, 2), base + 14 * g->alpha_ib + 1.75 * S / 24e9, 1e-9));
     /* A size-1 axis and a slice cost (almost) nothing. */
-    pass_mesh_make(&m, 1, 1, 8);
+    plan_mesh_make(&m, 1, 1, 8);
     CHECK(pass_cost_coll(&c, &m, &ar, 2) == 0);
     /* Pipeline transfers: across nodes per NIC, inside a node over NVLink. */
-    pass_mesh_make(&m, 8, 1, 8);
-    PassColl p2p = {PASS_COLL_SENDRECV, 0, -1, -1, (int64_t)(S / 2)};
+    plan_mesh_make(&m, 8, 1, 8);
+    PlanColl p2p = {PLAN_COLL_SENDRECV, 0, -1, -1, (int64_t)(S / 2)};
     CHECK(NEAR(pass_cost_coll(&c, &m, &p2p, 2), base + g->alpha_ib + S / 24e9, 1e-9));
-    pass_mesh_make(&m, 2, 1, 8);
+    plan_mesh_make(&m, 2, 1, 8);
     CHECK(NEAR(pass_cost_coll(&c, &m, &p2p, 2), base + g->alpha_nvlink + S / 232e9, 1e-9));
 }
 
@@ -209,7 +209,7 @@ static IrGraph *llama(IrArena *a, const char *models, const char *sets, int64_t 
     return g;
 }
 
-static void states(const PassCostCtx *c, const IrGraph *g, const PassPlan *p, double *w, double *gr,
+static void states(const PassCostCtx *c, const IrGraph *g, const Plan *p, double *w, double *gr,
                    double *op)
 {
     *w = *gr = *op = 0;
@@ -233,7 +233,7 @@ static void test_states(const char *models)
     double w, gr, op;
     for (int zero = 0; zero <= 3; zero++) {
         MegaLayout L = {.tp = 1, .pp = 1, .dp = 64, .micro_batch = 1, .global_batch = 2048, .zero = zero};
-        PassPlan p;
+        Plan p;
         mega_plan(g, &L, &p);
         states(&c, g, &p, &w, &gr, &op);
         /* ZeRO paper, mixed-precision Adam: 2 + 2 + 12 bytes per parameter,
@@ -262,7 +262,7 @@ static void test_states(const char *models)
     for (int sp = 0; sp <= 1; sp++) {
         MegaLayout L = {.tp = 2, .pp = 1, .dp = 32, .micro_batch = 1, .global_batch = 2048, .sp = sp,
                         .zero = 1};
-        PassPlan p;
+        Plan p;
         mega_plan(g, &L, &p);
         states(&c, g, &p, &w, &gr, &op);
         double norms = 81 * 5120.0, mm = psi - norms;
@@ -282,7 +282,7 @@ static void test_states(const char *models)
     /* Sync volume per ZeRO stage, DP 64: one all-reduce of the bf16 grads;
      * ZeRO-2 reduce-scatters every micro-batch. */
     MegaLayout L = {.tp = 1, .pp = 1, .dp = 64, .micro_batch = 1, .global_batch = 2048, .zero = 0};
-    PassPlan p;
+    Plan p;
     mega_plan(g, &L, &p);
     double s0 = 0, s2a = 0, s2b = 0;
     for (int i = 0; i < g->nfwd; i++) {
@@ -310,7 +310,7 @@ static void test_schedule(const char *models)
     for (int v = 1; v <= 2; v++) {
         MegaLayout L = {.tp = 2, .pp = 4, .dp = 8, .v = v, .micro_batch = 1, .global_batch = 64,
                         .sp = true, .zero = 1};
-        PassPlan p;
+        Plan p;
         CHECK(mega_plan(g, &L, &p));
         PassPrediction r, rd;
         pass_predict(&c, g, &p, &r);
@@ -333,8 +333,8 @@ static void test_schedule(const char *models)
                 CHECK(NEAR(r.mem[i].inflight, fmin(m, 4 - i), 1e-12));
                 CHECK(NEAR(rd.mem[i].inflight, fmin(m, 4 - i), 1e-12));
             } else if (i == 1 || i == 2) {
-                int slots[PASS_MAX_CHUNKS];
-                pass_schedule_slots(4, v, m, i, slots);
+                int slots[PLAN_MAX_CHUNKS];
+                plan_schedule_slots(4, v, m, i, slots);
                 CHECK(NEAR(r.mem[i].inflight, (double)(slots[0] + slots[1]), 1e-12));
                 CHECK(NEAR(rd.mem[i].inflight, fmin(m * v, 2 * (4 - i - 1) + (v - 1) * 4 + 1), 1e-12));
             }
@@ -365,8 +365,8 @@ static void test_schedule(const char *models)
     PassPrediction r0, r1;
     for (int k = 0; k < 2; k++) {
         MegaLayout L = {.tp = 1, .pp = 1, .dp = 64, .micro_batch = 1, .global_batch = 64, .zero = 1,
-                        .recompute = k ? PASS_RECOMPUTE_FULL : PASS_RECOMPUTE_NONE};
-        PassPlan p;
+                        .recompute = k ? PLAN_RECOMPUTE_FULL : PLAN_RECOMPUTE_NONE};
+        Plan p;
         mega_plan(g, &L, &p);
         pass_predict(&c, g, &p, k ? &r1 : &r0);
         mega_plan_free(&p);
@@ -386,7 +386,7 @@ static void test_schedule(const char *models)
     size_t len;
     FILE *f = open_memstream(&buf, &len);
     MegaLayout L = {.tp = 1, .pp = 1, .dp = 64, .micro_batch = 1, .global_batch = 64, .zero = 1};
-    PassPlan p;
+    Plan p;
     mega_plan(g, &L, &p);
     pass_prediction_print_json(f, g, &p, &c, &r0);
     fclose(f);
@@ -410,7 +410,7 @@ static void test_schedule(const char *models)
 /* Runs check on LLaMA-2 13B (seq 2048) planned for 64 A100-80GB as tp x pp
  * x (64 / tp / pp) data parallel, one sequence per micro-batch: the plan and
  * dimension sizes the node checks below cost. on_13b_plans: tp 1 and 2, pp 1. */
-typedef void PlanCheck(const IrGraph *g, int tp, PassCluster *cl, const PassPlan *p, const int64_t *dim);
+typedef void PlanCheck(const IrGraph *g, int tp, PassCluster *cl, const Plan *p, const int64_t *dim);
 
 /* The same with size overrides `sets` ("seq=2048,vocab=32000" by default). */
 static void on_13b_plan_sets(const char *models, const char *sets, int tp, int pp, PlanCheck *check)
@@ -420,7 +420,7 @@ static void on_13b_plan_sets(const char *models, const char *sets, int tp, int p
     PassCluster cl = {.ngpus = 64, .gpus_per_node = 8};
     pass_gpu_preset("a100-80gb", &cl.gpu);
     MegaLayout L = {.tp = tp, .pp = pp, .dp = 64 / tp / pp, .micro_batch = 1, .global_batch = 2048};
-    PassPlan p;
+    Plan p;
     mega_plan(g, &L, &p);
     int64_t dim[64];
     ir_dim_sizes(g, p.mb_seqs, dim);
@@ -447,7 +447,7 @@ static void on_13b_plans(const char *models, PlanCheck *check)
  * norm's backward adds the residual's gradient as dres (an rt_add of 3
  * accesses becomes one more read): 13 accesses of a [tokens, d_model]
  * tensor fewer per layer, and fewer seconds. */
-static void check_grad_sums(const IrGraph *g, int tp, PassCluster *cl, const PassPlan *p,
+static void check_grad_sums(const IrGraph *g, int tp, PassCluster *cl, const Plan *p,
                             const int64_t *dim)
 {
     (void)tp;
@@ -470,7 +470,7 @@ static void check_grad_sums(const IrGraph *g, int tp, PassCluster *cl, const Pas
 /* A flash attention backward on a GPU adds dQ into an fp32 buffer with
  * atomics (runtime/cuda/attention_fa2.cu, FlashAttention's dq_accum): the
  * node's workspace is 4 bytes per local dQ element; on CPU ranks none. */
-static void check_attention_workspace(const IrGraph *g, int tp, PassCluster *cl, const PassPlan *p,
+static void check_attention_workspace(const IrGraph *g, int tp, PassCluster *cl, const Plan *p,
                                       const int64_t *dim)
 {
     int seen = 0;
@@ -493,7 +493,7 @@ static void check_attention_workspace(const IrGraph *g, int tp, PassCluster *cl,
  * beside gate and up, one more d_ff tensor per layer; its kernels move
  * 2 + 3 elements per output forward (silu, product) and 3 + 3 + 3 backward
  * (the product's two gradients, silu's), where the fused ones move 3 and 5. */
-static void check_swiglu_unfused(const IrGraph *g, int tp, PassCluster *cl, const PassPlan *p,
+static void check_swiglu_unfused(const IrGraph *g, int tp, PassCluster *cl, const Plan *p,
                                  const int64_t *dim)
 {
     double n = 2048.0 * 13824 / tp; /* one sequence's d_ff elements on a rank */
@@ -510,11 +510,11 @@ static void check_swiglu_unfused(const IrGraph *g, int tp, PassCluster *cl, cons
         CHECK(NEAR(cf.bytes_fwd, 3 * 2 * n, 1e-12) && NEAR(cf.bytes_bwd, 5 * 2 * n, 1e-12));
         CHECK(NEAR(cu.bytes_fwd, 5 * 2 * n, 1e-12) && NEAR(cu.bytes_bwd, 9 * 2 * n, 1e-12));
         CHECK(cu.fwd_s > cf.fwd_s && cu.bwd_s > cf.bwd_s);
-        for (int r = PASS_RECOMPUTE_NONE; r <= PASS_RECOMPUTE_FULL; r++) {
-            double sf = pass_saved_bytes(&f, g, nd, &p->mesh, &p->strategy[i], dim, (PassRecompute)r);
-            double su = pass_saved_bytes(&u, g, nd, &p->mesh, &p->strategy[i], dim, (PassRecompute)r);
+        for (int r = PLAN_RECOMPUTE_NONE; r <= PLAN_RECOMPUTE_FULL; r++) {
+            double sf = pass_saved_bytes(&f, g, nd, &p->mesh, &p->strategy[i], dim, (PlanRecompute)r);
+            double su = pass_saved_bytes(&u, g, nd, &p->mesh, &p->strategy[i], dim, (PlanRecompute)r);
             /* Recomputed: the layer's input is kept, nothing of the MLP. */
-            bool rerun = pass_recomputed(NULL, g, nd, (PassRecompute)r);
+            bool rerun = pass_recomputed(NULL, g, nd, (PlanRecompute)r);
             CHECK(NEAR(su - sf, rerun ? 0 : 2 * n, 1e-12));
         }
         seen++;
@@ -530,7 +530,7 @@ static void check_swiglu_unfused(const IrGraph *g, int tp, PassCluster *cl, cons
  * stacks) prices the two calls. A recomputation runs the pair as one call
  * only when it reruns the add too, in the same piece: the MLP's norm under
  * full; not under ffn, nor a norm whose add ended the layer before. */
-static void check_add_norm(const IrGraph *g, int tp, PassCluster *cl, const PassPlan *p, const int64_t *dim)
+static void check_add_norm(const IrGraph *g, int tp, PassCluster *cl, const Plan *p, const int64_t *dim)
 {
     double n = 2048.0 * 5120, rows = 2048; /* one sequence's d_model elements on a rank */
     (void)tp;
@@ -546,7 +546,7 @@ static void check_add_norm(const IrGraph *g, int tp, PassCluster *cl, const Pass
         pass_cost_node(&u, g, nd, &p->mesh, &p->strategy[i], dim, &cu);
         CHECK(NEAR(cu.bytes_fwd, 2 * 2 * n + 4 * rows, 1e-12) && cu.fused_s == 0);
         CHECK(cf.bwd_s == cu.bwd_s && cf.bytes_bwd == cu.bytes_bwd);
-        if (!pass_add_norm_pair(g, nd)) {
+        if (!plan_add_norm_pair(g, nd)) {
             CHECK(cf.fwd_s == cu.fwd_s && cf.fused_s == 0);
             alone++;
             continue;
@@ -559,10 +559,10 @@ static void check_add_norm(const IrGraph *g, int tp, PassCluster *cl, const Pass
         CHECK(NEAR(cf.fwd_s, call - plain, 1e-12) && cf.fwd_s < cu.fwd_s);
         CHECK(NEAR(cf.fused_s, cf.fwd_s - cu.fwd_s, 1e-12));
         bool inside = add->piece == nd->piece;
-        double full = pass_rec_fwd_s(&f, g, nd, PASS_RECOMPUTE_FULL, &cf);
+        double full = pass_rec_fwd_s(&f, g, nd, PLAN_RECOMPUTE_FULL, &cf);
         CHECK(inside ? full == cf.fwd_s : NEAR(full, cu.fwd_s, 1e-12));
-        CHECK(NEAR(pass_rec_fwd_s(&f, g, nd, PASS_RECOMPUTE_FFN, &cf), cu.fwd_s, 1e-12));
-        CHECK(pass_rec_fwd_s(&f, g, nd, PASS_RECOMPUTE_NONE, &cf) == cf.fwd_s - cf.fused_s);
+        CHECK(NEAR(pass_rec_fwd_s(&f, g, nd, PLAN_RECOMPUTE_FFN, &cf), cu.fwd_s, 1e-12));
+        CHECK(pass_rec_fwd_s(&f, g, nd, PLAN_RECOMPUTE_NONE, &cf) == cf.fwd_s - cf.fused_s);
         pairs++, inner += inside;
     }
     CHECK(pairs == 80 && inner == 40 && alone == 1); /* 40 MLP norms, 39 attention norms, the final one */
@@ -573,7 +573,7 @@ static void check_add_norm(const IrGraph *g, int tp, PassCluster *cl, const Pass
  * LLaMA-2 13B over two stages (20 layers each) the forward of the two
  * pipeline ranks together is what add_norm_unfused prices less the saving
  * of 79 of the 80 pairs. */
-static void check_add_norm_cut(const IrGraph *g, int tp, PassCluster *cl, const PassPlan *p,
+static void check_add_norm_cut(const IrGraph *g, int tp, PassCluster *cl, const Plan *p,
                                const int64_t *dim)
 {
     (void)tp;
@@ -605,7 +605,7 @@ static void check_add_norm_cut(const IrGraph *g, int tp, PassCluster *cl, const 
  * prediction; at tp 2 a micro-batch grows by the fractions of its GEMM and
  * attention time and of the rest, nearly all of it in pieces with
  * collectives; with more ranks than cores the _shared fractions apply. */
-static double mb_time(PassCluster *cl, const IrGraph *g, const PassPlan *p)
+static double mb_time(PassCluster *cl, const IrGraph *g, const Plan *p)
 {
     PassCostCtx c = {.cl = cl};
     PassPrediction r;
@@ -615,7 +615,7 @@ static double mb_time(PassCluster *cl, const IrGraph *g, const PassPlan *p)
     return t;
 }
 
-static void check_sync_wait(const IrGraph *g, int tp, PassCluster *cl, const PassPlan *p, const int64_t *dim)
+static void check_sync_wait(const IrGraph *g, int tp, PassCluster *cl, const Plan *p, const int64_t *dim)
 {
     PassCluster gpu = *cl, off = *cl, on = *cl, sh = *cl;
     gpu.gpu.sync_gemm = gpu.gpu.sync_mem = 0.5;
@@ -646,7 +646,7 @@ static void check_sync_wait(const IrGraph *g, int tp, PassCluster *cl, const Pas
     CHECK(pass_sync_wait(&on, 1, 1, 1) == 0 && pass_sync_wait(cl, 2, 1, 1) == 0);
 }
 
-/* Fused only where the layouts let it (pass_add_norm_fused): under
+/* Fused only where the layouts let it (plan_add_norm_fused): under
  * sequence parallelism the add and the norm both work on the sequence
  * slice; an add made replicated (its tensor-parallel split dropped) feeds a
  * norm that reads a slice of it, and the two run apart. */
@@ -655,18 +655,18 @@ static void test_add_norm_layouts(const char *models)
     IrArena *a = ir_arena_new();
     IrGraph *g = llama(a, models, "seq=2048,vocab=32000", 2048);
     MegaLayout L = {.tp = 2, .pp = 1, .dp = 32, .micro_batch = 1, .global_batch = 2048, .sp = true};
-    PassPlan p;
+    Plan p;
     mega_plan(g, &L, &p);
-    PassStrategy *st = malloc(sizeof *st * (size_t)g->nnodes);
+    PlanStrategy *st = malloc(sizeof *st * (size_t)g->nnodes);
     int pairs = 0;
     for (int i = 0; i < g->nfwd; i++) {
         const IrNode *n = &g->nodes[i];
-        if (!pass_add_norm_pair(g, n))
+        if (!plan_add_norm_pair(g, n))
             continue;
-        CHECK(pass_add_norm_fused(g, n, p.strategy));
+        CHECK(plan_add_norm_fused(g, n, p.strategy));
         memcpy(st, p.strategy, sizeof *st * (size_t)g->nnodes);
         st[i - 1].dim[1] = -1; /* the add replicated over the tensor-parallel axis */
-        CHECK(!pass_add_norm_fused(g, n, st));
+        CHECK(!plan_add_norm_fused(g, n, st));
         pairs++;
     }
     CHECK(pairs == 80);
@@ -676,7 +676,7 @@ static void test_add_norm_layouts(const char *models)
     ir_arena_free(a);
 }
 
-/* Sibling GEMMs (pass_gemm_batch): in each LLaMA-2 13B layer q, k and v
+/* Sibling GEMMs (plan_gemm_batch): in each LLaMA-2 13B layer q, k and v
  * (one batch of three) and gate and up (two); under grouped-query attention
  * k and v only, q alone. A member's forward GEMM and its weight gradient
  * cost its share of the batched call (pass_gemm_time with batch = the
@@ -684,19 +684,19 @@ static void test_add_norm_layouts(const char *models)
  * alone, which gemm_unbatched prices everywhere. On a device of one unit
  * without a per-call overhead (how `ptdc calibrate` describes a CPU rank)
  * the share is the GEMM alone: its calls run one after the other. */
-static void check_gemm_batch_kv(const IrGraph *g, int tp, PassCluster *cl, const PassPlan *p,
+static void check_gemm_batch_kv(const IrGraph *g, int tp, PassCluster *cl, const Plan *p,
                                 const int64_t *dim, int kv_heads)
 {
-    int groups[PASS_GEMM_BATCH_MAX + 1] = {0};
+    int groups[PLAN_GEMM_BATCH_MAX + 1] = {0};
     PassCluster cpu = *cl;
     cpu.gpu.sms = 1, cpu.gpu.gemm_tile_m = cpu.gpu.gemm_tile_n = 1, cpu.gpu.gemm_overhead_s = 0;
     for (int i = 0; i < g->nfwd; i++) {
         const IrNode *nd = &g->nodes[i];
         if (nd->op != IR_OP_MATMUL)
             continue;
-        int ids[PASS_GEMM_BATCH_MAX];
-        int k = pass_gemm_batch(g, nd, p->strategy, ids);
-        CHECK(k == pass_gemm_siblings(g, nd, NULL)); /* Megatron's layouts split them alike */
+        int ids[PLAN_GEMM_BATCH_MAX];
+        int k = plan_gemm_batch(g, nd, p->strategy, ids);
+        CHECK(k == plan_gemm_siblings(g, nd, NULL)); /* Megatron's layouts split them alike */
         if (ids[0] == i)
             groups[k]++;
         PassCostCtx b = {.cl = cl, .plan = p->strategy}, u = {.cl = cl};
@@ -734,7 +734,7 @@ static void check_gemm_batch_kv(const IrGraph *g, int tp, PassCluster *cl, const
         CHECK(groups[3] == 0 && groups[2] == 80 && groups[4] == 0);
 }
 
-static void check_gemm_batch(const IrGraph *g, int tp, PassCluster *cl, const PassPlan *p, const int64_t *dim)
+static void check_gemm_batch(const IrGraph *g, int tp, PassCluster *cl, const Plan *p, const int64_t *dim)
 {
     check_gemm_batch_kv(g, tp, cl, p, dim, 40);
 }
@@ -747,21 +747,21 @@ static void test_gemm_batch_layouts(const char *models)
     IrArena *a = ir_arena_new();
     IrGraph *g = llama(a, models, "seq=2048,vocab=32000", 2048);
     MegaLayout L = {.tp = 2, .pp = 1, .dp = 32, .micro_batch = 1, .global_batch = 2048};
-    PassPlan p;
+    Plan p;
     mega_plan(g, &L, &p);
-    PassStrategy *st = malloc(sizeof *st * (size_t)g->nnodes);
+    PlanStrategy *st = malloc(sizeof *st * (size_t)g->nnodes);
     int layers = 0;
     for (int i = 0; i < g->nfwd; i++) {
         const IrNode *n = &g->nodes[i];
-        int ids[PASS_GEMM_BATCH_MAX];
-        if (pass_gemm_batch(g, n, p.strategy, ids) != 3 || ids[0] != i)
+        int ids[PLAN_GEMM_BATCH_MAX];
+        if (plan_gemm_batch(g, n, p.strategy, ids) != 3 || ids[0] != i)
             continue;
         memcpy(st, p.strategy, sizeof *st * (size_t)g->nnodes);
         st[ids[1]].dim[1] = -1; /* k replicated over the tensor-parallel axis */
-        int two[PASS_GEMM_BATCH_MAX];
-        CHECK(pass_gemm_batch(g, n, st, two) == 2 && two[0] == ids[0] && two[1] == ids[2]);
-        CHECK(pass_gemm_batch(g, &g->nodes[ids[1]], st, NULL) == 1);
-        CHECK(pass_gemm_siblings(g, &g->nodes[ids[1]], NULL) == 3);
+        int two[PLAN_GEMM_BATCH_MAX];
+        CHECK(plan_gemm_batch(g, n, st, two) == 2 && two[0] == ids[0] && two[1] == ids[2]);
+        CHECK(plan_gemm_batch(g, &g->nodes[ids[1]], st, NULL) == 1);
+        CHECK(plan_gemm_siblings(g, &g->nodes[ids[1]], NULL) == 3);
         layers++;
     }
     CHECK(layers == 40);
@@ -772,7 +772,7 @@ static void test_gemm_batch_layouts(const char *models)
 }
 
 /* Grouped-query attention (8 kv heads of LLaMA-2 13B's 40): k and v batch, q not. */
-static void check_gemm_batch_gqa(const IrGraph *g, int tp, PassCluster *cl, const PassPlan *p,
+static void check_gemm_batch_gqa(const IrGraph *g, int tp, PassCluster *cl, const Plan *p,
                                  const int64_t *dim)
 {
     check_gemm_batch_kv(g, tp, cl, p, dim, 8);

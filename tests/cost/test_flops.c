@@ -124,7 +124,7 @@ static void count(double e, int tp)
     add("loss", 0, 0, 2 * e * n_l + 8 * T, 2 * e * n_l + 8 * T);
 }
 
-static void check_nodes(const IrGraph *g, const PassCostCtx *ctx, const PassPlan *plan, double e, int tp,
+static void check_nodes(const IrGraph *g, const PassCostCtx *ctx, const Plan *plan, double e, int tp,
                         double *flops_mb)
 {
     int64_t dim[64];
@@ -200,7 +200,7 @@ int main(int argc, char **argv)
     PassCostCtx ctx;
     memset(&ctx, 0, sizeof ctx);
     ctx.cl = &cl;
-    ctx.attention = PASS_ATTN_FLASH;
+    ctx.attention = PLAN_ATTN_FLASH;
     const double tokens = (double)GB * S;
     const double N = params_llama();
     for (int dev = 0; dev < 2; dev++) {
@@ -209,9 +209,9 @@ int main(int argc, char **argv)
         cl.gpu.act_bytes = dev ? 4 : 2;
         for (int tp = 1; tp <= 2; tp *= 2) {
             for (int rc = 0; rc < 2; rc++) {
-                MegaLayout ml = {tp, 1, 1, 1, B, GB, false, 0, rc ? PASS_RECOMPUTE_FULL : PASS_RECOMPUTE_NONE,
-                                 PASS_ATTN_FLASH, 8};
-                PassPlan plan;
+                MegaLayout ml = {tp, 1, 1, 1, B, GB, false, 0, rc ? PLAN_RECOMPUTE_FULL : PLAN_RECOMPUTE_NONE,
+                                 PLAN_ATTN_FLASH, 8};
+                Plan plan;
                 if (!mega_plan(g, &ml, &plan))
                     return 2;
                 printf("act_bytes %d, tp %d, recompute %s:\n", cl.gpu.act_bytes, tp, rc ? "full" : "none");

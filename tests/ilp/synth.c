@@ -5,8 +5,8 @@
 
 static struct {
     double op_fwd[IR_NUM_OPS], op_in[IR_NUM_OPS], bwd_ratio;
-    double alpha[8], beta[8][PASS_MAX_AXES];
-    double sync_beta[PASS_MAX_AXES], param_b;
+    double alpha[8], beta[8][PLAN_MAX_AXES];
+    double sync_beta[PLAN_MAX_AXES], param_b;
     uint64_t salt;
 } F;
 
@@ -37,17 +37,17 @@ void synth_seed(uint64_t seed)
     F.bwd_ratio = 1.5 + urand();
     for (int k = 0; k < 8; k++) {
         F.alpha[k] = 2 + 4 * urand();
-        for (int a = 0; a < PASS_MAX_AXES; a++)
+        for (int a = 0; a < PLAN_MAX_AXES; a++)
             F.beta[k][a] = (0.5 + urand()) * (a == 0 ? 3 : 1);
     }
-    for (int a = 0; a < PASS_MAX_AXES; a++)
+    for (int a = 0; a < PLAN_MAX_AXES; a++)
         F.sync_beta[a] = 0.2 + urand();
     F.param_b = 0.5 + urand();
     F.salt = mix(seed);
 }
 
 /* A small strategy-dependent wobble that breaks ties deterministically. */
-static double wobble(const IrGraph *g, const IrNode *n, const PassStrategy *s)
+static double wobble(const IrGraph *g, const IrNode *n, const PlanStrategy *s)
 {
     const IrPiece *p = &g->pieces[n->piece];
     uint64_t h = F.salt ^ mix((uint64_t)(n->tmpl * 131 + (p->rep >= 0 ? p->rep : 1000 + n->piece)));
@@ -64,12 +64,12 @@ static double local_numel(const IrGraph *g, int t, const int64_t *local)
     return n;
 }
 
-static void node(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                 const PassStrategy *s, const int64_t *dim_size, PassNodeCost *out)
+static void node(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                 const PlanStrategy *s, const int64_t *dim_size, PassNodeCost *out)
 {
     (void)c;
     int64_t local[64];
-    pass_local_sizes(g, n, m, s, dim_size, local);
+    plan_local_sizes(g, n, m, s, dim_size, local);
     double w = 0;
     for (int i = 0; i < n->nout; i++)
         w += local_numel(g, n->out[i], local);
@@ -91,62 +91,62 @@ static void node(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const 
     out->bwd_s = F.bwd_ratio * out->fwd_s;
 }
 
-static double coll(const PassCostCtx *c, const PassMesh *m, const PassColl *k, int eb)
+static double coll(const PassCostCtx *c, const PlanMesh *m, const PlanColl *k, int eb)
 {
     (void)c;
-    if (k->kind == PASS_COLL_NONE)
+    if (k->kind == PLAN_COLL_NONE)
         return 0;
-    int a = k->axis >= 0 && k->axis < PASS_MAX_AXES ? k->axis : 0;
+    int a = k->axis >= 0 && k->axis < PLAN_MAX_AXES ? k->axis : 0;
     double n = m->size[a];
-    if (k->kind == PASS_COLL_SLICE)
+    if (k->kind == PLAN_COLL_SLICE)
         return 1e-7 * (double)k->numel * eb / n;
     return 1e-6 * (F.alpha[k->kind] + (double)k->numel * eb * F.beta[k->kind][a] * (n - 1) / n);
 }
 
-static double saved(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                    const PassStrategy *s, const int64_t *dim_size, PassRecompute r)
+static double saved(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                    const PlanStrategy *s, const int64_t *dim_size, PlanRecompute r)
 {
     (void)c;
-    if (r == PASS_RECOMPUTE_FULL && g->pieces[n->piece].rep >= 0)
+    if (r == PLAN_RECOMPUTE_FULL && g->pieces[n->piece].rep >= 0)
         return 0;
-    PassSharding in[IR_MAX_IN], out[IR_MAX_OUT];
-    pass_shard_io(g, n, s, in, out);
+    PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
+    plan_shard_io(g, n, s, in, out);
     double b = 0;
     for (int i = 0; i < n->nin; i++)
         if ((ir_ops[n->op].saves & IR_SAVE_IN(i)) && g->tensors[n->in[i]].role != IR_PARAM)
-            b += (double)pass_local_numel(g, n->in[i], m, &in[i], dim_size) *
+            b += (double)plan_local_numel(g, n->in[i], m, &in[i], dim_size) *
                  ir_dtype_bytes(g->tensors[n->in[i]].dtype);
     for (int i = 0; i < n->nout; i++)
         if (ir_ops[n->op].saves & IR_SAVE_OUT(i))
-            b += (double)pass_local_numel(g, n->out[i], m, &out[i], dim_size) *
+            b += (double)plan_local_numel(g, n->out[i], m, &out[i], dim_size) *
                  ir_dtype_bytes(g->tensors[n->out[i]].dtype);
     return b;
 }
 
 /* saved() above counts every input its op saves. */
-static bool keeps_input(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                        const int64_t *dim_size, int slot, PassRecompute r)
+static bool keeps_input(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                        const int64_t *dim_size, int slot, PlanRecompute r)
 {
     (void)c, (void)m, (void)dim_size;
-    if (r == PASS_RECOMPUTE_FULL && g->pieces[n->piece].rep >= 0)
+    if (r == PLAN_RECOMPUTE_FULL && g->pieces[n->piece].rep >= 0)
         return false;
     return (ir_ops[n->op].saves & IR_SAVE_IN(slot)) && g->tensors[n->in[slot]].role != IR_PARAM;
 }
 
 /* Parameters n reads, with the axes their gradient is partial over. */
-static double params(const IrGraph *g, const IrNode *n, const PassMesh *m, const PassStrategy *s,
+static double params(const IrGraph *g, const IrNode *n, const PlanMesh *m, const PlanStrategy *s,
                      int zero, bool sync)
 {
-    PassSharding in[IR_MAX_IN];
-    pass_shard_io(g, n, s, in, NULL);
+    PlanSharding in[IR_MAX_IN];
+    plan_shard_io(g, n, s, in, NULL);
     int64_t ds[64];
     ir_dim_sizes(g, 1, ds);
     double tot = 0;
     for (int i = 0; i < n->nin; i++) {
         if (g->tensors[n->in[i]].role != IR_PARAM)
             continue;
-        double e = (double)pass_local_numel(g, n->in[i], m, &in[i], ds);
-        PassSharding gs = pass_shard_grad_in(g, n, s, i);
+        double e = (double)plan_local_numel(g, n->in[i], m, &in[i], ds);
+        PlanSharding gs = plan_shard_grad_in(g, n, s, i);
         double dp = 1, sb = 0;
         for (int a = 0; a < m->naxes; a++)
             if (gs.partial >> a & 1) {
@@ -158,15 +158,15 @@ static double params(const IrGraph *g, const IrNode *n, const PassMesh *m, const
     return tot;
 }
 
-static double param_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                          const PassStrategy *s, int zero)
+static double param_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                          const PlanStrategy *s, int zero)
 {
     (void)c;
     return params(g, n, m, s, zero, false);
 }
 
-static double param_sync(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PassMesh *m,
-                         const PassStrategy *s, int zero, int num_micro)
+static double param_sync(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                         const PlanStrategy *s, int zero, int num_micro)
 {
     (void)c;
     (void)num_micro;

@@ -44,7 +44,7 @@ static void env_open(Env *E, const char *model, const char *kv)
         ir_die("test: no h100-80gb preset");
     E->cl.gpus_per_node = 8;
     E->cl.ngpus = 64;
-    E->ctx = (PassCostCtx){.cl = &E->cl, .attention = PASS_ATTN_FLASH};
+    E->ctx = (PassCostCtx){.cl = &E->cl, .attention = PLAN_ATTN_FLASH};
     E->cache = pass_ilp_cache_new();
 }
 
@@ -64,11 +64,11 @@ static PassIlpQuery layers(int n, int d0, int d1, int64_t mb, int micro, int zer
     memset(&q, 0, sizeof q);
     q.first_piece = 2;
     q.npieces = n;
-    pass_mesh_make(&q.mesh, d0, d1, 8);
+    plan_mesh_make(&q.mesh, d0, d1, 8);
     q.mb_seqs = mb;
     q.num_micro = micro;
     q.zero = zero;
-    q.recompute = PASS_RECOMPUTE_NONE;
+    q.recompute = PLAN_RECOMPUTE_NONE;
     q.inflight = inflight;
     q.budget = budget_gib * GIB;
     return q;
@@ -77,7 +77,7 @@ static PassIlpQuery layers(int n, int d0, int d1, int64_t mb, int micro, int zer
 /* Collectives per layer: kind x axis x direction, from the result's list
  * (each entry runs `count` times per micro-batch on the stage). */
 typedef struct {
-    double n[8][PASS_MAX_AXES][2];
+    double n[8][PLAN_MAX_AXES][2];
 } Census;
 
 static Census census(const PassIlpResult *r, int nlayers)
@@ -86,7 +86,7 @@ static Census census(const PassIlpResult *r, int nlayers)
     memset(&c, 0, sizeof c);
     for (int i = 0; i < r->ncoll; i++) {
         const PassIlpColl *k = &r->coll[i];
-        if (k->coll.kind == PASS_COLL_SLICE)
+        if (k->coll.kind == PLAN_COLL_SLICE)
             continue;
         c.n[k->coll.kind][k->coll.axis][k->bwd] += (double)k->count / nlayers;
     }
@@ -97,7 +97,7 @@ static double total(const Census *c, int bwd)
 {
     double t = 0;
     for (int k = 0; k < 8; k++)
-        for (int a = 0; a < PASS_MAX_AXES; a++)
+        for (int a = 0; a < PLAN_MAX_AXES; a++)
             t += c->n[k][a][bwd];
     return t;
 }
@@ -116,7 +116,7 @@ static char *printed(const Env *E, const PassIlpQuery *q, const PassIlpResult *r
 static bool has(const char *text, const char *s) { return strstr(text, s) != NULL; }
 
 /* The forward AR/RS that ends each block: its reader's block. */
-static int reductions_in_block(const Env *E, const PassIlpResult *r, const char *block, PassCollKind k)
+static int reductions_in_block(const Env *E, const PassIlpResult *r, const char *block, PlanCollKind k)
 {
     int n = 0;
     for (int i = 0; i < r->ncoll; i++) {
@@ -160,12 +160,12 @@ static void megatron_tp(void)
     CHECK(r->feasible && r->status == ILP_OPTIMAL, "status %s", ilp_status_name(r->status));
     CHECK(strcmp(r->axis_name[1], "tp") == 0, "axis 1 is %s", r->axis_name[1]);
     Census c = census(r, 8);
-    CHECK(c.n[PASS_COLL_ALLREDUCE][1][0] == 2 && total(&c, 0) == 2,
-          "forward: %g all-reduces of %g collectives per layer", c.n[PASS_COLL_ALLREDUCE][1][0], total(&c, 0));
-    CHECK(c.n[PASS_COLL_ALLREDUCE][1][1] == 2 && total(&c, 1) == 2,
-          "backward: %g all-reduces of %g collectives per layer", c.n[PASS_COLL_ALLREDUCE][1][1], total(&c, 1));
-    CHECK(reductions_in_block(&E, r, "attn", PASS_COLL_ALLREDUCE) == 1 &&
-              reductions_in_block(&E, r, "mlp", PASS_COLL_ALLREDUCE) == 1,
+    CHECK(c.n[PLAN_COLL_ALLREDUCE][1][0] == 2 && total(&c, 0) == 2,
+          "forward: %g all-reduces of %g collectives per layer", c.n[PLAN_COLL_ALLREDUCE][1][0], total(&c, 0));
+    CHECK(c.n[PLAN_COLL_ALLREDUCE][1][1] == 2 && total(&c, 1) == 2,
+          "backward: %g all-reduces of %g collectives per layer", c.n[PLAN_COLL_ALLREDUCE][1][1], total(&c, 1));
+    CHECK(reductions_in_block(&E, r, "attn", PLAN_COLL_ALLREDUCE) == 1 &&
+              reductions_in_block(&E, r, "mlp", PLAN_COLL_ALLREDUCE) == 1,
           "one all-reduce per block");
     char *text = printed(&E, &q, r);
     /* Column-parallel QKV and gate/up, row-parallel output and down. */
@@ -194,17 +194,17 @@ static void sequence_parallel(void)
     show(&E, &q, r);
     CHECK(r->feasible && r->status == ILP_OPTIMAL, "status %s", ilp_status_name(r->status));
     Census c = census(r, 8);
-    CHECK(c.n[PASS_COLL_ALLGATHER][1][0] == 2 && c.n[PASS_COLL_REDUCESCATTER][1][0] == 2 && total(&c, 0) == 4,
-          "forward: %g all-gathers, %g reduce-scatters of %g per layer", c.n[PASS_COLL_ALLGATHER][1][0],
-          c.n[PASS_COLL_REDUCESCATTER][1][0], total(&c, 0));
+    CHECK(c.n[PLAN_COLL_ALLGATHER][1][0] == 2 && c.n[PLAN_COLL_REDUCESCATTER][1][0] == 2 && total(&c, 0) == 4,
+          "forward: %g all-gathers, %g reduce-scatters of %g per layer", c.n[PLAN_COLL_ALLGATHER][1][0],
+          c.n[PLAN_COLL_REDUCESCATTER][1][0], total(&c, 0));
     /* Backward: the gradients' reduce-scatter and all-gather in place of the
      * all-reduces, and the re-gather of each kept input shard. */
-    CHECK(c.n[PASS_COLL_REDUCESCATTER][1][1] == 2 && c.n[PASS_COLL_ALLGATHER][1][1] == 4 && total(&c, 1) == 6,
-          "backward: %g reduce-scatters, %g all-gathers of %g per layer", c.n[PASS_COLL_REDUCESCATTER][1][1],
-          c.n[PASS_COLL_ALLGATHER][1][1], total(&c, 1));
-    CHECK(c.n[PASS_COLL_ALLREDUCE][1][0] == 0 && c.n[PASS_COLL_ALLREDUCE][1][1] == 0, "no all-reduce");
-    CHECK(reductions_in_block(&E, r, "attn", PASS_COLL_REDUCESCATTER) == 1 &&
-              reductions_in_block(&E, r, "mlp", PASS_COLL_REDUCESCATTER) == 1,
+    CHECK(c.n[PLAN_COLL_REDUCESCATTER][1][1] == 2 && c.n[PLAN_COLL_ALLGATHER][1][1] == 4 && total(&c, 1) == 6,
+          "backward: %g reduce-scatters, %g all-gathers of %g per layer", c.n[PLAN_COLL_REDUCESCATTER][1][1],
+          c.n[PLAN_COLL_ALLGATHER][1][1], total(&c, 1));
+    CHECK(c.n[PLAN_COLL_ALLREDUCE][1][0] == 0 && c.n[PLAN_COLL_ALLREDUCE][1][1] == 0, "no all-reduce");
+    CHECK(reductions_in_block(&E, r, "attn", PLAN_COLL_REDUCESCATTER) == 1 &&
+              reductions_in_block(&E, r, "mlp", PLAN_COLL_REDUCESCATTER) == 1,
           "one reduce-scatter per block");
     char *text = printed(&E, &q, r);
     const char *want[] = {"h[batch, seq/sp, d_model] <- x[batch, seq/sp, d_model], attn_norm[d_model]",
@@ -281,10 +281,10 @@ static void two_dimensional(void)
         CHECK(r->strategy[i].dim[0] == E.g->batch_dim, "node %d splits dim %d across nodes, not the batch",
               r->first_node + i, r->strategy[i].dim[0]);
     Census c = census(r, 8);
-    CHECK(c.n[PASS_COLL_ALLREDUCE][1][0] == 2 && total(&c, 0) == 2 && c.n[PASS_COLL_ALLREDUCE][1][1] == 2 &&
+    CHECK(c.n[PLAN_COLL_ALLREDUCE][1][0] == 2 && total(&c, 0) == 2 && c.n[PLAN_COLL_ALLREDUCE][1][1] == 2 &&
               total(&c, 1) == 2,
-          "per layer: forward %g of %g, backward %g of %g", c.n[PASS_COLL_ALLREDUCE][1][0], total(&c, 0),
-          c.n[PASS_COLL_ALLREDUCE][1][1], total(&c, 1));
+          "per layer: forward %g of %g, backward %g of %g", c.n[PLAN_COLL_ALLREDUCE][1][0], total(&c, 0),
+          c.n[PLAN_COLL_ALLREDUCE][1][1], total(&c, 1));
     CHECK(r->sync_s > 0, "no gradient synchronisation across nodes");
     char *text = printed(&E, &q, r);
     const char *want[] = {"wq[d_model, n_heads/tp, head_dim]", "wo[n_heads/tp, head_dim, d_model]",
@@ -298,7 +298,7 @@ static void two_dimensional(void)
 
 /* Grouped-query attention with fewer KV heads than the axis: splitting the
  * query heads 8 ways would split 4 KV heads 8 ways. The strategy is refused
- * (pass_strategies) and the plan must neither split the heads there nor
+ * (plan_strategies) and the plan must neither split the heads there nor
  * split the KV heads anywhere they do not divide; it stays feasible. */
 static void check_gqa(const Env *E, const PassIlpQuery *q, const PassIlpResult *r)
 {
@@ -308,11 +308,11 @@ static void check_gqa(const Env *E, const PassIlpQuery *q, const PassIlpResult *
     int natt = 0;
     for (int i = 0; i < r->nnodes; i++) {
         const IrNode *n = &g->nodes[r->first_node + i];
-        const PassStrategy *s = &r->strategy[i];
-        PassSharding in[IR_MAX_IN];
-        pass_shard_io(g, n, s, in, NULL);
+        const PlanStrategy *s = &r->strategy[i];
+        PlanSharding in[IR_MAX_IN];
+        plan_shard_io(g, n, s, in, NULL);
         for (int k = 0; k < n->nin; k++)
-            for (int a = 0; a < PASS_MAX_AXES; a++) {
+            for (int a = 0; a < PLAN_MAX_AXES; a++) {
                 int d = in[k].dim[a];
                 CHECK(d < 0 || ds[d] % q->mesh.size[a] == 0, "node %d input %d: dim %s (%lld) split %d ways",
                       n->id, k, g->dims[d].name, (long long)ds[d], q->mesh.size[a]);
@@ -321,15 +321,15 @@ static void check_gqa(const Env *E, const PassIlpQuery *q, const PassIlpResult *
             continue;
         natt++;
         int heads = g->tensors[n->in[0]].dim[2], kv = g->tensors[n->in[1]].dim[2];
-        for (int a = 0; a < PASS_MAX_AXES; a++)
+        for (int a = 0; a < PLAN_MAX_AXES; a++)
             if (s->dim[a] == heads)
                 CHECK(ds[kv] % q->mesh.size[a] == 0, "attention splits heads %d ways over %lld KV heads",
                       q->mesh.size[a], (long long)ds[kv]);
         /* And the refusal is the rule's, not luck: no such strategy exists. */
-        PassStrategy all[512];
-        int k = pass_strategies(g, n, &q->mesh, ds, NULL, all, 512);
+        PlanStrategy all[512];
+        int k = plan_strategies(g, n, &q->mesh, ds, NULL, all, 512);
         for (int j = 0; j < k; j++)
-            for (int a = 0; a < PASS_MAX_AXES; a++)
+            for (int a = 0; a < PLAN_MAX_AXES; a++)
                 CHECK(all[j].dim[a] != heads || ds[kv] % q->mesh.size[a] == 0,
                       "strategy %d splits the heads %d ways", j, q->mesh.size[a]);
     }
@@ -414,13 +414,13 @@ static void kept_activations(void)
     Env E;
     env_open(&E, "llama3-8b.mdl", NULL);
     int64_t *ds = malloc(sizeof *ds * (size_t)E.g->ndims);
-    PassStrategy *st = malloc(sizeof *st * (size_t)E.g->nfwd);
-    const PassRecompute rcs[] = {PASS_RECOMPUTE_NONE, PASS_RECOMPUTE_FFN};
+    PlanStrategy *st = malloc(sizeof *st * (size_t)E.g->nfwd);
+    const PlanRecompute rcs[] = {PLAN_RECOMPUTE_NONE, PLAN_RECOMPUTE_FFN};
     for (int ri = 0; ri < 2; ri++) {
         PassIlpQuery q = layers(1, 8, 8, 8, 16, 1, 1, 0);
         q.recompute = rcs[ri];
         pass_ilp_pins(E.g, 0, 1, true, q.allow);
-        q.require = PASS_REQ_BATCH;
+        q.require = PLAN_REQ_BATCH;
         ir_dim_sizes(E.g, q.mb_seqs, ds);
         int points = 0;
         for (; points < 40; points++) {
@@ -430,7 +430,7 @@ static void kept_activations(void)
             /* Every layer as the solved one, so readers in the next see it. */
             const IrPiece *L = &E.g->pieces[q.first_piece];
             for (int i = 0; i < E.g->nfwd; i++)
-                st[i] = (PassStrategy){{-1, -1}};
+                st[i] = (PlanStrategy){{-1, -1}};
             for (int p = 0; p < E.g->npieces; p++)
                 if (E.g->pieces[p].rep == L->rep)
                     for (int j = 0; j < L->count; j++)
@@ -440,12 +440,12 @@ static void kept_activations(void)
                 kept += pass_kept_bytes(&E.ctx, E.g, &q.mesh, st, ds, &E.g->nodes[n], q.recompute, false, NULL);
             CHECK(r->act_bytes >= 0 && fabs(r->act_bytes - kept) <= 1e-9 * kept,
                   "recompute %s, point %d (budget %.4f GiB): the ILP's activations %.6f GiB, the cost "
-                  "model keeps %.6f GiB", pass_recompute_name(q.recompute), points, q.budget / GIB,
+                  "model keeps %.6f GiB", plan_recompute_name(q.recompute), points, q.budget / GIB,
                   r->act_bytes / GIB, kept / GIB);
             q.budget = r->mem_bytes * (1 - 1e-4);
         }
-        CHECK(points >= 5, "recompute %s: only %d points on the frontier", pass_recompute_name(q.recompute), points);
-        printf("kept activations, recompute %s: %d frontier points\n", pass_recompute_name(q.recompute), points);
+        CHECK(points >= 5, "recompute %s: only %d points on the frontier", plan_recompute_name(q.recompute), points);
+        printf("kept activations, recompute %s: %d frontier points\n", plan_recompute_name(q.recompute), points);
     }
     free(ds);
     free(st);

@@ -238,11 +238,11 @@ typedef struct {
     int n0, n1;                     /* stage nodes */
     int *rep;                       /* [n1 - n0]: representative node of each */
     int nstrat[256];                /* per representative node (by id - n0) */
-    PassStrategy *strat[256];
+    PlanStrategy *strat[256];
     IlpVals *nval[256];             /* per representative node and strategy: quantities */
     /* boundaries */
     int nb, bkey[64][3], btensor[64], bn[64];
-    PassStrategy bopt[64][32];
+    PlanStrategy bopt[64][32];
 } Ev;
 
 static bool recomputed(const Ev *E, const IrNode *n)
@@ -251,11 +251,11 @@ static bool recomputed(const Ev *E, const IrNode *n)
     if (g->pieces[n->piece].rep < 0)
         return false;
     switch (E->q.recompute) {
-    case PASS_RECOMPUTE_NONE: return false;
-    case PASS_RECOMPUTE_SELECTIVE:
-        return n->op == IR_OP_ATTENTION && E->ctx.attention == PASS_ATTN_MATERIALIZED;
-    case PASS_RECOMPUTE_FFN: return n->block && strcmp(n->block, "mlp") == 0;
-    case PASS_RECOMPUTE_FULL: return true;
+    case PLAN_RECOMPUTE_NONE: return false;
+    case PLAN_RECOMPUTE_SELECTIVE:
+        return n->op == IR_OP_ATTENTION && E->ctx.attention == PLAN_ATTN_MATERIALIZED;
+    case PLAN_RECOMPUTE_FFN: return n->block && strcmp(n->block, "mlp") == 0;
+    case PLAN_RECOMPUTE_FULL: return true;
     }
     return false;
 }
@@ -306,11 +306,11 @@ static void ev_init(Ev *E, const IrGraph *g, const PassIlpQuery *q)
         int r = g->pieces[rp].first + nd->tmpl;
         E->rep[n - E->n0] = r;
         if (r == n) {
-            PassStrategy buf[512];
-            int k = pass_strategies(g, nd, &q->mesh, E->dim_size, allow, buf, 512);
+            PlanStrategy buf[512];
+            int k = plan_strategies(g, nd, &q->mesh, E->dim_size, allow, buf, 512);
             E->nstrat[n - E->n0] = k;
-            E->strat[n - E->n0] = malloc(sizeof(PassStrategy) * (size_t)k);
-            memcpy(E->strat[n - E->n0], buf, sizeof(PassStrategy) * (size_t)k);
+            E->strat[n - E->n0] = malloc(sizeof(PlanStrategy) * (size_t)k);
+            memcpy(E->strat[n - E->n0], buf, sizeof(PlanStrategy) * (size_t)k);
         }
     }
     /* Boundaries: a repeat's output read by another piece, anything from
@@ -366,7 +366,7 @@ static void ev_init(Ev *E, const IrGraph *g, const PassIlpQuery *q)
                     continue;
                 if (fixed && (d0 != q->boundary.dim[0] || d1 != q->boundary.dim[1]))
                     continue;
-                E->bopt[b][E->bn[b]++] = (PassStrategy){{(int16_t)d0, (int16_t)d1}};
+                E->bopt[b][E->bn[b]++] = (PlanStrategy){{(int16_t)d0, (int16_t)d1}};
             }
     }
 }
@@ -380,7 +380,7 @@ static void ev_prices(Ev *E, const PassIlpCosts *c)
         int k = E->nstrat[n - E->n0];
         E->nval[n - E->n0] = calloc((size_t)k, sizeof(IlpVals));
         for (int i = 0; i < k; i++) {
-            const PassStrategy *s = &E->strat[n - E->n0][i];
+            const PlanStrategy *s = &E->strat[n - E->n0][i];
             const IrNode *nd = &g->nodes[n];
             PassNodeCost nc;
             c->node(&E->ctx, g, nd, &E->q.mesh, s, E->dim_size, &nc);
@@ -395,11 +395,11 @@ static void ev_prices(Ev *E, const PassIlpCosts *c)
     }
 }
 
-static double reshard(const Ev *E, const PassIlpCosts *c, int t, const PassSharding *from,
-                      const PassSharding *to, double *ag, int64_t *sharded)
+static double reshard(const Ev *E, const PassIlpCosts *c, int t, const PlanSharding *from,
+                      const PlanSharding *to, double *ag, int64_t *sharded)
 {
-    PassColl st[8];
-    int n = pass_reshard(E->g, t, &E->q.mesh, from, to, E->dim_size, st, 8);
+    PlanColl st[8];
+    int n = plan_reshard(E->g, t, &E->q.mesh, from, to, E->dim_size, st, 8);
     int eb = ir_dtype_bytes(E->g->tensors[t].dtype);
     double tot = 0;
     *ag = 0;
@@ -407,7 +407,7 @@ static double reshard(const Ev *E, const PassIlpCosts *c, int t, const PassShard
     for (int i = 0; i < n; i++) {
         double x = c->coll(&E->ctx, &E->q.mesh, &st[i], eb);
         tot += x;
-        if (st[i].kind == PASS_COLL_ALLGATHER) {
+        if (st[i].kind == PLAN_COLL_ALLGATHER) {
             *ag += x;
             if (!*sharded)
                 *sharded = st[i].numel / E->q.mesh.size[st[i].axis];
@@ -417,15 +417,15 @@ static double reshard(const Ev *E, const PassIlpCosts *c, int t, const PassShard
 }
 
 typedef struct {
-    PassSharding X, G;
+    PlanSharding X, G;
     bool rc, rg, saver;
 } Reader;
 
 /* The shared work of the readers of tensor t from source sharding S. */
-static void readers_cost(const Ev *E, const PassIlpCosts *c, int t, PassSharding S, const Reader *r,
+static void readers_cost(const Ev *E, const PassIlpCosts *c, int t, PlanSharding S, const Reader *r,
                          int nr, IlpVals *tot)
 {
-    PassSharding T = S;
+    PlanSharding T = S;
     T.partial = 0;
     double eb = ir_dtype_bytes(E->g->tensors[t].dtype);
     for (int i = 0; i < nr; i++) {
@@ -434,10 +434,10 @@ static void readers_cost(const Ev *E, const PassIlpCosts *c, int t, PassSharding
         double f = reshard(E, c, t, &S, &r[i].X, &ag, &sh);
         bool fx = true, frc = r[i].rc, frg = r[i].rg && sh > 0, fg = true;
         for (int j = 0; j < i; j++) {
-            fx &= !pass_sharding_eq(&r[j].X, &r[i].X);
-            frc &= !(r[j].rc && pass_sharding_eq(&r[j].X, &r[i].X));
-            frg &= !(r[j].rg && pass_sharding_eq(&r[j].X, &r[i].X));
-            fg &= !pass_sharding_eq(&r[j].G, &r[i].G);
+            fx &= !plan_sharding_eq(&r[j].X, &r[i].X);
+            frc &= !(r[j].rc && plan_sharding_eq(&r[j].X, &r[i].X));
+            frg &= !(r[j].rg && plan_sharding_eq(&r[j].X, &r[i].X));
+            fg &= !plan_sharding_eq(&r[j].G, &r[i].G);
         }
         if (fx)
             tot->q[ILP_FWD] += f;
@@ -451,7 +451,7 @@ static void readers_cost(const Ev *E, const PassIlpCosts *c, int t, PassSharding
             tot->q[ILP_BWD] += reshard(E, c, t, &r[i].G, &T, &a2, &s2);
         }
         if (r[i].saver && r[i].rg && sh > 0) {
-            int64_t full = pass_local_numel(E->g, t, &E->q.mesh, &r[i].X, E->dim_size);
+            int64_t full = plan_local_numel(E->g, t, &E->q.mesh, &r[i].X, E->dim_size);
             tot->q[ILP_MEM_ACT] -= (double)(full - sh) * eb * E->q.inflight;
         }
     }
@@ -491,25 +491,25 @@ static void ev_plan(const Ev *E, const PassIlpCosts *c, const int *choice, const
                 if (!in_stage(E, cn))
                     continue;
                 bool via_b = !in_stage(E, p) || (rep >= 0 && cd->piece != pn->piece);
-                PassSharding in[IR_MAX_IN];
-                pass_shard_io(g, cd, STRAT(cn), in, NULL);
-                Reader R = {in[i], pass_shard_grad_in(g, cd, STRAT(cn), i), recomputed(E, cd), false,
+                PlanSharding in[IR_MAX_IN];
+                plan_shard_io(g, cd, STRAT(cn), in, NULL);
+                Reader R = {in[i], plan_shard_grad_in(g, cd, STRAT(cn), i), recomputed(E, cd), false,
                             false};
                 R.rg = !R.rc && (ir_ops[cd->op].saves & IR_SAVE_IN(i));
                 R.saver = c->keeps_input(&E->ctx, g, cd, &E->q.mesh, E->dim_size, i, E->q.recompute);
                 side[via_b][nr[via_b]++] = R;
             }
         }
-        PassSharding bs = {{-1, -1}, 0};
+        PlanSharding bs = {{-1, -1}, 0};
         if (b >= 0) {
-            const PassStrategy *bo = &E->bopt[b][bch[b]];
-            bs = (PassSharding){{bo->dim[0], bo->dim[1]}, 0};
+            const PlanStrategy *bo = &E->bopt[b][bch[b]];
+            bs = (PlanSharding){{bo->dim[0], bo->dim[1]}, 0};
         }
         if (in_stage(E, p) && rep >= 0 && across) /* the boundary reads the producer */
             side[0][nr[0]++] = (Reader){bs, bs, false, false, false};
         if (nr[0] > 0) {
-            PassSharding out[IR_MAX_OUT];
-            pass_shard_io(g, pn, STRAT(p), NULL, out);
+            PlanSharding out[IR_MAX_OUT];
+            plan_shard_io(g, pn, STRAT(p), NULL, out);
             readers_cost(E, c, t, out[o], side[0], nr[0], tot);
         }
         if (nr[1] > 0)
@@ -646,10 +646,10 @@ static void merged_ties(const IrGraph *g, const PassCostCtx *ctx, const PassIlpQ
             if (lk->dst != x || s->inst[lk->src].group != in->group)
                 continue;
             for (int gi = 0; gi < ld->nstrat; gi++) {
-                PassSharding out = ilp_out_sharding(s, lk->src, lk->out, ilp_own(s, lk->src, gi));
-                PassSharding want, grad;
+                PlanSharding out = ilp_out_sharding(s, lk->src, lk->out, ilp_own(s, lk->src, gi));
+                PlanSharding want, grad;
                 ilp_in_sharding(s, x, lk->in, in->gmap[gi], &want, &grad);
-                CHECK(out.partial == 0 && pass_sharding_eq(&out, &want) && pass_sharding_eq(&grad, &want),
+                CHECK(out.partial == 0 && plan_sharding_eq(&out, &want) && plan_sharding_eq(&grad, &want),
                       "tie of node %d communicates under group strategy %d", in->node, gi);
             }
         }
@@ -682,12 +682,12 @@ static void one_case(int tc, Stats *st)
     q.first_piece = irand(g->npieces);
     q.npieces = 1 + irand(g->npieces - q.first_piece);
     const int *ms = meshes[irand(6)];
-    pass_mesh_make(&q.mesh, ms[0], ms[1], 2);
+    plan_mesh_make(&q.mesh, ms[0], ms[1], 2);
     int64_t mbs[] = {1, 2, 4, 6};
     q.mb_seqs = mbs[irand(4)];
     q.num_micro = 1 + irand(4);
     q.zero = irand(4);
-    q.recompute = (PassRecompute)irand(4);
+    q.recompute = (PlanRecompute)irand(4);
     q.inflight = 1 + irand(3);
     if (irand(4) == 0) /* pins: axis 0 batch only, or no sequence split */
         pass_ilp_pins(g, irand(2) ? 0 : -1, q.mesh.naxes > 1 ? 1 : 0, irand(2), q.allow);
@@ -698,12 +698,12 @@ static void one_case(int tc, Stats *st)
         bool seq_ok = q.mesh.size[a] > 1 && g->dims[s].size % q.mesh.size[a] == 0 &&
                       (!(q.allow[0] || q.allow[1]) || (q.allow[a] >> s & 1));
         q.fix_boundary = true;
-        q.boundary = (PassSharding){{-1, -1}, 0};
+        q.boundary = (PlanSharding){{-1, -1}, 0};
         if (seq_ok && irand(2))
             q.boundary.dim[a] = (int16_t)s;
         st->fixed++;
     }
-    PassCostCtx ctx = {.attention = irand(2) ? PASS_ATTN_FLASH : PASS_ATTN_MATERIALIZED};
+    PassCostCtx ctx = {.attention = irand(2) ? PLAN_ATTN_FLASH : PLAN_ATTN_MATERIALIZED};
     Ev E;
     ev_init(&E, g, &q);
     E.ctx = ctx;

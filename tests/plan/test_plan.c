@@ -1,6 +1,6 @@
 /* test_plan.c: the plan contract. The verifier accepts what the programs
  * can execute and names what they cannot; the mesh axis of each parallel
- * dimension is recorded once (pass_plan_axes) and everything reads it; the
+ * dimension is recorded once (plan_axes) and everything reads it; the
  * micro-batch converts between its two units in one place. */
 #include "frontend.h"
 #include "layout.h"
@@ -25,13 +25,13 @@ static char *diag;
 static size_t diag_len;
 
 /* Verify p with the diagnostics captured; the message (if any) in diag. */
-static bool verify(const IrGraph *g, const PassPlan *p)
+static bool verify(const IrGraph *g, const Plan *p)
 {
     free(diag);
     diag = NULL;
     FILE *cap = open_memstream(&diag, &diag_len);
     ir_diag_set_stream(cap);
-    bool ok = pass_plan_verify(g, p);
+    bool ok = plan_verify(g, p);
     fflush(cap);
     ir_diag_set_stream(stderr);
     fclose(cap);
@@ -42,25 +42,25 @@ static void check_layout(const IrGraph *g, const char *spec, int dp, int tp, int
                          bool sp)
 {
     Layout l;
-    PassPlan p;
+    Plan p;
     CHECK(layout_parse(spec, &l) && layout_plan(g, &l, &p), "%s: no plan", spec);
     CHECK(verify(g, &p), "%s: rejected: %s", spec, diag);
-    CHECK(p.axes_set && p.axis[PASS_DIM_DP] == dp_axis && p.axis[PASS_DIM_TP] == tp_axis,
-          "%s: axes dp %d tp %d, want %d %d", spec, p.axis[PASS_DIM_DP], p.axis[PASS_DIM_TP], dp_axis,
+    CHECK(p.axes_set && p.axis[PLAN_DIM_DP] == dp_axis && p.axis[PLAN_DIM_TP] == tp_axis,
+          "%s: axes dp %d tp %d, want %d %d", spec, p.axis[PLAN_DIM_DP], p.axis[PLAN_DIM_TP], dp_axis,
           tp_axis);
-    CHECK(pass_plan_degree(&p, PASS_DIM_DP) == dp && pass_plan_degree(&p, PASS_DIM_TP) == tp,
-          "%s: degrees %d %d", spec, pass_plan_degree(&p, PASS_DIM_DP), pass_plan_degree(&p, PASS_DIM_TP));
-    PassLayout L;
-    pass_plan_layout(g, &p, &L);
+    CHECK(plan_degree(&p, PLAN_DIM_DP) == dp && plan_degree(&p, PLAN_DIM_TP) == tp,
+          "%s: degrees %d %d", spec, plan_degree(&p, PLAN_DIM_DP), plan_degree(&p, PLAN_DIM_TP));
+    PlanLayout L;
+    plan_layout(g, &p, &L);
     CHECK(L.dp == dp && L.tp == tp && L.dp_axis == dp_axis && L.tp_axis == tp_axis && L.sp == sp &&
               L.replicated == 1,
           "%s: layout dp %d tp %d axes %d %d sp %d replicated %d", spec, L.dp, L.tp, L.dp_axis,
           L.tp_axis, L.sp, L.replicated);
     /* The two units of the micro-batch: per replica x replicas = whole mesh. */
-    CHECK(pass_plan_micro_batch(&p) * dp == p.mb_seqs && L.micro_batch == pass_plan_micro_batch(&p) &&
-              pass_mb_seqs(L.micro_batch, L.dp) == p.mb_seqs,
+    CHECK(plan_micro_batch(&p) * dp == p.mb_seqs && L.micro_batch == plan_micro_batch(&p) &&
+              plan_mb_seqs(L.micro_batch, L.dp) == p.mb_seqs,
           "%s: micro-batch %lld per replica, %lld over the mesh", spec,
-          (long long)pass_plan_micro_batch(&p), (long long)p.mb_seqs);
+          (long long)plan_micro_batch(&p), (long long)p.mb_seqs);
 }
 
 int main(int argc, char **argv)
@@ -75,7 +75,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "test_plan: %s does not compile\n", argv[1]);
         return 1;
     }
-    CHECK(!strcmp(pass_dim_name(PASS_DIM_DP), "dp") && !strcmp(pass_dim_name(PASS_DIM_TP), "tp"),
+    CHECK(!strcmp(plan_dim_name(PLAN_DIM_DP), "dp") && !strcmp(plan_dim_name(PLAN_DIM_TP), "tp"),
           "dimension names");
 
     /* Axes as the strategies use them. A 1 x tp mesh has no dp axis. */
@@ -86,7 +86,7 @@ int main(int argc, char **argv)
     check_layout(g, "pp2-mb4", 1, 1, -1, -1, false);
 
     Layout l;
-    PassPlan good, p;
+    Plan good, p;
     layout_parse("dp2-tp2-pp2-mb4", &l);
     CHECK(layout_plan(g, &l, &good) && verify(g, &good), "dp2-tp2-pp2-mb4 rejected: %s", diag);
 
@@ -96,11 +96,11 @@ int main(int argc, char **argv)
     CHECK(!verify(g, &p) && strstr(diag, "never recorded"), "unrecorded axes: '%s'", diag);
     /* Axes recorded against what the strategies do. */
     p = good;
-    p.axis[PASS_DIM_DP] = 1;
-    p.axis[PASS_DIM_TP] = 0;
+    p.axis[PLAN_DIM_DP] = 1;
+    p.axis[PLAN_DIM_TP] = 0;
     CHECK(!verify(g, &p) && strstr(diag, "records"), "swapped axes: '%s'", diag);
     /* Stages with a gap, and stages that stop short of the head. */
-    PassStage st[2];
+    PlanStage st[2];
     p = good;
     memcpy(st, good.stages, sizeof st);
     st[1].first_piece++;
@@ -119,7 +119,7 @@ int main(int argc, char **argv)
     CHECK(!verify(g, &p), "v 2 on 1F1B accepted");
     /* A split the mesh does not divide: the heads over 3 ranks. */
     p = good;
-    pass_mesh_make(&p.mesh, 1, 3, 8);
+    plan_mesh_make(&p.mesh, 1, 3, 8);
     CHECK(!verify(g, &p) && strstr(diag, "cannot execute"), "heads over 3: '%s'", diag);
 
     free(diag);

@@ -83,7 +83,7 @@ static double reference_sim(int pp, int v, int m, const double *f, const double 
         for (int r = 0; r < pp; r++) {
             if (k[r] == nops)
                 continue;
-            PassSchedOp op = pass_schedule_op(pp, v, m, r, k[r]);
+            PlanSchedOp op = plan_schedule_op(pp, v, m, r, k[r]);
             int st = op.chunk * pp + r, i = st * m + op.mb;
             if (!op.bwd && (st == 0 || hf[i - m])) {
                 t[r] = (st ? fmax(t[r], df[i - m]) + xf[st] : t[r]) + f[st];
@@ -220,12 +220,12 @@ int main(void)
                 for (int r = 0; r < pp; r++) {
                     int n = 2 * m * v;
                     int *state = calloc((size_t)(m * v), sizeof *state);
-                    int live[PASS_MAX_CHUNKS] = {0}, slots[PASS_MAX_CHUNKS] = {0};
-                    double saved[PASS_MAX_CHUNKS], sum = 0, peak = 0;
+                    int live[PLAN_MAX_CHUNKS] = {0}, slots[PLAN_MAX_CHUNKS] = {0};
+                    double saved[PLAN_MAX_CHUNKS], sum = 0, peak = 0;
                     for (int j = 0; j < v; j++)
                         saved[j] = 1 + 0.37 * j;
                     for (int k = 0; k < n; k++) {
-                        PassSchedOp op = pass_schedule_op(pp, v, m, r, k);
+                        PlanSchedOp op = plan_schedule_op(pp, v, m, r, k);
                         CHECK(op.chunk >= 0 && op.chunk < v && op.mb >= 0 && op.mb < m,
                               "pp %d v %d m %d rank %d op %d", pp, v, m, r, k);
                         int *s = &state[op.mb * v + op.chunk];
@@ -242,8 +242,8 @@ int main(void)
                         CHECK(state[i] == 2, "pp %d v %d m %d rank %d: item %d ran %d times", pp,
                               v, m, r, i, state[i]);
                     free(state);
-                    int got[PASS_MAX_CHUNKS];
-                    pass_schedule_slots(pp, v, m, r, got);
+                    int got[PLAN_MAX_CHUNKS];
+                    plan_schedule_slots(pp, v, m, r, got);
                     double stat = 0;
                     for (int j = 0; j < v; j++) {
                         CHECK(got[j] == slots[j], "pp %d v %d m %d rank %d chunk %d: %d slots, "
@@ -253,8 +253,8 @@ int main(void)
                     if (v == 1)
                         CHECK(slots[0] == (m < pp - r ? m : pp - r), "1F1B rank %d holds %d", r,
                               slots[0]);
-                    double a = pass_schedule_acts(pp, v, m, r, saved, false);
-                    double d = pass_schedule_acts(pp, v, m, r, saved, true);
+                    double a = plan_schedule_acts(pp, v, m, r, saved, false);
+                    double d = plan_schedule_acts(pp, v, m, r, saved, true);
                     CHECK(fabs(a - stat) < 1e-9, "static acts %g vs %g", a, stat);
                     CHECK(fabs(d - peak) < 1e-9, "dynamic acts %g vs %g (pp %d v %d m %d rank %d)",
                           d, peak, pp, v, m, r);

@@ -1,6 +1,6 @@
 /* test_shard.c: the sharding algebra on a hand-built Megatron MLP and
  * attention block: input/output shardings, gradient partial sums, and the
- * collectives pass_reshard prescribes between disagreeing shardings. */
+ * collectives plan_reshard prescribes between disagreeing shardings. */
 #include "plan.h"
 
 #include <stdio.h>
@@ -78,7 +78,7 @@ static void build(Fix *f)
     g->loss = g->nodes[f->n_ce].out[0];
 }
 
-static bool sh_is(PassSharding s, int d0, int d1, int partial)
+static bool sh_is(PlanSharding s, int d0, int d1, int partial)
 {
     return s.dim[0] == d0 && s.dim[1] == d1 && s.partial == partial;
 }
@@ -92,60 +92,60 @@ int main(void)
     int64_t sz[32];
     ir_dim_sizes(g, 8, sz);
 
-    PassMesh m;
-    pass_mesh_make(&m, 2, 4, 8); /* 2 x 4 inside one node */
+    PlanMesh m;
+    plan_mesh_make(&m, 2, 4, 8); /* 2 x 4 inside one node */
     CHECK(m.nodes[0] == 1 && m.nodes[1] == 1 && m.per_node[0] == 2 && m.per_node[1] == 4);
-    pass_mesh_make(&m, 4, 8, 8); /* 4 nodes x 8 GPUs */
+    plan_mesh_make(&m, 4, 8, 8); /* 4 nodes x 8 GPUs */
     CHECK(m.nodes[0] == 4 && m.per_node[0] == 1 && m.nodes[1] == 1 && m.per_node[1] == 8);
-    pass_mesh_make(&m, 16, 1, 8); /* 1-D over 2 nodes */
+    plan_mesh_make(&m, 16, 1, 8); /* 1-D over 2 nodes */
     CHECK(m.naxes == 1 && m.nodes[0] == 2 && m.per_node[0] == 8);
 
     /* Megatron MLP on a (dp=2) x (tp=4) mesh: column-parallel w1, row-parallel w2. */
-    pass_mesh_make(&m, 2, 4, 8);
+    plan_mesh_make(&m, 2, 4, 8);
     const IrNode *mm1 = &g->nodes[f.n_mm1], *mm2 = &g->nodes[f.n_mm2];
-    PassStrategy col = {{(int16_t)f.b, (int16_t)f.f}}, row = {{(int16_t)f.b, (int16_t)f.f}};
-    PassSharding in[2], out[1];
-    pass_shard_io(g, mm1, &col, in, out);
+    PlanStrategy col = {{(int16_t)f.b, (int16_t)f.f}}, row = {{(int16_t)f.b, (int16_t)f.f}};
+    PlanSharding in[2], out[1];
+    plan_shard_io(g, mm1, &col, in, out);
     CHECK(sh_is(in[0], f.b, -1, 0));     /* x[batch/dp, seq, d_model] */
     CHECK(sh_is(in[1], -1, f.f, 0));     /* w1[d_model, d_ff/tp] */
     CHECK(sh_is(out[0], f.b, f.f, 0));   /* y[batch/dp, seq, d_ff/tp] */
-    PassSharding gw1 = pass_shard_grad_in(g, mm1, &col, 1);
+    PlanSharding gw1 = plan_shard_grad_in(g, mm1, &col, 1);
     CHECK(sh_is(gw1, -1, f.f, 1));       /* dw1 partial over dp: the DP reduction */
-    PassSharding gx = pass_shard_grad_in(g, mm1, &col, 0);
+    PlanSharding gx = plan_shard_grad_in(g, mm1, &col, 0);
     CHECK(sh_is(gx, f.b, -1, 2));        /* dx partial over tp: Megatron's f backward */
-    pass_shard_io(g, mm2, &row, in, out);
+    plan_shard_io(g, mm2, &row, in, out);
     CHECK(sh_is(in[0], f.b, f.f, 0));
     CHECK(sh_is(out[0], f.b, -1, 2));    /* z partial over tp: needs the all-reduce */
 
     /* z partial over tp -> replicated: one all-reduce of the local tensor. */
-    PassColl st[8];
-    PassSharding rep = {{(int16_t)f.b, -1}, 0};
-    int n = pass_reshard(g, f.z, &m, &out[0], &rep, sz, st, 8);
-    CHECK(n == 1 && st[0].kind == PASS_COLL_ALLREDUCE && st[0].axis == 1);
+    PlanColl st[8];
+    PlanSharding rep = {{(int16_t)f.b, -1}, 0};
+    int n = plan_reshard(g, f.z, &m, &out[0], &rep, sz, st, 8);
+    CHECK(n == 1 && st[0].kind == PLAN_COLL_ALLREDUCE && st[0].axis == 1);
     CHECK(st[0].numel == 4 * 16 * 64); /* batch 8/2, seq 16, d_model 64 */
     /* -> sequence split over tp instead: a reduce-scatter (sequence parallelism). */
-    PassSharding sp = {{(int16_t)f.b, (int16_t)f.s}, 0};
-    n = pass_reshard(g, f.z, &m, &out[0], &sp, sz, st, 8);
-    CHECK(n == 1 && st[0].kind == PASS_COLL_REDUCESCATTER && st[0].dim == f.s);
+    PlanSharding sp = {{(int16_t)f.b, (int16_t)f.s}, 0};
+    n = plan_reshard(g, f.z, &m, &out[0], &sp, sz, st, 8);
+    CHECK(n == 1 && st[0].kind == PLAN_COLL_REDUCESCATTER && st[0].dim == f.s);
     /* sequence split -> replicated: all-gather, counted as its output. */
-    n = pass_reshard(g, f.z, &m, &sp, &rep, sz, st, 8);
-    CHECK(n == 1 && st[0].kind == PASS_COLL_ALLGATHER && st[0].numel == 4 * 16 * 64);
+    n = plan_reshard(g, f.z, &m, &sp, &rep, sz, st, 8);
+    CHECK(n == 1 && st[0].kind == PLAN_COLL_ALLGATHER && st[0].numel == 4 * 16 * 64);
     /* seq split -> d_model split on the same axis: all-to-all. */
-    PassSharding dsplit = {{(int16_t)f.b, (int16_t)f.d}, 0};
-    n = pass_reshard(g, f.z, &m, &sp, &dsplit, sz, st, 8);
-    CHECK(n == 1 && st[0].kind == PASS_COLL_ALLTOALL && st[0].dim == f.s && st[0].dim2 == f.d);
+    PlanSharding dsplit = {{(int16_t)f.b, (int16_t)f.d}, 0};
+    n = plan_reshard(g, f.z, &m, &sp, &dsplit, sz, st, 8);
+    CHECK(n == 1 && st[0].kind == PLAN_COLL_ALLTOALL && st[0].dim == f.s && st[0].dim2 == f.d);
     /* replicated -> split: a local slice, then equal shardings need nothing. */
-    n = pass_reshard(g, f.z, &m, &rep, &sp, sz, st, 8);
-    CHECK(n == 1 && st[0].kind == PASS_COLL_SLICE);
-    CHECK(pass_reshard(g, f.z, &m, &sp, &sp, sz, st, 8) == 0);
+    n = plan_reshard(g, f.z, &m, &rep, &sp, sz, st, 8);
+    CHECK(n == 1 && st[0].kind == PLAN_COLL_SLICE);
+    CHECK(plan_reshard(g, f.z, &m, &sp, &sp, sz, st, 8) == 0);
     /* Swapping two splits between axes is a gather then a slice, never a clash. */
-    PassSharding ab = {{(int16_t)f.b, (int16_t)f.s}, 0}, ba = {{(int16_t)f.s, (int16_t)f.b}, 0};
-    n = pass_reshard(g, f.z, &m, &ab, &ba, sz, st, 8);
+    PlanSharding ab = {{(int16_t)f.b, (int16_t)f.s}, 0}, ba = {{(int16_t)f.s, (int16_t)f.b}, 0};
+    n = plan_reshard(g, f.z, &m, &ab, &ba, sz, st, 8);
     CHECK(n >= 2);
 
     /* Strategies: replicated first; no dim on both axes; divisibility respected. */
-    PassStrategy ss[256];
-    int ns = pass_strategies(g, mm1, &m, sz, NULL, ss, 256);
+    PlanStrategy ss[256];
+    int ns = plan_strategies(g, mm1, &m, sz, NULL, ss, 256);
     CHECK(ns > 4 && ss[0].dim[0] == -1 && ss[0].dim[1] == -1);
     for (int i = 0; i < ns; i++) {
         CHECK(ss[i].dim[0] < 0 || ss[i].dim[0] != ss[i].dim[1]);
@@ -155,63 +155,63 @@ int main(void)
     }
     /* Pins: axis 0 may split only the batch. */
     uint64_t allow[2] = {1ull << f.b, ~(1ull << f.b)};
-    ns = pass_strategies(g, mm1, &m, sz, allow, ss, 256);
+    ns = plan_strategies(g, mm1, &m, sz, allow, ss, 256);
     for (int i = 0; i < ns; i++)
         CHECK(ss[i].dim[0] == -1 || ss[i].dim[0] == f.b);
 
     /* Attention: only batch and heads split; 2 KV heads refuse a 4-way head split
      * but allow a 2-way one, with the kv dim following the heads. */
     const IrNode *att = &g->nodes[f.n_att];
-    CHECK(!pass_dim_splittable(g, att, f.s) && !pass_dim_splittable(g, att, f.hd));
-    CHECK(pass_dim_splittable(g, att, f.h) && pass_dim_splittable(g, att, f.b));
-    ns = pass_strategies(g, att, &m, sz, NULL, ss, 256);
+    CHECK(!plan_dim_splittable(g, att, f.s) && !plan_dim_splittable(g, att, f.hd));
+    CHECK(plan_dim_splittable(g, att, f.h) && plan_dim_splittable(g, att, f.b));
+    ns = plan_strategies(g, att, &m, sz, NULL, ss, 256);
     for (int i = 0; i < ns; i++)
         CHECK(ss[i].dim[1] != f.h); /* axis 1 has 4 devices, 2 KV heads */
-    PassMesh m2;
-    pass_mesh_make(&m2, 4, 2, 8);
-    ns = pass_strategies(g, att, &m2, sz, NULL, ss, 256);
+    PlanMesh m2;
+    plan_mesh_make(&m2, 4, 2, 8);
+    ns = plan_strategies(g, att, &m2, sz, NULL, ss, 256);
     bool found = false;
     for (int i = 0; i < ns; i++)
         found |= ss[i].dim[1] == f.h;
     CHECK(found);
-    PassStrategy hs = {{(int16_t)f.b, (int16_t)f.h}};
-    PassSharding ain[3], aout[2];
-    pass_shard_io(g, att, &hs, ain, aout);
+    PlanStrategy hs = {{(int16_t)f.b, (int16_t)f.h}};
+    PlanSharding ain[3], aout[2];
+    plan_shard_io(g, att, &hs, ain, aout);
     CHECK(sh_is(ain[1], f.b, f.kvh, 0) && sh_is(aout[0], f.b, f.h, 0) && sh_is(aout[1], f.b, f.h, 0));
     int64_t loc[32];
-    pass_local_sizes(g, att, &m2, &hs, sz, loc);
+    plan_local_sizes(g, att, &m2, &hs, sz, loc);
     CHECK(loc[f.h] == 4 && loc[f.kvh] == 1 && loc[f.b] == 2);
 
     /* Vocabulary-parallel embedding leaves partial sums; vocabulary-parallel
      * cross-entropy reduces inside, so its loss is not partial over that axis. */
-    PassStrategy vs = {{(int16_t)f.b, (int16_t)f.v}};
-    PassSharding eo[1], co[2];
-    pass_shard_io(g, &g->nodes[f.n_emb], &vs, NULL, eo);
+    PlanStrategy vs = {{(int16_t)f.b, (int16_t)f.v}};
+    PlanSharding eo[1], co[2];
+    plan_shard_io(g, &g->nodes[f.n_emb], &vs, NULL, eo);
     CHECK(sh_is(eo[0], f.b, -1, 2));
-    pass_shard_io(g, &g->nodes[f.n_ce], &vs, NULL, co);
+    plan_shard_io(g, &g->nodes[f.n_ce], &vs, NULL, co);
     CHECK(sh_is(co[0], -1, -1, 1)); /* partial over dp (batch), whole over the vocab axis */
     CHECK(sh_is(co[1], f.b, -1, 0));
 
     /* Requirements: the dp axis splits the batch, a pinned tp the weight
      * itself (not the sequence beside a whole weight). */
-    PassMesh m22;
-    pass_mesh_make(&m22, 2, 2, 8);
-    int nr = pass_strategies(g, mm1, &m22, sz, NULL, ss, 256);
-    int kept = pass_strategies_require(g, mm1, -1, PASS_REQ_BATCH | PASS_REQ_WEIGHTS, ss, nr);
+    PlanMesh m22;
+    plan_mesh_make(&m22, 2, 2, 8);
+    int nr = plan_strategies(g, mm1, &m22, sz, NULL, ss, 256);
+    int kept = plan_strategies_require(g, mm1, -1, PLAN_REQ_BATCH | PLAN_REQ_WEIGHTS, ss, nr);
     CHECK(kept > 0 && kept < nr);
     for (int i = 0; i < kept; i++)
         CHECK(ss[i].dim[0] == f.b && (ss[i].dim[1] == f.d || ss[i].dim[1] == f.f));
     /* A requirement nothing can meet is dropped, never leaving zero strategies:
      * the attention reads no weight. */
-    nr = pass_strategies(g, att, &m22, sz, NULL, ss, 256);
-    CHECK(pass_strategies_require(g, att, -1, PASS_REQ_WEIGHTS, ss, nr) == nr);
+    nr = plan_strategies(g, att, &m22, sz, NULL, ss, 256);
+    CHECK(plan_strategies_require(g, att, -1, PLAN_REQ_WEIGHTS, ss, nr) == nr);
     /* A boundary tensor: only the batch requirement applies. */
-    PassStrategy bs[3] = {{{-1, -1}}, {{(int16_t)f.b, -1}}, {{(int16_t)f.b, (int16_t)f.s}}};
-    CHECK(pass_strategies_require(g, NULL, f.x, PASS_REQ_BATCH | PASS_REQ_SEQ_NORMS, bs, 3) == 2);
+    PlanStrategy bs[3] = {{{-1, -1}}, {{(int16_t)f.b, -1}}, {{(int16_t)f.b, (int16_t)f.s}}};
+    CHECK(plan_strategies_require(g, NULL, f.x, PLAN_REQ_BATCH | PLAN_REQ_SEQ_NORMS, bs, 3) == 2);
 
     char buf[256];
     const char *names[2] = {"dp", "tp"};
-    pass_sharding_str(g, f.w1, &gw1, names, buf, sizeof buf);
+    plan_sharding_str(g, f.w1, &gw1, names, buf, sizeof buf);
     CHECK(strcmp(buf, "w1[d_model, d_ff/tp] (partial over dp)") == 0);
 
     ir_graph_free(g);

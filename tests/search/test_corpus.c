@@ -66,7 +66,7 @@ static void setup(Setup *s, const char *dir, const char *model, const char *gpu,
     s->ctx.cl = &s->cl;
     if (!pass_stack_setup(&s->ctx.st, NULL))
         ir_die("no default stack");
-    s->ctx.attention = PASS_ATTN_FLASH;
+    s->ctx.attention = PLAN_ATTN_FLASH;
     s->cache = pass_ilp_cache_new();
     s->skel = pass_search_skeleton(s->arena, s->g);
 }
@@ -101,7 +101,7 @@ static bool search(Setup *s, const PassSearchPins *pins, double *step, char *lay
     bool ok = r.found;
     if (ok) {
         *step = r.alt[0].pred.step_time_s;
-        pass_layout_str(&r.alt[0].layout, lay, n);
+        plan_layout_str(&r.alt[0].layout, lay, n);
     }
     pass_search_result_free(&r);
     return ok;
@@ -119,7 +119,7 @@ static int layers(const IrGraph *g)
 static bool reruns(const Setup *s, int r)
 {
     for (int i = 0; i < s->g->nfwd; i++)
-        if (pass_recomputed(&s->ctx, s->g, &s->g->nodes[i], (PassRecompute)r))
+        if (pass_recomputed(&s->ctx, s->g, &s->g->nodes[i], (PlanRecompute)r))
             return true;
     return false;
 }
@@ -145,20 +145,20 @@ static void pinned_all(Setup *s, Row *row)
     FILE *null = fopen("/dev/null", "w");
     FILE *was = ir_diag_set_stream(null); /* refusals are counted, not printed */
     for (int tp = 1; tp <= gpn; tp *= 2)
-        for (int pp = 1; pp <= PASS_MAX_PP && pp <= g->npieces; pp++) {
+        for (int pp = 1; pp <= PLAN_MAX_PP && pp <= g->npieces; pp++) {
             if (N % (tp * pp))
                 continue;
             int dp = N / (tp * pp), n = N / pp;
             if ((n % gpn && gpn % n) || gb % dp)
                 continue;
-            for (int v = 1; v <= PASS_MAX_CHUNKS; v++) {
-                if (v > 1 && (pp < 2 || nl % (pp * v) || pp * v > PASS_MAX_STAGES ||
-                              !pass_stack_has_schedule(st, PASS_SCHED_INTERLEAVED)))
+            for (int v = 1; v <= PLAN_MAX_CHUNKS; v++) {
+                if (v > 1 && (pp < 2 || nl % (pp * v) || pp * v > PLAN_MAX_STAGES ||
+                              !pass_stack_has_schedule(st, PLAN_SCHED_INTERLEAVED)))
                     continue;
-                if (v == 1 && pp > 1 && !pass_stack_has_schedule(st, PASS_SCHED_1F1B))
+                if (v == 1 && pp > 1 && !pass_stack_has_schedule(st, PLAN_SCHED_1F1B))
                     continue;
                 for (int mb = 1; mb <= 4; mb++) {
-                    if ((gb / dp) % mb || gb / dp / mb > PASS_MAX_MICRO)
+                    if ((gb / dp) % mb || gb / dp / mb > PLAN_MAX_MICRO)
                         continue;
                     int64_t m = gb / dp / mb;
                     if (v > 1 && m % pp)
@@ -170,7 +170,7 @@ static void pinned_all(Setup *s, Row *row)
                         if (!pass_stack_has_zero(st, zero))
                             continue;
                         PassSearchPins p = {tp, pp, dp, mb, rc, tp > 1 && !st->no_sp, zero,
-                                            v > 1 ? PASS_SCHED_INTERLEAVED : PASS_SCHED_1F1B, v > 1 ? v : 0};
+                                            v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B, v > 1 ? v : 0};
                         double t;
                         char lay[256];
                         PassSearchOpts o;

@@ -74,7 +74,7 @@ static bool setup(Setup *s, const char *dir, const char *model, const char *sets
     s->cl.ngpus = gpus;
     s->cl.gpus_per_node = 8;
     s->ctx.cl = &s->cl;
-    s->ctx.attention = PASS_ATTN_FLASH;
+    s->ctx.attention = PLAN_ATTN_FLASH;
     s->cache = pass_ilp_cache_new();
     s->skel = pass_search_skeleton(s->arena, s->g);
     return true;
@@ -241,7 +241,7 @@ static int test_bounds(const char *dir)
     PassSearchPins p;
     pass_search_pins_none(&p);
     p.tp = 2;
-    p.schedule = PASS_SCHED_INTERLEAVED;
+    p.schedule = PLAN_SCHED_INTERLEAVED;
     bounds_case(dir, "llama2-7b.mdl", "n_layers=8", 64, "a100-80gb", 16, &p);
     return failures;
 }
@@ -261,11 +261,11 @@ static int test_sweep(const char *ref, const char *dir)
     CHECK(pass_search(&s.ctx, s.g, &o, s.cache, &r), "search refused");
     CHECK(r.found, "no plan fits");
     if (r.found) {
-        const PassLayout *L = &r.alt[0].layout;
+        const PlanLayout *L = &r.alt[0].layout;
         char lay[256];
-        printf("ptdc's plan: %s, predicted MFU %.1f%%\n", pass_layout_str(L, lay, sizeof lay),
+        printf("ptdc's plan: %s, predicted MFU %.1f%%\n", plan_layout_str(L, lay, sizeof lay),
                100 * r.alt[0].pred.mfu);
-        const char *rc = pass_layout_recompute_name(L);
+        const char *rc = plan_layout_recompute_name(L);
         double best = 0;
         int match = -1;
         for (int i = 0; i < c.nrows; i++) {
@@ -336,11 +336,11 @@ static int test_megatron(const char *ref, const char *dir, int only)
         if (!pass_stack_preset("megatron", &s.ctx.st))
             ir_die("no megatron stack");
         s.ctx.st.attn_kernel = PASS_KERNEL_FUSED_SOFTMAX;
-        s.ctx.attention = PASS_ATTN_MATERIALIZED;
+        s.ctx.attention = PLAN_ATTN_MATERIALIZED;
         MegaLayout ml = {.tp = tp, .pp = pp, .dp = dp, .v = 1, .micro_batch = 1, .global_batch = gb,
-                         .sp = false, .zero = 0, .recompute = PASS_RECOMPUTE_FULL,
-                         .attention = PASS_ATTN_MATERIALIZED, .gpus_per_node = 8};
-        PassPlan pub;
+                         .sp = false, .zero = 0, .recompute = PLAN_RECOMPUTE_FULL,
+                         .attention = PLAN_ATTN_MATERIALIZED, .gpus_per_node = 8};
+        Plan pub;
         CHECK(mega_plan(s.g, &ml, &pub), "row %d: the published layout does not divide the model", i);
         PassPrediction pr;
         pass_predict(&s.ctx, s.g, &pub, &pr);
@@ -364,7 +364,7 @@ static int test_megatron(const char *ref, const char *dir, int only)
             char lay[256];
             double t_mine = mine.alt[0].pred.step_time_s;
             printf("         ptdc under the same model: %s: %.2f s (%.1f%% MFU) [%.2f s search]\n",
-                   pass_layout_str(&mine.alt[0].layout, lay, sizeof lay), t_mine,
+                   plan_layout_str(&mine.alt[0].layout, lay, sizeof lay), t_mine,
                    100 * mine.alt[0].pred.mfu, mine.stats.seconds);
             CHECK(t_mine <= t_pub * (1 + 1e-9), "row %d: ptdc's plan %.4f s is slower than the published "
                   "layout's %.4f s", i, t_mine, t_pub);
@@ -514,7 +514,7 @@ static int test_json(const char *dir)
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    pass_plan_print_json(f, s.g, &s.ctx, &r);
+    rep_plan_print_json(f, s.g, &s.ctx, &r);
     fclose(f);
     jp = text;
     Json *j = jparse();

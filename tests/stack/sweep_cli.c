@@ -144,7 +144,7 @@ int main(int argc, char **argv)
         char cmd[2048];
         snprintf(cmd, sizeof cmd, "%s --tp %d --pp %d --dp %d --micro-batch %d --recompute %s "
                  "--stack-set attention_kernel=%s --stack-set norm_unfused=%s%s 2>/dev/null", common,
-                 w->tp, w->pp, w->dp, w->mb, w->recompute == PASS_RECOMPUTE_FULL ? "full" : "none",
+                 w->tp, w->pp, w->dp, w->mb, w->recompute == PLAN_RECOMPUTE_FULL ? "full" : "none",
                  kname[w->kernel], yes(!w->rms_kernel),
                  w->kernel >= PASS_KERNEL_FUSED_SOFTMAX ? " --attention materialized" : "");
         Answer a;
@@ -161,7 +161,7 @@ int main(int argc, char **argv)
         if (!ok || !eq)
             printf("  row %d (tp %d pp %d dp %d mb %d %s %s): %s exit %d, fits %d peak %.0f mfu %.9g; "
                    "calibration fits %d peak %.0f mfu %.9g%s\n", i, w->tp, w->pp, w->dp, w->mb,
-                   w->recompute == PASS_RECOMPUTE_FULL ? "full" : "none", w->attn,
+                   w->recompute == PLAN_RECOMPUTE_FULL ? "full" : "none", w->attn,
                    parsed ? a.status : "no JSON", a.exit_status, a.fits, a.peak, a.mfu, w->pred.fits,
                    w->pred.peak_mem_bytes, w->pred.mfu, ok ? "" : "  (bad answer)");
     }

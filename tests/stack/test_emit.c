@@ -24,8 +24,8 @@ static void expect(const char *what, bool megatron, const IrGraph *g, const Pass
     char why[512] = "", *text = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&text, &len);
-    bool ok = megatron ? pass_emit_megatron(m, g, c, a, why, sizeof why)
-                       : pass_emit_torchtitan(m, g, c, a, why, sizeof why);
+    bool ok = megatron ? rep_emit_megatron(m, g, c, a, why, sizeof why)
+                       : rep_emit_torchtitan(m, g, c, a, why, sizeof why);
     fclose(m);
     bool good = want ? !ok && strstr(why, want) && len == 0 : ok && len > 0;
     printf("%s %s %s: %s\n", good ? "ok  " : "FAIL", megatron ? "megatron  " : "torchtitan", what,
@@ -48,12 +48,12 @@ static PassSearchAlt zero(const PassSearchAlt *a, int z)
 
 static void fresh(const PassCostCtx *c, const IrGraph *g, PassSearchAlt *a)
 {
-    PassLayout L = {.gpus = 8, .dp = 2, .tp = 2, .pp = 2, .v = 1, .replicated = 1, .sp = true, .zero = 3,
-                    .micro_batch = 1, .num_micro = 8, .schedule = PASS_SCHED_1F1B,
-                    .recompute = 1u << PASS_RECOMPUTE_NONE};
+    PlanLayout L = {.gpus = 8, .dp = 2, .tp = 2, .pp = 2, .v = 1, .replicated = 1, .sp = true, .zero = 3,
+                    .micro_batch = 1, .num_micro = 8, .schedule = PLAN_SCHED_1F1B,
+                    .recompute = 1u << PLAN_RECOMPUTE_NONE};
     char why[256];
-    if (!pass_framework_alt(c, g, &L, a, why, sizeof why)) {
-        fprintf(stderr, "pass_framework_alt: %s\n", why);
+    if (!rep_framework_alt(c, g, &L, a, why, sizeof why)) {
+        fprintf(stderr, "rep_framework_alt: %s\n", why);
         exit(1);
     }
 }
@@ -85,8 +85,8 @@ int main(int argc, char **argv)
     pass_search_alt_free(&a);
 
     fresh(&fc, g, &a);
-    a.plan.stages[1].recompute = PASS_RECOMPUTE_FULL;
-    pass_plan_layout(g, &a.plan, &a.layout);
+    a.plan.stages[1].recompute = PLAN_RECOMPUTE_FULL;
+    plan_layout(g, &a.plan, &a.layout);
     expect("recomputation differing by stage", true, g, &mc, (b = zero(&a, 1), &b), "recomputes some pipeline stages");
     expect("recomputation differing by stage", false, g, &fc, &a, "recomputes some pipeline stages");
     pass_search_alt_free(&a);

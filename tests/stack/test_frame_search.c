@@ -1,6 +1,6 @@
 /* test_frame_search.c: the framework search's pruning loses nothing. For
  * models and GPU counts under the megatron and fsdp stacks (with the
- * emitters' layout rules), pass_framework_search must find the same best
+ * emitters' layout rules), rep_framework_search must find the same best
  * plan (layout and step time) as the same search with o.exhaustive, which
  * evaluates every micro-batch with every recomputation policy; and that
  * plan must be at least as fast as every fitting layout of the exhaustive
@@ -39,15 +39,15 @@ static void one(const char *models, const char *model, const char *sets, int gpu
         exit(1);
     PassCluster cl = {.ngpus = gpus, .gpus_per_node = 8};
     pass_gpu_preset(gpu, &cl.gpu);
-    PassCostCtx c = {.cl = &cl, .attention = PASS_ATTN_FLASH};
+    PassCostCtx c = {.cl = &cl, .attention = PLAN_ATTN_FLASH};
     pass_stack_preset(stack, &c.st);
-    PassFrameLayoutFn *ok = !strcmp(stack, "megatron") ? pass_megatron_layout : pass_torchtitan_layout;
+    RepFrameLayoutFn *ok = !strcmp(stack, "megatron") ? rep_megatron_layout : rep_torchtitan_layout;
     PassSearchOpts o = {.gpus = gpus, .keep = 64};
     o.pins.recompute = o.pins.sp = o.pins.zero = o.pins.schedule = -1;
     PassSearchResult fast, all;
-    pass_framework_search(&c, g, &o, ok, &fast, why, sizeof why);
+    rep_framework_search(&c, g, &o, ok, &fast, why, sizeof why);
     o.exhaustive = true;
-    pass_framework_search(&c, g, &o, ok, &all, why, sizeof why);
+    rep_framework_search(&c, g, &o, ok, &all, why, sizeof why);
     bool good = fast.found == all.found;
     if (good && fast.found) {
         good = fast.alt[0].pred.step_time_s == all.alt[0].pred.step_time_s;
@@ -56,9 +56,9 @@ static void one(const char *models, const char *model, const char *sets, int gpu
     }
     printf("%s %s%s%s on %d %s, %s: %s %.4f s (%ld evaluated) vs every layout %s %.4f s (%ld)\n",
            good ? "ok  " : "FAIL", model, sets ? " " : "", sets ? sets : "", gpus, gpu, stack,
-           fast.found ? pass_layout_str(&fast.alt[0].layout, lay, sizeof lay) : "none",
+           fast.found ? plan_layout_str(&fast.alt[0].layout, lay, sizeof lay) : "none",
            fast.found ? fast.alt[0].pred.step_time_s : 0, fast.stats.evaluated,
-           all.found ? pass_layout_str(&all.alt[0].layout, lay2, sizeof lay2) : "none",
+           all.found ? plan_layout_str(&all.alt[0].layout, lay2, sizeof lay2) : "none",
            all.found ? all.alt[0].pred.step_time_s : 0, all.stats.evaluated);
     failures += !good;
     pass_search_result_free(&fast);
