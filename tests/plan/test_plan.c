@@ -123,6 +123,7 @@ int main(int argc, char **argv)
     CHECK(!verify(g, &p) && strstr(diag, "cannot execute"), "heads over 3: '%s'", diag);
 
     free(diag);
+    ir_graph_free(g);
     ir_arena_free(a);
     if (failures)
         fprintf(stderr, "test_plan: %d failures\n", failures);
