@@ -352,6 +352,53 @@ void rt_cross_entropy_bwd(rt_act *dlogits, const rt_act *logits, const int32_t *
                           const float *lse, float dloss, int64_t rows, int64_t vocab_local,
                           int64_t vocab_offset, int64_t total_rows);
 
+/* ---------------------------------------------------- mixture of experts */
+/* The `route` and `moe` operators of docs/moe.md (the contract: exact math,
+ * tie rules, capacity, the regularisers and the exchange split). */
+typedef struct RtRoute {
+    int topk;          /* k */
+    int sigmoid;       /* 0: softmax scores, 1: sigmoid */
+    int groups, group_topk; /* 0 or 1 groups: no group limit */
+    int norm;          /* normalise the chosen weights */
+    float scale;       /* routed scaling factor (1: none) */
+    float capacity;    /* 0: dropless */
+    float aux, zloss;  /* coefficients (0: off) */
+} RtRoute;
+/* Limits of both backends (the CUDA kernel keeps a token's scores in
+ * registers): n_experts <= RT_ROUTE_MAX_EXPERTS, topk <= RT_ROUTE_MAX_TOPK. */
+enum { RT_ROUTE_MAX_EXPERTS = 256, RT_ROUTE_MAX_TOPK = 8 };
+
+/* gates, logits [seqs, seq_len, n_experts]: whole sequences (capacity and
+ * aux count per sequence). Capacity C = ceil(capacity * seq_len * topk /
+ * n_experts), computed in double from the float capacity. */
+void rt_route_fwd(rt_act *gates, const rt_act *logits, int64_t seqs, int64_t seq_len,
+                  int64_t n_experts, const RtRoute *r);
+/* dlogits (overwritten) from dgates through the kept choices (gates != 0),
+ * plus the gradients of aux and zloss; global_seqs: the sequences of the
+ * global batch the regularisers average over. The selection is recomputed
+ * from logits (aux counts the top-k before capacity drops). */
+void rt_route_bwd(rt_act *dlogits, const rt_act *logits, const rt_act *gates,
+                  const rt_act *dgates, int64_t seqs, int64_t seq_len, int64_t n_experts,
+                  const RtRoute *r, int64_t global_seqs);
+
+/* y[t] = sum over e with gates[t, e] != 0, ascending e, of gates[t, e] *
+ * (silu(h[t] w_gate[e]) * (h[t] w_up[e])) w_down[e]. h, y [tokens, d_model];
+ * w_gate, w_up [e_local, d_model, d_expert]; w_down [e_local, d_expert,
+ * d_model]. ep == NULL: gates [tokens, gate_cols == e_local]. ep != NULL:
+ * gates [tokens, gate_cols == e_local * size(ep)], rank r holding experts
+ * [r e_local, (r+1) e_local); routed rows travel to their expert's rank and
+ * back (collective over ep, every member calls it). */
+void rt_moe_fwd(RtComm *ep, rt_act *y, const rt_act *h, const rt_act *gates,
+                const rt_act *w_gate, const rt_act *w_up, const rt_act *w_down,
+                int64_t tokens, int64_t d_model, int64_t gate_cols, int64_t e_local,
+                int64_t d_expert);
+/* dh, dgates overwritten; dw_* accumulate. Recomputes the routed rows'
+ * first GEMMs (moe saves only h and gates). */
+void rt_moe_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_grad *dw_up,
+                rt_grad *dw_down, const rt_act *h, const rt_act *gates, const rt_act *w_gate,
+                const rt_act *w_up, const rt_act *w_down, const rt_act *dy, int64_t tokens,
+                int64_t d_model, int64_t gate_cols, int64_t e_local, int64_t d_expert);
+
 /* ------------------------------------------------------------- optimizer */
 /* *out += sum(x^2) in fp32 (for the global gradient norm). */
 void rt_sumsq(float *out, const rt_grad *x, int64_t n);

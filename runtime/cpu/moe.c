@@ -1,0 +1,319 @@
+/* moe.c: the experts of a mixture-of-experts layer (docs/moe.md, `moe`),
+ * with or without the all-to-all exchange of routed rows.
+ *
+ * The routed rows of this rank are listed in send order: by destination
+ * rank, then the destination's local expert, then token (ascending). The
+ * exchange (MPI_Alltoall of per-expert row counts, then MPI_Alltoallv of the
+ * rows) delivers them by source rank, each source's block in that order; a
+ * block copy puts them expert-major, so that the rows of an expert are
+ * ascending (source rank, token): with tokens split over ranks in order,
+ * the same rows in the same order as the one-rank form. Each expert's rows
+ * then run as GEMMs (rt_matmul), the results travel back the same way, and
+ * the token's own rank sums its experts' contributions in ascending expert
+ * index: results do not depend on timing, and 1 rank and n ranks differ
+ * only by the GEMMs' blocking. Without an exchange (ep == NULL) the send
+ * order is already expert-major and nothing moves.
+ *
+ * Workspace is malloc'd per call, sized from the counts, and freed before
+ * return (the routed row count is known only here). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu.h"
+
+/* Who sends what where, for one call. */
+typedef struct {
+    RtComm *ep;       /* NULL: no exchange */
+    int n, me;        /* ranks of ep (1 and 0 without one) */
+    int64_t el, cols; /* local experts; gate columns (el * n) */
+    int64_t nsend;    /* routed rows of this rank's tokens */
+    int64_t *soff;    /* [cols + 1]: send row offset of each (rank, expert) bucket */
+    int *rcnt;        /* [n * el]: rows received from rank p for local expert j */
+    int64_t nrecv;
+    int64_t *ecnt, *eoff; /* [el], [el + 1]: rows per local expert, expert-major offsets */
+} Plan;
+
+static void check_args(const char *fn, RtComm *ep, int64_t tokens, int64_t d_model,
+                       int64_t gate_cols, int64_t e_local, int64_t d_expert)
+{
+    if (tokens < 0 || d_model < 1 || e_local < 1 || d_expert < 1)
+        rt_fatal("%s: sizes tokens=%lld d_model=%lld e_local=%lld d_expert=%lld out of range", fn,
+                 (long long)tokens, (long long)d_model, (long long)e_local, (long long)d_expert);
+    int64_t want = ep ? e_local * rt_comm_size(ep) : e_local;
+    if (gate_cols != want)
+        rt_fatal("%s: gates have %lld columns, but %s needs %lld (e_local = %lld)", fn,
+                 (long long)gate_cols, ep ? "the exchange over the ep ranks" : "ep == NULL",
+                 (long long)want, (long long)e_local);
+}
+
+/* Counts the routed rows, exchanges the counts and lays out both orders. */
+static Plan plan_make(RtComm *ep, const rt_act *gates, int64_t tokens, int64_t gate_cols,
+                      int64_t e_local)
+{
+    Plan P = {.ep = ep, .n = ep ? rt_comm_size(ep) : 1, .me = ep ? rt_comm_rank(ep) : 0,
+              .el = e_local, .cols = gate_cols};
+    P.soff = calloc((size_t)gate_cols + 1, sizeof *P.soff);
+    int *scnt = calloc((size_t)gate_cols, sizeof *scnt);
+    P.rcnt = calloc((size_t)gate_cols, sizeof *P.rcnt);
+    P.ecnt = calloc((size_t)e_local, sizeof *P.ecnt);
+    P.eoff = calloc((size_t)e_local + 1, sizeof *P.eoff);
+    if (!P.soff || !scnt || !P.rcnt || !P.ecnt || !P.eoff)
+        rt_fatal("ptdrt: out of host memory planning an MoE exchange");
+    for (int64_t t = 0; t < tokens; t++)
+        for (int64_t e = 0; e < gate_cols; e++)
+            if (gates[t * gate_cols + e] != 0) {
+                if (scnt[e] == INT32_MAX)
+                    rt_fatal("rt_moe: more than %d rows routed to expert %lld", INT32_MAX, (long long)e);
+                scnt[e]++;
+            }
+    /* buckets are (rank, local expert) = global expert e: ascending e is send order */
+    for (int64_t e = 0; e < gate_cols; e++)
+        P.soff[e + 1] = P.soff[e] + scnt[e];
+    P.nsend = P.soff[gate_cols];
+    if (ep) {
+        /* rcnt[p * el + j]: what rank p routes to our expert j */
+        RT_MPI_WAIT(RTW_ALLTOALL, ep, -1, 0,
+                    MPI_Alltoall(scnt, (int)e_local, MPI_INT, P.rcnt, (int)e_local, MPI_INT,
+                                 ep->comm));
+    } else {
+        memcpy(P.rcnt, scnt, (size_t)gate_cols * sizeof *scnt);
+    }
+    free(scnt);
+    for (int p = 0; p < P.n; p++)
+        for (int64_t j = 0; j < e_local; j++)
+            P.ecnt[j] += P.rcnt[p * e_local + j];
+    for (int64_t j = 0; j < e_local; j++)
+        P.eoff[j + 1] = P.eoff[j] + P.ecnt[j];
+    P.nrecv = P.eoff[e_local];
+    return P;
+}
+
+static void plan_free(Plan *P)
+{
+    free(P->soff);
+    free(P->rcnt);
+    free(P->ecnt);
+    free(P->eoff);
+}
+
+/* Row r of the send order of each routed (t, e), in the order (token, then
+ * expert) the combine walks: the k-th routed choice of t in ascending e. */
+static int64_t *send_rows(const Plan *P, const rt_act *gates, int64_t tokens)
+{
+    int64_t *cur = rtcpu_xmalloc((size_t)P->cols * sizeof *cur);
+    int64_t *row = rtcpu_xmalloc((size_t)P->nsend * sizeof *row);
+    memcpy(cur, P->soff, (size_t)P->cols * sizeof *cur);
+    int64_t i = 0;
+    for (int64_t t = 0; t < tokens; t++)
+        for (int64_t e = 0; e < P->cols; e++)
+            if (gates[t * P->cols + e] != 0)
+                row[i++] = cur[e]++;
+    free(cur);
+    return row;
+}
+
+/* Rows of `width` floats between send order (this rank's tokens) and
+ * receive order (by source rank, then local expert, then token), forward
+ * (to the experts) or back. Without an exchange the two are one buffer. */
+static void exchange(const Plan *P, float *recv, float *send, int64_t width, bool back)
+{
+    if (!P->ep) {
+        memcpy(back ? send : recv, back ? recv : send,
+               (size_t)(P->nsend * width) * sizeof(float));
+        return;
+    }
+    int n = P->n;
+    int *sc = rtcpu_xmalloc((size_t)n * sizeof *sc), *sd = rtcpu_xmalloc((size_t)n * sizeof *sd);
+    int *rc = rtcpu_xmalloc((size_t)n * sizeof *rc), *rd = rtcpu_xmalloc((size_t)n * sizeof *rd);
+    int64_t so = 0, ro = 0;
+    for (int p = 0; p < n; p++) {
+        int64_t s = P->soff[(p + 1) * P->el] - P->soff[p * P->el], r = 0;
+        for (int64_t j = 0; j < P->el; j++)
+            r += P->rcnt[p * P->el + j];
+        sc[p] = rtcpu_mpi_count(s * width, "rt_moe's exchange");
+        rc[p] = rtcpu_mpi_count(r * width, "rt_moe's exchange");
+        sd[p] = rtcpu_mpi_count(so, "rt_moe's exchange");
+        rd[p] = rtcpu_mpi_count(ro, "rt_moe's exchange");
+        so += s * width;
+        ro += r * width;
+    }
+    if (back) /* the reverse: our experts' rows go back to their tokens' ranks */
+        RT_MPI_WAIT(RTW_ALLTOALL, P->ep, -1, 0,
+                    MPI_Alltoallv(recv, rc, rd, MPI_FLOAT, send, sc, sd, MPI_FLOAT,
+                                  P->ep->comm));
+    else
+        RT_MPI_WAIT(RTW_ALLTOALL, P->ep, -1, 0,
+                    MPI_Alltoallv(send, sc, sd, MPI_FLOAT, recv, rc, rd, MPI_FLOAT, P->ep->comm));
+    free(sc);
+    free(sd);
+    free(rc);
+    free(rd);
+}
+
+/* Receive order <-> expert-major order, by blocks of (source rank, expert). */
+static void permute(const Plan *P, float *emaj, float *recv, int64_t width, bool to_expert)
+{
+    int64_t r = 0;
+    int64_t *fill = rtcpu_xmalloc((size_t)P->el * sizeof *fill);
+    memcpy(fill, P->eoff, (size_t)P->el * sizeof *fill);
+    for (int p = 0; p < P->n; p++)
+        for (int64_t j = 0; j < P->el; j++) {
+            int64_t c = P->rcnt[p * P->el + j];
+            float *e = emaj + fill[j] * width, *v = recv + r * width;
+            size_t bytes = (size_t)(c * width) * sizeof(float);
+            if (bytes)
+                memcpy(to_expert ? e : v, to_expert ? v : e, bytes);
+            fill[j] += c;
+            r += c;
+        }
+    free(fill);
+}
+
+static float *fbuf(int64_t n) { return rtcpu_xmalloc((size_t)n * sizeof(float)); }
+
+void rt_moe_fwd(RtComm *ep, rt_act *y, const rt_act *h, const rt_act *gates,
+                const rt_act *w_gate, const rt_act *w_up, const rt_act *w_down,
+                int64_t tokens, int64_t d_model, int64_t gate_cols, int64_t e_local,
+                int64_t d_expert)
+{
+    check_args("rt_moe_fwd", ep, tokens, d_model, gate_cols, e_local, d_expert);
+    int64_t D = d_model, F = d_expert;
+    Plan P = plan_make(ep, gates, tokens, gate_cols, e_local);
+    int64_t *row = send_rows(&P, gates, tokens);
+    float *xs = fbuf(P.nsend * D);
+    int64_t i = 0;
+    for (int64_t t = 0; t < tokens; t++)
+        for (int64_t e = 0; e < gate_cols; e++)
+            if (gates[t * gate_cols + e] != 0)
+                memcpy(xs + row[i++] * D, h + t * D, (size_t)D * sizeof(float));
+    float *xr = fbuf(P.nrecv * D), *xe = fbuf(P.nrecv * D);
+    exchange(&P, xr, xs, D, false);
+    permute(&P, xe, xr, D, true);
+    float *a = fbuf(P.nrecv * F), *b = fbuf(P.nrecv * F), *oe = fbuf(P.nrecv * D);
+    for (int64_t j = 0; j < e_local; j++) {
+        int64_t n = P.ecnt[j], o = P.eoff[j];
+        if (n == 0)
+            continue;
+        rt_matmul(a + o * F, xe + o * D, w_gate + j * D * F, n, F, D, false, false, false);
+        rt_matmul(b + o * F, xe + o * D, w_up + j * D * F, n, F, D, false, false, false);
+        rt_swiglu_fwd(a + o * F, a + o * F, b + o * F, n * F);
+        rt_matmul(oe + o * D, a + o * F, w_down + j * F * D, n, D, F, false, false, false);
+    }
+    permute(&P, oe, xr, D, false);
+    exchange(&P, xr, xs, D, true);
+    /* the combine: each token's experts in ascending index */
+    i = 0;
+    for (int64_t t = 0; t < tokens; t++) {
+        rt_act *yt = y + t * D;
+        memset(yt, 0, (size_t)D * sizeof *yt);
+        for (int64_t e = 0; e < gate_cols; e++) {
+            float g = gates[t * gate_cols + e];
+            if (g == 0)
+                continue;
+            const float *o = xs + row[i++] * D;
+            for (int64_t c = 0; c < D; c++)
+                yt[c] += g * o[c];
+        }
+    }
+    free(a);
+    free(b);
+    free(oe);
+    free(xe);
+    free(xr);
+    free(xs);
+    free(row);
+    plan_free(&P);
+}
+
+/* Per routed row the owner needs h, dy and the gate: one row of 2 D + 1
+ * floats travels; D + 1 come back (the row's dh contribution and dgate). */
+void rt_moe_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_grad *dw_up,
+                rt_grad *dw_down, const rt_act *h, const rt_act *gates, const rt_act *w_gate,
+                const rt_act *w_up, const rt_act *w_down, const rt_act *dy, int64_t tokens,
+                int64_t d_model, int64_t gate_cols, int64_t e_local, int64_t d_expert)
+{
+    check_args("rt_moe_bwd", ep, tokens, d_model, gate_cols, e_local, d_expert);
+    int64_t D = d_model, F = d_expert, W = 2 * D + 1;
+    Plan P = plan_make(ep, gates, tokens, gate_cols, e_local);
+    int64_t *row = send_rows(&P, gates, tokens);
+    float *ps = fbuf(P.nsend * W);
+    int64_t i = 0;
+    for (int64_t t = 0; t < tokens; t++)
+        for (int64_t e = 0; e < gate_cols; e++) {
+            float g = gates[t * gate_cols + e];
+            if (g == 0)
+                continue;
+            float *r = ps + row[i++] * W;
+            memcpy(r, h + t * D, (size_t)D * sizeof(float));
+            memcpy(r + D, dy + t * D, (size_t)D * sizeof(float));
+            r[2 * D] = g;
+        }
+    float *pr = fbuf(P.nrecv * W), *pe = fbuf(P.nrecv * W);
+    exchange(&P, pr, ps, W, false);
+    permute(&P, pe, pr, W, true);
+    int64_t R = P.nrecv;
+    /* unpacked expert-major operands (GEMMs want dense rows) */
+    float *x = fbuf(R * D), *gy = fbuf(R * D), *dyr = fbuf(R * D);
+    float *a = fbuf(R * F), *b = fbuf(R * F), *act = fbuf(R * F), *u = fbuf(R * F);
+    float *back = fbuf(R * (D + 1)), *dx = fbuf(R * D);
+    for (int64_t q = 0; q < R; q++) {
+        const float *r = pe + q * W;
+        float g = r[2 * D];
+        memcpy(x + q * D, r, (size_t)D * sizeof(float));
+        memcpy(dyr + q * D, r + D, (size_t)D * sizeof(float));
+        for (int64_t c = 0; c < D; c++) /* d(expert output) = gate * dy */
+            gy[q * D + c] = g * r[D + c];
+    }
+    for (int64_t j = 0; j < e_local; j++) {
+        int64_t n = P.ecnt[j], o = P.eoff[j];
+        if (n == 0)
+            continue;
+        const float *wg = w_gate + j * D * F, *wu = w_up + j * D * F, *wd = w_down + j * F * D;
+        float *A = a + o * F, *B = b + o * F, *ACT = act + o * F, *U = u + o * F;
+        rt_matmul(A, x + o * D, wg, n, F, D, false, false, false);
+        rt_matmul(B, x + o * D, wu, n, F, D, false, false, false);
+        rt_swiglu_fwd(ACT, A, B, n * F);
+        /* u = dy W_down^T: dgate = <u, act>; d(act) = gate u */
+        rt_matmul(U, dyr + o * D, wd, n, F, D, false, true, false);
+        for (int64_t q = 0; q < n; q++) {
+            float s = 0, g = pe[(o + q) * W + 2 * D];
+            for (int64_t c = 0; c < F; c++) {
+                s += U[q * F + c] * ACT[q * F + c];
+                U[q * F + c] *= g;
+            }
+            back[(o + q) * (D + 1) + D] = s;
+        }
+        rt_matmul_grad(dw_down + j * F * D, ACT, gy + o * D, F, D, n, true, false, true);
+        rt_swiglu_bwd(A, B, A, B, U, n * F); /* A, B now da, db */
+        rt_matmul_grad(dw_gate + j * D * F, x + o * D, A, D, F, n, true, false, true);
+        rt_matmul_grad(dw_up + j * D * F, x + o * D, B, D, F, n, true, false, true);
+        rt_matmul(dx + o * D, A, wg, n, D, F, false, true, false);
+        rt_matmul(dx + o * D, B, wu, n, D, F, false, true, true);
+    }
+    for (int64_t q = 0; q < R; q++)
+        memcpy(back + q * (D + 1), dx + q * D, (size_t)D * sizeof(float));
+    float *br = fbuf(R * (D + 1)), *bs = fbuf(P.nsend * (D + 1));
+    permute(&P, back, br, D + 1, false);
+    exchange(&P, br, bs, D + 1, true);
+    i = 0;
+    for (int64_t t = 0; t < tokens; t++) {
+        rt_act *dht = dh + t * D;
+        memset(dht, 0, (size_t)D * sizeof *dht);
+        for (int64_t e = 0; e < gate_cols; e++) {
+            rt_act *dg = dgates + t * gate_cols + e;
+            if (gates[t * gate_cols + e] == 0) {
+                *dg = 0;
+                continue;
+            }
+            const float *r = bs + row[i++] * (D + 1);
+            for (int64_t c = 0; c < D; c++)
+                dht[c] += r[c];
+            *dg = r[D];
+        }
+    }
+    float *all[] = {ps, pr, pe, x, gy, dyr, a, b, act, u, back, dx, br, bs};
+    for (size_t k = 0; k < sizeof all / sizeof *all; k++)
+        free(all[k]);
+    free(row);
+    plan_free(&P);
+}

@@ -1,0 +1,297 @@
+/* route.c: the router of a mixture-of-experts layer (docs/moe.md, `route`):
+ * scores, group-limited top-k, weights, per-sequence capacity, and the
+ * backward through the kept choices plus the load-balancing and z-loss
+ * regularisers.
+ *
+ * A token's routing is a small computation over at most
+ * RT_ROUTE_MAX_EXPERTS scores; it runs in double so that the fp32 gates are
+ * the exact math rounded once, and ties (equal logits give equal scores)
+ * stay ties. Tokens run on the rank's threads; the capacity step and the
+ * load-balancing counts work per sequence, in token order, so the result
+ * does not depend on the thread count. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "simd.h"
+
+/* One token's routing: scores s[E], the k chosen experts (descending score,
+ * ties to the lower index) and their weights before capacity. */
+typedef struct {
+    double s[RT_ROUTE_MAX_EXPERTS];
+    int pick[RT_ROUTE_MAX_TOPK];
+    double w[RT_ROUTE_MAX_TOPK];
+    double chosen_sum; /* sum of the chosen s (norm's denominator) */
+} Tok;
+
+static void check_route(const char *fn, int64_t seqs, int64_t seq_len, int64_t E, const RtRoute *r)
+{
+    if (seqs < 0 || seq_len < 0)
+        rt_fatal("%s: negative sizes seqs=%lld seq_len=%lld", fn, (long long)seqs,
+                 (long long)seq_len);
+    if (E < 1 || E > RT_ROUTE_MAX_EXPERTS)
+        rt_fatal("%s: n_experts = %lld outside [1, %d]", fn, (long long)E, RT_ROUTE_MAX_EXPERTS);
+    int g = r->groups > 1 ? r->groups : 1;
+    if (E % g != 0)
+        rt_fatal("%s: %d expert groups do not divide %lld experts", fn, g, (long long)E);
+    int gk = g > 1 ? r->group_topk : 1;
+    if (g > 1 && (gk < 1 || gk > g))
+        rt_fatal("%s: group_topk = %d outside [1, %d]", fn, r->group_topk, g);
+    int64_t cand = g > 1 ? (int64_t)gk * (E / g) : E;
+    if (r->topk < 1 || r->topk > RT_ROUTE_MAX_TOPK || r->topk > cand)
+        rt_fatal("%s: topk = %d outside [1, %lld] (at most %d, and no more than the candidate experts)",
+                 fn, r->topk, (long long)(cand < RT_ROUTE_MAX_TOPK ? cand : RT_ROUTE_MAX_TOPK),
+                 RT_ROUTE_MAX_TOPK);
+    if (!(r->capacity >= 0) || !(r->aux >= 0) || !(r->zloss >= 0))
+        rt_fatal("%s: capacity, aux and zloss must be >= 0 (got %g, %g, %g)", fn,
+                 (double)r->capacity, (double)r->aux, (double)r->zloss);
+}
+
+/* Steps 1-4 of docs/moe.md for one token. */
+static void route_token(Tok *t, const rt_act *z, int64_t E, const RtRoute *r)
+{
+    if (r->sigmoid) {
+        for (int64_t e = 0; e < E; e++)
+            t->s[e] = 1.0 / (1.0 + exp(-(double)z[e]));
+    } else {
+        double m = -INFINITY, sum = 0;
+        for (int64_t e = 0; e < E; e++)
+            m = fmax(m, (double)z[e]);
+        for (int64_t e = 0; e < E; e++)
+            sum += t->s[e] = exp((double)z[e] - m);
+        for (int64_t e = 0; e < E; e++)
+            t->s[e] /= sum;
+    }
+    bool cand[RT_ROUTE_MAX_EXPERTS];
+    for (int64_t e = 0; e < E; e++)
+        cand[e] = true;
+    if (r->groups > 1) {
+        int G = r->groups;
+        int64_t per = E / G;
+        double gs[RT_ROUTE_MAX_EXPERTS];
+        for (int g = 0; g < G; g++) {
+            /* the largest s, or (sigmoid) the sum of the two largest */
+            double a = -INFINITY, b = -INFINITY;
+            for (int64_t e = g * per; e < (g + 1) * per; e++) {
+                double v = t->s[e];
+                if (v > a) {
+                    b = a;
+                    a = v;
+                } else if (v > b)
+                    b = v;
+            }
+            gs[g] = r->sigmoid && per > 1 ? a + b : a;
+        }
+        bool keep[RT_ROUTE_MAX_EXPERTS] = {false};
+        for (int i = 0; i < r->group_topk; i++) {
+            int best = -1;
+            for (int g = 0; g < G; g++)
+                if (!keep[g] && (best < 0 || gs[g] > gs[best]))
+                    best = g;
+            keep[best] = true;
+        }
+        for (int64_t e = 0; e < E; e++)
+            cand[e] = keep[e / per];
+    }
+    t->chosen_sum = 0;
+    for (int i = 0; i < r->topk; i++) {
+        int best = -1;
+        for (int64_t e = 0; e < E; e++) /* strict >: ties to the lower index */
+            if (cand[e] && (best < 0 || t->s[e] > t->s[best]))
+                best = (int)e;
+        cand[best] = false;
+        t->pick[i] = best;
+        t->chosen_sum += t->s[best];
+    }
+    for (int i = 0; i < r->topk; i++) {
+        double w = t->s[t->pick[i]];
+        if (r->norm)
+            w /= t->chosen_sum;
+        t->w[i] = w * (double)r->scale;
+    }
+}
+
+/* Tokens an expert keeps per sequence (docs/moe.md step 5); INT64_MAX when
+ * dropless. */
+static int64_t capacity_of(const RtRoute *r, int64_t seq_len, int64_t E)
+{
+    if (r->capacity <= 0)
+        return INT64_MAX;
+    return (int64_t)ceil((double)r->capacity * (double)seq_len * r->topk / (double)E);
+}
+
+/* A choice of the sequence: token position and weight, for the capacity
+ * ranking (largest weight first, ties to the earlier position). */
+typedef struct {
+    double w;
+    int64_t pos;
+    int slot; /* index into the token's pick[] */
+} Choice;
+
+static int by_priority(const void *pa, const void *pb)
+{
+    const Choice *a = pa, *b = pb;
+    if (a->w != b->w)
+        return a->w > b->w ? -1 : 1;
+    return (a->pos > b->pos) - (a->pos < b->pos);
+}
+
+/* Step 5 over one sequence's tokens: clears kept[pos * k + slot] of the
+ * dropped choices. */
+static void apply_capacity(bool *kept, const Tok *tok, int64_t S, int64_t E, const RtRoute *r,
+                           int64_t cap)
+{
+    int k = r->topk;
+    int64_t *cnt = calloc((size_t)E + 1, sizeof *cnt);
+    Choice *ch = rtcpu_xmalloc((size_t)(S * k) * sizeof *ch);
+    if (!cnt)
+        rt_fatal("ptdrt: out of host memory in rt_route_fwd");
+    for (int64_t p = 0; p < S; p++)
+        for (int i = 0; i < k; i++)
+            cnt[tok[p].pick[i] + 1]++;
+    for (int64_t e = 0; e < E; e++)
+        cnt[e + 1] += cnt[e];
+    int64_t *fill = rtcpu_xmalloc((size_t)E * sizeof *fill);
+    memcpy(fill, cnt, (size_t)E * sizeof *fill);
+    for (int64_t p = 0; p < S; p++)
+        for (int i = 0; i < k; i++)
+            ch[fill[tok[p].pick[i]]++] = (Choice){tok[p].w[i], p, i};
+    for (int64_t e = 0; e < E; e++) {
+        int64_t n = cnt[e + 1] - cnt[e];
+        if (n <= cap)
+            continue;
+        qsort(ch + cnt[e], (size_t)n, sizeof *ch, by_priority);
+        for (int64_t j = cap; j < n; j++)
+            kept[ch[cnt[e] + j].pos * k + ch[cnt[e] + j].slot] = false;
+    }
+    free(fill);
+    free(ch);
+    free(cnt);
+}
+
+void rt_route_fwd(rt_act *gates, const rt_act *logits, int64_t seqs, int64_t seq_len,
+                  int64_t n_experts, const RtRoute *r)
+{
+    check_route("rt_route_fwd", seqs, seq_len, n_experts, r);
+    int64_t E = n_experts, S = seq_len, k = r->topk, cap = capacity_of(r, S, E);
+    if (S == 0)
+        return;
+    Tok *tok = rtcpu_xmalloc((size_t)S * sizeof *tok);
+    bool *kept = rtcpu_xmalloc((size_t)(S * k) * sizeof *kept);
+    for (int64_t q = 0; q < seqs; q++) {
+        const rt_act *z = logits + q * S * E;
+        rt_act *g = gates + q * S * E;
+        RTCPU_PRAGMA(omp parallel for schedule(static))
+        for (int64_t p = 0; p < S; p++)
+            route_token(&tok[p], z + p * E, E, r);
+        for (int64_t i = 0; i < S * k; i++)
+            kept[i] = true;
+        if (cap < S * k)
+            apply_capacity(kept, tok, S, E, r, cap);
+        for (int64_t p = 0; p < S; p++) {
+            memset(g + p * E, 0, (size_t)E * sizeof *g);
+            for (int i = 0; i < k; i++)
+                if (kept[p * k + i])
+                    g[p * E + tok[p].pick[i]] = (rt_act)tok[p].w[i];
+        }
+    }
+    free(kept);
+    free(tok);
+}
+
+/* d(objective)/dz for one token: the kept choices' path through steps 4
+ * and 1, the load-balancing term (a[e] = alpha f_e / (S N_seq), the
+ * gradient with respect to p[t, e]) and the z-loss term. */
+static void token_bwd(rt_act *dz, const Tok *t, const rt_act *z, const rt_act *gate,
+                      const rt_act *dgate, int64_t E, const RtRoute *r, const double *a,
+                      double zcoef)
+{
+    double ds[RT_ROUTE_MAX_EXPERTS];
+    for (int64_t e = 0; e < E; e++)
+        ds[e] = 0;
+    double dot = 0; /* sum over the kept of dg_e s_e (norm's quotient rule) */
+    for (int i = 0; i < r->topk; i++) {
+        int e = t->pick[i];
+        if (gate[e] != 0)
+            dot += (double)dgate[e] * t->s[e];
+    }
+    for (int i = 0; i < r->topk; i++) {
+        int e = t->pick[i];
+        double dg = gate[e] != 0 ? (double)dgate[e] : 0;
+        if (r->norm)
+            ds[e] = (double)r->scale * (dg / t->chosen_sum - dot / (t->chosen_sum * t->chosen_sum));
+        else
+            ds[e] = (double)r->scale * dg;
+    }
+    if (a) {
+        if (r->sigmoid) { /* p = s / sum s */
+            double sum = 0, ap = 0;
+            for (int64_t e = 0; e < E; e++)
+                sum += t->s[e];
+            for (int64_t e = 0; e < E; e++)
+                ap += a[e] * t->s[e] / sum;
+            for (int64_t e = 0; e < E; e++)
+                ds[e] += (a[e] - ap) / sum;
+        } else {
+            for (int64_t e = 0; e < E; e++)
+                ds[e] += a[e];
+        }
+    }
+    double sds = 0;
+    if (!r->sigmoid)
+        for (int64_t e = 0; e < E; e++)
+            sds += ds[e] * t->s[e];
+    double m = -INFINITY, sum = 0, lse = 0;
+    if (zcoef != 0) {
+        for (int64_t e = 0; e < E; e++)
+            m = fmax(m, (double)z[e]);
+        for (int64_t e = 0; e < E; e++)
+            sum += exp((double)z[e] - m);
+        lse = m + log(sum);
+    }
+    for (int64_t e = 0; e < E; e++) {
+        double s = t->s[e];
+        double d = r->sigmoid ? ds[e] * s * (1 - s) : s * (ds[e] - sds);
+        if (zcoef != 0) /* d/dz beta lse^2 = 2 beta lse softmax(z) */
+            d += zcoef * 2 * lse * exp((double)z[e] - lse);
+        dz[e] = (rt_act)d;
+    }
+}
+
+void rt_route_bwd(rt_act *dlogits, const rt_act *logits, const rt_act *gates,
+                  const rt_act *dgates, int64_t seqs, int64_t seq_len, int64_t n_experts,
+                  const RtRoute *r, int64_t global_seqs)
+{
+    check_route("rt_route_bwd", seqs, seq_len, n_experts, r);
+    if ((r->aux > 0 || r->zloss > 0) && global_seqs < 1)
+        rt_fatal("rt_route_bwd: global_seqs = %lld, but the regularisers average over the global batch",
+                 (long long)global_seqs);
+    int64_t E = n_experts, S = seq_len, k = r->topk;
+    if (S == 0)
+        return;
+    Tok *tok = rtcpu_xmalloc((size_t)S * sizeof *tok);
+    double a[RT_ROUTE_MAX_EXPERTS];
+    double zcoef = r->zloss > 0 ? (double)r->zloss / ((double)global_seqs * (double)S) : 0;
+    for (int64_t q = 0; q < seqs; q++) {
+        const int64_t off = q * S * E;
+        RTCPU_PRAGMA(omp parallel for schedule(static))
+        for (int64_t p = 0; p < S; p++)
+            route_token(&tok[p], logits + off + p * E, E, r);
+        if (r->aux > 0) {
+            /* f_e = E / (k S) * tokens whose top-k (before drops) holds e */
+            int64_t cnt[RT_ROUTE_MAX_EXPERTS] = {0};
+            for (int64_t p = 0; p < S; p++)
+                for (int i = 0; i < k; i++)
+                    cnt[tok[p].pick[i]]++;
+            for (int64_t e = 0; e < E; e++)
+                a[e] = (double)r->aux * ((double)E / ((double)k * S) * (double)cnt[e]) /
+                       ((double)S * (double)global_seqs);
+        }
+        RTCPU_PRAGMA(omp parallel for schedule(static))
+        for (int64_t p = 0; p < S; p++)
+            token_bwd(dlogits + off + p * E, &tok[p], logits + off + p * E, gates + off + p * E,
+                      dgates + off + p * E, E, r, r->aux > 0 ? a : NULL, zcoef);
+    }
+    free(tok);
+}
