@@ -232,12 +232,12 @@ static void print_routes(Cg *c, FILE *f)
         if (r->op != IR_OP_ROUTE || cg_route_index(g, r) != n)
             continue;
         const IrRoute *a = &r->attr.route;
-        fprintf(f, "%s{%lld, %d, %lld, %lld, %d, %.9gf, %.9gf, %.9gf, %.9gf}", n ? ",\n    " :
+        fprintf(f, "%s{%lld, %d, %lld, %lld, %d, %s, %s, %s, %s}", n ? ",\n    " :
                 "/* topk, sigmoid, groups, group_topk, norm, scale, capacity, aux, zloss */\n"
                 "static const RtRoute cg_routes[] = {\n    ",
                 (long long)a->topk, a->score == IR_SCORE_SIGMOID, (long long)a->groups,
-                (long long)a->group_topk, a->norm ? 1 : 0, a->scale > 0 ? a->scale : 1.0, a->capacity,
-                a->aux, a->zloss);
+                (long long)a->group_topk, a->norm ? 1 : 0, cg_a_flt(c, a->scale > 0 ? a->scale : 1.0).sym,
+                cg_a_flt(c, a->capacity).sym, cg_a_flt(c, a->aux).sym, cg_a_flt(c, a->zloss).sym);
         n++;
     }
     if (n)
