@@ -117,7 +117,7 @@ typedef struct CgBuf {
     X(CROSS_ENTROPY_BWD, "rt_cross_entropy_bwd", "bbbbbnnon")                               \
     X(SIGMOID_FWD, "rt_sigmoid_fwd", "bbn")                                                 \
     X(SIGMOID_BWD, "rt_sigmoid_bwd", "bbbn")                                                \
-    X(ROUTE_FWD, "rt_route_fwd", "bbnnne")                                                  \
+    X(ROUTE_FWD, "rt_route_fwd", "bbnnnebxn")                                               \
     X(ROUTE_BWD, "rt_route_bwd", "bbbbnnnen")                                               \
     X(MOE_FWD, "rt_moe_fwd", "cbbbbbbnnnnn")                                                \
     X(MOE_BWD, "rt_moe_bwd", "cbbbbbbbbbbbnnnnn")                                           \

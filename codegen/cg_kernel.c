@@ -212,13 +212,21 @@ static void route(K *k, const CgArgs *a)
     CgSize S = ir_tensor_has_dim(g, x, g->seq_dim) ? dim1(k, g->seq_dim) : cg_sz_named(NULL, 1, NULL);
     CgSize seqs = cg_sz_div(cg_sz_div(numel(k, x), E), S);
     CgArg r = cg_a_sym(cg_fmt(k->c, "&cg_routes[%d]", cg_route_index(g, k->n)));
-    if (k->n->op == IR_OP_ROUTE) {
-        CALL(ROUTE_FWD, a->out[0], a->in[0], SZ(seqs), SZ(S), SZ(E), r);
-        return;
-    }
     int64_t seq = g->dims[g->seq_dim].size;
     CgSize gs = cg_sz_named("STEP_SEQS", k->c->total_rows / (seq > 0 ? seq : 1),
                             "sequences per optimizer step");
+    if (k->n->op == IR_OP_ROUTE) {
+        /* The regularisers' value joins the objective in g_loss[2], which
+         * the trainer sums over the world: a copy on r ranks of a mesh axis
+         * the route does not split adds 1/r of it. */
+        int copies = 1;
+        for (int ax = 0; ax < k->c->naxes; ax++)
+            if (k->s->dim[ax] < 0)
+                copies *= k->c->mesh.size[ax];
+        CALL(ROUTE_FWD, a->out[0], a->in[0], SZ(seqs), SZ(S), SZ(E), r, cg_a_sym("g_loss + 2"),
+             FLT(1.0 / copies), SZ(gs));
+        return;
+    }
     CALL(ROUTE_BWD, a->out[0], a->in[0], a->in[1], a->in[2], SZ(seqs), SZ(S), SZ(E), r, SZ(gs));
 }
 

@@ -140,7 +140,7 @@ void cg_memplan(Cg *c, CgRankProg *r)
         b->stride = align(b->numel);
         b->offset = place(r, b->type, b->stride * r->nslots[b->chunk], CG_MEM_ACT);
     }
-    r->loss_off = place(r, CG_F32, 1, CG_MEM_WS);
+    r->loss_off = place(r, CG_F32, 3, CG_MEM_WS); /* loss, gradient norm, regularisers */
     /* Interface temporaries: packed per op, the region sized for the largest. */
     int n = r->bufs.n;
     CgBuf **set = ir_alloc(c->arena, sizeof *set * (size_t)(n + 1));

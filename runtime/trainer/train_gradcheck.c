@@ -13,7 +13,7 @@
  * every rank leaves the rest matched). A third of a step's work. */
 static double gc_forward_loss(void)
 {
-    rt_zero(g_loss, 2 * sizeof(float));
+    rt_zero(g_loss, 3 * sizeof(float));
     for (int k = 0; k < tr_prog->nsched; k++) {
         const CgSchedOp *op = &tr_prog->sched[k];
         if (!op->bwd)

@@ -192,7 +192,7 @@ void tr_run_schedule(void)
         bucket_left[b] = tr_prog->bucket_start[b + 1] - tr_prog->bucket_start[b];
         bucket_issued[b] = 0;
     }
-    rt_zero(g_loss, 2 * sizeof(float));
+    rt_zero(g_loss, 3 * sizeof(float));
     for (int k = 0; k < tr_prog->nsched; k++) {
         const CgSchedOp *op = &tr_prog->sched[k];
         int slot = op->mb % tr_prog->nslots[op->chunk];
@@ -241,13 +241,16 @@ void tr_reduce_grads(void)
     tr_wait_reqs();
 }
 
-/* The step's loss: summed over micro-batches by cross-entropy, over the world here. */
+/* The step's objective: the loss, summed over micro-batches by
+ * cross-entropy (one copy of it counted), and the routers' regularisers
+ * (g_loss[2], each copy weighted by its share), summed over the world
+ * here. g_loss[1] rides along: the optimizer zeroes it before its use. */
 double tr_world_loss(void)
 {
-    float host;
+    float host[3];
     if (!(tr_pp_rank == CG_LOSS_PP && tr_counts(CG_LOSS_MASK)))
         rt_zero(g_loss, sizeof(float));
-    rt_allreduce(tr_world, g_loss, 1, RT_F32);
-    rt_to_host(&host, g_loss, sizeof host);
-    return host;
+    rt_allreduce(tr_world, g_loss, 3, RT_F32);
+    rt_to_host(host, g_loss, sizeof host);
+    return (double)host[0] + host[2];
 }

@@ -36,7 +36,8 @@ extern const CgRank cg_ranks[CG_PP];
 extern RtComm *g_comm[4];      /* g_comm[m]: the ranks of this stage differing only along the
                                   mesh axes in bitmask m (NULL for m = 0) */
 extern int g_coord[2];         /* this rank's mesh coordinate */
-extern float *g_loss;          /* the step's loss, summed by cross-entropy */
+extern float *g_loss;          /* the step's loss, summed by cross-entropy; [1] the gradients'
+                                  sum of squares; [2] the routers' regularisers (docs/moe.md) */
 extern rt_act *g_scratch;      /* staging area of the *_dim collectives */
 extern rt_act *g_ws_act;       /* workspace of one piece function */
 extern float *g_ws_f32;
