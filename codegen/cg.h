@@ -115,6 +115,12 @@ typedef struct CgBuf {
     X(SOFTMAX_BWD, "rt_softmax_bwd", "bbbnn")                                               \
     X(CROSS_ENTROPY_FWD, "rt_cross_entropy_fwd", "bbbbnnonc")                               \
     X(CROSS_ENTROPY_BWD, "rt_cross_entropy_bwd", "bbbbbnnon")                               \
+    X(SIGMOID_FWD, "rt_sigmoid_fwd", "bbn")                                                 \
+    X(SIGMOID_BWD, "rt_sigmoid_bwd", "bbbn")                                                \
+    X(ROUTE_FWD, "rt_route_fwd", "bbnnne")                                                  \
+    X(ROUTE_BWD, "rt_route_bwd", "bbbbnnnen")                                               \
+    X(MOE_FWD, "rt_moe_fwd", "cbbbbbbnnnnn")                                                \
+    X(MOE_BWD, "rt_moe_bwd", "cbbbbbbbbbbbnnnnn")                                           \
     X(REDUCE_ROWS, "rt_reduce_rows", "bbnnf")                                               \
     X(REDUCE_ROWS_GRAD, "rt_reduce_rows_grad", "bbnnf")                                     \
     X(COPY, "rt_copy", "bby")                                                               \
@@ -394,6 +400,7 @@ typedef struct CgArgs {
 void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a);
 void cg_kernel_batch(Cg *c, CgOp *op, int piece, const IrNode *const *n, const CgArgs *a, int count);
 bool cg_kernel_accumulates(const IrNode *n, int j); /* output j always accumulates (dw, db, dtable): an rt_grad */
+int cg_route_index(const IrGraph *g, const IrNode *n); /* the row of cg_routes[] (model.c) a route or its backward passes */
 
 /* cg_mem.c */
 void cg_memplan(Cg *c, CgRankProg *r);

@@ -63,6 +63,7 @@ bool cg_kernel_accumulates(const IrNode *n, int j)
     case IR_OP_EMBEDDING_BWD: return true;
     case IR_OP_RMSNORM_BWD: return j == 1;
     case IR_OP_LAYERNORM_BWD: return j >= 1;
+    case IR_OP_MOE_BWD: return j >= 2; /* the experts' weights */
     default: return false;
     }
 }
@@ -182,6 +183,73 @@ static void cross_entropy(K *k, const CgArgs *a)
              offset_of(k, vd, vl), SZ(total));
 }
 
+int cg_route_index(const IrGraph *g, const IrNode *n)
+{
+    const IrNode *f = n->fwd >= 0 ? &g->nodes[n->fwd] : n;
+    int k = 0;
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *r = &g->nodes[i];
+        if (r->op != IR_OP_ROUTE)
+            continue;
+        if (memcmp(&r->attr.route, &f->attr.route, sizeof r->attr.route) == 0)
+            return k;
+        bool first = true; /* count distinct routes only */
+        for (int j = 0; j < i && first; j++)
+            first = !(g->nodes[j].op == IR_OP_ROUTE &&
+                      memcmp(&g->nodes[j].attr.route, &r->attr.route, sizeof r->attr.route) == 0);
+        k += first;
+    }
+    ir_die("codegen: route node %d not found", f->id);
+}
+
+/* route: rows grouped by sequence (capacity and aux count per sequence). */
+static void route(K *k, const CgArgs *a)
+{
+    const IrGraph *g = k->c->g;
+    int x = k->f->in[0];
+    const IrTensor *t = T(k, x);
+    CgSize E = dim1(k, t->dim[t->rank - 1]);
+    CgSize S = ir_tensor_has_dim(g, x, g->seq_dim) ? dim1(k, g->seq_dim) : cg_sz_named(NULL, 1, NULL);
+    CgSize seqs = cg_sz_div(cg_sz_div(numel(k, x), E), S);
+    CgArg r = cg_a_sym(cg_fmt(k->c, "&cg_routes[%d]", cg_route_index(g, k->n)));
+    if (k->n->op == IR_OP_ROUTE) {
+        CALL(ROUTE_FWD, a->out[0], a->in[0], SZ(seqs), SZ(S), SZ(E), r);
+        return;
+    }
+    int64_t seq = g->dims[g->seq_dim].size;
+    CgSize gs = cg_sz_named("STEP_SEQS", k->c->total_rows / (seq > 0 ? seq : 1),
+                            "sequences per optimizer step");
+    CALL(ROUTE_BWD, a->out[0], a->in[0], a->in[1], a->in[2], SZ(seqs), SZ(S), SZ(E), r, SZ(gs));
+}
+
+/* moe: the exchange axes' communicator (NULL without), token rows, and the
+ * gates' columns: every expert's under an exchange, the local ones else. */
+static void moe(K *k, const CgArgs *a)
+{
+    const IrGraph *g = k->c->g;
+    const IrTensor *h = T(k, k->f->in[0]), *wg = T(k, k->f->in[2]);
+    CgSize D = dim1(k, h->dim[h->rank - 1]), El = dim1(k, wg->dim[0]), F = dim1(k, wg->dim[2]);
+    CgSize tok = cg_sz_div(numel(k, k->f->in[0]), D);
+    int mask = 0, ep = plan_ep_degree(g, k->f, &k->c->mesh, k->s);
+    for (int ax = 0; ax < k->c->naxes; ax++)
+        if (k->s->xchg >> ax & 1)
+            mask |= 1 << ax;
+    CgSize cols = El;
+    if (ep > 1) {
+        cols = cg_sz_named(NULL, El.v * ep, NULL);
+        cols.nf = 1;
+        cols.dim[0] = (int16_t)wg->dim[0];
+        cols.local[0] = El.v * ep;
+    }
+    if (k->n->op == IR_OP_MOE)
+        CALL(MOE_FWD, cg_a_comm(mask), a->out[0], a->in[0], a->in[1], a->in[2], a->in[3], a->in[4],
+             SZ(tok), SZ(D), SZ(cols), SZ(El), SZ(F));
+    else
+        CALL(MOE_BWD, cg_a_comm(mask), a->out[0], a->out[1], a->out[2], a->out[3], a->out[4],
+             a->in[0], a->in[1], a->in[2], a->in[3], a->in[4], a->in[5], SZ(tok), SZ(D), SZ(cols),
+             SZ(El), SZ(F));
+}
+
 void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a)
 {
     K kk = k_of(c, op, piece, n), *k = &kk;
@@ -252,6 +320,14 @@ void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a)
     }
     case IR_OP_CROSS_ENTROPY:
     case IR_OP_CROSS_ENTROPY_BWD: cross_entropy(k, a); return;
+    case IR_OP_SIGMOID: CALL(SIGMOID_FWD, a->out[0], a->in[0], SZ(numel(k, n->out[0]))); return;
+    case IR_OP_SIGMOID_BWD:
+        CALL(SIGMOID_BWD, a->out[0], a->in[0], a->in[1], SZ(numel(k, n->out[0])));
+        return;
+    case IR_OP_ROUTE:
+    case IR_OP_ROUTE_BWD: route(k, a); return;
+    case IR_OP_MOE:
+    case IR_OP_MOE_BWD: moe(k, a); return;
     case IR_OP_REDUCE_SUM:
         cols = numel(k, n->out[0]);
         cg_call(c, op, piece, 0, a->grad_out ? CG_CALL_REDUCE_ROWS_GRAD : CG_CALL_REDUCE_ROWS,

@@ -221,6 +221,29 @@ static uint64_t plan_hash(const Cg *c)
     return h;
 }
 
+/* The distinct routers' attributes (docs/moe.md), which rt_route_fwd and
+ * rt_route_bwd take as &cg_routes[i] (cg_route_index). */
+static void print_routes(Cg *c, FILE *f)
+{
+    const IrGraph *g = c->g;
+    int n = 0;
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *r = &g->nodes[i];
+        if (r->op != IR_OP_ROUTE || cg_route_index(g, r) != n)
+            continue;
+        const IrRoute *a = &r->attr.route;
+        fprintf(f, "%s{%lld, %d, %lld, %lld, %d, %s, %s, %s, %s}", n ? ",\n    " :
+                "/* topk, sigmoid, groups, group_topk, norm, scale, capacity, aux, zloss */\n"
+                "static const RtRoute cg_routes[] = {\n    ",
+                (long long)a->topk, a->score == IR_SCORE_SIGMOID, (long long)a->groups,
+                (long long)a->group_topk, a->norm ? 1 : 0, cg_a_flt(c, a->scale > 0 ? a->scale : 1.0).sym,
+                cg_a_flt(c, a->capacity).sym, cg_a_flt(c, a->aux).sym, cg_a_flt(c, a->zloss).sym);
+        n++;
+    }
+    if (n)
+        fprintf(f, "\n};\n\n");
+}
+
 static void print_header(Cg *c, FILE *h)
 {
     const Plan *p = c->p;
@@ -296,6 +319,7 @@ bool cg_print_model(Cg *c, FILE *h, FILE *f)
     fprintf(f, " * Sizes are local to one rank: \"/tp\" marks a dim split over that mesh axis,\n"
                " * \"partial over tp\" a tensor holding partial sums over it. */\n");
     fprintf(f, "#include \"trainer.h\"\n\n");
+    print_routes(c, f);
     /* Pieces, per rank and chunk; kinds shared across ranks. */
     StagePrint **stages = ir_alloc(c->arena, sizeof *stages * (size_t)p->pp);
     for (int rk = 0; rk < p->pp; rk++) {

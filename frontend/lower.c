@@ -213,19 +213,30 @@ static bool set_attr(Lower *lw, IrOp op, const FeArg *arg, IrAttrs *at)
         }
         ir_attr_set(at, (IrAttrId)which, v->i != 0);
         return true;
-    case IR_AK_WORD:
-        /* The only keyword attribute: rope's scaling (IrRopeKind). */
+    case IR_AK_WORD: {
+        /* A keyword of the attribute's own list (attrs.def WORDS); the
+         * first is the default, which rope's scaling leaves unwritten. */
+        const char *const *w = ir_attr_words((IrAttrId)which);
+        int first = op == IR_OP_ROPE ? 1 : 0, nw = 0;
+        char list[160] = "";
+        for (int k = first; w[k]; k++) {
+            size_t l = strlen(list);
+            snprintf(list + l, sizeof list - l, "%s%s", l ? ", " : "", w[k]);
+        }
         if (v->kind != FE_E_NAME) {
-            ir_error(v->loc, "%s: %s names a scheme: llama3", opname, arg->name);
+            ir_error(v->loc, "%s: %s is one of: %s", opname, arg->name, list);
             return false;
         }
-        if (strcmp(v->name, "llama3") != 0) {
-            ir_error(v->loc, "%s: %s '%s' is not implemented (ptdc implements llama3, "
-                     "LLaMA-3.1's)", opname, arg->name, v->name);
+        while (w[nw] && strcmp(w[nw], v->name) != 0)
+            nw++;
+        if (!w[nw] || nw < first) {
+            ir_error(v->loc, "%s: %s '%s' is not implemented (ptdc implements %s)", opname,
+                     arg->name, v->name, list);
             return false;
         }
-        ir_attr_set(at, (IrAttrId)which, IR_ROPE_LLAMA3);
+        ir_attr_set(at, (IrAttrId)which, nw);
         return true;
+    }
     case IR_AK_COUNT: {
         if (v->kind == FE_E_BOOL) {
             ir_error(v->loc, "%s: %s is an integer, not %s", opname, arg->name, v->i ? "true" : "false");

@@ -11,6 +11,22 @@ const IrAttrInfo ir_attrs[IR_NATTRS] = {
 #undef ATTR
 };
 
+const char *const *ir_attr_words(IrAttrId id)
+{
+    switch (id) {
+#define WORDS(ID, ...)                                                                        \
+    case IR_ATTR_##ID: {                                                                      \
+        static const char *const w[] = {__VA_ARGS__, NULL};                                   \
+        return w;                                                                             \
+    }
+#define ATTR(ID, op, name, kind, flags, field)
+#include "attrs.def"
+#undef ATTR
+#undef WORDS
+    default: return NULL;
+    }
+}
+
 double ir_attr_get(const IrAttrs *a, IrAttrId id)
 {
     switch (id) {
@@ -43,9 +59,14 @@ const char *ir_attr_str(const IrGraph *g, const IrAttrs *a, IrAttrId id, char *b
     case IR_AK_BOOL: snprintf(buf, n, "%s", v != 0 ? "true" : "false"); break;
     case IR_AK_DIM: snprintf(buf, n, "%s", v >= 0 && v < g->ndims ? g->dims[(int)v].name : "?"); break;
     case IR_AK_COUNT: snprintf(buf, n, "%lld", (long long)v); break;
-    case IR_AK_WORD: /* the one keyword attribute: rope's scaling */
-        snprintf(buf, n, "%s", (IrRopeKind)v == IR_ROPE_LLAMA3 ? "llama3" : "plain");
+    case IR_AK_WORD: {
+        const char *const *w = ir_attr_words(id);
+        int k = 0;
+        while (w && w[k] && k < (int)v)
+            k++;
+        snprintf(buf, n, "%s", w && w[k] && k == (int)v ? w[k] : "?");
         break;
+    }
     }
     return buf;
 }

@@ -125,7 +125,7 @@ FILE *ir_open_regular(const char *path, const char *what, IrLoc from);
 /* ------------------------------------------------------------------- the IR */
 #define IR_MAX_RANK 6   /* dims per tensor */
 #define IR_MAX_IN 6     /* ATTENTION_BWD reads q, k, v, o, lse, do */
-#define IR_MAX_OUT 3    /* LAYERNORM_BWD writes dx, dw, db */
+#define IR_MAX_OUT 5    /* MOE_BWD writes dh, dgates and three weight gradients */
 
 typedef enum {
 #define OP(ID, name, nin, nout, flags, saves) IR_OP_##ID,
@@ -143,12 +143,14 @@ enum {
     IR_OPF_GRAD_SUM = 1 << 5, /* backward adds its inputs' gradients into their running sums */
 };
 
+/* Input i's bit is 1 << i (up to IR_MAX_IN), output j's 1 << (8 + j). */
 enum {
     IR_SAVE_IN0 = 1 << 0, IR_SAVE_IN1 = 1 << 1, IR_SAVE_IN2 = 1 << 2,
-    IR_SAVE_OUT0 = 1 << 4, IR_SAVE_OUT1 = 1 << 5, IR_SAVE_OUT2 = 1 << 6,
+    IR_SAVE_IN3 = 1 << 3, IR_SAVE_IN4 = 1 << 4,
+    IR_SAVE_OUT0 = 1 << 8, IR_SAVE_OUT1 = 1 << 9, IR_SAVE_OUT2 = 1 << 10,
 };
 #define IR_SAVE_IN(i) (1 << (i))
-#define IR_SAVE_OUT(i) (1 << (4 + (i)))
+#define IR_SAVE_OUT(i) (1 << (8 + (i)))
 
 typedef struct IrOpInfo {
     const char *name;
@@ -230,6 +232,21 @@ typedef struct IrRopeScaling {
     int64_t original_max_position;
 } IrRopeScaling;
 
+/* ROUTE's score function (docs/moe.md). */
+typedef enum { IR_SCORE_SOFTMAX, IR_SCORE_SIGMOID } IrRouteScore;
+
+/* ROUTE's attributes (docs/moe.md has the math). 0 means absent for scale
+ * (1), groups and group_topk (no group limit), capacity (dropless), aux and
+ * zloss (off). */
+typedef struct IrRoute {
+    int64_t topk;
+    int score;           /* IrRouteScore */
+    bool norm;           /* normalise the chosen weights to sum 1 */
+    double scale;
+    int64_t groups, group_topk;
+    double capacity, aux, zloss;
+} IrRoute;
+
 /* Operator attributes; which fields an op uses is stated in ops.def comments
  * and checked by the verifier. */
 typedef struct IrAttrs {
@@ -244,6 +261,7 @@ typedef struct IrAttrs {
                             x's last dim; SOFTMAX: the last dim). */
     int ncontract;       /* MATMUL: contracted dims, shared by both inputs */
     int contract[IR_MAX_RANK];
+    IrRoute route;       /* ROUTE */
 } IrAttrs;
 
 /* The attributes one by one (ir/attrs.def): IR_ATTR_<ID>, and for each the
@@ -275,6 +293,9 @@ extern const IrAttrInfo ir_attrs[IR_NATTRS];
  * its enum value), and setting one from such a number. */
 double ir_attr_get(const IrAttrs *a, IrAttrId id);
 void ir_attr_set(IrAttrs *a, IrAttrId id, double v);
+/* The keywords of an IR_AK_WORD attribute (NULL-terminated; index = value),
+ * or NULL for other kinds. */
+const char *const *ir_attr_words(IrAttrId id);
 /* Its value as --emit ir prints it ("1e-05", "seq", "true", "llama3") into
  * buf; the graph names DIM values. */
 const char *ir_attr_str(const struct IrGraph *g, const IrAttrs *a, IrAttrId id, char *buf, size_t n);

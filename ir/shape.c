@@ -396,6 +396,102 @@ static bool shape_CROSS_ENTROPY(IrGraph *g, IrNode *n)
     return true;
 }
 
+static bool shape_SIGMOID(IrGraph *g, IrNode *n) { return unary(g, n, "sigmoid"); }
+
+/* route(logits): gates over the last (expert) dim, the top-k nonzero. The
+ * counts must make a choice possible: k experts among the groups kept. */
+static bool shape_ROUTE(IrGraph *g, IrNode *n)
+{
+    const IrTensor *x = T(0);
+    const IrRoute *r = &n->attr.route;
+    if (!need_float(g, n, 0))
+        return false;
+    if (x->rank < 2) {
+        ir_error(n->loc, "route: logits '%s' %s need a leading token dim and a last expert dim",
+                 x->base, shp(g, x));
+        return false;
+    }
+    int64_t E = g->dims[x->dim[x->rank - 1]].size;
+    const char *ename = dimname(g, x->dim[x->rank - 1]);
+    if (r->topk < 1 || r->topk > E) {
+        ir_error(n->loc, "route: topk = %lld must be between 1 and the %lld experts of '%s'",
+                 (long long)r->topk, (long long)E, ename);
+        return false;
+    }
+    if ((r->groups > 0) != (r->group_topk > 0)) {
+        ir_error(n->loc, "route: groups and group_topk come together (group-limited routing)");
+        return false;
+    }
+    if (r->groups > 0) {
+        if (E % r->groups != 0 || r->group_topk > r->groups) {
+            ir_error(n->loc, "route: %lld groups must divide the %lld experts and group_topk = %lld "
+                     "cannot exceed them", (long long)r->groups, (long long)E,
+                     (long long)r->group_topk);
+            return false;
+        }
+        if (r->topk > r->group_topk * (E / r->groups)) {
+            ir_error(n->loc, "route: topk = %lld is more than the %lld experts of the %lld groups "
+                     "kept", (long long)r->topk, (long long)(r->group_topk * (E / r->groups)),
+                     (long long)r->group_topk);
+            return false;
+        }
+    }
+    out(g, n, 0, "gates", x->dtype, IR_ACT, x->rank, x->dim);
+    return true;
+}
+
+/* moe(h, gates, e_gate, e_up, e_down): h [..., d_model], gates the same
+ * leading dims and [expert]; e_gate, e_up [expert, d_model, d_expert];
+ * e_down [expert, d_expert, d_model]. y has h's dims. */
+static bool shape_MOE(IrGraph *g, IrNode *n)
+{
+    for (int i = 0; i < 5; i++)
+        if (!need_float(g, n, i))
+            return false;
+    const IrTensor *h = T(0), *gt = T(1), *wg = T(2), *wu = T(3), *wd = T(4);
+    if (h->rank < 2 || gt->rank != h->rank ||
+        memcmp(h->dim, gt->dim, sizeof(int) * (size_t)(h->rank - 1)) != 0) {
+        ir_error(n->loc, "moe: gates '%s' %s must have the dims of the input '%s' %s with the "
+                 "expert dim last", gt->base, shp(g, gt), h->base, shp(g, h));
+        return false;
+    }
+    if (gt->producer < 0 || g->nodes[gt->producer].op != IR_OP_ROUTE) {
+        ir_error(n->loc, "moe: the gates '%s' must be made by route(...): a zero gate means "
+                 "\"not routed\" (docs/moe.md)", gt->base);
+        return false;
+    }
+    int E = gt->dim[gt->rank - 1], D = h->dim[h->rank - 1];
+    if (wg->rank != 3 || wg->dim[0] != E || wg->dim[1] != D) {
+        ir_error(n->loc, "moe: the experts' gate weight '%s' %s must be [%s, %s, d_expert]",
+                 wg->base, shp(g, wg), dimname(g, E), dimname(g, D));
+        return false;
+    }
+    int F = wg->dim[2];
+    if (F == D || F == E) {
+        ir_error(n->loc, "moe: the experts' width in '%s' %s needs a dim of its own", wg->base,
+                 shp(g, wg));
+        return false;
+    }
+    if (wu->rank != 3 || memcmp(wu->dim, wg->dim, sizeof(int) * 3) != 0) {
+        ir_error(n->loc, "moe: the experts' up weight '%s' %s must be [%s, %s, %s] like '%s'",
+                 wu->base, shp(g, wu), dimname(g, E), dimname(g, D), dimname(g, F), wg->base);
+        return false;
+    }
+    if (wd->rank != 3 || wd->dim[0] != E || wd->dim[1] != F || wd->dim[2] != D) {
+        ir_error(n->loc, "moe: the experts' down weight '%s' %s must be [%s, %s, %s]", wd->base,
+                 shp(g, wd), dimname(g, E), dimname(g, F), dimname(g, D));
+        return false;
+    }
+    for (int i = 0; i < h->rank - 1; i++)
+        if (h->dim[i] == E || h->dim[i] == F) {
+            ir_error(n->loc, "moe: the input '%s' %s cannot carry the expert dims", h->base,
+                     shp(g, h));
+            return false;
+        }
+    out(g, n, 0, "moe", h->dtype, IR_ACT, h->rank, h->dim);
+    return true;
+}
+
 /* Backward ops are created by autodiff with ir_node_add_raw, which knows
  * their shapes from the forward tensors; reaching a rule here is a bug. */
 #define BWD_RULE(ID)                                                                          \
@@ -415,6 +511,9 @@ BWD_RULE(GELU_BWD)
 BWD_RULE(SWIGLU_BWD)
 BWD_RULE(SOFTMAX_BWD)
 BWD_RULE(CROSS_ENTROPY_BWD)
+BWD_RULE(SIGMOID_BWD)
+BWD_RULE(ROUTE_BWD)
+BWD_RULE(MOE_BWD)
 BWD_RULE(REDUCE_SUM)
 
 static ShapeRule *const rules[IR_NUM_OPS] = {

@@ -161,6 +161,13 @@ static void check_node(const IrGraph *g, int i)
         !(n->attr.rope.factor > 0 && n->attr.rope.high_freq_factor > n->attr.rope.low_freq_factor &&
           n->attr.rope.low_freq_factor > 0 && n->attr.rope.original_max_position > 0))
         bad("%s %d has invalid llama3 scaling", op->name, i);
+    if (n->op == IR_OP_ROUTE || n->op == IR_OP_ROUTE_BWD) {
+        const IrRoute *r = &n->attr.route;
+        if (r->topk < 1 || r->scale < 0 || r->capacity < 0 || r->aux < 0 || r->zloss < 0 ||
+            (r->score != IR_SCORE_SOFTMAX && r->score != IR_SCORE_SIGMOID) ||
+            (r->groups > 0) != (r->group_topk > 0))
+            bad("%s %d has invalid routing attributes", op->name, i);
+    }
 }
 
 static void check_pieces(const IrGraph *g)

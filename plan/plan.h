@@ -53,6 +53,10 @@ typedef struct PlanMesh {
 
 typedef struct PlanStrategy {
     int16_t dim[PLAN_MAX_AXES];   /* loop dim split over axis a, or -1 */
+    uint16_t xchg;                /* bit a: an exchange split (docs/moe.md): MOE's expert
+                                     dim is split over axis a as well as the token dim
+                                     dim[a]; rows travel to their expert's rank and back
+                                     inside the op (expert parallelism) */
 } PlanStrategy;
 
 typedef struct PlanSharding {
@@ -124,6 +128,13 @@ void plan_shard_io(const IrGraph *g, const IrNode *n, const PlanStrategy *s, Pla
 PlanSharding plan_shard_grad_in(const IrGraph *g, const IrNode *n, const PlanStrategy *s, int i);
 /* Sharding of tensor t that a strategy implies (dims only, no partial). */
 PlanSharding plan_shard_of(const IrGraph *g, int t, const PlanStrategy *s);
+/* MOE: the expert dim, which an exchange split (PlanStrategy.xchg) splits;
+ * -1 for other ops. The top-k of the route making its gates (rules.c). */
+int plan_expert_dim(const IrGraph *g, const IrNode *n);
+int plan_route_topk(const IrGraph *g, const IrNode *moe);
+/* The mesh axes carrying an exchange split of n under s (bit a), and the
+ * product of their sizes: n's expert-parallel degree. */
+int plan_ep_degree(const IrGraph *g, const IrNode *n, const PlanMesh *m, const PlanStrategy *s);
 
 /* Local (per-rank) size of every dim inside node n under strategy s (for
  * ATTENTION the kv-heads dim shrinks with the heads dim). */

@@ -31,3 +31,11 @@ bool plan_recomputed(const IrGraph *g, const IrNode *n, PlanRecompute r, bool ma
     }
     return false;
 }
+
+int plan_route_topk(const IrGraph *g, const IrNode *moe)
+{
+    int p = g->tensors[moe->in[1]].producer;
+    if (p < 0 || g->nodes[p].op != IR_OP_ROUTE)
+        ir_die("moe node %d: its gates come from no route", moe->id);
+    return (int)g->nodes[p].attr.route.topk;
+}

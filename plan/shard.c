@@ -58,6 +58,33 @@ static int kv_dim(const IrGraph *g, const IrNode *n, int heads)
     return heads == q->dim[2] ? k->dim[2] : -1;
 }
 
+int plan_expert_dim(const IrGraph *g, const IrNode *node)
+{
+    const IrNode *n = fwd_of(g, node);
+    return n->op == IR_OP_MOE ? g->tensors[n->in[2]].dim[0] : -1;
+}
+
+int plan_ep_degree(const IrGraph *g, const IrNode *n, const PlanMesh *m, const PlanStrategy *s)
+{
+    int ep = 1;
+    if (plan_expert_dim(g, n) < 0)
+        return 1;
+    for (int a = 0; a < m->naxes; a++)
+        if (s->xchg >> a & 1)
+            ep *= m->size[a];
+    return ep;
+}
+
+/* The dim axis a splits in tensor t of node n beyond the strategy's own:
+ * the expert dim of an exchange split, in the tensors without tokens. */
+static int xchg_dim(const IrGraph *g, const IrNode *n, const PlanStrategy *s, int a, int t)
+{
+    if (!(s->xchg >> a & 1))
+        return -1;
+    int e = plan_expert_dim(g, n);
+    return e >= 0 && ir_tensor_has_dim(g, t, e) ? e : -1;
+}
+
 static bool is_loop_dim(const IrGraph *g, const IrNode *n, int d)
 {
     for (int i = 0; i < n->nin; i++)
@@ -88,6 +115,23 @@ bool plan_dim_splittable(const IrGraph *g, const IrNode *node, int d)
     }
     case IR_OP_SOFTMAX:
         return d != n->attr.dim[0];
+    case IR_OP_ROUTE: {
+        /* Never the experts (top-k needs every score); the sequence only
+         * when nothing counts over a whole sequence (capacity, aux). */
+        const IrRoute *r = &n->attr.route;
+        const IrTensor *x = &g->tensors[n->in[0]];
+        if (d == x->dim[x->rank - 1])
+            return false;
+        return d != g->seq_dim || (r->capacity == 0 && r->aux == 0);
+    }
+    case IR_OP_MOE: {
+        /* Tokens, experts and the experts' width; never d_model, which the
+         * first GEMMs contract inside the nonlinearity. */
+        const IrTensor *h = &g->tensors[n->in[0]];
+        return d != h->dim[h->rank - 1];
+    }
+    case IR_OP_SIGMOID:
+        return true;
     case IR_OP_EMBEDDING:
     case IR_OP_MATMUL:
     case IR_OP_SILU:
@@ -158,8 +202,25 @@ int plan_strategies(const IrGraph *g, const IrNode *n, const PlanMesh *m, const 
             if (d0 >= 0 && d0 == d1)
                 continue;
             if (k < max)
-                out[k] = (PlanStrategy){{(int16_t)d0, (int16_t)d1}};
+                out[k] = (PlanStrategy){{(int16_t)d0, (int16_t)d1}, 0};
             k++;
+            /* An exchange split on axis a: the tokens split there, the
+             * experts too (docs/moe.md), unless another axis splits them. */
+            int e = plan_expert_dim(g, n);
+            if (e < 0)
+                continue;
+            const IrTensor *h = &g->tensors[n->in[0]];
+            for (int a = 0; a < m->naxes; a++) {
+                int da = a == 0 ? d0 : d1, other = a == 0 ? d1 : d0;
+                if (da < 0 || !ir_tensor_has_dim(g, n->in[0], da) || da == h->dim[h->rank - 1] ||
+                    other == e || (allow && e < 64 && !(allow[a] >> e & 1)))
+                    continue;
+                if (!plan_dim_splittable(g, n, e) || !split_ok(g, n, e, m->size[a], dim_size))
+                    continue;
+                if (k < max)
+                    out[k] = (PlanStrategy){{(int16_t)d0, (int16_t)d1}, (uint16_t)(1u << a)};
+                k++;
+            }
         }
     return k < max ? k : max;
 }
@@ -242,8 +303,10 @@ void plan_shard_io(const IrGraph *g, const IrNode *node, const PlanStrategy *s, 
     const IrNode *n = fwd_of(g, node);
     for (int i = 0; in && i < node->nin; i++) {
         in[i] = (PlanSharding){{-1, -1}, 0};
-        for (int a = 0; a < PLAN_MAX_AXES; a++)
-            in[i].dim[a] = (int16_t)carrier(g, n, node->in[i], s->dim[a]);
+        for (int a = 0; a < PLAN_MAX_AXES; a++) {
+            int c = carrier(g, n, node->in[i], s->dim[a]);
+            in[i].dim[a] = (int16_t)(c >= 0 ? c : xchg_dim(g, n, s, a, node->in[i]));
+        }
     }
     for (int i = 0; out && i < node->nout; i++) {
         out[i] = (PlanSharding){{-1, -1}, 0};
@@ -252,6 +315,8 @@ void plan_shard_io(const IrGraph *g, const IrNode *node, const PlanStrategy *s, 
             if (d < 0)
                 continue;
             int c = carrier(g, n, node->out[i], d);
+            if (c < 0)
+                c = xchg_dim(g, n, s, a, node->out[i]); /* an expert's complete gradient */
             if (c >= 0) {
                 out[i].dim[a] = (int16_t)c;
                 continue;
@@ -276,6 +341,8 @@ PlanSharding plan_shard_grad_in(const IrGraph *g, const IrNode *node, const Plan
         if (d < 0)
             continue;
         int c = carrier(g, n, n->in[i], d);
+        if (c < 0)
+            c = xchg_dim(g, n, s, a, n->in[i]);
         if (c >= 0)
             sh.dim[a] = (int16_t)c;
         else
@@ -298,6 +365,10 @@ void plan_local_sizes(const IrGraph *g, const IrNode *n, const PlanMesh *m, cons
         if (kv >= 0 && kv != d)
             local[kv] = dim_size[kv] / m->size[a];
     }
+    int e = n ? plan_expert_dim(g, n) : -1;
+    for (int a = 0; a < m->naxes && e >= 0; a++)
+        if (s->xchg >> a & 1)
+            local[e] /= m->size[a];
 }
 
 int64_t plan_local_numel(const IrGraph *g, int t, const PlanMesh *m, const PlanSharding *sh,

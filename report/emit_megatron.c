@@ -249,6 +249,87 @@ static bool mg_attr_SOFTMAX_DIM(const IrGraph *g, const RepArch *A, RepFrameOut 
     return rep_frame_refuse(g, o, "it has a softmax operator outside attention");
 }
 
+/* The router (docs/moe.md) as Megatron-Core's TopKRouter configures it. */
+static bool mg_attr_ROUTE_TOPK(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)g;
+    rep_frame_arg(o, "--moe-router-topk %lld", (long long)A->attr[IR_ATTR_ROUTE_TOPK]);
+    return true;
+}
+
+static bool mg_attr_ROUTE_SCORE(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)g;
+    rep_frame_arg(o, "--moe-router-score-function %s",
+                  A->attr[IR_ATTR_ROUTE_SCORE] == IR_SCORE_SIGMOID ? "sigmoid" : "softmax");
+    return true;
+}
+
+/* Megatron's softmax router takes the softmax of the k chosen logits,
+ * which is the renormalised top-k of the full softmax (norm = true); the
+ * full softmax's top-k unnormalised is --moe-router-pre-softmax. Its
+ * sigmoid router always normalises k > 1 choices. */
+static bool mg_attr_ROUTE_NORM(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    bool norm = A->attr[IR_ATTR_ROUTE_NORM] != 0;
+    if (A->attr[IR_ATTR_ROUTE_SCORE] == IR_SCORE_SIGMOID) {
+        if (!norm && A->attr[IR_ATTR_ROUTE_TOPK] > 1)
+            return rep_frame_refuse(g, o, "its sigmoid router does not normalise the top-k "
+                                    "weights, and Megatron-Core's (moe_utils.py, "
+                                    "topk_routing_with_score_function) always does for k > 1");
+        return true;
+    }
+    if (!norm)
+        rep_frame_arg(o, "--moe-router-pre-softmax");
+    return true;
+}
+
+static bool mg_attr_ROUTE_SCALE(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)g;
+    rep_frame_arg(o, "--moe-router-topk-scaling-factor %g", A->attr[IR_ATTR_ROUTE_SCALE]);
+    return true;
+}
+
+static bool mg_attr_ROUTE_GROUPS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)g;
+    rep_frame_arg(o, "--moe-router-num-groups %lld", (long long)A->attr[IR_ATTR_ROUTE_GROUPS]);
+    return true;
+}
+
+static bool mg_attr_ROUTE_GTOPK(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)g;
+    rep_frame_arg(o, "--moe-router-group-topk %lld", (long long)A->attr[IR_ATTR_ROUTE_GTOPK]);
+    return true;
+}
+
+/* Megatron counts capacity over the tokens a rank routes, ptdc per sequence:
+ * equal with one sequence per micro-batch and no sequence split. */
+static bool mg_attr_ROUTE_CAPACITY(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)g;
+    rep_frame_arg(o, "--moe-expert-capacity-factor %g", A->attr[IR_ATTR_ROUTE_CAPACITY]);
+    rep_frame_arg(o, "--moe-token-drop-policy probs");
+    return true;
+}
+
+static bool mg_attr_ROUTE_AUX(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)g;
+    rep_frame_arg(o, "--moe-router-load-balancing-type seq_aux_loss");
+    rep_frame_arg(o, "--moe-aux-loss-coeff %g", A->attr[IR_ATTR_ROUTE_AUX]);
+    return true;
+}
+
+static bool mg_attr_ROUTE_ZLOSS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)g;
+    rep_frame_arg(o, "--moe-z-loss-coeff %g", A->attr[IR_ATTR_ROUTE_ZLOSS]);
+    return true;
+}
+
 RepFrameFn *const rep_megatron_arch[REP_NARCH] = {
 #define ARCH(ID, what) [REP_ARCH_##ID] = mg_arch_##ID,
 #include "arch.def"

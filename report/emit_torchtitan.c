@@ -303,6 +303,29 @@ static bool tt_attr_SOFTMAX_DIM(const IrGraph *g, const RepArch *A, RepFrameOut 
     return rep_frame_refuse(g, o, "it has a softmax operator outside attention");
 }
 
+/* ptdc emits torchtitan's llama3 model, which has no experts. */
+static bool tt_moe(const IrGraph *g, RepFrameOut *o)
+{
+    return rep_frame_refuse(g, o, "it is a mixture of experts, and torchtitan's llama3 model "
+                            "(the one ptdc emits) has no router or experts");
+}
+#define TT_MOE(ID)                                                                             \
+    static bool tt_attr_##ID(const IrGraph *g, const RepArch *A, RepFrameOut *o)               \
+    {                                                                                          \
+        (void)A;                                                                               \
+        return tt_moe(g, o);                                                                   \
+    }
+TT_MOE(ROUTE_TOPK)
+TT_MOE(ROUTE_SCORE)
+TT_MOE(ROUTE_NORM)
+TT_MOE(ROUTE_SCALE)
+TT_MOE(ROUTE_GROUPS)
+TT_MOE(ROUTE_GTOPK)
+TT_MOE(ROUTE_CAPACITY)
+TT_MOE(ROUTE_AUX)
+TT_MOE(ROUTE_ZLOSS)
+#undef TT_MOE
+
 RepFrameFn *const rep_torchtitan_arch[REP_NARCH] = {
 #define ARCH(ID, what) [REP_ARCH_##ID] = tt_arch_##ID,
 #include "arch.def"

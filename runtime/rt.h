@@ -307,6 +307,9 @@ void rt_attention_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const
                       int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal,
                       int64_t window);
 
+/* y = 1 / (1 + exp(-x)); backward from the output: dx = dy y (1 - y). */
+void rt_sigmoid_fwd(rt_act *y, const rt_act *x, int64_t n);
+void rt_sigmoid_bwd(rt_act *dx, const rt_act *y, const rt_act *dy, int64_t n);
 void rt_silu_fwd(rt_act *y, const rt_act *x, int64_t n);
 void rt_silu_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n);
 /* SwiGLU, fused: y = silu(a) * b, and its backward da, db from a, b, dy

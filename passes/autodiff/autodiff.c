@@ -276,6 +276,46 @@ static void pass_grad_CROSS_ENTROPY(Ad *ad, int node, int dy)
     contribute(ad, IN(0), dx);
 }
 
+static void pass_grad_SIGMOID(Ad *ad, int node, int dy)
+{
+    if (!NEEDS(IN(0)))
+        return;
+    int dx = grad_tensor(ad, IN(0));
+    add1(ad, node, IR_OP_SIGMOID_BWD, (int[]){OUT(0), dy}, 2, dx, NULL);
+    contribute(ad, IN(0), dx);
+}
+
+/* The router's backward recomputes the choice from the logits and reads the
+ * gates for the kept ones; the load-balancing and z-loss gradients enter
+ * here (docs/moe.md), so it runs even where dgates alone would vanish. */
+static void pass_grad_ROUTE(Ad *ad, int node, int dy)
+{
+    if (!NEEDS(IN(0)))
+        return;
+    int dx = grad_tensor(ad, IN(0));
+    IrAttrs at = ad->g->nodes[node].attr;
+    add1(ad, node, IR_OP_ROUTE_BWD, (int[]){IN(0), OUT(0), dy}, 3, dx, &at);
+    contribute(ad, IN(0), dx);
+}
+
+/* One backward node makes the five gradients (dh, dgates, and the experts'
+ * three weights), as the runtime's rt_moe_bwd does in one exchange. */
+static void pass_grad_MOE(Ad *ad, int node, int dy)
+{
+    bool any = false;
+    for (int i = 0; i < 5; i++)
+        any |= NEEDS(IN(i));
+    if (!any)
+        return;
+    int d[5];
+    for (int i = 0; i < 5; i++)
+        d[i] = grad_tensor(ad, IN(i));
+    add(ad, node, IR_OP_MOE_BWD, (int[]){IN(0), IN(1), IN(2), IN(3), IN(4), dy}, 6, d, 5, NULL);
+    for (int i = 0; i < 5; i++)
+        if (NEEDS(IN(i)))
+            contribute(ad, IN(i), d[i]);
+}
+
 #undef IN
 #undef OUT
 #undef NEEDS
@@ -297,6 +337,9 @@ NO_RULE(GELU_BWD)
 NO_RULE(SWIGLU_BWD)
 NO_RULE(SOFTMAX_BWD)
 NO_RULE(CROSS_ENTROPY_BWD)
+NO_RULE(SIGMOID_BWD)
+NO_RULE(ROUTE_BWD)
+NO_RULE(MOE_BWD)
 NO_RULE(REDUCE_SUM)
 #undef NO_RULE
 

@@ -360,6 +360,68 @@ static void pass_opcost_CROSS_ENTROPY(const OpArgs *a, PassNodeCost *o)
         }
 }
 
+static void pass_opcost_SIGMOID(const OpArgs *a, PassNodeCost *o)
+{
+    double x = lnumel(a, a->n->in[0]); /* the traffic of silu's kernels */
+    kcall(a, o, false, PASS_K_SILU_FWD, 1, x);
+    kcall(a, o, true, PASS_K_SILU_BWD, 1, x);
+}
+
+/* The router's kernel reads a row of expert scores and writes the gates
+ * (a softmax's traffic); its backward reads logits, gates and dgates. */
+static void pass_opcost_ROUTE(const OpArgs *a, PassNodeCost *o)
+{
+    double x = lnumel(a, a->n->in[0]);
+    const IrTensor *t = &a->g->tensors[a->n->in[0]];
+    double cols = (double)a->local[t->dim[t->rank - 1]];
+    kcall(a, o, false, PASS_K_SOFTMAX_FWD, x / cols, cols);
+    kcall(a, o, true, PASS_K_SOFTMAX_BWD, x / cols, cols);
+    membound(a, o, 0, 0, eb(a) * x, 0);
+}
+
+/* The experts (docs/moe.md). R rows reach this rank's experts: its tokens'
+ * top-k choices of the experts held here, all of the exchange group's
+ * choices of them under an exchange split; evenly spread when balanced.
+ * Forward: gather the rows, gate and up GEMMs, swiglu, down GEMM, scatter
+ * and sum; backward recomputes gate and up, then the usual two GEMMs per
+ * weight. An exchange sends each routed row to its expert's rank and back:
+ * two all-to-alls forward, three backward (h again, dy, dh). */
+static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
+{
+    const IrGraph *g = a->g;
+    const IrNode *n = a->n;
+    const IrTensor *wg = &g->tensors[n->in[2]];
+    double T = lnumel(a, n->in[0]) / (double)a->local[wg->dim[1]];
+    double D = (double)g->dims[wg->dim[1]].size, F = (double)a->local[wg->dim[2]];
+    double El = (double)a->local[wg->dim[0]], E = (double)g->dims[wg->dim[0]].size;
+    double k = (double)plan_route_topk(g, n), X = 1;
+    for (int ax = 0; ax < a->m->naxes; ax++)
+        if (a->s->xchg & (1u << ax))
+            X *= a->m->size[ax];
+    double R = T * k * El * X / E, M = R / El;
+    gemm(a, M, F, D, 2 * El, false, o);  /* gate and up */
+    gemm(a, M, D, F, El, false, o);      /* down */
+    kcall(a, o, false, PASS_K_SWIGLU_FWD, 1, R * F);
+    kcall(a, o, false, PASS_K_COPY, R, D); /* gather the rows */
+    kcall(a, o, false, PASS_K_COPY, R, D); /* scatter and sum */
+    gemm(a, M, F, D, 2 * El, true, o);   /* recompute gate and up */
+    gemm(a, M, F, D, El, true, o);       /* dact = dy Wd^T */
+    gemm(a, F, D, M, El, true, o);       /* dWd */
+    kcall(a, o, true, PASS_K_SWIGLU_BWD, 1, R * F);
+    gemm(a, M, D, F, 2 * El, true, o);   /* dh from both */
+    gemm(a, D, F, M, 2 * El, true, o);   /* dWg, dWu */
+    kcall(a, o, true, PASS_K_COPY, R, D);
+    kcall(a, o, true, PASS_K_COPY, R, D);
+    kcall(a, o, true, PASS_K_COPY, R, D);
+    for (int ax = 0; ax < a->m->naxes; ax++)
+        if ((a->s->xchg & (1u << ax)) && a->m->size[ax] > 1) {
+            PlanColl x = {PLAN_COLL_ALLTOALL, ax, -1, -1, (int64_t)(T * k * D)};
+            double t = pass_cost_coll(a->c, a->m, &x, eb(a));
+            o->fwd_s += 2 * t;
+            o->bwd_s += 3 * t;
+        }
+}
+
 #define BWD_OP(ID)                                                                            \
     static void pass_opcost_##ID(const OpArgs *a, PassNodeCost *o)                            \
     {                                                                                         \
@@ -377,6 +439,9 @@ BWD_OP(GELU_BWD)
 BWD_OP(SWIGLU_BWD)
 BWD_OP(SOFTMAX_BWD)
 BWD_OP(CROSS_ENTROPY_BWD)
+BWD_OP(SIGMOID_BWD)
+BWD_OP(ROUTE_BWD)
+BWD_OP(MOE_BWD)
 BWD_OP(REDUCE_SUM)
 #undef BWD_OP
 

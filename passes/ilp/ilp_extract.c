@@ -116,7 +116,7 @@ void ilp_extract(const IlpSeg *s, const IlpSolution *sol, PassIlpResult *r)
         r->axis_name[a] = "-";
     if (!r->feasible) {
         for (int i = 0; i < r->nnodes; i++)
-            r->strategy[i] = (PlanStrategy){{-1, -1}};
+            r->strategy[i] = (PlanStrategy){{-1, -1}, 0};
         r->step_s = r->fwd_s = r->bwd_s = r->mem_bytes = INFINITY;
         return;
     }

@@ -76,7 +76,7 @@ static void boundary_strategies(IlpSeg *s, IlpInst *x)
                 continue;
             if (fixed && (d0 != s->q.boundary.dim[0] || d1 != s->q.boundary.dim[1]))
                 continue;
-            x->strat[x->nstrat++] = (PlanStrategy){{(int16_t)d0, (int16_t)d1}};
+            x->strat[x->nstrat++] = (PlanStrategy){{(int16_t)d0, (int16_t)d1}, 0};
         }
     if (x->nstrat == 0)
         ir_die("ilp: the fixed boundary sharding does not fit tensor '%s' on this mesh",

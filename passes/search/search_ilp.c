@@ -267,7 +267,7 @@ bool src_variant(Src *s, SrcGroup *G, int k)
     variant_query(s, G, w.gs, &w.base);
     V->strat = ir_xmalloc(sizeof(PlanStrategy) * (size_t)(g->nfwd + 1));
     for (int i = 0; i < g->nfwd; i++)
-        V->strat[i] = (PlanStrategy){{-1, -1}};
+        V->strat[i] = (PlanStrategy){{-1, -1}, 0};
     V->piece = ir_xcalloc((size_t)g->npieces, sizeof *V->piece);
     w.rs = ir_xcalloc((size_t)g->npieces * 2, sizeof(double));
     w.ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));

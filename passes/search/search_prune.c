@@ -61,7 +61,7 @@ void src_states(Src *s)
     const IrGraph *g = s->g;
     PlanMesh one;
     plan_mesh_make(&one, 1, 1, s->gpn);
-    PlanStrategy rep = {{-1, -1}};
+    PlanStrategy rep = {{-1, -1}, 0};
     s->w = ir_xcalloc((size_t)s->npieces, sizeof(double));
     s->gr = ir_xcalloc((size_t)s->npieces, sizeof(double));
     s->op = ir_xcalloc((size_t)s->npieces, sizeof(double));
@@ -104,7 +104,7 @@ const SrcWork *src_work(Src *s, int64_t mb_seqs)
     ir_dim_sizes(g, mb_seqs, ds);
     PlanMesh one;
     plan_mesh_make(&one, 1, 1, s->gpn);
-    PlanStrategy rep = {{-1, -1}};
+    PlanStrategy rep = {{-1, -1}, 0};
     double flop_rate = gpu->peak_flops * s->eff_max, byte_rate = gpu->hbm_bw * gpu->hbm_eff;
     for (int p = 0; p < s->npieces; p++) {
         int q = rep_piece(g, p);

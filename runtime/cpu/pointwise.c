@@ -22,6 +22,21 @@ RTCPU_CLONES static void silu_fwd_blk(rt_act *y, const rt_act *x, int64_t n)
         y[i] = x[i] / (1.0f + rtcpu_expf(-x[i]));
 }
 
+/* sigmoid; backward from the output: dx = dy y (1 - y) */
+RTCPU_CLONES static void sigmoid_fwd_blk(rt_act *y, const rt_act *x, int64_t n)
+{
+    RTCPU_SIMD
+    for (int64_t i = 0; i < n; i++)
+        y[i] = rtcpu_sigmoidf(x[i]);
+}
+
+RTCPU_CLONES static void sigmoid_bwd_blk(rt_act *dx, const rt_act *y, const rt_act *dy, int64_t n)
+{
+    RTCPU_SIMD
+    for (int64_t i = 0; i < n; i++)
+        dx[i] = dy[i] * y[i] * (1.0f - y[i]);
+}
+
 /* d/dx x s(x) = s (1 + x (1 - s)) */
 RTCPU_CLONES static void silu_bwd_blk(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n)
 {
@@ -87,6 +102,16 @@ RTCPU_CLONES static void gelu_bwd_blk(rt_act *dx, const rt_act *x, const rt_act 
             call;                                                                                  \
         }                                                                                          \
     } while (0)
+
+void rt_sigmoid_fwd(rt_act *y, const rt_act *x, int64_t n)
+{
+    ELEMENTWISE(n, sigmoid_fwd_blk(y + lo, x + lo, len));
+}
+
+void rt_sigmoid_bwd(rt_act *dx, const rt_act *y, const rt_act *dy, int64_t n)
+{
+    ELEMENTWISE(n, sigmoid_bwd_blk(dx + lo, y + lo, dy + lo, len));
+}
 
 void rt_silu_fwd(rt_act *y, const rt_act *x, int64_t n)
 {

@@ -10,6 +10,12 @@
 
 namespace {
 
+struct Sigmoid {
+    __device__ float operator()(float x, float) const { return 1.0f / (1.0f + expf(-x)); }
+};
+struct SigmoidBwd { /* (y, dy) */
+    __device__ float operator()(float y, float dy) const { return dy * y * (1.0f - y); }
+};
 struct Silu {
     __device__ float operator()(float x, float) const { return x / (1.0f + expf(-x)); }
 };
@@ -175,6 +181,14 @@ void rt_swiglu_bwd(rt_act *da, rt_act *db, const rt_act *a, const rt_act *b, con
     LAUNCH_CHECK();
 }
 
+void rt_sigmoid_fwd(rt_act *y, const rt_act *x, int64_t n)
+{
+    map("rt_sigmoid_fwd", y, x, NULL, n, n, Sigmoid());
+}
+void rt_sigmoid_bwd(rt_act *dx, const rt_act *y, const rt_act *dy, int64_t n)
+{
+    map("rt_sigmoid_bwd", dx, y, dy, n, n, SigmoidBwd());
+}
 void rt_silu_fwd(rt_act *y, const rt_act *x, int64_t n) { map("rt_silu_fwd", y, x, NULL, n, n, Silu()); }
 void rt_silu_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n)
 {

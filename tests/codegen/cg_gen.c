@@ -119,7 +119,8 @@ int main(int argc, char **argv)
             const IrNode *n = &g->nodes[i];
             fprintf(stderr, "node %3d %-14s %-24s", i, ir_ops[n->op].name, g->tensors[n->out[0]].name);
             for (int a = 0; a < plan.mesh.naxes; a++)
-                fprintf(stderr, " axis%d:%s", a, plan.strategy[i].dim[a] >= 0 ? g->dims[plan.strategy[i].dim[a]].name : "-");
+                fprintf(stderr, " axis%d:%s%s", a, plan.strategy[i].dim[a] >= 0 ? g->dims[plan.strategy[i].dim[a]].name : "-",
+                        plan.strategy[i].xchg >> a & 1 ? "+experts" : "");
             fprintf(stderr, "\n");
         }
     /* Autodiff after planning, as the driver does: the plan's strategies are

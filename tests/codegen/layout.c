@@ -7,7 +7,8 @@
  * row-parallel o and down projections, heads-parallel attention). With
  * sequence parallelism the nodes without such a dim (norms, residual adds)
  * split the sequence instead. A node that can split nothing stays
- * replicated (e.g. 2 KV heads under tp4). Stages: pieces cut as evenly as
+ * replicated (e.g. 2 KV heads under tp4). MoE nodes split their experts as
+ * the layout's ep/epf/ex item says (layout.h). Stages: pieces cut as evenly as
  * possible into pp x v contiguous chunks, chunk c on pipeline rank c % pp. */
 #include "layout.h"
 
@@ -31,6 +32,12 @@ bool layout_parse(const char *s, Layout *l)
             l->recompute = PLAN_RECOMPUTE_FFN;
         else if (!strcmp(tok, "1rank"))
             ;
+        else if (!strcmp(tok, "ep"))
+            l->experts = LAYOUT_EXPERTS_EP;
+        else if (!strcmp(tok, "epf"))
+            l->experts = LAYOUT_EXPERTS_EPF;
+        else if (!strcmp(tok, "ex"))
+            l->experts = LAYOUT_EXPERTS_GATHER;
         else if (sscanf(tok, "dp%d", &n) == 1 && n > 0)
             l->dp = n;
         else if (sscanf(tok, "tp%d", &n) == 1 && n > 0)
@@ -57,7 +64,7 @@ static bool valid(const IrGraph *g, const IrNode *n, const PlanMesh *m, const in
     PlanStrategy all[256];
     int k = plan_strategies(g, n, m, dim, NULL, all, 256);
     for (int i = 0; i < k; i++)
-        if (all[i].dim[0] == s.dim[0] && all[i].dim[1] == s.dim[1])
+        if (all[i].dim[0] == s.dim[0] && all[i].dim[1] == s.dim[1] && all[i].xchg == s.xchg)
             return true;
     return false;
 }
@@ -110,7 +117,7 @@ bool layout_plan(const IrGraph *g, const Layout *l, Plan *p)
     int tp_axis = p->mesh.naxes - 1;
     for (int i = 0; i < g->nfwd; i++) {
         const IrNode *n = &g->nodes[i];
-        PlanStrategy s = {{-1, -1}};
+        PlanStrategy s = {{-1, -1}, 0};
         if (l->dp > 1)
             s.dim[0] = (int16_t)g->batch_dim;
         if (l->tp > 1) {
@@ -134,6 +141,13 @@ bool layout_plan(const IrGraph *g, const Layout *l, Plan *p)
                     s = t;
             }
         }
+        int e = plan_expert_dim(g, n);
+        if (e >= 0 && l->experts == LAYOUT_EXPERTS_EP && l->dp > 1)
+            s.xchg = 1;
+        else if (e >= 0 && l->experts == LAYOUT_EXPERTS_EPF && l->tp > 1)
+            s.dim[tp_axis] = (int16_t)g->seq_dim, s.xchg = (uint16_t)(1u << tp_axis);
+        else if (e >= 0 && l->experts == LAYOUT_EXPERTS_GATHER && l->tp > 1)
+            s.dim[tp_axis] = (int16_t)e;
         if (!valid(g, n, &p->mesh, dim, s)) {
             fprintf(stderr, "layout: no valid strategy for node %d (%s)\n", i, ir_ops[n->op].name);
             return false;

@@ -11,9 +11,19 @@ typedef struct Layout {
     int dp, tp, pp, v, micro, zero;
     bool sp;
     PlanRecompute recompute;
+    int experts;  /* LAYOUT_EXPERTS_* below: how moe nodes split their experts */
 } Layout;
 
-/* Parse "dp2,tp2,sp,pp2,v2,mb4,zero1,full|ffn" (any subset, any order). */
+/* The experts of every moe node (docs/moe.md): by default split like any
+ * node (the experts' width d_ff over tp: expert tensor parallelism). */
+enum {
+    LAYOUT_EXPERTS_TP,   /* default */
+    LAYOUT_EXPERTS_EP,   /* "ep": exchange split with the batch over dp (EP = dp) */
+    LAYOUT_EXPERTS_EPF,  /* "epf": exchange split with the sequence over tp (EP = tp, folded) */
+    LAYOUT_EXPERTS_GATHER, /* "ex": the expert dim over tp, tokens gathered (allgather dispatcher) */
+};
+
+/* Parse "dp2,tp2,sp,pp2,v2,mb4,zero1,full|ffn,ep|epf|ex" (any subset, any order). */
 bool layout_parse(const char *s, Layout *l);
 /* The plan, allocated in g's arena; false (with a message) if the layout
  * does not fit the model. */

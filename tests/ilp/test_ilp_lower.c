@@ -366,7 +366,7 @@ static void ev_init(Ev *E, const IrGraph *g, const PassIlpQuery *q)
                     continue;
                 if (fixed && (d0 != q->boundary.dim[0] || d1 != q->boundary.dim[1]))
                     continue;
-                E->bopt[b][E->bn[b]++] = (PlanStrategy){{(int16_t)d0, (int16_t)d1}};
+                E->bopt[b][E->bn[b]++] = (PlanStrategy){{(int16_t)d0, (int16_t)d1}, 0};
             }
     }
 }

@@ -103,7 +103,7 @@ int main(void)
     /* Megatron MLP on a (dp=2) x (tp=4) mesh: column-parallel w1, row-parallel w2. */
     plan_mesh_make(&m, 2, 4, 8);
     const IrNode *mm1 = &g->nodes[f.n_mm1], *mm2 = &g->nodes[f.n_mm2];
-    PlanStrategy col = {{(int16_t)f.b, (int16_t)f.f}}, row = {{(int16_t)f.b, (int16_t)f.f}};
+    PlanStrategy col = {{(int16_t)f.b, (int16_t)f.f}, 0}, row = {{(int16_t)f.b, (int16_t)f.f}, 0};
     PlanSharding in[2], out[1];
     plan_shard_io(g, mm1, &col, in, out);
     CHECK(sh_is(in[0], f.b, -1, 0));     /* x[batch/dp, seq, d_model] */
@@ -174,7 +174,7 @@ int main(void)
     for (int i = 0; i < ns; i++)
         found |= ss[i].dim[1] == f.h;
     CHECK(found);
-    PlanStrategy hs = {{(int16_t)f.b, (int16_t)f.h}};
+    PlanStrategy hs = {{(int16_t)f.b, (int16_t)f.h}, 0};
     PlanSharding ain[3], aout[2];
     plan_shard_io(g, att, &hs, ain, aout);
     CHECK(sh_is(ain[1], f.b, f.kvh, 0) && sh_is(aout[0], f.b, f.h, 0) && sh_is(aout[1], f.b, f.h, 0));
@@ -184,7 +184,7 @@ int main(void)
 
     /* Vocabulary-parallel embedding leaves partial sums; vocabulary-parallel
      * cross-entropy reduces inside, so its loss is not partial over that axis. */
-    PlanStrategy vs = {{(int16_t)f.b, (int16_t)f.v}};
+    PlanStrategy vs = {{(int16_t)f.b, (int16_t)f.v}, 0};
     PlanSharding eo[1], co[2];
     plan_shard_io(g, &g->nodes[f.n_emb], &vs, NULL, eo);
     CHECK(sh_is(eo[0], f.b, -1, 2));
@@ -206,7 +206,7 @@ int main(void)
     nr = plan_strategies(g, att, &m22, sz, NULL, ss, 256);
     CHECK(plan_strategies_require(g, att, -1, PLAN_REQ_WEIGHTS, ss, nr) == nr);
     /* A boundary tensor: only the batch requirement applies. */
-    PlanStrategy bs[3] = {{{-1, -1}}, {{(int16_t)f.b, -1}}, {{(int16_t)f.b, (int16_t)f.s}}};
+    PlanStrategy bs[3] = {{{-1, -1}, 0}, {{(int16_t)f.b, -1}, 0}, {{(int16_t)f.b, (int16_t)f.s}, 0}};
     CHECK(plan_strategies_require(g, NULL, f.x, PLAN_REQ_BATCH | PLAN_REQ_SEQ_NORMS, bs, 3) == 2);
 
     char buf[256];

@@ -685,6 +685,22 @@ static void test_activation(const char *name, void (*fwd)(rt_act *, const rt_act
     free(g), free(x), free(r), free(y), free(dx), free(c.x), free(c.r), free(c.y);
 }
 
+/* sigmoid's backward reads its output: through the forward here, so the
+ * activation test's finite differences (in x) check it. */
+static void ref_sigmoid(double *y, const double *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = 1.0 / (1.0 + exp(-x[i]));
+}
+
+static void sigmoid_bwd_of_x(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n)
+{
+    float *y = fnew(n);
+    rt_sigmoid_fwd(y, x, n);
+    rt_sigmoid_bwd(dx, y, dy, n);
+    free(y);
+}
+
 /* Fused SwiGLU, y = silu(a) b: against the double reference, both gradients
  * by finite differences (a and b side by side in one vector), and in place. */
 typedef struct {
@@ -1139,6 +1155,7 @@ int main(void)
     test_attention();
     test_activation("silu", rt_silu_fwd, rt_silu_bwd, ref_silu);
     test_activation("gelu (tanh)", rt_gelu_fwd, rt_gelu_bwd, ref_gelu);
+    test_activation("sigmoid", rt_sigmoid_fwd, sigmoid_bwd_of_x, ref_sigmoid);
     test_swiglu();
     test_binary(false, 4, 6);
     test_binary(true, 4, 6);
