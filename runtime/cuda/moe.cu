@@ -206,18 +206,20 @@ __global__ void scatter_dgates(rt_act *dg, const float *v, const int *ptr, const
 __global__ void row_grads(float *dgate, rt_act *u, rt_act *gy, const rt_act *act, const rt_act *dy, const float *g,
                           int64_t rows, int64_t F, int64_t D)
 {
-    int64_t w = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
-    if (w >= rows) return;
-    float s = 0, gw = g[w];
-    for (int64_t c = lane; c < F; c += 32) { /* fixed lanes and tree: deterministic */
-        float x = ld(u + w * F + c);
-        s += x * ld(act + w * F + c);
-        u[w * F + c] = bf(gw * x);
+    int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    /* a warp-stride loop: the grid is capped (rtcu_grid); whole warps iterate together */
+    for (int64_t w = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; w < rows; w += warps) {
+        float s = 0, gw = g[w];
+        for (int64_t c = lane; c < F; c += 32) { /* fixed lanes and tree: deterministic */
+            float x = ld(u + w * F + c);
+            s += x * ld(act + w * F + c);
+            u[w * F + c] = bf(gw * x);
+        }
+        s = warp_sum(s);
+        if (lane == 0) dgate[w] = s;
+        for (int64_t c = lane; c < D; c += 32) gy[w * D + c] = bf(gw * ld(dy + w * D + c));
     }
-    s = warp_sum(s);
-    if (lane == 0) dgate[w] = s;
-    for (int64_t c = lane; c < D; c += 32) gy[w * D + c] = bf(gw * ld(dy + w * D + c));
 }
 
 /* One array moved by the exchange: rows of row_bytes in send and receive order. */
