@@ -1,4 +1,4 @@
-/* ref.h: an independent reference for the LLaMA and GPT families, written
+/* ref.h: an independent reference for the LLaMA, GPT and Mixtral families, written
  * apart from ptdc's runtime and generated code (tests/ref/README in
  * docs/codegen.md's test section): plain double-precision C, forward by the
  * Hugging Face definitions (LlamaForCausalLM, GPT2LMHeadModel with
@@ -73,12 +73,22 @@ double ref_cross_entropy(const double *logits, const int32_t *targets, int64_t r
                          double *dlogits);
 
 /* --------------------------------------------------------- ref_model.c */
-typedef enum { REF_LLAMA, REF_GPT } RefFamily;
+/* REF_MIXTRAL: LLaMA's attention, every MLP a sparse MoE block (ref_moe.c). */
+typedef enum { REF_LLAMA, REF_GPT, REF_MIXTRAL } RefFamily;
 
 typedef struct RefConfig {
     RefFamily fam;
-    int64_t L, D, H, KVH, Dh, F, V, S, B; /* B: sequences per step */
+    int64_t L, D, H, KVH, Dh, F, V, S, B; /* B: sequences per step; F: an expert's width */
     double eps, theta;
+    /* Mixtral: experts, chosen per token, the route's normalisation and
+     * regularisers (docs/moe.md), read from the graph's route and moe nodes */
+    int64_t E, K;
+    bool moe_norm;
+    double aux, zloss;
+    /* ref_step returns the objective the programs minimise (the loss plus
+     * the regularisers) instead of the printed loss: selftest's finite
+     * differences need the function the gradients belong to */
+    bool objective;
 } RefConfig;
 
 /* Sizes of MODEL.mdl through ptdc's frontend (false with a message). */
@@ -93,6 +103,14 @@ RefSt *ref_weights(const RefConfig *c, uint64_t seed);
  * weights), the gradient of the loss in every tensor. */
 double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const int32_t *targets,
                 double *logits, RefSt *grads);
+
+/* ---------------------------------------------------------- ref_moe.c */
+/* The MoE block of the layer whose tensors start with prefix
+ * ("model.layers.3."): y [B*S, D] from h; returns the regularisers' value. */
+double ref_moe_fwd(const RefConfig *c, const RefSt *w, const char *prefix, const double *h, double *y);
+/* dh overwritten; the block's gradients (router and experts) accumulate into gr. */
+void ref_moe_bwd(const RefConfig *c, const RefSt *w, RefSt *gr, const char *prefix, const double *h,
+                 const double *dy, double *dh);
 
 /* A deterministic generator (splitmix64) for weights and tokens. */
 uint64_t ref_rand(uint64_t *s);

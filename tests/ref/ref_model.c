@@ -1,5 +1,7 @@
-/* ref_model.c: the two model families of models/llama.mdl and models/gpt.mdl
- * as Hugging Face defines them, forward and backward, in double.
+/* ref_model.c: the model families of models/llama.mdl, models/gpt.mdl and
+ * models/mixtral.mdl as Hugging Face defines them, forward and backward, in
+ * double. Mixtral (MixtralForCausalLM) is LLaMA with every MLP a sparse MoE
+ * block (ref_moe.c).
  *
  * LLaMA (LlamaForCausalLM): x = embed[tok]; per layer
  *   x += o_proj(attn(rope(q_proj(h)), rope(k_proj(h)), v_proj(h))), h = rmsnorm(x) * w
@@ -36,9 +38,25 @@ bool ref_config(const char *mdl, RefConfig *c)
         ir_arena_free(a);
         return false;
     }
-    bool rms = false, ln = false;
+    bool rms = false, ln = false, moe = false, route_ok = true;
     for (int i = 0; i < g->nfwd; i++) {
         const IrNode *n = &g->nodes[i];
+        if (n->op == IR_OP_ROUTE) {
+            /* the router Mixtral has: softmax, top-k, optional norm and regularisers */
+            const IrRoute *r = &n->attr.route;
+            const IrTensor *gt = &g->tensors[n->out[0]];
+            c->E = g->dims[gt->dim[gt->rank - 1]].size;
+            c->K = r->topk;
+            c->moe_norm = r->norm;
+            c->aux = r->aux, c->zloss = r->zloss;
+            route_ok &= r->score == IR_SCORE_SOFTMAX && (r->scale == 0 || r->scale == 1) && r->groups <= 1 &&
+                        r->capacity == 0;
+        }
+        if (n->op == IR_OP_MOE) { /* e_gate [n_experts, d_model, d_expert] */
+            const IrTensor *wg = &g->tensors[n->in[2]];
+            moe = true;
+            c->F = g->dims[wg->dim[2]].size;
+        }
         if (n->op == IR_OP_RMSNORM)
             rms = true, c->eps = n->attr.eps;
         if (n->op == IR_OP_LAYERNORM)
@@ -46,12 +64,13 @@ bool ref_config(const char *mdl, RefConfig *c)
         if (n->op == IR_OP_ROPE)
             c->theta = n->attr.theta;
     }
-    c->fam = rms ? REF_LLAMA : REF_GPT;
+    c->fam = moe ? REF_MIXTRAL : rms ? REF_LLAMA : REF_GPT;
     c->D = dim(g, "d_model", 0);
     c->H = dim(g, "n_heads", 0);
     c->KVH = dim(g, "n_kv_heads", c->H);
     c->Dh = dim(g, "head_dim", 0);
-    c->F = dim(g, "d_ff", 0);
+    if (!moe)
+        c->F = dim(g, "d_ff", 0);
     c->V = dim(g, "vocab", 0);
     c->S = g->dims[g->seq_dim].size;
     c->B = g->global_batch;
@@ -60,8 +79,10 @@ bool ref_config(const char *mdl, RefConfig *c)
             c->L = g->pieces[i].layer + 1;
     bool ok = rms != ln && c->D > 0 && c->H > 0 && c->Dh * c->H == c->D && c->F > 0 && c->V > 0 &&
               c->L > 0 && c->H % c->KVH == 0;
+    if (moe)
+        ok &= rms && route_ok && c->E > 0 && c->K >= 1 && c->K <= c->E;
     if (!ok)
-        fprintf(stderr, "ref: %s is neither a LLaMA nor a GPT the reference knows\n", mdl);
+        fprintf(stderr, "ref: %s is neither a LLaMA, a GPT nor a Mixtral the reference knows\n", mdl);
     ir_graph_free(g);
     ir_arena_free(a);
     return ok;
@@ -120,7 +141,7 @@ RefSt *ref_weights(const RefConfig *c, uint64_t seed)
     uint64_t s = seed;
     const double MAT = 0.08, NORM = 0.2, BIAS = 0.1;
     int64_t D = c->D, HD = c->H * c->Dh, KD = c->KVH * c->Dh, F = c->F, V = c->V;
-    if (c->fam == REF_LLAMA) {
+    if (c->fam != REF_GPT) {
         fill(st, &s, "model.embed_tokens.weight", 2, V, D, 0, 1);
         for (int l = 0; l < c->L; l++) {
             char p[64];
@@ -131,6 +152,15 @@ RefSt *ref_weights(const RefConfig *c, uint64_t seed)
             fill(st, &s, fmt("%sself_attn.v_proj.weight", p), 2, KD, D, 0, MAT);
             fill(st, &s, fmt("%sself_attn.o_proj.weight", p), 2, D, HD, 0, MAT);
             fill(st, &s, fmt("%spost_attention_layernorm.weight", p), 1, D, 1, 1, NORM);
+            if (c->fam == REF_MIXTRAL) {
+                fill(st, &s, fmt("%sblock_sparse_moe.gate.weight", p), 2, c->E, D, 0, MAT);
+                for (int e = 0; e < c->E; e++) {
+                    fill(st, &s, fmt("%sblock_sparse_moe.experts.%d.w1.weight", p, e), 2, F, D, 0, MAT);
+                    fill(st, &s, fmt("%sblock_sparse_moe.experts.%d.w3.weight", p, e), 2, F, D, 0, MAT);
+                    fill(st, &s, fmt("%sblock_sparse_moe.experts.%d.w2.weight", p, e), 2, D, F, 0, MAT);
+                }
+                continue;
+            }
             fill(st, &s, fmt("%smlp.gate_proj.weight", p), 2, F, D, 0, MAT);
             fill(st, &s, fmt("%smlp.up_proj.weight", p), 2, F, D, 0, MAT);
             fill(st, &s, fmt("%smlp.down_proj.weight", p), 2, D, F, 0, MAT);
@@ -202,14 +232,14 @@ static void axpy(double *y, const double *x, int64_t n)
 static void linear(const RefConfig *c, double *y, const double *x, const double *w, int64_t R,
                    int64_t in, int64_t out)
 {
-    ref_mm(y, x, w, R, out, in, false, c->fam == REF_LLAMA, false);
+    ref_mm(y, x, w, R, out, in, false, c->fam != REF_GPT, false);
 }
 
 /* dW += (gradient of linear's weight); dx (+)= dy W^T or dy W. */
 static void linear_bwd(const RefConfig *c, double *dx, double *dw, const double *dy, const double *x,
                        const double *w, int64_t R, int64_t in, int64_t out, bool acc)
 {
-    if (c->fam == REF_LLAMA) {
+    if (c->fam != REF_GPT) {
         ref_mm(dw, dy, x, out, in, R, true, false, true);
         ref_mm(dx, dy, w, R, in, out, false, false, acc);
     } else {
@@ -221,7 +251,8 @@ static void linear_bwd(const RefConfig *c, double *dx, double *dw, const double 
 double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const int32_t *targets,
                 double *logits_out, RefSt *gr)
 {
-    const bool llama = c->fam == REF_LLAMA;
+    const bool llama = c->fam != REF_GPT, mixtral = c->fam == REF_MIXTRAL; /* LLaMA's attention */
+    double reg = 0; /* the MoE blocks' regularisers */
     const int64_t R = c->B * c->S, D = c->D, H = c->H, KVH = c->KVH, Dh = c->Dh, F = c->F, V = c->V;
     const int64_t HD = H * Dh, KD = KVH * Dh;
     const char *emb = llama ? "model.embed_tokens.weight" : "wte.weight";
@@ -275,11 +306,15 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
         if (llama) {
             ref_rmsnorm_fwd(L->h2, L->rs2, L->x_mid, T(w, fmt("%spost_attention_layernorm.weight", p)),
                             R, D, c->eps);
-            linear(c, L->f1, L->h2, T(w, fmt("%smlp.gate_proj.weight", p)), R, D, F);
-            linear(c, L->f2, L->h2, T(w, fmt("%smlp.up_proj.weight", p)), R, D, F);
-            for (int64_t i = 0; i < R * F; i++)
-                L->m[i] = ref_silu(L->f1[i]) * L->f2[i];
-            linear(c, xo, L->m, T(w, fmt("%smlp.down_proj.weight", p)), R, F, D);
+            if (mixtral) {
+                reg += ref_moe_fwd(c, w, p, L->h2, xo);
+            } else {
+                linear(c, L->f1, L->h2, T(w, fmt("%smlp.gate_proj.weight", p)), R, D, F);
+                linear(c, L->f2, L->h2, T(w, fmt("%smlp.up_proj.weight", p)), R, D, F);
+                for (int64_t i = 0; i < R * F; i++)
+                    L->m[i] = ref_silu(L->f1[i]) * L->f2[i];
+                linear(c, xo, L->m, T(w, fmt("%smlp.down_proj.weight", p)), R, F, D);
+            }
         } else {
             ref_layernorm_fwd(L->h2, L->xh2, L->rs2, L->x_mid, T(w, fmt("%sln_2.weight", p)),
                               T(w, fmt("%sln_2.bias", p)), R, D, c->eps);
@@ -323,7 +358,11 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
             char p[64];
             snprintf(p, sizeof p, llama ? "model.layers.%d." : "h.%d.", l);
             /* MLP: dx is the gradient of the layer's output (and of x_mid through the residual). */
-            if (llama) {
+            if (mixtral) {
+                ref_moe_bwd(c, w, gr, p, L->h2, dx, dh);
+                ref_rmsnorm_bwd(tmp, T(gr, fmt("%spost_attention_layernorm.weight", p)), dh, L->x_mid,
+                                T(w, fmt("%spost_attention_layernorm.weight", p)), L->rs2, R, D);
+            } else if (llama) {
                 linear_bwd(c, dm, T(gr, fmt("%smlp.down_proj.weight", p)), dx, L->m,
                            T(w, fmt("%smlp.down_proj.weight", p)), R, F, D, false);
                 for (int64_t i = 0; i < R * F; i++) {
@@ -403,5 +442,5 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
     free(x);
     free(ly);
     free(xf), free(xhf), free(rsf), free(logits), free(dlogits);
-    return loss;
+    return c->objective ? loss + reg : loss;
 }

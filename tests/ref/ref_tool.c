@@ -295,6 +295,7 @@ static int cmd_selftest(const char *mdl)
     RefConfig c;
     config(mdl, &c);
     c.B = 2, c.S = 8; /* smaller: every finite difference is two forwards */
+    c.objective = true; /* the function the gradients belong to (MoE: with its regularisers) */
     RefSt *w = ref_weights(&c, 11);
     int64_t R = c.B * c.S;
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)R), *tgt = malloc(sizeof(int32_t) * (size_t)R);

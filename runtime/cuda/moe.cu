@@ -1,0 +1,393 @@
+/* moe.cu: the experts of a mixture-of-experts layer (docs/moe.md, `moe`) on
+ * the GPU, with or without the exchange of routed rows: the CPU backend's
+ * scheme (runtime/cpu/moe.c) in bf16 storage with fp32 accumulation.
+ *
+ * The host plans each call: it reads the gates (a synchronisation; the row
+ * counts size every buffer and every NCCL transfer), exchanges the
+ * per-expert row counts with MPI_Alltoall over the communicator's MPI
+ * group, and uploads index arrays. Rows are then gathered by kernels into
+ * send order (destination rank, local expert, token), exchanged with NCCL
+ * grouped ncclSend/ncclRecv on the communicator's stream (joined to compute
+ * by events both ways), put expert-major (ascending source rank, token) by
+ * a gather, multiplied expert by expert with cuBLAS (rt_matmul: bf16
+ * operands, fp32 accumulation), and sent back. The combine sums each
+ * token's contributions in fp32 in ascending expert index, rounding once:
+ * deterministic, and 1 rank and n ranks differ only by the GEMMs.
+ * Buffers are stream-ordered allocations (cudaMallocAsync) sized from the
+ * counts and freed on compute before return. */
+#include "cu_dev.cuh"
+
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+namespace {
+
+/* The plan of one call (moe.c's Plan) and its device index arrays. */
+struct Plan {
+    RtComm *ep; /* NULL: no exchange (also for a communicator of one rank) */
+    int n;
+    int64_t el, cols, tokens;
+    int64_t nsend, nrecv;
+    std::vector<int64_t> soff;      /* [cols + 1] send offsets of each global expert */
+    std::vector<int> rcnt;          /* [n * el] rows from rank p for local expert j */
+    std::vector<int64_t> ecnt, eoff; /* rows per local expert, expert-major offsets */
+    /* device, int32: send_tok/send_col [nsend] the token and gate column of
+     * each send row; tok_ptr [tokens + 1], tok_row [nsend] each token's send
+     * rows in ascending expert; to_exp [nrecv] the receive row of each
+     * expert-major row; to_recv [nrecv] the inverse */
+    int *d_idx;
+    int *send_tok, *send_col, *tok_ptr, *tok_row, *to_exp, *to_recv;
+};
+
+void *dalloc(size_t bytes)
+{
+    void *p = NULL;
+    CUDA_CHECK(cudaMallocAsync(&p, bytes ? bytes : 256, rtcu.compute));
+    return p;
+}
+void dfree(void *p) { CUDA_CHECK(cudaFreeAsync(p, rtcu.compute)); }
+
+int i32(int64_t v, const char *what)
+{
+    if (v > INT32_MAX) rt_fatal("rt_moe: %s of %lld rows exceeds the 32-bit row index", what, (long long)v);
+    return (int)v;
+}
+
+void check_args(const char *fn, RtComm *ep, int64_t tokens, int64_t d_model, int64_t gate_cols, int64_t e_local,
+                int64_t d_expert)
+{
+    rtcu_require_init(fn);
+    if (tokens < 0 || d_model < 1 || e_local < 1 || d_expert < 1)
+        rt_fatal("%s: sizes tokens=%lld d_model=%lld e_local=%lld d_expert=%lld out of range", fn, (long long)tokens,
+                 (long long)d_model, (long long)e_local, (long long)d_expert);
+    int64_t want = ep ? e_local * rt_comm_size(ep) : e_local;
+    if (gate_cols != want)
+        rt_fatal("%s: gates have %lld columns, but %s needs %lld (e_local = %lld)", fn, (long long)gate_cols,
+                 ep ? "the exchange over the ep ranks" : "ep == NULL", (long long)want, (long long)e_local);
+}
+
+Plan plan_make(RtComm *ep, const rt_act *gates, int64_t tokens, int64_t cols, int64_t el)
+{
+    Plan P;
+    P.ep = ep && ep->size > 1 ? ep : NULL;
+    P.n = ep ? ep->size : 1;
+    P.el = el;
+    P.cols = cols;
+    P.tokens = tokens;
+    /* the gates on the host: rt_to_host joins the streams first */
+    std::vector<uint16_t> hg((size_t)(tokens * cols));
+    if (tokens) rt_to_host(hg.data(), gates, hg.size() * sizeof(uint16_t));
+    auto nz = [&](int64_t i) { return (hg[(size_t)i] & 0x7fff) != 0; }; /* bf16 +-0 is "not routed" */
+    std::vector<int> scnt((size_t)cols, 0);
+    for (int64_t t = 0; t < tokens; t++)
+        for (int64_t e = 0; e < cols; e++)
+            if (nz(t * cols + e)) scnt[(size_t)e]++;
+    P.soff.assign((size_t)cols + 1, 0);
+    for (int64_t e = 0; e < cols; e++) P.soff[(size_t)e + 1] = P.soff[(size_t)e] + scnt[(size_t)e];
+    P.nsend = P.soff[(size_t)cols];
+    P.rcnt.assign((size_t)cols, 0);
+    if (P.ep) {
+        rtcu_block_begin("MPI_Alltoall", __FILE__, __LINE__);
+        int rc = MPI_Alltoall(scnt.data(), (int)el, MPI_INT, P.rcnt.data(), (int)el, MPI_INT, ep->mpi);
+        rtcu_block_end();
+        if (rc != MPI_SUCCESS) rt_fatal("rt_moe: MPI_Alltoall of the row counts failed (error %d)", rc);
+    } else {
+        P.rcnt = scnt;
+    }
+    P.ecnt.assign((size_t)el, 0);
+    P.eoff.assign((size_t)el + 1, 0);
+    for (int p = 0; p < P.n; p++)
+        for (int64_t j = 0; j < el; j++) P.ecnt[(size_t)j] += P.rcnt[(size_t)(p * el + j)];
+    for (int64_t j = 0; j < el; j++) P.eoff[(size_t)j + 1] = P.eoff[(size_t)j] + P.ecnt[(size_t)j];
+    P.nrecv = P.eoff[(size_t)el];
+    i32(P.nsend, "a send buffer");
+    i32(P.nrecv, "a receive buffer");
+    /* host index arrays, then one upload */
+    int64_t ns = P.nsend, nr = P.nrecv, total = 3 * ns + tokens + 1 + 2 * nr;
+    std::vector<int> h((size_t)total);
+    int *send_tok = h.data(), *send_col = send_tok + ns, *tok_ptr = send_col + ns, *tok_row = tok_ptr + tokens + 1,
+        *to_exp = tok_row + ns, *to_recv = to_exp + nr;
+    std::vector<int64_t> cur(P.soff.begin(), P.soff.end() - 1);
+    int64_t i = 0;
+    for (int64_t t = 0; t < tokens; t++) {
+        tok_ptr[t] = (int)i;
+        for (int64_t e = 0; e < cols; e++)
+            if (nz(t * cols + e)) {
+                int64_t row = cur[(size_t)e]++;
+                send_tok[row] = (int)t;
+                send_col[row] = (int)e;
+                tok_row[i++] = (int)row;
+            }
+    }
+    tok_ptr[tokens] = (int)i;
+    std::vector<int64_t> fill(P.eoff.begin(), P.eoff.end() - 1);
+    int64_t r = 0;
+    for (int p = 0; p < P.n; p++)
+        for (int64_t j = 0; j < el; j++)
+            for (int c = 0; c < P.rcnt[(size_t)(p * el + j)]; c++, r++) {
+                int64_t x = fill[(size_t)j]++;
+                to_exp[x] = (int)r;
+                to_recv[r] = (int)x;
+            }
+    P.d_idx = (int *)dalloc((size_t)total * sizeof(int));
+    CUDA_CHECK(cudaMemcpyAsync(P.d_idx, h.data(), (size_t)total * sizeof(int), cudaMemcpyHostToDevice, rtcu.compute));
+    P.send_tok = P.d_idx;
+    P.send_col = P.send_tok + ns;
+    P.tok_ptr = P.send_col + ns;
+    P.tok_row = P.tok_ptr + tokens + 1;
+    P.to_exp = P.tok_row + ns;
+    P.to_recv = P.to_exp + nr;
+    /* a pageable source: the copy has taken the bytes when it returns */
+    return P;
+}
+
+/* dst[i, :] = src[idx[i], :] */
+template <class T>
+__global__ void gather_rows(T *dst, const T *src, const int *idx, int64_t rows, int64_t width)
+{
+    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < rows * width;
+         k += (int64_t)gridDim.x * blockDim.x) {
+        int64_t i = k / width, c = k % width;
+        dst[k] = src[(int64_t)idx[i] * width + c];
+    }
+}
+
+template <class T>
+void gather(T *dst, const T *src, const int *idx, int64_t rows, int64_t width)
+{
+    if (rows == 0) return;
+    RTCU_LAUNCH(gather_rows<T>, rtcu_grid(rows * width, 256), 256, 0)(dst, src, idx, rows, width);
+    LAUNCH_CHECK();
+}
+
+/* g[i] = gates[send_tok[i], send_col[i]] as fp32 */
+__global__ void gather_gates(float *g, const rt_act *gates, const int *tok, const int *col, int64_t rows,
+                             int64_t cols)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < rows; i += (int64_t)gridDim.x * blockDim.x)
+        g[i] = ld(gates + (int64_t)tok[i] * cols + col[i]);
+}
+
+/* y[t, c] = sum over the token's rows (ascending expert) of gate * o[row, c]
+ * (gate 1 when gates is NULL: dh's sum), in fp32, rounded once. */
+__global__ void combine(rt_act *y, const rt_act *o, const rt_act *gates, const int *ptr, const int *rows,
+                        const int *col, int64_t tokens, int64_t D, int64_t cols)
+{
+    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < tokens * D;
+         k += (int64_t)gridDim.x * blockDim.x) {
+        int64_t t = k / D, c = k % D;
+        float s = 0;
+        for (int i = ptr[t]; i < ptr[t + 1]; i++) {
+            int r = rows[i];
+            float g = gates ? ld(gates + t * cols + col[r]) : 1.0f;
+            s += g * ld(o + (int64_t)r * D + c);
+        }
+        y[k] = bf(s);
+    }
+}
+
+/* dgates[t, :]: the returned values where routed, 0 elsewhere. */
+__global__ void scatter_dgates(rt_act *dg, const float *v, const int *ptr, const int *rows, const int *col,
+                               int64_t tokens, int64_t cols)
+{
+    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < tokens * cols;
+         k += (int64_t)gridDim.x * blockDim.x) {
+        int64_t t = k / cols, e = k % cols;
+        float x = 0;
+        for (int i = ptr[t]; i < ptr[t + 1]; i++)
+            if (col[rows[i]] == e) x = v[rows[i]];
+        dg[k] = bf(x);
+    }
+}
+
+/* Per expert-major row (one warp): dgate = <u, act>, then u *= gate (the
+ * gradient of act) and gy = gate * dy (of the expert's output). */
+__global__ void row_grads(float *dgate, rt_act *u, rt_act *gy, const rt_act *act, const rt_act *dy, const float *g,
+                          int64_t rows, int64_t F, int64_t D)
+{
+    int lane = threadIdx.x & 31;
+    int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    /* a warp-stride loop: the grid is capped (rtcu_grid); whole warps iterate together */
+    for (int64_t w = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; w < rows; w += warps) {
+        float s = 0, gw = g[w];
+        for (int64_t c = lane; c < F; c += 32) { /* fixed lanes and tree: deterministic */
+            float x = ld(u + w * F + c);
+            s += x * ld(act + w * F + c);
+            u[w * F + c] = bf(gw * x);
+        }
+        s = warp_sum(s);
+        if (lane == 0) dgate[w] = s;
+        for (int64_t c = lane; c < D; c += 32) gy[w * D + c] = bf(gw * ld(dy + w * D + c));
+    }
+}
+
+/* One array moved by the exchange: rows of row_bytes in send and receive order. */
+struct Xfer {
+    void *send, *recv;
+    size_t row_bytes;
+};
+
+void nccl_inside_group(ncclResult_t r, const char *call)
+{
+    if (r != ncclSuccess && r != ncclInProgress) rtcu_fail(__FILE__, __LINE__, "NCCL", ncclGetErrorString(r), call);
+}
+
+/* Forward (send -> receive order) or back; without an exchange the two
+ * orders are one buffer: recv aliases send and nothing moves. */
+void exchange(const Plan &P, std::initializer_list<Xfer> xs, bool back)
+{
+    if (!P.ep) return;
+    RtComm *c = P.ep;
+    cudaEvent_t ready, finished;
+    CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&finished, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventRecord(ready, rtcu.compute));
+    CUDA_CHECK(cudaStreamWaitEvent(c->stream, ready, 0));
+    NCCL_CHECK(ncclGroupStart());
+    for (const Xfer &x : xs) {
+        int64_t so = 0, ro = 0;
+        for (int p = 0; p < P.n; p++) {
+            int64_t s = P.soff[(size_t)((p + 1) * P.el)] - P.soff[(size_t)(p * P.el)], r = 0;
+            for (int64_t j = 0; j < P.el; j++) r += P.rcnt[(size_t)(p * P.el + j)];
+            /* byte counts with a byte type: no element-size slip */
+            char *sb = (char *)x.send + so * x.row_bytes, *rb = (char *)x.recv + ro * x.row_bytes;
+            size_t sn = (size_t)s * x.row_bytes, rn = (size_t)r * x.row_bytes;
+            if (!back) {
+                if (sn) nccl_inside_group(ncclSend(sb, sn, ncclUint8, p, c->nccl, c->stream), "ncclSend");
+                if (rn) nccl_inside_group(ncclRecv(rb, rn, ncclUint8, p, c->nccl, c->stream), "ncclRecv");
+            } else {
+                if (rn) nccl_inside_group(ncclSend(rb, rn, ncclUint8, p, c->nccl, c->stream), "ncclSend");
+                if (sn) nccl_inside_group(ncclRecv(sb, sn, ncclUint8, p, c->nccl, c->stream), "ncclRecv");
+            }
+            so += s;
+            ro += r;
+        }
+    }
+    NCCL_COMM_CHECK(c->nccl, ncclGroupEnd());
+    CUDA_CHECK(cudaEventRecord(finished, c->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(rtcu.compute, finished, 0));
+    CUDA_CHECK(cudaEventDestroy(ready)); /* released once they complete */
+    CUDA_CHECK(cudaEventDestroy(finished));
+}
+
+} // namespace
+
+void rt_moe_fwd(RtComm *ep, rt_act *y, const rt_act *h, const rt_act *gates, const rt_act *w_gate,
+                const rt_act *w_up, const rt_act *w_down, int64_t tokens, int64_t d_model, int64_t gate_cols,
+                int64_t e_local, int64_t d_expert)
+{
+    check_args("rt_moe_fwd", ep, tokens, d_model, gate_cols, e_local, d_expert);
+    int64_t D = d_model, F = d_expert, T = tokens;
+    size_t wb = (size_t)(e_local * D * F) * sizeof(rt_act), ab = sizeof(rt_act);
+    rtcu_deps({{y, (size_t)(T * D) * ab}, {h, (size_t)(T * D) * ab}, {gates, (size_t)(T * gate_cols) * ab},
+               {w_gate, wb}, {w_up, wb}, {w_down, wb}});
+    Plan P = plan_make(ep, gates, T, gate_cols, e_local);
+    int64_t S = P.nsend, R = P.nrecv;
+    rt_act *xs = (rt_act *)dalloc((size_t)(S * D) * ab);
+    rt_act *xr = P.ep ? (rt_act *)dalloc((size_t)(R * D) * ab) : xs;
+    rt_act *xe = (rt_act *)dalloc((size_t)(R * D) * ab), *oe = (rt_act *)dalloc((size_t)(R * D) * ab);
+    rt_act *a = (rt_act *)dalloc((size_t)(R * F) * ab), *b = (rt_act *)dalloc((size_t)(R * F) * ab);
+    gather(xs, h, P.send_tok, S, D);
+    exchange(P, {{xs, xr, (size_t)D * ab}}, false);
+    gather(xe, xr, P.to_exp, R, D);
+    for (int64_t j = 0; j < e_local; j++) {
+        int64_t n = P.ecnt[(size_t)j], o = P.eoff[(size_t)j];
+        if (n == 0) continue;
+        rt_matmul(a + o * F, xe + o * D, w_gate + j * D * F, n, F, D, false, false, false);
+        rt_matmul(b + o * F, xe + o * D, w_up + j * D * F, n, F, D, false, false, false);
+    }
+    rt_swiglu_fwd(a, a, b, R * F);
+    for (int64_t j = 0; j < e_local; j++) {
+        int64_t n = P.ecnt[(size_t)j], o = P.eoff[(size_t)j];
+        if (n) rt_matmul(oe + o * D, a + o * F, w_down + j * F * D, n, D, F, false, false, false);
+    }
+    gather(xr, oe, P.to_recv, R, D); /* receive order */
+    exchange(P, {{xs, xr, (size_t)D * ab}}, true);
+    if (T) {
+        RTCU_LAUNCH(combine, rtcu_grid(T * D, 256), 256, 0)(y, xs, gates, P.tok_ptr, P.tok_row, P.send_col, T, D,
+                                                             gate_cols);
+        LAUNCH_CHECK();
+    }
+    for (void *p : {(void *)a, (void *)b, (void *)oe, (void *)xe}) dfree(p);
+    if (xr != xs) dfree(xr);
+    dfree(xs);
+    dfree(P.d_idx);
+}
+
+void rt_moe_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_grad *dw_up, rt_grad *dw_down,
+                const rt_act *h, const rt_act *gates, const rt_act *w_gate, const rt_act *w_up, const rt_act *w_down,
+                const rt_act *dy, int64_t tokens, int64_t d_model, int64_t gate_cols, int64_t e_local,
+                int64_t d_expert)
+{
+    check_args("rt_moe_bwd", ep, tokens, d_model, gate_cols, e_local, d_expert);
+    int64_t D = d_model, F = d_expert, T = tokens, E = e_local;
+    size_t ab = sizeof(rt_act), wb = (size_t)(E * D * F) * ab, gb = (size_t)(E * D * F) * sizeof(rt_grad);
+    size_t tb = (size_t)(T * D) * ab, cb = (size_t)(T * gate_cols) * ab;
+    rtcu_deps({{dh, tb}, {dgates, cb}, {dw_gate, gb}, {dw_up, gb}, {dw_down, gb}, {h, tb}, {gates, cb},
+               {w_gate, wb}, {w_up, wb}, {w_down, wb}, {dy, tb}});
+    Plan P = plan_make(ep, gates, T, gate_cols, e_local);
+    int64_t S = P.nsend, R = P.nrecv;
+    bool x = P.ep != NULL;
+    /* send order: h, dy, gate per routed row; then the receive order */
+    rt_act *xs = (rt_act *)dalloc((size_t)(S * D) * ab), *ys = (rt_act *)dalloc((size_t)(S * D) * ab);
+    float *gs = (float *)dalloc((size_t)S * sizeof(float)), *dgs = (float *)dalloc((size_t)S * sizeof(float));
+    rt_act *xr = x ? (rt_act *)dalloc((size_t)(R * D) * ab) : xs, *yr = x ? (rt_act *)dalloc((size_t)(R * D) * ab) : ys;
+    float *gr = x ? (float *)dalloc((size_t)R * sizeof(float)) : gs, *dgr = x ? (float *)dalloc((size_t)R * sizeof(float)) : dgs;
+    gather(xs, h, P.send_tok, S, D);
+    gather(ys, dy, P.send_tok, S, D);
+    if (S) {
+        RTCU_LAUNCH(gather_gates, rtcu_grid(S, 256), 256, 0)(gs, gates, P.send_tok, P.send_col, S, gate_cols);
+        LAUNCH_CHECK();
+    }
+    exchange(P, {{xs, xr, (size_t)D * ab}, {ys, yr, (size_t)D * ab}, {gs, gr, sizeof(float)}}, false);
+    /* expert-major operands */
+    rt_act *xe = (rt_act *)dalloc((size_t)(R * D) * ab), *ye = (rt_act *)dalloc((size_t)(R * D) * ab);
+    rt_act *gy = (rt_act *)dalloc((size_t)(R * D) * ab), *dx = (rt_act *)dalloc((size_t)(R * D) * ab);
+    rt_act *a = (rt_act *)dalloc((size_t)(R * F) * ab), *b = (rt_act *)dalloc((size_t)(R * F) * ab);
+    rt_act *act = (rt_act *)dalloc((size_t)(R * F) * ab), *u = (rt_act *)dalloc((size_t)(R * F) * ab);
+    float *ge = (float *)dalloc((size_t)R * sizeof(float)), *dge = (float *)dalloc((size_t)R * sizeof(float));
+    gather(xe, xr, P.to_exp, R, D);
+    gather(ye, yr, P.to_exp, R, D);
+    gather(ge, gr, P.to_exp, R, 1);
+    /* recompute the first GEMMs (moe keeps only h and gates), and u = dy W_down^T */
+    for (int64_t j = 0; j < E; j++) {
+        int64_t n = P.ecnt[(size_t)j], o = P.eoff[(size_t)j];
+        if (n == 0) continue;
+        rt_matmul(a + o * F, xe + o * D, w_gate + j * D * F, n, F, D, false, false, false);
+        rt_matmul(b + o * F, xe + o * D, w_up + j * D * F, n, F, D, false, false, false);
+        rt_matmul(u + o * F, ye + o * D, w_down + j * F * D, n, F, D, false, true, false);
+    }
+    rt_swiglu_fwd(act, a, b, R * F);
+    if (R) {
+        RTCU_LAUNCH(row_grads, rtcu_grid(R * 32, 256), 256, 0)(dge, u, gy, act, ye, ge, R, F, D);
+        LAUNCH_CHECK();
+    }
+    rt_swiglu_bwd(a, b, a, b, u, R * F); /* a, b now d(gate GEMM), d(up GEMM) */
+    for (int64_t j = 0; j < E; j++) {
+        int64_t n = P.ecnt[(size_t)j], o = P.eoff[(size_t)j];
+        if (n == 0) continue;
+        rt_matmul_grad(dw_down + j * F * D, act + o * F, gy + o * D, F, D, n, true, false, true);
+        rt_matmul_grad(dw_gate + j * D * F, xe + o * D, a + o * F, D, F, n, true, false, true);
+        rt_matmul_grad(dw_up + j * D * F, xe + o * D, b + o * F, D, F, n, true, false, true);
+        rt_matmul(dx + o * D, a + o * F, w_gate + j * D * F, n, D, F, false, true, false);
+        rt_matmul(dx + o * D, b + o * F, w_up + j * D * F, n, D, F, false, true, true);
+    }
+    gather(xr, dx, P.to_recv, R, D);
+    gather(dgr, dge, P.to_recv, R, 1);
+    exchange(P, {{xs, xr, (size_t)D * ab}, {dgs, dgr, sizeof(float)}}, true);
+    if (T) {
+        RTCU_LAUNCH(combine, rtcu_grid(T * D, 256), 256, 0)(dh, xs, (const rt_act *)nullptr, P.tok_ptr, P.tok_row, P.send_col, T, D,
+                                                             gate_cols);
+        LAUNCH_CHECK();
+        RTCU_LAUNCH(scatter_dgates, rtcu_grid(T * gate_cols, 256), 256, 0)(dgates, dgs, P.tok_ptr, P.tok_row,
+                                                                            P.send_col, T, gate_cols);
+        LAUNCH_CHECK();
+    }
+    for (void *p : {(void *)xe, (void *)ye, (void *)gy, (void *)dx, (void *)a, (void *)b, (void *)act, (void *)u,
+                    (void *)ge, (void *)dge, (void *)xs, (void *)ys, (void *)gs, (void *)dgs})
+        dfree(p);
+    if (x)
+        for (void *p : {(void *)xr, (void *)yr, (void *)gr, (void *)dgr}) dfree(p);
+    dfree(P.d_idx);
+}

@@ -1,0 +1,270 @@
+/* route.cu: the router of a mixture-of-experts layer (docs/moe.md, `route`)
+ * on the GPU, the CPU backend's math (runtime/cpu/route.c) in fp32 over
+ * bf16 logits and gates.
+ *
+ * One thread routes one token: a row has at most RT_ROUTE_MAX_EXPERTS
+ * scores and k <= RT_ROUTE_MAX_TOPK picks, so the selection is a few
+ * hundred compares in the thread's local memory and needs no cooperation.
+ * Capacity (a ranking among the tokens of a sequence that chose an expert)
+ * is a second kernel with one block per (sequence, expert); it ranks the
+ * fp32 weights, written to a temporary by the first kernel, so its ties are
+ * those of the math and not of bf16 rounding. The backward recomputes the
+ * selection from the logits; with load balancing on, a first kernel writes
+ * every token's top-k and each block counts its sequence's choices from
+ * them (a loop per expert, no atomics). */
+#include "cu_dev.cuh"
+
+#include <math.h>
+
+namespace {
+
+struct Tok {
+    float s[RT_ROUTE_MAX_EXPERTS];
+    int pick[RT_ROUTE_MAX_TOPK];
+    float w[RT_ROUTE_MAX_TOPK];
+    float chosen_sum;
+};
+
+/* Steps 1-4 of docs/moe.md for one token (route.c's route_token). */
+__device__ void route_token(Tok &t, const rt_act *z, int E, const RtRoute r)
+{
+    if (r.sigmoid) {
+        for (int e = 0; e < E; e++) t.s[e] = 1.0f / (1.0f + expf(-ld(z + e)));
+    } else {
+        float m = -INFINITY, sum = 0;
+        for (int e = 0; e < E; e++) m = fmaxf(m, ld(z + e));
+        for (int e = 0; e < E; e++) sum += t.s[e] = expf(ld(z + e) - m);
+        for (int e = 0; e < E; e++) t.s[e] /= sum;
+    }
+    /* candidate mask, one bit per expert */
+    unsigned cand[RT_ROUTE_MAX_EXPERTS / 32];
+    for (int i = 0; i < RT_ROUTE_MAX_EXPERTS / 32; i++) cand[i] = ~0u;
+    if (r.groups > 1) {
+        int G = r.groups, per = E / G;
+        unsigned keep[RT_ROUTE_MAX_EXPERTS / 32] = {0};
+        float gs[RT_ROUTE_MAX_EXPERTS];
+        for (int g = 0; g < G; g++) {
+            float a = -INFINITY, b = -INFINITY;
+            for (int e = g * per; e < (g + 1) * per; e++) {
+                float v = t.s[e];
+                if (v > a) {
+                    b = a;
+                    a = v;
+                } else if (v > b) {
+                    b = v;
+                }
+            }
+            gs[g] = r.sigmoid && per > 1 ? a + b : a;
+        }
+        for (int i = 0; i < r.group_topk; i++) {
+            int best = -1;
+            for (int g = 0; g < G; g++)
+                if (!(keep[g >> 5] >> (g & 31) & 1) && (best < 0 || gs[g] > gs[best])) best = g;
+            keep[best >> 5] |= 1u << (best & 31);
+        }
+        for (int e = 0; e < E; e++)
+            if (!(keep[(e / per) >> 5] >> ((e / per) & 31) & 1)) cand[e >> 5] &= ~(1u << (e & 31));
+    }
+    t.chosen_sum = 0;
+    for (int i = 0; i < r.topk; i++) {
+        int best = -1;
+        for (int e = 0; e < E; e++) /* strict >: ties to the lower index */
+            if ((cand[e >> 5] >> (e & 31) & 1) && (best < 0 || t.s[e] > t.s[best])) best = e;
+        cand[best >> 5] &= ~(1u << (best & 31));
+        t.pick[i] = best;
+        t.chosen_sum += t.s[best];
+    }
+    for (int i = 0; i < r.topk; i++) {
+        float w = t.s[t.pick[i]];
+        if (r.norm) w /= t.chosen_sum;
+        t.w[i] = w * r.scale;
+    }
+}
+
+/* Gates of every token (or, with capacity, the fp32 weights into wout). */
+__global__ void route_fwd_kernel(rt_act *gates, float *wout, const rt_act *logits, int64_t tokens, int E,
+                                 const RtRoute r)
+{
+    Tok t;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < tokens;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        route_token(t, logits + i * E, E, r);
+        if (wout) {
+            for (int e = 0; e < E; e++) wout[i * E + e] = 0;
+            for (int k = 0; k < r.topk; k++) wout[i * E + t.pick[k]] = t.w[k];
+        } else {
+            for (int e = 0; e < E; e++) gates[i * E + e] = bf(0);
+            for (int k = 0; k < r.topk; k++) gates[i * E + t.pick[k]] = bf(t.w[k]);
+        }
+    }
+}
+
+/* Step 5: block (sequence q, expert e) keeps the cap largest weights of
+ * column e, ties to the earlier position (a rank by counting; the weights
+ * of chosen experts are > 0 and the others exactly 0). */
+__global__ void capacity_kernel(rt_act *gates, const float *w, int64_t S, int E, int64_t cap)
+{
+    int64_t q = blockIdx.y;
+    int e = blockIdx.x;
+    const float *col = w + q * S * E + e;
+    for (int64_t t = threadIdx.x; t < S; t += blockDim.x) {
+        float v = col[t * E];
+        bool keep = false;
+        if (v != 0) {
+            int64_t ahead = 0;
+            for (int64_t u = 0; u < S && ahead < cap; u++) {
+                float o = col[u * E];
+                ahead += o != 0 && (o > v || (o == v && u < t));
+            }
+            keep = ahead < cap;
+        }
+        gates[(q * S + t) * E + e] = bf(keep ? v : 0.0f);
+    }
+}
+
+/* Every token's top-k (before capacity drops), for the load-balancing counts. */
+__global__ void route_pick_kernel(int *picks, const rt_act *logits, int64_t tokens, int E, const RtRoute r)
+{
+    Tok t;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < tokens;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        route_token(t, logits + i * E, E, r);
+        for (int k = 0; k < r.topk; k++) picks[i * r.topk + k] = t.pick[k];
+    }
+}
+
+/* The backward for the tokens of block (chunk, sequence blockIdx.y). With
+ * aux on, a[] (shared) first gets alpha f_e / (S N_seq), thread e counting
+ * expert e's choices among the sequence's picks (no atomics). */
+__global__ void route_bwd_kernel(rt_act *dlogits, const rt_act *logits, const rt_act *gates, const rt_act *dgates,
+                                 const int *picks, int64_t S, int E, const RtRoute r, double nglob)
+{
+    __shared__ float a[RT_ROUTE_MAX_EXPERTS];
+    int64_t q = blockIdx.y, base = q * S * E;
+    Tok t;
+    if (picks) {
+        const int *pq = picks + q * S * r.topk;
+        for (int e = threadIdx.x; e < E; e += blockDim.x) {
+            int64_t cnt = 0;
+            for (int64_t i = 0; i < S * r.topk; i++) cnt += pq[i] == e;
+            a[e] = (float)((double)r.aux * ((double)E / ((double)r.topk * S) * (double)cnt) / ((double)S * nglob));
+        }
+        __syncthreads();
+    }
+    float zcoef = r.zloss > 0 ? (float)((double)r.zloss / (nglob * (double)S)) : 0.0f;
+    int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (p >= S) return;
+    const rt_act *z = logits + base + p * E, *g = gates + base + p * E, *dg = dgates + base + p * E;
+    rt_act *dz = dlogits + base + p * E;
+    route_token(t, z, E, r);
+    float ds[RT_ROUTE_MAX_EXPERTS];
+    for (int e = 0; e < E; e++) ds[e] = 0;
+    float dot = 0;
+    for (int k = 0; k < r.topk; k++) {
+        int e = t.pick[k];
+        if (ld(g + e) != 0) dot += ld(dg + e) * t.s[e];
+    }
+    for (int k = 0; k < r.topk; k++) {
+        int e = t.pick[k];
+        float d = ld(g + e) != 0 ? ld(dg + e) : 0.0f;
+        ds[e] = r.norm ? r.scale * (d / t.chosen_sum - dot / (t.chosen_sum * t.chosen_sum)) : r.scale * d;
+    }
+    if (picks) {
+        if (r.sigmoid) { /* p = s / sum s */
+            float sum = 0, ap = 0;
+            for (int e = 0; e < E; e++) sum += t.s[e];
+            for (int e = 0; e < E; e++) ap += a[e] * t.s[e] / sum;
+            for (int e = 0; e < E; e++) ds[e] += (a[e] - ap) / sum;
+        } else {
+            for (int e = 0; e < E; e++) ds[e] += a[e];
+        }
+    }
+    float sds = 0;
+    if (!r.sigmoid)
+        for (int e = 0; e < E; e++) sds += ds[e] * t.s[e];
+    float lse = 0;
+    if (zcoef != 0) {
+        float m = -INFINITY, sum = 0;
+        for (int e = 0; e < E; e++) m = fmaxf(m, ld(z + e));
+        for (int e = 0; e < E; e++) sum += expf(ld(z + e) - m);
+        lse = m + logf(sum);
+    }
+    for (int e = 0; e < E; e++) {
+        float s = t.s[e];
+        float d = r.sigmoid ? ds[e] * s * (1 - s) : s * (ds[e] - sds);
+        if (zcoef != 0) d += zcoef * 2 * lse * expf(ld(z + e) - lse);
+        dz[e] = bf(d);
+    }
+}
+
+void check_route(const char *fn, int64_t seqs, int64_t seq_len, int64_t E, const RtRoute *r)
+{
+    rtcu_require_init(fn);
+    if (seqs < 0 || seq_len < 0)
+        rt_fatal("%s: negative sizes seqs=%lld seq_len=%lld", fn, (long long)seqs, (long long)seq_len);
+    if (E < 1 || E > RT_ROUTE_MAX_EXPERTS)
+        rt_fatal("%s: n_experts = %lld outside [1, %d]", fn, (long long)E, RT_ROUTE_MAX_EXPERTS);
+    int g = r->groups > 1 ? r->groups : 1;
+    if (E % g != 0) rt_fatal("%s: %d expert groups do not divide %lld experts", fn, g, (long long)E);
+    int gk = g > 1 ? r->group_topk : 1;
+    if (g > 1 && (gk < 1 || gk > g)) rt_fatal("%s: group_topk = %d outside [1, %d]", fn, r->group_topk, g);
+    int64_t cand = g > 1 ? (int64_t)gk * (E / g) : E;
+    if (r->topk < 1 || r->topk > RT_ROUTE_MAX_TOPK || r->topk > cand)
+        rt_fatal("%s: topk = %d outside [1, %lld] (at most %d, and no more than the candidate experts)", fn, r->topk,
+                 (long long)(cand < (int64_t)RT_ROUTE_MAX_TOPK ? cand : (int64_t)RT_ROUTE_MAX_TOPK),
+                 (int)RT_ROUTE_MAX_TOPK);
+    if (!(r->capacity >= 0) || !(r->aux >= 0) || !(r->zloss >= 0))
+        rt_fatal("%s: capacity, aux and zloss must be >= 0 (got %g, %g, %g)", fn, (double)r->capacity,
+                 (double)r->aux, (double)r->zloss);
+}
+
+} // namespace
+
+void rt_route_fwd(rt_act *gates, const rt_act *logits, int64_t seqs, int64_t seq_len, int64_t n_experts,
+                  const RtRoute *r)
+{
+    check_route("rt_route_fwd", seqs, seq_len, n_experts, r);
+    int64_t tokens = seqs * seq_len, n = tokens * n_experts;
+    if (tokens == 0) return;
+    size_t bytes = (size_t)n * sizeof(rt_act);
+    rtcu_deps({{gates, bytes}, {logits, bytes}});
+    int64_t cap = r->capacity > 0
+                      ? (int64_t)ceil((double)r->capacity * (double)seq_len * r->topk / (double)n_experts)
+                      : INT64_MAX;
+    float *w = NULL;
+    if (cap < seq_len * r->topk) CUDA_CHECK(cudaMallocAsync((void **)&w, (size_t)n * sizeof(float), rtcu.compute));
+    RTCU_LAUNCH(route_fwd_kernel, rtcu_grid(tokens, 128), 128, 0)(gates, w, logits, tokens, (int)n_experts, *r);
+    LAUNCH_CHECK();
+    if (w) {
+        rtcu_check_grid("rt_route_fwd", n_experts, seqs, 1);
+        RTCU_LAUNCH(capacity_kernel, dim3((unsigned)n_experts, (unsigned)seqs), 256, 0)(gates, w, seq_len,
+                                                                                         (int)n_experts, cap);
+        LAUNCH_CHECK();
+        CUDA_CHECK(cudaFreeAsync(w, rtcu.compute));
+    }
+}
+
+void rt_route_bwd(rt_act *dlogits, const rt_act *logits, const rt_act *gates, const rt_act *dgates, int64_t seqs,
+                  int64_t seq_len, int64_t n_experts, const RtRoute *r, int64_t global_seqs)
+{
+    check_route("rt_route_bwd", seqs, seq_len, n_experts, r);
+    if ((r->aux > 0 || r->zloss > 0) && global_seqs < 1)
+        rt_fatal("rt_route_bwd: global_seqs = %lld, but the regularisers average over the global batch",
+                 (long long)global_seqs);
+    if (seqs == 0 || seq_len == 0) return;
+    size_t bytes = (size_t)(seqs * seq_len * n_experts) * sizeof(rt_act);
+    rtcu_deps({{dlogits, bytes}, {logits, bytes}, {gates, bytes}, {dgates, bytes}});
+    int64_t tokens = seqs * seq_len, chunks = rtcu_cdiv(seq_len, 128);
+    int *picks = NULL;
+    if (r->aux > 0) {
+        CUDA_CHECK(cudaMallocAsync((void **)&picks, (size_t)(tokens * r->topk) * sizeof(int), rtcu.compute));
+        RTCU_LAUNCH(route_pick_kernel, rtcu_grid(tokens, 128), 128, 0)(picks, logits, tokens, (int)n_experts, *r);
+        LAUNCH_CHECK();
+    }
+    rtcu_check_grid("rt_route_bwd", chunks, seqs, 1);
+    RTCU_LAUNCH(route_bwd_kernel, dim3((unsigned)chunks, (unsigned)seqs), 128, 0)(
+        dlogits, logits, gates, dgates, picks, seq_len, (int)n_experts, *r,
+        (double)(global_seqs > 0 ? global_seqs : 1));
+    LAUNCH_CHECK();
+    if (picks) CUDA_CHECK(cudaFreeAsync(picks, rtcu.compute));
+}
