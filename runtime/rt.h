@@ -372,8 +372,20 @@ enum { RT_ROUTE_MAX_EXPERTS = 256, RT_ROUTE_MAX_TOPK = 8 };
  * aux count per sequence). Capacity C = ceil(capacity * seq_len * topk /
  * n_experts), computed in double from the float capacity. */
 void rt_route_fwd(rt_act *gates, const rt_act *logits, int64_t seqs, int64_t seq_len,
-                  int64_t n_experts, const RtRoute *r);
-/* dlogits (overwritten) from dgates through the kept choices (gates != 0),
+                  int64_t n_experts, const RtRoute *r, float *objective, float weight,
+                  int64_t global_seqs);
+/* Gradient checks (train --grad-check): with RT_ROUTE_RECORD every
+ * rt_route_fwd keeps a copy of its logits, in call order; with
+ * RT_ROUTE_REPLAY the i-th call after it chooses (groups, top-k, capacity
+ * drops) from the i-th copy and weighs from its own logits, so a
+ * perturbed forward differentiates what the backward does: the selection
+ * held fixed. RT_ROUTE_FREE: choose from the logits again (the default). */
+enum { RT_ROUTE_FREE, RT_ROUTE_RECORD, RT_ROUTE_REPLAY };
+void rt_route_freeze(int mode);
+/* rt_route_fwd adds weight x the regularisers' value over its seqs
+ * sequences (each one's aux_seq / global_seqs, zloss's terms / (global_seqs
+ * seq_len)) to *objective, one float in backend memory (docs/moe.md).
+ * dlogits (overwritten) from dgates through the kept choices (gates != 0),
  * plus the gradients of aux and zloss; global_seqs: the sequences of the
  * global batch the regularisers average over. The selection is recomputed
  * from logits (aux counts the top-k before capacity drops). */

@@ -48,21 +48,41 @@ static void check_route(const char *fn, int64_t seqs, int64_t seq_len, int64_t E
                  (double)r->capacity, (double)r->aux, (double)r->zloss);
 }
 
-/* Steps 1-4 of docs/moe.md for one token. */
-static void route_token(Tok *t, const rt_act *z, int64_t E, const RtRoute *r)
+/* The scores of one token (step 1). */
+static void scores(double *s, const rt_act *z, int64_t E, const RtRoute *r)
 {
     if (r->sigmoid) {
         for (int64_t e = 0; e < E; e++)
-            t->s[e] = 1.0 / (1.0 + exp(-(double)z[e]));
-    } else {
-        double m = -INFINITY, sum = 0;
-        for (int64_t e = 0; e < E; e++)
-            m = fmax(m, (double)z[e]);
-        for (int64_t e = 0; e < E; e++)
-            sum += t->s[e] = exp((double)z[e] - m);
-        for (int64_t e = 0; e < E; e++)
-            t->s[e] /= sum;
+            s[e] = 1.0 / (1.0 + exp(-(double)z[e]));
+        return;
     }
+    double m = -INFINITY, sum = 0;
+    for (int64_t e = 0; e < E; e++)
+        m = fmax(m, (double)z[e]);
+    for (int64_t e = 0; e < E; e++)
+        sum += s[e] = exp((double)z[e] - m);
+    for (int64_t e = 0; e < E; e++)
+        s[e] /= sum;
+}
+
+/* Step 4 for the chosen experts t->pick, from scores t->s. */
+static void weights(Tok *t, const RtRoute *r)
+{
+    t->chosen_sum = 0;
+    for (int i = 0; i < r->topk; i++)
+        t->chosen_sum += t->s[t->pick[i]];
+    for (int i = 0; i < r->topk; i++) {
+        double w = t->s[t->pick[i]];
+        if (r->norm)
+            w /= t->chosen_sum;
+        t->w[i] = w * (double)r->scale;
+    }
+}
+
+/* Steps 1-4 of docs/moe.md for one token. */
+static void route_token(Tok *t, const rt_act *z, int64_t E, const RtRoute *r)
+{
+    scores(t->s, z, E, r);
     bool cand[RT_ROUTE_MAX_EXPERTS];
     for (int64_t e = 0; e < E; e++)
         cand[e] = true;
@@ -94,7 +114,6 @@ static void route_token(Tok *t, const rt_act *z, int64_t E, const RtRoute *r)
         for (int64_t e = 0; e < E; e++)
             cand[e] = keep[e / per];
     }
-    t->chosen_sum = 0;
     for (int i = 0; i < r->topk; i++) {
         int best = -1;
         for (int64_t e = 0; e < E; e++) /* strict >: ties to the lower index */
@@ -102,14 +121,97 @@ static void route_token(Tok *t, const rt_act *z, int64_t E, const RtRoute *r)
                 best = (int)e;
         cand[best] = false;
         t->pick[i] = best;
-        t->chosen_sum += t->s[best];
     }
-    for (int i = 0; i < r->topk; i++) {
-        double w = t->s[t->pick[i]];
-        if (r->norm)
-            w /= t->chosen_sum;
-        t->w[i] = w * (double)r->scale;
+    weights(t, r);
+}
+
+/* The selection held fixed for gradient checks (rt_route_freeze): copies of
+ * the logits of each call since RT_ROUTE_RECORD, in call order. */
+static struct {
+    int mode, next, n, cap;
+    rt_act **copy;
+    int64_t *numel;
+} frozen;
+
+void rt_route_freeze(int mode)
+{
+    if (mode != RT_ROUTE_REPLAY) {
+        for (int i = 0; i < frozen.n; i++)
+            free(frozen.copy[i]);
+        frozen.n = 0;
     }
+    if (mode == RT_ROUTE_FREE) {
+        free(frozen.copy);
+        free(frozen.numel);
+        frozen.copy = NULL, frozen.numel = NULL, frozen.cap = 0;
+    }
+    frozen.mode = mode;
+    frozen.next = 0;
+}
+
+/* The logits this call chooses from: its own, or (replaying) the copy. */
+static const rt_act *selection_logits(const rt_act *logits, int64_t n)
+{
+    if (frozen.mode == RT_ROUTE_RECORD) {
+        if (frozen.n == frozen.cap) {
+            frozen.cap = frozen.cap ? 2 * frozen.cap : 16;
+            frozen.copy = realloc(frozen.copy, (size_t)frozen.cap * sizeof *frozen.copy);
+            frozen.numel = realloc(frozen.numel, (size_t)frozen.cap * sizeof *frozen.numel);
+            if (!frozen.copy || !frozen.numel)
+                rt_fatal("ptdrt: out of host memory in rt_route_freeze");
+        }
+        frozen.copy[frozen.n] = rtcpu_xmalloc((size_t)n * sizeof(rt_act));
+        memcpy(frozen.copy[frozen.n], logits, (size_t)n * sizeof(rt_act));
+        frozen.numel[frozen.n++] = n;
+        return logits;
+    }
+    if (frozen.mode != RT_ROUTE_REPLAY)
+        return logits;
+    if (frozen.next >= frozen.n || frozen.numel[frozen.next] != n)
+        rt_fatal("rt_route_fwd: replaying call %d of %d recorded, with %lld logits: the forward "
+                 "differs from the recorded one", frozen.next + 1, frozen.n, (long long)n);
+    return frozen.copy[frozen.next++];
+}
+
+/* The regularisers' value over one sequence's tokens (docs/moe.md): aux_seq
+ * (the counts from the top-k before drops) / n_seq and zloss's sum of
+ * lse^2 / (n_seq S), in double. tok holds the choices, z the logits. */
+static double regularisers(const Tok *tok, const rt_act *z, int64_t S, int64_t E, const RtRoute *r,
+                           double n_seq)
+{
+    double v = 0;
+    if (r->aux > 0) {
+        double cnt[RT_ROUTE_MAX_EXPERTS] = {0}, P[RT_ROUTE_MAX_EXPERTS] = {0}, s[RT_ROUTE_MAX_EXPERTS];
+        for (int64_t p = 0; p < S; p++) {
+            for (int i = 0; i < r->topk; i++)
+                cnt[tok[p].pick[i]] += 1;
+            scores(s, z + p * E, E, r);
+            double sum = 0;
+            for (int64_t e = 0; e < E; e++)
+                sum += s[e];
+            for (int64_t e = 0; e < E; e++) /* p = s normalised over every expert */
+                P[e] += s[e] / sum / (double)S;
+        }
+        double aux = 0;
+        for (int64_t e = 0; e < E; e++)
+            aux += (double)E / ((double)r->topk * (double)S) * cnt[e] * P[e];
+        v += (double)r->aux * aux / n_seq;
+    }
+    if (r->zloss > 0) {
+        double zs = 0;
+        for (int64_t p = 0; p < S; p++) {
+            const rt_act *zp = z + p * E;
+            double m = -INFINITY, sum = 0;
+            for (int64_t e = 0; e < E; e++)
+                m = fmax(m, (double)zp[e]);
+            for (int64_t e = 0; e < E; e++)
+                sum += exp((double)zp[e] - m);
+            double lse = m + log(sum);
+            zs += lse * lse;
+        }
+        v += (double)r->zloss * zs / (n_seq * (double)S);
+    }
+    return v;
 }
 
 /* Tokens an expert keeps per sequence (docs/moe.md step 5); INT64_MAX when
@@ -171,31 +273,55 @@ static void apply_capacity(bool *kept, const Tok *tok, int64_t S, int64_t E, con
 }
 
 void rt_route_fwd(rt_act *gates, const rt_act *logits, int64_t seqs, int64_t seq_len,
-                  int64_t n_experts, const RtRoute *r)
+                  int64_t n_experts, const RtRoute *r, float *objective, float weight,
+                  int64_t global_seqs)
 {
     check_route("rt_route_fwd", seqs, seq_len, n_experts, r);
+    if ((r->aux > 0 || r->zloss > 0) && (global_seqs < 1 || !objective))
+        rt_fatal("rt_route_fwd: the regularisers need the global batch's sequences (got %lld) and "
+                 "an objective to add to", (long long)global_seqs);
     int64_t E = n_experts, S = seq_len, k = r->topk, cap = capacity_of(r, S, E);
-    if (S == 0)
+    if (S == 0 || seqs == 0)
         return;
+    const rt_act *sel = selection_logits(logits, seqs * S * E);
     Tok *tok = rtcpu_xmalloc((size_t)S * sizeof *tok);
     bool *kept = rtcpu_xmalloc((size_t)(S * k) * sizeof *kept);
+    double value = 0;
     for (int64_t q = 0; q < seqs; q++) {
-        const rt_act *z = logits + q * S * E;
+        const rt_act *z = logits + q * S * E, *zs = sel + q * S * E;
         rt_act *g = gates + q * S * E;
         RTCPU_PRAGMA(omp parallel for schedule(static))
-        for (int64_t p = 0; p < S; p++)
-            route_token(&tok[p], z + p * E, E, r);
+        for (int64_t p = 0; p < S; p++) {
+            route_token(&tok[p], zs + p * E, E, r);
+            if (zs != z) { /* replaying: the recorded choice, today's weights */
+                scores(tok[p].s, z + p * E, E, r);
+                weights(&tok[p], r);
+            }
+        }
         for (int64_t i = 0; i < S * k; i++)
             kept[i] = true;
-        if (cap < S * k)
-            apply_capacity(kept, tok, S, E, r, cap);
+        if (cap < S * k) {
+            if (zs != z) { /* drops by the recorded weights too */
+                Tok *rec = rtcpu_xmalloc((size_t)S * sizeof *rec);
+                for (int64_t p = 0; p < S; p++)
+                    route_token(&rec[p], zs + p * E, E, r);
+                apply_capacity(kept, rec, S, E, r, cap);
+                free(rec);
+            } else {
+                apply_capacity(kept, tok, S, E, r, cap);
+            }
+        }
         for (int64_t p = 0; p < S; p++) {
             memset(g + p * E, 0, (size_t)E * sizeof *g);
             for (int i = 0; i < k; i++)
                 if (kept[p * k + i])
                     g[p * E + tok[p].pick[i]] = (rt_act)tok[p].w[i];
         }
+        if (r->aux > 0 || r->zloss > 0)
+            value += regularisers(tok, z, S, E, r, (double)global_seqs);
     }
+    if (r->aux > 0 || r->zloss > 0)
+        *objective += (float)((double)weight * value);
     free(kept);
     free(tok);
 }

@@ -13,6 +13,7 @@
  * every rank leaves the rest matched). A third of a step's work. */
 static double gc_forward_loss(void)
 {
+    rt_route_freeze(RT_ROUTE_REPLAY); /* the routers choose as on the unmoved weights */
     rt_zero(g_loss, 3 * sizeof(float));
     for (int k = 0; k < tr_prog->nsched; k++) {
         const CgSchedOp *op = &tr_prog->sched[k];
@@ -166,6 +167,19 @@ int tr_grad_check(double tol)
     tr_run_schedule();
     tr_reduce_grads();
     double l0 = tr_world_loss();
+    /* The routers' choices (top-k, drops) are piecewise constant in the
+     * weights: the gradient holds them fixed, and so must the differences,
+     * or a step across a switch measures a jump. A forward-only pass on the
+     * unmoved weights (forwards write no gradient) records each router's
+     * logits in the order every later pass calls it; those passes choose
+     * from them (rt_route_freeze, gc_forward_loss). */
+    rt_route_freeze(RT_ROUTE_RECORD);
+    for (int k = 0; k < tr_prog->nsched; k++) {
+        const CgSchedOp *op = &tr_prog->sched[k];
+        if (!op->bwd)
+            tr_prog->forward[op->chunk](op->mb, op->mb % tr_prog->nslots[op->chunk]);
+    }
+    tr_prog->wait_sends();
     int bad = 0, nchecked = 0, nelems = 0;
     float *dev = (float *)rt_alloc(64 * sizeof(float)); /* element values, reduced */
     float **g = (float **)calloc((size_t)tr_prog->nparams + 1, sizeof *g);
@@ -208,9 +222,21 @@ int tr_grad_check(double tol)
             int mine = local[qi];
             double nrm = norms[qi];
             /* A step that moves the fp32 loss by ~4e-3 (thousands of its ulps),
-             * at most 1 in weight units (its elements move by far less). */
-            double h = 2e-3 / nrm;
+             * at most 1 in weight units (its elements move by far less) and
+             * at most a quarter of the tensor's own norm: a router of small
+             * weights moved by more than its size saturates its softmax, and
+             * the differences measure that curvature (central differences
+             * err by h^2/6 times the third derivative). */
+            float wss[1] = {0};
+            if (mine >= 0 && tr_prog->params[mine].primary && tr_counts(tr_prog->params[mine].norm_mask))
+                for (int64_t e = 0; e < tr_prog->params[mine].numel; e++)
+                    wss[0] += w[mine][e] * w[mine][e];
+            rt_to_device(dev, wss, sizeof wss);
+            rt_allreduce(tr_world, dev, 1, RT_F32);
+            rt_to_host(wss, dev, sizeof wss);
+            double h = 2e-3 / nrm, hcap = 0.25 * sqrt((double)wss[0]);
             h = h < 1e-3 ? 1e-3 : h > 1.0 ? 1.0 : h;
+            h = hcap > 1e-3 && h > hcap ? hcap : h;
             double lpm[2];
             for (int sgn = 0; sgn < 2; sgn++) {
                 if (mine >= 0) {
@@ -254,5 +280,6 @@ int tr_grad_check(double tol)
     free(tmp);
     free(norms);
     free(local);
+    rt_route_freeze(RT_ROUTE_FREE);
     return bad;
 }

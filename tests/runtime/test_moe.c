@@ -165,9 +165,13 @@ static void test_route_case(const char *name, int seqs, int S, int E, RtRoute r,
     double *z = dnew(n), *g = dnew(n), *R = dnew(n), *dz = dnew(n);
     ref_fill(zf, z, n, -2, 2);
     ref_fill(Rf, R, n, -1, 1);
-    rt_route_fwd(gf, zf, seqs, S, E, &r);
-    ref_route(g, z, seqs, S, E, &r, seqs);
+    int nglob = 2 * seqs; /* other ranks hold the rest of the global batch */
+    float obj = 0.25f;    /* rt_route_fwd adds to it */
+    rt_route_fwd(gf, zf, seqs, S, E, &r, &obj, 0.5f, nglob);
+    double reg = ref_route(g, z, seqs, S, E, &r, nglob);
     CHECK(ref_close("gates", gf, g, n, 1e-6, 1e-30), "route %s: gates differ", name);
+    CHECK(fabs((obj - 0.25) - 0.5 * reg) <= 1e-6 * fabs(reg) + 1e-7,
+          "route %s: regularisers %.9g, the reference's %.9g", name, (obj - 0.25) / 0.5, reg);
     int64_t zeros = 0;
     for (int64_t i = 0; i < n; i++)
         if ((gf[i] == 0) != (g[i] == 0))
@@ -180,7 +184,6 @@ static void test_route_case(const char *name, int seqs, int S, int E, RtRoute r,
           "route %s: %lld choices kept (capacity must drop some, dropless none)", name,
           (long long)kept);
     if (grad) {
-        int nglob = 2 * seqs; /* other ranks hold the rest of the global batch */
         rt_route_bwd(dzf, zf, gf, Rf, seqs, S, E, &r, nglob);
         RouteCtx c = {z, R, g, seqs, S, E, nglob, &r};
         ref_fd_grad(route_obj, &c, z, n, 1e-6, dz);
@@ -199,7 +202,7 @@ static void test_route_ties(void)
         for (int e = 0; e < E; e++)
             z[t * E + e] = e == 5 || e == 6 || e == 2 ? 1.0f : 0.0f;
     RtRoute r = {.topk = 2, .norm = 1, .scale = 1};
-    rt_route_fwd(g, z, 1, S, E, &r);
+    rt_route_fwd(g, z, 1, S, E, &r, NULL, 0, 0);
     bool ok = true;
     for (int t = 0; t < S; t++)
         for (int e = 0; e < E; e++)
@@ -207,7 +210,7 @@ static void test_route_ties(void)
     CHECK(ok, "top-k ties must go to the lower expert index");
     /* capacity 0.5: C = ceil(0.5 * 6 * 2 / 8) = 1 per expert: token 0 alone */
     r.capacity = 0.5f;
-    rt_route_fwd(g, z, 1, S, E, &r);
+    rt_route_fwd(g, z, 1, S, E, &r, NULL, 0, 0);
     ok = g[2] == 0.5f && g[5] == 0.5f;
     for (int t = 1; t < S; t++)
         for (int e = 0; e < E; e++)
@@ -216,7 +219,7 @@ static void test_route_ties(void)
     /* groups of 2 experts, best 2 groups: groups 1 {2,3} and 2 {4,5} tie
      * with 3 {6,7}; group 1 and 2 win, so expert 6 is no candidate */
     r = (RtRoute){.topk = 3, .groups = 4, .group_topk = 2, .scale = 1};
-    rt_route_fwd(g, z, 1, S, E, &r);
+    rt_route_fwd(g, z, 1, S, E, &r, NULL, 0, 0);
     ok = g[2] != 0 && g[5] != 0 && g[6] == 0 && (g[3] != 0) + (g[4] != 0) == 1 && g[3] != 0;
     CHECK(ok, "group ties must go to the lower group (gates %g %g %g %g %g)", g[2], g[3], g[4],
           g[5], g[6]);
@@ -225,9 +228,59 @@ static void test_route_ties(void)
     memcpy(z2, z, sizeof z);
     memcpy(z2 + S * E, z, sizeof z);
     r = (RtRoute){.topk = 2, .norm = 1, .scale = 1, .capacity = 0.5f};
-    rt_route_fwd(g2, z2, 2, S, E, &r);
+    rt_route_fwd(g2, z2, 2, S, E, &r, NULL, 0, 0);
     CHECK(g2[S * E + 2] == 0.5f && g2[S * E + 5] == 0.5f && g2[S * E + E + 2] == 0,
           "capacity must count per sequence");
+}
+
+/* rt_route_freeze: a replayed call chooses as the recorded one did (the
+ * same experts kept, drops included) and weighs from its own logits. */
+static void test_route_freeze(void)
+{
+    printf("route freeze\n");
+    enum { S = 16, E = 8 };
+    float z[S * E], z2[S * E], g[S * E], g2[S * E], gf[S * E], gw[S * E];
+    double zd[S * E];
+    ref_fill(z, zd, S * E, -2, 2);
+    for (int i = 0; i < S * E; i++)
+        z2[i] = z[i] + (float)(0.7 * sin(3.0 * i)); /* enough to change choices */
+    RtRoute r = {.topk = 2, .norm = 1, .scale = 1, .capacity = 1.0f};
+    rt_route_fwd(g2, z2, 1, S, E, &r, NULL, 0, 0);  /* free: z2's own choice */
+    rt_route_freeze(RT_ROUTE_RECORD);
+    rt_route_fwd(g, z, 1, S, E, &r, NULL, 0, 0);
+    rt_route_freeze(RT_ROUTE_REPLAY);
+    rt_route_fwd(gf, z2, 1, S, E, &r, NULL, 0, 0);  /* z's choice, z2's weights */
+    rt_route_freeze(RT_ROUTE_FREE);
+    bool same = true, moved = false, differs = false;
+    for (int i = 0; i < S * E; i++) {
+        same = same && (gf[i] != 0) == (g[i] != 0);
+        moved = moved || (gf[i] != g[i] && g[i] != 0);
+        differs = differs || (g2[i] != 0) != (g[i] != 0);
+    }
+    CHECK(differs, "route freeze: the perturbation must change the free choice");
+    CHECK(same, "route freeze: a replayed call must keep the recorded choices");
+    CHECK(moved, "route freeze: a replayed call must weigh from its own logits");
+    /* the replayed weights are z2's scores renormalised over the recorded
+     * pair (checked where capacity kept both) */
+    for (int t = 0; t < S; t++) {
+        double s[E], m = -1e30, sum = 0, ch = 0;
+        int kept = 0;
+        for (int e = 0; e < E; e++)
+            kept += gf[t * E + e] != 0;
+        for (int e = 0; e < E; e++)
+            m = fmax(m, z2[t * E + e]);
+        for (int e = 0; e < E; e++)
+            sum += s[e] = exp(z2[t * E + e] - m);
+        for (int e = 0; e < E; e++)
+            if (gf[t * E + e] != 0)
+                ch += s[e] / sum;
+        for (int e = 0; e < E; e++)
+            gw[t * E + e] = gf[t * E + e] != 0 && kept == r.topk ? (float)(s[e] / sum / ch) : gf[t * E + e];
+    }
+    double worst = 0;
+    for (int i = 0; i < S * E; i++)
+        worst = fmax(worst, fabs((double)gf[i] - gw[i]));
+    CHECK(worst < 1e-6, "route freeze: replayed weights off by %.3g", worst);
 }
 
 /* --------------------------------------------------------- moe reference */
@@ -359,7 +412,7 @@ static void bad_topk(void *arg)
     (void)arg;
     float z[4] = {0}, g[4];
     RtRoute r = {.topk = 3, .groups = 2, .group_topk = 1, .scale = 1};
-    rt_route_fwd(g, z, 1, 1, 4, &r);
+    rt_route_fwd(g, z, 1, 1, 4, &r, NULL, 0, 0);
 }
 
 static void bad_cols(void *arg)
@@ -478,6 +531,7 @@ int main(int argc, char **argv)
     RtRoute wide = {.topk = 8, .sigmoid = 1, .groups = 8, .group_topk = 4, .norm = 1, .scale = 1};
     test_route_case("256 experts top-8", 1, 3, 256, wide, false);
     test_route_ties();
+    test_route_freeze();
     test_moe_local(9, 8, 6, 4, 2);
     test_moe_local(5, 4, 3, 1, 1);
     test_moe_local(16, 12, 10, 6, 3);
