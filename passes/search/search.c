@@ -212,7 +212,7 @@ static void enumerate(Src *s)
                 if (n % tp || (pin->tp && tp != pin->tp) || (!pin->tp && tp > gpn) || tp <= f->tp_above)
                     continue;
                 int dp = n / tp;
-                if ((pin->dp && dp != pin->dp) || s->gb % dp)
+                if ((pin->dp && dp != pin->dp) || s->gb % dp || !src_moe_mesh_ok(s, dp, tp))
                     continue;
                 int64_t per = s->gb / dp;
                 int nb = micro_batches(s, per);

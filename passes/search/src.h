@@ -160,6 +160,11 @@ double src_pipe_floor(const Src *s, const SrcGroup *G, const SrcVariant *V, cons
 
 /* search_pins.c: pinned layouts that cannot work, reported with ir_error. */
 bool src_check_pins(Src *s);
+/* MoE pins (--ep, --etp) on a dp x tp mesh: PassIlpQuery.ep_axes'
+ * mask for degree deg (0 when no axis has that size), and whether the mesh
+ * can carry both pins at all (search_ilp.c). */
+unsigned src_moe_axes(int dp, int tp, int deg);
+bool src_moe_mesh_ok(const Src *s, int dp, int tp);
 
 /* search.c */
 void src_plan(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
