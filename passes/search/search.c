@@ -878,6 +878,9 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     free(s.w);
     free(s.gr);
     free(s.op);
+    free(s.xw);
+    free(s.xgr);
+    free(s.xop);
     out->stats.ilp_solves = pass_ilp_cache_solves(cache) - solves0;
     out->stats.ilp_hits = pass_ilp_cache_hits(cache) - hits0;
     out->stats.seconds = now_s() - t0;
