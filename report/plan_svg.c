@@ -346,7 +346,7 @@ void rep_plan_print_svg(FILE *f, const IrGraph *g, const PassCostCtx *c, const P
     double y = 56;
     if (a->layout.moe) {
         char ex[160];
-        snprintf(buf, sizeof buf, "experts: %s; all-to-all %.3f s per step",
+        snprintf(buf, sizeof buf, "experts: %s; all-to-all %.3g s per step",
                  plan_layout_experts_str(&a->layout, ex, sizeof ex), a->pred.a2a_s);
         text(b, MARGIN, 62, 12, "start", buf);
         y = 74;
