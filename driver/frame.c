@@ -16,9 +16,18 @@
 #define GIB 1073741824.0
 
 /* The layout the pins describe (pass_search_pinned_fully holds). */
-static void layout_of_pins(const PassSearchPins *p, int gpus, int64_t gb, PlanLayout *L)
+static void layout_of_pins(const PassSearchOpts *so, const IrGraph *g, int gpus, int64_t gb, PlanLayout *L)
 {
+    const PassSearchPins *p = &so->pins;
     memset(L, 0, sizeof *L);
+    /* The experts as pinned; unpinned, Megatron's defaults: EP 1, ETP tp. */
+    for (int i = 0; i < g->nfwd; i++)
+        L->moe |= plan_expert_dim(g, &g->nodes[i]) >= 0;
+    L->ep = so->ep > 0 ? so->ep : 1;
+    L->etp = so->etp > 0 ? so->etp : L->ep == p->tp && p->tp > 1 ? 1 : p->tp;
+    L->ep_axis = L->ep == 1 ? -1 : L->ep == p->tp ? 1 : 0;
+    L->etp_axis = L->etp > 1 ? 1 : -1;
+    L->ep_exchange = L->ep > 1;
     L->tp = p->tp;
     L->pp = p->pp;
     L->dp = p->dp ? p->dp : gpus / (p->tp * p->pp);
@@ -42,7 +51,7 @@ int drv_framework_layout(const DrvOptions *o, const IrGraph *g, const PassCostCt
     int gpus = so->gpus;
     int64_t gb = so->global_batch;
     PlanLayout L;
-    layout_of_pins(&so->pins, gpus, gb, &L);
+    layout_of_pins(so, g, gpus, gb, &L);
     PassSearchAlt a;
     char why[512], lay[256], flags[256], what[32];
     if (!rep_framework_alt(c, g, &L, &a, why, sizeof why)) {

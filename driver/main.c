@@ -333,6 +333,8 @@ static int plan(Mode mode, const DrvOptions *o, IrGraph *g)
     PassSearchOpts so;
     memset(&so, 0, sizeof so);
     make_pins(o, &so.pins);
+    so.ep = o->ep;
+    so.etp = o->etp;
     so.gpus = cl.ngpus;
     so.global_batch = g->global_batch;
     so.ilp_time_limit_s = o->ilp_time_limit;

@@ -60,6 +60,10 @@ void drv_print_help(void)
         "  --tp N                   tensor-parallel degree\n"
         "  --pp N                   pipeline stages\n"
         "  --dp N                   data-parallel degree\n"
+        "  --ep N                   expert-parallel degree (MoE): 1, or the dp or tp degree\n"
+        "                           (the experts fold over a whole mesh axis)\n"
+        "  --etp N                  expert tensor-parallel degree (MoE): each expert's width\n"
+        "                           split N ways; 1, or the size of the axis EP does not use\n"
         "  --micro-batch N          sequences per micro-batch on each data-parallel replica\n"
         "  --recompute POLICY       none, selective, ffn or full activation recomputation\n"
         "  --sp on|off              sequence parallelism in the tensor-parallel group\n"
@@ -234,6 +238,8 @@ static const OptRow opts[] = {
     {"--tp", NULL, OPT_INT, F(tp), 1, 1 << 20, NULL, NULL},
     {"--pp", NULL, OPT_INT, F(pp), 1, 1 << 20, NULL, NULL},
     {"--dp", NULL, OPT_INT, F(dp), 1, 1 << 20, NULL, NULL},
+    {"--ep", NULL, OPT_INT, F(ep), 1, 1 << 20, NULL, NULL},
+    {"--etp", NULL, OPT_INT, F(etp), 1, 1 << 20, NULL, NULL},
     {"--micro-batch", NULL, OPT_INT, F(micro_batch), 1, 1 << 20, NULL, NULL},
     {"--virtual-stages", NULL, OPT_INT, F(virtual_stages), 1, 1 << 20, NULL, NULL},
     {"--global-batch", NULL, OPT_INT64, F(global_batch), 1, (long long)1 << 40, NULL, NULL},

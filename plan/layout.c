@@ -31,6 +31,19 @@ void plan_axes(const IrGraph *g, Plan *p)
             p->axis[PLAN_DIM_DP] = (int8_t)a;
         else if (other && p->axis[PLAN_DIM_TP] < 0)
             p->axis[PLAN_DIM_TP] = (int8_t)a;
+        /* The experts: the axis an MOE node splits its expert dim over (by
+         * exchange or plainly) is EP's, the one splitting d_expert ETP's. */
+        for (int i = 0; i < g->nfwd; i++) {
+            int e = plan_expert_dim(g, &g->nodes[i]);
+            if (e < 0)
+                continue;
+            const PlanStrategy *s = &p->strategy[i];
+            int f = g->tensors[g->nodes[i].in[2]].dim[2];
+            if (((s->xchg >> a & 1) || s->dim[a] == e) && p->axis[PLAN_DIM_EP] < 0)
+                p->axis[PLAN_DIM_EP] = (int8_t)a;
+            if (s->dim[a] == f && p->axis[PLAN_DIM_ETP] < 0)
+                p->axis[PLAN_DIM_ETP] = (int8_t)a;
+        }
     }
     p->axes_set = true;
 }
@@ -65,6 +78,18 @@ void plan_layout(const IrGraph *g, const Plan *p, PlanLayout *out)
             out->replicated *= p->mesh.size[a];
     /* Sequence parallelism as Megatron means it: the norms split the sequence
      * over the tensor-parallel axis. */
+    out->ep_axis = p->axis[PLAN_DIM_EP];
+    out->etp_axis = p->axis[PLAN_DIM_ETP];
+    out->ep = plan_degree(p, PLAN_DIM_EP);
+    out->etp = plan_degree(p, PLAN_DIM_ETP);
+    out->edp = plan_mesh_devices(&p->mesh) / (out->ep * out->etp);
+    for (int i = 0; i < g->nfwd; i++) {
+        const PlanStrategy *s = &p->strategy[i];
+        if (plan_expert_dim(g, &g->nodes[i]) < 0)
+            continue;
+        out->moe = true;
+        out->ep_exchange |= out->ep_axis >= 0 && (s->xchg >> out->ep_axis & 1);
+    }
     for (int i = 0; out->tp_axis >= 0 && i < g->nfwd; i++)
         out->sp |= p->strategy[i].dim[out->tp_axis] == g->seq_dim && g->seq_dim >= 0 &&
                    (g->nodes[i].op == IR_OP_RMSNORM || g->nodes[i].op == IR_OP_LAYERNORM);
@@ -99,6 +124,28 @@ const char *plan_layout_str(const PlanLayout *l, char *buf, size_t n)
              l->dp, l->tp, l->pp, rep, v, l->sp ? "on" : "off", l->zero, (long long)l->micro_batch,
              l->num_micro, l->schedule == PLAN_SCHED_INTERLEAVED ? "interleaved" : "1f1b",
              plan_layout_recompute_name(l));
+    if (l->moe) {
+        size_t k = strlen(buf);
+        char ep[160];
+        snprintf(buf + k, k < n ? n - k : 0, ", %s", plan_layout_experts_str(l, ep, sizeof ep));
+    }
+    return buf;
+}
+
+static const char *axis_word(const PlanLayout *l, int a)
+{
+    return a < 0 ? "none" : a == l->dp_axis ? "dp" : a == l->tp_axis ? "tp" : "a replica axis";
+}
+
+const char *plan_layout_experts_str(const PlanLayout *l, char *buf, size_t n)
+{
+    char ep[64] = "ep 1", etp[64] = "etp 1";
+    if (l->ep > 1)
+        snprintf(ep, sizeof ep, "ep %d (folded over %s, %s)", l->ep, axis_word(l, l->ep_axis),
+                 l->ep_exchange ? "all-to-all" : "all-gather");
+    if (l->etp > 1)
+        snprintf(etp, sizeof etp, "etp %d (folded over %s)", l->etp, axis_word(l, l->etp_axis));
+    snprintf(buf, n, "%s, %s, expert-dp %d", ep, etp, l->edp);
     return buf;
 }
 
@@ -113,5 +160,9 @@ const char *plan_layout_flags(const PlanLayout *l, char *buf, size_t n)
     snprintf(buf, n, "--tp %d --pp %d --dp %d --micro-batch %lld%s --sp %s --zero %d --schedule %s%s",
              l->tp, l->pp, l->dp, (long long)l->micro_batch, rc, l->sp ? "on" : "off", l->zero,
              l->schedule == PLAN_SCHED_INTERLEAVED ? "interleaved" : "1f1b", v);
+    if (l->moe) {
+        size_t k = strlen(buf);
+        snprintf(buf + k, k < n ? n - k : 0, " --ep %d --etp %d", l->ep, l->etp);
+    }
     return buf;
 }

@@ -291,6 +291,13 @@ typedef struct PlanLayout {
     int dp_axis, tp_axis;         /* mesh axis of each, or -1 */
     int replicated;               /* devices along mesh axes nothing is split over (1: none) */
     bool sp;                      /* the norms split the sequence over the tp axis */
+    /* Mixture of experts (moe: the model has MOE nodes): the experts split
+     * ep ways (over ep_axis, by exchange or over gathered tokens), each
+     * expert's width etp ways; expert data parallelism edp = the stage's
+     * devices / (ep etp), the ranks holding the same expert shard. */
+    bool moe, ep_exchange;
+    int ep, etp, edp;
+    int ep_axis, etp_axis;        /* mesh axis of each, or -1 */
     int zero;
     int64_t micro_batch;          /* sequences per data-parallel replica per micro-batch */
     int num_micro;
@@ -302,6 +309,9 @@ void plan_layout(const IrGraph *g, const Plan *p, PlanLayout *out);
 const char *plan_layout_recompute_name(const PlanLayout *l);
 /* "dp 16 x tp 8 x pp 4, sp, zero 1, micro-batch 1 x 16, 1f1b, recompute none". */
 const char *plan_layout_str(const PlanLayout *l, char *buf, size_t n);
+/* Of a model with experts: "ep 8 (folded over tp, all-to-all), etp 1, expert-dp 8"
+ * (plan_layout_str appends it). */
+const char *plan_layout_experts_str(const PlanLayout *l, char *buf, size_t n);
 /* The same as ptdc flags: "--tp 8 --pp 4 --dp 16 --micro-batch 1 ...". */
 const char *plan_layout_flags(const PlanLayout *l, char *buf, size_t n);
 

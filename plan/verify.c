@@ -88,9 +88,10 @@ bool plan_verify(const IrGraph *g, const Plan *p)
     Plan q = *p;
     plan_axes(g, &q);
     if (memcmp(q.axis, p->axis, sizeof q.axis) != 0) {
-        ir_error(IR_NOLOC, "plan: its strategies run dp along mesh axis %d and tp along %d, not "
-                 "the %d and %d it records", q.axis[PLAN_DIM_DP], q.axis[PLAN_DIM_TP],
-                 p->axis[PLAN_DIM_DP], p->axis[PLAN_DIM_TP]);
+        ir_error(IR_NOLOC, "plan: its strategies run dp along mesh axis %d, tp along %d, ep along "
+                 "%d and etp along %d, not the %d, %d, %d and %d it records", q.axis[PLAN_DIM_DP],
+                 q.axis[PLAN_DIM_TP], q.axis[PLAN_DIM_EP], q.axis[PLAN_DIM_ETP], p->axis[PLAN_DIM_DP],
+                 p->axis[PLAN_DIM_TP], p->axis[PLAN_DIM_EP], p->axis[PLAN_DIM_ETP]);
         return false;
     }
     return true;

@@ -21,6 +21,24 @@ static bool mg_arch_LAYERS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
     return true;
 }
 
+/* Megatron-Core's MoELayer: --num-experts routed experts of
+ * --moe-ffn-hidden-size, run as grouped GEMMs (TEGroupedMLP). Without a
+ * load-balancing loss: --moe-router-load-balancing-type none (the default
+ * aux_loss would add one). The dispatcher and the expert parallel degrees
+ * are the plan's (layout flags). */
+static bool mg_arch_EXPERTS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)g;
+    if (!A->moe)
+        return true;
+    rep_frame_arg(o, "--num-experts %lld", (long long)A->n_experts);
+    rep_frame_arg(o, "--moe-ffn-hidden-size %lld", (long long)A->d_ff);
+    rep_frame_arg(o, "--moe-grouped-gemm");
+    if (!A->has_attr[IR_ATTR_ROUTE_AUX])
+        rep_frame_arg(o, "--moe-router-load-balancing-type none");
+    return true;
+}
+
 static bool mg_arch_D_MODEL(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
@@ -426,6 +444,15 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
         rep_frame_arg(&x, "--num-layers-per-virtual-pipeline-stage %d", A.layers / (L->pp * L->v));
     if (L->sp && L->tp > 1)
         rep_frame_arg(&x, "--sequence-parallel");
+    /* The experts (docs/moe.md): EP and ETP as the plan folds them; the
+     * exchange split is Megatron's alltoall dispatcher, experts split over
+     * tokens gathered its allgather one. ETP is given even at tp: Megatron
+     * defaults it to tp, which the plan may not do. */
+    if (L->moe) {
+        rep_frame_arg(&x, "--expert-model-parallel-size %d", L->ep);
+        rep_frame_arg(&x, "--expert-tensor-parallel-size %d", L->etp);
+        rep_frame_arg(&x, "--moe-token-dispatcher-type %s", L->ep > 1 && !L->ep_exchange ? "allgather" : "alltoall");
+    }
     rep_frame_arg(&x, "--micro-batch-size %lld", (long long)L->micro_batch);
     rep_frame_arg(&x, "--global-batch-size %lld", (long long)(plan_mb_seqs(L->micro_batch, L->dp) * L->num_micro));
     /* Recomputation. */

@@ -97,6 +97,16 @@ static bool tt_arch_NORM(const IrGraph *g, const RepArch *A, RepFrameOut *o)
     return true;
 }
 
+/* ptdc emits torchtitan's llama3 model, which has no experts: one sentence
+ * for the whole mixture (its router's attributes do not get their own). */
+static bool tt_arch_EXPERTS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    if (!A->moe)
+        return true;
+    return rep_frame_refuse(g, o, "it is a mixture of experts (route and moe operators), and "
+                            "torchtitan's llama3 model, the one ptdc emits, has no router or experts");
+}
+
 static bool tt_arch_MLP(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     if (!A->swiglu)
@@ -303,17 +313,12 @@ static bool tt_attr_SOFTMAX_DIM(const IrGraph *g, const RepArch *A, RepFrameOut 
     return rep_frame_refuse(g, o, "it has a softmax operator outside attention");
 }
 
-/* ptdc emits torchtitan's llama3 model, which has no experts. */
-static bool tt_moe(const IrGraph *g, RepFrameOut *o)
-{
-    return rep_frame_refuse(g, o, "it is a mixture of experts, and torchtitan's llama3 model "
-                            "(the one ptdc emits) has no router or experts");
-}
+/* The router's attributes: never reached, tt_arch_EXPERTS refuses first. */
 #define TT_MOE(ID)                                                                             \
     static bool tt_attr_##ID(const IrGraph *g, const RepArch *A, RepFrameOut *o)               \
     {                                                                                          \
         (void)A;                                                                               \
-        return tt_moe(g, o);                                                                   \
+        return tt_arch_EXPERTS(g, A, o);                                                       \
     }
 TT_MOE(ROUTE_TOPK)
 TT_MOE(ROUTE_SCORE)

@@ -176,7 +176,7 @@ void rep_framework_search(const PassCostCtx *c, const IrGraph *g, const PassSear
     int gpus = r->gpus, gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
     for (int tp = 1; tp <= gpus; tp++) {
         if (gpus % tp || (pin->tp && tp != pin->tp) || (!pin->tp && tp > gpn) || A.heads % tp ||
-            A.kv_heads % tp || A.d_ff % tp)
+            A.kv_heads % tp || (!A.moe && A.d_ff % tp))
             continue;
         for (int pp = 1; pp <= gpus / tp && pp <= A.layers && pp <= PLAN_MAX_PP; pp++) {
             if ((gpus / tp) % pp || A.layers % pp || (pin->pp && pp != pin->pp))
@@ -202,8 +202,30 @@ void rep_framework_search(const PassCostCtx *c, const IrGraph *g, const PassSear
                         r->stats.groups++;
                         PlanLayout L = {.gpus = gpus, .dp = dp, .tp = tp, .pp = pp, .v = v,
                                         .dp_axis = 0, .tp_axis = 1, .replicated = 1, .sp = sp,
-                                        .zero = z, .schedule = sched};
-                        micro_batches(&S, L);
+                                        .zero = z, .schedule = sched, .ep = 1, .etp = 1,
+                                        .ep_axis = -1, .etp_axis = -1, .moe = A.moe};
+                        if (!A.moe) {
+                            micro_batches(&S, L);
+                            continue;
+                        }
+                        /* Megatron-Core's expert layouts on this mesh: EP 1,
+                         * tp (folded over the attention's TP ranks) or dp;
+                         * ETP 1 or tp where EP is not on tp. */
+                        const int eps[3][2] = {{1, -1}, {tp, 1}, {dp, 0}};
+                        for (int e = 0; e < 3; e++) {
+                            int ep = eps[e][0];
+                            if ((e > 0 && ep == 1) || A.n_experts % ep || (o->ep && ep != o->ep))
+                                continue;
+                            for (int etp = 1; etp <= tp; etp = etp == 1 && tp > 1 ? tp : tp + 1) {
+                                if ((etp > 1 && (eps[e][1] == 1 || A.d_ff % etp)) || (o->etp && etp != o->etp))
+                                    continue;
+                                PlanLayout M = L;
+                                M.ep = ep, M.etp = etp, M.ep_axis = eps[e][1];
+                                M.etp_axis = etp > 1 ? 1 : -1;
+                                M.ep_exchange = ep > 1;
+                                micro_batches(&S, M);
+                            }
+                        }
                     }
                 }
             }

@@ -140,6 +140,7 @@ typedef struct LayerWalk {
     int h2;                       /* the MLP norm's output */
     int up[4], nup;               /* the projections reading h2 */
     const IrNode *act;            /* the MLP's activation */
+    const IrNode *moe;            /* the experts (MOE), reading h2 */
 } LayerWalk;
 
 /* t's single consumer in piece p, stepping over `+ bias` (counted in *bias):
@@ -164,7 +165,7 @@ static bool layer_ops(const IrGraph *g, LayerWalk *L, char *why, size_t wn)
     for (int op = 0; op < IR_NUM_OPS; op++)
         if (L->counts[op] && op != IR_OP_RMSNORM && op != IR_OP_LAYERNORM && op != IR_OP_MATMUL &&
             op != IR_OP_ROPE && op != IR_OP_ATTENTION && op != IR_OP_SILU && op != IR_OP_GELU &&
-            op != IR_OP_SWIGLU && op != IR_OP_ADD && op != IR_OP_MUL)
+            op != IR_OP_SWIGLU && op != IR_OP_ADD && op != IR_OP_MUL && op != IR_OP_ROUTE && op != IR_OP_MOE)
             return rep_refuse(why, wn, "its layers compute %s, which a Megatron-LM or torchtitan decoder "
                           "layer does not", ir_ops[op].name);
     if (L->counts[IR_OP_ATTENTION] != 1)
@@ -271,6 +272,10 @@ static bool read_mlp_norm(const IrGraph *g, LayerWalk *L, const RepArch *A, char
     L->h2 = N2->out[0];
     nc = ir_consumers(g, L->h2, cs, 8);
     for (int i = 0; i < nc && i < 8; i++) {
+        if (g->nodes[cs[i]].op == IR_OP_MOE && g->nodes[cs[i]].in[0] == L->h2) {
+            L->moe = &g->nodes[cs[i]];
+            continue;
+        }
         int w = proj_weight(g, &g->nodes[cs[i]], L->h2);
         if (w < 0)
             return rep_refuse(why, wn, "its MLP norm's output feeds %s, not only projections",
@@ -367,6 +372,43 @@ static bool read_mlp_out(const IrGraph *g, LayerWalk *L, RepArch *A, char *why, 
     return true;
 }
 
+/* A mixture-of-experts MLP (docs/moe.md): h2 -> matmul(h2, w_router) ->
+ * route -> moe(h2, gates, e_gate, e_up, e_down), added to the residual
+ * stream, as Megatron-Core's MoELayer with a TopKRouter and grouped SwiGLU
+ * experts (its TEGroupedMLP). Shared experts beside it are not read yet. */
+static bool read_moe(const IrGraph *g, LayerWalk *L, RepArch *A, char *why, size_t wn)
+{
+    const IrNode *M = L->moe;
+    if (L->counts[IR_OP_MOE] != 1 || L->counts[IR_OP_ROUTE] != 1)
+        return rep_refuse(why, wn, "its layers have %d expert and %d router operators; an MoE layer of the "
+                          "frameworks has one of each", L->counts[IR_OP_MOE], L->counts[IR_OP_ROUTE]);
+    int rp = g->tensors[M->in[1]].producer;
+    const IrNode *R = rp >= 0 ? &g->nodes[rp] : NULL;
+    int lp = R && R->op == IR_OP_ROUTE ? g->tensors[R->in[0]].producer : -1;
+    const IrNode *RM = lp >= 0 ? &g->nodes[lp] : NULL;
+    if (!RM || RM->op != IR_OP_MATMUL || RM->in[0] != L->h2 || !is_param(g, RM->in[1]))
+        return rep_refuse(why, wn, "its experts' gates are not routed from a projection of the MLP norm's output "
+                          "(Megatron-Core's TopKRouter: a linear layer, then top-k)");
+    if (L->nup != 1 || L->counts[IR_OP_SWIGLU] || L->counts[IR_OP_SILU] || L->counts[IR_OP_MUL])
+        return rep_refuse(why, wn, "its MoE layers have shared experts or other MLPs beside the routed experts, "
+                          "which ptdc's emitter does not state yet (Megatron's "
+                          "--moe-shared-expert-intermediate-size)");
+    int c = only_consumer(g, M->out[0], L->p);
+    const IrNode *R2 = c >= 0 ? &g->nodes[c] : NULL;
+    if (!R2 || R2->op != IR_OP_ADD || (R2->in[0] != L->xm && R2->in[1] != L->xm))
+        return rep_refuse(why, wn, "its experts' output is not added to the residual stream");
+    const IrTensor *W = &g->tensors[M->in[2]];
+    A->moe = true;
+    A->expert_dim = W->dim[0];
+    A->n_experts = dsize(g, W->dim[0]);
+    A->ff_dim = W->dim[2];
+    A->d_ff = dsize(g, A->ff_dim);
+    A->swiglu = true; /* the experts are SwiGLU MLPs */
+    L->act = M;
+    A->out = R2->out[0];
+    return true;
+}
+
 /* Nothing else in the layer (every node is one of those walked), and biases
  * as the frameworks place them: Megatron has them on every projection (its
  * default), on none (--disable-bias-linear) or on q, k, v only
@@ -377,10 +419,15 @@ static bool layer_rest(const IrGraph *g, const LayerWalk *L, RepArch *A, char *w
     int expect = 2 /* norms */ + 4 + (A->swiglu ? 3 : 2) /* projections */ + L->ropes + 1 /* attention */ +
                  (A->swiglu && !L->counts[IR_OP_SWIGLU] ? 2 : 1) /* activation */ + 2 /* residuals */ +
                  L->qkv_bias + L->out_bias + L->mlp_bias;
+    if (A->moe) /* router projection, route, moe */
+        expect = 2 + 4 + 1 + L->ropes + 1 + 2 + 2 + L->qkv_bias + L->out_bias + L->mlp_bias;
     if (P->count != expect)
         return rep_refuse(why, wn, "its layers compute %d operators besides those of a decoder layer",
                       P->count - expect);
-    int nproj = 4 + (A->swiglu ? 3 : 2), all = L->qkv_bias + L->out_bias + L->mlp_bias;
+    int nproj = 4 + (A->moe ? 1 : A->swiglu ? 3 : 2), all = L->qkv_bias + L->out_bias + L->mlp_bias;
+    if (A->moe && all > L->qkv_bias)
+        return rep_refuse(why, wn, "its MoE layers have biases on the output or router projections, which "
+                          "Megatron-Core's MoE layers do not (bias only with ETP 1, never on the router)");
     if (all == 0)
         A->bias_linear = A->bias_qkv = false;
     else if (all == nproj)
@@ -398,8 +445,14 @@ static bool layer_rest(const IrGraph *g, const LayerWalk *L, RepArch *A, char *w
 static bool read_layer(const IrGraph *g, int p, int x, RepArch *A, char *why, size_t wn)
 {
     LayerWalk L = {.p = p, .x = x};
-    return layer_ops(g, &L, why, wn) && read_attention(g, &L, A, why, wn) && read_mlp_norm(g, &L, A, why, wn) &&
-           read_activation(g, &L, A, why, wn) && read_mlp_out(g, &L, A, why, wn) && layer_rest(g, &L, A, why, wn);
+    if (!(layer_ops(g, &L, why, wn) && read_attention(g, &L, A, why, wn) && read_mlp_norm(g, &L, A, why, wn)))
+        return false;
+    if (L.moe || L.counts[IR_OP_MOE] || L.counts[IR_OP_ROUTE]) {
+        if (!L.moe)
+            return rep_refuse(why, wn, "its experts do not read the MLP norm's output");
+        return read_moe(g, &L, A, why, wn) && layer_rest(g, &L, A, why, wn);
+    }
+    return read_activation(g, &L, A, why, wn) && read_mlp_out(g, &L, A, why, wn) && layer_rest(g, &L, A, why, wn);
 }
 
 static bool read_head(const IrGraph *g, int x, RepArch *A, char *why, size_t wn)
@@ -467,7 +520,7 @@ static bool read_attrs(const IrGraph *g, RepArch *A, char *why, size_t wn)
 bool rep_arch_read(const IrGraph *g, RepArch *A, char *why, size_t wn)
 {
     memset(A, 0, sizeof *A);
-    A->heads_dim = A->kv_dim = A->ff_dim = A->vocab_dim = A->head_dim_dim = -1;
+    A->heads_dim = A->kv_dim = A->ff_dim = A->vocab_dim = A->head_dim_dim = A->expert_dim = -1;
     A->seq = g->seq_dim >= 0 ? dsize(g, g->seq_dim) : 0;
     int nrep = 0, rep = -1;
     for (int p = 0; p < g->npieces; p++)

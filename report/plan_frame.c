@@ -71,10 +71,21 @@ bool rep_plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout *L,
      * torchtitan computes n_heads // tp); the vocabulary is padded. */
     const struct { const char *what; int64_t n; } split[] = {
         {"attention heads", A->heads}, {"key/value heads", A->kv_heads}, {"MLP width", A->d_ff}};
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < (A->moe ? 2 : 3); i++)
         if (split[i].n % L->tp)
             return rep_refuse(why, wn, "the frameworks' tensor parallelism splits the %lld %s evenly, which "
                           "tp %d cannot do", (long long)split[i].n, split[i].what, L->tp);
+    /* Megatron-Core's experts: EP folded over tp (exchange with the
+     * sequence) or over dp (exchange with the batch), each a whole axis of
+     * the dp x tp mesh; ETP over tp. */
+    int ep = L->moe && L->ep > 1 ? L->ep : 1, etp = L->moe && L->etp > 1 ? L->etp : 1;
+    int ep_axis = ep == 1 ? -1 : L->ep_axis >= 0 ? L->ep_axis : ep == L->tp ? 1 : 0;
+    if (A->moe && (A->n_experts % ep || A->d_ff % etp || (etp > 1 && etp != L->tp) ||
+                   (ep > 1 && ep != (ep_axis == 1 ? L->tp : L->dp)) || (ep_axis == 1 && etp > 1)))
+        return rep_refuse(why, wn, "the experts split ep %d, etp %d ways, which the %lld experts of width %lld "
+                          "on a dp %d x tp %d mesh cannot do (EP a whole axis dividing the experts, ETP the tp axis "
+                          "dividing the width, not both on tp)", ep, etp, (long long)A->n_experts,
+                          (long long)A->d_ff, L->dp, L->tp);
     plan_mesh_make(&p->mesh, L->dp, L->tp, gpn);
     p->pp = L->pp;
     p->v = v;
@@ -94,6 +105,12 @@ bool rep_plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout *L,
         PlanStrategy *s = &p->strategy[i];
         s->dim[0] = (int16_t)(L->dp > 1 && loop_has(g, n, g->batch_dim) ? g->batch_dim : -1);
         s->dim[1] = (int16_t)(L->tp > 1 ? tp_dim(g, A, n, L->sp) : -1);
+        if (n->op == IR_OP_MOE) {
+            bool seq = L->tp > 1 && (L->sp || ep_axis == 1);
+            s->dim[1] = (int16_t)(etp > 1 ? A->ff_dim : seq ? g->seq_dim : -1);
+            if (ep_axis >= 0)
+                s->xchg = (uint16_t)(1u << ep_axis);
+        }
     }
     p->num_micro = L->num_micro;
     p->mb_seqs = plan_mb_seqs(L->micro_batch, L->dp);

@@ -60,6 +60,11 @@ void rep_json_predicted(FILE *f, const PassPrediction *pr, const char *in)
         num(f, kv[i].v);
         fprintf(f, ",\n");
     }
+    if (pr->a2a_s > 0) { /* mixture of experts: the all-to-all exchanges per step */
+        fprintf(f, "%s  \"alltoall_s\": ", in);
+        num(f, pr->a2a_s);
+        fprintf(f, ",\n");
+    }
     fprintf(f, "%s  \"peak_mem_bytes\": %.0f,\n%s  \"capacity_bytes\": %.0f,\n%s  \"margin_bytes\": %.0f,\n",
             in, pr->peak_mem_bytes, in, pr->capacity_bytes, in, pr->margin_bytes);
     fprintf(f, "%s  \"peak_rank\": %d,\n%s  \"fits\": %s,\n%s  \"memory\": [\n", in, pr->peak_rank, in,
@@ -105,6 +110,15 @@ static void parallel(FILE *f, const PlanLayout *L, const Plan *p)
             L->dp, L->tp, L->pp, L->sp ? "true" : "false", L->zero, (long long)L->micro_batch,
             L->num_micro, L->schedule == PLAN_SCHED_INTERLEAVED ? "interleaved" : "1f1b", L->v,
             plan_layout_recompute_name(L), p->attention == PLAN_ATTN_MATERIALIZED ? "materialized" : "flash");
+    if (L->moe) {
+        static const char *const ax[] = {"dp", "tp"};
+#define AXN(a) ((a) == L->dp_axis ? "dp" : (a) == L->tp_axis ? "tp" : (a) >= 0 ? ax[(a) & 1] : "none")
+        fprintf(f, "  \"experts\": {\"ep\": %d, \"ep_axis\": \"%s\", \"dispatcher\": \"%s\", "
+                   "\"etp\": %d, \"etp_axis\": \"%s\", \"expert_dp\": %d},\n",
+                L->ep, L->ep > 1 ? AXN(L->ep_axis) : "none", L->ep_exchange ? "alltoall" : "allgather",
+                L->etp, L->etp > 1 ? AXN(L->etp_axis) : "none", L->edp);
+#undef AXN
+    }
 }
 
 void rep_answer_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,

@@ -335,7 +335,7 @@ void rep_plan_print_svg(FILE *f, const IrGraph *g, const PassCostCtx *c, const P
     FILE *b = open_memstream(&body, &len);
     if (!b)
         ir_die("plan_svg: open_memstream failed");
-    char buf[400], lay[256];
+    char buf[800], lay[512];
     snprintf(buf, sizeof buf, "%s on %d x %s: %s", g->name, r->gpus, c->cl->gpu.name,
              plan_layout_str(&a->layout, lay, sizeof lay));
     text(b, MARGIN, 24, 16, "start", buf);
@@ -344,6 +344,13 @@ void rep_plan_print_svg(FILE *f, const IrGraph *g, const PassCostCtx *c, const P
              a->pred.capacity_bytes / GIB);
     text(b, MARGIN, 44, 12, "start", buf);
     double y = 56;
+    if (a->layout.moe) {
+        char ex[160];
+        snprintf(buf, sizeof buf, "experts: %s; all-to-all %.3g s per step",
+                 plan_layout_experts_str(&a->layout, ex, sizeof ex), a->pred.a2a_s);
+        text(b, MARGIN, 62, 12, "start", buf);
+        y = 74;
+    }
     y = devices(b, &a->plan, &a->layout, r->gpus, gpn, y);
     y = schedule(b, a, y + 8);
     y = memory(b, a, y + 8);

@@ -141,6 +141,13 @@ void rep_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
     if (L->v > 1)
         fprintf(f, ", %d model chunks per pipeline rank", L->v);
     fprintf(f, "\n  sequence parallel  %s\n", L->sp ? "on" : "off");
+    if (L->moe) {
+        char ex[160];
+        fprintf(f, "  experts            %s\n", plan_layout_experts_str(L, ex, sizeof ex));
+        fprintf(f, "                     (EP and ETP each fold over a whole mesh axis, dp or tp;\n"
+                   "                      expert-dp: the ranks holding the same expert shard,\n"
+                   "                      over which ZeRO shards its optimizer state)\n");
+    }
     fprintf(f, "  ZeRO               stage %d%s\n", L->zero, L->dp > 1 ? " over the data-parallel group" : " (no data parallelism: no effect)");
     fprintf(f, "  micro-batch        %lld sequence%s per replica (%lld over dp), %d micro-batch%s per step\n",
             (long long)L->micro_batch, L->micro_batch == 1 ? "" : "s", (long long)p->mb_seqs, p->num_micro,

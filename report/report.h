@@ -51,6 +51,10 @@ typedef struct RepArch {
     bool rope;                    /* rotary embedding of q and k (attr[] has its attributes) */
     bool learned_pos;             /* a [seq, d_model] position table added to the embedding */
     bool swiglu;                  /* silu(h W_gate) * (h W_up); else gelu(h W_fc) (tanh form) */
+    bool moe;                     /* the MLP is routed experts (route, moe): d_ff and ff_dim are
+                                     each expert's width */
+    int64_t n_experts;
+    int expert_dim;               /* dim id of the experts (-1: dense) */
     bool bias_linear;             /* a bias on every projection */
     bool bias_qkv;                /* a bias on q, k and v (also set with bias_linear) */
     bool tied;                    /* the LM head is the token table */

@@ -126,6 +126,8 @@ typedef struct PassNodeCost {
     double ws_bytes;              /* temporaries its kernels hold while running, beyond
                                      inputs, outputs and gradients (S x S buffers, fp32 copies) */
     double gemm_s, attn_s;        /* of fwd_s + bwd_s: in GEMMs, in a flash attention kernel */
+    double a2a_s;                 /* of fwd_s + bwd_s: an MoE layer's all-to-all exchange of
+                                     routed rows (dispatch and combine) */
     double gemm_fwd_s, gemm_dx_s, gemm_dw_s; /* a matmul's of gemm_s: its forward GEMM, its
                                      input's gradient, its weight's gradient */
     double fused_s;               /* of fwd_s: what running as one kernel with the node before
@@ -136,6 +138,13 @@ typedef struct PassNodeCost {
 
 void pass_cost_node(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
                     const PlanStrategy *s, const int64_t *dim_size, PassNodeCost *out);
+/* MOE node n: the routed rows its experts compute on the busiest rank
+ * (docs/cost-model.md, mixture of experts: tokens x top-k x local experts /
+ * experts, times the exchange group, times the stack's moe_imbalance where
+ * the experts are split), from its local sizes; *d_model, *d_expert (may be
+ * NULL): the row width in and the local expert width. */
+double pass_moe_rows(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                     const PlanStrategy *s, const int64_t *local, double *d_model, double *d_expert);
 /* Which nodes run fused (plan.h: plan_add_norm_pair, plan_gemm_batch) is
  * priced so: a fused add + norm as one call (unless the stack sets
  * add_norm_unfused; a pipeline cut between the two runs the norm alone,
@@ -276,6 +285,8 @@ typedef struct PassPrediction {
      * (PTDC_PROFILE): GEMMs, attention, the other kernels, host token loads;
      * compute per step without recomputation or communication. */
     double gemm_s, attn_s, kernels_s, host_s;
+    double a2a_s;                  /* of the pipeline: MoE all-to-all dispatch and combine per
+                                      step on the slowest rank (inside the kernels' time) */
     double model_flops;            /* per step, PaLM convention: tokens * (6N + 12 L H Q T) */
     double hw_flops;               /* per step, executed (recompute included) */
     double peak_mem_bytes, capacity_bytes, margin_bytes; /* margin = usable - peak */
@@ -302,8 +313,12 @@ void pass_predict(const PassCostCtx *c, const IrGraph *g, const Plan *plan, Pass
 double pass_runtime_bytes(const PassCostCtx *c, const PlanMesh *m, int pp);
 void pass_prediction_free(PassPrediction *p);
 /* PaLM model FLOPs per token: 6 N + 12 L H Q T, N = every trained parameter
- * (the reference tables' convention), L H Q T from the attention nodes. */
+ * a token uses (the reference tables' convention; of an MoE layer's experts
+ * only its top-k: N is pass_active_params), L H Q T from the attention nodes. */
 double pass_model_flops_per_token(const IrGraph *g);
+/* Parameters one token's forward reads: all of them but the experts a
+ * token's router does not choose (an expert weight counts k / n_experts). */
+double pass_active_params(const IrGraph *g);
 /* Renderings for --plan-only (text) and --json. The JSON object has
  * "predicted": {step_time_s, tokens_per_s, mfu, hfu, peak_mem_bytes,
  * capacity_bytes, margin_bytes, fits, ..., "memory": [per rank breakdown]}. */

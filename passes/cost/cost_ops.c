@@ -16,6 +16,7 @@
  * node, with the additions that sum its outputs' gradient contributions. */
 #include "cost/cost.h"
 
+#include <math.h>
 #include <string.h>
 
 typedef struct OpArgs {
@@ -379,46 +380,103 @@ static void pass_opcost_ROUTE(const OpArgs *a, PassNodeCost *o)
     membound(a, o, 0, 0, eb(a) * x, 0);
 }
 
-/* The experts (docs/moe.md). R rows reach this rank's experts: its tokens'
- * top-k choices of the experts held here, all of the exchange group's
- * choices of them under an exchange split; evenly spread when balanced.
- * Forward: gather the rows, gate and up GEMMs, swiglu, down GEMM, scatter
- * and sum; backward recomputes gate and up, then the usual two GEMMs per
- * weight. An exchange sends each routed row to its expert's rank and back:
- * two all-to-alls forward, three backward (h again, dy, dh). */
+/* The experts (docs/moe.md). T tokens reach n (gathered over a plain
+ * expert split's axis); each chose k of the E experts, El of which are held
+ * here. Balanced, R = T k El X / E rows reach this rank, X the exchange
+ * group (the group's tokens choose this rank's experts); the busiest rank
+ * gets R x imbalance (the stack's moe_imbalance, at most every row of the
+ * group once per local expert it could choose, T X min(k, El)), and the
+ * step waits for it. Each expert's M = R / El rows run as one GEMM of a
+ * grouped call (pass_gemm_time with batch = El: the experts' tiles share
+ * the waves; few rows per expert make short, inefficient GEMMs).
+ *
+ * Forward: gather the rows by expert (a copy of R x D), gate and up, swiglu,
+ * down, scatter and weight-sum back to the tokens (a copy). Backward
+ * (ptdc's rt_moe_bwd) gathers h's rows again, recomputes gate, up and the
+ * swiglu, then dact = dy Wd^T, dWd, swiglu's backward, dh = dgate Wg^T +
+ * dup Wu^T, dWg and dWu, gathers dy's rows and scatters dh's. A stack that
+ * keeps the rows (moe_saves_rows: Megatron) skips the recompute and the
+ * second gather of h.
+ *
+ * An exchange sends each routed row to its expert's rank and the results
+ * back (an all-to-all of T k rows x D each way, the busiest rank's share
+ * scaled by the imbalance), and each side sorts what it received by expert
+ * (one more copy of the rows): forward dispatch and combine; backward dy's
+ * dispatch and dh's combine, and under recompute h's dispatch again.
+ *
+ * Workspace while it runs (ws_bytes, the backward's: the larger): the
+ * received rows of h and dy (2 R D), gate and up (2 R F), their gradients
+ * (2 R F) and dact (R F). */
+double pass_moe_rows(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                     const PlanStrategy *s, const int64_t *local, double *d_model, double *d_expert)
+{
+    const IrTensor *wg = &g->tensors[n->in[2]];
+    const IrTensor *h = &g->tensors[n->in[0]];
+    double T = 1;
+    for (int i = 0; i < h->rank; i++)
+        T *= (double)local[h->dim[i]];
+    T /= (double)local[wg->dim[1]];
+    double El = (double)local[wg->dim[0]], E = (double)g->dims[wg->dim[0]].size;
+    double k = (double)plan_route_topk(g, n), X = 1;
+    for (int ax = 0; ax < m->naxes; ax++)
+        if (s->xchg & (1u << ax))
+            X *= m->size[ax];
+    double imb = c->st.moe_imbalance > 1 ? c->st.moe_imbalance : 1;
+    double R = T * k * El * X / E;
+    if (El < E && imb > 1)
+        R = fmin(R * imb, T * X * fmin(k, El));
+    if (d_model)
+        *d_model = (double)g->dims[wg->dim[1]].size;
+    if (d_expert)
+        *d_expert = (double)local[wg->dim[2]];
+    return R;
+}
+
 static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
 {
     const IrGraph *g = a->g;
     const IrNode *n = a->n;
     const IrTensor *wg = &g->tensors[n->in[2]];
     double T = lnumel(a, n->in[0]) / (double)a->local[wg->dim[1]];
-    double D = (double)g->dims[wg->dim[1]].size, F = (double)a->local[wg->dim[2]];
-    double El = (double)a->local[wg->dim[0]], E = (double)g->dims[wg->dim[0]].size;
-    double k = (double)plan_route_topk(g, n), X = 1;
-    for (int ax = 0; ax < a->m->naxes; ax++)
-        if (a->s->xchg & (1u << ax))
-            X *= a->m->size[ax];
-    double R = T * k * El * X / E, M = R / El;
+    double D, F;
+    double R = pass_moe_rows(a->c, g, n, a->m, a->s, a->local, &D, &F);
+    double El = (double)a->local[wg->dim[0]];
+    double k = (double)plan_route_topk(g, n);
+    double imb = a->c->st.moe_imbalance > 1 ? a->c->st.moe_imbalance : 1;
+    double M = R / El;
+    bool keep = a->c->st.moe_saves_rows;
     gemm(a, M, F, D, 2 * El, false, o);  /* gate and up */
     gemm(a, M, D, F, El, false, o);      /* down */
     kcall(a, o, false, PASS_K_SWIGLU_FWD, 1, R * F);
     kcall(a, o, false, PASS_K_COPY, R, D); /* gather the rows */
     kcall(a, o, false, PASS_K_COPY, R, D); /* scatter and sum */
-    gemm(a, M, F, D, 2 * El, true, o);   /* recompute gate and up */
+    if (!keep) {
+        kcall(a, o, true, PASS_K_COPY, R, D); /* h's rows again */
+        gemm(a, M, F, D, 2 * El, true, o);   /* recompute gate and up */
+        kcall(a, o, true, PASS_K_SWIGLU_FWD, 1, R * F);
+    }
     gemm(a, M, F, D, El, true, o);       /* dact = dy Wd^T */
     gemm(a, F, D, M, El, true, o);       /* dWd */
     kcall(a, o, true, PASS_K_SWIGLU_BWD, 1, R * F);
     gemm(a, M, D, F, 2 * El, true, o);   /* dh from both */
     gemm(a, D, F, M, 2 * El, true, o);   /* dWg, dWu */
-    kcall(a, o, true, PASS_K_COPY, R, D);
-    kcall(a, o, true, PASS_K_COPY, R, D);
-    kcall(a, o, true, PASS_K_COPY, R, D);
+    kcall(a, o, true, PASS_K_COPY, R, D); /* dy's rows */
+    kcall(a, o, true, PASS_K_COPY, R, D); /* dh scattered and summed */
+    o->ws_bytes = eb(a) * R * (2 * D + 5 * F);
     for (int ax = 0; ax < a->m->naxes; ax++)
         if ((a->s->xchg & (1u << ax)) && a->m->size[ax] > 1) {
-            PlanColl x = {PLAN_COLL_ALLTOALL, ax, -1, -1, (int64_t)(T * k * D)};
+            /* The rows this rank sends (its tokens' choices over the
+             * group); the busiest receives imb times the mean. */
+            PlanColl x = {PLAN_COLL_ALLTOALL, ax, -1, -1, (int64_t)(T * k * D * imb)};
             double t = pass_cost_coll(a->c, a->m, &x, eb(a));
+            int nb = keep ? 2 : 3;
             o->fwd_s += 2 * t;
-            o->bwd_s += 3 * t;
+            o->bwd_s += nb * t;
+            o->a2a_s += (2 + nb) * t;
+            kcall(a, o, false, PASS_K_COPY, R, D); /* sort received rows by expert */
+            kcall(a, o, false, PASS_K_COPY, R, D); /* and back */
+            for (int i = 0; i < nb; i++)
+                kcall(a, o, true, PASS_K_COPY, R, D);
         }
 }
 

@@ -125,6 +125,15 @@ int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
     }
     if ((n->op == IR_OP_RMSNORM || n->op == IR_OP_LAYERNORM) && c->st.norm_unfused)
         ITEM(-1, -1, 6 * (double)plan_local_numel(g, n->in[0], m, &in[0], dim_size));
+    if (n->op == IR_OP_MOE && c->st.moe_saves_rows) {
+        /* Megatron's grouped MLP: the permuted rows (fc1's input), fc1's
+         * gate and up output (the activation's input) and the activation
+         * (fc2's input), for the busiest rank's rows. */
+        int64_t local[256];
+        plan_local_sizes(g, n, m, s, dim_size, local);
+        double D, F, R = pass_moe_rows(c, g, n, m, s, local, &D, &F);
+        ITEM(-1, -1, R * (D + 3 * F) * pass_elem_bytes(c, IR_BF16));
+    }
     if (n->op == IR_OP_SWIGLU && c->st.swiglu_unfused) /* silu(gate), for the product's backward */
         ITEM(-1, -1, (double)plan_local_numel(g, n->out[0], m, &out[0], dim_size) *
                          pass_elem_bytes(c, g->tensors[n->out[0]].dtype));

@@ -44,6 +44,7 @@ typedef struct PieceCost {
                                      gradient's reduce-scatter */
     double host_s;                /* host work per micro-batch: loading input tokens */
     double gemm, attn;            /* of fwd + bwd: GEMMs, flash attention */
+    double a2a;                   /* of fwd + bwd: MoE all-to-all exchanges */
     int group_f, group_b;         /* largest group a forward / backward collective spans */
     double ub_bytes;              /* tp_overlap userbuffers: the largest gathered input */
 } PieceCost;
@@ -210,6 +211,7 @@ static void node_kernels(const PieceWalk *w, const IrNode *n, const PassNodeCost
     pc->bwd += nc->bwd_s;
     pc->gemm += nc->gemm_s;
     pc->attn += nc->attn_s;
+    pc->a2a += nc->a2a_s;
     pc->flops += nc->flops_fwd + nc->flops_bwd;
     if (rec) {
         pc->rec += pass_rec_fwd_s(w->x->c, w->x->g, n, w->r, nc);
@@ -460,11 +462,35 @@ typedef struct RankAcc {
     double ub_bytes;              /* tp_overlap userbuffers: the largest gathered input */
     double step_s;                /* ptdc: per-step kernels */
     double gemm, attn, comp, host; /* per micro-batch: GEMMs, attention, all kernels, host */
+    double a2a;                   /* per micro-batch: MoE all-to-alls */
 } RankAcc;
+
+double pass_active_params(const IrGraph *g)
+{
+    double n = (double)ir_param_count(g);
+    int64_t ds[256];
+    ir_dim_sizes(g, 1, ds);
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *e = &g->nodes[i];
+        int ed = plan_expert_dim(g, e);
+        if (ed < 0)
+            continue;
+        double frac = (double)plan_route_topk(g, e) / (double)g->dims[ed].size;
+        for (int j = 0; j < e->nin; j++) {
+            const IrTensor *t = &g->tensors[e->in[j]];
+            bool expert = false;
+            for (int d = 0; d < t->rank; d++)
+                expert |= t->dim[d] == ed;
+            if (t->role == IR_PARAM && expert && frac < 1)
+                n -= (1 - frac) * (double)ir_numel(g, e->in[j], ds);
+        }
+    }
+    return n;
+}
 
 double pass_model_flops_per_token(const IrGraph *g)
 {
-    double f = 6.0 * (double)ir_param_count(g);
+    double f = 6.0 * pass_active_params(g);
     for (int i = 0; i < g->nfwd; i++) {
         const IrNode *n = &g->nodes[i];
         if (n->op != IR_OP_ATTENTION)
@@ -645,6 +671,7 @@ static void add_piece(Predict *P, int st, RankAcc *r, const PieceCost *pc)
     r->fwd += pc->fwd + pc->rs_f + pc->p2p_f + pc->host_s + mbf;
     r->bwd += pc->bwd + pc->rec + pc->rs_b + pc->p2p_b + pc->mb_extra + mbb;
     r->step_s += pc->step_s;
+    r->a2a += pc->a2a;
     r->gemm += pc->gemm, r->attn += pc->attn, r->comp += pc->fwd + pc->bwd, r->host += pc->host_s;
     r->rec += pc->rec;
     r->rs += pc->rs_f + pc->rs_b;
@@ -763,6 +790,7 @@ static void schedule(Predict *P, PassPrediction *out)
     out->attn_s = m * ra[slow].attn;
     out->kernels_s = m * (ra[slow].comp - ra[slow].gemm - ra[slow].attn);
     out->host_s = m * ra[slow].host;
+    out->a2a_s = m * ra[slow].a2a;
 }
 
 /* A rank's data-parallel reduction and weight gathers per step. A

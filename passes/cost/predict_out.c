@@ -38,8 +38,18 @@ void pass_prediction_print_text(FILE *f, const IrGraph *g, const Plan *plan,
     fprintf(f, "    data parallel   %.3f s of traffic, %.3f s exposed\n", p->dp_sync_s,
             p->dp_exposed_s);
     fprintf(f, "    optimizer       %.3f s\n", p->optimizer_s);
+    if (p->a2a_s > 0)
+        fprintf(f, "    expert all-to-all %.4g s (dispatch and combine, inside the pipeline's time)\n",
+                p->a2a_s);
     fprintf(f, "  throughput        %.0f tokens/s\n", p->tokens_per_s);
     fprintf(f, "  MFU               %.1f%% (HFU %.1f%%)\n", 100 * p->mfu, 100 * p->hfu);
+    double active = pass_active_params(g), all = (double)ir_param_count(g);
+    if (active < all) {
+        char a[32], b[32];
+        fprintf(f, "                    (mixture of experts: model FLOPs count the %s active\n"
+                   "                     parameters a token reads, its top-k experts, of %s)\n",
+                ir_fmt_count((int64_t)active, a, sizeof a), ir_fmt_count((int64_t)all, b, sizeof b));
+    }
     /* The PaLM formula (the reference runs' MFU) counts the full S x S
      * attention product, which a causal kernel halves, and 6 FLOPs per
      * parameter and token for the embedding lookup too: a small model with a
@@ -95,6 +105,10 @@ void pass_prediction_print_json(FILE *f, const IrGraph *g, const Plan *plan,
     num(f, "attention_s", p->attn_s, true);
     num(f, "kernels_s", p->kernels_s, true);
     num(f, "host_s", p->host_s, true);
+    if (pass_active_params(g) < (double)ir_param_count(g)) { /* mixture of experts */
+        num(f, "alltoall_s", p->a2a_s, true);
+        num(f, "active_params", pass_active_params(g), true);
+    }
     num(f, "model_flops", p->model_flops, true);
     num(f, "hw_flops", p->hw_flops, true);
     fprintf(f, "    \"peak_mem_bytes\": %.0f,\n", p->peak_mem_bytes);

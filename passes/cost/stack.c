@@ -47,6 +47,9 @@ static const PassStack presets[] = {
         /* Gradient contributions to one activation: the GEMMs' beta = 1 and
          * the norms' dres add them up (codegen/cg_lower.c: sums_in_kernel). */
         .grad_sum_in_kernel = true,
+        /* rt_moe_fwd keeps h and gates (docs/moe.md): moe_saves_rows stays
+         * no; routing as balanced as the reference runs force it. */
+        .moe_imbalance = 1,
         .backends = 0,
     },
     {
@@ -76,6 +79,14 @@ static const PassStack presets[] = {
         /* The materialised path keeps the dropout mask and output even at
          * p = 0 (core_attention: attention_dropout). */
         .attn_dropout = true,
+        /* megatron/core/transformer/moe/experts.py (TEGroupedMLP): the
+         * grouped linear_fc1 keeps its input (the permuted rows), the
+         * activation its input (fc1's output), linear_fc2 its input;
+         * nothing is recomputed unless --recompute-modules moe_act. */
+        .moe_saves_rows = true,
+        /* --moe-router-force-load-balancing, as Megatron-Bridge's
+         * benchmarks run (reference/README.md). */
+        .moe_imbalance = 1,
         /* --overlap-grad-reduce --overlap-param-gather with DDP buckets of
          * max(40M, 1M x dp) parameters (distributed_data_parallel_config). */
         .dp_overlap = true,
@@ -147,6 +158,8 @@ static const PassStack presets[] = {
         .grad_bytes = 4,
         /* Autograd accumulates each micro-batch's gradient with its own add. */
         .grad_accum_unfused = true,
+        /* (torchtitan's MoE is not a target: emit_torchtitan refuses MoE.) */
+        .moe_imbalance = 1,
         /* FSDP reduce-scatters each block's gradients as its backward ends
          * and prefetches the next block's all-gather. */
         .dp_overlap = true,
@@ -260,6 +273,10 @@ static const struct SKey {
      "micro-batch gradients added by a separate kernel"},
     {"attn_dropout", S_BOOL, F(attn_dropout), 0, 0, 0, NULL, 0,
      "materialised attention keeps a dropout mask"},
+    {"moe_saves_rows", S_BOOL, F(moe_saves_rows), 0, 0, 0, NULL, 0,
+     "MoE layers keep their permuted rows and first GEMMs' output (no recompute)"},
+    {"moe_imbalance", S_NUM, F(moe_imbalance), 1, 1, 64, NULL, 0,
+     "routed rows of the busiest rank over the mean (1: balanced)"},
     {"dp_overlap", S_BOOL, F(dp_overlap), 0, 0, 0, NULL, 0,
      "gradient reduction overlaps backward"},
     {"dp_bucket_melems", S_NUM, F(dp_bucket_elems), 1e6, 0, 1e6, NULL, 0,

@@ -73,6 +73,13 @@ typedef struct PassStack {
                                      kernel (framework autograd) instead of inside the GEMM */
     bool attn_dropout;            /* a materialised attention keeps a dropout mask and output
                                      (Megatron's path keeps them even at p = 0) */
+    bool moe_saves_rows;          /* an MoE layer keeps its permuted rows, the first GEMMs'
+                                     output and the activation for backward (Megatron's
+                                     GroupedMLP); no: it keeps h and gates and recomputes the
+                                     first GEMMs in backward (ptdc's rt_moe_bwd) */
+    double moe_imbalance;         /* routed rows of the busiest rank over the mean (1:
+                                     force-balanced, as the reference benchmarks; <= 1 reads
+                                     as 1): scales the expert GEMMs and the all-to-all */
     /* communication */
     bool dp_overlap;              /* gradient reduction (and ZeRO gathers) run asynchronously
                                      beside backward; false: after it, blocking */

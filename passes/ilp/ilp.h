@@ -165,6 +165,9 @@ typedef struct PassIlpQuery {
                                      anything (e.g. --tp 2 --sp off: axis 0 only batch,
                                      axis 1 all but batch and seq) */
     unsigned require;             /* PASS_REQ_* every strategy must meet (plan_strategies_require) */
+    /* MOE nodes' strategies (--ep, --etp): bit 0 none, bit 1 + a mesh axis a,
+     * for the axis splitting the experts (ep) and their width (etp); 0: any. */
+    unsigned ep_axes, etp_axes;
     bool fix_boundary;            /* layer boundaries carry `boundary` (a pipeline neighbour
                                      fixed it); false: the ILP chooses */
     PlanSharding boundary;

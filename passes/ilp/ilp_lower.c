@@ -39,6 +39,32 @@ static int new_inst(IlpSeg *s, int node, int tensor)
     return s->ninst++;
 }
 
+/* MOE node n's strategies the --ep and --etp pins allow (q->ep_axes,
+ * etp_axes): the axis splitting the expert dim (plainly or by exchange)
+ * and the one splitting d_expert. */
+static unsigned moe_axis_bit(const PlanStrategy *s, const PlanMesh *m, int d, bool xchg)
+{
+    for (int a = 0; a < m->naxes; a++)
+        if (m->size[a] > 1 && (s->dim[a] == d || (xchg && (s->xchg >> a & 1))))
+            return 2u << a;
+    return 1;
+}
+
+static int expert_pins(const IrGraph *g, const IrNode *n, const PassIlpQuery *q, PlanStrategy *s, int k)
+{
+    int e = plan_expert_dim(g, n);
+    if (e < 0 || (!q->ep_axes && !q->etp_axes))
+        return k;
+    int f = g->tensors[n->in[2]].dim[2], j = 0;
+    for (int i = 0; i < k; i++)
+        if ((!q->ep_axes || (q->ep_axes & moe_axis_bit(&s[i], &q->mesh, e, true))) &&
+            (!q->etp_axes || (q->etp_axes & moe_axis_bit(&s[i], &q->mesh, f, false))))
+            s[j++] = s[i];
+    if (j == 0)
+        ir_die("ilp: --ep/--etp leave node %d no strategy (search_pins.c should have refused)", n->id);
+    return j;
+}
+
 /* The shardings a boundary may carry for tensor t: per axis nothing or one of
  * t's dims the pins allow and the axis divides; no dim on two axes. */
 static void boundary_strategies(IlpSeg *s, IlpInst *x)
@@ -206,6 +232,7 @@ IlpSeg *ilp_lower(const PassCostCtx *ctx, const PassIlpCosts *costs, const IrGra
                                              MAX_STRAT);
                 in->nstrat = plan_strategies_require(g, &g->nodes[n], -1, q->require, buf,
                                                      in->nstrat);
+                in->nstrat = expert_pins(g, &g->nodes[n], q, buf, in->nstrat);
                 if (in->nstrat < 1)
                     ir_die("ilp: node %d has no strategy", n);
                 in->strat = ir_xmalloc((size_t)in->nstrat * sizeof *in->strat);

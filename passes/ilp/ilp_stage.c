@@ -62,7 +62,7 @@ static bool same_query(const PassIlpQuery *a, const PassIlpQuery *b)
         if (m->size[i] != n->size[i] || m->nodes[i] != n->nodes[i] ||
             m->per_node[i] != n->per_node[i] || a->allow[i] != b->allow[i])
             return false;
-    if (a->require != b->require || a->fix_boundary != b->fix_boundary ||
+    if (a->require != b->require || a->ep_axes != b->ep_axes || a->etp_axes != b->etp_axes || a->fix_boundary != b->fix_boundary ||
         (a->fix_boundary && !plan_sharding_eq(&a->boundary, &b->boundary)))
         return false;
     return a->npieces == b->npieces && a->mb_seqs == b->mb_seqs && a->num_micro == b->num_micro &&
@@ -150,8 +150,16 @@ void pass_ilp_pins(const IrGraph *g, int dp_axis, int tp_axis, bool sp, uint64_t
         allow[a] = ~0ull;
     uint64_t batch = g->batch_dim < 64 ? 1ull << g->batch_dim : 0;
     uint64_t seq = g->seq_dim >= 0 && g->seq_dim < 64 ? 1ull << g->seq_dim : 0;
+    /* The data-parallel axis may also split the experts by exchange with
+     * the batch (docs/moe.md: EP = dp); PLAN_REQ_BATCH keeps the batch split. */
+    uint64_t experts = 0;
+    for (int i = 0; i < g->nfwd; i++) {
+        int e = plan_expert_dim(g, &g->nodes[i]);
+        if (e >= 0 && e < 64)
+            experts |= 1ull << e;
+    }
     if (dp_axis >= 0 && dp_axis < PLAN_MAX_AXES)
-        allow[dp_axis] = batch;
+        allow[dp_axis] = batch | experts;
     if (tp_axis >= 0 && tp_axis < PLAN_MAX_AXES)
         allow[tp_axis] = ~batch & (sp ? ~0ull : ~seq);
 }

@@ -212,7 +212,7 @@ static void enumerate(Src *s)
                 if (n % tp || (pin->tp && tp != pin->tp) || (!pin->tp && tp > gpn) || tp <= f->tp_above)
                     continue;
                 int dp = n / tp;
-                if ((pin->dp && dp != pin->dp) || s->gb % dp)
+                if ((pin->dp && dp != pin->dp) || s->gb % dp || !src_moe_mesh_ok(s, dp, tp))
                     continue;
                 int64_t per = s->gb / dp;
                 int nb = micro_batches(s, per);
@@ -878,6 +878,9 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     free(s.w);
     free(s.gr);
     free(s.op);
+    free(s.xw);
+    free(s.xgr);
+    free(s.xop);
     out->stats.ilp_solves = pass_ilp_cache_solves(cache) - solves0;
     out->stats.ilp_hits = pass_ilp_cache_hits(cache) - hits0;
     out->stats.seconds = now_s() - t0;

@@ -40,6 +40,9 @@ typedef struct PassSearchFilter {
 
 typedef struct PassSearchOpts {
     PassSearchPins pins;
+    int ep, etp;                  /* MoE pins (--ep, --etp): 0 searched; else the experts split
+                                     ep ways over a whole mesh axis (1: not at all), each
+                                     expert's width etp ways */
     int gpus;                     /* GPUs available; 0: c->cl->ngpus */
     int64_t global_batch;         /* sequences per step; 0: g->global_batch */
     double ilp_time_limit_s;      /* per ILP solve; 0: 10 s */

@@ -115,6 +115,28 @@ static void variant_query(const Src *s, const SrcGroup *G, const IrGraph *gs, Pa
      * norms. */
     base->require = PLAN_REQ_BATCH | (pin->tp > 1 ? PLAN_REQ_WEIGHTS : 0) |
                     (pin->sp == 1 && G->tp > 1 ? PLAN_REQ_SEQ_NORMS : 0);
+    base->ep_axes = src_moe_axes(G->dp, G->tp, s->o->ep);
+    base->etp_axes = src_moe_axes(G->dp, G->tp, s->o->etp) & ~2u;
+}
+
+unsigned src_moe_axes(int dp, int tp, int deg)
+{
+    if (deg <= 0)
+        return 0;
+    if (deg == 1)
+        return 1;
+    return (dp == deg ? 2u : 0) | (tp == deg ? 4u : 0);
+}
+
+bool src_moe_mesh_ok(const Src *s, int dp, int tp)
+{
+    /* ETP over tp only: the dp axis splits the batch, and only an exchange
+     * puts a second dim (the experts) on one axis. */
+    unsigned e = src_moe_axes(dp, tp, s->o->ep), t = src_moe_axes(dp, tp, s->o->etp) & ~2u;
+    if ((s->o->ep > 1 && !e) || (s->o->etp > 1 && !t))
+        return false;
+    /* Both split: over different axes. */
+    return !(s->o->ep > 1 && s->o->etp > 1) || ((e & 2) && (t & 4)) || ((e & 4) && (t & 2));
 }
 
 /* Variant k > 0: a budget strictly below variant k - 1's memory for the

@@ -257,12 +257,81 @@ static bool check_interleaved_pins(const Src *s)
     return true;
 }
 
+/* --ep and --etp: a model with experts, degrees dividing the experts and
+ * their width, each a whole mesh axis (1, dp or tp: a two-axis mesh has no
+ * sub-axis for EP below DP), on different axes when both split. */
+static bool check_moe_pins(const Src *s)
+{
+    const IrGraph *g = s->g;
+    const PassSearchOpts *o = s->o;
+    if (!o->ep && !o->etp)
+        return true;
+    const IrNode *moe = NULL;
+    for (int i = 0; i < g->nfwd && !moe; i++)
+        if (plan_expert_dim(g, &g->nodes[i]) >= 0)
+            moe = &g->nodes[i];
+    const char *flag = o->ep ? "--ep" : "--etp";
+    if (!moe) {
+        ir_error(IR_NOLOC, "%s: %s has no experts (no moe operator); leave it out", flag, g->name);
+        return false;
+    }
+    const IrDim *E = &g->dims[plan_expert_dim(g, moe)];
+    const IrDim *F = &g->dims[g->tensors[moe->in[2]].dim[2]];
+    const struct {
+        const char *flag;
+        int deg;
+        const IrDim *d;
+        const char *what;
+    } pin[2] = {{"--ep", o->ep, E, "experts"}, {"--etp", o->etp, F, "expert width"}};
+    for (int i = 0; i < 2; i++) {
+        int deg = pin[i].deg;
+        if (deg <= 1)
+            continue;
+        if (pin[i].d->size % deg) {
+            char ok[128] = "1";
+            size_t k = 1;
+            for (int64_t d = 2; d <= pin[i].d->size && k < sizeof ok - 12; d++)
+                if (pin[i].d->size % d == 0)
+                    k += (size_t)snprintf(ok + k, sizeof ok - k, ", %lld", (long long)d);
+            ir_error(IR_NOLOC, "%s %d does not divide the %lld %s of %s (%s); it could be %s",
+                     pin[i].flag, deg, (long long)pin[i].d->size, pin[i].what, g->name, pin[i].d->name, ok);
+            return false;
+        }
+        int tp = o->pins.tp, dp = o->pins.dp, pp = o->pins.pp;
+        if (!dp && tp && pp && s->gpus % (tp * pp) == 0)
+            dp = s->gpus / (tp * pp);
+        if (i == 1 && tp && deg != tp) {
+            ir_error(IR_NOLOC, "--etp %d: each expert's width splits over the tensor-parallel axis "
+                     "(the data-parallel one splits the batch), here tp %d; --etp must be 1 or %d",
+                     deg, tp, tp);
+            return false;
+        }
+        if (tp && dp && deg != tp && deg != dp) {
+            ir_error(IR_NOLOC, "%s %d: the experts fold over a whole mesh axis, and this mesh is "
+                     "dp %d x tp %d; %s must be 1, %d (over tp) or %d (over dp)", pin[i].flag, deg,
+                     dp, tp, pin[i].flag, tp, dp);
+            return false;
+        }
+        if (deg > s->gpus) {
+            ir_error(IR_NOLOC, "%s %d needs more GPUs than the %d given", pin[i].flag, deg, s->gpus);
+            return false;
+        }
+    }
+    if (o->ep > 1 && o->etp > 1 && o->pins.tp && o->pins.dp &&
+        !(o->ep == o->pins.dp && o->etp == o->pins.tp)) {
+        ir_error(IR_NOLOC, "--ep %d --etp %d: EP and ETP each take a whole mesh axis, EP dp and ETP "
+                 "tp (here dp %d, tp %d); keep one of them 1", o->ep, o->etp, o->pins.dp, o->pins.tp);
+        return false;
+    }
+    return true;
+}
+
 bool src_check_pins(Src *s)
 {
     const PassSearchPins *p = &s->o->pins;
     bool inter = p->schedule == PLAN_SCHED_INTERLEAVED || p->v > 1;
     return check_stack_pins(s) && check_tp_pin(s) && check_pp_pin(s) && check_mesh_pins(s) &&
-           check_batch_pins(s) && (!inter || check_interleaved_pins(s));
+           check_batch_pins(s) && (!inter || check_interleaved_pins(s)) && check_moe_pins(s);
 }
 
 bool pass_search_check_pins(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o)

@@ -65,12 +65,24 @@ void src_states(Src *s)
     s->w = ir_xcalloc((size_t)s->npieces, sizeof(double));
     s->gr = ir_xcalloc((size_t)s->npieces, sizeof(double));
     s->op = ir_xcalloc((size_t)s->npieces, sizeof(double));
+    s->xw = ir_xcalloc((size_t)s->npieces, sizeof(double));
+    s->xgr = ir_xcalloc((size_t)s->npieces, sizeof(double));
+    s->xop = ir_xcalloc((size_t)s->npieces, sizeof(double));
     for (int p = 0; p < s->npieces; p++)
         for (int n = g->pieces[p].first; n < g->pieces[p].first + g->pieces[p].count; n++) {
             double w, gr, op;
             pass_param_bytes3(s->c, g, &g->nodes[n], &one, &rep, 0, &w, &gr, &op);
             s->w[p] += w, s->gr[p] += gr, s->op[p] += op;
+            if (plan_expert_dim(g, &g->nodes[n]) >= 0)
+                s->xw[p] += w, s->xgr[p] += gr, s->xop[p] += op;
         }
+}
+
+double src_states_lb(const Src *s, int p, int z, double n, double tp)
+{
+    double w = s->w[p] - s->xw[p], gr = s->gr[p] - s->xgr[p], op = s->op[p] - s->xop[p];
+    return w / (z >= 3 ? n : tp) + gr / (z >= 2 ? n : tp) + op / (z >= 1 ? n : tp) +
+           (s->xw[p] + s->xgr[p] + s->xop[p]) / n;
 }
 
 /* The piece that stands for p when costs depend only on the piece's kind:
@@ -297,8 +309,7 @@ void src_group_sums(Src *s, SrcGroup *G)
         /* ZeRO shards over the data-parallel axis what its stage covers;
          * tensor parallelism can split the rest at most tp ways. */
         for (int z = 0; z < 4; z++) {
-            double x = s->w[p] / (z >= 3 ? n : G->tp) + s->gr[p] / (z >= 2 ? n : G->tp) +
-                       s->op[p] / (z >= 1 ? n : G->tp);
+            double x = src_states_lb(s, p, z, n, G->tp);
             if (G->floor_states)
                 x = fmax(x, G->floor_states[p * 4 + z]);
             G->sum_states[z] += x;
@@ -393,8 +404,7 @@ void src_floor_pieces(Src *s, const SrcGroup *G, SrcPiece *out)
         for (int r = 0; r < SRC_NRC; r++)
             P->rec[r] = fmax(0, t[r] - t[PLAN_RECOMPUTE_NONE]);
         for (int z = 0; z < 4; z++) {
-            P->states[z] = s->w[p] / (z >= 3 ? n : G->tp) + s->gr[p] / (z >= 2 ? n : G->tp) +
-                           s->op[p] / (z >= 1 ? n : G->tp);
+            P->states[z] = src_states_lb(s, p, z, n, G->tp);
             if (G->floor_states)
                 P->states[z] = fmax(P->states[z], G->floor_states[p * 4 + z]);
         }

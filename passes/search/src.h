@@ -105,6 +105,8 @@ typedef struct Src {
     int nlayers;                  /* pieces inside repeats */
     int rep0, rep_first, rep_count; /* the single repeat interleaving needs (-1: none) */
     double *w, *gr, *op;          /* [npieces] global model-state bytes (ZeRO 0, unsharded) */
+    double *xw, *xgr, *xop;       /* [npieces] of those, the experts' (MOE weights: an exchange
+                                     split shards them over the data-parallel axis too) */
     int nwork, capwork;
     SrcWork *work;
     int ngroups;
@@ -160,6 +162,16 @@ double src_pipe_floor(const Src *s, const SrcGroup *G, const SrcVariant *V, cons
 
 /* search_pins.c: pinned layouts that cannot work, reported with ir_error. */
 bool src_check_pins(Src *s);
+/* A lower bound of piece p's model-state bytes per device under ZeRO z on
+ * a mesh of n devices with tp on the tensor-parallel axis: ZeRO shards over
+ * the data-parallel axis, tensor parallelism splits the rest at most tp
+ * ways, and the experts' weights at most n ways (EP over dp, ETP over tp). */
+double src_states_lb(const Src *s, int p, int z, double n, double tp);
+/* MoE pins (--ep, --etp) on a dp x tp mesh: PassIlpQuery.ep_axes'
+ * mask for degree deg (0 when no axis has that size), and whether the mesh
+ * can carry both pins at all (search_ilp.c). */
+unsigned src_moe_axes(int dp, int tp, int deg);
+bool src_moe_mesh_ok(const Src *s, int dp, int tp);
 
 /* search.c */
 void src_plan(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,

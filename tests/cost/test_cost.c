@@ -778,6 +778,96 @@ static void check_gemm_batch_gqa(const IrGraph *g, int tp, PassCluster *cl, cons
     check_gemm_batch_kv(g, tp, cl, p, dim, 8);
 }
 
+
+/* The mixture of experts (docs/cost-model.md): active parameters, the
+ * routed rows with the exchange group and the stack's imbalance, Megatron's
+ * kept rows without recompute, and the experts' model states sharded by
+ * the exchange axis, ZeRO over the other (expert data parallelism). */
+static void test_moe(const char *models)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/mixtral.mdl", models);
+    IrArena *a = ir_arena_new();
+    IrGraph *g = mega_compile(a, path, "n_layers=2,seq=1024", 64);
+    if (!g) {
+        fprintf(stderr, "cannot compile %s\n", path);
+        exit(1);
+    }
+    const IrNode *moe = NULL;
+    for (int i = 0; i < g->nfwd && !moe; i++)
+        if (g->nodes[i].op == IR_OP_MOE)
+            moe = &g->nodes[i];
+    CHECK(moe != NULL);
+    if (!moe)
+        return;
+    double D = 4096, F = 14336, E = 8, k = 2, per_expert = 3 * D * F;
+    double all = (double)ir_param_count(g);
+    CHECK(NEAR(pass_active_params(g), all - 2 * (E - k) * per_expert, 1e-12));
+
+    PassCluster cl = {.ngpus = 16, .gpus_per_node = 8};
+    pass_gpu_preset("h100-80gb", &cl.gpu);
+    PassCostCtx c = {.cl = &cl};
+    pass_stack_preset("ptdc", &c.st);
+    PlanMesh m;
+    plan_mesh_make(&m, 2, 8, 8); /* dp 2 x tp 8 */
+    int64_t ds[256];
+    ir_dim_sizes(g, 4, ds);       /* 4 sequences of 1024 over the mesh */
+    const IrTensor *h = &g->tensors[moe->in[0]];
+    int batch = h->dim[0], seq = h->dim[1], ed = plan_expert_dim(g, moe);
+    /* Exchange over tp with the sequence, the batch over dp: 2 x 128 tokens
+     * per rank, each choosing 2 of 8 experts, one of which is here; the
+     * group of 8 sends 8 x 2 x 128 x 2 / 8 rows to each rank. */
+    PlanStrategy x = {{(int16_t)batch, (int16_t)seq}, 2};
+    int64_t local[256];
+    plan_local_sizes(g, moe, &m, &x, ds, local);
+    CHECK(local[ed] == 1);
+    double T = 2 * 128, R = pass_moe_rows(&c, g, moe, &m, &x, local, NULL, NULL);
+    CHECK(NEAR(R, T * k * 1 * 8 / E, 1e-12));
+    PassNodeCost c1, c2, c3;
+    pass_cost_node(&c, g, moe, &m, &x, ds, &c1);
+    CHECK(c1.a2a_s > 0 && c1.a2a_s < c1.fwd_s + c1.bwd_s);
+    CHECK(NEAR(c1.flops_fwd, 2 * R * 3 * D * F, 1e-9));
+    CHECK(NEAR(c1.ws_bytes, 2 * R * (2 * D + 5 * F), 1e-9));
+    /* Twice the busiest rank's rows: twice the expert GEMMs and exchanges. */
+    PassCostCtx ci = c;
+    ci.st.moe_imbalance = 2;
+    CHECK(NEAR(pass_moe_rows(&ci, g, moe, &m, &x, local, NULL, NULL), 2 * R, 1e-12));
+    pass_cost_node(&ci, g, moe, &m, &x, ds, &c2);
+    CHECK(NEAR(c2.flops_fwd, 2 * c1.flops_fwd, 1e-9));
+    /* Two exchanges forward, three backward (h's rows again), of each
+     * rank's T k rows of D, the busiest's scaled by the imbalance. */
+    PlanColl k1 = {PLAN_COLL_ALLTOALL, 1, -1, -1, (int64_t)(T * k * D)};
+    PlanColl k2 = {PLAN_COLL_ALLTOALL, 1, -1, -1, (int64_t)(2 * T * k * D)};
+    CHECK(NEAR(c1.a2a_s, 5 * pass_cost_coll(&c, &m, &k1, 2), 1e-9));
+    CHECK(NEAR(c2.a2a_s, 5 * pass_cost_coll(&c, &m, &k2, 2), 1e-9));
+    /* Megatron keeps the rows: no recompute (3 GEMMs' FLOPs fewer, R x 2F x
+     * D x 2), one exchange fewer, R (D + 3F) bf16 more kept. */
+    PassCostCtx cm = c;
+    pass_stack_preset("megatron", &cm.st);
+    pass_cost_node(&cm, g, moe, &m, &x, ds, &c3);
+    CHECK(NEAR(c1.flops_bwd - c3.flops_bwd, 2 * R * 2 * F * D, 1e-9));
+    CHECK(NEAR(c3.a2a_s, c1.a2a_s * 4 / 5, 1e-9));
+    double s1 = pass_saved_bytes(&c, g, moe, &m, &x, ds, PLAN_RECOMPUTE_NONE);
+    double s3 = pass_saved_bytes(&cm, g, moe, &m, &x, ds, PLAN_RECOMPUTE_NONE);
+    CHECK(NEAR(s3 - s1, R * (D + 3 * F) * 2, 1e-9));
+    /* Model states: the experts split 8 ways by the exchange; their
+     * gradient is partial over dp only (the exchange completes it), so
+     * ZeRO-1 shards the optimizer state over dp's 2 ranks. */
+    double w, gr, op;
+    pass_param_bytes3(&c, g, moe, &m, &x, 1, &w, &gr, &op);
+    double own = E * per_expert; /* e_gate, e_up, e_down of every expert */
+    CHECK(NEAR(w, 2 * own / 8, 1e-12));
+    CHECK(NEAR(op, 12 * own / 8 / 2, 1e-12));
+    /* An exchange over dp with the batch, the experts' width over tp (ETP):
+     * weights split 2 x 8 ways, no expert data parallelism left. */
+    int fd = g->tensors[moe->in[2]].dim[2];
+    PlanStrategy y = {{(int16_t)batch, (int16_t)fd}, 1};
+    pass_param_bytes3(&c, g, moe, &m, &y, 1, &w, &gr, &op);
+    CHECK(NEAR(w, 2 * own / 16, 1e-12) && NEAR(op, 12 * own / 16, 1e-12));
+    ir_graph_free(g);
+    ir_arena_free(a);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -789,6 +879,7 @@ int main(int argc, char **argv)
     test_coll();
     test_states(argv[1]);
     test_schedule(argv[1]);
+    test_moe(argv[1]);
     on_13b_plan(argv[1], 1, 1, check_grad_sums);
     on_13b_plans(argv[1], check_attention_workspace);
     on_13b_plans(argv[1], check_swiglu_unfused);

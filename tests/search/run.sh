@@ -25,6 +25,10 @@
 #                              not "0 TFLOP/s bf16"), and an MFU over 100%
 #                              (PaLM's formula on a small model) says why; a
 #                              GPU preset's plan has no such note.
+#   run.sh PTDC SRC moe        a mixture of experts (golden/moe.args) written
+#                              with -o: plan.txt, the expert mesh of plan.json
+#                              and plan.svg exactly as golden/moe.txt (but for
+#                              the search and ILP solve times).
 #   PTDC_UPDATE=1 rewrites the expected files from the actual output.
 set -u
 ptdc=$1
@@ -96,6 +100,27 @@ golden)
         exit 1
     fi
     echo "ok golden"
+    ;;
+moe)
+    # shellcheck disable=SC2046
+    "$ptdc" $(cat "$here/golden/moe.args") -o "$tmp/out" --plan-only >"$tmp/stdout" 2>"$tmp/err" ||
+        { cat "$tmp/err"; exit 1; }
+    {
+        grep -v "search time" "$tmp/out/plan.txt"
+        echo "--- plan.json"
+        grep -E '"experts"|"alltoall_s"|"active_params"' "$tmp/out/plan.json"
+        echo "--- plan.svg"
+        grep -o 'experts: [^<]*' "$tmp/out/plan.svg"
+    } | sed -E 's/built in [0-9.]+ ms, solved in [0-9.]+ ms/built in T ms, solved in T ms/' >"$tmp/got"
+    if [ "${PTDC_UPDATE:-}" = 1 ]; then
+        cp "$tmp/got" "$here/golden/moe.txt"
+    fi
+    if ! cmp -s "$here/golden/moe.txt" "$tmp/got"; then
+        echo "FAIL moe: plan differs from golden/moe.txt"
+        diff "$here/golden/moe.txt" "$tmp/got" | head -40
+        exit 1
+    fi
+    echo "ok moe"
     ;;
 pinned)
     args="models/llama2-7b.mdl --gpus 64 --tp 2 --pp 4 --micro-batch 1 --global-batch 2048 --recompute none --sp on --zero 1 --schedule 1f1b --plan-only"

@@ -85,13 +85,19 @@ def megatron_can(t):
         return "the tanh GELU needs the fused bias_gelu (biases)"
     if t["bias_rest"] and not t["bias_qkv"]:
         return "biases on the output/MLP projections but not q/k/v"
+    r = t.get("router")
+    if r:
+        if r["score"] == "sigmoid" and r["topk"] > 1 and not r["norm"]:
+            return "Megatron-Core's sigmoid router normalises k > 1 weights"
+        if t["bias_rest"]:
+            return "MoE layers without output/router biases"
     return None
 
 
 def torchtitan_can(t):
     if not t["decoder"]:
         return t["why"]
-    bad = [(not t["causal"], "not causal"), (t["norm"] != "rmsnorm", "LayerNorm"), (t["mlp"] != "swiglu", "GELU"),
+    bad = [(t.get("experts") is not None, "mixture of experts"), (not t["causal"], "not causal"), (t["norm"] != "rmsnorm", "LayerNorm"), (t["mlp"] != "swiglu", "GELU"),
            (t["positions"] != "rope", "no RoPE"), (t["bias_qkv"] or t["bias_rest"], "biases"),
            (t["tied"], "tied"), (t["head_dim"] * t["heads"] != t["d_model"], "head_dim"),
            (t["window"] is not None, "sliding window")]
@@ -114,7 +120,8 @@ def ffn_solvable(dim, dff):
 
 # ----------------------------------------------------------- compare
 KEYS = ["layers", "d_model", "heads", "kv_heads", "head_dim", "d_ff", "vocab", "seq", "norm", "positions",
-        "window", "causal", "tied", "bf16", "bias_qkv", "bias_rest", "mlp", "params", "dropout"]
+        "window", "causal", "tied", "bf16", "bias_qkv", "bias_rest", "mlp", "params", "dropout", "experts",
+        "router"]
 
 
 def close(a, b):
@@ -143,13 +150,16 @@ def header_plan(out):
     import re
     line = next(l for l in out.splitlines() if l.startswith("# Plan: "))
     m = re.match(r"# Plan: dp (\d+) x tp (\d+) x pp (\d+)(?: \(v (\d+)\))?, sp (on|off), zero (\d), "
-                 r"micro-batch (\d+) x (\d+), (\w+), recompute (\w+)\.", line)
+                 r"micro-batch (\d+) x (\d+), (\w+), recompute (\w+)"
+                 r"(?:, ep (\d+)(?: \(folded over \w+, ([a-z-]+)\))?, etp (\d+)(?: \([^)]*\))?, expert-dp \d+)?\.", line)
     if not m:
         raise RuntimeError("cannot read " + line)
     g = m.groups()
     return {"dp": int(g[0]), "tp": int(g[1]), "pp": int(g[2]), "v": int(g[3] or 1), "sp": g[4] == "on",
             "zero": int(g[5]), "mb": int(g[6]), "m": int(g[7]), "gb": int(g[0]) * int(g[6]) * int(g[7]),
-            "recompute": g[9]}
+            "recompute": g[9], **({"ep": int(g[10]), "etp": int(g[12]),
+                                   "dispatcher": "allgather" if g[11] == "all-gather" else "alltoall"}
+                                  if g[10] else {})}
 
 
 def megatron_plan(a, world):
@@ -162,7 +172,8 @@ def megatron_plan(a, world):
     return {"dp": dp, "tp": tp, "pp": pp, "v": a["num_layers"] // pp // lv if lv else 1,
             "sp": a["sequence_parallel"] and tp > 1, "zero": 1 if a["use_distributed_optimizer"] else 0,
             "mb": a["micro_batch_size"], "m": a["global_batch_size"] // (a["micro_batch_size"] * dp),
-            "gb": a["global_batch_size"], "recompute": rc}
+            "gb": a["global_batch_size"], "recompute": rc, "ep": a["expert_model_parallel_size"],
+            "etp": a["expert_tensor_parallel_size"], "dispatcher": a["moe_token_dispatcher_type"]}
 
 
 def torchtitan_plan(cfg, fl):
@@ -187,6 +198,8 @@ def compare_plan(what, want, got):
             continue  # one replica: every ZeRO stage is the same plan
         if k == "sp" and want["tp"] == 1:
             continue
+        if k == "dispatcher" and want["ep"] == 1:
+            continue  # no expert parallelism: either dispatcher runs the same plan
         if want[k] != got[k]:
             fail(what, "the plan's %s is %r, the framework runs %r" % (k, want[k], got[k]))
 
@@ -360,6 +373,10 @@ def corpus(ptdc, src):
         ("models/llama2-7b.mdl", "--gpus 16 --tp 1 --pp 2 --micro-batch 1 --recompute ffn --sp off"),
         ("models/gpt3-1.3b.mdl", "--gpus 16 --tp 2 --pp 2 --micro-batch 2 --recompute none --sp on"),
         ("models/mistral-7b.mdl", "--gpus 16 --tp 2 --pp 1 --micro-batch 1 --recompute full --sp on"),
+        # Experts folded over tp (alltoall), over dp with ETP on tp, and ETP alone.
+        ("models/mixtral.mdl", "--gpus 16 --tp 2 --pp 2 --ep 2 --micro-batch 1 --recompute none --sp on"),
+        ("models/mixtral.mdl", "--gpus 16 --tp 2 --pp 1 --ep 8 --etp 2 --micro-batch 1 --recompute full --sp on"),
+        ("models/mixtral.mdl", "--gpus 16 --tp 2 --pp 2 --ep 1 --etp 2 --micro-batch 1 --recompute none --sp on"),
     ]
     for model, lay in layouts:
         for fw, zero in (("megatron", "1"), ("torchtitan", "3")):

@@ -67,6 +67,27 @@ OPTIONS = {
     "--recompute-granularity": ("recompute_granularity", "str", None, ["full", "selective"]),
     "--recompute-method": ("recompute_method", "str", None, ["uniform", "block"]),
     "--recompute-num-layers": ("recompute_num_layers", "int", None, None),
+    # MoE (arguments.py _add_moe_args; TransformerConfig moe_* fields; ModelParallelConfig)
+    "--num-experts": ("num_experts", "int", None, None),
+    "--moe-ffn-hidden-size": ("moe_ffn_hidden_size", "int", None, None),
+    "--moe-grouped-gemm": ("moe_grouped_gemm", "true", False, None),
+    "--moe-router-load-balancing-type": ("moe_router_load_balancing_type", "list", ["aux_loss"],
+                                         ["aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn",
+                                          "quantile_balancing", "none"]),
+    "--moe-aux-loss-coeff": ("moe_aux_loss_coeff", "float", 0.0, None),
+    "--moe-z-loss-coeff": ("moe_z_loss_coeff", "float", None, None),
+    "--moe-router-topk": ("moe_router_topk", "int", 2, None),
+    "--moe-router-score-function": ("moe_router_score_function", "str", "softmax",
+                                    ["softmax", "sigmoid", "sqrtsoftplus"]),
+    "--moe-router-pre-softmax": ("moe_router_pre_softmax", "true", False, None),
+    "--moe-router-topk-scaling-factor": ("moe_router_topk_scaling_factor", "float", None, None),
+    "--moe-router-num-groups": ("moe_router_num_groups", "int", None, None),
+    "--moe-router-group-topk": ("moe_router_group_topk", "int", None, None),
+    "--moe-expert-capacity-factor": ("moe_expert_capacity_factor", "float", None, None),
+    "--moe-token-drop-policy": ("moe_token_drop_policy", "str", "probs", ["probs", "position"]),
+    "--moe-token-dispatcher-type": ("moe_token_dispatcher_type", "str", "allgather", ["allgather", "alltoall", "flex"]),
+    "--expert-model-parallel-size": ("expert_model_parallel_size", "int", 1, None),
+    "--expert-tensor-parallel-size": ("expert_tensor_parallel_size", "int", None, None),
     "--recompute-modules": ("recompute_modules", "list", ["core_attn"],  # __post_init__: None -> ["core_attn"]
                             ["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts",
                              "gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc"]),
@@ -270,6 +291,39 @@ def _rules():
     def _(a, env, world, gpu):
         return None  # arguments.py turns the fusion off without biases; model() says which GELU runs
 
+    @rule("experts", "arguments.py validate_args: expert_tensor_parallel_size defaults to tp, num_experts "
+          "% expert_model_parallel_size, moe_ffn_hidden_size defaults to ffn_hidden_size; parallel_state.py: "
+          "world % (etp x ep x pp); transformer_config.py: MoE bias only with ETP 1, EP needs experts, "
+          "num_moe_experts % moe_router_num_groups, capacity with aux_loss/seq_aux_loss/none")
+    def _(a, env, world, gpu):
+        if a["expert_tensor_parallel_size"] is None:
+            a["expert_tensor_parallel_size"] = a["tensor_model_parallel_size"]
+        E, ep, etp = a["num_experts"], a["expert_model_parallel_size"], a["expert_tensor_parallel_size"]
+        if E == 0:
+            a["num_experts"] = E = None
+        if ep > 1 and (E is None or E % ep):
+            return "num_experts %s is not a multiple of expert_model_parallel_size %d" % (E, ep)
+        if world % (etp * ep * a["pipeline_model_parallel_size"]):
+            return "world %d is not divisible by etp %d x ep %d x pp %d" % (world, etp, ep,
+                                                                            a["pipeline_model_parallel_size"])
+        if E is None:
+            for f in ("--moe-ffn-hidden-size", "--moe-router-topk", "--moe-grouped-gemm",
+                      "--moe-token-dispatcher-type", "--moe-aux-loss-coeff"):
+                if f in a["_seen"]:
+                    return "%s without --num-experts" % f
+            return
+        if a["moe_ffn_hidden_size"] is None:
+            a["moe_ffn_hidden_size"] = a["ffn_hidden_size"]
+        if a["add_bias_linear"] and etp != 1:
+            return "bias in MoE is only supported with ETP 1"
+        if a["moe_router_topk"] > E:
+            return "moe_router_topk %d above num_experts %d" % (a["moe_router_topk"], E)
+        if a["moe_router_num_groups"] and E % a["moe_router_num_groups"]:
+            return "num_experts not a multiple of moe_router_num_groups"
+        lb = a["moe_router_load_balancing_type"]
+        if a["moe_expert_capacity_factor"] is not None and set(lb) - {"aux_loss", "seq_aux_loss", "none"}:
+            return "capacity factor with load balancing %s" % lb
+
     @rule("positions cover the sequence", "arguments.py: max_position_embeddings >= seq_length")
     def _(a, env, world, gpu):
         if a["seq_length"] > a["max_position_embeddings"]:
@@ -341,8 +395,28 @@ def model(a, vocab):
     m["window"] = None if w is None else (w[0] + 1 if w[1] == 0 else ("non-causal window", w))
     norm = 2 * h if m["norm"] == "layernorm" else h
     glu = 2 if a["swiglu"] else 1
+    mlp = h * F * glu + (bias_linear and F * glu) + F * h + (bias_linear and h)
+    E = a["num_experts"]
+    m["experts"], m["router"] = None, None
+    if E:  # MoELayer: TopKRouter weight [E, h] (no bias), E grouped experts of moe_ffn_hidden_size
+        Fm = a["moe_ffn_hidden_size"] if a["moe_ffn_hidden_size"] is not None else F
+        m["experts"], m["d_ff"] = E, Fm
+        mlp = h * E + E * (h * Fm * glu + (bias_linear and Fm * glu) + Fm * h + (bias_linear and h))
+        sig = a["moe_router_score_function"] == "sigmoid"
+        lb = a["moe_router_load_balancing_type"]
+        k = a["moe_router_topk"]
+        m["router"] = {"topk": k, "score": a["moe_router_score_function"],
+                       # softmax: the softmax of the k chosen (renormalised) unless pre-softmax;
+                       # sigmoid: k > 1 choices always normalised (moe_utils.py)
+                       "norm": k > 1 if sig else not a["moe_router_pre_softmax"],
+                       "scale": a["moe_router_topk_scaling_factor"] or 1.0,
+                       "groups": a["moe_router_num_groups"] or 0, "group_topk": a["moe_router_group_topk"] or 0,
+                       "capacity": a["moe_expert_capacity_factor"] or 0.0,
+                       "aux": a["moe_aux_loss_coeff"] if lb == ["seq_aux_loss"] else
+                       (0.0 if lb == ["none"] or not a["moe_aux_loss_coeff"] else ("%s loss" % lb)),
+                       "zloss": a["moe_z_loss_coeff"] or 0.0}
     layer = (2 * norm + h * (H + 2 * G) * d + (bias_qkv and (H + 2 * G) * d) + H * d * h + (bias_linear and h) +
-             h * F * glu + (bias_linear and F * glu) + F * h + (bias_linear and h))
+             mlp)
     m["params"] = (vocab * h + (pos == "learned_absolute" and a["max_position_embeddings"] * h) + L * layer + norm +
                    (0 if m["tied"] else vocab * h))
     return m

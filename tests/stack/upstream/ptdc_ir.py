@@ -18,6 +18,8 @@ KNOWN = {
     ("attention", "causal"), ("attention", "window"),
     ("softmax", "dim"),
     ("matmul", "contract"),
+    ("route", "topk"), ("route", "score"), ("route", "norm"), ("route", "scale"), ("route", "groups"),
+    ("route", "group_topk"), ("route", "capacity"), ("route", "aux"), ("route", "zloss"),
 }
 
 NODE = re.compile(r"^  (?P<outs>[^=]+?) = (?P<op>[a-z_]+)\((?P<ins>[^)]*)\)(?P<attrs>.*?) : (?P<types>.*?)(  \{\w+\})?$")
@@ -107,7 +109,8 @@ def truth(ir_text, summary_text):
                 attrs.setdefault((n["op"], a), set()).add(v)
     t["attr_values"] = {k: sorted(v) for k, v in attrs.items()}
     ops = {n["op"] for p in layers for n in p["nodes"]}
-    allowed = {"rmsnorm", "layernorm", "matmul", "rope", "attention", "silu", "gelu", "swiglu", "add", "mul"}
+    allowed = {"rmsnorm", "layernorm", "matmul", "rope", "attention", "silu", "gelu", "swiglu", "add", "mul",
+               "route", "moe"}
     if ops - allowed:
         return not_decoder("layers compute " + ", ".join(sorted(ops - allowed)))
     L0 = layers[0]["nodes"]
@@ -162,6 +165,22 @@ def truth(ir_text, summary_text):
             bias.add("out_or_mlp")
     t["bias_qkv"] = "qkv" in bias
     t["bias_rest"] = "out_or_mlp" in bias
+    t["experts"], t["router"] = None, None
+    if "moe" in ops:
+        if ops & {"swiglu", "silu", "mul", "gelu"}:
+            return not_decoder("shared experts beside the routed ones")
+        moe = next(n for n in L0 if n["op"] == "moe")
+        rt = next(n for n in L0 if n["op"] == "route")
+        wg = ir.params[moe["ins"][2]]["dims"]
+        t["mlp"], t["experts"], t["d_ff"] = "swiglu", ir.size(wg[0]), ir.size(wg[2])
+        a = rt["attrs"]
+        t["router"] = {"topk": int(a["topk"]), "score": a["score"], "norm": a.get("norm") == "true",
+                       "scale": float(a.get("scale", 1) or 1), "groups": int(a.get("groups", 0)),
+                       "group_topk": int(a.get("group_topk", 0)), "capacity": float(a.get("capacity", 0)),
+                       "aux": float(a.get("aux", 0)), "zloss": float(a.get("zloss", 0))}
+        hm = next(n for n in head["nodes"] if n["op"] == "matmul")
+        t["tied"] = hm["ins"][1] == table
+        return t
     if "swiglu" in ops or ("silu" in ops and "mul" in ops):
         t["mlp"] = "swiglu"
         act = next(n for n in L0 if n["op"] in ("swiglu", "mul"))
