@@ -340,13 +340,16 @@ bool cg_analyse(Cg *c)
             const IrTensor *l = &g->tensors[g->nodes[i].in[0]];
             c->vocab = g->dims[l->dim[l->rank - 1]].size;
         }
-    /* Axis names for comments: the parallel dimension the plan records on
-     * each axis; an axis of size 1 never shows. */
+    /* Axis names for comments: the first parallel dimension the plan
+     * records on each axis (dp, tp before the experts' ep, etp, which fold
+     * over them); an axis of size 1 never shows. */
     for (int a = 0; a < c->naxes; a++) {
         c->axis_name[a] = p->mesh.size[a] == 1 ? "unused" : "rep";
         for (int d = 0; d < PLAN_NDIMS; d++)
-            if (plan_degree(p, (PlanDim)d) > 1 && p->axis[d] == a)
+            if (plan_degree(p, (PlanDim)d) > 1 && p->axis[d] == a) {
                 c->axis_name[a] = plan_dim_name((PlanDim)d);
+                break;
+            }
     }
     int np = g->npieces, nt = g->ntensors, nn = g->nnodes;
     c->piece_stage = ir_alloc(c->arena, sizeof(int) * (size_t)np);
