@@ -254,9 +254,11 @@ native)
     w=$work/native
     rm -rf "$w" && mkdir -p "$w"
     L=LlamaForCausalLM M=MistralForCausalLM Q=Qwen2ForCausalLM G=GPT2LMHeadModel
+    X=MixtralForCausalLM Q2=Qwen2MoeForCausalLM Q3=Qwen3MoeForCausalLM
     for pair in tiny-llama:$L tiny-llama3:$L tiny-mistral:$M tiny-qwen2:$Q tiny-gpt:$G \
                 llama2-7b:$L llama2-70b:$L llama3-8b:$L mistral-7b:$M qwen2-7b:$Q gpt3-1.3b:$G \
-                gpt3-175b:$G; do
+                gpt3-175b:$G tiny-mixtral:$X mixtral-8x7b:$X tiny-qwen2-moe:$Q2 qwen2-moe:$Q2 \
+                tiny-qwen3-moe:$Q3 qwen3-30b-a3b:$Q3 qwen3-235b-a22b:$Q3; do
         m=${pair%%:*} arch=${pair#*:}
         "$ptdc" "$here/../../models/$m.mdl" --gpus 1024 --target cuda -o "$w/$m" > "$w/$m.log" 2>&1 ||
             { cat "$w/$m.log"; fail "$m does not compile"; }
@@ -265,8 +267,8 @@ native)
         [ "$(grep -A1 '"architectures"' "$c" | tail -n 1 | tr -d ' "')" = $arch ] || fail "$m: not $arch"
         python3 "$here/hfcheck.py" keys "$c" --dtype float32 > "$w/$m.keys" || { cat "$w/$m.keys"; fail "$m: keys"; }
         "$ptdc" import-hf "$c" -o "$w/$m.mdl" 2> "$w/$m.err" || { cat "$w/$m.err"; fail "$m: its config does not import"; }
-        a=$("$ptdc" "$here/../../models/$m.mdl" --emit summary | grep '^  parameters:')
-        b=$("$ptdc" "$w/$m.mdl" --emit summary | grep '^  parameters:')
+        a=$("$ptdc" "$here/../../models/$m.mdl" --emit summary | grep '^  \(active \)*parameters:')
+        b=$("$ptdc" "$w/$m.mdl" --emit summary | grep '^  \(active \)*parameters:')
         [ "$a" = "$b" ] || fail "$m has '$a', its config.json imports as '$b'"
         echo "hf: $m: $arch,$a"
     done
@@ -276,6 +278,13 @@ native)
         { cat "$w/palm.log"; fail "palm-8b: no note saying why it has no config"; }
     [ ! -e "$w/palm/hf_config.json" ] || fail "palm-8b has a hf_config.json"
     echo "hf: palm-8b: no config, and a note says why"
+    # DeepSeek-V3's attention is not built (grouped-query attention in its place).
+    "$ptdc" "$here/../../models/tiny-deepseek.mdl" --gpus 2 --target cuda -o "$w/ds" > "$w/ds.log" 2>&1 ||
+        { cat "$w/ds.log"; fail "tiny-deepseek does not compile"; }
+    grep -q "note: deepseek_v3 has no Hugging Face config" "$w/ds.log" ||
+        { cat "$w/ds.log"; fail "tiny-deepseek: no note saying why it has no config"; }
+    [ ! -e "$w/ds/hf_config.json" ] || fail "tiny-deepseek has a hf_config.json"
+    echo "hf: tiny-deepseek: no config, and a note says why"
     ;;
 refused)
     bin=$3 work=$4

@@ -20,7 +20,9 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLASS_OF = {"LlamaForCausalLM": "LlamaConfig", "MistralForCausalLM": "MistralConfig",
-            "Qwen2ForCausalLM": "Qwen2Config", "GPT2LMHeadModel": "GPT2Config"}
+            "Qwen2ForCausalLM": "Qwen2Config", "GPT2LMHeadModel": "GPT2Config",
+            "MixtralForCausalLM": "MixtralConfig", "Qwen2MoeForCausalLM": "Qwen2MoeConfig",
+            "Qwen3MoeForCausalLM": "Qwen3MoeConfig"}
 
 
 def key_lists():
@@ -52,6 +54,9 @@ def type_ok(v, t):
         if one == "str" and isinstance(v, str):
             return True
         if one == "list" and isinstance(v, list) and all(isinstance(x, str) for x in v):
+            return True
+        if one == "intlist" and isinstance(v, list) and all(
+                isinstance(x, int) and not isinstance(x, bool) for x in v):
             return True
         if one == "object" and isinstance(v, dict):
             return True
