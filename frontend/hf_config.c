@@ -243,8 +243,16 @@ static void read_llama_like(Rd *r, HfModel *m)
     int_key(r, "intermediate_size", &m->d_ff, true, 1, NULL);
     int_key(r, "vocab_size", &m->vocab, true, 1, NULL);
     int_key(r, "max_position_embeddings", &m->seq, true, 1, NULL);
-    int_key(r, "num_key_value_heads", &m->n_kv_heads, false, m->n_heads.i,
-            "absent: num_attention_heads, as HF");
+    /* Absent: LlamaConfig's None (the query heads); the MoE classes' defaults are numbers. */
+    if (m->arch == HF_MIXTRAL || m->arch == HF_QWEN2_MOE || m->arch == HF_QWEN3_MOE)
+        int_key(r, "num_key_value_heads", &m->n_kv_heads, false,
+                m->arch == HF_MIXTRAL ? 8 : m->arch == HF_QWEN2_MOE ? 16 : 4,
+                m->arch == HF_MIXTRAL    ? "absent: 8, MixtralConfig's default"
+                : m->arch == HF_QWEN2_MOE ? "absent: 16, Qwen2MoeConfig's default"
+                                          : "absent: 4, Qwen3MoeConfig's default");
+    else
+        int_key(r, "num_key_value_heads", &m->n_kv_heads, false, m->n_heads.i,
+                "absent: num_attention_heads, as HF");
     int64_t h = m->n_heads.i, kv = m->n_kv_heads.i, d = m->d_model.i;
     bool sizes = r->ok; /* the checks between sizes only when each was read */
     if (sizes && h % kv != 0)
