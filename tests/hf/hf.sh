@@ -69,6 +69,10 @@
 #         exported model's loss (else SKIPPED there).
 #     While runtime/rt.h has no RtRoute, the programs are built with
 #     moe_stub.h (aborting stand-ins) and only 1 and 2 run.
+#   hf.sh mixed PTDC WORK
+#     configs/qwen3-moe-{mixed,step2,irregular} (dense and MoE layers): `ptdc
+#     DIR -o` writes a config.json whose mlp_only_layers are the config's
+#     dense layers, which imports as the same model (IR and counts).
 #   hf.sh diag PTDC CASE      tests/hf/diag/CASE.json refused: exit status 1,
 #                             stderr exactly CASE.err (PTDC_UPDATE=1 rewrites it)
 #   hf.sh golden PTDC NAME    `ptdc import-hf configs/NAME` equals golden/NAME.mdl
@@ -424,6 +428,30 @@ open('$w/tokens.u16', 'wb').write(struct.pack('<8192H', *[random.randrange(256) 
         END { exit bad }' || { paste "$w/a" "$w/b"; fail "$m: tp2 trains differently from 1 rank"; }
     got=$(head -n 1 "$w/a")
     python3 "$here/hfcheck.py" transformers "$w/e0" "$w/tokens.u16" $GB "$got"
+    ;;
+mixed)
+    work=$3
+    w=$work/mixed
+    rm -rf "$w" && mkdir -p "$w"
+    for row in "qwen3-moe-mixed:[0, 1]" "qwen3-moe-step2:[0, 2, 4]" "qwen3-moe-irregular:[0, 2, 3, 4]"; do
+        n=${row%%:*} want=${row#*:}
+        "$ptdc" "$here/configs/$n" --gpus 2 --target cpu -o "$w/$n" > "$w/$n.log" 2>&1 ||
+            { cat "$w/$n.log"; fail "$n does not compile"; }
+        ! grep -q "Hugging Face" "$w/$n.log" || { cat "$w/$n.log"; fail "$n: a note about its config"; }
+        got=$(sed -n 's/^  "mlp_only_layers": \(.*\),$/\1/p' "$w/$n/hf_config.json")
+        [ "$got" = "$want" ] || fail "$n: mlp_only_layers $got, expected $want"
+        mkdir -p "$w/$n-src" "$w/$n-exp"
+        cp "$here/configs/$n/config.json" "$w/$n-src/"
+        cp "$w/$n/hf_config.json" "$w/$n-exp/config.json"
+        python3 "$here/hfcheck.py" keys "$w/$n-exp/config.json" --dtype float32 > "$w/$n.keys" ||
+            { cat "$w/$n.keys"; fail "$n: keys"; }
+        "$ptdc" import-hf "$w/$n-src" -o "$w/$n-src.mdl" 2> /dev/null &&
+            "$ptdc" import-hf "$w/$n-exp" -o "$w/$n-exp.mdl" 2> /dev/null || fail "$n: import-hf failed"
+        a=$("$ptdc" "$w/$n-src.mdl" --emit summary | grep '^  \(active \)*parameters:')
+        b=$("$ptdc" "$w/$n-exp.mdl" --emit summary | grep '^  \(active \)*parameters:')
+        [ "$a" = "$b" ] || fail "$n has '$a', its export's config.json imports as '$b'"
+        echo "hf: $n: dense layers $got in its config.json, which imports as the model"
+    done
     ;;
 diag)
     name=$3
