@@ -525,7 +525,7 @@ static bool hf_index(Lower *lw, const FeStmt *s, const char *p, size_t len, int6
         }
         if (!want_term && (*p == '+' || *p == '*')) {
             if (*p == '+') {
-                sum += prod;
+                sum += prod; /* each term at most 2^40, at most 4096 of them */
                 prod = 1;
             }
             want_term = true;
@@ -567,11 +567,11 @@ static bool hf_index(Lower *lw, const FeStmt *s, const char *p, size_t len, int6
                      end - len, s->name);
             return false;
         }
-        prod *= t;
-        if (prod > ((int64_t)1 << 40)) {
+        if (t != 0 && prod > (((int64_t)1 << 40) / t)) {
             ir_error(s->hf_loc, "an index in the hf name of '%s' is too large", s->name);
             return false;
         }
+        prod *= t;
         p = q;
         want_term = false;
     }
