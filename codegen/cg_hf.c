@@ -78,7 +78,7 @@ static int param(const IrGraph *g, const char *hf)
     return -1;
 }
 
-static const IrNode *first(const IrGraph *g, IrOp op)
+static const IrNode *first_of(const IrGraph *g, IrOp op)
 {
     for (int i = 0; i < g->nfwd; i++)
         if (g->nodes[i].op == op)
@@ -138,7 +138,7 @@ static int64_t psize(Read *r, const char *hf, int rank, int i, const char *role)
 
 static const IrNode *need(Read *r, IrOp op, const char *what)
 {
-    const IrNode *n = first(r->c->g, op);
+    const IrNode *n = first_of(r->c->g, op);
     if (!n)
         refuse(r, "it has no %s", what);
     return n;
@@ -162,8 +162,179 @@ static void common(Cg *c, const char *arch, const char *type, bool tied)
     key(c, "torch_dtype", NULL); /* the export's (--export-dtype) */
 }
 
+static bool has(const IrGraph *g, const char *fmt, int64_t layer)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, fmt, (long long)layer);
+    return param(g, buf) >= 0;
+}
+
+/* The route node making a moe's gates from the experts named `experts`
+ * (its first expert weight's hf name), or NULL. */
+static const IrNode *router_of(const IrGraph *g, const char *experts)
+{
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *n = &g->nodes[i];
+        if (n->op != IR_OP_MOE || !g->tensors[n->in[2]].hf_name ||
+            strcmp(g->tensors[n->in[2]].hf_name, experts) != 0)
+            continue;
+        int p = g->tensors[n->in[1]].producer;
+        return p >= 0 && g->nodes[p].op == IR_OP_ROUTE ? &g->nodes[p] : NULL;
+    }
+    return NULL;
+}
+
+/* MixtralForCausalLM (block_sparse_moe in every layer), Qwen3MoeForCausalLM
+ * (q/k norms) and Qwen2MoeForCausalLM (biases, a sigmoid-gated shared
+ * expert): the LLaMA decoder whose MLPs are mixtures of experts, the Qwens'
+ * with dense MLPs in the layers config.json lists in mlp_only_layers. */
+static void moe_like(Cg *c, Read *r, bool bias, bool llama3, int64_t window, int64_t d,
+                     int64_t h, int64_t hd)
+{
+    const IrGraph *g = c->g;
+    int64_t nl = layers(g, "model.layers.");
+    bool mixtral = param(g, "model.layers.0.block_sparse_moe.gate.weight") >= 0;
+    bool qk_norm = param(g, "model.layers.0.self_attn.q_norm.weight") >= 0;
+    const char *arch = mixtral ? "MixtralForCausalLM"
+                     : bias    ? "Qwen2MoeForCausalLM" : "Qwen3MoeForCausalLM";
+    if (mixtral && (bias || qk_norm)) {
+        refuse(r, "its experts are named as Mixtral's, which has no %s",
+               bias ? "q, k and v biases" : "q and k norms");
+        return;
+    }
+    if (!mixtral && bias == qk_norm) {
+        refuse(r, "its experts are named as the Qwens', but it has %s",
+               bias ? "both Qwen2-MoE's biases and Qwen3's q and k norms"
+                    : "neither Qwen2-MoE's biases nor Qwen3's q and k norms");
+        return;
+    }
+    if (llama3 && !qk_norm) {
+        refuse(r, "%s has no rope_scaling", arch);
+        return;
+    }
+    if (window && !mixtral) {
+        refuse(r, "%s's sliding window (use_sliding_window, from max_window_layers on) is not "
+               "the one it has on every layer", arch);
+        return;
+    }
+    if (bias && hd * h != d) {
+        refuse(r, "Qwen2MoeConfig has no head_dim for heads of %lld with %lld heads of a %lld "
+               "model", (long long)hd, (long long)h, (long long)d);
+        return;
+    }
+    const char *blk = mixtral ? "block_sparse_moe" : "mlp";
+    const char *gate = mixtral ? "w1" : "gate_proj";
+    /* Which layers are MoE, the first of them, and a dense one's width. */
+    int64_t first = -1, ff = 0;
+    const char *only = cg_fmt(c, "[");
+    for (int64_t l = 0; l < nl; l++) {
+        if (has(g, mixtral ? "model.layers.%lld.block_sparse_moe.gate.weight"
+                           : "model.layers.%lld.mlp.gate.weight", l)) {
+            if (first < 0)
+                first = l;
+            continue;
+        }
+        if (mixtral) {
+            refuse(r, "MixtralForCausalLM has experts in every layer, and layer %lld has none",
+                   (long long)l);
+            return;
+        }
+        char name[128];
+        snprintf(name, sizeof name, "model.layers.%lld.mlp.gate_proj.weight", (long long)l);
+        ff = psize(r, name, 2, 1, "a dense layer's MLP gate");
+        only = cg_fmt(c, "%s%s%lld", only, strcmp(only, "[") ? ", " : "", (long long)l);
+    }
+    only = cg_fmt(c, "%s]", only);
+    if (first < 0) {
+        refuse(r, "no layer has experts");
+        return;
+    }
+    char ex[160], rt[160];
+    snprintf(ex, sizeof ex, "model.layers.%lld.%s.experts.{expert}.%s.weight", (long long)first,
+             blk, gate);
+    snprintf(rt, sizeof rt, "model.layers.%lld.%s.gate.weight", (long long)first, blk);
+    int64_t ne = psize(r, rt, 2, 1, "the router");
+    int64_t de = psize(r, ex, 3, 2, "the experts' gate");
+    int64_t ds = 0;
+    if (bias) {
+        snprintf(rt, sizeof rt, "model.layers.%lld.mlp.shared_expert.gate_proj.weight",
+                 (long long)first);
+        ds = psize(r, rt, 3, 2, "the shared expert's gate");
+    }
+    const IrNode *route = router_of(g, ex);
+    if (!route && !r->why)
+        refuse(r, "its experts' gates are not made by route");
+    if (r->why)
+        return;
+    const IrRoute *ro = &route->attr.route;
+    if (ro->score != IR_SCORE_SOFTMAX || ro->groups > 1 || (ro->scale != 0 && ro->scale != 1) ||
+        ro->capacity > 0 || ro->zloss > 0) {
+        refuse(r, "%s's router is a softmax top-k without groups, scaling, capacity or z-loss",
+               arch);
+        return;
+    }
+    if (mixtral && !ro->norm) {
+        refuse(r, "MixtralForCausalLM renormalises the chosen weights (norm = true)");
+        return;
+    }
+    common(c, arch, mixtral ? "mixtral" : bias ? "qwen2_moe" : "qwen3_moe",
+           param(g, "lm_head.weight") < 0);
+    c->hf.prefix = "model";
+    c->hf.prefixed = true;
+    const IrNode *norm = first_of(g, IR_OP_RMSNORM), *rope = first_of(g, IR_OP_ROPE);
+    key(c, "attention_dropout", "0.0"); /* ptdc trains without dropout */
+    key(c, "hidden_act", jstr(c, "silu"));
+    key(c, "hidden_size", jint(c, d));
+    key(c, "initializer_range", init_range(c, "model.embed_tokens.weight"));
+    /* The dense layers' width; the experts' for Mixtral; unused without dense layers. */
+    key(c, "intermediate_size", jint(c, mixtral || !ff ? de : ff));
+    key(c, "max_position_embeddings", jint(c, g->dims[g->seq_dim].size));
+    key(c, "num_attention_heads", jint(c, h));
+    key(c, "num_hidden_layers", jint(c, nl));
+    key(c, "num_key_value_heads",
+        jint(c, psize(r, "model.layers.0.self_attn.k_proj.weight", 3, 1, "the key projection")));
+    key(c, "rms_norm_eps", jfloat(c, norm->attr.eps));
+    key(c, "rope_theta", jfloat(c, rope->attr.theta));
+    key(c, "vocab_size", jint(c, psize(r, "model.embed_tokens.weight", 2, 0, "the token table")));
+    key(c, "num_experts_per_tok", jint(c, ro->topk));
+    key(c, mixtral ? "num_local_experts" : "num_experts", jint(c, ne));
+    key(c, "output_router_logits", "false");
+    key(c, "router_aux_loss_coef", jfloat(c, ro->aux));
+    if (mixtral) {
+        key(c, "head_dim", jint(c, hd));
+        key(c, "router_jitter_noise", "0.0");
+        key(c, "sliding_window", window ? jint(c, window) : "null");
+        return;
+    }
+    key(c, "decoder_sparse_step", "1");
+    key(c, "moe_intermediate_size", jint(c, de));
+    key(c, "norm_topk_prob", jbool(ro->norm));
+    key(c, "use_sliding_window", "false");
+    key(c, "max_window_layers", jint(c, nl));
+    if (ff || qk_norm)
+        key(c, "mlp_only_layers", strcmp(only, "[]") ? only : "[]");
+    if (bias) {
+        key(c, "shared_expert_intermediate_size", jint(c, ds));
+        return;
+    }
+    key(c, "attention_bias", "false");
+    key(c, "head_dim", jint(c, hd));
+    key(c, "sliding_window", "null");
+    if (llama3)
+        key(c, "rope_scaling",
+            cg_fmt(c, "{\n    \"factor\": %s,\n    \"high_freq_factor\": %s,\n    "
+                      "\"low_freq_factor\": %s,\n    \"original_max_position_embeddings\": %lld,"
+                      "\n    \"rope_type\": \"llama3\"\n  }",
+                   jfloat(c, rope->attr.rope.factor), jfloat(c, rope->attr.rope.high_freq_factor),
+                   jfloat(c, rope->attr.rope.low_freq_factor),
+                   (long long)rope->attr.rope.original_max_position));
+    else
+        key(c, "rope_scaling", "null");
+}
+
 /* LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM: one decoder (HF
- * copies Mistral and Qwen2 from LLaMA), told apart by a window and biases. */
+ * copies Mistral and Qwen2 from LLaMA), told apart by a window and biases;
+ * with experts, moe_like's. */
 static void llama_like(Cg *c, Read *r)
 {
     const IrGraph *g = c->g;
@@ -172,7 +343,6 @@ static void llama_like(Cg *c, Read *r)
     int64_t h = psize(r, "model.layers.0.self_attn.q_proj.weight", 3, 1, "the query projection");
     int64_t hd = psize(r, "model.layers.0.self_attn.q_proj.weight", 3, 2, "the query projection");
     int64_t kv = psize(r, "model.layers.0.self_attn.k_proj.weight", 3, 1, "the key projection");
-    int64_t ff = psize(r, "model.layers.0.mlp.gate_proj.weight", 2, 1, "the MLP's gate");
     const IrNode *norm = need(r, IR_OP_RMSNORM, "RMSNorm");
     const IrNode *rope = need(r, IR_OP_ROPE, "rotary embedding");
     const IrNode *attn = need(r, IR_OP_ATTENTION, "attention");
@@ -182,6 +352,13 @@ static void llama_like(Cg *c, Read *r)
     bool bias = param(g, "model.layers.0.self_attn.q_proj.bias") >= 0;
     bool llama3 = rope->attr.rope.kind == IR_ROPE_LLAMA3;
     int64_t window = attn->attr.window;
+    if (first_of(g, IR_OP_MOE)) {
+        moe_like(c, r, bias, llama3, window, d, h, hd);
+        return;
+    }
+    int64_t ff = psize(r, "model.layers.0.mlp.gate_proj.weight", 2, 1, "the MLP's gate");
+    if (r->why)
+        return;
     if (bias && window) {
         refuse(r, "its q, k and v biases make it Qwen2, whose sliding window (use_sliding_window, "
                "from max_window_layers on) is not the one it has on every layer");

@@ -86,6 +86,13 @@ static bool same_attrs(Cmp *m, const IrNode *a, const IrNode *b)
                same_dim(m, x->dim[0], y->dim[0]) && same_dim(m, x->dim[1], y->dim[1]);
     case IR_OP_ATTENTION:
         return x->causal == y->causal && x->window == y->window;
+    case IR_OP_ROUTE: {
+        const IrRoute *p = &x->route, *q = &y->route;
+        return p->topk == q->topk && p->score == q->score && p->norm == q->norm &&
+               (p->scale ? p->scale : 1) == (q->scale ? q->scale : 1) &&
+               p->groups == q->groups && p->group_topk == q->group_topk &&
+               p->capacity == q->capacity && p->aux == q->aux && p->zloss == q->zloss;
+    }
     case IR_OP_SOFTMAX:
         return same_dim(m, x->dim[0], y->dim[0]);
     case IR_OP_MATMUL:

@@ -15,6 +15,9 @@ typedef enum {
     HF_MISTRAL, /* MistralForCausalLM */
     HF_QWEN2,   /* Qwen2ForCausalLM */
     HF_GPT2,    /* GPT2LMHeadModel */
+    HF_MIXTRAL, /* MixtralForCausalLM: every layer MoE */
+    HF_QWEN2_MOE, /* Qwen2MoeForCausalLM: biases, a gated shared expert */
+    HF_QWEN3_MOE, /* Qwen3MoeForCausalLM: q/k norms */
 } HfArch;
 
 enum { HF_MAX_NOTES = 24 };
@@ -42,6 +45,13 @@ typedef struct HfModel {
     HfConst window;    /* sliding window (Mistral), unset: none */
     bool llama3;       /* rope_scaling of type llama3 */
     HfConst rope_factor, rope_low, rope_high, rope_orig;
+    /* mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE) */
+    bool moe;
+    HfConst n_experts, topk, d_expert, d_shared, aux;
+    bool norm_topk;    /* renormalise the top-k weights */
+    bool qk_norm;      /* Qwen3: RMSNorm of q and k per head */
+    bool *moe_layer;   /* [n_layers]: the layer's MLP is MoE (else dense, d_ff) */
+    bool any_dense;    /* some layer is dense (decoder_sparse_step, mlp_only_layers) */
     /* keys accepted that change nothing ptdc computes, said in the header */
     const char *notes[HF_MAX_NOTES];
     int nnotes;

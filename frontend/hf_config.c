@@ -243,8 +243,16 @@ static void read_llama_like(Rd *r, HfModel *m)
     int_key(r, "intermediate_size", &m->d_ff, true, 1, NULL);
     int_key(r, "vocab_size", &m->vocab, true, 1, NULL);
     int_key(r, "max_position_embeddings", &m->seq, true, 1, NULL);
-    int_key(r, "num_key_value_heads", &m->n_kv_heads, false, m->n_heads.i,
-            "absent: num_attention_heads, as HF");
+    /* Absent: LlamaConfig's None (the query heads); the MoE classes' defaults are numbers. */
+    if (m->arch == HF_MIXTRAL || m->arch == HF_QWEN2_MOE || m->arch == HF_QWEN3_MOE)
+        int_key(r, "num_key_value_heads", &m->n_kv_heads, false,
+                m->arch == HF_MIXTRAL ? 8 : m->arch == HF_QWEN2_MOE ? 16 : 4,
+                m->arch == HF_MIXTRAL    ? "absent: 8, MixtralConfig's default"
+                : m->arch == HF_QWEN2_MOE ? "absent: 16, Qwen2MoeConfig's default"
+                                          : "absent: 4, Qwen3MoeConfig's default");
+    else
+        int_key(r, "num_key_value_heads", &m->n_kv_heads, false, m->n_heads.i,
+                "absent: num_attention_heads, as HF");
     int64_t h = m->n_heads.i, kv = m->n_kv_heads.i, d = m->d_model.i;
     bool sizes = r->ok; /* the checks between sizes only when each was read */
     if (sizes && h % kv != 0)
@@ -293,8 +301,19 @@ static void read_llama_like(Rd *r, HfModel *m)
         else if (take(r, "sliding_window"))
             int_key(r, "sliding_window", &m->window, true, 1, NULL);
         break;
+    case HF_MIXTRAL:
+        if (take(r, "sliding_window")) /* MixtralConfig's default: null, none */
+            int_key(r, "sliding_window", &m->window, true, 1, NULL);
+        break;
+    case HF_QWEN3_MOE:
+        must_bool(r, "attention_bias", false, "Qwen3's projections have no bias");
+        m->qk_norm = true;
+        /* fall through */
+    case HF_QWEN2_MOE:
     case HF_QWEN2: {
-        m->qkv_bias = true;
+        m->qkv_bias = m->arch != HF_QWEN3_MOE;
+        if (m->arch == HF_QWEN2_MOE)
+            must_bool(r, "qkv_bias", true, "Qwen2-MoE's q, k and v projections have biases");
         const JsonValue *w = take(r, "sliding_window"), *l = take(r, "max_window_layers");
         if (bool_key(r, "use_sliding_window", false)) {
             fail(r, "'use_sliding_window': true is not supported (Qwen2's windows on layers "
@@ -310,6 +329,98 @@ static void read_llama_like(Rd *r, HfModel *m)
     case HF_GPT2:
         break;
     }
+}
+
+/* A number >= 0 (a loss coefficient); absent: def. */
+static void coef_key(Rd *r, const char *key, HfConst *c, double def, const char *why,
+                     const char *dwhy)
+{
+    const JsonValue *v = take(r, key);
+    double f = def;
+    if (v && (!as_double(v, &f) || f < 0)) {
+        fail(r, "'%s' must be a number >= 0, got %s", key,
+             v->kind == JSON_NUMBER ? v->text : "a non-number");
+        f = def;
+    }
+    *c = (HfConst){true, false, 0, f, v ? why : dwhy};
+}
+
+/* The mixture of experts of Mixtral (every layer; experts as wide as
+ * intermediate_size), Qwen2-MoE and Qwen3-MoE (experts of
+ * moe_intermediate_size; layer i is MoE unless listed in mlp_only_layers or
+ * (i + 1) % decoder_sparse_step != 0, as their decoder layers decide; the
+ * others are dense MLPs of intermediate_size). */
+static void read_moe(Rd *r, HfModel *m)
+{
+    m->moe = true;
+    bool mixtral = m->arch == HF_MIXTRAL;
+    const char *ekey = mixtral ? "num_local_experts" : "num_experts";
+    int64_t edef = mixtral ? 8 : m->arch == HF_QWEN2_MOE ? 60 : 128;
+    int_key(r, ekey, &m->n_experts, false, edef,
+            mixtral ? "absent: 8, MixtralConfig's default"
+            : m->arch == HF_QWEN2_MOE ? "absent: 60, Qwen2MoeConfig's default"
+                                      : "absent: 128, Qwen3MoeConfig's default");
+    int_key(r, "num_experts_per_tok", &m->topk, false, mixtral ? 2 : m->arch == HF_QWEN2_MOE ? 4 : 8,
+            "absent: HF's default");
+    if (r->ok && m->topk.i > m->n_experts.i)
+        fail(r, "num_experts_per_tok %lld is more than the %lld experts", (long long)m->topk.i,
+             (long long)m->n_experts.i);
+    coef_key(r, "router_aux_loss_coef", &m->aux, 0.001,
+             "router_aux_loss_coef (per sequence here: docs/moe.md)",
+             "router_aux_loss_coef absent: 0.001, HF's default");
+    const JsonValue *orl = take(r, "output_router_logits");
+    if (orl && orl->kind != JSON_BOOL)
+        fail(r, "'output_router_logits' must be true or false");
+    else
+        note(r, m, "output_router_logits %s: ptdc always adds the load-balancing loss, "
+             "router_aux_loss_coef x its per-sequence form (docs/moe.md)",
+             orl && orl->boolean ? "true" : "false (or absent)");
+    if (mixtral) {
+        m->d_expert = m->d_ff;
+        m->norm_topk = true; /* MixtralSparseMoeBlock renormalises the two weights */
+        const JsonValue *j = take(r, "router_jitter_noise");
+        double f = 0;
+        if (j && (!as_double(j, &f) || f < 0 || f >= 1))
+            fail(r, "'router_jitter_noise' must be a number in [0, 1)");
+        else if (f > 0)
+            note(r, m, "router_jitter_noise %s: noise is not modelled (ptdc trains without it)",
+                 j->text);
+    } else {
+        int_key(r, "moe_intermediate_size", &m->d_expert, true, 1, NULL);
+        if (m->arch == HF_QWEN2_MOE)
+            int_key(r, "shared_expert_intermediate_size", &m->d_shared, true, 1, NULL);
+        m->norm_topk = bool_key(r, "norm_topk_prob", false);
+    }
+    int64_t n = m->n_layers.i > 0 ? m->n_layers.i : 1;
+    m->moe_layer = ir_alloc(r->a, (size_t)n * sizeof *m->moe_layer);
+    for (int64_t i = 0; i < n; i++)
+        m->moe_layer[i] = true;
+    if (mixtral)
+        return;
+    HfConst step;
+    int_key(r, "decoder_sparse_step", &step, false, 1, NULL);
+    const JsonValue *only = take(r, "mlp_only_layers");
+    if (only && only->kind != JSON_ARRAY) {
+        fail(r, "'mlp_only_layers' must be a list of layer indices");
+        only = NULL;
+    }
+    for (int i = 0; only && i < only->n; i++) {
+        int64_t k;
+        if (json_uint(&only->items[i], &k) != 0 || k >= n) {
+            fail(r, "mlp_only_layers[%d] must be a layer index from 0 to %lld", i,
+                 (long long)(n - 1));
+            continue;
+        }
+        m->moe_layer[k] = false;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        if ((i + 1) % step.i != 0)
+            m->moe_layer[i] = false;
+        m->any_dense |= !m->moe_layer[i];
+    }
+    if (!m->any_dense)
+        note(r, m, "intermediate_size %lld: unused, every layer's MLP is a mixture of experts",
+             (long long)m->d_ff.i);
 }
 
 static void read_gpt2(Rd *r, HfModel *m)
@@ -380,14 +491,20 @@ static const struct {
     {"MistralForCausalLM", "mistral", HF_MISTRAL},
     {"Qwen2ForCausalLM", "qwen2", HF_QWEN2},
     {"GPT2LMHeadModel", "gpt2", HF_GPT2},
+    {"MixtralForCausalLM", "mixtral", HF_MIXTRAL},
+    {"Qwen2MoeForCausalLM", "qwen2_moe", HF_QWEN2_MOE},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", HF_QWEN3_MOE},
 };
+
+#define HF_ARCH_LIST "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, " \
+                     "GPT2LMHeadModel, MixtralForCausalLM, Qwen2MoeForCausalLM and " \
+                     "Qwen3MoeForCausalLM"
 
 static bool read_arch(Rd *r, HfModel *m)
 {
     const JsonValue *v = take(r, "architectures");
     if (!v || v->kind != JSON_ARRAY || v->n != 1 || v->items[0].kind != JSON_STRING) {
-        fail(r, "'architectures' must name one model class (LlamaForCausalLM, "
-             "MistralForCausalLM, Qwen2ForCausalLM or GPT2LMHeadModel)");
+        fail(r, "'architectures' must name one model class (" HF_ARCH_LIST ")");
         return false;
     }
     const char *name = v->items[0].text;
@@ -403,8 +520,15 @@ static bool read_arch(Rd *r, HfModel *m)
                      archs[i].model_type);
             return true;
         }
-    fail(r, "architecture '%s' is not supported (ptdc imports LlamaForCausalLM, "
-         "MistralForCausalLM, Qwen2ForCausalLM and GPT2LMHeadModel)", name);
+    if (!strcmp(name, "DeepseekV3ForCausalLM") || !strcmp(name, "DeepseekV2ForCausalLM")) {
+        const JsonValue *kv = json_get(r->root, "kv_lora_rank");
+        fail(r, "architecture '%s' is not supported: multi-head latent attention (DeepSeek-V3's "
+             "kv_lora_rank %s, q_lora_rank and decoupled rope dims) is not implemented; "
+             "models/deepseek-v3.mdl has its MoE layers with grouped-query attention", name,
+             kv && kv->kind == JSON_NUMBER ? kv->text : "(absent)");
+        return false;
+    }
+    fail(r, "architecture '%s' is not supported (ptdc imports " HF_ARCH_LIST ")", name);
     return false;
 }
 
@@ -466,6 +590,8 @@ bool hf_config_read(IrArena *a, const char *path, HfModel *m)
             read_gpt2(&r, m);
         else
             read_llama_like(&r, m);
+        if (m->arch == HF_MIXTRAL || m->arch == HF_QWEN2_MOE || m->arch == HF_QWEN3_MOE)
+            read_moe(&r, m);
         for (int i = 0; i < root->n; i++)
             if (!r.used[i] && !metadata_key(m->arch, root->keys[i]))
                 fail(&r, "key '%s' is not supported for %s (ptdc imports only what it "

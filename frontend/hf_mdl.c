@@ -12,6 +12,7 @@
 #include <string.h>
 
 typedef struct Out {
+    IrArena *a;
     char *s;
     size_t len, cap;
 } Out;
@@ -104,7 +105,22 @@ static void header(Out *o, const HfModel *m)
         constant(o, "head_dim", "d_model / n_heads", m->head_dim.why);
     else
         cnum(o, "head_dim", &m->head_dim);
-    cnum(o, "d_ff", &m->d_ff);
+    if (!m->moe || m->arch == HF_MIXTRAL)
+        cnum(o, "d_ff", &m->d_ff);
+    else if (m->any_dense)
+        constant(o, "d_ff", num((char[64]){0}, 64, &m->d_ff), "intermediate_size: the dense layers' MLP");
+    if (m->moe) {
+        if (m->arch != HF_MIXTRAL)
+            cnum(o, "d_expert", &m->d_expert);
+        if (m->arch == HF_QWEN2_MOE) {
+            cnum(o, "d_shared", &m->d_shared);
+            constant(o, "n_shared", "1", "the shared expert (one, gated by a sigmoid)");
+        }
+        cnum(o, "n_experts", &m->n_experts);
+        cnum(o, "topk", &m->topk);
+        if (m->aux.f > 0)
+            cnum(o, "aux_coeff", &m->aux);
+    }
     cnum(o, "vocab", &m->vocab);
     if (m->arch == HF_GPT2) {
         cnum(o, "seq", &m->seq);
@@ -142,50 +158,183 @@ static const char *rope_args(const HfModel *m)
                      : ", theta = rope_theta";
 }
 
-/* LLaMA, Mistral, Qwen2: pre-norm RMSNorm, rotary, SwiGLU, grouped-query attention. */
+/* One decoder layer of LLaMA, Mistral, Qwen2 and their MoE kin: the
+ * attention block, then a dense MLP or a mixture of experts. idx is the
+ * Hugging Face index of the layer as an hf-name index ("layer",
+ * "layer + 3", "2 * layer + 1"), sfx a suffix for its parameters' names when
+ * a repeat holds several layers. */
+static void layer_llama(Out *o, const HfModel *m, const char *idx, const char *sfx, bool moe)
+{
+    char L[96];
+    snprintf(L, sizeof L, "model.layers.{%s}", idx);
+    put(o, "    block attn {\n");
+    put(o, "      param attn_norm%s : [d_model] = ones hf \"%s.input_layernorm.weight\"\n", sfx, L);
+    static const char *const qkv[3][3] = {{"wq", "n_heads", "q"}, {"wk", "n_kv_heads", "k"},
+                                          {"wv", "n_kv_heads", "v"}};
+    for (int i = 0; i < 3; i++)
+        put(o, "      param %s%s : [d_model, %s, head_dim] = normal(init_std)\n"
+               "        hf \"%s.self_attn.%s_proj.weight\" transposed\n",
+            qkv[i][0], sfx, qkv[i][1], L, qkv[i][2]);
+    if (m->qkv_bias)
+        for (int i = 0; i < 3; i++)
+            put(o, "      param b%s%s : [%s, head_dim] = zeros hf \"%s.self_attn.%s_proj.bias\"\n",
+                qkv[i][2], sfx, qkv[i][1], L, qkv[i][2]);
+    if (m->qk_norm)
+        for (int i = 0; i < 2; i++)
+            put(o, "      param %s_norm%s : [head_dim] = ones hf \"%s.self_attn.%s_norm.weight\"\n",
+                qkv[i][2], sfx, L, qkv[i][2]);
+    put(o, "      param wo%s : [n_heads, head_dim, d_model] = normal(init_std)\n"
+           "        hf \"%s.self_attn.o_proj.weight\" transposed\n\n", sfx, L);
+    put(o, "      h = rmsnorm(x, attn_norm%s, eps = norm_eps)\n", sfx);
+    for (int i = 0; i < 2; i++) {
+        const char *c = qkv[i][2];
+        char proj[96];
+        if (m->qkv_bias)
+            snprintf(proj, sizeof proj, "matmul(h, w%s%s) + b%s%s", c, sfx, c, sfx);
+        else
+            snprintf(proj, sizeof proj, "matmul(h, w%s%s)", c, sfx);
+        if (m->qk_norm)
+            put(o, "      %s : [batch, seq, %s, head_dim]%s =\n"
+                   "        rope(rmsnorm(%s, %s_norm%s, eps = norm_eps)%s)\n",
+                c, qkv[i][1], i ? "" : "   ", proj, c, sfx, rope_args(m));
+        else
+            put(o, "      %s : [batch, seq, %s, head_dim]%s = rope(%s%s)\n", c, qkv[i][1],
+                i ? "" : "   ", proj, rope_args(m));
+    }
+    put(o, "      v : [batch, seq, n_kv_heads, head_dim] = matmul(h, wv%s)", sfx);
+    if (m->qkv_bias)
+        put(o, " + bv%s", sfx);
+    put(o, "\n      a = attention(q, k, v, causal = true%s)\n",
+        m->window.set ? ", window = window" : "");
+    put(o, "      x = x + matmul(a, wo%s)\n    }\n", sfx);
+    if (!moe) {
+        put(o, "    block mlp {\n");
+        put(o, "      param mlp_norm%s : [d_model] = ones hf \"%s.post_attention_layernorm.weight\"\n",
+            sfx, L);
+        static const char *const mlp[3][3] = {{"w_gate", "[d_model, d_ff]", "gate"},
+                                              {"w_up", "[d_model, d_ff]", "up"},
+                                              {"w_down", "[d_ff, d_model]", "down"}};
+        for (int i = 0; i < 3; i++)
+            put(o, "      param %s%s : %s = normal(init_std)\n"
+                   "        hf \"%s.mlp.%s_proj.weight\" transposed\n", mlp[i][0], sfx, mlp[i][1],
+                L, mlp[i][2]);
+        put(o, "\n      h = rmsnorm(x, mlp_norm%s, eps = norm_eps)\n"
+               "      g = swiglu(matmul(h, w_gate%s), matmul(h, w_up%s))\n"
+               "      x = x + matmul(g, w_down%s)\n    }\n", sfx, sfx, sfx, sfx);
+        return;
+    }
+    /* Mixtral: block_sparse_moe.experts.N.w1 (gate), w3 (up), w2 (down);
+     * the Qwens: mlp.experts.N.gate_proj, up_proj, down_proj. */
+    bool mixtral = m->arch == HF_MIXTRAL;
+    const char *blk = mixtral ? "block_sparse_moe" : "mlp";
+    const char *width = mixtral ? "d_ff" : "d_expert";
+    static const char *const ex[3][3] = {{"e_gate", "gate_proj", "w1"}, {"e_up", "up_proj", "w3"},
+                                         {"e_down", "down_proj", "w2"}};
+    put(o, "    block moe {\n");
+    put(o, "      param mlp_norm%s : [d_model] = ones hf \"%s.post_attention_layernorm.weight\"\n",
+        sfx, L);
+    put(o, "      param w_router%s : [d_model, n_experts] = normal(init_std)\n"
+           "        hf \"%s.%s.gate.weight\" transposed\n", sfx, L, blk);
+    for (int i = 0; i < 3; i++)
+        put(o, "      param %s%s : [n_experts, %s, %s] = normal(init_std)\n"
+               "        hf \"%s.%s.experts.{expert}.%s.weight\" transposed\n", ex[i][0], sfx,
+            i < 2 ? "d_model" : width, i < 2 ? width : "d_model", L, blk,
+            ex[i][mixtral ? 2 : 1]);
+    bool shared = m->arch == HF_QWEN2_MOE;
+    if (shared) {
+        put(o, "      param w_sgate%s : [d_model, n_shared] = normal(init_std)\n"
+               "        hf \"%s.mlp.shared_expert_gate.weight\" transposed\n", sfx, L);
+        static const char *const sh[3][2] = {{"s_gate", "gate_proj"}, {"s_up", "up_proj"},
+                                             {"s_down", "down_proj"}};
+        for (int i = 0; i < 3; i++)
+            put(o, "      param %s%s : [n_shared, %s, %s] = normal(init_std)\n"
+                   "        hf \"%s.mlp.shared_expert.%s.weight\" transposed\n", sh[i][0], sfx,
+                i < 2 ? "d_model" : "d_shared", i < 2 ? "d_shared" : "d_model", L, sh[i][1]);
+    }
+    put(o, "\n      h = rmsnorm(x, mlp_norm%s, eps = norm_eps)\n", sfx);
+    put(o, "      gates = route(matmul(h, w_router%s), topk = topk, score = softmax, norm = %s%s)\n",
+        sfx, m->norm_topk ? "true" : "false", m->aux.f > 0 ? ",\n                    aux = aux_coeff" : "");
+    if (shared) {
+        put(o, "      # the shared expert: a moe of one expert whose gate is sigmoid(h . "
+               "shared_expert_gate)\n");
+        put(o, "      s_gates = route(matmul(h, w_sgate%s), topk = n_shared, score = sigmoid, "
+               "norm = false)\n", sfx);
+        put(o, "      x = x + moe(h, gates, e_gate%s, e_up%s, e_down%s) + "
+               "moe(h, s_gates, s_gate%s, s_up%s, s_down%s)\n    }\n", sfx, sfx, sfx, sfx, sfx, sfx);
+    } else {
+        put(o, "      x = x + moe(h, gates, e_gate%s, e_up%s, e_down%s)\n    }\n", sfx, sfx, sfx);
+    }
+}
+
+/* The period of the dense/MoE pattern when it repeats whole with a period
+ * of 2 or more (decoder_sparse_step), else 0. */
+static int64_t period(const HfModel *m)
+{
+    int64_t n = m->n_layers.i;
+    for (int64_t p = 2; p <= 8 && p < n; p++) {
+        if (n % p)
+            continue;
+        bool ok = true;
+        for (int64_t i = p; i < n && ok; i++)
+            ok = m->moe_layer[i] == m->moe_layer[i - p];
+        if (ok)
+            return p;
+    }
+    return 0;
+}
+
+/* LLaMA, Mistral, Qwen2 and the MoE models: pre-norm RMSNorm, rotary,
+ * SwiGLU, grouped-query attention. A model whose layers mix dense and MoE
+ * MLPs is written as a repeat whose body holds one period of the pattern,
+ * or else as one repeat per run of layers of one kind, each numbering its
+ * layers as Hugging Face does (docs/language.md). */
 static void body_llama(Out *o, const HfModel *m)
 {
-    const char *L = "model.layers.{layer}";
     put(o, "model %s {\n", m->model_type);
     put(o, "  input tokens  : i32[batch, seq]\n  input targets : i32[batch, seq]\n\n");
     put(o, "  param embed : [vocab, d_model] = normal(init_std) hf \"model.embed_tokens.weight\"\n");
     put(o, "  x = embedding(tokens, embed)\n\n");
-    put(o, "  repeat n_layers {\n    block attn {\n");
-    put(o, "      param attn_norm : [d_model] = ones hf \"%s.input_layernorm.weight\"\n", L);
-    static const char *const qkv[3][3] = {{"wq", "n_heads", "q"}, {"wk", "n_kv_heads", "k"},
-                                          {"wv", "n_kv_heads", "v"}};
-    for (int i = 0; i < 3; i++)
-        put(o, "      param %s : [d_model, %s, head_dim] = normal(init_std)\n"
-               "        hf \"%s.self_attn.%s_proj.weight\" transposed\n",
-            qkv[i][0], qkv[i][1], L, qkv[i][2]);
-    if (m->qkv_bias)
-        for (int i = 0; i < 3; i++)
-            put(o, "      param b%s : [%s, head_dim] = zeros hf \"%s.self_attn.%s_proj.bias\"\n",
-                qkv[i][2], qkv[i][1], L, qkv[i][2]);
-    put(o, "      param wo : [n_heads, head_dim, d_model] = normal(init_std)\n"
-           "        hf \"%s.self_attn.o_proj.weight\" transposed\n\n", L);
-    put(o, "      h = rmsnorm(x, attn_norm, eps = norm_eps)\n");
-    const char *bq = m->qkv_bias ? " + bq" : "", *bk = m->qkv_bias ? " + bk" : "";
-    const char *bv = m->qkv_bias ? " + bv" : "";
-    put(o, "      q : [batch, seq, n_heads, head_dim]    = rope(matmul(h, wq)%s%s)\n", bq,
-        rope_args(m));
-    put(o, "      k : [batch, seq, n_kv_heads, head_dim] = rope(matmul(h, wk)%s%s)\n", bk,
-        rope_args(m));
-    put(o, "      v : [batch, seq, n_kv_heads, head_dim] = matmul(h, wv)%s\n", bv);
-    put(o, "      a = attention(q, k, v, causal = true%s)\n", m->window.set ? ", window = window" : "");
-    put(o, "      x = x + matmul(a, wo)\n    }\n");
-    put(o, "    block mlp {\n");
-    put(o, "      param mlp_norm : [d_model] = ones hf \"%s.post_attention_layernorm.weight\"\n", L);
-    static const char *const mlp[3][3] = {{"w_gate", "[d_model, d_ff]", "gate"},
-                                          {"w_up", "[d_model, d_ff]", "up"},
-                                          {"w_down", "[d_ff, d_model]", "down"}};
-    for (int i = 0; i < 3; i++)
-        put(o, "      param %s : %s = normal(init_std)\n"
-               "        hf \"%s.mlp.%s_proj.weight\" transposed\n", mlp[i][0], mlp[i][1], L,
-            mlp[i][2]);
-    put(o, "\n      h = rmsnorm(x, mlp_norm, eps = norm_eps)\n"
-           "      g = swiglu(matmul(h, w_gate), matmul(h, w_up))\n"
-           "      x = x + matmul(g, w_down)\n    }\n  }\n\n");
+    int64_t n = m->n_layers.i, p = m->any_dense ? period(m) : 0;
+    if (!m->any_dense) {
+        put(o, "  repeat n_layers {\n");
+        layer_llama(o, m, "layer", "", m->moe);
+        put(o, "  }\n\n");
+    } else if (p) {
+        put(o, "  repeat n_layers / %lld {    # %lld layers a repeat: ", (long long)p, (long long)p);
+        for (int64_t j = 0; j < p; j++)
+            put(o, "%s%s", j ? ", " : "", m->moe_layer[j] ? "MoE" : "dense");
+        put(o, "\n");
+        for (int64_t j = 0; j < p; j++) {
+            char idx[48], sfx[24];
+            snprintf(idx, sizeof idx, j ? "%lld * layer + %lld" : "%lld * layer", (long long)p,
+                     (long long)j);
+            snprintf(sfx, sizeof sfx, "_%lld", (long long)j);
+            layer_llama(o, m, idx, sfx, m->moe_layer[j]);
+        }
+        put(o, "  }\n\n");
+    } else {
+        for (int64_t i = 0; i < n;) {
+            int64_t j = i;
+            while (j < n && m->moe_layer[j] == m->moe_layer[i])
+                j++;
+            if (j == n && i > 0)
+                put(o, "  repeat n_layers - %lld {    # layer%s %lld%s: %s\n", (long long)i,
+                    j - i > 1 ? "s" : "", (long long)i,
+                    j - i > 1 ? ir_sprintf(o->a, " to %lld", (long long)(n - 1)) : "",
+                    m->moe_layer[i] ? "MoE" : "dense");
+            else if (j - i > 1)
+                put(o, "  repeat %lld {    # layers %lld to %lld: %s\n", (long long)(j - i),
+                    (long long)i, (long long)(j - 1), m->moe_layer[i] ? "MoE" : "dense");
+            else
+                put(o, "  repeat 1 {    # layer %lld: %s\n", (long long)i,
+                    m->moe_layer[i] ? "MoE" : "dense");
+            char idx[48];
+            snprintf(idx, sizeof idx, i ? "layer + %lld" : "layer", (long long)i);
+            layer_llama(o, m, idx, "", m->moe_layer[i]);
+            put(o, "  }\n\n");
+            i = j;
+        }
+    }
     put(o, "  param final_norm : [d_model] = ones hf \"model.norm.weight\"\n");
     if (!m->tied)
         put(o, "  param lm_head : [d_model, vocab] = normal(init_std) hf \"lm_head.weight\" "
@@ -244,7 +393,7 @@ static void body_gpt2(Out *o, const HfModel *m)
 
 char *hf_mdl_write(IrArena *a, const HfModel *m, size_t *len)
 {
-    Out o = {0};
+    Out o = {.a = a};
     header(&o, m);
     if (m->arch == HF_GPT2)
         body_gpt2(&o, m);

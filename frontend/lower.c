@@ -13,6 +13,7 @@
  * instead of repeating the error as "unknown name". */
 #include "fe.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <string.h>
 
@@ -507,31 +508,134 @@ static void lower_input(Lower *lw, const FeStmt *s)
     bind(lw, s->name, t);
 }
 
-/* hf "model.layers.{layer}.mlp.up_proj.weight" with the layer index put in. */
-static const char *hf_name(Lower *lw, const FeStmt *s)
+/* One {...} of an hf name (not {expert}): a sum of products of `layer`
+ * (the iteration of the enclosing repeat), integer constants and integers,
+ * as `{layer}`, `{layer + first_dense}` or `{2 * layer + 1}`: the index of
+ * the Hugging Face layer when a model's layers are written as two repeats
+ * (dense, then MoE) or a repeat holds two of them. *v its value. */
+static bool hf_index(Lower *lw, const FeStmt *s, const char *p, size_t len, int64_t *v)
 {
-    const char *p = s->hf, *mark = "{layer}";
-    size_t ml = strlen(mark);
-    if (!strstr(p, mark))
-        return ir_strdup(lw->g->arena, p);
-    if (lw->g->cur_layer < 0) {
-        ir_error(s->hf_loc, "'{layer}' in the hf name of '%s', which is outside repeat", s->name);
-        return NULL;
+    int64_t sum = 0, prod = 1;
+    bool want_term = true;
+    const char *end = p + len;
+    while (p < end) {
+        if (*p == ' ') {
+            p++;
+            continue;
+        }
+        if (!want_term && (*p == '+' || *p == '*')) {
+            if (*p == '+') {
+                sum += prod; /* each term at most 2^40, at most 4096 of them */
+                prod = 1;
+            }
+            want_term = true;
+            p++;
+            continue;
+        }
+        int64_t t;
+        const char *q = p;
+        if (want_term && *p >= '0' && *p <= '9') {
+            t = 0;
+            while (q < end && *q >= '0' && *q <= '9' && t < ((int64_t)1 << 40))
+                t = t * 10 + (*q++ - '0');
+        } else if (want_term && (*p == '_' || isalpha((unsigned char)*p))) {
+            while (q < end && (*q == '_' || isalnum((unsigned char)*q)))
+                q++;
+            char *name = ir_sprintf(lw->tmp, "%.*s", (int)(q - p), p);
+            if (!strcmp(name, "layer")) {
+                if (lw->g->cur_layer < 0) {
+                    ir_error(s->hf_loc, "'{layer}' in the hf name of '%s', which is outside "
+                             "repeat", s->name);
+                    return false;
+                }
+                t = lw->g->cur_layer;
+            } else {
+                bool exists = false;
+                FeValue c = fe_const_value(lw->c, name, &exists);
+                if (!exists || !c.ok || !c.is_int || c.i < 0 || c.i > ((int64_t)1 << 40)) {
+                    ir_error(s->hf_loc, "'%s' in the hf name of '%s' is %s", name, s->name,
+                             !exists ? "not a constant (an index is `layer`, integer constants "
+                                       "and integers joined by + and *)"
+                                     : "not a non-negative integer constant");
+                    return false;
+                }
+                t = c.i;
+            }
+        } else {
+            ir_error(s->hf_loc, "'{%.*s}' in the hf name of '%s' is not an index (`{layer}`, "
+                     "`{layer + first_dense}`, `{2 * layer + 1}` or `{expert}`)", (int)len,
+                     end - len, s->name);
+            return false;
+        }
+        if (t != 0 && prod > (((int64_t)1 << 40) / t)) {
+            ir_error(s->hf_loc, "an index in the hf name of '%s' is too large", s->name);
+            return false;
+        }
+        prod *= t;
+        p = q;
+        want_term = false;
     }
-    char idx[24];
-    snprintf(idx, sizeof idx, "%d", lw->g->cur_layer);
-    size_t n = 0;
-    for (const char *q = p; (q = strstr(q, mark)); q += ml)
-        n++;
-    char *out = ir_alloc(lw->g->arena, strlen(p) + n * strlen(idx) + 1), *o = out;
-    for (const char *q; (q = strstr(p, mark)); p = q + ml) {
-        memcpy(o, p, (size_t)(q - p));
-        o += q - p;
-        memcpy(o, idx, strlen(idx));
-        o += strlen(idx);
+    if (want_term) {
+        ir_error(s->hf_loc, "'{%.*s}' in the hf name of '%s' is not an index (`{layer}`, "
+                 "`{layer + first_dense}`, `{2 * layer + 1}` or `{expert}`)", (int)len,
+                 end - len, s->name);
+        return false;
     }
-    strcpy(o, p);
-    return out;
+    *v = sum + prod;
+    return true;
+}
+
+/* hf "model.layers.{layer}.mlp.up_proj.weight" with the layer index put in
+ * (hf_index: `{layer + K}` and the like too); `{expert}` stays, for the
+ * programs to put in each expert's index along the parameter's first dim
+ * (*experts set). */
+static const char *hf_name(Lower *lw, const FeStmt *s, bool *experts)
+{
+    const char *p = s->hf;
+    size_t cap = strlen(p) + 64, n = 0;
+    char *out = ir_alloc(lw->tmp, cap);
+    *experts = false;
+    while (*p) {
+        if (*p != '{') {
+            if (*p == '}') {
+                ir_error(s->hf_loc, "unmatched '}' in the hf name of '%s'", s->name);
+                return NULL;
+            }
+            out[n++] = *p++;
+            continue;
+        }
+        const char *close = strchr(p, '}');
+        if (!close) {
+            ir_error(s->hf_loc, "unclosed '{' in the hf name of '%s'", s->name);
+            return NULL;
+        }
+        size_t len = (size_t)(close - p - 1);
+        char idx[32];
+        if (len == 6 && !strncmp(p + 1, "expert", 6)) {
+            if (*experts) {
+                ir_error(s->hf_loc, "'{expert}' twice in the hf name of '%s'", s->name);
+                return NULL;
+            }
+            *experts = true;
+            snprintf(idx, sizeof idx, "{expert}");
+        } else {
+            int64_t v;
+            if (!hf_index(lw, s, p + 1, len, &v))
+                return NULL;
+            snprintf(idx, sizeof idx, "%lld", (long long)v);
+        }
+        if (n + strlen(idx) + strlen(close) + 1 > cap) {
+            cap = (n + strlen(idx) + strlen(close) + 1) * 2;
+            char *bigger = ir_alloc(lw->tmp, cap);
+            memcpy(bigger, out, n);
+            out = bigger;
+        }
+        memcpy(out + n, idx, strlen(idx));
+        n += strlen(idx);
+        p = close + 1;
+    }
+    out[n] = 0;
+    return ir_strdup(lw->g->arena, out);
 }
 
 static void lower_param(Lower *lw, const FeStmt *s)
@@ -566,8 +670,16 @@ static void lower_param(Lower *lw, const FeStmt *s)
     }
     const char *hf = NULL;
     if (s->hf) {
-        hf = hf_name(lw, s);
+        bool experts = false;
+        hf = hf_name(lw, s, &experts);
         ok &= hf != NULL;
+        if (experts && (s->type->ndims < 2 || s->hf_nparts > 1)) {
+            ir_error(s->hf_loc, "'{expert}' in the hf name of '%s' needs %s", s->name,
+                     s->hf_nparts > 1 ? "a whole tensor per expert, not a part"
+                                      : "a parameter whose first dim counts the experts and "
+                                        "has at least one dim more (each expert's tensor)");
+            ok = false;
+        }
         if (s->hf_nparts < 1 || s->hf_part < 0 || s->hf_part >= s->hf_nparts) {
             ir_error(s->part_loc, "part %lld of %lld: parts count from 0, so the part must be "
                      "from 0 to %lld", (long long)s->hf_part, (long long)s->hf_nparts,

@@ -272,6 +272,39 @@ int64_t ir_param_count(const IrGraph *g)
     return n;
 }
 
+/* Parameters one token uses: an MoE layer's expert weights (the moe node's
+ * inputs 3 to 5, stacked along the expert dim) count topk / n_experts of
+ * their size (n_experts the gates' last dim), topk from the route node that
+ * makes the gates; everything else
+ * whole, each tensor once (a tied weight, or experts read by two moe nodes,
+ * as ir_param_count). Equal to ir_param_count for a dense model. */
+int64_t ir_active_param_count(const IrGraph *g)
+{
+    int64_t n = ir_param_count(g);
+    bool *seen = ir_xcalloc((size_t)g->ntensors + 1, 1);
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *nd = &g->nodes[i];
+        if (nd->op != IR_OP_MOE)
+            continue;
+        const IrTensor *gates = &g->tensors[nd->in[1]];
+        if (gates->producer < 0 || g->nodes[gates->producer].op != IR_OP_ROUTE)
+            continue; /* gates from elsewhere: no top-k known, counted whole */
+        int64_t k = g->nodes[gates->producer].attr.route.topk;
+        for (int j = 2; j < nd->nin; j++) {
+            const IrTensor *x = &g->tensors[nd->in[j]];
+            if (x->role != IR_PARAM || seen[x->id] || x->rank < 1)
+                continue;
+            seen[x->id] = true;
+            int64_t e = g->dims[gates->dim[gates->rank - 1]].size, size = 1; /* experts */
+            for (int d = 0; d < x->rank; d++)
+                size *= g->dims[x->dim[d]].size;
+            n -= size - size / e * (k < e ? k : e);
+        }
+    }
+    free(seen);
+    return n;
+}
+
 int64_t ir_matmul_param_count(const IrGraph *g)
 {
     bool *seen = ir_xcalloc((size_t)g->ntensors + 1, 1);

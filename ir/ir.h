@@ -385,6 +385,8 @@ bool ir_tensor_has_dim(const IrGraph *g, int t, int dim);
 int ir_tensor_dim_pos(const IrGraph *g, int t, int dim); /* position or -1 */
 /* Trained parameters (tied weights counted once). */
 int64_t ir_param_count(const IrGraph *g);
+/* Parameters a token uses: MoE experts count topk / n_experts (graph.c). */
+int64_t ir_active_param_count(const IrGraph *g);
 /* Parameters of MATMUL nodes (PaLM's N excludes embedding gathers); used for MFU. */
 int64_t ir_matmul_param_count(const IrGraph *g);
 /* Nodes consuming tensor t (forward graph), written to out (up to max); returns count. */

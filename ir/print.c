@@ -190,5 +190,11 @@ void ir_print_summary(FILE *f, const IrGraph *g)
     fprintf(f, "  parameters: %s (%s in repeated layers, %s outside)\n",
             ir_fmt_count(ir_param_count(g), a, sizeof a), ir_fmt_count(in_layers, b, sizeof b),
             ir_fmt_count(outside, (char[40]){0}, 40));
+    if (count[IR_OP_MOE]) {
+        int64_t active = ir_active_param_count(g);
+        fprintf(f, "  active parameters: %s a token (%.1f%% of the total: experts count topk / "
+                "n_experts)\n", ir_fmt_count(active, a, sizeof a),
+                100.0 * (double)active / (double)ir_param_count(g));
+    }
     fprintf(f, "  matmul parameters (PaLM N): %s\n", ir_fmt_count(ir_matmul_param_count(g), a, sizeof a));
 }

@@ -101,9 +101,48 @@ static void extract(const CgParam *p, const float *full, const int64_t *off, con
     }
 }
 
+/* Stacked experts: an hf name with "{expert}" (Mixtral's
+ * ...experts.{expert}.w1.weight) names one tensor per index of the
+ * parameter's first dim, each holding that expert's slice ([d_model,
+ * d_expert] of [n_experts, d_model, d_expert]; `transposed` applies to each
+ * slice). */
+static int stacked(const CgParam *p)
+{
+    return p->hf_name && strstr(p->hf_name, "{expert}") != NULL;
+}
+
+/* Expert e of a stacked parameter as a parameter of its own: its name (in
+ * buf), its dims after the first, its HF view's rows one dim fewer. */
+static CgParam expert_slice(const CgParam *p, int64_t e, char *buf, size_t n)
+{
+    const char *mark = strstr(p->hf_name, "{expert}");
+    snprintf(buf, n, "%.*s%lld%s", (int)(mark - p->hf_name), p->hf_name, (long long)e,
+             mark + strlen("{expert}"));
+    CgParam x = *p;
+    x.hf_name = buf;
+    x.rank = p->rank - 1;
+    for (int i = 0; i < x.rank; i++) {
+        x.global[i] = p->global[i + 1];
+        x.split_axis[i] = p->split_axis[i + 1];
+    }
+    x.hf_split = p->hf_split > 1 ? p->hf_split - 1 : 0;
+    return x;
+}
+
 static void import_block(RtSt *st, const CgParam *p, const int64_t *off, const int64_t *loc,
                          float *dst)
 {
+    if (stacked(p)) { /* the experts this rank holds, each from its own tensor */
+        char buf[1024];
+        int64_t inner = 1;
+        for (int i = 1; i < p->rank; i++)
+            inner *= loc[i];
+        for (int64_t e = 0; e < loc[0]; e++) {
+            CgParam x = expert_slice(p, off[0] + e, buf, sizeof buf);
+            import_block(st, &x, off + 1, loc + 1, dst + e * inner);
+        }
+        return;
+    }
     char err[1024];
     int64_t vg[CG_MAX_RANK], voff[CG_MAX_RANK], vloc[CG_MAX_RANK];
     int vr = view(p, vg), ok;
@@ -238,22 +277,30 @@ void tr_write_hf(const char *path, int grads, const char *dtype)
                 continue;
             if (global_numel(p) > most)
                 most = global_numel(p);
-            const char *name = p->hf_name ? p->hf_name : p->name;
-            int dup = 0;
-            for (int k = 0; k < ntensors; k++)
-                dup |= !strcmp(decl[k].name, name);
-            if (dup)
-                continue;
-            decl = (RtStTensor *)realloc(decl, sizeof *decl * (size_t)(ntensors + 1));
-            RtStTensor *t = &decl[ntensors++];
-            memset(t, 0, sizeof *t);
-            t->name = name;
-            int64_t vg[CG_MAX_RANK];
-            t->ndim = view(p, vg);
-            for (int d = 0; d < t->ndim; d++)
-                t->shape[d] = p->hf_name && p->hf_transposed && t->ndim == 2 ? vg[1 - d] : vg[d];
-            if (p->hf_name)
-                t->shape[t->ndim - 1] *= p->hf_nparts;
+            int nx = stacked(p) ? (int)p->global[0] : 1;
+            for (int e = 0; e < nx; e++) {
+                char buf[1024];
+                CgParam x = stacked(p) ? expert_slice(p, e, buf, sizeof buf) : *p;
+                const char *name = x.hf_name ? x.hf_name : x.name;
+                int dup = 0;
+                for (int k = 0; k < ntensors; k++)
+                    dup |= !strcmp(decl[k].name, name);
+                if (dup)
+                    continue;
+                decl = (RtStTensor *)realloc(decl, sizeof *decl * (size_t)(ntensors + 1));
+                RtStTensor *t = &decl[ntensors++];
+                memset(t, 0, sizeof *t);
+                char *own = (char *)malloc(strlen(name) + 1); /* outlives buf */
+                if (!own)
+                    rt_fatal("out of host memory");
+                t->name = strcpy(own, name);
+                int64_t vg[CG_MAX_RANK];
+                t->ndim = view(&x, vg);
+                for (int d = 0; d < t->ndim; d++)
+                    t->shape[d] = x.hf_name && x.hf_transposed && t->ndim == 2 ? vg[1 - d] : vg[d];
+                if (x.hf_name)
+                    t->shape[t->ndim - 1] *= x.hf_nparts;
+            }
         }
     RtStWriter *w = NULL;
     bool one_file = tr_hf_is_file(path);
@@ -290,14 +337,19 @@ void tr_write_hf(const char *path, int grads, const char *dtype)
                 rt_to_host(host, buf, (size_t)n * sizeof(rt_grad));
             else
                 rt_act_to_f32(host, buf, n);
-            int64_t vg[CG_MAX_RANK], zero[CG_MAX_RANK] = {0};
-            int vr = view(p, vg);
-            if (rt_st_writer_put(w, p->hf_name ? p->hf_name : p->name,
-                                 p->hf_name && p->hf_transposed, p->hf_name ? p->hf_part : 0,
-                                 p->hf_name ? p->hf_nparts : 1, vr, vg, zero, vg, host, err,
-                                 sizeof err)) {
-                rt_st_writer_abort(w);
-                rt_fatal("%s", err);
+            int nx = stacked(p) ? (int)p->global[0] : 1;
+            for (int e = 0; e < nx; e++) { /* each expert its own tensor */
+                char buf[1024];
+                CgParam x = stacked(p) ? expert_slice(p, e, buf, sizeof buf) : *p;
+                int64_t vg[CG_MAX_RANK], zero[CG_MAX_RANK] = {0};
+                int vr = view(&x, vg);
+                if (rt_st_writer_put(w, x.hf_name ? x.hf_name : x.name,
+                                     x.hf_name && x.hf_transposed, x.hf_name ? x.hf_part : 0,
+                                     x.hf_name ? x.hf_nparts : 1, vr, vg, zero, vg,
+                                     host + (int64_t)e * (n / nx), err, sizeof err)) {
+                    rt_st_writer_abort(w);
+                    rt_fatal("%s", err);
+                }
             }
         }
     if (ROOT && !one_file && !grads) /* config.json and the import's generation_config.json */
@@ -306,6 +358,8 @@ void tr_write_hf(const char *path, int grads, const char *dtype)
         rt_fatal("%s", err);
     rt_free(buf);
     free(host);
+    for (int k = 0; k < ntensors; k++)
+        free((char *)decl[k].name);
     free(decl);
     rt_barrier(tr_world);
 }

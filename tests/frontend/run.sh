@@ -5,6 +5,10 @@
 # usage: run.sh PTDC SRCDIR models            every shipped model parses and verifies
 #        run.sh PTDC SRCDIR count MODEL N [FLAGS...]
 #                                             --emit summary reports exactly N parameters
+#        run.sh PTDC SRCDIR active MODEL N A [FLAGS...]
+#                                             N parameters, A active a token (MoE)
+#        run.sh PTDC SRCDIR plan MODEL FLAGS...   `ptdc MODEL FLAGS -o DIR` plans and
+#                                             writes the programs (plan.txt, model.c)
 #        run.sh PTDC SRCDIR golden FILE FLAGS...
 #                                             stdout equals golden/FILE exactly
 #        PTDC_UPDATE=1 ... golden ...         rewrite golden/FILE
@@ -42,6 +46,24 @@ count)
         echo "FAIL $model $*: $got parameters, expected $want"; cat "$tmp/out"; exit 1
     fi
     echo "ok $model $*: $got parameters" ;;
+active)
+    model=$1 want=$2 wanta=$3
+    shift 3
+    "$ptdc" "$model" --emit summary "$@" >"$tmp/out" || exit 1
+    got=$(sed -n 's/^  parameters: \([0-9,]*\) .*/\1/p' "$tmp/out" | tr -d ,)
+    gota=$(sed -n 's/^  active parameters: \([0-9,]*\) .*/\1/p' "$tmp/out" | tr -d ,)
+    if [ "$got" != "$want" ] || [ "$gota" != "$wanta" ]; then
+        echo "FAIL $model $*: $got parameters, $gota active; expected $want, $wanta"
+        cat "$tmp/out"; exit 1
+    fi
+    echo "ok $model $*: $got parameters, $gota active" ;;
+plan)
+    model=$1
+    shift
+    "$ptdc" "$model" "$@" -o "$tmp/out" > "$tmp/log" 2>&1 || { cat "$tmp/log"; exit 1; }
+    [ -s "$tmp/out/plan.txt" ] && [ -s "$tmp/out/model.c" ] ||
+        { cat "$tmp/log"; echo "FAIL $model $*: no plan or no program"; exit 1; }
+    echo "ok $model $*: $(grep -m1 'wrote' "$tmp/log")" ;;
 golden)
     file=$1
     shift

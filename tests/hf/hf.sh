@@ -53,6 +53,26 @@
 #     before training (status 2, the reason, no DIR) and writes
 #     --export-hf FILE.safetensors; a program directory reused for it keeps
 #     no hf_config.json of the model it held before.
+#   hf.sh moe PTDC BIN WORK MODEL
+#     models/MODEL.mdl (tiny-mixtral, tiny-qwen2-moe, tiny-qwen3-moe), its
+#     experts stacked [n_experts, ...] and named "...experts.{expert}...":
+#      1. a 1-rank program's seeded weights exported as a model directory hold
+#         one tensor per expert in Hugging Face's shape, value for value the
+#         transposed slices of the stacked parameters (the same model with the
+#         experts' hf names removed exports them stacked, hfcheck.py experts);
+#         its config.json has transformers' keys and imports as the model;
+#      2. the directory imported and exported again by the 1-rank program and
+#         by a tp2 program (each rank reading its slice of every expert) gives
+#         the same tensors exactly, and a re-export the same bytes;
+#      3. with the runtime's MoE kernels, 3 steps on 1 rank and on tp2 give
+#         the same losses (1e-5), and transformers, when importable, gives the
+#         exported model's loss (else SKIPPED there).
+#     While runtime/rt.h has no RtRoute, the programs are built with
+#     moe_stub.h (aborting stand-ins) and only 1 and 2 run.
+#   hf.sh mixed PTDC WORK
+#     configs/qwen3-moe-{mixed,step2,irregular} (dense and MoE layers): `ptdc
+#     DIR -o` writes a config.json whose mlp_only_layers are the config's
+#     dense layers, which imports as the same model (IR and counts).
 #   hf.sh diag PTDC CASE      tests/hf/diag/CASE.json refused: exit status 1,
 #                             stderr exactly CASE.err (PTDC_UPDATE=1 rewrites it)
 #   hf.sh golden PTDC NAME    `ptdc import-hf configs/NAME` equals golden/NAME.mdl
@@ -254,9 +274,11 @@ native)
     w=$work/native
     rm -rf "$w" && mkdir -p "$w"
     L=LlamaForCausalLM M=MistralForCausalLM Q=Qwen2ForCausalLM G=GPT2LMHeadModel
+    X=MixtralForCausalLM Q2=Qwen2MoeForCausalLM Q3=Qwen3MoeForCausalLM
     for pair in tiny-llama:$L tiny-llama3:$L tiny-mistral:$M tiny-qwen2:$Q tiny-gpt:$G \
                 llama2-7b:$L llama2-70b:$L llama3-8b:$L mistral-7b:$M qwen2-7b:$Q gpt3-1.3b:$G \
-                gpt3-175b:$G; do
+                gpt3-175b:$G tiny-mixtral:$X mixtral-8x7b:$X tiny-qwen2-moe:$Q2 qwen2-moe:$Q2 \
+                tiny-qwen3-moe:$Q3 qwen3-30b-a3b:$Q3 qwen3-235b-a22b:$Q3; do
         m=${pair%%:*} arch=${pair#*:}
         "$ptdc" "$here/../../models/$m.mdl" --gpus 1024 --target cuda -o "$w/$m" > "$w/$m.log" 2>&1 ||
             { cat "$w/$m.log"; fail "$m does not compile"; }
@@ -265,8 +287,8 @@ native)
         [ "$(grep -A1 '"architectures"' "$c" | tail -n 1 | tr -d ' "')" = $arch ] || fail "$m: not $arch"
         python3 "$here/hfcheck.py" keys "$c" --dtype float32 > "$w/$m.keys" || { cat "$w/$m.keys"; fail "$m: keys"; }
         "$ptdc" import-hf "$c" -o "$w/$m.mdl" 2> "$w/$m.err" || { cat "$w/$m.err"; fail "$m: its config does not import"; }
-        a=$("$ptdc" "$here/../../models/$m.mdl" --emit summary | grep '^  parameters:')
-        b=$("$ptdc" "$w/$m.mdl" --emit summary | grep '^  parameters:')
+        a=$("$ptdc" "$here/../../models/$m.mdl" --emit summary | grep '^  \(active \)*parameters:')
+        b=$("$ptdc" "$w/$m.mdl" --emit summary | grep '^  \(active \)*parameters:')
         [ "$a" = "$b" ] || fail "$m has '$a', its config.json imports as '$b'"
         echo "hf: $m: $arch,$a"
     done
@@ -276,6 +298,13 @@ native)
         { cat "$w/palm.log"; fail "palm-8b: no note saying why it has no config"; }
     [ ! -e "$w/palm/hf_config.json" ] || fail "palm-8b has a hf_config.json"
     echo "hf: palm-8b: no config, and a note says why"
+    # DeepSeek-V3's attention is not built (grouped-query attention in its place).
+    "$ptdc" "$here/../../models/tiny-deepseek.mdl" --gpus 2 --target cuda -o "$w/ds" > "$w/ds.log" 2>&1 ||
+        { cat "$w/ds.log"; fail "tiny-deepseek does not compile"; }
+    grep -q "note: deepseek_v3 has no Hugging Face config" "$w/ds.log" ||
+        { cat "$w/ds.log"; fail "tiny-deepseek: no note saying why it has no config"; }
+    [ ! -e "$w/ds/hf_config.json" ] || fail "tiny-deepseek has a hf_config.json"
+    echo "hf: tiny-deepseek: no config, and a note says why"
     ;;
 refused)
     bin=$3 work=$4
@@ -329,6 +358,99 @@ transformers)
         want=$(python3 "$here/mkhf.py" loss "$d/e1" $GB --tokens "$d/src/tokens.u16")
         python3 "$here/hfcheck.py" transformers "$d/e1" "$d/src/tokens.u16" $GB "$want" ||
             fail "$arch: transformers does not load the export as the model"
+    done
+    ;;
+moe)
+    bin=$3 work=$4 m=$5
+    w=$work/moe-$m src=$w
+    rm -rf "$w" && mkdir -p "$w"
+    python3 -c "
+import random, struct
+random.seed(5)
+open('$w/tokens.u16', 'wb').write(struct.pack('<8192H', *[random.randrange(256) for _ in range(8192)]))"
+    models=$here/../../models
+    fam=$(sed -n 's/^import "\(.*\)"/\1/p' "$models/$m.mdl")
+    # The same model with the experts' hf names removed: exported stacked, by IR name.
+    sed '/experts\.{expert}/d' "$models/$fam" > "$w/stacked-$fam"
+    sed "s|import \"$fam\"|import \"stacked-$fam\"|" "$models/$m.mdl" > "$w/stacked.mdl"
+    grep -q 'experts.{expert}' "$w/stacked-$fam" && fail "$m: the experts' hf names were not removed"
+    kernels=1
+    grep -q 'RtRoute' "$here/../../runtime/rt.h" || kernels=0
+    for p in "$models/$m.mdl:1rank" "$models/$m.mdl:tp2" "$w/stacked.mdl:1rank"; do
+        mdl=${p%%:*} l=${p#*:} d=$w/$(basename "${p%%:*}" .mdl)-${p#*:}
+        "$bin/cg_gen" "$mdl" "$l" "$d" --set global_batch=$GB > "$d.log" 2>&1 ||
+            { cat "$d.log"; fail "$m: cg_gen $l failed"; }
+        if [ $kernels = 1 ]; then
+            make -s -C "$d" train > "$d.make" 2>&1 || { cat "$d.make"; fail "$m: the $l program does not build"; }
+        else
+            make -s -C "$d" train CFLAGS="$(sed -n 's/^CFLAGS = //p' "$d/Makefile") -include $here/moe_stub.h" \
+                > "$d.make" 2>&1 || { cat "$d.make"; fail "$m: the $l program does not build (with moe_stub.h)"; }
+        fi
+    done
+    [ $kernels = 1 ] || echo "hf: $m: runtime/rt.h has no MoE calls yet: programs built with moe_stub.h, --steps 0 only"
+    one=$w/$m-1rank tp=$w/$m-tp2
+
+    # 1. per-expert tensors, the transposed slices of the stacked parameters
+    train "$one" "$w/e0.log" --steps 0 --export-hf "$w/e0"
+    train "$w/stacked-1rank" "$w/s0.log" --steps 0 --export-hf "$w/s0.safetensors"
+    python3 "$here/hfcheck.py" experts "$w/e0/model.safetensors" "$w/s0.safetensors" layers ||
+        fail "$m: the exported experts are not the stacked parameters' slices"
+    python3 "$here/hfcheck.py" keys "$w/e0/config.json" --dtype float32 || fail "$m: config.json keys"
+    "$ptdc" import-hf "$w/e0" -o "$w/e0.mdl" 2> "$w/e0.err" || { cat "$w/e0.err"; fail "$m: its config does not import"; }
+    a=$("$ptdc" "$models/$m.mdl" --emit summary | grep '^  \(active \)*parameters:')
+    b=$("$ptdc" "$w/e0.mdl" --emit summary | grep '^  \(active \)*parameters:')
+    [ "$a" = "$b" ] || fail "$m has '$a', its config.json imports as '$b'"
+
+    # 2. import and export again, on 1 rank and split over tp2
+    train "$one" "$w/e1.log" --steps 0 --import-hf "$w/e0" --export-hf "$w/e1" --max-shard-size 20000
+    train "$tp" "$w/e2.log" --steps 0 --import-hf "$w/e1" --export-hf "$w/e2" --max-shard-size 20000
+    train "$one" "$w/e3.log" --steps 0 --import-hf "$w/e2" --export-hf "$w/e3" --max-shard-size 20000
+    "$bin/stcmp" "$w/e0" "$w/e2" --tol 0 || fail "$m: tp2's import and export changed the weights"
+    n=0
+    for f in "$w/e1"/*; do
+        cmp "$f" "$w/e3/$(basename "$f")" || fail "$m: re-export changed $(basename "$f")"
+        n=$((n + 1))
+    done
+    [ "$(ls "$w/e3" | wc -l)" -eq $n ] || fail "$m: re-export wrote other files"
+    echo "hf: $m: experts exported one tensor each, imported on 1 rank and tp2, exported unchanged ($n files)"
+
+    # 3. training, and transformers
+    if [ $kernels = 0 ]; then
+        echo "SKIPPED: hf.sh moe $m: training and the transformers comparison need the runtime's MoE kernels"
+        exit 77
+    fi
+    train "$one" "$w/t1.log" --steps 3 --import-hf "$w/e0"
+    train "$tp" "$w/t2.log" --steps 3 --import-hf "$w/e0"
+    grep '^step' "$w/t1.log" | awk '{print $5}' > "$w/a"
+    grep '^step' "$w/t2.log" | awk '{print $5}' > "$w/b"
+    [ "$(wc -l < "$w/a")" -eq 3 ] || fail "$m: the 1-rank run logged no losses"
+    paste "$w/a" "$w/b" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (!(d <= 1e-5 * ($1 < 0 ? -$1 : $1))) bad = 1 }
+        END { exit bad }' || { paste "$w/a" "$w/b"; fail "$m: tp2 trains differently from 1 rank"; }
+    got=$(head -n 1 "$w/a")
+    python3 "$here/hfcheck.py" transformers "$w/e0" "$w/tokens.u16" $GB "$got"
+    ;;
+mixed)
+    work=$3
+    w=$work/mixed
+    rm -rf "$w" && mkdir -p "$w"
+    for row in "qwen3-moe-mixed:[0, 1]" "qwen3-moe-step2:[0, 2, 4]" "qwen3-moe-irregular:[0, 2, 3, 4]"; do
+        n=${row%%:*} want=${row#*:}
+        "$ptdc" "$here/configs/$n" --gpus 2 --target cpu -o "$w/$n" > "$w/$n.log" 2>&1 ||
+            { cat "$w/$n.log"; fail "$n does not compile"; }
+        ! grep -q "Hugging Face" "$w/$n.log" || { cat "$w/$n.log"; fail "$n: a note about its config"; }
+        got=$(sed -n 's/^  "mlp_only_layers": \(.*\),$/\1/p' "$w/$n/hf_config.json")
+        [ "$got" = "$want" ] || fail "$n: mlp_only_layers $got, expected $want"
+        mkdir -p "$w/$n-src" "$w/$n-exp"
+        cp "$here/configs/$n/config.json" "$w/$n-src/"
+        cp "$w/$n/hf_config.json" "$w/$n-exp/config.json"
+        python3 "$here/hfcheck.py" keys "$w/$n-exp/config.json" --dtype float32 > "$w/$n.keys" ||
+            { cat "$w/$n.keys"; fail "$n: keys"; }
+        "$ptdc" import-hf "$w/$n-src" -o "$w/$n-src.mdl" 2> /dev/null &&
+            "$ptdc" import-hf "$w/$n-exp" -o "$w/$n-exp.mdl" 2> /dev/null || fail "$n: import-hf failed"
+        a=$("$ptdc" "$w/$n-src.mdl" --emit summary | grep '^  \(active \)*parameters:')
+        b=$("$ptdc" "$w/$n-exp.mdl" --emit summary | grep '^  \(active \)*parameters:')
+        [ "$a" = "$b" ] || fail "$n has '$a', its export's config.json imports as '$b'"
+        echo "hf: $n: dense layers $got in its config.json, which imports as the model"
     done
     ;;
 diag)

@@ -12,15 +12,24 @@
       checks its loss on the first GLOBAL_BATCH sequences of TOKENS (a u16
       file, read as the training program reads it) against LOSS (1e-5
       relative; the model in float64). Without an importable transformers and
-      torch: prints "SKIPPED: ..." and exits 77."""
+      torch: prints "SKIPPED: ..." and exits 77.
+  hfcheck.py experts PER_EXPERT.safetensors STACKED.safetensors PREFIX
+      Each expert tensor of PER_EXPERT (model.layers.L....experts.E.w1.weight,
+      Hugging Face's [out, in]) is slice E of the stacked parameter
+      PREFIX.L.e_gate (e_up, e_down; [n_experts, in, out]) of STACKED,
+      transposed, value for value, and every slice is some expert's (both
+      files F32)."""
 import json
 import os
+import re
 import struct
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLASS_OF = {"LlamaForCausalLM": "LlamaConfig", "MistralForCausalLM": "MistralConfig",
-            "Qwen2ForCausalLM": "Qwen2Config", "GPT2LMHeadModel": "GPT2Config"}
+            "Qwen2ForCausalLM": "Qwen2Config", "GPT2LMHeadModel": "GPT2Config",
+            "MixtralForCausalLM": "MixtralConfig", "Qwen2MoeForCausalLM": "Qwen2MoeConfig",
+            "Qwen3MoeForCausalLM": "Qwen3MoeConfig"}
 
 
 def key_lists():
@@ -52,6 +61,9 @@ def type_ok(v, t):
         if one == "str" and isinstance(v, str):
             return True
         if one == "list" and isinstance(v, list) and all(isinstance(x, str) for x in v):
+            return True
+        if one == "intlist" and isinstance(v, list) and all(
+                isinstance(x, int) and not isinstance(x, bool) for x in v):
             return True
         if one == "object" and isinstance(v, dict):
             return True
@@ -131,10 +143,80 @@ def check_transformers(d, tokens, gb, want):
     return 0 if e <= 1e-5 else 1
 
 
+def read_f32(path):
+    """{name: (shape, [float])} of an F32 safetensors file."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        head = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for k, v in head.items():
+        if k == "__metadata__":
+            continue
+        if v["dtype"] != "F32":
+            raise SystemExit("hfcheck: %s: %s is %s, not F32" % (path, k, v["dtype"]))
+        a, b = v["data_offsets"]
+        out[k] = (v["shape"], struct.unpack("<%df" % ((b - a) // 4), data[a:b]))
+    return out
+
+
+EXPERT = re.compile(r"model\.layers\.(\d+)\.(?:block_sparse_moe|mlp)\.experts\.(\d+)\.(\w+)\.weight$")
+STACK = {"w1": "e_gate", "gate_proj": "e_gate", "w3": "e_up", "up_proj": "e_up",
+         "w2": "e_down", "down_proj": "e_down"}
+
+
+def check_experts(per_expert, stacked, layer_prefix):
+    """Each Hugging Face expert tensor (model.layers.L...experts.E.w1.weight,
+    [out, in]) of per_expert is slice E of the stacked parameter
+    LAYER_PREFIX.L.e_gate ([n_experts, in, out]) of stacked, transposed, and
+    every slice of every stacked parameter is some expert's tensor."""
+    a, b = read_f32(per_expert), read_f32(stacked)
+    seen, bad, n = {}, 0, 0
+    for name, (shape, vals) in sorted(a.items()):
+        m = EXPERT.match(name)
+        if not m:
+            continue
+        layer, e, w = int(m.group(1)), int(m.group(2)), m.group(3)
+        sname = "%s.%d.%s" % (layer_prefix, layer, STACK[w])
+        if sname not in b:
+            print("hfcheck: %s has no %s (for %s)" % (stacked, sname, name))
+            bad = 1
+            continue
+        sshape, svals = b[sname]
+        rows, cols = shape
+        if len(sshape) != 3 or sshape[1:] != [cols, rows] or not e < sshape[0]:
+            print("hfcheck: %s %s is not expert %d of %s %s, transposed" % (name, shape, e, sname, sshape))
+            bad = 1
+            continue
+        base = e * rows * cols
+        for i in range(rows):
+            for j in range(cols):
+                if vals[i * cols + j] != svals[base + j * rows + i]:
+                    print("hfcheck: %s[%d][%d] = %r, but %s[%d][%d][%d] = %r"
+                          % (name, i, j, vals[i * cols + j], sname, e, j, i, svals[base + j * rows + i]))
+                    return 1
+        seen.setdefault(sname, set()).add(e)
+        n += 1
+    for sname, (sshape, _) in b.items():
+        if re.search(r"\.e_(gate|up|down)$", sname) and seen.get(sname) != set(range(sshape[0])):
+            print("hfcheck: %s: experts %s have no tensor in %s" % (
+                sname, sorted(set(range(sshape[0])) - seen.get(sname, set())), per_expert))
+            bad = 1
+    if n == 0:
+        print("hfcheck: %s holds no expert tensors" % per_expert)
+        bad = 1
+    if not bad:
+        print("hfcheck: %d expert tensors of %s are the slices of %s's stacked experts, transposed"
+              % (n, per_expert, stacked))
+    return bad
+
+
 def main(argv):
     if len(argv) >= 2 and argv[0] == "keys":
         dtype = argv[3] if len(argv) > 3 and argv[2] == "--dtype" else None
         return check_keys(argv[1], dtype)
+    if len(argv) == 4 and argv[0] == "experts":
+        return check_experts(argv[1], argv[2], argv[3])
     if len(argv) == 5 and argv[0] == "transformers":
         return check_transformers(argv[1], argv[2], int(argv[3]), float(argv[4]))
     print(__doc__, file=sys.stderr)
