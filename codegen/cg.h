@@ -392,6 +392,8 @@ typedef struct CgArgs {
     bool accumulate;             /* MATMUL / REDUCE_SUM: add into the output */
     bool grad_out;               /* MATMUL / REDUCE_SUM: the output is an rt_grad buffer */
     bool has_addend, has_sum;
+    bool recompute;              /* a rerun in backward (ROUTE: its regularisers' value counted
+                                    once, by the forward pass) */
     CgArg addend;                /* RMSNORM_BWD / LAYERNORM_BWD: dres, added into dx */
     CgArg sum_of[2];             /* RMSNORM, LAYERNORM: the residual add's operands; the same
                                     call writes their sum into in[0] first

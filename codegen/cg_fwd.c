@@ -67,6 +67,7 @@ void cg_lower_fwd(Low *L, const IrNode *n, bool recompute, ChunkBufs *cb)
         a.in[k] = BUF(cg_get(L, n->in[k], cg_need(c, n, k)));
     Outs o;
     outs_alloc(L, n, recompute, cb, &a, &o);
+    a.recompute = recompute;
     cg_kernel(c, L->op, L->piece, n, &a);
     outs_finish(L, n, &o);
 }

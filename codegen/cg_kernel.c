@@ -223,8 +223,12 @@ static void route(K *k, const CgArgs *a)
         for (int ax = 0; ax < k->c->naxes; ax++)
             if (k->s->dim[ax] < 0)
                 copies *= k->c->mesh.size[ax];
-        CALL(ROUTE_FWD, a->out[0], a->in[0], SZ(seqs), SZ(S), SZ(E), r, cg_a_sym("g_loss + 2"),
-             FLT(1.0 / copies), SZ(gs));
+        if (a->recompute) /* the forward pass counted them */
+            CALL(ROUTE_FWD, a->out[0], a->in[0], SZ(seqs), SZ(S), SZ(E), r, cg_a_sym("NULL"), FLT(0),
+                 SZ(gs));
+        else
+            CALL(ROUTE_FWD, a->out[0], a->in[0], SZ(seqs), SZ(S), SZ(E), r, cg_a_sym("g_loss + 2"),
+                 FLT(1.0 / copies), SZ(gs));
         return;
     }
     CALL(ROUTE_BWD, a->out[0], a->in[0], a->in[1], a->in[2], SZ(seqs), SZ(S), SZ(E), r, SZ(gs));

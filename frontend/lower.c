@@ -279,8 +279,11 @@ static bool set_attr(Lower *lw, IrOp op, const FeArg *arg, IrAttrs *at)
         if (!x.ok)
             return false;
         double f = x.is_int ? (double)x.i : x.f;
-        if (!(f > 0) || !isfinite(f)) {
-            ir_error(v->loc, "%s: %s must be a positive number, got %g", opname, arg->name, f);
+        /* 0 where 0 means absent (route's aux = 0: off, capacity = 0: dropless) */
+        bool zero_ok = (ir_attrs[which].flags & IR_ATTRF_OMIT0) != 0;
+        if (!(f > 0 || (zero_ok && f == 0)) || !isfinite(f)) {
+            ir_error(v->loc, "%s: %s must be a positive number%s, got %g", opname, arg->name,
+                     zero_ok ? " or 0 (none)" : "", f);
             return false;
         }
         ir_attr_set(at, (IrAttrId)which, f);

@@ -244,7 +244,7 @@ double plan_schedule_acts(int pp, int v, int m, int rank, const double *saved, b
  * core attention, which only a materialised attention kernel saves anything
  * by (`materialized`: the cost model's kernel choice; programs run flash). */
 bool plan_recomputed(const IrGraph *g, const IrNode *n, PlanRecompute r, bool materialized);
-bool plan_is_mlp(const IrNode *n); /* n belongs to a `block mlp` */
+bool plan_is_mlp(const IrNode *n); /* n belongs to a `block mlp` or `block moe` */
 
 /* =========================================================== fusion.c */
 /* Does forward norm n run fused with the residual add right before it, as

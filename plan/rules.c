@@ -6,7 +6,12 @@
 
 #include <string.h>
 
-bool plan_is_mlp(const IrNode *n) { return n->block && strcmp(n->block, "mlp") == 0; }
+/* The MLP sublayer: `block mlp`, or `block moe` (a mixture of experts'
+ * router and experts, recomputed with their exchanges). */
+bool plan_is_mlp(const IrNode *n)
+{
+    return n->block && (strcmp(n->block, "mlp") == 0 || strcmp(n->block, "moe") == 0);
+}
 
 const char *plan_recompute_name(PlanRecompute r)
 {

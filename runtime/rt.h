@@ -384,7 +384,8 @@ enum { RT_ROUTE_FREE, RT_ROUTE_RECORD, RT_ROUTE_REPLAY };
 void rt_route_freeze(int mode);
 /* rt_route_fwd adds weight x the regularisers' value over its seqs
  * sequences (each one's aux_seq / global_seqs, zloss's terms / (global_seqs
- * seq_len)) to *objective, one float in backend memory (docs/moe.md).
+ * seq_len)) to *objective, one float in backend memory (docs/moe.md); NULL
+ * (a recomputation) adds nothing.
  * dlogits (overwritten) from dgates through the kept choices (gates != 0),
  * plus the gradients of aux and zloss; global_seqs: the sequences of the
  * global batch the regularisers average over. The selection is recomputed

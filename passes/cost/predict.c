@@ -467,25 +467,7 @@ typedef struct RankAcc {
 
 double pass_active_params(const IrGraph *g)
 {
-    double n = (double)ir_param_count(g);
-    int64_t ds[256];
-    ir_dim_sizes(g, 1, ds);
-    for (int i = 0; i < g->nfwd; i++) {
-        const IrNode *e = &g->nodes[i];
-        int ed = plan_expert_dim(g, e);
-        if (ed < 0)
-            continue;
-        double frac = (double)plan_route_topk(g, e) / (double)g->dims[ed].size;
-        for (int j = 0; j < e->nin; j++) {
-            const IrTensor *t = &g->tensors[e->in[j]];
-            bool expert = false;
-            for (int d = 0; d < t->rank; d++)
-                expert |= t->dim[d] == ed;
-            if (t->role == IR_PARAM && expert && frac < 1)
-                n -= (1 - frac) * (double)ir_numel(g, e->in[j], ds);
-        }
-    }
-    return n;
+    return (double)ir_active_param_count(g); /* one count of it, the IR's */
 }
 
 double pass_model_flops_per_token(const IrGraph *g)

@@ -277,16 +277,17 @@ void rt_route_fwd(rt_act *gates, const rt_act *logits, int64_t seqs, int64_t seq
                   int64_t global_seqs)
 {
     check_route("rt_route_fwd", seqs, seq_len, n_experts, r);
-    if ((r->aux > 0 || r->zloss > 0) && (global_seqs < 1 || !objective))
-        rt_fatal("rt_route_fwd: the regularisers need the global batch's sequences (got %lld) and "
-                 "an objective to add to", (long long)global_seqs);
+    bool value = (r->aux > 0 || r->zloss > 0) && objective; /* NULL: a recomputation */
+    if (value && global_seqs < 1)
+        rt_fatal("rt_route_fwd: the regularisers average over the global batch's sequences, got %lld",
+                 (long long)global_seqs);
     int64_t E = n_experts, S = seq_len, k = r->topk, cap = capacity_of(r, S, E);
     if (S == 0 || seqs == 0)
         return;
     const rt_act *sel = selection_logits(logits, seqs * S * E);
     Tok *tok = rtcpu_xmalloc((size_t)S * sizeof *tok);
     bool *kept = rtcpu_xmalloc((size_t)(S * k) * sizeof *kept);
-    double value = 0;
+    double sum = 0;
     for (int64_t q = 0; q < seqs; q++) {
         const rt_act *z = logits + q * S * E, *zs = sel + q * S * E;
         rt_act *g = gates + q * S * E;
@@ -317,11 +318,11 @@ void rt_route_fwd(rt_act *gates, const rt_act *logits, int64_t seqs, int64_t seq
                 if (kept[p * k + i])
                     g[p * E + tok[p].pick[i]] = (rt_act)tok[p].w[i];
         }
-        if (r->aux > 0 || r->zloss > 0)
-            value += regularisers(tok, z, S, E, r, (double)global_seqs);
+        if (value)
+            sum += regularisers(tok, z, S, E, r, (double)global_seqs);
     }
-    if (r->aux > 0 || r->zloss > 0)
-        *objective += (float)((double)weight * value);
+    if (value)
+        *objective += (float)((double)weight * sum);
     free(kept);
     free(tok);
 }

@@ -356,10 +356,10 @@ void rt_route_fwd(rt_act *gates, const rt_act *logits, int64_t seqs, int64_t seq
                   const RtRoute *r, float *objective, float weight, int64_t global_seqs)
 {
     check_route("rt_route_fwd", seqs, seq_len, n_experts, r);
-    bool reg = r->aux > 0 || r->zloss > 0;
-    if (reg && (global_seqs < 1 || !objective))
-        rt_fatal("rt_route_fwd: the regularisers need the global batch's sequences (got %lld) and an objective "
-                 "to add to", (long long)global_seqs);
+    bool reg = (r->aux > 0 || r->zloss > 0) && objective; /* NULL: a recomputation */
+    if (reg && global_seqs < 1)
+        rt_fatal("rt_route_fwd: the regularisers average over the global batch's sequences, got %lld",
+                 (long long)global_seqs);
     int64_t tokens = seqs * seq_len, n = tokens * n_experts;
     if (tokens == 0) return;
     size_t bytes = (size_t)n * sizeof(rt_act);

@@ -64,11 +64,9 @@
 #      2. the directory imported and exported again by the 1-rank program and
 #         by a tp2 program (each rank reading its slice of every expert) gives
 #         the same tensors exactly, and a re-export the same bytes;
-#      3. with the runtime's MoE kernels, 3 steps on 1 rank and on tp2 give
-#         the same losses (1e-5), and transformers, when importable, gives the
-#         exported model's loss (else SKIPPED there).
-#     While runtime/rt.h has no RtRoute, the programs are built with
-#     moe_stub.h (aborting stand-ins) and only 1 and 2 run.
+#      3. 3 steps on 1 rank and on tp2 give the same losses (1e-5), and
+#         transformers, when importable, gives the exported model's cross
+#         entropy (a program without the load-balancing term; else SKIPPED).
 #   hf.sh mixed PTDC WORK
 #     mixed/qwen3-moe-{mixed,step2,irregular} (dense and MoE layers): `ptdc
 #     DIR -o` writes a config.json whose mlp_only_layers are the config's
@@ -374,20 +372,12 @@ open('$w/tokens.u16', 'wb').write(struct.pack('<8192H', *[random.randrange(256) 
     sed '/experts\.{expert}/d' "$models/$fam" > "$w/stacked-$fam"
     sed "s|import \"$fam\"|import \"stacked-$fam\"|" "$models/$m.mdl" > "$w/stacked.mdl"
     grep -q 'experts.{expert}' "$w/stacked-$fam" && fail "$m: the experts' hf names were not removed"
-    kernels=1
-    grep -q 'RtRoute' "$here/../../runtime/rt.h" || kernels=0
     for p in "$models/$m.mdl:1rank" "$models/$m.mdl:tp2" "$w/stacked.mdl:1rank"; do
         mdl=${p%%:*} l=${p#*:} d=$w/$(basename "${p%%:*}" .mdl)-${p#*:}
         "$bin/cg_gen" "$mdl" "$l" "$d" --set global_batch=$GB > "$d.log" 2>&1 ||
             { cat "$d.log"; fail "$m: cg_gen $l failed"; }
-        if [ $kernels = 1 ]; then
-            make -s -C "$d" train > "$d.make" 2>&1 || { cat "$d.make"; fail "$m: the $l program does not build"; }
-        else
-            make -s -C "$d" train CFLAGS="$(sed -n 's/^CFLAGS = //p' "$d/Makefile") -include $here/moe_stub.h" \
-                > "$d.make" 2>&1 || { cat "$d.make"; fail "$m: the $l program does not build (with moe_stub.h)"; }
-        fi
+        make -s -C "$d" train > "$d.make" 2>&1 || { cat "$d.make"; fail "$m: the $l program does not build"; }
     done
-    [ $kernels = 1 ] || echo "hf: $m: runtime/rt.h has no MoE calls yet: programs built with moe_stub.h, --steps 0 only"
     one=$w/$m-1rank tp=$w/$m-tp2
 
     # 1. per-expert tensors, the transposed slices of the stacked parameters
@@ -415,10 +405,6 @@ open('$w/tokens.u16', 'wb').write(struct.pack('<8192H', *[random.randrange(256) 
     echo "hf: $m: experts exported one tensor each, imported on 1 rank and tp2, exported unchanged ($n files)"
 
     # 3. training, and transformers
-    if [ $kernels = 0 ]; then
-        echo "SKIPPED: hf.sh moe $m: training and the transformers comparison need the runtime's MoE kernels"
-        exit 77
-    fi
     train "$one" "$w/t1.log" --steps 3 --import-hf "$w/e0"
     train "$tp" "$w/t2.log" --steps 3 --import-hf "$w/e0"
     grep '^step' "$w/t1.log" | awk '{print $5}' > "$w/a"
@@ -426,7 +412,14 @@ open('$w/tokens.u16', 'wb').write(struct.pack('<8192H', *[random.randrange(256) 
     [ "$(wc -l < "$w/a")" -eq 3 ] || fail "$m: the 1-rank run logged no losses"
     paste "$w/a" "$w/b" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (!(d <= 1e-5 * ($1 < 0 ? -$1 : $1))) bad = 1 }
         END { exit bad }' || { paste "$w/a" "$w/b"; fail "$m: tp2 trains differently from 1 rank"; }
-    got=$(head -n 1 "$w/a")
+    # transformers' loss is the cross entropy; the programs print the
+    # objective, which adds the load-balancing term (docs/moe.md): compare a
+    # program of the model without it (aux_coeff = 0, the same weights).
+    "$bin/cg_gen" "$models/$m.mdl" 1rank "$w/noaux" --set global_batch=$GB --set aux_coeff=0 \
+        > "$w/noaux.log" 2>&1 || { cat "$w/noaux.log"; fail "$m: cg_gen without aux failed"; }
+    make -s -C "$w/noaux" train > "$w/noaux.make" 2>&1 || { cat "$w/noaux.make"; fail "$m: no-aux build"; }
+    train "$w/noaux" "$w/t3.log" --steps 1 --import-hf "$w/e0"
+    got=$(grep '^step' "$w/t3.log" | awk 'NR == 1 {print $5}')
     python3 "$here/hfcheck.py" transformers "$w/e0" "$w/tokens.u16" $GB "$got"
     ;;
 mixed)

@@ -85,9 +85,9 @@ typedef struct RefConfig {
     int64_t E, K;
     bool moe_norm;
     double aux, zloss;
-    /* ref_step returns the objective the programs minimise (the loss plus
-     * the regularisers) instead of the printed loss: selftest's finite
-     * differences need the function the gradients belong to */
+    /* ref_step returns the objective the programs minimise and print (the
+     * cross entropy plus the routers' regularisers) instead of the cross
+     * entropy alone: selftest's finite differences and check's loss */
     bool objective;
 } RefConfig;
 

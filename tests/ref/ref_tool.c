@@ -170,6 +170,7 @@ static int cmd_check(const char *mdl, const char *wpath, const char *tpath, cons
     read_tokens(&c, tpath, tok, tgt);
     double *logits = malloc(sizeof(double) * (size_t)(R * c.V));
     RefSt *gr = ref_st_zeros_like(w);
+    c.objective = true; /* the programs print the objective (MoE: with its regularisers) */
     double loss = ref_step(&c, w, tok, tgt, logits, gr);
 
     RefSt *out = load(dump, "outputs.safetensors"), *pw = load(dump, "weights.safetensors");
