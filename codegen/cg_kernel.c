@@ -183,6 +183,14 @@ static void cross_entropy(K *k, const CgArgs *a)
              offset_of(k, vd, vl), SZ(total));
 }
 
+/* Equal routing attributes, field by field (the struct has padding). */
+static bool route_eq(const IrRoute *a, const IrRoute *b)
+{
+    return a->topk == b->topk && a->score == b->score && a->norm == b->norm && a->scale == b->scale &&
+           a->groups == b->groups && a->group_topk == b->group_topk && a->capacity == b->capacity &&
+           a->aux == b->aux && a->zloss == b->zloss;
+}
+
 int cg_route_index(const IrGraph *g, const IrNode *n)
 {
     const IrNode *f = n->fwd >= 0 ? &g->nodes[n->fwd] : n;
@@ -191,12 +199,11 @@ int cg_route_index(const IrGraph *g, const IrNode *n)
         const IrNode *r = &g->nodes[i];
         if (r->op != IR_OP_ROUTE)
             continue;
-        if (memcmp(&r->attr.route, &f->attr.route, sizeof r->attr.route) == 0)
+        if (route_eq(&r->attr.route, &f->attr.route))
             return k;
         bool first = true; /* count distinct routes only */
         for (int j = 0; j < i && first; j++)
-            first = !(g->nodes[j].op == IR_OP_ROUTE &&
-                      memcmp(&g->nodes[j].attr.route, &r->attr.route, sizeof r->attr.route) == 0);
+            first = !(g->nodes[j].op == IR_OP_ROUTE && route_eq(&g->nodes[j].attr.route, &r->attr.route));
         k += first;
     }
     ir_die("codegen: route node %d not found", f->id);
