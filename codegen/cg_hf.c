@@ -62,6 +62,17 @@ static void key(Cg *c, const char *k, const char *v)
     h->value[h->nkeys++] = v;
 }
 
+/* LLaMA-3.1's rope_scaling object, as config.json states it. */
+static const char *llama3_scaling(Cg *c, const IrNode *rope)
+{
+    const IrRopeScaling *r = &rope->attr.rope;
+    return cg_fmt(c, "{\n    \"factor\": %s,\n    \"high_freq_factor\": %s,\n    "
+                     "\"low_freq_factor\": %s,\n    \"original_max_position_embeddings\": %lld,"
+                     "\n    \"rope_type\": \"llama3\"\n  }",
+                  jfloat(c, r->factor), jfloat(c, r->high_freq_factor), jfloat(c, r->low_freq_factor),
+                  (long long)r->original_max_position);
+}
+
 static int by_key(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -321,13 +332,7 @@ static void moe_like(Cg *c, Read *r, bool bias, bool llama3, int64_t window, int
     key(c, "head_dim", jint(c, hd));
     key(c, "sliding_window", "null");
     if (llama3)
-        key(c, "rope_scaling",
-            cg_fmt(c, "{\n    \"factor\": %s,\n    \"high_freq_factor\": %s,\n    "
-                      "\"low_freq_factor\": %s,\n    \"original_max_position_embeddings\": %lld,"
-                      "\n    \"rope_type\": \"llama3\"\n  }",
-                   jfloat(c, rope->attr.rope.factor), jfloat(c, rope->attr.rope.high_freq_factor),
-                   jfloat(c, rope->attr.rope.low_freq_factor),
-                   (long long)rope->attr.rope.original_max_position));
+        key(c, "rope_scaling", llama3_scaling(c, rope));
     else
         key(c, "rope_scaling", "null");
 }
@@ -395,13 +400,7 @@ static void llama_like(Cg *c, Read *r)
     if (window)
         key(c, "sliding_window", jint(c, window));
     else if (llama3)
-        key(c, "rope_scaling",
-            cg_fmt(c, "{\n    \"factor\": %s,\n    \"high_freq_factor\": %s,\n    "
-                      "\"low_freq_factor\": %s,\n    \"original_max_position_embeddings\": %lld,"
-                      "\n    \"rope_type\": \"llama3\"\n  }",
-                   jfloat(c, rope->attr.rope.factor), jfloat(c, rope->attr.rope.high_freq_factor),
-                   jfloat(c, rope->attr.rope.low_freq_factor),
-                   (long long)rope->attr.rope.original_max_position));
+        key(c, "rope_scaling", llama3_scaling(c, rope));
     else
         key(c, "rope_scaling", "null");
     if (!bias && !window) {

@@ -267,13 +267,21 @@ static bool mg_attr_SOFTMAX_DIM(const IrGraph *g, const RepArch *A, RepFrameOut 
     return rep_frame_refuse(g, o, "it has a softmax operator outside attention");
 }
 
-/* The router (docs/moe.md) as Megatron-Core's TopKRouter configures it. */
-static bool mg_attr_ROUTE_TOPK(const IrGraph *g, const RepArch *A, RepFrameOut *o)
-{
-    (void)g;
-    rep_frame_arg(o, "--moe-router-topk %lld", (long long)A->attr[IR_ATTR_ROUTE_TOPK]);
-    return true;
-}
+/* The router (docs/moe.md) as Megatron-Core's TopKRouter configures it.
+ * An attribute that is one flag of its value: */
+#define MG_FLAG(ID, flag, fmt, type)                                                           \
+    static bool mg_attr_##ID(const IrGraph *g, const RepArch *A, RepFrameOut *o)               \
+    {                                                                                          \
+        (void)g;                                                                               \
+        rep_frame_arg(o, flag " " fmt, (type)A->attr[IR_ATTR_##ID]);                            \
+        return true;                                                                           \
+    }
+MG_FLAG(ROUTE_TOPK, "--moe-router-topk", "%lld", long long)
+MG_FLAG(ROUTE_SCALE, "--moe-router-topk-scaling-factor", "%g", double)
+MG_FLAG(ROUTE_GROUPS, "--moe-router-num-groups", "%lld", long long)
+MG_FLAG(ROUTE_GTOPK, "--moe-router-group-topk", "%lld", long long)
+MG_FLAG(ROUTE_ZLOSS, "--moe-z-loss-coeff", "%g", double)
+#undef MG_FLAG
 
 static bool mg_attr_ROUTE_SCORE(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
@@ -302,27 +310,6 @@ static bool mg_attr_ROUTE_NORM(const IrGraph *g, const RepArch *A, RepFrameOut *
     return true;
 }
 
-static bool mg_attr_ROUTE_SCALE(const IrGraph *g, const RepArch *A, RepFrameOut *o)
-{
-    (void)g;
-    rep_frame_arg(o, "--moe-router-topk-scaling-factor %g", A->attr[IR_ATTR_ROUTE_SCALE]);
-    return true;
-}
-
-static bool mg_attr_ROUTE_GROUPS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
-{
-    (void)g;
-    rep_frame_arg(o, "--moe-router-num-groups %lld", (long long)A->attr[IR_ATTR_ROUTE_GROUPS]);
-    return true;
-}
-
-static bool mg_attr_ROUTE_GTOPK(const IrGraph *g, const RepArch *A, RepFrameOut *o)
-{
-    (void)g;
-    rep_frame_arg(o, "--moe-router-group-topk %lld", (long long)A->attr[IR_ATTR_ROUTE_GTOPK]);
-    return true;
-}
-
 /* Megatron counts capacity over the tokens a rank routes, ptdc per sequence:
  * equal with one sequence per micro-batch and no sequence split. */
 static bool mg_attr_ROUTE_CAPACITY(const IrGraph *g, const RepArch *A, RepFrameOut *o)
@@ -338,13 +325,6 @@ static bool mg_attr_ROUTE_AUX(const IrGraph *g, const RepArch *A, RepFrameOut *o
     (void)g;
     rep_frame_arg(o, "--moe-router-load-balancing-type seq_aux_loss");
     rep_frame_arg(o, "--moe-aux-loss-coeff %g", A->attr[IR_ATTR_ROUTE_AUX]);
-    return true;
-}
-
-static bool mg_attr_ROUTE_ZLOSS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
-{
-    (void)g;
-    rep_frame_arg(o, "--moe-z-loss-coeff %g", A->attr[IR_ATTR_ROUTE_ZLOSS]);
     return true;
 }
 

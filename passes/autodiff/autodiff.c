@@ -198,17 +198,19 @@ static void pass_grad_ATTENTION(Ad *ad, int node, int dy)
             contribute(ad, IN(i), d[i]);
 }
 
-static void unary(Ad *ad, int node, int dy, IrOp op)
+/* A pointwise op's backward reads dy and what it saves: its input (silu,
+ * gelu) or its output (sigmoid). */
+static void unary(Ad *ad, int node, int dy, IrOp op, int saved)
 {
     if (!NEEDS(IN(0)))
         return;
     int dx = grad_tensor(ad, IN(0));
-    add1(ad, node, op, (int[]){IN(0), dy}, 2, dx, NULL);
+    add1(ad, node, op, (int[]){saved, dy}, 2, dx, NULL);
     contribute(ad, IN(0), dx);
 }
 
-static void pass_grad_SILU(Ad *ad, int node, int dy) { unary(ad, node, dy, IR_OP_SILU_BWD); }
-static void pass_grad_GELU(Ad *ad, int node, int dy) { unary(ad, node, dy, IR_OP_GELU_BWD); }
+static void pass_grad_SILU(Ad *ad, int node, int dy) { unary(ad, node, dy, IR_OP_SILU_BWD, IN(0)); }
+static void pass_grad_GELU(Ad *ad, int node, int dy) { unary(ad, node, dy, IR_OP_GELU_BWD, IN(0)); }
 
 /* swiglu(a, b) = silu(a) b: one backward node makes both gradients. */
 static void pass_grad_SWIGLU(Ad *ad, int node, int dy)
@@ -276,14 +278,7 @@ static void pass_grad_CROSS_ENTROPY(Ad *ad, int node, int dy)
     contribute(ad, IN(0), dx);
 }
 
-static void pass_grad_SIGMOID(Ad *ad, int node, int dy)
-{
-    if (!NEEDS(IN(0)))
-        return;
-    int dx = grad_tensor(ad, IN(0));
-    add1(ad, node, IR_OP_SIGMOID_BWD, (int[]){OUT(0), dy}, 2, dx, NULL);
-    contribute(ad, IN(0), dx);
-}
+static void pass_grad_SIGMOID(Ad *ad, int node, int dy) { unary(ad, node, dy, IR_OP_SIGMOID_BWD, OUT(0)); }
 
 /* The router's backward recomputes the choice from the logits and reads the
  * gates for the kept ones; the load-balancing and z-loss gradients enter

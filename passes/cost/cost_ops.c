@@ -361,12 +361,9 @@ static void pass_opcost_CROSS_ENTROPY(const OpArgs *a, PassNodeCost *o)
         }
 }
 
-static void pass_opcost_SIGMOID(const OpArgs *a, PassNodeCost *o)
-{
-    double x = lnumel(a, a->n->in[0]); /* the traffic of silu's kernels */
-    kcall(a, o, false, PASS_K_SILU_FWD, 1, x);
-    kcall(a, o, true, PASS_K_SILU_BWD, 1, x);
-}
+/* The traffic of silu's kernels: one input read and one output written
+ * forward, two read and one written backward. */
+static void pass_opcost_SIGMOID(const OpArgs *a, PassNodeCost *o) { pass_opcost_SILU(a, o); }
 
 /* The router's kernel reads a row of expert scores and writes the gates
  * (a softmax's traffic); its backward reads logits, gates and dgates. */

@@ -21,6 +21,10 @@ extern "C" { /* runtime/cuda's C++ files use a few of these */
  * bytes). rt_fatal naming fn and the two GEMMs otherwise. */
 void rtc_check_batch(const char *fn, int count, void *const c[], size_t cs, const void *const a[],
                      size_t as, const void *const b[], size_t bs);
+/* route_rules.c: the routers' arguments (rt_fatal naming fn otherwise), and
+ * the choices an expert keeps per sequence (INT64_MAX when dropless). */
+void rtc_check_route(const char *fn, int64_t seqs, int64_t seq_len, int64_t E, const RtRoute *r);
+int64_t rtc_route_capacity(const RtRoute *r, int64_t seq_len, int64_t E);
 void *rtc_xmalloc(size_t bytes);           /* rt_fatal on failure; never NULL */
 void *rtc_xcalloc(size_t n, size_t size);
 char *rtc_xstrdup(const char *s);

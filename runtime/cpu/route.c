@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/common.h"
 #include "cpu.h"
 #include "simd.h"
 
@@ -24,29 +25,6 @@ typedef struct {
     double w[RT_ROUTE_MAX_TOPK];
     double chosen_sum; /* sum of the chosen s (norm's denominator) */
 } Tok;
-
-static void check_route(const char *fn, int64_t seqs, int64_t seq_len, int64_t E, const RtRoute *r)
-{
-    if (seqs < 0 || seq_len < 0)
-        rt_fatal("%s: negative sizes seqs=%lld seq_len=%lld", fn, (long long)seqs,
-                 (long long)seq_len);
-    if (E < 1 || E > RT_ROUTE_MAX_EXPERTS)
-        rt_fatal("%s: n_experts = %lld outside [1, %d]", fn, (long long)E, RT_ROUTE_MAX_EXPERTS);
-    int g = r->groups > 1 ? r->groups : 1;
-    if (E % g != 0)
-        rt_fatal("%s: %d expert groups do not divide %lld experts", fn, g, (long long)E);
-    int gk = g > 1 ? r->group_topk : 1;
-    if (g > 1 && (gk < 1 || gk > g))
-        rt_fatal("%s: group_topk = %d outside [1, %d]", fn, r->group_topk, g);
-    int64_t cand = g > 1 ? (int64_t)gk * (E / g) : E;
-    if (r->topk < 1 || r->topk > RT_ROUTE_MAX_TOPK || r->topk > cand)
-        rt_fatal("%s: topk = %d outside [1, %lld] (at most %d, and no more than the candidate experts)",
-                 fn, r->topk, (long long)(cand < RT_ROUTE_MAX_TOPK ? cand : RT_ROUTE_MAX_TOPK),
-                 RT_ROUTE_MAX_TOPK);
-    if (!(r->capacity >= 0) || !(r->aux >= 0) || !(r->zloss >= 0))
-        rt_fatal("%s: capacity, aux and zloss must be >= 0 (got %g, %g, %g)", fn,
-                 (double)r->capacity, (double)r->aux, (double)r->zloss);
-}
 
 /* The scores of one token (step 1). */
 static void scores(double *s, const rt_act *z, int64_t E, const RtRoute *r)
@@ -175,17 +153,18 @@ static const rt_act *selection_logits(const rt_act *logits, int64_t n)
 
 /* The regularisers' value over one sequence's tokens (docs/moe.md): aux_seq
  * (the counts from the top-k before drops) / n_seq and zloss's sum of
- * lse^2 / (n_seq S), in double. tok holds the choices, z the logits. */
+ * lse^2 / (n_seq S), in double. tok holds the choices and z's scores, z
+ * the logits. */
 static double regularisers(const Tok *tok, const rt_act *z, int64_t S, int64_t E, const RtRoute *r,
                            double n_seq)
 {
     double v = 0;
     if (r->aux > 0) {
-        double cnt[RT_ROUTE_MAX_EXPERTS] = {0}, P[RT_ROUTE_MAX_EXPERTS] = {0}, s[RT_ROUTE_MAX_EXPERTS];
+        double cnt[RT_ROUTE_MAX_EXPERTS] = {0}, P[RT_ROUTE_MAX_EXPERTS] = {0};
         for (int64_t p = 0; p < S; p++) {
             for (int i = 0; i < r->topk; i++)
                 cnt[tok[p].pick[i]] += 1;
-            scores(s, z + p * E, E, r);
+            const double *s = tok[p].s; /* z's scores (route_token or the replay's) */
             double sum = 0;
             for (int64_t e = 0; e < E; e++)
                 sum += s[e];
@@ -212,15 +191,6 @@ static double regularisers(const Tok *tok, const rt_act *z, int64_t S, int64_t E
         v += (double)r->zloss * zs / (n_seq * (double)S);
     }
     return v;
-}
-
-/* Tokens an expert keeps per sequence (docs/moe.md step 5); INT64_MAX when
- * dropless. */
-static int64_t capacity_of(const RtRoute *r, int64_t seq_len, int64_t E)
-{
-    if (r->capacity <= 0)
-        return INT64_MAX;
-    return (int64_t)ceil((double)r->capacity * (double)seq_len * r->topk / (double)E);
 }
 
 /* A choice of the sequence: token position and weight, for the capacity
@@ -276,12 +246,12 @@ void rt_route_fwd(rt_act *gates, const rt_act *logits, int64_t seqs, int64_t seq
                   int64_t n_experts, const RtRoute *r, float *objective, float weight,
                   int64_t global_seqs)
 {
-    check_route("rt_route_fwd", seqs, seq_len, n_experts, r);
+    rtc_check_route("rt_route_fwd", seqs, seq_len, n_experts, r);
     bool value = (r->aux > 0 || r->zloss > 0) && objective; /* NULL: a recomputation */
     if (value && global_seqs < 1)
         rt_fatal("rt_route_fwd: the regularisers average over the global batch's sequences, got %lld",
                  (long long)global_seqs);
-    int64_t E = n_experts, S = seq_len, k = r->topk, cap = capacity_of(r, S, E);
+    int64_t E = n_experts, S = seq_len, k = r->topk, cap = rtc_route_capacity(r, S, E);
     if (S == 0 || seqs == 0)
         return;
     const rt_act *sel = selection_logits(logits, seqs * S * E);
@@ -390,7 +360,7 @@ void rt_route_bwd(rt_act *dlogits, const rt_act *logits, const rt_act *gates,
                   const rt_act *dgates, int64_t seqs, int64_t seq_len, int64_t n_experts,
                   const RtRoute *r, int64_t global_seqs)
 {
-    check_route("rt_route_bwd", seqs, seq_len, n_experts, r);
+    rtc_check_route("rt_route_bwd", seqs, seq_len, n_experts, r);
     if ((r->aux > 0 || r->zloss > 0) && global_seqs < 1)
         rt_fatal("rt_route_bwd: global_seqs = %lld, but the regularisers average over the global batch",
                  (long long)global_seqs);

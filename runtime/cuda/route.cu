@@ -14,6 +14,7 @@
  * them (a loop per expert, no atomics). The regularisers' value is a
  * block per sequence (thread e counts expert e and sums its p over the
  * sequence) and one thread summing the sequences in order. */
+#include "common/common.h"
 #include "cu_dev.cuh"
 
 #include <math.h>
@@ -29,17 +30,35 @@ struct Tok {
     float chosen_sum;
 };
 
-/* Steps 1-4 of docs/moe.md for one token (route.c's route_token). */
-__device__ void route_token(Tok &t, const rt_act *z, int E, const RtRoute r)
+/* Step 1: the scores of one token. */
+__device__ void scores(float *s, const rt_act *z, int E, const RtRoute r)
 {
     if (r.sigmoid) {
-        for (int e = 0; e < E; e++) t.s[e] = 1.0f / (1.0f + expf(-ld(z + e)));
+        for (int e = 0; e < E; e++) s[e] = 1.0f / (1.0f + expf(-ld(z + e)));
     } else {
         float m = -INFINITY, sum = 0;
         for (int e = 0; e < E; e++) m = fmaxf(m, ld(z + e));
-        for (int e = 0; e < E; e++) sum += t.s[e] = expf(ld(z + e) - m);
-        for (int e = 0; e < E; e++) t.s[e] /= sum;
+        for (int e = 0; e < E; e++) sum += s[e] = expf(ld(z + e) - m);
+        for (int e = 0; e < E; e++) s[e] /= sum;
     }
+}
+
+/* Step 4 for the chosen experts t.pick, from the scores t.s. */
+__device__ void weights(Tok &t, const RtRoute r)
+{
+    t.chosen_sum = 0;
+    for (int i = 0; i < r.topk; i++) t.chosen_sum += t.s[t.pick[i]];
+    for (int i = 0; i < r.topk; i++) {
+        float w = t.s[t.pick[i]];
+        if (r.norm) w /= t.chosen_sum;
+        t.w[i] = w * r.scale;
+    }
+}
+
+/* Steps 1-4 of docs/moe.md for one token (route.c's route_token). */
+__device__ void route_token(Tok &t, const rt_act *z, int E, const RtRoute r)
+{
+    scores(t.s, z, E, r);
     /* candidate mask, one bit per expert */
     unsigned cand[RT_ROUTE_MAX_EXPERTS / 32];
     for (int i = 0; i < RT_ROUTE_MAX_EXPERTS / 32; i++) cand[i] = ~0u;
@@ -69,41 +88,22 @@ __device__ void route_token(Tok &t, const rt_act *z, int E, const RtRoute r)
         for (int e = 0; e < E; e++)
             if (!(keep[(e / per) >> 5] >> ((e / per) & 31) & 1)) cand[e >> 5] &= ~(1u << (e & 31));
     }
-    t.chosen_sum = 0;
     for (int i = 0; i < r.topk; i++) {
         int best = -1;
         for (int e = 0; e < E; e++) /* strict >: ties to the lower index */
             if ((cand[e >> 5] >> (e & 31) & 1) && (best < 0 || t.s[e] > t.s[best])) best = e;
         cand[best >> 5] &= ~(1u << (best & 31));
         t.pick[i] = best;
-        t.chosen_sum += t.s[best];
     }
-    for (int i = 0; i < r.topk; i++) {
-        float w = t.s[t.pick[i]];
-        if (r.norm) w /= t.chosen_sum;
-        t.w[i] = w * r.scale;
-    }
+    weights(t, r);
 }
 
 /* Step 1 and 4 again from other logits, the picks kept (a replayed call of
  * rt_route_freeze: the recorded choice, today's weights). */
 __device__ void reweigh(Tok &t, const rt_act *z, int E, const RtRoute r)
 {
-    if (r.sigmoid) {
-        for (int e = 0; e < E; e++) t.s[e] = 1.0f / (1.0f + expf(-ld(z + e)));
-    } else {
-        float m = -INFINITY, sum = 0;
-        for (int e = 0; e < E; e++) m = fmaxf(m, ld(z + e));
-        for (int e = 0; e < E; e++) sum += t.s[e] = expf(ld(z + e) - m);
-        for (int e = 0; e < E; e++) t.s[e] /= sum;
-    }
-    t.chosen_sum = 0;
-    for (int k = 0; k < r.topk; k++) t.chosen_sum += t.s[t.pick[k]];
-    for (int k = 0; k < r.topk; k++) {
-        float w = t.s[t.pick[k]];
-        if (r.norm) w /= t.chosen_sum;
-        t.w[k] = w * r.scale;
-    }
+    scores(t.s, z, E, r);
+    weights(t, r);
 }
 
 /* Gates of every token chosen from `sel` (the logits, or a replayed call's
@@ -294,22 +294,7 @@ __global__ void route_bwd_kernel(rt_act *dlogits, const rt_act *logits, const rt
 void check_route(const char *fn, int64_t seqs, int64_t seq_len, int64_t E, const RtRoute *r)
 {
     rtcu_require_init(fn);
-    if (seqs < 0 || seq_len < 0)
-        rt_fatal("%s: negative sizes seqs=%lld seq_len=%lld", fn, (long long)seqs, (long long)seq_len);
-    if (E < 1 || E > RT_ROUTE_MAX_EXPERTS)
-        rt_fatal("%s: n_experts = %lld outside [1, %d]", fn, (long long)E, RT_ROUTE_MAX_EXPERTS);
-    int g = r->groups > 1 ? r->groups : 1;
-    if (E % g != 0) rt_fatal("%s: %d expert groups do not divide %lld experts", fn, g, (long long)E);
-    int gk = g > 1 ? r->group_topk : 1;
-    if (g > 1 && (gk < 1 || gk > g)) rt_fatal("%s: group_topk = %d outside [1, %d]", fn, r->group_topk, g);
-    int64_t cand = g > 1 ? (int64_t)gk * (E / g) : E;
-    if (r->topk < 1 || r->topk > RT_ROUTE_MAX_TOPK || r->topk > cand)
-        rt_fatal("%s: topk = %d outside [1, %lld] (at most %d, and no more than the candidate experts)", fn, r->topk,
-                 (long long)(cand < (int64_t)RT_ROUTE_MAX_TOPK ? cand : (int64_t)RT_ROUTE_MAX_TOPK),
-                 (int)RT_ROUTE_MAX_TOPK);
-    if (!(r->capacity >= 0) || !(r->aux >= 0) || !(r->zloss >= 0))
-        rt_fatal("%s: capacity, aux and zloss must be >= 0 (got %g, %g, %g)", fn, (double)r->capacity,
-                 (double)r->aux, (double)r->zloss);
+    rtc_check_route(fn, seqs, seq_len, E, r);
 }
 
 } // namespace
@@ -368,9 +353,7 @@ void rt_route_fwd(rt_act *gates, const rt_act *logits, int64_t seqs, int64_t seq
     else
         rtcu_deps({{gates, bytes}, {logits, bytes}});
     const rt_act *sel = selection_logits(logits, n);
-    int64_t cap = r->capacity > 0
-                      ? (int64_t)ceil((double)r->capacity * (double)seq_len * r->topk / (double)n_experts)
-                      : INT64_MAX;
+    int64_t cap = rtc_route_capacity(r, seq_len, n_experts);
     float *w = NULL, *wv = NULL;
     if (cap < seq_len * r->topk) {
         CUDA_CHECK(cudaMallocAsync((void **)&w, (size_t)n * sizeof(float), rtcu.compute));
