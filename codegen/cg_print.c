@@ -274,6 +274,10 @@ static void print_header(Cg *c, FILE *h)
     fprintf(h, "#define CG_NAXES %d\n#define CG_MESH0 %d\n#define CG_MESH1 %d\n", c->naxes,
             p->mesh.size[0], p->mesh.size[1]);
     fprintf(h, "#define CG_AXIS0 \"%s\"\n#define CG_AXIS1 \"%s\"\n", c->axis_name[0], c->axis_name[1]);
+    /* The third axis (context parallelism's dp x cp x tp mesh); size 1 and
+     * unused on smaller meshes. */
+    fprintf(h, "#define CG_MESH2 %d\n#define CG_AXIS2 \"%s\"\n", c->naxes > 2 ? p->mesh.size[2] : 1,
+            c->naxes > 2 ? c->axis_name[2] : "unused");
     fprintf(h, "#define CG_NUM_MICRO %d\n#define CG_MB_SEQS %lld  /* sequences per micro-batch, whole mesh */\n",
             p->num_micro, (long long)p->mb_seqs);
     fprintf(h, "#define CG_GLOBAL_BATCH %lld\n#define CG_SEQ %lld\n#define CG_VOCAB %lld\n",

@@ -31,6 +31,7 @@ typedef struct DrvOptions {
     /* layout pins */
     int tp, pp, dp;
     int ep, etp;              /* MoE: expert (tensor) parallel degrees; 0 searched */
+    int cp;                   /* context-parallel degree; 0 searched */
     int micro_batch;          /* sequences per data-parallel replica per micro-batch */
     int64_t global_batch;     /* sequences per step (default: the model's global_batch) */
     const char *recompute;    /* none|selective|ffn|full */

@@ -69,6 +69,7 @@ static void make_pins(const DrvOptions *o, PassSearchPins *p)
     p->tp = o->tp;
     p->pp = o->pp;
     p->dp = o->dp;
+    p->cp = o->cp;
     p->micro_batch = o->micro_batch;
     if (o->recompute)
         for (int r = PLAN_RECOMPUTE_NONE; r <= PLAN_RECOMPUTE_FULL; r++)

@@ -60,6 +60,8 @@ void drv_print_help(void)
         "  --tp N                   tensor-parallel degree\n"
         "  --pp N                   pipeline stages\n"
         "  --dp N                   data-parallel degree\n"
+        "  --cp N                   context-parallel degree: the sequence split N ways, attention\n"
+        "                           gathering keys and values (1: none)\n"
         "  --ep N                   expert-parallel degree (MoE): 1, or the dp or tp degree\n"
         "                           (the experts fold over a whole mesh axis)\n"
         "  --etp N                  expert tensor-parallel degree (MoE): each expert's width\n"
@@ -238,6 +240,7 @@ static const OptRow opts[] = {
     {"--tp", NULL, OPT_INT, F(tp), 1, 1 << 20, NULL, NULL},
     {"--pp", NULL, OPT_INT, F(pp), 1, 1 << 20, NULL, NULL},
     {"--dp", NULL, OPT_INT, F(dp), 1, 1 << 20, NULL, NULL},
+    {"--cp", NULL, OPT_INT, F(cp), 1, 1 << 20, NULL, NULL},
     {"--ep", NULL, OPT_INT, F(ep), 1, 1 << 20, NULL, NULL},
     {"--etp", NULL, OPT_INT, F(etp), 1, 1 << 20, NULL, NULL},
     {"--micro-batch", NULL, OPT_INT, F(micro_batch), 1, 1 << 20, NULL, NULL},

@@ -21,14 +21,18 @@ void plan_axes(const IrGraph *g, Plan *p)
     for (int a = 0; a < p->mesh.naxes; a++) {
         if (p->mesh.size[a] <= 1)
             continue;
-        bool batch = false, other = false;
+        bool batch = false, other = false, cp = false;
         for (int i = 0; i < g->nfwd; i++) {
             int d = p->strategy[i].dim[a];
             batch |= d == g->batch_dim;
             other |= d >= 0 && d != g->batch_dim;
+            cp |= plan_cp_split(g, &g->nodes[i], d);
         }
+        /* Attention splitting its queries' sequence: context parallelism. */
         if (batch && p->axis[PLAN_DIM_DP] < 0)
             p->axis[PLAN_DIM_DP] = (int8_t)a;
+        else if (cp && p->axis[PLAN_DIM_CP] < 0)
+            p->axis[PLAN_DIM_CP] = (int8_t)a;
         else if (other && p->axis[PLAN_DIM_TP] < 0)
             p->axis[PLAN_DIM_TP] = (int8_t)a;
         /* The experts: the axis an MOE node splits its expert dim over (by
@@ -72,9 +76,11 @@ void plan_layout(const IrGraph *g, const Plan *p, PlanLayout *out)
     out->tp_axis = p->axis[PLAN_DIM_TP];
     out->dp = plan_degree(p, PLAN_DIM_DP);
     out->tp = plan_degree(p, PLAN_DIM_TP);
+    out->cp_axis = p->axis[PLAN_DIM_CP];
+    out->cp = plan_degree(p, PLAN_DIM_CP);
     out->replicated = 1;
     for (int a = 0; a < p->mesh.naxes; a++)
-        if (a != out->dp_axis && a != out->tp_axis)
+        if (a != out->dp_axis && a != out->tp_axis && a != out->cp_axis)
             out->replicated *= p->mesh.size[a];
     /* Sequence parallelism as Megatron means it: the norms split the sequence
      * over the tensor-parallel axis. */
@@ -120,8 +126,11 @@ const char *plan_layout_str(const PlanLayout *l, char *buf, size_t n)
     char rep[32] = "";
     if (l->replicated > 1)
         snprintf(rep, sizeof rep, " x %d replicas", l->replicated);
-    snprintf(buf, n, "dp %d x tp %d x pp %d%s%s, sp %s, zero %d, micro-batch %lld x %d, %s, recompute %s",
-             l->dp, l->tp, l->pp, rep, v, l->sp ? "on" : "off", l->zero, (long long)l->micro_batch,
+    char cp[32] = "";
+    if (l->cp > 1)
+        snprintf(cp, sizeof cp, " x cp %d", l->cp);
+    snprintf(buf, n, "dp %d%s x tp %d x pp %d%s%s, sp %s, zero %d, micro-batch %lld x %d, %s, recompute %s",
+             l->dp, cp, l->tp, l->pp, rep, v, l->sp ? "on" : "off", l->zero, (long long)l->micro_batch,
              l->num_micro, l->schedule == PLAN_SCHED_INTERLEAVED ? "interleaved" : "1f1b",
              plan_layout_recompute_name(l));
     if (l->moe) {
@@ -134,7 +143,8 @@ const char *plan_layout_str(const PlanLayout *l, char *buf, size_t n)
 
 static const char *axis_word(const PlanLayout *l, int a)
 {
-    return a < 0 ? "none" : a == l->dp_axis ? "dp" : a == l->tp_axis ? "tp" : "a replica axis";
+    return a < 0 ? "none" : a == l->dp_axis ? "dp" : a == l->tp_axis ? "tp" : a == l->cp_axis ? "cp"
+                                                                                   : "a replica axis";
 }
 
 const char *plan_layout_experts_str(const PlanLayout *l, char *buf, size_t n)
@@ -160,6 +170,10 @@ const char *plan_layout_flags(const PlanLayout *l, char *buf, size_t n)
     snprintf(buf, n, "--tp %d --pp %d --dp %d --micro-batch %lld%s --sp %s --zero %d --schedule %s%s",
              l->tp, l->pp, l->dp, (long long)l->micro_batch, rc, l->sp ? "on" : "off", l->zero,
              l->schedule == PLAN_SCHED_INTERLEAVED ? "interleaved" : "1f1b", v);
+    if (l->cp > 1) {
+        size_t k = strlen(buf);
+        snprintf(buf + k, k < n ? n - k : 0, " --cp %d", l->cp);
+    }
     if (l->moe) {
         size_t k = strlen(buf);
         snprintf(buf + k, k < n ? n - k : 0, " --ep %d --etp %d", l->ep, l->etp);

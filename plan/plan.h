@@ -33,7 +33,9 @@
 #include "ir.h"
 
 /* ================================================= the sharding algebra */
-#define PLAN_MAX_AXES 2
+#define PLAN_MAX_AXES 3
+/* Every axis unsplit: the initialiser of a replicated strategy or sharding. */
+#define PLAN_NO_DIMS {-1, -1, -1}
 
 /* The parallel dimensions (dims.def): PLAN_DIM_DP, PLAN_DIM_TP, ... */
 typedef enum {
@@ -45,7 +47,7 @@ typedef enum {
 const char *plan_dim_name(PlanDim d); /* "dp", "tp" */
 
 typedef struct PlanMesh {
-    int naxes;                    /* 1 or 2 */
+    int naxes;                    /* 1, 2 or 3 */
     int size[PLAN_MAX_AXES];      /* devices along each axis */
     int nodes[PLAN_MAX_AXES];     /* nodes one group along this axis spans (1 = NVLink only) */
     int per_node[PLAN_MAX_AXES];  /* members of one such group that share a node */
@@ -89,9 +91,16 @@ const char *plan_coll_name(PlanCollKind k);
 
 /* A stage of `devices` ranks viewed as a (d0 x d1) logical mesh (d1 = 1 gives
  * a 1-D mesh of d0), with nodes of gpus_per_node consecutive ranks. The
- * search and the frameworks make (dp x tp) meshes; which axis serves which
- * parallel dimension is what the plan records (Plan.axis). */
+ * search and the frameworks make (dp x tp) meshes, or with context
+ * parallelism (dp x cp x tp) ones (_dims: cp = 1 gives plan_mesh_make's, tp =
+ * 1 a (dp x cp) mesh); which axis serves which parallel dimension is what the
+ * plan records (Plan.axis). An axis's groups are its size ranks, the product
+ * of the inner axes' sizes apart. */
 void plan_mesh_make(PlanMesh *m, int d0, int d1, int gpus_per_node);
+void plan_mesh_make_dims(PlanMesh *m, int dp, int cp, int tp, int gpus_per_node);
+/* The mesh axes of the usual layout of dp x cp x tp made by _dims: dp's is 0,
+ * cp's 1 (when cp > 1), tp's the next (when tp > 1); -1 where absent. */
+void plan_mesh_dims_axes(int cp, int tp, int *dp_axis, int *cp_axis, int *tp_axis);
 int plan_mesh_devices(const PlanMesh *m);
 
 /* May loop dim `d` of forward node n be split at all (the op's sharding
@@ -105,13 +114,16 @@ int plan_strategies(const IrGraph *g, const IrNode *n, const PlanMesh *m, const 
                     const uint64_t *allow, PlanStrategy *out, int max);
 
 /* Requirements a layout places on every node's strategy, with axis 0 the
- * data-parallel axis and axis 1 the tensor-parallel one. A mesh axis nothing
- * is split over is only idle GPUs in disguise (the search weighs using fewer
- * GPUs on its own), and a pinned --tp or --sp on must really shard. */
+ * data-parallel axis and the tensor-parallel one next: axis 1, or with
+ * PLAN_REQ_CP (a dp x cp x tp mesh, plan_mesh_make_dims) axis 2, axis 1
+ * being context parallel. A mesh axis nothing is split over is only idle
+ * GPUs in disguise (the search weighs using fewer GPUs on its own), and a
+ * pinned --tp, --cp or --sp on must really shard. */
 enum {
     PLAN_REQ_BATCH = 1 << 0,     /* nodes carrying the batch dim split it over axis 0 */
-    PLAN_REQ_WEIGHTS = 1 << 1,   /* matmuls and embeddings split a dim of their weight over axis 1 */
-    PLAN_REQ_SEQ_NORMS = 1 << 2, /* norms split the sequence over axis 1 (sequence parallelism) */
+    PLAN_REQ_WEIGHTS = 1 << 1,   /* matmuls and embeddings split a dim of their weight over the tp axis */
+    PLAN_REQ_SEQ_NORMS = 1 << 2, /* norms split the sequence over the tp axis (sequence parallelism) */
+    PLAN_REQ_CP = 1 << 3,        /* nodes carrying the sequence split it over axis 1 */
 };
 /* Keep the strategies of node n (or, n NULL, of boundary tensor t) that meet
  * `req`; a requirement no strategy can meet is dropped for that node rather
@@ -128,6 +140,24 @@ void plan_shard_io(const IrGraph *g, const IrNode *n, const PlanStrategy *s, Pla
 PlanSharding plan_shard_grad_in(const IrGraph *g, const IrNode *n, const PlanStrategy *s, int i);
 /* Sharding of tensor t that a strategy implies (dims only, no partial). */
 PlanSharding plan_shard_of(const IrGraph *g, int t, const PlanStrategy *s);
+/* Context parallelism: is d the query sequence of ATTENTION node n (or of
+ * its backward's forward)? Split over an axis, the node reads k and v whole
+ * there (they are gathered first) and its backward's dk, dv are partial sums
+ * over it. _axis: the axis splitting it under s, or -1. */
+bool plan_cp_split(const IrGraph *g, const IrNode *n, int d);
+int plan_cp_axis(const IrGraph *g, const IrNode *n, const PlanStrategy *s);
+/* (context.c) Where CP rank r of cp holds its queries in a sequence of S
+ * positions: `chunk` consecutive positions starting at each pos[i] (at most
+ * PLAN_MAX_CP_CHUNKS), the count returned; all keys after the gather in
+ * position order. _pairs: the query-key pairs its attention scores (causal:
+ * keys at or before the query, within `window` when > 0; the count the
+ * kernels' tile skipping follows), _max over the ranks: what the slowest
+ * rank does. cp = 1 gives the whole sequence's. */
+#define PLAN_MAX_CP_CHUNKS 2
+#define PLAN_MAX_CP 32 /* the programs' limit: 2 cp chunks of keys (runtime/rt.h) */
+int plan_cp_chunks(int64_t S, int cp, int r, int64_t *chunk, int64_t *pos);
+double plan_cp_pairs(int64_t S, int cp, int r, bool causal, int64_t window);
+double plan_cp_pairs_max(int64_t S, int cp, bool causal, int64_t window);
 /* MOE: the expert dim, which an exchange split (PlanStrategy.xchg) splits;
  * -1 for other ops. The top-k of the route making its gates (rules.c). */
 int plan_expert_dim(const IrGraph *g, const IrNode *n);
@@ -270,7 +300,8 @@ int plan_gemm_batch(const IrGraph *g, const IrNode *n, const PlanStrategy *strat
 /* =========================================================== layout.c */
 /* Record which mesh axis each parallel dimension runs along, from what the
  * strategies do (not from what the producer meant): the axis where nodes
- * split the batch is dp, the other one where nodes split another dim tp; an
+ * split the batch is dp, one where attention splits its queries' sequence
+ * cp, the other one where nodes split another dim tp; an
  * axis nothing is split over serves none (its devices replicate). Whoever
  * completes a plan (the search, a framework's layout, a test) calls it once. */
 void plan_axes(const IrGraph *g, Plan *p);
@@ -286,9 +317,11 @@ int64_t plan_mb_seqs(int64_t micro_batch, int dp);          /* whole mesh */
 
 /* A plan's layout in the usual words. */
 typedef struct PlanLayout {
-    int gpus;                     /* dp * tp * pp * replicated */
+    int gpus;                     /* dp * cp * tp * pp * replicated */
     int dp, tp, pp, v;
     int dp_axis, tp_axis;         /* mesh axis of each, or -1 */
+    int cp, cp_axis;              /* context parallelism: the sequence split cp ways over
+                                     cp_axis (-1: none), attention gathering k and v */
     int replicated;               /* devices along mesh axes nothing is split over (1: none) */
     bool sp;                      /* the norms split the sequence over the tp axis */
     /* Mixture of experts (moe: the model has MOE nodes): the experts split

@@ -20,25 +20,60 @@ const char *plan_coll_name(PlanCollKind k)
     return "?";
 }
 
-int plan_mesh_devices(const PlanMesh *m) { return m->size[0] * m->size[1]; }
+int plan_mesh_devices(const PlanMesh *m)
+{
+    int n = 1;
+    for (int a = 0; a < m->naxes; a++)
+        n *= m->size[a];
+    return n;
+}
+
+/* Sizes outermost first; trailing axes of size 1 are dropped (a dp-only
+ * mesh is 1-D), inner ones kept (dp 1 x tp 4 is 2-D). */
+static void mesh_make(PlanMesh *m, int naxes, const int *size, int gpn)
+{
+    memset(m, 0, sizeof *m);
+    while (naxes > 1 && size[naxes - 1] == 1)
+        naxes--;
+    m->naxes = naxes;
+    int stride = 1; /* ranks between neighbours along axis a */
+    for (int a = naxes - 1; a >= 0; a--) {
+        m->size[a] = size[a];
+        /* A group along axis a is size[a] ranks `stride` apart: gpn / stride
+         * of them share a node. */
+        int share = stride >= gpn ? 1 : gpn / stride;
+        if (share > size[a])
+            share = size[a];
+        m->per_node[a] = share;
+        m->nodes[a] = (size[a] + share - 1) / share;
+        stride *= size[a];
+    }
+    for (int a = naxes; a < PLAN_MAX_AXES; a++)
+        m->size[a] = 1, m->per_node[a] = 1, m->nodes[a] = 1;
+}
 
 void plan_mesh_make(PlanMesh *m, int d0, int d1, int gpn)
 {
     if (d0 < 1 || d1 < 1 || gpn < 1)
         ir_die("mesh %dx%d with %d GPUs per node", d0, d1, gpn);
-    memset(m, 0, sizeof *m);
-    m->naxes = d1 > 1 ? 2 : 1;
-    m->size[0] = d0;
-    m->size[1] = d1;
-    /* Axis 1 groups are d1 consecutive ranks. */
-    m->per_node[1] = d1 < gpn ? d1 : gpn;
-    m->nodes[1] = (d1 + gpn - 1) / gpn;
-    /* Axis 0 groups are d0 ranks d1 apart: gpn/d1 of them share a node. */
-    int share = d1 >= gpn ? 1 : gpn / d1;
-    if (share > d0)
-        share = d0;
-    m->per_node[0] = share;
-    m->nodes[0] = (d0 + share - 1) / share;
+    mesh_make(m, 2, (int[]){d0, d1}, gpn);
+}
+
+void plan_mesh_make_dims(PlanMesh *m, int dp, int cp, int tp, int gpn)
+{
+    if (dp < 1 || cp < 1 || tp < 1 || gpn < 1)
+        ir_die("mesh dp %d x cp %d x tp %d with %d GPUs per node", dp, cp, tp, gpn);
+    if (cp == 1)
+        plan_mesh_make(m, dp, tp, gpn);
+    else
+        mesh_make(m, 3, (int[]){dp, cp, tp}, gpn);
+}
+
+void plan_mesh_dims_axes(int cp, int tp, int *dp_axis, int *cp_axis, int *tp_axis)
+{
+    *dp_axis = 0;
+    *cp_axis = cp > 1 ? 1 : -1;
+    *tp_axis = tp > 1 ? (cp > 1 ? 2 : 1) : -1;
 }
 
 /* The forward node a (possibly backward) node takes its rules from. */
@@ -109,9 +144,9 @@ bool plan_dim_splittable(const IrGraph *g, const IrNode *node, int d)
         return d != n->attr.dim[1];        /* rotation pairs stay together */
     case IR_OP_ATTENTION: {
         const IrTensor *q = &g->tensors[n->in[0]];
-        /* Batch and heads only: splitting the query sequence would need the
-         * whole key sequence (context parallelism), which ptdc does not do. */
-        return d == q->dim[0] || d == q->dim[2];
+        /* Batch, heads, and the query sequence: context parallelism, the
+         * keys and values gathered whole (plan_cp_dim). */
+        return d == q->dim[0] || d == q->dim[1] || d == q->dim[2];
     }
     case IR_OP_SOFTMAX:
         return d != n->attr.dim[0];
@@ -195,33 +230,44 @@ int plan_strategies(const IrGraph *g, const IrNode *n, const PlanMesh *m, const 
                 cand[a][nc[a]++] = d;
         }
     }
-    int k = 0;
-    for (int i = 0; i < nc[0]; i++)
-        for (int j = 0; j < nc[1]; j++) {
-            int d0 = cand[0][i], d1 = cand[1][j];
-            if (d0 >= 0 && d0 == d1)
-                continue;
+    /* Every combination of one candidate per axis, no dim on two axes. */
+    int k = 0, e = plan_expert_dim(g, n), pick[PLAN_MAX_AXES] = {0};
+    const IrTensor *h = &g->tensors[n->in[0]];
+    for (;;) {
+        PlanStrategy st = {PLAN_NO_DIMS, 0};
+        bool ok = true;
+        for (int a = 0; a < PLAN_MAX_AXES; a++) {
+            st.dim[a] = (int16_t)cand[a][pick[a]];
+            for (int b = 0; b < a; b++)
+                ok &= st.dim[a] < 0 || st.dim[a] != st.dim[b];
+        }
+        if (ok) {
             if (k < max)
-                out[k] = (PlanStrategy){{(int16_t)d0, (int16_t)d1}, 0};
+                out[k] = st;
             k++;
             /* An exchange split on axis a: the tokens split there, the
              * experts too (docs/moe.md), unless another axis splits them. */
-            int e = plan_expert_dim(g, n);
-            if (e < 0)
-                continue;
-            const IrTensor *h = &g->tensors[n->in[0]];
-            for (int a = 0; a < m->naxes; a++) {
-                int da = a == 0 ? d0 : d1, other = a == 0 ? d1 : d0;
+            for (int a = 0; e >= 0 && a < m->naxes; a++) {
+                int da = st.dim[a];
+                bool other = false;
+                for (int b = 0; b < PLAN_MAX_AXES; b++)
+                    other |= b != a && st.dim[b] == e;
                 if (da < 0 || !ir_tensor_has_dim(g, n->in[0], da) || da == h->dim[h->rank - 1] ||
-                    other == e || (allow && e < 64 && !(allow[a] >> e & 1)))
+                    other || (allow && e < 64 && !(allow[a] >> e & 1)))
                     continue;
                 if (!plan_dim_splittable(g, n, e) || !split_ok(g, n, e, m->size[a], dim_size))
                     continue;
                 if (k < max)
-                    out[k] = (PlanStrategy){{(int16_t)d0, (int16_t)d1}, (uint16_t)(1u << a)};
+                    out[k] = (PlanStrategy){{st.dim[0], st.dim[1], st.dim[2]}, (uint16_t)(1u << a)};
                 k++;
             }
         }
+        int a = PLAN_MAX_AXES - 1;
+        while (a >= 0 && ++pick[a] == nc[a])
+            pick[a--] = 0;
+        if (a < 0)
+            break;
+    }
     return k < max ? k : max;
 }
 
@@ -236,8 +282,10 @@ static bool reads_param(const IrGraph *g, const IrNode *n, int d)
 
 /* Does strategy st meet requirement bit r for node n (or boundary tensor t)?
  * Returns -1 where the requirement does not apply to this node. */
-static int meets(const IrGraph *g, const IrNode *n, int t, unsigned r, const PlanStrategy *st)
+static int meets(const IrGraph *g, const IrNode *n, int t, unsigned req, unsigned r,
+                 const PlanStrategy *st)
 {
+    int tp = req & PLAN_REQ_CP ? 2 : 1;
     switch (r) {
     case PLAN_REQ_BATCH:
         if (n ? !is_loop_dim(g, n, g->batch_dim) : !in_tensor(g, t, g->batch_dim))
@@ -246,9 +294,13 @@ static int meets(const IrGraph *g, const IrNode *n, int t, unsigned r, const Pla
     case PLAN_REQ_WEIGHTS:
         if (!n || (n->op != IR_OP_MATMUL && n->op != IR_OP_EMBEDDING) || !reads_param(g, n, -1))
             return -1;
-        return st->dim[1] >= 0 && reads_param(g, n, st->dim[1]); /* the weight itself is split */
+        return st->dim[tp] >= 0 && reads_param(g, n, st->dim[tp]); /* the weight itself is split */
     case PLAN_REQ_SEQ_NORMS:
         if (!n || (n->op != IR_OP_RMSNORM && n->op != IR_OP_LAYERNORM))
+            return -1;
+        return st->dim[tp] == g->seq_dim;
+    case PLAN_REQ_CP:
+        if (g->seq_dim < 0 || (n ? !is_loop_dim(g, n, g->seq_dim) : !in_tensor(g, t, g->seq_dim)))
             return -1;
         return st->dim[1] == g->seq_dim;
     }
@@ -258,27 +310,48 @@ static int meets(const IrGraph *g, const IrNode *n, int t, unsigned r, const Pla
 int plan_strategies_require(const IrGraph *g, const IrNode *n, int t, unsigned req,
                             PlanStrategy *s, int k)
 {
-    for (unsigned r = 1; r <= PLAN_REQ_SEQ_NORMS; r <<= 1) {
+    for (unsigned r = 1; r <= PLAN_REQ_CP; r <<= 1) {
         if (!(req & r))
             continue;
         int keep = 0;
         for (int i = 0; i < k; i++)
-            keep += meets(g, n, t, r, &s[i]) == 1;
+            keep += meets(g, n, t, req, r, &s[i]) == 1;
         if (keep == 0)
             continue; /* not applicable, or impossible here (indivisible dims) */
         int j = 0;
         for (int i = 0; i < k; i++)
-            if (meets(g, n, t, r, &s[i]) == 1)
+            if (meets(g, n, t, req, r, &s[i]) == 1)
                 s[j++] = s[i];
         k = j;
     }
     return k;
 }
 
+bool plan_cp_split(const IrGraph *g, const IrNode *node, int d)
+{
+    const IrNode *n = fwd_of(g, node);
+    return n->op == IR_OP_ATTENTION && d >= 0 && d == g->tensors[n->in[0]].dim[1];
+}
+
+int plan_cp_axis(const IrGraph *g, const IrNode *n, const PlanStrategy *s)
+{
+    for (int a = 0; a < PLAN_MAX_AXES; a++)
+        if (plan_cp_split(g, n, s->dim[a]))
+            return a;
+    return -1;
+}
+
+/* Context parallelism: attention split on the query sequence reads its keys
+ * and values (forward node n's inputs 1, 2) whole. */
+static bool cp_whole(const IrGraph *g, const IrNode *n, int t, int d)
+{
+    return plan_cp_split(g, n, d) && (t == n->in[1] || t == n->in[2]);
+}
+
 /* Which dim of tensor t carries loop dim d of node n, or -1. */
 static int carrier(const IrGraph *g, const IrNode *n, int t, int d)
 {
-    if (d < 0)
+    if (d < 0 || cp_whole(g, n, t, d))
         return -1;
     if (in_tensor(g, t, d))
         return d;
@@ -290,7 +363,7 @@ static int carrier(const IrGraph *g, const IrNode *n, int t, int d)
 
 PlanSharding plan_shard_of(const IrGraph *g, int t, const PlanStrategy *s)
 {
-    PlanSharding sh = {{-1, -1}, 0};
+    PlanSharding sh = {PLAN_NO_DIMS, 0};
     for (int a = 0; a < PLAN_MAX_AXES; a++)
         if (s->dim[a] >= 0 && in_tensor(g, t, s->dim[a]))
             sh.dim[a] = s->dim[a];
@@ -302,14 +375,14 @@ void plan_shard_io(const IrGraph *g, const IrNode *node, const PlanStrategy *s, 
 {
     const IrNode *n = fwd_of(g, node);
     for (int i = 0; in && i < node->nin; i++) {
-        in[i] = (PlanSharding){{-1, -1}, 0};
+        in[i] = (PlanSharding){PLAN_NO_DIMS, 0};
         for (int a = 0; a < PLAN_MAX_AXES; a++) {
             int c = carrier(g, n, node->in[i], s->dim[a]);
             in[i].dim[a] = (int16_t)(c >= 0 ? c : xchg_dim(g, n, s, a, node->in[i]));
         }
     }
     for (int i = 0; out && i < node->nout; i++) {
-        out[i] = (PlanSharding){{-1, -1}, 0};
+        out[i] = (PlanSharding){PLAN_NO_DIMS, 0};
         for (int a = 0; a < PLAN_MAX_AXES; a++) {
             int d = s->dim[a];
             if (d < 0)
@@ -317,6 +390,8 @@ void plan_shard_io(const IrGraph *g, const IrNode *node, const PlanStrategy *s, 
             int c = carrier(g, n, node->out[i], d);
             if (c < 0)
                 c = xchg_dim(g, n, s, a, node->out[i]); /* an expert's complete gradient */
+            if (node != n && plan_cp_split(g, n, d) && (i == 1 || i == 2))
+                c = -1; /* dk, dv: every rank's queries add to every key's */
             if (c >= 0) {
                 out[i].dim[a] = (int16_t)c;
                 continue;
@@ -335,7 +410,7 @@ void plan_shard_io(const IrGraph *g, const IrNode *node, const PlanStrategy *s, 
 PlanSharding plan_shard_grad_in(const IrGraph *g, const IrNode *node, const PlanStrategy *s, int i)
 {
     const IrNode *n = fwd_of(g, node);
-    PlanSharding sh = {{-1, -1}, 0};
+    PlanSharding sh = {PLAN_NO_DIMS, 0};
     for (int a = 0; a < PLAN_MAX_AXES; a++) {
         int d = s->dim[a];
         if (d < 0)
@@ -383,7 +458,8 @@ int64_t plan_local_numel(const IrGraph *g, int t, const PlanMesh *m, const PlanS
 
 bool plan_sharding_eq(const PlanSharding *a, const PlanSharding *b)
 {
-    return a->dim[0] == b->dim[0] && a->dim[1] == b->dim[1] && a->partial == b->partial;
+    return a->dim[0] == b->dim[0] && a->dim[1] == b->dim[1] && a->dim[2] == b->dim[2] &&
+           a->partial == b->partial;
 }
 
 static bool split_elsewhere(const PlanSharding *sh, int d, int axis)

@@ -103,6 +103,7 @@ bool rep_plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout *L,
     for (int i = 0; i < g->nfwd; i++) {
         const IrNode *n = &g->nodes[i];
         PlanStrategy *s = &p->strategy[i];
+        *s = (PlanStrategy){PLAN_NO_DIMS, 0};
         s->dim[0] = (int16_t)(L->dp > 1 && loop_has(g, n, g->batch_dim) ? g->batch_dim : -1);
         s->dim[1] = (int16_t)(L->tp > 1 ? tp_dim(g, A, n, L->sp) : -1);
         if (n->op == IR_OP_MOE) {

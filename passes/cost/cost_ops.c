@@ -192,7 +192,13 @@ static void pass_opcost_ATTENTION(const OpArgs *a, PassNodeCost *o)
     const IrTensor *q = &g->tensors[a->n->in[0]];
     double B = (double)a->local[q->dim[0]], S = (double)a->local[q->dim[1]];
     double H = (double)a->local[q->dim[2]], D = (double)a->local[q->dim[3]];
-    double qkvo = lnumel(a, a->n->in[0]) * 2 + lnumel(a, a->n->in[1]) * 2; /* elements */
+    /* Context parallelism: S local queries against all Sk keys, gathered
+     * (k and v read whole); the slowest rank's share of the pairs. */
+    int cpa = plan_cp_axis(g, a->n, a->s), cp = cpa >= 0 ? a->m->size[cpa] : 1;
+    double Sk = S * cp, kvf = cp;
+    const IrNode *f = a->n->fwd >= 0 ? &g->nodes[a->n->fwd] : a->n;
+    double pairs = plan_cp_pairs_max((int64_t)Sk, cp, f->attr.causal, f->attr.window);
+    double qkvo = lnumel(a, a->n->in[0]) * 2 + lnumel(a, a->n->in[1]) * 2 * kvf; /* elements */
     const PassGpu *gp = gpu(a);
     const PassCostConsts *k = &pass_cost_consts;
     PassAttnKernel kind = attn_kernel(a->c);
@@ -200,9 +206,6 @@ static void pass_opcost_ATTENTION(const OpArgs *a, PassNodeCost *o)
         /* Tiles above the diagonal are skipped under a causal mask, and those
          * left of a sliding window's band too: the band of width W < S covers
          * S W - W^2 / 2 of the S^2 scores (S^2 / 2 at W = S). */
-        double W = (double)a->n->attr.window, pairs = S * S;
-        if (a->n->attr.causal)
-            pairs = W > 0 && W < S ? S * W - W * W / 2 : S * S / 2;
         double f = 4 * B * H * pairs * D;
         double ef = kind == PASS_KERNEL_FLASH2 ? k->flash2_fwd : k->flash1_fwd;
         double ebw = kind == PASS_KERNEL_FLASH2 ? k->flash2_bwd : k->flash1_bwd;
@@ -230,13 +233,13 @@ static void pass_opcost_ATTENTION(const OpArgs *a, PassNodeCost *o)
     }
     /* Materialised: QK^T and PV as batched GEMMs over all S x S (the mask is
      * applied after), softmax over S x S in HBM. */
-    double ss = B * H * S * S;
-    gemm(a, S, S, D, B * H, false, o); /* scores = Q K^T */
-    gemm(a, S, D, S, B * H, false, o); /* O = P V */
-    gemm(a, S, D, S, B * H, true, o);  /* dV = P^T dO */
-    gemm(a, S, S, D, B * H, true, o);  /* dP = dO V^T */
-    gemm(a, S, D, S, B * H, true, o);  /* dQ = dS K */
-    gemm(a, S, D, S, B * H, true, o);  /* dK = dS^T Q */
+    double ss = B * H * S * Sk;
+    gemm(a, S, Sk, D, B * H, false, o); /* scores = Q K^T */
+    gemm(a, S, D, Sk, B * H, false, o); /* O = P V */
+    gemm(a, Sk, D, S, B * H, true, o);  /* dV = P^T dO */
+    gemm(a, S, Sk, D, B * H, true, o);  /* dP = dO V^T */
+    gemm(a, S, D, Sk, B * H, true, o);  /* dQ = dS K */
+    gemm(a, Sk, D, S, B * H, true, o);  /* dK = dS^T Q */
     if (a->c->st.attn_dropout) /* mask and output forward; mask, dy, dx backward */
         membound(a, o, 5 * ss, 1, 5 * ss, 1);
     if (kind == PASS_KERNEL_FUSED_SOFTMAX) {

@@ -168,6 +168,8 @@ typedef struct PassIlpQuery {
     /* MOE nodes' strategies (--ep, --etp): bit 0 none, bit 1 + a mesh axis a,
      * for the axis splitting the experts (ep) and their width (etp); 0: any. */
     unsigned ep_axes, etp_axes;
+    unsigned cp_axes;             /* bit a: ATTENTION may split its query sequence over axis a
+                                     (context parallelism: keys and values gathered); 0: nowhere */
     bool fix_boundary;            /* layer boundaries carry `boundary` (a pipeline neighbour
                                      fixed it); false: the ILP chooses */
     PlanSharding boundary;
@@ -246,6 +248,10 @@ void pass_ilp_print(FILE *f, const IrGraph *g, const PassIlpQuery *q, const Pass
  * an axis without a pin (anything). E.g. --tp 2 --sp off on a (dp x 2) mesh:
  * pass_ilp_pins(g, 0, 1, false, q.allow). */
 void pass_ilp_pins(const IrGraph *g, int dp_axis, int tp_axis, bool sp, uint64_t *allow);
+/* ... and with a context-parallel axis (-1: none), which splits only the
+ * sequence. */
+void pass_ilp_pins_cp(const IrGraph *g, int dp_axis, int cp_axis, int tp_axis, bool sp,
+                      uint64_t *allow);
 
 /* --- the lowered stage behind pass_ilp_stage (tests and the printer read it) */
 typedef struct IlpInst {

@@ -8,7 +8,7 @@
 static bool keeps_input(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
                         const int64_t *dim_size, int slot, PlanRecompute r)
 {
-    PlanStrategy rep = {{-1, -1}, 0};
+    PlanStrategy rep = {PLAN_NO_DIMS, 0};
     PassSaved it[IR_MAX_IN + IR_MAX_OUT + 2];
     int k = pass_saved_list(c, g, n, m, &rep, dim_size, r, it, IR_MAX_IN + IR_MAX_OUT + 2);
     for (int i = 0; i < k; i++)

@@ -65,6 +65,19 @@ static int expert_pins(const IrGraph *g, const IrNode *n, const PassIlpQuery *q,
     return j;
 }
 
+/* Attention splits its query sequence (context parallelism) only over the
+ * axes the query names (cp_axes). */
+static int cp_pins(const IrGraph *g, const IrNode *n, const PassIlpQuery *q, PlanStrategy *s, int k)
+{
+    int j = 0;
+    for (int i = 0; i < k; i++) {
+        int a = plan_cp_axis(g, n, &s[i]);
+        if (a < 0 || (q->cp_axes >> a & 1))
+            s[j++] = s[i];
+    }
+    return j;
+}
+
 /* The shardings a boundary may carry for tensor t: per axis nothing or one of
  * t's dims the pins allow and the axis divides; no dim on two axes. */
 static void boundary_strategies(IlpSeg *s, IlpInst *x)
@@ -72,7 +85,7 @@ static void boundary_strategies(IlpSeg *s, IlpInst *x)
     const IrGraph *g = s->g;
     const IrTensor *t = &g->tensors[x->tensor];
     const PlanMesh *m = &s->q.mesh;
-    const uint64_t *allow = s->q.allow[0] || s->q.allow[1] ? s->q.allow : NULL;
+    const uint64_t *allow = s->q.allow[0] || s->q.allow[1] || s->q.allow[2] ? s->q.allow : NULL;
     int cand[PLAN_MAX_AXES][IR_MAX_RANK + 1], nc[PLAN_MAX_AXES];
     for (int a = 0; a < PLAN_MAX_AXES; a++) {
         nc[a] = 0;
@@ -87,7 +100,7 @@ static void boundary_strategies(IlpSeg *s, IlpInst *x)
                 cand[a][nc[a]++] = d;
         }
     }
-    x->strat = ir_xmalloc((size_t)(nc[0] * nc[1]) * sizeof *x->strat);
+    x->strat = ir_xmalloc((size_t)(nc[0] * nc[1] * nc[2]) * sizeof *x->strat);
     x->nstrat = 0;
     bool fixed = s->q.fix_boundary;
     for (int a = 0; fixed && a < PLAN_MAX_AXES; a++) {
@@ -96,14 +109,16 @@ static void boundary_strategies(IlpSeg *s, IlpInst *x)
             fixed = false; /* the pinned sharding names dims this tensor lacks */
     }
     for (int i = 0; i < nc[0]; i++)
-        for (int j = 0; j < nc[1]; j++) {
-            int d0 = cand[0][i], d1 = cand[1][j];
-            if (d0 >= 0 && d0 == d1)
-                continue;
-            if (fixed && (d0 != s->q.boundary.dim[0] || d1 != s->q.boundary.dim[1]))
-                continue;
-            x->strat[x->nstrat++] = (PlanStrategy){{(int16_t)d0, (int16_t)d1}, 0};
-        }
+        for (int j = 0; j < nc[1]; j++)
+            for (int l = 0; l < nc[2]; l++) {
+                int d0 = cand[0][i], d1 = cand[1][j], d2 = cand[2][l];
+                if ((d0 >= 0 && (d0 == d1 || d0 == d2)) || (d1 >= 0 && d1 == d2))
+                    continue;
+                if (fixed && (d0 != s->q.boundary.dim[0] || d1 != s->q.boundary.dim[1] ||
+                              d2 != s->q.boundary.dim[2]))
+                    continue;
+                x->strat[x->nstrat++] = (PlanStrategy){{(int16_t)d0, (int16_t)d1, (int16_t)d2}, 0};
+            }
     if (x->nstrat == 0)
         ir_die("ilp: the fixed boundary sharding does not fit tensor '%s' on this mesh",
                t->name);
@@ -204,7 +219,7 @@ IlpSeg *ilp_lower(const PassCostCtx *ctx, const PassIlpCosts *costs, const IrGra
         ir_die("ilp: pieces %d..%d hold no forward nodes", p0, p1);
     int nn = s->end_node - s->first_node;
     s->inst_of = ir_xmalloc((size_t)nn * sizeof *s->inst_of);
-    const uint64_t *allow = q->allow[0] || q->allow[1] ? q->allow : NULL;
+    const uint64_t *allow = q->allow[0] || q->allow[1] || q->allow[2] ? q->allow : NULL;
     PlanStrategy buf[MAX_STRAT];
 
     /* Instances: one per node of each piece kind's first piece. */
@@ -233,6 +248,7 @@ IlpSeg *ilp_lower(const PassCostCtx *ctx, const PassIlpCosts *costs, const IrGra
                 in->nstrat = plan_strategies_require(g, &g->nodes[n], -1, q->require, buf,
                                                      in->nstrat);
                 in->nstrat = expert_pins(g, &g->nodes[n], q, buf, in->nstrat);
+                in->nstrat = cp_pins(g, &g->nodes[n], q, buf, in->nstrat);
                 if (in->nstrat < 1)
                     ir_die("ilp: node %d has no strategy", n);
                 in->strat = ir_xmalloc((size_t)in->nstrat * sizeof *in->strat);

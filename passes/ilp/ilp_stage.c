@@ -62,7 +62,8 @@ static bool same_query(const PassIlpQuery *a, const PassIlpQuery *b)
         if (m->size[i] != n->size[i] || m->nodes[i] != n->nodes[i] ||
             m->per_node[i] != n->per_node[i] || a->allow[i] != b->allow[i])
             return false;
-    if (a->require != b->require || a->ep_axes != b->ep_axes || a->etp_axes != b->etp_axes || a->fix_boundary != b->fix_boundary ||
+    if (a->require != b->require || a->ep_axes != b->ep_axes || a->etp_axes != b->etp_axes ||
+        a->cp_axes != b->cp_axes || a->fix_boundary != b->fix_boundary ||
         (a->fix_boundary && !plan_sharding_eq(&a->boundary, &b->boundary)))
         return false;
     return a->npieces == b->npieces && a->mb_seqs == b->mb_seqs && a->num_micro == b->num_micro &&
@@ -146,6 +147,12 @@ const PassIlpResult *pass_ilp_stage(PassIlpCache *cache, const PassCostCtx *ctx,
 
 void pass_ilp_pins(const IrGraph *g, int dp_axis, int tp_axis, bool sp, uint64_t *allow)
 {
+    pass_ilp_pins_cp(g, dp_axis, -1, tp_axis, sp, allow);
+}
+
+void pass_ilp_pins_cp(const IrGraph *g, int dp_axis, int cp_axis, int tp_axis, bool sp,
+                      uint64_t *allow)
+{
     for (int a = 0; a < PLAN_MAX_AXES; a++)
         allow[a] = ~0ull;
     uint64_t batch = g->batch_dim < 64 ? 1ull << g->batch_dim : 0;
@@ -162,4 +169,6 @@ void pass_ilp_pins(const IrGraph *g, int dp_axis, int tp_axis, bool sp, uint64_t
         allow[dp_axis] = batch | experts;
     if (tp_axis >= 0 && tp_axis < PLAN_MAX_AXES)
         allow[tp_axis] = ~batch & (sp ? ~0ull : ~seq);
+    if (cp_axis >= 0 && cp_axis < PLAN_MAX_AXES)
+        allow[cp_axis] = seq;
 }

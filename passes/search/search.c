@@ -62,11 +62,11 @@ void pass_search_result_free(PassSearchResult *r)
 
 static bool stage_size_ok(int n, int gpn) { return n % gpn == 0 || gpn % n == 0; }
 
-static SrcGroup *group(Src *s, int *cap, int dp, int tp, int b, bool sp)
+static SrcGroup *group(Src *s, int *cap, int dp, int cp, int tp, int b, bool sp)
 {
     for (int i = 0; i < s->ngroups; i++) {
         SrcGroup *G = &s->groups[i];
-        if (G->dp == dp && G->tp == tp && G->b == b && G->sp == sp)
+        if (G->dp == dp && G->cp == cp && G->tp == tp && G->b == b && G->sp == sp)
             return G;
     }
     if (s->ngroups == *cap) {
@@ -75,10 +75,10 @@ static SrcGroup *group(Src *s, int *cap, int dp, int tp, int b, bool sp)
     }
     SrcGroup *G = &s->groups[s->ngroups++];
     memset(G, 0, sizeof *G);
-    G->dp = dp, G->tp = tp, G->b = b, G->sp = sp;
+    G->dp = dp, G->cp = cp, G->tp = tp, G->b = b, G->sp = sp;
     G->mb_seqs = plan_mb_seqs(b, dp);
     G->m = (int)(s->gb / G->mb_seqs);
-    plan_mesh_make(&G->mesh, dp, tp, s->gpn);
+    plan_mesh_make_dims(&G->mesh, dp, cp, tp, s->gpn);
     G->lb = INFINITY;
     return G;
 }
@@ -93,7 +93,7 @@ static void add_cand(Src *s, SrcGroup *G, int pp, int v, int rc, int zero)
         src_group_sums(s, G);
     SrcCand *k = &G->cand[G->ncand++];
     memset(k, 0, sizeof *k);
-    s->full_valid |= pp * G->dp * G->tp == s->gpus;
+    s->full_valid |= pp * G->dp * G->cp * G->tp == s->gpus;
     k->pp = pp, k->v = v, k->rc = rc, k->zero = zero;
     k->hope = NAN;
     src_bound(s, G, k);
@@ -108,6 +108,19 @@ static bool v_ok(const Src *s, int pp, int v, int m)
     return s->rep0 >= 0 && pp >= 2 && v >= 2 && v <= PLAN_MAX_CHUNKS && pp * v <= PLAN_MAX_STAGES &&
            s->rep_count % (pp * v) == 0 &&
            m % pp == 0 && m >= pp;
+}
+
+/* Context parallelism cp: pinned (--cp), or any degree whose ranks each
+ * hold two whole chunks of the sequence (the load-balanced split's unit,
+ * docs/context.md) of a model with attention. */
+static bool cp_ok(const Src *s, int cp)
+{
+    const PassSearchPins *pin = &s->o->pins;
+    if (pin->cp)
+        return cp == pin->cp;
+    if (cp == 1)
+        return true;
+    return s->has_attention && s->seq % (2 * cp) == 0 && cp <= PLAN_MAX_CP;
 }
 
 /* Does policy r rerun any node at all? */
@@ -202,7 +215,9 @@ static void enumerate(Src *s)
              * tried (a loop to n would make this quadratic in the GPUs). */
             bool any = false;
             for (int tp = 1; tp <= tp_max(pin, gpn, n) && !any; tp++)
-                any = n % tp == 0 && s->gb % (n / tp) == 0 && (tp <= gpn || pin->tp == tp);
+                for (int cp = 1; cp <= n / tp && !any; cp++)
+                    any = n % (tp * cp) == 0 && cp_ok(s, cp) && s->gb % (n / (tp * cp)) == 0 &&
+                          (tp <= gpn || pin->tp == tp);
             if (any)
                 sizes[nsz++] = n;
         }
@@ -211,8 +226,12 @@ static void enumerate(Src *s)
             for (int tp = 1; tp <= tp_max(pin, gpn, n); tp++) {
                 if (n % tp || (pin->tp && tp != pin->tp) || (!pin->tp && tp > gpn) || tp <= f->tp_above)
                     continue;
-                int dp = n / tp;
-                if ((pin->dp && dp != pin->dp) || s->gb % dp || !src_moe_mesh_ok(s, dp, tp))
+              for (int cp = 1; cp <= n / tp; cp++) {
+                if (n % (tp * cp) || !cp_ok(s, cp))
+                    continue;
+                int dp = n / (tp * cp);
+                if ((pin->dp && dp != pin->dp) || s->gb % dp || !src_moe_mesh_ok(s, dp, tp) ||
+                    (cp > 1 && s->has_moe))
                     continue;
                 int64_t per = s->gb / dp;
                 int nb = micro_batches(s, per);
@@ -226,7 +245,7 @@ static void enumerate(Src *s)
                             continue;
                         if ((sp && tp == 1) || (sp && s->c->st.no_sp))
                             continue;
-                        SrcGroup *G = group(s, &cap, dp, tp, (int)b, sp);
+                        SrcGroup *G = group(s, &cap, dp, cp, tp, (int)b, sp);
                         int vs[64], nv = 0;
                         if (pin->schedule != PLAN_SCHED_INTERLEAVED && !(pin->v > 1) &&
                             (pp == 1 || pass_stack_has_schedule(&s->c->st, PLAN_SCHED_1F1B)))
@@ -258,6 +277,7 @@ static void enumerate(Src *s)
                                 }
                     }
                 }
+              }
             }
         }
     }
@@ -632,7 +652,8 @@ static void rank_group(Rank *R, SrcGroup *G, int vi)
 static bool same_strategies(const IrGraph *g, const SrcVariant *a, const SrcVariant *b)
 {
     for (int i = 0; i < g->nfwd; i++)
-        if (a->strat[i].dim[0] != b->strat[i].dim[0] || a->strat[i].dim[1] != b->strat[i].dim[1])
+        if (memcmp(a->strat[i].dim, b->strat[i].dim, sizeof a->strat[i].dim) != 0 ||
+            a->strat[i].xchg != b->strat[i].xchg)
             return false;
     return true;
 }
@@ -691,6 +712,8 @@ static int cmp_group(const void *a, const void *b)
     /* Equal bounds: fewer devices per tensor group first (deterministic). */
     if (x->tp != y->tp)
         return x->tp - y->tp;
+    if (x->cp != y->cp)
+        return x->cp - y->cp;
     if (x->dp != y->dp)
         return y->dp - x->dp;
     if (x->b != y->b)
@@ -763,6 +786,11 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
                 s.eff_max = fmax(s.eff_max, c->cl->gpu.attn_bwd[d].y[i] / c->cl->gpu.peak_flops);
         }
     s.npieces = g->npieces;
+    s.seq = g->seq_dim >= 0 ? g->dims[g->seq_dim].size : 0;
+    for (int i = 0; i < g->nfwd; i++) {
+        s.has_attention |= g->nodes[i].op == IR_OP_ATTENTION;
+        s.has_moe |= plan_expert_dim(g, &g->nodes[i]) >= 0;
+    }
     s.rep0 = -1;
     int nreps = 0;
     for (int p = 0; p < g->npieces; p++) {

@@ -23,6 +23,7 @@
 /* What the user fixed; everything else is searched. */
 typedef struct PassSearchPins {
     int tp, pp, dp;               /* 0: searched */
+    int cp;                       /* context parallelism; 0: searched */
     int micro_batch;              /* sequences per data-parallel replica per micro-batch; 0: searched */
     int recompute;                /* -1: searched per stage; else the PlanRecompute of every stage */
     int sp;                       /* -1: searched; 0 off; 1 on */

@@ -107,7 +107,9 @@ static void variant_query(const Src *s, const SrcGroup *G, const IrGraph *gs, Pa
     base->recompute = pin->recompute >= 0 ? (PlanRecompute)pin->recompute : PLAN_RECOMPUTE_NONE;
     base->inflight = 1;
     base->time_limit_s = s->o->ilp_time_limit_s > 0 ? s->o->ilp_time_limit_s : 10;
-    pass_ilp_pins(gs, 0, G->tp > 1 ? 1 : -1, G->sp, base->allow);
+    int dpa, cpa, tpa;
+    plan_mesh_dims_axes(G->cp, G->tp, &dpa, &cpa, &tpa);
+    pass_ilp_pins_cp(gs, dpa, cpa, tpa, G->sp, base->allow);
     /* Axis 0 is the data-parallel axis: one that splits no batch holds only
      * replicas, which the search already weighs as idle GPUs. The tp axis may
      * serve a sequence split with whole weights; a pinned --tp asks for
@@ -115,6 +117,11 @@ static void variant_query(const Src *s, const SrcGroup *G, const IrGraph *gs, Pa
      * norms. */
     base->require = PLAN_REQ_BATCH | (pin->tp > 1 ? PLAN_REQ_WEIGHTS : 0) |
                     (pin->sp == 1 && G->tp > 1 ? PLAN_REQ_SEQ_NORMS : 0);
+    /* A cp axis splits the sequence everywhere, attention's queries too. */
+    if (cpa >= 0) {
+        base->require |= PLAN_REQ_CP;
+        base->cp_axes = 1u << cpa;
+    }
     base->ep_axes = src_moe_axes(G->dp, G->tp, s->o->ep);
     base->etp_axes = src_moe_axes(G->dp, G->tp, s->o->etp) & ~2u;
 }
@@ -289,7 +296,7 @@ bool src_variant(Src *s, SrcGroup *G, int k)
     variant_query(s, G, w.gs, &w.base);
     V->strat = ir_xmalloc(sizeof(PlanStrategy) * (size_t)(g->nfwd + 1));
     for (int i = 0; i < g->nfwd; i++)
-        V->strat[i] = (PlanStrategy){{-1, -1}, 0};
+        V->strat[i] = (PlanStrategy){PLAN_NO_DIMS, 0};
     V->piece = ir_xcalloc((size_t)g->npieces, sizeof *V->piece);
     w.rs = ir_xcalloc((size_t)g->npieces * 2, sizeof(double));
     w.ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));

@@ -16,7 +16,7 @@ static double states_total(const PassCostCtx *c, const IrGraph *g)
 {
     PlanMesh one;
     plan_mesh_make(&one, 1, 1, 8);
-    PlanStrategy rep = {{-1, -1}, 0};
+    PlanStrategy rep = {PLAN_NO_DIMS, 0};
     double t = 0;
     for (int n = 0; n < g->nfwd; n++)
         t += pass_param_bytes(c, g, &g->nodes[n], &one, &rep, 0);

@@ -128,13 +128,16 @@ static bool check_pp_pin(const Src *s)
 static bool check_mesh_pins(const Src *s)
 {
     const PassSearchPins *p = &s->o->pins;
-    int N = s->gpus, tp = p->tp, pp = p->pp, dp = p->dp;
-    if (dp && tp && pp && dp * tp * pp != N) {
-        ir_error(IR_NOLOC, "--dp %d x --tp %d x --pp %d = %d GPUs, but --gpus is %d", dp, tp, pp,
-                 dp * tp * pp, N);
+    int N = s->gpus, tp = p->tp, pp = p->pp, dp = p->dp, cp = p->cp ? p->cp : 1;
+    if (dp && tp && pp && dp * cp * tp * pp != N) {
+        char cps[32] = "";
+        if (cp > 1)
+            snprintf(cps, sizeof cps, " x --cp %d", cp);
+        ir_error(IR_NOLOC, "--dp %d%s x --tp %d x --pp %d = %d GPUs, but --gpus is %d", dp, cps, tp,
+                 pp, dp * cp * tp * pp, N);
         return false;
     }
-    int fixed = (tp ? tp : 1) * (pp ? pp : 1) * (dp ? dp : 1);
+    int fixed = (tp ? tp : 1) * (pp ? pp : 1) * (dp ? dp : 1) * cp;
     if (N % fixed) {
         char what[96] = "";
         size_t k = 0;
@@ -144,7 +147,9 @@ static bool check_mesh_pins(const Src *s)
             k += (size_t)snprintf(what + k, sizeof what - k, "%s--tp %d", k ? " x " : "", tp);
         if (pp)
             k += (size_t)snprintf(what + k, sizeof what - k, "%s--pp %d", k ? " x " : "", pp);
-        if ((dp != 0) + (tp != 0) + (pp != 0) > 1)
+        if (cp > 1)
+            k += (size_t)snprintf(what + k, sizeof what - k, "%s--cp %d", k ? " x " : "", cp);
+        if ((dp != 0) + (tp != 0) + (pp != 0) + (cp > 1) > 1)
             snprintf(what + k, sizeof what - k, " = %d", fixed);
         ir_error(IR_NOLOC, "--gpus %d is not divisible by %s", N, what);
         return false;
@@ -169,7 +174,8 @@ static bool check_mesh_pins(const Src *s)
 static int pinned_dp(const Src *s)
 {
     const PassSearchPins *p = &s->o->pins;
-    return p->dp ? p->dp : p->tp && p->pp ? s->gpus / (p->tp * p->pp) : 0;
+    int cp = p->cp ? p->cp : 1;
+    return p->dp ? p->dp : p->tp && p->pp ? s->gpus / (p->tp * p->pp * cp) : 0;
 }
 
 /* The global batch must split over the data-parallel replicas and into
@@ -326,11 +332,48 @@ static bool check_moe_pins(const Src *s)
     return true;
 }
 
+/* Context parallelism splits the sequence of a model with attention into
+ * two chunks per rank (docs/context.md); MoE layers do not fold over it yet. */
+static bool check_cp_pin(const Src *s)
+{
+    const PassSearchPins *p = &s->o->pins;
+    const IrGraph *g = s->g;
+    if (p->cp <= 1)
+        return true;
+    int64_t seq = g->seq_dim >= 0 ? g->dims[g->seq_dim].size : 0;
+    bool attn = false, moe = false;
+    for (int i = 0; i < g->nfwd; i++) {
+        attn |= g->nodes[i].op == IR_OP_ATTENTION;
+        moe |= plan_expert_dim(g, &g->nodes[i]) >= 0;
+    }
+    if (!attn || seq <= 0) {
+        ir_error(IR_NOLOC, "--cp %d: context parallelism splits the sequence of attention, and this "
+                 "model has %s", p->cp, attn ? "no sequence dim" : "no attention");
+        return false;
+    }
+    if (moe) {
+        ir_error(IR_NOLOC, "--cp %d: context parallelism with mixture-of-experts layers is not "
+                 "supported yet; use --cp 1", p->cp);
+        return false;
+    }
+    if (p->cp > PLAN_MAX_CP) {
+        ir_error(IR_NOLOC, "--cp %d is more than the %d context-parallel ranks the programs support",
+                 p->cp, PLAN_MAX_CP);
+        return false;
+    }
+    if (seq % (2 * p->cp)) {
+        ir_error(IR_NOLOC, "--cp %d needs a sequence length divisible by 2 x %d = %d (two chunks per "
+                 "rank); the sequence is %lld", p->cp, p->cp, 2 * p->cp, (long long)seq);
+        return false;
+    }
+    return true;
+}
+
 bool src_check_pins(Src *s)
 {
     const PassSearchPins *p = &s->o->pins;
     bool inter = p->schedule == PLAN_SCHED_INTERLEAVED || p->v > 1;
-    return check_stack_pins(s) && check_tp_pin(s) && check_pp_pin(s) && check_mesh_pins(s) &&
+    return check_stack_pins(s) && check_tp_pin(s) && check_cp_pin(s) && check_pp_pin(s) && check_mesh_pins(s) &&
            check_batch_pins(s) && (!inter || check_interleaved_pins(s)) && check_moe_pins(s);
 }
 

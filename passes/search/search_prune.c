@@ -61,7 +61,7 @@ void src_states(Src *s)
     const IrGraph *g = s->g;
     PlanMesh one;
     plan_mesh_make(&one, 1, 1, s->gpn);
-    PlanStrategy rep = {{-1, -1}, 0};
+    PlanStrategy rep = {PLAN_NO_DIMS, 0};
     s->w = ir_xcalloc((size_t)s->npieces, sizeof(double));
     s->gr = ir_xcalloc((size_t)s->npieces, sizeof(double));
     s->op = ir_xcalloc((size_t)s->npieces, sizeof(double));
@@ -116,7 +116,7 @@ const SrcWork *src_work(Src *s, int64_t mb_seqs)
     ir_dim_sizes(g, mb_seqs, ds);
     PlanMesh one;
     plan_mesh_make(&one, 1, 1, s->gpn);
-    PlanStrategy rep = {{-1, -1}, 0};
+    PlanStrategy rep = {PLAN_NO_DIMS, 0};
     double flop_rate = gpu->peak_flops * s->eff_max, byte_rate = gpu->hbm_bw * gpu->hbm_eff;
     for (int p = 0; p < s->npieces; p++) {
         int q = rep_piece(g, p);
@@ -212,7 +212,9 @@ void src_group_floor(Src *s, SrcGroup *G)
     int64_t *ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));
     ir_dim_sizes(g, G->mb_seqs, ds);
     uint64_t allow[PLAN_MAX_AXES];
-    pass_ilp_pins(g, 0, G->tp > 1 ? 1 : -1, G->sp, allow);
+    int dpa, cpa, tpa;
+    plan_mesh_dims_axes(G->cp, G->tp, &dpa, &cpa, &tpa);
+    pass_ilp_pins_cp(g, dpa, cpa, tpa, G->sp, allow);
     enum { MAXS = 512 };
     PlanStrategy *st = ir_xmalloc(sizeof(PlanStrategy) * MAXS);
     PlanStrategy *pst = ir_xmalloc(sizeof(PlanStrategy) * MAXS);
@@ -285,7 +287,7 @@ void src_group_floor(Src *s, SrcGroup *G)
 void src_group_sums(Src *s, SrcGroup *G)
 {
     const SrcWork *W = src_work(s, G->mb_seqs);
-    int n = G->dp * G->tp;
+    int n = G->dp * G->cp * G->tp;
     memset(G->sum_t, 0, sizeof G->sum_t);
     memset(G->max_t, 0, sizeof G->max_t);
     memset(G->sum_saved, 0, sizeof G->sum_saved);
@@ -386,7 +388,7 @@ double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, c
 void src_floor_pieces(Src *s, const SrcGroup *G, SrcPiece *out)
 {
     const SrcWork *W = src_work(s, G->mb_seqs);
-    int n = G->dp * G->tp;
+    int n = G->dp * G->cp * G->tp;
     for (int p = 0; p < s->npieces; p++) {
         SrcPiece *P = &out[p];
         memset(P, 0, sizeof *P);

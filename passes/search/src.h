@@ -63,6 +63,7 @@ typedef struct SrcCand {
 
 typedef struct SrcGroup {
     int dp, tp, b;                /* b: sequences per replica per micro-batch */
+    int cp;                       /* context parallelism (a dp x cp x tp mesh when > 1) */
     bool sp;
     int64_t mb_seqs;
     int m;                        /* micro-batches per step */
@@ -104,6 +105,8 @@ typedef struct Src {
     int npieces;
     int nlayers;                  /* pieces inside repeats */
     int rep0, rep_first, rep_count; /* the single repeat interleaving needs (-1: none) */
+    int64_t seq;                  /* the sequence length (0: the model has no sequence dim) */
+    bool has_attention, has_moe;  /* what context parallelism may split (not MoE, yet) */
     double *w, *gr, *op;          /* [npieces] global model-state bytes (ZeRO 0, unsharded) */
     double *xw, *xgr, *xop;       /* [npieces] of those, the experts' (MOE weights: an exchange
                                      split shards them over the data-parallel axis too) */

@@ -16,10 +16,10 @@
  *   CG_MODEL         the model's name (a string)
  *   CG_WORLD         ranks: CG_PP x CG_DEVICES
  *   CG_PP            pipeline ranks
- *   CG_DEVICES       ranks per pipeline rank: the mesh, CG_MESH0 x CG_MESH1
+ *   CG_DEVICES       ranks per pipeline rank: the mesh, CG_MESH0 x CG_MESH1 x CG_MESH2
  *   CG_NAXES         mesh axes used (1 or 2)
- *   CG_MESH0, CG_MESH1   the mesh's sizes (axis 1 the inner one)
- *   CG_AXIS0, CG_AXIS1   their roles, as strings ("dp", "tp")
+ *   CG_MESH0, CG_MESH1, CG_MESH2   the mesh's sizes (axis 2 the innermost; 1 past CG_NAXES)
+ *   CG_AXIS0, CG_AXIS1, CG_AXIS2   their roles, as strings ("dp", "cp", "tp")
  *   CG_NUM_MICRO     micro-batches per step
  *   CG_MB_SEQS       sequences per micro-batch, whole mesh
  *   CG_GLOBAL_BATCH  sequences per step

@@ -28,7 +28,7 @@ extern int64_t tr_step;          /* steps done */
 extern int64_t tr_data_pos;      /* sequences consumed: the next step reads from here */
 
 #define ROOT (tr_world_rank == 0)
-int tr_mesh_size(int axis);      /* CG_MESH0 or CG_MESH1 */
+int tr_mesh_size(int axis);      /* CG_MESH0, CG_MESH1 or CG_MESH2 */
 /* This rank's block of p's global tensor: offset and extent per dim. */
 void tr_block(const CgParam *p, int64_t *off, int64_t *loc);
 

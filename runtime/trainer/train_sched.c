@@ -16,15 +16,26 @@ static RtComm *pipe_comm; /* pipeline neighbours: the ranks of this mesh index, 
 void tr_make_comms(void)
 {
     tr_world = rt_comm_world();
-    int c0 = g_coord[0], c1 = g_coord[1];
-    /* Mask 1: along axis 0 (same coordinate 1); mask 2: along axis 1; mask 3: the mesh.
-     * A group equal to another (the world, or one axis of a one-axis mesh)
-     * shares that communicator in the runtime, and a group of one rank has
-     * none (its collectives are copies). */
+    /* Mask m: the ranks of this stage whose coordinates differ only along
+     * the axes in m (mask 1: along axis 0, ...; all bits: the mesh). The
+     * colour numbers the other coordinates, the key orders the group by its
+     * own. A group equal to another (the world, or one axis of a one-axis
+     * mesh) shares that communicator in the runtime, and a group of one rank
+     * has none (its collectives are copies). Collective over the world: every
+     * rank splits every mask in the same order. */
     g_comm[0] = NULL;
-    g_comm[1] = rt_comm_split(tr_pp_rank * CG_DEVICES + c1, c0);
-    g_comm[2] = rt_comm_split(tr_pp_rank * CG_DEVICES + c0, c1);
-    g_comm[3] = rt_comm_split(tr_pp_rank, tr_mesh_index);
+    for (int m = 1; m < 1 << CG_NAXES; m++) {
+        int color = 0, key = 0;
+        for (int a = 0; a < 3; a++) {
+            if (m >> a & 1)
+                key = key * tr_mesh_size(a) + g_coord[a];
+            else
+                color = color * tr_mesh_size(a) + g_coord[a];
+        }
+        g_comm[m] = rt_comm_split(tr_pp_rank * CG_DEVICES + color, key);
+    }
+    for (int m = 1 << CG_NAXES; m < 8; m++) /* axes past the mesh's have one rank */
+        g_comm[m] = g_comm[m & ((1 << CG_NAXES) - 1)];
     for (int i = 0; i < CG_NTIED; i++)
         tr_tied[i] =
             rt_comm_split(cg_tied_mask[i] >> tr_pp_rank & 1 ? tr_mesh_index : -1, tr_pp_rank);

@@ -3,8 +3,8 @@
  * world (train.h). Set up by trainer.c's main. */
 #include "train.h"
 
-RtComm *g_comm[4];
-int g_coord[2];
+RtComm *g_comm[8];
+int g_coord[3];
 float *g_loss;
 rt_act *g_scratch, *g_ws_act;
 float *g_ws_f32;
@@ -17,7 +17,7 @@ RtComm *tr_world, *tr_tied[64];
 int64_t tr_step;                 /* steps done */
 int64_t tr_data_pos;             /* sequences consumed */
 
-int tr_mesh_size(int a) { return a == 0 ? CG_MESH0 : CG_MESH1; }
+int tr_mesh_size(int a) { return a == 0 ? CG_MESH0 : a == 1 ? CG_MESH1 : CG_MESH2; }
 
 void tr_block(const CgParam *p, int64_t *off, int64_t *loc)
 {

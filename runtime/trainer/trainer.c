@@ -2,7 +2,7 @@
  * other half, model.c, holds the model and the plan; see trainer.h).
  *
  * One process per rank. World rank = pipeline rank x CG_DEVICES + mesh index,
- * mesh index = coordinate 0 x CG_MESH1 + coordinate 1. A step: zero the
+ * mesh index = (coordinate 0 x CG_MESH1 + coordinate 1) x CG_MESH2 + coordinate 2. A step: zero the
  * gradients, walk this pipeline rank's schedule (stage forwards and
  * backwards per micro-batch), then per parameter sum tied copies across
  * pipeline ranks and reduce over the mesh axes its gradient is partial on
@@ -340,8 +340,9 @@ int main(int argc, char **argv)
     }
     tr_pp_rank = tr_world_rank / CG_DEVICES;
     tr_mesh_index = tr_world_rank % CG_DEVICES;
-    g_coord[0] = tr_mesh_index / CG_MESH1;
-    g_coord[1] = tr_mesh_index % CG_MESH1;
+    g_coord[0] = tr_mesh_index / (CG_MESH1 * CG_MESH2);
+    g_coord[1] = tr_mesh_index / CG_MESH2 % CG_MESH1;
+    g_coord[2] = tr_mesh_index % CG_MESH2;
     tr_make_comms();
     tr_prog = &cg_ranks[tr_pp_rank];
     size_t fo = round_up((size_t)tr_prog->total[CG_ACT] * sizeof(rt_act));

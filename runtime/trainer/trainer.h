@@ -24,7 +24,7 @@
  * model.h and trainer disagree stops here). */
 #if !defined(CG_MODEL) || !defined(CG_WORLD) || !defined(CG_PP) || !defined(CG_DEVICES) ||     \
     !defined(CG_NAXES) || !defined(CG_MESH0) || !defined(CG_MESH1) || !defined(CG_AXIS0) ||   \
-    !defined(CG_AXIS1) || !defined(CG_NUM_MICRO) || !defined(CG_MB_SEQS) ||                    \
+    !defined(CG_AXIS1) || !defined(CG_MESH2) || !defined(CG_AXIS2) || !defined(CG_NUM_MICRO) || !defined(CG_MB_SEQS) ||                    \
     !defined(CG_GLOBAL_BATCH) || !defined(CG_SEQ) || !defined(CG_VOCAB) || !defined(CG_ZERO) || \
     !defined(CG_NTIED) || !defined(CG_MASTER_ALIAS) || !defined(CG_LOSS_PP) ||                 \
     !defined(CG_LOSS_MASK) || !defined(CG_PLAN) || !defined(CG_PLAN_HASH)
@@ -33,9 +33,9 @@
 extern const CgRank cg_ranks[CG_PP];
 
 /* ------------------------------------------ what generated code calls */
-extern RtComm *g_comm[4];      /* g_comm[m]: the ranks of this stage differing only along the
+extern RtComm *g_comm[8];      /* g_comm[m]: the ranks of this stage differing only along the
                                   mesh axes in bitmask m (NULL for m = 0) */
-extern int g_coord[2];         /* this rank's mesh coordinate */
+extern int g_coord[3];         /* this rank's mesh coordinate */
 extern float *g_loss;          /* the step's loss, summed by cross-entropy; [1] the gradients'
                                   sum of squares; [2] the routers' regularisers (docs/moe.md) */
 extern rt_act *g_scratch;      /* staging area of the *_dim collectives */

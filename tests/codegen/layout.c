@@ -117,7 +117,7 @@ bool layout_plan(const IrGraph *g, const Layout *l, Plan *p)
     int tp_axis = p->mesh.naxes - 1;
     for (int i = 0; i < g->nfwd; i++) {
         const IrNode *n = &g->nodes[i];
-        PlanStrategy s = {{-1, -1}, 0};
+        PlanStrategy s = {PLAN_NO_DIMS, 0};
         if (l->dp > 1)
             s.dim[0] = (int16_t)g->batch_dim;
         if (l->tp > 1) {

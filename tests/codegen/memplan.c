@@ -28,7 +28,9 @@ static const FeSet bench_sets[] = {{"n_layers", "4"}, {"d_model", "256"}, {"n_he
                                    {"n_kv_heads", "4"}, {"d_ff", "704"}, {"vocab", "4096"},
                                    {"seq", "256"}, {"global_batch", "16"}};
 
-#define PINS(tp_, pp_, dp_, mb_, rc_, sp_, z_, sch_, v_) {tp_, pp_, dp_, mb_, rc_, sp_, z_, sch_, v_}
+#define PINS(tp_, pp_, dp_, mb_, rc_, sp_, z_, sch_, v_)                                          \
+    {.tp = tp_, .pp = pp_, .dp = dp_, .micro_batch = mb_, .recompute = rc_, .sp = sp_, .zero = z_,  \
+     .schedule = sch_, .v = v_}
 
 static int failures;
 

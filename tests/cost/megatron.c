@@ -70,6 +70,7 @@ bool mega_plan(const IrGraph *g, const MegaLayout *L, Plan *p)
     for (int i = 0; i < g->nfwd; i++) {
         const IrNode *n = &g->nodes[i];
         PlanStrategy *s = &p->strategy[i];
+        *s = (PlanStrategy){PLAN_NO_DIMS, 0};
         s->dim[0] = (int16_t)(L->dp > 1 && loop_has(g, n, g->batch_dim) ? g->batch_dim : -1);
         s->dim[1] = (int16_t)(L->tp > 1 ? tp_dim(g, n, L->sp) : -1);
         if (L->dp == 1 && L->tp > 1) { /* mesh 1 x tp: axis 0 is unused */

@@ -817,7 +817,7 @@ static void test_moe(const char *models)
     /* Exchange over tp with the sequence, the batch over dp: 2 x 128 tokens
      * per rank, each choosing 2 of 8 experts, one of which is here; the
      * group of 8 sends 8 x 2 x 128 x 2 / 8 rows to each rank. */
-    PlanStrategy x = {{(int16_t)batch, (int16_t)seq}, 2};
+    PlanStrategy x = {{(int16_t)batch, (int16_t)seq, -1}, 2};
     int64_t local[256];
     plan_local_sizes(g, moe, &m, &x, ds, local);
     CHECK(local[ed] == 1);
@@ -861,7 +861,7 @@ static void test_moe(const char *models)
     /* An exchange over dp with the batch, the experts' width over tp (ETP):
      * weights split 2 x 8 ways, no expert data parallelism left. */
     int fd = g->tensors[moe->in[2]].dim[2];
-    PlanStrategy y = {{(int16_t)batch, (int16_t)fd}, 1};
+    PlanStrategy y = {{(int16_t)batch, (int16_t)fd, -1}, 1};
     pass_param_bytes3(&c, g, moe, &m, &y, 1, &w, &gr, &op);
     CHECK(NEAR(w, 2 * own / 16, 1e-12) && NEAR(op, 12 * own / 16, 1e-12));
     ir_graph_free(g);

@@ -430,7 +430,7 @@ static void kept_activations(void)
             /* Every layer as the solved one, so readers in the next see it. */
             const IrPiece *L = &E.g->pieces[q.first_piece];
             for (int i = 0; i < E.g->nfwd; i++)
-                st[i] = (PlanStrategy){{-1, -1}, 0};
+                st[i] = (PlanStrategy){PLAN_NO_DIMS, 0};
             for (int p = 0; p < E.g->npieces; p++)
                 if (E.g->pieces[p].rep == L->rep)
                     for (int j = 0; j < L->count; j++)

@@ -103,7 +103,7 @@ int main(void)
     /* Megatron MLP on a (dp=2) x (tp=4) mesh: column-parallel w1, row-parallel w2. */
     plan_mesh_make(&m, 2, 4, 8);
     const IrNode *mm1 = &g->nodes[f.n_mm1], *mm2 = &g->nodes[f.n_mm2];
-    PlanStrategy col = {{(int16_t)f.b, (int16_t)f.f}, 0}, row = {{(int16_t)f.b, (int16_t)f.f}, 0};
+    PlanStrategy col = {{(int16_t)f.b, (int16_t)f.f, -1}, 0}, row = {{(int16_t)f.b, (int16_t)f.f, -1}, 0};
     PlanSharding in[2], out[1];
     plan_shard_io(g, mm1, &col, in, out);
     CHECK(sh_is(in[0], f.b, -1, 0));     /* x[batch/dp, seq, d_model] */
@@ -119,19 +119,19 @@ int main(void)
 
     /* z partial over tp -> replicated: one all-reduce of the local tensor. */
     PlanColl st[8];
-    PlanSharding rep = {{(int16_t)f.b, -1}, 0};
+    PlanSharding rep = {{(int16_t)f.b, -1, -1}, 0};
     int n = plan_reshard(g, f.z, &m, &out[0], &rep, sz, st, 8);
     CHECK(n == 1 && st[0].kind == PLAN_COLL_ALLREDUCE && st[0].axis == 1);
     CHECK(st[0].numel == 4 * 16 * 64); /* batch 8/2, seq 16, d_model 64 */
     /* -> sequence split over tp instead: a reduce-scatter (sequence parallelism). */
-    PlanSharding sp = {{(int16_t)f.b, (int16_t)f.s}, 0};
+    PlanSharding sp = {{(int16_t)f.b, (int16_t)f.s, -1}, 0};
     n = plan_reshard(g, f.z, &m, &out[0], &sp, sz, st, 8);
     CHECK(n == 1 && st[0].kind == PLAN_COLL_REDUCESCATTER && st[0].dim == f.s);
     /* sequence split -> replicated: all-gather, counted as its output. */
     n = plan_reshard(g, f.z, &m, &sp, &rep, sz, st, 8);
     CHECK(n == 1 && st[0].kind == PLAN_COLL_ALLGATHER && st[0].numel == 4 * 16 * 64);
     /* seq split -> d_model split on the same axis: all-to-all. */
-    PlanSharding dsplit = {{(int16_t)f.b, (int16_t)f.d}, 0};
+    PlanSharding dsplit = {{(int16_t)f.b, (int16_t)f.d, -1}, 0};
     n = plan_reshard(g, f.z, &m, &sp, &dsplit, sz, st, 8);
     CHECK(n == 1 && st[0].kind == PLAN_COLL_ALLTOALL && st[0].dim == f.s && st[0].dim2 == f.d);
     /* replicated -> split: a local slice, then equal shardings need nothing. */
@@ -139,7 +139,7 @@ int main(void)
     CHECK(n == 1 && st[0].kind == PLAN_COLL_SLICE);
     CHECK(plan_reshard(g, f.z, &m, &sp, &sp, sz, st, 8) == 0);
     /* Swapping two splits between axes is a gather then a slice, never a clash. */
-    PlanSharding ab = {{(int16_t)f.b, (int16_t)f.s}, 0}, ba = {{(int16_t)f.s, (int16_t)f.b}, 0};
+    PlanSharding ab = {{(int16_t)f.b, (int16_t)f.s, -1}, 0}, ba = {{(int16_t)f.s, (int16_t)f.b, -1}, 0};
     n = plan_reshard(g, f.z, &m, &ab, &ba, sz, st, 8);
     CHECK(n >= 2);
 
@@ -159,10 +159,11 @@ int main(void)
     for (int i = 0; i < ns; i++)
         CHECK(ss[i].dim[0] == -1 || ss[i].dim[0] == f.b);
 
-    /* Attention: only batch and heads split; 2 KV heads refuse a 4-way head split
-     * but allow a 2-way one, with the kv dim following the heads. */
+    /* Attention: batch, heads and the query sequence split (context
+     * parallelism), never head_dim; 2 KV heads refuse a 4-way head split but
+     * allow a 2-way one, with the kv dim following the heads. */
     const IrNode *att = &g->nodes[f.n_att];
-    CHECK(!plan_dim_splittable(g, att, f.s) && !plan_dim_splittable(g, att, f.hd));
+    CHECK(plan_dim_splittable(g, att, f.s) && !plan_dim_splittable(g, att, f.hd));
     CHECK(plan_dim_splittable(g, att, f.h) && plan_dim_splittable(g, att, f.b));
     ns = plan_strategies(g, att, &m, sz, NULL, ss, 256);
     for (int i = 0; i < ns; i++)
@@ -174,17 +175,37 @@ int main(void)
     for (int i = 0; i < ns; i++)
         found |= ss[i].dim[1] == f.h;
     CHECK(found);
-    PlanStrategy hs = {{(int16_t)f.b, (int16_t)f.h}, 0};
+    PlanStrategy hs = {{(int16_t)f.b, (int16_t)f.h, -1}, 0};
     PlanSharding ain[3], aout[2];
     plan_shard_io(g, att, &hs, ain, aout);
     CHECK(sh_is(ain[1], f.b, f.kvh, 0) && sh_is(aout[0], f.b, f.h, 0) && sh_is(aout[1], f.b, f.h, 0));
+    /* Context parallelism on a dp 2 x cp 2 x tp 2 mesh: the queries, output
+     * and lse split on the sequence, k and v read whole along cp (gathered),
+     * and their gradients partial sums over it. */
+    PlanMesh m3;
+    plan_mesh_make_dims(&m3, 2, 2, 2, 8);
+    CHECK(m3.naxes == 3 && plan_mesh_devices(&m3) == 8 && m3.per_node[2] == 2 && m3.per_node[1] == 2 &&
+          m3.per_node[0] == 2 && m3.nodes[0] == 1);
+    plan_mesh_make_dims(&m3, 4, 4, 8, 8); /* tp a node, cp over 4 nodes */
+    CHECK(m3.per_node[2] == 8 && m3.nodes[1] == 4 && m3.per_node[1] == 1 && m3.nodes[0] == 4);
+    plan_mesh_make_dims(&m3, 2, 2, 2, 8);
+    PlanStrategy cs = {{(int16_t)f.b, (int16_t)f.s, (int16_t)f.h}, 0};
+    CHECK(plan_cp_axis(g, att, &cs) == 1 && plan_cp_axis(g, att, &hs) == -1);
+    PlanSharding cin[3], cout[2];
+    plan_shard_io(g, att, &cs, cin, cout);
+    CHECK(cin[0].dim[0] == f.b && cin[0].dim[1] == f.s && cin[0].dim[2] == f.h && !cin[0].partial);
+    CHECK(cin[1].dim[0] == f.b && cin[1].dim[1] == -1 && cin[1].dim[2] == f.kvh && !cin[1].partial);
+    CHECK(cout[0].dim[1] == f.s && cout[1].dim[1] == f.s && !cout[0].partial);
+    PlanSharding dk = plan_shard_grad_in(g, att, &cs, 1), dq = plan_shard_grad_in(g, att, &cs, 0);
+    CHECK(dk.dim[1] == -1 && dk.dim[2] == f.kvh && dk.partial == 2);
+    CHECK(dq.dim[1] == f.s && dq.partial == 0);
     int64_t loc[32];
     plan_local_sizes(g, att, &m2, &hs, sz, loc);
     CHECK(loc[f.h] == 4 && loc[f.kvh] == 1 && loc[f.b] == 2);
 
     /* Vocabulary-parallel embedding leaves partial sums; vocabulary-parallel
      * cross-entropy reduces inside, so its loss is not partial over that axis. */
-    PlanStrategy vs = {{(int16_t)f.b, (int16_t)f.v}, 0};
+    PlanStrategy vs = {{(int16_t)f.b, (int16_t)f.v, -1}, 0};
     PlanSharding eo[1], co[2];
     plan_shard_io(g, &g->nodes[f.n_emb], &vs, NULL, eo);
     CHECK(sh_is(eo[0], f.b, -1, 2));
@@ -206,7 +227,7 @@ int main(void)
     nr = plan_strategies(g, att, &m22, sz, NULL, ss, 256);
     CHECK(plan_strategies_require(g, att, -1, PLAN_REQ_WEIGHTS, ss, nr) == nr);
     /* A boundary tensor: only the batch requirement applies. */
-    PlanStrategy bs[3] = {{{-1, -1}, 0}, {{(int16_t)f.b, -1}, 0}, {{(int16_t)f.b, (int16_t)f.s}, 0}};
+    PlanStrategy bs[3] = {{PLAN_NO_DIMS, 0}, {{(int16_t)f.b, -1, -1}, 0}, {{(int16_t)f.b, (int16_t)f.s, -1}, 0}};
     CHECK(plan_strategies_require(g, NULL, f.x, PLAN_REQ_BATCH | PLAN_REQ_SEQ_NORMS, bs, 3) == 2);
 
     char buf[256];

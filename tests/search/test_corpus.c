@@ -169,8 +169,10 @@ static void pinned_all(Setup *s, Row *row)
                         int zero = dp > 1 ? 1 : 0;
                         if (!pass_stack_has_zero(st, zero))
                             continue;
-                        PassSearchPins p = {tp, pp, dp, mb, rc, tp > 1 && !st->no_sp, zero,
-                                            v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B, v > 1 ? v : 0};
+                        PassSearchPins p = {.tp = tp, .pp = pp, .dp = dp, .micro_batch = mb, .recompute = rc,
+                                            .sp = tp > 1 && !st->no_sp, .zero = zero,
+                                            .schedule = v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B,
+                                            .v = v > 1 ? v : 0};
                         double t;
                         char lay[256];
                         PassSearchOpts o;
