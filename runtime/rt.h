@@ -306,6 +306,24 @@ void rt_attention_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const
                       const rt_act *v, const rt_act *o, const float *lse, const rt_act *dout,
                       int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal,
                       int64_t window);
+/* Attention whose rows sit at chunked positions (context parallelism). q, o [B, Sq, H, D];
+ * k, v [B, Sk, KVH, D]; lse [B, Sq, H]. Rows come in chunks of `chunk` consecutive
+ * positions: query row i is at position qpos[i / chunk] + i % chunk, key row j at
+ * kpos[j / chunk] + j % chunk (Sq, Sk multiples of chunk; at most RT_ATTN_MAX_CHUNKS
+ * chunks each side). Masks as rt_attention_fwd's, on positions: a causal query at p sees
+ * a key at p' iff p' <= p (and p - p' < window when window > 0). A query row seeing no
+ * key gets o = 0, lse = -INFINITY and dq = 0. rt_attention_fwd(...) equals
+ * rt_attention_pos_fwd(..., S, S, ..., chunk = S, qpos = {0}, kpos = {0}). */
+#define RT_ATTN_MAX_CHUNKS 64
+void rt_attention_pos_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v,
+                          int64_t B, int64_t Sq, int64_t Sk, int64_t H, int64_t KVH, int64_t D,
+                          bool causal, int64_t window, int64_t chunk, const int64_t *qpos,
+                          const int64_t *kpos);
+void rt_attention_pos_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k,
+                          const rt_act *v, const rt_act *o, const float *lse, const rt_act *dout,
+                          int64_t B, int64_t Sq, int64_t Sk, int64_t H, int64_t KVH, int64_t D,
+                          bool causal, int64_t window, int64_t chunk, const int64_t *qpos,
+                          const int64_t *kpos);
 
 /* y = 1 / (1 + exp(-x)); backward from the output: dx = dy y (1 - y). */
 void rt_sigmoid_fwd(rt_act *y, const rt_act *x, int64_t n);

@@ -90,44 +90,57 @@ RTCPU_INLINE void AK(accum)(float *out, int64_t ldo, int64_t rows, const float *
     }
 }
 
-/* Forward of query heads [h0, h1) of one (batch, kv head) task; K^T and V
- * rows are packed in w. */
+/* Forward of query heads [h0, h1) of one (batch, kv head) task, Sq query
+ * rows; K^T and V rows are packed in w. */
 static void AK(fwd_heads)(rt_act *o, float *lse, const rt_act *q, int64_t b, int64_t h0, int64_t h1,
-                          int64_t H, bool causal, int64_t window, float scale, Scratch *w)
+                          int64_t H, int64_t Sq, const Pos *P, float scale, Scratch *w)
 {
-    int64_t S = w->S, L = w->ld, D = w->D, Dp = w->Dp;
+    int64_t L = w->ld, D = w->D, Dp = w->Dp;
+    int64_t iv[2 * RT_ATTN_MAX_CHUNKS];
     for (int64_t h = h0; h < h1; h++)
-        for (int64_t i0 = 0; i0 < S; i0 += QB) {
-            int64_t nr = S - i0 < QB ? S - i0 : QB, k0, k1;
-            key_tiles(i0, i0 + nr, S, causal, window, &k0, &k1);
-            int64_t row0 = (b * S + i0) * H + h; /* (b, i0, h) */
+        for (int64_t i0 = 0; i0 < Sq; i0 += QB) {
+            int64_t nr = Sq - i0 < QB ? Sq - i0 : QB;
+            int nrun = key_runs(w, P, i0, i0 + nr);
+            const int64_t *run = w->run;
+            int64_t row0 = (b * Sq + i0) * H + h; /* (b, i0, h) */
             pack_rows(w->qp, q + row0 * D, H * D, nr, w);
-            AK(scores)(w->sc, L, w->qp, QB, Dp, w->kt, L, k0, k1, scale);
+            for (int u = 0; u < nrun; u++)
+                AK(scores)(w->sc, L, w->qp, QB, Dp, w->kt, L, run[2 * u], run[2 * u + 1], scale);
             for (int64_t r = 0; r < nr; r++) {
-                int64_t i = i0 + r, jlo = key_lo(i, window), jhi = key_hi(i, S, causal);
+                int niv = row_keys(P, pos_of(P->qpos, P->chunk, i0 + r), iv);
                 float *s = w->sc + r * L;
                 float m = -INFINITY;
-                RTCPU_SIMD_MAX(m)
-                for (int64_t j = jlo; j < jhi; j++)
-                    m = s[j] > m ? s[j] : m;
-                double sum = 0.0;
-                RTCPU_SIMD_SUM(sum)
-                for (int64_t j = jlo; j < jhi; j++) {
-                    float p = rtcpu_expf(s[j] - m);
-                    s[j] = p;
-                    sum += p;
+                for (int u = 0; u < niv; u++) {
+                    int64_t jlo = iv[2 * u], jhi = iv[2 * u + 1];
+                    RTCPU_SIMD_MAX(m)
+                    for (int64_t j = jlo; j < jhi; j++)
+                        m = s[j] > m ? s[j] : m;
                 }
-                mask(s, k0, jlo, jhi, k1);
+                double sum = 0.0;
+                for (int u = 0; u < niv; u++) {
+                    int64_t jlo = iv[2 * u], jhi = iv[2 * u + 1];
+                    RTCPU_SIMD_SUM(sum)
+                    for (int64_t j = jlo; j < jhi; j++) {
+                        float p = rtcpu_expf(s[j] - m);
+                        s[j] = p;
+                        sum += p;
+                    }
+                }
+                mask(s, run, nrun, iv, niv);
                 w->sum[r] = sum;
-                lse[row0 + r * H] = m + (float)log(sum);
+                lse[row0 + r * H] = niv ? m + (float)log(sum) : -INFINITY;
             }
             int64_t rows4 = round_up(nr, 4);
             for (int64_t r = nr; r < rows4; r++) /* padding rows: no weight */
-                memset(w->sc + r * L + k0, 0, (size_t)(k1 - k0) * sizeof *w->sc);
+                for (int u = 0; u < nrun; u++)
+                    memset(w->sc + r * L + run[2 * u], 0,
+                           (size_t)(run[2 * u + 1] - run[2 * u]) * sizeof *w->sc);
             memset(w->acc, 0, (size_t)(rows4 * Dp) * sizeof *w->acc);
-            AK(accum)(w->acc, Dp, rows4, w->sc, L, 1, w->vp, Dp, Dp, k0, k1);
+            for (int u = 0; u < nrun; u++)
+                AK(accum)(w->acc, Dp, rows4, w->sc, L, 1, w->vp, Dp, Dp, run[2 * u], run[2 * u + 1]);
             for (int64_t r = 0; r < nr; r++) {
-                float inv = (float)(1.0 / w->sum[r]);
+                /* a row that sees no key: acc is 0, and so is o */
+                float inv = w->sum[r] > 0 ? (float)(1.0 / w->sum[r]) : 0.0f;
                 rt_act *orow = o + (row0 + r * H) * D;
                 const float *a = w->acc + r * Dp;
                 RTCPU_SIMD
@@ -137,18 +150,20 @@ static void AK(fwd_heads)(rt_act *o, float *lse, const rt_act *q, int64_t b, int
         }
 }
 
-/* Backward of every query head of the task (b, kv head kh), into dq and the
- * packed dK, dV of w; K^T, V^T and K rows are packed in w. */
+/* Backward of every query head of the task (b, kv head kh), Sq query rows,
+ * into dq and the packed dK, dV of w; K^T, V^T and K rows are packed in w. */
 static void AK(bwd_heads)(rt_act *dq, const rt_act *q, const rt_act *o, const float *lse,
                           const rt_act *dout, int64_t b, int64_t kh, int64_t g, int64_t H,
-                          bool causal, int64_t window, float scale, Scratch *w)
+                          int64_t Sq, const Pos *P, float scale, Scratch *w)
 {
-    int64_t S = w->S, L = w->ld, D = w->D, Dp = w->Dp;
+    int64_t L = w->ld, D = w->D, Dp = w->Dp;
+    int64_t iv[2 * RT_ATTN_MAX_CHUNKS];
     for (int64_t h = kh * g; h < (kh + 1) * g; h++)
-        for (int64_t i0 = 0; i0 < S; i0 += QB) {
-            int64_t nr = S - i0 < QB ? S - i0 : QB, k0, k1;
-            key_tiles(i0, i0 + nr, S, causal, window, &k0, &k1);
-            int64_t row0 = (b * S + i0) * H + h;
+        for (int64_t i0 = 0; i0 < Sq; i0 += QB) {
+            int64_t nr = Sq - i0 < QB ? Sq - i0 : QB;
+            int nrun = key_runs(w, P, i0, i0 + nr);
+            const int64_t *run = w->run;
+            int64_t row0 = (b * Sq + i0) * H + h;
             pack_rows(w->qp, q + row0 * D, H * D, nr, w);
             pack_rows(w->gp, dout + row0 * D, H * D, nr, w);
             /* D_i = dO_i . O_i, summed as the dP tile sums dO_i . V_j: fp32, d
@@ -164,35 +179,47 @@ static void AK(bwd_heads)(rt_act *dq, const rt_act *q, const rt_act *o, const fl
                     di += gi[d] * (AK(vec)){oi[d]};
                 w->rowv[r] = di[0];
             }
-            AK(scores)(w->sc, L, w->qp, QB, Dp, w->kt, L, k0, k1, scale);
-            AK(scores)(w->dsc, L, w->gp, QB, Dp, w->vt, L, k0, k1, 1.0f);
+            for (int u = 0; u < nrun; u++) {
+                AK(scores)(w->sc, L, w->qp, QB, Dp, w->kt, L, run[2 * u], run[2 * u + 1], scale);
+                AK(scores)(w->dsc, L, w->gp, QB, Dp, w->vt, L, run[2 * u], run[2 * u + 1], 1.0f);
+            }
             int64_t rows4 = round_up(nr, 4);
             for (int64_t r = 0; r < rows4; r++) {
                 float *p = w->sc + r * L, *ds = w->dsc + r * L;
                 if (r >= nr) { /* padding rows: no weight */
-                    memset(p + k0, 0, (size_t)(k1 - k0) * sizeof *p);
-                    memset(ds + k0, 0, (size_t)(k1 - k0) * sizeof *ds);
+                    for (int u = 0; u < nrun; u++) {
+                        size_t n = (size_t)(run[2 * u + 1] - run[2 * u]) * sizeof *p;
+                        memset(p + run[2 * u], 0, n);
+                        memset(ds + run[2 * u], 0, n);
+                    }
                     continue;
                 }
-                int64_t i = i0 + r, jlo = key_lo(i, window), jhi = key_hi(i, S, causal);
+                int niv = row_keys(P, pos_of(P->qpos, P->chunk, i0 + r), iv);
                 float l = lse[row0 + r * H], di = w->rowv[r];
-                RTCPU_SIMD
-                for (int64_t j = jlo; j < jhi; j++) {
-                    float pj = rtcpu_expf(p[j] - l);
-                    p[j] = pj;
-                    ds[j] = pj * (ds[j] - di) * scale;
+                for (int u = 0; u < niv; u++) {
+                    int64_t jlo = iv[2 * u], jhi = iv[2 * u + 1];
+                    RTCPU_SIMD
+                    for (int64_t j = jlo; j < jhi; j++) {
+                        float pj = rtcpu_expf(p[j] - l);
+                        p[j] = pj;
+                        ds[j] = pj * (ds[j] - di) * scale;
+                    }
                 }
-                mask(p, k0, jlo, jhi, k1);
-                mask(ds, k0, jlo, jhi, k1);
+                mask(p, run, nrun, iv, niv);
+                mask(ds, run, nrun, iv, niv);
             }
-            /* dq rows of the block = dS K */
+            /* dq rows of the block = dS K (0 for a row that sees no key) */
             memset(w->acc, 0, (size_t)(rows4 * Dp) * sizeof *w->acc);
-            AK(accum)(w->acc, Dp, rows4, w->dsc, L, 1, w->kp, Dp, Dp, k0, k1);
+            for (int u = 0; u < nrun; u++)
+                AK(accum)(w->acc, Dp, rows4, w->dsc, L, 1, w->kp, Dp, Dp, run[2 * u], run[2 * u + 1]);
             for (int64_t r = 0; r < nr; r++)
                 memcpy(dq + (row0 + r * H) * D, w->acc + r * Dp, (size_t)D * sizeof *dq);
             /* dk += dS^T Q, dv += P^T dO over the block's rows, in order */
-            AK(accum)(w->dkp + k0 * Dp, Dp, k1 - k0, w->dsc + k0, 1, L, w->qp, Dp, Dp, 0, nr);
-            AK(accum)(w->dvp + k0 * Dp, Dp, k1 - k0, w->sc + k0, 1, L, w->gp, Dp, Dp, 0, nr);
+            for (int u = 0; u < nrun; u++) {
+                int64_t k0 = run[2 * u], k1 = run[2 * u + 1];
+                AK(accum)(w->dkp + k0 * Dp, Dp, k1 - k0, w->dsc + k0, 1, L, w->qp, Dp, Dp, 0, nr);
+                AK(accum)(w->dvp + k0 * Dp, Dp, k1 - k0, w->sc + k0, 1, L, w->gp, Dp, Dp, 0, nr);
+            }
         }
 }
 
