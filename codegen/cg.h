@@ -103,6 +103,8 @@ typedef struct CgBuf {
     X(ROPE_LLAMA3, "rt_rope_llama3", "bbnnnnoxxxxxf")                                       \
     X(ATTENTION_FWD, "rt_attention_fwd", "bbbbbnnnnnfn")                                    \
     X(ATTENTION_BWD, "rt_attention_bwd", "bbbbbbbbbnnnnnfn")                                \
+    X(ATTENTION_CP_FWD, "cg_attention_cp_fwd", "bbbbbnnnnnnfnma")                           \
+    X(ATTENTION_CP_BWD, "cg_attention_cp_bwd", "bbbbbbbbbnnnnnnfnma")                       \
     X(SILU_FWD, "rt_silu_fwd", "bbn")                                                       \
     X(SILU_BWD, "rt_silu_bwd", "bbbn")                                                      \
     X(GELU_FWD, "rt_gelu_fwd", "bbn")                                                       \

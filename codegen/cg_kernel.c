@@ -126,6 +126,22 @@ static void rope(K *k, const CgArgs *a, bool inverse)
         SZ(dim1(k, q->dim[3])), BOOL(k->f->attr.causal),                                           \
         SZ(cg_sz_named("WINDOW", k->f->attr.window, "attention window, 0: none"))
 
+/* Context parallelism (docs/context.md): this rank's queries against the
+ * gathered keys, sizes B, Sq (local), Sk (whole), H, KVH, D; causal, window;
+ * the CP ranks and this rank's place among them (the trainer knows where
+ * its chunks sit). */
+static CgSize whole(const K *k, int d)
+{
+    CgSize s = dim1(k, d);
+    s.local[0] = s.v = k->c->dim[d];
+    return s;
+}
+#define ATTN_CP_SIZES(k, q, kk, a)                                                                  \
+    SZ(dim1(k, q->dim[0])), SZ(dim1(k, q->dim[1])), SZ(whole(k, q->dim[1])), SZ(dim1(k, q->dim[2])), \
+        SZ(dim1(k, kk->dim[2])), SZ(dim1(k, q->dim[3])), BOOL(k->f->attr.causal),                   \
+        SZ(cg_sz_named("WINDOW", k->f->attr.window, "attention window, 0: none")), cg_a_mesh(a),     \
+        cg_a_axis(a)
+
 /* Elementwise binary: the larger operand first, the broadcast one second. */
 static void binary(K *k, const CgArgs *a, CgCallee fn)
 {
@@ -274,6 +290,7 @@ void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a)
     K kk = k_of(c, op, piece, n), *k = &kk;
     CgSize rows, cols;
     const IrTensor *q, *kv;
+    int cpa;
     switch (n->op) {
     case IR_OP_EMBEDDING: embedding(k, a, CG_CALL_EMBEDDING_FWD); return;
     case IR_OP_EMBEDDING_BWD: embedding(k, a, CG_CALL_EMBEDDING_BWD); return;
@@ -310,6 +327,15 @@ void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a)
     case IR_OP_ATTENTION:
     case IR_OP_ATTENTION_BWD:
         q = T(k, k->f->in[0]), kv = T(k, k->f->in[1]);
+        if ((cpa = plan_cp_axis(k->c->g, k->f, k->s)) >= 0) {
+            if (n->op == IR_OP_ATTENTION)
+                CALL(ATTENTION_CP_FWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2],
+                     ATTN_CP_SIZES(k, q, kv, cpa));
+            else
+                CALL(ATTENTION_CP_BWD, a->out[0], a->out[1], a->out[2], a->in[0], a->in[1], a->in[2],
+                     a->in[3], a->in[4], a->in[5], ATTN_CP_SIZES(k, q, kv, cpa));
+            return;
+        }
         if (n->op == IR_OP_ATTENTION)
             CALL(ATTENTION_FWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2], ATTN_SIZES(k, q, kv));
         else

@@ -20,7 +20,8 @@
  *   train_hf.c        initial weights (seeded or imported) and the HF export
  *   train_hfdir.c     config.json and generation_config.json of an HF directory
  *   train_data.c      tokens and targets of each micro-batch
- *   train_dump.c      --dump-first-step: loss, logits and gradients of one step */
+ *   train_dump.c      --dump-first-step: loss, logits and gradients of one step
+ *   train_cp.c        context-parallel attention: this rank's queries' positions */
 #include "train.h"
 
 #include <errno.h>

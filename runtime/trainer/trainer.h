@@ -70,6 +70,18 @@ void cg_cross_entropy_fwd(float *loss, float *lse, const rt_act *logits, const i
                           int64_t rows, int64_t vocab_local, int64_t vocab_offset,
                           int64_t total_rows, RtComm *vocab_comm);
 
+/* Context parallelism (train_cp.c, docs/context.md): attention of this
+ * rank's Sq queries, rank r of cp along the sequence, against all Sk keys
+ * and values gathered in rank order; rt_attention_pos_fwd/bwd at the
+ * positions the plan puts them. */
+void cg_attention_cp_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v,
+                         int64_t B, int64_t Sq, int64_t Sk, int64_t H, int64_t KVH, int64_t D,
+                         bool causal, int64_t window, int cp, int r);
+void cg_attention_cp_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k,
+                         const rt_act *v, const rt_act *o, const float *lse, const rt_act *dout,
+                         int64_t B, int64_t Sq, int64_t Sk, int64_t H, int64_t KVH, int64_t D,
+                         bool causal, int64_t window, int cp, int r);
+
 /* Receive into buf from the rank of pipeline rank pp_peer with this mesh coordinate. */
 void cg_recv(void *buf, int64_t n, RtType t, int pp_peer, int tag);
 /* Post a send (waiting first for the one *req still had in flight). */

@@ -24,7 +24,7 @@ static bool search_plan(const IrGraph *g, const Layout *l, PassSearchResult *r)
     static PassCluster cl;
     memset(&cl, 0, sizeof cl);
     pass_gpu_preset("a100-80gb", &cl.gpu);
-    cl.ngpus = l->dp * l->tp * l->pp;
+    cl.ngpus = l->dp * l->cp * l->tp * l->pp;
     cl.gpus_per_node = 8;
     static PassCostCtx ctx;
     memset(&ctx, 0, sizeof ctx);
@@ -36,6 +36,7 @@ static bool search_plan(const IrGraph *g, const Layout *l, PassSearchResult *r)
     so.pins.tp = l->tp;
     so.pins.pp = l->pp;
     so.pins.dp = l->dp;
+    so.pins.cp = l->cp;
     so.pins.micro_batch = (int)(g->global_batch / l->micro / l->dp);
     so.pins.recompute = (int)l->recompute;
     so.pins.sp = l->sp;

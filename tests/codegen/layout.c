@@ -8,7 +8,9 @@
  * sequence parallelism the nodes without such a dim (norms, residual adds)
  * split the sequence instead. A node that can split nothing stays
  * replicated (e.g. 2 KV heads under tp4). MoE nodes split their experts as
- * the layout's ep/epf/ex item says (layout.h). Stages: pieces cut as evenly as
+ * the layout's ep/epf/ex item says (layout.h). With cp, axis 1 is context
+ * parallel (every node carrying the sequence splits it there) and tp the
+ * last axis. Stages: pieces cut as evenly as
  * possible into pp x v contiguous chunks, chunk c on pipeline rank c % pp. */
 #include "layout.h"
 
@@ -19,7 +21,7 @@
 bool layout_parse(const char *s, Layout *l)
 {
     memset(l, 0, sizeof *l);
-    l->dp = l->tp = l->pp = l->v = l->micro = 1;
+    l->dp = l->tp = l->pp = l->v = l->micro = l->cp = 1;
     char buf[256];
     snprintf(buf, sizeof buf, "%s", s);
     for (char *tok = strtok(buf, ",-"); tok; tok = strtok(NULL, ",-")) {
@@ -40,6 +42,8 @@ bool layout_parse(const char *s, Layout *l)
             l->experts = LAYOUT_EXPERTS_GATHER;
         else if (sscanf(tok, "dp%d", &n) == 1 && n > 0)
             l->dp = n;
+        else if (sscanf(tok, "cp%d", &n) == 1 && n > 0)
+            l->cp = n;
         else if (sscanf(tok, "tp%d", &n) == 1 && n > 0)
             l->tp = n;
         else if (sscanf(tok, "pp%d", &n) == 1 && n > 0)
@@ -64,7 +68,8 @@ static bool valid(const IrGraph *g, const IrNode *n, const PlanMesh *m, const in
     PlanStrategy all[256];
     int k = plan_strategies(g, n, m, dim, NULL, all, 256);
     for (int i = 0; i < k; i++)
-        if (all[i].dim[0] == s.dim[0] && all[i].dim[1] == s.dim[1] && all[i].xchg == s.xchg)
+        if (all[i].dim[0] == s.dim[0] && all[i].dim[1] == s.dim[1] && all[i].dim[2] == s.dim[2] &&
+            all[i].xchg == s.xchg)
             return true;
     return false;
 }
@@ -83,10 +88,7 @@ static bool has_loop_dim(const IrGraph *g, const IrNode *n, int d)
 bool layout_plan(const IrGraph *g, const Layout *l, Plan *p)
 {
     memset(p, 0, sizeof *p);
-    if (l->tp > 1)
-        plan_mesh_make(&p->mesh, l->dp, l->tp, 8);
-    else
-        plan_mesh_make(&p->mesh, l->dp, 1, 8);
+    plan_mesh_make_dims(&p->mesh, l->dp, l->cp, l->tp, 8);
     p->pp = l->pp;
     p->v = l->v;
     p->nstages = l->pp * l->v;
@@ -120,6 +122,8 @@ bool layout_plan(const IrGraph *g, const Layout *l, Plan *p)
         PlanStrategy s = {PLAN_NO_DIMS, 0};
         if (l->dp > 1)
             s.dim[0] = (int16_t)g->batch_dim;
+        if (l->cp > 1 && has_loop_dim(g, n, g->seq_dim))
+            s.dim[1] = (int16_t)g->seq_dim; /* attention: its queries; k, v gathered */
         if (l->tp > 1) {
             bool any = false;
             for (int k = 0; tp_dims[k]; k++) {

@@ -85,6 +85,41 @@ int main(int argc, char **argv)
     check_layout(g, "dp4-mb2", 4, 1, 0, -1, false);
     check_layout(g, "pp2-mb4", 1, 1, -1, -1, false);
 
+    /* Context parallelism: axis 1 where attention splits its queries'
+     * sequence, tp the last axis; every node splits the sequence there. */
+    {
+        Layout lc;
+        Plan pc;
+        CHECK(layout_parse("dp2-cp2-tp2", &lc) && layout_plan(g, &lc, &pc) && verify(g, &pc),
+              "dp2-cp2-tp2 rejected: %s", diag);
+        CHECK(pc.mesh.naxes == 3 && pc.axis[PLAN_DIM_DP] == 0 && pc.axis[PLAN_DIM_CP] == 1 &&
+                  pc.axis[PLAN_DIM_TP] == 2 && plan_degree(&pc, PLAN_DIM_CP) == 2,
+              "cp axes %d %d %d", pc.axis[PLAN_DIM_DP], pc.axis[PLAN_DIM_CP], pc.axis[PLAN_DIM_TP]);
+        PlanLayout L;
+        plan_layout(g, &pc, &L);
+        char buf[256];
+        CHECK(L.cp == 2 && L.cp_axis == 1 && L.replicated == 1 &&
+                  strstr(plan_layout_str(&L, buf, sizeof buf), "dp 2 x cp 2 x tp 2"),
+              "cp layout: %s", buf);
+        CHECK(strstr(plan_layout_flags(&L, buf, sizeof buf), "--cp 2"), "cp flags: %s", buf);
+        CHECK(layout_parse("cp2", &lc) && layout_plan(g, &lc, &pc) && verify(g, &pc) &&
+                  pc.mesh.naxes == 2 && pc.axis[PLAN_DIM_CP] == 1 && pc.axis[PLAN_DIM_TP] < 0,
+              "cp2 alone: %s", diag);
+    }
+    /* Attention work per CP rank: one rank's is the whole causal triangle
+     * (S^2 / 2) or band (S W - W^2 / 2); the contiguous split leaves the last
+     * rank the most: queries [S/2, S) see (S/2)^2 + (S/2)^2 / 2 keys. */
+    CHECK(plan_cp_pairs_max(1024, 1, true, 0) == 1024.0 * 1024 / 2, "causal pairs");
+    CHECK(plan_cp_pairs_max(1024, 1, true, 256) == 1024.0 * 256 - 256.0 * 256 / 2, "band pairs");
+    CHECK(plan_cp_pairs_max(1024, 1, false, 0) == 1024.0 * 1024, "full pairs");
+    CHECK(plan_cp_pairs_max(1024, 2, true, 0) == 512.0 * 512 * 1.5, "cp2 causal pairs");
+    CHECK(plan_cp_pairs(1024, 2, 0, true, 0) == 512.0 * 512 / 2, "cp2 first rank");
+    CHECK(plan_cp_pairs_max(1024, 4, false, 0) == 256.0 * 1024, "cp4 full pairs");
+    double sum = 0;
+    for (int r = 0; r < 4; r++)
+        sum += plan_cp_pairs(1024, 4, r, true, 100);
+    CHECK(sum == plan_cp_pairs_max(1024, 1, true, 100), "cp4 band pairs add up to one rank's: %g", sum);
+
     Layout l;
     Plan good, p;
     layout_parse("dp2-tp2-pp2-mb4", &l);
