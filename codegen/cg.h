@@ -101,6 +101,8 @@ typedef struct CgBuf {
     X(LAYERNORM_BWD, "rt_layernorm_bwd", "bbbbbbbbbnn")                                     \
     X(ROPE, "rt_rope", "bbnnnnoxf")                                                         \
     X(ROPE_LLAMA3, "rt_rope_llama3", "bbnnnnoxxxxxf")                                       \
+    X(ROPE_CP, "cg_rope", "bbnnnnoxf")                                                      \
+    X(ROPE_LLAMA3_CP, "cg_rope_llama3", "bbnnnnoxxxxxf")                                    \
     X(ATTENTION_FWD, "rt_attention_fwd", "bbbbbnnnnnfn")                                    \
     X(ATTENTION_BWD, "rt_attention_bwd", "bbbbbbbbbnnnnnfn")                                \
     X(ATTENTION_CP_FWD, "cg_attention_cp_fwd", "bbbbbnnnnnnfnma")                           \

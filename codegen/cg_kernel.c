@@ -110,13 +110,15 @@ static void rope(K *k, const CgArgs *a, bool inverse)
         ir_die("codegen: rope node %d has no position dim or does not rotate its last dim", k->n->id);
     CgSize outer = span(k, x, 0, p), seq = dim1(k, pos), inner = span(k, x, p + 1, r - 1);
     const IrRopeScaling *rs = &k->n->attr.rope;
+    /* Context parallelism's load-balanced order: rows are not positions. */
+    bool cp = plan_degree(k->c->p, PLAN_DIM_CP) > 1 && plan_cp_balanced(k->c->g);
     if (rs->kind == IR_ROPE_LLAMA3)
-        CALL(ROPE_LLAMA3, a->out[0], a->in[0], SZ(outer), SZ(seq), SZ(inner), SZ(dim1(k, rot)),
+        cg_call(k->c, k->op, k->piece, 0, cp ? CG_CALL_ROPE_LLAMA3_CP : CG_CALL_ROPE_LLAMA3, ARGS( a->out[0], a->in[0], SZ(outer), SZ(seq), SZ(inner), SZ(dim1(k, rot)),
              offset_of(k, pos, seq), FLT(k->n->attr.theta), FLT(rs->factor), FLT(rs->low_freq_factor),
-             FLT(rs->high_freq_factor), FLT((double)rs->original_max_position), BOOL(inverse));
+             FLT(rs->high_freq_factor), FLT((double)rs->original_max_position), BOOL(inverse)));
     else
-        CALL(ROPE, a->out[0], a->in[0], SZ(outer), SZ(seq), SZ(inner), SZ(dim1(k, rot)),
-             offset_of(k, pos, seq), FLT(k->n->attr.theta), BOOL(inverse));
+        cg_call(k->c, k->op, k->piece, 0, cp ? CG_CALL_ROPE_CP : CG_CALL_ROPE, ARGS( a->out[0], a->in[0], SZ(outer), SZ(seq), SZ(inner), SZ(dim1(k, rot)),
+             offset_of(k, pos, seq), FLT(k->n->attr.theta), BOOL(inverse)));
 }
 
 /* Attention sizes B, S, H, KVH, D from q [B, S, H, D] and k [B, S, KVH, D];

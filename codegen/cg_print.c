@@ -278,6 +278,11 @@ static void print_header(Cg *c, FILE *h)
      * unused on smaller meshes. */
     fprintf(h, "#define CG_MESH2 %d\n#define CG_AXIS2 \"%s\"\n", c->naxes > 2 ? p->mesh.size[2] : 1,
             c->naxes > 2 ? c->axis_name[2] : "unused");
+    /* Context parallelism: the sequence's rows are in the load-balanced
+     * order across the program when CG_CP_BALANCED (plan/context.c). */
+    int cp = plan_degree(p, PLAN_DIM_CP);
+    fprintf(h, "#define CG_CP %d        /* context-parallel ranks */\n#define CG_CP_BALANCED %d\n", cp,
+            cp > 1 && plan_cp_balanced(g));
     fprintf(h, "#define CG_NUM_MICRO %d\n#define CG_MB_SEQS %lld  /* sequences per micro-batch, whole mesh */\n",
             p->num_micro, (long long)p->mb_seqs);
     fprintf(h, "#define CG_GLOBAL_BATCH %lld\n#define CG_SEQ %lld\n#define CG_VOCAB %lld\n",

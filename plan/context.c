@@ -4,18 +4,38 @@
  * docs/context.md describes (the programs' copy is runtime/trainer/train_cp.c,
  * tests/plan/test_plan.c holds the two together).
  *
- * The sequence of S positions splits over the cp ranks in rank order: rank r
- * holds positions [r S / cp, (r + 1) S / cp), and after the all-gather every
- * rank holds all keys and values in position order. */
+ * Load-balanced (Megatron's and Llama 3's split): the sequence is cut into
+ * 2 cp chunks of S / (2 cp) positions and rank r holds chunks r and
+ * 2 cp - 1 - r, in that order, so under a causal mask every rank scores the
+ * same number of pairs. The sequence dim's rows are in that order across the
+ * whole program (the data loader reads them so, rope and attention place
+ * them by position): an all-gather over the cp axis yields rank 0's two
+ * chunks, then rank 1's, ... A model with a parameter along the sequence (a
+ * learned position table) keeps its rows in position order: there the split
+ * is contiguous, rank r holding [r S / cp, (r + 1) S / cp). */
 #include "plan.h"
 
-int plan_cp_chunks(int64_t S, int cp, int r, int64_t *chunk, int64_t *pos)
+bool plan_cp_balanced(const IrGraph *g)
 {
-    if (cp < 1 || S % cp || r < 0 || r >= cp)
+    for (int t = 0; t < g->ntensors; t++)
+        if (g->tensors[t].role == IR_PARAM && g->seq_dim >= 0 && ir_tensor_has_dim(g, t, g->seq_dim))
+            return false;
+    return true;
+}
+
+int plan_cp_chunks(int64_t S, int cp, int r, bool balanced, int64_t *chunk, int64_t *pos)
+{
+    if (cp < 1 || S % (balanced ? 2 * cp : cp) || r < 0 || r >= cp)
         ir_die("plan_cp_chunks: rank %d of %d over a sequence of %lld", r, cp, (long long)S);
-    *chunk = S / cp;
+    if (!balanced || cp == 1) {
+        *chunk = S / cp;
+        pos[0] = r * *chunk;
+        return 1;
+    }
+    *chunk = S / (2 * cp);
     pos[0] = r * *chunk;
-    return 1;
+    pos[1] = (2 * cp - 1 - r) * *chunk;
+    return 2;
 }
 
 /* Keys a causal query at position p sees, integrated over p in [0, x): the
@@ -28,10 +48,10 @@ static double seen(double x, double w)
     return w * w / 2 + (x - w) * w;
 }
 
-double plan_cp_pairs(int64_t S, int cp, int r, bool causal, int64_t window)
+double plan_cp_pairs(int64_t S, int cp, int r, bool balanced, bool causal, int64_t window)
 {
     int64_t chunk, pos[PLAN_MAX_CP_CHUNKS];
-    int n = plan_cp_chunks(S, cp, r, &chunk, pos);
+    int n = plan_cp_chunks(S, cp, r, balanced, &chunk, pos);
     double pairs = 0;
     for (int i = 0; i < n; i++) {
         double p0 = (double)pos[i], p1 = p0 + (double)chunk;
@@ -40,11 +60,11 @@ double plan_cp_pairs(int64_t S, int cp, int r, bool causal, int64_t window)
     return pairs;
 }
 
-double plan_cp_pairs_max(int64_t S, int cp, bool causal, int64_t window)
+double plan_cp_pairs_max(int64_t S, int cp, bool balanced, bool causal, int64_t window)
 {
     double most = 0;
     for (int r = 0; r < cp; r++) {
-        double p = plan_cp_pairs(S, cp, r, causal, window);
+        double p = plan_cp_pairs(S, cp, r, balanced, causal, window);
         most = p > most ? p : most;
     }
     return most;

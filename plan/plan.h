@@ -146,18 +146,21 @@ PlanSharding plan_shard_of(const IrGraph *g, int t, const PlanStrategy *s);
  * over it. _axis: the axis splitting it under s, or -1. */
 bool plan_cp_split(const IrGraph *g, const IrNode *n, int d);
 int plan_cp_axis(const IrGraph *g, const IrNode *n, const PlanStrategy *s);
-/* (context.c) Where CP rank r of cp holds its queries in a sequence of S
+/* (context.c, docs/context.md) Context parallelism's split of the sequence.
+ * _balanced: does g use the load-balanced split (two chunks per rank,
+ * mirrored), or, having a parameter along the sequence, the contiguous one?
+ * _chunks: where CP rank r of cp holds its queries in a sequence of S
  * positions: `chunk` consecutive positions starting at each pos[i] (at most
- * PLAN_MAX_CP_CHUNKS), the count returned; all keys after the gather in
- * position order. _pairs: the query-key pairs its attention scores (causal:
- * keys at or before the query, within `window` when > 0; the count the
- * kernels' tile skipping follows), _max over the ranks: what the slowest
- * rank does. cp = 1 gives the whole sequence's. */
+ * PLAN_MAX_CP_CHUNKS), the count returned. _pairs: the query-key pairs its
+ * attention scores (causal: keys at or before the query, within `window`
+ * when > 0; the count the kernels' tile skipping follows), _max over the
+ * ranks: what the slowest rank does. cp = 1 gives the whole sequence's. */
 #define PLAN_MAX_CP_CHUNKS 2
 #define PLAN_MAX_CP 32 /* the programs' limit: 2 cp chunks of keys (runtime/rt.h) */
-int plan_cp_chunks(int64_t S, int cp, int r, int64_t *chunk, int64_t *pos);
-double plan_cp_pairs(int64_t S, int cp, int r, bool causal, int64_t window);
-double plan_cp_pairs_max(int64_t S, int cp, bool causal, int64_t window);
+bool plan_cp_balanced(const IrGraph *g);
+int plan_cp_chunks(int64_t S, int cp, int r, bool balanced, int64_t *chunk, int64_t *pos);
+double plan_cp_pairs(int64_t S, int cp, int r, bool balanced, bool causal, int64_t window);
+double plan_cp_pairs_max(int64_t S, int cp, bool balanced, bool causal, int64_t window);
 /* MOE: the expert dim, which an exchange split (PlanStrategy.xchg) splits;
  * -1 for other ops. The top-k of the route making its gates (rules.c). */
 int plan_expert_dim(const IrGraph *g, const IrNode *n);

@@ -197,7 +197,8 @@ static void pass_opcost_ATTENTION(const OpArgs *a, PassNodeCost *o)
     int cpa = plan_cp_axis(g, a->n, a->s), cp = cpa >= 0 ? a->m->size[cpa] : 1;
     double Sk = S * cp, kvf = cp;
     const IrNode *f = a->n->fwd >= 0 ? &g->nodes[a->n->fwd] : a->n;
-    double pairs = plan_cp_pairs_max((int64_t)Sk, cp, f->attr.causal, f->attr.window);
+    double pairs = plan_cp_pairs_max((int64_t)Sk, cp, cp > 1 && plan_cp_balanced(g), f->attr.causal,
+                                     f->attr.window);
     double qkvo = lnumel(a, a->n->in[0]) * 2 + lnumel(a, a->n->in[1]) * 2 * kvf; /* elements */
     const PassGpu *gp = gpu(a);
     const PassCostConsts *k = &pass_cost_consts;

@@ -20,6 +20,8 @@
  *   CG_NAXES         mesh axes used (1 or 2)
  *   CG_MESH0, CG_MESH1, CG_MESH2   the mesh's sizes (axis 2 the innermost; 1 past CG_NAXES)
  *   CG_AXIS0, CG_AXIS1, CG_AXIS2   their roles, as strings ("dp", "cp", "tp")
+ *   CG_CP            context-parallel ranks (1: none)
+ *   CG_CP_BALANCED   1: the sequence's rows are in the load-balanced order (docs/context.md)
  *   CG_NUM_MICRO     micro-batches per step
  *   CG_MB_SEQS       sequences per micro-batch, whole mesh
  *   CG_GLOBAL_BATCH  sequences per step

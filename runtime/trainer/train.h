@@ -36,6 +36,9 @@ void tr_block(const CgParam *p, int64_t *off, int64_t *loc);
 void tr_make_comms(void);
 /* Elements of p's parameter and gradient buffers (a whole number of ZeRO shards). */
 int64_t tr_padded(const CgParam *p);
+/* train_cp.c: the position of row `row` of the sequence dim (context
+ * parallelism's load-balanced order; the row itself otherwise). */
+int64_t tr_cp_position(int64_t row);
 /* Does this rank count a value replicated along the mesh axes in mask (its
  * coordinate on them is 0)? */
 int tr_counts(int mask);

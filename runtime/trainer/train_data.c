@@ -56,8 +56,12 @@ void (cg_load)(int32_t *dst, int which, int mb, int64_t b0, int64_t nb, int64_t 
     for (int64_t b = 0; b < nb; b++) {
         int64_t seq = tr_data_pos + (int64_t)mb * CG_MB_SEQS + b0 + b;
         rt_data_sequence(data, seq, tok_host, tgt_host);
-        memcpy(st + b * ns, (which == CG_TOKENS ? tok_host : tgt_host) + s0,
-               (size_t)ns * sizeof(int32_t));
+        const int32_t *src = which == CG_TOKENS ? tok_host : tgt_host;
+        if (CG_CP_BALANCED) /* rows in context parallelism's order (train_cp.c) */
+            for (int64_t i = 0; i < ns; i++)
+                st[b * ns + i] = src[tr_cp_position(s0 + i)];
+        else
+            memcpy(st + b * ns, src + s0, (size_t)ns * sizeof(int32_t));
     }
     inflight[k] = rt_to_device_async(dst, st, (size_t)(nb * ns) * sizeof(int32_t));
     tr_dump_note_load(dst, which, mb, b0, nb, s0, ns);

@@ -70,7 +70,8 @@ void cg_cross_entropy_fwd(float *loss, float *lse, const rt_act *logits, const i
         rt_fatal("--dump-first-step: out of host memory");
     rt_act_to_f32(host, logits, rows * vocab_local);
     for (int64_t r = 0; r < rows; r++) {
-        int64_t seq = (int64_t)l->mb * CG_MB_SEQS + l->b0 + r / l->ns, pos = l->s0 + r % l->ns;
+        int64_t seq = (int64_t)l->mb * CG_MB_SEQS + l->b0 + r / l->ns;
+        int64_t pos = tr_cp_position(l->s0 + r % l->ns);
         int64_t at = (seq * CG_SEQ + pos) * CG_VOCAB + vocab_offset;
         for (int64_t c = 0; c < vocab_local; c++) {
             dump_sum[at + c] += host[r * vocab_local + c];

@@ -24,7 +24,8 @@
  * model.h and trainer disagree stops here). */
 #if !defined(CG_MODEL) || !defined(CG_WORLD) || !defined(CG_PP) || !defined(CG_DEVICES) ||     \
     !defined(CG_NAXES) || !defined(CG_MESH0) || !defined(CG_MESH1) || !defined(CG_AXIS0) ||   \
-    !defined(CG_AXIS1) || !defined(CG_MESH2) || !defined(CG_AXIS2) || !defined(CG_NUM_MICRO) || !defined(CG_MB_SEQS) ||                    \
+    !defined(CG_AXIS1) || !defined(CG_MESH2) || !defined(CG_AXIS2) || !defined(CG_CP) ||      \
+    !defined(CG_CP_BALANCED) || !defined(CG_NUM_MICRO) || !defined(CG_MB_SEQS) ||                    \
     !defined(CG_GLOBAL_BATCH) || !defined(CG_SEQ) || !defined(CG_VOCAB) || !defined(CG_ZERO) || \
     !defined(CG_NTIED) || !defined(CG_MASTER_ALIAS) || !defined(CG_LOSS_PP) ||                 \
     !defined(CG_LOSS_MASK) || !defined(CG_PLAN) || !defined(CG_PLAN_HASH)
@@ -81,6 +82,15 @@ void cg_attention_cp_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, co
                          const rt_act *v, const rt_act *o, const float *lse, const rt_act *dout,
                          int64_t B, int64_t Sq, int64_t Sk, int64_t H, int64_t KVH, int64_t D,
                          bool causal, int64_t window, int cp, int r);
+
+/* rt_rope and rt_rope_llama3 over rows [row0, row0 + seq) of the sequence
+ * dim, each at its position in context parallelism's load-balanced order
+ * (train_cp.c); with CG_CP_BALANCED 0 exactly the rt_ calls. */
+void cg_rope(rt_act *y, const rt_act *x, int64_t outer, int64_t seq, int64_t inner, int64_t dim,
+             int64_t row0, float theta, bool inverse);
+void cg_rope_llama3(rt_act *y, const rt_act *x, int64_t outer, int64_t seq, int64_t inner,
+                    int64_t dim, int64_t row0, float theta, float factor, float low_freq_factor,
+                    float high_freq_factor, float original_max_position, bool inverse);
 
 /* Receive into buf from the rank of pipeline rank pp_peer with this mesh coordinate. */
 void cg_recv(void *buf, int64_t n, RtType t, int pp_peer, int tag);

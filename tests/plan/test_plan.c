@@ -108,17 +108,28 @@ int main(int argc, char **argv)
     }
     /* Attention work per CP rank: one rank's is the whole causal triangle
      * (S^2 / 2) or band (S W - W^2 / 2); the contiguous split leaves the last
-     * rank the most: queries [S/2, S) see (S/2)^2 + (S/2)^2 / 2 keys. */
-    CHECK(plan_cp_pairs_max(1024, 1, true, 0) == 1024.0 * 1024 / 2, "causal pairs");
-    CHECK(plan_cp_pairs_max(1024, 1, true, 256) == 1024.0 * 256 - 256.0 * 256 / 2, "band pairs");
-    CHECK(plan_cp_pairs_max(1024, 1, false, 0) == 1024.0 * 1024, "full pairs");
-    CHECK(plan_cp_pairs_max(1024, 2, true, 0) == 512.0 * 512 * 1.5, "cp2 causal pairs");
-    CHECK(plan_cp_pairs(1024, 2, 0, true, 0) == 512.0 * 512 / 2, "cp2 first rank");
-    CHECK(plan_cp_pairs_max(1024, 4, false, 0) == 256.0 * 1024, "cp4 full pairs");
-    double sum = 0;
-    for (int r = 0; r < 4; r++)
-        sum += plan_cp_pairs(1024, 4, r, true, 100);
-    CHECK(sum == plan_cp_pairs_max(1024, 1, true, 100), "cp4 band pairs add up to one rank's: %g", sum);
+     * rank the most (queries [S/2, S) see (S/2)^2 + (S/2)^2 / 2 keys), the
+     * load-balanced one gives every rank the same share. */
+    CHECK(plan_cp_pairs_max(1024, 1, true, true, 0) == 1024.0 * 1024 / 2, "causal pairs");
+    CHECK(plan_cp_pairs_max(1024, 1, true, true, 256) == 1024.0 * 256 - 256.0 * 256 / 2, "band pairs");
+    CHECK(plan_cp_pairs_max(1024, 1, true, false, 0) == 1024.0 * 1024, "full pairs");
+    CHECK(plan_cp_pairs_max(1024, 2, false, true, 0) == 512.0 * 512 * 1.5, "cp2 contiguous pairs");
+    CHECK(plan_cp_pairs(1024, 2, 0, false, true, 0) == 512.0 * 512 / 2, "cp2 contiguous first rank");
+    CHECK(plan_cp_pairs_max(1024, 4, false, false, 0) == 256.0 * 1024, "cp4 full pairs");
+    for (int cp = 2; cp <= 8; cp *= 2)
+        for (int r = 0; r < cp; r++)
+            CHECK(plan_cp_pairs(1024, cp, r, true, true, 0) == 1024.0 * 1024 / 2 / cp,
+                  "cp%d rank %d: balanced pairs %g", cp, r, plan_cp_pairs(1024, cp, r, true, true, 0));
+    int64_t chunk, pos[PLAN_MAX_CP_CHUNKS];
+    CHECK(plan_cp_chunks(1024, 4, 1, true, &chunk, pos) == 2 && chunk == 128 && pos[0] == 128 &&
+              pos[1] == 6 * 128,
+          "cp4 rank 1 chunks");
+    for (int bal = 0; bal < 2; bal++) {
+        double sum = 0;
+        for (int r = 0; r < 4; r++)
+            sum += plan_cp_pairs(1024, 4, r, bal, true, 100);
+        CHECK(sum == plan_cp_pairs_max(1024, 1, true, true, 100), "cp4 band pairs add up: %g", sum);
+    }
 
     Layout l;
     Plan good, p;
