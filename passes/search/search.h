@@ -43,6 +43,14 @@ typedef struct PassSearchOpts {
     int ep, etp;                  /* MoE pins (--ep, --etp): 0 searched; else the experts split
                                      ep ways over a whole mesh axis (1: not at all), each
                                      expert's width etp ways */
+    /* --pp-layers: the layers of each model chunk (pipeline stage under 1F1B)
+     * in model order, pp_nlayers of them; or, Megatron's way, pp_first and
+     * pp_last, the layers of the first and last pipeline ranks (0: not
+     * given), the others split evenly. The pieces before the layers
+     * (embedding) join the first chunk, those after them (head) the last. */
+    int pp_nlayers;
+    const int *pp_layers;         /* [pp_nlayers], owned by the caller */
+    int pp_first, pp_last;
     int gpus;                     /* GPUs available; 0: c->cl->ngpus */
     int64_t global_batch;         /* sequences per step; 0: g->global_batch */
     double ilp_time_limit_s;      /* per ILP solve; 0: 10 s */
