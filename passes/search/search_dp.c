@@ -156,9 +156,40 @@ static void free_dp(Dp *d)
     free(d->infl);
 }
 
+/* Chunks from layer counts: chunk c runs layers[c] layers, the pieces
+ * before the repeat join the first chunk, those after it the last. */
+static void chunks_of_layers(const Src *s, int chunks, int pp, const int *layers, SrcPart *out)
+{
+    out->nstages = chunks;
+    for (int c = 0, l = s->rep_first; c < chunks; c++) {
+        int first = c == 0 ? 0 : l;
+        l += layers[c];
+        int last = c == chunks - 1 ? s->npieces - 1 : l - 1;
+        out->stage[c] = (PlanStage){first, last - first + 1, c % pp, PLAN_RECOMPUTE_NONE};
+    }
+}
+
+/* 1F1B with the stages --pp-layers pins: each the fastest policy that fits. */
+static bool part_1f1b_pinned(Dp *d, const int *layers, SrcPart *out)
+{
+    chunks_of_layers(d->s, d->pp, d->pp, layers, out);
+    out->mem_peak = 0;
+    for (int st = 0; st < d->pp; st++) {
+        PlanStage *S = &out->stage[st];
+        int i = S->first_piece, j = i + S->npieces - 1, r = stage_rc(d, st, i, j, INFINITY);
+        if (r < 0)
+            return false;
+        S->recompute = (PlanRecompute)r;
+        out->mem_peak = fmax(out->mem_peak, stage_mem(d, st, r, i, j));
+    }
+    return true;
+}
+
 static bool part_1f1b(Dp *d, SrcPart *out)
 {
-    int pp = d->pp;
+    int pp = d->pp, layers[PLAN_MAX_STAGES];
+    if (pp > 1 && src_split_pin(d->s, pp, 1, layers, NULL, 0) > 0)
+        return part_1f1b_pinned(d, layers, out);
     int *ends = ir_xmalloc(sizeof(int) * (size_t)pp), *rc = ir_xmalloc(sizeof(int) * (size_t)pp);
     double hi = 0;
     for (int x = 0; x < d->nrc; x++)
@@ -186,19 +217,6 @@ static bool part_1f1b(Dp *d, SrcPart *out)
     free(ends);
     free(rc);
     return ok;
-}
-
-/* Chunks from layer counts: chunk c runs layers[c] layers, the pieces
- * before the repeat join the first chunk, those after it the last. */
-static void chunks_of_layers(const Src *s, int chunks, int pp, const int *layers, SrcPart *out)
-{
-    out->nstages = chunks;
-    for (int c = 0, l = s->rep_first; c < chunks; c++) {
-        int first = c == 0 ? 0 : l;
-        l += layers[c];
-        int last = c == chunks - 1 ? s->npieces - 1 : l - 1;
-        out->stage[c] = (PlanStage){first, last - first + 1, c % pp, PLAN_RECOMPUTE_NONE};
-    }
 }
 
 /* Can the pieces from i0 on be cut into n chunks of at most tmax each,

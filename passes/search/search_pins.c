@@ -288,12 +288,17 @@ static bool check_interleaved_pins(const Src *s)
     }
     int lo = pp ? pp : 2, w = v > 1 ? v : 2;
     if (lo * w > s->rep_count) {
-        if (pp)
-            ir_error(IR_NOLOC, "the interleaved schedule with --pp %d needs at least %d x %d = %d layers "
-                     "(at least one per model chunk), and %s has %d", pp, pp, w, pp * w, g->name, s->rep_count);
+        char what[64];
+        if (pp && p->v > 1)
+            snprintf(what, sizeof what, "--virtual-stages %d with --pp %d", v, pp);
+        else if (pp)
+            snprintf(what, sizeof what, "the interleaved schedule with --pp %d", pp);
+        else if (p->v > 1)
+            snprintf(what, sizeof what, "--virtual-stages %d", v);
         else
-            ir_error(IR_NOLOC, "--virtual-stages %d needs at least 2 x %d = %d layers (at least one per "
-                     "model chunk), and %s has %d", w, w, 2 * w, g->name, s->rep_count);
+            snprintf(what, sizeof what, "the interleaved schedule");
+        ir_error(IR_NOLOC, "%s needs at least %d x %d = %d layers (pp x v model chunks of at least one "
+                 "layer each), and %s has %d", what, lo, w, lo * w, g->name, s->rep_count);
         return false;
     }
     if (pp && v > 1 && pp * v > PLAN_MAX_STAGES) {
