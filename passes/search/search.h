@@ -72,6 +72,10 @@ IrGraph *pass_search_skeleton(IrArena *a, const IrGraph *g);
 void pass_search_skeleton_free(IrGraph *s);
 
 void pass_search_pins_none(PassSearchPins *p);
+/* The layers of each of pp x v chunks as o's --pp-layers pins them, into
+ * layers[pp * v]: true; false when not pinned or not for pp x v. */
+bool pass_search_split_pin(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o, int pp, int v,
+                           int *layers);
 /* Are tp, pp, micro-batch, recompute, sp, ZeRO and the schedule (and v, if
  * interleaved) all pinned: the "evaluate a layout by hand" case? */
 bool pass_search_pinned_fully(const PassSearchPins *p);

@@ -213,7 +213,7 @@ int src_split_pin(const Src *s, int pp, int v, int *layers, char *why, size_t wn
 {
     const PassSearchOpts *o = s->o;
     int chunks = pp * v, L = s->rep_count;
-    char dummy[8];
+    char dummy[256];
     if (!why)
         why = dummy, wn = sizeof dummy;
     if (!o->pp_nlayers && !o->pp_first && !o->pp_last)
@@ -431,7 +431,24 @@ bool src_check_pins(Src *s)
            check_moe_pins(s);
 }
 
+static void pins_src(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o, Src *s);
+
+bool pass_search_split_pin(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o, int pp, int v,
+                           int *layers)
+{
+    Src s;
+    pins_src(c, g, o, &s);
+    return pp * v <= PLAN_MAX_STAGES && src_split_pin(&s, pp, v, layers, NULL, 0) > 0;
+}
+
 bool pass_search_check_pins(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o)
+{
+    Src s;
+    pins_src(c, g, o, &s);
+    return src_check_pins(&s);
+}
+
+static void pins_src(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o, Src *out)
 {
     /* The fields src_check_pins reads, as pass_search sets them. */
     Src s;
@@ -454,7 +471,7 @@ bool pass_search_check_pins(const PassCostCtx *c, const IrGraph *g, const PassSe
     }
     if (nreps != 1)
         s.rep0 = -1, s.rep_count = 0;
-    return src_check_pins(&s);
+    *out = s;
 }
 
 void pass_search_pins_none(PassSearchPins *p)
