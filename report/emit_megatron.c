@@ -429,8 +429,9 @@ static void mg_pipeline_split(const IrGraph *g, const Plan *p, RepFrameOut *x)
     }
     for (int r = 2; r < pp - 1; r++)
         per_rank &= rank[r] == rank[1];
-    if (per_rank && pp >= 2) {
-        int mid = pp > 2 ? rank[1] : -1;
+    int mid = pp > 2 ? rank[1] : -1;
+    /* TransformerConfig: each given count at least 1 */
+    if (per_rank && pp >= 2 && (rank[0] == mid || rank[0] > 0) && (rank[pp - 1] == mid || rank[pp - 1] > 0)) {
         if (v > 1)
             rep_frame_arg(x, "--num-virtual-stages-per-pipeline-rank %d", v);
         if (rank[0] != mid)
