@@ -39,6 +39,9 @@ typedef struct DrvOptions {
     int zero;                 /* -1 unset, else 0..3 */
     const char *schedule;     /* 1f1b|interleaved */
     int virtual_stages;       /* --virtual-stages V (interleaved) */
+    int pp_nlayers;           /* --pp-layers L0,L1,...: layers per model chunk */
+    int *pp_layers;           /* [pp_nlayers], heap */
+    int pp_first, pp_last;    /* --pp-layers first=F,last=Z (0: not given) */
     const char *attention;    /* flash|materialized */
     /* codegen */
     const char *target;       /* cpu|cuda (NULL: cuda, or cpu for a CPU cluster) */

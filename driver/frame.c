@@ -54,7 +54,9 @@ int drv_framework_layout(const DrvOptions *o, const IrGraph *g, const PassCostCt
     layout_of_pins(so, g, gpus, gb, &L);
     PassSearchAlt a;
     char why[512], lay[256], flags[256], what[32];
-    if (!rep_framework_alt(c, g, &L, &a, why, sizeof why)) {
+    int cut[PLAN_MAX_STAGES];
+    bool pinned_cut = pass_search_split_pin(c, g, so, L.pp, L.v > 0 ? L.v : 1, cut);
+    if (!rep_framework_alt_cut(c, g, &L, pinned_cut ? cut : NULL, &a, why, sizeof why)) {
         ir_error(IR_NOLOC, "the %s stack evaluates a pinned layout as the framework lays it out, and %s",
                  c->st.name, why);
         return DRV_INVALID;

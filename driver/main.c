@@ -336,6 +336,10 @@ static int plan(Mode mode, const DrvOptions *o, IrGraph *g)
     make_pins(o, &so.pins);
     so.ep = o->ep;
     so.etp = o->etp;
+    so.pp_nlayers = o->pp_nlayers;
+    so.pp_layers = o->pp_layers;
+    so.pp_first = o->pp_first;
+    so.pp_last = o->pp_last;
     so.gpus = cl.ngpus;
     so.global_batch = g->global_batch;
     so.ilp_time_limit_s = o->ilp_time_limit;

@@ -3,6 +3,7 @@
 #include "driver.h"
 
 #include "ir.h"
+#include "plan.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -72,6 +73,10 @@ void drv_print_help(void)
         "  --zero N                 ZeRO stage 0-3 over the data-parallel group\n"
         "  --schedule S             1f1b or interleaved\n"
         "  --virtual-stages V       model chunks per pipeline rank (interleaved schedule)\n"
+        "  --pp-layers L0,L1,...    layers of each model chunk in model order (pp x v of them;\n"
+        "                           the embedding joins the first, the head the last), or\n"
+        "                           first=N,last=N: the first and last pipeline ranks' layers,\n"
+        "                           the others even (Megatron's --decoder-first/last-...)\n"
         "\n"
         "Search:\n"
         "  --ilp-time-limit SECONDS time limit of one intra-operator ILP solve (default 10)\n"
@@ -180,6 +185,44 @@ static bool opt_sp(DrvOptions *o, const char *flag, const char *val)
     return true;
 }
 
+/* --pp-layers 3,4,4,3 (layers per model chunk, model order) or Megatron's
+ * first=F,last=Z (layers of the first and last pipeline ranks). */
+static bool opt_pp_layers(DrvOptions *o, const char *flag, const char *val)
+{
+    free(o->pp_layers);
+    o->pp_layers = NULL;
+    o->pp_nlayers = o->pp_first = o->pp_last = 0;
+    bool named = !strncmp(val, "first=", 6) || !strncmp(val, "last=", 5);
+    for (const char *p = val;;) {
+        int *slot = NULL;
+        if (named) {
+            if (!strncmp(p, "first=", 6) && !o->pp_first)
+                slot = &o->pp_first, p += 6;
+            else if (!strncmp(p, "last=", 5) && !o->pp_last)
+                slot = &o->pp_last, p += 5;
+        }
+        char *end;
+        errno = 0;
+        long n = p[0] >= '0' && p[0] <= '9' ? strtol(p, &end, 10) : -1;
+        if ((named && !slot) || n < 1 || n > 1000000 || errno || (*end && *end != ',') ||
+            (!named && o->pp_nlayers >= PLAN_MAX_STAGES)) {
+            ir_error(IR_NOLOC, "%s expects the layers of each model chunk in model order (3,4,4,3), or "
+                     "first=N and/or last=N for the first and last pipeline ranks (Megatron's "
+                     "--decoder-first/last-pipeline-num-layers), each at least 1; got '%s'", flag, val);
+            return false;
+        }
+        if (slot) {
+            *slot = (int)n;
+        } else {
+            o->pp_layers = ir_xrealloc(o->pp_layers, sizeof(int) * (size_t)(o->pp_nlayers + 1));
+            o->pp_layers[o->pp_nlayers++] = (int)n;
+        }
+        if (!*end)
+            return true;
+        p = end + 1;
+    }
+}
+
 static bool opt_ilp_time_limit(DrvOptions *o, const char *flag, const char *val)
 {
     (void)flag;
@@ -245,6 +288,7 @@ static const OptRow opts[] = {
     {"--etp", NULL, OPT_INT, F(etp), 1, 1 << 20, NULL, NULL},
     {"--micro-batch", NULL, OPT_INT, F(micro_batch), 1, 1 << 20, NULL, NULL},
     {"--virtual-stages", NULL, OPT_INT, F(virtual_stages), 1, 1 << 20, NULL, NULL},
+    {"--pp-layers", NULL, OPT_CALL, 0, 0, 0, NULL, opt_pp_layers},
     {"--global-batch", NULL, OPT_INT64, F(global_batch), 1, (long long)1 << 40, NULL, NULL},
     {"--recompute", NULL, OPT_CHOICE, F(recompute), 0, 0, recomputes, NULL},
     {"--sp", NULL, OPT_CALL, 0, 0, 0, NULL, opt_sp},
@@ -377,4 +421,5 @@ void drv_free_options(DrvOptions *o)
     for (int i = 0; i < o->nstack_sets; i++)
         free((char *)o->stack_sets[i].name);
     free(o->stack_sets);
+    free(o->pp_layers);
 }

@@ -400,6 +400,66 @@ bool rep_megatron_layout(const RepArch *A, const PlanLayout *L, const PassStack 
     return true;
 }
 
+/* The pipeline split (issue 32). Even chunks: --num-layers-per-virtual-
+ * pipeline-stage. Chunks even within each pipeline rank and the ranks
+ * between the first and the last alike: --decoder-first/last-pipeline-num-
+ * layers (per rank, each a multiple of v; with --num-virtual-stages-per-
+ * pipeline-rank, which Megatron requires for uneven interleaving). Any other
+ * split: --pipeline-model-parallel-layout, chunk by chunk in model order
+ * ("Et*3|(t*4|)*30,t*3L": E the embedding, t a layer, L the head and loss;
+ * runs of equal chunks in Megatron's repetition syntax, quoted for the shell). */
+static void mg_pipeline_split(const IrGraph *g, const Plan *p, RepFrameOut *x)
+{
+    int pp = p->pp, v = p->v > 0 ? p->v : 1, n = p->nstages;
+    int lay[PLAN_MAX_STAGES], rank[PLAN_MAX_PP] = {0};
+    bool even = true, per_rank = true;
+    for (int c = 0; c < n; c++) {
+        const PlanStage *S = &p->stages[c];
+        lay[c] = 0;
+        for (int q = S->first_piece; q < S->first_piece + S->npieces; q++)
+            lay[c] += g->pieces[q].rep >= 0;
+        even &= lay[c] == lay[0];
+        rank[c % pp] += lay[c];
+        per_rank &= c < pp || lay[c] == lay[c % pp];
+    }
+    if (even) {
+        if (v > 1)
+            rep_frame_arg(x, "--num-layers-per-virtual-pipeline-stage %d", lay[0]);
+        return;
+    }
+    for (int r = 2; r < pp - 1; r++)
+        per_rank &= rank[r] == rank[1];
+    int mid = pp > 2 ? rank[1] : -1;
+    /* TransformerConfig: each given count at least 1 */
+    if (per_rank && pp >= 2 && (rank[0] == mid || rank[0] > 0) && (rank[pp - 1] == mid || rank[pp - 1] > 0)) {
+        if (v > 1)
+            rep_frame_arg(x, "--num-virtual-stages-per-pipeline-rank %d", v);
+        if (rank[0] != mid)
+            rep_frame_arg(x, "--decoder-first-pipeline-num-layers %d", rank[0]);
+        if (rank[pp - 1] != mid)
+            rep_frame_arg(x, "--decoder-last-pipeline-num-layers %d", rank[pp - 1]);
+        return;
+    }
+    /* runs of equal chunks as Megatron's "(t*4|)*30," repetition */
+    char buf[8192], one[64];
+    size_t k = 0;
+    for (int c = 0; c < n;) {
+        snprintf(one, sizeof one, "%s%s%s%.0d%s", c == 0 ? "E" : "", lay[c] ? "t" : "", lay[c] > 1 ? "*" : "",
+                 lay[c] > 1 ? lay[c] : 0, c == n - 1 ? "L" : "");
+        int run = 1;
+        while (c > 0 && c + run < n - 1 && lay[c + run] == lay[c])
+            run++;
+        if (k < sizeof buf - 96) {
+            if (run > 1)
+                k += (size_t)snprintf(buf + k, sizeof buf - k, "(%s|)*%d,", one, run);
+            else
+                k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%s", one, c + 1 < n ? "|" : "");
+        }
+        c += run;
+    }
+    rep_frame_arg(x, "--pipeline-model-parallel-layout '%s'", buf);
+}
+
 bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
                        char *why, size_t wn)
 {
@@ -420,8 +480,7 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
     /* Parallelism and batch. */
     rep_frame_arg(&x, "--tensor-model-parallel-size %d", L->tp);
     rep_frame_arg(&x, "--pipeline-model-parallel-size %d", L->pp);
-    if (L->v > 1)
-        rep_frame_arg(&x, "--num-layers-per-virtual-pipeline-stage %d", A.layers / (L->pp * L->v));
+    mg_pipeline_split(g, &a->plan, &x);
     if (L->sp && L->tp > 1)
         rep_frame_arg(&x, "--sequence-parallel");
     /* The experts (docs/moe.md): EP and ETP as the plan folds them; the

@@ -423,6 +423,21 @@ bool rep_emit_torchtitan(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
     if (!rep_torchtitan_layout(&A, L, st, a->plan.attention, why, wn))
         return false;
     const char *rc = plan_layout_recompute_name(L);
+    /* The pipeline: pipeline_parallel_layers_per_stage states even chunks
+     * only; an uneven split (torchtitan's module_fqns_per_model_part could
+     * state it) is refused by name. */
+    for (int c = 0, first = -1; c < a->plan.nstages; c++) {
+        const PlanStage *S = &a->plan.stages[c];
+        int n = 0;
+        for (int q = S->first_piece; q < S->first_piece + S->npieces; q++)
+            n += g->pieces[q].rep >= 0;
+        if (first < 0)
+            first = n;
+        if (n != first)
+            return rep_refuse(why, wn, "torchtitan cannot express the plan: its model chunks run %d and %d "
+                              "layers, and this emitter states only the even split "
+                              "(pipeline_parallel_layers_per_stage)", first, n);
+    }
     if (!rep_plan_matches_framework(g, &A, a, gpn, sub, sizeof sub))
         return rep_refuse(why, wn, "torchtitan cannot express the plan: %s", sub);
 

@@ -49,18 +49,24 @@ static int one_policy(unsigned bits)
     return -1;
 }
 
-bool rep_plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout *L, PlanAttention att,
-                        int gpn, Plan *p, char *why, size_t wn)
+/* The framework's plan for layout L; its pipeline split that of `cut`
+ * (a plan of L's pp x v chunks, uneven ones included: Megatron's
+ * --pipeline-model-parallel-layout, torchtitan's module_fqns_per_model_part),
+ * or even when cut is NULL. */
+static bool plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout *L, PlanAttention att,
+                           int gpn, const Plan *cut, Plan *p, char *why, size_t wn)
 {
     memset(p, 0, sizeof *p);
     int v = L->v > 0 ? L->v : 1, chunks = L->pp * v;
     if (gpn <= 0)
         gpn = 8;
+    if (cut && cut->nstages != chunks)
+        cut = NULL;
     int rc = one_policy(L->recompute);
     if (rc < 0)
         return rep_refuse(why, wn, "the plan recomputes its stages differently, and the frameworks apply "
                       "one recomputation policy to every layer");
-    if (A->layers % chunks)
+    if (!cut && A->layers % chunks)
         return rep_refuse(why, wn, "the frameworks split the %d layers evenly, which %d %s cannot do",
                       A->layers, chunks, v > 1 ? "model chunks" : "pipeline stages");
     if (L->dp < 1 || L->tp < 1 || L->micro_batch < 1 || L->num_micro < 1)
@@ -94,8 +100,8 @@ bool rep_plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout *L,
     int per = A->layers / chunks;
     for (int c = 0; c < chunks; c++) {
         PlanStage *s = &p->stages[c];
-        s->first_piece = c == 0 ? 0 : 1 + c * per;
-        s->npieces = per + (c == 0) + (c == chunks - 1);
+        s->first_piece = cut ? cut->stages[c].first_piece : c == 0 ? 0 : 1 + c * per;
+        s->npieces = cut ? cut->stages[c].npieces : per + (c == 0) + (c == chunks - 1);
         s->pp_rank = c % L->pp;
         s->recompute = (PlanRecompute)rc;
     }
@@ -122,6 +128,61 @@ bool rep_plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout *L,
     return true;
 }
 
+bool rep_plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout *L, PlanAttention att,
+                        int gpn, Plan *p, char *why, size_t wn)
+{
+    return plan_framework(g, A, L, att, gpn, NULL, p, why, wn);
+}
+
+/* Predict a->plan, its layout and per-stage times. */
+static bool framework_alt_finish(const PassCostCtx *c, const IrGraph *g, PassSearchAlt *a)
+{
+    pass_predict(c, g, &a->plan, &a->pred);
+    plan_layout(g, &a->plan, &a->layout);
+    int n = a->plan.nstages, v = a->plan.v > 0 ? a->plan.v : 1;
+    a->stage_fwd_s = ir_xcalloc((size_t)n, sizeof *a->stage_fwd_s);
+    a->stage_bwd_s = ir_xcalloc((size_t)n, sizeof *a->stage_bwd_s);
+    for (int s = 0; s < n; s++) {
+        const PassRankMem *m = &a->pred.mem[a->plan.stages[s].pp_rank];
+        a->stage_fwd_s[s] = m->fwd_s / v;
+        a->stage_bwd_s[s] = m->bwd_s / v;
+    }
+    return true;
+}
+
+bool rep_framework_alt_cut(const PassCostCtx *c, const IrGraph *g, const PlanLayout *L, const int *layers,
+                           PassSearchAlt *a, char *why, size_t wn)
+{
+    if (!layers)
+        return rep_framework_alt(c, g, L, a, why, wn);
+    RepArch A;
+    memset(a, 0, sizeof *a);
+    if (!rep_arch_read(g, &A, why, wn))
+        return false;
+    int chunks = L->pp * (L->v > 0 ? L->v : 1), first = 0;
+    while (first < g->npieces && g->pieces[first].rep < 0)
+        first++;
+    Plan cut;
+    memset(&cut, 0, sizeof cut);
+    cut.nstages = chunks;
+    cut.stages = ir_xcalloc((size_t)chunks, sizeof *cut.stages);
+    for (int k = 0, l = first; k < chunks; k++) {
+        int a0 = k == 0 ? 0 : l;
+        l += layers[k];
+        cut.stages[k].first_piece = a0;
+        cut.stages[k].npieces = (k == chunks - 1 ? g->npieces : l) - a0;
+    }
+    bool ok = plan_framework(g, &A, L, c->attention, c->cl->gpus_per_node, &cut, &a->plan, why, wn);
+    free(cut.stages);
+    if (!ok) {
+        free(a->plan.stages);
+        free(a->plan.strategy);
+        memset(a, 0, sizeof *a);
+        return false;
+    }
+    return framework_alt_finish(c, g, a);
+}
+
 bool rep_framework_alt(const PassCostCtx *c, const IrGraph *g, const PlanLayout *L, PassSearchAlt *a,
                        char *why, size_t wn)
 {
@@ -143,17 +204,7 @@ bool rep_framework_alt_of(const PassCostCtx *c, const IrGraph *g, const RepArch 
         memset(a, 0, sizeof *a);
         return false;
     }
-    pass_predict(c, g, &a->plan, &a->pred);
-    plan_layout(g, &a->plan, &a->layout);
-    int n = a->plan.nstages, v = a->plan.v > 0 ? a->plan.v : 1;
-    a->stage_fwd_s = ir_xcalloc((size_t)n, sizeof *a->stage_fwd_s);
-    a->stage_bwd_s = ir_xcalloc((size_t)n, sizeof *a->stage_bwd_s);
-    for (int s = 0; s < n; s++) {
-        const PassRankMem *m = &a->pred.mem[a->plan.stages[s].pp_rank];
-        a->stage_fwd_s[s] = m->fwd_s / v;
-        a->stage_bwd_s[s] = m->bwd_s / v;
-    }
-    return true;
+    return framework_alt_finish(c, g, a);
 }
 
 /* Keep the faster of *best and the fitting alternative for layout l. */
@@ -231,7 +282,7 @@ bool rep_plan_matches_framework(const IrGraph *g, const RepArch *A, const PassSe
                                 char *why, size_t wn)
 {
     Plan f;
-    if (!rep_plan_framework(g, A, &a->layout, a->plan.attention, gpn, &f, why, wn))
+    if (!plan_framework(g, A, &a->layout, a->plan.attention, gpn, &a->plan, &f, why, wn))
         return false;
     bool ok = true;
     if (f.nstages != a->plan.nstages) {

@@ -117,8 +117,9 @@ extern RepFrameFn *const rep_torchtitan_arch[REP_NARCH], *const rep_torchtitan_a
  * built that way (layers not splitting evenly, mixed recomputation). */
 bool rep_plan_framework(const IrGraph *g, const RepArch *a, const PlanLayout *l, PlanAttention att,
                         int gpus_per_node, Plan *out, char *why, size_t n);
-/* Is a's plan exactly the framework's plan for its layout (stages and every
- * node's strategy)? False with a sentence saying where it differs. */
+/* Is a's plan exactly the framework's plan for its layout, its pipeline
+ * split (even or not: each emitter checks its framework can state it) and
+ * every node's strategy? False with a sentence saying where it differs. */
 bool rep_plan_matches_framework(const IrGraph *g, const RepArch *a, const PassSearchAlt *alt,
                                 int gpus_per_node, char *why, size_t n);
 /* The same evaluated: pass_predict's numbers for it as a search alternative
@@ -126,6 +127,10 @@ bool rep_plan_matches_framework(const IrGraph *g, const RepArch *a, const PassSe
  * rank's, split evenly over its chunks, no ILP solves). False with why as above. */
 bool rep_framework_alt(const PassCostCtx *c, const IrGraph *g, const PlanLayout *l, PassSearchAlt *out,
                        char *why, size_t n);
+/* The same with the pipeline split pinned: layers[c] layers in chunk c (the
+ * embedding joins the first, the head the last); NULL: even. */
+bool rep_framework_alt_cut(const PassCostCtx *c, const IrGraph *g, const PlanLayout *l, const int *layers,
+                           PassSearchAlt *out, char *why, size_t n);
 /* The same for a graph already read (rep_arch_read), as searches that
  * evaluate many layouts of one model call it. */
 bool rep_framework_alt_of(const PassCostCtx *c, const IrGraph *g, const RepArch *a, const PlanLayout *l,

@@ -100,14 +100,22 @@ static void add_cand(Src *s, SrcGroup *G, int pp, int v, int rc, int zero)
     s->st->candidates++;
 }
 
-/* Interleaving: one repeat, equal chunks, and (Megatron's schedule) a
+/* Interleaving: one repeat, at least one layer per chunk (chunks may
+ * differ), a split --pp-layers allows, and (Megatron's schedule) a
  * micro-batch count that is a multiple of pp. */
 static bool v_ok(const Src *s, int pp, int v, int m)
 {
+    int layers[PLAN_MAX_STAGES];
     /* Codegen's schedules hold at most PLAN_MAX_CHUNKS chunks per rank. */
     return s->rep0 >= 0 && pp >= 2 && v >= 2 && v <= PLAN_MAX_CHUNKS && pp * v <= PLAN_MAX_STAGES &&
-           s->rep_count % (pp * v) == 0 &&
-           m % pp == 0 && m >= pp;
+           pp * v <= s->rep_count && m % pp == 0 && m >= pp && src_split_pin(s, pp, v, layers, NULL, 0) >= 0;
+}
+
+/* 1F1B: a split --pp-layers allows. */
+static bool one_ok(const Src *s, int pp)
+{
+    int layers[PLAN_MAX_STAGES];
+    return src_split_pin(s, pp, 1, layers, NULL, 0) >= 0;
 }
 
 /* Context parallelism cp: pinned (--cp), or any degree whose ranks each
@@ -248,7 +256,8 @@ static void enumerate(Src *s)
                         SrcGroup *G = group(s, &cap, dp, cp, tp, (int)b, sp);
                         int vs[64], nv = 0;
                         if (pin->schedule != PLAN_SCHED_INTERLEAVED && !(pin->v > 1) &&
-                            (pp == 1 || pass_stack_has_schedule(&s->c->st, PLAN_SCHED_1F1B)))
+                            (pp == 1 || pass_stack_has_schedule(&s->c->st, PLAN_SCHED_1F1B)) &&
+                            one_ok(s, pp))
                             vs[nv++] = 1;
                         if (pin->schedule != PLAN_SCHED_1F1B &&
                             pass_stack_has_schedule(&s->c->st, PLAN_SCHED_INTERLEAVED))
@@ -519,7 +528,23 @@ static double hope_bound(Src *s, const SrcGroup *G, const SrcCand *k)
     src_floor_pieces(s, G, H.piece);
     SrcPart part;
     double b = INFINITY;
-    if (src_partition(s, G, &H, k, s->usable, false, &part)) {
+    if (k->v > 1) {
+        /* Interleaved: the chunks are cut by the variant's costs, so the
+         * floor's cut is not every variant's: the busiest rank runs m
+         * micro-batches of at least its share of the work, and of the
+         * costliest piece; one micro-batch passes every piece. Memory is
+         * left to the variant's own cut. */
+        double tsum = 0, top = 0;
+        for (int p = 0; p < s->npieces; p++) {
+            double t = H.piece[p].fwd + (k->rc != SRC_AUTO ? H.piece[p].rec[k->rc] : 0);
+            tsum += t;
+            top = fmax(top, t);
+        }
+        b = fmax(tsum, G->m * fmax(tsum / k->pp, top));
+        PassShare sh;
+        if (pass_share(s->c->cl, k->pp, plan_mesh_devices(&G->mesh), &sh))
+            b = pass_share_bound(&sh, k->pp, tsum, fmax(tsum / k->pp, top), G->m);
+    } else if (src_partition(s, G, &H, k, s->usable, false, &part)) {
         int pp = k->pp;
         double *rank = ir_xcalloc((size_t)pp, sizeof(double)), tsum = 0, top = 0, before = 0;
         for (int p = 0; p < s->npieces; p++)

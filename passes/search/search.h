@@ -44,6 +44,14 @@ typedef struct PassSearchOpts {
     int ep, etp;                  /* MoE pins (--ep, --etp): 0 searched; else the experts split
                                      ep ways over a whole mesh axis (1: not at all), each
                                      expert's width etp ways */
+    /* --pp-layers: the layers of each model chunk (pipeline stage under 1F1B)
+     * in model order, pp_nlayers of them; or, Megatron's way, pp_first and
+     * pp_last, the layers of the first and last pipeline ranks (0: not
+     * given), the others split evenly. The pieces before the layers
+     * (embedding) join the first chunk, those after them (head) the last. */
+    int pp_nlayers;
+    const int *pp_layers;         /* [pp_nlayers], owned by the caller */
+    int pp_first, pp_last;
     int gpus;                     /* GPUs available; 0: c->cl->ngpus */
     int64_t global_batch;         /* sequences per step; 0: g->global_batch */
     double ilp_time_limit_s;      /* per ILP solve; 0: 10 s */
@@ -65,6 +73,10 @@ IrGraph *pass_search_skeleton(IrArena *a, const IrGraph *g);
 void pass_search_skeleton_free(IrGraph *s);
 
 void pass_search_pins_none(PassSearchPins *p);
+/* The layers of each of pp x v chunks as o's --pp-layers pins them, into
+ * layers[pp * v]: true; false when not pinned or not for pp x v. */
+bool pass_search_split_pin(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o, int pp, int v,
+                           int *layers);
 /* Are tp, pp, micro-batch, recompute, sp, ZeRO and the schedule (and v, if
  * interleaved) all pinned: the "evaluate a layout by hand" case? */
 bool pass_search_pinned_fully(const PassSearchPins *p);

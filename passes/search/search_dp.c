@@ -156,9 +156,40 @@ static void free_dp(Dp *d)
     free(d->infl);
 }
 
+/* Chunks from layer counts: chunk c runs layers[c] layers, the pieces
+ * before the repeat join the first chunk, those after it the last. */
+static void chunks_of_layers(const Src *s, int chunks, int pp, const int *layers, SrcPart *out)
+{
+    out->nstages = chunks;
+    for (int c = 0, l = s->rep_first; c < chunks; c++) {
+        int first = c == 0 ? 0 : l;
+        l += layers[c];
+        int last = c == chunks - 1 ? s->npieces - 1 : l - 1;
+        out->stage[c] = (PlanStage){first, last - first + 1, c % pp, PLAN_RECOMPUTE_NONE};
+    }
+}
+
+/* 1F1B with the stages --pp-layers pins: each the fastest policy that fits. */
+static bool part_1f1b_pinned(Dp *d, const int *layers, SrcPart *out)
+{
+    chunks_of_layers(d->s, d->pp, d->pp, layers, out);
+    out->mem_peak = 0;
+    for (int st = 0; st < d->pp; st++) {
+        PlanStage *S = &out->stage[st];
+        int i = S->first_piece, j = i + S->npieces - 1, r = stage_rc(d, st, i, j, INFINITY);
+        if (r < 0)
+            return false;
+        S->recompute = (PlanRecompute)r;
+        out->mem_peak = fmax(out->mem_peak, stage_mem(d, st, r, i, j));
+    }
+    return true;
+}
+
 static bool part_1f1b(Dp *d, SrcPart *out)
 {
-    int pp = d->pp;
+    int pp = d->pp, layers[PLAN_MAX_STAGES];
+    if (pp > 1 && src_split_pin(d->s, pp, 1, layers, NULL, 0) > 0)
+        return part_1f1b_pinned(d, layers, out);
     int *ends = ir_xmalloc(sizeof(int) * (size_t)pp), *rc = ir_xmalloc(sizeof(int) * (size_t)pp);
     double hi = 0;
     for (int x = 0; x < d->nrc; x++)
@@ -188,17 +219,89 @@ static bool part_1f1b(Dp *d, SrcPart *out)
     return ok;
 }
 
+/* Can the pieces from i0 on be cut into n chunks of at most tmax each,
+ * at least one layer a chunk (the first chunk of the model takes the
+ * pieces before the repeat, the last those after it)? ends[] the greedy's
+ * (each chunk as long as it can be), or NULL. */
+static bool chunk_greedy(const Dp *d, const double *t, int i0, int n, double tmax, int *ends)
+{
+    const Src *s = d->s;
+    int i = i0, lend = s->rep_first + s->rep_count; /* one past the last layer */
+    for (int c = 0; c < n; c++) {
+        int j;
+        if (c == n - 1) {
+            if (t[d->P] - t[i] > tmax || i >= lend)
+                return false;
+            j = d->P - 1;
+        } else {
+            int jmax = lend - 1 - (n - 1 - c), jmin = i == 0 ? s->rep_first : i;
+            j = i - 1;
+            while (j + 1 <= jmax && (j + 1 <= jmin || t[j + 2] - t[i] <= tmax))
+                j++;
+            if (j < jmin || t[j + 1] - t[i] > tmax)
+                return false;
+        }
+        if (ends)
+            ends[c] = j;
+        i = j + 1;
+    }
+    return true;
+}
+
+/* The layers of each chunk by cost: the least slowest chunk (bisection on
+ * tmax, as for 1F1B), then each boundary as near the even share of the
+ * total time as tmax allows (the greedy alone would leave the last chunks
+ * short), so the embedding's and the head's chunks take fewer layers when
+ * that balances. Times at the first allowed policy. */
+static void cost_split(const Dp *d, int chunks, int *layers)
+{
+    const Src *s = d->s;
+    const double *t = d->T[d->rcs[0]];
+    int *ends = ir_xmalloc(sizeof(int) * (size_t)chunks);
+    double hi = t[d->P] * (1 + 1e-9) + 1e-12, lo = 0;
+    for (int it = 0; it < 100 && hi - lo > 1e-9 * hi; it++) {
+        double mid = 0.5 * (lo + hi);
+        if (chunk_greedy(d, t, 0, chunks, mid, NULL))
+            hi = mid;
+        else
+            lo = mid;
+    }
+    chunk_greedy(d, t, 0, chunks, hi, ends);
+    /* The latest end of each chunk is the greedy's; walk the boundaries
+     * towards the even shares while the rest still cuts under hi. */
+    int prev = -1, lend = s->rep_first + s->rep_count;
+    for (int c = 0; c < chunks - 1; c++) {
+        double target = t[d->P] * (c + 1) / chunks;
+        int best = ends[c];
+        for (int j = ends[c]; j >= (c == 0 ? s->rep_first : prev + 1); j--) {
+            if (t[j + 1] - t[prev + 1] > hi)
+                break;
+            if (j > lend - 1 - (chunks - 1 - c))
+                continue;
+            /* and the rest from j + 1 still cuts into the chunks left under hi */
+            if (fabs(t[j + 1] - target) < fabs(t[best + 1] - target) &&
+                chunk_greedy(d, t, j + 1, chunks - 1 - c, hi, NULL))
+                best = j;
+        }
+        ends[c] = best;
+        prev = best;
+    }
+    for (int c = 0, i = 0; c < chunks; c++) {
+        int a = c == 0 ? s->rep_first : i, b = c == chunks - 1 ? lend - 1 : ends[c];
+        layers[c] = b - a + 1;
+        i = ends[c] + 1;
+    }
+    free(ends);
+}
+
 static bool part_interleaved(Dp *d, SrcPart *out)
 {
     const Src *s = d->s;
     int pp = d->pp, v = d->k->v, chunks = pp * v;
-    int per = s->rep_count / chunks;
-    out->nstages = chunks;
-    for (int c = 0; c < chunks; c++) {
-        int first = c == 0 ? 0 : s->rep_first + c * per;
-        int last = c == chunks - 1 ? s->npieces - 1 : s->rep_first + (c + 1) * per - 1;
-        out->stage[c] = (PlanStage){first, last - first + 1, c % pp, PLAN_RECOMPUTE_NONE};
-    }
+    int layers[PLAN_MAX_STAGES];
+    if (src_split_pin(s, pp, v, layers, NULL, 0) <= 0)
+        cost_split(d, chunks, layers);
+    chunks_of_layers(s, chunks, pp, layers, out);
     out->mem_peak = 0;
     for (int r = 0; r < pp; r++) {
         int best = -1;

@@ -228,6 +228,62 @@ void pass_search_explain_overflow(const PassCostCtx *c, const IrGraph *g, const 
     ir_note(IR_NOLOC, "%s on pipeline rank %d: %s", pinned ? lay : "that layout", a->pred.peak_rank, buf);
 }
 
+/* No layout satisfies the pins: the condition that failed, each its own
+ * sentence. With pp, tp and dp all pinned (or implied), the one layout's
+ * conditions in order; otherwise the rules every layout keeps. */
+static void no_layout_pinned(const IrGraph *g, const PassSearchOpts *o, int N, int gpn, int64_t gb)
+{
+    const PassSearchPins *pin = &o->pins;
+    int tp = pin->tp, pp = pin->pp, dp = pin->dp, cp = pin->cp ? pin->cp : 1;
+    if (tp && pp && !dp && N % (tp * pp * cp) == 0)
+        dp = N / (tp * pp * cp);
+    if (!(tp && pp && dp)) {
+        ir_error(IR_NOLOC, "no layout of %d GPUs satisfies the pins. Every layout's pipeline stages are "
+                 "whole nodes of %d GPUs or a divisor of one. Its dp x micro-batch divides the global "
+                 "batch of %lld sequences into at most %d micro-batches. With the interleaved schedule "
+                 "its micro-batches are a multiple of pp and each of its pp x v model chunks has a layer "
+                 "(%s has %d)", N, gpn, (long long)gb, PLAN_MAX_MICRO, g->name, g->npieces - 2);
+        return;
+    }
+    int n = N / pp;
+    if (n % gpn && gpn % n) {
+        ir_error(IR_NOLOC, "no layout of %d GPUs satisfies the pins: with --pp %d each pipeline stage gets "
+                 "%d GPUs, neither whole nodes of %d GPUs nor a divisor of one", N, pp, n, gpn);
+        return;
+    }
+    if (gb % dp) {
+        ir_error(IR_NOLOC, "no layout of %d GPUs satisfies the pins: dp %d does not divide the global batch "
+                 "of %lld sequences", N, dp, (long long)gb);
+        return;
+    }
+    bool inter = pin->schedule == PLAN_SCHED_INTERLEAVED || pin->v > 1;
+    int64_t per = gb / dp;
+    bool any_b = false, any_round = false;
+    for (int64_t b = 1; b <= per && b <= PASS_SEARCH_MAX_MB; b++) {
+        if (per % b || (pin->micro_batch && b != pin->micro_batch) || per / b > PLAN_MAX_MICRO)
+            continue;
+        any_b = true;
+        any_round |= (per / b) % pp == 0 && per / b >= pp;
+    }
+    if (!any_b)
+        ir_error(IR_NOLOC, "no layout of %d GPUs satisfies the pins: no micro-batch size cuts the %lld "
+                 "sequences per data-parallel replica into at most %d micro-batches", N, (long long)per,
+                 PLAN_MAX_MICRO);
+    else if (inter && !any_round)
+        ir_error(IR_NOLOC, "no layout of %d GPUs satisfies the pins: the interleaved schedule needs the "
+                 "micro-batches per step to be a multiple of --pp %d, and no micro-batch size cuts the "
+                 "%lld sequences per data-parallel replica so", N, pp, (long long)per);
+    else {
+        char cps[32] = "";
+        if (cp > 1)
+            snprintf(cps, sizeof cps, " x cp %d", cp);
+        ir_error(IR_NOLOC, "no layout of %d GPUs satisfies the pins: tp %d x pp %d x dp %d%s%s%s is not one "
+                 "the search can build (the stack's schedules, recomputation and ZeRO stages, the pipeline "
+                 "split --pp-layers gives)", N, tp, pp, dp, cps, inter ? ", interleaved" : "",
+                 pin->v > 1 ? " with the pinned --virtual-stages" : "");
+    }
+}
+
 void pass_search_explain_nofit(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
                                PassIlpCache *cache, const PassSearchResult *r)
 {
@@ -243,9 +299,7 @@ void pass_search_explain_nofit(const PassCostCtx *c, const IrGraph *g, const Pas
                      "than %d sequences per micro-batch and data-parallel replica", N,
                      (long long)r->global_batch, PLAN_MAX_MICRO, PASS_SEARCH_MAX_MB);
         else if (any_pin(pin))
-            ir_error(IR_NOLOC, "no layout of %d GPUs satisfies the pins: pipeline stages must be "
-                     "whole nodes of %d GPUs or a divisor of one, and dp x micro-batch must divide "
-                     "the global batch of %lld sequences", N, gpn, (long long)r->global_batch);
+            no_layout_pinned(g, o, N, gpn, r->global_batch);
         else
             ir_error(IR_NOLOC, "no layout can use %d GPUs: a plan uses at least half of them, as "
                      "pp x dp x tp with pp at most the model's %d pieces, tp at most a node's %d "

@@ -215,8 +215,66 @@ static bool check_batch_pins(const Src *s)
     return true;
 }
 
+int src_split_pin(const Src *s, int pp, int v, int *layers, char *why, size_t wn)
+{
+    const PassSearchOpts *o = s->o;
+    int chunks = pp * v, L = s->rep_count;
+    char dummy[256];
+    if (!why)
+        why = dummy, wn = sizeof dummy;
+    if (!o->pp_nlayers && !o->pp_first && !o->pp_last)
+        return 0;
+    if (s->rep0 < 0) {
+        snprintf(why, wn, "--pp-layers needs a model whose layers form one repeat");
+        return -1;
+    }
+    if (o->pp_nlayers) {
+        if (o->pp_nlayers != chunks) {
+            snprintf(why, wn, "--pp-layers gives %d model chunks, and pp %d x v %d makes %d", o->pp_nlayers,
+                     pp, v, chunks);
+            return -1;
+        }
+        long long sum = 0;
+        for (int c = 0; c < chunks; c++)
+            sum += o->pp_layers[c];
+        if (sum != L) {
+            snprintf(why, wn, "--pp-layers gives %lld layers, and the model has %d", sum, L);
+            return -1;
+        }
+        for (int c = 0; c < chunks; c++)
+            layers[c] = o->pp_layers[c];
+        return 1;
+    }
+    /* Megatron's --decoder-first/last-pipeline-num-layers: per pipeline
+     * rank, each rank's layers split evenly over its v chunks, the ranks
+     * between them evenly (TransformerConfig's rules). */
+    int F = o->pp_first, Z = o->pp_last, given = (F > 0) + (Z > 0);
+    if (pp < 2 || pp < given) {
+        snprintf(why, wn, "--pp-layers first=/last= needs --pp of at least %d", given > 2 ? given : 2);
+        return -1;
+    }
+    if ((F && F % v) || (Z && Z % v)) {
+        snprintf(why, wn, "--pp-layers gives the %s pipeline rank %d layers, which its %d model chunks "
+                 "cannot share evenly", F % v ? "first" : "last", F % v ? F : Z, v);
+        return -1;
+    }
+    int mid = pp - given, rest = L - F - Z;
+    if (rest < 0 || (rest > 0) != (mid > 0) || (mid && (rest % mid || (rest / mid) % v || rest / mid < v))) {
+        snprintf(why, wn, "--pp-layers leaves %d layers for the %d pipeline ranks between the first and "
+                 "the last, which cannot take them evenly%s", rest, mid,
+                 v > 1 ? " in whole layers per model chunk" : "");
+        return -1;
+    }
+    for (int c = 0; c < chunks; c++) {
+        int r = c % pp, n = r == 0 && F ? F : r == pp - 1 && Z ? Z : rest / mid;
+        layers[c] = n / v;
+    }
+    return 1;
+}
+
 /* The interleaved schedule (or --virtual-stages) needs one repeat of
- * layers that splits into pp x v equal chunks, and whole rounds of pp
+ * layers with at least one per chunk (chunks may differ: the search cuts
+ * them by cost, or --pp-layers pins them), and whole rounds of pp
  * micro-batches. */
 static bool check_interleaved_pins(const Src *s)
 {
@@ -234,22 +292,24 @@ static bool check_interleaved_pins(const Src *s)
         ir_error(IR_NOLOC, "the interleaved schedule needs --pp of at least 2");
         return false;
     }
-    bool any = false;
-    for (int q = pp ? pp : 2; q <= (pp ? pp : s->rep_count) && !any; q++)
-        for (int w = p->v > 1 ? p->v : 2; w <= (p->v > 1 ? p->v : s->rep_count) && !any; w++)
-            any = s->rep_count % (q * w) == 0;
-    if (!any && !pp) {
-        if (p->v > 1)
-            ir_error(IR_NOLOC, "--virtual-stages %d needs the %d layers to split into pp x %d "
-                     "equal chunks for some pp of at least 2", p->v, s->rep_count, p->v);
+    int lo = pp ? pp : 2, w = v > 1 ? v : 2;
+    if (lo * w > s->rep_count) {
+        char what[64];
+        if (pp && p->v > 1)
+            snprintf(what, sizeof what, "--virtual-stages %d with --pp %d", v, pp);
+        else if (pp)
+            snprintf(what, sizeof what, "the interleaved schedule with --pp %d", pp);
+        else if (p->v > 1)
+            snprintf(what, sizeof what, "--virtual-stages %d", v);
         else
-            ir_error(IR_NOLOC, "the interleaved schedule needs the %d layers to split into "
-                     "pp x v equal chunks with pp and v at least 2", s->rep_count);
+            snprintf(what, sizeof what, "the interleaved schedule");
+        ir_error(IR_NOLOC, "%s needs at least %d x %d = %d layers (pp x v model chunks of at least one "
+                 "layer each), and %s has %d", what, lo, w, lo * w, g->name, s->rep_count);
         return false;
     }
-    if (pp && v > 1 && s->rep_count % (pp * v)) {
-        ir_error(IR_NOLOC, "--virtual-stages %d with --pp %d needs the %d layers to split into "
-                 "%d equal chunks", v, pp, s->rep_count, pp * v);
+    if (pp && v > 1 && pp * v > PLAN_MAX_STAGES) {
+        ir_error(IR_NOLOC, "--virtual-stages %d with --pp %d makes %d model chunks; a plan has at most %d",
+                 v, pp, pp * v, PLAN_MAX_STAGES);
         return false;
     }
     if (pp && d && p->micro_batch) {
@@ -261,6 +321,42 @@ static bool check_interleaved_pins(const Src *s)
         }
     }
     return true;
+}
+
+/* --pp-layers: a split some pinned pp x v takes. */
+static bool check_split_pins(const Src *s)
+{
+    const PassSearchPins *p = &s->o->pins;
+    const PassSearchOpts *o = s->o;
+    if (!o->pp_nlayers && !o->pp_first && !o->pp_last)
+        return true;
+    bool inter = p->schedule == PLAN_SCHED_INTERLEAVED || p->v > 1;
+    char why[256] = "";
+    int layers[PLAN_MAX_STAGES];
+    for (int c = 0; c < o->pp_nlayers; c++)
+        if (o->pp_layers[c] < 1) {
+            ir_error(IR_NOLOC, "--pp-layers gives model chunk %d %d layers; each needs at least one", c,
+                     o->pp_layers[c]);
+            return false;
+        }
+    if (o->pp_nlayers > PLAN_MAX_STAGES) {
+        ir_error(IR_NOLOC, "--pp-layers gives %d model chunks; a plan has at most %d", o->pp_nlayers,
+                 PLAN_MAX_STAGES);
+        return false;
+    }
+    /* Every pinned (pp, v) the schedule allows; the first reason if none takes the split. */
+    int vlo = inter ? (p->v > 1 ? p->v : 2) : 1;
+    int vhi = p->schedule == PLAN_SCHED_1F1B ? 1 : p->v > 1 ? p->v : PLAN_MAX_CHUNKS;
+    for (int pp = p->pp ? p->pp : 2; pp <= (p->pp ? p->pp : PLAN_MAX_PP); pp++)
+        for (int v = vlo; v <= vhi && pp * v <= PLAN_MAX_STAGES; v++) {
+            char w[256];
+            if (src_split_pin(s, pp, v, layers, w, sizeof w) > 0)
+                return true;
+            if (!why[0] || (p->pp && (!p->v || p->v == v)))
+                snprintf(why, sizeof why, "%s", w);
+        }
+    ir_error(IR_NOLOC, "%s", why);
+    return false;
 }
 
 /* --ep and --etp: a model with experts, degrees dividing the experts and
@@ -373,11 +469,30 @@ bool src_check_pins(Src *s)
 {
     const PassSearchPins *p = &s->o->pins;
     bool inter = p->schedule == PLAN_SCHED_INTERLEAVED || p->v > 1;
-    return check_stack_pins(s) && check_tp_pin(s) && check_cp_pin(s) && check_pp_pin(s) && check_mesh_pins(s) &&
-           check_batch_pins(s) && (!inter || check_interleaved_pins(s)) && check_moe_pins(s);
+    return check_stack_pins(s) && check_tp_pin(s) && check_cp_pin(s) && check_pp_pin(s) &&
+           check_mesh_pins(s) &&
+           check_batch_pins(s) && (!inter || check_interleaved_pins(s)) && check_split_pins(s) &&
+           check_moe_pins(s);
+}
+
+static void pins_src(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o, Src *s);
+
+bool pass_search_split_pin(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o, int pp, int v,
+                           int *layers)
+{
+    Src s;
+    pins_src(c, g, o, &s);
+    return pp * v <= PLAN_MAX_STAGES && src_split_pin(&s, pp, v, layers, NULL, 0) > 0;
 }
 
 bool pass_search_check_pins(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o)
+{
+    Src s;
+    pins_src(c, g, o, &s);
+    return src_check_pins(&s);
+}
+
+static void pins_src(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o, Src *out)
 {
     /* The fields src_check_pins reads, as pass_search sets them. */
     Src s;
@@ -400,7 +515,7 @@ bool pass_search_check_pins(const PassCostCtx *c, const IrGraph *g, const PassSe
     }
     if (nreps != 1)
         s.rep0 = -1, s.rep_count = 0;
-    return src_check_pins(&s);
+    *out = s;
 }
 
 void pass_search_pins_none(PassSearchPins *p)

@@ -165,6 +165,10 @@ double src_pipe_floor(const Src *s, const SrcGroup *G, const SrcVariant *V, cons
 
 /* search_pins.c: pinned layouts that cannot work, reported with ir_error. */
 bool src_check_pins(Src *s);
+/* The layers of each of the pp * v chunks as --pp-layers pins them, into
+ * layers[pp * v]: 1 written; 0 not pinned; -1 the pins exclude pp x v (why
+ * says so in a sentence naming the flag, when why is not NULL). */
+int src_split_pin(const Src *s, int pp, int v, int *layers, char *why, size_t wn);
 /* A lower bound of piece p's model-state bytes per device under ZeRO z on
  * a mesh of n devices with tp on the tensor-parallel axis: ZeRO shards over
  * the data-parallel axis, tensor parallelism splits the rest at most tp

@@ -10,8 +10,9 @@
  * replicated (e.g. 2 KV heads under tp4). MoE nodes split their experts as
  * the layout's ep/epf/ex item says (layout.h). With cp, axis 1 is context
  * parallel (every node carrying the sequence splits it there) and tp the
- * last axis. Stages: pieces cut as evenly as
- * possible into pp x v contiguous chunks, chunk c on pipeline rank c % pp. */
+ * last axis. Stages: pieces cut as evenly as possible into pp x v
+ * contiguous chunks, chunk c on pipeline rank c % pp; or, with a "c2_1_3_1"
+ * item, chunks of those many pieces (uneven stages). */
 #include "layout.h"
 
 #include <stdio.h>
@@ -40,7 +41,18 @@ bool layout_parse(const char *s, Layout *l)
             l->experts = LAYOUT_EXPERTS_EPF;
         else if (!strcmp(tok, "ex"))
             l->experts = LAYOUT_EXPERTS_GATHER;
-        else if (sscanf(tok, "dp%d", &n) == 1 && n > 0)
+        else if (tok[0] == 'c' && tok[1] >= '1' && tok[1] <= '9') {
+            for (char *q = tok + 1; *q && l->nsplit < 64;) {
+                char *end;
+                long k = strtol(q, &end, 10);
+                if (end == q || k < 1 || (*end && *end != '_')) {
+                    fprintf(stderr, "layout: bad chunk split '%s'\n", tok);
+                    return false;
+                }
+                l->split[l->nsplit++] = (int)k;
+                q = *end ? end + 1 : end;
+            }
+        } else if (sscanf(tok, "dp%d", &n) == 1 && n > 0)
             l->dp = n;
         else if (sscanf(tok, "cp%d", &n) == 1 && n > 0)
             l->cp = n;
@@ -107,8 +119,16 @@ bool layout_plan(const IrGraph *g, const Layout *l, Plan *p)
         return false;
     }
     p->stages = ir_alloc(g->arena, sizeof *p->stages * (size_t)p->nstages);
+    int total = 0;
+    for (int s = 0; s < l->nsplit; s++)
+        total += l->split[s];
+    if (l->nsplit && (l->nsplit != p->nstages || total != g->npieces)) {
+        fprintf(stderr, "layout: a split of %d chunks and %d pieces for %d stages of %d pieces\n", l->nsplit,
+                total, p->nstages, g->npieces);
+        return false;
+    }
     for (int s = 0, first = 0; s < p->nstages; s++) {
-        int n = g->npieces / p->nstages + (s < g->npieces % p->nstages);
+        int n = l->nsplit ? l->split[s] : g->npieces / p->nstages + (s < g->npieces % p->nstages);
         p->stages[s] = (PlanStage){first, n, s % p->pp, l->recompute};
         first += n;
     }

@@ -13,6 +13,7 @@ typedef struct Layout {
     bool sp;
     PlanRecompute recompute;
     int experts;  /* LAYOUT_EXPERTS_* below: how moe nodes split their experts */
+    int nsplit, split[64]; /* "c2_1_3_1": pieces of each chunk in model order (0: even) */
 } Layout;
 
 /* The experts of every moe node (docs/moe.md): by default split like any
