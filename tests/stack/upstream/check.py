@@ -89,6 +89,10 @@ def megatron_can(t):
     if r:
         if r["score"] == "sigmoid" and r["topk"] > 1 and not r["norm"]:
             return "Megatron-Core's sigmoid router normalises k > 1 weights"
+        if r["score"] == "softmax" and r["topk"] == 1 and r["norm"]:
+            return "Megatron-Core's softmax top-1 router must be pre-softmax (an unnormalised weight)"
+        if r["group_score"] and r["topk"] // r["group_topk"] != int(r["group_score"][3:]):
+            return "Megatron-Core scores a group by its topk // group_topk best, ptdc by its %s" % r["group_score"]
         if t["bias_rest"]:
             return "MoE layers without output/router biases"
     return None
@@ -121,7 +125,7 @@ def ffn_solvable(dim, dff):
 # ----------------------------------------------------------- compare
 KEYS = ["layers", "d_model", "heads", "kv_heads", "head_dim", "d_ff", "vocab", "seq", "norm", "positions",
         "window", "causal", "tied", "bf16", "bias_qkv", "bias_rest", "mlp", "params", "dropout", "experts",
-        "router"]
+        "router", "d_expert", "shared", "moe_layers"]
 
 
 def close(a, b):
