@@ -87,7 +87,7 @@ bool rep_arch_read(const IrGraph *g, RepArch *a, char *why, size_t n);
 /* A framework's statement of one property (frame_model.c): flags, model
  * arguments and comment lines collected for the emitter, or a refusal. */
 typedef struct RepFrameOut {
-    char arg[48][160];            /* Megatron-LM flags; torchtitan TransformerModelArgs keywords */
+    char arg[64][160];            /* Megatron-LM flags; torchtitan TransformerModelArgs keywords */
     int narg;
     char rope[6][64];             /* torchtitan RoPEScalingArgs keywords */
     int nrope;

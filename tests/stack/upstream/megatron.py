@@ -392,10 +392,23 @@ def effective_default(dest, a):
     h, H = a["hidden_size"], a["num_attention_heads"]
     derived = {"ffn_hidden_size": (int((4 * h * 2 / 3) / 64) * 64 if a["swiglu"] else 4 * h) if h else None,
                "kv_channels": h // H if h and H else None,
-               "num_query_groups": H}
+               "num_query_groups": H,
+               "expert_tensor_parallel_size": a["tensor_model_parallel_size"],  # validate_args
+               "moe_ffn_hidden_size": a["ffn_hidden_size"]}  # TransformerConfig.__post_init__
     if dest in derived:
         return derived[dest]
     return next(d for k, (dst, kind, d, c) in OPTIONS.items() if dst == dest)
+
+
+def unused(dest, a):
+    """A dest the model built from a does not read: an MoE model without dense
+    layers builds no MLP of ffn_hidden_size (its experts have
+    moe_ffn_hidden_size); without expert parallelism either dispatcher runs."""
+    if dest == "ffn_hidden_size":
+        return bool(a["num_experts"]) and a["moe_ffn_hidden_size"] is not None and 0 not in moe_pattern(a)
+    if dest == "moe_token_dispatcher_type":
+        return a["expert_model_parallel_size"] == 1
+    return False
 
 
 def validate(text):
