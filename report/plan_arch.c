@@ -3,7 +3,8 @@
  * switches (layers, hidden size, heads, norm, activation, biases, positions,
  * tied embeddings); ptdc's model is an operator graph. This reads those
  * numbers back from the graph, and refuses with a sentence any graph that is
- * not a decoder of identical pre-norm layers they could build: what a
+ * not a decoder of pre-norm layers they could build (alike but for dense
+ * and MoE MLPs): what a
  * framework cannot express is said here, before any flag is printed. */
 #include "report.h"
 

@@ -28,8 +28,8 @@ void rep_plan_explain(FILE *f, const PassCostCtx *c, const IrGraph *g, const Pas
 /* A refusal: the sentence into why (n bytes); returns false (plan_arch.c). */
 bool rep_refuse(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The model as Megatron-LM and torchtitan describe one (plan_arch.c): a
- * decoder of identical pre-norm layers between a token embedding and an LM
- * head. Read back from the graph; dims are global sizes. Its properties are
+ * decoder of pre-norm layers (alike but for dense and MoE MLPs) between a
+ * token embedding and an LM head. Read back from the graph; dims are global sizes. Its properties are
  * the rows of arch.def (structure) and of ir/attrs.def (the operators'
  * attributes, read generically into attr[]): each framework emitter has a
  * handler for every row of both (report/frame_model.c runs them), so
