@@ -4,8 +4,8 @@
  * tied embeddings); ptdc's model is an operator graph. This reads those
  * numbers back from the graph, and refuses with a sentence any graph that is
  * not a decoder of pre-norm layers they could build (alike but for dense
- * and MoE MLPs): what a
- * framework cannot express is said here, before any flag is printed. */
+ * and MoE MLPs): what a framework cannot express is said here, before any
+ * flag is printed. */
 #include "report.h"
 
 #include <stdarg.h>
