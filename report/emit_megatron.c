@@ -39,6 +39,82 @@ static bool mg_arch_EXPERTS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
     return true;
 }
 
+/* Megatron-Core's SharedExpertMLP (shared_experts.py): an MLP of
+ * --moe-shared-expert-intermediate-size with the config's activation
+ * (SwiGLU) and no biases (it asserts add_bias_linear off), on every token,
+ * its output added to the routed experts' (MoELayer.postprocess). With
+ * --moe-shared-expert-gate that output is first multiplied by
+ * sigmoid(h . gate_weight), gate_weight [1, hidden]: Qwen2-MoE's
+ * shared_expert_gate, which ptdc writes as a one-expert moe gated by
+ * route(topk = 1, score = sigmoid, norm = false), the same product.
+ * (--moe-shared-expert-overlap only moves it beside the dispatcher's
+ * communication; the stacks do not price that.) */
+static bool mg_arch_SHARED(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)g;
+    if (!A->moe || !A->shared_ff)
+        return true;
+    rep_frame_arg(o, "--moe-shared-expert-intermediate-size %lld", (long long)A->shared_ff);
+    if (A->shared_gate)
+        rep_frame_arg(o, "--moe-shared-expert-gate");
+    return true;
+}
+
+/* The layers' pattern as --moe-layer-freq's Python list expression
+ * (arguments.py moe_freq_type: digits , [ ] ( ) + * only, no spaces), runs
+ * of one kind: "([0]*3+[1]*58)"; a periodic pattern too long that way as
+ * its period repeated. False when it does not fit n bytes. */
+static bool mg_runs(const RepArch *A, int from, int len, char *buf, size_t n)
+{
+    size_t k = 0;
+    for (int l = from; l < from + len;) {
+        bool moe = A->layer_moe[l / 64] >> (l % 64) & 1;
+        int r = 1;
+        while (l + r < from + len && (bool)(A->layer_moe[(l + r) / 64] >> ((l + r) % 64) & 1) == moe)
+            r++;
+        int w = r > 1 ? snprintf(buf + k, n - k, "%s[%d]*%d", l > from ? "+" : "", moe, r)
+                      : snprintf(buf + k, n - k, "%s[%d]", l > from ? "+" : "", moe);
+        if (w < 0 || (size_t)w >= n - k)
+            return false;
+        k += (size_t)w;
+        l += r;
+    }
+    return true;
+}
+
+static bool mg_layer_pattern(const RepArch *A, char *buf, size_t n)
+{
+    char runs[128];
+    if (mg_runs(A, 0, A->layers, runs, sizeof runs))
+        return snprintf(buf, n, "(%s)", runs) < (int)n;
+    for (int p = 1; p < A->layers; p++) {
+        if (A->layers % p)
+            continue;
+        bool periodic = true;
+        for (int l = p; l < A->layers && periodic; l++)
+            periodic = (A->layer_moe[l / 64] >> (l % 64) & 1) == (A->layer_moe[(l - p) / 64] >> ((l - p) % 64) & 1);
+        if (periodic)
+            return mg_runs(A, 0, p, runs, sizeof runs) && snprintf(buf, n, "(%s)*%d", runs, A->layers / p) < (int)n;
+    }
+    return false;
+}
+
+/* Dense layers among the MoE ones (DeepSeek-V3's first three, Qwen's
+ * mlp_only_layers): gpt_layer_specs.py builds layer l as an MoE layer where
+ * the --moe-layer-freq pattern has a 1, a dense MLP of --ffn-hidden-size
+ * (D_FF) where it has a 0. */
+static bool mg_arch_MOE_LAYERS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    char pat[140];
+    if (!A->moe || !A->n_dense)
+        return true;
+    if (!mg_layer_pattern(A, pat, sizeof pat))
+        return rep_frame_refuse(g, o, "its %d dense and %d MoE layers alternate in a pattern too long for ptdc "
+                                "to write as --moe-layer-freq", A->n_dense, A->layers - A->n_dense);
+    rep_frame_arg(o, "--moe-layer-freq '%s'", pat);
+    return true;
+}
+
 static bool mg_arch_D_MODEL(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
@@ -48,8 +124,8 @@ static bool mg_arch_D_MODEL(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 
 static bool mg_arch_D_FF(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
-    (void)g;
-    rep_frame_arg(o, "--ffn-hidden-size %lld", (long long)A->d_ff);
+    (void)g; /* an MoE model's dense layers', else the experts' (then unused) */
+    rep_frame_arg(o, "--ffn-hidden-size %lld", (long long)(A->moe && A->n_dense ? A->dense_ff : A->d_ff));
     return true;
 }
 
@@ -279,9 +355,24 @@ static bool mg_attr_SOFTMAX_DIM(const IrGraph *g, const RepArch *A, RepFrameOut 
 MG_FLAG(ROUTE_TOPK, "--moe-router-topk", "%lld", long long)
 MG_FLAG(ROUTE_SCALE, "--moe-router-topk-scaling-factor", "%g", double)
 MG_FLAG(ROUTE_GROUPS, "--moe-router-num-groups", "%lld", long long)
-MG_FLAG(ROUTE_GTOPK, "--moe-router-group-topk", "%lld", long long)
 MG_FLAG(ROUTE_ZLOSS, "--moe-z-loss-coeff", "%g", double)
 #undef MG_FLAG
+
+/* Megatron-Core scores a group by the sum of its topk / group_topk best
+ * scores (moe_utils.py, group_limited_topk); ptdc by its best (softmax) or
+ * the sum of its two best (sigmoid, DeepSeek-V3): the same where
+ * topk / group_topk is that count. */
+static bool mg_attr_ROUTE_GTOPK(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    long long k = (long long)A->attr[IR_ATTR_ROUTE_TOPK], gk = (long long)A->attr[IR_ATTR_ROUTE_GTOPK];
+    bool sig = A->attr[IR_ATTR_ROUTE_SCORE] == IR_SCORE_SIGMOID;
+    if (A->attr[IR_ATTR_ROUTE_GROUPS] > 1 && k / gk != (sig ? 2 : 1))
+        return rep_frame_refuse(g, o, "its router scores a group by %s, and Megatron-Core's by the sum of its "
+                                "topk / group_topk = %lld best (moe_utils.py, group_limited_topk)",
+                                sig ? "the sum of its two best sigmoids" : "its best score", k / gk);
+    rep_frame_arg(o, "--moe-router-group-topk %lld", gk);
+    return true;
+}
 
 static bool mg_attr_ROUTE_SCORE(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
@@ -305,6 +396,10 @@ static bool mg_attr_ROUTE_NORM(const IrGraph *g, const RepArch *A, RepFrameOut *
                                     "topk_routing_with_score_function) always does for k > 1");
         return true;
     }
+    if (norm && A->attr[IR_ATTR_ROUTE_TOPK] == 1)
+        return rep_frame_refuse(g, o, "its softmax router renormalises one choice to weight 1, and Megatron-Core "
+                                "runs a top-1 softmax router only with --moe-router-pre-softmax, the unnormalised "
+                                "score (transformer_config.py)");
     if (!norm)
         rep_frame_arg(o, "--moe-router-pre-softmax");
     return true;

@@ -107,6 +107,19 @@ static bool tt_arch_EXPERTS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
                             "torchtitan's llama3 model, the one ptdc emits, has no router or experts");
 }
 
+/* Shared experts and dense layers exist only beside experts, refused above. */
+static bool tt_arch_SHARED(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)g, (void)A, (void)o;
+    return true;
+}
+
+static bool tt_arch_MOE_LAYERS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)g, (void)A, (void)o;
+    return true;
+}
+
 static bool tt_arch_MLP(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     if (!A->swiglu)

@@ -22,7 +22,7 @@ void rep_frame_arg(RepFrameOut *o, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    add(o->arg[o->narg], sizeof o->arg[0], &o->narg, 48, "arg", fmt, ap);
+    add(o->arg[o->narg], sizeof o->arg[0], &o->narg, (int)(sizeof o->arg / sizeof o->arg[0]), "arg", fmt, ap);
     va_end(ap);
 }
 

@@ -3,8 +3,9 @@
  * switches (layers, hidden size, heads, norm, activation, biases, positions,
  * tied embeddings); ptdc's model is an operator graph. This reads those
  * numbers back from the graph, and refuses with a sentence any graph that is
- * not a decoder of identical pre-norm layers they could build: what a
- * framework cannot express is said here, before any flag is printed. */
+ * not a decoder of pre-norm layers they could build (alike but for dense
+ * and MoE MLPs): what a framework cannot express is said here, before any
+ * flag is printed. */
 #include "report.h"
 
 #include <stdarg.h>
@@ -140,7 +141,8 @@ typedef struct LayerWalk {
     int h2;                       /* the MLP norm's output */
     int up[4], nup;               /* the projections reading h2 */
     const IrNode *act;            /* the MLP's activation */
-    const IrNode *moe;            /* the experts (MOE), reading h2 */
+    const IrNode *moes[2];        /* the experts (MOE) reading h2: routed, maybe a gated shared one */
+    int nmoe;
 } LayerWalk;
 
 /* t's single consumer in piece p, stepping over `+ bias` (counted in *bias):
@@ -168,6 +170,10 @@ static bool layer_ops(const IrGraph *g, LayerWalk *L, char *why, size_t wn)
             op != IR_OP_SWIGLU && op != IR_OP_ADD && op != IR_OP_MUL && op != IR_OP_ROUTE && op != IR_OP_MOE)
             return rep_refuse(why, wn, "its layers compute %s, which a Megatron-LM or torchtitan decoder "
                           "layer does not", ir_ops[op].name);
+    if (L->counts[IR_OP_ATTENTION] > 1)
+        return rep_refuse(why, wn, "one piece of it holds %d layers (a repeat body of several layers, as one "
+                          "period of a dense/MoE pattern), and ptdc reads the frameworks' layers one per piece",
+                          L->counts[IR_OP_ATTENTION]);
     if (L->counts[IR_OP_ATTENTION] != 1)
         return rep_refuse(why, wn, "its layers have %d attention operators; the frameworks' layers have one",
                       L->counts[IR_OP_ATTENTION]);
@@ -273,7 +279,9 @@ static bool read_mlp_norm(const IrGraph *g, LayerWalk *L, const RepArch *A, char
     nc = ir_consumers(g, L->h2, cs, 8);
     for (int i = 0; i < nc && i < 8; i++) {
         if (g->nodes[cs[i]].op == IR_OP_MOE && g->nodes[cs[i]].in[0] == L->h2) {
-            L->moe = &g->nodes[cs[i]];
+            if (L->nmoe < 2)
+                L->moes[L->nmoe] = &g->nodes[cs[i]];
+            L->nmoe++;
             continue;
         }
         int w = proj_weight(g, &g->nodes[cs[i]], L->h2);
@@ -372,31 +380,163 @@ static bool read_mlp_out(const IrGraph *g, LayerWalk *L, RepArch *A, char *why, 
     return true;
 }
 
+/* t's producer, or NULL for an input or parameter. */
+static const IrNode *producer(const IrGraph *g, int t)
+{
+    return g->tensors[t].producer >= 0 ? &g->nodes[g->tensors[t].producer] : NULL;
+}
+
+/* Is M (a moe reading the MLP norm's output) Qwen2-MoE's gated shared
+ * expert as Megatron-Core's SharedExpertMLP with --moe-shared-expert-gate
+ * computes it: one expert whose gate is route(matmul(h2, w_g), topk = 1,
+ * score = sigmoid, norm = false) and nothing else, i.e. its MLP's output
+ * times sigmoid(h2 . w_g) (shared_experts.py, forward)? */
+static bool gated_shared(const IrGraph *g, const LayerWalk *L, const IrNode *M)
+{
+    const IrNode *R = producer(g, M->in[1]), *RM = R && R->op == IR_OP_ROUTE ? producer(g, R->in[0]) : NULL;
+    if (dsize(g, g->tensors[M->in[2]].dim[0]) != 1 || proj_weight(g, RM, L->h2) < 0)
+        return false;
+    const IrAttrs *a = &R->attr;
+    return ir_attr_get(a, IR_ATTR_ROUTE_TOPK) == 1 && ir_attr_get(a, IR_ATTR_ROUTE_SCORE) == IR_SCORE_SIGMOID &&
+           ir_attr_get(a, IR_ATTR_ROUTE_NORM) == 0 &&
+           (ir_attr_get(a, IR_ATTR_ROUTE_SCALE) == 0 || ir_attr_get(a, IR_ATTR_ROUTE_SCALE) == 1) &&
+           ir_attr_get(a, IR_ATTR_ROUTE_GROUPS) <= 1 && ir_attr_get(a, IR_ATTR_ROUTE_CAPACITY) == 0 &&
+           ir_attr_get(a, IR_ATTR_ROUTE_AUX) == 0 && ir_attr_get(a, IR_ATTR_ROUTE_ZLOSS) == 0;
+}
+
+/* Is the route node n the gate of a shared expert (its moe's experts are
+ * not the routed ones, A->expert_dim)? Its attributes are then not the
+ * router's (read_attrs). */
+static bool is_shared_gate(const IrGraph *g, const RepArch *A, const IrNode *n)
+{
+    int c[4], k = ir_consumers(g, n->out[0], c, 4);
+    return n->op == IR_OP_ROUTE && k == 1 && g->nodes[c[0]].op == IR_OP_MOE &&
+           g->tensors[g->nodes[c[0]].in[2]].dim[0] != A->expert_dim;
+}
+
+/* The single add in piece p reading t, or NULL. */
+static const IrNode *add_consumer(const IrGraph *g, int t, int p)
+{
+    int c[8], n = ir_consumers(g, t, c, 8);
+    const IrNode *hit = NULL;
+    for (int i = 0; i < n && i < 8; i++) {
+        const IrNode *x = &g->nodes[c[i]];
+        if (x->piece != p || x->op != IR_OP_ADD)
+            continue;
+        if (hit)
+            return NULL;
+        hit = x;
+    }
+    return hit;
+}
+
+/* The MLP's branches, the routed experts' output y1 and the shared
+ * expert's y2 (-1: none), added to the residual stream in any order or
+ * grouping (x + y1 + y2, x + (y2 + y1), ...): the last sum, the layer's
+ * output (-1 when the adds are not that). */
+static int residual_sum(const IrGraph *g, const LayerWalk *L, int y1, int y2)
+{
+    int cur = L->xm, left = y2 >= 0 ? 2 : 1;
+    while (left > 0) {
+        const IrNode *n = add_consumer(g, cur, L->p);
+        if (!n)
+            return -1;
+        int other = n->in[0] == cur ? n->in[1] : n->in[0];
+        const IrNode *s = producer(g, other);
+        if (other == y1 || other == y2) {
+            *(other == y1 ? &y1 : &y2) = -2;
+            left--;
+        } else if (left == 2 && s && s->op == IR_OP_ADD &&
+                   ((s->in[0] == y1 && s->in[1] == y2) || (s->in[0] == y2 && s->in[1] == y1))) {
+            left = 0;
+        } else {
+            return -1;
+        }
+        cur = n->out[0];
+    }
+    return cur;
+}
+
+/* A shared expert written as an MLP beside the experts (DeepSeek-V3):
+ * swiglu(h2 @ s_gate, h2 @ s_up) @ s_down (or silu * up), no biases, as
+ * Megatron-Core's SharedExpertMLP (the config's SwiGLU, no bias). Its
+ * output into *y. */
+static bool read_shared_mlp(const IrGraph *g, LayerWalk *L, RepArch *A, int *y, char *why, size_t wn)
+{
+    const IrPiece *P = &g->pieces[L->p];
+    const int *counts = L->counts;
+    if (counts[IR_OP_GELU])
+        return rep_refuse(why, wn, "its MoE layers' shared expert is a GELU MLP, and Megatron-Core's shared "
+                          "expert has the routed experts' activation, SwiGLU");
+    bool silu_mul = counts[IR_OP_SILU] == 1 && counts[IR_OP_MUL] == 1 && !counts[IR_OP_SWIGLU];
+    bool fused = counts[IR_OP_SWIGLU] == 1 && !counts[IR_OP_SILU] && !counts[IR_OP_MUL];
+    if (L->nup != 3 || !(silu_mul || fused))
+        return rep_refuse(why, wn, "its MoE layers have MLPs beside the routed experts that are not one SwiGLU "
+                          "shared expert reading the MLP norm's output (Megatron-Core's "
+                          "--moe-shared-expert-intermediate-size)");
+    const IrNode *m = NULL;
+    for (int i = P->first; i < P->first + P->count; i++)
+        if (g->nodes[i].op == (silu_mul ? IR_OP_MUL : IR_OP_SWIGLU))
+            m = &g->nodes[i];
+    RepArch S = *A;
+    if (!read_swiglu(g, m, silu_mul, L, &S, why, wn))
+        return false;
+    int dn = only_consumer(g, m->out[0], L->p);
+    if (dn < 0 || proj_weight(g, &g->nodes[dn], m->out[0]) < 0)
+        return rep_refuse(why, wn, "its MoE layers' shared expert is not projected back by one weight");
+    A->shared_ff = S.d_ff;
+    A->shared_ff_dim = S.ff_dim;
+    *y = g->nodes[dn].out[0];
+    return true;
+}
+
 /* A mixture-of-experts MLP (docs/moe.md): h2 -> matmul(h2, w_router) ->
  * route -> moe(h2, gates, e_gate, e_up, e_down), added to the residual
  * stream, as Megatron-Core's MoELayer with a TopKRouter and grouped SwiGLU
- * experts (its TEGroupedMLP). Shared experts beside it are not read yet. */
+ * experts (its TEGroupedMLP); with at most one shared expert beside it,
+ * added too: an MLP (DeepSeek-V3) or a gated one-expert moe (Qwen2-MoE). */
 static bool read_moe(const IrGraph *g, LayerWalk *L, RepArch *A, char *why, size_t wn)
 {
-    const IrNode *M = L->moe;
-    if (L->counts[IR_OP_MOE] != 1 || L->counts[IR_OP_ROUTE] != 1)
+    const IrNode *M = L->moes[0], *SM = NULL;
+    if (L->nmoe != L->counts[IR_OP_MOE] || L->counts[IR_OP_MOE] != L->counts[IR_OP_ROUTE] || L->nmoe > 2)
         return rep_refuse(why, wn, "its layers have %d expert and %d router operators; an MoE layer of the "
-                          "frameworks has one of each", L->counts[IR_OP_MOE], L->counts[IR_OP_ROUTE]);
-    int rp = g->tensors[M->in[1]].producer;
-    const IrNode *R = rp >= 0 ? &g->nodes[rp] : NULL;
-    int lp = R && R->op == IR_OP_ROUTE ? g->tensors[R->in[0]].producer : -1;
-    const IrNode *RM = lp >= 0 ? &g->nodes[lp] : NULL;
+                          "frameworks has one of each (and a gated shared expert)", L->counts[IR_OP_MOE],
+                          L->counts[IR_OP_ROUTE]);
+    if (L->nmoe == 2) {
+        bool s0 = gated_shared(g, L, L->moes[0]), s1 = gated_shared(g, L, L->moes[1]);
+        if (s0 == s1)
+            return rep_refuse(why, wn, "its MoE layers have two expert operators, and not exactly one is a "
+                              "shared expert gated as Megatron-Core's --moe-shared-expert-gate (one expert whose "
+                              "gate is route(matmul(h, w), topk = 1, score = sigmoid, norm = false): "
+                              "sigmoid(h . w) times its MLP)");
+        SM = s1 ? L->moes[1] : L->moes[0];
+        M = s1 ? L->moes[0] : L->moes[1];
+    }
+    const IrNode *R = producer(g, M->in[1]);
+    const IrNode *RM = R && R->op == IR_OP_ROUTE ? producer(g, R->in[0]) : NULL;
     if (!RM || RM->op != IR_OP_MATMUL || RM->in[0] != L->h2 || !is_param(g, RM->in[1]))
         return rep_refuse(why, wn, "its experts' gates are not routed from a projection of the MLP norm's output "
                           "(Megatron-Core's TopKRouter: a linear layer, then top-k)");
-    if (L->nup != 1 || L->counts[IR_OP_SWIGLU] || L->counts[IR_OP_SILU] || L->counts[IR_OP_MUL])
-        return rep_refuse(why, wn, "its MoE layers have shared experts or other MLPs beside the routed experts, "
-                          "which ptdc's emitter does not state yet (Megatron's "
-                          "--moe-shared-expert-intermediate-size)");
-    int c = only_consumer(g, M->out[0], L->p);
-    const IrNode *R2 = c >= 0 ? &g->nodes[c] : NULL;
-    if (!R2 || R2->op != IR_OP_ADD || (R2->in[0] != L->xm && R2->in[1] != L->xm))
-        return rep_refuse(why, wn, "its experts' output is not added to the residual stream");
+    int y2 = -1;
+    if (SM) {
+        if (L->nup != 2 || L->counts[IR_OP_SWIGLU] || L->counts[IR_OP_SILU] || L->counts[IR_OP_MUL] ||
+            L->counts[IR_OP_GELU])
+            return rep_refuse(why, wn, "its MoE layers have a gated shared expert and other MLPs beside the "
+                              "routed experts; Megatron-Core's MoE layer has one shared expert");
+        const IrTensor *W = &g->tensors[SM->in[2]];
+        A->shared_ff = dsize(g, W->dim[2]);
+        A->shared_ff_dim = W->dim[2];
+        A->shared_gate = true;
+        y2 = SM->out[0];
+    } else if (L->nup != 1 || L->counts[IR_OP_SWIGLU] || L->counts[IR_OP_SILU] || L->counts[IR_OP_MUL] ||
+               L->counts[IR_OP_GELU]) {
+        if (!read_shared_mlp(g, L, A, &y2, why, wn))
+            return false;
+    }
+    int out = residual_sum(g, L, M->out[0], y2);
+    if (out < 0)
+        return rep_refuse(why, wn, "its experts' output is not added to the residual stream%s",
+                          y2 >= 0 ? " with the shared expert's" : "");
     const IrTensor *W = &g->tensors[M->in[2]];
     A->moe = true;
     A->expert_dim = W->dim[0];
@@ -405,7 +545,7 @@ static bool read_moe(const IrGraph *g, LayerWalk *L, RepArch *A, char *why, size
     A->d_ff = dsize(g, A->ff_dim);
     A->swiglu = true; /* the experts are SwiGLU MLPs */
     L->act = M;
-    A->out = R2->out[0];
+    A->out = out;
     return true;
 }
 
@@ -416,18 +556,22 @@ static bool read_moe(const IrGraph *g, LayerWalk *L, RepArch *A, char *why, size
 static bool layer_rest(const IrGraph *g, const LayerWalk *L, RepArch *A, char *why, size_t wn)
 {
     const IrPiece *P = &g->pieces[L->p];
-    int expect = 2 /* norms */ + 4 + (A->swiglu ? 3 : 2) /* projections */ + L->ropes + 1 /* attention */ +
-                 (A->swiglu && !L->counts[IR_OP_SWIGLU] ? 2 : 1) /* activation */ + 2 /* residuals */ +
+    int attn = 2 /* norms */ + 4 /* projections */ + L->ropes + 1 /* attention */ + 1 /* residual */;
+    int expect = attn + (A->swiglu ? 3 : 2) /* projections */ +
+                 (A->swiglu && !L->counts[IR_OP_SWIGLU] ? 2 : 1) /* activation */ + 1 /* residual */ +
                  L->qkv_bias + L->out_bias + L->mlp_bias;
-    if (A->moe) /* router projection, route, moe */
-        expect = 2 + 4 + 1 + L->ropes + 1 + 2 + 2 + L->qkv_bias + L->out_bias + L->mlp_bias;
+    if (A->moe) { /* router projection, route, moe, residual; a shared expert and its add */
+        int shared = !A->shared_ff ? 0 : A->shared_gate ? 4 : 3 + (L->counts[IR_OP_SWIGLU] ? 1 : 2) + 1;
+        expect = attn + 4 + shared + L->qkv_bias + L->out_bias + L->mlp_bias;
+    }
     if (P->count != expect)
         return rep_refuse(why, wn, "its layers compute %d operators besides those of a decoder layer",
                       P->count - expect);
     int nproj = 4 + (A->moe ? 1 : A->swiglu ? 3 : 2), all = L->qkv_bias + L->out_bias + L->mlp_bias;
     if (A->moe && all > L->qkv_bias)
-        return rep_refuse(why, wn, "its MoE layers have biases on the output or router projections, which "
-                          "Megatron-Core's MoE layers do not (bias only with ETP 1, never on the router)");
+        return rep_refuse(why, wn, "its MoE layers have biases on the output, router or shared expert "
+                          "projections, which Megatron-Core's MoE layers do not (bias only with ETP 1, never on "
+                          "the router or the shared expert)");
     if (all == 0)
         A->bias_linear = A->bias_qkv = false;
     else if (all == nproj)
@@ -447,12 +591,40 @@ static bool read_layer(const IrGraph *g, int p, int x, RepArch *A, char *why, si
     LayerWalk L = {.p = p, .x = x};
     if (!(layer_ops(g, &L, why, wn) && read_attention(g, &L, A, why, wn) && read_mlp_norm(g, &L, A, why, wn)))
         return false;
-    if (L.moe || L.counts[IR_OP_MOE] || L.counts[IR_OP_ROUTE]) {
-        if (!L.moe)
+    if (L.nmoe || L.counts[IR_OP_MOE] || L.counts[IR_OP_ROUTE]) {
+        if (!L.nmoe)
             return rep_refuse(why, wn, "its experts do not read the MLP norm's output");
         return read_moe(g, &L, A, why, wn) && layer_rest(g, &L, A, why, wn);
     }
     return read_activation(g, &L, A, why, wn) && read_mlp_out(g, &L, A, why, wn) && layer_rest(g, &L, A, why, wn);
+}
+
+/* The first property two layers' readings differ in (NULL: none): the
+ * attention half, then (mlp) the MLP half. */
+static const char *layer_differs(const RepArch *a, const RepArch *b, bool mlp)
+{
+    if (a->rmsnorm != b->rmsnorm)
+        return "the norm";
+    if (a->heads != b->heads || a->kv_heads != b->kv_heads || a->head_dim != b->head_dim ||
+        a->heads_dim != b->heads_dim || a->kv_dim != b->kv_dim || a->head_dim_dim != b->head_dim_dim)
+        return "the attention heads";
+    if (a->rope != b->rope)
+        return "the rotary embedding";
+    if (a->bias_linear != b->bias_linear || a->bias_qkv != b->bias_qkv)
+        return "the biases";
+    if (a->init_std != b->init_std)
+        return "the initialisation";
+    if (!mlp)
+        return NULL;
+    if (a->swiglu != b->swiglu)
+        return "the MLP's activation";
+    if (a->d_ff != b->d_ff || a->ff_dim != b->ff_dim)
+        return "the MLP width";
+    if (a->n_experts != b->n_experts || a->expert_dim != b->expert_dim)
+        return "the experts";
+    if (a->shared_ff != b->shared_ff || a->shared_ff_dim != b->shared_ff_dim || a->shared_gate != b->shared_gate)
+        return "the shared expert";
+    return NULL;
 }
 
 static bool read_head(const IrGraph *g, int x, RepArch *A, char *why, size_t wn)
@@ -496,7 +668,7 @@ static bool read_attrs(const IrGraph *g, RepArch *A, char *why, size_t wn)
         for (int i = P->first; i < P->first + P->count; i++) {
             const IrNode *n = &g->nodes[i];
             for (int id = 0; id < IR_NATTRS; id++) {
-                if (ir_attrs[id].op != n->op)
+                if (ir_attrs[id].op != n->op || is_shared_gate(g, A, n)) /* read_moe checked it */
                     continue;
                 double v = ir_attr_get(&n->attr, (IrAttrId)id);
                 if (A->has_attr[id] && v != A->attr[id]) {
@@ -521,30 +693,63 @@ bool rep_arch_read(const IrGraph *g, RepArch *A, char *why, size_t wn)
 {
     memset(A, 0, sizeof *A);
     A->heads_dim = A->kv_dim = A->ff_dim = A->vocab_dim = A->head_dim_dim = A->expert_dim = -1;
+    A->shared_ff_dim = A->dense_ff_dim = -1;
     A->seq = g->seq_dim >= 0 ? dsize(g, g->seq_dim) : 0;
-    int nrep = 0, rep = -1;
     for (int p = 0; p < g->npieces; p++)
-        if (g->pieces[p].rep >= 0) {
+        if (g->pieces[p].rep >= 0)
             A->layers++;
-            if (g->pieces[p].rep != rep)
-                nrep++, rep = g->pieces[p].rep;
-        }
-    if (nrep != 1 || g->npieces != A->layers + 2 || g->pieces[0].rep >= 0 || g->pieces[g->npieces - 1].rep >= 0)
-        return rep_refuse(why, wn, "the frameworks build one run of identical layers between the embedding "
-                      "and the head, and %s has %d pieces in %d repeat%s", g->name, g->npieces, nrep,
-                      nrep == 1 ? "" : "s");
+    /* Layers may come from several repeats (DeepSeek-V3's dense first
+     * layers, then MoE ones): each piece one layer, all alike but for the
+     * MLP, dense or MoE. */
+    if (g->npieces != A->layers + 2 || g->pieces[0].rep >= 0 || g->pieces[g->npieces - 1].rep >= 0)
+        return rep_refuse(why, wn, "the frameworks build one run of layers between the embedding and the head, "
+                          "and %s has %d pieces, %d of them layers", g->name, g->npieces, A->layers);
     int x = -1;
     if (!read_embedding(g, A, why, wn, &x))
         return false;
+    RepArch first[2]; /* the first dense and the first MoE layer */
+    int at[2] = {-1, -1};
     for (int p = 1; p <= A->layers; p++) {
         RepArch L = *A;
         if (!read_layer(g, p, x, &L, why, wn))
             return false;
-        if (p == 1)
-            *A = L;
+        int k = L.moe;
+        const char *d = at[k] < 0 ? NULL : layer_differs(&first[k], &L, true);
+        if (d)
+            return rep_refuse(why, wn, "its layers %d and %d differ in %s, where the frameworks configure one "
+                              "value for every layer", at[k], p - 1, d);
+        if (at[k] < 0)
+            first[k] = L, at[k] = p - 1;
+        if (k && p - 1 < REP_MAX_LAYERS)
+            A->layer_moe[(p - 1) / 64] |= (uint64_t)1 << ((p - 1) % 64);
         x = L.out;
     }
-    if (!read_head(g, x, A, why, wn))
+    uint64_t moe_bits[REP_MAX_LAYERS / 64];
+    memcpy(moe_bits, A->layer_moe, sizeof moe_bits);
+    if (at[1] >= 0 && at[0] >= 0) {
+        const char *d = layer_differs(&first[0], &first[1], false);
+        if (d)
+            return rep_refuse(why, wn, "its dense layer %d and MoE layer %d differ in %s, where the frameworks "
+                              "configure one value for every layer", at[0], at[1], d);
+        if (!first[0].swiglu)
+            return rep_refuse(why, wn, "its dense layers' MLP is GELU and its experts SwiGLU, and Megatron-LM's "
+                              "--swiglu sets both");
+        if (A->layers > REP_MAX_LAYERS)
+            return rep_refuse(why, wn, "it mixes dense and MoE layers over %d layers, more than ptdc's emitters "
+                              "take (%d)", A->layers, REP_MAX_LAYERS);
+    }
+    int n_dense = 0;
+    for (int l = 0; l < A->layers && at[1] >= 0; l++)
+        n_dense += !(moe_bits[l / 64] >> (l % 64) & 1);
+    int x_out = x;
+    *A = first[at[1] >= 0];
+    memcpy(A->layer_moe, moe_bits, sizeof moe_bits);
+    if (at[1] >= 0 && at[0] >= 0) {
+        A->n_dense = n_dense;
+        A->dense_ff = first[0].d_ff;
+        A->dense_ff_dim = first[0].ff_dim;
+    }
+    if (!read_head(g, x_out, A, why, wn))
         return false;
     return read_attrs(g, A, why, wn);
 }

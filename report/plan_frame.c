@@ -25,13 +25,14 @@ static bool loop_has(const IrGraph *g, const IrNode *n, int d)
 }
 
 /* The dim the tensor-parallel axis splits in node n: the first of heads, KV
- * heads, FFN width and vocabulary the node has and may split (column-parallel
+ * heads, FFN width (the experts', an MoE model's dense layers', the shared
+ * expert's) and vocabulary the node has and may split (column-parallel
  * where it is an output dim, row-parallel where contracted); else, with
  * sequence parallelism, the sequence (norms, residual adds). */
 static int tp_dim(const IrGraph *g, const RepArch *A, const IrNode *n, bool sp)
 {
-    const int order[] = {A->heads_dim, A->kv_dim, A->ff_dim, A->vocab_dim};
-    for (int k = 0; k < 4; k++) {
+    const int order[] = {A->heads_dim, A->kv_dim, A->ff_dim, A->dense_ff_dim, A->shared_ff_dim, A->vocab_dim};
+    for (int k = 0; k < 6; k++) {
         int d = order[k];
         if (d >= 0 && loop_has(g, n, d) && plan_dim_splittable(g, n, d))
             return d;
@@ -76,8 +77,9 @@ static bool plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout 
      * query groups and d_ff / tp columns (Megatron's divide() asserts it,
      * torchtitan computes n_heads // tp); the vocabulary is padded. */
     const struct { const char *what; int64_t n; } split[] = {
-        {"attention heads", A->heads}, {"key/value heads", A->kv_heads}, {"MLP width", A->d_ff}};
-    for (int i = 0; i < (A->moe ? 2 : 3); i++)
+        {"attention heads", A->heads}, {"key/value heads", A->kv_heads}, {"MLP width", A->moe ? 0 : A->d_ff},
+        {"dense layers' MLP width", A->n_dense ? A->dense_ff : 0}, {"shared expert's width", A->shared_ff}};
+    for (int i = 0; i < 5; i++)
         if (split[i].n % L->tp)
             return rep_refuse(why, wn, "the frameworks' tensor parallelism splits the %lld %s evenly, which "
                           "tp %d cannot do", (long long)split[i].n, split[i].what, L->tp);
@@ -112,11 +114,19 @@ static bool plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout 
         *s = (PlanStrategy){PLAN_NO_DIMS, 0};
         s->dim[0] = (int16_t)(L->dp > 1 && loop_has(g, n, g->batch_dim) ? g->batch_dim : -1);
         s->dim[1] = (int16_t)(L->tp > 1 ? tp_dim(g, A, n, L->sp) : -1);
-        if (n->op == IR_OP_MOE) {
+        /* The routed experts; a gated shared expert (a moe of its own) is
+         * Megatron-Core's SharedExpertMLP, split over tp like any MLP. */
+        if (n->op == IR_OP_MOE && g->tensors[n->in[2]].dim[0] == A->expert_dim) {
             bool seq = L->tp > 1 && (L->sp || ep_axis == 1);
             s->dim[1] = (int16_t)(etp > 1 ? A->ff_dim : seq ? g->seq_dim : -1);
             if (ep_axis >= 0)
                 s->xchg = (uint16_t)(1u << ep_axis);
+        } else if (n->op == IR_OP_MOE) {
+            /* Megatron splits it over tp like any MLP. plan_layout reads a
+             * moe whose width is split over an axis as ETP there, so that
+             * split is kept for etp = tp; with etp 1 it is computed whole
+             * on each tp rank (on its sequence slice with sp). */
+            s->dim[1] = (int16_t)(L->tp == 1 ? -1 : etp > 1 ? A->shared_ff_dim : L->sp ? g->seq_dim : -1);
         }
     }
     p->num_micro = L->num_micro;

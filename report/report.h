@@ -28,8 +28,8 @@ void rep_plan_explain(FILE *f, const PassCostCtx *c, const IrGraph *g, const Pas
 /* A refusal: the sentence into why (n bytes); returns false (plan_arch.c). */
 bool rep_refuse(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The model as Megatron-LM and torchtitan describe one (plan_arch.c): a
- * decoder of identical pre-norm layers between a token embedding and an LM
- * head. Read back from the graph; dims are global sizes. Its properties are
+ * decoder of pre-norm layers (alike but for dense and MoE MLPs) between a
+ * token embedding and an LM head. Read back from the graph; dims are global sizes. Its properties are
  * the rows of arch.def (structure) and of ir/attrs.def (the operators'
  * attributes, read generically into attr[]): each framework emitter has a
  * handler for every row of both (report/frame_model.c runs them), so
@@ -42,6 +42,7 @@ typedef enum {
 } RepArchId;
 extern const char *const rep_arch_what[REP_NARCH];
 
+#define REP_MAX_LAYERS 1024 /* the most layers a mixed dense/MoE model may have */
 typedef struct RepArch {
     int layers;
     int64_t d_model, heads, kv_heads, head_dim, d_ff, vocab, seq;
@@ -51,10 +52,21 @@ typedef struct RepArch {
     bool rope;                    /* rotary embedding of q and k (attr[] has its attributes) */
     bool learned_pos;             /* a [seq, d_model] position table added to the embedding */
     bool swiglu;                  /* silu(h W_gate) * (h W_up); else gelu(h W_fc) (tanh form) */
-    bool moe;                     /* the MLP is routed experts (route, moe): d_ff and ff_dim are
-                                     each expert's width */
+    bool moe;                     /* some layers' MLP is routed experts (route, moe): d_ff and
+                                     ff_dim are then each expert's width */
     int64_t n_experts;
     int expert_dim;               /* dim id of the experts (-1: dense) */
+    /* The MoE layers' shared expert beside the routed ones (DeepSeek-V3's
+     * MLP, Qwen2-MoE's gated one-expert moe): its width (0: none) and dim. */
+    int64_t shared_ff;
+    int shared_ff_dim;
+    bool shared_gate;             /* scaled by sigmoid(h . w_g), a [d_model, 1] weight */
+    /* An MoE model with dense layers too: how many, their MLP's width and
+     * dim (-1: none), and which layers are MoE (bit l of layer_moe). */
+    int n_dense;
+    int64_t dense_ff;
+    int dense_ff_dim;
+    uint64_t layer_moe[REP_MAX_LAYERS / 64];
     bool bias_linear;             /* a bias on every projection */
     bool bias_qkv;                /* a bias on q, k and v (also set with bias_linear) */
     bool tied;                    /* the LM head is the token table */
@@ -75,7 +87,7 @@ bool rep_arch_read(const IrGraph *g, RepArch *a, char *why, size_t n);
 /* A framework's statement of one property (frame_model.c): flags, model
  * arguments and comment lines collected for the emitter, or a refusal. */
 typedef struct RepFrameOut {
-    char arg[48][112];            /* Megatron-LM flags; torchtitan TransformerModelArgs keywords */
+    char arg[64][160];            /* Megatron-LM flags; torchtitan TransformerModelArgs keywords */
     int narg;
     char rope[6][64];             /* torchtitan RoPEScalingArgs keywords */
     int nrope;

@@ -89,6 +89,10 @@ def megatron_can(t):
     if r:
         if r["score"] == "sigmoid" and r["topk"] > 1 and not r["norm"]:
             return "Megatron-Core's sigmoid router normalises k > 1 weights"
+        if r["score"] == "softmax" and r["topk"] == 1 and r["norm"]:
+            return "Megatron-Core's softmax top-1 router must be pre-softmax (an unnormalised weight)"
+        if r["group_score"] and r["topk"] // r["group_topk"] != int(r["group_score"][3:]):
+            return "Megatron-Core scores a group by its topk // group_topk best, ptdc by its %s" % r["group_score"]
         if t["bias_rest"]:
             return "MoE layers without output/router biases"
     return None
@@ -121,7 +125,7 @@ def ffn_solvable(dim, dff):
 # ----------------------------------------------------------- compare
 KEYS = ["layers", "d_model", "heads", "kv_heads", "head_dim", "d_ff", "vocab", "seq", "norm", "positions",
         "window", "causal", "tied", "bf16", "bias_qkv", "bias_rest", "mlp", "params", "dropout", "experts",
-        "router"]
+        "router", "d_expert", "shared", "moe_layers"]
 
 
 def close(a, b):
@@ -277,7 +281,8 @@ def _check_text(fw, out, t):
 # plan's degrees: dropping one leaves the same model and layout.
 PERF_ONLY = {"--overlap-grad-reduce", "--overlap-param-gather", "--attention-backend", "--no-masked-softmax-fusion",
              "--grad-reduce-in-bf16", "--no-gradient-accumulation-fusion", "--tp-comm-overlap",
-             "--overlap-param-gather-with-optimizer-step", "--no-overlap-p2p-communication", "--ckpt-format"}
+             "--overlap-param-gather-with-optimizer-step", "--no-overlap-p2p-communication", "--ckpt-format",
+             "--moe-grouped-gemm"}
 
 
 def mutants(ptdc, cases):
@@ -306,8 +311,8 @@ def mutants(ptdc, cases):
                 if m:
                     flag = m.group(1)
                     dest, kind, default, _ = megatron.OPTIONS[flag]
-                    harmless = flag in PERF_ONLY or (kind not in ("true", "false") and
-                                                     args_m[dest] == megatron.effective_default(dest, args_m))
+                    harmless = flag in PERF_ONLY or megatron.unused(dest, args_m) or (
+                        kind not in ("true", "false") and args_m[dest] == megatron.effective_default(dest, args_m))
                     v = lines[:i] + lines[i + 1:]
                     if i == len(lines) - 1:  # the last flag has no continuation backslash
                         v[-1] = v[-1].rstrip(" \\")
@@ -377,6 +382,10 @@ def corpus(ptdc, src):
         ("models/mixtral.mdl", "--gpus 16 --tp 2 --pp 2 --ep 2 --micro-batch 1 --recompute none --sp on"),
         ("models/mixtral.mdl", "--gpus 16 --tp 2 --pp 1 --ep 8 --etp 2 --micro-batch 1 --recompute full --sp on"),
         ("models/mixtral.mdl", "--gpus 16 --tp 2 --pp 2 --ep 1 --etp 2 --micro-batch 1 --recompute none --sp on"),
+        # Shared experts (gated, and an MLP) and dense layers among MoE ones, split over tp.
+        ("models/tiny-qwen2-moe.mdl", "--gpus 8 --tp 2 --pp 2 --ep 2 --micro-batch 1 --recompute none --sp on"),
+        ("models/tiny-qwen2-moe.mdl", "--gpus 8 --tp 2 --pp 1 --ep 2 --etp 2 --micro-batch 1 --recompute none --sp off"),
+        ("models/tiny-deepseek.mdl", "--set topk=4 --gpus 8 --tp 2 --pp 2 --ep 2 --micro-batch 1 --recompute full --sp on"),
     ]
     for model, lay in layouts:
         for fw, zero in (("megatron", "1"), ("torchtitan", "3")):
@@ -404,6 +413,11 @@ def main():
             "models/gpt3-1.3b.mdl --set n_layers=4 --gpus 8 --tp 2 --pp 1 --micro-batch 2 --recompute selective "
             "--sp off --zero 1 --gpu h100-80gb --emit megatron",
             "models/qwen2-7b.mdl --set n_layers=4 --gpus 8 --gpu h100-80gb --emit megatron",
+            # A gated shared expert with ETP on tp; dense first layers beside MoE ones with a shared expert.
+            "models/qwen2-moe.mdl --gpus 8 --tp 2 --pp 1 --ep 4 --etp 2 --micro-batch 1 --recompute full --sp on "
+            "--zero 1 --gpu h100-80gb --stack megatron --emit megatron",
+            "models/tiny-deepseek.mdl --set topk=4 --gpus 4 --tp 2 --pp 1 --micro-batch 1 --recompute none --sp on "
+            "--zero 1 --emit megatron",
             "models/llama3-8b.mdl --set n_layers=8 --gpus 16 --tp 2 --pp 2 --virtual-stages 2 --micro-batch 1 "
             "--recompute full --sp on --zero 3 --gpu h100-80gb --emit torchtitan",
             "models/llama2-7b.mdl --set n_layers=4 --gpus 8 --gpu h100-80gb --emit torchtitan",

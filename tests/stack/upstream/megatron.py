@@ -12,10 +12,13 @@ import rope
 UPSTREAM = ("Megatron-LM main at d98e8a64ddf3 (2026-08-22): megatron/training/arguments.py, "
             "argument_utils.py (core_transformer_config_from_args), training/config/training_config.py, "
             "core/model_parallel_config.py, core/transformer/transformer_config.py, "
-            "core/models/common/embeddings/rotary_pos_embedding.py, core/fusions/fused_bias_gelu.py")
+            "core/models/common/embeddings/rotary_pos_embedding.py, core/fusions/fused_bias_gelu.py, "
+            "core/transformer/moe/shared_experts.py, moe_layer.py, moe_utils.py (group_limited_topk), "
+            "core/models/gpt/gpt_layer_specs.py (get_gpt_decoder_layer_specs)")
 
 # flag: (dest, kind, default, choices). kind: int, float, str, true (store_true),
-# false (store_false), tuple ("a,b" of ints), list (one or more words).
+# false (store_false), tuple ("a,b" of ints), list (one or more words), freq
+# (moe_freq_type: an int, or a Python list expression of digits , [ ] ( ) + *).
 OPTIONS = {
     # ModelParallelConfig / TrainingConfig (ArgumentGroupFactory: field -> --field-name)
     "--tensor-model-parallel-size": ("tensor_model_parallel_size", "int", 1, None),
@@ -86,6 +89,10 @@ OPTIONS = {
     "--moe-expert-capacity-factor": ("moe_expert_capacity_factor", "float", None, None),
     "--moe-token-drop-policy": ("moe_token_drop_policy", "str", "probs", ["probs", "position"]),
     "--moe-token-dispatcher-type": ("moe_token_dispatcher_type", "str", "allgather", ["allgather", "alltoall", "flex"]),
+    "--moe-layer-freq": ("moe_layer_freq", "freq", 1, None),  # arguments.py moe_freq_type
+    "--moe-shared-expert-intermediate-size": ("moe_shared_expert_intermediate_size", "int", None, None),
+    "--moe-shared-expert-gate": ("moe_shared_expert_gate", "true", False, None),
+    "--moe-shared-expert-overlap": ("moe_shared_expert_overlap", "true", False, None),
     "--expert-model-parallel-size": ("expert_model_parallel_size", "int", 1, None),
     "--expert-tensor-parallel-size": ("expert_tensor_parallel_size", "int", None, None),
     "--recompute-modules": ("recompute_modules", "list", ["core_attn"],  # __post_init__: None -> ["core_attn"]
@@ -96,6 +103,25 @@ OPTIONS = {
 
 class Reject(Exception):
     pass
+
+
+def moe_freq_type(x):
+    """arguments.py moe_freq_type and _eval_pattern: "N", or a list expression
+    such as "([0]*3+[1]*58)" of digits , [ ] ( ) + * only (ValueError else)."""
+    import re
+    if "[" not in x:
+        return int(x)
+    if re.search(r"[^,\d\[\]\(\)\+\*]", x):
+        raise ValueError("Invalid pattern: " + x)
+    return eval(x)
+
+
+def moe_pattern(a):
+    """gpt_layer_specs.py get_gpt_decoder_layer_specs: 1 (MoE) or 0 (dense) per layer."""
+    f, L = a["moe_layer_freq"], a["num_layers"]
+    if isinstance(f, int):
+        return [1 if i % f == 0 else 0 for i in range(L)]
+    return list(f)
 
 
 def parse(text):
@@ -151,6 +177,8 @@ def parse(text):
                 v = float(v)
             elif kind == "tuple":  # arguments.py tuple_type: "a,b" of ints
                 v = tuple(int(x) for x in v.split(","))
+            elif kind == "freq":
+                v = moe_freq_type(v)
         except ValueError:
             raise Reject("%s %s: not a %s (type=%s)" % (flag, v, kind, kind))
         if choices and v not in choices:
@@ -294,7 +322,10 @@ def _rules():
     @rule("experts", "arguments.py validate_args: expert_tensor_parallel_size defaults to tp, num_experts "
           "% expert_model_parallel_size, moe_ffn_hidden_size defaults to ffn_hidden_size; parallel_state.py: "
           "world % (etp x ep x pp); transformer_config.py: MoE bias only with ETP 1, EP needs experts, "
-          "num_moe_experts % moe_router_num_groups, capacity with aux_loss/seq_aux_loss/none")
+          "num_moe_experts % moe_router_num_groups, group_topk needs num_groups, softmax top-1 needs "
+          "pre-softmax, capacity with aux_loss/seq_aux_loss/none, moe_shared_expert_intermediate_size > 0, "
+          "shared expert overlap with alltoall/flex; shared_experts.py: no bias; gpt_layer_specs.py: "
+          "one moe_layer_freq entry, 0 or 1, per layer")
     def _(a, env, world, gpu):
         if a["expert_tensor_parallel_size"] is None:
             a["expert_tensor_parallel_size"] = a["tensor_model_parallel_size"]
@@ -308,10 +339,31 @@ def _rules():
                                                                             a["pipeline_model_parallel_size"])
         if E is None:
             for f in ("--moe-ffn-hidden-size", "--moe-router-topk", "--moe-grouped-gemm",
-                      "--moe-token-dispatcher-type", "--moe-aux-loss-coeff"):
+                      "--moe-token-dispatcher-type", "--moe-aux-loss-coeff", "--moe-layer-freq",
+                      "--moe-shared-expert-intermediate-size", "--moe-shared-expert-gate"):
                 if f in a["_seen"]:
                     return "%s without --num-experts" % f
             return
+        f = a["moe_layer_freq"]
+        if isinstance(f, int) and f < 1:
+            return "--moe-layer-freq %d" % f
+        if isinstance(f, list) and (len(f) != a["num_layers"] or set(f) - {0, 1}):
+            return "the --moe-layer-freq pattern %s is not one 0 or 1 per layer (%d layers)" % (f, a["num_layers"])
+        S = a["moe_shared_expert_intermediate_size"]
+        if S is not None:
+            if S <= 0:
+                return "moe_shared_expert_intermediate_size %d" % S
+            if a["add_bias_linear"]:
+                return "bias is not supported in the shared experts (SharedExpertMLP asserts add_bias_linear off)"
+            if a["moe_shared_expert_overlap"] and a["moe_token_dispatcher_type"] not in ("alltoall", "flex"):
+                return "moe_shared_expert_overlap only works with alltoall or flex token dispatcher"
+        elif a["moe_shared_expert_gate"] or a["moe_shared_expert_overlap"]:
+            return "a shared expert flag without --moe-shared-expert-intermediate-size (it is ignored)"
+        if a["moe_router_group_topk"] and not a["moe_router_num_groups"]:
+            return "group limited routing without moe_router_num_groups"
+        if (a["moe_router_topk"] == 1 and a["moe_router_score_function"] == "softmax" and
+                not a["moe_router_pre_softmax"] and a["moe_router_load_balancing_type"] != ["sinkhorn"]):
+            return "topk 1 with a softmax router needs --moe-router-pre-softmax"
         if a["moe_ffn_hidden_size"] is None:
             a["moe_ffn_hidden_size"] = a["ffn_hidden_size"]
         if a["add_bias_linear"] and etp != 1:
@@ -340,10 +392,23 @@ def effective_default(dest, a):
     h, H = a["hidden_size"], a["num_attention_heads"]
     derived = {"ffn_hidden_size": (int((4 * h * 2 / 3) / 64) * 64 if a["swiglu"] else 4 * h) if h else None,
                "kv_channels": h // H if h and H else None,
-               "num_query_groups": H}
+               "num_query_groups": H,
+               "expert_tensor_parallel_size": a["tensor_model_parallel_size"],  # validate_args
+               "moe_ffn_hidden_size": a["ffn_hidden_size"]}  # TransformerConfig.__post_init__
     if dest in derived:
         return derived[dest]
     return next(d for k, (dst, kind, d, c) in OPTIONS.items() if dst == dest)
+
+
+def unused(dest, a):
+    """A dest the model built from a does not read: an MoE model without dense
+    layers builds no MLP of ffn_hidden_size (its experts have
+    moe_ffn_hidden_size); without expert parallelism either dispatcher runs."""
+    if dest == "ffn_hidden_size":
+        return bool(a["num_experts"]) and a["moe_ffn_hidden_size"] is not None and 0 not in moe_pattern(a)
+    if dest == "moe_token_dispatcher_type":
+        return a["expert_model_parallel_size"] == 1
+    return False
 
 
 def validate(text):
@@ -397,11 +462,17 @@ def model(a, vocab):
     glu = 2 if a["swiglu"] else 1
     mlp = h * F * glu + (bias_linear and F * glu) + F * h + (bias_linear and h)
     E = a["num_experts"]
-    m["experts"], m["router"] = None, None
+    m["experts"], m["router"], m["d_expert"], m["shared"], m["moe_layers"] = None, None, None, None, None
+    moe_mlp = 0
     if E:  # MoELayer: TopKRouter weight [E, h] (no bias), E grouped experts of moe_ffn_hidden_size
         Fm = a["moe_ffn_hidden_size"] if a["moe_ffn_hidden_size"] is not None else F
-        m["experts"], m["d_ff"] = E, Fm
-        mlp = h * E + E * (h * Fm * glu + (bias_linear and Fm * glu) + Fm * h + (bias_linear and h))
+        m["experts"], m["d_expert"] = E, Fm
+        moe_mlp = h * E + E * (h * Fm * glu + (bias_linear and Fm * glu) + Fm * h + (bias_linear and h))
+        S = a["moe_shared_expert_intermediate_size"]
+        if S is not None:  # SharedExpertMLP: an MLP of width S without biases; gate_weight [1, h]
+            m["shared"] = {"d_ff": S, "gate": a["moe_shared_expert_gate"]}
+            moe_mlp += h * S * glu + S * h + (a["moe_shared_expert_gate"] and h)
+        m["moe_layers"] = moe_pattern(a)
         sig = a["moe_router_score_function"] == "sigmoid"
         lb = a["moe_router_load_balancing_type"]
         k = a["moe_router_topk"]
@@ -414,9 +485,15 @@ def model(a, vocab):
                        "capacity": a["moe_expert_capacity_factor"] or 0.0,
                        "aux": a["moe_aux_loss_coeff"] if lb == ["seq_aux_loss"] else
                        (0.0 if lb == ["none"] or not a["moe_aux_loss_coeff"] else ("%s loss" % lb)),
-                       "zloss": a["moe_z_loss_coeff"] or 0.0}
-    layer = (2 * norm + h * (H + 2 * G) * d + (bias_qkv and (H + 2 * G) * d) + H * d * h + (bias_linear and h) +
-             mlp)
-    m["params"] = (vocab * h + (pos == "learned_absolute" and a["max_position_embeddings"] * h) + L * layer + norm +
+                       "zloss": a["moe_z_loss_coeff"] or 0.0,
+                       # group_limited_topk: a group scores the sum of its topk // group_topk best
+                       "group_score": "top%d" % (k // a["moe_router_group_topk"])
+                       if a["moe_router_num_groups"] and a["moe_router_group_topk"] else None}
+    pattern = m["moe_layers"] or [0] * L
+    if 0 not in pattern:  # no dense layer: ffn_hidden_size builds nothing
+        m["d_ff"] = None
+    attn = 2 * norm + h * (H + 2 * G) * d + (bias_qkv and (H + 2 * G) * d) + H * d * h + (bias_linear and h)
+    m["params"] = (vocab * h + (pos == "learned_absolute" and a["max_position_embeddings"] * h) +
+                   sum(attn + (moe_mlp if moe else mlp) for moe in pattern) + norm +
                    (0 if m["tied"] else vocab * h))
     return m

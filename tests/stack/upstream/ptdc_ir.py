@@ -165,36 +165,85 @@ def truth(ir_text, summary_text):
             bias.add("out_or_mlp")
     t["bias_qkv"] = "qkv" in bias
     t["bias_rest"] = "out_or_mlp" in bias
-    t["experts"], t["router"] = None, None
-    if "moe" in ops:
-        # Shared experts (an MLP, or Qwen2-MoE's gated one-expert moe, beside
-        # the routed experts): Megatron states them with
-        # --moe-shared-expert-intermediate-size (and --moe-shared-expert-gate),
-        # which ptdc's emitter does not write yet; until it does, such models
-        # are compared as ones the emitter must refuse.
-        if ops & {"swiglu", "silu", "mul", "gelu"} or sum(n["op"] == "moe" for n in L0) > 1:
-            return not_decoder("shared experts beside the routed ones")
-        moe = next(n for n in L0 if n["op"] == "moe")
-        rt = next(n for n in L0 if n["op"] == "route")
-        wg = ir.params[moe["ins"][2]]["dims"]
-        t["mlp"], t["experts"], t["d_ff"] = "swiglu", ir.size(wg[0]), ir.size(wg[2])
-        a = rt["attrs"]
-        t["router"] = {"topk": int(a["topk"]), "score": a["score"], "norm": a.get("norm") == "true",
-                       "scale": float(a.get("scale", 1) or 1), "groups": int(a.get("groups", 0)),
-                       "group_topk": int(a.get("group_topk", 0)), "capacity": float(a.get("capacity", 0)),
-                       "aux": float(a.get("aux", 0)), "zloss": float(a.get("zloss", 0))}
-        hm = next(n for n in head["nodes"] if n["op"] == "matmul")
-        t["tied"] = hm["ins"][1] == table
-        return t
-    if "swiglu" in ops or ("silu" in ops and "mul" in ops):
-        t["mlp"] = "swiglu"
-        act = next(n for n in L0 if n["op"] in ("swiglu", "mul"))
-    elif "gelu" in ops:
-        t["mlp"] = "gelu_tanh"  # ptdc's gelu is the tanh form (runtime/rt.h)
-        act = next(n for n in L0 if n["op"] == "gelu")
-    else:
-        return not_decoder("an MLP that is neither SwiGLU nor GELU")
-    t["d_ff"] = ir.size(ir.types[act["outs"][0]][1][-1])
+    t["experts"], t["router"], t["d_expert"], t["shared"], t["moe_layers"] = None, None, None, None, None
     hm = next(n for n in head["nodes"] if n["op"] == "matmul")
     t["tied"] = hm["ins"][1] == table
+
+    def mlp_of(nodes):
+        """A dense layer's MLP: (kind, width) or None."""
+        lops = {n["op"] for n in nodes}
+        if "swiglu" in lops or ("silu" in lops and "mul" in lops):
+            act = next(n for n in nodes if n["op"] in ("swiglu", "mul"))
+            return "swiglu", ir.size(ir.types[act["outs"][0]][1][-1])
+        if "gelu" in lops:  # ptdc's gelu is the tanh form (runtime/rt.h)
+            act = next(n for n in nodes if n["op"] == "gelu")
+            return "gelu_tanh", ir.size(ir.types[act["outs"][0]][1][-1])
+        return None
+
+    def gated(moe, nodes):
+        """Qwen2-MoE's gated shared expert: a moe of one expert whose gate is
+        route(topk=1, score=sigmoid, norm=false) of a projection and nothing else:
+        sigmoid(h . w) times its MLP."""
+        rt = next((n for n in nodes if moe["ins"][1] in n["outs"] and n["op"] == "route"), None)
+        return (ir.size(ir.params[moe["ins"][2]]["dims"][0]) == 1 and rt is not None and
+                rt["attrs"] == {"topk": "1", "score": "sigmoid", "norm": "false"})
+
+    def moe_of(nodes):
+        """An MoE layer: (experts, width, router attrs, shared expert) or a reason it is none."""
+        moes = [n for n in nodes if n["op"] == "moe"]
+        shared = None
+        if len(moes) == 2:
+            g = [gated(m, nodes) for m in moes]
+            if g[0] == g[1]:
+                return "two expert operators, not one of them a gated shared expert"
+            sm, moe = (moes[0], moes[1]) if g[0] else (moes[1], moes[0])
+            if mlp_of(nodes):
+                return "a gated shared expert and an MLP beside the experts"
+            shared = {"d_ff": ir.size(ir.params[sm["ins"][2]]["dims"][2]), "gate": True}
+        elif len(moes) == 1:
+            moe = moes[0]
+            mlp = mlp_of(nodes)
+            if mlp:
+                if mlp[0] != "swiglu":
+                    return "a GELU shared expert beside SwiGLU experts"
+                shared = {"d_ff": mlp[1], "gate": False}
+        else:
+            return "%d expert operators" % len(moes)
+        rt = next(n for n in nodes if moe["ins"][1] in n["outs"])
+        wg = ir.params[moe["ins"][2]]["dims"]
+        return ir.size(wg[0]), ir.size(wg[2]), rt["attrs"], shared
+
+    kinds = []
+    for p in layers:
+        nodes = p["nodes"]
+        if any(n["op"] == "moe" for n in nodes):
+            r = moe_of(nodes)
+            if isinstance(r, str):
+                return not_decoder(r)
+            kinds.append(("moe",) + r[:2] + (tuple(sorted(r[2].items())), repr(r[3])))
+        else:
+            r = mlp_of(nodes)
+            if r is None:
+                return not_decoder("an MLP that is neither SwiGLU nor GELU")
+            kinds.append(("dense",) + r)
+    if len({k for k in kinds if k[0] == "moe"}) > 1 or len({k for k in kinds if k[0] == "dense"}) > 1:
+        return not_decoder("layers of one kind differ")
+    dense = next((k for k in kinds if k[0] == "dense"), None)
+    t["d_ff"] = dense[2] if dense else None
+    t["mlp"] = dense[1] if dense else "swiglu"
+    if not any(k[0] == "moe" for k in kinds):
+        return t
+    if dense and dense[1] != "swiglu":
+        return not_decoder("GELU dense layers beside SwiGLU experts")
+    moe = next(k for k in kinds if k[0] == "moe")
+    t["moe_layers"] = [int(k[0] == "moe") for k in kinds]
+    t["experts"], t["d_expert"], t["shared"] = moe[1], moe[2], eval(moe[4])
+    a = dict(moe[3])
+    groups = int(a.get("groups", 0))
+    t["router"] = {"topk": int(a["topk"]), "score": a["score"], "norm": a.get("norm") == "true",
+                   "scale": float(a.get("scale", 1) or 1), "groups": groups,
+                   "group_topk": int(a.get("group_topk", 0)), "capacity": float(a.get("capacity", 0)),
+                   "aux": float(a.get("aux", 0)), "zloss": float(a.get("zloss", 0)),
+                   # a group's score (docs/moe.md, route step 2): its best, or its two best summed
+                   "group_score": None if groups <= 1 else "top1" if a["score"] == "softmax" else "top2"}
     return t
