@@ -73,8 +73,40 @@ bool plan_verify(const IrGraph *g, const Plan *p)
                 break;
             }
         }
-        if (s->dim[0] >= 0 && s->dim[0] == s->dim[1]) {
-            ir_error(g->nodes[i].loc, "plan: one dim split over both mesh axes");
+        for (int a = 0; a < PLAN_MAX_AXES && ok; a++)
+            for (int b = a + 1; b < PLAN_MAX_AXES; b++)
+                if (s->dim[a] >= 0 && s->dim[a] == s->dim[b]) {
+                    ir_error(g->nodes[i].loc, "plan: one dim split over two mesh axes");
+                    ok = false;
+                    break;
+                }
+    }
+    /* Context parallelism (docs/context.md): the sequence's rows are in the
+     * split's order everywhere, so every attention places its queries and
+     * keys by it, split over the one cp axis into whole chunks. */
+    int cpa = -1;
+    for (int i = 0; i < g->nfwd && ok; i++) {
+        const IrNode *n = &g->nodes[i];
+        int a = plan_cp_axis(g, n, &p->strategy[i]);
+        if (a >= 0 && cpa < 0)
+            cpa = a;
+        if (a >= 0 && a != cpa) {
+            ir_error(n->loc, "plan: attention splits its queries' sequence over mesh axis %d, another "
+                     "over axis %d; context parallelism runs over one axis", a, cpa);
+            ok = false;
+        }
+    }
+    for (int i = 0; i < g->nfwd && ok && cpa >= 0; i++) {
+        const IrNode *n = &g->nodes[i];
+        if (n->op != IR_OP_ATTENTION)
+            continue;
+        int64_t S = dim[g->tensors[n->in[0]].dim[1]], cp = p->mesh.size[cpa];
+        int64_t unit = plan_cp_balanced(g) ? 2 * cp : cp;
+        if (plan_cp_axis(g, n, &p->strategy[i]) != cpa || S % unit || cp > PLAN_MAX_CP) {
+            ir_error(n->loc, "plan: with context parallelism over mesh axis %d (%lld ranks, at most %d), "
+                     "every attention splits its queries' sequence there, and the sequence (%lld) is "
+                     "a multiple of %lld", cpa, (long long)cp, PLAN_MAX_CP, (long long)S,
+                     (long long)unit);
             ok = false;
         }
     }

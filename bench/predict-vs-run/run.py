@@ -59,11 +59,16 @@ MODEL = ["models/llama.mdl", "--set", "n_layers=4", "--set", "d_model=256", "--s
          "--set", "global_batch=16"]
 
 # name, ranks, pins (every part pinned: a layout evaluated by hand).
-def L(name, ranks, tp=1, pp=1, dp=1, mb=1, rc="none", sp="off", zero=0, sched="1f1b", v=1):
+def L(name, ranks, tp=1, pp=1, dp=1, mb=1, rc="none", sp="off", zero=0, sched="1f1b", v=1, cp=1,
+      layers=None):
     a = ["--tp", str(tp), "--pp", str(pp), "--dp", str(dp), "--micro-batch", str(mb),
          "--recompute", rc, "--sp", sp, "--zero", str(zero), "--schedule", sched]
     if v > 1:
         a += ["--virtual-stages", str(v)]
+    if cp > 1:
+        a += ["--cp", str(cp)]
+    if layers:
+        a += ["--pp-layers", layers]
     return (name, ranks, a)
 
 LAYOUTS = [
@@ -86,6 +91,11 @@ LAYOUTS = [
     L("pp2-dp2", 4, pp=2, dp=2, mb=2),
     L("pp4", 4, pp=4, mb=1),
     L("dp2-pp2-z1", 4, dp=2, pp=2, mb=4, zero=1),
+    # Context parallelism (docs/context.md) and uneven pipeline stages.
+    L("cp2", 2, cp=2, mb=4),
+    L("dp2-cp2", 4, dp=2, cp=2, mb=2),
+    L("cp2-tp2", 4, cp=2, tp=2, mb=4),
+    L("pp2-1-3", 2, pp=2, mb=2, layers="1,3"),
 ]
 
 
