@@ -31,7 +31,7 @@
  * FlashAttention-2 on tensor cores (docs/cuda.md). They serve head dims the
  * tensor-core kernels (D in {64, 80, 96, 128}, 16-byte aligned buffers) do
  * not, and PTDC_ATTENTION=generic forces them. */
-#include "cu_dev.cuh"
+#include "attention_pos.cuh"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -42,19 +42,25 @@
 
 namespace {
 
+using namespace apos;
+
 constexpr int TILE = 32;   /* rows per block and per streamed tile */
 constexpr int THREADS = 256;
 
-/* Key kj visible to query qi (both < S). window 0: none. */
-__device__ __forceinline__ bool seen(int64_t qi, int64_t kj, bool causal, int64_t window)
+/* The mask on positions, with the chunk table (attention_pos.cuh). */
+struct Mask {
+    RtcuAttnPos p;
+    bool causal;
+    int window; /* 0: none */
+};
+
+/* Some query of rows [q0, q0 + TILE) may see some key of [k0, k0 + TILE). */
+__device__ __forceinline__ bool tile_seen(const Mask &m, int64_t q0, int64_t Sq, int64_t k0, int64_t Sk)
 {
-    return (!causal || kj <= qi) && (window == 0 || qi - kj < window);
-}
-/* The first key tile a block of query tile qt needs. */
-__device__ __forceinline__ int64_t first_key_tile(int64_t qt, int64_t window)
-{
-    int64_t k = window ? qt * TILE - window + 1 : 0;
-    return k > 0 ? k / TILE : 0;
+    int qmin, qmax, kmin, kmax;
+    range(m.p.qpos, m.p.chunk, (int)q0, (int)(q0 + TILE < Sq ? q0 + TILE : Sq), qmin, qmax);
+    range(m.p.kpos, m.p.chunk, (int)k0, (int)(k0 + TILE < Sk ? k0 + TILE : Sk), kmin, kmax);
+    return may_see(qmin, qmax, kmin, kmax, m.causal, m.window);
 }
 
 __device__ __forceinline__ float group_sum8(float v)
@@ -78,20 +84,31 @@ __device__ __forceinline__ void stage(float *dst, const rt_act *src, int64_t b, 
     }
 }
 
+/* The positions of rows [r0, r0 + TILE) (rows past S: any). */
+__device__ __forceinline__ void stage_pos(int *dst, const int *pos, int chunk, int64_t r0, int64_t S)
+{
+    if (threadIdx.x < TILE) {
+        int64_t s = r0 + threadIdx.x;
+        dst[threadIdx.x] = s < S ? pos_of(pos, chunk, (int)s) : 0;
+    }
+}
+
 template <int NT>
 __global__ void __launch_bounds__(THREADS)
-k_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, int64_t S, int64_t H, int64_t KVH,
-      int64_t D, bool causal, int64_t window, float scale)
+k_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, int64_t Sq, int64_t Sk, int64_t H,
+      int64_t KVH, int64_t D, const Mask mk, float scale)
 {
     constexpr int DP = 8 * NT;
     RTCU_DYN_SMEM(float, sm);
     float *Ks = sm, *Vs = sm + TILE * DP;
-    int64_t qt = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x; /* long rows first */
+    int *Kp = (int *)(Vs + TILE * DP);
+    int64_t qt = mk.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x; /* long rows first */
     int64_t h = blockIdx.y, b = blockIdx.z, kvh = h / (H / KVH);
     int lane = threadIdx.x & 31, l8 = lane & 7, row = (threadIdx.x >> 5) * 4 + (lane >> 3);
     int64_t qi = qt * TILE + row;
-    bool qok = qi < S;
-    int64_t qoff = ((b * S + (qok ? qi : 0)) * H + h) * D;
+    bool qok = qi < Sq;
+    int64_t qoff = ((b * Sq + (qok ? qi : 0)) * H + h) * D;
+    int qp = pos_of(mk.p.qpos, mk.p.chunk, qok ? (int)qi : 0);
     float qr[NT], acc[NT];
 #pragma unroll
     for (int t = 0; t < NT; t++) {
@@ -100,11 +117,13 @@ k_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, 
         acc[t] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
-    int64_t nkt = (S + TILE - 1) / TILE, kend = causal ? (qt + 1 < nkt ? qt + 1 : nkt) : nkt;
-    for (int64_t kt = first_key_tile(qt, window); kt < kend; kt++) {
+    int64_t nkt = (Sk + TILE - 1) / TILE;
+    for (int64_t kt = 0; kt < nkt; kt++) {
+        if (!tile_seen(mk, qt * TILE, Sq, kt * TILE, Sk)) continue; /* the same for the whole block */
         __syncthreads(); /* previous tile fully consumed */
-        stage<DP>(Ks, k, b, kt * TILE, S, KVH, kvh, D);
-        stage<DP>(Vs, v, b, kt * TILE, S, KVH, kvh, D);
+        stage<DP>(Ks, k, b, kt * TILE, Sk, KVH, kvh, D);
+        stage<DP>(Vs, v, b, kt * TILE, Sk, KVH, kvh, D);
+        stage_pos(Kp, mk.p.kpos, mk.p.chunk, kt * TILE, Sk);
         __syncthreads();
         float s[TILE], mt = -INFINITY;
 #pragma unroll
@@ -114,7 +133,7 @@ k_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, 
             for (int t = 0; t < NT; t++) p += qr[t] * Ks[j * DP + l8 + 8 * t];
             p = group_sum8(p);
             int64_t kj = kt * TILE + j;
-            s[j] = kj < S && seen(qi, kj, causal, window) ? p * scale : -INFINITY;
+            s[j] = kj < Sk && sees(qp, Kp[j], mk.causal, mk.window) ? p * scale : -INFINITY;
             mt = fmaxf(mt, s[j]);
         }
         float mn = fmaxf(m, mt);
@@ -131,14 +150,14 @@ k_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, 
         }
         m = mn;
     }
-    if (qok) {
-        float inv = 1.0f / l;
+    if (qok) { /* a row that sees no key: o = 0, lse = -inf */
+        float inv = l > 0.0f ? 1.0f / l : 0.0f;
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             int d = l8 + 8 * t;
             if (d < D) o[qoff + d] = bf(acc[t] * inv);
         }
-        if (l8 == 0) lse[(b * S + qi) * H + h] = m + logf(l);
+        if (l8 == 0) lse[(b * Sq + qi) * H + h] = l > 0.0f ? m + logf(l) : -INFINITY;
     }
 }
 
@@ -157,17 +176,19 @@ __global__ void k_delta(float *delta, const rt_act *o, const rt_act *dout, int64
 template <int NT>
 __global__ void __launch_bounds__(THREADS)
 k_dq(rt_act *dq, const rt_act *q, const rt_act *k, const rt_act *v, const float *lse, const float *delta,
-     const rt_act *dout, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal, int64_t window, float scale)
+     const rt_act *dout, int64_t Sq, int64_t Sk, int64_t H, int64_t KVH, int64_t D, const Mask mk, float scale)
 {
     constexpr int DP = 8 * NT;
     RTCU_DYN_SMEM(float, sm);
     float *Ks = sm, *Vs = sm + TILE * DP;
-    int64_t qt = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+    int *Kp = (int *)(Vs + TILE * DP);
+    int64_t qt = mk.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
     int64_t h = blockIdx.y, b = blockIdx.z, kvh = h / (H / KVH);
     int lane = threadIdx.x & 31, l8 = lane & 7, row = (threadIdx.x >> 5) * 4 + (lane >> 3);
     int64_t qi = qt * TILE + row;
-    bool qok = qi < S;
-    int64_t qoff = ((b * S + (qok ? qi : 0)) * H + h) * D, srow = (b * S + (qok ? qi : 0)) * H + h;
+    bool qok = qi < Sq;
+    int64_t qoff = ((b * Sq + (qok ? qi : 0)) * H + h) * D, srow = (b * Sq + (qok ? qi : 0)) * H + h;
+    int qp = pos_of(mk.p.qpos, mk.p.chunk, qok ? (int)qi : 0);
     float qr[NT], dor[NT], acc[NT];
 #pragma unroll
     for (int t = 0; t < NT; t++) {
@@ -177,11 +198,13 @@ k_dq(rt_act *dq, const rt_act *q, const rt_act *k, const rt_act *v, const float 
         acc[t] = 0.0f;
     }
     float L = qok ? lse[srow] : 0.0f, Dl = qok ? delta[srow] : 0.0f;
-    int64_t nkt = (S + TILE - 1) / TILE, kend = causal ? (qt + 1 < nkt ? qt + 1 : nkt) : nkt;
-    for (int64_t kt = first_key_tile(qt, window); kt < kend; kt++) {
+    int64_t nkt = (Sk + TILE - 1) / TILE;
+    for (int64_t kt = 0; kt < nkt; kt++) {
+        if (!tile_seen(mk, qt * TILE, Sq, kt * TILE, Sk)) continue;
         __syncthreads();
-        stage<DP>(Ks, k, b, kt * TILE, S, KVH, kvh, D);
-        stage<DP>(Vs, v, b, kt * TILE, S, KVH, kvh, D);
+        stage<DP>(Ks, k, b, kt * TILE, Sk, KVH, kvh, D);
+        stage<DP>(Vs, v, b, kt * TILE, Sk, KVH, kvh, D);
+        stage_pos(Kp, mk.p.kpos, mk.p.chunk, kt * TILE, Sk);
         __syncthreads();
 #pragma unroll 4
         for (int j = 0; j < TILE; j++) {
@@ -194,7 +217,7 @@ k_dq(rt_act *dq, const rt_act *q, const rt_act *k, const rt_act *v, const float 
             sp = group_sum8(sp);
             dp = group_sum8(dp);
             int64_t kj = kt * TILE + j;
-            float p = qok && kj < S && seen(qi, kj, causal, window) ? expf(sp * scale - L) : 0.0f;
+            float p = qok && kj < Sk && sees(qp, Kp[j], mk.causal, mk.window) ? expf(sp * scale - L) : 0.0f;
             float ds = p * (dp - Dl);
 #pragma unroll
             for (int t = 0; t < NT; t++) acc[t] += ds * Ks[j * DP + l8 + 8 * t];
@@ -212,17 +235,19 @@ k_dq(rt_act *dq, const rt_act *q, const rt_act *k, const rt_act *v, const float 
 template <int NT>
 __global__ void __launch_bounds__(THREADS)
 k_dkv(rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act *v, const float *lse,
-      const float *delta, const rt_act *dout, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal, int64_t window,
-      float scale)
+      const float *delta, const rt_act *dout, int64_t Sq, int64_t Sk, int64_t H, int64_t KVH, int64_t D,
+      const Mask mk, float scale)
 {
     constexpr int DP = 8 * NT;
     RTCU_DYN_SMEM(float, sm);
     float *Qs = sm, *Os = sm + TILE * DP, *Ls = sm + 2 * TILE * DP, *Ds = Ls + TILE;
+    int *Qp = (int *)(Ds + TILE);
     int64_t kt = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z, G = H / KVH;
     int lane = threadIdx.x & 31, l8 = lane & 7, row = (threadIdx.x >> 5) * 4 + (lane >> 3);
     int64_t kj = kt * TILE + row;
-    bool kok = kj < S;
-    int64_t koff = ((b * S + (kok ? kj : 0)) * KVH + kvh) * D;
+    bool kok = kj < Sk;
+    int64_t koff = ((b * Sk + (kok ? kj : 0)) * KVH + kvh) * D;
+    int kp = pos_of(mk.p.kpos, mk.p.chunk, kok ? (int)kj : 0);
     float kr[NT], vr[NT], dka[NT], dva[NT];
 #pragma unroll
     for (int t = 0; t < NT; t++) {
@@ -231,22 +256,20 @@ k_dkv(rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act *v,
         vr[t] = kok && d < D ? ld(v + koff + d) : 0.0f;
         dka[t] = dva[t] = 0.0f;
     }
-    int64_t nqt = (S + TILE - 1) / TILE, qbeg = causal ? kt : 0;
-    if (window) { /* the last query that sees this tile's last key */
-        int64_t qlast = kt * TILE + TILE - 1 + window - 1, e = qlast / TILE + 1;
-        nqt = e < nqt ? e : nqt;
-    }
+    int64_t nqt = (Sq + TILE - 1) / TILE;
     for (int64_t hh = 0; hh < G; hh++) {
         int64_t h = kvh * G + hh;
-        for (int64_t qt = qbeg; qt < nqt; qt++) {
+        for (int64_t qt = 0; qt < nqt; qt++) {
+            if (!tile_seen(mk, qt * TILE, Sq, kt * TILE, Sk)) continue;
             __syncthreads();
-            stage<DP>(Qs, q, b, qt * TILE, S, H, h, D);
-            stage<DP>(Os, dout, b, qt * TILE, S, H, h, D);
+            stage<DP>(Qs, q, b, qt * TILE, Sq, H, h, D);
+            stage<DP>(Os, dout, b, qt * TILE, Sq, H, h, D);
             if (threadIdx.x < TILE) {
                 int64_t qi = qt * TILE + threadIdx.x;
-                Ls[threadIdx.x] = qi < S ? lse[(b * S + qi) * H + h] : 0.0f;
-                Ds[threadIdx.x] = qi < S ? delta[(b * S + qi) * H + h] : 0.0f;
+                Ls[threadIdx.x] = qi < Sq ? lse[(b * Sq + qi) * H + h] : 0.0f;
+                Ds[threadIdx.x] = qi < Sq ? delta[(b * Sq + qi) * H + h] : 0.0f;
             }
+            stage_pos(Qp, mk.p.qpos, mk.p.chunk, qt * TILE, Sq);
             __syncthreads();
 #pragma unroll 4
             for (int i = 0; i < TILE; i++) {
@@ -259,7 +282,7 @@ k_dkv(rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act *v,
                 sp = group_sum8(sp);
                 dp = group_sum8(dp);
                 int64_t qi = qt * TILE + i;
-                float p = kok && qi < S && seen(qi, kj, causal, window) ? expf(sp * scale - Ls[i]) : 0.0f;
+                float p = kok && qi < Sq && sees(Qp[i], kp, mk.causal, mk.window) ? expf(sp * scale - Ls[i]) : 0.0f;
                 float ds = p * (dp - Ds[i]);
 #pragma unroll
                 for (int t = 0; t < NT; t++) {
@@ -289,46 +312,77 @@ void smem_optin(K kern, size_t bytes)
 }
 
 template <int NT>
-void run_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, int64_t B, int64_t S,
-             int64_t H, int64_t KVH, int64_t D, bool causal, int64_t window, float scale)
+void run_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, int64_t B, int64_t Sq,
+             int64_t Sk, int64_t H, int64_t KVH, int64_t D, const Mask &mk, float scale)
 {
-    size_t smem = 2 * TILE * 8 * NT * sizeof(float);
+    size_t smem = 2 * TILE * 8 * NT * sizeof(float) + TILE * sizeof(int);
     smem_optin(k_fwd<NT>, smem);
-    dim3 grid((unsigned)((S + TILE - 1) / TILE), (unsigned)H, (unsigned)B);
-    RTCU_LAUNCH(k_fwd<NT>, grid, THREADS, smem)(o, lse, q, k, v, S, H, KVH, D, causal, window, scale);
+    dim3 grid((unsigned)((Sq + TILE - 1) / TILE), (unsigned)H, (unsigned)B);
+    RTCU_LAUNCH(k_fwd<NT>, grid, THREADS, smem)(o, lse, q, k, v, Sq, Sk, H, KVH, D, mk, scale);
     LAUNCH_CHECK();
 }
 
 template <int NT>
 void run_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act *v, const float *lse,
-             const float *delta, const rt_act *dout, int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D,
-             bool causal, int64_t window, float scale)
+             const float *delta, const rt_act *dout, int64_t B, int64_t Sq, int64_t Sk, int64_t H, int64_t KVH,
+             int64_t D, const Mask &mk, float scale)
 {
-    size_t smem = 2 * TILE * 8 * NT * sizeof(float), smem_kv = smem + 2 * TILE * sizeof(float);
+    size_t smem = 2 * TILE * 8 * NT * sizeof(float) + TILE * sizeof(int);
+    size_t smem_kv = smem + 2 * TILE * sizeof(float);
     smem_optin(k_dq<NT>, smem);
     smem_optin(k_dkv<NT>, smem_kv);
-    unsigned nt = (unsigned)((S + TILE - 1) / TILE);
-    RTCU_LAUNCH(k_dq<NT>, dim3(nt, (unsigned)H, (unsigned)B), THREADS, smem)(dq, q, k, v, lse, delta, dout, S,
-                                                                                  H, KVH, D, causal, window, scale);
-    LAUNCH_CHECK();
-    RTCU_LAUNCH(k_dkv<NT>, dim3(nt, (unsigned)KVH, (unsigned)B), THREADS, smem_kv)(dk, dv, q, k, v, lse,
-                                                                                        delta, dout, S, H, KVH, D,
-                                                                                        causal, window, scale);
-    LAUNCH_CHECK();
+    if (Sq > 0) {
+        RTCU_LAUNCH(k_dq<NT>, dim3((unsigned)((Sq + TILE - 1) / TILE), (unsigned)H, (unsigned)B), THREADS,
+                    smem)(dq, q, k, v, lse, delta, dout, Sq, Sk, H, KVH, D, mk, scale);
+        LAUNCH_CHECK();
+    }
+    if (Sk > 0) {
+        RTCU_LAUNCH(k_dkv<NT>, dim3((unsigned)((Sk + TILE - 1) / TILE), (unsigned)KVH, (unsigned)B), THREADS,
+                    smem_kv)(dk, dv, q, k, v, lse, delta, dout, Sq, Sk, H, KVH, D, mk, scale);
+        LAUNCH_CHECK();
+    }
 }
 
-void check_shape(const char *fn, int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal,
+void check_shape(const char *fn, int64_t B, int64_t Sq, int64_t Sk, int64_t H, int64_t KVH, int64_t D, bool causal,
                  int64_t window)
 {
-    if (B < 0 || S < 0 || H <= 0 || KVH <= 0 || D <= 0 || H % KVH)
-        rt_fatal("%s: bad shape B=%lld S=%lld H=%lld KVH=%lld D=%lld", fn, (long long)B, (long long)S, (long long)H,
-                 (long long)KVH, (long long)D);
+    if (B < 0 || Sq < 0 || Sk < 0 || H <= 0 || KVH <= 0 || D <= 0 || H % KVH)
+        rt_fatal("%s: bad shape B=%lld Sq=%lld Sk=%lld H=%lld KVH=%lld D=%lld", fn, (long long)B, (long long)Sq,
+                 (long long)Sk, (long long)H, (long long)KVH, (long long)D);
     if (D > 256) rt_fatal("%s: head dim %lld > 256 is not supported", fn, (long long)D);
-    if (S > INT32_MAX / 2) rt_fatal("%s: sequence length %lld is too long", fn, (long long)S);
+    if (Sq > INT32_MAX / 2 || Sk > INT32_MAX / 2)
+        rt_fatal("%s: sequence length %lld is too long", fn, (long long)(Sq > Sk ? Sq : Sk));
     if (window < 0) rt_fatal("%s: window %lld is negative (0 means no window)", fn, (long long)window);
     if (window > 0 && !causal)
         rt_fatal("%s: a sliding window (%lld) needs causal attention", fn, (long long)window);
-    rtcu_check_grid(fn, (S + TILE - 1) / TILE, H, B);
+    rtcu_check_grid(fn, (Sq + TILE - 1) / TILE, H, B);
+    rtcu_check_grid(fn, (Sk + TILE - 1) / TILE, KVH, B);
+}
+
+/* The chunk table of rt_attention_pos_*, checked, in the kernels' form.
+ * Positions must keep every row's position and window arithmetic in int. */
+RtcuAttnPos make_pos(const char *fn, int64_t Sq, int64_t Sk, int64_t chunk, const int64_t *qpos, const int64_t *kpos)
+{
+    if (chunk < 1 || Sq % chunk || Sk % chunk)
+        rt_fatal("%s: chunk %lld does not divide Sq=%lld and Sk=%lld", fn, (long long)chunk, (long long)Sq,
+                 (long long)Sk);
+    if (Sq / chunk > RT_ATTN_MAX_CHUNKS || Sk / chunk > RT_ATTN_MAX_CHUNKS)
+        rt_fatal("%s: %lld query and %lld key chunks (at most %d each)", fn, (long long)(Sq / chunk),
+                 (long long)(Sk / chunk), RT_ATTN_MAX_CHUNKS);
+    if ((Sq && !qpos) || (Sk && !kpos)) rt_fatal("%s: no chunk positions", fn);
+    RtcuAttnPos p{};
+    p.chunk = (int)chunk;
+    const int64_t lim = INT32_MAX / 4;
+    for (int side = 0; side < 2; side++) {
+        const int64_t *src = side ? kpos : qpos;
+        int *dst = side ? p.kpos : p.qpos;
+        for (int64_t c = 0; c < (side ? Sk : Sq) / chunk; c++) {
+            if (src[c] < -lim || src[c] + chunk > lim)
+                rt_fatal("%s: position %lld out of range (|position| < %lld)", fn, (long long)src[c], (long long)lim);
+            dst[c] = (int)src[c];
+        }
+    }
+    return p;
 }
 
 /* -1: not decided yet (PTDC_ATTENTION=generic forces the CUDA-core path). */
@@ -393,30 +447,90 @@ bool want_deterministic()
 extern "C" void rtcu_attention_force_generic(int on) { force_generic = on; }
 extern "C" void rtcu_attention_deterministic(int on) { deterministic = on; }
 
-void rt_attention_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, int64_t B, int64_t S,
-                      int64_t H, int64_t KVH, int64_t D, bool causal, int64_t window)
+namespace {
+
+void attn_fwd(const char *fn, rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, int64_t B,
+              int64_t Sq, int64_t Sk, int64_t H, int64_t KVH, int64_t D, bool causal, int64_t window,
+              const RtcuAttnPos &pos)
 {
-    rtcu_require_init("rt_attention_fwd");
-    check_shape("rt_attention_fwd", B, S, H, KVH, D, causal, window);
-    if (B == 0 || S == 0) return;
-    size_t es = sizeof(rt_act), qb = (size_t)(B * S * H * D) * es, kb = (size_t)(B * S * KVH * D) * es;
-    rtcu_deps({{o, qb}, {lse, (size_t)(B * S * H) * 4}, {q, qb}, {k, kb}, {v, kb}});
-    if (window >= S) window = 0; /* every causal key is inside */
-    if (use_fa2("rt_attention_fwd", D, {{"o", o}, {"q", q}, {"k", k}, {"v", v}})) {
-        rtcu_attention_fa2_fwd(o, lse, q, k, v, B, S, H, KVH, D, causal, window);
+    if (B == 0 || Sq == 0) return;
+    size_t es = sizeof(rt_act), qb = (size_t)(B * Sq * H * D) * es, kb = (size_t)(B * Sk * KVH * D) * es;
+    rtcu_deps({{o, qb}, {lse, (size_t)(B * Sq * H) * 4}, {q, qb}, {k, kb}, {v, kb}});
+    Mask mk{pos, causal, (int)window};
+    if (use_fa2(fn, D, {{"o", o}, {"q", q}, {"k", k}, {"v", v}})) {
+        rtcu_attention_fa2_fwd(o, lse, q, k, v, B, Sq, Sk, H, KVH, D, causal, window, pos);
         return;
     }
     float scale = 1.0f / sqrtf((float)D);
     if (D <= 16)
-        run_fwd<2>(o, lse, q, k, v, B, S, H, KVH, D, causal, window, scale);
+        run_fwd<2>(o, lse, q, k, v, B, Sq, Sk, H, KVH, D, mk, scale);
     else if (D <= 32)
-        run_fwd<4>(o, lse, q, k, v, B, S, H, KVH, D, causal, window, scale);
+        run_fwd<4>(o, lse, q, k, v, B, Sq, Sk, H, KVH, D, mk, scale);
     else if (D <= 64)
-        run_fwd<8>(o, lse, q, k, v, B, S, H, KVH, D, causal, window, scale);
+        run_fwd<8>(o, lse, q, k, v, B, Sq, Sk, H, KVH, D, mk, scale);
     else if (D <= 128)
-        run_fwd<16>(o, lse, q, k, v, B, S, H, KVH, D, causal, window, scale);
+        run_fwd<16>(o, lse, q, k, v, B, Sq, Sk, H, KVH, D, mk, scale);
     else
-        run_fwd<32>(o, lse, q, k, v, B, S, H, KVH, D, causal, window, scale);
+        run_fwd<32>(o, lse, q, k, v, B, Sq, Sk, H, KVH, D, mk, scale);
+}
+
+void attn_bwd(const char *fn, rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act *v,
+              const rt_act *o, const float *lse, const rt_act *dout, int64_t B, int64_t Sq, int64_t Sk, int64_t H,
+              int64_t KVH, int64_t D, bool causal, int64_t window, const RtcuAttnPos &pos)
+{
+    if (B == 0 || (Sq == 0 && Sk == 0)) return;
+    size_t es = sizeof(rt_act), qb = (size_t)(B * Sq * H * D) * es, kb = (size_t)(B * Sk * KVH * D) * es;
+    rtcu_deps({{dq, qb}, {dk, kb}, {dv, kb}, {q, qb}, {k, kb}, {v, kb}, {o, qb}, {dout, qb}});
+    rtcu_deps({{lse, (size_t)(B * Sq * H) * 4}});
+    int64_t rows = B * Sq * H;
+    bool fa2 = use_fa2(fn, D, {{"dq", dq}, {"dk", dk}, {"dv", dv}, {"q", q}, {"k", k}, {"v", v}, {"dout", dout}});
+    /* Scratch: Delta, then (the atomic backward) dQ in fp32, 256-byte aligned. */
+    size_t dbytes = ((size_t)rows * sizeof(float) + 255) / 256 * 256;
+    bool atomic_dq = fa2 && !want_deterministic();
+    char *sc = (char *)rtcu_scratch(dbytes + (atomic_dq ? (size_t)(rows * D) * sizeof(float) : 0));
+    float *delta = (float *)sc;
+    if (rows > 0) {
+        RTCU_LAUNCH(k_delta, (unsigned)rtcu_cdiv(rows * 32, 256), 256, 0)(delta, o, dout, rows, D);
+        LAUNCH_CHECK();
+    }
+    if (fa2) {
+        rtcu_attention_fa2_bwd(dq, dk, dv, q, k, v, lse, delta, dout, B, Sq, Sk, H, KVH, D, causal, window, pos,
+                               atomic_dq ? (float *)(sc + dbytes) : nullptr);
+        return;
+    }
+    Mask mk{pos, causal, (int)window};
+    float scale = 1.0f / sqrtf((float)D);
+    if (D <= 16)
+        run_bwd<2>(dq, dk, dv, q, k, v, lse, delta, dout, B, Sq, Sk, H, KVH, D, mk, scale);
+    else if (D <= 32)
+        run_bwd<4>(dq, dk, dv, q, k, v, lse, delta, dout, B, Sq, Sk, H, KVH, D, mk, scale);
+    else if (D <= 64)
+        run_bwd<8>(dq, dk, dv, q, k, v, lse, delta, dout, B, Sq, Sk, H, KVH, D, mk, scale);
+    else if (D <= 128)
+        run_bwd<16>(dq, dk, dv, q, k, v, lse, delta, dout, B, Sq, Sk, H, KVH, D, mk, scale);
+    else
+        run_bwd<32>(dq, dk, dv, q, k, v, lse, delta, dout, B, Sq, Sk, H, KVH, D, mk, scale);
+}
+
+/* rt_attention_fwd/bwd: one chunk of S rows at position 0 each side; a
+ * window of S or more is no window. */
+RtcuAttnPos one_chunk(int64_t S, int64_t &window)
+{
+    if (window >= S) window = 0;
+    RtcuAttnPos p{};
+    p.chunk = S > 0 ? (int)S : 1;
+    return p;
+}
+
+} // namespace
+
+void rt_attention_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, int64_t B, int64_t S,
+                      int64_t H, int64_t KVH, int64_t D, bool causal, int64_t window)
+{
+    rtcu_require_init("rt_attention_fwd");
+    check_shape("rt_attention_fwd", B, S, S, H, KVH, D, causal, window);
+    RtcuAttnPos p = one_chunk(S, window);
+    attn_fwd("rt_attention_fwd", o, lse, q, k, v, B, S, S, H, KVH, D, causal, window, p);
 }
 
 void rt_attention_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act *v,
@@ -424,36 +538,32 @@ void rt_attention_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const
                       int64_t KVH, int64_t D, bool causal, int64_t window)
 {
     rtcu_require_init("rt_attention_bwd");
-    check_shape("rt_attention_bwd", B, S, H, KVH, D, causal, window);
-    if (B == 0 || S == 0) return;
-    size_t es = sizeof(rt_act), qb = (size_t)(B * S * H * D) * es, kb = (size_t)(B * S * KVH * D) * es;
-    rtcu_deps({{dq, qb}, {dk, kb}, {dv, kb}, {q, qb}, {k, kb}, {v, kb}, {o, qb}, {dout, qb}});
-    rtcu_deps({{lse, (size_t)(B * S * H) * 4}});
-    if (window >= S) window = 0;
-    int64_t rows = B * S * H;
-    bool fa2 = use_fa2("rt_attention_bwd", D,
-                       {{"dq", dq}, {"dk", dk}, {"dv", dv}, {"q", q}, {"k", k}, {"v", v}, {"dout", dout}});
-    /* Scratch: Delta, then (the atomic backward) dQ in fp32, 256-byte aligned. */
-    size_t dbytes = ((size_t)rows * sizeof(float) + 255) / 256 * 256;
-    bool atomic_dq = fa2 && !want_deterministic();
-    char *sc = (char *)rtcu_scratch(dbytes + (atomic_dq ? (size_t)(rows * D) * sizeof(float) : 0));
-    float *delta = (float *)sc;
-    RTCU_LAUNCH(k_delta, (unsigned)rtcu_cdiv(rows * 32, 256), 256, 0)(delta, o, dout, rows, D);
-    LAUNCH_CHECK();
-    if (fa2) {
-        rtcu_attention_fa2_bwd(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, window,
-                               atomic_dq ? (float *)(sc + dbytes) : nullptr);
-        return;
-    }
-    float scale = 1.0f / sqrtf((float)D);
-    if (D <= 16)
-        run_bwd<2>(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, window, scale);
-    else if (D <= 32)
-        run_bwd<4>(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, window, scale);
-    else if (D <= 64)
-        run_bwd<8>(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, window, scale);
-    else if (D <= 128)
-        run_bwd<16>(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, window, scale);
-    else
-        run_bwd<32>(dq, dk, dv, q, k, v, lse, delta, dout, B, S, H, KVH, D, causal, window, scale);
+    check_shape("rt_attention_bwd", B, S, S, H, KVH, D, causal, window);
+    RtcuAttnPos p = one_chunk(S, window);
+    attn_bwd("rt_attention_bwd", dq, dk, dv, q, k, v, o, lse, dout, B, S, S, H, KVH, D, causal, window, p);
+}
+
+void rt_attention_pos_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, int64_t B,
+                          int64_t Sq, int64_t Sk, int64_t H, int64_t KVH, int64_t D, bool causal, int64_t window,
+                          int64_t chunk, const int64_t *qpos, const int64_t *kpos)
+{
+    const char *fn = "rt_attention_pos_fwd";
+    rtcu_require_init(fn);
+    check_shape(fn, B, Sq, Sk, H, KVH, D, causal, window);
+    RtcuAttnPos p = make_pos(fn, Sq, Sk, chunk, qpos, kpos);
+    if (window > INT32_MAX / 4) window = 0; /* wider than any two positions apart */
+    attn_fwd(fn, o, lse, q, k, v, B, Sq, Sk, H, KVH, D, causal, window, p);
+}
+
+void rt_attention_pos_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act *v,
+                          const rt_act *o, const float *lse, const rt_act *dout, int64_t B, int64_t Sq, int64_t Sk,
+                          int64_t H, int64_t KVH, int64_t D, bool causal, int64_t window, int64_t chunk,
+                          const int64_t *qpos, const int64_t *kpos)
+{
+    const char *fn = "rt_attention_pos_bwd";
+    rtcu_require_init(fn);
+    check_shape(fn, B, Sq, Sk, H, KVH, D, causal, window);
+    RtcuAttnPos p = make_pos(fn, Sq, Sk, chunk, qpos, kpos);
+    if (window > INT32_MAX / 4) window = 0;
+    attn_bwd(fn, dq, dk, dv, q, k, v, o, lse, dout, B, Sq, Sk, H, KVH, D, causal, window, p);
 }

@@ -44,6 +44,7 @@
  *     computed twice (7 products): the price of bitwise reproducible
  *     gradients without an fp32 dQ buffer per key block.
  * P and dS are rounded to bf16 as GEMM operands, as in FlashAttention-2. */
+#include "attention_pos.cuh"
 #include "attention_tc.cuh"
 
 namespace {
@@ -54,36 +55,88 @@ constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
 
 struct Args {
     rt_act *o, *dq, *dk, *dv;
-    float *lse_out, *dq_acc; /* dq_acc: fp32 [B, S, H, D] dQ / scale, zeroed (the atomic backward) */
+    float *lse_out, *dq_acc; /* dq_acc: fp32 [B, Sq, H, D] dQ / scale, zeroed (the atomic backward) */
     const rt_act *q, *k, *v, *dout;
     const float *lse, *delta;
-    int S, window; /* window: 0 = none (also when >= S) */
+    int Sq, Sk, window; /* query and key rows; window: 0 = none */
     int64_t H, KVH;
     bool causal;
     float scale, c; /* c = scale * log2(e) */
+    RtcuAttnPos p;  /* the rows' positions (attention_pos.cuh) */
 };
 
-__device__ __forceinline__ bool visible(int qi, int kj, const Args &a)
+/* A query tile [q0, q0 + nq) against a key tile [k0, k0 + nk) (both
+ * clipped to the rows there are): `any` pair visible, else the tile is
+ * skipped; `full`: every pair, no element mask; `contig`: each inside one
+ * chunk, so position(qi) - position(kj) = qi - kj + sh. */
+struct Tile {
+    bool any, full, contig;
+    int sh;
+};
+/* The query tile's side of it, computed once per query tile. */
+struct QSide {
+    int q0, qe, qmin, qmax;
+    bool one;
+};
+__device__ __forceinline__ QSide qside(int q0, int nq, const Args &a)
 {
-    return kj < a.S && (!a.causal || kj <= qi) && (a.window == 0 || qi - kj < a.window);
+    QSide q;
+    q.q0 = q0, q.qe = imin(q0 + nq, a.Sq);
+    apos::range(a.p.qpos, a.p.chunk, q0, q.qe, q.qmin, q.qmax);
+    q.one = apos::one_chunk(a.p.chunk, q0, q.qe);
+    return q;
 }
-/* Every (query, key) of [q0, q0 + nq) x [k0, k0 + nk) visible: no element mask. */
-__device__ __forceinline__ bool all_visible(int q0, int nq, int k0, int nk, const Args &a)
+__device__ __forceinline__ Tile tile(const QSide &q, int nq, int k0, int nk, const Args &a)
 {
-    return k0 + nk <= a.S && q0 + nq <= a.S && (!a.causal || k0 + nk - 1 <= q0) &&
-           (a.window == 0 || q0 + nq - 1 - k0 < a.window);
+    int ke = imin(k0 + nk, a.Sk), kmin, kmax;
+    apos::range(a.p.kpos, a.p.chunk, k0, ke, kmin, kmax);
+    Tile t;
+    t.any = apos::may_see(q.qmin, q.qmax, kmin, kmax, a.causal, a.window);
+    t.full = q.q0 + nq <= a.Sq && k0 + nk <= a.Sk && apos::all_seen(q.qmin, q.qmax, kmin, kmax, a.causal, a.window);
+    t.contig = q.one && apos::one_chunk(a.p.chunk, k0, ke);
+    t.sh = t.contig ? apos::shift(a.p, q.q0, k0) : 0;
+    return t;
 }
-/* Keys [kb, ke) some query of [q0, q0 + nq) sees. */
-__device__ __forceinline__ void key_range(int q0, int nq, const Args &a, int &kb, int &ke)
+/* Query qi sees key kj (the element mask of a tile that is not full). */
+__device__ __forceinline__ bool visible(int qi, int kj, const Args &a, const Tile &t)
 {
-    ke = a.causal ? imin(a.S, q0 + nq) : a.S;
-    kb = a.window ? imax(0, q0 - a.window + 1) : 0;
+    if (qi >= a.Sq || kj >= a.Sk) return false;
+    if (t.contig) return apos::sees(qi + t.sh, kj, a.causal, a.window);
+    return apos::sees(apos::pos_of(a.p.qpos, a.p.chunk, qi), apos::pos_of(a.p.kpos, a.p.chunk, kj), a.causal,
+                      a.window);
 }
-/* Queries [qb, qe) that see some key of [k0, k0 + nk). */
-__device__ __forceinline__ void query_range(int k0, int nk, const Args &a, int &qb, int &qe)
+/* Some query of the query tile sees some key of key tile kt (BN keys). */
+template <int BN>
+__device__ __forceinline__ bool key_tile_any(const QSide &q, int kt, const Args &a)
 {
-    qb = a.causal ? k0 : 0;
-    qe = a.window ? imin(a.S, k0 + nk - 1 + a.window) : a.S;
+    int ke = imin(kt * BN + BN, a.Sk), kmin, kmax;
+    apos::range(a.p.kpos, a.p.chunk, kt * BN, ke, kmin, kmax);
+    return apos::may_see(q.qmin, q.qmax, kmin, kmax, a.causal, a.window);
+}
+/* The key tiles [kt0, kt1) between the first and the last one the query
+ * tile sees (kt0 == kt1: none); next_key_tile steps over the ones between
+ * that it does not see (all are seen with one chunk a side). */
+template <int BN>
+__device__ __forceinline__ void key_tiles(const QSide &q, const Args &a, int &kt0, int &kt1)
+{
+    const int n = (a.Sk + BN - 1) / BN;
+    kt0 = 0, kt1 = n;
+    while (kt0 < n && !key_tile_any<BN>(q, kt0, a)) kt0++;
+    while (kt1 > kt0 && !key_tile_any<BN>(q, kt1 - 1, a)) kt1--;
+}
+template <int BN>
+__device__ __forceinline__ int next_key_tile(const QSide &q, int kt, int kt1, const Args &a)
+{
+    for (kt++; kt < kt1 && !key_tile_any<BN>(q, kt, a); kt++) {}
+    return kt;
+}
+/* Some query of query tile qt (BQ rows) sees some key of [k0, ke). */
+template <int BQ>
+__device__ __forceinline__ bool query_tile_any(int qt, int kmin, int kmax, const Args &a)
+{
+    int qmin, qmax;
+    apos::range(a.p.qpos, a.p.chunk, qt * BQ, imin(qt * BQ + BQ, a.Sq), qmin, qmax);
+    return apos::may_see(qmin, qmax, kmin, kmax, a.causal, a.window);
 }
 
 /* ------------------------------------------------------------- forward */
@@ -103,20 +156,20 @@ __global__ void __launch_bounds__(FwdCfg<D>::NW * 32, 2) k_fwd(const Args a)
     constexpr bool QREG = C::QREG;
     RTCU_DYN_SMEM(unsigned char, smem);
     const saddr Qs = sptr(smem), Ks = Qs + at<LD>(BM, 0), Vs = Ks + at<LD>(BN, 0);
-    const int S = a.S;
+    const int Sq = a.Sq, Sk = a.Sk;
     const int qt = a.causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x; /* long rows first */
     const int64_t h = blockIdx.y, b = blockIdx.z, kvh = h / (a.H / a.KVH);
     const int w = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int q0 = qt * BM, wr = w * 16 * MT; /* this warp's first row in the tile */
     /* this lane's ldmatrix row addresses in the Q, K and V tiles */
     const saddr qrow = Qs + lane_a<LD>(lane) + at<LD>(wr, 0), krow = Ks + lane_bt<LD>(lane), vrow = Vs + lane_bn<LD>(lane);
-    const rt_act *qg = a.q + b * S * a.H * D, *kg = a.k + b * S * a.KVH * D, *vg = a.v + b * S * a.KVH * D;
-    int kb, ke;
-    key_range(q0, BM, a, kb, ke);
-    const int kt0 = kb / BN, kt1 = (ke + BN - 1) / BN;
+    const rt_act *qg = a.q + b * Sq * a.H * D, *kg = a.k + b * Sk * a.KVH * D, *vg = a.v + b * Sk * a.KVH * D;
+    const QSide qs = qside(q0, BM, a);
+    int kt0, kt1;
+    key_tiles<BN>(qs, a, kt0, kt1);
 
-    load_tile<D, BM, NT>(Qs, qg, q0, S, a.H, h, "fwd: Q tile, cp.async");
-    load_tile<D, BN, NT>(Ks, kg, kt0 * BN, S, a.KVH, kvh, "fwd: K tile, cp.async");
+    load_tile<D, BM, NT>(Qs, qg, q0, Sq, a.H, h, "fwd: Q tile, cp.async");
+    if (kt0 < kt1) load_tile<D, BN, NT>(Ks, kg, kt0 * BN, Sk, a.KVH, kvh, "fwd: K tile, cp.async");
     cp_async_commit();
 
     uint32_t qf[QREG ? MT : 1][QREG ? KS : 1][4];
@@ -139,10 +192,11 @@ __global__ void __launch_bounds__(FwdCfg<D>::NW * 32, 2) k_fwd(const Args a)
     }
     const float c = a.c;
 
-    for (int kt = kt0; kt < kt1; kt++) {
+    for (int kt = kt0, kn; kt < kt1; kt = kn) {
+        kn = next_key_tile<BN>(qs, kt, kt1, a); /* skips tiles no query of the block sees */
         cp_async_wait_all(); /* K of this tile (and Q) */
         __syncthreads();     /* ... for every thread; and all are done with V of the last tile */
-        load_tile<D, BN, NT>(Vs, vg, kt * BN, S, a.KVH, kvh, "fwd: V tile, cp.async");
+        load_tile<D, BN, NT>(Vs, vg, kt * BN, Sk, a.KVH, kvh, "fwd: V tile, cp.async");
         cp_async_commit();
 
         float s[MT][NN][4];
@@ -173,14 +227,15 @@ __global__ void __launch_bounds__(FwdCfg<D>::NW * 32, 2) k_fwd(const Args a)
                 }
             }
         }
-        if (!all_visible(q0, BM, kt * BN, BN, a)) {
+        const Tile tl = tile(qs, BM, kt * BN, BN, a);
+        if (!tl.full) {
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int n = 0; n < NN; n++)
 #pragma unroll
                     for (int e = 0; e < 4; e++)
-                        if (!visible(q0 + wr + 16 * mt + g + 8 * (e >> 1), kt * BN + 8 * n + 2 * t + (e & 1), a))
+                        if (!visible(q0 + wr + 16 * mt + g + 8 * (e >> 1), kt * BN + 8 * n + 2 * t + (e & 1), a, tl))
                             s[mt][n][e] = -INFINITY;
         }
         /* Online softmax: rescale what is accumulated to the new row max. */
@@ -214,8 +269,8 @@ __global__ void __launch_bounds__(FwdCfg<D>::NW * 32, 2) k_fwd(const Args a)
 
         cp_async_wait_all(); /* V of this tile */
         __syncthreads();     /* ... for every thread; and all are done with K */
-        if (kt + 1 < kt1) {
-            load_tile<D, BN, NT>(Ks, kg, (kt + 1) * BN, S, a.KVH, kvh, "fwd: K tile, cp.async");
+        if (kn < kt1) {
+            load_tile<D, BN, NT>(Ks, kg, kn * BN, Sk, a.KVH, kvh, "fwd: K tile, cp.async");
             cp_async_commit();
         }
 #pragma unroll
@@ -242,14 +297,14 @@ __global__ void __launch_bounds__(FwdCfg<D>::NW * 32, 2) k_fwd(const Args a)
         for (int hr = 0; hr < 2; hr++) {
             float sum = quad_sum(l[mt][hr]);
             int row = q0 + wr + 16 * mt + g + 8 * hr;
-            if (row >= S) continue;
-            float inv = 1.0f / sum;
-            rt_act *orow = a.o + ((b * S + row) * a.H + h) * D;
+            if (row >= Sq) continue;
+            float inv = sum > 0.0f ? 1.0f / sum : 0.0f; /* a row that sees no key: o = 0, lse = -inf */
+            rt_act *orow = a.o + ((b * Sq + row) * a.H + h) * D;
 #pragma unroll
             for (int n = 0; n < ND; n++)
                 *reinterpret_cast<uint32_t *>(orow + 8 * n + 2 * t) =
                     pack_bf16(o[mt][n][2 * hr] * inv, o[mt][n][2 * hr + 1] * inv);
-            if (t == 0) a.lse_out[(b * S + row) * a.H + h] = (m[mt][hr] * c + log2f(sum)) * LN2;
+            if (t == 0) a.lse_out[(b * Sq + row) * a.H + h] = (m[mt][hr] * c + log2f(sum)) * LN2;
         }
 }
 
@@ -267,28 +322,30 @@ __global__ void __launch_bounds__(DqCfg<D>::NW * 32, 1) k_dq(const Args a)
     constexpr int NT = C::NW * 32, BM = C::BM, BN = C::BN, LD = C::LD, KS = D / 16, ND = D / 8, NN = BN / 8;
     RTCU_DYN_SMEM(unsigned char, smem);
     const saddr Qs = sptr(smem), Os = Qs + at<LD>(BM, 0), Kb = Os + at<LD>(BM, 0), Vb = Kb + at<LD>(2 * BN, 0);
-    const int S = a.S;
+    const int Sq = a.Sq, Sk = a.Sk;
     const int qt = a.causal ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
     const int64_t h = blockIdx.y, b = blockIdx.z, kvh = h / (a.H / a.KVH);
     const int w = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int q0 = qt * BM, wr = 16 * w;
-    const rt_act *kg = a.k + b * S * a.KVH * D, *vg = a.v + b * S * a.KVH * D;
-    int kb, ke;
-    key_range(q0, BM, a, kb, ke);
-    const int kt0 = kb / BN, kt1 = (ke + BN - 1) / BN;
+    const rt_act *kg = a.k + b * Sk * a.KVH * D, *vg = a.v + b * Sk * a.KVH * D;
+    const QSide qs = qside(q0, BM, a);
+    int kt0, kt1;
+    key_tiles<BN>(qs, a, kt0, kt1);
 
-    load_tile<D, BM, NT>(Qs, a.q + b * S * a.H * D, q0, S, a.H, h, "dq: Q tile, cp.async");
-    load_tile<D, BM, NT>(Os, a.dout + b * S * a.H * D, q0, S, a.H, h, "dq: dO tile, cp.async");
-    load_tile<D, BN, NT>(Kb, kg, kt0 * BN, S, a.KVH, kvh, "dq: K tile, cp.async");
-    load_tile<D, BN, NT>(Vb, vg, kt0 * BN, S, a.KVH, kvh, "dq: V tile, cp.async");
+    load_tile<D, BM, NT>(Qs, a.q + b * Sq * a.H * D, q0, Sq, a.H, h, "dq: Q tile, cp.async");
+    load_tile<D, BM, NT>(Os, a.dout + b * Sq * a.H * D, q0, Sq, a.H, h, "dq: dO tile, cp.async");
+    if (kt0 < kt1) {
+        load_tile<D, BN, NT>(Kb, kg, kt0 * BN, Sk, a.KVH, kvh, "dq: K tile, cp.async");
+        load_tile<D, BN, NT>(Vb, vg, kt0 * BN, Sk, a.KVH, kvh, "dq: V tile, cp.async");
+    }
     cp_async_commit();
 
     float L[2], Dl[2]; /* this lane's rows g and g + 8: lse in base 2, Delta */
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
         int row = q0 + wr + g + 8 * hr;
-        L[hr] = row < S ? a.lse[(b * S + row) * a.H + h] * LOG2E : 0.0f;
-        Dl[hr] = row < S ? a.delta[(b * S + row) * a.H + h] : 0.0f;
+        L[hr] = row < Sq ? a.lse[(b * Sq + row) * a.H + h] * LOG2E : 0.0f;
+        Dl[hr] = row < Sq ? a.delta[(b * Sq + row) * a.H + h] : 0.0f;
     }
     cp_async_wait_all();
     __syncthreads();
@@ -303,15 +360,16 @@ __global__ void __launch_bounds__(DqCfg<D>::NW * 32, 1) k_dq(const Args a)
     for (int n = 0; n < ND; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
     const float c = a.c;
 
-    for (int kt = kt0; kt < kt1; kt++) {
-        const int buf = (kt - kt0) & 1;
+    for (int kt = kt0, kn, step = 0; kt < kt1; kt = kn, step++) {
+        kn = next_key_tile<BN>(qs, kt, kt1, a); /* skips tiles no query of the block sees */
+        const int buf = step & 1;
         const saddr Kt = Kb + buf * at<LD>(BN, 0) + lane_bt<LD>(lane), Vt = Vb + buf * at<LD>(BN, 0) + lane_bt<LD>(lane),
                     Kn = Kb + buf * at<LD>(BN, 0) + lane_bn<LD>(lane);
         cp_async_wait_all();
         __syncthreads(); /* tile kt landed for all; all are done with the other buffer */
-        if (kt + 1 < kt1) {
-            load_tile<D, BN, NT>(Kb + (buf ^ 1) * at<LD>(BN, 0), kg, (kt + 1) * BN, S, a.KVH, kvh, "dq: K tile, cp.async");
-            load_tile<D, BN, NT>(Vb + (buf ^ 1) * at<LD>(BN, 0), vg, (kt + 1) * BN, S, a.KVH, kvh, "dq: V tile, cp.async");
+        if (kn < kt1) {
+            load_tile<D, BN, NT>(Kb + (buf ^ 1) * at<LD>(BN, 0), kg, kn * BN, Sk, a.KVH, kvh, "dq: K tile, cp.async");
+            load_tile<D, BN, NT>(Vb + (buf ^ 1) * at<LD>(BN, 0), vg, kn * BN, Sk, a.KVH, kvh, "dq: V tile, cp.async");
             cp_async_commit();
         }
         float s[NN][4], dp[NN][4];
@@ -331,14 +389,14 @@ __global__ void __launch_bounds__(DqCfg<D>::NW * 32, 1) k_dq(const Args a)
                 mma16816(dp[2 * np], df[kk], vf[0], vf[1]);
                 mma16816(dp[2 * np + 1], df[kk], vf[2], vf[3]);
             }
-        const bool full = all_visible(q0, BM, kt * BN, BN, a);
+        const Tile tl = tile(qs, BM, kt * BN, BN, a);
 #pragma unroll
         for (int n = 0; n < NN; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 int hr = e >> 1;
                 float p = exp2_fast(fmaf(s[n][e], c, -L[hr]));
-                if (!full && !visible(q0 + wr + g + 8 * hr, kt * BN + 8 * n + 2 * t + (e & 1), a)) p = 0.0f;
+                if (!tl.full && !visible(q0 + wr + g + 8 * hr, kt * BN + 8 * n + 2 * t + (e & 1), a, tl)) p = 0.0f;
                 s[n][e] = p * (dp[n][e] - Dl[hr]); /* dS */
             }
 #pragma unroll
@@ -357,8 +415,8 @@ __global__ void __launch_bounds__(DqCfg<D>::NW * 32, 1) k_dq(const Args a)
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
         int row = q0 + wr + g + 8 * hr;
-        if (row >= S) continue;
-        rt_act *drow = a.dq + ((b * S + row) * a.H + h) * D;
+        if (row >= Sq) continue;
+        rt_act *drow = a.dq + ((b * Sq + row) * a.H + h) * D;
 #pragma unroll
         for (int n = 0; n < ND; n++)
             *reinterpret_cast<uint32_t *>(drow + 8 * n + 2 * t) =
@@ -390,32 +448,43 @@ __global__ void __launch_bounds__(DkvCfg<D, DQ>::NW * 32, 1) k_dkv(const Args a)
     const saddr Ks = sptr(smem), Vs = Ks + at<LD>(BN, 0), Qb = Vs + at<LD>(BN, 0), Ob = Qb + at<LD>(2 * BQ, 0),
                 Lb = Ob + at<LD>(2 * BQ, 0), Db = Lb + 2 * BQ * 4, /* lse, Delta: [2][BQ] fp32 each */
         Ss = Db + 2 * BQ * 4;                                    /* dS^T (DQ only) */
-    const int S = a.S;
+    const int Sq = a.Sq, Sk = a.Sk;
     const int64_t kvh = blockIdx.y, b = blockIdx.z, G = a.H / a.KVH;
     const int w = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int k0 = (int)blockIdx.x * BN, wr = 16 * w;
-    int qb, qe;
-    query_range(k0, BN, a, qb, qe);
-    const int qt0 = qb / BQ, nq = (qe + BQ - 1) / BQ - qt0, total = (int)G * nq;
+    /* The query tiles [qt0, qt1) between the first and the last that see a
+     * key of the block; steps go over (query head, tile) and skip the tiles
+     * between that see none (all are seen with one chunk a side). */
+    int kmin, kmax;
+    apos::range(a.p.kpos, a.p.chunk, k0, imin(k0 + BN, Sk), kmin, kmax);
+    const int nqt = (Sq + BQ - 1) / BQ;
+    int qt0 = 0, qt1 = nqt;
+    while (qt0 < nqt && !query_tile_any<BQ>(qt0, kmin, kmax, a)) qt0++;
+    while (qt1 > qt0 && !query_tile_any<BQ>(qt1 - 1, kmin, kmax, a)) qt1--;
+    const int nq = qt1 - qt0, total = (int)G * nq;
+    auto next_step = [&](int i) {
+        for (i++; i < total && !query_tile_any<BQ>(qt0 + i % nq, kmin, kmax, a); i++) {}
+        return i;
+    };
 
     /* Q, dO, lse and Delta of step i (query head kvh * G + i / nq, tile
      * qt0 + i % nq) into buffer `buf`. */
     auto load_step = [&](int i, int buf) {
         int64_t h = kvh * G + i / nq;
         int q0 = (qt0 + i % nq) * BQ;
-        load_tile<D, BQ, NT>(Qb + buf * at<LD>(BQ, 0), a.q + b * S * a.H * D, q0, S, a.H, h, "dkv: Q tile, cp.async");
-        load_tile<D, BQ, NT>(Ob + buf * at<LD>(BQ, 0), a.dout + b * S * a.H * D, q0, S, a.H, h,
+        load_tile<D, BQ, NT>(Qb + buf * at<LD>(BQ, 0), a.q + b * Sq * a.H * D, q0, Sq, a.H, h, "dkv: Q tile, cp.async");
+        load_tile<D, BQ, NT>(Ob + buf * at<LD>(BQ, 0), a.dout + b * Sq * a.H * D, q0, Sq, a.H, h,
                              "dkv: dO tile, cp.async");
         int x = (int)threadIdx.x;
         if (x < 2 * BQ) { /* whole warps: BQ is a multiple of 32 */
             int qi = q0 + x % BQ;
-            bool ok = qi < S;
-            const float *src = (x < BQ ? a.lse : a.delta) + (b * S + (ok ? qi : 0)) * a.H + h;
+            bool ok = qi < Sq;
+            const float *src = (x < BQ ? a.lse : a.delta) + (b * Sq + (ok ? qi : 0)) * a.H + h;
             cp_async4((x < BQ ? Lb : Db) + 4 * (buf * BQ + x % BQ), src, ok ? 4 : 0, "dkv: lse, Delta, cp.async");
         }
     };
-    load_tile<D, BN, NT>(Ks, a.k + b * S * a.KVH * D, k0, S, a.KVH, kvh, "dkv: K tile, cp.async");
-    load_tile<D, BN, NT>(Vs, a.v + b * S * a.KVH * D, k0, S, a.KVH, kvh, "dkv: V tile, cp.async");
+    load_tile<D, BN, NT>(Ks, a.k + b * Sk * a.KVH * D, k0, Sk, a.KVH, kvh, "dkv: K tile, cp.async");
+    load_tile<D, BN, NT>(Vs, a.v + b * Sk * a.KVH * D, k0, Sk, a.KVH, kvh, "dkv: V tile, cp.async");
     if (total > 0) load_step(0, 0);
     cp_async_commit();
 
@@ -436,16 +505,17 @@ __global__ void __launch_bounds__(DkvCfg<D, DQ>::NW * 32, 1) k_dkv(const Args a)
         for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
     const float c = a.c;
 
-    for (int i = 0; i < total; i++) {
-        const int buf = i & 1, q0 = (qt0 + i % nq) * BQ;
+    for (int i = 0, inext, step = 0; i < total; i = inext, step++) {
+        inext = next_step(i);
+        const int buf = step & 1, q0 = (qt0 + i % nq) * BQ;
         const int64_t h = kvh * G + i / nq;
         const saddr Qt = Qb + buf * at<LD>(BQ, 0) + lane_bt<LD>(lane), Ot = Ob + buf * at<LD>(BQ, 0) + lane_bt<LD>(lane),
                     Qn = Qb + buf * at<LD>(BQ, 0) + lane_bn<LD>(lane), On = Ob + buf * at<LD>(BQ, 0) + lane_bn<LD>(lane);
         const saddr Ls = Lb + 4 * buf * BQ + 8 * t, Ds = Db + 4 * buf * BQ + 8 * t; /* this lane's columns */
         cp_async_wait_all();
         __syncthreads(); /* step i landed for all; all are done with the other buffer */
-        if (i + 1 < total) {
-            load_step(i + 1, buf ^ 1);
+        if (inext < total) {
+            load_step(inext, buf ^ 1);
             cp_async_commit();
         }
         float st[NQ][4], dpt[NQ][4]; /* S^T, dP^T: this warp's 16 keys x BQ queries */
@@ -477,7 +547,7 @@ __global__ void __launch_bounds__(DkvCfg<D, DQ>::NW * 32, 1) k_dkv(const Args a)
                 mma16816(dpt[2 * np + 1], va, of[2], of[3]);
             }
         }
-        const bool full = all_visible(q0, BQ, k0, BN, a);
+        const Tile tl = tile(qside(q0, BQ, a), BQ, k0, BN, a);
 #pragma unroll
         for (int n = 0; n < NQ; n++) {
             float2 L = lds_f2(Ls + 32 * n, "dkv: lse, lds.64");
@@ -486,9 +556,9 @@ __global__ void __launch_bounds__(DkvCfg<D, DQ>::NW * 32, 1) k_dkv(const Args a)
             for (int e = 0; e < 4; e++) {
                 float Le = (e & 1) ? L.y : L.x, De = (e & 1) ? Dd.y : Dd.x;
                 float p = exp2_fast(fmaf(st[n][e], c, -Le * LOG2E));
-                if (!full) {
+                if (!tl.full) {
                     int qi = q0 + 8 * n + 2 * t + (e & 1);
-                    if (qi >= S || !visible(qi, k0 + wr + g + 8 * (e >> 1), a)) p = 0.0f;
+                    if (!visible(qi, k0 + wr + g + 8 * (e >> 1), a, tl)) p = 0.0f;
                 }
                 st[n][e] = p;                    /* P^T */
                 dpt[n][e] = p * (dpt[n][e] - De); /* dS^T */
@@ -548,8 +618,8 @@ __global__ void __launch_bounds__(DkvCfg<D, DQ>::NW * 32, 1) k_dkv(const Args a)
 #pragma unroll
                 for (int hr = 0; hr < 2; hr++) {
                     const int row = q0 + 16 * m + g + 8 * hr;
-                    if (row >= S) continue;
-                    float *d = a.dq_acc + ((b * S + row) * a.H + h) * D + 16 * np0 + 2 * t;
+                    if (row >= Sq) continue;
+                    float *d = a.dq_acc + ((b * Sq + row) * a.H + h) * D + 16 * np0 + 2 * t;
 #pragma unroll
                     for (int j = 0; j < 2 * NPW; j++) {
                         atomicAdd(d + 8 * j, acc[j][2 * hr]);
@@ -562,8 +632,8 @@ __global__ void __launch_bounds__(DkvCfg<D, DQ>::NW * 32, 1) k_dkv(const Args a)
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
         int row = k0 + wr + g + 8 * hr;
-        if (row >= S) continue;
-        int64_t off = ((b * S + row) * a.KVH + kvh) * D;
+        if (row >= Sk) continue;
+        int64_t off = ((b * Sk + row) * a.KVH + kvh) * D;
 #pragma unroll
         for (int n = 0; n < ND; n++) {
             *reinterpret_cast<uint32_t *>(a.dk + off + 8 * n + 2 * t) =
@@ -585,7 +655,7 @@ void fwd(const Args &a, int64_t B)
 {
     using C = FwdCfg<D>;
     smem_optin(k_fwd<D>, C::smem);
-    dim3 grid((unsigned)rtcu_cdiv(a.S, C::BM), (unsigned)a.H, (unsigned)B);
+    dim3 grid((unsigned)rtcu_cdiv(a.Sq, C::BM), (unsigned)a.H, (unsigned)B);
     RTCU_LAUNCH(k_fwd<D>, grid, C::NW * 32, C::smem)(a);
     LAUNCH_CHECK();
 }
@@ -605,18 +675,23 @@ __global__ void k_dq_cast(rt_act *dq, const float *acc, int64_t n8, float scale)
 template <int D>
 void bwd(const Args &a, int64_t B)
 {
-    dim3 kgrid((unsigned)rtcu_cdiv(a.S, DkvCfg<D, true>::BN), (unsigned)a.KVH, (unsigned)B);
+    /* Sk = 0: no dK/dV kernel (dQ is 0); Sq = 0: no dQ kernel (dK, dV are 0, written by k_dkv). */
+    dim3 kgrid((unsigned)rtcu_cdiv(a.Sk, DkvCfg<D, true>::BN), (unsigned)a.KVH, (unsigned)B);
     if (a.dq_acc) {
         using K = DkvCfg<D, true>;
-        const int64_t n = B * a.S * a.H * D;
-        CUDA_CHECK(cudaMemsetAsync(a.dq_acc, 0, (size_t)n * sizeof(float), rtcu.compute));
+        const int64_t n = B * a.Sq * a.H * D;
+        if (n > 0) CUDA_CHECK(cudaMemsetAsync(a.dq_acc, 0, (size_t)n * sizeof(float), rtcu.compute));
         auto kern = k_dkv<D, true>; /* (a template's comma inside a macro argument) */
         smem_optin(kern, K::smem);
-        RTCU_LAUNCH(kern, kgrid, K::NW * 32, K::smem)(a);
-        LAUNCH_CHECK();
+        if (a.Sk > 0) {
+            RTCU_LAUNCH(kern, kgrid, K::NW * 32, K::smem)(a);
+            LAUNCH_CHECK();
+        }
         const int64_t n8 = n / 8; /* D is a multiple of 16 */
-        RTCU_LAUNCH(k_dq_cast, rtcu_grid(n8, 256), 256, 0)(a.dq, a.dq_acc, n8, a.scale);
-        LAUNCH_CHECK();
+        if (n8 > 0) {
+            RTCU_LAUNCH(k_dq_cast, rtcu_grid(n8, 256), 256, 0)(a.dq, a.dq_acc, n8, a.scale);
+            LAUNCH_CHECK();
+        }
         return;
     }
     using Q = DqCfg<D>;
@@ -624,17 +699,25 @@ void bwd(const Args &a, int64_t B)
     auto kern = k_dkv<D, false>;
     smem_optin(kern, K::smem);
     smem_optin(k_dq<D>, Q::smem);
-    RTCU_LAUNCH(kern, kgrid, K::NW * 32, K::smem)(a);
-    LAUNCH_CHECK();
-    RTCU_LAUNCH(k_dq<D>, dim3((unsigned)rtcu_cdiv(a.S, Q::BM), (unsigned)a.H, (unsigned)B), Q::NW * 32, Q::smem)(a);
-    LAUNCH_CHECK();
+    if (a.Sk > 0) {
+        RTCU_LAUNCH(kern, kgrid, K::NW * 32, K::smem)(a);
+        LAUNCH_CHECK();
+    }
+    if (a.Sq > 0) {
+        RTCU_LAUNCH(k_dq<D>, dim3((unsigned)rtcu_cdiv(a.Sq, Q::BM), (unsigned)a.H, (unsigned)B), Q::NW * 32,
+                    Q::smem)(a);
+        LAUNCH_CHECK();
+    }
 }
 
-Args make_args(int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal, int64_t window)
+Args make_args(int64_t Sq, int64_t Sk, int64_t H, int64_t KVH, int64_t D, bool causal, int64_t window,
+               const RtcuAttnPos &pos)
 {
     Args a{};
-    a.S = (int)S;
-    a.window = window > 0 && window < S ? (int)window : 0;
+    a.Sq = (int)Sq;
+    a.Sk = (int)Sk;
+    a.window = (int)window; /* attention.cu: 0, or within int */
+    a.p = pos;
     a.H = H;
     a.KVH = KVH;
     a.causal = causal;
@@ -648,9 +731,10 @@ Args make_args(int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal, int64_
 bool rtcu_attention_fa2_dim(int64_t D) { return D == 64 || D == 80 || D == 96 || D == 128; }
 
 void rtcu_attention_fa2_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, int64_t B,
-                            int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal, int64_t window)
+                            int64_t Sq, int64_t Sk, int64_t H, int64_t KVH, int64_t D, bool causal, int64_t window,
+                            const RtcuAttnPos &pos)
 {
-    Args a = make_args(S, H, KVH, D, causal, window);
+    Args a = make_args(Sq, Sk, H, KVH, D, causal, window, pos);
     a.o = o;
     a.lse_out = lse;
     a.q = q;
@@ -666,10 +750,11 @@ void rtcu_attention_fa2_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act
 }
 
 void rtcu_attention_fa2_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act *v,
-                            const float *lse, const float *delta, const rt_act *dout, int64_t B, int64_t S, int64_t H,
-                            int64_t KVH, int64_t D, bool causal, int64_t window, float *dq_acc)
+                            const float *lse, const float *delta, const rt_act *dout, int64_t B, int64_t Sq, int64_t Sk,
+                            int64_t H, int64_t KVH, int64_t D, bool causal, int64_t window, const RtcuAttnPos &pos,
+                            float *dq_acc)
 {
-    Args a = make_args(S, H, KVH, D, causal, window);
+    Args a = make_args(Sq, Sk, H, KVH, D, causal, window, pos);
     a.dq_acc = dq_acc;
     a.dq = dq;
     a.dk = dk;

@@ -192,14 +192,19 @@ void rtcu_colsum_final(rt_grad *out, const float *partial, int64_t groups, int64
  * attention.cu dispatches, and falls back to its CUDA-core kernels otherwise
  * (warning once) or when PTDC_ATTENTION=generic. window: 0 none, else
  * causal with i - j < window. delta = rowsum(dO * O) per (b, s, h) row.
- * dq_acc: B * S * H * D floats of scratch for the one-kernel backward that
- * adds dQ with atomics, or NULL for the deterministic two-kernel one. */
+ * dq_acc: B * Sq * H * D floats of scratch for the one-kernel backward that
+ * adds dQ with atomics, or NULL for the deterministic two-kernel one. Rows
+ * sit at the positions of `pos` (attention_pos.cuh; one chunk at 0 for
+ * rt_attention_fwd/bwd), and the masks apply to positions. */
+struct RtcuAttnPos;
 bool rtcu_attention_fa2_dim(int64_t D);
 void rtcu_attention_fa2_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v, int64_t B,
-                            int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal, int64_t window);
+                            int64_t Sq, int64_t Sk, int64_t H, int64_t KVH, int64_t D, bool causal, int64_t window,
+                            const RtcuAttnPos &pos);
 void rtcu_attention_fa2_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k, const rt_act *v,
-                            const float *lse, const float *delta, const rt_act *dout, int64_t B, int64_t S, int64_t H,
-                            int64_t KVH, int64_t D, bool causal, int64_t window, float *dq_acc);
+                            const float *lse, const float *delta, const rt_act *dout, int64_t B, int64_t Sq, int64_t Sk,
+                            int64_t H, int64_t KVH, int64_t D, bool causal, int64_t window, const RtcuAttnPos &pos,
+                            float *dq_acc);
 /* Test hook (tests/gpu): 1 forces the CUDA-core kernels, 0 allows the
  * tensor-core ones, -1 reads PTDC_ATTENTION again. */
 extern "C" void rtcu_attention_force_generic(int on);

@@ -692,6 +692,11 @@ int main(int argc, char **argv)
         Rng r(seed);
         run_attention_tests(r);
         fails = g_failures;
+    } else if (!strcmp(mode, "attention-pos")) {
+        if (g_print) printf("seed %llu\n", (unsigned long long)seed);
+        Rng r(seed);
+        run_attention_pos_tests(r);
+        fails = g_failures;
     } else if (!strcmp(mode, "fallback")) {
         fails = run_fallback_tests(seed);
     } else if (!strcmp(mode, "banks")) {

@@ -82,6 +82,7 @@ void report_bool(const char *name, bool ok, const char *detail);
 
 /* harness_attn.cu: attention (kernels mode), fallback warnings, bank table. */
 void run_attention_tests(Rng &r);
+void run_attention_pos_tests(Rng &r);
 int run_fallback_tests(uint64_t seed);
 int run_bank_tests(uint64_t seed);
 

@@ -1,6 +1,7 @@
 /* harness_attn.cu: attention against the CPU backend (tensor-core and
  * CUDA-core paths, causal, full, sliding windows, grouped-query heads, odd
- * lengths, batches), bitwise repeatability, the one-time fallback warnings,
+ * lengths, batches; rows at chunked positions for context parallelism),
+ * bitwise repeatability, the one-time fallback warnings,
  * and (under the emulator) the shared-memory bank-conflict table. */
 #include "cpu_rt.h"
 #include "harness.h"
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 /* runtime/cuda test hook: 1 forces the CUDA-core kernels, 0 allows the
@@ -130,6 +132,192 @@ void run_attention_tests(Rng &r)
         {1, 77, 2, 1, 32, true, 9},
     };
     for (const AttnCase &c : other) t_attention(r, c, false);
+    run_attention_pos_tests(r);
+}
+
+/* ------------------------------------------- attention over positions */
+/* rt_attention_pos_fwd/bwd (context parallelism): the sequence split over
+ * cp ranks, contiguously or load-balanced (2 cp chunks, rank r holding r
+ * and 2 cp - 1 - r), K and V all-gathered in rank order. Each rank's call
+ * runs on the GPU and on the CPU backend with the same inputs and is
+ * compared there (the CPU backend's own test, tests/runtime/
+ * test_attention_pos.c, checks these against single-device attention). */
+struct PosCase {
+    AttnCase a;
+    int64_t cp;
+    bool balanced, generic, determ;
+};
+
+static void t_attention_pos(Rng &r, const PosCase &pc)
+{
+    const AttnCase &c = pc.a;
+    const int64_t B = c.B, S = c.S, H = c.H, KVH = c.KVH, D = c.D, W = c.window;
+    rtcu_attention_force_generic(pc.generic);
+    rtcu_attention_deterministic(pc.determ);
+    bool tc = !pc.generic && tc_dim(D);
+    const int64_t per = pc.balanced ? 2 : 1, nc = pc.cp * per, ch = S / nc, Sl = per * ch;
+    const int64_t nk = B * S * KVH * D, lq = B * Sl * H * D, ll = B * Sl * H;
+    auto k = randv(r, nk, 2.0f), v = randv(r, nk);
+    rt_act *dkk = dact(k), *dvv = dact(v);
+    int64_t own[RT_ATTN_MAX_CHUNKS], kpos[RT_ATTN_MAX_CHUNKS];
+    for (int64_t x = 0; x < nc; x++) {
+        int64_t rk = x / per;
+        own[x] = pc.balanced ? (x % per ? nc - 1 - rk : rk) : rk;
+        kpos[x] = own[x] * ch;
+    }
+    rt_act *doo = (rt_act *)rt_alloc((size_t)lq * 2), *ddq = (rt_act *)rt_alloc((size_t)lq * 2);
+    rt_act *ddk = (rt_act *)rt_alloc((size_t)nk * 2), *ddv = (rt_act *)rt_alloc((size_t)nk * 2);
+    float *dl = (float *)rt_alloc((size_t)ll * 4);
+    char tag[160], name[224], wt[32] = "";
+    if (W) snprintf(wt, sizeof wt, " window %lld", (long long)W);
+    snprintf(tag, sizeof tag, "cp%lld %s chunk %lld B%lld S%lld H%lld KVH%lld D%lld%s%s %s", (long long)pc.cp,
+             pc.balanced ? "bal" : "contig", (long long)ch, (long long)B, (long long)S, (long long)H, (long long)KVH,
+             (long long)D, c.causal ? " causal" : "", wt, !tc ? "cuda-core" : pc.determ ? "tc deterministic" : "tc");
+    for (int64_t rk = 0; rk < pc.cp; rk++) {
+        /* This rank's rows (the all-gathered K and V are the same for all). */
+        auto q = randv(r, lq, 2.0f), dout = randv(r, lq);
+        rt_act *dqq = dact(q), *ddo = dact(dout);
+        std::vector<float> o((size_t)lq), lse((size_t)ll), dq((size_t)lq), dk((size_t)nk), dv((size_t)nk);
+        const int64_t *qp = kpos + rk * per;
+        rt_attention_pos_fwd(doo, dl, dqq, dkk, dvv, B, Sl, S, H, KVH, D, c.causal, W, ch, qp, kpos);
+        cpu_rt_attention_pos_fwd(o.data(), lse.data(), q.data(), k.data(), v.data(), B, Sl, S, H, KVH, D, c.causal,
+                                 W, ch, qp, kpos);
+        rt_attention_pos_bwd(ddq, ddk, ddv, dqq, dkk, dvv, doo, dl, ddo, B, Sl, S, H, KVH, D, c.causal, W, ch, qp,
+                             kpos);
+        cpu_rt_attention_pos_bwd(dq.data(), dk.data(), dv.data(), q.data(), k.data(), v.data(), o.data(),
+                                 lse.data(), dout.data(), B, Sl, S, H, KVH, D, c.causal, W, ch, qp, kpos);
+        static const char *what[5] = {"o  ", "lse", "dq ", "dk ", "dv "};
+        std::vector<float> got[5] = {hact(doo, lq), hf32(dl, ll), hact(ddq, lq), hact(ddk, nk), hact(ddv, nk)};
+        const std::vector<float> *want[5] = {&o, &lse, &dq, &dk, &dv};
+        for (int x = 0; x < 5; x++) {
+            snprintf(name, sizeof name, "attention_pos %s rank %lld %s", what[x], (long long)rk, tag);
+            report(name, got[x], *want[x], x == 1 ? TOL_F32 : TOL_BF16);
+        }
+        rt_free(dqq), rt_free(ddo);
+    }
+    rt_free(dkk), rt_free(dvv), rt_free(doo), rt_free(ddq), rt_free(ddk), rt_free(ddv), rt_free(dl);
+    rtcu_attention_force_generic(-1);
+    rtcu_attention_deterministic(-1);
+}
+
+/* One chunk of S rows at position 0 each side is rt_attention_fwd/bwd, bit
+ * for bit (dq too unless the backward adds it with atomics). */
+static void t_attention_pos_one(Rng &r, const AttnCase &c, bool generic)
+{
+    const int64_t B = c.B, S = c.S, H = c.H, KVH = c.KVH, D = c.D, W = c.window;
+    rtcu_attention_force_generic(generic);
+    rtcu_attention_deterministic(0);
+    bool atomic_dq = !generic && tc_dim(D);
+    int64_t nq = B * S * H * D, nk = B * S * KVH * D, nl = B * S * H, zero[1] = {0};
+    rt_act *dqq = dact(randv(r, nq, 2.0f)), *dkk = dact(randv(r, nk, 2.0f)), *dvv = dact(randv(r, nk));
+    rt_act *ddo = dact(randv(r, nq));
+    std::vector<float> out[2][5];
+    for (int pos = 0; pos < 2; pos++) {
+        rt_act *doo = (rt_act *)rt_alloc((size_t)nq * 2), *ddq = (rt_act *)rt_alloc((size_t)nq * 2);
+        rt_act *ddk = (rt_act *)rt_alloc((size_t)nk * 2), *ddv = (rt_act *)rt_alloc((size_t)nk * 2);
+        float *dl = (float *)rt_alloc((size_t)nl * 4);
+        if (pos) {
+            rt_attention_pos_fwd(doo, dl, dqq, dkk, dvv, B, S, S, H, KVH, D, c.causal, W, S, zero, zero);
+            rt_attention_pos_bwd(ddq, ddk, ddv, dqq, dkk, dvv, doo, dl, ddo, B, S, S, H, KVH, D, c.causal, W, S, zero,
+                                 zero);
+        } else {
+            rt_attention_fwd(doo, dl, dqq, dkk, dvv, B, S, H, KVH, D, c.causal, W);
+            rt_attention_bwd(ddq, ddk, ddv, dqq, dkk, dvv, doo, dl, ddo, B, S, H, KVH, D, c.causal, W);
+        }
+        out[pos][0] = hact(doo, nq), out[pos][1] = hf32(dl, nl), out[pos][2] = hact(ddq, nq);
+        out[pos][3] = hact(ddk, nk), out[pos][4] = hact(ddv, nk);
+        rt_free(doo), rt_free(ddq), rt_free(ddk), rt_free(ddv), rt_free(dl);
+    }
+    bool same = true;
+    for (int x = 0; x < 5; x++)
+        if (x != 2 || !atomic_dq) same = same && same_bits(out[0][x], out[1][x]);
+    char name[160];
+    snprintf(name, sizeof name, "attention_pos one chunk = plain S%lld D%lld%s %s", (long long)S, (long long)D,
+             c.causal ? " causal" : "", generic ? "cuda-core" : "tc");
+    report_bool(name, same, atomic_dq ? "bitwise o lse dk dv" : "bitwise o lse dq dk dv");
+    if (atomic_dq) {
+        snprintf(name, sizeof name, "attention_pos one chunk dq S%lld D%lld", (long long)S, (long long)D);
+        report(name, out[1][2], out[0][2], TOL_BF16);
+    }
+    rt_free(dqq), rt_free(dkk), rt_free(dvv), rt_free(ddo);
+    rtcu_attention_force_generic(-1);
+    rtcu_attention_deterministic(-1);
+}
+
+/* Queries at 0 .. 2c-1 against keys at 5 .. 5+c-1 and 3c .. 4c-1 (causal):
+ * queries before 5 see nothing (o = 0, lse = -inf, dq = 0) and the later
+ * key chunk nobody (dk = dv = 0); the rest as the CPU backend has it. */
+static void t_attention_pos_unseen(Rng &r, int64_t D, bool generic)
+{
+    rtcu_attention_force_generic(generic);
+    rtcu_attention_deterministic(0);
+    const int64_t B = 1, c = 40, Sq = 2 * c, Sk = 2 * c, H = 2, KVH = 1;
+    const int64_t nq = B * Sq * H * D, nk = B * Sk * KVH * D, nl = B * Sq * H, qpos[2] = {0, c}, kpos[2] = {5, 3 * c};
+    auto q = randv(r, nq, 2.0f), k = randv(r, nk, 2.0f), v = randv(r, nk), dout = randv(r, nq);
+    rt_act *dqq = dact(q), *dkk = dact(k), *dvv = dact(v), *ddo = dact(dout);
+    rt_act *doo = (rt_act *)rt_alloc((size_t)nq * 2), *ddq = (rt_act *)rt_alloc((size_t)nq * 2);
+    rt_act *ddk = (rt_act *)rt_alloc((size_t)nk * 2), *ddv = (rt_act *)rt_alloc((size_t)nk * 2);
+    float *dl = (float *)rt_alloc((size_t)nl * 4);
+    rt_attention_pos_fwd(doo, dl, dqq, dkk, dvv, B, Sq, Sk, H, KVH, D, true, 0, c, qpos, kpos);
+    rt_attention_pos_bwd(ddq, ddk, ddv, dqq, dkk, dvv, doo, dl, ddo, B, Sq, Sk, H, KVH, D, true, 0, c, qpos, kpos);
+    auto go = hact(doo, nq), gl = hf32(dl, nl), gq = hact(ddq, nq), gk = hact(ddk, nk), gv = hact(ddv, nk);
+    int bad = 0;
+    for (int64_t i = 0; i < Sq; i++)
+        for (int64_t h = 0; h < H; h++) {
+            int64_t row = i * H + h;
+            bool none = i < 5;
+            if (none != (gl[row] == -INFINITY)) bad++;
+            for (int64_t d = 0; d < D; d++) {
+                float x = go[row * D + d], y = gq[row * D + d];
+                if (!std::isfinite(x) || !std::isfinite(y) || (none && (x != 0 || y != 0))) bad++;
+            }
+        }
+    for (int64_t e = c * KVH * D; e < nk; e++) bad += gk[e] != 0 || gv[e] != 0;
+    char name[160];
+    snprintf(name, sizeof name, "attention_pos unseen rows/keys D%lld %s", (long long)D, generic ? "cuda-core" : "tc");
+    report_bool(name, bad == 0, "o=0 lse=-inf dq=0 dk=dv=0");
+    /* The rows that see keys, against the CPU backend. */
+    std::vector<float> o((size_t)nq), lse((size_t)nl), dq((size_t)nq), dk((size_t)nk), dv((size_t)nk);
+    cpu_rt_attention_pos_fwd(o.data(), lse.data(), q.data(), k.data(), v.data(), B, Sq, Sk, H, KVH, D, true, 0, c,
+                             qpos, kpos);
+    cpu_rt_attention_pos_bwd(dq.data(), dk.data(), dv.data(), q.data(), k.data(), v.data(), o.data(), lse.data(),
+                             dout.data(), B, Sq, Sk, H, KVH, D, true, 0, c, qpos, kpos);
+    int64_t from = 5 * H * D; /* rows 5.. */
+    snprintf(name, sizeof name, "attention_pos unseen: o  D%lld", (long long)D);
+    report(name, std::vector<float>(go.begin() + from, go.end()), std::vector<float>(o.begin() + from, o.end()),
+           TOL_BF16);
+    snprintf(name, sizeof name, "attention_pos unseen: dq D%lld", (long long)D);
+    report(name, std::vector<float>(gq.begin() + from, gq.end()), std::vector<float>(dq.begin() + from, dq.end()),
+           TOL_BF16);
+    snprintf(name, sizeof name, "attention_pos unseen: dk D%lld", (long long)D);
+    report(name, gk, dk, TOL_BF16);
+    rt_free(dqq), rt_free(dkk), rt_free(dvv), rt_free(ddo), rt_free(doo), rt_free(ddq), rt_free(ddk), rt_free(ddv);
+    rt_free(dl);
+    rtcu_attention_force_generic(-1);
+    rtcu_attention_deterministic(-1);
+}
+
+void run_attention_pos_tests(Rng &r)
+{
+    /* Chunks of 24 (a 128-query tile spans chunks), 10 (odd, under a tile),
+     * 64 (whole tiles); windows inside a chunk and across chunks. */
+    const PosCase pc[] = {
+        {{2, 96, 4, 2, 64, true, 0}, 2, true, false, false},
+        {{1, 80, 2, 1, 64, true, 7}, 4, true, false, false},
+        {{1, 128, 2, 2, 64, true, 40}, 2, false, false, false},
+        {{1, 64, 2, 1, 128, false, 0}, 2, true, false, false},
+        {{1, 80, 2, 1, 80, true, 13}, 4, true, false, true},
+        {{1, 96, 2, 1, 96, true, 30}, 2, true, false, true},
+        {{2, 80, 4, 2, 64, true, 0}, 4, true, true, false},
+        {{1, 80, 2, 1, 64, true, 25}, 2, false, true, false},
+        {{1, 40, 2, 1, 16, true, 3}, 4, true, false, false},
+    };
+    for (const PosCase &c : pc) t_attention_pos(r, c);
+    t_attention_pos_one(r, {2, 100, 4, 2, 64, true, 0}, false);
+    t_attention_pos_one(r, {1, 130, 2, 1, 128, true, 50}, false);
+    t_attention_pos_one(r, {1, 70, 2, 1, 64, false, 0}, true);
+    t_attention_pos_unseen(r, 64, false);
+    t_attention_pos_unseen(r, 64, true);
 }
 
 /* Fallbacks warn once per reason (run.sh counts the lines on stderr) and
