@@ -58,7 +58,9 @@ typedef struct PlanStrategy {
     uint16_t xchg;                /* bit a: an exchange split (docs/moe.md): MOE's expert
                                      dim is split over axis a as well as the token dim
                                      dim[a]; rows travel to their expert's rank and back
-                                     inside the op (expert parallelism) */
+                                     inside the op (expert parallelism). On ATTENTION
+                                     split on its queries' sequence over axis a: the ring
+                                     (plan_cp_ring, docs/context.md) */
 } PlanStrategy;
 
 typedef struct PlanSharding {
@@ -146,6 +148,10 @@ PlanSharding plan_shard_of(const IrGraph *g, int t, const PlanStrategy *s);
  * over it. _axis: the axis splitting it under s, or -1. */
 bool plan_cp_split(const IrGraph *g, const IrNode *n, int d);
 int plan_cp_axis(const IrGraph *g, const IrNode *n, const PlanStrategy *s);
+/* ... the ring form: s's exchange bit on that axis (PlanStrategy.xchg) keeps
+ * k and v split like q, their blocks travelling the CP ranks inside the op,
+ * and dk, dv complete on their owners (Megatron's p2p CP). */
+bool plan_cp_ring(const IrGraph *g, const IrNode *n, const PlanStrategy *s);
 /* (context.c, docs/context.md) Context parallelism's split of the sequence.
  * _balanced: does g use the load-balanced split (two chunks per rank,
  * mirrored), or, having a parameter along the sequence, the contiguous one?

@@ -245,6 +245,14 @@ int plan_strategies(const IrGraph *g, const IrNode *n, const PlanMesh *m, const 
             if (k < max)
                 out[k] = st;
             k++;
+            /* Context parallelism's ring: k and v stay split, their blocks
+             * travelling the cp ranks inside the op (docs/context.md). */
+            int ca = plan_cp_axis(g, n, &st);
+            if (ca >= 0) {
+                if (k < max)
+                    out[k] = (PlanStrategy){{st.dim[0], st.dim[1], st.dim[2]}, (uint16_t)(1u << ca)};
+                k++;
+            }
             /* An exchange split on axis a: the tokens split there, the
              * experts too (docs/moe.md), unless another axis splits them. */
             for (int a = 0; e >= 0 && a < m->naxes; a++) {
@@ -341,17 +349,24 @@ int plan_cp_axis(const IrGraph *g, const IrNode *n, const PlanStrategy *s)
     return -1;
 }
 
-/* Context parallelism: attention split on the query sequence reads its keys
- * and values (forward node n's inputs 1, 2) whole. */
-static bool cp_whole(const IrGraph *g, const IrNode *n, int t, int d)
+bool plan_cp_ring(const IrGraph *g, const IrNode *n, const PlanStrategy *s)
 {
-    return plan_cp_split(g, n, d) && (t == n->in[1] || t == n->in[2]);
+    int a = plan_cp_axis(g, n, s);
+    return a >= 0 && (s->xchg >> a & 1);
+}
+
+/* Context parallelism: attention split on the query sequence over axis a
+ * reads its keys and values (forward node n's inputs 1, 2) whole there,
+ * unless they travel the ring inside the op (the exchange bit). */
+static bool cp_whole(const IrGraph *g, const IrNode *n, const PlanStrategy *s, int a, int t)
+{
+    return plan_cp_split(g, n, s->dim[a]) && !(s->xchg >> a & 1) && (t == n->in[1] || t == n->in[2]);
 }
 
 /* Which dim of tensor t carries loop dim d of node n, or -1. */
 static int carrier(const IrGraph *g, const IrNode *n, int t, int d)
 {
-    if (d < 0 || cp_whole(g, n, t, d))
+    if (d < 0)
         return -1;
     if (in_tensor(g, t, d))
         return d;
@@ -377,7 +392,7 @@ void plan_shard_io(const IrGraph *g, const IrNode *node, const PlanStrategy *s, 
     for (int i = 0; in && i < node->nin; i++) {
         in[i] = (PlanSharding){PLAN_NO_DIMS, 0};
         for (int a = 0; a < PLAN_MAX_AXES; a++) {
-            int c = carrier(g, n, node->in[i], s->dim[a]);
+            int c = cp_whole(g, n, s, a, node->in[i]) ? -1 : carrier(g, n, node->in[i], s->dim[a]);
             in[i].dim[a] = (int16_t)(c >= 0 ? c : xchg_dim(g, n, s, a, node->in[i]));
         }
     }
@@ -390,7 +405,7 @@ void plan_shard_io(const IrGraph *g, const IrNode *node, const PlanStrategy *s, 
             int c = carrier(g, n, node->out[i], d);
             if (c < 0)
                 c = xchg_dim(g, n, s, a, node->out[i]); /* an expert's complete gradient */
-            if (node != n && plan_cp_split(g, n, d) && (i == 1 || i == 2))
+            if (node != n && plan_cp_split(g, n, d) && !(s->xchg >> a & 1) && (i == 1 || i == 2))
                 c = -1; /* dk, dv: every rank's queries add to every key's */
             if (c >= 0) {
                 out[i].dim[a] = (int16_t)c;
@@ -415,7 +430,7 @@ PlanSharding plan_shard_grad_in(const IrGraph *g, const IrNode *node, const Plan
         int d = s->dim[a];
         if (d < 0)
             continue;
-        int c = carrier(g, n, n->in[i], d);
+        int c = cp_whole(g, n, s, a, n->in[i]) ? -1 : carrier(g, n, n->in[i], d);
         if (c < 0)
             c = xchg_dim(g, n, s, a, n->in[i]);
         if (c >= 0)

@@ -186,7 +186,7 @@ static PassAttnKernel attn_kernel(const PassCostCtx *c)
     return c->attention == PLAN_ATTN_MATERIALIZED ? PASS_KERNEL_FUSED_SOFTMAX : PASS_KERNEL_FLASH2;
 }
 
-static void pass_opcost_ATTENTION(const OpArgs *a, PassNodeCost *o)
+static void attention_kernels(const OpArgs *a, PassNodeCost *o)
 {
     const IrGraph *g = a->g;
     const IrTensor *q = &g->tensors[a->n->in[0]];
@@ -254,6 +254,33 @@ static void pass_opcost_ATTENTION(const OpArgs *a, PassNodeCost *o)
         membound(a, o, 28 * ss, 5, 32 * ss, 5);
         o->ws_bytes = 8 * ss;
     }
+}
+
+/* Context parallelism's ring (plan_cp_ring, docs/context.md): the kernels
+ * run block by block, cp blocks of K/V travelling the ring; a block's
+ * transfer (the gather's per-step share) overlaps the previous block's
+ * compute, and the backward's carries dK/dV with K/V, then one hop home. */
+static void pass_opcost_ATTENTION(const OpArgs *a, PassNodeCost *o)
+{
+    PassNodeCost c = *o;
+    attention_kernels(a, &c);
+    int cpa = plan_cp_axis(a->g, a->n, a->s), cp = cpa >= 0 ? a->m->size[cpa] : 1;
+    if (!plan_cp_ring(a->g, a->n, a->s) || cp < 2) {
+        *o = c;
+        return;
+    }
+    double kv = lnumel(a, a->n->in[1]) + lnumel(a, a->n->in[2]);
+    PlanColl x = {PLAN_COLL_ALLGATHER, cpa, -1, -1, (int64_t)(kv * cp)};
+    double tx = pass_cost_coll(a->c, a->m, &x, eb(a)) / (cp - 1);
+    double fw = (c.fwd_s - o->fwd_s) / cp, bw = (c.bwd_s - o->bwd_s) / cp;
+    c.fwd_s = o->fwd_s + fw + (cp - 1) * fmax(fw, tx);
+    c.bwd_s = o->bwd_s + bw + (cp - 1) * fmax(bw, 2 * tx) + tx;
+    /* Two K/V blocks in flight (four with dK/dV backward) and a block's
+     * partial output with its log-sum-exp, in fp32. */
+    const IrTensor *q = &a->g->tensors[a->n->in[0]];
+    double rows = lnumel(a, a->n->in[0]) / (double)a->local[q->dim[3]];
+    c.ws_bytes += eb(a) * 4 * kv + 4 * (lnumel(a, a->n->in[0]) + rows);
+    *o = c;
 }
 
 static void pass_opcost_SILU(const OpArgs *a, PassNodeCost *o)
