@@ -30,9 +30,11 @@ static void layout_of_pins(const PassSearchOpts *so, const IrGraph *g, int gpus,
     L->ep_exchange = L->ep > 1;
     L->tp = p->tp;
     L->pp = p->pp;
-    L->dp = p->dp ? p->dp : gpus / (p->tp * p->pp);
+    L->cp = p->cp > 1 ? p->cp : 1; /* context parallelism: the cp axis between dp and tp */
+    L->cp_axis = L->cp > 1 ? 1 : -1;
+    L->dp = p->dp ? p->dp : gpus / (p->tp * p->pp * L->cp);
     L->v = p->v > 1 ? p->v : 1;
-    L->gpus = L->dp * L->tp * L->pp;
+    L->gpus = L->dp * L->cp * L->tp * L->pp;
     L->replicated = 1;
     L->sp = p->sp == 1 && p->tp > 1;
     L->zero = p->zero;

@@ -457,7 +457,6 @@ bool rep_megatron_model(const IrGraph *g, RepArch *A, char *why, size_t wn)
 bool rep_megatron_layout(const RepArch *A, const PlanLayout *L, const PassStack *st, PlanAttention att,
                          char *why, size_t wn)
 {
-    (void)A, (void)att;
     if (L->replicated > 1)
         return rep_refuse(why, wn, "the plan keeps %d replicas along a mesh axis it splits nothing over, "
                       "which Megatron-LM has no flag for", L->replicated);
@@ -467,6 +466,17 @@ bool rep_megatron_layout(const RepArch *A, const PlanLayout *L, const PassStack 
     if (!strcmp(plan_layout_recompute_name(L), "mixed"))
         return rep_refuse(why, wn, "the plan recomputes some pipeline stages and not others; Megatron-LM's "
                       "--recompute-method block recomputes the same number of layers on every stage");
+    /* Context parallelism runs in Transformer Engine's flash or fused
+     * attention only (Megatron's own DotProductAttention asserts cp 1), and
+     * Megatron asserts the sequence splits into 2 x cp chunks. */
+    if (L->cp > 1 && (st->attn_kernel == PASS_KERNEL_EAGER || st->attn_kernel == PASS_KERNEL_FUSED_SOFTMAX ||
+                      (st->attn_kernel == PASS_KERNEL_AUTO && att == PLAN_ATTN_MATERIALIZED)))
+        return rep_refuse(why, wn, "the plan has context parallelism cp %d with an unfused attention kernel, and "
+                          "Megatron-LM runs context parallelism only in Transformer Engine's flash or fused "
+                          "attention", L->cp);
+    if (L->cp > 1 && A->seq % (2 * L->cp))
+        return rep_refuse(why, wn, "Megatron-LM needs the sequence (%lld) to be a multiple of 2 x cp = %d "
+                          "(validate_args)", (long long)A->seq, 2 * L->cp);
     if (st->attn_kernel == PASS_KERNEL_FLASH1)
         return rep_refuse(why, wn, "the stack prices FlashAttention-1 (attention_kernel = flash1); current "
                       "Megatron-LM runs FlashAttention-2 or later (--attention-backend flash)");
@@ -483,7 +493,8 @@ bool rep_megatron_layout(const RepArch *A, const PlanLayout *L, const PassStack 
     /* The weight all-gather's flags (validate_args): --overlap-param-gather
      * needs --overlap-grad-reduce, and running it beside the optimizer
      * (--overlap-param-gather-with-optimizer-step) an interleaved schedule. */
-    bool gathers = L->zero == 1 && L->dp > 1;
+    int dpc = L->dp * (L->cp > 1 ? L->cp : 1); /* Megatron reduces gradients over dp x cp */
+    bool gathers = L->zero == 1 && dpc > 1;
     if (gathers && st->param_gather != PASS_GATHER_BLOCKING && !st->dp_overlap)
         return rep_refuse(why, wn, "the stack overlaps the weight all-gather (param_gather) but not the gradient "
                       "reduction (dp_overlap = no), and Megatron-LM's --overlap-param-gather needs "
@@ -578,6 +589,18 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
     mg_pipeline_split(g, &a->plan, &x);
     if (L->sp && L->tp > 1)
         rep_frame_arg(&x, "--sequence-parallel");
+    /* Context parallelism in the all-gather form ptdc plans: keys and values
+     * gathered along the sequence before attention (TransformerConfig
+     * cp_comm_type "all_gather", run by Transformer Engine's attention).
+     * Megatron's data-parallel size is then world / (tp x cp x pp), the plan's
+     * dp; its distributed optimizer shards over dp x cp, as the plan's ZeRO
+     * does. Megatron gives each rank two mirrored chunks of every sequence
+     * (load balance) where ptdc gives one contiguous block: which positions a
+     * rank holds, not what the model computes. */
+    if (L->cp > 1) {
+        rep_frame_arg(&x, "--context-parallel-size %d", L->cp);
+        rep_frame_arg(&x, "--cp-comm-type all_gather");
+    }
     /* The experts (docs/moe.md): EP and ETP as the plan folds them; the
      * exchange split is Megatron's alltoall dispatcher, experts split over
      * tokens gathered its allgather one. ETP is given even at tp: Megatron
@@ -606,12 +629,14 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
         rep_frame_arg(&x, "--recompute-num-layers 1");
         break;
     }
-    /* Data parallelism as the stack prices it. */
-    if (L->zero == 1 && L->dp > 1)
+    /* Data parallelism as the stack prices it, over Megatron's dp x cp
+     * group (the plan's weight gradients are partial over both). */
+    int dpc = L->dp * (L->cp > 1 ? L->cp : 1);
+    if (L->zero == 1 && dpc > 1)
         rep_frame_arg(&x, "--use-distributed-optimizer");
-    if (st->dp_overlap && L->dp > 1)
+    if (st->dp_overlap && dpc > 1)
         rep_frame_arg(&x, "--overlap-grad-reduce");
-    if (L->zero == 1 && L->dp > 1 && st->param_gather != PASS_GATHER_BLOCKING) {
+    if (L->zero == 1 && dpc > 1 && st->param_gather != PASS_GATHER_BLOCKING) {
         rep_frame_arg(&x, "--overlap-param-gather");
         if (st->param_gather == PASS_GATHER_OPTIMIZER) { /* refused with distributed checkpoints */
             rep_frame_arg(&x, "--overlap-param-gather-with-optimizer-step");
@@ -661,7 +686,7 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
     /* validate_args asserts it with tensor (or context) parallelism before
      * Blackwell, so that each rank's communication kernels are queued in the
      * order issued; Megatron-LM's example scripts export it. */
-    if (L->tp > 1)
+    if (L->tp > 1 || L->cp > 1)
         fprintf(f, "export CUDA_DEVICE_MAX_CONNECTIONS=1\n");
     fprintf(f, "torchrun --nproc-per-node %d --nnodes %d pretrain_gpt.py \\\n", per, nodes);
     for (int i = 0; i < x.narg; i++)

@@ -379,6 +379,14 @@ bool rep_torchtitan_layout(const RepArch *A, const PlanLayout *L, const PassStac
     if (L->replicated > 1)
         return rep_refuse(why, wn, "the plan keeps %d replicas along a mesh axis it splits nothing over, "
                       "which torchtitan has no setting for", L->replicated);
+    /* Context parallelism: torchtitan shards the weights with FSDP over
+     * dp_shard x cp whatever else runs (parallelize_llama), which is ZeRO-2
+     * or -3 over the plan's dp x cp. */
+    int cp = L->cp > 1 ? L->cp : 1;
+    if (cp > 1 && L->zero < 2)
+        return rep_refuse(why, wn, "the plan has context parallelism cp %d with ZeRO-%d, and torchtitan shards "
+                          "the weights over the context-parallel ranks with FSDP (ZeRO-2 or -3 over dp x cp)",
+                          cp, L->zero);
     if (L->dp > 1 && L->zero == 1)
         return rep_refuse(why, wn, "the plan uses ZeRO-1; torchtitan's FSDP shards the gradients with the "
                       "optimizer state (ZeRO-2: fsdp_reshard_after_forward = \"never\") or also the "
@@ -391,7 +399,7 @@ bool rep_torchtitan_layout(const RepArch *A, const PlanLayout *L, const PassStac
      * comes from fully_shard, or from autocast when nothing but DDP runs; with
      * tensor or pipeline parallelism and no FSDP it is off, and the model
      * trains in fp32, which the stack does not price. */
-    if (L->dp == 1 && (L->tp > 1 || L->pp > 1))
+    if (L->dp == 1 && cp == 1 && (L->tp > 1 || L->pp > 1))
         return rep_refuse(why, wn, "the plan has no data parallelism beside its %s parallelism, and torchtitan "
                       "then trains in fp32 (mixed precision comes from FSDP, and autocast only without "
                       "TP or PP: maybe_enable_amp); a layout with dp >= 2 and ZeRO-2 or -3 trains in bf16",
@@ -400,9 +408,10 @@ bool rep_torchtitan_layout(const RepArch *A, const PlanLayout *L, const PassStac
         return rep_refuse(why, wn, "the plan's tensor parallelism leaves the norms unsplit (--sp off); "
                       "torchtitan's llama3 always shards them over the sequence (SequenceParallel)");
     /* ParallelDims.seq_len_divisor: tp x (2 x cp), asserted by parallelize_llama. */
-    if (A->seq % (2 * L->tp))
+    if (A->seq % (2 * L->tp * cp))
         return rep_refuse(why, wn, "torchtitan needs seq_len divisible by 2 x tp x cp (= %d here; "
-                      "ParallelDims.seq_len_divisor), and the sequence is %lld", 2 * L->tp, (long long)A->seq);
+                      "ParallelDims.seq_len_divisor), and the sequence is %lld", 2 * L->tp * cp,
+                      (long long)A->seq);
     const char *rc = plan_layout_recompute_name(L);
     if (!strcmp(rc, "mixed"))
         return rep_refuse(why, wn, "the plan recomputes some pipeline stages and not others; torchtitan "
@@ -499,9 +508,10 @@ bool rep_emit_torchtitan(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
     fprintf(f, "mixed_precision_reduce = \"float32\"\n");
     fprintf(f, "\n[parallelism]\n");
     bool fsdp = L->dp > 1 && L->zero >= 2;
+    int cp = L->cp > 1 ? L->cp : 1;
     fprintf(f, "data_parallel_replicate_degree = %d\n", fsdp || L->dp == 1 ? 1 : L->dp);
     fprintf(f, "data_parallel_shard_degree = %d\n", fsdp ? L->dp : 1);
-    if (fsdp)
+    if (fsdp || (cp > 1 && L->zero >= 2)) /* FSDP over dp_shard x cp */
         fprintf(f, "fsdp_reshard_after_forward = \"%s\"\n", L->zero == 3 ? "always" : "never");
     fprintf(f, "tensor_parallel_degree = %d\n", L->tp);
     fprintf(f, "pipeline_parallel_degree = %d\n", L->pp);
@@ -512,7 +522,17 @@ bool rep_emit_torchtitan(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
         fprintf(f, "pipeline_parallel_first_stage_less_layers = 0\n");
         fprintf(f, "pipeline_parallel_last_stage_less_layers = 0\n");
     }
-    fprintf(f, "context_parallel_degree = 1\n");
+    /* Context parallelism: torchtitan's context_parallel() runs SDPA over
+     * the cp ranks' shards of the sequence; the "allgather" rotate method
+     * all-gathers the key and value shards, the form ptdc plans. It splits
+     * each sequence head-and-tail (the headtail load balancer: two mirrored
+     * chunks per rank) where ptdc gives each rank one contiguous block, and
+     * a ring or all-to-all would move other bytes, but none of that changes
+     * what is computed: CP partitions the same attention, so the job trains
+     * the same model and the degree is what must match. */
+    fprintf(f, "context_parallel_degree = %d\n", cp);
+    if (cp > 1)
+        fprintf(f, "context_parallel_rotate_method = \"allgather\"\n");
     fprintf(f, "\n[activation_checkpoint]\nmode = \"%s\"\n", !strcmp(rc, "full") ? "full" : "none");
     fprintf(f, "\n[compile]\nenable = false\n");
     return true;

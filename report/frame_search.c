@@ -181,7 +181,11 @@ void rep_framework_search(const PassCostCtx *c, const IrGraph *g, const PassSear
         for (int pp = 1; pp <= gpus / tp && pp <= A.layers && pp <= PLAN_MAX_PP; pp++) {
             if ((gpus / tp) % pp || A.layers % pp || (pin->pp && pp != pin->pp))
                 continue;
-            int dp = gpus / (tp * pp);
+            /* Context parallelism as pinned (--cp), never searched here. */
+            int cp = pin->cp > 1 ? pin->cp : 1;
+            if ((gpus / tp) % (pp * cp))
+                continue;
+            int dp = gpus / (tp * pp * cp);
             if ((pin->dp && dp != pin->dp) || r->global_batch % dp)
                 continue;
             /* codegen's and pass_predict's limits, as the search keeps to them */
@@ -201,7 +205,8 @@ void rep_framework_search(const PassCostCtx *c, const IrGraph *g, const PassSear
                         one = dp == 1;
                         r->stats.groups++;
                         PlanLayout L = {.gpus = gpus, .dp = dp, .tp = tp, .pp = pp, .v = v,
-                                        .dp_axis = 0, .tp_axis = 1, .replicated = 1, .sp = sp,
+                                        .cp = cp, .cp_axis = cp > 1 ? 1 : -1,
+                                        .dp_axis = 0, .tp_axis = cp > 1 ? 2 : 1, .replicated = 1, .sp = sp,
                                         .zero = z, .schedule = sched, .ep = 1, .etp = 1,
                                         .ep_axis = -1, .etp_axis = -1, .moe = A.moe};
                         if (!A.moe) {

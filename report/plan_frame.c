@@ -94,7 +94,22 @@ static bool plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout 
                           "on a dp %d x tp %d mesh cannot do (EP a whole axis dividing the experts, ETP the tp axis "
                           "dividing the width, not both on tp)", ep, etp, (long long)A->n_experts,
                           (long long)A->d_ff, L->dp, L->tp);
-    plan_mesh_make(&p->mesh, L->dp, L->tp, gpn);
+    /* Context parallelism, the all-gather form (Megatron's --cp-comm-type
+     * all_gather): every node carrying the sequence splits it over the cp
+     * axis, attention its queries' (keys and values gathered). The mesh is
+     * dp x cp x tp, tp fastest, which is Megatron's default rank order
+     * (tp-cp-ep-dp-pp). The sequence lives on one axis in ptdc's plans, so
+     * the norms cannot split it over tp as well. */
+    int cp = L->cp > 1 ? L->cp : 1, dpa, cpa, tpa;
+    if (cp > 1 && L->sp)
+        return rep_refuse(why, wn, "the plan asks for sequence parallelism with context parallelism cp %d, and "
+                          "ptdc's plans split the sequence over one mesh axis only (the cp axis); use --sp off",
+                          cp);
+    if (cp > 1 && (A->moe || g->seq_dim < 0 || A->seq % (2 * cp)))
+        return rep_refuse(why, wn, "context parallelism cp %d needs a dense model whose sequence (%lld) is a "
+                          "multiple of 2 x cp (Megatron-LM's load-balanced chunks)", cp, (long long)A->seq);
+    plan_mesh_make_dims(&p->mesh, L->dp, cp, L->tp, gpn);
+    plan_mesh_dims_axes(cp, L->tp, &dpa, &cpa, &tpa);
     p->pp = L->pp;
     p->v = v;
     p->nstages = chunks;
@@ -112,10 +127,14 @@ static bool plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout 
         const IrNode *n = &g->nodes[i];
         PlanStrategy *s = &p->strategy[i];
         *s = (PlanStrategy){PLAN_NO_DIMS, 0};
-        s->dim[0] = (int16_t)(L->dp > 1 && loop_has(g, n, g->batch_dim) ? g->batch_dim : -1);
-        s->dim[1] = (int16_t)(L->tp > 1 ? tp_dim(g, A, n, L->sp) : -1);
+        s->dim[dpa] = (int16_t)(L->dp > 1 && loop_has(g, n, g->batch_dim) ? g->batch_dim : -1);
+        if (tpa >= 0)
+            s->dim[tpa] = (int16_t)tp_dim(g, A, n, L->sp);
+        if (cpa >= 0 && loop_has(g, n, g->seq_dim) && plan_dim_splittable(g, n, g->seq_dim))
+            s->dim[cpa] = (int16_t)g->seq_dim;
         /* The routed experts; a gated shared expert (a moe of its own) is
-         * Megatron-Core's SharedExpertMLP, split over tp like any MLP. */
+         * Megatron-Core's SharedExpertMLP, split over tp like any MLP. (No
+         * cp with experts: axis 1 is tp's.) */
         if (n->op == IR_OP_MOE && g->tensors[n->in[2]].dim[0] == A->expert_dim) {
             bool seq = L->tp > 1 && (L->sp || ep_axis == 1);
             s->dim[1] = (int16_t)(etp > 1 ? A->ff_dim : seq ? g->seq_dim : -1);

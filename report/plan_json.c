@@ -6,7 +6,9 @@
  * schedule, virtual_stages, recompute}, stages[].{layers, ranks, mem_bytes,
  * time_s}, predicted.{step_time_s, tokens_per_s, mfu, peak_mem_bytes, fits,
  * memory}, search.{candidates_evaluated, seconds}, and in every answer
- * status and exit_status. Bytes are integers, times seconds. */
+ * status and exit_status; with context parallelism also context.{cp,
+ * cp_axis, kv, split}, a three-axis mesh and groups.axis2 (additive: a plan
+ * without it prints none of them). Bytes are integers, times seconds. */
 #include "report.h"
 
 #include <math.h>
@@ -110,6 +112,11 @@ static void parallel(FILE *f, const PlanLayout *L, const Plan *p)
             L->dp, L->tp, L->pp, L->sp ? "true" : "false", L->zero, (long long)L->micro_batch,
             L->num_micro, L->schedule == PLAN_SCHED_INTERLEAVED ? "interleaved" : "1f1b", L->v,
             plan_layout_recompute_name(L), p->attention == PLAN_ATTN_MATERIALIZED ? "materialized" : "flash");
+    /* Context parallelism (only when there is some: the keys above are the
+     * schema every plan has): the degree, its mesh axis, and how it runs. */
+    if (L->cp > 1)
+        fprintf(f, "  \"context\": {\"cp\": %d, \"cp_axis\": %d, \"kv\": \"all_gather\", "
+                   "\"split\": \"contiguous\"},\n", L->cp, L->cp_axis);
     if (L->moe) {
         static const char *const ax[] = {"dp", "tp"};
 #define AXN(a) ((a) == L->dp_axis ? "dp" : (a) == L->tp_axis ? "tp" : (a) >= 0 ? ax[(a) & 1] : "none")
@@ -183,6 +190,8 @@ void rep_plan_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
     const PassCluster *cl = c->cl;
     int gpn = cl->gpus_per_node > 0 ? cl->gpus_per_node : 8;
     int d0 = p->mesh.size[0], d1 = p->mesh.naxes > 1 ? p->mesh.size[1] : 1, dev = d0 * d1;
+    int d2 = p->mesh.naxes > 2 ? p->mesh.size[2] : 1; /* dp x cp x tp */
+    dev *= d2;
     char buf[1024];
 
     fprintf(f, "{\n  \"status\": \"fits\",\n  \"exit_status\": 0,\n");
@@ -194,10 +203,14 @@ void rep_plan_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
         fprintf(f, "null");
     fprintf(f, ",\n");
     parallel(f, L, p);
-    const char *ax0 = L->dp_axis == 0 ? "dp" : L->tp_axis == 0 ? "tp" : "-";
-    const char *ax1 = L->dp_axis == 1 ? "dp" : L->tp_axis == 1 ? "tp" : "-";
-    fprintf(f, "  \"mesh\": {\"shape\": [%d, %d], \"axes\": [\"%s\", \"%s\"], "
-               "\"rank\": \"pp_rank * %d + i0 * %d + i1\"},\n", d0, d1, ax0, ax1, dev, d1);
+    if (p->mesh.naxes > 2)
+        fprintf(f, "  \"mesh\": {\"shape\": [%d, %d, %d], \"axes\": [\"%s\", \"%s\", \"%s\"], "
+                   "\"rank\": \"pp_rank * %d + (i0 * %d + i1) * %d + i2\"},\n", d0, d1, d2,
+                rep_axis_name(L, 0), rep_axis_name(L, 1), rep_axis_name(L, 2), dev, d1, d2);
+    else
+        fprintf(f, "  \"mesh\": {\"shape\": [%d, %d], \"axes\": [\"%s\", \"%s\"], "
+                   "\"rank\": \"pp_rank * %d + i0 * %d + i1\"},\n", d0, d1, rep_axis_name(L, 0),
+                rep_axis_name(L, 1), dev, d1);
 
     fprintf(f, "  \"stages\": [\n");
     for (int s = 0; s < p->nstages; s++) {
@@ -230,16 +243,20 @@ void rep_plan_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
     int total = dev * p->pp, n = 0;
     int *mem = ir_xmalloc(sizeof(int) * (size_t)(total + 1));
     fprintf(f, "  \"groups\": {\n");
-    for (int r2 = 0; r2 < p->pp; r2++)
-        for (int i = 0; i < dev; i++)
-            mem[n++] = r2 * dev + i;
-    rank_groups(f, "axis1", total / d1, d1, mem, true);
-    n = 0;
-    for (int r2 = 0; r2 < p->pp; r2++)
-        for (int i1 = 0; i1 < d1; i1++)
-            for (int i0 = 0; i0 < d0; i0++)
-                mem[n++] = r2 * dev + i0 * d1 + i1;
-    rank_groups(f, "axis0", total / d0, d0, mem, true);
+    /* Each axis's groups, the inner one first (a third axis only on a
+     * dp x cp x tp mesh): member j of a group is its base plus j strides. */
+    const int size[3] = {d0, d1, d2}, stride[3] = {d1 * d2, d2, 1};
+    for (int x = p->mesh.naxes > 2 ? 2 : 1; x >= 0; x--) {
+        char key[16];
+        n = 0;
+        for (int r2 = 0; r2 < p->pp; r2++)
+            for (int b = 0; b < dev; b++)
+                if ((b / stride[x]) % size[x] == 0)
+                    for (int j = 0; j < size[x]; j++)
+                        mem[n++] = r2 * dev + b + j * stride[x];
+        snprintf(key, sizeof key, "axis%d", x);
+        rank_groups(f, key, total / size[x], size[x], mem, true);
+    }
     n = 0;
     for (int i = 0; i < dev; i++)
         for (int r2 = 0; r2 < p->pp; r2++)

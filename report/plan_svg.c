@@ -44,7 +44,11 @@ static void text(FILE *f, double x, double y, double size, const char *anchor, c
 
 static double devices(FILE *f, const Plan *p, const PlanLayout *L, int gpus, int gpn, double y)
 {
-    int dev = plan_mesh_devices(&p->mesh), d1 = p->mesh.naxes > 1 ? p->mesh.size[1] : 1;
+    /* inner: the ranks of one data-parallel replica (d1, or cp x tp on a
+     * dp x cp x tp mesh); tpn: a tensor-parallel group, the innermost axis. */
+    int dev = plan_mesh_devices(&p->mesh), inner = dev / p->mesh.size[0];
+    int tpx = p->mesh.naxes - 1, d1 = L->tp_axis == tpx && tpx > 0 ? p->mesh.size[tpx] : 1;
+    int cpb = L->cp > 1 ? L->cp * (L->tp_axis == tpx && tpx > 1 ? d1 : 1) : 0;
     int nodes = (gpus + gpn - 1) / gpn;
     int per_row = nodes;
     double cell = (W - 2 * MARGIN) / ((double)per_row * gpn + per_row);
@@ -56,8 +60,11 @@ static double devices(FILE *f, const Plan *p, const PlanLayout *L, int gpus, int
         cell = 36;
     int rows = (nodes + per_row - 1) / per_row;
     char buf[160];
-    snprintf(buf, sizeof buf, "Devices: %d GPUs in %d node%s of %d, coloured by pipeline rank; "
-             "outlines: tensor-parallel groups of %d", gpus, nodes, nodes == 1 ? "" : "s", gpn, L->tp);
+    int k = snprintf(buf, sizeof buf, "Devices: %d GPUs in %d node%s of %d, coloured by pipeline rank; "
+                     "outlines: tensor-parallel groups of %d", gpus, nodes, nodes == 1 ? "" : "s", gpn, L->tp);
+    if (cpb > 0 && k > 0 && (size_t)k < sizeof buf)
+        snprintf(buf + k, sizeof buf - (size_t)k, "; dashed: context-parallel blocks of %d (cp %d x tp %d)",
+                 cpb, L->cp, cpb / L->cp);
     text(f, MARGIN, y + 14, 14, "start", buf);
     y += 24;
     for (int r = 0; r < gpus; r++) {
@@ -69,7 +76,7 @@ static double devices(FILE *f, const Plan *p, const PlanLayout *L, int gpus, int
         if (r < used) {
             int pr = r / dev, i = r % dev;
             /* alternate shades between data-parallel replicas */
-            color(pr, p->pp, (i / d1) % 2 ? 62 : 52, c, sizeof c);
+            color(pr, p->pp, (i / inner) % 2 ? 62 : 52, c, sizeof c);
         } else {
             snprintf(c, sizeof c, "#dddddd");
         }
@@ -78,7 +85,7 @@ static double devices(FILE *f, const Plan *p, const PlanLayout *L, int gpus, int
                 x, yy, cell, cell, c, r, r < used ? "" : " (idle)");
     }
     /* Tensor groups: d1 consecutive ranks on the inner axis. */
-    if (L->tp > 1 && L->tp_axis == 1 && d1 <= gpn)
+    if (L->tp > 1 && L->tp_axis == tpx && tpx > 0 && d1 <= gpn)
         for (int g0 = 0; g0 < dev * p->pp; g0 += d1) {
             int node = g0 / gpn, slot = g0 % gpn;
             double x = MARGIN + (node % per_row) * (gpn + 1) * cell + slot * cell;
@@ -86,6 +93,18 @@ static double devices(FILE *f, const Plan *p, const PlanLayout *L, int gpus, int
             fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
                        "stroke=\"black\" stroke-width=\"%.1f\"/>\n",
                     x + 0.5, yy + 0.5, d1 * cell - 1, cell - 1, cell > 12 ? 1.5 : 0.7);
+        }
+    /* Context parallelism: the cp x tp consecutive ranks whose cp groups
+     * (every tp-th rank) split one replica's sequences, dashed, where a node
+     * holds whole blocks. */
+    if (cpb > 0 && gpn % cpb == 0)
+        for (int g0 = 0; g0 < dev * p->pp; g0 += cpb) {
+            int node = g0 / gpn, slot = g0 % gpn;
+            double x = MARGIN + (node % per_row) * (gpn + 1) * cell + slot * cell;
+            double yy = y + (node / per_row) * (cell + 4);
+            fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+                       "stroke=\"black\" stroke-dasharray=\"3,2\" stroke-width=\"%.1f\"/>\n",
+                    x - 1, yy - 1, cpb * cell + 2, cell + 2, cell > 12 ? 1.0 : 0.5);
         }
     y += rows * (cell + 4) + 6;
     /* Legend. */
@@ -350,6 +369,12 @@ void rep_plan_print_svg(FILE *f, const IrGraph *g, const PassCostCtx *c, const P
                  plan_layout_experts_str(&a->layout, ex, sizeof ex), a->pred.a2a_s);
         text(b, MARGIN, 62, 12, "start", buf);
         y = 74;
+    }
+    if (a->layout.cp > 1) {
+        snprintf(buf, sizeof buf, "context parallel: cp %d over mesh axis %d, each rank a contiguous block "
+                 "of the sequence; attention all-gathers keys and values", a->layout.cp, a->layout.cp_axis);
+        text(b, MARGIN, y + 6, 12, "start", buf);
+        y += 18;
     }
     y = devices(b, &a->plan, &a->layout, r->gpus, gpn, y);
     y = schedule(b, a, y + 8);

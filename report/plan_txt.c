@@ -55,55 +55,80 @@ static void groups(FILE *f, const char *what, int ngroups, int size, const int *
     fprintf(f, "\n");
 }
 
+const char *rep_axis_name(const PlanLayout *L, int a)
+{
+    return a < 0 ? "-" : a == L->dp_axis ? "dp" : a == L->tp_axis ? "tp" : a == L->cp_axis ? "cp" : "-";
+}
+
+static const char *axis_role(const PlanLayout *L, int a)
+{
+    const char *n = rep_axis_name(L, a);
+    return !strcmp(n, "dp") ? "data-parallel" : !strcmp(n, "tp") ? "tensor-parallel"
+           : !strcmp(n, "cp") ? "context-parallel" : NULL;
+}
+
+/* Global rank = pp_rank x dev + the mesh coordinate, the inner axis fastest:
+ * (i0 x d1 + i1) x d2 + i2 on a dp x cp x tp mesh. */
 static void rank_grid(FILE *f, const Plan *p, const PlanLayout *L, int gpn)
 {
     const PlanMesh *m = &p->mesh;
-    int d0 = m->size[0], d1 = m->naxes > 1 ? m->size[1] : 1, dev = d0 * d1, pp = p->pp;
-    const char *a0 = L->dp_axis == 0 ? "dp" : L->tp_axis == 0 ? "tp" : "-";
-    const char *a1 = L->dp_axis == 1 ? "dp" : L->tp_axis == 1 ? "tp" : "-";
+    int na = m->naxes > 1 ? m->naxes : 2, d[PLAN_MAX_AXES], stride[PLAN_MAX_AXES];
+    for (int a = 0; a < PLAN_MAX_AXES; a++)
+        d[a] = a < m->naxes ? m->size[a] : 1;
+    int dev = 1;
+    for (int a = na - 1; a >= 0; a--)
+        stride[a] = dev, dev *= d[a];
+    int pp = p->pp;
     fprintf(f, "rank grid\n");
-    fprintf(f, "  global rank = pp_rank x %d + i0 x %d + i1, mesh %d x %d per pipeline rank "
-               "(axis 0 %s, axis 1 %s); nodes of %d GPUs\n", dev, d1, d0, d1, a0, a1, gpn);
+    if (na == 2)
+        fprintf(f, "  global rank = pp_rank x %d + i0 x %d + i1, mesh %d x %d per pipeline rank "
+                   "(axis 0 %s, axis 1 %s); nodes of %d GPUs\n", dev, d[1], d[0], d[1],
+                rep_axis_name(L, 0), rep_axis_name(L, 1), gpn);
+    else
+        fprintf(f, "  global rank = pp_rank x %d + (i0 x %d + i1) x %d + i2, mesh %d x %d x %d per pipeline "
+                   "rank (axis 0 %s, axis 1 %s, axis 2 %s); nodes of %d GPUs\n", dev, d[1], d[2], d[0], d[1],
+                d[2], rep_axis_name(L, 0), rep_axis_name(L, 1), rep_axis_name(L, 2), gpn);
     int total = dev * pp;
     int *mem = ir_xmalloc(sizeof(int) * (size_t)(total + 1));
-    /* axis-1 groups: consecutive ranks */
-    int n = 0;
-    for (int r = 0; r < pp; r++)
-        for (int i0 = 0; i0 < d0; i0++)
-            for (int i1 = 0; i1 < d1; i1++)
-                mem[n++] = r * dev + i0 * d1 + i1;
-    char what[96];
-    if (d1 > 1) {
-        snprintf(what, sizeof what, "%s groups, axis 1", strcmp(a1, "tp") == 0 ? "tensor-parallel"
-                 : strcmp(a1, "dp") == 0 ? "data-parallel" : "axis-1");
-        groups(f, what, total / d1, d1, mem, 4);
-    }
-    if (d0 > 1) {
-        n = 0;
+    /* Each axis's groups, the inner one (consecutive ranks) first: member j
+     * of a group is its base plus j strides, bases in rank order. */
+    for (int a = na - 1; a >= 0; a--) {
+        if (d[a] <= 1)
+            continue;
+        int n = 0;
         for (int r = 0; r < pp; r++)
-            for (int i1 = 0; i1 < d1; i1++)
-                for (int i0 = 0; i0 < d0; i0++)
-                    mem[n++] = r * dev + i0 * d1 + i1;
-        snprintf(what, sizeof what, "%s groups, axis 0", strcmp(a0, "dp") == 0 ? "data-parallel"
-                 : strcmp(a0, "tp") == 0 ? "tensor-parallel" : "axis-0");
-        groups(f, what, total / d0, d0, mem, 4);
+            for (int b = 0; b < dev; b++)
+                if ((b / stride[a]) % d[a] == 0)
+                    for (int j = 0; j < d[a]; j++)
+                        mem[n++] = r * dev + b + j * stride[a];
+        char what[96];
+        const char *role = axis_role(L, a);
+        if (role)
+            snprintf(what, sizeof what, "%s groups, axis %d", role, a);
+        else
+            snprintf(what, sizeof what, "axis-%d groups, axis %d", a, a);
+        groups(f, what, total / d[a], d[a], mem, 4);
     }
     if (pp > 1) {
-        n = 0;
+        int n = 0;
         for (int i = 0; i < dev; i++)
             for (int r = 0; r < pp; r++)
                 mem[n++] = r * dev + i;
         groups(f, "pipeline groups", dev, pp, mem, 4);
     }
     free(mem);
-    /* The full grid when it is small enough to read. */
+    /* The full grid when it is small enough to read: '|' between axis-0
+     * coordinates (data-parallel replicas), ':' between axis-1 ones on a
+     * three-axis mesh. */
     if (total <= 64 && dev > 1) {
         for (int r = 0; r < pp; r++) {
             fprintf(f, "  pipeline rank %d:", r);
-            for (int i0 = 0; i0 < d0; i0++) {
-                fprintf(f, "%s", i0 ? " |" : "");
-                for (int i1 = 0; i1 < d1; i1++)
-                    fprintf(f, " %d", r * dev + i0 * d1 + i1);
+            for (int i = 0; i < dev; i++) {
+                if (i > 0 && i % stride[0] == 0)
+                    fprintf(f, " |");
+                else if (i > 0 && na > 2 && i % stride[1] == 0)
+                    fprintf(f, " :");
+                fprintf(f, " %d", r * dev + i);
             }
             fprintf(f, "\n");
         }
@@ -133,7 +158,10 @@ void rep_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
             ir_fmt_count(ir_param_count(g), buf, sizeof buf), (long long)r->global_batch, (long long)seq);
 
     fprintf(f, "layout\n");
-    fprintf(f, "  DP %d x TP %d x PP %d", L->dp, L->tp, L->pp);
+    if (L->cp > 1)
+        fprintf(f, "  DP %d x CP %d x TP %d x PP %d", L->dp, L->cp, L->tp, L->pp);
+    else
+        fprintf(f, "  DP %d x TP %d x PP %d", L->dp, L->tp, L->pp);
     if (L->replicated > 1)
         fprintf(f, " x %d replicas (a mesh axis nothing is split over: every GPU of it computes "
                    "the same)", L->replicated);
@@ -141,6 +169,12 @@ void rep_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
     if (L->v > 1)
         fprintf(f, ", %d model chunks per pipeline rank", L->v);
     fprintf(f, "\n  sequence parallel  %s\n", L->sp ? "on" : "off");
+    if (L->cp > 1) /* the all-gather form (plan/shard.c, plan/context.c) */
+        fprintf(f, "  context parallel   cp %d over mesh axis %d: every layer runs on a contiguous block of\n"
+                   "                     the sequence (cp rank r holds positions [r S/%d, (r+1) S/%d), %lld\n"
+                   "                     tokens); attention all-gathers keys and values along the sequence\n"
+                   "                     and reduce-scatters their gradients\n",
+                L->cp, L->cp_axis, L->cp, L->cp, (long long)(seq / L->cp));
     if (L->moe) {
         char ex[160];
         fprintf(f, "  experts            %s\n", plan_layout_experts_str(L, ex, sizeof ex));
@@ -148,7 +182,11 @@ void rep_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
                    "                      expert-dp: the ranks holding the same expert shard,\n"
                    "                      over which ZeRO shards its optimizer state)\n");
     }
-    fprintf(f, "  ZeRO               stage %d%s\n", L->zero, L->dp > 1 ? " over the data-parallel group" : " (no data parallelism: no effect)");
+    if (L->cp > 1) /* weight gradients are partial over cp too: ZeRO shards over both */
+        fprintf(f, "  ZeRO               stage %d over the data- and context-parallel groups (%d ranks)\n",
+                L->zero, L->dp * L->cp);
+    else
+        fprintf(f, "  ZeRO               stage %d%s\n", L->zero, L->dp > 1 ? " over the data-parallel group" : " (no data parallelism: no effect)");
     fprintf(f, "  micro-batch        %lld sequence%s per replica (%lld over dp), %d micro-batch%s per step\n",
             (long long)L->micro_batch, L->micro_batch == 1 ? "" : "s", (long long)p->mb_seqs, p->num_micro,
             p->num_micro == 1 ? "" : "es");

@@ -9,6 +9,9 @@
 #include "passes.h"
 
 bool rep_search_idle_note(const PassSearchResult *r, int gpus_per_node, char *buf, size_t n);
+/* The parallel dimension mesh axis a serves in the plan files: "dp", "cp",
+ * "tp", or "-" (replicas, or no such axis) (plan_txt.c). */
+const char *rep_axis_name(const PlanLayout *L, int a);
 
 /* Outputs (plan_txt.c, plan_json.c, plan_svg.c, plan_explain.c). The text is
  * plan.txt (and --emit plan); the JSON plan.json; the SVG plan.svg. */

@@ -24,9 +24,14 @@ void pass_prediction_print_text(FILE *f, const IrGraph *g, const Plan *plan,
     const PassGpu *gpu = &c->cl->gpu;
     int dev = plan_mesh_devices(&plan->mesh);
     fprintf(f, "prediction for %s on %d x %s\n", g->name, dev * plan->pp, gpu->name);
-    fprintf(f, "  layout            mesh %dx%d, pp %d (v %d), %d micro-batches of %lld sequences, "
+    char mesh[48];
+    if (plan->mesh.naxes > 2) /* dp x cp x tp */
+        snprintf(mesh, sizeof mesh, "%dx%dx%d", plan->mesh.size[0], plan->mesh.size[1], plan->mesh.size[2]);
+    else
+        snprintf(mesh, sizeof mesh, "%dx%d", plan->mesh.size[0], plan->mesh.naxes > 1 ? plan->mesh.size[1] : 1);
+    fprintf(f, "  layout            mesh %s, pp %d (v %d), %d micro-batches of %lld sequences, "
                "zero %d, %s attention\n",
-            plan->mesh.size[0], plan->mesh.naxes > 1 ? plan->mesh.size[1] : 1, plan->pp,
+            mesh, plan->pp,
             plan->v > 0 ? plan->v : 1, plan->num_micro, (long long)plan->mb_seqs, plan->zero,
             attn_name(c));
     fprintf(f, "  step time         %.3f s\n", p->step_time_s);

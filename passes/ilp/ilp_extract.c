@@ -141,16 +141,20 @@ void ilp_extract(const IlpSeg *s, const IlpSolution *sol, PassIlpResult *r)
     r->param_bytes = sol->total.q[ILP_MEM_PARAM];
     r->act_bytes = sol->total.q[ILP_MEM_ACT];
     r->mem_bytes = r->param_bytes + r->act_bytes;
-    /* Axis names: "dp" where most operators split the batch, else "tp". */
+    /* Axis names: "dp" where most operators split the batch, "cp" where
+     * attention splits its queries' sequence (context parallelism, as
+     * plan_axes names it), else "tp". */
     for (int a = 0; a < s->q.mesh.naxes; a++) {
         if (s->q.mesh.size[a] <= 1)
             continue;
         int batch = 0, total = 0;
+        bool cp = false;
         for (int i = 0; i < r->nnodes; i++) {
             total++;
             batch += r->strategy[i].dim[a] == g->batch_dim;
+            cp |= plan_cp_split(g, &g->nodes[r->first_node + i], r->strategy[i].dim[a]);
         }
-        r->axis_name[a] = 2 * batch > total ? "dp" : "tp";
+        r->axis_name[a] = 2 * batch > total ? "dp" : cp ? "cp" : "tp";
     }
     Colls c = {0, 0, NULL};
     for (int u = 0; u < s->nuses; u++)

@@ -10,7 +10,8 @@
 
 #define GIB 1073741824.0
 
-/* Axis names for tensor t under sh: a sequence split on a tp axis is "sp". */
+/* Axis names for tensor t under sh: a sequence split on a tp axis is "sp"
+ * (sequence parallelism), on a cp axis "cp" (context parallelism). */
 static const char *shard_str(const IrGraph *g, const PassIlpResult *r, int t, const PlanSharding *sh,
                              char *buf, size_t n)
 {
@@ -60,9 +61,14 @@ void pass_ilp_print(FILE *f, const IrGraph *g, const PassIlpQuery *q, const Pass
 {
     const PlanMesh *m = &q->mesh;
     int p0 = q->first_piece, p1 = q->first_piece + q->npieces;
-    fprintf(f, "stage: pieces %d..%d ('%s' .. '%s'), mesh %dx%d (axis 0: %s, axis 1: %s)\n", p0,
-            p1 - 1, g->pieces[p0].name, g->pieces[p1 - 1].name, m->size[0], m->size[1],
-            r->axis_name[0], r->axis_name[1]);
+    if (m->naxes > 2) /* dp x cp x tp */
+        fprintf(f, "stage: pieces %d..%d ('%s' .. '%s'), mesh %dx%dx%d (axis 0: %s, axis 1: %s, axis 2: %s)\n",
+                p0, p1 - 1, g->pieces[p0].name, g->pieces[p1 - 1].name, m->size[0], m->size[1], m->size[2],
+                r->axis_name[0], r->axis_name[1], r->axis_name[2]);
+    else
+        fprintf(f, "stage: pieces %d..%d ('%s' .. '%s'), mesh %dx%d (axis 0: %s, axis 1: %s)\n", p0,
+                p1 - 1, g->pieces[p0].name, g->pieces[p1 - 1].name, m->size[0], m->size[1],
+                r->axis_name[0], r->axis_name[1]);
     fprintf(f, "  %lld sequences per micro-batch, %d micro-batches, ZeRO %d, recompute %s, %g in flight\n",
             (long long)q->mb_seqs, q->num_micro, q->zero, plan_recompute_name(q->recompute),
             q->inflight);

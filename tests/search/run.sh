@@ -29,6 +29,11 @@
 #                              with -o: plan.txt, the expert mesh of plan.json
 #                              and plan.svg exactly as golden/moe.txt (but for
 #                              the search and ILP solve times).
+#   run.sh PTDC SRC cp         context parallelism (golden/cp.args: a dp x cp x tp
+#                              mesh, two pipeline ranks) written with -o: plan.txt,
+#                              the parallel, context, mesh and group keys of
+#                              plan.json and the labels of plan.svg exactly as
+#                              golden/cp.txt (but for the search and ILP times).
 #   PTDC_UPDATE=1 rewrites the expected files from the actual output.
 set -u
 ptdc=$1
@@ -122,6 +127,28 @@ moe)
     fi
     echo "ok moe"
     ;;
+cp)
+    # shellcheck disable=SC2046
+    "$ptdc" $(cat "$here/golden/cp.args") -o "$tmp/out" --plan-only >"$tmp/stdout" 2>"$tmp/err" ||
+        { cat "$tmp/err"; exit 1; }
+    {
+        grep -v "search time" "$tmp/out/plan.txt"
+        echo "--- plan.json"
+        grep -E '"parallel"|"context"|"mesh"|"axis[0-9]"|"pipeline"' "$tmp/out/plan.json"
+        echo "--- plan.svg"
+        grep -o 'context parallel: [^<]*\|Devices: [^<]*' "$tmp/out/plan.svg"
+        grep -c 'stroke-dasharray="3,2"' "$tmp/out/plan.svg"
+    } | sed -E 's/built in [0-9.]+ ms, solved in [0-9.]+ ms/built in T ms, solved in T ms/' >"$tmp/got"
+    if [ "${PTDC_UPDATE:-}" = 1 ]; then
+        cp "$tmp/got" "$here/golden/cp.txt"
+    fi
+    if ! cmp -s "$here/golden/cp.txt" "$tmp/got"; then
+        echo "FAIL cp: plan differs from golden/cp.txt"
+        diff "$here/golden/cp.txt" "$tmp/got" | head -40
+        exit 1
+    fi
+    echo "ok cp"
+    ;;
 pinned)
     args="models/llama2-7b.mdl --gpus 64 --tp 2 --pp 4 --micro-batch 1 --global-batch 2048 --recompute none --sp on --zero 1 --schedule 1f1b --plan-only"
     # shellcheck disable=SC2086
@@ -172,7 +199,7 @@ cpu)
     exit $fail
     ;;
 *)
-    echo "usage: run.sh PTDC SRC cli NAME | golden | pinned | explain | cpu"
+    echo "usage: run.sh PTDC SRC cli NAME | golden | moe | cp | pinned | explain | cpu"
     exit 2
     ;;
 esac

@@ -542,6 +542,35 @@ static int test_json(const char *dir)
     }
     const Json *pp = jget(jget(j, "parallel"), "pp");
     CHECK(pp && pp->kind == 'n', "parallel.pp is a number");
+    const Json *shape = jget(jget(j, "mesh"), "shape");
+    CHECK(!jget(j, "context") && shape && shape->n == 2 && !jget(jget(j, "groups"), "axis2"),
+          "a plan without context parallelism has no context key and a two-axis mesh");
+    jfree(j);
+    free(text);
+    pass_search_result_free(&r);
+
+    /* Context parallelism: a dp x cp x tp mesh, each axis's groups, the
+     * context key. */
+    o.pins.pp = 1, o.pins.cp = 2, o.pins.tp = 2;
+    CHECK(pass_search(&s.ctx, s.g, &o, s.cache, &r) && r.found, "no plan with --cp 2 --tp 2");
+    f = open_memstream(&text, &len);
+    rep_plan_print_json(f, s.g, &s.ctx, &r);
+    fclose(f);
+    jp = text;
+    j = jparse();
+    ws();
+    CHECK(j && !*jp, "plan.json with cp does not parse (at '%.40s')", jp ? jp : "");
+    const Json *ctx = jget(j, "context"), *mesh = jget(j, "mesh"), *grp = jget(j, "groups");
+    CHECK(ctx && jget(ctx, "cp") && jget(ctx, "cp_axis") && jget(ctx, "kv"), "plan.json lacks context.{cp, cp_axis, kv}");
+    CHECK(mesh && jget(mesh, "shape") && jget(mesh, "shape")->n == 3 && jget(mesh, "axes") &&
+          jget(mesh, "axes")->n == 3,
+          "plan.json's mesh has three axes with cp");
+    for (int x = 0; x < 3; x++) {
+        static const char *const key[] = {"axis0", "axis1", "axis2"};
+        const Json *a = jget(grp, key[x]);
+        CHECK(a && a->kind == 'a' && a->n == 4 && a->v[0]->kind == 'a' && a->v[0]->n == 2,
+              "groups.%s: 4 groups of 2 ranks on a 2 x 2 x 2 mesh", key[x]);
+    }
     jfree(j);
     free(text);
     pass_search_result_free(&r);

@@ -48,11 +48,13 @@ def main():
                     fails.append("%s: no plan (%s)" % (what, ans["status"]))
                     continue
                 L = ans["parallel"]
+                cp = ans.get("context", {}).get("cp", 1)  # the sweep ran no context parallelism
                 rc = {"none": "none", "full": "every_layer"}.get(L["recompute"])
-                match = [r for r in rows if r["attention_impl"] == impl and r["rmsnorm_kernel"] == rms and
+                match = [r for r in rows if cp == 1 and r["attention_impl"] == impl and r["rmsnorm_kernel"] == rms and
                          int(r["tp"]) == L["tp"] and int(r["pp"]) == L["pp"] and
                          int(r["micro_batch"]) == L["micro_batch"] and r["activation_checkpointing"] == rc]
-                lay = "tp %d pp %d mb %d recompute %s" % (L["tp"], L["pp"], L["micro_batch"], L["recompute"])
+                lay = "%stp %d pp %d mb %d recompute %s" % ("cp %d " % cp if cp > 1 else "", L["tp"], L["pp"],
+                                                            L["micro_batch"], L["recompute"])
                 if not match:
                     print("--   %s: %s (not a layout the sweep ran)" % (what, lay))
                     continue

@@ -153,15 +153,18 @@ def header_plan(out):
     micro-batch 1 x 32, interleaved, recompute none.'"""
     import re
     line = next(l for l in out.splitlines() if l.startswith("# Plan: "))
+    cp = re.search(r"# Plan: dp \d+ x cp (\d+) x ", line)  # context parallelism, when there is some
+    line = re.sub(r"^(# Plan: dp \d+) x cp \d+", r"\1", line)
     m = re.match(r"# Plan: dp (\d+) x tp (\d+) x pp (\d+)(?: \(v (\d+)\))?, sp (on|off), zero (\d), "
                  r"micro-batch (\d+) x (\d+), (\w+), recompute (\w+)"
                  r"(?:, ep (\d+)(?: \(folded over \w+, ([a-z-]+)\))?, etp (\d+)(?: \([^)]*\))?, expert-dp \d+)?\.", line)
     if not m:
         raise RuntimeError("cannot read " + line)
     g = m.groups()
-    return {"dp": int(g[0]), "tp": int(g[1]), "pp": int(g[2]), "v": int(g[3] or 1), "sp": g[4] == "on",
+    return {"dp": int(g[0]), "cp": int(cp.group(1)) if cp else 1, "tp": int(g[1]), "pp": int(g[2]),
+            "v": int(g[3] or 1), "sp": g[4] == "on",
             "zero": int(g[5]), "mb": int(g[6]), "m": int(g[7]), "gb": int(g[0]) * int(g[6]) * int(g[7]),
-            "recompute": g[9], **({"ep": int(g[10]), "etp": int(g[12]),
+            "recompute": g[9], "cp_comm": ["all_gather"], **({"ep": int(g[10]), "etp": int(g[12]),
                                    "dispatcher": "allgather" if g[11] == "all-gather" else "alltoall"}
                                   if g[10] else {})}
 
@@ -172,38 +175,45 @@ def megatron_plan(a, world):
     g, mods = a["recompute_granularity"], a["recompute_modules"] or ["core_attn"]
     rc = ("none" if g is None else "full" if g == "full" else "selective" if mods == ["core_attn"]
           else "ffn" if mods == ["mlp"] else "+".join(mods))
-    dp = world // (tp * pp)
-    return {"dp": dp, "tp": tp, "pp": pp, "v": a["num_layers"] // pp // lv if lv else 1,
+    cp = a["context_parallel_size"]
+    dp = megatron.data_parallel_size(a, world)
+    return {"dp": dp, "cp": cp, "tp": tp, "pp": pp, "v": a["num_layers"] // pp // lv if lv else 1,
             "sp": a["sequence_parallel"] and tp > 1, "zero": 1 if a["use_distributed_optimizer"] else 0,
             "mb": a["micro_batch_size"], "m": a["global_batch_size"] // (a["micro_batch_size"] * dp),
             "gb": a["global_batch_size"], "recompute": rc, "ep": a["expert_model_parallel_size"],
-            "etp": a["expert_tensor_parallel_size"], "dispatcher": a["moe_token_dispatcher_type"]}
+            "etp": a["expert_tensor_parallel_size"], "dispatcher": a["moe_token_dispatcher_type"],
+            # ptdc's context parallelism is the all-gather form
+            "cp_comm": ["all_gather"] if cp == 1 else a["cp_comm_type"]}
 
 
 def torchtitan_plan(cfg, fl):
     P = lambda k: cfg["parallelism." + k]
-    tp, pp, rep, shard = (P("tensor_parallel_degree"), P("pipeline_parallel_degree"),
-                          P("data_parallel_replicate_degree"), P("data_parallel_shard_degree"))
+    tp, pp, rep, shard, cp = (P("tensor_parallel_degree"), P("pipeline_parallel_degree"),
+                              P("data_parallel_replicate_degree"), P("data_parallel_shard_degree"),
+                              P("context_parallel_degree"))
     lps = P("pipeline_parallel_layers_per_stage")
-    zero = ({"never": 2, "always": 3}.get(P("fsdp_reshard_after_forward"), -1) if shard > 1 else 0)
+    # FSDP shards over dp_shard x cp (parallelize_llama: the dp_shard_cp mesh)
+    zero = ({"never": 2, "always": 3}.get(P("fsdp_reshard_after_forward"), -1) if shard * cp > 1 else 0)
     lb, gb = cfg["training.local_batch_size"], cfg["training.global_batch_size"]
     ga = gb // (lb * rep * shard)  # gradient accumulation steps (train.py)
     mb = P("pipeline_parallel_microbatch_size") if pp > 1 else lb
     # Micro-batches per step as one pipeline pass: the plan's schedule runs
     # them all in one; accumulation steps would each pay the pipeline's fill.
     m = (lb // mb if ga == 1 else "%d passes of %d" % (ga, lb // mb)) if pp > 1 else ga
-    return {"dp": rep * shard, "tp": tp, "pp": pp, "v": fl["n_layers"] // pp // lps if pp > 1 and lps else 1,
+    return {"dp": rep * shard, "cp": cp, "tp": tp, "pp": pp, "v": fl["n_layers"] // pp // lps if pp > 1 and lps else 1,
             "sp": tp > 1, "zero": zero, "mb": mb, "m": m, "gb": gb, "recompute": cfg["activation_checkpoint.mode"]}
 
 
 def compare_plan(what, want, got):
     for k in want:
-        if k == "zero" and want["dp"] == 1:
+        if k == "zero" and want["dp"] * want["cp"] == 1:
             continue  # one replica: every ZeRO stage is the same plan
         if k == "sp" and want["tp"] == 1:
             continue
         if k == "dispatcher" and want["ep"] == 1:
             continue  # no expert parallelism: either dispatcher runs the same plan
+        if k not in got:
+            continue  # a key of one framework's plan only (cp_comm: Megatron's)
         if want[k] != got[k]:
             fail(what, "the plan's %s is %r, the framework runs %r" % (k, want[k], got[k]))
 
@@ -386,6 +396,10 @@ def corpus(ptdc, src):
         ("models/tiny-qwen2-moe.mdl", "--gpus 8 --tp 2 --pp 2 --ep 2 --micro-batch 1 --recompute none --sp on"),
         ("models/tiny-qwen2-moe.mdl", "--gpus 8 --tp 2 --pp 1 --ep 2 --etp 2 --micro-batch 1 --recompute none --sp off"),
         ("models/tiny-deepseek.mdl", "--set topk=4 --gpus 8 --tp 2 --pp 2 --ep 2 --micro-batch 1 --recompute full --sp on"),
+        # Context parallelism (the all-gather form), with a pipeline; beside tp (Megatron only: torchtitan's
+        # tensor parallelism always splits the norms' sequence, which ptdc's cp axis holds).
+        ("models/llama3-8b.mdl", "--gpus 16 --cp 2 --tp 1 --pp 2 --micro-batch 1 --recompute none --sp off"),
+        ("models/llama3-8b.mdl", "--gpus 16 --cp 2 --tp 2 --pp 1 --micro-batch 1 --recompute full --sp off"),
     ]
     for model, lay in layouts:
         for fw, zero in (("megatron", "1"), ("torchtitan", "3")):
@@ -421,6 +435,10 @@ def main():
             "models/llama3-8b.mdl --set n_layers=8 --gpus 16 --tp 2 --pp 2 --virtual-stages 2 --micro-batch 1 "
             "--recompute full --sp on --zero 3 --gpu h100-80gb --emit torchtitan",
             "models/llama2-7b.mdl --set n_layers=4 --gpus 8 --gpu h100-80gb --emit torchtitan",
+            "models/llama3-8b.mdl --set n_layers=8 --gpus 16 --cp 2 --tp 2 --pp 1 --micro-batch 1 "
+            "--recompute none --sp off --zero 1 --gpu h100-80gb --emit megatron",
+            "models/llama3-8b.mdl --set n_layers=8 --gpus 16 --cp 2 --tp 1 --pp 1 --micro-batch 1 "
+            "--recompute none --sp off --zero 3 --gpu h100-80gb --emit torchtitan",
         ]
         mutants(ptdc, [c.split() for c in cases])
     else:

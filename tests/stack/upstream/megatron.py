@@ -24,6 +24,7 @@ OPTIONS = {
     "--tensor-model-parallel-size": ("tensor_model_parallel_size", "int", 1, None),
     "--pipeline-model-parallel-size": ("pipeline_model_parallel_size", "int", 1, None),
     "--sequence-parallel": ("sequence_parallel", "true", False, None),
+    "--context-parallel-size": ("context_parallel_size", "int", 1, None),
     "--tp-comm-overlap": ("tp_comm_overlap", "true", False, None),
     "--bf16": ("bf16", "true", False, None),
     "--micro-batch-size": ("micro_batch_size", "int", None, None),
@@ -35,6 +36,9 @@ OPTIONS = {
     "--overlap-param-gather": ("overlap_param_gather", "true", False, None),
     "--overlap-param-gather-with-optimizer-step": ("overlap_param_gather_with_optimizer_step", "true", False, None),
     "--no-overlap-p2p-communication": ("overlap_p2p_comm", "false", True, None),
+    # nargs='+' with no argparse choices; the words are TransformerConfig.cp_comm_type's (one for
+    # every layer, or one per layer), which Transformer Engine's attention checks
+    "--cp-comm-type": ("cp_comm_type", "list", ["p2p"], ["p2p", "all_gather", "a2a", "a2a+p2p"]),
     "--ckpt-format": ("ckpt_format", "str", "torch_dist", ["torch", "torch_dist", "torch_dcp", "fsdp_dtensor"]),
     "--grad-reduce-in-bf16": ("grad_reduce_in_bf16", "true", False, None),
     "--no-gradient-accumulation-fusion": ("gradient_accumulation_fusion", "false", True, None),
@@ -124,6 +128,12 @@ def moe_pattern(a):
     return list(f)
 
 
+def data_parallel_size(a, world):
+    """validate_args: world // (tp x pp x cp) (total_model_size)."""
+    return world // (a["tensor_model_parallel_size"] * a["pipeline_model_parallel_size"] *
+                     a["context_parallel_size"])
+
+
 def parse(text):
     """The command --emit megatron printed: (args namespace as a dict, env,
     world size, gpu name, the header's vocabulary)."""
@@ -204,18 +214,17 @@ def _rules():
             if a[k] is None:
                 return "%s is not given" % k
         if a["global_batch_size"] is None:  # validate_args: micro_batch_size x data_parallel_size
-            a["global_batch_size"] = a["micro_batch_size"] * (world // (a["tensor_model_parallel_size"] *
-                                                                        a["pipeline_model_parallel_size"]))
+            a["global_batch_size"] = a["micro_batch_size"] * data_parallel_size(a, world)
 
-    @rule("tp*pp divides the world", "arguments.py: data_parallel_size")
+    @rule("tp*pp*cp divides the world", "arguments.py: total_model_size, data_parallel_size")
     def _(a, env, world, gpu):
-        tp, pp = a["tensor_model_parallel_size"], a["pipeline_model_parallel_size"]
-        if world % (tp * pp):
-            return "world size %d is not a multiple of tp %d x pp %d" % (world, tp, pp)
+        tp, pp, cp = a["tensor_model_parallel_size"], a["pipeline_model_parallel_size"], a["context_parallel_size"]
+        if world % (tp * pp * cp):
+            return "world size %d is not a multiple of tp %d x pp %d x cp %d" % (world, tp, pp, cp)
 
     @rule("global batch", "arguments.py: global_batch_size % (micro_batch_size * data_parallel_size)")
     def _(a, env, world, gpu):
-        dp = world // (a["tensor_model_parallel_size"] * a["pipeline_model_parallel_size"])
+        dp = data_parallel_size(a, world)
         if a["micro_batch_size"] is None or a["global_batch_size"] % (a["micro_batch_size"] * dp):
             return "global batch %s is not a multiple of micro-batch %s x dp %d" % (
                 a["global_batch_size"], a["micro_batch_size"], dp)
@@ -238,7 +247,7 @@ def _rules():
         if per // lv > 1:
             if pp <= (1 if a["overlap_p2p_comm"] else 2):
                 return "interleaved schedule with pp %d (more than %d needed)" % (pp, 1 if a["overlap_p2p_comm"] else 2)
-            dp = world // (a["tensor_model_parallel_size"] * pp)
+            dp = data_parallel_size(a, world)
             m = a["global_batch_size"] // (a["micro_batch_size"] * dp)
             if m < pp or m % pp:
                 return "%d micro-batches with the interleaved schedule's groups of pp %d" % (m, pp)
@@ -290,8 +299,31 @@ def _rules():
     @rule("CUDA_DEVICE_MAX_CONNECTIONS", "arguments.py: asserted == '1' with tp or cp > 1 before Blackwell")
     def _(a, env, world, gpu):
         pre_blackwell = gpu is None or gpu.split("-")[0] in ("a100", "h100", "h200", "h800", "a800")
-        if a["tensor_model_parallel_size"] > 1 and pre_blackwell and env.get("CUDA_DEVICE_MAX_CONNECTIONS") != "1":
-            return "tp > 1 on %s needs CUDA_DEVICE_MAX_CONNECTIONS=1 in the environment" % gpu
+        model_parallel = a["tensor_model_parallel_size"] > 1 or a["context_parallel_size"] > 1
+        if model_parallel and pre_blackwell and env.get("CUDA_DEVICE_MAX_CONNECTIONS") != "1":
+            return "tp or cp > 1 on %s needs CUDA_DEVICE_MAX_CONNECTIONS=1 in the environment" % gpu
+
+    @rule("context parallelism", "arguments.py: seq_length % (2 x context_parallel_size), a2a+p2p needs "
+          "--hierarchical-context-parallel-sizes; transformer_config.py: one cp_comm_type or one per layer; "
+          "dot_product_attention.py: cp only in TEDotProductAttention (not --attention-backend local)")
+    def _(a, env, world, gpu):
+        cp, kinds = a["context_parallel_size"], a["cp_comm_type"]
+        if cp < 1:
+            return "context_parallel_size %d" % cp
+        if "--cp-comm-type" in a["_seen"] and cp == 1:
+            return "--cp-comm-type is read only with --context-parallel-size > 1"
+        if cp == 1:
+            return
+        if a["seq_length"] % (2 * cp):
+            return "seq-length %d is not a multiple of 2 * context-parallel-size %d" % (a["seq_length"], cp)
+        if len(kinds) not in (1, a["num_layers"]):
+            return "%d cp_comm_types for %d layers" % (len(kinds), a["num_layers"])
+        if "a2a+p2p" in kinds:
+            return "a2a+p2p needs --hierarchical-context-parallel-sizes"
+        if a["attention_backend"] == "local":
+            return "context parallelism is only supported by TEDotProductAttention"
+        if a["attention_backend"] == "unfused":  # Transformer Engine: get_attention_backend
+            return "Transformer Engine's unfused attention does not support context parallelism"
 
     @rule("recomputation", "transformer_config.py __post_init__: recompute_method / recompute_num_layers")
     def _(a, env, world, gpu):

@@ -38,6 +38,7 @@ KEYS = {
                                                              "InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV"]),
     "parallelism.pipeline_parallel_microbatch_size": (int, 1, None),
     "parallelism.context_parallel_degree": (int, 1, None),
+    "parallelism.context_parallel_rotate_method": (str, "allgather", ["allgather", "alltoall"]),
     "parallelism.expert_parallel_degree": (int, 1, None),
     "activation_checkpoint.mode": (str, "selective", ["selective", "full", "memory_budget", "none"]),
     "compile.enable": (bool, False, None),
