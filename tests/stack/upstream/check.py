@@ -19,6 +19,7 @@ what ptdc's says (an independent judgement, below). An attribute on ptdc's
 operators that these checks do not compare fails the corpus."""
 
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -169,15 +170,71 @@ def header_plan(out):
                                   if g[10] else {})}
 
 
+def plan_chunks(ptdc, args, out):
+    """The model chunks of ptdc's plan, in model order: for each, (its layers,
+    holds the embedding, holds the head), read from the plan.json of the same
+    plan. The header states the layout but not the split, so the command line
+    runs again without --emit, under the stack --emit implies, with the
+    header's layout pinned where the command line left it to the search (a
+    pinned layout under a framework stack is the framework's plan, with any
+    --pp-layers), and `--plan-only -o DIR`. A stage's pieces other than
+    layers are the embedding before the first layer and the head after the last."""
+    import re
+    import shutil
+    import tempfile
+    h = header_plan(out)
+    line = next(l for l in out.splitlines() if l.startswith("# Plan: "))
+    sched = re.search(r", (1f1b|interleaved), recompute ", line).group(1)
+    fw = args[args.index("--emit") + 1]
+    i = args.index("--emit")
+    a = [x for x in args[:i] + args[i + 2:] if x != "--json"]
+    if "--stack" not in a:
+        a += ["--stack", "megatron" if fw == "megatron" else "fsdp"]
+    pins = [("--tp", h["tp"]), ("--pp", h["pp"]), ("--dp", h["dp"]), ("--micro-batch", h["mb"]),
+            ("--recompute", h["recompute"]), ("--sp", "on" if h["sp"] else "off"), ("--zero", h["zero"]),
+            ("--schedule", sched)]
+    pins += [("--virtual-stages", h["v"])] if h["v"] > 1 else []
+    pins += [("--cp", h["cp"])] if h["cp"] > 1 else []
+    pins += [("--ep", h["ep"]), ("--etp", h["etp"])] if "ep" in h else []
+    for flag, val in pins:
+        if flag not in a:
+            a += [flag, str(val)]
+    d = tempfile.mkdtemp(prefix="ptdc-chunks-")
+    try:
+        rc, _, err = run(ptdc, a + ["--plan-only", "-o", d])
+        if rc:
+            raise RuntimeError("ptdc %s --plan-only -o DIR exited %d: %s" % (" ".join(a), rc, err.strip()))
+        with open(os.path.join(d, "plan.json")) as f:
+            plan = json.load(f)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    par = plan["parallel"]
+    if (par["pp"], par["virtual_stages"], par["tp"], par["dp"]) != (h["pp"], h["v"], h["tp"], h["dp"]):
+        raise RuntimeError("ptdc %s planned %s, not the header's plan" % (" ".join(a), par))
+    chunks, seen_layer = [], False
+    for st in plan["stages"]:
+        emb = head = False
+        for name in st["pieces"]:
+            if name.startswith("layer "):
+                seen_layer = True
+            elif seen_layer:
+                head = True
+            else:
+                emb = True
+        chunks.append((st["layers"], emb, head))
+    return chunks
+
+
 def megatron_plan(a, world):
     tp, pp = a["tensor_model_parallel_size"], a["pipeline_model_parallel_size"]
-    lv = a["num_layers_per_virtual_pipeline_stage"]
     g, mods = a["recompute_granularity"], a["recompute_modules"] or ["core_attn"]
     rc = ("none" if g is None else "full" if g == "full" else "selective" if mods == ["core_attn"]
           else "ffn" if mods == ["mlp"] else "+".join(mods))
     cp = a["context_parallel_size"]
     dp = megatron.data_parallel_size(a, world)
-    return {"dp": dp, "cp": cp, "tp": tp, "pp": pp, "v": a["num_layers"] // pp // lv if lv else 1,
+    return {"dp": dp, "cp": cp, "tp": tp, "pp": pp, "v": a["_vpp"] or 1,
+            # the layers, embedding and head each chunk builds (megatron.pipeline_chunks)
+            "chunks": a["_chunks"],
             "sp": a["sequence_parallel"] and tp > 1, "zero": 1 if a["use_distributed_optimizer"] else 0,
             "mb": a["micro_batch_size"], "m": a["global_batch_size"] // (a["micro_batch_size"] * dp),
             "gb": a["global_batch_size"], "recompute": rc, "ep": a["expert_model_parallel_size"],
@@ -213,7 +270,14 @@ def compare_plan(what, want, got):
         if k == "dispatcher" and want["ep"] == 1:
             continue  # no expert parallelism: either dispatcher runs the same plan
         if k not in got:
-            continue  # a key of one framework's plan only (cp_comm: Megatron's)
+            continue  # a key of one framework's plan only (cp_comm, chunks: Megatron's)
+        if k == "chunks" and want[k] != got[k]:
+            show = lambda cs: " | ".join("%s%d%s" % ("E " if e else "", len(ls), " L" if h else "")
+                                         for ls, e, h in cs)
+            same = [len(c[0]) for c in want[k]] == [len(c[0]) for c in got[k]]
+            fail(what, "the plan's chunks hold %s layers, Megatron-LM builds %s%s" % (
+                show(want[k]), show(got[k]), " (other layer ids)" if same else ""))
+            continue
         if want[k] != got[k]:
             fail(what, "the plan's %s is %r, the framework runs %r" % (k, want[k], got[k]))
 
@@ -242,20 +306,52 @@ def check_case(ptdc, args, what=None):
     if can is not None:
         fail(what, "ptdc emitted a configuration for a model the framework cannot build (%s)" % can)
         return rc
-    for msg in check_text(fw, out, t):
+    try:
+        chunks = ptdc_chunks(ptdc, args, out, t) if fw == "megatron" else None
+    except RuntimeError as e:
+        fail(what, "cannot read the plan's stages: %s" % e)
+        return rc
+    for msg in check_text(fw, out, t, chunks):
         fail(what, msg)
     return rc
 
 
-def check_text(fw, out, t):
-    """The failures of one emitted output against ptdc's model t."""
+UNREPLANNED = []
+
+
+def ptdc_chunks(ptdc, args, out, t):
+    """plan_chunks, or without a pipeline the one chunk of every layer. Where
+    ptdc refuses the header's layout pinned though its framework search chose
+    it (an interleaved schedule over a model of several repeats: the pins'
+    check_interleaved_pins, which the search does not apply), and the command
+    line pins no split, the chunks are the split docs/stacks.md gives every
+    framework plan (layers / (pp v) each, the embedding with the first, the
+    head with the last); such cases are counted and printed."""
+    h = header_plan(out)
+    L = t["layers"]
+    if h["pp"] == 1:
+        return [(list(range(L)), True, True)]
+    try:
+        return plan_chunks(ptdc, args, out)
+    except RuntimeError as e:
+        if "--pp-layers" in args or "form one repeat" not in str(e):
+            raise
+    UNREPLANNED.append(" ".join(args))
+    n = h["pp"] * h["v"]
+    per = L // n
+    return [(list(range(c * per, (c + 1) * per)), c == 0, c == n - 1) for c in range(n)]
+
+
+def check_text(fw, out, t, chunks=None):
+    """The failures of one emitted output against ptdc's model t and, for
+    Megatron-LM, the chunks of ptdc's plan (ptdc_chunks)."""
     global FAILS
     saved, FAILS = FAILS, []
     try:
         with open(os.devnull, "w") as quiet:
             stdout, sys.stdout = sys.stdout, quiet
             try:
-                _check_text(fw, out, t)
+                _check_text(fw, out, t, chunks)
             finally:
                 sys.stdout = stdout
         return FAILS
@@ -263,7 +359,7 @@ def check_text(fw, out, t):
         FAILS = saved
 
 
-def _check_text(fw, out, t):
+def _check_text(fw, out, t, chunks):
     what = fw
     try:
         if fw == "megatron":
@@ -272,7 +368,9 @@ def _check_text(fw, out, t):
                 fail(what, "the header does not state the vocabulary the tokenizer must have")
                 vocab = t["vocab"]
             compare(what, t, megatron.model(a, vocab))
-            compare_plan(what, header_plan(out), megatron_plan(a, world))
+            if chunks is None:
+                fail(what, "no plan stages to compare with the chunks Megatron-LM builds")
+            compare_plan(what, dict(header_plan(out), chunks=chunks), megatron_plan(a, world))
         else:
             cfg, world, gpu, fl = torchtitan.validate(out)
             if fl is None:
@@ -309,8 +407,9 @@ def mutants(ptdc, cases):
             fail(" ".join(args), "exit %d: %s" % (rc, err))
             continue
         t = truth_of(ptdc, model_args(args))
-        if check_text(fw, out, t):
-            fail(" ".join(args), "the unmutated output fails: %s" % check_text(fw, out, t))
+        chunks = ptdc_chunks(ptdc, args, out, t) if fw == "megatron" else None
+        if check_text(fw, out, t, chunks):
+            fail(" ".join(args), "the unmutated output fails: %s" % check_text(fw, out, t, chunks))
             continue
         lines = out.splitlines()
         variants = []
@@ -358,7 +457,7 @@ def mutants(ptdc, cases):
             if harmless:
                 continue
             n += 1
-            if check_text(fw, text, t):
+            if check_text(fw, text, t, chunks):
                 caught += 1
             else:
                 fail(" ".join(args), "dropping %s goes unnoticed" % what)
@@ -409,6 +508,8 @@ def corpus(ptdc, src):
             emitted += rc == 0
     print("%d outputs checked (%d emitted, the rest refused with a reason) against %s and %s" % (
         n, emitted, megatron.UPSTREAM.split(":")[0], torchtitan.UPSTREAM.split(":")[0]))
+    for c in UNREPLANNED:
+        print("note: ptdc refuses this layout pinned, so its chunks are taken as the framework's even split: " + c)
     if emitted < n // 3:
         fail("corpus", "only %d of %d outputs were emitted" % (emitted, n))
 

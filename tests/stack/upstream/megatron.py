@@ -14,7 +14,10 @@ UPSTREAM = ("Megatron-LM main at d98e8a64ddf3 (2026-08-22): megatron/training/ar
             "core/model_parallel_config.py, core/transformer/transformer_config.py, "
             "core/models/common/embeddings/rotary_pos_embedding.py, core/fusions/fused_bias_gelu.py, "
             "core/transformer/moe/shared_experts.py, moe_layer.py, moe_utils.py (group_limited_topk), "
-            "core/models/gpt/gpt_layer_specs.py (get_gpt_decoder_layer_specs)")
+            "core/models/gpt/gpt_layer_specs.py (get_gpt_decoder_layer_specs, get_gpt_decoder_block_spec), "
+            "core/transformer/pipeline_parallel_layer_layout.py, transformer_block.py (get_num_layers_to_build), "
+            "transformer_layer.py (get_transformer_layer_offset), training/training.py (get_model: pre_process, "
+            "post_process)")
 
 # flag: (dest, kind, default, choices). kind: int, float, str, true (store_true),
 # false (store_false), tuple ("a,b" of ints), list (one or more words), freq
@@ -31,6 +34,11 @@ OPTIONS = {
     "--global-batch-size": ("global_batch_size", "int", None, None),
     # arguments.py
     "--num-layers-per-virtual-pipeline-stage": ("num_layers_per_virtual_pipeline_stage", "int", None, None),
+    "--num-virtual-stages-per-pipeline-rank": ("num_virtual_stages_per_pipeline_rank", "int", None, None),
+    # uneven pipelines (argument_utils.py: num_layers_in_{first,last}_pipeline_stage of TransformerConfig)
+    "--decoder-first-pipeline-num-layers": ("decoder_first_pipeline_num_layers", "int", None, None),
+    "--decoder-last-pipeline-num-layers": ("decoder_last_pipeline_num_layers", "int", None, None),
+    "--pipeline-model-parallel-layout": ("pipeline_model_parallel_layout", "str", None, None),
     "--use-distributed-optimizer": ("use_distributed_optimizer", "true", False, None),
     "--overlap-grad-reduce": ("overlap_grad_reduce", "true", False, None),
     "--overlap-param-gather": ("overlap_param_gather", "true", False, None),
@@ -74,6 +82,8 @@ OPTIONS = {
     "--recompute-granularity": ("recompute_granularity", "str", None, ["full", "selective"]),
     "--recompute-method": ("recompute_method", "str", None, ["uniform", "block"]),
     "--recompute-num-layers": ("recompute_num_layers", "int", None, None),
+    "--account-for-embedding-in-pipeline-split": ("account_for_embedding_in_pipeline_split", "true", False, None),
+    "--account-for-loss-in-pipeline-split": ("account_for_loss_in_pipeline_split", "true", False, None),
     # MoE (arguments.py _add_moe_args; TransformerConfig moe_* fields; ModelParallelConfig)
     "--num-experts": ("num_experts", "int", None, None),
     "--moe-ffn-hidden-size": ("moe_ffn_hidden_size", "int", None, None),
@@ -126,6 +136,137 @@ def moe_pattern(a):
     if isinstance(f, int):
         return [1 if i % f == 0 else 0 for i in range(L)]
     return list(f)
+
+
+LAYOUT_CHARS = {"E": "embedding", "L": "loss", "t": "decoder", "m": "mtp"}
+
+
+def layout_stages(text):
+    """pipeline_parallel_layer_layout.py parse_str_to_list: commas dropped,
+    "(...)*n" then "x*n" unrolled, stages split at "|", one layer per
+    character of E (embedding), L (loss), t (decoder), m (mtp). Raises Reject
+    where it asserts (an unknown character)."""
+    import re
+    text = text.replace(",", "")
+    for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        text = re.sub(pattern, lambda x: x.group(1) * int(x.group(2)), text)
+    stages = []
+    for stage in text.split("|"):
+        stages.append([])
+        for ch in stage:
+            if ch not in LAYOUT_CHARS:
+                raise Reject("invalid layer character %r in the pipeline layout (known: %s)" % (
+                    ch, ", ".join(LAYOUT_CHARS)))
+            stages[-1].append(LAYOUT_CHARS[ch])
+    return stages
+
+
+def _split_counts(a):
+    """The flags of the pipeline split: pp, vpp (None without interleaving, as
+    validate_args leaves it), first, last, account_for_embedding, account_for_loss."""
+    return (a["pipeline_model_parallel_size"], a.get("_vpp"), a["decoder_first_pipeline_num_layers"],
+            a["decoder_last_pipeline_num_layers"], a["account_for_embedding_in_pipeline_split"],
+            a["account_for_loss_in_pipeline_split"])
+
+
+def num_layers_to_build(a, vp, r):
+    """transformer_block.py get_num_layers_to_build for pipeline rank r,
+    virtual stage vp (the layout's count where there is one)."""
+    pp, vpp, first, last, acc_e, acc_l = _split_counts(a)
+    if a["pipeline_model_parallel_layout"] is not None:
+        return a["_layout"][vp * pp + r].count("decoder")
+    if first is not None or last is not None:
+        left, stages = a["num_layers"], pp
+        if first is not None:
+            left, stages = left - first, stages - 1
+        if last is not None:
+            left, stages = left - last, stages - 1
+        if stages > 0:
+            if left % stages:
+                raise Reject("get_num_layers_to_build: with uneven pipelining the left over layers (%d) must be "
+                             "divisible by left over stages (%d)" % (left, stages))
+            per_rank = left // stages
+        else:
+            per_rank = 0
+        if r == 0 and first is not None:
+            per_rank = first
+        if r == pp - 1 and last is not None:
+            per_rank = last
+    else:
+        n = a["num_layers"] + acc_e + acc_l
+        if n % pp:
+            raise Reject("get_num_layers_to_build: %d layers not divisible by pp %d" % (n, pp))
+        per_rank = n // pp
+    if vpp is not None and pp > 1:
+        if per_rank % vpp:
+            raise Reject("get_num_layers_to_build: num_layers_per_pipeline_rank %d not divisible by vp_size %d"
+                         % (per_rank, vpp))
+        build = per_rank // vpp
+    else:
+        build = per_rank
+    if acc_e and vp == 0 and r == 0:
+        build -= 1
+    if acc_l and vp == (vpp or 1) - 1 and r == pp - 1:
+        build -= 1
+    if build < 0:
+        raise Reject("get_num_layers_to_build: not enough layers in the first or last virtual pipeline stage")
+    return build
+
+
+def layer_offset(a, vp, r):
+    """transformer_layer.py get_transformer_layer_offset (the branches without a layout)."""
+    pp, vpp, first, last, acc_e, acc_l = _split_counts(a)
+    if pp == 1:
+        return 0
+    if first is not None or last is not None:
+        middle_stages = pp - (first is not None) - (last is not None)
+        f, z = first or 0, last or 0
+        middle = a["num_layers"] - f - z
+        middle_rank = r if first is None else r - 1
+        if vpp is not None:
+            f_chunk, z_chunk, mid_chunk = f // vpp, z // vpp, middle // vpp
+            total = f_chunk + mid_chunk + z_chunk
+            if r == 0:
+                return vp * total
+            return vp * total + f_chunk + middle_rank * (mid_chunk // middle_stages)
+        per = middle // middle_stages if middle_stages > 0 else 0
+        return 0 if r == 0 else middle_rank * per + f
+    n = a["num_layers"] + acc_e + acc_l
+    per = n // pp
+    if vpp is not None:
+        offset = vp * (n // vpp) + r * (per // vpp)
+    else:
+        offset = r * per
+    if acc_e and not (vp == 0 and r == 0):
+        offset -= 1
+    return offset
+
+
+def pipeline_chunks(a):
+    """The model chunks Megatron-LM builds, in model order (virtual stage
+    major, pipeline rank minor, as the interleaved schedule runs them): for
+    each, (the decoder layer ids it builds, holds the embedding, holds the
+    output layer and loss). gpt_layer_specs.py get_gpt_decoder_block_spec:
+    with a layout, its get_layer_id_list; else layer_specs[offset : offset +
+    num_layers_to_build] (a Python slice of the num_layers specs). The
+    embedding is built where pre_process is true, the first pipeline rank's
+    first virtual stage, the output layer where post_process is (the last
+    rank's last stage), whatever the layout string says (training.py get_model)."""
+    pp, vpp = a["pipeline_model_parallel_size"], a.get("_vpp") or 1
+    ids = list(range(a["num_layers"]))
+    chunks = []
+    for vp in range(vpp):
+        for r in range(pp):
+            n = num_layers_to_build(a, vp, r)
+            if a["pipeline_model_parallel_layout"] is not None:
+                st = a["_layout"]
+                off = sum(st[c].count("decoder") for c in range(vp * pp + r))  # get_layer_offset
+                built = list(range(off, off + n))
+            else:
+                off = layer_offset(a, vp, r)
+                built = ids[off:off + n]
+            chunks.append((built, vp == 0 and r == 0, vp == vpp - 1 and r == pp - 1))
+    return chunks
 
 
 def data_parallel_size(a, world):
@@ -229,28 +370,115 @@ def _rules():
             return "global batch %s is not a multiple of micro-batch %s x dp %d" % (
                 a["global_batch_size"], a["micro_batch_size"], dp)
 
-    @rule("layers split over pp", "arguments.py: num_layers % transformer_pipeline_model_parallel_size")
+    @rule("pipeline split", "arguments.py validate_args: at most one of --num-layers-per-virtual-pipeline-stage, "
+          "--num-virtual-stages-per-pipeline-rank, --pipeline-model-parallel-layout; the layout's stages % pp "
+          "(its vpp); uneven first/last stages need --num-virtual-stages-per-pipeline-rank to interleave; "
+          "(num_layers + account_for_*) % pp and per-stage % num_layers_per_virtual_pipeline_stage; vpp 1 is "
+          "none; interleaving needs pp > 1 (pp > 2 without --overlap-p2p-comm); schedules.py: microbatch "
+          "groups of pp")
     def _(a, env, world, gpu):
-        if a["num_layers"] % a["pipeline_model_parallel_size"]:
-            return "num_layers %d not divisible by pp" % a["num_layers"]
-
-    @rule("virtual pipeline", "arguments.py: num_layers_per_pipeline_stage % num_layers_per_virtual_pipeline_stage, "
-          "pp > 1 with --overlap-p2p-comm (default on); schedules.py: microbatch groups of pp")
-    def _(a, env, world, gpu):
-        lv = a["num_layers_per_virtual_pipeline_stage"]
-        if lv is None:
-            return
-        pp = a["pipeline_model_parallel_size"]
-        per = a["num_layers"] // pp
-        if per % lv:
-            return "layers per pipeline stage %d not divisible by %d" % (per, lv)
-        if per // lv > 1:
+        pp, L = a["pipeline_model_parallel_size"], a["num_layers"]
+        lv, nv = a["num_layers_per_virtual_pipeline_stage"], a["num_virtual_stages_per_pipeline_rank"]
+        lay = a["pipeline_model_parallel_layout"]
+        first, last = a["decoder_first_pipeline_num_layers"], a["decoder_last_pipeline_num_layers"]
+        acc = a["account_for_embedding_in_pipeline_split"] + a["account_for_loss_in_pipeline_split"]
+        a["_vpp"] = a["_layout"] = None
+        if (lv is not None) + (nv is not None) + (lay is not None) > 1:
+            return ("no more than one of --num-layers-per-virtual-pipeline-stage, "
+                    "--num-virtual-stages-per-pipeline-rank, --pipeline-model-parallel-layout")
+        # a count of 0 or less divides by zero (lv) or makes no chunk (nv)
+        for flag, x in (("--num-layers-per-virtual-pipeline-stage", lv),
+                        ("--num-virtual-stages-per-pipeline-rank", nv)):
+            if x is not None and x < 1:
+                return "%s %d" % (flag, x)
+        vpp = None
+        if lay is not None:
+            try:
+                stages = layout_stages(lay)
+            except Reject as e:
+                return str(e)
+            if len(stages) % pp:
+                return "the layout's %d stages are not divisible by pp %d" % (len(stages), pp)
+            vpp = len(stages) // pp
+            a["_layout"] = stages
+        elif lv is not None or nv is not None:
+            if nv is None:
+                if first is not None or last is not None:
+                    return ("please use --num-virtual-stages-per-pipeline-rank to specify virtual pipeline "
+                            "parallel degree when enable uneven pipeline parallelism")
+                if (L + acc) % pp:
+                    return "num_layers %d (+%d) not divisible by pp %d" % (L, acc, pp)
+                if (L + acc) // pp % lv:
+                    return "layers per pipeline stage %d not divisible by %d" % ((L + acc) // pp, lv)
+                vpp = (L + acc) // pp // lv
+            else:
+                vpp = nv
+        elif first is None and last is None and (L + acc) % pp:
+            return "num_layers %d (+%d) not divisible by pp %d" % (L, acc, pp)
+        a["_vpp"] = vpp = None if vpp == 1 else vpp
+        if vpp is not None:
             if pp <= (1 if a["overlap_p2p_comm"] else 2):
                 return "interleaved schedule with pp %d (more than %d needed)" % (pp, 1 if a["overlap_p2p_comm"] else 2)
             dp = data_parallel_size(a, world)
             m = a["global_batch_size"] // (a["micro_batch_size"] * dp)
             if m < pp or m % pp:
                 return "%d micro-batches with the interleaved schedule's groups of pp %d" % (m, pp)
+
+    @rule("uneven pipeline stages", "transformer_config.py __post_init__: first/last not with account_for_*; "
+          "the layout not with first/last/account_for_*; first and last > 0 and multiples of vpp; middle "
+          "layers and middle stages both or neither, the middle layers divisible by the middle stages and each "
+          "middle rank's by vpp; account_for_*: (num_layers + 1 or 2) % pp, per rank % vpp; "
+          "pipeline_parallel_layer_layout.py validate_layer_layout: E first, L last, each once, decoder "
+          "layers == num_layers, no mtp (mtp_num_layers None); training.py get_model builds the embedding in "
+          "the first chunk and the loss in the last; transformer_block.py get_num_layers_to_build")
+    def _(a, env, world, gpu):
+        pp, vpp, first, last, acc_e, acc_l = _split_counts(a)
+        L = a["num_layers"]
+        uneven = first is not None or last is not None
+        if uneven and (acc_e or acc_l):
+            return "num_layers_in_first/last_pipeline_stage cannot be set with account_for_*_in_pipeline_split"
+        if a["pipeline_model_parallel_layout"] is not None:
+            if uneven or acc_e or acc_l:
+                return "pipeline_model_parallel_layout cannot be set with other pipeline layout arguments"
+            flat = [x for vp in range(vpp or 1) for r in range(pp) for x in a["_layout"][vp * pp + r]]
+            if not flat or flat[0] != "embedding" or flat[-1] != "loss":
+                return "the layout's first layer must be E and its last L"
+            if flat.count("embedding") != 1 or flat.count("loss") != 1:
+                return "the layout must give E and L exactly once"
+            if flat.count("decoder") != L:
+                return "the layout has %d decoder layers, num_layers is %d" % (flat.count("decoder"), L)
+            if flat.count("mtp"):
+                return "the layout has mtp layers, and mtp_num_layers is not set"
+            st = a["_layout"]
+            if "embedding" not in st[0] or "loss" not in st[-1]:
+                return ("the layout puts E or L in a chunk where Megatron does not build it (the embedding is "
+                        "built in the first chunk, the loss in the last: pre_process, post_process)")
+        elif uneven:
+            stages, left = pp, L
+            for name, x in (("first", first), ("last", last)):
+                if x is None:
+                    continue
+                if x <= 0:
+                    return "num_layers_in_%s_pipeline_stage must be larger than 0" % name
+                if vpp is not None and x % vpp:
+                    return "number of layers at %s stage %d must be divisible by vpp %d" % (name, x, vpp)
+                left, stages = left - x, stages - 1
+            if bool(left) != bool(stages):
+                return "%d middle layers remaining but %d middle PP stages available" % (left, stages)
+            if stages and left % stages:
+                return "number of layers at middle stage %d must be divisible by the middle pp size %d" % (left, stages)
+            if stages and vpp is not None and left // stages % vpp:
+                return "layers on each middle pipeline rank (%d) must be divisible by vpp %d" % (left // stages, vpp)
+        elif acc_e or acc_l:
+            n = L + acc_e + acc_l
+            if n % pp:
+                return "num_layers %d (+ embedding/loss) must be divisible by pp %d" % (n, pp)
+            if vpp is not None and n // pp % vpp:
+                return "layers on each pipeline rank (%d) must be divisible by vpp %d" % (n // pp, vpp)
+        try:
+            a["_chunks"] = pipeline_chunks(a)
+        except Reject as e:
+            return str(e)
 
     @rule("heads and query groups over tp", "transformer_config.py __post_init__")
     def _(a, env, world, gpu):
