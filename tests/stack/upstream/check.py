@@ -393,6 +393,55 @@ PERF_ONLY = {"--overlap-grad-reduce", "--overlap-param-gather", "--attention-bac
              "--moe-grouped-gemm"}
 
 
+SPLIT_FLAGS = ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+               "--num-virtual-stages-per-pipeline-rank", "--num-layers-per-virtual-pipeline-stage")
+
+
+def split_variants(out):
+    """Outputs whose pipeline split differs from the emitted one: each count
+    of the split flags one chunk per rank more and less (first and last moved
+    together too, which keeps Megatron's sum), and the layout with one layer
+    moved from each chunk to the next, written out plainly ("Et|tt|..."). Each
+    changes the layers some chunk holds, so the checks must fail (a rule, or
+    the chunks against the plan's stages)."""
+    import re
+    a, *_ = megatron.parse(out)
+    vpp = a["num_virtual_stages_per_pipeline_rank"] or 1
+    vs = []
+
+    def sub(flag, val, new):
+        return re.sub(r"(    %s )%s\b" % (re.escape(flag), re.escape(val)), lambda m: m.group(1) + new, out, count=1)
+
+    for flag in SPLIT_FLAGS:
+        dest = megatron.OPTIONS[flag][0]
+        n = a[dest]
+        if n is None:
+            continue
+        for d in (vpp, -vpp) if flag.startswith("--decoder") else (1, -1):
+            if n + d > 0:
+                vs.append(("changing %s %d to %d" % (flag, n, n + d), False, sub(flag, str(n), str(n + d))))
+    f, z = a["decoder_first_pipeline_num_layers"], a["decoder_last_pipeline_num_layers"]
+    if f is not None and z is not None and z > vpp:
+        t = sub("--decoder-first-pipeline-num-layers", str(f), str(f + vpp))
+        vs.append(("moving %d layers from the last pipeline rank to the first" % vpp, False,
+                   re.sub(r"(    --decoder-last-pipeline-num-layers )%d\b" % z, lambda m: m.group(1) + str(z - vpp),
+                          t, count=1)))
+    lay = a["pipeline_model_parallel_layout"]
+    if lay is not None:
+        st = megatron.layout_stages(lay)
+        char = {v: k for k, v in megatron.LAYOUT_CHARS.items()}
+        for c in range(len(st) - 1):
+            if "decoder" not in st[c]:
+                continue
+            moved = [list(x) for x in st]
+            moved[c].remove("decoder")
+            moved[c + 1].insert(0, "decoder")
+            text = "|".join("".join(char[x] for x in chunk) for chunk in moved)
+            vs.append(("moving a layer of the layout's chunk %d to the next" % c, False,
+                       out.replace("'%s'" % lay, "'%s'" % text, 1)))
+    return vs
+
+
 def mutants(ptdc, cases):
     """Drop each flag (Megatron-LM) or each flavor keyword and job-file key
     (torchtitan) of real outputs one at a time: unless what is dropped is the
@@ -428,6 +477,7 @@ def mutants(ptdc, cases):
                     variants.append((flag, harmless, "\n".join(v) + "\n"))
                 elif l.startswith("export "):
                     variants.append((l, False, "\n".join(lines[:i] + lines[i + 1:]) + "\n"))
+            variants += split_variants(out)
         else:
             cfg, world, gpu, fl = torchtitan.parse(out)
             start = next(i for i, l in enumerate(lines) if "TransformerModelArgs(" in l)
@@ -499,6 +549,17 @@ def corpus(ptdc, src):
         # tensor parallelism always splits the norms' sequence, which ptdc's cp axis holds).
         ("models/llama3-8b.mdl", "--gpus 16 --cp 2 --tp 1 --pp 2 --micro-batch 1 --recompute none --sp off"),
         ("models/llama3-8b.mdl", "--gpus 16 --cp 2 --tp 2 --pp 1 --micro-batch 1 --recompute full --sp off"),
+        # Uneven pipelines (--pp-layers): Megatron's first/last counts under 1F1B and interleaved, the
+        # first alone (3,2,2,1: the last is the middle's), its layout string under 1F1B and interleaved
+        # (torchtitan refuses them all).
+        ("models/llama3-8b.mdl", "--gpus 6 --tp 2 --pp 3 --micro-batch 1 --recompute none --sp on --schedule 1f1b "
+         "--pp-layers first=2,last=2"),
+        ("models/llama2-7b.mdl", "--gpus 6 --global-batch 24 --tp 2 --pp 3 --virtual-stages 2 --micro-batch 1 "
+         "--recompute full --sp on --schedule interleaved --pp-layers first=2,last=2"),
+        ("models/gpt3-1.3b.mdl", "--gpus 8 --tp 2 --pp 4 --micro-batch 1 --recompute none --sp on --schedule 1f1b --pp-layers 3,2,2,1"),
+        ("models/llama3-8b.mdl", "--gpus 16 --tp 2 --pp 4 --micro-batch 1 --recompute none --sp on --schedule 1f1b --pp-layers 1,2,4,1"),
+        ("models/llama3-8b.mdl", "--gpus 16 --tp 2 --pp 2 --virtual-stages 2 --micro-batch 1 --recompute selective "
+         "--sp on --schedule interleaved --pp-layers 1,3,3,1"),
     ]
     for model, lay in layouts:
         for fw, zero in (("megatron", "1"), ("torchtitan", "3")):
@@ -540,6 +601,14 @@ def main():
             "--recompute none --sp off --zero 1 --gpu h100-80gb --emit megatron",
             "models/llama3-8b.mdl --set n_layers=8 --gpus 16 --cp 2 --tp 1 --pp 1 --micro-batch 1 "
             "--recompute none --sp off --zero 3 --gpu h100-80gb --emit torchtitan",
+            # Uneven pipelines: first/last under 1F1B and interleaved, and the layout string.
+            "models/llama3-8b.mdl --set n_layers=8 --gpus 6 --tp 2 --pp 3 --micro-batch 1 --recompute none "
+            "--sp on --zero 1 --schedule 1f1b --pp-layers first=2,last=2 --gpu h100-80gb --emit megatron",
+            "models/llama3-8b.mdl --set n_layers=8 --gpus 6 --global-batch 24 --tp 2 --pp 3 --virtual-stages 2 "
+            "--micro-batch 1 --recompute none --sp on --zero 1 --schedule interleaved --pp-layers first=2,last=2 "
+            "--gpu h100-80gb --emit megatron",
+            "models/llama3-8b.mdl --set n_layers=8 --gpus 16 --tp 2 --pp 2 --virtual-stages 2 --micro-batch 1 "
+            "--recompute none --sp on --zero 1 --schedule interleaved --pp-layers 1,3,3,1 --gpu h100-80gb --emit megatron",
         ]
         mutants(ptdc, [c.split() for c in cases])
     else:

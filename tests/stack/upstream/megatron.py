@@ -228,6 +228,10 @@ def layer_offset(a, vp, r):
             total = f_chunk + mid_chunk + z_chunk
             if r == 0:
                 return vp * total
+            if middle_stages == 0:  # evaluated even where middle_rank is 0
+                raise Reject("get_transformer_layer_offset: an interleaved uneven pipeline with both first and "
+                             "last counts and no middle stage (pp 2) divides by the 0 middle stages "
+                             "(ZeroDivisionError building pipeline rank 1)")
             return vp * total + f_chunk + middle_rank * (mid_chunk // middle_stages)
         per = middle // middle_stages if middle_stages > 0 else 0
         return 0 if r == 0 else middle_rank * per + f
