@@ -13,7 +13,9 @@ rules as data, with the upstream version they describe), the model the
 framework would build from them is computed, and it is compared with the
 model ptdc describes, read from `ptdc --emit ir` (ptdc_ir.py): layers, sizes,
 norm and epsilon, activation, biases, tied embeddings, positions, every
-rotary frequency, the attention window, the parameter count. Where ptdc
+rotary frequency, the attention window, the parameter count; for Megatron-LM
+also the layers, embedding and head each pipeline chunk builds against the
+stages of ptdc's plan (plan_chunks). Where ptdc
 refuses (exit status 3), the framework's model must indeed be unable to say
 what ptdc's says (an independent judgement, below). An attribute on ptdc's
 operators that these checks do not compare fails the corpus."""
@@ -446,7 +448,9 @@ def mutants(ptdc, cases):
     """Drop each flag (Megatron-LM) or each flavor keyword and job-file key
     (torchtitan) of real outputs one at a time: unless what is dropped is the
     framework's default anyway (or only changes speed), the checks must fail.
-    This is the proof that an emitter dropping an attribute fails a test."""
+    Megatron-LM outputs with an uneven split also get each split count changed
+    (split_variants). This is the proof that an emitter dropping an attribute
+    or misstating the split fails a test."""
     import re
     n = caught = 0
     for args in cases:
