@@ -324,6 +324,50 @@ void rt_attention_pos_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, c
                           int64_t B, int64_t Sq, int64_t Sk, int64_t H, int64_t KVH, int64_t D,
                           bool causal, int64_t window, int64_t chunk, const int64_t *qpos,
                           const int64_t *kpos);
+/* Ring attention (context parallelism, docs/context.md): the cp ranks of c each hold Sq rows
+ * of q, k, v ([B, Sq, H, D], [B, Sq, KVH, D]), in nchunks chunks of `chunk` positions:
+ * rank j's chunk i starts at position pos[j * nchunks + i] (pos: cp x nchunks entries, host
+ * memory; nchunks 1 or 2). Out: o and lse of this rank's queries against every rank's keys,
+ * equal to rt_attention_pos_fwd against all keys gathered (masks on positions, as there).
+ * The K/V blocks travel the ring (rank j sends to j + 1, receives from j - 1), the next
+ * transfer posted before the current block's compute; blocks no query of this rank sees
+ * (causal: all after its last position; window) are neither computed nor waited for longer
+ * than the ring needs. Every rank of c calls it with the same arguments but q, k, v, o, lse
+ * and scratch. scratch: 2 * B * Sq * KVH * D * 2 activations (two K/V blocks in flight)
+ * plus, forward, B * Sq * H * (D + 1) floats (the fp32 running output, one block's lse) or,
+ * backward, 2 * B * Sq * KVH * D activations (one block's dk, dv), 4 * B * Sq * KVH * D
+ * floats (two fp32 dk, dv accumulators in flight) and B * Sq * H * D floats (the fp32 dq);
+ * each region 256-byte aligned: rt_attention_ring_scratch(B, Sq, H, KVH, D) returns the
+ * size in bytes, enough for both directions. On CUDA pass a communicator from
+ * rt_comm_split_p2p so sends overlap compute. The merged result equals the gathered
+ * attention to fp32 rounding (the log-sum-exp merge reorders the row sums): within 2e-6
+ * of the largest output on CPU, as the all-gather form. */
+size_t rt_attention_ring_scratch(int64_t B, int64_t Sq, int64_t H, int64_t KVH, int64_t D);
+void rt_attention_ring_fwd(RtComm *c, rt_act *o, float *lse, const rt_act *q, const rt_act *k,
+                           const rt_act *v, int64_t B, int64_t Sq, int64_t H, int64_t KVH,
+                           int64_t D, bool causal, int64_t window, int64_t chunk, int nchunks,
+                           const int64_t *pos, void *scratch);
+/* Backward: dq for this rank's queries; dk, dv for this rank's own keys and values (complete:
+ * every rank's contributions summed, travelling the ring with the blocks and returning home).
+ * o and lse are the forward's (the whole attention's), so each block's backward is exact.
+ * Deterministic: dq sums its blocks in ring order, a block's dk, dv sum the ranks' shares in
+ * ring order from its owner's successor, the owner's own last, all in fp32, whatever the
+ * timing. */
+void rt_attention_ring_bwd(RtComm *c, rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q,
+                           const rt_act *k, const rt_act *v, const rt_act *o, const float *lse,
+                           const rt_act *dout, int64_t B, int64_t Sq, int64_t H, int64_t KVH,
+                           int64_t D, bool causal, int64_t window, int64_t chunk, int nchunks,
+                           const int64_t *pos, void *scratch);
+/* Ring attention's merge of one block into the running result, rows of D values (rows =
+ * B * Sq * H): with l = logaddexp(lse, lse_b), acc = acc e^(lse - l) + o_b e^(lse_b - l) and
+ * lse = l, in fp32; rows with lse_b = -inf are unchanged (a row that never sees a key keeps
+ * acc = 0, lse = -inf); acc must be finite. out != NULL: also out = acc rounded to rt_act
+ * (the last block; out may be o_b). */
+void rt_attention_merge(float *acc, float *lse, const rt_act *o_b, const float *lse_b,
+                        rt_act *out, int64_t rows, int64_t D);
+/* out[i] = x[i] + acc[i], summed in fp32 and rounded once (out may be x): the last of a sum
+ * kept in fp32 (ring attention's dq, dk, dv). */
+void rt_add_f32(rt_act *out, const rt_act *x, const float *acc, int64_t n);
 
 /* y = 1 / (1 + exp(-x)); backward from the output: dx = dy y (1 - y). */
 void rt_sigmoid_fwd(rt_act *y, const rt_act *x, int64_t n);

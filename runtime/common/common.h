@@ -155,6 +155,12 @@ int rtc_ck_rank_file_problem(const RtCkpt *c, int r, int *fd, RtcCkHeader *hd, c
 /* "DIR/rank00003.ckpt" (malloc'd). */
 char *rtc_ck_rank_path(const char *stepdir, int rank);
 
+/* Defined by each backend (runtime/cpu/attention_merge.c,
+ * runtime/cuda/attention_merge.cu): sizeof(rt_act) there. The common objects
+ * are compiled once, without PTDC_CUDA, so code here that lays out rt_act
+ * buffers (attention_ring.c) asks. */
+size_t rtc_act_bytes(void);
+
 /* launcher.c: has this rank's launcher died? (watchdog threads ask) */
 void rtc_launcher_init(void); /* at start-up, before the watchdog thread */
 bool rtc_launcher_gone(char *what, size_t len);

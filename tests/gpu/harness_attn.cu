@@ -297,8 +297,54 @@ static void t_attention_pos_unseen(Rng &r, int64_t D, bool generic)
     rtcu_attention_deterministic(-1);
 }
 
+/* Ring attention's merge (rt_attention_merge) and fp32 sum (rt_add_f32)
+ * against the CPU backend's on the same inputs: random rows, some whose
+ * block saw no key (lse_b = -inf: unchanged), some whose running result has
+ * none yet (lse = -inf, acc = 0: the block's), some neither (report() takes
+ * finite values only; the CPU test covers a row that stays -inf). */
+static void t_attention_merge(Rng &r)
+{
+    const int64_t rows = 203, D = 72, n = rows * D;
+    auto acc = randv(r, n), ob = randv(r, n);
+    std::vector<float> lse((size_t)rows), lseb((size_t)rows);
+    for (int64_t i = 0; i < rows; i++) {
+        lse[(size_t)i] = 4.0f * r.uni(), lseb[(size_t)i] = 4.0f * r.uni();
+        if (i % 7 == 3 && i % 11 != 5) lseb[(size_t)i] = -INFINITY; /* (a row of both would end -inf) */
+        else if (i % 11 == 5) {
+            lse[(size_t)i] = -INFINITY;
+            for (int64_t d = 0; d < D; d++) acc[(size_t)(i * D + d)] = 0.0f;
+        }
+    }
+    for (int final = 0; final < 2; final++) {
+        float *da = df32(acc), *dl = df32(lse), *dlb = df32(lseb);
+        rt_act *dob = dact(ob), *dout = final ? (rt_act *)rt_alloc((size_t)n * 2) : NULL;
+        std::vector<float> ca(acc), cl(lse), co((size_t)n);
+        rt_attention_merge(da, dl, dob, dlb, dout, rows, D);
+        cpu_rt_attention_merge(ca.data(), cl.data(), ob.data(), lseb.data(), final ? co.data() : NULL, rows, D);
+        report(final ? "attention_merge acc (fp32, with out)" : "attention_merge acc (fp32)", hf32(da, n), ca, TOL_F32);
+        report(final ? "attention_merge lse (with out)" : "attention_merge lse", hf32(dl, rows), cl, TOL_F32);
+        if (final) report("attention_merge out", hact(dout, n), co, TOL_BF16);
+        std::vector<float> gl = hf32(dl, rows);
+        bool same = true;
+        for (int64_t i = 0; i < rows; i++)
+            if (lseb[(size_t)i] == -INFINITY && !(gl[(size_t)i] == lse[(size_t)i])) same = false;
+        report_bool("attention_merge rows with lse_b = -inf unchanged", same, "lse kept");
+        rt_free(da), rt_free(dl), rt_free(dlb), rt_free(dob);
+        if (dout) rt_free(dout);
+    }
+    auto x = randv(r, n), f = randv(r, n, 3.0f);
+    rt_act *dx = dact(x);
+    float *df = df32(f);
+    std::vector<float> cx((size_t)n);
+    rt_add_f32(dx, dx, df, n);
+    cpu_rt_add_f32(cx.data(), x.data(), f.data(), n);
+    report("add_f32 (in place)", hact(dx, n), cx, TOL_BF16);
+    rt_free(dx), rt_free(df);
+}
+
 void run_attention_pos_tests(Rng &r)
 {
+    t_attention_merge(r);
     /* Chunks of 24 (a 128-query tile spans chunks), 10 (odd, under a tile),
      * 64 (whole tiles); windows inside a chunk and across chunks. */
     const PosCase pc[] = {

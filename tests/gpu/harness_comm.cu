@@ -300,6 +300,59 @@ static void t_vocab_ce(uint64_t seed, RtComm *w)
     rt_free(dlog), rt_free(ddl), rt_free(dtg), rt_free(dloss), rt_free(dlse);
 }
 
+/* Ring attention (rt_attention_ring_fwd/bwd) over the world as the cp
+ * group, on a rt_comm_split_p2p communicator: each rank's o, lse, dq and its
+ * own keys' dk, dv against the CPU backend's whole-sequence attention on the
+ * same bf16 inputs, rows picked by position. */
+static void t_ring_attention(uint64_t seed, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal,
+                             int64_t W, bool balanced)
+{
+    RtComm *pc = rt_comm_split_p2p(0, rt_world_rank());
+    const int64_t P = rt_comm_size(pc), me = rt_comm_rank(pc), B = 2;
+    const int64_t per = balanced ? 2 : 1, nc = P * per, ch = S / nc, Sl = per * ch;
+    Rng g(seed + 31);
+    const int64_t nq = B * S * H * D, nk = B * S * KVH * D, nl = B * S * H;
+    auto q = randv(g, nq, 2.0f), k = randv(g, nk, 2.0f), v = randv(g, nk), dout = randv(g, nq);
+    std::vector<float> o((size_t)nq), lse((size_t)nl), dq((size_t)nq), dk((size_t)nk), dv((size_t)nk);
+    cpu_rt_attention_fwd(o.data(), lse.data(), q.data(), k.data(), v.data(), B, S, H, KVH, D, causal, W);
+    cpu_rt_attention_bwd(dq.data(), dk.data(), dv.data(), q.data(), k.data(), v.data(), o.data(), lse.data(),
+                         dout.data(), B, S, H, KVH, D, causal, W);
+    int64_t pos[2 * 64];
+    for (int64_t r = 0; r < P; r++)
+        for (int64_t i = 0; i < per; i++) pos[r * per + i] = (balanced && i ? nc - 1 - r : r) * ch;
+    /* this rank's rows of a [B, S, X] tensor */
+    auto mine = [&](const std::vector<float> &t, int64_t X) {
+        std::vector<float> m((size_t)(B * Sl * X));
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t i = 0; i < per; i++)
+                for (int64_t j = 0; j < ch * X; j++)
+                    m[(size_t)((b * Sl + i * ch) * X + j)] = t[(size_t)((b * S + pos[me * per + i]) * X + j)];
+        return m;
+    };
+    rt_act *dqq = dact(mine(q, H * D)), *dkk = dact(mine(k, KVH * D)), *dvv = dact(mine(v, KVH * D));
+    rt_act *ddo = dact(mine(dout, H * D));
+    const int64_t lq = B * Sl * H * D, lk = B * Sl * KVH * D, ll = B * Sl * H;
+    rt_act *doo = (rt_act *)rt_alloc((size_t)lq * 2), *ddq = (rt_act *)rt_alloc((size_t)lq * 2);
+    rt_act *ddk = (rt_act *)rt_alloc((size_t)lk * 2), *ddv = (rt_act *)rt_alloc((size_t)lk * 2);
+    float *dl = (float *)rt_alloc((size_t)ll * 4);
+    void *scratch = rt_alloc(rt_attention_ring_scratch(B, Sl, H, KVH, D));
+    rt_attention_ring_fwd(pc, doo, dl, dqq, dkk, dvv, B, Sl, H, KVH, D, causal, W, ch, (int)per, pos, scratch);
+    rt_attention_ring_bwd(pc, ddq, ddk, ddv, dqq, dkk, dvv, doo, dl, ddo, B, Sl, H, KVH, D, causal, W, ch, (int)per,
+                          pos, scratch);
+    char name[200];
+    static const char *what[5] = {"o  ", "lse", "dq ", "dk ", "dv "};
+    std::vector<float> got[5] = {hact(doo, lq), hf32(dl, ll), hact(ddq, lq), hact(ddk, lk), hact(ddv, lk)};
+    std::vector<float> want[5] = {mine(o, H * D), mine(lse, H), mine(dq, H * D), mine(dk, KVH * D), mine(dv, KVH * D)};
+    for (int x = 0; x < 5; x++) {
+        snprintf(name, sizeof name, "ring attention %s cp%lld %s chunk %lld S%lld H%lld KVH%lld D%lld%s window %lld",
+                 what[x], (long long)P, balanced ? "bal" : "contig", (long long)ch, (long long)S, (long long)H,
+                 (long long)KVH, (long long)D, causal ? " causal" : "", (long long)W);
+        report(name, got[x], want[x], x == 1 ? TOL_F32 : TOL_BF16);
+    }
+    rt_free(dqq), rt_free(dkk), rt_free(dvv), rt_free(ddo), rt_free(doo), rt_free(ddq), rt_free(ddk), rt_free(ddv);
+    rt_free(dl), rt_free(scratch);
+}
+
 int run_comm_tests(uint64_t seed)
 {
     RtComm *w = rt_comm_world();
@@ -308,6 +361,12 @@ int run_comm_tests(uint64_t seed)
     t_p2p_split(seed, w);
     t_nonblocking(seed, w);
     t_vocab_ce(seed, w);
+    {
+        const int64_t P = rt_comm_size(w);
+        t_ring_attention(seed, 16 * P, 4, 2, 16, true, 5, true);  /* a window inside a chunk */
+        t_ring_attention(seed, 12 * P, 2, 1, 64, true, 0, false); /* tensor cores, contiguous */
+        t_ring_attention(seed, 4 * P, 2, 2, 64, false, 0, true);  /* full mask */
+    }
     /* failures anywhere fail everywhere */
     std::vector<int32_t> f = {g_failures};
     int32_t *d = di32(f);
