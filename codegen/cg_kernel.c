@@ -329,7 +329,17 @@ void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a)
     case IR_OP_ATTENTION:
     case IR_OP_ATTENTION_BWD:
         q = T(k, k->f->in[0]), kv = T(k, k->f->in[1]);
-        if ((cpa = plan_cp_axis(k->c->g, k->f, k->s)) >= 0) {
+        if ((cpa = plan_cp_axis(k->c->g, k->f, k->s)) >= 0 && plan_cp_ring(k->c->g, k->f, k->s)) {
+            /* The ring: k and v this rank's rows, like q (docs/context.md). */
+            if (n->op == IR_OP_ATTENTION)
+                CALL(ATTENTION_RING_FWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2],
+                     ATTN_SIZES(k, q, kv), cg_a_mesh(cpa), cg_a_axis(cpa));
+            else
+                CALL(ATTENTION_RING_BWD, a->out[0], a->out[1], a->out[2], a->in[0], a->in[1], a->in[2],
+                     a->in[3], a->in[4], a->in[5], ATTN_SIZES(k, q, kv), cg_a_mesh(cpa), cg_a_axis(cpa));
+            return;
+        }
+        if (cpa >= 0) {
             if (n->op == IR_OP_ATTENTION)
                 CALL(ATTENTION_CP_FWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2],
                      ATTN_CP_SIZES(k, q, kv, cpa));

@@ -283,6 +283,7 @@ static void print_header(Cg *c, FILE *h)
     int cp = plan_degree(p, PLAN_DIM_CP);
     fprintf(h, "#define CG_CP %d        /* context-parallel ranks */\n#define CG_CP_BALANCED %d\n", cp,
             cp > 1 && plan_cp_balanced(g));
+    fprintf(h, "#define CG_CP_AXIS %d   /* their mesh axis (-1: none) */\n", cp > 1 ? p->axis[PLAN_DIM_CP] : -1);
     fprintf(h, "#define CG_NUM_MICRO %d\n#define CG_MB_SEQS %lld  /* sequences per micro-batch, whole mesh */\n",
             p->num_micro, (long long)p->mb_seqs);
     fprintf(h, "#define CG_GLOBAL_BATCH %lld\n#define CG_SEQ %lld\n#define CG_VOCAB %lld\n",

@@ -85,6 +85,10 @@ static void make_pins(const DrvOptions *o, PassSearchPins *p)
     } else if (o->virtual_stages == 1) {
         p->schedule = PLAN_SCHED_1F1B;
     }
+    /* A layout pinned in every other part is evaluated as given: without
+     * --cp, no context parallelism. */
+    if (!p->cp && pass_search_pinned_fully(p))
+        p->cp = 1;
 }
 
 /* ------------------------------------------------------- output files */

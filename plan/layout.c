@@ -78,6 +78,9 @@ void plan_layout(const IrGraph *g, const Plan *p, PlanLayout *out)
     out->tp = plan_degree(p, PLAN_DIM_TP);
     out->cp_axis = p->axis[PLAN_DIM_CP];
     out->cp = plan_degree(p, PLAN_DIM_CP);
+    out->cp_balanced = out->cp > 1 && plan_cp_balanced(g);
+    for (int i = 0; out->cp > 1 && i < g->nfwd; i++)
+        out->cp_ring |= plan_cp_ring(g, &g->nodes[i], &p->strategy[i]);
     out->replicated = 1;
     for (int a = 0; a < p->mesh.naxes; a++)
         if (a != out->dp_axis && a != out->tp_axis && a != out->cp_axis)
@@ -128,7 +131,7 @@ const char *plan_layout_str(const PlanLayout *l, char *buf, size_t n)
         snprintf(rep, sizeof rep, " x %d replicas", l->replicated);
     char cp[32] = "";
     if (l->cp > 1)
-        snprintf(cp, sizeof cp, " x cp %d", l->cp);
+        snprintf(cp, sizeof cp, " x cp %d%s", l->cp, l->cp_ring ? " (ring)" : "");
     snprintf(buf, n, "dp %d%s x tp %d x pp %d%s%s, sp %s, zero %d, micro-batch %lld x %d, %s, recompute %s",
              l->dp, cp, l->tp, l->pp, rep, v, l->sp ? "on" : "off", l->zero, (long long)l->micro_batch,
              l->num_micro, l->schedule == PLAN_SCHED_INTERLEAVED ? "interleaved" : "1f1b",

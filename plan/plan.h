@@ -331,6 +331,8 @@ typedef struct PlanLayout {
     int dp_axis, tp_axis;         /* mesh axis of each, or -1 */
     int cp, cp_axis;              /* context parallelism: the sequence split cp ways over
                                      cp_axis (-1: none), attention gathering k and v */
+    bool cp_balanced;             /* ... in the load-balanced split (plan_cp_balanced) */
+    bool cp_ring;                 /* ... some attention passing k, v round the ring instead */
     int replicated;               /* devices along mesh axes nothing is split over (1: none) */
     bool sp;                      /* the norms split the sequence over the tp axis */
     /* Mixture of experts (moe: the model has MOE nodes): the experts split

@@ -536,8 +536,10 @@ static void mg_pipeline_split(const IrGraph *g, const Plan *p, RepFrameOut *x)
     for (int r = 2; r < pp - 1; r++)
         per_rank &= rank[r] == rank[1];
     int mid = pp > 2 ? rank[1] : -1;
-    /* TransformerConfig: each given count at least 1 */
-    if (per_rank && pp >= 2 && (rank[0] == mid || rank[0] > 0) && (rank[pp - 1] == mid || rank[pp - 1] > 0)) {
+    /* TransformerConfig: each given count at least 1; and middle stages to
+     * share the rest (get_transformer_layer_offset divides by their number:
+     * pp 2 takes the layout string). */
+    if (per_rank && pp > 2 && (rank[0] == mid || rank[0] > 0) && (rank[pp - 1] == mid || rank[pp - 1] > 0)) {
         if (v > 1)
             rep_frame_arg(x, "--num-virtual-stages-per-pipeline-rank %d", v);
         if (rank[0] != mid)
@@ -589,17 +591,18 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
     mg_pipeline_split(g, &a->plan, &x);
     if (L->sp && L->tp > 1)
         rep_frame_arg(&x, "--sequence-parallel");
-    /* Context parallelism in the all-gather form ptdc plans: keys and values
+    /* Context parallelism in the form the plan runs: keys and values
      * gathered along the sequence before attention (TransformerConfig
-     * cp_comm_type "all_gather", run by Transformer Engine's attention).
-     * Megatron's data-parallel size is then world / (tp x cp x pp), the plan's
-     * dp; its distributed optimizer shards over dp x cp, as the plan's ZeRO
-     * does. Megatron gives each rank two mirrored chunks of every sequence
-     * (load balance) where ptdc gives one contiguous block: which positions a
-     * rank holds, not what the model computes. */
+     * cp_comm_type "all_gather"), or passed round the ring ("p2p"), both run
+     * by Transformer Engine's attention. Megatron's data-parallel size is
+     * then world / (tp x cp x pp), the plan's dp; its distributed optimizer
+     * shards over dp x cp, as the plan's ZeRO does. Megatron gives each rank
+     * two mirrored chunks of every sequence, as ptdc's load-balanced split
+     * does (a model with a learned position table keeps ptdc's split
+     * contiguous: which positions a rank holds, not what the model computes). */
     if (L->cp > 1) {
         rep_frame_arg(&x, "--context-parallel-size %d", L->cp);
-        rep_frame_arg(&x, "--cp-comm-type all_gather");
+        rep_frame_arg(&x, "--cp-comm-type %s", L->cp_ring ? "p2p" : "all_gather");
     }
     /* The experts (docs/moe.md): EP and ETP as the plan folds them; the
      * exchange split is Megatron's alltoall dispatcher, experts split over

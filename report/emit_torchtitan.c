@@ -524,15 +524,15 @@ bool rep_emit_torchtitan(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
     }
     /* Context parallelism: torchtitan's context_parallel() runs SDPA over
      * the cp ranks' shards of the sequence; the "allgather" rotate method
-     * all-gathers the key and value shards, the form ptdc plans. It splits
-     * each sequence head-and-tail (the headtail load balancer: two mirrored
-     * chunks per rank) where ptdc gives each rank one contiguous block, and
-     * a ring or all-to-all would move other bytes, but none of that changes
-     * what is computed: CP partitions the same attention, so the job trains
-     * the same model and the degree is what must match. */
+     * all-gathers the key and value shards (ptdc's gather), "alltoall"
+     * rotates them round the ranks (ptdc's ring). It splits each sequence
+     * head-and-tail (the headtail load balancer: two mirrored chunks per
+     * rank), as ptdc's load-balanced split does; none of that changes what
+     * is computed: CP partitions the same attention, so the job trains the
+     * same model and the degree is what must match. */
     fprintf(f, "context_parallel_degree = %d\n", cp);
     if (cp > 1)
-        fprintf(f, "context_parallel_rotate_method = \"allgather\"\n");
+        fprintf(f, "context_parallel_rotate_method = \"%s\"\n", L->cp_ring ? "alltoall" : "allgather");
     fprintf(f, "\n[activation_checkpoint]\nmode = \"%s\"\n", !strcmp(rc, "full") ? "full" : "none");
     fprintf(f, "\n[compile]\nenable = false\n");
     return true;

@@ -115,8 +115,9 @@ static void parallel(FILE *f, const PlanLayout *L, const Plan *p)
     /* Context parallelism (only when there is some: the keys above are the
      * schema every plan has): the degree, its mesh axis, and how it runs. */
     if (L->cp > 1)
-        fprintf(f, "  \"context\": {\"cp\": %d, \"cp_axis\": %d, \"kv\": \"all_gather\", "
-                   "\"split\": \"contiguous\"},\n", L->cp, L->cp_axis);
+        fprintf(f, "  \"context\": {\"cp\": %d, \"cp_axis\": %d, \"kv\": \"%s\", "
+                   "\"split\": \"%s\"},\n", L->cp, L->cp_axis, L->cp_ring ? "ring" : "all_gather",
+                L->cp_balanced ? "balanced" : "contiguous");
     if (L->moe) {
         static const char *const ax[] = {"dp", "tp"};
 #define AXN(a) ((a) == L->dp_axis ? "dp" : (a) == L->tp_axis ? "tp" : (a) >= 0 ? ax[(a) & 1] : "none")

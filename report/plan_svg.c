@@ -371,8 +371,10 @@ void rep_plan_print_svg(FILE *f, const IrGraph *g, const PassCostCtx *c, const P
         y = 74;
     }
     if (a->layout.cp > 1) {
-        snprintf(buf, sizeof buf, "context parallel: cp %d over mesh axis %d, each rank a contiguous block "
-                 "of the sequence; attention all-gathers keys and values", a->layout.cp, a->layout.cp_axis);
+        snprintf(buf, sizeof buf, "context parallel: cp %d over mesh axis %d, each rank %s of the "
+                 "sequence; attention %s", a->layout.cp, a->layout.cp_axis,
+                 a->layout.cp_balanced ? "two mirrored chunks" : "a contiguous block",
+                 a->layout.cp_ring ? "passes keys and values round the ring" : "all-gathers keys and values");
         text(b, MARGIN, y + 6, 12, "start", buf);
         y += 18;
     }

@@ -169,12 +169,20 @@ void rep_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
     if (L->v > 1)
         fprintf(f, ", %d model chunks per pipeline rank", L->v);
     fprintf(f, "\n  sequence parallel  %s\n", L->sp ? "on" : "off");
-    if (L->cp > 1) /* the all-gather form (plan/shard.c, plan/context.c) */
+    if (L->cp > 1 && L->cp_balanced) /* docs/context.md (plan/shard.c, plan/context.c) */
+        fprintf(f, "  context parallel   cp %d over mesh axis %d: every layer runs on %lld tokens of each\n"
+                   "                     sequence, two chunks of %lld (cp rank r holds chunks r and %d - r\n"
+                   "                     of %d: the causal work balanced);\n"
+                   "                     attention %s\n",
+                L->cp, L->cp_axis, (long long)(seq / L->cp), (long long)(seq / (2 * L->cp)), 2 * L->cp - 1,
+                2 * L->cp, L->cp_ring ? "passes keys and values round the ring" : "all-gathers keys and values");
+    else if (L->cp > 1)
         fprintf(f, "  context parallel   cp %d over mesh axis %d: every layer runs on a contiguous block of\n"
                    "                     the sequence (cp rank r holds positions [r S/%d, (r+1) S/%d), %lld\n"
-                   "                     tokens); attention all-gathers keys and values along the sequence\n"
-                   "                     and reduce-scatters their gradients\n",
-                L->cp, L->cp_axis, L->cp, L->cp, (long long)(seq / L->cp));
+                   "                     tokens: a parameter runs along the sequence);\n"
+                   "                     attention %s\n",
+                L->cp, L->cp_axis, L->cp, L->cp, (long long)(seq / L->cp),
+                L->cp_ring ? "passes keys and values round the ring" : "all-gathers keys and values");
     if (L->moe) {
         char ex[160];
         fprintf(f, "  experts            %s\n", plan_layout_experts_str(L, ex, sizeof ex));

@@ -272,14 +272,15 @@ static void pass_opcost_ATTENTION(const OpArgs *a, PassNodeCost *o)
     double kv = lnumel(a, a->n->in[1]) + lnumel(a, a->n->in[2]);
     PlanColl x = {PLAN_COLL_ALLGATHER, cpa, -1, -1, (int64_t)(kv * cp)};
     double tx = pass_cost_coll(a->c, a->m, &x, eb(a)) / (cp - 1);
-    double fw = (c.fwd_s - o->fwd_s) / cp, bw = (c.bwd_s - o->bwd_s) / cp;
+    /* Each block is its own kernel launch (two backward). */
+    double ovh = gpu(a)->kernel_overhead_s;
+    double fw = (c.fwd_s - o->fwd_s - ovh) / cp + ovh, bw = (c.bwd_s - o->bwd_s - 2 * ovh) / cp + 2 * ovh;
     c.fwd_s = o->fwd_s + fw + (cp - 1) * fmax(fw, tx);
     c.bwd_s = o->bwd_s + bw + (cp - 1) * fmax(bw, 2 * tx) + tx;
-    /* Two K/V blocks in flight (four with dK/dV backward) and a block's
-     * partial output with its log-sum-exp, in fp32. */
-    const IrTensor *q = &a->g->tensors[a->n->in[0]];
-    double rows = lnumel(a, a->n->in[0]) / (double)a->local[q->dim[3]];
-    c.ws_bytes += eb(a) * 4 * kv + 4 * (lnumel(a, a->n->in[0]) + rows);
+    /* rt_attention_ring_scratch, the backward's (the larger): two K/V
+     * blocks in flight, one block's dK/dV, two fp32 dK/dV accumulators in
+     * flight and the fp32 dQ. */
+    c.ws_bytes += eb(a) * 3 * kv + 4 * (2 * kv + lnumel(a, a->n->in[0]));
     *o = c;
 }
 

@@ -561,7 +561,9 @@ double pass_runtime_bytes(const PassCostCtx *c, const PlanMesh *m, int pp)
      * a measured device says what its process and communicators take. */
     const PassCostConsts *K = &pass_cost_consts;
     const PassGpu *gpu = &c->cl->gpu;
-    int ncomm = 1 + (m->size[0] > 1) + (m->naxes > 1 && m->size[1] > 1) + (pp > 1);
+    int ncomm = 1 + (pp > 1);
+    for (int a = 0; a < m->naxes; a++)
+        ncomm += m->size[a] > 1;
     if (gpu->runtime_bytes > 0)
         return gpu->runtime_bytes + ncomm * gpu->comm_bytes;
     return K->cuda_ctx_bytes + ncomm * K->nccl_comm_bytes + K->workspace_bytes;

@@ -35,6 +35,10 @@ static void print_node(FILE *f, const IrGraph *g, const PassIlpResult *r, int n)
     fprintf(f, " <-");
     for (int i = 0; i < nd->nin; i++)
         fprintf(f, "%s %s", i ? "," : "", shard_str(g, r, nd->in[i], &in[i], buf, sizeof buf));
+    /* Exchanges inside the op: context parallelism's ring (k, v blocks
+     * passed round the cp ranks; docs/context.md). */
+    if (plan_cp_ring(g, nd, s))
+        fprintf(f, " (k, v round the %s ring)", r->axis_name[plan_cp_axis(g, nd, s)]);
     fprintf(f, "\n");
 }
 

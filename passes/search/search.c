@@ -120,10 +120,14 @@ static bool one_ok(const Src *s, int pp)
 
 /* Context parallelism cp: pinned (--cp), or any degree whose ranks each
  * hold two whole chunks of the sequence (the load-balanced split's unit,
- * docs/context.md) of a model with attention. */
+ * docs/context.md) of a model with attention and no experts. */
 static bool cp_ok(const Src *s, int cp)
 {
     const PassSearchPins *pin = &s->o->pins;
+    /* Frameworks run CP inside a fused attention kernel (Transformer
+     * Engine's, SDPA's flash): never beside a materialised one. */
+    if (cp > 1 && (s->has_moe || s->c->attention == PLAN_ATTN_MATERIALIZED))
+        return false;
     if (pin->cp)
         return cp == pin->cp;
     if (cp == 1)
@@ -201,6 +205,7 @@ static void enumerate(Src *s)
     const PassSearchPins *pin = &s->o->pins;
     const PassSearchFilter *f = &s->o->filter;
     int cap = 0, N = s->gpus, gpn = s->gpn;
+    int cpmax = pin->cp ? pin->cp : PLAN_MAX_CP; /* cp_ok's bound, kept out of the loops */
     int ppmax = s->npieces < N ? s->npieces : N;
     ppmax = ppmax < PLAN_MAX_PP ? ppmax : PLAN_MAX_PP; /* codegen's limit */
     for (int pp = 1; pp <= ppmax; pp++) {
@@ -210,7 +215,8 @@ static void enumerate(Src *s)
          * otherwise the four largest valid ones using at least half. */
         int sizes[4], nsz = 0;
         for (int n = N / pp; n >= 1 && nsz < 4; n--) {
-            if (!stage_size_ok(n, gpn) || (pin->tp && n % pin->tp) || (pin->dp && n % pin->dp))
+            if (!stage_size_ok(n, gpn) || (pin->tp && n % pin->tp) || (pin->dp && n % pin->dp) ||
+                (pin->cp && n % pin->cp))
                 continue;
             /* A pinned layout, or CPU ranks (the processes are the plan's: a
              * rank the plan leaves out is not started, and the cost model
@@ -223,7 +229,7 @@ static void enumerate(Src *s)
              * tried (a loop to n would make this quadratic in the GPUs). */
             bool any = false;
             for (int tp = 1; tp <= tp_max(pin, gpn, n) && !any; tp++)
-                for (int cp = 1; cp <= n / tp && !any; cp++)
+                for (int cp = 1; cp <= n / tp && cp <= cpmax && !any; cp++)
                     any = n % (tp * cp) == 0 && cp_ok(s, cp) && s->gb % (n / (tp * cp)) == 0 &&
                           (tp <= gpn || pin->tp == tp);
             if (any)
@@ -234,12 +240,11 @@ static void enumerate(Src *s)
             for (int tp = 1; tp <= tp_max(pin, gpn, n); tp++) {
                 if (n % tp || (pin->tp && tp != pin->tp) || (!pin->tp && tp > gpn) || tp <= f->tp_above)
                     continue;
-              for (int cp = 1; cp <= n / tp; cp++) {
+              for (int cp = 1; cp <= n / tp && cp <= cpmax; cp++) {
                 if (n % (tp * cp) || !cp_ok(s, cp))
                     continue;
                 int dp = n / (tp * cp);
-                if ((pin->dp && dp != pin->dp) || s->gb % dp || !src_moe_mesh_ok(s, dp, tp) ||
-                    (cp > 1 && s->has_moe))
+                if ((pin->dp && dp != pin->dp) || s->gb % dp || !src_moe_mesh_ok(s, dp, tp))
                     continue;
                 int64_t per = s->gb / dp;
                 int nb = micro_batches(s, per);
@@ -437,8 +442,8 @@ static void check_bounds(const Src *s, const SrcGroup *G, const SrcVariant *V, c
         ir_die("search: frontier bound %.9g above pass_predict's %.9g (dp %d tp %d b %d pp %d v %d)",
                k->hope, pr->step_time_s, G->dp, G->tp, G->b, k->pp, k->v);
     if (k->mem_lb > pr->peak_mem_bytes * (1 + tol))
-        ir_die("search: memory bound %.0f above pass_predict's %.0f (dp %d tp %d b %d pp %d v %d zero %d)",
-               k->mem_lb, pr->peak_mem_bytes, G->dp, G->tp, G->b, k->pp, k->v, k->zero);
+        ir_die("search: memory bound %.0f above pass_predict's %.0f (dp %d cp %d tp %d b %d pp %d v %d zero %d)",
+               k->mem_lb, pr->peak_mem_bytes, G->dp, G->cp, G->tp, G->b, k->pp, k->v, k->zero);
 }
 
 /* A candidate dropped for its memory bound: pass_predict must agree that it

@@ -452,6 +452,12 @@ static bool check_cp_pin(const Src *s)
                  "supported yet; use --cp 1", p->cp);
         return false;
     }
+    if (s->c->attention == PLAN_ATTN_MATERIALIZED) {
+        ir_error(IR_NOLOC, "--cp %d: context parallelism runs inside a fused attention kernel, and "
+                 "--attention materialized asks for the scores in memory; use --attention flash or --cp 1",
+                 p->cp);
+        return false;
+    }
     if (p->cp > PLAN_MAX_CP) {
         ir_error(IR_NOLOC, "--cp %d is more than the %d context-parallel ranks the programs support",
                  p->cp, PLAN_MAX_CP);

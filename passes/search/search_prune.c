@@ -309,9 +309,11 @@ void src_group_sums(Src *s, SrcGroup *G)
         }
         G->sum_saved_min += smin;
         /* ZeRO shards over the data-parallel axis what its stage covers;
-         * tensor parallelism can split the rest at most tp ways. */
+         * tensor parallelism can split the rest at most tp ways, and
+         * context parallelism a parameter along the sequence (GPT's
+         * position table) cp ways more. */
         for (int z = 0; z < 4; z++) {
-            double x = src_states_lb(s, p, z, n, G->tp);
+            double x = src_states_lb(s, p, z, n, G->tp * G->cp);
             if (G->floor_states)
                 x = fmax(x, G->floor_states[p * 4 + z]);
             G->sum_states[z] += x;
@@ -406,7 +408,7 @@ void src_floor_pieces(Src *s, const SrcGroup *G, SrcPiece *out)
         for (int r = 0; r < SRC_NRC; r++)
             P->rec[r] = fmax(0, t[r] - t[PLAN_RECOMPUTE_NONE]);
         for (int z = 0; z < 4; z++) {
-            P->states[z] = src_states_lb(s, p, z, n, G->tp);
+            P->states[z] = src_states_lb(s, p, z, n, G->tp * G->cp);
             if (G->floor_states)
                 P->states[z] = fmax(P->states[z], G->floor_states[p * 4 + z]);
         }

@@ -22,6 +22,7 @@
  *   CG_AXIS0, CG_AXIS1, CG_AXIS2   their roles, as strings ("dp", "cp", "tp")
  *   CG_CP            context-parallel ranks (1: none)
  *   CG_CP_BALANCED   1: the sequence's rows are in the load-balanced order (docs/context.md)
+ *   CG_CP_AXIS       the context-parallel mesh axis, -1 without
  *   CG_NUM_MICRO     micro-batches per step
  *   CG_MB_SEQS       sequences per micro-batch, whole mesh
  *   CG_GLOBAL_BATCH  sequences per step

@@ -39,6 +39,9 @@ int64_t tr_padded(const CgParam *p);
 /* train_cp.c: the position of row `row` of the sequence dim (context
  * parallelism's load-balanced order; the row itself otherwise). */
 int64_t tr_cp_position(int64_t row);
+/* The CP ranks of this rank's stage as a point-to-point ring (NULL without
+ * context parallelism), made with the other communicators. */
+extern RtComm *tr_cp_ring;
 /* Does this rank count a value replicated along the mesh axes in mask (its
  * coordinate on them is 0)? */
 int tr_counts(int mask);

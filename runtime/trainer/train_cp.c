@@ -13,6 +13,8 @@
  * Sk = cp x Sq of them in rank order, so their chunks are every rank's. */
 #include "train.h"
 
+RtComm *tr_cp_ring;
+
 int64_t tr_cp_position(int64_t row)
 {
     if (!CG_CP_BALANCED)
@@ -121,4 +123,56 @@ void cg_rope_llama3(rt_act *y, const rt_act *x, int64_t outer, int64_t seq, int6
     }
     const float k[6] = {theta, factor, low_freq_factor, high_freq_factor, original_max_position, inverse};
     rope_runs(y, x, outer, seq, inner, dim, row0, run_llama3, k);
+}
+
+/* The ring (rt_attention_ring_fwd/bwd): every rank's chunk positions, rank
+ * by rank, and a scratch grown to the largest call. */
+static int ring_positions(int64_t Sq, int cp, int64_t *pos, int64_t *chunk)
+{
+    if (cp != CG_CP || Sq * cp != CG_SEQ || 2 * cp > RT_ATTN_MAX_CHUNKS)
+        rt_fatal("context parallelism: %lld queries on each of %d ranks, not the sequence of %d",
+                 (long long)Sq, cp, (int)CG_SEQ);
+    int n = CG_CP_BALANCED ? 2 : 1;
+    *chunk = Sq / n;
+    for (int j = 0; j < cp * n; j++)
+        pos[j] = tr_cp_position(j * *chunk);
+    return n;
+}
+
+static void *ring_scratch(size_t bytes)
+{
+    static void *buf;
+    static size_t have;
+    if (bytes > have) {
+        if (buf)
+            rt_free(buf);
+        buf = rt_alloc(bytes);
+        have = bytes;
+    }
+    return buf;
+}
+
+void cg_attention_ring_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v,
+                           int64_t B, int64_t Sq, int64_t H, int64_t KVH, int64_t D, bool causal,
+                           int64_t window, int cp, int r)
+{
+    int64_t pos[RT_ATTN_MAX_CHUNKS], chunk;
+    int n = ring_positions(Sq, cp, pos, &chunk);
+    (void)r; /* the ring's communicator knows this rank's place */
+    void *scratch = ring_scratch(rt_attention_ring_scratch(B, Sq, H, KVH, D));
+    rt_attention_ring_fwd(tr_cp_ring, o, lse, q, k, v, B, Sq, H, KVH, D, causal, window, chunk, n, pos,
+                          scratch);
+}
+
+void cg_attention_ring_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k,
+                           const rt_act *v, const rt_act *o, const float *lse, const rt_act *dout,
+                           int64_t B, int64_t Sq, int64_t H, int64_t KVH, int64_t D, bool causal,
+                           int64_t window, int cp, int r)
+{
+    int64_t pos[RT_ATTN_MAX_CHUNKS], chunk;
+    int n = ring_positions(Sq, cp, pos, &chunk);
+    (void)r;
+    void *scratch = ring_scratch(rt_attention_ring_scratch(B, Sq, H, KVH, D));
+    rt_attention_ring_bwd(tr_cp_ring, dq, dk, dv, q, k, v, o, lse, dout, B, Sq, H, KVH, D, causal, window,
+                          chunk, n, pos, scratch);
 }

@@ -36,6 +36,16 @@ void tr_make_comms(void)
     }
     for (int m = 1 << CG_NAXES; m < 8; m++) /* axes past the mesh's have one rank */
         g_comm[m] = g_comm[m & ((1 << CG_NAXES) - 1)];
+    /* Context parallelism's ring: the cp axis's group, its transfers issued
+     * as posted so they overlap the blocks' compute (train_cp.c). */
+    if (CG_CP_AXIS >= 0) {
+        int color = 0;
+        for (int a = 0; a < 3; a++)
+            if (a != CG_CP_AXIS)
+                color = color * tr_mesh_size(a) + g_coord[a];
+        /* (the guard keeps the index in bounds where the branch is dead) */
+        tr_cp_ring = rt_comm_split_p2p(tr_pp_rank * CG_DEVICES + color, g_coord[CG_CP_AXIS < 0 ? 0 : CG_CP_AXIS]);
+    }
     for (int i = 0; i < CG_NTIED; i++)
         tr_tied[i] =
             rt_comm_split(cg_tied_mask[i] >> tr_pp_rank & 1 ? tr_mesh_index : -1, tr_pp_rank);

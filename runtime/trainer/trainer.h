@@ -25,7 +25,7 @@
 #if !defined(CG_MODEL) || !defined(CG_WORLD) || !defined(CG_PP) || !defined(CG_DEVICES) ||     \
     !defined(CG_NAXES) || !defined(CG_MESH0) || !defined(CG_MESH1) || !defined(CG_AXIS0) ||   \
     !defined(CG_AXIS1) || !defined(CG_MESH2) || !defined(CG_AXIS2) || !defined(CG_CP) ||      \
-    !defined(CG_CP_BALANCED) || !defined(CG_NUM_MICRO) || !defined(CG_MB_SEQS) ||                    \
+    !defined(CG_CP_BALANCED) || !defined(CG_CP_AXIS) || !defined(CG_NUM_MICRO) || !defined(CG_MB_SEQS) ||                    \
     !defined(CG_GLOBAL_BATCH) || !defined(CG_SEQ) || !defined(CG_VOCAB) || !defined(CG_ZERO) || \
     !defined(CG_NTIED) || !defined(CG_MASTER_ALIAS) || !defined(CG_LOSS_PP) ||                 \
     !defined(CG_LOSS_MASK) || !defined(CG_PLAN) || !defined(CG_PLAN_HASH)
@@ -82,6 +82,16 @@ void cg_attention_cp_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, co
                          const rt_act *v, const rt_act *o, const float *lse, const rt_act *dout,
                          int64_t B, int64_t Sq, int64_t Sk, int64_t H, int64_t KVH, int64_t D,
                          bool causal, int64_t window, int cp, int r);
+
+/* The ring form (rt_attention_ring_fwd/bwd): q, k, v this rank's Sq rows;
+ * the blocks travel the CP ranks' ring (tr_cp_ring, train_cp.c). */
+void cg_attention_ring_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v,
+                           int64_t B, int64_t Sq, int64_t H, int64_t KVH, int64_t D, bool causal,
+                           int64_t window, int cp, int r);
+void cg_attention_ring_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k,
+                           const rt_act *v, const rt_act *o, const float *lse, const rt_act *dout,
+                           int64_t B, int64_t Sq, int64_t H, int64_t KVH, int64_t D, bool causal,
+                           int64_t window, int cp, int r);
 
 /* rt_rope and rt_rope_llama3 over rows [row0, row0 + seq) of the sequence
  * dim, each at its position in context parallelism's load-balanced order

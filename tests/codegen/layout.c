@@ -41,6 +41,8 @@ bool layout_parse(const char *s, Layout *l)
             l->experts = LAYOUT_EXPERTS_EPF;
         else if (!strcmp(tok, "ex"))
             l->experts = LAYOUT_EXPERTS_GATHER;
+        else if (!strcmp(tok, "ring"))
+            l->ring = true;
         else if (tok[0] == 'c' && tok[1] >= '1' && tok[1] <= '9') {
             for (char *q = tok + 1; *q && l->nsplit < 64;) {
                 char *end;
@@ -144,6 +146,8 @@ bool layout_plan(const IrGraph *g, const Layout *l, Plan *p)
             s.dim[0] = (int16_t)g->batch_dim;
         if (l->cp > 1 && has_loop_dim(g, n, g->seq_dim))
             s.dim[1] = (int16_t)g->seq_dim; /* attention: its queries; k, v gathered */
+        if (l->cp > 1 && l->ring && n->op == IR_OP_ATTENTION)
+            s.xchg = 1u << 1; /* ... or passed round the ring */
         if (l->tp > 1) {
             bool any = false;
             for (int k = 0; tp_dims[k]; k++) {

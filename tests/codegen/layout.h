@@ -10,6 +10,7 @@
 typedef struct Layout {
     int dp, tp, pp, v, micro, zero;
     int cp;       /* context parallelism: mesh axis 1 splits the sequence of every node */
+    bool ring;    /* "ring": attention passes k, v round the cp ranks (else gathers them) */
     bool sp;
     PlanRecompute recompute;
     int experts;  /* LAYOUT_EXPERTS_* below: how moe nodes split their experts */
@@ -25,7 +26,7 @@ enum {
     LAYOUT_EXPERTS_GATHER, /* "ex": the expert dim over tp, tokens gathered (allgather dispatcher) */
 };
 
-/* Parse "dp2,cp2,tp2,sp,pp2,v2,mb4,zero1,full|ffn,ep|epf|ex" (any subset, any order). */
+/* Parse "dp2,cp2,ring,tp2,sp,pp2,v2,mb4,zero1,full|ffn,ep|epf|ex" (any subset, any order). */
 bool layout_parse(const char *s, Layout *l);
 /* The plan, allocated in g's arena; false (with a message) if the layout
  * does not fit the model. */

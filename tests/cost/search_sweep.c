@@ -109,7 +109,17 @@ int main(int argc, char **argv)
             free(out);
             continue;
         }
+        /* Context parallelism (docs/context.md): a layout the sweep did not run. */
+        const char *ctx = out ? strstr(out, "\"context\": {") : NULL;
+        int cp = ctx ? int_after(ctx, "cp") : 1;
+        if (cp > 1)
+            printf("cp %d ", cp);
         printf("tp %d pp %d micro-batch %d recompute %s: ", tp, pp, mb, rec);
+        if (cp > 1) {
+            printf("not run in the sweep (it ran no context parallelism)  ok\n");
+            free(out);
+            continue;
+        }
         /* The rows of this family with this tp and pp. */
         bool oom = false, ran = false;
         for (int r = 0; r < csv->nrows; r++) {

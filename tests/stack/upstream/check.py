@@ -156,8 +156,9 @@ def header_plan(out):
     micro-batch 1 x 32, interleaved, recompute none.'"""
     import re
     line = next(l for l in out.splitlines() if l.startswith("# Plan: "))
-    cp = re.search(r"# Plan: dp \d+ x cp (\d+) x ", line)  # context parallelism, when there is some
-    line = re.sub(r"^(# Plan: dp \d+) x cp \d+", r"\1", line)
+    # context parallelism, when there is some; " (ring)": its p2p form
+    cp = re.search(r"# Plan: dp \d+ x cp (\d+)( \(ring\))? x ", line)
+    line = re.sub(r"^(# Plan: dp \d+) x cp \d+( \(ring\))?", r"\1", line)
     m = re.match(r"# Plan: dp (\d+) x tp (\d+) x pp (\d+)(?: \(v (\d+)\))?, sp (on|off), zero (\d), "
                  r"micro-batch (\d+) x (\d+), (\w+), recompute (\w+)"
                  r"(?:, ep (\d+)(?: \(folded over \w+, ([a-z-]+)\))?, etp (\d+)(?: \([^)]*\))?, expert-dp \d+)?\.", line)
@@ -167,7 +168,7 @@ def header_plan(out):
     return {"dp": int(g[0]), "cp": int(cp.group(1)) if cp else 1, "tp": int(g[1]), "pp": int(g[2]),
             "v": int(g[3] or 1), "sp": g[4] == "on",
             "zero": int(g[5]), "mb": int(g[6]), "m": int(g[7]), "gb": int(g[0]) * int(g[6]) * int(g[7]),
-            "recompute": g[9], "cp_comm": ["all_gather"], **({"ep": int(g[10]), "etp": int(g[12]),
+            "recompute": g[9], "cp_comm": ["p2p" if cp and cp.group(2) else "all_gather"], **({"ep": int(g[10]), "etp": int(g[12]),
                                    "dispatcher": "allgather" if g[11] == "all-gather" else "alltoall"}
                                   if g[10] else {})}
 
@@ -241,7 +242,7 @@ def megatron_plan(a, world):
             "mb": a["micro_batch_size"], "m": a["global_batch_size"] // (a["micro_batch_size"] * dp),
             "gb": a["global_batch_size"], "recompute": rc, "ep": a["expert_model_parallel_size"],
             "etp": a["expert_tensor_parallel_size"], "dispatcher": a["moe_token_dispatcher_type"],
-            # ptdc's context parallelism is the all-gather form
+            # ptdc's context parallelism: the all-gather form or the ring (p2p)
             "cp_comm": ["all_gather"] if cp == 1 else a["cp_comm_type"]}
 
 
