@@ -685,7 +685,12 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
     fprintf(f, "# Add your data, tokenizer and training flags (--data-path, --tokenizer-type, --lr,\n"
                "#   --train-iters, ...) and torchrun's rendezvous flags.\n");
     rep_frame_print_notes(f, &m);
-    int gpus = L->gpus, nodes = gpus >= gpn ? gpus / gpn : 1, per = gpus >= gpn ? gpn : gpus;
+    /* torchrun starts the same number of ranks on every node: the most a
+     * node holds that divides the world (12 on nodes of 8: 2 x 6). */
+    int gpus = L->gpus, per = gpus < gpn ? gpus : gpn;
+    while (per > 1 && gpus % per)
+        per--;
+    int nodes = gpus / per;
     /* validate_args asserts it with tensor (or context) parallelism before
      * Blackwell, so that each rank's communication kernels are queued in the
      * order issued; Megatron-LM's example scripts export it. */
