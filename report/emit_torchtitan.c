@@ -472,7 +472,7 @@ bool rep_emit_torchtitan(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
                "#   TrainingConfig.num_tokens_per_microbatch_per_dp_rank, the sequence max_context_length.\n");
     fprintf(f, "# Register the model as a llama3 flavor (torchtitan/models/llama3/__init__.py, llama3_args):\n");
     /* The flavor as a Python expression, wrapped at its commas. */
-    char tok[64][128];
+    char tok[64][192]; /* an argument (RepFrameOut.arg, 160) and its comma */
     int nt = 0;
     for (int i = 0; i < m.narg; i++)
         snprintf(tok[nt++], sizeof tok[0], "%s,", m.arg[i]);
