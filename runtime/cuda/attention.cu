@@ -5,9 +5,13 @@
  * dims those do not serve or buffers not 16-byte aligned, saying so once on
  * stderr per reason.
  *
- * Layout: q, o, dq [B, S, H, D]; k, v, dk, dv [B, S, KVH, D]; lse [B, S, H].
- * Query head h reads kv head h / (H / KVH). Key j is visible to query i iff
- * j <= i when causal and i - j < window when window > 0 (causal only).
+ * Layout: q, o, dq [B, Sq, H, D]; k, v, dk, dv [B, Sk, KVH, D]; lse [B, Sq, H].
+ * Query head h reads kv head h / (H / KVH). Rows sit at positions
+ * (attention_pos.cuh; rt_attention_fwd/bwd: one chunk at 0 each side, Sq =
+ * Sk = S, row i at i; rt_attention_pos_*: chunks, context parallelism). A
+ * key at p' is visible to a query at p iff p' <= p when causal and
+ * p - p' < window when window > 0 (causal only); a query that sees no key
+ * gets o = 0 and lse = -inf.
  *
  * Generic kernels (any D <= 256), fp32 maths on CUDA cores:
  *   A block of 256 threads owns 32 rows (queries in forward and dQ, keys in
@@ -24,7 +28,9 @@
  *   owned by one thread and summed in a fixed order: deterministic without
  *   atomics, at the price of computing S and dP twice (backward FLOPs ~3.5x
  *   forward instead of FlashAttention-2's 2.5x).
- * Blocks skip tiles entirely above the diagonal or before the window.
+ * Blocks skip tiles no position pair of which is visible (above the
+ * diagonal, before the window); the key (query) positions of a streamed
+ * tile are staged in shared memory beside it for the element mask.
  *
  * Efficiency: CUDA-core fp32, not tensor cores: ~40-60% of the FP32 FMA peak
  * (A100 19.5, H100 SXM 67 TFLOP/s), i.e. roughly an order of magnitude below

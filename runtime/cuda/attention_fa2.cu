@@ -4,11 +4,14 @@
  * other head dims or misaligned buffers. Building blocks and fragment
  * layouts: attention_tc.cuh.
  *
- * Masks: key j is visible to query i iff j < S, j <= i when causal, and
- * i - j < window when window > 0 (Hugging Face Mistral's sliding window).
- * Key tiles that are masked for every query of a tile (above the diagonal,
- * before the window) are skipped on both sides of the band; the element
- * mask is evaluated only on tiles that cross an edge.
+ * Masks, on positions (attention_pos.cuh: rows in chunks of consecutive
+ * positions; rt_attention_fwd/bwd are one chunk at 0, row i at i): a key
+ * at p' is visible to a query at p iff p' <= p when causal, and p - p' <
+ * window when window > 0 (Hugging Face Mistral's sliding window). Key tiles
+ * that are masked for every query of a tile (above the diagonal, before the
+ * window, chunks that cannot meet) are skipped on both sides of the band;
+ * the element mask is evaluated only on tiles that cross an edge (by index
+ * with a shift when both tiles lie in one chunk, by position otherwise).
  *
  * Softmax in base 2: scores are kept unscaled, the row maximum m too, and
  * p = 2^(s * c - m * c) with c = scale * log2(e) folded into one FFMA before
