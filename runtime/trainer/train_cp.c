@@ -108,7 +108,7 @@ void cg_rope(rt_act *y, const rt_act *x, int64_t outer, int64_t seq, int64_t inn
         rt_rope(y, x, outer, seq, inner, dim, row0, theta, inverse);
         return;
     }
-    const float k[2] = {theta, inverse};
+    const float k[2] = {theta, inverse ? 1.0f : 0.0f}; /* (no narrowing: nvcc compiles this as C++) */
     rope_runs(y, x, outer, seq, inner, dim, row0, run_rope, k);
 }
 
@@ -121,7 +121,8 @@ void cg_rope_llama3(rt_act *y, const rt_act *x, int64_t outer, int64_t seq, int6
                        high_freq_factor, original_max_position, inverse);
         return;
     }
-    const float k[6] = {theta, factor, low_freq_factor, high_freq_factor, original_max_position, inverse};
+    const float k[6] = {theta, factor, low_freq_factor, high_freq_factor, original_max_position,
+                        inverse ? 1.0f : 0.0f};
     rope_runs(y, x, outer, seq, inner, dim, row0, run_llama3, k);
 }
 
