@@ -185,6 +185,31 @@ static void wait2(RtReq **a, RtReq **b)
     *a = *b = NULL;
 }
 
+/* Step t of the K/V blocks' walk, the same in both directions: take the
+ * block held now (b; it arrived in slot t % 2), pass it on while a later
+ * rank still needs it, and post the receive of the next one (bn). The last
+ * step's sends read the slot the next block arrives in: they are waited for
+ * first. */
+static void kv_step(RtComm *c, const Ring *R, int t, int b, int bn, rt_act *slot[2][2], int64_t e,
+                    const rt_act **ck, const rt_act **cv, RtReq **sk, RtReq **sv, RtReq **rk,
+                    RtReq **rv)
+{
+    bool held = t <= R->last[b];
+    if (t > 0 && held) {
+        wait2(rk, rv);
+        *ck = slot[t % 2][0], *cv = slot[t % 2][1];
+    }
+    wait2(sk, sv);
+    if (held && t < R->last[b]) {
+        *sk = rt_isend(c, *ck, e, RT_ACT, R->next, tag(t, TAG_K));
+        *sv = rt_isend(c, *cv, e, RT_ACT, R->next, tag(t, TAG_V));
+    }
+    if (t + 1 < R->cp && t + 1 <= R->last[bn]) {
+        *rk = rt_irecv(c, slot[(t + 1) % 2][0], e, RT_ACT, R->prev, tag(t, TAG_K));
+        *rv = rt_irecv(c, slot[(t + 1) % 2][1], e, RT_ACT, R->prev, tag(t, TAG_V));
+    }
+}
+
 void rt_attention_ring_fwd(RtComm *c, rt_act *o, float *lse, const rt_act *q, const rt_act *k,
                            const rt_act *v, int64_t B, int64_t Sq, int64_t H, int64_t KVH,
                            int64_t D, bool causal, int64_t window, int64_t chunk, int nchunks,
@@ -207,20 +232,7 @@ void rt_attention_ring_fwd(RtComm *c, rt_act *o, float *lse, const rt_act *q, co
     for (int t = 0; t < R.cp; t++) {
         int b = block_at(&R, t), bn = (b + R.cp - 1) % R.cp;
         bool held = t <= R.last[b];
-        if (t > 0 && held) {
-            wait2(&rk, &rv);
-            ck = slot[t % 2][0], cv = slot[t % 2][1];
-        }
-        /* the last step's sends read the slot the next block arrives in */
-        wait2(&sk, &sv);
-        if (held && t < R.last[b]) {
-            sk = rt_isend(c, ck, e, RT_ACT, R.next, tag(t, TAG_K));
-            sv = rt_isend(c, cv, e, RT_ACT, R.next, tag(t, TAG_V));
-        }
-        if (t + 1 < R.cp && t + 1 <= R.last[bn]) {
-            rk = rt_irecv(c, slot[(t + 1) % 2][0], e, RT_ACT, R.prev, tag(t, TAG_K));
-            rv = rt_irecv(c, slot[(t + 1) % 2][1], e, RT_ACT, R.prev, tag(t, TAG_V));
-        }
+        kv_step(c, &R, t, b, bn, slot, e, &ck, &cv, &sk, &sv, &rk, &rv);
         if (!held || !R.mine[b])
             continue;
         const int64_t *kpos = pos + b * nchunks;
@@ -270,19 +282,7 @@ void rt_attention_ring_bwd(RtComm *c, rt_act *dq, rt_act *dk, rt_act *dv, const 
         int b = block_at(&R, t), bn = (b + R.cp - 1) % R.cp;
         bool held = t <= R.last[b], compute = held && R.mine[b];
         bool acc_here = t > 0 && R.first[b] && t >= R.first[b];
-        if (t > 0 && held) {
-            wait2(&rk, &rv);
-            ck = slot[t % 2][0], cv = slot[t % 2][1];
-        }
-        wait2(&sk, &sv);
-        if (held && t < R.last[b]) {
-            sk = rt_isend(c, ck, e, RT_ACT, R.next, tag(t, TAG_K));
-            sv = rt_isend(c, cv, e, RT_ACT, R.next, tag(t, TAG_V));
-        }
-        if (t + 1 < R.cp && t + 1 <= R.last[bn]) {
-            rk = rt_irecv(c, slot[(t + 1) % 2][0], e, RT_ACT, R.prev, tag(t, TAG_K));
-            rv = rt_irecv(c, slot[(t + 1) % 2][1], e, RT_ACT, R.prev, tag(t, TAG_V));
-        }
+        kv_step(c, &R, t, b, bn, slot, e, &ck, &cv, &sk, &sv, &rk, &rv);
         /* The accumulator of the block held next step (at t = cp - 1: this
          * rank's own, coming home) lands in the other slot, which the last
          * step's accumulator left from. */

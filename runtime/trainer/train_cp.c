@@ -23,9 +23,13 @@ int64_t tr_cp_position(int64_t row)
     return ((c & 1) ? 2 * CG_CP - 1 - r : r) * C + row % C;
 }
 
-/* The chunk length; qpos: rank r's chunks; kpos: every rank's, in order. */
-static int64_t positions(int64_t Sq, int cp, int r, int64_t *qpos, int64_t *kpos)
+/* The chunk length; qpos: rank r's chunks; kpos: every rank's, in order
+ * (Sk of them, gathered: the whole sequence). */
+static int64_t positions(int64_t Sq, int64_t Sk, int cp, int r, int64_t *qpos, int64_t *kpos)
 {
+    if (Sk != Sq * cp || Sk != CG_SEQ || cp != CG_CP)
+        rt_fatal("context parallelism: %lld keys are not %d x %lld queries of the sequence of %d",
+                 (long long)Sk, cp, (long long)Sq, (int)CG_SEQ);
     if (cp < 1 || 2 * cp > RT_ATTN_MAX_CHUNKS || r < 0 || r >= cp)
         rt_fatal("context parallelism: rank %d of %d (at most %d ranks)", r, cp, RT_ATTN_MAX_CHUNKS / 2);
     if (!CG_CP_BALANCED || cp == 1) {
@@ -46,10 +50,7 @@ void cg_attention_cp_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k
                          bool causal, int64_t window, int cp, int r)
 {
     int64_t qpos[2], kpos[RT_ATTN_MAX_CHUNKS];
-    if (Sk != Sq * cp || Sk != CG_SEQ || cp != CG_CP)
-        rt_fatal("context parallelism: %lld keys are not %d x %lld queries of the sequence of %d",
-                 (long long)Sk, cp, (long long)Sq, (int)CG_SEQ);
-    int64_t chunk = positions(Sq, cp, r, qpos, kpos);
+    int64_t chunk = positions(Sq, Sk, cp, r, qpos, kpos);
     rt_attention_pos_fwd(o, lse, q, k, v, B, Sq, Sk, H, KVH, D, causal, window, chunk, qpos, kpos);
 }
 
@@ -59,10 +60,7 @@ void cg_attention_cp_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, co
                          bool causal, int64_t window, int cp, int r)
 {
     int64_t qpos[2], kpos[RT_ATTN_MAX_CHUNKS];
-    if (Sk != Sq * cp || Sk != CG_SEQ || cp != CG_CP)
-        rt_fatal("context parallelism: %lld keys are not %d x %lld queries of the sequence of %d",
-                 (long long)Sk, cp, (long long)Sq, (int)CG_SEQ);
-    int64_t chunk = positions(Sq, cp, r, qpos, kpos);
+    int64_t chunk = positions(Sq, Sk, cp, r, qpos, kpos);
     rt_attention_pos_bwd(dq, dk, dv, q, k, v, o, lse, dout, B, Sq, Sk, H, KVH, D, causal, window,
                          chunk, qpos, kpos);
 }
