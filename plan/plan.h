@@ -209,6 +209,27 @@ typedef enum {
 } PlanRecompute;
 
 typedef enum { PLAN_SCHED_1F1B, PLAN_SCHED_INTERLEAVED } PlanSchedule;
+
+/* The format a plan's linear layers (GEMMs) run in (issue 33): BF16, or a
+ * low-precision one whose inputs are cast with scales (per tensor for FP8,
+ * per 32-element block for MXFP8, per 16-element block and per tensor for
+ * NVFP4). Which GEMMs stay in BF16 is the stack's (docs/precision.md).
+ * X(id, name, bits of an element) */
+#define PLAN_PRECISIONS(X)                                                                     \
+    X(BF16, "bf16", 16)                                                                        \
+    X(FP8, "fp8", 8)                                                                           \
+    X(MXFP8, "mxfp8", 8)                                                                       \
+    X(NVFP4, "nvfp4", 4)
+typedef enum {
+#define X(id, name, bits) PLAN_PREC_##id,
+    PLAN_PRECISIONS(X)
+#undef X
+    PLAN_NPREC
+} PlanPrecision;
+const char *plan_precision_name(PlanPrecision p);
+int plan_precision_bits(PlanPrecision p);
+/* The precision named s, or -1. */
+int plan_precision_parse(const char *s);
 typedef enum { PLAN_ATTN_FLASH, PLAN_ATTN_MATERIALIZED } PlanAttention;
 
 const char *plan_recompute_name(PlanRecompute r); /* "none", "full", ... (rules.c) */
@@ -234,6 +255,7 @@ typedef struct Plan {
     int zero;                     /* ZeRO stage over each parameter's data-parallel axes */
     PlanSchedule schedule;
     PlanAttention attention;
+    PlanPrecision precision;      /* the linear layers' format (BF16 = 0, the default) */
     int8_t axis[PLAN_NDIMS];      /* the mesh axis each parallel dimension runs along, or
                                      -1; set once by whoever completes the plan
                                      (plan_axes), read by everyone after */

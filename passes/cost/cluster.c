@@ -52,6 +52,8 @@ static const struct Key {
     {"gpus_per_node", K_CINT, C(gpus_per_node), 1, 1, 1024, "count"},
     {"nodes", K_CINT, C(nodes), 1, 1, 1 << 20, "count"},
     {"peak_tflops", K_NUM, G(peak_flops), 1e12, 1e-6, 1e6, "TFLOP/s"},
+    {"peak_fp8_tflops", K_NUM, G(peak_fp8_flops), 1e12, 0, 1e7, "TFLOP/s"},
+    {"peak_fp4_tflops", K_NUM, G(peak_fp4_flops), 1e12, 0, 1e7, "TFLOP/s"},
     {"hbm_gib", K_NUM, G(hbm_bytes), 1073741824.0, 1e-3, 1e7, "GiB"},
     {"hbm_bw_gbs", K_NUM, G(hbm_bw), GB, 1e-3, 1e6, "GB/s"},
     {"nvlink_bw_gbs", K_NUM, G(nvlink_bw), GB, 1e-3, 1e6, "GB/s"},

@@ -102,6 +102,8 @@ typedef struct PassGpu {
     PassDevKind kind;
     double peak_flops;            /* dense bf16 tensor-core FLOP/s (CPU: the sustained fp32
                                      GEMM rate one core measured, gemm_eff = 1) */
+    double peak_fp8_flops;        /* dense FP8 (and MXFP8) tensor-core FLOP/s; 0: no FP8 */
+    double peak_fp4_flops;        /* dense NVFP4 tensor-core FLOP/s; 0: no FP4 */
     double hbm_bytes;             /* memory capacity (CPU: per rank, RAM / ranks) */
     double hbm_bw;                /* bytes/s */
     double nvlink_bw;             /* per GPU, one direction, bytes/s (datasheet) */

@@ -47,10 +47,10 @@ const PassGpu pass_gpu_presets[] = {
     {.name = "a100-80gb", .peak_flops = 312e12, .hbm_bytes = 81920 * MIB, .hbm_bw = 2039 * GB,
      .nvlink_bw = 300 * GB, .nic_bw = 25 * GB, .busbw_nvlink = 232 * GB, .busbw_ib = 24 * GB,
      .alpha_nvlink = 1.2e-6, .alpha_ib = 5e-6, .sms = 108, .gemm_eff = 0.75, .hbm_eff = 0.85, NV_GEMM_CURVE},
-    {.name = "h100-80gb", .peak_flops = 989e12, .hbm_bytes = 81559 * MIB, .hbm_bw = 3350 * GB,
+    {.name = "h100-80gb", .peak_flops = 989e12, .peak_fp8_flops = 1979e12, .hbm_bytes = 81559 * MIB, .hbm_bw = 3350 * GB,
      .nvlink_bw = 450 * GB, .nic_bw = 50 * GB, .busbw_nvlink = 370 * GB, .busbw_ib = 46 * GB,
      .alpha_nvlink = 1.0e-6, .alpha_ib = 4e-6, .sms = 132, .gemm_eff = 0.60, .hbm_eff = 0.90, NV_GEMM_CURVE},
-    {.name = "h200", .peak_flops = 989e12, .hbm_bytes = 143771 * MIB, .hbm_bw = 4800 * GB,
+    {.name = "h200", .peak_flops = 989e12, .peak_fp8_flops = 1979e12, .hbm_bytes = 143771 * MIB, .hbm_bw = 4800 * GB,
      .nvlink_bw = 450 * GB, .nic_bw = 50 * GB, .busbw_nvlink = 370 * GB, .busbw_ib = 46 * GB,
      .alpha_nvlink = 1.0e-6, .alpha_ib = 4e-6, .sms = 132, .gemm_eff = 0.62, .hbm_eff = 0.90, NV_GEMM_CURVE},
 };

@@ -135,6 +135,23 @@ static bool cp_ok(const Src *s, int cp)
     return s->has_attention && s->seq % (2 * cp) == 0 && cp <= PLAN_MAX_CP;
 }
 
+/* A cp layout whose micro-batch b shares a factor g with cp is dominated:
+ * dp x g ranks each running b / g whole sequences and cp / g ranks per
+ * sequence do the same GEMMs and attention pairs per rank, reduce the same
+ * gradients over the same dp x cp ranks, and exchange fewer K/V blocks. So
+ * cp > 1 is only tried with micro-batches prime to it, unless a pin or a
+ * filter rules the dominating layout out. */
+static bool cp_dominated(const Src *s, int dp, int cp, int64_t b)
+{
+    const PassSearchPins *pin = &s->o->pins;
+    if (cp == 1 || pin->cp || pin->dp || pin->micro_batch)
+        return false;
+    int64_t g = 1;
+    for (int64_t x = b, y = cp; y; g = y, y = x % y, x = g)
+        ;
+    return g > 1 && b / g > s->o->filter.mb_above && s->gb % ((int64_t)dp * g) == 0;
+}
+
 /* Does policy r rerun any node at all? */
 static bool recomputes_any(const Src *s, int r)
 {
@@ -251,6 +268,8 @@ static void enumerate(Src *s)
                 for (int ib = 0; ib < nb; ib++) {
                     int64_t b = s->mbs[ib];
                     if ((pin->micro_batch && b != pin->micro_batch) || b <= f->mb_above)
+                        continue;
+                    if (cp_dominated(s, dp, cp, b))
                         continue;
                     int m = (int)(per / b);
                     for (int sp = 0; sp < 2; sp++) {

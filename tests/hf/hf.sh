@@ -42,10 +42,11 @@
 #   hf.sh transformers WORK   (after e2e) each export loads with
 #     AutoModelForCausalLM.from_pretrained and gives mkhf.py's loss; without
 #     transformers and torch, "SKIPPED: ..." and status 77.
-#   hf.sh native PTDC WORK    models/*.mdl (LLaMA-2, LLaMA-3.1, Mistral, Qwen2,
-#     GPT-3 and their tiny versions) compiled with -o get a hf_config.json of
-#     their architecture, with transformers' keys, importing as a model of
-#     their parameter count; PaLM's parallel block gets none and a note.
+#   hf.sh native PTDC WORK MODEL:ARCH   models/MODEL.mdl compiled with -o gets
+#     a hf_config.json of ARCH, with transformers' keys, importing as a model
+#     of its parameter count (total and active).
+#   hf.sh native PTDC WORK none   PaLM's parallel block and the DeepSeek-V3-style
+#     model get no config, and a note saying why.
 #   hf.sh refused PTDC BIN WORK
 #     a model ptdc cannot state as a Hugging Face architecture (tiny-parallel;
 #     LLaMA with its SwiGLU written as silu * up) is compiled with a note
@@ -268,16 +269,13 @@ prefix)
     echo "hf: a tensor under both names, or neither, is refused naming both and the file"
     ;;
 native)
-    work=$3
+    # One model a call (MODEL:ARCH), or `none`: the models with no config.
+    work=$3 pair=$4
     w=$work/native
-    rm -rf "$w" && mkdir -p "$w"
-    L=LlamaForCausalLM M=MistralForCausalLM Q=Qwen2ForCausalLM G=GPT2LMHeadModel
-    X=MixtralForCausalLM Q2=Qwen2MoeForCausalLM Q3=Qwen3MoeForCausalLM
-    for pair in tiny-llama:$L tiny-llama3:$L tiny-mistral:$M tiny-qwen2:$Q tiny-gpt:$G \
-                llama2-7b:$L llama2-70b:$L llama3-8b:$L mistral-7b:$M qwen2-7b:$Q gpt3-1.3b:$G \
-                gpt3-175b:$G tiny-mixtral:$X mixtral-8x7b:$X tiny-qwen2-moe:$Q2 qwen2-moe:$Q2 \
-                tiny-qwen3-moe:$Q3 qwen3-30b-a3b:$Q3 qwen3-235b-a22b:$Q3; do
+    mkdir -p "$w"
+    if [ "$pair" != none ]; then
         m=${pair%%:*} arch=${pair#*:}
+        rm -rf "$w/$m"
         "$ptdc" "$here/../../models/$m.mdl" --gpus 1024 --target cuda -o "$w/$m" > "$w/$m.log" 2>&1 ||
             { cat "$w/$m.log"; fail "$m does not compile"; }
         ! grep -q "Hugging Face" "$w/$m.log" || { cat "$w/$m.log"; fail "$m: a note about its config"; }
@@ -289,7 +287,9 @@ native)
         b=$("$ptdc" "$w/$m.mdl" --emit summary | grep '^  \(active \)*parameters:')
         [ "$a" = "$b" ] || fail "$m has '$a', its config.json imports as '$b'"
         echo "hf: $m: $arch,$a"
-    done
+        exit 0
+    fi
+    rm -rf "$w/palm" "$w/ds"
     "$ptdc" "$here/../../models/palm-8b.mdl" --gpus 64 --target cuda -o "$w/palm" > "$w/palm.log" 2>&1 ||
         { cat "$w/palm.log"; fail "palm-8b does not compile"; }
     grep -q "note: parallel has no Hugging Face config: no parameter has a Hugging Face name" "$w/palm.log" ||
