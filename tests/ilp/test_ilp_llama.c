@@ -254,10 +254,13 @@ static void data_parallel(void)
  * across nodes needs no communication per micro-batch, only the gradient
  * synchronisation per step. Inside a node, restricted to splits that keep
  * the sequence whole, the ILP finds Megatron TP (as in megatron_tp); left
- * free it may do better, never worse. (Measured: Megatron TP, 11.5 GiB, is
- * within 1% of the best plan, which splits the sequence for the norms and
- * replicates the attention output projection, trading its reduce-scatter
- * for an all-to-all of the attention output: 9.8 GiB.) */
+ * free it may do better, never worse. (Measured: Megatron TP, 11.2 GiB,
+ * 0.282 s; the best plan, 0.262 s, fills the 24 GiB with replicas of the
+ * MLP and the attention output projection, which run on the sequence split
+ * over tp, so the MLP is data parallel over all 32 ranks: one all-gather
+ * and one all-to-all per block instead of two all-reduces, its gradients
+ * reduced once a step on the dp x tp communicator, at 8 NICs per node.
+ * Within 10%: a cheaper plan than that would be a pricing error.) */
 static void two_dimensional(void)
 {
     Env E;
@@ -269,7 +272,7 @@ static void two_dimensional(void)
     show(&E, &q, r);
     CHECK(r->feasible && r->status == ILP_OPTIMAL, "status %s", ilp_status_name(r->status));
     CHECK(free_r->feasible && free_r->step_s <= r->step_s * (1 + 1e-9) &&
-              free_r->step_s >= 0.98 * r->step_s,
+              free_r->step_s >= 0.90 * r->step_s,
           "free %.4f s against Megatron TP %.4f s", free_r->step_s, r->step_s);
     for (int i = 0; i < free_r->nnodes; i++)
         CHECK(free_r->strategy[i].dim[0] == E.g->batch_dim,
