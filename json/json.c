@@ -9,6 +9,21 @@
 
 #define JSON_MAX_DEPTH 64
 
+/* The decoded strings and number literals of one document, packed into
+ * chunks freed with it: a value costs its node and its bytes, not a
+ * malloc of its own (a 40 MB array of numbers once took 1.9 GB). */
+typedef struct Chunk {
+    struct Chunk *next;
+    size_t used, cap;
+    char data[];
+} Chunk;
+
+/* The root as allocated: json_free finds the chunks behind it. */
+typedef struct {
+    JsonValue root;
+    Chunk *chunks;
+} Doc;
+
 typedef struct {
     const unsigned char *s;
     size_t len, pos;
@@ -16,6 +31,10 @@ typedef struct {
     char *err;
     size_t errlen;
     bool failed;
+    int max_array;                /* elements an array may hold (0: any) */
+    Chunk **chunks;               /* the document's */
+    char *scratch;                /* a string being decoded */
+    size_t scratch_cap;
 } Parser;
 
 static bool fail(Parser *p, const char *msg)
@@ -24,6 +43,36 @@ static bool fail(Parser *p, const char *msg)
         snprintf(p->err, p->errlen, "at byte %zu: %s", p->pos, msg);
     p->failed = true;
     return false;
+}
+
+/* n bytes of src, NUL-terminated, kept with the document. */
+static char *keep(Parser *p, const void *src, size_t n)
+{
+    Chunk *c = *p->chunks;
+    if (!c || c->cap - c->used < n + 1) {
+        size_t cap = n + 1 > 65536 - sizeof(Chunk) ? n + 1 : 65536 - sizeof(Chunk);
+        Chunk *nc = malloc(sizeof(Chunk) + cap);
+        if (!nc) {
+            fail(p, "out of memory");
+            return NULL;
+        }
+        nc->used = 0, nc->cap = cap;
+        /* A large string gets a chunk of its own behind the current one,
+         * which keeps its free space. */
+        if (c && n + 1 > 65536 - sizeof(Chunk)) {
+            nc->next = c->next;
+            c->next = nc;
+        } else {
+            nc->next = c;
+            *p->chunks = nc;
+        }
+        c = nc;
+    }
+    char *d = c->data + c->used;
+    memcpy(d, src, n);
+    d[n] = 0;
+    c->used += n + 1;
+    return d;
 }
 
 /* A growing NUL-terminated string (a string's decoded bytes). */
@@ -147,15 +196,29 @@ static bool utf8_seq(Parser *p, Buf *b)
     return true;
 }
 
+static bool decode(Parser *p, Buf *bp);
+
 static bool string(Parser *p, char **out, size_t *outlen)
 {
-    Buf b = {0};
+    Buf b = {p->scratch, 0, p->scratch_cap};
+    bool ok = decode(p, &b);
+    p->scratch = b.s, p->scratch_cap = b.cap; /* reused by the next string */
+    if (!ok)
+        return false;
+    *outlen = b.len;
+    return (*out = keep(p, b.s, b.len)) != NULL;
+}
+
+/* The string at p->pos (its opening quote) decoded into b. */
+static bool decode(Parser *p, Buf *bp)
+{
+    Buf b = *bp;
     if (!add(p, &b, "", 0))
         return false;
     p->pos++; /* opening quote */
     for (;;) {
         if (p->pos >= p->len) {
-            free(b.s);
+            *bp = b;
             return fail(p, "unterminated string");
         }
         unsigned char c = p->s[p->pos];
@@ -164,19 +227,19 @@ static bool string(Parser *p, char **out, size_t *outlen)
             break;
         }
         if (c < 0x20) {
-            free(b.s);
+            *bp = b;
             return fail(p, "control character in string");
         }
         if (c >= 0x80) {
             if (!utf8_seq(p, &b)) {
-                free(b.s);
+                *bp = b;
                 return false;
             }
             continue;
         }
         if (c != '\\') {
             if (!add(p, &b, &c, 1)) {
-                free(b.s);
+                *bp = b;
                 return false;
             }
             p->pos++;
@@ -184,7 +247,7 @@ static bool string(Parser *p, char **out, size_t *outlen)
         }
         p->pos++;
         if (p->pos >= p->len) {
-            free(b.s);
+            *bp = b;
             return fail(p, "unterminated string");
         }
         char e = (char)p->s[p->pos++];
@@ -192,49 +255,48 @@ static bool string(Parser *p, char **out, size_t *outlen)
         if (e && simple) {
             static const char map[] = "\"\\/\b\f\n\r\t";
             if (!add(p, &b, &map[simple - "\"\\/bfnrt"], 1)) {
-                free(b.s);
+                *bp = b;
                 return false;
             }
             continue;
         }
         if (e != 'u') {
             p->pos--;
-            free(b.s);
+            *bp = b;
             return fail(p, "invalid escape in string");
         }
         uint32_t cp;
         if (!hex4(p, &cp)) {
-            free(b.s);
+            *bp = b;
             return false;
         }
         if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            free(b.s);
+            *bp = b;
             return fail(p, "unpaired low surrogate");
         }
         if (cp >= 0xD800 && cp <= 0xDBFF) {
             uint32_t lo;
             if (p->len - p->pos < 2 || p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u') {
-                free(b.s);
+                *bp = b;
                 return fail(p, "unpaired high surrogate");
             }
             p->pos += 2;
             if (!hex4(p, &lo)) {
-                free(b.s);
+                *bp = b;
                 return false;
             }
             if (lo < 0xDC00 || lo > 0xDFFF) {
-                free(b.s);
+                *bp = b;
                 return fail(p, "unpaired high surrogate");
             }
             cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
         }
         if (!put_utf8(p, &b, cp)) {
-            free(b.s);
+            *bp = b;
             return false;
         }
     }
-    *out = b.s;
-    *outlen = b.len;
+    *bp = b;
     return true;
 }
 
@@ -272,22 +334,25 @@ static bool number(Parser *p, JsonValue *v)
     }
     v->kind = JSON_NUMBER;
     v->len = p->pos - start;
-    v->text = malloc(v->len + 1);
-    if (!v->text)
-        return fail(p, "out of memory");
-    memcpy(v->text, p->s + start, v->len);
-    v->text[v->len] = 0;
-    return true;
+    return (v->text = keep(p, p->s + start, v->len)) != NULL;
 }
 
 static bool value(Parser *p, JsonValue *v);
 
-/* Room for one more member; false (failed) when out of memory. */
+/* Room for one more member; false (failed) when out of memory or past
+ * the caller's limit on an array's elements. */
 static bool grow(Parser *p, JsonValue *v, int *cap, bool keys)
 {
+    if (!keys && p->max_array > 0 && v->n >= p->max_array) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "an array of more than %d elements", p->max_array);
+        return fail(p, msg);
+    }
+    if (v->n == INT32_MAX)
+        return fail(p, "more than 2^31 elements in an array or object");
     if (v->n < *cap)
         return true;
-    int ncap = *cap ? *cap * 2 : 8;
+    int ncap = !*cap ? 4 : *cap > INT32_MAX / 2 ? INT32_MAX : *cap * 2;
     JsonValue *items = realloc(v->items, (size_t)ncap * sizeof *items);
     if (!items)
         return fail(p, "out of memory");
@@ -304,6 +369,83 @@ static bool grow(Parser *p, JsonValue *v, int *cap, bool keys)
     }
     *cap = ncap;
     return true;
+}
+
+/* The members' arrays cut to their count once the value is closed: the
+ * doubling's slack is not kept for the document's life. */
+static void fit(JsonValue *v)
+{
+    if (v->n == 0) {
+        free(v->items), free(v->keys), free(v->key_lens);
+        v->items = NULL, v->keys = NULL, v->key_lens = NULL;
+        return;
+    }
+    JsonValue *items = realloc(v->items, (size_t)v->n * sizeof *items);
+    if (items)
+        v->items = items;
+    if (v->keys) {
+        char **k = realloc(v->keys, (size_t)v->n * sizeof *k);
+        if (k)
+            v->keys = k;
+        size_t *kl = realloc(v->key_lens, (size_t)v->n * sizeof *kl);
+        if (kl)
+            v->key_lens = kl;
+    }
+}
+
+/* An object's keys seen so far, hashed (open addressing, slots hold the
+ * member index + 1): the duplicate check is linear in the members, where
+ * comparing each key with every earlier one took 64 s for 200k keys. */
+typedef struct {
+    uint32_t *slot;
+    size_t mask;
+} KeySet;
+
+static uint64_t key_hash(const char *k, size_t n)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)k[i]) * 1099511628211ull;
+    return h;
+}
+
+static bool keyset_put(Parser *p, KeySet *ks, const JsonValue *v, int i, bool *dup);
+
+static bool keyset_grow(Parser *p, KeySet *ks, const JsonValue *v, int n)
+{
+    size_t cap = 16;
+    while (cap < 2 * (size_t)n + 2)
+        cap *= 2;
+    free(ks->slot);
+    ks->slot = calloc(cap, sizeof *ks->slot);
+    if (!ks->slot)
+        return fail(p, "out of memory");
+    ks->mask = cap - 1;
+    bool dup = false;
+    for (int i = 0; i < n; i++)
+        keyset_put(p, ks, v, i, &dup);
+    return true;
+}
+
+/* Adds member i's key; *dup when an earlier member has it. */
+static bool keyset_put(Parser *p, KeySet *ks, const JsonValue *v, int i, bool *dup)
+{
+    if (!ks->slot || 2 * (size_t)(i + 1) > ks->mask + 1)
+        if (!keyset_grow(p, ks, v, i))
+            return false;
+    const char *k = v->keys[i];
+    size_t n = v->key_lens[i];
+    for (size_t h = key_hash(k, n) & ks->mask;; h = (h + 1) & ks->mask) {
+        uint32_t j = ks->slot[h];
+        if (!j) {
+            ks->slot[h] = (uint32_t)i + 1;
+            return true;
+        }
+        if (v->key_lens[j - 1] == n && memcmp(v->keys[j - 1], k, n) == 0) {
+            *dup = true;
+            return true;
+        }
+    }
 }
 
 static bool array(Parser *p, JsonValue *v)
@@ -327,8 +469,10 @@ static bool array(Parser *p, JsonValue *v)
         if (p->pos >= p->len)
             return fail(p, "unterminated array");
         char c = (char)p->s[p->pos++];
-        if (c == ']')
+        if (c == ']') {
+            fit(v);
             return true;
+        }
         if (c != ',') {
             p->pos--;
             return fail(p, "expected ',' or ']' in array");
@@ -336,16 +480,9 @@ static bool array(Parser *p, JsonValue *v)
     }
 }
 
-static bool object(Parser *p, JsonValue *v)
+static bool members(Parser *p, JsonValue *v, KeySet *ks)
 {
     int cap = 0;
-    v->kind = JSON_OBJECT;
-    p->pos++;
-    skip_ws(p);
-    if (p->pos < p->len && p->s[p->pos] == '}') {
-        p->pos++;
-        return true;
-    }
     for (;;) {
         skip_ws(p);
         if (p->pos >= p->len || p->s[p->pos] != '"')
@@ -354,17 +491,24 @@ static bool object(Parser *p, JsonValue *v)
             return false;
         memset(&v->items[v->n], 0, sizeof v->items[0]);
         v->keys[v->n] = NULL;
+        v->key_lens[v->n] = 0;
         v->n++;
         size_t klen;
         size_t kpos = p->pos;
         if (!string(p, &v->keys[v->n - 1], &klen))
             return false;
         v->key_lens[v->n - 1] = klen;
-        for (int i = 0; i < v->n - 1; i++)
-            if (v->key_lens[i] == klen && memcmp(v->keys[i], v->keys[v->n - 1], klen) == 0) {
-                p->pos = kpos;
-                return fail(p, "duplicate key in object");
-            }
+        bool dup = false;
+        if (v->n <= 8) { /* small objects: no table */
+            for (int i = 0; i < v->n - 1; i++)
+                dup |= v->key_lens[i] == klen && memcmp(v->keys[i], v->keys[v->n - 1], klen) == 0;
+        } else if (!keyset_put(p, ks, v, v->n - 1, &dup)) {
+            return false;
+        }
+        if (dup) {
+            p->pos = kpos;
+            return fail(p, "duplicate key in object");
+        }
         skip_ws(p);
         if (p->pos >= p->len || p->s[p->pos] != ':')
             return fail(p, "expected ':' after object key");
@@ -382,6 +526,23 @@ static bool object(Parser *p, JsonValue *v)
             return fail(p, "expected ',' or '}' in object");
         }
     }
+}
+
+static bool object(Parser *p, JsonValue *v)
+{
+    v->kind = JSON_OBJECT;
+    p->pos++;
+    skip_ws(p);
+    if (p->pos < p->len && p->s[p->pos] == '}') {
+        p->pos++;
+        return true;
+    }
+    KeySet ks = {NULL, 0};
+    bool ok = members(p, v, &ks);
+    free(ks.slot);
+    if (ok)
+        fit(v);
+    return ok;
 }
 
 static bool value(Parser *p, JsonValue *v)
@@ -425,43 +586,51 @@ static bool value(Parser *p, JsonValue *v)
 
 static void free_inner(JsonValue *v)
 {
-    for (int i = 0; i < v->n; i++) {
+    for (int i = 0; i < v->n; i++)
         free_inner(&v->items[i]);
-        if (v->keys)
-            free(v->keys[i]);
-    }
     free(v->items);
     free(v->keys);
     free(v->key_lens);
-    free(v->text);
 }
 
 void json_free(JsonValue *v)
 {
-    if (v) {
-        free_inner(v);
-        free(v);
+    if (!v)
+        return;
+    Doc *d = (Doc *)v; /* json_parse's root is a Doc's first member */
+    free_inner(&d->root);
+    for (Chunk *c = d->chunks, *next; c; c = next) {
+        next = c->next;
+        free(c);
     }
+    free(d);
 }
 
-JsonValue *json_parse(const char *text, size_t len, char *err, size_t errlen)
+JsonValue *json_parse_limited(const char *text, size_t len, int max_array, char *err, size_t errlen)
 {
-    Parser p = {(const unsigned char *)text, len, 0, 0, err, errlen, false};
-    JsonValue *v = calloc(1, sizeof *v);
-    if (!v) {
+    Parser p = {(const unsigned char *)text, len, 0, 0, err, errlen, false, max_array, NULL, NULL, 0};
+    Doc *d = calloc(1, sizeof *d);
+    if (!d) {
         fail(&p, "out of memory");
         return NULL;
     }
-    if (value(&p, v)) {
+    p.chunks = &d->chunks;
+    if (value(&p, &d->root)) {
         skip_ws(&p);
         if (p.pos != p.len)
             fail(&p, "text after the JSON value");
     }
+    free(p.scratch);
     if (p.failed) {
-        json_free(v);
+        json_free(&d->root);
         return NULL;
     }
-    return v;
+    return &d->root;
+}
+
+JsonValue *json_parse(const char *text, size_t len, char *err, size_t errlen)
+{
+    return json_parse_limited(text, len, 0, err, errlen);
 }
 
 const JsonValue *json_get(const JsonValue *obj, const char *key)

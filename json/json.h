@@ -32,6 +32,13 @@ struct JsonValue {
 /* Parse text[0, len). Returns a tree the caller frees with json_free, or NULL
  * with a sentence in err ("at byte N: ...", "at byte N: out of memory"). */
 JsonValue *json_parse(const char *text, size_t len, char *err, size_t errlen);
+/* The same, refusing an array of more than max_array elements (0: any) as
+ * soon as it reaches one: a reader whose format has only short arrays
+ * (safetensors: shapes, offsets) bounds its memory by that, not by the
+ * input's size. Memory: about 60 bytes a value plus its text; the parse is
+ * linear in the input. */
+JsonValue *json_parse_limited(const char *text, size_t len, int max_array, char *err,
+                              size_t errlen);
 void json_free(JsonValue *v);
 /* The member `key` of an object, or NULL. */
 const JsonValue *json_get(const JsonValue *obj, const char *key);

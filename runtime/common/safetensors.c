@@ -246,7 +246,8 @@ RtcStFile *rtc_stf_open(const char *path, char *err, size_t errlen)
     st->data = st->map + 8 + hlen;
     st->data_bytes = st->map_bytes - 8 - hlen;
     char jerr[256];
-    JsonValue *root = json_parse((const char *)st->map + 8, (size_t)hlen, jerr, sizeof jerr);
+    JsonValue *root =
+        json_parse_limited((const char *)st->map + 8, (size_t)hlen, ST_MAX_ARRAY, jerr, sizeof jerr);
     if (!root) {
         rtc_err(err, errlen, "%s: malformed safetensors header: JSON error %s", path, jerr);
         rtc_stf_close(st);

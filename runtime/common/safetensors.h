@@ -2,6 +2,11 @@
 #ifndef PTDRT_SAFETENSORS_H
 #define PTDRT_SAFETENSORS_H
 
+/* The longest array a safetensors header or shard index holds (a shape,
+ * two offsets): the JSON parser refuses a longer one at once, so a hostile
+ * header costs its tensors' entries, not 46 bytes of memory per byte. */
+#define ST_MAX_ARRAY 64
+
 #include "common.h"
 
 /* Bytes per element of a safetensors dtype name, 0 if unknown. */

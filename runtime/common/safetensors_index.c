@@ -106,18 +106,24 @@ static int build_table(RtSt *st, char *err, size_t errlen)
     return 0;
 }
 
+/* qsort has no context argument: the weight map being sorted. */
+static const JsonValue *sort_keys;
+
+static int by_key(const void *a, const void *b)
+{
+    return strcmp(sort_keys->keys[*(const int *)a], sort_keys->keys[*(const int *)b]);
+}
+
 static char *read_text(const char *path, size_t *len, char *err, size_t errlen)
 {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        rtc_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
+    /* rtc_open_regular: a FIFO named like an index would block open() for
+     * a writer forever; it and a directory are refused by what they are. */
     struct stat sb;
+    int fd = rtc_open_regular(path, "shard index", &sb, err, errlen);
+    if (fd < 0)
+        return NULL;
     char *text = NULL;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
-        rtc_err(err, errlen, "%s: not a regular file", path);
-    else if ((size_t)sb.st_size > MAX_INDEX_BYTES)
+    if ((size_t)sb.st_size > MAX_INDEX_BYTES)
         rtc_err(err, errlen, "%s: %lld bytes: too large for a shard index", path,
                 (long long)sb.st_size);
     else {
@@ -149,7 +155,7 @@ static int open_index(RtSt *st, const char *index, char *err, size_t errlen)
     if (!text)
         return -1;
     char jerr[256];
-    JsonValue *root = json_parse(text, len, jerr, sizeof jerr);
+    JsonValue *root = json_parse_limited(text, len, ST_MAX_ARRAY, jerr, sizeof jerr);
     free(text);
     if (!root)
         return rtc_err(err, errlen, "%s: malformed shard index: JSON error %s", index, jerr);
@@ -225,17 +231,36 @@ static int open_index(RtSt *st, const char *index, char *err, size_t errlen)
         rc = rtc_err(err, errlen, "%s: the weight_map is empty", index);
     if (rc == 0)
         rc = build_table(st, err, errlen);
-    /* Every tensor of a shard is the one the index maps there. */
+    /* Every tensor of a shard is the one the index maps there: the map's
+     * keys sorted once and searched (a scan per tensor was quadratic). */
+    int *order = NULL;
+    if (rc == 0) {
+        order = rtc_xcalloc((size_t)map->n, sizeof *order);
+        for (int i = 0; i < map->n; i++)
+            order[i] = i;
+        sort_keys = map;
+        qsort(order, (size_t)map->n, sizeof *order, by_key);
+    }
     for (int i = 0; rc == 0 && i < st->n; i++) {
         const Entry *e = &st->t[i];
-        int k = 0;
-        while (k < map->n && strcmp(map->keys[k], e->name) != 0)
-            k++;
+        int lo = 0, hi = map->n, k = map->n;
+        while (lo < hi) {
+            int mid = lo + (hi - lo) / 2, c = strcmp(map->keys[order[mid]], e->name);
+            if (c == 0) {
+                k = order[mid];
+                break;
+            }
+            if (c < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
         if (k == map->n || file_of[k] != e->file)
             rc = rtc_err(err, errlen, "%s: shard %s holds tensor '%s', which the weight_map %s",
                          index, names[e->file], e->name,
                          k == map->n ? "does not list" : "puts in another shard");
     }
+    free(order);
     free(names);
     free(file_of);
     free(dir);
@@ -256,8 +281,14 @@ RtSt *rt_st_open(const char *path, char *err, size_t errlen)
             st->nfiles = st->files[0] ? 1 : 0;
             if (rc == 0)
                 rc = build_table(st, err, errlen);
-        } else if (is_kind(index, S_IFREG)) {
+        } else if (access(index, F_OK) == 0) {
+            /* There but no regular file (a FIFO, a directory): opening it
+             * refuses it by what it is. */
             rc = open_index(st, index, err, errlen);
+        } else if (access(single, F_OK) == 0) {
+            RtcStFile *f = rtc_stf_open(single, err, errlen); /* the same: never a file here */
+            rc = f ? rtc_err(err, errlen, "%s: not a regular file", single) : -1;
+            rtc_stf_close(f);
         } else {
             rc = rtc_err(err, errlen, "%s: a Hugging Face model directory holds %s or %s; this "
                          "one holds neither", path, INDEX_NAME, SINGLE_NAME);
