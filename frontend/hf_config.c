@@ -15,6 +15,7 @@
  * Any other key, architecture or value is refused by name: an import never
  * guesses. The JSON is parsed by the strict reader the runtime uses too
  * (json/json.c). */
+#include "fe.h"
 #include "hf.h"
 
 #include "json.h"
@@ -95,6 +96,10 @@ static void int_key(Rd *r, const char *key, HfConst *c, bool required, int64_t d
     }
     *c = (HfConst){true, true, i, 0, key};
 }
+
+/* Operators of the smallest decoder layer import-hf writes (Mixtral's 14;
+ * LLaMA's 15, GPT-2's and Qwen2's 18). */
+enum { HF_MIN_LAYER_OPS = 14 };
 
 /* A positive number (or >= 0 when zero_ok). */
 static void num_key(Rd *r, const char *key, HfConst *c, double def, const char *dwhy)
@@ -238,6 +243,12 @@ static void rope_scaling(Rd *r, HfModel *m)
 static void read_llama_like(Rd *r, HfModel *m)
 {
     int_key(r, "num_hidden_layers", &m->n_layers, true, 1, NULL);
+    /* Said against the key: the unrolling's own limit would be reported on
+     * a line of the .mdl text generated from it, which the user never saw. */
+    if (m->n_layers.i * HF_MIN_LAYER_OPS > FE_MAX_NODES)
+        fail(r, "'num_hidden_layers' is %lld: more layers than ptdc unrolls (a model has at most "
+             "%d operators, a decoder layer at least %d)",
+             (long long)m->n_layers.i, FE_MAX_NODES, HF_MIN_LAYER_OPS);
     int_key(r, "hidden_size", &m->d_model, true, 1, NULL);
     int_key(r, "num_attention_heads", &m->n_heads, true, 1, NULL);
     int_key(r, "intermediate_size", &m->d_ff, true, 1, NULL);
@@ -534,23 +545,23 @@ static bool read_arch(Rd *r, HfModel *m)
 
 static char *read_file(const char *path, size_t *len)
 {
+    /* ir_open_regular: a FIFO never blocks, and a FIFO or a directory is
+     * refused by what it is (it was "no such file"). */
+    FILE *f = ir_open_regular(path, "Hugging Face config", IR_NOLOC);
     struct stat sb;
-    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        ir_error(IR_NOLOC, "%s: cannot read a Hugging Face config (no such file)", path);
+    if (!f)
         return NULL;
-    }
-    if (sb.st_size > HF_MAX_CONFIG) {
+    if (fstat(fileno(f), &sb) != 0 || sb.st_size > HF_MAX_CONFIG) {
         ir_error(IR_NOLOC, "%s: %lld bytes is too large for a config.json", path,
                  (long long)sb.st_size);
+        fclose(f);
         return NULL;
     }
-    FILE *f = fopen(path, "rb");
     char *text = ir_xmalloc((size_t)sb.st_size + 1);
-    size_t n = f ? fread(text, 1, (size_t)sb.st_size, f) : 0;
-    if (!f || n != (size_t)sb.st_size || ferror(f)) {
+    size_t n = fread(text, 1, (size_t)sb.st_size, f);
+    if (n != (size_t)sb.st_size || ferror(f)) {
         ir_error(IR_NOLOC, "%s: cannot read", path);
-        if (f)
-            fclose(f);
+        fclose(f);
         free(text);
         return NULL;
     }

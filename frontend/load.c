@@ -172,6 +172,10 @@ static bool load(Loader *ld, const char *path, const char *key, const char *text
         text = ir_strndup(ld->keep, text, len); /* the caller's buffer may go; quotes need it */
     else if (!(text = read_file(ld->keep, path, from, &len)))
         return false;
+    /* A UTF-8 byte-order mark (Windows editors write one) is skipped, as
+     * compilers do: it is invisible, so columns count from after it. */
+    if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
+        text += 3, len -= 3;
     /* Registered only once it is known to be text, so quotes never print garbage. */
     if (!check_text(path, text, len))
         return false;

@@ -50,7 +50,18 @@ rc=$?
 out=$(timeout 10 "$ptdc" "$tmp" 2>&1)
 rc=$?
 # A directory is a Hugging Face model directory: without a config.json it is refused by name.
-[ $rc -eq 1 ] && [ "$out" = "ptdc: error: $tmp/config.json: cannot read a Hugging Face config (no such file)" ] ||
+[ $rc -eq 1 ] && [ "$out" = "ptdc: error: cannot open Hugging Face config '$tmp/config.json': No such file or directory" ] ||
     { echo "FAIL: a directory as model: status $rc, '$out'"; fail=1; }
+# A FIFO or a directory as its config.json: refused by what it is, at once.
+mkdir "$tmp/hf" && mkfifo "$tmp/hf/config.json"
+out=$(timeout 10 "$ptdc" "$tmp/hf" 2>&1)
+rc=$?
+[ $rc -eq 1 ] && [ "$out" = "ptdc: error: cannot read Hugging Face config '$tmp/hf/config.json': it is a FIFO, not a regular file" ] ||
+    { echo "FAIL: a FIFO as config.json: status $rc, '$out'"; fail=1; }
+rm "$tmp/hf/config.json" && mkdir "$tmp/hf/config.json"
+out=$(timeout 10 "$ptdc" "$tmp/hf" 2>&1)
+rc=$?
+[ $rc -eq 1 ] && [ "$out" = "ptdc: error: cannot read Hugging Face config '$tmp/hf/config.json': it is a directory, not a regular file" ] ||
+    { echo "FAIL: a directory as config.json: status $rc, '$out'"; fail=1; }
 [ $fail = 0 ] && echo "ok flags"
 exit $fail
