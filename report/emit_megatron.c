@@ -568,6 +568,26 @@ static void mg_pipeline_split(const IrGraph *g, const Plan *p, RepFrameOut *x)
     rep_frame_arg(x, "--pipeline-model-parallel-layout '%s'", buf);
 }
 
+/* The plan's precision as Transformer Engine recipes (TransformerConfig
+ * fp8, fp8_recipe, fp4, fp4_recipe: --fp8-format, --fp8-recipe, --fp4-format,
+ * --fp4-recipe). The recipe is always given: Megatron's default is delayed
+ * scaling, which ptdc does not plan (an amax history, so no
+ * --fp8-amax-history-len or --fp8-amax-compute-algo). With the distributed
+ * optimizer the weights are kept and all-gathered in the low precision
+ * (--fp8-param-gather, --fp4-param-gather), as Megatron-Bridge's recipes
+ * do (bf16_with_fp8_current_scaling_mixed, bf16_with_mxfp8_mixed,
+ * bf16_with_nvfp4_mixed); validate_args asserts it for --fp8-param-gather.
+ * The formats are those recipes': MXFP8 in E4M3 throughout. */
+typedef struct MgPrecision {
+    const char *format_flag, *format, *recipe_flag, *recipe, *param_gather;
+} MgPrecision;
+static const MgPrecision mg_precisions[PLAN_NPREC] = {
+    [PLAN_PREC_BF16] = {NULL, NULL, NULL, NULL, NULL},
+    [PLAN_PREC_FP8] = {"--fp8-format", "hybrid", "--fp8-recipe", "tensorwise", "--fp8-param-gather"},
+    [PLAN_PREC_MXFP8] = {"--fp8-format", "e4m3", "--fp8-recipe", "mxfp8", "--fp8-param-gather"},
+    [PLAN_PREC_NVFP4] = {"--fp4-format", "e2m1", "--fp4-recipe", "nvfp4", "--fp4-param-gather"},
+};
+
 bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
                        char *why, size_t wn)
 {
@@ -654,6 +674,16 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
         rep_frame_arg(&x, "--no-gradient-accumulation-fusion");
     if (st->tp_overlap == PASS_TP_OVERLAP_UB && L->sp && L->tp > 1)
         rep_frame_arg(&x, "--tp-comm-overlap");
+    /* Precision (mg_precisions): nothing for BF16. */
+    if ((unsigned)a->plan.precision >= PLAN_NPREC)
+        return rep_refuse(why, wn, "the plan's precision (%d) is not one ptdc knows", (int)a->plan.precision);
+    const MgPrecision *pr = &mg_precisions[a->plan.precision];
+    if (pr->format) {
+        rep_frame_arg(&x, "%s %s", pr->format_flag, pr->format);
+        rep_frame_arg(&x, "%s %s", pr->recipe_flag, pr->recipe);
+        if (L->zero == 1 && dpc > 1)
+            rep_frame_arg(&x, "%s", pr->param_gather);
+    }
     /* The model, then what ptdc's programs do not have (dropout). */
     for (int i = 0; i < m.narg; i++)
         rep_frame_arg(&x, "%s", m.arg[i]);
@@ -682,6 +712,9 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
     if (L->tp > 1 && st->reshard_overlap > 0)
         fprintf(f, "# The stack hides a further %.0f%% of the tensor-parallel communication left exposed\n"
                    "#   (reshard_overlap, an estimate no flag sets).\n", 100 * st->reshard_overlap);
+    if (a->plan.precision == PLAN_PREC_MXFP8 || a->plan.precision == PLAN_PREC_NVFP4)
+        fprintf(f, "# %s runs on Blackwell GPUs%s.\n", a->plan.precision == PLAN_PREC_MXFP8 ? "--fp8-recipe mxfp8"
+                : "--fp4-format", a->plan.precision == PLAN_PREC_NVFP4 ? ", with Transformer Engine 2.7 or later" : "");
     fprintf(f, "# Add your data, tokenizer and training flags (--data-path, --tokenizer-type, --lr,\n"
                "#   --train-iters, ...) and torchrun's rendezvous flags.\n");
     rep_frame_print_notes(f, &m);

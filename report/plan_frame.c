@@ -338,6 +338,16 @@ bool rep_plan_matches_framework(const IrGraph *g, const RepArch *A, const PassSe
     return ok;
 }
 
+/* What each precision of the plan runs in low precision (docs/stacks.md):
+ * the layers' linear layers, as Transformer Engine's and torchao's linear
+ * modules do; attention, the embedding, the norms and the head stay BF16. */
+static const char *const prec_what[PLAN_NPREC] = {
+    [PLAN_PREC_BF16] = NULL,
+    [PLAN_PREC_FP8] = "FP8 (E4M3 forward, E5M2 gradients, per-tensor current scaling)",
+    [PLAN_PREC_MXFP8] = "MXFP8 (E4M3, a scale per 32 elements)",
+    [PLAN_PREC_NVFP4] = "NVFP4 (E2M1, a scale per 16 elements and one per tensor)",
+};
+
 void rep_emit_header(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a, const char *what)
 {
     char lay[256];
@@ -349,4 +359,9 @@ void rep_emit_header(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pass
             c->st.name, a->layout.gpus, c->cl->gpu.name, p->step_time_s, p->tokens_per_s, 100 * p->mfu);
     fprintf(f, "#   peak %.1f GiB of %.1f GiB per GPU (pipeline rank %d).\n", p->peak_mem_bytes / gib,
             p->capacity_bytes / gib, p->peak_rank);
+    /* BF16 plans say nothing, as before precision was a plan choice. */
+    if (a->plan.precision != PLAN_PREC_BF16)
+        fprintf(f, "# Precision: %s: %s in the\n"
+                   "#   layers' linear layers; attention, the embedding, the norms and the head in BF16.\n",
+                plan_precision_name(a->plan.precision), prec_what[a->plan.precision]);
 }
