@@ -588,6 +588,42 @@ static const MgPrecision mg_precisions[PLAN_NPREC] = {
     [PLAN_PREC_NVFP4] = {"--fp4-format", "e2m1", "--fp4-recipe", "nvfp4", "--fp4-param-gather"},
 };
 
+/* Transformer Engine's quantized GEMMs (any recipe) assert each linear
+ * layer's local weight [out, in] has out % 8 and in % 16, and its input
+ * rows % 8 (utils.py assert_dim_for_fp8_exec, called by Linear,
+ * LayerNormLinear, LayerNormMLP); rows are the micro-batch's tokens over cp,
+ * and over tp where sequence parallelism splits them. Grouped experts
+ * (GroupedLinear) check nothing. False with a sentence. */
+static bool mg_lowp_shapes(const RepArch *A, const PlanLayout *L, PlanPrecision p, char *why, size_t wn)
+{
+    int tp = L->tp > 0 ? L->tp : 1, cp = L->cp > 1 ? L->cp : 1;
+    int64_t glu = A->swiglu ? 2 : 1, hq = A->heads * A->head_dim, hkv = A->kv_heads * A->head_dim;
+    int64_t ff = A->moe ? (A->n_dense ? A->dense_ff : 0) : A->d_ff;
+    int64_t rows = L->micro_batch * A->seq / cp / (L->sp && tp > 1 ? tp : 1);
+    const struct {
+        const char *what;
+        int64_t out, in;
+    } w[] = {
+        {"the fused query/key/value projection", (hq + 2 * hkv) / tp, A->d_model},
+        {"the attention output projection", A->d_model, hq / tp},
+        {"the MLP's first projection", glu * ff / tp, A->d_model},
+        {"the MLP's second projection", A->d_model, ff / tp},
+        {"the shared expert's first projection", glu * (A->moe ? A->shared_ff : 0) / tp, A->d_model},
+        {"the shared expert's second projection", A->d_model, (A->moe ? A->shared_ff : 0) / tp},
+    };
+    for (size_t i = 0; i < sizeof w / sizeof *w; i++)
+        if (w[i].out && w[i].in && (w[i].out % 8 || w[i].in % 16))
+            return rep_refuse(why, wn, "Transformer Engine runs %s GEMMs only with weights whose rows are a "
+                              "multiple of 8 and columns of 16 (assert_dim_for_fp8_exec), and %s is [%lld, %lld] "
+                              "per tensor-parallel rank", plan_precision_name(p), w[i].what, (long long)w[i].out,
+                              (long long)w[i].in);
+    if (rows % 8)
+        return rep_refuse(why, wn, "Transformer Engine runs %s GEMMs only on a multiple of 8 tokens "
+                          "(assert_dim_for_fp8_exec), and each rank's micro-batch holds %lld",
+                          plan_precision_name(p), (long long)rows);
+    return true;
+}
+
 bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
                        char *why, size_t wn)
 {
@@ -677,6 +713,8 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
     /* Precision (mg_precisions): nothing for BF16. */
     if ((unsigned)a->plan.precision >= PLAN_NPREC)
         return rep_refuse(why, wn, "the plan's precision (%d) is not one ptdc knows", (int)a->plan.precision);
+    if (a->plan.precision != PLAN_PREC_BF16 && !mg_lowp_shapes(&A, L, a->plan.precision, why, wn))
+        return false;
     const MgPrecision *pr = &mg_precisions[a->plan.precision];
     if (pr->format) {
         rep_frame_arg(&x, "%s %s", pr->format_flag, pr->format);

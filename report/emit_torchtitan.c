@@ -456,6 +456,29 @@ static const TtPrecision tt_precisions[PLAN_NPREC] = {
                          "elements), not NVFP4's 16-element blocks with a per-tensor scale"},
 };
 
+/* The converters swap only the nn.Linear modules whose weight dims are both
+ * multiples of 16 (components/quantization/utils.py module_filter_fn, on
+ * the whole model before it is parallelised), leaving the others in BF16:
+ * then the job would not run the plan's precision. False with a sentence. */
+static bool tt_lowp_shapes(const RepArch *A, PlanPrecision p, char *why, size_t wn)
+{
+    int64_t hq = A->heads * A->head_dim, hkv = A->kv_heads * A->head_dim;
+    const struct {
+        const char *what;
+        int64_t out, in;
+    } w[] = {
+        {"wq", hq, A->d_model}, {"wk (and wv)", hkv, A->d_model}, {"wo", A->d_model, hq},
+        {"w1 (and w3)", A->d_ff, A->d_model}, {"w2", A->d_model, A->d_ff},
+    };
+    for (size_t i = 0; i < sizeof w / sizeof *w; i++)
+        if (w[i].out % 16 || w[i].in % 16)
+            return rep_refuse(why, wn, "torchtitan's %s converter keeps a linear layer in BF16 unless both its dims "
+                              "are multiples of 16 (module_filter_fn), and %s is [%lld, %lld]",
+                              p == PLAN_PREC_MXFP8 ? "mx" : "float8", w[i].what, (long long)w[i].out,
+                              (long long)w[i].in);
+    return true;
+}
+
 bool rep_emit_torchtitan(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
                          char *why, size_t wn)
 {
@@ -475,6 +498,8 @@ bool rep_emit_torchtitan(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
     if (pr->refuse)
         return rep_refuse(why, wn, "the plan runs its linear layers in %s, and %s",
                           plan_precision_name(a->plan.precision), pr->refuse);
+    if (pr->converter && !tt_lowp_shapes(&A, a->plan.precision, why, wn))
+        return false;
     const char *rc = plan_layout_recompute_name(L);
     /* The pipeline: pipeline_parallel_layers_per_stage states even chunks
      * only; an uneven split (torchtitan's module_fqns_per_model_part could

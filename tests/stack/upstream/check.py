@@ -283,7 +283,7 @@ def torchtitan_plan(cfg, fl):
     # Micro-batches per step as one pipeline pass: the plan's schedule runs
     # them all in one; accumulation steps would each pay the pipeline's fill.
     m = (lb // mb if ga == 1 else "%d passes of %d" % (ga, lb // mb)) if pp > 1 else ga
-    prec, gather, head = torchtitan.precision(cfg)
+    prec, gather, head = torchtitan.precision(cfg, fl)
     return {"dp": rep * shard, "cp": cp, "tp": tp, "pp": pp, "v": fl["n_layers"] // pp // lps if pp > 1 and lps else 1,
             "sp": tp > 1, "zero": zero, "mb": mb, "m": m, "gb": gb, "recompute": cfg["activation_checkpoint.mode"],
             "precision": prec, "lowp_gather": gather, "lowp_head": head}

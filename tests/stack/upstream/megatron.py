@@ -675,6 +675,30 @@ def _rules():
         if (a["fp8"] and a["fp8_recipe"] == "custom") or (a["fp4"] and a["fp4_recipe"] == "custom"):
             return "a custom recipe needs --fp8/fp4-quantizer-factory"
 
+    @rule("low-precision GEMM shapes", "transformer_engine/pytorch/utils.py assert_dim_for_fp8_exec (TE main at "
+          "d0067d0da), from Linear, LayerNormLinear, LayerNormMLP under any quantized recipe: each rank's "
+          "weight [out % 8, in % 16], its input rows % 8")
+    def _(a, env, world, gpu):
+        if not (a["fp8"] or a["fp4"]):
+            return None
+        tp, cp = a["tensor_model_parallel_size"], a["context_parallel_size"]
+        H, h = a["num_attention_heads"], a["hidden_size"]
+        kv = a["kv_channels"] or h // H
+        g = a["num_query_groups"] if a["group_query_attention"] and a["num_query_groups"] else H
+        ff = a["ffn_hidden_size"] or effective_default("ffn_hidden_size", a)
+        dense = not a["num_experts"] or 0 in moe_pattern(a)
+        glu = 2 if a["swiglu"] else 1
+        sh = a["moe_shared_expert_intermediate_size"] if a["num_experts"] else None
+        ws = [("linear_qkv", (H + 2 * g) * kv // tp, h), ("linear_proj", h, H * kv // tp)]
+        ws += [("linear_fc1", glu * ff // tp, h), ("linear_fc2", h, ff // tp)] if dense else []
+        ws += [("shared linear_fc1", glu * sh // tp, h), ("shared linear_fc2", h, sh // tp)] if sh else []
+        for name, o, i in ws:
+            if o % 8 or i % 16:
+                return "%s weight [%d, %d] per rank" % (name, o, i)
+        rows = a["micro_batch_size"] * a["seq_length"] // cp // (tp if a["sequence_parallel"] and tp > 1 else 1)
+        if rows % 8:
+            return "%d input rows per rank" % rows
+
     @rule("positions cover the sequence", "arguments.py: max_position_embeddings >= seq_length")
     def _(a, env, world, gpu):
         if a["seq_length"] > a["max_position_embeddings"]:

@@ -214,7 +214,7 @@ def validate(text):
     return cfg, world, gpu, flavor
 
 
-def precision(cfg):
+def precision(cfg, fl=None):
     """The format the llama3 layers' nn.Linear modules train in, in ptdc's
     words where it is one of ptdc's precisions (float8 tensorwise: FP8 with
     per-tensor current scales, E4M3 forward and E5M2 gradients, torchao's
@@ -237,6 +237,14 @@ def precision(cfg):
     else:
         return "bf16", False, False
     head = not any(f in "output" for f in cfg[sec + "filter_fqns"])
+    if fl is not None:  # module_filter_fn: a weight with a dim not a multiple of 16 stays in BF16
+        dim, H = fl["dim"], fl["n_heads"]
+        hd, kvh = dim // H, fl.get("n_kv_heads") or H
+        F = ffn_hidden(dim, fl["multiple_of"], fl["ffn_dim_multiplier"])
+        left = [n for n, o, i in (("wq", H * hd, dim), ("wk", kvh * hd, dim), ("wo", dim, H * hd),
+                                  ("w1", F, dim), ("w2", dim, F)) if o % 16 or i % 16]
+        if left:
+            p += ", %s in bf16" % " ".join(left)
     return p, gather, head
 
 
