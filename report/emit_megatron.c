@@ -713,6 +713,8 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
     /* Precision (mg_precisions): nothing for BF16. */
     if ((unsigned)a->plan.precision >= PLAN_NPREC)
         return rep_refuse(why, wn, "the plan's precision (%d) is not one ptdc knows", (int)a->plan.precision);
+    if (!rep_precision_gpu(&c->cl->gpu, a->plan.precision, "Transformer Engine", why, wn))
+        return false;
     if (a->plan.precision != PLAN_PREC_BF16 && !mg_lowp_shapes(&A, L, a->plan.precision, why, wn))
         return false;
     const MgPrecision *pr = &mg_precisions[a->plan.precision];

@@ -498,6 +498,8 @@ bool rep_emit_torchtitan(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
     if (pr->refuse)
         return rep_refuse(why, wn, "the plan runs its linear layers in %s, and %s",
                           plan_precision_name(a->plan.precision), pr->refuse);
+    if (!rep_precision_gpu(&c->cl->gpu, a->plan.precision, "torchao", why, wn))
+        return false;
     if (pr->converter && !tt_lowp_shapes(&A, a->plan.precision, why, wn))
         return false;
     const char *rc = plan_layout_recompute_name(L);

@@ -348,6 +348,18 @@ static const char *const prec_what[PLAN_NPREC] = {
     [PLAN_PREC_NVFP4] = "NVFP4 (E2M1, a scale per 16 elements and one per tensor)",
 };
 
+bool rep_precision_gpu(const PassGpu *gpu, PlanPrecision p, const char *fw, char *why, size_t n)
+{
+    if ((p == PLAN_PREC_FP8 || p == PLAN_PREC_MXFP8) && !(gpu->peak_fp8_flops > 0))
+        return rep_refuse(why, n, "the plan runs its linear layers in %s, and the %s has no FP8 tensor cores "
+                          "(peak_fp8_tflops 0), which %s's FP8 needs (compute capability 8.9 or later)",
+                          plan_precision_name(p), gpu->name, fw);
+    if (p == PLAN_PREC_NVFP4 && !(gpu->peak_fp4_flops > 0))
+        return rep_refuse(why, n, "the plan runs its linear layers in nvfp4, and the %s has no FP4 tensor cores "
+                          "(peak_fp4_tflops 0), which %s's NVFP4 needs (Blackwell)", gpu->name, fw);
+    return true;
+}
+
 void rep_emit_header(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a, const char *what)
 {
     char lay[256];

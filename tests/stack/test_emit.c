@@ -51,8 +51,9 @@ static void emits_fw(const char *what, bool megatron, const IrGraph *g, const Pa
                        : rep_emit_torchtitan(m, g, c, a, why, sizeof why);
     fclose(m);
     bool good = ok && text && strstr(text, want) && !(unwanted && strstr(text, unwanted));
-    printf("%s %s %s: %s%s%s\n", good ? "ok  " : "FAIL", megatron ? "megatron  " : "torchtitan", what,
-           ok ? want : why, unwanted ? ", not " : "", unwanted ? unwanted : "");
+    const char *said = ok ? want : why; /* its first line */
+    printf("%s %s %s: %.*s%s%s\n", good ? "ok  " : "FAIL", megatron ? "megatron  " : "torchtitan", what,
+           (int)strcspn(said, "\n"), said, unwanted ? ", not " : "", unwanted ? unwanted : "");
     if (!good)
         failures++;
     free(text);
@@ -169,6 +170,13 @@ int main(int argc, char **argv)
     emits_fw("bf16", true, g, &mc, &b, "--bf16", "--fp8");
     emits_fw("bf16", true, g, &mc, &b, "--bf16", "# Precision");
     emits_fw("bf16", false, g, &fc, &a, "[parallelism]", "quantize");
+    a.plan.precision = b.plan.precision = PLAN_PREC_FP8;
+    expect("fp8 on an A100", true, g, &mc, &b, "no FP8 tensor cores");
+    expect("fp8 on an A100", false, g, &fc, &a, "no FP8 tensor cores");
+    cl.gpu.peak_fp8_flops = 2 * cl.gpu.peak_flops; /* an FP8 GPU, without FP4 */
+    a.plan.precision = b.plan.precision = PLAN_PREC_NVFP4;
+    expect("nvfp4 without FP4 tensor cores", true, g, &mc, &b, "no FP4 tensor cores");
+    cl.gpu.peak_fp4_flops = 4 * cl.gpu.peak_flops;
     a.plan.precision = b.plan.precision = PLAN_PREC_FP8;
     emits_fw("fp8", true, g, &mc, &b, "--fp8-format hybrid \\\n    --fp8-recipe tensorwise \\\n"
              "    --fp8-param-gather", "--fp4");

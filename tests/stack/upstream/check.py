@@ -498,7 +498,7 @@ def mutants(ptdc, cases):
         lines = out.splitlines()
         variants = []
         if fw == "megatron":
-            args_m, *_ = megatron.parse(out)
+            args_m, _, _, gpu_m, *_ = megatron.parse(out)
             for i, l in enumerate(lines):
                 m = re.match(r"    (--[a-z0-9-]+)( (\S+))?", l)
                 if m:
@@ -511,7 +511,9 @@ def mutants(ptdc, cases):
                         v[-1] = v[-1].rstrip(" \\")
                     variants.append((flag, harmless, "\n".join(v) + "\n"))
                 elif l.startswith("export "):
-                    variants.append((l, False, "\n".join(lines[:i] + lines[i + 1:]) + "\n"))
+                    # validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS before Blackwell only
+                    harmless = "CUDA_DEVICE_MAX_CONNECTIONS" in l and not megatron.is_pre_blackwell(gpu_m)
+                    variants.append((l, harmless, "\n".join(lines[:i] + lines[i + 1:]) + "\n"))
             variants += split_variants(out)
         else:
             cfg, world, gpu, fl = torchtitan.parse(out)
@@ -609,8 +611,9 @@ def corpus(ptdc, src):
         for fw, zero in (("megatron", "1"), ("megatron", "0"), ("torchtitan", "3"), ("torchtitan", "0")):
             lay = "--gpus 8 --tp 1 --pp 1 --micro-batch 1 --recompute full --sp off" if zero == "0" else \
                 "--gpus 16 --tp 2 --pp 2 --micro-batch 1 --recompute none --sp on"
+            gpu = ["--gpu", "h100-80gb"] if prec == "fp8" else ["--cluster", "tests/stack/blackwell.cluster"]
             rc = check_case(ptdc, ["models/llama3-8b.mdl", "--set", "n_layers=4"] + lay.split() +
-                            ["--zero", zero, "--gpu", "h100-80gb", "--precision", prec, "--emit", fw])
+                            ["--zero", zero] + gpu + ["--precision", prec, "--emit", fw])
             n += 1
             emitted += rc == 0
             if rc not in (0, 3) or (rc == 3) != (fw == "torchtitan" and prec == "nvfp4"):
@@ -661,15 +664,15 @@ def main():
             "models/llama3-8b.mdl --set n_layers=4 --gpus 16 --tp 2 --pp 2 --micro-batch 1 --recompute none "
             "--sp on --zero 1 --gpu h100-80gb --precision fp8 --emit megatron",
             "models/llama3-8b.mdl --set n_layers=4 --gpus 16 --tp 2 --pp 1 --micro-batch 1 --recompute none "
-            "--sp on --zero 1 --gpu h100-80gb --precision mxfp8 --emit megatron",
+            "--sp on --zero 1 --cluster tests/stack/blackwell.cluster --precision mxfp8 --emit megatron",
             "models/llama3-8b.mdl --set n_layers=4 --gpus 16 --tp 2 --pp 1 --micro-batch 1 --recompute none "
-            "--sp on --zero 1 --gpu h100-80gb --precision nvfp4 --emit megatron",
+            "--sp on --zero 1 --cluster tests/stack/blackwell.cluster --precision nvfp4 --emit megatron",
             "models/llama3-8b.mdl --set n_layers=4 --gpus 16 --tp 2 --pp 1 --micro-batch 1 --recompute none "
             "--sp on --zero 3 --gpu h100-80gb --precision fp8 --emit torchtitan",
             "models/llama3-8b.mdl --set n_layers=4 --gpus 8 --tp 1 --pp 1 --micro-batch 1 --recompute full "
             "--sp off --zero 0 --gpu h100-80gb --precision fp8 --emit torchtitan",
             "models/llama3-8b.mdl --set n_layers=4 --gpus 16 --tp 2 --pp 1 --micro-batch 1 --recompute none "
-            "--sp on --zero 3 --gpu h100-80gb --precision mxfp8 --emit torchtitan",
+            "--sp on --zero 3 --cluster tests/stack/blackwell.cluster --precision mxfp8 --emit torchtitan",
         ]
         mutants(ptdc, [c.split() for c in cases])
     else:

@@ -356,6 +356,11 @@ def parse(text):
     return args, env, nproc * nnodes, gpu, vocab, seen
 
 
+def is_pre_blackwell(gpu):
+    """A GPU before Blackwell, by ptdc's name for it (None: unknown, so assumed)."""
+    return gpu is None or gpu.split("-")[0] in ("a100", "h100", "h200", "h800", "a800")
+
+
 # The rules, each (name, source, check(args, env, world, gpu) -> error or None).
 def _rules():
     R = []
@@ -544,7 +549,7 @@ def _rules():
 
     @rule("CUDA_DEVICE_MAX_CONNECTIONS", "arguments.py: asserted == '1' with tp or cp > 1 before Blackwell")
     def _(a, env, world, gpu):
-        pre_blackwell = gpu is None or gpu.split("-")[0] in ("a100", "h100", "h200", "h800", "a800")
+        pre_blackwell = is_pre_blackwell(gpu)
         model_parallel = a["tensor_model_parallel_size"] > 1 or a["context_parallel_size"] > 1
         if model_parallel and pre_blackwell and env.get("CUDA_DEVICE_MAX_CONNECTIONS") != "1":
             return "tp or cp > 1 on %s needs CUDA_DEVICE_MAX_CONNECTIONS=1 in the environment" % gpu
