@@ -568,6 +568,62 @@ static void mg_pipeline_split(const IrGraph *g, const Plan *p, RepFrameOut *x)
     rep_frame_arg(x, "--pipeline-model-parallel-layout '%s'", buf);
 }
 
+/* The plan's precision as Transformer Engine recipes (TransformerConfig
+ * fp8, fp8_recipe, fp4, fp4_recipe: --fp8-format, --fp8-recipe, --fp4-format,
+ * --fp4-recipe). The recipe is always given: Megatron's default is delayed
+ * scaling, which ptdc does not plan (an amax history, so no
+ * --fp8-amax-history-len or --fp8-amax-compute-algo). With the distributed
+ * optimizer the weights are kept and all-gathered in the low precision
+ * (--fp8-param-gather, --fp4-param-gather), as Megatron-Bridge's recipes
+ * do (bf16_with_fp8_current_scaling_mixed, bf16_with_mxfp8_mixed,
+ * bf16_with_nvfp4_mixed); validate_args asserts it for --fp8-param-gather.
+ * The formats are those recipes': MXFP8 in E4M3 throughout. */
+typedef struct MgPrecision {
+    const char *format_flag, *format, *recipe_flag, *recipe, *param_gather;
+} MgPrecision;
+static const MgPrecision mg_precisions[PLAN_NPREC] = {
+    [PLAN_PREC_BF16] = {NULL, NULL, NULL, NULL, NULL},
+    [PLAN_PREC_FP8] = {"--fp8-format", "hybrid", "--fp8-recipe", "tensorwise", "--fp8-param-gather"},
+    [PLAN_PREC_MXFP8] = {"--fp8-format", "e4m3", "--fp8-recipe", "mxfp8", "--fp8-param-gather"},
+    [PLAN_PREC_NVFP4] = {"--fp4-format", "e2m1", "--fp4-recipe", "nvfp4", "--fp4-param-gather"},
+};
+
+/* Transformer Engine's quantized GEMMs (any recipe) assert each linear
+ * layer's local weight [out, in] has out % 8 and in % 16, and its input
+ * rows % 8 (utils.py assert_dim_for_fp8_exec, called by Linear,
+ * LayerNormLinear, LayerNormMLP); rows are the micro-batch's tokens over cp,
+ * and over tp where sequence parallelism splits them. Grouped experts
+ * (GroupedLinear) check nothing. False with a sentence. */
+static bool mg_lowp_shapes(const RepArch *A, const PlanLayout *L, PlanPrecision p, char *why, size_t wn)
+{
+    int tp = L->tp > 0 ? L->tp : 1, cp = L->cp > 1 ? L->cp : 1;
+    int64_t glu = A->swiglu ? 2 : 1, hq = A->heads * A->head_dim, hkv = A->kv_heads * A->head_dim;
+    int64_t ff = A->moe ? (A->n_dense ? A->dense_ff : 0) : A->d_ff;
+    int64_t rows = L->micro_batch * A->seq / cp / (L->sp && tp > 1 ? tp : 1);
+    const struct {
+        const char *what;
+        int64_t out, in;
+    } w[] = {
+        {"the fused query/key/value projection", (hq + 2 * hkv) / tp, A->d_model},
+        {"the attention output projection", A->d_model, hq / tp},
+        {"the MLP's first projection", glu * ff / tp, A->d_model},
+        {"the MLP's second projection", A->d_model, ff / tp},
+        {"the shared expert's first projection", glu * (A->moe ? A->shared_ff : 0) / tp, A->d_model},
+        {"the shared expert's second projection", A->d_model, (A->moe ? A->shared_ff : 0) / tp},
+    };
+    for (size_t i = 0; i < sizeof w / sizeof *w; i++)
+        if (w[i].out && w[i].in && (w[i].out % 8 || w[i].in % 16))
+            return rep_refuse(why, wn, "Transformer Engine runs %s GEMMs only with weights whose rows are a "
+                              "multiple of 8 and columns of 16 (assert_dim_for_fp8_exec), and %s is [%lld, %lld] "
+                              "per tensor-parallel rank", plan_precision_name(p), w[i].what, (long long)w[i].out,
+                              (long long)w[i].in);
+    if (rows % 8)
+        return rep_refuse(why, wn, "Transformer Engine runs %s GEMMs only on a multiple of 8 tokens "
+                          "(assert_dim_for_fp8_exec), and each rank's micro-batch holds %lld",
+                          plan_precision_name(p), (long long)rows);
+    return true;
+}
+
 bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
                        char *why, size_t wn)
 {
@@ -654,6 +710,20 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
         rep_frame_arg(&x, "--no-gradient-accumulation-fusion");
     if (st->tp_overlap == PASS_TP_OVERLAP_UB && L->sp && L->tp > 1)
         rep_frame_arg(&x, "--tp-comm-overlap");
+    /* Precision (mg_precisions): nothing for BF16. */
+    if ((unsigned)a->plan.precision >= PLAN_NPREC)
+        return rep_refuse(why, wn, "the plan's precision (%d) is not one ptdc knows", (int)a->plan.precision);
+    if (!rep_precision_gpu(&c->cl->gpu, a->plan.precision, "Transformer Engine", why, wn))
+        return false;
+    if (a->plan.precision != PLAN_PREC_BF16 && !mg_lowp_shapes(&A, L, a->plan.precision, why, wn))
+        return false;
+    const MgPrecision *pr = &mg_precisions[a->plan.precision];
+    if (pr->format) {
+        rep_frame_arg(&x, "%s %s", pr->format_flag, pr->format);
+        rep_frame_arg(&x, "%s %s", pr->recipe_flag, pr->recipe);
+        if (L->zero == 1 && dpc > 1)
+            rep_frame_arg(&x, "%s", pr->param_gather);
+    }
     /* The model, then what ptdc's programs do not have (dropout). */
     for (int i = 0; i < m.narg; i++)
         rep_frame_arg(&x, "%s", m.arg[i]);
@@ -682,6 +752,9 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
     if (L->tp > 1 && st->reshard_overlap > 0)
         fprintf(f, "# The stack hides a further %.0f%% of the tensor-parallel communication left exposed\n"
                    "#   (reshard_overlap, an estimate no flag sets).\n", 100 * st->reshard_overlap);
+    if (a->plan.precision == PLAN_PREC_MXFP8 || a->plan.precision == PLAN_PREC_NVFP4)
+        fprintf(f, "# %s runs on Blackwell GPUs%s.\n", a->plan.precision == PLAN_PREC_MXFP8 ? "--fp8-recipe mxfp8"
+                : "--fp4-format", a->plan.precision == PLAN_PREC_NVFP4 ? ", with Transformer Engine 2.7 or later" : "");
     fprintf(f, "# Add your data, tokenizer and training flags (--data-path, --tokenizer-type, --lr,\n"
                "#   --train-iters, ...) and torchrun's rendezvous flags.\n");
     rep_frame_print_notes(f, &m);

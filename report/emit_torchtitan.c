@@ -431,6 +431,54 @@ bool rep_torchtitan_layout(const RepArch *A, const PlanLayout *L, const PassStac
     return true;
 }
 
+/* The plan's precision as a torchtitan v0.2.2 model converter (job_config.py
+ * Quantize; components/quantization/float8.py, mx.py): [model] converters
+ * names it, its section ([quantize.linear.float8], [quantize.linear.mx])
+ * configures it. Both swap every nn.Linear whose dims are multiples of 16
+ * but those filter_fqns name: "output" keeps the head in BF16, as Megatron-LM
+ * does (float8 filters nothing by default). float8 under FSDP all-gathers the
+ * weights in FP8 with their scales precomputed after the optimizer step,
+ * torchtitan's recommendation for tensorwise scaling, and then takes no
+ * recipe_name (float8.py asserts the two apart; unset is tensorwise). */
+typedef struct TtPrecision {
+    const char *converter;        /* NULL: BF16, or refused */
+    const char *recipe;           /* recipe_name */
+    bool fsdp_gather;             /* enable_fsdp_float8_all_gather under FSDP */
+    const char *refuse;           /* why torchtitan cannot run it */
+} TtPrecision;
+static const TtPrecision tt_precisions[PLAN_NPREC] = {
+    [PLAN_PREC_BF16] = {NULL, NULL, false, NULL},
+    [PLAN_PREC_FP8] = {"quantize.linear.float8", "tensorwise", true, NULL},
+    [PLAN_PREC_MXFP8] = {"quantize.linear.mx", "mxfp8_cublas", false, NULL},
+    [PLAN_PREC_NVFP4] = {NULL, NULL, false,
+                         "torchtitan v0.2.2 has no NVFP4 converter: its quantize converters are float8 "
+                         "(tensorwise or rowwise scales) and mx (torchao's MX recipes, a scale per 32 "
+                         "elements), not NVFP4's 16-element blocks with a per-tensor scale"},
+};
+
+/* The converters swap only the nn.Linear modules whose weight dims are both
+ * multiples of 16 (components/quantization/utils.py module_filter_fn, on
+ * the whole model before it is parallelised), leaving the others in BF16:
+ * then the job would not run the plan's precision. False with a sentence. */
+static bool tt_lowp_shapes(const RepArch *A, PlanPrecision p, char *why, size_t wn)
+{
+    int64_t hq = A->heads * A->head_dim, hkv = A->kv_heads * A->head_dim;
+    const struct {
+        const char *what;
+        int64_t out, in;
+    } w[] = {
+        {"wq", hq, A->d_model}, {"wk (and wv)", hkv, A->d_model}, {"wo", A->d_model, hq},
+        {"w1 (and w3)", A->d_ff, A->d_model}, {"w2", A->d_model, A->d_ff},
+    };
+    for (size_t i = 0; i < sizeof w / sizeof *w; i++)
+        if (w[i].out % 16 || w[i].in % 16)
+            return rep_refuse(why, wn, "torchtitan's %s converter keeps a linear layer in BF16 unless both its dims "
+                              "are multiples of 16 (module_filter_fn), and %s is [%lld, %lld]",
+                              p == PLAN_PREC_MXFP8 ? "mx" : "float8", w[i].what, (long long)w[i].out,
+                              (long long)w[i].in);
+    return true;
+}
+
 bool rep_emit_torchtitan(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,
                          char *why, size_t wn)
 {
@@ -443,6 +491,16 @@ bool rep_emit_torchtitan(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
     const PassStack *st = &c->st;
     int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
     if (!rep_torchtitan_layout(&A, L, st, a->plan.attention, why, wn))
+        return false;
+    if ((unsigned)a->plan.precision >= PLAN_NPREC)
+        return rep_refuse(why, wn, "the plan's precision (%d) is not one ptdc knows", (int)a->plan.precision);
+    const TtPrecision *pr = &tt_precisions[a->plan.precision];
+    if (pr->refuse)
+        return rep_refuse(why, wn, "the plan runs its linear layers in %s, and %s",
+                          plan_precision_name(a->plan.precision), pr->refuse);
+    if (!rep_precision_gpu(&c->cl->gpu, a->plan.precision, "torchao", why, wn))
+        return false;
+    if (pr->converter && !tt_lowp_shapes(&A, a->plan.precision, why, wn))
         return false;
     const char *rc = plan_layout_recompute_name(L);
     /* The pipeline: pipeline_parallel_layers_per_stage states even chunks
@@ -497,6 +555,8 @@ bool rep_emit_torchtitan(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
                    "#   torchtitan does that with enable_async_tensor_parallel under torch.compile, which\n"
                    "#   this file leaves off, so expect more time than predicted.\n");
     fprintf(f, "\n[model]\nname = \"llama3\"\nflavor = \"%s\"\n", flavor);
+    if (pr->converter)
+        fprintf(f, "converters = [\"%s\"]\n", pr->converter);
     fprintf(f, "\n[training]\n");
     if (L->pp > 1) /* the pipeline takes the replica's whole batch in micro-batches */
         fprintf(f, "local_batch_size = %lld\n", (long long)(L->micro_batch * L->num_micro));
@@ -533,6 +593,14 @@ bool rep_emit_torchtitan(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
     fprintf(f, "context_parallel_degree = %d\n", cp);
     if (cp > 1)
         fprintf(f, "context_parallel_rotate_method = \"%s\"\n", L->cp_ring ? "alltoall" : "allgather");
+    if (pr->converter) {
+        fprintf(f, "\n[%s]\n", pr->converter);
+        if (pr->fsdp_gather && fsdp)
+            fprintf(f, "enable_fsdp_float8_all_gather = true\nprecompute_float8_dynamic_scale_for_fsdp = true\n");
+        else
+            fprintf(f, "recipe_name = \"%s\"\n", pr->recipe);
+        fprintf(f, "filter_fqns = [\"output\"]\n");
+    }
     fprintf(f, "\n[activation_checkpoint]\nmode = \"%s\"\n", !strcmp(rc, "full") ? "full" : "none");
     fprintf(f, "\n[compile]\nenable = false\n");
     return true;

@@ -338,6 +338,28 @@ bool rep_plan_matches_framework(const IrGraph *g, const RepArch *A, const PassSe
     return ok;
 }
 
+/* What each precision of the plan runs in low precision (docs/stacks.md):
+ * the layers' linear layers, as Transformer Engine's and torchao's linear
+ * modules do; attention, the embedding, the norms and the head stay BF16. */
+static const char *const prec_what[PLAN_NPREC] = {
+    [PLAN_PREC_BF16] = NULL,
+    [PLAN_PREC_FP8] = "FP8 (E4M3 forward, E5M2 gradients, per-tensor current scaling)",
+    [PLAN_PREC_MXFP8] = "MXFP8 (E4M3, a scale per 32 elements)",
+    [PLAN_PREC_NVFP4] = "NVFP4 (E2M1, a scale per 16 elements and one per tensor)",
+};
+
+bool rep_precision_gpu(const PassGpu *gpu, PlanPrecision p, const char *fw, char *why, size_t n)
+{
+    if ((p == PLAN_PREC_FP8 || p == PLAN_PREC_MXFP8) && !(gpu->peak_fp8_flops > 0))
+        return rep_refuse(why, n, "the plan runs its linear layers in %s, and the %s has no FP8 tensor cores "
+                          "(peak_fp8_tflops 0), which %s's FP8 needs (compute capability 8.9 or later)",
+                          plan_precision_name(p), gpu->name, fw);
+    if (p == PLAN_PREC_NVFP4 && !(gpu->peak_fp4_flops > 0))
+        return rep_refuse(why, n, "the plan runs its linear layers in nvfp4, and the %s has no FP4 tensor cores "
+                          "(peak_fp4_tflops 0), which %s's NVFP4 needs (Blackwell)", gpu->name, fw);
+    return true;
+}
+
 void rep_emit_header(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a, const char *what)
 {
     char lay[256];
@@ -349,4 +371,9 @@ void rep_emit_header(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pass
             c->st.name, a->layout.gpus, c->cl->gpu.name, p->step_time_s, p->tokens_per_s, 100 * p->mfu);
     fprintf(f, "#   peak %.1f GiB of %.1f GiB per GPU (pipeline rank %d).\n", p->peak_mem_bytes / gib,
             p->capacity_bytes / gib, p->peak_rank);
+    /* BF16 plans say nothing, as before precision was a plan choice. */
+    if (a->plan.precision != PLAN_PREC_BF16)
+        fprintf(f, "# Precision: %s: %s in the\n"
+                   "#   layers' linear layers; attention, the embedding, the norms and the head in BF16.\n",
+                plan_precision_name(a->plan.precision), prec_what[a->plan.precision]);
 }

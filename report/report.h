@@ -157,6 +157,9 @@ bool rep_framework_alt_of(const PassCostCtx *c, const IrGraph *g, const RepArch 
 bool rep_framework_relax(const PassCostCtx *c, const IrGraph *g, const PlanLayout *l,
                          PassSearchAlt *out, char *what, size_t n);
 
+/* Can the GPU run precision p at all (its FP8 or FP4 peak)? False with a
+ * sentence naming fw ("Transformer Engine", "torchao") (plan_frame.c). */
+bool rep_precision_gpu(const PassGpu *gpu, PlanPrecision p, const char *fw, char *why, size_t n);
 /* The comment lines both emitters begin with: what, for which model, the
  * plan and what ptdc predicts for it (plan_frame.c). */
 void rep_emit_header(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchAlt *a,

@@ -4,7 +4,8 @@
  * GPUs (dp 2 x tp 2 x pp 2): recomputation that differs between stages,
  * stages that are not the framework's even split, a node sharded another
  * way, replicas along an idle mesh axis. Each must be refused with its
- * sentence and print nothing; the unchanged plan must be emitted.
+ * sentence and print nothing; the unchanged plan must be emitted. Also
+ * each precision the plan can state (Plan.precision), set on the plan.
  * usage: test_emit MODELS_DIR */
 #include "passes.h"
 #include "report.h"
@@ -35,6 +36,26 @@ static void expect(const char *what, bool megatron, const IrGraph *g, const Pass
         if (want)
             printf("     expected a refusal with \"%s\"%s\n", want, len ? ", and nothing printed" : "");
     }
+    free(text);
+}
+
+/* The framework's output for a, with `want` in it and `unwanted` (if not
+ * NULL) not. */
+static void emits_fw(const char *what, bool megatron, const IrGraph *g, const PassCostCtx *c,
+                     const PassSearchAlt *a, const char *want, const char *unwanted)
+{
+    char why[512] = "", *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    bool ok = megatron ? rep_emit_megatron(m, g, c, a, why, sizeof why)
+                       : rep_emit_torchtitan(m, g, c, a, why, sizeof why);
+    fclose(m);
+    bool good = ok && text && strstr(text, want) && !(unwanted && strstr(text, unwanted));
+    const char *said = ok ? want : why; /* its first line */
+    printf("%s %s %s: %.*s%s%s\n", good ? "ok  " : "FAIL", megatron ? "megatron  " : "torchtitan", what,
+           (int)strcspn(said, "\n"), said, unwanted ? ", not " : "", unwanted ? unwanted : "");
+    if (!good)
+        failures++;
     free(text);
 }
 
@@ -138,6 +159,47 @@ int main(int argc, char **argv)
     expect("ZeRO-1", false, g, &fc, &a, "ZeRO-1");
     a.layout.zero = a.plan.zero = 3;
     expect("ZeRO-3", true, g, &mc, &a, "ZeRO-3");
+    pass_search_alt_free(&a);
+
+    /* The plan's precision (issue 33), set on the plan as the cost model
+     * will: each framework's row, the weights gathered in it where the
+     * distributed optimizer (Megatron-LM) or FSDP (torchtitan float8) gathers
+     * them, BF16 as before, and what a framework cannot run refused. */
+    fresh(&fc, g, &a);
+    b = zero(&a, 1);
+    emits_fw("bf16", true, g, &mc, &b, "--bf16", "--fp8");
+    emits_fw("bf16", true, g, &mc, &b, "--bf16", "# Precision");
+    emits_fw("bf16", false, g, &fc, &a, "[parallelism]", "quantize");
+    a.plan.precision = b.plan.precision = PLAN_PREC_FP8;
+    expect("fp8 on an A100", true, g, &mc, &b, "no FP8 tensor cores");
+    expect("fp8 on an A100", false, g, &fc, &a, "no FP8 tensor cores");
+    cl.gpu.peak_fp8_flops = 2 * cl.gpu.peak_flops; /* an FP8 GPU, without FP4 */
+    a.plan.precision = b.plan.precision = PLAN_PREC_NVFP4;
+    expect("nvfp4 without FP4 tensor cores", true, g, &mc, &b, "no FP4 tensor cores");
+    cl.gpu.peak_fp4_flops = 4 * cl.gpu.peak_flops;
+    a.plan.precision = b.plan.precision = PLAN_PREC_FP8;
+    emits_fw("fp8", true, g, &mc, &b, "--fp8-format hybrid \\\n    --fp8-recipe tensorwise \\\n"
+             "    --fp8-param-gather", "--fp4");
+    emits_fw("fp8", true, g, &mc, &b, "# Precision: fp8: FP8 (E4M3 forward, E5M2 gradients", NULL);
+    emits_fw("fp8 without the distributed optimizer", true, g, &mc, (b = zero(&a, 0), &b), "--fp8-recipe tensorwise",
+             "--fp8-param-gather");
+    emits_fw("fp8 under FSDP", false, g, &fc, &a, "converters = [\"quantize.linear.float8\"]", "recipe_name");
+    emits_fw("fp8 under FSDP", false, g, &fc, &a, "[quantize.linear.float8]\nenable_fsdp_float8_all_gather = true\n"
+             "precompute_float8_dynamic_scale_for_fsdp = true\nfilter_fqns = [\"output\"]\n", NULL);
+    a.plan.precision = PLAN_PREC_MXFP8;
+    b = zero(&a, 1);
+    emits_fw("mxfp8", true, g, &mc, &b, "--fp8-format e4m3 \\\n    --fp8-recipe mxfp8 \\\n    --fp8-param-gather",
+             NULL);
+    emits_fw("mxfp8", false, g, &fc, &a, "[quantize.linear.mx]\nrecipe_name = \"mxfp8_cublas\"\n"
+             "filter_fqns = [\"output\"]\n", "float8");
+    a.plan.precision = PLAN_PREC_NVFP4;
+    b = zero(&a, 1);
+    emits_fw("nvfp4", true, g, &mc, &b, "--fp4-format e2m1 \\\n    --fp4-recipe nvfp4 \\\n    --fp4-param-gather",
+             "--fp8");
+    expect("nvfp4", false, g, &fc, &a, "no NVFP4 converter");
+    a.plan.precision = b.plan.precision = PLAN_NPREC;
+    expect("an unknown precision", true, g, &mc, &b, "not one ptdc knows");
+    expect("an unknown precision", false, g, &fc, &a, "not one ptdc knows");
     pass_search_alt_free(&a);
 
     ir_graph_free(g);

@@ -228,6 +228,25 @@ def plan_chunks(ptdc, args, out):
     return chunks
 
 
+def header_precision(out):
+    """The precision ptdc's header states ("# Precision: fp8: ..."; none: bf16)."""
+    line = next((l for l in out.splitlines() if l.startswith("# Precision: ")), None)
+    return line.split()[2].rstrip(":") if line else "bf16"
+
+
+def precision_plan(out, fw):
+    """What the plan's precision means in the framework: the format of the
+    layers' linear layers; whether the weights are all-gathered in it (Megatron-LM
+    with the distributed optimizer, torchtitan's float8 under FSDP: docs/stacks.md);
+    the head stays in BF16."""
+    h, prec = header_plan(out), header_precision(out)
+    if fw == "megatron":
+        gather = h["zero"] == 1 and h["dp"] * h["cp"] > 1
+    else:
+        gather = prec == "fp8" and h["dp"] > 1 and h["zero"] >= 2
+    return {"precision": prec, "lowp_gather": gather and prec != "bf16", "lowp_head": False}
+
+
 def megatron_plan(a, world):
     tp, pp = a["tensor_model_parallel_size"], a["pipeline_model_parallel_size"]
     g, mods = a["recompute_granularity"], a["recompute_modules"] or ["core_attn"]
@@ -242,6 +261,10 @@ def megatron_plan(a, world):
             "mb": a["micro_batch_size"], "m": a["global_batch_size"] // (a["micro_batch_size"] * dp),
             "gb": a["global_batch_size"], "recompute": rc, "ep": a["expert_model_parallel_size"],
             "etp": a["expert_tensor_parallel_size"], "dispatcher": a["moe_token_dispatcher_type"],
+            # the linear layers' format; the weights all-gathered in it; the head never (no
+            # --fp8-output-proj here)
+            "precision": megatron.precision(a), "lowp_gather": a["fp8_param_gather"] or a["fp4_param_gather"],
+            "lowp_head": False,
             # ptdc's context parallelism: the all-gather form or the ring (p2p)
             "cp_comm": ["all_gather"] if cp == 1 else a["cp_comm_type"]}
 
@@ -260,8 +283,10 @@ def torchtitan_plan(cfg, fl):
     # Micro-batches per step as one pipeline pass: the plan's schedule runs
     # them all in one; accumulation steps would each pay the pipeline's fill.
     m = (lb // mb if ga == 1 else "%d passes of %d" % (ga, lb // mb)) if pp > 1 else ga
+    prec, gather, head = torchtitan.precision(cfg, fl)
     return {"dp": rep * shard, "cp": cp, "tp": tp, "pp": pp, "v": fl["n_layers"] // pp // lps if pp > 1 and lps else 1,
-            "sp": tp > 1, "zero": zero, "mb": mb, "m": m, "gb": gb, "recompute": cfg["activation_checkpoint.mode"]}
+            "sp": tp > 1, "zero": zero, "mb": mb, "m": m, "gb": gb, "recompute": cfg["activation_checkpoint.mode"],
+            "precision": prec, "lowp_gather": gather, "lowp_head": head}
 
 
 def compare_plan(what, want, got):
@@ -373,14 +398,15 @@ def _check_text(fw, out, t, chunks):
             compare(what, t, megatron.model(a, vocab))
             if chunks is None:
                 fail(what, "no plan stages to compare with the chunks Megatron-LM builds")
-            compare_plan(what, dict(header_plan(out), chunks=chunks), megatron_plan(a, world))
+            compare_plan(what, dict(header_plan(out), chunks=chunks, **precision_plan(out, fw)),
+                         megatron_plan(a, world))
         else:
             cfg, world, gpu, fl = torchtitan.validate(out)
             if fl is None:
                 fail(what, "no TransformerModelArgs flavor in the header")
                 return
             compare(what, t, torchtitan.model(cfg, fl), init_std=False)
-            compare_plan(what, header_plan(out), torchtitan_plan(cfg, fl))
+            compare_plan(what, dict(header_plan(out), **precision_plan(out, fw)), torchtitan_plan(cfg, fl))
             if fl.get("_name") != cfg["model.flavor"]:
                 fail(what, "the job runs flavor %r, and the header registers %r" % (cfg["model.flavor"],
                                                                                    fl.get("_name")))
@@ -394,6 +420,10 @@ PERF_ONLY = {"--overlap-grad-reduce", "--overlap-param-gather", "--attention-bac
              "--grad-reduce-in-bf16", "--no-gradient-accumulation-fusion", "--tp-comm-overlap",
              "--overlap-param-gather-with-optimizer-step", "--no-overlap-p2p-communication", "--ckpt-format",
              "--moe-grouped-gemm"}
+# torchtitan's: float8's scales computed for all weights at once after the optimizer step; and
+# keys whose value is what their default means (float8 without a recipe_name is tensorwise).
+PERF_ONLY_TT = {"quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp"}
+DEFAULT_MEANS_TT = {"quantize.linear.float8.recipe_name": "tensorwise"}
 
 
 SPLIT_FLAGS = ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
@@ -468,7 +498,7 @@ def mutants(ptdc, cases):
         lines = out.splitlines()
         variants = []
         if fw == "megatron":
-            args_m, *_ = megatron.parse(out)
+            args_m, _, _, gpu_m, *_ = megatron.parse(out)
             for i, l in enumerate(lines):
                 m = re.match(r"    (--[a-z0-9-]+)( (\S+))?", l)
                 if m:
@@ -481,7 +511,9 @@ def mutants(ptdc, cases):
                         v[-1] = v[-1].rstrip(" \\")
                     variants.append((flag, harmless, "\n".join(v) + "\n"))
                 elif l.startswith("export "):
-                    variants.append((l, False, "\n".join(lines[:i] + lines[i + 1:]) + "\n"))
+                    # validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS before Blackwell only
+                    harmless = "CUDA_DEVICE_MAX_CONNECTIONS" in l and not megatron.is_pre_blackwell(gpu_m)
+                    variants.append((l, harmless, "\n".join(lines[:i] + lines[i + 1:]) + "\n"))
             variants += split_variants(out)
         else:
             cfg, world, gpu, fl = torchtitan.parse(out)
@@ -506,7 +538,8 @@ def mutants(ptdc, cases):
                     key = "%s.%s" % (sec, l.split(" = ")[0])
                     typ, default, _ = torchtitan.KEYS[key]
                     val = cfg[key]
-                    harmless = val == default or key in ("model.name", "parallelism.data_parallel_shard_degree")
+                    harmless = val == default or key in ("model.name", "parallelism.data_parallel_shard_degree") \
+                        or key in PERF_ONLY_TT or DEFAULT_MEANS_TT.get(key) == val
                     variants.append((key, harmless, "\n".join(lines[:i] + lines[i + 1:]) + "\n"))
         for what, harmless, text in variants:
             if harmless:
@@ -572,6 +605,19 @@ def corpus(ptdc, src):
                             ["--zero", zero, "--gpu", "h100-80gb", "--emit", fw])
             n += 1
             emitted += rc == 0
+    # Each precision through both frameworks, the weights sharded (gathered in the low precision
+    # where the framework does) and not (torchtitan refuses NVFP4).
+    for prec in ("fp8", "mxfp8", "nvfp4"):
+        for fw, zero in (("megatron", "1"), ("megatron", "0"), ("torchtitan", "3"), ("torchtitan", "0")):
+            lay = "--gpus 8 --tp 1 --pp 1 --micro-batch 1 --recompute full --sp off" if zero == "0" else \
+                "--gpus 16 --tp 2 --pp 2 --micro-batch 1 --recompute none --sp on"
+            gpu = ["--gpu", "h100-80gb"] if prec == "fp8" else ["--cluster", "tests/stack/blackwell.cluster"]
+            rc = check_case(ptdc, ["models/llama3-8b.mdl", "--set", "n_layers=4"] + lay.split() +
+                            ["--zero", zero] + gpu + ["--precision", prec, "--emit", fw])
+            n += 1
+            emitted += rc == 0
+            if rc not in (0, 3) or (rc == 3) != (fw == "torchtitan" and prec == "nvfp4"):
+                fail("--precision %s --emit %s" % (prec, fw), "exited %d" % rc)
     print("%d outputs checked (%d emitted, the rest refused with a reason) against %s and %s" % (
         n, emitted, megatron.UPSTREAM.split(":")[0], torchtitan.UPSTREAM.split(":")[0]))
     for c in UNREPLANNED:
@@ -614,6 +660,19 @@ def main():
             "--gpu h100-80gb --emit megatron",
             "models/llama3-8b.mdl --set n_layers=8 --gpus 16 --tp 2 --pp 2 --virtual-stages 2 --micro-batch 1 "
             "--recompute none --sp on --zero 1 --schedule interleaved --pp-layers 1,3,3,1 --gpu h100-80gb --emit megatron",
+            # Each precision's flags and keys, with the weights gathered in it (issue 33).
+            "models/llama3-8b.mdl --set n_layers=4 --gpus 16 --tp 2 --pp 2 --micro-batch 1 --recompute none "
+            "--sp on --zero 1 --gpu h100-80gb --precision fp8 --emit megatron",
+            "models/llama3-8b.mdl --set n_layers=4 --gpus 16 --tp 2 --pp 1 --micro-batch 1 --recompute none "
+            "--sp on --zero 1 --cluster tests/stack/blackwell.cluster --precision mxfp8 --emit megatron",
+            "models/llama3-8b.mdl --set n_layers=4 --gpus 16 --tp 2 --pp 1 --micro-batch 1 --recompute none "
+            "--sp on --zero 1 --cluster tests/stack/blackwell.cluster --precision nvfp4 --emit megatron",
+            "models/llama3-8b.mdl --set n_layers=4 --gpus 16 --tp 2 --pp 1 --micro-batch 1 --recompute none "
+            "--sp on --zero 3 --gpu h100-80gb --precision fp8 --emit torchtitan",
+            "models/llama3-8b.mdl --set n_layers=4 --gpus 8 --tp 1 --pp 1 --micro-batch 1 --recompute full "
+            "--sp off --zero 0 --gpu h100-80gb --precision fp8 --emit torchtitan",
+            "models/llama3-8b.mdl --set n_layers=4 --gpus 16 --tp 2 --pp 1 --micro-batch 1 --recompute none "
+            "--sp on --zero 3 --cluster tests/stack/blackwell.cluster --precision mxfp8 --emit torchtitan",
         ]
         mutants(ptdc, [c.split() for c in cases])
     else:

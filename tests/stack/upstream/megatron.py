@@ -9,8 +9,8 @@ import shlex
 
 import rope
 
-UPSTREAM = ("Megatron-LM main at d98e8a64ddf3 (2026-08-22): megatron/training/arguments.py, "
-            "argument_utils.py (core_transformer_config_from_args), training/config/training_config.py, "
+UPSTREAM = ("Megatron-LM main at d98e8a64ddf3 (2026-08-22): megatron/training/arguments.py "
+            "(_add_transformer_engine_args), argument_utils.py (core_transformer_config_from_args), training/config/training_config.py, "
             "core/model_parallel_config.py, core/transformer/transformer_config.py, "
             "core/models/common/embeddings/rotary_pos_embedding.py, core/fusions/fused_bias_gelu.py, "
             "core/transformer/moe/shared_experts.py, moe_layer.py, moe_utils.py (group_limited_topk), "
@@ -109,6 +109,20 @@ OPTIONS = {
     "--moe-shared-expert-overlap": ("moe_shared_expert_overlap", "true", False, None),
     "--expert-model-parallel-size": ("expert_model_parallel_size", "int", 1, None),
     "--expert-tensor-parallel-size": ("expert_tensor_parallel_size", "int", None, None),
+    # Precision. TransformerConfig (ArgumentGroupFactory: Literal -> choices): fp8 -> --fp8-format,
+    # fp4 -> --fp4-format (argparse_meta arg_names), fp8_recipe's default is delayed; the
+    # *-param-gather flags are arguments.py's _add_transformer_engine_args (store_true).
+    "--fp8-format": ("fp8", "str", None, ["e4m3", "hybrid"]),
+    "--fp8-recipe": ("fp8_recipe", "str", "delayed", ["tensorwise", "delayed", "mxfp8", "blockwise", "custom"]),
+    "--fp8-amax-history-len": ("fp8_amax_history_len", "int", 1, None),
+    "--fp8-amax-compute-algo": ("fp8_amax_compute_algo", "str", "most_recent", ["most_recent", "max"]),
+    "--fp8-param-gather": ("fp8_param_gather", "true", False, None),
+    "--first-last-layers-bf16": ("first_last_layers_bf16", "true", False, None),
+    "--num-layers-at-start-in-bf16": ("num_layers_at_start_in_bf16", "int", 1, None),
+    "--num-layers-at-end-in-bf16": ("num_layers_at_end_in_bf16", "int", 1, None),
+    "--fp4-format": ("fp4", "str", None, ["e2m1"]),
+    "--fp4-recipe": ("fp4_recipe", "str", "nvfp4", ["nvfp4", "custom"]),
+    "--fp4-param-gather": ("fp4_param_gather", "true", False, None),
     "--recompute-modules": ("recompute_modules", "list", ["core_attn"],  # __post_init__: None -> ["core_attn"]
                             ["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts",
                              "gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc"]),
@@ -342,6 +356,11 @@ def parse(text):
     return args, env, nproc * nnodes, gpu, vocab, seen
 
 
+def is_pre_blackwell(gpu):
+    """A GPU before Blackwell, by ptdc's name for it (None: unknown, so assumed)."""
+    return gpu is None or gpu.split("-")[0] in ("a100", "h100", "h200", "h800", "a800")
+
+
 # The rules, each (name, source, check(args, env, world, gpu) -> error or None).
 def _rules():
     R = []
@@ -530,7 +549,7 @@ def _rules():
 
     @rule("CUDA_DEVICE_MAX_CONNECTIONS", "arguments.py: asserted == '1' with tp or cp > 1 before Blackwell")
     def _(a, env, world, gpu):
-        pre_blackwell = gpu is None or gpu.split("-")[0] in ("a100", "h100", "h200", "h800", "a800")
+        pre_blackwell = is_pre_blackwell(gpu)
         model_parallel = a["tensor_model_parallel_size"] > 1 or a["context_parallel_size"] > 1
         if model_parallel and pre_blackwell and env.get("CUDA_DEVICE_MAX_CONNECTIONS") != "1":
             return "tp or cp > 1 on %s needs CUDA_DEVICE_MAX_CONNECTIONS=1 in the environment" % gpu
@@ -640,6 +659,51 @@ def _rules():
         if a["moe_expert_capacity_factor"] is not None and set(lb) - {"aux_loss", "seq_aux_loss", "none"}:
             return "capacity factor with load balancing %s" % lb
 
+    @rule("low precision", "arguments.py validate_args: --fp8-param-gather needs the distributed optimizer (no "
+          "FSDP flag here), --fp4-format not with --fp8-format, --fp4-param-gather needs --fp4-format; "
+          "transformer_config.py __post_init__: first/last layers in BF16 not with delayed scaling, each count "
+          "from 0 to num_layers // pp; a custom recipe needs a quantizer factory (no flag here)")
+    def _(a, env, world, gpu):
+        if a["fp8_param_gather"] and not a["use_distributed_optimizer"]:
+            return "--fp8-param-gather only supported with distributed optimizer"
+        if a["fp4"] and a["fp8"]:
+            return "--fp4-format and --fp8-format cannot be used simultaneously"
+        if a["fp4_param_gather"] and not a["fp4"]:
+            return "--fp4-param-gather must be used together with --fp4-format"
+        if a["fp8"] and a["first_last_layers_bf16"]:
+            if a["fp8_recipe"] == "delayed":
+                return "Delayed scaling does not support first / last layer in BF16"
+            most = a["num_layers"] // a["pipeline_model_parallel_size"]
+            for k in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"):
+                if not 0 <= a[k] <= most:
+                    return "%s (%d) must be between 0 and %d" % (k, a[k], most)
+        if (a["fp8"] and a["fp8_recipe"] == "custom") or (a["fp4"] and a["fp4_recipe"] == "custom"):
+            return "a custom recipe needs --fp8/fp4-quantizer-factory"
+
+    @rule("low-precision GEMM shapes", "transformer_engine/pytorch/utils.py assert_dim_for_fp8_exec (TE main at "
+          "d0067d0da), from Linear, LayerNormLinear, LayerNormMLP under any quantized recipe: each rank's "
+          "weight [out % 8, in % 16], its input rows % 8")
+    def _(a, env, world, gpu):
+        if not (a["fp8"] or a["fp4"]):
+            return None
+        tp, cp = a["tensor_model_parallel_size"], a["context_parallel_size"]
+        H, h = a["num_attention_heads"], a["hidden_size"]
+        kv = a["kv_channels"] or h // H
+        g = a["num_query_groups"] if a["group_query_attention"] and a["num_query_groups"] else H
+        ff = a["ffn_hidden_size"] or effective_default("ffn_hidden_size", a)
+        dense = not a["num_experts"] or 0 in moe_pattern(a)
+        glu = 2 if a["swiglu"] else 1
+        sh = a["moe_shared_expert_intermediate_size"] if a["num_experts"] else None
+        ws = [("linear_qkv", (H + 2 * g) * kv // tp, h), ("linear_proj", h, H * kv // tp)]
+        ws += [("linear_fc1", glu * ff // tp, h), ("linear_fc2", h, ff // tp)] if dense else []
+        ws += [("shared linear_fc1", glu * sh // tp, h), ("shared linear_fc2", h, sh // tp)] if sh else []
+        for name, o, i in ws:
+            if o % 8 or i % 16:
+                return "%s weight [%d, %d] per rank" % (name, o, i)
+        rows = a["micro_batch_size"] * a["seq_length"] // cp // (tp if a["sequence_parallel"] and tp > 1 else 1)
+        if rows % 8:
+            return "%d input rows per rank" % rows
+
     @rule("positions cover the sequence", "arguments.py: max_position_embeddings >= seq_length")
     def _(a, env, world, gpu):
         if a["seq_length"] > a["max_position_embeddings"]:
@@ -673,6 +737,25 @@ def unused(dest, a):
     if dest == "moe_token_dispatcher_type":
         return a["expert_model_parallel_size"] == 1
     return False
+
+
+def precision(a):
+    """The format Transformer Engine runs the layers' linear layers in, in
+    ptdc's words where it is one of ptdc's precisions (hybrid tensorwise: FP8
+    with E5M2 gradients and per-tensor current scales; e4m3 mxfp8: MXFP8;
+    e2m1 nvfp4: NVFP4), else the flags' own words; and the layers kept in BF16
+    at each end (first_last_layers_bf16, with fp8 or fp4 only)."""
+    if a["fp4"]:
+        p = "nvfp4" if (a["fp4"], a["fp4_recipe"]) == ("e2m1", "nvfp4") else "fp4 %s %s" % (a["fp4"], a["fp4_recipe"])
+    elif a["fp8"]:
+        p = {("hybrid", "tensorwise"): "fp8", ("e4m3", "mxfp8"): "mxfp8"}.get(
+            (a["fp8"], a["fp8_recipe"]), "fp8 %s %s" % (a["fp8"], a["fp8_recipe"]))
+    else:
+        return "bf16"
+    if a["first_last_layers_bf16"]:
+        p += ", the first %d and last %d layers in bf16" % (a["num_layers_at_start_in_bf16"],
+                                                            a["num_layers_at_end_in_bf16"])
+    return p
 
 
 def validate(text):

@@ -11,6 +11,7 @@ import math
 import rope
 
 UPSTREAM = ("torchtitan v0.2.2 (73a0e6979dd1): torchtitan/config/job_config.py, distributed/parallel_dims.py, "
+            "protocols/model_converter.py, components/quantization/{__init__,float8,mx,utils}.py, "
             "distributed/utils.py (maybe_enable_amp), distributed/pipeline_parallel.py, "
             "models/llama3/infra/parallelize.py, models/llama3/model/{args,model}.py")
 
@@ -42,6 +43,20 @@ KEYS = {
     "parallelism.expert_parallel_degree": (int, 1, None),
     "activation_checkpoint.mode": (str, "selective", ["selective", "full", "memory_budget", "none"]),
     "compile.enable": (bool, False, None),
+    # model converters (protocols/model_converter.py: a KeyError for an unregistered name) and their
+    # settings (Quantize; components/quantization/float8.py, mx.py)
+    "model.converters": (list, [], ["quantize.linear.float8", "quantize.grouped_mm.float8",
+                                    "quantize.linear.mx", "quantize.grouped_mm.mx"]),
+    "quantize.linear.float8.enable_fsdp_float8_all_gather": (bool, False, None),
+    "quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp": (bool, False, None),
+    "quantize.linear.float8.recipe_name": (str, None, ["tensorwise", "rowwise", "rowwise_with_gw_hp"]),
+    "quantize.linear.float8.filter_fqns": (list, [], None),
+    # recipe_name is a str for torchao's MXLinearConfig.from_recipe_name: its MXLinearRecipeName
+    # values (torchao, not mirrored here)
+    "quantize.linear.mx.recipe_name": (str, "mxfp8_cublas", ["mxfp8_emulated", "mxfp8_cublas",
+                                                             "mxfp8_cublas_rceil", "mxfp4_emulated",
+                                                             "mxfp4_cutlass"]),
+    "quantize.linear.mx.filter_fqns": (list, ["output"], None),
 }
 
 SINGLE_STAGE = {"1F1B", "GPipe"}
@@ -66,6 +81,8 @@ def toml(text):
             v = v == "true"
         elif v.startswith('"'):
             v = v.strip('"')
+        elif v.startswith("["):  # an array of strings
+            v = ast.literal_eval(v)
         else:
             v = float(v) if "." in v else int(v)
         out["%s.%s" % (sec, k)] = v
@@ -80,7 +97,7 @@ def parse(text):
         typ, _, choices = KEYS[k]
         if type(v) is not typ:
             raise Reject("%s = %r: not a %s" % (k, v, typ.__name__))
-        if choices and v not in choices:
+        if choices and (set(v) - set(choices) if typ is list else v not in choices):
             raise Reject("%s = %r: not one of %s" % (k, v, choices))
     full = {k: d for k, (t, d, c) in KEYS.items()}
     full.update(cfg)
@@ -160,6 +177,16 @@ def validate(text):
     fsdp = shard > 1 or cp > 1
     if cfg["training.mixed_precision_param"] == "bfloat16" and not fsdp and (tp > 1 or pp > 1):
         fail("mixed precision", "maybe_enable_amp", "without FSDP, TP or PP train in fp32: bfloat16 is not applied")
+    # components/quantization: one quantization type (QuantizationConverter._validate); float8.py
+    # asserts recipe_name apart from enable_fsdp_float8_all_gather; mx.py: no TP under compile
+    conv = cfg["model.converters"]
+    if len({c.split(".")[-1] for c in conv if "quantize" in c}) > 1:
+        fail("converters", "QuantizationConverter._validate", "different quantization types %s" % conv)
+    f8 = lambda k: cfg["quantize.linear.float8." + k]
+    if "quantize.linear.float8" in conv and f8("recipe_name") is not None and f8("enable_fsdp_float8_all_gather"):
+        fail("float8", "Float8LinearConverter", "enable_fsdp_float8_all_gather together with recipe_name")
+    if "quantize.linear.mx" in conv and cfg["compile.enable"] and tp > 1:
+        fail("mx", "MXLinearConverter", "TP not yet supported with torch.compile for mxfp8")
     seq = cfg["training.seq_len"]
     if seq % (tp * 2 * cp):
         fail("seq_len", "ParallelDims.seq_len_divisor (tp x 2 x cp)", "%d %% %d" % (seq, tp * 2 * cp))
@@ -185,6 +212,40 @@ def validate(text):
             if not single and stages // pp < 2:
                 fail("stages", "pipeline_parallel.py", "a multi-stage schedule needs at least 2 stages per rank")
     return cfg, world, gpu, flavor
+
+
+def precision(cfg, fl=None):
+    """The format the llama3 layers' nn.Linear modules train in, in ptdc's
+    words where it is one of ptdc's precisions (float8 tensorwise: FP8 with
+    per-tensor current scales, E4M3 forward and E5M2 gradients, torchao's
+    Float8LinearConfig default; mx mxfp8_*: MXFP8), whether the FP8 weights
+    are all-gathered by FSDP (enable_fsdp_float8_all_gather, applied with a
+    dp_shard mesh only), and whether the head ("output") is converted too
+    (module_filter_fn: a filter_fqns entry contained in the module's name
+    keeps it in BF16)."""
+    conv = cfg["model.converters"]
+    shard = cfg["parallelism.data_parallel_shard_degree"]
+    if "quantize.linear.float8" in conv:
+        sec = "quantize.linear.float8."
+        r = cfg[sec + "recipe_name"]
+        p = "fp8" if r in (None, "tensorwise") else "fp8 " + r
+        gather = r is None and cfg[sec + "enable_fsdp_float8_all_gather"] and shard != 1
+    elif "quantize.linear.mx" in conv:
+        sec = "quantize.linear.mx."
+        r = cfg[sec + "recipe_name"]
+        p, gather = "mxfp8" if r.startswith("mxfp8") else "mx " + r, False
+    else:
+        return "bf16", False, False
+    head = not any(f in "output" for f in cfg[sec + "filter_fqns"])
+    if fl is not None:  # module_filter_fn: a weight with a dim not a multiple of 16 stays in BF16
+        dim, H = fl["dim"], fl["n_heads"]
+        hd, kvh = dim // H, fl.get("n_kv_heads") or H
+        F = ffn_hidden(dim, fl["multiple_of"], fl["ffn_dim_multiplier"])
+        left = [n for n, o, i in (("wq", H * hd, dim), ("wk", kvh * hd, dim), ("wo", dim, H * hd),
+                                  ("w1", F, dim), ("w2", dim, F)) if o % 16 or i % 16]
+        if left:
+            p += ", %s in bf16" % " ".join(left)
+    return p, gather, head
 
 
 def ffn_hidden(dim, multiple_of, mult):
