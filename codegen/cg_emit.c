@@ -49,6 +49,22 @@ static const char **file_list(Cg *c, int *n)
     return files;
 }
 
+const char *const *cg_output_names(void)
+{
+    static const char *names[64];
+    if (!names[0]) {
+        int i = 0;
+        names[i++] = "model.h";
+        names[i++] = "model.c";
+        for (int j = 0; cg_trainer_names[j] && i < 60; j++)
+            names[i++] = cg_trainer_names[j];
+        names[i++] = "Makefile";
+        names[i++] = "run.sh";
+        names[i++] = CG_HF_FILE;
+    }
+    return names;
+}
+
 static const char *trainer_text(const char *name)
 {
     for (int i = 0; cg_trainer_names[i]; i++)

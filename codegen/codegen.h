@@ -55,6 +55,9 @@ void cg_options_default(CgOptions *o, CgTarget target);
  * plan p into directory dir. On a user error (a plan the program cannot
  * execute, a model outside what codegen supports, an unwritable DIR) it
  * reports with ir_error and returns false, leaving DIR as it was. */
+/* Every file name cg_emit may write into DIR (NULL-terminated): what -o
+ * must not find there unless ptdc wrote it (ir_outdir_check). */
+const char *const *cg_output_names(void);
 bool cg_emit(const IrGraph *g, const Plan *p, const CgOptions *o, const char *dir);
 
 /* The static memory plan cg_emit writes for each pipeline rank, in bytes at

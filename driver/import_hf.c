@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void usage(void)
@@ -44,6 +45,21 @@ static bool write_file(const char *path, const char *text, size_t len)
     return ok;
 }
 
+/* Is out the input's config (in, or in/config.json for a directory)? */
+static bool same_file(const char *out, const char *in)
+{
+    struct stat o, i;
+    char config[4096];
+    if (stat(out, &o) != 0 || stat(in, &i) != 0)
+        return false;
+    if (S_ISDIR(i.st_mode)) {
+        snprintf(config, sizeof config, "%s/config.json", in);
+        if (stat(config, &i) != 0)
+            return false;
+    }
+    return o.st_dev == i.st_dev && o.st_ino == i.st_ino;
+}
+
 int drv_import_hf(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL;
@@ -71,6 +87,10 @@ int drv_import_hf(int argc, char **argv)
     if (!in) {
         ir_error(IR_NOLOC, "import-hf: no model given (usage: ptdc import-hf DIR_OR_CONFIG "
                  "[-o MODEL.mdl])");
+        return 1;
+    }
+    if (out && same_file(out, in)) {
+        ir_error(IR_NOLOC, "import-hf: -o %s is the config it reads; write the .mdl elsewhere", out);
         return 1;
     }
     IrArena *a = ir_arena_new();

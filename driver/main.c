@@ -216,9 +216,43 @@ static Mode decide_mode(const DrvOptions *o)
     return MODE_EXPLAIN;
 }
 
+/* What -o DIR may receive: the plan files, and the programs' unless
+ * --plan-only (issue 36: never a user's own Makefile, never an input). */
+static bool out_dir_ok(const DrvOptions *o)
+{
+    const char *names[80] = {"plan.txt", "plan.json", "plan.svg"};
+    int n = 3;
+    for (const char *const *c = o->plan_only ? NULL : cg_output_names(); c && *c && n < 80; c++)
+        names[n++] = *c;
+    struct stat st;
+    char config[4096];
+    const char *inputs[2] = {o->model, NULL};
+    if (stat(o->model, &st) == 0 && S_ISDIR(st.st_mode)) { /* a Hugging Face directory */
+        snprintf(config, sizeof config, "%s/config.json", o->model);
+        inputs[1] = config;
+    }
+    return ir_outdir_check(o->out_dir, names, n, inputs, 2);
+}
+
 /* The plan files of r, and the programs unless --plan-only, into DIR:
- * all written or none. */
+ * all written or none, under DIR's lock, then DIR marked as ptdc's. */
+static int write_locked(const DrvOptions *o, IrGraph *g, const PassCostCtx *ctx,
+                        const PassSearchResult *r);
+
 static int write_dir(const DrvOptions *o, IrGraph *g, const PassCostCtx *ctx, const PassSearchResult *r)
+{
+    if (!ir_mkdirs(o->out_dir))
+        return DRV_INVALID;
+    int lock = ir_outdir_lock(o->out_dir);
+    if (lock < 0)
+        return DRV_INVALID;
+    /* Again under the lock: another process may have written DIR since. */
+    int rc = out_dir_ok(o) ? write_locked(o, g, ctx, r) : DRV_INVALID;
+    ir_outdir_unlock(lock);
+    return rc;
+}
+
+static int write_locked(const DrvOptions *o, IrGraph *g, const PassCostCtx *ctx, const PassSearchResult *r)
 {
     OutFile files[3];
     render(&files[0], "plan.txt", rep_plan_print_text, g, ctx, r);
@@ -227,7 +261,7 @@ static int write_dir(const DrvOptions *o, IrGraph *g, const PassCostCtx *ctx, co
     /* Programs first: cg_emit writes DIR whole or not at all, so a
      * failure leaves no plan files behind either. */
     bool ok = o->plan_only || emit_programs(o, g, &r->alt[0].plan);
-    ok = ok && write_all(o->out_dir, files, 3);
+    ok = ok && write_all(o->out_dir, files, 3) && ir_outdir_mark(o->out_dir);
     for (int i = 0; i < 3; i++)
         free(files[i].text);
     if (!ok)
@@ -473,11 +507,15 @@ int main(int argc, char **argv)
     int rc = DRV_INVALID;
     if (drv_parse_options(argc, argv, &o)) {
         Mode mode = decide_mode(&o);
-        if (modes[mode].model) {
+        /* -o DIR checked before any work: a refusal costs no search. */
+        bool out_ok = (mode != MODE_PLAN_FILES && mode != MODE_PROGRAMS) || out_dir_ok(&o);
+        if (!out_ok)
+            mode = MODE_COUNT;
+        else if (modes[mode].model) {
             arena = ir_arena_new();
             g = compile_model(&o, arena);
         }
-        if (g || !modes[mode].model)
+        if (mode < MODE_COUNT && (g || !modes[mode].model))
             rc = modes[mode].run(mode, &o, g);
     }
     if (json && rc != DRV_OK && !drv_answered)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -175,4 +176,108 @@ void ir_outdir_abort(IrOutDir *o, const char *const *names, int n)
     if (o->tmp)
         remove_tmp(o, names, n);
     outdir_free(o);
+}
+
+/* ------------------------------------------------ the output's ownership */
+
+#define OWN_MARK ".ptdc-output"
+
+/* DIR/name, in a buffer of the caller's. */
+static const char *in_dir(char *buf, size_t len, const char *dir, const char *name)
+{
+    snprintf(buf, len, "%s/%s", dir, name);
+    return buf;
+}
+
+bool ir_outdir_check(const char *dir, const char *const *names, int n, const char *const *inputs,
+                     int ninputs)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return true; /* created by the write: nothing to lose */
+    if (!S_ISDIR(st.st_mode)) {
+        ir_error(IR_NOLOC, "-o %s: it exists and is not a directory", dir);
+        return false;
+    }
+    char a[4096], b[4096];
+    bool ours = lstat(in_dir(a, sizeof a, dir, OWN_MARK), &st) == 0 && S_ISREG(st.st_mode);
+    /* Never over an input, ptdc's own directory or not (a model kept in
+     * its program directory under a name ptdc writes). */
+    for (int i = 0; i < n; i++) {
+        struct stat out;
+        if (stat(in_dir(a, sizeof a, dir, names[i]), &out) != 0)
+            continue;
+        for (int k = 0; k < ninputs; k++) {
+            struct stat in;
+            if (inputs[k] && stat(inputs[k], &in) == 0 && in.st_dev == out.st_dev &&
+                in.st_ino == out.st_ino) {
+                ir_error(IR_NOLOC, "-o %s would write %s over the input %s; choose another directory",
+                         dir, names[i], inputs[k]);
+                return false;
+            }
+        }
+    }
+    if (ours)
+        return true;
+    /* Not ptdc's: it may hold anything but what ptdc would replace. */
+    int clash = 0;
+    size_t used = 0;
+    b[0] = 0;
+    for (int i = 0; i < n; i++)
+        if (lstat(in_dir(a, sizeof a, dir, names[i]), &st) == 0) {
+            if (clash++ < 3)
+                used += (size_t)snprintf(b + used, sizeof b - used, "%s%s", clash > 1 ? ", " : "",
+                                         names[i]);
+        }
+    if (clash) {
+        ir_error(IR_NOLOC,
+                 "-o %s holds %s%s, which ptdc did not write there (no %s/%s): it will not replace "
+                 "them; choose an empty or new directory, or remove them",
+                 dir, b, clash > 3 ? " and more" : "", dir, OWN_MARK);
+        return false;
+    }
+    return true;
+}
+
+bool ir_outdir_mark(const char *dir)
+{
+    char a[4096], t[4096];
+    snprintf(t, sizeof t, "%s/.%s.tmp.%ld", dir, OWN_MARK + 1, (long)getpid());
+    FILE *f = fopen(t, "w");
+    bool ok = f && fputs("This directory is a ptdc output (-o): ptdc replaces the files it wrote "
+                         "here, and no others.\n", f) >= 0;
+    if (f && fclose(f) != 0)
+        ok = false;
+    if (!ok || rename(t, in_dir(a, sizeof a, dir, OWN_MARK)) != 0) {
+        ir_error(IR_NOLOC, "cannot write '%s': %s", a, strerror(errno));
+        unlink(t);
+        return false;
+    }
+    return true;
+}
+
+int ir_outdir_lock(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        ir_error(IR_NOLOC, "cannot open '%s': %s", dir, strerror(errno));
+        return -1;
+    }
+    /* Another ptdc writing DIR: wait for it, then write over its files
+     * whole (never a mix of the two). */
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        fprintf(stderr, "ptdc: waiting for another ptdc writing %s\n", dir);
+        if (flock(fd, LOCK_EX) != 0) {
+            ir_error(IR_NOLOC, "cannot lock '%s': %s", dir, strerror(errno));
+            close(fd);
+            return -1;
+        }
+    }
+    return fd;
+}
+
+void ir_outdir_unlock(int fd)
+{
+    if (fd >= 0)
+        close(fd); /* releases the flock */
 }

@@ -88,6 +88,17 @@ typedef struct IrOutDir {
 bool ir_outdir_begin(IrOutDir *o, const char *dir);
 bool ir_outdir_commit(IrOutDir *o, const char *const *names, int n);
 void ir_outdir_abort(IrOutDir *o, const char *const *names, int n);
+/* Whether ptdc may write `names` into DIR (issue 36): DIR missing, or
+ * holding ptdc's marker (.ptdc-output, ir_outdir_mark), or none of them;
+ * and none of them is one of `inputs` (the same file). Says why not. */
+bool ir_outdir_check(const char *dir, const char *const *names, int n, const char *const *inputs,
+                     int ninputs);
+/* Marks DIR as ptdc's output, after its files are in. */
+bool ir_outdir_mark(const char *dir);
+/* Holds DIR (which exists) against other ptdc processes writing it, until
+ * ir_outdir_unlock: a second one waits, then replaces the files whole. */
+int ir_outdir_lock(const char *dir);
+void ir_outdir_unlock(int fd);
 
 /* ------------------------------------------------------------------- diag.c */
 /* A position in a source file. file is NULL for things without a source
