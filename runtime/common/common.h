@@ -190,6 +190,7 @@ float rtc_fp8_decode(uint8_t c, RtFp8Format f);
  * both operands E5M2), checked on both backends so that a program the CPU
  * runs also runs on a GPU; rt_fatal naming fn otherwise. */
 void rtc_check_matmul_fp8(const char *fn, RtFp8Format fa, RtFp8Format fb, int64_t M, int64_t N, int64_t K);
+void rtc_check_fp8_format(const char *fn, RtFp8Format f); /* rt_fatal unless E4M3 or E5M2 */
 uint16_t rtc_f32_to_f16(float f); /* round to nearest even; overflow to infinity */
 
 /* shape.c: iterate a block of a row-major tensor. */

@@ -83,10 +83,16 @@ float rt_fp8_scale(float amax, RtFp8Format f)
     return s > FLT_MAX ? FLT_MAX : s;
 }
 
+void rtc_check_fp8_format(const char *fn, RtFp8Format f)
+{
+    if (f != RT_FP8_E4M3 && f != RT_FP8_E5M2)
+        rt_fatal("%s: unknown FP8 format %d", fn, (int)f);
+}
+
 void rtc_check_matmul_fp8(const char *fn, RtFp8Format fa, RtFp8Format fb, int64_t M, int64_t N, int64_t K)
 {
-    if ((fa != RT_FP8_E4M3 && fa != RT_FP8_E5M2) || (fb != RT_FP8_E4M3 && fb != RT_FP8_E5M2))
-        rt_fatal("%s: unknown FP8 format %d x %d", fn, (int)fa, (int)fb);
+    rtc_check_fp8_format(fn, fa);
+    rtc_check_fp8_format(fn, fb);
     if (fa == RT_FP8_E5M2 && fb == RT_FP8_E5M2)
         rt_fatal("%s: E5M2 x E5M2 is not an FP8 GEMM cuBLASLt runs (one operand must be E4M3)", fn);
     if (M < 0 || N < 0 || K < 0 || M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)

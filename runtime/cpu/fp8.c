@@ -26,6 +26,7 @@ float rt_amax(const rt_act *src, int64_t n)
 
 void rt_cast_fp8(uint8_t *dst, const rt_act *src, int64_t n, float scale, RtFp8Format f)
 {
+    rtc_check_fp8_format("rt_cast_fp8", f);
     RTCPU_PAR_FOR(n)
     for (int64_t i = 0; i < n; i++)
         dst[i] = rtc_fp8_encode(src[i] * scale, f);
@@ -33,6 +34,7 @@ void rt_cast_fp8(uint8_t *dst, const rt_act *src, int64_t n, float scale, RtFp8F
 
 void rt_dequant_fp8(rt_act *dst, const uint8_t *src, int64_t n, float scale_inv, RtFp8Format f)
 {
+    rtc_check_fp8_format("rt_dequant_fp8", f);
     RTCPU_PAR_FOR(n)
     for (int64_t i = 0; i < n; i++)
         dst[i] = rtc_fp8_decode(src[i], f) * scale_inv;
