@@ -14,7 +14,9 @@
  *             model; rt_dequant_fp8's error bound; zero and non-finite amax
  *   gemm      rt_matmul_fp8 against a double GEMM of the decoded values
  *             (tight: fp32 summation's bound) and against rt_matmul of the
- *             unquantised inputs (loose: the formats' own error) */
+ *             unquantised inputs (loose: the formats' own error)
+ *   refusals  what cuBLASLt cannot run (K or N not multiples of 16, E5M2 x
+ *             E5M2) and an unknown format stop with a message */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -306,6 +308,36 @@ static void test_gemm(RtFp8Format fa, RtFp8Format fb, int64_t M, int64_t N, int6
     free(a), free(b), free(c), free(c32), free(c0), free(qa), free(qb), free(ad), free(bd), free(ref), free(mag);
 }
 
+/* What cuBLASLt cannot run is refused on the CPU too (arg: which case). */
+static void bad_gemm(void *arg)
+{
+    static uint8_t a[32 * 32], b[32 * 32];
+    float c[32 * 32];
+    const char *k = arg;
+    if (!strcmp(k, "k"))
+        rt_matmul_fp8(c, a, RT_FP8_E4M3, 1, b, RT_FP8_E4M3, 1, 4, 16, 24, false);
+    else if (!strcmp(k, "n"))
+        rt_matmul_fp8(c, a, RT_FP8_E4M3, 1, b, RT_FP8_E4M3, 1, 4, 8, 32, false);
+    else
+        rt_matmul_fp8(c, a, RT_FP8_E5M2, 1, b, RT_FP8_E5M2, 1, 4, 16, 32, false);
+}
+
+static void bad_format(void *arg)
+{
+    (void)arg;
+    float x[4] = {0};
+    uint8_t q[4];
+    rt_cast_fp8(q, x, 4, 1.0f, (RtFp8Format)7);
+}
+
+static void test_fatal(void)
+{
+    ref_expect_fatal("fp8 gemm K = 24", bad_gemm, (void *)"k", "multiples of 16");
+    ref_expect_fatal("fp8 gemm N = 8", bad_gemm, (void *)"n", "multiples of 16");
+    ref_expect_fatal("fp8 gemm E5M2 x E5M2", bad_gemm, (void *)"e5", "E5M2 x E5M2");
+    ref_expect_fatal("fp8 cast, format 7", bad_format, NULL, "unknown FP8 format 7");
+}
+
 int main(void)
 {
     ref_seed(20261129);
@@ -319,5 +351,6 @@ int main(void)
     test_gemm(RT_FP8_E4M3, RT_FP8_E4M3, 48, 64, 256, false);   /* forward: activations x weights */
     test_gemm(RT_FP8_E5M2, RT_FP8_E4M3, 64, 32, 512, false);   /* backward: gradients x weights */
     test_gemm(RT_FP8_E4M3, RT_FP8_E5M2, 33, 16, 1024, true);   /* odd M, accumulate into C */
+    test_fatal();
     return check_status("rt_fp8");
 }
