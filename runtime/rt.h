@@ -237,6 +237,36 @@ void rt_matmul_grad_batch(int count, rt_grad *const c[], const rt_act *const a[]
                           const rt_act *const b[], int64_t M, int64_t N, int64_t K, bool ta, bool tb,
                           bool accumulate);
 
+/* FP8 with per-tensor current scaling (Transformer Engine's "current
+ * scaling" recipe; docs/runtime.md, "FP8"): E4M3 for forward operands, E5M2
+ * for gradients. An FP8 tensor is one byte per element (OCP FP8 codes) plus
+ * one fp32 scale: x ~ decode(q) / scale. Both backends round identically:
+ * x * scale in fp32, then round to nearest even, saturating to +-max
+ * (infinities too); NaN -> 0x7F. */
+typedef enum {
+    RT_FP8_E4M3, /* bias 7, max 448, no infinities, NaN S.1111.111 */
+    RT_FP8_E5M2, /* bias 15, max 57344, IEEE infinities and NaNs */
+} RtFp8Format;
+float rt_fp8_max(RtFp8Format f); /* 448 or 57344 */
+/* max |src[i]| (0 for n == 0; NaN if any element is NaN). On CUDA the host
+ * waits for the result (a synchronisation). */
+float rt_amax(const rt_act *src, int64_t n);
+/* The cast's scale: fp8_max / amax; 1 when amax is 0 or not finite; FLT_MAX
+ * when the quotient overflows. Host arithmetic, the same on both backends. */
+float rt_fp8_scale(float amax, RtFp8Format f);
+/* dst[i] = the FP8 code of src[i] * scale (dst: n bytes). */
+void rt_cast_fp8(uint8_t *dst, const rt_act *src, int64_t n, float scale, RtFp8Format f);
+/* dst[i] = decode(src[i]) * scale_inv, rounded to rt_act. */
+void rt_dequant_fp8(rt_act *dst, const uint8_t *src, int64_t n, float scale_inv, RtFp8Format f);
+/* C[M,N] = (A * a_scale_inv) (B * b_scale_inv)^T (+ C if accumulate): A is
+ * [M,K] and B is [N,K] FP8 codes, both rows of K (cuBLASLt's only FP8
+ * layout, "TN"; a transposed operand is cast transposed by the caller). fp32
+ * accumulation; K and N multiples of 16, not both E5M2. CUDA: cuBLASLt on sm_89 and
+ * newer, rt_fatal on older GPUs (never a wrong result). CPU: the decoded
+ * values multiplied in fp32, the reference. */
+void rt_matmul_fp8(rt_act *c, const uint8_t *a, RtFp8Format fa, float a_scale_inv, const uint8_t *b,
+                   RtFp8Format fb, float b_scale_inv, int64_t M, int64_t N, int64_t K, bool accumulate);
+
 /* out[i, :] = table[ids[i] - vocab_offset, :] for ids inside this rank's rows
  * [vocab_offset, vocab_offset + vocab_local), zeros otherwise (the partial
  * sums of a vocabulary-parallel embedding). Ids outside [0, vocab) abort. */

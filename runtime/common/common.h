@@ -182,6 +182,15 @@ uint64_t rtc_mix64(uint64_t x); /* splitmix64 finaliser */
 float rtc_bf16_to_f32(uint16_t h);
 uint16_t rtc_f32_to_bf16(float f); /* round to nearest even, NaN stays NaN */
 float rtc_f16_to_f32(uint16_t h);
+/* fp8.c: one FP8 code from a float (round to nearest even, saturating to
+ * +-max, NaN -> 0x7F) and its value (exact; NaN for NaN codes). */
+uint8_t rtc_fp8_encode(float x, RtFp8Format f);
+float rtc_fp8_decode(uint8_t c, RtFp8Format f);
+/* rt_matmul_fp8's rules (cuBLASLt's for FP8: K and N multiples of 16, not
+ * both operands E5M2), checked on both backends so that a program the CPU
+ * runs also runs on a GPU; rt_fatal naming fn otherwise. */
+void rtc_check_matmul_fp8(const char *fn, RtFp8Format fa, RtFp8Format fb, int64_t M, int64_t N, int64_t K);
+void rtc_check_fp8_format(const char *fn, RtFp8Format f); /* rt_fatal unless E4M3 or E5M2 */
 uint16_t rtc_f32_to_f16(float f); /* round to nearest even; overflow to infinity */
 
 /* shape.c: iterate a block of a row-major tensor. */

@@ -58,6 +58,9 @@ typedef struct RtcuState {
     void **gemm_ptrs;          /* device memory: a GEMM batch's B, A and C pointers (matmul.cu) */
 } RtcuState;
 extern RtcuState rtcu;
+/* rtcu.blas_ws's size: cuBLAS's handle and cuBLASLt's FP8 GEMMs
+ * (fp8_matmul.cu) share it on the compute stream. */
+enum { RTCU_BLAS_WS_BYTES = 32 << 20 }; /* cuBLAS recommends 32 MiB on Hopper */
 
 /* ------------------------------------------------------------ checks */
 [[noreturn]] void rtcu_fail(const char *file, int line, const char *lib, const char *msg,
@@ -175,6 +178,9 @@ void rtcu_comm_destroy_all(void);
  * the next rtcu_scratch call; ordered on the compute stream. */
 void *rtcu_scratch(size_t bytes);
 void rtcu_scratch_free(void);
+
+/* ------------------------------------------------- fp8_matmul.cu */
+void rtcu_fp8_free(void); /* cuBLASLt's handle and the scales (rt_finalize) */
 
 /* ------------------------------------------------------ reduce.cu */
 /* Deterministic column sums in two stages. Stage 1 (in each caller's kernel)

@@ -18,7 +18,6 @@
 
 RtcuState rtcu;
 
-enum { RTCU_BLAS_WS_BYTES = 32 << 20 }; /* cuBLAS recommends 32 MiB on Hopper */
 
 static bool mpi_up(void)
 {
@@ -181,6 +180,7 @@ void rt_finalize(void)
     rtcu_comm_destroy_all();
     rtcu_watchdog_stop();
     rtcu_scratch_free();
+    rtcu_fp8_free();
     CUBLAS_CHECK(cublasDestroy(rtcu.blas));
     CUDA_CHECK(cudaFree(rtcu.blas_ws));
     CUDA_CHECK(cudaFree(rtcu.dev_err));

@@ -5,6 +5,7 @@
  *                                   random inputs, one line per output
  *   ptdc_gpu_harness comm [SEED]    collectives (mpirun, >= 2 GPUs)
  *   ptdc_gpu_harness attention [SEED] only the attention part of `kernels`
+ *   ptdc_gpu_harness fp8 [SEED]     only the FP8 part of `kernels`
  *   ptdc_gpu_harness fallback [SEED] attention on an unserved head dim and a
  *                                   misaligned buffer: right results, and one
  *                                   warning per reason on stderr
@@ -635,6 +636,7 @@ static int run_kernel_tests(uint64_t seed)
     t_cross_entropy(r);
     t_optimizer(r);
     t_dims(r);
+    run_fp8_tests(r);
 #ifndef PTDC_CUDA_EMU
     t_determinism(r); /* the emulator runs sequentially: trivially repeatable */
 #endif
@@ -691,6 +693,11 @@ int main(int argc, char **argv)
         if (g_print) printf("seed %llu\n", (unsigned long long)seed);
         Rng r(seed);
         run_attention_tests(r);
+        fails = g_failures;
+    } else if (!strcmp(mode, "fp8")) {
+        if (g_print) printf("seed %llu\n", (unsigned long long)seed);
+        Rng r(seed);
+        run_fp8_tests(r);
         fails = g_failures;
     } else if (!strcmp(mode, "attention-pos")) {
         if (g_print) printf("seed %llu\n", (unsigned long long)seed);

@@ -86,6 +86,9 @@ void run_attention_pos_tests(Rng &r);
 int run_fallback_tests(uint64_t seed);
 int run_bank_tests(uint64_t seed);
 
+/* harness_fp8.cu: casts, amax and the FP8 GEMM (kernels mode). */
+void run_fp8_tests(Rng &r);
+
 /* harness_comm.cu: collectives on >= 2 GPUs (run under mpirun). */
 int run_comm_tests(uint64_t seed);
 int run_hang_test(void);

@@ -36,9 +36,11 @@ cudaError_t cudaDeviceGetPCIBusId(char *id, int len, int dev)
     return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int) { return cudaSuccess; }
-cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr, int)
+cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int)
 {
-    *v = 4; /* few "SMs": grid-stride loops take several turns */
+    /* An sm_90 (FP8 GEMMs run: emu_lt.cpp) with few "SMs": grid-stride
+     * loops take several turns. */
+    *v = a == cudaDevAttrComputeCapabilityMajor ? 9 : a == cudaDevAttrComputeCapabilityMinor ? 0 : 4;
     return cudaSuccess;
 }
 cudaError_t cudaDeviceGetStreamPriorityRange(int *lo, int *hi)
