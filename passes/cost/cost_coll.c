@@ -47,7 +47,7 @@ double pass_cost_coll(const PassCostCtx *c, const PlanMesh *m, const PlanColl *k
 {
     const PassGpu *g = &c->cl->gpu;
     double S = (double)k->numel * elem_bytes;
-    int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
+    int gpn = pass_cluster_domain(c->cl);
     if (k->kind == PLAN_COLL_NONE || S <= 0)
         return 0;
     if (k->kind == PLAN_COLL_SENDRECV && g->ncoll[PLAN_COLL_SENDRECV] > 0) {

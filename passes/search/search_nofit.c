@@ -96,7 +96,7 @@ int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearc
     q.keep = 1;
     q.first_fit = true;
     memset(&q.filter, 0, sizeof q.filter);
-    int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
+    int gpn = pass_cluster_domain(c->cl);
     int64_t gb = o->global_batch > 0 ? o->global_batch : g->global_batch;
     int ncounts;
     int *counts = usable_counts(g, &q, gpn, gb, from > 0 ? from : 1, limit, &ncounts);
@@ -291,7 +291,7 @@ void pass_search_explain_nofit(const PassCostCtx *c, const IrGraph *g, const Pas
     int N = r->gpus;
     const PassSearchPins *pin = &o->pins;
     char lay[256], flags[256];
-    int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
+    int gpn = pass_cluster_domain(c->cl);
     if (r->no_layout) {
         if (r->micro_cut)
             ir_error(IR_NOLOC, "no layout of %d GPUs can take the global batch of %lld sequences: "
