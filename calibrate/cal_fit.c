@@ -364,6 +364,11 @@ bool cal_fit(const CalInput *in, PassCluster *out, CalReport *rep)
          * what fraction of it large GEMMs sustain. */
         gpu->gemm_eff = fmin(1, gpu->peak_flops / datasheet_peak);
         gpu->peak_flops = datasheet_peak;
+        /* Hosts and NVLink domain: not measurable from a few ranks; the
+         * system the preset describes (NVL72: hosts of 4, a domain of 72),
+         * set so that the file keeps them (a file has no preset's defaults). */
+        if (gpu->domain_gpus > 0)
+            out->gpus_per_node = gpu->host_gpus, out->nvlink_domain = gpu->domain_gpus;
     } else {
         /* A CPU's peak is what its cores sustain on large GEMMs (one rank per
          * core, all busy); its memory rate is the fastest any kernel moved

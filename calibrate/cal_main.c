@@ -343,12 +343,6 @@ int cal_main(int argc, char **argv)
             if (cpu) {
                 cl.gpu.hbm_bytes = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
                 cl.nodes = rec[COMM].nodes > 0 ? rec[COMM].nodes : 1;
-            } else if (cl.gpu.domain_gpus > 0) {
-                /* Not measurable from a few ranks: the system the preset
-                 * describes (NVL72: hosts of 4 in a domain of 72), written so
-                 * that the file keeps it (a file has no preset's defaults). */
-                cl.gpus_per_node = cl.gpu.host_gpus;
-                cl.nvlink_domain = cl.gpu.domain_gpus;
             }
             char *buf;
             size_t len;
