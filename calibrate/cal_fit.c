@@ -318,7 +318,10 @@ static bool fit_coll(const CalRecords *r, PassGpu *gpu, CalQuality *q)
         line_fit(S, t, k, &alpha, &beta);
         PassCollFit *f = &gpu->coll[pk][gpu->ncoll[pk]++];
         f->group = c0->group;
-        f->net = c0->nodes > 1;
+        /* Across hosts is across the network, but for hosts of one NVLink
+         * domain (NVL72 trays: the few a calibration runs on sit in one rack). */
+        f->net = c0->nodes > 1 && !(gpu->kind == PASS_DEV_GPU && gpu->domain_gpus > 0 &&
+                                   c0->nodes * gpu->host_gpus <= gpu->domain_gpus);
         f->rpn = c0->rpn;
         f->alpha_s = alpha;
         f->busbw = bus_factor(c0->kind, c0->group) / beta;
