@@ -34,17 +34,19 @@ const char *pass_gpu_preset_names(void)
 
 int pass_cluster_host(const PassCluster *cl) { return cl->gpus_per_node > 0 ? cl->gpus_per_node : 8; }
 
-int pass_cluster_domain(const PassCluster *cl)
+int pass_cluster_domain_at(const PassCluster *cl, int gpus)
 {
     int host = pass_cluster_host(cl), d = cl->nvlink_domain > host ? cl->nvlink_domain : host;
-    if (d == host || cl->ngpus <= 0)
+    if (d == host || gpus <= 0)
         return d;
-    if (cl->ngpus <= d) /* the job fits in one domain */
-        return cl->ngpus > host ? cl->ngpus : host;
-    while (d > host && (d % host || cl->ngpus % d))
+    if (gpus <= d) /* the job fits in one domain */
+        return gpus > host ? gpus : host;
+    while (d > host && (d % host || gpus % d))
         d--;
     return d;
 }
+
+int pass_cluster_domain(const PassCluster *cl) { return pass_cluster_domain_at(cl, cl->ngpus); }
 
 /* ------------------------------------------------------------ the file */
 typedef enum { K_GPU, K_NAME, K_KIND, K_INT, K_NUM, K_CINT } KeyKind;

@@ -194,6 +194,9 @@ int pass_cluster_host(const PassCluster *cl);
  * (64 GPUs on NVL72 racks: one domain of 64; 128: two of 64), since the mesh
  * models equal domains. */
 int pass_cluster_domain(const PassCluster *cl);
+/* The same for a job of `gpus` GPUs (a search over fewer GPUs than the
+ * cluster's; gpus <= 0: the domain uncut). */
+int pass_cluster_domain_at(const PassCluster *cl, int gpus);
 
 /* kvfile.c: `key = value` lines, `#` comments, as cluster and stack files
  * write them. fn gets each key and its value (to the comment, trimmed) with
