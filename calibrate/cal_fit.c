@@ -318,7 +318,10 @@ static bool fit_coll(const CalRecords *r, PassGpu *gpu, CalQuality *q)
         line_fit(S, t, k, &alpha, &beta);
         PassCollFit *f = &gpu->coll[pk][gpu->ncoll[pk]++];
         f->group = c0->group;
-        f->net = c0->nodes > 1;
+        /* Across hosts is across the network, but for hosts of one NVLink
+         * domain (NVL72 trays: the few a calibration runs on sit in one rack). */
+        f->net = c0->nodes > 1 && !(gpu->kind == PASS_DEV_GPU && gpu->domain_gpus > 0 &&
+                                   c0->nodes * gpu->host_gpus <= gpu->domain_gpus);
         f->rpn = c0->rpn;
         f->alpha_s = alpha;
         f->busbw = bus_factor(c0->kind, c0->group) / beta;
@@ -364,6 +367,11 @@ bool cal_fit(const CalInput *in, PassCluster *out, CalReport *rep)
          * what fraction of it large GEMMs sustain. */
         gpu->gemm_eff = fmin(1, gpu->peak_flops / datasheet_peak);
         gpu->peak_flops = datasheet_peak;
+        /* Hosts and NVLink domain: not measurable from a few ranks; the
+         * system the preset describes (NVL72: hosts of 4, a domain of 72),
+         * set so that the file keeps them (a file has no preset's defaults). */
+        if (gpu->domain_gpus > 0)
+            out->gpus_per_node = gpu->host_gpus, out->nvlink_domain = gpu->domain_gpus;
     } else {
         /* A CPU's peak is what its cores sustain on large GEMMs (one rank per
          * core, all busy); its memory rate is the fastest any kernel moved

@@ -125,7 +125,7 @@ int drv_framework_search(const DrvOptions *o, const IrGraph *g, const PassCostCt
     RepArch A;
     char sub[256], list[160] = "";
     if (rep_arch_read(g, &A, sub, sizeof sub)) {
-        int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8, n = 0;
+        int gpn = pass_cluster_domain(c->cl), n = 0;
         for (int pp = 2; pp <= r->gpus && pp <= PLAN_MAX_PP; pp++) {
             bool some_tp = false;
             for (int tp = 1; tp <= gpn && !some_tp; tp++)

@@ -414,7 +414,7 @@ static int plan(Mode mode, const DrvOptions *o, IrGraph *g)
     }
     if (rc == DRV_OK) {
         char note[512];
-        if (rep_search_idle_note(&r, cl.gpus_per_node, note, sizeof note))
+        if (rep_search_idle_note(&r, pass_cluster_domain(&cl), note, sizeof note))
             ir_note(IR_NOLOC, "%s", note);
         rc = answer(mode, o, g, &ctx, &so, cache, &r);
     }

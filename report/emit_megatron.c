@@ -637,7 +637,7 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
     int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
     if (!rep_megatron_layout(&A, L, st, a->plan.attention, why, wn))
         return false;
-    if (!rep_plan_matches_framework(g, &A, a, gpn, sub, sizeof sub))
+    if (!rep_plan_matches_framework(g, &A, a, pass_cluster_domain(c->cl), sub, sizeof sub))
         return rep_refuse(why, wn, "Megatron-LM cannot express the plan: %s", sub);
 
     RepFrameOut x = {.fw = "Megatron-LM", .why = why, .wn = wn};

@@ -489,7 +489,7 @@ bool rep_emit_torchtitan(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
         return false;
     const PlanLayout *L = &a->layout;
     const PassStack *st = &c->st;
-    int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
+    int gpn = pass_cluster_domain(c->cl);
     if (!rep_torchtitan_layout(&A, L, st, a->plan.attention, why, wn))
         return false;
     if ((unsigned)a->plan.precision >= PLAN_NPREC)

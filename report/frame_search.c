@@ -173,7 +173,7 @@ void rep_framework_search(const PassCostCtx *c, const IrGraph *g, const PassSear
     r->alt = ir_xcalloc((size_t)S.keep, sizeof *r->alt);
     const PassSearchPins *pin = &o->pins;
     const PassStack *st = &c->st;
-    int gpus = r->gpus, gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
+    int gpus = r->gpus, gpn = pass_cluster_domain(c->cl);
     for (int tp = 1; tp <= gpus; tp++) {
         if (gpus % tp || (pin->tp && tp != pin->tp) || (!pin->tp && tp > gpn) || A.heads % tp ||
             A.kv_heads % tp || (!A.moe && A.d_ff % tp))

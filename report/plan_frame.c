@@ -201,7 +201,7 @@ bool rep_framework_alt_cut(const PassCostCtx *c, const IrGraph *g, const PlanLay
         cut.stages[k].first_piece = a0;
         cut.stages[k].npieces = (k == chunks - 1 ? g->npieces : l) - a0;
     }
-    bool ok = plan_framework(g, &A, L, c->attention, c->cl->gpus_per_node, &cut, &a->plan, why, wn);
+    bool ok = plan_framework(g, &A, L, c->attention, pass_cluster_domain(c->cl), &cut, &a->plan, why, wn);
     free(cut.stages);
     if (!ok) {
         free(a->plan.stages);
@@ -227,7 +227,7 @@ bool rep_framework_alt_of(const PassCostCtx *c, const IrGraph *g, const RepArch 
                           PassSearchAlt *a, char *why, size_t wn)
 {
     memset(a, 0, sizeof *a);
-    if (!rep_plan_framework(g, A, L, c->attention, c->cl->gpus_per_node, &a->plan, why, wn)) {
+    if (!rep_plan_framework(g, A, L, c->attention, pass_cluster_domain(c->cl), &a->plan, why, wn)) {
         free(a->plan.stages);
         free(a->plan.strategy);
         memset(a, 0, sizeof *a);

@@ -87,7 +87,7 @@ void rep_json_predicted(FILE *f, const PassPrediction *pr, const char *in)
 static void head(FILE *f, const IrGraph *g, const PassCostCtx *c, int64_t gb, int gpus, int used)
 {
     const PassCluster *cl = c->cl;
-    int gpn = cl->gpus_per_node > 0 ? cl->gpus_per_node : 8;
+    int gpn = pass_cluster_host(cl);
     fprintf(f, "  \"model\": ");
     rep_json_str(f, g->name);
     fprintf(f, ",\n  \"path\": ");
@@ -97,8 +97,11 @@ static void head(FILE *f, const IrGraph *g, const PassCostCtx *c, int64_t gb, in
     fprintf(f, "  \"seq\": %lld,\n", (long long)(g->seq_dim >= 0 ? g->dims[g->seq_dim].size : 1));
     fprintf(f, "  \"cluster\": {\"gpu\": ");
     rep_json_str(f, cl->gpu.name);
-    fprintf(f, ", \"gpus\": %d, \"gpus_per_node\": %d, \"gpus_used\": %d, \"peak_flops\": %.6g, "
-               "\"hbm_bytes\": %.0f},\n", gpus, gpn, used, cl->gpu.peak_flops, cl->gpu.hbm_bytes);
+    /* gpus_per_node: per host; nvlink_domain: the GPUs sharing NVLink the plan
+     * was placed and priced with (the same on 8-GPU hosts). */
+    fprintf(f, ", \"gpus\": %d, \"gpus_per_node\": %d, \"nvlink_domain\": %d, \"gpus_used\": %d, "
+               "\"peak_flops\": %.6g, \"hbm_bytes\": %.0f},\n", gpus, gpn, pass_cluster_domain(cl), used,
+            cl->gpu.peak_flops, cl->gpu.hbm_bytes);
     fprintf(f, "  \"stack\": ");
     rep_json_str(f, c->st.name);
     fprintf(f, ",\n");
@@ -189,7 +192,7 @@ void rep_plan_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
     const PlanLayout *L = &a->layout;
     const PassPrediction *pr = &a->pred;
     const PassCluster *cl = c->cl;
-    int gpn = cl->gpus_per_node > 0 ? cl->gpus_per_node : 8;
+    int gpn = pass_cluster_domain(cl);
     int d0 = p->mesh.size[0], d1 = p->mesh.naxes > 1 ? p->mesh.size[1] : 1, dev = d0 * d1;
     int d2 = p->mesh.naxes > 2 ? p->mesh.size[2] : 1; /* dp x cp x tp */
     dev *= d2;

@@ -42,7 +42,8 @@ static void text(FILE *f, double x, double y, double size, const char *anchor, c
 
 /* ------------------------------------------------------------ devices */
 
-static double devices(FILE *f, const Plan *p, const PlanLayout *L, int gpus, int gpn, double y)
+/* gpn: GPUs per NVLink domain, drawn as one box; host: GPUs per host. */
+static double devices(FILE *f, const Plan *p, const PlanLayout *L, int gpus, int gpn, int host, double y)
 {
     /* inner: the ranks of one data-parallel replica (d1, or cp x tp on a
      * dp x cp x tp mesh); tpn: a tensor-parallel group, the innermost axis. */
@@ -60,8 +61,9 @@ static double devices(FILE *f, const Plan *p, const PlanLayout *L, int gpus, int
         cell = 36;
     int rows = (nodes + per_row - 1) / per_row;
     char buf[160];
-    int k = snprintf(buf, sizeof buf, "Devices: %d GPUs in %d node%s of %d, coloured by pipeline rank; "
-                     "outlines: tensor-parallel groups of %d", gpus, nodes, nodes == 1 ? "" : "s", gpn, L->tp);
+    int k = snprintf(buf, sizeof buf, "Devices: %d GPUs in %d %s%s of %d, coloured by pipeline rank; "
+                     "outlines: tensor-parallel groups of %d", gpus, nodes, gpn == host ? "node" : "NVLink domain",
+                     nodes == 1 ? "" : "s", gpn, L->tp);
     if (cpb > 0 && k > 0 && (size_t)k < sizeof buf)
         snprintf(buf + k, sizeof buf - (size_t)k, "; dashed: context-parallel blocks of %d (cp %d x tp %d)",
                  cpb, L->cp, cpb / L->cp);
@@ -347,7 +349,7 @@ static double memory(FILE *f, const PassSearchAlt *a, double y)
 void rep_plan_print_svg(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchResult *r)
 {
     const PassSearchAlt *a = &r->alt[0];
-    int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
+    int gpn = pass_cluster_domain(c->cl);
     /* Render the body first to learn the height. */
     char *body = NULL;
     size_t len = 0;
@@ -378,7 +380,7 @@ void rep_plan_print_svg(FILE *f, const IrGraph *g, const PassCostCtx *c, const P
         text(b, MARGIN, y + 6, 12, "start", buf);
         y += 18;
     }
-    y = devices(b, &a->plan, &a->layout, r->gpus, gpn, y);
+    y = devices(b, &a->plan, &a->layout, r->gpus, gpn, pass_cluster_host(c->cl), y);
     y = schedule(b, a, y + 8);
     y = memory(b, a, y + 8);
     fclose(b);

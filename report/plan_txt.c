@@ -69,8 +69,13 @@ static const char *axis_role(const PlanLayout *L, int a)
 
 /* Global rank = pp_rank x dev + the mesh coordinate, the inner axis fastest:
  * (i0 x d1 + i1) x d2 + i2 on a dp x cp x tp mesh. */
-static void rank_grid(FILE *f, const Plan *p, const PlanLayout *L, int gpn)
+static void rank_grid(FILE *f, const Plan *p, const PlanLayout *L, int gpn, int host)
 {
+    char nodes[96]; /* where the groups sit: NVLink domains (hosts where they are one) */
+    if (gpn == host)
+        snprintf(nodes, sizeof nodes, "nodes of %d GPUs", gpn);
+    else
+        snprintf(nodes, sizeof nodes, "NVLink domains of %d GPUs, hosts of %d", gpn, host);
     const PlanMesh *m = &p->mesh;
     int na = m->naxes > 1 ? m->naxes : 2, d[PLAN_MAX_AXES], stride[PLAN_MAX_AXES];
     for (int a = 0; a < PLAN_MAX_AXES; a++)
@@ -82,12 +87,12 @@ static void rank_grid(FILE *f, const Plan *p, const PlanLayout *L, int gpn)
     fprintf(f, "rank grid\n");
     if (na == 2)
         fprintf(f, "  global rank = pp_rank x %d + i0 x %d + i1, mesh %d x %d per pipeline rank "
-                   "(axis 0 %s, axis 1 %s); nodes of %d GPUs\n", dev, d[1], d[0], d[1],
-                rep_axis_name(L, 0), rep_axis_name(L, 1), gpn);
+                   "(axis 0 %s, axis 1 %s); %s\n", dev, d[1], d[0], d[1],
+                rep_axis_name(L, 0), rep_axis_name(L, 1), nodes);
     else
         fprintf(f, "  global rank = pp_rank x %d + (i0 x %d + i1) x %d + i2, mesh %d x %d x %d per pipeline "
-                   "rank (axis 0 %s, axis 1 %s, axis 2 %s); nodes of %d GPUs\n", dev, d[1], d[2], d[0], d[1],
-                d[2], rep_axis_name(L, 0), rep_axis_name(L, 1), rep_axis_name(L, 2), gpn);
+                   "rank (axis 0 %s, axis 1 %s, axis 2 %s); %s\n", dev, d[1], d[2], d[0], d[1],
+                d[2], rep_axis_name(L, 0), rep_axis_name(L, 1), rep_axis_name(L, 2), nodes);
     int total = dev * pp;
     int *mem = ir_xmalloc(sizeof(int) * (size_t)(total + 1));
     /* Each axis's groups, the inner one (consecutive ranks) first: member j
@@ -142,15 +147,27 @@ void rep_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
     const PlanLayout *L = &a->layout;
     const PassPrediction *pr = &a->pred;
     const PassCluster *cl = c->cl;
-    int gpn = cl->gpus_per_node > 0 ? cl->gpus_per_node : 8;
+    int gpn = pass_cluster_domain(cl), host = pass_cluster_host(cl);
     char buf[1024];
     fprintf(f, "ptdc plan for %s (%s)\n\n", g->name, g->path ? g->path : "-");
     /* A calibrated CPU rank sustains a tenth of a TFLOP/s in fp32: printed
      * as "0 TFLOP/s bf16" it read as a broken file. */
     double tf = cl->gpu.peak_flops / 1e12;
-    fprintf(f, "cluster\n  %d x %s, %d per node (%d node%s): %.*f TFLOP/s %s, %.1f GiB each\n",
-            r->gpus, cl->gpu.name, gpn, (r->gpus + gpn - 1) / gpn, (r->gpus + gpn - 1) / gpn == 1 ? "" : "s",
-            tf >= 10 ? 0 : tf >= 1 ? 1 : 3, tf, cl->gpu.act_bytes == 4 ? "fp32" : "bf16", cl->gpu.hbm_bytes / GIB);
+    /* A node is a host and an NVLink domain; NVL72 racks join hosts of 4
+     * into one domain (of 72, or the part of one the GPUs fill evenly). */
+    int hosts = (r->gpus + host - 1) / host;
+    if (gpn == host)
+        fprintf(f, "cluster\n  %d x %s, %d per node (%d node%s)", r->gpus, cl->gpu.name, host, hosts,
+                hosts == 1 ? "" : "s");
+    else {
+        char of[32] = "";
+        if (cl->nvlink_domain > gpn)
+            snprintf(of, sizeof of, " (of %d)", cl->nvlink_domain);
+        fprintf(f, "cluster\n  %d x %s, %d per NVLink domain%s, %d per host (%d host%s)", r->gpus,
+                cl->gpu.name, gpn, of, host, hosts, hosts == 1 ? "" : "s");
+    }
+    fprintf(f, ": %.*f TFLOP/s %s, %.1f GiB each\n", tf >= 10 ? 0 : tf >= 1 ? 1 : 3, tf,
+            cl->gpu.act_bytes == 4 ? "fp32" : "bf16", cl->gpu.hbm_bytes / GIB);
     if (rep_search_idle_note(r, gpn, buf, sizeof buf))
         fprintf(f, "  note: %s\n", buf);
     int64_t seq = g->seq_dim >= 0 ? g->dims[g->seq_dim].size : 1;
@@ -223,7 +240,7 @@ void rep_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
                 stage_pieces(g, S->first_piece, S->npieces, buf, sizeof buf));
     }
     fprintf(f, "\n");
-    rank_grid(f, p, L, gpn);
+    rank_grid(f, p, L, gpn, host);
     fprintf(f, "\n");
 
     if (a->nilp > 0)

@@ -27,7 +27,26 @@ bool pass_gpu_preset(const char *name, PassGpu *out)
     return false;
 }
 
-const char *pass_gpu_preset_names(void) { return "a100-40gb, a100-80gb, h100-80gb, h200"; }
+const char *pass_gpu_preset_names(void)
+{
+    return "a100-40gb, a100-80gb, h100-80gb, h200, h800, b200, b300, gb200, gb300";
+}
+
+int pass_cluster_host(const PassCluster *cl) { return cl->gpus_per_node > 0 ? cl->gpus_per_node : 8; }
+
+int pass_cluster_domain_at(const PassCluster *cl, int gpus)
+{
+    int host = pass_cluster_host(cl), d = cl->nvlink_domain > host ? cl->nvlink_domain : host;
+    if (d == host || gpus <= 0)
+        return d;
+    if (gpus <= d) /* the job fits in one domain */
+        return gpus > host ? gpus : host;
+    while (d > host && (d % host || gpus % d))
+        d--;
+    return d;
+}
+
+int pass_cluster_domain(const PassCluster *cl) { return pass_cluster_domain_at(cl, cl->ngpus); }
 
 /* ------------------------------------------------------------ the file */
 typedef enum { K_GPU, K_NAME, K_KIND, K_INT, K_NUM, K_CINT } KeyKind;
@@ -50,6 +69,7 @@ static const struct Key {
     {"device", K_KIND, G(kind), 0, 0, 0, "gpu or cpu"},
     {"gpus", K_CINT, C(ngpus), 1, 1, 1 << 20, "count"},
     {"gpus_per_node", K_CINT, C(gpus_per_node), 1, 1, 1024, "count"},
+    {"nvlink_domain", K_CINT, C(nvlink_domain), 1, 1, 1 << 20, "count"},
     {"nodes", K_CINT, C(nodes), 1, 1, 1 << 20, "count"},
     {"peak_tflops", K_NUM, G(peak_flops), 1e12, 1e-6, 1e6, "TFLOP/s"},
     {"peak_fp8_tflops", K_NUM, G(peak_fp8_flops), 1e12, 0, 1e7, "TFLOP/s"},
@@ -418,6 +438,12 @@ static bool finish(Parse *P, const char *path)
                  out->ngpus, out->gpus_per_node);
         return false;
     }
+    int host = out->gpus_per_node ? out->gpus_per_node : out->gpu.host_gpus;
+    if (out->nvlink_domain && host && out->nvlink_domain % host) {
+        ir_error((IrLoc){path, 1, 1}, "nvlink_domain = %d is not a whole number of hosts of %d GPUs",
+                 out->nvlink_domain, host);
+        return false;
+    }
     if (out->gpu.kind == PASS_DEV_CPU && out->gpu.cores < 1) {
         ir_error((IrLoc){path, 1, 1}, "a cpu device needs cores_per_node");
         return false;
@@ -530,12 +556,21 @@ bool pass_cluster_finish(PassCluster *cl, int gpus, int gpus_per_node, bool whol
             return false;
         }
         cl->nodes = nodes;
-        cl->gpus_per_node = cl->ngpus / nodes;
+        cl->gpus_per_node = cl->nvlink_domain = cl->ngpus / nodes;
         cpu_share(cl);
         return true;
     }
+    const PassGpu *g = &cl->gpu;
     if (!cl->gpus_per_node)
-        cl->gpus_per_node = gpus_per_node > 0 ? gpus_per_node : 8;
+        cl->gpus_per_node = gpus_per_node > 0 ? gpus_per_node : g->host_gpus > 0 ? g->host_gpus : 8;
+    if (!cl->nvlink_domain) /* the preset's domain if it is whole hosts of this size */
+        cl->nvlink_domain = g->domain_gpus > cl->gpus_per_node && g->domain_gpus % cl->gpus_per_node == 0
+                                ? g->domain_gpus : cl->gpus_per_node;
+    if (cl->nvlink_domain % cl->gpus_per_node) {
+        ir_error(IR_NOLOC, "an NVLink domain of %d GPUs is not a whole number of hosts of %d GPUs "
+                 "(--gpus-per-node)", cl->nvlink_domain, cl->gpus_per_node);
+        return false;
+    }
     if (whole_nodes && cl->ngpus > cl->gpus_per_node && cl->ngpus % cl->gpus_per_node) {
         ir_error(IR_NOLOC, "--gpus %d is not a whole number of nodes of %d GPUs (--gpus-per-node)",
                  cl->ngpus, cl->gpus_per_node);
@@ -578,6 +613,8 @@ void pass_cluster_print(FILE *f, const PassCluster *cl)
         fprintf(f, "gpus = %d\n", cl->ngpus);
     if (cl->gpus_per_node && g->kind != PASS_DEV_CPU)
         fprintf(f, "gpus_per_node = %d\n", cl->gpus_per_node);
+    if (cl->nvlink_domain && g->kind != PASS_DEV_CPU)
+        fprintf(f, "nvlink_domain = %d\n", cl->nvlink_domain);
     if (cl->nodes && g->kind == PASS_DEV_CPU)
         fprintf(f, "nodes = %d\n", cl->nodes);
     for (int i = 0; i < NKEYS; i++) {

@@ -119,6 +119,9 @@ typedef struct PassGpu {
     double gemm_eff;              /* fraction of peak_flops a large, well-shaped GEMM
                                      sustains inside a training step (measured) */
     double hbm_eff;               /* fraction of hbm_bw a streaming kernel sustains */
+    /* The system the GPU is sold in, a cluster's defaults: GPUs per host and
+     * per NVLink domain (0: 8 per host, the domain the host; NVL72: 4, 72). */
+    int host_gpus, domain_gpus;
     /* The GEMM efficiency curve (cost_gemm.c). */
     double gemm_tile_m, gemm_tile_n;  /* output tile (wave quantisation, padding) */
     double gemm_tile_k;               /* K is padded to this */
@@ -172,11 +175,28 @@ double pass_kernel_time(const PassGpu *gpu, PassKernel k, double rows, double co
  * (model FLOPs, causal halved), forward or backward; 0 when not measured. */
 double pass_attn_rate(const PassGpu *gpu, int bwd, double D, double S);
 
+/* A "node" is a host (processes: ranks per host, launchers, CPU cores); an
+ * NVLink domain is the GPUs that reach each other over NVLink (links:
+ * collectives, send/recv, where TP, CP and EP groups may go). The two are the
+ * same on an 8-GPU HGX host; a GB200/GB300 NVL72 rack joins 18 hosts of 4
+ * into one domain of 72. */
 typedef struct PassCluster {
     PassGpu gpu;
-    int ngpus, gpus_per_node;
+    int ngpus, gpus_per_node;     /* gpus_per_node: GPUs per host */
+    int nvlink_domain;            /* GPUs per NVLink domain, whole hosts (0: one host) */
     int nodes;                    /* CPU clusters: the nodes ranks are spread over (0: one) */
 } PassCluster;
+
+/* GPUs per host (8 when not set). */
+int pass_cluster_host(const PassCluster *cl);
+/* The NVLink domain a plan is priced and placed with: nvlink_domain (or the
+ * host), cut to the largest whole number of hosts that divides the job's GPUs
+ * (64 GPUs on NVL72 racks: one domain of 64; 128: two of 64), since the mesh
+ * models equal domains. */
+int pass_cluster_domain(const PassCluster *cl);
+/* The same for a job of `gpus` GPUs (a search over fewer GPUs than the
+ * cluster's; gpus <= 0: the domain uncut). */
+int pass_cluster_domain_at(const PassCluster *cl, int gpus);
 
 /* kvfile.c: `key = value` lines, `#` comments, as cluster and stack files
  * write them. fn gets each key and its value (to the comment, trimmed) with
@@ -194,14 +214,15 @@ bool pass_kv_number(const char *key, const char *val, IrLoc loc, double lo, doub
 /* The presets (cost_consts.c). */
 extern const PassGpu pass_gpu_presets[];
 extern const int pass_ngpu_presets;
-/* A built-in GPU (a100-40gb, a100-80gb, h100-80gb, h200); false if unknown. */
+/* A built-in GPU (a100-40gb, ..., h800, b200, b300, gb200, gb300); false if unknown. */
 bool pass_gpu_preset(const char *name, PassGpu *out);
-/* "a100-40gb, a100-80gb, h100-80gb, h200": for messages. */
+/* "a100-40gb, a100-80gb, ...": every preset's name, for messages. */
 const char *pass_gpu_preset_names(void);
 /* Read a --cluster description (format: docs/cost-model.md, "Cluster file");
  * errors reported with file:line:col and a caret, false on any. Keys the file
- * does not set keep their preset value; ngpus and gpus_per_node are 0 when the
- * file does not set them (the caller applies --gpus / --gpus-per-node). */
+ * does not set keep their preset value; ngpus, gpus_per_node and nvlink_domain
+ * are 0 when the file does not set them (the caller applies --gpus /
+ * --gpus-per-node and the preset's host and domain). */
 bool pass_cluster_load(const char *path, PassCluster *out);
 /* The same from text in memory named `path` (tests, fuzzing). */
 bool pass_cluster_parse(const char *path, const char *text, size_t len, PassCluster *out);
@@ -211,7 +232,9 @@ bool pass_cluster_parse(const char *path, const char *text, size_t len, PassClus
  * as sentences naming the flag; false on any. */
 bool pass_cluster_setup(PassCluster *out, const char *file, const char *gpu, int gpus,
                         int gpus_per_node);
-/* Apply --gpus / --gpus-per-node to what a file or preset left unset, and
+/* Apply --gpus / --gpus-per-node to what a file or preset left unset (then
+ * the preset's host size, else 8; the domain: the preset's when it is whole
+ * hosts, else the host), and
  * for a CPU device share each node's cores and memory among the ranks on it
  * (so the device describes one rank). whole_nodes: refuse GPU counts that
  * are not whole nodes. False after reporting an impossible count. */

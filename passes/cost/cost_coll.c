@@ -47,12 +47,14 @@ double pass_cost_coll(const PassCostCtx *c, const PlanMesh *m, const PlanColl *k
 {
     const PassGpu *g = &c->cl->gpu;
     double S = (double)k->numel * elem_bytes;
-    int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
+    /* Links: the NVLink domain; the ranks a measured fit ran with per
+     * node (CPU ranks sharing cores): the host. */
+    int gpn = pass_cluster_domain(c->cl), rpn = pass_cluster_host(c->cl);
     if (k->kind == PLAN_COLL_NONE || S <= 0)
         return 0;
     if (k->kind == PLAN_COLL_SENDRECV && g->ncoll[PLAN_COLL_SENDRECV] > 0) {
         int dev = plan_mesh_devices(m);
-        return measured(g, PLAN_COLL_SENDRECV, 2, 2 * dev > gpn, gpn, S);
+        return measured(g, PLAN_COLL_SENDRECV, 2, 2 * dev > gpn, rpn, S);
     }
     if (k->kind == PLAN_COLL_SENDRECV) {
         /* The next stage's ranks are `devices` further on: on the same node
@@ -72,7 +74,7 @@ double pass_cost_coll(const PassCostCtx *c, const PlanMesh *m, const PlanColl *k
     if (n <= 1)
         return 0;
     int nodes = m->nodes[a], per = m->per_node[a];
-    double t = measured(g, k->kind, n, nodes > 1, gpn, S);
+    double t = measured(g, k->kind, n, nodes > 1, rpn, S);
     if (t >= 0)
         return t;
     /* Ring latency: n - 1 steps (twice for an all-reduce), of which

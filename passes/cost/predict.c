@@ -888,7 +888,7 @@ static double dp_tail(const Predict *P, PassPrediction *out)
     const Plan *plan = P->x.p;
     if (!c->st.ref_stack && P->pp * plan_mesh_devices(&plan->mesh) > 1) {
         PlanMesh wm;
-        plan_mesh_make(&wm, P->pp * plan_mesh_devices(&plan->mesh), 1, c->cl->gpus_per_node);
+        plan_mesh_make(&wm, P->pp * plan_mesh_devices(&plan->mesh), 1, pass_cluster_domain(c->cl));
         PlanColl one = {PLAN_COLL_ALLREDUCE, 0, -1, -1, 1};
         tail += 2 * pass_cost_coll(c, &wm, &one, 4);
     }

@@ -817,7 +817,7 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     memset(&s, 0, sizeof s);
     s.c = c, s.g = g, s.o = o, s.cache = cache, s.st = &out->stats;
     s.gpus = o->gpus > 0 ? o->gpus : c->cl->ngpus;
-    s.gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
+    s.gpn = pass_cluster_domain_at(c->cl, s.gpus);
     s.gb = o->global_batch > 0 ? o->global_batch : g->global_batch;
     out->gpus = s.gpus;
     out->global_batch = s.gb;

@@ -38,12 +38,15 @@ static int cmp_int(const void *a, const void *b)
  * divisor of one (pass_search's rules). A plan found on n GPUs uses such a
  * count n' <= n and is found on n' too, so the smallest count on which
  * some plan fits is among these. */
-static int *usable_counts(const IrGraph *g, const PassSearchOpts *o, int gpn, int64_t gb,
+static int *usable_counts(const IrGraph *g, const PassSearchOpts *o, const PassCluster *cl, int64_t gb,
                           int from, int limit, int *n)
 {
     const PassSearchPins *pin = &o->pins;
     int cap = 256, k = 0;
     int *v = ir_xmalloc((size_t)cap * sizeof *v);
+    /* The NVLink domain a count is placed with depends on the count (NVL72:
+     * 64 GPUs are one domain of 64); gpn, the largest, bounds tp. */
+    int gpn = pass_cluster_domain_at(cl, 0);
     int tpmax = pin->tp > gpn ? pin->tp : gpn;
     for (int pp = 1; pp <= g->npieces && pp <= limit; pp++) {
         if (pin->pp && pp != pin->pp)
@@ -54,8 +57,8 @@ static int *usable_counts(const IrGraph *g, const PassSearchOpts *o, int gpn, in
             for (int64_t dp = 1; dp <= gb && (int64_t)pp * tp * dp <= limit; dp++) {
                 if (gb % dp || (pin->dp && dp != pin->dp))
                     continue;
-                int stage = tp * (int)dp, count = pp * stage;
-                if (count < from || !(stage % gpn == 0 || gpn % stage == 0))
+                int stage = tp * (int)dp, count = pp * stage, d = pass_cluster_domain_at(cl, count);
+                if (count < from || !(stage % d == 0 || d % stage == 0) || (!pin->tp && tp > d))
                     continue;
                 if (k == cap) {
                     cap *= 2;
@@ -96,10 +99,9 @@ int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearc
     q.keep = 1;
     q.first_fit = true;
     memset(&q.filter, 0, sizeof q.filter);
-    int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
     int64_t gb = o->global_batch > 0 ? o->global_batch : g->global_batch;
     int ncounts;
-    int *counts = usable_counts(g, &q, gpn, gb, from > 0 ? from : 1, limit, &ncounts);
+    int *counts = usable_counts(g, &q, c->cl, gb, from > 0 ? from : 1, limit, &ncounts);
     int tries = 0, last = 0, found = 0;
     *skipped = 0; /* every usable count below the answer was tried */
     for (int i = 0; i < ncounts && tries < MIN_TRIES && !found; i++) {
@@ -115,11 +117,17 @@ int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearc
         tries++;
         last = n;
         q.gpus = n;
+        /* Priced as a cluster of n GPUs: its NVLink domain depends on n
+         * (pass_cluster_domain). */
+        PassCluster cn = *c->cl;
+        cn.ngpus = n;
+        PassCostCtx cc = *c;
+        cc.cl = &cn;
         PassSearchResult r;
         FILE *devnull = fopen("/dev/null", "w"), *prev = NULL;
         if (devnull)
             prev = ir_diag_set_stream(devnull);
-        bool ok = pass_search(c, g, &q, cache, &r);
+        bool ok = pass_search(&cc, g, &q, cache, &r);
         if (devnull) {
             ir_diag_set_stream(prev); /* where the caller sends them (--json captures them) */
             fclose(devnull);
@@ -128,7 +136,7 @@ int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearc
             /* The first plan that fits shows the count; report the best one. */
             pass_search_result_free(&r);
             q.first_fit = false;
-            if (!try_search(c, g, &q, cache, best))
+            if (!try_search(&cc, g, &q, cache, best))
                 ir_die("search: a plan fits on %d GPUs, then none does", n);
             /* It may leave GPUs idle: it fits on the count it uses. */
             found = best->layout.gpus > 0 && best->layout.gpus < n ? best->layout.gpus : n;
@@ -291,7 +299,7 @@ void pass_search_explain_nofit(const PassCostCtx *c, const IrGraph *g, const Pas
     int N = r->gpus;
     const PassSearchPins *pin = &o->pins;
     char lay[256], flags[256];
-    int gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
+    int gpn = pass_cluster_domain_at(c->cl, N);
     if (r->no_layout) {
         if (r->micro_cut)
             ir_error(IR_NOLOC, "no layout of %d GPUs can take the global batch of %lld sequences: "

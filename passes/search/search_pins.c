@@ -505,7 +505,7 @@ static void pins_src(const PassCostCtx *c, const IrGraph *g, const PassSearchOpt
     memset(&s, 0, sizeof s);
     s.c = c, s.g = g, s.o = o;
     s.gpus = o->gpus > 0 ? o->gpus : c->cl->ngpus;
-    s.gpn = c->cl->gpus_per_node > 0 ? c->cl->gpus_per_node : 8;
+    s.gpn = pass_cluster_domain_at(c->cl, s.gpus);
     s.gb = o->global_batch > 0 ? o->global_batch : g->global_batch;
     s.rep0 = -1;
     int nreps = 0;

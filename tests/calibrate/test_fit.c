@@ -235,6 +235,56 @@ static void test_merge(void)
     }
 }
 
+/* A GPU file (`--target cuda --gpu gb200`) keeps the preset's hosts and
+ * NVLink domain: measuring a few ranks cannot see them, and a file has no
+ * preset's defaults. The same records as a CUDA run's. */
+static void test_gpu_topology(const char *cpu_text)
+{
+    size_t n = strlen(cpu_text) + 64, meta = strcspn(cpu_text, "\n");
+    char *text = malloc(n);
+    snprintf(text, n, "meta backend cuda ranks 2 act_bytes 2 host synthetic part compute%s", cpu_text + meta);
+    CalRecords rec, comm;
+    CHECK(cal_records_parse("gpu", text, &rec), "CUDA records parse");
+    /* a pair of ranks on two hosts: over NVLink inside an NVL72 rack */
+    CHECK(cal_records_parse("comm", "meta backend cuda ranks 2 act_bytes 2 host h part comm\nnode 0 0\nnode 1 1\n"
+                                    "coll allreduce 2 2 1 1048576 2e-5\ncoll allreduce 2 2 1 16777216 1e-4\nend\n", &comm),
+          "CUDA comm records parse");
+    static const struct {
+        const char *gpu;
+        int host, domain;
+    } want[] = {{"gb200", 4, 72}, {"gb300", 4, 72}, {"h100-80gb", 0, 0}};
+    if (comm.nodes != 2)
+        CHECK(0, "comm records on %d nodes", comm.nodes);
+    for (int i = 0; i < 3; i++) {
+        PassCluster cl;
+        memset(&cl, 0, sizeof cl);
+        pass_gpu_preset(want[i].gpu, &cl.gpu);
+        CalInput in = {&rec, NULL, {&comm, NULL}, NULL, 0};
+        CalReport rep;
+        CHECK(cal_fit(&in, &cl, &rep), "%s: fit", want[i].gpu);
+        CHECK(cl.gpu.ncoll[PLAN_COLL_ALLREDUCE] == 1 && cl.gpu.coll[PLAN_COLL_ALLREDUCE][0].net == !want[i].domain,
+              "%s: two hosts measured %s", want[i].gpu, want[i].domain ? "over NVLink" : "across the network");
+        CHECK(cl.gpu.kind == PASS_DEV_GPU && cl.gpus_per_node == want[i].host && cl.nvlink_domain == want[i].domain,
+              "%s: hosts of %d, domain %d", want[i].gpu, cl.gpus_per_node, cl.nvlink_domain);
+        cl.gpu.gemm_eff = 0.6; /* the records are a CPU's rates: a tiny fraction of a GPU's peak */
+        char *txt;
+        size_t len;
+        FILE *m = open_memstream(&txt, &len);
+        pass_cluster_print(m, &cl);
+        fclose(m);
+        PassCluster back;
+        CHECK(pass_cluster_parse("gpu.cluster", txt, len, &back) && pass_cluster_finish(&back, 144, 0, true),
+              "%s: the file reads back", want[i].gpu);
+        CHECK(back.gpus_per_node == (want[i].host ? want[i].host : 8) &&
+                  back.nvlink_domain == (want[i].domain ? want[i].domain : 8),
+              "%s: read back hosts of %d, domain %d", want[i].gpu, back.gpus_per_node, back.nvlink_domain);
+        free(txt);
+    }
+    cal_records_free(&rec);
+    cal_records_free(&comm);
+    free(text);
+}
+
 int main(void)
 {
     test_parse_errors();
@@ -344,6 +394,7 @@ int main(void)
                        pass_kernel_time(g, PASS_K_ADAMW, 3, 1000) - 1) < 1e-5,
           "round trip");
     free(txt);
+    test_gpu_topology(text);
     cal_records_free(&full);
     cal_records_free(&cr);
     cal_records_free(&cr2);

@@ -120,10 +120,10 @@ static void test_cluster(void)
     CHECK(pass_cluster_setup(&cl, NULL, "h200", 16, 8) && cl.ngpus == 16 && cl.gpus_per_node == 8 &&
           cl.gpu.hbm_bw == 4800e9);
     CHECK(pass_cluster_setup(&cl, NULL, NULL, 4, 8) && cl.ngpus == 4 && cl.gpu.peak_flops == 312e12);
-    CHECK(!pass_cluster_setup(&cl, NULL, "b200", 8, 8));
+    CHECK(!pass_cluster_setup(&cl, NULL, "v100", 8, 8));
     CHECK(!pass_cluster_setup(&cl, NULL, "a100-80gb", 12, 8));
     d = (char *)diag_end();
-    CHECK(strstr(d, "--gpu: unknown GPU 'b200'") && strstr(d, "--gpus 12 is not a whole number of nodes"));
+    CHECK(strstr(d, "--gpu: unknown GPU 'v100'") && strstr(d, "--gpus 12 is not a whole number of nodes"));
     free(d);
     diag_begin();
     CHECK(!pass_cluster_load("/nonexistent/x.cluster", &cl));
@@ -131,6 +131,119 @@ static void test_cluster(void)
     CHECK(strstr(d, "cluster file '/nonexistent/x.cluster' cannot be opened") != NULL);
     free(d);
     ir_diag_reset();
+}
+
+/* The presets of issue 33 (datasheet numbers, docs/cost-model.md) and the
+ * NVLink domain apart from the host: NVL72 racks join hosts of 4 into one
+ * domain of 72; everything else keeps domain == host. */
+static void test_presets(void)
+{
+    static const struct {
+        const char *name;
+        double bf16, fp8, fp4, nvlink, nic;
+        int host, domain;
+    } want[] = {
+        {"h800", 989e12, 1979e12, 0, 200e9, 50e9, 8, 8},
+        {"b200", 2250e12, 4500e12, 9000e12, 900e9, 50e9, 8, 8},
+        {"b300", 2250e12, 4500e12, 13125e12, 900e9, 100e9, 8, 8},
+        {"gb200", 2500e12, 5000e12, 10000e12, 900e9, 50e9, 4, 72},
+        {"gb300", 2500e12, 5000e12, 15000e12, 900e9, 100e9, 4, 72},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        PassGpu g;
+        bool ok = pass_gpu_preset(want[i].name, &g);
+        CHECK(ok && strstr(pass_gpu_preset_names(), want[i].name));
+        if (!ok)
+            continue;
+        CHECK(g.peak_flops == want[i].bf16 && g.peak_fp8_flops == want[i].fp8 && g.peak_fp4_flops == want[i].fp4);
+        CHECK(g.nvlink_bw == want[i].nvlink && g.nic_bw == want[i].nic);
+        /* every field the H100 preset fills; bus bandwidths at H100's ratios */
+        CHECK(g.hbm_bytes > 75e9 && g.hbm_bw >= 3350e9 && g.alpha_nvlink > 0 && g.alpha_ib > 0 &&
+              g.sms >= 132 && g.gemm_eff == 0.60 && g.hbm_eff == 0.90 && g.act_bytes == 2 &&
+              g.gemm_tile_m == 128);
+        CHECK(NEAR(g.busbw_nvlink / g.nvlink_bw, 370.0 / 450, 1e-3) && NEAR(g.busbw_ib / g.nic_bw, 46.0 / 50, 1e-3));
+        PassCluster cl;
+        diag_begin();
+        CHECK(pass_cluster_setup(&cl, NULL, want[i].name, 144, 0));
+        free((char *)diag_end());
+        CHECK(cl.gpus_per_node == want[i].host && cl.nvlink_domain == want[i].domain);
+        CHECK(pass_cluster_host(&cl) == want[i].host && pass_cluster_domain(&cl) == want[i].domain);
+    }
+
+    /* A cluster file naming the rack: hosts of 4, a domain of 72, written
+     * back with both keys. */
+    PassCluster cl;
+    bool ok;
+    char *d = parse("gpu = gb200\ngpus = 144\n", &cl, &ok);
+    CHECK(ok && *d == 0 && cl.gpus_per_node == 0 && cl.nvlink_domain == 0);
+    free(d);
+    CHECK(pass_cluster_finish(&cl, 0, 0, true) && cl.gpus_per_node == 4 && cl.nvlink_domain == 72);
+    char *txt;
+    size_t len;
+    FILE *f = open_memstream(&txt, &len);
+    pass_cluster_print(f, &cl);
+    fclose(f);
+    CHECK(strstr(txt, "gpus_per_node = 4\n") && strstr(txt, "nvlink_domain = 72\n"));
+    PassCluster back;
+    d = parse(txt, &back, &ok);
+    CHECK(ok && back.gpus_per_node == 4 && back.nvlink_domain == 72 && back.gpu.peak_fp4_flops == 10000e12);
+    free(d);
+    free(txt);
+    /* A file's own domain; --gpus-per-node 8 keeps the rack's 72 (9 hosts). */
+    d = parse("gpu = h100-80gb\ngpus_per_node = 8\nnvlink_domain = 32\n", &cl, &ok);
+    CHECK(ok && pass_cluster_finish(&cl, 64, 0, true) && cl.nvlink_domain == 32 && pass_cluster_domain(&cl) == 32);
+    free(d);
+    diag_begin();
+    CHECK(pass_cluster_setup(&cl, NULL, "gb200", 72, 8) && cl.gpus_per_node == 8 && cl.nvlink_domain == 72);
+    /* ... and hosts of 16, which 72 is not a multiple of, fall back to one host. */
+    CHECK(pass_cluster_setup(&cl, NULL, "gb200", 64, 16) && cl.nvlink_domain == 16);
+    free((char *)diag_end());
+    d = parse("gpus_per_node = 4\nnvlink_domain = 10\n", &cl, &ok);
+    CHECK(!ok && strstr(d, "nvlink_domain = 10 is not a whole number of hosts of 4 GPUs"));
+    free(d);
+
+    /* The domain a plan is placed with: whole hosts, equal domains. */
+    diag_begin();
+    static const int gpus[][2] = {{4, 72}, {64, 64}, {72, 72}, {128, 64}, {144, 72}, {100, 20}, {2, 4}};
+    for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++) {
+        pass_cluster_setup(&cl, NULL, "gb200", gpus[i][0], 0);
+        int want_d = gpus[i][1] == 72 && gpus[i][0] < 72 ? gpus[i][0] : gpus[i][1];
+        if (gpus[i][0] <= 4)
+            want_d = 4;
+        if (pass_cluster_domain(&cl) != want_d) {
+            fprintf(stderr, "gb200 x %d: domain %d, want %d\n", gpus[i][0], pass_cluster_domain(&cl), want_d);
+            failures++;
+        }
+    }
+    free((char *)diag_end());
+    /* Hand-built clusters (tests, benches) without the key: the host. */
+    PassCluster hand = {.ngpus = 64, .gpus_per_node = 8};
+    CHECK(pass_cluster_domain(&hand) == 8 && pass_cluster_host(&hand) == 8);
+
+    /* An all-reduce over 16 GPUs: inside an NVL72 domain at NVLink's bus
+     * bandwidth; on b200 (hosts of 8) it crosses the network, 8 NICs a host. */
+    double S = 1e9, base = pass_cost_consts.coll_base_s;
+    PlanColl ar = {PLAN_COLL_ALLREDUCE, 1, -1, -1, (int64_t)(S / 2)};
+    PlanColl p2p = {PLAN_COLL_SENDRECV, 0, -1, -1, (int64_t)(S / 2)};
+    PlanMesh m;
+    diag_begin();
+    pass_cluster_setup(&cl, NULL, "gb200", 144, 0);
+    free((char *)diag_end());
+    PassCostCtx c = {.cl = &cl};
+    const PassGpu *g = &cl.gpu;
+    plan_mesh_make(&m, 2, 16, pass_cluster_domain(&cl));
+    CHECK(m.nodes[1] == 1 && m.per_node[1] == 16);
+    CHECK(NEAR(pass_cost_coll(&c, &m, &ar, 2), base + 30 * g->alpha_nvlink + 2 * 15.0 / 16 * S / 740e9, 1e-9));
+    /* the next pipeline stage's 32 GPUs are in the same domain */
+    CHECK(NEAR(pass_cost_coll(&c, &m, &p2p, 2), base + g->alpha_nvlink + S / 740e9, 1e-9));
+    diag_begin();
+    pass_cluster_setup(&cl, NULL, "b200", 144, 0);
+    free((char *)diag_end());
+    plan_mesh_make(&m, 2, 16, pass_cluster_domain(&cl));
+    CHECK(m.nodes[1] == 2 && m.per_node[1] == 8);
+    CHECK(NEAR(pass_cost_coll(&c, &m, &ar, 2), base + 28 * g->alpha_nvlink + 2 * g->alpha_ib +
+                                                    2 * 15.0 / 16 * S / (8 * 46e9), 1e-9));
+    CHECK(NEAR(pass_cost_coll(&c, &m, &p2p, 2), base + g->alpha_ib + S / 46e9, 1e-9));
 }
 
 static void test_gemm(void)
@@ -875,6 +988,7 @@ int main(int argc, char **argv)
         return 2;
     }
     test_cluster();
+    test_presets();
     test_gemm();
     test_coll();
     test_states(argv[1]);

@@ -34,6 +34,12 @@
 #                              the parallel, context, mesh and group keys of
 #                              plan.json and the labels of plan.svg exactly as
 #                              golden/cp.txt (but for the search and ILP times).
+#   run.sh PTDC SRC nvl72      a GB200 NVL72 rack (golden/nvl72.args: 32 GPUs, hosts
+#                              of 4, TP 16 inside the NVLink domain) written with
+#                              -o: plan.txt's cluster, layout and rank grid,
+#                              plan.json's cluster key and the devices label of
+#                              plan.svg exactly as golden/nvl72.txt (the timings
+#                              are other tests' business).
 #   PTDC_UPDATE=1 rewrites the expected files from the actual output.
 set -u
 ptdc=$1
@@ -148,6 +154,27 @@ cp)
         exit 1
     fi
     echo "ok cp"
+    ;;
+nvl72)
+    # shellcheck disable=SC2046
+    "$ptdc" $(cat "$here/golden/nvl72.args") -o "$tmp/out" --plan-only >"$tmp/stdout" 2>"$tmp/err" ||
+        { cat "$tmp/err"; exit 1; }
+    {
+        sed -n '/^cluster/,/^$/p; /^layout/,/^$/p; /^rank grid/,/^$/p' "$tmp/out/plan.txt"
+        echo "--- plan.json"
+        grep -E '"cluster"' "$tmp/out/plan.json"
+        echo "--- plan.svg"
+        grep -o 'Devices: [^<]*' "$tmp/out/plan.svg"
+    } >"$tmp/got"
+    if [ "${PTDC_UPDATE:-}" = 1 ]; then
+        cp "$tmp/got" "$here/golden/nvl72.txt"
+    fi
+    if ! cmp -s "$here/golden/nvl72.txt" "$tmp/got"; then
+        echo "FAIL nvl72: plan differs from golden/nvl72.txt"
+        diff "$here/golden/nvl72.txt" "$tmp/got" | head -40
+        exit 1
+    fi
+    echo "ok nvl72"
     ;;
 pinned)
     args="models/llama2-7b.mdl --gpus 64 --tp 2 --pp 4 --micro-batch 1 --global-batch 2048 --recompute none --sp on --zero 1 --schedule 1f1b --plan-only"

@@ -578,6 +578,43 @@ static int test_json(const char *dir)
     return failures;
 }
 
+/* ------------------------------------------------------------ domain */
+
+/* The mesh a plan is placed on counts NVLink domains, not hosts: TP 16 on
+ * 32 GB200s (hosts of 4, one NVL72 domain) stays on NVLink; on 32 B200s
+ * (hosts of 8, each its own domain) the same group spans two. */
+static int test_domain(const char *dir)
+{
+    static const struct {
+        const char *gpu;
+        int nodes, per_node;
+    } want[] = {{"gb200", 1, 16}, {"b200", 2, 8}};
+    for (int i = 0; i < 2; i++) {
+        Setup s;
+        setup(&s, dir, "tiny-llama.mdl", "d_model=2048,n_heads=32,n_kv_heads=16,d_ff=5632,seq=2048,n_layers=4",
+              32, want[i].gpu, 32);
+        s.cl.gpus_per_node = s.cl.gpu.host_gpus;
+        s.cl.nvlink_domain = s.cl.gpu.domain_gpus;
+        PassSearchOpts o;
+        opts_init(&o, &s, 32);
+        o.pins.tp = 16, o.pins.pp = 1;
+        PassSearchResult r;
+        CHECK(pass_search(&s.ctx, s.g, &o, s.cache, &r) && r.found, "%s: no plan with --tp 16", want[i].gpu);
+        if (r.found) {
+            const PassSearchAlt *a = &r.alt[0];
+            int x = a->layout.tp_axis;
+            CHECK(a->layout.tp == 16 && x >= 0, "%s: tp %d", want[i].gpu, a->layout.tp);
+            if (x >= 0)
+                CHECK(a->plan.mesh.nodes[x] == want[i].nodes && a->plan.mesh.per_node[x] == want[i].per_node,
+                      "%s: the TP group spans %d nodes of %d, want %d of %d", want[i].gpu,
+                      a->plan.mesh.nodes[x], a->plan.mesh.per_node[x], want[i].nodes, want[i].per_node);
+        }
+        pass_search_result_free(&r);
+        teardown(&s);
+    }
+    return failures;
+}
+
 /* ------------------------------------------------------------ mingpus */
 
 static int test_mingpus(const char *dir)
@@ -615,7 +652,7 @@ static int test_mingpus(const char *dir)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: test_search bounds|sweep|megatron|json|mingpus [REF] MODEL_DIR\n");
+        fprintf(stderr, "usage: test_search bounds|sweep|megatron|json|mingpus|domain [REF] MODEL_DIR\n");
         return 2;
     }
     const char *t = argv[1];
@@ -626,6 +663,8 @@ int main(int argc, char **argv)
         rc = test_json(argv[2]);
     else if (!strcmp(t, "mingpus"))
         rc = test_mingpus(argv[2]);
+    else if (!strcmp(t, "domain"))
+        rc = test_domain(argv[2]);
     else if (!strcmp(t, "sweep") && argc >= 4)
         rc = test_sweep(argv[2], argv[3]);
     else if (!strcmp(t, "megatron") && argc >= 4)
