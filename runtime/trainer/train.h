@@ -73,6 +73,10 @@ bool tr_state_finite(void);
 int tr_grad_check(double tol);   /* tensors outside tol */
 
 /* ----------------------------------------------------------- train_ckpt.c */
+/* Collective, before the first step: --save is not a step directory, is
+ * writable, has room for a checkpoint and is locked for this job; --export-hf
+ * is writable. Every rank exits 2 otherwise, rank 0 saying why. */
+void tr_check_outputs(void);
 void tr_ckpt_new_run(void);      /* collective: a fresh run id (rank 0's) */
 /* Collective: save step tr_step into DIR/step-N; 0, or -1 on every rank when
  * the step was not committed (the previous complete step stays loadable). */

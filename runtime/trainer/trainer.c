@@ -356,6 +356,7 @@ int main(int argc, char **argv)
     if (ROOT)
         print_memory_plan();
 
+    tr_check_outputs();
     tr_data_open();
     tr_init_params();
     if (tr_fl.load)
