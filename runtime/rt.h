@@ -196,8 +196,14 @@ double rt_timeout(void);
 
 /* Preemption: after rt_stop_install, SIGTERM, SIGINT and SIGUSR1 (Slurm's
  * warning signal) only set a flag (async-signal-safe); a second SIGTERM or
- * SIGINT ends the process as usual. The trainer polls at step boundaries. */
+ * SIGINT ends the process as usual. The trainer polls at step boundaries.
+ * The first signal also starts the grace time (PTDC_STOP_GRACE seconds,
+ * default RT_STOP_GRACE; 0: none): a rank still running when it ends
+ * prints one line and exits RT_EXIT_PREEMPTED, abandoning its step or save
+ * (the newest complete checkpoint stays the one to load). */
+enum { RT_EXIT_PREEMPTED = 75, RT_STOP_GRACE = 90 }; /* 75: EX_TEMPFAIL, run it again */
 void rt_stop_install(void);
+double rt_stop_grace(void); /* seconds; 0: none */
 int rt_stop_requested(void); /* the first signal received here, 0 if none */
 /* Collective over c: the largest signal number any rank received (0: none),
  * so that every rank stops after the same step. One small all-reduce. */

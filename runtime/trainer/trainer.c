@@ -26,6 +26,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,9 +72,10 @@ static void usage(void)
            "                     micro-batch, tokens, targets), DIR/weights.safetensors and\n"
            "                     DIR/grads.safetensors (every parameter and its reduced gradient,\n"
            "                     whole, Hugging Face names, F32), then exit\n"
-           "SIGTERM, SIGINT or SIGUSR1 (to any rank, or SIGUSR1 to mpirun) ends the run after\n"
-           "the current step, saving a checkpoint when --save is given; exit status 0.\n",
-           CG_WORLD, CG_MODEL, CG_PLAN);
+           "SIGTERM, SIGINT or SIGUSR1 (to run.sh, any rank, or SIGUSR1 to mpirun) ends the run\n"
+           "after the current step, saving a checkpoint when --save is given, within the grace\n"
+           "time PTDC_STOP_GRACE (default %d s); exit status %d (preempted).\n",
+           CG_WORLD, CG_MODEL, CG_PLAN, RT_STOP_GRACE, RT_EXIT_PREEMPTED);
 }
 
 static void bad_flag(const char *flag, const char *why, const char *value)
@@ -417,11 +419,17 @@ int main(int argc, char **argv)
     tr_prof_report();
     if (stop && tr_step < tr_fl.steps) {
         if (ROOT) {
-            printf("stopped by signal %d after step %lld%s\n", stop, (long long)tr_step,
-                   tr_fl.save ? "" : " (no --save: nothing saved)");
+            char saved_to[4200] = " (no --save: nothing saved)";
+            if (tr_fl.save)
+                snprintf(saved_to, sizeof saved_to, ": saved checkpoint %s/step-%09lld",
+                         tr_fl.save, (long long)tr_step);
+            printf("stopped by %s after step %lld of %ld%s; exit status %d (preempted)\n",
+                   stop == SIGTERM ? "SIGTERM" : stop == SIGINT ? "SIGINT"
+                   : stop == SIGUSR1 ? "SIGUSR1" : "a signal", (long long)tr_step, tr_fl.steps,
+                   saved_to, RT_EXIT_PREEMPTED);
             fflush(stdout);
         }
-        finish(0);
+        finish(RT_EXIT_PREEMPTED);
     }
     /* (A run that trained no step does not save the step it loaded again.) */
     if (tr_fl.save && !saved && (tr_step > start || !tr_fl.load))
