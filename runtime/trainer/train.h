@@ -68,6 +68,10 @@ void tr_alias_masters(void);
 bool tr_step_once(double *loss, double *norm, double *lr);
 /* Collective: are every rank's fp32 masters and AdamW moments finite? */
 bool tr_state_finite(void);
+/* Collective: the loss of the current weights on the next step's batch
+ * (forwards only, a third of a step): what a checkpoint of this state would
+ * resume with. */
+double tr_forward_loss(void);
 
 /* ------------------------------------------------------ train_gradcheck.c */
 int tr_grad_check(double tol);   /* tensors outside tol */

@@ -317,6 +317,17 @@ static void save_or_exit(void)
                    (long long)tr_step, tr_fl.save);
         finish(1);
     }
+    /* Finite values can still be a state every later step fails from
+     * (--lr 1e30): such a step never becomes the newest checkpoint. */
+    double loss = tr_forward_loss();
+    if (!isfinite(loss)) {
+        if (ROOT)
+            rt_log("error: not saving step %lld: its weights give a non-finite loss (%g) on the "
+                   "next batch, so every step resumed from it would be skipped (lower --lr?); "
+                   "the checkpoints already in %s are left as they are", (long long)tr_step, loss,
+                   tr_fl.save);
+        finish(1);
+    }
     if (tr_save_checkpoint(tr_fl.save) != 0) {
         if (ROOT)
             rt_log("error: the checkpoint of step %lld was not saved (above: why); the newest "
