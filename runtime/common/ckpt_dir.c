@@ -302,8 +302,12 @@ static int list_steps(const char *root, int64_t **steps, int *n, char *notes, si
         if (!parse_step_name(e->d_name, &s))
             continue;
         struct stat st;
-        if (notes && (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-                      !S_ISDIR(st.st_mode))) {
+        if (notes && fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            note(notes, noteslen, "%s/%s: cannot be examined (%s); never removed", root,
+                 e->d_name, strerror(errno));
+            continue;
+        }
+        if (notes && !S_ISDIR(st.st_mode)) {
             note(notes, noteslen, "%s/%s: %s; never followed or removed", root, e->d_name,
                  S_ISLNK(st.st_mode) ? "a symbolic link, not a step directory"
                                      : "not a directory");
@@ -344,8 +348,6 @@ static bool exists(const char *dir, const char *name)
     free(p);
     return ok;
 }
-
-static char why_unused[1024]; /* a manifest that does not read: open_checked says why */
 
 static bool same_id(const uint8_t *a, const uint8_t *b)
 {
@@ -441,10 +443,11 @@ RtCkpt *rt_ckpt_open_latest(const char *dir, int64_t before, char *notes, size_t
     /* Every step's manifest first: a rollback abandons steps of its parent
      * lineage, and other runs are named. */
     RtCkpt **mf = rtc_xcalloc((size_t)(n ? n : 1), sizeof *mf);
+    char unread[1024]; /* a manifest that does not read: open_checked says why, below */
     for (int i = 0; i < n; i++) {
         char *sd = step_dir(dir, steps[i]);
         if (exists(sd, RTC_MF_NAME))
-            mf[i] = rtc_mf_read(sd, why_unused, sizeof why_unused);
+            mf[i] = rtc_mf_read(sd, unread, sizeof unread);
         free(sd);
     }
     RtCkpt *found = NULL;
