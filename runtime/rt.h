@@ -196,8 +196,14 @@ double rt_timeout(void);
 
 /* Preemption: after rt_stop_install, SIGTERM, SIGINT and SIGUSR1 (Slurm's
  * warning signal) only set a flag (async-signal-safe); a second SIGTERM or
- * SIGINT ends the process as usual. The trainer polls at step boundaries. */
+ * SIGINT ends the process as usual. The trainer polls at step boundaries.
+ * The first signal also starts the grace time (PTDC_STOP_GRACE seconds,
+ * default RT_STOP_GRACE; 0: none): a rank still running when it ends
+ * prints one line and exits RT_EXIT_PREEMPTED, abandoning its step or save
+ * (the newest complete checkpoint stays the one to load). */
+enum { RT_EXIT_PREEMPTED = 75, RT_STOP_GRACE = 90 }; /* 75: EX_TEMPFAIL, run it again */
 void rt_stop_install(void);
+double rt_stop_grace(void); /* seconds; 0: none */
 int rt_stop_requested(void); /* the first signal received here, 0 if none */
 /* Collective over c: the largest signal number any rank received (0: none),
  * so that every rank stops after the same step. One small all-reduce. */
@@ -581,6 +587,14 @@ typedef enum {
 /* What one save is: identical on every rank of the save but for `rank`. */
 typedef struct {
     uint8_t run_id[RT_RUN_ID_BYTES]; /* rt_run_id_new at the run's first step; kept on resume */
+    /* The lineage: rt_run_id_new at the first step and at each rollback (a
+     * resume from a step directory given by name); kept by a plain resume.
+     * All zero: the run id. A rollback's lineage names where it forked:
+     * parent_lineage's step parent_step (parent_lineage all zero: none). Steps
+     * of the parent lineage after parent_step are abandoned (docs/runtime.md). */
+    uint8_t lineage[RT_RUN_ID_BYTES];
+    uint8_t parent_lineage[RT_RUN_ID_BYTES];
+    int64_t parent_step;
     const char *plan_hash;           /* the program's plan hash, at most RT_PLAN_HASH_MAX bytes */
     int64_t step;                    /* optimizer steps done (>= 0) */
     int64_t data_pos;                /* sequences consumed (>= 0) */
@@ -640,17 +654,38 @@ int rt_ckpt_write(const char *dir, const RtCkptMeta *meta, const RtCkptBlob *blo
  * atomically and syncs DIR. Fails, committing nothing, if any did not. */
 int rt_ckpt_commit(const char *dir, const RtCkptMeta *meta, const RtCkptRecord *recs, int nrecs,
                    const RtCkptTensor *model, int nmodel, char *err, size_t errlen);
-/* Rank 0, after a commit: keep the newest `keep` complete steps (keep >= 1;
- * the newest complete step is never removed) and remove older ones, and
- * incomplete or damaged step directories older than the newest complete
- * step. One line per removed directory is appended to notes. */
-int rt_ckpt_prune(const char *dir, int keep, char *notes, size_t noteslen, char *err,
-                  size_t errlen);
+/* Rank 0, after committing `meta`'s step: keep the newest `keep` complete
+ * steps of meta's lineage (keep >= 1; the newest is never removed) and remove
+ * older ones of that lineage, and incomplete or damaged step directories
+ * older than its newest complete step that hold nothing of another run.
+ * Steps of other runs or lineages are never removed; a step entry that is a
+ * symbolic link (or not a directory) is never followed or removed: a line
+ * in notes says so. One line per removed directory is appended to notes. */
+int rt_ckpt_prune(const char *dir, const RtCkptMeta *meta, int keep, char *notes,
+                  size_t noteslen, char *err, size_t errlen);
+
+/* Rank 0, before the first step of a job that saves into DIR: create DIR
+ * (mkdir -p) and lock DIR/.ptdc-save.lock (flock, held until the process
+ * ends; the file names the holder's pid and host), and check that
+ * need_bytes (0: unknown) are free there. Returns the lock's descriptor (>=
+ * 0, left open), or -1 with a sentence: another job holds the lock (naming
+ * it), DIR cannot be created or written, or there is not room
+ * (ckpt_lock.c). */
+int rt_ckpt_lock(const char *dir, int64_t need_bytes, char *err, size_t errlen);
+/* Can an output be written at path: a directory (created with its missing
+ * parents if need be) or a file (its directory must exist)? Tried by
+ * creating and removing a file there: 0, or -1 with a sentence naming path
+ * and the reason (outcheck.c). */
+int rt_output_check(const char *path, bool dir, char *err, size_t errlen);
 
 typedef struct RtCkpt RtCkpt; /* one complete step, its manifest read and checked */
-/* The newest complete step of DIR below `before` (INT64_MAX: any), or DIR
- * itself when it is a step directory. Incomplete or damaged steps are
- * skipped, each with a line in notes saying why. NULL when there is none. */
+/* The newest complete step of DIR below `before` (INT64_MAX: any) that no
+ * rollback abandoned, or DIR itself when it is a step directory. A step of
+ * lineage L is abandoned when a complete step in DIR belongs to a lineage
+ * forked from L at an older step. Incomplete, damaged and abandoned steps
+ * are skipped, each with a line in notes saying why; when DIR holds steps of
+ * other runs, a line names the run chosen and the others. NULL when there is
+ * none. */
 RtCkpt *rt_ckpt_open_latest(const char *dir, int64_t before, char *notes, size_t noteslen,
                             char *err, size_t errlen);
 RtCkpt *rt_ckpt_open_step(const char *dir, int64_t step, char *err, size_t errlen);
@@ -660,6 +695,11 @@ int64_t rt_ckpt_step(const RtCkpt *c);
 int64_t rt_ckpt_data_pos(const RtCkpt *c);
 int rt_ckpt_world(const RtCkpt *c);
 const uint8_t *rt_ckpt_run_id(const RtCkpt *c);
+const uint8_t *rt_ckpt_lineage(const RtCkpt *c);
+/* Where the step's lineage forked: *step -1 for a fresh run's. */
+const uint8_t *rt_ckpt_parent(const RtCkpt *c, int64_t *step);
+/* Is path a step directory (it holds a manifest.json)? */
+bool rt_ckpt_is_step_dir(const char *path);
 const char *rt_ckpt_plan_hash(const RtCkpt *c);
 /* The checkpoint against the program: world size, plan hash, and the model's
  * tensors (the same names, dtypes and shapes). */

@@ -107,6 +107,11 @@ int rt_ckpt_write(const char *dir, const RtCkptMeta *m, const RtCkptBlob *blobs,
      * (EEXIST from mkdir, ENOENT from unlink) is never reported. */
     errno = 0;
     int rc = rtc_mkdirs(sd, err, errlen);
+    struct stat st;
+    /* A step entry that is a symbolic link would put this step elsewhere. */
+    if (rc == 0 && (lstat(sd, &st) != 0 || !S_ISDIR(st.st_mode)))
+        rc = rtc_err(err, errlen, "%s: a symbolic link, not a step directory: refusing to save "
+                     "through it", sd);
     if (rc == 0)
         errno = 0;
     /* A manifest of this step from an earlier save would vouch for files
@@ -278,8 +283,11 @@ static RtCkpt *open_checked(const char *stepdir, int64_t expect_step, char *err,
 }
 
 /* The step directories of root, newest first. -1 with err if root cannot
- * be listed. */
-static int list_steps(const char *root, int64_t **steps, int *n, char *err, size_t errlen)
+ * be listed. With `notes` (pruning), an entry that is a symbolic link or
+ * not a directory is left out with a line saying so: pruning never follows
+ * one (it could delete files outside root). */
+static int list_steps(const char *root, int64_t **steps, int *n, char *notes, size_t noteslen,
+                      char *err, size_t errlen)
 {
     *steps = NULL;
     *n = 0;
@@ -293,6 +301,18 @@ static int list_steps(const char *root, int64_t **steps, int *n, char *err, size
         int64_t s;
         if (!parse_step_name(e->d_name, &s))
             continue;
+        struct stat st;
+        if (notes && fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            note(notes, noteslen, "%s/%s: cannot be examined (%s); never removed", root,
+                 e->d_name, strerror(errno));
+            continue;
+        }
+        if (notes && !S_ISDIR(st.st_mode)) {
+            note(notes, noteslen, "%s/%s: %s; never followed or removed", root, e->d_name,
+                 S_ISLNK(st.st_mode) ? "a symbolic link, not a step directory"
+                                     : "not a directory");
+            continue;
+        }
         if (*n == cap) {
             cap = cap ? 2 * cap : 16;
             int64_t *ns = realloc(*steps, (size_t)cap * sizeof *ns);
@@ -327,6 +347,56 @@ static bool exists(const char *dir, const char *name)
     bool ok = stat(p, &st) == 0;
     free(p);
     return ok;
+}
+
+static bool same_id(const uint8_t *a, const uint8_t *b)
+{
+    return memcmp(a, b, RT_RUN_ID_BYTES) == 0;
+}
+
+/* The index of a manifest whose lineage forked from mf[i]'s lineage at a
+ * step before mf[i]'s (so a rollback abandoned step i), or -1. */
+static int abandoned_by(RtCkpt *const *mf, int n, int i)
+{
+    if (!mf[i])
+        return -1;
+    for (int j = 0; j < n; j++)
+        if (mf[j] && mf[j]->parent_step >= 0 && mf[j]->parent_step < mf[i]->step &&
+            same_id(mf[j]->parent_lineage, mf[i]->lineage) &&
+            !same_id(mf[j]->lineage, mf[i]->lineage))
+            return j;
+    return -1;
+}
+
+/* A note naming the run resumed when dir holds steps of other runs too. */
+static void note_other_runs(const char *dir, const RtCkpt *found, RtCkpt *const *mf, int n,
+                            char *notes, size_t noteslen)
+{
+    int others = 0, newest = -1;
+    for (int i = 0; i < n; i++) {
+        if (!mf[i] || same_id(mf[i]->run_id, found->run_id))
+            continue;
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++)
+            seen = mf[j] && same_id(mf[j]->run_id, mf[i]->run_id);
+        others += !seen;
+        if (newest < 0)
+            newest = i; /* steps are newest first */
+    }
+    if (!others)
+        return;
+    char a[2 * RT_RUN_ID_BYTES + 1], b[2 * RT_RUN_ID_BYTES + 1];
+    rt_run_id_hex(found->run_id, a);
+    rt_run_id_hex(mf[newest]->run_id, b);
+    note(notes, noteslen, "%s holds the steps of %d other run%s besides run %s (the newest: step "
+         "%lld of run %s); resuming run %s at step %lld, the newest complete step; pass "
+         "--load %s/step-NNNNNNNNN to resume another", dir, others, others == 1 ? "" : "s", a,
+         (long long)mf[newest]->step, b, a, (long long)found->step, dir);
+}
+
+bool rt_ckpt_is_step_dir(const char *path)
+{
+    return exists(path, RTC_MF_NAME);
 }
 
 RtCkpt *rt_ckpt_open_step(const char *dir, int64_t step, char *err, size_t errlen)
@@ -368,8 +438,18 @@ RtCkpt *rt_ckpt_open_latest(const char *dir, int64_t before, char *notes, size_t
     }
     int64_t *steps;
     int n;
-    if (list_steps(dir, &steps, &n, err, errlen) != 0)
+    if (list_steps(dir, &steps, &n, NULL, 0, err, errlen) != 0)
         return NULL;
+    /* Every step's manifest first: a rollback abandons steps of its parent
+     * lineage, and other runs are named. */
+    RtCkpt **mf = rtc_xcalloc((size_t)(n ? n : 1), sizeof *mf);
+    char unread[1024]; /* a manifest that does not read: open_checked says why, below */
+    for (int i = 0; i < n; i++) {
+        char *sd = step_dir(dir, steps[i]);
+        if (exists(sd, RTC_MF_NAME))
+            mf[i] = rtc_mf_read(sd, unread, sizeof unread);
+        free(sd);
+    }
     RtCkpt *found = NULL;
     char why[1024];
     int tried = 0;
@@ -378,12 +458,25 @@ RtCkpt *rt_ckpt_open_latest(const char *dir, int64_t before, char *notes, size_t
             continue;
         tried++;
         char *sd = step_dir(dir, steps[i]);
-        if (!(found = open_checked(sd, steps[i], why, sizeof why)))
+        int by = abandoned_by(mf, n, i);
+        if (by >= 0) {
+            char a[2 * RT_RUN_ID_BYTES + 1], b[2 * RT_RUN_ID_BYTES + 1];
+            rt_run_id_hex(mf[i]->lineage, a);
+            rt_run_id_hex(mf[by]->lineage, b);
+            note(notes, noteslen, "%s: skipped: abandoned by a rollback (lineage %s resumed "
+                 "lineage %s from step %lld; its step %lld is in %s)", sd, b, a,
+                 (long long)mf[by]->parent_step, (long long)mf[by]->step, dir);
+        } else if (!(found = open_checked(sd, steps[i], why, sizeof why))) {
             snprintf(why + strlen(why), sizeof why - strlen(why), "; skipped");
-        if (!found)
             note(notes, noteslen, "%s", why);
+        }
         free(sd);
     }
+    if (found)
+        note_other_runs(dir, found, mf, n, notes, noteslen);
+    for (int i = 0; i < n; i++)
+        rt_ckpt_close(mf[i]);
+    free(mf);
     free(steps);
     if (found)
         return found;
@@ -406,12 +499,20 @@ RtCkpt *rt_ckpt_open_latest(const char *dir, int64_t before, char *notes, size_t
 /* ------------------------------------------------------------ pruning */
 
 /* Remove a step directory: its files, then itself. Only plain entries are
- * removed; anything else stays (with the directory) and is reported. */
+ * removed; anything else stays (with the directory) and is reported. The
+ * directory is opened with O_NOFOLLOW: a step entry replaced by a symbolic
+ * link since it was listed is refused, not followed. */
 static int remove_step(const char *sd, char *err, size_t errlen)
 {
-    DIR *d = opendir(sd);
-    if (!d)
-        return rtc_err(err, errlen, "%s: cannot open: %s", sd, strerror(errno));
+    int fd = open(sd, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return rtc_err(err, errlen, "%s: cannot open: %s", sd,
+                       e == ELOOP ? "a symbolic link (never followed)" : strerror(e));
+    }
     int rc = 0;
     struct dirent *e;
     while ((e = readdir(d)) && rc == 0) {
@@ -427,8 +528,47 @@ static int remove_step(const char *sd, char *err, size_t errlen)
     return rc;
 }
 
-int rt_ckpt_prune(const char *dir, int keep, char *notes, size_t noteslen, char *err,
-                  size_t errlen)
+/* Does the incomplete step directory sd hold anything of another run or
+ * lineage than m's: a manifest that reads, or a file whose rank-file header
+ * names another run? (Files without a readable header hold nothing.) */
+static bool foreign(const char *sd, const RtCkptMeta *m)
+{
+    char why[512];
+    if (exists(sd, RTC_MF_NAME)) {
+        RtCkpt *c = rtc_mf_read(sd, why, sizeof why);
+        bool other = c && (!same_id(c->run_id, m->run_id) ||
+                           !same_id(c->lineage, rtc_ck_lineage(m)));
+        rt_ckpt_close(c);
+        if (other)
+            return true;
+    }
+    int fd = open(sd, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return true; /* cannot tell: leave it */
+    }
+    bool other = false;
+    struct dirent *e;
+    while (!other && (e = readdir(d))) {
+        int f = openat(dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        struct stat st;
+        unsigned char h[RTC_CK_HEADER];
+        RtcCkHeader hd;
+        if (f >= 0 && fstat(f, &st) == 0 && S_ISREG(st.st_mode) &&
+            pread(f, h, sizeof h, 0) == (ssize_t)sizeof h &&
+            rtc_ck_decode_header(h, e->d_name, &hd, why, sizeof why) == 0)
+            other = !same_id(hd.run_id, m->run_id);
+        if (f >= 0)
+            close(f);
+    }
+    closedir(d);
+    return other;
+}
+
+int rt_ckpt_prune(const char *dir, const RtCkptMeta *m, int keep, char *notes, size_t noteslen,
+                  char *err, size_t errlen)
 {
     if (notes && noteslen)
         notes[0] = 0;
@@ -437,19 +577,26 @@ int rt_ckpt_prune(const char *dir, int keep, char *notes, size_t noteslen, char 
                        keep);
     int64_t *steps;
     int n;
-    if (list_steps(dir, &steps, &n, err, errlen) != 0)
+    char skipped[2048] = "";
+    if (list_steps(dir, &steps, &n, skipped, sizeof skipped, err, errlen) != 0)
         return -1;
+    if (skipped[0])
+        note(notes, noteslen, "%.*s", (int)strlen(skipped) - 1, skipped);
     int complete = 0, rc = 0;
     char why[1024];
     for (int i = 0; i < n && rc == 0; i++) {
         char *sd = step_dir(dir, steps[i]);
         RtCkpt *c = open_checked(sd, steps[i], why, sizeof why);
         bool ok = c != NULL;
+        /* Only this lineage's steps count and go: another run's, or a
+         * rollback point of this run, are never removed. */
+        bool mine = ok && same_id(c->run_id, m->run_id) && same_id(c->lineage, rtc_ck_lineage(m));
         rt_ckpt_close(c);
         /* Steps newer than the newest complete one are left alone: they
          * may be a save in progress of another job; older incomplete ones
          * can never become complete. */
-        if (ok ? ++complete > keep : complete > 0) {
+        bool drop = ok ? mine && ++complete > keep : complete > 0 && !foreign(sd, m);
+        if (drop) {
             rc = remove_step(sd, err, errlen);
             if (rc == 0)
                 note(notes, noteslen, "%s: removed (%s)", sd,

@@ -5,6 +5,8 @@
  * has written and synced its file:
  *   {"format": "ptdc checkpoint", "version": 2, "step": N,
  *    "data_position": P, "world_size": W, "run_id": "<32 hex digits>",
+ *    "lineage": "<32 hex digits>",
+ *    "parent": {"lineage": "<32 hex digits>", "step": S},  (a rollback's only)
  *    "plan_hash": "...",
  *    "tensors": [{"name": "wte", "dtype": "F32", "shape": [50304, 768]}, ...],
  *    "files": [{"name": "rank00000.ckpt", "rank": 0, "bytes": B,
@@ -40,14 +42,22 @@ void rt_run_id_hex(const uint8_t id[RT_RUN_ID_BYTES], char out[2 * RT_RUN_ID_BYT
 int rtc_mf_write(const char *stepdir, const RtCkptMeta *m, const RtCkptRecord *recs,
                  const RtCkptTensor *model, int nmodel, char *err, size_t errlen)
 {
-    char id[2 * RT_RUN_ID_BYTES + 1];
+    char id[2 * RT_RUN_ID_BYTES + 1], lin[2 * RT_RUN_ID_BYTES + 1];
     rt_run_id_hex(m->run_id, id);
+    rt_run_id_hex(rtc_ck_lineage(m), lin);
     RtcStr b = {0};
     rtc_str_fmt(&b,
                 "{\n  \"format\": \"ptdc checkpoint\",\n  \"version\": 2,\n  \"step\": %lld,\n"
                 "  \"data_position\": %lld,\n  \"world_size\": %d,\n  \"run_id\": \"%s\",\n"
-                "  \"plan_hash\": ",
-                (long long)m->step, (long long)m->data_pos, m->world, id);
+                "  \"lineage\": \"%s\",\n",
+                (long long)m->step, (long long)m->data_pos, m->world, id, lin);
+    if (rtc_ck_has_parent(m)) {
+        char par[2 * RT_RUN_ID_BYTES + 1];
+        rt_run_id_hex(m->parent_lineage, par);
+        rtc_str_fmt(&b, "  \"parent\": {\"lineage\": \"%s\", \"step\": %lld},\n", par,
+                    (long long)m->parent_step);
+    }
+    rtc_str_fmt(&b, "  \"plan_hash\": ");
     rtc_str_json(&b, m->plan_hash);
     rtc_str_fmt(&b, ",\n  \"tensors\": [");
     for (int i = 0; i < nmodel; i++) {
@@ -139,6 +149,17 @@ static bool parse_fields(const JsonValue *root, RtCkpt *c, char *why, size_t why
     c->world = (int)world;
     if (!parse_hex(json_get(root, "run_id"), c->run_id, RT_RUN_ID_BYTES))
         return rtc_err(why, whylen, "no valid run_id (32 hex digits)"), false;
+    /* Lineage and parent came later: a manifest without them is its run's
+     * first lineage, with no parent. */
+    const JsonValue *lin = json_get(root, "lineage"), *par = json_get(root, "parent");
+    memcpy(c->lineage, c->run_id, RT_RUN_ID_BYTES);
+    if (lin && !parse_hex(lin, c->lineage, RT_RUN_ID_BYTES))
+        return rtc_err(why, whylen, "no valid lineage (32 hex digits)"), false;
+    c->parent_step = -1;
+    if (par && (par->kind != JSON_OBJECT ||
+                !parse_hex(json_get(par, "lineage"), c->parent_lineage, RT_RUN_ID_BYTES) ||
+                !get_int(par, "step", &c->parent_step)))
+        return rtc_err(why, whylen, "malformed parent (lineage and step)"), false;
     if (!hash || hash->kind != JSON_STRING || hash->len > RT_PLAN_HASH_MAX ||
         strlen(hash->text) != hash->len)
         return rtc_err(why, whylen, "no valid plan_hash"), false;
@@ -254,4 +275,23 @@ int64_t rt_ckpt_step(const RtCkpt *c) { return c->step; }
 int64_t rt_ckpt_data_pos(const RtCkpt *c) { return c->data_pos; }
 int rt_ckpt_world(const RtCkpt *c) { return c->world; }
 const uint8_t *rt_ckpt_run_id(const RtCkpt *c) { return c->run_id; }
+const uint8_t *rt_ckpt_lineage(const RtCkpt *c) { return c->lineage; }
+
+const uint8_t *rt_ckpt_parent(const RtCkpt *c, int64_t *step)
+{
+    *step = c->parent_step;
+    return c->parent_lineage;
+}
+
+const uint8_t *rtc_ck_lineage(const RtCkptMeta *m)
+{
+    static const uint8_t zero[RT_RUN_ID_BYTES];
+    return memcmp(m->lineage, zero, RT_RUN_ID_BYTES) ? m->lineage : m->run_id;
+}
+
+bool rtc_ck_has_parent(const RtCkptMeta *m)
+{
+    static const uint8_t zero[RT_RUN_ID_BYTES];
+    return memcmp(m->parent_lineage, zero, RT_RUN_ID_BYTES) != 0 && m->parent_step >= 0;
+}
 const char *rt_ckpt_plan_hash(const RtCkpt *c) { return c->plan_hash; }

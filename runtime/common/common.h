@@ -137,6 +137,8 @@ struct RtCkpt {
     int64_t step, data_pos;
     int world;
     uint8_t run_id[RT_RUN_ID_BYTES];
+    uint8_t lineage[RT_RUN_ID_BYTES], parent_lineage[RT_RUN_ID_BYTES];
+    int64_t parent_step; /* -1: none */
     char *plan_hash;
     RtcMfFile *files; /* by rank: rank%05d.ckpt */
     RtCkptTensor *tensors; /* the model; names owned */
@@ -152,6 +154,10 @@ int rtc_mf_write(const char *stepdir, const RtCkptMeta *m, const RtCkptRecord *r
  * open file (when fd is non-NULL) and *hd its header. */
 int rtc_ck_rank_file_problem(const RtCkpt *c, int r, int *fd, RtcCkHeader *hd, char *err,
                              size_t errlen);
+/* meta's lineage (its run id when the lineage is all zero); whether it
+ * names a parent (ckpt_manifest.c). */
+const uint8_t *rtc_ck_lineage(const RtCkptMeta *m);
+bool rtc_ck_has_parent(const RtCkptMeta *m);
 /* "DIR/rank00003.ckpt" (malloc'd). */
 char *rtc_ck_rank_path(const char *stepdir, int rank);
 

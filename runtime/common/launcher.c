@@ -19,7 +19,7 @@
 
 #include "common.h"
 
-static pid_t parent, daemon_pid;
+static pid_t parent, daemon_pid, script_pid;
 static bool watching;
 
 void rtc_launcher_init(void)
@@ -31,6 +31,20 @@ void rtc_launcher_init(void)
     parent = getppid();
     watching = launched && parent > 1;
     daemon_pid = 0;
+    /* run.sh names itself "host:pid": the launcher runs in a session of its
+     * own there (so that its signals reach the ranks first), and would
+     * outlive a run.sh killed with -9; ranks of that host watch it too. */
+    const char *w = getenv("PTDC_WATCH_PID"), *colon = w ? strrchr(w, ':') : NULL;
+    char host[256];
+    script_pid = 0;
+    if (colon && gethostname(host, sizeof host) == 0 &&
+        strlen(host) == (size_t)(colon - w) && !strncmp(host, w, (size_t)(colon - w))) {
+        long v = strtol(colon + 1, NULL, 10);
+        if (v > 1) {
+            script_pid = (pid_t)v;
+            watching = true;
+        }
+    }
     const char *t = getenv("PMIX_SERVER_TMPDIR");
     const char *p = t ? strstr(t, "/pid.") : NULL;
     if (p) {
@@ -65,6 +79,10 @@ bool rtc_launcher_gone(char *what, size_t len)
         return false;
     if (getppid() != parent) {
         snprintf(what, len, "its launcher (pid %d, the parent process) died", (int)parent);
+        return true;
+    }
+    if (script_pid && dead(script_pid)) {
+        snprintf(what, len, "its run.sh (pid %d) died", (int)script_pid);
         return true;
     }
     if (daemon_pid && dead(daemon_pid)) {

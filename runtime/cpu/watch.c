@@ -275,16 +275,28 @@ _Noreturn static void fire(const Snap *s, double w)
     RtComm *c = s->comm;
     bool p2p = s->op == RTW_WAIT_SEND || s->op == RTW_WAIT_RECV;
     int n = p2p ? 1 : c ? c->size : 0;
-    int *who = rtc_xcalloc((size_t)(n ? n : 1), sizeof *who);
+    /* The group's members, then every other rank of the world: the rank
+     * that stopped may be outside this group (it holds up a peer that
+     * holds up this one), and the first rank to fire must name it, since
+     * its MPI_Abort sends SIGCONT to every rank before others' census. */
+    int *who = rtc_xcalloc((size_t)(n + W.size + 1), sizeof *who);
     for (int i = 0; i < n; i++)
         who[i] = p2p ? s->peer : c->wranks[i];
-    int64_t(*rep)[NREPLY] = rtc_xcalloc((size_t)(n ? n : 1), sizeof *rep);
-    bool *got = rtc_xcalloc((size_t)(n ? n : 1), sizeof *got);
+    int all = n;
+    for (int r = 0; r < W.size; r++) {
+        bool in = r == W.rank;
+        for (int i = 0; i < n && !in; i++)
+            in = who[i] == r;
+        if (!in)
+            who[all++] = r;
+    }
+    int64_t(*rep)[NREPLY] = rtc_xcalloc((size_t)(all + 1), sizeof *rep);
+    bool *got = rtc_xcalloc((size_t)(all + 1), sizeof *got);
     int asked = 0, answered = 0;
     double t = rt_timeout();
     if (W.census) {
         int64_t q = c ? c->id : -1;
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < all; i++)
             if (who[i] != W.rank && who[i] >= 0 && who[i] < W.size) {
                 MPI_Request req;
                 if (MPI_Isend(&q, 1, MPI_INT64_T, who[i], TAG_ASK, W.ctl, &req) == MPI_SUCCESS)
@@ -301,7 +313,7 @@ _Noreturn static void fire(const Snap *s, double w)
                 int64_t r[NREPLY];
                 MPI_Recv(r, NREPLY, MPI_INT64_T, st.MPI_SOURCE, TAG_REPLY, W.ctl,
                          MPI_STATUS_IGNORE);
-                for (int i = 0; i < n; i++)
+                for (int i = 0; i < all; i++)
                     if (who[i] == st.MPI_SOURCE && !got[i]) {
                         memcpy(rep[i], r, sizeof r);
                         got[i] = true;
@@ -329,9 +341,18 @@ _Noreturn static void fire(const Snap *s, double w)
      * past it (it completed for them) are not named. */
     int named = 0, missing = 0;
     for (int pass = 0; pass < 2 && W.census; pass++)
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < (pass ? n : all); i++) {
             if (who[i] == W.rank || got[i] != (pass == 1))
                 continue;
+            if (i >= n) { /* outside the group: named only when it does not respond */
+                missing++;
+                if (named++ < MAX_NAMED)
+                    rtc_str_fmt(&b, "%s rank %d, outside this %s, does not respond (stopped, "
+                                "hung, or lost with its node; it holds up the ranks this one "
+                                "waits for)", named == 1 ? ":" : ";", who[i],
+                                p2p ? "exchange" : "group");
+                continue;
+            }
             bool same = got[i] && same_group(rep[i], c, s->op);
             if (!p2p && same && rep[i][3] >= s->seq)
                 continue;

@@ -68,11 +68,19 @@ void tr_alias_masters(void);
 bool tr_step_once(double *loss, double *norm, double *lr);
 /* Collective: are every rank's fp32 masters and AdamW moments finite? */
 bool tr_state_finite(void);
+/* Collective: the loss of the current weights on the next step's batch
+ * (forwards only, a third of a step): what a checkpoint of this state would
+ * resume with. */
+double tr_forward_loss(void);
 
 /* ------------------------------------------------------ train_gradcheck.c */
 int tr_grad_check(double tol);   /* tensors outside tol */
 
 /* ----------------------------------------------------------- train_ckpt.c */
+/* Collective, before the first step: --save is not a step directory, is
+ * writable, has room for a checkpoint and is locked for this job; --export-hf
+ * is writable. Every rank exits 2 otherwise, rank 0 saying why. */
+void tr_check_outputs(void);
 void tr_ckpt_new_run(void);      /* collective: a fresh run id (rank 0's) */
 /* Collective: save step tr_step into DIR/step-N; 0, or -1 on every rank when
  * the step was not committed (the previous complete step stays loadable). */

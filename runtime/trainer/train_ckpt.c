@@ -25,7 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint8_t run_id[RT_RUN_ID_BYTES];
+/* The run and its lineage (rt.h): made at a fresh run's first step, taken
+ * from the checkpoint on resume, a new lineage on a rollback. */
+static uint8_t run_id[RT_RUN_ID_BYTES], lineage[RT_RUN_ID_BYTES], parent_lineage[RT_RUN_ID_BYTES];
+static int64_t parent_step = -1;
 
 /* The state p's blobs describe on this rank: its block of the global tensor
  * and, within the block's elements, [*start, *start + *count) (the ZeRO
@@ -148,29 +151,103 @@ static RtCkptTensor *model_tensors(int *n)
     return t;
 }
 
-/* Print each line of notes as a warning of this rank. */
+/* --save NAME where NAME's last component is step-DIGITS, or a step
+ * directory: its parent is meant. Returns the parent's length, or -1. */
+static int step_dir_parent(const char *save)
+{
+    size_t n = strlen(save);
+    while (n > 1 && save[n - 1] == '/')
+        n--;
+    size_t b = n;
+    while (b > 0 && save[b - 1] != '/')
+        b--;
+    bool named = n - b > 5 && !strncmp(save + b, "step-", 5);
+    for (size_t i = b + 5; named && i < n; i++)
+        named = save[i] >= '0' && save[i] <= '9';
+    if (!named && !rt_ckpt_is_step_dir(save))
+        return -1;
+    return b > 1 ? (int)b - 1 : (int)b;
+}
+
+void tr_check_outputs(void)
+{
+    char err[2048];
+    int64_t bad = 0;
+    if (ROOT && tr_fl.save) {
+        int k = step_dir_parent(tr_fl.save);
+        if (k >= 0) {
+            const char *par = k ? tr_fl.save : ".";
+            int pk = k ? k : 1;
+            rt_log("train: --save %s is a step directory of a checkpoint: steps are saved as "
+                   "DIR/step-N inside the --save directory, and one inside a step would be "
+                   "resumed from the wrong step; pass --save %.*s (to resume from this step: "
+                   "--load %s --save %.*s)", tr_fl.save, pk, par, tr_fl.save, pk, par);
+            bad = 1;
+        }
+    }
+    if (ROOT && tr_fl.save && !bad) {
+        int nmodel;
+        RtCkptTensor *model = model_tensors(&nmodel);
+        int64_t need = 0;
+        for (int i = 0; i < nmodel; i++) {
+            int64_t e = 1;
+            for (int d = 0; d < model[i].ndim; d++)
+                e *= model[i].shape[d];
+            need += 3 * e * (int64_t)sizeof(float); /* master and two AdamW moments */
+        }
+        free(model);
+        /* Held until the process ends: no other job saves here meanwhile. */
+        if (rt_ckpt_lock(tr_fl.save, need, err, sizeof err) < 0) {
+            rt_log("train: --save %s", err);
+            bad = 1;
+        }
+    }
+    if (ROOT && tr_fl.export_hf &&
+        rt_output_check(tr_fl.export_hf, !tr_hf_is_file(tr_fl.export_hf), err, sizeof err)) {
+        rt_log("train: --export-hf %s", err);
+        bad = 1;
+    }
+    if (rt_host_max(tr_world, bad)) {
+        rt_finalize();
+        exit(2);
+    }
+}
+
+/* Print each line of notes as a warning of this rank (but pruning's
+ * routine "removed" lines). */
 static void log_notes(const char *notes)
 {
     for (const char *p = notes; *p;) {
         const char *e = strchr(p, '\n');
         int n = e ? (int)(e - p) : (int)strlen(p);
-        if (n)
-            rt_log("warning: %.*s", n, p);
+        char line[4096];
+        snprintf(line, sizeof line, "%.*s", n, p);
+        if (n && !strstr(line, ": removed ("))
+            rt_log("warning: %s", line);
         p += n + (e != NULL);
     }
 }
 
-void tr_ckpt_new_run(void)
+/* Collective: a fresh id, rank 0's, into id on every rank. */
+static void new_id(uint8_t *id)
 {
     char err[512];
     uint8_t *all = (uint8_t *)malloc((size_t)CG_WORLD * RT_RUN_ID_BYTES);
     if (!all)
         rt_fatal("out of host memory");
-    if (ROOT && rt_run_id_new(run_id, err, sizeof err) != 0)
+    if (ROOT && rt_run_id_new(id, err, sizeof err) != 0)
         rt_fatal("%s", err);
-    rt_host_allgather(tr_world, all, run_id, RT_RUN_ID_BYTES);
-    memcpy(run_id, all, RT_RUN_ID_BYTES); /* rank 0's */
+    rt_host_allgather(tr_world, all, id, RT_RUN_ID_BYTES);
+    memcpy(id, all, RT_RUN_ID_BYTES);
     free(all);
+}
+
+void tr_ckpt_new_run(void)
+{
+    new_id(run_id);
+    new_id(lineage);
+    memset(parent_lineage, 0, sizeof parent_lineage);
+    parent_step = -1;
 }
 
 int tr_save_checkpoint(const char *dir)
@@ -179,6 +256,9 @@ int tr_save_checkpoint(const char *dir)
     RtCkptMeta m;
     memset(&m, 0, sizeof m);
     memcpy(m.run_id, run_id, RT_RUN_ID_BYTES);
+    memcpy(m.lineage, lineage, RT_RUN_ID_BYTES);
+    memcpy(m.parent_lineage, parent_lineage, RT_RUN_ID_BYTES);
+    m.parent_step = parent_step;
     m.plan_hash = CG_PLAN_HASH;
     m.step = tr_step;
     m.data_pos = tr_data_pos;
@@ -202,8 +282,11 @@ int tr_save_checkpoint(const char *dir)
         if (rt_ckpt_commit(dir, &m, recs, CG_WORLD, model, nmodel, err, sizeof err) != 0) {
             rt_log("error: %s", err);
             failed = 1;
-        } else if (rt_ckpt_prune(dir, tr_fl.keep, notes, sizeof notes, err, sizeof err) != 0) {
+        } else if (rt_ckpt_prune(dir, &m, tr_fl.keep, notes, sizeof notes, err, sizeof err) != 0) {
+            log_notes(notes);
             rt_log("warning: %s (the new step is saved; older ones stay)", err);
+        } else {
+            log_notes(notes);
         }
         free(model);
     }
@@ -283,6 +366,8 @@ static int try_step(const char *dir, int64_t step, bool *resharded, int *saved_w
         free_blobs(&B);
         if (outcome == LOAD_OK) {
             memcpy(run_id, rt_ckpt_run_id(c), RT_RUN_ID_BYTES);
+            memcpy(lineage, rt_ckpt_lineage(c), RT_RUN_ID_BYTES);
+            memcpy(parent_lineage, rt_ckpt_parent(c, &parent_step), RT_RUN_ID_BYTES);
             tr_data_pos = rt_ckpt_data_pos(c);
         }
     }
@@ -326,14 +411,34 @@ void tr_load_checkpoint(const char *dir)
         }
         tr_step = step;
         params_from_master();
+        char r[2 * RT_RUN_ID_BYTES + 1], l[2 * RT_RUN_ID_BYTES + 1];
+        rt_run_id_hex(run_id, r);
+        rt_run_id_hex(lineage, l);
         if (ROOT) {
-            printf("loaded checkpoint of step %lld from %s", (long long)step, where);
+            printf("loaded checkpoint of step %lld from %s (run %s, lineage %s)", (long long)step,
+                   where, r, l);
             if (resharded)
                 printf(" (saved by %d rank%s under another plan: resharded onto this one)",
                        saved_world, saved_world == 1 ? "" : "s");
             printf("\n");
-            fflush(stdout);
         }
+        /* A step named as --load DIR/step-N is a rollback: the run goes on
+         * in a new lineage, so that the steps after N it abandons are never
+         * resumed by a plain --load DIR nor pruned with the new ones, and
+         * the rollback point is kept. */
+        if (rt_ckpt_is_step_dir(dir)) {
+            memcpy(parent_lineage, lineage, RT_RUN_ID_BYTES);
+            parent_step = step;
+            new_id(lineage);
+            rt_run_id_hex(lineage, r);
+            if (ROOT)
+                printf("resuming from a named step: a new lineage %s starts after step %lld of "
+                       "lineage %s; a later plain --load of its directory resumes the new "
+                       "lineage once it has saved a step, never the abandoned steps after "
+                       "%lld\n", r, (long long)step, l, (long long)step);
+        }
+        if (ROOT)
+            fflush(stdout);
         return;
     }
     rt_finalize();

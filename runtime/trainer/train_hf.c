@@ -7,6 +7,7 @@
  * have in a checkpoint, are train_hfdir.c's. */
 #include "train.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,6 +189,7 @@ void tr_init_params(void)
 {
     RtSt *st = NULL;
     char err[1024];
+    int64_t bad = 0;
     if (tr_fl.import_hf && !(st = rt_st_open(tr_fl.import_hf, err, sizeof err)))
         rt_fatal("%s", err);
     if (st && ROOT && tr_fl.export_hf && !tr_hf_is_file(tr_fl.export_hf))
@@ -199,9 +201,18 @@ void tr_init_params(void)
         float *host = (float *)malloc((size_t)p->numel * sizeof(float));
         if (!host)
             rt_fatal("out of host memory for %s", p->name);
-        if (st)
+        if (st) {
             import_block(st, p, off, loc, host);
-        else
+            for (int64_t e = 0; e < p->numel && !bad; e++)
+                if (!isfinite(host[e])) {
+                    bad = 1;
+                    rt_log("train: --import-hf %s: tensor '%s' holds %s (element %lld of this "
+                           "rank's block); every step from non-finite weights would be skipped",
+                           tr_fl.import_hf, p->hf_name ? tr_hf_import_name(st, p->hf_name)
+                                                       : p->name,
+                           isnan(host[e]) ? "NaN" : "an infinity", (long long)e);
+                }
+        } else
             rt_init_param(host, rt_hash(p->name) + tr_fl.seed * 0x9E3779B97F4A7C15ull, p->init,
                           p->std, p->rank, p->global, off, loc);
         set_param(p, host);
@@ -209,6 +220,10 @@ void tr_init_params(void)
     }
     if (st)
         rt_st_close(st);
+    if (rt_host_max(tr_world, bad)) {
+        rt_finalize();
+        exit(1);
+    }
 }
 
 static int64_t global_numel(const CgParam *p)

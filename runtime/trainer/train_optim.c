@@ -102,6 +102,21 @@ bool tr_step_once(double *loss, double *norm, double *lr)
     return true;
 }
 
+double tr_forward_loss(void)
+{
+    /* The schedule's forwards only, in its order: every rank skips its
+     * backwards and their transfers alike, so the rest stays matched (as
+     * --grad-check does). The batch is the next step's: tr_data_pos. */
+    rt_zero(g_loss, 3 * sizeof(float));
+    for (int k = 0; k < tr_prog->nsched; k++) {
+        const CgSchedOp *op = &tr_prog->sched[k];
+        if (!op->bwd)
+            tr_prog->forward[op->chunk](op->mb, op->mb % tr_prog->nslots[op->chunk]);
+    }
+    tr_prog->wait_sends();
+    return tr_world_loss();
+}
+
 bool tr_state_finite(void)
 {
     enum { CHUNK = 1 << 16 };

@@ -26,6 +26,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,12 +37,16 @@ static void usage(void)
            "Trains %s with the plan %s.\n\n"
            "  --steps N          train until step N (default 10)\n"
            "  --data SPEC        llm.c shard, u16:PATH, u32:PATH or synthetic:SEED (default synthetic:1)\n"
-           "  --load DIR         resume from the newest complete checkpoint of DIR (weights,\n"
-           "                     optimizer, step, data position), saved under any plan of this model\n"
+           "  --load DIR         resume from the newest complete checkpoint of DIR that no rollback\n"
+           "                     abandoned (weights, optimizer, step, data position), saved under\n"
+           "                     any plan of this model; --load DIR/step-N resumes that step and\n"
+           "                     starts a new lineage (a rollback: the steps after N are abandoned)\n"
            "  --save DIR         write a checkpoint at the end (and every --save-every steps) as\n"
-           "                     DIR/step-N, valid once every rank's file is committed\n"
+           "                     DIR/step-N, valid once every rank's file is committed; DIR is\n"
+           "                     locked for this job (DIR/.ptdc-save.lock)\n"
            "  --save-every N     checkpoint every N steps\n"
-           "  --keep N           complete checkpoints kept in the --save DIR (default 2)\n"
+           "  --keep N           complete checkpoints of this lineage kept in the --save DIR\n"
+           "                     (default 2; other runs' and lineages' steps are never removed)\n"
            "  --lr X             peak learning rate (default 1e-3)\n"
            "  --warmup N         linear warm-up steps (default 0)\n"
            "  --min-lr X         floor of the cosine decay (default lr / 10)\n"
@@ -71,9 +76,10 @@ static void usage(void)
            "                     micro-batch, tokens, targets), DIR/weights.safetensors and\n"
            "                     DIR/grads.safetensors (every parameter and its reduced gradient,\n"
            "                     whole, Hugging Face names, F32), then exit\n"
-           "SIGTERM, SIGINT or SIGUSR1 (to any rank, or SIGUSR1 to mpirun) ends the run after\n"
-           "the current step, saving a checkpoint when --save is given; exit status 0.\n",
-           CG_WORLD, CG_MODEL, CG_PLAN);
+           "SIGTERM, SIGINT or SIGUSR1 (to run.sh, any rank, or SIGUSR1 to mpirun) ends the run\n"
+           "after the current step, saving a checkpoint when --save is given, within the grace\n"
+           "time PTDC_STOP_GRACE (default %d s); exit status %d (preempted).\n",
+           CG_WORLD, CG_MODEL, CG_PLAN, RT_STOP_GRACE, RT_EXIT_PREEMPTED);
 }
 
 static void bad_flag(const char *flag, const char *why, const char *value)
@@ -315,6 +321,17 @@ static void save_or_exit(void)
                    (long long)tr_step, tr_fl.save);
         finish(1);
     }
+    /* Finite values can still be a state every later step fails from
+     * (--lr 1e30): such a step never becomes the newest checkpoint. */
+    double loss = tr_forward_loss();
+    if (!isfinite(loss)) {
+        if (ROOT)
+            rt_log("error: not saving step %lld: its weights give a non-finite loss (%g) on the "
+                   "next batch, so every step resumed from it would be skipped (lower --lr?); "
+                   "the checkpoints already in %s are left as they are", (long long)tr_step, loss,
+                   tr_fl.save);
+        finish(1);
+    }
     if (tr_save_checkpoint(tr_fl.save) != 0) {
         if (ROOT)
             rt_log("error: the checkpoint of step %lld was not saved (above: why); the newest "
@@ -356,6 +373,7 @@ int main(int argc, char **argv)
     if (ROOT)
         print_memory_plan();
 
+    tr_check_outputs();
     tr_data_open();
     tr_init_params();
     if (tr_fl.load)
@@ -416,11 +434,17 @@ int main(int argc, char **argv)
     tr_prof_report();
     if (stop && tr_step < tr_fl.steps) {
         if (ROOT) {
-            printf("stopped by signal %d after step %lld%s\n", stop, (long long)tr_step,
-                   tr_fl.save ? "" : " (no --save: nothing saved)");
+            char saved_to[4200] = " (no --save: nothing saved)";
+            if (tr_fl.save)
+                snprintf(saved_to, sizeof saved_to, ": saved checkpoint %s/step-%09lld",
+                         tr_fl.save, (long long)tr_step);
+            printf("stopped by %s after step %lld of %ld%s; exit status %d (preempted)\n",
+                   stop == SIGTERM ? "SIGTERM" : stop == SIGINT ? "SIGINT"
+                   : stop == SIGUSR1 ? "SIGUSR1" : "a signal", (long long)tr_step, tr_fl.steps,
+                   saved_to, RT_EXIT_PREEMPTED);
             fflush(stdout);
         }
-        finish(0);
+        finish(RT_EXIT_PREEMPTED);
     }
     /* (A run that trained no step does not save the step it loaded again.) */
     if (tr_fl.save && !saved && (tr_step > start || !tr_fl.load))

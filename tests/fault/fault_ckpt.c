@@ -149,7 +149,7 @@ static void save(const char *dir, const uint8_t *run, int64_t step, int keep)
         if (rt_ckpt_commit(dir, &m, recs, world, &t, 1, err, sizeof err) != 0) {
             rt_log("%s", err);
             failed = 1;
-        } else if (rt_ckpt_prune(dir, keep, notes, sizeof notes, err, sizeof err) != 0) {
+        } else if (rt_ckpt_prune(dir, &m, keep, notes, sizeof notes, err, sizeof err) != 0) {
             rt_log("%s", err); /* the step is saved; only old ones stay */
         }
     }

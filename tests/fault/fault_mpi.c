@@ -6,6 +6,10 @@
  *                  MPI call) unless FAULT_STOP_AT is unset (then the test
  *                  script stops it from outside).
  *   p2p DIR        rank 0 waits for a message rank 1 never sends
+ *   chain DIR      3 ranks: rank 2 stops itself (SIGSTOP); rank 1 waits for
+ *                  it in an all-reduce of the group {1, 2}, rank 0 for a
+ *                  message rank 1 sends after it (a pipeline's chain: the
+ *                  first rank to fire may not share a group with rank 2)
  *   async DIR      a non-blocking all-reduce completes, then ranks 0 and 1
  *                  issue and wait for a second one that rank 2 never issues
  *   loop DIR       like stall, without stopping; runs until killed
@@ -47,7 +51,7 @@ int main(int argc, char **argv)
 {
     rt_init(&argc, &argv);
     if (argc != 3)
-        rt_fatal("usage: fault_mpi stall|p2p|async|loop|stop DIR");
+        rt_fatal("usage: fault_mpi stall|p2p|chain|async|loop|stop DIR");
     const char *mode = argv[1], *dir = argv[2];
     RtComm *w = rt_comm_world();
     int rank = rt_world_rank();
@@ -64,6 +68,18 @@ int main(int argc, char **argv)
             rt_wait(rt_irecv(w, &x, 1, RT_F32, 1, 7));
         else
             busy(1e9);
+    }
+    if (!strcmp(mode, "chain")) {
+        RtComm *g = rt_comm_split(rank > 0, rank);
+        float x = 1;
+        if (rank == 2)
+            raise(SIGSTOP);
+        if (rank == 1) {
+            rt_allreduce(g, &x, 1, RT_F32);
+            rt_wait(rt_isend(w, &x, 1, RT_F32, 0, 9));
+        }
+        if (rank == 0)
+            rt_wait(rt_irecv(w, &x, 1, RT_F32, 1, 9));
     }
     float buf[256];
     if (!strcmp(mode, "async")) {

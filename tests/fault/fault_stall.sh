@@ -60,6 +60,16 @@ timed "$mpirun" --oversubscribe -np 2 -x PTDC_TIMEOUT "$prog" p2p "$work/c"
 check "unmatched receive" "$out" $rc "$secs" \
   "^\[rank 0\] stalled: rt_wait for a receive (rank 1, tag 7) has not completed in [0-9.]* s (timeout 2 s): rank 1 is the peer: it has been outside any collective for [0-9.]* s (busy or hung)"
 
+# a chain: rank 0 waits for rank 1, which waits for rank 2 (stopped) in a
+# group without rank 0; whichever rank fires first names rank 2, in every
+# trial (before, the census asked the waiting group only, and rank 0 named
+# rank 1 in about half of them)
+for trial in 1 2 3; do
+  mkdir -p "$work/chain$trial"
+  timed "$mpirun" --oversubscribe -np 3 -x PTDC_TIMEOUT "$prog" chain "$work/chain$trial"
+  check "chain, trial $trial" "$out" $rc "$secs" "stalled: .*rank 2.* does not respond (stopped, hung, or lost with its node"
+done
+
 # a non-blocking all-reduce rank 2 never issues: the waits name it
 mkdir -p "$work/d"
 timed "$mpirun" --oversubscribe -np 3 -x PTDC_TIMEOUT "$prog" async "$work/d"

@@ -694,6 +694,7 @@ int main(void)
 
     printf("keep N\n");
     d = fresh("keep");
+    RtCkptMeta pm = meta_of(&m, 50, 0, W); /* the run pruning: the steps' own */
     for (int64_t s = 1; s <= 5; s++)
         CHECK(save(d, &m, s * 10, W, err, sizeof err) == 0, "save: %s", err);
     unlink(path_of(d, 20, "manifest.json")); /* an old incomplete step */
@@ -707,7 +708,7 @@ int main(void)
         CHECK(rt_ckpt_write(d, &x, bb, blobs_of(&s, 0, &m, bb), &rec, err, sizeof err) == 0,
               "write 60: %s", err);
     }
-    CHECK(rt_ckpt_prune(d, 2, notes, sizeof notes, err, sizeof err) == 0, "prune: %s", err);
+    CHECK(rt_ckpt_prune(d, &pm, 2, notes, sizeof notes, err, sizeof err) == 0, "prune: %s", err);
     printf("  %s", notes);
     const int64_t kept[] = {60, 50, 40}, gone[] = {30, 20, 10};
     for (int i = 0; i < 3; i++) {
@@ -719,9 +720,9 @@ int main(void)
     CHECK(strstr(notes, "step-000000020: removed (incomplete or damaged)") &&
               strstr(notes, "step-000000030: removed (older than the steps kept)"),
           "prune notes: %s", notes);
-    CHECK(rt_ckpt_prune(d, 1, notes, sizeof notes, err, sizeof err) == 0, "prune 1: %s", err);
+    CHECK(rt_ckpt_prune(d, &pm, 1, notes, sizeof notes, err, sizeof err) == 0, "prune 1: %s", err);
     CHECK(load_all(d, &m, notes, sizeof notes, err, sizeof err) == 50, "after keep 1: %s", err);
-    expect_refused(rt_ckpt_prune(d, 0, notes, sizeof notes, err, sizeof err), err,
+    expect_refused(rt_ckpt_prune(d, &pm, 0, notes, sizeof notes, err, sizeof err), err,
                    "keep 0: at least the newest step must be kept");
 
     ref_rm_rf(root);
