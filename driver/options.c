@@ -41,6 +41,9 @@ void drv_print_help(void)
         "  --set NAME=VALUE         override a config constant of the model (repeatable)\n"
         "  --global-batch N         sequences per optimizer step (default: the model's global_batch)\n"
         "  --attention KIND         flash (default) or materialized: the attention kernel costed\n"
+        "  --precision P            bf16 (default), fp8, mxfp8, nvfp4 or auto: the format of the\n"
+        "                           linear layers (auto: every format the GPU runs is searched,\n"
+        "                           the fastest plan that fits wins; docs/precision.md)\n"
         "\n"
         "Cluster:\n"
         "  --gpus N                 number of GPUs (default 8)\n"
@@ -261,6 +264,8 @@ static const char *const targets[] = {"cpu", "cuda", NULL};
 static const char *const recomputes[] = {"none", "selective", "ffn", "full", NULL};
 static const char *const schedules[] = {"1f1b", "interleaved", NULL};
 static const char *const attentions[] = {"flash", "materialized", NULL};
+/* PLAN_PRECISIONS' names, then auto. */
+static const char *const precisions[] = {"bf16", "fp8", "mxfp8", "nvfp4", "auto", NULL};
 
 #define F(field) offsetof(DrvOptions, field)
 /* Every flag ptdc accepts (drv_print_help documents them). */
@@ -295,6 +300,7 @@ static const OptRow opts[] = {
     {"--zero", NULL, OPT_INT, F(zero), 0, 3, NULL, NULL},
     {"--schedule", NULL, OPT_CHOICE, F(schedule), 0, 0, schedules, NULL},
     {"--attention", NULL, OPT_CHOICE, F(attention), 0, 0, attentions, NULL},
+    {"--precision", NULL, OPT_CHOICE, F(precision), 0, 0, precisions, NULL},
     {"--ilp-time-limit", NULL, OPT_CALL, 0, 0, 0, NULL, opt_ilp_time_limit},
 };
 #undef F

@@ -348,6 +348,7 @@ void src_plan(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCan
     p->zero = k->zero;
     p->schedule = k->v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B;
     p->attention = s->c->attention;
+    p->precision = s->c->prec;
     plan_axes(s->g, p);
 }
 
