@@ -259,7 +259,8 @@ int pass_elem_bytes(const PassCostCtx *c, IrDtype t)
 }
 
 /* ------------------------------------------------------------ the file */
-typedef enum { S_PRESET, S_NAME, S_BOOL, S_NUM, S_INT, S_ENUM, S_LIST } SKind;
+/* S_INT: an element width (0, 2 or 4); S_COUNT: a whole number in [lo, hi]. */
+typedef enum { S_PRESET, S_NAME, S_BOOL, S_NUM, S_INT, S_COUNT, S_ENUM, S_LIST } SKind;
 
 /* S_ENUM fields are enums stored as int: names[i] is value i. */
 _Static_assert(sizeof(PassAttnKernel) == sizeof(int) && sizeof(PassTpOverlap) == sizeof(int) &&
@@ -305,13 +306,13 @@ static const struct SKey {
      "MoE layers keep their permuted rows and first GEMMs' output (no recompute)"},
     {"moe_imbalance", S_NUM, F(moe_imbalance), 1, 1, 64, NULL, 0,
      "routed rows of the busiest rank over the mean (1: balanced)"},
-    {"lp_bf16_first_layers", S_INT, F(lp_bf16_first), 1, 0, 1 << 20, NULL, 0,
+    {"lp_bf16_first_layers", S_COUNT, F(lp_bf16_first), 1, 0, 1 << 20, NULL, 0,
      "low precision: linear layers of the first N layers kept in bf16"},
-    {"lp_bf16_last_layers", S_INT, F(lp_bf16_last), 1, 0, 1 << 20, NULL, 0,
+    {"lp_bf16_last_layers", S_COUNT, F(lp_bf16_last), 1, 0, 1 << 20, NULL, 0,
      "low precision: linear layers of the last N layers kept in bf16"},
     {"lp_scaling", S_ENUM, F(lp_scaling), 0, 0, 0, scaling_names, 2,
      "delayed, current (per-tensor FP8's scales: amax history, or this tensor's amax)"},
-    {"lp_weight_copies", S_INT, F(lp_weight_copies), 1, 1, 2, NULL, 0,
+    {"lp_weight_copies", S_COUNT, F(lp_weight_copies), 1, 1, 2, NULL, 0,
      "low-precision weight orientations kept (2: with its transpose)"},
     {"lp_weight_cached", S_BOOL, F(lp_weight_cached), 0, 0, 0, NULL, 0,
      "low-precision weights cast once per step, not per micro-batch"},
@@ -422,12 +423,19 @@ static bool s_on_key(void *ctx, const char *key, const char *val, IrLoc kloc, Ir
         return true;
     }
     case S_NUM:
-    case S_INT: {
+    case S_INT:
+    case S_COUNT: {
         P->any = true;
         double d;
         if (!pass_kv_number(key, val, vloc, k->lo, k->hi, k->help, &d))
             return false;
-        if (k->kind == S_INT) {
+        if (k->kind == S_COUNT) {
+            if (d != (int)d) {
+                ir_error(vloc, "'%s' is a whole number, got '%s'", key, val);
+                return false;
+            }
+            *(int *)field = (int)d;
+        } else if (k->kind == S_INT) {
             if (d != (int)d || (d != 0 && d != 2 && d != 4)) {
                 ir_error(vloc, "'%s' is 0, 2 or 4, got '%s'", key, val);
                 return false;
@@ -549,7 +557,8 @@ void pass_stack_print(FILE *f, const PassStack *st)
             break;
         }
         case S_NUM: fprintf(f, "%g", *(const double *)field / k->scale); break;
-        case S_INT: fprintf(f, "%d", *(const int *)field); break;
+        case S_INT:
+        case S_COUNT: fprintf(f, "%d", *(const int *)field); break;
         case S_ENUM: fprintf(f, "%s", k->names[*(const int *)field]); break;
         case S_LIST: print_list(f, *(const unsigned *)field, k->names, k->nnames); break;
         case S_PRESET: break;
