@@ -372,9 +372,13 @@ static int plan(Mode mode, const DrvOptions *o, IrGraph *g)
     PassCostCtx pctx[PLAN_NPREC];
     const PassCostCtx *c = &ctx;
     if (prec_auto && (framework_plan || fw)) {
-        ir_error(IR_NOLOC, "--precision auto searches ptdc's plans; under --emit %s or a fully pinned "
-                 "layout of the %s stack name the format (--precision bf16|fp8|mxfp8|nvfp4)",
-                 fw ? fw : "a framework", ctx.st.name);
+        if (fw)
+            ir_error(IR_NOLOC, "--precision auto searches ptdc's plans, and --emit %s searches the "
+                     "framework's layouts: name the format (--precision bf16|fp8|mxfp8|nvfp4)", fw);
+        else
+            ir_error(IR_NOLOC, "--precision auto searches ptdc's plans, and under the %s stack a fully "
+                     "pinned layout is evaluated as the framework lays it out: name the format "
+                     "(--precision bf16|fp8|mxfp8|nvfp4)", ctx.st.name);
         rc = DRV_INVALID;
     } else if (framework_plan) {
         rc = drv_framework_layout(o, g, &ctx, &so, &r);

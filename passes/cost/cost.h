@@ -217,6 +217,10 @@ typedef struct PassSaved {
 int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
                     const PlanStrategy *s, const int64_t *dim_size, PlanRecompute r,
                     PassSaved *items, int max);
+/* Bytes per element of the copy of input `slot` that n keeps for its
+ * backward: a low-precision GEMM's cast input at its format's width, else
+ * the tensor's type as the backend stores it. */
+double pass_saved_elem_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, int slot);
 /* One past the last forward node the cost model looks in for readers of
  * activation t: the end of the piece after its producer's. */
 int pass_readers_end(const IrGraph *g, int t);

@@ -171,6 +171,13 @@ int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
     return k < max ? k : max;
 }
 
+double pass_saved_elem_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, int slot)
+{
+    if (slot == 0 && lp_input(c, g, n))
+        return pass_prec_elem_bytes(pass_prec_of(c, g, n));
+    return pass_elem_bytes(c, g->tensors[n->in[slot]].dtype);
+}
+
 double pass_saved_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
                         const PlanStrategy *s, const int64_t *dim_size, PlanRecompute r)
 {

@@ -478,10 +478,11 @@ static bool check_precision(const Src *s)
     if (pass_prec_peak(gpu, s->c->prec) > 0)
         return true;
     char have[64];
-    ir_error(IR_NOLOC, "--precision %s: the %s has no %s tensor cores%s (it runs %s); use --precision %s "
-             "or auto", plan_precision_name(s->c->prec), gpu->name, plan_precision_name(s->c->prec),
-             s->c->prec == PLAN_PREC_MXFP8 ? " (MXFP8's block scales need a Blackwell-class GPU)" : "",
-             pass_prec_names(gpu, have, sizeof have), "bf16");
+    ir_error(IR_NOLOC, "--precision %s: the %s has no %s tensor cores%s (it runs %s); use one of those, "
+             "or --precision auto for the fastest", plan_precision_name(s->c->prec), gpu->name,
+             plan_precision_name(s->c->prec),
+             s->c->prec == PLAN_PREC_MXFP8 ? ": MXFP8's block scales need a Blackwell-class GPU" : "",
+             pass_prec_names(gpu, have, sizeof have));
     return false;
 }
 
