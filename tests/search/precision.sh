@@ -34,7 +34,9 @@ if not (1.5 < p["gemm_speedup"] <= 2.01):
     sys.exit(1)
 PY
 grep -q "^  precision          fp8 (searched)" "$tmp/h100/plan.txt" || no "plan.txt has no precision line"
-grep -q "fp8: GEMMs .* faster, casts +.* step .*x (bf16 " "$tmp/h100/plan.txt" || no "plan.txt does not say what fp8 buys"
+# (the sentence is wrapped: read it as one line)
+tr -s '\n ' '  ' <"$tmp/h100/plan.txt" | grep -q "fp8: GEMMs [0-9.]*x faster, casts +[0-9.]*% of the bf16 step, step [0-9.]*x (bf16 " ||
+    no "plan.txt does not say what fp8 buys"
 grep -q "h100-80gb: .*, fp8</text>" "$tmp/h100/plan.svg" || no "plan.svg's layout line has no precision"
 
 "$ptdc" models/llama3-70b.mdl --gpus 64 --gpu a100-80gb --precision auto --plan-only --json >"$tmp/a100.json" 2>"$tmp/err" ||
