@@ -546,7 +546,7 @@ void pass_stack_print(FILE *f, const PassStack *st)
         const char *field = (const char *)st + k->off;
         if (k->kind == S_PRESET)
             continue;
-        fprintf(f, "%-19s= ", k->key);
+        fprintf(f, "%-18s = ", k->key); /* (a key of 19 or more still gets its space) */
         switch (k->kind) {
         case S_NAME: fprintf(f, "%s", st->name); break;
         case S_BOOL: {
