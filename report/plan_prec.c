@@ -62,10 +62,10 @@ void rep_prec(const PassCostCtx *c, const IrGraph *g, const PassSearchResult *r,
     } else {
         double gshare = a->pred.step_time_s > 0 ? a->pred.gemm_s / a->pred.step_time_s : 0;
         snprintf(out->note, sizeof out->note,
-                 "bf16: %s's best plan takes %.3f s against %.3f s; the GEMMs are %.0f%% of the bf16 step, %s",
+                 "bf16: %s's best plan takes %.4g s against %.4g s; the GEMMs are %.0f%% of the bf16 step, %s",
                  plan_precision_name((PlanPrecision)best), r->prec_step[best], out->step_s, 100 * gshare,
                  gshare < 0.5 ? "the rest is communication and memory-bound kernels a faster format does "
-                                "not speed up, and its casts add to"
+                                "not speed up, while its casts add to them"
                               : "and they are small: tile quantisation and per-call overheads stay, the "
                                 "casts do not pay for themselves");
     }
