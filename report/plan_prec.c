@@ -34,7 +34,7 @@ void rep_prec(const PassCostCtx *c, const IrGraph *g, const PassSearchResult *r,
             snprintf(kept, sizeof kept, "; the first %d and last %d layers' linears", out->bf16_first,
                      out->bf16_last);
         snprintf(out->note, sizeof out->note,
-                 "%s: GEMMs %.2fx faster, casts +%.1f%% of the bf16 step, step %.2fx (bf16 %.3f s -> %.3f s)%s; "
+                 "%s: GEMMs %.2fx faster, casts +%.1f%% of the bf16 step, step %.2fx (bf16 %.4g s -> %.4g s)%s; "
                  "the embedding, attention's core and the head stay bf16%s",
                  name, out->gemm_x, 100 * out->cast_s / out->bf16_step_s, out->bf16_step_s / out->step_s,
                  out->bf16_step_s, out->step_s, out->bf16_fits ? "" : " (bf16 does not fit on this layout)",
