@@ -43,7 +43,7 @@ typedef struct DrvOptions {
     int *pp_layers;           /* [pp_nlayers], heap */
     int pp_first, pp_last;    /* --pp-layers first=F,last=Z (0: not given) */
     const char *attention;    /* flash|materialized */
-    int precision;            /* --precision: a PlanPrecision, -1 not given (BF16) */
+    const char *precision;    /* bf16|fp8|mxfp8|nvfp4|auto (NULL: bf16) */
     /* codegen */
     const char *target;       /* cpu|cuda (NULL: cuda, or cpu for a CPU cluster) */
     /* limits */

@@ -170,11 +170,9 @@ int drv_emit_framework(const DrvOptions *o, const IrGraph *g, const PassCostCtx 
 {
     const char *fw = o->emit;
     char why[512];
-    /* --precision pins the plan's format; until the cost model prices it
-     * the search plans BF16 and only the frameworks' outputs state it. */
+    /* The format the layout was priced in (--precision, the context's). */
     PassSearchAlt pinned = r->alt[0];
-    if (o->precision >= 0)
-        pinned.plan.precision = (PlanPrecision)o->precision;
+    pinned.plan.precision = c->prec;
     const PassSearchAlt *chosen = &pinned;
     char *text = emit_text(fw, g, c, chosen, why, sizeof why);
     int rc = DRV_OK;

@@ -77,6 +77,10 @@ static void make_pins(const DrvOptions *o, PassSearchPins *p)
                 p->recompute = r;
     p->sp = o->sp;
     p->zero = o->zero;
+    /* --precision auto searches the formats; a named one is the context's
+     * (plan()); none: bf16. */
+    if (o->precision)
+        p->precision = !strcmp(o->precision, "auto") ? -1 : plan_precision_parse(o->precision);
     if (o->schedule)
         p->schedule = !strcmp(o->schedule, "interleaved") ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B;
     if (o->virtual_stages > 1) {
@@ -372,6 +376,8 @@ static int plan(Mode mode, const DrvOptions *o, IrGraph *g)
     PassSearchOpts so;
     memset(&so, 0, sizeof so);
     make_pins(o, &so.pins);
+    bool prec_auto = so.pins.precision < 0;
+    ctx.prec = prec_auto ? PLAN_PREC_BF16 : (PlanPrecision)so.pins.precision;
     so.ep = o->ep;
     so.etp = o->etp;
     so.pp_nlayers = o->pp_nlayers;
@@ -395,7 +401,20 @@ static int plan(Mode mode, const DrvOptions *o, IrGraph *g)
     PassIlpCache *cache = NULL;
     PassSearchResult r;
     memset(&r, 0, sizeof r);
-    if (framework_plan) {
+    /* --precision auto: one context per format, living as long as the
+     * cache (pass_search_precisions); the chosen one answers. */
+    PassCostCtx pctx[PLAN_NPREC];
+    const PassCostCtx *c = &ctx;
+    if (prec_auto && (framework_plan || fw)) {
+        if (fw)
+            ir_error(IR_NOLOC, "--precision auto searches ptdc's plans, and --emit %s searches the "
+                     "framework's layouts: name the format (--precision bf16|fp8|mxfp8|nvfp4)", fw);
+        else
+            ir_error(IR_NOLOC, "--precision auto searches ptdc's plans, and under the %s stack a fully "
+                     "pinned layout is evaluated as the framework lays it out: name the format "
+                     "(--precision bf16|fp8|mxfp8|nvfp4)", ctx.st.name);
+        rc = DRV_INVALID;
+    } else if (framework_plan) {
         rc = drv_framework_layout(o, g, &ctx, &so, &r);
     } else if (fw) { /* the framework's own space, not ptdc's strategies and stages */
         rc = drv_framework_search(o, g, &ctx, &so, &r);
@@ -403,20 +422,24 @@ static int plan(Mode mode, const DrvOptions *o, IrGraph *g)
         skel = pass_search_skeleton(g->arena, g);
         so.skeleton = skel;
         cache = pass_ilp_cache_new();
-        if (!pass_search(&ctx, g, &so, cache, &r)) {
+        bool ok = prec_auto ? pass_search_precisions(&ctx, pctx, g, &so, cache, &r, &c)
+                            : pass_search(&ctx, g, &so, cache, &r);
+        if (prec_auto && ok)
+            so.pins.precision = c->prec;
+        if (!ok) {
             rc = DRV_INVALID;
         } else if (!r.found) {
-            pass_search_explain_nofit(&ctx, g, &so, cache, &r);
+            pass_search_explain_nofit(c, g, &so, cache, &r);
             rc = r.no_layout ? DRV_INVALID : DRV_NOFIT;
             if (o->json && rc == DRV_NOFIT)
-                drv_answer_json(g, &ctx, r.have_closest ? &r.closest : NULL, "does_not_fit", rc, NULL, NULL);
+                drv_answer_json(g, c, r.have_closest ? &r.closest : NULL, "does_not_fit", rc, NULL, NULL);
         }
     }
     if (rc == DRV_OK) {
         char note[512];
         if (rep_search_idle_note(&r, pass_cluster_domain(&cl), note, sizeof note))
             ir_note(IR_NOLOC, "%s", note);
-        rc = answer(mode, o, g, &ctx, &so, cache, &r);
+        rc = answer(mode, o, g, c, &so, cache, &r);
     }
     pass_search_result_free(&r);
     if (cache)

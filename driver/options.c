@@ -41,7 +41,9 @@ void drv_print_help(void)
         "  --set NAME=VALUE         override a config constant of the model (repeatable)\n"
         "  --global-batch N         sequences per optimizer step (default: the model's global_batch)\n"
         "  --attention KIND         flash (default) or materialized: the attention kernel costed\n"
-        "  --precision P            bf16 (default), fp8, mxfp8 or nvfp4: the linear layers' format\n"
+        "  --precision P            bf16 (default), fp8, mxfp8, nvfp4 or auto: the format of the\n"
+        "                           linear layers (auto: every format the GPU runs is searched,\n"
+        "                           the fastest plan that fits wins; docs/precision.md)\n"
         "\n"
         "Cluster:\n"
         "  --gpus N                 number of GPUs (default 8)\n"
@@ -188,20 +190,6 @@ static bool opt_sp(DrvOptions *o, const char *flag, const char *val)
     return true;
 }
 
-/* --precision NAME: one of PLAN_PRECISIONS, pinned on the plan. */
-static bool parse_precision(DrvOptions *o, const char *flag, const char *val)
-{
-    static const char *const names[] = {
-#define X(id, name, bits) name,
-        PLAN_PRECISIONS(X)
-#undef X
-        NULL};
-    if (!one_of(flag, val, names))
-        return false;
-    o->precision = plan_precision_parse(val);
-    return true;
-}
-
 /* --pp-layers 3,4,4,3 (layers per model chunk, model order) or Megatron's
  * first=F,last=Z (layers of the first and last pipeline ranks). */
 static bool opt_pp_layers(DrvOptions *o, const char *flag, const char *val)
@@ -278,6 +266,8 @@ static const char *const targets[] = {"cpu", "cuda", NULL};
 static const char *const recomputes[] = {"none", "selective", "ffn", "full", NULL};
 static const char *const schedules[] = {"1f1b", "interleaved", NULL};
 static const char *const attentions[] = {"flash", "materialized", NULL};
+/* PLAN_PRECISIONS' names, then auto. */
+static const char *const precisions[] = {"bf16", "fp8", "mxfp8", "nvfp4", "auto", NULL};
 
 #define F(field) offsetof(DrvOptions, field)
 /* Every flag ptdc accepts (drv_print_help documents them). */
@@ -312,7 +302,7 @@ static const OptRow opts[] = {
     {"--zero", NULL, OPT_INT, F(zero), 0, 3, NULL, NULL},
     {"--schedule", NULL, OPT_CHOICE, F(schedule), 0, 0, schedules, NULL},
     {"--attention", NULL, OPT_CHOICE, F(attention), 0, 0, attentions, NULL},
-    {"--precision", NULL, OPT_CALL, 0, 0, 0, NULL, parse_precision},
+    {"--precision", NULL, OPT_CHOICE, F(precision), 0, 0, precisions, NULL},
     {"--ilp-time-limit", NULL, OPT_CALL, 0, 0, 0, NULL, opt_ilp_time_limit},
 };
 #undef F
@@ -366,7 +356,6 @@ static void option_defaults(DrvOptions *o)
     o->sp = -1;
     o->zero = -1;
     o->attention = "flash";
-    o->precision = -1;
     o->ilp_time_limit = 10;
 }
 

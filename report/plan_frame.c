@@ -166,6 +166,7 @@ bool rep_plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout *L,
 /* Predict a->plan, its layout and per-stage times. */
 static bool framework_alt_finish(const PassCostCtx *c, const IrGraph *g, PassSearchAlt *a)
 {
+    a->plan.precision = c->prec; /* the format the stack is asked to run */
     pass_predict(c, g, &a->plan, &a->pred);
     plan_layout(g, &a->plan, &a->layout);
     int n = a->plan.nstages, v = a->plan.v > 0 ? a->plan.v : 1;

@@ -185,6 +185,44 @@ static void rank_groups(FILE *f, const char *key, int n, int size, const int *me
     fprintf(f, "]%s\n", comma ? "," : "");
 }
 
+/* What the precision buys (rep_prec): the format, the same layout's bf16
+ * step, and under --precision auto the best step of every format tried
+ * (null: none fitted). */
+static void precision(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchResult *r)
+{
+    RepPrec z;
+    rep_prec(c, g, r, &z);
+    fprintf(f, "  \"precision\": {\"format\": \"%s\", \"searched\": %s, \"step_time_s\": ",
+            plan_precision_name(z.prec), z.searched ? "true" : "false");
+    num(f, z.step_s);
+    if (z.prec != PLAN_PREC_BF16) {
+        fprintf(f, ", \"bf16_step_time_s\": ");
+        num(f, z.bf16_step_s);
+        fprintf(f, ", \"bf16_fits\": %s, \"gemm_speedup\": ", z.bf16_fits ? "true" : "false");
+        num(f, z.gemm_x);
+        fprintf(f, ", \"cast_s\": ");
+        num(f, z.cast_s);
+    }
+    fprintf(f, ", \"bf16_layers_first\": %d, \"bf16_layers_last\": %d", z.bf16_first, z.bf16_last);
+    if (z.searched) {
+        fprintf(f, ", \"tried\": {");
+        bool first = true;
+        for (int p = 0; p < PLAN_NPREC; p++)
+            if (r->prec_tried >> p & 1) {
+                fprintf(f, "%s\"%s\": ", first ? "" : ", ", plan_precision_name((PlanPrecision)p));
+                if (r->prec_step[p] > 0)
+                    num(f, r->prec_step[p]);
+                else
+                    fprintf(f, "null");
+                first = false;
+            }
+        fprintf(f, "}");
+    }
+    fprintf(f, ", \"note\": ");
+    rep_json_str(f, z.note);
+    fprintf(f, "},\n");
+}
+
 void rep_plan_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchResult *r)
 {
     const PassSearchAlt *a = &r->alt[0];
@@ -207,6 +245,7 @@ void rep_plan_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
         fprintf(f, "null");
     fprintf(f, ",\n");
     parallel(f, L, p);
+    precision(f, g, c, r);
     if (p->mesh.naxes > 2)
         fprintf(f, "  \"mesh\": {\"shape\": [%d, %d, %d], \"axes\": [\"%s\", \"%s\", \"%s\"], "
                    "\"rank\": \"pp_rank * %d + (i0 * %d + i1) * %d + i2\"},\n", d0, d1, d2,

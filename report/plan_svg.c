@@ -357,8 +357,8 @@ void rep_plan_print_svg(FILE *f, const IrGraph *g, const PassCostCtx *c, const P
     if (!b)
         ir_die("plan_svg: open_memstream failed");
     char buf[800], lay[512];
-    snprintf(buf, sizeof buf, "%s on %d x %s: %s", g->name, r->gpus, c->cl->gpu.name,
-             plan_layout_str(&a->layout, lay, sizeof lay));
+    snprintf(buf, sizeof buf, "%s on %d x %s: %s, %s", g->name, r->gpus, c->cl->gpu.name,
+             plan_layout_str(&a->layout, lay, sizeof lay), plan_precision_name(a->plan.precision));
     text(b, MARGIN, 24, 16, "start", buf);
     snprintf(buf, sizeof buf, "predicted step %.3f s, %.0f tokens/s, MFU %.1f%%, peak memory %.1f of %.1f GiB",
              a->pred.step_time_s, a->pred.tokens_per_s, 100 * a->pred.mfu, a->pred.peak_mem_bytes / GIB,

@@ -60,6 +60,29 @@ const char *rep_axis_name(const PlanLayout *L, int a)
     return a < 0 ? "-" : a == L->dp_axis ? "dp" : a == L->tp_axis ? "tp" : a == L->cp_axis ? "cp" : "-";
 }
 
+/* A sentence under a layout line: words wrapped at 96 columns, indented
+ * to the values' column. */
+static void text_wrap(FILE *f, const char *s)
+{
+    int col = 0;
+    while (*s) {
+        const char *e = strchr(s, ' ');
+        int w = e ? (int)(e - s) : (int)strlen(s);
+        if (col == 0 || col + 1 + w > 96) {
+            fprintf(f, "%s                     ", col ? "\n" : "");
+            col = 21;
+        } else {
+            fputc(' ', f), col++;
+        }
+        fprintf(f, "%.*s", w, s);
+        col += w;
+        s += w;
+        while (*s == ' ')
+            s++;
+    }
+    fputc('\n', f);
+}
+
 static const char *axis_role(const PlanLayout *L, int a)
 {
     const char *n = rep_axis_name(L, a);
@@ -217,7 +240,12 @@ void rep_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
             p->num_micro == 1 ? "" : "es");
     fprintf(f, "  schedule           %s\n", L->schedule == PLAN_SCHED_INTERLEAVED ? "interleaved 1F1B" : "1F1B");
     fprintf(f, "  recomputation      %s\n", plan_layout_recompute_name(L));
-    fprintf(f, "  attention          %s\n\n", p->attention == PLAN_ATTN_MATERIALIZED ? "materialized" : "flash");
+    fprintf(f, "  attention          %s\n", p->attention == PLAN_ATTN_MATERIALIZED ? "materialized" : "flash");
+    RepPrec pz;
+    rep_prec(c, g, r, &pz);
+    fprintf(f, "  precision          %s%s\n", plan_precision_name(pz.prec), pz.searched ? " (searched)" : "");
+    text_wrap(f, pz.note);
+    fprintf(f, "\n");
 
     if (a->nilp > 0)
         fprintf(f, "stages (times per micro-batch from the ILP costs; memory of the pipeline rank)\n");

@@ -21,6 +21,23 @@ void rep_plan_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c,
                          const PassSearchResult *r);
 void rep_plan_print_svg(FILE *f, const IrGraph *g, const PassCostCtx *c,
                         const PassSearchResult *r);
+/* What the plan's precision buys (plan_prec.c), for the three plan files:
+ * the chosen plan's step against the same layout in bf16, the GEMMs'
+ * speed-up, the casts' share, which layers stay bf16, and, when
+ * --precision auto kept bf16, why. */
+typedef struct RepPrec {
+    PlanPrecision prec;
+    double step_s;                /* the plan as chosen */
+    double bf16_step_s;           /* the same layout in bf16 (low precision only) */
+    bool bf16_fits;
+    double gemm_x;                /* bf16 GEMM seconds over the chosen format's (slowest rank) */
+    double cast_s;                /* casts and amax reductions per step (slowest rank) */
+    int nlayers, bf16_first, bf16_last; /* repeated layers; of them kept in bf16 at each end */
+    bool searched;                /* --precision auto */
+    char note[320];               /* one sentence: what it buys, or why bf16 */
+} RepPrec;
+void rep_prec(const PassCostCtx *c, const IrGraph *g, const PassSearchResult *r, RepPrec *out);
+
 /* --explain: the ten best alternatives and, for the runner-up of each kind
  * (more TP, more PP, recomputation on, bigger micro-batch), which time
  * terms make it slower; runs the restricted searches it needs. */

@@ -94,6 +94,10 @@ double pass_overlap_exposed(PassOverlapKind kind, double comm, double gemm, int 
  * fp32 accumulate), repeated `batch` times, on one device: shape-dependent
  * efficiency, roofline against memory, per-call overhead (cost_gemm.c). */
 double pass_gemm_time(const PassGpu *gpu, double M, double N, double K, double batch);
+/* The same at tensor-core rate `peak` with operands of in_bytes per element
+ * (the result in the activation type): a faster format keeps the curve. */
+double pass_gemm_time_at(const PassGpu *gpu, double M, double N, double K, double batch,
+                         double peak, double in_bytes);
 /* Efficiency (fraction of peak) pass_gemm_time assumes for that shape. */
 double pass_gemm_eff(const PassGpu *gpu, double M, double N, double K, double batch);
 /* Time of a memory-bound kernel (or `kernels` of them) moving `bytes`. */
@@ -109,7 +113,35 @@ typedef struct PassCostCtx {
      * GEMMs run batched (plan_gemm_batch) then follows from the graph alone,
      * the most the layouts allow (the ILP's per-node costs: a lower bound). */
     const PlanStrategy *plan;
+    /* The format the plan's linear layers run in (pass_predict takes the
+     * plan's); which of them do is the stack's (cost_prec.c). */
+    PlanPrecision prec;
 } PassCostCtx;
+
+/* ========================================================= cost_prec.c */
+/* A format's dense tensor-core rate on gpu (FLOP/s); 0: the GPU has none
+ * (docs/precision.md). */
+double pass_prec_peak(const PassGpu *gpu, PlanPrecision p);
+/* The formats gpu runs, "bf16, fp8" into buf. */
+const char *pass_prec_names(const PassGpu *gpu, char *buf, size_t n);
+/* Bytes of one element of format p, its block scales included. */
+double pass_prec_elem_bytes(PlanPrecision p);
+/* The format forward node n's GEMMs run in under c: c->prec for the linear
+ * layers (a matmul reading a weight inside the repeated layers) but those
+ * the stack keeps in bf16 (the first and last lp_bf16_* layers), bf16 for
+ * everything else (embedding, head, attention's core). */
+PlanPrecision pass_prec_of(const PassCostCtx *c, const IrGraph *g, const IrNode *n);
+/* A GEMM as pass_gemm_time, its operands in format p: FLOPs at p's peak
+ * times the same efficiency curve, the operands streamed at p's width (the
+ * output bf16). */
+double pass_gemm_time_prec(const PassGpu *gpu, double M, double N, double K, double batch,
+                           PlanPrecision p);
+/* Seconds to quantise numel bf16 elements into format p, written in
+ * `orient` orientations (2: with the transpose, one read): a memory-bound
+ * kernel (read 2 B, write the format's bytes and block scales), plus a read
+ * pass for the tensor's amax where its scale is the tensor's own (current
+ * per-tensor scaling; NVFP4's second-level scale). */
+double pass_prec_cast_s(const PassCostCtx *c, double numel, PlanPrecision p, int orient);
 
 /* Bytes of one element of dtype t as the modelled backend stores it:
  * bf16 tensors are fp32 on the CPU backend. */
@@ -126,6 +158,8 @@ typedef struct PassNodeCost {
     double ws_bytes;              /* temporaries its kernels hold while running, beyond
                                      inputs, outputs and gradients (S x S buffers, fp32 copies) */
     double gemm_s, attn_s;        /* of fwd_s + bwd_s: in GEMMs, in a flash attention kernel */
+    double cast_s;                /* of fwd_s + bwd_s: quantising a low-precision GEMM's inputs
+                                     and reducing their amax (cost_prec.c) */
     double a2a_s;                 /* of fwd_s + bwd_s: an MoE layer's all-to-all exchange of
                                      routed rows (dispatch and combine) */
     double gemm_fwd_s, gemm_dx_s, gemm_dw_s; /* a matmul's of gemm_s: its forward GEMM, its
@@ -183,6 +217,10 @@ typedef struct PassSaved {
 int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
                     const PlanStrategy *s, const int64_t *dim_size, PlanRecompute r,
                     PassSaved *items, int max);
+/* Bytes per element of the copy of input `slot` that n keeps for its
+ * backward: a low-precision GEMM's cast input at its format's width, else
+ * the tensor's type as the backend stores it. */
+double pass_saved_elem_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, int slot);
 /* One past the last forward node the cost model looks in for readers of
  * activation t: the end of the piece after its producer's. */
 int pass_readers_end(const IrGraph *g, int t);
@@ -285,6 +323,7 @@ typedef struct PassPrediction {
      * (PTDC_PROFILE): GEMMs, attention, the other kernels, host token loads;
      * compute per step without recomputation or communication. */
     double gemm_s, attn_s, kernels_s, host_s;
+    double cast_s;                 /* of kernels_s: low-precision casts and amax reductions */
     double a2a_s;                  /* of the pipeline: MoE all-to-all dispatch and combine per
                                       step on the slowest rank (inside the kernels' time) */
     double model_flops;            /* per step, PaLM convention: tokens * (6N + 12 L H Q T) */

@@ -33,16 +33,28 @@ double pass_gemm_eff(const PassGpu *gpu, double M, double N, double K, double ba
     return gpu->gemm_eff * wave * kf * mnf * align;
 }
 
-double pass_gemm_time(const PassGpu *gpu, double M, double N, double K, double batch)
+/* A GEMM at tensor-core rate `peak` with operands of in_bytes per element
+ * (the output in the activation type): the format's rate times the same
+ * shape efficiency, since tiles, waves and the K pipeline are the format's
+ * too (so a small GEMM gains less from a faster format: its overhead and
+ * quantisation stay). cost_prec.c prices the low-precision formats with it. */
+double pass_gemm_time_at(const PassGpu *gpu, double M, double N, double K, double batch,
+                         double peak, double in_bytes)
 {
     if (M <= 0 || N <= 0 || K <= 0 || batch <= 0)
         return 0;
     double flops = 2 * M * N * K * batch;
-    double t_compute = flops / (gpu->peak_flops * pass_gemm_eff(gpu, M, N, K, batch));
+    double t_compute = flops / (peak * pass_gemm_eff(gpu, M, N, K, batch));
     int eb = gpu->act_bytes > 0 ? gpu->act_bytes : 2;
-    double bytes = eb * (M * K + K * N + M * N) * batch; /* operands and result */
+    double bytes = (in_bytes * (M * K + K * N) + eb * M * N) * batch; /* operands and result */
     double t_mem = bytes / (gpu->hbm_bw * gpu->hbm_eff);
     return (t_compute > t_mem ? t_compute : t_mem) + gpu->gemm_overhead_s;
+}
+
+double pass_gemm_time(const PassGpu *gpu, double M, double N, double K, double batch)
+{
+    int eb = gpu->act_bytes > 0 ? gpu->act_bytes : 2;
+    return pass_gemm_time_at(gpu, M, N, K, batch, gpu->peak_flops, eb);
 }
 
 double pass_mem_time(const PassGpu *gpu, double bytes, int kernels)

@@ -66,12 +66,14 @@ static void kcall(const OpArgs *a, PassNodeCost *o, bool bwd, PassKernel k, doub
 
 /* batch GEMMs of one shape, issued in one call with their siblings'
  * (plan_gemm_batch): `calls` such groups in the call, of which this is one
- * share (the waves hold every group's tiles; one per-call overhead). */
-static void gemm_share(const OpArgs *a, double M, double N, double K, double batch, int calls,
-                       bool bwd, PassNodeCost *o)
+ * share (the waves hold every group's tiles; one per-call overhead); the
+ * operands in format p (cost_prec.c). */
+static void gemm_share_p(const OpArgs *a, double M, double N, double K, double batch, int calls,
+                         bool bwd, PlanPrecision p, PassNodeCost *o)
 {
-    double f = 2 * M * N * K * batch, b = eb(a) * (M * K + K * N + M * N) * batch;
-    double t = pass_gemm_time(gpu(a), M, N, K, batch * calls) / calls;
+    double ib = p == PLAN_PREC_BF16 ? eb(a) : pass_prec_elem_bytes(p);
+    double f = 2 * M * N * K * batch, b = (ib * (M * K + K * N) + eb(a) * M * N) * batch;
+    double t = pass_gemm_time_prec(gpu(a), M, N, K, batch * calls, p) / calls;
     o->gemm_s += t;
     if (bwd) {
         o->flops_bwd += f, o->bytes_bwd += b, o->bwd_s += t;
@@ -80,10 +82,45 @@ static void gemm_share(const OpArgs *a, double M, double N, double K, double bat
     }
 }
 
+static void gemm_share(const OpArgs *a, double M, double N, double K, double batch, int calls,
+                       bool bwd, PassNodeCost *o)
+{
+    gemm_share_p(a, M, N, K, batch, calls, bwd, PLAN_PREC_BF16, o);
+}
+
 static void gemm(const OpArgs *a, double M, double N, double K, double batch, bool bwd,
                  PassNodeCost *o)
 {
     gemm_share(a, M, N, K, batch, 1, bwd, o);
+}
+
+/* A low-precision GEMM's casts (docs/precision.md): t seconds of
+ * quantising kernels, forward or backward. */
+static void cast(PassNodeCost *o, bool bwd, double t)
+{
+    o->cast_s += t;
+    if (bwd)
+        o->bwd_s += t;
+    else
+        o->fwd_s += t;
+}
+
+/* The amax all-reduce of a quantised activation under per-tensor current
+ * scaling: its shards must share one scale, so where the GEMM is split
+ * over a tensor-parallel axis (its weight sharded there) the amax is
+ * all-reduced over it, one float. */
+static double amax_reduce_s(const OpArgs *a, PlanPrecision p)
+{
+    bool tensor_scale = p == PLAN_PREC_NVFP4 || (p == PLAN_PREC_FP8 && a->c->st.lp_scaling == PASS_SCALING_CURRENT);
+    if (!tensor_scale)
+        return 0;
+    PlanSharding in[IR_MAX_IN];
+    plan_shard_io(a->g, a->n, a->s, in, NULL);
+    double t = 0;
+    for (int ax = 0; ax < a->m->naxes; ax++)
+        if (in[1].dim[ax] >= 0 && a->m->size[ax] > 1)
+            t += pass_cost_coll(a->c, a->m, &(PlanColl){.kind = PLAN_COLL_ALLREDUCE, .axis = ax, .numel = 1}, 4);
+    return t;
 }
 
 /* ------------------------------------------------------------ operators */
@@ -107,22 +144,37 @@ static void pass_opcost_MATMUL(const OpArgs *a, PassNodeCost *o)
     int calls = a->c->st.gemm_unbatched ? 1
                 : a->c->plan        ? plan_gemm_batch(a->g, n, a->c->plan, NULL)
                                     : plan_gemm_siblings(a->g, n, NULL);
+    PlanPrecision p = pass_prec_of(a->c, a->g, n);
+    bool dA = needs_grad(a, n->in[0]), dB = needs_grad(a, n->in[1]);
     /* Each of the three GEMMs on its own (gemm_fwd_s, gemm_dx_s,
      * gemm_dw_s): a tensor-parallel collective can run beside one of them
      * (pass_predict, the stack's tp_overlap). */
     double t0 = o->gemm_s;
-    gemm_share(a, M, N, K, 1, calls, false, o);
+    gemm_share_p(a, M, N, K, 1, calls, false, p, o);
     o->gemm_fwd_s = o->gemm_s - t0;
-    if (needs_grad(a, n->in[0])) {
+    if (dA) {
         t0 = o->gemm_s;
-        gemm(a, M, K, N, 1, true, o); /* dA = dC B^T */
+        gemm_share_p(a, M, K, N, 1, 1, true, p, o); /* dA = dC B^T */
         o->gemm_dx_s = o->gemm_s - t0;
     }
-    if (needs_grad(a, n->in[1])) {
+    if (dB) {
         t0 = o->gemm_s;
-        gemm_share(a, K, N, M, 1, calls, true, o); /* dB = A^T dC */
+        gemm_share_p(a, K, N, M, 1, calls, true, p, o); /* dB = A^T dC */
         o->gemm_dw_s = o->gemm_s - t0;
     }
+    if (p == PLAN_PREC_BF16)
+        return;
+    /* Forward: the input, shared by the siblings that read it (one cast per
+     * call), in both orientations when the weight gradient reads it again;
+     * the weight each micro-batch unless the stack caches it for the step
+     * (then once per step, not charged: a step's weights once, under 0.1%
+     * of a step). Backward: the output's gradient in both orientations
+     * (dgrad reads it rowwise, wgrad columnwise). */
+    cast(o, false, pass_prec_cast_s(a->c, M * K, p, dB ? 2 : 1) / calls + amax_reduce_s(a, p) / calls);
+    if (!a->c->st.lp_weight_cached)
+        cast(o, false, pass_prec_cast_s(a->c, K * N, p, dA ? a->c->st.lp_weight_copies : 1));
+    if (dA || dB)
+        cast(o, true, pass_prec_cast_s(a->c, M * N, p, dA && dB ? 2 : 1) + amax_reduce_s(a, p));
 }
 
 /* Norms. ptdc's kernels read x and write y in one pass (rstd per row);

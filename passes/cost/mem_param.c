@@ -44,11 +44,12 @@ typedef struct Owned {
     double local;                 /* elements on this rank before ZeRO sharding */
     uint8_t dp_axes;              /* bit a: gradient partial over axis a */
     double dp;                    /* product of those axes' sizes */
+    PlanPrecision prec;           /* the format a low-precision GEMM reads it in, or bf16 */
 } Owned;
 
 /* The parameters node n reads (only == -1) or just parameter `only`, and,
  * unless `any`, only those n owns. */
-static int read_params(const IrGraph *g, const IrNode *n, const PlanMesh *m, const PlanStrategy *s,
+static int read_params(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m, const PlanStrategy *s,
                        int only, bool any, Owned *out)
 {
     PlanSharding in[IR_MAX_IN];
@@ -67,7 +68,8 @@ static int read_params(const IrGraph *g, const IrNode *n, const PlanMesh *m, con
         int64_t ds[256];
         ir_dim_sizes(g, 1, ds);
         PlanSharding gs = plan_shard_grad_in(g, n, s, i);
-        Owned o = {t, (double)plan_local_numel(g, t, m, &in[i], ds), 0, 1};
+        Owned o = {t, (double)plan_local_numel(g, t, m, &in[i], ds), 0, 1,
+                   i == 1 ? pass_prec_of(c, g, n) : PLAN_PREC_BF16};
         for (int a = 0; a < m->naxes; a++)
             if ((gs.partial >> a & 1) && m->size[a] > 1) {
                 o.dp_axes |= (uint8_t)(1u << a);
@@ -78,10 +80,21 @@ static int read_params(const IrGraph *g, const IrNode *n, const PlanMesh *m, con
     return k;
 }
 
-static int owned_params(const IrGraph *g, const IrNode *n, const PlanMesh *m, const PlanStrategy *s,
+static int owned_params(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m, const PlanStrategy *s,
                         Owned *out)
 {
-    return read_params(g, n, m, s, -1, false, out);
+    return read_params(c, g, n, m, s, -1, false, out);
+}
+
+/* Bytes per element of a weight as held and all-gathered: the low-precision
+ * copy itself under fp8_param_gather (Megatron --fp8-param-gather: the
+ * distributed optimizer gathers the cast weights, no bf16 copy), else the
+ * backend's weight type. */
+static double gathered_bytes(const PassCostCtx *c, const Owned *o)
+{
+    if (o->prec != PLAN_PREC_BF16 && c->st.fp8_param_gather)
+        return pass_prec_elem_bytes(o->prec);
+    return weight_bytes(c);
 }
 
 static void states(const PassCostCtx *c, const Owned *own, int k, int zero, double *weights,
@@ -90,7 +103,13 @@ static void states(const PassCostCtx *c, const Owned *own, int k, int zero, doub
     double w = 0, gr = 0, op = 0;
     for (int i = 0; i < k; i++) {
         double e = own[i].local, dp = own[i].dp;
-        w += weight_bytes(c) * e / (zero >= 3 ? dp : 1);
+        w += gathered_bytes(c, &own[i]) * e / (zero >= 3 ? dp : 1);
+        /* A low-precision GEMM reads its weight cast, in each orientation
+         * the stack keeps (the transpose for dgrad), held for the step. */
+        if (own[i].prec != PLAN_PREC_BF16 && !c->st.fp8_param_gather)
+            w += c->st.lp_weight_copies * pass_prec_elem_bytes(own[i].prec) * e / (zero >= 3 ? dp : 1);
+        else if (own[i].prec != PLAN_PREC_BF16)
+            w += (c->st.lp_weight_copies - 1) * pass_prec_elem_bytes(own[i].prec) * e / (zero >= 3 ? dp : 1);
         gr += grad_bytes(c) * e / (zero >= 2 ? dp : 1);
         /* ptdc's ZeRO-1 reduce-scatters the full gradient into a separate
          * shard (codegen's layout); Megatron's distributed optimizer does it
@@ -106,7 +125,7 @@ void pass_param_bytes3(const PassCostCtx *c, const IrGraph *g, const IrNode *n, 
                        const PlanStrategy *s, int zero, double *weights, double *grads, double *optim)
 {
     Owned own[IR_MAX_IN];
-    states(c, own, owned_params(g, n, m, s, own), zero, weights, grads, optim);
+    states(c, own, owned_params(c, g, n, m, s, own), zero, weights, grads, optim);
 }
 
 void pass_param_bytes_of(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
@@ -114,7 +133,7 @@ void pass_param_bytes_of(const PassCostCtx *c, const IrGraph *g, const IrNode *n
                          double *optim)
 {
     Owned own[IR_MAX_IN];
-    states(c, own, read_params(g, n, m, s, t, true, own), zero, weights, grads, optim);
+    states(c, own, read_params(c, g, n, m, s, t, true, own), zero, weights, grads, optim);
 }
 
 bool pass_param_owned(const IrGraph *g, const IrNode *n, int t) { return owns(g, n, t); }
@@ -151,7 +170,7 @@ double pass_param_sync_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n
                          const PlanStrategy *s, int zero, int num_micro)
 {
     Owned own[IR_MAX_IN];
-    int k = owned_params(g, n, m, s, own);
+    int k = owned_params(c, g, n, m, s, own);
     int gb = grad_bytes(c);
     double t = 0;
     for (int i = 0; i < k; i++) {
@@ -161,7 +180,7 @@ double pass_param_sync_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n
             continue;
         double rs = over_axes(c, m, PLAN_COLL_REDUCESCATTER, ax, e, gb);
         /* All-gather of the updated weights from their shards. */
-        double ag = over_axes(c, m, PLAN_COLL_ALLGATHER, ax, e, weight_bytes(c));
+        double ag = over_axes(c, m, PLAN_COLL_ALLGATHER, ax, e * gathered_bytes(c, &own[i]), 1);
         switch (zero) {
         case 0:
             t += over_axes(c, m, PLAN_COLL_ALLREDUCE, ax, e, gb);
@@ -184,7 +203,7 @@ int pass_param_sync_lat(const PassCostCtx *c, const IrGraph *g, const IrNode *n,
                         const PlanStrategy *s, int zero, double *red_s, double *gather_s)
 {
     Owned own[IR_MAX_IN];
-    int k = owned_params(g, n, m, s, own), count = 0;
+    int k = owned_params(c, g, n, m, s, own), count = 0;
     *red_s = *gather_s = 0;
     for (int i = 0; i < k; i++) {
         uint8_t ax = own[i].dp_axes;
@@ -199,7 +218,7 @@ int pass_param_sync_lat(const PassCostCtx *c, const IrGraph *g, const IrNode *n,
         if (zero == 1)
             *red_s += over_axes(c, m, PLAN_COLL_REDUCESCATTER, ax, e, grad_bytes(c));
         if (zero == 1 || zero == 2)
-            *gather_s += over_axes(c, m, PLAN_COLL_ALLGATHER, ax, e, weight_bytes(c));
+            *gather_s += over_axes(c, m, PLAN_COLL_ALLGATHER, ax, e * gathered_bytes(c, &own[i]), 1);
     }
     return count;
 }
@@ -210,11 +229,11 @@ double pass_param_gather_s(const PassCostCtx *c, const IrGraph *g, const IrNode 
     if (zero != 1 && zero != 2)
         return 0;
     Owned own[IR_MAX_IN];
-    int k = owned_params(g, n, m, s, own);
+    int k = owned_params(c, g, n, m, s, own);
     double t = 0;
     for (int i = 0; i < k; i++)
         if (own[i].dp_axes)
-            t += over_axes(c, m, PLAN_COLL_ALLGATHER, own[i].dp_axes, own[i].local, weight_bytes(c));
+            t += over_axes(c, m, PLAN_COLL_ALLGATHER, own[i].dp_axes, own[i].local * gathered_bytes(c, &own[i]), 1);
     return t;
 }
 
@@ -222,7 +241,7 @@ double pass_param_step_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n
                          const PlanStrategy *s, int zero)
 {
     Owned own[IR_MAX_IN];
-    int k = owned_params(g, n, m, s, own);
+    int k = owned_params(c, g, n, m, s, own);
     const PassGpu *gpu = &c->cl->gpu;
     double t = 0;
     for (int i = 0; i < k; i++) {
@@ -240,7 +259,7 @@ double pass_param_mb_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, 
     if (zero < 2)
         return 0;
     Owned own[IR_MAX_IN];
-    int k = owned_params(g, n, m, s, own);
+    int k = owned_params(c, g, n, m, s, own);
     const PassGpu *gpu = &c->cl->gpu;
     double t = 0;
     for (int i = 0; i < k; i++)

@@ -36,6 +36,29 @@ static bool from_outside(const IrGraph *g, const IrNode *n, int t, PlanRecompute
     return r == PLAN_RECOMPUTE_FFN && !plan_is_mlp(pn);
 }
 
+/* Is n a low-precision GEMM, which keeps its input for the weight gradient
+ * as the cast copy the forward made (Transformer Engine saves the FP8
+ * columnwise data, not the bf16 input) rather than the bf16 tensor? */
+static bool lp_input(const PassCostCtx *c, const IrGraph *g, const IrNode *n)
+{
+    return n->op == IR_OP_MATMUL && pass_prec_of(c, g, n) != PLAN_PREC_BF16 &&
+           g->tensors[n->in[0]].role != IR_PARAM;
+}
+
+/* Is n the first low-precision GEMM reading its input (siblings reading one
+ * input, q k v or gate and up, share one cast: one fused Linear in
+ * Megatron)? */
+static bool first_lp_reader(const PassCostCtx *c, const IrGraph *g, const IrNode *n)
+{
+    int t = n->in[0];
+    const IrTensor *x = &g->tensors[t];
+    int from = x->producer >= 0 ? x->producer : g->pieces[n->piece].first;
+    for (int j = from; j < n->id; j++)
+        if (g->nodes[j].nin > 0 && g->nodes[j].in[0] == t && lp_input(c, g, &g->nodes[j]))
+            return false;
+    return true;
+}
+
 /* Does forward node n keep tensor t (its input `in` or output `out` slot)? */
 static bool keeps(const PassCostCtx *c, const IrGraph *g, const IrNode *n, int in, int out,
                   PlanRecompute r)
@@ -47,6 +70,8 @@ static bool keeps(const PassCostCtx *c, const IrGraph *g, const IrNode *n, int i
         return in >= 0 && from_outside(g, n, t, r);
     if (n->op == IR_OP_ATTENTION && materialized(c))
         return in >= 0 && in <= 2; /* Q, K, V; the probabilities are counted as extra */
+    if (in == 0 && lp_input(c, g, n))
+        return false; /* its cast copy instead (pass_saved_list) */
     unsigned m = ir_ops[n->op].saves;
     return in >= 0 ? (m & IR_SAVE_IN(in)) != 0 : (m & IR_SAVE_OUT(out)) != 0;
 }
@@ -111,6 +136,11 @@ int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
     }
     if (pass_recomputed(NULL, g, n, r) /* its region reruns */)
         return k < max ? k : max;
+    /* A low-precision GEMM's input, cast: the format's bytes, in the layout
+     * the GEMM reads it (pass_kept_bytes keeps it as the tensor is kept). */
+    if (lp_input(c, g, n) && first_lp_reader(c, g, n))
+        ITEM(n->in[0], 0, (double)plan_local_numel(g, n->in[0], m, &in[0], dim_size) *
+                              pass_prec_elem_bytes(pass_prec_of(c, g, n)));
     /* Kept values that are not IR tensors. */
     if (n->op == IR_OP_ATTENTION && materialized(c) && r != PLAN_RECOMPUTE_SELECTIVE) {
         int64_t local[256];
@@ -139,6 +169,13 @@ int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
                          pass_elem_bytes(c, g->tensors[n->out[0]].dtype));
 #undef ITEM
     return k < max ? k : max;
+}
+
+double pass_saved_elem_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, int slot)
+{
+    if (slot == 0 && lp_input(c, g, n))
+        return pass_prec_elem_bytes(pass_prec_of(c, g, n));
+    return pass_elem_bytes(c, g->tensors[n->in[slot]].dtype);
 }
 
 double pass_saved_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,

@@ -44,6 +44,7 @@ typedef struct PieceCost {
                                      gradient's reduce-scatter */
     double host_s;                /* host work per micro-batch: loading input tokens */
     double gemm, attn;            /* of fwd + bwd: GEMMs, flash attention */
+    double cast;                  /* of fwd + bwd: low-precision casts and amax reductions */
     double a2a;                   /* of fwd + bwd: MoE all-to-all exchanges */
     int group_f, group_b;         /* largest group a forward / backward collective spans */
     double ub_bytes;              /* tp_overlap userbuffers: the largest gathered input */
@@ -211,6 +212,7 @@ static void node_kernels(const PieceWalk *w, const IrNode *n, const PassNodeCost
     pc->bwd += nc->bwd_s;
     pc->gemm += nc->gemm_s;
     pc->attn += nc->attn_s;
+    pc->cast += nc->cast_s;
     pc->a2a += nc->a2a_s;
     pc->flops += nc->flops_fwd + nc->flops_bwd;
     if (rec) {
@@ -435,8 +437,9 @@ static bool same_piece(const Ctx *x, int ref, int cur)
     int shift = C->first - R->first;
     for (int k = 0; k < C->count; k++) {
         const IrNode *n = &g->nodes[C->first + k];
-        if (!strat_eq(strat(x, C->first + k), strat(x, R->first + k)))
-            return false;
+        if (!strat_eq(strat(x, C->first + k), strat(x, R->first + k)) ||
+            pass_prec_of(x->c, g, n) != pass_prec_of(x->c, g, &g->nodes[R->first + k]))
+            return false; /* (the stack keeps the first and last layers' GEMMs in bf16) */
         for (int i = 0; i < n->nin; i++) {
             int p = g->tensors[n->in[i]].producer;
             if (p < 0 || p >= C->first)
@@ -462,6 +465,7 @@ typedef struct RankAcc {
     double ub_bytes;              /* tp_overlap userbuffers: the largest gathered input */
     double step_s;                /* ptdc: per-step kernels */
     double gemm, attn, comp, host; /* per micro-batch: GEMMs, attention, all kernels, host */
+    double cast;                  /* per micro-batch: low-precision casts */
     double a2a;                   /* per micro-batch: MoE all-to-alls */
 } RankAcc;
 
@@ -656,6 +660,7 @@ static void add_piece(Predict *P, int st, RankAcc *r, const PieceCost *pc)
     r->bwd += pc->bwd + pc->rec + pc->rs_b + pc->p2p_b + pc->mb_extra + mbb;
     r->step_s += pc->step_s;
     r->a2a += pc->a2a;
+    r->cast += pc->cast;
     r->gemm += pc->gemm, r->attn += pc->attn, r->comp += pc->fwd + pc->bwd, r->host += pc->host_s;
     r->rec += pc->rec;
     r->rs += pc->rs_f + pc->rs_b;
@@ -772,6 +777,7 @@ static void schedule(Predict *P, PassPrediction *out)
     out->p2p_s = m * ra[slow].p2p;
     out->gemm_s = m * ra[slow].gemm;
     out->attn_s = m * ra[slow].attn;
+    out->cast_s = m * ra[slow].cast;
     out->kernels_s = m * (ra[slow].comp - ra[slow].gemm - ra[slow].attn);
     out->host_s = m * ra[slow].host;
     out->a2a_s = m * ra[slow].a2a;
@@ -965,6 +971,7 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const Plan *plan, Pa
     /* The plan says which attention kernel runs. */
     PassCostCtx cc = *ctx;
     cc.attention = plan->attention;
+    cc.prec = plan->precision; /* and which format its linear layers run in */
     cc.plan = plan->strategy; /* which GEMMs its programs batch */
     const PassCostCtx *c = &cc;
     memset(out, 0, sizeof *out);

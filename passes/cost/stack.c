@@ -50,6 +50,12 @@ static const PassStack presets[] = {
         /* rt_moe_fwd keeps h and gates (docs/moe.md): moe_saves_rows stays
          * no; routing as balanced as the reference runs force it. */
         .moe_imbalance = 1,
+        /* Low precision as the issue-33 FP8 programs run it (the CUDA
+         * runtime's FP8 GEMMs: per-tensor current scaling, docs/precision.md):
+         * every linear layer of the repeated layers, the weight and its
+         * transpose cast each micro-batch. */
+        .lp_scaling = PASS_SCALING_CURRENT,
+        .lp_weight_copies = 2,
         .backends = 0,
     },
     {
@@ -87,6 +93,21 @@ static const PassStack presets[] = {
         /* --moe-router-force-load-balancing, as Megatron-Bridge's
          * benchmarks run (reference/README.md). */
         .moe_imbalance = 1,
+        /* Low precision (--fp8-format, --fp8-recipe; megatron/training/
+         * arguments.py): every linear layer of the transformer layers runs
+         * in it (--first-last-layers-bf16 is off by default; with it,
+         * --num-layers-at-start-in-bf16 and --num-layers-at-end-in-bf16
+         * default to 1); the embedding, core attention (unless
+         * --fp8-dot-product-attention) and the output layer stay bf16.
+         * --fp8-recipe defaults to delayed. Transformer Engine keeps the
+         * weight's FP8 data in both orientations (rowwise for fprop,
+         * columnwise for dgrad: Hopper's FP8 GEMM takes TN operands only,
+         * MXFP8's block scales run along K) and casts it on the first
+         * micro-batch of a step only (is_first_microbatch);
+         * --fp8-param-gather is off by default. */
+        .lp_scaling = PASS_SCALING_DELAYED,
+        .lp_weight_copies = 2,
+        .lp_weight_cached = true,
         /* --overlap-grad-reduce --overlap-param-gather with DDP buckets of
          * max(40M, 1M x dp) parameters (distributed_data_parallel_config). */
         .dp_overlap = true,
@@ -160,6 +181,12 @@ static const PassStack presets[] = {
         .grad_accum_unfused = true,
         /* (torchtitan's MoE is not a target: emit_torchtitan refuses MoE.) */
         .moe_imbalance = 1,
+        /* torchao's Float8Linear (torchtitan's float8 converter): dynamic
+         * tensorwise scaling (current), every Linear of the layers but the
+         * output (filter_fqns), the weight cast in each forward and its
+         * transpose again for backward. */
+        .lp_scaling = PASS_SCALING_CURRENT,
+        .lp_weight_copies = 2,
         /* FSDP reduce-scatters each block's gradients as its backward ends
          * and prefetches the next block's all-gather. */
         .dp_overlap = true,
@@ -232,15 +259,17 @@ int pass_elem_bytes(const PassCostCtx *c, IrDtype t)
 }
 
 /* ------------------------------------------------------------ the file */
-typedef enum { S_PRESET, S_NAME, S_BOOL, S_NUM, S_INT, S_ENUM, S_LIST } SKind;
+/* S_INT: an element width (0, 2 or 4); S_COUNT: a whole number in [lo, hi]. */
+typedef enum { S_PRESET, S_NAME, S_BOOL, S_NUM, S_INT, S_COUNT, S_ENUM, S_LIST } SKind;
 
 /* S_ENUM fields are enums stored as int: names[i] is value i. */
 _Static_assert(sizeof(PassAttnKernel) == sizeof(int) && sizeof(PassTpOverlap) == sizeof(int) &&
-                   sizeof(PassParamGather) == sizeof(int),
+                   sizeof(PassParamGather) == sizeof(int) && sizeof(PassScaling) == sizeof(int),
                "S_ENUM fields are int-sized");
 static const char *const kernel_names[] = {"auto", "flash2", "flash1", "fused_softmax", "eager"};
 static const char *const tp_overlap_names[] = {"none", "backward", "userbuffers"}; /* PassTpOverlap */
 static const char *const gather_names[] = {"optimizer", "forward", "blocking"}; /* PassParamGather */
+static const char *const scaling_names[] = {"delayed", "current"}; /* PassScaling */
 static const char *const zero_names[] = {"0", "1", "2", "3"};
 static const char *const rec_names[] = {"none", "selective", "ffn", "full"};
 static const char *const sched_names[] = {"1f1b", "interleaved"};
@@ -277,6 +306,18 @@ static const struct SKey {
      "MoE layers keep their permuted rows and first GEMMs' output (no recompute)"},
     {"moe_imbalance", S_NUM, F(moe_imbalance), 1, 1, 64, NULL, 0,
      "routed rows of the busiest rank over the mean (1: balanced)"},
+    {"lp_bf16_first_layers", S_COUNT, F(lp_bf16_first), 1, 0, 1 << 20, NULL, 0,
+     "low precision: linear layers of the first N layers kept in bf16"},
+    {"lp_bf16_last_layers", S_COUNT, F(lp_bf16_last), 1, 0, 1 << 20, NULL, 0,
+     "low precision: linear layers of the last N layers kept in bf16"},
+    {"lp_scaling", S_ENUM, F(lp_scaling), 0, 0, 0, scaling_names, 2,
+     "delayed, current (per-tensor FP8's scales: amax history, or this tensor's amax)"},
+    {"lp_weight_copies", S_COUNT, F(lp_weight_copies), 1, 1, 2, NULL, 0,
+     "low-precision weight orientations kept (2: with its transpose)"},
+    {"lp_weight_cached", S_BOOL, F(lp_weight_cached), 0, 0, 0, NULL, 0,
+     "low-precision weights cast once per step, not per micro-batch"},
+    {"fp8_param_gather", S_BOOL, F(fp8_param_gather), 0, 0, 0, NULL, 0,
+     "weights kept and all-gathered in the low precision (no bf16 copy)"},
     {"dp_overlap", S_BOOL, F(dp_overlap), 0, 0, 0, NULL, 0,
      "gradient reduction overlaps backward"},
     {"dp_bucket_melems", S_NUM, F(dp_bucket_elems), 1e6, 0, 1e6, NULL, 0,
@@ -382,12 +423,19 @@ static bool s_on_key(void *ctx, const char *key, const char *val, IrLoc kloc, Ir
         return true;
     }
     case S_NUM:
-    case S_INT: {
+    case S_INT:
+    case S_COUNT: {
         P->any = true;
         double d;
         if (!pass_kv_number(key, val, vloc, k->lo, k->hi, k->help, &d))
             return false;
-        if (k->kind == S_INT) {
+        if (k->kind == S_COUNT) {
+            if (d != (int)d) {
+                ir_error(vloc, "'%s' is a whole number, got '%s'", key, val);
+                return false;
+            }
+            *(int *)field = (int)d;
+        } else if (k->kind == S_INT) {
             if (d != (int)d || (d != 0 && d != 2 && d != 4)) {
                 ir_error(vloc, "'%s' is 0, 2 or 4, got '%s'", key, val);
                 return false;
@@ -498,7 +546,7 @@ void pass_stack_print(FILE *f, const PassStack *st)
         const char *field = (const char *)st + k->off;
         if (k->kind == S_PRESET)
             continue;
-        fprintf(f, "%-19s= ", k->key);
+        fprintf(f, "%-18s = ", k->key); /* (a key of 19 or more still gets its space) */
         switch (k->kind) {
         case S_NAME: fprintf(f, "%s", st->name); break;
         case S_BOOL: {
@@ -509,7 +557,8 @@ void pass_stack_print(FILE *f, const PassStack *st)
             break;
         }
         case S_NUM: fprintf(f, "%g", *(const double *)field / k->scale); break;
-        case S_INT: fprintf(f, "%d", *(const int *)field); break;
+        case S_INT:
+        case S_COUNT: fprintf(f, "%d", *(const int *)field); break;
         case S_ENUM: fprintf(f, "%s", k->names[*(const int *)field]); break;
         case S_LIST: print_list(f, *(const unsigned *)field, k->names, k->nnames); break;
         case S_PRESET: break;

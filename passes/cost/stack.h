@@ -42,6 +42,17 @@ typedef enum {
     PASS_GATHER_BLOCKING,         /* after the optimizer, waited for */
 } PassParamGather;
 
+/* How a low-precision GEMM's input scales are found (docs/precision.md). */
+typedef enum {
+    PASS_SCALING_DELAYED,         /* from an amax history (Transformer Engine's DelayedScaling,
+                                     Megatron --fp8-recipe delayed): the cast records the amax
+                                     as it goes, one reduction of every amax per step */
+    PASS_SCALING_CURRENT,         /* from this tensor's own amax (Megatron --fp8-recipe
+                                     tensorwise, "FP8-CS"): a read pass for the amax before
+                                     the cast, the amax all-reduced over the tensor-parallel
+                                     group when the input is split there */
+} PassScaling;
+
 /* The software a plan runs on (stack.c; docs/stacks.md): ptdc's generated
  * programs (the preset "ptdc", all defaults) or a framework people already
  * run ("megatron", "fsdp"), read from --stack NAME|FILE. The fields below
@@ -80,6 +91,17 @@ typedef struct PassStack {
     double moe_imbalance;         /* routed rows of the busiest rank over the mean (1:
                                      force-balanced, as the reference benchmarks; <= 1 reads
                                      as 1): scales the expert GEMMs and the all-to-all */
+    /* low precision (a plan's precision other than bf16; docs/precision.md) */
+    int lp_bf16_first, lp_bf16_last; /* linear layers of the first / last repeated layers kept
+                                     in bf16 (Megatron --first-last-layers-bf16 with
+                                     --num-layers-at-start/end-in-bf16) */
+    PassScaling lp_scaling;       /* per-tensor FP8's scales (block formats' are in-kernel) */
+    int lp_weight_copies;         /* orientations of the low-precision weight kept (2: the
+                                     weight and its transpose, for dgrad) */
+    bool lp_weight_cached;        /* the weight is cast once per step (Transformer Engine's
+                                     is_first_microbatch), not every micro-batch */
+    bool fp8_param_gather;        /* the weights are kept and all-gathered in the low
+                                     precision (Megatron --fp8-param-gather): no bf16 copy */
     /* communication */
     bool dp_overlap;              /* gradient reduction (and ZeRO gathers) run asynchronously
                                      beside backward; false: after it, blocking */

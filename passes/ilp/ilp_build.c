@@ -253,8 +253,12 @@ static void price_use(const IlpSeg *s, LinkInfo *info, const IlpUse *u, PendingV
                 int64_t sharded;
                 double f = reshard_s(s, t, &L->S[I], &L->X[J], &ag, &sharded);
                 if (l->saver && L->regather && sharded > 0) {
+                    /* The saver counted its copy at its own width (a
+                     * low-precision GEMM's cast input: the format's). */
+                    int dn = s->inst[l->dst].node;
+                    double seb = dn >= 0 ? pass_saved_elem_bytes(s->ctx, s->g, &s->g->nodes[dn], l->in) : eb;
                     int64_t full = plan_local_numel(s->g, t, &s->q.mesh, &L->X[J], s->dim_size);
-                    v->q[ILP_MEM_ACT] -= cnt * (double)(full - sharded) * eb * s->q.inflight;
+                    v->q[ILP_MEM_ACT] -= cnt * (double)(full - sharded) * seb * s->q.inflight;
                 }
                 if (u->nlinks > 1)
                     continue;

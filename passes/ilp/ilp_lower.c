@@ -197,8 +197,8 @@ static void check_query(const IrGraph *g, const PassIlpQuery *q)
         ir_die("ilp: malformed mesh");
     if (q->mb_seqs < 1 || q->num_micro < 1 || q->inflight < 0 || q->zero < 0 || q->zero > 3 ||
         q->budget < 0 || !(q->time_limit_s >= 0))
-        ir_die("ilp: malformed query (mb_seqs %lld, num_micro %d, inflight %g, zero %d)",
-               (long long)q->mb_seqs, q->num_micro, q->inflight, q->zero);
+        ir_die("ilp: malformed query (mb_seqs %lld, num_micro %d, inflight %g, zero %d, budget %g)",
+               (long long)q->mb_seqs, q->num_micro, q->inflight, q->zero, q->budget);
 }
 
 IlpSeg *ilp_lower(const PassCostCtx *ctx, const PassIlpCosts *costs, const IrGraph *g,

@@ -330,7 +330,8 @@ static double threshold(const Rank *R)
 {
     if (R->s->o->exhaustive)
         return INFINITY;
-    return R->out->nalt < R->keep ? INFINITY : R->out->alt[R->keep - 1].pred.step_time_s;
+    double t = R->out->nalt < R->keep ? INFINITY : R->out->alt[R->keep - 1].pred.step_time_s;
+    return R->s->o->beat_s > 0 && R->s->o->beat_s < t ? R->s->o->beat_s : t;
 }
 
 void src_plan(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
@@ -348,6 +349,7 @@ void src_plan(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCan
     p->zero = k->zero;
     p->schedule = k->v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B;
     p->attention = s->c->attention;
+    p->precision = s->c->prec;
     plan_axes(s->g, p);
 }
 
@@ -932,7 +934,7 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
                     threshold(&R), nv0, walk[i]->nvar);
     }
     free(walk);
-    if (!out->found && !out->have_closest && !out->no_layout && !o->first_fit)
+    if (!out->found && !out->have_closest && !out->no_layout && !o->first_fit && !(o->beat_s > 0))
         closest_anyway(&R);
 
     for (int i = 0; i < s.ngroups; i++) {

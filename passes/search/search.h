@@ -30,6 +30,8 @@ typedef struct PassSearchPins {
     int zero;                     /* -1: searched; else 0-3 */
     int schedule;                 /* -1: searched; else a PlanSchedule */
     int v;                        /* 0: searched; else model chunks per pipeline rank */
+    int precision;                /* -1: searched (--precision auto, pass_search_precisions);
+                                     else the PlanPrecision the context's prec must be */
 } PassSearchPins;
 
 /* Only the alternatives that differ from a reference layout this way
@@ -59,6 +61,9 @@ typedef struct PassSearchOpts {
                                      the keep-th best, so they are the true best by pass_predict */
     bool first_fit;               /* stop at the first plan that fits, and evaluate none that
                                      does not (pass_search_min_gpus) */
+    double beat_s;                /* only plans faster than this are wanted (another format's
+                                     best, pass_search_precisions): a pruning threshold from the
+                                     start; nothing faster found is not "nothing fits" */
     bool exhaustive;              /* tests: prune nothing by step time, and die if a bound is
                                      ever above what pass_predict says (checks the pruning) */
     const IrGraph *skeleton;      /* pass_search_skeleton(g) for the ILP solves (same answers,
@@ -120,6 +125,11 @@ typedef struct PassSearchResult {
     bool full_ranked;             /* a plan using every GPU fits and was ranked: */
     double best_full_step_s;      /* the best such step time */
     PassSearchStats stats;
+    /* pass_search_precisions: the best step time each format reached (0:
+     * not tried, the GPU lacks it, nothing fitted in it, or nothing beat a
+     * faster format's plan, searched before it). */
+    double prec_step[PLAN_NPREC];
+    unsigned prec_tried;          /* bit p: format p searched */
 } PassSearchResult;
 
 /* Search (search.c). Reports pinned layouts that cannot work (TP not
@@ -129,6 +139,16 @@ typedef struct PassSearchResult {
 bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
                  PassIlpCache *cache, PassSearchResult *out);
 void pass_search_result_free(PassSearchResult *r);
+/* --precision auto (search_prec.c): pass_search once per format the GPU
+ * runs (pass_prec_peak > 0), fastest rate first, each later one looking
+ * only for plans faster than the best so far, each priced under ctxs[p] (c
+ * with prec p; the caller's storage, which must live as long as cache: the
+ * ILP cache keys on the context's address), keeping the result whose best
+ * plan is fastest; *chosen: the context it was priced under. Nothing
+ * fitting in any: the bf16 search's answer. */
+bool pass_search_precisions(const PassCostCtx *c, PassCostCtx ctxs[PLAN_NPREC], const IrGraph *g,
+                            const PassSearchOpts *o, PassIlpCache *cache, PassSearchResult *out,
+                            const PassCostCtx **chosen);
 void pass_search_alt_free(PassSearchAlt *a);
 /* The smallest GPU count in [from, limit] on which some plan fits (0: none),
  * with that plan in *best (search_nofit.c). Only counts some layout uses

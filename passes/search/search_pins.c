@@ -471,11 +471,26 @@ static bool check_cp_pin(const Src *s)
     return true;
 }
 
+/* A format the GPU has no tensor cores for, asked for by name. */
+static bool check_precision(const Src *s)
+{
+    const PassGpu *gpu = &s->c->cl->gpu;
+    if (pass_prec_peak(gpu, s->c->prec) > 0)
+        return true;
+    char have[64];
+    ir_error(IR_NOLOC, "--precision %s: the %s has no %s tensor cores%s (it runs %s); use one of those, "
+             "or --precision auto for the fastest", plan_precision_name(s->c->prec), gpu->name,
+             plan_precision_name(s->c->prec),
+             s->c->prec == PLAN_PREC_MXFP8 ? ": MXFP8's block scales need a Blackwell-class GPU" : "",
+             pass_prec_names(gpu, have, sizeof have));
+    return false;
+}
+
 bool src_check_pins(Src *s)
 {
     const PassSearchPins *p = &s->o->pins;
     bool inter = p->schedule == PLAN_SCHED_INTERLEAVED || p->v > 1;
-    return check_stack_pins(s) && check_tp_pin(s) && check_cp_pin(s) && check_pp_pin(s) &&
+    return check_precision(s) && check_stack_pins(s) && check_tp_pin(s) && check_cp_pin(s) && check_pp_pin(s) &&
            check_mesh_pins(s) &&
            check_batch_pins(s) && (!inter || check_interleaved_pins(s)) && check_split_pins(s) &&
            check_moe_pins(s);
@@ -528,6 +543,7 @@ void pass_search_pins_none(PassSearchPins *p)
 {
     memset(p, 0, sizeof *p);
     p->recompute = p->sp = p->zero = p->schedule = -1;
+    p->precision = PLAN_PREC_BF16; /* ptdc's default: bf16 unless asked */
 }
 
 bool pass_search_pinned_fully(const PassSearchPins *p)

@@ -117,7 +117,8 @@ const SrcWork *src_work(Src *s, int64_t mb_seqs)
     PlanMesh one;
     plan_mesh_make(&one, 1, 1, s->gpn);
     PlanStrategy rep = {PLAN_NO_DIMS, 0};
-    double flop_rate = gpu->peak_flops * s->eff_max, byte_rate = gpu->hbm_bw * gpu->hbm_eff;
+    /* A low-precision plan's linear layers run at their format's rate. */
+    double flop_rate = fmax(gpu->peak_flops, pass_prec_peak(gpu, s->c->prec)) * s->eff_max, byte_rate = gpu->hbm_bw * gpu->hbm_eff;
     for (int p = 0; p < s->npieces; p++) {
         int q = rep_piece(g, p);
         if (q != p) {

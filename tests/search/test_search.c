@@ -161,11 +161,16 @@ static void csv_free(Csv *c)
 
 /* ------------------------------------------------------------- bounds */
 
+/* The format the bounds cases price the linear layers in (the bounds use
+ * the format's rate: docs/precision.md). */
+static PlanPrecision bounds_prec = PLAN_PREC_BF16;
+
 static void bounds_case(const char *dir, const char *model, const char *sets, int64_t gb,
                         const char *gpu, int gpus, const PassSearchPins *pins)
 {
     Setup s;
     setup(&s, dir, model, sets, gb, gpu, gpus);
+    s.ctx.prec = bounds_prec;
     PassSearchOpts o;
     opts_init(&o, &s, gpus);
     if (pins)
@@ -243,6 +248,11 @@ static int test_bounds(const char *dir)
     p.tp = 2;
     p.schedule = PLAN_SCHED_INTERLEAVED;
     bounds_case(dir, "llama2-7b.mdl", "n_layers=8", 64, "a100-80gb", 16, &p);
+    /* In FP8 on H100s: faster GEMMs, weight copies and cast inputs kept. */
+    bounds_prec = PLAN_PREC_FP8;
+    bounds_case(dir, "tiny-llama.mdl", NULL, 0, "h100-80gb", 8, NULL);
+    bounds_case(dir, "llama2-7b.mdl", "n_layers=8", 64, "h100-80gb", 8, NULL);
+    bounds_prec = PLAN_PREC_BF16;
     return failures;
 }
 

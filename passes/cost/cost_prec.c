@@ -1,0 +1,105 @@
+/* cost_prec.c: the formats a plan's linear layers can run in (plan.h's
+ * PlanPrecision) as the cost model sees them: each a row of bytes per
+ * element, block scales and the tensor-core rate that runs it, and which
+ * GEMMs of a model use it under a stack. docs/precision.md says what is
+ * modelled and from which sources. */
+#include "cost/cost.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+/* X(id, bytes of an element, elements per block scale (0: one scale per
+ *   tensor), bytes of a block scale, the PassGpu field with its rate,
+ *   Blackwell-class only, a per-tensor amax needed whatever the stack's
+ *   scaling)
+ * MXFP8 runs at the FP8 rate but only Blackwell's tensor cores read its
+ * E8M0 block scales; a GPU with a dense FP4 rate is Blackwell-class, so
+ * MXFP8 needs peak_fp4_flops > 0 as well. NVFP4 keeps an E4M3 scale per 16
+ * elements and an fp32 one per tensor (from the tensor's amax). */
+#define PREC_FORMATS(X)                                                                         \
+    X(BF16, 2.0, 0, 0, peak_flops, false, false)                                                \
+    X(FP8, 1.0, 0, 0, peak_fp8_flops, false, false)                                             \
+    X(MXFP8, 1.0, 32, 1, peak_fp8_flops, true, false)                                           \
+    X(NVFP4, 0.5, 16, 1, peak_fp4_flops, false, true)
+
+static const struct Fmt {
+    double bytes;
+    int block, scale_bytes;
+    size_t peak;                  /* offsetof(PassGpu, ...) */
+    bool blackwell;
+    bool tensor_amax;
+} fmts[PLAN_NPREC] = {
+#define X(id, b, blk, sb, field, bw, amax) [PLAN_PREC_##id] = {b, blk, sb, offsetof(PassGpu, field), bw, amax},
+    PREC_FORMATS(X)
+#undef X
+};
+
+double pass_prec_peak(const PassGpu *gpu, PlanPrecision p)
+{
+    if ((unsigned)p >= PLAN_NPREC)
+        return 0;
+    if (fmts[p].blackwell && !(gpu->peak_fp4_flops > 0))
+        return 0;
+    return *(const double *)((const char *)gpu + fmts[p].peak);
+}
+
+const char *pass_prec_names(const PassGpu *gpu, char *buf, size_t n)
+{
+    size_t k = 0;
+    buf[0] = 0;
+    for (int p = 0; p < PLAN_NPREC; p++)
+        if (pass_prec_peak(gpu, (PlanPrecision)p) > 0 && k < n)
+            k += (size_t)snprintf(buf + k, n - k, "%s%s", k ? ", " : "", plan_precision_name((PlanPrecision)p));
+    return buf;
+}
+
+double pass_prec_elem_bytes(PlanPrecision p)
+{
+    const struct Fmt *f = &fmts[(unsigned)p < PLAN_NPREC ? p : PLAN_PREC_BF16];
+    return f->bytes + (f->block ? (double)f->scale_bytes / f->block : 0);
+}
+
+/* The layers of n's repeat block: n's index among them and their count. */
+static int rep_layers(const IrGraph *g, const IrNode *n)
+{
+    int rep = g->pieces[n->piece].rep, count = 0;
+    for (int p = 0; p < g->npieces; p++)
+        count += g->pieces[p].rep == rep;
+    return count;
+}
+
+PlanPrecision pass_prec_of(const PassCostCtx *c, const IrGraph *g, const IrNode *n)
+{
+    if (c->prec == PLAN_PREC_BF16 || n->op != IR_OP_MATMUL || n->nin < 2 || n->layer < 0 ||
+        g->tensors[n->in[1]].role != IR_PARAM || g->pieces[n->piece].rep < 0)
+        return PLAN_PREC_BF16;
+    if (n->layer < c->st.lp_bf16_first || n->layer >= rep_layers(g, n) - c->st.lp_bf16_last)
+        return PLAN_PREC_BF16;
+    return c->prec;
+}
+
+double pass_gemm_time_prec(const PassGpu *gpu, double M, double N, double K, double batch,
+                           PlanPrecision p)
+{
+    if (p == PLAN_PREC_BF16)
+        return pass_gemm_time(gpu, M, N, K, batch);
+    return pass_gemm_time_at(gpu, M, N, K, batch, pass_prec_peak(gpu, p), pass_prec_elem_bytes(p));
+}
+
+double pass_prec_cast_s(const PassCostCtx *c, double numel, PlanPrecision p, int orient)
+{
+    if (p == PLAN_PREC_BF16 || numel <= 0)
+        return 0;
+    const PassGpu *gpu = &c->cl->gpu;
+    double bytes = numel * (2 + orient * pass_prec_elem_bytes(p));
+    int kernels = 1;
+    /* A scale from this tensor's amax needs the amax before the cast: one
+     * more read of the input. MX block scales come from each block's amax
+     * inside the cast; delayed scaling takes last steps' amax and records
+     * this one as it casts. */
+    bool amax = fmts[p].tensor_amax || (!fmts[p].block && c->st.lp_scaling == PASS_SCALING_CURRENT);
+    if (amax)
+        bytes += 2 * numel, kernels++;
+    return pass_mem_time(gpu, bytes, kernels);
+}

@@ -1,0 +1,174 @@
+/* test_prec.c: the low-precision formats in the cost model (cost_prec.c,
+ * docs/precision.md) against formulas written here: a large GEMM in FP8
+ * approaches the peak ratio (the efficiency curve is the format's too), a
+ * small one gains less, the casts are memory-bound kernels of the bytes
+ * the formats say, the stack's bf16 layers stay bf16, the weight copies are
+ * memory, and the whole plan's step falls. */
+#include "megatron.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+#define CHECK(cond)                                                                       \
+    do {                                                                                  \
+        if (!(cond)) {                                                                    \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);       \
+            failures++;                                                                   \
+        }                                                                                 \
+    } while (0)
+#define NEAR(a, b, rel) (fabs((a) - (b)) <= (rel) * fabs(b) + 1e-12)
+
+static void test_peaks(void)
+{
+    PassGpu a, h;
+    pass_gpu_preset("a100-80gb", &a);
+    pass_gpu_preset("h100-80gb", &h);
+    CHECK(pass_prec_peak(&a, PLAN_PREC_BF16) == 312e12 && pass_prec_peak(&a, PLAN_PREC_FP8) == 0);
+    CHECK(pass_prec_peak(&h, PLAN_PREC_FP8) == 1979e12);
+    /* MXFP8 and NVFP4 need a Blackwell-class GPU (an FP4 rate). */
+    CHECK(pass_prec_peak(&h, PLAN_PREC_MXFP8) == 0 && pass_prec_peak(&h, PLAN_PREC_NVFP4) == 0);
+    PassGpu b = h;
+    b.peak_fp8_flops = 4.5e15, b.peak_fp4_flops = 9e15;
+    CHECK(pass_prec_peak(&b, PLAN_PREC_MXFP8) == 4.5e15 && pass_prec_peak(&b, PLAN_PREC_NVFP4) == 9e15);
+    char buf[64];
+    CHECK(!strcmp(pass_prec_names(&h, buf, sizeof buf), "bf16, fp8"));
+    CHECK(!strcmp(pass_prec_names(&b, buf, sizeof buf), "bf16, fp8, mxfp8, nvfp4"));
+    /* Bytes per element with block scales: MXFP8 one E8M0 per 32, NVFP4 one E4M3 per 16. */
+    CHECK(pass_prec_elem_bytes(PLAN_PREC_FP8) == 1 && NEAR(pass_prec_elem_bytes(PLAN_PREC_MXFP8), 1 + 1 / 32.0, 1e-12));
+    CHECK(NEAR(pass_prec_elem_bytes(PLAN_PREC_NVFP4), 0.5 + 1 / 16.0, 1e-12));
+}
+
+static void test_gemm(void)
+{
+    PassGpu h;
+    pass_gpu_preset("h100-80gb", &h);
+    /* A large GEMM: compute-bound at both rates, the same shape efficiency,
+     * so the ratio is the peaks' (2) but for the per-call overhead. */
+    double M = 16384, N = 8192, K = 8192;
+    double tb = pass_gemm_time(&h, M, N, K, 1), t8 = pass_gemm_time_prec(&h, M, N, K, 1, PLAN_PREC_FP8);
+    double eff = pass_gemm_eff(&h, M, N, K, 1);
+    CHECK(NEAR(t8, 2 * M * N * K / (1979e12 * eff) + h.gemm_overhead_s, 1e-12));
+    CHECK(tb / t8 > 1.95 && tb / t8 <= 1979.0 / 989.0);
+    /* A small one gains less: the overhead and the memory floor stay. */
+    double sm = 256, sn = 1024, sk = 1024;
+    double sb = pass_gemm_time(&h, sm, sn, sk, 1), s8 = pass_gemm_time_prec(&h, sm, sn, sk, 1, PLAN_PREC_FP8);
+    CHECK(sb / s8 < tb / t8 - 0.1);
+    CHECK(pass_gemm_time_prec(&h, M, N, K, 1, PLAN_PREC_BF16) == tb);
+}
+
+static void test_casts(void)
+{
+    PassCluster cl = {.ngpus = 8, .gpus_per_node = 8};
+    pass_gpu_preset("h100-80gb", &cl.gpu);
+    PassCostCtx c = {.cl = &cl};
+    pass_stack_preset("megatron", &c.st);
+    double n = 1 << 24, bw = cl.gpu.hbm_bw * cl.gpu.hbm_eff, k = cl.gpu.kernel_overhead_s;
+    /* Delayed scaling: read bf16, write FP8 in two orientations. */
+    CHECK(NEAR(pass_prec_cast_s(&c, n, PLAN_PREC_FP8, 2), n * (2 + 2) / bw + k, 1e-12));
+    /* Current scaling: an amax pass (one more read) before the cast. */
+    c.st.lp_scaling = PASS_SCALING_CURRENT;
+    CHECK(NEAR(pass_prec_cast_s(&c, n, PLAN_PREC_FP8, 1), n * (2 + 1 + 2) / bw + 2 * k, 1e-12));
+    /* MXFP8: block scales written beside, amax per block inside the cast. */
+    CHECK(NEAR(pass_prec_cast_s(&c, n, PLAN_PREC_MXFP8, 1), n * (2 + 1 + 1 / 32.0) / bw + k, 1e-12));
+    CHECK(pass_prec_cast_s(&c, n, PLAN_PREC_BF16, 1) == 0);
+}
+
+/* LLaMA-2 7B at tp 2, pp 1 on 8 H100s: the matmul nodes' casts, which
+ * layers run FP8, the weight copies, the step. */
+static void test_plan(const char *models)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/llama2-7b.mdl", models);
+    IrArena *a = ir_arena_new();
+    IrGraph *g = mega_compile(a, path, "seq=4096", 64);
+    MegaLayout L = {.tp = 2, .pp = 1, .dp = 4, .v = 1, .micro_batch = 1, .global_batch = 64, .sp = true,
+                    .zero = 1, .recompute = PLAN_RECOMPUTE_NONE, .attention = PLAN_ATTN_FLASH,
+                    .gpus_per_node = 8};
+    Plan p;
+    if (!mega_plan(g, &L, &p))
+        exit(1);
+    PassCluster cl = {.ngpus = 8, .gpus_per_node = 8};
+    pass_gpu_preset("h100-80gb", &cl.gpu);
+    PassCostCtx c = {.cl = &cl, .attention = PLAN_ATTN_FLASH};
+    pass_stack_preset("megatron", &c.st);
+    PassCostCtx c8 = c;
+    c8.prec = PLAN_PREC_FP8;
+    int64_t ds[256];
+    ir_dim_sizes(g, p.mb_seqs, ds);
+    int nlp = 0, nmm = 0, first = -1, last = -1;
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *n = &g->nodes[i];
+        if (n->op != IR_OP_MATMUL)
+            continue;
+        nmm++;
+        PassNodeCost b, f;
+        pass_cost_node(&c, g, n, &p.mesh, &p.strategy[i], ds, &b);
+        pass_cost_node(&c8, g, n, &p.mesh, &p.strategy[i], ds, &f);
+        if (pass_prec_of(&c8, g, n) == PLAN_PREC_FP8) {
+            nlp++;
+            first = first < 0 ? n->layer : first, last = n->layer;
+            /* Casts are counted, in the node's time, and the GEMMs are faster. */
+            CHECK(f.cast_s > 0 && f.gemm_s < 0.6 * b.gemm_s);
+            CHECK(NEAR(f.fwd_s + f.bwd_s, f.gemm_s + f.cast_s + (b.fwd_s + b.bwd_s - b.gemm_s), 1e-9));
+        } else {
+            /* The head (outside the layers) stays bf16. */
+            CHECK(n->layer < 0 && f.cast_s == 0 && f.gemm_s == b.gemm_s);
+        }
+    }
+    CHECK(nlp == 32 * 7 && nmm == nlp + 1 && first == 0 && last == 31);
+    /* --first-last-layers-bf16 with its default counts: layers 0 and 31 stay bf16. */
+    PassCostCtx c8f = c8;
+    c8f.st.lp_bf16_first = c8f.st.lp_bf16_last = 1;
+    int kept = 0;
+    for (int i = 0; i < g->nfwd; i++)
+        kept += g->nodes[i].op == IR_OP_MATMUL && g->nodes[i].layer >= 0 &&
+                pass_prec_of(&c8f, g, &g->nodes[i]) == PLAN_PREC_BF16;
+    CHECK(kept == 2 * 7);
+    /* The step: faster in FP8, slower again with the end layers in bf16;
+     * the weights grow by the two FP8 orientations of the layers' linears. */
+    PassPrediction pb, pf, pff;
+    pass_predict(&c, g, &p, &pb);
+    p.precision = PLAN_PREC_FP8;
+    pass_predict(&c, g, &p, &pf);
+    pass_predict(&c8f, g, &p, &pff);
+    CHECK(pf.step_time_s < 0.85 * pb.step_time_s && pff.step_time_s > pf.step_time_s);
+    CHECK(pf.cast_s > 0 && pb.cast_s == 0);
+    double lin = 0; /* linear weights of the layers per rank (tp 2) */
+    for (int i = 0; i < g->nfwd; i++)
+        if (g->nodes[i].op == IR_OP_MATMUL && g->nodes[i].layer >= 0)
+            lin += (double)ir_numel(g, g->nodes[i].in[1], ds) / 2;
+    CHECK(NEAR(pf.mem[0].weights - pb.mem[0].weights, 2 * lin, 0.02));
+    /* fp8_param_gather: the bf16 copy goes (one FP8 orientation replaces it). */
+    PassCostCtx cg = c;
+    cg.st.fp8_param_gather = true;
+    PassPrediction pg;
+    pass_predict(&cg, g, &p, &pg);
+    CHECK(NEAR(pg.mem[0].weights - pb.mem[0].weights, 0.0, 0.02 * pb.mem[0].weights + 1));
+    printf("llama2-7b tp2 dp4 on 8 H100 (megatron): bf16 %.3f s, fp8 %.3f s (casts %.3f s), "
+           "fp8 with layers 0 and 31 bf16 %.3f s\n", pb.step_time_s, pf.step_time_s, pf.cast_s, pff.step_time_s);
+    pass_prediction_free(&pb);
+    pass_prediction_free(&pf);
+    pass_prediction_free(&pff);
+    pass_prediction_free(&pg);
+    mega_plan_free(&p);
+    ir_graph_free(g);
+    ir_arena_free(a);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_cost_prec MODELS_DIR\n");
+        return 2;
+    }
+    test_peaks();
+    test_gemm();
+    test_casts();
+    test_plan(argv[1]);
+    if (failures)
+        fprintf(stderr, "%d check(s) failed\n", failures);
+    return failures != 0;
+}
