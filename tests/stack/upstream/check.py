@@ -611,7 +611,7 @@ def corpus(ptdc, src):
         for fw, zero in (("megatron", "1"), ("megatron", "0"), ("torchtitan", "3"), ("torchtitan", "0")):
             lay = "--gpus 8 --tp 1 --pp 1 --micro-batch 1 --recompute full --sp off" if zero == "0" else \
                 "--gpus 16 --tp 2 --pp 2 --micro-batch 1 --recompute none --sp on"
-            gpu = ["--gpu", "h100-80gb"] if prec == "fp8" else ["--cluster", "tests/stack/blackwell.cluster"]
+            gpu = ["--gpu", "h100-80gb"] if prec == "fp8" else ["--gpu", "b200"]
             rc = check_case(ptdc, ["models/llama3-8b.mdl", "--set", "n_layers=4"] + lay.split() +
                             ["--zero", zero] + gpu + ["--precision", prec, "--emit", fw])
             n += 1
@@ -664,15 +664,15 @@ def main():
             "models/llama3-8b.mdl --set n_layers=4 --gpus 16 --tp 2 --pp 2 --micro-batch 1 --recompute none "
             "--sp on --zero 1 --gpu h100-80gb --precision fp8 --emit megatron",
             "models/llama3-8b.mdl --set n_layers=4 --gpus 16 --tp 2 --pp 1 --micro-batch 1 --recompute none "
-            "--sp on --zero 1 --cluster tests/stack/blackwell.cluster --precision mxfp8 --emit megatron",
+            "--sp on --zero 1 --gpu b200 --precision mxfp8 --emit megatron",
             "models/llama3-8b.mdl --set n_layers=4 --gpus 16 --tp 2 --pp 1 --micro-batch 1 --recompute none "
-            "--sp on --zero 1 --cluster tests/stack/blackwell.cluster --precision nvfp4 --emit megatron",
+            "--sp on --zero 1 --gpu b200 --precision nvfp4 --emit megatron",
             "models/llama3-8b.mdl --set n_layers=4 --gpus 16 --tp 2 --pp 1 --micro-batch 1 --recompute none "
             "--sp on --zero 3 --gpu h100-80gb --precision fp8 --emit torchtitan",
             "models/llama3-8b.mdl --set n_layers=4 --gpus 8 --tp 1 --pp 1 --micro-batch 1 --recompute full "
             "--sp off --zero 0 --gpu h100-80gb --precision fp8 --emit torchtitan",
             "models/llama3-8b.mdl --set n_layers=4 --gpus 16 --tp 2 --pp 1 --micro-batch 1 --recompute none "
-            "--sp on --zero 3 --cluster tests/stack/blackwell.cluster --precision mxfp8 --emit torchtitan",
+            "--sp on --zero 3 --gpu b200 --precision mxfp8 --emit torchtitan",
         ]
         mutants(ptdc, [c.split() for c in cases])
     else:
