@@ -916,8 +916,14 @@ static void throughput(const Predict *P, PassPrediction *out)
     out->model_flops = tokens * pass_model_flops_per_token(g);
     for (int i = 0; i < P->pp; i++)
         out->hw_flops += m * dev * (P->ra[i].flops + P->ra[i].rec_flops);
-    out->mfu = out->model_flops / out->step_time_s / (gpus * gpu->peak_flops);
-    out->hfu = out->hw_flops / out->step_time_s / (gpus * gpu->peak_flops);
+    /* Against the peak of the format the linear layers run in (the BF16
+     * one for BF16 plans): an FP8 or NVFP4 plan measured against the BF16
+     * peak would read above 100%. */
+    double peak = pass_prec_peak(gpu, P->x.c->prec);
+    if (!(peak > 0))
+        peak = gpu->peak_flops;
+    out->mfu = out->model_flops / out->step_time_s / (gpus * peak);
+    out->hfu = out->hw_flops / out->step_time_s / (gpus * peak);
 }
 
 /* Memory per pipeline rank, the peak and the margin to the usable HBM. */

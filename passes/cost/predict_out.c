@@ -47,7 +47,12 @@ void pass_prediction_print_text(FILE *f, const IrGraph *g, const Plan *plan,
         fprintf(f, "    expert all-to-all %.4g s (dispatch and combine, inside the pipeline's time)\n",
                 p->a2a_s);
     fprintf(f, "  throughput        %.0f tokens/s\n", p->tokens_per_s);
-    fprintf(f, "  MFU               %.1f%% (HFU %.1f%%)\n", 100 * p->mfu, 100 * p->hfu);
+    if (c->prec == PLAN_PREC_BF16)
+        fprintf(f, "  MFU               %.1f%% (HFU %.1f%%)\n", 100 * p->mfu, 100 * p->hfu);
+    else /* against the format's peak; the model's rate too, as published tables give it */
+        fprintf(f, "  MFU               %.1f%% of the %s peak (HFU %.1f%%); %.0f model TFLOP/s per GPU\n",
+                100 * p->mfu, plan_precision_name(c->prec), 100 * p->hfu,
+                p->model_flops / p->step_time_s / (dev * plan->pp) / 1e12);
     double active = pass_active_params(g), all = (double)ir_param_count(g);
     if (active < all) {
         char a[32], b[32];
