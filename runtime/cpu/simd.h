@@ -99,7 +99,10 @@ RTCPU_INLINE float rtcpu_expf(float x)
     p = p * r + 5.0000001201e-1f;
     p = p * (r * r) + r + 1.0f;
     int32_t n1 = ni / 2, n2 = ni - n1;
-    return p * rtcpu_f32_of((n1 + 127) << 23) * rtcpu_f32_of((n2 + 127) << 23);
+    /* Unsigned shifts: a NaN input gives a negative exponent here (the
+     * result is NaN through p anyway), and shifting a negative int is UB. */
+    return p * rtcpu_f32_of((int32_t)((uint32_t)(n1 + 127) << 23)) *
+           rtcpu_f32_of((int32_t)((uint32_t)(n2 + 127) << 23));
 }
 
 /* 1 / (1 + e^-x) */
