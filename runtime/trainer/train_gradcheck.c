@@ -7,21 +7,12 @@
 #include <string.h>
 
 
-/* The loss of the current weights: the schedule's forwards only, in its
- * order (every rank runs its forwards in the order its peers send and
- * receive them, so skipping the backwards and their gradient transfers on
- * every rank leaves the rest matched). A third of a step's work. */
+/* The loss of the current weights (tr_forward_loss: the schedule's
+ * forwards only), the routers replaying their choices. */
 static double gc_forward_loss(void)
 {
     rt_route_freeze(RT_ROUTE_REPLAY); /* the routers choose as on the unmoved weights */
-    rt_zero(g_loss, 3 * sizeof(float));
-    for (int k = 0; k < tr_prog->nsched; k++) {
-        const CgSchedOp *op = &tr_prog->sched[k];
-        if (!op->bwd)
-            tr_prog->forward[op->chunk](op->mb, op->mb % tr_prog->nslots[op->chunk]);
-    }
-    tr_prog->wait_sends();
-    return tr_world_loss();
+    return tr_forward_loss();
 }
 
 /* Index of global element e of p in this rank's block of it, or -1. */
