@@ -130,4 +130,9 @@ void tr_prof_init(void);           /* PTDC_PROFILE */
 void tr_prof_step(double seconds); /* after each step (tr_step counts it) */
 void tr_prof_report(void);         /* collective: every rank calls it at the end */
 
+/* ------------------------------------------------------------ train_env.c */
+/* Collective: 1 when the ranks see different values of the environment
+ * variables that change what a rank issues or computes (rank 0 says which). */
+int tr_env_check(void);
+
 #endif

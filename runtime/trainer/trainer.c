@@ -348,6 +348,8 @@ int main(int argc, char **argv)
     if (tr_fl.timeout >= 0)
         rt_set_timeout(tr_fl.timeout);
     rt_stop_install();
+    if (tr_env_check())
+        finish(2);
     time_gemm = getenv("PTDC_TIME_GEMM") && strcmp(getenv("PTDC_TIME_GEMM"), "0") != 0;
     tr_prof_init();
     if (rt_world_size() != CG_WORLD) {
