@@ -38,7 +38,7 @@ void plan_axes(const IrGraph *g, Plan *p)
         /* The experts: the axis an MOE node splits its expert dim over (by
          * exchange or plainly) is EP's, the one splitting d_expert ETP's. */
         for (int i = 0; i < g->nfwd; i++) {
-            int e = plan_expert_dim(g, &g->nodes[i]);
+            int e = plan_routed_expert_dim(g, &g->nodes[i]);
             if (e < 0)
                 continue;
             const PlanStrategy *s = &p->strategy[i];
@@ -94,7 +94,7 @@ void plan_layout(const IrGraph *g, const Plan *p, PlanLayout *out)
     out->edp = plan_mesh_devices(&p->mesh) / (out->ep * out->etp);
     for (int i = 0; i < g->nfwd; i++) {
         const PlanStrategy *s = &p->strategy[i];
-        if (plan_expert_dim(g, &g->nodes[i]) < 0)
+        if (plan_routed_expert_dim(g, &g->nodes[i]) < 0)
             continue;
         out->moe = true;
         out->ep_exchange |= out->ep_axis >= 0 && (s->xchg >> out->ep_axis & 1);

@@ -170,6 +170,10 @@ double plan_cp_pairs_max(int64_t S, int cp, bool balanced, bool causal, int64_t 
 /* MOE: the expert dim, which an exchange split (PlanStrategy.xchg) splits;
  * -1 for other ops. The top-k of the route making its gates (rules.c). */
 int plan_expert_dim(const IrGraph *g, const IrNode *n);
+/* The same for a MOE of several experts, -1 for a one-expert MOE too: that
+ * is a shared expert (Qwen2-MoE's gated one), a dense MLP every token uses,
+ * split by tensor parallelism as Megatron splits it, never by EP or ETP. */
+int plan_routed_expert_dim(const IrGraph *g, const IrNode *n);
 int plan_route_topk(const IrGraph *g, const IrNode *moe);
 /* The mesh axes carrying an exchange split of n under s (bit a), and the
  * product of their sizes: n's expert-parallel degree. */

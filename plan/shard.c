@@ -99,6 +99,12 @@ int plan_expert_dim(const IrGraph *g, const IrNode *node)
     return n->op == IR_OP_MOE ? g->tensors[n->in[2]].dim[0] : -1;
 }
 
+int plan_routed_expert_dim(const IrGraph *g, const IrNode *node)
+{
+    int e = plan_expert_dim(g, node);
+    return e >= 0 && g->dims[e].size > 1 ? e : -1;
+}
+
 int plan_ep_degree(const IrGraph *g, const IrNode *n, const PlanMesh *m, const PlanStrategy *s)
 {
     int ep = 1;

@@ -52,7 +52,7 @@ static unsigned moe_axis_bit(const PlanStrategy *s, const PlanMesh *m, int d, bo
 
 static int expert_pins(const IrGraph *g, const IrNode *n, const PassIlpQuery *q, PlanStrategy *s, int k)
 {
-    int e = plan_expert_dim(g, n);
+    int e = plan_routed_expert_dim(g, n);
     if (e < 0 || (!q->ep_axes && !q->etp_axes))
         return k;
     int f = g->tensors[n->in[2]].dim[2], j = 0;

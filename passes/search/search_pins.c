@@ -370,11 +370,12 @@ static bool check_moe_pins(const Src *s)
         return true;
     const IrNode *moe = NULL;
     for (int i = 0; i < g->nfwd && !moe; i++)
-        if (plan_expert_dim(g, &g->nodes[i]) >= 0)
+        if (plan_routed_expert_dim(g, &g->nodes[i]) >= 0)
             moe = &g->nodes[i];
     const char *flag = o->ep ? "--ep" : "--etp";
     if (!moe) {
-        ir_error(IR_NOLOC, "%s: %s has no experts (no moe operator); leave it out", flag, g->name);
+        ir_error(IR_NOLOC, "%s: %s has no routed experts (no moe operator of several experts); "
+                 "leave it out", flag, g->name);
         return false;
     }
     const IrDim *E = &g->dims[plan_expert_dim(g, moe)];
