@@ -117,14 +117,17 @@ int drv_framework_search(const DrvOptions *o, const IrGraph *g, const PassCostCt
         return DRV_INEXPRESSIBLE;
     }
     ir_error(IR_NOLOC, "none of the %ld layouts %s runs on %d GPUs fits as the %s stack lays it out "
-             "(even layers per stage, the framework's tensor parallelism)", r->stats.evaluated,
-             !strcmp(fw, "megatron") ? "Megatron-LM" : "torchtitan", r->gpus, c->st.name);
+             "(%s, the framework's tensor parallelism)", r->stats.evaluated,
+             !strcmp(fw, "megatron") ? "Megatron-LM" : "torchtitan", r->gpus, c->st.name,
+             !strcmp(fw, "megatron") ? "even layers per stage or uneven first and last stages"
+                                     : "even layers per stage");
     if (r->have_closest)
         pass_search_explain_overflow(c, g, &r->closest, false, r->gpus);
-    /* The pipeline degrees the even split rules out. */
+    /* The pipeline degrees the even split rules out (Megatron-LM's search
+     * tries the uneven splits its flags express: frame_search.c). */
     RepArch A;
     char sub[256], list[160] = "";
-    if (rep_arch_read(g, &A, sub, sizeof sub)) {
+    if (strcmp(fw, "megatron") && rep_arch_read(g, &A, sub, sizeof sub)) {
         int gpn = pass_cluster_domain(c->cl), n = 0;
         for (int pp = 2; pp <= r->gpus && pp <= PLAN_MAX_PP; pp++) {
             bool some_tp = false;
@@ -137,9 +140,8 @@ int drv_framework_search(const DrvOptions *o, const IrGraph *g, const PassCostCt
             }
         }
         if (n)
-            ir_note(IR_NOLOC, "%s splits the %d layers evenly over the pipeline stages, which rules out pp %s%s "
-                    "here; uneven first and last stages (--decoder-first-pipeline-num-layers) are not modelled "
-                    "yet", !strcmp(fw, "megatron") ? "Megatron-LM" : "torchtitan", A.layers, list,
+            ir_note(IR_NOLOC, "torchtitan splits the %d layers evenly over the pipeline stages, which rules "
+                    "out pp %s%s here (ptdc writes no uneven torchtitan split yet)", A.layers, list,
                     n == 8 ? ", ..." : "");
     }
     if (o->json && r->have_closest)

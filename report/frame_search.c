@@ -8,7 +8,11 @@
  * recomputation policy it offers, each priced by pass_predict on the
  * framework's plan (rep_framework_alt_of). Two facts prune it without losing
  * the best: at one micro-batch more recomputation never runs faster, and a
- * larger micro-batch never needs less memory. */
+ * larger micro-batch never needs less memory. Pipeline splits: the even one;
+ * --pp-layers as pinned (its pp x v only); and for Megatron-LM, where the
+ * layers do not divide into pp x v chunks, the balanced uneven splits its
+ * --decoder-first/last-pipeline-num-layers express (LLaMA-3 405B's 126
+ * layers over pp 16: 7, 8 x 14, 7). */
 #include "report.h"
 
 #include <stdio.h>
@@ -27,6 +31,7 @@ typedef struct Search {
     char *why;
     size_t wn;
     bool refused_all;             /* no layout passed ok so far */
+    const int *cut;               /* layers per model chunk; NULL: the even split */
 } Search;
 
 /* Keep a (fitting) among the keep fastest, best first; frees what is dropped. */
@@ -61,7 +66,9 @@ static int try(Search *S, const PlanLayout *L)
         return -1;
     }
     PassSearchAlt a;
-    if (!rep_framework_alt_of(S->c, S->g, S->A, L, &a, sub, sizeof sub)) {
+    bool ok = S->cut ? rep_framework_alt_cut(S->c, S->g, L, S->cut, &a, sub, sizeof sub)
+                     : rep_framework_alt_of(S->c, S->g, S->A, L, &a, sub, sizeof sub);
+    if (!ok) {
         if (S->refused_all && !S->why[0])
             snprintf(S->why, S->wn, "%s", sub);
         return -1;
@@ -152,6 +159,101 @@ static void micro_batches(Search *S, PlanLayout L)
     }
 }
 
+/* Does the model's decoder form one repeat of A->layers pieces, one layer
+ * each (what a split by layer counts cuts: rep_framework_alt_cut)? */
+static bool one_repeat(const IrGraph *g, const RepArch *A)
+{
+    int first = 0, n = 0;
+    while (first < g->npieces && g->pieces[first].rep < 0)
+        first++;
+    for (int p = first; p < g->npieces; p++)
+        n += g->pieces[p].rep >= 0 && g->pieces[p].rep == g->pieces[first].rep;
+    return first < g->npieces && n == A->layers;
+}
+
+enum { MAX_SPLITS = 4 };
+
+/* The balanced splits of L layers over pp ranks of v chunks each that
+ * Megatron-LM's --decoder-first/last-pipeline-num-layers express: the ranks
+ * between the first and the last m layers each (a multiple of v: each rank's
+ * layers split evenly over its chunks; L / pp rounded down or up), the first
+ * and last what is left, each a multiple of v, at most v apart. Chunk c
+ * belongs to rank c % pp (model order), as src_split_pin lays them out. */
+static int uneven_splits(int L, int pp, int v, int cuts[MAX_SPLITS][PLAN_MAX_STAGES])
+{
+    int n = 0, lo = L / (pp * v) * v;
+    for (int m = lo; m <= lo + v && n < MAX_SPLITS; m += v) {
+        if (pp > 2 && m < v)
+            continue;
+        int rest = L - (pp - 2) * m;
+        for (int F = v; F <= rest - v && n < MAX_SPLITS; F += v) {
+            int Z = rest - F;
+            if (Z % v || F - Z > v || Z - F > v)
+                continue;
+            bool dup = false; /* pp 2 has no middle ranks: every m gives the same */
+            for (int k = 0; k < n && !dup; k++)
+                dup = cuts[k][0] == F / v && cuts[k][pp - 1] == Z / v;
+            if (dup)
+                continue;
+            for (int c = 0; c < pp * v; c++) {
+                int r = c % pp;
+                cuts[n][c] = (r == 0 ? F : r == pp - 1 ? Z : m) / v;
+            }
+            n++;
+        }
+        if (pp == 2)
+            break;
+    }
+    return n;
+}
+
+/* Every layout of one (tp, pp, v, cp) on the current split (S->cut). */
+static void layouts(Search *S, int tp, int pp, int v, int cp, PlanSchedule sched)
+{
+    const PassSearchPins *pin = &S->o->pins;
+    const PassStack *st = &S->c->st;
+    const RepArch *A = S->A;
+    int gpus = S->r->gpus, dp = gpus / (tp * pp * cp);
+    for (int sp = 0; sp <= 1; sp++) {
+        if ((sp && (tp == 1 || st->no_sp)) || (pin->sp >= 0 && sp != pin->sp && tp > 1))
+            continue;
+        bool one = false; /* with one replica every ZeRO stage is the same plan */
+        for (int z = 0; z <= 3 && !one; z++) {
+            if (!pass_stack_has_zero(st, z) || (pin->zero >= 0 && z != pin->zero))
+                continue;
+            one = dp == 1;
+            S->r->stats.groups++;
+            PlanLayout L = {.gpus = gpus, .dp = dp, .tp = tp, .pp = pp, .v = v,
+                            .cp = cp, .cp_axis = cp > 1 ? 1 : -1,
+                            .dp_axis = 0, .tp_axis = cp > 1 ? 2 : 1, .replicated = 1, .sp = sp,
+                            .zero = z, .schedule = sched, .ep = 1, .etp = 1,
+                            .ep_axis = -1, .etp_axis = -1, .moe = A->moe};
+            if (!A->moe) {
+                micro_batches(S, L);
+                continue;
+            }
+            /* Megatron-Core's expert layouts on this mesh: EP 1,
+             * tp (folded over the attention's TP ranks) or dp;
+             * ETP 1 or tp where EP is not on tp. */
+            const int eps[3][2] = {{1, -1}, {tp, 1}, {dp, 0}};
+            for (int e = 0; e < 3; e++) {
+                int ep = eps[e][0];
+                if ((e > 0 && ep == 1) || A->n_experts % ep || (S->o->ep && ep != S->o->ep))
+                    continue;
+                for (int etp = 1; etp <= tp; etp = etp == 1 && tp > 1 ? tp : tp + 1) {
+                    if ((etp > 1 && (eps[e][1] == 1 || A->d_ff % etp)) || (S->o->etp && etp != S->o->etp))
+                        continue;
+                    PlanLayout M = L;
+                    M.ep = ep, M.etp = etp, M.ep_axis = eps[e][1];
+                    M.etp_axis = etp > 1 ? 1 : -1;
+                    M.ep_exchange = ep > 1;
+                    micro_batches(S, M);
+                }
+            }
+        }
+    }
+}
+
 void rep_framework_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
                           RepFrameLayoutFn *layout_ok, PassSearchResult *r, char *why, size_t wn)
 {
@@ -174,12 +276,14 @@ void rep_framework_search(const PassCostCtx *c, const IrGraph *g, const PassSear
     const PassSearchPins *pin = &o->pins;
     const PassStack *st = &c->st;
     int gpus = r->gpus, gpn = pass_cluster_domain(c->cl);
+    bool pinned_split = o->pp_nlayers || o->pp_first || o->pp_last;
+    bool uneven = layout_ok == rep_megatron_layout && one_repeat(g, &A);
     for (int tp = 1; tp <= gpus; tp++) {
         if (gpus % tp || (pin->tp && tp != pin->tp) || (!pin->tp && tp > gpn) || A.heads % tp ||
             A.kv_heads % tp || (!A.moe && A.d_ff % tp))
             continue;
         for (int pp = 1; pp <= gpus / tp && pp <= A.layers && pp <= PLAN_MAX_PP; pp++) {
-            if ((gpus / tp) % pp || A.layers % pp || (pin->pp && pp != pin->pp))
+            if ((gpus / tp) % pp || (A.layers % pp && !uneven && !pinned_split) || (pin->pp && pp != pin->pp))
                 continue;
             /* Context parallelism as pinned (--cp), never searched here. */
             int cp = pin->cp > 1 ? pin->cp : 1;
@@ -190,48 +294,24 @@ void rep_framework_search(const PassCostCtx *c, const IrGraph *g, const PassSear
                 continue;
             /* codegen's and pass_predict's limits, as the search keeps to them */
             for (int v = 1; v <= A.layers / pp && v <= PLAN_MAX_CHUNKS && pp * v <= PLAN_MAX_STAGES; v++) {
-                if (A.layers % (pp * v) || (v > 1 && pp == 1) || (pin->v && v != pin->v))
+                if ((v > 1 && pp == 1) || (pin->v && v != pin->v))
                     continue;
                 PlanSchedule sched = v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B;
                 if ((pin->schedule >= 0 && (int)sched != pin->schedule) || !pass_stack_has_schedule(st, sched))
                     continue;
-                for (int sp = 0; sp <= 1; sp++) {
-                    if ((sp && (tp == 1 || st->no_sp)) || (pin->sp >= 0 && sp != pin->sp && tp > 1))
-                        continue;
-                    bool one = false; /* with one replica every ZeRO stage is the same plan */
-                    for (int z = 0; z <= 3 && !one; z++) {
-                        if (!pass_stack_has_zero(st, z) || (pin->zero >= 0 && z != pin->zero))
-                            continue;
-                        one = dp == 1;
-                        r->stats.groups++;
-                        PlanLayout L = {.gpus = gpus, .dp = dp, .tp = tp, .pp = pp, .v = v,
-                                        .cp = cp, .cp_axis = cp > 1 ? 1 : -1,
-                                        .dp_axis = 0, .tp_axis = cp > 1 ? 2 : 1, .replicated = 1, .sp = sp,
-                                        .zero = z, .schedule = sched, .ep = 1, .etp = 1,
-                                        .ep_axis = -1, .etp_axis = -1, .moe = A.moe};
-                        if (!A.moe) {
-                            micro_batches(&S, L);
-                            continue;
-                        }
-                        /* Megatron-Core's expert layouts on this mesh: EP 1,
-                         * tp (folded over the attention's TP ranks) or dp;
-                         * ETP 1 or tp where EP is not on tp. */
-                        const int eps[3][2] = {{1, -1}, {tp, 1}, {dp, 0}};
-                        for (int e = 0; e < 3; e++) {
-                            int ep = eps[e][0];
-                            if ((e > 0 && ep == 1) || A.n_experts % ep || (o->ep && ep != o->ep))
-                                continue;
-                            for (int etp = 1; etp <= tp; etp = etp == 1 && tp > 1 ? tp : tp + 1) {
-                                if ((etp > 1 && (eps[e][1] == 1 || A.d_ff % etp)) || (o->etp && etp != o->etp))
-                                    continue;
-                                PlanLayout M = L;
-                                M.ep = ep, M.etp = etp, M.ep_axis = eps[e][1];
-                                M.etp_axis = etp > 1 ? 1 : -1;
-                                M.ep_exchange = ep > 1;
-                                micro_batches(&S, M);
-                            }
-                        }
-                    }
+                int cuts[MAX_SPLITS][PLAN_MAX_STAGES], ncuts = 0;
+                bool even = !pinned_split && A.layers % (pp * v) == 0;
+                if (pinned_split)
+                    ncuts = pass_search_split_pin(c, g, o, pp, v, cuts[0]) ? 1 : 0;
+                else if (!even && uneven && pp > 1)
+                    ncuts = uneven_splits(A.layers, pp, v, cuts);
+                if (even) {
+                    S.cut = NULL;
+                    layouts(&S, tp, pp, v, cp, sched);
+                }
+                for (int k = 0; k < ncuts; k++) {
+                    S.cut = cuts[k];
+                    layouts(&S, tp, pp, v, cp, sched);
                 }
             }
         }

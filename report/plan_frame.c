@@ -68,8 +68,11 @@ static bool plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout 
         return rep_refuse(why, wn, "the plan recomputes its stages differently, and the frameworks apply "
                       "one recomputation policy to every layer");
     if (!cut && A->layers % chunks)
-        return rep_refuse(why, wn, "the frameworks split the %d layers evenly, which %d %s cannot do",
-                      A->layers, chunks, v > 1 ? "model chunks" : "pipeline stages");
+        return rep_refuse(why, wn, "without --pp-layers the frameworks split the %d layers evenly, which %d "
+                      "%s cannot do; give the split (--pp-layers first=F,last=Z, Megatron's "
+                      "--decoder-first/last-pipeline-num-layers, or one count per chunk), or leave a "
+                      "layout flag unpinned and the search chooses it", A->layers, chunks,
+                      v > 1 ? "model chunks" : "pipeline stages");
     if (L->dp < 1 || L->tp < 1 || L->micro_batch < 1 || L->num_micro < 1)
         return rep_refuse(why, wn, "the layout has no data-parallel degree, tensor-parallel degree or "
                       "micro-batch");

@@ -202,6 +202,14 @@ def plan_chunks(ptdc, args, out):
     for flag, val in pins:
         if flag not in a:
             a += [flag, str(val)]
+    # An uneven split the search chose is stated only by the flags
+    # (--decoder-first/last-pipeline-num-layers): pinned as --pp-layers, the
+    # plan's chunks are then laid out by ptdc's rules and compared below with
+    # the model Megatron builds from the same two numbers.
+    ends = [(k, re.search(r"--decoder-%s-pipeline-num-layers (\d+)" % k, out)) for k in ("first", "last")]
+    ends = ["%s=%s" % (k, m.group(1)) for k, m in ends if m]
+    if ends and "--pp-layers" not in a:
+        a += ["--pp-layers", ",".join(ends)]
     d = tempfile.mkdtemp(prefix="ptdc-chunks-")
     try:
         rc, _, err = run(ptdc, a + ["--plan-only", "-o", d])
