@@ -87,11 +87,25 @@ double pass_gemm_time_prec(const PassGpu *gpu, double M, double N, double K, dou
     return pass_gemm_time_at(gpu, M, N, K, batch, pass_prec_peak(gpu, p), pass_prec_elem_bytes(p));
 }
 
+/* A per-tensor FP8 tensor serves both GEMM orientations from one copy where
+ * the tensor cores take FP8 operands in any layout: Blackwell's (sm_100 to
+ * sm_11x; Transformer Engine's is_non_tn_fp8_gemm_supported, which then
+ * makes no transpose). Hopper's FP8 GEMM is TN only, so dgrad and wgrad need
+ * the transpose; MX and NVFP4 block scales run along K, so each orientation
+ * is a cast of its own on every GPU. */
+int pass_prec_orientations(const PassGpu *gpu, PlanPrecision p, int want)
+{
+    if (p == PLAN_PREC_FP8 && gpu->peak_fp4_flops > 0 && want > 1)
+        return 1;
+    return want;
+}
+
 double pass_prec_cast_s(const PassCostCtx *c, double numel, PlanPrecision p, int orient)
 {
     if (p == PLAN_PREC_BF16 || numel <= 0)
         return 0;
     const PassGpu *gpu = &c->cl->gpu;
+    orient = pass_prec_orientations(gpu, p, orient);
     double bytes = numel * (2 + orient * pass_prec_elem_bytes(p));
     int kernels = 1;
     /* A scale from this tensor's amax needs the amax before the cast: one
