@@ -148,7 +148,8 @@ def pinned_args(src, r):
     args += ["--virtual-stages", str(v)] if v > 1 else ["--schedule", "1f1b"]
     chunks, L = pp * v, LAYERS[r["model"]]
     if chunks > 1 and L % chunks:
-        # Megatron-Bridge's 405B recipe sets account_for_embedding_in_pipeline_split
+        # Megatron-Bridge's llama31_405b_pretrain_config (recipes/llama/llama3.py),
+        # the base of its performance configs, sets account_for_embedding_in_pipeline_split
         # and account_for_loss_in_pipeline_split: the embedding and the loss count
         # as one layer each, (L + 2) / chunks per chunk, one fewer in the first
         # and the last chunk.
