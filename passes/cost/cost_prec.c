@@ -102,6 +102,11 @@ int pass_prec_orientations(const PassGpu *gpu, PlanPrecision p, int want)
 
 double pass_prec_cast_s(const PassCostCtx *c, double numel, PlanPrecision p, int orient)
 {
+    return pass_prec_cast_act_s(c, numel, p, orient, false);
+}
+
+double pass_prec_cast_act_s(const PassCostCtx *c, double numel, PlanPrecision p, int orient, bool wgrad)
+{
     if (p == PLAN_PREC_BF16 || numel <= 0)
         return 0;
     const PassGpu *gpu = &c->cl->gpu;
@@ -114,6 +119,14 @@ double pass_prec_cast_s(const PassCostCtx *c, double numel, PlanPrecision p, int
      * this one as it casts. */
     bool amax = fmts[p].tensor_amax || (!fmts[p].block && c->st.lp_scaling == PASS_SCALING_CURRENT);
     if (amax)
+        bytes += 2 * numel, kernels++;
+    /* Transformer Engine's NVFP4 recipe casts the copy the weight gradient
+     * reads through a 16-point random Hadamard transform: one kernel finds
+     * the amax of the input and of its transform, the rowwise cast reads the
+     * input, the transform-and-cast of the columnwise copy reads it again
+     * (cast.cpp: hadamard_transform_amax, then
+     * hadamard_transform_cast_fusion_columnwise). */
+    if (p == PLAN_PREC_NVFP4 && wgrad && orient >= 2 && c->st.nvfp4_rht)
         bytes += 2 * numel, kernels++;
     return pass_mem_time(gpu, bytes, kernels);
 }
