@@ -33,7 +33,9 @@ Blackwell variants BF16, FP8_CS, FP8_MX and NVFP4):
       transformer layers, --fp8-param-gather (with the gradient buffer reused for
       the MXFP8 parameter all-gather);
   NVFP4: bf16_with_nvfp4_mixed: --fp4-recipe nvfp4, all transformer layers, no
-      low-precision parameter gather;
+      low-precision parameter gather (Transformer Engine's NVFP4BlockScaling
+      defaults: the Hadamard transform on the weight gradient's operands, the
+      megatron preset's nvfp4_rht);
   unstated (25.09): skipped; the page's footnote says FP8 per tensor outside the
       parentheses and MXFP8/blockwise inside, but the recipe is not printed.
 Every row also gets what the performance recipes set for every run (as
