@@ -142,6 +142,12 @@ double pass_gemm_time_prec(const PassGpu *gpu, double M, double N, double K, dou
  * pass for the tensor's amax where its scale is the tensor's own (current
  * per-tensor scaling; NVFP4's second-level scale). */
 double pass_prec_cast_s(const PassCostCtx *c, double numel, PlanPrecision p, int orient);
+/* The same for an activation or a gradient; wgrad: the weight gradient reads
+ * it too (NVFP4's Hadamard transform, the stack's nvfp4_rht). */
+double pass_prec_cast_act_s(const PassCostCtx *c, double numel, PlanPrecision p, int orient, bool wgrad);
+/* The orientations of a tensor in format p kept when want are read: 1 for
+ * per-tensor FP8 on a GPU whose FP8 GEMM takes any layout (Blackwell). */
+int pass_prec_orientations(const PassGpu *gpu, PlanPrecision p, int want);
 
 /* Bytes of one element of dtype t as the modelled backend stores it:
  * bf16 tensors are fp32 on the CPU backend. */

@@ -170,11 +170,11 @@ static void pass_opcost_MATMUL(const OpArgs *a, PassNodeCost *o)
      * (then once per step, not charged: a step's weights once, under 0.1%
      * of a step). Backward: the output's gradient in both orientations
      * (dgrad reads it rowwise, wgrad columnwise). */
-    cast(o, false, pass_prec_cast_s(a->c, M * K, p, dB ? 2 : 1) / calls + amax_reduce_s(a, p) / calls);
+    cast(o, false, pass_prec_cast_act_s(a->c, M * K, p, dB ? 2 : 1, dB) / calls + amax_reduce_s(a, p) / calls);
     if (!a->c->st.lp_weight_cached)
         cast(o, false, pass_prec_cast_s(a->c, K * N, p, dA ? a->c->st.lp_weight_copies : 1));
     if (dA || dB)
-        cast(o, true, pass_prec_cast_s(a->c, M * N, p, dA && dB ? 2 : 1) + amax_reduce_s(a, p));
+        cast(o, true, pass_prec_cast_act_s(a->c, M * N, p, dA && dB ? 2 : 1, dB) + amax_reduce_s(a, p));
 }
 
 /* Norms. ptdc's kernels read x and write y in one pass (rstd per row);

@@ -87,11 +87,30 @@ double pass_gemm_time_prec(const PassGpu *gpu, double M, double N, double K, dou
     return pass_gemm_time_at(gpu, M, N, K, batch, pass_prec_peak(gpu, p), pass_prec_elem_bytes(p));
 }
 
+/* A per-tensor FP8 tensor serves both GEMM orientations from one copy where
+ * the tensor cores take FP8 operands in any layout: Blackwell's (sm_100 to
+ * sm_11x; Transformer Engine's is_non_tn_fp8_gemm_supported, which then
+ * makes no transpose). Hopper's FP8 GEMM is TN only, so dgrad and wgrad need
+ * the transpose; MX and NVFP4 block scales run along K, so each orientation
+ * is a cast of its own on every GPU. */
+int pass_prec_orientations(const PassGpu *gpu, PlanPrecision p, int want)
+{
+    if (p == PLAN_PREC_FP8 && gpu->peak_fp4_flops > 0 && want > 1)
+        return 1;
+    return want;
+}
+
 double pass_prec_cast_s(const PassCostCtx *c, double numel, PlanPrecision p, int orient)
+{
+    return pass_prec_cast_act_s(c, numel, p, orient, false);
+}
+
+double pass_prec_cast_act_s(const PassCostCtx *c, double numel, PlanPrecision p, int orient, bool wgrad)
 {
     if (p == PLAN_PREC_BF16 || numel <= 0)
         return 0;
     const PassGpu *gpu = &c->cl->gpu;
+    orient = pass_prec_orientations(gpu, p, orient);
     double bytes = numel * (2 + orient * pass_prec_elem_bytes(p));
     int kernels = 1;
     /* A scale from this tensor's amax needs the amax before the cast: one
@@ -100,6 +119,14 @@ double pass_prec_cast_s(const PassCostCtx *c, double numel, PlanPrecision p, int
      * this one as it casts. */
     bool amax = fmts[p].tensor_amax || (!fmts[p].block && c->st.lp_scaling == PASS_SCALING_CURRENT);
     if (amax)
+        bytes += 2 * numel, kernels++;
+    /* Transformer Engine's NVFP4 recipe casts the copy the weight gradient
+     * reads through a 16-point random Hadamard transform: one kernel finds
+     * the amax of the input and of its transform, the rowwise cast reads the
+     * input, the transform-and-cast of the columnwise copy reads it again
+     * (cast.cpp: hadamard_transform_amax, then
+     * hadamard_transform_cast_fusion_columnwise). */
+    if (p == PLAN_PREC_NVFP4 && wgrad && orient >= 2 && c->st.nvfp4_rht)
         bytes += 2 * numel, kernels++;
     return pass_mem_time(gpu, bytes, kernels);
 }

@@ -106,10 +106,11 @@ static void states(const PassCostCtx *c, const Owned *own, int k, int zero, doub
         w += gathered_bytes(c, &own[i]) * e / (zero >= 3 ? dp : 1);
         /* A low-precision GEMM reads its weight cast, in each orientation
          * the stack keeps (the transpose for dgrad), held for the step. */
+        int copies = pass_prec_orientations(&c->cl->gpu, own[i].prec, c->st.lp_weight_copies);
         if (own[i].prec != PLAN_PREC_BF16 && !c->st.fp8_param_gather)
-            w += c->st.lp_weight_copies * pass_prec_elem_bytes(own[i].prec) * e / (zero >= 3 ? dp : 1);
+            w += copies * pass_prec_elem_bytes(own[i].prec) * e / (zero >= 3 ? dp : 1);
         else if (own[i].prec != PLAN_PREC_BF16)
-            w += (c->st.lp_weight_copies - 1) * pass_prec_elem_bytes(own[i].prec) * e / (zero >= 3 ? dp : 1);
+            w += (copies - 1) * pass_prec_elem_bytes(own[i].prec) * e / (zero >= 3 ? dp : 1);
         gr += grad_bytes(c) * e / (zero >= 2 ? dp : 1);
         /* ptdc's ZeRO-1 reduce-scatters the full gradient into a separate
          * shard (codegen's layout); Megatron's distributed optimizer does it

@@ -108,6 +108,10 @@ static const PassStack presets[] = {
         .lp_scaling = PASS_SCALING_DELAYED,
         .lp_weight_copies = 2,
         .lp_weight_cached = true,
+        /* NVFP4BlockScaling's defaults (transformer_engine/common/recipe):
+         * inputs and gradients quantised with_rht and with_post_rht_amax,
+         * the Hadamard transform on their columnwise (wgrad) copies. */
+        .nvfp4_rht = true,
         /* --overlap-grad-reduce --overlap-param-gather with DDP buckets of
          * max(40M, 1M x dp) parameters (distributed_data_parallel_config). */
         .dp_overlap = true,
@@ -316,6 +320,8 @@ static const struct SKey {
      "low-precision weight orientations kept (2: with its transpose)"},
     {"lp_weight_cached", S_BOOL, F(lp_weight_cached), 0, 0, 0, NULL, 0,
      "low-precision weights cast once per step, not per micro-batch"},
+    {"nvfp4_rht", S_BOOL, F(nvfp4_rht), 0, 0, 0, NULL, 0,
+     "NVFP4's weight-gradient operands pass a random Hadamard transform (an amax and a cast of their own)"},
     {"fp8_param_gather", S_BOOL, F(fp8_param_gather), 0, 0, 0, NULL, 0,
      "weights kept and all-gathered in the low precision (no bf16 copy)"},
     {"dp_overlap", S_BOOL, F(dp_overlap), 0, 0, 0, NULL, 0,

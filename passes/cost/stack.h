@@ -100,6 +100,10 @@ typedef struct PassStack {
                                      weight and its transpose, for dgrad) */
     bool lp_weight_cached;        /* the weight is cast once per step (Transformer Engine's
                                      is_first_microbatch), not every micro-batch */
+    bool nvfp4_rht;               /* NVFP4's weight-gradient operands (the input and the output
+                                     gradient, columnwise) pass a 16-point random Hadamard
+                                     transform with an amax of their own (Transformer Engine's
+                                     NVFP4BlockScaling: with_rht, with_post_rht_amax) */
     bool fp8_param_gather;        /* the weights are kept and all-gathered in the low
                                      precision (Megatron --fp8-param-gather): no bf16 copy */
     /* communication */

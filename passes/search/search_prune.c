@@ -85,14 +85,31 @@ double src_states_lb(const Src *s, int p, int z, double n, double tp)
            (s->xw[p] + s->xgr[p] + s->xop[p]) / n;
 }
 
-/* The piece that stands for p when costs depend only on the piece's kind:
- * the first piece of its repeat. */
-static int rep_piece(const IrGraph *g, int p)
+/* Whether pieces p and q (of one repeat, as many nodes) run each node in
+ * the same format: a low-precision plan keeps the first and last layers in
+ * bf16 under lp_bf16_first/last_layers, which saves more and casts nothing. */
+static bool same_prec(const Src *s, int p, int q)
 {
+    const IrGraph *g = s->g;
+    if (s->c->prec == PLAN_PREC_BF16)
+        return true;
+    for (int i = 0; i < g->pieces[p].count; i++)
+        if (pass_prec_of(s->c, g, &g->nodes[g->pieces[p].first + i]) !=
+            pass_prec_of(s->c, g, &g->nodes[g->pieces[q].first + i]))
+            return false;
+    return true;
+}
+
+/* The piece that stands for p when costs depend only on the piece's kind
+ * and format: the first piece of its repeat in the same formats. */
+static int rep_piece(const Src *s, int p)
+{
+    const IrGraph *g = s->g;
     if (g->pieces[p].rep < 0)
         return p;
     for (int q = 0; q < p; q++)
-        if (g->pieces[q].rep == g->pieces[p].rep && g->pieces[q].count == g->pieces[p].count)
+        if (g->pieces[q].rep == g->pieces[p].rep && g->pieces[q].count == g->pieces[p].count &&
+            same_prec(s, p, q))
             return q;
     return p;
 }
@@ -120,7 +137,7 @@ const SrcWork *src_work(Src *s, int64_t mb_seqs)
     /* A low-precision plan's linear layers run at their format's rate. */
     double flop_rate = fmax(gpu->peak_flops, pass_prec_peak(gpu, s->c->prec)) * s->eff_max, byte_rate = gpu->hbm_bw * gpu->hbm_eff;
     for (int p = 0; p < s->npieces; p++) {
-        int q = rep_piece(g, p);
+        int q = rep_piece(s, p);
         if (q != p) {
             memcpy(&W->t[p * SRC_NRC], &W->t[q * SRC_NRC], SRC_NRC * sizeof(double));
             memcpy(&W->saved[p * SRC_NRC], &W->saved[q * SRC_NRC], SRC_NRC * sizeof(double));
@@ -223,7 +240,7 @@ void src_group_floor(Src *s, SrcGroup *G)
     for (int t = 0; t < g->ntensors; t++)
         minb[t] = -1;
     for (int p = 0; p < P; p++) {
-        int q = rep_piece(g, p);
+        int q = rep_piece(s, p);
         if (q != p) {
             memcpy(&G->floor_t[p * SRC_NRC], &G->floor_t[q * SRC_NRC], SRC_NRC * sizeof(double));
             memcpy(&G->floor_saved[p * SRC_NRC], &G->floor_saved[q * SRC_NRC], SRC_NRC * sizeof(double));

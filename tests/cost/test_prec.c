@@ -74,6 +74,30 @@ static void test_casts(void)
     /* MXFP8: block scales written beside, amax per block inside the cast. */
     CHECK(NEAR(pass_prec_cast_s(&c, n, PLAN_PREC_MXFP8, 1), n * (2 + 1 + 1 / 32.0) / bw + k, 1e-12));
     CHECK(pass_prec_cast_s(&c, n, PLAN_PREC_BF16, 1) == 0);
+    /* Blackwell's FP8 GEMMs take any layout (Transformer Engine's
+     * is_non_tn_fp8_gemm_supported): one per-tensor FP8 copy serves both
+     * orientations; MX and NVFP4 block scales run along K, so they keep two. */
+    CHECK(pass_prec_orientations(&cl.gpu, PLAN_PREC_FP8, 2) == 2);
+    PassCluster bl = {.ngpus = 8, .gpus_per_node = 8};
+    pass_gpu_preset("b200", &bl.gpu);
+    PassCostCtx cb = {.cl = &bl};
+    pass_stack_preset("megatron", &cb.st);
+    double bwb = bl.gpu.hbm_bw * bl.gpu.hbm_eff, kb = bl.gpu.kernel_overhead_s;
+    CHECK(pass_prec_orientations(&bl.gpu, PLAN_PREC_FP8, 2) == 1);
+    CHECK(pass_prec_orientations(&bl.gpu, PLAN_PREC_MXFP8, 2) == 2);
+    CHECK(pass_prec_orientations(&bl.gpu, PLAN_PREC_NVFP4, 2) == 2);
+    CHECK(NEAR(pass_prec_cast_s(&cb, n, PLAN_PREC_FP8, 2), n * (2 + 1) / bwb + kb, 1e-12));
+    CHECK(NEAR(pass_prec_cast_s(&cb, n, PLAN_PREC_MXFP8, 2), n * (2 + 2 * (1 + 1 / 32.0)) / bwb + kb, 1e-12));
+    /* NVFP4 under Megatron (nvfp4_rht): the per-tensor amax pass, and for
+     * what the weight gradient reads, the Hadamard transform's cast reads
+     * the input once more; the weight (not a wgrad operand) does not. */
+    double e4 = 0.5 + 1 / 16.0;
+    CHECK(cb.st.nvfp4_rht);
+    CHECK(NEAR(pass_prec_cast_act_s(&cb, n, PLAN_PREC_NVFP4, 2, false), n * (2 + 2 * e4 + 2) / bwb + 2 * kb, 1e-12));
+    CHECK(NEAR(pass_prec_cast_act_s(&cb, n, PLAN_PREC_NVFP4, 2, true), n * (2 + 2 * e4 + 2 + 2) / bwb + 3 * kb, 1e-12));
+    CHECK(pass_prec_cast_act_s(&cb, n, PLAN_PREC_NVFP4, 1, true) == pass_prec_cast_s(&cb, n, PLAN_PREC_NVFP4, 1));
+    cb.st.nvfp4_rht = false;
+    CHECK(pass_prec_cast_act_s(&cb, n, PLAN_PREC_NVFP4, 2, true) == pass_prec_cast_s(&cb, n, PLAN_PREC_NVFP4, 2));
 }
 
 /* LLaMA-2 7B at tp 2, pp 1 on 8 H100s: the matmul nodes' casts, which
