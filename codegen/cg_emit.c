@@ -237,9 +237,19 @@ static bool write_file(Cg *c, const char *dir, const char *name)
     return ok;
 }
 
+bool cg_precision_runs(PlanPrecision p)
+{
+    return p == PLAN_PREC_BF16 || p == PLAN_PREC_FP8;
+}
+
 static bool generate(Cg *c)
 {
     const Plan *p = c->p;
+    if (!cg_precision_runs(p->precision)) {
+        ir_error(IR_NOLOC, "the plan's linear layers are in %s, which ptdc's programs do not compute "
+                 "(they compute bf16 and fp8)", plan_precision_name(p->precision));
+        return false;
+    }
     if (!cg_analyse(c))
         return false;
     c->ranks = ir_alloc(c->arena, sizeof *c->ranks * (size_t)p->pp);
