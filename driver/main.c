@@ -284,10 +284,11 @@ static bool programs_refused(const DrvOptions *o, PlanPrecision p)
 {
     if (!o->out_dir || o->plan_only || cg_precision_runs(p))
         return false;
-    ir_error(IR_NOLOC, "--precision %s: -o DIR writes ptdc's programs, which compute bf16 and fp8 only, "
+    const char *n = plan_precision_name(p);
+    bool chose = o->precision && !strcmp(o->precision, "auto");
+    ir_error(IR_NOLOC, "--precision %s%s: -o DIR writes ptdc's programs, which compute bf16 and fp8 only, "
              "not %s (use --plan-only for the %s plan files, --emit megatron for Megatron-LM's flags, "
-             "or --precision fp8 for a program)", plan_precision_name(p), plan_precision_name(p),
-             plan_precision_name(p));
+             "or --precision fp8 for a program)", chose ? "auto chose " : "", n, n, n);
     return true;
 }
 
