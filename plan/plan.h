@@ -236,7 +236,8 @@ int plan_precision_parse(const char *s);
  * parameter as its second operand inside the repeated layers, outside the
  * first `bf16_first` and last `bf16_last` of them (the stack keys
  * lp_bf16_first_layers, lp_bf16_last_layers), runs in `prec`; the embedding,
- * the head, attention's core and everything else in BF16. */
+ * the head, attention's core, a MoE router's scores and everything else in
+ * BF16. */
 PlanPrecision plan_gemm_precision(const IrGraph *g, const IrNode *n, PlanPrecision prec, int bf16_first,
                                   int bf16_last);
 /* Under per-tensor scaling the scale of each operand of such a GEMM comes

@@ -48,6 +48,13 @@ PlanPrecision plan_gemm_precision(const IrGraph *g, const IrNode *n, PlanPrecisi
         return PLAN_PREC_BF16;
     if (n->layer < bf16_first || n->layer >= rep_layers(g, n) - bf16_last)
         return PLAN_PREC_BF16;
+    /* A router's scores pick the experts: Megatron-LM keeps the router out of
+     * FP8 (its GEMM is small, n_experts wide, and a rounding flips choices).
+     * Its ROUTE follows it inside its piece; the cost model asks this per
+     * node and strategy, so only the piece's later nodes are looked at. */
+    for (int i = n->id + 1; i < g->nfwd && g->nodes[i].piece == n->piece; i++)
+        if (g->nodes[i].op == IR_OP_ROUTE && g->nodes[i].in[0] == n->out[0])
+            return PLAN_PREC_BF16;
     return prec;
 }
 
