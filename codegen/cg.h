@@ -91,6 +91,8 @@ typedef struct CgBuf {
     X(MATMUL_GRAD, "rt_matmul_grad", "bbbnnnfff")                                           \
     X(MATMUL_BATCH, "rt_matmul_batch", "LLLnnnfff")                                         \
     X(MATMUL_GRAD_BATCH, "rt_matmul_grad_batch", "LLLnnnfff")                               \
+    X(MATMUL_FP8, "cg_matmul_fp8", "bbbnnnfffeecc")                                        \
+    X(MATMUL_FP8_GRAD, "cg_matmul_fp8_grad", "bbbnnnfffeecc")                               \
     X(EMBEDDING_FWD, "rt_embedding_fwd", "bbbnnon")                                         \
     X(EMBEDDING_BWD, "rt_embedding_bwd", "bbbnnon")                                         \
     X(RMSNORM_FWD, "rt_rmsnorm_fwd", "bbbbnnx")                                             \
@@ -408,6 +410,10 @@ typedef struct CgArgs {
 void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a);
 void cg_kernel_batch(Cg *c, CgOp *op, int piece, const IrNode *const *n, const CgArgs *a, int count);
 bool cg_kernel_accumulates(const IrNode *n, int j); /* output j always accumulates (dw, db, dtable): an rt_grad */
+/* Whether MATMUL n (forward or backward) runs in FP8: its forward GEMM is
+ * one plan_gemm_precision puts in the plan's FP8 format (the cost model's
+ * rule). Such GEMMs run one call each (cg_matmul_fp8), never batched. */
+bool cg_gemm_fp8(const Cg *c, const IrNode *n);
 int cg_route_index(const IrGraph *g, const IrNode *n); /* the row of cg_routes[] (model.c) a route or its backward passes */
 
 /* cg_mem.c */

@@ -74,7 +74,7 @@ static bool dw_direct(const Low *L, const IrNode *b)
 static bool dw_batch(Low *L, const IrNode *b, const CgArgs *a, bool direct)
 {
     const IrGraph *g = L->c->g;
-    if (!direct || b->fwd < 0 || b->op != IR_OP_MATMUL || L->dw_of[b->fwd] != b->id)
+    if (!direct || b->fwd < 0 || b->op != IR_OP_MATMUL || L->dw_of[b->fwd] != b->id || cg_gemm_fp8(L->c, b))
         return false;
     int ids[PLAN_GEMM_BATCH_MAX];
     int k = plan_gemm_batch(g, &g->nodes[b->fwd], L->c->p->strategy, ids), last = -1;

@@ -251,10 +251,54 @@ static bool write_file(Cg *c, const char *dir, const char *name)
     return ok;
 }
 
+bool cg_precision_runs(PlanPrecision p)
+{
+    return p == PLAN_PREC_BF16 || p == PLAN_PREC_FP8;
+}
+
+/* rt_matmul_fp8 (cuBLASLt's FP8 layout) needs the contracted and the output
+ * dim of each GEMM a multiple of 16; an FP8 GEMM's forward, input gradient
+ * and weight gradient contract, in turn, its K, N and M (the tokens of a
+ * micro-batch on this rank), so all three must be. Said here, before a
+ * program that would stop at its first step is written. */
+static bool fp8_shapes_ok(const Cg *c)
+{
+    const IrGraph *g = c->g;
+    int64_t local[64];
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *n = &g->nodes[i];
+        if (!cg_gemm_fp8(c, n) || g->ndims > 64)
+            continue;
+        plan_local_sizes(g, n, &c->mesh, cg_strategy(c, n), c->dim, local);
+        int64_t K = 1, na = 1, nb = 1;
+        for (int k = 0; k < n->attr.ncontract; k++)
+            K *= local[n->attr.contract[k]];
+        const IrTensor *a = &g->tensors[n->in[0]], *b = &g->tensors[n->in[1]];
+        for (int k = 0; k < a->rank; k++)
+            na *= local[a->dim[k]];
+        for (int k = 0; k < b->rank; k++)
+            nb *= local[b->dim[k]];
+        int64_t M = na / K, N = nb / K;
+        if (M % 16 || N % 16 || K % 16) {
+            ir_error(IR_NOLOC, "FP8 GEMM %s: its sizes on a rank are M=%lld (tokens of a micro-batch) "
+                     "N=%lld K=%lld, and FP8 GEMMs need all three multiples of 16 (cuBLASLt); use "
+                     "larger micro-batches, less tensor parallelism or --precision bf16",
+                     g->tensors[n->out[0]].name, (long long)M, (long long)N, (long long)K);
+            return false;
+        }
+    }
+    return true;
+}
+
 static bool generate(Cg *c)
 {
     const Plan *p = c->p;
-    if (!cg_analyse(c))
+    if (!cg_precision_runs(p->precision)) {
+        ir_error(IR_NOLOC, "the plan's linear layers are in %s, which ptdc's programs do not compute "
+                 "(they compute bf16 and fp8)", plan_precision_name(p->precision));
+        return false;
+    }
+    if (!cg_analyse(c) || !fp8_shapes_ok(c))
         return false;
     c->ranks = ir_alloc(c->arena, sizeof *c->ranks * (size_t)p->pp);
     for (int r = 0; r < p->pp; r++) {

@@ -117,6 +117,8 @@ bool cg_lower_gemm_batch(Low *L, const IrNode *n, bool recompute, ChunkBufs *cb,
 {
     Cg *c = L->c;
     int ids[PLAN_GEMM_BATCH_MAX];
+    if (cg_gemm_fp8(c, n))
+        return false;
     int k = plan_gemm_batch(c->g, n, c->p->strategy, ids), cnt = 0;
     const IrNode *m[PLAN_GEMM_BATCH_MAX];
     for (int i = 0; i < k; i++)

@@ -93,9 +93,46 @@ static Gemm gemm_of(const K *k)
     return m;
 }
 
+bool cg_gemm_fp8(const Cg *c, const IrNode *n)
+{
+    const IrNode *f = n->fwd >= 0 ? &c->g->nodes[n->fwd] : n;
+    return n->op == IR_OP_MATMUL &&
+           plan_gemm_precision(c->g, f, c->p->precision, c->p->lp_bf16_first, c->p->lp_bf16_last) ==
+               PLAN_PREC_FP8;
+}
+
+/* An FP8 GEMM (docs/precision.md, "What the programs compute"): each
+ * operand cast with its own per-tensor scale, E4M3 for the forward's input
+ * and weight, E5M2 for the output's gradient (Transformer Engine's hybrid
+ * recipe), its amax max-reduced over the axes that split that tensor
+ * (plan_amax_axes, which the cost model prices). A backward GEMM's operands
+ * are the forward's input or weight, or the gradient of its output. */
+static void matmul_fp8(K *k, const CgArgs *a, Gemm m)
+{
+    const IrNode *n = k->n, *f = k->f;
+    int role[2];
+    for (int i = 0; i < 2; i++)
+        role[i] = n == f ? i : n->in[i] == f->in[0] ? 0 : n->in[i] == f->in[1] ? 1 : 2;
+    if (n != f && (role[0] == 2) == (role[1] == 2))
+        ir_die("codegen: FP8 backward GEMM %d reads no single output gradient", n->id);
+    const PlanStrategy *s = &k->c->p->strategy[f->id];
+    CgArg fmt[2], comm[2];
+    for (int i = 0; i < 2; i++) {
+        fmt[i] = cg_a_sym(role[i] == 2 ? "RT_FP8_E5M2" : "RT_FP8_E4M3");
+        comm[i] = cg_a_comm(plan_amax_axes(k->c->g, f, s, role[i]) & ((1 << k->c->naxes) - 1));
+    }
+    cg_call(k->c, k->op, k->piece, 0, a->grad_out ? CG_CALL_MATMUL_FP8_GRAD : CG_CALL_MATMUL_FP8,
+            ARGS(a->out[0], a->in[0], a->in[1], SZ(m.M), SZ(m.N), SZ(m.K), BOOL(m.ta), BOOL(m.tb),
+                 BOOL(a->accumulate), fmt[0], fmt[1], comm[0], comm[1]));
+}
+
 static void matmul(K *k, const CgArgs *a)
 {
     Gemm m = gemm_of(k);
+    if (cg_gemm_fp8(k->c, k->n)) {
+        matmul_fp8(k, a, m);
+        return;
+    }
     cg_call(k->c, k->op, k->piece, 0, a->grad_out ? CG_CALL_MATMUL_GRAD : CG_CALL_MATMUL,
             ARGS(a->out[0], a->in[0], a->in[1], SZ(m.M), SZ(m.N), SZ(m.K), BOOL(m.ta), BOOL(m.tb),
                  BOOL(a->accumulate)));

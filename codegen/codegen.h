@@ -59,6 +59,10 @@ void cg_options_default(CgOptions *o, CgTarget target);
  * must not find there unless ptdc wrote it (ir_outdir_check). */
 const char *const *cg_output_names(void);
 bool cg_emit(const IrGraph *g, const Plan *p, const CgOptions *o, const char *dir);
+/* Whether ptdc's programs compute a plan in format p: bf16, and fp8 with
+ * per-tensor current scaling (docs/precision.md). MXFP8's and NVFP4's block
+ * scales are planned and priced but not programmed; cg_emit refuses them. */
+bool cg_precision_runs(PlanPrecision p);
 
 /* The static memory plan cg_emit writes for each pipeline rank, in bytes at
  * the target's element sizes (weights, gradients and activations in rt_act:

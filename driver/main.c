@@ -277,6 +277,21 @@ static int write_locked(const DrvOptions *o, IrGraph *g, const PassCostCtx *ctx,
     return DRV_OK;
 }
 
+/* -o DIR's programs compute bf16 and fp8 only (cg_precision_runs): a plan in
+ * another format gets the plan files or a framework's flags instead, refused
+ * before DIR is touched. */
+static bool programs_refused(const DrvOptions *o, PlanPrecision p)
+{
+    if (!o->out_dir || o->plan_only || cg_precision_runs(p))
+        return false;
+    const char *n = plan_precision_name(p);
+    bool chose = o->precision && !strcmp(o->precision, "auto");
+    ir_error(IR_NOLOC, "--precision %s%s: -o DIR writes ptdc's programs, which compute bf16 and fp8 only, "
+             "not %s (use --plan-only for the %s plan files, --emit megatron for Megatron-LM's flags, "
+             "or --precision fp8 for a program)", chose ? "auto chose " : "", n, n, n);
+    return true;
+}
+
 /* The search's answer in the mode's form: printed, with the alternatives
  * (--explain), written to DIR, or as a framework's configuration. */
 static int answer(Mode mode, const DrvOptions *o, IrGraph *g, const PassCostCtx *ctx, const PassSearchOpts *so,
@@ -301,6 +316,8 @@ static int answer(Mode mode, const DrvOptions *o, IrGraph *g, const PassCostCtx 
     }
     if (o->explain) /* with --json stdout holds the one JSON object and nothing else */
         rep_plan_explain(o->json ? stderr : stdout, ctx, g, so, cache, r);
+    if (mode == MODE_PROGRAMS && programs_refused(o, r->alt[0].plan.precision)) /* auto's choice */
+        return DRV_INVALID;
     if (mode == MODE_PLAN_FILES || mode == MODE_PROGRAMS)
         return write_dir(o, g, ctx, r);
     return DRV_OK;
@@ -348,6 +365,9 @@ static int plan_setup(const DrvOptions *o, IrGraph *g, const char *fw, PassClust
                  "(use --plan-only, or --emit megatron|torchtitan for its flags)", ctx->st.name);
         return DRV_INVALID;
     }
+    int prec = o->precision ? plan_precision_parse(o->precision) : PLAN_PREC_BF16;
+    if (prec >= 0 && programs_refused(o, (PlanPrecision)prec)) /* before searching */
+        return DRV_INVALID;
     if (cl->gpu.kind == PASS_DEV_CPU && o->target && strcmp(o->target, "cpu") != 0) {
         ir_error(IR_NOLOC, "--target %s: the cluster file describes CPU ranks, whose programs are "
                  "CPU programs (--target cpu)", o->target);

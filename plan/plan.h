@@ -234,6 +234,25 @@ const char *plan_precision_name(PlanPrecision p);
 int plan_precision_bits(PlanPrecision p);
 /* The precision named s, or -1. */
 int plan_precision_parse(const char *s);
+/* The one rule for which GEMMs run in a plan's low-precision format, read by
+ * the cost model (pass_prec_of: what it prices) and codegen (what the
+ * programs run), so plan and program agree: a forward MATMUL reading a
+ * parameter as its second operand inside the repeated layers, outside the
+ * first `bf16_first` and last `bf16_last` of them (the stack keys
+ * lp_bf16_first_layers, lp_bf16_last_layers), runs in `prec`; the embedding,
+ * the head, attention's core, a MoE router's scores and everything else in
+ * BF16. */
+PlanPrecision plan_gemm_precision(const IrGraph *g, const IrNode *n, PlanPrecision prec, int bf16_first,
+                                  int bf16_last);
+/* Under per-tensor scaling the scale of each operand of such a GEMM comes
+ * from the amax of the whole tensor the GEMM computes with (one data-parallel
+ * replica's micro-batch), whatever the sharding: the mesh axes over which that
+ * amax is max-reduced (bit a), those splitting the operand at GEMM n (forward
+ * node, strategy s) along any dim but the batch (tensor, sequence and
+ * context parallel shards; a data-parallel replica's rows are its own).
+ * which: 0 the input (in[0]), 1 the weight (in[1]), 2 the output (its
+ * gradient is the backward GEMMs' operand). */
+int plan_amax_axes(const IrGraph *g, const IrNode *n, const PlanStrategy *s, int which);
 typedef enum { PLAN_ATTN_FLASH, PLAN_ATTN_MATERIALIZED } PlanAttention;
 
 const char *plan_recompute_name(PlanRecompute r); /* "none", "full", ... (rules.c) */
@@ -260,6 +279,8 @@ typedef struct Plan {
     PlanSchedule schedule;
     PlanAttention attention;
     PlanPrecision precision;      /* the linear layers' format (BF16 = 0, the default) */
+    int lp_bf16_first, lp_bf16_last; /* repeated layers at each end whose linears stay BF16
+                                     (the stack's keys; plan_gemm_precision) */
     int8_t axis[PLAN_NDIMS];      /* the mesh axis each parallel dimension runs along, or
                                      -1; set once by whoever completes the plan
                                      (plan_axes), read by everyone after */

@@ -30,3 +30,42 @@ int plan_precision_parse(const char *s)
             return i;
     return -1;
 }
+
+/* The layers of n's repeat block. */
+static int rep_layers(const IrGraph *g, const IrNode *n)
+{
+    int rep = g->pieces[n->piece].rep, count = 0;
+    for (int p = 0; p < g->npieces; p++)
+        count += g->pieces[p].rep == rep;
+    return count;
+}
+
+PlanPrecision plan_gemm_precision(const IrGraph *g, const IrNode *n, PlanPrecision prec, int bf16_first,
+                                  int bf16_last)
+{
+    if (prec == PLAN_PREC_BF16 || n->op != IR_OP_MATMUL || n->nin < 2 || n->layer < 0 ||
+        g->tensors[n->in[1]].role != IR_PARAM || g->pieces[n->piece].rep < 0)
+        return PLAN_PREC_BF16;
+    if (n->layer < bf16_first || n->layer >= rep_layers(g, n) - bf16_last)
+        return PLAN_PREC_BF16;
+    /* A router's scores pick the experts: Megatron-LM keeps the router out of
+     * FP8 (its GEMM is small, n_experts wide, and a rounding flips choices).
+     * Its ROUTE follows it inside its piece; the cost model asks this per
+     * node and strategy, so only the piece's later nodes are looked at. */
+    for (int i = n->id + 1; i < g->nfwd && g->nodes[i].piece == n->piece; i++)
+        if (g->nodes[i].op == IR_OP_ROUTE && g->nodes[i].in[0] == n->out[0])
+            return PLAN_PREC_BF16;
+    return prec;
+}
+
+int plan_amax_axes(const IrGraph *g, const IrNode *n, const PlanStrategy *s, int which)
+{
+    PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
+    plan_shard_io(g, n, s, in, out);
+    const PlanSharding *t = which == 2 ? &out[0] : &in[which];
+    int mask = 0;
+    for (int a = 0; a < PLAN_MAX_AXES; a++)
+        if (t->dim[a] >= 0 && t->dim[a] != g->batch_dim)
+            mask |= 1 << a;
+    return mask;
+}

@@ -262,6 +262,11 @@ float rt_amax(const rt_act *src, int64_t n);
 float rt_fp8_scale(float amax, RtFp8Format f);
 /* dst[i] = the FP8 code of src[i] * scale (dst: n bytes). */
 void rt_cast_fp8(uint8_t *dst, const rt_act *src, int64_t n, float scale, RtFp8Format f);
+/* The same, transposed: src [rows, cols] row-major, dst [cols, rows] (a GEMM
+ * operand whose contracted dim runs down its columns, cast into
+ * rt_matmul_fp8's rows-of-K layout). The codes equal rt_cast_fp8's. */
+void rt_cast_fp8_t(uint8_t *dst, const rt_act *src, int64_t rows, int64_t cols, float scale,
+                   RtFp8Format f);
 /* dst[i] = decode(src[i]) * scale_inv, rounded to rt_act. */
 void rt_dequant_fp8(rt_act *dst, const uint8_t *src, int64_t n, float scale_inv, RtFp8Format f);
 /* C[M,N] = (A * a_scale_inv) (B * b_scale_inv)^T (+ C if accumulate): A is

@@ -105,20 +105,20 @@ static void cast(PassNodeCost *o, bool bwd, double t)
         o->fwd_s += t;
 }
 
-/* The amax all-reduce of a quantised activation under per-tensor current
- * scaling: its shards must share one scale, so where the GEMM is split
- * over a tensor-parallel axis (its weight sharded there) the amax is
- * all-reduced over it, one float. */
-static double amax_reduce_s(const OpArgs *a, PlanPrecision p)
+/* The amax all-reduces of a quantised operand under per-tensor current
+ * scaling: its shards must share one scale, so its amax is max-reduced over
+ * each axis that splits it other than by the batch (plan_amax_axes, the
+ * groups the programs reduce over), one float each. which: 0 the input, 1
+ * the weight, 2 the output's gradient. */
+static double amax_reduce_s(const OpArgs *a, PlanPrecision p, int which)
 {
     bool tensor_scale = p == PLAN_PREC_NVFP4 || (p == PLAN_PREC_FP8 && a->c->st.lp_scaling == PASS_SCALING_CURRENT);
     if (!tensor_scale)
         return 0;
-    PlanSharding in[IR_MAX_IN];
-    plan_shard_io(a->g, a->n, a->s, in, NULL);
+    int axes = plan_amax_axes(a->g, a->n, a->s, which);
     double t = 0;
     for (int ax = 0; ax < a->m->naxes; ax++)
-        if (in[1].dim[ax] >= 0 && a->m->size[ax] > 1)
+        if ((axes >> ax & 1) && a->m->size[ax] > 1)
             t += pass_cost_coll(a->c, a->m, &(PlanColl){.kind = PLAN_COLL_ALLREDUCE, .axis = ax, .numel = 1}, 4);
     return t;
 }
@@ -170,11 +170,12 @@ static void pass_opcost_MATMUL(const OpArgs *a, PassNodeCost *o)
      * (then once per step, not charged: a step's weights once, under 0.1%
      * of a step). Backward: the output's gradient in both orientations
      * (dgrad reads it rowwise, wgrad columnwise). */
-    cast(o, false, pass_prec_cast_act_s(a->c, M * K, p, dB ? 2 : 1, dB) / calls + amax_reduce_s(a, p) / calls);
+    cast(o, false, pass_prec_cast_act_s(a->c, M * K, p, dB ? 2 : 1, dB) / calls + amax_reduce_s(a, p, 0) / calls);
     if (!a->c->st.lp_weight_cached)
-        cast(o, false, pass_prec_cast_s(a->c, K * N, p, dA ? a->c->st.lp_weight_copies : 1));
+        cast(o, false, pass_prec_cast_s(a->c, K * N, p, dA ? a->c->st.lp_weight_copies : 1) +
+                           amax_reduce_s(a, p, 1));
     if (dA || dB)
-        cast(o, true, pass_prec_cast_act_s(a->c, M * N, p, dA && dB ? 2 : 1, dB) + amax_reduce_s(a, p));
+        cast(o, true, pass_prec_cast_act_s(a->c, M * N, p, dA && dB ? 2 : 1, dB) + amax_reduce_s(a, p, 2));
 }
 
 /* Norms. ptdc's kernels read x and write y in one pass (rstd per row);

@@ -60,23 +60,10 @@ double pass_prec_elem_bytes(PlanPrecision p)
     return f->bytes + (f->block ? (double)f->scale_bytes / f->block : 0);
 }
 
-/* The layers of n's repeat block: n's index among them and their count. */
-static int rep_layers(const IrGraph *g, const IrNode *n)
-{
-    int rep = g->pieces[n->piece].rep, count = 0;
-    for (int p = 0; p < g->npieces; p++)
-        count += g->pieces[p].rep == rep;
-    return count;
-}
-
 PlanPrecision pass_prec_of(const PassCostCtx *c, const IrGraph *g, const IrNode *n)
 {
-    if (c->prec == PLAN_PREC_BF16 || n->op != IR_OP_MATMUL || n->nin < 2 || n->layer < 0 ||
-        g->tensors[n->in[1]].role != IR_PARAM || g->pieces[n->piece].rep < 0)
-        return PLAN_PREC_BF16;
-    if (n->layer < c->st.lp_bf16_first || n->layer >= rep_layers(g, n) - c->st.lp_bf16_last)
-        return PLAN_PREC_BF16;
-    return c->prec;
+    /* plan_gemm_precision: the rule codegen lowers by too. */
+    return plan_gemm_precision(g, n, c->prec, c->st.lp_bf16_first, c->st.lp_bf16_last);
 }
 
 double pass_gemm_time_prec(const PassGpu *gpu, double M, double N, double K, double batch,

@@ -350,6 +350,8 @@ void src_plan(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCan
     p->schedule = k->v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B;
     p->attention = s->c->attention;
     p->precision = s->c->prec;
+    p->lp_bf16_first = s->c->st.lp_bf16_first;
+    p->lp_bf16_last = s->c->st.lp_bf16_last;
     plan_axes(s->g, p);
 }
 

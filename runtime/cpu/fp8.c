@@ -32,6 +32,18 @@ void rt_cast_fp8(uint8_t *dst, const rt_act *src, int64_t n, float scale, RtFp8F
         dst[i] = rtc_fp8_encode(src[i] * scale, f);
 }
 
+void rt_cast_fp8_t(uint8_t *dst, const rt_act *src, int64_t rows, int64_t cols, float scale,
+                   RtFp8Format f)
+{
+    rtc_check_fp8_format("rt_cast_fp8_t", f);
+    if (rows < 0 || cols < 0)
+        rt_fatal("rt_cast_fp8_t: negative size %lld x %lld", (long long)rows, (long long)cols);
+    RTCPU_PAR_FOR(rows * cols)
+    for (int64_t j = 0; j < cols; j++)
+        for (int64_t i = 0; i < rows; i++)
+            dst[j * rows + i] = rtc_fp8_encode(src[i * cols + j] * scale, f);
+}
+
 void rt_dequant_fp8(rt_act *dst, const uint8_t *src, int64_t n, float scale_inv, RtFp8Format f)
 {
     rtc_check_fp8_format("rt_dequant_fp8", f);

@@ -97,6 +97,20 @@ static __global__ void k_cast_fp8(uint8_t *dst, const rt_act *src, int64_t n, fl
         dst[i] = __nv_cvt_float_to_fp8(__fmul_rn(ld(src + i), scale), __NV_SATFINITE, nf);
 }
 
+/* dst [cols, rows] from src [rows, cols]: each thread one element, read
+ * along a row of src (coalesced reads; the writes stride, which a cast a
+ * few times the GEMM's operand size can afford). */
+static __global__ void k_cast_fp8_t(uint8_t *dst, const rt_act *src, int64_t rows, int64_t cols, float scale,
+                                    RtFp8Format f)
+{
+    __nv_fp8_interpretation_t nf = nv_fmt(f);
+    int64_t n = rows * cols;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i / cols, c = i % cols;
+        dst[c * rows + r] = __nv_cvt_float_to_fp8(__fmul_rn(ld(src + i), scale), __NV_SATFINITE, nf);
+    }
+}
+
 /* decode (exact through fp16, which holds every FP8 value) times
  * scale_inv in fp32, rounded once to bf16. */
 static __global__ void k_dequant_fp8(rt_act *dst, const uint8_t *src, int64_t n, float scale_inv, RtFp8Format f)
@@ -116,6 +130,18 @@ void rt_cast_fp8(uint8_t *dst, const rt_act *src, int64_t n, float scale, RtFp8F
     if (n == 0) return;
     rtcu_deps({{dst, (size_t)n}, {src, (size_t)n * sizeof(rt_act)}});
     RTCU_LAUNCH(k_cast_fp8, rtcu_grid(n, 256), 256, 0)(dst, src, n, scale, f);
+    LAUNCH_CHECK();
+}
+
+void rt_cast_fp8_t(uint8_t *dst, const rt_act *src, int64_t rows, int64_t cols, float scale, RtFp8Format f)
+{
+    rtcu_require_init("rt_cast_fp8_t");
+    rtc_check_fp8_format("rt_cast_fp8_t", f);
+    if (rows < 0 || cols < 0) rt_fatal("rt_cast_fp8_t: negative size %lld x %lld", (long long)rows, (long long)cols);
+    int64_t n = rows * cols;
+    if (n == 0) return;
+    rtcu_deps({{dst, (size_t)n}, {src, (size_t)n * sizeof(rt_act)}});
+    RTCU_LAUNCH(k_cast_fp8_t, rtcu_grid(n, 256), 256, 0)(dst, src, rows, cols, scale, f);
     LAUNCH_CHECK();
 }
 

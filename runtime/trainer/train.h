@@ -46,6 +46,10 @@ extern RtComm *tr_cp_ring;
  * coordinate on them is 0)? */
 int tr_counts(int mask);
 void tr_run_schedule(void);
+/* Under PTDC_TIME_GEMM (trainer.c): a GEMM call's start, then its time and
+ * the FLOPs of its count GEMMs of M x N x K into the step's GEMM share. */
+double tr_gemm_start(void);
+void tr_gemm_end(double t0, int count, int64_t M, int64_t N, int64_t K);
 void tr_reduce_grads(void);
 double tr_world_loss(void);
 extern int tr_overlap;           /* buckets and non-blocking all-gathers (PTDC_OVERLAP, default 1) */

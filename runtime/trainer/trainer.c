@@ -223,10 +223,11 @@ static double gemm_s;     /* seconds in GEMMs this step */
 static double gemm_flops; /* their FLOPs */
 
 /* Under PTDC_TIME_GEMM: the start of a GEMM call (0 otherwise), then the
- * call's time and the FLOPs of its count GEMMs into the step's sums. */
-static double gemm_start(void) { return time_gemm ? rt_time() : 0; }
+ * call's time and the FLOPs of its count GEMMs into the step's sums (the
+ * FP8 GEMMs' too: train_fp8.c). */
+double tr_gemm_start(void) { return time_gemm ? rt_time() : 0; }
 
-static void gemm_end(double t0, int count, int64_t M, int64_t N, int64_t K)
+void tr_gemm_end(double t0, int count, int64_t M, int64_t N, int64_t K)
 {
     if (!time_gemm)
         return;
@@ -237,34 +238,34 @@ static void gemm_end(double t0, int count, int64_t M, int64_t N, int64_t K)
 void (cg_matmul)(rt_act *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N, int64_t K,
                bool ta, bool tb, bool accumulate)
 {
-    double t0 = gemm_start();
+    double t0 = tr_gemm_start();
     (rt_matmul)(c, a, b, M, N, K, ta, tb, accumulate);
-    gemm_end(t0, 1, M, N, K);
+    tr_gemm_end(t0, 1, M, N, K);
 }
 
 void (cg_matmul_grad)(rt_grad *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N, int64_t K,
                       bool ta, bool tb, bool accumulate)
 {
-    double t0 = gemm_start();
+    double t0 = tr_gemm_start();
     (rt_matmul_grad)(c, a, b, M, N, K, ta, tb, accumulate);
-    gemm_end(t0, 1, M, N, K);
+    tr_gemm_end(t0, 1, M, N, K);
 }
 
 void (cg_matmul_batch)(int count, rt_act *const c[], const rt_act *const a[], const rt_act *const b[],
                        int64_t M, int64_t N, int64_t K, bool ta, bool tb, bool accumulate)
 {
-    double t0 = gemm_start();
+    double t0 = tr_gemm_start();
     (rt_matmul_batch)(count, c, a, b, M, N, K, ta, tb, accumulate);
-    gemm_end(t0, count, M, N, K);
+    tr_gemm_end(t0, count, M, N, K);
 }
 
 void (cg_matmul_grad_batch)(int count, rt_grad *const c[], const rt_act *const a[],
                             const rt_act *const b[], int64_t M, int64_t N, int64_t K, bool ta, bool tb,
                             bool accumulate)
 {
-    double t0 = gemm_start();
+    double t0 = tr_gemm_start();
     (rt_matmul_grad_batch)(count, c, a, b, M, N, K, ta, tb, accumulate);
-    gemm_end(t0, count, M, N, K);
+    tr_gemm_end(t0, count, M, N, K);
 }
 
 static size_t round_up(size_t n) { return (n + 255) / 256 * 256; }

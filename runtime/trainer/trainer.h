@@ -57,6 +57,16 @@ void cg_matmul_grad_batch(int count, rt_grad *const c[], const rt_act *const a[]
                           const rt_act *const b[], int64_t M, int64_t N, int64_t K, bool ta, bool tb,
                           bool accumulate);
 
+/* A GEMM in FP8 with per-tensor current scaling (train_fp8.c), as
+ * rt_matmul's arguments and then each operand's format and the group its
+ * amax is max-reduced over (NULL: this rank holds the whole tensor). */
+void cg_matmul_fp8(rt_act *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N, int64_t K, bool ta,
+                   bool tb, bool accumulate, RtFp8Format fa, RtFp8Format fb, RtComm *ga, RtComm *gb);
+/* The same into an fp32 gradient accumulator (as rt_matmul_grad). */
+void cg_matmul_fp8_grad(rt_grad *c, const rt_act *a, const rt_act *b, int64_t M, int64_t N, int64_t K,
+                        bool ta, bool tb, bool accumulate, RtFp8Format fa, RtFp8Format fb, RtComm *ga,
+                        RtComm *gb);
+
 /* This op's backward has made its last contribution to the gradient g (a
  * parameter's accumulator). After the last micro-batch of every chunk
  * holding it, the parameter is complete; when its bucket's parameters all
@@ -134,7 +144,7 @@ void cg_load(int32_t *dst, int which, int mb, int64_t b0, int64_t nb, int64_t s0
     X(rt_allgather_dim) X(rt_reduce_scatter_dim) X(rt_alltoall_dim) X(rt_slice_dim)           \
     X(cg_recv) X(cg_wait) X(cg_load) X(cg_matmul_grad) X(rt_reduce_rows_grad)                 \
     X(rt_grad_add) X(rt_grad_sum) X(cg_grad_ready) X(rt_wait) X(cg_issue)                     \
-    X(cg_matmul_batch) X(cg_matmul_grad_batch)
+    X(cg_matmul_batch) X(cg_matmul_grad_batch) X(cg_matmul_fp8) X(cg_matmul_fp8_grad)
 enum {
 #define CG_PF_ENUM(f) CG_PF_##f,
     CG_PROFILED(CG_PF_ENUM)
@@ -153,6 +163,8 @@ void cg_prof_add(int call, double t0);
 /* Calls as statements, timed (a function-like macro does not expand inside
  * itself, so each names the real function). */
 #define cg_matmul(...) CG_PROF(CG_PF_cg_matmul, cg_matmul(__VA_ARGS__))
+#define cg_matmul_fp8(...) CG_PROF(CG_PF_cg_matmul_fp8, cg_matmul_fp8(__VA_ARGS__))
+#define cg_matmul_fp8_grad(...) CG_PROF(CG_PF_cg_matmul_fp8_grad, cg_matmul_fp8_grad(__VA_ARGS__))
 #define rt_attention_fwd(...) CG_PROF(CG_PF_rt_attention_fwd, rt_attention_fwd(__VA_ARGS__))
 #define rt_attention_bwd(...) CG_PROF(CG_PF_rt_attention_bwd, rt_attention_bwd(__VA_ARGS__))
 #define rt_embedding_fwd(...) CG_PROF(CG_PF_rt_embedding_fwd, rt_embedding_fwd(__VA_ARGS__))

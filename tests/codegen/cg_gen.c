@@ -1,4 +1,5 @@
 /* cg_gen.c: test tool. cg_gen MODEL.mdl LAYOUT DIR [--set NAME=VALUE ...]
+ * [--precision bf16|fp8] [--bf16-layers FIRST,LAST]
  * compiles a model, plans it, differentiates it and writes the training
  * program to DIR with cg_emit. The plan: the test-only Megatron builder for
  * LAYOUT (layout.h), or with LAYOUT "search-..." the planner itself
@@ -59,15 +60,26 @@ static bool search_plan(const IrGraph *g, const Layout *l, PassSearchResult *r)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: cg_gen MODEL.mdl LAYOUT DIR [--set NAME=VALUE ...] [--cuda]\n");
+        fprintf(stderr, "usage: cg_gen MODEL.mdl LAYOUT DIR [--set NAME=VALUE ...] [--cuda] [--precision P] [--bf16-layers F,L]\n");
         return 2;
     }
     FeSet sets[16], psets[32];
     int nsets = 0, npsets = 0;
     CgTarget target = CG_TARGET_CPU;
+    int prec = PLAN_PREC_BF16, bf16_first = 0, bf16_last = 0;
     for (int i = 4; i < argc; i++) {
         if (!strcmp(argv[i], "--cuda")) {
             target = CG_TARGET_CUDA;
+            continue;
+        }
+        if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
+            if ((prec = plan_precision_parse(argv[++i])) < 0)
+                return 2;
+            continue;
+        }
+        if (!strcmp(argv[i], "--bf16-layers") && i + 1 < argc) {
+            if (sscanf(argv[++i], "%d,%d", &bf16_first, &bf16_last) != 2)
+                return 2;
             continue;
         }
         bool plan_set = !strcmp(argv[i], "--plan-set");
@@ -115,6 +127,11 @@ int main(int argc, char **argv)
     } else if (!layout_plan(g, &l, &plan)) {
         goto out;
     }
+    /* The linear layers' format, as the driver's search records it
+     * (--precision, the stack's lp_bf16_first_layers and _last_layers). */
+    plan.precision = (PlanPrecision)prec;
+    plan.lp_bf16_first = bf16_first;
+    plan.lp_bf16_last = bf16_last;
     if (getenv("CG_GEN_PLAN"))
         for (int i = 0; i < g->nfwd; i++) {
             const IrNode *n = &g->nodes[i];

@@ -5,7 +5,8 @@
 #   equiv.sh BIN MODEL WORK check LAYOUT     run LAYOUT's program; every step's loss and
 #                                            gradient norm must equal the reference's within
 #                                            1e-5 relative and the final weights within 1e-5
-#                                            of each tensor's scale (stcmp)
+#                                            of each tensor's scale (stcmp); FP8 programs
+#                                            the first step so, later ones looser (below)
 #   equiv.sh BIN MODEL WORK gradcheck LAYOUT every parameter's gradient against finite
 #                                            differences of the loss (train --grad-check)
 # BIN holds cg_gen and stcmp. Each program trains STEPS (5) steps from the same
@@ -68,6 +69,11 @@ batched() { # program dir
     batch_n=$((${batch_n:-0} + $(grep -c 'rt_matmul_batch(' "$1"/model.c || true)))
 }
 
+# An FP8 plan (CG_SETS has --precision fp8): its linear GEMMs run one
+# cg_matmul_fp8 call each, never batched, and every program must have them.
+fp8=0
+case " ${CG_SETS:-} " in *" --precision fp8 "*) fp8=1 ;; esac
+
 case $cmd in
 setup)
     mkdir -p "$work"
@@ -77,21 +83,35 @@ setup)
         make -s -C "$work/$l" train
         fused "$work/$l"
         batched "$work/$l"
+        if [ $fp8 = 1 ]; then
+            grep -q 'cg_matmul_fp8(' "$work/$l"/model.c || { echo "equiv: $l's FP8 program runs no FP8 GEMM"; exit 1; }
+        fi
     done
     [ "${fuse_n:-0}" -gt 0 ] || { echo "equiv: no residual add fused into a norm in $model's programs"; exit 1; }
-    [ "${batch_n:-0}" -gt 0 ] || { echo "equiv: no sibling GEMMs batched in $model's programs"; exit 1; }
+    [ $fp8 = 1 ] || [ "${batch_n:-0}" -gt 0 ] || { echo "equiv: no sibling GEMMs batched in $model's programs"; exit 1; }
     run "$ref"
     ;;
 check)
     l=$1
     run "$l"
-    paste "$work/$ref/losses" "$work/$l/losses" | awk -v l="$l" '
+    # FP8: the first step within 1e-5 like every layout (the same scales,
+    # so the same codes); after it, fp32 sums ordered otherwise by the layout
+    # (a tensor-parallel all-reduce, a pipeline's micro-batch sums) leave
+    # a few inputs on the other side of an FP8 rounding boundary, one E4M3
+    # or E5M2 step (6 to 12% of the value) apart, and the runs drift: tiny-gpt
+    # under tp2-sp measured 1.7e-5 in the gradient norm at step 2, 6.2e-5 in
+    # the loss and 0.0031 in the gradient norm by step 5, and final weights
+    # up to 0.036 of a bias's scale. A missing amax reduction moves the first
+    # step's loss by 1.2e-4 (tiny-llama, tp2).
+    tl=1e-5 tg=1e-5 tw=1e-5
+    [ $fp8 = 0 ] || tl=1e-3 tg=1e-2 tw=0.1
+    paste "$work/$ref/losses" "$work/$l/losses" | awk -v l="$l" -v tl=$tl -v tg=$tg '
         function rel(a, b) { d = a - b; if (d < 0) d = -d; return d / (a < 0 ? -a : a) }
         { r = rel($1, $3); q = rel($2, $4)
           printf "step %d: loss %s (reference) %s (%s): %.2g; gradient norm %s %s: %.2g\n", NR, $1, $3, l, r, $2, $4, q
-          if (!(r <= 1e-5) || !(q <= 1e-5)) bad = 1 }
+          if (NR == 1 ? !(r <= 1e-5) || !(q <= 1e-5) : !(r <= tl) || !(q <= tg)) bad = 1 }
         END { exit bad }'
-    "$bin/stcmp" "$work/$ref/final.safetensors" "$work/$l/final.safetensors" --tol 1e-5
+    "$bin/stcmp" "$work/$ref/final.safetensors" "$work/$l/final.safetensors" --tol $tw
     ;;
 gradcheck)
     "$work/$1/run.sh" --grad-check --data synthetic:7 > "$work/$1/gradcheck.log" 2>&1 || {

@@ -137,6 +137,15 @@ static void test_plan(const char *models)
             /* Casts are counted, in the node's time, and the GEMMs are faster. */
             CHECK(f.cast_s > 0 && f.gemm_s < 0.6 * b.gemm_s);
             CHECK(NEAR(f.fwd_s + f.bwd_s, f.gemm_s + f.cast_s + (b.fwd_s + b.bwd_s - b.gemm_s), 1e-9));
+            /* The amax groups (plan_amax_axes): the weight's over tensor
+             * parallelism, and exactly one of the input (row-parallel: K
+             * split) and the output's gradient (column-parallel: N split);
+             * under sequence parallelism the input is gathered first. A
+             * data-parallel replica's scale is its own: never over dp. */
+            int tp = 1 << p.axis[PLAN_DIM_TP], dp = 1 << p.axis[PLAN_DIM_DP];
+            int ax = plan_amax_axes(g, n, &p.strategy[i], 0), bx = plan_amax_axes(g, n, &p.strategy[i], 1),
+                cx = plan_amax_axes(g, n, &p.strategy[i], 2);
+            CHECK((bx & tp) && !!(ax & tp) + !!(cx & tp) == 1 && !((ax | bx | cx) & dp));
         } else {
             /* The head (outside the layers) stays bf16. */
             CHECK(n->layer < 0 && f.cast_s == 0 && f.gemm_s == b.gemm_s);

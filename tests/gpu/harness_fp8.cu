@@ -89,6 +89,30 @@ static void t_cast_tensor(Rng &r, RtFp8Format f)
     rt_free(dx), rt_free(dq), rt_free(dy), rt_free(dn);
 }
 
+/* The transposed cast (an operand whose K runs down its columns): the
+ * device's codes equal the CPU backend's, and both equal the plain cast's
+ * codes transposed. */
+static void t_cast_t(Rng &r, RtFp8Format f)
+{
+    const int64_t rows = 67, cols = 129, n = rows * cols;
+    std::vector<float> x((size_t)n);
+    for (auto &v : x) v = bfr(r.uni() * 5.0f);
+    rt_act *dx = dact(x);
+    float scale = rt_fp8_scale(cpu_rt_amax(x.data(), n), f);
+    uint8_t *dq = (uint8_t *)rt_alloc((size_t)n);
+    rt_cast_fp8_t(dq, dx, rows, cols, scale, f);
+    std::vector<uint8_t> got = hu8(dq, n), want((size_t)n), plain((size_t)n);
+    cpu_rt_cast_fp8_t(want.data(), x.data(), rows, cols, scale, (CpuRtFp8Format)f);
+    cpu_rt_cast_fp8(plain.data(), x.data(), n, scale, (CpuRtFp8Format)f);
+    bool tr = true;
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++) tr &= want[(size_t)(j * rows + i)] == plain[(size_t)(i * cols + j)];
+    char name[64];
+    snprintf(name, sizeof name, "cast_fp8_t %s %lldx%lld", fname(f), (long long)rows, (long long)cols);
+    report_bool(name, got == want && tr, "codes bitwise, the plain cast's transposed");
+    rt_free(dx), rt_free(dq);
+}
+
 static void t_matmul_fp8(Rng &r, RtFp8Format fa, RtFp8Format fb, int64_t M, int64_t N, int64_t K, bool acc)
 {
     std::vector<float> a = randv(r, M * K, 2.0f), b = randv(r, N * K, 0.5f), c0 = randv(r, M * N);
@@ -120,6 +144,7 @@ void run_fp8_tests(Rng &r)
          * everything into the subnormals or past max. */
         for (float s : {1.0f, 3.0f, 0.7f, 448.0f / 77.0f, 0x1p-20f, 0x1p20f}) t_cast_all((RtFp8Format)f, s);
         t_cast_tensor(r, (RtFp8Format)f);
+        t_cast_t(r, (RtFp8Format)f);
     }
     int major = 0, minor = 0;
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);

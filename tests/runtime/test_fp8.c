@@ -338,6 +338,26 @@ static void test_fatal(void)
     ref_expect_fatal("fp8 cast, format 7", bad_format, NULL, "unknown FP8 format 7");
 }
 
+/* rt_cast_fp8_t: the codes of rt_cast_fp8, transposed (rows and columns
+ * of unequal, odd counts, so a swapped index cannot pass). */
+static void test_cast_t(RtFp8Format f)
+{
+    const int64_t rows = 37, cols = 53, n = rows * cols;
+    float *x = malloc((size_t)n * sizeof *x);
+    uint8_t *q = malloc((size_t)n), *qt = malloc((size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)ref_uniform(-3, 3);
+    float scale = rt_fp8_scale(rt_amax(x, n), f);
+    rt_cast_fp8(q, x, n, scale, f);
+    rt_cast_fp8_t(qt, x, rows, cols, scale, f);
+    int bad = 0;
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++)
+            bad += qt[j * rows + i] != q[i * cols + j];
+    CHECK(bad == 0, "%s: %d transposed cast codes differ from the plain cast's", fmt_name(f), bad);
+    free(x), free(q), free(qt);
+}
+
 int main(void)
 {
     ref_seed(20261129);
@@ -347,6 +367,7 @@ int main(void)
         test_codes((RtFp8Format)f);
         test_model((RtFp8Format)f);
         test_cast((RtFp8Format)f);
+        test_cast_t((RtFp8Format)f);
     }
     test_gemm(RT_FP8_E4M3, RT_FP8_E4M3, 48, 64, 256, false);   /* forward: activations x weights */
     test_gemm(RT_FP8_E5M2, RT_FP8_E4M3, 64, 32, 512, false);   /* backward: gradients x weights */
