@@ -441,12 +441,13 @@ int main(int argc, char **argv)
                        "stopping without saving or exporting (lower --lr?)", skips);
             finish(1);
         }
-        /* An asynchronous save in flight is committed at the first step
-         * boundary where every rank's writer has finished. */
-        if (tr_save_poll(false) != 0)
-            save_failed();
         /* Preemption: every rank learns of a signal to any at the same step. */
         stop = rt_stop_agree(tr_world);
+        /* An asynchronous save in flight is committed at the first step
+         * boundary where every rank's writer has finished (after the stop's
+         * agreement, which has already waited for the slowest rank). */
+        if (tr_save_poll(false) != 0)
+            save_failed();
         saved = tr_fl.save && ((tr_fl.save_every && tr_step % tr_fl.save_every == 0) ||
                                (stop && tr_step < tr_fl.steps));
         if (saved)
