@@ -9,8 +9,11 @@
 #     PTDC_CKPT_WRITE_DELAY_MS): each waits for the one before and says how
 #     long, every step commits in order, the losses are those of the run
 #     without the delay, the rank files again those of the synchronous
-#     save, and the last step loads.
+#     save, and the last step loads;
+#   - rank 1's disk full while its writer writes: the job ends 1 naming the
+#     rank and the error, no temporary stays, the step before loads.
 set -u
+shim=$2
 work=$(mktemp -d /tmp/ptdc-fault-async.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 . "$(dirname "$0")/prog.sh"
@@ -74,4 +77,19 @@ done
 same_files "$work/sync/step-000000002/rank00001.ckpt" "$work/b2b/step-000000002/rank00001.ckpt"
 train --data synthetic:7 --steps 5 --load "$work/b2b"
 expect "load after back-to-back saves" 0 "loaded checkpoint of step 4 "
+
+# rank 1's disk fills while its writer writes step 4 (its step 2 file, 645
+# kB, fits): the failure comes back from the thread to the commit, the job
+# ends 1 naming rank 1 and ENOSPC, no temporary stays, and step 2 loads.
+d=$work/full
+LD_PRELOAD=$shim FAULT_ONLY_RANK=1 FAULT_ENOSPC_AFTER=1000000 train $common --save "$d" --save-every 2
+expect "a full disk under an asynchronous save" 1 \
+  "step 4 not committed: rank 1 could not write its file (No space left on device)"
+expect "a full disk under an asynchronous save" 1 "a checkpoint was not saved"
+lacks "a full disk under an asynchronous save" "saved checkpoint of step 4"
+if ls "$d"/step-000000004 2>/dev/null | grep -q tmp; then
+  echo "FAIL: a temporary file stayed: $(ls "$d"/step-000000004)"; fail=1
+fi
+train --data synthetic:7 --steps 5 --load "$d"
+expect "load after the failed save" 0 "loaded checkpoint of step 2 "
 exit $fail
