@@ -55,14 +55,14 @@ for s in 2 4; do
   done
 done
 
-PTDC_CKPT_WRITE_DELAY_MS=1000 train $common --save "$work/b2b" --save-every 1 --keep 4
+PTDC_CKPT_WRITE_DELAY_MS=2000 train $common --save "$work/b2b" --save-every 1 --keep 4
 expect "back to back" 0 "saved checkpoint of step 4 "
 for s in 2 3 4; do
   expect "back to back: step $s" 0 \
     "^checkpoint of step $s: waited [0-9.]* s for the checkpoint of step $((s - 1)) to be written first"
   w=$(sed -n "s/^checkpoint of step $s: waited \([0-9.]*\) s .*/\1/p" <<<"$out")
   if [ "$(echo "${w:-0} < 0.5" | bc)" = 1 ]; then
-    echo "FAIL: step $s waited ${w:-nothing} s for a writer that sleeps 1 s"; fail=1
+    echo "FAIL: step $s waited ${w:-nothing} s for a writer that sleeps 2 s"; fail=1
   fi
 done
 # in order: step s-1 committed before step s's save went ahead
