@@ -330,6 +330,17 @@ static void save_failed(void)
     finish(1);
 }
 
+/* End a run that saves nothing more (all ranks together), with status rc,
+ * after committing the asynchronous save still being written: it holds a
+ * step that passed its checks, and the refusals below promise that the
+ * steps saved before stay loadable. */
+static void finish_after_save(int rc)
+{
+    if (tr_save_finish() != 0)
+        save_failed();
+    finish(rc);
+}
+
 /* Save, or end the run with status 1 when the step cannot be saved: never
  * over non-finite state, and a failed save says what stays loadable. */
 static void save_or_exit(void)
@@ -340,7 +351,7 @@ static void save_or_exit(void)
             rt_log("error: not saving step %lld: the weights or optimizer state hold non-finite "
                    "values; the checkpoints already in %s are left as they are",
                    (long long)tr_step, tr_fl.save);
-        finish(1);
+        finish_after_save(1);
     }
     /* Finite values can still be a state every later step fails from
      * (--lr 1e30): such a step never becomes the newest checkpoint. */
@@ -351,7 +362,7 @@ static void save_or_exit(void)
                    "next batch, so every step resumed from it would be skipped (lower --lr?); "
                    "the checkpoints already in %s are left as they are", (long long)tr_step, loss,
                    tr_fl.save);
-        finish(1);
+        finish_after_save(1);
     }
     if (tr_save(tr_fl.save, rt_time() - t0) != 0)
         save_failed();
@@ -439,7 +450,7 @@ int main(int argc, char **argv)
             if (ROOT)
                 rt_log("error: %ld steps in a row had a non-finite loss or gradient norm; "
                        "stopping without saving or exporting (lower --lr?)", skips);
-            finish(1);
+            finish_after_save(1);
         }
         /* Preemption: every rank learns of a signal to any at the same step. */
         stop = rt_stop_agree(tr_world);
@@ -479,7 +490,7 @@ int main(int argc, char **argv)
             if (ROOT)
                 rt_log("error: not exporting to %s: the weights hold non-finite values",
                        tr_fl.export_hf);
-            finish(1);
+            finish_after_save(1);
         }
         tr_export_hf(tr_fl.export_hf);
     }

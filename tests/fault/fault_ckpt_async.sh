@@ -11,7 +11,9 @@
 #     without the delay, the rank files again those of the synchronous
 #     save, and the last step loads;
 #   - rank 1's disk full while its writer writes: the job ends 1 naming the
-#     rank and the error, no temporary stays, the step before loads.
+#     rank and the error, no temporary stays, the step before loads;
+#   - a save refused (non-finite next loss) while the step before is still
+#     being written: that step is committed before the job ends, and loads.
 set -u
 shim=$2
 work=$(mktemp -d /tmp/ptdc-fault-async.XXXXXX)
@@ -92,4 +94,20 @@ if ls "$d"/step-000000004 2>/dev/null | grep -q tmp; then
 fi
 train --data synthetic:7 --steps 5 --load "$d"
 expect "load after the failed save" 0 "loaded checkpoint of step 2 "
+
+# A run that refuses to save (--lr 1e3 diverges after a few steps: the
+# state's next loss is not finite) while the save of the step before is
+# still being written: that save, which passed its checks, is committed
+# before the job ends, and loads.
+d=$work/diverge
+PTDC_CKPT_WRITE_DELAY_MS=1000 train --steps 8 --save "$d" --save-every 1 --keep 10 --lr 1e3
+expect "a refused save after an asynchronous one" 1 "not saving step [0-9]*: its weights give a non-finite loss"
+n=$(sed -n 's/.*not saving step \([0-9]*\): .*/\1/p' <<<"$out" | head -1)
+if [ "${n:-0}" -ge 2 ]; then
+  expect "a refused save after an asynchronous one" 1 "saved checkpoint of step $((n - 1)) "
+  train --steps "$n" --load "$d"
+  expect "load after the refused save" 0 "loaded checkpoint of step $((n - 1)) "
+else
+  echo "FAIL: --lr 1e3 refused step ${n:-none}: no step before it to keep"; fail=1
+fi
 exit $fail
