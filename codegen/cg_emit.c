@@ -102,8 +102,10 @@ static void write_makefile(const Cg *c, FILE *f)
         fprintf(f, "MARCH = -march=native\n");
         fprintf(f, "CFLAGS = -std=c11 -O2 $(MARCH) -Wall -Wextra -D_POSIX_C_SOURCE=200809L %s %s\n",
                 o->mpi_include, o->extra_cflags ? o->extra_cflags : "");
-        /* -fopenmp: the runtime's kernels run on OpenMP threads (libgomp). */
-        fprintf(f, "LDLIBS = $(RUNTIME_LIB) %s %s -fopenmp -lm\n", o->blas_lib, o->mpi_libs);
+        /* -fopenmp: the runtime's kernels run on OpenMP threads (libgomp);
+         * -pthread: the trainer's checkpoint writer (train_ckpt_async.c). */
+        fprintf(f, "LDLIBS = $(RUNTIME_LIB) %s %s -fopenmp -pthread -lm\n", o->blas_lib,
+                o->mpi_libs);
         print_files(f, "SRCS", ".c", ".c");
         print_files(f, "HDRS", ".h", ".h");
         fprintf(f, "\ntrain: $(SRCS) $(HDRS) $(RUNTIME_LIB)\n"
@@ -122,7 +124,8 @@ static void write_makefile(const Cg *c, FILE *f)
                    "-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 "
                    "-Xcompiler=-Wall,-Wextra $(WERROR) %s\n",
                 o->mpi_include);
-        fprintf(f, "LDLIBS = $(RUNTIME_LIB) %s %s -lm\n", o->cuda_libs, o->mpi_libs);
+        /* -lpthread: the trainer's checkpoint writer (train_ckpt_async.c). */
+        fprintf(f, "LDLIBS = $(RUNTIME_LIB) %s %s -lpthread -lm\n", o->cuda_libs, o->mpi_libs);
         print_files(f, "SRCS", ".c", ".c");
         print_files(f, "HDRS", ".h", ".h");
         fprintf(f, "TRAINER = $(filter-out model.c,$(SRCS))\n");

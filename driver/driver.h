@@ -44,6 +44,7 @@ typedef struct DrvOptions {
     int pp_first, pp_last;    /* --pp-layers first=F,last=Z (0: not given) */
     const char *attention;    /* flash|materialized */
     const char *precision;    /* bf16|fp8|mxfp8|nvfp4|auto (NULL: bf16) */
+    int save_every;           /* --save-every N: the checkpoint interval plan.txt prices (0: none) */
     /* codegen */
     const char *target;       /* cpu|cuda (NULL: cuda, or cpu for a CPU cluster) */
     /* limits */

@@ -40,6 +40,9 @@ void drv_print_help(void)
         "Model:\n"
         "  --set NAME=VALUE         override a config constant of the model (repeatable)\n"
         "  --global-batch N         sequences per optimizer step (default: the model's global_batch)\n"
+        "  --save-every N           the run checkpoints every N steps: plan.txt prices the time a\n"
+        "                           save blocks the step loop, synchronous and asynchronous, from\n"
+        "                           the cluster's storage_write_gbs and host_copy_gbs\n"
         "  --attention KIND         flash (default) or materialized: the attention kernel costed\n"
         "  --precision P            bf16 (default), fp8, mxfp8, nvfp4 or auto: the format of the\n"
         "                           linear layers (auto: every format the GPU runs is searched,\n"
@@ -297,6 +300,7 @@ static const OptRow opts[] = {
     {"--virtual-stages", NULL, OPT_INT, F(virtual_stages), 1, 1 << 20, NULL, NULL},
     {"--pp-layers", NULL, OPT_CALL, 0, 0, 0, NULL, opt_pp_layers},
     {"--global-batch", NULL, OPT_INT64, F(global_batch), 1, (long long)1 << 40, NULL, NULL},
+    {"--save-every", NULL, OPT_INT, F(save_every), 1, 1 << 30, NULL, NULL},
     {"--recompute", NULL, OPT_CHOICE, F(recompute), 0, 0, recomputes, NULL},
     {"--sp", NULL, OPT_CALL, 0, 0, 0, NULL, opt_sp},
     {"--zero", NULL, OPT_INT, F(zero), 0, 3, NULL, NULL},

@@ -163,6 +163,35 @@ static void rank_grid(FILE *f, const Plan *p, const PlanLayout *L, int gpn, int 
     }
 }
 
+/* --save-every N: what a save blocks the step loop for (ckpt_cost.c), with
+ * the cluster keys it comes from. */
+static void ckpt_lines(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassPrediction *pr,
+                       int devices)
+{
+    PassCkptCost k;
+    pass_ckpt_cost(c, g, pr, devices, &k);
+    int n = c->save_every;
+    fprintf(f, "  checkpoints       every %d step%s (--save-every): %.2f GB a save, %.3f GB on the "
+               "busiest rank\n", n, n == 1 ? "" : "s", k.total_bytes / 1e9, k.rank_bytes / 1e9);
+    if (k.sync_s < 0 || k.async_s < 0) {
+        fprintf(f, "                    not priced: the cluster gives no %s (add it to a --cluster "
+                   "file; docs/cost-model.md)\n",
+                k.sync_s < 0 && c->cl->gpu.host_copy_bw <= 0 ? "storage_write_gbs nor host_copy_gbs"
+                : k.sync_s < 0 ? "storage_write_gbs" : "host_copy_gbs");
+        return;
+    }
+    double step = pr->step_time_s > 0 ? pr->step_time_s : 1;
+    fprintf(f, "                    synchronous  %.3f s blocked a save (storage_write_gbs %g): "
+               "%.4f s a step, %.2f%% of the step\n", k.sync_s,
+            c->cl->gpu.storage_write_bw / 1e9, k.sync_s / n, 100 * k.sync_s / n / step);
+    fprintf(f, "                    asynchronous %.3f s blocked a save (host_copy_gbs %g)%s: "
+               "%.4f s a step, %.2f%% of the step; written in the background in %.3f s%s\n",
+            k.async_s + k.wait_s, c->cl->gpu.host_copy_bw / 1e9,
+            k.wait_s > 0 ? " with the wait for the previous write" : "", (k.async_s + k.wait_s) / n,
+            100 * (k.async_s + k.wait_s) / n / step, k.write_s,
+            k.wait_s > 0 ? ", longer than the steps between saves" : "");
+}
+
 void rep_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchResult *r)
 {
     const PassSearchAlt *a = &r->alt[0];
@@ -287,6 +316,8 @@ void rep_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
     fprintf(f, "  exposed communication %.3f s: resharding %.3f s and pipeline transfers %.3f s "
                "on the slowest rank, data parallel %.3f s not hidden by backward\n",
             pr->reshard_s + pr->p2p_s + pr->dp_exposed_s, pr->reshard_s, pr->p2p_s, pr->dp_exposed_s);
+    if (c->save_every > 0)
+        ckpt_lines(f, g, c, pr, plan_mesh_devices(&p->mesh));
     fprintf(f, "\n");
 
     const PassSearchStats *st = &r->stats;

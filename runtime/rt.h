@@ -654,6 +654,12 @@ void rt_run_id_hex(const uint8_t id[RT_RUN_ID_BYTES], char out[2 * RT_RUN_ID_BYT
  * and on failure (status != 0), so the gather that follows never hangs. */
 int rt_ckpt_write(const char *dir, const RtCkptMeta *meta, const RtCkptBlob *blobs, int n,
                   RtCkptRecord *rec, char *err, size_t errlen);
+/* rt_ckpt_write of blobs whose data is host memory (a staging copy of the
+ * state): the same file, byte for byte, written without a backend call (no
+ * rt_to_host, no stream) and without MPI, so that a thread other than the
+ * one driving the backend may call it (the trainer's asynchronous saves). */
+int rt_ckpt_write_host(const char *dir, const RtCkptMeta *meta, const RtCkptBlob *blobs, int n,
+                       RtCkptRecord *rec, char *err, size_t errlen);
 /* Rank 0, with the records of ranks 0 .. world-1 in rank order: checks that
  * every rank wrote this step of this run, then writes the manifest
  * atomically and syncs DIR. Fails, committing nothing, if any did not. */

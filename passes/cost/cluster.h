@@ -152,6 +152,12 @@ typedef struct PassGpu {
     bool has_solo;
     PassRates solo;
     double host_token_s;          /* host work per token loaded for a micro-batch */
+    /* Checkpoints (ckpt_cost.c; 0: not given, not priced): the rate one rank
+     * writes its checkpoint file at, fsync included, while every rank writes
+     * (a property of the site's storage, which no preset knows), and the
+     * rate of the copy of its state into host staging (page-locked
+     * device-to-host on a GPU, memcpy on a CPU). Bytes per second. */
+    double storage_write_bw, host_copy_bw;
     double core_share;            /* CPU ranks sharing cores: the fraction of a waiting rank's
                                      share the busy ones gain (0: time slices, 1: processor
                                      sharing; share.c) */

@@ -116,6 +116,9 @@ typedef struct PassCostCtx {
     /* The format the plan's linear layers run in (pass_predict takes the
      * plan's); which of them do is the stack's (cost_prec.c). */
     PlanPrecision prec;
+    /* --save-every: the checkpoint interval in steps plan.txt prices (0: none;
+     * ckpt_cost.c). Not part of the search: a save does not change the plan. */
+    int save_every;
 } PassCostCtx;
 
 /* ========================================================= cost_prec.c */
@@ -340,6 +343,23 @@ typedef struct PassPrediction {
     int npp;                       /* entries of mem */
     PassRankMem *mem;              /* per pipeline rank (heap; pass_prediction_free) */
 } PassPrediction;
+
+/* ========================================================= ckpt_cost.c */
+/* What a checkpoint save blocks the step loop for, per save (seconds; < 0:
+ * not priced, the cluster lacks storage_write_gbs or host_copy_gbs). */
+typedef struct PassCkptCost {
+    double total_bytes;   /* one checkpoint: 12 bytes per parameter */
+    double rank_bytes;    /* the busiest rank's share */
+    double write_s;       /* that share at storage_write_gbs: the synchronous save's
+                             blocked time, the asynchronous one's background write */
+    double sync_s, async_s; /* blocked per save (async: the copy to host staging) */
+    double wait_s;        /* async: what the next save waits when the write outlasts
+                             the c->save_every steps between saves */
+} PassCkptCost;
+/* devices: the devices of one pipeline rank (its stage's state is split
+ * evenly over them). */
+void pass_ckpt_cost(const PassCostCtx *c, const IrGraph *g, const PassPrediction *pr,
+                    int devices, PassCkptCost *out);
 
 /* Fraction of HBM ptdc keeps free when ctx->alloc_reserve is 0: the runtime's
  * static arena has no fragmentation, so this covers the memory model's error

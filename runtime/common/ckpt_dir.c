@@ -85,8 +85,8 @@ int rt_run_id_new(uint8_t id[RT_RUN_ID_BYTES], char *err, size_t errlen)
 
 /* ------------------------------------------------------------- saving */
 
-int rt_ckpt_write(const char *dir, const RtCkptMeta *m, const RtCkptBlob *blobs, int n,
-                  RtCkptRecord *rec, char *err, size_t errlen)
+static int ckpt_write(const char *dir, const RtCkptMeta *m, const RtCkptBlob *blobs, int n,
+                      bool host, RtCkptRecord *rec, char *err, size_t errlen)
 {
     memset(rec, 0, sizeof *rec);
     rec->rank = m->rank;
@@ -127,7 +127,7 @@ int rt_ckpt_write(const char *dir, const RtCkptMeta *m, const RtCkptBlob *blobs,
     uint32_t crc = 0;
     uint64_t bytes = 0;
     if (rc == 0)
-        rc = rtc_ck_write_file(path, m, blobs, n, &crc, &bytes, err, errlen);
+        rc = rtc_ck_write_file(path, m, blobs, n, host, &crc, &bytes, err, errlen);
     if (rc == 0) {
         rec->status = 0;
         rec->crc = crc;
@@ -139,6 +139,18 @@ int rt_ckpt_write(const char *dir, const RtCkptMeta *m, const RtCkptBlob *blobs,
     free(path);
     free(sd);
     return rc;
+}
+
+int rt_ckpt_write(const char *dir, const RtCkptMeta *m, const RtCkptBlob *blobs, int n,
+                  RtCkptRecord *rec, char *err, size_t errlen)
+{
+    return ckpt_write(dir, m, blobs, n, false, rec, err, errlen);
+}
+
+int rt_ckpt_write_host(const char *dir, const RtCkptMeta *m, const RtCkptBlob *blobs, int n,
+                       RtCkptRecord *rec, char *err, size_t errlen)
+{
+    return ckpt_write(dir, m, blobs, n, true, rec, err, errlen);
 }
 
 int rt_ckpt_commit(const char *dir, const RtCkptMeta *m, const RtCkptRecord *recs, int nrecs,

@@ -161,7 +161,7 @@ int rtc_ck_check_blobs(const char *path, const RtCkptBlob *b, int n, char *err, 
 }
 
 int rtc_ck_write_file(const char *path, const RtCkptMeta *m, const RtCkptBlob *b, int n,
-                      uint32_t *crc_out, uint64_t *bytes_out, char *err, size_t errlen)
+                      bool host, uint32_t *crc_out, uint64_t *bytes_out, char *err, size_t errlen)
 {
     if (rtc_ck_check_meta(path, m, err, errlen) != 0 ||
         rtc_ck_check_blobs(path, b, n, err, errlen) != 0)
@@ -219,16 +219,22 @@ int rtc_ck_write_file(const char *path, const RtCkptMeta *m, const RtCkptBlob *b
     uint32_t crc = rtc_crc32c(0, head, RTC_CK_HEADER + index_bytes);
     int rc = rtc_write_all(a.fd, head, RTC_CK_HEADER + index_bytes, -1, path, err, errlen);
     free(head);
+    /* Backend memory comes through a host stage in pieces; host memory is
+     * written in pieces of the same size straight from where it is. */
     size_t stage_bytes = payload < RTC_CK_STAGE ? (size_t)(payload ? payload : 1) : RTC_CK_STAGE;
-    unsigned char *stage = rc == 0 ? rtc_xmalloc(stage_bytes) : NULL;
+    unsigned char *stage = rc == 0 && !host ? rtc_xmalloc(stage_bytes) : NULL;
     for (int i = 0; i < n && rc == 0; i++) {
         const char *src = b[i].data;
         for (int64_t done = 0; done < b[i].bytes && rc == 0;) {
             size_t k = (size_t)(b[i].bytes - done) < stage_bytes ? (size_t)(b[i].bytes - done)
                                                                  : stage_bytes;
-            rt_to_host(stage, src + done, k);
-            crc = rtc_crc32c(crc, stage, k);
-            rc = rtc_write_all(a.fd, stage, k, -1, path, err, errlen);
+            const unsigned char *piece = (const unsigned char *)src + done;
+            if (!host) {
+                rt_to_host(stage, piece, k);
+                piece = stage;
+            }
+            crc = rtc_crc32c(crc, piece, k);
+            rc = rtc_write_all(a.fd, piece, k, -1, path, err, errlen);
             done += (int64_t)k;
         }
     }

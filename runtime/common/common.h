@@ -113,9 +113,11 @@ typedef struct {
 /* Check a save's description and its blobs (names, dtypes, blocks, sizes). */
 int rtc_ck_check_meta(const char *path, const RtCkptMeta *m, char *err, size_t errlen);
 int rtc_ck_check_blobs(const char *path, const RtCkptBlob *b, int n, char *err, size_t errlen);
-/* Write one rank file atomically at path; *crc and *bytes describe it. */
+/* Write one rank file atomically at path; *crc and *bytes describe it. The
+ * blobs' data is backend memory, or host memory when `host` (written as it
+ * is, with no backend call: rt_ckpt_write_host). */
 int rtc_ck_write_file(const char *path, const RtCkptMeta *m, const RtCkptBlob *b, int n,
-                      uint32_t *crc, uint64_t *bytes, char *err, size_t errlen);
+                      bool host, uint32_t *crc, uint64_t *bytes, char *err, size_t errlen);
 /* Decode the fixed header of a version-2 file (magic and version checked). */
 int rtc_ck_decode_header(const unsigned char *h, const char *path, RtcCkHeader *out, char *err,
                          size_t errlen);

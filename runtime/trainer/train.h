@@ -18,6 +18,7 @@ typedef struct Flags {
     double timeout;                  /* --timeout seconds; < 0: the runtime's default */
     unsigned long long seed;
     int grad_check;
+    int save_sync;                   /* --save-sync: every save inside the step boundary */
 } Flags;
 
 extern Flags tr_fl;              /* parsed by trainer.c */
@@ -92,6 +93,33 @@ int tr_save_checkpoint(const char *dir);
 /* Collective: the newest complete step of DIR (this plan's or another's),
  * or exit 1 with the reason. */
 void tr_load_checkpoint(const char *dir);
+/* The parts of a save, for train_ckpt_async.c. This rank's share of the
+ * state it saves, as blobs whose data is the state itself (backend memory): */
+typedef struct {
+    RtCkptBlob *b;
+    int n;
+    char *names;
+} TrBlobs;
+TrBlobs tr_ckpt_blobs(void);
+void tr_ckpt_blobs_free(TrBlobs *B);
+void tr_ckpt_meta(RtCkptMeta *m);  /* what a save of step tr_step says of itself */
+/* Collective: gather every rank's record of m's step; rank 0 commits the
+ * manifest and prunes. 0, or -1 on every rank when it was not committed. */
+int tr_ckpt_commit(const char *dir, const RtCkptMeta *m, const RtCkptRecord *rec);
+
+/* ----------------------------------------------------- train_ckpt_async.c */
+/* Collective: save step tr_step into DIR (--save), asynchronously unless
+ * --save-sync (first waiting for a save still in flight); checks_s, the
+ * time the caller spent checking the state, counts in the time the line
+ * "saved checkpoint of step N ..." says the step loop was blocked. 0, or -1
+ * on every rank when a save was not committed. */
+int tr_save(const char *dir, double checks_s);
+/* Collective, at every step boundary: commit the save in flight once every
+ * rank's writer has finished (with wait, waiting for them). 0 when there is
+ * none or it was committed or is still being written; -1 when it failed. */
+int tr_save_poll(bool wait);
+/* Collective: tr_save_poll(true), then the staging buffer freed. */
+int tr_save_finish(void);
 
 /* ---------------------------------------------------------- train_hfdir.c */
 int tr_hf_is_file(const char *path);  /* --export-hf PATH.safetensors: one file */

@@ -65,17 +65,11 @@ static int replicas(const CgParam *p, int *index)
     return n;
 }
 
-typedef struct {
-    RtCkptBlob *b;
-    int n;
-    char *names;
-} Blobs;
-
 /* save: this rank's part of each state it writes; load: all of its state. */
-static Blobs make_blobs(bool save)
+static TrBlobs make_blobs(bool save)
 {
     static const char *const kind[3] = {"master", "adam_m", "adam_v"};
-    Blobs B;
+    TrBlobs B;
     size_t len = 0;
     for (int i = 0; i < tr_prog->nparams; i++)
         len += 3 * (strlen(tr_prog->params[i].name) + 8);
@@ -119,10 +113,15 @@ static Blobs make_blobs(bool save)
     return B;
 }
 
-static void free_blobs(Blobs *B)
+void tr_ckpt_blobs_free(TrBlobs *B)
 {
     free(B->b);
     free(B->names);
+}
+
+TrBlobs tr_ckpt_blobs(void)
+{
+    return make_blobs(true);
 }
 
 /* The model as the manifest records it: every primary parameter of every
@@ -250,39 +249,36 @@ void tr_ckpt_new_run(void)
     parent_step = -1;
 }
 
-int tr_save_checkpoint(const char *dir)
+void tr_ckpt_meta(RtCkptMeta *m)
+{
+    memset(m, 0, sizeof *m);
+    memcpy(m->run_id, run_id, RT_RUN_ID_BYTES);
+    memcpy(m->lineage, lineage, RT_RUN_ID_BYTES);
+    memcpy(m->parent_lineage, parent_lineage, RT_RUN_ID_BYTES);
+    m->parent_step = parent_step;
+    m->plan_hash = CG_PLAN_HASH;
+    m->step = tr_step;
+    m->data_pos = tr_data_pos;
+    m->rank = tr_world_rank;
+    m->world = CG_WORLD;
+}
+
+int tr_ckpt_commit(const char *dir, const RtCkptMeta *m, const RtCkptRecord *rec)
 {
     char err[2048];
-    RtCkptMeta m;
-    memset(&m, 0, sizeof m);
-    memcpy(m.run_id, run_id, RT_RUN_ID_BYTES);
-    memcpy(m.lineage, lineage, RT_RUN_ID_BYTES);
-    memcpy(m.parent_lineage, parent_lineage, RT_RUN_ID_BYTES);
-    m.parent_step = parent_step;
-    m.plan_hash = CG_PLAN_HASH;
-    m.step = tr_step;
-    m.data_pos = tr_data_pos;
-    m.rank = tr_world_rank;
-    m.world = CG_WORLD;
-    Blobs B = make_blobs(true);
-    RtCkptRecord rec, *recs = (RtCkptRecord *)malloc(sizeof rec * CG_WORLD);
+    RtCkptRecord *recs = (RtCkptRecord *)malloc(sizeof *rec * CG_WORLD);
     if (!recs)
         rt_fatal("out of host memory");
-    /* Every rank writes, even after an error (rec says so), so that the
-     * gather below never waits for a rank that gave up. */
-    if (rt_ckpt_write(dir, &m, B.b, B.n, &rec, err, sizeof err) != 0)
-        rt_log("error: %s", err);
-    free_blobs(&B);
-    rt_host_allgather(tr_world, recs, &rec, sizeof rec);
+    rt_host_allgather(tr_world, recs, rec, sizeof *rec);
     int64_t failed = 0;
     if (ROOT) {
         int nmodel;
         RtCkptTensor *model = model_tensors(&nmodel);
         char notes[4096];
-        if (rt_ckpt_commit(dir, &m, recs, CG_WORLD, model, nmodel, err, sizeof err) != 0) {
+        if (rt_ckpt_commit(dir, m, recs, CG_WORLD, model, nmodel, err, sizeof err) != 0) {
             rt_log("error: %s", err);
             failed = 1;
-        } else if (rt_ckpt_prune(dir, &m, tr_fl.keep, notes, sizeof notes, err, sizeof err) != 0) {
+        } else if (rt_ckpt_prune(dir, m, tr_fl.keep, notes, sizeof notes, err, sizeof err) != 0) {
             log_notes(notes);
             rt_log("warning: %s (the new step is saved; older ones stay)", err);
         } else {
@@ -293,12 +289,22 @@ int tr_save_checkpoint(const char *dir)
     free(recs);
     /* The outcome, and a barrier: no rank goes on before the commit. */
     failed = rt_host_max(tr_world, failed);
-    if (ROOT && !failed) {
-        printf("saved checkpoint of step %lld to %s/step-%09lld\n", (long long)tr_step, dir,
-               (long long)tr_step);
-        fflush(stdout);
-    }
     return failed ? -1 : 0;
+}
+
+int tr_save_checkpoint(const char *dir)
+{
+    char err[2048];
+    RtCkptMeta m;
+    tr_ckpt_meta(&m);
+    TrBlobs B = make_blobs(true);
+    RtCkptRecord rec;
+    /* Every rank writes, even after an error (rec says so), so that the
+     * gather in tr_ckpt_commit never waits for a rank that gave up. */
+    if (rt_ckpt_write(dir, &m, B.b, B.n, &rec, err, sizeof err) != 0)
+        rt_log("error: %s", err);
+    tr_ckpt_blobs_free(&B);
+    return tr_ckpt_commit(dir, &m, &rec);
 }
 
 /* Parameters from the loaded fp32 masters. */
@@ -360,10 +366,10 @@ static int try_step(const char *dir, int64_t step, bool *resharded, int *saved_w
             rt_zero(p->m, bytes);
             rt_zero(p->v, bytes);
         }
-        Blobs B = make_blobs(false);
+        TrBlobs B = make_blobs(false);
         if (rt_ckpt_read_any(c, B.b, B.n, err, sizeof err) != 0)
             outcome = LOAD_DAMAGED;
-        free_blobs(&B);
+        tr_ckpt_blobs_free(&B);
         if (outcome == LOAD_OK) {
             memcpy(run_id, rt_ckpt_run_id(c), RT_RUN_ID_BYTES);
             memcpy(lineage, rt_ckpt_lineage(c), RT_RUN_ID_BYTES);

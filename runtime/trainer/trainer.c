@@ -17,6 +17,8 @@
  *   train_optim.c     learning rate, gradient norm and clipping, AdamW
  *   train_gradcheck.c --grad-check
  *   train_ckpt.c      checkpoints and the plan check on load
+ *   train_ckpt_async.c a save as the step loop sees it: staged and written by
+ *                     a background thread, or --save-sync
  *   train_hf.c        initial weights (seeded or imported) and the HF export
  *   train_hfdir.c     config.json and generation_config.json of an HF directory
  *   train_data.c      tokens and targets of each micro-batch
@@ -45,6 +47,12 @@ static void usage(void)
            "                     DIR/step-N, valid once every rank's file is committed; DIR is\n"
            "                     locked for this job (DIR/.ptdc-save.lock)\n"
            "  --save-every N     checkpoint every N steps\n"
+           "                     (a save copies the state to host memory at the step boundary\n"
+           "                     and a background thread writes it while training goes on; a\n"
+           "                     step is loadable once every rank's file is committed, the\n"
+           "                     previous one until then; a save asked for while one is still\n"
+           "                     being written waits for it)\n"
+           "  --save-sync        write each checkpoint inside the step boundary instead\n"
            "  --keep N           complete checkpoints of this lineage kept in the --save DIR\n"
            "                     (default 2; other runs' and lineages' steps are never removed)\n"
            "  --lr X             peak learning rate (default 1e-3)\n"
@@ -150,6 +158,8 @@ static void parse_flags(int argc, char **argv)
             tr_fl.steps = int_flag(a, v, 0);
         else if (FLAG("--decay-steps"))
             tr_fl.decay_steps = int_flag(a, v, 1);
+        else if (!strcmp(a, "--save-sync"))
+            tr_fl.save_sync = 1;
         else if (FLAG("--save-every"))
             tr_fl.save_every = int_flag(a, v, 1);
         else if (FLAG("--keep"))
@@ -311,16 +321,38 @@ static void finish(int rc)
     exit(rc);
 }
 
+/* A save (this step's, or an asynchronous one's found at a later step) was
+ * not committed: end the run. */
+static void save_failed(void)
+{
+    if (ROOT)
+        rt_log("error: a checkpoint was not saved (above: why); the newest complete step in %s "
+               "is still the one to load", tr_fl.save);
+    finish(1);
+}
+
+/* End a run that saves nothing more (all ranks together), with status rc,
+ * after committing the asynchronous save still being written: it holds a
+ * step that passed its checks, and the refusals below promise that the
+ * steps saved before stay loadable. */
+static void finish_after_save(int rc)
+{
+    if (tr_save_finish() != 0)
+        save_failed();
+    finish(rc);
+}
+
 /* Save, or end the run with status 1 when the step cannot be saved: never
  * over non-finite state, and a failed save says what stays loadable. */
 static void save_or_exit(void)
 {
+    double t0 = rt_time();
     if (!tr_state_finite()) {
         if (ROOT)
             rt_log("error: not saving step %lld: the weights or optimizer state hold non-finite "
                    "values; the checkpoints already in %s are left as they are",
                    (long long)tr_step, tr_fl.save);
-        finish(1);
+        finish_after_save(1);
     }
     /* Finite values can still be a state every later step fails from
      * (--lr 1e30): such a step never becomes the newest checkpoint. */
@@ -331,14 +363,10 @@ static void save_or_exit(void)
                    "next batch, so every step resumed from it would be skipped (lower --lr?); "
                    "the checkpoints already in %s are left as they are", (long long)tr_step, loss,
                    tr_fl.save);
-        finish(1);
+        finish_after_save(1);
     }
-    if (tr_save_checkpoint(tr_fl.save) != 0) {
-        if (ROOT)
-            rt_log("error: the checkpoint of step %lld was not saved (above: why); the newest "
-                   "complete step in %s is still the one to load", (long long)tr_step, tr_fl.save);
-        finish(1);
-    }
+    if (tr_save(tr_fl.save, rt_time() - t0) != 0)
+        save_failed();
 }
 
 int main(int argc, char **argv)
@@ -425,10 +453,15 @@ int main(int argc, char **argv)
             if (ROOT)
                 rt_log("error: %ld steps in a row had a non-finite loss or gradient norm; "
                        "stopping without saving or exporting (lower --lr?)", skips);
-            finish(1);
+            finish_after_save(1);
         }
         /* Preemption: every rank learns of a signal to any at the same step. */
         stop = rt_stop_agree(tr_world);
+        /* An asynchronous save in flight is committed at the first step
+         * boundary where every rank's writer has finished (after the stop's
+         * agreement, which has already waited for the slowest rank). */
+        if (tr_save_poll(false) != 0)
+            save_failed();
         saved = tr_fl.save && ((tr_fl.save_every && tr_step % tr_fl.save_every == 0) ||
                                (stop && tr_step < tr_fl.steps));
         if (saved)
@@ -436,6 +469,9 @@ int main(int argc, char **argv)
     }
     tr_prof_report();
     if (stop && tr_step < tr_fl.steps) {
+        /* The stop's save is on disk and committed before the job says so. */
+        if (tr_save_finish() != 0)
+            save_failed();
         if (ROOT) {
             char saved_to[4200] = " (no --save: nothing saved)";
             if (tr_fl.save)
@@ -457,10 +493,14 @@ int main(int argc, char **argv)
             if (ROOT)
                 rt_log("error: not exporting to %s: the weights hold non-finite values",
                        tr_fl.export_hf);
-            finish(1);
+            finish_after_save(1);
         }
         tr_export_hf(tr_fl.export_hf);
     }
+    /* The last save was written while the export ran; the job ends once it
+     * is committed. */
+    if (tr_save_finish() != 0)
+        save_failed();
     tr_data_close();
     tr_buckets_free();
     rt_free(arena);
