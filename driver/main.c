@@ -208,11 +208,11 @@ static Mode decide_mode(const DrvOptions *o)
         return MODE_FRAMEWORK;
     if (e && !strcmp(e, "plan"))
         return MODE_PLAN;
-    if (!(o->out_dir || o->plan_only || o->explain || (o->json && !e)))
+    if (!(o->out_dir || o->plan_only || o->explain || (o->json && !e) || o->trace_plan))
         return MODE_SUMMARY; /* --emit summary, or nothing that needs a plan */
     if (o->out_dir)
         return o->plan_only ? MODE_PLAN_FILES : MODE_PROGRAMS;
-    if (o->plan_only || o->json) {
+    if (o->plan_only || o->json || (o->trace_plan && !o->explain)) {
         PassSearchPins p;
         make_pins(o, &p);
         return pass_search_pinned_fully(&p) ? MODE_LAYOUT : MODE_PLAN;
@@ -279,9 +279,29 @@ static int write_locked(const DrvOptions *o, IrGraph *g, const PassCostCtx *ctx,
 
 /* The search's answer in the mode's form: printed, with the alternatives
  * (--explain), written to DIR, or as a framework's configuration. */
+/* --trace-plan FILE: the predicted timeline (report/plan_trace.c). */
+static bool write_trace_plan(const char *path, const IrGraph *g, const PassCostCtx *ctx,
+                             const PassSearchResult *r)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        ir_error(IR_NOLOC, "--trace-plan: cannot write '%s': %s", path, strerror(errno));
+        return false;
+    }
+    rep_plan_print_trace(f, g, ctx, r);
+    if (fclose(f) != 0) {
+        ir_error(IR_NOLOC, "--trace-plan: cannot write '%s': %s", path, strerror(errno));
+        return false;
+    }
+    fprintf(stderr, "ptdc: wrote %s: the predicted step as a trace (ui.perfetto.dev)\n", path);
+    return true;
+}
+
 static int answer(Mode mode, const DrvOptions *o, IrGraph *g, const PassCostCtx *ctx, const PassSearchOpts *so,
                   PassIlpCache *cache, PassSearchResult *r)
 {
+    if (o->trace_plan && mode != MODE_FRAMEWORK && !write_trace_plan(o->trace_plan, g, ctx, r))
+        return DRV_INVALID;
     switch (mode) {
     case MODE_FRAMEWORK:
         return drv_emit_framework(o, g, ctx, r);
