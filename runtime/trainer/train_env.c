@@ -29,7 +29,7 @@ static const struct {
     {"PTDC_TRACE", ON_IF_SET},             /* train_trace.c: its steps are timed and gathered */
     {"PTDC_TRACE_STEPS", NUMBER},          /* (the gather follows the last traced step) */
 };
-enum { NCHECKED = sizeof checked / sizeof checked[0], VALUE_MAX = 48 };
+enum { NCHECKED = sizeof checked / sizeof checked[0], VALUE_MAX = 64 };
 
 /* "on"/"off" ("generic"/"auto"), then the raw value as set, cut short. */
 static void setting_of(int i, char out[VALUE_MAX])

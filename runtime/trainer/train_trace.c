@@ -19,7 +19,8 @@
  * exchange (the round trip with the smallest delay of PING_ROUNDS; the
  * error is at most half of it, written as clock_error_us in the process
  * name's args) and every timestamp is on rank 0's clock, microseconds from
- * that moment.
+ * that moment. PTDC_TRACE_TEST_SKEW=S (tests) sets rank r's trace clock r S
+ * seconds ahead: the offsets must take it out again.
  *
  * Off (PTDC_TRACE unset), each traced place costs the untaken branch on
  * cg_prof_on it shares with PTDC_PROFILE. */
@@ -40,6 +41,7 @@ static double offset_s;          /* rank 0's clock minus this rank's */
 static double error_s;           /* half the best round trip */
 static double origin_s;          /* rank 0's clock at the end of the exchange */
 static double step_t0;
+static double skew_s;            /* PTDC_TRACE_TEST_SKEW x rank: a clock made wrong on purpose */
 static char *text;               /* this rank's events, each followed by ",\n" */
 static size_t len, cap;
 
@@ -70,7 +72,12 @@ static void put(const char *fmt, ...)
     }
 }
 
-static double us(double t) { return (t + offset_s - origin_s) * 1e6; }
+/* This rank's trace clock: rt_time, shifted by the test skew (tests show
+ * with it that the offsets correct clocks that disagree, as separate hosts'
+ * do; one host's ranks share one monotonic clock). */
+static double now_s(void) { return rt_time() + skew_s; }
+
+static double us(double t) { return (t + skew_s + offset_s - origin_s) * 1e6; }
 
 /* A complete event ("X") on this rank's lane; args: JSON members or "". */
 static void span(int lane, const char *name, const char *cat, double t0, double t1, const char *args)
@@ -191,13 +198,13 @@ static void sync_clocks(void)
             if (ROOT) {
                 double x, now;
                 ping(w, dev, r, 0, &x);
-                now = rt_time();
+                now = now_s();
                 ping(w, dev, r, 1, &now);
             } else if (tr_world_rank == r) {
-                double x = 0, t0 = rt_time(), t_root;
+                double x = 0, t0 = now_s(), t_root;
                 ping(w, dev, 0, 1, &x);
                 ping(w, dev, 0, 0, &t_root);
-                double t1 = rt_time();
+                double t1 = now_s();
                 if (t1 - t0 < best) {
                     best = t1 - t0;
                     offset_s = t_root - (t0 + t1) / 2;
@@ -206,7 +213,7 @@ static void sync_clocks(void)
             }
         }
     /* The origin: rank 0's clock now, told to every rank. */
-    double now = rt_time() + offset_s;
+    double now = now_s() + offset_s;
     double *all = (double *)malloc(sizeof(double) * (size_t)rt_world_size());
     if (!all)
         rt_fatal("out of host memory (trace)");
@@ -235,6 +242,9 @@ void tr_trace_init(void)
             bad = 1;
         }
     }
+    const char *skew = getenv("PTDC_TRACE_TEST_SKEW");
+    if (skew)
+        skew_s = atof(skew) * tr_world_rank;
     if (ROOT && !bad && rt_output_check(trace_path, false, err, sizeof err)) {
         rt_log("train: PTDC_TRACE %s", err);
         bad = 1;
