@@ -300,8 +300,6 @@ static bool write_trace_plan(const char *path, const IrGraph *g, const PassCostC
 static int answer(Mode mode, const DrvOptions *o, IrGraph *g, const PassCostCtx *ctx, const PassSearchOpts *so,
                   PassIlpCache *cache, PassSearchResult *r)
 {
-    if (o->trace_plan && mode != MODE_FRAMEWORK && !write_trace_plan(o->trace_plan, g, ctx, r))
-        return DRV_INVALID;
     switch (mode) {
     case MODE_FRAMEWORK:
         return drv_emit_framework(o, g, ctx, r);
@@ -321,9 +319,11 @@ static int answer(Mode mode, const DrvOptions *o, IrGraph *g, const PassCostCtx 
     }
     if (o->explain) /* with --json stdout holds the one JSON object and nothing else */
         rep_plan_explain(o->json ? stderr : stdout, ctx, g, so, cache, r);
-    if (mode == MODE_PLAN_FILES || mode == MODE_PROGRAMS)
-        return write_dir(o, g, ctx, r);
-    return DRV_OK;
+    int rc = mode == MODE_PLAN_FILES || mode == MODE_PROGRAMS ? write_dir(o, g, ctx, r) : DRV_OK;
+    /* after DIR: FILE may lie in it */
+    if (rc == DRV_OK && o->trace_plan && !write_trace_plan(o->trace_plan, g, ctx, r))
+        rc = DRV_INVALID;
+    return rc;
 }
 
 /* The cluster, the stack and the requests that cannot work on them,

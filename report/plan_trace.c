@@ -12,7 +12,8 @@
  *                  it), then the optimizer;
  *   tid 2 "communication" the data-parallel gradient reduction: dp_sync_s
  *                  long, ending dp_exposed_s after the last backward (the
- *                  rest is hidden under the backward).
+ *                  rest is hidden under the backward), the cost model's
+ *                  slowest rank's for every rank.
  * The cost model prices tensor-parallel, context-parallel, expert and
  * pipeline transfers per step, not per call: they are inside the stage
  * times and named in the step's args, not drawn as separate spans. */
@@ -99,8 +100,12 @@ void rep_plan_print_trace(FILE *f, const IrGraph *g, const PassCostCtx *c, const
         }
         if (pr->dp_sync_s > 0) {
             double t0 = end - hidden > 0 ? end - hidden : 0;
-            snprintf(args, sizeof args, "\"dp_sync_s\":%.9g,\"dp_exposed_s\":%.9g", pr->dp_sync_s,
-                     pr->dp_exposed_s);
+            /* bytes: the rank's gradients (the memory model's, whole
+             * again under ZeRO-2/3), what its reduction takes in, as the
+             * measured trace counts a reduce-scatter's or all-reduce's */
+            double gb = k < pr->npp ? pr->mem[k].grads * (a->layout.zero >= 2 ? a->layout.dp : 1) : 0;
+            snprintf(args, sizeof args, "\"bytes\":%.0f,\"group\":\"dp\",\"dp_sync_s\":%.9g,"
+                     "\"dp_exposed_s\":%.9g", gb, pr->dp_sync_s, pr->dp_exposed_s);
             span(f, k, 2, "gradient reduction (data-parallel)", "collective", t0,
                  end + pr->dp_exposed_s - t0, args);
         }
