@@ -12,9 +12,11 @@
  *                          pipeline send (its post) and receive (until the
  *                          data is there), each non-blocking collective's
  *                          issue (bytes, group) and the waits for them.
- * After the last traced step (or at the end of a shorter run) rank 0
- * gathers every rank's events and writes FILE, one JSON document, pid =
- * world rank. Clocks: rt_time is each host's monotonic clock, so before the
+ * Each rank keeps at most its share of PTDC_TRACE_MAX_MB (default 1024 MiB
+ * for the whole trace) and counts the spans past it, which the trace and
+ * rank 0's log then name. After the last traced step (or at the end of a
+ * shorter run) rank 0 gathers every rank's events and writes FILE, one
+ * JSON document, pid = world rank. Clocks: rt_time is each host's monotonic clock, so before the
  * first step rank 0 measures every rank's offset from its own by a ping
  * exchange (the round trip with the smallest delay of PING_ROUNDS; the
  * error is at most half of it, written as clock_error_us in the process
@@ -44,6 +46,8 @@ static double step_t0;
 static double skew_s;            /* PTDC_TRACE_TEST_SKEW x rank: a clock made wrong on purpose */
 static char *text;               /* this rank's events, each followed by ",\n" */
 static size_t len, cap;
+static size_t max_len;           /* this rank's share of PTDC_TRACE_MAX_MB */
+static long dropped;             /* spans not recorded past max_len */
 
 static const char *const call_names[CG_PF_N] = {
 #define CG_TR_NAME(f) #f,
@@ -82,6 +86,10 @@ static double us(double t) { return (t + skew_s + offset_s - origin_s) * 1e6; }
 /* A complete event ("X") on this rank's lane; args: JSON members or "". */
 static void span(int lane, const char *name, const char *cat, double t0, double t1, const char *args)
 {
+    if (len >= max_len) {
+        dropped++;
+        return;
+    }
     put("{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"name\":\"%s\",\"cat\":\"%s\","
         "\"args\":{%s}},\n", tr_world_rank, lane, us(t0), (t1 - t0) * 1e6, name, cat, args);
 }
@@ -242,6 +250,19 @@ void tr_trace_init(void)
             bad = 1;
         }
     }
+    const char *mb = getenv("PTDC_TRACE_MAX_MB");
+    double total_mb = 1024;
+    if (mb) {
+        char *end;
+        total_mb = strtod(mb, &end);
+        if (end == mb || *end || !(total_mb > 0)) {
+            if (ROOT)
+                rt_log("train: PTDC_TRACE_MAX_MB expects a number of MiB > 0 (the whole trace's "
+                       "size), got '%s'", mb);
+            bad = 1;
+        }
+    }
+    max_len = (size_t)(total_mb * 1048576.0 / rt_world_size());
     const char *skew = getenv("PTDC_TRACE_TEST_SKEW");
     if (skew)
         skew_s = atof(skew) * tr_world_rank;
@@ -287,6 +308,17 @@ static void write_trace(void)
 {
     written = 1;
     int world = rt_world_size();
+    /* A rank past its share says so on its row (Perfetto shows the label);
+     * rank 0 says how many spans were left out. */
+    if (dropped)
+        put("{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"ts\":0,\"name\":\"process_labels\",\"args\":"
+            "{\"labels\":\"truncated: %ld spans past PTDC_TRACE_MAX_MB left out\"}},\n",
+            tr_world_rank, dropped);
+    int64_t all_dropped = rt_host_max(tr_world, dropped);
+    if (ROOT && all_dropped)
+        rt_log("warning: PTDC_TRACE: a rank left out %lld spans past its share of PTDC_TRACE_MAX_MB; "
+               "the trace is incomplete (fewer PTDC_TRACE_STEPS, or a larger PTDC_TRACE_MAX_MB)",
+               (long long)all_dropped);
     size_t blk = GATHER_BLOCK;
     char *mine = (char *)malloc(blk), *all = (char *)malloc(blk * (size_t)world);
     if (!mine || !all)

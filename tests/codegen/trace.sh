@@ -12,7 +12,8 @@
 #     and the same stage spans in the prediction; --self-test proves the
 #     checks reject traces broken in each of those ways.
 #  2. PTDC_TRACE_STEPS=1 keeps one step; a run shorter than the steps traced
-#     still writes its trace at the end.
+#     still writes its trace at the end; PTDC_TRACE_MAX_MB cuts a trace that
+#     would be larger, saying so in the trace and the log.
 #  3. An unwritable PTDC_TRACE file and a bad PTDC_TRACE_STEPS stop every rank
 #     before the first step with exit 2 and a sentence; an unwritable
 #     --trace-plan file is an error of ptdc's.
@@ -57,6 +58,18 @@ if [ -x "$d/train" ]; then
   PTDC_TRACE=$d/short.json "$d/run.sh" --steps 2 > "$d/short.log" 2>&1 &&
     python3 "$check" --measured "$d/short.json" --world 4 --pp 2 --micro 4 --chunks 1 --steps 2 ||
     { cat "$d/short.log"; bad "a run of 2 steps under the default 3"; }
+  # A cap of 0.05 MiB (12.8 KiB a rank) cuts the trace: still one JSON
+  # document, the ranks past their share labelled, rank 0 warns, and the
+  # check rejects it as incomplete.
+  PTDC_TRACE=$d/cut.json PTDC_TRACE_MAX_MB=0.05 "$d/run.sh" --steps 3 > "$d/cut.log" 2>&1 ||
+    { cat "$d/cut.log"; bad "PTDC_TRACE_MAX_MB=0.05: the run failed"; }
+  grep -q "warning: PTDC_TRACE: a rank left out" "$d/cut.log" || bad "PTDC_TRACE_MAX_MB=0.05: no warning"
+  python3 -c "import json, sys; d = json.load(open(sys.argv[1])); sys.exit(not any(
+      e['name'] == 'process_labels' and 'truncated' in e['args']['labels'] for e in d['traceEvents']))" \
+    "$d/cut.json" || bad "PTDC_TRACE_MAX_MB=0.05: not JSON, or no rank labelled truncated"
+  if python3 "$check" --measured "$d/cut.json" --world 4 --pp 2 --micro 4 --chunks 1 --steps 3 > /dev/null; then
+    bad "PTDC_TRACE_MAX_MB=0.05: the cut trace passed the check"
+  fi
 
   # NAME ENV... : exit 2, the sentence, no step
   refused() {
@@ -71,6 +84,8 @@ if [ -x "$d/train" ]; then
     fi
   }
   refused "train: PTDC_TRACE $work/none/t.json" "unwritable PTDC_TRACE" PTDC_TRACE=$work/none/t.json
+  refused "PTDC_TRACE_MAX_MB expects a number" "PTDC_TRACE_MAX_MB=x" PTDC_TRACE=$d/x.json \
+    PTDC_TRACE_MAX_MB=x
   refused "PTDC_TRACE_STEPS expects a positive integer" "PTDC_TRACE_STEPS=0" PTDC_TRACE=$d/x.json \
     PTDC_TRACE_STEPS=0
 fi
