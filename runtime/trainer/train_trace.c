@@ -145,8 +145,13 @@ void cg_prof_comm(int call, double t0, const RtComm *c, int64_t elems, RtType t,
 
 void tr_trace_call(int call, double t0, double t1)
 {
-    if (call == CG_PF_rt_wait) /* the waits for non-blocking collectives */
+    /* The main thread's waits: for non-blocking collectives, and for the
+     * pipeline sends still in flight at a stage's end (the rest is timed
+     * where it is issued, with its bytes). */
+    if (call == CG_PF_rt_wait)
         span(LANE_COMM, "wait (non-blocking collectives)", "wait", t0, t1, "");
+    else if (call == CG_PF_cg_wait)
+        span(LANE_COMM, "wait (pipeline sends)", "wait", t0, t1, "");
 }
 
 void tr_trace_issue(const char *name, double t0, const RtComm *c, int64_t elems, RtType t)

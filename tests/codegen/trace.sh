@@ -12,7 +12,8 @@
 #     and the same stage spans in the prediction; --self-test proves the
 #     checks reject traces broken in each of those ways.
 #  2. PTDC_TRACE_STEPS=1 keeps one step; a run shorter than the steps traced
-#     still writes its trace at the end; PTDC_TRACE_MAX_MB cuts a trace that
+#     still writes its trace at the end, a resumed run its own steps (3, 4);
+#     PTDC_TRACE_MAX_MB cuts a trace that
 #     would be larger, saying so in the trace and the log.
 #  3. An unwritable PTDC_TRACE file and a bad PTDC_TRACE_STEPS stop every rank
 #     before the first step with exit 2 and a sentence; an unwritable
@@ -58,6 +59,13 @@ if [ -x "$d/train" ]; then
   PTDC_TRACE=$d/short.json "$d/run.sh" --steps 2 > "$d/short.log" 2>&1 &&
     python3 "$check" --measured "$d/short.json" --world 4 --pp 2 --micro 4 --chunks 1 --steps 2 ||
     { cat "$d/short.log"; bad "a run of 2 steps under the default 3"; }
+  # A resumed run traces its own steps, numbered on from the checkpoint's.
+  { "$d/run.sh" --steps 2 --save "$d/ckpt" > "$d/save.log" 2>&1 &&
+    PTDC_TRACE=$d/resumed.json PTDC_TRACE_STEPS=2 "$d/run.sh" --steps 4 --load "$d/ckpt" > "$d/resumed.log" 2>&1 &&
+    python3 "$check" --measured "$d/resumed.json" --world 4 --pp 2 --micro 4 --chunks 1 --steps 2 &&
+    grep -q '"name":"step 4"' "$d/resumed.json"; } ||
+    { cat "$d/save.log" "$d/resumed.log"; bad "a run resumed at step 2: no trace of steps 3 and 4"; }
+
   # A cap of 0.05 MiB (12.8 KiB a rank) cuts the trace: still one JSON
   # document, the ranks past their share labelled, rank 0 warns, and the
   # check rejects it as incomplete.

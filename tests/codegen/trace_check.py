@@ -119,11 +119,14 @@ def check_measured(doc, a):
             steps[e["pid"]].append(e)
     for pid in pnames:
         need(len(steps[pid]) == a.steps, f"measured: rank {pid} has {len(steps[pid])} step spans, not {a.steps}")
-    kinds = schedule_ok(spans, pp_of, range(1, a.steps + 1), a.pp, a.micro, a.chunks, "measured")
+    # Step numbers continue a loaded checkpoint's: the traced ones, in order.
+    numbers = sorted({e["args"]["step"] for e in spans if e.get("cat") in ("forward", "backward")})
+    need(len(numbers) == a.steps, f"measured: stage spans of steps {numbers}, not {a.steps} steps")
+    kinds = schedule_ok(spans, pp_of, numbers, a.pp, a.micro, a.chunks, "measured")
     # Every stage span inside its rank's step span of the same number.
     for e in spans:
         if e.get("cat") in ("forward", "backward"):
-            st = steps[e["pid"]][e["args"]["step"] - 1]
+            st = steps[e["pid"]][numbers.index(e["args"]["step"])]
             need(st["ts"] - EPS <= e["ts"] and e["ts"] + e["dur"] <= st["ts"] + st["dur"] + EPS,
                  f"measured: '{e['name']}' of rank {e['pid']} lies outside its step")
     # Clocks: the k-th receive of a (src, dst, tag) ends after the k-th send
