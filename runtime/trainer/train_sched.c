@@ -258,16 +258,6 @@ static void reduce_now(CgParam *p)
 /* Gradient reduction after the schedule: buckets not yet started (none
  * when the backward signalled them all), tied parameters, then the wait for
  * every bucket. Without overlap, every tensor blocking, in table order. */
-static void reduce_grads(void);
-
-void tr_reduce_grads(void)
-{
-    double t0 = cg_prof_on & CG_TIMED_TRACE ? rt_time() : 0;
-    reduce_grads();
-    if (cg_prof_on & CG_TIMED_TRACE)
-        tr_trace_span("reduce gradients (after the schedule)", t0);
-}
-
 static void reduce_grads(void)
 {
     if (!tr_overlap) {
@@ -285,6 +275,14 @@ static void reduce_grads(void)
         if (tr_prog->params[i].bucket < 0)
             reduce_now(&tr_prog->params[i]);
     tr_wait_reqs();
+}
+
+void tr_reduce_grads(void)
+{
+    double t0 = cg_prof_on & CG_TIMED_TRACE ? rt_time() : 0;
+    reduce_grads();
+    if (cg_prof_on & CG_TIMED_TRACE)
+        tr_trace_span("reduce gradients (after the schedule)", t0);
 }
 
 /* The step's objective: the loss, summed over micro-batches by

@@ -11,7 +11,8 @@
 #     lanes, clocks aligned again (each receive ends after its send starts)
 #     and the same stage spans in the prediction; --self-test proves the
 #     checks reject traces broken in each of those ways.
-#  2. PTDC_TRACE_STEPS=1 keeps one step; a run shorter than the steps traced
+#  2. PTDC_OVERLAP=0's blocking reductions are collectives with bytes;
+#     PTDC_TRACE_STEPS=1 keeps one step; a run shorter than the steps traced
 #     still writes its trace at the end, a resumed run its own steps (3, 4);
 #     PTDC_TRACE_MAX_MB cuts a trace that
 #     would be larger, saying so in the trace and the log.
@@ -59,6 +60,12 @@ if [ -x "$d/train" ]; then
   PTDC_TRACE=$d/short.json "$d/run.sh" --steps 2 > "$d/short.log" 2>&1 &&
     python3 "$check" --measured "$d/short.json" --world 4 --pp 2 --micro 4 --chunks 1 --steps 2 ||
     { cat "$d/short.log"; bad "a run of 2 steps under the default 3"; }
+  # Without overlap the gradients' reductions block, one collective each.
+  PTDC_TRACE=$d/blocking.json PTDC_OVERLAP=0 "$d/run.sh" --steps 3 > "$d/blocking.log" 2>&1 &&
+    python3 "$check" --measured "$d/blocking.json" --world 4 --pp 2 --micro 4 --chunks 1 --steps 3 &&
+    grep -q '"name":"rt_reduce_scatter","cat":"collective","args":{"bytes":[1-9]' "$d/blocking.json" ||
+    { cat "$d/blocking.log"; bad "PTDC_OVERLAP=0: no trace with the blocking reduce-scatters"; }
+
   # A resumed run traces its own steps, numbered on from the checkpoint's.
   { "$d/run.sh" --steps 2 --save "$d/ckpt" > "$d/save.log" 2>&1 &&
     PTDC_TRACE=$d/resumed.json PTDC_TRACE_STEPS=2 "$d/run.sh" --steps 4 --load "$d/ckpt" > "$d/resumed.log" 2>&1 &&
