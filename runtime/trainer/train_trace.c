@@ -11,7 +11,11 @@
  *   tid 2 "communication"  each blocking collective (bytes, group), each
  *                          pipeline send (its post) and receive (until the
  *                          data is there), each non-blocking collective's
- *                          issue (bytes, group) and the waits for them.
+ *                          issue (bytes, group) and the waits for them;
+ *   tid 3 "kernels"        with PTDC_TRACE_KERNELS=1, every other call
+ *                          trainer.h times (GEMMs, attention, norms, ...),
+ *                          off by default: a large model makes many per
+ *                          step, and PTDC_TRACE_MAX_MB would cut the trace.
  * Each rank keeps at most its share of PTDC_TRACE_MAX_MB (default 1024 MiB
  * for the whole trace) and counts the spans past it, which the trace and
  * rank 0's log then name. After the last traced step (or at the end of a
@@ -33,10 +37,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { PING_ROUNDS = 8, LANE_STEP = 0, LANE_COMPUTE = 1, LANE_COMM = 2, GATHER_BLOCK = 1 << 16 };
+enum { PING_ROUNDS = 8, LANE_STEP = 0, LANE_COMPUTE = 1, LANE_COMM = 2, LANE_KERNEL = 3,
+       GATHER_BLOCK = 1 << 16 };
 
 static const char *trace_path;   /* PTDC_TRACE, NULL when off */
 static long trace_steps = 3;     /* PTDC_TRACE_STEPS */
+static int kernels;              /* PTDC_TRACE_KERNELS: every listed call's span too */
 static int traced;               /* steps recorded so far */
 static int written;
 static double offset_s;          /* rank 0's clock minus this rank's */
@@ -148,10 +154,22 @@ void tr_trace_call(int call, double t0, double t1)
     /* The main thread's waits: for non-blocking collectives, and for the
      * pipeline sends still in flight at a stage's end (the rest is timed
      * where it is issued, with its bytes). */
-    if (call == CG_PF_rt_wait)
+    switch (call) {
+    case CG_PF_rt_wait:
         span(LANE_COMM, "wait (non-blocking collectives)", "wait", t0, t1, "");
-    else if (call == CG_PF_cg_wait)
+        break;
+    case CG_PF_cg_wait:
         span(LANE_COMM, "wait (pipeline sends)", "wait", t0, t1, "");
+        break;
+    /* communication, traced with its bytes where it is issued */
+    case CG_PF_rt_allreduce: case CG_PF_rt_reduce_scatter: case CG_PF_rt_allgather:
+    case CG_PF_rt_alltoall: case CG_PF_rt_allgather_dim: case CG_PF_rt_reduce_scatter_dim:
+    case CG_PF_rt_alltoall_dim: case CG_PF_cg_recv: case CG_PF_cg_issue: case CG_PF_cg_grad_ready:
+        break;
+    default: /* a kernel, a copy, a token load: one after another on the main thread */
+        if (kernels)
+            span(LANE_KERNEL, call_names[call], "kernel", t0, t1, "");
+    }
 }
 
 void tr_trace_issue(const char *name, double t0, const RtComm *c, int64_t elems, RtType t)
@@ -268,6 +286,8 @@ void tr_trace_init(void)
         }
     }
     max_len = (size_t)(total_mb * 1048576.0 / rt_world_size());
+    const char *kn = getenv("PTDC_TRACE_KERNELS");
+    kernels = kn && *kn && strcmp(kn, "0") != 0;
     const char *skew = getenv("PTDC_TRACE_TEST_SKEW");
     if (skew)
         skew_s = atof(skew) * tr_world_rank;
@@ -292,8 +312,8 @@ void tr_trace_init(void)
         tr_pp_rank, offset_s * 1e6, error_s * 1e6);
     put("{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"ts\":0,\"name\":\"process_sort_index\",\"args\":"
         "{\"sort_index\":%d}},\n", tr_world_rank, tr_world_rank);
-    static const char *const lanes[3] = {"step", "compute", "communication"};
-    for (int l = 0; l < 3; l++)
+    static const char *const lanes[4] = {"step", "compute", "communication", "kernels"};
+    for (int l = 0; l < (kernels ? 4 : 3); l++)
         put("{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"ts\":0,\"name\":\"thread_name\",\"args\":"
             "{\"name\":\"%s\"}},\n", tr_world_rank, l, lanes[l]);
 }

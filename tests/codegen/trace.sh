@@ -3,7 +3,8 @@
 #  1. Two programs of tiny-llama on 4 CPU ranks, each with its --trace-plan:
 #     dp 2 x pp 2 (ZeRO-1: non-blocking reduce-scatters and all-gathers,
 #     4 micro-batches) and tp 2 x pp 2 interleaved (v 2: two chunks per
-#     rank, tensor-parallel all-reduces). Each trains 5 steps under
+#     rank, tensor-parallel all-reduces; PTDC_TRACE_KERNELS=1: every
+#     kernel's span too). Each trains 5 steps under
 #     PTDC_TRACE with every rank's clock set apart on purpose
 #     (PTDC_TRACE_TEST_SKEW): the trace holds the first 3 steps, and
 #     trace_check.py proves the format, every rank, every (pp, chunk,
@@ -40,15 +41,17 @@ program() {
      ! make -s -C "$d" train > "$work/$name.make.log" 2>&1; then
     cat "$work/$name.ptdc.log" "$work/$name.make.log" 2>/dev/null; bad "$name: cannot build"; return
   fi
-  PTDC_TRACE=$d/trace.json PTDC_TRACE_TEST_SKEW=0.25 "$d/run.sh" --steps 5 > "$d/run.log" 2>&1 ||
+  env PTDC_TRACE="$d/trace.json" PTDC_TRACE_TEST_SKEW=0.25 $kernels "$d/run.sh" --steps 5 > "$d/run.log" 2>&1 ||
     { cat "$d/run.log"; bad "$name: the traced run failed"; return; }
   logcheck "$d/run.log" || bad "$name: sanitizer findings"
   grep -q "^trace: wrote $d/trace.json" "$d/run.log" || bad "$name: no 'trace: wrote' line"
   [ "$(grep -c '^step' "$d/run.log")" = 5 ] || bad "$name: not 5 steps"
   python3 "$check" --measured "$d/trace.json" --plan "$d/plan-trace.json" --world 4 --pp 2 \
-    --micro "$micro" --chunks "$chunks" --steps 3 --self-test || bad "$name: trace_check"
+    --micro "$micro" --chunks "$chunks" --steps 3 ${kernels:+--kernels} --self-test || bad "$name: trace_check"
 }
+kernels=
 program dp2-pp2 4 1 --pp 2 --dp 2 --micro-batch 2 --zero 1
+kernels=PTDC_TRACE_KERNELS=1
 program tp2-pp2-v2 4 2 --set n_layers=4 --pp 2 --tp 2 --schedule interleaved --virtual-stages 2 \
   --micro-batch 4
 

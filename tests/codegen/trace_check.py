@@ -4,7 +4,7 @@ the predicted trace of its plan (ptdc --trace-plan FILE) against the Chrome
 trace-event format and against each other (docs/trace.md).
 
   trace_check.py --measured FILE --world W --pp P --micro M --chunks V --steps S
-                 [--plan FILE] [--self-test]
+                 [--plan FILE] [--kernels] [--self-test]
 
 Each check prints a line; any failure ends with status 1. --self-test breaks
 copies of the measured trace in the ways the checks exist for (a lost
@@ -129,6 +129,13 @@ def check_measured(doc, a):
             st = steps[e["pid"]][numbers.index(e["args"]["step"])]
             need(st["ts"] - EPS <= e["ts"] and e["ts"] + e["dur"] <= st["ts"] + st["dur"] + EPS,
                  f"measured: '{e['name']}' of rank {e['pid']} lies outside its step")
+    # Kernels (PTDC_TRACE_KERNELS) inside one of their rank's steps.
+    for e in spans:
+        if e.get("cat") == "kernel":
+            need(any(st["ts"] - EPS <= e["ts"] and e["ts"] + e["dur"] <= st["ts"] + st["dur"] + EPS
+                     for st in steps[e["pid"]]), f"measured: kernel '{e['name']}' of rank {e['pid']} outside the steps")
+    if a.kernels:
+        need(any(e.get("cat") == "kernel" and e["name"] == "cg_matmul" for e in spans), "measured: no cg_matmul kernel span")
     # Clocks: the k-th receive of a (src, dst, tag) ends after the k-th send
     # of it starts, within the ranks' measured clock errors.
     err = {e["pid"]: e["args"].get("clock_error_us", 0) for e in doc["traceEvents"]
@@ -222,6 +229,7 @@ def main():
     for k in ("world", "pp", "micro", "chunks", "steps"):
         ap.add_argument("--" + k, type=int, required=True)
     ap.add_argument("--self-test", action="store_true")
+    ap.add_argument("--kernels", action="store_true", help="the trace has PTDC_TRACE_KERNELS's spans")
     a = ap.parse_args()
     try:
         docs = []
