@@ -64,6 +64,12 @@ static const char *const call_names[CG_PF_N] = {
 static void put(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void put(const char *fmt, ...)
 {
+    if (!text) { /* (never text + 0 on a null pointer) */
+        cap = 1 << 16;
+        text = (char *)malloc(cap);
+        if (!text)
+            rt_fatal("out of host memory (trace)");
+    }
     for (;;) {
         va_list ap;
         va_start(ap, fmt);
@@ -75,7 +81,7 @@ static void put(const char *fmt, ...)
             len += (size_t)n;
             return;
         }
-        cap = cap ? 2 * cap + (size_t)n : 4096 + (size_t)n;
+        cap = 2 * cap + (size_t)n;
         text = (char *)realloc(text, cap);
         if (!text)
             rt_fatal("out of host memory (trace)");
