@@ -16,6 +16,7 @@ typedef struct DrvOptions {
     const char *model;        /* MODEL.mdl */
     const char *out_dir;      /* -o DIR */
     const char *emit;         /* --emit summary|ir|ir-grad|plan */
+    const char *trace_plan;   /* --trace-plan FILE: the predicted timeline (report/plan_trace.c) */
     DrvSet *sets;
     int nsets;
     bool plan_only, json, explain;

@@ -208,11 +208,11 @@ static Mode decide_mode(const DrvOptions *o)
         return MODE_FRAMEWORK;
     if (e && !strcmp(e, "plan"))
         return MODE_PLAN;
-    if (!(o->out_dir || o->plan_only || o->explain || (o->json && !e)))
+    if (!(o->out_dir || o->plan_only || o->explain || (o->json && !e) || o->trace_plan))
         return MODE_SUMMARY; /* --emit summary, or nothing that needs a plan */
     if (o->out_dir)
         return o->plan_only ? MODE_PLAN_FILES : MODE_PROGRAMS;
-    if (o->plan_only || o->json) {
+    if (o->plan_only || o->json || (o->trace_plan && !o->explain)) {
         PassSearchPins p;
         make_pins(o, &p);
         return pass_search_pinned_fully(&p) ? MODE_LAYOUT : MODE_PLAN;
@@ -292,6 +292,24 @@ static bool programs_refused(const DrvOptions *o, PlanPrecision p)
     return true;
 }
 
+/* --trace-plan FILE: the predicted timeline (report/plan_trace.c). */
+static bool write_trace_plan(const char *path, const IrGraph *g, const PassCostCtx *ctx,
+                             const PassSearchResult *r)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        ir_error(IR_NOLOC, "--trace-plan: cannot write '%s': %s", path, strerror(errno));
+        return false;
+    }
+    rep_plan_print_trace(f, g, ctx, r);
+    if (fclose(f) != 0) {
+        ir_error(IR_NOLOC, "--trace-plan: cannot write '%s': %s", path, strerror(errno));
+        return false;
+    }
+    fprintf(stderr, "ptdc: wrote %s: the predicted step as a trace (ui.perfetto.dev)\n", path);
+    return true;
+}
+
 /* The search's answer in the mode's form: printed, with the alternatives
  * (--explain), written to DIR, or as a framework's configuration. */
 static int answer(Mode mode, const DrvOptions *o, IrGraph *g, const PassCostCtx *ctx, const PassSearchOpts *so,
@@ -318,9 +336,11 @@ static int answer(Mode mode, const DrvOptions *o, IrGraph *g, const PassCostCtx 
         rep_plan_explain(o->json ? stderr : stdout, ctx, g, so, cache, r);
     if (mode == MODE_PROGRAMS && programs_refused(o, r->alt[0].plan.precision)) /* auto's choice */
         return DRV_INVALID;
-    if (mode == MODE_PLAN_FILES || mode == MODE_PROGRAMS)
-        return write_dir(o, g, ctx, r);
-    return DRV_OK;
+    int rc = mode == MODE_PLAN_FILES || mode == MODE_PROGRAMS ? write_dir(o, g, ctx, r) : DRV_OK;
+    /* after DIR: FILE may lie in it */
+    if (rc == DRV_OK && o->trace_plan && !write_trace_plan(o->trace_plan, g, ctx, r))
+        rc = DRV_INVALID;
+    return rc;
 }
 
 /* The cluster, the stack and the requests that cannot work on them,

@@ -32,6 +32,9 @@ void drv_print_help(void)
         "                           torchtitan job file; implies --stack fsdp), stack (the --stack\n"
         "                           as a stack file, every key; no model needed); see docs/stacks.md\n"
         "  --plan-only              stop after the plan: no programs are generated\n"
+        "  --trace-plan FILE        also write the plan's predicted step as a Chrome trace (JSON\n"
+        "                           for ui.perfetto.dev, chrome://tracing), like the one its\n"
+        "                           programs write under PTDC_TRACE=FILE (docs/trace.md)\n"
         "  --json                   print the answer as JSON, also when it is a refusal\n"
         "  --explain                also print the ten best alternatives and why each loses\n"
         "  --target cpu|cuda        backend of the generated programs (default cuda; cpu for a\n"
@@ -281,6 +284,7 @@ static const OptRow opts[] = {
     {"--emit", NULL, OPT_CHOICE, F(emit), 0, 0, emit_kinds, NULL},
     {"--set", NULL, OPT_CALL, 0, 0, 0, NULL, opt_set},
     {"--plan-only", NULL, OPT_SWITCH, F(plan_only), 0, 0, NULL, NULL},
+    {"--trace-plan", NULL, OPT_STRING, F(trace_plan), 0, 0, NULL, NULL},
     {"--json", NULL, OPT_SWITCH, F(json), 0, 0, NULL, NULL},
     {"--explain", NULL, OPT_SWITCH, F(explain), 0, 0, NULL, NULL},
     {"--target", NULL, OPT_CHOICE, F(target), 0, 0, targets, NULL},

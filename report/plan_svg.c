@@ -4,7 +4,7 @@
  *   2. the pipeline schedule as a timeline: forward and backward of each
  *      micro-batch on each pipeline rank, laid out by simulating the
  *      schedule (1F1B, or Megatron's interleaved order) with the stages'
- *      per-micro-batch times, then the exposed data-parallel traffic and the
+ *      per-micro-batch times (plan_pipe.c), then the exposed data-parallel traffic and the
  *      optimizer step;
  *   3. memory per pipeline rank, itemised, against the capacity. */
 #include "report.h"
@@ -126,93 +126,6 @@ static double devices(FILE *f, const Plan *p, const PlanLayout *L, int gpus, int
 
 /* ----------------------------------------------------------- schedule */
 
-typedef struct {
-    int rank;
-    bool bwd;
-    int mb, chunk;                /* chunk: model chunk on its rank (interleaved), else 0 */
-    double start, end;
-    bool done;
-} Op;
-
-/* The per-rank order of the schedule: 1F1B (v = 1) or Megatron's
- * interleaved 1F1B. ops[r] gets 2 * m * v entries. */
-static void order(int pp, int v, int m, int r, Op *ops)
-{
-    int total = m * v, n = 0;
-    int warm = v == 1 ? (pp - r - 1 < m ? pp - r - 1 : m)
-                      : ((pp - r - 1) * 2 + (v - 1) * pp < total ? (pp - r - 1) * 2 + (v - 1) * pp : total);
-    int kf = 0, kb = 0;
-#define FWD()                                                                          \
-    do {                                                                               \
-        int k = kf++;                                                                  \
-        ops[n++] = (Op){r, false, v == 1 ? k : (k / (pp * v)) * pp + k % pp,            \
-                        v == 1 ? 0 : (k / pp) % v, 0, 0, false};                       \
-    } while (0)
-#define BWD()                                                                          \
-    do {                                                                               \
-        int k = kb++;                                                                  \
-        ops[n++] = (Op){r, true, v == 1 ? k : (k / (pp * v)) * pp + k % pp,             \
-                        v == 1 ? 0 : v - 1 - (k / pp) % v, 0, 0, false};               \
-    } while (0)
-    for (int i = 0; i < warm; i++)
-        FWD();
-    for (int i = 0; i < total - warm; i++) {
-        FWD();
-        BWD();
-    }
-    for (int i = 0; i < warm; i++)
-        BWD();
-#undef FWD
-#undef BWD
-}
-
-/* Simulate: an op starts when its rank is free and its input is there (the
- * previous virtual stage's forward, the next one's backward). */
-static double simulate(int pp, int v, int m, const double *fwd, const double *bwd, Op **ops)
-{
-    int per = 2 * m * v, vs_n = pp * v;
-    /* finish times by (virtual stage, micro-batch) */
-    double *ff = ir_xmalloc(sizeof(double) * (size_t)vs_n * (size_t)m);
-    double *bf = ir_xmalloc(sizeof(double) * (size_t)vs_n * (size_t)m);
-    for (int i = 0; i < vs_n * m; i++)
-        ff[i] = bf[i] = -1;
-    int *next = ir_xcalloc((size_t)pp, sizeof(int));
-    double *free_at = ir_xcalloc((size_t)pp, sizeof(double));
-    int left = pp * per;
-    double end = 0;
-    while (left > 0) {
-        bool progress = false;
-        for (int r = 0; r < pp; r++) {
-            while (next[r] < per) {
-                Op *o = &ops[r][next[r]];
-                int vs = o->chunk * pp + r;
-                double ready;
-                if (!o->bwd)
-                    ready = vs == 0 ? 0 : ff[(vs - 1) * m + o->mb];
-                else
-                    ready = vs == vs_n - 1 ? ff[vs * m + o->mb] : bf[(vs + 1) * m + o->mb];
-                if (ready < 0)
-                    break;
-                o->start = fmax(ready, free_at[r]);
-                o->end = o->start + (o->bwd ? bwd[vs] : fwd[vs]);
-                free_at[r] = o->end;
-                (o->bwd ? bf : ff)[vs * m + o->mb] = o->end;
-                end = fmax(end, o->end);
-                next[r]++;
-                left--;
-                progress = true;
-            }
-        }
-        if (!progress)
-            ir_die("plan_svg: the schedule deadlocks (pp %d, v %d, m %d)", pp, v, m);
-    }
-    free(ff);
-    free(bf);
-    free(next);
-    free(free_at);
-    return end;
-}
-
 static double schedule(FILE *f, const PassSearchAlt *a, double y)
 {
     const Plan *p = &a->plan;
@@ -233,12 +146,12 @@ static double schedule(FILE *f, const PassSearchAlt *a, double y)
         fwd[c] = a->stage_fwd_s[c];
         bwd[c] = a->stage_bwd_s[c];
     }
-    Op **ops = ir_xmalloc(sizeof(Op *) * (size_t)pp);
+    RepPipeOp **ops = ir_xmalloc(sizeof(RepPipeOp *) * (size_t)pp);
     for (int r = 0; r < pp; r++) {
-        ops[r] = ir_xmalloc(sizeof(Op) * (size_t)(2 * shown * v));
-        order(pp, v, shown, r, ops[r]);
+        ops[r] = ir_xmalloc(sizeof(RepPipeOp) * (size_t)(2 * shown * v));
+        rep_pipe_order(pp, v, shown, r, ops[r]);
     }
-    double end = simulate(pp, v, shown, fwd, bwd, ops);
+    double end = rep_pipe_simulate(pp, v, shown, fwd, bwd, ops);
     double tail = a->pred.dp_exposed_s + a->pred.optimizer_s;
     /* the tail scales with the micro-batches shown */
     double total = end + tail;
@@ -265,7 +178,7 @@ static double schedule(FILE *f, const PassSearchAlt *a, double y)
             text(f, MARGIN, yy + row * 0.7, row >= 16 ? 11 : 7, "start", buf);
         }
         for (int i = 0; i < 2 * shown * v; i++) {
-            const Op *o = &ops[r][i];
+            const RepPipeOp *o = &ops[r][i];
             char c[48];
             color(r, pp, o->bwd ? 38 + 8 * (o->chunk % 2) : 70 + 8 * (o->chunk % 2), c, sizeof c);
             double x = left + o->start * sx, w = (o->end - o->start) * sx;

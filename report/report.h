@@ -21,6 +21,29 @@ void rep_plan_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c,
                          const PassSearchResult *r);
 void rep_plan_print_svg(FILE *f, const IrGraph *g, const PassCostCtx *c,
                         const PassSearchResult *r);
+/* The pipeline schedule in time (plan_pipe.c). One forward or backward of
+ * micro-batch mb on pipeline rank `rank`, chunk: its model chunk on that
+ * rank (stage chunk * pp + rank; 0 without interleaving). */
+typedef struct RepPipeOp {
+    int rank;
+    bool bwd;
+    int mb, chunk;
+    double start, end;            /* seconds from the step's start (rep_pipe_simulate) */
+    bool done;
+} RepPipeOp;
+/* Rank r's order of m micro-batches over v chunks: 1F1B (v = 1) or
+ * Megatron's interleaved 1F1B; ops gets 2 * m * v entries. */
+void rep_pipe_order(int pp, int v, int m, int r, RepPipeOp *ops);
+/* Times every op of ops[0..pp) (each in rep_pipe_order's order): it starts
+ * when its rank is free and its input is there (the previous virtual
+ * stage's forward, the next one's backward); fwd, bwd: seconds per
+ * micro-batch of each virtual stage. Returns the last op's end. */
+double rep_pipe_simulate(int pp, int v, int m, const double *fwd, const double *bwd, RepPipeOp **ops);
+/* The predicted timeline of the chosen plan's step as Chrome trace-event
+ * JSON, like a PTDC_TRACE trace of its program (plan_trace.c, --trace-plan). */
+void rep_plan_print_trace(FILE *f, const IrGraph *g, const PassCostCtx *c,
+                          const PassSearchResult *r);
+
 /* What the plan's precision buys (plan_prec.c), for the three plan files:
  * the chosen plan's step against the same layout in bf16, the GEMMs'
  * speed-up, the casts' share, which layers stay bf16, and, when

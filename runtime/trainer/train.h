@@ -33,6 +33,23 @@ int tr_mesh_size(int axis);      /* CG_MESH0, CG_MESH1 or CG_MESH2 */
 /* This rank's block of p's global tensor: offset and extent per dim. */
 void tr_block(const CgParam *p, int64_t *off, int64_t *loc);
 
+/* ---------------------------------------------------------- train_trace.c */
+/* PTDC_TRACE=FILE (docs/trace.md). Collective: checks FILE (every rank
+ * exits 2 when it cannot be written, rank 0 saying why) and aligns the
+ * ranks' clocks; nothing when unset. */
+void tr_trace_init(void);
+void tr_trace_step_begin(void);  /* before a step: records it while under PTDC_TRACE_STEPS */
+void tr_trace_step_end(void);    /* after it (collective: writes FILE after the last traced step) */
+void tr_trace_finish(void);      /* collective, at the end: writes FILE if not yet written */
+/* While cg_prof_on & CG_TIMED_TRACE: spans from t0 to now (rt_time). */
+void tr_trace_call(int call, double t0, double t1);  /* a listed call cg_prof_add timed */
+void tr_trace_op(const CgSchedOp *op, double t0);    /* a stage forward or backward */
+void tr_trace_span(const char *name, double t0);     /* other work on the compute lane */
+/* A non-blocking collective's issue: elems of type t over c. */
+void tr_trace_issue(const char *name, double t0, const RtComm *c, int64_t elems, RtType t);
+/* A pipeline receive (recv 1: until the data is there) or send (its post). */
+void tr_trace_p2p(int recv, double t0, int64_t n, RtType t, int pp_peer, int tag);
+
 /* ---------------------------------------------------------- train_sched.c */
 void tr_make_comms(void);
 /* Elements of p's parameter and gradient buffers (a whole number of ZeRO shards). */

@@ -1,7 +1,8 @@
 /* train_env.c: every rank must see the same values of the environment
  * variables that change which collectives a rank issues (PTDC_OVERLAP:
  * buckets and non-blocking gathers; PTDC_PROFILE and PTDC_TIME_GEMM: timed
- * waits between posts) or what a kernel computes (PTDC_ATTENTION*). Ranks
+ * waits between posts; PTDC_TRACE and PTDC_TRACE_STEPS: timed steps and the
+ * trace's gather after them) or what a kernel computes (PTDC_ATTENTION*). Ranks
  * that disagree would hang in mismatched collectives or silently diverge,
  * so a disagreement ends the run at start with both values named. run.sh
  * exports the launching shell's PTDC_* and NCCL_* variables (mpirun -x); a
@@ -15,7 +16,7 @@
 
 /* How each variable is read where it takes effect; ranks are compared on the
  * setting, so PTDC_PROFILE=0 on one node and unset on another agree. */
-typedef enum { ON_UNLESS_0, OFF_UNLESS_NONZERO, GENERIC_OR_AUTO } EnvRead;
+typedef enum { ON_UNLESS_0, OFF_UNLESS_NONZERO, GENERIC_OR_AUTO, ON_IF_SET, NUMBER } EnvRead;
 static const struct {
     const char *name;
     EnvRead read;
@@ -25,8 +26,10 @@ static const struct {
     {"PTDC_TIME_GEMM", OFF_UNLESS_NONZERO}, /* trainer.c */
     {"PTDC_ATTENTION", GENERIC_OR_AUTO},   /* runtime/cuda/attention.cu */
     {"PTDC_ATTENTION_DETERMINISTIC", OFF_UNLESS_NONZERO},
+    {"PTDC_TRACE", ON_IF_SET},             /* train_trace.c: its steps are timed and gathered */
+    {"PTDC_TRACE_STEPS", NUMBER},          /* (the gather follows the last traced step) */
 };
-enum { NCHECKED = sizeof checked / sizeof checked[0], VALUE_MAX = 48 };
+enum { NCHECKED = sizeof checked / sizeof checked[0], VALUE_MAX = 64 };
 
 /* "on"/"off" ("generic"/"auto"), then the raw value as set, cut short. */
 static void setting_of(int i, char out[VALUE_MAX])
@@ -36,10 +39,15 @@ static void setting_of(int i, char out[VALUE_MAX])
     switch (checked[i].read) {
     case ON_UNLESS_0: on = !(v && !strcmp(v, "0")); break;
     case OFF_UNLESS_NONZERO: on = v && *v && strcmp(v, "0") != 0; break;
+    case ON_IF_SET: on = v && *v; break;
+    case NUMBER: on = false; break; /* compared by value below */
     default: on = v && !strcmp(v, "generic"); break;
     }
+    char num[24];
+    snprintf(num, sizeof num, "%ld", v ? strtol(v, NULL, 10) : 0L);
     const char *word = checked[i].read == GENERIC_OR_AUTO ? (on ? "generic" : "auto")
-                                                           : (on ? "on" : "off");
+                       : checked[i].read == NUMBER        ? (v ? num : "default")
+                                                          : (on ? "on" : "off");
     memset(out, 0, VALUE_MAX);
     if (v)
         snprintf(out, VALUE_MAX, "%s (\"%.24s%s\")", word, v, strlen(v) > 24 ? "..." : "");

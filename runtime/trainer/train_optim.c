@@ -77,6 +77,7 @@ bool tr_step_once(double *loss, double *norm, double *lr)
     if (!isfinite(*loss) || !isfinite(*norm))
         return false; /* no AdamW: weights and moments stay as they were */
     double scale = tr_fl.clip > 0 && *norm > tr_fl.clip ? tr_fl.clip / (*norm + 1e-6) : 1.0;
+    double t_opt = cg_prof_on & CG_TIMED_TRACE ? rt_time() : 0;
     /* ZeRO-1/2: AdamW writes this rank's block of the padded parameter and
      * the all-gather runs in place, without blocking: the next parameters'
      * AdamW runs meanwhile; the step waits for them all at its end. */
@@ -92,6 +93,8 @@ bool tr_step_once(double *loss, double *norm, double *lr)
         if (gather && tr_overlap) {
             double t0 = cg_prof_on ? rt_time() : 0;
             tr_push_req(rt_iallgather(g_comm[p->pmask], p->param, mine, p->shard, RT_ACT));
+            if (cg_prof_on & CG_TIMED_TRACE)
+                tr_trace_issue("allgather (issue)", t0, g_comm[p->pmask], tr_padded(p), RT_ACT);
             if (cg_prof_on)
                 cg_prof_add(CG_PF_cg_issue, t0);
         } else if (gather) {
@@ -99,6 +102,8 @@ bool tr_step_once(double *loss, double *norm, double *lr)
         }
     }
     tr_wait_reqs();
+    if (cg_prof_on & CG_TIMED_TRACE)
+        tr_trace_span("optimizer (AdamW, ZeRO all-gathers)", t_opt);
     return true;
 }
 

@@ -32,19 +32,24 @@ static const char *const names[CG_PF_N] = {
 
 void cg_prof_add(int call, double t0)
 {
-    acc[call] += rt_time() - t0;
+    double t1 = rt_time();
+    if (cg_prof_on & CG_TIMED_TRACE) /* (PTDC_TRACE's steps) */
+        tr_trace_call(call, t0, t1);
+    if (!(cg_prof_on & CG_TIMED_PROFILE))
+        return;
+    acc[call] += t1 - t0;
     ncalls[call]++;
 }
 
 void tr_prof_init(void)
 {
     const char *e = getenv("PTDC_PROFILE");
-    cg_prof_on = e && strcmp(e, "0") != 0;
+    cg_prof_on = e && strcmp(e, "0") != 0 ? CG_TIMED_PROFILE : 0;
 }
 
 void tr_prof_step(double seconds)
 {
-    if (!cg_prof_on)
+    if (!(cg_prof_on & CG_TIMED_PROFILE))
         return;
     if (tr_step <= WARMUP) { /* the window starts after the warm-up steps */
         memset(acc, 0, sizeof acc);
@@ -58,7 +63,7 @@ void tr_prof_step(double seconds)
 
 void tr_prof_report(void)
 {
-    if (!cg_prof_on)
+    if (!(cg_prof_on & CG_TIMED_PROFILE))
         return;
     if (nsteps == 0) /* nothing after the warm-up: the memory only */
         step_s = 0, memset(acc, 0, sizeof acc), memset(ncalls, 0, sizeof ncalls), nsteps = 1;

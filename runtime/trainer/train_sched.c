@@ -56,7 +56,10 @@ void tr_make_comms(void)
 
 void (cg_recv)(void *buf, int64_t n, RtType t, int pp_peer, int tag)
 {
+    double t0 = cg_prof_on & CG_TIMED_TRACE ? rt_time() : 0;
     (rt_wait)(rt_irecv(pipe_comm, buf, n, t, pp_peer, tag));
+    if (cg_prof_on & CG_TIMED_TRACE)
+        tr_trace_p2p(1, t0, n, t, pp_peer, tag);
 }
 
 void (cg_wait)(RtReq **req)
@@ -69,7 +72,10 @@ void (cg_wait)(RtReq **req)
 void cg_send(RtReq **req, const void *buf, int64_t n, RtType t, int pp_peer, int tag)
 {
     (cg_wait)(req);
+    double t0 = cg_prof_on & CG_TIMED_TRACE ? rt_time() : 0;
     *req = rt_isend(pipe_comm, buf, n, t, pp_peer, tag);
+    if (cg_prof_on & CG_TIMED_TRACE)
+        tr_trace_p2p(0, t0, n, t, pp_peer, tag);
 }
 
 static int group_size(const CgParam *p) { return p->pmask ? rt_comm_size(g_comm[p->pmask]) : 1; }
@@ -154,8 +160,12 @@ static void issue_bucket(int b)
     rt_group_begin();
     for (int i = 0; i < n;) {
         CgParam *p = &tr_prog->params[ix[i]];
+        double t0 = cg_prof_on & CG_TIMED_TRACE ? rt_time() : 0;
         if (p->zshard) {
             tr_push_req(rt_ireduce_scatter(g_comm[p->pmask], p->grad_shard, p->grad, p->shard, RT_F32));
+            if (cg_prof_on & CG_TIMED_TRACE)
+                tr_trace_issue("reduce_scatter (issue)", t0, g_comm[p->pmask],
+                               tr_padded(p), RT_F32);
             i++;
             continue;
         }
@@ -168,6 +178,8 @@ static void issue_bucket(int b)
             end = q->grad + q->numel;
         }
         tr_push_req(rt_iallreduce(g_comm[p->pmask], p->grad, end - p->grad, RT_F32));
+        if (cg_prof_on & CG_TIMED_TRACE)
+            tr_trace_issue("allreduce (issue)", t0, g_comm[p->pmask], end - p->grad, RT_F32);
         i = j;
     }
     rt_group_end();
@@ -218,7 +230,10 @@ void tr_run_schedule(void)
         const CgSchedOp *op = &tr_prog->sched[k];
         int slot = op->mb % tr_prog->nslots[op->chunk];
         last_bwd = op->bwd && op->mb == CG_NUM_MICRO - 1;
+        double t0 = cg_prof_on & CG_TIMED_TRACE ? rt_time() : 0;
         (op->bwd ? tr_prog->backward : tr_prog->forward)[op->chunk](op->mb, slot);
+        if (cg_prof_on & CG_TIMED_TRACE)
+            tr_trace_op(op, t0);
     }
     last_bwd = 0;
     tr_prog->wait_sends();
@@ -243,7 +258,7 @@ static void reduce_now(CgParam *p)
 /* Gradient reduction after the schedule: buckets not yet started (none
  * when the backward signalled them all), tied parameters, then the wait for
  * every bucket. Without overlap, every tensor blocking, in table order. */
-void tr_reduce_grads(void)
+static void reduce_grads(void)
 {
     if (!tr_overlap) {
         for (int i = 0; i < tr_prog->nparams; i++)
@@ -260,6 +275,14 @@ void tr_reduce_grads(void)
         if (tr_prog->params[i].bucket < 0)
             reduce_now(&tr_prog->params[i]);
     tr_wait_reqs();
+}
+
+void tr_reduce_grads(void)
+{
+    double t0 = cg_prof_on & CG_TIMED_TRACE ? rt_time() : 0;
+    reduce_grads();
+    if (cg_prof_on & CG_TIMED_TRACE)
+        tr_trace_span("reduce gradients (after the schedule)", t0);
 }
 
 /* The step's objective: the loss, summed over micro-batches by

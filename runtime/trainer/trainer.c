@@ -405,6 +405,7 @@ int main(int argc, char **argv)
         print_memory_plan();
 
     tr_check_outputs();
+    tr_trace_init();
     tr_data_open();
     tr_init_params();
     if (tr_fl.load)
@@ -429,10 +430,12 @@ int main(int argc, char **argv)
     long skips = 0; /* non-finite steps in a row */
     while (tr_step < tr_fl.steps && !stop) {
         gemm_s = gemm_flops = 0;
+        tr_trace_step_begin();
         double t0 = rt_time(), loss, norm, lr;
         bool updated = tr_step_once(&loss, &norm, &lr);
         double dt = rt_time() - t0;
         tr_step++;
+        tr_trace_step_end();
         tr_data_pos += CG_GLOBAL_BATCH; /* a skipped step's batch is skipped too */
         tr_prof_step(dt);
         if (ROOT) {
@@ -468,6 +471,7 @@ int main(int argc, char **argv)
             save_or_exit();
     }
     tr_prof_report();
+    tr_trace_finish();
     if (stop && tr_step < tr_fl.steps) {
         /* The stop's save is on disk and committed before the job says so. */
         if (tr_save_finish() != 0)

@@ -151,14 +151,31 @@ enum {
 #undef CG_PF_ENUM
     CG_PF_N
 };
+/* Who times the calls now: PTDC_PROFILE's table (train_prof.c) and
+ * PTDC_TRACE's timeline during its traced steps (train_trace.c); 0, the
+ * usual case, costs one untaken branch per call. */
 extern int cg_prof_on;
+enum { CG_TIMED_PROFILE = 1, CG_TIMED_TRACE = 2 };
 void cg_prof_add(int call, double t0);
+/* A collective's end: cg_prof_add, and for the trace its communicator and
+ * bytes: elems of type t, times the group's size (scale 1: the gathered or
+ * scattered whole), divided by it (-1) or as they are (0). */
+void cg_prof_comm(int call, double t0, const RtComm *c, int64_t elems, RtType t, int scale);
 #define CG_PROF(k, call)                                                                      \
     do {                                                                                      \
         double cg_t0_ = cg_prof_on ? rt_time() : 0;                                           \
         call;                                                                                 \
         if (cg_prof_on)                                                                       \
             cg_prof_add(k, cg_t0_);                                                           \
+    } while (0)
+/* A collective: the arguments the trace reads are evaluated again, only
+ * while calls are timed (generated code passes plain expressions). */
+#define CG_PROF_COMM(k, call, c, elems, t, scale)                                             \
+    do {                                                                                      \
+        double cg_t0_ = cg_prof_on ? rt_time() : 0;                                           \
+        call;                                                                                 \
+        if (cg_prof_on)                                                                       \
+            cg_prof_comm(k, cg_t0_, c, elems, t, scale);                                      \
     } while (0)
 /* Calls as statements, timed (a function-like macro does not expand inside
  * itself, so each names the real function). */
@@ -193,13 +210,19 @@ void cg_prof_add(int call, double t0);
 #define rt_copy(...) CG_PROF(CG_PF_rt_copy, rt_copy(__VA_ARGS__))
 #define rt_sumsq(...) CG_PROF(CG_PF_rt_sumsq, rt_sumsq(__VA_ARGS__))
 #define rt_adamw(...) CG_PROF(CG_PF_rt_adamw, rt_adamw(__VA_ARGS__))
-#define rt_allreduce(...) CG_PROF(CG_PF_rt_allreduce, rt_allreduce(__VA_ARGS__))
-#define rt_reduce_scatter(...) CG_PROF(CG_PF_rt_reduce_scatter, rt_reduce_scatter(__VA_ARGS__))
-#define rt_allgather(...) CG_PROF(CG_PF_rt_allgather, rt_allgather(__VA_ARGS__))
-#define rt_alltoall(...) CG_PROF(CG_PF_rt_alltoall, rt_alltoall(__VA_ARGS__))
-#define rt_allgather_dim(...) CG_PROF(CG_PF_rt_allgather_dim, rt_allgather_dim(__VA_ARGS__))
-#define rt_reduce_scatter_dim(...) CG_PROF(CG_PF_rt_reduce_scatter_dim, rt_reduce_scatter_dim(__VA_ARGS__))
-#define rt_alltoall_dim(...) CG_PROF(CG_PF_rt_alltoall_dim, rt_alltoall_dim(__VA_ARGS__))
+#define rt_allreduce(c, b, n, t) CG_PROF_COMM(CG_PF_rt_allreduce, rt_allreduce(c, b, n, t), c, n, t, 0)
+#define rt_reduce_scatter(c, o, i, n, t) CG_PROF_COMM(CG_PF_rt_reduce_scatter, rt_reduce_scatter(c, o, i, n, t), c, n, t, 1)
+#define rt_allgather(c, o, i, n, t) CG_PROF_COMM(CG_PF_rt_allgather, rt_allgather(c, o, i, n, t), c, n, t, 1)
+#define rt_alltoall(c, o, i, n, t) CG_PROF_COMM(CG_PF_rt_alltoall, rt_alltoall(c, o, i, n, t), c, n, t, 1)
+#define rt_allgather_dim(c, o, i, outer, d, inner, s)                                         \
+    CG_PROF_COMM(CG_PF_rt_allgather_dim, rt_allgather_dim(c, o, i, outer, d, inner, s), c,     \
+                 (outer) * (d) * (inner), RT_ACT, 1)
+#define rt_reduce_scatter_dim(c, o, i, outer, d, inner, s)                                    \
+    CG_PROF_COMM(CG_PF_rt_reduce_scatter_dim, rt_reduce_scatter_dim(c, o, i, outer, d, inner, s), \
+                 c, (outer) * (d) * (inner), RT_ACT, 1)
+#define rt_alltoall_dim(c, o, i, outer, d1, mid, d2, inner, ts, s)                            \
+    CG_PROF_COMM(CG_PF_rt_alltoall_dim, rt_alltoall_dim(c, o, i, outer, d1, mid, d2, inner, ts, s), \
+                 c, (outer) * (d1) * (mid) * (d2) * (inner), RT_ACT, -1)
 #define rt_slice_dim(...) CG_PROF(CG_PF_rt_slice_dim, rt_slice_dim(__VA_ARGS__))
 #define cg_recv(...) CG_PROF(CG_PF_cg_recv, cg_recv(__VA_ARGS__))
 #define cg_wait(...) CG_PROF(CG_PF_cg_wait, cg_wait(__VA_ARGS__))
