@@ -226,7 +226,7 @@ void rtcu_nccl_settle(ncclComm_t c, ncclResult_t r, const char *call, const char
         do {
             if (rtcu_aborting()) rtcu_park();
             sched_yield();
-            ncclResult_t g = ncclCommGetAsyncError(c, &r);
+            ncclResult_t g = RTCU_NCCL(ncclCommGetAsyncError(c, &r));
             if (g != ncclSuccess) r = g;
         } while (r == ncclInProgress);
         rtcu_block_end();
@@ -283,7 +283,7 @@ static ncclComm_t nccl_split(int color, int key)
 {
     ncclComm_t nc = NULL;
     ncclConfig_t cfg = rtcu_nccl_config();
-    ncclResult_t r = ncclCommSplit(rtcu.world->nccl, color, key, &nc, &cfg);
+    ncclResult_t r = RTCU_NCCL(ncclCommSplit(rtcu.world->nccl, color, key, &nc, &cfg));
     rtcu_nccl_settle(nc ? nc : rtcu.world->nccl, r, "ncclCommSplit", __FILE__, __LINE__);
     return nc;
 }
@@ -367,7 +367,7 @@ int rt_comm_size(const RtComm *c) { return c->size; }
 
 static void destroy_nccl(ncclComm_t nc)
 {
-    ncclResult_t r = ncclCommFinalize(nc);
+    ncclResult_t r = RTCU_NCCL(ncclCommFinalize(nc));
     rtcu_nccl_settle(nc, r, "ncclCommFinalize", __FILE__, __LINE__);
     NCCL_CHECK(ncclCommDestroy(nc));
 }
@@ -448,7 +448,7 @@ void rt_group_end(void)
 {
     if (!grp.open) rt_fatal("rt_group_end without rt_group_begin");
     grp.open = 0;
-    ncclResult_t r = ncclGroupEnd();
+    ncclResult_t r = RTCU_NCCL(ncclGroupEnd());
     if (r == ncclInProgress) { /* non-blocking: each communicator of the group settles */
         for (int i = 0; i < grp.n; i++) {
             ncclResult_t st = ncclInProgress;
@@ -501,7 +501,7 @@ static RtcuEv *enqueue(const RtComm *c, RtReq *req, const char *call, const void
                        size_t b2, F issue)
 {
     stream_after(c->stream, p1, b1, p2, b2);
-    ncclResult_t r = issue(c->stream);
+    ncclResult_t r = RTCU_NCCL(issue(c->stream));
     if (grp.open) {
         if (r != ncclSuccess && r != ncclInProgress) rtcu_fail(__FILE__, __LINE__, "NCCL", ncclGetErrorString(r), call);
         if (grp.n == MAX_GROUP) rt_fatal("more than %d collectives in one group", MAX_GROUP);
@@ -686,8 +686,8 @@ static RtReq *post(RtComm *c, void *buf, int64_t n, RtType t, int peer, int tag,
         cudaStream_t s = c->chan_stream[k];
         size_t b = (size_t)n * rtcu_type_size(t);
         stream_after(s, buf, b, NULL, 0);
-        ncclResult_t res = send ? ncclSend(buf, (size_t)n, rtcu_nccl_type(t), peer, c->chan[k], s)
-                                : ncclRecv(buf, (size_t)n, rtcu_nccl_type(t), peer, c->chan[k], s);
+        ncclResult_t res = RTCU_NCCL(send ? ncclSend(buf, (size_t)n, rtcu_nccl_type(t), peer, c->chan[k], s)
+                                          : ncclRecv(buf, (size_t)n, rtcu_nccl_type(t), peer, c->chan[k], s));
         rtcu_nccl_settle(c->chan[k], res, send ? "ncclSend" : "ncclRecv", __FILE__, __LINE__);
         r->ev = pend(s, buf, b, NULL, 0);
         return r;
@@ -727,7 +727,7 @@ static void flush_p2p(void)
         else
             NCCL_CHECK(ncclRecv(p->buf, (size_t)p->n, rtcu_nccl_type(p->t), p->peer, p->c->nccl, p->c->stream));
     }
-    ncclResult_t r = ncclGroupEnd();
+    ncclResult_t r = RTCU_NCCL(ncclGroupEnd());
     for (int i = 0; i < n_p2p && r == ncclInProgress; i++)
         if (p2p[i].n > 0) rtcu_nccl_settle(p2p[i].c->nccl, ncclInProgress, "ncclGroupEnd (p2p)", __FILE__, __LINE__);
     if (r != ncclSuccess && r != ncclInProgress) rtcu_fail(__FILE__, __LINE__, "NCCL", ncclGetErrorString(r), "ncclGroupEnd");

@@ -29,6 +29,7 @@
 #include <nccl.h>
 
 #include <initializer_list>
+#include <mutex>
 #include <stdint.h>
 
 typedef struct RtcuDevErr RtcuDevErr;
@@ -83,13 +84,23 @@ enum { RTCU_BLAS_WS_BYTES = 32 << 20 }; /* cuBLAS recommends 32 MiB on Hopper */
  * NCCL_COMM_CHECK: communicators are non-blocking, so a call may return
  * ncclInProgress and the host then polls until it settles (comm.cu),
  * watched by the watchdog. */
+/* One host thread inside NCCL at a time: NCCL forbids two threads in one
+ * communicator at once (a non-blocking communicator's
+ * ncclCommGetAsyncError completes and frees in-progress jobs). Every NCCL
+ * call of the runtime holds rtcu_nccl_mu (RTCU_NCCL; recursive, as a call
+ * may be made inside another's lambda); the watchdog polls the
+ * communicators only when it can take it (try_lock), so it never waits
+ * for the main thread. ncclCommAbort alone is called without it (NCCL's
+ * way to end a hang from another thread). */
+extern std::recursive_mutex rtcu_nccl_mu;
+#define RTCU_NCCL(call) ([&]() { std::lock_guard<std::recursive_mutex> rtcu_g_(rtcu_nccl_mu); return (call); }())
 #define NCCL_CHECK(call)                                                                  \
     do {                                                                                  \
-        ncclResult_t rtcu_r_ = (call);                                                    \
+        ncclResult_t rtcu_r_ = RTCU_NCCL(call);                                           \
         if (rtcu_r_ != ncclSuccess)                                                       \
             rtcu_fail(__FILE__, __LINE__, "NCCL", ncclGetErrorString(rtcu_r_), #call);    \
     } while (0)
-#define NCCL_COMM_CHECK(comm, call) rtcu_nccl_settle((comm), (call), #call, __FILE__, __LINE__)
+#define NCCL_COMM_CHECK(comm, call) rtcu_nccl_settle((comm), RTCU_NCCL(call), #call, __FILE__, __LINE__)
 /* A CUDA call that waits for the device (stream sync, synchronous copy). */
 #define CUDA_SYNC_CHECK(call)                                                             \
     do {                                                                                  \

@@ -166,7 +166,7 @@ void rt_init(int *argc, char ***argv)
      * its own thread. Splits inherit the configuration. */
     ncclConfig_t cfg = rtcu_nccl_config();
     ncclComm_t nc = NULL;
-    ncclResult_t r = ncclCommInitRankConfig(&nc, rtcu.size, id, rtcu.rank, &cfg);
+    ncclResult_t r = RTCU_NCCL(ncclCommInitRankConfig(&nc, rtcu.size, id, rtcu.rank, &cfg));
     rtcu_nccl_settle(nc, r, "ncclCommInitRankConfig", __FILE__, __LINE__);
     rtcu_comm_own(w, nc);
     rtcu.world = w;
