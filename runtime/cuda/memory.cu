@@ -20,7 +20,12 @@ void *rt_alloc(size_t bytes)
         rt_fatal("rt_alloc: cannot allocate %zu bytes on GPU %d (%zu of %zu bytes free): %s", bytes,
                  rtcu.device, fr, tot, cudaGetErrorString(e));
     }
-    CUDA_CHECK(cudaMemset(p, 0, bytes)); /* rt.h: zeroed */
+    /* rt.h: zeroed. On compute, which every later use of the memory is
+     * ordered after (kernels run there; communicators' streams wait for it):
+     * cudaMemset would run on the legacy default stream, which the
+     * runtime's non-blocking streams do not wait for, so the zeroing could
+     * land after the first writes. */
+    CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, rtcu.compute));
     return p;
 }
 

@@ -147,7 +147,7 @@ void rt_init(int *argc, char ***argv)
     CUBLAS_CHECK(cublasSetPointerMode(rtcu.blas, CUBLAS_POINTER_MODE_HOST));
 
     CUDA_CHECK(cudaMalloc(&rtcu.dev_err, sizeof(RtcuDevErr)));
-    CUDA_CHECK(cudaMemset(rtcu.dev_err, 0, sizeof(RtcuDevErr)));
+    CUDA_CHECK(cudaMemsetAsync(rtcu.dev_err, 0, sizeof(RtcuDevErr), rtcu.compute)); /* before any kernel reports */
     CUDA_CHECK(cudaMalloc(&rtcu.gemm_ptrs, 3 * RT_MATMUL_BATCH_MAX * sizeof(void *)));
 
     rtcu.initialized = 1;
