@@ -82,6 +82,7 @@ typedef struct {
     RtcuEv *ev;
     cudaStream_t stream;
     const char *lo[2], *hi[2];
+    int send; /* a point-to-point send (rtcu_sync_except_sends leaves it) */
 } Pending;
 
 static struct {
@@ -149,6 +150,15 @@ void rtcu_sync(void)
     rtcu_check_dev_err();
 }
 
+void rtcu_sync_except_sends(void)
+{
+    for (int i = q.n - 1; i >= 0; i--) /* a wait covers its stream's older entries, sends included */
+        if (q.p[i].ev && !q.p[i].send) wait_entry(i);
+    compact();
+    CUDA_SYNC_CHECK(cudaStreamSynchronize(rtcu.compute));
+    rtcu_check_dev_err();
+}
+
 /* Stream s is about to run an operation on these ranges: it waits for
  * compute so far and for the pending operations of other streams that touch
  * them (a reduction over the tied copies, then over the data-parallel
@@ -191,6 +201,7 @@ static RtcuEv *pend(cudaStream_t s, const void *p1, size_t b1, const void *p2, s
     e->hi[0] = e->lo[0] ? (const char *)p1 + b1 : NULL;
     e->lo[1] = p2 && b2 ? (const char *)p2 : NULL;
     e->hi[1] = e->lo[1] ? (const char *)p2 + b2 : NULL;
+    e->send = 0;
     return v;
 }
 
@@ -416,6 +427,7 @@ struct RtReq {
     int launched;
     int grouped;  /* issued inside an open group: its event comes at rt_group_end */
     int host;     /* rt_to_device_async: the host waits too (its staging buffer) */
+    int send;     /* a send on a point-to-point channel: compute need not wait (below) */
     RtcuEv *ev;   /* completion; NULL: nothing to wait for */
 };
 
@@ -690,6 +702,10 @@ static RtReq *post(RtComm *c, void *buf, int64_t n, RtType t, int peer, int tag,
                                           : ncclRecv(buf, (size_t)n, rtcu_nccl_type(t), peer, c->chan[k], s));
         rtcu_nccl_settle(c->chan[k], res, send ? "ncclSend" : "ncclRecv", __FILE__, __LINE__);
         r->ev = pend(s, buf, b, NULL, 0);
+        if (send) {
+            q.p[q.n - 1].send = 1;
+            r->send = 1;
+        }
         return r;
     }
     if (n_p2p == MAX_P2P) rt_fatal("%s: more than %d requests posted without rt_wait", fn, MAX_P2P);
@@ -750,8 +766,12 @@ void rt_wait(RtReq *r)
         return;
     }
     if (r->grouped) rt_fatal("rt_wait of a request of a group still open (rt_group_end first)");
+    /* A completed send only frees its buffer for reuse, and whatever
+     * reuses it waits by range (rtcu_deps): compute does not wait for the
+     * send itself, so no later host wait (rt_time) depends on a receive
+     * the peer has yet to post. */
     if (r->ev) {
-        CUDA_CHECK(cudaStreamWaitEvent(rtcu.compute, r->ev->e, 0));
+        if (!r->send) CUDA_CHECK(cudaStreamWaitEvent(rtcu.compute, r->ev->e, 0));
         if (r->host) CUDA_SYNC_CHECK(cudaEventSynchronize(r->ev->e));
         ev_put(r->ev);
     }

@@ -173,6 +173,13 @@ void rtcu_deps(std::initializer_list<RtcuRange> ranges);
 void rtcu_join_comm(void);
 /* Join everything and wait on the host (then check device errors). */
 void rtcu_sync(void);
+/* rt_time's wait: the same, except for point-to-point sends nothing has
+ * waited for yet. A send of a message NCCL cannot buffer completes only
+ * when its receive is posted, and in a pipeline that receive may be the
+ * peer's next call after its own timing point: waiting for sends there
+ * deadlocks both (issue 34, bug 2). Their buffers stay guarded by range
+ * (rtcu_deps), and rtcu_sync still waits for them. */
+void rtcu_sync_except_sends(void);
 /* Check a call on non-blocking communicator c: poll it while in progress. */
 void rtcu_nccl_settle(ncclComm_t c, ncclResult_t r, const char *call, const char *file, int line);
 ncclConfig_t rtcu_nccl_config(void); /* blocking = 0 */

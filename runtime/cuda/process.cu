@@ -199,7 +199,7 @@ int rt_world_size(void) { return rtcu.size; }
 
 double rt_time(void)
 {
-    if (rtcu.initialized) rtcu_sync();
+    if (rtcu.initialized) rtcu_sync_except_sends(); /* timing points must not wait for sends (cu.h) */
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
