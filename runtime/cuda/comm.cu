@@ -145,6 +145,7 @@ void rtcu_join_comm(void)
 
 void rtcu_sync(void)
 {
+    rtcu_check_poll(true);
     rtcu_join_comm();
     CUDA_SYNC_CHECK(cudaStreamSynchronize(rtcu.compute));
     rtcu_check_dev_err();
@@ -152,6 +153,7 @@ void rtcu_sync(void)
 
 void rtcu_sync_except_sends(void)
 {
+    rtcu_check_poll(true);
     for (int i = q.n - 1; i >= 0; i--) /* a wait covers its stream's older entries, sends included */
         if (q.p[i].ev && !q.p[i].send) wait_entry(i);
     compact();
@@ -286,6 +288,7 @@ void rtcu_comm_own(RtComm *c, ncclComm_t nc)
     c->stream = new_stream();
     c->owner = 1;
     rtcu_watchdog_add(nc);
+    rtcu_check_own(c);
 }
 
 /* A split of the world communicator (collective over the world: every rank
@@ -343,6 +346,7 @@ RtComm *rt_comm_split(int color, int key)
     } else if (same) {
         c->nccl = same->nccl; /* shared: same NCCL communicator, same stream */
         c->stream = same->stream;
+        c->fp = same->fp;
     }
     rtcu_comm_remember(c);
     return c;
@@ -389,6 +393,7 @@ void rtcu_comm_destroy_all(void)
     for (int i = 0; i < n_all; i++) {
         RtComm *c = all_comms[i];
         if (c->owner) {
+            rtcu_check_free(c);
             destroy_nccl(c->nccl);
             CUDA_CHECK(cudaStreamDestroy(c->stream));
         }
@@ -513,6 +518,7 @@ static RtcuEv *enqueue(const RtComm *c, RtReq *req, const char *call, const void
                        size_t b2, F issue)
 {
     stream_after(c->stream, p1, b1, p2, b2);
+    rtcu_check_call(c, call, b1, b2);
     ncclResult_t r = RTCU_NCCL(issue(c->stream));
     if (grp.open) {
         if (r != ncclSuccess && r != ncclInProgress) rtcu_fail(__FILE__, __LINE__, "NCCL", ncclGetErrorString(r), call);
@@ -544,7 +550,7 @@ void rt_allreduce_max(RtComm *c, float *buf, int64_t n)
 {
     check_comm(c, "rt_allreduce_max");
     if (n <= 0 || c->size == 1) return;
-    done(enqueue(c, NULL, "ncclAllReduce", buf, (size_t)n * 4, NULL, 0, [&](cudaStream_t s) {
+    done(enqueue(c, NULL, "ncclAllReduce (max)", buf, (size_t)n * 4, NULL, 0, [&](cudaStream_t s) {
         return ncclAllReduce(buf, buf, (size_t)n, ncclFloat32, ncclMax, c->nccl, s);
     }));
 }

@@ -43,6 +43,7 @@ struct RtComm {
     int p2p;                 /* rt_comm_split_p2p: chan[0] carries messages up the rank order */
     ncclComm_t chan[2];
     cudaStream_t chan_stream[2];
+    struct RtcuFpSeq *fp;    /* PTDC_NCCL_CHECK's sequence (comm_check.cu), shared like nccl */
 };
 
 typedef struct RtcuState {
@@ -180,6 +181,13 @@ void rtcu_sync(void);
  * deadlocks both (issue 34, bug 2). Their buffers stay guarded by range
  * (rtcu_deps), and rtcu_sync still waits for them. */
 void rtcu_sync_except_sends(void);
+/* PTDC_NCCL_CHECK=1 (comm_check.cu): c's fingerprint sequence (owners of an
+ * NCCL communicator), one collective's fingerprint, compare what has
+ * arrived (wait: all of it), release c's sequence. */
+void rtcu_check_own(RtComm *c);
+void rtcu_check_call(const RtComm *c, const char *call, size_t b1, size_t b2);
+void rtcu_check_poll(bool wait);
+void rtcu_check_free(RtComm *c);
 /* Check a call on non-blocking communicator c: poll it while in progress. */
 void rtcu_nccl_settle(ncclComm_t c, ncclResult_t r, const char *call, const char *file, int line);
 ncclConfig_t rtcu_nccl_config(void); /* blocking = 0 */

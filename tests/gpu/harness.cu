@@ -17,6 +17,7 @@
  *   ptdc_gpu_harness wd-race | pp-profile [SEED] | alloc-order [SEED]
  *                                   ordering and threading (harness_order.cu)
  *   ptdc_gpu_harness mismatch       must abort: ranks disagree on a collective
+ *   ptdc_gpu_harness mismatch-time  the same (PTDC_NCCL_CHECK=1: the runtime's check)
  *
  * Exit status: 0 all passed, 1 a failure. The seed (time-based unless given)
  * is printed so a failure can be replayed. */
@@ -725,8 +726,8 @@ int main(int argc, char **argv)
         fails = run_pp_profile_test(seed);
     } else if (!strcmp(mode, "alloc-order")) {
         fails = run_alloc_order_test(seed);
-    } else if (!strcmp(mode, "mismatch")) {
-        fails = run_mismatch_test();
+    } else if (!strcmp(mode, "mismatch") || !strcmp(mode, "mismatch-time")) {
+        fails = run_mismatch_test(!strcmp(mode, "mismatch-time"));
     } else {
         fprintf(stderr, "unknown mode %s\n", mode);
         fails = 1;

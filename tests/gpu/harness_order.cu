@@ -12,7 +12,9 @@
  *   alloc-order  fresh rt_alloc buffers written at once by compute and by a
  *                collective (bug 3)
  *   mismatch     ranks issue different collectives in the same slot: must
- *                abort naming both (the emulator's fingerprint check) */
+ *                abort naming both (the emulator's fingerprint check)
+ *   mismatch-time  the same, then rt_time(): with PTDC_NCCL_CHECK=1 the
+ *                runtime's own check (comm_check.cu) must abort first */
 #include "cpu_rt.h"
 #include "harness.h"
 
@@ -118,7 +120,7 @@ int run_alloc_order_test(uint64_t seed)
 /* Rank 0 all-reduces where the others all-gather: on GPUs a hang or
  * garbage; the emulator must abort naming both calls. Returning is a
  * failure. */
-int run_mismatch_test(void)
+int run_mismatch_test(bool timed)
 {
     RtComm *w = rt_comm_world();
     const int P = rt_comm_size(w);
@@ -127,7 +129,10 @@ int run_mismatch_test(void)
         rt_allreduce(w, d, 8, RT_F32);
     else
         rt_allgather(w, d, d + 8 * rt_comm_rank(w), 8, RT_F32);
-    hf32(d, 8);
+    if (timed)
+        rt_time();
+    else
+        hf32(d, 8);
     fprintf(stderr, "mismatch: rank %d returned; the collectives were not checked\n", rt_comm_rank(w));
     return 1;
 }

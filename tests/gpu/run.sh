@@ -70,7 +70,9 @@ case "$harness" in
     PTDC_EMU_DEADLOCK_S=20 mpirun --oversubscribe -x PTDC_EMU_DEADLOCK_S -n 3 "$harness" pp-profile "$seed" || exit 1
     mpirun --oversubscribe -n 2 "$harness" alloc-order "$seed" || exit 1
     expect_abort_n "collective order mismatch (2 ranks)" 2 mismatch \
-        "rank 0 call #0 ncclAllReduce.* vs rank 1 call #0 ncclAllGather" || exit 1
+        "calls differ on communicator 0: rank [01] call #0 ncclAll.* vs rank [01] call #0 ncclAll" || exit 1
+    (export PTDC_NCCL_CHECK=1; expect_abort_n "PTDC_NCCL_CHECK mismatch (2 ranks)" 2 mismatch-time \
+        "PTDC_NCCL_CHECK: NCCL calls differ on a communicator of 2 ranks: rank [01] call #0 ncclAll") || exit 1
     expect_abort "die-embed (negative token id)" die-embed "out of range" || exit 1
     expect_abort "die-target (target past vocabulary)" die-target "out of range" || exit 1
     exit 0 ;;
