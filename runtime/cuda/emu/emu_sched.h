@@ -9,7 +9,8 @@
  * the legacy default stream's implicit ordering with blocking streams), the
  * scheduler picks one at random: seeded by PTDC_EMU_SEED (default: the
  * time), the seed printed once on stderr so a failing order can be
- * replayed. Asynchronous operations (NCCL over non-blocking MPI) start when
+ * replayed (exactly for local work; with NCCL operations in flight the
+ * candidates also depend on when MPI completes them). Asynchronous operations (NCCL over non-blocking MPI) start when
  * picked and occupy their stream until MPI reports them complete. When
  * nothing can progress for PTDC_EMU_DEADLOCK_S seconds (default 60) the
  * rank aborts with "deadlock: rank r waits on ..." naming every blocked
