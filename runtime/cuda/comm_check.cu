@@ -17,6 +17,7 @@
  * waits at synchronisation points; off, one untaken branch per collective. */
 #include "cu.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,7 +117,7 @@ void rtcu_check_call(const RtComm *c, const char *call, size_t b1, size_t b2)
     o.seq = s;
     o.mine = (Fp *)calloc((size_t)s->size + 1, sizeof(Fp));
     if (!o.mine) rt_fatal("out of host memory");
-    strncpy(o.mine->call, call, sizeof o.mine->call);
+    snprintf(o.mine->call, sizeof o.mine->call, "%s", call); /* calloc'd: the rest stays zero */
     o.mine->b1 = (int64_t)b1;
     o.mine->b2 = (int64_t)b2;
     o.mine->slot = s->slot++;
