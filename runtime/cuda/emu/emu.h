@@ -35,8 +35,12 @@
  * bookkeeping, numerics in fp32, warp-collective calls made by all 32 lanes
  * at the same site, bank conflicts. What it cannot: timing, memory-model
  * races between warps without a barrier (fibers switch only at barriers),
- * real tensor-core rounding, NCCL and multi-GPU behaviour (emu_api.cpp stubs
- * a single rank), anything else about performance. */
+ * real tensor-core rounding, anything else about performance.
+ *
+ * Launches (RTCU_LAUNCH) are queued on their stream and run when the
+ * stream scheduler gets to them (emu_sched.h: streams, events, the legacy
+ * default stream, a seeded random legal order); NCCL runs over MPI with its
+ * ordering and threading rules checked (emu_nccl.cpp). */
 #ifndef PTDC_RUNTIME_CUDA_EMU_H
 #define PTDC_RUNTIME_CUDA_EMU_H
 
