@@ -16,6 +16,7 @@
  *   ptdc_gpu_harness hang           must abort via the watchdog (mpirun -n 2)
  *   ptdc_gpu_harness wd-race | pp-profile [SEED] | alloc-order [SEED]
  *                                   ordering and threading (harness_order.cu)
+ *   ptdc_gpu_harness emu-streams    the emulator's stream-order rules (emulator only)
  *   ptdc_gpu_harness mismatch       must abort: ranks disagree on a collective
  *   ptdc_gpu_harness mismatch-time  the same (PTDC_NCCL_CHECK=1: the runtime's check)
  *
@@ -726,6 +727,8 @@ int main(int argc, char **argv)
         fails = run_pp_profile_test(seed);
     } else if (!strcmp(mode, "alloc-order")) {
         fails = run_alloc_order_test(seed);
+    } else if (!strcmp(mode, "emu-streams")) {
+        fails = run_emu_streams_test();
     } else if (!strcmp(mode, "mismatch") || !strcmp(mode, "mismatch-time")) {
         fails = run_mismatch_test(!strcmp(mode, "mismatch-time"));
     } else {

@@ -97,5 +97,6 @@ int run_wd_race_test(void);
 int run_pp_profile_test(uint64_t seed);
 int run_alloc_order_test(uint64_t seed);
 int run_mismatch_test(bool timed);
+int run_emu_streams_test(void);
 
 #endif

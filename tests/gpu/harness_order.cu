@@ -14,7 +14,8 @@
  *   mismatch     ranks issue different collectives in the same slot: must
  *                abort naming both (the emulator's fingerprint check)
  *   mismatch-time  the same, then rt_time(): with PTDC_NCCL_CHECK=1 the
- *                runtime's own check (comm_check.cu) must abort first */
+ *                runtime's own check (comm_check.cu) must abort first
+ *   emu-streams  the emulator's own ordering rules (one rank) */
 #include "cpu_rt.h"
 #include "harness.h"
 
@@ -136,3 +137,55 @@ int run_mismatch_test(bool timed)
     fprintf(stderr, "mismatch: rank %d returned; the collectives were not checked\n", rt_comm_rank(w));
     return 1;
 }
+
+#ifdef PTDC_CUDA_EMU
+/* The emulator's own ordering rules (emulator only: on a GPU the unordered
+ * case depends on timing). 64 rounds of: the legacy stream sets a fresh
+ * buffer to 1, a blocking stream and a non-blocking one each copy it out,
+ * then the non-blocking one writes 2 into a second buffer and records an
+ * event the blocking one waits for before copying that. The blocking
+ * stream's copies must always see 1 and 2; the non-blocking stream's copy
+ * must see the memset in some rounds and miss it in others (the scheduler
+ * reorders what is not ordered). */
+int run_emu_streams_test(void)
+{
+    cudaStream_t b, nb;
+    cudaEvent_t ev;
+    cudaStreamCreateWithFlags(&b, cudaStreamDefault);
+    cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking);
+    cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    int blocking_ok = 1, event_ok = 1, saw_before = 0, saw_after = 0;
+    for (int round = 0; round < 64; round++) {
+        unsigned char *buf, *buf2, *outb, *outn, *out2;
+        cudaMalloc((void **)&buf, 64), cudaMalloc((void **)&buf2, 64);
+        cudaMalloc((void **)&outb, 64), cudaMalloc((void **)&outn, 64), cudaMalloc((void **)&out2, 64);
+        cudaMemset(buf, 1, 64);
+        cudaMemcpyAsync(outb, buf, 64, cudaMemcpyDeviceToDevice, b);
+        cudaMemcpyAsync(outn, buf, 64, cudaMemcpyDeviceToDevice, nb);
+        cudaMemsetAsync(buf2, 2, 64, nb);
+        cudaEventRecord(ev, nb);
+        cudaStreamWaitEvent(b, ev, 0);
+        cudaMemcpyAsync(out2, buf2, 64, cudaMemcpyDeviceToDevice, b);
+        cudaDeviceSynchronize();
+        blocking_ok &= outb[0] == 1 && outb[63] == 1;
+        event_ok &= out2[0] == 2 && out2[63] == 2;
+        saw_after += outn[0] == 1;
+        saw_before += outn[0] != 1;
+        cudaFree(buf), cudaFree(buf2), cudaFree(outb), cudaFree(outn), cudaFree(out2);
+    }
+    cudaEventDestroy(ev);
+    cudaStreamDestroy(b), cudaStreamDestroy(nb);
+    char detail[96];
+    report_bool("blocking stream after the legacy stream", blocking_ok, "64 rounds");
+    report_bool("cudaStreamWaitEvent orders two streams", event_ok, "64 rounds");
+    snprintf(detail, sizeof detail, "memset seen %d, missed %d of 64", saw_after, saw_before);
+    report_bool("non-blocking stream not ordered with legacy", saw_after > 0 && saw_before > 0, detail);
+    return g_failures;
+}
+#else
+int run_emu_streams_test(void)
+{
+    if (g_print) printf("SKIPPED: the stream-order self-test runs under the emulator only\n");
+    return 0;
+}
+#endif

@@ -61,6 +61,7 @@ case "$harness" in
     mpirun --oversubscribe -n 1 "$harness" kernels "$seed" || exit 1
     check_fallback || exit 1
     mpirun --oversubscribe -n 1 "$harness" banks "$seed" || exit 1
+    mpirun --oversubscribe -n 1 "$harness" emu-streams || exit 1
     mpirun --oversubscribe -n 3 "$harness" comm "$seed" || exit 1
     # Issue 34: the watchdog against the main thread's NCCL calls, a profiled
     # pipeline under rendezvous sends, fresh buffers written at once; every
