@@ -74,6 +74,17 @@ case "$harness" in
         "calls differ on communicator 0: rank [01] call #0 ncclAll.* vs rank [01] call #0 ncclAll" || exit 1
     (export PTDC_NCCL_CHECK=1; expect_abort_n "PTDC_NCCL_CHECK mismatch (2 ranks)" 2 mismatch-time \
         "PTDC_NCCL_CHECK: NCCL calls differ on a communicator of 2 ranks: rank [01] call #0 ncclAll") || exit 1
+    # The watchdog: rank 0 enters a collective rank 1 never joins, then
+    # copies its result to the host; the watchdog must end the job (within
+    # its 5 s timeout, before the emulator's 60 s deadlock report).
+    start=$(date +%s)
+    out=$(PTDC_NCCL_TIMEOUT=5 mpirun --oversubscribe -x PTDC_NCCL_TIMEOUT -n 2 "$harness" hang 2>&1)
+    rc=$? took=$(( $(date +%s) - start ))
+    if [ $rc -ne 0 ] && [ $took -lt 50 ] && echo "$out" | grep -q "watchdog: no progress"; then
+        echo "watchdog: hung collective aborted all ranks in ${took}s  ok"
+    else
+        echo "watchdog: expected its abort within 50 s (rc $rc, ${took}s) FAIL"; echo "$out" | tail -n 5; exit 1
+    fi
     expect_abort "die-embed (negative token id)" die-embed "out of range" || exit 1
     expect_abort "die-target (target past vocabulary)" die-target "out of range" || exit 1
     exit 0 ;;
