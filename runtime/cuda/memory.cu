@@ -67,7 +67,9 @@ void rt_to_host(void *host_dst, const void *src, size_t bytes)
     rtcu_require_init("rt_to_host");
     if (bytes == 0) return;
     rtcu_deps({{src, bytes}});
-    CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, rtcu.compute));
+    /* Into pageable memory cudaMemcpyAsync returns only when the copy is
+     * done: a wait like the synchronisation, timed by the watchdog. */
+    CUDA_SYNC_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, rtcu.compute));
     CUDA_SYNC_CHECK(cudaStreamSynchronize(rtcu.compute));
     rtcu_check_dev_err();
 }
@@ -118,7 +120,7 @@ void rt_act_to_f32(float *host_dst, const rt_act *src, int64_t n)
     if (!stage) rt_fatal("out of host memory");
     for (int64_t i = 0; i < n; i += c) {
         int64_t m = n - i < c ? n - i : c;
-        CUDA_CHECK(cudaMemcpyAsync(stage, src + i, (size_t)m * sizeof(rt_act), cudaMemcpyDeviceToHost,
+        CUDA_SYNC_CHECK(cudaMemcpyAsync(stage, src + i, (size_t)m * sizeof(rt_act), cudaMemcpyDeviceToHost,
                                    rtcu.compute));
         CUDA_SYNC_CHECK(cudaStreamSynchronize(rtcu.compute));
         for (int64_t j = 0; j < m; j++) host_dst[i + j] = __bfloat162float(stage[j]);

@@ -70,7 +70,7 @@ void rtcu_check_dev_err(void)
 {
     if (!rtcu.dev_err) return;
     RtcuDevErr e;
-    CUDA_CHECK(cudaMemcpy(&e, rtcu.dev_err, sizeof e, cudaMemcpyDeviceToHost));
+    CUDA_SYNC_CHECK(cudaMemcpy(&e, rtcu.dev_err, sizeof e, cudaMemcpyDeviceToHost));
     switch (e.code) {
     case RTCU_ERR_NONE: return;
     case RTCU_ERR_EMBED_ID:
