@@ -15,7 +15,10 @@
  * their receives are posted deadlocks here as it would on GPUs, and the
  * scheduler's deadlock report names the send. Communicators created with
  * config.blocking = 0 return ncclInProgress from their calls, settled by
- * ncclCommGetAsyncError a couple of polls later.
+ * ncclCommGetAsyncError a couple of polls later. Outputs that are not also
+ * inputs (receives, all-gathers not in place, reduce-scatters, a
+ * broadcast's non-roots) are filled with 0xff (NaN) when the call starts,
+ * so a read the streams do not order after its completion sees NaN.
  *
  * Rules, each an abort naming what broke it:
  * - one host thread inside a communicator at a time: every call on a
@@ -239,16 +242,19 @@ struct NcclOp : emu::Async {
                     p.tmp.assign(s, s + in);
                     s = p.tmp.data();
                 }
+                memset(p.r, 0xff, p.n * es); /* poisoned until complete */
                 MPI_Ireduce_scatter_block(s, p.r, n, mt, mpi_op(p.op, p.t), c->data, &p.req);
                 break;
             }
             case K_ALLGATHER: {
                 bool in_place = (const char *)p.s == (char *)p.r + (size_t)c->rank * p.n * es; /* NCCL's form */
+                if (!in_place) memset(p.r, 0xff, p.n * es * (size_t)c->size); /* poisoned until complete */
                 MPI_Iallgather(in_place ? MPI_IN_PLACE : p.s, n, mt, p.r, n, mt, c->data, &p.req);
                 break;
             }
             case K_BCAST:
                 if (c->rank == p.peer && p.s != p.r) memmove(p.r, p.s, p.n * es);
+                if (c->rank != p.peer) memset(p.r, 0xff, p.n * es); /* poisoned until complete */
                 MPI_Ibcast(p.r, n, mt, p.peer, c->data, &p.req);
                 break;
             case K_SEND:
@@ -257,7 +263,10 @@ struct NcclOp : emu::Async {
                 else
                     MPI_Isend(p.s, n, mt, p.peer, 0, c->data, &p.req);
                 break;
-            case K_RECV: MPI_Irecv(p.r, n, mt, p.peer, 0, c->data, &p.req); break;
+            case K_RECV:
+                memset(p.r, 0xff, p.n * es); /* poisoned until complete */
+                MPI_Irecv(p.r, n, mt, p.peer, 0, c->data, &p.req);
+                break;
             }
         }
     }
