@@ -152,12 +152,42 @@ struct FpState {
     bool done;
 };
 
+static const char *type_name(int t)
+{
+    switch (t) {
+    case ncclInt8: return "int8";
+    case ncclUint8: return "uint8";
+    case ncclInt32: return "int32";
+    case ncclUint32: return "uint32";
+    case ncclInt64: return "int64";
+    case ncclUint64: return "uint64";
+    case ncclFloat16: return "float16";
+    case ncclFloat32: return "float32";
+    case ncclFloat64: return "float64";
+    case ncclBfloat16: return "bfloat16";
+    default: return "another type";
+    }
+}
+
+static const char *op_name(int op)
+{
+    switch (op) {
+    case ncclSum: return ", sum";
+    case ncclProd: return ", prod";
+    case ncclMax: return ", max";
+    case ncclMin: return ", min";
+    case -1: return "";
+    default: return ", another reduction";
+    }
+}
+
 static std::string fp_text(const Fp &f)
 {
-    char b[160];
+    char b[160], root[32] = "";
     if (f.kind < 0 || f.kind > K_RECV) return "an unknown call";
-    snprintf(b, sizeof b, "%s(count %lld, type %d, op %d, root %d)", kind_name[f.kind], (long long)f.count, f.type,
-             f.op, f.root);
+    if (f.root >= 0) snprintf(root, sizeof root, ", root %d", f.root);
+    snprintf(b, sizeof b, "%s(count %lld, %s%s%s)", kind_name[f.kind], (long long)f.count, type_name(f.type),
+             op_name(f.op), root);
     return b;
 }
 
