@@ -82,6 +82,7 @@ typedef struct {
     RtcuEv *ev;
     cudaStream_t stream;
     const char *lo[2], *hi[2];
+    int send; /* a point-to-point send (rtcu_sync_except_sends leaves it) */
 } Pending;
 
 static struct {
@@ -144,7 +145,18 @@ void rtcu_join_comm(void)
 
 void rtcu_sync(void)
 {
+    rtcu_check_poll(true);
     rtcu_join_comm();
+    CUDA_SYNC_CHECK(cudaStreamSynchronize(rtcu.compute));
+    rtcu_check_dev_err();
+}
+
+void rtcu_sync_except_sends(void)
+{
+    rtcu_check_poll(true);
+    for (int i = q.n - 1; i >= 0; i--) /* a wait covers its stream's older entries, sends included */
+        if (q.p[i].ev && !q.p[i].send) wait_entry(i);
+    compact();
     CUDA_SYNC_CHECK(cudaStreamSynchronize(rtcu.compute));
     rtcu_check_dev_err();
 }
@@ -191,6 +203,7 @@ static RtcuEv *pend(cudaStream_t s, const void *p1, size_t b1, const void *p2, s
     e->hi[0] = e->lo[0] ? (const char *)p1 + b1 : NULL;
     e->lo[1] = p2 && b2 ? (const char *)p2 : NULL;
     e->hi[1] = e->lo[1] ? (const char *)p2 + b2 : NULL;
+    e->send = 0;
     return v;
 }
 
@@ -226,7 +239,7 @@ void rtcu_nccl_settle(ncclComm_t c, ncclResult_t r, const char *call, const char
         do {
             if (rtcu_aborting()) rtcu_park();
             sched_yield();
-            ncclResult_t g = ncclCommGetAsyncError(c, &r);
+            ncclResult_t g = RTCU_NCCL(ncclCommGetAsyncError(c, &r));
             if (g != ncclSuccess) r = g;
         } while (r == ncclInProgress);
         rtcu_block_end();
@@ -275,6 +288,7 @@ void rtcu_comm_own(RtComm *c, ncclComm_t nc)
     c->stream = new_stream();
     c->owner = 1;
     rtcu_watchdog_add(nc);
+    rtcu_check_own(c);
 }
 
 /* A split of the world communicator (collective over the world: every rank
@@ -283,7 +297,7 @@ static ncclComm_t nccl_split(int color, int key)
 {
     ncclComm_t nc = NULL;
     ncclConfig_t cfg = rtcu_nccl_config();
-    ncclResult_t r = ncclCommSplit(rtcu.world->nccl, color, key, &nc, &cfg);
+    ncclResult_t r = RTCU_NCCL(ncclCommSplit(rtcu.world->nccl, color, key, &nc, &cfg));
     rtcu_nccl_settle(nc ? nc : rtcu.world->nccl, r, "ncclCommSplit", __FILE__, __LINE__);
     return nc;
 }
@@ -332,6 +346,7 @@ RtComm *rt_comm_split(int color, int key)
     } else if (same) {
         c->nccl = same->nccl; /* shared: same NCCL communicator, same stream */
         c->stream = same->stream;
+        c->fp = same->fp;
     }
     rtcu_comm_remember(c);
     return c;
@@ -367,7 +382,7 @@ int rt_comm_size(const RtComm *c) { return c->size; }
 
 static void destroy_nccl(ncclComm_t nc)
 {
-    ncclResult_t r = ncclCommFinalize(nc);
+    ncclResult_t r = RTCU_NCCL(ncclCommFinalize(nc));
     rtcu_nccl_settle(nc, r, "ncclCommFinalize", __FILE__, __LINE__);
     NCCL_CHECK(ncclCommDestroy(nc));
 }
@@ -378,6 +393,7 @@ void rtcu_comm_destroy_all(void)
     for (int i = 0; i < n_all; i++) {
         RtComm *c = all_comms[i];
         if (c->owner) {
+            rtcu_check_free(c);
             destroy_nccl(c->nccl);
             CUDA_CHECK(cudaStreamDestroy(c->stream));
         }
@@ -416,6 +432,7 @@ struct RtReq {
     int launched;
     int grouped;  /* issued inside an open group: its event comes at rt_group_end */
     int host;     /* rt_to_device_async: the host waits too (its staging buffer) */
+    int send;     /* a send on a point-to-point channel: compute need not wait (below) */
     RtcuEv *ev;   /* completion; NULL: nothing to wait for */
 };
 
@@ -448,7 +465,7 @@ void rt_group_end(void)
 {
     if (!grp.open) rt_fatal("rt_group_end without rt_group_begin");
     grp.open = 0;
-    ncclResult_t r = ncclGroupEnd();
+    ncclResult_t r = RTCU_NCCL(ncclGroupEnd());
     if (r == ncclInProgress) { /* non-blocking: each communicator of the group settles */
         for (int i = 0; i < grp.n; i++) {
             ncclResult_t st = ncclInProgress;
@@ -501,7 +518,8 @@ static RtcuEv *enqueue(const RtComm *c, RtReq *req, const char *call, const void
                        size_t b2, F issue)
 {
     stream_after(c->stream, p1, b1, p2, b2);
-    ncclResult_t r = issue(c->stream);
+    rtcu_check_call(c, call, b1, b2);
+    ncclResult_t r = RTCU_NCCL(issue(c->stream));
     if (grp.open) {
         if (r != ncclSuccess && r != ncclInProgress) rtcu_fail(__FILE__, __LINE__, "NCCL", ncclGetErrorString(r), call);
         if (grp.n == MAX_GROUP) rt_fatal("more than %d collectives in one group", MAX_GROUP);
@@ -532,7 +550,7 @@ void rt_allreduce_max(RtComm *c, float *buf, int64_t n)
 {
     check_comm(c, "rt_allreduce_max");
     if (n <= 0 || c->size == 1) return;
-    done(enqueue(c, NULL, "ncclAllReduce", buf, (size_t)n * 4, NULL, 0, [&](cudaStream_t s) {
+    done(enqueue(c, NULL, "ncclAllReduce (max)", buf, (size_t)n * 4, NULL, 0, [&](cudaStream_t s) {
         return ncclAllReduce(buf, buf, (size_t)n, ncclFloat32, ncclMax, c->nccl, s);
     }));
 }
@@ -686,10 +704,14 @@ static RtReq *post(RtComm *c, void *buf, int64_t n, RtType t, int peer, int tag,
         cudaStream_t s = c->chan_stream[k];
         size_t b = (size_t)n * rtcu_type_size(t);
         stream_after(s, buf, b, NULL, 0);
-        ncclResult_t res = send ? ncclSend(buf, (size_t)n, rtcu_nccl_type(t), peer, c->chan[k], s)
-                                : ncclRecv(buf, (size_t)n, rtcu_nccl_type(t), peer, c->chan[k], s);
+        ncclResult_t res = RTCU_NCCL(send ? ncclSend(buf, (size_t)n, rtcu_nccl_type(t), peer, c->chan[k], s)
+                                          : ncclRecv(buf, (size_t)n, rtcu_nccl_type(t), peer, c->chan[k], s));
         rtcu_nccl_settle(c->chan[k], res, send ? "ncclSend" : "ncclRecv", __FILE__, __LINE__);
         r->ev = pend(s, buf, b, NULL, 0);
+        if (send) {
+            q.p[q.n - 1].send = 1;
+            r->send = 1;
+        }
         return r;
     }
     if (n_p2p == MAX_P2P) rt_fatal("%s: more than %d requests posted without rt_wait", fn, MAX_P2P);
@@ -727,7 +749,7 @@ static void flush_p2p(void)
         else
             NCCL_CHECK(ncclRecv(p->buf, (size_t)p->n, rtcu_nccl_type(p->t), p->peer, p->c->nccl, p->c->stream));
     }
-    ncclResult_t r = ncclGroupEnd();
+    ncclResult_t r = RTCU_NCCL(ncclGroupEnd());
     for (int i = 0; i < n_p2p && r == ncclInProgress; i++)
         if (p2p[i].n > 0) rtcu_nccl_settle(p2p[i].c->nccl, ncclInProgress, "ncclGroupEnd (p2p)", __FILE__, __LINE__);
     if (r != ncclSuccess && r != ncclInProgress) rtcu_fail(__FILE__, __LINE__, "NCCL", ncclGetErrorString(r), "ncclGroupEnd");
@@ -750,8 +772,12 @@ void rt_wait(RtReq *r)
         return;
     }
     if (r->grouped) rt_fatal("rt_wait of a request of a group still open (rt_group_end first)");
+    /* A completed send only frees its buffer for reuse, and whatever
+     * reuses it waits by range (rtcu_deps): compute does not wait for the
+     * send itself, so no later host wait (rt_time) depends on a receive
+     * the peer has yet to post. */
     if (r->ev) {
-        CUDA_CHECK(cudaStreamWaitEvent(rtcu.compute, r->ev->e, 0));
+        if (!r->send) CUDA_CHECK(cudaStreamWaitEvent(rtcu.compute, r->ev->e, 0));
         if (r->host) CUDA_SYNC_CHECK(cudaEventSynchronize(r->ev->e));
         ev_put(r->ev);
     }

@@ -29,6 +29,7 @@
 #include <nccl.h>
 
 #include <initializer_list>
+#include <mutex>
 #include <stdint.h>
 
 typedef struct RtcuDevErr RtcuDevErr;
@@ -42,6 +43,7 @@ struct RtComm {
     int p2p;                 /* rt_comm_split_p2p: chan[0] carries messages up the rank order */
     ncclComm_t chan[2];
     cudaStream_t chan_stream[2];
+    struct RtcuFpSeq *fp;    /* PTDC_NCCL_CHECK's sequence (comm_check.cu), shared like nccl */
 };
 
 typedef struct RtcuState {
@@ -83,13 +85,23 @@ enum { RTCU_BLAS_WS_BYTES = 32 << 20 }; /* cuBLAS recommends 32 MiB on Hopper */
  * NCCL_COMM_CHECK: communicators are non-blocking, so a call may return
  * ncclInProgress and the host then polls until it settles (comm.cu),
  * watched by the watchdog. */
+/* One host thread inside NCCL at a time: NCCL forbids two threads in one
+ * communicator at once (a non-blocking communicator's
+ * ncclCommGetAsyncError completes and frees in-progress jobs). Every NCCL
+ * call of the runtime holds rtcu_nccl_mu (RTCU_NCCL; recursive, as a call
+ * may be made inside another's lambda); the watchdog polls the
+ * communicators only when it can take it (try_lock), so it never waits
+ * for the main thread. ncclCommAbort alone is called without it (NCCL's
+ * way to end a hang from another thread). */
+extern std::recursive_mutex rtcu_nccl_mu;
+#define RTCU_NCCL(call) ([&]() { std::lock_guard<std::recursive_mutex> rtcu_g_(rtcu_nccl_mu); return (call); }())
 #define NCCL_CHECK(call)                                                                  \
     do {                                                                                  \
-        ncclResult_t rtcu_r_ = (call);                                                    \
+        ncclResult_t rtcu_r_ = RTCU_NCCL(call);                                           \
         if (rtcu_r_ != ncclSuccess)                                                       \
             rtcu_fail(__FILE__, __LINE__, "NCCL", ncclGetErrorString(rtcu_r_), #call);    \
     } while (0)
-#define NCCL_COMM_CHECK(comm, call) rtcu_nccl_settle((comm), (call), #call, __FILE__, __LINE__)
+#define NCCL_COMM_CHECK(comm, call) rtcu_nccl_settle((comm), RTCU_NCCL(call), #call, __FILE__, __LINE__)
 /* A CUDA call that waits for the device (stream sync, synchronous copy). */
 #define CUDA_SYNC_CHECK(call)                                                             \
     do {                                                                                  \
@@ -162,6 +174,20 @@ void rtcu_deps(std::initializer_list<RtcuRange> ranges);
 void rtcu_join_comm(void);
 /* Join everything and wait on the host (then check device errors). */
 void rtcu_sync(void);
+/* rt_time's wait: the same, except for point-to-point sends nothing has
+ * waited for yet. A send of a message NCCL cannot buffer completes only
+ * when its receive is posted, and in a pipeline that receive may be the
+ * peer's next call after its own timing point: waiting for sends there
+ * deadlocks both (issue 34, bug 2). Their buffers stay guarded by range
+ * (rtcu_deps), and rtcu_sync still waits for them. */
+void rtcu_sync_except_sends(void);
+/* PTDC_NCCL_CHECK=1 (comm_check.cu): c's fingerprint sequence (owners of an
+ * NCCL communicator), one collective's fingerprint, compare what has
+ * arrived (wait: all of it), release c's sequence. */
+void rtcu_check_own(RtComm *c);
+void rtcu_check_call(const RtComm *c, const char *call, size_t b1, size_t b2);
+void rtcu_check_poll(bool wait);
+void rtcu_check_free(RtComm *c);
 /* Check a call on non-blocking communicator c: poll it while in progress. */
 void rtcu_nccl_settle(ncclComm_t c, ncclResult_t r, const char *call, const char *file, int line);
 ncclConfig_t rtcu_nccl_config(void); /* blocking = 0 */

@@ -79,7 +79,7 @@ float rt_amax(const rt_act *src, int64_t n)
     RTCU_LAUNCH(k_amax_final, 1, AMAX_THREADS, 0)(part, (int)grid);
     LAUNCH_CHECK();
     unsigned bits = 0;
-    CUDA_CHECK(cudaMemcpyAsync(&bits, part, sizeof bits, cudaMemcpyDeviceToHost, rtcu.compute));
+    CUDA_SYNC_CHECK(cudaMemcpyAsync(&bits, part, sizeof bits, cudaMemcpyDeviceToHost, rtcu.compute)); /* blocks: pageable */
     CUDA_SYNC_CHECK(cudaStreamSynchronize(rtcu.compute));
     rtcu_check_dev_err();
     /* A bf16 pattern is the top half of the fp32 one. */

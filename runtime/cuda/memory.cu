@@ -20,7 +20,12 @@ void *rt_alloc(size_t bytes)
         rt_fatal("rt_alloc: cannot allocate %zu bytes on GPU %d (%zu of %zu bytes free): %s", bytes,
                  rtcu.device, fr, tot, cudaGetErrorString(e));
     }
-    CUDA_CHECK(cudaMemset(p, 0, bytes)); /* rt.h: zeroed */
+    /* rt.h: zeroed. On compute, which every later use of the memory is
+     * ordered after (kernels run there; communicators' streams wait for it):
+     * cudaMemset would run on the legacy default stream, which the
+     * runtime's non-blocking streams do not wait for, so the zeroing could
+     * land after the first writes. */
+    CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, rtcu.compute));
     return p;
 }
 
@@ -62,7 +67,9 @@ void rt_to_host(void *host_dst, const void *src, size_t bytes)
     rtcu_require_init("rt_to_host");
     if (bytes == 0) return;
     rtcu_deps({{src, bytes}});
-    CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, rtcu.compute));
+    /* Into pageable memory cudaMemcpyAsync returns only when the copy is
+     * done: a wait like the synchronisation, timed by the watchdog. */
+    CUDA_SYNC_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, rtcu.compute));
     CUDA_SYNC_CHECK(cudaStreamSynchronize(rtcu.compute));
     rtcu_check_dev_err();
 }
@@ -113,7 +120,7 @@ void rt_act_to_f32(float *host_dst, const rt_act *src, int64_t n)
     if (!stage) rt_fatal("out of host memory");
     for (int64_t i = 0; i < n; i += c) {
         int64_t m = n - i < c ? n - i : c;
-        CUDA_CHECK(cudaMemcpyAsync(stage, src + i, (size_t)m * sizeof(rt_act), cudaMemcpyDeviceToHost,
+        CUDA_SYNC_CHECK(cudaMemcpyAsync(stage, src + i, (size_t)m * sizeof(rt_act), cudaMemcpyDeviceToHost,
                                    rtcu.compute));
         CUDA_SYNC_CHECK(cudaStreamSynchronize(rtcu.compute));
         for (int64_t j = 0; j < m; j++) host_dst[i + j] = __bfloat162float(stage[j]);

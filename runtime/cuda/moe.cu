@@ -254,11 +254,11 @@ void exchange(const Plan &P, std::initializer_list<Xfer> xs, bool back)
             char *sb = (char *)x.send + so * x.row_bytes, *rb = (char *)x.recv + ro * x.row_bytes;
             size_t sn = (size_t)s * x.row_bytes, rn = (size_t)r * x.row_bytes;
             if (!back) {
-                if (sn) nccl_inside_group(ncclSend(sb, sn, ncclUint8, p, c->nccl, c->stream), "ncclSend");
-                if (rn) nccl_inside_group(ncclRecv(rb, rn, ncclUint8, p, c->nccl, c->stream), "ncclRecv");
+                if (sn) nccl_inside_group(RTCU_NCCL(ncclSend(sb, sn, ncclUint8, p, c->nccl, c->stream)), "ncclSend");
+                if (rn) nccl_inside_group(RTCU_NCCL(ncclRecv(rb, rn, ncclUint8, p, c->nccl, c->stream)), "ncclRecv");
             } else {
-                if (rn) nccl_inside_group(ncclSend(rb, rn, ncclUint8, p, c->nccl, c->stream), "ncclSend");
-                if (sn) nccl_inside_group(ncclRecv(sb, sn, ncclUint8, p, c->nccl, c->stream), "ncclRecv");
+                if (rn) nccl_inside_group(RTCU_NCCL(ncclSend(rb, rn, ncclUint8, p, c->nccl, c->stream)), "ncclSend");
+                if (sn) nccl_inside_group(RTCU_NCCL(ncclRecv(sb, sn, ncclUint8, p, c->nccl, c->stream)), "ncclRecv");
             }
             so += s;
             ro += r;

@@ -70,7 +70,7 @@ void rtcu_check_dev_err(void)
 {
     if (!rtcu.dev_err) return;
     RtcuDevErr e;
-    CUDA_CHECK(cudaMemcpy(&e, rtcu.dev_err, sizeof e, cudaMemcpyDeviceToHost));
+    CUDA_SYNC_CHECK(cudaMemcpy(&e, rtcu.dev_err, sizeof e, cudaMemcpyDeviceToHost));
     switch (e.code) {
     case RTCU_ERR_NONE: return;
     case RTCU_ERR_EMBED_ID:
@@ -147,7 +147,7 @@ void rt_init(int *argc, char ***argv)
     CUBLAS_CHECK(cublasSetPointerMode(rtcu.blas, CUBLAS_POINTER_MODE_HOST));
 
     CUDA_CHECK(cudaMalloc(&rtcu.dev_err, sizeof(RtcuDevErr)));
-    CUDA_CHECK(cudaMemset(rtcu.dev_err, 0, sizeof(RtcuDevErr)));
+    CUDA_CHECK(cudaMemsetAsync(rtcu.dev_err, 0, sizeof(RtcuDevErr), rtcu.compute)); /* before any kernel reports */
     CUDA_CHECK(cudaMalloc(&rtcu.gemm_ptrs, 3 * RT_MATMUL_BATCH_MAX * sizeof(void *)));
 
     rtcu.initialized = 1;
@@ -166,7 +166,7 @@ void rt_init(int *argc, char ***argv)
      * its own thread. Splits inherit the configuration. */
     ncclConfig_t cfg = rtcu_nccl_config();
     ncclComm_t nc = NULL;
-    ncclResult_t r = ncclCommInitRankConfig(&nc, rtcu.size, id, rtcu.rank, &cfg);
+    ncclResult_t r = RTCU_NCCL(ncclCommInitRankConfig(&nc, rtcu.size, id, rtcu.rank, &cfg));
     rtcu_nccl_settle(nc, r, "ncclCommInitRankConfig", __FILE__, __LINE__);
     rtcu_comm_own(w, nc);
     rtcu.world = w;
@@ -199,7 +199,7 @@ int rt_world_size(void) { return rtcu.size; }
 
 double rt_time(void)
 {
-    if (rtcu.initialized) rtcu_sync();
+    if (rtcu.initialized) rtcu_sync_except_sends(); /* timing points must not wait for sends (cu.h) */
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;

@@ -1,7 +1,8 @@
 /* watchdog.cu: turn NCCL failures and hangs into an abort of every rank.
  *
  * A thread polls, every 100 ms, ncclCommGetAsyncError on every communicator
- * (a peer that died, a network error) and the host's current blocking call
+ * (a peer that died, a network error; only when no NCCL call of the main
+ * thread is under way, rtcu_nccl_mu: one thread per communicator) and the host's current blocking call
  * (rtcu_block_begin/end around stream synchronisation, synchronous copies and
  * the polling of non-blocking NCCL calls, published without a lock). If an error is reported, or the host has waited in one call
  * longer than the timeout (rt_set_timeout; default PTDC_TIMEOUT, else
@@ -32,6 +33,8 @@
 #include <unistd.h>
 
 enum { MAX_COMMS = 1024 };
+
+std::recursive_mutex rtcu_nccl_mu;
 
 /* wd_mu guards the communicator list and the timeout (changed at start-up
  * and in rt_set_timeout), never the blocking-call state below. */
@@ -168,16 +171,22 @@ static void *loop(void *arg)
             rtc_write_line(2, prefix, "%s; exiting", msg);
             _exit(1); /* no MPI_Abort: the runtime that would carry it is gone */
         }
-        for (int i = 0; i < wd.ncomms; i++) {
-            ncclResult_t r = ncclSuccess;
-            ncclResult_t q = ncclCommGetAsyncError(wd.comms[i], &r);
-            if (q != ncclSuccess) r = q;
-            if (r != ncclSuccess && r != ncclInProgress) {
-                const char *detail = ncclGetLastError(wd.comms[i]);
-                snprintf(msg, sizeof msg, "NCCL asynchronous error: %s%s%s", ncclGetErrorString(r),
-                         detail && detail[0] ? ": " : "", detail ? detail : "");
-                fire(msg); /* holds the lock until the process ends */
+        /* Only while no NCCL call of the main thread is under way (cu.h,
+         * rtcu_nccl_mu): NCCL allows one thread per communicator. A tick
+         * that finds it taken skips the poll; the timeout below still runs. */
+        if (rtcu_nccl_mu.try_lock()) {
+            for (int i = 0; i < wd.ncomms; i++) {
+                ncclResult_t r = ncclSuccess;
+                ncclResult_t q = ncclCommGetAsyncError(wd.comms[i], &r);
+                if (q != ncclSuccess) r = q;
+                if (r != ncclSuccess && r != ncclInProgress) {
+                    const char *detail = ncclGetLastError(wd.comms[i]);
+                    snprintf(msg, sizeof msg, "NCCL asynchronous error: %s%s%s", ncclGetErrorString(r),
+                             detail && detail[0] ? ": " : "", detail ? detail : "");
+                    fire(msg); /* holds the locks until the process ends */
+                }
             }
+            rtcu_nccl_mu.unlock();
         }
         Blk b = blk_snapshot();
         if (wd.timeout > 0 && b.depth > 0 && now() - b.since > wd.timeout) {

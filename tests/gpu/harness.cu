@@ -14,6 +14,11 @@
  *   ptdc_gpu_harness die-embed      must abort: a negative token id
  *   ptdc_gpu_harness die-target     must abort: a target outside the vocabulary
  *   ptdc_gpu_harness hang           must abort via the watchdog (mpirun -n 2)
+ *   ptdc_gpu_harness wd-race | pp-profile [SEED] | alloc-order [SEED]
+ *                                   ordering and threading (harness_order.cu)
+ *   ptdc_gpu_harness emu-streams    the emulator's stream-order rules (emulator only)
+ *   ptdc_gpu_harness mismatch       must abort: ranks disagree on a collective
+ *   ptdc_gpu_harness mismatch-time  the same (PTDC_NCCL_CHECK=1: the runtime's check)
  *
  * Exit status: 0 all passed, 1 a failure. The seed (time-based unless given)
  * is printed so a failure can be replayed. */
@@ -716,6 +721,16 @@ int main(int argc, char **argv)
         fails = 1;
     } else if (!strcmp(mode, "hang")) {
         fails = run_hang_test();
+    } else if (!strcmp(mode, "wd-race")) {
+        fails = run_wd_race_test();
+    } else if (!strcmp(mode, "pp-profile")) {
+        fails = run_pp_profile_test(seed);
+    } else if (!strcmp(mode, "alloc-order")) {
+        fails = run_alloc_order_test(seed);
+    } else if (!strcmp(mode, "emu-streams")) {
+        fails = run_emu_streams_test();
+    } else if (!strcmp(mode, "mismatch") || !strcmp(mode, "mismatch-time")) {
+        fails = run_mismatch_test(!strcmp(mode, "mismatch-time"));
     } else {
         fprintf(stderr, "unknown mode %s\n", mode);
         fails = 1;

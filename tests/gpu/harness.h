@@ -92,5 +92,11 @@ void run_fp8_tests(Rng &r);
 /* harness_comm.cu: collectives on >= 2 GPUs (run under mpirun). */
 int run_comm_tests(uint64_t seed);
 int run_hang_test(void);
+/* harness_order.cu: issue 34's ordering and threading hazards. */
+int run_wd_race_test(void);
+int run_pp_profile_test(uint64_t seed);
+int run_alloc_order_test(uint64_t seed);
+int run_mismatch_test(bool timed);
+int run_emu_streams_test(void);
 
 #endif

@@ -400,6 +400,7 @@ int run_fallback_tests(uint64_t seed)
 
 /* ------------------------------------------------- shared-memory banks */
 #ifdef PTDC_CUDA_EMU
+#define RTCU_EMU_STREAM ((cudaStream_t)0) /* no runtime here: the legacy stream */
 #include "emu/emu.h"
 
 /* The shared-memory accesses of the previous tensor-core kernel

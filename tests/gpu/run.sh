@@ -23,6 +23,16 @@ expect_abort() {
     fi
 }
 
+# expect_abort_n NAME NP MODE PATTERN: the same with NP ranks.
+expect_abort_n() {
+    out=$(mpirun --oversubscribe -n "$2" "$harness" "$3" 2>&1)
+    if [ $? -ne 0 ] && echo "$out" | grep -q "$4"; then
+        printf '%-40s %-26s ok\n' "$1" "aborted with a message"
+    else
+        printf '%-40s %-26s FAIL\n' "$1" "expected an abort: $4"; echo "$out" | tail -n 5; return 1
+    fi
+}
+
 # check_fallback: attention on an unserved head dim and on a misaligned
 # buffer must match the CPU backend and say so on stderr exactly once per
 # reason, however often it happens.
@@ -43,14 +53,38 @@ check_fallback() {
 
 case "$harness" in
 --emu)
-    # Kernel logic on the host (runtime/cuda/emu): no GPU, no NCCL, no timing.
+    # Kernel logic on the host (runtime/cuda/emu): no GPU, no NCCL, no timing;
+    # streams, events and NCCL's ordering rules emulated (docs/cuda.md).
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     echo "EMULATED: CUDA kernels run by the host SIMT emulator, NCCL by MPI; not on a GPU"
     seed=${PTDC_TEST_SEED:-$(date +%s)} harness=$2
     mpirun --oversubscribe -n 1 "$harness" kernels "$seed" || exit 1
     check_fallback || exit 1
     mpirun --oversubscribe -n 1 "$harness" banks "$seed" || exit 1
+    mpirun --oversubscribe -n 1 "$harness" emu-streams || exit 1
     mpirun --oversubscribe -n 3 "$harness" comm "$seed" || exit 1
+    # Issue 34: the watchdog against the main thread's NCCL calls, a profiled
+    # pipeline under rendezvous sends, fresh buffers written at once; every
+    # run a different interleaving (the emulator prints its seed:
+    # PTDC_EMU_SEED replays it). A deadlock is reported after 20 s.
+    mpirun --oversubscribe -n 3 "$harness" wd-race "$seed" || exit 1
+    PTDC_EMU_DEADLOCK_S=20 mpirun --oversubscribe -x PTDC_EMU_DEADLOCK_S -n 3 "$harness" pp-profile "$seed" || exit 1
+    mpirun --oversubscribe -n 2 "$harness" alloc-order "$seed" || exit 1
+    expect_abort_n "collective order mismatch (2 ranks)" 2 mismatch \
+        "calls differ on communicator 0: rank [01] call #0 ncclAll.* vs rank [01] call #0 ncclAll" || exit 1
+    (export PTDC_NCCL_CHECK=1; expect_abort_n "PTDC_NCCL_CHECK mismatch (2 ranks)" 2 mismatch-time \
+        "PTDC_NCCL_CHECK: NCCL calls differ on a communicator of 2 ranks: rank [01] call #0 ncclAll") || exit 1
+    # The watchdog: rank 0 enters a collective rank 1 never joins, then
+    # copies its result to the host; the watchdog must end the job (within
+    # its 5 s timeout, before the emulator's 60 s deadlock report).
+    start=$(date +%s)
+    out=$(PTDC_NCCL_TIMEOUT=5 mpirun --oversubscribe -x PTDC_NCCL_TIMEOUT -n 2 "$harness" hang 2>&1)
+    rc=$? took=$(( $(date +%s) - start ))
+    if [ $rc -ne 0 ] && [ $took -lt 50 ] && echo "$out" | grep -q "watchdog: no progress"; then
+        echo "watchdog: hung collective aborted all ranks in ${took}s  ok"
+    else
+        echo "watchdog: expected its abort within 50 s (rc $rc, ${took}s) FAIL"; echo "$out" | tail -n 5; exit 1
+    fi
     expect_abort "die-embed (negative token id)" die-embed "out of range" || exit 1
     expect_abort "die-target (target past vocabulary)" die-target "out of range" || exit 1
     exit 0 ;;

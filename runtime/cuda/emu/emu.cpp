@@ -76,7 +76,7 @@ size_t smem_size;
 
 std::map<const char *, BankStat> bank_by_site;
 
-[[noreturn]] void die(const char *msg)
+[[noreturn]] void kdie(const char *msg)
 {
     fprintf(stderr, "emu: %s (block %u,%u,%u)\n", msg, blockIdx.x, blockIdx.y, blockIdx.z);
     abort();
@@ -176,7 +176,7 @@ static void collect(const void *p, const char *site, const char *what, F fn)
             if (B.rec[w][l].site != B.rec[w][0].site) {
                 fprintf(stderr, "emu: %s: lane 0 at '%s', lane %d at '%s' (divergent warp)\n", what,
                         B.rec[w][0].site, l, B.rec[w][l].site);
-                die("warp-collective call from different sites");
+                kdie("warp-collective call from different sites");
             }
         fn(w, B.rec[w]);
     });
@@ -218,7 +218,7 @@ static void warp_collective(const char *what, F fn)
     int w = m.lin / 32;
     if (B.warp_live[w] != 32) {
         fprintf(stderr, "emu: %s in a warp with exited or missing lanes\n", what);
-        die("warp-collective operation needs all 32 lanes");
+        kdie("warp-collective operation needs all 32 lanes");
     }
     if (++B.warp_arrived[w] == 32) {
         fn(w);
@@ -242,16 +242,16 @@ uint64_t shfl_xor64(uint64_t v, int mask)
 
 void ldmatrix(uint32_t *r, int nmat, const void *row, bool trans, const char *site)
 {
-    if (nmat != 1 && nmat != 2 && nmat != 4) die("ldmatrix: .x1, .x2 or .x4");
+    if (nmat != 1 && nmat != 2 && nmat != 4) kdie("ldmatrix: .x1, .x2 or .x4");
     int w = me().lin / 32, lane = me().lin % 32;
     B.lnmat[w][lane] = nmat;
     B.ltrans[w][lane] = trans;
     collect(row, site, "ldmatrix", [&](int w, const Rec *rec) {
         for (int l = 0; l < 32; l++)
-            if (B.lnmat[w][l] != nmat || B.ltrans[w][l] != trans) die("ldmatrix: lanes disagree on .x or .trans");
+            if (B.lnmat[w][l] != nmat || B.ltrans[w][l] != trans) kdie("ldmatrix: lanes disagree on .x or .trans");
         for (int l = 0; l < 8 * nmat; l++)
             if (!in_smem(rec[l].p, 16) || (uintptr_t)(rec[l].p - smem_base) % 16)
-                die("ldmatrix: a row address outside shared memory or not 16-byte aligned");
+                kdie("ldmatrix: a row address outside shared memory or not 16-byte aligned");
         Rec used[32];
         for (int l = 0; l < 32; l++) used[l] = l < 8 * nmat ? rec[l] : Rec{nullptr, site};
         count_banks(site, used, 16, 8);
@@ -274,11 +274,11 @@ void ldmatrix(uint32_t *r, int nmat, const void *row, bool trans, const char *si
 
 void cp_async(void *dst, const void *src, int bytes, int src_bytes, const char *site)
 {
-    if (bytes != 4 && bytes != 8 && bytes != 16) die("cp.async: 4, 8 or 16 bytes");
-    if (dst && (src_bytes < 0 || src_bytes > bytes)) die("cp.async: src-size outside 0..cp-size");
+    if (bytes != 4 && bytes != 8 && bytes != 16) kdie("cp.async: 4, 8 or 16 bytes");
+    if (dst && (src_bytes < 0 || src_bytes > bytes)) kdie("cp.async: src-size outside 0..cp-size");
     if (dst && (!in_smem(dst, (size_t)bytes) || (uintptr_t)((char *)dst - smem_base) % (uintptr_t)bytes ||
                 (uintptr_t)src % (uintptr_t)bytes))
-        die("cp.async: destination outside shared memory, or an address not aligned to the copy size");
+        kdie("cp.async: destination outside shared memory, or an address not aligned to the copy size");
     collect(dst, site, "cp.async",
             [&](int, const Rec *rec) { count_banks(site, rec, bytes, 128 / bytes < 32 ? 128 / bytes : 32); });
     if (!dst) return;
@@ -316,10 +316,16 @@ void smem_note(const void *p, int bytes, bool, const char *site)
     });
 }
 
-void bank_reset() { bank_by_site.clear(); }
+/* Both count the kernels queued so far: they run first. */
+void bank_reset()
+{
+    drain_all("emu::bank_reset");
+    bank_by_site.clear();
+}
 
 std::vector<BankStat> bank_stats()
 {
+    drain_all("emu::bank_stats");
     std::map<std::string, BankStat> by_name;
     for (auto &kv : bank_by_site) {
         BankStat &t = by_name[kv.second.site];
@@ -379,23 +385,25 @@ void mma16816(float c[4], const uint32_t a[4], const uint32_t b[2])
 }
 
 cudaError_t sort_pairs(void *tmp, size_t &tmp_bytes, const unsigned *kin, unsigned *kout, const unsigned *vin,
-                       unsigned *vout, int n, int begin_bit, int end_bit, cudaStream_t)
+                       unsigned *vout, int n, int begin_bit, int end_bit, cudaStream_t s)
 {
     if (!tmp) {
         tmp_bytes = 16;
         return cudaSuccess;
     }
-    unsigned mask = (end_bit >= 32 ? ~0u : ((1u << end_bit) - 1)) & ~((1u << begin_bit) - 1);
-    std::vector<int> idx((size_t)n);
-    for (int i = 0; i < n; i++) idx[(size_t)i] = i;
-    std::stable_sort(idx.begin(), idx.end(), [&](int x, int y) { return (kin[x] & mask) < (kin[y] & mask); });
-    std::vector<unsigned> k2((size_t)n), v2((size_t)n);
-    for (int i = 0; i < n; i++) {
-        k2[(size_t)i] = kin[idx[(size_t)i]];
-        v2[(size_t)i] = vin[idx[(size_t)i]];
-    }
-    std::copy(k2.begin(), k2.end(), kout);
-    std::copy(v2.begin(), v2.end(), vout);
+    submit(s, "cub::DeviceRadixSort::SortPairs", [=]() {
+        unsigned mask = (end_bit >= 32 ? ~0u : ((1u << end_bit) - 1)) & ~((1u << begin_bit) - 1);
+        std::vector<int> idx((size_t)n);
+        for (int i = 0; i < n; i++) idx[(size_t)i] = i;
+        std::stable_sort(idx.begin(), idx.end(), [&](int x, int y) { return (kin[x] & mask) < (kin[y] & mask); });
+        std::vector<unsigned> k2((size_t)n), v2((size_t)n);
+        for (int i = 0; i < n; i++) {
+            k2[(size_t)i] = kin[idx[(size_t)i]];
+            v2[(size_t)i] = vin[idx[(size_t)i]];
+        }
+        std::copy(k2.begin(), k2.end(), kout);
+        std::copy(v2.begin(), v2.end(), vout);
+    });
     return cudaSuccess;
 }
 
@@ -413,8 +421,8 @@ __attribute__((noinline)) static void resume(Fiber &x)
 void run_grid(dim3 grid, dim3 block, size_t smem, void (*tramp)(void *), void *arg)
 {
     int nt = (int)(block.x * block.y * block.z);
-    if (nt <= 0 || nt > 1024) die("block size outside 1..1024");
-    if (grid.y > 65535 || grid.z > 65535) die("grid y or z above 65535");
+    if (nt <= 0 || nt > 1024) kdie("block size outside 1..1024");
+    if (grid.y > 65535 || grid.z > 65535) kdie("grid y or z above 65535");
     gridDim = grid;
     blockDim = block;
     B.tramp = tramp;
@@ -484,7 +492,7 @@ void run_grid(dim3 grid, dim3 block, size_t smem, void (*tramp)(void *), void *a
                         }
                     }
                     if (done) break;
-                    if (!ran) die("deadlock: threads wait at different barriers");
+                    if (!ran) kdie("deadlock: threads wait at different barriers");
                 }
             }
 }

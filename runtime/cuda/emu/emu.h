@@ -35,8 +35,12 @@
  * bookkeeping, numerics in fp32, warp-collective calls made by all 32 lanes
  * at the same site, bank conflicts. What it cannot: timing, memory-model
  * races between warps without a barrier (fibers switch only at barriers),
- * real tensor-core rounding, NCCL and multi-GPU behaviour (emu_api.cpp stubs
- * a single rank), anything else about performance. */
+ * real tensor-core rounding, anything else about performance.
+ *
+ * Launches (RTCU_LAUNCH) are queued on their stream and run when the
+ * stream scheduler gets to them (emu_sched.h: streams, events, the legacy
+ * default stream, a seeded random legal order); NCCL runs over MPI with its
+ * ordering and threading rules checked (emu_nccl.cpp). */
 #ifndef PTDC_RUNTIME_CUDA_EMU_H
 #define PTDC_RUNTIME_CUDA_EMU_H
 
@@ -45,6 +49,8 @@
 #include <string.h>
 
 #include <vector>
+
+#include "emu_sched.h"
 
 #undef __shared__
 #define __shared__ static
@@ -98,23 +104,31 @@ void tramp_of(void *p)
     (*static_cast<F *>(p))();
 }
 
+/* A kernel launch: queued on its stream with its arguments by value (as
+ * CUDA copies them), run when the scheduler (emu_sched.h) gets to it. */
 template <class... P>
 struct Launch {
     void (*k)(P...);
     dim3 grid, block;
     size_t smem;
+    cudaStream_t stream;
     template <class... A>
     void operator()(A... args) const
     {
-        auto body = [this, args...]() { k(static_cast<P>(args)...); };
-        run_grid(grid, block, smem, tramp_of<decltype(body)>, (void *)&body);
+        void (*kk)(P...) = k;
+        dim3 g = grid, b = block;
+        size_t sm = smem;
+        submit(stream, "kernel", [=]() {
+            auto body = [&]() { kk(static_cast<P>(args)...); };
+            run_grid(g, b, sm, tramp_of<decltype(body)>, (void *)&body);
+        });
     }
 };
 
 template <class... P>
-Launch<P...> launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem)
+Launch<P...> launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s)
 {
-    return Launch<P...>{k, grid, block, smem};
+    return Launch<P...>{k, grid, block, smem, s};
 }
 
 } // namespace emu
@@ -158,7 +172,12 @@ static inline int atomicExch(int *p, int val)
     return old;
 }
 
-#define RTCU_LAUNCH(k, grid, blk, smem) emu::launch(k, dim3(grid), dim3(blk), (size_t)(smem))
+/* The runtime launches on its compute stream; code without the runtime
+ * defines RTCU_EMU_STREAM first. */
+#ifndef RTCU_EMU_STREAM
+#define RTCU_EMU_STREAM rtcu.compute
+#endif
+#define RTCU_LAUNCH(k, grid, blk, smem) emu::launch(k, dim3(grid), dim3(blk), (size_t)(smem), RTCU_EMU_STREAM)
 #define RTCU_DYN_SMEM(T, name) T *name = (T *)emu::dyn_smem()
 
 #endif

@@ -12,6 +12,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
+#include "emu_sched.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -145,32 +147,37 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
     return *found ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
 }
 
+/* Queued on the stream: the descriptors and alpha, beta copied now (the
+ * caller may change them once the call returns), the scales (device
+ * pointers) read when it runs. */
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const void *alpha, const void *A,
                               cublasLtMatrixLayout_t adesc, const void *B, cublasLtMatrixLayout_t bdesc,
                               const void *beta, const void *C, cublasLtMatrixLayout_t cdesc, void *D,
                               cublasLtMatrixLayout_t ddesc, const cublasLtMatmulAlgo_t *, void *, size_t,
-                              cudaStream_t)
+                              cudaStream_t stream)
 {
-    const Desc *x = (const Desc *)desc;
-    const Layout *la = (const Layout *)adesc, *lb = (const Layout *)bdesc, *lc = (const Layout *)cdesc,
-                 *ld = (const Layout *)ddesc;
-    if (!fp8_ok(x, la, lb, lc, ld)) return CUBLAS_STATUS_NOT_SUPPORTED;
+    const Desc x = *(const Desc *)desc;
+    const Layout la = *(const Layout *)adesc, lb = *(const Layout *)bdesc, lc = *(const Layout *)cdesc,
+                 ld = *(const Layout *)ddesc;
+    if (!fp8_ok(&x, &la, &lb, &lc, &ld)) return CUBLAS_STATUS_NOT_SUPPORTED;
     /* op(A) is m x k, op(B) k x n, C and D m x n. */
-    uint64_t m = x->ta == CUBLAS_OP_N ? la->rows : la->cols, k = x->ta == CUBLAS_OP_N ? la->cols : la->rows;
-    uint64_t kb = x->tb == CUBLAS_OP_N ? lb->rows : lb->cols, n = x->tb == CUBLAS_OP_N ? lb->cols : lb->rows;
-    if (kb != k || lc->rows != m || lc->cols != n || ld->rows != m || ld->cols != n)
+    uint64_t m = x.ta == CUBLAS_OP_N ? la.rows : la.cols, k = x.ta == CUBLAS_OP_N ? la.cols : la.rows;
+    uint64_t kb = x.tb == CUBLAS_OP_N ? lb.rows : lb.cols, n = x.tb == CUBLAS_OP_N ? lb.cols : lb.rows;
+    if (kb != k || lc.rows != m || lc.cols != n || ld.rows != m || ld.cols != n)
         return CUBLAS_STATUS_INVALID_VALUE;
-    float s = *(const float *)alpha * (x->sa ? *x->sa : 1.0f) * (x->sb ? *x->sb : 1.0f);
-    float be = *(const float *)beta;
-    const __nv_bfloat16 *c = (const __nv_bfloat16 *)C;
-    __nv_bfloat16 *dst = (__nv_bfloat16 *)D;
-    for (uint64_t j = 0; j < n; j++)
-        for (uint64_t i = 0; i < m; i++) {
-            float acc = 0.0f;
-            for (uint64_t p = 0; p < k; p++) acc += fp8_at(*la, A, x->ta, i, p) * fp8_at(*lb, B, x->tb, p, j);
-            float old = be != 0.0f ? __bfloat162float(c[i + j * lc->ld]) : 0.0f;
-            dst[i + j * ld->ld] = __float2bfloat16(s * acc + be * old);
-        }
+    float al = *(const float *)alpha, be = *(const float *)beta;
+    emu::submit(stream, "cublasLtMatmul", [=]() {
+        float s = al * (x.sa ? *x.sa : 1.0f) * (x.sb ? *x.sb : 1.0f);
+        const __nv_bfloat16 *c = (const __nv_bfloat16 *)C;
+        __nv_bfloat16 *dst = (__nv_bfloat16 *)D;
+        for (uint64_t j = 0; j < n; j++)
+            for (uint64_t i = 0; i < m; i++) {
+                float acc = 0.0f;
+                for (uint64_t p = 0; p < k; p++) acc += fp8_at(la, A, x.ta, i, p) * fp8_at(lb, B, x.tb, p, j);
+                float old = be != 0.0f ? __bfloat162float(c[i + j * lc.ld]) : 0.0f;
+                dst[i + j * ld.ld] = __float2bfloat16(s * acc + be * old);
+            }
+    });
     return CUBLAS_STATUS_SUCCESS;
 }
 
