@@ -193,6 +193,15 @@ void rt_slice_dim(rt_act *out, const rt_act *in, int64_t outer, int64_t d_local,
  * set the same value. */
 void rt_set_timeout(double seconds);
 double rt_timeout(void);
+/* What the program says of where it is (the trainer: step, stage op, last
+ * call), for the stall report: when the watchdog fires, and (CPU) when
+ * another rank's watchdog asks this one where it is, the rank prints one
+ * line with its own wait and fn's words, so the log holds every
+ * responding rank's position before the job aborts. fn runs on the
+ * watchdog thread while the main thread may be stuck anywhere: it may only
+ * read memory (no locks, no runtime calls) and writes at most n bytes. */
+typedef void (*RtWhereFn)(char *out, size_t n);
+void rt_set_where(RtWhereFn fn);
 
 /* Preemption: after rt_stop_install, SIGTERM, SIGINT and SIGUSR1 (Slurm's
  * warning signal) only set a flag (async-signal-safe); a second SIGTERM or

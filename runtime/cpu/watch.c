@@ -204,6 +204,52 @@ static void fill_reply(int64_t r[NREPLY], int64_t q, double now)
     r[8] = qc ? atomic_load(&qc->aseq) : -1;
 }
 
+/* ------------------------------------------------ this rank's own line */
+
+static _Atomic(RtWhereFn) where_fn; /* rt_set_where: the program's words */
+static atomic_flag told = ATOMIC_FLAG_INIT;
+
+void rt_set_where(RtWhereFn fn) { atomic_store(&where_fn, fn); }
+
+static void describe_comm(RtcStr *b, const RtComm *c);
+
+/* Once per process, at the first stall report it takes part in (its own
+ * or another rank's census): one line with where this rank waits and what
+ * the program says of where it is. Every responding rank writes its own,
+ * so the log places every rank even when the firing rank's census line
+ * names only those that did not arrive. */
+static void tell_where(const char *why)
+{
+    if (atomic_flag_test_and_set(&told))
+        return;
+    Snap s = snapshot();
+    RtcStr b = {0};
+    rtc_str_fmt(&b, "where at the stall (%s): ", why);
+    if (s.op == RTW_NONE) {
+        rtc_str_fmt(&b, "outside any collective");
+    } else {
+        rtc_str_fmt(&b, "waits in %s", op_names[s.op]);
+        if (s.op == RTW_WAIT_SEND || s.op == RTW_WAIT_RECV) {
+            rtc_str_fmt(&b, " (rank %d, tag %d)", s.peer, s.tag);
+        } else {
+            rtc_str_fmt(&b, " #%lld on ", (long long)s.seq);
+            describe_comm(&b, s.comm);
+        }
+    }
+    RtWhereFn fn = atomic_load(&where_fn);
+    if (fn) {
+        char w[256] = "";
+        fn(w, sizeof w);
+        w[sizeof w - 1] = 0;
+        if (w[0])
+            rtc_str_fmt(&b, "; %s", w);
+    }
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "[rank %d] ", W.rank);
+    rtc_write_line(2, prefix, "%s", b.s);
+    free(b.s);
+}
+
 /* Answer every pending question of other ranks' watchdogs. */
 static void answer(void)
 {
@@ -216,6 +262,9 @@ static void answer(void)
         MPI_Recv(&q, 1, MPI_INT64_T, st.MPI_SOURCE, TAG_ASK, W.ctl, MPI_STATUS_IGNORE);
         fill_reply(r, q, mono());
         MPI_Send(r, NREPLY, MPI_INT64_T, st.MPI_SOURCE, TAG_REPLY, W.ctl);
+        char why[48];
+        snprintf(why, sizeof why, "asked by rank %d", st.MPI_SOURCE);
+        tell_where(why); /* after the reply: the asker's grace is not spent on our line */
     }
 }
 
@@ -272,6 +321,7 @@ static void describe_reply(RtcStr *b, const int64_t *r, const RtComm *c)
 _Noreturn static void fire(const Snap *s, double w)
 {
     alarm(30); /* should the census or MPI_Abort itself hang, SIGALRM ends us */
+    tell_where("this rank's watchdog fired");
     RtComm *c = s->comm;
     bool p2p = s->op == RTW_WAIT_SEND || s->op == RTW_WAIT_RECV;
     int n = p2p ? 1 : c ? c->size : 0;

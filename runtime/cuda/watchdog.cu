@@ -137,11 +137,25 @@ static void abort_comms_locked(void)
     wd.ncomms = 0;
 }
 
+/* rt_set_where: the program's words on where it is, printed when this
+ * rank's watchdog fires (CUDA has no census of the other ranks: each rank's
+ * own watchdog fires on its own stall). */
+static std::atomic<RtWhereFn> where_fn{nullptr};
+
+void rt_set_where(RtWhereFn fn) { where_fn.store(fn); }
+
 [[noreturn]] static void fire(const char *msg)
 {
     char prefix[48];
     snprintf(prefix, sizeof prefix, "ptdc: rank %d: watchdog: ", rtcu.rank);
     fflush(stdout);
+    RtWhereFn fn = where_fn.load();
+    if (fn) {
+        char w[256] = "";
+        fn(w, sizeof w);
+        w[sizeof w - 1] = 0;
+        rtc_write_line(2, prefix, "where at the stall: %s", w);
+    }
     rtc_write_line(2, prefix, "%s; aborting all ranks", msg);
     /* Should ncclCommAbort or MPI_Abort themselves hang, SIGALRM ends the
      * process and mpirun then kills the job. */

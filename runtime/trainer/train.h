@@ -33,6 +33,23 @@ int tr_mesh_size(int axis);      /* CG_MESH0, CG_MESH1 or CG_MESH2 */
 /* This rank's block of p's global tensor: offset and extent per dim. */
 void tr_block(const CgParam *p, int64_t *off, int64_t *loc);
 
+/* --------------------------------------------------------- train_health.c */
+/* Stragglers and slow pipeline links (PTDC_HEALTH, docs/runtime.md). */
+void tr_health_init(void);               /* after tr_prof_init */
+void tr_health_step_begin(void);         /* before a step */
+void tr_health_step(double seconds);     /* after it (tr_step counts it); collective every
+                                            PTDC_HEALTH_EVERY steps */
+void tr_health_report(void);             /* collective, at the end: the last window */
+void tr_health_wait(int call, double s); /* a listed call that waited s seconds (ignores others) */
+void tr_health_recv(int pp_peer, double s); /* cg_recv from pipeline rank pp_peer */
+
+/* ---------------------------------------------------------- train_where.c */
+/* Where this rank is, for the watchdog's stall report (rt_set_where). */
+void tr_where_init(void);
+void tr_where_step(void);                    /* a step starts (tr_step + 1) */
+void tr_where_op(int bwd, int chunk, int mb); /* a stage forward or backward starts */
+void tr_where_phase(const char *what);       /* other work: a static string */
+
 /* ---------------------------------------------------------- train_trace.c */
 /* PTDC_TRACE=FILE (docs/trace.md). Collective: checks FILE (every rank
  * exits 2 when it cannot be written, rank 0 saying why) and aligns the

@@ -28,6 +28,12 @@ static const struct {
     {"PTDC_ATTENTION_DETERMINISTIC", OFF_UNLESS_NONZERO},
     {"PTDC_TRACE", ON_IF_SET},             /* train_trace.c: its steps are timed and gathered */
     {"PTDC_TRACE_STEPS", NUMBER},          /* (the gather follows the last traced step) */
+#ifdef PTDC_CUDA /* train_health.c: a gather every PTDC_HEALTH_EVERY steps; off on CUDA unless set */
+    {"PTDC_HEALTH", OFF_UNLESS_NONZERO},
+#else
+    {"PTDC_HEALTH", ON_UNLESS_0},
+#endif
+    {"PTDC_HEALTH_EVERY", NUMBER},
 };
 enum { NCHECKED = sizeof checked / sizeof checked[0], VALUE_MAX = 64 };
 

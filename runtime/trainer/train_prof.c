@@ -33,6 +33,8 @@ static const char *const names[CG_PF_N] = {
 void cg_prof_add(int call, double t0)
 {
     double t1 = rt_time();
+    if (cg_prof_on & CG_TIMED_HEALTH) /* (the waits; collectives' come through cg_prof_comm) */
+        tr_health_wait(call, t1 - t0);
     if (cg_prof_on & CG_TIMED_TRACE) /* (PTDC_TRACE's steps) */
         tr_trace_call(call, t0, t1);
     if (!(cg_prof_on & CG_TIMED_PROFILE))

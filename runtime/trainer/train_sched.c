@@ -56,8 +56,10 @@ void tr_make_comms(void)
 
 void (cg_recv)(void *buf, int64_t n, RtType t, int pp_peer, int tag)
 {
-    double t0 = cg_prof_on & CG_TIMED_TRACE ? rt_time() : 0;
+    double t0 = cg_prof_on & (CG_TIMED_TRACE | CG_TIMED_HEALTH) ? rt_time() : 0;
     (rt_wait)(rt_irecv(pipe_comm, buf, n, t, pp_peer, tag));
+    if (cg_prof_on & CG_TIMED_HEALTH) /* the wait per peer: a slow link's trace */
+        tr_health_recv(pp_peer, rt_time() - t0);
     if (cg_prof_on & CG_TIMED_TRACE)
         tr_trace_p2p(1, t0, n, t, pp_peer, tag);
 }
@@ -230,12 +232,14 @@ void tr_run_schedule(void)
         const CgSchedOp *op = &tr_prog->sched[k];
         int slot = op->mb % tr_prog->nslots[op->chunk];
         last_bwd = op->bwd && op->mb == CG_NUM_MICRO - 1;
+        tr_where_op(op->bwd, op->chunk, op->mb);
         double t0 = cg_prof_on & CG_TIMED_TRACE ? rt_time() : 0;
         (op->bwd ? tr_prog->backward : tr_prog->forward)[op->chunk](op->mb, slot);
         if (cg_prof_on & CG_TIMED_TRACE)
             tr_trace_op(op, t0);
     }
     last_bwd = 0;
+    tr_where_phase("the schedule's last sends");
     tr_prog->wait_sends();
 }
 
@@ -279,6 +283,7 @@ static void reduce_grads(void)
 
 void tr_reduce_grads(void)
 {
+    tr_where_phase("the gradient reduction and the optimizer");
     double t0 = cg_prof_on & CG_TIMED_TRACE ? rt_time() : 0;
     reduce_grads();
     if (cg_prof_on & CG_TIMED_TRACE)

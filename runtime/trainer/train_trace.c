@@ -146,6 +146,8 @@ static void comm_span(const char *name, double t0, double t1, const RtComm *c, i
 void cg_prof_comm(int call, double t0, const RtComm *c, int64_t elems, RtType t, int scale)
 {
     double t1 = rt_time();
+    if (cg_prof_on & CG_TIMED_HEALTH)
+        tr_health_wait(call, t1 - t0);
     if (cg_prof_on & CG_TIMED_PROFILE)
         cg_prof_add(call, t0);
     if (!(cg_prof_on & CG_TIMED_TRACE))

@@ -23,7 +23,9 @@
  *   train_hfdir.c     config.json and generation_config.json of an HF directory
  *   train_data.c      tokens and targets of each micro-batch
  *   train_dump.c      --dump-first-step: loss, logits and gradients of one step
- *   train_cp.c        context-parallel attention: this rank's queries' positions */
+ *   train_cp.c        context-parallel attention: this rank's queries' positions
+ *   train_health.c    PTDC_HEALTH: compute and wait per rank, stragglers named
+ *   train_where.c     where this rank is, for the watchdog's stall report */
 #include "train.h"
 
 #include <errno.h>
@@ -381,6 +383,8 @@ int main(int argc, char **argv)
         finish(2);
     time_gemm = getenv("PTDC_TIME_GEMM") && strcmp(getenv("PTDC_TIME_GEMM"), "0") != 0;
     tr_prof_init();
+    tr_health_init();
+    tr_where_init();
     if (rt_world_size() != CG_WORLD) {
         if (ROOT)
             rt_log("train: this program runs on %d ranks (its plan's), not %d; start it with "
@@ -431,13 +435,17 @@ int main(int argc, char **argv)
     while (tr_step < tr_fl.steps && !stop) {
         gemm_s = gemm_flops = 0;
         tr_trace_step_begin();
+        tr_where_step();
         double t0 = rt_time(), loss, norm, lr;
+        tr_health_step_begin();
         bool updated = tr_step_once(&loss, &norm, &lr);
         double dt = rt_time() - t0;
         tr_step++;
+        tr_where_phase("the step boundary (step log, stop agreement, checkpoints)");
         tr_trace_step_end();
         tr_data_pos += CG_GLOBAL_BATCH; /* a skipped step's batch is skipped too */
         tr_prof_step(dt);
+        tr_health_step(dt);
         if (ROOT) {
             printf("step %5lld/%ld | loss %.7f | lr %.3e | norm %.6f | %8.1f ms | %10.0f tok/s",
                    (long long)tr_step, tr_fl.steps, loss, lr, norm, dt * 1e3,
@@ -471,6 +479,7 @@ int main(int argc, char **argv)
             save_or_exit();
     }
     tr_prof_report();
+    tr_health_report();
     tr_trace_finish();
     if (stop && tr_step < tr_fl.steps) {
         /* The stop's save is on disk and committed before the job says so. */

@@ -155,23 +155,36 @@ enum {
  * PTDC_TRACE's timeline during its traced steps (train_trace.c); 0, the
  * usual case, costs one untaken branch per call. */
 extern int cg_prof_on;
-enum { CG_TIMED_PROFILE = 1, CG_TIMED_TRACE = 2 };
+/* CG_TIMED_HEALTH (train_health.c, PTDC_HEALTH): only the calls that wait
+ * for other ranks (collectives, cg_recv, cg_wait, rt_wait) are timed, so a
+ * step splits into compute and wait at two clock reads per wait. */
+enum { CG_TIMED_PROFILE = 1, CG_TIMED_TRACE = 2, CG_TIMED_HEALTH = 4,
+       CG_TIMED_ALL = CG_TIMED_PROFILE | CG_TIMED_TRACE };
+/* The listed call this rank entered last (train_where.c names it when the
+ * watchdog reports a stall): one store per call, always. */
+extern volatile int cg_last_call;
 void cg_prof_add(int call, double t0);
 /* A collective's end: cg_prof_add, and for the trace its communicator and
  * bytes: elems of type t, times the group's size (scale 1: the gathered or
  * scattered whole), divided by it (-1) or as they are (0). */
 void cg_prof_comm(int call, double t0, const RtComm *c, int64_t elems, RtType t, int scale);
-#define CG_PROF(k, call)                                                                      \
+#define CG_PROF_IF(mask, k, call)                                                             \
     do {                                                                                      \
-        double cg_t0_ = cg_prof_on ? rt_time() : 0;                                           \
+        cg_last_call = (k);                                                                   \
+        double cg_t0_ = cg_prof_on & (mask) ? rt_time() : 0;                                  \
         call;                                                                                 \
-        if (cg_prof_on)                                                                       \
+        if (cg_prof_on & (mask))                                                              \
             cg_prof_add(k, cg_t0_);                                                           \
     } while (0)
+/* A call that computes (timed by PTDC_PROFILE and PTDC_TRACE), and one that
+ * waits for other ranks (by PTDC_HEALTH too). */
+#define CG_PROF(k, call) CG_PROF_IF(CG_TIMED_ALL, k, call)
+#define CG_PROF_WAIT(k, call) CG_PROF_IF(~0, k, call)
 /* A collective: the arguments the trace reads are evaluated again, only
  * while calls are timed (generated code passes plain expressions). */
 #define CG_PROF_COMM(k, call, c, elems, t, scale)                                             \
     do {                                                                                      \
+        cg_last_call = (k);                                                                   \
         double cg_t0_ = cg_prof_on ? rt_time() : 0;                                           \
         call;                                                                                 \
         if (cg_prof_on)                                                                       \
@@ -224,8 +237,8 @@ void cg_prof_comm(int call, double t0, const RtComm *c, int64_t elems, RtType t,
     CG_PROF_COMM(CG_PF_rt_alltoall_dim, rt_alltoall_dim(c, o, i, outer, d1, mid, d2, inner, ts, s), \
                  c, (outer) * (d1) * (mid) * (d2) * (inner), RT_ACT, -1)
 #define rt_slice_dim(...) CG_PROF(CG_PF_rt_slice_dim, rt_slice_dim(__VA_ARGS__))
-#define cg_recv(...) CG_PROF(CG_PF_cg_recv, cg_recv(__VA_ARGS__))
-#define cg_wait(...) CG_PROF(CG_PF_cg_wait, cg_wait(__VA_ARGS__))
+#define cg_recv(...) CG_PROF_WAIT(CG_PF_cg_recv, cg_recv(__VA_ARGS__))
+#define cg_wait(...) CG_PROF_WAIT(CG_PF_cg_wait, cg_wait(__VA_ARGS__))
 #define cg_load(...) CG_PROF(CG_PF_cg_load, cg_load(__VA_ARGS__))
 #define cg_matmul_grad(...) CG_PROF(CG_PF_cg_matmul_grad, cg_matmul_grad(__VA_ARGS__))
 #define cg_matmul_batch(...) CG_PROF(CG_PF_cg_matmul_batch, cg_matmul_batch(__VA_ARGS__))
@@ -234,7 +247,7 @@ void cg_prof_comm(int call, double t0, const RtComm *c, int64_t elems, RtType t,
 #define rt_grad_add(...) CG_PROF(CG_PF_rt_grad_add, rt_grad_add(__VA_ARGS__))
 #define rt_grad_sum(...) CG_PROF(CG_PF_rt_grad_sum, rt_grad_sum(__VA_ARGS__))
 #define cg_grad_ready(...) CG_PROF(CG_PF_cg_grad_ready, cg_grad_ready(__VA_ARGS__))
-#define rt_wait(...) CG_PROF(CG_PF_rt_wait, rt_wait(__VA_ARGS__))
+#define rt_wait(...) CG_PROF_WAIT(CG_PF_rt_wait, rt_wait(__VA_ARGS__))
 /* cg_issue has no macro: the trainer times the non-blocking collectives it
  * issues outside cg_grad_ready (train_sched.c, train_optim.c). */
 
