@@ -108,6 +108,7 @@ void tr_health_init(void)
 #else
     on = !(e && !strcmp(e, "0"));
 #endif
+    on = on && CG_WORLD > 1; /* one rank: nobody to compare it with */
     every = (long)env_num("PTDC_HEALTH_EVERY", 20, 1);
     slow = env_num("PTDC_HEALTH_SLOW", 1.2, 1);
     test_rank = (int)env_num("PTDC_HEALTH_TEST_SLOW_RANK", -1, -1);
