@@ -12,7 +12,10 @@
 #   - a hang (rank 2 sleeps 600 s in its first step, PTDC_TIMEOUT=2): every
 #     rank prints where it is before the abort: the sleeping rank outside
 #     any collective before the schedule, the others in the call they wait
-#     in, with step, stage op and last call.
+#     in, with step, stage op and last call;
+#   - rank 3 stopped with SIGSTOP from outside after step 20: ranks 0-2
+#     print their positions, rank 3 none, and the stall line names it as not
+#     responding.
 # Threshold: the tests set PTDC_HEALTH_SLOW=6. This 2-core VM runs the 4
 # ranks oversubscribed and shares its cores with other jobs: healthy ranks'
 # compute (median over a window) measured up to 2.72x their stage peer's there (docs/runtime.md),
@@ -80,4 +83,32 @@ has "hang" "stalled: .*rank 2 .*outside any collective for [0-9.]* s (busy or hu
 if [ "$rc" -eq 0 ] || [ "$secs" -gt 30 ]; then
   echo "FAIL: hang: exit $rc after $secs s (want nonzero within 30 s)"; fail=1
 fi
+# A rank stopped from outside (SIGSTOP) mid-run: it cannot speak, so the
+# three others each print their position, and the stall line names it as
+# not responding.
+( PTDC_TIMEOUT=2 timeout 120 "$prog/run.sh" --steps 100000 > "$work/stop.out" 2>&1; echo $? > "$work/stop.rc" ) &
+pid=
+for _ in $(seq 600); do
+  if grep -q "^step    20/" "$work/stop.out" 2>/dev/null; then
+    for p in $(pgrep -f "^$prog/train"); do # this test's ranks; which one is world rank 3
+      tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=3" && pid=$p
+    done
+    break
+  fi
+  sleep 0.1
+done
+if [ -z "$pid" ]; then
+  echo "FAIL: SIGSTOP: rank 3 of the run not found"; fail=1
+else
+  kill -STOP "$pid"
+fi
+wait
+[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
+out=$(cat "$work/stop.out"); rc=$(cat "$work/stop.rc")
+for k in 0 1 2; do
+  has "SIGSTOP of rank 3" "^\[rank $k\] where at the stall ([a-z' 0-9]*): [^;]*; trainer: step [0-9]*, "
+done
+lacks "SIGSTOP of rank 3" "^\[rank 3\] where at the stall"
+has "SIGSTOP of rank 3" "stalled: .*rank 3 .*does not respond (stopped, hung, or lost with its node)"
+[ "$rc" -ne 0 ] || { echo "FAIL: SIGSTOP of rank 3: exit 0"; fail=1; }
 exit $fail
