@@ -19,6 +19,7 @@ typedef struct Flags {
     unsigned long long seed;
     int grad_check;
     int save_sync;                   /* --save-sync: every save inside the step boundary */
+    int diagnose;                    /* --diagnose: train_diag.c's self-test first */
 } Flags;
 
 extern Flags tr_fl;              /* parsed by trainer.c */
@@ -192,6 +193,10 @@ void tr_dump_note_load(const int32_t *dst, int which, int mb, int64_t b0, int64_
 void tr_dump_first_step(const char *dir); /* --dump-first-step */
 
 /* ----------------------------------------------------------- train_prof.c */
+/* train_diag.c: --diagnose. Collective: GEMM, all-reduce and pipeline
+ * transfer rates of every rank beside the others' and the plan's (rank 0
+ * prints them); argv0 locates plan.json. */
+void tr_diagnose(const char *argv0);
 void tr_prof_init(void);           /* PTDC_PROFILE */
 void tr_prof_step(double seconds); /* after each step (tr_step counts it) */
 void tr_prof_report(void);         /* collective: every rank calls it at the end */

@@ -24,6 +24,7 @@
  *   train_data.c      tokens and targets of each micro-batch
  *   train_dump.c      --dump-first-step: loss, logits and gradients of one step
  *   train_cp.c        context-parallel attention: this rank's queries' positions
+ *   train_diag.c      --diagnose: GEMM and link rates before training
  *   train_health.c    PTDC_HEALTH: compute and wait per rank, stragglers named
  *   train_where.c     where this rank is, for the watchdog's stall report */
 #include "train.h"
@@ -79,6 +80,10 @@ static void usage(void)
            "  --deterministic    bitwise reproducible gradients on GPUs too: attention's dQ\n"
            "                     summed in a fixed order (a slower backward; sets\n"
            "                     PTDC_ATTENTION_DETERMINISTIC=1); CPU runs always are\n"
+           "  --diagnose         before training, measure every rank's GEMM rate, each group's\n"
+           "                     all-reduce and each pipeline transfer, and name the ranks that\n"
+           "                     fall short of the others (PTDC_HEALTH_SLOW) beside the plan's\n"
+           "                     peak (plan.json); --steps 0 to diagnose only\n"
            "  --grad-check       check every parameter's gradient against finite differences\n"
            "                     of the loss at the initial weights, then exit\n"
            "  --dump-first-step DIR  run the first step's forward and backward, write DIR/\n"
@@ -204,6 +209,8 @@ static void parse_flags(int argc, char **argv)
             tr_fl.dump = v ? v : (bad_flag(a, "expects a directory", v), "");
         else if (!strcmp(a, "--grad-check"))
             tr_fl.grad_check = 1;
+        else if (!strcmp(a, "--diagnose"))
+            tr_fl.diagnose = 1;
         else if (!strcmp(a, "--deterministic")) /* read at the first attention backward */
             setenv("PTDC_ATTENTION_DETERMINISTIC", "1", 1);
         else
@@ -428,6 +435,8 @@ int main(int argc, char **argv)
         finish(bad ? 1 : 0);
     }
 
+    if (tr_fl.diagnose)
+        tr_diagnose(argv[0]);
     bool saved = false;
     int stop = 0;
     int64_t start = tr_step;

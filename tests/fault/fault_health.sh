@@ -9,12 +9,14 @@
 #     straggler in every window, with the measured times; no other rank is
 #     named, and its receivers' waits are not blamed on a link;
 #   - PTDC_HEALTH=0: no health line;
+#   - --diagnose: the GEMM, all-reduce and pipeline figures, and a rank
+#     whose GEMMs are slowed named as falling short, no other;
 #   - a hang (rank 2 sleeps 600 s in its first step, PTDC_TIMEOUT=2): every
 #     rank prints where it is before the abort: the sleeping rank outside
 #     any collective before the schedule, the others in the call they wait
 #     in, with step, stage op and last call;
 #   - rank 3 stopped with SIGSTOP from outside after step 20: ranks 0-2
-#     print their positions, rank 3 none, and the stall line names it as not
+#     print their positions and the stall line names rank 3 as not
 #     responding.
 # Threshold: the tests set PTDC_HEALTH_SLOW=6. This 2-core VM runs the 4
 # ranks oversubscribed and shares its cores with other jobs: healthy ranks'
@@ -69,6 +71,23 @@ PTDC_HEALTH=0 train --steps 12
 lacks "PTDC_HEALTH=0" "^health:"
 [ "$rc" -eq 0 ] || { echo "FAIL: PTDC_HEALTH=0: exit $rc"; fail=1; }
 
+# --diagnose: every rank's GEMM rate beside the others' and the plan's
+# peak; rank 1's GEMMs stretched 60x (PTDC_HEALTH_TEST_SLOW_RANK: a sleep
+# of 59x each GEMM's own time) fall short, no other rank's do. Measured on
+# the loaded 2-core VM: the slowed rank 13-14x below the median (the others'
+# GEMMs speed up while it sleeps), healthy ranks at most 2.07x below it;
+# threshold 6. The link figures are printed but not checked: on this
+# shared VM they vary up to 4x between ranks from one run to the next.
+train --diagnose --steps 0
+has "diagnose" "^diagnose: GEMM 256x256x256: median [0-9.]* GFLOP/s over 4 ranks"
+has "diagnose" "^diagnose: the plan assumed a100-80gb at 312.0 TFLOP/s peak (plan.json)"
+has "diagnose" "^diagnose: all-reduce 4 MiB, bus bandwidth, stage groups rep: median"
+has "diagnose" "^diagnose: pipeline receive 4 MiB from the previous stage: median [0-9.]* GB/s over 2 ranks"
+lacks "diagnose" "falls short: .*: GEMM"
+PTDC_HEALTH_TEST_SLOW_RANK=1 train --diagnose --steps 0
+has "diagnose, rank 1 slowed" "^diagnose: falls short: rank 1 (pp 0, mesh index 1): GEMM 256x256x256 [0-9.]* GFLOP/s against a median of"
+lacks "diagnose, rank 1 slowed" "falls short: rank [023] .*: GEMM"
+
 # A hang: rank 2 (pp 1) sleeps in its first step; rank 0 waits to receive
 # from it, ranks 1 and 3 reach the optimizer's all-reduce.
 t0=$(date +%s)
@@ -85,7 +104,8 @@ if [ "$rc" -eq 0 ] || [ "$secs" -gt 30 ]; then
 fi
 # A rank stopped from outside (SIGSTOP) mid-run: it cannot speak, so the
 # three others each print their position, and the stall line names it as
-# not responding.
+# not responding. (mpirun sends SIGCONT with the abort: rank 3 may then
+# answer a later census and print its line too.)
 ( PTDC_TIMEOUT=2 timeout 120 "$prog/run.sh" --steps 100000 > "$work/stop.out" 2>&1; echo $? > "$work/stop.rc" ) &
 pid=
 for _ in $(seq 600); do
@@ -108,7 +128,6 @@ out=$(cat "$work/stop.out"); rc=$(cat "$work/stop.rc")
 for k in 0 1 2; do
   has "SIGSTOP of rank 3" "^\[rank $k\] where at the stall ([a-z' 0-9]*): [^;]*; trainer: step [0-9]*, "
 done
-lacks "SIGSTOP of rank 3" "^\[rank 3\] where at the stall"
 has "SIGSTOP of rank 3" "stalled: .*rank 3 .*does not respond (stopped, hung, or lost with its node)"
 [ "$rc" -ne 0 ] || { echo "FAIL: SIGSTOP of rank 3: exit 0"; fail=1; }
 exit $fail
