@@ -17,8 +17,10 @@
  * the same shapes, so their compute times should agree; a rank is compared
  * with the median of its stage's other ranks (not with a median including
  * itself: with two ranks a stage's median would be half the straggler's own
- * time). A stage of one rank (no mesh) is compared with the other stages,
- * whose layers differ: the plan's own imbalance then counts too.
+ * time). A stage of one rank (no mesh) has no peer running the same
+ * layers: the stages' work differs by the plan (the head and the loss on
+ * the last), so comparing them would name the plan's imbalance, not a slow
+ * rank; the line says so and names nobody.
  * Threshold PTDC_HEALTH_SLOW (default 1.2): ranks of a stage do identical
  * work, so on hosts whose cores or GPUs are the ranks' own, a healthy rank's
  * compute stays close to its peers'; a rank a fifth slower already costs
@@ -203,9 +205,8 @@ static void analyse(const double *all)
     char who[96], peer[96];
     for (int r = 0; r < W; r++) {
         int k = 0;
-        bool stage = CG_DEVICES > 1; /* compare within the stage, else across stages */
-        for (int q = 0; q < W; q++)
-            if (q != r && (!stage || q / CG_DEVICES == r / CG_DEVICES))
+        for (int q = 0; q < W; q++) /* the ranks running the same layers */
+            if (q != r && q / CG_DEVICES == r / CG_DEVICES)
                 tmp[k++] = comp[q];
         if (k == 0)
             continue;
@@ -219,8 +220,7 @@ static void analyse(const double *all)
             printf("straggler: %s computes %.1f ms per step against a median of %.1f ms (%.2fx) "
                    "over steps %ld-%ld (%s; threshold PTDC_HEALTH_SLOW %.2fx)\n", who,
                    comp[r] * 1e3, ref * 1e3, comp[r] / ref, first, last,
-                   stage ? "its pipeline stage's other ranks"
-                         : "the other pipeline stages, whose layers differ", slow);
+                   "its pipeline stage's other ranks", slow);
         }
     }
     /* Pipeline receives: rank r's from stage p against its stage's others'. */
@@ -244,11 +244,13 @@ static void analyse(const double *all)
                        "traffic) is suspect\n", who, w * 1e3, peer, ref * 1e3, first, last);
             }
         }
-    if (!named)
+    if (CG_DEVICES == 1)
+        printf("health: steps %ld-%ld: one rank per pipeline stage, so no rank runs another's "
+               "layers to compare with; no straggler named\n", first, last);
+    else if (!named)
         printf("health: steps %ld-%ld: no straggler%s (largest compute ratio %.2fx, rank %d; "
                "threshold PTDC_HEALTH_SLOW %.2fx)\n", first, last,
-               CG_DEVICES > 1 && CG_PP > 1 ? ", no slow pipeline link" : "", worst_ratio, worst,
-               slow);
+               CG_PP > 1 ? ", no slow pipeline link" : "", worst_ratio, worst, slow);
     fflush(stdout);
     free(comp);
     free(tmp);
