@@ -9,6 +9,8 @@
 #                                            the first step so, later ones looser (below)
 #   equiv.sh BIN MODEL WORK gradcheck LAYOUT every parameter's gradient against finite
 #                                            differences of the loss (train --grad-check)
+# TRAIN_FLAGS: more flags for every run (the reference's too), e.g.
+# "--optimizer lamb".
 # BIN holds cg_gen and stcmp. Each program trains STEPS (5) steps from the same
 # initial weights (sharding-independent initialisation) on the same data. The
 # reference is layout REF (default 1rank; a deep model's long pipeline is
@@ -27,7 +29,7 @@ export PTDC_MPIRUN_FLAGS="--oversubscribe --bind-to none"
 run() { # layout: train it, write loss and weights
     d=$work/$1
     # --deterministic: accepted everywhere, a no-op on CPU (always bitwise)
-    "$d/run.sh" --steps "$steps" --data synthetic:7 --adam-eps 1e-4 --deterministic --export-hf "$d/final.safetensors" \
+    "$d/run.sh" --steps "$steps" --data synthetic:7 --adam-eps 1e-4 --deterministic ${TRAIN_FLAGS:-} --export-hf "$d/final.safetensors" \
         > "$d/log" 2>&1 || {
         cat "$d/log"; echo "equiv: $1 failed to train"; exit 1; }
     logcheck "$d/log" || exit 1
