@@ -129,7 +129,8 @@ bool tr_step_once(double *loss, double *norm, double *lr)
     }
     tr_wait_reqs();
     if (cg_prof_on & CG_TIMED_TRACE)
-        tr_trace_span(lamb ? "optimizer (LAMB, ZeRO all-gathers)" : "optimizer (AdamW, ZeRO all-gathers)", t_opt);
+        tr_trace_span(lamb ? "optimizer (LAMB, ZeRO all-gathers)"
+                           : "optimizer (AdamW, ZeRO all-gathers)", t_opt);
     return true;
 }
 
