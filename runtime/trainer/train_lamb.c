@@ -49,7 +49,7 @@ static void lamb_init(void)
         rt_fatal("out of host memory");
 }
 
-/* Sums of this rank's tensors into the slots, then the world's sums. */
+/* Collective: the world's sums, after every rank's prepares (host memory). */
 const float *tr_lamb_norms(void)
 {
     if (!slot_of)

@@ -1,9 +1,10 @@
 /* train_optim.c: one optimizer step: the schedule and gradient reduction
  * (train_sched.c), the global gradient norm and clipping, the learning-rate
  * schedule (linear warm-up, cosine decay), AdamW or LAMB (--optimizer) on
- * this rank's shard (fp32 gradients) and the in-place all-gather of ZeRO-1/2 shards back. A step
- * whose loss or gradient norm is not finite updates nothing (the caller
- * counts such steps, --max-skips); tr_state_finite guards saves and exports. */
+ * this rank's shard (fp32 gradients) and the in-place all-gather of ZeRO-1/2
+ * shards back. A step whose loss or gradient norm is not finite updates
+ * nothing (the caller counts such steps, --max-skips); tr_state_finite guards
+ * saves and exports. */
 #include "train.h"
 
 #include <math.h>
@@ -76,7 +77,7 @@ bool tr_step_once(double *loss, double *norm, double *lr)
     *norm = sqrt(tr_grad_sumsq(-1));
     *lr = learning_rate(tr_step);
     if (!isfinite(*loss) || !isfinite(*norm))
-        return false; /* no AdamW: weights and moments stay as they were */
+        return false; /* no update: weights and moments stay as they were */
     double scale = tr_fl.clip > 0 && *norm > tr_fl.clip ? tr_fl.clip / (*norm + 1e-6) : 1.0;
     double t_opt = cg_prof_on & CG_TIMED_TRACE ? rt_time() : 0;
     bool lamb = !strcmp(tr_fl.optimizer, "lamb");
