@@ -46,6 +46,7 @@ typedef struct DrvOptions {
     const char *attention;    /* flash|materialized */
     const char *precision;    /* bf16|fp8|mxfp8|nvfp4|auto (NULL: bf16) */
     int save_every;           /* --save-every N: the checkpoint interval plan.txt prices (0: none) */
+    const char *optimizer;    /* adamw|lamb (NULL: adamw): the optimizer step priced */
     /* codegen */
     const char *target;       /* cpu|cuda (NULL: cuda, or cpu for a CPU cluster) */
     /* limits */

@@ -354,6 +354,7 @@ static int plan_setup(const DrvOptions *o, IrGraph *g, const char *fw, PassClust
     memset(ctx, 0, sizeof *ctx);
     ctx->cl = cl;
     ctx->save_every = o->save_every;
+    ctx->lamb = o->optimizer && !strcmp(o->optimizer, "lamb");
     /* --emit megatron|torchtitan: the flags of a framework, so the plan is
      * priced for it: the stack it implies, or a framework stack given. */
     if (!make_stack(o, fw && !o->stack ? (!strcmp(fw, "megatron") ? "megatron" : "fsdp") : o->stack, cl,

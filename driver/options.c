@@ -46,6 +46,9 @@ void drv_print_help(void)
         "  --save-every N           the run checkpoints every N steps: plan.txt prices the time a\n"
         "                           save blocks the step loop, synchronous and asynchronous, from\n"
         "                           the cluster's storage_write_gbs and host_copy_gbs\n"
+        "  --optimizer NAME         adamw (default) or lamb: the optimizer step the plan prices\n"
+        "                           (LAMB: a second pass over the shard); run the program with\n"
+        "                           the same run.sh --optimizer\n"
         "  --attention KIND         flash (default) or materialized: the attention kernel costed\n"
         "  --precision P            bf16 (default), fp8, mxfp8, nvfp4 or auto: the format of the\n"
         "                           linear layers (auto: every format the GPU runs is searched,\n"
@@ -274,6 +277,7 @@ static const char *const schedules[] = {"1f1b", "interleaved", NULL};
 static const char *const attentions[] = {"flash", "materialized", NULL};
 /* PLAN_PRECISIONS' names, then auto. */
 static const char *const precisions[] = {"bf16", "fp8", "mxfp8", "nvfp4", "auto", NULL};
+static const char *const optimizers[] = {"adamw", "lamb", NULL};
 
 #define F(field) offsetof(DrvOptions, field)
 /* Every flag ptdc accepts (drv_print_help documents them). */
@@ -305,6 +309,7 @@ static const OptRow opts[] = {
     {"--pp-layers", NULL, OPT_CALL, 0, 0, 0, NULL, opt_pp_layers},
     {"--global-batch", NULL, OPT_INT64, F(global_batch), 1, (long long)1 << 40, NULL, NULL},
     {"--save-every", NULL, OPT_INT, F(save_every), 1, 1 << 30, NULL, NULL},
+    {"--optimizer", NULL, OPT_CHOICE, F(optimizer), 0, 0, optimizers, NULL},
     {"--recompute", NULL, OPT_CHOICE, F(recompute), 0, 0, recomputes, NULL},
     {"--sp", NULL, OPT_CALL, 0, 0, 0, NULL, opt_sp},
     {"--zero", NULL, OPT_INT, F(zero), 0, 3, NULL, NULL},

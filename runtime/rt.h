@@ -534,6 +534,32 @@ void rt_sumsq(float *out, const rt_grad *x, int64_t n);
 void rt_adamw(float *master, rt_act *param, const rt_grad *grad, float *m, float *v, int64_t n,
               float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
               int step);
+/* LAMB (You et al. 2020, "Large Batch Optimization for Deep Learning",
+ * Algorithm 2) on one shard of a tensor, in two passes around the reduction of
+ * the tensor's norms over the ranks holding its shards (the trainer batches
+ * those sums of every tensor into one all-reduce). With g = grad * grad_scale,
+ * mhat = m / (1 - b1^t), vhat = v / (1 - b2^t) (bias corrections in double,
+ * applied in fp32 as multiplications by their inverses) and the update
+ * r = mhat / (sqrt(vhat) + eps) + wd * master:
+ *   prepare: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+ *            sums[0] += sum(master^2), sums[1] += sum(r^2) (fp32 out, each
+ *            accumulated in double in a fixed order, as rt_sumsq);
+ *   apply:   master -= lr * trust * r, r recomputed from m, v and master
+ *            exactly as prepare computed it (no buffer for r); param = master
+ *            rounded to rt_act. On CPU param may alias master.
+ * trust is rt_lamb_trust of the reduced sums. step counts from 1. */
+void rt_lamb_prepare(float *sums, const float *master, const rt_grad *grad, float *m, float *v,
+                     int64_t n, float beta1, float beta2, float eps, float weight_decay,
+                     float grad_scale, int step);
+void rt_lamb_apply(float *master, rt_act *param, const float *m, const float *v, int64_t n,
+                   float lr, float beta1, float beta2, float eps, float weight_decay, float trust,
+                   int step);
+/* The layer-wise trust ratio phi(||w||) / ||r|| of a whole tensor from its
+ * sums of squares, phi(z) = min(z, phi_max) (the paper's clipping function
+ * with gamma_l = 0, gamma_u = phi_max; phi_max <= 0: no clipping); 1 when
+ * either norm is 0 (a zero-initialised tensor still moves; no update, no
+ * division by zero). Host code, the same on both backends. */
+double rt_lamb_trust(double w_sumsq, double r_sumsq, double phi_max);
 
 /* ------------------------------------------------------ initialisation */
 /* Parameter values independent of the sharding: element e (global row-major
@@ -610,6 +636,7 @@ typedef struct {
     uint8_t parent_lineage[RT_RUN_ID_BYTES];
     int64_t parent_step;
     const char *plan_hash;           /* the program's plan hash, at most RT_PLAN_HASH_MAX bytes */
+    const char *optimizer;           /* whose moments m, v are ("adamw", "lamb"); NULL: "adamw" */
     int64_t step;                    /* optimizer steps done (>= 0) */
     int64_t data_pos;                /* sequences consumed (>= 0) */
     int rank, world;
@@ -721,6 +748,9 @@ const uint8_t *rt_ckpt_parent(const RtCkpt *c, int64_t *step);
 /* Is path a step directory (it holds a manifest.json)? */
 bool rt_ckpt_is_step_dir(const char *path);
 const char *rt_ckpt_plan_hash(const RtCkpt *c);
+/* The optimizer the manifest names; "adamw" for manifests written before it
+ * was recorded (AdamW was then the only one). */
+const char *rt_ckpt_optimizer(const RtCkpt *c);
 /* The checkpoint against the program: world size, plan hash, and the model's
  * tensors (the same names, dtypes and shapes). */
 int rt_ckpt_check_program(const RtCkpt *c, int world, const char *plan_hash,

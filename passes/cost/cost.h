@@ -119,6 +119,10 @@ typedef struct PassCostCtx {
     /* --save-every: the checkpoint interval in steps plan.txt prices (0: none;
      * ckpt_cost.c). Not part of the search: a save does not change the plan. */
     int save_every;
+    /* --optimizer lamb: the program runs LAMB (its trainer's --optimizer, a
+     * run-time flag): each step's optimizer makes a second pass over the
+     * shard (mem_param.c). */
+    bool lamb;
 } PassCostCtx;
 
 /* ========================================================= cost_prec.c */

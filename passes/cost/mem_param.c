@@ -250,6 +250,17 @@ double pass_param_step_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n
         double shard = zero >= 1 ? e / dp : e, grad = zero >= 2 ? e / dp : e;
         t += pass_kernel_time(gpu, PASS_K_ZERO, 1, grad) + pass_kernel_time(gpu, PASS_K_SUMSQ, 1, shard) +
              pass_kernel_time(gpu, PASS_K_ADAMW, 1, shard);
+        /* LAMB (runtime/cpu/lamb.c): rt_lamb_prepare moves what AdamW's
+         * pass does but the writes of master and weight, rt_lamb_apply
+         * reads master, m and v again and writes both: 12 bytes an element
+         * more than AdamW's 24 + 2 weight bytes (pass_kernel_bytes), priced
+         * at AdamW's rate as its pass over as many elements as move those
+         * bytes. The per-tensor norms' all-reduce (8 bytes a tensor, once a
+         * step) is not priced. */
+        if (c->lamb) {
+            double adamw_bytes = 24 + 2.0 * weight_bytes(c);
+            t += pass_kernel_time(gpu, PASS_K_ADAMW, 1, shard * 12 / adamw_bytes);
+        }
     }
     return t;
 }

@@ -7,7 +7,7 @@
  *    "data_position": P, "world_size": W, "run_id": "<32 hex digits>",
  *    "lineage": "<32 hex digits>",
  *    "parent": {"lineage": "<32 hex digits>", "step": S},  (a rollback's only)
- *    "plan_hash": "...",
+ *    "plan_hash": "...", "optimizer": "adamw",  (absent before LAMB: adamw)
  *    "tensors": [{"name": "wte", "dtype": "F32", "shape": [50304, 768]}, ...],
  *    "files": [{"name": "rank00000.ckpt", "rank": 0, "bytes": B,
  *               "crc32c": "<8 hex digits>"}, ...]}
@@ -59,6 +59,8 @@ int rtc_mf_write(const char *stepdir, const RtCkptMeta *m, const RtCkptRecord *r
     }
     rtc_str_fmt(&b, "  \"plan_hash\": ");
     rtc_str_json(&b, m->plan_hash);
+    rtc_str_fmt(&b, ",\n  \"optimizer\": ");
+    rtc_str_json(&b, m->optimizer ? m->optimizer : "adamw");
     rtc_str_fmt(&b, ",\n  \"tensors\": [");
     for (int i = 0; i < nmodel; i++) {
         rtc_str_fmt(&b, "%s\n    {\"name\": ", i ? "," : "");
@@ -103,6 +105,7 @@ void rt_ckpt_close(RtCkpt *c)
     free(c->tensors);
     free(c->files);
     free(c->plan_hash);
+    free(c->optimizer);
     free(c->dir);
     free(c);
 }
@@ -164,6 +167,11 @@ static bool parse_fields(const JsonValue *root, RtCkpt *c, char *why, size_t why
         strlen(hash->text) != hash->len)
         return rtc_err(why, whylen, "no valid plan_hash"), false;
     c->plan_hash = rtc_xstrdup(hash->text);
+    const JsonValue *opt = json_get(root, "optimizer");
+    if (opt && (opt->kind != JSON_STRING || !opt->len || opt->len > 64 ||
+                strlen(opt->text) != opt->len))
+        return rtc_err(why, whylen, "no valid optimizer"), false;
+    c->optimizer = rtc_xstrdup(opt ? opt->text : "adamw");
     if (!tensors || tensors->kind != JSON_ARRAY)
         return rtc_err(why, whylen, "no tensors list"), false;
     c->tensors = rtc_xcalloc((size_t)tensors->n, sizeof *c->tensors);
@@ -295,3 +303,4 @@ bool rtc_ck_has_parent(const RtCkptMeta *m)
     return memcmp(m->parent_lineage, zero, RT_RUN_ID_BYTES) != 0 && m->parent_step >= 0;
 }
 const char *rt_ckpt_plan_hash(const RtCkpt *c) { return c->plan_hash; }
+const char *rt_ckpt_optimizer(const RtCkpt *c) { return c->optimizer; }

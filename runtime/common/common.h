@@ -142,6 +142,7 @@ struct RtCkpt {
     uint8_t lineage[RT_RUN_ID_BYTES], parent_lineage[RT_RUN_ID_BYTES];
     int64_t parent_step; /* -1: none */
     char *plan_hash;
+    char *optimizer;
     RtcMfFile *files; /* by rank: rank%05d.ckpt */
     RtCkptTensor *tensors; /* the model; names owned */
     int ntensors;

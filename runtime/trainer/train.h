@@ -20,6 +20,8 @@ typedef struct Flags {
     int grad_check;
     int save_sync;                   /* --save-sync: every save inside the step boundary */
     int diagnose;                    /* --diagnose: train_diag.c's self-test first */
+    const char *optimizer;           /* --optimizer: "adamw" (default) or "lamb" */
+    double trust_max;                /* --lamb-trust-max: LAMB's phi clips ||w|| to it (0: off) */
 } Flags;
 
 extern Flags tr_fl;              /* parsed by trainer.c */
@@ -112,6 +114,16 @@ bool tr_state_finite(void);
  * (forwards only, a third of a step): what a checkpoint of this state would
  * resume with. */
 double tr_forward_loss(void);
+
+/* ----------------------------------------------------------- train_lamb.c */
+/* LAMB's per-tensor sums of squares (||w||^2, ||r||^2), whole tensors over
+ * the world. Per step: tr_lamb_zero; rt_lamb_prepare of parameter i into
+ * tr_lamb_sums(i); tr_lamb_norms (collective) gives the world's sums, the
+ * pair of parameter i at 2 tr_lamb_slot(i). */
+void tr_lamb_zero(void);
+float *tr_lamb_sums(int i);
+const float *tr_lamb_norms(void);
+int tr_lamb_slot(int i);
 
 /* ------------------------------------------------------ train_gradcheck.c */
 int tr_grad_check(double tol);   /* tensors outside tol */

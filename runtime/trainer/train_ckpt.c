@@ -257,6 +257,7 @@ void tr_ckpt_meta(RtCkptMeta *m)
     memcpy(m->parent_lineage, parent_lineage, RT_RUN_ID_BYTES);
     m->parent_step = parent_step;
     m->plan_hash = CG_PLAN_HASH;
+    m->optimizer = tr_fl.optimizer;
     m->step = tr_step;
     m->data_pos = tr_data_pos;
     m->rank = tr_world_rank;
@@ -354,6 +355,16 @@ static int try_step(const char *dir, int64_t step, bool *resharded, int *saved_w
     if (!c) {
         outcome = LOAD_DAMAGED;
     } else if (rt_ckpt_check_model(c, model, nmodel, err, sizeof err) != 0) {
+        outcome = LOAD_REFUSED;
+    } else if (strcmp(rt_ckpt_optimizer(c), tr_fl.optimizer) != 0) {
+        /* The moments have the same shape and definition in AdamW and LAMB,
+         * so loading them would work; but a resume promises the run that was
+         * interrupted, and another optimizer makes other updates from here. */
+        snprintf(err, sizeof err, "%s was trained with --optimizer %s, and this run has "
+                 "--optimizer %s: resume with --optimizer %s (a resume continues the same "
+                 "run; the moments m, v would fit, but the updates would not be the "
+                 "interrupted run's)", rt_ckpt_dir(c), rt_ckpt_optimizer(c), tr_fl.optimizer,
+                 rt_ckpt_optimizer(c));
         outcome = LOAD_REFUSED;
     } else {
         *resharded = rt_ckpt_world(c) != CG_WORLD || strcmp(rt_ckpt_plan_hash(c), CG_PLAN_HASH);

@@ -1,13 +1,15 @@
 /* train_optim.c: one optimizer step: the schedule and gradient reduction
  * (train_sched.c), the global gradient norm and clipping, the learning-rate
- * schedule (linear warm-up, cosine decay), AdamW on this rank's shard (fp32
- * gradients) and the in-place all-gather of ZeRO-1/2 shards back. A step
- * whose loss or gradient norm is not finite updates nothing (the caller
- * counts such steps, --max-skips); tr_state_finite guards saves and exports. */
+ * schedule (linear warm-up, cosine decay), AdamW or LAMB (--optimizer) on
+ * this rank's shard (fp32 gradients) and the in-place all-gather of ZeRO-1/2
+ * shards back. A step whose loss or gradient norm is not finite updates
+ * nothing (the caller counts such steps, --max-skips); tr_state_finite guards
+ * saves and exports. */
 #include "train.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 static double learning_rate(int64_t t)
 {
@@ -75,9 +77,26 @@ bool tr_step_once(double *loss, double *norm, double *lr)
     *norm = sqrt(tr_grad_sumsq(-1));
     *lr = learning_rate(tr_step);
     if (!isfinite(*loss) || !isfinite(*norm))
-        return false; /* no AdamW: weights and moments stay as they were */
+        return false; /* no update: weights and moments stay as they were */
     double scale = tr_fl.clip > 0 && *norm > tr_fl.clip ? tr_fl.clip / (*norm + 1e-6) : 1.0;
     double t_opt = cg_prof_on & CG_TIMED_TRACE ? rt_time() : 0;
+    bool lamb = !strcmp(tr_fl.optimizer, "lamb");
+    const float *nrm = NULL;
+    if (lamb) {
+        /* LAMB's first pass: moments, and each tensor's partial norms; then
+         * the whole tensors' norms in one collective (train_lamb.c). */
+        tr_lamb_zero();
+        for (int i = 0; i < tr_prog->nparams; i++) {
+            CgParam *p = &tr_prog->params[i];
+            int64_t n;
+            rt_grad *g = reduced_grad(p, &n);
+            float wd = p->decay ? (float)tr_fl.weight_decay : 0.0f;
+            rt_lamb_prepare(tr_lamb_sums(i), p->master, g, p->m, p->v, n, (float)tr_fl.beta1,
+                            (float)tr_fl.beta2, (float)tr_fl.eps, wd, (float)scale,
+                            (int)tr_step + 1);
+        }
+        nrm = tr_lamb_norms();
+    }
     /* ZeRO-1/2: AdamW writes this rank's block of the padded parameter and
      * the all-gather runs in place, without blocking: the next parameters'
      * AdamW runs meanwhile; the step waits for them all at its end. */
@@ -88,8 +107,16 @@ bool tr_step_once(double *loss, double *norm, double *lr)
         float wd = p->decay ? (float)tr_fl.weight_decay : 0.0f;
         bool gather = p->zshard && CG_ZERO < 3;
         rt_act *mine = own_block(p);
-        rt_adamw(p->master, mine, g, p->m, p->v, n, (float)*lr, (float)tr_fl.beta1,
-                 (float)tr_fl.beta2, (float)tr_fl.eps, wd, (float)scale, (int)tr_step + 1);
+        if (lamb) {
+            int s = tr_lamb_slot(i);
+            double trust = rt_lamb_trust(nrm[2 * s], nrm[2 * s + 1], tr_fl.trust_max);
+            rt_lamb_apply(p->master, mine, p->m, p->v, n, (float)*lr, (float)tr_fl.beta1,
+                          (float)tr_fl.beta2, (float)tr_fl.eps, wd, (float)trust,
+                          (int)tr_step + 1);
+        } else {
+            rt_adamw(p->master, mine, g, p->m, p->v, n, (float)*lr, (float)tr_fl.beta1,
+                     (float)tr_fl.beta2, (float)tr_fl.eps, wd, (float)scale, (int)tr_step + 1);
+        }
         if (gather && tr_overlap) {
             double t0 = cg_prof_on ? rt_time() : 0;
             tr_push_req(rt_iallgather(g_comm[p->pmask], p->param, mine, p->shard, RT_ACT));
@@ -103,7 +130,8 @@ bool tr_step_once(double *loss, double *norm, double *lr)
     }
     tr_wait_reqs();
     if (cg_prof_on & CG_TIMED_TRACE)
-        tr_trace_span("optimizer (AdamW, ZeRO all-gathers)", t_opt);
+        tr_trace_span(lamb ? "optimizer (LAMB, ZeRO all-gathers)"
+                           : "optimizer (AdamW, ZeRO all-gathers)", t_opt);
     return true;
 }
 

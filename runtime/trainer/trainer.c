@@ -14,7 +14,8 @@
  * rest, by concern (shared declarations in train.h):
  *   train_state.c     the globals: generated code's (trainer.h) and the trainer's
  *   train_sched.c     communicators, send/receive, the schedule, gradient reduction
- *   train_optim.c     learning rate, gradient norm and clipping, AdamW
+ *   train_optim.c     learning rate, gradient norm and clipping, AdamW or LAMB
+ *   train_lamb.c      LAMB's whole-tensor norms (one all-reduce per step)
  *   train_gradcheck.c --grad-check
  *   train_ckpt.c      checkpoints and the plan check on load
  *   train_ckpt_async.c a save as the step loop sees it: staged and written by
@@ -63,8 +64,11 @@ static void usage(void)
            "  --min-lr X         floor of the cosine decay (default lr / 10)\n"
            "  --decay-steps N    length of the schedule (default --steps)\n"
            "  --clip X           clip the global gradient norm to X (default 1; 0: off)\n"
-           "  --weight-decay X   AdamW weight decay of matrices (default 0.1)\n"
-           "  --adam-eps X       AdamW epsilon (default 1e-8; LLaMA-2 used 1e-5)\n"
+           "  --optimizer NAME   adamw (default) or lamb: Adam's moments with LAMB's per-tensor\n"
+           "                     trust ratio min(||w||, --lamb-trust-max) / ||r|| (You et al. 2020)\n"
+           "  --lamb-trust-max X LAMB clips each tensor's weight norm to X (default 10; 0: off)\n"
+           "  --weight-decay X   weight decay of matrices (default 0.1; AdamW and LAMB)\n"
+           "  --adam-eps X       Adam's epsilon (default 1e-8; LLaMA-2 used 1e-5; AdamW and LAMB)\n"
            "  --seed N           initialisation seed (default 0)\n"
            "  --import-hf PATH   initial weights from Hugging Face safetensors: a file, a model\n"
            "                     directory or its model.safetensors.index.json (shards)\n"
@@ -147,6 +151,8 @@ static void parse_flags(int argc, char **argv)
     tr_fl.beta1 = 0.9;
     tr_fl.beta2 = 0.95;
     tr_fl.eps = 1e-8;
+    tr_fl.optimizer = "adamw";
+    tr_fl.trust_max = 10;
     tr_fl.export_dtype = "F32";
     tr_fl.shard_bytes = 5000000000LL; /* save_pretrained's max_shard_size "5GB" */
     tr_fl.keep = 2;
@@ -205,6 +211,11 @@ static void parse_flags(int argc, char **argv)
             tr_fl.weight_decay = num_flag(a, v, false);
         else if (FLAG("--adam-eps"))
             tr_fl.eps = num_flag(a, v, true); /* AdamW divides by sqrt(v) + eps; v starts at 0 */
+        else if (FLAG("--optimizer"))
+            tr_fl.optimizer = v && !strcmp(v, "adamw") ? "adamw" : v && !strcmp(v, "lamb") ? "lamb"
+                            : (bad_flag(a, "expects adamw or lamb", v), "");
+        else if (FLAG("--lamb-trust-max"))
+            tr_fl.trust_max = num_flag(a, v, false);
         else if (FLAG("--dump-first-step"))
             tr_fl.dump = v ? v : (bad_flag(a, "expects a directory", v), "");
         else if (!strcmp(a, "--grad-check"))

@@ -566,6 +566,53 @@ static void t_optimizer(Rng &r)
     rt_free(dmaster), rt_free(dm), rt_free(dv), rt_free(dparam);
 }
 
+/* LAMB's two passes (runtime/cuda/lamb.cu) against the CPU backend's on
+ * one tensor of 10007 elements (not a multiple of any block) for 3 steps:
+ * the per-tensor sums, then each backend's own trust ratio from its own
+ * sums, so a wrong sum shows in the weights too. */
+static void t_lamb(Rng &r)
+{
+    const int64_t m = 10007;
+    auto master = randv(r, m), mom = randv(r, m, 0.01f), var = randv(r, m, 0.01f);
+    for (auto &v : var) v = fabsf(v);
+    std::vector<float> param((size_t)m);
+    float *dmaster = df32(master), *dm = df32(mom), *dv = df32(var);
+    float *dsums = df32(std::vector<float>{0.25f, 0.5f});
+    rt_act *dparam = (rt_act *)rt_alloc((size_t)m * 2);
+    const auto start = master;
+    float sums[2] = {0.25f, 0.5f}; /* prepare adds to what is there */
+    for (int step = 1; step <= 3; step++) {
+        auto g = randv(r, m, 0.1f);
+        for (auto &v : g) v *= 1.0f + 1.0f / 1024;
+        float *dg = df32(g);
+        rt_lamb_prepare(dsums, dmaster, dg, dm, dv, m, 0.9f, 0.999f, 1e-6f, 0.01f, 0.5f, step);
+        cpu_rt_lamb_prepare(sums, master.data(), g.data(), mom.data(), var.data(), m, 0.9f, 0.999f, 1e-6f, 0.01f,
+                            0.5f, step);
+        auto hs = hf32(dsums, 2);
+        char name[64];
+        snprintf(name, sizeof name, "lamb sums ||w||^2, ||r||^2 (step %d)", step);
+        report(name, hs, std::vector<float>{sums[0], sums[1]}, TOL_F32);
+        /* phi_max 1: below this tensor's weight norm, so phi clips it. */
+        float tg = (float)rt_lamb_trust(hs[0], hs[1], 1.0), tc = (float)cpu_rt_lamb_trust(sums[0], sums[1], 1.0);
+        /* lr 0.1: the three steps move the master by several percent of its
+         * scale (measured 4.5e-2), far above the tolerance, so a missing or
+         * wrong update shows. */
+        rt_lamb_apply(dmaster, dparam, dm, dv, m, 0.1f, 0.9f, 0.999f, 1e-6f, 0.01f, tg, step);
+        cpu_rt_lamb_apply(master.data(), param.data(), mom.data(), var.data(), m, 0.1f, 0.9f, 0.999f, 1e-6f, 0.01f,
+                          tc, step);
+        rt_free(dg);
+    }
+    double moved = rel_err(master, start);
+    char what[64];
+    snprintf(what, sizeof what, "moved %.2e of its scale", moved);
+    report_bool("lamb master moved (3 steps)", moved > 100 * TOL_F32, what);
+    report("lamb master (fp32, 3 steps)", hf32(dmaster, m), master, TOL_F32);
+    report("lamb m (fp32)", hf32(dm, m), mom, TOL_F32);
+    report("lamb v (fp32)", hf32(dv, m), var, TOL_F32);
+    report("lamb param (bf16)", hact(dparam, m), param, TOL_BF16);
+    rt_free(dmaster), rt_free(dm), rt_free(dv), rt_free(dparam), rt_free(dsums);
+}
+
 /* ------------------------------------------------- slices, dim helpers (p = 1) */
 static void t_dims(Rng &r)
 {
@@ -640,6 +687,7 @@ static int run_kernel_tests(uint64_t seed)
     t_reduce_softmax(r);
     t_cross_entropy(r);
     t_optimizer(r);
+    t_lamb(r);
     t_dims(r);
     run_fp8_tests(r);
 #ifndef PTDC_CUDA_EMU

@@ -595,6 +595,8 @@ int main(void)
         CHECK(!memcmp(rt_ckpt_run_id(c), m.run, RT_RUN_ID_BYTES) &&
                   !strcmp(rt_ckpt_plan_hash(c), PLAN) && rt_ckpt_world(c) == W,
               "manifest fields");
+        /* A meta naming no optimizer is AdamW's (the only one before LAMB). */
+        CHECK(!strcmp(rt_ckpt_optimizer(c), "adamw"), "optimizer %s, not adamw", rt_ckpt_optimizer(c));
     }
     {
         State s;

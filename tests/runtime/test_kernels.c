@@ -1007,6 +1007,12 @@ static void test_threads(void)
     float *m = fnew(N), *v = fnew(N), *pm = fnew(N);
     SAME_ON_THREADS("adamw", pm, nb, memcpy(pm, x, nb), memset(m, 0, nb), memset(v, 0, nb),
                     rt_adamw(pm, pm, g, m, v, N, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1));
+    float ls[2];
+    SAME_ON_THREADS("lamb prepare (sums)", ls, sizeof ls, ls[0] = ls[1] = 0,
+                    memset(m, 0, nb), memset(v, 0, nb),
+                    rt_lamb_prepare(ls, x, g, m, v, N, 0.9f, 0.999f, 1e-6f, 0.01f, 1.0f, 1));
+    SAME_ON_THREADS("lamb apply", pm, nb, memcpy(pm, x, nb),
+                    rt_lamb_apply(pm, pm, m, v, N, 1e-3f, 0.9f, 0.999f, 1e-6f, 0.01f, 0.5f, 1));
     int32_t ids[500];
     for (int i = 0; i < 500; i++)
         ids[i] = (i * 7) % 50; /* repeated ids */
