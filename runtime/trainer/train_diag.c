@@ -3,7 +3,7 @@
  * pipeline receive, set beside the other ranks' and the plan's assumption,
  * so that a slow device or link is found before it slows a long run.
  *
- *   GEMM        DIAG_N^3 (rt_matmul, the activations' type), GEMM_REPS timed calls
+ *   GEMM        DIAG_N^3 (rt_matmul, the activations' type), DIAG_GEMM_REPS timed calls
  *               after one warm-up: FLOP/s per rank. The plan's assumption is
  *               plan.json's cluster.peak_flops (next to the program); only
  *               rank 0 reads it, as text (the one number, no JSON parser in
@@ -35,10 +35,10 @@ enum { DIAG_N = 4096, DIAG_FLOATS = 16 << 20 }; /* 64 MiB */
 #else
 enum { DIAG_N = 256, DIAG_FLOATS = 1 << 20 };   /* 4 MiB; a GEMM ~0.3 ms on one core */
 #endif
-/* GEMM_REPS: short GEMMs, many (a rank descheduled once must not look slow) */
-enum { REPS = 5, GEMM_REPS = 20, NG = 9, REC = NG + 2, TAG = 30000 };
-/* record: [0] GEMM FLOP/s, [1 + g] bus bandwidth of group g (g < NG - 1
- * the masks, NG - 1 the world; 0: none), [NG + 1] receive bandwidth from
+/* DIAG_GEMM_REPS: short GEMMs, many (a rank descheduled once must not look slow) */
+enum { DIAG_REPS = 5, DIAG_GEMM_REPS = 20, DIAG_NG = 9, DIAG_REC = DIAG_NG + 2, DIAG_TAG = 30000 };
+/* record: [0] GEMM FLOP/s, [1 + g] bus bandwidth of group g (g < DIAG_NG - 1
+ * the masks, DIAG_NG - 1 the world; 0: none), [DIAG_NG + 1] receive bandwidth from
  * the previous stage (0: none) */
 
 /* Test only: PTDC_HEALTH_TEST_SLOW_RANK's GEMMs made TEST_SLOWER times
@@ -65,7 +65,7 @@ static double gemm_rate(void)
            *c = (rt_act *)rt_alloc(bytes);
     (rt_matmul)(c, a, b, DIAG_N, DIAG_N, DIAG_N, false, false, false);
     double t0 = rt_time();
-    for (int i = 0; i < GEMM_REPS; i++) {
+    for (int i = 0; i < DIAG_GEMM_REPS; i++) {
         double t1 = rt_time();
         (rt_matmul)(c, a, b, DIAG_N, DIAG_N, DIAG_N, false, false, false);
         test_sleep(rt_time() - t1);
@@ -74,7 +74,7 @@ static double gemm_rate(void)
     rt_free(a);
     rt_free(b);
     rt_free(c);
-    return 2.0 * DIAG_N * (double)DIAG_N * DIAG_N * GEMM_REPS / t;
+    return 2.0 * DIAG_N * (double)DIAG_N * DIAG_N * DIAG_GEMM_REPS / t;
 }
 
 /* The mesh axes of more than one rank in mask m: groups of masks with the
@@ -93,10 +93,10 @@ static double allreduce_bw(RtComm *c, float *buf)
     int n = rt_comm_size(c);
     (rt_allreduce)(c, buf, DIAG_FLOATS, RT_F32);
     double t0 = rt_time();
-    for (int i = 0; i < REPS; i++)
+    for (int i = 0; i < DIAG_REPS; i++)
         (rt_allreduce)(c, buf, DIAG_FLOATS, RT_F32);
     double t = rt_time() - t0;
-    return 2.0 * (n - 1) / n * 4.0 * DIAG_FLOATS * REPS / t;
+    return 2.0 * (n - 1) / n * 4.0 * DIAG_FLOATS * DIAG_REPS / t;
 }
 
 /* The plan's peak FLOP/s per device, and the device's name, from plan.json. */
@@ -120,7 +120,7 @@ static double plan_peak(const char *argv0, char *gpu, size_t n)
     return p ? strtod(p + 14, NULL) : 0;
 }
 
-static int cmp_double(const void *a, const void *b)
+static int diag_cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -134,16 +134,16 @@ static int report(const double *all, int k, const char *what, double unit, const
     double v[CG_WORLD];
     int n = 0, bad = 0;
     for (int r = 0; r < CG_WORLD; r++)
-        if (all[r * REC + k] > 0)
-            v[n++] = all[r * REC + k];
+        if (all[r * DIAG_REC + k] > 0)
+            v[n++] = all[r * DIAG_REC + k];
     if (n == 0)
         return 0;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    qsort(v, (size_t)n, sizeof *v, diag_cmp_double);
     double med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
     printf("diagnose: %s: median %.2f %s over %d ranks (%.2f-%.2f)\n", what, med / unit, units,
            n, v[0] / unit, v[n - 1] / unit);
     for (int r = 0; r < CG_WORLD; r++) {
-        double x = all[r * REC + k];
+        double x = all[r * DIAG_REC + k];
         if (x > 0 && x * slow < med) {
             printf("diagnose: falls short: rank %d (pp %d, mesh index %d): %s %.2f %s against a "
                    "median of %.2f (%.2fx slower; threshold PTDC_HEALTH_SLOW %.2fx)\n",
@@ -159,13 +159,13 @@ void tr_diagnose(const char *argv0)
 {
     const char *e = getenv("PTDC_HEALTH_SLOW");
     double slow = e && atof(e) >= 1 ? atof(e) : 1.2;
-    double rec[REC];
+    double rec[DIAG_REC];
     memset(rec, 0, sizeof rec);
     rec[0] = gemm_rate();
     float *buf = (float *)rt_alloc(sizeof(float) * (size_t)DIAG_FLOATS);
-    for (int m = 1; m < NG; m++) {
-        RtComm *c = m < NG - 1 ? g_comm[m] : tr_world;
-        bool seen = !c || rt_comm_size(c) < 2 || (m < NG - 1 && live_axes(m) != m);
+    for (int m = 1; m < DIAG_NG; m++) {
+        RtComm *c = m < DIAG_NG - 1 ? g_comm[m] : tr_world;
+        bool seen = !c || rt_comm_size(c) < 2 || (m < DIAG_NG - 1 && live_axes(m) != m);
         for (int j = 1; j < m && !seen; j++) /* (the world may be a mesh group) */
             seen = g_comm[j] == c && live_axes(j) == j;
         if (!seen)
@@ -175,19 +175,19 @@ void tr_diagnose(const char *argv0)
         (rt_allreduce)(tr_world, buf, 1, RT_F32); /* the pair starts together */
         if (tr_pp_rank == p) {
             RtReq *req = NULL;
-            for (int i = 0; i <= REPS; i++)
-                cg_send(&req, buf, DIAG_FLOATS, RT_F32, p + 1, TAG);
+            for (int i = 0; i <= DIAG_REPS; i++)
+                cg_send(&req, buf, DIAG_FLOATS, RT_F32, p + 1, DIAG_TAG);
             (cg_wait)(&req);
         } else if (tr_pp_rank == p + 1) {
-            (cg_recv)(buf, DIAG_FLOATS, RT_F32, p, TAG); /* warm-up */
+            (cg_recv)(buf, DIAG_FLOATS, RT_F32, p, DIAG_TAG); /* warm-up */
             double t0 = rt_time();
-            for (int i = 0; i < REPS; i++)
-                (cg_recv)(buf, DIAG_FLOATS, RT_F32, p, TAG);
-            rec[NG + 1] = 4.0 * DIAG_FLOATS * REPS / (rt_time() - t0);
+            for (int i = 0; i < DIAG_REPS; i++)
+                (cg_recv)(buf, DIAG_FLOATS, RT_F32, p, DIAG_TAG);
+            rec[DIAG_NG + 1] = 4.0 * DIAG_FLOATS * DIAG_REPS / (rt_time() - t0);
         }
     }
     rt_free(buf);
-    double *all = (double *)malloc(sizeof(double) * REC * CG_WORLD);
+    double *all = (double *)malloc(sizeof(double) * DIAG_REC * CG_WORLD);
     if (!all)
         rt_fatal("train: out of host memory for --diagnose");
     rt_host_allgather(tr_world, all, rec, sizeof rec);
@@ -199,14 +199,14 @@ void tr_diagnose(const char *argv0)
         if (peak > 0) {
             double v[CG_WORLD];
             for (int r = 0; r < CG_WORLD; r++)
-                v[r] = all[r * REC];
-            qsort(v, CG_WORLD, sizeof *v, cmp_double);
+                v[r] = all[r * DIAG_REC];
+            qsort(v, CG_WORLD, sizeof *v, diag_cmp_double);
             printf("diagnose: the plan assumed %s at %.1f TFLOP/s peak (plan.json); the median "
                    "rank reaches %.3f%% of it\n", gpu, peak / 1e12,
                    100 * v[CG_WORLD / 2] / peak);
         }
-        for (int m = 1; m < NG; m++) {
-            if (m < NG - 1) {
+        for (int m = 1; m < DIAG_NG; m++) {
+            if (m < DIAG_NG - 1) {
                 const char *axis[3] = {CG_AXIS0, CG_AXIS1, CG_AXIS2};
                 int k = snprintf(what, sizeof what, "all-reduce %d MiB, bus bandwidth, %s groups",
                                  (int)(4.0 * DIAG_FLOATS / (1 << 20)), CG_PP > 1 ? "stage" : "mesh");
@@ -221,7 +221,7 @@ void tr_diagnose(const char *argv0)
         }
         snprintf(what, sizeof what, "pipeline receive %d MiB from the previous stage",
                  (int)(4.0 * DIAG_FLOATS / (1 << 20)));
-        bad += report(all, NG + 1, what, 1e9, "GB/s", slow);
+        bad += report(all, DIAG_NG + 1, what, 1e9, "GB/s", slow);
         printf("diagnose: %d figure(s) fall short; link bandwidths are compared between ranks "
                "only (plan.json does not record the ones the plan assumed)\n", bad);
         fflush(stdout);

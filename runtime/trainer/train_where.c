@@ -19,7 +19,7 @@ static volatile long long w_step;       /* the step running (tr_step + 1) */
 static volatile int w_bwd, w_chunk, w_mb = -1; /* the stage op, w_mb < 0: none */
 static const char *volatile w_phase = "start-up";
 
-static const char *const names[CG_PF_N] = {
+static const char *const where_call_names[CG_PF_N] = {
 #define CG_PF_NAME(f) #f,
     CG_PROFILED(CG_PF_NAME)
 #undef CG_PF_NAME
@@ -36,7 +36,7 @@ static void describe(char *out, size_t n)
         k = snprintf(out, n, "trainer: step %lld, %s", w_step, w_phase);
     if (k > 0 && (size_t)k < n)
         snprintf(out + k, n - (size_t)k, ", last call entered %s",
-                 call >= 0 && call < CG_PF_N ? names[call] : "none yet");
+                 call >= 0 && call < CG_PF_N ? where_call_names[call] : "none yet");
 }
 
 void tr_where_init(void) { rt_set_where(describe); }
