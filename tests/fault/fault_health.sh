@@ -28,28 +28,8 @@ set -u
 bin=$1 shim=$2 mpirun=$3 ptdc=$4 src=$5
 work=$(mktemp -d /tmp/ptdc-fault-health.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export PTDC_MPIRUN_FLAGS="--oversubscribe --bind-to none"
-prog=$work/prog
-"$ptdc" "$src/models/tiny-llama.mdl" --gpus 4 --pp 2 --target cpu -o "$prog" > "$work/ptdc.log" 2>&1 &&
-  make -s -C "$prog" train > "$work/make.log" 2>&1 ||
-  { echo "FAIL: cannot build the program"; cat "$work/ptdc.log" "$work/make.log"; exit 1; }
-fail=0
-train() { out=$(timeout 120 "$prog/run.sh" "$@" 2>&1); rc=$?; }
-has() { # NAME PATTERN [COUNT]: at least COUNT (1) lines match
-  local n; n=$(grep -c -- "$2" <<<"$out")
-  if [ "$n" -lt "${3:-1}" ]; then
-    echo "FAIL: $1: $n line(s) match '$2' (want ${3:-1}), exit $rc:"; echo "$out" | sed 's/^/    /'
-    fail=1
-  else
-    echo "$1: $(grep -m1 -- "$2" <<<"$out")"
-  fi
-}
-lacks() {
-  if grep -q -- "$2" <<<"$out"; then
-    echo "FAIL: $1: output has '$2':"; echo "$out" | sed 's/^/    /'; fail=1
-  fi
-}
+PROG_LAYOUT="--gpus 4 --pp 2"
+. "$(dirname "$0")/prog.sh"
 export PTDC_HEALTH_EVERY=10 PTDC_HEALTH_SLOW=6
 
 train --steps 20

@@ -1,8 +1,10 @@
 # prog.sh: sourced by the fault tests of a generated training program.
-# Compiles tiny-llama for 2 CPU ranks (pp 2) into $work/prog and defines
+# Compiles tiny-llama for 2 CPU ranks (pp 2; PROG_LAYOUT replaces
+# "--gpus 2") into $work/prog and defines
 #   train ARGS...             run.sh ARGS, output in $out, status in $rc
 #   expect NAME RC PATTERN    $rc is RC ("nonzero": any but 0) and $out
 #                             matches the grep pattern; else FAIL
+#   has NAME PATTERN [COUNT]  at least COUNT (1) lines of $out match; else FAIL
 #   lacks NAME PATTERN        $out does not match PATTERN; else FAIL
 # Arguments of every fault test: BIN SHIM MPIRUN PTDC SRC.
 ptdc=$4 src=$5
@@ -12,7 +14,8 @@ prog=$work/prog
 # FAULT_BASE=TREE (by hand, to see a test fail on older code): the trainer
 # and run.sh of TREE (a source tree whose build is TREE/b; TREE/run.sh) and
 # its runtime instead of this tree's.
-"$ptdc" "$src/models/tiny-llama.mdl" --gpus 2 --target cpu -o "$prog" > "$work/ptdc.log" 2>&1 &&
+# shellcheck disable=SC2086
+"$ptdc" "$src/models/tiny-llama.mdl" ${PROG_LAYOUT:---gpus 2} --target cpu -o "$prog" > "$work/ptdc.log" 2>&1 &&
   if [ -n "${FAULT_BASE:-}" ]; then
     cp "$FAULT_BASE"/runtime/trainer/*.[ch] "$prog"/ && cp "$FAULT_BASE/run.sh" "$prog/run.sh" &&
       sed -i -e "s|^RUNTIME_INCLUDE = .*|RUNTIME_INCLUDE = $FAULT_BASE/runtime|" \
@@ -29,6 +32,15 @@ expect() {
     fail=1
   else
     echo "$1: $(grep -m1 -- "$3" <<<"$out")"
+  fi
+}
+has() {
+  local n; n=$(grep -c -- "$2" <<<"$out")
+  if [ "$n" -lt "${3:-1}" ]; then
+    echo "FAIL: $1: $n line(s) match '$2' (want ${3:-1}), exit $rc:"; echo "$out" | sed 's/^/    /'
+    fail=1
+  else
+    echo "$1: $(grep -m1 -- "$2" <<<"$out")"
   fi
 }
 lacks() {
