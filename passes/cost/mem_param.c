@@ -255,8 +255,8 @@ double pass_param_step_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n
          * reads master, m and v again and writes both: 12 bytes an element
          * more than AdamW's 24 + 2 weight bytes (pass_kernel_bytes), priced
          * at AdamW's rate as its pass over as many elements as move those
-         * bytes. The per-tensor norms' all-reduce (8 bytes a tensor, once a
-         * step) is not priced. */
+         * bytes. The per-tensor norms' all-reduce over the world is
+         * pass_predict's (dp_tail). */
         if (c->lamb) {
             double adamw_bytes = 24 + 2.0 * weight_bytes(c);
             t += pass_kernel_time(gpu, PASS_K_ADAMW, 1, shard * 12 / adamw_bytes);

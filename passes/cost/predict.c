@@ -857,11 +857,28 @@ static double dp_tail(const Predict *P, PassPrediction *out)
     int v = P->v, m = P->m;
     double tail = 0, slack = 0, start = 0, end = 0;
     double bk = pass_stack_bucket_elems(&c->st, gpu), sd = pass_overlap_slowdown(gpu);
+    /* LAMB's per-tensor norms (runtime/trainer/train_lamb.c): one world
+     * all-reduce of ||w||^2 and ||r||^2 per parameter tensor (tied ones
+     * once) and a pair for the copies that do not count, between its two
+     * passes: part of every rank's optimizer step. */
+    double lamb_s = 0;
+    const Plan *plan = P->x.p;
+    int world = P->pp * plan_mesh_devices(&plan->mesh);
+    if (!c->st.ref_stack && c->lamb && world > 1) {
+        const IrGraph *g = P->x.g;
+        int64_t ntensors = 0;
+        for (int t = 0; t < g->ntensors; t++)
+            ntensors += g->tensors[t].role == IR_PARAM;
+        PlanMesh wm;
+        plan_mesh_make(&wm, world, 1, pass_cluster_domain(c->cl));
+        PlanColl norms = {PLAN_COLL_ALLREDUCE, 0, -1, -1, 2 * (ntensors + 1)};
+        lamb_s = pass_cost_coll(c, &wm, &norms, 4);
+    }
     for (int i = 0; i < P->pp; i++) {
         const RankAcc *r = &P->ra[i];
         double exp_step, exp_mb, opt;
         if (!c->st.ref_stack)
-            opt = r->step_s; /* the kernels the trainer runs, per parameter */
+            opt = r->step_s + lamb_s; /* the kernels the trainer runs, per parameter */
         else
             opt = pass_mem_time(gpu, r->shard_elems * K->opt_bytes_per_elem, 4);
         double red, gat;
@@ -891,10 +908,9 @@ static double dp_tail(const Predict *P, PassPrediction *out)
     }
     /* ptdc's trainer all-reduces the gradient norm and the loss over the
      * world, one float each. */
-    const Plan *plan = P->x.p;
-    if (!c->st.ref_stack && P->pp * plan_mesh_devices(&plan->mesh) > 1) {
+    if (!c->st.ref_stack && world > 1) {
         PlanMesh wm;
-        plan_mesh_make(&wm, P->pp * plan_mesh_devices(&plan->mesh), 1, pass_cluster_domain(c->cl));
+        plan_mesh_make(&wm, world, 1, pass_cluster_domain(c->cl));
         PlanColl one = {PLAN_COLL_ALLREDUCE, 0, -1, -1, 1};
         tail += 2 * pass_cost_coll(c, &wm, &one, 4);
     }
