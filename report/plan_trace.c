@@ -19,6 +19,7 @@
  * times and named in the step's args, not drawn as separate spans. */
 #include "report.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -36,16 +37,23 @@ static void json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* Times in whole nanoseconds, printed as microseconds with three decimals.
+ * A span ends 1 ns before the instant it was predicted to end: a lane's
+ * spans touch (the next starts where one ends), and viewers that add ts and
+ * dur in floating point (speedscope, chrome://tracing) would otherwise see
+ * the sum an ulp past the next start and nest the next span inside this
+ * one (tests/browser/trace_view.mjs caught it). */
 static void span(FILE *f, int pid, int tid, const char *name, const char *cat, double t0, double dur,
                  const char *args)
 {
-    fprintf(f, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"name\":\"%s\","
-               "\"cat\":\"%s\",\"args\":{%s}}", pid, tid, t0 * 1e6, dur * 1e6, name, cat, args);
+    long long a = t0 > 0 ? llround(t0 * 1e9) : 0, b = t0 + dur > 0 ? llround((t0 + dur) * 1e9) : 0;
+    long long d = b - a > 1 ? b - a - 1 : b - a;
+    fprintf(f, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%lld.%03lld,\"dur\":%lld.%03lld,\"name\":\"%s\","
+               "\"cat\":\"%s\",\"args\":{%s}}", pid, tid, a / 1000, a % 1000, d / 1000, d % 1000, name, cat, args);
 }
 
 void rep_plan_print_trace(FILE *f, const IrGraph *g, const PassCostCtx *c, const PassSearchResult *r)
 {
-    (void)c;
     const PassSearchAlt *a = &r->alt[0];
     const Plan *p = &a->plan;
     const PassPrediction *pr = &a->pred;
@@ -110,8 +118,8 @@ void rep_plan_print_trace(FILE *f, const IrGraph *g, const PassCostCtx *c, const
                  end + pr->dp_exposed_s - t0, args);
         }
         if (pr->optimizer_s > 0)
-            span(f, k, 1, "optimizer (AdamW, ZeRO all-gathers)", "compute", end + pr->dp_exposed_s,
-                 pr->optimizer_s, "");
+            span(f, k, 1, c->lamb ? "optimizer (LAMB, ZeRO all-gathers)" : "optimizer (AdamW, ZeRO all-gathers)",
+                 "compute", end + pr->dp_exposed_s, pr->optimizer_s, "");
     }
     fprintf(f, "\n]}\n");
     for (int k = 0; k < pp; k++)

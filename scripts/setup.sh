@@ -22,6 +22,31 @@ if [ ${#missing[@]} -gt 0 ]; then
   }
 fi
 
+# The tests (--asan) also open a trace in a browser (tests/codegen/trace_browser.sh):
+# Debian's Chromium and Node.js, and the pinned npm packages of tests/browser.
+# Not fatal: without them that one test says SKIPPED and why.
+if [ "${1:-}" = "--asan" ]; then
+  bmissing=()
+  [ -x /usr/bin/chromium ] || bmissing+=(chromium)
+  command -v node >/dev/null || bmissing+=(nodejs)
+  command -v npm >/dev/null || bmissing+=(npm)
+  if [ ${#bmissing[@]} -gt 0 ]; then
+    echo "setup: installing ${bmissing[*]} (the browser test)"
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+    { DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y "${bmissing[@]}" >/tmp/ptdc-browser.log 2>&1 ||
+      { $SUDO apt-get update >>/tmp/ptdc-browser.log 2>&1 &&
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y "${bmissing[@]}" >>/tmp/ptdc-browser.log 2>&1; }; } ||
+      echo "setup: apt-get install ${bmissing[*]} failed (/tmp/ptdc-browser.log): codegen/trace_browser will skip" >&2
+  fi
+  # node_modules/.ptdc-lock: the lock file the last successful install was of
+  if command -v npm >/dev/null &&
+     ! cmp -s tests/browser/package-lock.json tests/browser/node_modules/.ptdc-lock; then
+    (cd tests/browser && npm ci --no-audit --no-fund && cp package-lock.json node_modules/.ptdc-lock) \
+      >>/tmp/ptdc-browser.log 2>&1 ||
+      echo "setup: npm ci in tests/browser failed (/tmp/ptdc-browser.log): codegen/trace_browser will skip" >&2
+  fi
+fi
+
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$jobs"

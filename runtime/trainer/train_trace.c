@@ -32,6 +32,7 @@
  * cg_prof_on it shares with PTDC_PROFILE. */
 #include "train.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,15 +96,31 @@ static double now_s(void) { return rt_time() + skew_s; }
 
 static double us(double t) { return (t + skew_s + offset_s - origin_s) * 1e6; }
 
-/* A complete event ("X") on this rank's lane; args: JSON members or "". */
+/* Nanoseconds as microseconds with three decimals, exactly. */
+static const char *trace_us3(char *buf, long long ns)
+{
+    unsigned long long a = ns < 0 ? (unsigned long long)-ns : (unsigned long long)ns;
+    snprintf(buf, 32, "%s%llu.%03llu", ns < 0 ? "-" : "", a / 1000, a % 1000);
+    return buf;
+}
+
+/* A complete event ("X") on this rank's lane; args: JSON members or "".
+ * Both ends are rounded to whole nanoseconds and dur is their difference,
+ * so ts + dur is the rounded end exactly: rounding ts and dur apart could
+ * push a span 1 ns into the next one. A span ends 1 ns early besides, so
+ * that spans which touch stay apart in viewers that add ts and dur in
+ * floating point (speedscope, chrome://tracing: report/plan_trace.c). */
 static void span(int lane, const char *name, const char *cat, double t0, double t1, const char *args)
 {
     if (len >= max_len) {
         dropped++;
         return;
     }
-    put("{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"name\":\"%s\",\"cat\":\"%s\","
-        "\"args\":{%s}},\n", tr_world_rank, lane, us(t0), (t1 - t0) * 1e6, name, cat, args);
+    long long a = llround(us(t0) * 1e3), b = llround(us(t1) * 1e3);
+    long long d = b - a > 1 ? b - a - 1 : b > a ? b - a : 0;
+    char ts[32], dur[32];
+    put("{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%s,\"dur\":%s,\"name\":\"%s\",\"cat\":\"%s\","
+        "\"args\":{%s}},\n", tr_world_rank, lane, trace_us3(ts, a), trace_us3(dur, d), name, cat, args);
 }
 
 /* The group a communicator is: which mesh axes, or what else it joins. */
