@@ -176,6 +176,17 @@ static bool mg_arch_NORM(const IrGraph *g, const RepArch *A, RepFrameOut *o)
     return true;
 }
 
+/* TransformerConfig.qk_layernorm: q_layernorm and k_layernorm over each
+ * head's kv_channels, of the --normalization kind, before the rotary
+ * embedding (megatron/core/transformer/attention.py). */
+static bool mg_arch_QK_NORM(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)g;
+    if (A->qk_norm)
+        rep_frame_arg(o, "--qk-layernorm");
+    return true;
+}
+
 /* Megatron-Core's GELU MLP is F.gelu (the exact, erf form) except where
  * bias_gelu_fusion runs, which is on by default and needs biases: its
  * bias_gelu kernel (megatron/core/fusions/fused_bias_gelu.py) is the tanh

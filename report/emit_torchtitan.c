@@ -120,6 +120,13 @@ static bool tt_arch_MOE_LAYERS(const IrGraph *g, const RepArch *A, RepFrameOut *
     return true;
 }
 
+static bool tt_arch_QK_NORM(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    if (A->qk_norm)
+        return rep_frame_refuse(g, o, "it normalises each head's query and key (llama3 has no q/k norm)");
+    return true;
+}
+
 static bool tt_arch_MLP(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     if (!A->swiglu)

@@ -184,7 +184,7 @@ static bool layer_ops(const IrGraph *g, LayerWalk *L, char *why, size_t wn)
  * heads, head size and rotary embedding the frameworks configure. */
 static bool read_qkv(const IrGraph *g, const IrNode *At, LayerWalk *L, RepArch *A, char *why, size_t wn)
 {
-    int h = L->N1->out[0], bias = 0, rope_mask = 0;
+    int h = L->N1->out[0], bias = 0, rope_mask = 0, norm_mask = 0;
     int wqkv[3];
     for (int j = 0; j < 3; j++) {
         int b = 0;
@@ -192,6 +192,19 @@ static bool read_qkv(const IrGraph *g, const IrNode *At, LayerWalk *L, RepArch *
         if (n && n->op == IR_OP_ROPE) {
             L->ropes++;
             rope_mask |= 1 << j;
+            n = through_bias(g, n->in[0], &b);
+        }
+        /* A norm of each head over head_dim before the rotary embedding
+         * (Qwen3, OLMo 2: Megatron's --qk-layernorm), the layer norms' kind. */
+        if (n && (n->op == IR_OP_RMSNORM || n->op == IR_OP_LAYERNORM) && is_param(g, n->in[1]) &&
+            g->tensors[n->in[1]].rank == 1 &&
+            g->tensors[n->in[1]].dim[0] == g->tensors[n->in[0]].dim[g->tensors[n->in[0]].rank - 1]) {
+            if ((n->op == IR_OP_RMSNORM) != A->rmsnorm)
+                return rep_refuse(why, wn, "its per-head %s norm is a %s and its layer norms are not; the "
+                                  "frameworks normalise q and k with the layers' norm",
+                                  j == 0 ? "query" : j == 1 ? "key" : "value",
+                                  n->op == IR_OP_RMSNORM ? "RMSNorm" : "LayerNorm");
+            norm_mask |= 1 << j;
             n = through_bias(g, n->in[0], &b);
         }
         bias += b;
@@ -216,6 +229,11 @@ static bool read_qkv(const IrGraph *g, const IrNode *At, LayerWalk *L, RepArch *
                       "query and the key", rope_mask == 1 ? "query only" : rope_mask == 2 ? "key only"
                       : "value");
     }
+    if (norm_mask && norm_mask != 3)
+        return rep_refuse(why, wn, "its attention normalises the %s per head; the frameworks' q/k norm "
+                          "(--qk-layernorm) normalises the query and the key", norm_mask == 1 ? "query only" :
+                          norm_mask == 2 ? "key only" : "value");
+    A->qk_norm = norm_mask == 3;
     L->qkv_bias = bias;
     A->init_std = g->tensors[wqkv[0]].init_std;
     return true;
@@ -556,7 +574,8 @@ static bool read_moe(const IrGraph *g, LayerWalk *L, RepArch *A, char *why, size
 static bool layer_rest(const IrGraph *g, const LayerWalk *L, RepArch *A, char *why, size_t wn)
 {
     const IrPiece *P = &g->pieces[L->p];
-    int attn = 2 /* norms */ + 4 /* projections */ + L->ropes + 1 /* attention */ + 1 /* residual */;
+    int attn = 2 /* norms */ + 2 * A->qk_norm + 4 /* projections */ + L->ropes + 1 /* attention */ +
+               1 /* residual */;
     int expect = attn + (A->swiglu ? 3 : 2) /* projections */ +
                  (A->swiglu && !L->counts[IR_OP_SWIGLU] ? 2 : 1) /* activation */ + 1 /* residual */ +
                  L->qkv_bias + L->out_bias + L->mlp_bias;

@@ -92,6 +92,8 @@ typedef struct RepArch {
     int heads_dim, kv_dim, ff_dim, vocab_dim; /* their dim ids (kv_dim == heads_dim: MHA) */
     int head_dim_dim;             /* dim id of head_dim */
     bool rmsnorm;                 /* RMSNorm; else LayerNorm with weight and bias */
+    bool qk_norm;                 /* q and k each normalised per head (over head_dim) by the
+                                     layers' norm kind, before the rotary embedding */
     bool rope;                    /* rotary embedding of q and k (attr[] has its attributes) */
     bool learned_pos;             /* a [seq, d_model] position table added to the embedding */
     bool swiglu;                  /* silu(h W_gate) * (h W_up); else gelu(h W_fc) (tanh form) */

@@ -126,7 +126,7 @@ def ffn_solvable(dim, dff):
 
 
 # ----------------------------------------------------------- compare
-KEYS = ["layers", "d_model", "heads", "kv_heads", "head_dim", "d_ff", "vocab", "seq", "norm", "positions",
+KEYS = ["layers", "d_model", "heads", "kv_heads", "head_dim", "d_ff", "vocab", "seq", "norm", "qk_norm", "positions",
         "window", "causal", "tied", "bf16", "bias_qkv", "bias_rest", "mlp", "params", "dropout", "experts",
         "router", "d_expert", "shared", "moe_layers"]
 

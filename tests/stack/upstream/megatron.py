@@ -77,6 +77,7 @@ OPTIONS = {
     "--disable-bias-linear": ("add_bias_linear", "false", True, None),
     "--add-qkv-bias": ("add_qkv_bias", "true", False, None),
     "--normalization": ("normalization", "str", "LayerNorm", ["LayerNorm", "RMSNorm"]),
+    "--qk-layernorm": ("qk_layernorm", "true", False, None),
     "--init-method-std": ("init_method_std", "float", 0.02, None),
     "--attention-backend": ("attention_backend", "str", "auto", ["flash", "fused", "unfused", "local", "auto"]),
     "--recompute-granularity": ("recompute_granularity", "str", None, ["full", "selective"]),
@@ -795,6 +796,7 @@ def model(a, vocab):
     gelu_fused = bias_linear and a["bias_gelu_fusion"]
     m = {"layers": L, "d_model": h, "heads": H, "kv_heads": G, "head_dim": d, "d_ff": F, "vocab": vocab,
          "seq": a["seq_length"], "norm": a["normalization"].lower(), "eps": a["layernorm_epsilon"],
+         "qk_norm": a["qk_layernorm"],
          "causal": True, "tied": not a["untie_embeddings_and_output_weights"], "bf16": a["bf16"],
          "init_std": a["init_method_std"], "bias_qkv": bias_qkv, "bias_rest": bias_linear,
          "mlp": "swiglu" if a["swiglu"] else "gelu_tanh" if gelu_fused else "gelu_erf",
@@ -839,7 +841,9 @@ def model(a, vocab):
     pattern = m["moe_layers"] or [0] * L
     if 0 not in pattern:  # no dense layer: ffn_hidden_size builds nothing
         m["d_ff"] = None
-    attn = 2 * norm + h * (H + 2 * G) * d + (bias_qkv and (H + 2 * G) * d) + H * d * h + (bias_linear and h)
+    # qk_layernorm: q_layernorm and k_layernorm over kv_channels, the --normalization kind
+    qk = a["qk_layernorm"] and 2 * (2 * d if m["norm"] == "layernorm" else d)
+    attn = 2 * norm + qk + h * (H + 2 * G) * d + (bias_qkv and (H + 2 * G) * d) + H * d * h + (bias_linear and h)
     m["params"] = (vocab * h + (pos == "learned_absolute" and a["max_position_embeddings"] * h) +
                    sum(attn + (moe_mlp if moe else mlp) for moe in pattern) + norm +
                    (0 if m["tied"] else vocab * h))

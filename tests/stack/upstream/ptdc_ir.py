@@ -120,6 +120,11 @@ def truth(ir_text, summary_text):
     t["bf16"] = ir.params[table]["dtype"] == "bf16"
     t["positions"] = "learned" if any(n["op"] == "add" and any(map(is_param, n["ins"])) for n in emb["nodes"]) else None
     norms = [n for n in L0 if n["op"] in ("rmsnorm", "layernorm")]
+    # A norm of each head's query or key (its output goes into rope or the
+    # attention) is the q/k norm, not one of the layer's two.
+    into_attn = {i for n in L0 if n["op"] in ("rope", "attention") for i in n["ins"]}
+    qk_norms = [n for n in norms if n["outs"][0] in into_attn]
+    norms = [n for n in norms if n not in qk_norms]
     if len(norms) != 2 or len({n["ins"][0] for n in norms}) < 2:
         return not_decoder("a parallel block (attention and MLP read one normalised layer input)")
     t["norm"] = norms[0]["op"]
@@ -132,8 +137,10 @@ def truth(ir_text, summary_text):
     t["kv_heads"] = ir.size(kd[2])
     bias, rope, qkv_adds = set(), None, set()
 
-    def back(x, what):
-        """Step from an attention input back to its projection weight."""
+    normed = set()
+
+    def back(x, what, j):
+        """Step from attention input j back to its projection weight."""
         nonlocal rope
         n = ir.producer.get(x)
         if n and n["op"] == "add" and any(map(is_param, n["ins"])):
@@ -142,11 +149,17 @@ def truth(ir_text, summary_text):
             n = ir.producer.get(next(i for i in n["ins"] if not is_param(i)))
         if n and n["op"] == "rope":
             rope = n
-            return back(n["ins"][0], what)
+            return back(n["ins"][0], what, j)
+        if n in qk_norms:
+            normed.add(j)
+            return back(n["ins"][0], what, j)
         return n["ins"][1] if n and n["op"] == "matmul" else None
-    wq = back(att["ins"][0], "qkv")
-    back(att["ins"][1], "qkv")
-    back(att["ins"][2], "qkv")
+    wq = back(att["ins"][0], "qkv", 0)
+    back(att["ins"][1], "qkv", 1)
+    back(att["ins"][2], "qkv", 2)
+    if normed not in (set(), {0, 1}):
+        return not_decoder("per-head norms of attention inputs %s (the frameworks norm q and k)" % sorted(normed))
+    t["qk_norm"] = normed == {0, 1}
     t["init_std"] = ir.params[wq]["std"] if wq else None
     if rope:
         a = rope["attrs"]

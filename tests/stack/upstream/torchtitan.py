@@ -271,7 +271,7 @@ def model(cfg, fl):
     F = ffn_hidden(dim, fl["multiple_of"], fl["ffn_dim_multiplier"])
     V = fl["vocab_size"]
     m = {"layers": L, "d_model": dim, "heads": H, "kv_heads": KV, "head_dim": hd, "d_ff": F, "vocab": V,
-         "seq": cfg["training.seq_len"], "norm": "rmsnorm", "eps": fl["norm_eps"], "causal": True,
+         "seq": cfg["training.seq_len"], "norm": "rmsnorm", "qk_norm": False, "eps": fl["norm_eps"], "causal": True,
          "tied": False, "bf16": cfg["training.mixed_precision_param"] == "bfloat16", "bias_qkv": False,
          "bias_rest": False, "mlp": "swiglu", "positions": "rope", "window": None, "dropout": 0.0,
          "freqs": freqs(hd, fl["rope_theta"], fl["rope_scaling_args"])}
