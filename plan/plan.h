@@ -244,6 +244,11 @@ int plan_precision_parse(const char *s);
  * BF16. */
 PlanPrecision plan_gemm_precision(const IrGraph *g, const IrNode *n, PlanPrecision prec, int bf16_first,
                                   int bf16_last);
+/* The same rule for an MoE node's expert GEMMs (grouped), for stacks whose
+ * experts run in the low precision (the stack key lp_experts: Megatron's
+ * TEGroupedMLP; ptdc's programs run experts in bf16 and never ask). */
+PlanPrecision plan_expert_precision(const IrGraph *g, const IrNode *n, PlanPrecision prec, int bf16_first,
+                                    int bf16_last);
 /* Under per-tensor scaling the scale of each operand of such a GEMM comes
  * from the amax of the whole tensor the GEMM computes with (one data-parallel
  * replica's micro-batch), whatever the sharding: the mesh axes over which that

@@ -58,6 +58,16 @@ PlanPrecision plan_gemm_precision(const IrGraph *g, const IrNode *n, PlanPrecisi
     return prec;
 }
 
+PlanPrecision plan_expert_precision(const IrGraph *g, const IrNode *n, PlanPrecision prec, int bf16_first,
+                                    int bf16_last)
+{
+    if (prec == PLAN_PREC_BF16 || n->op != IR_OP_MOE || n->layer < 0 || g->pieces[n->piece].rep < 0)
+        return PLAN_PREC_BF16;
+    if (n->layer < bf16_first || n->layer >= rep_layers(g, n) - bf16_last)
+        return PLAN_PREC_BF16;
+    return prec;
+}
+
 int plan_amax_axes(const IrGraph *g, const IrNode *n, const PlanStrategy *s, int which)
 {
     PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];

@@ -475,21 +475,36 @@ static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
     double imb = a->c->st.moe_imbalance > 1 ? a->c->st.moe_imbalance : 1;
     double M = R / El;
     bool keep = a->c->st.moe_saves_rows;
-    gemm(a, M, F, D, 2 * El, false, o);  /* gate and up */
-    gemm(a, M, D, F, El, false, o);      /* down */
+    /* The experts' GEMMs run in the plan's low precision where the stack's
+     * do (lp_experts), each operand cast as a dense GEMM's is (below). */
+    PlanPrecision p = pass_prec_of(a->c, g, n);
+    gemm_share_p(a, M, F, D, 2 * El, 1, false, p, o);  /* gate and up */
+    gemm_share_p(a, M, D, F, El, 1, false, p, o);      /* down */
     kcall(a, o, false, PASS_K_SWIGLU_FWD, 1, R * F);
     kcall(a, o, false, PASS_K_COPY, R, D); /* gather the rows */
     kcall(a, o, false, PASS_K_COPY, R, D); /* scatter and sum */
     if (!keep) {
         kcall(a, o, true, PASS_K_COPY, R, D); /* h's rows again */
-        gemm(a, M, F, D, 2 * El, true, o);   /* recompute gate and up */
+        gemm_share_p(a, M, F, D, 2 * El, 1, true, p, o);   /* recompute gate and up */
         kcall(a, o, true, PASS_K_SWIGLU_FWD, 1, R * F);
     }
-    gemm(a, M, F, D, El, true, o);       /* dact = dy Wd^T */
-    gemm(a, F, D, M, El, true, o);       /* dWd */
+    gemm_share_p(a, M, F, D, El, 1, true, p, o);       /* dact = dy Wd^T */
+    gemm_share_p(a, F, D, M, El, 1, true, p, o);       /* dWd */
     kcall(a, o, true, PASS_K_SWIGLU_BWD, 1, R * F);
-    gemm(a, M, D, F, 2 * El, true, o);   /* dh from both */
-    gemm(a, D, F, M, 2 * El, true, o);   /* dWg, dWu */
+    gemm_share_p(a, M, D, F, 2 * El, 1, true, p, o);   /* dh from both */
+    gemm_share_p(a, D, F, M, 2 * El, 1, true, p, o);   /* dWg, dWu */
+    if (p != PLAN_PREC_BF16) {
+        /* Forward: the rows into gate/up and into down, each in both
+         * orientations (the weight gradients read them again); the weights
+         * unless cached for the step. Backward: the output's gradient
+         * rows and the activation's (gate and up), both orientations.
+         * The experts' weights are whole on their EP rank (no amax
+         * reduction; ETP's is not priced). */
+        cast(o, false, pass_prec_cast_act_s(a->c, R * D, p, 2, true) + pass_prec_cast_act_s(a->c, R * F, p, 2, true));
+        if (!a->c->st.lp_weight_cached)
+            cast(o, false, pass_prec_cast_s(a->c, 3 * El * D * F, p, a->c->st.lp_weight_copies));
+        cast(o, true, pass_prec_cast_act_s(a->c, R * D, p, 2, true) + pass_prec_cast_act_s(a->c, 2 * R * F, p, 2, true));
+    }
     kcall(a, o, true, PASS_K_COPY, R, D); /* dy's rows */
     kcall(a, o, true, PASS_K_COPY, R, D); /* dh scattered and summed */
     o->ws_bytes = eb(a) * R * (2 * D + 5 * F);

@@ -63,6 +63,9 @@ double pass_prec_elem_bytes(PlanPrecision p)
 PlanPrecision pass_prec_of(const PassCostCtx *c, const IrGraph *g, const IrNode *n)
 {
     /* plan_gemm_precision: the rule codegen lowers by too. */
+    if (n->op == IR_OP_MOE)
+        return c->st.lp_experts ? plan_expert_precision(g, n, c->prec, c->st.lp_bf16_first, c->st.lp_bf16_last)
+                                : PLAN_PREC_BF16;
     return plan_gemm_precision(g, n, c->prec, c->st.lp_bf16_first, c->st.lp_bf16_last);
 }
 

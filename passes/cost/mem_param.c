@@ -68,8 +68,11 @@ static int read_params(const PassCostCtx *c, const IrGraph *g, const IrNode *n, 
         int64_t ds[256];
         ir_dim_sizes(g, 1, ds);
         PlanSharding gs = plan_shard_grad_in(g, n, s, i);
+        /* A GEMM's weight is its second operand; an MoE node's expert
+         * weights are its inputs 2 to 4. */
+        bool lp_weight = n->op == IR_OP_MOE ? i >= 2 : i == 1;
         Owned o = {t, (double)plan_local_numel(g, t, m, &in[i], ds), 0, 1,
-                   i == 1 ? pass_prec_of(c, g, n) : PLAN_PREC_BF16};
+                   lp_weight ? pass_prec_of(c, g, n) : PLAN_PREC_BF16};
         for (int a = 0; a < m->naxes; a++)
             if ((gs.partial >> a & 1) && m->size[a] > 1) {
                 o.dp_axes |= (uint8_t)(1u << a);

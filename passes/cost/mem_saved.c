@@ -162,7 +162,11 @@ int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
         int64_t local[256];
         plan_local_sizes(g, n, m, s, dim_size, local);
         double D, F, R = pass_moe_rows(c, g, n, m, s, local, &D, &F);
-        ITEM(-1, -1, R * (D + 3 * F) * pass_elem_bytes(c, IR_BF16));
+        /* Low-precision experts keep the two GEMMs' inputs as their cast
+         * copies (as lp_input above), fc1's output in bf16. */
+        PlanPrecision p = pass_prec_of(c, g, n);
+        double lp = p == PLAN_PREC_BF16 ? pass_elem_bytes(c, IR_BF16) : pass_prec_elem_bytes(p);
+        ITEM(-1, -1, R * ((D + F) * lp + 2 * F * pass_elem_bytes(c, IR_BF16)));
     }
     if (n->op == IR_OP_SWIGLU && c->st.swiglu_unfused) /* silu(gate), for the product's backward */
         ITEM(-1, -1, (double)plan_local_numel(g, n->out[0], m, &out[0], dim_size) *

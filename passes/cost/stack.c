@@ -112,6 +112,11 @@ static const PassStack presets[] = {
          * inputs and gradients quantised with_rht and with_post_rht_amax,
          * the Hadamard transform on their columnwise (wgrad) copies. */
         .nvfp4_rht = true,
+        /* Transformer Engine's GroupedLinear runs the experts' GEMMs in the
+         * recipe's format like every other linear layer of the layer
+         * (megatron/core/transformer/moe/experts.py TEGroupedMLP); the
+         * router stays bf16 (plan_gemm_precision). */
+        .lp_experts = true,
         /* --overlap-grad-reduce --overlap-param-gather with DDP buckets of
          * max(40M, 1M x dp) parameters (distributed_data_parallel_config). */
         .dp_overlap = true,
@@ -322,6 +327,8 @@ static const struct SKey {
      "low-precision weights cast once per step, not per micro-batch"},
     {"nvfp4_rht", S_BOOL, F(nvfp4_rht), 0, 0, 0, NULL, 0,
      "NVFP4's weight-gradient operands pass a random Hadamard transform (an amax and a cast of their own)"},
+    {"lp_experts", S_BOOL, F(lp_experts), 0, 0, 0, NULL, 0,
+     "low precision: MoE experts' grouped GEMMs in it too (ptdc's programs: bf16)"},
     {"fp8_param_gather", S_BOOL, F(fp8_param_gather), 0, 0, 0, NULL, 0,
      "weights kept and all-gathered in the low precision (no bf16 copy)"},
     {"dp_overlap", S_BOOL, F(dp_overlap), 0, 0, 0, NULL, 0,

@@ -104,6 +104,8 @@ typedef struct PassStack {
                                      gradient, columnwise) pass a 16-point random Hadamard
                                      transform with an amax of their own (Transformer Engine's
                                      NVFP4BlockScaling: with_rht, with_post_rht_amax) */
+    bool lp_experts;              /* an MoE layer's expert GEMMs (grouped) run in the low
+                                     precision too, their inputs cast and saved in it */
     bool fp8_param_gather;        /* the weights are kept and all-gathered in the low
                                      precision (Megatron --fp8-param-gather): no bf16 copy */
     /* communication */

@@ -4,46 +4,59 @@ against ptdc's megatron stack.
 
   bridge_moe.py PTDC SRC REF test     every row ptdc can express is planned as
                                       published (--stack megatron, every layout
-                                      flag pinned, --ep): it must fit; the rest
-                                      are listed as skipped with the reason
-  bridge_moe.py PTDC SRC REF report   the same, with predicted tokens/s per GPU
-                                      beside the published ones (a benchmark
-                                      table, not a timed test)
+                                      flag pinned, --ep, --gpu by the row's GPU,
+                                      --precision by its label with
+                                      bridge_dense.py's recipes): none may be
+                                      predicted out of memory (nor refused); the
+                                      median |error| of the predicted tokens/s
+                                      per GPU against the published is printed
+                                      (issue 31's criterion is 15%: not met,
+                                      below), per precision, per GPU and per
+                                      release; the rest are listed as skipped
+                                      with the reason
+  bridge_moe.py PTDC SRC REF report   the same, with the table
 
-A row is expressible when ptdc has the model (MODELS), a preset of the GPU
-(GPUS) and the layout is one its 2-D meshes carry: no context parallelism or
+A row is expressible when ptdc has the model (MODELS), a preset of the GPU, a
+recipe for its precision label, and the layout is one its meshes carry: no
 Megatron-FSDP, EP 1 or a whole mesh axis (dp or tp), at most PLAN_MAX_CHUNKS
-virtual stages. Its precision decides what the row checks: BF16 rows compare
-throughput; FP8 rows (and the 25.09 rows whose precision is unstated, FP8 by
-the page's footnote) are planned in BF16 as a memory sanity check, as
-tests/cost/bridge.c does for the dense rows (FP8 keeps FP8 copies beside the
-BF16 weights and some saved inputs in FP8, so a BF16 plan needs about what the
-run had). Routing is force-balanced (moe_imbalance 1), as the runs were."""
+virtual stages. Routing is force-balanced (moe_imbalance 1), as the runs were
+(moe_router_force_load_balancing in Megatron-Bridge's performance recipes).
+Where the layers do not divide into the model chunks, the split is
+Megatron-Bridge's (account_for_embedding/loss_in_pipeline_split, as its
+Qwen3-235B-A22B recipe sets): the embedding and the loss count as a layer each.
+
+Megatron-Bridge's own software changed between releases on the same layouts
+(Qwen3-30B-A3B on 8 GB300s in MXFP8: 31,470 tokens/s per GPU in 26.04, 45,275
+in 26.06, the release whose recipes capture attention and the router in CUDA
+graphs), and in 26.04 GB200 ran slower than B200 (26,032 against 26,859) though
+it is the faster GPU; at micro-batch 1 (25.11, 26.02 on B200) a layer took
+about as long as at micro-batch 4. All three point at host time (kernel
+launches, the dropless dispatcher's device-to-host sync per MoE layer, Grace
+against x86 hosts), which the cost model does not price: it predicts the GPU's
+work, and the median over all releases (19% at this writing) is above the
+target. The test asserts what must hold regardless: every expressible row is
+planned and none is called out of memory."""
 
 import csv
-import json
 import os
-import subprocess
+import statistics
 import sys
 
-# The CSV's model -> ptdc's file (relative to SRC) and what it lacks.
-MODELS = {
-    "Qwen3_30B_a3B": "tests/cost/models/qwen3-30b-a3b.mdl",
-}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bridge_dense import BASE, GPUS as BLACKWELL, RECIPES, run  # noqa: E402
+
+MODELS = {"Qwen3_30B_a3B": "models/qwen3-30b-a3b.mdl", "Qwen3_235B_a22B": "models/qwen3-235b-a22b.mdl"}
+LAYERS = {"Qwen3_30B_a3B": 48, "Qwen3_235B_a22B": 94}
 WHY_NOT = {
     "GPT OSS 120B": "GPT-OSS needs attention sinks and alternating sliding windows, which ptdc lacks",
     "DeepSeekV3": "DeepSeek-V3 needs multi-head latent attention (MLA), which ptdc lacks",
     "DeepSeekV4 Flash": "DeepSeek-V4 needs MLA and its own attention, which ptdc lacks",
     "Kimi_K2": "Kimi-K2 needs multi-head latent attention (MLA), which ptdc lacks",
-    "Qwen3_235B_a22B": "no Qwen3-235B-A22B model file yet (models/qwen3-moe is being written)",
 }
-GPUS = {"H100": "h100-80gb"}
-# What Megatron-Bridge's performance recipes set (as tests/cost/bridge.c):
-# bf16 gradient reduction, Transformer Engine's fused cross-entropy, no
-# fragmentation (expandable segments).
-RECIPE = ["--stack", "megatron", "--stack-set", "grad_bytes=2", "--stack-set", "loss_fp32=no",
-          "--stack-set", "grad_in_place=yes", "--stack-set", "frag_act=0", "--stack-set", "moe_imbalance=1"]
+GPUS = dict(BLACKWELL, H100="h100-80gb")
+RECIPE = BASE + ["--stack-set", "moe_imbalance=1"]
 PLAN_MAX_CHUNKS = 16
+TARGET = 0.15
 
 
 def num(r, k, default=None):
@@ -55,34 +68,39 @@ def skip_reason(r):
     if r["model"] not in MODELS:
         return WHY_NOT.get(r["model"], "no ptdc model of %s" % r["model"])
     if r["gpu"] not in GPUS:
-        return "no ptdc preset of %s (a later issue: Blackwell)" % r["gpu"]
-    if num(r, "cp", 1) != 1:
-        return "context parallelism"
+        return "no ptdc preset of %s" % r["gpu"]
+    if r["precision"] not in RECIPES:
+        return ("precision '%s': the page does not print the recipe (its footnote implies FP8 per "
+                "tensor or MXFP8, one for each value of a cell)" % r["precision"])
     if num(r, "fsdp", 0):
         return "Megatron-FSDP"
-    tp, pp, ep, n = num(r, "tp", 1), num(r, "pp", 1), num(r, "ep", 1), num(r, "n_gpus")
-    dp = n // (tp * pp)
+    tp, pp, cp, ep, n = num(r, "tp", 1), num(r, "pp", 1), num(r, "cp", 1) or 1, num(r, "ep", 1), num(r, "n_gpus")
+    dp = n // (tp * pp * cp)
     if ep not in (1, tp, dp):
-        return "EP %d is neither 1, tp %d nor dp %d: ptdc's 2-D mesh folds EP over a whole axis" % (ep, tp, dp)
+        return ("EP %d is neither 1, tp %d nor dp %d: ptdc folds EP over one whole mesh axis (EP below "
+                "the data-parallel degree, or over dp x tp, is not expressible yet)" % (ep, tp, dp))
     v = num(r, "vp", 1) or 1
     if v > PLAN_MAX_CHUNKS:
         return "%d virtual stages (ptdc's programs take at most %d)" % (v, PLAN_MAX_CHUNKS)
     return None
 
 
-def plan(ptdc, src, r):
-    tp, pp, ep, n = num(r, "tp", 1), num(r, "pp", 1), num(r, "ep", 1), num(r, "n_gpus")
+def pinned_args(src, r):
+    tp, pp, cp, ep, n = num(r, "tp", 1), num(r, "pp", 1), num(r, "cp", 1) or 1, num(r, "ep", 1), num(r, "n_gpus")
     v = num(r, "vp", 1) or 1
-    args = [ptdc, os.path.join(src, MODELS[r["model"]]), "--gpus", str(n), "--gpu", GPUS[r["gpu"]],
-            "--set", "seq=%s" % r["seq_len"], "--global-batch", r["global_batch"]] + RECIPE + [
-        "--tp", str(tp), "--pp", str(pp), "--ep", str(ep), "--micro-batch", r["micro_batch"],
-        "--recompute", "none", "--sp", "on" if tp > 1 else "off", "--zero", "1", "--plan-only", "--json"]
+    sp = r["sp"].strip() or ("on" if tp > 1 else "off")
+    args = [os.path.join(src, MODELS[r["model"]]), "--gpus", str(n), "--gpu", GPUS[r["gpu"]],
+            "--set", "seq=%s" % r["seq_len"], "--global-batch", r["global_batch"]] + RECIPE + \
+        RECIPES[r["precision"]][1] + [
+        "--tp", str(tp), "--pp", str(pp), "--cp", str(cp), "--ep", str(ep), "--micro-batch", r["micro_batch"],
+        "--recompute", "none", "--sp", sp, "--zero", "1"]
     args += ["--virtual-stages", str(v)] if v > 1 else ["--schedule", "1f1b"]
-    p = subprocess.run(args, capture_output=True, text=True)
-    try:
-        return json.loads(p.stdout), p.stderr, args
-    except ValueError:
-        return None, p.stderr or p.stdout, args
+    chunks, L = pp * v, LAYERS[r["model"]]
+    if chunks > 1 and L % chunks:
+        per = (L + 2) // chunks  # account_for_embedding/loss_in_pipeline_split
+        assert per * chunks == L + 2, r
+        args += ["--pp-layers", ",".join(str(per - (c in (0, chunks - 1))) for c in range(chunks))]
+    return args
 
 
 def main():
@@ -91,40 +109,62 @@ def main():
         return 2
     ptdc, src, ref, mode = sys.argv[1:]
     rows = [r for r in csv.DictReader(open(os.path.join(ref, "megatron_bridge_perf.csv"))) if r["arch"] != "dense"]
-    fails, ran, skipped = [], 0, {}
-    table = []
+    fails, skipped, table = [], {}, []
     for r in rows:
-        label = "%s %s %sx%s %s tp%s pp%s ep%s vp%s mb%s gb%s" % (
-            r["release"], r["model"], r["n_gpus"], r["gpu"], r["precision"], r["tp"], r["pp"], r["ep"],
-            r["vp"] or 1, r["micro_batch"], r["global_batch"])
+        label = "%s %s %sx%s %s t%s p%s e%s v%s mb%s gb%s" % (
+            r["release"].replace("NeMo ", ""), r["model"], r["n_gpus"], r["gpu"], r["precision"], r["tp"],
+            r["pp"], r["ep"], r["vp"] or 1, r["micro_batch"], r["global_batch"])
         why = skip_reason(r)
         if why:
             skipped.setdefault(why, []).append(label)
             continue
-        ran += 1
-        out, err, args = plan(ptdc, src, r)
-        pred = (out or {}).get("predicted") or {}
+        out, err, _ = run(ptdc, pinned_args(src, r))
         if not out or out.get("status") != "fits":
-            fails.append("%s: not planned as published (%s): %s" % (
-                label, (out or {}).get("status", "no answer"), err.strip().splitlines()[:1]))
+            fails.append("%s: predicted %s: %s" % (label, (out or {}).get("status", "no answer"),
+                                                   (err.strip().splitlines() or [""])[0]))
             continue
+        pred = out["predicted"]
         tok = pred["tokens_per_s"] / float(r["n_gpus"])
-        table.append((label, r["precision"], float(r["tokens_per_s_per_gpu"]), tok, pred["peak_mem_bytes"] / 2 ** 30,
-                      pred.get("alltoall_s", 0) / pred["step_time_s"]))
-    if mode == "report" or fails:
-        print("%-72s %9s %9s %7s %6s" % ("row", "published", "ptdc bf16", "mem GiB", "a2a"))
-        for label, prec, pub, tok, mem, a2a in table:
-            print("%-72s %9.0f %9.0f %7.1f %5.0f%%" % (label, pub, tok, mem, 100 * a2a))
-        print("(published tokens/s per GPU at the row's precision; ptdc's in BF16: FP8 rows compare memory only)")
+        pub = float(r["tokens_per_s_per_gpu"])
+        table.append(dict(label=label, pub=pub, tok=tok, err=tok / pub - 1, mem=pred["peak_mem_bytes"] / 2 ** 30,
+                          cap=pred["capacity_bytes"] / 2 ** 30,
+                          a2a=pred.get("alltoall_s", 0) / pred["step_time_s"], gpu=r["gpu"],
+                          group=RECIPES[r["precision"]][0]))
+    print("%-64s %9s %9s %7s %13s %5s" % ("row (release model GPUs format layout)", "published", "ptdc", "error",
+                                          "mem/cap GiB", "a2a"))
+    for t in table:
+        print("%-64s %9.0f %9.0f %+6.1f%% %6.1f/%-6.1f %4.0f%%" % (
+            t["label"], t["pub"], t["tok"], 100 * t["err"], t["mem"], t["cap"], 100 * t["a2a"]))
     for why, labels in sorted(skipped.items()):
         print("skipped %d: %s (e.g. %s)" % (len(labels), why, labels[0]))
+    print("%d MoE rows: %d expressible and predicted, %d skipped, %d failed" % (
+        len(rows), len(table), sum(len(v) for v in skipped.values()), len(fails)))
+
+    def summary(name, ts):
+        med = statistics.median(abs(t["err"]) for t in ts)
+        worst = max(ts, key=lambda t: abs(t["err"]))
+        print("  %-8s %2d rows: median |error| %4.1f%%, worst %+6.1f%% (%s)" % (
+            name, len(ts), 100 * med, 100 * worst["err"], worst["label"]))
+        return med
+
+    if not table:
+        fails.append("no MoE row was expressible")
+    else:
+        print("by precision:")
+        for g in sorted({t["group"] for t in table}):
+            summary(g, [t for t in table if t["group"] == g])
+        print("by GPU:")
+        for g in sorted({t["gpu"] for t in table}):
+            summary(g, [t for t in table if t["gpu"] == g])
+        print("by release:")
+        for g in sorted({t["label"].split()[0] for t in table}):
+            summary(g, [t for t in table if t["label"].split()[0] == g])
+        med = summary("all", table)
+        print("median |error| %.1f%%: %s issue 31's target of %.0f%% (printed, not asserted: host time is "
+              "not modelled, see above)" % (100 * med, "within" if med <= TARGET else "above", 100 * TARGET))
     for f in fails:
         print("FAIL " + f)
-    print("%d MoE rows: %d planned as published, %d skipped, %d failed" % (len(rows), ran, len(rows) - ran, len(fails)))
-    if mode == "test" and ran == 0:
-        print("FAIL no MoE row was expressible")
-        return 1
-    return 1 if fails else 0
+    return 1 if fails and mode == "test" else 0
 
 
 if __name__ == "__main__":
