@@ -141,14 +141,16 @@ static void write_makefile(const Cg *c, FILE *f)
         /* train-emu: the same sources as host C++ against the emulated
          * runtime (runtime/cuda/emu, docs/cuda.md "The multi-rank
          * emulator"), for machines without a GPU; start it with mpirun,
-         * one process per emulated GPU. */
+         * one process per emulated GPU. -fopenmp: the archive's common
+         * objects are the CPU build's (rng.c initialises in parallel);
+         * -pthread: the checkpoint writer and the watchdog. */
         fprintf(f, "# train-emu: this program on the CUDA emulator (no GPU needed; slow): its\n"
                    "# archive is built in ptdc's tree by `cmake --build BUILD --target ptdrt_cuda_emu`.\n"
                    "EMU_LIB = %s\nCUDA_INCLUDE = %s\n"
                    "EMUFLAGS = -O2 -std=c++17 -DPTDC_CUDA -DPTDC_CUDA_EMU -D_POSIX_C_SOURCE=200809L "
                    "-Wall -Wextra $(EMU_WERROR) -I$(RUNTIME_INCLUDE) -I$(CUDA_INCLUDE) %s\n"
                    "EMU_WERROR =\n"
-                   "\ntrain-emu: model-emu.o trainer_all-emu.o $(EMU_LIB)\n"
+                   "\ntrain-emu: $(EMU_LIB) model-emu.o trainer_all-emu.o\n"
                    "\t$(CXX) -o $@ model-emu.o trainer_all-emu.o $(EMU_LIB) %s -fopenmp -pthread -lm\n\n"
                    "model-emu.o: model.c $(HDRS)\n"
                    "\t$(CXX) $(EMUFLAGS) -x c++ -c -o $@ model.c\n\n"

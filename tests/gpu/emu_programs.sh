@@ -1,6 +1,6 @@
 #!/bin/sh
 # emu_programs.sh CGBIN SRC WORK: the CUDA programs ptdc generates, end to end
-# on 2-4 emulated GPUs (runtime/cuda/emu: `make train-emu`, one MPI process
+# on 2-8 emulated GPUs (runtime/cuda/emu: `make train-emu`, one MPI process
 # per GPU), each against the CPU backend's program for the same layout
 # (tests/codegen/cg_gen pins both plans): every step's loss and gradient
 # norm, and the exported weights (stcmp, within a tolerance of each tensor's
@@ -33,7 +33,7 @@ args="--data synthetic:7 --adam-eps 1e-2 --deterministic --decay-steps $steps"
 # zero-initialised bias: its whole value is 3 steps' updates); the limits
 # are about 5x those, 3x for the weights. A lost or doubled reduction, a wrong
 # shard or a stale buffer moves the gradient norm by far more than 3e-3.
-# FP8 (case 6): a bf16 rather than fp32 input to a cast lands some values on
+# FP8 (case 7): a bf16 rather than fp32 input to a cast lands some values on
 # the other side of an E4M3 rounding boundary (6 to 12% of the value):
 # measured loss 1e-4, gradient norm 2e-3, weights 0.006; limits as
 # tests/codegen/equiv.sh's FP8 ones (1e-3, 1e-2, 0.1).
@@ -93,7 +93,7 @@ compare() { # name, cpu losses, cuda losses, cpu weights, cuda weights
 run_case() { # name, model, layout, then VAR=VALUE settings of the CUDA run
     name=$1 model=$2 layout=$3
     shift 3
-    tag=$model-$layout${cg_flags:+-$(echo $cg_flags | tr -c 'a-z0-9\n' -)}
+    tag=$model-$layout${cg_flags:+-$(echo $cg_flags | sed 's/^-*//; s/[^a-z0-9]\{1,\}/-/g')}
     cpu=$work/$tag-cpu cuda=$work/$tag-cuda
     build "$cpu" "$model" "$layout" $cg_flags
     build "$cuda" "$model" "$layout" --cuda $cg_flags
@@ -155,7 +155,9 @@ fi
 # 5. Mixture of experts with expert parallelism over dp (the tokens'
 #    all-to-all between emulated ranks).
 want dp2-ep && run_case dp2-ep tiny-mixtral dp2-ep-mb2 PTDC_EMU_SEED=7
-# 6. FP8 GEMMs (cuBLASLt's FP8 path, amax all-reduces over tp) against the
+# 6. All of dp, tp with sp and an interleaved pipeline on 8 emulated GPUs.
+want dp2-tp2-sp-pp2-v2 && run_case dp2-tp2-sp-pp2-v2 tiny-llama dp2-tp2-sp-pp2-v2-mb4-zero1 PTDC_EMU_SEED=9
+# 7. FP8 GEMMs (cuBLASLt's FP8 path, amax all-reduces over tp) against the
 #    CPU backend's FP8 emulation.
 cg_flags="--precision fp8"
 want tp2-fp8 && run_case tp2-fp8 tiny-llama tp2-mb4 PTDC_EMU_SEED=8
