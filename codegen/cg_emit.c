@@ -24,6 +24,8 @@ void cg_options_default(CgOptions *o, CgTarget target)
     o->mpi_include = PTDC_CG_MPI_INCLUDE;
     o->mpi_libs = PTDC_CG_MPI_LIBS;
     o->cuda_libs = PTDC_CG_CUDA_LIBS;
+    o->cuda_include = PTDC_CG_CUDA_INCLUDE;
+    o->emu_lib = PTDC_CG_CUDA_EMU_LIB;
     o->extra_cflags = PTDC_CG_EXTRA_CFLAGS;
 }
 
@@ -136,8 +138,30 @@ static void write_makefile(const Cg *c, FILE *f)
                    "trainer_all.o: $(TRAINER) $(HDRS)\n"
                    "\tprintf '#include \"%%s\"\\n' $(TRAINER) > trainer_all.cu\n"
                    "\t$(NVCC) $(NVFLAGS) -I$(RUNTIME_INCLUDE) -c -o $@ trainer_all.cu\n\n");
+        /* train-emu: the same sources as host C++ against the emulated
+         * runtime (runtime/cuda/emu, docs/cuda.md "The multi-rank
+         * emulator"), for machines without a GPU; start it with mpirun,
+         * one process per emulated GPU. -fopenmp: the archive's common
+         * objects are the CPU build's (rng.c initialises in parallel);
+         * -pthread: the checkpoint writer and the watchdog. */
+        fprintf(f, "# train-emu: this program on the CUDA emulator (no GPU needed; slow): its\n"
+                   "# archive is built in ptdc's tree by `cmake --build BUILD --target ptdrt_cuda_emu`.\n"
+                   "EMU_LIB = %s\nCUDA_INCLUDE = %s\n"
+                   "EMUFLAGS = -O2 -std=c++17 -DPTDC_CUDA -DPTDC_CUDA_EMU -D_POSIX_C_SOURCE=200809L "
+                   "-Wall -Wextra $(EMU_WERROR) -I$(RUNTIME_INCLUDE) -I$(CUDA_INCLUDE) %s\n"
+                   "EMU_WERROR =\n"
+                   "\ntrain-emu: $(EMU_LIB) model-emu.o trainer_all-emu.o\n"
+                   "\t$(CXX) -o $@ model-emu.o trainer_all-emu.o $(EMU_LIB) %s -fopenmp -pthread -lm\n\n"
+                   "model-emu.o: model.c $(HDRS)\n"
+                   "\t$(CXX) $(EMUFLAGS) -x c++ -c -o $@ model.c\n\n"
+                   "trainer_all-emu.o: $(TRAINER) $(HDRS)\n"
+                   "\tprintf '#include \"%%s\"\\n' $(TRAINER) > trainer_all.cu\n"
+                   "\t$(CXX) $(EMUFLAGS) -x c++ -c -o $@ trainer_all.cu\n\n"
+                   "$(EMU_LIB):\n"
+                   "\t@echo \"train-emu: $@ is missing: build it in ptdc's tree (cmake --build BUILD --target ptdrt_cuda_emu)\" >&2; exit 1\n\n",
+                o->emu_lib, o->cuda_include, o->mpi_include, o->mpi_libs);
     }
-    fprintf(f, "clean:\n\trm -f train *.o trainer_all.cu\n\n.PHONY: clean\n");
+    fprintf(f, "clean:\n\trm -f train train-emu *.o trainer_all.cu\n\n.PHONY: clean\n");
 }
 
 static void write_run(const Cg *c, FILE *f)

@@ -43,6 +43,8 @@ typedef struct CgOptions {
     const char *mpi_include;     /* CUDA target: MPI headers and libraries for nvcc */
     const char *mpi_libs;
     const char *cuda_libs;       /* CUDA target: -lcublas -lcublasLt -lnccl ... */
+    const char *cuda_include;    /* CUDA target: the toolkit's headers (train-emu) */
+    const char *emu_lib;         /* CUDA target: train-emu's emulated runtime archive */
     const char *extra_cflags;    /* e.g. the sanitizer flags the runtime was built with */
     int64_t bucket_elems;        /* gradient bucket size; 0: the target's (cg_bucket.c) */
 } CgOptions;
