@@ -16,11 +16,19 @@
  * contributes, and the elements of each blob they cover, which must be all
  * of them: a shortfall is refused before any blob is written; (3) each
  * contributing file streamed once, whole, its CRC computed on the way and
- * the copies that fall in each chunk applied. */
+ * the copies that fall in each chunk applied.
+ *
+ * Shared by a group of replicas (rt_ckpt_read_shared), passes 1 and 3 are
+ * split among the members: the reader of a file reads it and broadcasts
+ * what the others need of it (the index whole; of the payload, the bytes
+ * its copies take, chunk by chunk), then its outcome; pass 2 depends on the
+ * indexes and the blobs only, so every member computes the same copies and
+ * knows how many bytes each broadcast carries. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -193,44 +201,175 @@ static int find_blob(const RtCkptBlob *b, const int *order, int n, const char *n
     return -1;
 }
 
-/* Stream file f whole: CRC, and its copies (sorted by source) into the blobs. */
-static int stream(const RtCkpt *c, int r, File *f, const RtCkptBlob *blobs, char *err,
-                  size_t errlen)
+/* A reader's outcome as its group learns it: a status word first, then the
+ * sentence that names the file. */
+typedef struct {
+    int64_t rc, bytes; /* bytes: what follows (an index's length) */
+    char msg[1024];
+} Outcome;
+
+typedef struct {
+    RtComm *g;
+    int me, size;
+    RtCkptIo *io;
+} Group;
+
+/* root's outcome (rc, err) to every member: its rc, and its sentence in err. */
+static int64_t share_outcome(const Group *G, int root, int64_t rc, int64_t *bytes, char *err,
+                             size_t errlen)
+{
+    if (G->size == 1)
+        return rc;
+    Outcome o;
+    memset(&o, 0, sizeof o);
+    o.rc = rc;
+    o.bytes = *bytes;
+    if (G->me == root && rc)
+        snprintf(o.msg, sizeof o.msg, "%s", err);
+    rt_host_bcast(G->g, &o, sizeof o, root);
+    if (G->me != root && o.rc)
+        snprintf(err, errlen, "%s", o.msg);
+    *bytes = o.bytes;
+    return o.rc;
+}
+
+/* Pass 1 for file r: its reader checks it against the manifest and reads its
+ * header and index, which the others receive. */
+static int get_index(const RtCkpt *c, const Group *G, int r, File *f, char *err, size_t errlen)
+{
+    int root = r % G->size;
+    int64_t rc = 0, len = 0;
+    if (G->me == root) {
+        rc = rtc_ck_rank_file_problem(c, r, &f->fd, &f->hd, err, errlen);
+        if (rc == 0)
+            rc = rtc_ck_read_index(f->fd, f->path, &f->hd, &f->hash, &f->e, &f->raw, err, errlen);
+        if (rc == 0) {
+            len = (int64_t)(RTC_CK_HEADER + f->hd.index_bytes);
+            /* The header twice (the check, then with the index), the trailer once. */
+            G->io->meta += 2 * RTC_CK_HEADER + RTC_CK_TRAILER + (int64_t)f->hd.index_bytes;
+        }
+    }
+    if (share_outcome(G, root, rc, &len, err, errlen) != 0)
+        return -1;
+    if (G->me != root) {
+        f->raw = rtc_xmalloc((size_t)len);
+        rt_host_bcast(G->g, f->raw, (size_t)len, root);
+        G->io->received += len;
+        rc = rtc_ck_decode_header(f->raw, f->path, &f->hd, err, errlen);
+        if (rc == 0)
+            rc = rtc_ck_parse_index(f->raw, f->path, &f->hd, &f->hash, &f->e, err, errlen);
+    } else if (G->size > 1) {
+        rt_host_bcast(G->g, f->raw, (size_t)len, root);
+    }
+    return (int)rc;
+}
+
+/* Bytes of the copies of f (sorted by source) within payload bytes [a, z),
+ * from copy *i on (advanced past those that end before a). */
+static int64_t copied_in(const File *f, int64_t *i, int64_t a, int64_t z)
+{
+    while (*i < f->ncopy && f->copy[*i].src + f->copy[*i].bytes <= a)
+        (*i)++;
+    int64_t n = 0;
+    for (int64_t j = *i; j < f->ncopy && f->copy[j].src < z; j++) {
+        const Copy *x = &f->copy[j];
+        int64_t from = x->src > a ? x->src : a;
+        int64_t to = x->src + x->bytes < z ? x->src + x->bytes : z;
+        n += to - from;
+    }
+    return n;
+}
+
+/* Pass 3 for file f (rank file r): its reader streams it whole, computing
+ * its CRC and applying its copies; each chunk's copied bytes go to the
+ * other members, packed in copy order, and its outcome after the last. */
+static int stream(const RtCkpt *c, const Group *G, int root, int r, File *f,
+                  const RtCkptBlob *blobs, char *err, size_t errlen)
 {
     qsort(f->copy, (size_t)f->ncopy, sizeof *f->copy, copy_cmp);
-    uint32_t crc = rtc_crc32c(0, f->raw, RTC_CK_HEADER + f->hd.index_bytes);
+    bool reader = G->me == root;
     uint64_t total = f->hd.payload_bytes;
     size_t sb = total < RTC_CK_STAGE ? (size_t)(total ? total : 1) : RTC_CK_STAGE;
-    unsigned char *stage = rtc_xmalloc(sb);
+    unsigned char *stage = reader ? rtc_xcalloc(1, sb) : NULL; /* zero: what a failed reader sends */
+    unsigned char *pack = G->size > 1 ? rtc_xmalloc(sb) : NULL;
     int64_t base = (int64_t)(RTC_CK_HEADER + f->hd.index_bytes), i = 0;
-    int rc = 0;
-    for (uint64_t p = 0; p < total && rc == 0;) {
+    int64_t rc = 0;
+    uint32_t crc = 0;
+    if (reader && f->fd < 0) { /* pass 1 was another member's */
+        struct stat st;
+        f->fd = rtc_open_regular(f->path, "checkpoint file", &st, err, errlen);
+        rc = f->fd < 0 ? -1 : 0;
+    }
+    if (reader)
+        crc = rtc_crc32c(0, f->raw, RTC_CK_HEADER + f->hd.index_bytes);
+    for (uint64_t p = 0; p < total; p += sb) {
         size_t k = total - p < sb ? (size_t)(total - p) : sb;
-        rc = rtc_read_all(f->fd, stage, k, base + (int64_t)p, f->path, err, errlen);
-        if (rc != 0)
-            break;
-        crc = rtc_crc32c(crc, stage, k);
-        int64_t a = (int64_t)p, z = (int64_t)(p + k);
-        while (i < f->ncopy && f->copy[i].src + f->copy[i].bytes <= a)
-            i++;
-        for (int64_t j = i; j < f->ncopy && f->copy[j].src < z; j++) {
+        int64_t a = (int64_t)p, z = (int64_t)(p + k), j0 = i;
+        int64_t npack = copied_in(f, &i, a, z);
+        if (npack == 0 && !reader)
+            continue; /* nothing here for the blobs; the reader still reads it for the CRC */
+        if (reader && rc == 0) {
+            rc = rtc_read_all(f->fd, stage, k, base + (int64_t)p, f->path, err, errlen);
+            if (rc == 0) {
+                crc = rtc_crc32c(crc, stage, k);
+                G->io->state += (int64_t)k;
+            }
+        }
+        /* The copies in this chunk: from the stage into the blobs and the
+         * pack (reader), or from the pack into the blobs (the others). A
+         * reader that failed sends what it has: the outcome after the last
+         * chunk tells the others to drop it. */
+        if (reader && G->size > 1 && npack) {
+            int64_t q = 0;
+            for (int64_t j = j0; j < f->ncopy && f->copy[j].src < z; j++) {
+                const Copy *x = &f->copy[j];
+                int64_t from = x->src > a ? x->src : a;
+                int64_t to = x->src + x->bytes < z ? x->src + x->bytes : z;
+                if (to > from) {
+                    memcpy(pack + q, stage + (from - a), (size_t)(to - from));
+                    q += to - from;
+                }
+            }
+        }
+        if (G->size > 1 && npack) {
+            rt_host_bcast(G->g, pack, (size_t)npack, root);
+            if (!reader)
+                G->io->received += npack;
+        }
+        const unsigned char *src = reader ? stage : pack;
+        int64_t q = 0;
+        for (int64_t j = j0; j < f->ncopy && f->copy[j].src < z; j++) {
             const Copy *x = &f->copy[j];
             int64_t from = x->src > a ? x->src : a;
             int64_t to = x->src + x->bytes < z ? x->src + x->bytes : z;
-            rt_to_device((char *)blobs[x->blob].data + x->dst + (from - x->src), stage + (from - a),
-                         (size_t)(to - from));
+            if (to <= from)
+                continue;
+            rt_to_device((char *)blobs[x->blob].data + x->dst + (from - x->src),
+                         src + (reader ? from - a : q), (size_t)(to - from));
+            q += to - from;
         }
-        p += k;
     }
     free(stage);
-    if (rc == 0 && crc != c->files[r].crc)
+    free(pack);
+    if (reader && rc == 0 && crc != c->files[r].crc)
         rc = rtc_err(err, errlen, "%s: corrupted checkpoint file: CRC-32C mismatch (stored "
                      "%08" PRIx32 ", computed %08" PRIx32 ")", f->path, c->files[r].crc, crc);
-    return rc;
+    int64_t none = 0;
+    return (int)share_outcome(G, root, rc, &none, err, errlen);
 }
 
 int rt_ckpt_read_any(const RtCkpt *c, const RtCkptBlob *blobs, int n, char *err, size_t errlen)
 {
+    RtCkptIo io;
+    return rt_ckpt_read_shared(c, NULL, blobs, n, &io, err, errlen);
+}
+
+int rt_ckpt_read_shared(const RtCkpt *c, RtComm *group, const RtCkptBlob *blobs, int n,
+                        RtCkptIo *io, char *err, size_t errlen)
+{
+    memset(io, 0, sizeof *io);
+    Group G = {group, group ? rt_comm_rank(group) : 0, group ? rt_comm_size(group) : 1, io};
+    /* Blobs the group shares are the same on every member, so this outcome is. */
     if (rtc_ck_check_blobs(c->dir, blobs, n, err, errlen) != 0)
         return -1;
     int *order = rtc_xcalloc((size_t)(n ? n : 1), sizeof *order);
@@ -248,9 +387,7 @@ int rt_ckpt_read_any(const RtCkpt *c, const RtCkptBlob *blobs, int n, char *err,
     for (int r = 0; r < c->world && rc == 0; r++) {
         File *f = &files[r];
         f->path = rtc_ck_rank_path(c->dir, r);
-        rc = rtc_ck_rank_file_problem(c, r, &f->fd, &f->hd, err, errlen);
-        if (rc == 0)
-            rc = rtc_ck_read_index(f->fd, f->path, &f->hd, &f->hash, &f->e, &f->raw, err, errlen);
+        rc = get_index(c, &G, r, f, err, errlen);
         if (rc == 0 && strcmp(f->hash, c->plan_hash) != 0)
             rc = rtc_err(err, errlen, "%s: written by a program of plan hash %s, the manifest's "
                          "is %s (a rank file mixed in from another plan?)", f->path, f->hash,
@@ -288,10 +425,11 @@ int rt_ckpt_read_any(const RtCkpt *c, const RtCkptBlob *blobs, int n, char *err,
                          rtc_shape_str(blobs[i].ndim, blobs[i].offset, s2, sizeof s2),
                          rtc_shape_str(blobs[i].ndim, blobs[i].global, s3, sizeof s3));
     }
-    /* 3: the payloads. */
-    for (int r = 0; r < c->world && rc == 0; r++)
+    /* 3: the payloads, the k-th file that holds something read by member
+     * k % size (so that replicas share the reading evenly). */
+    for (int r = 0, k = 0; r < c->world && rc == 0; r++)
         if (files[r].ncopy)
-            rc = stream(c, r, &files[r], blobs, err, errlen);
+            rc = stream(c, &G, k++ % G.size, r, &files[r], blobs, err, errlen);
     for (int r = 0; r < c->world; r++) {
         File *f = &files[r];
         if (f->fd >= 0)
