@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# fault_load_bcast: loading at scale (issue 35; docs/codegen.md, "Checkpoints
+# and Hugging Face files"). Replicas (ranks that load the same bytes) share
+# the reading: each rank file or imported block is read by one of them and
+# broadcast to the others. tiny-llama, dp 2 x tp 2 (4 ranks, ZeRO 0) and
+# dp 2 (2 ranks):
+#   (a) 3 steps, save, resume to 5 == 5 uninterrupted steps, bitwise (losses
+#       and exported weights), and == the same resume with PTDC_LOAD_BCAST=0
+#       (every rank reads what it needs: the loader as it was);
+#   (b) the bytes read from storage over all ranks: dp 2 resuming, one copy
+#       of the checkpoint's state (the rank files' payloads, from their
+#       headers), each rank reading half; dp 2 x tp 2, 2 copies (tp: each tp
+#       rank's group needs a part of every file, below), each rank a
+#       quarter, against 4 copies with PTDC_LOAD_BCAST=0;
+#   (c) resharding: the dp 2 program loads the dp 2 x tp 2 checkpoint (its two
+#       ranks still a group) and the reverse; the loaded weights are the
+#       saver's (export at the loaded step, byte-identical), training on is
+#       bitwise the same with and without the broadcast;
+#   (d) --import-hf by the dp 2 program reads each tensor's bytes once over
+#       both ranks (the file's data bytes), and trains bitwise as with
+#       PTDC_LOAD_BCAST=0;
+#   (e) a corrupted rank file: named with its CRC-32C mismatch by both
+#       members of the group that reads it, and the job exits non-zero
+#       within the timeout (no rank waits for a broadcast that never comes).
+set -u
+bin=$1 shim=$2 mpirun=$3 ptdc=$4 src=$5
+work=$(mktemp -d /tmp/ptdc-fault-load.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+PROG_LAYOUT="--gpus 4 --dp 2 --tp 2 --pp 1 --zero 0"
+. "$src/tests/fault/prog.sh"
+two=$work/dp2
+"$ptdc" "$src/models/tiny-llama.mdl" --gpus 2 --dp 2 --tp 1 --pp 1 --zero 0 --target cpu -o "$two" \
+    > "$work/ptdc2.log" 2>&1 && make -s -C "$two" train > "$work/make2.log" 2>&1 ||
+    { echo "FAIL: cannot build the dp 2 program"; cat "$work/ptdc2.log" "$work/make2.log"; exit 1; }
+T="--data synthetic:7 --decay-steps 5"
+train2() { out=$(timeout 120 "$two/run.sh" "$@" 2>&1); rc=$?; }
+losses() { grep '^step' <<<"$out" | awk '{split($2, s, "/"); print s[1], $5, $11}'; }
+# The load line's numbers: read, the fewest and most per rank, received.
+loadnum() { grep -m1 "^load: $1" <<<"$out" | sed -E 's/.*: ([0-9]+) bytes read from storage over [0-9]+ ranks? \(([0-9]+) to ([0-9]+) per rank\), ([0-9]+) bytes received.*/\1 \2 \3 \4/'; }
+u64() { od -An -t u8 -j "$2" -N 8 "$1" | tr -d ' '; }
+same() { # name, then two files
+  if cmp -s "$2" "$3"; then echo "$1: identical"; else echo "FAIL: $1: $2 and $3 differ"; fail=1; fi
+}
+eq() { # name, got, want
+  if [ "$2" = "$3" ]; then echo "$1: $2"; else echo "FAIL: $1: $2, want $3"; fail=1; fi
+}
+
+# (a) resume bitwise.
+train $T --steps 5 --export-hf "$work/full.safetensors"
+expect "5 steps" 0 "^step     5/5"
+losses > "$work/a"
+train $T --steps 3 --save "$work/ck" --export-hf "$work/three.safetensors"
+expect "3 steps, saved" 0 "^step     3/3"
+losses > "$work/b"
+train $T --steps 5 --load "$work/ck" --export-hf "$work/resumed.safetensors"
+expect "resumed" 0 "^loaded checkpoint of step 3"
+losses >> "$work/b"
+same "(a) losses, 3 + 2 steps against 5" "$work/a" "$work/b"
+same "(a) weights, 3 + 2 steps against 5" "$work/full.safetensors" "$work/resumed.safetensors"
+
+# (b) one copy of the state read, shared by the ranks.
+payload=0
+for f in "$work"/ck/step-000000003/rank*.ckpt; do payload=$((payload + $(u64 "$f" 40))); done
+read -r got lo hi rcv <<<"$(loadnum "checkpoint state")"
+# Tensors that tp does not split (the norms) are saved in parts by all 4
+# ranks, so each tp rank's group needs a part of every rank file, and a rank
+# file is read whole (its CRC): tp 2 copies, where every rank reading makes 4.
+eq "(b) bytes read over 4 ranks with the broadcast (tp 2 copies of the payloads)" "$got" "$((2 * payload))"
+eq "(b) each rank's share" "$lo $hi" "$((payload / 2)) $((payload / 2))"
+PTDC_LOAD_BCAST=0 train $T --steps 5 --load "$work/ck" --export-hf "$work/direct.safetensors"
+expect "resumed, every rank reading" 0 "^loaded checkpoint of step 3"
+read -r got lo hi rcv <<<"$(loadnum "checkpoint state")"
+eq "(b) bytes read with PTDC_LOAD_BCAST=0 (4 copies)" "$got $rcv" "$((4 * payload)) 0"
+losses > "$work/c"
+sed -n '4,5p' "$work/b" > "$work/b45"
+same "(a) losses, broadcast against every rank reading" "$work/b45" "$work/c"
+same "(a) weights, broadcast against every rank reading" "$work/resumed.safetensors" "$work/direct.safetensors"
+
+# (c) resharding, both ways: exact at the loaded step, bitwise with and without.
+train2 $T --steps 3 --load "$work/ck" --export-hf "$work/r3.safetensors"
+expect "(c) dp 2 loads dp 2 x tp 2's step 3" 0 "resharded onto this one"
+has "(c) its two ranks read as a group" "^load: checkpoint state: .*received by broadcast (groups of up to 2 ranks)"
+same "(c) weights loaded resharded against the saver's" "$work/three.safetensors" "$work/r3.safetensors"
+train2 $T --steps 5 --load "$work/ck" --export-hf "$work/r5.safetensors"
+expect "(c) dp 2 trains on from it" 0 "^step     5/5"
+losses > "$work/d"
+PTDC_LOAD_BCAST=0 train2 $T --steps 5 --load "$work/ck" --export-hf "$work/r5d.safetensors"
+expect "(c) the same, every rank reading" 0 "^step     5/5"
+losses > "$work/e"
+same "(c) losses after a resharded load, with and without the broadcast" "$work/d" "$work/e"
+same "(c) weights after a resharded load, with and without the broadcast" "$work/r5.safetensors" "$work/r5d.safetensors"
+train2 $T --steps 3 --save "$work/ck2" --export-hf "$work/two3.safetensors"
+expect "(c) dp 2 saves step 3" 0 "^step     3/3"
+train $T --steps 3 --load "$work/ck2" --export-hf "$work/back3.safetensors"
+expect "(c) dp 2 x tp 2 loads dp 2's step 3" 0 "resharded onto this one"
+same "(c) dp 2 x tp 2 loading dp 2's step 3 against dp 2's weights" "$work/two3.safetensors" "$work/back3.safetensors"
+# (b) dp 2 resuming its own checkpoint: one copy, half on each rank.
+train2 $T --steps 4 --load "$work/ck2"
+expect "(b) dp 2 resumes" 0 "^loaded checkpoint of step 3"
+payload2=0
+for f in "$work"/ck2/step-000000003/rank*.ckpt; do payload2=$((payload2 + $(u64 "$f" 40))); done
+read -r got lo hi rcv <<<"$(loadnum "checkpoint state")"
+eq "(b) dp 2: bytes read, each rank's share (one copy of the payloads)" "$got $lo $hi" \
+  "$payload2 $((payload2 / 2)) $((payload2 / 2))"
+
+# (d) --import-hf: each tensor read once over both ranks.
+train2 $T --steps 2 --import-hf "$work/full.safetensors"
+expect "(d) dp 2 imports" 0 "^step     2/2"
+losses > "$work/f"
+data=$(( $(wc -c < "$work/full.safetensors") - 8 - $(u64 "$work/full.safetensors" 0) ))
+read -r got lo hi rcv <<<"$(loadnum "--import-hf")"
+eq "(d) bytes of tensor data read over 2 ranks (the file's data bytes)" "$got" "$data"
+if [ "$lo" -gt 0 ]; then echo "(d) both ranks read a share: $lo and $hi"; else echo "FAIL: (d) one rank read nothing ($lo, $hi)"; fail=1; fi
+PTDC_LOAD_BCAST=0 train2 $T --steps 2 --import-hf "$work/full.safetensors"
+expect "(d) the same, every rank reading" 0 "^step     2/2"
+losses > "$work/g"
+read -r got lo hi rcv <<<"$(loadnum "--import-hf")"
+eq "(d) bytes read with PTDC_LOAD_BCAST=0" "$got" "$((2 * data))"
+same "(d) losses after the import, with and without the broadcast" "$work/f" "$work/g"
+
+# (e) a corrupted rank file, read by one member of its group.
+cp -r "$work/ck" "$work/flip"
+f=$work/flip/step-000000003/rank00003.ckpt
+size=$(wc -c < "$f")
+printf 'X' | dd of="$f" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null
+start=$(date +%s)
+train $T --steps 5 --load "$work/flip"
+expect "(e) a corrupted rank file" nonzero "$f: corrupted checkpoint file: CRC-32C mismatch"
+has "(e) named by both members of its group" "warning: $f: corrupted checkpoint file: CRC-32C mismatch" 2
+has "(e) and the load refused" "error: cannot load checkpoint"
+if [ "$rc" -eq 124 ] || [ $(($(date +%s) - start)) -ge 60 ]; then
+  echo "FAIL: (e) the job hung (exit $rc after $(($(date +%s) - start)) s)"; fail=1
+fi
+lacks "(e) nothing loaded" "^loaded checkpoint"
+exit $fail
