@@ -779,21 +779,25 @@ int rt_ckpt_read(const RtCkpt *c, int rank, const RtCkptBlob *blobs, int n, char
  * CRC checked as it streams; if one fails, the blobs hold garbage. */
 int rt_ckpt_read_any(const RtCkpt *c, const RtCkptBlob *blobs, int n, char *err,
                      size_t errlen);
-/* rt_ckpt_read_any shared by a group of ranks that pass the same blobs (the
- * same names, dtypes, blocks, flat ranges and sizes: replicas, such as
- * data-parallel ranks), so that each byte the group needs is read from
- * storage once: the index of rank file r is read by member r % size, the
- * k-th rank file holding something for the blobs by member k % size, and
- * each is broadcast to the others (rt_host_bcast) as it streams, followed by
- * the reader's outcome, so that every member returns the same outcome with
- * the reader's sentence (naming the file). Collective over group; group NULL
- * (or of one rank) reads alone. *io counts this rank's part. */
+/* rt_ckpt_read_any with the reading shared over the world (rt_comm_world;
+ * collective; every rank passes its own blobs), so that each rank file is
+ * read from storage once where ranks need the same files: the index of rank
+ * file r is read by rank r % size and broadcast (rt_host_bcast); then the
+ * ranks that need the same set of rank files form a group, and the k-th of
+ * those files is read by member k % size and broadcast to the others as it
+ * streams (only the bytes their blobs take when the members' blobs are
+ * alike, as data-parallel replicas' are; else whole), followed by the
+ * reader's outcome, so that every member fails with the reader's sentence
+ * naming the file and none waits. Failures of one rank's own are agreed
+ * over the world too. world NULL: read alone (rt_ckpt_read_any). *io counts
+ * this rank's part. */
 typedef struct {
     int64_t state;    /* payload bytes of rank files read from storage here */
     int64_t meta;     /* their headers, indexes and trailers read here */
-    int64_t received; /* bytes received by broadcast from other members */
+    int64_t received; /* bytes received by broadcast from other ranks */
+    int group;        /* ranks in this rank's group for the payloads */
 } RtCkptIo;
-int rt_ckpt_read_shared(const RtCkpt *c, RtComm *group, const RtCkptBlob *blobs, int n,
+int rt_ckpt_read_shared(const RtCkpt *c, RtComm *world, const RtCkptBlob *blobs, int n,
                         RtCkptIo *io, char *err, size_t errlen);
 
 /* ----------------------------------------------------------- safetensors */

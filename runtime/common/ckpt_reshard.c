@@ -18,12 +18,15 @@
  * contributing file streamed once, whole, its CRC computed on the way and
  * the copies that fall in each chunk applied.
  *
- * Shared by a group of replicas (rt_ckpt_read_shared), passes 1 and 3 are
- * split among the members: the reader of a file reads it and broadcasts
- * what the others need of it (the index whole; of the payload, the bytes
- * its copies take, chunk by chunk), then its outcome; pass 2 depends on the
- * indexes and the blobs only, so every member computes the same copies and
- * knows how many bytes each broadcast carries. */
+ * Shared over the world (rt_ckpt_read_shared), passes 1 and 3 are split
+ * among ranks: the reader of a file reads it and broadcasts it, then its
+ * outcome. Pass 1 over the world: every rank gets every index. Pass 3 in
+ * groups of the ranks that need the same files: when their blobs are alike
+ * (replicas), every member computes the same copies, so the reader sends
+ * only the bytes they take, chunk by chunk, and each side knows how many;
+ * otherwise (tensor-parallel ranks, which need parts of every file for the
+ * tensors they all hold whole) it sends each chunk whole. Outcomes of a
+ * rank's own (its blobs, pass 2) are agreed before the next broadcast. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,7 +215,22 @@ typedef struct {
     RtComm *g;
     int me, size;
     RtCkptIo *io;
+    bool same; /* the members' blobs are alike (their copies too) */
 } Group;
+
+/* Every member's own outcome (0 or -1, the sentence in err) made the
+ * group's: -1 on all when any failed; a member that did not fail says so. */
+static int agree(const Group *G, int rc, char *err, size_t errlen)
+{
+    if (G->size == 1)
+        return rc;
+    if (rt_host_max(G->g, rc != 0) == 0)
+        return 0;
+    if (rc == 0)
+        rtc_err(err, errlen, "another rank could not load its part of the checkpoint (its "
+                "message says why)");
+    return -1;
+}
 
 /* root's outcome (rc, err) to every member: its rc, and its sentence in err. */
 static int64_t share_outcome(const Group *G, int root, int64_t rc, int64_t *bytes, char *err,
@@ -306,7 +324,8 @@ static int stream(const RtCkpt *c, const Group *G, int root, int r, File *f,
         size_t k = total - p < sb ? (size_t)(total - p) : sb;
         int64_t a = (int64_t)p, z = (int64_t)(p + k), j0 = i;
         int64_t npack = copied_in(f, &i, a, z);
-        if (npack == 0 && !reader)
+        bool whole = G->size > 1 && !G->same; /* every chunk goes to every member */
+        if (npack == 0 && !reader && !whole)
             continue; /* nothing here for the blobs; the reader still reads it for the CRC */
         if (reader && rc == 0) {
             rc = rtc_read_all(f->fd, stage, k, base + (int64_t)p, f->path, err, errlen);
@@ -319,7 +338,7 @@ static int stream(const RtCkpt *c, const Group *G, int root, int r, File *f,
          * pack (reader), or from the pack into the blobs (the others). A
          * reader that failed sends what it has: the outcome after the last
          * chunk tells the others to drop it. */
-        if (reader && G->size > 1 && npack) {
+        if (reader && G->size > 1 && npack && !whole) {
             int64_t q = 0;
             for (int64_t j = j0; j < f->ncopy && f->copy[j].src < z; j++) {
                 const Copy *x = &f->copy[j];
@@ -331,11 +350,17 @@ static int stream(const RtCkpt *c, const Group *G, int root, int r, File *f,
                 }
             }
         }
-        if (G->size > 1 && npack) {
+        if (whole) {
+            rt_host_bcast(G->g, reader ? stage : pack, k, root);
+            if (!reader)
+                G->io->received += (int64_t)k;
+        } else if (G->size > 1 && npack) {
             rt_host_bcast(G->g, pack, (size_t)npack, root);
             if (!reader)
                 G->io->received += npack;
         }
+        /* Chunk offsets in the stage or a whole chunk, packed offsets else. */
+        bool chunk = reader || whole;
         const unsigned char *src = reader ? stage : pack;
         int64_t q = 0;
         for (int64_t j = j0; j < f->ncopy && f->copy[j].src < z; j++) {
@@ -345,7 +370,7 @@ static int stream(const RtCkpt *c, const Group *G, int root, int r, File *f,
             if (to <= from)
                 continue;
             rt_to_device((char *)blobs[x->blob].data + x->dst + (from - x->src),
-                         src + (reader ? from - a : q), (size_t)(to - from));
+                         src + (chunk ? from - a : q), (size_t)(to - from));
             q += to - from;
         }
     }
@@ -364,13 +389,62 @@ int rt_ckpt_read_any(const RtCkpt *c, const RtCkptBlob *blobs, int n, char *err,
     return rt_ckpt_read_shared(c, NULL, blobs, n, &io, err, errlen);
 }
 
-int rt_ckpt_read_shared(const RtCkpt *c, RtComm *group, const RtCkptBlob *blobs, int n,
+/* The blobs as a 64-bit FNV-1a of their descriptions: members whose blobs
+ * hash alike apply the same copies, so a reader need send only those. */
+static uint64_t blobs_hash(const RtCkptBlob *b, int n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < n; i++) {
+        int64_t w[5] = {b[i].bytes, b[i].dtype, b[i].flat_start, b[i].flat_count, b[i].ndim};
+        const void *part[5] = {b[i].name, w, b[i].global, b[i].offset, b[i].local};
+        size_t len[5] = {strlen(b[i].name) + 1, sizeof w, 0, 0, 0};
+        for (int k = 2; k < 5; k++)
+            len[k] = sizeof(int64_t) * (size_t)b[i].ndim;
+        for (int k = 0; k < 5; k++)
+            for (size_t j = 0; j < len[k]; j++)
+                h = (h ^ ((const unsigned char *)part[k])[j]) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* The ranks of the world that need the same rank files (need: one byte per
+ * file) form a group (rt_comm_split, ordered by world rank); *same: the
+ * members' blobs are alike. */
+static RtComm *need_group(RtComm *world, const unsigned char *need, int nfiles, uint64_t hash,
+                          bool *same)
+{
+    int me = rt_comm_rank(world), size = rt_comm_size(world);
+    unsigned char *all = rtc_xmalloc((size_t)size * (size_t)(nfiles ? nfiles : 1));
+    rt_host_allgather(world, all, need, (size_t)(nfiles ? nfiles : 1));
+    int color = me;
+    for (int r = 0; r < me; r++)
+        if (!memcmp(all + (size_t)r * (size_t)(nfiles ? nfiles : 1), need, (size_t)nfiles)) {
+            color = r;
+            break;
+        }
+    free(all);
+    RtComm *g = rt_comm_split(color, me);
+    int gsize = rt_comm_size(g);
+    uint64_t *h = rtc_xmalloc(sizeof *h * (size_t)gsize);
+    rt_host_allgather(g, h, &hash, sizeof hash);
+    *same = true;
+    for (int i = 1; i < gsize; i++)
+        *same &= h[i] == h[0];
+    free(h);
+    return g;
+}
+
+int rt_ckpt_read_shared(const RtCkpt *c, RtComm *world, const RtCkptBlob *blobs, int n,
                         RtCkptIo *io, char *err, size_t errlen)
 {
     memset(io, 0, sizeof *io);
-    Group G = {group, group ? rt_comm_rank(group) : 0, group ? rt_comm_size(group) : 1, io};
-    /* Blobs the group shares are the same on every member, so this outcome is. */
-    if (rtc_ck_check_blobs(c->dir, blobs, n, err, errlen) != 0)
+    io->group = 1;
+    Group W = {world, world ? rt_comm_rank(world) : 0, world ? rt_comm_size(world) : 1, io, true};
+    /* Failures of one rank's own (its blobs, what the files give them) are
+     * agreed over the world before the next collective step, so that no
+     * rank waits in a broadcast the others left. */
+    int mine = rtc_ck_check_blobs(c->dir, blobs, n, err, errlen);
+    if (agree(&W, mine, err, errlen) != 0)
         return -1;
     int *order = rtc_xcalloc((size_t)(n ? n : 1), sizeof *order);
     for (int i = 0; i < n; i++)
@@ -383,16 +457,17 @@ int rt_ckpt_read_shared(const RtCkpt *c, RtComm *group, const RtCkptBlob *blobs,
         files[r].fd = -1;
     int rc = 0;
     char s1[512], s2[512], s3[512];
-    /* 1, 2: every file's index, and what it gives each blob. */
+    /* 1, 2: every file's index (read by world rank r % size and broadcast),
+     * and what it gives each blob. */
     for (int r = 0; r < c->world && rc == 0; r++) {
         File *f = &files[r];
         f->path = rtc_ck_rank_path(c->dir, r);
-        rc = get_index(c, &G, r, f, err, errlen);
-        if (rc == 0 && strcmp(f->hash, c->plan_hash) != 0)
-            rc = rtc_err(err, errlen, "%s: written by a program of plan hash %s, the manifest's "
-                         "is %s (a rank file mixed in from another plan?)", f->path, f->hash,
-                         c->plan_hash);
-        for (uint32_t j = 0; j < (rc == 0 ? f->hd.count : 0) && rc == 0; j++) {
+        rc = get_index(c, &W, r, f, err, errlen);
+        if (rc == 0 && mine == 0 && strcmp(f->hash, c->plan_hash) != 0)
+            mine = rtc_err(err, errlen, "%s: written by a program of plan hash %s, the manifest's "
+                           "is %s (a rank file mixed in from another plan?)", f->path, f->hash,
+                           c->plan_hash);
+        for (uint32_t j = 0; j < (rc == 0 && mine == 0 ? f->hd.count : 0) && mine == 0; j++) {
             const RtcCkEntry *e = &f->e[j];
             int bi = find_blob(blobs, order, n, e->name);
             if (bi < 0)
@@ -400,33 +475,50 @@ int rt_ckpt_read_shared(const RtCkpt *c, RtComm *group, const RtCkptBlob *blobs,
             const RtCkptBlob *b = &blobs[bi];
             if (b->ndim != e->ndim ||
                 memcmp(b->global, e->global, (size_t)b->ndim * sizeof(int64_t)) != 0)
-                rc = rtc_err(err, errlen, "%s: blob '%s' is part of a tensor of shape %s in the "
-                             "checkpoint; this program's is %s (saved from another model?)",
-                             f->path, e->name, rtc_shape_str(e->ndim, e->global, s1, sizeof s1),
-                             rtc_shape_str(b->ndim, b->global, s2, sizeof s2));
+                mine = rtc_err(err, errlen, "%s: blob '%s' is part of a tensor of shape %s in "
+                               "the checkpoint; this program's is %s (saved from another "
+                               "model?)", f->path, e->name,
+                               rtc_shape_str(e->ndim, e->global, s1, sizeof s1),
+                               rtc_shape_str(b->ndim, b->global, s2, sizeof s2));
             else if (b->dtype != e->dtype)
-                rc = rtc_err(err, errlen, "%s: blob '%s' is %s in the checkpoint; this program's "
-                             "is %s", f->path, e->name, rtc_dtype_name(e->dtype),
-                             rtc_dtype_name(b->dtype));
+                mine = rtc_err(err, errlen, "%s: blob '%s' is %s in the checkpoint; this "
+                               "program's is %s", f->path, e->name, rtc_dtype_name(e->dtype),
+                               rtc_dtype_name(b->dtype));
             else
                 intersect(f, e, b, bi, &cover[bi]);
         }
     }
-    for (int i = 0; i < n && rc == 0; i++) {
+    for (int i = 0; i < n && rc == 0 && mine == 0; i++) {
         int64_t end, gap = first_gap(&cover[i], blobs[i].flat_count, &end);
         if (gap >= 0)
-            rc = rtc_err(err, errlen, "%s: no rank file holds elements %lld..%lld of blob '%s' "
-                         "(this rank's part: elements %lld..%lld of block %s at %s of a tensor "
-                         "of shape %s)", c->dir, (long long)(blobs[i].flat_start + gap),
-                         (long long)(blobs[i].flat_start + end), blobs[i].name,
-                         (long long)blobs[i].flat_start,
-                         (long long)(blobs[i].flat_start + blobs[i].flat_count),
-                         rtc_shape_str(blobs[i].ndim, blobs[i].local, s1, sizeof s1),
-                         rtc_shape_str(blobs[i].ndim, blobs[i].offset, s2, sizeof s2),
-                         rtc_shape_str(blobs[i].ndim, blobs[i].global, s3, sizeof s3));
+            mine = rtc_err(err, errlen, "%s: no rank file holds elements %lld..%lld of blob '%s' "
+                           "(this rank's part: elements %lld..%lld of block %s at %s of a "
+                           "tensor of shape %s)", c->dir, (long long)(blobs[i].flat_start + gap),
+                           (long long)(blobs[i].flat_start + end), blobs[i].name,
+                           (long long)blobs[i].flat_start,
+                           (long long)(blobs[i].flat_start + blobs[i].flat_count),
+                           rtc_shape_str(blobs[i].ndim, blobs[i].local, s1, sizeof s1),
+                           rtc_shape_str(blobs[i].ndim, blobs[i].offset, s2, sizeof s2),
+                           rtc_shape_str(blobs[i].ndim, blobs[i].global, s3, sizeof s3));
     }
-    /* 3: the payloads, the k-th file that holds something read by member
-     * k % size (so that replicas share the reading evenly). */
+    if (rc == 0)
+        rc = agree(&W, mine, err, errlen);
+    /* 3: the payloads. The ranks that need the same files share them: the
+     * k-th such file is read by member k % size of the group and broadcast
+     * (the bytes the members' copies take when their blobs are alike, as
+     * data-parallel replicas' are; else the whole file, each member taking
+     * its own copies from it). */
+    RtComm *grp = NULL;
+    bool same = true;
+    if (rc == 0 && W.size > 1) {
+        unsigned char *need = rtc_xcalloc((size_t)(c->world ? c->world : 1), 1);
+        for (int r = 0; r < c->world; r++)
+            need[r] = files[r].ncopy > 0;
+        grp = need_group(world, need, c->world, blobs_hash(blobs, n), &same);
+        free(need);
+    }
+    Group G = {grp, grp ? rt_comm_rank(grp) : 0, grp ? rt_comm_size(grp) : 1, io, same};
+    io->group = G.size;
     for (int r = 0, k = 0; r < c->world && rc == 0; r++)
         if (files[r].ncopy)
             rc = stream(c, &G, k++ % G.size, r, &files[r], blobs, err, errlen);

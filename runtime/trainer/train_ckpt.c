@@ -333,7 +333,7 @@ enum { LOAD_OK, LOAD_DAMAGED, LOAD_REFUSED };
 
 /* Read step `step` of dir into this rank's state: LOAD_OK, LOAD_DAMAGED (a
  * rank file is damaged: an older step may do), LOAD_REFUSED (another model). */
-static int try_step(const char *dir, int64_t step, RtComm *group, RtCkptIo *io,
+static int try_step(const char *dir, int64_t step, RtComm *world, RtCkptIo *io,
                     bool *resharded, int *saved_world, char *where, size_t wlen)
 {
     char err[2048];
@@ -367,7 +367,7 @@ static int try_step(const char *dir, int64_t step, RtComm *group, RtCkptIo *io,
                  rt_ckpt_optimizer(c));
         outcome = LOAD_REFUSED;
     }
-    /* The reading is shared with the group (collective): no rank starts it
+    /* The reading is shared over the world (collective): no rank starts it
      * unless every rank can. */
     if (rt_host_max(tr_world, outcome) == LOAD_OK) {
         *resharded = rt_ckpt_world(c) != CG_WORLD || strcmp(rt_ckpt_plan_hash(c), CG_PLAN_HASH);
@@ -381,8 +381,8 @@ static int try_step(const char *dir, int64_t step, RtComm *group, RtCkptIo *io,
             rt_zero(p->v, bytes);
         }
         TrBlobs B = make_blobs(false);
-        /* With this rank's replicas (group): each file read by one of them. */
-        if (rt_ckpt_read_shared(c, group, B.b, B.n, io, err, sizeof err) != 0)
+        /* Each rank file read by one of the ranks that need it. */
+        if (rt_ckpt_read_shared(c, world, B.b, B.n, io, err, sizeof err) != 0)
             outcome = LOAD_DAMAGED;
         tr_ckpt_blobs_free(&B);
         if (outcome == LOAD_OK) {
@@ -402,32 +402,13 @@ static int try_step(const char *dir, int64_t step, RtComm *group, RtCkptIo *io,
     return (int)rt_host_max(tr_world, outcome);
 }
 
-/* What this rank loads, as tr_load_group compares it: its blobs' names,
- * types, blocks and ranges (replicas' are the same). */
-static uint64_t blobs_hash(void)
-{
-    TrBlobs B = make_blobs(false);
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (int i = 0; i < B.n; i++) {
-        const RtCkptBlob *b = &B.b[i];
-        int64_t w[4] = {b->bytes, b->dtype, b->flat_start, b->flat_count};
-        h = tr_load_hash(h, b->name, strlen(b->name) + 1);
-        h = tr_load_hash(h, w, sizeof w);
-        h = tr_load_hash(h, &b->ndim, sizeof b->ndim);
-        h = tr_load_hash(h, b->global, sizeof(int64_t) * (size_t)b->ndim);
-        h = tr_load_hash(h, b->offset, sizeof(int64_t) * (size_t)b->ndim);
-        h = tr_load_hash(h, b->local, sizeof(int64_t) * (size_t)b->ndim);
-    }
-    tr_ckpt_blobs_free(&B);
-    return h;
-}
-
 void tr_load_checkpoint(const char *dir)
 {
     char err[2048], notes[8192];
     int64_t before = INT64_MAX;
     double t0 = rt_time();
-    RtComm *group = tr_load_group(blobs_hash());
+    /* The reading shared over the world (PTDC_LOAD_BCAST=0: every rank alone). */
+    RtComm *group = tr_load_bcast_on() ? tr_world : NULL;
     for (;;) {
         int64_t step = -1;
         if (ROOT) {
@@ -457,8 +438,8 @@ void tr_load_checkpoint(const char *dir)
         }
         tr_step = step;
         params_from_master();
-        tr_load_report("checkpoint state", io.state, io.meta, io.received,
-                       rt_comm_size(group), rt_time() - t0);
+        tr_load_report("checkpoint state", io.state, io.meta, io.received, io.group,
+                       rt_time() - t0);
         char r[2 * RT_RUN_ID_BYTES + 1], l[2 * RT_RUN_ID_BYTES + 1];
         rt_run_id_hex(run_id, r);
         rt_run_id_hex(lineage, l);

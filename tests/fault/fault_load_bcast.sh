@@ -7,11 +7,10 @@
 #   (a) 3 steps, save, resume to 5 == 5 uninterrupted steps, bitwise (losses
 #       and exported weights), and == the same resume with PTDC_LOAD_BCAST=0
 #       (every rank reads what it needs: the loader as it was);
-#   (b) the bytes read from storage over all ranks: dp 2 resuming, one copy
-#       of the checkpoint's state (the rank files' payloads, from their
-#       headers), each rank reading half; dp 2 x tp 2, 2 copies (tp: each tp
-#       rank's group needs a part of every file, below), each rank a
-#       quarter, against 4 copies with PTDC_LOAD_BCAST=0;
+#   (b) the bytes read from storage over all ranks are one copy of the
+#       checkpoint's state (the rank files' payloads, from their headers),
+#       each rank reading an equal share: dp 2 x tp 2 resuming (4 copies
+#       with PTDC_LOAD_BCAST=0), and dp 2 resuming;
 #   (c) resharding: the dp 2 program loads the dp 2 x tp 2 checkpoint (its two
 #       ranks still a group) and the reverse; the loaded weights are the
 #       saver's (export at the loaded step, byte-identical), training on is
@@ -19,8 +18,8 @@
 #   (d) --import-hf by the dp 2 program reads each tensor's bytes once over
 #       both ranks (the file's data bytes), and trains bitwise as with
 #       PTDC_LOAD_BCAST=0;
-#   (e) a corrupted rank file: named with its CRC-32C mismatch by both
-#       members of the group that reads it, and the job exits non-zero
+#   (e) a corrupted rank file: named with its CRC-32C mismatch by every
+#       rank of the group that reads it, and the job exits non-zero
 #       within the timeout (no rank waits for a broadcast that never comes).
 set -u
 bin=$1 shim=$2 mpirun=$3 ptdc=$4 src=$5
@@ -64,10 +63,11 @@ payload=0
 for f in "$work"/ck/step-000000003/rank*.ckpt; do payload=$((payload + $(u64 "$f" 40))); done
 read -r got lo hi rcv <<<"$(loadnum "checkpoint state")"
 # Tensors that tp does not split (the norms) are saved in parts by all 4
-# ranks, so each tp rank's group needs a part of every rank file, and a rank
-# file is read whole (its CRC): tp 2 copies, where every rank reading makes 4.
-eq "(b) bytes read over 4 ranks with the broadcast (tp 2 copies of the payloads)" "$got" "$((2 * payload))"
-eq "(b) each rank's share" "$lo $hi" "$((payload / 2)) $((payload / 2))"
+# ranks, so every rank needs a part of every rank file: the 4 ranks are one
+# group, each reading one file and broadcasting it whole.
+eq "(b) bytes read over 4 ranks with the broadcast (one copy of the payloads)" "$got" "$payload"
+eq "(b) each rank's share" "$lo $hi" "$((payload / 4)) $((payload / 4))"
+has "(b) one group of 4" "^load: checkpoint state: .*(groups of up to 4 ranks)"
 PTDC_LOAD_BCAST=0 train $T --steps 5 --load "$work/ck" --export-hf "$work/direct.safetensors"
 expect "resumed, every rank reading" 0 "^loaded checkpoint of step 3"
 read -r got lo hi rcv <<<"$(loadnum "checkpoint state")"
@@ -127,7 +127,7 @@ printf 'X' | dd of="$f" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null
 start=$(date +%s)
 train $T --steps 5 --load "$work/flip"
 expect "(e) a corrupted rank file" nonzero "$f: corrupted checkpoint file: CRC-32C mismatch"
-has "(e) named by both members of its group" "warning: $f: corrupted checkpoint file: CRC-32C mismatch" 2
+has "(e) named by every rank of its group (all 4)" "warning: $f: corrupted checkpoint file: CRC-32C mismatch" 4
 has "(e) and the load refused" "error: cannot load checkpoint"
 if [ "$rc" -eq 124 ] || [ $(($(date +%s) - start)) -ge 60 ]; then
   echo "FAIL: (e) the job hung (exit $rc after $(($(date +%s) - start)) s)"; fail=1
