@@ -1,13 +1,14 @@
-/* train_load.c: reading at scale (MegaScale's fix for storage overload).
- * Ranks that load the same bytes (data-parallel replicas: the same blobs of
- * a checkpoint, the same blocks of a Hugging Face file) form a group; each
- * byte the group needs is read from storage by one member and broadcast to
- * the others, and the members take turns, so no rank is the group's only
- * reader. Ranks that need different (even overlapping) ranges, as under
- * resharding, are groups of one and read for themselves. PTDC_LOAD_BCAST=0
- * makes every rank a group of one (every rank reads what it needs), for
- * comparison (bench/load). Each load reports, on rank 0, the bytes read
- * from storage over all ranks and those received by broadcast. */
+/* train_load.c: reading at scale (MegaScale's fix for storage overload):
+ * no byte is read from storage by two ranks that load it. A checkpoint load
+ * shares the reading over the world (rt_ckpt_read_shared: the ranks that
+ * need the same rank files form a group, each file read by one member and
+ * broadcast). An --import-hf shares it among the ranks whose parameters have
+ * the same blocks (data-parallel replicas: tr_load_group below), each block
+ * read by one member and broadcast; ranks with other blocks, even
+ * overlapping ones, read for themselves. PTDC_LOAD_BCAST=0 makes every rank
+ * read what it needs, for comparison (bench/load). Each load reports, on
+ * rank 0, the bytes read from storage over all ranks and those received by
+ * broadcast. */
 #include "train.h"
 
 #include <stdio.h>
