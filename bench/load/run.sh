@@ -6,7 +6,7 @@
 # storage overload). docs/codegen.md quotes its output.
 #
 # The program: tiny-llama widened to d_model 256, d_ff 768, vocab 32000 (about
-# 17M parameters: 200 MB of fp32 masters and AdamW moments, 68 MB of fp32
+# 18M parameters: 215 MB of fp32 masters and AdamW moments, 72 MB of fp32
 # weights), ZeRO 0, in two layouts of 4 ranks: dp 4 and dp 2 x tp 2. One run
 # saves step 1 and exports the weights; then each mode loads the checkpoint
 # (--load, no step left to train) and imports the weights (--import-hf, one
