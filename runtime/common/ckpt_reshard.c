@@ -252,8 +252,12 @@ static int64_t share_outcome(const Group *G, int root, int64_t rc, int64_t *byte
 }
 
 /* Pass 1 for file r: its reader checks it against the manifest and reads its
- * header and index, which the others receive. */
-static int get_index(const RtCkpt *c, const Group *G, int r, File *f, char *err, size_t errlen)
+ * header and index, which the others receive: -1 when the reader failed (on
+ * every member). A member that cannot parse what the reader parsed (the
+ * file changed between the reader's two reads of its header) fails alone,
+ * in *mine, and goes on with the broadcasts. */
+static int get_index(const RtCkpt *c, const Group *G, int r, File *f, int *mine, char *err,
+                     size_t errlen)
 {
     int root = r % G->size;
     int64_t rc = 0, len = 0;
@@ -273,13 +277,17 @@ static int get_index(const RtCkpt *c, const Group *G, int r, File *f, char *err,
         f->raw = rtc_xmalloc((size_t)len);
         rt_host_bcast(G->g, f->raw, (size_t)len, root);
         G->io->received += len;
-        rc = rtc_ck_decode_header(f->raw, f->path, &f->hd, err, errlen);
-        if (rc == 0)
-            rc = rtc_ck_parse_index(f->raw, f->path, &f->hd, &f->hash, &f->e, err, errlen);
+        char e2[1024];
+        if (rtc_ck_decode_header(f->raw, f->path, &f->hd, e2, sizeof e2) != 0 ||
+            rtc_ck_parse_index(f->raw, f->path, &f->hd, &f->hash, &f->e, e2, sizeof e2) != 0) {
+            f->hd.count = 0;
+            if (*mine == 0)
+                *mine = rtc_err(err, errlen, "%s", e2);
+        }
     } else if (G->size > 1) {
         rt_host_bcast(G->g, f->raw, (size_t)len, root);
     }
-    return (int)rc;
+    return 0;
 }
 
 /* Bytes of the copies of f (sorted by source) within payload bytes [a, z),
@@ -462,7 +470,7 @@ int rt_ckpt_read_shared(const RtCkpt *c, RtComm *world, const RtCkptBlob *blobs,
     for (int r = 0; r < c->world && rc == 0; r++) {
         File *f = &files[r];
         f->path = rtc_ck_rank_path(c->dir, r);
-        rc = get_index(c, &W, r, f, err, errlen);
+        rc = get_index(c, &W, r, f, &mine, err, errlen);
         if (rc == 0 && mine == 0 && strcmp(f->hash, c->plan_hash) != 0)
             mine = rtc_err(err, errlen, "%s: written by a program of plan hash %s, the manifest's "
                            "is %s (a rank file mixed in from another plan?)", f->path, f->hash,
