@@ -1,26 +1,27 @@
 #!/usr/bin/env bash
 # fault_load_bcast: loading at scale (issue 35; docs/codegen.md, "Checkpoints
-# and Hugging Face files"). Replicas (ranks that load the same bytes) share
-# the reading: each rank file or imported block is read by one of them and
-# broadcast to the others. tiny-llama, dp 2 x tp 2 (4 ranks, ZeRO 0) and
-# dp 2 (2 ranks):
-#   (a) 3 steps, save, resume to 5 == 5 uninterrupted steps, bitwise (losses
-#       and exported weights), and == the same resume with PTDC_LOAD_BCAST=0
-#       (every rank reads what it needs: the loader as it was);
+# and Hugging Face files"): each byte a load needs is read from storage by
+# one of the ranks that need it and broadcast to the others. tiny-llama,
+# dp 2 x tp 2 (4 ranks, ZeRO 0) and dp 2 (2 ranks):
+#   (a) 3 steps, save, resume to 5: bitwise the same (losses and exported
+#       weights) as the same resume with PTDC_LOAD_BCAST=0 (every rank reads
+#       what it needs: the loader as it was; tests/codegen/restart.sh holds
+#       that one to the uninterrupted run);
 #   (b) the bytes read from storage over all ranks are one copy of the
 #       checkpoint's state (the rank files' payloads, from their headers),
 #       each rank reading an equal share: dp 2 x tp 2 resuming (4 copies
 #       with PTDC_LOAD_BCAST=0), and dp 2 loading that checkpoint;
 #   (c) resharding: the dp 2 program loads the dp 2 x tp 2 checkpoint (its two
-#       ranks still a group) and the reverse; the loaded weights are the
-#       saver's (export at the loaded step, byte-identical: the masters the
-#       weights are made from, read as the moments are);
+#       ranks still a group), and the weights it exports at the loaded step
+#       are byte-identical to the saver's (the masters they are made from
+#       are read as the moments are);
 #   (d) --import-hf by the dp 2 program reads each tensor's bytes once over
-#       both ranks (the file's data bytes), and trains bitwise as with
-#       PTDC_LOAD_BCAST=0;
+#       both ranks (the file's data bytes), both ranks reading a share, and
+#       exports the imported weights byte-identical;
 #   (e) a corrupted rank file: named with its CRC-32C mismatch by every
 #       rank of the group that reads it, and the job exits non-zero
 #       within the timeout (no rank waits for a broadcast that never comes).
+# 6 launches (under ASan on a loaded 2-core VM the launches are the time).
 set -u
 bin=$1 shim=$2 mpirun=$3 ptdc=$4 src=$5
 work=$(mktemp -d /tmp/ptdc-fault-load.XXXXXX)
@@ -45,26 +46,18 @@ eq() { # name, got, want
   if [ "$2" = "$3" ]; then echo "$1: $2"; else echo "FAIL: $1: $2, want $3"; fail=1; fi
 }
 
-# (a) resume bitwise.
-train $T --steps 5 --export-hf "$work/full.safetensors"
-expect "5 steps" 0 "^step     5/5"
-losses > "$work/a"
+# (a) resume: the same with and without the broadcast.
 train $T --steps 3 --save "$work/ck" --export-hf "$work/three.safetensors"
 expect "3 steps, saved" 0 "^step     3/3"
-losses > "$work/b"
 train $T --steps 5 --load "$work/ck" --export-hf "$work/resumed.safetensors"
 expect "resumed" 0 "^loaded checkpoint of step 3"
-losses >> "$work/b"
-same "(a) losses, 3 + 2 steps against 5" "$work/a" "$work/b"
-same "(a) weights, 3 + 2 steps against 5" "$work/full.safetensors" "$work/resumed.safetensors"
-
-# (b) one copy of the state read, shared by the ranks.
+losses > "$work/b"
 payload=0
 for f in "$work"/ck/step-000000003/rank*.ckpt; do payload=$((payload + $(u64 "$f" 40))); done
-read -r got lo hi rcv <<<"$(loadnum "checkpoint state")"
-# Tensors that tp does not split (the norms) are saved in parts by all 4
+# (b) Tensors that tp does not split (the norms) are saved in parts by all 4
 # ranks, so every rank needs a part of every rank file: the 4 ranks are one
 # group, each reading one file and broadcasting it whole.
+read -r got lo hi rcv <<<"$(loadnum "checkpoint state")"
 eq "(b) bytes read over 4 ranks with the broadcast (one copy of the payloads)" "$got" "$payload"
 eq "(b) each rank's share" "$lo $hi" "$((payload / 4)) $((payload / 4))"
 has "(b) one group of 4" "^load: checkpoint state: .*(groups of up to 4 ranks)"
@@ -73,11 +66,10 @@ expect "resumed, every rank reading" 0 "^loaded checkpoint of step 3"
 read -r got lo hi rcv <<<"$(loadnum "checkpoint state")"
 eq "(b) bytes read with PTDC_LOAD_BCAST=0 (4 copies)" "$got $rcv" "$((4 * payload)) 0"
 losses > "$work/c"
-sed -n '4,5p' "$work/b" > "$work/b45"
-same "(a) losses, broadcast against every rank reading" "$work/b45" "$work/c"
+same "(a) losses, broadcast against every rank reading" "$work/b" "$work/c"
 same "(a) weights, broadcast against every rank reading" "$work/resumed.safetensors" "$work/direct.safetensors"
 
-# (c) resharding, both ways: the loaded weights are exactly the saver's.
+# (c) resharding: the loaded weights are exactly the saver's.
 train2 $T --steps 3 --load "$work/ck" --export-hf "$work/r3.safetensors"
 expect "(c) dp 2 loads dp 2 x tp 2's step 3" 0 "resharded onto this one"
 has "(c) its two ranks read as a group" "^load: checkpoint state: .*received by broadcast (groups of up to 2 ranks)"
@@ -86,26 +78,15 @@ same "(c) weights loaded resharded against the saver's" "$work/three.safetensors
 read -r got lo hi rcv <<<"$(loadnum "checkpoint state")"
 eq "(b) dp 2: bytes read, each rank's share (one copy of the payloads)" "$got $lo $hi" \
   "$payload $((payload / 2)) $((payload / 2))"
-train2 $T --steps 3 --save "$work/ck2" --export-hf "$work/two3.safetensors"
-expect "(c) dp 2 saves step 3" 0 "^step     3/3"
-train $T --steps 3 --load "$work/ck2" --export-hf "$work/back3.safetensors"
-expect "(c) dp 2 x tp 2 loads dp 2's step 3" 0 "resharded onto this one"
-same "(c) dp 2 x tp 2 loading dp 2's step 3 against dp 2's weights" "$work/two3.safetensors" "$work/back3.safetensors"
 
-# (d) --import-hf: each tensor read once over both ranks.
-train2 $T --steps 2 --import-hf "$work/full.safetensors"
-expect "(d) dp 2 imports" 0 "^step     2/2"
-losses > "$work/f"
-data=$(( $(wc -c < "$work/full.safetensors") - 8 - $(u64 "$work/full.safetensors" 0) ))
+# (d) --import-hf: each tensor read once over both ranks, imported exactly.
+train2 --steps 0 --import-hf "$work/three.safetensors" --export-hf "$work/re.safetensors"
+expect "(d) dp 2 imports" 0 "^exported weights"
+data=$(( $(wc -c < "$work/three.safetensors") - 8 - $(u64 "$work/three.safetensors" 0) ))
 read -r got lo hi rcv <<<"$(loadnum "--import-hf")"
 eq "(d) bytes of tensor data read over 2 ranks (the file's data bytes)" "$got" "$data"
 if [ "$lo" -gt 0 ]; then echo "(d) both ranks read a share: $lo and $hi"; else echo "FAIL: (d) one rank read nothing ($lo, $hi)"; fail=1; fi
-PTDC_LOAD_BCAST=0 train2 $T --steps 2 --import-hf "$work/full.safetensors"
-expect "(d) the same, every rank reading" 0 "^step     2/2"
-losses > "$work/g"
-read -r got lo hi rcv <<<"$(loadnum "--import-hf")"
-eq "(d) bytes read with PTDC_LOAD_BCAST=0" "$got" "$((2 * data))"
-same "(d) losses after the import, with and without the broadcast" "$work/f" "$work/g"
+same "(d) weights imported and exported" "$work/three.safetensors" "$work/re.safetensors"
 
 # (e) a corrupted rank file, read by one member of its group.
 cp -r "$work/ck" "$work/flip"
