@@ -222,6 +222,9 @@ int rt_stop_agree(RtComm *c);
  * with the stall timeout: `out` receives size * bytes, rank r's at r * bytes. */
 void rt_host_allgather(RtComm *c, void *out, const void *in, size_t bytes);
 int64_t rt_host_max(RtComm *c, int64_t value); /* the largest value over c */
+/* root's `bytes` of host memory into buf on every member of c (MPI on both
+ * backends: loaded state passes through host memory anyway). */
+void rt_host_bcast(RtComm *c, void *buf, size_t bytes, int root);
 
 /* One line on stderr, "[rank N] " first when there are several ranks,
  * written with a single write() so lines of ranks never run together. */
@@ -776,6 +779,26 @@ int rt_ckpt_read(const RtCkpt *c, int rank, const RtCkptBlob *blobs, int n, char
  * CRC checked as it streams; if one fails, the blobs hold garbage. */
 int rt_ckpt_read_any(const RtCkpt *c, const RtCkptBlob *blobs, int n, char *err,
                      size_t errlen);
+/* rt_ckpt_read_any with the reading shared over the world (rt_comm_world;
+ * collective; every rank passes its own blobs), so that each rank file is
+ * read from storage once where ranks need the same files: the index of rank
+ * file r is read by rank r % size and broadcast (rt_host_bcast); then the
+ * ranks that need the same set of rank files form a group, and the k-th of
+ * those files is read by member k % size and broadcast to the others as it
+ * streams (only the bytes their blobs take when the members' blobs are
+ * alike, as data-parallel replicas' are; else whole), followed by the
+ * reader's outcome, so that every member fails with the reader's sentence
+ * naming the file and none waits. Failures of one rank's own are agreed
+ * over the world too. world NULL: read alone (rt_ckpt_read_any). *io counts
+ * this rank's part. */
+typedef struct {
+    int64_t state;    /* payload bytes of rank files read from storage here */
+    int64_t meta;     /* their headers, indexes and trailers read here */
+    int64_t received; /* bytes received by broadcast from other ranks */
+    int group;        /* ranks in this rank's group for the payloads */
+} RtCkptIo;
+int rt_ckpt_read_shared(const RtCkpt *c, RtComm *world, const RtCkptBlob *blobs, int n,
+                        RtCkptIo *io, char *err, size_t errlen);
 
 /* ----------------------------------------------------------- safetensors */
 /* Hugging Face safetensors files (8-byte little-endian header length, JSON
@@ -812,6 +835,9 @@ const char *rt_st_metadata(const RtSt *st, const char *key);
 int rt_st_read(const RtSt *st, const char *name, bool transposed, int part, int nparts, int rank,
                const int64_t *global, const int64_t *offset, const int64_t *local, float *dst,
                char *err, size_t errlen);
+/* Bytes of tensor data rt_st_read has read from st's files so far (a
+ * block's elements times the file dtype's size). */
+int64_t rt_st_bytes_read(const RtSt *st);
 /* Which of a tensor's two names st uses: `name`, or `alt` (NULL: it has one),
  * its name with or without the model class's base_model_prefix (GPT-2's
  * `transformer.`, LLaMA's `model.`: transformers saves and loads both

@@ -309,10 +309,23 @@ int rtc_ck_read_index(int fd, const char *path, const RtcCkHeader *hd, char **ha
         return rtc_err(err, errlen, "%s: corrupted checkpoint index (%u blobs in %llu bytes)",
                        path, hd->count, (unsigned long long)hd->index_bytes);
     unsigned char *raw = rtc_xmalloc(RTC_CK_HEADER + hd->index_bytes);
-    if (rtc_read_all(fd, raw, RTC_CK_HEADER + hd->index_bytes, 0, path, err, errlen) != 0) {
+    if (rtc_read_all(fd, raw, RTC_CK_HEADER + hd->index_bytes, 0, path, err, errlen) != 0 ||
+        rtc_ck_parse_index(raw, path, hd, hash, entries, err, errlen) != 0) {
         free(raw);
         return -1;
     }
+    *raw_out = raw;
+    return 0;
+}
+
+int rtc_ck_parse_index(const unsigned char *raw, const char *path, const RtcCkHeader *hd,
+                       char **hash, RtcCkEntry **entries, char *err, size_t errlen)
+{
+    *hash = NULL;
+    *entries = NULL;
+    if ((uint64_t)hd->count * (CK_ENTRY_FIXED + 1) > hd->index_bytes - hd->hash_len)
+        return rtc_err(err, errlen, "%s: corrupted checkpoint index (%u blobs in %llu bytes)",
+                       path, hd->count, (unsigned long long)hd->index_bytes);
     const unsigned char *ib = raw + RTC_CK_HEADER;
     char *h = rtc_xmalloc(hd->hash_len + 1);
     memcpy(h, ib, hd->hash_len);
@@ -363,12 +376,10 @@ int rtc_ck_read_index(int fd, const char *path, const RtcCkHeader *hd, char **ha
         rc = rtc_err(err, errlen, "%s: corrupted checkpoint index (sizes do not add up)", path);
     if (rc != 0) {
         free(h);
-        free(raw);
         rtc_ck_entries_free(e, hd->count);
         return -1;
     }
     *hash = h;
     *entries = e;
-    *raw_out = raw;
     return 0;
 }

@@ -128,6 +128,10 @@ int rtc_ck_decode_header(const unsigned char *h, const char *path, RtcCkHeader *
  * rtc_ck_entries_free, free). */
 int rtc_ck_read_index(int fd, const char *path, const RtcCkHeader *hd, char **hash,
                       RtcCkEntry **entries, unsigned char **raw, char *err, size_t errlen);
+/* The same from raw (RTC_CK_HEADER + hd->index_bytes bytes as stored, the
+ * caller's): what a member of a group that shares the reading received. */
+int rtc_ck_parse_index(const unsigned char *raw, const char *path, const RtcCkHeader *hd,
+                       char **hash, RtcCkEntry **entries, char *err, size_t errlen);
 void rtc_ck_entries_free(RtcCkEntry *e, uint32_t n);
 /* A step's manifest, read and checked (ckpt_manifest.c). */
 typedef struct {

@@ -40,6 +40,7 @@ struct RtcStFile {
     StTensor *t;       /* sorted by name */
     int nmeta;
     char **meta_keys, **meta_vals;
+    int64_t nread; /* tensor data bytes rtc_stf_read has read */
 };
 
 static const struct {
@@ -353,7 +354,12 @@ int rtc_st_map(const char *path, const char *name, int file_ndim, const int64_t 
     return 0;
 }
 
-int rtc_stf_read(const RtcStFile *st, const char *name, bool transposed, int part, int nparts, int rank,
+int64_t rtc_stf_bytes_read(const RtcStFile *st)
+{
+    return st->nread;
+}
+
+int rtc_stf_read(RtcStFile *st, const char *name, bool transposed, int part, int nparts, int rank,
                const int64_t *global, const int64_t *offset, const int64_t *local, float *dst,
                char *err, size_t errlen)
 {
@@ -372,6 +378,7 @@ int rtc_stf_read(const RtcStFile *st, const char *name, bool transposed, int par
         return -1;
     const unsigned char *base = st->data + t->begin;
     int64_t n = rtc_numel(rank, local);
+    st->nread += n * (int64_t)t->size; /* each element of the block once */
     int64_t idx[RT_ST_MAXDIM] = {0};
     /* Walk the block in parameter order; fi is the file element index. */
     for (int64_t k = 0; k < n; k++) {

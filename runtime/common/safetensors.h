@@ -39,9 +39,11 @@ int rtc_stf_find(const RtcStFile *st, const char *name, int *ndim, int64_t *shap
                  const char **dtype);
 const char *rtc_stf_metadata(const RtcStFile *st, const char *key);
 const char *rtc_stf_path(const RtcStFile *st); /* as opened */
-int rtc_stf_read(const RtcStFile *st, const char *name, bool transposed, int part, int nparts,
+/* Not const: it counts the bytes it reads (rtc_stf_bytes_read). */
+int rtc_stf_read(RtcStFile *st, const char *name, bool transposed, int part, int nparts,
                  int rank, const int64_t *global, const int64_t *offset, const int64_t *local,
                  float *dst, char *err, size_t errlen);
+int64_t rtc_stf_bytes_read(const RtcStFile *st);
 
 /* One file written (safetensors_write.c); rt_st_writer_* (safetensors_shard.c)
  * spreads tensors over several. */

@@ -358,6 +358,14 @@ int rt_st_read(const RtSt *st, const char *name, bool transposed, int part, int 
                         local, dst, err, errlen);
 }
 
+int64_t rt_st_bytes_read(const RtSt *st)
+{
+    int64_t n = 0;
+    for (int i = 0; i < st->nfiles; i++)
+        n += rtc_stf_bytes_read(st->files[i]);
+    return n;
+}
+
 /* " (in SHARD)" for a tensor of a sharded directory or index, else "". */
 static void shard_of(const RtSt *st, const Entry *e, char *buf, size_t n)
 {

@@ -293,6 +293,17 @@ void rt_host_allgather(RtComm *c, void *out, const void *in, size_t bytes)
     RT_MPI_WAIT(RTW_HOST, c, -1, 0, MPI_Allgather(in, k, MPI_BYTE, out, k, MPI_BYTE, c->comm));
 }
 
+void rt_host_bcast(RtComm *c, void *buf, size_t bytes, int root)
+{
+    check(c, "rt_host_bcast");
+    /* In pieces of at most 1 GiB: MPI counts are int. */
+    for (size_t at = 0; at < bytes;) {
+        size_t k = bytes - at < ((size_t)1 << 30) ? bytes - at : (size_t)1 << 30;
+        RT_MPI_WAIT(RTW_HOST, c, -1, 0, MPI_Bcast((char *)buf + at, (int)k, MPI_BYTE, root, c->comm));
+        at += k;
+    }
+}
+
 int64_t rt_host_max(RtComm *c, int64_t value)
 {
     check(c, "rt_host_max");

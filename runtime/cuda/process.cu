@@ -217,6 +217,20 @@ void rt_host_allgather(RtComm *c, void *out, const void *in, size_t bytes)
     if (rc != MPI_SUCCESS) rt_fatal("%s:%d: MPI_Allgather failed (rt_host_allgather)", __FILE__, __LINE__);
 }
 
+void rt_host_bcast(RtComm *c, void *buf, size_t bytes, int root)
+{
+    if (!c) rt_fatal("rt_host_bcast on a NULL communicator (this rank is not a member)");
+    /* In pieces of at most 1 GiB: MPI counts are int. */
+    for (size_t at = 0; at < bytes;) {
+        size_t k = bytes - at < ((size_t)1 << 30) ? bytes - at : (size_t)1 << 30;
+        rtcu_block_begin("MPI_Bcast (rt_host_bcast)", __FILE__, __LINE__);
+        int rc = MPI_Bcast((char *)buf + at, (int)k, MPI_BYTE, root, c->mpi);
+        rtcu_block_end();
+        if (rc != MPI_SUCCESS) rt_fatal("%s:%d: MPI_Bcast failed (rt_host_bcast)", __FILE__, __LINE__);
+        at += k;
+    }
+}
+
 int64_t rt_host_max(RtComm *c, int64_t value)
 {
     if (!c) rt_fatal("rt_host_max on a NULL communicator (this rank is not a member)");

@@ -213,6 +213,20 @@ void tr_prof_init(void);           /* PTDC_PROFILE */
 void tr_prof_step(double seconds); /* after each step (tr_step counts it) */
 void tr_prof_report(void);         /* collective: every rank calls it at the end */
 
+/* ----------------------------------------------------------- train_load.c */
+/* FNV-1a of n bytes, continuing h: what a rank loads, so that ranks loading
+ * the same find each other. */
+uint64_t tr_load_hash(uint64_t h, const void *data, size_t n);
+bool tr_load_bcast_on(void); /* PTDC_LOAD_BCAST is not 0 */
+/* Collective over the world: the ranks whose hash is this one's (every rank
+ * alone when PTDC_LOAD_BCAST=0), ordered by world rank. */
+RtComm *tr_load_group(uint64_t hash);
+/* Collective: one line on rank 0 with the load's bytes over all ranks (state
+ * read from storage, received by broadcast, headers and indexes), the
+ * largest group and the slowest rank's seconds; meta < 0: not counted. */
+void tr_load_report(const char *what, int64_t state, int64_t meta, int64_t received, int group,
+                    double seconds);
+
 /* ------------------------------------------------------------ train_env.c */
 /* Collective: 1 when the ranks see different values of the environment
  * variables that change what a rank issues or computes (rank 0 says which). */

@@ -333,8 +333,8 @@ enum { LOAD_OK, LOAD_DAMAGED, LOAD_REFUSED };
 
 /* Read step `step` of dir into this rank's state: LOAD_OK, LOAD_DAMAGED (a
  * rank file is damaged: an older step may do), LOAD_REFUSED (another model). */
-static int try_step(const char *dir, int64_t step, bool *resharded, int *saved_world,
-                    char *where, size_t wlen)
+static int try_step(const char *dir, int64_t step, RtComm *world, RtCkptIo *io,
+                    bool *resharded, int *saved_world, char *where, size_t wlen)
 {
     char err[2048];
     int outcome = LOAD_OK;
@@ -366,7 +366,10 @@ static int try_step(const char *dir, int64_t step, bool *resharded, int *saved_w
                  "interrupted run's)", rt_ckpt_dir(c), rt_ckpt_optimizer(c), tr_fl.optimizer,
                  rt_ckpt_optimizer(c));
         outcome = LOAD_REFUSED;
-    } else {
+    }
+    /* The reading is shared over the world (collective): no rank starts it
+     * unless every rank can. */
+    if (rt_host_max(tr_world, outcome) == LOAD_OK) {
         *resharded = rt_ckpt_world(c) != CG_WORLD || strcmp(rt_ckpt_plan_hash(c), CG_PLAN_HASH);
         *saved_world = rt_ckpt_world(c);
         /* Padding after a ZeRO shard's last element stays zero. */
@@ -378,7 +381,8 @@ static int try_step(const char *dir, int64_t step, bool *resharded, int *saved_w
             rt_zero(p->v, bytes);
         }
         TrBlobs B = make_blobs(false);
-        if (rt_ckpt_read_any(c, B.b, B.n, err, sizeof err) != 0)
+        /* Each rank file read by one of the ranks that need it. */
+        if (rt_ckpt_read_shared(c, world, B.b, B.n, io, err, sizeof err) != 0)
             outcome = LOAD_DAMAGED;
         tr_ckpt_blobs_free(&B);
         if (outcome == LOAD_OK) {
@@ -402,6 +406,9 @@ void tr_load_checkpoint(const char *dir)
 {
     char err[2048], notes[8192];
     int64_t before = INT64_MAX;
+    double t0 = rt_time();
+    /* The reading shared over the world (PTDC_LOAD_BCAST=0: every rank alone). */
+    RtComm *group = tr_load_bcast_on() ? tr_world : NULL;
     for (;;) {
         int64_t step = -1;
         if (ROOT) {
@@ -419,7 +426,10 @@ void tr_load_checkpoint(const char *dir)
         bool resharded = false;
         int saved_world = CG_WORLD;
         char where[4096] = "";
-        int outcome = try_step(dir, step, &resharded, &saved_world, where, sizeof where);
+        RtCkptIo io;
+        memset(&io, 0, sizeof io);
+        int outcome = try_step(dir, step, group, &io, &resharded, &saved_world, where,
+                               sizeof where);
         if (outcome == LOAD_REFUSED)
             break;
         if (outcome == LOAD_DAMAGED) {
@@ -428,6 +438,8 @@ void tr_load_checkpoint(const char *dir)
         }
         tr_step = step;
         params_from_master();
+        tr_load_report("checkpoint state", io.state, io.meta, io.received, io.group,
+                       rt_time() - t0);
         char r[2 * RT_RUN_ID_BYTES + 1], l[2 * RT_RUN_ID_BYTES + 1];
         rt_run_id_hex(run_id, r);
         rt_run_id_hex(lineage, l);

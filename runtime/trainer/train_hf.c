@@ -185,15 +185,40 @@ static void set_param(CgParam *p, const float *host)
     free(h);
 }
 
+/* What this rank imports, as tr_load_group compares it: each parameter's
+ * name and block (data-parallel replicas import the same). */
+static uint64_t blocks_hash(void)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < tr_prog->nparams; i++) {
+        const CgParam *p = &tr_prog->params[i];
+        int64_t off[CG_MAX_RANK], loc[CG_MAX_RANK];
+        tr_block(p, off, loc);
+        h = tr_load_hash(h, p->name, strlen(p->name) + 1);
+        h = tr_load_hash(h, &p->rank, sizeof p->rank);
+        h = tr_load_hash(h, off, sizeof(int64_t) * (size_t)p->rank);
+        h = tr_load_hash(h, loc, sizeof(int64_t) * (size_t)p->rank);
+    }
+    return h;
+}
+
 void tr_init_params(void)
 {
     RtSt *st = NULL;
     char err[1024];
-    int64_t bad = 0;
+    int64_t bad = 0, received = 0, *load = NULL;
+    double t0 = rt_time();
     if (tr_fl.import_hf && !(st = rt_st_open(tr_fl.import_hf, err, sizeof err)))
         rt_fatal("%s", err);
     if (st && ROOT && tr_fl.export_hf && !tr_hf_is_file(tr_fl.export_hf))
         tr_hf_keep_generation_config(tr_fl.import_hf);
+    /* Replicas import together: each block read by the member that has read
+     * the fewest bytes so far (every member computes the same), then
+     * broadcast to the others. */
+    RtComm *group = st ? tr_load_group(blocks_hash()) : NULL;
+    int gsize = group ? rt_comm_size(group) : 1, gme = group ? rt_comm_rank(group) : 0;
+    if (st && !(load = (int64_t *)calloc((size_t)gsize, sizeof *load)))
+        rt_fatal("out of host memory");
     for (int i = 0; i < tr_prog->nparams; i++) {
         CgParam *p = &tr_prog->params[i];
         int64_t off[CG_MAX_RANK], loc[CG_MAX_RANK];
@@ -202,7 +227,17 @@ void tr_init_params(void)
         if (!host)
             rt_fatal("out of host memory for %s", p->name);
         if (st) {
-            import_block(st, p, off, loc, host);
+            int reader = 0;
+            for (int m = 1; m < gsize; m++)
+                reader = load[m] < load[reader] ? m : reader;
+            load[reader] += p->numel;
+            /* A reader's failure is rt_fatal: it ends every rank, none waits. */
+            if (gme == reader)
+                import_block(st, p, off, loc, host);
+            if (gsize > 1) {
+                rt_host_bcast(group, host, (size_t)p->numel * sizeof(float), reader);
+                received += gme == reader ? 0 : p->numel * (int64_t)sizeof(float);
+            }
             for (int64_t e = 0; e < p->numel && !bad; e++)
                 if (!isfinite(host[e])) {
                     bad = 1;
@@ -218,8 +253,11 @@ void tr_init_params(void)
         set_param(p, host);
         free(host);
     }
-    if (st)
+    if (st) {
+        tr_load_report("--import-hf", rt_st_bytes_read(st), -1, received, gsize, rt_time() - t0);
         rt_st_close(st);
+    }
+    free(load);
     if (rt_host_max(tr_world, bad)) {
         rt_finalize();
         exit(1);
