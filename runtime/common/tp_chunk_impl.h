@@ -5,7 +5,8 @@
  * (CPU: the communication thread makes the MPI call while the rank
  * computes; CUDA: the collective runs on the communicator's stream beside
  * the GEMMs on compute). Not compiled alone: rt_act's size is the
- * backend's. Valid C and C++.
+ * backend's. Valid C and C++. The backend may name the two non-blocking
+ * collectives (TPC_IALLGATHER, TPC_IREDUCE_SCATTER) before including it.
  *
  * Bitwise equal to the unchunked pair: an element of C is a sum over K in
  * the GEMM's own order whichever rows a call covers (matmul.c), and with
@@ -13,6 +14,13 @@
 #include "rt.h"
 
 #include <stdint.h>
+
+#ifndef TPC_IALLGATHER
+#define TPC_IALLGATHER rt_iallgather
+#endif
+#ifndef TPC_IREDUCE_SCATTER
+#define TPC_IREDUCE_SCATTER rt_ireduce_scatter
+#endif
 
 enum { TPC_MAX_SPLITS = 16 };
 
@@ -53,7 +61,7 @@ void rt_allgather_matmul(RtComm *c, rt_act *gathered, const rt_act *in, int64_t 
     /* Rank r's block lands in scratch rank-major, unpacked after the wait,
      * except when outer == 1, where the layouts coincide. */
     rt_act *dst = outer == 1 ? gathered : scratch;
-    RtReq *req = rt_iallgather(c, dst, in, blk, RT_ACT);
+    RtReq *req = TPC_IALLGATHER(c, dst, in, blk, RT_ACT);
     /* This rank's own rows need nothing from the others: they run while
      * the others' arrive. */
     for (int64_t o = 0; o < outer; o++)
@@ -99,7 +107,7 @@ void rt_matmul_reduce_scatter(RtComm *c, rt_act *out, rt_act *partial, const rt_
             }
         /* In flight while the next piece's GEMMs run. */
         rt_act *recv = outer == 1 ? out + tpc_z(lo * N) : recv_base + tpc_z(outer * lo * N);
-        req[j] = rt_ireduce_scatter(c, recv, send, outer * len * N, RT_ACT);
+        req[j] = TPC_IREDUCE_SCATTER(c, recv, send, outer * len * N, RT_ACT);
     }
     for (int j = 0; j < k; j++) {
         rt_wait(req[j]);

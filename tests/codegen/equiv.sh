@@ -12,7 +12,7 @@
 #   equiv.sh BIN MODEL WORK chunked A B      B is A with "chunk" (--tp-overlap on): B's program
 #                                            must make chunked calls, and its losses and gradient
 #                                            norms must print as A's, its final weights within
-#                                            2e-6 of each tensor's scale (below)
+#                                            1e-5 of each tensor's scale (below)
 # TRAIN_FLAGS: more flags for every run (the reference's too), e.g.
 # "--optimizer lamb".
 # BIN holds cg_gen and stcmp. Each program trains STEPS (5) steps from the same
@@ -129,8 +129,11 @@ chunked)
     # Chunked GEMMs run OpenBLAS on fewer rows, and it picks kernels by
     # shape, so a product may differ from the whole GEMM's in the last bit
     # (tests/runtime/test_tp_chunk.c); what is gathered and reduce-scattered
-    # is moved bit for bit. Measured on tiny-llama tp2-sp over 5 steps: the
-    # losses and gradient norms print the same, weights 3.5e-7 of a scale.
+    # is moved bit for bit. Measured over 5 steps: the losses and gradient
+    # norms print the same; final weights 3.5e-7 of a scale apart on
+    # tiny-llama (tp2-sp), 1.9e-6 on tiny-gpt (a zero-initialised bias,
+    # whose small scale magnifies a last-bit difference): 1e-5, the
+    # matrix's own bound.
     a=$1 b=$2
     for f in rt_allgather_matmul rt_matmul_reduce_scatter; do
         grep -q "$f(" "$work/$b/model.c" || { echo "equiv: $b's program makes no $f call"; exit 1; }
@@ -140,7 +143,7 @@ chunked)
     run "$b" .chunked
     paste "$work/$a/losses.chunked" "$work/$b/losses.chunked"
     cmp "$work/$a/losses.chunked" "$work/$b/losses.chunked" || { echo "equiv: $b's losses are not $a's"; exit 1; }
-    "$bin/stcmp" "$work/$a/final.chunked.safetensors" "$work/$b/final.chunked.safetensors" --tol 2e-6
+    "$bin/stcmp" "$work/$a/final.chunked.safetensors" "$work/$b/final.chunked.safetensors" --tol 1e-5
     ;;
 gradcheck)
     "$work/$1/run.sh" --grad-check --data synthetic:7 > "$work/$1/gradcheck.log" 2>&1 || {
