@@ -332,7 +332,7 @@ static const struct SKey {
     {"pp_overlap", S_BOOL, F(pp_overlap), 0, 0, 0, NULL, 0,
      "interleaved pipeline transfers overlap the chunks' compute"},
     {"tp_overlap", S_ENUM, F(tp_overlap), 0, 0, 0, tp_overlap_names, 4,
-     "none, backward, userbuffers (tensor-parallel transfers beside their GEMMs)"},
+     "none, backward, userbuffers, chunked (tensor-parallel transfers beside their GEMMs)"},
     {"param_gather", S_ENUM, F(param_gather), 0, 0, 0, gather_names, 3,
      "optimizer, forward, blocking (where ZeRO-1/2's weight all-gather runs)"},
     {"reshard_overlap", S_NUM, F(reshard_overlap), 1, 0, 1, NULL, 0,
