@@ -138,8 +138,10 @@ RtReq *rt_irecv(RtComm *c, void *buf, int64_t n, RtType t, int peer, int tag);
 void rt_wait(RtReq *r);
 /* A communicator for point-to-point transfers that are issued as soon as
  * they are posted: the two directions of rank order progress independently
- * (on CUDA two NCCL communicators and streams, one per direction; NCCL sends
- * and receives block their stream until matched), so ranks may post sends
+ * (on CUDA four NCCL communicators and streams, one per direction and
+ * parity of the sending rank; NCCL sends and receives block their stream
+ * until matched, and a rank's sends and receives never share one, so a
+ * receive never waits behind a send's tail), so ranks may post sends
  * and receives in any order as long as the messages each direction carries
  * between two ranks are received in the order they were sent. Collective
  * over the world, like rt_comm_split. On a plain communicator rt_isend and
