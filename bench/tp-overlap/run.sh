@@ -16,6 +16,10 @@
 # steps, REPS (3) runs alternately; the first step of each run is left out
 # (start-up). Predictions: ptdc's plan.json step_time_s with
 # --cluster tests/codegen/data/vm-cpu.cluster (ptdc calibrate on that VM).
+# Then micro (BUILD_DIR/bench/tp-overlap/ptdc-bench-tp-micro, micro.c): one
+# gather + GEMM and one GEMM + reduce-scatter of the program's sizes (a
+# rank's SEQ GB / 2 rows, 1024 x 1024), each alone, one after the other and
+# chunked, 2 ranks, median of 7: how much transfer the chunked call hides.
 set -eu
 build=$(cd "$1" && pwd)
 work=${2:-/tmp/ptdc-bench-tp-overlap}
@@ -60,3 +64,5 @@ for m in off on; do
     eval "t_$m=$t p_$m=$p"
 done
 echo "on / off: measured $(echo "$t_on / $t_off" | bc -l | cut -c1-5), predicted $(echo "$p_on / $p_off" | sed 's/e/*10^/g' | bc -l | cut -c1-5)"
+OMP_NUM_THREADS=1 mpirun -np 2 $PTDC_MPIRUN_FLAGS "$build/bench/tp-overlap/ptdc-bench-tp-micro" \
+    $((seq * gb / 2)) 1024 1024 7
