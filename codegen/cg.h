@@ -84,6 +84,7 @@ typedef struct CgBuf {
  *   t  an element type (RT_ACT, RT_F32)             m  ranks along a mesh axis
  *   a  a mesh coordinate, g_coord[axis]            i  a named integer (a pipeline peer)
  *   e  any other symbol (g_scratch, mb, a request, a message tag)
+ *   N  element counts, one per GEMM of a list (a chunked gather's GEMMs)
  * A new call (an all-to-all dispatch, a ring exchange, an FP8 scale) is one
  * row here plus the lowering that makes it. */
 #define CG_CALLS(X)                                                                         \
@@ -142,6 +143,8 @@ typedef struct CgBuf {
     X(ALLGATHER_DIM, "rt_allgather_dim", "cbbnnne")                                         \
     X(ALLTOALL_DIM, "rt_alltoall_dim", "cbbnnnnnfe")                                        \
     X(SLICE_DIM, "rt_slice_dim", "bbnnnma")                                                 \
+    X(ALLGATHER_MATMUL, "rt_allgather_matmul", "cbbnnneLLNff")                              \
+    X(MATMUL_REDUCE_SCATTER, "rt_matmul_reduce_scatter", "cbbbbnnnnffie")                   \
     X(GRAD_READY, "cg_grad_ready", "b")                                                     \
     X(WAIT, "cg_wait", "e")                                                                 \
     X(RECV, "cg_recv", "bntie")                                                             \
@@ -172,6 +175,7 @@ typedef struct CgSize {
 typedef enum {
     CG_A_BUF,   /* buffer `buf`, at rank-in-g_comm[comm] x size elements when comm != 0 */
     CG_A_BUFS,  /* bufs[0..nbufs) */
+    CG_A_SIZES, /* sizes[0..nbufs) */
     CG_A_SIZE,  /* size (an element or byte count) */
     CG_A_INT,   /* size.name = size.v: a named integer that is no size */
     CG_A_BOOL,
@@ -191,6 +195,7 @@ typedef struct CgArg {
     const char *sym;
     int nbufs;
     const int *bufs;
+    const CgSize *sizes;          /* CG_A_SIZES, nbufs of them */
     CgSize size;
 } CgArg;
 
@@ -373,6 +378,10 @@ CgSize cg_sz_sh(const Cg *c, int t, const PlanSharding *sh, int from, int to);
 CgSize cg_sz_numel(const Cg *c, int t, const PlanSharding *sh);
 CgSize cg_sz_named(const char *name, int64_t v, const char *what);
 CgSize cg_sz_div(CgSize a, CgSize b);
+/* cg_tpchunk.c: under the plan's tp_overlap, op's gathers and the GEMMs
+ * reading them, and forward GEMMs and the reduce-scatters of their
+ * products, fused into chunked calls. */
+void cg_tp_chunk(Cg *c, CgRankProg *r, CgOp *op);
 /* f(ctx, id) for every buffer a statement names, in printed order. */
 void cg_stmt_bufs(const CgStmt *s, void (*f)(void *, int), void *ctx);
 /* Whether two statements print alike once their buffers are named by

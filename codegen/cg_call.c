@@ -24,6 +24,7 @@ static bool fits(char k, const CgArg *a)
     switch (k) {
     case 'b': return a->kind == CG_A_BUF || a->kind == CG_A_SYM || a->kind == CG_A_FLT;
     case 'L': return a->kind == CG_A_BUFS;
+    case 'N': return a->kind == CG_A_SIZES;
     case 'n': return a->kind == CG_A_SIZE && !a->size.unit;
     case 'y': return a->kind == CG_A_SIZE && a->size.unit;
     case 'f': return a->kind == CG_A_BOOL;
@@ -278,6 +279,13 @@ static bool arg_eq(const CgArg *a, const CgArg *b, bool (*same)(void *, int, int
             return false;
         for (int k = 0; k < a->nbufs; k++)
             if (!same(ctx, a->bufs[k], b->bufs[k]))
+                return false;
+        return true;
+    case CG_A_SIZES:
+        if (a->nbufs != b->nbufs)
+            return false;
+        for (int k = 0; k < a->nbufs; k++)
+            if (!size_eq(&a->sizes[k], &b->sizes[k]))
                 return false;
         return true;
     case CG_A_SIZE:

@@ -327,6 +327,8 @@ void cg_lower(Cg *c, CgRankProg *r)
     for (int j = 0; j < r->nchunks; j++) {
         lower_forward(c, r, j, &cb[j]);
         lower_backward(c, r, j, &cb[j]);
+        cg_tp_chunk(c, r, &r->ops[2 * j]);
+        cg_tp_chunk(c, r, &r->ops[2 * j + 1]);
     }
     for (int j = 0; j < r->nchunks; j++)
         vec_free(cb[j].slots);

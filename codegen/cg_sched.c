@@ -46,15 +46,26 @@ void cg_schedule(Cg *c, CgRankProg *r)
 
 /* The CUDA program's transfers (runtime/cuda/comm.cu, rt_comm_split_p2p):
  * the host never waits for them; each is issued at once on the stream of
- * its direction (channel 0 carries messages from a lower pipeline rank to a
- * higher one, channel 1 the others), after everything compute had queued,
+ * its channel (cg_p2p_channel: by direction and the sending rank's parity,
+ * so that no rank sends and receives on one stream and a receive never
+ * waits behind a send that is not yet matched), after everything compute had queued,
  * and blocks that stream until the peer's matching operation runs; compute
  * waits for a receive before the op that reads it and for a send before
  * its slot is written again. NCCL matches the messages of one channel
  * between two ranks in posting order (no tags), so that order must agree
  * on both sides. Played to the end here; a cycle or a mismatch is a bug of
  * the schedule (ir_die). */
-enum { Q_COMPUTE, Q_CH0, Q_CH1, NQ };
+enum { Q_COMPUTE, Q_CH0, NQ = Q_CH0 + 4 };
+
+/* comm.cu's channel of a message from pipeline rank `from` to `to`:
+ * 0, 1 up the rank order, 2, 3 down, by the sender's parity. A rank sends
+ * only on channels of its own parity and receives from its neighbours on
+ * the others; the ring's wrap (the last rank to the first and back) joins
+ * ranks that neither send down below the first nor up above the last. */
+static int channel(int from, int to)
+{
+    return (from < to ? 0 : 2) + (from & 1);
+}
 
 typedef struct SItem {
     int q;       /* Q_COMPUTE or a channel */
@@ -115,17 +126,24 @@ static void check_streams(Cg *c)
                 op.wait[0] = pl.snd[bwd ? msg_id(&pl, true, s - 1, prev) : msg_id(&pl, false, s, prev)];
             if (recvs) {
                 int m = bwd ? msg_id(&pl, true, s, mb) : msg_id(&pl, false, s - 1, mb);
-                int q = cg_stage_pp(c, msg_from(&pl, m)) < rank ? Q_CH0 : Q_CH1;
+                int q = Q_CH0 + channel(cg_stage_pp(c, msg_from(&pl, m)), rank);
                 op.wait[1] = pl.rcv[m] = push_item(&pl, rank, (SItem){q, m, false, last, {-1, -1}, false});
             }
             last = push_item(&pl, rank, op);
             if (sends) {
                 int m = bwd ? msg_id(&pl, true, s - 1, mb) : msg_id(&pl, false, s, mb);
-                int q = rank < cg_stage_pp(c, msg_to(&pl, m)) ? Q_CH0 : Q_CH1;
+                int q = Q_CH0 + channel(rank, cg_stage_pp(c, msg_to(&pl, m)));
                 pl.snd[m] = push_item(&pl, rank, (SItem){q, m, true, last, {-1, -1}, false});
             }
         }
     }
+    /* A receive never queued behind this rank's own send. */
+    for (int a = 0; a < pl.P; a++)
+        for (int i = 0; i < pl.it[a].n; i++)
+            for (int k = 0; k < pl.it[a].n && pl.it[a].v[i].q != Q_COMPUTE && !pl.it[a].v[i].send; k++)
+                if (pl.it[a].v[k].send && pl.it[a].v[k].q == pl.it[a].v[i].q)
+                    ir_die("codegen: pipeline rank %d sends and receives on channel %d", a,
+                           pl.it[a].v[i].q - Q_CH0);
     /* The same order of messages on each channel of each pair of ranks. */
     for (int a = 0; a < pl.P; a++)
         for (int b = 0; b < pl.P; b++)

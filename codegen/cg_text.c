@@ -86,7 +86,8 @@ static const char *arg_text(Cg *c, const CgArg *a, CgConsts *k, const char *(*bu
                                    size_text(c, &a->size, k));
     case CG_A_MESH: return cg_fmt(c, "CG_MESH%d", a->buf);
     case CG_A_AXIS: return cg_fmt(c, "g_coord[%d]", a->buf);
-    case CG_A_BUFS: break;
+    case CG_A_BUFS:
+    case CG_A_SIZES: break;
     }
     ir_die("codegen: argument kind %d printed alone", (int)a->kind);
 }
@@ -112,12 +113,36 @@ static const char *batch_text(Cg *c, const CgStmt *s, CgConsts *k,
     return cg_fmt(c, "%s); }", e);
 }
 
+/* A gather chunked with its GEMMs: the outputs, weights and widths as
+ * arrays local to a block, like a batch. */
+static const char *agmm_text(Cg *c, const CgStmt *s, CgConsts *k, const char *(*bufname)(void *, int),
+                             void *ctx)
+{
+    const char *list[3] = {"", "", ""};
+    for (int l = 0; l < 3; l++) {
+        const CgArg *a = &s->args[7 + l];
+        for (int i = 0; i < a->nbufs; i++)
+            list[l] = cg_fmt(c, "%s%s%s", list[l], i ? ", " : "",
+                             l < 2 ? bufname(ctx, a->bufs[i]) : size_text(c, &a->sizes[i], k));
+    }
+    const char *e = cg_fmt(c, "{ rt_act *c_[] = {%s}; const rt_act *b_[] = {%s}; const int64_t n_[] = {%s}; %s(",
+                           list[0], list[1], list[2], cg_call_name[s->fn]);
+    for (int i = 0; i < 7; i++)
+        e = cg_fmt(c, "%s%s, ", e, arg_text(c, &s->args[i], k, bufname, ctx));
+    e = cg_fmt(c, "%sCG_COUNT(c_), c_, b_, n_", e);
+    for (int i = 10; i < s->nargs; i++)
+        e = cg_fmt(c, "%s, %s", e, arg_text(c, &s->args[i], k, bufname, ctx));
+    return cg_fmt(c, "%s); }", e);
+}
+
 char *cg_stmt_text(Cg *c, const CgStmt *s, CgConsts *k, const char *(*bufname)(void *, int), void *ctx)
 {
     if (s->fn == CG_NCALLS)
         return (char *)cg_fmt(c, "/* %s */", s->comment);
     if (s->fn == CG_CALL_MATMUL_BATCH || s->fn == CG_CALL_MATMUL_GRAD_BATCH)
         return (char *)batch_text(c, s, k, bufname, ctx);
+    if (s->fn == CG_CALL_ALLGATHER_MATMUL)
+        return (char *)agmm_text(c, s, k, bufname, ctx);
     const char *e = cg_fmt(c, "%s(", cg_call_name[s->fn]);
     for (int i = 0; i < s->nargs; i++)
         e = cg_fmt(c, "%s%s%s", e, i ? ", " : "", arg_text(c, &s->args[i], k, bufname, ctx));

@@ -37,6 +37,8 @@ typedef struct DrvOptions {
     int64_t global_batch;     /* sequences per step (default: the model's global_batch) */
     const char *recompute;    /* none|selective|ffn|full */
     int sp;                   /* -1 unset, 0 off, 1 on */
+    int tp_overlap;           /* --tp-overlap: -1 unset, 0 off, 1 on (the ptdc stack's tp_overlap
+                                 chunked: docs/codegen.md, "Chunked tensor parallelism") */
     int zero;                 /* -1 unset, else 0..3 */
     const char *schedule;     /* 1f1b|interleaved */
     int virtual_stages;       /* --virtual-stages V (interleaved) */

@@ -54,6 +54,14 @@ static bool make_stack(const DrvOptions *o, const char *name, const PassCluster 
         if (n < 0 || (size_t)n >= sizeof line || !pass_stack_apply("--stack-set", line, (size_t)n, st))
             return false;
     }
+    /* --tp-overlap pins what ptdc's programs do, so their stack prices it. */
+    if (o->tp_overlap >= 0 && st->ref_stack) {
+        ir_error(IR_NOLOC, "--tp-overlap chunks ptdc's own programs, and the %s stack runs another "
+                 "framework's (its key tp_overlap says how: --stack-set tp_overlap=...)", st->name);
+        return false;
+    }
+    if (o->tp_overlap >= 0)
+        st->tp_overlap = o->tp_overlap ? PASS_TP_OVERLAP_CHUNKED : PASS_TP_OVERLAP_NONE;
     if (cl && st->backends && !(st->backends >> cl->gpu.kind & 1)) {
         ir_error(IR_NOLOC, "--stack %s runs on %s, but the cluster's devices are %s", st->name,
                  st->backends >> PASS_DEV_GPU & 1 ? "GPUs" : "CPUs",
@@ -477,6 +485,11 @@ static int plan(Mode mode, const DrvOptions *o, IrGraph *g)
                 drv_answer_json(g, c, r.have_closest ? &r.closest : NULL, "does_not_fit", rc, NULL, NULL);
         }
     }
+    /* The programs chunk what the stack prices chunked: sequence
+     * parallelism's gathers and reduce-scatters (cg_tpchunk.c). */
+    for (int k = 0; rc == DRV_OK && k < r.nalt; k++)
+        r.alt[k].plan.tp_overlap = c->st.tp_overlap == PASS_TP_OVERLAP_CHUNKED && r.alt[k].layout.sp &&
+                                   r.alt[k].layout.tp > 1;
     if (rc == DRV_OK) {
         char note[512];
         if (rep_search_idle_note(&r, pass_cluster_domain(&cl), note, sizeof note))

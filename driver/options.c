@@ -84,6 +84,8 @@ void drv_print_help(void)
         "  --micro-batch N          sequences per micro-batch on each data-parallel replica\n"
         "  --recompute POLICY       none, selective, ffn or full activation recomputation\n"
         "  --sp on|off              sequence parallelism in the tensor-parallel group\n"
+        "  --tp-overlap on|off      with --sp on, chunk each tensor-parallel gather and reduce-scatter\n"
+        "                           with its GEMMs in the programs, priced so (default off)\n"
         "  --zero N                 ZeRO stage 0-3 over the data-parallel group\n"
         "  --schedule S             1f1b or interleaved\n"
         "  --virtual-stages V       model chunks per pipeline rank (interleaved schedule)\n"
@@ -188,6 +190,15 @@ static bool opt_set(DrvOptions *o, const char *flag, const char *val)
 static bool opt_stack_set(DrvOptions *o, const char *flag, const char *val)
 {
     return add_pair(flag, "KEY=VALUE", val, &o->stack_sets, &o->nstack_sets);
+}
+
+static bool opt_tp_overlap(DrvOptions *o, const char *flag, const char *val)
+{
+    static const char *const r[] = {"on", "off", NULL};
+    if (!one_of(flag, val, r))
+        return false;
+    o->tp_overlap = !strcmp(val, "on");
+    return true;
 }
 
 static bool opt_sp(DrvOptions *o, const char *flag, const char *val)
@@ -312,6 +323,7 @@ static const OptRow opts[] = {
     {"--optimizer", NULL, OPT_CHOICE, F(optimizer), 0, 0, optimizers, NULL},
     {"--recompute", NULL, OPT_CHOICE, F(recompute), 0, 0, recomputes, NULL},
     {"--sp", NULL, OPT_CALL, 0, 0, 0, NULL, opt_sp},
+    {"--tp-overlap", NULL, OPT_CALL, 0, 0, 0, NULL, opt_tp_overlap},
     {"--zero", NULL, OPT_INT, F(zero), 0, 3, NULL, NULL},
     {"--schedule", NULL, OPT_CHOICE, F(schedule), 0, 0, schedules, NULL},
     {"--attention", NULL, OPT_CHOICE, F(attention), 0, 0, attentions, NULL},
@@ -367,6 +379,7 @@ static void option_defaults(DrvOptions *o)
     o->gpus = 8;
     o->gpu = "a100-80gb";
     o->sp = -1;
+    o->tp_overlap = -1;
     o->zero = -1;
     o->attention = "flash";
     o->ilp_time_limit = 10;
@@ -381,6 +394,12 @@ static bool check_options(const DrvOptions *o)
     }
     if (o->virtual_stages > 1 && o->schedule && strcmp(o->schedule, "interleaved") != 0) {
         ir_error(IR_NOLOC, "--virtual-stages %d needs --schedule interleaved", o->virtual_stages);
+        return false;
+    }
+    /* The chunks are sequence parallelism's gathers and reduce-scatters. */
+    if (o->tp_overlap == 1 && (o->sp == 0 || o->tp == 1)) {
+        ir_error(IR_NOLOC, "--tp-overlap on chunks the tensor-parallel gathers and reduce-scatters of "
+                 "sequence parallelism, but %s", o->sp == 0 ? "--sp is off" : "--tp is 1");
         return false;
     }
     return true;

@@ -290,7 +290,13 @@ typedef struct Plan {
                                      -1; set once by whoever completes the plan
                                      (plan_axes), read by everyone after */
     bool axes_set;
+    bool tp_overlap;              /* with sequence parallelism, each gather before a GEMM and
+                                     reduce-scatter after one chunked with it (--tp-overlap:
+                                     the ptdc stack's tp_overlap chunked; docs/codegen.md) */
 } Plan;
+/* Pieces a row-parallel GEMM runs in under tp_overlap, each one's
+ * reduce-scatter beside the next (the programs and the cost model). */
+#define PLAN_TP_RS_SPLITS 4
 
 /* The plan's verifier (verify.c): false, after reporting each violation with
  * ir_error ("plan: ..."), unless the programs can execute p for g. */

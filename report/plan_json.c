@@ -121,6 +121,9 @@ static void parallel(FILE *f, const PlanLayout *L, const Plan *p)
         fprintf(f, "  \"context\": {\"cp\": %d, \"cp_axis\": %d, \"kv\": \"%s\", "
                    "\"split\": \"%s\"},\n", L->cp, L->cp_axis, L->cp_ring ? "ring" : "all_gather",
                 L->cp_balanced ? "balanced" : "contiguous");
+    /* Only when on, like "context". */
+    if (p->tp_overlap)
+        fprintf(f, "  \"tp_overlap\": {\"chunked\": true, \"rs_splits\": %d},\n", PLAN_TP_RS_SPLITS);
     if (L->moe) {
         static const char *const ax[] = {"dp", "tp"};
 #define AXN(a) ((a) == L->dp_axis ? "dp" : (a) == L->tp_axis ? "tp" : (a) >= 0 ? ax[(a) & 1] : "none")

@@ -238,6 +238,10 @@ void rep_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
     if (L->v > 1)
         fprintf(f, ", %d model chunks per pipeline rank", L->v);
     fprintf(f, "\n  sequence parallel  %s\n", L->sp ? "on" : "off");
+    if (p->tp_overlap)
+        fprintf(f, "  tp overlap         chunked: each gather runs beside its GEMM's rows of this rank's block,\n"
+                   "                     each reduce-scatter in %d pieces beside the GEMM's next piece\n",
+                PLAN_TP_RS_SPLITS);
     if (L->cp > 1 && L->cp_balanced) /* docs/context.md (plan/shard.c, plan/context.c) */
         fprintf(f, "  context parallel   cp %d over mesh axis %d: every layer runs on %lld tokens of each\n"
                    "                     sequence, two chunks of %lld (cp rank r holds chunks r and %d - r\n"

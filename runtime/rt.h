@@ -138,8 +138,10 @@ RtReq *rt_irecv(RtComm *c, void *buf, int64_t n, RtType t, int peer, int tag);
 void rt_wait(RtReq *r);
 /* A communicator for point-to-point transfers that are issued as soon as
  * they are posted: the two directions of rank order progress independently
- * (on CUDA two NCCL communicators and streams, one per direction; NCCL sends
- * and receives block their stream until matched), so ranks may post sends
+ * (on CUDA four NCCL communicators and streams, one per direction and
+ * parity of the sending rank; NCCL sends and receives block their stream
+ * until matched, and a rank's sends and receives never share one, so a
+ * receive never waits behind a send's tail), so ranks may post sends
  * and receives in any order as long as the messages each direction carries
  * between two ranks are received in the order they were sent. Collective
  * over the world, like rt_comm_split. On a plain communicator rt_isend and
@@ -172,6 +174,26 @@ void rt_allgather_dim(RtComm *c, rt_act *out, const rt_act *in, int64_t outer, i
                       int64_t inner, rt_act *scratch);
 void rt_reduce_scatter_dim(RtComm *c, rt_act *out, const rt_act *in, int64_t outer, int64_t d_local,
                            int64_t inner, rt_act *scratch);
+/* Tensor-parallel communication chunked with its GEMMs (sequence
+ * parallelism; docs/codegen.md, "Chunked tensor parallelism"). Each equals
+ * the unchunked pair, bit for bit on CPU with two ranks (with more, a
+ * reduce-scatter of a smaller block may add in another order):
+ * rt_allgather_matmul is rt_allgather_dim(c, gathered, in, outer, d_local,
+ * inner, scratch) then, for each of count GEMMs (<= RT_MATMUL_BATCH_MAX),
+ * out[i] = gathered [outer p d_local, inner] x op(b[i]) (+ out[i]), N[i]
+ * columns (the GEMMs reading one gathered input: q, k and v): the
+ * GEMM's rows of this rank's block run while the others' are gathered.
+ * rt_matmul_reduce_scatter is partial = a [outer p d_local, K] x op(b)
+ * (+ partial) then rt_reduce_scatter_dim(c, out, partial, outer, d_local,
+ * N, scratch), the GEMM in `splits` (1..16) pieces of rows, each piece's
+ * reduce-scatter in flight while the next piece computes; its scratch
+ * holds (p + 1) outer d_local N elements. */
+void rt_allgather_matmul(RtComm *c, rt_act *gathered, const rt_act *in, int64_t outer, int64_t d_local,
+                         int64_t inner, rt_act *scratch, int count, rt_act *const out[],
+                         const rt_act *const b[], const int64_t N[], bool tb, bool accumulate);
+void rt_matmul_reduce_scatter(RtComm *c, rt_act *out, rt_act *partial, const rt_act *a, const rt_act *b,
+                              int64_t outer, int64_t d_local, int64_t N, int64_t K, bool tb,
+                              bool accumulate, int splits, rt_act *scratch);
 /* Move a split from one dim to another (all-to-all). The tensor is viewed as
  * [outer, d1, mid, d2, inner] with d1, d2 the full sizes of the two dims; if
  * to_second, in is split along d1 ([outer, d1/p, mid, d2, inner]) and out

@@ -87,6 +87,8 @@ typedef enum {
     PASS_OVERLAP_RING,            /* an all-gather consumed piece by piece as it arrives */
     PASS_OVERLAP_PIPELINE,        /* a reduce-scatter of each output piece as it is made */
     PASS_OVERLAP_BULK,            /* beside a GEMM that does not depend on it */
+    PASS_OVERLAP_OWN,             /* a whole all-gather beside the GEMM's rows of the rank's own
+                                     block (1/chunks of it): ptdc's chunked programs */
 } PassOverlapKind;
 double pass_overlap_exposed(PassOverlapKind kind, double comm, double gemm, int chunks);
 

@@ -15,6 +15,10 @@
  *             comm/k + (k-1)/k max(0, comm - gemm).
  *   BULK      the transfer is issued with a GEMM that does not depend on it
  *             and waited for after it. Exposed: max(0, comm - gemm).
+ *   OWN       ptdc's chunked gather (rt_allgather_matmul): one all-gather
+ *             in flight while the GEMM runs the rows of the rank's own
+ *             block, a `chunks`-th of it (the group size); the rest waits.
+ *             Exposed: max(0, comm - gemm/k); RING's for two ranks.
  *
  * The chunked GEMM is priced as the whole one (its pieces are still large:
  * a sequence of 4096 tokens over 8 ranks gives 512-row pieces). */
@@ -34,6 +38,8 @@ double pass_overlap_exposed(PassOverlapKind kind, double comm, double gemm, int 
         return comm / k + (k - 1) / k * fmax(0, comm - gemm);
     case PASS_OVERLAP_BULK:
         return fmax(0, comm - gemm);
+    case PASS_OVERLAP_OWN:
+        return fmax(0, comm - gemm / k);
     }
     return comm;
 }

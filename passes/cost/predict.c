@@ -230,7 +230,8 @@ static void node_saved(PieceWalk *w, const IrNode *n, const PlanSharding *in, Pi
     double regather, regather_none;
     double sv = kept_bytes(x, n, w->r, &regather);
     pc->saved += sv;
-    if (regather > 0 && w->ov >= PASS_TP_OVERLAP_BACKWARD && n->op == IR_OP_MATMUL) {
+    if (regather > 0 && (w->ov == PASS_TP_OVERLAP_BACKWARD || w->ov == PASS_TP_OVERLAP_UB) &&
+        n->op == IR_OP_MATMUL) {
         double gm[3];
         reader_gemms(x, w->ncs, w->piece, n->in[0], &in[0], gm);
         double e = pass_overlap_exposed(PASS_OVERLAP_BULK, regather, gm[1], 1);
@@ -301,23 +302,27 @@ static void edge_overlap(const PieceWalk *w, const IrNode *n, int t, const PlanS
     const IrGraph *g = x->g;
     const PassNodeCost *pg = producer_gemm(x, w->ncs, w->piece, t);
     double gm[3] = {0, 0, 0};
+    bool ub = w->ov == PASS_TP_OVERLAP_UB, ch = w->ov == PASS_TP_OVERLAP_CHUNKED;
+    /* ptdc's chunked gathers run beside their GEMMs' own-block rows (OWN),
+     * its reduce-scatters in the programs' pieces (cg_tpchunk.c). */
+    PassOverlapKind gather = ch ? PASS_OVERLAP_OWN : PASS_OVERLAP_RING;
+    int splits = ch ? PLAN_TP_RS_SPLITS : pass_cost_consts.tp_rs_splits;
     if (n->op == IR_OP_MATMUL && (kf || kb))
         reader_gemms(x, w->ncs, w->piece, t, lay, gm);
-    if (*tf > 0 && kf && w->ov >= PASS_TP_OVERLAP_UB && n->op == IR_OP_MATMUL)
+    if (*tf > 0 && kf && ub && n->op == IR_OP_MATMUL)
         pc->ub_bytes = fmax(pc->ub_bytes, (double)plan_local_numel(g, t, &x->p->mesh, lay, x->ds) *
                                               pass_elem_bytes(x->c, g->tensors[t].dtype));
-    if (*tf > 0 && kf && w->ov >= PASS_TP_OVERLAP_UB) {
-        double e = n->op == IR_OP_MATMUL ? pass_overlap_exposed(PASS_OVERLAP_RING, *tf, gm[0], kf)
-                   : pg ? pass_overlap_exposed(PASS_OVERLAP_PIPELINE, *tf, pg->gemm_fwd_s,
-                                               pass_cost_consts.tp_rs_splits)
+    if (*tf > 0 && kf && (ub || ch)) {
+        double e = n->op == IR_OP_MATMUL ? pass_overlap_exposed(gather, *tf, gm[0], kf)
+                   : pg ? pass_overlap_exposed(PASS_OVERLAP_PIPELINE, *tf, pg->gemm_fwd_s, splits)
                         : *tf;
         *tf = e + w->sd * (*tf - e);
     }
     if (*tb > 0 && kb) {
-        double e = n->op == IR_OP_MATMUL && w->ov >= PASS_TP_OVERLAP_BACKWARD
+        double e = n->op == IR_OP_MATMUL && (ub || w->ov == PASS_TP_OVERLAP_BACKWARD)
                        ? pass_overlap_exposed(PASS_OVERLAP_BULK, *tb, gm[2], 1)
-                   : pg && w->ov >= PASS_TP_OVERLAP_UB
-                       ? pass_overlap_exposed(PASS_OVERLAP_RING, *tb, pg->gemm_dx_s, kb)
+                   : pg && (ub || ch)
+                       ? pass_overlap_exposed(gather, *tb, pg->gemm_dx_s, kb)
                        : *tb;
         *tb = e + w->sd * (*tb - e);
     }

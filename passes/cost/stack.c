@@ -276,7 +276,7 @@ _Static_assert(sizeof(PassAttnKernel) == sizeof(int) && sizeof(PassTpOverlap) ==
                    sizeof(PassParamGather) == sizeof(int) && sizeof(PassScaling) == sizeof(int),
                "S_ENUM fields are int-sized");
 static const char *const kernel_names[] = {"auto", "flash2", "flash1", "fused_softmax", "eager"};
-static const char *const tp_overlap_names[] = {"none", "backward", "userbuffers"}; /* PassTpOverlap */
+static const char *const tp_overlap_names[] = {"none", "backward", "userbuffers", "chunked"}; /* PassTpOverlap */
 static const char *const gather_names[] = {"optimizer", "forward", "blocking"}; /* PassParamGather */
 static const char *const scaling_names[] = {"delayed", "current"}; /* PassScaling */
 static const char *const zero_names[] = {"0", "1", "2", "3"};
@@ -338,8 +338,8 @@ static const struct SKey {
     {"zero3_prefetch", S_BOOL, F(zero3_prefetch), 0, 0, 0, NULL, 0, "ZeRO-3 gathers run ahead"},
     {"pp_overlap", S_BOOL, F(pp_overlap), 0, 0, 0, NULL, 0,
      "interleaved pipeline transfers overlap the chunks' compute"},
-    {"tp_overlap", S_ENUM, F(tp_overlap), 0, 0, 0, tp_overlap_names, 3,
-     "none, backward, userbuffers (tensor-parallel transfers beside their GEMMs)"},
+    {"tp_overlap", S_ENUM, F(tp_overlap), 0, 0, 0, tp_overlap_names, 4,
+     "none, backward, userbuffers, chunked (tensor-parallel transfers beside their GEMMs)"},
     {"param_gather", S_ENUM, F(param_gather), 0, 0, 0, gather_names, 3,
      "optimizer, forward, blocking (where ZeRO-1/2's weight all-gather runs)"},
     {"reshard_overlap", S_NUM, F(reshard_overlap), 1, 0, 1, NULL, 0,

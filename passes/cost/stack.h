@@ -29,6 +29,11 @@ typedef enum {
     PASS_TP_OVERLAP_UB,           /* also forward and the row-parallel gradient's gather:
                                      Transformer Engine's userbuffers pipeline the GEMM in
                                      chunks with the transfer (Megatron --tp-comm-overlap) */
+    PASS_TP_OVERLAP_CHUNKED,      /* ptdc's programs under --tp-overlap on (codegen/cg_tpchunk.c):
+                                     each forward gather beside its GEMMs' rows of the rank's
+                                     own block, each forward reduce-scatter pipelined in
+                                     PLAN_TP_RS_SPLITS pieces, the row-parallel gradient's
+                                     gather like the forward one; no backward bulk pair */
 } PassTpOverlap;
 
 /* Where ZeRO-1/2's all-gather of the updated weights runs. */

@@ -12,6 +12,13 @@
  * collectives on the same group, and their order on the twin is the issue
  * order, the same on every member.
  *
+ * Open MPI's blocking calls spin while they wait for the other members (on
+ * a machine with no spare core, the spinning thread takes the core from
+ * the rank's own compute). A quiet request (the chunked tensor-parallel
+ * pairs, tp_chunk.c) first waits for every member to issue it with a
+ * non-blocking barrier tested every RTCPU_QUIET_US microseconds, asleep in
+ * between, so the blocking call that follows only moves the data.
+ *
  * Without MPI_THREAD_MULTIPLE there is no thread: the collective runs at
  * once on the issuing thread and its request is complete on return.
  *
@@ -21,6 +28,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cpu.h"
 
@@ -36,10 +44,29 @@ static struct {
        .work = PTHREAD_COND_INITIALIZER,
        .done = PTHREAD_COND_INITIALIZER};
 
+enum { RTCPU_QUIET_US = 50 };
+
+/* Until every member of m has arrived here, asleep between tests. */
+static void arrive_quietly(MPI_Comm m)
+{
+    MPI_Request b;
+    RT_MPI(MPI_Ibarrier(m, &b));
+    for (;;) {
+        int done = 0;
+        RT_MPI(MPI_Test(&b, &done, MPI_STATUS_IGNORE));
+        if (done)
+            return;
+        struct timespec ts = {0, RTCPU_QUIET_US * 1000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* The blocking call a request stands for, on the communicator's twin. */
 static void run(RtReq *r)
 {
     MPI_Comm m = r->comm->acomm;
+    if (r->quiet)
+        arrive_quietly(m);
     MPI_Datatype dt = rtcpu_mpi_type(r->t);
     size_t es = rtcpu_type_size(r->t);
     switch (r->op) {
@@ -111,7 +138,8 @@ void rtcpu_async_stop(void)
     A.running = false;
 }
 
-static RtReq *issue(int op, RtComm *c, void *out, const void *in, int64_t n, RtType t, const char *fn)
+static RtReq *issue(int op, RtComm *c, void *out, const void *in, int64_t n, RtType t, const char *fn,
+                    bool quiet)
 {
     if (!c)
         rt_fatal("ptdrt: %s on a NULL communicator (this rank is not a member)", fn);
@@ -131,6 +159,7 @@ static RtReq *issue(int op, RtComm *c, void *out, const void *in, int64_t n, RtT
     r->in = in;
     r->n = n;
     r->t = t;
+    r->quiet = quiet && A.running;
     r->seq = atomic_fetch_add(&c->aseq, 1) + 1;
     if (!A.running) {
         rtcpu_wait_begin_async(op, c, r->seq);
@@ -152,17 +181,27 @@ static RtReq *issue(int op, RtComm *c, void *out, const void *in, int64_t n, RtT
 
 RtReq *rt_iallreduce(RtComm *c, void *buf, int64_t n, RtType t)
 {
-    return issue(RTW_IALLREDUCE, c, buf, buf, n, t, "rt_iallreduce");
+    return issue(RTW_IALLREDUCE, c, buf, buf, n, t, "rt_iallreduce", false);
 }
 
 RtReq *rt_ireduce_scatter(RtComm *c, void *out, const void *in, int64_t n_out, RtType t)
 {
-    return issue(RTW_IREDUCE_SCATTER, c, out, in, n_out, t, "rt_ireduce_scatter");
+    return issue(RTW_IREDUCE_SCATTER, c, out, in, n_out, t, "rt_ireduce_scatter", false);
+}
+
+RtReq *rtcpu_ireduce_scatter_quiet(RtComm *c, void *out, const void *in, int64_t n_out, RtType t)
+{
+    return issue(RTW_IREDUCE_SCATTER, c, out, in, n_out, t, "rt_matmul_reduce_scatter", true);
 }
 
 RtReq *rt_iallgather(RtComm *c, void *out, const void *in, int64_t n_in, RtType t)
 {
-    return issue(RTW_IALLGATHER, c, out, in, n_in, t, "rt_iallgather");
+    return issue(RTW_IALLGATHER, c, out, in, n_in, t, "rt_iallgather", false);
+}
+
+RtReq *rtcpu_iallgather_quiet(RtComm *c, void *out, const void *in, int64_t n_in, RtType t)
+{
+    return issue(RTW_IALLGATHER, c, out, in, n_in, t, "rt_allgather_matmul", true);
 }
 
 void rtcpu_async_wait(RtReq *r)

@@ -35,6 +35,7 @@ struct RtReq {
     RtType t;
     int64_t seq;         /* its number among comm's non-blocking collectives (from 1) */
     _Atomic int done;
+    bool quiet;          /* the thread sleeps until every member has issued it (below) */
     struct RtReq *next;  /* the communication thread's queue */
 };
 
@@ -61,6 +62,11 @@ void rtcpu_comm_twin(RtComm *c);  /* make c->acomm: collective over c */
 void rtcpu_async_start(bool thread_multiple); /* after MPI is up */
 void rtcpu_async_stop(void);                  /* every collective issued must be waited for */
 void rtcpu_async_wait(RtReq *r);              /* rt_wait of a collective */
+/* rt_iallgather and rt_ireduce_scatter whose thread waits for the other
+ * members asleep, not in MPI's spinning progress loop: the chunked
+ * tensor-parallel pairs (tp_chunk.c), whose GEMMs need the core. */
+RtReq *rtcpu_iallgather_quiet(RtComm *c, void *out, const void *in, int64_t n_in, RtType t);
+RtReq *rtcpu_ireduce_scatter_quiet(RtComm *c, void *out, const void *in, int64_t n_out, RtType t);
 
 /* threads.c, called by rt_init: the libraries' environment (may exec the
  * program again), and the thread count. */

@@ -352,9 +352,12 @@ RtComm *rt_comm_split(int color, int key)
     return c;
 }
 
-/* Two NCCL communicators over the group, one per direction of rank order
- * (messages from a lower rank to a higher one on channel 0), each with its
- * own stream: a send blocks only its channel's stream until matched. */
+/* Four NCCL communicators over the group, one per direction of rank order
+ * and parity of the sending rank (messages from a lower rank to a higher
+ * one on channels 0 and 1), each with its own stream: a send blocks only
+ * its channel's stream until matched, and a rank sends only on the
+ * channels of its own parity, so a receive from a neighbour never waits
+ * behind this rank's send to the other neighbour (codegen/cg_sched.c). */
 RtComm *rt_comm_split_p2p(int color, int key)
 {
     rtcu_require_init("rt_comm_split_p2p");
@@ -363,7 +366,7 @@ RtComm *rt_comm_split_p2p(int color, int key)
     RtComm *c = m == MPI_COMM_NULL ? NULL : new_comm(m);
     int need = c && c->size > 1, any = 0;
     MPI_Allreduce(&need, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    for (int k = 0; any && k < 2; k++) {
+    for (int k = 0; any && k < 4; k++) {
         ncclComm_t nc = nccl_split(need ? color : NCCL_SPLIT_NOCOLOR, key);
         if (!need) continue;
         check_ranks(c, nc);
@@ -397,7 +400,7 @@ void rtcu_comm_destroy_all(void)
             destroy_nccl(c->nccl);
             CUDA_CHECK(cudaStreamDestroy(c->stream));
         }
-        for (int k = 0; k < 2; k++)
+        for (int k = 0; k < 4; k++)
             if (c->chan[k]) {
                 destroy_nccl(c->chan[k]);
                 CUDA_CHECK(cudaStreamDestroy(c->chan_stream[k]));
@@ -699,8 +702,9 @@ static RtReq *post(RtComm *c, void *buf, int64_t n, RtType t, int peer, int tag,
     RtReq *r = new_req();
     if (c->p2p) {
         if (n == 0) return r;
-        /* Channel 0 carries messages up the rank order, channel 1 down. */
-        int k = (send ? c->rank < peer : peer < c->rank) ? 0 : 1;
+        /* Up the rank order on 0, 1, down on 2, 3, by the sender's parity. */
+        int from = send ? c->rank : peer, to = send ? peer : c->rank;
+        int k = (from < to ? 0 : 2) + (from & 1);
         cudaStream_t s = c->chan_stream[k];
         size_t b = (size_t)n * rtcu_type_size(t);
         stream_after(s, buf, b, NULL, 0);

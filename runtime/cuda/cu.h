@@ -40,9 +40,10 @@ struct RtComm {
     int rank, size;
     cudaStream_t stream;     /* its operations' stream (shared with nccl) */
     int owner;               /* nccl and stream are this communicator's (else shared) */
-    int p2p;                 /* rt_comm_split_p2p: chan[0] carries messages up the rank order */
-    ncclComm_t chan[2];
-    cudaStream_t chan_stream[2];
+    int p2p;                 /* rt_comm_split_p2p: chan[0], chan[1] carry messages up the rank
+                                order from even and odd senders, chan[2], chan[3] down */
+    ncclComm_t chan[4];
+    cudaStream_t chan_stream[4];
     struct RtcuFpSeq *fp;    /* PTDC_NCCL_CHECK's sequence (comm_check.cu), shared like nccl */
 };
 

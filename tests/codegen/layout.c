@@ -29,6 +29,8 @@ bool layout_parse(const char *s, Layout *l)
         int n;
         if (!strcmp(tok, "sp"))
             l->sp = true;
+        else if (!strcmp(tok, "chunk"))
+            l->chunk = true;
         else if (!strcmp(tok, "full"))
             l->recompute = PLAN_RECOMPUTE_FULL;
         else if (!strcmp(tok, "ffn"))
@@ -114,6 +116,7 @@ bool layout_plan(const IrGraph *g, const Layout *l, Plan *p)
     }
     p->mb_seqs = g->global_batch / l->micro;
     p->zero = l->zero;
+    p->tp_overlap = l->chunk;
     p->schedule = l->v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B;
     p->attention = PLAN_ATTN_FLASH;
     if (p->nstages > g->npieces) {

@@ -12,6 +12,8 @@ typedef struct Layout {
     int cp;       /* context parallelism: mesh axis 1 splits the sequence of every node */
     bool ring;    /* "ring": attention passes k, v round the cp ranks (else gathers them) */
     bool sp;
+    bool chunk;   /* "chunk": the plan's tp_overlap (sequence parallelism's gathers and
+                     reduce-scatters chunked with their GEMMs, codegen/cg_tpchunk.c) */
     PlanRecompute recompute;
     int experts;  /* LAYOUT_EXPERTS_* below: how moe nodes split their experts */
     int nsplit, split[64]; /* "c2_1_3_1": pieces of each chunk in model order (0: even) */
@@ -26,7 +28,7 @@ enum {
     LAYOUT_EXPERTS_GATHER, /* "ex": the expert dim over tp, tokens gathered (allgather dispatcher) */
 };
 
-/* Parse "dp2,cp2,ring,tp2,sp,pp2,v2,mb4,zero1,full|ffn,ep|epf|ex" (any subset, any order). */
+/* Parse "dp2,cp2,ring,tp2,sp,chunk,pp2,v2,mb4,zero1,full|ffn,ep|epf|ex" (any subset, any order). */
 bool layout_parse(const char *s, Layout *l);
 /* The plan, allocated in g's arena; false (with a message) if the layout
  * does not fit the model. */

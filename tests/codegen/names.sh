@@ -97,7 +97,8 @@ gen() { # model layout [cg_gen flags]
 }
 llama_sets="--plan-set d_model=4096 --plan-set n_heads=32 --plan-set n_kv_heads=8 --plan-set d_ff=11008 --plan-set vocab=32000 --plan-set seq=2048"
 llama3_sets="--plan-set d_model=4096 --plan-set n_heads=32 --plan-set n_kv_heads=8 --plan-set d_ff=14336 --plan-set vocab=128256 --plan-set seq=8192"
-for l in 1rank tp2-pp2-mb4 tp2-sp pp2-v2-mb4 dp2-tp2-zero3-mb2 dp2-zero2-mb2 dp2-tp2-sp-full; do
+for l in 1rank tp2-pp2-mb4 tp2-sp pp2-v2-mb4 dp2-tp2-zero3-mb2 dp2-zero2-mb2 dp2-tp2-sp-full tp2-sp-chunk \
+         dp2-tp2-sp-full-chunk; do
     gen tiny-llama $l
 done
 for l in search-dp2-tp2-sp search-tp2-sp-full search-tp2-pp2-mb4; do
