@@ -7,6 +7,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -18,11 +19,18 @@ typedef struct {
     PassIlpQuery q;
     int *kinds, nkinds;       /* kind of the piece before, of each piece, of the piece after */
     PassIlpResult *r;
+    uint64_t h;               /* key_hash: everything the lookup compares but first_piece */
+    int next;                 /* the entry before it in its bucket, -1: none */
 } Entry;
 
+/* Entries are chained per bucket of their hash, newest first: a search asks
+ * thousands of queries (DeepSeek-V3 on 2048 GPUs: about 9000), and a scan of
+ * every entry per query grew quadratic. */
 struct PassIlpCache {
     int n, cap;
     Entry *e;
+    int *head;                /* [nbuckets]: newest entry of each bucket, -1: none */
+    int nbuckets;             /* a power of two, at least 2 n */
     int hits, solves;
 };
 
@@ -38,6 +46,7 @@ void pass_ilp_cache_free(PassIlpCache *c)
         free(c->e[i].r);
     }
     free(c->e);
+    free(c->head);
     free(c);
 }
 
@@ -72,6 +81,85 @@ static bool same_query(const PassIlpQuery *a, const PassIlpQuery *b)
            a->time_limit_s == b->time_limit_s;
 }
 
+/* FNV-1a over the fields same_query compares (doubles by value: 0 and -0
+ * compare equal), the query's piece kinds and the pointers the lookup
+ * matches; not first_piece, since a stage of the same kinds elsewhere shares
+ * the answer. */
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    for (int i = 0; i < 8; i++, v >>= 8)
+        h = (h ^ (v & 0xff)) * 1099511628211ull;
+    return h;
+}
+
+static uint64_t mix_d(uint64_t h, double d)
+{
+    uint64_t v = 0;
+    if (d != 0)
+        memcpy(&v, &d, sizeof v);
+    return mix(h, v);
+}
+
+static uint64_t key_hash(const IrGraph *g, const PassCostCtx *ctx, const PassIlpCosts *costs,
+                         const PassIlpQuery *q, const int *kinds, int nk)
+{
+    uint64_t h = 14695981039346656037ull;
+    h = mix(h, (uint64_t)(uintptr_t)g);
+    h = mix(h, (uint64_t)(uintptr_t)ctx);
+    h = mix(h, (uint64_t)(uintptr_t)costs);
+    h = mix(h, (uint64_t)q->mesh.naxes);
+    for (int i = 0; i < PLAN_MAX_AXES; i++) {
+        h = mix(h, (uint64_t)q->mesh.size[i]);
+        h = mix(h, (uint64_t)q->mesh.nodes[i]);
+        h = mix(h, (uint64_t)q->mesh.per_node[i]);
+        h = mix(h, q->allow[i]);
+    }
+    h = mix(h, q->require);
+    h = mix(h, q->ep_axes);
+    h = mix(h, q->etp_axes);
+    h = mix(h, q->cp_axes);
+    h = mix(h, q->fix_boundary);
+    if (q->fix_boundary) {
+        for (int i = 0; i < PLAN_MAX_AXES; i++)
+            h = mix(h, (uint64_t)(uint16_t)q->boundary.dim[i]);
+        h = mix(h, q->boundary.partial);
+    }
+    h = mix(h, (uint64_t)q->npieces);
+    h = mix(h, (uint64_t)q->mb_seqs);
+    h = mix(h, (uint64_t)q->num_micro);
+    h = mix(h, (uint64_t)q->zero);
+    h = mix(h, (uint64_t)q->recompute);
+    h = mix_d(h, q->inflight);
+    h = mix_d(h, q->budget);
+    h = mix(h, q->no_merge);
+    h = mix_d(h, q->time_limit_s);
+    for (int i = 0; i < nk; i++)
+        h = mix(h, (uint64_t)(uint32_t)kinds[i]);
+    return h;
+}
+
+/* Chain entry i into its bucket, doubling the buckets as the cache grows. */
+static void index_entry(PassIlpCache *c, int i)
+{
+    if (2 * c->n > c->nbuckets) {
+        c->nbuckets = c->nbuckets ? 2 * c->nbuckets : 64;
+        while (2 * c->n > c->nbuckets)
+            c->nbuckets *= 2;
+        c->head = ir_xrealloc(c->head, (size_t)c->nbuckets * sizeof *c->head);
+        for (int b = 0; b < c->nbuckets; b++)
+            c->head[b] = -1;
+        for (int j = 0; j < c->n; j++) { /* oldest first, so each chain is newest first */
+            int b = (int)(c->e[j].h & (uint64_t)(c->nbuckets - 1));
+            c->e[j].next = c->head[b];
+            c->head[b] = j;
+        }
+        return;
+    }
+    int b = (int)(c->e[i].h & (uint64_t)(c->nbuckets - 1));
+    c->e[i].next = c->head[b];
+    c->head[b] = i;
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -104,10 +192,14 @@ const PassIlpResult *pass_ilp_stage(PassIlpCache *cache, const PassCostCtx *ctx,
     int *kinds = ir_xmalloc((size_t)nk * sizeof *kinds);
     for (int i = 0; i < nk; i++)
         kinds[i] = kind(g, q->first_piece - 1 + i);
+    /* An equal query answers; else one of the same kinds elsewhere (the
+     * newest, as a scan of every entry in order would find). */
+    uint64_t h = key_hash(g, ctx, costs, q, kinds, nk);
     const Entry *like = NULL;
-    for (int i = 0; i < cache->n; i++) {
+    for (int i = cache->nbuckets ? cache->head[h & (uint64_t)(cache->nbuckets - 1)] : -1; i >= 0;
+         i = cache->e[i].next) {
         const Entry *e = &cache->e[i];
-        if (e->g != g || e->ctx != ctx || e->costs != costs || e->nkinds != nk ||
+        if (e->h != h || e->g != g || e->ctx != ctx || e->costs != costs || e->nkinds != nk ||
             !same_query(&e->q, q) || memcmp(e->kinds, kinds, (size_t)nk * sizeof *kinds) != 0)
             continue;
         if (e->q.first_piece == q->first_piece) {
@@ -115,7 +207,8 @@ const PassIlpResult *pass_ilp_stage(PassIlpCache *cache, const PassCostCtx *ctx,
             cache->hits++;
             return e->r;
         }
-        like = e;
+        if (!like)
+            like = e;
     }
     PassIlpResult *r;
     if (like) {
@@ -141,7 +234,9 @@ const PassIlpResult *pass_ilp_stage(PassIlpCache *cache, const PassCostCtx *ctx,
         cache->cap = cache->cap ? 2 * cache->cap : 16;
         cache->e = ir_xrealloc(cache->e, (size_t)cache->cap * sizeof *cache->e);
     }
-    cache->e[cache->n++] = (Entry){g, ctx, costs, *q, kinds, nk, r};
+    cache->e[cache->n] = (Entry){g, ctx, costs, *q, kinds, nk, r, h, -1};
+    cache->n++;
+    index_entry(cache, cache->n - 1);
     return r;
 }
 
