@@ -26,12 +26,23 @@ typedef struct {
 /* Entries are chained per bucket of their hash, newest first: a search asks
  * thousands of queries (DeepSeek-V3 on 2048 GPUs: about 9000), and a scan of
  * every entry per query grew quadratic. */
+/* The last stages lowered, kept for a query that differs only in its
+ * budget: the search's frontier walk asks the same layer again and again
+ * with less memory (search_ilp.c), and lowering, merging and building do
+ * not read the budget (ilp_build copies it into the problem last). */
+enum { NLOWERED = 8 };
+
 struct PassIlpCache {
     int n, cap;
     Entry *e;
     int *head;                /* [nbuckets]: newest entry of each bucket, -1: none */
     int nbuckets;             /* a power of two, at least 2 n */
     int hits, solves;
+    IlpSeg *low[NLOWERED];    /* a ring, oldest replaced; each with its key below */
+    uint64_t low_h[NLOWERED];
+    const PassCostCtx *low_ctx[NLOWERED];
+    const PassIlpCosts *low_costs[NLOWERED];
+    int low_next;
 };
 
 PassIlpCache *pass_ilp_cache_new(void) { return ir_xcalloc(1, sizeof(PassIlpCache)); }
@@ -47,6 +58,8 @@ void pass_ilp_cache_free(PassIlpCache *c)
     }
     free(c->e);
     free(c->head);
+    for (int i = 0; i < NLOWERED; i++)
+        ilp_seg_free(c->low[i]);
     free(c);
 }
 
@@ -179,6 +192,46 @@ static PassIlpResult *copy_result(const PassIlpResult *r, int first_node)
     return c;
 }
 
+/* The same query in all but its budget: the same lowered stage. */
+static bool same_but_budget(const PassIlpQuery *a, const PassIlpQuery *b)
+{
+    PassIlpQuery x = *b;
+    x.budget = a->budget;
+    return a->first_piece == b->first_piece && same_query(a, &x);
+}
+
+/* The lowered, merged and built stage for q: from the ring when only the
+ * budget differs (then set to q's), else lowered now and put in the ring. */
+static IlpSeg *lowered(PassIlpCache *c, const PassCostCtx *ctx, const PassIlpCosts *costs,
+                       const IrGraph *g, const PassIlpQuery *q)
+{
+    PassIlpQuery k = *q;
+    k.budget = 0;
+    int nk = q->npieces + 2, *kinds = ir_xmalloc((size_t)nk * sizeof *kinds);
+    for (int i = 0; i < nk; i++)
+        kinds[i] = kind(g, q->first_piece - 1 + i);
+    uint64_t h = mix(key_hash(g, ctx, costs, &k, kinds, nk), (uint64_t)q->first_piece);
+    free(kinds);
+    for (int i = 0; i < NLOWERED; i++) {
+        IlpSeg *s = c->low[i];
+        if (s && c->low_h[i] == h && s->g == g && c->low_ctx[i] == ctx && c->low_costs[i] == costs &&
+            same_but_budget(&s->q, q)) {
+            s->q.budget = q->budget;
+            s->prob->budget = q->budget > 0 ? q->budget : INFINITY; /* as ilp_build sets it */
+            return s;
+        }
+    }
+    IlpSeg *s = ilp_lower(ctx, costs, g, q);
+    if (!q->no_merge)
+        ilp_merge(s);
+    ilp_build(s);
+    int i = c->low_next;
+    c->low_next = (c->low_next + 1) % NLOWERED;
+    ilp_seg_free(c->low[i]);
+    c->low[i] = s, c->low_h[i] = h, c->low_ctx[i] = ctx, c->low_costs[i] = costs;
+    return s;
+}
+
 const PassIlpResult *pass_ilp_stage(PassIlpCache *cache, const PassCostCtx *ctx,
                                     const PassIlpCosts *costs, const IrGraph *g,
                                     const PassIlpQuery *q)
@@ -216,10 +269,7 @@ const PassIlpResult *pass_ilp_stage(PassIlpCache *cache, const PassCostCtx *ctx,
         cache->hits++;
     } else {
         double t0 = now_s();
-        IlpSeg *s = ilp_lower(ctx, costs, g, q);
-        if (!q->no_merge)
-            ilp_merge(s);
-        ilp_build(s);
+        IlpSeg *s = lowered(cache, ctx, costs, g, q);
         double t1 = now_s();
         IlpSolution sol;
         ilp_solve(s->prob, &(IlpOpts){.time_limit_s = q->time_limit_s}, &sol);
@@ -227,7 +277,6 @@ const PassIlpResult *pass_ilp_stage(PassIlpCache *cache, const PassCostCtx *ctx,
         ilp_extract(s, &sol, r);
         r->build_s = t1 - t0;
         ilp_solution_free(&sol);
-        ilp_seg_free(s);
         cache->solves++;
     }
     if (cache->n == cache->cap) {
