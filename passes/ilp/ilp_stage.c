@@ -37,7 +37,7 @@ struct PassIlpCache {
     Entry *e;
     int *head;                /* [nbuckets]: newest entry of each bucket, -1: none */
     int nbuckets;             /* a power of two, at least 2 n */
-    int hits, solves;
+    int hits, solves, relowered;
     IlpSeg *low[NLOWERED];    /* a ring, oldest replaced; each with its key below */
     uint64_t low_h[NLOWERED];
     const PassCostCtx *low_ctx[NLOWERED];
@@ -65,6 +65,7 @@ void pass_ilp_cache_free(PassIlpCache *c)
 
 int pass_ilp_cache_hits(const PassIlpCache *c) { return c->hits; }
 int pass_ilp_cache_solves(const PassIlpCache *c) { return c->solves; }
+int pass_ilp_cache_relowered(const PassIlpCache *c) { return c->relowered; }
 
 /* A piece's kind: its repeat, or the piece itself outside repeats. */
 static int kind(const IrGraph *g, int p)
@@ -218,6 +219,7 @@ static IlpSeg *lowered(PassIlpCache *c, const PassCostCtx *ctx, const PassIlpCos
             same_but_budget(&s->q, q)) {
             s->q.budget = q->budget;
             s->prob->budget = q->budget > 0 ? q->budget : INFINITY; /* as ilp_build sets it */
+            c->relowered++;
             return s;
         }
     }

@@ -407,13 +407,29 @@ static void cache(void)
     }
     CHECK(pass_ilp_cache_solves(E.cache) == NQ && pass_ilp_cache_hits(E.cache) == NQ, "solves %d hits %d",
           pass_ilp_cache_solves(E.cache), pass_ilp_cache_hits(E.cache));
+    /* A budget is part of the key, but not of the lowered stage: the last
+     * query's stage (num_micro NQ) is solved again under a budget without
+     * lowering it again, an older one's was dropped from the ring of 8. */
+    const PassIlpResult *u = first[NQ - 1];
+    t.num_micro = NQ;
+    t.budget = u->mem_bytes * 2;
+    const PassIlpResult *b = pass_ilp_stage(E.cache, &E.ctx, &pass_ilp_costs, E.g, &t);
+    CHECK(pass_ilp_cache_solves(E.cache) == NQ + 1 && pass_ilp_cache_relowered(E.cache) == 1,
+          "solves %d relowered %d", pass_ilp_cache_solves(E.cache), pass_ilp_cache_relowered(E.cache));
+    CHECK(b != u && b->feasible && fabs(b->step_s - u->step_s) <= 1e-9 * u->step_s,
+          "a budget above the unbudgeted answer's memory changed its time");
+    t.budget = u->mem_bytes * 1e-6; /* the same stage, now with nothing that fits */
+    CHECK(!pass_ilp_stage(E.cache, &E.ctx, &pass_ilp_costs, E.g, &t)->feasible, "a budget of nothing fits");
     t.num_micro = 1;
-    t.budget = 1e12; /* a budget is part of the key */
+    t.budget = u->mem_bytes * 2;
     pass_ilp_stage(E.cache, &E.ctx, &pass_ilp_costs, E.g, &t);
+    CHECK(pass_ilp_cache_solves(E.cache) == NQ + 3 && pass_ilp_cache_relowered(E.cache) == 2,
+          "solves %d relowered %d", pass_ilp_cache_solves(E.cache), pass_ilp_cache_relowered(E.cache));
     t.budget = 0;
-    t.zero = 1; /* so is ZeRO */
+    t.zero = 1; /* ZeRO is part of both */
     pass_ilp_stage(E.cache, &E.ctx, &pass_ilp_costs, E.g, &t);
-    CHECK(pass_ilp_cache_solves(E.cache) == NQ + 2, "solves %d", pass_ilp_cache_solves(E.cache));
+    CHECK(pass_ilp_cache_solves(E.cache) == NQ + 4 && pass_ilp_cache_relowered(E.cache) == 2,
+          "solves %d relowered %d", pass_ilp_cache_solves(E.cache), pass_ilp_cache_relowered(E.cache));
     env_close(&E);
 }
 
