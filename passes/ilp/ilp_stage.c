@@ -2,7 +2,9 @@
  * cache, else lower the stage, merge, build, solve and extract. Stages whose
  * pieces are of the same kinds, in the same order, between neighbours of the
  * same kinds (layers 3..10 and 11..18 of one repeat) lower to the same
- * problem, so their answers are shared: node k of one is node k of the other. */
+ * problem, so their answers are shared: node k of one is node k of the other.
+ * A query that differs from a recent one only in its budget is solved on
+ * that one's lowered stage. */
 #include "ilp/ilp.h"
 
 #include <limits.h>
@@ -23,15 +25,15 @@ typedef struct {
     int next;                 /* the entry before it in its bucket, -1: none */
 } Entry;
 
-/* Entries are chained per bucket of their hash, newest first: a search asks
- * thousands of queries (DeepSeek-V3 on 2048 GPUs: about 9000), and a scan of
- * every entry per query grew quadratic. */
 /* The last stages lowered, kept for a query that differs only in its
  * budget: the search's frontier walk asks the same layer again and again
  * with less memory (search_ilp.c), and lowering, merging and building do
  * not read the budget (ilp_build copies it into the problem last). */
 enum { NLOWERED = 8 };
 
+/* Entries are chained per bucket of their hash, newest first: a search asks
+ * thousands of queries (DeepSeek-V3 on 2048 GPUs: about 9000), and a scan of
+ * every entry per query grew quadratic. */
 struct PassIlpCache {
     int n, cap;
     Entry *e;
