@@ -217,6 +217,8 @@ PassIlpCache *pass_ilp_cache_new(void);
 void pass_ilp_cache_free(PassIlpCache *c);
 int pass_ilp_cache_hits(const PassIlpCache *c);   /* queries answered from the cache */
 int pass_ilp_cache_solves(const PassIlpCache *c); /* queries that ran the solver */
+int pass_ilp_cache_relowered(const PassIlpCache *c); /* of those, solved on a stage lowered
+                                                       for a query differing only in budget */
 
 /* THE entry point, for the pipeline search and the driver. Chooses the
  * strategy of every forward node of one pipeline stage (pieces

@@ -2,11 +2,14 @@
  * cache, else lower the stage, merge, build, solve and extract. Stages whose
  * pieces are of the same kinds, in the same order, between neighbours of the
  * same kinds (layers 3..10 and 11..18 of one repeat) lower to the same
- * problem, so their answers are shared: node k of one is node k of the other. */
+ * problem, so their answers are shared: node k of one is node k of the other.
+ * A query that differs from a recent one only in its budget is solved on
+ * that one's lowered stage. */
 #include "ilp/ilp.h"
 
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -18,12 +21,30 @@ typedef struct {
     PassIlpQuery q;
     int *kinds, nkinds;       /* kind of the piece before, of each piece, of the piece after */
     PassIlpResult *r;
+    uint64_t h;               /* key_hash: everything the lookup compares but first_piece */
+    int next;                 /* the entry before it in its bucket, -1: none */
 } Entry;
 
+/* The last stages lowered, kept for a query that differs only in its
+ * budget: the search's frontier walk asks the same layer again and again
+ * with less memory (search_ilp.c), and lowering, merging and building do
+ * not read the budget (ilp_build copies it into the problem last). */
+enum { NLOWERED = 8 };
+
+/* Entries are chained per bucket of their hash, newest first: a search asks
+ * thousands of queries (DeepSeek-V3 on 2048 GPUs: about 9000), and a scan of
+ * every entry per query grew quadratic. */
 struct PassIlpCache {
     int n, cap;
     Entry *e;
-    int hits, solves;
+    int *head;                /* [nbuckets]: newest entry of each bucket, -1: none */
+    int nbuckets;             /* a power of two, at least 2 n */
+    int hits, solves, relowered;
+    IlpSeg *low[NLOWERED];    /* a ring, oldest replaced; each with its key below */
+    uint64_t low_h[NLOWERED];
+    const PassCostCtx *low_ctx[NLOWERED];
+    const PassIlpCosts *low_costs[NLOWERED];
+    int low_next;
 };
 
 PassIlpCache *pass_ilp_cache_new(void) { return ir_xcalloc(1, sizeof(PassIlpCache)); }
@@ -38,11 +59,15 @@ void pass_ilp_cache_free(PassIlpCache *c)
         free(c->e[i].r);
     }
     free(c->e);
+    free(c->head);
+    for (int i = 0; i < NLOWERED; i++)
+        ilp_seg_free(c->low[i]);
     free(c);
 }
 
 int pass_ilp_cache_hits(const PassIlpCache *c) { return c->hits; }
 int pass_ilp_cache_solves(const PassIlpCache *c) { return c->solves; }
+int pass_ilp_cache_relowered(const PassIlpCache *c) { return c->relowered; }
 
 /* A piece's kind: its repeat, or the piece itself outside repeats. */
 static int kind(const IrGraph *g, int p)
@@ -72,6 +97,85 @@ static bool same_query(const PassIlpQuery *a, const PassIlpQuery *b)
            a->time_limit_s == b->time_limit_s;
 }
 
+/* FNV-1a over the fields same_query compares (doubles by value: 0 and -0
+ * compare equal), the query's piece kinds and the pointers the lookup
+ * matches; not first_piece, since a stage of the same kinds elsewhere shares
+ * the answer. */
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    for (int i = 0; i < 8; i++, v >>= 8)
+        h = (h ^ (v & 0xff)) * 1099511628211ull;
+    return h;
+}
+
+static uint64_t mix_d(uint64_t h, double d)
+{
+    uint64_t v = 0;
+    if (d != 0)
+        memcpy(&v, &d, sizeof v);
+    return mix(h, v);
+}
+
+static uint64_t key_hash(const IrGraph *g, const PassCostCtx *ctx, const PassIlpCosts *costs,
+                         const PassIlpQuery *q, const int *kinds, int nk)
+{
+    uint64_t h = 14695981039346656037ull;
+    h = mix(h, (uint64_t)(uintptr_t)g);
+    h = mix(h, (uint64_t)(uintptr_t)ctx);
+    h = mix(h, (uint64_t)(uintptr_t)costs);
+    h = mix(h, (uint64_t)q->mesh.naxes);
+    for (int i = 0; i < PLAN_MAX_AXES; i++) {
+        h = mix(h, (uint64_t)q->mesh.size[i]);
+        h = mix(h, (uint64_t)q->mesh.nodes[i]);
+        h = mix(h, (uint64_t)q->mesh.per_node[i]);
+        h = mix(h, q->allow[i]);
+    }
+    h = mix(h, q->require);
+    h = mix(h, q->ep_axes);
+    h = mix(h, q->etp_axes);
+    h = mix(h, q->cp_axes);
+    h = mix(h, q->fix_boundary);
+    if (q->fix_boundary) {
+        for (int i = 0; i < PLAN_MAX_AXES; i++)
+            h = mix(h, (uint64_t)(uint16_t)q->boundary.dim[i]);
+        h = mix(h, q->boundary.partial);
+    }
+    h = mix(h, (uint64_t)q->npieces);
+    h = mix(h, (uint64_t)q->mb_seqs);
+    h = mix(h, (uint64_t)q->num_micro);
+    h = mix(h, (uint64_t)q->zero);
+    h = mix(h, (uint64_t)q->recompute);
+    h = mix_d(h, q->inflight);
+    h = mix_d(h, q->budget);
+    h = mix(h, q->no_merge);
+    h = mix_d(h, q->time_limit_s);
+    for (int i = 0; i < nk; i++)
+        h = mix(h, (uint64_t)(uint32_t)kinds[i]);
+    return h;
+}
+
+/* Chain entry i into its bucket, doubling the buckets as the cache grows. */
+static void index_entry(PassIlpCache *c, int i)
+{
+    if (2 * c->n > c->nbuckets) {
+        c->nbuckets = c->nbuckets ? 2 * c->nbuckets : 64;
+        while (2 * c->n > c->nbuckets)
+            c->nbuckets *= 2;
+        c->head = ir_xrealloc(c->head, (size_t)c->nbuckets * sizeof *c->head);
+        for (int b = 0; b < c->nbuckets; b++)
+            c->head[b] = -1;
+        for (int j = 0; j < c->n; j++) { /* oldest first, so each chain is newest first */
+            int b = (int)(c->e[j].h & (uint64_t)(c->nbuckets - 1));
+            c->e[j].next = c->head[b];
+            c->head[b] = j;
+        }
+        return;
+    }
+    int b = (int)(c->e[i].h & (uint64_t)(c->nbuckets - 1));
+    c->e[i].next = c->head[b];
+    c->head[b] = i;
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -91,6 +195,47 @@ static PassIlpResult *copy_result(const PassIlpResult *r, int first_node)
     return c;
 }
 
+/* The same query in all but its budget: the same lowered stage. */
+static bool same_but_budget(const PassIlpQuery *a, const PassIlpQuery *b)
+{
+    PassIlpQuery x = *b;
+    x.budget = a->budget;
+    return a->first_piece == b->first_piece && same_query(a, &x);
+}
+
+/* The lowered, merged and built stage for q: from the ring when only the
+ * budget differs (then set to q's), else lowered now and put in the ring. */
+static IlpSeg *lowered(PassIlpCache *c, const PassCostCtx *ctx, const PassIlpCosts *costs,
+                       const IrGraph *g, const PassIlpQuery *q)
+{
+    PassIlpQuery k = *q;
+    k.budget = 0;
+    int nk = q->npieces + 2, *kinds = ir_xmalloc((size_t)nk * sizeof *kinds);
+    for (int i = 0; i < nk; i++)
+        kinds[i] = kind(g, q->first_piece - 1 + i);
+    uint64_t h = mix(key_hash(g, ctx, costs, &k, kinds, nk), (uint64_t)q->first_piece);
+    free(kinds);
+    for (int i = 0; i < NLOWERED; i++) {
+        IlpSeg *s = c->low[i];
+        if (s && c->low_h[i] == h && s->g == g && c->low_ctx[i] == ctx && c->low_costs[i] == costs &&
+            same_but_budget(&s->q, q)) {
+            s->q.budget = q->budget;
+            s->prob->budget = q->budget > 0 ? q->budget : INFINITY; /* as ilp_build sets it */
+            c->relowered++;
+            return s;
+        }
+    }
+    IlpSeg *s = ilp_lower(ctx, costs, g, q);
+    if (!q->no_merge)
+        ilp_merge(s);
+    ilp_build(s);
+    int i = c->low_next;
+    c->low_next = (c->low_next + 1) % NLOWERED;
+    ilp_seg_free(c->low[i]);
+    c->low[i] = s, c->low_h[i] = h, c->low_ctx[i] = ctx, c->low_costs[i] = costs;
+    return s;
+}
+
 const PassIlpResult *pass_ilp_stage(PassIlpCache *cache, const PassCostCtx *ctx,
                                     const PassIlpCosts *costs, const IrGraph *g,
                                     const PassIlpQuery *q)
@@ -104,10 +249,14 @@ const PassIlpResult *pass_ilp_stage(PassIlpCache *cache, const PassCostCtx *ctx,
     int *kinds = ir_xmalloc((size_t)nk * sizeof *kinds);
     for (int i = 0; i < nk; i++)
         kinds[i] = kind(g, q->first_piece - 1 + i);
+    /* An equal query answers; else one of the same kinds elsewhere (the
+     * newest, as a scan of every entry in order would find). */
+    uint64_t h = key_hash(g, ctx, costs, q, kinds, nk);
     const Entry *like = NULL;
-    for (int i = 0; i < cache->n; i++) {
+    for (int i = cache->nbuckets ? cache->head[h & (uint64_t)(cache->nbuckets - 1)] : -1; i >= 0;
+         i = cache->e[i].next) {
         const Entry *e = &cache->e[i];
-        if (e->g != g || e->ctx != ctx || e->costs != costs || e->nkinds != nk ||
+        if (e->h != h || e->g != g || e->ctx != ctx || e->costs != costs || e->nkinds != nk ||
             !same_query(&e->q, q) || memcmp(e->kinds, kinds, (size_t)nk * sizeof *kinds) != 0)
             continue;
         if (e->q.first_piece == q->first_piece) {
@@ -115,7 +264,8 @@ const PassIlpResult *pass_ilp_stage(PassIlpCache *cache, const PassCostCtx *ctx,
             cache->hits++;
             return e->r;
         }
-        like = e;
+        if (!like)
+            like = e;
     }
     PassIlpResult *r;
     if (like) {
@@ -123,10 +273,7 @@ const PassIlpResult *pass_ilp_stage(PassIlpCache *cache, const PassCostCtx *ctx,
         cache->hits++;
     } else {
         double t0 = now_s();
-        IlpSeg *s = ilp_lower(ctx, costs, g, q);
-        if (!q->no_merge)
-            ilp_merge(s);
-        ilp_build(s);
+        IlpSeg *s = lowered(cache, ctx, costs, g, q);
         double t1 = now_s();
         IlpSolution sol;
         ilp_solve(s->prob, &(IlpOpts){.time_limit_s = q->time_limit_s}, &sol);
@@ -134,14 +281,15 @@ const PassIlpResult *pass_ilp_stage(PassIlpCache *cache, const PassCostCtx *ctx,
         ilp_extract(s, &sol, r);
         r->build_s = t1 - t0;
         ilp_solution_free(&sol);
-        ilp_seg_free(s);
         cache->solves++;
     }
     if (cache->n == cache->cap) {
         cache->cap = cache->cap ? 2 * cache->cap : 16;
         cache->e = ir_xrealloc(cache->e, (size_t)cache->cap * sizeof *cache->e);
     }
-    cache->e[cache->n++] = (Entry){g, ctx, costs, *q, kinds, nk, r};
+    cache->e[cache->n] = (Entry){g, ctx, costs, *q, kinds, nk, r, h, -1};
+    cache->n++;
+    index_entry(cache, cache->n - 1);
     return r;
 }
 

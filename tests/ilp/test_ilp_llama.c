@@ -385,6 +385,52 @@ static void cache(void)
         CHECK(memcmp(&r->strategy[i], &r->strategy[i % per], sizeof r->strategy[i]) == 0,
               "layer %d differs from layer 0 at op %d", i / per, i % per);
     env_close(&E);
+    /* The lookup is hashed (ilp_stage.c): an equal query hits however many
+     * entries came between (the buckets grow past 64 here), 0 and -0 are
+     * one budget, and every field it depends on tells queries apart. */
+    env_open(&E, "tiny-llama.mdl", NULL);
+    PassIlpQuery t = layers(1, 1, 2, 2, 1, 0, 1, 0);
+    t.first_piece = 1;
+    enum { NQ = 100 };
+    const PassIlpResult *first[NQ];
+    for (int i = 0; i < NQ; i++) {
+        t.num_micro = i + 1;
+        first[i] = pass_ilp_stage(E.cache, &E.ctx, &pass_ilp_costs, E.g, &t);
+    }
+    CHECK(pass_ilp_cache_solves(E.cache) == NQ && pass_ilp_cache_hits(E.cache) == 0, "solves %d hits %d",
+          pass_ilp_cache_solves(E.cache), pass_ilp_cache_hits(E.cache));
+    for (int i = 0; i < NQ; i++) {
+        t.num_micro = i + 1;
+        t.budget = i % 2 ? -0.0 : 0.0;
+        CHECK(pass_ilp_stage(E.cache, &E.ctx, &pass_ilp_costs, E.g, &t) == first[i],
+              "query %d: not the cached answer", i);
+    }
+    CHECK(pass_ilp_cache_solves(E.cache) == NQ && pass_ilp_cache_hits(E.cache) == NQ, "solves %d hits %d",
+          pass_ilp_cache_solves(E.cache), pass_ilp_cache_hits(E.cache));
+    /* A budget is part of the key, but not of the lowered stage: the last
+     * query's stage (num_micro NQ) is solved again under a budget without
+     * lowering it again, an older one's was dropped from the ring of 8. */
+    const PassIlpResult *u = first[NQ - 1];
+    t.num_micro = NQ;
+    t.budget = u->mem_bytes * 2;
+    const PassIlpResult *b = pass_ilp_stage(E.cache, &E.ctx, &pass_ilp_costs, E.g, &t);
+    CHECK(pass_ilp_cache_solves(E.cache) == NQ + 1 && pass_ilp_cache_relowered(E.cache) == 1,
+          "solves %d relowered %d", pass_ilp_cache_solves(E.cache), pass_ilp_cache_relowered(E.cache));
+    CHECK(b != u && b->feasible && fabs(b->step_s - u->step_s) <= 1e-9 * u->step_s,
+          "a budget above the unbudgeted answer's memory changed its time");
+    t.budget = u->mem_bytes * 1e-6; /* the same stage, now with nothing that fits */
+    CHECK(!pass_ilp_stage(E.cache, &E.ctx, &pass_ilp_costs, E.g, &t)->feasible, "a budget of nothing fits");
+    t.num_micro = 1;
+    t.budget = u->mem_bytes * 2;
+    pass_ilp_stage(E.cache, &E.ctx, &pass_ilp_costs, E.g, &t);
+    CHECK(pass_ilp_cache_solves(E.cache) == NQ + 3 && pass_ilp_cache_relowered(E.cache) == 2,
+          "solves %d relowered %d", pass_ilp_cache_solves(E.cache), pass_ilp_cache_relowered(E.cache));
+    t.budget = 0;
+    t.zero = 1; /* ZeRO is part of both */
+    pass_ilp_stage(E.cache, &E.ctx, &pass_ilp_costs, E.g, &t);
+    CHECK(pass_ilp_cache_solves(E.cache) == NQ + 4 && pass_ilp_cache_relowered(E.cache) == 2,
+          "solves %d relowered %d", pass_ilp_cache_solves(E.cache), pass_ilp_cache_relowered(E.cache));
+    env_close(&E);
 }
 
 /* A time limit too short to solve anything: the answer says so instead of

@@ -1,0 +1,39 @@
+#!/bin/sh
+# bench/plan-time/run.sh: how long ptdc takes to plan the large MoE models
+# (issue 31: under 2 s each), and what it plans, one line per case:
+#   model gpus gpu  exit-status  cpu-s  wall-s  plan (ptdc's one-line summary, or its error)
+# cpu-s is user + system time: on a machine shared with other builds the
+# wall time measures the load as much as ptdc.
+# Two builds' outputs can be diffed with the times cut off (cut -f1-4,7) to
+# show that a change to the search's speed did not change its plans.
+#   bench/plan-time/run.sh [PTDC] [GPU...]   default: build/driver/ptdc, the default GPU
+# Env: MODELS (default: the three MoE models), COUNTS (64 .. 2048).
+set -u
+here=$(cd "$(dirname "$0")/../.." && pwd)
+ptdc=${1:-$here/build/driver/ptdc}
+[ $# -gt 0 ] && shift
+[ -x "$ptdc" ] || { echo "run.sh: no ptdc executable at $ptdc (give its path as the first argument)" >&2; exit 1; }
+models=${MODELS:-"mixtral-8x7b qwen3-235b-a22b deepseek-v3"}
+counts=${COUNTS:-"64 128 256 512 1024 2048"}
+gpus=${*:-default}
+out=$(mktemp -d) || exit 1
+trap 'rm -rf "$out"' EXIT
+for gpu in $gpus; do
+    for m in $models; do
+        for n in $counts; do
+            flag=""
+            [ "$gpu" = default ] || flag="--gpu $gpu"
+            # shellcheck disable=SC2086
+            /usr/bin/time -f '%U %S %e' -o "$out/t" \
+                "$ptdc" "$here/models/$m.mdl" --gpus "$n" $flag --plan-only -o "$out/p" >"$out/o" 2>"$out/e"
+            rc=$?
+            # The summary: "ptdc: wrote ...: LAYOUT, step S s, MFU M" or the first error.
+            line=$(sed -n 's/^ptdc: wrote [^:]*: //p' "$out/e" | head -1)
+            [ -n "$line" ] || line=$(grep -m1 'error' "$out/e")
+            # /usr/bin/time writes "Command exited with non-zero status" first then.
+            set -- $(tail -1 "$out/t")
+            printf '%s\t%s\t%s\t%s\t%.2f\t%.2f\t%s\n' "$m" "$n" "$gpu" "$rc" "$(echo "$1 + $2" | bc)" "$3" "$line"
+            rm -rf "$out/p"
+        done
+    done
+done
