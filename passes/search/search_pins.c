@@ -218,7 +218,11 @@ static bool check_batch_pins(const Src *s)
 int src_split_empty_ends(const Src *s)
 {
     const PassSearchOpts *o = s->o;
-    return o->pp_nlayers ? (o->pp_layers[0] == 0) + (o->pp_nlayers > 1 && o->pp_layers[o->pp_nlayers - 1] == 0) : 0;
+    if (o->pp_nlayers)
+        return (o->pp_layers[0] == 0) + (o->pp_nlayers > 1 && o->pp_layers[o->pp_nlayers - 1] == 0);
+    if (o->pp_first || o->pp_last || s->rep0 < 0)
+        return 0;
+    return (s->rep_first > 0) + (s->rep_first + s->rep_count < s->npieces);
 }
 
 int src_split_pin(const Src *s, int pp, int v, int *layers, char *why, size_t wn)
@@ -311,7 +315,8 @@ static bool check_interleaved_pins(const Src *s)
         return false;
     }
     int lo = pp ? pp : 2, w = v > 1 ? v : 2;
-    if (lo * w > s->rep_count + src_split_empty_ends(s)) {
+    int ends = src_split_empty_ends(s);
+    if (lo * w > s->rep_count + ends) {
         char what[64];
         if (pp && p->v > 1)
             snprintf(what, sizeof what, "--virtual-stages %d with --pp %d", v, pp);
@@ -321,9 +326,9 @@ static bool check_interleaved_pins(const Src *s)
             snprintf(what, sizeof what, "--virtual-stages %d", v);
         else
             snprintf(what, sizeof what, "the interleaved schedule");
-        ir_error(IR_NOLOC, "%s needs at least %d x %d = %d layers (pp x v model chunks of at least one "
-                 "layer each, but for the end chunks --pp-layers leaves to the embedding and the head: %d,...,%d), "
-                 "and %s has %d", what, lo, w, lo * w, 0, 0, g->name, s->rep_count);
+        ir_error(IR_NOLOC, "%s needs at least %d x %d - %d = %d layers (pp x v model chunks of at least one "
+                 "layer each, but for %d end chunk%s holding the embedding or the head alone), and %s has %d",
+                 what, lo, w, ends, lo * w - ends, ends, ends == 1 ? "" : "s", g->name, s->rep_count);
         return false;
     }
     if (pp && v > 1 && pp * v > PLAN_MAX_STAGES) {
