@@ -527,8 +527,8 @@ bool src_check_pins(Src *s)
     bool inter = p->schedule == PLAN_SCHED_INTERLEAVED || p->v > 1;
     return check_precision(s) && check_stack_pins(s) && check_tp_pin(s) && check_cp_pin(s) && check_pp_pin(s) &&
            check_mesh_pins(s) &&
-           check_batch_pins(s) && check_empty_chunks(s) && (!inter || check_interleaved_pins(s)) && check_split_pins(s) &&
-           check_moe_pins(s);
+           check_batch_pins(s) && check_empty_chunks(s) && (!inter || check_interleaved_pins(s)) &&
+           check_split_pins(s) && check_moe_pins(s);
 }
 
 static void pins_src(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o, Src *s);
