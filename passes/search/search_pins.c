@@ -386,7 +386,8 @@ static bool check_split_pins(const Src *s)
             char w[256];
             if (src_split_pin(s, pp, v, layers, w, sizeof w) > 0)
                 return true;
-            if (!why[0] || (p->pp && (!p->v || p->v == v)))
+            /* the pinned v's reason, else the v whose chunks --pp-layers counts */
+            if (!why[0] || (p->pp && (p->v ? p->v == v : o->pp_nlayers == pp * v)))
                 snprintf(why, sizeof why, "%s", w);
         }
     ir_error(IR_NOLOC, "%s", why);
