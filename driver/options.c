@@ -90,7 +90,8 @@ void drv_print_help(void)
         "  --schedule S             1f1b or interleaved\n"
         "  --virtual-stages V       model chunks per pipeline rank (interleaved schedule)\n"
         "  --pp-layers L0,L1,...    layers of each model chunk in model order (pp x v of them;\n"
-        "                           the embedding joins the first, the head the last), or\n"
+        "                           the embedding joins the first, the head the last; 0 at\n"
+        "                           either end: that chunk holds the embedding/head alone), or\n"
         "                           first=N,last=N: the first and last pipeline ranks' layers,\n"
         "                           the others even (Megatron's --decoder-first/last-...)\n"
         "\n"
@@ -211,7 +212,10 @@ static bool opt_sp(DrvOptions *o, const char *flag, const char *val)
 }
 
 /* --pp-layers 3,4,4,3 (layers per model chunk, model order) or Megatron's
- * first=F,last=Z (layers of the first and last pipeline ranks). */
+ * first=F,last=Z (layers of the first and last pipeline ranks). A count may
+ * be 0 (the first chunk then holds the embedding alone, the last the head
+ * alone: Megatron's account_for_*_in_pipeline_split); search_pins.c refuses
+ * it anywhere but at the ends. */
 static bool opt_pp_layers(DrvOptions *o, const char *flag, const char *val)
 {
     free(o->pp_layers);
@@ -229,11 +233,12 @@ static bool opt_pp_layers(DrvOptions *o, const char *flag, const char *val)
         char *end;
         errno = 0;
         long n = p[0] >= '0' && p[0] <= '9' ? strtol(p, &end, 10) : -1;
-        if ((named && !slot) || n < 1 || n > 1000000 || errno || (*end && *end != ',') ||
+        if ((named && !slot) || n < 0 || (slot && n < 1) || n > 1000000 || errno || (*end && *end != ',') ||
             (!named && o->pp_nlayers >= PLAN_MAX_STAGES)) {
-            ir_error(IR_NOLOC, "%s expects the layers of each model chunk in model order (3,4,4,3), or "
+            ir_error(IR_NOLOC, "%s expects the layers of each model chunk in model order (3,4,4,3; 0,4,4,0 leaves the "
+                     "embedding and the head alone in the end chunks), or "
                      "first=N and/or last=N for the first and last pipeline ranks (Megatron's "
-                     "--decoder-first/last-pipeline-num-layers), each at least 1; got '%s'", flag, val);
+                     "--decoder-first/last-pipeline-num-layers, each at least 1); got '%s'", flag, val);
             return false;
         }
         if (slot) {

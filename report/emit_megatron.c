@@ -518,7 +518,9 @@ bool rep_megatron_layout(const RepArch *A, const PlanLayout *L, const PassStack 
 }
 
 /* The pipeline split (issue 32). Even chunks: --num-layers-per-virtual-
- * pipeline-stage. Chunks even within each pipeline rank and the ranks
+ * pipeline-stage. The embedding and/or the loss counted as a layer of an
+ * even split: --account-for-embedding/loss-in-pipeline-split (end chunks of
+ * none included). Chunks even within each pipeline rank and the ranks
  * between the first and the last alike: --decoder-first/last-pipeline-num-
  * layers (per rank, each a multiple of v; with --num-virtual-stages-per-
  * pipeline-rank, which Megatron requires for uneven interleaving). Any other
@@ -544,6 +546,28 @@ static void mg_pipeline_split(const IrGraph *g, const Plan *p, RepFrameOut *x)
             rep_frame_arg(x, "--num-layers-per-virtual-pipeline-stage %d", lay[0]);
         return;
     }
+    /* Megatron-Bridge's form (--account-for-embedding/loss-in-pipeline-split):
+     * the embedding and/or the loss count as a layer each and every chunk
+     * gets (layers + 1 or 2) / chunks, so the end chunks one fewer, none
+     * when that is 1 (the embedding or the head alone). */
+    for (int e = 1; e >= 0; e--)
+        for (int l = 1; l >= 0; l--) {
+            int tot = e + l;
+            for (int c = 0; c < n; c++)
+                tot += lay[c];
+            bool fits = (e || l) && tot % n == 0;
+            for (int c = 0; fits && c < n; c++)
+                fits = lay[c] == tot / n - (e && c == 0) - (l && c == n - 1);
+            if (!fits)
+                continue;
+            if (v > 1)
+                rep_frame_arg(x, "--num-virtual-stages-per-pipeline-rank %d", v);
+            if (e)
+                rep_frame_arg(x, "--account-for-embedding-in-pipeline-split");
+            if (l)
+                rep_frame_arg(x, "--account-for-loss-in-pipeline-split");
+            return;
+        }
     for (int r = 2; r < pp - 1; r++)
         per_rank &= rank[r] == rank[1];
     int mid = pp > 2 ? rank[1] : -1;

@@ -100,7 +100,8 @@ static void add_cand(Src *s, SrcGroup *G, int pp, int v, int rc, int zero)
     s->st->candidates++;
 }
 
-/* Interleaving: one repeat, at least one layer per chunk (chunks may
+/* Interleaving: one repeat, at least one layer per chunk but for the end
+ * chunks, which may hold the embedding or the head alone (chunks may
  * differ), a split --pp-layers allows, and (Megatron's schedule) a
  * micro-batch count that is a multiple of pp. */
 static bool v_ok(const Src *s, int pp, int v, int m)
@@ -108,7 +109,8 @@ static bool v_ok(const Src *s, int pp, int v, int m)
     int layers[PLAN_MAX_STAGES];
     /* Codegen's schedules hold at most PLAN_MAX_CHUNKS chunks per rank. */
     return s->rep0 >= 0 && pp >= 2 && v >= 2 && v <= PLAN_MAX_CHUNKS && pp * v <= PLAN_MAX_STAGES &&
-           pp * v <= s->rep_count && m % pp == 0 && m >= pp && src_split_pin(s, pp, v, layers, NULL, 0) >= 0;
+           pp * v <= s->rep_count + src_split_empty_ends(s) && m % pp == 0 && m >= pp &&
+           src_split_pin(s, pp, v, layers, NULL, 0) >= 0;
 }
 
 /* 1F1B: a split --pp-layers allows. */

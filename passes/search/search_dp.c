@@ -36,6 +36,8 @@ typedef struct {
                                      asks for them in its inner loop) */
     double runtime, cap;
     bool ignore_mem;
+    int ef, el;                   /* the first / last chunk may hold no layer (interleaved
+                                     cuts with more chunks than layers) */
 } Dp;
 
 static double stage_time(const Dp *d, int r, int i, int j) { return d->T[r][j + 1] - d->T[r][i]; }
@@ -220,9 +222,10 @@ static bool part_1f1b(Dp *d, SrcPart *out)
 }
 
 /* Can the pieces from i0 on be cut into n chunks of at most tmax each,
- * at least one layer a chunk (the first chunk of the model takes the
- * pieces before the repeat, the last those after it)? ends[] the greedy's
- * (each chunk as long as it can be), or NULL. */
+ * at least one layer a chunk but the ends d->ef / d->el allow empty (the
+ * first chunk of the model takes the pieces before the repeat, the last
+ * those after it)? ends[] the greedy's (each chunk as long as it can be),
+ * or NULL. */
 static bool chunk_greedy(const Dp *d, const double *t, int i0, int n, double tmax, int *ends)
 {
     const Src *s = d->s;
@@ -230,11 +233,11 @@ static bool chunk_greedy(const Dp *d, const double *t, int i0, int n, double tma
     for (int c = 0; c < n; c++) {
         int j;
         if (c == n - 1) {
-            if (t[d->P] - t[i] > tmax || i >= lend)
+            if (t[d->P] - t[i] > tmax || i >= lend + d->el)
                 return false;
             j = d->P - 1;
         } else {
-            int jmax = lend - 1 - (n - 1 - c), jmin = i == 0 ? s->rep_first : i;
+            int jmax = lend - 1 - (n - 1 - c - d->el), jmin = i == 0 ? s->rep_first - d->ef : i;
             j = i - 1;
             while (j + 1 <= jmax && (j + 1 <= jmin || t[j + 2] - t[i] <= tmax))
                 j++;
@@ -273,10 +276,10 @@ static void cost_split(const Dp *d, int chunks, int *layers)
     for (int c = 0; c < chunks - 1; c++) {
         double target = t[d->P] * (c + 1) / chunks;
         int best = ends[c];
-        for (int j = ends[c]; j >= (c == 0 ? s->rep_first : prev + 1); j--) {
+        for (int j = ends[c]; j >= (c == 0 ? s->rep_first - d->ef : prev + 1); j--) {
             if (t[j + 1] - t[prev + 1] > hi)
                 break;
-            if (j > lend - 1 - (chunks - 1 - c))
+            if (j > lend - 1 - (chunks - 1 - c - d->el))
                 continue;
             /* and the rest from j + 1 still cuts into the chunks left under hi */
             if (fabs(t[j + 1] - target) < fabs(t[best + 1] - target) &&
@@ -299,6 +302,13 @@ static bool part_interleaved(Dp *d, SrcPart *out)
     const Src *s = d->s;
     int pp = d->pp, v = d->k->v, chunks = pp * v;
     int layers[PLAN_MAX_STAGES];
+    /* More chunks than layers (v_ok allows up to two more): the end chunks
+     * may hold the embedding or the head alone, as Megatron's
+     * account_for_*_in_pipeline_split does. */
+    if (chunks > s->rep_count) {
+        d->ef = s->rep_first > 0;
+        d->el = s->rep_first + s->rep_count < s->npieces;
+    }
     if (src_split_pin(s, pp, v, layers, NULL, 0) <= 0)
         cost_split(d, chunks, layers);
     chunks_of_layers(s, chunks, pp, layers, out);

@@ -215,6 +215,16 @@ static bool check_batch_pins(const Src *s)
     return true;
 }
 
+int src_split_empty_ends(const Src *s)
+{
+    const PassSearchOpts *o = s->o;
+    if (o->pp_nlayers)
+        return (o->pp_layers[0] == 0) + (o->pp_nlayers > 1 && o->pp_layers[o->pp_nlayers - 1] == 0);
+    if (o->pp_first || o->pp_last || s->rep0 < 0)
+        return 0;
+    return (s->rep_first > 0) + (s->rep_first + s->rep_count < s->npieces);
+}
+
 int src_split_pin(const Src *s, int pp, int v, int *layers, char *why, size_t wn)
 {
     const PassSearchOpts *o = s->o;
@@ -239,6 +249,18 @@ int src_split_pin(const Src *s, int pp, int v, int *layers, char *why, size_t wn
             sum += o->pp_layers[c];
         if (sum != L) {
             snprintf(why, wn, "--pp-layers gives %lld layers, and the model has %d", sum, L);
+            return -1;
+        }
+        /* An end chunk without layers still runs the pieces before (or
+         * after) the repeat: there must be some. */
+        if (!o->pp_layers[0] && s->rep_first == 0) {
+            snprintf(why, wn, "--pp-layers gives the first model chunk no layers, and %s has no "
+                     "embedding before its layers for it to hold", s->g->name);
+            return -1;
+        }
+        if (!o->pp_layers[chunks - 1] && s->rep_first + L >= s->npieces) {
+            snprintf(why, wn, "--pp-layers gives the last model chunk no layers, and %s has no head "
+                     "after its layers for it to hold", s->g->name);
             return -1;
         }
         for (int c = 0; c < chunks; c++)
@@ -293,7 +315,8 @@ static bool check_interleaved_pins(const Src *s)
         return false;
     }
     int lo = pp ? pp : 2, w = v > 1 ? v : 2;
-    if (lo * w > s->rep_count) {
+    int ends = src_split_empty_ends(s);
+    if (lo * w > s->rep_count + ends) {
         char what[64];
         if (pp && p->v > 1)
             snprintf(what, sizeof what, "--virtual-stages %d with --pp %d", v, pp);
@@ -303,8 +326,9 @@ static bool check_interleaved_pins(const Src *s)
             snprintf(what, sizeof what, "--virtual-stages %d", v);
         else
             snprintf(what, sizeof what, "the interleaved schedule");
-        ir_error(IR_NOLOC, "%s needs at least %d x %d = %d layers (pp x v model chunks of at least one "
-                 "layer each), and %s has %d", what, lo, w, lo * w, g->name, s->rep_count);
+        ir_error(IR_NOLOC, "%s needs at least %d x %d - %d = %d layers (pp x v model chunks of at least one "
+                 "layer each, but for %d end chunk%s holding the embedding or the head alone), and %s has %d",
+                 what, lo, w, ends, lo * w - ends, ends, ends == 1 ? "" : "s", g->name, s->rep_count);
         return false;
     }
     if (pp && v > 1 && pp * v > PLAN_MAX_STAGES) {
@@ -323,6 +347,22 @@ static bool check_interleaved_pins(const Src *s)
     return true;
 }
 
+/* --pp-layers 0 at an end leaves the embedding or the head alone there
+ * (Megatron's account_for_*_in_pipeline_split); a chunk between them would
+ * run nothing. */
+static bool check_empty_chunks(const Src *s)
+{
+    const PassSearchOpts *o = s->o;
+    for (int c = 1; c + 1 < o->pp_nlayers; c++)
+        if (o->pp_layers[c] < 1) {
+            ir_error(IR_NOLOC, "--pp-layers gives model chunk %d no layers; only the first and the last "
+                     "chunk may have none (they hold the embedding or the head), a chunk between them "
+                     "would run nothing", c);
+            return false;
+        }
+    return true;
+}
+
 /* --pp-layers: a split some pinned pp x v takes. */
 static bool check_split_pins(const Src *s)
 {
@@ -333,12 +373,6 @@ static bool check_split_pins(const Src *s)
     bool inter = p->schedule == PLAN_SCHED_INTERLEAVED || p->v > 1;
     char why[256] = "";
     int layers[PLAN_MAX_STAGES];
-    for (int c = 0; c < o->pp_nlayers; c++)
-        if (o->pp_layers[c] < 1) {
-            ir_error(IR_NOLOC, "--pp-layers gives model chunk %d %d layers; each needs at least one", c,
-                     o->pp_layers[c]);
-            return false;
-        }
     if (o->pp_nlayers > PLAN_MAX_STAGES) {
         ir_error(IR_NOLOC, "--pp-layers gives %d model chunks; a plan has at most %d", o->pp_nlayers,
                  PLAN_MAX_STAGES);
@@ -352,7 +386,8 @@ static bool check_split_pins(const Src *s)
             char w[256];
             if (src_split_pin(s, pp, v, layers, w, sizeof w) > 0)
                 return true;
-            if (!why[0] || (p->pp && (!p->v || p->v == v)))
+            /* the pinned v's reason, else the v whose chunks --pp-layers counts */
+            if (!why[0] || (p->pp && (p->v ? p->v == v : o->pp_nlayers == pp * v)))
                 snprintf(why, sizeof why, "%s", w);
         }
     ir_error(IR_NOLOC, "%s", why);
@@ -493,8 +528,8 @@ bool src_check_pins(Src *s)
     bool inter = p->schedule == PLAN_SCHED_INTERLEAVED || p->v > 1;
     return check_precision(s) && check_stack_pins(s) && check_tp_pin(s) && check_cp_pin(s) && check_pp_pin(s) &&
            check_mesh_pins(s) &&
-           check_batch_pins(s) && (!inter || check_interleaved_pins(s)) && check_split_pins(s) &&
-           check_moe_pins(s);
+           check_batch_pins(s) && check_empty_chunks(s) && (!inter || check_interleaved_pins(s)) &&
+           check_split_pins(s) && check_moe_pins(s);
 }
 
 static void pins_src(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o, Src *s);
@@ -523,6 +558,7 @@ static void pins_src(const PassCostCtx *c, const IrGraph *g, const PassSearchOpt
     s.gpus = o->gpus > 0 ? o->gpus : c->cl->ngpus;
     s.gpn = pass_cluster_domain_at(c->cl, s.gpus);
     s.gb = o->global_batch > 0 ? o->global_batch : g->global_batch;
+    s.npieces = g->npieces;
     s.rep0 = -1;
     int nreps = 0;
     for (int p = 0; p < g->npieces; p++) {

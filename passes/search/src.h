@@ -169,6 +169,11 @@ bool src_check_pins(Src *s);
  * layers[pp * v]: 1 written; 0 not pinned; -1 the pins exclude pp x v (why
  * says so in a sentence naming the flag, when why is not NULL). */
 int src_split_pin(const Src *s, int pp, int v, int *layers, char *why, size_t wn);
+/* The end chunks a split may leave without layers (0, 1 or 2): those
+ * --pp-layers gives none, or unpinned, each end with pieces beside the
+ * layers (the embedding, the head) to hold alone; the chunks a split may
+ * have beyond one per layer. */
+int src_split_empty_ends(const Src *s);
 /* A lower bound of piece p's model-state bytes per device under ZeRO z on
  * a mesh of n devices with tp on the tensor-parallel axis: ZeRO shards over
  * the data-parallel axis, tensor parallelism splits the rest at most tp

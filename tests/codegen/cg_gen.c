@@ -4,7 +4,8 @@
  * program to DIR with cg_emit. The plan: the test-only Megatron builder for
  * LAYOUT (layout.h), or with LAYOUT "search-..." the planner itself
  * (pass_search on an A100 cluster of the layout's size, every choice pinned
- * as the driver pins them), so its ILP strategies are tested too. With
+ * as the driver pins them; an "l..." item is --pp-layers), so its ILP
+ * strategies and pinned splits are tested too. With
  * --plan-set NAME=VALUE the planner sees the model at other sizes (the same
  * graph: nodes and dims alike, only sizes differ), and its plan runs at the
  * model's own: realistic strategies on a model a CPU trains in seconds.
@@ -44,6 +45,8 @@ static bool search_plan(const IrGraph *g, const Layout *l, PassSearchResult *r)
     so.pins.zero = l->zero;
     so.pins.schedule = l->v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B;
     so.pins.v = l->v;
+    so.pp_layers = l->layers; /* --pp-layers */
+    so.pp_nlayers = l->nlayers;
     so.gpus = cl.ngpus;
     so.global_batch = g->global_batch;
     IrGraph *skel = pass_search_skeleton(g->arena, g); /* as the driver plans */

@@ -56,6 +56,17 @@ bool layout_parse(const char *s, Layout *l)
                 l->split[l->nsplit++] = (int)k;
                 q = *end ? end + 1 : end;
             }
+        } else if (tok[0] == 'l' && tok[1] >= '0' && tok[1] <= '9') {
+            for (char *q = tok + 1; *q && l->nlayers < 64;) {
+                char *end;
+                long k = strtol(q, &end, 10);
+                if (end == q || k < 0 || (*end && *end != '_')) {
+                    fprintf(stderr, "layout: bad layer split '%s'\n", tok);
+                    return false;
+                }
+                l->layers[l->nlayers++] = (int)k;
+                q = *end ? end + 1 : end;
+            }
         } else if (sscanf(tok, "dp%d", &n) == 1 && n > 0)
             l->dp = n;
         else if (sscanf(tok, "cp%d", &n) == 1 && n > 0)
@@ -125,6 +136,10 @@ bool layout_plan(const IrGraph *g, const Layout *l, Plan *p)
     }
     p->stages = ir_alloc(g->arena, sizeof *p->stages * (size_t)p->nstages);
     int total = 0;
+    if (l->nlayers) {
+        fprintf(stderr, "layout: a layer split (l...) is the planner's --pp-layers: search-... layouts only\n");
+        return false;
+    }
     for (int s = 0; s < l->nsplit; s++)
         total += l->split[s];
     if (l->nsplit && (l->nsplit != p->nstages || total != g->npieces)) {

@@ -17,6 +17,9 @@ typedef struct Layout {
     PlanRecompute recompute;
     int experts;  /* LAYOUT_EXPERTS_* below: how moe nodes split their experts */
     int nsplit, split[64]; /* "c2_1_3_1": pieces of each chunk in model order (0: even) */
+    int nlayers, layers[64]; /* "l0_3_2_0": layers of each chunk, the planner's --pp-layers
+                                (search-... layouts only; 0 at an end: the embedding or
+                                the head alone) */
 } Layout;
 
 /* The experts of every moe node (docs/moe.md): by default split like any
@@ -28,7 +31,8 @@ enum {
     LAYOUT_EXPERTS_GATHER, /* "ex": the expert dim over tp, tokens gathered (allgather dispatcher) */
 };
 
-/* Parse "dp2,cp2,ring,tp2,sp,chunk,pp2,v2,mb4,zero1,full|ffn,ep|epf|ex" (any subset, any order). */
+/* Parse "dp2,cp2,ring,tp2,sp,chunk,pp2,v2,mb4,zero1,full|ffn,ep|epf|ex,c2_1_3_1|l0_3_2_0" (any
+ * subset, any order). */
 bool layout_parse(const char *s, Layout *l);
 /* The plan, allocated in g's arena; false (with a message) if the layout
  * does not fit the model. */

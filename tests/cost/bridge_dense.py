@@ -123,12 +123,6 @@ def skip_reason(r):
                 "mesh axis only")
     if (num(r, "vp", 1) or 1) > PLAN_MAX_CHUNKS:
         return "more than %d virtual stages" % PLAN_MAX_CHUNKS
-    chunks = num(r, "pp", 1) * (num(r, "vp", 1) or 1)
-    if chunks > 1 and LAYERS[r["model"]] % chunks and (LAYERS[r["model"]] + 2) // chunks < 2:
-        return ("%d model chunks of %d layers with the embedding and the loss counted as layers "
-                "(account_for_*_in_pipeline_split): the first chunk would hold the embedding alone "
-                "and the last the loss alone, and ptdc's chunks hold at least one layer" % (
-                    chunks, LAYERS[r["model"]]))
     if (r["recompute"].strip() or "none") != "none":
         return "recompute %s" % r["recompute"]
     return None
@@ -154,7 +148,8 @@ def pinned_args(src, r):
         # the base of its performance configs, sets account_for_embedding_in_pipeline_split
         # and account_for_loss_in_pipeline_split: the embedding and the loss count
         # as one layer each, (L + 2) / chunks per chunk, one fewer in the first
-        # and the last chunk.
+        # and the last chunk (none at all when (L + 2) / chunks is 1: the first
+        # chunk holds the embedding alone, the last the head and the loss alone).
         per = (L + 2) // chunks
         assert per * chunks == L + 2, r
         args += ["--pp-layers", ",".join(str(per - (c in (0, chunks - 1))) for c in range(chunks))]

@@ -41,6 +41,18 @@ while [ $i -lt 31 ]; do meta="$meta,4"; i=$((i + 1)); done
 meta="$meta,3"
 # shellcheck disable=SC2086
 check meta-pinned 'st == 0 and d["status"] == "fits" and layers == [3] + [4] * 30 + [3] and 0.2 < d["predicted"]["mfu"] < 0.6' $base --virtual-stages 2 --pp-layers $meta
+# Megatron-Bridge's 405B split at pp 16 x v 8 (account_for_embedding/loss_in_pipeline_split):
+# 128 chunks for 126 layers, the first holding the embedding alone, the last the head alone.
+ends=0
+i=0
+while [ $i -lt 126 ]; do ends="$ends,1"; i=$((i + 1)); done
+ends="$ends,0"
+# shellcheck disable=SC2086
+check empty-ends 'st == 0 and d["status"] == "fits" and layers == [0] + [1] * 126 + [0] and d["stages"][0]["pieces"] == ["embedding"] and d["stages"][-1]["pieces"] == ["head"] and 0 < d["stages"][0]["time_s"] < d["stages"][1]["time_s"] and 0.2 < d["predicted"]["mfu"] < 0.6' $base --virtual-stages 8 --pp-layers $ends
+# A chunk between the ends with no layers would run nothing.
+mid=$(echo "$ends" | sed 's/^0,1,1,/1,1,0,/')
+# shellcheck disable=SC2086
+check empty-middle 'st == 1 and "--pp-layers gives model chunk 2 no layers" in d["error"]' $base --virtual-stages 8 --pp-layers $mid
 # Megatron's first/last per pipeline rank: 7 + 14 x 8 + 7 = 126 (1F1B: the ranks' layers must split over v)
 # shellcheck disable=SC2086
 check megatron-first-last 'st == 0 and layers == [7] + [8] * 14 + [7]' \

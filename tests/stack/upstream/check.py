@@ -606,6 +606,12 @@ def corpus(ptdc, src):
         ("models/llama3-8b.mdl", "--gpus 16 --tp 2 --pp 4 --micro-batch 1 --recompute none --sp on --schedule 1f1b --pp-layers 1,2,4,1"),
         ("models/llama3-8b.mdl", "--gpus 16 --tp 2 --pp 2 --virtual-stages 2 --micro-batch 1 --recompute selective "
          "--sp on --schedule interleaved --pp-layers 1,3,3,1"),
+        # The embedding and the loss counted as layers (--account-for-embedding/loss-in-pipeline-split):
+        # end chunks holding the embedding or the head alone, both ends and the first only.
+        ("models/llama3-8b.mdl", "--gpus 20 --global-batch 20 --tp 2 --pp 5 --virtual-stages 2 --micro-batch 1 "
+         "--recompute none --sp on --schedule interleaved --pp-layers 0,1,1,1,1,1,1,1,1,0"),
+        ("models/llama3-8b.mdl", "--gpus 6 --global-batch 12 --tp 2 --pp 3 --virtual-stages 3 --micro-batch 1 "
+         "--recompute none --sp on --schedule interleaved --pp-layers 0,1,1,1,1,1,1,1,1"),
     ]
     for model, lay in layouts:
         for fw, zero in (("megatron", "1"), ("torchtitan", "3")):
