@@ -24,7 +24,10 @@
  *             mesh axis (or none). Loop dims = every dim of the op's inputs and
  *             outputs. A split dim the output lacks leaves a partial sum.
  *   sharding  how one tensor is laid out: the dim split over each axis, and
- *             the axes over which its values are partial sums.
+ *             the axes over which its values are partial sums. A dim split
+ *             over two axes (only the sequence over cp and tp:
+ *             plan_seq_nested) is nested, the outer axis's shards split
+ *             again by the inner one.
  *   backward nodes use the strategy of the forward node they differentiate.
  */
 #ifndef PTDC_PLAN_H
@@ -108,6 +111,12 @@ int plan_mesh_devices(const PlanMesh *m);
 /* May loop dim `d` of forward node n be split at all (the op's sharding
  * rule)? E.g. never the dims RMSNORM normalises over or ATTENTION's seq. */
 bool plan_dim_splittable(const IrGraph *g, const IrNode *n, int d);
+
+/* May node n (NULL: a boundary tensor) split dim d over mesh axis `outer`
+ * and, nested inside it, over `inner`? Only the sequence, over a dp x cp x
+ * tp mesh's cp and tp axes (sequence parallelism inside context
+ * parallelism), in ops that treat rows alike; shard.c has the layout. */
+bool plan_seq_nested(const IrGraph *g, const IrNode *n, const PlanMesh *m, int d, int outer, int inner);
 
 /* Valid strategies of a forward node on a mesh (divisibility checked against
  * dim_size; `allow[a]` is a bitmask of dims that may be split over axis a,

@@ -187,6 +187,46 @@ bool plan_dim_splittable(const IrGraph *g, const IrNode *node, int d)
     }
 }
 
+/* Sequence parallelism inside context parallelism (Megatron's --sp with
+ * --context-parallel-size): on a dp x cp x tp mesh an op that treats the
+ * sequence's rows alike (no positions, no whole-sequence reductions) may
+ * split the sequence over the cp axis and, inside each cp shard, over the tp
+ * axis. A dim split over several axes is nested in axis order, outer first:
+ * rank (c, t) holds the t-th of tp contiguous pieces of cp shard c, itself
+ * the rows plan_cp_chunks gives rank c (both load-balanced chunks, in that
+ * order), so an all-gather over tp yields the cp-local sequence and one over
+ * cp after it the whole sequence in the program's row order. plan_reshard
+ * keeps the nesting: it gathers or reduce-scatters a dim only over its
+ * innermost splitting axis. Embedding, rope, attention, the loss and routing
+ * place rows by position, so they stay on the cp axis alone, and so does an
+ * op reading a parameter along the sequence (GPT's position table: a
+ * parameter is stored split one axis per dim). */
+bool plan_seq_nested(const IrGraph *g, const IrNode *node, const PlanMesh *m, int d, int outer, int inner)
+{
+    if (d < 0 || d != g->seq_dim || m->naxes != 3 || outer != 1 || inner != 2)
+        return false;
+    if (!node)
+        return true; /* a boundary tensor: only a layout */
+    const IrNode *n = fwd_of(g, node);
+    for (int i = 0; i < n->nin; i++)
+        if (g->tensors[n->in[i]].role == IR_PARAM && in_tensor(g, n->in[i], d))
+            return false; /* a learned position table: parameters split one axis per dim */
+    switch (n->op) {
+    case IR_OP_RMSNORM:
+    case IR_OP_LAYERNORM:
+    case IR_OP_ADD:
+    case IR_OP_MUL:
+    case IR_OP_SILU:
+    case IR_OP_GELU:
+    case IR_OP_SWIGLU:
+    case IR_OP_SIGMOID:
+    case IR_OP_MATMUL:
+        return true;
+    default:
+        return false;
+    }
+}
+
 /* Loop dims of a node in a stable order (inputs' dims, then outputs'). */
 static int loop_dims(const IrGraph *g, const IrNode *n, int *dims)
 {
@@ -236,7 +276,8 @@ int plan_strategies(const IrGraph *g, const IrNode *n, const PlanMesh *m, const 
                 cand[a][nc[a]++] = d;
         }
     }
-    /* Every combination of one candidate per axis, no dim on two axes. */
+    /* Every combination of one candidate per axis, no dim on two axes but
+     * the nested sequence split (plan_seq_nested). */
     int k = 0, e = plan_expert_dim(g, n), pick[PLAN_MAX_AXES] = {0};
     const IrTensor *h = &g->tensors[n->in[0]];
     for (;;) {
@@ -245,7 +286,9 @@ int plan_strategies(const IrGraph *g, const IrNode *n, const PlanMesh *m, const 
         for (int a = 0; a < PLAN_MAX_AXES; a++) {
             st.dim[a] = (int16_t)cand[a][pick[a]];
             for (int b = 0; b < a; b++)
-                ok &= st.dim[a] < 0 || st.dim[a] != st.dim[b];
+                ok &= st.dim[a] < 0 || st.dim[a] != st.dim[b] ||
+                      (plan_seq_nested(g, n, m, st.dim[a], b, a) &&
+                       dim_size[st.dim[a]] % (m->size[a] * m->size[b]) == 0);
         }
         if (ok) {
             if (k < max)
@@ -456,10 +499,10 @@ void plan_local_sizes(const IrGraph *g, const IrNode *n, const PlanMesh *m, cons
         int d = s->dim[a];
         if (d < 0)
             continue;
-        local[d] = dim_size[d] / m->size[a];
+        local[d] /= m->size[a]; /* a nested split divides again */
         int kv = n ? kv_dim(g, fwd_of(g, n), d) : -1;
         if (kv >= 0 && kv != d)
-            local[kv] = dim_size[kv] / m->size[a];
+            local[kv] /= m->size[a];
     }
     int e = n ? plan_expert_dim(g, n) : -1;
     for (int a = 0; a < m->naxes && e >= 0; a++)
@@ -489,6 +532,26 @@ static bool split_elsewhere(const PlanSharding *sh, int d, int axis)
         if (a != axis && sh->dim[a] == d)
             return true;
     return false;
+}
+
+/* Nesting (plan_seq_nested): does an axis inside `axis` split d in sh? */
+static bool split_inside(const PlanSharding *sh, int d, int axis)
+{
+    for (int a = axis + 1; a < PLAN_MAX_AXES; a++)
+        if (sh->dim[a] == d)
+            return true;
+    return false;
+}
+
+/* ... do cur and to split d alike over every axis outside `axis`? Only then
+ * may axis split or unsplit d in place: its pieces are pieces of the same
+ * outer shard in both. */
+static bool same_outside(const PlanSharding *cur, const PlanSharding *to, int d, int axis)
+{
+    for (int a = 0; a < axis; a++)
+        if ((cur->dim[a] == d) != (to->dim[a] == d))
+            return false;
+    return true;
 }
 
 PlanSharding plan_reshard_reduced(const IrGraph *g, int t, const PlanMesh *m, PlanSharding from,
@@ -527,7 +590,10 @@ int plan_reshard(const IrGraph *g, int t, const PlanMesh *m, const PlanSharding 
         if (!(cur.partial >> a & 1) || (to->partial >> a & 1))
             continue;
         int d = to->dim[a];
-        if (d >= 0 && cur.dim[a] < 0 && !split_elsewhere(&cur, d, a)) {
+        /* Straight into the split when no other axis splits d or, nested,
+         * when a becomes d's innermost axis under the outer split the
+         * target keeps. */
+        if (d >= 0 && cur.dim[a] < 0 && !split_inside(&cur, d, a) && same_outside(&cur, to, d, a)) {
             STEP(PLAN_COLL_REDUCESCATTER, a, d, -1, local);
             cur.dim[a] = (int16_t)d;
             local /= m->size[a];
@@ -536,19 +602,29 @@ int plan_reshard(const IrGraph *g, int t, const PlanMesh *m, const PlanSharding 
         }
         cur.partial &= (uint8_t)~(1u << a);
     }
-    /* 2. Splits that must go: all-to-all into the wanted split when possible. */
-    for (int a = 0; a < m->naxes; a++) {
-        int d = cur.dim[a];
-        if (d < 0 || d == to->dim[a])
-            continue;
-        int want = to->dim[a];
-        if (want >= 0 && !split_elsewhere(&cur, want, a)) {
-            STEP(PLAN_COLL_ALLTOALL, a, d, want, local);
-            cur.dim[a] = (int16_t)want;
-        } else {
-            STEP(PLAN_COLL_ALLGATHER, a, d, -1, local * m->size[a]);
-            cur.dim[a] = -1;
-            local *= m->size[a];
+    /* 2. Splits that must go: all-to-all into the wanted split when possible.
+     * A split nested inside another of the same dim goes first, and one the
+     * target keeps goes too when an axis outside it changes (the slices of
+     * step 3 cut outer axes first): passes repeat until nothing moves; a
+     * plan without nested splits finishes in the first. */
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (int a = 0; a < m->naxes; a++) {
+            int d = cur.dim[a];
+            if (d < 0 || (d == to->dim[a] && same_outside(&cur, to, d, a)))
+                continue;
+            if (split_inside(&cur, d, a))
+                continue; /* the inner axis first (a later pass comes back) */
+            moved = true;
+            int want = to->dim[a];
+            if (want >= 0 && want != d && !split_elsewhere(&cur, want, a) && same_outside(&cur, to, want, a)) {
+                STEP(PLAN_COLL_ALLTOALL, a, d, want, local);
+                cur.dim[a] = (int16_t)want;
+            } else {
+                STEP(PLAN_COLL_ALLGATHER, a, d, -1, local * m->size[a]);
+                cur.dim[a] = -1;
+                local *= m->size[a];
+            }
         }
     }
     /* 3. Splits that must appear: a local slice, no traffic. */

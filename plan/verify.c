@@ -63,7 +63,10 @@ bool plan_verify(const IrGraph *g, const Plan *p)
             int d = s->dim[a];
             if (d < 0)
                 continue;
-            if (a >= p->mesh.naxes || d >= g->ndims || dim[d] % p->mesh.size[a] != 0 ||
+            int64_t ways = 1; /* a nested split divides the outer axes' shards */
+            for (int b = 0; b <= a && b < p->mesh.naxes; b++)
+                ways *= s->dim[b] == d ? p->mesh.size[b] : 1;
+            if (a >= p->mesh.naxes || d >= g->ndims || dim[d] % ways != 0 ||
                 !plan_dim_splittable(g, &g->nodes[i], d)) {
                 ir_error(g->nodes[i].loc, "plan: the plan splits dim '%s' (%lld) of this %s "
                          "over mesh axis %d (%d ways), which it cannot execute",
@@ -75,7 +78,8 @@ bool plan_verify(const IrGraph *g, const Plan *p)
         }
         for (int a = 0; a < PLAN_MAX_AXES && ok; a++)
             for (int b = a + 1; b < PLAN_MAX_AXES; b++)
-                if (s->dim[a] >= 0 && s->dim[a] == s->dim[b]) {
+                if (s->dim[a] >= 0 && s->dim[a] == s->dim[b] &&
+                    !plan_seq_nested(g, &g->nodes[i], &p->mesh, s->dim[a], a, b)) {
                     ir_error(g->nodes[i].loc, "plan: one dim split over two mesh axes");
                     ok = false;
                     break;

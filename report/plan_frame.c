@@ -101,13 +101,14 @@ static bool plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout 
      * all_gather): every node carrying the sequence splits it over the cp
      * axis, attention its queries' (keys and values gathered). The mesh is
      * dp x cp x tp, tp fastest, which is Megatron's default rank order
-     * (tp-cp-ep-dp-pp). The sequence lives on one axis in ptdc's plans, so
-     * the norms cannot split it over tp as well. */
+     * (tp-cp-ep-dp-pp). With sequence parallelism the norms and residual
+     * adds split each cp shard's sequence over tp as well (plan_seq_nested:
+     * Megatron scatters the cp-local sequence over tp in the SP regions). */
     int cp = L->cp > 1 ? L->cp : 1, dpa, cpa, tpa;
-    if (cp > 1 && L->sp)
-        return rep_refuse(why, wn, "the plan asks for sequence parallelism with context parallelism cp %d, and "
-                          "ptdc's plans split the sequence over one mesh axis only (the cp axis); use --sp off",
-                          cp);
+    if (cp > 1 && L->sp && L->tp > 1 && A->seq % ((int64_t)cp * L->tp))
+        return rep_refuse(why, wn, "sequence parallelism inside context parallelism splits each cp shard's "
+                          "sequence over tp, which a sequence of %lld with cp %d and tp %d cannot do (a "
+                          "multiple of cp x tp)", (long long)A->seq, cp, L->tp);
     if (cp > 1 && (A->moe || g->seq_dim < 0 || A->seq % (2 * cp)))
         return rep_refuse(why, wn, "context parallelism cp %d needs a dense model whose sequence (%lld) is a "
                           "multiple of 2 x cp (Megatron-LM's load-balanced chunks)", cp, (long long)A->seq);
@@ -135,6 +136,11 @@ static bool plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout 
             s->dim[tpa] = (int16_t)tp_dim(g, A, n, L->sp);
         if (cpa >= 0 && loop_has(g, n, g->seq_dim) && plan_dim_splittable(g, n, g->seq_dim))
             s->dim[cpa] = (int16_t)g->seq_dim;
+        /* An op placing rows by position keeps the cp-local sequence whole
+         * over tp (as Megatron adds GPT's position table before scattering). */
+        if (cpa >= 0 && tpa >= 0 && s->dim[tpa] == g->seq_dim && s->dim[cpa] == g->seq_dim &&
+            !plan_seq_nested(g, n, &p->mesh, g->seq_dim, cpa, tpa))
+            s->dim[tpa] = -1;
         /* The routed experts; a gated shared expert (a moe of its own) is
          * Megatron-Core's SharedExpertMLP, split over tp like any MLP. (No
          * cp with experts: axis 1 is tp's.) */

@@ -79,7 +79,9 @@ static int cp_pins(const IrGraph *g, const IrNode *n, const PassIlpQuery *q, Pla
 }
 
 /* The shardings a boundary may carry for tensor t: per axis nothing or one of
- * t's dims the pins allow and the axis divides; no dim on two axes. */
+ * t's dims the pins allow and the axis divides; no dim on two axes but the
+ * nested sequence split (plan_seq_nested: the residual stream of Megatron's
+ * sequence parallelism inside context parallelism). */
 static void boundary_strategies(IlpSeg *s, IlpInst *x)
 {
     const IrGraph *g = s->g;
@@ -112,7 +114,10 @@ static void boundary_strategies(IlpSeg *s, IlpInst *x)
         for (int j = 0; j < nc[1]; j++)
             for (int l = 0; l < nc[2]; l++) {
                 int d0 = cand[0][i], d1 = cand[1][j], d2 = cand[2][l];
-                if ((d0 >= 0 && (d0 == d1 || d0 == d2)) || (d1 >= 0 && d1 == d2))
+                if ((d0 >= 0 && (d0 == d1 || d0 == d2)) ||
+                    (d1 >= 0 && d1 == d2 && !plan_seq_nested(g, NULL, m, d1, 1, 2)))
+                    continue;
+                if (d1 >= 0 && d1 == d2 && s->dim_size[d1] % (m->size[1] * m->size[2]) != 0)
                     continue;
                 if (fixed && (d0 != s->q.boundary.dim[0] || d1 != s->q.boundary.dim[1] ||
                               d2 != s->q.boundary.dim[2]))

@@ -10,7 +10,8 @@
  * replicated (e.g. 2 KV heads under tp4). MoE nodes split their experts as
  * the layout's ep/epf/ex item says (layout.h). With cp, axis 1 is context
  * parallel (every node carrying the sequence splits it there) and tp the
- * last axis. Stages: pieces cut as evenly as possible into pp x v
+ * last axis; with sp as well the norms and adds split each cp shard's
+ * sequence over tp (nested, plan_seq_nested). Stages: pieces cut as evenly as possible into pp x v
  * contiguous chunks, chunk c on pipeline rank c % pp; or, with a "c2_1_3_1"
  * item, chunks of those many pieces (uneven stages). */
 #include "layout.h"

@@ -117,10 +117,6 @@ def skip_reason(r):
     if num(r, "fsdp", 0):
         return ("Megatron-FSDP (fsdp %s, with CPU offloading of some layers' activations in "
                 "Megatron-Bridge's configs): the megatron stack offers ZeRO 0 and 1 only" % r["fsdp"])
-    tp, cp = num(r, "tp", 1), num(r, "cp", 1) or 1
-    if cp > 1 and tp > 1:
-        return ("cp with tp and sequence parallelism: ptdc's plans split the sequence over one "
-                "mesh axis only")
     if (num(r, "vp", 1) or 1) > PLAN_MAX_CHUNKS:
         return "more than %d virtual stages" % PLAN_MAX_CHUNKS
     if (r["recompute"].strip() or "none") != "none":

@@ -37,6 +37,7 @@ RECIPE = ["--stack", "megatron", "--stack-set", "grad_bytes=2", "--stack-set", "
           "--precision", "fp8", "--stack-set", "lp_scaling=current",
           "--stack-set", "lp_bf16_first_layers=1", "--stack-set", "lp_bf16_last_layers=1",
           "--stack-set", "fp8_param_gather=yes"]
+LAYERS = {"LLAMA3_8B": 32, "LLAMA3_70B": 80, "LLAMA3.1_405B": 126}
 PLAN_MAX_CHUNKS = 16
 TARGET = 0.15
 
@@ -49,10 +50,6 @@ def num(r, k, default=None):
 def skip_reason(r):
     if num(r, "fsdp", 0):
         return "Megatron-FSDP (fsdp %s): the megatron stack offers ZeRO 0 and 1 only" % r["fsdp"]
-    tp, cp = num(r, "tp", 1), num(r, "cp", 1) or 1
-    if cp > 1 and tp > 1:
-        return ("cp %d with tp %d and sequence parallelism: ptdc's plans split the sequence over one "
-                "mesh axis only" % (cp, tp))
     if (num(r, "vp", 1) or 1) > PLAN_MAX_CHUNKS:
         return "more than %d virtual stages" % PLAN_MAX_CHUNKS
     return None
@@ -66,6 +63,14 @@ def plan(ptdc, src, r):
         "--tp", str(tp), "--pp", str(pp), "--cp", str(cp), "--micro-batch", r["micro_batch"],
         "--recompute", "none", "--sp", "on" if tp > 1 else "off", "--zero", "1", "--plan-only", "--json"]
     args += ["--virtual-stages", str(v)] if v > 1 else ["--schedule", "1f1b"]
+    chunks, L = pp * v, LAYERS[r["model"]]
+    if chunks > 1 and L % chunks:
+        # As bridge_dense.py: Megatron-Bridge's llama31_405b_pretrain_config counts the
+        # embedding and the loss as one layer each in the pipeline split
+        # (account_for_*_in_pipeline_split), one fewer in the first and the last chunk.
+        per = (L + 2) // chunks
+        assert per * chunks == L + 2, r
+        args += ["--pp-layers", ",".join(str(per - (c in (0, chunks - 1))) for c in range(chunks))]
     p = subprocess.run(args, capture_output=True, text=True)
     try:
         return json.loads(p.stdout), p.stderr

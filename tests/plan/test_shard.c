@@ -203,6 +203,50 @@ int main(void)
     plan_local_sizes(g, att, &m2, &hs, sz, loc);
     CHECK(loc[f.h] == 4 && loc[f.kvh] == 1 && loc[f.b] == 2);
 
+    /* Sequence parallelism inside context parallelism (plan_seq_nested): on
+     * dp x cp x tp a matmul may split the sequence over cp and, nested, tp;
+     * attention and the embedding place rows by position and may not, nor
+     * may a 2-axis mesh. The collectives keep the nesting: tp (inner) is
+     * gathered before cp, reduce-scattered into after it, and sliced after. */
+    CHECK(plan_seq_nested(g, mm1, &m3, f.s, 1, 2) && plan_seq_nested(g, NULL, &m3, f.s, 1, 2));
+    CHECK(!plan_seq_nested(g, att, &m3, f.s, 1, 2) && !plan_seq_nested(g, &g->nodes[f.n_emb], &m3, f.s, 1, 2));
+    CHECK(!plan_seq_nested(g, mm1, &m3, f.s, 0, 2) && !plan_seq_nested(g, mm1, &m3, f.d, 1, 2));
+    CHECK(!plan_seq_nested(g, mm1, &m2, f.s, 0, 1));
+    PlanStrategy nest = {{(int16_t)f.b, (int16_t)f.s, (int16_t)f.s}, 0};
+    bool has_nest = false;
+    int nn = plan_strategies(g, mm1, &m3, sz, NULL, ss, 256);
+    for (int i = 0; i < nn; i++)
+        has_nest |= ss[i].dim[0] == f.b && ss[i].dim[1] == f.s && ss[i].dim[2] == f.s;
+    CHECK(has_nest);
+    nn = plan_strategies(g, att, &m3, sz, NULL, ss, 256);
+    for (int i = 0; i < nn; i++)
+        CHECK(!(ss[i].dim[1] == f.s && ss[i].dim[2] == f.s));
+    plan_local_sizes(g, mm1, &m3, &nest, sz, loc);
+    CHECK(loc[f.s] == 4 && loc[f.b] == 4 && loc[f.d] == 64);
+    PlanSharding xn = plan_shard_of(g, f.x, &nest), xc = {{(int16_t)f.b, (int16_t)f.s, -1}, 0};
+    CHECK(plan_local_numel(g, f.x, &m3, &xn, sz) == 4 * 4 * 64);
+    PlanColl rs[8];
+    int ns2 = plan_reshard(g, f.x, &m3, &xn, &xc, sz, rs, 8); /* gather the cp-local sequence */
+    CHECK(ns2 == 1 && rs[0].kind == PLAN_COLL_ALLGATHER && rs[0].axis == 2 && rs[0].numel == 4 * 8 * 64);
+    PlanSharding xp = xc;
+    xp.partial = 4; /* a row-parallel output: reduce-scatter over tp into the nested split */
+    ns2 = plan_reshard(g, f.x, &m3, &xp, &xn, sz, rs, 8);
+    CHECK(ns2 == 1 && rs[0].kind == PLAN_COLL_REDUCESCATTER && rs[0].axis == 2 && rs[0].numel == 4 * 8 * 64);
+    PlanSharding whole = {PLAN_NO_DIMS, 0};
+    ns2 = plan_reshard(g, f.x, &m3, &xn, &whole, sz, rs, 8);
+    CHECK(ns2 == 3 && rs[0].axis == 0 && rs[1].axis == 2 && rs[2].axis == 1);
+    for (int i = 0; i < ns2; i++)
+        CHECK(rs[i].kind == PLAN_COLL_ALLGATHER);
+    PlanSharding xt = {{(int16_t)f.b, -1, (int16_t)f.s}, 0}; /* the sequence over tp alone */
+    ns2 = plan_reshard(g, f.x, &m3, &xt, &xn, sz, rs, 8);
+    CHECK(ns2 == 3 && rs[0].kind == PLAN_COLL_ALLGATHER && rs[0].axis == 2 &&
+          rs[1].kind == PLAN_COLL_SLICE && rs[1].axis == 1 && rs[2].kind == PLAN_COLL_SLICE && rs[2].axis == 2);
+    ns2 = plan_reshard(g, f.x, &m3, &xn, &xt, sz, rs, 8); /* ... and back: no nesting broken */
+    CHECK(ns2 == 3 && rs[0].axis == 2 && rs[0].kind == PLAN_COLL_ALLGATHER && rs[1].axis == 1 &&
+          rs[1].kind == PLAN_COLL_ALLGATHER && rs[2].axis == 2 && rs[2].kind == PLAN_COLL_SLICE);
+    ns2 = plan_reshard(g, f.x, &m3, &whole, &xn, sz, rs, 8);
+    CHECK(ns2 == 3 && rs[1].kind == PLAN_COLL_SLICE && rs[1].axis == 1 && rs[2].axis == 2);
+
     /* Vocabulary-parallel embedding leaves partial sums; vocabulary-parallel
      * cross-entropy reduces inside, so its loss is not partial over that axis. */
     PlanStrategy vs = {{(int16_t)f.b, (int16_t)f.v, -1}, 0};
