@@ -85,6 +85,20 @@ case "$harness" in
     else
         echo "watchdog: expected its abort within 50 s (rc $rc, ${took}s) FAIL"; echo "$out" | tail -n 5; exit 1
     fi
+    # An injected NCCL error (a dead peer, a broken link): rank 1's third
+    # NCCL operation never completes and its communicator reports
+    # ncclRemoteError; rank 1's watchdog must name it and end every rank
+    # (the others wait in that collective) well before the 60 s deadlock report.
+    start=$(date +%s)
+    out=$(PTDC_EMU_NCCL_FAIL=1:3 mpirun --oversubscribe -x PTDC_EMU_NCCL_FAIL -n 3 "$harness" comm "$seed" 2>&1)
+    rc=$? took=$(( $(date +%s) - start ))
+    if [ $rc -ne 0 ] && [ $took -lt 50 ] && echo "$out" | grep -q "NCCL asynchronous error: remote process exited" &&
+       echo "$out" | grep -q "injected at rank 1's NCCL operation #3"; then
+        echo "watchdog: injected ncclRemoteError aborted all ranks in ${took}s  ok"
+    else
+        echo "watchdog: expected the injected error's abort within 50 s (rc $rc, ${took}s) FAIL"
+        echo "$out" | grep -v "^ok\|^  " | tail -n 8; exit 1
+    fi
     expect_abort "die-embed (negative token id)" die-embed "out of range" || exit 1
     expect_abort "die-target (target past vocabulary)" die-target "out of range" || exit 1
     exit 0 ;;

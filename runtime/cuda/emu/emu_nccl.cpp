@@ -32,7 +32,14 @@
  *   all-gathered (non-blocking, on a shadow MPI communicator) when the call
  *   is made, and checked before the collective may start: "rank r call #k
  *   X vs rank s call #k Y". A rank that never makes call #k leaves the
- *   others waiting, which the deadlock report names. */
+ *   others waiting, which the deadlock report names.
+ *
+ * Injected errors (PTDC_EMU_NCCL_FAIL=R:K): world rank R's K-th NCCL
+ * operation (counted over all its communicators from 1) fails as a dead
+ * peer or a broken link would make it: it never completes, its peers wait
+ * in it, and from then on ncclCommGetAsyncError of its communicator
+ * reports ncclRemoteError, with ncclGetLastError naming the operation. The
+ * runtime's watchdog must turn that into an abort of every rank. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -67,7 +74,23 @@ struct ncclComm {
     std::vector<int> world;  /* world rank of each member */
     std::atomic<int> busy;
     std::atomic<const char *> busy_call;
+    std::atomic<int> failed; /* an injected error (ncclResult_t), 0 while none */
+    char fail_text[200];
 };
+
+/* PTDC_EMU_NCCL_FAIL=R:K: is the k-th operation this rank starts the one
+ * to fail? */
+static bool inject_here(long k)
+{
+    static long rank = -2, at = 0;
+    if (rank == -2) {
+        rank = -1;
+        const char *e = getenv("PTDC_EMU_NCCL_FAIL");
+        if (e && *e && sscanf(e, "%ld:%ld", &rank, &at) != 2)
+            emu::die("PTDC_EMU_NCCL_FAIL=%s: expected RANK:K (world rank, its K-th NCCL operation from 1)", e);
+    }
+    return rank >= 0 && rank == emu::my_rank() && k == at;
+}
 
 static int n_comms;
 static bool seed_shared;
@@ -219,6 +242,7 @@ static size_t rendezvous_bytes(void)
 
 struct NcclOp : emu::Async {
     std::vector<Part> parts;
+    bool failed = false; /* injected: never completes */
     ~NcclOp()
     {
         for (Part &p : parts) delete p.fs;
@@ -255,6 +279,19 @@ struct NcclOp : emu::Async {
     }
     void start() override
     {
+        static long n_started;
+        if (inject_here(++n_started)) {
+            failed = true;
+            for (Part &p : parts) {
+                p.c->started++;
+                snprintf(p.c->fail_text, sizeof p.c->fail_text,
+                         "emu: injected at rank %d's NCCL operation #%ld (%s of %zu elements on communicator %d), "
+                         "which never completes", emu::my_rank(), n_started, kind_name[p.kind], p.n, p.c->id);
+                p.c->failed.store((int)ncclRemoteError);
+            }
+            fprintf(stderr, "%s\n", parts[0].c->fail_text);
+            return;
+        }
         for (Part &p : parts) {
             ncclComm *c = p.c;
             c->started++;
@@ -302,6 +339,7 @@ struct NcclOp : emu::Async {
     }
     bool done() override
     {
+        if (failed) return false;
         for (Part &p : parts) {
             if (p.req == MPI_REQUEST_NULL) continue;
             int flag = 0;
@@ -407,6 +445,8 @@ static ncclComm *make_comm(MPI_Comm data, bool nonblocking)
     MPI_Allgather(&wr, 1, MPI_INT, x->world.data(), 1, MPI_INT, x->ctl);
     x->busy.store(0);
     x->busy_call.store(nullptr);
+    x->failed.store(0);
+    x->fail_text[0] = 0;
     return x;
 }
 
@@ -419,10 +459,11 @@ const char *ncclGetErrorString(ncclResult_t r)
     case ncclInProgress: return "operation in progress";
     case ncclInvalidArgument: return "invalid argument (emulated NCCL)";
     case ncclInvalidUsage: return "invalid usage (emulated NCCL)";
+    case ncclRemoteError: return "remote process exited or there was a network error (emulated NCCL)";
     default: return "emulated NCCL error";
     }
 }
-const char *ncclGetLastError(ncclComm_t) { return ""; }
+const char *ncclGetLastError(ncclComm_t c) { return c && c->failed.load() ? c->fail_text : ""; }
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
 {
     memset(id, 0, sizeof *id);
@@ -480,6 +521,10 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *r)
     Inside in(c, "ncclCommGetAsyncError");
     usleep(1000);
     *r = ncclSuccess;
+    if (c->failed.load()) {
+        *r = (ncclResult_t)c->failed.load();
+        return ncclSuccess;
+    }
     if (c->polls > 0) {
         c->polls--;
         *r = ncclInProgress;
