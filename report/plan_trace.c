@@ -47,7 +47,7 @@ static void span(FILE *f, int pid, int tid, const char *name, const char *cat, d
                  const char *args)
 {
     long long a = t0 > 0 ? llround(t0 * 1e9) : 0, b = t0 + dur > 0 ? llround((t0 + dur) * 1e9) : 0;
-    long long d = b - a > 1 ? b - a - 1 : b - a;
+    long long d = b - a > 1 ? b - a - 1 : b > a ? b - a : 0;
     fprintf(f, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%lld.%03lld,\"dur\":%lld.%03lld,\"name\":\"%s\","
                "\"cat\":\"%s\",\"args\":{%s}}", pid, tid, a / 1000, a % 1000, d / 1000, d % 1000, name, cat, args);
 }
