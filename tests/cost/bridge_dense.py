@@ -186,6 +186,16 @@ def searches(ptdc, src, rows, jobs):
     return {a: res[i] for i, a in enumerate(args)}
 
 
+def summary(name, ts):
+    """One line of a table's summary: the median |error| of rows ts (dicts with err and
+    label) and the worst; returns the median (bridge_moe.py prints its groups so too)."""
+    med = statistics.median(abs(t["err"]) for t in ts)
+    worst = max(ts, key=lambda t: abs(t["err"]))
+    print("  %-8s %2d rows: median |error| %4.1f%%, worst %+6.1f%% (%s)" % (
+        name, len(ts), 100 * med, 100 * worst["err"], worst["label"]))
+    return med
+
+
 def main():
     if len(sys.argv) != 5 or sys.argv[4] not in ("test", "report", "search"):
         print(__doc__)
@@ -222,13 +232,6 @@ def main():
         print("skipped %d: %s (e.g. %s)" % (len(labels), why, labels[0]))
     print("%d dense Blackwell rows: %d expressible and predicted, %d skipped, %d failed" % (
         len(rows), len(table), sum(len(v) for v in skipped.values()), len(fails)))
-
-    def summary(name, ts):
-        med = statistics.median(abs(t["err"]) for t in ts)
-        worst = max(ts, key=lambda t: abs(t["err"]))
-        print("  %-8s %2d rows: median |error| %4.1f%%, worst %+6.1f%% (%s)" % (
-            name, len(ts), 100 * med, 100 * worst["err"], worst["label"]))
-        return med
 
     if not table:
         print("FAIL no row was expressible")

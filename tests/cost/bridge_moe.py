@@ -39,11 +39,10 @@ planned and none is called out of memory."""
 
 import csv
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bridge_dense import BASE, GPUS as BLACKWELL, RECIPES, run  # noqa: E402
+from bridge_dense import BASE, GPUS as BLACKWELL, RECIPES, run, summary  # noqa: E402
 
 MODELS = {"Qwen3_30B_a3B": "models/qwen3-30b-a3b.mdl", "Qwen3_235B_a22B": "models/qwen3-235b-a22b.mdl"}
 LAYERS = {"Qwen3_30B_a3B": 48, "Qwen3_235B_a22B": 94}
@@ -139,13 +138,6 @@ def main():
         print("skipped %d: %s (e.g. %s)" % (len(labels), why, labels[0]))
     print("%d MoE rows: %d expressible and predicted, %d skipped, %d failed" % (
         len(rows), len(table), sum(len(v) for v in skipped.values()), len(fails)))
-
-    def summary(name, ts):
-        med = statistics.median(abs(t["err"]) for t in ts)
-        worst = max(ts, key=lambda t: abs(t["err"]))
-        print("  %-8s %2d rows: median |error| %4.1f%%, worst %+6.1f%% (%s)" % (
-            name, len(ts), 100 * med, 100 * worst["err"], worst["label"]))
-        return med
 
     if not table:
         fails.append("no MoE row was expressible")
