@@ -17,20 +17,25 @@ const char *plan_dim_name(PlanDim d) { return d >= 0 && d < PLAN_NDIMS ? dim_nam
 void plan_axes(const IrGraph *g, Plan *p)
 {
     for (int d = 0; d < PLAN_NDIMS; d++)
-        p->axis[d] = -1;
+        p->axis[d] = -1, p->nested[d] = 0;
     for (int a = 0; a < p->mesh.naxes; a++) {
         if (p->mesh.size[a] <= 1)
             continue;
-        bool batch = false, other = false, cp = false;
+        bool batch = false, other = false, cp = false, xchg = false;
         for (int i = 0; i < g->nfwd; i++) {
             int d = p->strategy[i].dim[a];
             batch |= d == g->batch_dim;
             other |= d >= 0 && d != g->batch_dim;
             cp |= plan_cp_split(g, &g->nodes[i], d);
+            xchg |= plan_routed_expert_dim(g, &g->nodes[i]) >= 0 && (p->strategy[i].xchg >> a & 1);
         }
-        /* Attention splitting its queries' sequence: context parallelism. */
+        /* Attention splitting its queries' sequence: context parallelism.
+         * A second axis splitting only the batch, the experts exchanged
+         * over it, is dp's inner factor (parallel folding: EP below DP). */
         if (batch && p->axis[PLAN_DIM_DP] < 0)
             p->axis[PLAN_DIM_DP] = (int8_t)a;
+        else if (batch && !other && xchg)
+            p->nested[PLAN_DIM_DP] |= (uint8_t)(1u << a);
         else if (cp && p->axis[PLAN_DIM_CP] < 0)
             p->axis[PLAN_DIM_CP] = (int8_t)a;
         else if (other && p->axis[PLAN_DIM_TP] < 0)
@@ -49,6 +54,18 @@ void plan_axes(const IrGraph *g, Plan *p)
                 p->axis[PLAN_DIM_ETP] = (int8_t)a;
         }
     }
+    /* EP over several axes (dp x tp, or dp's inner factor with tp): the
+     * other axes the node that set EP's axis exchanges over. */
+    int ea = p->axis[PLAN_DIM_EP];
+    for (int i = 0; ea >= 0 && i < g->nfwd; i++) {
+        const PlanStrategy *s = &p->strategy[i];
+        if (plan_routed_expert_dim(g, &g->nodes[i]) < 0 || !(s->xchg >> ea & 1))
+            continue;
+        for (int b = 0; b < p->mesh.naxes; b++)
+            if (b != ea && (s->xchg >> b & 1) && p->mesh.size[b] > 1)
+                p->nested[PLAN_DIM_EP] |= (uint8_t)(1u << b);
+        break;
+    }
     p->axes_set = true;
 }
 
@@ -61,7 +78,19 @@ static void need_axes(const Plan *p)
 int plan_degree(const Plan *p, PlanDim d)
 {
     need_axes(p);
-    return p->axis[d] >= 0 ? p->mesh.size[p->axis[d]] : 1;
+    if (p->axis[d] < 0)
+        return 1;
+    int n = p->mesh.size[p->axis[d]];
+    for (int a = 0; a < p->mesh.naxes; a++)
+        if (p->nested[d] >> a & 1)
+            n *= p->mesh.size[a];
+    return n;
+}
+
+/* Bit a for every axis dimension d runs along. */
+static uint8_t axes_of(const Plan *p, PlanDim d)
+{
+    return p->axis[d] < 0 ? 0 : (uint8_t)(p->nested[d] | 1u << p->axis[d]);
 }
 
 int64_t plan_micro_batch(const Plan *p) { return p->mb_seqs / plan_degree(p, PLAN_DIM_DP); }
@@ -81,9 +110,11 @@ void plan_layout(const IrGraph *g, const Plan *p, PlanLayout *out)
     out->cp_balanced = out->cp > 1 && plan_cp_balanced(g);
     for (int i = 0; out->cp > 1 && i < g->nfwd; i++)
         out->cp_ring |= plan_cp_ring(g, &g->nodes[i], &p->strategy[i]);
+    out->dp_axes = axes_of(p, PLAN_DIM_DP);
+    out->ep_axes = axes_of(p, PLAN_DIM_EP);
     out->replicated = 1;
     for (int a = 0; a < p->mesh.naxes; a++)
-        if (a != out->dp_axis && a != out->tp_axis && a != out->cp_axis)
+        if (!(out->dp_axes >> a & 1) && a != out->tp_axis && a != out->cp_axis)
             out->replicated *= p->mesh.size[a];
     /* Sequence parallelism as Megatron means it: the norms split the sequence
      * over the tensor-parallel axis. */
@@ -146,16 +177,26 @@ const char *plan_layout_str(const PlanLayout *l, char *buf, size_t n)
 
 static const char *axis_word(const PlanLayout *l, int a)
 {
-    return a < 0 ? "none" : a == l->dp_axis ? "dp" : a == l->tp_axis ? "tp" : a == l->cp_axis ? "cp"
-                                                                                   : "a replica axis";
+    return a < 0                                           ? "none"
+           : a == l->dp_axis || (a >= 0 && (l->dp_axes >> a & 1)) ? "dp"
+           : a == l->tp_axis                                ? "tp"
+           : a == l->cp_axis                                ? "cp"
+                                                            : "a replica axis";
 }
 
 const char *plan_layout_experts_str(const PlanLayout *l, char *buf, size_t n)
 {
-    char ep[64] = "ep 1", etp[64] = "etp 1";
-    if (l->ep > 1)
-        snprintf(ep, sizeof ep, "ep %d (folded over %s, %s)", l->ep, axis_word(l, l->ep_axis),
-                 l->ep_exchange ? "all-to-all" : "all-gather");
+    char ep[96] = "ep 1", etp[64] = "etp 1";
+    const char *how = l->ep_exchange ? "all-to-all" : "all-gather";
+    uint8_t more = (uint8_t)(l->ep_axes & ~(l->ep_axis >= 0 ? 1u << l->ep_axis : 0u));
+    bool in_dp = l->ep_axis >= 0 && (l->dp_axes >> l->ep_axis & 1) && l->dp_axis != l->ep_axis;
+    if (l->ep > 1 && in_dp && !more) /* dp's inner factor: EP below DP */
+        snprintf(ep, sizeof ep, "ep %d (groups of %d consecutive dp ranks of %d, %s)", l->ep, l->ep, l->dp, how);
+    else if (l->ep > 1 && more)
+        snprintf(ep, sizeof ep, "ep %d (folded over %s%s x tp, %s)", l->ep, in_dp ? "part of " : "",
+                 axis_word(l, l->ep_axis), how);
+    else if (l->ep > 1)
+        snprintf(ep, sizeof ep, "ep %d (folded over %s, %s)", l->ep, axis_word(l, l->ep_axis), how);
     if (l->etp > 1)
         snprintf(etp, sizeof etp, "etp %d (folded over %s)", l->etp, axis_word(l, l->etp_axis));
     snprintf(buf, n, "%s, %s, expert-dp %d", ep, etp, l->edp);

@@ -298,6 +298,10 @@ typedef struct Plan {
     int8_t axis[PLAN_NDIMS];      /* the mesh axis each parallel dimension runs along, or
                                      -1; set once by whoever completes the plan
                                      (plan_axes), read by everyone after */
+    uint8_t nested[PLAN_NDIMS];   /* bit a: the dimension runs along axis a as well, inside
+                                     axis[d]'s groups (Megatron-Core's parallel folding, in
+                                     framework plans: dp over dp_outer x dp_inner with the
+                                     experts exchanged over dp_inner; EP over dp x tp) */
     bool axes_set;
     bool tp_overlap;              /* with sequence parallelism, each gather before a GEMM and
                                      reduce-scatter after one chunked with it (--tp-overlap:
@@ -381,7 +385,8 @@ int plan_gemm_batch(const IrGraph *g, const IrNode *n, const PlanStrategy *strat
  * axis nothing is split over serves none (its devices replicate). Whoever
  * completes a plan (the search, a framework's layout, a test) calls it once. */
 void plan_axes(const IrGraph *g, Plan *p);
-/* Ranks along parallel dimension d (1 where the plan has no axis for it). */
+/* Ranks along parallel dimension d (1 where the plan has no axis for it):
+ * the product over axis[d] and its nested axes. */
 int plan_degree(const Plan *p, PlanDim d);
 
 /* The micro-batch has two units: sequences per data-parallel replica (the
@@ -409,6 +414,8 @@ typedef struct PlanLayout {
     bool moe, ep_exchange;
     int ep, etp, edp;
     int ep_axis, etp_axis;        /* mesh axis of each, or -1 */
+    uint8_t dp_axes, ep_axes;     /* every mesh axis dp and ep run along (bit a; Plan.nested):
+                                     several under parallel folding, 0 in a bare layout */
     int zero;
     int64_t micro_batch;          /* sequences per data-parallel replica per micro-batch */
     int num_micro;

@@ -234,9 +234,13 @@ static void layouts(Search *S, int tp, int pp, int v, int cp, PlanSchedule sched
             }
             /* Megatron-Core's expert layouts on this mesh: EP 1,
              * tp (folded over the attention's TP ranks) or dp;
-             * ETP 1 or tp where EP is not on tp. */
-            const int eps[3][2] = {{1, -1}, {tp, 1}, {dp, 0}};
-            for (int e = 0; e < 3; e++) {
+             * ETP 1 or tp where EP is not on tp. A pinned --ep of
+             * another degree: parallel folding over groups of dp
+             * ranks (plan_frame.c decides and refuses), not searched
+             * otherwise. */
+            int pin_ep = S->o->ep > 1 && S->o->ep != tp && S->o->ep != dp ? S->o->ep : 0;
+            const int eps[4][2] = {{1, -1}, {tp, 1}, {dp, 0}, {pin_ep, -1}};
+            for (int e = 0; e < (pin_ep ? 4 : 3); e++) {
                 int ep = eps[e][0];
                 if ((e > 0 && ep == 1) || A->n_experts % ep || (S->o->ep && ep != S->o->ep))
                     continue;

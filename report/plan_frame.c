@@ -86,17 +86,33 @@ static bool plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout 
         if (split[i].n % L->tp)
             return rep_refuse(why, wn, "the frameworks' tensor parallelism splits the %lld %s evenly, which "
                           "tp %d cannot do", (long long)split[i].n, split[i].what, L->tp);
-    /* Megatron-Core's experts: EP folded over tp (exchange with the
-     * sequence) or over dp (exchange with the batch), each a whole axis of
-     * the dp x tp mesh; ETP over tp. */
+    /* Megatron-Core's experts (parallel_state.py: the expert ranks are the
+     * dense TP x CP x DP ranks, tp fastest, regrouped as ETP, EP, expert-DP
+     * in that order). EP a whole axis: folded over tp (exchange with the
+     * sequence) or over dp (exchange with the batch), ETP over tp. Else
+     * parallel folding: with ETP 1, EP takes ep / tp consecutive dp ranks
+     * with every tp rank of each (EP across dp x tp; tp 1: EP below DP);
+     * with ETP tp, ep consecutive dp ranks. dp is then dp_outer x dp_inner
+     * on two mesh axes, dense ops splitting the batch over both (one
+     * gradient reduction over all dp ranks, mem_param.c) and the experts
+     * exchanged over dp_inner (and tp): replicated over dp_outer, which is
+     * expert data parallelism and the experts' ZeRO group. */
     int ep = L->moe && L->ep > 1 ? L->ep : 1, etp = L->moe && L->etp > 1 ? L->etp : 1;
     int ep_axis = ep == 1 ? -1 : L->ep_axis >= 0 ? L->ep_axis : ep == L->tp ? 1 : 0;
-    if (A->moe && (A->n_experts % ep || A->d_ff % etp || (etp > 1 && etp != L->tp) ||
-                   (ep > 1 && ep != (ep_axis == 1 ? L->tp : L->dp)) || (ep_axis == 1 && etp > 1)))
+    int dpi = 1; /* dp's inner factor, experts exchanged over it */
+    bool whole = ep == 1 || (ep == (ep_axis == 1 ? L->tp : L->dp) && !(ep_axis == 1 && etp > 1));
+    bool over_tp = false; /* folded: EP spans the tp ranks too */
+    if (!whole && etp == 1 && ep % L->tp == 0 && L->dp % (ep / L->tp) == 0)
+        dpi = ep / L->tp, over_tp = L->tp > 1;
+    else if (!whole && etp > 1 && etp == L->tp && L->dp % ep == 0)
+        dpi = ep;
+    if (A->moe && (A->n_experts % ep || A->d_ff % etp || (etp > 1 && etp != L->tp) || (!whole && dpi == 1 && !over_tp)))
         return rep_refuse(why, wn, "the experts split ep %d, etp %d ways, which the %lld experts of width %lld "
-                          "on a dp %d x tp %d mesh cannot do (EP a whole axis dividing the experts, ETP the tp axis "
-                          "dividing the width, not both on tp)", ep, etp, (long long)A->n_experts,
-                          (long long)A->d_ff, L->dp, L->tp);
+                          "on a dp %d x tp %d mesh cannot do (EP dividing the experts and made of whole tp groups "
+                          "of consecutive dp ranks, or of consecutive dp ranks with ETP tp; ETP the tp axis "
+                          "dividing the width)", ep, etp, (long long)A->n_experts, (long long)A->d_ff, L->dp, L->tp);
+    if (dpi == L->dp) /* EP = dp x tp: no outer factor */
+        dpi = 1, ep_axis = 0;
     /* Context parallelism, the all-gather form (Megatron's --cp-comm-type
      * all_gather): every node carrying the sequence splits it over the cp
      * axis, attention its queries' (keys and values gathered). The mesh is
@@ -112,8 +128,18 @@ static bool plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout 
     if (cp > 1 && (A->moe || g->seq_dim < 0 || A->seq % (2 * cp)))
         return rep_refuse(why, wn, "context parallelism cp %d needs a dense model whose sequence (%lld) is a "
                           "multiple of 2 x cp (Megatron-LM's load-balanced chunks)", cp, (long long)A->seq);
-    plan_mesh_make_dims(&p->mesh, L->dp, cp, L->tp, gpn);
-    plan_mesh_dims_axes(cp, L->tp, &dpa, &cpa, &tpa);
+    int dia = -1; /* dp_inner's axis */
+    if (dpi > 1) {
+        plan_mesh_make_dims(&p->mesh, L->dp / dpi, dpi, L->tp, gpn);
+        plan_mesh_dims_axes(dpi, L->tp, &dpa, &dia, &tpa);
+        cpa = -1;
+    } else {
+        plan_mesh_make_dims(&p->mesh, L->dp, cp, L->tp, gpn);
+        plan_mesh_dims_axes(cp, L->tp, &dpa, &cpa, &tpa);
+    }
+    uint16_t xchg = (uint16_t)(dia >= 0 ? 1u << dia : ep_axis >= 0 ? 1u << ep_axis : 0);
+    if (over_tp)
+        xchg |= (uint16_t)(1u << tpa);
     p->pp = L->pp;
     p->v = v;
     p->nstages = chunks;
@@ -132,6 +158,8 @@ static bool plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout 
         PlanStrategy *s = &p->strategy[i];
         *s = (PlanStrategy){PLAN_NO_DIMS, 0};
         s->dim[dpa] = (int16_t)(L->dp > 1 && loop_has(g, n, g->batch_dim) ? g->batch_dim : -1);
+        if (dia >= 0)
+            s->dim[dia] = s->dim[dpa];
         if (tpa >= 0)
             s->dim[tpa] = (int16_t)tp_dim(g, A, n, L->sp);
         if (cpa >= 0 && loop_has(g, n, g->seq_dim) && plan_dim_splittable(g, n, g->seq_dim))
@@ -145,16 +173,17 @@ static bool plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout 
          * Megatron-Core's SharedExpertMLP, split over tp like any MLP. (No
          * cp with experts: axis 1 is tp's.) */
         if (n->op == IR_OP_MOE && g->tensors[n->in[2]].dim[0] == A->expert_dim) {
-            bool seq = L->tp > 1 && (L->sp || ep_axis == 1);
-            s->dim[1] = (int16_t)(etp > 1 ? A->ff_dim : seq ? g->seq_dim : -1);
-            if (ep_axis >= 0)
-                s->xchg = (uint16_t)(1u << ep_axis);
+            bool seq = tpa >= 0 && (L->sp || (xchg >> tpa & 1));
+            if (tpa >= 0)
+                s->dim[tpa] = (int16_t)(etp > 1 ? A->ff_dim : seq ? g->seq_dim : -1);
+            s->xchg = xchg;
         } else if (n->op == IR_OP_MOE) {
             /* Megatron splits it over tp like any MLP. plan_layout reads a
              * moe whose width is split over an axis as ETP there, so that
              * split is kept for etp = tp; with etp 1 it is computed whole
              * on each tp rank (on its sequence slice with sp). */
-            s->dim[1] = (int16_t)(L->tp == 1 ? -1 : etp > 1 ? A->shared_ff_dim : L->sp ? g->seq_dim : -1);
+            if (tpa >= 0)
+                s->dim[tpa] = (int16_t)(etp > 1 ? A->shared_ff_dim : L->sp ? g->seq_dim : -1);
         }
     }
     p->num_micro = L->num_micro;

@@ -210,6 +210,12 @@ double pass_rec_fwd_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, P
  * PLAN_COLL_SENDRECV step is a pipeline transfer of k->numel elements per
  * rank to the next stage's ranks (k->axis ignored). */
 double pass_cost_coll(const PassCostCtx *c, const PlanMesh *m, const PlanColl *k, int elem_bytes);
+/* One collective of `kind` over the group of every mesh axis in `axes`
+ * (bit a), `numel` counted as PlanColl's: one ring (or exchange) over the
+ * product of the sizes, whose members on one node are the product of each
+ * axis's (a gradient's data-parallel group, the experts' exchange group). */
+double pass_cost_coll_axes(const PassCostCtx *c, const PlanMesh *m, PlanCollKind kind, unsigned axes,
+                           double numel, int elem_bytes);
 /* Bytes forward node n keeps alive for its backward on one rank for one
  * micro-batch under recomputation policy r (activations only: parameters
  * are counted by pass_param_bytes). A tensor several nodes save is counted

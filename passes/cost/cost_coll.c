@@ -100,3 +100,17 @@ double pass_cost_coll(const PassCostCtx *c, const PlanMesh *m, const PlanColl *k
     }
     ir_die("pass_cost_coll: collective kind %d", (int)k->kind);
 }
+
+double pass_cost_coll_axes(const PassCostCtx *c, const PlanMesh *m, PlanCollKind kind, unsigned axes,
+                           double numel, int elem_bytes)
+{
+    PlanMesh one = {.naxes = 1, .size = {1, 1, 1}, .nodes = {1, 1, 1}, .per_node = {1, 1, 1}};
+    for (int a = 0; a < m->naxes; a++)
+        if (axes >> a & 1)
+            one.size[0] *= m->size[a], one.per_node[0] *= m->per_node[a];
+    if (one.size[0] <= 1)
+        return 0;
+    one.nodes[0] = (one.size[0] + one.per_node[0] - 1) / one.per_node[0];
+    PlanColl k = {kind, 0, -1, -1, (int64_t)numel};
+    return pass_cost_coll(c, &one, &k, elem_bytes);
+}

@@ -508,21 +508,25 @@ static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
     kcall(a, o, true, PASS_K_COPY, R, D); /* dy's rows */
     kcall(a, o, true, PASS_K_COPY, R, D); /* dh scattered and summed */
     o->ws_bytes = eb(a) * R * (2 * D + 5 * F);
+    /* One exchange over the group of every exchange axis (EP over dp x tp
+     * under parallel folding is one all-to-all over both). */
+    unsigned xa = 0;
     for (int ax = 0; ax < a->m->naxes; ax++)
-        if ((a->s->xchg & (1u << ax)) && a->m->size[ax] > 1) {
-            /* The rows this rank sends (its tokens' choices over the
-             * group); the busiest receives imb times the mean. */
-            PlanColl x = {PLAN_COLL_ALLTOALL, ax, -1, -1, (int64_t)(T * k * D * imb)};
-            double t = pass_cost_coll(a->c, a->m, &x, eb(a));
-            int nb = keep ? 2 : 3;
-            o->fwd_s += 2 * t;
-            o->bwd_s += nb * t;
-            o->a2a_s += (2 + nb) * t;
-            kcall(a, o, false, PASS_K_COPY, R, D); /* sort received rows by expert */
-            kcall(a, o, false, PASS_K_COPY, R, D); /* and back */
-            for (int i = 0; i < nb; i++)
-                kcall(a, o, true, PASS_K_COPY, R, D);
-        }
+        if ((a->s->xchg & (1u << ax)) && a->m->size[ax] > 1)
+            xa |= 1u << ax;
+    if (xa) {
+        /* The rows this rank sends (its tokens' choices over the
+         * group); the busiest receives imb times the mean. */
+        double t = pass_cost_coll_axes(a->c, a->m, PLAN_COLL_ALLTOALL, xa, T * k * D * imb, eb(a));
+        int nb = keep ? 2 : 3;
+        o->fwd_s += 2 * t;
+        o->bwd_s += nb * t;
+        o->a2a_s += (2 + nb) * t;
+        kcall(a, o, false, PASS_K_COPY, R, D); /* sort received rows by expert */
+        kcall(a, o, false, PASS_K_COPY, R, D); /* and back */
+        for (int i = 0; i < nb; i++)
+            kcall(a, o, true, PASS_K_COPY, R, D);
+    }
 }
 
 #define BWD_OP(ID)                                                                            \

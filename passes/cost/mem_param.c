@@ -150,24 +150,13 @@ double pass_param_bytes(const PassCostCtx *c, const IrGraph *g, const IrNode *n,
     return w + gr + op;
 }
 
-/* One collective over the group of every axis in `axes` (`numel` the
- * unsharded buffer): the programs reduce and gather a gradient on the
- * communicator of its whole data-parallel group (cg_a_comm of the mask), as
- * Megatron reduces over its data-and-context-parallel group, so it is one
- * ring over the product of the sizes, whose members on one node are the
- * product of each axis's. */
+/* The programs reduce and gather a gradient on the communicator of its
+ * whole data-parallel group (cg_a_comm of the mask), as Megatron reduces
+ * over its data-and-context-parallel group: one collective over it. */
 static double over_axes(const PassCostCtx *c, const PlanMesh *m, PlanCollKind kind, uint8_t axes,
                         double numel, int eb)
 {
-    PlanMesh one = {.naxes = 1, .size = {1, 1, 1}, .nodes = {1, 1, 1}, .per_node = {1, 1, 1}};
-    for (int a = 0; a < m->naxes; a++)
-        if (axes >> a & 1)
-            one.size[0] *= m->size[a], one.per_node[0] *= m->per_node[a];
-    if (one.size[0] <= 1)
-        return 0;
-    one.nodes[0] = (one.size[0] + one.per_node[0] - 1) / one.per_node[0];
-    PlanColl k = {kind, 0, -1, -1, (int64_t)numel};
-    return pass_cost_coll(c, &one, &k, eb);
+    return pass_cost_coll_axes(c, m, kind, axes, numel, eb);
 }
 
 double pass_param_sync_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,

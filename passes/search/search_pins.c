@@ -395,8 +395,30 @@ static bool check_split_pins(const Src *s)
 }
 
 /* --ep and --etp: a model with experts, degrees dividing the experts and
- * their width, each a whole mesh axis (1, dp or tp: a two-axis mesh has no
- * sub-axis for EP below DP), on different axes when both split. */
+ * their width, each a whole mesh axis (1, dp or tp), on different axes when
+ * both split. A framework's pinned layout also takes Megatron-Core's
+ * parallel folding (report/plan_frame.c): EP of ep / tp consecutive dp
+ * ranks with every tp rank of each (ETP 1: EP below DP at tp 1, across
+ * dp x tp), or of ep consecutive dp ranks with ETP tp; ptdc's programs do
+ * not run those yet, so its own stack refuses them. */
+/* Does EP `ep` fold over tp-wide groups of consecutive dp ranks (ETP 1,
+ * ep / tp dividing dp) or over consecutive dp ranks (ETP tp, ep dividing
+ * dp), ETP as pinned or at Megatron's default (tp)? */
+static bool folded_fits(const PassSearchOpts *o, int ep, int tp, int dp)
+{
+    int etp = o->etp > 0 ? o->etp : tp;
+    if (etp == 1)
+        return ep % tp == 0 && dp % (ep / tp) == 0;
+    return etp == tp && dp % ep == 0;
+}
+
+/* ... and may this request use it (a framework stack: its pinned layout, or
+ * its search with --ep pinned, report/frame_search.c)? */
+static bool folded(const Src *s, int ep, int tp, int dp)
+{
+    return s->c->st.ref_stack && folded_fits(s->o, ep, tp, dp);
+}
+
 static bool check_moe_pins(const Src *s)
 {
     const IrGraph *g = s->g;
@@ -444,10 +466,20 @@ static bool check_moe_pins(const Src *s)
                      deg, tp, tp);
             return false;
         }
+        if (i == 0 && tp && dp && deg != tp && deg != dp && folded(s, deg, tp, dp))
+            continue;
         if (tp && dp && deg != tp && deg != dp) {
-            ir_error(IR_NOLOC, "%s %d: the experts fold over a whole mesh axis, and this mesh is "
-                     "dp %d x tp %d; %s must be 1, %d (over tp) or %d (over dp)", pin[i].flag, deg,
-                     dp, tp, pin[i].flag, tp, dp);
+            if (i == 0 && !s->c->st.ref_stack && folded_fits(o, deg, tp, dp))
+                ir_error(IR_NOLOC, "--ep %d: EP over part of the dp %d ranks or across dp x tp (Megatron-Core's "
+                         "parallel folding) is priced under a framework stack (--stack megatron), and ptdc's own "
+                         "programs do not run it: they fold the experts over a whole mesh axis, --ep 1, %d (over "
+                         "tp) or %d (over dp)", deg, dp, tp, dp);
+            else
+                ir_error(IR_NOLOC, "%s %d: the experts fold over a whole mesh axis%s, and this mesh is "
+                         "dp %d x tp %d; %s must be 1, %d (over tp) or %d (over dp)", pin[i].flag, deg,
+                         i == 0 ? " or, under Megatron's parallel folding, over whole tp groups of "
+                                  "consecutive dp ranks (ETP 1) or consecutive dp ranks (ETP tp)" : "",
+                         dp, tp, pin[i].flag, tp, dp);
             return false;
         }
         if (deg > s->gpus) {
@@ -456,7 +488,7 @@ static bool check_moe_pins(const Src *s)
         }
     }
     if (o->ep > 1 && o->etp > 1 && o->pins.tp && o->pins.dp &&
-        !(o->ep == o->pins.dp && o->etp == o->pins.tp)) {
+        !(o->ep == o->pins.dp && o->etp == o->pins.tp) && !folded(s, o->ep, o->pins.tp, o->pins.dp)) {
         ir_error(IR_NOLOC, "--ep %d --etp %d: EP and ETP each take a whole mesh axis, EP dp and ETP "
                  "tp (here dp %d, tp %d); keep one of them 1", o->ep, o->etp, o->pins.dp, o->pins.tp);
         return false;

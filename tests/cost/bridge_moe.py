@@ -18,7 +18,8 @@ against ptdc's megatron stack.
 
 A row is expressible when ptdc has the model (MODELS), a preset of the GPU, a
 recipe for its precision label, and the layout is one its meshes carry: no
-Megatron-FSDP, EP 1 or a whole mesh axis (dp or tp), at most PLAN_MAX_CHUNKS
+Megatron-FSDP, EP 1, a whole mesh axis (dp or tp) or folded over whole tp groups of
+consecutive dp ranks (Megatron-Core's parallel folding, ETP 1), at most PLAN_MAX_CHUNKS
 virtual stages. Routing is force-balanced (moe_imbalance 1), as the runs were
 (moe_router_force_load_balancing in Megatron-Bridge's performance recipes).
 Where the layers do not divide into the model chunks, the split is
@@ -63,6 +64,12 @@ def num(r, k, default=None):
     return int(float(v)) if v else default
 
 
+def folded(ep, tp, dp):
+    """Megatron-Core's parallel folding with ETP 1: EP takes ep / tp consecutive
+    dp ranks, every tp rank of each (EP below DP at tp 1; across dp x tp)."""
+    return ep % tp == 0 and dp % (ep // tp) == 0
+
+
 def skip_reason(r):
     if r["model"] not in MODELS:
         return WHY_NOT.get(r["model"], "no ptdc model of %s" % r["model"])
@@ -75,13 +82,17 @@ def skip_reason(r):
         return "Megatron-FSDP"
     tp, pp, cp, ep, n = num(r, "tp", 1), num(r, "pp", 1), num(r, "cp", 1) or 1, num(r, "ep", 1), num(r, "n_gpus")
     dp = n // (tp * pp * cp)
-    if ep not in (1, tp, dp):
-        return ("EP %d is neither 1, tp %d nor dp %d: ptdc folds EP over one whole mesh axis (EP below "
-                "the data-parallel degree, or over dp x tp, is not expressible yet)" % (ep, tp, dp))
+    if ep not in (1, tp, dp) and not folded(ep, tp, dp):
+        return ("EP %d is neither 1, tp %d, dp %d nor whole tp groups of consecutive dp ranks (parallel "
+                "folding with ETP 1)" % (ep, tp, dp))
     v = num(r, "vp", 1) or 1
     if v > PLAN_MAX_CHUNKS:
         return "%d virtual stages (ptdc's programs take at most %d)" % (v, PLAN_MAX_CHUNKS)
     return None
+
+
+def dp_of(r):
+    return num(r, "n_gpus") // (num(r, "tp", 1) * num(r, "pp", 1) * (num(r, "cp", 1) or 1))
 
 
 def pinned_args(src, r):
@@ -93,6 +104,12 @@ def pinned_args(src, r):
         RECIPES[r["precision"]][1] + [
         "--tp", str(tp), "--pp", str(pp), "--cp", str(cp), "--ep", str(ep), "--micro-batch", r["micro_batch"],
         "--recompute", "none", "--sp", sp, "--zero", "1"]
+    # EP over every tp rank of its dp ranks leaves no room for ETP tp (ep x etp
+    # would exceed the stage's ranks): the recipes set expert_tensor_parallel_size
+    # 1 (Megatron-Bridge src/megatron/bridge/recipes/qwen/h100/qwen3_moe.py,
+    # the 235B pretrain config).
+    if ep not in (1, tp, dp_of(r)) and tp > 1:
+        args += ["--etp", "1"]
     args += ["--virtual-stages", str(v)] if v > 1 else ["--schedule", "1f1b"]
     chunks, L = pp * v, LAYERS[r["model"]]
     if chunks > 1 and L % chunks:

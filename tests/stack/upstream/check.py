@@ -161,7 +161,8 @@ def header_plan(out):
     line = re.sub(r"^(# Plan: dp \d+) x cp \d+( \(ring\))?", r"\1", line)
     m = re.match(r"# Plan: dp (\d+) x tp (\d+) x pp (\d+)(?: \(v (\d+)\))?, sp (on|off), zero (\d), "
                  r"micro-batch (\d+) x (\d+), (\w+), recompute (\w+)"
-                 r"(?:, ep (\d+)(?: \(folded over \w+, ([a-z-]+)\))?, etp (\d+)(?: \([^)]*\))?, expert-dp \d+)?\.", line)
+                 r"(?:, ep (\d+)(?: \((?:folded over [\w ]+|groups of \d+ consecutive dp ranks of \d+), ([a-z-]+)\))?, "
+                 r"etp (\d+)(?: \([^)]*\))?, expert-dp \d+)?\.", line)
     if not m:
         raise RuntimeError("cannot read " + line)
     g = m.groups()
