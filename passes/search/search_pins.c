@@ -474,11 +474,14 @@ static bool check_moe_pins(const Src *s)
                          "parallel folding) is priced under a framework stack (--stack megatron), and ptdc's own "
                          "programs do not run it: they fold the experts over a whole mesh axis, --ep 1, %d (over "
                          "tp) or %d (over dp)", deg, dp, tp, dp);
+            else if (i == 0 && s->c->st.ref_stack)
+                ir_error(IR_NOLOC, "--ep %d: the experts fold over a whole mesh axis or, as Megatron-Core's "
+                         "parallel folding, over whole tp groups of consecutive dp ranks (--etp 1: a multiple "
+                         "of tp %d dividing %d) or over consecutive dp ranks (--etp %d: a divisor of dp %d); "
+                         "this mesh is dp %d x tp %d", deg, tp, dp * tp, tp, dp, dp, tp);
             else
-                ir_error(IR_NOLOC, "%s %d: the experts fold over a whole mesh axis%s, and this mesh is "
+                ir_error(IR_NOLOC, "%s %d: the experts fold over a whole mesh axis, and this mesh is "
                          "dp %d x tp %d; %s must be 1, %d (over tp) or %d (over dp)", pin[i].flag, deg,
-                         i == 0 ? " or, under Megatron's parallel folding, over whole tp groups of "
-                                  "consecutive dp ranks (ETP 1) or consecutive dp ranks (ETP tp)" : "",
                          dp, tp, pin[i].flag, tp, dp);
             return false;
         }
