@@ -144,6 +144,19 @@ CgArg cg_a_coord(int axis, CgSize s)
     return a;
 }
 
+CgArg cg_a_coord_of(const PlanSharding *sh, int d, CgSize s)
+{
+    CgArg a = cg_a_coord(-1, s);
+    for (int ax = 0; ax < PLAN_MAX_AXES && d >= 0; ax++)
+        if (sh->dim[ax] == d) {
+            if (a.buf < 0)
+                a.buf = ax;
+            else
+                a.comm |= 1 << ax;
+        }
+    return a;
+}
+
 CgArg cg_a_mesh(int axis)
 {
     CgArg a = arg(CG_A_MESH);
@@ -293,7 +306,7 @@ static bool arg_eq(const CgArg *a, const CgArg *b, bool (*same)(void *, int, int
     case CG_A_BOOL: return a->b == b->b;
     case CG_A_FLT:
     case CG_A_SYM: return !strcmp(a->sym, b->sym);
-    case CG_A_COORD: return a->buf == b->buf && (a->buf < 0 || size_eq(&a->size, &b->size));
+    case CG_A_COORD: return a->buf == b->buf && a->comm == b->comm && (a->buf < 0 || size_eq(&a->size, &b->size));
     case CG_A_COMM:
     case CG_A_MESH:
     case CG_A_AXIS: return a->buf == b->buf;

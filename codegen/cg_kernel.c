@@ -34,13 +34,13 @@ static CgSize dim1(const K *k, int d)
 }
 
 /* This rank's offset along dim d (of local size `size`): g_coord[a] * size
- * when d is split over axis a, else 0. */
+ * when d is split over axis a (outer-major over a nested split), else 0. */
 static CgArg offset_of(const K *k, int d, CgSize size)
 {
+    PlanSharding sh = {PLAN_NO_DIMS, 0};
     for (int a = 0; a < k->c->naxes; a++)
-        if (k->s->dim[a] == d)
-            return cg_a_coord(a, size);
-    return cg_a_coord(-1, size);
+        sh.dim[a] = k->s->dim[a];
+    return cg_a_coord_of(&sh, d, size);
 }
 
 static CgArg comm_of(const K *k, int d)

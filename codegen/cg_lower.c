@@ -101,10 +101,7 @@ static void lower_forward(Cg *c, CgRankProg *r, int j, ChunkBufs *cb)
         CgArg off[2];
         for (int d = 0; d < 2; d++) {
             loc[d] = cg_sz_sh(c, a->t, &a->sh, d, d + 1);
-            off[d] = cg_a_coord(-1, loc[d]);
-            for (int ax = 0; ax < c->naxes; ax++)
-                if (a->sh.dim[ax] == low_t(&L, a->t)->dim[d])
-                    off[d] = cg_a_coord(ax, loc[d]);
+            off[d] = cg_a_coord_of(&a->sh, low_t(&L, a->t)->dim[d], loc[d]);
         }
         LOW_CALL(&L, LOAD, BUF(a->buf), cg_a_sym(a->t == c->tokens ? "CG_TOKENS" : "CG_TARGETS"),
                  cg_a_sym("mb"), off[0], SZ(loc[0]), off[1], SZ(loc[1]));

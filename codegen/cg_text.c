@@ -80,10 +80,15 @@ static const char *arg_text(Cg *c, const CgArg *a, CgConsts *k, const char *(*bu
     case CG_A_FLT:
     case CG_A_SYM: return a->sym;
     case CG_A_COMM: return a->buf ? cg_fmt(c, "g_comm[%d]", a->buf) : "NULL";
-    case CG_A_COORD:
-        return a->buf < 0 ? "0"
-                          : cg_fmt(c, "(int64_t)g_coord[%d] * %s", a->buf,
-                                   size_text(c, &a->size, k));
+    case CG_A_COORD: {
+        if (a->buf < 0)
+            return "0";
+        const char *x = cg_fmt(c, "(int64_t)g_coord[%d]", a->buf);
+        for (int ax = a->buf + 1; ax < PLAN_MAX_AXES; ax++)
+            if (a->comm >> ax & 1)
+                x = cg_fmt(c, "(%s * CG_MESH%d + g_coord[%d])", x, ax, ax);
+        return cg_fmt(c, "%s * %s", x, size_text(c, &a->size, k));
+    }
     case CG_A_MESH: return cg_fmt(c, "CG_MESH%d", a->buf);
     case CG_A_AXIS: return cg_fmt(c, "g_coord[%d]", a->buf);
     case CG_A_BUFS:

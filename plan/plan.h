@@ -117,6 +117,12 @@ bool plan_dim_splittable(const IrGraph *g, const IrNode *n, int d);
  * tp mesh's cp and tp axes (sequence parallelism inside context
  * parallelism), in ops that treat rows alike; shard.c has the layout. */
 bool plan_seq_nested(const IrGraph *g, const IrNode *n, const PlanMesh *m, int d, int outer, int inner);
+/* ... the batch over mesh axes 0 and 1 (dp as dp_outer x dp_inner: the
+ * experts exchanged over dp_inner, parallel folding's EP below DP,
+ * docs/moe.md)? Any node: sequences are independent rows everywhere, and no
+ * parameter carries the batch. Not offered to the search's ILP (its masks
+ * keep the batch on the dp axis); framework plans and tests build it. */
+bool plan_batch_nested(const IrGraph *g, const IrNode *n, const PlanMesh *m, int d, int outer, int inner);
 
 /* Valid strategies of a forward node on a mesh (divisibility checked against
  * dim_size; `allow[a]` is a bitmask of dims that may be split over axis a,

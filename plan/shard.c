@@ -227,6 +227,12 @@ bool plan_seq_nested(const IrGraph *g, const IrNode *node, const PlanMesh *m, in
     }
 }
 
+bool plan_batch_nested(const IrGraph *g, const IrNode *node, const PlanMesh *m, int d, int outer, int inner)
+{
+    (void)node;
+    return d >= 0 && d == g->batch_dim && outer == 0 && inner == 1 && m->naxes >= 2;
+}
+
 /* Loop dims of a node in a stable order (inputs' dims, then outputs'). */
 static int loop_dims(const IrGraph *g, const IrNode *n, int *dims)
 {

@@ -79,7 +79,8 @@ bool plan_verify(const IrGraph *g, const Plan *p)
         for (int a = 0; a < PLAN_MAX_AXES && ok; a++)
             for (int b = a + 1; b < PLAN_MAX_AXES; b++)
                 if (s->dim[a] >= 0 && s->dim[a] == s->dim[b] &&
-                    !plan_seq_nested(g, &g->nodes[i], &p->mesh, s->dim[a], a, b)) {
+                    !plan_seq_nested(g, &g->nodes[i], &p->mesh, s->dim[a], a, b) &&
+                    !plan_batch_nested(g, &g->nodes[i], &p->mesh, s->dim[a], a, b)) {
                     ir_error(g->nodes[i].loc, "plan: one dim split over two mesh axes");
                     ok = false;
                     break;

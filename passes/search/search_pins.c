@@ -399,8 +399,9 @@ static bool check_split_pins(const Src *s)
  * both split. A framework's pinned layout also takes Megatron-Core's
  * parallel folding (report/plan_frame.c): EP of ep / tp consecutive dp
  * ranks with every tp rank of each (ETP 1: EP below DP at tp 1, across
- * dp x tp), or of ep consecutive dp ranks with ETP tp; ptdc's programs do
- * not run those yet, so its own stack refuses them. */
+ * dp x tp), or of ep consecutive dp ranks with ETP tp. ptdc's search does
+ * not plan those yet (its programs run EP below DP: tests/codegen's
+ * tiny-mixtral-fold), so its own stack refuses them. */
 /* Does EP `ep` fold over tp-wide groups of consecutive dp ranks (ETP 1,
  * ep / tp dividing dp) or over consecutive dp ranks (ETP tp, ep dividing
  * dp), ETP as pinned or at Megatron's default (tp)? */
@@ -471,9 +472,9 @@ static bool check_moe_pins(const Src *s)
         if (tp && dp && deg != tp && deg != dp) {
             if (i == 0 && !s->c->st.ref_stack && folded_fits(o, deg, tp, dp))
                 ir_error(IR_NOLOC, "--ep %d: EP over part of the dp %d ranks or across dp x tp (Megatron-Core's "
-                         "parallel folding) is priced under a framework stack (--stack megatron), and ptdc's own "
-                         "programs do not run it: they fold the experts over a whole mesh axis, --ep 1, %d (over "
-                         "tp) or %d (over dp)", deg, dp, tp, dp);
+                         "parallel folding) is priced under a framework stack (--stack megatron); ptdc's own search "
+                         "does not plan it yet and folds the experts over a whole mesh axis: --ep 1, %d (over tp) "
+                         "or %d (over dp)", deg, dp, tp, dp);
             else if (i == 0 && s->c->st.ref_stack)
                 ir_error(IR_NOLOC, "--ep %d: the experts fold over a whole mesh axis or, as Megatron-Core's "
                          "parallel folding, over whole tp groups of consecutive dp ranks (--etp 1: a multiple "

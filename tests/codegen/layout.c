@@ -8,7 +8,7 @@
  * sequence parallelism the nodes without such a dim (norms, residual adds)
  * split the sequence instead. A node that can split nothing stays
  * replicated (e.g. 2 KV heads under tp4). MoE nodes split their experts as
- * the layout's ep/epf/ex item says (layout.h). With cp, axis 1 is context
+ * the layout's ep/epf/ex/epN item says (layout.h). With cp, axis 1 is context
  * parallel (every node carrying the sequence splits it there) and tp the
  * last axis; with sp as well the norms and adds split each cp shard's
  * sequence over tp (nested, plan_seq_nested). Stages: pieces cut as evenly as possible into pp x v
@@ -68,7 +68,9 @@ bool layout_parse(const char *s, Layout *l)
                 l->layers[l->nlayers++] = (int)k;
                 q = *end ? end + 1 : end;
             }
-        } else if (sscanf(tok, "dp%d", &n) == 1 && n > 0)
+        } else if (sscanf(tok, "ep%d", &n) == 1 && n > 1)
+            l->ep_fold = n;
+        else if (sscanf(tok, "dp%d", &n) == 1 && n > 0)
             l->dp = n;
         else if (sscanf(tok, "cp%d", &n) == 1 && n > 0)
             l->cp = n;
@@ -102,6 +104,23 @@ static bool valid(const IrGraph *g, const IrNode *n, const PlanMesh *m, const in
     return false;
 }
 
+/* A strategy splitting the batch over axes 0 and 1 (nested, epN): valid
+ * when the same strategy without axis 1 is, and the micro-batch and (for
+ * an exchange over axis 1) the experts divide over it too. */
+static bool valid_nested(const IrGraph *g, const IrNode *n, const PlanMesh *m, const int64_t *dim,
+                         PlanStrategy s)
+{
+    if (s.dim[0] < 0 || s.dim[1] != s.dim[0] || !plan_batch_nested(g, n, m, s.dim[0], 0, 1))
+        return valid(g, n, m, dim, s);
+    bool x = s.xchg >> 1 & 1;
+    int e = plan_expert_dim(g, n);
+    PlanStrategy t = s;
+    t.dim[1] = -1;
+    t.xchg = (uint16_t)(s.xchg & ~2u);
+    return valid(g, n, m, dim, t) && dim[s.dim[0]] % ((int64_t)m->size[0] * m->size[1]) == 0 &&
+           (!x || (e >= 0 && dim[e] % m->size[1] == 0));
+}
+
 static bool has_loop_dim(const IrGraph *g, const IrNode *n, int d)
 {
     for (int i = 0; i < n->nin; i++)
@@ -116,7 +135,16 @@ static bool has_loop_dim(const IrGraph *g, const IrNode *n, int d)
 bool layout_plan(const IrGraph *g, const Layout *l, Plan *p)
 {
     memset(p, 0, sizeof *p);
-    plan_mesh_make_dims(&p->mesh, l->dp, l->cp, l->tp, 8);
+    int fold = l->ep_fold;
+    if (fold && (l->tp > 1 || l->cp > 1 || l->dp % fold || fold >= l->dp)) {
+        fprintf(stderr, "layout: ep%d folds EP below DP: a divisor of dp %d below it, without tp or cp\n",
+                fold, l->dp);
+        return false;
+    }
+    if (fold)
+        plan_mesh_make(&p->mesh, l->dp / fold, fold, 8);
+    else
+        plan_mesh_make_dims(&p->mesh, l->dp, l->cp, l->tp, 8);
     p->pp = l->pp;
     p->v = l->v;
     p->nstages = l->pp * l->v;
@@ -163,6 +191,8 @@ bool layout_plan(const IrGraph *g, const Layout *l, Plan *p)
         PlanStrategy s = {PLAN_NO_DIMS, 0};
         if (l->dp > 1)
             s.dim[0] = (int16_t)g->batch_dim;
+        if (fold && has_loop_dim(g, n, g->batch_dim))
+            s.dim[1] = (int16_t)g->batch_dim; /* dp's inner factor */
         if (l->cp > 1 && has_loop_dim(g, n, g->seq_dim))
             s.dim[1] = (int16_t)g->seq_dim; /* attention: its queries; k, v gathered */
         if (l->cp > 1 && l->ring && n->op == IR_OP_ATTENTION)
@@ -189,13 +219,15 @@ bool layout_plan(const IrGraph *g, const Layout *l, Plan *p)
             }
         }
         int e = plan_expert_dim(g, n);
-        if (e >= 0 && l->experts == LAYOUT_EXPERTS_EP && l->dp > 1)
+        if (e >= 0 && fold && plan_routed_expert_dim(g, n) >= 0)
+            s.xchg = 1u << 1;
+        else if (e >= 0 && l->experts == LAYOUT_EXPERTS_EP && l->dp > 1)
             s.xchg = 1;
         else if (e >= 0 && l->experts == LAYOUT_EXPERTS_EPF && l->tp > 1)
             s.dim[tp_axis] = (int16_t)g->seq_dim, s.xchg = (uint16_t)(1u << tp_axis);
         else if (e >= 0 && l->experts == LAYOUT_EXPERTS_GATHER && l->tp > 1)
             s.dim[tp_axis] = (int16_t)e;
-        if (!valid(g, n, &p->mesh, dim, s)) {
+        if (!valid_nested(g, n, &p->mesh, dim, s)) {
             fprintf(stderr, "layout: no valid strategy for node %d (%s)\n", i, ir_ops[n->op].name);
             return false;
         }

@@ -16,6 +16,9 @@ typedef struct Layout {
                      reduce-scatters chunked with their GEMMs, codegen/cg_tpchunk.c) */
     PlanRecompute recompute;
     int experts;  /* LAYOUT_EXPERTS_* below: how moe nodes split their experts */
+    int ep_fold;  /* "epN" (N > 1): EP of N consecutive dp ranks, Megatron-Core's parallel
+                     folding below DP (docs/moe.md): the mesh dp/N x N, every node splitting
+                     the batch over both axes (nested), moe exchanging over the inner N */
     int nsplit, split[64]; /* "c2_1_3_1": pieces of each chunk in model order (0: even) */
     int nlayers, layers[64]; /* "l0_3_2_0": layers of each chunk, the planner's --pp-layers
                                 (search-... layouts only; 0 at an end: the embedding or
@@ -31,7 +34,7 @@ enum {
     LAYOUT_EXPERTS_GATHER, /* "ex": the expert dim over tp, tokens gathered (allgather dispatcher) */
 };
 
-/* Parse "dp2,cp2,ring,tp2,sp,chunk,pp2,v2,mb4,zero1,full|ffn,ep|epf|ex,c2_1_3_1|l0_3_2_0" (any
+/* Parse "dp2,cp2,ring,tp2,sp,chunk,pp2,v2,mb4,zero1,full|ffn,ep|epf|ex|ep2,c2_1_3_1|l0_3_2_0" (any
  * subset, any order). */
 bool layout_parse(const char *s, Layout *l);
 /* The plan, allocated in g's arena; false (with a message) if the layout
