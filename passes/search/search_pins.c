@@ -394,14 +394,6 @@ static bool check_split_pins(const Src *s)
     return false;
 }
 
-/* --ep and --etp: a model with experts, degrees dividing the experts and
- * their width, each a whole mesh axis (1, dp or tp), on different axes when
- * both split. A framework's pinned layout also takes Megatron-Core's
- * parallel folding (report/plan_frame.c): EP of ep / tp consecutive dp
- * ranks with every tp rank of each (ETP 1: EP below DP at tp 1, across
- * dp x tp), or of ep consecutive dp ranks with ETP tp. ptdc's search does
- * not plan those yet (its programs run EP below DP: tests/codegen's
- * tiny-mixtral-fold), so its own stack refuses them. */
 /* Does EP `ep` fold over tp-wide groups of consecutive dp ranks (ETP 1,
  * ep / tp dividing dp) or over consecutive dp ranks (ETP tp, ep dividing
  * dp), ETP as pinned or at Megatron's default (tp)? */
@@ -420,6 +412,14 @@ static bool folded(const Src *s, int ep, int tp, int dp)
     return s->c->st.ref_stack && folded_fits(s->o, ep, tp, dp);
 }
 
+/* --ep and --etp: a model with experts, degrees dividing the experts and
+ * their width, each a whole mesh axis (1, dp or tp), on different axes when
+ * both split. A framework's pinned layout also takes Megatron-Core's
+ * parallel folding (report/plan_frame.c): EP of ep / tp consecutive dp
+ * ranks with every tp rank of each (ETP 1: EP below DP at tp 1, across
+ * dp x tp), or of ep consecutive dp ranks with ETP tp. ptdc's search does
+ * not plan those yet (its programs run EP below DP: tests/codegen's
+ * tiny-mixtral-fold), so its own stack refuses them. */
 static bool check_moe_pins(const Src *s)
 {
     const IrGraph *g = s->g;
