@@ -398,6 +398,26 @@ static int plan_setup(const DrvOptions *o, IrGraph *g, const char *fw, PassClust
     int prec = o->precision ? plan_precision_parse(o->precision) : PLAN_PREC_BF16;
     if (prec >= 0 && programs_refused(o, (PlanPrecision)prec)) /* before searching */
         return DRV_INVALID;
+    /* Activation offloading (stack offload_act_layers) is a framework's:
+     * ptdc's programs keep every activation on the device; its copies are
+     * priced at the cluster's host link; Megatron offloads fewer layers than
+     * the model has (TransformerConfig). */
+    int off = ctx->st.offload_act_layers, layers = 0;
+    for (int i = 0; i < g->npieces; i++)
+        layers += g->pieces[i].rep >= 0;
+    if (off > 0 && (!ctx->st.ref_stack || cl->gpu.host_copy_bw <= 0 || off >= layers)) {
+        if (!ctx->st.ref_stack)
+            ir_error(IR_NOLOC, "--stack-set offload_act_layers=%d: the %s stack's programs keep every "
+                     "activation on the GPU; activation offloading is a framework's (--stack megatron)",
+                     off, ctx->st.name);
+        else if (cl->gpu.host_copy_bw <= 0)
+            ir_error(IR_NOLOC, "--stack-set offload_act_layers=%d: the cluster (%s) has no host_copy_gbs "
+                     "to price the copies to host memory (set it in a --cluster file)", off, cl->gpu.name);
+        else
+            ir_error(IR_NOLOC, "--stack-set offload_act_layers=%d: %s has %d layers, and Megatron-LM "
+                     "offloads fewer than all of them (--cpu-offloading-num-layers)", off, g->name, layers);
+        return DRV_INVALID;
+    }
     if (cl->gpu.kind == PASS_DEV_CPU && o->target && strcmp(o->target, "cpu") != 0) {
         ir_error(IR_NOLOC, "--target %s: the cluster file describes CPU ranks, whose programs are "
                  "CPU programs (--target cpu)", o->target);

@@ -465,15 +465,38 @@ bool rep_megatron_model(const IrGraph *g, RepArch *A, char *why, size_t wn)
 
 /* -------------------------------------------------------- the command */
 
+/* Megatron-FSDP (ZeRO-3 under the megatron stack; megatron/core/distributed/
+ * fsdp): validate_args runs it with Adam or SGD, the fsdp_dtensor checkpoint
+ * format, CUDA_DEVICE_MAX_CONNECTIONS other than 1. Its parameter buffers
+ * remap plain and Transformer Engine Float8Tensor/MXFP8Tensor weights (the
+ * comment on moe_single_grouped_weight there), so the plan's NVFP4 weights
+ * are not gathered in NVFP4 under it. The stack offers it on request
+ * (zero_stages). Without overlapping the gradient
+ * reduction (dp_overlap = no) the stack prices blocking ZeRO-3 traffic,
+ * which Megatron-FSDP does not offer. */
+static bool mg_fsdp_layout(const PlanLayout *L, const PassStack *st, char *why, size_t wn)
+{
+    if (L->zero != 3)
+        return true;
+    if (!pass_stack_has_zero(st, 3))
+        return rep_refuse(why, wn, "the plan uses ZeRO-3, which the stack does not offer (Megatron-FSDP: "
+                          "zero_stages = 0,1,3)");
+    if (!st->dp_overlap)
+        return rep_refuse(why, wn, "the plan uses ZeRO-3 with the data-parallel traffic waited for (dp_overlap = "
+                          "no); Megatron-FSDP (--use-megatron-fsdp) always runs it beside compute");
+    return true;
+}
+
 bool rep_megatron_layout(const RepArch *A, const PlanLayout *L, const PassStack *st, PlanAttention att,
                          char *why, size_t wn)
 {
     if (L->replicated > 1)
         return rep_refuse(why, wn, "the plan keeps %d replicas along a mesh axis it splits nothing over, "
                       "which Megatron-LM has no flag for", L->replicated);
-    if (L->zero >= 2)
-        return rep_refuse(why, wn, "the plan uses ZeRO-%d; Megatron-LM's distributed optimizer "
-                      "(--use-distributed-optimizer) shards only the optimizer state (ZeRO-1)", L->zero);
+    if (L->zero == 2)
+        return rep_refuse(why, wn, "the plan uses ZeRO-2; Megatron-LM's distributed optimizer "
+                      "(--use-distributed-optimizer) shards only the optimizer state (ZeRO-1), and ptdc prices "
+                      "Megatron-FSDP as ZeRO-3 (optim_grads_params), not its optim_grads");
     if (!strcmp(plan_layout_recompute_name(L), "mixed"))
         return rep_refuse(why, wn, "the plan recomputes some pipeline stages and not others; Megatron-LM's "
                       "--recompute-method block recomputes the same number of layers on every stage");
@@ -514,7 +537,7 @@ bool rep_megatron_layout(const RepArch *A, const PlanLayout *L, const PassStack 
         return rep_refuse(why, wn, "the stack runs the weight all-gather beside the optimizer (param_gather = "
                       "optimizer), which Megatron-LM does only with the interleaved schedule "
                       "(--overlap-param-gather-with-optimizer-step)");
-    return true;
+    return mg_fsdp_layout(L, st, why, wn);
 }
 
 /* The pipeline split (issue 32). Even chunks: --num-layers-per-virtual-
@@ -726,10 +749,25 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
     /* Data parallelism as the stack prices it, over Megatron's dp x cp
      * group (the plan's weight gradients are partial over both). */
     int dpc = L->dp * (L->cp > 1 ? L->cp : 1);
+    bool fsdp = L->zero == 3 && dpc > 1;
     if (L->zero == 1 && dpc > 1)
         rep_frame_arg(&x, "--use-distributed-optimizer");
+    /* ZeRO-3: Megatron-FSDP sharding weights, gradients and optimizer state
+     * (optim_grads_params), the distributed optimizer implied (v1:
+     * validate_args turns it on), two layers' gathered weights in its double
+     * buffer as ptdc prices them (buffers: 2 x the largest piece's), the
+     * checkpoint format it requires. --overlap-param-gather prefetches each
+     * layer's all-gather beside the compute before it. */
+    if (fsdp) {
+        rep_frame_arg(&x, "--use-megatron-fsdp");
+        rep_frame_arg(&x, "--data-parallel-sharding-strategy optim_grads_params");
+        rep_frame_arg(&x, "--fsdp-double-buffer");
+        rep_frame_arg(&x, "--ckpt-format fsdp_dtensor");
+    }
     if (st->dp_overlap && dpc > 1)
         rep_frame_arg(&x, "--overlap-grad-reduce");
+    if (fsdp)
+        rep_frame_arg(&x, "--overlap-param-gather");
     if (L->zero == 1 && dpc > 1 && st->param_gather != PASS_GATHER_BLOCKING) {
         rep_frame_arg(&x, "--overlap-param-gather");
         if (st->param_gather == PASS_GATHER_OPTIMIZER) { /* refused with distributed checkpoints */
@@ -752,13 +790,23 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
         return false;
     if (a->plan.precision != PLAN_PREC_BF16 && !mg_lowp_shapes(&A, L, a->plan.precision, why, wn))
         return false;
+    if (fsdp && a->plan.precision == PLAN_PREC_NVFP4)
+        return rep_refuse(why, wn, "the plan gathers NVFP4 weights under ZeRO-3, and Megatron-FSDP's parameter "
+                          "buffers hold plain, FP8 and MXFP8 weights only (validate_args)");
     const MgPrecision *pr = &mg_precisions[a->plan.precision];
     if (pr->format) {
         rep_frame_arg(&x, "%s %s", pr->format_flag, pr->format);
         rep_frame_arg(&x, "%s %s", pr->recipe_flag, pr->recipe);
-        if (L->zero == 1 && dpc > 1)
+        if ((L->zero == 1 || fsdp) && dpc > 1)
             rep_frame_arg(&x, "%s", pr->param_gather);
     }
+    /* Activation offloading where the stack asks for it and Megatron runs it
+     * (pass_offload_applies: pp 1, no recomputation): TransformerConfig's
+     * cpu_offloading_num_layers, which turns cpu_offloading on (activations,
+     * not weights). */
+    bool offload = pass_offload_applies(c, &a->plan);
+    if (offload)
+        rep_frame_arg(&x, "--cpu-offloading-num-layers %d", st->offload_act_layers);
     /* The model, then what ptdc's programs do not have (dropout). */
     for (int i = 0; i < m.narg; i++)
         rep_frame_arg(&x, "%s", m.arg[i]);
@@ -792,6 +840,11 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
                 : "--fp4-format", a->plan.precision == PLAN_PREC_NVFP4 ? ", with Transformer Engine 2.7 or later" : "");
     fprintf(f, "# Add your data, tokenizer and training flags (--data-path, --tokenizer-type, --lr,\n"
                "#   --train-iters, ...) and torchrun's rendezvous flags.\n");
+    if (offload)
+        fprintf(f, "# The first %d layers' saved activations go to host memory and back (%.0f GB a step\n"
+                   "#   over the host link, %.3f s of copies of which %.3f s stall compute), priced as\n"
+                   "#   Transformer Engine's v1 offload schedules them (NVTE_CPU_OFFLOAD_V1=1 from TE 2.10).\n",
+                st->offload_act_layers, a->pred.offload_bytes / 1e9, a->pred.offload_copy_s, a->pred.offload_s);
     rep_frame_print_notes(f, &m);
     /* torchrun starts the same number of ranks on every node: the most a
      * node holds that divides the world (12 on nodes of 8: 2 x 6). */
@@ -802,8 +855,10 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
     /* validate_args asserts it with tensor (or context) parallelism before
      * Blackwell, so that each rank's communication kernels are queued in the
      * order issued; Megatron-LM's example scripts export it. */
-    if (L->tp > 1 || L->cp > 1)
+    if ((L->tp > 1 || L->cp > 1) && !fsdp)
         fprintf(f, "export CUDA_DEVICE_MAX_CONNECTIONS=1\n");
+    if (offload)
+        fprintf(f, "export NVTE_CPU_OFFLOAD_V1=1\n");
     fprintf(f, "torchrun --nproc-per-node %d --nnodes %d pretrain_gpt.py \\\n", per, nodes);
     for (int i = 0; i < x.narg; i++)
         fprintf(f, "    %s%s\n", x.arg[i], i + 1 < x.narg ? " \\" : "");

@@ -67,6 +67,10 @@ void rep_json_predicted(FILE *f, const PassPrediction *pr, const char *in)
         num(f, pr->a2a_s);
         fprintf(f, ",\n");
     }
+    if (pr->offload_layers > 0) /* activation offloading: layers, bytes both ways, copy and stall seconds */
+        fprintf(f, "%s  \"offload_layers\": %d,\n%s  \"offload_bytes\": %.0f,\n%s  \"offload_copy_s\": %.9g,\n"
+                   "%s  \"offload_exposed_s\": %.9g,\n", in, pr->offload_layers, in, pr->offload_bytes, in,
+                pr->offload_copy_s, in, pr->offload_s);
     fprintf(f, "%s  \"peak_mem_bytes\": %.0f,\n%s  \"capacity_bytes\": %.0f,\n%s  \"margin_bytes\": %.0f,\n",
             in, pr->peak_mem_bytes, in, pr->capacity_bytes, in, pr->margin_bytes);
     fprintf(f, "%s  \"peak_rank\": %d,\n%s  \"fits\": %s,\n%s  \"memory\": [\n", in, pr->peak_rank, in,

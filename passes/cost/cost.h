@@ -349,12 +349,36 @@ typedef struct PassPrediction {
                                       step on the slowest rank (inside the kernels' time) */
     double model_flops;            /* per step, PaLM convention: tokens * (6N + 12 L H Q T) */
     double hw_flops;               /* per step, executed (recompute included) */
+    /* activation offloading (stack offload_act_layers, where pass_offload_applies):
+     * layers offloaded, bytes over the host link per step (both ways), the
+     * copies' seconds and the part of them that stalls compute */
+    int offload_layers;
+    double offload_bytes, offload_copy_s, offload_s;
     double peak_mem_bytes, capacity_bytes, margin_bytes; /* margin = usable - peak */
     bool fits;
     int peak_rank;                 /* pipeline rank with the largest memory */
     int npp;                       /* entries of mem */
     PassRankMem *mem;              /* per pipeline rank (heap; pass_prediction_free) */
 } PassPrediction;
+
+/* =========================================================== offload.c */
+/* Activation offloading (stack offload_act_layers; Megatron
+ * --cpu-offloading-num-layers): N of a rank's L layers, each f seconds of
+ * forward, b of backward and copy seconds to move its saved activations one
+ * way over the host link, replayed as Transformer Engine schedules the
+ * copies. fwd_s, bwd_s: the compute streams' waits per micro-batch;
+ * resident: the most layers' activations on the GPU at once (L when N is 0
+ * or not below L: nothing offloaded). */
+typedef struct PassOffload {
+    double fwd_s, bwd_s, copy_s;
+    int resident;
+} PassOffload;
+void pass_offload(int L, int N, double f, double b, double copy, PassOffload *out);
+/* Does the plan offload activations: the stack asks for it (a framework
+ * stack, dynamic_memory = yes), the cluster has host_copy_gbs, and the
+ * layout is one Megatron offloads in (TransformerConfig: no pipeline, no
+ * recomputation)? Other plans run, and are priced, without it. */
+bool pass_offload_applies(const PassCostCtx *c, const Plan *plan);
 
 /* ========================================================= ckpt_cost.c */
 /* What a checkpoint save blocks the step loop for, per save (seconds; < 0:

@@ -621,6 +621,9 @@ typedef struct Predict {
     double z3f;                   /* of sync_mb: ZeRO-3's forward gather */
     double *finish;               /* by rank: when its last backward ends */
     double pipe;                  /* the schedule's seconds */
+    /* the repeated layers of pipeline rank 0 summed (activation offloading) */
+    int lay_n;
+    double lay_saved, lay_f, lay_b;
 } Predict;
 
 /* Collectives a stack waits for inside each micro-batch: ZeRO-3's forward
@@ -720,8 +723,51 @@ static void cost_stages(Predict *P)
                 nref += nref < NREF;
             }
             add_piece(P, st, r, &pc);
+            if (S->pp_rank == 0 && P->x.g->pieces[piece].rep >= 0) {
+                P->lay_n++;
+                P->lay_saved += pc.saved;
+                P->lay_f += pc.fwd + pc.rs_f;
+                P->lay_b += pc.bwd + pc.rec + pc.rs_b + pc.mb_extra;
+            }
         }
     }
+}
+
+bool pass_offload_applies(const PassCostCtx *c, const Plan *plan)
+{
+    if (c->st.offload_act_layers <= 0 || !c->st.ref_stack || c->cl->gpu.host_copy_bw <= 0 || plan->pp > 1)
+        return false;
+    for (int st = 0; st < plan->nstages; st++)
+        if (plan->stages[st].recompute != PLAN_RECOMPUTE_NONE)
+            return false;
+    return true;
+}
+
+/* Activation offloading (stack offload_act_layers; offload.c) where the
+ * framework runs it (pass_offload_applies): the copies of the first N
+ * layers' saved activations stall each micro-batch by what outlasts their
+ * windows of compute, and the GPU holds the most layers alive at once
+ * instead of every layer's. Copy engines move the bytes: no SM time is
+ * charged beside them. */
+static void offload_acts(Predict *P, PassPrediction *out)
+{
+    const PassCostCtx *c = P->x.c;
+    int L = P->lay_n, N = c->st.offload_act_layers;
+    if (!pass_offload_applies(c, P->x.p) || N >= L)
+        return;
+    double per = P->lay_saved / L;
+    PassOffload o;
+    pass_offload(L, N, P->lay_f / L, P->lay_b / L, per / c->cl->gpu.host_copy_bw, &o);
+    RankAcc *r = &P->ra[0];
+    r->fwd += o.fwd_s, r->bwd += o.bwd_s;
+    P->sf[0] += o.fwd_s, P->sb[0] += o.bwd_s;
+    double freed = (L - o.resident) * per;
+    r->saved -= freed;
+    r->saved_chunk[0] -= freed;
+    out->offload_layers = N;
+    out->offload_s = P->m * (o.fwd_s + o.bwd_s);
+    out->offload_bytes = P->m * 2.0 * N * per;
+    out->offload_copy_s = P->m * 2.0 * N * o.copy_s;
 }
 
 /* A framework that overlaps pipeline transfers (pp_overlap: Megatron's
@@ -1005,6 +1051,7 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const Plan *plan, Pa
     Predict P;
     predict_init(&P, c, g, plan);
     cost_stages(&P);
+    offload_acts(&P, out);
     /* What ptdc's programs hold per stage beyond the saved activations and
      * owned parameters (codegen/cg_lower.c, cg_analyse.c): per micro-batch slot,
      * the activation a stage sends on (kept until its backward) and the

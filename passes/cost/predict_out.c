@@ -43,6 +43,10 @@ void pass_prediction_print_text(FILE *f, const IrGraph *g, const Plan *plan,
     fprintf(f, "    data parallel   %.3f s of traffic, %.3f s exposed\n", p->dp_sync_s,
             p->dp_exposed_s);
     fprintf(f, "    optimizer       %.3f s\n", p->optimizer_s);
+    if (p->offload_layers > 0) /* stack offload_act_layers, where it applies */
+        fprintf(f, "    offload         %d layers' activations to host memory and back: %.0f GB, %.3f s of "
+                   "copies beside compute, %.3f s stalled\n",
+                p->offload_layers, p->offload_bytes / 1e9, p->offload_copy_s, p->offload_s);
     if (p->a2a_s > 0)
         fprintf(f, "    expert all-to-all %.4g s (dispatch and combine, inside the pipeline's time)\n",
                 p->a2a_s);

@@ -155,8 +155,20 @@ static const PassStack presets[] = {
         .ref_stack = true,
         .frag_act = 0.15,
         .alloc_reserve = 0.05,
-        /* --use-distributed-optimizer is ZeRO-1; no ZeRO-2/3. */
+        /* --use-distributed-optimizer is ZeRO-1. ZeRO-3 is Megatron-FSDP
+         * (--use-megatron-fsdp --data-parallel-sharding-strategy
+         * optim_grads_params, megatron/core/distributed/fsdp): weights,
+         * gradients and optimizer state sharded over dp x cp, each layer's
+         * weights all-gathered before its forward and again before its
+         * backward, its gradients reduce-scattered after it, all on their
+         * own streams beside compute (the next layer's gather prefetched,
+         * --fsdp-double-buffer: two layers' gathered weights alive).
+         * Megatron-FSDP's optim_grads (ZeRO-2) is not priced. ZeRO-3 is
+         * offered on request (zero_stages = 0,1,3; docs/stacks.md): the
+         * preset's searches keep the distributed optimizer Megatron runs by
+         * default. */
         .zero_stages = BIT(0) | BIT(1),
+        .zero3_prefetch = true,
         /* --recompute-granularity selective (core attention, or
          * --recompute-modules mlp) or full. */
         .recompute = BIT(PLAN_RECOMPUTE_NONE) | BIT(PLAN_RECOMPUTE_SELECTIVE) |
@@ -336,6 +348,8 @@ static const struct SKey {
     {"dp_bucket_melems", S_NUM, F(dp_bucket_elems), 1e6, 0, 1e6, NULL, 0,
      "gradient bucket, M elements (0: per tensor)"},
     {"zero3_prefetch", S_BOOL, F(zero3_prefetch), 0, 0, 0, NULL, 0, "ZeRO-3 gathers run ahead"},
+    {"offload_act_layers", S_COUNT, F(offload_act_layers), 1, 0, 1 << 20, NULL, 0,
+     "the first N layers' saved activations kept in host memory (framework stacks; pp 1, no recomputation)"},
     {"pp_overlap", S_BOOL, F(pp_overlap), 0, 0, 0, NULL, 0,
      "interleaved pipeline transfers overlap the chunks' compute"},
     {"tp_overlap", S_ENUM, F(tp_overlap), 0, 0, 0, tp_overlap_names, 4,

@@ -119,6 +119,12 @@ typedef struct PassStack {
     double dp_bucket_elems;       /* gradients reduced in buckets of this many elements;
                                      0: the backend's (pass_stack_bucket_elems) */
     bool zero3_prefetch;          /* ZeRO-3 gathers run ahead, hidden behind compute */
+    int offload_act_layers;       /* the first N repeated layers' saved activations go to host
+                                     memory after their forward and come back for their
+                                     backward (Megatron --cpu-offloading-num-layers, Transformer
+                                     Engine's CPU offload; pass_offload); a framework stack's,
+                                     applied where the framework allows it: pp 1, no
+                                     recomputation */
     bool pp_overlap;              /* an interleaved schedule's pipeline transfers run beside
                                      the chunks' compute (a framework's; ptdc's programs wait
                                      for each receive) */

@@ -132,12 +132,13 @@ static void init_dp(Dp *d, const Src *s, const SrcGroup *G, const SrcVariant *V,
     }
     for (int x = 0; x < d->nrc; x++) {
         int r = d->rcs[x];
+        double keep = src_offload_keep(s, k->pp, r); /* activation offloading's share kept */
         d->T[r] = ir_xcalloc((size_t)d->P + 1, sizeof(double));
         d->S[r] = ir_xcalloc((size_t)d->P + 1, sizeof(double));
         for (int p = 0; p < d->P; p++) {
             const SrcPiece *P = &V->piece[p];
             d->T[r][p + 1] = d->T[r][p] + P->fwd + P->bwd + P->rec[r] + P->rs_f + P->rs_b;
-            d->S[r][p + 1] = d->S[r][p] + P->saved[r];
+            d->S[r][p + 1] = d->S[r][p] + P->saved[r] * (s->g->pieces[p].rep >= 0 ? keep : 1);
         }
     }
     d->W = ir_xcalloc((size_t)d->P + 1, sizeof(double));

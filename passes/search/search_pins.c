@@ -46,7 +46,9 @@ static bool check_stack_pins(const Src *s)
     const PassSearchPins *p = &s->o->pins;
     const PassStack *st = &s->c->st;
     if (p->zero >= 0 && !pass_stack_has_zero(st, p->zero)) {
-        ir_error(IR_NOLOC, "--zero %d: the %s stack has no ZeRO stage %d", p->zero, st->name, p->zero);
+        ir_error(IR_NOLOC, "--zero %d: the %s stack has no ZeRO stage %d (stack key zero_stages%s)", p->zero,
+                 st->name, p->zero,
+                 p->zero == 3 && !strcmp(st->name, "megatron") ? "; Megatron-FSDP is --stack-set zero_stages=0,1,3" : "");
         return false;
     }
     if (p->recompute >= 0 && !pass_stack_has_recompute(st, p->recompute)) {

@@ -339,6 +339,29 @@ void src_group_sums(Src *s, SrcGroup *G)
     }
 }
 
+/* Activation offloading (stack offload_act_layers) takes a share of a
+ * single stage's saved activations off the GPU when nothing is recomputed
+ * (pass_offload_applies): the memory bounds then count none of them, which
+ * still bounds from below. */
+static bool src_offloads(const Src *s, int pp, int rc)
+{
+    const PassCostCtx *c = s->c;
+    return pp == 1 && rc == PLAN_RECOMPUTE_NONE && c->st.offload_act_layers > 0 && c->st.ref_stack &&
+           c->cl->gpu.host_copy_bw > 0;
+}
+
+double src_offload_keep(const Src *s, int pp, int rc)
+{
+    if (!src_offloads(s, pp, rc))
+        return 1;
+    int L = 0;
+    for (int i = 0; i < s->g->npieces; i++)
+        L += s->g->pieces[i].rep >= 0;
+    PassOffload o;
+    pass_offload(L, s->c->st.offload_act_layers, 0, 0, 0, &o); /* how many stay: no times needed */
+    return L > 0 ? (double)o.resident / L : 1;
+}
+
 /* The bounds of candidate k with every stage under policy rc; `mixed`: the
  * policy may differ between stages (recomputation chosen per stage), so the
  * memory bound takes the least any policy keeps. */
@@ -346,6 +369,8 @@ static void bound_rc(Src *s, const SrcGroup *G, const SrcCand *k, int rc, bool m
                      double *m_lb)
 {
     double smin = mixed ? G->sum_saved_min : G->sum_saved[rc], states = G->sum_states[k->zero];
+    if (!mixed && src_offloads(s, k->pp, rc))
+        smin = 0;
     *t_lb = pipe_bound(s, G, G->sum_t[rc], G->max_t[rc], k->pp, k->v, G->m);
     double imin, imax, h;
     inflight_stats(k->pp, k->v, G->m, &imin, &imax, &h);
@@ -397,6 +422,8 @@ double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, c
         }
         /* One stage under auto: only the policies whose estimate fits (the
          * partition would not pick another; pass_predict adds to it). */
+        if (src_offloads(s, k->pp, rc))
+            saved = 0;
         if (k->rc == SRC_AUTO && k->pp == 1 &&
             pass_runtime_bytes(s->c, &G->mesh, 1) + states + src_inflight(1, 1, G->m, 0) * saved > s->usable)
             continue;

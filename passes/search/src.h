@@ -134,6 +134,11 @@ double src_inflight_lo(int pp, int v, int m, int r);
 void src_group_floor(Src *s, SrcGroup *G);
 void src_group_sums(Src *s, SrcGroup *G);
 void src_bound(Src *s, const SrcGroup *G, SrcCand *k);
+/* The share of a stage's repeated layers' saved activations that stays on
+ * the GPU under activation offloading (stack offload_act_layers, one stage,
+ * no recomputation: pass_offload_applies), else 1: the partition's
+ * estimate (search_dp.c) scales them by it. */
+double src_offload_keep(const Src *s, int pp, int rc);
 double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k);
 /* Per-piece costs no strategy of the group's mesh can beat (the bounds'
  * numbers): kernel time and recomputation at the floor, no resharding,

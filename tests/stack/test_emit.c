@@ -157,8 +157,14 @@ int main(int argc, char **argv)
     fresh(&fc, g, &a);
     a.layout.zero = a.plan.zero = 1;
     expect("ZeRO-1", false, g, &fc, &a, "ZeRO-1");
+    /* ZeRO-3 is Megatron-FSDP where the stack offers it, a refusal where not;
+     * ZeRO-2 (its optim_grads) is not priced. */
     a.layout.zero = a.plan.zero = 3;
-    expect("ZeRO-3", true, g, &mc, &a, "ZeRO-3");
+    emits("ZeRO-3 as Megatron-FSDP", g, &mc, &a, "--data-parallel-sharding-strategy optim_grads_params");
+    PassCostCtx mc01 = mc;
+    mc01.st.zero_stages = 1u << 0 | 1u << 1;
+    expect("ZeRO-3 not offered", true, g, &mc01, &a, "ZeRO-3");
+    expect("ZeRO-2", true, g, &mc, (b = zero(&a, 2), &b), "ZeRO-2");
     pass_search_alt_free(&a);
 
     /* The plan's precision (issue 33), set on the plan as the cost model

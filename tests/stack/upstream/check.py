@@ -250,7 +250,7 @@ def precision_plan(out, fw):
     the head stays in BF16."""
     h, prec = header_plan(out), header_precision(out)
     if fw == "megatron":
-        gather = h["zero"] == 1 and h["dp"] * h["cp"] > 1
+        gather = h["zero"] in (1, 3) and h["dp"] * h["cp"] > 1
     else:
         gather = prec == "fp8" and h["dp"] > 1 and h["zero"] >= 2
     return {"precision": prec, "lowp_gather": gather and prec != "bf16", "lowp_head": False}
@@ -266,7 +266,10 @@ def megatron_plan(a, world):
     return {"dp": dp, "cp": cp, "tp": tp, "pp": pp, "v": a["_vpp"] or 1,
             # the layers, embedding and head each chunk builds (megatron.pipeline_chunks)
             "chunks": a["_chunks"],
-            "sp": a["sequence_parallel"] and tp > 1, "zero": 1 if a["use_distributed_optimizer"] else 0,
+            # Megatron-FSDP's optim_grads_params shards weights too (ZeRO-3), optim_grads gradients (2)
+            "sp": a["sequence_parallel"] and tp > 1,
+            "zero": ({"optim_grads_params": 3, "optim_grads": 2}.get(a["data_parallel_sharding_strategy"], 1)
+                     if a["use_megatron_fsdp"] else 1 if a["use_distributed_optimizer"] else 0),
             "mb": a["micro_batch_size"], "m": a["global_batch_size"] // (a["micro_batch_size"] * dp),
             "gb": a["global_batch_size"], "recompute": rc, "ep": a["expert_model_parallel_size"],
             "etp": a["expert_tensor_parallel_size"], "dispatcher": a["moe_token_dispatcher_type"],
@@ -428,7 +431,9 @@ def _check_text(fw, out, t, chunks):
 PERF_ONLY = {"--overlap-grad-reduce", "--overlap-param-gather", "--attention-backend", "--no-masked-softmax-fusion",
              "--grad-reduce-in-bf16", "--no-gradient-accumulation-fusion", "--tp-comm-overlap",
              "--overlap-param-gather-with-optimizer-step", "--no-overlap-p2p-communication", "--ckpt-format",
-             "--moe-grouped-gemm"}
+             "--moe-grouped-gemm",
+             # memory and speed: Megatron-FSDP's two gathered-weight buffers, activations kept in host memory
+             "--fsdp-double-buffer", "--cpu-offloading-num-layers"}
 # torchtitan's: float8's scales computed for all weights at once after the optimizer step; and
 # keys whose value is what their default means (float8 without a recipe_name is tensorwise).
 PERF_ONLY_TT = {"quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp"}
@@ -520,8 +525,10 @@ def mutants(ptdc, cases):
                         v[-1] = v[-1].rstrip(" \\")
                     variants.append((flag, harmless, "\n".join(v) + "\n"))
                 elif l.startswith("export "):
-                    # validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS before Blackwell only
-                    harmless = "CUDA_DEVICE_MAX_CONNECTIONS" in l and not megatron.is_pre_blackwell(gpu_m)
+                    # validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS before Blackwell only;
+                    # NVTE_CPU_OFFLOAD_V1 picks the offload schedule priced (speed, not the model)
+                    harmless = ("CUDA_DEVICE_MAX_CONNECTIONS" in l and not megatron.is_pre_blackwell(gpu_m)) or \
+                        "NVTE_CPU_OFFLOAD_V1" in l
                     variants.append((l, harmless, "\n".join(lines[:i] + lines[i + 1:]) + "\n"))
             variants += split_variants(out)
         else:
@@ -688,6 +695,13 @@ def main():
             "--sp off --zero 0 --gpu h100-80gb --precision fp8 --emit torchtitan",
             "models/llama3-8b.mdl --set n_layers=4 --gpus 16 --tp 2 --pp 1 --micro-batch 1 --recompute none "
             "--sp on --zero 3 --gpu b200 --precision mxfp8 --emit torchtitan",
+            # Megatron-FSDP (ZeRO-3 offered by zero_stages) with activation offloading, and with tp on
+            # a Hopper (no CUDA_DEVICE_MAX_CONNECTIONS=1 under FSDP).
+            "models/llama3-8b.mdl --set n_layers=4 --gpus 8 --tp 1 --pp 1 --micro-batch 1 --recompute none "
+            "--sp off --zero 3 --gpu gb200 --precision fp8 --stack megatron --stack-set zero_stages=0,1,3 "
+            "--stack-set offload_act_layers=2 --emit megatron",
+            "models/llama3-8b.mdl --set n_layers=4 --gpus 16 --tp 2 --pp 1 --micro-batch 1 --recompute none "
+            "--sp on --zero 3 --gpu h100-80gb --stack megatron --stack-set zero_stages=0,1,3 --emit megatron",
         ]
         mutants(ptdc, [c.split() for c in cases])
     else:

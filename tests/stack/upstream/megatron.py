@@ -48,6 +48,14 @@ OPTIONS = {
     # every layer, or one per layer), which Transformer Engine's attention checks
     "--cp-comm-type": ("cp_comm_type", "list", ["p2p"], ["p2p", "all_gather", "a2a", "a2a+p2p"]),
     "--ckpt-format": ("ckpt_format", "str", "torch_dist", ["torch", "torch_dist", "torch_dcp", "fsdp_dtensor"]),
+    # Megatron-FSDP (arguments.py _add_distributed_args; use_megatron_fsdp is DistributedInitConfig's)
+    "--use-megatron-fsdp": ("use_megatron_fsdp", "true", False, None),
+    "--data-parallel-sharding-strategy": ("data_parallel_sharding_strategy", "str", "optim_grads_params",
+                                          ["no_shard", "optim", "optim_grads", "optim_grads_params"]),
+    "--fsdp-double-buffer": ("fsdp_double_buffer", "true", False, None),
+    # TransformerConfig (ModelParallelConfig) cpu_offloading_num_layers; cpu_offloading itself has no
+    # flag (excluded in _add_network_size_args) and validate_args turns it on for a count > 0
+    "--cpu-offloading-num-layers": ("cpu_offloading_num_layers", "int", 0, None),
     "--grad-reduce-in-bf16": ("grad_reduce_in_bf16", "true", False, None),
     "--no-gradient-accumulation-fusion": ("gradient_accumulation_fusion", "false", True, None),
     "--group-query-attention": ("group_query_attention", "true", False, None),
@@ -531,8 +539,8 @@ def _rules():
 
     @rule("overlap-param-gather needs the distributed optimizer and --overlap-grad-reduce", "arguments.py")
     def _(a, env, world, gpu):
-        if a["overlap_param_gather"] and not a["use_distributed_optimizer"]:
-            return "--overlap-param-gather without --use-distributed-optimizer"
+        if a["overlap_param_gather"] and not (a["use_distributed_optimizer"] or a["use_megatron_fsdp"]):
+            return "--overlap-param-gather without --use-distributed-optimizer or --use-megatron-fsdp"
         if a["overlap_param_gather"] and not a["overlap_grad_reduce"]:
             return "--overlap-param-gather without --overlap-grad-reduce"
 
@@ -548,10 +556,15 @@ def _rules():
         if a["ckpt_format"] != "torch":
             return "not supported with distributed checkpointing (--ckpt-format %s)" % a["ckpt_format"]
 
-    @rule("CUDA_DEVICE_MAX_CONNECTIONS", "arguments.py: asserted == '1' with tp or cp > 1 before Blackwell")
+    @rule("CUDA_DEVICE_MAX_CONNECTIONS", "arguments.py: asserted == '1' with tp or cp > 1 before Blackwell "
+          "(only warned about under Megatron-FSDP, which asserts it is not 1)")
     def _(a, env, world, gpu):
         pre_blackwell = is_pre_blackwell(gpu)
         model_parallel = a["tensor_model_parallel_size"] > 1 or a["context_parallel_size"] > 1
+        if a["use_megatron_fsdp"]:
+            if env.get("CUDA_DEVICE_MAX_CONNECTIONS") == "1":
+                return "FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset"
+            return None
         if model_parallel and pre_blackwell and env.get("CUDA_DEVICE_MAX_CONNECTIONS") != "1":
             return "tp or cp > 1 on %s needs CUDA_DEVICE_MAX_CONNECTIONS=1 in the environment" % gpu
 
@@ -576,6 +589,37 @@ def _rules():
             return "context parallelism is only supported by TEDotProductAttention"
         if a["attention_backend"] == "unfused":  # Transformer Engine: get_attention_backend
             return "Transformer Engine's unfused attention does not support context parallelism"
+
+    @rule("Megatron-FSDP", "arguments.py validate_args: use_megatron_fsdp turns use_distributed_optimizer on "
+          "(--megatron-fsdp-version 1, the default), needs --ckpt-format fsdp_dtensor, which needs it; "
+          "optimizer adam or sgd (adam, the default, here); the sharding strategy, double buffer are read only "
+          "by Megatron-FSDP (distributed_data_parallel_config.py); --overlap-param-gather needs the distributed "
+          "optimizer or Megatron-FSDP, and --overlap-grad-reduce")
+    def _(a, env, world, gpu):
+        if a["use_megatron_fsdp"]:
+            a["use_distributed_optimizer"] = True
+            if a["ckpt_format"] != "fsdp_dtensor":
+                return "Megatron-FSDP requires the fsdp_dtensor checkpointing format (--ckpt-format %s)" % a["ckpt_format"]
+        else:
+            if a["ckpt_format"] == "fsdp_dtensor":
+                return "--ckpt-format fsdp_dtensor is only tested with Megatron FSDP"
+            for f in ("--data-parallel-sharding-strategy", "--fsdp-double-buffer"):
+                if f in a["_seen"]:
+                    return "%s without --use-megatron-fsdp (read by Megatron-FSDP only)" % f
+
+    @rule("CPU offloading", "arguments.py: cpu_offloading_num_layers > 0 turns cpu_offloading on; "
+          "transformer_config.py __post_init__: 0 <= cpu_offloading_num_layers < num_layers, no pipeline "
+          "parallelism, no recomputation (recompute_granularity None)")
+    def _(a, env, world, gpu):
+        n = a["cpu_offloading_num_layers"]
+        if n == 0:
+            return None
+        if not 0 < n < a["num_layers"]:
+            return "CPU offloading can be done only for layers less than %d (%d)" % (a["num_layers"], n)
+        if a["pipeline_model_parallel_size"] > 1:
+            return "Currently there is no support for Pipeline parallelism with CPU offloading"
+        if a["recompute_granularity"] is not None:
+            return "CPU offloading does not work when activation recomputation is enabled"
 
     @rule("recomputation", "transformer_config.py __post_init__: recompute_method / recompute_num_layers")
     def _(a, env, world, gpu):
@@ -660,12 +704,12 @@ def _rules():
         if a["moe_expert_capacity_factor"] is not None and set(lb) - {"aux_loss", "seq_aux_loss", "none"}:
             return "capacity factor with load balancing %s" % lb
 
-    @rule("low precision", "arguments.py validate_args: --fp8-param-gather needs the distributed optimizer (no "
-          "FSDP flag here), --fp4-format not with --fp8-format, --fp4-param-gather needs --fp4-format; "
+    @rule("low precision", "arguments.py validate_args: --fp8-param-gather needs the distributed optimizer or "
+          "Megatron-FSDP, --fp4-format not with --fp8-format, --fp4-param-gather needs --fp4-format; "
           "transformer_config.py __post_init__: first/last layers in BF16 not with delayed scaling, each count "
           "from 0 to num_layers // pp; a custom recipe needs a quantizer factory (no flag here)")
     def _(a, env, world, gpu):
-        if a["fp8_param_gather"] and not a["use_distributed_optimizer"]:
+        if a["fp8_param_gather"] and not (a["use_distributed_optimizer"] or a["use_megatron_fsdp"]):
             return "--fp8-param-gather only supported with distributed optimizer"
         if a["fp4"] and a["fp8"]:
             return "--fp4-format and --fp8-format cannot be used simultaneously"
