@@ -16,9 +16,11 @@
  * chosen per stage: among the allowed policies, the fastest that fits.
  *
  * Interleaved (v chunks per pipeline rank): the layers are cut into pp * v
- * equal chunks (Megatron's schedule needs equal chunks), the pieces before
- * the repeat join the first chunk and those after it the last; each rank
- * takes the fastest policy that fits for all its chunks. */
+ * chunks by cost (cost_split; chunks may differ, the end ones may hold the
+ * embedding or the head alone), the pieces before the repeat join the first
+ * chunk and those after it the last; each rank takes the fastest policy
+ * that fits for all its chunks, their activations held as pass_predict
+ * holds them (plan_schedule_acts). */
 #include "search/src.h"
 
 #include <math.h>
