@@ -12,7 +12,9 @@
  * --pp-layers as pinned (its pp x v only); and for Megatron-LM, where the
  * layers do not divide into pp x v chunks, the balanced uneven splits its
  * --decoder-first/last-pipeline-num-layers express (LLaMA-3 405B's 126
- * layers over pp 16: 7, 8 x 14, 7). */
+ * layers over pp 16: 7, 8 x 14, 7), and the even splits with the embedding
+ * and/or the loss counted as a layer that --account-for-embedding/loss-in-
+ * pipeline-split express (126 + 2 over pp 16 x v 8: 0, 1 x 126, 0). */
 #include "report.h"
 
 #include <stdio.h>
@@ -171,7 +173,7 @@ static bool one_repeat(const IrGraph *g, const RepArch *A)
     return first < g->npieces && n == A->layers;
 }
 
-enum { MAX_SPLITS = 4 };
+enum { MAX_UNEVEN = 4, MAX_SPLITS = MAX_UNEVEN + 3 };
 
 /* The balanced splits of L layers over pp ranks of v chunks each that
  * Megatron-LM's --decoder-first/last-pipeline-num-layers express: the ranks
@@ -179,14 +181,14 @@ enum { MAX_SPLITS = 4 };
  * layers split evenly over its chunks; L / pp rounded down or up), the first
  * and last what is left, each a multiple of v, at most v apart. Chunk c
  * belongs to rank c % pp (model order), as src_split_pin lays them out. */
-static int uneven_splits(int L, int pp, int v, int cuts[MAX_SPLITS][PLAN_MAX_STAGES])
+static int uneven_splits(int L, int pp, int v, int cuts[][PLAN_MAX_STAGES])
 {
     int n = 0, lo = L / (pp * v) * v;
-    for (int m = lo; m <= lo + v && n < MAX_SPLITS; m += v) {
+    for (int m = lo; m <= lo + v && n < MAX_UNEVEN; m += v) {
         if (pp > 2 && m < v)
             continue;
         int rest = L - (pp - 2) * m;
-        for (int F = v; F <= rest - v && n < MAX_SPLITS; F += v) {
+        for (int F = v; F <= rest - v && n < MAX_UNEVEN; F += v) {
             int Z = rest - F;
             if (Z % v || F - Z > v || Z - F > v)
                 continue;
@@ -204,6 +206,36 @@ static int uneven_splits(int L, int pp, int v, int cuts[MAX_SPLITS][PLAN_MAX_STA
         if (pp == 2)
             break;
     }
+    return n;
+}
+
+/* The splits Megatron-LM's --account-for-embedding-in-pipeline-split and
+ * --account-for-loss-in-pipeline-split make, appended to cuts[0..n): the
+ * embedding (e) and/or the loss (l) count as one layer each, every one of
+ * the pp x v chunks takes (L + e + l) / (pp x v), the first chunk e fewer
+ * and the last l fewer, so none when that share is 1 (the embedding or
+ * the head alone). Megatron requires L + e + l to divide by pp and the
+ * share of each rank by v (TransformerConfig.__post_init__,
+ * validate_args), which is L + e + l dividing by pp x v; pipelines only.
+ * A split already in cuts (or the even one) is not repeated. */
+static int account_splits(int L, int pp, int v, int cuts[][PLAN_MAX_STAGES], int n)
+{
+    int chunks = pp * v;
+    for (int e = 1; e >= 0 && pp > 1; e--)
+        for (int l = 1; l >= 0; l--) {
+            int tot = L + e + l;
+            if (!(e || l) || tot % chunks || tot < chunks)
+                continue;
+            int *cut = cuts[n];
+            bool even = true, dup = false;
+            for (int c = 0; c < chunks; c++) {
+                cut[c] = tot / chunks - (e && c == 0) - (l && c == chunks - 1);
+                even &= cut[c] == cut[0];
+            }
+            for (int k = 0; k < n && !dup; k++)
+                dup = !memcmp(cuts[k], cut, sizeof *cut * (size_t)chunks);
+            n += !even && !dup;
+        }
     return n;
 }
 
@@ -297,7 +329,10 @@ void rep_framework_search(const PassCostCtx *c, const IrGraph *g, const PassSear
             if ((pin->dp && dp != pin->dp) || r->global_batch % dp)
                 continue;
             /* codegen's and pass_predict's limits, as the search keeps to them */
-            for (int v = 1; v <= A.layers / pp && v <= PLAN_MAX_CHUNKS && pp * v <= PLAN_MAX_STAGES; v++) {
+            /* up to two chunks more than layers where the embedding and
+             * the loss may each count as one (account_splits) */
+            int most = A.layers + (uneven && !pinned_split ? 2 : 0);
+            for (int v = 1; pp * v <= most && v <= PLAN_MAX_CHUNKS && pp * v <= PLAN_MAX_STAGES; v++) {
                 if ((v > 1 && pp == 1) || (pin->v && v != pin->v))
                     continue;
                 PlanSchedule sched = v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B;
@@ -308,7 +343,7 @@ void rep_framework_search(const PassCostCtx *c, const IrGraph *g, const PassSear
                 if (pinned_split)
                     ncuts = pass_search_split_pin(c, g, o, pp, v, cuts[0]) ? 1 : 0;
                 else if (!even && uneven && pp > 1)
-                    ncuts = uneven_splits(A.layers, pp, v, cuts);
+                    ncuts = account_splits(A.layers, pp, v, cuts, uneven_splits(A.layers, pp, v, cuts));
                 if (even) {
                     S.cut = NULL;
                     layouts(&S, tp, pp, v, cp, sched);

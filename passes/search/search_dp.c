@@ -16,9 +16,11 @@
  * chosen per stage: among the allowed policies, the fastest that fits.
  *
  * Interleaved (v chunks per pipeline rank): the layers are cut into pp * v
- * equal chunks (Megatron's schedule needs equal chunks), the pieces before
- * the repeat join the first chunk and those after it the last; each rank
- * takes the fastest policy that fits for all its chunks. */
+ * chunks by cost (cost_split; chunks may differ, the end ones may hold the
+ * embedding or the head alone), the pieces before the repeat join the first
+ * chunk and those after it the last; each rank takes the fastest policy
+ * that fits for all its chunks, their activations held as pass_predict
+ * holds them (plan_schedule_acts). */
 #include "search/src.h"
 
 #include <math.h>
@@ -319,15 +321,20 @@ static bool part_interleaved(Dp *d, SrcPart *out)
         double bt = INFINITY, bm = INFINITY;
         for (int x = 0; x < d->nrc; x++) {
             int q = d->rcs[x];
-            double t = 0, w = 0, sv = 0;
+            double t = 0, w = 0, sv[PLAN_MAX_CHUNKS];
             for (int c = r; c < chunks; c += pp) {
                 const PlanStage *S = &out->stage[c];
                 int i = S->first_piece, j = i + S->npieces - 1;
                 t += d->T[q][j + 1] - d->T[q][i];
-                sv += d->S[q][j + 1] - d->S[q][i];
+                sv[c / pp] = d->S[q][j + 1] - d->S[q][i];
                 w += d->W[j + 1] - d->W[i];
             }
-            double mem = d->runtime + w + src_inflight(pp, v, d->m, r) * sv;
+            /* Each chunk's own bytes through the schedule, as pass_predict
+             * holds them: a static arena's slots, or a caching allocator's
+             * peak of what is alive at once (--stack megatron), which is
+             * less; the mean slots of the static arena would refuse
+             * uneven cuts such a stack runs without recomputation. */
+            double mem = d->runtime + w + plan_schedule_acts(pp, v, d->m, r, sv, d->s->c->st.ref_stack);
             bool take = d->ignore_mem ? mem < bm : mem <= d->cap && t < bt * (1 - 1e-12);
             if (take)
                 best = q, bt = t, bm = mem;

@@ -77,6 +77,9 @@ int main(int argc, char **argv)
     one(m, "llama2-7b.mdl", "n_layers=8", 16, "a100-80gb", "megatron");
     one(m, "llama2-7b.mdl", "n_layers=8", 16, "a100-80gb", "fsdp");
     one(m, "llama3-70b.mdl", "n_layers=16", 32, "h100-80gb", "megatron");
+    /* 14 layers + the embedding and the loss: 16 chunks, the splits of
+     * --account-for-embedding/loss-in-pipeline-split (frame_search.c) */
+    one(m, "llama3-70b.mdl", "n_layers=14", 32, "h100-80gb", "megatron");
     one(m, "gpt3-13b.mdl", "n_layers=8", 16, "a100-40gb", "megatron");
     one(m, "llama3-8b.mdl", "n_layers=8", 8, "a100-40gb", "fsdp");
     one(m, "tiny-llama.mdl", NULL, 8, "a100-80gb", "megatron");

@@ -211,6 +211,16 @@ def plan_chunks(ptdc, args, out):
     ends = ["%s=%s" % (k, m.group(1)) for k, m in ends if m]
     if ends and "--pp-layers" not in a:
         a += ["--pp-layers", ",".join(ends)]
+    # So too the split of --account-for-embedding/loss-in-pipeline-split
+    # (frame_search.c's account_splits): the embedding and/or the loss count
+    # as a layer, each chunk (layers + e + l) / (pp v), the ends e and l fewer.
+    acc = [("--account-for-%s-in-pipeline-split" % k) in out for k in ("embedding", "loss")]
+    if any(acc) and "--pp-layers" not in a:
+        n, L = h["pp"] * h["v"], int(re.search(r"--num-layers (\d+)", out).group(1))
+        per, rem = divmod(L + sum(acc), n)
+        if rem:
+            raise RuntimeError("--account-for flags with %d layers over %d chunks, which do not divide" % (L, n))
+        a += ["--pp-layers", ",".join(str(per - (acc[0] and c == 0) - (acc[1] and c == n - 1)) for c in range(n))]
     d = tempfile.mkdtemp(prefix="ptdc-chunks-")
     try:
         rc, _, err = run(ptdc, a + ["--plan-only", "-o", d])
