@@ -67,6 +67,11 @@ void rep_json_predicted(FILE *f, const PassPrediction *pr, const char *in)
         num(f, pr->a2a_s);
         fprintf(f, ",\n");
     }
+    if (pr->host_wait_s > 0) { /* a framework's eager host (passes/cost/host.c) */
+        fprintf(f, "%s  \"host_wait_s\": ", in);
+        num(f, pr->host_wait_s);
+        fprintf(f, ",\n");
+    }
     fprintf(f, "%s  \"peak_mem_bytes\": %.0f,\n%s  \"capacity_bytes\": %.0f,\n%s  \"margin_bytes\": %.0f,\n",
             in, pr->peak_mem_bytes, in, pr->capacity_bytes, in, pr->margin_bytes);
     fprintf(f, "%s  \"peak_rank\": %d,\n%s  \"fits\": %s,\n%s  \"memory\": [\n", in, pr->peak_rank, in,
