@@ -30,7 +30,8 @@
  * permute, the dispatch all-to-all, the activation, the combine all-to-all,
  * unpermute, and the grouped fc1 and fc2, which Transformer Engine's
  * GroupedLinear runs as one GEMM per local expert (general_grouped_gemm:
- * a cuBLAS call per expert over several streams). Its backward: the five
+ * a cuBLAS call per expert over several streams; Transformer Engine is not
+ * mirrored here to re-read, docs/moe.md, Limits). Its backward: the five
  * steps' gradients and a data and a weight gradient GEMM per local expert
  * of fc1 and fc2. */
 #define MOE_FWD_STEPS 6
