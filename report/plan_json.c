@@ -71,6 +71,11 @@ void rep_json_predicted(FILE *f, const PassPrediction *pr, const char *in)
         fprintf(f, "%s  \"offload_layers\": %d,\n%s  \"offload_bytes\": %.0f,\n%s  \"offload_copy_s\": %.9g,\n"
                    "%s  \"offload_exposed_s\": %.9g,\n", in, pr->offload_layers, in, pr->offload_bytes, in,
                 pr->offload_copy_s, in, pr->offload_s);
+    if (pr->host_wait_s > 0) { /* a framework's eager host (passes/cost/host.c) */
+        fprintf(f, "%s  \"host_wait_s\": ", in);
+        num(f, pr->host_wait_s);
+        fprintf(f, ",\n");
+    }
     fprintf(f, "%s  \"peak_mem_bytes\": %.0f,\n%s  \"capacity_bytes\": %.0f,\n%s  \"margin_bytes\": %.0f,\n",
             in, pr->peak_mem_bytes, in, pr->capacity_bytes, in, pr->margin_bytes);
     fprintf(f, "%s  \"peak_rank\": %d,\n%s  \"fits\": %s,\n%s  \"memory\": [\n", in, pr->peak_rank, in,

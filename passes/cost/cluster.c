@@ -98,6 +98,7 @@ static const struct Key {
     {"comm_mib", K_NUM, G(comm_bytes), 1048576.0, 0, 1e9, "MiB"},
     {"cores_per_node", K_INT, G(cores), 1, 1, 1 << 20, "count"},
     {"host_token_ns", K_NUM, G(host_token_s), 1e-9, 0, 1e9, "ns"},
+    {"host_grace", K_INT, G(host_grace), 1, 0, 1, "1: Grace host CPU, 0: x86"},
     {"storage_write_gbs", K_NUM, G(storage_write_bw), GB, 0, 1e6, "GB/s"},
     {"host_copy_gbs", K_NUM, G(host_copy_bw), GB, 0, 1e6, "GB/s"},
     {"core_share", K_NUM, G(core_share), 1, 0, 1, "fraction"},

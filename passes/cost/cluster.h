@@ -152,6 +152,8 @@ typedef struct PassGpu {
     bool has_solo;
     PassRates solo;
     double host_token_s;          /* host work per token loaded for a micro-batch */
+    int host_grace;               /* 1: the host CPU is an Arm Grace (GB200, GB300 NVL72
+                                     trays), 0: x86; picks the stack's host_op_s */
     /* Checkpoints (ckpt_cost.c; 0: not given, not priced): the rate one rank
      * writes its checkpoint file at, fsync included, while every rank writes
      * (a property of the site's storage, which no preset knows), and the

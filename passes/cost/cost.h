@@ -314,6 +314,30 @@ double pass_param_step_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n
 double pass_param_mb_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
                        const PlanStrategy *s, int zero);
 
+/* ============================================================ host.c */
+/* The host's work for one micro-batch of a piece (or a rank's sum of
+ * them): seconds of dispatching and launching forward and backward
+ * (recomputation in backward), and the device-to-host syncs among them. */
+typedef struct PassHostCost {
+    double fwd_s, bwd_s;
+    double syncs_f, syncs_b;
+} PassHostCost;
+/* Host seconds per framework op on the cluster's host under c's stack (0:
+ * not modelled, a CPU device, or a full-step CUDA graph). */
+double pass_host_op_s(const PassCostCtx *c);
+/* Piece `piece` under recomputation r on mesh m (c->plan: the strategies,
+ * for an MoE layer's local experts): its ops as the stack runs them, with
+ * colls[2 i], colls[2 i + 1] the collectives launched on the input edges of
+ * its i-th node forward and backward (captured CUDA graphs one launch
+ * each), times pass_host_op_s. */
+void pass_host_piece(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m, int piece, PlanRecompute r,
+                     const double *colls, PassHostCost *h);
+void pass_host_add(PassHostCost *sum, const PassHostCost *h);
+/* One micro-batch's GPU seconds *gf (forward) and *gb (backward) of a
+ * rank whose host syncs (h): between syncs max(host, GPU), one op's host
+ * time exposed after each sync. */
+void pass_host_bound(const PassCostCtx *c, const PassHostCost *h, double *gf, double *gb);
+
 /* ================================================ predict*.c (issue 3) */
 /* One pipeline rank: its time per micro-batch and its memory in bytes. */
 typedef struct PassRankMem {
@@ -347,6 +371,8 @@ typedef struct PassPrediction {
     double cast_s;                 /* of kernels_s: low-precision casts and amax reductions */
     double a2a_s;                  /* of the pipeline: MoE all-to-all dispatch and combine per
                                       step on the slowest rank (inside the kernels' time) */
+    double host_wait_s;            /* of the pipeline: the slowest rank's GPU waiting for its
+                                      host per step (host.c) */
     double model_flops;            /* per step, PaLM convention: tokens * (6N + 12 L H Q T) */
     double hw_flops;               /* per step, executed (recompute included) */
     /* activation offloading (stack offload_act_layers, where pass_offload_applies):

@@ -76,7 +76,9 @@ const PassGpu pass_gpu_presets[] = {
      .busbw_nvlink = 740 * GB, .busbw_ib = 92 * GB, .alpha_nvlink = 1.0e-6, .alpha_ib = 4e-6, .sms = 160,
      .gemm_eff = 0.60, .hbm_eff = 0.90, .host_gpus = 8, NV_GEMM_CURVE},
     /* GB200 NVL72: 18 trays of 4 GPUs in one 72-GPU NVLink domain,
-     * ConnectX-7 400 Gb/s per GPU. host_copy_bw: a GB200 superchip joins
+     * ConnectX-7 400 Gb/s per GPU; each tray's host is two Grace CPUs
+     * (NVIDIA GB200 NVL72 product page: 36 Grace CPUs, 72 Blackwell GPUs),
+     * where DGX/HGX B200, B300 and H100 hosts are x86 (host_grace). host_copy_bw: a GB200 superchip joins
      * its Grace CPU to its two GPUs by NVLink-C2C, 900 GB/s both directions
      * together; a copy to the host runs one way, and both GPUs of a
      * superchip copy at once when every rank offloads in step: 900 / 2 / 2
@@ -85,14 +87,14 @@ const PassGpu pass_gpu_presets[] = {
      .hbm_bytes = 186 * GIB, .hbm_bw = 8000 * GB, .nvlink_bw = 900 * GB, .nic_bw = 50 * GB,
      .busbw_nvlink = 740 * GB, .busbw_ib = 46 * GB, .alpha_nvlink = 1.0e-6, .alpha_ib = 4e-6, .sms = 148,
      .gemm_eff = 0.60, .hbm_eff = 0.90, .host_gpus = 4, .domain_gpus = 72, .host_copy_bw = 225 * GB,
-     NV_GEMM_CURVE},
+     .host_grace = 1, NV_GEMM_CURVE},
     /* GB300 NVL72: the same rack with Blackwell Ultra and ConnectX-8 800 Gb/s
      * (and the same NVLink-C2C between a Grace and its two GPUs). */
     {.name = "gb300", .peak_flops = 2500e12, .peak_fp8_flops = 5000e12, .peak_fp4_flops = 15000e12,
      .hbm_bytes = 279 * GIB, .hbm_bw = 8000 * GB, .nvlink_bw = 900 * GB, .nic_bw = 100 * GB,
      .busbw_nvlink = 740 * GB, .busbw_ib = 92 * GB, .alpha_nvlink = 1.0e-6, .alpha_ib = 4e-6, .sms = 160,
      .gemm_eff = 0.60, .hbm_eff = 0.90, .host_gpus = 4, .domain_gpus = 72, .host_copy_bw = 225 * GB,
-     NV_GEMM_CURVE},
+     .host_grace = 1, NV_GEMM_CURVE},
 };
 const int pass_ngpu_presets = (int)(sizeof pass_gpu_presets / sizeof pass_gpu_presets[0]);
 

@@ -43,6 +43,7 @@ typedef struct PieceCost {
     double mb_extra;              /* ptdc, ZeRO 2/3: kernels per micro-batch around each
                                      gradient's reduce-scatter */
     double host_s;                /* host work per micro-batch: loading input tokens */
+    PassHostCost host;            /* the host's dispatching and launching, and its syncs */
     double gemm, attn;            /* of fwd + bwd: GEMMs, flash attention */
     double cast;                  /* of fwd + bwd: low-precision casts and amax reductions */
     double a2a;                   /* of fwd + bwd: MoE all-to-all exchanges */
@@ -71,7 +72,7 @@ static bool strat_eq(const PlanStrategy *a, const PlanStrategy *b)
  * and reduce-scatters, what a GEMM can consume or produce chunk by chunk
  * (tp_overlap); 0 otherwise (an all-reduce, an all-to-all, a slice). */
 static double coll_time(const Ctx *x, int t, const PlanSharding *from, const PlanSharding *to, int *group,
-                        int *agrs)
+                        int *agrs, double *launches)
 {
     PlanColl steps[8];
     int k = plan_reshard(x->g, t, &x->p->mesh, from, to, x->ds, steps, 8);
@@ -81,6 +82,7 @@ static double coll_time(const Ctx *x, int t, const PlanSharding *from, const Pla
     for (int i = 0; i < k; i++) {
         double ti = pass_cost_coll(x->c, &x->p->mesh, &steps[i], eb);
         s += ti;
+        *launches += ti > 0; /* one collective the host launches */
         bool ax = steps[i].axis >= 0 && steps[i].axis < x->p->mesh.naxes;
         if (ti > 0 && steps[i].kind != PLAN_COLL_SLICE && steps[i].kind != PLAN_COLL_SENDRECV && ax &&
             x->p->mesh.size[steps[i].axis] > *group)
@@ -182,6 +184,8 @@ typedef struct PieceWalk {
     PassTpOverlap ov;             /* the stack's tensor-parallel overlap */
     double sd;                    /* the device's overlap slowdown */
     double saved_none;            /* kept bytes without recomputation */
+    double *colls;                /* by place in the piece: collectives launched on its
+                                     input edges, forward and backward (host.c) */
 } PieceWalk;
 
 /* Every node's cost first: a transfer on one edge may run beside the GEMMs
@@ -353,8 +357,9 @@ static void edge_in(const PieceWalk *w, const IrNode *n, int i, const PlanShardi
         pc->p2p_b += tp2p;
     }
     int kf = 0, kb = 0;
-    double tf = fsh ? 0 : coll_time(x, t, &from, &in[i], &pc->group_f, &kf);
-    double tb = bsh ? 0 : coll_time(x, t, &gfrom, &gto, &pc->group_b, &kb);
+    double *nl = &w->colls[2 * (n->id - g->pieces[w->piece].first)];
+    double tf = fsh ? 0 : coll_time(x, t, &from, &in[i], &pc->group_f, &kf, &nl[0]);
+    double tb = bsh ? 0 : coll_time(x, t, &gfrom, &gto, &pc->group_b, &kb, &nl[1]);
     edge_overlap(w, n, t, &in[i], kf, kb, &tf, &tb, pc);
     tf *= 1 - c->st.reshard_overlap;
     tb *= 1 - c->st.reshard_overlap;
@@ -413,7 +418,8 @@ static void cost_piece(const Ctx *x, int piece, PlanRecompute r, PieceCost *pc)
     const IrGraph *g = x->g;
     memset(pc, 0, sizeof *pc);
     const IrPiece *P = &g->pieces[piece];
-    PieceWalk w = {x, piece, r, node_costs(x, piece), x->c->st.tp_overlap, pass_overlap_slowdown(&x->c->cl->gpu), 0};
+    PieceWalk w = {x, piece, r, node_costs(x, piece), x->c->st.tp_overlap, pass_overlap_slowdown(&x->c->cl->gpu), 0,
+                   ir_xcalloc(2 * (size_t)P->count + 2, sizeof(double))};
     for (int id = P->first; id < P->first + P->count; id++) {
         const IrNode *n = &g->nodes[id];
         const PassNodeCost *nc = &w.ncs[id - P->first];
@@ -426,6 +432,8 @@ static void cost_piece(const Ctx *x, int piece, PlanRecompute r, PieceCost *pc)
         node_edges(&w, n, nc, in, out, rec, pc);
     }
     free(w.ncs);
+    pass_host_piece(x->c, g, &x->p->mesh, piece, r, w.colls, &pc->host);
+    free(w.colls);
     piece_sync_wait(x->c, pc);
     pc->extra_ws = w.saved_none - pc->saved;
 }
@@ -468,6 +476,8 @@ typedef struct RankAcc {
     double lat_red, lat_gather;
     int nsync;
     double ub_bytes;              /* tp_overlap userbuffers: the largest gathered input */
+    PassHostCost hc;              /* per micro-batch: the host's launches and syncs */
+    double host_wait;             /* per micro-batch: GPU time waiting for the host */
     double step_s;                /* ptdc: per-step kernels */
     double gemm, attn, comp, host; /* per micro-batch: GEMMs, attention, all kernels, host */
     double cast;                  /* per micro-batch: low-precision casts */
@@ -616,6 +626,9 @@ typedef struct Predict {
     int pp, v, m;                 /* pipeline ranks, chunks per rank, micro-batches */
     RankAcc *ra;                  /* by pipeline rank */
     double *sf, *sb, *sxf, *sxb;  /* by stage */
+    PassHostCost *sh;             /* by stage: the host's launches and syncs */
+    double host_step;             /* the host's seconds per step on a rank without syncs, the
+                                     longest (the step waits for it, not each micro-batch) */
     bool blocking;                /* data-parallel traffic waited for (no dp_overlap) */
     bool mb_blocking;             /* so is the per-micro-batch traffic (also ptdc's programs) */
     double z3f;                   /* of sync_mb: ZeRO-3's forward gather */
@@ -641,6 +654,7 @@ static void predict_init(Predict *P, const PassCostCtx *c, const IrGraph *g, con
     int nst = plan->nstages;
     P->sf = ir_xcalloc((size_t)nst, sizeof(double)), P->sb = ir_xcalloc((size_t)nst, sizeof(double));
     P->sxf = ir_xcalloc((size_t)nst, sizeof(double)), P->sxb = ir_xcalloc((size_t)nst, sizeof(double));
+    P->sh = ir_xcalloc((size_t)nst, sizeof *P->sh);
     P->finish = ir_xcalloc((size_t)P->pp, sizeof(double));
     P->blocking = !c->st.dp_overlap;
     P->mb_blocking = P->blocking || !c->st.ref_stack;
@@ -651,7 +665,7 @@ static void predict_init(Predict *P, const PassCostCtx *c, const IrGraph *g, con
 static void predict_free(Predict *P)
 {
     free(P->finish);
-    free(P->sf), free(P->sb), free(P->sxf), free(P->sxb);
+    free(P->sf), free(P->sb), free(P->sxf), free(P->sxb), free(P->sh);
     free(P->ra);
     ctx_free(&P->x);
 }
@@ -667,6 +681,8 @@ static void add_piece(Predict *P, int st, RankAcc *r, const PieceCost *pc)
     r->fwd += pc->fwd + pc->rs_f + pc->p2p_f + pc->host_s + mbf;
     r->bwd += pc->bwd + pc->rec + pc->rs_b + pc->p2p_b + pc->mb_extra + mbb;
     r->step_s += pc->step_s;
+    pass_host_add(&P->sh[st], &pc->host);
+    pass_host_add(&r->hc, &pc->host);
     r->a2a += pc->a2a;
     r->cast += pc->cast;
     r->gemm += pc->gemm, r->attn += pc->attn, r->comp += pc->fwd + pc->bwd, r->host += pc->host_s;
@@ -770,6 +786,33 @@ static void offload_acts(Predict *P, PassPrediction *out)
     out->offload_copy_s = P->m * 2.0 * N * o.copy_s;
 }
 
+/* The host (host.c): each rank's and each stage's micro-batch of GPU work
+ * (but the pipeline transfers, which wait on the other rank) stretched to
+ * what its host's launches and syncs allow. A rank whose host never waits
+ * for its GPU within the step (no syncs) runs ahead across micro-batches
+ * and pipeline waits alike (a receive makes the stream wait, not the host):
+ * only its whole step's launches bound the step (P->host_step). */
+static void host_time(Predict *P)
+{
+    const PassCostCtx *c = P->x.c;
+    if (pass_host_op_s(c) <= 0)
+        return;
+    for (int st = 0; st < P->x.p->nstages; st++)
+        if (P->sh[st].syncs_f + P->sh[st].syncs_b > 0)
+            pass_host_bound(c, &P->sh[st], &P->sf[st], &P->sb[st]);
+    for (int i = 0; i < P->pp; i++) {
+        RankAcc *r = &P->ra[i];
+        if (r->hc.syncs_f + r->hc.syncs_b <= 0) {
+            P->host_step = fmax(P->host_step, P->m * (r->hc.fwd_s + r->hc.bwd_s));
+            continue;
+        }
+        double gf = r->fwd - r->p2p_f, gb = r->bwd - r->p2p_b, f = gf, b = gb;
+        pass_host_bound(c, &r->hc, &f, &b);
+        r->fwd += f - gf, r->bwd += b - gb;
+        r->host_wait = f - gf + b - gb;
+    }
+}
+
 /* A framework that overlaps pipeline transfers (pp_overlap: Megatron's
  * interleaved schedule posts the next chunk's receive and this chunk's
  * send before computing, megatron/core/pipeline_parallel/schedules.py,
@@ -818,6 +861,10 @@ static void schedule(Predict *P, PassPrediction *out)
         for (int i = 0; i < pp; i++)
             P->finish[i] = pipe;
     }
+    if (P->host_step > pipe) { /* launch-bound: the GPUs wait for their hosts */
+        out->host_wait_s = P->host_step - pipe;
+        pipe = P->host_step;
+    }
     P->pipe = pipe;
     out->pipeline_s = pipe;
     out->bubble_s = fmax(0, pipe - m * tmax);
@@ -832,6 +879,7 @@ static void schedule(Predict *P, PassPrediction *out)
     out->kernels_s = m * (ra[slow].comp - ra[slow].gemm - ra[slow].attn);
     out->host_s = m * ra[slow].host;
     out->a2a_s = m * ra[slow].a2a;
+    out->host_wait_s += m * ra[slow].host_wait;
 }
 
 /* A rank's data-parallel reduction and weight gathers per step. A
@@ -1052,6 +1100,7 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const Plan *plan, Pa
     predict_init(&P, c, g, plan);
     cost_stages(&P);
     offload_acts(&P, out);
+    host_time(&P);
     /* What ptdc's programs hold per stage beyond the saved activations and
      * owned parameters (codegen/cg_lower.c, cg_analyse.c): per micro-batch slot,
      * the activation a stage sends on (kept until its backward) and the

@@ -50,6 +50,10 @@ void pass_prediction_print_text(FILE *f, const IrGraph *g, const Plan *plan,
     if (p->a2a_s > 0)
         fprintf(f, "    expert all-to-all %.4g s (dispatch and combine, inside the pipeline's time)\n",
                 p->a2a_s);
+    if (p->host_wait_s > 0)
+        fprintf(f, "    host wait       %.4g s (the GPU idle while the host launches ops, inside the "
+                   "pipeline's time)\n",
+                p->host_wait_s);
     fprintf(f, "  throughput        %.0f tokens/s\n", p->tokens_per_s);
     if (c->prec == PLAN_PREC_BF16)
         fprintf(f, "  MFU               %.1f%% (HFU %.1f%%)\n", 100 * p->mfu, 100 * p->hfu);
@@ -119,6 +123,8 @@ void pass_prediction_print_json(FILE *f, const IrGraph *g, const Plan *plan,
     num(f, "attention_s", p->attn_s, true);
     num(f, "kernels_s", p->kernels_s, true);
     num(f, "host_s", p->host_s, true);
+    if (p->host_wait_s > 0) /* a framework's eager host (host.c) */
+        num(f, "host_wait_s", p->host_wait_s, true);
     if (pass_active_params(g) < (double)ir_param_count(g)) { /* mixture of experts */
         num(f, "alltoall_s", p->a2a_s, true);
         num(f, "active_params", pass_active_params(g), true);

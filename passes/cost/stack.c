@@ -16,6 +16,12 @@
 
 #define BIT(x) (1u << (x))
 
+/* The megatron preset's host seconds per framework op (host_op_us), fitted
+ * as its comment below says: the least absolute log error of the fit rows'
+ * tokens/s over a 5 us grid, one value per host CPU type. */
+#define HOST_OP_X86_US 65.0
+#define HOST_OP_GRACE_US 95.0
+
 static const PassStack presets[] = {
     {
         .name = "ptdc",
@@ -50,6 +56,11 @@ static const PassStack presets[] = {
         /* rt_moe_fwd keeps h and gates (docs/moe.md): moe_saves_rows stays
          * no; routing as balanced as the reference runs force it. */
         .moe_imbalance = 1,
+        /* rt_moe_* plans each call on the host after one device
+         * synchronisation (docs/moe.md, Limits). The programs' per-call host
+         * cost is not measured on a GPU (none was lent): host_op_us stays 0,
+         * and with it every sync and launch is free (host.c). */
+        .moe_sync = true,
         /* Low precision as the issue-33 FP8 programs run it (the CUDA
          * runtime's FP8 GEMMs: per-tensor current scaling, docs/precision.md):
          * every linear layer of the repeated layers, the weight and its
@@ -93,6 +104,18 @@ static const PassStack presets[] = {
         /* --moe-router-force-load-balancing, as Megatron-Bridge's
          * benchmarks run (reference/README.md). */
         .moe_imbalance = 1,
+        /* Host time (host.c; docs/cost-model.md, "Host time"): eager
+         * PyTorch dispatches and launches every op (--cuda-graph-impl
+         * defaults to none); the dropless alltoall and flex dispatchers
+         * copy the routed counts to the host and wait for them once per MoE
+         * layer forward (megatron/core/transformer/moe/token_dispatcher.py:
+         * _maybe_dtoh_and_synchronize at cuda_sync_point, before_ep_alltoall
+         * with EP; HybridEP's setup_metadata .item()). host_op_us: FITTED,
+         * one value per host CPU type, on the MoE rows of the releases before
+         * NeMo 26.04 (`tests/cost/bridge_moe.py PTDC SRC REF fit`; no
+         * datasheet gives it); the later releases' rows are held out. */
+        .host_op_s = {HOST_OP_X86_US * 1e-6, HOST_OP_GRACE_US * 1e-6},
+        .moe_sync = true,
         /* Low precision (--fp8-format, --fp8-recipe; megatron/training/
          * arguments.py): every linear layer of the transformer layers runs
          * in it (--first-last-layers-bf16 is off by default; with it,
@@ -287,6 +310,8 @@ typedef enum { S_PRESET, S_NAME, S_BOOL, S_NUM, S_INT, S_COUNT, S_ENUM, S_LIST }
 _Static_assert(sizeof(PassAttnKernel) == sizeof(int) && sizeof(PassTpOverlap) == sizeof(int) &&
                    sizeof(PassParamGather) == sizeof(int) && sizeof(PassScaling) == sizeof(int),
                "S_ENUM fields are int-sized");
+_Static_assert(sizeof(PassCudaGraph) == sizeof(int), "S_ENUM fields are int-sized");
+static const char *const graph_names[] = {"none", "moe", "attn_moe", "full"}; /* PassCudaGraph */
 static const char *const kernel_names[] = {"auto", "flash2", "flash1", "fused_softmax", "eager"};
 static const char *const tp_overlap_names[] = {"none", "backward", "userbuffers", "chunked"}; /* PassTpOverlap */
 static const char *const gather_names[] = {"optimizer", "forward", "blocking"}; /* PassParamGather */
@@ -327,6 +352,14 @@ static const struct SKey {
      "MoE layers keep their permuted rows and first GEMMs' output (no recompute)"},
     {"moe_imbalance", S_NUM, F(moe_imbalance), 1, 1, 64, NULL, 0,
      "routed rows of the busiest rank over the mean (1: balanced)"},
+    {"host_op_us", S_NUM, F(host_op_s), 1e-6, 0, 1e5, NULL, 0,
+     "host us to dispatch and launch one framework op, x86 host (0: host never the bottleneck)"},
+    {"host_op_us_grace", S_NUM, F(host_op_s) + sizeof(double), 1e-6, 0, 1e5, NULL, 0,
+     "the same on a Grace host (GB200, GB300)"},
+    {"cuda_graph", S_ENUM, F(cuda_graph), 0, 0, 0, graph_names, 4,
+     "none, moe (moe_router + moe_preprocess), attn_moe (and attn), full (full_iteration)"},
+    {"moe_sync", S_BOOL, F(moe_sync), 0, 0, 0, NULL, 0,
+     "the MoE dispatcher waits for routed counts on the host once per layer forward"},
     {"lp_bf16_first_layers", S_COUNT, F(lp_bf16_first), 1, 0, 1 << 20, NULL, 0,
      "low precision: linear layers of the first N layers kept in bf16"},
     {"lp_bf16_last_layers", S_COUNT, F(lp_bf16_last), 1, 0, 1 << 20, NULL, 0,

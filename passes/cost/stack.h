@@ -58,6 +58,19 @@ typedef enum {
                                      group when the input is split there */
 } PassScaling;
 
+/* Which parts of a step a framework replays from captured CUDA graphs:
+ * one graph launch from the host instead of each op's dispatch and launch
+ * (Megatron-Core --cuda-graph-impl transformer_engine with
+ * --cuda-graph-scope, or full_iteration; host.c). */
+typedef enum {
+    PASS_GRAPH_NONE,              /* every op dispatched and launched by the host (eager) */
+    PASS_GRAPH_MOE,               /* scope moe_router + moe_preprocess: an MoE layer's
+                                     pre-MLP norm, router and dispatcher preprocessing */
+    PASS_GRAPH_ATTN_MOE,          /* also attn: the input norm and self-attention */
+    PASS_GRAPH_FULL,              /* full_iteration: the whole step, with static (capacity-
+                                     padded) dispatch shapes and no device-to-host sync */
+} PassCudaGraph;
+
 /* The software a plan runs on (stack.c; docs/stacks.md): ptdc's generated
  * programs (the preset "ptdc", all defaults) or a framework people already
  * run ("megatron", "fsdp"), read from --stack NAME|FILE. The fields below
@@ -96,6 +109,14 @@ typedef struct PassStack {
     double moe_imbalance;         /* routed rows of the busiest rank over the mean (1:
                                      force-balanced, as the reference benchmarks; <= 1 reads
                                      as 1): scales the expert GEMMs and the all-to-all */
+    /* host (host.c; docs/cost-model.md, "Host time") */
+    double host_op_s[2];          /* host seconds to dispatch and launch one framework op, on
+                                     an x86 host [0] and a Grace host [1] (PassGpu.host_grace);
+                                     0: the host is never the bottleneck */
+    PassCudaGraph cuda_graph;     /* what runs from captured CUDA graphs */
+    bool moe_sync;                /* a dropless dispatcher waits once per MoE layer forward
+                                     for the routed counts on the host (Megatron's alltoall
+                                     and flex dispatchers) */
     /* low precision (a plan's precision other than bf16; docs/precision.md) */
     int lp_bf16_first, lp_bf16_last; /* linear layers of the first / last repeated layers kept
                                      in bf16 (Megatron --first-last-layers-bf16 with

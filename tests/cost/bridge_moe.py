@@ -6,15 +6,20 @@ against ptdc's megatron stack.
                                       published (--stack megatron, every layout
                                       flag pinned, --ep, --gpu by the row's GPU,
                                       --precision by its label with
-                                      bridge_dense.py's recipes): none may be
-                                      predicted out of memory (nor refused); the
-                                      median |error| of the predicted tokens/s
-                                      per GPU against the published is printed
-                                      (issue 31's criterion is 15%: not met,
-                                      below), per precision, per GPU and per
-                                      release; the rest are listed as skipped
+                                      bridge_dense.py's recipes, cuda_graph by
+                                      the release's recipe): none may be
+                                      predicted out of memory (nor refused), and
+                                      the median |error| of the predicted
+                                      tokens/s per GPU against the published
+                                      must be within issue 31's 15%; printed per
+                                      precision, GPU, release, and for the rows
+                                      the host keys were fitted on and those
+                                      held out; the rest are listed as skipped
                                       with the reason
   bridge_moe.py PTDC SRC REF report   the same, with the table
+  bridge_moe.py PTDC SRC REF fit      the megatron preset's host_op_us (x86) and
+                                      host_op_us_grace, fitted on FIT_RELEASES'
+                                      rows (fit() says how)
 
 A row is expressible when ptdc has the model (MODELS), a preset of the GPU, a
 recipe for its precision label, and the layout is one its meshes carry: no
@@ -28,18 +33,20 @@ Qwen3-235B-A22B recipe sets): the embedding and the loss count as a layer each.
 
 Megatron-Bridge's own software changed between releases on the same layouts
 (Qwen3-30B-A3B on 8 GB300s in MXFP8: 31,470 tokens/s per GPU in 26.04, 45,275
-in 26.06, the release whose recipes capture attention and the router in CUDA
-graphs), and in 26.04 GB200 ran slower than B200 (26,032 against 26,859) though
-it is the faster GPU; at micro-batch 1 (25.11, 26.02 on B200) a layer took
-about as long as at micro-batch 4. All three point at host time (kernel
-launches, the dropless dispatcher's device-to-host sync per MoE layer, Grace
-against x86 hosts), which the cost model does not price: it predicts the GPU's
-work, and the median over all releases (19% at this writing) is above the
-target. The test asserts what must hold regardless: every expressible row is
-planned and none is called out of memory."""
+in 26.06, the release whose MXFP8 recipes capture the whole step in a CUDA
+graph), in 26.04 GB200 ran slower than B200 (26,032 against 26,859) though it
+is the faster GPU, and at micro-batch 1 (25.11, 26.02 on B200) a layer took
+about as long as at micro-batch 4. The cost model prices the host for that
+(passes/cost/host.c; docs/cost-model.md, "Host time"): its launches per layer,
+the dropless dispatcher's device-to-host sync per MoE layer, the CUDA graphs
+of each release's recipe (cuda_graph below) and one host speed per host CPU
+type (x86, Grace), fitted on the older releases' rows and held out on the
+newer ones."""
 
 import csv
+import math
 import os
+import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -55,6 +62,12 @@ WHY_NOT = {
 }
 GPUS = dict(BLACKWELL, H100="h100-80gb")
 RECIPE = BASE + ["--stack-set", "moe_imbalance=1"]
+# The megatron preset's host_op_us (x86) and host_op_us_grace are fitted on
+# the rows of these releases (`fit` mode) and the rows of the later ones are
+# held out: the older half (17 of 40 rows at this writing).
+FIT_RELEASES = ("25.11", "26.02", "26.02.01")
+HOST_KEY = {"GB200": "host_op_us_grace", "GB300": "host_op_us_grace"}  # Grace hosts; the rest x86
+FIT_GRID_US = range(0, 601, 5)
 PLAN_MAX_CHUNKS = 16
 TARGET = 0.15
 
@@ -68,6 +81,34 @@ def folded(ep, tp, dp):
     """Megatron-Core's parallel folding with ETP 1: EP takes ep / tp consecutive
     dp ranks, every tp rank of each (EP below DP at tp 1; across dp x tp)."""
     return ep % tp == 0 and dp % (ep // tp) == 0
+
+
+def release(r):
+    return r["release"].replace("NeMo ", "")
+
+
+def cuda_graph(r):
+    """What the release's performance recipe for the row captured in CUDA graphs (stack key
+    cuda_graph). From Megatron-Bridge at the release's tag: v0.2.0 (25.11), v0.3.0/v0.3.1
+    (26.02, 26.02.01), v0.4.0/v0.4.1 (26.04, 26.04.01), v0.5.0/v0.5.1 (26.06, 26.06.01):
+    scripts/performance/configs/qwen3/workload_base_configs.py, then
+    configs/qwen/qwen3_workload_base_configs.py; v0.6.0 (26.08):
+    src/megatron/bridge/perf_recipes/qwen/<gpu>/qwen3_moe.py. H100's FP8 recipes set no
+    cuda_graph_impl in any of them; MXFP8 on GB200, GB300 and B300 is full_iteration from
+    26.06 (with moe_expert_rank_capacity_factor: static shapes, no sync; v0.6.0's
+    _enable_hybridep_full_iteration_mxfp8); before that the Blackwell recipes capture
+    moe_router and moe_preprocess, GB200's Qwen3-235B and B200's Qwen3-30B from 26.04 attn
+    too, B200's Qwen3-235B nothing."""
+    rel = tuple(int(x) for x in release(r).split(".")[:2])
+    if r["gpu"] == "H100":
+        return "none"
+    if rel >= (26, 6) and r["precision"] in ("MXFP8", "FP8-MX"):
+        return "full"
+    if r["model"] == "Qwen3_235B_a22B":
+        return "attn_moe" if r["gpu"] == "GB200" else "none"
+    if r["gpu"] == "B200" and rel >= (26, 4):
+        return "attn_moe"
+    return "moe"
 
 
 def skip_reason(r):
@@ -95,7 +136,7 @@ def dp_of(r):
     return num(r, "n_gpus") // (num(r, "tp", 1) * num(r, "pp", 1) * (num(r, "cp", 1) or 1))
 
 
-def pinned_args(src, r):
+def pinned_args(src, r, host_us=None):
     tp, pp, cp, ep, n = num(r, "tp", 1), num(r, "pp", 1), num(r, "cp", 1) or 1, num(r, "ep", 1), num(r, "n_gpus")
     v = num(r, "vp", 1) or 1
     sp = r["sp"].strip() or ("on" if tp > 1 else "off")
@@ -111,6 +152,9 @@ def pinned_args(src, r):
     if ep not in (1, tp, dp_of(r)) and tp > 1:
         args += ["--etp", "1"]
     args += ["--virtual-stages", str(v)] if v > 1 else ["--schedule", "1f1b"]
+    args += ["--stack-set", "cuda_graph=" + cuda_graph(r)]
+    if host_us is not None:
+        args += ["--stack-set", "%s=%g" % (HOST_KEY.get(r["gpu"], "host_op_us"), host_us)]
     chunks, L = pp * v, LAYERS[r["model"]]
     if chunks > 1 and L % chunks:
         per = (L + 2) // chunks  # account_for_embedding/loss_in_pipeline_split
@@ -119,12 +163,40 @@ def pinned_args(src, r):
     return args
 
 
+def fit(ptdc, src, rows):
+    """The host key of each CPU type that minimises the mean |log(predicted / published)| of its
+    fit rows (least absolute log error: every row counts, a factor too fast as much as one too
+    slow; ties: the smaller value), over FIT_GRID_US: what the megatron preset's HOST_OP_*_US
+    say. (The median |error| as the objective, tried first, fitted Grace's key on 5 of its 9
+    rows and left the other 4 at -42% to -52%.)"""
+    for key in ("host_op_us", "host_op_us_grace"):
+        mine = [r for r in rows if release(r) in FIT_RELEASES and HOST_KEY.get(r["gpu"], "host_op_us") == key]
+        best = None
+        for us in FIT_GRID_US:
+            errs = []
+            for r in mine:
+                out, err, _ = run(ptdc, pinned_args(src, r, us))
+                if not out or out.get("status") != "fits":
+                    print("FAIL %s at %s=%g: %s" % (r["model"], key, us, err.strip()[:200]))
+                    return 1
+                errs.append(out["predicted"]["tokens_per_s"] / float(r["n_gpus"]) / float(r["tokens_per_s_per_gpu"]))
+            med = statistics.mean(abs(math.log(e)) for e in errs)
+            print("  %s = %3g: mean |log ratio| %.3f, median |error| %5.1f%% over %d fit rows" % (
+                key, us, med, 100 * statistics.median(abs(e - 1) for e in errs), len(errs)))
+            if best is None or med < best[1] - 1e-12:
+                best = (us, med)
+        print("%s: best %g us (mean |log ratio| %.3f over its %d fit rows)" % (key, best[0], best[1], len(mine)))
+    return 0
+
+
 def main():
-    if len(sys.argv) != 5 or sys.argv[4] not in ("test", "report"):
+    if len(sys.argv) != 5 or sys.argv[4] not in ("test", "report", "fit"):
         print(__doc__)
         return 2
     ptdc, src, ref, mode = sys.argv[1:]
     rows = [r for r in csv.DictReader(open(os.path.join(ref, "megatron_bridge_perf.csv"))) if r["arch"] != "dense"]
+    if mode == "fit":
+        return fit(ptdc, src, [r for r in rows if not skip_reason(r)])
     fails, skipped, table = [], {}, []
     for r in rows:
         label = "%s %s %sx%s %s t%s p%s e%s v%s mb%s gb%s" % (
@@ -145,12 +217,14 @@ def main():
         table.append(dict(label=label, pub=pub, tok=tok, err=tok / pub - 1, mem=pred["peak_mem_bytes"] / 2 ** 30,
                           cap=pred["capacity_bytes"] / 2 ** 30,
                           a2a=pred.get("alltoall_s", 0) / pred["step_time_s"], gpu=r["gpu"],
+                          host=pred.get("host_wait_s", 0) / pred["step_time_s"], graph=cuda_graph(r),
                           group=RECIPES[r["precision"]][0]))
-    print("%-64s %9s %9s %7s %13s %5s" % ("row (release model GPUs format layout)", "published", "ptdc", "error",
-                                          "mem/cap GiB", "a2a"))
+    print("%-64s %9s %9s %7s %13s %5s %5s %s" % ("row (release model GPUs format layout)", "published", "ptdc",
+                                                 "error", "mem/cap GiB", "a2a", "host", "cuda_graph"))
     for t in table:
-        print("%-64s %9.0f %9.0f %+6.1f%% %6.1f/%-6.1f %4.0f%%" % (
-            t["label"], t["pub"], t["tok"], 100 * t["err"], t["mem"], t["cap"], 100 * t["a2a"]))
+        print("%-64s %9.0f %9.0f %+6.1f%% %6.1f/%-6.1f %4.0f%% %4.0f%% %s" % (
+            t["label"], t["pub"], t["tok"], 100 * t["err"], t["mem"], t["cap"], 100 * t["a2a"],
+            100 * t["host"], t["graph"]))
     for why, labels in sorted(skipped.items()):
         print("skipped %d: %s (e.g. %s)" % (len(labels), why, labels[0]))
     print("%d MoE rows: %d expressible and predicted, %d skipped, %d failed" % (
@@ -168,9 +242,19 @@ def main():
         print("by release:")
         for g in sorted({t["label"].split()[0] for t in table}):
             summary(g, [t for t in table if t["label"].split()[0] == g])
+        print("by host (the megatron preset's host_op_us keys fitted on %s, the rest held out):" %
+              ", ".join(FIT_RELEASES))
+        fitted = [t for t in table if t["label"].split()[0] in FIT_RELEASES]
+        held = [t for t in table if t["label"].split()[0] not in FIT_RELEASES]
+        if fitted:
+            summary("fitted", fitted)
+        if held:
+            summary("held out", held)
         med = summary("all", table)
-        print("median |error| %.1f%%: %s issue 31's target of %.0f%% (printed, not asserted: host time is "
-              "not modelled, see above)" % (100 * med, "within" if med <= TARGET else "above", 100 * TARGET))
+        print("median |error| %.1f%%: %s issue 31's target of %.0f%%" % (
+            100 * med, "within" if med <= TARGET else "above", 100 * TARGET))
+        if med > TARGET:
+            fails.append("median |error| %.1f%% is above issue 31's %.0f%%" % (100 * med, 100 * TARGET))
     for f in fails:
         print("FAIL " + f)
     return 1 if fails and mode == "test" else 0

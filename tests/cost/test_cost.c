@@ -981,6 +981,96 @@ static void test_moe(const char *models)
     ir_arena_free(a);
 }
 
+/* Host time (passes/cost/host.c; docs/cost-model.md, "Host time"): the
+ * seconds per op by stack and host CPU, the ops an MoE layer's piece
+ * launches (a GEMM per local expert, CUDA graphs one launch), its sync,
+ * and a micro-batch stretched to max(host, GPU) plus a launch per sync. */
+static void test_host(const char *models)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/mixtral.mdl", models);
+    IrArena *a = ir_arena_new();
+    IrGraph *g = mega_compile(a, path, "n_layers=2,seq=1024", 64);
+    if (!g) {
+        fprintf(stderr, "cannot compile %s\n", path);
+        exit(1);
+    }
+    const IrNode *moe = NULL;
+    for (int i = 0; i < g->nfwd && !moe; i++)
+        if (g->nodes[i].op == IR_OP_MOE)
+            moe = &g->nodes[i];
+    CHECK(moe != NULL);
+    if (!moe)
+        return;
+    PassCluster cl = {.ngpus = 16, .gpus_per_node = 8};
+    pass_gpu_preset("h100-80gb", &cl.gpu);
+    PassCostCtx c = {.cl = &cl};
+    pass_stack_preset("megatron", &c.st);
+    double t = pass_host_op_s(&c);
+    CHECK(t > 0 && NEAR(t, c.st.host_op_s[0], 1e-15));
+    PassCluster gc = cl;
+    pass_gpu_preset("gb200", &gc.gpu);
+    PassCostCtx cg = c;
+    cg.cl = &gc;
+    CHECK(gc.gpu.host_grace == 1 && NEAR(pass_host_op_s(&cg), c.st.host_op_s[1], 1e-15));
+    PassCostCtx cp = c;
+    pass_stack_preset("ptdc", &cp.st);
+    CHECK(pass_host_op_s(&cp) == 0);
+    PassCostCtx cf = c;
+    cf.st.cuda_graph = PASS_GRAPH_FULL;
+    CHECK(pass_host_op_s(&cf) == 0);
+
+    PlanMesh m;
+    plan_mesh_make(&m, 2, 8, 8); /* dp 2 x tp 8 */
+    const IrTensor *h = &g->tensors[moe->in[0]];
+    PlanStrategy *st = calloc((size_t)g->nnodes, sizeof *st);
+    double *colls = calloc(2 * (size_t)g->nnodes, sizeof *colls);
+    for (int i = 0; i < g->nnodes; i++)
+        st[i] = (PlanStrategy){{-1, -1, -1}, 0};
+    c.plan = st;
+    int piece = moe->piece;
+    /* The experts exchanged over tp (8 ways: 1 of 8 experts here), then
+     * not split (all 8 here): 7 more GEMMs of fc1 and fc2 forward, two
+     * each backward; one sync either way. */
+    st[moe->id] = (PlanStrategy){{(int16_t)h->dim[0], (int16_t)h->dim[1], -1}, 2};
+    PassHostCost h1, h8, hg, hn, hf;
+    pass_host_piece(&c, g, &m, piece, PLAN_RECOMPUTE_NONE, colls, &h1);
+    st[moe->id] = (PlanStrategy){{(int16_t)h->dim[0], -1, -1}, 0};
+    pass_host_piece(&c, g, &m, piece, PLAN_RECOMPUTE_NONE, colls, &h8);
+    CHECK(NEAR(h8.fwd_s - h1.fwd_s, 2 * 7 * t, 1e-9) && NEAR(h8.bwd_s - h1.bwd_s, 4 * 7 * t, 1e-9));
+    CHECK(h1.syncs_f == 1 && h1.syncs_b == 0 && h8.syncs_f == 1);
+    /* Scope moe_router + moe_preprocess: the norm, the router's GEMM and
+     * route (3 forward ops, 4 backward) and the preprocessing (1 forward)
+     * become one launch each way. */
+    PassCostCtx cm = c;
+    cm.st.cuda_graph = PASS_GRAPH_MOE;
+    pass_host_piece(&cm, g, &m, piece, PLAN_RECOMPUTE_NONE, colls, &hg);
+    CHECK(NEAR(h8.fwd_s - hg.fwd_s, 3 * t, 1e-9) && NEAR(h8.bwd_s - hg.bwd_s, 3 * t, 1e-9));
+    /* A collective on an edge is one more op. */
+    colls[2 * (moe->id - g->pieces[piece].first) + 1] = 2;
+    PassHostCost hc;
+    pass_host_piece(&c, g, &m, piece, PLAN_RECOMPUTE_NONE, colls, &hc);
+    CHECK(NEAR(hc.bwd_s - h8.bwd_s, 2 * t, 1e-9) && NEAR(hc.fwd_s, h8.fwd_s, 1e-12));
+    /* No sync without moe_sync; nothing under a full-step graph. */
+    PassCostCtx cn = c;
+    cn.st.moe_sync = false;
+    pass_host_piece(&cn, g, &m, piece, PLAN_RECOMPUTE_NONE, colls, &hn);
+    CHECK(hn.syncs_f == 0 && NEAR(hn.fwd_s, hc.fwd_s, 1e-12));
+    cf.plan = st;
+    pass_host_piece(&cf, g, &m, piece, PLAN_RECOMPUTE_NONE, colls, &hf);
+    CHECK(hf.fwd_s == 0 && hf.bwd_s == 0 && hf.syncs_f == 0);
+    /* The bound: forward max(host, GPU) plus a launch per sync, backward
+     * max(host, GPU). */
+    PassHostCost hb = {3e-3, 1e-3, 2, 0};
+    double gf = 1e-3, gb = 2e-3;
+    pass_host_bound(&c, &hb, &gf, &gb);
+    CHECK(NEAR(gf, 3e-3 + 2 * t, 1e-12) && NEAR(gb, 2e-3, 1e-12));
+    free(colls);
+    free(st);
+    ir_graph_free(g);
+    ir_arena_free(a);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -994,6 +1084,7 @@ int main(int argc, char **argv)
     test_states(argv[1]);
     test_schedule(argv[1]);
     test_moe(argv[1]);
+    test_host(argv[1]);
     on_13b_plan(argv[1], 1, 1, check_grad_sums);
     on_13b_plans(argv[1], check_attention_workspace);
     on_13b_plans(argv[1], check_swiglu_unfused);

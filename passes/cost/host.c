@@ -1,0 +1,144 @@
+/* host.c: the host's share of a framework's step (docs/cost-model.md,
+ * "Host time").
+ *
+ * An eager framework's host dispatches and launches every op; the GPU runs
+ * them in order, each no earlier than it was launched. So the host runs
+ * ahead of the GPU until something makes it wait for the GPU (a sync):
+ * between two syncs a stretch of work takes max(host, GPU), and after each
+ * sync the GPU is idle until the host has launched the next op (one op's
+ * host time exposed). Megatron's dropless MoE dispatchers sync once per MoE
+ * layer forward (stack key moe_sync); backward has none, so a micro-batch
+ * takes max(host, GPU) over its forward's stretches, plus the syncs'
+ * exposures, plus max(host, GPU) over its backward. Without any sync
+ * the host runs ahead across micro-batches and pipeline waits alike, and
+ * only the whole step's launches bound the step (pass_predict).
+ *
+ * The host's work is counted from the plan: one framework op per forward
+ * node and direction (a GEMM's backward two: data and weight gradient; an
+ * MoE layer its dispatcher's steps and a GEMM per local expert), one per
+ * collective its resharding launches, a captured CUDA graph one launch
+ * instead of the ops inside it (stack key cuda_graph). The seconds per op
+ * are the stack's host_op_s for the cluster's host CPU. */
+#include "cost/cost.h"
+
+#include <math.h>
+#include <string.h>
+
+/* An MoE layer's forward as Megatron's MoELayer runs it with the alltoall
+ * or flex dispatcher (megatron/core/transformer/moe/moe_layer.py,
+ * token_dispatcher.py): dispatcher preprocessing (routed counts, splits),
+ * permute, the dispatch all-to-all, the activation, the combine all-to-all,
+ * unpermute, and the grouped fc1 and fc2, which Transformer Engine's
+ * GroupedLinear runs as one GEMM per local expert (general_grouped_gemm:
+ * a cuBLAS call per expert over several streams; Transformer Engine is not
+ * mirrored here to re-read, docs/moe.md, Limits). Its backward: the five
+ * steps' gradients and a data and a weight gradient GEMM per local expert
+ * of fc1 and fc2. */
+#define MOE_FWD_STEPS 6
+#define MOE_BWD_STEPS 5
+
+double pass_host_op_s(const PassCostCtx *c)
+{
+    const PassGpu *g = &c->cl->gpu;
+    if (g->kind == PASS_DEV_CPU || c->st.cuda_graph == PASS_GRAPH_FULL)
+        return 0; /* a CPU rank's ops are its compute; a full graph is one launch a step */
+    return c->st.host_op_s[g->host_grace ? 1 : 0];
+}
+
+static void node_ops(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m, double *f,
+                     double *b)
+{
+    *f = 1, *b = 1;
+    if (n->op == IR_OP_MATMUL)
+        *b = 2;
+    else if (n->op == IR_OP_MOE) {
+        double E = (double)g->dims[g->tensors[n->in[2]].dim[0]].size;
+        double el = c->plan ? E / plan_ep_degree(g, n, m, &c->plan[n->id]) : E;
+        *f = MOE_FWD_STEPS + 2 * el, *b = MOE_BWD_STEPS + 4 * el;
+    }
+}
+
+/* The first node of an MoE layer's router scope (Megatron's moe_router: the
+ * pre-MLP norm and the router): the norm feeding the router's GEMM, else
+ * that GEMM, else the route node; -1 without one. */
+static int router_first(const IrGraph *g, const IrNode *moe)
+{
+    int r = g->tensors[moe->in[1]].producer;
+    if (r < 0 || g->nodes[r].op != IR_OP_ROUTE)
+        return -1;
+    int m = g->tensors[g->nodes[r].in[0]].producer;
+    if (m < 0 || g->nodes[m].op != IR_OP_MATMUL)
+        return r;
+    int n = g->tensors[g->nodes[m].in[0]].producer;
+    return n >= 0 && (g->nodes[n].op == IR_OP_RMSNORM || g->nodes[n].op == IR_OP_LAYERNORM) ? n : m;
+}
+
+void pass_host_piece(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m, int piece, PlanRecompute r,
+                     const double *colls, PassHostCost *h)
+{
+    memset(h, 0, sizeof *h);
+    double t = pass_host_op_s(c);
+    if (t <= 0)
+        return;
+    const IrPiece *P = &g->pieces[piece];
+    int end = P->first + P->count, moe = -1, attn = -1;
+    for (int id = P->first; id < end; id++) {
+        moe = g->nodes[id].op == IR_OP_MOE && moe < 0 ? id : moe;
+        attn = g->nodes[id].op == IR_OP_ATTENTION && attn < 0 ? id : attn;
+    }
+    /* Megatron's scopes (transformer_layer.py, _get_submodules_under_cudagraphs):
+     * moe_router the pre-MLP norm and the router ([rf, moe)), moe_preprocess
+     * the dispatcher's first step, attn the input norm and self-attention
+     * (the piece's nodes before the router's, or all of them without an MoE
+     * layer, when it holds the attention). */
+    bool scoped = c->st.cuda_graph == PASS_GRAPH_MOE || c->st.cuda_graph == PASS_GRAPH_ATTN_MOE;
+    int rf = scoped && moe >= 0 ? router_first(g, &g->nodes[moe]) : -1;
+    if (rf < P->first)
+        rf = -1;
+    int a0 = attn >= 0 && c->st.cuda_graph == PASS_GRAPH_ATTN_MOE ? P->first : -1;
+    int a1 = a0 < 0 ? -1 : rf >= 0 ? rf : moe >= 0 ? moe : end;
+    double fo = 0, bo = 0;
+    bool rec_a = false, rec_r = false;
+    for (int id = P->first; id < end; id++) {
+        const IrNode *n = &g->nodes[id];
+        double f, b;
+        node_ops(c, g, n, m, &f, &b);
+        f += colls[2 * (id - P->first)], b += colls[2 * (id - P->first) + 1];
+        bool rec = pass_recomputed(c, g, n, r);
+        if (a0 >= 0 && id >= a0 && id < a1) {
+            rec_a |= rec;
+            continue;
+        }
+        if (rf >= 0 && id >= rf && id < moe) {
+            rec_r |= rec;
+            continue;
+        }
+        if (rf >= 0 && id == moe)
+            f -= 1; /* moe_preprocess runs in the router's graph */
+        fo += f, bo += b + (rec ? f : 0);
+        if (n->op == IR_OP_MOE && c->st.moe_sync) {
+            h->syncs_f += 1;
+            h->syncs_b += rec;
+        }
+    }
+    /* A captured graph: one launch forward, one for its backward graph. */
+    int ga = a0 >= 0, gr = rf >= 0;
+    fo += ga + gr;
+    bo += ga + gr + rec_a + rec_r;
+    h->fwd_s = fo * t, h->bwd_s = bo * t;
+}
+
+void pass_host_add(PassHostCost *sum, const PassHostCost *h)
+{
+    sum->fwd_s += h->fwd_s, sum->bwd_s += h->bwd_s;
+    sum->syncs_f += h->syncs_f, sum->syncs_b += h->syncs_b;
+}
+
+void pass_host_bound(const PassCostCtx *c, const PassHostCost *h, double *gf, double *gb)
+{
+    double t = pass_host_op_s(c);
+    if (t <= 0)
+        return;
+    *gf = fmax(*gf, h->fwd_s) + h->syncs_f * t;
+    *gb = fmax(*gb, h->bwd_s) + h->syncs_b * t;
+}
