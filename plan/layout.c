@@ -26,9 +26,10 @@ void plan_axes(const IrGraph *g, Plan *p)
             int d = p->strategy[i].dim[a];
             batch |= d == g->batch_dim;
             other |= d >= 0 && d != g->batch_dim;
-            cp |= plan_cp_split(g, &g->nodes[i], d);
+            cp |= plan_cp_axis(g, &g->nodes[i], &p->strategy[i]) == a;
         }
-        /* Attention splitting its queries' sequence: context parallelism. */
+        /* Attention splitting its queries' sequence (or, all-to-all, its
+         * heads with the exchange bit): context parallelism. */
         if (batch && p->axis[PLAN_DIM_DP] < 0)
             p->axis[PLAN_DIM_DP] = (int8_t)a;
         else if (cp && p->axis[PLAN_DIM_CP] < 0)
@@ -80,7 +81,8 @@ void plan_layout(const IrGraph *g, const Plan *p, PlanLayout *out)
     out->cp = plan_degree(p, PLAN_DIM_CP);
     out->cp_balanced = out->cp > 1 && plan_cp_balanced(g);
     for (int i = 0; out->cp > 1 && i < g->nfwd; i++)
-        out->cp_ring |= plan_cp_ring(g, &g->nodes[i], &p->strategy[i]);
+        out->cp_ring |= plan_cp_ring(g, &g->nodes[i], &p->strategy[i]),
+        out->cp_a2a |= plan_cp_a2a(g, &g->nodes[i], &p->strategy[i]) >= 0;
     out->replicated = 1;
     for (int a = 0; a < p->mesh.naxes; a++)
         if (a != out->dp_axis && a != out->tp_axis && a != out->cp_axis)

@@ -21,8 +21,8 @@ static void add_steps(const IlpSeg *s, Colls *c, int t, int consumer, const Plan
     int n = plan_reshard(s->g, t, &s->q.mesh, from, to, s->dim_size, st, 8);
     int eb = pass_elem_bytes(s->ctx, s->g->tensors[t].dtype);
     for (int i = 0; i < n; i++) {
-        if (only_ag && st[i].kind != PLAN_COLL_ALLGATHER)
-            continue;
+        if (only_ag && st[i].kind != PLAN_COLL_ALLGATHER && st[i].kind != PLAN_COLL_ALLTOALL)
+            continue; /* re-gathered: the gathers and all-to-alls (ilp_build.c) */
         if (c->n == c->cap) {
             c->cap = c->cap ? 2 * c->cap : 32;
             c->v = ir_xrealloc(c->v, (size_t)c->cap * sizeof *c->v);
@@ -152,7 +152,7 @@ void ilp_extract(const IlpSeg *s, const IlpSolution *sol, PassIlpResult *r)
         for (int i = 0; i < r->nnodes; i++) {
             total++;
             batch += r->strategy[i].dim[a] == g->batch_dim;
-            cp |= plan_cp_split(g, &g->nodes[r->first_node + i], r->strategy[i].dim[a]);
+            cp |= plan_cp_axis(g, &g->nodes[r->first_node + i], &r->strategy[i]) == a;
         }
         r->axis_name[a] = 2 * batch > total ? "dp" : cp ? "cp" : "tp";
     }
