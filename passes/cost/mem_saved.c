@@ -247,15 +247,11 @@ double pass_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m
         PlanSharding keep = pass_kept_sharding(g, m, strat, dim_size, t);
         double e_used = (double)plan_local_numel(g, t, m, used, dim_size);
         double e_keep = (double)plan_local_numel(g, t, m, &keep, dim_size);
-        /* An input kept as produced and all-to-all'ed again in backward
-         * (codegen redoes the reshard of every saved input, cg_analyse.c)
-         * keeps its size and costs its all-to-all. */
-        bool a2a = isin && e_keep == e_used && !plan_sharding_eq(&keep, used);
-        if (e_used <= 0 || (e_keep == e_used && !a2a) || (lower_bound && e_keep > e_used))
+        if (e_used <= 0 || e_keep == e_used || (lower_bound && e_keep > e_used))
             continue;
         double kept = it[i].bytes * e_keep / e_used;
         b += kept - it[i].bytes;
-        if (isin && (kept < it[i].bytes || a2a) && regather_s) {
+        if (isin && kept < it[i].bytes && regather_s) {
             PlanColl steps[8];
             int ns = plan_reshard(g, t, m, &keep, used, dim_size, steps, 8);
             int eb = pass_elem_bytes(c, g->tensors[t].dtype);

@@ -9,8 +9,8 @@
  *   forward   plan_reshard(S -> X)
  *   backward  plan_reshard(G -> S without its partial sums)
  *   recompute the forward reshard again, if the reader is recomputed
- *   re-gather if the forward all-gathers (or all-to-alls) t and the reader
- *             saves it, the gathered copy is not kept: it is kept as it was before the
+ *   re-gather if the forward all-gathers t and the reader saves it, the
+ *             gathered copy is not kept: it is kept as it was before the
  *             all-gather and gathered again in backward (Megatron's sequence
  *             parallelism); memory counts the sharded size at the reader
  *             where the cost model counts the saved tensor.
@@ -77,13 +77,10 @@ static double reshard_s(const IlpSeg *s, int t, const PlanSharding *from, const 
     for (int i = 0; i < n; i++) {
         double c = s->costs->coll(s->ctx, &s->q.mesh, &st[i], eb);
         tot += c;
-        /* Codegen keeps a saved input as it was before its gathers and
-         * all-to-alls (cg_analyse.c) and redoes both in backward: an
-         * all-to-all leaves the local size as it was. */
-        if (st[i].kind == PLAN_COLL_ALLGATHER || st[i].kind == PLAN_COLL_ALLTOALL) {
+        if (st[i].kind == PLAN_COLL_ALLGATHER) {
             a += c;
             if (!sh)
-                sh = st[i].kind == PLAN_COLL_ALLTOALL ? st[i].numel : st[i].numel / s->q.mesh.size[st[i].axis];
+                sh = st[i].numel / s->q.mesh.size[st[i].axis];
         }
     }
     if (ag)

@@ -407,11 +407,10 @@ static double reshard(const Ev *E, const PassIlpCosts *c, int t, const PlanShard
     for (int i = 0; i < n; i++) {
         double x = c->coll(&E->ctx, &E->q.mesh, &st[i], eb);
         tot += x;
-        if (st[i].kind == PLAN_COLL_ALLGATHER || st[i].kind == PLAN_COLL_ALLTOALL) {
-            *ag += x; /* redone in backward for a saving reader (an all-to-all too) */
+        if (st[i].kind == PLAN_COLL_ALLGATHER) {
+            *ag += x;
             if (!*sharded)
-                *sharded = st[i].kind == PLAN_COLL_ALLTOALL ? st[i].numel
-                                                            : st[i].numel / E->q.mesh.size[st[i].axis];
+                *sharded = st[i].numel / E->q.mesh.size[st[i].axis];
         }
     }
     return tot;
