@@ -133,7 +133,7 @@ const char *plan_layout_str(const PlanLayout *l, char *buf, size_t n)
         snprintf(rep, sizeof rep, " x %d replicas", l->replicated);
     char cp[32] = "";
     if (l->cp > 1)
-        snprintf(cp, sizeof cp, " x cp %d%s", l->cp, l->cp_ring ? " (ring)" : "");
+        snprintf(cp, sizeof cp, " x cp %d%s", l->cp, l->cp_ring ? " (ring)" : l->cp_a2a ? " (a2a)" : "");
     snprintf(buf, n, "dp %d%s x tp %d x pp %d%s%s, sp %s, zero %d, micro-batch %lld x %d, %s, recompute %s",
              l->dp, cp, l->tp, l->pp, rep, v, l->sp ? "on" : "off", l->zero, (long long)l->micro_batch,
              l->num_micro, l->schedule == PLAN_SCHED_INTERLEAVED ? "interleaved" : "1f1b",
