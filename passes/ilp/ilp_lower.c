@@ -15,6 +15,7 @@
 #include "ilp/ilp.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,7 +78,8 @@ static int cp_form_pin(void)
     for (int f = 0; f < 3; f++)
         if (!strcmp(e, names[f]))
             return f;
-    ir_die("PTDC_CP_FORM=%s: the context-parallel form is gather, ring or a2a", e);
+    fprintf(stderr, "ptdc: error: PTDC_CP_FORM=%s: the context-parallel form is gather, ring or a2a\n", e);
+    exit(1); /* bad input, not an internal error */
 }
 
 /* Attention splits its query sequence (context parallelism) only over the
@@ -91,9 +93,12 @@ static int cp_pins(const IrGraph *g, const IrNode *n, const PassIlpQuery *q, Pla
         if (a < 0 || ((q->cp_axes >> a & 1) && (form < 0 || f == form)))
             s[j++] = s[i];
     }
-    if (j == 0 && form >= 0)
-        ir_die("PTDC_CP_FORM=%s leaves attention node %d no strategy on this mesh (the a2a form needs "
-               "tp 1 and heads and key/value heads divisible by cp: pin --tp 1)", getenv("PTDC_CP_FORM"), n->id);
+    if (j == 0 && form >= 0) {
+        fprintf(stderr, "ptdc: error: PTDC_CP_FORM=%s leaves attention node %d no strategy on this mesh (the a2a "
+                "form needs tp 1 and heads and key/value heads divisible by cp: pin --tp 1)\n",
+                getenv("PTDC_CP_FORM"), n->id);
+        exit(1);
+    }
     return j;
 }
 
