@@ -112,6 +112,8 @@ typedef struct CgBuf {
     X(ATTENTION_CP_BWD, "cg_attention_cp_bwd", "bbbbbbbbbnnnnnnfnma")                       \
     X(ATTENTION_RING_FWD, "cg_attention_ring_fwd", "bbbbbnnnnnfnma")                         \
     X(ATTENTION_RING_BWD, "cg_attention_ring_bwd", "bbbbbbbbbnnnnnfnma")                     \
+    X(ATTENTION_A2A_FWD, "cg_attention_a2a_fwd", "bbbbbnnnnnfn")                            \
+    X(ATTENTION_A2A_BWD, "cg_attention_a2a_bwd", "bbbbbbbbbnnnnnfn")                        \
     X(SILU_FWD, "rt_silu_fwd", "bbn")                                                       \
     X(SILU_BWD, "rt_silu_bwd", "bbbn")                                                      \
     X(GELU_FWD, "rt_gelu_fwd", "bbn")                                                       \

@@ -366,6 +366,17 @@ void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a)
     case IR_OP_ATTENTION:
     case IR_OP_ATTENTION_BWD:
         q = T(k, k->f->in[0]), kv = T(k, k->f->in[1]);
+        if (plan_cp_a2a(k->c->g, k->f, k->s) >= 0) {
+            /* All-to-all: the whole sequence of this rank's heads, its rows
+             * at the program's chunk positions (docs/context.md). */
+            if (n->op == IR_OP_ATTENTION)
+                CALL(ATTENTION_A2A_FWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2],
+                     ATTN_SIZES(k, q, kv));
+            else
+                CALL(ATTENTION_A2A_BWD, a->out[0], a->out[1], a->out[2], a->in[0], a->in[1], a->in[2],
+                     a->in[3], a->in[4], a->in[5], ATTN_SIZES(k, q, kv));
+            return;
+        }
         if ((cpa = plan_cp_axis(k->c->g, k->f, k->s)) >= 0 && plan_cp_ring(k->c->g, k->f, k->s)) {
             /* The ring: k and v this rank's rows, like q (docs/context.md). */
             if (n->op == IR_OP_ATTENTION)

@@ -26,12 +26,13 @@ void plan_axes(const IrGraph *g, Plan *p)
             int d = p->strategy[i].dim[a];
             batch |= d == g->batch_dim;
             other |= d >= 0 && d != g->batch_dim;
-            cp |= plan_cp_split(g, &g->nodes[i], d);
+            cp |= plan_cp_axis(g, &g->nodes[i], &p->strategy[i]) == a;
             xchg |= plan_routed_expert_dim(g, &g->nodes[i]) >= 0 && (p->strategy[i].xchg >> a & 1);
         }
-        /* Attention splitting its queries' sequence: context parallelism.
-         * A second axis splitting only the batch, the experts exchanged
-         * over it, is dp's inner factor (parallel folding: EP below DP). */
+        /* Attention splitting its queries' sequence (or, all-to-all, its
+         * heads with the exchange bit): context parallelism. A second
+         * axis splitting only the batch, the experts exchanged over it, is
+         * dp's inner factor (parallel folding: EP below DP). */
         if (batch && p->axis[PLAN_DIM_DP] < 0)
             p->axis[PLAN_DIM_DP] = (int8_t)a;
         else if (batch && !other && xchg)
@@ -109,7 +110,8 @@ void plan_layout(const IrGraph *g, const Plan *p, PlanLayout *out)
     out->cp = plan_degree(p, PLAN_DIM_CP);
     out->cp_balanced = out->cp > 1 && plan_cp_balanced(g);
     for (int i = 0; out->cp > 1 && i < g->nfwd; i++)
-        out->cp_ring |= plan_cp_ring(g, &g->nodes[i], &p->strategy[i]);
+        out->cp_ring |= plan_cp_ring(g, &g->nodes[i], &p->strategy[i]),
+        out->cp_a2a |= plan_cp_a2a(g, &g->nodes[i], &p->strategy[i]) >= 0;
     out->dp_axes = axes_of(p, PLAN_DIM_DP);
     out->ep_axes = axes_of(p, PLAN_DIM_EP);
     out->replicated = 1;
@@ -162,7 +164,7 @@ const char *plan_layout_str(const PlanLayout *l, char *buf, size_t n)
         snprintf(rep, sizeof rep, " x %d replicas", l->replicated);
     char cp[32] = "";
     if (l->cp > 1)
-        snprintf(cp, sizeof cp, " x cp %d%s", l->cp, l->cp_ring ? " (ring)" : "");
+        snprintf(cp, sizeof cp, " x cp %d%s", l->cp, l->cp_ring ? " (ring)" : l->cp_a2a ? " (a2a)" : "");
     snprintf(buf, n, "dp %d%s x tp %d x pp %d%s%s, sp %s, zero %d, micro-batch %lld x %d, %s, recompute %s",
              l->dp, cp, l->tp, l->pp, rep, v, l->sp ? "on" : "off", l->zero, (long long)l->micro_batch,
              l->num_micro, l->schedule == PLAN_SCHED_INTERLEAVED ? "interleaved" : "1f1b",

@@ -63,7 +63,8 @@ typedef struct PlanStrategy {
                                      dim[a]; rows travel to their expert's rank and back
                                      inside the op (expert parallelism). On ATTENTION
                                      split on its queries' sequence over axis a: the ring
-                                     (plan_cp_ring, docs/context.md) */
+                                     (plan_cp_ring); split on its heads over the cp axis:
+                                     the all-to-all form (plan_cp_a2a, docs/context.md) */
 } PlanStrategy;
 
 typedef struct PlanSharding {
@@ -167,6 +168,12 @@ int plan_cp_axis(const IrGraph *g, const IrNode *n, const PlanStrategy *s);
  * k and v split like q, their blocks travelling the CP ranks inside the op,
  * and dk, dv complete on their owners (Megatron's p2p CP). */
 bool plan_cp_ring(const IrGraph *g, const IrNode *n, const PlanStrategy *s);
+/* ... the all-to-all (Ulysses) form: attention splits its heads over the cp
+ * axis (the exchange bit on the axis splitting the heads marks it), so q, k,
+ * v arrive by all-to-all as the whole sequence (in the program's CP row
+ * order) of heads / cp heads and o leaves the same way; the axis, or -1.
+ * plan_cp_axis returns it too. */
+int plan_cp_a2a(const IrGraph *g, const IrNode *n, const PlanStrategy *s);
 /* (context.c, docs/context.md) Context parallelism's split of the sequence.
  * _balanced: does g use the load-balanced split (two chunks per rank,
  * mirrored), or, having a parameter along the sequence, the contiguous one?
@@ -411,6 +418,7 @@ typedef struct PlanLayout {
                                      cp_axis (-1: none), attention gathering k and v */
     bool cp_balanced;             /* ... in the load-balanced split (plan_cp_balanced) */
     bool cp_ring;                 /* ... some attention passing k, v round the ring instead */
+    bool cp_a2a;                  /* ... some attention splitting its heads (all-to-all) */
     int replicated;               /* devices along mesh axes nothing is split over (1: none) */
     bool sp;                      /* the norms split the sequence over the tp axis */
     /* Mixture of experts (moe: the model has MOE nodes): the experts split

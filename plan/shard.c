@@ -264,6 +264,24 @@ static bool split_ok(const IrGraph *g, const IrNode *n, int d, int ways, const i
     return true;
 }
 
+/* The axis strategy st could run attention's all-to-all CP form over (it
+ * splits the heads there, on the innermost axis of more than one rank, and
+ * no axis splits the query sequence), or -1. */
+static int a2a_axis(const IrGraph *g, const IrNode *n, const PlanMesh *m, const PlanStrategy *st)
+{
+    if (n->op != IR_OP_ATTENTION)
+        return -1;
+    const IrTensor *q = &g->tensors[n->in[0]];
+    int inner = -1;
+    for (int a = 0; a < m->naxes; a++) {
+        if (m->size[a] > 1)
+            inner = a;
+        if (st->dim[a] == q->dim[1])
+            return -1;
+    }
+    return inner >= 0 && st->dim[inner] == q->dim[2] ? inner : -1;
+}
+
 int plan_strategies(const IrGraph *g, const IrNode *n, const PlanMesh *m, const int64_t *dim_size,
                     const uint64_t *allow, PlanStrategy *out, int max)
 {
@@ -306,6 +324,16 @@ int plan_strategies(const IrGraph *g, const IrNode *n, const PlanMesh *m, const 
             if (ca >= 0) {
                 if (k < max)
                     out[k] = (PlanStrategy){{st.dim[0], st.dim[1], st.dim[2]}, (uint16_t)(1u << ca)};
+                k++;
+            }
+            /* The all-to-all form: the heads split over the innermost axis,
+             * the sequence nowhere; the ILP keeps it only on a cp axis
+             * (cp_pins). The innermost, because with tp > 1 the heads are
+             * tp's, and splitting them over tp and cp (nested) is not built. */
+            int ha = a2a_axis(g, n, m, &st);
+            if (ha >= 0) {
+                if (k < max)
+                    out[k] = (PlanStrategy){{st.dim[0], st.dim[1], st.dim[2]}, (uint16_t)(1u << ha)};
                 k++;
             }
             /* An exchange split on axis a: the tokens split there, the
@@ -365,7 +393,8 @@ static int meets(const IrGraph *g, const IrNode *n, int t, unsigned req, unsigne
     case PLAN_REQ_CP:
         if (g->seq_dim < 0 || (n ? !is_loop_dim(g, n, g->seq_dim) : !in_tensor(g, t, g->seq_dim)))
             return -1;
-        return st->dim[1] == g->seq_dim;
+        /* ... attention's query sequence, or its heads in the all-to-all form. */
+        return st->dim[1] == g->seq_dim || (n && plan_cp_a2a(g, n, st) == 1);
     }
     return -1;
 }
@@ -396,18 +425,29 @@ bool plan_cp_split(const IrGraph *g, const IrNode *node, int d)
     return n->op == IR_OP_ATTENTION && d >= 0 && d == g->tensors[n->in[0]].dim[1];
 }
 
+int plan_cp_a2a(const IrGraph *g, const IrNode *node, const PlanStrategy *s)
+{
+    const IrNode *n = fwd_of(g, node);
+    if (n->op != IR_OP_ATTENTION)
+        return -1;
+    for (int a = 0; a < PLAN_MAX_AXES; a++)
+        if ((s->xchg >> a & 1) && s->dim[a] >= 0 && s->dim[a] == g->tensors[n->in[0]].dim[2])
+            return a;
+    return -1;
+}
+
 int plan_cp_axis(const IrGraph *g, const IrNode *n, const PlanStrategy *s)
 {
     for (int a = 0; a < PLAN_MAX_AXES; a++)
         if (plan_cp_split(g, n, s->dim[a]))
             return a;
-    return -1;
+    return plan_cp_a2a(g, n, s);
 }
 
 bool plan_cp_ring(const IrGraph *g, const IrNode *n, const PlanStrategy *s)
 {
     int a = plan_cp_axis(g, n, s);
-    return a >= 0 && (s->xchg >> a & 1);
+    return a >= 0 && plan_cp_split(g, n, s->dim[a]) && (s->xchg >> a & 1);
 }
 
 /* Context parallelism: attention split on the query sequence over axis a

@@ -109,9 +109,22 @@ bool plan_verify(const IrGraph *g, const Plan *p)
         int64_t unit = plan_cp_balanced(g) ? 2 * cp : cp;
         if (plan_cp_axis(g, n, &p->strategy[i]) != cpa || S % unit || cp > PLAN_MAX_CP) {
             ir_error(n->loc, "plan: with context parallelism over mesh axis %d (%lld ranks, at most %d), "
-                     "every attention splits its queries' sequence there, and the sequence (%lld) is "
+                     "every attention splits its queries' sequence (or its heads) there, and the sequence (%lld) is "
                      "a multiple of %lld", cpa, (long long)cp, PLAN_MAX_CP, (long long)S,
                      (long long)unit);
+            ok = false;
+        }
+        /* The all-to-all form: the heads over cp alone (the innermost axis:
+         * nested tp x cp heads are not built), k and v's heads too (GQA). */
+        int ha = plan_cp_a2a(g, n, &p->strategy[i]);
+        const IrTensor *kt = &g->tensors[n->in[1]];
+        bool inner = true;
+        for (int a = ha + 1; ha >= 0 && a < p->mesh.naxes; a++)
+            inner &= p->mesh.size[a] == 1;
+        if (ok && ha >= 0 && (!inner || dim[kt->dim[2]] % cp)) {
+            ir_error(n->loc, "plan: attention's all-to-all context parallelism splits its heads over "
+                     "the cp axis alone, the innermost, and its %lld key/value heads must divide "
+                     "over the %lld cp ranks", (long long)dim[kt->dim[2]], (long long)cp);
             ok = false;
         }
     }

@@ -707,7 +707,8 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
         rep_frame_arg(&x, "--sequence-parallel");
     /* Context parallelism in the form the plan runs: keys and values
      * gathered along the sequence before attention (TransformerConfig
-     * cp_comm_type "all_gather"), or passed round the ring ("p2p"), both run
+     * cp_comm_type "all_gather"), passed round the ring ("p2p"), or the
+     * heads split over cp by all-to-all ("a2a", DeepSpeed Ulysses), all run
      * by Transformer Engine's attention. Megatron's data-parallel size is
      * then world / (tp x cp x pp), the plan's dp; its distributed optimizer
      * shards over dp x cp, as the plan's ZeRO does. Megatron gives each rank
@@ -716,7 +717,7 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
      * contiguous: which positions a rank holds, not what the model computes). */
     if (L->cp > 1) {
         rep_frame_arg(&x, "--context-parallel-size %d", L->cp);
-        rep_frame_arg(&x, "--cp-comm-type %s", L->cp_ring ? "p2p" : "all_gather");
+        rep_frame_arg(&x, "--cp-comm-type %s", L->cp_ring ? "p2p" : L->cp_a2a ? "a2a" : "all_gather");
     }
     /* The experts (docs/moe.md): EP and ETP as the plan folds them; the
      * exchange split is Megatron's alltoall dispatcher, experts split over

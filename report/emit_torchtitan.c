@@ -390,6 +390,9 @@ bool rep_torchtitan_layout(const RepArch *A, const PlanLayout *L, const PassStac
      * dp_shard x cp whatever else runs (parallelize_llama), which is ZeRO-2
      * or -3 over the plan's dp x cp. */
     int cp = L->cp > 1 ? L->cp : 1;
+    if (cp > 1 && L->cp_a2a)
+        return rep_refuse(why, wn, "the plan's attention splits its heads over the cp ranks (all-to-all), and "
+                          "torchtitan's context_parallel() only gathers or rotates keys and values");
     if (cp > 1 && L->zero < 2)
         return rep_refuse(why, wn, "the plan has context parallelism cp %d with ZeRO-%d, and torchtitan shards "
                           "the weights over the context-parallel ranks with FSDP (ZeRO-2 or -3 over dp x cp)",

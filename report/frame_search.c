@@ -261,7 +261,14 @@ static void layouts(Search *S, int tp, int pp, int v, int cp, PlanSchedule sched
                             .zero = z, .schedule = sched, .ep = 1, .etp = 1,
                             .ep_axis = -1, .etp_axis = -1, .moe = A->moe};
             if (!A->moe) {
-                micro_batches(S, L);
+                /* Attention's CP forms the stack offers (all_gather, p2p, a2a). */
+                for (int f = PASS_CP_ALL_GATHER; f <= PASS_CP_A2A; f++) {
+                    if ((cp == 1 && f > 0) || (cp > 1 && !pass_stack_has_cp_comm(st, f)))
+                        continue;
+                    PlanLayout C = L;
+                    C.cp_ring = cp > 1 && f == PASS_CP_P2P, C.cp_a2a = cp > 1 && f == PASS_CP_A2A;
+                    micro_batches(S, C);
+                }
                 continue;
             }
             /* Megatron-Core's expert layouts on this mesh: EP 1,

@@ -128,6 +128,14 @@ static bool plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout 
     if (cp > 1 && (A->moe || g->seq_dim < 0 || A->seq % (2 * cp)))
         return rep_refuse(why, wn, "context parallelism cp %d needs a dense model whose sequence (%lld) is a "
                           "multiple of 2 x cp (Megatron-LM's load-balanced chunks)", cp, (long long)A->seq);
+    /* The all-to-all form (--cp-comm-type a2a) splits each rank's heads
+     * over cp; ptdc runs it where tp leaves the heads whole (tp 1) and the
+     * query and KV heads divide (Transformer Engine asserts both per tp
+     * rank, docs/context.md). */
+    if (cp > 1 && L->cp_a2a && (L->tp > 1 || A->heads % cp || A->kv_heads % cp))
+        return rep_refuse(why, wn, "context parallelism's all-to-all form splits the %lld attention heads and "
+                          "%lld key/value heads over cp %d, which ptdc runs with tp 1 and both divisible (tp %d)",
+                          (long long)A->heads, (long long)A->kv_heads, cp, L->tp);
     int dia = -1; /* dp_inner's axis */
     if (dpi > 1) {
         plan_mesh_make_dims(&p->mesh, L->dp / dpi, dpi, L->tp, gpn);
@@ -164,6 +172,12 @@ static bool plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout 
             s->dim[tpa] = (int16_t)tp_dim(g, A, n, L->sp);
         if (cpa >= 0 && loop_has(g, n, g->seq_dim) && plan_dim_splittable(g, n, g->seq_dim))
             s->dim[cpa] = (int16_t)g->seq_dim;
+        /* Attention's CP form: the ring (p2p) keeps k and v split; the
+         * all-to-all (a2a) splits the heads instead of the queries. */
+        if (cpa >= 0 && n->op == IR_OP_ATTENTION && (L->cp_ring || L->cp_a2a))
+            s->xchg = (uint16_t)(1u << cpa);
+        if (cpa >= 0 && n->op == IR_OP_ATTENTION && L->cp_a2a)
+            s->dim[cpa] = (int16_t)g->tensors[n->in[0]].dim[2];
         /* An op placing rows by position keeps the cp-local sequence whole
          * over tp (as Megatron adds GPT's position table before scattering). */
         if (cpa >= 0 && tpa >= 0 && s->dim[tpa] == g->seq_dim && s->dim[cpa] == g->seq_dim &&

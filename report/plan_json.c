@@ -128,7 +128,7 @@ static void parallel(FILE *f, const PlanLayout *L, const Plan *p)
      * schema every plan has): the degree, its mesh axis, and how it runs. */
     if (L->cp > 1)
         fprintf(f, "  \"context\": {\"cp\": %d, \"cp_axis\": %d, \"kv\": \"%s\", "
-                   "\"split\": \"%s\"},\n", L->cp, L->cp_axis, L->cp_ring ? "ring" : "all_gather",
+                   "\"split\": \"%s\"},\n", L->cp, L->cp_axis, L->cp_ring ? "ring" : L->cp_a2a ? "a2a" : "all_gather",
                 L->cp_balanced ? "balanced" : "contiguous");
     /* Only when on, like "context". */
     if (p->tp_overlap)

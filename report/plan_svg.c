@@ -289,7 +289,8 @@ void rep_plan_print_svg(FILE *f, const IrGraph *g, const PassCostCtx *c, const P
         snprintf(buf, sizeof buf, "context parallel: cp %d over mesh axis %d, each rank %s of the "
                  "sequence; attention %s", a->layout.cp, a->layout.cp_axis,
                  a->layout.cp_balanced ? "two mirrored chunks" : "a contiguous block",
-                 a->layout.cp_ring ? "passes keys and values round the ring" : "all-gathers keys and values");
+                 a->layout.cp_ring ? "passes keys and values round the ring"
+                 : a->layout.cp_a2a ? "splits its heads, q, k, v and o all-to-all" : "all-gathers keys and values");
         text(b, MARGIN, y + 6, 12, "start", buf);
         y += 18;
     }

@@ -248,14 +248,16 @@ void rep_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
                    "                     of %d: the causal work balanced);\n"
                    "                     attention %s\n",
                 L->cp, L->cp_axis, (long long)(seq / L->cp), (long long)(seq / (2 * L->cp)), 2 * L->cp - 1,
-                2 * L->cp, L->cp_ring ? "passes keys and values round the ring" : "all-gathers keys and values");
+                2 * L->cp, L->cp_ring ? "passes keys and values round the ring"
+                : L->cp_a2a ? "splits its heads, q, k, v and o all-to-all" : "all-gathers keys and values");
     else if (L->cp > 1)
         fprintf(f, "  context parallel   cp %d over mesh axis %d: every layer runs on a contiguous block of\n"
                    "                     the sequence (cp rank r holds positions [r S/%d, (r+1) S/%d), %lld\n"
                    "                     tokens: a parameter runs along the sequence);\n"
                    "                     attention %s\n",
                 L->cp, L->cp_axis, L->cp, L->cp, (long long)(seq / L->cp),
-                L->cp_ring ? "passes keys and values round the ring" : "all-gathers keys and values");
+                L->cp_ring ? "passes keys and values round the ring"
+                : L->cp_a2a ? "splits its heads, q, k, v and o all-to-all" : "all-gathers keys and values");
     if (L->moe) {
         char ex[160];
         fprintf(f, "  experts            %s\n", plan_layout_experts_str(L, ex, sizeof ex));

@@ -246,8 +246,12 @@ static void attention_kernels(const OpArgs *a, PassNodeCost *o)
     double B = (double)a->local[q->dim[0]], S = (double)a->local[q->dim[1]];
     double H = (double)a->local[q->dim[2]], D = (double)a->local[q->dim[3]];
     /* Context parallelism: S local queries against all Sk keys, gathered
-     * (k and v read whole); the slowest rank's share of the pairs. */
-    int cpa = plan_cp_axis(g, a->n, a->s), cp = cpa >= 0 ? a->m->size[cpa] : 1;
+     * (k and v read whole); the slowest rank's share of the pairs. The
+     * all-to-all form attends the whole sequence (S is whole there) with
+     * heads / cp heads (H is local): every pair, balanced by construction;
+     * its all-to-alls are the plan's collectives around the op. */
+    int cpa = plan_cp_a2a(g, a->n, a->s) >= 0 ? -1 : plan_cp_axis(g, a->n, a->s);
+    int cp = cpa >= 0 ? a->m->size[cpa] : 1;
     double Sk = S * cp, kvf = cp;
     const IrNode *f = a->n->fwd >= 0 ? &g->nodes[a->n->fwd] : a->n;
     double pairs = plan_cp_pairs_max((int64_t)Sk, cp, cp > 1 && plan_cp_balanced(g), f->attr.causal,

@@ -197,6 +197,9 @@ static const PassStack presets[] = {
         .recompute = BIT(PLAN_RECOMPUTE_NONE) | BIT(PLAN_RECOMPUTE_SELECTIVE) |
                      BIT(PLAN_RECOMPUTE_FFN) | BIT(PLAN_RECOMPUTE_FULL),
         .schedules = BIT(PLAN_SCHED_1F1B) | BIT(PLAN_SCHED_INTERLEAVED),
+        /* --cp-comm-type: all_gather, p2p, a2a (a2a+p2p not built); the
+         * search prices all_gather unless a stack asks for more. */
+        .cp_comm = BIT(PASS_CP_ALL_GATHER),
         .backends = BIT(PASS_DEV_GPU),
     },
     {
@@ -252,6 +255,9 @@ static const PassStack presets[] = {
         .recompute = BIT(PLAN_RECOMPUTE_NONE) | BIT(PLAN_RECOMPUTE_FULL),
         /* pipeline_parallel_schedule 1F1B, Interleaved1F1B. */
         .schedules = BIT(PLAN_SCHED_1F1B) | BIT(PLAN_SCHED_INTERLEAVED),
+        /* context_parallel_rotate_method allgather (priced; alltoall is
+         * ptdc's ring, not offered by default). */
+        .cp_comm = BIT(PASS_CP_ALL_GATHER),
         .backends = BIT(PASS_DEV_GPU),
     },
 };
@@ -293,6 +299,10 @@ bool pass_stack_has_schedule(const PassStack *st, int s)
 {
     return s >= 0 && s <= PLAN_SCHED_INTERLEAVED && (!st->schedules || (st->schedules >> s & 1));
 }
+bool pass_stack_has_cp_comm(const PassStack *st, int f)
+{
+    return f >= 0 && f <= PASS_CP_A2A && (!st->cp_comm || (st->cp_comm >> f & 1));
+}
 
 int pass_elem_bytes(const PassCostCtx *c, IrDtype t)
 {
@@ -319,6 +329,7 @@ static const char *const scaling_names[] = {"delayed", "current"}; /* PassScalin
 static const char *const zero_names[] = {"0", "1", "2", "3"};
 static const char *const rec_names[] = {"none", "selective", "ffn", "full"};
 static const char *const sched_names[] = {"1f1b", "interleaved"};
+static const char *const cp_comm_names[] = {"all_gather", "p2p", "a2a"}; /* PassCpComm */
 static const char *const backend_names[] = {"cuda", "cpu"}; /* by PassDevKind */
 
 static const struct SKey {
@@ -404,6 +415,8 @@ static const struct SKey {
     {"zero_stages", S_LIST, F(zero_stages), 0, 0, 0, zero_names, 4, "ZeRO stages offered"},
     {"recompute", S_LIST, F(recompute), 0, 0, 0, rec_names, 4, "recomputation policies offered"},
     {"schedules", S_LIST, F(schedules), 0, 0, 0, sched_names, 2, "pipeline schedules offered"},
+    {"cp_comm", S_LIST, F(cp_comm), 0, 0, 0, cp_comm_names, 3,
+     "context-parallel forms offered (all_gather, p2p, a2a)"},
     {"sequence_parallel", S_BOOL, F(no_sp), 0, 0, 0, NULL, 0, "sequence parallelism offered"},
     {"backends", S_LIST, F(backends), 0, 0, 0, backend_names, 2, "devices it runs on"},
 #undef F

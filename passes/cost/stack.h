@@ -175,6 +175,7 @@ typedef struct PassStack {
     unsigned zero_stages;         /* bit z: ZeRO stage z (0: all) */
     unsigned recompute;           /* bit PlanRecompute r: that policy (0: all) */
     unsigned schedules;           /* bit PlanSchedule s: that schedule (0: all) */
+    unsigned cp_comm;             /* bit PassCpComm f: that context-parallel form (0: all) */
     bool no_sp;                   /* no sequence parallelism */
     unsigned backends;            /* bit PassDevKind: devices it runs on (0: all) */
 } PassStack;
@@ -204,5 +205,10 @@ double pass_stack_bucket_elems(const PassStack *st, const PassGpu *gpu);
 double pass_overlap_slowdown(const PassGpu *gpu);
 bool pass_stack_has_recompute(const PassStack *st, int r);
 bool pass_stack_has_schedule(const PassStack *st, int s);
+/* ... attention's context-parallel form f (docs/context.md), Megatron's
+ * --cp-comm-type words: keys and values gathered, passed round the ring, or
+ * the heads split by all-to-all. */
+typedef enum { PASS_CP_ALL_GATHER, PASS_CP_P2P, PASS_CP_A2A } PassCpComm;
+bool pass_stack_has_cp_comm(const PassStack *st, int f);
 
 #endif

@@ -152,7 +152,7 @@ void ilp_extract(const IlpSeg *s, const IlpSolution *sol, PassIlpResult *r)
         for (int i = 0; i < r->nnodes; i++) {
             total++;
             batch += r->strategy[i].dim[a] == g->batch_dim;
-            cp |= plan_cp_split(g, &g->nodes[r->first_node + i], r->strategy[i].dim[a]);
+            cp |= plan_cp_axis(g, &g->nodes[r->first_node + i], &r->strategy[i]) == a;
         }
         r->axis_name[a] = 2 * batch > total ? "dp" : cp ? "cp" : "tp";
     }

@@ -15,6 +15,7 @@
 #include "ilp/ilp.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,15 +66,38 @@ static int expert_pins(const IrGraph *g, const IrNode *n, const PassIlpQuery *q,
     return j;
 }
 
+/* The CP form PTDC_CP_FORM keeps (gather, ring, a2a; unset: all three, the
+ * ILP choosing by cost): a debug pin, to price each form of one layout
+ * (docs/context.md). */
+static int cp_form_pin(void)
+{
+    const char *e = getenv("PTDC_CP_FORM");
+    if (!e || !*e)
+        return -1;
+    static const char *const names[] = {"gather", "ring", "a2a"};
+    for (int f = 0; f < 3; f++)
+        if (!strcmp(e, names[f]))
+            return f;
+    fprintf(stderr, "ptdc: error: PTDC_CP_FORM=%s: the context-parallel form is gather, ring or a2a\n", e);
+    exit(1); /* bad input, not an internal error */
+}
+
 /* Attention splits its query sequence (context parallelism) only over the
  * axes the query names (cp_axes). */
 static int cp_pins(const IrGraph *g, const IrNode *n, const PassIlpQuery *q, PlanStrategy *s, int k)
 {
-    int j = 0;
+    int j = 0, form = cp_form_pin();
     for (int i = 0; i < k; i++) {
         int a = plan_cp_axis(g, n, &s[i]);
-        if (a < 0 || (q->cp_axes >> a & 1))
+        int f = plan_cp_a2a(g, n, &s[i]) >= 0 ? 2 : plan_cp_ring(g, n, &s[i]) ? 1 : 0;
+        if (a < 0 || ((q->cp_axes >> a & 1) && (form < 0 || f == form)))
             s[j++] = s[i];
+    }
+    if (j == 0 && form >= 0) {
+        fprintf(stderr, "ptdc: error: PTDC_CP_FORM=%s leaves attention node %d no strategy on this mesh (the a2a "
+                "form needs tp 1 and heads and key/value heads divisible by cp: pin --tp 1)\n",
+                getenv("PTDC_CP_FORM"), n->id);
+        exit(1);
     }
     return j;
 }

@@ -36,9 +36,12 @@ static void print_node(FILE *f, const IrGraph *g, const PassIlpResult *r, int n)
     for (int i = 0; i < nd->nin; i++)
         fprintf(f, "%s %s", i ? "," : "", shard_str(g, r, nd->in[i], &in[i], buf, sizeof buf));
     /* Exchanges inside the op: context parallelism's ring (k, v blocks
-     * passed round the cp ranks; docs/context.md). */
+     * passed round the cp ranks; docs/context.md); its all-to-all form's
+     * exchanges are the collectives around the op, named so here. */
     if (plan_cp_ring(g, nd, s))
         fprintf(f, " (k, v round the %s ring)", r->axis_name[plan_cp_axis(g, nd, s)]);
+    else if (plan_cp_a2a(g, nd, s) >= 0)
+        fprintf(f, " (heads over %s: all-to-all)", r->axis_name[plan_cp_a2a(g, nd, s)]);
     fprintf(f, "\n");
 }
 

@@ -317,6 +317,16 @@ void pass_ilp_pins_cp(const IrGraph *g, int dp_axis, int cp_axis, int tp_axis, b
         allow[dp_axis] = batch | experts;
     if (tp_axis >= 0 && tp_axis < PLAN_MAX_AXES)
         allow[tp_axis] = ~batch & (sp ? ~0ull : ~seq);
+    /* The cp axis splits the sequence; attention may split its heads there
+     * instead (the all-to-all form; PLAN_REQ_CP keeps every other node
+     * carrying the sequence on the sequence). */
+    uint64_t heads = 0;
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *n = &g->nodes[i];
+        int h = n->op == IR_OP_ATTENTION ? g->tensors[n->in[0]].dim[2] : -1;
+        if (h >= 0 && h < 64)
+            heads |= 1ull << h;
+    }
     if (cp_axis >= 0 && cp_axis < PLAN_MAX_AXES)
-        allow[cp_axis] = seq;
+        allow[cp_axis] = seq | heads;
 }

@@ -175,3 +175,35 @@ void cg_attention_ring_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, 
     rt_attention_ring_bwd(tr_cp_ring, dq, dk, dv, q, k, v, o, lse, dout, B, Sq, H, KVH, D, causal, window,
                           chunk, n, pos, scratch);
 }
+
+/* The all-to-all form (docs/context.md): q, k, v arrive by all-to-all as
+ * the whole sequence of this rank's heads, rows in the program's order
+ * (rank 0's chunks first, as the ring's blocks), so queries and keys sit
+ * at the same chunk positions. */
+static int64_t a2a_positions(int64_t S, int64_t *pos)
+{
+    if (S != CG_SEQ)
+        rt_fatal("context parallelism (all-to-all): %lld rows are not the sequence of %d",
+                 (long long)S, (int)CG_SEQ);
+    int64_t chunk;
+    ring_positions(S / CG_CP, CG_CP, pos, &chunk);
+    return chunk;
+}
+
+void cg_attention_a2a_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v,
+                          int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal,
+                          int64_t window)
+{
+    int64_t pos[RT_ATTN_MAX_CHUNKS], chunk = a2a_positions(S, pos);
+    rt_attention_pos_fwd(o, lse, q, k, v, B, S, S, H, KVH, D, causal, window, chunk, pos, pos);
+}
+
+void cg_attention_a2a_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k,
+                          const rt_act *v, const rt_act *o, const float *lse, const rt_act *dout,
+                          int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal,
+                          int64_t window)
+{
+    int64_t pos[RT_ATTN_MAX_CHUNKS], chunk = a2a_positions(S, pos);
+    rt_attention_pos_bwd(dq, dk, dv, q, k, v, o, lse, dout, B, S, S, H, KVH, D, causal, window, chunk,
+                         pos, pos);
+}

@@ -103,6 +103,17 @@ void cg_attention_ring_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, 
                            int64_t B, int64_t Sq, int64_t H, int64_t KVH, int64_t D, bool causal,
                            int64_t window, int cp, int r);
 
+/* The all-to-all form: q, k, v the whole sequence (S rows, the program's
+ * order) of this rank's H heads (KVH key/value heads), after the all-to-all
+ * over the cp axis (train_cp.c). */
+void cg_attention_a2a_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v,
+                          int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal,
+                          int64_t window);
+void cg_attention_a2a_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k,
+                          const rt_act *v, const rt_act *o, const float *lse, const rt_act *dout,
+                          int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal,
+                          int64_t window);
+
 /* rt_rope and rt_rope_llama3 over rows [row0, row0 + seq) of the sequence
  * dim, each at its position in context parallelism's load-balanced order
  * (train_cp.c); with CG_CP_BALANCED 0 exactly the rt_ calls. */

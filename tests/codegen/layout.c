@@ -9,8 +9,8 @@
  * split the sequence instead. A node that can split nothing stays
  * replicated (e.g. 2 KV heads under tp4). MoE nodes split their experts as
  * the layout's ep/epf/ex/epN item says (layout.h). With cp, axis 1 is context
- * parallel (every node carrying the sequence splits it there) and tp the
- * last axis; with sp as well the norms and adds split each cp shard's
+ * parallel (every node carrying the sequence splits it there; attention its
+ * heads with "a2a", the all-to-all form) and tp the last axis; with sp as well the norms and adds split each cp shard's
  * sequence over tp (nested, plan_seq_nested). Stages: pieces cut as evenly as possible into pp x v
  * contiguous chunks, chunk c on pipeline rank c % pp; or, with a "c2_1_3_1"
  * item, chunks of those many pieces (uneven stages). */
@@ -46,6 +46,8 @@ bool layout_parse(const char *s, Layout *l)
             l->experts = LAYOUT_EXPERTS_GATHER;
         else if (!strcmp(tok, "ring"))
             l->ring = true;
+        else if (!strcmp(tok, "a2a"))
+            l->a2a = true;
         else if (tok[0] == 'c' && tok[1] >= '1' && tok[1] <= '9') {
             for (char *q = tok + 1; *q && l->nsplit < 64;) {
                 char *end;
@@ -197,6 +199,8 @@ bool layout_plan(const IrGraph *g, const Layout *l, Plan *p)
             s.dim[1] = (int16_t)g->seq_dim; /* attention: its queries; k, v gathered */
         if (l->cp > 1 && l->ring && n->op == IR_OP_ATTENTION)
             s.xchg = 1u << 1; /* ... or passed round the ring */
+        if (l->cp > 1 && l->a2a && n->op == IR_OP_ATTENTION) /* ... or its heads, all-to-all */
+            s.dim[1] = g->tensors[n->in[0]].dim[2], s.xchg = 1u << 1;
         if (l->tp > 1) {
             bool any = false;
             for (int k = 0; tp_dims[k]; k++) {

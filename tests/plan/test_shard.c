@@ -274,6 +274,44 @@ int main(void)
     PlanStrategy bs[3] = {{PLAN_NO_DIMS, 0}, {{(int16_t)f.b, -1, -1}, 0}, {{(int16_t)f.b, (int16_t)f.s, -1}, 0}};
     CHECK(plan_strategies_require(g, NULL, f.x, PLAN_REQ_BATCH | PLAN_REQ_SEQ_NORMS, bs, 3) == 2);
 
+    /* The all-to-all CP form (plan_cp_a2a): on a dp x cp mesh (tp 1, axis 1
+     * innermost) attention may split its heads over cp with the exchange
+     * bit; q, k, v, o then carry heads / cp heads of the whole sequence, the
+     * reshard from the sequence split is one all-to-all, and PLAN_REQ_CP
+     * keeps it. Not offered where the 2 KV heads do not divide (axis 1 of 4),
+     * nor on dp x cp x tp with tp > 1 (the heads would need tp and cp). */
+    nr = plan_strategies(g, att, &m22, sz, NULL, ss, 256);
+    int na2a = 0;
+    for (int i = 0; i < nr; i++)
+        if (plan_cp_a2a(g, att, &ss[i]) >= 0) {
+            na2a++;
+            CHECK(plan_cp_a2a(g, att, &ss[i]) == 1 && ss[i].dim[1] == f.h && ss[i].xchg == 2);
+            CHECK(plan_cp_axis(g, att, &ss[i]) == 1 && !plan_cp_ring(g, att, &ss[i]));
+        }
+    CHECK(na2a == 2); /* with the batch over axis 0 or not */
+    int nreq = plan_strategies_require(g, att, -1, PLAN_REQ_BATCH | PLAN_REQ_CP, ss, nr);
+    CHECK(nreq == 3); /* the batch over dp; gather, ring and a2a over cp */
+    for (int i = 0; i < nreq; i++)
+        CHECK(ss[i].dim[0] == f.b && (plan_cp_split(g, att, ss[i].dim[1]) || plan_cp_a2a(g, att, &ss[i]) == 1));
+    PlanStrategy as = {{(int16_t)f.b, (int16_t)f.h, -1}, 2};
+    CHECK(plan_cp_a2a(g, att, &as) == 1 && plan_cp_a2a(g, att, &hs) == -1 && plan_cp_a2a(g, att, &cs) == -1);
+    PlanSharding ain2[3], aout2[2];
+    plan_shard_io(g, att, &as, ain2, aout2);
+    CHECK(sh_is(ain2[0], f.b, f.h, 0) && sh_is(ain2[1], f.b, f.kvh, 0) && sh_is(aout2[0], f.b, f.h, 0));
+    PlanSharding dk2 = plan_shard_grad_in(g, att, &as, 1);
+    CHECK(sh_is(dk2, f.b, f.kvh, 0)); /* complete: each rank owns its heads' keys */
+    PlanSharding qs = {{(int16_t)f.b, (int16_t)f.s, -1}, 0};
+    ns2 = plan_reshard(g, att->in[0], &m22, &qs, &ain2[0], sz, rs, 8);
+    CHECK(ns2 == 1 && rs[0].kind == PLAN_COLL_ALLTOALL && rs[0].axis == 1);
+    ns2 = plan_reshard(g, att->in[1], &m22, &dk2, &qs, sz, rs, 8); /* dk back to the sequence */
+    CHECK(ns2 == 1 && rs[0].kind == PLAN_COLL_ALLTOALL && rs[0].axis == 1);
+    nr = plan_strategies(g, att, &m, sz, NULL, ss, 256);
+    for (int i = 0; i < nr; i++)
+        CHECK(plan_cp_a2a(g, att, &ss[i]) < 0);
+    nr = plan_strategies(g, att, &m3, sz, NULL, ss, 256);
+    for (int i = 0; i < nr; i++)
+        CHECK(plan_cp_a2a(g, att, &ss[i]) != 1);
+
     char buf[256];
     const char *names[2] = {"dp", "tp"};
     plan_sharding_str(g, f.w1, &gw1, names, buf, sizeof buf);

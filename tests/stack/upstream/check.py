@@ -156,9 +156,9 @@ def header_plan(out):
     micro-batch 1 x 32, interleaved, recompute none.'"""
     import re
     line = next(l for l in out.splitlines() if l.startswith("# Plan: "))
-    # context parallelism, when there is some; " (ring)": its p2p form
-    cp = re.search(r"# Plan: dp \d+ x cp (\d+)( \(ring\))? x ", line)
-    line = re.sub(r"^(# Plan: dp \d+) x cp \d+( \(ring\))?", r"\1", line)
+    # context parallelism, when there is some; " (ring)": its p2p form, " (a2a)": its all-to-all one
+    cp = re.search(r"# Plan: dp \d+ x cp (\d+)(?: \((ring|a2a)\))? x ", line)
+    line = re.sub(r"^(# Plan: dp \d+) x cp \d+( \((ring|a2a)\))?", r"\1", line)
     m = re.match(r"# Plan: dp (\d+) x tp (\d+) x pp (\d+)(?: \(v (\d+)\))?, sp (on|off), zero (\d), "
                  r"micro-batch (\d+) x (\d+), (\w+), recompute (\w+)"
                  r"(?:, ep (\d+)(?: \((?:folded over [\w ]+|groups of \d+ consecutive dp ranks of \d+), ([a-z-]+)\))?, "
@@ -169,7 +169,7 @@ def header_plan(out):
     return {"dp": int(g[0]), "cp": int(cp.group(1)) if cp else 1, "tp": int(g[1]), "pp": int(g[2]),
             "v": int(g[3] or 1), "sp": g[4] == "on",
             "zero": int(g[5]), "mb": int(g[6]), "m": int(g[7]), "gb": int(g[0]) * int(g[6]) * int(g[7]),
-            "recompute": g[9], "cp_comm": ["p2p" if cp and cp.group(2) else "all_gather"], **({"ep": int(g[10]), "etp": int(g[12]),
+            "recompute": g[9], "cp_comm": [{"ring": "p2p", "a2a": "a2a"}.get(cp.group(2) if cp else None, "all_gather")], **({"ep": int(g[10]), "etp": int(g[12]),
                                    "dispatcher": "allgather" if g[11] == "all-gather" else "alltoall"}
                                   if g[10] else {})}
 
@@ -613,6 +613,14 @@ def corpus(ptdc, src):
         # tensor parallelism always splits the norms' sequence, which ptdc's cp axis holds).
         ("models/llama3-8b.mdl", "--gpus 16 --cp 2 --tp 1 --pp 2 --micro-batch 1 --recompute none --sp off"),
         ("models/llama3-8b.mdl", "--gpus 16 --cp 2 --tp 2 --pp 1 --micro-batch 1 --recompute full --sp off"),
+        # The ring (p2p) and the all-to-all form (a2a: heads split over cp, tp 1) where the stack offers
+        # them; a2a beside tp is refused (ptdc splits the heads over cp alone), as torchtitan refuses a2a.
+        ("models/llama3-8b.mdl", "--gpus 16 --cp 2 --tp 1 --pp 2 --micro-batch 1 --recompute none --sp off "
+         "--stack-set cp_comm=p2p"),
+        ("models/llama3-8b.mdl", "--gpus 16 --cp 2 --tp 1 --pp 2 --micro-batch 1 --recompute none --sp off "
+         "--stack-set cp_comm=a2a"),
+        ("models/llama3-8b.mdl", "--gpus 16 --cp 2 --tp 2 --pp 1 --micro-batch 1 --recompute full --sp off "
+         "--stack-set cp_comm=a2a"),
         # Uneven pipelines (--pp-layers): Megatron's first/last counts under 1F1B and interleaved, the
         # first alone (3,2,2,1: the last is the middle's), its layout string under 1F1B and interleaved
         # (torchtitan refuses them all).
@@ -684,6 +692,8 @@ def main():
             "--recompute none --sp off --zero 1 --gpu h100-80gb --emit megatron",
             "models/llama3-8b.mdl --set n_layers=8 --gpus 16 --cp 2 --tp 1 --pp 1 --micro-batch 1 "
             "--recompute none --sp off --zero 3 --gpu h100-80gb --emit torchtitan",
+            "models/llama3-8b.mdl --set n_layers=8 --gpus 16 --cp 2 --tp 1 --pp 1 --micro-batch 1 "
+            "--recompute none --sp off --zero 1 --gpu h100-80gb --stack-set cp_comm=a2a --emit megatron",
             # Uneven pipelines: first/last under 1F1B and interleaved, and the layout string.
             "models/llama3-8b.mdl --set n_layers=8 --gpus 6 --tp 2 --pp 3 --micro-batch 1 --recompute none "
             "--sp on --zero 1 --schedule 1f1b --pp-layers first=2,last=2 --gpu h100-80gb --emit megatron",

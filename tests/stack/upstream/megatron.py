@@ -570,6 +570,7 @@ def _rules():
 
     @rule("context parallelism", "arguments.py: seq_length % (2 x context_parallel_size), a2a+p2p needs "
           "--hierarchical-context-parallel-sizes; transformer_config.py: one cp_comm_type or one per layer; "
+          "Transformer Engine's a2a: heads and query groups per tp rank divisible by cp; "
           "dot_product_attention.py: cp only in TEDotProductAttention (not --attention-backend local)")
     def _(a, env, world, gpu):
         cp, kinds = a["context_parallel_size"], a["cp_comm_type"]
@@ -585,6 +586,11 @@ def _rules():
             return "%d cp_comm_types for %d layers" % (len(kinds), a["num_layers"])
         if "a2a+p2p" in kinds:
             return "a2a+p2p needs --hierarchical-context-parallel-sizes"
+        if "a2a" in kinds:  # Transformer Engine's AttnFuncWithCPAndQKVOA2A asserts both, per tp rank
+            tp = a["tensor_model_parallel_size"]
+            g = (a["group_query_attention"] and a["num_query_groups"]) or a["num_attention_heads"]
+            if (a["num_attention_heads"] // tp) % cp or max(g // tp, 1) % cp:
+                return "a2a needs the attention heads and query groups of each tp rank divisible by cp"
         if a["attention_backend"] == "local":
             return "context parallelism is only supported by TEDotProductAttention"
         if a["attention_backend"] == "unfused":  # Transformer Engine: get_attention_backend
