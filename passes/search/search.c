@@ -935,8 +935,8 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
             for (int j = 0; j < walk[i]->ncand; j++) {
                 const SrcCand *k = &walk[i]->cand[j];
                 if (walkable(&R, k))
-                    fprintf(stderr, "  cand pp %d v %d rc %d zero %d lb %.3f hope %.3f mem_lb %.3g\n", k->pp, k->v,
-                            k->rc, k->zero, k->lb, k->hope, k->mem_lb);
+                    fprintf(stderr, "  cand pp %d v %d rc %d zero %d lb %.3f hope %.3f mem_lb %.3g\n",
+                            k->pp, k->v, k->rc, k->zero, k->lb, k->hope, k->mem_lb);
             }
         walk_group(&R, walk[i]);
         if (getenv("PTDC_SEARCH_DEBUG"))
