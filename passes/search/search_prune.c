@@ -115,18 +115,18 @@ static int rep_piece(const Src *s, int p)
 }
 
 /* The kind of piece p for floor_like: its repeat, -1 outside repeats,
- * -2 past either end. */
+ * -2 before the first. */
 static int piece_kind(const IrGraph *g, int p)
 {
     return p < 0 || p >= g->npieces ? -2 : g->pieces[p].rep;
 }
 
 /* rep_piece for the per-mesh floor, whose kernel prices depend on the
- * neighbours too: a norm fuses with the residual add of the layer before
+ * piece before too: a norm fuses with the residual add of the layer before
  * it (plan_add_norm_fused, pass_rec_fwd_s), which the embedding does not
  * have, so the first layer costs more than the next and cannot stand for
- * it. The first piece of p's repeat in the same formats between pieces of
- * the same kinds. */
+ * it. The first piece of p's repeat in the same formats after a piece of
+ * the same kind. */
 static int floor_like(const Src *s, int p)
 {
     const IrGraph *g = s->g;
@@ -134,8 +134,7 @@ static int floor_like(const Src *s, int p)
         return p;
     for (int q = 0; q < p; q++)
         if (g->pieces[q].rep == g->pieces[p].rep && g->pieces[q].count == g->pieces[p].count &&
-            piece_kind(g, q - 1) == piece_kind(g, p - 1) && piece_kind(g, q + 1) == piece_kind(g, p + 1) &&
-            same_prec(s, p, q))
+            piece_kind(g, q - 1) == piece_kind(g, p - 1) && same_prec(s, p, q))
             return q;
     return p;
 }
@@ -312,6 +311,11 @@ void src_group_floor(Src *s, SrcGroup *G)
                 sv[r] = INFINITY;
             for (int z = 0; z < 4; z++)
                 sz[z] = tz[z] = INFINITY;
+            /* Only a node that reads parameters has ZeRO traffic (most do not:
+             * skip the pricing there). */
+            bool params = false;
+            for (int j = 0; j < nd->nin; j++)
+                params |= nd->in[j] >= 0 && g->tensors[nd->in[j]].role == IR_PARAM;
             for (int i = 0; i < ns; i++) {
                 PassNodeCost nc;
                 pass_cost_node(s->c, g, nd, &G->mesh, &st[i], ds, &nc);
@@ -321,7 +325,7 @@ void src_group_floor(Src *s, SrcGroup *G)
                 tb = fmin(tb, f + nc.bwd_s);
                 tf = fmin(tf, f);
                 for (int z = 0; z < 4; z++)
-                    tz[z] = fmin(tz[z], f + nc.bwd_s + src_mb_sync(s, nd, &G->mesh, &st[i], z));
+                    tz[z] = fmin(tz[z], f + nc.bwd_s + (params ? src_mb_sync(s, nd, &G->mesh, &st[i], z) : 0));
                 for (int r = 0; r < SRC_NRC; r++) {
                     /* What the node keeps, each input at most as big as
                      * its producer can lay it out (pass_predict may keep
