@@ -2,8 +2,10 @@
 # bench/plan-time/run.sh: how long ptdc takes to plan the large MoE models
 # (issue 31: under 2 s each), and what it plans, one line per case:
 #   model gpus gpu  exit-status  cpu-s  wall-s  plan (ptdc's one-line summary, or its error)
+#   ILP-solves  meshes-solved (plan.txt's search counts; - where no plan was written)
 # cpu-s is user + system time: on a machine shared with other builds the
-# wall time measures the load as much as ptdc.
+# wall time measures the load as much as ptdc, and even the CPU seconds move
+# with it (caches, hyperthreads); the solve counts do not.
 # Two builds' outputs can be diffed with the times cut off (cut -f1-4,7) to
 # show that a change to the search's speed did not change its plans.
 #   bench/plan-time/run.sh [PTDC] [GPU...]   default: build/driver/ptdc, the default GPU
@@ -32,7 +34,10 @@ for gpu in $gpus; do
             [ -n "$line" ] || line=$(grep -m1 'error' "$out/e")
             # /usr/bin/time writes "Command exited with non-zero status" first then.
             set -- $(tail -1 "$out/t")
-            printf '%s\t%s\t%s\t%s\t%.2f\t%.2f\t%s\n' "$m" "$n" "$gpu" "$rc" "$(echo "$1 + $2" | bc)" "$3" "$line"
+            # "...; 455 of 2848 meshes solved, 4371 ILP solves, ..."
+            solves=$(sed -n 's/.* \([0-9]*\) of [0-9]* meshes solved, \([0-9]*\) ILP solves.*/\2\t\1/p' "$out/p/plan.txt" 2>/dev/null)
+            [ -n "$solves" ] || solves="-\t-"
+            printf '%s\t%s\t%s\t%s\t%.2f\t%.2f\t%s\t%b\n' "$m" "$n" "$gpu" "$rc" "$(echo "$1 + $2" | bc)" "$3" "$line" "$solves"
             rm -rf "$out/p"
         done
     done

@@ -82,6 +82,10 @@ void ilp_add_item(IlpProblem *p, int group, int edge, const double *ind);
  * edge prices plus, per group, w times the largest item. */
 double ilp_eval(const IlpProblem *p, const int *choice, IlpVals *total);
 double ilp_memory(const IlpProblem *p, const IlpVals *total);
+/* ilp_repair.c: from choice `from`, a choice within p's budget by greedy
+ * switches (least price per byte saved), or NULL: none found or no budget.
+ * Heap; free it. A start for ilp_solve (IlpOpts.start). */
+int *ilp_repair(const IlpProblem *p, const int *from);
 
 typedef enum {
     ILP_OPTIMAL,                  /* proven optimal (gap 0 up to GLPK's tolerances) */

@@ -44,6 +44,7 @@ struct PassIlpCache {
     uint64_t low_h[NLOWERED];
     const PassCostCtx *low_ctx[NLOWERED];
     const PassIlpCosts *low_costs[NLOWERED];
+    int *low_choice[NLOWERED];    /* the last choice solved on it (its problem's nodes), or NULL */
     int low_next;
 };
 
@@ -60,8 +61,10 @@ void pass_ilp_cache_free(PassIlpCache *c)
     }
     free(c->e);
     free(c->head);
-    for (int i = 0; i < NLOWERED; i++)
+    for (int i = 0; i < NLOWERED; i++) {
         ilp_seg_free(c->low[i]);
+        free(c->low_choice[i]);
+    }
     free(c);
 }
 
@@ -204,9 +207,10 @@ static bool same_but_budget(const PassIlpQuery *a, const PassIlpQuery *b)
 }
 
 /* The lowered, merged and built stage for q: from the ring when only the
- * budget differs (then set to q's), else lowered now and put in the ring. */
+ * budget differs (then set to q's), else lowered now and put in the ring;
+ * *slot: its place in the ring. */
 static IlpSeg *lowered(PassIlpCache *c, const PassCostCtx *ctx, const PassIlpCosts *costs,
-                       const IrGraph *g, const PassIlpQuery *q)
+                       const IrGraph *g, const PassIlpQuery *q, int *slot)
 {
     PassIlpQuery k = *q;
     k.budget = 0;
@@ -222,6 +226,7 @@ static IlpSeg *lowered(PassIlpCache *c, const PassCostCtx *ctx, const PassIlpCos
             s->q.budget = q->budget;
             s->prob->budget = q->budget > 0 ? q->budget : INFINITY; /* as ilp_build sets it */
             c->relowered++;
+            *slot = i;
             return s;
         }
     }
@@ -232,7 +237,10 @@ static IlpSeg *lowered(PassIlpCache *c, const PassCostCtx *ctx, const PassIlpCos
     int i = c->low_next;
     c->low_next = (c->low_next + 1) % NLOWERED;
     ilp_seg_free(c->low[i]);
+    free(c->low_choice[i]);
+    c->low_choice[i] = NULL;
     c->low[i] = s, c->low_h[i] = h, c->low_ctx[i] = ctx, c->low_costs[i] = costs;
+    *slot = i;
     return s;
 }
 
@@ -273,10 +281,22 @@ const PassIlpResult *pass_ilp_stage(PassIlpCache *cache, const PassCostCtx *ctx,
         cache->hits++;
     } else {
         double t0 = now_s();
-        IlpSeg *s = lowered(cache, ctx, costs, g, q);
+        int slot;
+        IlpSeg *s = lowered(cache, ctx, costs, g, q, &slot);
         double t1 = now_s();
+        /* The frontier walk's next point: GLPK starts from the last point
+         * solved on this stage, made to fit the tighter budget. */
+        int *start = isfinite(s->prob->budget) && cache->low_choice[slot]
+                         ? ilp_repair(s->prob, cache->low_choice[slot])
+                         : NULL;
         IlpSolution sol;
-        ilp_solve(s->prob, &(IlpOpts){.time_limit_s = q->time_limit_s}, &sol);
+        ilp_solve(s->prob, &(IlpOpts){.time_limit_s = q->time_limit_s, .start = start}, &sol);
+        free(start);
+        if (sol.choice) {
+            free(cache->low_choice[slot]);
+            cache->low_choice[slot] = ir_xmalloc((size_t)(s->prob->nnodes + 1) * sizeof(int));
+            memcpy(cache->low_choice[slot], sol.choice, (size_t)s->prob->nnodes * sizeof(int));
+        }
         r = ir_xmalloc(sizeof *r);
         ilp_extract(s, &sol, r);
         r->build_s = t1 - t0;

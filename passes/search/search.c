@@ -555,7 +555,7 @@ static double hope_bound(Src *s, const SrcGroup *G, const SrcCand *k)
     SrcVariant H;
     memset(&H, 0, sizeof H);
     H.piece = ir_xmalloc(sizeof *H.piece * (size_t)s->npieces);
-    src_floor_pieces(s, G, H.piece);
+    src_floor_pieces(s, G, k->zero, H.piece);
     SrcPart part;
     double b = INFINITY;
     if (k->v > 1) {
@@ -931,6 +931,13 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     for (int i = 0; i < nwalk && !R.stop; i++) {
         double thr0 = threshold(&R);
         int nv0 = walk[i]->nvar;
+        if (getenv("PTDC_SEARCH_DEBUG"))
+            for (int j = 0; j < walk[i]->ncand; j++) {
+                const SrcCand *k = &walk[i]->cand[j];
+                if (walkable(&R, k))
+                    fprintf(stderr, "  cand pp %d v %d rc %d zero %d lb %.3f hope %.3f mem_lb %.3g\n",
+                            k->pp, k->v, k->rc, k->zero, k->lb, k->hope, k->mem_lb);
+            }
         walk_group(&R, walk[i]);
         if (getenv("PTDC_SEARCH_DEBUG"))
             fprintf(stderr, "walk dp %d tp %d b %d sp %d: bound %.3f thr %.3f -> %.3f, variants %d -> %d\n",

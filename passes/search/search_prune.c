@@ -114,6 +114,31 @@ static int rep_piece(const Src *s, int p)
     return p;
 }
 
+/* The kind of piece p for floor_like: its repeat, -1 outside repeats,
+ * -2 before the first. */
+static int piece_kind(const IrGraph *g, int p)
+{
+    return p < 0 || p >= g->npieces ? -2 : g->pieces[p].rep;
+}
+
+/* rep_piece for the per-mesh floor, whose kernel prices depend on the
+ * piece before too: a norm fuses with the residual add of the layer before
+ * it (plan_add_norm_fused, pass_rec_fwd_s), which the embedding does not
+ * have, so the first layer costs more than the next and cannot stand for
+ * it. The first piece of p's repeat in the same formats after a piece of
+ * the same kind. */
+static int floor_like(const Src *s, int p)
+{
+    const IrGraph *g = s->g;
+    if (g->pieces[p].rep < 0)
+        return p;
+    for (int q = 0; q < p; q++)
+        if (g->pieces[q].rep == g->pieces[p].rep && g->pieces[q].count == g->pieces[p].count &&
+            piece_kind(g, q - 1) == piece_kind(g, p - 1) && same_prec(s, p, q))
+            return q;
+    return p;
+}
+
 const SrcWork *src_work(Src *s, int64_t mb_seqs)
 {
     for (int i = 0; i < s->nwork; i++)
@@ -216,6 +241,32 @@ static double producer_floor(Src *s, const SrcGroup *G, const int64_t *ds, const
     return minb[t] = isfinite(best) ? best : 0;
 }
 
+double src_mb_sync(const Src *s, const IrNode *n, const PlanMesh *m, const PlanStrategy *st, int z)
+{
+    /* As pass_predict's node_states and add_piece (passes/cost/predict.c)
+     * price it: a node with parameters pays sync(z, 2 micro-batches) -
+     * sync(z, 1) per micro-batch (ZeRO 2: the gradients' reduce-scatter,
+     * ZeRO 3: that and two weight all-gathers), inside its stage's forward
+     * and backward where the stack waits for it (ptdc's programs always, a
+     * framework without dp_overlap), and ptdc's trainer runs its
+     * per-micro-batch shard kernels (pass_param_mb_s) in backward. Below
+     * ZeRO 2 nothing is paid per micro-batch. */
+    const PassCostCtx *c = s->c;
+    const IrGraph *g = s->g;
+    if (z < 2)
+        return 0;
+    double w, gr, op;
+    pass_param_bytes3(c, g, n, m, st, z, &w, &gr, &op);
+    if (w + gr + op <= 0)
+        return 0;
+    double t = 0;
+    if (!c->st.dp_overlap || !c->st.ref_stack)
+        t += pass_param_sync_s(c, g, n, m, st, z, 2) - pass_param_sync_s(c, g, n, m, st, z, 1);
+    if (!c->st.ref_stack)
+        t += pass_param_mb_s(c, g, n, m, st, z);
+    return t;
+}
+
 /* The tighter bound of a group: for every node the least kernel time,
  * saved bytes and model states over the strategies the ILP may choose on the
  * group's mesh (plan_strategies under the same pins), summed per piece. A
@@ -224,7 +275,7 @@ void src_group_floor(Src *s, SrcGroup *G)
 {
     const IrGraph *g = s->g;
     int P = s->npieces;
-    G->floor_t = ir_xcalloc((size_t)P * SRC_NRC, sizeof(double));
+    G->floor_t = ir_xcalloc((size_t)P * SRC_NRC * 4, sizeof(double));
     G->floor_saved = ir_xcalloc((size_t)P * SRC_NRC, sizeof(double));
     G->floor_states = ir_xcalloc((size_t)P * 4, sizeof(double));
     int64_t *ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));
@@ -240,9 +291,9 @@ void src_group_floor(Src *s, SrcGroup *G)
     for (int t = 0; t < g->ntensors; t++)
         minb[t] = -1;
     for (int p = 0; p < P; p++) {
-        int q = rep_piece(s, p);
+        int q = floor_like(s, p);
         if (q != p) {
-            memcpy(&G->floor_t[p * SRC_NRC], &G->floor_t[q * SRC_NRC], SRC_NRC * sizeof(double));
+            memcpy(&G->floor_t[p * SRC_NRC * 4], &G->floor_t[q * SRC_NRC * 4], SRC_NRC * 4 * sizeof(double));
             memcpy(&G->floor_saved[p * SRC_NRC], &G->floor_saved[q * SRC_NRC], SRC_NRC * sizeof(double));
             memcpy(&G->floor_states[p * 4], &G->floor_states[q * 4], 4 * sizeof(double));
             continue;
@@ -250,11 +301,21 @@ void src_group_floor(Src *s, SrcGroup *G)
         for (int n = g->pieces[p].first; n < g->pieces[p].first + g->pieces[p].count; n++) {
             const IrNode *nd = &g->nodes[n];
             int ns = plan_strategies(g, nd, &G->mesh, ds, allow, st, MAXS);
-            double tb = INFINITY, tf = INFINITY, sv[SRC_NRC], sz[4];
+            /* tz[z]: kernels and ZeRO z's per-micro-batch traffic of one
+             * strategy, least over strategies: a plan pays both with the
+             * same strategy (an expert split over dp exchanges tokens but
+             * has no data-parallel replicas to reduce; replicated experts
+             * the other way round). */
+            double tb = INFINITY, tf = INFINITY, sv[SRC_NRC], sz[4], tz[4];
             for (int r = 0; r < SRC_NRC; r++)
                 sv[r] = INFINITY;
             for (int z = 0; z < 4; z++)
-                sz[z] = INFINITY;
+                sz[z] = tz[z] = INFINITY;
+            /* Only a node that reads parameters has ZeRO traffic (most do not:
+             * skip the pricing there). */
+            bool params = false;
+            for (int j = 0; j < nd->nin; j++)
+                params |= nd->in[j] >= 0 && g->tensors[nd->in[j]].role == IR_PARAM;
             for (int i = 0; i < ns; i++) {
                 PassNodeCost nc;
                 pass_cost_node(s->c, g, nd, &G->mesh, &st[i], ds, &nc);
@@ -263,6 +324,8 @@ void src_group_floor(Src *s, SrcGroup *G)
                 double f = nc.fwd_s - fmax(0, nc.fused_s);
                 tb = fmin(tb, f + nc.bwd_s);
                 tf = fmin(tf, f);
+                for (int z = 0; z < 4; z++)
+                    tz[z] = fmin(tz[z], f + nc.bwd_s + (params ? src_mb_sync(s, nd, &G->mesh, &st[i], z) : 0));
                 for (int r = 0; r < SRC_NRC; r++) {
                     /* What the node keeps, each input at most as big as
                      * its producer can lay it out (pass_predict may keep
@@ -284,9 +347,12 @@ void src_group_floor(Src *s, SrcGroup *G)
                     sz[z] = fmin(sz[z], pass_param_bytes(s->c, g, nd, &G->mesh, &st[i], z));
             }
             if (ns < 1)
-                tb = tf = 0, sv[0] = sv[1] = sv[2] = sv[3] = 0, sz[0] = sz[1] = sz[2] = sz[3] = 0;
+                tb = tf = 0, sv[0] = sv[1] = sv[2] = sv[3] = 0, sz[0] = sz[1] = sz[2] = sz[3] = 0,
+                tz[0] = tz[1] = tz[2] = tz[3] = 0;
             for (int r = 0; r < SRC_NRC; r++) {
-                G->floor_t[p * SRC_NRC + r] += tb + (pass_recomputed(s->c, g, nd, (PlanRecompute)r) ? tf : 0);
+                for (int z = 0; z < 4; z++)
+                    G->floor_t[(p * SRC_NRC + r) * 4 + z] +=
+                        tz[z] + (pass_recomputed(s->c, g, nd, (PlanRecompute)r) ? tf : 0);
                 G->floor_saved[p * SRC_NRC + r] += sv[r];
             }
             for (int z = 0; z < 4; z++)
@@ -314,11 +380,13 @@ void src_group_sums(Src *s, SrcGroup *G)
     for (int p = 0; p < s->npieces; p++) {
         double smin = INFINITY;
         for (int r = 0; r < SRC_NRC; r++) {
-            double t = W->t[p * SRC_NRC + r] / n;
-            if (G->floor_t)
-                t = fmax(t, G->floor_t[p * SRC_NRC + r]);
-            G->sum_t[r] += t;
-            G->max_t[r] = fmax(G->max_t[r], t);
+            for (int z = 0; z < 4; z++) {
+                double t = W->t[p * SRC_NRC + r] / n;
+                if (G->floor_t)
+                    t = fmax(t, G->floor_t[(p * SRC_NRC + r) * 4 + z]);
+                G->sum_t[r][z] += t;
+                G->max_t[r][z] = fmax(G->max_t[r][z], t);
+            }
             double sv = W->saved[p * SRC_NRC + r] / n;
             if (G->floor_saved)
                 sv = fmax(sv, G->floor_saved[p * SRC_NRC + r]);
@@ -371,7 +439,7 @@ static void bound_rc(Src *s, const SrcGroup *G, const SrcCand *k, int rc, bool m
     double smin = mixed ? G->sum_saved_min : G->sum_saved[rc], states = G->sum_states[k->zero];
     if (!mixed && src_offloads(s, k->pp, rc))
         smin = 0;
-    *t_lb = pipe_bound(s, G, G->sum_t[rc], G->max_t[rc], k->pp, k->v, G->m);
+    *t_lb = pipe_bound(s, G, G->sum_t[rc][k->zero], G->max_t[rc][k->zero], k->pp, k->v, G->m);
     double imin, imax, h;
     inflight_stats(k->pp, k->v, G->m, &imin, &imax, &h);
     double mean = states / k->pp + imin * smin / k->pp;
@@ -432,7 +500,7 @@ double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, c
     return best;
 }
 
-void src_floor_pieces(Src *s, const SrcGroup *G, SrcPiece *out)
+void src_floor_pieces(Src *s, const SrcGroup *G, int zero, SrcPiece *out)
 {
     const SrcWork *W = src_work(s, G->mb_seqs);
     int n = G->dp * G->cp * G->tp;
@@ -443,7 +511,7 @@ void src_floor_pieces(Src *s, const SrcGroup *G, SrcPiece *out)
         for (int r = 0; r < SRC_NRC; r++) {
             t[r] = W->t[p * SRC_NRC + r] / n;
             if (G->floor_t)
-                t[r] = fmax(t[r], G->floor_t[p * SRC_NRC + r]);
+                t[r] = fmax(t[r], G->floor_t[(p * SRC_NRC + r) * 4 + zero]);
             P->saved[r] = W->saved[p * SRC_NRC + r] / n;
             if (G->floor_saved)
                 P->saved[r] = fmax(P->saved[r], G->floor_saved[p * SRC_NRC + r]);

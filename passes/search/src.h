@@ -70,12 +70,15 @@ typedef struct SrcGroup {
     PlanMesh mesh;
     double lb;                    /* least candidate bound */
     double walk_key;              /* least frontier bound (hope) of its walkable candidates */
-    double *floor_t;              /* [npieces * SRC_NRC] least kernel time over the allowed
-                                     strategies, per node, summed (NULL: not yet; kept for
-                                     src_floor_pieces, as are the next two) */
+    double *floor_t;              /* [(npieces * SRC_NRC + r) * 4 + z] least kernel time under
+                                     policy r plus ZeRO z's per-micro-batch traffic
+                                     (src_mb_sync) over the allowed strategies, per node,
+                                     summed (NULL: not yet; kept for src_floor_pieces, as are
+                                     the next two) */
     double *floor_saved;          /* [npieces * SRC_NRC] likewise, saved bytes */
     double *floor_states;         /* [npieces * 4] likewise, model states by ZeRO stage */
-    double sum_t[SRC_NRC], max_t[SRC_NRC]; /* src_group_sums: bounds summed over pieces */
+    double sum_t[SRC_NRC][4], max_t[SRC_NRC][4]; /* src_group_sums: bounds summed over pieces,
+                                                   by policy and ZeRO stage */
     double sum_saved[SRC_NRC], sum_saved_min, sum_states[4];
     int ncand, capcand;
     SrcCand *cand;
@@ -132,6 +135,10 @@ double src_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m,
 double src_inflight(int pp, int v, int m, int r);
 double src_inflight_lo(int pp, int v, int m, int r);
 void src_group_floor(Src *s, SrcGroup *G);
+/* The seconds of ZeRO-2/3 data-parallel traffic and kernels per micro-batch
+ * that pass_predict adds to node n's stage times under ZeRO stage z with
+ * strategy st (0 where it adds none). */
+double src_mb_sync(const Src *s, const IrNode *n, const PlanMesh *m, const PlanStrategy *st, int z);
 void src_group_sums(Src *s, SrcGroup *G);
 void src_bound(Src *s, const SrcGroup *G, SrcCand *k);
 /* The share of a stage's repeated layers' saved activations that stays on
@@ -141,9 +148,10 @@ void src_bound(Src *s, const SrcGroup *G, SrcCand *k);
 double src_offload_keep(const Src *s, int pp, int rc);
 double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k);
 /* Per-piece costs no strategy of the group's mesh can beat (the bounds'
- * numbers): kernel time and recomputation at the floor, no resharding,
- * saved bytes and model states at the floor. out[npieces]. */
-void src_floor_pieces(Src *s, const SrcGroup *G, SrcPiece *out);
+ * numbers): kernel time, with ZeRO stage zero's per-micro-batch traffic,
+ * and recomputation at the floor, no resharding, saved bytes and model
+ * states at the floor. out[npieces]. */
+void src_floor_pieces(Src *s, const SrcGroup *G, int zero, SrcPiece *out);
 
 /* search_ilp.c: a group's strategies and per-piece costs. */
 bool src_variant(Src *s, SrcGroup *G, int k);

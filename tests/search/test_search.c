@@ -253,6 +253,14 @@ static int test_bounds(const char *dir)
     bounds_case(dir, "tiny-llama.mdl", NULL, 0, "h100-80gb", 8, NULL);
     bounds_case(dir, "llama2-7b.mdl", "n_layers=8", 64, "h100-80gb", 8, NULL);
     bounds_prec = PLAN_PREC_BF16;
+    /* Mixtures of experts (issue 31): the floor prices ZeRO 2/3's
+     * per-micro-batch traffic with each strategy's kernels (an expert split
+     * over dp exchanges tokens, a replicated one is reduced and gathered);
+     * weights that fill the GPUs make ZeRO and the experts' split decide. */
+    bounds_case(dir, "tiny-mixtral.mdl", NULL, 0, "a100-80gb", 8, NULL);
+    bounds_case(dir, "tiny-deepseek.mdl", NULL, 0, "a100-80gb", 8, NULL);
+    bounds_case(dir, "mixtral-8x7b.mdl", "n_layers=4", 64, "a100-40gb", 8, NULL);
+    bounds_case(dir, "qwen3-235b-a22b.mdl", "n_layers=2", 64, "a100-80gb", 16, NULL);
     return failures;
 }
 
