@@ -60,7 +60,7 @@ MODEL = ["models/llama.mdl", "--set", "n_layers=4", "--set", "d_model=256", "--s
 
 # name, ranks, pins (every part pinned: a layout evaluated by hand).
 def L(name, ranks, tp=1, pp=1, dp=1, mb=1, rc="none", sp="off", zero=0, sched="1f1b", v=1, cp=1,
-      layers=None):
+      layers=None, form=None):
     a = ["--tp", str(tp), "--pp", str(pp), "--dp", str(dp), "--micro-batch", str(mb),
          "--recompute", rc, "--sp", sp, "--zero", str(zero), "--schedule", sched]
     if v > 1:
@@ -69,6 +69,8 @@ def L(name, ranks, tp=1, pp=1, dp=1, mb=1, rc="none", sp="off", zero=0, sched="1
         a += ["--cp", str(cp)]
     if layers:
         a += ["--pp-layers", layers]
+    if form:  # CP's form is the ILP's choice; the debug variable pins it (run() sets it)
+        a += ["ENV:PTDC_CP_FORM=" + form]
     return (name, ranks, a)
 
 LAYOUTS = [
@@ -95,6 +97,7 @@ LAYOUTS = [
     L("cp2", 2, cp=2, mb=4),
     L("dp2-cp2", 4, dp=2, cp=2, mb=2),
     L("cp2-tp2", 4, cp=2, tp=2, mb=4),
+    L("cp2-a2a", 2, cp=2, mb=4, form="a2a"),
     L("pp2-1-3", 2, pp=2, mb=2, layers="1,3"),
     # End chunks of no layers: the embedding alone, and both ends interleaved.
     L("pp2-0-4", 2, pp=2, mb=2, layers="0,4"),
@@ -112,6 +115,11 @@ PROBE_STEPS = 5
 
 
 def run(cmd, env=None, check=True, cwd=SRC):
+    # A layout's "ENV:NAME=VALUE" items are environment, not arguments.
+    extra = dict(c[4:].split("=", 1) for c in cmd if c.startswith("ENV:"))
+    if extra:
+        cmd = [c for c in cmd if not c.startswith("ENV:")]
+        env = dict(env or os.environ, **extra)
     p = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True)
     if check and p.returncode != 0:
