@@ -279,11 +279,13 @@ void rep_plan_print_svg(FILE *f, const IrGraph *g, const PassCostCtx *c, const P
     text(b, MARGIN, 44, 12, "start", buf);
     double y = 56;
     if (a->layout.moe) {
-        char ex[160];
+        char ex[160], mesh[512];
         snprintf(buf, sizeof buf, "experts: %s; all-to-all %.3g s per step",
                  plan_layout_experts_str(&a->layout, ex, sizeof ex), a->pred.a2a_s);
         text(b, MARGIN, 62, 12, "start", buf);
-        y = 74;
+        snprintf(buf, sizeof buf, "expert mesh: %s", rep_expert_mesh_str(&a->plan, &a->layout, mesh, sizeof mesh));
+        text(b, MARGIN, 76, 12, "start", buf);
+        y = 88;
     }
     if (a->layout.cp > 1) {
         snprintf(buf, sizeof buf, "context parallel: cp %d over mesh axis %d, each rank %s of the "
