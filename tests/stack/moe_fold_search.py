@@ -17,6 +17,7 @@ must pick a folded EP and the second must not (each case's claim is printed),
 so both branches of the search are exercised."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -47,7 +48,8 @@ def plan(ptdc, src, model, args, extra):
 
 def mesh_of(d):
     e = d["experts"]
-    prod = lambda axes: eval("*".join(str(a["degree"]) for a in axes) or "1")  # noqa: E731
+    def prod(axes):
+        return math.prod(a["degree"] for a in axes)
     return e, prod(e["ep_axes"]), prod(e["etp_axes"]), prod(e["expert_dp_axes"])
 
 
