@@ -60,7 +60,7 @@ static double devices(FILE *f, const Plan *p, const PlanLayout *L, int gpus, int
     if (cell > 36)
         cell = 36;
     int rows = (nodes + per_row - 1) / per_row;
-    char buf[160];
+    char buf[256]; /* room for both sentences at any int (-Wformat-truncation once inlined) */
     int k = snprintf(buf, sizeof buf, "Devices: %d GPUs in %d %s%s of %d, coloured by pipeline rank; "
                      "outlines: tensor-parallel groups of %d", gpus, nodes, gpn == host ? "node" : "NVLink domain",
                      nodes == 1 ? "" : "s", gpn, L->tp);
