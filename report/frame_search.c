@@ -239,6 +239,68 @@ static int account_splits(int L, int pp, int v, int cuts[][PLAN_MAX_STAGES], int
     return n;
 }
 
+enum { MAX_EXPERT_LAYOUTS = 256 };
+
+typedef struct Expert {
+    int ep, etp;
+    int axis;                     /* EP's mesh axis (0 dp, 1 tp), -1: plan_frame.c folds it */
+} Expert;
+
+static int add_expert(const Search *S, Expert *xs, int n, int ep, int etp, int axis)
+{
+    const RepArch *A = S->A;
+    if (n == MAX_EXPERT_LAYOUTS || A->n_experts % ep || A->d_ff % etp || (S->o->ep && ep != S->o->ep) ||
+        (S->o->etp && etp != S->o->etp))
+        return n;
+    for (int k = 0; k < n; k++)
+        if (xs[k].ep == ep && xs[k].etp == etp && xs[k].axis == axis)
+            return n;
+    xs[n] = (Expert){ep, etp, axis};
+    return n + 1;
+}
+
+/* Megatron-Core's expert layouts on a dp x tp mesh (parallel_state.py: the
+ * dense TP x CP x DP ranks, tp fastest, regrouped as ETP x EP x expert-DP),
+ * each with num_experts % EP == 0 and expert-DP = dp tp / (EP ETP) whole:
+ * EP 1 (ETP 1 or tp); EP over the whole tp axis (ETP 1: folded over the
+ * attention's TP ranks) or the whole dp axis (ETP 1 or tp); and parallel
+ * folding for every divisor k of dp: with ETP 1, EP tp k (whole tp groups of
+ * k consecutive dp ranks: below DP at tp 1, across dp x tp at k = dp); with
+ * ETP tp, EP k (k consecutive dp ranks). Which is fastest is the cost
+ * model's answer (group size against the nodes its all-to-all crosses, the
+ * expert weights per GPU against memory); plan_frame.c lays the folded ones
+ * out (axis -1). A pinned --ep outside these is passed on for plan_frame.c
+ * to refuse with its sentence. */
+static int expert_layouts(const Search *S, int tp, int dp, Expert *xs)
+{
+    int n = 0;
+    n = add_expert(S, xs, n, 1, 1, -1);
+    if (tp > 1)
+        n = add_expert(S, xs, n, 1, tp, -1), n = add_expert(S, xs, n, tp, 1, 1);
+    if (dp > 1) {
+        n = add_expert(S, xs, n, dp, 1, 0);
+        if (tp > 1)
+            n = add_expert(S, xs, n, dp, tp, 0);
+    }
+    for (int k = 2; k <= dp; k++) {
+        if (dp % k)
+            continue;
+        if (tp * k != dp) /* tp k = dp: the whole dp axis above, laid out the same */
+            n = add_expert(S, xs, n, tp * k, 1, -1);
+        if (tp > 1 && k < dp)
+            n = add_expert(S, xs, n, k, tp, -1);
+    }
+    int pin = S->o->ep;
+    bool listed = pin <= 1;
+    for (int k = 0; k < n && !listed; k++)
+        listed = xs[k].ep == pin;
+    if (!listed && S->A->n_experts % pin == 0) /* a degree Megatron-Core cannot fold */
+        for (int etp = 1; etp <= tp; etp = etp == 1 && tp > 1 ? tp : tp + 1)
+            if (n < MAX_EXPERT_LAYOUTS && S->A->d_ff % etp == 0 && (!S->o->etp || etp == S->o->etp))
+                xs[n++] = (Expert){pin, etp, -1};
+    return n;
+}
+
 /* Every layout of one (tp, pp, v, cp) on the current split (S->cut). */
 static void layouts(Search *S, int tp, int pp, int v, int cp, PlanSchedule sched)
 {
@@ -246,6 +308,7 @@ static void layouts(Search *S, int tp, int pp, int v, int cp, PlanSchedule sched
     const PassStack *st = &S->c->st;
     const RepArch *A = S->A;
     int gpus = S->r->gpus, dp = gpus / (tp * pp * cp);
+    Expert xs[MAX_EXPERT_LAYOUTS];
     for (int sp = 0; sp <= 1; sp++) {
         if ((sp && (tp == 1 || st->no_sp)) || (pin->sp >= 0 && sp != pin->sp && tp > 1))
             continue;
@@ -271,27 +334,13 @@ static void layouts(Search *S, int tp, int pp, int v, int cp, PlanSchedule sched
                 }
                 continue;
             }
-            /* Megatron-Core's expert layouts on this mesh: EP 1,
-             * tp (folded over the attention's TP ranks) or dp;
-             * ETP 1 or tp where EP is not on tp. A pinned --ep of
-             * another degree: parallel folding over groups of dp
-             * ranks (plan_frame.c decides and refuses), not searched
-             * otherwise. */
-            int pin_ep = S->o->ep > 1 && S->o->ep != tp && S->o->ep != dp ? S->o->ep : 0;
-            const int eps[4][2] = {{1, -1}, {tp, 1}, {dp, 0}, {pin_ep, -1}};
-            for (int e = 0; e < (pin_ep ? 4 : 3); e++) {
-                int ep = eps[e][0];
-                if ((e > 0 && ep == 1) || A->n_experts % ep || (S->o->ep && ep != S->o->ep))
-                    continue;
-                for (int etp = 1; etp <= tp; etp = etp == 1 && tp > 1 ? tp : tp + 1) {
-                    if ((etp > 1 && (eps[e][1] == 1 || A->d_ff % etp)) || (S->o->etp && etp != S->o->etp))
-                        continue;
-                    PlanLayout M = L;
-                    M.ep = ep, M.etp = etp, M.ep_axis = eps[e][1];
-                    M.etp_axis = etp > 1 ? 1 : -1;
-                    M.ep_exchange = ep > 1;
-                    micro_batches(S, M);
-                }
+            int nx = expert_layouts(S, tp, dp, xs);
+            for (int e = 0; e < nx; e++) {
+                PlanLayout M = L;
+                M.ep = xs[e].ep, M.etp = xs[e].etp, M.ep_axis = xs[e].axis;
+                M.etp_axis = xs[e].etp > 1 ? 1 : -1;
+                M.ep_exchange = xs[e].ep > 1;
+                micro_batches(S, M);
             }
         }
     }

@@ -116,6 +116,25 @@ static void head(FILE *f, const IrGraph *g, const PassCostCtx *c, int64_t gb, in
     fprintf(f, ",\n");
 }
 
+/* The mesh axes of bits `axes` as [{"axis": "dp", "mesh_axis": 1, "degree":
+ * 8, "part": "inner"}, ...]: dp split over two axes (parallel folding) is
+ * dp_outer x dp_inner, consecutive ranks on the inner one. */
+static void axes_json(FILE *f, const Plan *p, const PlanLayout *L, uint8_t axes)
+{
+    bool split = (L->dp_axes & (L->dp_axes - 1)) != 0, comma = false;
+    fputc('[', f);
+    for (int a = 0; a < p->mesh.naxes; a++) {
+        if (!(axes >> a & 1))
+            continue;
+        bool dp = L->dp_axes >> a & 1;
+        fprintf(f, "%s{\"axis\": \"%s\", \"mesh_axis\": %d, \"degree\": %d, \"part\": \"%s\"}",
+                comma ? ", " : "", rep_axis_name(L, a), a, p->mesh.size[a],
+                !dp || !split ? "whole" : a == L->dp_axis ? "outer" : "inner");
+        comma = true;
+    }
+    fputc(']', f);
+}
+
 static void parallel(FILE *f, const PlanLayout *L, const Plan *p)
 {
     fprintf(f, "  \"parallel\": {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"sp\": %s, \"zero\": %d, "
@@ -134,13 +153,20 @@ static void parallel(FILE *f, const PlanLayout *L, const Plan *p)
     if (p->tp_overlap)
         fprintf(f, "  \"tp_overlap\": {\"chunked\": true, \"rs_splits\": %d},\n", PLAN_TP_RS_SPLITS);
     if (L->moe) {
-        static const char *const ax[] = {"dp", "tp"};
-#define AXN(a) ((a) == L->dp_axis ? "dp" : (a) == L->tp_axis ? "tp" : (a) >= 0 ? ax[(a) & 1] : "none")
-        fprintf(f, "  \"experts\": {\"ep\": %d, \"ep_axis\": \"%s\", \"dispatcher\": \"%s\", "
-                   "\"etp\": %d, \"etp_axis\": \"%s\", \"expert_dp\": %d},\n",
-                L->ep, L->ep > 1 ? AXN(L->ep_axis) : "none", L->ep_exchange ? "alltoall" : "allgather",
-                L->etp, L->etp > 1 ? AXN(L->etp_axis) : "none", L->edp);
-#undef AXN
+        uint8_t ea = L->ep > 1 ? L->ep_axes : 0, ta = L->etp > 1 && L->etp_axis >= 0 ? (uint8_t)(1u << L->etp_axis) : 0;
+        uint8_t all = 0; /* expert-DP: the mesh's other axes, the ranks holding the same expert shard */
+        for (int a = 0; a < p->mesh.naxes; a++)
+            all |= (uint8_t)(p->mesh.size[a] > 1 ? 1u << a : 0u);
+        const char *first = L->ep > 1 && L->ep_axis >= 0 ? rep_axis_name(L, L->ep_axis) : "none";
+        fprintf(f, "  \"experts\": {\"ep\": %d, \"ep_axis\": \"%s\", \"ep_axes\": ", L->ep, first);
+        axes_json(f, p, L, ea);
+        fprintf(f, ", \"dispatcher\": \"%s\", \"etp\": %d, \"etp_axis\": \"%s\", \"etp_axes\": ",
+                L->ep_exchange ? "alltoall" : "allgather", L->etp,
+                L->etp > 1 ? rep_axis_name(L, L->etp_axis) : "none");
+        axes_json(f, p, L, ta);
+        fprintf(f, ", \"expert_dp\": %d, \"expert_dp_axes\": ", L->edp);
+        axes_json(f, p, L, (uint8_t)(all & ~ea & ~ta));
+        fprintf(f, "},\n");
     }
 }
 

@@ -60,7 +60,7 @@ static double devices(FILE *f, const Plan *p, const PlanLayout *L, int gpus, int
     if (cell > 36)
         cell = 36;
     int rows = (nodes + per_row - 1) / per_row;
-    char buf[160];
+    char buf[256]; /* room for both sentences at any int (-Wformat-truncation once inlined) */
     int k = snprintf(buf, sizeof buf, "Devices: %d GPUs in %d %s%s of %d, coloured by pipeline rank; "
                      "outlines: tensor-parallel groups of %d", gpus, nodes, gpn == host ? "node" : "NVLink domain",
                      nodes == 1 ? "" : "s", gpn, L->tp);
@@ -279,11 +279,13 @@ void rep_plan_print_svg(FILE *f, const IrGraph *g, const PassCostCtx *c, const P
     text(b, MARGIN, 44, 12, "start", buf);
     double y = 56;
     if (a->layout.moe) {
-        char ex[160];
+        char ex[160], mesh[512];
         snprintf(buf, sizeof buf, "experts: %s; all-to-all %.3g s per step",
                  plan_layout_experts_str(&a->layout, ex, sizeof ex), a->pred.a2a_s);
         text(b, MARGIN, 62, 12, "start", buf);
-        y = 74;
+        snprintf(buf, sizeof buf, "expert mesh: %s", rep_expert_mesh_str(&a->plan, &a->layout, mesh, sizeof mesh));
+        text(b, MARGIN, 76, 12, "start", buf);
+        y = 88;
     }
     if (a->layout.cp > 1) {
         snprintf(buf, sizeof buf, "context parallel: cp %d over mesh axis %d, each rank %s of the "

@@ -57,7 +57,41 @@ static void groups(FILE *f, const char *what, int ngroups, int size, const int *
 
 const char *rep_axis_name(const PlanLayout *L, int a)
 {
-    return a < 0 ? "-" : a == L->dp_axis ? "dp" : a == L->tp_axis ? "tp" : a == L->cp_axis ? "cp" : "-";
+    /* dp over two axes (parallel folding): both are dp's */
+    return a < 0 ? "-" : a == L->dp_axis || (L->dp_axes >> a & 1) ? "dp" : a == L->tp_axis ? "tp"
+           : a == L->cp_axis ? "cp" : "-";
+}
+
+/* "axis 1 (dp inner, 8) x axis 2 (tp, 2)", or "" for no axis. */
+static size_t axes_str(const Plan *p, const PlanLayout *L, uint8_t axes, char *buf, size_t n)
+{
+    bool split = (L->dp_axes & (L->dp_axes - 1)) != 0;
+    size_t k = 0;
+    buf[0] = 0;
+    for (int a = 0; a < p->mesh.naxes; a++) {
+        if (!(axes >> a & 1))
+            continue;
+        bool dp = L->dp_axes >> a & 1;
+        int w = snprintf(buf + k, k < n ? n - k : 0, "%saxis %d (%s%s, %d)", k ? " x " : "", a, rep_axis_name(L, a),
+                         !dp || !split ? "" : a == L->dp_axis ? " outer" : " inner", p->mesh.size[a]);
+        k += w > 0 ? (size_t)w : 0;
+    }
+    return k;
+}
+
+const char *rep_expert_mesh_str(const Plan *p, const PlanLayout *L, char *buf, size_t n)
+{
+    uint8_t ea = L->ep > 1 ? L->ep_axes : 0, ta = L->etp > 1 && L->etp_axis >= 0 ? (uint8_t)(1u << L->etp_axis) : 0;
+    uint8_t all = 0; /* expert-DP: the other axes */
+    for (int a = 0; a < p->mesh.naxes; a++)
+        all |= (uint8_t)(p->mesh.size[a] > 1 ? 1u << a : 0u);
+    char e[160], t[96], d[160];
+    axes_str(p, L, ea, e, sizeof e);
+    axes_str(p, L, ta, t, sizeof t);
+    axes_str(p, L, (uint8_t)(all & ~ea & ~ta), d, sizeof d);
+    snprintf(buf, n, "ep %d%s%s; etp %d%s%s; expert-dp %d%s%s", L->ep, e[0] ? " over " : "", e, L->etp,
+             t[0] ? " over " : "", t, L->edp, d[0] ? " over " : "", d);
+    return buf;
 }
 
 /* A sentence under a layout line: words wrapped at 96 columns, indented
@@ -90,6 +124,14 @@ static const char *axis_role(const PlanLayout *L, int a)
            : !strcmp(n, "cp") ? "context-parallel" : NULL;
 }
 
+/* rep_axis_name, dp's two axes under parallel folding told apart. */
+static const char *grid_name(const PlanLayout *L, int a)
+{
+    if ((L->dp_axes & (L->dp_axes - 1)) && (L->dp_axes >> a & 1))
+        return a == L->dp_axis ? "dp outer" : "dp inner";
+    return rep_axis_name(L, a);
+}
+
 /* Global rank = pp_rank x dev + the mesh coordinate, the inner axis fastest:
  * (i0 x d1 + i1) x d2 + i2 on a dp x cp x tp mesh. */
 static void rank_grid(FILE *f, const Plan *p, const PlanLayout *L, int gpn, int host)
@@ -111,11 +153,11 @@ static void rank_grid(FILE *f, const Plan *p, const PlanLayout *L, int gpn, int 
     if (na == 2)
         fprintf(f, "  global rank = pp_rank x %d + i0 x %d + i1, mesh %d x %d per pipeline rank "
                    "(axis 0 %s, axis 1 %s); %s\n", dev, d[1], d[0], d[1],
-                rep_axis_name(L, 0), rep_axis_name(L, 1), nodes);
+                grid_name(L, 0), grid_name(L, 1), nodes);
     else
         fprintf(f, "  global rank = pp_rank x %d + (i0 x %d + i1) x %d + i2, mesh %d x %d x %d per pipeline "
                    "rank (axis 0 %s, axis 1 %s, axis 2 %s); %s\n", dev, d[1], d[2], d[0], d[1],
-                d[2], rep_axis_name(L, 0), rep_axis_name(L, 1), rep_axis_name(L, 2), nodes);
+                d[2], grid_name(L, 0), grid_name(L, 1), grid_name(L, 2), nodes);
     int total = dev * pp;
     int *mem = ir_xmalloc(sizeof(int) * (size_t)(total + 1));
     /* Each axis's groups, the inner one (consecutive ranks) first: member j
@@ -131,7 +173,11 @@ static void rank_grid(FILE *f, const Plan *p, const PlanLayout *L, int gpn, int 
                         mem[n++] = r * dev + b + j * stride[a];
         char what[96];
         const char *role = axis_role(L, a);
-        if (role)
+        bool part = (L->dp_axes & (L->dp_axes - 1)) && (L->dp_axes >> a & 1); /* dp folded over two axes */
+        if (role && part)
+            snprintf(what, sizeof what, "%s groups (dp %s%s), axis %d", role, a == L->dp_axis ? "outer" : "inner",
+                     L->ep > 1 && (L->ep_axes >> a & 1) ? ", experts exchanged" : L->moe ? ", expert-dp" : "", a);
+        else if (role)
             snprintf(what, sizeof what, "%s groups, axis %d", role, a);
         else
             snprintf(what, sizeof what, "axis-%d groups, axis %d", a, a);
@@ -260,10 +306,12 @@ void rep_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
                 : L->cp_a2a ? "splits its heads, q, k, v and o all-to-all" : "all-gathers keys and values");
     if (L->moe) {
         char ex[160];
+        char mesh[512];
         fprintf(f, "  experts            %s\n", plan_layout_experts_str(L, ex, sizeof ex));
-        fprintf(f, "                     (EP and ETP each fold over a whole mesh axis, dp or tp;\n"
-                   "                      expert-dp: the ranks holding the same expert shard,\n"
-                   "                      over which ZeRO shards its optimizer state)\n");
+        fprintf(f, "  expert mesh        %s\n", rep_expert_mesh_str(p, L, mesh, sizeof mesh));
+        fprintf(f, "                     (EP over whole mesh axes, or folded: dp split as dp outer x dp inner,\n"
+                   "                      EP over dp inner (and tp); expert-dp: the ranks holding the same\n"
+                   "                      expert shard, over which ZeRO shards its optimizer state)\n");
     }
     if (L->cp > 1) /* weight gradients are partial over cp too: ZeRO shards over both */
         fprintf(f, "  ZeRO               stage %d over the data- and context-parallel groups (%d ranks)\n",

@@ -12,6 +12,10 @@ bool rep_search_idle_note(const PassSearchResult *r, int gpus_per_node, char *bu
 /* The parallel dimension mesh axis a serves in the plan files: "dp", "cp",
  * "tp", or "-" (replicas, or no such axis) (plan_txt.c). */
 const char *rep_axis_name(const PlanLayout *L, int a);
+/* The expert mesh of a plan with experts, each group over its mesh axes:
+ * "ep 8 over axis 1 (dp inner, 8); etp 1; expert-dp 4 over axis 0 (dp outer,
+ * 4)" (plan_txt.c; plan.json's experts.ep_axes say the same). */
+const char *rep_expert_mesh_str(const Plan *p, const PlanLayout *L, char *buf, size_t n);
 
 /* Outputs (plan_txt.c, plan_json.c, plan_svg.c, plan_explain.c). The text is
  * plan.txt (and --emit plan); the JSON plan.json; the SVG plan.svg. */

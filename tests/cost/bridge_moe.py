@@ -20,6 +20,14 @@ against ptdc's megatron stack.
   bridge_moe.py PTDC SRC REF fit      the megatron preset's host_op_us (x86) and
                                       host_op_us_grace, fitted on FIT_RELEASES'
                                       rows (fit() says how)
+  bridge_moe.py PTDC SRC REF search   the table, then each expressible row re-planned
+                                      with the layout left to the framework search
+                                      (--emit megatron: EP over every degree Megatron-Core
+                                      folds, docs/moe.md) against the published layout
+                                      pinned: the rows whose searched plan is predicted
+                                      at least as fast (within bridge_dense.py's TIE),
+                                      printed against issue 33's 90%
+                                      (bench/bridge_moe_search.sh)
 
 A row is expressible when ptdc has the model (MODELS), a preset of the GPU, a
 recipe for its precision label, and the layout is one its meshes carry: no
@@ -48,9 +56,10 @@ import math
 import os
 import statistics
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bridge_dense import BASE, GPUS as BLACKWELL, RECIPES, run, summary  # noqa: E402
+from bridge_dense import BASE, GPUS as BLACKWELL, RECIPES, SEARCH_TARGET, TIE, run, summary  # noqa: E402
 
 MODELS = {"Qwen3_30B_a3B": "models/qwen3-30b-a3b.mdl", "Qwen3_235B_a22B": "models/qwen3-235b-a22b.mdl"}
 LAYERS = {"Qwen3_30B_a3B": 48, "Qwen3_235B_a22B": 94}
@@ -190,7 +199,7 @@ def fit(ptdc, src, rows):
 
 
 def main():
-    if len(sys.argv) != 5 or sys.argv[4] not in ("test", "report", "fit"):
+    if len(sys.argv) != 5 or sys.argv[4] not in ("test", "report", "fit", "search"):
         print(__doc__)
         return 2
     ptdc, src, ref, mode = sys.argv[1:]
@@ -214,7 +223,7 @@ def main():
         pred = out["predicted"]
         tok = pred["tokens_per_s"] / float(r["n_gpus"])
         pub = float(r["tokens_per_s_per_gpu"])
-        table.append(dict(label=label, pub=pub, tok=tok, err=tok / pub - 1, mem=pred["peak_mem_bytes"] / 2 ** 30,
+        table.append(dict(label=label, r=r, step=pred["step_time_s"], pub=pub, tok=tok, err=tok / pub - 1, mem=pred["peak_mem_bytes"] / 2 ** 30,
                           cap=pred["capacity_bytes"] / 2 ** 30,
                           a2a=pred.get("alltoall_s", 0) / pred["step_time_s"], gpu=r["gpu"],
                           host=pred.get("host_wait_s", 0) / pred["step_time_s"], graph=cuda_graph(r),
@@ -255,9 +264,46 @@ def main():
             100 * med, "within" if med <= TARGET else "above", 100 * TARGET))
         if med > TARGET:
             fails.append("median |error| %.1f%% is above issue 31's %.0f%%" % (100 * med, 100 * TARGET))
+    if mode == "search":
+        search(ptdc, src, table)
     for f in fails:
         print("FAIL " + f)
     return 1 if fails and mode == "test" else 0
+
+
+def search_args(src, r):
+    """The row with its layout left free: model, GPUs, sequence, batch, recipe and the
+    release's CUDA graphs (the host time the pinned row is priced with)."""
+    return [os.path.join(src, MODELS[r["model"]]), "--gpus", r["n_gpus"], "--gpu", GPUS[r["gpu"]],
+            "--set", "seq=%s" % r["seq_len"], "--global-batch", r["global_batch"]] + RECIPE + \
+        RECIPES[r["precision"]][1] + ["--stack-set", "cuda_graph=" + cuda_graph(r), "--emit", "megatron"]
+
+
+def search(ptdc, src, table):
+    """Each distinct search once (rows of several releases share one)."""
+    done, good, n = {}, 0, 0
+    t0 = time.time()
+    for t in table:
+        key = tuple(search_args(src, t["r"]))
+        if key not in done:
+            done[key] = run(ptdc, list(key))
+        out, err, dt = done[key]
+        n += 1
+        if not out or out.get("status") != "fits":
+            print("  %-64s search: %s %s" % (t["label"], (out or {}).get("status", "no answer"),
+                                             (err.strip().splitlines() or [""])[0]))
+            continue
+        e, par = out.get("experts") or {}, out["parallel"]
+        s_step = out["predicted"]["step_time_s"]
+        ok = s_step <= t["step"] * (1 + TIE)
+        good += ok
+        print("  %-64s searched t%d p%d v%d dp%d ep%d etp%d mb%d %s: %+5.1f%% (%.0f s) %s" % (
+            t["label"], par["tp"], par["pp"], par["virtual_stages"], par["dp"], e.get("ep", 1), e.get("etp", 1),
+            par["micro_batch"], par["recompute"], 100 * (t["step"] / s_step - 1), dt, "" if ok else "SLOWER"))
+        sys.stdout.flush()
+    print("searched plan at least as fast as the published (within %.1f%%): %d of %d MoE rows (%.0f%%; issue 33's "
+          "criterion for its rows: %.0f%%), %d searches, %.0f s" % (
+              100 * TIE, good, n, 100.0 * good / max(n, 1), 100 * SEARCH_TARGET, len(done), time.time() - t0))
 
 
 if __name__ == "__main__":

@@ -86,6 +86,9 @@ int main(int argc, char **argv)
     /* Memory-bound: recomputation and small micro-batches decide. */
     one(m, "llama2-13b.mdl", "seq=8192", 16, "a100-40gb", "megatron");
     one(m, "llama2-13b.mdl", "seq=8192", 16, "a100-40gb", "fsdp");
+    /* Experts: EP over every degree Megatron-Core folds (below DP, across
+     * dp x tp) beside the whole axes, each pruned as the dense layouts are. */
+    one(m, "qwen3-30b-a3b.mdl", "n_layers=4", 16, "h100-80gb", "megatron");
     printf("%s\n", failures ? "FAIL" : "ok");
     return failures != 0;
 }
