@@ -892,24 +892,34 @@ static void check_gemm_batch_gqa(const IrGraph *g, int tp, PassCluster *cl, cons
 }
 
 
+/* Two layers of Mixtral 8x7B at sequence 1024 for 64 GPUs in a new arena
+ * (*a), and its first MOE node. */
+static IrGraph *mixtral2(const char *models, IrArena **a, const IrNode **moe)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/mixtral.mdl", models);
+    *a = ir_arena_new();
+    IrGraph *g = mega_compile(*a, path, "n_layers=2,seq=1024", 64);
+    if (!g) {
+        fprintf(stderr, "cannot compile %s\n", path);
+        exit(1);
+    }
+    *moe = NULL;
+    for (int i = 0; i < g->nfwd && !*moe; i++)
+        if (g->nodes[i].op == IR_OP_MOE)
+            *moe = &g->nodes[i];
+    return g;
+}
+
 /* The mixture of experts (docs/cost-model.md): active parameters, the
  * routed rows with the exchange group and the stack's imbalance, Megatron's
  * kept rows without recompute, and the experts' model states sharded by
  * the exchange axis, ZeRO over the other (expert data parallelism). */
 static void test_moe(const char *models)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/mixtral.mdl", models);
-    IrArena *a = ir_arena_new();
-    IrGraph *g = mega_compile(a, path, "n_layers=2,seq=1024", 64);
-    if (!g) {
-        fprintf(stderr, "cannot compile %s\n", path);
-        exit(1);
-    }
-    const IrNode *moe = NULL;
-    for (int i = 0; i < g->nfwd && !moe; i++)
-        if (g->nodes[i].op == IR_OP_MOE)
-            moe = &g->nodes[i];
+    IrArena *a;
+    const IrNode *moe;
+    IrGraph *g = mixtral2(models, &a, &moe);
     CHECK(moe != NULL);
     if (!moe)
         return;
@@ -987,18 +997,9 @@ static void test_moe(const char *models)
  * and a micro-batch stretched to max(host, GPU) plus a launch per sync. */
 static void test_host(const char *models)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/mixtral.mdl", models);
-    IrArena *a = ir_arena_new();
-    IrGraph *g = mega_compile(a, path, "n_layers=2,seq=1024", 64);
-    if (!g) {
-        fprintf(stderr, "cannot compile %s\n", path);
-        exit(1);
-    }
-    const IrNode *moe = NULL;
-    for (int i = 0; i < g->nfwd && !moe; i++)
-        if (g->nodes[i].op == IR_OP_MOE)
-            moe = &g->nodes[i];
+    IrArena *a;
+    const IrNode *moe;
+    IrGraph *g = mixtral2(models, &a, &moe);
     CHECK(moe != NULL);
     if (!moe)
         return;
