@@ -86,6 +86,10 @@ def num(r, k, default=None):
     return int(float(v)) if v else default
 
 
+def dp_of(r):
+    return num(r, "n_gpus") // (num(r, "tp", 1) * num(r, "pp", 1) * (num(r, "cp", 1) or 1))
+
+
 def folded(ep, tp, dp):
     """Megatron-Core's parallel folding with ETP 1: EP takes ep / tp consecutive
     dp ranks, every tp rank of each (EP below DP at tp 1; across dp x tp)."""
@@ -130,8 +134,7 @@ def skip_reason(r):
                 "tensor or MXFP8, one for each value of a cell)" % r["precision"])
     if num(r, "fsdp", 0):
         return "Megatron-FSDP"
-    tp, pp, cp, ep, n = num(r, "tp", 1), num(r, "pp", 1), num(r, "cp", 1) or 1, num(r, "ep", 1), num(r, "n_gpus")
-    dp = n // (tp * pp * cp)
+    tp, ep, dp = num(r, "tp", 1), num(r, "ep", 1), dp_of(r)
     if ep not in (1, tp, dp) and not folded(ep, tp, dp):
         return ("EP %d is neither 1, tp %d, dp %d nor whole tp groups of consecutive dp ranks (parallel "
                 "folding with ETP 1)" % (ep, tp, dp))
@@ -139,10 +142,6 @@ def skip_reason(r):
     if v > PLAN_MAX_CHUNKS:
         return "%d virtual stages (ptdc's programs take at most %d)" % (v, PLAN_MAX_CHUNKS)
     return None
-
-
-def dp_of(r):
-    return num(r, "n_gpus") // (num(r, "tp", 1) * num(r, "pp", 1) * (num(r, "cp", 1) or 1))
 
 
 def pinned_args(src, r, host_us=None):
