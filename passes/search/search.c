@@ -62,11 +62,11 @@ void pass_search_result_free(PassSearchResult *r)
 
 static bool stage_size_ok(int n, int gpn) { return n % gpn == 0 || gpn % n == 0; }
 
-static SrcGroup *group(Src *s, int *cap, int dp, int cp, int tp, int b, bool sp)
+static SrcGroup *group(Src *s, int *cap, int dp, int cp, int tp, int fold, int b, bool sp)
 {
     for (int i = 0; i < s->ngroups; i++) {
         SrcGroup *G = &s->groups[i];
-        if (G->dp == dp && G->cp == cp && G->tp == tp && G->b == b && G->sp == sp)
+        if (G->dp == dp && G->cp == cp && G->tp == tp && G->fold == fold && G->b == b && G->sp == sp)
             return G;
     }
     if (s->ngroups == *cap) {
@@ -75,10 +75,13 @@ static SrcGroup *group(Src *s, int *cap, int dp, int cp, int tp, int b, bool sp)
     }
     SrcGroup *G = &s->groups[s->ngroups++];
     memset(G, 0, sizeof *G);
-    G->dp = dp, G->cp = cp, G->tp = tp, G->b = b, G->sp = sp;
+    G->dp = dp, G->cp = cp, G->tp = tp, G->fold = fold, G->b = b, G->sp = sp;
     G->mb_seqs = plan_mb_seqs(b, dp);
     G->m = (int)(s->gb / G->mb_seqs);
-    plan_mesh_make_dims(&G->mesh, dp, cp, tp, s->gpn);
+    if (fold > 1) /* dp_outer x dp_inner, the inner consecutive ranks (tp 1) */
+        plan_mesh_make(&G->mesh, dp / fold, fold, s->gpn);
+    else
+        plan_mesh_make_dims(&G->mesh, dp, cp, tp, s->gpn);
     G->lb = INFINITY;
     return G;
 }
@@ -263,7 +266,8 @@ static void enumerate(Src *s)
                 if (n % (tp * cp) || !cp_ok(s, cp))
                     continue;
                 int dp = n / (tp * cp);
-                if ((pin->dp && dp != pin->dp) || s->gb % dp || !src_moe_mesh_ok(s, dp, tp))
+                int folds[64];
+                if ((pin->dp && dp != pin->dp) || s->gb % dp || src_folds(s, dp, cp, tp, false, folds, 64) == 0)
                     continue;
                 int64_t per = s->gb / dp;
                 int nb = micro_batches(s, per);
@@ -279,7 +283,9 @@ static void enumerate(Src *s)
                             continue;
                         if ((sp && tp == 1) || (sp && s->c->st.no_sp))
                             continue;
-                        SrcGroup *G = group(s, &cap, dp, cp, tp, (int)b, sp);
+                      int nf = src_folds(s, dp, cp, tp, sp, folds, 64);
+                      for (int fi = 0; fi < nf; fi++) {
+                        SrcGroup *G = group(s, &cap, dp, cp, tp, folds[fi], (int)b, sp);
                         int vs[64], nv = 0;
                         if (pin->schedule != PLAN_SCHED_INTERLEAVED && !(pin->v > 1) &&
                             (pp == 1 || pass_stack_has_schedule(&s->c->st, PLAN_SCHED_1F1B)) &&
@@ -310,6 +316,7 @@ static void enumerate(Src *s)
                                         continue;
                                     add_cand(s, G, pp, vs[iv], rcs[ir], z);
                                 }
+                      }
                     }
                 }
               }
@@ -769,6 +776,8 @@ static int cmp_group(const void *a, const void *b)
         return x->tp - y->tp;
     if (x->cp != y->cp)
         return x->cp - y->cp;
+    if (x->fold != y->fold)
+        return x->fold - y->fold;
     if (x->dp != y->dp)
         return y->dp - x->dp;
     if (x->b != y->b)
@@ -916,8 +925,8 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
             double lb2 = INFINITY;
             for (int j = 0; j < G->ncand && G->nvar; j++)
                 lb2 = fmin(lb2, src_bound_variant(&s, G, &G->var[0], &G->cand[j]));
-            fprintf(stderr, "group dp %d tp %d b %d sp %d: lb %.3f lb2 %.3f thr %.3f -> %.3f\n", G->dp,
-                    G->tp, G->b, G->sp, G->lb, lb2, thr0, threshold(&R));
+            fprintf(stderr, "group dp %d tp %d fold %d b %d sp %d: lb %.3f lb2 %.3f thr %.3f -> %.3f\n", G->dp,
+                    G->tp, G->fold, G->b, G->sp, G->lb, lb2, thr0, threshold(&R));
         }
     }
     /* Then the frontier walks, once every solved group's first variant has

@@ -135,6 +135,55 @@ unsigned src_moe_axes(int dp, int tp, int deg)
     return (dp == deg ? 2u : 0) | (tp == deg ? 4u : 0);
 }
 
+static bool loop_has(const IrGraph *g, const IrNode *n, int d)
+{
+    for (int i = 0; i < n->nin; i++)
+        if (ir_tensor_has_dim(g, n->in[i], d))
+            return true;
+    for (int i = 0; i < n->nout; i++)
+        if (ir_tensor_has_dim(g, n->out[i], d))
+            return true;
+    return false;
+}
+
+PlanStrategy src_fold_strategy(const IrGraph *g, const IrNode *n)
+{
+    PlanStrategy st = {PLAN_NO_DIMS, 0};
+    if (loop_has(g, n, g->batch_dim))
+        st.dim[0] = st.dim[1] = (int16_t)g->batch_dim;
+    if (plan_routed_expert_dim(g, n) >= 0)
+        st.xchg = 1u << 1;
+    return st;
+}
+
+int src_folds(const Src *s, int dp, int cp, int tp, bool sp, int *f, int max)
+{
+    const IrGraph *g = s->g;
+    const PassSearchOpts *o = s->o;
+    int k = 0;
+    if (src_moe_mesh_ok(s, dp, tp) && k < max)
+        f[k++] = 1;
+    /* EP below DP: ptdc's own programs (a framework stack's search is
+     * report/frame_search.c), tp 1 (the programs store a parameter split
+     * over one axis per dim, so EP across dp x tp does not run), no cp
+     * (experts do not combine with it), unpinned or --ep the degree. */
+    if (s->c->st.ref_stack || !s->has_moe || tp != 1 || cp != 1 || sp || (o->etp > 1) ||
+        (o->ep > 0 && (o->ep == 1 || o->ep >= dp || dp % o->ep)))
+        return k;
+    for (int x = 2; x < dp && k < max; x++) {
+        if (dp % x || (o->ep > 0 && x != o->ep))
+            continue;
+        bool ok = true; /* every routed expert dim divides */
+        for (int i = 0; i < g->nfwd && ok; i++) {
+            int e = plan_routed_expert_dim(g, &g->nodes[i]);
+            ok = e < 0 || g->dims[e].size % x == 0;
+        }
+        if (ok)
+            f[k++] = x;
+    }
+    return k;
+}
+
 bool src_moe_mesh_ok(const Src *s, int dp, int tp)
 {
     /* ETP over tp only: the dp axis splits the batch, and only an exchange
@@ -284,8 +333,43 @@ static void spread_costs(VariantWalk *w)
     }
 }
 
+/* A folded group's only variant: its fixed strategies (src_fold_strategy),
+ * each piece priced by the cost model on its mesh. Every tensor is split by
+ * the batch over both axes wherever it flows (the exchange keeps h, gates and
+ * y split by tokens), so nothing reshards: no resharding estimate. There is
+ * no leaner point to walk to (k > 0: none). */
+static bool fold_variant(Src *s, SrcGroup *G, int k)
+{
+    const IrGraph *g = s->g;
+    SrcVariant *V = &G->var[k];
+    memset(V, 0, sizeof *V);
+    if (k > 0)
+        return false;
+    V->strat = ir_xmalloc(sizeof(PlanStrategy) * (size_t)(g->nfwd + 1));
+    for (int i = 0; i < g->nfwd; i++)
+        V->strat[i] = src_fold_strategy(g, &g->nodes[i]);
+    V->piece = ir_xcalloc((size_t)g->npieces, sizeof *V->piece);
+    int64_t *ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));
+    ir_dim_sizes(g, G->mb_seqs, ds);
+    for (int p = 0; p < g->npieces; p++) {
+        int q = 0; /* a layer of the same repeat priced before: the same costs */
+        while (q < p && (g->pieces[p].rep < 0 || g->pieces[q].rep != g->pieces[p].rep ||
+                         g->pieces[q].count != g->pieces[p].count))
+            q++;
+        if (q < p)
+            V->piece[p] = V->piece[q];
+        else
+            piece_costs(s, G, V, ds, p, &V->piece[p]);
+    }
+    free(ds);
+    V->ok = true;
+    return true;
+}
+
 bool src_variant(Src *s, SrcGroup *G, int k)
 {
+    if (G->fold > 1)
+        return fold_variant(s, G, k);
     const IrGraph *g = s->g;
     VariantWalk w;
     memset(&w, 0, sizeof w);

@@ -414,14 +414,21 @@ static bool folded(const Src *s, int ep, int tp, int dp)
     return s->c->st.ref_stack && folded_fits(s->o, ep, tp, dp);
 }
 
+/* ... or ptdc's own search (src_folds): EP below DP at tp 1, the programs'
+ * folding (tests/codegen's tiny-mixtral-fold)? */
+static bool own_folded(const Src *s, int ep, int tp, int dp)
+{
+    return !s->c->st.ref_stack && tp == 1 && ep < dp && dp % ep == 0 && s->o->etp <= 1;
+}
+
 /* --ep and --etp: a model with experts, degrees dividing the experts and
  * their width, each a whole mesh axis (1, dp or tp), on different axes when
  * both split. A framework's pinned layout also takes Megatron-Core's
  * parallel folding (report/plan_frame.c): EP of ep / tp consecutive dp
  * ranks with every tp rank of each (ETP 1: EP below DP at tp 1, across
- * dp x tp), or of ep consecutive dp ranks with ETP tp. ptdc's search does
- * not plan those yet (its programs run EP below DP: tests/codegen's
- * tiny-mixtral-fold), so its own stack refuses them. */
+ * dp x tp), or of ep consecutive dp ranks with ETP tp. ptdc's own search
+ * plans EP below DP at tp 1 (its programs run it; not across dp x tp, nor
+ * with ETP tp), so its own stack refuses the others. */
 static bool check_moe_pins(const Src *s)
 {
     const IrGraph *g = s->g;
@@ -469,14 +476,14 @@ static bool check_moe_pins(const Src *s)
                      deg, tp, tp);
             return false;
         }
-        if (i == 0 && tp && dp && deg != tp && deg != dp && folded(s, deg, tp, dp))
+        if (i == 0 && tp && dp && deg != tp && deg != dp && (folded(s, deg, tp, dp) || own_folded(s, deg, tp, dp)))
             continue;
         if (tp && dp && deg != tp && deg != dp) {
             if (i == 0 && !s->c->st.ref_stack && folded_fits(o, deg, tp, dp))
-                ir_error(IR_NOLOC, "--ep %d: EP over part of the dp %d ranks or across dp x tp (Megatron-Core's "
-                         "parallel folding) is priced under a framework stack (--stack megatron); ptdc's own search "
-                         "does not plan it yet and folds the experts over a whole mesh axis: --ep 1, %d (over tp) "
-                         "or %d (over dp)", deg, dp, tp, dp);
+                ir_error(IR_NOLOC, "--ep %d: EP across dp x tp or with ETP tp (Megatron-Core's parallel folding) "
+                         "is priced under a framework stack (--stack megatron); ptdc's own programs fold EP below "
+                         "DP at tp 1 only (a divisor of dp) or over a whole mesh axis: --ep 1, %d (over tp) "
+                         "or %d (over dp)", deg, tp, dp);
             else if (i == 0 && s->c->st.ref_stack)
                 ir_error(IR_NOLOC, "--ep %d: the experts fold over a whole mesh axis or, as Megatron-Core's "
                          "parallel folding, over whole tp groups of consecutive dp ranks (--etp 1: a multiple "

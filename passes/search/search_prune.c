@@ -219,6 +219,18 @@ double src_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m,
     return pass_kept_bytes(c, g, m, strat, ds, n, r, true, NULL);
 }
 
+/* The strategies the group's plans may give node n: the ILP's candidates
+ * on its mesh, or a folded group's one (src_fold_strategy). */
+static int group_strategies(const Src *s, const SrcGroup *G, const IrNode *n, const int64_t *ds,
+                            const uint64_t *allow, PlanStrategy *st, int max)
+{
+    if (G->fold > 1) {
+        st[0] = src_fold_strategy(s->g, n);
+        return 1;
+    }
+    return plan_strategies(s->g, n, &G->mesh, ds, allow, st, max);
+}
+
 /* The least bytes any allowed strategy of t's producer lays t out in (a
  * floor for what pass_predict keeps of t), cached in minb[t]. */
 static double producer_floor(Src *s, const SrcGroup *G, const int64_t *ds, const uint64_t *allow,
@@ -228,7 +240,7 @@ static double producer_floor(Src *s, const SrcGroup *G, const int64_t *ds, const
         return minb[t];
     const IrGraph *g = s->g;
     const IrNode *pn = &g->nodes[g->tensors[t].producer];
-    int ns = plan_strategies(g, pn, &G->mesh, ds, allow, st, maxs);
+    int ns = group_strategies(s, G, pn, ds, allow, st, maxs);
     double best = INFINITY;
     for (int i = 0; i < ns; i++) {
         PlanSharding out[IR_MAX_OUT];
@@ -300,7 +312,7 @@ void src_group_floor(Src *s, SrcGroup *G)
         }
         for (int n = g->pieces[p].first; n < g->pieces[p].first + g->pieces[p].count; n++) {
             const IrNode *nd = &g->nodes[n];
-            int ns = plan_strategies(g, nd, &G->mesh, ds, allow, st, MAXS);
+            int ns = group_strategies(s, G, nd, ds, allow, st, MAXS);
             /* tz[z]: kernels and ZeRO z's per-micro-batch traffic of one
              * strategy, least over strategies: a plan pays both with the
              * same strategy (an expert split over dp exchanges tokens but

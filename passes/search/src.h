@@ -64,6 +64,10 @@ typedef struct SrcCand {
 typedef struct SrcGroup {
     int dp, tp, b;                /* b: sequences per replica per micro-batch */
     int cp;                       /* context parallelism (a dp x cp x tp mesh when > 1) */
+    int fold;                     /* EP below DP (docs/moe.md, parallel folding): the experts
+                                     exchanged over `fold` consecutive dp ranks, tp 1, the mesh
+                                     dp/fold x fold with every node splitting the batch over
+                                     both axes (src_fold_strategy); 1: none */
     bool sp;
     int64_t mb_seqs;
     int m;                        /* micro-batches per step */
@@ -197,6 +201,16 @@ double src_states_lb(const Src *s, int p, int z, double n, double tp);
  * can carry both pins at all (search_ilp.c). */
 unsigned src_moe_axes(int dp, int tp, int deg);
 bool src_moe_mesh_ok(const Src *s, int dp, int tp);
+
+/* EP below DP at tp 1 (a group with fold > 1): the one strategy of node n.
+ * Nothing is left to choose there: every node carrying the batch splits it
+ * over both dp axes (PLAN_REQ_BATCH at tp 1, nested), and a moe of routed
+ * experts exchanges them over the inner one, as the programs run it
+ * (tests/codegen tiny-mixtral-fold). So the group needs no ILP. */
+PlanStrategy src_fold_strategy(const IrGraph *g, const IrNode *n);
+/* The fold degrees a (dp, cp, tp, sp) layout is searched with, into f
+ * (1 first when the unfolded layout is allowed); the count. */
+int src_folds(const Src *s, int dp, int cp, int tp, bool sp, int *f, int max);
 
 /* search.c */
 void src_plan(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
