@@ -45,6 +45,7 @@ static bool search_plan(const IrGraph *g, const Layout *l, PassSearchResult *r)
     so.pins.zero = l->zero;
     so.pins.schedule = l->v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B;
     so.pins.v = l->v;
+    so.ep = l->ep_fold; /* epN: --ep N, EP below DP (0: the search chooses) */
     so.pp_layers = l->layers; /* --pp-layers */
     so.pp_nlayers = l->nlayers;
     so.gpus = cl.ngpus;
