@@ -173,12 +173,14 @@ int src_folds(const Src *s, int dp, int cp, int tp, bool sp, int *f, int max)
     for (int x = 2; x < dp && k < max; x++) {
         if (dp % x || (o->ep > 0 && x != o->ep))
             continue;
-        bool ok = true; /* every routed expert dim divides */
+        bool ok = true; /* routed experts (not only a shared one), every expert dim divided */
+        int routed = 0;
         for (int i = 0; i < g->nfwd && ok; i++) {
             int e = plan_routed_expert_dim(g, &g->nodes[i]);
             ok = e < 0 || g->dims[e].size % x == 0;
+            routed += e >= 0;
         }
-        if (ok)
+        if (ok && routed)
             f[k++] = x;
     }
     return k;
