@@ -330,8 +330,14 @@ void rep_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
     text_wrap(f, pz.note);
     fprintf(f, "\n");
 
+    /* ptdc's own plan without an ILP solve: EP below DP at tp 1, whose
+     * strategies the layout fixes (docs/moe.md; passes/search src_folds). */
+    bool fixed = a->nilp == 0 && !c->st.ref_stack;
     if (a->nilp > 0)
         fprintf(f, "stages (times per micro-batch from the ILP costs; memory of the pipeline rank)\n");
+    else if (fixed)
+        fprintf(f, "stages (times per micro-batch from the cost model's kernels, nothing resharded; memory "
+                   "of the pipeline rank)\n");
     else /* a framework's plan (plan_frame.c): no ILP solve */
         fprintf(f, "stages (times per micro-batch: the pipeline rank's, split evenly over its chunks; "
                    "memory of the pipeline rank)\n");
@@ -356,6 +362,9 @@ void rep_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
 
     if (a->nilp > 0)
         fprintf(f, "operator shardings and collectives (intra-operator ILP, one layer of each kind)\n");
+    else if (fixed)
+        fprintf(f, "operator shardings: fixed by the layout, no ILP (EP below DP at tp 1: every node splits "
+                   "the batch over both dp axes, the routed experts exchanged over dp inner)\n");
     else
         fprintf(f, "operator shardings: the %s stack's own tensor parallelism (docs/stacks.md), not an ILP's\n",
                 c->st.name);
