@@ -226,6 +226,11 @@ PlanSharding pass_kept_sharding(const IrGraph *g, const PlanMesh *m, const PlanS
     return from;
 }
 
+bool pass_redone(const PassCostCtx *c, PlanCollKind k)
+{
+    return !plan_coll_reduces(k) && (k == PLAN_COLL_ALLGATHER || !c->st.keeps_exchanged);
+}
+
 /* Does n's backward read its input `slot` (n keeps it, or its cast copy)? */
 static bool reads_back(const PassCostCtx *c, const IrGraph *g, const IrNode *n, int slot, PlanRecompute r)
 {
@@ -274,7 +279,7 @@ static double redo_s(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m, 
         int ns = plan_reshard(g, t, m, &keep, &in[i], dim_size, steps, 8);
         int eb = pass_elem_bytes(c, g->tensors[t].dtype);
         for (int j = 0; j < ns; j++)
-            s += pass_cost_coll(c, m, &steps[j], eb);
+            s += pass_redone(c, steps[j].kind) ? pass_cost_coll(c, m, &steps[j], eb) : 0;
     }
     return s;
 }

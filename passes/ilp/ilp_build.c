@@ -83,7 +83,7 @@ static double reshard_s(const IlpSeg *s, int t, const PlanSharding *from, const 
     for (int i = 0; i < n; i++) {
         double c = s->costs->coll(s->ctx, &s->q.mesh, &st[i], eb);
         tot += c;
-        if (!plan_coll_reduces(st[i].kind))
+        if (pass_redone(s->ctx, st[i].kind))
             r += c;
         if (st[i].kind == PLAN_COLL_ALLGATHER && !sh)
             sh = st[i].numel / s->q.mesh.size[st[i].axis];

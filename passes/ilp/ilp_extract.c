@@ -21,8 +21,8 @@ static void add_steps(const IlpSeg *s, Colls *c, int t, int consumer, const Plan
     int n = plan_reshard(s->g, t, &s->q.mesh, from, to, s->dim_size, st, 8);
     int eb = pass_elem_bytes(s->ctx, s->g->tensors[t].dtype);
     for (int i = 0; i < n; i++) {
-        if (redo && plan_coll_reduces(st[i].kind))
-            continue; /* the kept copy is reduced already */
+        if (redo && !pass_redone(s->ctx, st[i].kind))
+            continue; /* the kept copy is reduced already (or kept exchanged) */
         if (c->n == c->cap) {
             c->cap = c->cap ? 2 * c->cap : 32;
             c->v = ir_xrealloc(c->v, (size_t)c->cap * sizeof *c->v);

@@ -567,6 +567,24 @@ static void cp_a2a_again(void)
     CHECK(again > 0 && fabs(redo - again) <= 1e-9 * again,
           "the ILP's all-to-alls again %.6f ms, the cost model's backward adds %.6f ms", again * 1e3, redo * 1e3);
     printf("cp a2a: %d all-to-alls again in backward, %.4f ms per layer\n", nagain, again * 1e3);
+    /* A stack that keeps the exchanged copies (Megatron: Transformer Engine
+     * saves q, k, v after the exchange) runs no exchange again. */
+    E.ctx.st.keeps_exchanged = true;
+    pass_ilp_cache_free(E.cache); /* (the cache keys on the query, not the stack) */
+    E.cache = pass_ilp_cache_new();
+    setenv("PTDC_CP_FORM", "a2a", 1);
+    r = pass_ilp_stage(E.cache, &E.ctx, &pass_ilp_costs, E.g, &q);
+    unsetenv("PTDC_CP_FORM");
+    c = census(r, 1);
+    double kept_redo = 0;
+    for (int n = L->first; n < L->first + L->count; n++) {
+        double s;
+        pass_kept_bytes(&E.ctx, E.g, &q.mesh, st, ds, &E.g->nodes[n], q.recompute, false, &s);
+        kept_redo += s;
+    }
+    CHECK(r->feasible && c.n[PLAN_COLL_ALLTOALL][cpa][1] == 4 && kept_redo == 0,
+          "keeps_exchanged: %g backward all-to-alls (want 4), %g s again in the cost model (want 0)",
+          c.n[PLAN_COLL_ALLTOALL][cpa][1], kept_redo);
     free(ds);
     free(st);
     env_close(&E);
