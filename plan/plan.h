@@ -94,6 +94,10 @@ typedef struct PlanColl {
 } PlanColl;
 
 const char *plan_coll_name(PlanCollKind k);
+/* Does a step of kind k sum partial values (all-reduce, reduce-scatter)? A
+ * generated program keeps a tensor reduced (its canonical form), so a reader's
+ * other steps are what its backward runs again from the kept copy. */
+bool plan_coll_reduces(PlanCollKind k);
 
 /* A stage of `devices` ranks viewed as a (d0 x d1) logical mesh (d1 = 1 gives
  * a 1-D mesh of d0), with nodes of gpus_per_node consecutive ranks. The

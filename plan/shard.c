@@ -20,6 +20,8 @@ const char *plan_coll_name(PlanCollKind k)
     return "?";
 }
 
+bool plan_coll_reduces(PlanCollKind k) { return k == PLAN_COLL_ALLREDUCE || k == PLAN_COLL_REDUCESCATTER; }
+
 int plan_mesh_devices(const PlanMesh *m)
 {
     int n = 1;

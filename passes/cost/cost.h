@@ -251,9 +251,15 @@ int pass_readers_end(const IrGraph *g, int t);
  * next. strat: every node's strategy. */
 PlanSharding pass_kept_sharding(const IrGraph *g, const PlanMesh *m, const PlanStrategy *strat,
                                 const int64_t *dim_size, int t);
+/* Does a reader's backward run resharding step kind k again, from the copy of
+ * its input the program keeps (its producer's, reduced)? Not the reductions;
+ * all-gathers always (the shard is kept); all-to-alls and slices unless the
+ * stack keeps the exchanged copy (keeps_exchanged). */
+bool pass_redone(const PassCostCtx *c, PlanCollKind k);
 /* pass_saved_bytes in those layouts, as pass_predict counts activations: an
  * input all-gathered for n is kept smaller and gathered again in backward
- * (*regather_s, when not NULL: that time), one sliced for n (sequence
+ * (*regather_s, when not NULL: the time of the steps n's backward runs again
+ * to read its kept inputs, pass_redone), one sliced for n (sequence
  * parallelism's norms reading a replicated residual) is kept whole. lower_bound:
  * nothing counted larger than n reads it (the search, whose strategies of
  * later nodes are not all chosen yet, needs a lower bound of pass_predict). */

@@ -226,6 +226,64 @@ PlanSharding pass_kept_sharding(const IrGraph *g, const PlanMesh *m, const PlanS
     return from;
 }
 
+bool pass_redone(const PassCostCtx *c, PlanCollKind k)
+{
+    return !plan_coll_reduces(k) && (k == PLAN_COLL_ALLGATHER || !c->st.keeps_exchanged);
+}
+
+/* Does n's backward read its input `slot` (n keeps it, or its cast copy)? */
+static bool reads_back(const PassCostCtx *c, const IrGraph *g, const IrNode *n, int slot, PlanRecompute r)
+{
+    return keeps(c, g, n, slot, -1, r) ||
+           (slot == 0 && lp_input(c, g, n) && !pass_recomputed(NULL, g, n, r));
+}
+
+/* Seconds n's backward spends bringing its kept inputs to the layouts it
+ * reads them in. A program keeps a tensor in one layout, its producer's
+ * reduced (pass_kept_sharding, cg_analyse.c's canonical form), and each
+ * layout a backward reads it in is made again from that copy, once (cg_get):
+ * the forward's steps after its reductions, an all-gather of a kept shard or
+ * an all-to-all of the same bytes (context parallelism's heads split, the
+ * output projection reading attention's output sequence split). Counted at
+ * the first reader in forward order that keeps it in that layout, which need
+ * not be the node whose bytes count it (attention keeps its own output). A
+ * recomputed reader whose producer shares its piece gets it from the rerun,
+ * which pass_predict prices as recomputation. */
+static double redo_s(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m, const PlanStrategy *strat,
+                     const int64_t *dim_size, const IrNode *n, PlanRecompute r, const PlanSharding *in)
+{
+    double s = 0;
+    for (int i = 0; i < n->nin; i++) {
+        int t = n->in[i], p = g->tensors[t].producer;
+        if (p < 0 || p >= g->nfwd || !reads_back(c, g, n, i, r))
+            continue;
+        if (pass_recomputed(NULL, g, n, r) && g->nodes[p].piece == n->piece)
+            continue;
+        PlanSharding keep = pass_kept_sharding(g, m, strat, dim_size, t);
+        if (plan_sharding_eq(&keep, &in[i]))
+            continue;
+        bool done = false; /* an earlier slot or reader made this layout already */
+        for (int e = 0; e < i && !done; e++)
+            done = n->in[e] == t && plan_sharding_eq(&in[e], &in[i]) && reads_back(c, g, n, e, r);
+        for (int j = p + 1; j < n->id && !done; j++) {
+            const IrNode *o = &g->nodes[j];
+            PlanSharding oi[IR_MAX_IN];
+            plan_shard_io(g, o, &strat[j], oi, NULL);
+            for (int e = 0; e < o->nin && !done; e++)
+                done = o->in[e] == t && plan_sharding_eq(&oi[e], &in[i]) && reads_back(c, g, o, e, r) &&
+                       !(pass_recomputed(NULL, g, o, r) && g->nodes[p].piece == o->piece);
+        }
+        if (done)
+            continue;
+        PlanColl steps[8];
+        int ns = plan_reshard(g, t, m, &keep, &in[i], dim_size, steps, 8);
+        int eb = pass_elem_bytes(c, g->tensors[t].dtype);
+        for (int j = 0; j < ns; j++)
+            s += pass_redone(c, steps[j].kind) ? pass_cost_coll(c, m, &steps[j], eb) : 0;
+    }
+    return s;
+}
+
 double pass_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m,
                        const PlanStrategy *strat, const int64_t *dim_size, const IrNode *n,
                        PlanRecompute r, bool lower_bound, double *regather_s)
@@ -236,7 +294,7 @@ double pass_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m
     plan_shard_io(g, n, &strat[n->id], in, out);
     double b = 0;
     if (regather_s)
-        *regather_s = 0;
+        *regather_s = redo_s(c, g, m, strat, dim_size, n, r, in);
     for (int i = 0; i < k; i++) {
         b += it[i].bytes;
         int t = it[i].tensor;
@@ -249,15 +307,7 @@ double pass_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m
         double e_keep = (double)plan_local_numel(g, t, m, &keep, dim_size);
         if (e_used <= 0 || e_keep == e_used || (lower_bound && e_keep > e_used))
             continue;
-        double kept = it[i].bytes * e_keep / e_used;
-        b += kept - it[i].bytes;
-        if (isin && kept < it[i].bytes && regather_s) {
-            PlanColl steps[8];
-            int ns = plan_reshard(g, t, m, &keep, used, dim_size, steps, 8);
-            int eb = pass_elem_bytes(c, g->tensors[t].dtype);
-            for (int j = 0; j < ns; j++)
-                *regather_s += pass_cost_coll(c, m, &steps[j], eb);
-        }
+        b += it[i].bytes * e_keep / e_used - it[i].bytes;
     }
     return b;
 }

@@ -176,6 +176,12 @@ static const PassStack presets[] = {
          * the bytes allocated and freed per micro-batch lost to
          * fragmentation, 5% reserve. */
         .ref_stack = true,
+        /* Autograd saves what an op received: TE's all-to-all context
+         * parallelism keeps q, k, v after the exchange (its backward
+         * exchanges dO and dq, dk, dv only); sequence parallelism's linear
+         * layers keep the shard and gather again (keeps_exchanged leaves
+         * all-gathers to that). */
+        .keeps_exchanged = true,
         .frag_act = 0.15,
         .alloc_reserve = 0.05,
         /* --use-distributed-optimizer is ZeRO-1. ZeRO-3 is Megatron-FSDP
@@ -242,6 +248,12 @@ static const PassStack presets[] = {
          * in the next step's first forward, the next module's prefetched. */
         .param_gather = PASS_GATHER_FORWARD,
         .ref_stack = true,
+        /* Autograd saves what an op received: TE's all-to-all context
+         * parallelism keeps q, k, v after the exchange (its backward
+         * exchanges dO and dq, dk, dv only); sequence parallelism's linear
+         * layers keep the shard and gather again (keeps_exchanged leaves
+         * all-gathers to that). */
+        .keeps_exchanged = true,
         .frag_act = 0.15,
         .alloc_reserve = 0.05,
         /* DDP (0), reshard_after_forward=False (2), FULL_SHARD (3). */
@@ -410,6 +422,8 @@ static const struct SKey {
      "fp32 master weights are the weights"},
     {"grad_in_place", S_BOOL, F(grad_in_place), 0, 0, 0, NULL, 0,
      "the loss gradient overwrites the logits"},
+    {"keeps_exchanged", S_BOOL, F(keeps_exchanged), 0, 0, 0, NULL, 0,
+     "a saved input exchanged (all-to-all) for its reader is kept exchanged, not exchanged again"},
     {"grad_sum_in_kernel", S_BOOL, F(grad_sum_in_kernel), 0, 0, 0, NULL, 0,
      "GEMMs and norm backwards add gradient contributions"},
     {"zero_stages", S_LIST, F(zero_stages), 0, 0, 0, zero_names, 4, "ZeRO stages offered"},

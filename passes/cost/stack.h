@@ -168,6 +168,12 @@ typedef struct PassStack {
                                      that keeps no second copy) */
     bool grad_in_place;           /* the loss writes dlogits over the logits it keeps
                                      (ir_grad_in_place): no second logits-sized buffer */
+    bool keeps_exchanged;         /* a saved input that an all-to-all or a slice brought to its
+                                     reader is kept so (Transformer Engine's all-to-all context
+                                     parallelism saves q, k, v exchanged), not made again in
+                                     backward from the copy kept as produced (ptdc's programs:
+                                     docs/sharding.md); all-gathered ones are gathered again
+                                     either way (sequence parallelism) */
     bool grad_sum_in_kernel;      /* a GEMM (beta = 1) or a norm's backward (dres) adds its
                                      gradient contribution into the sum of the others, no
                                      rt_add (IR_OPF_GRAD_SUM) */

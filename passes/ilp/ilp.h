@@ -186,7 +186,8 @@ typedef struct PassIlpColl {
     int tensor;                   /* a tensor it moves (for repeated layers: the first layer's) */
     int consumer;                 /* forward node reading it (-1: a layer boundary) */
     bool bwd;                     /* false: forward pass; true: backward (gradient) */
-    bool regather;                /* backward all-gather of an input kept sharded */
+    bool regather;                /* backward resharding again of an input kept as made
+                                     (an all-gather of one kept sharded, an all-to-all) */
     PlanColl coll;
     double seconds;               /* one execution */
     int count;                    /* executions per micro-batch on this stage */
@@ -201,7 +202,7 @@ typedef struct PassIlpResult {
     PlanSharding boundary;        /* the sharding layer boundaries carry */
     const char *axis_name[PLAN_MAX_AXES]; /* "dp" (batch split on it), "tp", or "-" (unused) */
     double fwd_s, bwd_s;          /* one micro-batch through the stage: compute + resharding
-                                     (bwd includes recomputation and re-gathers) */
+                                     (bwd includes recomputation and re-reshards) */
     double sync_s;                /* per step: gradient synchronisation, ZeRO gathers */
     double step_s;                /* the objective: num_micro * (fwd_s + bwd_s) + sync_s */
     double param_bytes, act_bytes, mem_bytes; /* per device; mem = param + act */

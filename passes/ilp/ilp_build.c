@@ -9,11 +9,16 @@
  *   forward   plan_reshard(S -> X)
  *   backward  plan_reshard(G -> S without its partial sums)
  *   recompute the forward reshard again, if the reader is recomputed
- *   re-gather if the forward all-gathers t and the reader saves it, the
- *             gathered copy is not kept: it is kept as it was before the
- *             all-gather and gathered again in backward (Megatron's sequence
- *             parallelism); memory counts the sharded size at the reader
- *             where the cost model counts the saved tensor.
+ *   redo      if the reader saves t and is not recomputed: the programs
+ *             keep t as its producer made it, reduced (cg_analyse.c's
+ *             canonical form), and a backward node reading it brings it to
+ *             the reader's layout again: the forward reshard's steps after
+ *             its reductions (all-gathers, all-to-alls, slices) run again.
+ *             An all-gathered copy is not kept (Megatron's sequence
+ *             parallelism): memory counts the sharded size at the reader
+ *             where the cost model counts the saved tensor; an all-to-all
+ *             (context parallelism's heads split, tp's exchanges) keeps the
+ *             same bytes and costs its exchange again.
  * Work several readers of one tensor share is done once (IlpUse): one
  * forward reshard per distinct wanted sharding, one backward reshard per
  * distinct gradient sharding (contributions with the same sharding are summed
@@ -64,27 +69,27 @@ void ilp_in_sharding(const IlpSeg *s, int x, int slot, int k, PlanSharding *want
     *grad = plan_shard_grad_in(s->g, n, &in->strat[k], slot);
 }
 
-/* Seconds of resharding tensor t from `from` to `to`; *ag: the all-gather
- * part; *sharded: local elements before the first all-gather (0 if none). */
+/* Seconds of resharding tensor t from `from` to `to`; *redo: the part after
+ * its reductions, what the backward runs again for a reader that saves t;
+ * *sharded: local elements before the first all-gather (0 if none). */
 static double reshard_s(const IlpSeg *s, int t, const PlanSharding *from, const PlanSharding *to,
-                        double *ag, int64_t *sharded)
+                        double *redo, int64_t *sharded)
 {
     PlanColl st[8];
     int n = plan_reshard(s->g, t, &s->q.mesh, from, to, s->dim_size, st, 8);
     int eb = pass_elem_bytes(s->ctx, s->g->tensors[t].dtype);
-    double tot = 0, a = 0;
+    double tot = 0, r = 0;
     int64_t sh = 0;
     for (int i = 0; i < n; i++) {
         double c = s->costs->coll(s->ctx, &s->q.mesh, &st[i], eb);
         tot += c;
-        if (st[i].kind == PLAN_COLL_ALLGATHER) {
-            a += c;
-            if (!sh)
-                sh = st[i].numel / s->q.mesh.size[st[i].axis];
-        }
+        if (pass_redone(s->ctx, st[i].kind))
+            r += c;
+        if (st[i].kind == PLAN_COLL_ALLGATHER && !sh)
+            sh = st[i].numel / s->q.mesh.size[st[i].axis];
     }
-    if (ag)
-        *ag = a;
+    if (redo)
+        *redo = r;
     if (sharded)
         *sharded = sh;
     return tot;
@@ -119,7 +124,8 @@ typedef struct {
     PlanSharding *S;          /* [nI] source output sharding */
     PlanSharding *X, *G;      /* [nJ] wanted input sharding, gradient sharding */
     IlpVals *val;             /* [nI * nJ] accumulated prices */
-    bool regather;            /* reader saves t for backward and is not recomputed */
+    bool regather;            /* reader saves t for backward and is not recomputed: its
+                                 backward reshards t again from the kept copy */
     bool recompute;           /* reader is recomputed */
     bool internal;            /* source and reader are one merge group */
     bool used;                /* a group item refers to it */
@@ -197,7 +203,8 @@ static void pend(PendingVec *pv, const IlpSeg *s, LinkInfo *info, const IlpUse *
                  int q, int kind, const PlanSharding *want)
 {
     /* kind 0: readers wanting `want` (any); 1: those of them recomputed;
-     * 2: those of them that re-gather; 3: readers giving gradient `want`. */
+     * 2: those of them that reshard again in backward (they save t); 3:
+     * readers giving gradient `want`. */
     Pending p = {{{0}}, 0, NULL, NULL};
     p.w.q[q] = w;
     for (int k = 0; k < u->nlinks; k++) {
@@ -249,9 +256,9 @@ static void price_use(const IlpSeg *s, LinkInfo *info, const IlpUse *u, PendingV
             PlanSharding T = no_partial(L->S[I]);
             for (int J = 0; J < L->nJ; J++) {
                 IlpVals *v = &L->val[I * L->nJ + J];
-                double ag;
+                double redo;
                 int64_t sharded;
-                double f = reshard_s(s, t, &L->S[I], &L->X[J], &ag, &sharded);
+                double f = reshard_s(s, t, &L->S[I], &L->X[J], &redo, &sharded);
                 if (l->saver && L->regather && sharded > 0) {
                     /* The saver counted its copy at its own width (a
                      * low-precision GEMM's cast input: the format's). */
@@ -264,7 +271,7 @@ static void price_use(const IlpSeg *s, LinkInfo *info, const IlpUse *u, PendingV
                     continue;
                 double b = reshard_s(s, t, &L->G[J], &T, NULL, NULL);
                 v->q[ILP_FWD] += cnt * f;
-                v->q[ILP_BWD] += cnt * (b + (L->recompute ? f : 0) + (L->regather && sharded ? ag : 0));
+                v->q[ILP_BWD] += cnt * (b + (L->recompute ? f : 0) + (L->regather ? redo : 0));
             }
         }
     }
@@ -289,15 +296,14 @@ static void price_use(const IlpSeg *s, LinkInfo *info, const IlpUse *u, PendingV
     for (int I = 0; I < L0->nI; I++) {
         PlanSharding T = no_partial(L0->S[I]);
         for (int x = 0; x < nx; x++) {
-            double ag;
-            int64_t sharded;
-            double f = reshard_s(s, t, &L0->S[I], &xs[x], &ag, &sharded);
+            double redo;
+            double f = reshard_s(s, t, &L0->S[I], &xs[x], &redo, NULL);
             if (f > 0) {
                 pend(pv, s, info, u, I, cnt * f, ILP_FWD, 0, &xs[x]);
                 pend(pv, s, info, u, I, cnt * f, ILP_BWD, 1, &xs[x]);
             }
-            if (sharded > 0 && ag > 0)
-                pend(pv, s, info, u, I, cnt * ag, ILP_BWD, 2, &xs[x]);
+            if (redo > 0)
+                pend(pv, s, info, u, I, cnt * redo, ILP_BWD, 2, &xs[x]);
         }
         for (int x = 0; x < ng; x++) {
             double b = reshard_s(s, t, &gs[x], &T, NULL, NULL);

@@ -15,19 +15,19 @@ typedef struct {
 } Colls;
 
 static void add_steps(const IlpSeg *s, Colls *c, int t, int consumer, const PlanSharding *from,
-                      const PlanSharding *to, bool bwd, bool only_ag, int count)
+                      const PlanSharding *to, bool bwd, bool redo, int count)
 {
     PlanColl st[8];
     int n = plan_reshard(s->g, t, &s->q.mesh, from, to, s->dim_size, st, 8);
     int eb = pass_elem_bytes(s->ctx, s->g->tensors[t].dtype);
     for (int i = 0; i < n; i++) {
-        if (only_ag && st[i].kind != PLAN_COLL_ALLGATHER)
-            continue;
+        if (redo && !pass_redone(s->ctx, st[i].kind))
+            continue; /* the kept copy is reduced already (or kept exchanged) */
         if (c->n == c->cap) {
             c->cap = c->cap ? 2 * c->cap : 32;
             c->v = ir_xrealloc(c->v, (size_t)c->cap * sizeof *c->v);
         }
-        c->v[c->n++] = (PassIlpColl){t, consumer, bwd, only_ag, st[i],
+        c->v[c->n++] = (PassIlpColl){t, consumer, bwd, redo, st[i],
                                      s->costs->coll(s->ctx, &s->q.mesh, &st[i], eb), count};
     }
 }
@@ -59,7 +59,7 @@ static void use_colls(const IlpSeg *s, const IlpSolution *sol, const IlpUse *u, 
         for (int i = 0; i < ng; i++)
             new_g &= !plan_sharding_eq(&seen_g[i], &G);
         /* Forward: once per wanted sharding; again in backward if recomputed
-         * or re-gathered (each once per sharding as well: ilp_build.c). */
+         * or saved (each once per sharding as well: ilp_build.c). */
         if (new_x && nx < 16) {
             seen_x[nx++] = X;
             add_steps(s, c, t, consumer, &S, &X, false, false, u->count);
@@ -69,8 +69,8 @@ static void use_colls(const IlpSeg *s, const IlpSolution *sol, const IlpUse *u, 
             add_steps(s, c, t, consumer, &G, &T, true, false, u->count);
         }
     }
-    /* Recompute and re-gather: once per wanted sharding among the readers
-     * that need them. */
+    /* Recompute, and the saving readers' resharding from the kept copy: once
+     * per wanted sharding among the readers that need them. */
     for (int pass = 0; pass < 2; pass++) {
         PlanSharding done[16];
         int nd = 0;

@@ -61,7 +61,9 @@ static void print_coll(FILE *f, const IrGraph *g, const PassIlpResult *r, const 
         snprintf(to, sizeof to, "%s the layer boundary", c->bwd ? "from" : "to");
     fprintf(f, "    %s %-14s %-2s %-12s %9.3f MB %9.4f ms x%-4d %s%s\n", c->bwd ? "bwd" : "fwd",
             plan_coll_name(c->coll.kind), axis_of(r, &c->coll), t->base, bytes / 1e6,
-            c->seconds * 1e3, c->count, to, c->regather ? " (re-gather of the kept shard)" : "");
+            c->seconds * 1e3, c->count, to, !c->regather                            ? ""
+            : c->coll.kind == PLAN_COLL_ALLGATHER ? " (re-gather of the kept shard)"
+                                                  : " (again from the kept copy)");
 }
 
 void pass_ilp_print(FILE *f, const IrGraph *g, const PassIlpQuery *q, const PassIlpResult *r)

@@ -501,6 +501,95 @@ static void kept_activations(void)
     env_close(&E);
 }
 
+/* Context parallelism's all-to-all form (docs/context.md) on LLaMA-3 8B, dp 4
+ * x cp 2, the form pinned: the programs keep q, k, v (attention saves them)
+ * and attention's output (the output projection saves it) as they were made,
+ * and the backward exchanges each again from that copy (codegen's cg_get
+ * from the canonical form). The ILP lists, per layer, 4 all-to-alls over cp
+ * forward and 8 backward: the 4 gradients' and the 4 exchanged again; and
+ * those 4 cost what the cost model's backward adds for them
+ * (pass_kept_bytes' redone resharding, which pass_predict prices). Before,
+ * the ILP listed 4 backward and the cost model added nothing. */
+static void cp_a2a_again(void)
+{
+    Env E;
+    env_open(&E, "llama3-8b.mdl", NULL);
+    PassIlpQuery q = layers(1, 1, 1, 4, 8, 1, 1, 0);
+    plan_mesh_make_dims(&q.mesh, 4, 2, 1, 8);
+    int dpa, cpa, tpa;
+    plan_mesh_dims_axes(2, 1, &dpa, &cpa, &tpa);
+    pass_ilp_pins_cp(E.g, dpa, cpa, tpa, false, q.allow);
+    q.require = PLAN_REQ_BATCH | PLAN_REQ_CP;
+    q.cp_axes = 1u << cpa;
+    setenv("PTDC_CP_FORM", "a2a", 1);
+    const PassIlpResult *r = pass_ilp_stage(E.cache, &E.ctx, &pass_ilp_costs, E.g, &q);
+    unsetenv("PTDC_CP_FORM");
+    show(&E, &q, r);
+    CHECK(r->feasible, "no plan");
+    Census c = census(r, 1);
+    CHECK(c.n[PLAN_COLL_ALLTOALL][cpa][0] == 4 && c.n[PLAN_COLL_ALLTOALL][cpa][1] == 8,
+          "all-to-alls over cp per layer: %g forward, %g backward (want 4 and 8)",
+          c.n[PLAN_COLL_ALLTOALL][cpa][0], c.n[PLAN_COLL_ALLTOALL][cpa][1]);
+    double again = 0, listed = 0;
+    int nagain = 0;
+    for (int i = 0; i < r->ncoll; i++) {
+        listed += r->coll[i].bwd ? r->coll[i].seconds * r->coll[i].count : 0;
+        if (r->coll[i].regather && r->coll[i].coll.kind == PLAN_COLL_ALLTOALL) {
+            again += r->coll[i].seconds * r->coll[i].count;
+            nagain++;
+        }
+    }
+    CHECK(nagain == 4, "%d all-to-alls again from the kept copy (want q, k, v, attention's output)", nagain);
+    int64_t *ds = malloc(sizeof *ds * (size_t)E.g->ndims);
+    PlanStrategy *st = malloc(sizeof *st * (size_t)E.g->nfwd);
+    ir_dim_sizes(E.g, q.mb_seqs, ds);
+    const IrPiece *L = &E.g->pieces[q.first_piece];
+    for (int i = 0; i < E.g->nfwd; i++)
+        st[i] = (PlanStrategy){PLAN_NO_DIMS, 0};
+    for (int p = 0; p < E.g->npieces; p++)
+        if (E.g->pieces[p].rep == L->rep)
+            for (int j = 0; j < L->count; j++)
+                st[E.g->pieces[p].first + j] = r->strategy[j];
+    double redo = 0, kern = 0;
+    for (int n = L->first; n < L->first + L->count; n++) {
+        double s;
+        pass_kept_bytes(&E.ctx, E.g, &q.mesh, st, ds, &E.g->nodes[n], q.recompute, false, &s);
+        redo += s;
+        PassNodeCost nc;
+        memset(&nc, 0, sizeof nc);
+        pass_cost_node(&E.ctx, E.g, &E.g->nodes[n], &q.mesh, &st[n], ds, &nc);
+        kern += nc.bwd_s;
+    }
+    /* The ILP prices the backward it lists: its kernels and those collectives. */
+    CHECK(fabs(r->bwd_s - (kern + listed)) <= 1e-9 * r->bwd_s,
+          "the ILP's backward %.6f ms, its kernels %.6f ms and listed collectives %.6f ms", r->bwd_s * 1e3,
+          kern * 1e3, listed * 1e3);
+    CHECK(again > 0 && fabs(redo - again) <= 1e-9 * again,
+          "the ILP's all-to-alls again %.6f ms, the cost model's backward adds %.6f ms", again * 1e3, redo * 1e3);
+    printf("cp a2a: %d all-to-alls again in backward, %.4f ms per layer\n", nagain, again * 1e3);
+    /* A stack that keeps the exchanged copies (Megatron: Transformer Engine
+     * saves q, k, v after the exchange) runs no exchange again. */
+    E.ctx.st.keeps_exchanged = true;
+    pass_ilp_cache_free(E.cache); /* (the cache keys on the query, not the stack) */
+    E.cache = pass_ilp_cache_new();
+    setenv("PTDC_CP_FORM", "a2a", 1);
+    r = pass_ilp_stage(E.cache, &E.ctx, &pass_ilp_costs, E.g, &q);
+    unsetenv("PTDC_CP_FORM");
+    c = census(r, 1);
+    double kept_redo = 0;
+    for (int n = L->first; n < L->first + L->count; n++) {
+        double s;
+        pass_kept_bytes(&E.ctx, E.g, &q.mesh, st, ds, &E.g->nodes[n], q.recompute, false, &s);
+        kept_redo += s;
+    }
+    CHECK(r->feasible && c.n[PLAN_COLL_ALLTOALL][cpa][1] == 4 && kept_redo == 0,
+          "keeps_exchanged: %g backward all-to-alls (want 4), %g s again in the cost model (want 0)",
+          c.n[PLAN_COLL_ALLTOALL][cpa][1], kept_redo);
+    free(ds);
+    free(st);
+    env_close(&E);
+}
+
 int main(void)
 {
     megatron_tp();
@@ -511,6 +600,7 @@ int main(void)
     cache();
     time_limit();
     kept_activations();
+    cp_a2a_again();
     printf("ilp llama: %d failures\n", failures);
     return failures ? 1 : 0;
 }

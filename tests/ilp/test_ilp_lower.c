@@ -8,7 +8,7 @@
  * the model's definition (docs/sharding.md): node prices, and per physical
  * tensor and source one forward reshard per distinct wanted sharding, one
  * backward reshard per distinct gradient sharding, recomputation and
- * re-gathers. The ILP must reach the brute-force optimum within 1e-9
+ * the saving readers' resharding again in backward. The ILP must reach the brute-force optimum within 1e-9
  * relative, report infeasibility exactly when nothing fits, and account for
  * its times and collectives consistently. */
 #include "check.h"
@@ -407,11 +407,12 @@ static double reshard(const Ev *E, const PassIlpCosts *c, int t, const PlanShard
     for (int i = 0; i < n; i++) {
         double x = c->coll(&E->ctx, &E->q.mesh, &st[i], eb);
         tot += x;
-        if (st[i].kind == PLAN_COLL_ALLGATHER) {
+        /* The steps after the reductions: a saving reader's backward runs
+         * them again from the kept copy (all-gathers, all-to-alls, slices). */
+        if (st[i].kind != PLAN_COLL_ALLREDUCE && st[i].kind != PLAN_COLL_REDUCESCATTER)
             *ag += x;
-            if (!*sharded)
-                *sharded = st[i].numel / E->q.mesh.size[st[i].axis];
-        }
+        if (st[i].kind == PLAN_COLL_ALLGATHER && !*sharded)
+            *sharded = st[i].numel / E->q.mesh.size[st[i].axis];
     }
     return tot;
 }
@@ -432,7 +433,7 @@ static void readers_cost(const Ev *E, const PassIlpCosts *c, int t, PlanSharding
         double ag;
         int64_t sh;
         double f = reshard(E, c, t, &S, &r[i].X, &ag, &sh);
-        bool fx = true, frc = r[i].rc, frg = r[i].rg && sh > 0, fg = true;
+        bool fx = true, frc = r[i].rc, frg = r[i].rg, fg = true;
         for (int j = 0; j < i; j++) {
             fx &= !plan_sharding_eq(&r[j].X, &r[i].X);
             frc &= !(r[j].rc && plan_sharding_eq(&r[j].X, &r[i].X));

@@ -30,8 +30,12 @@ if not (p["searched"] and set(p["tried"]) == {"bf16", "fp8"}):
 if not (p["tried"]["fp8"] == p["step_time_s"] and p["tried"]["bf16"] is None and p["step_time_s"] < p["bf16_step_time_s"]):
     print("FAIL fp8 not faster: %s" % p)
     sys.exit(1)
-if not (1.5 < p["gemm_speedup"] <= 2.01):
-    print("FAIL GEMM speed-up %g outside (1.5, 2]" % p["gemm_speedup"])
+# FP8 GEMMs are faster, by at most H100's FP8/BF16 rate ratio of 2 (the
+# chosen dp 2 x cp 2 x tp 2 x pp 8 gets 1.45x over its GEMMs; the dp 2 x
+# tp 4 x pp 8 plan chosen before the backward's all-to-alls were priced got
+# 2.0x).
+if not (1.0 < p["gemm_speedup"] <= 2.01):
+    print("FAIL GEMM speed-up %g outside (1, 2]" % p["gemm_speedup"])
     sys.exit(1)
 PY
 grep -q "^  precision          fp8 (searched)" "$tmp/h100/plan.txt" || no "plan.txt has no precision line"
