@@ -192,6 +192,16 @@ static const PassStack presets[] = {
          * default. */
         .zero_stages = BIT(0) | BIT(1),
         .zero3_prefetch = true,
+        /* Megatron-FSDP's memory (megatron/core/distributed/fsdp/src/
+         * megatron_fsdp/param_and_grad_buffer.py): under --fsdp-double-buffer
+         * FixedPoolAllocator keeps two buffers of one TransformerLayer's
+         * gathered weights ("fsdp_params") and two of its unsharded gradients
+         * ("fsdp_grads", reduce-scattered from there into the shard); the
+         * modules outside the FSDP units (embedding, final norm, output layer)
+         * are gathered at their forward and released only when the step's
+         * buckets are reset (megatron_fsdp.py: no post-forward release for
+         * non-units). */
+        .zero3_pools = true,
         /* --recompute-granularity selective (core attention, or
          * --recompute-modules mlp) or full. */
         .recompute = BIT(PLAN_RECOMPUTE_NONE) | BIT(PLAN_RECOMPUTE_SELECTIVE) |
@@ -392,6 +402,8 @@ static const struct SKey {
     {"dp_bucket_melems", S_NUM, F(dp_bucket_elems), 1e6, 0, 1e6, NULL, 0,
      "gradient bucket, M elements (0: per tensor)"},
     {"zero3_prefetch", S_BOOL, F(zero3_prefetch), 0, 0, 0, NULL, 0, "ZeRO-3 gathers run ahead"},
+    {"zero3_pools", S_BOOL, F(zero3_pools), 0, 0, 0, NULL, 0,
+     "ZeRO-3 keeps two layers' gathered weights and unsharded gradients, the rest gathered"},
     {"offload_act_layers", S_COUNT, F(offload_act_layers), 1, 0, 1 << 20, NULL, 0,
      "the first N layers' saved activations kept in host memory (framework stacks; pp 1, no recomputation)"},
     {"pp_overlap", S_BOOL, F(pp_overlap), 0, 0, 0, NULL, 0,

@@ -140,6 +140,11 @@ typedef struct PassStack {
     double dp_bucket_elems;       /* gradients reduced in buckets of this many elements;
                                      0: the backend's (pass_stack_bucket_elems) */
     bool zero3_prefetch;          /* ZeRO-3 gathers run ahead, hidden behind compute */
+    bool zero3_pools;             /* ZeRO-3 holds Megatron-FSDP's buffers: two layers' gathered
+                                     weights and two layers' unsharded gradients (the
+                                     double-buffer pools), and every piece outside the
+                                     repeated layers gathered for the whole step; false: two
+                                     gathered pieces' weights (current and prefetch) */
     int offload_act_layers;       /* the first N repeated layers' saved activations go to host
                                      memory after their forward and come back for their
                                      backward (Megatron --cpu-offloading-num-layers, Transformer
