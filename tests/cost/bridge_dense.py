@@ -27,8 +27,9 @@ Precision labels -> ptdc, from Megatron-Bridge's recipes
 (scripts/performance/configs/llama/*_workload_base_configs.py, which name the
 Blackwell variants BF16, FP8_CS, FP8_MX and NVFP4):
   FP8 (NeMo 26.x) and FP8-CS (25.11): bf16_with_fp8_current_scaling_mixed:
-      --fp8-recipe tensorwise (lp_scaling=current), the first and last transformer
-      layers in bf16 (one each), --fp8-param-gather;
+      --fp8-recipe tensorwise (lp_scaling=current), --fp8-param-gather, every
+      transformer layer in FP8 (the recipe keeps the first and last in bf16, the
+      performance scripts turn that off: FP8_CS below);
   FP8-MX (25.11) and MXFP8 (26.x): bf16_with_mxfp8_mixed: --fp8-recipe mxfp8, all
       transformer layers, --fp8-param-gather (with the gradient buffer reused for
       the MXFP8 parameter all-gather);
@@ -71,8 +72,13 @@ MODELS = {"LLAMA3_8B": "models/llama3-8b.mdl", "LLAMA3_70B": "models/llama3-70b.
 GPUS = {"B200": "b200", "B300": "b300", "GB200": "gb200", "GB300": "gb300"}
 BASE = ["--stack", "megatron", "--stack-set", "grad_bytes=2", "--stack-set", "loss_fp32=no",
         "--stack-set", "grad_in_place=yes", "--stack-set", "frag_act=0"]
+# The performance scripts' get_precision_config turns the recipe's BF16 first and last
+# layers off ("Disable BF16 Transformer layers in the performance config":
+# first_last_layers_bf16 = False in scripts/performance/utils/helpers.py at v0.1.0rc4 and
+# v0.2.0, scripts/performance/utils/precision.py at v0.3.0 to v0.6.0, and
+# src/megatron/bridge/perf_recipes/_common.py _perf_precision at 067f987df): every layer FP8.
 FP8_CS = ["--precision", "fp8", "--stack-set", "lp_scaling=current",
-          "--stack-set", "lp_bf16_first_layers=1", "--stack-set", "lp_bf16_last_layers=1",
+          "--stack-set", "lp_bf16_first_layers=0", "--stack-set", "lp_bf16_last_layers=0",
           "--stack-set", "fp8_param_gather=yes"]
 MXFP8 = ["--precision", "mxfp8", "--stack-set", "fp8_param_gather=yes"]
 NVFP4 = ["--precision", "nvfp4", "--stack-set", "fp8_param_gather=no"]
