@@ -593,6 +593,13 @@ double pass_runtime_bytes(const PassCostCtx *c, const PlanMesh *m, int pp)
     return K->cuda_ctx_bytes + ncomm * K->nccl_comm_bytes + K->workspace_bytes;
 }
 
+double pass_usable_bytes(const PassCostCtx *c)
+{
+    double hbm = c->cl->gpu.hbm_bytes;
+    double frac = c->st.alloc_reserve > 0 ? c->st.alloc_reserve : c->st.alloc_reserve_bytes > 0 ? 0 : PASS_MEM_RESERVE;
+    return hbm - fmax(frac * hbm, c->st.alloc_reserve_bytes);
+}
+
 /* The plan's sizes and ownership, found once: dim sizes at the plan's
  * micro-batch, each piece's stage, which tensors' gradients are written
  * over them (ir_grad_in_place scans the graph). Freed by ctx_free. */
@@ -1070,9 +1077,8 @@ static void memory(const Predict *P, PassPrediction *out)
     int pp = P->pp, v = P->v, m = P->m;
     out->npp = pp;
     out->mem = ir_xcalloc((size_t)pp, sizeof *out->mem);
-    double reserve = c->st.alloc_reserve > 0 ? c->st.alloc_reserve : PASS_MEM_RESERVE;
     out->capacity_bytes = gpu->hbm_bytes;
-    double usable = gpu->hbm_bytes * (1 - reserve);
+    double usable = pass_usable_bytes(c);
     for (int i = 0; i < pp; i++) {
         const RankAcc *r = &P->ra[i];
         PassRankMem *M = &out->mem[i];

@@ -168,7 +168,10 @@ typedef struct PassStack {
     double frag_act;              /* caching-allocator fragmentation as a fraction of the bytes
                                      allocated and freed every micro-batch; 0: static arena */
     double alloc_reserve;         /* fraction of memory kept free for model error (and a
-                                     caching allocator's overhead); 0 = PASS_MEM_RESERVE */
+                                     caching allocator's overhead); 0 = PASS_MEM_RESERVE
+                                     unless alloc_reserve_bytes is set */
+    double alloc_reserve_bytes;   /* bytes kept free for what the model does not itemise;
+                                     the reserve is the larger of the two (pass_usable_bytes) */
     bool master_aliases;          /* the fp32 master weights are the weights (an fp32 backend
                                      that keeps no second copy) */
     bool grad_in_place;           /* the loss writes dlogits over the logits it keeps
