@@ -444,6 +444,10 @@ void pass_predict(const PassCostCtx *c, const IrGraph *g, const Plan *plan, Pass
  * NCCL communicators, library workspaces (or, for a measured device, its
  * start-up and per-communicator bytes), for a pipeline rank on mesh m. */
 double pass_runtime_bytes(const PassCostCtx *c, const PlanMesh *m, int pp);
+/* The memory a plan may fill: HBM less the stack's reserve, the larger of
+ * alloc_reserve x HBM and alloc_reserve_bytes (PASS_MEM_RESERVE x HBM when
+ * neither is set). */
+double pass_usable_bytes(const PassCostCtx *c);
 void pass_prediction_free(PassPrediction *p);
 /* PaLM model FLOPs per token: 6 N + 12 L H Q T, N = every trained parameter
  * a token uses (the reference tables' convention; of an MoE layer's experts

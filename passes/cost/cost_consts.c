@@ -82,9 +82,11 @@ const PassGpu pass_gpu_presets[] = {
      * its Grace CPU to its two GPUs by NVLink-C2C, 900 GB/s both directions
      * together; a copy to the host runs one way, and both GPUs of a
      * superchip copy at once when every rank offloads in step: 900 / 2 / 2
-     * per GPU. */
+     * per GPU. Capacity: the 189471 MiB (185.0 GiB) nvidia-smi reports on a
+     * GB200, as b200's is its nvidia-smi figure; the datasheet's "186 GB" per
+     * GPU (13.4 TB over 72) is that figure rounded, not 186 GiB. */
     {.name = "gb200", .peak_flops = 2500e12, .peak_fp8_flops = 5000e12, .peak_fp4_flops = 10000e12,
-     .hbm_bytes = 186 * GIB, .hbm_bw = 8000 * GB, .nvlink_bw = 900 * GB, .nic_bw = 50 * GB,
+     .hbm_bytes = 189471 * MIB, .hbm_bw = 8000 * GB, .nvlink_bw = 900 * GB, .nic_bw = 50 * GB,
      .busbw_nvlink = 740 * GB, .busbw_ib = 46 * GB, .alpha_nvlink = 1.0e-6, .alpha_ib = 4e-6, .sms = 148,
      .gemm_eff = 0.60, .hbm_eff = 0.90, .host_gpus = 4, .domain_gpus = 72, .host_copy_bw = 225 * GB,
      .host_grace = 1, NV_GEMM_CURVE},

@@ -39,6 +39,7 @@ typedef struct PieceCost {
     double shard_elems;           /* optimizer shard elements */
     double grad_elems;            /* gradient elements reduced over a data-parallel group */
     double full_w;                /* weights before ZeRO-3 sharding (gathered working set) */
+    double full_g;                /* gradients before sharding (a reduce-scatter's input) */
     double step_s;                /* ptdc: kernels once per step (zero grads, norm, AdamW) */
     double mb_extra;              /* ptdc, ZeRO 2/3: kernels per micro-batch around each
                                      gradient's reduce-scatter */
@@ -262,6 +263,7 @@ static void node_states(const Ctx *x, const IrNode *n, const PlanStrategy *s, Pi
     double w0, g0, o0;
     pass_param_bytes3(c, g, n, m, s, 0, &w0, &g0, &o0);
     pc->full_w += w0;
+    pc->full_g += g0;
     if (o0 / ob > op / ob + 0.5 || zero == 0)
         pc->grad_elems += o0 / ob;
     if (!c->st.ref_stack) {
@@ -473,6 +475,9 @@ typedef struct RankAcc {
     double saved, nchunks, extra_ws, transient;
     double saved_chunk[PLAN_MAX_CHUNKS]; /* per micro-batch, by the rank's chunk */
     double w, gr, op, sync_step, sync_mb, sync_gather, shard_elems, grad_elems, full_w_max;
+    double unit_wg_max;           /* zero3_pools: the largest layer's gathered weights and
+                                     unsharded gradients */
+    double held_w;                /* zero3_pools: the other pieces' gathered weights */
     double lat_red, lat_gather;
     int nsync;
     double ub_bytes;              /* tp_overlap userbuffers: the largest gathered input */
@@ -588,6 +593,13 @@ double pass_runtime_bytes(const PassCostCtx *c, const PlanMesh *m, int pp)
     return K->cuda_ctx_bytes + ncomm * K->nccl_comm_bytes + K->workspace_bytes;
 }
 
+double pass_usable_bytes(const PassCostCtx *c)
+{
+    double hbm = c->cl->gpu.hbm_bytes;
+    double frac = c->st.alloc_reserve > 0 ? c->st.alloc_reserve : c->st.alloc_reserve_bytes > 0 ? 0 : PASS_MEM_RESERVE;
+    return hbm - fmax(frac * hbm, c->st.alloc_reserve_bytes);
+}
+
 /* The plan's sizes and ownership, found once: dim sizes at the plan's
  * micro-batch, each piece's stage, which tensors' gradients are written
  * over them (ir_grad_in_place scans the graph). Freed by ctx_free. */
@@ -637,6 +649,7 @@ typedef struct Predict {
     /* the repeated layers of pipeline rank 0 summed (activation offloading) */
     int lay_n;
     double lay_saved, lay_f, lay_b;
+    double post_saved; /* saved by rank 0's pieces after its first layer (the head, the loss) */
 } Predict;
 
 /* Collectives a stack waits for inside each micro-batch: ZeRO-3's forward
@@ -739,6 +752,12 @@ static void cost_stages(Predict *P)
                 nref += nref < NREF;
             }
             add_piece(P, st, r, &pc);
+            if (P->x.g->pieces[piece].rep >= 0)
+                r->unit_wg_max = fmax(r->unit_wg_max, pc.full_w + pc.full_g);
+            else
+                r->held_w += pc.full_w;
+            if (S->pp_rank == 0 && P->x.g->pieces[piece].rep < 0 && P->lay_n > 0)
+                P->post_saved += pc.saved;
             if (S->pp_rank == 0 && P->x.g->pieces[piece].rep >= 0) {
                 P->lay_n++;
                 P->lay_saved += pc.saved;
@@ -777,7 +796,14 @@ static void offload_acts(Predict *P, PassPrediction *out)
     RankAcc *r = &P->ra[0];
     r->fwd += o.fwd_s, r->bwd += o.bwd_s;
     P->sf[0] += o.fwd_s, P->sb[0] += o.bwd_s;
-    double freed = (L - o.resident) * per;
+    /* The layers beyond the L - N never offloaded are on the GPU only while
+     * a layer runs: at the end of the last layer's forward, before its wait
+     * frees the last offloaded group, and from the start of the last
+     * layer's backward, when the first reload starts. The head and the
+     * loss run between the two, with L - N layers held, and their saved
+     * tensors are freed by the head's backward: the two do not add up. */
+    double extra = (o.resident - (L - N)) * per;
+    double freed = (L - o.resident) * per + fmin(extra, P->post_saved);
     r->saved -= freed;
     r->saved_chunk[0] -= freed;
     out->offload_layers = N;
@@ -1051,9 +1077,8 @@ static void memory(const Predict *P, PassPrediction *out)
     int pp = P->pp, v = P->v, m = P->m;
     out->npp = pp;
     out->mem = ir_xcalloc((size_t)pp, sizeof *out->mem);
-    double reserve = c->st.alloc_reserve > 0 ? c->st.alloc_reserve : PASS_MEM_RESERVE;
     out->capacity_bytes = gpu->hbm_bytes;
-    double usable = gpu->hbm_bytes * (1 - reserve);
+    double usable = pass_usable_bytes(c);
     for (int i = 0; i < pp; i++) {
         const RankAcc *r = &P->ra[i];
         PassRankMem *M = &out->mem[i];
@@ -1069,7 +1094,9 @@ static void memory(const Predict *P, PassPrediction *out)
         M->inflight = held > 0 ? M->acts / (held / v) : fmin(m, pp - i);
         M->recompute_ws = r->extra_ws;
         M->transient = r->transient;
-        M->buffers = plan->zero >= 3 ? 2 * r->full_w_max : 0;
+        M->buffers = plan->zero < 3 ? 0
+                     : c->st.zero3_pools ? 2 * r->unit_wg_max + r->held_w
+                                         : 2 * r->full_w_max;
         /* Transformer Engine's userbuffers: one buffer of the gathered
          * activation for each of the ten GEMMs it pairs a transfer with
          * (transformer_engine/pytorch/module/base.py, initialize_ub: qkv,

@@ -174,7 +174,13 @@ static const PassStack presets[] = {
         /* PyTorch's caching allocator: fitted on the LLaMA-13B sweep
          * (tests/cost/test_calib.c; docs/cost-model.md, Calibration): 15% of
          * the bytes allocated and freed per micro-batch lost to
-         * fragmentation, 5% reserve. */
+         * fragmentation, and a reserve of 4 GiB, the 5% of the 80 GiB A100 the
+         * fit found (its window 3.2-4.0 GiB). The reserve is bytes, not a share
+         * of the HBM: what it stands for (library workspaces, the allocator's
+         * rounding, the CUDA context's and NCCL's variation) is per process.
+         * As 5% of a GB200's 185 GiB it claimed 9.3 GiB, more than the 6.8
+         * GiB Megatron-FSDP's published 70B runs leave beside what the model
+         * itemises (docs/precision.md, "Megatron-FSDP"). */
         .ref_stack = true,
         /* Autograd saves what an op received: TE's all-to-all context
          * parallelism keeps q, k, v after the exchange (its backward
@@ -183,7 +189,7 @@ static const PassStack presets[] = {
          * all-gathers to that). */
         .keeps_exchanged = true,
         .frag_act = 0.15,
-        .alloc_reserve = 0.05,
+        .alloc_reserve_bytes = 4.0 * 1073741824.0,
         /* --use-distributed-optimizer is ZeRO-1. ZeRO-3 is Megatron-FSDP
          * (--use-megatron-fsdp --data-parallel-sharding-strategy
          * optim_grads_params, megatron/core/distributed/fsdp): weights,
@@ -198,6 +204,16 @@ static const PassStack presets[] = {
          * default. */
         .zero_stages = BIT(0) | BIT(1),
         .zero3_prefetch = true,
+        /* Megatron-FSDP's memory (megatron/core/distributed/fsdp/src/
+         * megatron_fsdp/param_and_grad_buffer.py): under --fsdp-double-buffer
+         * FixedPoolAllocator keeps two buffers of one TransformerLayer's
+         * gathered weights ("fsdp_params") and two of its unsharded gradients
+         * ("fsdp_grads", reduce-scattered from there into the shard); the
+         * modules outside the FSDP units (embedding, final norm, output layer)
+         * are gathered at their forward and released only when the step's
+         * buckets are reset (megatron_fsdp.py: no post-forward release for
+         * non-units). */
+        .zero3_pools = true,
         /* --recompute-granularity selective (core attention, or
          * --recompute-modules mlp) or full. */
         .recompute = BIT(PLAN_RECOMPUTE_NONE) | BIT(PLAN_RECOMPUTE_SELECTIVE) |
@@ -404,6 +420,8 @@ static const struct SKey {
     {"dp_bucket_melems", S_NUM, F(dp_bucket_elems), 1e6, 0, 1e6, NULL, 0,
      "gradient bucket, M elements (0: per tensor)"},
     {"zero3_prefetch", S_BOOL, F(zero3_prefetch), 0, 0, 0, NULL, 0, "ZeRO-3 gathers run ahead"},
+    {"zero3_pools", S_BOOL, F(zero3_pools), 0, 0, 0, NULL, 0,
+     "ZeRO-3 keeps two layers' gathered weights and unsharded gradients, the rest gathered"},
     {"offload_act_layers", S_COUNT, F(offload_act_layers), 1, 0, 1 << 20, NULL, 0,
      "the first N layers' saved activations kept in host memory (framework stacks; pp 1, no recomputation)"},
     {"pp_overlap", S_BOOL, F(pp_overlap), 0, 0, 0, NULL, 0,
@@ -418,6 +436,8 @@ static const struct SKey {
      "a caching allocator (peak of live bytes) instead of a static arena"},
     {"frag_act", S_NUM, F(frag_act), 1, 0, 1, NULL, 0, "allocator fragmentation fraction"},
     {"alloc_reserve", S_NUM, F(alloc_reserve), 1, 0, 0.9, NULL, 0, "memory kept free, fraction"},
+    {"alloc_reserve_gib", S_NUM, F(alloc_reserve_bytes), 1073741824.0, 0, 1e4, NULL, 0,
+     "memory kept free, GiB (the reserve is the larger of this and alloc_reserve's)"},
     {"master_aliases", S_BOOL, F(master_aliases), 0, 0, 0, NULL, 0,
      "fp32 master weights are the weights"},
     {"grad_in_place", S_BOOL, F(grad_in_place), 0, 0, 0, NULL, 0,

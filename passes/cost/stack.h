@@ -140,6 +140,11 @@ typedef struct PassStack {
     double dp_bucket_elems;       /* gradients reduced in buckets of this many elements;
                                      0: the backend's (pass_stack_bucket_elems) */
     bool zero3_prefetch;          /* ZeRO-3 gathers run ahead, hidden behind compute */
+    bool zero3_pools;             /* ZeRO-3 holds Megatron-FSDP's buffers: two layers' gathered
+                                     weights and two layers' unsharded gradients (the
+                                     double-buffer pools), and every piece outside the
+                                     repeated layers gathered for the whole step; false: two
+                                     gathered pieces' weights (current and prefetch) */
     int offload_act_layers;       /* the first N repeated layers' saved activations go to host
                                      memory after their forward and come back for their
                                      backward (Megatron --cpu-offloading-num-layers, Transformer
@@ -163,7 +168,10 @@ typedef struct PassStack {
     double frag_act;              /* caching-allocator fragmentation as a fraction of the bytes
                                      allocated and freed every micro-batch; 0: static arena */
     double alloc_reserve;         /* fraction of memory kept free for model error (and a
-                                     caching allocator's overhead); 0 = PASS_MEM_RESERVE */
+                                     caching allocator's overhead); 0 = PASS_MEM_RESERVE
+                                     unless alloc_reserve_bytes is set */
+    double alloc_reserve_bytes;   /* bytes kept free for what the model does not itemise;
+                                     the reserve is the larger of the two (pass_usable_bytes) */
     bool master_aliases;          /* the fp32 master weights are the weights (an fp32 backend
                                      that keeps no second copy) */
     bool grad_in_place;           /* the loss writes dlogits over the logits it keeps

@@ -836,8 +836,7 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     s.gb = o->global_batch > 0 ? o->global_batch : g->global_batch;
     out->gpus = s.gpus;
     out->global_batch = s.gb;
-    double reserve = c->st.alloc_reserve > 0 ? c->st.alloc_reserve : PASS_MEM_RESERVE;
-    s.usable = c->cl->gpu.hbm_bytes * (1 - reserve);
+    s.usable = pass_usable_bytes(c);
     const PassCostConsts *K = &pass_cost_consts;
     s.eff_max = c->cl->gpu.gemm_eff *
                 fmax(1, fmax(fmax(K->flash2_fwd, K->flash2_bwd), fmax(K->flash1_fwd, K->flash1_bwd)));

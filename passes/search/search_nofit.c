@@ -87,8 +87,7 @@ int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearc
                          PassIlpCache *cache, int from, int limit, PassSearchAlt *best,
                          int *skipped)
 {
-    double reserve = c->st.alloc_reserve > 0 ? c->st.alloc_reserve : PASS_MEM_RESERVE;
-    double usable = c->cl->gpu.hbm_bytes * (1 - reserve);
+    double usable = pass_usable_bytes(c);
     PlanMesh one;
     plan_mesh_make(&one, 1, 1, 8);
     double runtime = pass_runtime_bytes(c, &one, 1) - (c->cl->gpu.runtime_bytes > 0 ? c->cl->gpu.comm_bytes
@@ -215,8 +214,7 @@ void pass_search_explain_overflow(const PassCostCtx *c, const IrGraph *g, const 
                                   bool pinned, int gpus)
 {
     const PassGpu *gpu = &c->cl->gpu;
-    double reserve = c->st.alloc_reserve > 0 ? c->st.alloc_reserve : PASS_MEM_RESERVE;
-    double usable = gpu->hbm_bytes * (1 - reserve);
+    double usable = pass_usable_bytes(c);
     const PassRankMem *m = &a->pred.mem[a->pred.peak_rank];
     double big;
     char item[128], lay[256], buf[512];
@@ -319,9 +317,8 @@ void pass_search_explain_nofit(const PassCostCtx *c, const IrGraph *g, const Pas
     if (r->have_closest) {
         pass_search_explain_overflow(c, g, &r->closest, any_pin(pin), N);
     } else {
-        double reserve = c->st.alloc_reserve > 0 ? c->st.alloc_reserve : PASS_MEM_RESERVE;
         ir_error(IR_NOLOC, "%s does not fit on %d x %s: its model states alone need more than the "
-                 "%.1f GiB usable per GPU", g->name, N, gpu->name, gpu->hbm_bytes * (1 - reserve) / GIB);
+                 "%.1f GiB usable per GPU", g->name, N, gpu->name, pass_usable_bytes(c) / GIB);
     }
 
     /* What would fit: one pin relaxed at a time, then none, then more GPUs. */

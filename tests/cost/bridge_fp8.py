@@ -14,9 +14,11 @@ precision FP8 or FP8-CS) against ptdc's megatron stack in FP8.
 
 The recipe is Megatron-Bridge's bf16_with_fp8_current_scaling_mixed
 (src/megatron/bridge/training/mixed_precision.py), which its H100 FP8 performance
-configurations use: --fp8-recipe tensorwise (per-tensor current scaling), the
-first and last transformer layers in bf16 (--first-last-layers-bf16 with one
-layer at each end), --fp8-param-gather; plus what the performance recipes set
+configurations use: --fp8-recipe tensorwise (per-tensor current scaling),
+--fp8-param-gather, and every transformer layer in FP8 (the recipe keeps the first
+and last in bf16; the performance scripts' get_precision_config sets
+first_last_layers_bf16 = False: scripts/performance/utils/helpers.py at v0.1.0rc4
+and v0.2.0, utils/precision.py at v0.3.0 to v0.6.0); plus what the performance recipes set
 for every row (as tests/cost/bridge.c): bf16 gradient reduction, Transformer
 Engine's fused cross-entropy, no allocator fragmentation (expandable segments).
 The rows labelled FP8 (NeMo 26.x) and FP8-CS (25.11) run the same recipe; the
@@ -35,7 +37,7 @@ MODELS = {"LLAMA3_8B": "models/llama3-8b.mdl", "LLAMA3_70B": "models/llama3-70b.
 RECIPE = ["--stack", "megatron", "--stack-set", "grad_bytes=2", "--stack-set", "loss_fp32=no",
           "--stack-set", "grad_in_place=yes", "--stack-set", "frag_act=0",
           "--precision", "fp8", "--stack-set", "lp_scaling=current",
-          "--stack-set", "lp_bf16_first_layers=1", "--stack-set", "lp_bf16_last_layers=1",
+          "--stack-set", "lp_bf16_first_layers=0", "--stack-set", "lp_bf16_last_layers=0",
           "--stack-set", "fp8_param_gather=yes"]
 LAYERS = {"LLAMA3_8B": 32, "LLAMA3_70B": 80, "LLAMA3.1_405B": 126}
 PLAN_MAX_CHUNKS = 16
