@@ -98,7 +98,7 @@ static void add_cand(Src *s, SrcGroup *G, int pp, int v, int rc, int zero)
     memset(k, 0, sizeof *k);
     s->full_valid |= pp * G->dp * G->cp * G->tp == s->gpus;
     k->pp = pp, k->v = v, k->rc = rc, k->zero = zero;
-    k->hope = NAN;
+    k->hope = k->hope_fit = k->lb_fit = NAN;
     src_bound(s, G, k);
     s->st->candidates++;
 }
@@ -463,7 +463,7 @@ static bool filtered_out(const Src *s, const Plan *p)
 
 /* The pruning is sound only if every bound is at most what pass_predict
  * says; exhaustive searches (tests) check it on every plan they rank. */
-static void check_bounds(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
+static void check_bounds(Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
                          const PassPrediction *pr)
 {
     double lb2 = src_bound_variant(s, G, V, k), tol = 1e-9;
@@ -473,6 +473,13 @@ static void check_bounds(const Src *s, const SrcGroup *G, const SrcVariant *V, c
     if (!isnan(k->hope) && k->hope > pr->step_time_s * (1 + tol))
         ir_die("search: frontier bound %.9g above pass_predict's %.9g (dp %d tp %d b %d pp %d v %d)",
                k->hope, pr->step_time_s, G->dp, G->tp, G->b, k->pp, k->v);
+    /* The bounds of the plans that fit hold for those only. */
+    double lf = src_fit_bound(s, G, k);
+    if (pr->fits && ((!isnan(k->hope_fit) && k->hope_fit > pr->step_time_s * (1 + tol)) ||
+                     lf > pr->step_time_s * (1 + tol)))
+        ir_die("search: bound of the fitting plans %.9g / %.9g above pass_predict's %.9g (dp %d tp %d b %d "
+               "pp %d v %d zero %d)", k->hope_fit, lf, pr->step_time_s, G->dp, G->tp, G->b, k->pp, k->v,
+               k->zero);
     if (k->mem_lb > pr->peak_mem_bytes * (1 + tol))
         ir_die("search: memory bound %.0f above pass_predict's %.0f (dp %d cp %d tp %d b %d pp %d v %d zero %d)",
                k->mem_lb, pr->peak_mem_bytes, G->dp, G->cp, G->tp, G->b, k->pp, k->v, k->zero);
@@ -557,12 +564,12 @@ static bool memory_shaped(const Src *s, const SrcGroup *G, const SrcVariant *V, 
  * that fits with some variant's memory fits the floor): the busiest rank
  * runs m micro-batches, and one micro-batch passes every piece at least
  * without recomputation. INFINITY when not even the floor fits. */
-static double hope_bound(Src *s, const SrcGroup *G, const SrcCand *k)
+static double hope_bound(Src *s, const SrcGroup *G, const SrcCand *k, const double *delta)
 {
     SrcVariant H;
     memset(&H, 0, sizeof H);
     H.piece = ir_xmalloc(sizeof *H.piece * (size_t)s->npieces);
-    src_floor_pieces(s, G, k->zero, H.piece);
+    src_floor_pieces(s, G, k->zero, delta, H.piece);
     SrcPart part;
     double b = INFINITY;
     if (k->v > 1) {
@@ -613,6 +620,34 @@ static double hope_bound(Src *s, const SrcGroup *G, const SrcCand *k)
     return b;
 }
 
+/* k->hope, and k->hope_fit: the same bound for the plans that fit, on
+ * floors without the strategies none of them can use (src_floor_fit). */
+static void hope_bounds(Src *s, const SrcGroup *G, SrcCand *k)
+{
+    k->hope = hope_bound(s, G, k, NULL);
+    double *delta = ir_xmalloc(sizeof(double) * (size_t)(s->npieces + 1));
+    bool any = false;
+    if (!src_floor_fit(s, G, k->pp, k->zero, delta))
+        k->hope_fit = INFINITY;
+    else {
+        for (int p = 0; p < s->npieces; p++)
+            any |= delta[p] > 0;
+        k->hope_fit = any ? fmax(k->hope, hope_bound(s, G, k, delta)) : k->hope;
+    }
+    free(delta);
+}
+
+/* Can no plan of k that fits beat thr (strategy-free)? Only once a plan
+ * fits: before, the closest plan that does not is still of interest. */
+static bool fit_pruned(const Rank *R, SrcGroup *G, SrcCand *k, double thr)
+{
+    if (!R->out->found || R->s->o->exhaustive)
+        return false;
+    if (isnan(k->lb_fit))
+        k->lb_fit = src_fit_bound(R->s, G, k);
+    return k->lb_fit >= thr;
+}
+
 /* Cut, predict, and keep candidate k with variant V. Afterwards k->limited
  * says whether memory shaped what it got (so a leaner variant may do
  * better, never better than k->hope), k->done whether no variant can make
@@ -640,7 +675,7 @@ static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
             k->limited = shaped;
             k->done = !shaped;
             if (shaped && isnan(k->hope))
-                k->hope = hope_bound(s, G, k);
+                hope_bounds(s, G, k);
             return;
         }
         PassPrediction pr;
@@ -668,7 +703,7 @@ static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
     k->limited = !fit || shaped;
     k->done = !k->limited;
     if (k->limited && isnan(k->hope))
-        k->hope = hope_bound(s, G, k);
+        hope_bounds(s, G, k);
 }
 
 static int cmp_cand(const void *a, const void *b)
@@ -696,7 +731,8 @@ static void rank_group(Rank *R, SrcGroup *G, int vi)
         if (k->mem_lb > s->usable || k->done)
             continue;
         double thr = threshold(R);
-        if (k->lb >= thr || (k->limited && k->hope >= thr)) {
+        if (k->lb >= thr || (k->limited && k->hope >= thr) ||
+            (k->limited && R->out->found && k->hope_fit >= thr) || fit_pruned(R, G, k, thr)) {
             /* no variant can win */
             s->st->pruned_time++;
             k->done = true;
@@ -709,6 +745,27 @@ static void rank_group(Rank *R, SrcGroup *G, int vi)
         }
         evaluate(R, G, V, k);
     }
+}
+
+/* Before a group's strategies are solved: can any candidate of it still
+ * win? Those that cannot with any plan that fits are dropped (fit_pruned). */
+static bool fit_live(Rank *R, SrcGroup *G)
+{
+    double thr = threshold(R);
+    if (!R->out->found || R->s->o->exhaustive)
+        return true;
+    bool live = false;
+    for (int i = 0; i < G->ncand && !live; i++) {
+        SrcCand *k = &G->cand[i];
+        live = k->mem_lb <= R->s->usable && !k->done && k->lb < thr && !fit_pruned(R, G, k, thr);
+    }
+    if (!live)
+        for (int i = 0; i < G->ncand; i++)
+            if (G->cand[i].mem_lb <= R->s->usable && !G->cand[i].done) {
+                G->cand[i].done = true;
+                R->s->st->pruned_time++;
+            }
+    return live;
 }
 
 static bool same_strategies(const IrGraph *g, const SrcVariant *a, const SrcVariant *b)
@@ -742,7 +799,8 @@ static bool next_variant(Src *s, SrcGroup *G)
 static bool walkable(const Rank *R, const SrcCand *k)
 {
     double thr = threshold(R);
-    return !k->done && k->limited && k->mem_lb <= R->s->usable && k->lb < thr && k->hope < thr;
+    return !k->done && k->limited && k->mem_lb <= R->s->usable && k->lb < thr && k->hope < thr &&
+           (!R->out->found || k->hope_fit < thr);
 }
 
 /* The least frontier bound of G's walkable candidates (INFINITY: none). */
@@ -917,6 +975,8 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
             break;
         }
         double thr0 = threshold(&R);
+        if (!fit_live(&R, G))
+            continue;
         s.st->groups_solved++;
         if (next_variant(&s, G))
             rank_group(&R, G, 0);
@@ -943,8 +1003,8 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
             for (int j = 0; j < walk[i]->ncand; j++) {
                 const SrcCand *k = &walk[i]->cand[j];
                 if (walkable(&R, k))
-                    fprintf(stderr, "  cand pp %d v %d rc %d zero %d lb %.3f hope %.3f mem_lb %.3g\n",
-                            k->pp, k->v, k->rc, k->zero, k->lb, k->hope, k->mem_lb);
+                    fprintf(stderr, "  cand pp %d v %d rc %d zero %d lb %.3f hope %.3f (fit %.3f) mem_lb %.3g\n",
+                            k->pp, k->v, k->rc, k->zero, k->lb, k->hope, k->hope_fit, k->mem_lb);
             }
         walk_group(&R, walk[i]);
         if (getenv("PTDC_SEARCH_DEBUG"))
@@ -964,8 +1024,12 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
         free(s.groups[i].floor_t);
         free(s.groups[i].floor_saved);
         free(s.groups[i].floor_states);
+        free(s.groups[i].fit);
+        free(s.groups[i].fit_val);
     }
     free(s.groups);
+    free(s.floor_cls);
+    free(s.floor_cnt);
     free(s.divs);
     free(s.mbs);
     for (int i = 0; i < s.nwork; i++) {

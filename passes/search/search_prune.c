@@ -279,6 +279,48 @@ double src_mb_sync(const Src *s, const IrNode *n, const PlanMesh *m, const PlanS
     return t;
 }
 
+/* The Pareto points of one node under ZeRO z (src.h, SrcFitNode) from its
+ * ns strategies' times t[i * 4 + z] and states m[i * 4 + z]; kept when
+ * there are two or more (the fastest strategy is not the leanest). */
+static void fit_node(SrcGroup *G, int piece, int z, int ns, const double *t, const double *m)
+{
+    if (ns < 2)
+        return;
+    int *ord = ir_xmalloc(sizeof(int) * (size_t)ns);
+    for (int i = 0; i < ns; i++)
+        ord[i] = i;
+    /* insertion sort by states, then time: a few dozen strategies */
+    for (int i = 1; i < ns; i++)
+        for (int j = i; j > 0; j--) {
+            int a = ord[j - 1], b = ord[j];
+            if (m[a * 4 + z] < m[b * 4 + z] || (m[a * 4 + z] == m[b * 4 + z] && t[a * 4 + z] <= t[b * 4 + z]))
+                break;
+            ord[j - 1] = b, ord[j] = a;
+        }
+    int n = 0;
+    double best = INFINITY;
+    for (int i = 0; i < ns; i++)
+        if (t[ord[i] * 4 + z] < best)
+            best = t[ord[i] * 4 + z], ord[n++] = ord[i];
+    if (n >= 2) {
+        if (G->nfit == G->capfit) {
+            G->capfit = G->capfit ? 2 * G->capfit : 16;
+            G->fit = ir_xrealloc(G->fit, (size_t)G->capfit * sizeof *G->fit);
+        }
+        while (G->nfitval + 2 * n > G->capfitval) {
+            G->capfitval = G->capfitval ? 2 * G->capfitval : 128;
+            G->fit_val = ir_xrealloc(G->fit_val, (size_t)G->capfitval * sizeof *G->fit_val);
+        }
+        G->fit[G->nfit++] = (SrcFitNode){piece, z, n, G->nfitval};
+        for (int i = 0; i < n; i++) {
+            G->fit_val[G->nfitval + i] = m[ord[i] * 4 + z];
+            G->fit_val[G->nfitval + n + i] = t[ord[i] * 4 + z];
+        }
+        G->nfitval += 2 * n;
+    }
+    free(ord);
+}
+
 /* The tighter bound of a group: for every node the least kernel time,
  * saved bytes and model states over the strategies the ILP may choose on the
  * group's mesh (plan_strategies under the same pins), summed per piece. A
@@ -300,6 +342,7 @@ void src_group_floor(Src *s, SrcGroup *G)
     PlanStrategy *st = ir_xmalloc(sizeof(PlanStrategy) * MAXS);
     PlanStrategy *pst = ir_xmalloc(sizeof(PlanStrategy) * MAXS);
     double *minb = ir_xmalloc(sizeof(double) * (size_t)(g->ntensors + 1));
+    double *stz = ir_xmalloc(sizeof(double) * MAXS * 4), *ssz = ir_xmalloc(sizeof(double) * MAXS * 4);
     for (int t = 0; t < g->ntensors; t++)
         minb[t] = -1;
     for (int p = 0; p < P; p++) {
@@ -336,8 +379,10 @@ void src_group_floor(Src *s, SrcGroup *G)
                 double f = nc.fwd_s - fmax(0, nc.fused_s);
                 tb = fmin(tb, f + nc.bwd_s);
                 tf = fmin(tf, f);
-                for (int z = 0; z < 4; z++)
-                    tz[z] = fmin(tz[z], f + nc.bwd_s + (params ? src_mb_sync(s, nd, &G->mesh, &st[i], z) : 0));
+                for (int z = 0; z < 4; z++) {
+                    stz[i * 4 + z] = f + nc.bwd_s + (params ? src_mb_sync(s, nd, &G->mesh, &st[i], z) : 0);
+                    tz[z] = fmin(tz[z], stz[i * 4 + z]);
+                }
                 for (int r = 0; r < SRC_NRC; r++) {
                     /* What the node keeps, each input at most as big as
                      * its producer can lay it out (pass_predict may keep
@@ -355,9 +400,14 @@ void src_group_floor(Src *s, SrcGroup *G)
                     }
                     sv[r] = fmin(sv[r], b);
                 }
-                for (int z = 0; z < 4; z++)
-                    sz[z] = fmin(sz[z], pass_param_bytes(s->c, g, nd, &G->mesh, &st[i], z));
+                for (int z = 0; z < 4; z++) {
+                    ssz[i * 4 + z] = pass_param_bytes(s->c, g, nd, &G->mesh, &st[i], z);
+                    sz[z] = fmin(sz[z], ssz[i * 4 + z]);
+                }
             }
+            if (params)
+                for (int z = 0; z < 4; z++)
+                    fit_node(G, p, z, ns, stz, ssz);
             if (ns < 1)
                 tb = tf = 0, sv[0] = sv[1] = sv[2] = sv[3] = 0, sz[0] = sz[1] = sz[2] = sz[3] = 0,
                 tz[0] = tz[1] = tz[2] = tz[3] = 0;
@@ -374,6 +424,8 @@ void src_group_floor(Src *s, SrcGroup *G)
     free(st);
     free(pst);
     free(minb);
+    free(stz);
+    free(ssz);
     free(ds);
 }
 
@@ -512,7 +564,7 @@ double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, c
     return best;
 }
 
-void src_floor_pieces(Src *s, const SrcGroup *G, int zero, SrcPiece *out)
+void src_floor_pieces(Src *s, const SrcGroup *G, int zero, const double *delta, SrcPiece *out)
 {
     const SrcWork *W = src_work(s, G->mb_seqs);
     int n = G->dp * G->cp * G->tp;
@@ -523,7 +575,7 @@ void src_floor_pieces(Src *s, const SrcGroup *G, int zero, SrcPiece *out)
         for (int r = 0; r < SRC_NRC; r++) {
             t[r] = W->t[p * SRC_NRC + r] / n;
             if (G->floor_t)
-                t[r] = fmax(t[r], G->floor_t[(p * SRC_NRC + r) * 4 + zero]);
+                t[r] = fmax(t[r], G->floor_t[(p * SRC_NRC + r) * 4 + zero] + (delta ? delta[p] : 0));
             P->saved[r] = W->saved[p * SRC_NRC + r] / n;
             if (G->floor_saved)
                 P->saved[r] = fmax(P->saved[r], G->floor_saved[p * SRC_NRC + r]);
@@ -538,4 +590,70 @@ void src_floor_pieces(Src *s, const SrcGroup *G, int zero, SrcPiece *out)
                 P->states[z] = fmax(P->states[z], G->floor_states[p * 4 + z]);
         }
     }
+}
+
+/* floor_like of every piece and the size of each class, once per search. */
+static void floor_classes(Src *s)
+{
+    if (s->floor_cls)
+        return;
+    s->floor_cls = ir_xmalloc(sizeof(int) * (size_t)(s->npieces + 1));
+    s->floor_cnt = ir_xcalloc((size_t)s->npieces + 1, sizeof(int));
+    for (int p = 0; p < s->npieces; p++)
+        s->floor_cnt[s->floor_cls[p] = floor_like(s, p)]++;
+}
+
+bool src_floor_fit(Src *s, const SrcGroup *G, int pp, int zero, double *delta)
+{
+    floor_classes(s);
+    for (int p = 0; p < s->npieces; p++)
+        delta[p] = 0;
+    if (!G->floor_states)
+        return true;
+    /* pass_predict's total on a rank is at least its model states plus the
+     * runtime term (predict.c, memory). */
+    double avail = s->usable - pass_runtime_bytes(s->c, &G->mesh, pp);
+    for (int i = 0; i < G->nfit; i++) {
+        const SrcFitNode *F = &G->fit[i];
+        if (F->z != zero)
+            continue;
+        const double *m = &G->fit_val[F->off], *t = m + F->n;
+        int c = s->floor_cnt[F->piece];
+        double held = (double)((c + pp - 1) / pp);
+        /* this node's states within what the others leave at their least */
+        double allow = avail / held - (G->floor_states[F->piece * 4 + zero] - m[0]);
+        int j = -1;
+        while (j + 1 < F->n && m[j + 1] <= allow)
+            j++;
+        if (j < 0)
+            return false;
+        delta[F->piece] += t[j] - t[F->n - 1];
+    }
+    for (int p = 0; p < s->npieces; p++)
+        delta[p] = delta[s->floor_cls[p]];
+    return true;
+}
+
+double src_fit_bound(Src *s, const SrcGroup *G, const SrcCand *k)
+{
+    double *delta = ir_xmalloc(sizeof(double) * (size_t)(s->npieces + 1));
+    double b = INFINITY;
+    if (src_floor_fit(s, G, k->pp, k->zero, delta)) {
+        /* As bound_rc's time: policy rc, or none where it is chosen per
+         * stage (the least time: recomputation only adds). */
+        int rc = k->rc != SRC_AUTO ? k->rc : PLAN_RECOMPUTE_NONE;
+        const SrcWork *W = src_work(s, G->mb_seqs);
+        int n = G->dp * G->cp * G->tp;
+        double sum = 0, top = 0;
+        for (int p = 0; p < s->npieces; p++) {
+            double t = W->t[p * SRC_NRC + rc] / n;
+            if (G->floor_t)
+                t = fmax(t, G->floor_t[(p * SRC_NRC + rc) * 4 + k->zero] + delta[p]);
+            sum += t;
+            top = fmax(top, t);
+        }
+        b = pipe_bound(s, G, sum, top, k->pp, k->v, G->m);
+    }
+    free(delta);
+    return b;
 }

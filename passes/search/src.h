@@ -59,7 +59,21 @@ typedef struct SrcCand {
                                      fit, recomputation, or a cut other than the fastest) */
     double hope;                  /* a lower bound on its step with any variant, once limited
                                      (search.c, hope_bound; NAN: not yet computed) */
+    double hope_fit;              /* the same for the plans that fit, with the strategies no
+                                     fitting plan can use left out (src_floor_fit; NAN: not yet) */
+    double lb_fit;                /* lb likewise for the plans that fit (src_fit_bound; NAN: not yet) */
 } SrcCand;
+
+/* The time/memory trade-off of one node with parameters under one ZeRO
+ * stage over the strategies of a group's mesh: its Pareto points, model
+ * states ascending and kernels + ZeRO traffic (as in floor_t) descending,
+ * so the least time of the strategies within a memory allowance is the last
+ * point within it. Kept only where the fastest strategy is not the leanest. */
+typedef struct SrcFitNode {
+    int piece;                    /* the piece whose floor it is part of (floor_like) */
+    int z, n;                     /* ZeRO stage; Pareto points */
+    int off;                      /* states at fit_val[off ..], times at fit_val[off + n ..] */
+} SrcFitNode;
 
 typedef struct SrcGroup {
     int dp, tp, b;                /* b: sequences per replica per micro-batch */
@@ -81,6 +95,10 @@ typedef struct SrcGroup {
                                      the next two) */
     double *floor_saved;          /* [npieces * SRC_NRC] likewise, saved bytes */
     double *floor_states;         /* [npieces * 4] likewise, model states by ZeRO stage */
+    int nfit, capfit, nfitval, capfitval;
+    SrcFitNode *fit;              /* src_group_floor: the nodes whose fastest strategy is not the
+                                     leanest, per ZeRO stage */
+    double *fit_val;
     double sum_t[SRC_NRC][4], max_t[SRC_NRC][4]; /* src_group_sums: bounds summed over pieces,
                                                    by policy and ZeRO stage */
     double sum_saved[SRC_NRC], sum_saved_min, sum_states[4];
@@ -122,6 +140,8 @@ typedef struct Src {
     int ngroups;
     SrcGroup *groups;
     bool full_valid;              /* a candidate uses every GPU */
+    int *floor_cls, *floor_cnt;   /* [npieces]: floor_like of each piece, and how many pieces
+                                     share it (search_prune.c; NULL: not yet) */
     int64_t *divs;                /* the divisors of gb, ascending */
     int ndivs;
     int64_t *mbs;                 /* micro_batches' result */
@@ -155,7 +175,20 @@ double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, c
  * numbers): kernel time, with ZeRO stage zero's per-micro-batch traffic,
  * and recomputation at the floor, no resharding, saved bytes and model
  * states at the floor. out[npieces]. */
-void src_floor_pieces(Src *s, const SrcGroup *G, int zero, SrcPiece *out);
+void src_floor_pieces(Src *s, const SrcGroup *G, int zero, const double *delta, SrcPiece *out);
+/* For the plans of pp pipeline ranks under ZeRO stage zero that fit: some
+ * rank holds ceil(c / pp) of the c pieces of each floor class (the layers
+ * of a repeat between neighbours alike, one strategy each), so a strategy
+ * of a node whose model states, that many times over with the piece's
+ * other nodes at their least and the runtime term, exceed the usable HBM
+ * is in no such plan. delta[npieces]: what each piece's floor time gains
+ * when those strategies are left out; false when some node has none left
+ * (no plan of pp ranks under ZeRO zero fits). */
+bool src_floor_fit(Src *s, const SrcGroup *G, int pp, int zero, double *delta);
+/* A lower bound on candidate k's step among its plans that fit: src_bound's
+ * time bound over the pieces' floors raised by src_floor_fit (INFINITY:
+ * none fits). */
+double src_fit_bound(Src *s, const SrcGroup *G, const SrcCand *k);
 
 /* search_ilp.c: a group's strategies and per-piece costs. */
 bool src_variant(Src *s, SrcGroup *G, int k);

@@ -261,6 +261,12 @@ static int test_bounds(const char *dir)
     bounds_case(dir, "tiny-deepseek.mdl", NULL, 0, "a100-80gb", 8, NULL);
     bounds_case(dir, "mixtral-8x7b.mdl", "n_layers=4", 64, "a100-40gb", 8, NULL);
     bounds_case(dir, "qwen3-235b-a22b.mdl", "n_layers=2", 64, "a100-80gb", 16, NULL);
+    /* The bound of the plans that fit (src_floor_fit) leaves out the
+     * strategies whose states overflow the layers some rank must hold;
+     * every fitting plan ranked is checked against it. Tight here: with the
+     * allowance understated by 40% it says nothing fits dp 2 x pp 2 under
+     * ZeRO 1, where pass_predict fits a plan, and this case dies. */
+    bounds_case(dir, "mixtral-8x7b.mdl", "n_layers=4", 32, "a100-40gb", 4, NULL);
     return failures;
 }
 
