@@ -126,6 +126,10 @@ typedef struct CgBuf {
     X(SOFTMAX_BWD, "rt_softmax_bwd", "bbbnn")                                               \
     X(CROSS_ENTROPY_FWD, "rt_cross_entropy_fwd", "bbbbnnonc")                               \
     X(CROSS_ENTROPY_BWD, "rt_cross_entropy_bwd", "bbbbbnnon")                               \
+    X(SLICE_FWD, "rt_slice_fwd", "bbnnnn")                                                  \
+    X(SLICE_BWD, "rt_slice_bwd", "bbnnnn")                                                  \
+    X(CONCAT_FWD, "rt_concat_fwd", "bbbnnnnn")                                              \
+    X(CONCAT_BWD, "rt_concat_bwd", "bbbnnnnn")                                              \
     X(SIGMOID_FWD, "rt_sigmoid_fwd", "bbn")                                                 \
     X(SIGMOID_BWD, "rt_sigmoid_bwd", "bbbn")                                                \
     X(ROUTE_FWD, "rt_route_fwd", "bbnnnebxn")                                               \

@@ -246,7 +246,8 @@ static bool set_attr(Lower *lw, IrOp op, const FeArg *arg, IrAttrs *at)
         FeValue x = fe_eval(lw->c, v);
         if (!x.ok)
             return false;
-        bool window = strcmp(arg->name, "window") == 0;
+        /* 0 means something for a window (none) and a slice's offset */
+        bool window = strcmp(arg->name, "window") == 0 || op == IR_OP_SLICE;
         if (!x.is_int || x.i < (window ? 0 : 1)) {
             if (x.is_int)
                 ir_error(v->loc, "%s: %s must be %s, got %lld", opname, arg->name,

@@ -457,6 +457,20 @@ void rt_swiglu_bwd(rt_act *da, rt_act *db, const rt_act *a, const rt_act *b, con
 void rt_gelu_fwd(rt_act *y, const rt_act *x, int64_t n);
 void rt_gelu_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n);
 
+/* Pieces of the last dim (the .mdl's slice and concat: multi-head latent
+ * attention). rt_slice_fwd: y [rows, n] = x [rows, cols][:, at : at + n];
+ * rt_slice_bwd writes dx [rows, cols] whole: dy in that place, zeros around.
+ * rt_concat_fwd: y [rows, na + nb] = [a | b] with rows = outer x bcast x
+ * inner and b [outer, inner, nb] broadcast over the bcast copies (DeepSeek's
+ * rotated key part, shared by the heads; bcast 1: none); rt_concat_bwd
+ * writes da and db, db summed over the copies in fp32. */
+void rt_slice_fwd(rt_act *y, const rt_act *x, int64_t rows, int64_t cols, int64_t n, int64_t at);
+void rt_slice_bwd(rt_act *dx, const rt_act *dy, int64_t rows, int64_t cols, int64_t n, int64_t at);
+void rt_concat_fwd(rt_act *y, const rt_act *a, const rt_act *b, int64_t outer, int64_t bcast,
+                   int64_t inner, int64_t na, int64_t nb);
+void rt_concat_bwd(rt_act *da, rt_act *db, const rt_act *dy, int64_t outer, int64_t bcast,
+                   int64_t inner, int64_t na, int64_t nb);
+
 /* out[i] = a[i] + b[i % nb]: b broadcast over a's leading dims (nb == n for
  * equal shapes). out may alias a. */
 void rt_add(rt_act *out, const rt_act *a, const rt_act *b, int64_t n, int64_t nb);
