@@ -187,7 +187,10 @@ def pinned_args(src, r, host_us=None):
     chunks, L = pp * v, LAYERS[r["model"]]
     if chunks > 1 and L % chunks and r["model"] in FRONT_LOADED:
         per = -(-L // chunks)
-        args += ["--pp-layers", ",".join(str(per if c < chunks - 1 else L - per * (chunks - 1)) for c in range(chunks))]
+        cut = [per] * (chunks - 1) + [L - per * (chunks - 1)]
+        if cut[-1] < 1:  # more chunks than that leaves layers for: the larger ones first
+            cut = [L // chunks + (c < L % chunks) for c in range(chunks)]
+        args += ["--pp-layers", ",".join(map(str, cut))]
     elif chunks > 1 and L % chunks:
         per = (L + 2) // chunks  # account_for_embedding/loss_in_pipeline_split
         assert per * chunks == L + 2, r
