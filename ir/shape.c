@@ -280,7 +280,7 @@ static bool shape_ATTENTION(IrGraph *g, IrNode *n)
     }
     if (v->dim[3] != k->dim[3] && (ir_tensor_has_dim(g, q->id, v->dim[3]) ||
                                    g->dims[v->dim[3]].size == g->dims[k->dim[3]].size)) {
-        ir_error(n->loc, "attention: v's head dim '%s' must be k's ('%s') or a dim of its own size",
+        ir_error(n->loc, "attention: v's head dim '%s' must be k's ('%s') or a dim of another size",
                  dimname(g, v->dim[3]), dimname(g, k->dim[3]));
         return false;
     }
