@@ -396,6 +396,22 @@ void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a)
                      a->in[3], a->in[4], a->in[5], ATTN_CP_SIZES(k, q, kv, cpa));
             return;
         }
+        if (T(k, k->f->in[2])->dim[3] != kv->dim[3]) {
+            /* v's own head size (multi-head latent attention; cg_supported
+             * refuses it with context parallelism) */
+            CgSize dv = dim1(k, T(k, k->f->in[2])->dim[3]);
+            if (n->op == IR_OP_ATTENTION)
+                CALL(ATTENTION_V_FWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2], SZ(dim1(k, q->dim[0])),
+                     SZ(dim1(k, q->dim[1])), SZ(dim1(k, q->dim[2])), SZ(dim1(k, kv->dim[2])), SZ(dim1(k, q->dim[3])),
+                     SZ(dv), BOOL(k->f->attr.causal),
+                     SZ(cg_sz_named("WINDOW", k->f->attr.window, "attention window, 0: none")));
+            else
+                CALL(ATTENTION_V_BWD, a->out[0], a->out[1], a->out[2], a->in[0], a->in[1], a->in[2], a->in[3],
+                     a->in[4], a->in[5], SZ(dim1(k, q->dim[0])), SZ(dim1(k, q->dim[1])), SZ(dim1(k, q->dim[2])),
+                     SZ(dim1(k, kv->dim[2])), SZ(dim1(k, q->dim[3])), SZ(dv), BOOL(k->f->attr.causal),
+                     SZ(cg_sz_named("WINDOW", k->f->attr.window, "attention window, 0: none")));
+            return;
+        }
         if (n->op == IR_OP_ATTENTION)
             CALL(ATTENTION_FWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2], ATTN_SIZES(k, q, kv));
         else

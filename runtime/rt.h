@@ -381,6 +381,17 @@ void rt_attention_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const
                       const rt_act *v, const rt_act *o, const float *lse, const rt_act *dout,
                       int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal,
                       int64_t window);
+/* Attention whose v head Dv is narrower than q and k's D (multi-head latent
+ * attention: 128 against 192): o [B, S, H, Dv], v, dv [B, S, KVH, Dv], the
+ * rest as rt_attention_fwd/bwd with head size D (scale 1/sqrt(D)). Runs them
+ * with v padded by zero columns (exact); allocates its temporaries per call.
+ * Dv == D is rt_attention_fwd/bwd itself. */
+void rt_attention_v_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v,
+                        int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, int64_t Dv, bool causal,
+                        int64_t window);
+void rt_attention_v_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k,
+                        const rt_act *v, const rt_act *o, const float *lse, const rt_act *dout, int64_t B,
+                        int64_t S, int64_t H, int64_t KVH, int64_t D, int64_t Dv, bool causal, int64_t window);
 /* Attention whose rows sit at chunked positions (context parallelism). q, o [B, Sq, H, D];
  * k, v [B, Sk, KVH, D]; lse [B, Sq, H]. Rows come in chunks of `chunk` consecutive
  * positions: query row i is at position qpos[i / chunk] + i % chunk, key row j at

@@ -64,15 +64,6 @@ plan)
     [ -s "$tmp/out/plan.txt" ] && [ -s "$tmp/out/model.c" ] ||
         { cat "$tmp/log"; echo "FAIL $model $*: no plan or no program"; exit 1; }
     echo "ok $model $*: $(grep -m1 'wrote' "$tmp/log")" ;;
-refused)
-    # its programs are refused with the sentence $1 (after the search: a plan)
-    why=$1 model=$2
-    shift 2
-    if "$ptdc" "$model" "$@" -o "$tmp/out" > "$tmp/log" 2>&1; then
-        echo "FAIL $model $*: programs generated, expected a refusal"; exit 1
-    fi
-    grep -qF "$why" "$tmp/log" || { cat "$tmp/log"; echo "FAIL $model $*: refused without saying \"$why\""; exit 1; }
-    echo "ok $model $*: programs refused: $why" ;;
 golden)
     file=$1
     shift
