@@ -108,6 +108,8 @@ typedef struct CgBuf {
     X(ROPE_LLAMA3_CP, "cg_rope_llama3", "bbnnnnoxxxxxf")                                    \
     X(ATTENTION_FWD, "rt_attention_fwd", "bbbbbnnnnnfn")                                    \
     X(ATTENTION_BWD, "rt_attention_bwd", "bbbbbbbbbnnnnnfn")                                \
+    X(ATTENTION_V_FWD, "rt_attention_v_fwd", "bbbbbnnnnnnfn")                               \
+    X(ATTENTION_V_BWD, "rt_attention_v_bwd", "bbbbbbbbbnnnnnnfn")                           \
     X(ATTENTION_CP_FWD, "cg_attention_cp_fwd", "bbbbbnnnnnnfnma")                           \
     X(ATTENTION_CP_BWD, "cg_attention_cp_bwd", "bbbbbbbbbnnnnnnfnma")                       \
     X(ATTENTION_RING_FWD, "cg_attention_ring_fwd", "bbbbbnnnnnfnma")                         \
@@ -126,6 +128,10 @@ typedef struct CgBuf {
     X(SOFTMAX_BWD, "rt_softmax_bwd", "bbbnn")                                               \
     X(CROSS_ENTROPY_FWD, "rt_cross_entropy_fwd", "bbbbnnonc")                               \
     X(CROSS_ENTROPY_BWD, "rt_cross_entropy_bwd", "bbbbbnnon")                               \
+    X(SLICE_FWD, "rt_slice_fwd", "bbnnnn")                                                  \
+    X(SLICE_BWD, "rt_slice_bwd", "bbnnnn")                                                  \
+    X(CONCAT_FWD, "rt_concat_fwd", "bbbnnnnn")                                              \
+    X(CONCAT_BWD, "rt_concat_bwd", "bbbnnnnn")                                              \
     X(SIGMOID_FWD, "rt_sigmoid_fwd", "bbn")                                                 \
     X(SIGMOID_BWD, "rt_sigmoid_bwd", "bbbn")                                                \
     X(ROUTE_FWD, "rt_route_fwd", "bbnnnebxn")                                               \

@@ -124,6 +124,32 @@ static bool find_inputs(Cg *c)
     return true;
 }
 
+/* What the runtime has no kernel for yet: attention whose v head size
+ * differs from q and k's (DeepSeek-V3's multi-head latent attention, 128
+ * against 192) under context parallelism. Without it rt_attention_v_fwd/bwd
+ * run it (v padded to q's size); the ring, all-gather and all-to-all forms
+ * take one head size. The plan and the frameworks' flags (--emit megatron)
+ * are made for such a layout; its programs are refused here, by name. */
+static bool cg_supported(const Cg *c)
+{
+    const IrGraph *g = c->g;
+    if (plan_degree(c->p, PLAN_DIM_CP) <= 1)
+        return true;
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *n = &g->nodes[i];
+        if (n->op != IR_OP_ATTENTION || g->tensors[n->in[2]].dim[3] == g->tensors[n->in[1]].dim[3])
+            continue;
+        ir_error(n->loc, "codegen: ptdc's programs do not run attention whose v head ('%s', %lld) differs "
+                 "from q and k's ('%s', %lld) under context parallelism: its ring, all-gather and all-to-all "
+                 "kernels take one head size; plan it with --plan-only, or state it for Megatron-LM with "
+                 "--emit megatron",
+                 g->dims[g->tensors[n->in[2]].dim[3]].name, (long long)g->dims[g->tensors[n->in[2]].dim[3]].size,
+                 g->dims[g->tensors[n->in[1]].dim[3]].name, (long long)g->dims[g->tensors[n->in[1]].dim[3]].size);
+        return false;
+    }
+    return true;
+}
+
 /* ------------------------------------------------------------- analysis */
 
 static bool in_recompute_set(const Cg *c, const IrNode *n)
@@ -332,7 +358,7 @@ bool cg_analyse(Cg *c)
         c->axis_name[a] = a == 0 ? "m0" : "m1";
     c->dim = ir_alloc(c->arena, sizeof *c->dim * (size_t)g->ndims);
     ir_dim_sizes(g, p->mb_seqs, c->dim);
-    if (!check_plan(c) || !find_inputs(c))
+    if (!check_plan(c) || !find_inputs(c) || !cg_supported(c))
         return false;
     c->total_rows = g->global_batch * g->dims[g->seq_dim].size;
     for (int i = 0; i < g->nfwd; i++)

@@ -396,6 +396,22 @@ void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a)
                      a->in[3], a->in[4], a->in[5], ATTN_CP_SIZES(k, q, kv, cpa));
             return;
         }
+        if (T(k, k->f->in[2])->dim[3] != kv->dim[3]) {
+            /* v's own head size (multi-head latent attention; cg_supported
+             * refuses it with context parallelism) */
+            CgSize dv = dim1(k, T(k, k->f->in[2])->dim[3]);
+            if (n->op == IR_OP_ATTENTION)
+                CALL(ATTENTION_V_FWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2], SZ(dim1(k, q->dim[0])),
+                     SZ(dim1(k, q->dim[1])), SZ(dim1(k, q->dim[2])), SZ(dim1(k, kv->dim[2])), SZ(dim1(k, q->dim[3])),
+                     SZ(dv), BOOL(k->f->attr.causal),
+                     SZ(cg_sz_named("WINDOW", k->f->attr.window, "attention window, 0: none")));
+            else
+                CALL(ATTENTION_V_BWD, a->out[0], a->out[1], a->out[2], a->in[0], a->in[1], a->in[2], a->in[3],
+                     a->in[4], a->in[5], SZ(dim1(k, q->dim[0])), SZ(dim1(k, q->dim[1])), SZ(dim1(k, q->dim[2])),
+                     SZ(dim1(k, kv->dim[2])), SZ(dim1(k, q->dim[3])), SZ(dv), BOOL(k->f->attr.causal),
+                     SZ(cg_sz_named("WINDOW", k->f->attr.window, "attention window, 0: none")));
+            return;
+        }
         if (n->op == IR_OP_ATTENTION)
             CALL(ATTENTION_FWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2], ATTN_SIZES(k, q, kv));
         else
@@ -439,6 +455,34 @@ void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a)
                 ARGS(a->out[0], a->in[0], SZ(cg_sz_div(numel(k, n->in[0]), cols)), SZ(cols),
                      BOOL(a->accumulate)));
         return;
+    case IR_OP_SLICE:
+    case IR_OP_SLICE_BWD: {
+        /* the last dims, local: x's (cut) and the piece's, never split */
+        const IrTensor *x = T(k, k->f->in[0]);
+        rows = span(k, x->id, 0, x->rank - 1);
+        cols = dim1(k, x->dim[x->rank - 1]);
+        CgSize piece = dim1(k, k->f->attr.dim[0]), at =
+            cg_sz_named("SLICE_AT", k->f->attr.at, "a slice's offset in its last dim");
+        if (n->op == IR_OP_SLICE)
+            CALL(SLICE_FWD, a->out[0], a->in[0], SZ(rows), SZ(cols), SZ(piece), SZ(at));
+        else
+            CALL(SLICE_BWD, a->out[0], a->in[0], SZ(rows), SZ(cols), SZ(piece), SZ(at));
+        return;
+    }
+    case IR_OP_CONCAT:
+    case IR_OP_CONCAT_BWD: {
+        /* a's rows as outer x bcast x inner, b lacking the bcast run */
+        const IrTensor *ta = T(k, k->f->in[0]), *tb = T(k, k->f->in[1]);
+        int pos = 0, nbc = ir_concat_bcast(k->c->g, k->f, &pos);
+        CgSize outer = span(k, ta->id, 0, pos), bc = span(k, ta->id, pos, pos + nbc);
+        CgSize inner = span(k, ta->id, pos + nbc, ta->rank - 1);
+        CgSize na = dim1(k, ta->dim[ta->rank - 1]), nb = dim1(k, tb->dim[tb->rank - 1]);
+        if (n->op == IR_OP_CONCAT)
+            CALL(CONCAT_FWD, a->out[0], a->in[0], a->in[1], SZ(outer), SZ(bc), SZ(inner), SZ(na), SZ(nb));
+        else
+            CALL(CONCAT_BWD, a->out[0], a->out[1], a->in[0], SZ(outer), SZ(bc), SZ(inner), SZ(na), SZ(nb));
+        return;
+    }
     case IR_NUM_OPS: break;
     }
     ir_die("codegen: no kernel for op %d", (int)n->op);

@@ -246,11 +246,13 @@ static bool set_attr(Lower *lw, IrOp op, const FeArg *arg, IrAttrs *at)
         FeValue x = fe_eval(lw->c, v);
         if (!x.ok)
             return false;
-        bool window = strcmp(arg->name, "window") == 0;
-        if (!x.is_int || x.i < (window ? 0 : 1)) {
+        /* 0 means something for a window (none) and a slice's offset (the start) */
+        bool window = strcmp(arg->name, "window") == 0, offset = op == IR_OP_SLICE;
+        if (!x.is_int || x.i < (window || offset ? 0 : 1)) {
             if (x.is_int)
                 ir_error(v->loc, "%s: %s must be %s, got %lld", opname, arg->name,
-                         window ? "a number of positions >= 0 (0: no window)" : "a positive integer",
+                         window ? "a number of positions >= 0 (0: no window)"
+                         : offset ? "an offset >= 0" : "a positive integer",
                          (long long)x.i);
             else
                 ir_error(v->loc, "%s: %s must be an integer, got %g", opname, arg->name, x.f);

@@ -267,7 +267,9 @@ typedef struct IrAttrs {
     bool causal;         /* ATTENTION */
     int64_t window;      /* ATTENTION: sliding window, causal only: query i sees keys
                             j <= i with i - j < window; 0 = no window */
-    int dim[2];          /* ROPE: [0] position dim, [1] rotated dim; SOFTMAX: [0].
+    int64_t at;          /* SLICE: offset of the slice in x's last dim */
+    int dim[2];          /* ROPE: [0] position dim, [1] rotated dim; SOFTMAX: [0];
+                            SLICE, CONCAT: [0] the result's last dim.
                             -1 asks for the default (ROPE: the graph's seq dim and
                             x's last dim; SOFTMAX: the last dim). */
     int ncontract;       /* MATMUL: contracted dims, shared by both inputs */
@@ -386,6 +388,10 @@ int ir_node_add_raw(IrGraph *g, IrOp op, const int *in, int nin, const int *out,
                     const IrAttrs *attr, IrLoc loc);
 void ir_const_add(IrGraph *g, const char *name, bool is_int, int64_t i, double f, IrLoc loc);
 const IrConst *ir_const_find(const IrGraph *g, const char *name);
+
+/* (shape.c) CONCAT's broadcast: how many leading dims of a its b lacks
+ * (a run starting at *pos, a's position), or -1 when b is not a less a run. */
+int ir_concat_bcast(const IrGraph *g, const IrNode *n, int *pos);
 
 /* Element counts and sizes. dim_size[d] gives each dim's size (use
  * ir_dim_sizes to fill it with the batch dim set to `batch`). */

@@ -271,8 +271,17 @@ static bool shape_ATTENTION(IrGraph *g, IrNode *n)
                  shp(g, q), shp(g, k), shp(g, v));
         return false;
     }
-    if (k->rank != v->rank || memcmp(k->dim, v->dim, sizeof(int) * 4) != 0) {
-        ir_error(n->loc, "attention: k %s and v %s must have the same dims", shp(g, k), shp(g, v));
+    /* v's head size may differ from k's (multi-head latent attention: q and
+     * k 192 wide, v 128); the output has v's. */
+    if (memcmp(k->dim, v->dim, sizeof(int) * 3) != 0) {
+        ir_error(n->loc, "attention: k %s and v %s must have the same batch, seq and head dims",
+                 shp(g, k), shp(g, v));
+        return false;
+    }
+    if (v->dim[3] != k->dim[3] && (ir_tensor_has_dim(g, q->id, v->dim[3]) ||
+                                   g->dims[v->dim[3]].size == g->dims[k->dim[3]].size)) {
+        ir_error(n->loc, "attention: v's head dim '%s' must be k's ('%s') or a dim of another size",
+                 dimname(g, v->dim[3]), dimname(g, k->dim[3]));
         return false;
     }
     if (k->dim[0] != q->dim[0] || k->dim[1] != q->dim[1] || k->dim[3] != q->dim[3]) {
@@ -300,8 +309,8 @@ static bool shape_ATTENTION(IrGraph *g, IrNode *n)
                  (long long)n->attr.window);
         return false;
     }
-    int lse[3] = {q->dim[0], q->dim[1], q->dim[2]};
-    out(g, n, 0, "attention", q->dtype, IR_ACT, 4, q->dim);
+    int lse[3] = {q->dim[0], q->dim[1], q->dim[2]}, o[4] = {q->dim[0], q->dim[1], q->dim[2], v->dim[3]};
+    out(g, n, 0, "attention", q->dtype, IR_ACT, 4, o);
     out(g, n, 1, "lse", IR_F32, IR_ACT, 3, lse);
     return true;
 }
@@ -492,6 +501,88 @@ static bool shape_MOE(IrGraph *g, IrNode *n)
     return true;
 }
 
+/* slice(x, dim = D, at = N): elements N .. N + |D| - 1 of x's last dim, as
+ * a new last dim D (a dim of its own: the planner must not split it as x's). */
+static bool shape_SLICE(IrGraph *g, IrNode *n)
+{
+    const IrTensor *x = T(0);
+    int d = n->attr.dim[0];
+    if (!need_float(g, n, 0))
+        return false;
+    if (d < 0) {
+        ir_error(n->loc, "slice: name the result's last dim with dim = DIM");
+        return false;
+    }
+    if (x->rank < 1 || has(x, d) || d == g->batch_dim) {
+        ir_error(n->loc, "slice: the result's dim '%s' must be a dim '%s' %s does not have",
+                 dimname(g, d), x->base, shp(g, x));
+        return false;
+    }
+    int64_t from = g->dims[x->dim[x->rank - 1]].size;
+    if (n->attr.at < 0 || n->attr.at + g->dims[d].size > from) {
+        ir_error(n->loc, "slice: %lld elements at %lld do not fit in the last dim '%s' of '%s' (%lld)",
+                 (long long)g->dims[d].size, (long long)n->attr.at, dimname(g, x->dim[x->rank - 1]),
+                 x->base, (long long)from);
+        return false;
+    }
+    int dims[IR_MAX_RANK];
+    memcpy(dims, x->dim, sizeof(int) * (size_t)x->rank);
+    dims[x->rank - 1] = d;
+    out(g, n, 0, "slice", x->dtype, IR_ACT, x->rank, dims);
+    return true;
+}
+
+int ir_concat_bcast(const IrGraph *g, const IrNode *n, int *pos)
+{
+    const IrTensor *a = &g->tensors[n->in[0]], *b = &g->tensors[n->in[1]];
+    int k = a->rank - b->rank, p = 0;
+    if (k < 0)
+        return -1;
+    while (p < b->rank - 1 && a->dim[p] == b->dim[p])
+        p++;
+    for (int i = p; i < b->rank - 1; i++)
+        if (a->dim[i + k] != b->dim[i])
+            return -1;
+    if (pos)
+        *pos = p;
+    return k;
+}
+
+/* concat(a, b, dim = D): a's last dim then b's, as a new last dim D of the
+ * summed size; b has a's other dims, or them less a run of consecutive ones,
+ * along which it is broadcast. */
+static bool shape_CONCAT(IrGraph *g, IrNode *n)
+{
+    if (!need_float(g, n, 0) || !need_float(g, n, 1))
+        return false;
+    const IrTensor *a = T(0), *b = T(1);
+    int d = n->attr.dim[0];
+    if (d < 0) {
+        ir_error(n->loc, "concat: name the result's last dim with dim = DIM");
+        return false;
+    }
+    if (a->rank < 1 || b->rank < 1 || ir_concat_bcast(g, n, NULL) < 0) {
+        ir_error(n->loc, "concat: '%s' %s must have the dims of '%s' %s but the last, or them less "
+                 "consecutive dims it is broadcast along", b->base, shp(g, b), a->base, shp(g, a));
+        return false;
+    }
+    if (has(a, d) || has(b, d)) {
+        ir_error(n->loc, "concat: the result's dim '%s' must be a new dim", dimname(g, d));
+        return false;
+    }
+    int64_t sa = g->dims[a->dim[a->rank - 1]].size, sb = g->dims[b->dim[b->rank - 1]].size;
+    if (g->dims[d].size != sa + sb) {
+        ir_error(n->loc, "concat: dim '%s' is %lld, not %lld + %lld (the last dims of '%s' and '%s')",
+                 dimname(g, d), (long long)g->dims[d].size, (long long)sa, (long long)sb, a->base, b->base);
+        return false;
+    }
+    int dims[IR_MAX_RANK];
+    memcpy(dims, a->dim, sizeof(int) * (size_t)a->rank);
+    dims[a->rank - 1] = d;
+    out(g, n, 0, "concat", a->dtype, IR_ACT, a->rank, dims);
+    return true;
+}
+
 /* Backward ops are created by autodiff with ir_node_add_raw, which knows
  * their shapes from the forward tensors; reaching a rule here is a bug. */
 #define BWD_RULE(ID)                                                                          \
@@ -514,6 +605,8 @@ BWD_RULE(CROSS_ENTROPY_BWD)
 BWD_RULE(SIGMOID_BWD)
 BWD_RULE(ROUTE_BWD)
 BWD_RULE(MOE_BWD)
+BWD_RULE(SLICE_BWD)
+BWD_RULE(CONCAT_BWD)
 BWD_RULE(REDUCE_SUM)
 
 static ShapeRule *const rules[IR_NUM_OPS] = {

@@ -175,6 +175,17 @@ bool plan_dim_splittable(const IrGraph *g, const IrNode *node, int d)
     }
     case IR_OP_SIGMOID:
         return true;
+    case IR_OP_SLICE:
+    case IR_OP_CONCAT: {
+        /* Never the last dims cut or joined; any other, b reading whole a
+         * dim it is broadcast along (its gradient then partial there). */
+        for (int i = 0; i < n->nin; i++) {
+            const IrTensor *x = &g->tensors[n->in[i]];
+            if (d == x->dim[x->rank - 1])
+                return false;
+        }
+        return d != n->attr.dim[0];
+    }
     case IR_OP_EMBEDDING:
     case IR_OP_MATMUL:
     case IR_OP_SILU:
@@ -223,6 +234,8 @@ bool plan_seq_nested(const IrGraph *g, const IrNode *node, const PlanMesh *m, in
     case IR_OP_SWIGLU:
     case IR_OP_SIGMOID:
     case IR_OP_MATMUL:
+    case IR_OP_SLICE:
+    case IR_OP_CONCAT:
         return true;
     default:
         return false;

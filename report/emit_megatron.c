@@ -146,10 +146,30 @@ static bool mg_arch_KV_HEADS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
     return true;
 }
 
+/* MLASelfAttention (multi_latent_attention.py): its sizes are flags of
+ * their own (arguments.py, "multi-latent-attention"), kv_channels unused;
+ * the latent norms are --qk-layernorm (mg_arch_QK_NORM). Megatron-Core
+ * rotates interleaved pairs in MLA (mla_rotary_interleaved) where ptdc
+ * rotates halves: a fixed permutation of the rope rows of the weights,
+ * the same model trained from scratch. */
+static bool mg_arch_LATENT(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)g;
+    if (!A->mla)
+        return true;
+    rep_frame_arg(o, "--multi-latent-attention");
+    rep_frame_arg(o, "--q-lora-rank %lld", (long long)A->q_lora);
+    rep_frame_arg(o, "--kv-lora-rank %lld", (long long)A->kv_lora);
+    rep_frame_arg(o, "--qk-head-dim %lld", (long long)A->qk_nope);
+    rep_frame_arg(o, "--qk-pos-emb-head-dim %lld", (long long)A->qk_rope);
+    rep_frame_arg(o, "--v-head-dim %lld", (long long)A->v_head);
+    return true;
+}
+
 static bool mg_arch_HEAD_DIM(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g; /* TransformerConfig: kv_channels = hidden_size / heads unless given */
-    if (A->head_dim * A->heads != A->d_model)
+    if (!A->mla && A->head_dim * A->heads != A->d_model)
         rep_frame_arg(o, "--kv-channels %lld", (long long)A->head_dim);
     return true;
 }
@@ -274,7 +294,7 @@ static bool mg_attr_ROPE_POS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 
 static bool mg_attr_ROPE_ROT(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
-    if ((int)A->attr[IR_ATTR_ROPE_ROT] != A->head_dim_dim)
+    if ((int)A->attr[IR_ATTR_ROPE_ROT] != (A->mla ? A->rope_dim_dim : A->head_dim_dim))
         return rep_frame_refuse(g, o, "its rotary embedding rotates %s, not the whole head dim",
                                 g->dims[(int)A->attr[IR_ATTR_ROPE_ROT]].name);
     return true;
@@ -433,6 +453,17 @@ static bool mg_attr_ROUTE_AUX(const IrGraph *g, const RepArch *A, RepFrameOut *o
     rep_frame_arg(o, "--moe-aux-loss-coeff %g", A->attr[IR_ATTR_ROUTE_AUX]);
     return true;
 }
+
+/* slice and concat appear only inside multi-head latent attention, whose
+ * sizes read_mla reads (rep_arch_read refuses them anywhere else). */
+static bool mg_slice_concat(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)A;
+    return rep_frame_refuse(g, o, "it slices or joins tensors outside multi-head latent attention");
+}
+static bool mg_attr_SLICE_DIM(const IrGraph *g, const RepArch *A, RepFrameOut *o) { return mg_slice_concat(g, A, o); }
+static bool mg_attr_SLICE_AT(const IrGraph *g, const RepArch *A, RepFrameOut *o) { return mg_slice_concat(g, A, o); }
+static bool mg_attr_CONCAT_DIM(const IrGraph *g, const RepArch *A, RepFrameOut *o) { return mg_slice_concat(g, A, o); }
 
 RepFrameFn *const rep_megatron_arch[REP_NARCH] = {
 #define ARCH(ID, what) [REP_ARCH_##ID] = mg_arch_##ID,

@@ -265,7 +265,7 @@ static bool tt_attr_ROPE_POS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 
 static bool tt_attr_ROPE_ROT(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
-    if ((int)A->attr[IR_ATTR_ROPE_ROT] != A->head_dim_dim)
+    if ((int)A->attr[IR_ATTR_ROPE_ROT] != (A->mla ? A->rope_dim_dim : A->head_dim_dim))
         return rep_frame_refuse(g, o, "its rotary embedding rotates %s, not the whole head dim",
                                 g->dims[(int)A->attr[IR_ATTR_ROPE_ROT]].name);
     return true;
@@ -350,6 +350,25 @@ TT_MOE(ROUTE_CAPACITY)
 TT_MOE(ROUTE_AUX)
 TT_MOE(ROUTE_ZLOSS)
 #undef TT_MOE
+
+/* torchtitan's llama3 TransformerModelArgs has no latent attention (its
+ * deepseek_v3 model is another model family, not emitted here). */
+static bool tt_arch_LATENT(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    if (A->mla)
+        return rep_frame_refuse(g, o, "its attention is multi-head latent attention (DeepSeek-V3's), which "
+                                "torchtitan's llama3 model does not build");
+    return true;
+}
+
+static bool tt_slice_concat(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)A;
+    return rep_frame_refuse(g, o, "it slices or joins tensors outside multi-head latent attention");
+}
+static bool tt_attr_SLICE_DIM(const IrGraph *g, const RepArch *A, RepFrameOut *o) { return tt_slice_concat(g, A, o); }
+static bool tt_attr_SLICE_AT(const IrGraph *g, const RepArch *A, RepFrameOut *o) { return tt_slice_concat(g, A, o); }
+static bool tt_attr_CONCAT_DIM(const IrGraph *g, const RepArch *A, RepFrameOut *o) { return tt_slice_concat(g, A, o); }
 
 RepFrameFn *const rep_torchtitan_arch[REP_NARCH] = {
 #define ARCH(ID, what) [REP_ARCH_##ID] = tt_arch_##ID,

@@ -136,6 +136,8 @@ typedef struct LayerWalk {
     int x;                        /* the layer's input */
     const IrNode *N1;             /* the attention's norm */
     int ropes;                    /* rotary embeddings applied */
+    int mla_extra;                /* MLA's operators beyond q, k, v, o projections: slices,
+                                     concats, the second latent projection */
     int qkv_bias, out_bias, mlp_bias; /* biases stepped over */
     int xm;                       /* the residual stream after the attention */
     int h2;                       /* the MLP norm's output */
@@ -167,7 +169,8 @@ static bool layer_ops(const IrGraph *g, LayerWalk *L, char *why, size_t wn)
     for (int op = 0; op < IR_NUM_OPS; op++)
         if (L->counts[op] && op != IR_OP_RMSNORM && op != IR_OP_LAYERNORM && op != IR_OP_MATMUL &&
             op != IR_OP_ROPE && op != IR_OP_ATTENTION && op != IR_OP_SILU && op != IR_OP_GELU &&
-            op != IR_OP_SWIGLU && op != IR_OP_ADD && op != IR_OP_MUL && op != IR_OP_ROUTE && op != IR_OP_MOE)
+            op != IR_OP_SWIGLU && op != IR_OP_ADD && op != IR_OP_MUL && op != IR_OP_ROUTE && op != IR_OP_MOE &&
+            op != IR_OP_SLICE && op != IR_OP_CONCAT)
             return rep_refuse(why, wn, "its layers compute %s, which a Megatron-LM or torchtitan decoder "
                           "layer does not", ir_ops[op].name);
     if (L->counts[IR_OP_ATTENTION] > 1)
@@ -180,10 +183,99 @@ static bool layer_ops(const IrGraph *g, LayerWalk *L, char *why, size_t wn)
     return true;
 }
 
+/* n if it is a node of kind op (NULL-safe). */
+static const IrNode *is_op(const IrNode *n, IrOp op) { return n && n->op == op ? n : NULL; }
+
+static const IrNode *producer_of(const IrGraph *g, int t)
+{
+    return g->tensors[t].producer >= 0 ? &g->nodes[g->tensors[t].producer] : NULL;
+}
+
+/* A latent norm rmsnorm(x, w) with w over x's last dim: its input, or -1. */
+static int latent_norm(const IrGraph *g, const IrNode *n, const RepArch *A)
+{
+    if (!n || (n->op != IR_OP_RMSNORM && n->op != IR_OP_LAYERNORM) || (n->op == IR_OP_RMSNORM) != A->rmsnorm ||
+        !is_param(g, n->in[1]) || g->tensors[n->in[1]].rank != 1)
+        return -1;
+    return n->in[0];
+}
+
+/* Multi-head latent attention as Megatron-Core's MLASelfAttention computes
+ * it (multi_latent_attention.py; docs/language.md has the .mdl): q =
+ * concat(slice(Q), rope(slice(Q))) with Q = norm(h Wqa) Wqb; k =
+ * concat(slice(KV), rope(slice(KVA))) with KVA = h Wkva and KV =
+ * norm(slice(KVA)) Wkvb; v = slice(KV). The latent norms are its
+ * qk_layernorm; the sizes its --q-lora-rank --kv-lora-rank --qk-head-dim
+ * --qk-pos-emb-head-dim --v-head-dim. */
+static bool read_mla(const IrGraph *g, const IrNode *At, LayerWalk *L, RepArch *A, char *why, size_t wn)
+{
+    int h = L->N1->out[0];
+    const char *bad = NULL;
+    const IrNode *cq = is_op(producer_of(g, At->in[0]), IR_OP_CONCAT);
+    const IrNode *ck = is_op(producer_of(g, At->in[1]), IR_OP_CONCAT);
+    const IrNode *sv = is_op(producer_of(g, At->in[2]), IR_OP_SLICE);
+    const IrNode *qn = cq ? is_op(producer_of(g, cq->in[0]), IR_OP_SLICE) : NULL;
+    const IrNode *qr = cq ? is_op(producer_of(g, cq->in[1]), IR_OP_ROPE) : NULL;
+    const IrNode *qrs = qr ? is_op(producer_of(g, qr->in[0]), IR_OP_SLICE) : NULL;
+    const IrNode *kn = ck ? is_op(producer_of(g, ck->in[0]), IR_OP_SLICE) : NULL;
+    const IrNode *kr = ck ? is_op(producer_of(g, ck->in[1]), IR_OP_ROPE) : NULL;
+    const IrNode *krs = kr ? is_op(producer_of(g, kr->in[0]), IR_OP_SLICE) : NULL;
+    if (!cq || !qn || !qrs || qn->in[0] != qrs->in[0] || qn->attr.at != 0 ||
+        qrs->attr.at != g->dims[qn->attr.dim[0]].size)
+        bad = "its query is not [slice | rope(slice)] of one projection";
+    else if (!ck || !kn || !krs || !sv || kn->in[0] != sv->in[0] || kn->attr.at != 0 ||
+             sv->attr.at != g->dims[kn->attr.dim[0]].size || kn->attr.dim[0] != qn->attr.dim[0] ||
+             krs->attr.dim[0] != qrs->attr.dim[0])
+        bad = "its key is not [slice of the value's projection | rope(slice)] with the query's sizes";
+    if (bad)
+        return rep_refuse(why, wn, "%s (multi-head latent attention as Megatron-Core builds it)", bad);
+    /* Q = norm(h Wqa) Wqb; KV = norm(slice(KVA)) Wkvb; KVA = h Wkva. */
+    const IrNode *qb = is_op(producer_of(g, qn->in[0]), IR_OP_MATMUL);
+    int qlat = qb ? latent_norm(g, producer_of(g, qb->in[0]), A) : -1;
+    const IrNode *qa = qlat >= 0 ? producer_of(g, qlat) : NULL;
+    const IrNode *kvb = is_op(producer_of(g, kn->in[0]), IR_OP_MATMUL);
+    int kvlat = kvb ? latent_norm(g, producer_of(g, kvb->in[0]), A) : -1;
+    const IrNode *kvs = kvlat >= 0 ? is_op(producer_of(g, kvlat), IR_OP_SLICE) : NULL;
+    const IrNode *kva = kvs ? producer_of(g, kvs->in[0]) : NULL;
+    if (!qb || !is_param(g, qb->in[1]) || proj_weight(g, qa, h) < 0)
+        return rep_refuse(why, wn, "its latent query is not norm(h Wqa) Wqb (Megatron-Core's MLA with "
+                          "--q-lora-rank)");
+    if (!kvb || !is_param(g, kvb->in[1]) || !kvs || kvs->attr.at != 0 || proj_weight(g, kva, h) < 0 ||
+        krs->in[0] != kvs->in[0] || krs->attr.at != g->dims[kvs->attr.dim[0]].size)
+        return rep_refuse(why, wn, "its keys and values are not norm(c_kv) Wkvb with [c_kv | k_rope] = h Wkva "
+                          "(Megatron-Core's MLA)");
+    const IrTensor *q = &g->tensors[At->in[0]], *k = &g->tensors[At->in[1]], *v = &g->tensors[At->in[2]];
+    if (k->dim[2] != q->dim[2])
+        return rep_refuse(why, wn, "its latent attention's keys have fewer heads than its queries");
+    A->mla = true;
+    A->q_lora = dsize(g, g->tensors[qlat].dim[g->tensors[qlat].rank - 1]);
+    A->kv_lora = dsize(g, kvs->attr.dim[0]);
+    A->qk_nope = dsize(g, qn->attr.dim[0]);
+    A->qk_rope = dsize(g, qrs->attr.dim[0]);
+    A->v_head = dsize(g, v->dim[3]);
+    A->heads_dim = A->kv_dim = q->dim[2];
+    A->heads = A->kv_heads = dsize(g, q->dim[2]);
+    A->head_dim = dsize(g, q->dim[3]);
+    A->head_dim_dim = q->dim[3];
+    A->rope_dim_dim = qrs->attr.dim[0];
+    A->rope = true;
+    A->qk_norm = true; /* Megatron-Core's q_layernorm, kv_layernorm under qk_layernorm */
+    L->ropes = 2;
+    L->mla_extra = L->counts[IR_OP_SLICE] + L->counts[IR_OP_CONCAT] + 1;
+    if (L->counts[IR_OP_SLICE] != 6 || L->counts[IR_OP_CONCAT] != 2)
+        return rep_refuse(why, wn, "its layers slice or join tensors besides multi-head latent attention");
+    A->init_std = g->tensors[qa->in[1]].init_std;
+    return true;
+}
+
 /* Attention's inputs: norm -> q, k, v projections (+ bias) (-> rope); the
  * heads, head size and rotary embedding the frameworks configure. */
 static bool read_qkv(const IrGraph *g, const IrNode *At, LayerWalk *L, RepArch *A, char *why, size_t wn)
 {
+    if (is_op(producer_of(g, At->in[0]), IR_OP_CONCAT))
+        return read_mla(g, At, L, A, why, wn);
+    if (L->counts[IR_OP_SLICE] || L->counts[IR_OP_CONCAT])
+        return rep_refuse(why, wn, "its layers slice or join tensors outside multi-head latent attention");
     int h = L->N1->out[0], bias = 0, rope_mask = 0, norm_mask = 0;
     int wqkv[3];
     for (int j = 0; j < 3; j++) {
@@ -575,7 +667,7 @@ static bool layer_rest(const IrGraph *g, const LayerWalk *L, RepArch *A, char *w
 {
     const IrPiece *P = &g->pieces[L->p];
     int attn = 2 /* norms */ + 2 * A->qk_norm + 4 /* projections */ + L->ropes + 1 /* attention */ +
-               1 /* residual */;
+               1 /* residual */ + L->mla_extra;
     int expect = attn + (A->swiglu ? 3 : 2) /* projections */ +
                  (A->swiglu && !L->counts[IR_OP_SWIGLU] ? 2 : 1) /* activation */ + 1 /* residual */ +
                  L->qkv_bias + L->out_bias + L->mlp_bias;
@@ -689,6 +781,8 @@ static bool read_attrs(const IrGraph *g, RepArch *A, char *why, size_t wn)
             for (int id = 0; id < IR_NATTRS; id++) {
                 if (ir_attrs[id].op != n->op || is_shared_gate(g, A, n)) /* read_moe checked it */
                     continue;
+                if (A->mla && (n->op == IR_OP_SLICE || n->op == IR_OP_CONCAT))
+                    continue; /* read_mla read their sizes */
                 double v = ir_attr_get(&n->attr, (IrAttrId)id);
                 if (A->has_attr[id] && v != A->attr[id]) {
                     char a[64], b[64];

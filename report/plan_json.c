@@ -301,11 +301,15 @@ void rep_plan_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
             fprintf(f, "%s", q ? ", " : "");
             rep_json_str(f, g->pieces[S->first_piece + q].name);
         }
+        /* Layers numbered in model order over every repeat (DeepSeek-V3's MoE
+         * layers after its dense ones, as Megatron-LM and Hugging Face number them). */
         fprintf(f, "], \"layers\": [");
-        int k = 0;
+        int k = 0, before = 0;
+        for (int q = 0; q < S->first_piece; q++)
+            before += g->pieces[q].layer >= 0;
         for (int q = S->first_piece; q < S->first_piece + S->npieces; q++)
             if (g->pieces[q].layer >= 0)
-                fprintf(f, "%s%d", k++ ? ", " : "", g->pieces[q].layer);
+                fprintf(f, "%s%d", k++ ? ", " : "", before++);
         fprintf(f, "], \"ranks\": [");
         for (int i = 0; i < dev; i++)
             fprintf(f, "%s%d", i ? ", " : "", S->pp_rank * dev + i);

@@ -99,6 +99,12 @@ typedef struct RepArch {
     bool qk_norm;                 /* q and k each normalised per head (over head_dim) by the
                                      layers' norm kind, before the rotary embedding */
     bool rope;                    /* rotary embedding of q and k (attr[] has its attributes) */
+    /* Multi-head latent attention (DeepSeek-V3; plan_arch.c read_mla): the
+     * latent ranks and per-head sizes; head_dim is then qk_nope + qk_rope
+     * and rope_dim_dim the rotated part's dim. */
+    bool mla;
+    int64_t q_lora, kv_lora, qk_nope, qk_rope, v_head;
+    int rope_dim_dim;
     bool learned_pos;             /* a [seq, d_model] position table added to the embedding */
     bool swiglu;                  /* silu(h W_gate) * (h W_up); else gelu(h W_fc) (tanh form) */
     bool moe;                     /* some layers' MLP is routed experts (route, moe): d_ff and

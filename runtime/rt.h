@@ -381,6 +381,17 @@ void rt_attention_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const
                       const rt_act *v, const rt_act *o, const float *lse, const rt_act *dout,
                       int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal,
                       int64_t window);
+/* Attention whose v head Dv is narrower than q and k's D (multi-head latent
+ * attention: 128 against 192): o [B, S, H, Dv], v, dv [B, S, KVH, Dv], the
+ * rest as rt_attention_fwd/bwd with head size D (scale 1/sqrt(D)). Runs them
+ * with v padded by zero columns (exact); allocates its temporaries per call.
+ * Dv == D is rt_attention_fwd/bwd itself. */
+void rt_attention_v_fwd(rt_act *o, float *lse, const rt_act *q, const rt_act *k, const rt_act *v,
+                        int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, int64_t Dv, bool causal,
+                        int64_t window);
+void rt_attention_v_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const rt_act *k,
+                        const rt_act *v, const rt_act *o, const float *lse, const rt_act *dout, int64_t B,
+                        int64_t S, int64_t H, int64_t KVH, int64_t D, int64_t Dv, bool causal, int64_t window);
 /* Attention whose rows sit at chunked positions (context parallelism). q, o [B, Sq, H, D];
  * k, v [B, Sk, KVH, D]; lse [B, Sq, H]. Rows come in chunks of `chunk` consecutive
  * positions: query row i is at position qpos[i / chunk] + i % chunk, key row j at
@@ -456,6 +467,20 @@ void rt_swiglu_bwd(rt_act *da, rt_act *db, const rt_act *a, const rt_act *b, con
 /* tanh approximation (GPT-2's gelu_new). */
 void rt_gelu_fwd(rt_act *y, const rt_act *x, int64_t n);
 void rt_gelu_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n);
+
+/* Pieces of the last dim (the .mdl's slice and concat: multi-head latent
+ * attention). rt_slice_fwd: y [rows, n] = x [rows, cols][:, at : at + n];
+ * rt_slice_bwd writes dx [rows, cols] whole: dy in that place, zeros around.
+ * rt_concat_fwd: y [rows, na + nb] = [a | b] with rows = outer x bcast x
+ * inner and b [outer, inner, nb] broadcast over the bcast copies (DeepSeek's
+ * rotated key part, shared by the heads; bcast 1: none); rt_concat_bwd
+ * writes da and db, db summed over the copies in fp32. */
+void rt_slice_fwd(rt_act *y, const rt_act *x, int64_t rows, int64_t cols, int64_t n, int64_t at);
+void rt_slice_bwd(rt_act *dx, const rt_act *dy, int64_t rows, int64_t cols, int64_t n, int64_t at);
+void rt_concat_fwd(rt_act *y, const rt_act *a, const rt_act *b, int64_t outer, int64_t bcast,
+                   int64_t inner, int64_t na, int64_t nb);
+void rt_concat_bwd(rt_act *da, rt_act *db, const rt_act *dy, int64_t outer, int64_t bcast,
+                   int64_t inner, int64_t na, int64_t nb);
 
 /* out[i] = a[i] + b[i % nb]: b broadcast over a's leading dims (nb == n for
  * equal shapes). out may alias a. */

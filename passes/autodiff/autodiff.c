@@ -311,6 +311,32 @@ static void pass_grad_MOE(Ad *ad, int node, int dy)
             contribute(ad, IN(i), d[i]);
 }
 
+/* slice's gradient is dy in its place of x's last dim, zero elsewhere (two
+ * slices of one x, as MLA's, contribute two such, summed as any). */
+static void pass_grad_SLICE(Ad *ad, int node, int dy)
+{
+    if (!NEEDS(IN(0)))
+        return;
+    int dx = grad_tensor(ad, IN(0));
+    IrAttrs at = ad->g->nodes[node].attr;
+    add1(ad, node, IR_OP_SLICE_BWD, &dy, 1, dx, &at);
+    contribute(ad, IN(0), dx);
+}
+
+/* concat's: dy's two pieces, b's summed over the dims it was broadcast
+ * along, in one node (one pass over dy). */
+static void pass_grad_CONCAT(Ad *ad, int node, int dy)
+{
+    if (!NEEDS(IN(0)) && !NEEDS(IN(1)))
+        return;
+    int d[2] = {grad_tensor(ad, IN(0)), grad_tensor(ad, IN(1))};
+    IrAttrs at = ad->g->nodes[node].attr;
+    add(ad, node, IR_OP_CONCAT_BWD, &dy, 1, d, 2, &at);
+    for (int i = 0; i < 2; i++)
+        if (NEEDS(IN(i)))
+            contribute(ad, IN(i), d[i]);
+}
+
 #undef IN
 #undef OUT
 #undef NEEDS
@@ -335,6 +361,8 @@ NO_RULE(CROSS_ENTROPY_BWD)
 NO_RULE(SIGMOID_BWD)
 NO_RULE(ROUTE_BWD)
 NO_RULE(MOE_BWD)
+NO_RULE(SLICE_BWD)
+NO_RULE(CONCAT_BWD)
 NO_RULE(REDUCE_SUM)
 #undef NO_RULE
 

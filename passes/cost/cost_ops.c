@@ -245,6 +245,10 @@ static void attention_kernels(const OpArgs *a, PassNodeCost *o)
     const IrTensor *q = &g->tensors[a->n->in[0]];
     double B = (double)a->local[q->dim[0]], S = (double)a->local[q->dim[1]];
     double H = (double)a->local[q->dim[2]], D = (double)a->local[q->dim[3]];
+    /* v's head size (MLA: 128 against q and k's 192): Q K^T contracts D, P V
+     * makes Dv; with Dv = D the forms below are the usual ones. */
+    const IrTensor *vt = &g->tensors[a->n->in[2]];
+    double Dv = (double)a->local[vt->dim[3]], Dm = (D + Dv) / 2;
     /* Context parallelism: S local queries against all Sk keys, gathered
      * (k and v read whole); the slowest rank's share of the pairs. The
      * all-to-all form attends the whole sequence (S is whole there) with
@@ -256,7 +260,8 @@ static void attention_kernels(const OpArgs *a, PassNodeCost *o)
     const IrNode *f = a->n->fwd >= 0 ? &g->nodes[a->n->fwd] : a->n;
     double pairs = plan_cp_pairs_max((int64_t)Sk, cp, cp > 1 && plan_cp_balanced(g), f->attr.causal,
                                      f->attr.window);
-    double qkvo = lnumel(a, a->n->in[0]) * 2 + lnumel(a, a->n->in[1]) * 2 * kvf; /* elements */
+    double qkvo = (lnumel(a, a->n->in[0]) + lnumel(a, a->n->out[0])) +
+                  (lnumel(a, a->n->in[1]) + lnumel(a, a->n->in[2])) * kvf; /* elements */
     const PassGpu *gp = gpu(a);
     const PassCostConsts *k = &pass_cost_consts;
     PassAttnKernel kind = attn_kernel(a->c);
@@ -264,15 +269,15 @@ static void attention_kernels(const OpArgs *a, PassNodeCost *o)
         /* Tiles above the diagonal are skipped under a causal mask, and those
          * left of a sliding window's band too: the band of width W < S covers
          * S W - W^2 / 2 of the S^2 scores (S^2 / 2 at W = S). */
-        double f = 4 * B * H * pairs * D;
+        double f = 2 * B * H * pairs * (D + Dv);
         double ef = kind == PASS_KERNEL_FLASH2 ? k->flash2_fwd : k->flash1_fwd;
         double ebw = kind == PASS_KERNEL_FLASH2 ? k->flash2_bwd : k->flash1_bwd;
         double rate = gp->peak_flops * gp->gemm_eff;
         double rf = rate * ef, rb = rate * ebw, ovh = gp->kernel_overhead_s;
         /* ptdc's own kernel at the speed calibration measured, when it did. */
         if (a->c->st.attn_kernel == PASS_KERNEL_AUTO && gp->attn_dims > 0) {
-            rf = pass_attn_rate(gp, 0, D, S);
-            rb = pass_attn_rate(gp, 1, D, S);
+            rf = pass_attn_rate(gp, 0, Dm, S);
+            rb = pass_attn_rate(gp, 1, Dm, S);
             ovh = 0; /* inside the measured rate */
         }
         o->flops_fwd += f;
@@ -293,9 +298,9 @@ static void attention_kernels(const OpArgs *a, PassNodeCost *o)
      * applied after), softmax over S x S in HBM. */
     double ss = B * H * S * Sk;
     gemm(a, S, Sk, D, B * H, false, o); /* scores = Q K^T */
-    gemm(a, S, D, Sk, B * H, false, o); /* O = P V */
-    gemm(a, Sk, D, S, B * H, true, o);  /* dV = P^T dO */
-    gemm(a, S, Sk, D, B * H, true, o);  /* dP = dO V^T */
+    gemm(a, S, Dv, Sk, B * H, false, o); /* O = P V */
+    gemm(a, Sk, Dv, S, B * H, true, o);  /* dV = P^T dO */
+    gemm(a, S, Sk, Dv, B * H, true, o);  /* dP = dO V^T */
     gemm(a, S, D, Sk, B * H, true, o);  /* dQ = dS K */
     gemm(a, Sk, D, S, B * H, true, o);  /* dK = dS^T Q */
     if (a->c->st.attn_dropout) /* mask and output forward; mask, dy, dx backward */
@@ -533,6 +538,39 @@ static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
     }
 }
 
+/* slice: one copy of the piece; backward writes dx whole, the piece from
+ * dy and zeros around it. */
+static void pass_opcost_SLICE(const OpArgs *a, PassNodeCost *o)
+{
+    const IrTensor *x = &a->g->tensors[a->n->in[0]];
+    double cols = (double)a->local[x->dim[x->rank - 1]], rows = lnumel(a, x->id) / cols;
+    double piece = (double)a->local[a->n->attr.dim[0]];
+    kcall(a, o, false, PASS_K_COPY, rows, piece);
+    if (needs_grad(a, x->id)) {
+        kcall(a, o, true, PASS_K_COPY, rows, piece);
+        kcall(a, o, true, PASS_K_ZERO, rows, cols - piece);
+    }
+}
+
+/* concat: each output row written once from a's row and b's (b's rows read
+ * once per broadcast copy); backward copies a's piece out and sums b's over
+ * the copies. */
+static void pass_opcost_CONCAT(const OpArgs *a, PassNodeCost *o)
+{
+    const IrTensor *ta = &a->g->tensors[a->n->in[0]], *tb = &a->g->tensors[a->n->in[1]];
+    double A = (double)a->local[ta->dim[ta->rank - 1]], Bc = (double)a->local[tb->dim[tb->rank - 1]];
+    double rows = lnumel(a, ta->id) / A, brows = lnumel(a, tb->id) / Bc;
+    kcall(a, o, false, PASS_K_COPY, rows, A + Bc);
+    if (needs_grad(a, ta->id))
+        kcall(a, o, true, PASS_K_COPY, rows, A);
+    if (needs_grad(a, tb->id)) {
+        if (brows < rows)
+            kcall(a, o, true, PASS_K_REDUCE_ROWS, rows / brows, brows * Bc);
+        else
+            kcall(a, o, true, PASS_K_COPY, rows, Bc);
+    }
+}
+
 #define BWD_OP(ID)                                                                            \
     static void pass_opcost_##ID(const OpArgs *a, PassNodeCost *o)                            \
     {                                                                                         \
@@ -553,6 +591,8 @@ BWD_OP(CROSS_ENTROPY_BWD)
 BWD_OP(SIGMOID_BWD)
 BWD_OP(ROUTE_BWD)
 BWD_OP(MOE_BWD)
+BWD_OP(SLICE_BWD)
+BWD_OP(CONCAT_BWD)
 BWD_OP(REDUCE_SUM)
 #undef BWD_OP
 

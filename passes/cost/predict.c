@@ -501,9 +501,10 @@ double pass_model_flops_per_token(const IrGraph *g)
         const IrNode *n = &g->nodes[i];
         if (n->op != IR_OP_ATTENTION)
             continue;
-        const IrTensor *q = &g->tensors[n->in[0]];
-        f += 12.0 * (double)g->dims[q->dim[2]].size * (double)g->dims[q->dim[3]].size *
-             (double)g->dims[q->dim[1]].size;
+        /* Q K^T over the qk head size and P V over v's (MLA: 192 and 128). */
+        const IrTensor *q = &g->tensors[n->in[0]], *v = &g->tensors[n->in[2]];
+        f += 6.0 * (double)g->dims[q->dim[2]].size *
+             (double)(g->dims[q->dim[3]].size + g->dims[v->dim[3]].size) * (double)g->dims[q->dim[1]].size;
     }
     return f;
 }

@@ -912,21 +912,9 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
         s.has_attention |= g->nodes[i].op == IR_OP_ATTENTION;
         s.has_moe |= plan_expert_dim(g, &g->nodes[i]) >= 0;
     }
-    s.rep0 = -1;
-    int nreps = 0;
-    for (int p = 0; p < g->npieces; p++) {
-        const IrPiece *P = &g->pieces[p];
-        if (P->rep < 0)
-            continue;
-        s.nlayers++;
-        if (p == 0 || g->pieces[p - 1].rep != P->rep) {
-            nreps++;
-            s.rep0 = P->rep, s.rep_first = p, s.rep_count = 0;
-        }
-        s.rep_count++;
-    }
-    if (nreps != 1)
-        s.rep0 = -1, s.rep_count = 0;
+    for (int p = 0; p < g->npieces; p++)
+        s.nlayers += g->pieces[p].rep >= 0;
+    src_layer_run(g, &s);
     if (!src_check_pins(&s))
         return false;
     int hits0 = pass_ilp_cache_hits(cache), solves0 = pass_ilp_cache_solves(cache);

@@ -604,21 +604,29 @@ static void pins_src(const PassCostCtx *c, const IrGraph *g, const PassSearchOpt
     s.gpn = pass_cluster_domain_at(c->cl, s.gpus);
     s.gb = o->global_batch > 0 ? o->global_batch : g->global_batch;
     s.npieces = g->npieces;
-    s.rep0 = -1;
-    int nreps = 0;
+    src_layer_run(g, &s);
+    *out = s;
+}
+
+/* The layers interleaving and --pp-layers cut: one run of repeat pieces, of
+ * one repeat or of several back to back (DeepSeek-V3's dense layers, then
+ * its MoE ones: Megatron numbers them as one list); rep0 -1 without one. */
+void src_layer_run(const IrGraph *g, Src *s)
+{
+    int nruns = 0;
+    s->rep0 = -1;
     for (int p = 0; p < g->npieces; p++) {
         const IrPiece *P = &g->pieces[p];
         if (P->rep < 0)
             continue;
-        if (p == 0 || g->pieces[p - 1].rep != P->rep) {
-            nreps++;
-            s.rep0 = P->rep, s.rep_first = p, s.rep_count = 0;
+        if (p == 0 || g->pieces[p - 1].rep < 0) {
+            nruns++;
+            s->rep0 = P->rep, s->rep_first = p, s->rep_count = 0;
         }
-        s.rep_count++;
+        s->rep_count++;
     }
-    if (nreps != 1)
-        s.rep0 = -1, s.rep_count = 0;
-    *out = s;
+    if (nruns != 1)
+        s->rep0 = -1, s->rep_count = 0;
 }
 
 void pass_search_pins_none(PassSearchPins *p)

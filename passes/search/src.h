@@ -129,7 +129,7 @@ typedef struct Src {
     /* the graph's shape */
     int npieces;
     int nlayers;                  /* pieces inside repeats */
-    int rep0, rep_first, rep_count; /* the single repeat interleaving needs (-1: none) */
+    int rep0, rep_first, rep_count; /* the run of layers interleaving needs (-1: none; src_layer_run) */
     int64_t seq;                  /* the sequence length (0: the model has no sequence dim) */
     bool has_attention, has_moe;  /* what context parallelism may split (not MoE, yet) */
     double *w, *gr, *op;          /* [npieces] global model-state bytes (ZeRO 0, unsharded) */
@@ -219,6 +219,7 @@ bool src_check_pins(Src *s);
  * layers[pp * v]: 1 written; 0 not pinned; -1 the pins exclude pp x v (why
  * says so in a sentence naming the flag, when why is not NULL). */
 int src_split_pin(const Src *s, int pp, int v, int *layers, char *why, size_t wn);
+void src_layer_run(const IrGraph *g, Src *s);
 /* The end chunks a split may leave without layers (0, 1 or 2): those
  * --pp-layers gives none, or unpinned, each end with pieces beside the
  * layers (the embedding, the head) to hold alone; the chunks a split may

@@ -61,14 +61,29 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bridge_dense import BASE, GPUS as BLACKWELL, RECIPES, SEARCH_TARGET, TIE, run, summary  # noqa: E402
 
-MODELS = {"Qwen3_30B_a3B": "models/qwen3-30b-a3b.mdl", "Qwen3_235B_a22B": "models/qwen3-235b-a22b.mdl"}
-LAYERS = {"Qwen3_30B_a3B": 48, "Qwen3_235B_a22B": 94}
+MODELS = {"Qwen3_30B_a3B": "models/qwen3-30b-a3b.mdl", "Qwen3_235B_a22B": "models/qwen3-235b-a22b.mdl",
+          "DeepSeekV3": "models/deepseek-v3.mdl", "Kimi_K2": "models/kimi-k2.mdl"}
+LAYERS = {"Qwen3_30B_a3B": 48, "Qwen3_235B_a22B": 94, "DeepSeekV3": 61, "Kimi_K2": 61}
+# Models whose recipes cut the layers into chunks of ceil(L / chunks), the last
+# chunk the rest (with the loss; the embedding rides in the first):
+# Megatron-Bridge's pipeline layouts for 61 layers, e.g. "Et*4|(t*4|)*14tmL"
+# (recipes/deepseek/h100/deepseek_v3.py _get_deepseek_v3_pipeline_layout,
+# recipes/kimi/h100/kimi_k2.py _get_kimi_k2_pipeline_layout).
+FRONT_LOADED = ("DeepSeekV3", "Kimi_K2")
 WHY_NOT = {
     "GPT OSS 120B": "GPT-OSS needs attention sinks and alternating sliding windows, which ptdc lacks",
-    "DeepSeekV3": "DeepSeek-V3 needs multi-head latent attention (MLA), which ptdc lacks",
     "DeepSeekV4 Flash": "DeepSeek-V4 needs MLA and its own attention, which ptdc lacks",
-    "Kimi_K2": "Kimi-K2 needs multi-head latent attention (MLA), which ptdc lacks",
 }
+# A row labelled with DeepSeek-V3's multi-token prediction module: ptdc does not model MTP.
+WITH_MTP = "w/ MTP"
+# The MLA models' rows whose recipe recomputes nothing: Megatron-Bridge's
+# perf_recipes (v0.6.0, 26.08) set recompute_modules ["mla_up_proj"] (with "mlp"
+# or "moe_act" on some GPUs) for every DeepSeek-V3 and Kimi K2 layout but
+# DeepSeek-V3 on GB300 in MXFP8 at pp 2 x vp 8, micro-batch 1 (deepseek/gb300/
+# deepseek_v3.py: recompute_modules []); ptdc's recomputation policies have no
+# such module, and the rows of other layouts (mb 2, other GPUs) have recipes
+# this file cannot see for older releases. (model, GPU, pp, vp, mb).
+MLA_NO_RECOMPUTE = {("DeepSeekV3", "GB300", 2, 8, 1)}
 GPUS = dict(BLACKWELL, H100="h100-80gb")
 RECIPE = BASE + ["--stack-set", "moe_imbalance=1"]
 # The megatron preset's host_op_us (x86) and host_op_us_grace are fitted on
@@ -127,6 +142,12 @@ def cuda_graph(r):
 def skip_reason(r):
     if r["model"] not in MODELS:
         return WHY_NOT.get(r["model"], "no ptdc model of %s" % r["model"])
+    if WITH_MTP in r["notes"]:
+        return "DeepSeek-V3 with its multi-token prediction module (MTP), which ptdc does not model"
+    if r["model"] in FRONT_LOADED and (r["model"], r["gpu"], num(r, "pp", 1), num(r, "vp", 1) or 1,
+                                       num(r, "micro_batch")) not in MLA_NO_RECOMPUTE:
+        return ("the recipe recomputes MLA's up-projections (recompute_modules mla_up_proj, with mlp or "
+                "moe_act on some GPUs), which ptdc's recomputation policies do not express")
     if r["gpu"] not in GPUS:
         return "no ptdc preset of %s" % r["gpu"]
     if r["precision"] not in RECIPES:
@@ -164,7 +185,13 @@ def pinned_args(src, r, host_us=None):
     if host_us is not None:
         args += ["--stack-set", "%s=%g" % (HOST_KEY.get(r["gpu"], "host_op_us"), host_us)]
     chunks, L = pp * v, LAYERS[r["model"]]
-    if chunks > 1 and L % chunks:
+    if chunks > 1 and L % chunks and r["model"] in FRONT_LOADED:
+        per = -(-L // chunks)
+        cut = [per] * (chunks - 1) + [L - per * (chunks - 1)]
+        if cut[-1] < 1:  # more chunks than that leaves layers for: the larger ones first
+            cut = [L // chunks + (c < L % chunks) for c in range(chunks)]
+        args += ["--pp-layers", ",".join(map(str, cut))]
+    elif chunks > 1 and L % chunks:
         per = (L + 2) // chunks  # account_for_embedding/loss_in_pipeline_split
         assert per * chunks == L + 2, r
         args += ["--pp-layers", ",".join(str(per - (c in (0, chunks - 1))) for c in range(chunks))]

@@ -162,4 +162,8 @@ want dp2-tp2-sp-pp2-v2 && run_case dp2-tp2-sp-pp2-v2 tiny-llama dp2-tp2-sp-pp2-v
 cg_flags="--precision fp8"
 want tp2-fp8 && run_case tp2-fp8 tiny-llama tp2-mb4 PTDC_EMU_SEED=8
 cg_flags=
+# 8. Multi-head latent attention (tiny-deepseek): slice, concat with the
+#    rotated key part broadcast over the heads split by tp, attention with
+#    v narrower than q and k (rt_attention_v_*), among routed experts.
+want tp2-mla && run_case tp2-mla tiny-deepseek tp2 PTDC_EMU_SEED=10
 echo "emu_programs: ok"

@@ -439,6 +439,69 @@ static void t_pointwise(Rng &r)
     }
 }
 
+/* ------------------------------------------- slice, concat (MLA) */
+static void t_slice_concat(Rng &r)
+{
+    char name[96];
+    struct { int64_t rows, cols, n, at; } sl[] = {{48, 24, 8, 16}, {48, 24, 16, 0}, {35, 20, 12, 8}};
+    for (auto c : sl) {
+        auto x = randv(r, c.rows * c.cols), dy = randv(r, c.rows * c.n);
+        std::vector<float> y((size_t)(c.rows * c.n)), dx((size_t)(c.rows * c.cols));
+        rt_act *dxx = dact(x), *ddy = dact(dy), *dout = (rt_act *)rt_alloc((size_t)(c.rows * c.cols) * 2);
+        rt_slice_fwd(dout, dxx, c.rows, c.cols, c.n, c.at);
+        cpu_rt_slice_fwd(y.data(), x.data(), c.rows, c.cols, c.n, c.at);
+        snprintf(name, sizeof name, "slice_fwd %lld of %lld at %lld", (long long)c.n, (long long)c.cols, (long long)c.at);
+        report(name, hact(dout, c.rows * c.n), y, TOL_BF16);
+        rt_slice_bwd(dout, ddy, c.rows, c.cols, c.n, c.at);
+        cpu_rt_slice_bwd(dx.data(), dy.data(), c.rows, c.cols, c.n, c.at);
+        snprintf(name, sizeof name, "slice_bwd %lld of %lld at %lld", (long long)c.n, (long long)c.cols, (long long)c.at);
+        report(name, hact(dout, c.rows * c.cols), dx, TOL_BF16);
+        rt_free(dxx), rt_free(ddy), rt_free(dout);
+    }
+    /* a [outer, bcast, inner, na] | b [outer, inner, nb] broadcast over bcast */
+    struct { int64_t outer, bcast, inner, na, nb; } cc[] = {{6, 1, 1, 8, 8}, {6, 4, 1, 8, 8}, {2, 3, 5, 4, 6}};
+    for (auto c : cc) {
+        int64_t rows = c.outer * c.bcast * c.inner, brows = c.outer * c.inner, w = c.na + c.nb;
+        auto a = randv(r, rows * c.na), b = randv(r, brows * c.nb), dy = randv(r, rows * w);
+        std::vector<float> y((size_t)(rows * w)), da((size_t)(rows * c.na)), db((size_t)(brows * c.nb));
+        rt_act *d_a = dact(a), *d_b = dact(b), *d_dy = dact(dy), *d_y = (rt_act *)rt_alloc((size_t)(rows * w) * 2);
+        rt_act *d_da = (rt_act *)rt_alloc((size_t)(rows * c.na) * 2), *d_db = (rt_act *)rt_alloc((size_t)(brows * c.nb) * 2);
+        rt_concat_fwd(d_y, d_a, d_b, c.outer, c.bcast, c.inner, c.na, c.nb);
+        cpu_rt_concat_fwd(y.data(), a.data(), b.data(), c.outer, c.bcast, c.inner, c.na, c.nb);
+        snprintf(name, sizeof name, "concat_fwd %lldx%lldx%lld, %lld | %lld", (long long)c.outer, (long long)c.bcast,
+                 (long long)c.inner, (long long)c.na, (long long)c.nb);
+        report(name, hact(d_y, rows * w), y, TOL_BF16);
+        rt_concat_bwd(d_da, d_db, d_dy, c.outer, c.bcast, c.inner, c.na, c.nb);
+        cpu_rt_concat_bwd(da.data(), db.data(), dy.data(), c.outer, c.bcast, c.inner, c.na, c.nb);
+        snprintf(name, sizeof name, "concat_bwd da %lldx%lldx%lld", (long long)c.outer, (long long)c.bcast, (long long)c.inner);
+        report(name, hact(d_da, rows * c.na), da, TOL_BF16);
+        snprintf(name, sizeof name, "concat_bwd db (summed over %lld copies)", (long long)c.bcast);
+        report(name, hact(d_db, brows * c.nb), db, TOL_BF16);
+        rt_free(d_a), rt_free(d_b), rt_free(d_dy), rt_free(d_y), rt_free(d_da), rt_free(d_db);
+    }
+    /* attention with v narrower than q and k (rt_attention_v_*: v padded) */
+    int64_t B = 1, S = 7, H = 4, KVH = 2, D = 16, Dv = 12;
+    auto q = randv(r, B * S * H * D), k = randv(r, B * S * KVH * D), v = randv(r, B * S * KVH * Dv);
+    auto dout = randv(r, B * S * H * Dv);
+    std::vector<float> o((size_t)(B * S * H * Dv)), lse((size_t)(B * S * H)), dq((size_t)(B * S * H * D));
+    std::vector<float> dk((size_t)(B * S * KVH * D)), dv((size_t)(B * S * KVH * Dv));
+    rt_act *d_q = dact(q), *d_k = dact(k), *d_v = dact(v), *d_do = dact(dout);
+    rt_act *d_o = (rt_act *)rt_alloc(o.size() * 2), *d_dq = (rt_act *)rt_alloc(dq.size() * 2);
+    rt_act *d_dk = (rt_act *)rt_alloc(dk.size() * 2), *d_dv = (rt_act *)rt_alloc(dv.size() * 2);
+    float *d_lse = (float *)rt_alloc(lse.size() * 4);
+    rt_attention_v_fwd(d_o, d_lse, d_q, d_k, d_v, B, S, H, KVH, D, Dv, true, 0);
+    cpu_rt_attention_v_fwd(o.data(), lse.data(), q.data(), k.data(), v.data(), B, S, H, KVH, D, Dv, true, 0);
+    report("attention_v_fwd o (D 16, Dv 12)", hact(d_o, (int64_t)o.size()), o, TOL_BF16);
+    rt_attention_v_bwd(d_dq, d_dk, d_dv, d_q, d_k, d_v, d_o, d_lse, d_do, B, S, H, KVH, D, Dv, true, 0);
+    cpu_rt_attention_v_bwd(dq.data(), dk.data(), dv.data(), q.data(), k.data(), v.data(), o.data(), lse.data(),
+                           dout.data(), B, S, H, KVH, D, Dv, true, 0);
+    report("attention_v_bwd dq", hact(d_dq, (int64_t)dq.size()), dq, TOL_BF16);
+    report("attention_v_bwd dk", hact(d_dk, (int64_t)dk.size()), dk, TOL_BF16);
+    report("attention_v_bwd dv", hact(d_dv, (int64_t)dv.size()), dv, TOL_BF16);
+    rt_free(d_q), rt_free(d_k), rt_free(d_v), rt_free(d_do), rt_free(d_o), rt_free(d_dq), rt_free(d_dk);
+    rt_free(d_dv), rt_free(d_lse);
+}
+
 /* --------------------------------------------------- reductions, softmax */
 static void t_reduce_softmax(Rng &r)
 {
@@ -684,6 +747,7 @@ static int run_kernel_tests(uint64_t seed)
     t_rope(r);
     run_attention_tests(r);
     t_pointwise(r);
+    t_slice_concat(r);
     t_reduce_softmax(r);
     t_cross_entropy(r);
     t_optimizer(r);
@@ -756,6 +820,11 @@ int main(int argc, char **argv)
         if (g_print) printf("seed %llu\n", (unsigned long long)seed);
         Rng r(seed);
         run_attention_pos_tests(r);
+        fails = g_failures;
+    } else if (!strcmp(mode, "slice")) { /* t_slice_concat alone (also in "kernels") */
+        if (g_print) printf("seed %llu\n", (unsigned long long)seed);
+        Rng r(seed);
+        t_slice_concat(r);
         fails = g_failures;
     } else if (!strcmp(mode, "fallback")) {
         fails = run_fallback_tests(seed);

@@ -296,7 +296,7 @@ native)
         { cat "$w/palm.log"; fail "palm-8b: no note saying why it has no config"; }
     [ ! -e "$w/palm/hf_config.json" ] || fail "palm-8b has a hf_config.json"
     echo "hf: palm-8b: no config, and a note says why"
-    # DeepSeek-V3's attention is not built (grouped-query attention in its place).
+    # DeepSeek-V3's (multi-head latent attention: import-hf refuses its config).
     "$ptdc" "$here/../../models/tiny-deepseek.mdl" --gpus 2 --target cuda -o "$w/ds" > "$w/ds.log" 2>&1 ||
         { cat "$w/ds.log"; fail "tiny-deepseek does not compile"; }
     grep -q "note: deepseek_v3 has no Hugging Face config" "$w/ds.log" ||

@@ -86,6 +86,13 @@ OPTIONS = {
     "--add-qkv-bias": ("add_qkv_bias", "true", False, None),
     "--normalization": ("normalization", "str", "LayerNorm", ["LayerNorm", "RMSNorm"]),
     "--qk-layernorm": ("qk_layernorm", "true", False, None),
+    # Multi-latent attention (arguments.py _add_mla_args; MLATransformerConfig)
+    "--multi-latent-attention": ("multi_latent_attention", "true", False, None),
+    "--q-lora-rank": ("q_lora_rank", "int", None, None),
+    "--kv-lora-rank": ("kv_lora_rank", "int", 32, None),
+    "--qk-head-dim": ("qk_head_dim", "int", 128, None),
+    "--qk-pos-emb-head-dim": ("qk_pos_emb_head_dim", "int", 64, None),
+    "--v-head-dim": ("v_head_dim", "int", 128, None),
     "--init-method-std": ("init_method_std", "float", 0.02, None),
     "--attention-backend": ("attention_backend", "str", "auto", ["flash", "fused", "unfused", "local", "auto"]),
     "--recompute-granularity": ("recompute_granularity", "str", None, ["full", "selective"]),
@@ -521,6 +528,12 @@ def _rules():
         if g % tp and tp % g:
             return "num_query_groups must be a multiple or divisor of tp"
 
+    @rule("multi-latent attention excludes grouped-query attention",
+          "arguments.py: assert not args.group_query_attention with multi_latent_attention")
+    def _(a, env, world, gpu):
+        if a["multi_latent_attention"] and a["group_query_attention"]:
+            return "Group query attention is mutually exclusive with multi latent attention"
+
     @rule("num-query-groups needs --group-query-attention",
           "argument_utils.py: num_query_groups = args.num_query_groups only if args.group_query_attention")
     def _(a, env, world, gpu):
@@ -886,14 +899,31 @@ def model(a, vocab):
                        (0.0 if lb == ["none"] or not a["moe_aux_loss_coeff"] else ("%s loss" % lb)),
                        "zloss": a["moe_z_loss_coeff"] or 0.0,
                        # group_limited_topk: a group scores the sum of its topk // group_topk best
+                       # (with one group, kept whatever its score, the score chooses nothing)
                        "group_score": "top%d" % (k // a["moe_router_group_topk"])
-                       if a["moe_router_num_groups"] and a["moe_router_group_topk"] else None}
+                       if (a["moe_router_num_groups"] or 0) > 1 and a["moe_router_group_topk"] else None}
     pattern = m["moe_layers"] or [0] * L
     if 0 not in pattern:  # no dense layer: ffn_hidden_size builds nothing
         m["d_ff"] = None
     # qk_layernorm: q_layernorm and k_layernorm over kv_channels, the --normalization kind
     qk = a["qk_layernorm"] and 2 * (2 * d if m["norm"] == "layernorm" else d)
     attn = 2 * norm + qk + h * (H + 2 * G) * d + (bias_qkv and (H + 2 * G) * d) + H * d * h + (bias_linear and h)
+    m["mla"] = None
+    if a["multi_latent_attention"]:
+        # MLASelfAttention (multi_latent_attention.py): linear_q_down_proj [h -> q_lora],
+        # q_layernorm, linear_q_up_proj [q_lora -> H (qk + pos)], linear_kv_down_proj
+        # [h -> kv_lora + pos], kv_layernorm, linear_kv_up_proj [kv_lora -> H (qk + v)],
+        # linear_proj [H v -> h]; the latent norms exist under qk_layernorm (gpt_layer_specs);
+        # rotary over qk_pos_emb_head_dim; no biases (add_bias_linear off).
+        ql, kl = a["q_lora_rank"], a["kv_lora_rank"]
+        qk_, pe, v = a["qk_head_dim"], a["qk_pos_emb_head_dim"], a["v_head_dim"]
+        m["mla"] = {"q_lora": ql, "kv_lora": kl, "qk_nope": qk_, "qk_rope": pe, "v_head": v}
+        m["head_dim"], m["kv_heads"] = qk_ + pe, H
+        nk = lambda n: (2 * n if m["norm"] == "layernorm" else n) if a["qk_layernorm"] else 0
+        q = h * H * (qk_ + pe) if ql is None else h * ql + nk(ql) + ql * H * (qk_ + pe)
+        attn = 2 * norm + q + h * (kl + pe) + nk(kl) + kl * H * (qk_ + v) + H * v * h
+        if pos == "rope":
+            m["freqs"] = rope.inv_freqs(a["rotary_base"], pe)
     m["params"] = (vocab * h + (pos == "learned_absolute" and a["max_position_embeddings"] * h) +
                    sum(attn + (moe_mlp if moe else mlp) for moe in pattern) + norm +
                    (0 if m["tied"] else vocab * h))

@@ -20,6 +20,7 @@ KNOWN = {
     ("matmul", "contract"),
     ("route", "topk"), ("route", "score"), ("route", "norm"), ("route", "scale"), ("route", "groups"),
     ("route", "group_topk"), ("route", "capacity"), ("route", "aux"), ("route", "zloss"),
+    ("slice", "dim"), ("slice", "at"), ("concat", "dim"),
 }
 
 NODE = re.compile(r"^  (?P<outs>[^=]+?) = (?P<op>[a-z_]+)\((?P<ins>[^)]*)\)(?P<attrs>.*?) : (?P<types>.*?)(  \{\w+\})?$")
@@ -80,6 +81,39 @@ def freqs(theta, dim, scaling):
     return f
 
 
+def mla_of(ir, att):
+    """Multi-head latent attention feeding att (DeepSeek-V3: q = concat(slice(Q),
+    rope(slice(Q))), Q = norm(h Wqa) Wqb; k = concat(slice(KV), rope(slice(KVA))),
+    KVA = h Wkva, KV = norm(slice(KVA)) Wkvb; v = slice(KV)): None when q is not
+    a concat, a reason when the pattern breaks, else its sizes, latent norms,
+    query weight and rope node."""
+    P = lambda x: ir.producer.get(x)
+    op = lambda n, o: n if n and n["op"] == o else None
+    cq, ck, sv = op(P(att["ins"][0]), "concat"), op(P(att["ins"][1]), "concat"), op(P(att["ins"][2]), "slice")
+    if not cq:
+        return None
+    qn, qr = op(P(cq["ins"][0]), "slice"), op(P(cq["ins"][1]), "rope")
+    qrs = qr and op(P(qr["ins"][0]), "slice")
+    kn, kr = ck and op(P(ck["ins"][0]), "slice"), ck and op(P(ck["ins"][1]), "rope")
+    krs = kr and op(P(kr["ins"][0]), "slice")
+    if not (qn and qrs and kn and krs and sv) or qn["ins"] != qrs["ins"] or kn["ins"] != sv["ins"]:
+        return "attention inputs joined, but not as multi-head latent attention"
+    at = lambda n: int(n["attrs"].get("at", 0))
+    if at(qn) or at(kn) or at(qrs) != ir.size(qn["attrs"]["dim"]) or at(sv) != ir.size(kn["attrs"]["dim"]):
+        return "latent attention's slices are not [nope | rope] and [k | v]"
+    qb, kvb = op(P(qn["ins"][0]), "matmul"), op(P(kn["ins"][0]), "matmul")
+    qnorm, kvnorm = qb and P(qb["ins"][0]), kvb and P(kvb["ins"][0])
+    norms = [n for n in (qnorm, kvnorm) if n and n["op"] in ("rmsnorm", "layernorm")]
+    qa = P(qnorm["ins"][0]) if qnorm in norms else qnorm
+    kvs = op(P(kvnorm["ins"][0]) if kvnorm in norms else kvnorm, "slice")
+    if not (qa and qa["op"] == "matmul" and kvs and kvs["ins"] == krs["ins"]):
+        return "latent attention's projections are not Megatron-Core's"
+    return {"sizes": {"q_lora": ir.size(ir.params[qa["ins"][1]]["dims"][-1]),
+                      "kv_lora": ir.size(kvs["attrs"]["dim"]), "qk_nope": ir.size(qn["attrs"]["dim"]),
+                      "qk_rope": ir.size(qrs["attrs"]["dim"]), "v_head": ir.size(ir.types[sv["outs"][0]][1][-1])},
+            "norms": norms, "wq": qa["ins"][1], "rope": qr, "rope_dim": qrs["attrs"]["dim"]}
+
+
 def truth(ir_text, summary_text):
     """The model as a dict (see the keys below); 'decoder' False for a graph
     no framework decoder is (a parallel block, a softmax, other ops)."""
@@ -111,9 +145,16 @@ def truth(ir_text, summary_text):
     ops = {n["op"] for p in layers for n in p["nodes"]}
     allowed = {"rmsnorm", "layernorm", "matmul", "rope", "attention", "silu", "gelu", "swiglu", "add", "mul",
                "route", "moe"}
+    L0 = layers[0]["nodes"]
+    att = next((n for n in L0 if n["op"] == "attention"), None)
+    mla = att and mla_of(ir, att)
+    if isinstance(mla, str):
+        return not_decoder(mla)
+    if mla:
+        allowed |= {"slice", "concat"}
     if ops - allowed:
         return not_decoder("layers compute " + ", ".join(sorted(ops - allowed)))
-    L0 = layers[0]["nodes"]
+    t["mla"] = mla["sizes"] if mla else None
     table = next(n["ins"][1] for n in emb["nodes"] if n["op"] == "embedding")
     t["vocab"] = ir.size(ir.params[table]["dims"][0])
     t["d_model"] = ir.size(ir.params[table]["dims"][1])
@@ -123,7 +164,7 @@ def truth(ir_text, summary_text):
     # A norm of each head's query or key (its output goes into rope or the
     # attention) is the q/k norm, not one of the layer's two.
     into_attn = {i for n in L0 if n["op"] in ("rope", "attention") for i in n["ins"]}
-    qk_norms = [n for n in norms if n["outs"][0] in into_attn]
+    qk_norms = [n for n in norms if n["outs"][0] in into_attn or (mla and n in mla["norms"])]
     norms = [n for n in norms if n not in qk_norms]
     if len(norms) != 2 or len({n["ins"][0] for n in norms}) < 2:
         return not_decoder("a parallel block (attention and MLP read one normalised layer input)")
@@ -154,9 +195,12 @@ def truth(ir_text, summary_text):
             normed.add(j)
             return back(n["ins"][0], what, j)
         return n["ins"][1] if n and n["op"] == "matmul" else None
-    wq = back(att["ins"][0], "qkv", 0)
-    back(att["ins"][1], "qkv", 1)
-    back(att["ins"][2], "qkv", 2)
+    if mla:  # the latent norms stand for the q/k norm (Megatron-Core's qk_layernorm)
+        wq, rope, normed = mla["wq"], mla["rope"], {0, 1} if len(mla["norms"]) == 2 else set()
+    else:
+        wq = back(att["ins"][0], "qkv", 0)
+        back(att["ins"][1], "qkv", 1)
+        back(att["ins"][2], "qkv", 2)
     if normed not in (set(), {0, 1}):
         return not_decoder("per-head norms of attention inputs %s (the frameworks norm q and k)" % sorted(normed))
     t["qk_norm"] = normed == {0, 1}
@@ -164,13 +208,14 @@ def truth(ir_text, summary_text):
     if rope:
         a = rope["attrs"]
         t["positions"] = t["positions"] or "rope"
-        t["rope"] = {"theta": float(a["theta"]), "rot_full": a["rot"] == qd[3], "pos_seq": a["pos"] == qd[1],
+        rot = mla["rope_dim"] if mla else qd[3]  # MLA rotates its rope part whole
+        t["rope"] = {"theta": float(a["theta"]), "rot_full": a["rot"] == rot, "pos_seq": a["pos"] == qd[1],
                      "scaling": None}
         if "scaling" in a:
             t["rope"]["scaling"] = {"kind": a["scaling"], "factor": float(a["factor"]),
                                     "low": float(a["low_freq_factor"]), "high": float(a["high_freq_factor"]),
                                     "orig": int(a["original_max_position"])}
-        t["freqs"] = freqs(t["rope"]["theta"], t["head_dim"], t["rope"]["scaling"])
+        t["freqs"] = freqs(t["rope"]["theta"], ir.size(rot), t["rope"]["scaling"])
     t["positions"] = t["positions"] or "none"
     # Every other add with a parameter is a projection bias (out, MLP).
     for n in L0:

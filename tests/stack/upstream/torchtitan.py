@@ -273,7 +273,7 @@ def model(cfg, fl):
     m = {"layers": L, "d_model": dim, "heads": H, "kv_heads": KV, "head_dim": hd, "d_ff": F, "vocab": V,
          "seq": cfg["training.seq_len"], "norm": "rmsnorm", "qk_norm": False, "eps": fl["norm_eps"], "causal": True,
          "tied": False, "bf16": cfg["training.mixed_precision_param"] == "bfloat16", "bias_qkv": False,
-         "bias_rest": False, "mlp": "swiglu", "positions": "rope", "window": None, "dropout": 0.0,
+         "bias_rest": False, "mlp": "swiglu", "positions": "rope", "window": None, "dropout": 0.0, "mla": None,
          "freqs": freqs(hd, fl["rope_theta"], fl["rope_scaling_args"])}
     layer = dim * H * hd + 2 * dim * KV * hd + H * hd * dim + 3 * dim * F + 2 * dim
     m["params"] = V * dim + L * layer + dim + dim * V
