@@ -7,9 +7,10 @@ does not distort as it does wall time (docs/design.md, "The suite's time").
 
 Runs the tests ctest selects (with the fixtures they need, setups first),
 N at a time (default 1), each as ctest would (its command, environment and
-working directory), and prints the top N by CPU seconds, then the total and
-the pass/fail count. CPU is each test's rusage from wait4: its processes and
-every descendant they waited for (mpirun's ranks included).
+working directory, killed past its TIMEOUT), and prints the top N by CPU
+seconds, then the total and the pass/fail count. CPU is each test's rusage
+from wait4: its processes and every descendant they waited for (mpirun's
+ranks included).
 """
 import argparse
 import json
@@ -75,7 +76,14 @@ def main():
                 running[p.pid] = (t, p, time.time())
         if not running:
             break
-        pid, status, ru = os.wait4(-1, 0)
+        pid, status, ru = os.wait4(-1, os.WNOHANG)
+        if pid == 0:
+            # a test past its TIMEOUT (ctest's default 1500 s) is killed, as ctest would
+            for q, (t, p, st) in running.items():
+                if time.time() - st > float(t["props"].get("TIMEOUT", 1500)):
+                    os.killpg(q, 9)
+            time.sleep(0.1)
+            continue
         if pid not in running:
             continue
         t, p, st = running.pop(pid)
