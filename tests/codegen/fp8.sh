@@ -17,6 +17,7 @@ bin=$1 ptdc=$2 src=$3 work=$4
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 export PTDC_MPIRUN_FLAGS="--oversubscribe --bind-to none"
+. "$src/tests/codegen/progcache.sh"
 rm -rf "$work"
 mkdir -p "$work"
 fail=0
@@ -29,7 +30,7 @@ train() { # dir steps: the losses, one a line
 
 for p in bf16 fp8; do
     "$bin/cg_gen" "$src/models/tiny-llama.mdl" 1rank "$work/$p" --precision $p
-    make -s -C "$work/$p" train
+    build_program "$work/$p"
     train "$work/$p" 8
 done
 paste "$work/bf16/losses" "$work/fp8/losses" | awk '

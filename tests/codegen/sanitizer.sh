@@ -18,9 +18,11 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$cg_gen" "$model" 1rank "$work/prog" > "$work/gen.log" 2>&1 || { cat "$work/gen.log"; fail "cg_gen"; }
 cc=$(sed -n 's/^CC = //p' "$work/prog/Makefile")
 cflags=$(sed -n 's/^CFLAGS = //p' "$work/prog/Makefile")
-# CFLAGS names the Makefile's MARCH (-march=native unless `make MARCH=`): expand it.
+# CFLAGS names the Makefile's MARCH (-march=native unless `make MARCH=`) and
+# OPT (-O2): expand them.
 march=$(sed -n 's/^MARCH = //p' "$work/prog/Makefile")
-cflags=$(echo "$cflags" | sed "s|\$(MARCH)|$march|")
+opt=$(sed -n 's/^OPT = //p' "$work/prog/Makefile")
+cflags=$(echo "$cflags" | sed -e "s|\$(MARCH)|$march|" -e "s|\$(OPT)|$opt|")
 echo "generated programs: $cc $cflags"
 case " $cflags " in *" -fno-sanitize-recover=all "*) ;; *) fail "no -fno-sanitize-recover=all" ;; esac
 case " $cflags " in *" -fsanitize=address,undefined "*) ;; *) fail "no -fsanitize=address,undefined" ;; esac

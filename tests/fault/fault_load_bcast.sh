@@ -31,7 +31,7 @@ PROG_LAYOUT="--gpus 4 --dp 2 --tp 2 --pp 1 --zero 0"
 . "$src/tests/fault/prog.sh"
 two=$work/dp2
 "$ptdc" "$src/models/tiny-llama.mdl" --gpus 2 --dp 2 --tp 1 --pp 1 --zero 0 --target cpu -o "$two" \
-    > "$work/ptdc2.log" 2>&1 && make -s -C "$two" train > "$work/make2.log" 2>&1 ||
+    > "$work/ptdc2.log" 2>&1 && build_program "$two" > "$work/make2.log" 2>&1 ||
     { echo "FAIL: cannot build the dp 2 program"; cat "$work/ptdc2.log" "$work/make2.log"; exit 1; }
 T="--data synthetic:7 --decay-steps 5"
 train2() { out=$(timeout 120 "$two/run.sh" "$@" 2>&1); rc=$?; }

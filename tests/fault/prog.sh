@@ -11,6 +11,7 @@ ptdc=$4 src=$5
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export PTDC_MPIRUN_FLAGS="--oversubscribe --bind-to none"
 prog=$work/prog
+. "$src/tests/codegen/progcache.sh" # build_program: tiny-llama's program is built once
 # FAULT_BASE=TREE (by hand, to see a test fail on older code): the trainer
 # and run.sh of TREE (a source tree whose build is TREE/b; TREE/run.sh) and
 # its runtime instead of this tree's.
@@ -21,7 +22,7 @@ prog=$work/prog
       sed -i -e "s|^RUNTIME_INCLUDE = .*|RUNTIME_INCLUDE = $FAULT_BASE/runtime|" \
         -e "s|^RUNTIME_LIB = .*|RUNTIME_LIB = $FAULT_BASE/b/runtime/libptdrt_cpu.a|" "$prog/Makefile"
   fi &&
-  make -s -C "$prog" train > "$work/make.log" 2>&1 ||
+  build_program "$prog" > "$work/make.log" 2>&1 ||
   { echo "FAIL: cannot build the program"; cat "$work/ptdc.log" "$work/make.log"; exit 1; }
 fail=0
 train() { out=$(timeout 120 "$prog/run.sh" "$@" 2>&1); rc=$?; }
