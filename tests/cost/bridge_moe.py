@@ -338,12 +338,14 @@ def overlap_checks(ptdc, src, table):
     return fails
 
 
-def search_args(src, r):
+def search_args(src, r, overlap=True):
     """The row with its layout left free: model, GPUs, sequence, batch, recipe and the
-    release's CUDA graphs (the host time the pinned row is priced with)."""
+    release's CUDA graphs (the host time the pinned row is priced with) and all-to-all overlap
+    (which the search then runs where Megatron allows it, or drops where only that fits)."""
     return [os.path.join(src, MODELS[r["model"]]), "--gpus", r["n_gpus"], "--gpu", GPUS[r["gpu"]],
             "--set", "seq=%s" % r["seq_len"], "--global-batch", r["global_batch"]] + RECIPE + \
-        RECIPES[r["precision"]][1] + ["--stack-set", "cuda_graph=" + cuda_graph(r), "--emit", "megatron"]
+        RECIPES[r["precision"]][1] + ["--stack-set", "cuda_graph=" + cuda_graph(r)] + \
+        (["--stack-set", "moe_a2a_overlap=yes"] if overlap and a2a_overlap(r) else []) + ["--emit", "megatron"]
 
 
 def search(ptdc, src, table):
@@ -364,9 +366,10 @@ def search(ptdc, src, table):
         s_step = out["predicted"]["step_time_s"]
         ok = s_step <= t["step"] * (1 + TIE)
         good += ok
-        print("  %-64s searched t%d p%d v%d dp%d ep%d etp%d mb%d %s: %+5.1f%% (%.0f s) %s" % (
+        ovl = " a2a-overlap" if "alltoall_hidden_s" in out["predicted"] else ""
+        print("  %-64s searched t%d p%d v%d dp%d ep%d etp%d mb%d %s%s: %+5.1f%% (%.0f s) %s" % (
             t["label"], par["tp"], par["pp"], par["virtual_stages"], par["dp"], e.get("ep", 1), e.get("etp", 1),
-            par["micro_batch"], par["recompute"], 100 * (t["step"] / s_step - 1), dt, "" if ok else "SLOWER"))
+            par["micro_batch"], par["recompute"], ovl, 100 * (t["step"] / s_step - 1), dt, "" if ok else "SLOWER"))
         sys.stdout.flush()
     print("searched plan at least as fast as the published (within %.1f%%): %d of %d MoE rows (%.0f%%; issue 33's "
           "criterion for its rows: %.0f%%), %d searches, %.0f s" % (
