@@ -15,7 +15,10 @@ against ptdc's megatron stack.
                                       precision, GPU, release, and for the rows
                                       the host keys were fitted on and those
                                       held out; the rest are listed as skipped
-                                      with the reason
+                                      with the reason; the table's a2a is the
+                                      share of the step in exposed all-to-all
+                                      (moe_a2a_overlap, a2a_overlap(), hides
+                                      some on the rows whose recipe sets it)
   bridge_moe.py PTDC SRC REF report   the same, with the table
   bridge_moe.py PTDC SRC REF fit      the megatron preset's host_op_us (x86) and
                                       host_op_us_grace, fitted on FIT_RELEASES'
