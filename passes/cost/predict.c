@@ -1136,8 +1136,8 @@ static void memory(const Predict *P, PassPrediction *out)
          * micro-batch runs before backward layer L-1-j of another frees its
          * activations (one layer's more at the peak), and an interleaved
          * schedule warms up one more forward chunk (schedules.py,
-         * get_pp_rank_microbatches). */
-        if (P->a2a_overlap) {
+         * get_pp_rank_microbatches); not where no micro-batch pairs. */
+        if (P->a2a_overlap && pass_a2a_unpaired(pp, v, m, i) < 1) {
             double chunk = 0;
             for (int j = 0; j < v && v > 1; j++)
                 chunk = fmax(chunk, r->saved_chunk[j]);
