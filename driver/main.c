@@ -418,6 +418,15 @@ static int plan_setup(const DrvOptions *o, IrGraph *g, const char *fw, PassClust
                      "offloads fewer than all of them (--cpu-offloading-num-layers)", off, g->name, layers);
         return DRV_INVALID;
     }
+    /* The expert all-to-all overlap (stack moe_a2a_overlap) is Megatron's
+     * schedule: ptdc's programs run each micro-batch's forward and backward
+     * apart, their exchanges waited for. */
+    if (ctx->st.moe_a2a_overlap && !ctx->st.ref_stack) {
+        ir_error(IR_NOLOC, "--stack-set moe_a2a_overlap=yes: the %s stack's programs wait for each expert "
+                 "all-to-all; the overlap with another micro-batch is a framework's (--stack megatron)",
+                 ctx->st.name);
+        return DRV_INVALID;
+    }
     if (cl->gpu.kind == PASS_DEV_CPU && o->target && strcmp(o->target, "cpu") != 0) {
         ir_error(IR_NOLOC, "--target %s: the cluster file describes CPU ranks, whose programs are "
                  "CPU programs (--target cpu)", o->target);

@@ -839,6 +839,15 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
     bool offload = pass_offload_applies(c, &a->plan);
     if (offload)
         rep_frame_arg(&x, "--cpu-offloading-num-layers %d", st->offload_act_layers);
+    /* The expert all-to-all beside another micro-batch's compute where the
+     * plan was priced with it (stack moe_a2a_overlap, pass_a2a_overlap_applies),
+     * with the expert weight gradients delayed under the dispatch's backward,
+     * as Megatron-Bridge's recipes pair them (_set_moe_a2a_overlap_overrides). */
+    bool a2a = a->pred.a2a_overlap;
+    if (a2a) {
+        rep_frame_arg(&x, "--overlap-moe-expert-parallel-comm");
+        rep_frame_arg(&x, "--delay-wgrad-compute");
+    }
     /* The model, then what ptdc's programs do not have (dropout). */
     for (int i = 0; i < m.narg; i++)
         rep_frame_arg(&x, "%s", m.arg[i]);
@@ -887,7 +896,17 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
     /* validate_args asserts it with tensor (or context) parallelism before
      * Blackwell, so that each rank's communication kernels are queued in the
      * order issued; Megatron-LM's example scripts export it. */
-    if ((L->tp > 1 || L->cp > 1) && !fsdp)
+    /* The all-to-all overlap's communication stream needs more than one
+     * connection (moe/README.md; Megatron-Bridge's recipes export 32), and
+     * validate_args only warns then: before Blackwell the tensor-parallel
+     * overlap's kernels may no longer run in the order issued. */
+    if (a2a) {
+        if ((L->tp > 1 || L->cp > 1) && !(c->cl->gpu.peak_fp4_flops > 0)) /* Blackwell-class: an FP4 rate */
+            fprintf(f, "# The expert all-to-all overlap needs CUDA_DEVICE_MAX_CONNECTIONS > 1, with which\n"
+                       "#   Megatron-LM warns that tensor-parallel communication may queue behind GEMMs before\n"
+                       "#   Blackwell (not priced).\n");
+        fprintf(f, "export CUDA_DEVICE_MAX_CONNECTIONS=32\n");
+    } else if ((L->tp > 1 || L->cp > 1) && !fsdp)
         fprintf(f, "export CUDA_DEVICE_MAX_CONNECTIONS=1\n");
     if (offload)
         fprintf(f, "export NVTE_CPU_OFFLOAD_V1=1\n");

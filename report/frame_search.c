@@ -57,6 +57,29 @@ static void keep_alt(Search *S, PassSearchAlt *a)
     r->found = true;
 }
 
+/* The expert all-to-all overlap (stack moe_a2a_overlap) holds more
+ * activations than the schedule without it: where the layout does not fit
+ * with it, the search weighs it without (Megatron runs either; --emit
+ * megatron prints the flags only for a plan priced with it). */
+static void without_a2a_overlap(const Search *S, PassSearchAlt *a)
+{
+    PassCostCtx c = *S->c;
+    c.st.moe_a2a_overlap = false;
+    PassPrediction p;
+    pass_predict(&c, S->g, &a->plan, &p);
+    if (!p.fits) {
+        pass_prediction_free(&p);
+        return;
+    }
+    pass_prediction_free(&a->pred);
+    a->pred = p;
+    int v = a->plan.v > 0 ? a->plan.v : 1;
+    for (int s = 0; s < a->plan.nstages; s++) {
+        const PassRankMem *m = &a->pred.mem[a->plan.stages[s].pp_rank];
+        a->stage_fwd_s[s] = m->fwd_s / v, a->stage_bwd_s[s] = m->bwd_s / v;
+    }
+}
+
 /* Evaluate one layout; 1 it fits, 0 it does not, -1 not evaluated (the
  * framework cannot run it). */
 static int try(Search *S, const PlanLayout *L)
@@ -77,6 +100,8 @@ static int try(Search *S, const PlanLayout *L)
     }
     S->refused_all = false;
     S->r->stats.evaluated++;
+    if (!a.pred.fits && a.pred.a2a_overlap)
+        without_a2a_overlap(S, &a);
     if (a.pred.fits) {
         keep_alt(S, &a);
         return 1;

@@ -67,6 +67,11 @@ void rep_json_predicted(FILE *f, const PassPrediction *pr, const char *in)
         num(f, pr->a2a_s);
         fprintf(f, ",\n");
     }
+    if (pr->a2a_overlap) { /* stack moe_a2a_overlap, where it applies: the part hidden */
+        fprintf(f, "%s  \"alltoall_hidden_s\": ", in);
+        num(f, pr->a2a_hidden_s);
+        fprintf(f, ",\n");
+    }
     if (pr->offload_layers > 0) /* activation offloading: layers, bytes both ways, copy and stall seconds */
         fprintf(f, "%s  \"offload_layers\": %d,\n%s  \"offload_bytes\": %.0f,\n%s  \"offload_copy_s\": %.9g,\n"
                    "%s  \"offload_exposed_s\": %.9g,\n", in, pr->offload_layers, in, pr->offload_bytes, in,

@@ -177,6 +177,9 @@ typedef struct PassNodeCost {
                                      and reducing their amax (cost_prec.c) */
     double a2a_s;                 /* of fwd_s + bwd_s: an MoE layer's all-to-all exchange of
                                      routed rows (dispatch and combine) */
+    double a2a_fwd_s;             /* of a2a_s: the forward's (dispatch and combine) */
+    double moe_dw_s;              /* of bwd_s: an MoE layer's expert weight-gradient GEMMs
+                                     (what delay_wgrad_compute runs apart; a2a_overlap.c) */
     double gemm_fwd_s, gemm_dx_s, gemm_dw_s; /* a matmul's of gemm_s: its forward GEMM, its
                                      input's gradient, its weight's gradient */
     double fused_s;               /* of fwd_s: what running as one kernel with the node before
@@ -379,6 +382,11 @@ typedef struct PassPrediction {
                                       step on the slowest rank (inside the kernels' time) */
     double host_wait_s;            /* of the pipeline: the slowest rank's GPU waiting for its
                                       host per step (host.c) */
+    bool a2a_overlap;              /* the expert all-to-all runs beside another micro-batch's
+                                      compute (stack moe_a2a_overlap, where
+                                      pass_a2a_overlap_applies) */
+    double a2a_hidden_s;           /* of a2a_s: the part hidden so, per step on the slowest
+                                      rank (a2a_s - a2a_hidden_s is exposed) */
     double model_flops;            /* per step, PaLM convention: tokens * (6N + 12 L H Q T) */
     double hw_flops;               /* per step, executed (recompute included) */
     /* activation offloading (stack offload_act_layers, where pass_offload_applies):
@@ -411,6 +419,38 @@ void pass_offload(int L, int N, double f, double b, double copy, PassOffload *ou
  * layout is one Megatron offloads in (TransformerConfig: no pipeline, no
  * recomputation)? Other plans run, and are priced, without it. */
 bool pass_offload_applies(const PassCostCtx *c, const Plan *plan);
+
+/* ======================================================= a2a_overlap.c */
+/* Megatron-Core's expert all-to-all overlap (--overlap-moe-expert-parallel-comm
+ * with --delay-wgrad-compute; stack moe_a2a_overlap): in the 1F1B steady
+ * state the forward of one micro-batch and the backward of another run
+ * layer by layer as one step, each all-to-all on a communication stream
+ * beside the other micro-batch's compute. One MoE layer of that pair, per
+ * micro-batch (seconds): pre_f, pre_b the forward and backward of what runs
+ * before the dispatch (attention, norms, router; backward with its weight
+ * gradients), mlp_f the experts' forward, mlp_dx and mlp_dw their backward's
+ * data and weight gradients, a2a_f, a2a_b one forward and one backward
+ * all-to-all (dispatch and combine take one each; n_b: the backward's
+ * count). */
+typedef struct PassA2aLayer {
+    double pre_f, pre_b, mlp_f, mlp_dx, mlp_dw, a2a_f, a2a_b;
+    int n_b;
+} PassA2aLayer;
+/* The pair's seconds on the two streams (model_chunk_schedule_plan.py,
+ * TransformerLayerSchedulePlan.run); *hidden: the all-to-all seconds that
+ * ran beside compute. */
+double pass_a2a_pair_s(const PassA2aLayer *l, double *hidden);
+/* Does the plan run it: the stack asks (moe_a2a_overlap, a framework stack),
+ * an MoE layer exchanges its rows by all-to-all (EP > 1), the pipeline is
+ * one stage or interleaved, no stage recomputes whole layers, and ZeRO-3
+ * (Megatron-FSDP) only without a pipeline (transformer_config.py
+ * __post_init__, combined_1f1b.py)? */
+bool pass_a2a_overlap_applies(const PassCostCtx *c, const IrGraph *g, const Plan *plan);
+/* Of m micro-batches through v chunks on pipeline rank `rank` of pp, the
+ * share run outside the overlapped steady state: the warm-up forwards (one
+ * more than without the overlap) and the cool-down backwards
+ * (schedules.py, get_pp_rank_microbatches). */
+double pass_a2a_unpaired(int pp, int v, int m, int rank);
 
 /* ========================================================= ckpt_cost.c */
 /* What a checkpoint save blocks the step loop for, per save (seconds; < 0:

@@ -498,10 +498,14 @@ static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
         kcall(a, o, true, PASS_K_SWIGLU_FWD, 1, R * F);
     }
     gemm_share_p(a, M, F, D, El, 1, true, p, o);       /* dact = dy Wd^T */
+    double dw0 = o->bwd_s;
     gemm_share_p(a, F, D, M, El, 1, true, p, o);       /* dWd */
+    o->moe_dw_s += o->bwd_s - dw0;
     kcall(a, o, true, PASS_K_SWIGLU_BWD, 1, R * F);
     gemm_share_p(a, M, D, F, 2 * El, 1, true, p, o);   /* dh from both */
+    dw0 = o->bwd_s;
     gemm_share_p(a, D, F, M, 2 * El, 1, true, p, o);   /* dWg, dWu */
+    o->moe_dw_s += o->bwd_s - dw0;
     if (p != PLAN_PREC_BF16) {
         /* Forward: the rows into gate/up and into down, each in both
          * orientations (the weight gradients read them again); the weights
@@ -531,6 +535,7 @@ static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
         o->fwd_s += 2 * t;
         o->bwd_s += nb * t;
         o->a2a_s += (2 + nb) * t;
+        o->a2a_fwd_s += 2 * t;
         kcall(a, o, false, PASS_K_COPY, R, D); /* sort received rows by expert */
         kcall(a, o, false, PASS_K_COPY, R, D); /* and back */
         for (int i = 0; i < nb; i++)

@@ -48,6 +48,9 @@ typedef struct PieceCost {
     double gemm, attn;            /* of fwd + bwd: GEMMs, flash attention */
     double cast;                  /* of fwd + bwd: low-precision casts and amax reductions */
     double a2a;                   /* of fwd + bwd: MoE all-to-all exchanges */
+    double a2a_f;                 /* of a2a: the forward's */
+    double moe_f, moe_b, moe_dw;  /* of fwd, bwd: the exchanging MoE layers' experts (their
+                                     all-to-alls apart), and of moe_b the weight gradients */
     int group_f, group_b;         /* largest group a forward / backward collective spans */
     double ub_bytes;              /* tp_overlap userbuffers: the largest gathered input */
 } PieceCost;
@@ -219,6 +222,12 @@ static void node_kernels(const PieceWalk *w, const IrNode *n, const PassNodeCost
     pc->attn += nc->attn_s;
     pc->cast += nc->cast_s;
     pc->a2a += nc->a2a_s;
+    if (nc->a2a_s > 0) { /* an MoE layer exchanging its rows (a2a_overlap.c) */
+        pc->a2a_f += nc->a2a_fwd_s;
+        pc->moe_f += nc->fwd_s - nc->a2a_fwd_s;
+        pc->moe_b += nc->bwd_s - (nc->a2a_s - nc->a2a_fwd_s);
+        pc->moe_dw += nc->moe_dw_s;
+    }
     pc->flops += nc->flops_fwd + nc->flops_bwd;
     if (rec) {
         pc->rec += pass_rec_fwd_s(w->x->c, w->x->g, n, w->r, nc);
@@ -487,6 +496,10 @@ typedef struct RankAcc {
     double gemm, attn, comp, host; /* per micro-batch: GEMMs, attention, all kernels, host */
     double cast;                  /* per micro-batch: low-precision casts */
     double a2a;                   /* per micro-batch: MoE all-to-alls */
+    double a2a_f;                 /* of a2a: the forward's */
+    double a2a_save, a2a_hid;     /* per overlapped micro-batch (moe_a2a_overlap): the seconds
+                                     the pairing saves, the all-to-all it hides */
+    double saved_piece;           /* the largest paired MoE layer's saved bytes, one micro-batch */
 } RankAcc;
 
 double pass_active_params(const IrGraph *g)
@@ -642,6 +655,7 @@ typedef struct Predict {
     PassHostCost *sh;             /* by stage: the host's launches and syncs */
     double host_step;             /* the host's seconds per step on a rank without syncs, the
                                      longest (the step waits for it, not each micro-batch) */
+    bool a2a_overlap;             /* the expert all-to-all overlap runs (a2a_overlap.c) */
     bool blocking;                /* data-parallel traffic waited for (no dp_overlap) */
     bool mb_blocking;             /* so is the per-micro-batch traffic (also ptdc's programs) */
     double z3f;                   /* of sync_mb: ZeRO-3's forward gather */
@@ -684,6 +698,33 @@ static void predict_free(Predict *P)
     ctx_free(&P->x);
 }
 
+/* An MoE layer under the expert all-to-all overlap (a2a_overlap.c): what
+ * pairing its forward with another micro-batch's backward saves per
+ * micro-batch, the seconds it hides costing the overlap slowdown, as the
+ * other overlaps here. Everything of the layer but its experts and their
+ * all-to-alls is the pre-dispatch part (the layer's resharding, and its
+ * recomputation, in backward). */
+static void a2a_pair(const Predict *P, RankAcc *r, const PieceCost *pc)
+{
+    const PassCostCtx *c = P->x.c;
+    int nb = c->st.moe_saves_rows ? 2 : 3; /* cost_ops.c: a recomputed dispatch */
+    double ab = pc->a2a - pc->a2a_f;
+    PassA2aLayer l = {.pre_f = pc->fwd + pc->rs_f - pc->moe_f - pc->a2a_f,
+                      .pre_b = pc->bwd + pc->rec + pc->rs_b + pc->mb_extra - pc->moe_b - ab,
+                      .mlp_f = pc->moe_f,
+                      .mlp_dx = pc->moe_b - pc->moe_dw,
+                      .mlp_dw = pc->moe_dw,
+                      .a2a_f = pc->a2a_f / 2,
+                      .a2a_b = ab / nb,
+                      .n_b = nb};
+    l.pre_f = fmax(0, l.pre_f), l.pre_b = fmax(0, l.pre_b);
+    double hid, pair = pass_a2a_pair_s(&l, &hid);
+    double serial = l.pre_f + l.pre_b + l.mlp_f + l.mlp_dx + l.mlp_dw + pc->a2a;
+    pair += pass_overlap_slowdown(&c->cl->gpu) * hid;
+    r->a2a_save += fmax(0, serial - pair);
+    r->a2a_hid += hid;
+}
+
 /* One piece's micro-batch added to its stage and its pipeline rank. */
 static void add_piece(Predict *P, int st, RankAcc *r, const PieceCost *pc)
 {
@@ -698,6 +739,11 @@ static void add_piece(Predict *P, int st, RankAcc *r, const PieceCost *pc)
     pass_host_add(&P->sh[st], &pc->host);
     pass_host_add(&r->hc, &pc->host);
     r->a2a += pc->a2a;
+    r->a2a_f += pc->a2a_f;
+    if (P->a2a_overlap && pc->a2a > 0) {
+        a2a_pair(P, r, pc);
+        r->saved_piece = fmax(r->saved_piece, pc->saved);
+    }
     r->cast += pc->cast;
     r->gemm += pc->gemm, r->attn += pc->attn, r->comp += pc->fwd + pc->bwd, r->host += pc->host_s;
     r->rec += pc->rec;
@@ -813,6 +859,24 @@ static void offload_acts(Predict *P, PassPrediction *out)
     out->offload_copy_s = P->m * 2.0 * N * o.copy_s;
 }
 
+/* The expert all-to-all overlap (a2a_overlap.c): each rank's micro-batch
+ * shortened by what its MoE layers' pairing saves, on the share of its
+ * micro-batches run in the paired steady state (the warm-up forwards and
+ * cool-down backwards run alone); the saving taken from forward and
+ * backward as their all-to-alls are. */
+static void overlap_a2a(Predict *P)
+{
+    if (!P->a2a_overlap)
+        return;
+    for (int i = 0; i < P->pp; i++) {
+        RankAcc *r = &P->ra[i];
+        double k = 1 - pass_a2a_unpaired(P->pp, P->v, P->m, i);
+        double s = k * r->a2a_save, fs = r->a2a > 0 ? r->a2a_f / r->a2a : 0.5;
+        r->fwd -= s * fs, r->bwd -= s * (1 - fs);
+        r->a2a_hid *= k;
+    }
+}
+
 /* The host (host.c): each rank's and each stage's micro-batch of GPU work
  * (but the pipeline transfers, which wait on the other rank) stretched to
  * what its host's launches and syncs allow. A rank whose host never waits
@@ -906,6 +970,8 @@ static void schedule(Predict *P, PassPrediction *out)
     out->kernels_s = m * (ra[slow].comp - ra[slow].gemm - ra[slow].attn);
     out->host_s = m * ra[slow].host;
     out->a2a_s = m * ra[slow].a2a;
+    out->a2a_overlap = P->a2a_overlap;
+    out->a2a_hidden_s = m * ra[slow].a2a_hid;
     out->host_wait_s += m * ra[slow].host_wait;
 }
 
@@ -1092,6 +1158,17 @@ static void memory(const Predict *P, PassPrediction *out)
         double held = 0; /* one micro-batch through every chunk of the rank */
         for (int j = 0; j < v; j++)
             held += r->saved_chunk[j];
+        /* The expert all-to-all overlap holds more: forward layer j of one
+         * micro-batch runs before backward layer L-1-j of another frees its
+         * activations (one layer's more at the peak), and an interleaved
+         * schedule warms up one more forward chunk (schedules.py,
+         * get_pp_rank_microbatches); not where no micro-batch pairs. */
+        if (P->a2a_overlap && pass_a2a_unpaired(pp, v, m, i) < 1) {
+            double chunk = 0;
+            for (int j = 0; j < v && v > 1; j++)
+                chunk = fmax(chunk, r->saved_chunk[j]);
+            M->acts += r->saved_piece + chunk;
+        }
         M->inflight = held > 0 ? M->acts / (held / v) : fmin(m, pp - i);
         M->recompute_ws = r->extra_ws;
         M->transient = r->transient;
@@ -1126,8 +1203,10 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const Plan *plan, Pa
     memset(out, 0, sizeof *out);
     Predict P;
     predict_init(&P, c, g, plan);
+    P.a2a_overlap = pass_a2a_overlap_applies(c, g, plan);
     cost_stages(&P);
     offload_acts(&P, out);
+    overlap_a2a(&P);
     host_time(&P);
     /* What ptdc's programs hold per stage beyond the saved activations and
      * owned parameters (codegen/cg_lower.c, cg_analyse.c): per micro-batch slot,

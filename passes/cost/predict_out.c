@@ -50,6 +50,10 @@ void pass_prediction_print_text(FILE *f, const IrGraph *g, const Plan *plan,
     if (p->a2a_s > 0)
         fprintf(f, "    expert all-to-all %.4g s (dispatch and combine, inside the pipeline's time)\n",
                 p->a2a_s);
+    if (p->a2a_overlap) /* stack moe_a2a_overlap, where it applies */
+        fprintf(f, "    of which hidden %.4g s beside another micro-batch's compute (expert all-to-all "
+                   "overlap)\n",
+                p->a2a_hidden_s);
     if (p->host_wait_s > 0)
         fprintf(f, "    host wait       %.4g s (the GPU idle while the host launches ops, inside the "
                    "pipeline's time)\n",
@@ -127,6 +131,8 @@ void pass_prediction_print_json(FILE *f, const IrGraph *g, const Plan *plan,
         num(f, "host_wait_s", p->host_wait_s, true);
     if (pass_active_params(g) < (double)ir_param_count(g)) { /* mixture of experts */
         num(f, "alltoall_s", p->a2a_s, true);
+        if (p->a2a_overlap)
+            num(f, "alltoall_hidden_s", p->a2a_hidden_s, true);
         num(f, "active_params", pass_active_params(g), true);
     }
     num(f, "model_flops", p->model_flops, true);

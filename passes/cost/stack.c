@@ -116,6 +116,11 @@ static const PassStack presets[] = {
          * datasheet gives it); the later releases' rows are held out. */
         .host_op_s = {HOST_OP_X86_US * 1e-6, HOST_OP_GRACE_US * 1e-6},
         .moe_sync = true,
+        /* --overlap-moe-expert-parallel-comm is off by default
+         * (core/model_parallel_config.py); Megatron-Bridge's performance
+         * recipes turn it on per model and GPU (moe_a2a_overlap, with
+         * delay_wgrad_compute), so moe_a2a_overlap stays no here and a row
+         * or a user sets it (tests/cost/bridge_moe.py a2a_overlap). */
         /* Low precision (--fp8-format, --fp8-recipe; megatron/training/
          * arguments.py): every linear layer of the transformer layers runs
          * in it (--first-last-layers-bf16 is off by default; with it,
@@ -399,6 +404,8 @@ static const struct SKey {
      "none, moe (moe_router + moe_preprocess), attn_moe (and attn), full (full_iteration)"},
     {"moe_sync", S_BOOL, F(moe_sync), 0, 0, 0, NULL, 0,
      "the MoE dispatcher waits for routed counts on the host once per layer forward"},
+    {"moe_a2a_overlap", S_BOOL, F(moe_a2a_overlap), 0, 0, 0, NULL, 0,
+     "expert all-to-all beside another micro-batch's compute (Megatron --overlap-moe-expert-parallel-comm)"},
     {"lp_bf16_first_layers", S_COUNT, F(lp_bf16_first), 1, 0, 1 << 20, NULL, 0,
      "low precision: linear layers of the first N layers kept in bf16"},
     {"lp_bf16_last_layers", S_COUNT, F(lp_bf16_last), 1, 0, 1 << 20, NULL, 0,

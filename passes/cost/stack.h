@@ -117,6 +117,11 @@ typedef struct PassStack {
     bool moe_sync;                /* a dropless dispatcher waits once per MoE layer forward
                                      for the routed counts on the host (Megatron's alltoall
                                      and flex dispatchers) */
+    bool moe_a2a_overlap;         /* the expert all-to-all of one micro-batch runs beside
+                                     another micro-batch's compute in the 1F1B steady state
+                                     (Megatron --overlap-moe-expert-parallel-comm
+                                     --delay-wgrad-compute), where Megatron runs it
+                                     (pass_a2a_overlap_applies; a2a_overlap.c) */
     /* low precision (a plan's precision other than bf16; docs/precision.md) */
     int lp_bf16_first, lp_bf16_last; /* linear layers of the first / last repeated layers kept
                                      in bf16 (Megatron --first-last-layers-bf16 with

@@ -377,10 +377,16 @@ void src_group_floor(Src *s, SrcGroup *G)
                 /* A norm priced fused may run alone (plan_add_norm_fused):
                  * the cheaper of the two. */
                 double f = nc.fwd_s - fmax(0, nc.fused_s);
-                tb = fmin(tb, f + nc.bwd_s);
+                /* The expert all-to-all overlap (stack moe_a2a_overlap) may
+                 * hide a whole exchange: a floor without it. */
+                double hf = 0, hb = 0;
+                if (s->c->st.moe_a2a_overlap)
+                    hf = nc.a2a_fwd_s, hb = nc.a2a_s - nc.a2a_fwd_s;
+                f -= hf;
+                tb = fmin(tb, f + nc.bwd_s - hb);
                 tf = fmin(tf, f);
                 for (int z = 0; z < 4; z++) {
-                    stz[i * 4 + z] = f + nc.bwd_s + (params ? src_mb_sync(s, nd, &G->mesh, &st[i], z) : 0);
+                    stz[i * 4 + z] = f + nc.bwd_s - hb + (params ? src_mb_sync(s, nd, &G->mesh, &st[i], z) : 0);
                     tz[z] = fmin(tz[z], stz[i * 4 + z]);
                 }
                 for (int r = 0; r < SRC_NRC; r++) {

@@ -15,7 +15,10 @@ against ptdc's megatron stack.
                                       precision, GPU, release, and for the rows
                                       the host keys were fitted on and those
                                       held out; the rest are listed as skipped
-                                      with the reason
+                                      with the reason; the table's a2a is the
+                                      share of the step in exposed all-to-all
+                                      (moe_a2a_overlap, a2a_overlap(), hides
+                                      some on the rows whose recipe sets it)
   bridge_moe.py PTDC SRC REF report   the same, with the table
   bridge_moe.py PTDC SRC REF fit      the megatron preset's host_op_us (x86) and
                                       host_op_us_grace, fitted on FIT_RELEASES'
@@ -28,6 +31,10 @@ against ptdc's megatron stack.
                                       at least as fast (within bridge_dense.py's TIE),
                                       printed against issue 33's 90%
                                       (bench/bridge_moe_search.sh)
+
+Environment: BRIDGE_MOE_OVERLAP=off prices every row without the all-to-all overlap
+(a2a_overlap(), before and after in docs/moe.md); BRIDGE_MOE_SEARCH=REGEX searches only
+the rows whose label matches (search mode).
 
 A row is expressible when ptdc has the model (MODELS), a preset of the GPU, a
 recipe for its precision label, and the layout is one its meshes carry: no
@@ -54,6 +61,7 @@ newer ones."""
 import csv
 import math
 import os
+import re
 import statistics
 import sys
 import time
@@ -93,6 +101,7 @@ FIT_RELEASES = ("25.11", "26.02", "26.02.01")
 HOST_KEY = {"GB200": "host_op_us_grace", "GB300": "host_op_us_grace"}  # Grace hosts; the rest x86
 FIT_GRID_US = range(0, 601, 5)
 PLAN_MAX_CHUNKS = 16
+OVERLAP = os.environ.get("BRIDGE_MOE_OVERLAP", "recipe") != "off"
 TARGET = 0.15
 
 
@@ -139,6 +148,32 @@ def cuda_graph(r):
     return "moe"
 
 
+def a2a_overlap(r):
+    """Whether the release's performance recipe for the row overlaps the expert all-to-all with
+    another micro-batch's compute (moe_a2a_overlap: Megatron-Core's overlap_moe_expert_parallel_comm
+    with delay_wgrad_compute; stack key moe_a2a_overlap), read at the same tags as cuda_graph():
+    the workload base configs' moe_a2a_overlap (v0.2.0 to v0.5.1; applied by
+    scripts/performance/utils/helpers.py, then overrides.py, _set_moe_a2a_overlap_overrides), and
+    v0.6.0's perf_recipes (comm_overlap: _enable_hybridep_full_iteration_mxfp8 for MXFP8, and the
+    H100 Qwen3-235B recipes). On: H100 Qwen3-235B in every release (tp 2, pp 8, vp 4, EP 32);
+    H100 Qwen3-30B in 25.11 and 26.02 (v0.2.0, v0.3.0: pp 2, vp 12, EP 8; from v0.3.1 EP 16 at
+    pp 1 without it); B300 Qwen3-235B in 26.02 (v0.3.0 only); B200 Qwen3-235B in 25.11 (v0.2.0);
+    MXFP8 on GB200, GB300 and B300 from 26.06, with the full-iteration graph. Off otherwise
+    (WorkloadBaseConfig's default). ptdc applies it where Megatron runs it
+    (pass_a2a_overlap_applies: EP > 1, pp 1 or interleaved, no full recomputation)."""
+    rel = tuple(int(x) for x in release(r).split(".")[:2])
+    big = r["model"] == "Qwen3_235B_a22B"
+    if r["gpu"] == "H100":
+        return big or rel <= (26, 2) and release(r) != "26.02.01"
+    if rel >= (26, 6) and r["precision"] in ("MXFP8", "FP8-MX") and r["gpu"] in ("GB200", "GB300", "B300"):
+        return True
+    if big and r["gpu"] == "B300":
+        return release(r) == "26.02"
+    if big and r["gpu"] == "B200":
+        return rel <= (25, 11)
+    return False
+
+
 def skip_reason(r):
     if r["model"] not in MODELS:
         return WHY_NOT.get(r["model"], "no ptdc model of %s" % r["model"])
@@ -165,7 +200,7 @@ def skip_reason(r):
     return None
 
 
-def pinned_args(src, r, host_us=None):
+def pinned_args(src, r, host_us=None, overlap=True):
     tp, pp, cp, ep, n = num(r, "tp", 1), num(r, "pp", 1), num(r, "cp", 1) or 1, num(r, "ep", 1), num(r, "n_gpus")
     v = num(r, "vp", 1) or 1
     sp = r["sp"].strip() or ("on" if tp > 1 else "off")
@@ -182,6 +217,8 @@ def pinned_args(src, r, host_us=None):
         args += ["--etp", "1"]
     args += ["--virtual-stages", str(v)] if v > 1 else ["--schedule", "1f1b"]
     args += ["--stack-set", "cuda_graph=" + cuda_graph(r)]
+    if overlap and a2a_overlap(r):
+        args += ["--stack-set", "moe_a2a_overlap=yes"]
     if host_us is not None:
         args += ["--stack-set", "%s=%g" % (HOST_KEY.get(r["gpu"], "host_op_us"), host_us)]
     chunks, L = pp * v, LAYERS[r["model"]]
@@ -241,7 +278,7 @@ def main():
         if why:
             skipped.setdefault(why, []).append(label)
             continue
-        out, err, _ = run(ptdc, pinned_args(src, r))
+        out, err, _ = run(ptdc, pinned_args(src, r, overlap=OVERLAP))
         if not out or out.get("status") != "fits":
             fails.append("%s: predicted %s: %s" % (label, (out or {}).get("status", "no answer"),
                                                    (err.strip().splitlines() or [""])[0]))
@@ -249,9 +286,10 @@ def main():
         pred = out["predicted"]
         tok = pred["tokens_per_s"] / float(r["n_gpus"])
         pub = float(r["tokens_per_s_per_gpu"])
-        table.append(dict(label=label, r=r, step=pred["step_time_s"], pub=pub, tok=tok, err=tok / pub - 1, mem=pred["peak_mem_bytes"] / 2 ** 30,
+        table.append(dict(label=label, r=r, pred=pred, step=pred["step_time_s"], pub=pub, tok=tok, err=tok / pub - 1, mem=pred["peak_mem_bytes"] / 2 ** 30,
                           cap=pred["capacity_bytes"] / 2 ** 30,
-                          a2a=pred.get("alltoall_s", 0) / pred["step_time_s"], gpu=r["gpu"],
+                          a2a=(pred.get("alltoall_s", 0) - pred.get("alltoall_hidden_s", 0)) / pred["step_time_s"],
+                          gpu=r["gpu"], overlap=a2a_overlap(r),
                           host=pred.get("host_wait_s", 0) / pred["step_time_s"], graph=cuda_graph(r),
                           group=RECIPES[r["precision"]][0]))
     print("%-64s %9s %9s %7s %13s %5s %5s %s" % ("row (release model GPUs format layout)", "published", "ptdc",
@@ -290,6 +328,8 @@ def main():
             100 * med, "within" if med <= TARGET else "above", 100 * TARGET))
         if med > TARGET:
             fails.append("median |error| %.1f%% is above issue 31's %.0f%%" % (100 * med, 100 * TARGET))
+    if table and OVERLAP:
+        fails += overlap_checks(ptdc, src, table)
     if mode == "search":
         search(ptdc, src, table)
     for f in fails:
@@ -297,20 +337,62 @@ def main():
     return 1 if fails and mode == "test" else 0
 
 
-def search_args(src, r):
+def overlap_checks(ptdc, src, table):
+    """moe_a2a_overlap is priced where Megatron runs it (pass_a2a_overlap_applies): every row whose
+    recipe sets it has all-to-all hidden (JSON alltoall_hidden_s) and a larger peak memory than
+    the same row without it; the key changes nothing on a layout Megatron refuses to overlap
+    (transformer_config.py: EP 1, full recomputation, a pipeline without interleaving)."""
+    fails, on = [], [t for t in table if t["overlap"]]
+    for t in on:
+        out, err, _ = run(ptdc, pinned_args(src, t["r"], overlap=False))
+        if "alltoall_hidden_s" not in t["pred"] or not (out or {}).get("predicted") or \
+                out["predicted"]["peak_mem_bytes"] >= t["pred"]["peak_mem_bytes"]:
+            fails.append("%s: moe_a2a_overlap not priced (hidden %s, peak %s against %s without)" % (
+                t["label"], t["pred"].get("alltoall_hidden_s"), t["pred"]["peak_mem_bytes"],
+                (out or {}).get("predicted", {}).get("peak_mem_bytes")))
+    print("moe_a2a_overlap: %d rows set it (as their recipes), all-to-all hidden on %d" % (
+        len(on), len(on) - len(fails)))
+
+    def refused(t, what, swap):
+        args = pinned_args(src, t["r"], overlap=False) + ["--stack-set", "moe_a2a_overlap=yes"]
+        for k, v in swap.items():
+            args[args.index(k) + 1] = v
+        out, err, _ = run(ptdc, args)
+        pred = (out or {}).get("predicted")
+        ok = pred is not None and "alltoall_hidden_s" not in pred
+        print("  %s: %s" % (what, "not overlapped" if ok else "FAIL: %s" % (
+            "alltoall_hidden_s %s" % pred["alltoall_hidden_s"] if pred else err.strip()[:200])))
+        return [] if ok else ["moe_a2a_overlap priced on a layout Megatron refuses: " + what]
+
+    flat = [t for t in on if num(t["r"], "pp", 1) == 1]
+    pipe = [t for t in table if num(t["r"], "pp", 1) > 1 and (num(t["r"], "vp", 1) or 1) == 1]
+    if flat:
+        fails += refused(flat[0], flat[0]["label"] + " with full recomputation", {"--recompute": "full"})
+        fails += refused(flat[0], flat[0]["label"] + " at EP 1", {"--ep": "1"})
+    if pipe:
+        fails += refused(pipe[0], pipe[0]["label"] + " (a pipeline without interleaving)", {})
+    return fails
+
+
+def search_args(src, r, overlap=True):
     """The row with its layout left free: model, GPUs, sequence, batch, recipe and the
-    release's CUDA graphs (the host time the pinned row is priced with)."""
+    release's CUDA graphs (the host time the pinned row is priced with) and all-to-all overlap
+    (which the search then runs where Megatron allows it, or drops where only that fits)."""
     return [os.path.join(src, MODELS[r["model"]]), "--gpus", r["n_gpus"], "--gpu", GPUS[r["gpu"]],
             "--set", "seq=%s" % r["seq_len"], "--global-batch", r["global_batch"]] + RECIPE + \
-        RECIPES[r["precision"]][1] + ["--stack-set", "cuda_graph=" + cuda_graph(r), "--emit", "megatron"]
+        RECIPES[r["precision"]][1] + ["--stack-set", "cuda_graph=" + cuda_graph(r)] + \
+        (["--stack-set", "moe_a2a_overlap=yes"] if overlap and a2a_overlap(r) else []) + ["--emit", "megatron"]
 
 
 def search(ptdc, src, table):
     """Each distinct search once (rows of several releases share one)."""
     done, good, n = {}, 0, 0
     t0 = time.time()
+    only = os.environ.get("BRIDGE_MOE_SEARCH")
     for t in table:
-        key = tuple(search_args(src, t["r"]))
+        if only and not re.search(only, t["label"]):
+            continue
+        key = tuple(search_args(src, t["r"], overlap=OVERLAP))
         if key not in done:
             done[key] = run(ptdc, list(key))
         out, err, dt = done[key]
@@ -323,9 +405,10 @@ def search(ptdc, src, table):
         s_step = out["predicted"]["step_time_s"]
         ok = s_step <= t["step"] * (1 + TIE)
         good += ok
-        print("  %-64s searched t%d p%d v%d dp%d ep%d etp%d mb%d %s: %+5.1f%% (%.0f s) %s" % (
+        ovl = " a2a-overlap" if "alltoall_hidden_s" in out["predicted"] else ""
+        print("  %-64s searched t%d p%d v%d dp%d ep%d etp%d mb%d %s%s: %+5.1f%% (%.0f s) %s" % (
             t["label"], par["tp"], par["pp"], par["virtual_stages"], par["dp"], e.get("ep", 1), e.get("etp", 1),
-            par["micro_batch"], par["recompute"], 100 * (t["step"] / s_step - 1), dt, "" if ok else "SLOWER"))
+            par["micro_batch"], par["recompute"], ovl, 100 * (t["step"] / s_step - 1), dt, "" if ok else "SLOWER"))
         sys.stdout.flush()
     print("searched plan at least as fast as the published (within %.1f%%): %d of %d MoE rows (%.0f%%; issue 33's "
           "criterion for its rows: %.0f%%), %d searches, %.0f s" % (

@@ -444,7 +444,9 @@ PERF_ONLY = {"--overlap-grad-reduce", "--overlap-param-gather", "--attention-bac
              "--overlap-param-gather-with-optimizer-step", "--no-overlap-p2p-communication", "--ckpt-format",
              "--moe-grouped-gemm",
              # memory and speed: Megatron-FSDP's two gathered-weight buffers, activations kept in host memory
-             "--fsdp-double-buffer", "--cpu-offloading-num-layers"}
+             "--fsdp-double-buffer", "--cpu-offloading-num-layers",
+             # speed and memory: the expert weight gradients delayed under the all-to-all overlap
+             "--delay-wgrad-compute"}
 # torchtitan's: float8's scales computed for all weights at once after the optimizer step; and
 # keys whose value is what their default means (float8 without a recipe_name is tensorwise).
 PERF_ONLY_TT = {"quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp"}
@@ -538,7 +540,9 @@ def mutants(ptdc, cases):
                 elif l.startswith("export "):
                     # validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS before Blackwell only;
                     # NVTE_CPU_OFFLOAD_V1 picks the offload schedule priced (speed, not the model)
-                    harmless = ("CUDA_DEVICE_MAX_CONNECTIONS" in l and not megatron.is_pre_blackwell(gpu_m)) or \
+                    # (not with the expert all-to-all overlap, which wants it above 1, as unset is)
+                    harmless = ("CUDA_DEVICE_MAX_CONNECTIONS" in l and (not megatron.is_pre_blackwell(gpu_m) or
+                                                                        args_m["overlap_moe_expert_parallel_comm"])) or \
                         "NVTE_CPU_OFFLOAD_V1" in l
                     variants.append((l, harmless, "\n".join(lines[:i] + lines[i + 1:]) + "\n"))
             variants += split_variants(out)
@@ -726,6 +730,14 @@ def main():
             "--stack-set offload_act_layers=2 --emit megatron",
             "models/llama3-8b.mdl --set n_layers=4 --gpus 16 --tp 2 --pp 1 --micro-batch 1 --recompute none "
             "--sp on --zero 3 --gpu h100-80gb --stack megatron --stack-set zero_stages=0,1,3 --emit megatron",
+            # The expert all-to-all overlap (stack moe_a2a_overlap): no pipeline on Blackwell, and
+            # interleaved with tp on a Hopper (CUDA_DEVICE_MAX_CONNECTIONS above 1).
+            "models/qwen3-30b-a3b.mdl --set n_layers=4 --gpus 8 --tp 1 --pp 1 --ep 8 --micro-batch 1 "
+            "--recompute none --sp off --zero 1 --gpu gb200 --stack megatron --stack-set moe_a2a_overlap=yes "
+            "--emit megatron",
+            "models/qwen3-30b-a3b.mdl --set n_layers=8 --gpus 16 --global-batch 32 --tp 2 --pp 2 --virtual-stages 2 "
+            "--ep 4 --micro-batch 1 --recompute none --sp on --zero 1 --gpu h100-80gb --stack megatron "
+            "--stack-set moe_a2a_overlap=yes --emit megatron",
         ]
         mutants(ptdc, [c.split() for c in cases])
     else:

@@ -139,6 +139,10 @@ OPTIONS = {
     "--fp4-format": ("fp4", "str", None, ["e2m1"]),
     "--fp4-recipe": ("fp4_recipe", "str", "nvfp4", ["nvfp4", "custom"]),
     "--fp4-param-gather": ("fp4_param_gather", "true", False, None),
+    # ModelParallelConfig (ArgumentGroupFactory: field -> --field-name): the expert all-to-all
+    # overlap with another micro-batch's compute, and the weight gradients it delays
+    "--overlap-moe-expert-parallel-comm": ("overlap_moe_expert_parallel_comm", "true", False, None),
+    "--delay-wgrad-compute": ("delay_wgrad_compute", "true", False, None),
     "--recompute-modules": ("recompute_modules", "list", ["core_attn"],  # __post_init__: None -> ["core_attn"]
                             ["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts",
                              "gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc"]),
@@ -570,13 +574,16 @@ def _rules():
             return "not supported with distributed checkpointing (--ckpt-format %s)" % a["ckpt_format"]
 
     @rule("CUDA_DEVICE_MAX_CONNECTIONS", "arguments.py: asserted == '1' with tp or cp > 1 before Blackwell "
-          "(only warned about under Megatron-FSDP, which asserts it is not 1)")
+          "(only warned about under Megatron-FSDP, which asserts it is not 1, and with "
+          "overlap_moe_expert_parallel_comm)")
     def _(a, env, world, gpu):
         pre_blackwell = is_pre_blackwell(gpu)
         model_parallel = a["tensor_model_parallel_size"] > 1 or a["context_parallel_size"] > 1
         if a["use_megatron_fsdp"]:
             if env.get("CUDA_DEVICE_MAX_CONNECTIONS") == "1":
                 return "FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset"
+            return None
+        if a["overlap_moe_expert_parallel_comm"]:  # only warned about: the overlap wants more connections
             return None
         if model_parallel and pre_blackwell and env.get("CUDA_DEVICE_MAX_CONNECTIONS") != "1":
             return "tp or cp > 1 on %s needs CUDA_DEVICE_MAX_CONNECTIONS=1 in the environment" % gpu
@@ -772,6 +779,33 @@ def _rules():
     def _(a, env, world, gpu):
         if a["seq_length"] > a["max_position_embeddings"]:
             return "seq_length above max_position_embeddings"
+    @rule("expert all-to-all overlap", "transformer_config.py __post_init__: overlap_moe_expert_parallel_comm "
+          "needs virtual_pipeline_model_parallel_size with pp > 1, expert_model_parallel_size > 1, the alltoall "
+          "or flex dispatcher, no full recomputation (granularity, method, num_layers) nor moe in "
+          "recompute_modules, bf16 or fp16, no moe_shared_expert_overlap; delay_wgrad_compute needs it; "
+          "moe/README.md: CUDA_DEVICE_MAX_CONNECTIONS > 1")
+    def _(a, env, world, gpu):
+        if a["delay_wgrad_compute"] and not a["overlap_moe_expert_parallel_comm"]:
+            return "delay_wgrad_compute without overlap_moe_expert_parallel_comm"
+        if not a["overlap_moe_expert_parallel_comm"]:
+            return None
+        if a["pipeline_model_parallel_size"] > 1 and a["_vpp"] is None:
+            return "the overlap with pp > 1 needs virtual pipeline stages"
+        if a["expert_model_parallel_size"] <= 1:
+            return "the overlap needs expert_model_parallel_size > 1"
+        if a["moe_token_dispatcher_type"] not in ("alltoall", "flex"):
+            return "the overlap needs the alltoall or flex dispatcher (%s)" % a["moe_token_dispatcher_type"]
+        if a["recompute_granularity"] == "full" or a["recompute_method"] is not None or \
+                a["recompute_num_layers"] is not None:
+            return "the overlap with full recomputation"
+        if "moe" in (a["recompute_modules"] or []):
+            return "the overlap with moe in recompute_modules"
+        if not a["bf16"]:
+            return "the overlap needs a bf16 (or fp16) model"
+        if a["moe_shared_expert_overlap"]:
+            return "the overlap with moe_shared_expert_overlap"
+        if env.get("CUDA_DEVICE_MAX_CONNECTIONS") == "1":
+            return "the overlap's streams serialised by CUDA_DEVICE_MAX_CONNECTIONS=1"
     return R
 
 
