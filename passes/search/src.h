@@ -230,9 +230,11 @@ int src_split_empty_ends(const Src *s);
  * the data-parallel axis, tensor parallelism splits the rest at most tp
  * ways, and the experts' weights at most n ways (EP over dp, ETP over tp). */
 double src_states_lb(const Src *s, int p, int z, double n, double tp);
-/* MoE pins (--ep, --etp) on a dp x tp mesh: PassIlpQuery.ep_axes'
+
+/* search_experts.c: the expert layouts of a stage mesh.
+ * MoE pins (--ep, --etp) on a dp x tp mesh: PassIlpQuery.ep_axes'
  * mask for degree deg (0 when no axis has that size), and whether the mesh
- * can carry both pins at all (search_ilp.c). */
+ * can carry both pins at all. */
 unsigned src_moe_axes(int dp, int tp, int deg);
 bool src_moe_mesh_ok(const Src *s, int dp, int tp);
 
