@@ -74,7 +74,10 @@ double ref_cross_entropy(const double *logits, const int32_t *targets, int64_t r
 
 /* --------------------------------------------------------- ref_model.c */
 /* REF_MIXTRAL: LLaMA's attention, every MLP a sparse MoE block (ref_moe.c). */
-typedef enum { REF_LLAMA, REF_GPT, REF_MIXTRAL } RefFamily;
+/* REF_DEEPSEEK: DeepSeek-V3 (models/deepseek-v3.mdl): multi-head latent
+ * attention (ref_mla.c), the first first_dense layers' MLPs dense (width Fd),
+ * the others MoE blocks with sigmoid group-limited routing and a shared expert. */
+typedef enum { REF_LLAMA, REF_GPT, REF_MIXTRAL, REF_DEEPSEEK } RefFamily;
 
 typedef struct RefConfig {
     RefFamily fam;
@@ -89,6 +92,13 @@ typedef struct RefConfig {
      * cross entropy plus the routers' regularisers) instead of the cross
      * entropy alone: selftest's finite differences and check's loss */
     bool objective;
+    /* DeepSeek: the router's scores (sigmoid or softmax), groups kept of
+     * groups, the chosen weights' scale; the latent ranks and head parts of
+     * MLA; the dense layers and their width, the shared expert's width */
+    bool sigmoid;
+    int64_t G, Gk;
+    double scale;
+    int64_t QR, KR, Dn, Dr, Dv, first_dense, Fd, Fs;
 } RefConfig;
 
 /* Sizes of MODEL.mdl through ptdc's frontend (false with a message). */
@@ -111,6 +121,16 @@ double ref_moe_fwd(const RefConfig *c, const RefSt *w, const char *prefix, const
 /* dh overwritten; the block's gradients (router and experts) accumulate into gr. */
 void ref_moe_bwd(const RefConfig *c, const RefSt *w, RefSt *gr, const char *prefix, const double *h,
                  const double *dy, double *dh);
+
+/* ---------------------------------------------------------- ref_mla.c */
+/* Multi-head latent attention of the layer under prefix: out [B*S, D] from
+ * the normalised h; what it returns keeps the forward for ref_mla_bwd. */
+typedef struct RefMla RefMla;
+RefMla *ref_mla_fwd(const RefConfig *c, const RefSt *w, const char *prefix, const double *h, double *out);
+/* dh overwritten; the attention's weight gradients accumulate into gr. */
+void ref_mla_bwd(const RefConfig *c, const RefSt *w, RefSt *gr, const char *prefix, const RefMla *m,
+                 const double *h, const double *dout, double *dh);
+void ref_mla_free(RefMla *m);
 
 /* A deterministic generator (splitmix64) for weights and tokens. */
 uint64_t ref_rand(uint64_t *s);

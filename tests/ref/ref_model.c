@@ -29,6 +29,13 @@ static int64_t dim(const IrGraph *g, const char *name, int64_t dflt)
     return d >= 0 ? g->dims[d].size : dflt;
 }
 
+/* An integer config constant (after overrides), 0 when absent. */
+static int64_t iconst(const IrGraph *g, const char *name)
+{
+    const IrConst *k = ir_const_find(g, name);
+    return k && k->is_int ? k->i : 0;
+}
+
 bool ref_config(const char *mdl, RefConfig *c)
 {
     memset(c, 0, sizeof *c);
@@ -49,8 +56,9 @@ bool ref_config(const char *mdl, RefConfig *c)
             c->K = r->topk;
             c->moe_norm = r->norm;
             c->aux = r->aux, c->zloss = r->zloss;
-            route_ok &= r->score == IR_SCORE_SOFTMAX && (r->scale == 0 || r->scale == 1) && r->groups <= 1 &&
-                        r->capacity == 0;
+            c->sigmoid = r->score != IR_SCORE_SOFTMAX;
+            c->G = r->groups, c->Gk = r->group_topk, c->scale = r->scale;
+            route_ok &= r->capacity == 0;
         }
         if (n->op == IR_OP_MOE) { /* e_gate [n_experts, d_model, d_expert] */
             const IrTensor *wg = &g->tensors[n->in[2]];
@@ -65,6 +73,14 @@ bool ref_config(const char *mdl, RefConfig *c)
             c->theta = n->attr.theta;
     }
     c->fam = moe ? REF_MIXTRAL : rms ? REF_LLAMA : REF_GPT;
+    c->KR = dim(g, "kv_lora_rank", 0);
+    if (moe && c->KR > 0) { /* DeepSeek: multi-head latent attention */
+        c->fam = REF_DEEPSEEK;
+        c->QR = dim(g, "q_lora_rank", 0), c->Dn = dim(g, "qk_nope_dim", 0);
+        c->Dr = dim(g, "qk_rope_dim", 0), c->Dv = dim(g, "v_head_dim", 0);
+        c->first_dense = iconst(g, "first_dense"), c->Fd = iconst(g, "d_ff");
+        c->Fs = iconst(g, "d_shared");
+    }
     c->D = dim(g, "d_model", 0);
     c->H = dim(g, "n_heads", 0);
     c->KVH = dim(g, "n_kv_heads", c->H);
@@ -77,12 +93,22 @@ bool ref_config(const char *mdl, RefConfig *c)
     for (int i = 0; i < g->npieces; i++)
         if (g->pieces[i].layer + 1 > c->L)
             c->L = g->pieces[i].layer + 1;
-    bool ok = rms != ln && c->D > 0 && c->H > 0 && c->Dh * c->H == c->D && c->F > 0 && c->V > 0 &&
-              c->L > 0 && c->H % c->KVH == 0;
+    if (c->fam == REF_DEEPSEEK) /* two repeat blocks, each numbering its layers from 0 */
+        c->L = iconst(g, "n_layers");
+    bool ok = rms != ln && c->D > 0 && c->H > 0 && c->F > 0 && c->V > 0 && c->L > 0 && c->H % c->KVH == 0;
+    if (c->fam == REF_DEEPSEEK)
+        ok &= c->QR > 0 && c->Dn > 0 && c->Dr > 0 && c->Dr % 2 == 0 && c->Dv > 0 &&
+              (c->first_dense == 0 || c->Fd > 0) && (c->G <= 1 || (c->E % c->G == 0 && c->G <= 256)) &&
+              c->E <= 256 && (c->Fd > 0 || c->first_dense == 0);
+    else
+        ok &= c->Dh * c->H == c->D;
+    /* Mixtral's router: softmax, no groups, no scale */
+    if (moe && c->fam == REF_MIXTRAL)
+        route_ok &= !c->sigmoid && c->G <= 1 && (c->scale == 0 || c->scale == 1);
     if (moe)
         ok &= rms && route_ok && c->E > 0 && c->K >= 1 && c->K <= c->E;
     if (!ok)
-        fprintf(stderr, "ref: %s is neither a LLaMA, a GPT nor a Mixtral the reference knows\n", mdl);
+        fprintf(stderr, "ref: %s is neither a LLaMA, a GPT, a Mixtral nor a DeepSeek the reference knows\n", mdl);
     ir_graph_free(g);
     ir_arena_free(a);
     return ok;
@@ -135,6 +161,39 @@ static void fill(RefSt *st, uint64_t *s, const char *name, int ndim, int64_t a, 
         t->v[i] = (double)(float)(mean + std * ref_normal(s)); /* exactly what the file holds */
 }
 
+/* DeepSeek's layer after its input norm: MLA's tensors (ref_mla.c), then a
+ * dense MLP or the MoE block with its shared expert. */
+static void deepseek_layer(const RefConfig *c, RefSt *st, uint64_t *s, const char *p, int l)
+{
+    const double MAT = 0.08, NORM = 0.2;
+    int64_t D = c->D, H = c->H, Dqk = c->Dn + c->Dr, F = c->F;
+    fill(st, s, fmt("%sself_attn.q_a_proj.weight", p), 2, c->QR, D, 0, MAT);
+    fill(st, s, fmt("%sself_attn.q_a_layernorm.weight", p), 1, c->QR, 1, 1, NORM);
+    fill(st, s, fmt("%sself_attn.q_b_proj.weight", p), 2, H * Dqk, c->QR, 0, MAT);
+    fill(st, s, fmt("%sself_attn.kv_a_proj_with_mqa.weight", p), 2, c->KR + c->Dr, D, 0, MAT);
+    fill(st, s, fmt("%sself_attn.kv_a_layernorm.weight", p), 1, c->KR, 1, 1, NORM);
+    fill(st, s, fmt("%sself_attn.kv_b_proj.weight", p), 2, H * (c->Dn + c->Dv), c->KR, 0, MAT);
+    fill(st, s, fmt("%sself_attn.o_proj.weight", p), 2, D, H * c->Dv, 0, MAT);
+    fill(st, s, fmt("%spost_attention_layernorm.weight", p), 1, D, 1, 1, NORM);
+    if (l < c->first_dense) {
+        fill(st, s, fmt("%smlp.gate_proj.weight", p), 2, c->Fd, D, 0, MAT);
+        fill(st, s, fmt("%smlp.up_proj.weight", p), 2, c->Fd, D, 0, MAT);
+        fill(st, s, fmt("%smlp.down_proj.weight", p), 2, D, c->Fd, 0, MAT);
+        return;
+    }
+    fill(st, s, fmt("%smlp.gate.weight", p), 2, c->E, D, 0, MAT);
+    for (int e = 0; e < c->E; e++) {
+        fill(st, s, fmt("%smlp.experts.%d.gate_proj.weight", p, e), 2, F, D, 0, MAT);
+        fill(st, s, fmt("%smlp.experts.%d.up_proj.weight", p, e), 2, F, D, 0, MAT);
+        fill(st, s, fmt("%smlp.experts.%d.down_proj.weight", p, e), 2, D, F, 0, MAT);
+    }
+    if (c->Fs > 0) {
+        fill(st, s, fmt("%smlp.shared_experts.gate_proj.weight", p), 2, c->Fs, D, 0, MAT);
+        fill(st, s, fmt("%smlp.shared_experts.up_proj.weight", p), 2, c->Fs, D, 0, MAT);
+        fill(st, s, fmt("%smlp.shared_experts.down_proj.weight", p), 2, D, c->Fs, 0, MAT);
+    }
+}
+
 RefSt *ref_weights(const RefConfig *c, uint64_t seed)
 {
     RefSt *st = ref_st_new();
@@ -147,6 +206,10 @@ RefSt *ref_weights(const RefConfig *c, uint64_t seed)
             char p[64];
             snprintf(p, sizeof p, "model.layers.%d.", l);
             fill(st, &s, fmt("%sinput_layernorm.weight", p), 1, D, 1, 1, NORM);
+            if (c->fam == REF_DEEPSEEK) {
+                deepseek_layer(c, st, &s, p, l);
+                continue;
+            }
             fill(st, &s, fmt("%sself_attn.q_proj.weight", p), 2, HD, D, 0, MAT);
             fill(st, &s, fmt("%sself_attn.k_proj.weight", p), 2, KD, D, 0, MAT);
             fill(st, &s, fmt("%sself_attn.v_proj.weight", p), 2, KD, D, 0, MAT);
@@ -196,6 +259,7 @@ RefSt *ref_weights(const RefConfig *c, uint64_t seed)
 /* What one layer keeps for its backward. */
 typedef struct Layer {
     double *x_in, *h1, *xh1, *rs1, *q, *k, *v, *p, *a, *x_mid, *h2, *xh2, *rs2, *f1, *f2, *m;
+    RefMla *mla; /* DeepSeek's attention */
 } Layer;
 
 static double *zalloc(int64_t n)
@@ -251,10 +315,12 @@ static void linear_bwd(const RefConfig *c, double *dx, double *dw, const double 
 double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const int32_t *targets,
                 double *logits_out, RefSt *gr)
 {
-    const bool llama = c->fam != REF_GPT, mixtral = c->fam == REF_MIXTRAL; /* LLaMA's attention */
+    const bool llama = c->fam != REF_GPT; /* LLaMA's norms and MLP names (and attention but DeepSeek's) */
+    const bool deepseek = c->fam == REF_DEEPSEEK;
     double reg = 0; /* the MoE blocks' regularisers */
     const int64_t R = c->B * c->S, D = c->D, H = c->H, KVH = c->KVH, Dh = c->Dh, F = c->F, V = c->V;
     const int64_t HD = H * Dh, KD = KVH * Dh;
+    const int64_t Fmax = deepseek && c->Fd > F ? c->Fd : F; /* DeepSeek's dense layers are wider */
     const char *emb = llama ? "model.embed_tokens.weight" : "wte.weight";
     Layer *ly = calloc((size_t)c->L, sizeof *ly);
     double *x = zalloc(R * D);
@@ -272,7 +338,12 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
         L->h1 = zalloc(R * D), L->xh1 = zalloc(R * D), L->rs1 = zalloc(R);
         L->q = zalloc(R * HD), L->k = zalloc(R * KD), L->v = zalloc(R * KD);
         L->p = zalloc(c->B * H * c->S * c->S), L->a = zalloc(R * HD);
-        if (llama) {
+        /* this layer's MLP: a MoE block, or a dense one of width Fl */
+        const bool moe = c->fam == REF_MIXTRAL || (deepseek && l >= c->first_dense);
+        const int64_t Fl = deepseek && !moe ? c->Fd : F;
+        if (deepseek) {
+            ref_rmsnorm_fwd(L->h1, L->rs1, x, T(w, fmt("%sinput_layernorm.weight", p)), R, D, c->eps);
+        } else if (llama) {
             ref_rmsnorm_fwd(L->h1, L->rs1, x, T(w, fmt("%sinput_layernorm.weight", p)), R, D, c->eps);
             linear(c, L->q, L->h1, T(w, fmt("%sself_attn.q_proj.weight", p)), R, D, HD);
             linear(c, L->k, L->h1, T(w, fmt("%sself_attn.k_proj.weight", p)), R, D, KD);
@@ -292,28 +363,32 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
             }
             free(qkv);
         }
-        ref_attention_fwd(L->a, L->p, L->q, L->k, L->v, c->B, c->S, H, KVH, Dh);
         L->x_mid = zalloc(R * D);
-        linear(c, L->x_mid, L->a, T(w, llama ? fmt("%sself_attn.o_proj.weight", p) : fmt("%sattn.c_proj.weight", p)),
+        if (deepseek)
+            L->mla = ref_mla_fwd(c, w, p, L->h1, L->x_mid);
+        else
+            ref_attention_fwd(L->a, L->p, L->q, L->k, L->v, c->B, c->S, H, KVH, Dh);
+        if (!deepseek)
+            linear(c, L->x_mid, L->a, T(w, llama ? fmt("%sself_attn.o_proj.weight", p) : fmt("%sattn.c_proj.weight", p)),
                R, HD, D);
         if (!llama)
             add_bias(L->x_mid, T(w, fmt("%sattn.c_proj.bias", p)), R, D);
         axpy(L->x_mid, x, R * D);
 
         L->h2 = zalloc(R * D), L->xh2 = zalloc(R * D), L->rs2 = zalloc(R);
-        L->f1 = zalloc(R * F), L->f2 = zalloc(R * F), L->m = zalloc(R * F);
+        L->f1 = zalloc(R * Fl), L->f2 = zalloc(R * Fl), L->m = zalloc(R * Fl);
         double *xo = zalloc(R * D);
         if (llama) {
             ref_rmsnorm_fwd(L->h2, L->rs2, L->x_mid, T(w, fmt("%spost_attention_layernorm.weight", p)),
                             R, D, c->eps);
-            if (mixtral) {
+            if (moe) {
                 reg += ref_moe_fwd(c, w, p, L->h2, xo);
             } else {
-                linear(c, L->f1, L->h2, T(w, fmt("%smlp.gate_proj.weight", p)), R, D, F);
-                linear(c, L->f2, L->h2, T(w, fmt("%smlp.up_proj.weight", p)), R, D, F);
-                for (int64_t i = 0; i < R * F; i++)
+                linear(c, L->f1, L->h2, T(w, fmt("%smlp.gate_proj.weight", p)), R, D, Fl);
+                linear(c, L->f2, L->h2, T(w, fmt("%smlp.up_proj.weight", p)), R, D, Fl);
+                for (int64_t i = 0; i < R * Fl; i++)
                     L->m[i] = ref_silu(L->f1[i]) * L->f2[i];
-                linear(c, xo, L->m, T(w, fmt("%smlp.down_proj.weight", p)), R, F, D);
+                linear(c, xo, L->m, T(w, fmt("%smlp.down_proj.weight", p)), R, Fl, D);
             }
         } else {
             ref_layernorm_fwd(L->h2, L->xh2, L->rs2, L->x_mid, T(w, fmt("%sln_2.weight", p)),
@@ -350,29 +425,31 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
         else
             ref_layernorm_bwd(dx, T(gr, "ln_f.weight"), T(gr, "ln_f.bias"), dxf, xhf, T(w, "ln_f.weight"),
                               rsf, R, D);
-        double *dh = zalloc(R * D), *dm = zalloc(R * F), *d1 = zalloc(R * F), *d2 = zalloc(R * F);
+        double *dh = zalloc(R * D), *dm = zalloc(R * Fmax), *d1 = zalloc(R * Fmax), *d2 = zalloc(R * Fmax);
         double *da = zalloc(R * HD), *dq = zalloc(R * HD), *dk = zalloc(R * KD), *dv = zalloc(R * KD);
         double *tmp = zalloc(R * D);
         for (int l = (int)c->L - 1; l >= 0; l--) {
             Layer *L = &ly[l];
             char p[64];
             snprintf(p, sizeof p, llama ? "model.layers.%d." : "h.%d.", l);
+            const bool moe = c->fam == REF_MIXTRAL || (deepseek && l >= c->first_dense);
+            const int64_t Fl = deepseek && !moe ? c->Fd : F;
             /* MLP: dx is the gradient of the layer's output (and of x_mid through the residual). */
-            if (mixtral) {
+            if (moe) {
                 ref_moe_bwd(c, w, gr, p, L->h2, dx, dh);
                 ref_rmsnorm_bwd(tmp, T(gr, fmt("%spost_attention_layernorm.weight", p)), dh, L->x_mid,
                                 T(w, fmt("%spost_attention_layernorm.weight", p)), L->rs2, R, D);
             } else if (llama) {
                 linear_bwd(c, dm, T(gr, fmt("%smlp.down_proj.weight", p)), dx, L->m,
-                           T(w, fmt("%smlp.down_proj.weight", p)), R, F, D, false);
-                for (int64_t i = 0; i < R * F; i++) {
+                           T(w, fmt("%smlp.down_proj.weight", p)), R, Fl, D, false);
+                for (int64_t i = 0; i < R * Fl; i++) {
                     d1[i] = dm[i] * L->f2[i] * ref_silu_grad(L->f1[i]);
                     d2[i] = dm[i] * ref_silu(L->f1[i]);
                 }
                 linear_bwd(c, dh, T(gr, fmt("%smlp.gate_proj.weight", p)), d1, L->h2,
-                           T(w, fmt("%smlp.gate_proj.weight", p)), R, D, F, false);
+                           T(w, fmt("%smlp.gate_proj.weight", p)), R, D, Fl, false);
                 linear_bwd(c, dh, T(gr, fmt("%smlp.up_proj.weight", p)), d2, L->h2,
-                           T(w, fmt("%smlp.up_proj.weight", p)), R, D, F, true);
+                           T(w, fmt("%smlp.up_proj.weight", p)), R, D, Fl, true);
                 ref_rmsnorm_bwd(tmp, T(gr, fmt("%spost_attention_layernorm.weight", p)), dh, L->x_mid,
                                 T(w, fmt("%spost_attention_layernorm.weight", p)), L->rs2, R, D);
             } else {
@@ -389,6 +466,13 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
             }
             axpy(dx, tmp, R * D); /* now the gradient of x_mid */
             /* Attention. */
+            if (deepseek) {
+                ref_mla_bwd(c, w, gr, p, L->mla, L->h1, dx, dh);
+                ref_rmsnorm_bwd(tmp, T(gr, fmt("%sinput_layernorm.weight", p)), dh, L->x_in,
+                                T(w, fmt("%sinput_layernorm.weight", p)), L->rs1, R, D);
+                axpy(dx, tmp, R * D);
+                continue;
+            }
             const char *wo = llama ? fmt("%sself_attn.o_proj.weight", p) : fmt("%sattn.c_proj.weight", p);
             if (!llama)
                 sum_rows(T(gr, fmt("%sattn.c_proj.bias", p)), dx, R, D);
@@ -437,6 +521,7 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
                          L->a, L->x_mid, L->h2, L->xh2, L->rs2, L->f1, L->f2, L->m};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             free(all[i]);
+        ref_mla_free(L->mla);
     }
     free(ly[0].x_in);
     free(x);

@@ -21,11 +21,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double *W(const RefSt *st, const char *prefix, const char *fmt, int e)
+/* The block's tensors under Hugging Face's names: Mixtral's
+ * block_sparse_moe.{gate, experts.e.w1, w3, w2}, DeepSeek's mlp.{gate,
+ * experts.e.gate_proj, up_proj, down_proj, shared_experts.*}. */
+enum { ROUTER, W1, W3, W2, S1, S3, S2 };
+static double *W(const RefConfig *c, const RefSt *st, const char *prefix, int which, int e)
 {
+    static const char *mixtral[] = {"gate.weight", "experts.%d.w1.weight", "experts.%d.w3.weight",
+                                    "experts.%d.w2.weight"};
+    static const char *deepseek[] = {"gate.weight",
+                                     "experts.%d.gate_proj.weight",
+                                     "experts.%d.up_proj.weight",
+                                     "experts.%d.down_proj.weight",
+                                     "shared_experts.gate_proj.weight",
+                                     "shared_experts.up_proj.weight",
+                                     "shared_experts.down_proj.weight"};
+    bool ds = c->fam == REF_DEEPSEEK;
     char name[256], tail[128];
-    snprintf(tail, sizeof tail, fmt, e);
-    snprintf(name, sizeof name, "%sblock_sparse_moe.%s", prefix, tail);
+    snprintf(tail, sizeof tail, ds ? deepseek[which] : mixtral[which], e);
+    snprintf(name, sizeof name, "%s%s%s", prefix, ds ? "mlp." : "block_sparse_moe.", tail);
     RefTensor *t = ref_st_find(st, name);
     if (!t) {
         fprintf(stderr, "ref: no tensor %s\n", name);
@@ -64,61 +78,127 @@ static void expert(const double *w1, const double *w3, const double *w2, const d
     }
 }
 
-/* The router of row r: z, p, the chosen experts (descending p) and weights. */
-static void router(const RefConfig *c, const double *wr, const double *h, double *z, double *p,
-                   int *sel, double *wt)
+/* One expert's backward on one row, its output weighted wt: the weight
+ * gradients accumulate into g1, g3, g2 and dh; returns <dy, expert output>
+ * (the gradient of wt). */
+static double expert_bwd(const double *w1, const double *w3, const double *w2, double *g1, double *g3,
+                         double *g2, const double *h, const double *dy, double wt, int64_t D, int64_t F,
+                         double *a1, double *a3, double *m, double *o, double *dm, double *dh)
 {
-    int64_t E = c->E, D = c->D;
+    expert(w1, w3, w2, h, D, F, a1, a3, m, o);
+    double d = 0;
+    for (int64_t j = 0; j < D; j++)
+        d += dy[j] * o[j];
+    for (int64_t ff = 0; ff < F; ff++) {
+        double s = 0;
+        for (int64_t j = 0; j < D; j++) {
+            s += w2[j * F + ff] * dy[j];
+            g2[j * F + ff] += wt * dy[j] * m[ff];
+        }
+        dm[ff] = wt * s;
+    }
+    for (int64_t ff = 0; ff < F; ff++) {
+        double d1 = dm[ff] * a3[ff] * ref_silu_grad(a1[ff]), d3 = dm[ff] * ref_silu(a1[ff]);
+        for (int64_t j = 0; j < D; j++) {
+            g1[ff * D + j] += d1 * h[j];
+            g3[ff * D + j] += d3 * h[j];
+            dh[j] += w1[ff * D + j] * d1 + w3[ff * D + j] * d3;
+        }
+    }
+    return d;
+}
+
+/* The router of row r (docs/moe.md's route, DeepSeek-V3 eqs. 15-16): logits
+ * z; scores s = softmax(z) or sigmoid(z); p, the scores normalised over all
+ * experts (the balance loss's); under groups, only the experts of the Gk
+ * groups with the best group score (softmax: its largest s; sigmoid: the sum
+ * of its two largest) stay candidates; the top K candidates by s (ties to
+ * the lower index) and their weights s (/ their sum when the route
+ * normalises) times the route's scale. */
+static void router(const RefConfig *c, const double *wr, const double *h, double *z, double *s,
+                   double *p, int *sel, double *wt)
+{
+    int64_t E = c->E, D = c->D, G = c->G > 1 ? c->G : 1, per = E / G;
     double mx = -INFINITY, sum = 0;
     for (int64_t e = 0; e < E; e++) {
-        double s = 0;
+        double v = 0;
         for (int64_t j = 0; j < D; j++)
-            s += wr[e * D + j] * h[j];
-        z[e] = s;
-        mx = fmax(mx, s);
+            v += wr[e * D + j] * h[j];
+        z[e] = v;
+        mx = fmax(mx, v);
     }
     for (int64_t e = 0; e < E; e++)
-        sum += exp(z[e] - mx);
+        sum += c->sigmoid ? (s[e] = 1 / (1 + exp(-z[e]))) : exp(z[e] - mx);
+    for (int64_t e = 0; e < E; e++) {
+        if (!c->sigmoid)
+            s[e] = exp(z[e] - mx) / sum;
+        p[e] = c->sigmoid ? s[e] / sum : s[e];
+    }
+    bool cand[256], gkeep[256];
+    double gs[256];
+    for (int64_t g = 0; g < G; g++) {
+        double b1 = -INFINITY, b2 = -INFINITY;
+        for (int64_t e = g * per; e < (g + 1) * per; e++) {
+            if (s[e] > b1)
+                b2 = b1, b1 = s[e];
+            else if (s[e] > b2)
+                b2 = s[e];
+        }
+        gs[g] = c->sigmoid && per > 1 ? b1 + b2 : b1;
+        gkeep[g] = G == 1;
+    }
+    for (int64_t k = 0; G > 1 && k < c->Gk; k++) {
+        int64_t best = -1;
+        for (int64_t g = 0; g < G; g++)
+            if (!gkeep[g] && (best < 0 || gs[g] > gs[best]))
+                best = g;
+        gkeep[best] = true;
+    }
     for (int64_t e = 0; e < E; e++)
-        p[e] = exp(z[e] - mx) / sum;
+        cand[e] = gkeep[e / per];
     double tot = 0;
     for (int64_t k = 0; k < c->K; k++) {
         int best = -1;
-        for (int64_t e = 0; e < E; e++) {
-            bool taken = false;
-            for (int64_t i = 0; i < k; i++)
-                taken |= sel[i] == e;
-            if (!taken && (best < 0 || p[e] > p[best]))
+        for (int64_t e = 0; e < E; e++)
+            if (cand[e] && (best < 0 || s[e] > s[best]))
                 best = (int)e;
-        }
         sel[k] = best;
-        tot += p[best];
+        cand[best] = false;
+        tot += s[best];
     }
+    double sc = c->scale > 0 ? c->scale : 1;
     for (int64_t k = 0; k < c->K; k++)
-        wt[k] = c->moe_norm ? p[sel[k]] / tot : p[sel[k]];
+        wt[k] = sc * (c->moe_norm ? s[sel[k]] / tot : s[sel[k]]);
 }
 
 double ref_moe_fwd(const RefConfig *c, const RefSt *w, const char *prefix, const double *h, double *y)
 {
     int64_t R = c->B * c->S, D = c->D, F = c->F, E = c->E, K = c->K;
-    const double *wr = W(w, prefix, "gate.weight", 0);
-    double *z = zeros(E), *p = zeros(E), *wt = zeros(K), *a1 = zeros(F), *a3 = zeros(F),
-           *m = zeros(F), *o = zeros(D), *P = zeros(E);
+    const double *wr = W(c, w, prefix, ROUTER, 0);
+    int64_t Fm = c->Fs > F ? c->Fs : F;
+    double *z = zeros(E), *sv = zeros(E), *p = zeros(E), *wt = zeros(K), *a1 = zeros(Fm),
+           *a3 = zeros(Fm), *m = zeros(Fm), *o = zeros(D), *P = zeros(E);
     int *sel = calloc((size_t)K, sizeof *sel);
     int64_t *cnt = calloc((size_t)E, sizeof *cnt);
     double reg = 0;
     for (int64_t r = 0; r < R; r++) {
         const double *hr = h + r * D;
-        router(c, wr, hr, z, p, sel, wt);
+        router(c, wr, hr, z, sv, p, sel, wt);
         for (int64_t j = 0; j < D; j++)
             y[r * D + j] = 0;
         for (int64_t k = 0; k < K; k++) {
             int e = sel[k];
-            expert(W(w, prefix, "experts.%d.w1.weight", e), W(w, prefix, "experts.%d.w3.weight", e),
-                   W(w, prefix, "experts.%d.w2.weight", e), hr, D, F, a1, a3, m, o);
+            expert(W(c, w, prefix, W1, e), W(c, w, prefix, W3, e),
+                   W(c, w, prefix, W2, e), hr, D, F, a1, a3, m, o);
             for (int64_t j = 0; j < D; j++)
                 y[r * D + j] += wt[k] * o[j];
             cnt[e]++;
+        }
+        if (c->Fs > 0) { /* the shared expert every token uses, weight 1 (DeepSeek-V3 eq. 12) */
+            expert(W(c, w, prefix, S1, 0), W(c, w, prefix, S3, 0), W(c, w, prefix, S2, 0), hr, D, c->Fs,
+                   a1, a3, m, o);
+            for (int64_t j = 0; j < D; j++)
+                y[r * D + j] += o[j];
         }
         for (int64_t e = 0; e < E; e++)
             P[e] += p[e] / (double)c->S;
@@ -138,7 +218,7 @@ double ref_moe_fwd(const RefConfig *c, const RefSt *w, const char *prefix, const
             }
         }
     }
-    free(z), free(p), free(wt), free(a1), free(a3), free(m), free(o), free(P), free(sel), free(cnt);
+    free(z), free(sv), free(p), free(wt), free(a1), free(a3), free(m), free(o), free(P), free(sel), free(cnt);
     return reg;
 }
 
@@ -146,63 +226,52 @@ void ref_moe_bwd(const RefConfig *c, const RefSt *w, RefSt *gr, const char *pref
                  const double *dy, double *dh)
 {
     int64_t R = c->B * c->S, D = c->D, F = c->F, E = c->E, K = c->K, S = c->S;
-    const double *wr = W(w, prefix, "gate.weight", 0);
-    double *dwr = W(gr, prefix, "gate.weight", 0);
-    double *z = zeros(E), *p = zeros(E), *wt = zeros(K), *a1 = zeros(F), *a3 = zeros(F),
-           *m = zeros(F), *o = zeros(D), *dm = zeros(F), *dp = zeros(E), *dz = zeros(E),
-           *dw = zeros(K), *f = zeros(R * E);
+    const double *wr = W(c, w, prefix, ROUTER, 0);
+    double *dwr = W(c, gr, prefix, ROUTER, 0);
+    int64_t Fm = c->Fs > F ? c->Fs : F;
+    double *z = zeros(E), *sv = zeros(E), *p = zeros(E), *wt = zeros(K), *a1 = zeros(Fm),
+           *a3 = zeros(Fm), *m = zeros(Fm), *o = zeros(D), *dm = zeros(Fm), *dp = zeros(E),
+           *ds = zeros(E), *dz = zeros(E), *dw = zeros(K), *f = zeros(R * E);
     int *sel = calloc((size_t)K, sizeof *sel);
     /* f_e of each sequence (the counts of its top-k choices), first */
     for (int64_t r = 0; r < R; r++) {
-        router(c, wr, h + r * D, z, p, sel, wt);
+        router(c, wr, h + r * D, z, sv, p, sel, wt);
         for (int64_t k = 0; k < K; k++)
             f[(r / S) * E + sel[k]] += (double)E / ((double)K * (double)S);
     }
     for (int64_t r = 0; r < R; r++) {
         const double *hr = h + r * D, *g = dy + r * D;
         double *dhr = dh + r * D;
-        router(c, wr, hr, z, p, sel, wt);
+        router(c, wr, hr, z, sv, p, sel, wt);
         for (int64_t j = 0; j < D; j++)
             dhr[j] = 0;
         for (int64_t k = 0; k < K; k++) {
             int e = sel[k];
-            const double *w1 = W(w, prefix, "experts.%d.w1.weight", e);
-            const double *w3 = W(w, prefix, "experts.%d.w3.weight", e);
-            const double *w2 = W(w, prefix, "experts.%d.w2.weight", e);
-            double *g1 = W(gr, prefix, "experts.%d.w1.weight", e);
-            double *g3 = W(gr, prefix, "experts.%d.w3.weight", e);
-            double *g2 = W(gr, prefix, "experts.%d.w2.weight", e);
-            expert(w1, w3, w2, hr, D, F, a1, a3, m, o);
-            double d = 0; /* d loss / d w_k = <dy, expert output> */
-            for (int64_t j = 0; j < D; j++)
-                d += g[j] * o[j];
-            dw[k] = d;
-            for (int64_t ff = 0; ff < F; ff++) {
-                double s = 0;
-                for (int64_t j = 0; j < D; j++) {
-                    s += w2[j * F + ff] * g[j];
-                    g2[j * F + ff] += wt[k] * g[j] * m[ff];
-                }
-                dm[ff] = wt[k] * s;
-            }
-            for (int64_t ff = 0; ff < F; ff++) {
-                double d1 = dm[ff] * a3[ff] * ref_silu_grad(a1[ff]), d3 = dm[ff] * ref_silu(a1[ff]);
-                for (int64_t j = 0; j < D; j++) {
-                    g1[ff * D + j] += d1 * hr[j];
-                    g3[ff * D + j] += d3 * hr[j];
-                    dhr[j] += w1[ff * D + j] * d1 + w3[ff * D + j] * d3;
-                }
-            }
+            dw[k] = expert_bwd(W(c, w, prefix, W1, e), W(c, w, prefix, W3, e), W(c, w, prefix, W2, e),
+                               W(c, gr, prefix, W1, e), W(c, gr, prefix, W3, e), W(c, gr, prefix, W2, e),
+                               hr, g, wt[k], D, F, a1, a3, m, o, dm, dhr);
         }
-        /* through the weights to p */
+        if (c->Fs > 0)
+            expert_bwd(W(c, w, prefix, S1, 0), W(c, w, prefix, S3, 0), W(c, w, prefix, S2, 0),
+                       W(c, gr, prefix, S1, 0), W(c, gr, prefix, S3, 0), W(c, gr, prefix, S2, 0), hr, g, 1,
+                       D, c->Fs, a1, a3, m, o, dm, dhr);
+        /* through the weights to the scores s: w_k = scale s_k (/ tot) */
+        double sc = c->scale > 0 ? c->scale : 1, tot = 0, dot = 0, ssum = 0, pdot = 0;
         for (int64_t e = 0; e < E; e++)
+            ds[e] = 0, ssum += sv[e];
+        for (int64_t k = 0; k < K; k++)
+            tot += sv[sel[k]], dot += dw[k] * sv[sel[k]];
+        for (int64_t k = 0; k < K; k++)
+            ds[sel[k]] += sc * (c->moe_norm ? dw[k] / tot - dot / (tot * tot) : dw[k]);
+        /* the balance loss, through p: p = s (softmax) or s / sum s (sigmoid) */
+        for (int64_t e = 0; e < E; e++) {
             dp[e] = c->aux * f[(r / S) * E + e] / ((double)S * (double)c->B);
-        double tot = 0, dot = 0;
-        for (int64_t k = 0; k < K; k++)
-            tot += p[sel[k]], dot += dw[k] * p[sel[k]];
-        for (int64_t k = 0; k < K; k++)
-            dp[sel[k]] += c->moe_norm ? dw[k] / tot - dot / (tot * tot) : dw[k];
-        /* softmax Jacobian: dz_e = sum_i dp_i p_i (delta_ie - p_e) */
+            pdot += dp[e] * p[e];
+        }
+        for (int64_t e = 0; e < E; e++)
+            ds[e] += c->sigmoid ? (dp[e] - pdot) / ssum : dp[e];
+        /* to the logits: the sigmoid's derivative, or the softmax Jacobian
+         * dz_e = sum_i ds_i s_i (delta_ie - s_e); the z-loss's own term */
         double mx = -INFINITY, se = 0;
         for (int64_t e = 0; e < E; e++)
             mx = fmax(mx, z[e]);
@@ -210,10 +279,13 @@ void ref_moe_bwd(const RefConfig *c, const RefSt *w, RefSt *gr, const char *pref
             se += exp(z[e] - mx);
         double lse = mx + log(se);
         for (int64_t e = 0; e < E; e++) {
-            double s = 0;
-            for (int64_t i = 0; i < E; i++)
-                s += dp[i] * p[i] * ((i == e) - p[e]);
-            dz[e] = s + c->zloss * 2 * lse * p[e] / (double)R;
+            double v = 0;
+            if (c->sigmoid)
+                v = ds[e] * sv[e] * (1 - sv[e]);
+            else
+                for (int64_t i = 0; i < E; i++)
+                    v += ds[i] * sv[i] * ((i == e) - sv[e]);
+            dz[e] = v + c->zloss * 2 * lse * exp(z[e] - lse) / (double)R;
         }
         for (int64_t e = 0; e < E; e++)
             for (int64_t j = 0; j < D; j++) {
@@ -221,6 +293,7 @@ void ref_moe_bwd(const RefConfig *c, const RefSt *w, RefSt *gr, const char *pref
                 dhr[j] += dz[e] * wr[e * D + j];
             }
     }
-    free(z), free(p), free(wt), free(a1), free(a3), free(m), free(o), free(dm), free(dp), free(dz);
+    free(z), free(sv), free(p), free(wt), free(a1), free(a3), free(m), free(o), free(dm), free(dp);
+    free(ds), free(dz);
     free(dw), free(f), free(sel);
 }
