@@ -1,4 +1,5 @@
-/* ref.h: an independent reference for the LLaMA, GPT and Mixtral families, written
+/* ref.h: an independent reference for the LLaMA, GPT, Mixtral and DeepSeek-V3
+ * families (DeepSeek's from the DeepSeek-V2/V3 papers' equations), written
  * apart from ptdc's runtime and generated code (tests/ref/README in
  * docs/codegen.md's test section): plain double-precision C, forward by the
  * Hugging Face definitions (LlamaForCausalLM, GPT2LMHeadModel with
@@ -131,6 +132,11 @@ RefMla *ref_mla_fwd(const RefConfig *c, const RefSt *w, const char *prefix, cons
 void ref_mla_bwd(const RefConfig *c, const RefSt *w, RefSt *gr, const char *prefix, const RefMla *m,
                  const double *h, const double *dout, double *dh);
 void ref_mla_free(RefMla *m);
+
+/* The routers' choices held, as the programs' --grad-check holds them
+ * (rt_route_freeze): 1 records every router call's top-k in call order,
+ * 2 replays them (weights from the current scores), 0 chooses. */
+void ref_moe_freeze(int mode);
 
 /* A deterministic generator (splitmix64) for weights and tokens. */
 uint64_t ref_rand(uint64_t *s);

@@ -11,6 +11,10 @@
  *   x += c_proj(attn(split3(c_attn(h)))),    h = layernorm_1(x)
  *   x += mlp.c_proj(gelu_new(c_fc(h))),      h = layernorm_2(x)
  * logits = layernorm_f(x) wte^T; Conv1D weights stored [in, out] with biases.
+ * DeepSeek-V3 (models/deepseek-v3.mdl): LLaMA's norms and head, each layer's
+ * attention multi-head latent attention (ref_mla.c), its first first_dense
+ * MLPs dense SwiGLU of width d_ff, the others MoE blocks (ref_moe.c: sigmoid
+ * group-limited routing, the shared expert) under HF's DeepseekV3 names.
  * The loss is the mean cross-entropy over every token of the step. */
 #include "ref.h"
 

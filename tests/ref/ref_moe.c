@@ -1,5 +1,8 @@
-/* ref_moe.c: Mixtral's sparse MoE block (Hugging Face MixtralSparseMoeBlock)
- * in double, forward and backward, written from docs/moe.md and HF's
+/* ref_moe.c: Mixtral's sparse MoE block (Hugging Face MixtralSparseMoeBlock),
+ * and DeepSeek-V3's (the V3 report's DeepSeekMoE equations: sigmoid scores,
+ * normalised top-k weights; the group score as docs/moe.md states it; the
+ * weights times route_scale; a shared expert every token uses with weight
+ * 1; router() says how), in double, forward and backward, written from docs/moe.md and HF's
  * definition, apart from the runtime:
  *   z = gate(h)                       router logits, gate.weight [E, D]
  *   p = softmax(z)                    over the E experts
@@ -108,6 +111,17 @@ static double expert_bwd(const double *w1, const double *w3, const double *w2, d
     return d;
 }
 
+/* Frozen choices (ref_moe_freeze): every router call's top-k, in call order. */
+static int freeze_mode, *frozen;
+static int64_t nfrozen, frozen_cap, frozen_pos;
+
+void ref_moe_freeze(int mode)
+{
+    freeze_mode = mode, frozen_pos = 0;
+    if (mode == 1)
+        nfrozen = 0;
+}
+
 /* The router of row r (docs/moe.md's route, DeepSeek-V3 eqs. 15-16): logits
  * z; scores s = softmax(z) or sigmoid(z); p, the scores normalised over all
  * experts (the balance loss's); under groups, only the experts of the Gk
@@ -165,6 +179,22 @@ static void router(const RefConfig *c, const double *wr, const double *h, double
         sel[k] = best;
         cand[best] = false;
         tot += s[best];
+    }
+    if (freeze_mode == 2) { /* replay: the recorded choices, their weights from today's scores */
+        if (frozen_pos + c->K > nfrozen) {
+            fprintf(stderr, "ref: more router calls than were recorded\n");
+            exit(1);
+        }
+        tot = 0;
+        for (int64_t k = 0; k < c->K; k++)
+            sel[k] = frozen[frozen_pos++], tot += s[sel[k]];
+    } else if (freeze_mode == 1) {
+        if (nfrozen + c->K > frozen_cap) {
+            frozen_cap = 2 * (nfrozen + c->K);
+            frozen = realloc(frozen, sizeof *frozen * (size_t)frozen_cap);
+        }
+        for (int64_t k = 0; k < c->K; k++)
+            frozen[nfrozen++] = sel[k];
     }
     double sc = c->scale > 0 ? c->scale : 1;
     for (int64_t k = 0; k < c->K; k++)

@@ -19,6 +19,10 @@
  *                                           unchanged, those at T + 1 change
  *   ref_tool selftest MODEL                the reference's backward against its
  *                                           own finite differences, per element
+ *   ref_tool direction MODEL DUMP          --grad-check's directional differences
+ *                                           redone in double on a program's dump
+ *                                           (cmd_direction); check takes "-" "-"
+ *                                           for W.st and TOKENS: the dump's own
  *
  * Tolerances of check (fp32 program, double reference; docs/codegen.md):
  * loss 1e-6 relative; logits and every gradient tensor: largest element
@@ -158,16 +162,34 @@ static double scaled_diff(const double *a, const double *b, int64_t n)
     return s > 0 ? d / s : d;
 }
 
+/* Weights W.st and tokens TOKENS, or with "-" for both the program's own:
+ * the weights and tokens its dump holds (its initialisation, its data). */
+static RefSt *from_dump(const RefConfig *c, const char *wpath, const char *tpath, const char *dump,
+                        int32_t *tok, int32_t *tgt)
+{
+    int64_t R = c->B * c->S;
+    if (strcmp(wpath, "-") || strcmp(tpath, "-")) {
+        RefSt *w = ref_st_read(wpath);
+        if (!w)
+            exit(2);
+        read_tokens(c, tpath, tok, tgt);
+        return w;
+    }
+    RefSt *out = load(dump, "outputs.safetensors");
+    const double *t = need(out, "tokens", R, "outputs")->v, *g = need(out, "targets", R, "outputs")->v;
+    for (int64_t i = 0; i < R; i++)
+        tok[i] = (int32_t)t[i], tgt[i] = (int32_t)g[i];
+    ref_st_free(out);
+    return load(dump, "weights.safetensors");
+}
+
 static int cmd_check(const char *mdl, const char *wpath, const char *tpath, const char *dump)
 {
     RefConfig c;
     config(mdl, &c);
-    RefSt *w = ref_st_read(wpath);
-    if (!w)
-        return 2;
     int64_t R = c.B * c.S;
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)R), *tgt = malloc(sizeof(int32_t) * (size_t)R);
-    read_tokens(&c, tpath, tok, tgt);
+    RefSt *w = from_dump(&c, wpath, tpath, dump, tok, tgt);
     double *logits = malloc(sizeof(double) * (size_t)(R * c.V));
     RefSt *gr = ref_st_zeros_like(w);
     c.objective = true; /* the programs print the objective (MoE: with its regularisers) */
@@ -341,6 +363,62 @@ static int cmd_selftest(const char *mdl)
     return failures != 0;
 }
 
+/* The question --grad-check's directional misses leave (a wrong gradient,
+ * or the differences' own error?), answered in double on a program's
+ * dump (its weights and tokens): per tensor, the reference's |G| beside the
+ * program's, and central differences of the reference's objective along
+ * G/|G| at --grad-check's step (train_gradcheck.c: 2e-3 / |G| in [1e-3, 1],
+ * at most a quarter of |W| when that exceeds 1e-3) and at 1e-4. In double
+ * the loss's rounding is ~1e-16, so a miss at the program's step that
+ * vanishes at 1e-4 is the step's truncation (curvature), not the gradient.
+ * The routers' choices are held as --grad-check holds them. */
+static int cmd_direction(const char *mdl, const char *dump)
+{
+    RefConfig c;
+    config(mdl, &c);
+    c.objective = true;
+    int64_t R = c.B * c.S;
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)R), *tgt = malloc(sizeof(int32_t) * (size_t)R);
+    RefSt *w = from_dump(&c, "-", "-", dump, tok, tgt), *pg = load(dump, "grads.safetensors");
+    RefSt *gr = ref_st_zeros_like(w);
+    double l0 = ref_step(&c, w, tok, tgt, NULL, gr);
+    ref_moe_freeze(1); /* the routers' choices on the unmoved weights, as --grad-check */
+    ref_step(&c, w, tok, tgt, NULL, NULL);
+    printf("loss %.9f\n%-52s %11s %11s %9s %10s %10s %10s\n", l0, "tensor", "|G| ref", "|G| program",
+           "h", "miss at h", "at 1e-4", "|G| diff");
+    for (int i = 0; i < w->n; i++) {
+        RefTensor *t = &w->t[i];
+        const double *g = gr->t[i].v, *p = need(pg, t->name, t->n, "grads")->v;
+        double n = 0, np = 0, nw = 0, nd = 0;
+        for (int64_t e = 0; e < t->n; e++)
+            n += g[e] * g[e], np += p[e] * p[e], nw += t->v[e] * t->v[e], nd += (p[e] - g[e]) * (p[e] - g[e]);
+        n = sqrt(n), np = sqrt(np), nw = sqrt(nw), nd = sqrt(nd);
+        double hp = 2e-3 / n, cap = 0.25 * nw;
+        hp = hp < 1e-3 ? 1e-3 : hp > 1 ? 1 : hp;
+        hp = cap > 1e-3 && hp > cap ? cap : hp;
+        double miss[2], hs[2] = {hp, 1e-4};
+        double *keep = malloc(sizeof(double) * (size_t)t->n);
+        memcpy(keep, t->v, sizeof(double) * (size_t)t->n);
+        for (int k = 0; k < 2; k++) {
+            double l[2];
+            for (int sg = 0; sg < 2; sg++) {
+                for (int64_t e = 0; e < t->n; e++)
+                    t->v[e] = keep[e] + (sg ? -hs[k] : hs[k]) * g[e] / n;
+                ref_moe_freeze(2);
+                l[sg] = ref_step(&c, w, tok, tgt, NULL, NULL);
+            }
+            miss[k] = fabs((l[0] - l[1]) / (2 * hs[k]) - n) / n;
+        }
+        memcpy(t->v, keep, sizeof(double) * (size_t)t->n);
+        free(keep);
+        printf("%-52s %11.4e %11.4e %9.2e %10.1e %10.1e %10.1e\n", t->name, n, np, hp, miss[0], miss[1], nd / n);
+    }
+    ref_moe_freeze(0);
+    ref_st_free(w), ref_st_free(gr), ref_st_free(pg);
+    free(tok), free(tgt);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *cmd = argc > 1 ? argv[1] : "";
@@ -359,10 +437,12 @@ int main(int argc, char **argv)
         rc = cmd_check(argv[2], argv[3], argv[4], argv[5]);
     } else if (!strcmp(cmd, "causal") && argc == 9) {
         rc = cmd_causal(argv[2], argv[3], argv[4], argv[5], atoll(argv[6]), argv[7], argv[8]);
+    } else if (!strcmp(cmd, "direction") && argc == 4) {
+        rc = cmd_direction(argv[2], argv[3]);
     } else if (!strcmp(cmd, "selftest") && argc == 3) {
         rc = cmd_selftest(argv[2]);
     } else {
-        fprintf(stderr, "usage: ref_tool weights|tokens|alter|check|causal|selftest ... (see ref_tool.c)\n");
+        fprintf(stderr, "usage: ref_tool weights|tokens|alter|check|causal|selftest|direction ... (see ref_tool.c)\n");
         return 2;
     }
     if (rc == 1)
