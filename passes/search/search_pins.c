@@ -52,8 +52,12 @@ static bool check_stack_pins(const Src *s)
         return false;
     }
     if (p->recompute >= 0 && !pass_stack_has_recompute(st, p->recompute)) {
-        ir_error(IR_NOLOC, "--recompute %s: the %s stack does not offer it",
-                 plan_recompute_name((PlanRecompute)p->recompute), st->name);
+        ir_error(IR_NOLOC, "--recompute %s: the %s stack does not offer it%s",
+                 plan_recompute_name((PlanRecompute)p->recompute), st->name,
+                 plan_recompute_modules((PlanRecompute)p->recompute)
+                     ? " (Megatron's recompute modules are priced for --stack megatron; ptdc's own programs "
+                       "recompute none, selective, ffn or full)"
+                     : "");
         return false;
     }
     if (p->schedule >= 0 && !pass_stack_has_schedule(st, p->schedule)) {

@@ -17,7 +17,7 @@
 
 #include "search/search.h"
 
-#define SRC_NRC 4                 /* PlanRecompute values */
+#define SRC_NRC PLAN_RECOMPUTE_COUNT /* PlanRecompute values */
 #define SRC_AUTO (-1)             /* candidate recompute mode: least per stage that fits */
 #define SRC_MAXQ 8                /* ILP queries per variant */
 /* Each variant after the first uses at least this fraction less memory per
