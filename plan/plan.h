@@ -245,7 +245,7 @@ typedef enum {
 
 /* Megatron's recompute modules (recompute.def rows). */
 typedef enum {
-#define RC_MODULE(e, name) PLAN_RC_MODULE_##e,
+#define RC_MODULE(e, name, strict) PLAN_RC_MODULE_##e,
 #include "recompute.def"
     PLAN_RC_MODULE_COUNT
 } PlanRcModule;
@@ -255,6 +255,10 @@ unsigned plan_recompute_modules(PlanRecompute r);
 /* Does n rerun part of itself under r (not its whole node: moe_act's
  * activation inside the MoE node)? */
 bool plan_recomputes_part(const IrGraph *g, const IrNode *n, PlanRecompute r);
+/* The first module of r that reruns no node of g where Megatron refuses
+ * that (recompute.def's strict: mla_up_proj without MLA, moe_act without
+ * experts), or -1. */
+int plan_recompute_unused(const IrGraph *g, PlanRecompute r);
 
 typedef enum { PLAN_SCHED_1F1B, PLAN_SCHED_INTERLEAVED } PlanSchedule;
 

@@ -31,7 +31,7 @@ const char *plan_recompute_name(PlanRecompute r)
 const char *plan_rc_module_name(PlanRcModule m)
 {
     static const char *const names[] = {
-#define RC_MODULE(e, name) name,
+#define RC_MODULE(e, name, strict) name,
 #include "recompute.def"
     };
     return m >= 0 && m < PLAN_RC_MODULE_COUNT ? names[m] : "?";
@@ -158,4 +158,26 @@ int plan_route_topk(const IrGraph *g, const IrNode *moe)
     if (p < 0 || g->nodes[p].op != IR_OP_ROUTE)
         ir_die("moe node %d: its gates come from no route", moe->id);
     return (int)g->nodes[p].attr.route.topk;
+}
+
+int plan_recompute_unused(const IrGraph *g, PlanRecompute r)
+{
+    static const bool strict[] = {
+#define RC_MODULE(e, name, strict) strict,
+#include "recompute.def"
+    };
+    unsigned mods = plan_recompute_modules(r);
+    for (int m = 0; m < PLAN_RC_MODULE_COUNT; m++) {
+        if (!(mods >> m & 1) || !strict[m])
+            continue;
+        bool any = false;
+        for (int i = 0; i < g->nfwd && !any; i++) {
+            const IrNode *n = &g->nodes[i];
+            any = g->pieces[n->piece].layer >= 0 &&
+                  (m == PLAN_RC_MODULE_MOE_ACT ? n->op == IR_OP_MOE : module_reruns(g, n, (PlanRcModule)m));
+        }
+        if (!any)
+            return m;
+    }
+    return -1;
 }
