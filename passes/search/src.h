@@ -213,6 +213,14 @@ void src_stage_times(const Src *s, const SrcVariant *V, const Plan *p, double *f
  * one's backward still passes the stages before it. INFINITY: no cut fits. */
 double src_pipe_floor(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k, double cap);
 
+/* Is policy r one the search weighs: the four it chooses among, or
+ * Megatron's module set (recompute.def) --recompute pins? The per-piece
+ * costs of the others are left unevaluated (0). */
+static inline bool src_rc_on(const Src *s, int r)
+{
+    return r <= PLAN_RECOMPUTE_FULL || s->o->pins.recompute == r;
+}
+
 /* search_pins.c: pinned layouts that cannot work, reported with ir_error. */
 bool src_check_pins(Src *s);
 /* The layers of each of the pp * v chunks as --pp-layers pins them, into
