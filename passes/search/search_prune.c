@@ -458,6 +458,8 @@ void src_group_sums(Src *s, SrcGroup *G)
     for (int p = 0; p < s->npieces; p++) {
         double smin = INFINITY;
         for (int r = 0; r < SRC_NRC; r++) {
+            if (!src_rc_on(s, r))
+                continue;
             for (int z = 0; z < 4; z++) {
                 double t = W->t[p * SRC_NRC + r] / n;
                 if (G->floor_t)
@@ -542,6 +544,8 @@ void src_bound(Src *s, const SrcGroup *G, SrcCand *k)
     k->lb = k->mem_lb = INFINITY;
     for (int r = 0; r < SRC_NRC; r++) {
         double t, m;
+        if (r > PLAN_RECOMPUTE_FULL)
+            continue; /* automatic: the four searched policies */
         bound_rc(s, G, k, r, false, &t, &m);
         k->mem_lb = fmin(k->mem_lb, m);
         if (m <= s->usable)
