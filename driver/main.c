@@ -80,7 +80,7 @@ static void make_pins(const DrvOptions *o, PassSearchPins *p)
     p->cp = o->cp;
     p->micro_batch = o->micro_batch;
     if (o->recompute)
-        for (int r = PLAN_RECOMPUTE_NONE; r <= PLAN_RECOMPUTE_FULL; r++)
+        for (int r = PLAN_RECOMPUTE_NONE; r < PLAN_RECOMPUTE_COUNT; r++)
             if (!strcmp(o->recompute, plan_recompute_name((PlanRecompute)r)))
                 p->recompute = r;
     p->sp = o->sp;

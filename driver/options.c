@@ -89,7 +89,9 @@ void drv_print_help(void)
         "  --etp N                  expert tensor-parallel degree (MoE): each expert's width\n"
         "                           split N ways; 1, or the size of the axis EP does not use\n"
         "  --micro-batch N          sequences per micro-batch on each data-parallel replica\n"
-        "  --recompute POLICY       none, selective, ffn or full activation recomputation\n"
+        "  --recompute POLICY       none, selective, ffn or full activation recomputation, or\n"
+        "                           Megatron's modules as its recipes list them: mla_up_proj,\n"
+        "                           mla_up_proj,mlp or mla_up_proj,moe_act (--stack megatron)\n"
         "  --sp on|off              sequence parallelism in the tensor-parallel group\n"
         "  --tp-overlap on|off      with --sp on, chunk each tensor-parallel gather and reduce-scatter\n"
         "                           with its GEMMs in the programs, priced so (default off)\n"
@@ -295,7 +297,10 @@ typedef struct OptRow {
 
 static const char *const emit_kinds[] = {"summary", "ir", "ir-grad", "plan", "megatron", "torchtitan", "stack", NULL};
 static const char *const targets[] = {"cpu", "cuda", NULL};
-static const char *const recomputes[] = {"none", "selective", "ffn", "full", NULL};
+static const char *const recomputes[] = {"none", "selective", "ffn", "full",
+#define RC_SET(e, name, mods) name,
+#include "recompute.def"
+                                         NULL};
 static const char *const schedules[] = {"1f1b", "interleaved", NULL};
 static const char *const attentions[] = {"flash", "materialized", NULL};
 /* PLAN_PRECISIONS' names, then auto. */

@@ -148,7 +148,7 @@ void plan_layout(const IrGraph *g, const Plan *p, PlanLayout *out)
 
 const char *plan_layout_recompute_name(const PlanLayout *l)
 {
-    for (int r = PLAN_RECOMPUTE_NONE; r <= PLAN_RECOMPUTE_FULL; r++)
+    for (int r = PLAN_RECOMPUTE_NONE; r < PLAN_RECOMPUTE_COUNT; r++)
         if (l->recompute == 1u << r)
             return plan_recompute_name((PlanRecompute)r);
     return "mixed";

@@ -236,7 +236,29 @@ typedef enum {
     PLAN_RECOMPUTE_SELECTIVE, /* recompute core attention (a no-op saving with flash attention) */
     PLAN_RECOMPUTE_FFN,       /* recompute `block mlp`: keep only its input */
     PLAN_RECOMPUTE_FULL,      /* keep each layer's input; recompute the layer in backward */
+    /* Megatron's --recompute-modules sets (recompute.def); only pinned
+     * (--recompute), never searched. */
+#define RC_SET(e, name, mods) PLAN_RECOMPUTE_##e,
+#include "recompute.def"
+    PLAN_RECOMPUTE_COUNT
 } PlanRecompute;
+
+/* Megatron's recompute modules (recompute.def rows). */
+typedef enum {
+#define RC_MODULE(e, name, strict) PLAN_RC_MODULE_##e,
+#include "recompute.def"
+    PLAN_RC_MODULE_COUNT
+} PlanRcModule;
+const char *plan_rc_module_name(PlanRcModule m);
+/* The modules policy r reruns (0: r is none of recompute.def's sets). */
+unsigned plan_recompute_modules(PlanRecompute r);
+/* Does n rerun part of itself under r (not its whole node: moe_act's
+ * activation inside the MoE node)? */
+bool plan_recomputes_part(const IrGraph *g, const IrNode *n, PlanRecompute r);
+/* The first module of r that reruns no node of g where Megatron refuses
+ * that (recompute.def's strict: mla_up_proj without MLA, moe_act without
+ * experts), or -1. */
+int plan_recompute_unused(const IrGraph *g, PlanRecompute r);
 
 typedef enum { PLAN_SCHED_1F1B, PLAN_SCHED_INTERLEAVED } PlanSchedule;
 

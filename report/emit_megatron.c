@@ -777,6 +777,17 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
         rep_frame_arg(&x, "--recompute-method uniform");
         rep_frame_arg(&x, "--recompute-num-layers 1");
         break;
+    default: { /* recompute.def's module sets */
+        char mods[256] = "";
+        unsigned m = plan_recompute_modules(a->plan.stages[0].recompute);
+        for (int i = 0; i < PLAN_RC_MODULE_COUNT; i++)
+            if (m >> i & 1)
+                snprintf(mods + strlen(mods), sizeof mods - strlen(mods), "%s%s", *mods ? " " : "",
+                         plan_rc_module_name((PlanRcModule)i));
+        rep_frame_arg(&x, "--recompute-granularity selective");
+        rep_frame_arg(&x, "--recompute-modules %s", mods);
+        break;
+    }
     }
     /* Data parallelism as the stack prices it, over Megatron's dp x cp
      * group (the plan's weight gradients are partial over both). */

@@ -125,7 +125,7 @@ static void micro_batches(Search *S, PlanLayout L)
     const PassSearchPins *pin = &S->o->pins;
     const PassStack *st = &S->c->st;
     int64_t per = S->r->global_batch / L.dp; /* sequences per replica per step */
-    bool too_big[PLAN_RECOMPUTE_FULL + 1] = {0}; /* did not fit at a smaller micro-batch */
+    bool too_big[PLAN_RECOMPUTE_COUNT] = {0}; /* did not fit at a smaller micro-batch */
     bool first = true;
     for (int64_t b = 1; b <= per; b++) {
         if (per % b || (pin->micro_batch && b != pin->micro_batch))
@@ -135,11 +135,11 @@ static void micro_batches(Search *S, PlanLayout L)
         if (L.v > 1 && L.num_micro % L.pp) /* both frameworks run interleaved groups of pp */
             continue;
         S->r->stats.candidates++;
-        int res[PLAN_RECOMPUTE_FULL + 1]; /* 1 fits, 0 does not, -1 refused, -2 not evaluated */
-        for (int rc = 0; rc <= PLAN_RECOMPUTE_FULL; rc++)
+        int res[PLAN_RECOMPUTE_COUNT]; /* 1 fits, 0 does not, -1 refused, -2 not evaluated */
+        for (int rc = 0; rc < PLAN_RECOMPUTE_COUNT; rc++)
             res[rc] = -2;
-        bool offered[PLAN_RECOMPUTE_FULL + 1];
-        for (int rc = 0; rc <= PLAN_RECOMPUTE_FULL; rc++)
+        bool offered[PLAN_RECOMPUTE_COUNT];
+        for (int rc = 0; rc < PLAN_RECOMPUTE_COUNT; rc++)
             offered[rc] = pass_stack_has_recompute(st, rc) && (pin->recompute < 0 || rc == pin->recompute);
         bool all = S->o->exhaustive; /* tests: no pruning, every policy at every micro-batch */
         if (first && offered[PLAN_RECOMPUTE_FULL] && pin->recompute < 0 && !all) {
@@ -156,11 +156,13 @@ static void micro_batches(Search *S, PlanLayout L)
         first = false;
         /* Recomputation in order of cost: none; then core attention or the
          * MLP; then all of it. One that fits makes the costlier ones slower. */
-        static const int order[][2] = {{PLAN_RECOMPUTE_NONE, -1},
-                                       {PLAN_RECOMPUTE_SELECTIVE, PLAN_RECOMPUTE_FFN},
-                                       {PLAN_RECOMPUTE_FULL, -1}};
+        /* Megatron's module sets (recompute.def) only when pinned. */
+        const int order[][2] = {{PLAN_RECOMPUTE_NONE, -1},
+                                {PLAN_RECOMPUTE_SELECTIVE, PLAN_RECOMPUTE_FFN},
+                                {PLAN_RECOMPUTE_FULL, -1},
+                                {pin->recompute > PLAN_RECOMPUTE_FULL ? pin->recompute : -1, -1}};
         bool fit = false, tried = false;
-        for (int step = 0; step < 3 && (!fit || all); step++)
+        for (int step = 0; step < 4 && (!fit || all); step++)
             for (int k = 0; k < 2; k++) {
                 int rc = order[step][k];
                 if (rc < 0 || !offered[rc])

@@ -44,7 +44,7 @@ static int tp_dim(const IrGraph *g, const RepArch *A, const IrNode *n, bool sp)
 
 static int one_policy(unsigned bits)
 {
-    for (int r = PLAN_RECOMPUTE_NONE; r <= PLAN_RECOMPUTE_FULL; r++)
+    for (int r = PLAN_RECOMPUTE_NONE; r < PLAN_RECOMPUTE_COUNT; r++)
         if (bits == 1u << r)
             return r;
     return -1;

@@ -182,6 +182,7 @@ typedef struct PassNodeCost {
                                      (what delay_wgrad_compute runs apart; a2a_overlap.c) */
     double gemm_fwd_s, gemm_dx_s, gemm_dw_s; /* a matmul's of gemm_s: its forward GEMM, its
                                      input's gradient, its weight's gradient */
+    double act_fwd_s;             /* of fwd_s: an MoE node's expert activation (moe_act reruns it) */
     double fused_s;               /* of fwd_s: what running as one kernel with the node before
                                      it saves (plan_add_norm_pair; negative unless a measured
                                      curve says otherwise), which a recomputation of this node

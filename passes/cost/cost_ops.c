@@ -489,7 +489,9 @@ static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
     PlanPrecision p = pass_prec_of(a->c, g, n);
     gemm_share_p(a, M, F, D, 2 * El, 1, false, p, o);  /* gate and up */
     gemm_share_p(a, M, D, F, El, 1, false, p, o);      /* down */
+    double act0 = o->fwd_s;
     kcall(a, o, false, PASS_K_SWIGLU_FWD, 1, R * F);
+    o->act_fwd_s = o->fwd_s - act0; /* what moe_act reruns */
     kcall(a, o, false, PASS_K_COPY, R, D); /* gather the rows */
     kcall(a, o, false, PASS_K_COPY, R, D); /* scatter and sum */
     if (!keep) {

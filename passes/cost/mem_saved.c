@@ -33,7 +33,19 @@ static bool from_outside(const IrGraph *g, const IrNode *n, int t, PlanRecompute
     const IrNode *pn = &g->nodes[p];
     if (pn->piece != n->piece)
         return true;
+    if (plan_recompute_modules(r))
+        return !plan_recomputed(g, pn, r, false);
     return r == PLAN_RECOMPUTE_FFN && !plan_is_mlp(pn);
+}
+
+/* Megatron's modules discard their outputs (CheckpointWithoutOutput): a
+ * reader outside the rerun region does not keep what the region made, the
+ * rerun makes it again for that reader's backward. */
+static bool discarded(const IrGraph *g, const IrNode *n, int t, PlanRecompute r)
+{
+    int p = g->tensors[t].producer;
+    return plan_recompute_modules(r) && p >= 0 && g->nodes[p].piece == n->piece &&
+           plan_recomputed(g, &g->nodes[p], r, false);
 }
 
 /* Is n a low-precision GEMM, which keeps its input for the weight gradient
@@ -68,6 +80,8 @@ static bool keeps(const PassCostCtx *c, const IrGraph *g, const IrNode *n, int i
         return false;
     if (pass_recomputed(NULL, g, n, r) /* its region reruns */)
         return in >= 0 && from_outside(g, n, t, r);
+    if (in >= 0 && discarded(g, n, t, r))
+        return false;
     if (n->op == IR_OP_ATTENTION && materialized(c))
         return in >= 0 && in <= 2; /* Q, K, V; the probabilities are counted as extra */
     if (in == 0 && lp_input(c, g, n))
@@ -166,7 +180,9 @@ int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
          * copies (as lp_input above), fc1's output in bf16. */
         PlanPrecision p = pass_prec_of(c, g, n);
         double lp = p == PLAN_PREC_BF16 ? pass_elem_bytes(c, IR_BF16) : pass_prec_elem_bytes(p);
-        ITEM(-1, -1, R * ((D + F) * lp + 2 * F * pass_elem_bytes(c, IR_BF16)));
+        /* moe_act discards the activation (fc2's input), rebuilt in backward. */
+        double act = plan_recomputes_part(g, n, r) ? 0 : F * lp;
+        ITEM(-1, -1, R * (D * lp + act + 2 * F * pass_elem_bytes(c, IR_BF16)));
     }
     if (n->op == IR_OP_SWIGLU && c->st.swiglu_unfused) /* silu(gate), for the product's backward */
         ITEM(-1, -1, (double)plan_local_numel(g, n->out[0], m, &out[0], dim_size) *

@@ -233,6 +233,8 @@ static void node_kernels(const PieceWalk *w, const IrNode *n, const PassNodeCost
         pc->rec += pass_rec_fwd_s(w->x->c, w->x->g, n, w->r, nc);
         pc->rec_flops += nc->flops_fwd;
     }
+    if (!rec && plan_recomputes_part(w->x->g, n, w->r))
+        pc->rec += nc->act_fwd_s; /* moe_act */
 }
 
 /* The bytes n keeps for its backward, and the input kept sequence-sharded

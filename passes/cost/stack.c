@@ -67,6 +67,10 @@ static const PassStack presets[] = {
          * transpose cast each micro-batch. */
         .lp_scaling = PASS_SCALING_CURRENT,
         .lp_weight_copies = 2,
+        /* ptdc's programs run the four policies; Megatron's module sets
+         * (recompute.def) are priced for --stack megatron only. */
+        .recompute = BIT(PLAN_RECOMPUTE_NONE) | BIT(PLAN_RECOMPUTE_SELECTIVE) | BIT(PLAN_RECOMPUTE_FFN) |
+                     BIT(PLAN_RECOMPUTE_FULL),
         .backends = 0,
     },
     {
@@ -222,7 +226,11 @@ static const PassStack presets[] = {
         /* --recompute-granularity selective (core attention, or
          * --recompute-modules mlp) or full. */
         .recompute = BIT(PLAN_RECOMPUTE_NONE) | BIT(PLAN_RECOMPUTE_SELECTIVE) |
-                     BIT(PLAN_RECOMPUTE_FFN) | BIT(PLAN_RECOMPUTE_FULL),
+                     BIT(PLAN_RECOMPUTE_FFN) | BIT(PLAN_RECOMPUTE_FULL)
+        /* and --recompute-modules as recompute.def's sets */
+#define RC_SET(e, name, mods) | BIT(PLAN_RECOMPUTE_##e)
+#include "recompute.def"
+        ,
         .schedules = BIT(PLAN_SCHED_1F1B) | BIT(PLAN_SCHED_INTERLEAVED),
         /* --cp-comm-type: all_gather, p2p, a2a (a2a+p2p not built); the
          * search prices all_gather unless a stack asks for more. */
@@ -326,7 +334,7 @@ bool pass_stack_has_zero(const PassStack *st, int z)
 }
 bool pass_stack_has_recompute(const PassStack *st, int r)
 {
-    return r >= 0 && r <= PLAN_RECOMPUTE_FULL && (!st->recompute || (st->recompute >> r & 1));
+    return r >= 0 && r < PLAN_RECOMPUTE_COUNT && (!st->recompute || (st->recompute >> r & 1));
 }
 bool pass_stack_has_schedule(const PassStack *st, int s)
 {

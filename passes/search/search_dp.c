@@ -117,7 +117,7 @@ static void init_dp(Dp *d, const Src *s, const SrcGroup *G, const SrcVariant *V,
     } else {
         /* A policy that keeps exactly what a lighter one keeps, for no less
          * time, is never better (SELECTIVE under a flash kernel). */
-        for (int r = 0; r < SRC_NRC; r++) {
+        for (int r = 0; r <= PLAN_RECOMPUTE_FULL; r++) { /* Megatron's module sets: pinned only */
             if (!pass_stack_has_recompute(&s->c->st, r))
                 continue; /* the stack does not offer it */
             bool same = false;

@@ -72,6 +72,8 @@ static void piece_costs(Src *s, const SrcGroup *G, SrcVariant *V, const int64_t 
         P->fwd += nc.fwd_s;
         P->bwd += nc.bwd_s;
         for (int r = 0; r < SRC_NRC; r++) {
+            if (!src_rc_on(s, r))
+                continue; /* a module set not pinned */
             if (pass_recomputed(s->c, g, nd, r))
                 P->rec[r] += pass_rec_fwd_s(s->c, g, nd, r, &nc);
             P->saved[r] += src_kept_bytes(s->c, g, &G->mesh, V->strat, ds, nd, r);

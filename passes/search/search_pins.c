@@ -51,9 +51,21 @@ static bool check_stack_pins(const Src *s)
                  p->zero == 3 && !strcmp(st->name, "megatron") ? "; Megatron-FSDP is --stack-set zero_stages=0,1,3" : "");
         return false;
     }
+    int none_of = p->recompute >= 0 ? plan_recompute_unused(s->g, (PlanRecompute)p->recompute) : -1;
+    if (none_of >= 0) { /* Megatron refuses it too (transformer_config.py __post_init__) */
+        ir_error(IR_NOLOC, "--recompute %s: Megatron's module %s reruns nothing of %s (Megatron takes mla_up_proj "
+                 "only with multi-latent attention, moe_act only with grouped experts)",
+                 plan_recompute_name((PlanRecompute)p->recompute), plan_rc_module_name((PlanRcModule)none_of),
+                 s->g->name ? s->g->name : "the model");
+        return false;
+    }
     if (p->recompute >= 0 && !pass_stack_has_recompute(st, p->recompute)) {
-        ir_error(IR_NOLOC, "--recompute %s: the %s stack does not offer it",
-                 plan_recompute_name((PlanRecompute)p->recompute), st->name);
+        ir_error(IR_NOLOC, "--recompute %s: the %s stack does not offer it%s",
+                 plan_recompute_name((PlanRecompute)p->recompute), st->name,
+                 plan_recompute_modules((PlanRecompute)p->recompute)
+                     ? " (Megatron's recompute modules are priced for --stack megatron; ptdc's own programs "
+                       "recompute none, selective, ffn or full)"
+                     : "");
         return false;
     }
     if (p->schedule >= 0 && !pass_stack_has_schedule(st, p->schedule)) {

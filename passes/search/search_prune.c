@@ -177,6 +177,8 @@ const SrcWork *src_work(Src *s, int64_t mb_seqs)
             double tf = fl ? nc.flops_fwd / flop_rate : nc.bytes_fwd / byte_rate;
             double tb = fl ? nc.flops_bwd / flop_rate : nc.bytes_bwd / byte_rate;
             for (int r = 0; r < SRC_NRC; r++) {
+                if (!src_rc_on(s, r))
+                    continue;
                 W->t[p * SRC_NRC + r] += tf + tb + (pass_recomputed(s->c, g, nd, (PlanRecompute)r) ? tf : 0);
                 W->saved[p * SRC_NRC + r] += pass_saved_bytes(s->c, g, nd, &one, &rep, ds, r);
             }
@@ -390,6 +392,10 @@ void src_group_floor(Src *s, SrcGroup *G)
                     tz[z] = fmin(tz[z], stz[i * 4 + z]);
                 }
                 for (int r = 0; r < SRC_NRC; r++) {
+                    if (!src_rc_on(s, r)) {
+                        sv[r] = 0;
+                        continue;
+                    }
                     /* What the node keeps, each input at most as big as
                      * its producer can lay it out (pass_predict may keep
                      * the producer's layout instead). */
@@ -414,9 +420,11 @@ void src_group_floor(Src *s, SrcGroup *G)
             if (params)
                 for (int z = 0; z < 4; z++)
                     fit_node(G, p, z, ns, stz, ssz);
-            if (ns < 1)
-                tb = tf = 0, sv[0] = sv[1] = sv[2] = sv[3] = 0, sz[0] = sz[1] = sz[2] = sz[3] = 0,
-                tz[0] = tz[1] = tz[2] = tz[3] = 0;
+            if (ns < 1) {
+                tb = tf = 0, sz[0] = sz[1] = sz[2] = sz[3] = 0, tz[0] = tz[1] = tz[2] = tz[3] = 0;
+                for (int r = 0; r < SRC_NRC; r++) /* every policy, Megatron's module sets too */
+                    sv[r] = 0;
+            }
             for (int r = 0; r < SRC_NRC; r++) {
                 for (int z = 0; z < 4; z++)
                     G->floor_t[(p * SRC_NRC + r) * 4 + z] +=
@@ -450,6 +458,8 @@ void src_group_sums(Src *s, SrcGroup *G)
     for (int p = 0; p < s->npieces; p++) {
         double smin = INFINITY;
         for (int r = 0; r < SRC_NRC; r++) {
+            if (!src_rc_on(s, r))
+                continue;
             for (int z = 0; z < 4; z++) {
                 double t = W->t[p * SRC_NRC + r] / n;
                 if (G->floor_t)
@@ -534,6 +544,8 @@ void src_bound(Src *s, const SrcGroup *G, SrcCand *k)
     k->lb = k->mem_lb = INFINITY;
     for (int r = 0; r < SRC_NRC; r++) {
         double t, m;
+        if (r > PLAN_RECOMPUTE_FULL)
+            continue; /* automatic: the four searched policies */
         bound_rc(s, G, k, r, false, &t, &m);
         k->mem_lb = fmin(k->mem_lb, m);
         if (m <= s->usable)
@@ -547,7 +559,7 @@ double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, c
 {
     double best = INFINITY;
     for (int rc = 0; rc < SRC_NRC; rc++) {
-        if (k->rc != SRC_AUTO ? rc != k->rc : k->pp > 1 && rc != PLAN_RECOMPUTE_NONE)
+        if (k->rc != SRC_AUTO ? rc != k->rc : (k->pp > 1 && rc != PLAN_RECOMPUTE_NONE) || rc > PLAN_RECOMPUTE_FULL)
             continue;
         double tsum = 0, tmax = 0, states = 0, saved = 0;
         for (int p = 0; p < s->npieces; p++) {

@@ -17,7 +17,7 @@
 
 #include "search/search.h"
 
-#define SRC_NRC 4                 /* PlanRecompute values */
+#define SRC_NRC PLAN_RECOMPUTE_COUNT /* PlanRecompute values */
 #define SRC_AUTO (-1)             /* candidate recompute mode: least per stage that fits */
 #define SRC_MAXQ 8                /* ILP queries per variant */
 /* Each variant after the first uses at least this fraction less memory per
@@ -212,6 +212,14 @@ void src_stage_times(const Src *s, const SrcVariant *V, const Plan *p, double *f
  * micro-batch's forward reaches it, runs m micro-batches, and the last
  * one's backward still passes the stages before it. INFINITY: no cut fits. */
 double src_pipe_floor(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k, double cap);
+
+/* Is policy r one the search weighs: the four it chooses among, or
+ * Megatron's module set (recompute.def) --recompute pins? The per-piece
+ * costs of the others are left unevaluated (0). */
+static inline bool src_rc_on(const Src *s, int r)
+{
+    return r <= PLAN_RECOMPUTE_FULL || s->o->pins.recompute == r;
+}
 
 /* search_pins.c: pinned layouts that cannot work, reported with ir_error. */
 bool src_check_pins(Src *s);

@@ -84,14 +84,55 @@ WHY_NOT = {
 }
 # A row labelled with DeepSeek-V3's multi-token prediction module: ptdc does not model MTP.
 WITH_MTP = "w/ MTP"
-# The MLA models' rows whose recipe recomputes nothing: Megatron-Bridge's
-# perf_recipes (v0.6.0, 26.08) set recompute_modules ["mla_up_proj"] (with "mlp"
-# or "moe_act" on some GPUs) for every DeepSeek-V3 and Kimi K2 layout but
-# DeepSeek-V3 on GB300 in MXFP8 at pp 2 x vp 8, micro-batch 1 (deepseek/gb300/
-# deepseek_v3.py: recompute_modules []); ptdc's recomputation policies have no
-# such module, and the rows of other layouts (mb 2, other GPUs) have recipes
-# this file cannot see for older releases. (model, GPU, pp, vp, mb).
-MLA_NO_RECOMPUTE = {("DeepSeekV3", "GB300", 2, 8, 1)}
+# The MLA models' recipes, from Megatron-Bridge's performance configs of each row's
+# release at its tag (the 4096-sequence V2 configs where a V1 and a V2 exist; the
+# BF16 and MXFP8 ones, as the rows): v0.2.0 (25.11)
+# scripts/performance/configs/deepseek/workload_base_configs.py; v0.3.0 (26.02),
+# v0.3.1 (26.02.01), v0.4.0 (26.04), v0.4.1 (26.04.01), v0.5.0 (26.06), v0.5.1
+# (26.06.01) scripts/performance/configs/deepseek/deepseek_workload_base_configs.py
+# and configs/kimi/kimi_workload_base_configs.py (from v0.3.1); v0.6.0 (26.08)
+# src/megatron/bridge/perf_recipes/deepseek/<gpu>/deepseek_v3.py (GB200:
+# _enable_deepseek_full_iteration_mxfp8 in common.py). Each entry: the recipe's
+# layout (pp, vp, micro-batch; None where the recipe leaves it to the base config),
+# its recompute_modules, what it captures in CUDA graphs (stack key cuda_graph:
+# cuda_graph_impl None -> none, scope moe_router + moe_preprocess -> moe, with attn
+# -> attn_moe, full_iteration -> full) and its moe_a2a_overlap. A row whose layout
+# is not its recipe's ran a config this file cannot see, and is skipped.
+# (model, GPU, release) -> (pp, vp, mb, recompute_modules, cuda_graph, moe_a2a_overlap).
+MLA_RECIPE = {
+    ("DeepSeekV3", "GB200", "25.11"): (4, 4, None, ["mla_up_proj"], "moe", False),
+    ("DeepSeekV3", "GB300", "25.11"): (4, 4, None, ["moe_act"], "attn_moe", False),
+    **{("DeepSeekV3", g, rel): rc for rel in ("26.02", "26.02.01", "26.04", "26.04.01") for g, rc in (
+        ("GB300", (2, 8, 2, ["mla_up_proj"], "none", False)),
+        ("GB200", (4, 4, None, ["mlp"] if rel.startswith("26.04") else ["mla_up_proj"], "attn_moe", False)),
+        ("B300", (16, 1, None, ["mla_up_proj"], "none", False)),
+        ("B200", (16, 1, None, ["mla_up_proj"], "none", False)))},
+    ("DeepSeekV3", "GB300", "26.06"): (2, 8, 1, [], "full", True),
+    ("DeepSeekV3", "GB200", "26.06"): (4, 4, None, ["mla_up_proj"], "full", True),
+    ("DeepSeekV3", "B300", "26.06"): (8, 1, 2, ["mla_up_proj"], "attn_moe", False),
+    ("DeepSeekV3", "GB300", "26.06.01"): (2, 8, 1, [], "full", True),
+    ("DeepSeekV3", "GB200", "26.06.01"): (4, 4, None, ["mla_up_proj"], "full", True),
+    ("DeepSeekV3", "GB300", "26.08"): (2, 8, 1, [], "full", True),
+    ("DeepSeekV3", "GB200", "26.08"): (4, 4, 1, ["mla_up_proj"], "full", True),
+    **{("Kimi_K2", "GB300", rel): (4, 4, 2, ["mla_up_proj"], "none", False)
+       for rel in ("26.02.01", "26.04", "26.04.01", "26.06")},
+}
+
+
+def mla_recompute(r):
+    """The row's recipe's recompute_modules (MLA_RECIPE), or None with why not."""
+    rc = MLA_RECIPE.get((r["model"], r["gpu"], release(r)))
+    if rc is None:
+        return None, "no recipe of %s on %s at %s's tag in this file" % (r["model"], r["gpu"], release(r))
+    pp, vp, mb, mods = rc[:4]
+    have = (num(r, "pp", 1), num(r, "vp", 1) or 1, num(r, "micro_batch"))
+    if have[:2] != (pp, vp) or (mb is not None and have[2] != mb):
+        return None, ("the %s recipe of %s on %s is pp %d vp %d%s, not the row's pp %d vp %d mb %d: its "
+                      "recompute_modules are not known" % (release(r), r["model"], r["gpu"], pp, vp,
+                                                           " mb %d" % mb if mb else "", *have))
+    return mods, None
+
+
 GPUS = dict(BLACKWELL, H100="h100-80gb")
 RECIPE = BASE + ["--stack-set", "moe_imbalance=1"]
 # The megatron preset's host_op_us (x86) and host_op_us_grace are fitted on
@@ -136,6 +177,8 @@ def cuda_graph(r):
     _enable_hybridep_full_iteration_mxfp8); before that the Blackwell recipes capture
     moe_router and moe_preprocess, GB200's Qwen3-235B and B200's Qwen3-30B from 26.04 attn
     too, B200's Qwen3-235B nothing."""
+    if r["model"] in FRONT_LOADED:
+        return MLA_RECIPE[(r["model"], r["gpu"], release(r))][4]
     rel = tuple(int(x) for x in release(r).split(".")[:2])
     if r["gpu"] == "H100":
         return "none"
@@ -161,6 +204,8 @@ def a2a_overlap(r):
     MXFP8 on GB200, GB300 and B300 from 26.06, with the full-iteration graph. Off otherwise
     (WorkloadBaseConfig's default). ptdc applies it where Megatron runs it
     (pass_a2a_overlap_applies: EP > 1, pp 1 or interleaved, no full recomputation)."""
+    if r["model"] in FRONT_LOADED:
+        return MLA_RECIPE[(r["model"], r["gpu"], release(r))][5]
     rel = tuple(int(x) for x in release(r).split(".")[:2])
     big = r["model"] == "Qwen3_235B_a22B"
     if r["gpu"] == "H100":
@@ -179,10 +224,8 @@ def skip_reason(r):
         return WHY_NOT.get(r["model"], "no ptdc model of %s" % r["model"])
     if WITH_MTP in r["notes"]:
         return "DeepSeek-V3 with its multi-token prediction module (MTP), which ptdc does not model"
-    if r["model"] in FRONT_LOADED and (r["model"], r["gpu"], num(r, "pp", 1), num(r, "vp", 1) or 1,
-                                       num(r, "micro_batch")) not in MLA_NO_RECOMPUTE:
-        return ("the recipe recomputes MLA's up-projections (recompute_modules mla_up_proj, with mlp or "
-                "moe_act on some GPUs), which ptdc's recomputation policies do not express")
+    if r["model"] in FRONT_LOADED and mla_recompute(r)[0] is None:
+        return mla_recompute(r)[1]
     if r["gpu"] not in GPUS:
         return "no ptdc preset of %s" % r["gpu"]
     if r["precision"] not in RECIPES:
@@ -200,6 +243,13 @@ def skip_reason(r):
     return None
 
 
+def recompute(r):
+    """--recompute of the row: its recipe's recompute_modules as ptdc's policy of that name
+    (plan/recompute.def), none without."""
+    mods = mla_recompute(r)[0] if r["model"] in FRONT_LOADED else None
+    return ",".join(mods) if mods else "none"
+
+
 def pinned_args(src, r, host_us=None, overlap=True):
     tp, pp, cp, ep, n = num(r, "tp", 1), num(r, "pp", 1), num(r, "cp", 1) or 1, num(r, "ep", 1), num(r, "n_gpus")
     v = num(r, "vp", 1) or 1
@@ -208,7 +258,7 @@ def pinned_args(src, r, host_us=None, overlap=True):
             "--set", "seq=%s" % r["seq_len"], "--global-batch", r["global_batch"]] + RECIPE + \
         RECIPES[r["precision"]][1] + [
         "--tp", str(tp), "--pp", str(pp), "--cp", str(cp), "--ep", str(ep), "--micro-batch", r["micro_batch"],
-        "--recompute", "none", "--sp", sp, "--zero", "1"]
+        "--recompute", recompute(r), "--sp", sp, "--zero", "1"]
     # EP over every tp rank of its dp ranks leaves no room for ETP tp (ep x etp
     # would exceed the stage's ranks): the recipes set expert_tensor_parallel_size
     # 1 (Megatron-Bridge src/megatron/bridge/recipes/qwen/h100/qwen3_moe.py,
@@ -312,6 +362,9 @@ def main():
         print("by GPU:")
         for g in sorted({t["gpu"] for t in table}):
             summary(g, [t for t in table if t["gpu"] == g])
+        print("by model:")
+        for g in sorted({t["r"]["model"] for t in table}):
+            summary(g, [t for t in table if t["r"]["model"] == g])
         print("by release:")
         for g in sorted({t["label"].split()[0] for t in table}):
             summary(g, [t for t in table if t["label"].split()[0] == g])

@@ -973,6 +973,13 @@ static void test_moe(const char *models)
     double s1 = pass_saved_bytes(&c, g, moe, &m, &x, ds, PLAN_RECOMPUTE_NONE);
     double s3 = pass_saved_bytes(&cm, g, moe, &m, &x, ds, PLAN_RECOMPUTE_NONE);
     CHECK(NEAR(s3 - s1, R * (D + 3 * F) * 2, 1e-9));
+    /* Megatron's moe_act (recompute.def): fc2's input (R x F bf16) is no
+     * longer kept, and backward reruns only the activation's kernel. */
+    double s4 = pass_saved_bytes(&cm, g, moe, &m, &x, ds, PLAN_RECOMPUTE_MLA_UP_MOE_ACT);
+    CHECK(NEAR(s3 - s4, R * F * 2, 1e-9));
+    CHECK(plan_recomputes_part(g, moe, PLAN_RECOMPUTE_MLA_UP_MOE_ACT) &&
+          !plan_recomputes_part(g, moe, PLAN_RECOMPUTE_MLA_UP) && !pass_recomputed(&cm, g, moe, PLAN_RECOMPUTE_MLA_UP_MOE_ACT));
+    CHECK(c3.act_fwd_s > 0 && c3.act_fwd_s < 0.05 * c3.fwd_s);
     /* Model states: the experts split 8 ways by the exchange; their
      * gradient is partial over dp only (the exchange completes it), so
      * ZeRO-1 shards the optimizer state over dp's 2 ranks. */
@@ -995,6 +1002,89 @@ static void test_moe(const char *models)
  * seconds per op by stack and host CPU, the ops an MoE layer's piece
  * launches (a GEMM per local expert, CUDA graphs one launch), its sync,
  * and a micro-batch stretched to max(host, GPU) plus a launch per sync. */
+/* The name of the parameter matmul n multiplies by ("q_b_proj"), or "". */
+static const char *weight_of(const IrGraph *g, const IrNode *n)
+{
+    return n->op == IR_OP_MATMUL && n->nin > 1 && g->tensors[n->in[1]].role == IR_PARAM ? g->tensors[n->in[1]].base
+                                                                                         : "";
+}
+
+/* Megatron's mla_up_proj (plan/recompute.def) on tiny-deepseek's MLA: it
+ * reruns the q_b and kv_b up-projections and the slices, RoPE and concats
+ * between them and attention, not the down-projections, norms, attention or
+ * the output projection; it keeps what it keeps without recomputation but
+ * attention's Q, K and V (output-discarding: the rerun makes them again),
+ * plus the shared key's pre-RoPE slice, which the rerun reads.
+ * On a model without MLA it reruns nothing. */
+static void test_mla_up_proj(const char *models)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tiny-deepseek.mdl", models);
+    IrArena *a = ir_arena_new();
+    IrGraph *g = mega_compile(a, path, "", 16);
+    CHECK(g != NULL);
+    if (!g)
+        return;
+    PassCluster cl = {.ngpus = 1, .gpus_per_node = 8};
+    pass_gpu_preset("h100-80gb", &cl.gpu);
+    PassCostCtx c = {.cl = &cl};
+    pass_stack_preset("megatron", &c.st);
+    PlanMesh m;
+    plan_mesh_make(&m, 1, 1, 8);
+    int64_t ds[256];
+    ir_dim_sizes(g, 2, ds);
+    PlanStrategy rep = {PLAN_NO_DIMS, 0};
+    const PlanRecompute r = PLAN_RECOMPUTE_MLA_UP;
+    int up = 0, other = 0, attn_piece = -1;
+    double qkv = 0, k_pe = 0;
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *n = &g->nodes[i];
+        bool rec = pass_recomputed(&c, g, n, r);
+        const char *w = weight_of(g, n);
+        if (g->pieces[n->piece].layer < 0 || !n->block || strcmp(n->block, "attn") != 0) {
+            CHECK(!rec);
+            continue;
+        }
+        if (attn_piece < 0)
+            attn_piece = n->piece;
+        if (n->op == IR_OP_MATMUL)
+            CHECK(rec == (!strcmp(w, "q_b_proj") || !strcmp(w, "kv_b_proj")));
+        else if (n->op == IR_OP_ROPE || n->op == IR_OP_CONCAT)
+            CHECK(rec);
+        else if (n->op == IR_OP_ATTENTION || n->op == IR_OP_RMSNORM || n->op == IR_OP_ADD)
+            CHECK(!rec);
+        up += rec && n->op == IR_OP_MATMUL;
+        other += rec && n->op != IR_OP_MATMUL;
+        if (n->op == IR_OP_ATTENTION && n->piece == attn_piece)
+            for (int k = 0; k < 3; k++)
+                qkv += (double)ir_numel(g, n->in[k], ds) * pass_elem_bytes(&c, g->tensors[n->in[k]].dtype);
+        /* The shared key's RoPE reads a slice of kv_a from outside the
+         * rerun: kept (Megatron's k_pos_emb, an input of the checkpoint). */
+        int pr = n->op == IR_OP_ROPE ? g->tensors[n->in[0]].producer : -1;
+        if (n->piece == attn_piece && pr >= 0 && !pass_recomputed(&c, g, &g->nodes[pr], r))
+            k_pe += (double)ir_numel(g, n->in[0], ds) * pass_elem_bytes(&c, g->tensors[n->in[0]].dtype);
+    }
+    CHECK(up == 2 * 3 && other > 0); /* two up-projections in each of 3 layers */
+    double none = 0, mla = 0;
+    const IrPiece *P = &g->pieces[attn_piece];
+    for (int i = P->first; i < P->first + P->count; i++) {
+        none += pass_saved_bytes(&c, g, &g->nodes[i], &m, &rep, ds, PLAN_RECOMPUTE_NONE);
+        mla += pass_saved_bytes(&c, g, &g->nodes[i], &m, &rep, ds, r);
+    }
+    printf("mla_up_proj: piece %d keeps %.0f B, %.0f B without it; Q, K, V %.0f B, k_pe %.0f B\n", attn_piece, mla,
+           none, qkv, k_pe);
+    CHECK(qkv > 0 && k_pe > 0 && NEAR(none - mla, qkv - k_pe, 1e-12));
+    ir_graph_free(g);
+    ir_arena_free(a);
+    /* No MLA, no up-projection: nothing reruns (RoPE included). */
+    a = ir_arena_new();
+    g = llama(a, models, "n_layers=2,seq=256", 8);
+    for (int i = 0; i < g->nfwd; i++)
+        CHECK(!pass_recomputed(&c, g, &g->nodes[i], r));
+    ir_graph_free(g);
+    ir_arena_free(a);
+}
+
 static void test_host(const char *models)
 {
     IrArena *a;
@@ -1085,6 +1175,7 @@ int main(int argc, char **argv)
     test_states(argv[1]);
     test_schedule(argv[1]);
     test_moe(argv[1]);
+    test_mla_up_proj(argv[1]);
     test_host(argv[1]);
     on_13b_plan(argv[1], 1, 1, check_grad_sums);
     on_13b_plans(argv[1], check_attention_workspace);

@@ -256,6 +256,7 @@ static bool recomputed(const Ev *E, const IrNode *n)
         return n->op == IR_OP_ATTENTION && E->ctx.attention == PLAN_ATTN_MATERIALIZED;
     case PLAN_RECOMPUTE_FFN: return n->block && strcmp(n->block, "mlp") == 0;
     case PLAN_RECOMPUTE_FULL: return true;
+    default: break; /* Megatron's module sets: not drawn here (irand(4)) */
     }
     return false;
 }

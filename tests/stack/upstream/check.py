@@ -161,7 +161,7 @@ def header_plan(out):
     cp = re.search(r"# Plan: dp \d+ x cp (\d+)(?: \((ring|a2a)\))? x ", line)
     line = re.sub(r"^(# Plan: dp \d+) x cp \d+( \((ring|a2a)\))?", r"\1", line)
     m = re.match(r"# Plan: dp (\d+) x tp (\d+) x pp (\d+)(?: \(v (\d+)\))?, sp (on|off), zero (\d), "
-                 r"micro-batch (\d+) x (\d+), (\w+), recompute (\w+)"
+                 r"micro-batch (\d+) x (\d+), (\w+), recompute ([\w,]+)"
                  r"(?:, ep (\d+)(?: \((?:folded over [\w ]+|groups of \d+ consecutive dp ranks of \d+), ([a-z-]+)\))?, "
                  r"etp (\d+)(?: \([^)]*\))?, expert-dp \d+)?\.", line)
     if not m:
@@ -170,7 +170,8 @@ def header_plan(out):
     return {"dp": int(g[0]), "cp": int(cp.group(1)) if cp else 1, "tp": int(g[1]), "pp": int(g[2]),
             "v": int(g[3] or 1), "sp": g[4] == "on",
             "zero": int(g[5]), "mb": int(g[6]), "m": int(g[7]), "gb": int(g[0]) * int(g[6]) * int(g[7]),
-            "recompute": g[9], "cp_comm": [{"ring": "p2p", "a2a": "a2a"}.get(cp.group(2) if cp else None, "all_gather")], **({"ep": int(g[10]), "etp": int(g[12]),
+            # ptdc's ffn and Megatron's mlp module (one of its module sets) both emit --recompute-modules mlp
+            "recompute": {"mlp": "ffn"}.get(g[9], g[9]), "cp_comm": [{"ring": "p2p", "a2a": "a2a"}.get(cp.group(2) if cp else None, "all_gather")], **({"ep": int(g[10]), "etp": int(g[12]),
                                    "dispatcher": "allgather" if g[11] == "all-gather" else "alltoall"}
                                   if g[10] else {})}
 
@@ -271,7 +272,7 @@ def megatron_plan(a, world):
     tp, pp = a["tensor_model_parallel_size"], a["pipeline_model_parallel_size"]
     g, mods = a["recompute_granularity"], a["recompute_modules"] or ["core_attn"]
     rc = ("none" if g is None else "full" if g == "full" else "selective" if mods == ["core_attn"]
-          else "ffn" if mods == ["mlp"] else "+".join(mods))
+          else "ffn" if mods == ["mlp"] else ",".join(mods))
     cp = a["context_parallel_size"]
     dp = megatron.data_parallel_size(a, world)
     return {"dp": dp, "cp": cp, "tp": tp, "pp": pp, "v": a["_vpp"] or 1,
@@ -617,6 +618,11 @@ def corpus(ptdc, src):
         ("models/tiny-qwen2-moe.mdl", "--gpus 8 --tp 2 --pp 2 --ep 2 --micro-batch 1 --recompute none --sp on"),
         ("models/tiny-qwen2-moe.mdl", "--gpus 8 --tp 2 --pp 1 --ep 2 --etp 2 --micro-batch 1 --recompute none --sp off"),
         ("models/tiny-deepseek.mdl", "--set topk=4 --gpus 8 --tp 2 --pp 2 --ep 2 --micro-batch 1 --recompute full --sp on"),
+        # Megatron's recompute modules (plan/recompute.def): MLA's up-projections with the experts'
+        # activation, and the dense MLP alone.
+        ("models/tiny-deepseek.mdl", "--set topk=4 --gpus 8 --tp 2 --pp 2 --ep 2 --micro-batch 1 "
+         "--recompute mla_up_proj,moe_act --sp on"),
+        ("models/llama2-7b.mdl", "--gpus 16 --tp 1 --pp 2 --micro-batch 1 --recompute mlp --sp off"),
         # Context parallelism (the all-gather form), with a pipeline; beside tp (Megatron only: torchtitan's
         # tensor parallelism always splits the norms' sequence, which ptdc's cp axis holds).
         ("models/llama3-8b.mdl", "--gpus 16 --cp 2 --tp 1 --pp 2 --micro-batch 1 --recompute none --sp off"),

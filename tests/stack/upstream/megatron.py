@@ -662,6 +662,15 @@ def _rules():
             if m is not None or n is not None:
                 return "selective recomputation with a method or a layer count"
 
+    @rule("recompute modules", "transformer_config.py __post_init__: mla_up_proj needs multi_latent_attention, "
+          "moe_act moe_grouped_gemm")
+    def _(a, env, world, gpu):
+        mods = a["recompute_modules"] if a["recompute_granularity"] == "selective" else []
+        if "mla_up_proj" in mods and not a["multi_latent_attention"]:
+            return "mla_up_proj in recompute_modules is only supported with multi_latent_attention"
+        if "moe_act" in mods and not a["moe_grouped_gemm"]:
+            return "moe_act in recompute_modules is only supported with moe_grouped_gemm"
+
     @rule("rope scaling", "rotary_pos_embedding.py: the factor is read only with rope_scaling")
     def _(a, env, world, gpu):
         if "--rope-scaling-factor" in a["_seen"] and not a["use_rope_scaling"]:
