@@ -769,8 +769,10 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
         rep_frame_arg(&x, "--recompute-modules core_attn");
         break;
     case PLAN_RECOMPUTE_FFN:
+        /* ffn reruns `block mlp` and `block moe` (plan_is_mlp); Megatron's
+         * "mlp" module is the dense MLP only, "moe" the whole MoE layer. */
         rep_frame_arg(&x, "--recompute-granularity selective");
-        rep_frame_arg(&x, "--recompute-modules mlp");
+        rep_frame_arg(&x, "--recompute-modules %s", L->moe ? "mlp moe" : "mlp");
         break;
     case PLAN_RECOMPUTE_FULL:
         rep_frame_arg(&x, "--recompute-granularity full");

@@ -57,7 +57,9 @@ bool pass_a2a_overlap_applies(const PassCostCtx *c, const IrGraph *g, const Plan
     if (plan->zero >= 3 && v > 1) /* combined_1f1b.py: no Megatron-FSDP when interleaved */
         return false;
     for (int st = 0; st < plan->nstages; st++)
-        if (plan->stages[st].recompute == PLAN_RECOMPUTE_FULL) /* recompute_granularity != full */
+        if (plan->stages[st].recompute == PLAN_RECOMPUTE_FULL || /* recompute_granularity != full */
+            plan->stages[st].recompute == PLAN_RECOMPUTE_FFN ||  /* "moe" not in recompute_modules: */
+            (plan_recompute_modules(plan->stages[st].recompute) & (1u << PLAN_RC_MODULE_MOE))) /* ffn emits it */
             return false;
     /* expert_model_parallel_size > 1 with the alltoall dispatcher: some
      * MoE node exchanges its rows over a mesh axis of more than one rank. */

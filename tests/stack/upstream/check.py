@@ -171,7 +171,8 @@ def header_plan(out):
             "v": int(g[3] or 1), "sp": g[4] == "on",
             "zero": int(g[5]), "mb": int(g[6]), "m": int(g[7]), "gb": int(g[0]) * int(g[6]) * int(g[7]),
             # ptdc's ffn and Megatron's mlp module (one of its module sets) both emit --recompute-modules mlp
-            "recompute": {"mlp": "ffn"}.get(g[9], g[9]), "cp_comm": [{"ring": "p2p", "a2a": "a2a"}.get(cp.group(2) if cp else None, "all_gather")], **({"ep": int(g[10]), "etp": int(g[12]),
+            # in a dense model (in a model with experts ptdc's ffn is mlp + moe, and its mlp set stays mlp)
+            "recompute": g[9] if g[10] and g[9] == "mlp" else {"mlp": "ffn"}.get(g[9], g[9]), "cp_comm": [{"ring": "p2p", "a2a": "a2a"}.get(cp.group(2) if cp else None, "all_gather")], **({"ep": int(g[10]), "etp": int(g[12]),
                                    "dispatcher": "allgather" if g[11] == "all-gather" else "alltoall"}
                                   if g[10] else {})}
 
@@ -271,8 +272,11 @@ def precision_plan(out, fw):
 def megatron_plan(a, world):
     tp, pp = a["tensor_model_parallel_size"], a["pipeline_model_parallel_size"]
     g, mods = a["recompute_granularity"], a["recompute_modules"] or ["core_attn"]
+    # ptdc's ffn reruns every MLP, dense and MoE: Megatron's mlp module (the
+    # dense MLP) plus, in a model with experts, its moe module (the MoE layer).
+    ffn = ["mlp", "moe"] if a["num_experts"] else ["mlp"]
     rc = ("none" if g is None else "full" if g == "full" else "selective" if mods == ["core_attn"]
-          else "ffn" if mods == ["mlp"] else ",".join(mods))
+          else "ffn" if sorted(mods) == ffn else ",".join(mods))
     cp = a["context_parallel_size"]
     dp = megatron.data_parallel_size(a, world)
     return {"dp": dp, "cp": cp, "tp": tp, "pp": pp, "v": a["_vpp"] or 1,
