@@ -256,6 +256,17 @@ int ir_tensor_dim_pos(const IrGraph *g, int t, int dim)
 
 bool ir_tensor_has_dim(const IrGraph *g, int t, int dim) { return ir_tensor_dim_pos(g, t, dim) >= 0; }
 
+bool ir_node_has_dim(const IrGraph *g, const IrNode *n, int dim)
+{
+    for (int i = 0; i < n->nin; i++)
+        if (ir_tensor_has_dim(g, n->in[i], dim))
+            return true;
+    for (int i = 0; i < n->nout; i++)
+        if (ir_tensor_has_dim(g, n->out[i], dim))
+            return true;
+    return false;
+}
+
 int64_t ir_param_count(const IrGraph *g)
 {
     /* Params never carry the batch dim, so plain dim sizes suffice. */

@@ -399,6 +399,8 @@ void ir_dim_sizes(const IrGraph *g, int64_t batch, int64_t *dim_size);
 int64_t ir_numel(const IrGraph *g, int t, const int64_t *dim_size);
 int64_t ir_bytes(const IrGraph *g, int t, const int64_t *dim_size);
 bool ir_tensor_has_dim(const IrGraph *g, int t, int dim);
+/* Whether some input or output of node n carries dim (its loop runs over it). */
+bool ir_node_has_dim(const IrGraph *g, const IrNode *n, int dim);
 int ir_tensor_dim_pos(const IrGraph *g, int t, int dim); /* position or -1 */
 /* Trained parameters (tied weights counted once). */
 int64_t ir_param_count(const IrGraph *g);

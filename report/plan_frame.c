@@ -13,17 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool loop_has(const IrGraph *g, const IrNode *n, int d)
-{
-    for (int i = 0; i < n->nin; i++)
-        if (ir_tensor_has_dim(g, n->in[i], d))
-            return true;
-    for (int i = 0; i < n->nout; i++)
-        if (ir_tensor_has_dim(g, n->out[i], d))
-            return true;
-    return false;
-}
-
 /* The dim the tensor-parallel axis splits in node n: the first of heads, KV
  * heads, FFN width (the experts', an MoE model's dense layers', the shared
  * expert's) and vocabulary the node has and may split (column-parallel
@@ -34,10 +23,10 @@ static int tp_dim(const IrGraph *g, const RepArch *A, const IrNode *n, bool sp)
     const int order[] = {A->heads_dim, A->kv_dim, A->ff_dim, A->dense_ff_dim, A->shared_ff_dim, A->vocab_dim};
     for (int k = 0; k < 6; k++) {
         int d = order[k];
-        if (d >= 0 && loop_has(g, n, d) && plan_dim_splittable(g, n, d))
+        if (d >= 0 && ir_node_has_dim(g, n, d) && plan_dim_splittable(g, n, d))
             return d;
     }
-    if (sp && loop_has(g, n, g->seq_dim) && plan_dim_splittable(g, n, g->seq_dim))
+    if (sp && ir_node_has_dim(g, n, g->seq_dim) && plan_dim_splittable(g, n, g->seq_dim))
         return g->seq_dim;
     return -1;
 }
@@ -165,12 +154,12 @@ static bool plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout 
         const IrNode *n = &g->nodes[i];
         PlanStrategy *s = &p->strategy[i];
         *s = (PlanStrategy){PLAN_NO_DIMS, 0};
-        s->dim[dpa] = (int16_t)(L->dp > 1 && loop_has(g, n, g->batch_dim) ? g->batch_dim : -1);
+        s->dim[dpa] = (int16_t)(L->dp > 1 && ir_node_has_dim(g, n, g->batch_dim) ? g->batch_dim : -1);
         if (dia >= 0)
             s->dim[dia] = s->dim[dpa];
         if (tpa >= 0)
             s->dim[tpa] = (int16_t)tp_dim(g, A, n, L->sp);
-        if (cpa >= 0 && loop_has(g, n, g->seq_dim) && plan_dim_splittable(g, n, g->seq_dim))
+        if (cpa >= 0 && ir_node_has_dim(g, n, g->seq_dim) && plan_dim_splittable(g, n, g->seq_dim))
             s->dim[cpa] = (int16_t)g->seq_dim;
         /* Attention's CP form: the ring (p2p) keeps k and v split; the
          * all-to-all (a2a) splits the heads instead of the queries. */

@@ -15,21 +15,10 @@ unsigned src_moe_axes(int dp, int tp, int deg)
     return (dp == deg ? 2u : 0) | (tp == deg ? 4u : 0);
 }
 
-static bool loop_has(const IrGraph *g, const IrNode *n, int d)
-{
-    for (int i = 0; i < n->nin; i++)
-        if (ir_tensor_has_dim(g, n->in[i], d))
-            return true;
-    for (int i = 0; i < n->nout; i++)
-        if (ir_tensor_has_dim(g, n->out[i], d))
-            return true;
-    return false;
-}
-
 PlanStrategy src_fold_strategy(const IrGraph *g, const IrNode *n)
 {
     PlanStrategy st = {PLAN_NO_DIMS, 0};
-    if (loop_has(g, n, g->batch_dim))
+    if (ir_node_has_dim(g, n, g->batch_dim))
         st.dim[0] = st.dim[1] = (int16_t)g->batch_dim;
     if (plan_routed_expert_dim(g, n) >= 0)
         st.xchg = 1u << 1;

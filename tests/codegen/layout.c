@@ -123,17 +123,6 @@ static bool valid_nested(const IrGraph *g, const IrNode *n, const PlanMesh *m, c
            (!x || (e >= 0 && dim[e] % m->size[1] == 0));
 }
 
-static bool has_loop_dim(const IrGraph *g, const IrNode *n, int d)
-{
-    for (int i = 0; i < n->nin; i++)
-        if (ir_tensor_has_dim(g, n->in[i], d))
-            return true;
-    for (int i = 0; i < n->nout; i++)
-        if (ir_tensor_has_dim(g, n->out[i], d))
-            return true;
-    return false;
-}
-
 bool layout_plan(const IrGraph *g, const Layout *l, Plan *p)
 {
     memset(p, 0, sizeof *p);
@@ -193,9 +182,9 @@ bool layout_plan(const IrGraph *g, const Layout *l, Plan *p)
         PlanStrategy s = {PLAN_NO_DIMS, 0};
         if (l->dp > 1)
             s.dim[0] = (int16_t)g->batch_dim;
-        if (fold && has_loop_dim(g, n, g->batch_dim))
+        if (fold && ir_node_has_dim(g, n, g->batch_dim))
             s.dim[1] = (int16_t)g->batch_dim; /* dp's inner factor */
-        if (l->cp > 1 && has_loop_dim(g, n, g->seq_dim))
+        if (l->cp > 1 && ir_node_has_dim(g, n, g->seq_dim))
             s.dim[1] = (int16_t)g->seq_dim; /* attention: its queries; k, v gathered */
         if (l->cp > 1 && l->ring && n->op == IR_OP_ATTENTION)
             s.xchg = 1u << 1; /* ... or passed round the ring */
@@ -205,7 +194,7 @@ bool layout_plan(const IrGraph *g, const Layout *l, Plan *p)
             bool any = false;
             for (int k = 0; tp_dims[k]; k++) {
                 int d = ir_dim_find(g, tp_dims[k]);
-                if (d < 0 || !has_loop_dim(g, n, d))
+                if (d < 0 || !ir_node_has_dim(g, n, d))
                     continue;
                 any = true;
                 PlanStrategy t = s;

@@ -13,25 +13,14 @@
  * row-parallel when contracted). */
 static const char *const tp_dims[] = {"n_heads", "n_kv_heads", "d_ff", "vocab"};
 
-static bool loop_has(const IrGraph *g, const IrNode *n, int d)
-{
-    for (int i = 0; i < n->nin; i++)
-        if (ir_tensor_has_dim(g, n->in[i], d))
-            return true;
-    for (int i = 0; i < n->nout; i++)
-        if (ir_tensor_has_dim(g, n->out[i], d))
-            return true;
-    return false;
-}
-
 static int tp_dim(const IrGraph *g, const IrNode *n, bool sp)
 {
     for (size_t k = 0; k < sizeof tp_dims / sizeof tp_dims[0]; k++) {
         int d = ir_dim_find(g, tp_dims[k]);
-        if (d >= 0 && loop_has(g, n, d) && plan_dim_splittable(g, n, d))
+        if (d >= 0 && ir_node_has_dim(g, n, d) && plan_dim_splittable(g, n, d))
             return d;
     }
-    if (sp && loop_has(g, n, g->seq_dim) && plan_dim_splittable(g, n, g->seq_dim))
+    if (sp && ir_node_has_dim(g, n, g->seq_dim) && plan_dim_splittable(g, n, g->seq_dim))
         return g->seq_dim;
     return -1;
 }
@@ -71,7 +60,7 @@ bool mega_plan(const IrGraph *g, const MegaLayout *L, Plan *p)
         const IrNode *n = &g->nodes[i];
         PlanStrategy *s = &p->strategy[i];
         *s = (PlanStrategy){PLAN_NO_DIMS, 0};
-        s->dim[0] = (int16_t)(L->dp > 1 && loop_has(g, n, g->batch_dim) ? g->batch_dim : -1);
+        s->dim[0] = (int16_t)(L->dp > 1 && ir_node_has_dim(g, n, g->batch_dim) ? g->batch_dim : -1);
         s->dim[1] = (int16_t)(L->tp > 1 ? tp_dim(g, n, L->sp) : -1);
         if (L->dp == 1 && L->tp > 1) { /* mesh 1 x tp: axis 0 is unused */
             s->dim[0] = -1;
