@@ -128,21 +128,10 @@ static int xchg_dim(const IrGraph *g, const IrNode *n, const PlanStrategy *s, in
     return e >= 0 && ir_tensor_has_dim(g, t, e) ? e : -1;
 }
 
-static bool is_loop_dim(const IrGraph *g, const IrNode *n, int d)
-{
-    for (int i = 0; i < n->nin; i++)
-        if (in_tensor(g, n->in[i], d))
-            return true;
-    for (int i = 0; i < n->nout; i++)
-        if (in_tensor(g, n->out[i], d))
-            return true;
-    return false;
-}
-
 bool plan_dim_splittable(const IrGraph *g, const IrNode *node, int d)
 {
     const IrNode *n = fwd_of(g, node);
-    if (!is_loop_dim(g, n, d))
+    if (!ir_node_has_dim(g, n, d))
         return false;
     switch (n->op) {
     case IR_OP_RMSNORM:
@@ -394,7 +383,7 @@ static int meets(const IrGraph *g, const IrNode *n, int t, unsigned req, unsigne
     int tp = req & PLAN_REQ_CP ? 2 : 1;
     switch (r) {
     case PLAN_REQ_BATCH:
-        if (n ? !is_loop_dim(g, n, g->batch_dim) : !in_tensor(g, t, g->batch_dim))
+        if (n ? !ir_node_has_dim(g, n, g->batch_dim) : !in_tensor(g, t, g->batch_dim))
             return -1;
         return st->dim[0] == g->batch_dim;
     case PLAN_REQ_WEIGHTS:
@@ -406,7 +395,7 @@ static int meets(const IrGraph *g, const IrNode *n, int t, unsigned req, unsigne
             return -1;
         return st->dim[tp] == g->seq_dim;
     case PLAN_REQ_CP:
-        if (g->seq_dim < 0 || (n ? !is_loop_dim(g, n, g->seq_dim) : !in_tensor(g, t, g->seq_dim)))
+        if (g->seq_dim < 0 || (n ? !ir_node_has_dim(g, n, g->seq_dim) : !in_tensor(g, t, g->seq_dim)))
             return -1;
         /* ... attention's query sequence, or its heads in the all-to-all form. */
         return st->dim[1] == g->seq_dim || (n && plan_cp_a2a(g, n, st) == 1);

@@ -458,6 +458,20 @@ static void time_limit(void)
  * attention's output, where the cost model counts that tensor at attention,
  * which keeps its own output; budgets then bought layouts whose activations
  * came out negative.) */
+/* st: every layer of the solved one's repeat with its strategies, the
+ * rest unsplit; the solved layer's piece. */
+static const IrPiece *every_layer_as(const Env *E, const PassIlpQuery *q, const PassIlpResult *r, PlanStrategy *st)
+{
+    const IrPiece *L = &E->g->pieces[q->first_piece];
+    for (int i = 0; i < E->g->nfwd; i++)
+        st[i] = (PlanStrategy){PLAN_NO_DIMS, 0};
+    for (int p = 0; p < E->g->npieces; p++)
+        if (E->g->pieces[p].rep == L->rep)
+            for (int j = 0; j < L->count; j++)
+                st[E->g->pieces[p].first + j] = r->strategy[j];
+    return L;
+}
+
 static void kept_activations(void)
 {
     Env E;
@@ -477,13 +491,7 @@ static void kept_activations(void)
             if (!r->feasible)
                 break;
             /* Every layer as the solved one, so readers in the next see it. */
-            const IrPiece *L = &E.g->pieces[q.first_piece];
-            for (int i = 0; i < E.g->nfwd; i++)
-                st[i] = (PlanStrategy){PLAN_NO_DIMS, 0};
-            for (int p = 0; p < E.g->npieces; p++)
-                if (E.g->pieces[p].rep == L->rep)
-                    for (int j = 0; j < L->count; j++)
-                        st[E.g->pieces[p].first + j] = r->strategy[j];
+            const IrPiece *L = every_layer_as(&E, &q, r, st);
             double kept = 0;
             for (int n = L->first; n < L->first + L->count; n++)
                 kept += pass_kept_bytes(&E.ctx, E.g, &q.mesh, st, ds, &E.g->nodes[n], q.recompute, false, NULL);
@@ -543,13 +551,7 @@ static void cp_a2a_again(void)
     int64_t *ds = malloc(sizeof *ds * (size_t)E.g->ndims);
     PlanStrategy *st = malloc(sizeof *st * (size_t)E.g->nfwd);
     ir_dim_sizes(E.g, q.mb_seqs, ds);
-    const IrPiece *L = &E.g->pieces[q.first_piece];
-    for (int i = 0; i < E.g->nfwd; i++)
-        st[i] = (PlanStrategy){PLAN_NO_DIMS, 0};
-    for (int p = 0; p < E.g->npieces; p++)
-        if (E.g->pieces[p].rep == L->rep)
-            for (int j = 0; j < L->count; j++)
-                st[E.g->pieces[p].first + j] = r->strategy[j];
+    const IrPiece *L = every_layer_as(&E, &q, r, st);
     double redo = 0, kern = 0;
     for (int n = L->first; n < L->first + L->count; n++) {
         double s;

@@ -41,6 +41,8 @@ RefSt *ref_st_zeros_like(const RefSt *st);
 void ref_st_free(RefSt *st);
 
 /* ----------------------------------------------------------- ref_ops.c */
+/* n doubles, zero-filled (at least one); exits on out of memory. */
+double *ref_zeros(int64_t n);
 /* C[M,N] (+)= op(A) op(B): A [M,K] ([K,M] if ta), B [K,N] ([N,K] if tb). */
 void ref_mm(double *c, const double *a, const double *b, int64_t M, int64_t N, int64_t K, bool ta,
             bool tb, bool acc);

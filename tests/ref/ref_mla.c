@@ -25,16 +25,6 @@ struct RefMla {
     double *cq_raw, *rs_q, *cq, *q, *kva, *rs_kv, *ckv, *kv, *kpe, *k, *v, *p, *o;
 };
 
-static double *zeros(int64_t n)
-{
-    double *p = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
-    if (!p) {
-        fprintf(stderr, "ref: out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
 static double *Wt(const RefSt *st, const char *prefix, const char *name)
 {
     char full[256];
@@ -52,7 +42,7 @@ static double *Wt(const RefSt *st, const char *prefix, const char *name)
 static void rope_part(double *x, int64_t R, int64_t S, int64_t heads, int64_t stride, int64_t at,
                       int64_t Dr, double theta, bool inverse)
 {
-    double *t = zeros(R * heads * Dr);
+    double *t = ref_zeros(R * heads * Dr);
     for (int64_t r = 0; r < R * heads; r++)
         memcpy(t + r * Dr, x + r * stride + at, sizeof(double) * (size_t)Dr);
     ref_rope(t, R, S, heads, Dr, theta, inverse);
@@ -66,11 +56,11 @@ RefMla *ref_mla_fwd(const RefConfig *c, const RefSt *w, const char *prefix, cons
     const int64_t R = c->B * c->S, S = c->S, D = c->D, H = c->H, QR = c->QR, KR = c->KR;
     const int64_t Dn = c->Dn, Dr = c->Dr, Dv = c->Dv, Dqk = Dn + Dr, Dkv = Dn + Dv;
     RefMla *m = calloc(1, sizeof *m);
-    m->cq_raw = zeros(R * QR), m->rs_q = zeros(R), m->cq = zeros(R * QR), m->q = zeros(R * H * Dqk);
-    m->kva = zeros(R * (KR + Dr)), m->rs_kv = zeros(R), m->ckv = zeros(R * KR);
-    m->kv = zeros(R * H * Dkv), m->kpe = zeros(R * Dr), m->k = zeros(R * H * Dqk);
-    m->v = zeros(R * H * Dv), m->p = zeros(c->B * H * S * S), m->o = zeros(R * H * Dv);
-    double *craw = zeros(R * KR);
+    m->cq_raw = ref_zeros(R * QR), m->rs_q = ref_zeros(R), m->cq = ref_zeros(R * QR), m->q = ref_zeros(R * H * Dqk);
+    m->kva = ref_zeros(R * (KR + Dr)), m->rs_kv = ref_zeros(R), m->ckv = ref_zeros(R * KR);
+    m->kv = ref_zeros(R * H * Dkv), m->kpe = ref_zeros(R * Dr), m->k = ref_zeros(R * H * Dqk);
+    m->v = ref_zeros(R * H * Dv), m->p = ref_zeros(c->B * H * S * S), m->o = ref_zeros(R * H * Dv);
+    double *craw = ref_zeros(R * KR);
     /* queries */
     ref_mm(m->cq_raw, h, Wt(w, prefix, "q_a_proj.weight"), R, QR, D, false, true, false);
     ref_rmsnorm_fwd(m->cq, m->rs_q, m->cq_raw, Wt(w, prefix, "q_a_layernorm.weight"), R, QR, c->eps);
@@ -128,15 +118,15 @@ void ref_mla_bwd(const RefConfig *c, const RefSt *w, RefSt *gr, const char *pref
 {
     const int64_t R = c->B * c->S, S = c->S, D = c->D, H = c->H, QR = c->QR, KR = c->KR;
     const int64_t Dn = c->Dn, Dr = c->Dr, Dv = c->Dv, Dqk = Dn + Dr, Dkv = Dn + Dv;
-    double *dO = zeros(R * H * Dv), *dq = zeros(R * H * Dqk), *dk = zeros(R * H * Dqk),
-           *dv = zeros(R * H * Dv), *dkv = zeros(R * H * Dkv), *dkva = zeros(R * (KR + Dr)),
-           *dkpe = zeros(R * Dr), *dckv = zeros(R * KR), *dcraw = zeros(R * KR), *dcq = zeros(R * QR),
-           *dcqr = zeros(R * QR), *craw = zeros(R * KR);
+    double *dO = ref_zeros(R * H * Dv), *dq = ref_zeros(R * H * Dqk), *dk = ref_zeros(R * H * Dqk),
+           *dv = ref_zeros(R * H * Dv), *dkv = ref_zeros(R * H * Dkv), *dkva = ref_zeros(R * (KR + Dr)),
+           *dkpe = ref_zeros(R * Dr), *dckv = ref_zeros(R * KR), *dcraw = ref_zeros(R * KR), *dcq = ref_zeros(R * QR),
+           *dcqr = ref_zeros(R * QR), *craw = ref_zeros(R * KR);
     ref_mm(Wt(gr, prefix, "o_proj.weight"), dout, m->o, D, H * Dv, R, true, false, true);
     ref_mm(dO, dout, Wt(w, prefix, "o_proj.weight"), R, H * Dv, D, false, false, false);
     /* attention: dp_j = dO . v_j; ds_j = p_j (dp_j - sum_l p_l dp_l) */
     const double scale = 1 / sqrt((double)Dqk);
-    double *dp = zeros(S);
+    double *dp = ref_zeros(S);
     for (int64_t b = 0; b < c->B; b++)
         for (int64_t hd = 0; hd < H; hd++)
             for (int64_t i = 0; i < S; i++) {

@@ -266,16 +266,6 @@ typedef struct Layer {
     RefMla *mla; /* DeepSeek's attention */
 } Layer;
 
-static double *zalloc(int64_t n)
-{
-    double *p = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
-    if (!p) {
-        fprintf(stderr, "ref: out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
 static void add_bias(double *y, const double *b, int64_t rows, int64_t cols)
 {
     for (int64_t r = 0; r < rows; r++)
@@ -327,7 +317,7 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
     const int64_t Fmax = deepseek && c->Fd > F ? c->Fd : F; /* DeepSeek's dense layers are wider */
     const char *emb = llama ? "model.embed_tokens.weight" : "wte.weight";
     Layer *ly = calloc((size_t)c->L, sizeof *ly);
-    double *x = zalloc(R * D);
+    double *x = ref_zeros(R * D);
     const double *E = T(w, emb);
     for (int64_t r = 0; r < R; r++)
         for (int64_t j = 0; j < D; j++)
@@ -339,9 +329,9 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
         char p[64]; /* fmt's buffers are reused: keep the prefix */
         snprintf(p, sizeof p, llama ? "model.layers.%d." : "h.%d.", l);
         L->x_in = x;
-        L->h1 = zalloc(R * D), L->xh1 = zalloc(R * D), L->rs1 = zalloc(R);
-        L->q = zalloc(R * HD), L->k = zalloc(R * KD), L->v = zalloc(R * KD);
-        L->p = zalloc(c->B * H * c->S * c->S), L->a = zalloc(R * HD);
+        L->h1 = ref_zeros(R * D), L->xh1 = ref_zeros(R * D), L->rs1 = ref_zeros(R);
+        L->q = ref_zeros(R * HD), L->k = ref_zeros(R * KD), L->v = ref_zeros(R * KD);
+        L->p = ref_zeros(c->B * H * c->S * c->S), L->a = ref_zeros(R * HD);
         /* this layer's MLP: a MoE block, or a dense one of width Fl */
         const bool moe = c->fam == REF_MIXTRAL || (deepseek && l >= c->first_dense);
         const int64_t Fl = deepseek && !moe ? c->Fd : F;
@@ -357,7 +347,7 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
         } else {
             ref_layernorm_fwd(L->h1, L->xh1, L->rs1, x, T(w, fmt("%sln_1.weight", p)),
                               T(w, fmt("%sln_1.bias", p)), R, D, c->eps);
-            double *qkv = zalloc(R * 3 * D);
+            double *qkv = ref_zeros(R * 3 * D);
             linear(c, qkv, L->h1, T(w, fmt("%sattn.c_attn.weight", p)), R, D, 3 * D);
             add_bias(qkv, T(w, fmt("%sattn.c_attn.bias", p)), R, 3 * D);
             for (int64_t r = 0; r < R; r++) {
@@ -367,7 +357,7 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
             }
             free(qkv);
         }
-        L->x_mid = zalloc(R * D);
+        L->x_mid = ref_zeros(R * D);
         if (deepseek)
             L->mla = ref_mla_fwd(c, w, p, L->h1, L->x_mid);
         else
@@ -379,9 +369,9 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
             add_bias(L->x_mid, T(w, fmt("%sattn.c_proj.bias", p)), R, D);
         axpy(L->x_mid, x, R * D);
 
-        L->h2 = zalloc(R * D), L->xh2 = zalloc(R * D), L->rs2 = zalloc(R);
-        L->f1 = zalloc(R * Fl), L->f2 = zalloc(R * Fl), L->m = zalloc(R * Fl);
-        double *xo = zalloc(R * D);
+        L->h2 = ref_zeros(R * D), L->xh2 = ref_zeros(R * D), L->rs2 = ref_zeros(R);
+        L->f1 = ref_zeros(R * Fl), L->f2 = ref_zeros(R * Fl), L->m = ref_zeros(R * Fl);
+        double *xo = ref_zeros(R * D);
         if (llama) {
             ref_rmsnorm_fwd(L->h2, L->rs2, L->x_mid, T(w, fmt("%spost_attention_layernorm.weight", p)),
                             R, D, c->eps);
@@ -407,21 +397,21 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
         axpy(xo, L->x_mid, R * D);
         x = xo;
     }
-    double *xf = zalloc(R * D), *xhf = zalloc(R * D), *rsf = zalloc(R), *logits = zalloc(R * V);
+    double *xf = ref_zeros(R * D), *xhf = ref_zeros(R * D), *rsf = ref_zeros(R), *logits = ref_zeros(R * V);
     if (llama)
         ref_rmsnorm_fwd(xf, rsf, x, T(w, "model.norm.weight"), R, D, c->eps);
     else
         ref_layernorm_fwd(xf, xhf, rsf, x, T(w, "ln_f.weight"), T(w, "ln_f.bias"), R, D, c->eps);
     const double *head = T(w, llama ? "lm_head.weight" : "wte.weight"); /* [V, D] */
     ref_mm(logits, xf, head, R, V, D, false, true, false);
-    double *dlogits = gr ? zalloc(R * V) : NULL;
+    double *dlogits = gr ? ref_zeros(R * V) : NULL;
     double loss = ref_cross_entropy(logits, targets, R, V, dlogits);
     if (logits_out)
         memcpy(logits_out, logits, sizeof(double) * (size_t)(R * V));
 
     /* --------------------------------------------------------- backward */
     if (gr) {
-        double *dxf = zalloc(R * D), *dx = zalloc(R * D);
+        double *dxf = ref_zeros(R * D), *dx = ref_zeros(R * D);
         ref_mm(T(gr, llama ? "lm_head.weight" : "wte.weight"), dlogits, xf, V, D, R, true, false, true);
         ref_mm(dxf, dlogits, head, R, D, V, false, false, false);
         if (llama)
@@ -429,9 +419,9 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
         else
             ref_layernorm_bwd(dx, T(gr, "ln_f.weight"), T(gr, "ln_f.bias"), dxf, xhf, T(w, "ln_f.weight"),
                               rsf, R, D);
-        double *dh = zalloc(R * D), *dm = zalloc(R * Fmax), *d1 = zalloc(R * Fmax), *d2 = zalloc(R * Fmax);
-        double *da = zalloc(R * HD), *dq = zalloc(R * HD), *dk = zalloc(R * KD), *dv = zalloc(R * KD);
-        double *tmp = zalloc(R * D);
+        double *dh = ref_zeros(R * D), *dm = ref_zeros(R * Fmax), *d1 = ref_zeros(R * Fmax), *d2 = ref_zeros(R * Fmax);
+        double *da = ref_zeros(R * HD), *dq = ref_zeros(R * HD), *dk = ref_zeros(R * KD), *dv = ref_zeros(R * KD);
+        double *tmp = ref_zeros(R * D);
         for (int l = (int)c->L - 1; l >= 0; l--) {
             Layer *L = &ly[l];
             char p[64];
@@ -494,7 +484,7 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
                 ref_rmsnorm_bwd(tmp, T(gr, fmt("%sinput_layernorm.weight", p)), dh, L->x_in,
                                 T(w, fmt("%sinput_layernorm.weight", p)), L->rs1, R, D);
             } else {
-                double *dqkv = zalloc(R * 3 * D);
+                double *dqkv = ref_zeros(R * 3 * D);
                 for (int64_t r = 0; r < R; r++) {
                     memcpy(dqkv + r * 3 * D, dq + r * D, sizeof(double) * (size_t)D);
                     memcpy(dqkv + r * 3 * D + D, dk + r * D, sizeof(double) * (size_t)D);

@@ -51,16 +51,6 @@ static double *W(const RefConfig *c, const RefSt *st, const char *prefix, int wh
     return t->v;
 }
 
-static double *zeros(int64_t n)
-{
-    double *p = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
-    if (!p) {
-        fprintf(stderr, "ref: out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
 /* One expert on one row: a1 = w1 h, a3 = w3 h, m = silu(a1) a3, o = w2 m. */
 static void expert(const double *w1, const double *w3, const double *w2, const double *h, int64_t D,
                    int64_t F, double *a1, double *a3, double *m, double *o)
@@ -206,8 +196,8 @@ double ref_moe_fwd(const RefConfig *c, const RefSt *w, const char *prefix, const
     int64_t R = c->B * c->S, D = c->D, F = c->F, E = c->E, K = c->K;
     const double *wr = W(c, w, prefix, ROUTER, 0);
     int64_t Fm = c->Fs > F ? c->Fs : F;
-    double *z = zeros(E), *sv = zeros(E), *p = zeros(E), *wt = zeros(K), *a1 = zeros(Fm),
-           *a3 = zeros(Fm), *m = zeros(Fm), *o = zeros(D), *P = zeros(E);
+    double *z = ref_zeros(E), *sv = ref_zeros(E), *p = ref_zeros(E), *wt = ref_zeros(K), *a1 = ref_zeros(Fm),
+           *a3 = ref_zeros(Fm), *m = ref_zeros(Fm), *o = ref_zeros(D), *P = ref_zeros(E);
     int *sel = calloc((size_t)K, sizeof *sel);
     int64_t *cnt = calloc((size_t)E, sizeof *cnt);
     double reg = 0;
@@ -259,9 +249,9 @@ void ref_moe_bwd(const RefConfig *c, const RefSt *w, RefSt *gr, const char *pref
     const double *wr = W(c, w, prefix, ROUTER, 0);
     double *dwr = W(c, gr, prefix, ROUTER, 0);
     int64_t Fm = c->Fs > F ? c->Fs : F;
-    double *z = zeros(E), *sv = zeros(E), *p = zeros(E), *wt = zeros(K), *a1 = zeros(Fm),
-           *a3 = zeros(Fm), *m = zeros(Fm), *o = zeros(D), *dm = zeros(Fm), *dp = zeros(E),
-           *ds = zeros(E), *dz = zeros(E), *dw = zeros(K), *f = zeros(R * E);
+    double *z = ref_zeros(E), *sv = ref_zeros(E), *p = ref_zeros(E), *wt = ref_zeros(K), *a1 = ref_zeros(Fm),
+           *a3 = ref_zeros(Fm), *m = ref_zeros(Fm), *o = ref_zeros(D), *dm = ref_zeros(Fm), *dp = ref_zeros(E),
+           *ds = ref_zeros(E), *dz = ref_zeros(E), *dw = ref_zeros(K), *f = ref_zeros(R * E);
     int *sel = calloc((size_t)K, sizeof *sel);
     /* f_e of each sequence (the counts of its top-k choices), first */
     for (int64_t r = 0; r < R; r++) {

@@ -6,8 +6,19 @@
 #include "ref.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+double *ref_zeros(int64_t n)
+{
+    double *p = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+    if (!p) {
+        fprintf(stderr, "ref: out of memory\n");
+        exit(1);
+    }
+    return p;
+}
 
 void ref_mm(double *c, const double *a, const double *b, int64_t M, int64_t N, int64_t K, bool ta,
             bool tb, bool acc)
