@@ -137,7 +137,7 @@ GPUS = dict(BLACKWELL, H100="h100-80gb")
 RECIPE = BASE + ["--stack-set", "moe_imbalance=1"]
 # The megatron preset's host_op_us (x86) and host_op_us_grace are fitted on
 # the rows of these releases (`fit` mode) and the rows of the later ones are
-# held out: the older half (17 of 40 rows at this writing).
+# held out: the older rows (37 of 87 at this writing).
 FIT_RELEASES = ("25.11", "26.02", "26.02.01")
 HOST_KEY = {"GB200": "host_op_us_grace", "GB300": "host_op_us_grace"}  # Grace hosts; the rest x86
 FIT_GRID_US = range(0, 601, 5)
