@@ -69,3 +69,4 @@ _Static_assert(sizeof(((CgRank *)0)->mem) == sizeof(((CgRankProg *)0)->mem),
 _Static_assert(sizeof(((CgRankProg *)0)->stage) == CG_MAX_CHUNKS * sizeof(int) &&
                    sizeof(((CgRankProg *)0)->nslots) == CG_MAX_CHUNKS * sizeof(int),
                "CgRankProg's chunk tables are CG_MAX_CHUNKS long");
+_Static_assert(CG_MAX_CHUNKS == PLAN_PROG_MAX_CHUNKS, "plan.h's PLAN_PROG_MAX_CHUNKS is the programs' limit");

@@ -330,6 +330,11 @@ static bool generate(Cg *c)
                  "(they compute bf16 and fp8)", plan_precision_name(p->precision));
         return false;
     }
+    if (p->v > CG_MAX_CHUNKS) { /* a framework stack's plan may have more (plan.h) */
+        ir_error(IR_NOLOC, "the plan has %d model chunks per pipeline rank; ptdc's programs run at most %d",
+                 p->v, CG_MAX_CHUNKS);
+        return false;
+    }
     if (!cg_analyse(c) || !fp8_shapes_ok(c))
         return false;
     c->ranks = ir_alloc(c->arena, sizeof *c->ranks * (size_t)p->pp);

@@ -358,8 +358,15 @@ bool plan_verify(const IrGraph *g, const Plan *p);
 /* The micro-batch schedule of one pipeline rank: 1F1B (v = 1) or Megatron's
  * interleaved 1F1B (v chunks per rank), in schedule.c. Codegen executes it,
  * the cost model simulates it (passes/cost/schedule_sim.c) and counts the
- * activations it keeps alive. */
-#define PLAN_MAX_CHUNKS 16
+ * activations it keeps alive. A plan holds at most PLAN_MAX_CHUNKS chunks
+ * per rank (the cost model's tables); ptdc's programs at most
+ * PLAN_PROG_MAX_CHUNKS (runtime/trainer/model_abi.h's CG_MAX_CHUNKS, which
+ * codegen/cg_abi.c checks agrees), and the searches enumerate no more. A
+ * framework stack only prices its plan, so a pinned layout may use up to
+ * PLAN_MAX_CHUNKS there (Megatron-Bridge ran Qwen3-30B-A3B at 24 virtual
+ * stages: tests/cost/bridge_moe.py). */
+#define PLAN_MAX_CHUNKS 64
+#define PLAN_PROG_MAX_CHUNKS 16
 /* Codegen's limits on a pipeline: a parameter's pipeline ranks are one
  * 64-bit mask, and its message tags (stage x 128) stay inside the 32767 MPI
  * guarantees. The search keeps to them. */

@@ -411,11 +411,13 @@ void rep_framework_search(const PassCostCtx *c, const IrGraph *g, const PassSear
             int dp = gpus / (tp * pp * cp);
             if ((pin->dp && dp != pin->dp) || r->global_batch % dp)
                 continue;
-            /* codegen's and pass_predict's limits, as the search keeps to them */
+            /* pass_predict's limits; unpinned, the chunks per rank the
+             * searches enumerate (plan.h) */
             /* up to two chunks more than layers where the embedding and
              * the loss may each count as one (account_splits) */
             int most = A.layers + (uneven && !pinned_split ? 2 : 0);
-            for (int v = 1; pp * v <= most && v <= PLAN_MAX_CHUNKS && pp * v <= PLAN_MAX_STAGES; v++) {
+            int vmax = pin->v ? PLAN_MAX_CHUNKS : PLAN_PROG_MAX_CHUNKS;
+            for (int v = 1; pp * v <= most && v <= vmax && pp * v <= PLAN_MAX_STAGES; v++) {
                 if ((v > 1 && pp == 1) || (pin->v && v != pin->v))
                     continue;
                 PlanSchedule sched = v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B;

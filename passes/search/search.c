@@ -110,8 +110,11 @@ static void add_cand(Src *s, SrcGroup *G, int pp, int v, int rc, int zero)
 static bool v_ok(const Src *s, int pp, int v, int m)
 {
     int layers[PLAN_MAX_STAGES];
-    /* Codegen's schedules hold at most PLAN_MAX_CHUNKS chunks per rank. */
-    return s->rep0 >= 0 && pp >= 2 && v >= 2 && v <= PLAN_MAX_CHUNKS && pp * v <= PLAN_MAX_STAGES &&
+    /* Codegen's schedules hold at most PLAN_PROG_MAX_CHUNKS chunks per rank
+     * and the search enumerates no more; a framework stack's pinned
+     * --virtual-stages may have up to PLAN_MAX_CHUNKS (plan.h). */
+    int vmax = s->c->st.ref_stack && s->o->pins.v == v ? PLAN_MAX_CHUNKS : PLAN_PROG_MAX_CHUNKS;
+    return s->rep0 >= 0 && pp >= 2 && v >= 2 && v <= vmax && pp * v <= PLAN_MAX_STAGES &&
            pp * v <= s->rep_count + src_split_empty_ends(s) && m % pp == 0 && m >= pp &&
            src_split_pin(s, pp, v, layers, NULL, 0) >= 0;
 }

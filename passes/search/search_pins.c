@@ -123,10 +123,13 @@ static bool check_pp_pin(const Src *s)
                      "them (%s)", pp, g->name, pieces_str(g, buf, sizeof buf));
         return false;
     }
-    if (pp > PLAN_MAX_PP || v > PLAN_MAX_CHUNKS || pp * v > PLAN_MAX_STAGES) {
-        ir_error(IR_NOLOC, "--pp %d --virtual-stages %d: ptdc's programs run at most %d pipeline "
-                 "stages of at most %d model chunks each, %d chunks in all", pp, v, PLAN_MAX_PP,
-                 PLAN_MAX_CHUNKS, PLAN_MAX_STAGES);
+    /* A framework stack's plan is only priced: the programs' limit on chunks
+     * per rank is not its (plan.h). */
+    int vmax = s->c->st.ref_stack ? PLAN_MAX_CHUNKS : PLAN_PROG_MAX_CHUNKS;
+    if (pp > PLAN_MAX_PP || v > vmax || pp * v > PLAN_MAX_STAGES) {
+        ir_error(IR_NOLOC, "--pp %d --virtual-stages %d: %s at most %d pipeline stages of at most %d "
+                 "model chunks each, %d chunks in all", pp, v,
+                 s->c->st.ref_stack ? "a plan has" : "ptdc's programs run", PLAN_MAX_PP, vmax, PLAN_MAX_STAGES);
         return false;
     }
     if (pp > s->gpus) {
@@ -394,7 +397,7 @@ static bool check_split_pins(const Src *s)
     }
     /* Every pinned (pp, v) the schedule allows; the first reason if none takes the split. */
     int vlo = inter ? (p->v > 1 ? p->v : 2) : 1;
-    int vhi = p->schedule == PLAN_SCHED_1F1B ? 1 : p->v > 1 ? p->v : PLAN_MAX_CHUNKS;
+    int vhi = p->schedule == PLAN_SCHED_1F1B ? 1 : p->v > 1 ? p->v : PLAN_PROG_MAX_CHUNKS;
     for (int pp = p->pp ? p->pp : 2; pp <= (p->pp ? p->pp : PLAN_MAX_PP); pp++)
         for (int v = vlo; v <= vhi && pp * v <= PLAN_MAX_STAGES; v++) {
             char w[256];

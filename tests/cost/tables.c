@@ -23,7 +23,7 @@ typedef struct Run {
  * what the table does not give: every micro-batch dividing the sequences a
  * replica runs per step and every number of model chunks Megatron accepts
  * (layers per pipeline rank divisible by it; micro-batches divisible by pp,
- * megatron/core/pipeline_parallel/schedules.py; at most PLAN_MAX_CHUNKS) is
+ * megatron/core/pipeline_parallel/schedules.py; at most PLAN_PROG_MAX_CHUNKS) is
  * priced, and r->L becomes the fastest that fits (the fastest of all when
  * none does): the layout the published run's tuning would have found. */
 static bool run_tuned(const char *model_dir, Run *r, bool tune, PassPrediction *p)
@@ -51,7 +51,7 @@ static bool run_tuned(const char *model_dir, Run *r, bool tune, PassPrediction *
     for (int mb = tune ? 1 : want.micro_batch; mb <= (tune ? per_replica : want.micro_batch); mb++) {
         if (per_replica % mb)
             continue;
-        for (int v = tune ? 1 : want.v; v <= (tune ? per_rank : want.v) && v <= PLAN_MAX_CHUNKS; v++) {
+        for (int v = tune ? 1 : want.v; v <= (tune ? per_rank : want.v) && v <= PLAN_PROG_MAX_CHUNKS; v++) {
             if (per_rank % v || (tune && v > 1 && (want.pp < 2 || (per_replica / mb) % want.pp)))
                 continue;
             MegaLayout L = want;

@@ -151,7 +151,7 @@ static void pinned_all(Setup *s, Row *row)
             int dp = N / (tp * pp), n = N / pp;
             if ((n % gpn && gpn % n) || gb % dp)
                 continue;
-            for (int v = 1; v <= PLAN_MAX_CHUNKS; v++) {
+            for (int v = 1; v <= PLAN_PROG_MAX_CHUNKS; v++) {
                 if (v > 1 && (pp < 2 || nl % (pp * v) || pp * v > PLAN_MAX_STAGES ||
                               !pass_stack_has_schedule(st, PLAN_SCHED_INTERLEAVED)))
                     continue;
