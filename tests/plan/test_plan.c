@@ -87,6 +87,8 @@ int main(int argc, char **argv)
 
     /* Context parallelism: axis 1 where attention splits its queries'
      * sequence, tp the last axis; every node splits the sequence there. */
+    IrArena *a8 = ir_arena_new(); /* a second graph, kept to the end: diagnostics quote its source */
+    IrGraph *g8 = NULL;
     {
         Layout lc;
         Plan pc;
@@ -122,9 +124,8 @@ int main(int argc, char **argv)
                 pc.strategy[i] = *as;
         CHECK(!verify(g, &pc) && diag && strstr(diag, "key/value heads must divide over the 4 cp x tp ranks"),
               "a2a beside tp with 2 KV heads: %s", diag ? diag : "accepted");
-        IrArena *a8 = ir_arena_new();
         FeSet h8[2] = {{"n_heads", "8"}, {"n_kv_heads", "4"}};
-        IrGraph *g8 = fe_compile_file(a8, argv[1], h8, 2, 0);
+        g8 = fe_compile_file(a8, argv[1], h8, 2, 0);
         CHECK(g8 && layout_parse("dp2-cp2-tp2-a2a", &lc) && layout_plan(g8, &lc, &pc) && verify(g8, &pc),
               "dp2-cp2-tp2-a2a with 4 KV heads rejected: %s", diag);
         if (g8) {
@@ -138,7 +139,6 @@ int main(int argc, char **argv)
             CHECK(!verify(g8, &pc) && diag && strstr(diag, "one dim split over two mesh axes"),
                   "heads over cp and tp without the exchange: %s", diag ? diag : "accepted");
         }
-        ir_arena_free(a8);
     }
     /* Attention work per CP rank: one rank's is the whole causal triangle
      * (S^2 / 2) or band (S W - W^2 / 2); the contiguous split leaves the last
@@ -204,6 +204,9 @@ int main(int argc, char **argv)
 
     free(diag);
     ir_graph_free(g);
+    if (g8)
+        ir_graph_free(g8);
+    ir_arena_free(a8);
     ir_arena_free(a);
     if (failures)
         fprintf(stderr, "test_plan: %d failures\n", failures);
