@@ -190,8 +190,9 @@ typedef enum {
     CG_A_FLT,   /* sym: a float literal ("1e-05f") */
     CG_A_COMM,  /* g_comm[buf]; 0: NULL */
     CG_A_COORD, /* (int64_t)g_coord[buf] * size; buf -1: 0. comm: the axes (bits) splitting
-                   the same dim inside buf's (a nested split): the coordinate is then
-                   buf's, and each inner axis's in turn, outer-major */
+                   the same dim inside buf's (a nested split; buf the outermost in the
+                   sharding's order, PlanSharding.hi_outer): the coordinate is then
+                   buf's, and the inner axis's in turn, outer-major */
     CG_A_MESH,  /* CG_MESH<buf> */
     CG_A_AXIS,  /* g_coord[buf] */
     CG_A_SYM,   /* sym, as is */
@@ -378,7 +379,7 @@ CgArg cg_a_flt(Cg *c, double v);
 CgArg cg_a_comm(int mask);
 CgArg cg_a_coord(int axis, CgSize s);             /* axis -1: 0 */
 /* This rank's offset along dim d of local size s, d split over the axes
- * of sh (nested: outer-major), 0 where none splits it. */
+ * of sh (nested: outer-major in sh's order), 0 where none splits it. */
 CgArg cg_a_coord_of(const PlanSharding *sh, int d, CgSize s);
 CgArg cg_a_mesh(int axis);
 CgArg cg_a_axis(int axis);

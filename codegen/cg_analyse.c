@@ -166,7 +166,7 @@ static void analyse_tensors(Cg *c)
     for (int t = 0; t < nt; t++) {
         c->last_stage[t] = -1;
         c->param_index[t] = -1;
-        c->prod[t] = c->canon[t] = c->gsh[t] = (PlanSharding){PLAN_NO_DIMS, 0};
+        c->prod[t] = c->canon[t] = c->gsh[t] = (PlanSharding){PLAN_NO_DIMS, 0, 0};
     }
     for (int i = 0; i < g->nnodes; i++) {
         const IrNode *n = &g->nodes[i];

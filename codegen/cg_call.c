@@ -149,10 +149,13 @@ CgArg cg_a_coord_of(const PlanSharding *sh, int d, CgSize s)
     CgArg a = cg_a_coord(-1, s);
     for (int ax = 0; ax < PLAN_MAX_AXES && d >= 0; ax++)
         if (sh->dim[ax] == d) {
-            if (a.buf < 0)
+            if (a.buf < 0 || plan_axis_outside(sh, ax, a.buf)) { /* buf: the outermost */
+                if (a.buf >= 0)
+                    a.comm |= 1 << a.buf;
                 a.buf = ax;
-            else
+            } else {
                 a.comm |= 1 << ax;
+            }
         }
     return a;
 }

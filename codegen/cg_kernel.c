@@ -37,9 +37,7 @@ static CgSize dim1(const K *k, int d)
  * when d is split over axis a (outer-major over a nested split), else 0. */
 static CgArg offset_of(const K *k, int d, CgSize size)
 {
-    PlanSharding sh = {PLAN_NO_DIMS, 0};
-    for (int a = 0; a < k->c->naxes; a++)
-        sh.dim[a] = k->s->dim[a];
+    PlanSharding sh = plan_shard_loop(k->s);
     return cg_a_coord_of(&sh, d, size);
 }
 

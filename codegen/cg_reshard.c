@@ -113,12 +113,11 @@ int cg_reshard(Low *L, int t, const char *pre, int src, PlanSharding from, PlanS
         int a = s->axis, pos = s->dim >= 0 ? ir_tensor_dim_pos(c->g, t, s->dim) : -1;
         CgArg comm = cg_a_comm(1 << a), scratch = cg_a_sym("g_scratch");
         const char *ax = c->axis_name[a];
-        PlanSharding next = sh;
+        PlanSharding next = plan_sharding_after(&sh, s); /* the nesting order too */
         int out;
         CgSize d[3];
         switch (s->kind) {
         case PLAN_COLL_ALLREDUCE:
-            next.partial &= (uint8_t)~(1u << a);
             if (!priv || (last && dest >= 0)) {
                 out = last && dest >= 0 ? dest : cg_temp(L, t, &next, pre, "_ar", cg_fmt(c, "summed over %s", ax));
                 LOW_CALL(L, COPY, BUF(out), BUF(cur), bytes(c, t, &sh));
@@ -127,8 +126,6 @@ int cg_reshard(Low *L, int t, const char *pre, int src, PlanSharding from, PlanS
             LOW_CALL(L, ALLREDUCE, comm, BUF(cur), SZ(cg_sz_numel(c, t, &sh)), cg_a_sym("RT_ACT"));
             break;
         case PLAN_COLL_REDUCESCATTER:
-            next.partial &= (uint8_t)~(1u << a);
-            next.dim[a] = (int16_t)s->dim;
             out = last && dest >= 0 ? dest : cg_temp(L, t, &next, pre, "_rs", cg_fmt(c, "reduce-scattered over %s", ax));
             around(L, t, &next, pos, d);
             need_scratch(L, cg_numel(c, t, &sh));
@@ -136,7 +133,6 @@ int cg_reshard(Low *L, int t, const char *pre, int src, PlanSharding from, PlanS
             cur = out;
             break;
         case PLAN_COLL_ALLGATHER:
-            next.dim[a] = -1;
             out = last && dest >= 0 ? dest : cg_temp(L, t, &next, pre, "_ag", cg_fmt(c, "gathered over %s", ax));
             around(L, t, &sh, pos, d);
             need_scratch(L, cg_numel(c, t, &next));
@@ -144,7 +140,6 @@ int cg_reshard(Low *L, int t, const char *pre, int src, PlanSharding from, PlanS
             cur = out;
             break;
         case PLAN_COLL_ALLTOALL: {
-            next.dim[a] = (int16_t)s->dim2;
             out = last && dest >= 0 ? dest : cg_temp(L, t, &next, pre, "_a2a", cg_fmt(c, "all-to-all over %s", ax));
             int p1 = pos, p2 = ir_tensor_dim_pos(c->g, t, s->dim2);
             bool to_second = p1 < p2;
@@ -163,7 +158,6 @@ int cg_reshard(Low *L, int t, const char *pre, int src, PlanSharding from, PlanS
             break;
         }
         case PLAN_COLL_SLICE:
-            next.dim[a] = (int16_t)s->dim;
             out = last && dest >= 0 ? dest : cg_temp(L, t, &next, pre, "_sl", cg_fmt(c, "sliced over %s", ax));
             around(L, t, &next, pos, d);
             LOW_CALL(L, SLICE_DIM, BUF(out), BUF(cur), SZ(d[0]), SZ(d[1]), SZ(d[2]), cg_a_mesh(a), cg_a_axis(a));

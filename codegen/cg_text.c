@@ -84,8 +84,8 @@ static const char *arg_text(Cg *c, const CgArg *a, CgConsts *k, const char *(*bu
         if (a->buf < 0)
             return "0";
         const char *x = cg_fmt(c, "(int64_t)g_coord[%d]", a->buf);
-        for (int ax = a->buf + 1; ax < PLAN_MAX_AXES; ax++)
-            if (a->comm >> ax & 1)
+        for (int ax = 0; ax < PLAN_MAX_AXES; ax++) /* two levels at most: one inner axis */
+            if (ax != a->buf && (a->comm >> ax & 1))
                 x = cg_fmt(c, "(%s * CG_MESH%d + g_coord[%d])", x, ax, ax);
         return cg_fmt(c, "%s * %s", x, size_text(c, &a->size, k));
     }

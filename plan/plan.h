@@ -25,9 +25,11 @@
  *             outputs. A split dim the output lacks leaves a partial sum.
  *   sharding  how one tensor is laid out: the dim split over each axis, and
  *             the axes over which its values are partial sums. A dim split
- *             over two axes (only the sequence over cp and tp:
- *             plan_seq_nested) is nested, the outer axis's shards split
- *             again by the inner one.
+ *             over two axes (the sequence over cp and tp: plan_seq_nested;
+ *             attention's heads over tp and cp in the all-to-all form) is
+ *             nested, the outer axis's shards split again by the inner
+ *             one; the lower axis is the outer one unless the sharding's
+ *             order says otherwise (PlanSharding.hi_outer).
  *   backward nodes use the strategy of the forward node they differentiate.
  */
 #ifndef PTDC_PLAN_H
@@ -70,6 +72,15 @@ typedef struct PlanStrategy {
 typedef struct PlanSharding {
     int16_t dim[PLAN_MAX_AXES];   /* this tensor's dim split over axis a, or -1 (replicated) */
     uint8_t partial;              /* bit a set: values are partial sums over axis a */
+    uint8_t hi_outer;             /* the nesting order of a dim split over several axes: bit a
+                                     set: axis a is outside the lower axes splitting the same
+                                     dim (their pieces are pieces of axis a's shard), clear:
+                                     inside them. 0, the default, nests in axis order (cp
+                                     outer, tp inner: the sequence). The all-to-all form of
+                                     context parallelism beside tp sets it: tp's heads block t
+                                     dealt out over cp, head block t x cp + c (docs/context.md).
+                                     Set only on an axis sharing its dim with a lower one
+                                     (canonical, so plan_sharding_eq compares layouts) */
 } PlanSharding;
 
 typedef enum {
@@ -225,6 +236,17 @@ PlanSharding plan_reshard_reduced(const IrGraph *g, int t, const PlanMesh *m, Pl
                                   const PlanSharding *to, const int64_t *dim_size);
 
 bool plan_sharding_eq(const PlanSharding *a, const PlanSharding *b);
+/* Nesting (PlanSharding.hi_outer): does axis b hold the outer pieces of the
+ * dim both it and axis a split in sh (a != b)? */
+bool plan_axis_outside(const PlanSharding *sh, int b, int a);
+/* The sharding after one step of a reshard: a split the step makes is the
+ * innermost of its dim (plan_reshard splits or unsplits a dim only at its
+ * innermost level), an all-reduce only drops the partial bit. */
+PlanSharding plan_sharding_after(const PlanSharding *sh, const PlanColl *step);
+/* A strategy's loop dims as a sharding (no partial sums), with the order
+ * its nested splits take: an exchange axis (the all-to-all's) nests inside
+ * the other axis splitting its dim. */
+PlanSharding plan_shard_loop(const PlanStrategy *s);
 /* "wq[d_model, n_heads/tp, head_dim]" using axis names (e.g. {"dp","tp"}). */
 const char *plan_sharding_str(const IrGraph *g, int t, const PlanSharding *sh,
                               const char *const *axis_names, char *buf, size_t n);

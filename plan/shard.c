@@ -86,6 +86,97 @@ static const IrNode *fwd_of(const IrGraph *g, const IrNode *n)
 
 static bool in_tensor(const IrGraph *g, int t, int d) { return ir_tensor_has_dim(g, t, d); }
 
+/* PlanSharding.hi_outer is kept only on an axis sharing its dim with a lower
+ * axis, so equal layouts compare equal. */
+static void canon(PlanSharding *sh)
+{
+    for (int a = 0; a < PLAN_MAX_AXES; a++) {
+        bool shared = false;
+        for (int b = 0; b < a; b++)
+            shared |= sh->dim[a] >= 0 && sh->dim[b] == sh->dim[a];
+        if (!shared)
+            sh->hi_outer &= (uint8_t)~(1u << a);
+    }
+}
+
+bool plan_axis_outside(const PlanSharding *sh, int b, int a)
+{
+    if (a == b)
+        return false;
+    return b > a ? (sh->hi_outer >> b & 1) : !(sh->hi_outer >> a & 1);
+}
+
+/* Make axis a (splitting its dim in sh) the innermost level of that dim. */
+static void nest_innermost(PlanSharding *sh, int a)
+{
+    for (int b = 0; b < PLAN_MAX_AXES; b++) {
+        if (b == a || sh->dim[b] < 0 || sh->dim[b] != sh->dim[a])
+            continue;
+        if (b < a)
+            sh->hi_outer &= (uint8_t)~(1u << a);
+        else
+            sh->hi_outer |= (uint8_t)(1u << b);
+    }
+    canon(sh);
+}
+
+PlanSharding plan_sharding_after(const PlanSharding *sh, const PlanColl *c)
+{
+    PlanSharding r = *sh;
+    int a = c->axis;
+    switch (c->kind) {
+    case PLAN_COLL_ALLREDUCE: r.partial &= (uint8_t)~(1u << a); break;
+    case PLAN_COLL_REDUCESCATTER:
+        r.partial &= (uint8_t)~(1u << a);
+        r.dim[a] = (int16_t)c->dim;
+        nest_innermost(&r, a);
+        break;
+    case PLAN_COLL_ALLGATHER:
+        r.dim[a] = -1;
+        canon(&r);
+        break;
+    case PLAN_COLL_ALLTOALL:
+        r.dim[a] = (int16_t)c->dim2;
+        nest_innermost(&r, a);
+        break;
+    case PLAN_COLL_SLICE:
+        r.dim[a] = (int16_t)c->dim;
+        nest_innermost(&r, a);
+        break;
+    default: break;
+    }
+    return r;
+}
+
+/* A strategy's nesting order: an exchange axis splitting a dim that another,
+ * higher axis splits too sits inside it (attention's heads dealt out over cp
+ * inside tp's block). The batch folded over dp (plan_batch_nested, the
+ * exchange on the higher axis) keeps the default. */
+static uint8_t strategy_order(const PlanStrategy *s)
+{
+    uint8_t o = 0;
+    for (int a = 0; a < PLAN_MAX_AXES; a++)
+        for (int b = a + 1; (s->xchg >> a & 1) && b < PLAN_MAX_AXES; b++)
+            if (s->dim[a] >= 0 && s->dim[b] == s->dim[a])
+                o |= (uint8_t)(1u << b);
+    return o;
+}
+
+PlanSharding plan_shard_loop(const PlanStrategy *s)
+{
+    PlanSharding sh = {{s->dim[0], s->dim[1], s->dim[2]}, 0, strategy_order(s)};
+    canon(&sh);
+    return sh;
+}
+
+/* A tensor's sharding under strategy s takes s's order where two axes
+ * split the same dim of it (k, v: the KV heads carry the heads' split). */
+static void take_order(PlanSharding *sh, const PlanStrategy *s)
+{
+    sh->hi_outer = strategy_order(s);
+    canon(sh);
+}
+
 /* ATTENTION: splitting the query heads splits the kv heads on the same axis. */
 static int kv_dim(const IrGraph *g, const IrNode *n, int heads)
 {
@@ -268,9 +359,26 @@ static bool split_ok(const IrGraph *g, const IrNode *n, int d, int ways, const i
     return true;
 }
 
-/* The axis strategy st could run attention's all-to-all CP form over (it
- * splits the heads there, on the innermost axis of more than one rank, and
- * no axis splits the query sequence), or -1. */
+/* Attention's heads split over a dp x cp x tp mesh's cp and tp axes, tp
+ * outer (Megatron's a2a beside tp: the q projection leaves tp rank t heads
+ * block t, the all-to-all over cp deals that block out): only as the
+ * all-to-all form, the heads and the KV heads dividing tp x cp (split_ok:
+ * Transformer Engine asserts the heads per tp rank divide by cp). */
+static bool heads_nested(const IrGraph *g, const IrNode *n, const PlanMesh *m, const PlanStrategy *st,
+                         const int64_t *dim_size)
+{
+    if (n->op != IR_OP_ATTENTION || m->naxes != 3 || m->size[1] < 2 || m->size[2] < 2)
+        return false;
+    const IrTensor *q = &g->tensors[n->in[0]];
+    int h = q->dim[2];
+    return st->dim[1] == h && st->dim[2] == h && st->dim[0] != h && st->dim[0] != q->dim[1] &&
+           (!dim_size || split_ok(g, n, h, m->size[1] * m->size[2], dim_size));
+}
+
+/* The axis strategy st could run attention's all-to-all CP form over, or
+ * -1: it splits the heads on the innermost axis of more than one rank, and
+ * no axis splits the query sequence; or it splits them over cp and tp
+ * (heads_nested), the all-to-all over cp, inside tp's block. */
 static int a2a_axis(const IrGraph *g, const IrNode *n, const PlanMesh *m, const PlanStrategy *st)
 {
     if (n->op != IR_OP_ATTENTION)
@@ -283,6 +391,8 @@ static int a2a_axis(const IrGraph *g, const IrNode *n, const PlanMesh *m, const 
         if (st->dim[a] == q->dim[1])
             return -1;
     }
+    if (heads_nested(g, n, m, st, NULL))
+        return 1;
     return inner >= 0 && st->dim[inner] == q->dim[2] ? inner : -1;
 }
 
@@ -311,14 +421,20 @@ int plan_strategies(const IrGraph *g, const IrNode *n, const PlanMesh *m, const 
     for (;;) {
         PlanStrategy st = {PLAN_NO_DIMS, 0};
         bool ok = true;
-        for (int a = 0; a < PLAN_MAX_AXES; a++) {
+        for (int a = 0; a < PLAN_MAX_AXES; a++)
             st.dim[a] = (int16_t)cand[a][pick[a]];
+        bool heads = heads_nested(g, n, m, &st, dim_size);
+        for (int a = 0; a < PLAN_MAX_AXES; a++)
             for (int b = 0; b < a; b++)
-                ok &= st.dim[a] < 0 || st.dim[a] != st.dim[b] ||
+                ok &= st.dim[a] < 0 || st.dim[a] != st.dim[b] || (heads && b == 1 && a == 2) ||
                       (plan_seq_nested(g, n, m, st.dim[a], b, a) &&
                        dim_size[st.dim[a]] % (m->size[a] * m->size[b]) == 0);
-        }
-        if (ok) {
+        if (ok && heads) {
+            /* Nested heads: the all-to-all form alone (a2a_axis gives 1). */
+            if (k < max)
+                out[k] = (PlanStrategy){{st.dim[0], st.dim[1], st.dim[2]}, 2u};
+            k++;
+        } else if (ok) {
             if (k < max)
                 out[k] = st;
             k++;
@@ -332,8 +448,8 @@ int plan_strategies(const IrGraph *g, const IrNode *n, const PlanMesh *m, const 
             }
             /* The all-to-all form: the heads split over the innermost axis,
              * the sequence nowhere; the ILP keeps it only on a cp axis
-             * (cp_pins). The innermost, because with tp > 1 the heads are
-             * tp's, and splitting them over tp and cp (nested) is not built. */
+             * (cp_pins). With tp > 1 the heads are tp's: the form is the
+             * nested split above, cp inside tp. */
             int ha = a2a_axis(g, n, m, &st);
             if (ha >= 0) {
                 if (k < max)
@@ -477,10 +593,11 @@ static int carrier(const IrGraph *g, const IrNode *n, int t, int d)
 
 PlanSharding plan_shard_of(const IrGraph *g, int t, const PlanStrategy *s)
 {
-    PlanSharding sh = {PLAN_NO_DIMS, 0};
+    PlanSharding sh = {PLAN_NO_DIMS, 0, 0};
     for (int a = 0; a < PLAN_MAX_AXES; a++)
         if (s->dim[a] >= 0 && in_tensor(g, t, s->dim[a]))
             sh.dim[a] = s->dim[a];
+    take_order(&sh, s);
     return sh;
 }
 
@@ -489,14 +606,15 @@ void plan_shard_io(const IrGraph *g, const IrNode *node, const PlanStrategy *s, 
 {
     const IrNode *n = fwd_of(g, node);
     for (int i = 0; in && i < node->nin; i++) {
-        in[i] = (PlanSharding){PLAN_NO_DIMS, 0};
+        in[i] = (PlanSharding){PLAN_NO_DIMS, 0, 0};
         for (int a = 0; a < PLAN_MAX_AXES; a++) {
             int c = cp_whole(g, n, s, a, node->in[i]) ? -1 : carrier(g, n, node->in[i], s->dim[a]);
             in[i].dim[a] = (int16_t)(c >= 0 ? c : xchg_dim(g, n, s, a, node->in[i]));
         }
+        take_order(&in[i], s);
     }
     for (int i = 0; out && i < node->nout; i++) {
-        out[i] = (PlanSharding){PLAN_NO_DIMS, 0};
+        out[i] = (PlanSharding){PLAN_NO_DIMS, 0, 0};
         for (int a = 0; a < PLAN_MAX_AXES; a++) {
             int d = s->dim[a];
             if (d < 0)
@@ -518,13 +636,14 @@ void plan_shard_io(const IrGraph *g, const IrNode *node, const PlanStrategy *s, 
                 continue;
             out[i].partial |= (uint8_t)(1u << a);
         }
+        take_order(&out[i], s);
     }
 }
 
 PlanSharding plan_shard_grad_in(const IrGraph *g, const IrNode *node, const PlanStrategy *s, int i)
 {
     const IrNode *n = fwd_of(g, node);
-    PlanSharding sh = {PLAN_NO_DIMS, 0};
+    PlanSharding sh = {PLAN_NO_DIMS, 0, 0};
     for (int a = 0; a < PLAN_MAX_AXES; a++) {
         int d = s->dim[a];
         if (d < 0)
@@ -537,6 +656,7 @@ PlanSharding plan_shard_grad_in(const IrGraph *g, const IrNode *node, const Plan
         else
             sh.partial |= (uint8_t)(1u << a);
     }
+    take_order(&sh, s);
     return sh;
 }
 
@@ -573,35 +693,53 @@ int64_t plan_local_numel(const IrGraph *g, int t, const PlanMesh *m, const PlanS
 bool plan_sharding_eq(const PlanSharding *a, const PlanSharding *b)
 {
     return a->dim[0] == b->dim[0] && a->dim[1] == b->dim[1] && a->dim[2] == b->dim[2] &&
-           a->partial == b->partial;
+           a->partial == b->partial && a->hi_outer == b->hi_outer;
 }
 
-static bool split_elsewhere(const PlanSharding *sh, int d, int axis)
+/* The axes (bits) other than `axis` splitting d in sh. */
+static unsigned axes_of(const PlanSharding *sh, int d, int axis)
 {
+    unsigned m = 0;
     for (int a = 0; a < PLAN_MAX_AXES; a++)
-        if (a != axis && sh->dim[a] == d)
-            return true;
-    return false;
+        if (a != axis && d >= 0 && sh->dim[a] == d)
+            m |= 1u << a;
+    return m;
 }
 
-/* Nesting (plan_seq_nested): does an axis inside `axis` split d in sh? */
+/* ... of those, the ones outside `axis` in sh's order (sh splits d over
+ * axis, or will: the order of the sharding it is headed for). */
+static unsigned outside_of(const PlanSharding *sh, int d, int axis)
+{
+    unsigned m = 0;
+    for (int a = 0; a < PLAN_MAX_AXES; a++)
+        if ((axes_of(sh, d, axis) >> a & 1) && plan_axis_outside(sh, a, axis))
+            m |= 1u << a;
+    return m;
+}
+
+/* Nesting: does an axis inside `axis` split d in sh? A dim is gathered
+ * only at its innermost level. */
 static bool split_inside(const PlanSharding *sh, int d, int axis)
 {
-    for (int a = axis + 1; a < PLAN_MAX_AXES; a++)
-        if (sh->dim[a] == d)
-            return true;
-    return false;
+    return (axes_of(sh, d, axis) & ~outside_of(sh, d, axis)) != 0;
 }
 
-/* ... do cur and to split d alike over every axis outside `axis`? Only then
- * may axis split or unsplit d in place: its pieces are pieces of the same
- * outer shard in both. */
+/* ... may axis split d in place in cur on the way to `to` (reduce-scatter,
+ * slice, the target of an all-to-all)? Only where the axes splitting d in
+ * cur are exactly those outside it in `to`: it becomes cur's innermost
+ * level of d, its pieces pieces of the same outer shard in both (levels
+ * inside it in `to` are sliced after). With at most two axes on a dim the
+ * sets decide the order too. */
+static bool splits_inner(const PlanSharding *cur, const PlanSharding *to, int d, int axis)
+{
+    return axes_of(cur, d, axis) == outside_of(to, d, axis);
+}
+
+/* ... may cur keep axis's split of d that `to` has too: the same axes
+ * outside it in both. */
 static bool same_outside(const PlanSharding *cur, const PlanSharding *to, int d, int axis)
 {
-    for (int a = 0; a < axis; a++)
-        if ((cur->dim[a] == d) != (to->dim[a] == d))
-            return false;
-    return true;
+    return outside_of(cur, d, axis) == outside_of(to, d, axis);
 }
 
 PlanSharding plan_reshard_reduced(const IrGraph *g, int t, const PlanMesh *m, PlanSharding from,
@@ -609,14 +747,9 @@ PlanSharding plan_reshard_reduced(const IrGraph *g, int t, const PlanMesh *m, Pl
 {
     PlanColl steps[8];
     int n = plan_reshard(g, t, m, &from, to, dim_size, steps, 8);
-    for (int k = 0; k < n; k++) {
-        if (steps[k].kind == PLAN_COLL_ALLREDUCE) {
-            from.partial &= (uint8_t)~(1u << steps[k].axis);
-        } else if (steps[k].kind == PLAN_COLL_REDUCESCATTER) {
-            from.partial &= (uint8_t)~(1u << steps[k].axis);
-            from.dim[steps[k].axis] = (int16_t)steps[k].dim;
-        }
-    }
+    for (int k = 0; k < n; k++)
+        if (plan_coll_reduces(steps[k].kind))
+            from = plan_sharding_after(&from, &steps[k]);
     return from;
 }
 
@@ -628,9 +761,11 @@ int plan_reshard(const IrGraph *g, int t, const PlanMesh *m, const PlanSharding 
     int k = 0;
 #define STEP(kind_, a_, d_, d2_, numel_)                                                      \
     do {                                                                                      \
+        PlanColl s_ = {kind_, a_, d_, d2_, numel_};                                           \
         if (k < max)                                                                          \
-            steps[k] = (PlanColl){kind_, a_, d_, d2_, numel_};                                \
+            steps[k] = s_;                                                                    \
         k++;                                                                                  \
+        cur = plan_sharding_after(&cur, &s_);                                                 \
     } while (0)
     if (to->partial & ~from->partial)
         ir_die("reshard of '%s' into a partial sum it does not hold", g->tensors[t].name);
@@ -643,20 +778,22 @@ int plan_reshard(const IrGraph *g, int t, const PlanMesh *m, const PlanSharding 
         /* Straight into the split when no other axis splits d or, nested,
          * when a becomes d's innermost axis under the outer split the
          * target keeps. */
-        if (d >= 0 && cur.dim[a] < 0 && !split_inside(&cur, d, a) && same_outside(&cur, to, d, a)) {
+        if (d >= 0 && cur.dim[a] < 0 && splits_inner(&cur, to, d, a)) {
             STEP(PLAN_COLL_REDUCESCATTER, a, d, -1, local);
-            cur.dim[a] = (int16_t)d;
             local /= m->size[a];
         } else {
             STEP(PLAN_COLL_ALLREDUCE, a, -1, -1, local);
         }
-        cur.partial &= (uint8_t)~(1u << a);
     }
     /* 2. Splits that must go: all-to-all into the wanted split when possible.
      * A split nested inside another of the same dim goes first, and one the
      * target keeps goes too when an axis outside it changes (the slices of
-     * step 3 cut outer axes first): passes repeat until nothing moves; a
-     * plan without nested splits finishes in the first. */
+     * step 3 cut outer levels first): passes repeat until nothing moves; a
+     * plan without nested splits finishes in the first. An all-to-all turns
+     * a's split into the innermost level of a dim other axes split already
+     * only where the target orders it so (PlanSharding.hi_outer: the heads
+     * dealt out over cp inside tp's block); into the sequence nested over cp
+     * and tp the gather and slice stay, as every plan had them. */
     for (bool moved = true; moved;) {
         moved = false;
         for (int a = 0; a < m->naxes; a++) {
@@ -667,23 +804,28 @@ int plan_reshard(const IrGraph *g, int t, const PlanMesh *m, const PlanSharding 
                 continue; /* the inner axis first (a later pass comes back) */
             moved = true;
             int want = to->dim[a];
-            if (want >= 0 && want != d && !split_elsewhere(&cur, want, a) && same_outside(&cur, to, want, a)) {
+            bool into = want >= 0 && want != d &&
+                        (axes_of(&cur, want, a) == 0 || (to->hi_outer & axes_of(to, want, a))) &&
+                        splits_inner(&cur, to, want, a);
+            if (into) {
                 STEP(PLAN_COLL_ALLTOALL, a, d, want, local);
-                cur.dim[a] = (int16_t)want;
             } else {
                 STEP(PLAN_COLL_ALLGATHER, a, d, -1, local * m->size[a]);
-                cur.dim[a] = -1;
                 local *= m->size[a];
             }
         }
     }
-    /* 3. Splits that must appear: a local slice, no traffic. */
-    for (int a = 0; a < m->naxes; a++) {
-        if (cur.dim[a] >= 0 || to->dim[a] < 0)
-            continue;
-        STEP(PLAN_COLL_SLICE, a, to->dim[a], -1, local);
-        cur.dim[a] = to->dim[a];
-        local /= m->size[a];
+    /* 3. Splits that must appear: a local slice, no traffic, outer levels
+     * first (in axis order unless the target orders a dim otherwise). */
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (int a = 0; a < m->naxes; a++) {
+            if (cur.dim[a] >= 0 || to->dim[a] < 0 || !splits_inner(&cur, to, to->dim[a], a))
+                continue;
+            STEP(PLAN_COLL_SLICE, a, to->dim[a], -1, local);
+            local /= m->size[a];
+            moved = true;
+        }
     }
 #undef STEP
     if (!plan_sharding_eq(&cur, to))
@@ -698,9 +840,16 @@ const char *plan_sharding_str(const IrGraph *g, int t, const PlanSharding *sh,
     size_t k = (size_t)snprintf(buf, n, "%s[", x->base);
     for (int i = 0; i < x->rank && k < n; i++) {
         k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? ", " : "", g->dims[x->dim[i]].name);
-        for (int a = 0; a < PLAN_MAX_AXES && k < n; a++)
-            if (sh->dim[a] == x->dim[i])
-                k += (size_t)snprintf(buf + k, n - k, "/%s", axis_names[a]);
+        int ax[PLAN_MAX_AXES], na = 0; /* outer levels first */
+        for (int a = 0; a < PLAN_MAX_AXES; a++)
+            if (sh->dim[a] == x->dim[i]) {
+                int j = na++;
+                for (; j > 0 && plan_axis_outside(sh, a, ax[j - 1]); j--)
+                    ax[j] = ax[j - 1];
+                ax[j] = a;
+            }
+        for (int j = 0; j < na && k < n; j++)
+            k += (size_t)snprintf(buf + k, n - k, "/%s", axis_names[ax[j]]);
     }
     if (k < n)
         k += (size_t)snprintf(buf + k, n - k, "]");

@@ -78,7 +78,7 @@ bool plan_verify(const IrGraph *g, const Plan *p)
         }
         for (int a = 0; a < PLAN_MAX_AXES && ok; a++)
             for (int b = a + 1; b < PLAN_MAX_AXES; b++)
-                if (s->dim[a] >= 0 && s->dim[a] == s->dim[b] &&
+                if (s->dim[a] >= 0 && s->dim[a] == s->dim[b] && plan_cp_a2a(g, &g->nodes[i], s) != a &&
                     !plan_seq_nested(g, &g->nodes[i], &p->mesh, s->dim[a], a, b) &&
                     !plan_batch_nested(g, &g->nodes[i], &p->mesh, s->dim[a], a, b)) {
                     ir_error(g->nodes[i].loc, "plan: one dim split over two mesh axes");
@@ -114,17 +114,24 @@ bool plan_verify(const IrGraph *g, const Plan *p)
                      (long long)unit);
             ok = false;
         }
-        /* The all-to-all form: the heads over cp alone (the innermost axis:
-         * nested tp x cp heads are not built), k and v's heads too (GQA). */
-        int ha = plan_cp_a2a(g, n, &p->strategy[i]);
+        /* The all-to-all form: the heads over cp, the innermost axis, or
+         * inside tp's block (tp splitting them too, outside: the strategy's
+         * order, plan_shard_loop), k and v's heads too (GQA). */
+        const PlanStrategy *st = &p->strategy[i];
+        int ha = plan_cp_a2a(g, n, st);
         const IrTensor *kt = &g->tensors[n->in[1]];
+        int64_t ways = cp;
         bool inner = true;
-        for (int a = ha + 1; ha >= 0 && a < p->mesh.naxes; a++)
-            inner &= p->mesh.size[a] == 1;
-        if (ok && ha >= 0 && (!inner || dim[kt->dim[2]] % cp)) {
+        for (int a = ha + 1; ha >= 0 && a < p->mesh.naxes; a++) {
+            if (p->mesh.size[a] > 1 && st->dim[a] == st->dim[ha])
+                ways *= p->mesh.size[a];
+            else
+                inner &= p->mesh.size[a] == 1;
+        }
+        if (ok && ha >= 0 && (!inner || dim[kt->dim[2]] % ways)) {
             ir_error(n->loc, "plan: attention's all-to-all context parallelism splits its heads over "
-                     "the cp axis alone, the innermost, and its %lld key/value heads must divide "
-                     "over the %lld cp ranks", (long long)dim[kt->dim[2]], (long long)cp);
+                     "the cp axis, the innermost or inside tp's heads, and its %lld key/value heads must "
+                     "divide over the %lld cp x tp ranks", (long long)dim[kt->dim[2]], (long long)ways);
             ok = false;
         }
     }

@@ -117,14 +117,17 @@ static bool plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout 
     if (cp > 1 && (A->moe || g->seq_dim < 0 || A->seq % (2 * cp)))
         return rep_refuse(why, wn, "context parallelism cp %d needs a dense model whose sequence (%lld) is a "
                           "multiple of 2 x cp (Megatron-LM's load-balanced chunks)", cp, (long long)A->seq);
-    /* The all-to-all form (--cp-comm-type a2a) splits each rank's heads
-     * over cp; ptdc runs it where tp leaves the heads whole (tp 1) and the
-     * query and KV heads divide (Transformer Engine asserts both per tp
-     * rank, docs/context.md). */
-    if (cp > 1 && L->cp_a2a && (L->tp > 1 || A->heads % cp || A->kv_heads % cp))
-        return rep_refuse(why, wn, "context parallelism's all-to-all form splits the %lld attention heads and "
-                          "%lld key/value heads over cp %d, which ptdc runs with tp 1 and both divisible (tp %d)",
-                          (long long)A->heads, (long long)A->kv_heads, cp, L->tp);
+    /* The all-to-all form (--cp-comm-type a2a) splits each tp rank's heads
+     * over cp (tp outer, cp inner: the strategy's nested heads, PlanSharding
+     * .hi_outer). Transformer Engine asserts the query and KV heads per tp
+     * rank divide by cp; Megatron's KV heads replicated over a tp larger than
+     * their count leave one per rank, which cp > 1 cannot divide, so both
+     * counts divide tp x cp (docs/context.md). */
+    int64_t hw = (int64_t)cp * L->tp;
+    if (cp > 1 && L->cp_a2a && (A->heads % hw || A->kv_heads % hw))
+        return rep_refuse(why, wn, "context parallelism's all-to-all form splits each tp rank's attention heads "
+                          "over cp, which needs the %lld heads and %lld key/value heads divisible by tp %d x cp %d "
+                          "(Transformer Engine's condition)", (long long)A->heads, (long long)A->kv_heads, L->tp, cp);
     int dia = -1; /* dp_inner's axis */
     if (dpi > 1) {
         plan_mesh_make_dims(&p->mesh, L->dp / dpi, dpi, L->tp, gpn);

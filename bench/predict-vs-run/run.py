@@ -100,6 +100,9 @@ LAYOUTS = [
     L("cp2-a2a", 2, cp=2, mb=4, form="a2a"),
     L("cp2-ring", 2, cp=2, mb=4, form="ring"),
     L("cp2-gather", 2, cp=2, mb=4, form="gather"),
+    # cp2-tp2 is the all-to-all form beside tp since the ILP may choose it (heads over tp, then
+    # cp); the ring it was before, pinned:
+    L("cp2-tp2-ring", 4, cp=2, tp=2, mb=4, form="ring"),
     L("pp2-1-3", 2, pp=2, mb=2, layers="1,3"),
     # End chunks of no layers: the embedding alone, and both ends interleaved.
     L("pp2-0-4", 2, pp=2, mb=2, layers="0,4"),

@@ -224,7 +224,7 @@ PlanSharding pass_kept_sharding(const IrGraph *g, const PlanMesh *m, const PlanS
 {
     int pid = g->tensors[t].producer;
     const IrNode *pn = &g->nodes[pid];
-    PlanSharding out[IR_MAX_OUT], from = {PLAN_NO_DIMS, 0};
+    PlanSharding out[IR_MAX_OUT], from = {PLAN_NO_DIMS, 0, 0};
     plan_shard_io(g, pn, &strat[pid], NULL, out);
     for (int j = 0; j < pn->nout; j++)
         if (pn->out[j] == t)

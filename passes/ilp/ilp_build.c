@@ -42,7 +42,7 @@ int ilp_own(const IlpSeg *s, int x, int gi)
 
 static PlanSharding strat_sharding(const PlanStrategy *st)
 {
-    return (PlanSharding){{st->dim[0], st->dim[1], st->dim[2]}, 0};
+    return (PlanSharding){{st->dim[0], st->dim[1], st->dim[2]}, 0, 0};
 }
 
 PlanSharding ilp_out_sharding(const IlpSeg *s, int x, int out, int k)

@@ -132,7 +132,7 @@ void ilp_extract(const IlpSeg *s, const IlpSolution *sol, PassIlpResult *r)
     if (best >= 0) {
         const PlanStrategy *st = &s->inst[best].strat[chosen(s, sol, best)];
         r->has_boundary = true;
-        r->boundary = (PlanSharding){{st->dim[0], st->dim[1], st->dim[2]}, 0};
+        r->boundary = (PlanSharding){{st->dim[0], st->dim[1], st->dim[2]}, 0, 0};
     }
     r->fwd_s = sol->total.q[ILP_FWD];
     r->bwd_s = sol->total.q[ILP_BWD];

@@ -95,7 +95,7 @@ static int cp_pins(const IrGraph *g, const IrNode *n, const PassIlpQuery *q, Pla
     }
     if (j == 0 && form >= 0) {
         fprintf(stderr, "ptdc: error: PTDC_CP_FORM=%s leaves attention node %d no strategy on this mesh (the a2a "
-                "form needs tp 1 and heads and key/value heads divisible by cp: pin --tp 1)\n",
+                "form needs the heads and key/value heads divisible by tp x cp)\n",
                 getenv("PTDC_CP_FORM"), n->id);
         exit(1);
     }

@@ -592,6 +592,87 @@ static void cp_a2a_again(void)
     env_close(&E);
 }
 
+/* The all-to-all form beside tp (docs/context.md, "Beside tensor
+ * parallelism"): attention's heads over tp and, inside each tp rank's block,
+ * cp. On dp 2 x cp 2 x tp 2 (LLaMA-3 8B: 32 heads, 8 KV heads) the ILP prices
+ * one all-to-all over cp each for q, k, v and o forward (again from the kept
+ * copies in backward: 8), nothing gathered over cp; where it is cheapest
+ * (LLaMA-2 7B, MHA at 4,096 tokens over cp 8 x tp 2) the unpinned ILP picks
+ * it. With the default nesting order (cp outer) the same plan would gather
+ * and slice both levels instead of one all-to-all. */
+static const IrNode *attention_of(const Env *E, const IrPiece *L)
+{
+    for (int n = L->first; n < L->first + L->count; n++)
+        if (E->g->nodes[n].op == IR_OP_ATTENTION)
+            return &E->g->nodes[n];
+    return NULL;
+}
+
+static void cp_a2a_tp(void)
+{
+    Env E;
+    env_open(&E, "llama3-8b.mdl", NULL);
+    PassIlpQuery q = layers(1, 1, 1, 4, 8, 1, 1, 0);
+    plan_mesh_make_dims(&q.mesh, 2, 2, 2, 8);
+    int dpa, cpa, tpa;
+    plan_mesh_dims_axes(2, 2, &dpa, &cpa, &tpa);
+    pass_ilp_pins_cp(E.g, dpa, cpa, tpa, false, q.allow);
+    q.require = PLAN_REQ_BATCH | PLAN_REQ_CP | PLAN_REQ_WEIGHTS;
+    q.cp_axes = 1u << cpa;
+    setenv("PTDC_CP_FORM", "a2a", 1);
+    const PassIlpResult *r = pass_ilp_stage(E.cache, &E.ctx, &pass_ilp_costs, E.g, &q);
+    unsetenv("PTDC_CP_FORM");
+    show(&E, &q, r);
+    CHECK(r->feasible, "no plan");
+    PlanStrategy *st = malloc(sizeof *st * (size_t)E.g->nfwd);
+    const IrPiece *L = every_layer_as(&E, &q, r, st);
+    const IrNode *att = attention_of(&E, L);
+    const PlanStrategy *as = &st[att - E.g->nodes];
+    int h = E.g->tensors[att->in[0]].dim[2];
+    CHECK(plan_cp_a2a(E.g, att, as) == cpa && as->dim[tpa] == h && as->dim[cpa] == h,
+          "attention's strategy splits dims %d, %d, %d (exchange %u), not the heads over cp inside tp",
+          as->dim[0], as->dim[1], as->dim[2], (unsigned)as->xchg);
+    Census c = census(r, 1);
+    CHECK(c.n[PLAN_COLL_ALLTOALL][cpa][0] == 4 && c.n[PLAN_COLL_ALLTOALL][cpa][1] == 8,
+          "all-to-alls over cp per layer: %g forward, %g backward (want 4 and 8)",
+          c.n[PLAN_COLL_ALLTOALL][cpa][0], c.n[PLAN_COLL_ALLTOALL][cpa][1]);
+    CHECK(c.n[PLAN_COLL_ALLGATHER][cpa][0] == 0 && c.n[PLAN_COLL_SLICE][cpa][0] == 0 &&
+          c.n[PLAN_COLL_ALLTOALL][tpa][0] == 0,
+          "attention's exchange made gathers (%g) or slices (%g) over cp, or all-to-alls over tp (%g)",
+          c.n[PLAN_COLL_ALLGATHER][cpa][0], c.n[PLAN_COLL_SLICE][cpa][0], c.n[PLAN_COLL_ALLTOALL][tpa][0]);
+    printf("cp a2a beside tp: step %.4f s, %g + %g all-to-alls over cp per layer\n", r->step_s,
+           c.n[PLAN_COLL_ALLTOALL][cpa][0], c.n[PLAN_COLL_ALLTOALL][cpa][1]);
+    free(st);
+    env_close(&E);
+
+    env_open(&E, "llama2-7b.mdl", NULL);
+    q = layers(1, 1, 1, 16, 16, 1, 1, 0);
+    plan_mesh_make_dims(&q.mesh, 1, 8, 2, 8);
+    plan_mesh_dims_axes(8, 2, &dpa, &cpa, &tpa);
+    pass_ilp_pins_cp(E.g, dpa, cpa, tpa, false, q.allow);
+    q.require = PLAN_REQ_CP | PLAN_REQ_WEIGHTS;
+    q.cp_axes = 1u << cpa;
+    r = pass_ilp_stage(E.cache, &E.ctx, &pass_ilp_costs, E.g, &q);
+    double free_s = r->step_s;
+    st = malloc(sizeof *st * (size_t)E.g->nfwd);
+    L = every_layer_as(&E, &q, r, st);
+    att = attention_of(&E, L);
+    as = &st[att - E.g->nodes];
+    CHECK(r->feasible && plan_cp_a2a(E.g, att, as) == cpa && as->dim[tpa] == as->dim[cpa],
+          "LLaMA-2 7B on cp 8 x tp 2: the ILP's attention splits dims %d, %d, %d (exchange %u), not the "
+          "all-to-all form beside tp", as->dim[0], as->dim[1], as->dim[2], (unsigned)as->xchg);
+    pass_ilp_cache_free(E.cache); /* (the cache keys on the query, not the pin) */
+    E.cache = pass_ilp_cache_new();
+    setenv("PTDC_CP_FORM", "ring", 1);
+    r = pass_ilp_stage(E.cache, &E.ctx, &pass_ilp_costs, E.g, &q);
+    unsetenv("PTDC_CP_FORM");
+    CHECK(r->feasible && r->step_s > free_s, "the ring %.4f s is not slower than the ILP's choice %.4f s",
+          r->step_s, free_s);
+    printf("cp a2a beside tp chosen: %.4f s a layer-step against the ring's %.4f s\n", free_s, r->step_s);
+    free(st);
+    env_close(&E);
+}
+
 int main(void)
 {
     megatron_tp();
@@ -603,6 +684,7 @@ int main(void)
     time_limit();
     kept_activations();
     cp_a2a_again();
+    cp_a2a_tp();
     printf("ilp llama: %d failures\n", failures);
     return failures ? 1 : 0;
 }

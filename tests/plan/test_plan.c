@@ -87,6 +87,8 @@ int main(int argc, char **argv)
 
     /* Context parallelism: axis 1 where attention splits its queries'
      * sequence, tp the last axis; every node splits the sequence there. */
+    IrArena *a8 = ir_arena_new(); /* a second graph, kept to the end: diagnostics quote its source */
+    IrGraph *g8 = NULL;
     {
         Layout lc;
         Plan pc;
@@ -105,6 +107,38 @@ int main(int argc, char **argv)
         CHECK(layout_parse("cp2", &lc) && layout_plan(g, &lc, &pc) && verify(g, &pc) &&
                   pc.mesh.naxes == 2 && pc.axis[PLAN_DIM_CP] == 1 && pc.axis[PLAN_DIM_TP] < 0,
               "cp2 alone: %s", diag);
+        /* The all-to-all form beside tp: attention's heads over cp inside
+         * tp's (both axes, the exchange on cp). With 2 KV heads over tp 2 x cp
+         * 2 the verifier refuses it, naming the heads; with 8 heads and 4 KV
+         * heads the layout builder makes it and the verifier accepts it.
+         * The heads on both axes without the exchange are refused. */
+        CHECK(layout_parse("dp2-cp2-tp2", &lc) && layout_plan(g, &lc, &pc), "dp2-cp2-tp2: no plan");
+        int ai = 0;
+        while (ai < g->nfwd && g->nodes[ai].op != IR_OP_ATTENTION)
+            ai++;
+        int h = g->tensors[g->nodes[ai].in[0]].dim[2];
+        PlanStrategy *as = &pc.strategy[ai];
+        as->dim[1] = as->dim[2] = (int16_t)h, as->xchg = 2;
+        for (int i = ai + 1; i < g->nfwd; i++)
+            if (g->nodes[i].op == IR_OP_ATTENTION)
+                pc.strategy[i] = *as;
+        CHECK(!verify(g, &pc) && diag && strstr(diag, "key/value heads must divide over the 4 cp x tp ranks"),
+              "a2a beside tp with 2 KV heads: %s", diag ? diag : "accepted");
+        FeSet h8[2] = {{"n_heads", "8"}, {"n_kv_heads", "4"}};
+        g8 = fe_compile_file(a8, argv[1], h8, 2, 0);
+        CHECK(g8 && layout_parse("dp2-cp2-tp2-a2a", &lc) && layout_plan(g8, &lc, &pc) && verify(g8, &pc),
+              "dp2-cp2-tp2-a2a with 4 KV heads rejected: %s", diag);
+        if (g8) {
+            PlanLayout L8;
+            plan_layout(g8, &pc, &L8);
+            CHECK(L8.cp == 2 && L8.cp_a2a && L8.tp == 2 && L8.dp == 2, "a2a beside tp: layout cp %d a2a %d tp %d",
+                  L8.cp, L8.cp_a2a, L8.tp);
+            for (int i = 0; i < g8->nfwd; i++)
+                if (g8->nodes[i].op == IR_OP_ATTENTION)
+                    pc.strategy[i].xchg = 0;
+            CHECK(!verify(g8, &pc) && diag && strstr(diag, "one dim split over two mesh axes"),
+                  "heads over cp and tp without the exchange: %s", diag ? diag : "accepted");
+        }
     }
     /* Attention work per CP rank: one rank's is the whole causal triangle
      * (S^2 / 2) or band (S W - W^2 / 2); the contiguous split leaves the last
@@ -170,6 +204,9 @@ int main(int argc, char **argv)
 
     free(diag);
     ir_graph_free(g);
+    if (g8)
+        ir_graph_free(g8);
+    ir_arena_free(a8);
     ir_arena_free(a);
     if (failures)
         fprintf(stderr, "test_plan: %d failures\n", failures);

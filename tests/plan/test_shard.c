@@ -119,19 +119,19 @@ int main(void)
 
     /* z partial over tp -> replicated: one all-reduce of the local tensor. */
     PlanColl st[8];
-    PlanSharding rep = {{(int16_t)f.b, -1, -1}, 0};
+    PlanSharding rep = {{(int16_t)f.b, -1, -1}, 0, 0};
     int n = plan_reshard(g, f.z, &m, &out[0], &rep, sz, st, 8);
     CHECK(n == 1 && st[0].kind == PLAN_COLL_ALLREDUCE && st[0].axis == 1);
     CHECK(st[0].numel == 4 * 16 * 64); /* batch 8/2, seq 16, d_model 64 */
     /* -> sequence split over tp instead: a reduce-scatter (sequence parallelism). */
-    PlanSharding sp = {{(int16_t)f.b, (int16_t)f.s, -1}, 0};
+    PlanSharding sp = {{(int16_t)f.b, (int16_t)f.s, -1}, 0, 0};
     n = plan_reshard(g, f.z, &m, &out[0], &sp, sz, st, 8);
     CHECK(n == 1 && st[0].kind == PLAN_COLL_REDUCESCATTER && st[0].dim == f.s);
     /* sequence split -> replicated: all-gather, counted as its output. */
     n = plan_reshard(g, f.z, &m, &sp, &rep, sz, st, 8);
     CHECK(n == 1 && st[0].kind == PLAN_COLL_ALLGATHER && st[0].numel == 4 * 16 * 64);
     /* seq split -> d_model split on the same axis: all-to-all. */
-    PlanSharding dsplit = {{(int16_t)f.b, (int16_t)f.d, -1}, 0};
+    PlanSharding dsplit = {{(int16_t)f.b, (int16_t)f.d, -1}, 0, 0};
     n = plan_reshard(g, f.z, &m, &sp, &dsplit, sz, st, 8);
     CHECK(n == 1 && st[0].kind == PLAN_COLL_ALLTOALL && st[0].dim == f.s && st[0].dim2 == f.d);
     /* replicated -> split: a local slice, then equal shardings need nothing. */
@@ -139,7 +139,7 @@ int main(void)
     CHECK(n == 1 && st[0].kind == PLAN_COLL_SLICE);
     CHECK(plan_reshard(g, f.z, &m, &sp, &sp, sz, st, 8) == 0);
     /* Swapping two splits between axes is a gather then a slice, never a clash. */
-    PlanSharding ab = {{(int16_t)f.b, (int16_t)f.s, -1}, 0}, ba = {{(int16_t)f.s, (int16_t)f.b, -1}, 0};
+    PlanSharding ab = {{(int16_t)f.b, (int16_t)f.s, -1}, 0, 0}, ba = {{(int16_t)f.s, (int16_t)f.b, -1}, 0, 0};
     n = plan_reshard(g, f.z, &m, &ab, &ba, sz, st, 8);
     CHECK(n >= 2);
 
@@ -223,7 +223,7 @@ int main(void)
         CHECK(!(ss[i].dim[1] == f.s && ss[i].dim[2] == f.s));
     plan_local_sizes(g, mm1, &m3, &nest, sz, loc);
     CHECK(loc[f.s] == 4 && loc[f.b] == 4 && loc[f.d] == 64);
-    PlanSharding xn = plan_shard_of(g, f.x, &nest), xc = {{(int16_t)f.b, (int16_t)f.s, -1}, 0};
+    PlanSharding xn = plan_shard_of(g, f.x, &nest), xc = {{(int16_t)f.b, (int16_t)f.s, -1}, 0, 0};
     CHECK(plan_local_numel(g, f.x, &m3, &xn, sz) == 4 * 4 * 64);
     PlanColl rs[8];
     int ns2 = plan_reshard(g, f.x, &m3, &xn, &xc, sz, rs, 8); /* gather the cp-local sequence */
@@ -232,12 +232,12 @@ int main(void)
     xp.partial = 4; /* a row-parallel output: reduce-scatter over tp into the nested split */
     ns2 = plan_reshard(g, f.x, &m3, &xp, &xn, sz, rs, 8);
     CHECK(ns2 == 1 && rs[0].kind == PLAN_COLL_REDUCESCATTER && rs[0].axis == 2 && rs[0].numel == 4 * 8 * 64);
-    PlanSharding whole = {PLAN_NO_DIMS, 0};
+    PlanSharding whole = {PLAN_NO_DIMS, 0, 0};
     ns2 = plan_reshard(g, f.x, &m3, &xn, &whole, sz, rs, 8);
     CHECK(ns2 == 3 && rs[0].axis == 0 && rs[1].axis == 2 && rs[2].axis == 1);
     for (int i = 0; i < ns2; i++)
         CHECK(rs[i].kind == PLAN_COLL_ALLGATHER);
-    PlanSharding xt = {{(int16_t)f.b, -1, (int16_t)f.s}, 0}; /* the sequence over tp alone */
+    PlanSharding xt = {{(int16_t)f.b, -1, (int16_t)f.s}, 0, 0}; /* the sequence over tp alone */
     ns2 = plan_reshard(g, f.x, &m3, &xt, &xn, sz, rs, 8);
     CHECK(ns2 == 3 && rs[0].kind == PLAN_COLL_ALLGATHER && rs[0].axis == 2 &&
           rs[1].kind == PLAN_COLL_SLICE && rs[1].axis == 1 && rs[2].kind == PLAN_COLL_SLICE && rs[2].axis == 2);
@@ -300,7 +300,7 @@ int main(void)
     CHECK(sh_is(ain2[0], f.b, f.h, 0) && sh_is(ain2[1], f.b, f.kvh, 0) && sh_is(aout2[0], f.b, f.h, 0));
     PlanSharding dk2 = plan_shard_grad_in(g, att, &as, 1);
     CHECK(sh_is(dk2, f.b, f.kvh, 0)); /* complete: each rank owns its heads' keys */
-    PlanSharding qs = {{(int16_t)f.b, (int16_t)f.s, -1}, 0};
+    PlanSharding qs = {{(int16_t)f.b, (int16_t)f.s, -1}, 0, 0};
     ns2 = plan_reshard(g, att->in[0], &m22, &qs, &ain2[0], sz, rs, 8);
     CHECK(ns2 == 1 && rs[0].kind == PLAN_COLL_ALLTOALL && rs[0].axis == 1);
     ns2 = plan_reshard(g, att->in[1], &m22, &dk2, &qs, sz, rs, 8); /* dk back to the sequence */
@@ -308,11 +308,82 @@ int main(void)
     nr = plan_strategies(g, att, &m, sz, NULL, ss, 256);
     for (int i = 0; i < nr; i++)
         CHECK(plan_cp_a2a(g, att, &ss[i]) < 0);
-    nr = plan_strategies(g, att, &m3, sz, NULL, ss, 256);
+    nr = plan_strategies(g, att, &m3, sz, NULL, ss, 256); /* 2 KV heads over tp 2 x cp 2: no */
     for (int i = 0; i < nr; i++)
         CHECK(plan_cp_a2a(g, att, &ss[i]) != 1);
 
+    /* ... beside tp (docs/context.md, "All-to-all"): with 4 KV heads on dp 2
+     * x cp 2 x tp 2 the heads split over tp and, nested inside tp's block,
+     * cp (tp outer: PlanSharding.hi_outer bit 2), only as the all-to-all
+     * form. From the q projection's [batch/dp, seq/cp, n_heads/tp] one
+     * all-to-all over cp reaches it, and back; the default order (cp outer)
+     * would gather and slice both levels. */
     char buf[256];
+    int64_t sz4[32];
+    memcpy(sz4, sz, sizeof sz4);
+    sz4[f.kvh] = 4;
+    nr = plan_strategies(g, att, &m3, sz4, NULL, ss, 256);
+    na2a = 0;
+    for (int i = 0; i < nr; i++) {
+        if (ss[i].dim[1] == f.h && ss[i].dim[2] == f.h) {
+            CHECK(ss[i].xchg == 2 && plan_cp_a2a(g, att, &ss[i]) == 1 && plan_cp_axis(g, att, &ss[i]) == 1);
+            na2a++;
+        }
+        CHECK(plan_cp_a2a(g, att, &ss[i]) != 1 || (ss[i].dim[1] == f.h && ss[i].dim[2] == f.h));
+    }
+    CHECK(na2a == 2); /* with the batch over axis 0 or not */
+    nreq = plan_strategies_require(g, att, -1, PLAN_REQ_BATCH | PLAN_REQ_CP, ss, nr);
+    int nested_kept = 0;
+    for (int i = 0; i < nreq; i++)
+        nested_kept += plan_cp_a2a(g, att, &ss[i]) == 1;
+    CHECK(nested_kept == 1);
+    PlanStrategy ts = {{(int16_t)f.b, (int16_t)f.h, (int16_t)f.h}, 2};
+    PlanSharding tin[3], tout[2];
+    plan_shard_io(g, att, &ts, tin, tout);
+    CHECK(tin[0].dim[1] == f.h && tin[0].dim[2] == f.h && tin[0].hi_outer == 4 && !tin[0].partial);
+    CHECK(tin[1].dim[1] == f.kvh && tin[1].dim[2] == f.kvh && tin[1].hi_outer == 4);
+    CHECK(tout[0].dim[1] == f.h && tout[0].dim[2] == f.h && tout[0].hi_outer == 4);
+    CHECK(plan_axis_outside(&tin[0], 2, 1) && !plan_axis_outside(&tin[0], 1, 2));
+    PlanSharding tdk = plan_shard_grad_in(g, att, &ts, 1);
+    CHECK(tdk.dim[1] == f.kvh && tdk.dim[2] == f.kvh && tdk.hi_outer == 4 && !tdk.partial);
+    plan_local_sizes(g, att, &m3, &ts, sz4, loc);
+    CHECK(loc[f.h] == 2 && loc[f.kvh] == 1 && loc[f.s] == 16);
+    PlanSharding qt = {{(int16_t)f.b, (int16_t)f.s, (int16_t)f.h}, 0, 0}; /* the q projection's */
+    ns2 = plan_reshard(g, att->in[0], &m3, &qt, &tin[0], sz4, rs, 8);
+    CHECK(ns2 == 1 && rs[0].kind == PLAN_COLL_ALLTOALL && rs[0].axis == 1 && rs[0].dim == f.s &&
+          rs[0].dim2 == f.h && rs[0].numel == 4 * 8 * 4 * 8);
+    ns2 = plan_reshard(g, att->in[0], &m3, &tout[0], &qt, sz4, rs, 8); /* o back */
+    CHECK(ns2 == 1 && rs[0].kind == PLAN_COLL_ALLTOALL && rs[0].axis == 1 && rs[0].dim == f.h &&
+          rs[0].dim2 == f.s);
+    PlanSharding kt = {{(int16_t)f.b, (int16_t)f.s, (int16_t)f.kvh}, 0, 0};
+    ns2 = plan_reshard(g, att->in[1], &m3, &tdk, &kt, sz4, rs, 8); /* dK back: complete */
+    CHECK(ns2 == 1 && rs[0].kind == PLAN_COLL_ALLTOALL && rs[0].axis == 1);
+    CHECK(plan_sharding_eq(&(PlanSharding){{(int16_t)f.b, (int16_t)f.h, (int16_t)f.h}, 0, 4}, &tin[0]));
+    PlanSharding cpo = tin[0]; /* the default order: cp outer */
+    cpo.hi_outer = 0;
+    CHECK(!plan_sharding_eq(&cpo, &tin[0]));
+    ns2 = plan_reshard(g, att->in[0], &m3, &qt, &cpo, sz4, rs, 8);
+    CHECK(ns2 == 4 && rs[0].kind == PLAN_COLL_ALLGATHER && rs[0].axis == 1 && rs[1].kind == PLAN_COLL_ALLGATHER &&
+          rs[1].axis == 2 && rs[2].kind == PLAN_COLL_SLICE && rs[2].axis == 1 && rs[3].kind == PLAN_COLL_SLICE &&
+          rs[3].axis == 2);
+    ns2 = plan_reshard(g, att->in[0], &m3, &tin[0], &cpo, sz4, rs, 8); /* one order to the other */
+    CHECK(ns2 == 4 && rs[0].kind == PLAN_COLL_ALLGATHER && rs[0].axis == 1 && rs[1].kind == PLAN_COLL_ALLGATHER &&
+          rs[1].axis == 2 && rs[2].kind == PLAN_COLL_SLICE && rs[2].axis == 1 && rs[3].kind == PLAN_COLL_SLICE &&
+          rs[3].axis == 2);
+    ns2 = plan_reshard(g, att->in[0], &m3, &cpo, &tin[0], sz4, rs, 8); /* ... and back: tp's level first */
+    CHECK(ns2 == 4 && rs[0].axis == 2 && rs[0].kind == PLAN_COLL_ALLGATHER && rs[1].axis == 1 &&
+          rs[2].kind == PLAN_COLL_SLICE && rs[2].axis == 2 && rs[3].kind == PLAN_COLL_SLICE && rs[3].axis == 1);
+    ns2 = plan_reshard(g, att->in[0], &m3, &whole, &tin[0], sz4, rs, 8); /* slices outer (tp) first */
+    CHECK(ns2 == 3 && rs[0].axis == 0 && rs[1].kind == PLAN_COLL_SLICE && rs[1].axis == 2 && rs[2].axis == 1);
+    PlanColl ag1 = {PLAN_COLL_ALLGATHER, 1, f.h, -1, 0};
+    PlanSharding after = plan_sharding_after(&tin[0], &ag1);
+    CHECK(after.dim[1] == -1 && after.dim[2] == f.h && after.hi_outer == 0); /* canonical */
+    const char *names3[3] = {"dp", "cp", "tp"};
+    plan_sharding_str(g, att->in[0], &tin[0], names3, buf, sizeof buf);
+    CHECK(strstr(buf, "n_heads/tp/cp") != NULL);
+    plan_sharding_str(g, att->in[0], &cpo, names3, buf, sizeof buf);
+    CHECK(strstr(buf, "n_heads/cp/tp") != NULL);
+
     const char *names[2] = {"dp", "tp"};
     plan_sharding_str(g, f.w1, &gw1, names, buf, sizeof buf);
     CHECK(strcmp(buf, "w1[d_model, d_ff/tp] (partial over dp)") == 0);

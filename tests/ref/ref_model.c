@@ -40,11 +40,33 @@ static int64_t iconst(const IrGraph *g, const char *name)
     return k && k->is_int ? k->i : 0;
 }
 
+/* REF_SETS="name=value ...": the model's constants overridden as the
+ * programs' (tests/codegen's CG_SETS --set), e.g. more KV heads. */
+static int env_sets(FeSet *sets, int max, char *buf, size_t n)
+{
+    const char *e = getenv("REF_SETS");
+    snprintf(buf, n, "%s", e ? e : "");
+    int k = 0;
+    for (char *tok = strtok(buf, " "); tok && k < max; tok = strtok(NULL, " ")) {
+        char *eq = strchr(tok, '=');
+        if (!eq) {
+            fprintf(stderr, "ref: REF_SETS item '%s' is not name=value\n", tok);
+            exit(2);
+        }
+        *eq = 0;
+        sets[k++] = (FeSet){tok, eq + 1};
+    }
+    return k;
+}
+
 bool ref_config(const char *mdl, RefConfig *c)
 {
     memset(c, 0, sizeof *c);
+    static char setbuf[512];
+    FeSet sets[16];
+    int nsets = env_sets(sets, 16, setbuf, sizeof setbuf);
     IrArena *a = ir_arena_new();
-    IrGraph *g = fe_compile_file(a, mdl, NULL, 0, 0);
+    IrGraph *g = fe_compile_file(a, mdl, sets, nsets, 0);
     if (!g) {
         ir_arena_free(a);
         return false;

@@ -631,8 +631,9 @@ def corpus(ptdc, src):
         # tensor parallelism always splits the norms' sequence, which ptdc's cp axis holds).
         ("models/llama3-8b.mdl", "--gpus 16 --cp 2 --tp 1 --pp 2 --micro-batch 1 --recompute none --sp off"),
         ("models/llama3-8b.mdl", "--gpus 16 --cp 2 --tp 2 --pp 1 --micro-batch 1 --recompute full --sp off"),
-        # The ring (p2p) and the all-to-all form (a2a: heads split over cp, tp 1) where the stack offers
-        # them; a2a beside tp is refused (ptdc splits the heads over cp alone), as torchtitan refuses a2a.
+        # The ring (p2p) and the all-to-all form (a2a: heads split over cp; beside tp each tp rank's heads
+        # over cp, Transformer Engine's condition checked by megatron.py) where the stack offers them;
+        # torchtitan refuses a2a.
         ("models/llama3-8b.mdl", "--gpus 16 --cp 2 --tp 1 --pp 2 --micro-batch 1 --recompute none --sp off "
          "--stack-set cp_comm=p2p"),
         ("models/llama3-8b.mdl", "--gpus 16 --cp 2 --tp 1 --pp 2 --micro-batch 1 --recompute none --sp off "
@@ -712,6 +713,8 @@ def main():
             "--recompute none --sp off --zero 3 --gpu h100-80gb --emit torchtitan",
             "models/llama3-8b.mdl --set n_layers=8 --gpus 16 --cp 2 --tp 1 --pp 1 --micro-batch 1 "
             "--recompute none --sp off --zero 1 --gpu h100-80gb --stack-set cp_comm=a2a --emit megatron",
+            "models/llama3-8b.mdl --set n_layers=8 --gpus 16 --cp 2 --tp 2 --pp 1 --micro-batch 1 "
+            "--recompute none --sp on --zero 1 --gpu h100-80gb --stack-set cp_comm=a2a --emit megatron",
             # Uneven pipelines: first/last under 1F1B and interleaved, and the layout string.
             "models/llama3-8b.mdl --set n_layers=8 --gpus 6 --tp 2 --pp 3 --micro-batch 1 --recompute none "
             "--sp on --zero 1 --schedule 1f1b --pp-layers first=2,last=2 --gpu h100-80gb --emit megatron",
