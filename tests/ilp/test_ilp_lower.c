@@ -502,10 +502,10 @@ static void ev_plan(const Ev *E, const PassIlpCosts *c, const int *choice, const
                 side[via_b][nr[via_b]++] = R;
             }
         }
-        PlanSharding bs = {PLAN_NO_DIMS, 0};
+        PlanSharding bs = {PLAN_NO_DIMS, 0, 0};
         if (b >= 0) {
             const PlanStrategy *bo = &E->bopt[b][bch[b]];
-            bs = (PlanSharding){{bo->dim[0], bo->dim[1], bo->dim[2]}, 0};
+            bs = (PlanSharding){{bo->dim[0], bo->dim[1], bo->dim[2]}, 0, 0};
         }
         if (in_stage(E, p) && rep >= 0 && across) /* the boundary reads the producer */
             side[0][nr[0]++] = (Reader){bs, bs, false, false, false};
@@ -700,7 +700,7 @@ static void one_case(int tc, Stats *st)
         bool seq_ok = q.mesh.size[a] > 1 && g->dims[s].size % q.mesh.size[a] == 0 &&
                       (!(q.allow[0] || q.allow[1]) || (q.allow[a] >> s & 1));
         q.fix_boundary = true;
-        q.boundary = (PlanSharding){PLAN_NO_DIMS, 0};
+        q.boundary = (PlanSharding){PLAN_NO_DIMS, 0, 0};
         if (seq_ok && irand(2))
             q.boundary.dim[a] = (int16_t)s;
         st->fixed++;
