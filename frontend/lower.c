@@ -243,7 +243,7 @@ static bool set_attr(Lower *lw, IrOp op, const FeArg *arg, IrAttrs *at)
             ir_error(v->loc, "%s: %s is an integer, not %s", opname, arg->name, v->i ? "true" : "false");
             return false;
         }
-        FeValue x = fe_eval(lw->c, v);
+        FeValue x = fe_eval_at_layer(lw->c, v, lw->g->cur_layer);
         if (!x.ok)
             return false;
         /* 0 means something for a window (none) and a slice's offset (the start) */
@@ -277,7 +277,7 @@ static bool set_attr(Lower *lw, IrOp op, const FeArg *arg, IrAttrs *at)
             ir_error(v->loc, "%s: %s is a number, not %s", opname, arg->name, v->i ? "true" : "false");
             return false;
         }
-        FeValue x = fe_eval(lw->c, v);
+        FeValue x = fe_eval_at_layer(lw->c, v, lw->g->cur_layer);
         if (!x.ok)
             return false;
         double f = x.is_int ? (double)x.i : x.f;

@@ -124,6 +124,9 @@ typedef struct RepArch {
     uint64_t layer_moe[REP_MAX_LAYERS / 64];
     bool bias_linear;             /* a bias on every projection */
     bool bias_qkv;                /* a bias on q, k and v (also set with bias_linear) */
+    int window_skip_freq;         /* attr[ATTN_WINDOW] on every layer but each f-th (1-based layer
+                                     number a multiple of f: full attention), as Megatron's
+                                     --window-attn-skip-freq f (GPT-OSS: 2); 0: on every layer */
     bool tied;                    /* the LM head is the token table */
     double init_std;              /* of the query projection */
     bool bf16;                    /* weights in bf16 */
