@@ -166,6 +166,17 @@ static bool mg_arch_LATENT(const IrGraph *g, const RepArch *A, RepFrameOut *o)
     return true;
 }
 
+/* TransformerConfig.softmax_type learnable: a [heads] softmax_offset per
+ * layer that joins each row's denominator (dot_product_attention.py; TE's
+ * FusedAttention takes it too), ptdc's attention sinks. */
+static bool mg_arch_SINKS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)g;
+    if (A->sinks)
+        rep_frame_arg(o, "--softmax-type learnable");
+    return true;
+}
+
 static bool mg_arch_HEAD_DIM(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g; /* TransformerConfig: kv_channels = hidden_size / heads unless given */

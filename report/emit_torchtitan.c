@@ -120,6 +120,14 @@ static bool tt_arch_MOE_LAYERS(const IrGraph *g, const RepArch *A, RepFrameOut *
     return true;
 }
 
+static bool tt_arch_SINKS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    if (A->sinks)
+        return rep_frame_refuse(g, o, "its attention has sinks (a learned logit per head in each softmax row's "
+                                "denominator), which torchtitan's llama3 and deepseek_v3 attention lack");
+    return true;
+}
+
 static bool tt_arch_QK_NORM(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     if (A->qk_norm)

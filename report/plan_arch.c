@@ -351,6 +351,10 @@ static bool read_attention(const IrGraph *g, LayerWalk *L, RepArch *A, char *why
             At = &g->nodes[i];
     if (!read_qkv(g, At, L, A, why, wn))
         return false;
+    if (At->nin == 4 && !is_param(g, At->in[3]))
+        return rep_refuse(why, wn, "its attention's sinks are computed, and the frameworks learn them as a "
+                          "parameter");
+    A->sinks = At->nin == 4;
     int wo_n = only_consumer(g, At->out[0], L->p);
     int wo = wo_n >= 0 ? proj_weight(g, &g->nodes[wo_n], At->out[0]) : -1;
     if (wo < 0)
@@ -726,6 +730,8 @@ static const char *layer_differs(const RepArch *a, const RepArch *b, bool mlp)
         return "the attention heads";
     if (a->rope != b->rope)
         return "the rotary embedding";
+    if (a->sinks != b->sinks)
+        return "the attention sinks";
     if (a->bias_linear != b->bias_linear || a->bias_qkv != b->bias_qkv)
         return "the biases";
     if (a->init_std != b->init_std)

@@ -99,6 +99,7 @@ typedef struct RepArch {
     bool qk_norm;                 /* q and k each normalised per head (over head_dim) by the
                                      layers' norm kind, before the rotary embedding */
     bool rope;                    /* rotary embedding of q and k (attr[] has its attributes) */
+    bool sinks;                   /* attention sinks, a [heads] parameter (GPT-OSS) */
     /* Multi-head latent attention (DeepSeek-V3; plan_arch.c read_mla): the
      * latent ranks and per-head sizes; head_dim is then qk_nope + qk_rope
      * and rope_dim_dim the rotated part's dim. */

@@ -67,6 +67,9 @@ OPTIONS = {
     "--use-rope-scaling": ("use_rope_scaling", "true", False, None),
     "--rope-scaling-factor": ("rope_scaling_factor", "float", 8.0, None),
     "--window-size": ("window_size", "tuple", None, None),
+    # TransformerConfig softmax_type (ArgumentGroupFactory: the Literal's values); learnable adds a
+    # [heads] softmax_offset to each layer's attention (dot_product_attention.py)
+    "--softmax-type": ("softmax_type", "str", "vanilla", ["vanilla", "off-by-one", "learnable"]),
     # TransformerConfig window_attn_skip_freq (arguments.py: type=moe_freq_type)
     "--window-attn-skip-freq": ("window_attn_skip_freq", "freq", None, None),
     "--swiglu": ("swiglu", "true", False, None),
@@ -958,6 +961,7 @@ def model(a, vocab):
     # qk_layernorm: q_layernorm and k_layernorm over kv_channels, the --normalization kind
     qk = a["qk_layernorm"] and 2 * (2 * d if m["norm"] == "layernorm" else d)
     attn = 2 * norm + qk + h * (H + 2 * G) * d + (bias_qkv and (H + 2 * G) * d) + H * d * h + (bias_linear and h)
+    attn += H if a["softmax_type"] == "learnable" else 0
     m["mla"] = None
     if a["multi_latent_attention"]:
         # MLASelfAttention (multi_latent_attention.py): linear_q_down_proj [h -> q_lora],
