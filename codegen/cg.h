@@ -108,6 +108,8 @@ typedef struct CgBuf {
     X(ROPE_LLAMA3_CP, "cg_rope_llama3", "bbnnnnoxxxxxf")                                    \
     X(ATTENTION_FWD, "rt_attention_fwd", "bbbbbnnnnnfn")                                    \
     X(ATTENTION_BWD, "rt_attention_bwd", "bbbbbbbbbnnnnnfn")                                \
+    X(ATTENTION_SINK_FWD, "rt_attention_sink_fwd", "bbbnnn")                                \
+    X(ATTENTION_SINK_BWD, "rt_attention_sink_bwd", "bbbbbnnn")                              \
     X(ATTENTION_V_FWD, "rt_attention_v_fwd", "bbbbbnnnnnnfn")                               \
     X(ATTENTION_V_BWD, "rt_attention_v_bwd", "bbbbbbbbbnnnnnnfn")                           \
     X(ATTENTION_CP_FWD, "cg_attention_cp_fwd", "bbbbbnnnnnnfnma")                           \

@@ -353,6 +353,11 @@ static void llama_like(Cg *c, Read *r)
     const IrNode *attn = need(r, IR_OP_ATTENTION, "attention");
     if (r->why)
         return;
+    if (attn->nin == 4) { /* GPT-OSS: GptOssForCausalLM, which import-hf refuses too (hf_config.c) */
+        refuse(r, "its attention has sinks, which only GptOssForCausalLM has, and ptdc's experts lack that "
+               "class's biases and clamped SwiGLU");
+        return;
+    }
     bool tied = param(g, "lm_head.weight") < 0;
     bool bias = param(g, "model.layers.0.self_attn.q_proj.bias") >= 0;
     bool llama3 = rope->attr.rope.kind == IR_ROPE_LLAMA3;

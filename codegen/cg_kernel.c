@@ -62,6 +62,7 @@ bool cg_kernel_accumulates(const IrNode *n, int j)
     case IR_OP_RMSNORM_BWD: return j == 1;
     case IR_OP_LAYERNORM_BWD: return j >= 1;
     case IR_OP_MOE_BWD: return j >= 2; /* the experts' weights */
+    case IR_OP_ATTENTION_BWD: return j == 3; /* the sinks (rt_attention_sink_bwd) */
     default: return false;
     }
 }
@@ -191,6 +192,67 @@ static void binary(K *k, const CgArgs *a, CgCallee fn)
         ax = ay, ay = s;
     }
     cg_call(k->c, k->op, k->piece, 0, fn, ARGS(a->out[0], ax, ay, SZ(numel(k, x)), SZ(numel(k, y))));
+}
+
+/* One attention kernel (forward or backward) of the variant the plan asks
+ * for: the all-to-all or ring context parallelism, the all-gather one, v's
+ * own head size, or the plain kernel. */
+static void attention_kernel(K *k, const CgArgs *a)
+{
+    const IrNode *n = k->n;
+    const IrTensor *q = T(k, k->f->in[0]), *kv = T(k, k->f->in[1]);
+    int cpa;
+    if (plan_cp_a2a(k->c->g, k->f, k->s) >= 0) {
+        /* All-to-all: the whole sequence of this rank's heads, its rows
+         * at the program's chunk positions (docs/context.md). */
+        if (n->op == IR_OP_ATTENTION)
+            CALL(ATTENTION_A2A_FWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2],
+                 ATTN_SIZES(k, q, kv));
+        else
+            CALL(ATTENTION_A2A_BWD, a->out[0], a->out[1], a->out[2], a->in[0], a->in[1], a->in[2],
+                 a->in[3], a->in[4], a->in[5], ATTN_SIZES(k, q, kv));
+        return;
+    }
+    if ((cpa = plan_cp_axis(k->c->g, k->f, k->s)) >= 0 && plan_cp_ring(k->c->g, k->f, k->s)) {
+        /* The ring: k and v this rank's rows, like q (docs/context.md). */
+        if (n->op == IR_OP_ATTENTION)
+            CALL(ATTENTION_RING_FWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2],
+                 ATTN_SIZES(k, q, kv), cg_a_mesh(cpa), cg_a_axis(cpa));
+        else
+            CALL(ATTENTION_RING_BWD, a->out[0], a->out[1], a->out[2], a->in[0], a->in[1], a->in[2],
+                 a->in[3], a->in[4], a->in[5], ATTN_SIZES(k, q, kv), cg_a_mesh(cpa), cg_a_axis(cpa));
+        return;
+    }
+    if (cpa >= 0) {
+        if (n->op == IR_OP_ATTENTION)
+            CALL(ATTENTION_CP_FWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2],
+                 ATTN_CP_SIZES(k, q, kv, cpa));
+        else
+            CALL(ATTENTION_CP_BWD, a->out[0], a->out[1], a->out[2], a->in[0], a->in[1], a->in[2],
+                 a->in[3], a->in[4], a->in[5], ATTN_CP_SIZES(k, q, kv, cpa));
+        return;
+    }
+    if (T(k, k->f->in[2])->dim[3] != kv->dim[3]) {
+        /* v's own head size (multi-head latent attention; cg_supported
+         * refuses it with context parallelism) */
+        CgSize dv = dim1(k, T(k, k->f->in[2])->dim[3]);
+        if (n->op == IR_OP_ATTENTION)
+            CALL(ATTENTION_V_FWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2], SZ(dim1(k, q->dim[0])),
+                 SZ(dim1(k, q->dim[1])), SZ(dim1(k, q->dim[2])), SZ(dim1(k, kv->dim[2])), SZ(dim1(k, q->dim[3])),
+                 SZ(dv), BOOL(k->f->attr.causal),
+                 SZ(cg_sz_named("WINDOW", k->f->attr.window, "attention window, 0: none")));
+        else
+            CALL(ATTENTION_V_BWD, a->out[0], a->out[1], a->out[2], a->in[0], a->in[1], a->in[2], a->in[3],
+                 a->in[4], a->in[5], SZ(dim1(k, q->dim[0])), SZ(dim1(k, q->dim[1])), SZ(dim1(k, q->dim[2])),
+                 SZ(dim1(k, kv->dim[2])), SZ(dim1(k, q->dim[3])), SZ(dv), BOOL(k->f->attr.causal),
+                 SZ(cg_sz_named("WINDOW", k->f->attr.window, "attention window, 0: none")));
+        return;
+    }
+    if (n->op == IR_OP_ATTENTION)
+        CALL(ATTENTION_FWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2], ATTN_SIZES(k, q, kv));
+    else
+        CALL(ATTENTION_BWD, a->out[0], a->out[1], a->out[2], a->in[0], a->in[1], a->in[2], a->in[3],
+             a->in[4], a->in[5], ATTN_SIZES(k, q, kv));
 }
 
 /* Rows and columns of a norm: the weight's dims are the columns. */
@@ -326,8 +388,6 @@ void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a)
 {
     K kk = k_of(c, op, piece, n), *k = &kk;
     CgSize rows, cols;
-    const IrTensor *q, *kv;
-    int cpa;
     switch (n->op) {
     case IR_OP_EMBEDDING: embedding(k, a, CG_CALL_EMBEDDING_FWD); return;
     case IR_OP_EMBEDDING_BWD: embedding(k, a, CG_CALL_EMBEDDING_BWD); return;
@@ -362,60 +422,19 @@ void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a)
     case IR_OP_ROPE: rope(k, a, false); return;
     case IR_OP_ROPE_BWD: rope(k, a, true); return;
     case IR_OP_ATTENTION:
-    case IR_OP_ATTENTION_BWD:
-        q = T(k, k->f->in[0]), kv = T(k, k->f->in[1]);
-        if (plan_cp_a2a(k->c->g, k->f, k->s) >= 0) {
-            /* All-to-all: the whole sequence of this rank's heads, its rows
-             * at the program's chunk positions (docs/context.md). */
-            if (n->op == IR_OP_ATTENTION)
-                CALL(ATTENTION_A2A_FWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2],
-                     ATTN_SIZES(k, q, kv));
-            else
-                CALL(ATTENTION_A2A_BWD, a->out[0], a->out[1], a->out[2], a->in[0], a->in[1], a->in[2],
-                     a->in[3], a->in[4], a->in[5], ATTN_SIZES(k, q, kv));
-            return;
-        }
-        if ((cpa = plan_cp_axis(k->c->g, k->f, k->s)) >= 0 && plan_cp_ring(k->c->g, k->f, k->s)) {
-            /* The ring: k and v this rank's rows, like q (docs/context.md). */
-            if (n->op == IR_OP_ATTENTION)
-                CALL(ATTENTION_RING_FWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2],
-                     ATTN_SIZES(k, q, kv), cg_a_mesh(cpa), cg_a_axis(cpa));
-            else
-                CALL(ATTENTION_RING_BWD, a->out[0], a->out[1], a->out[2], a->in[0], a->in[1], a->in[2],
-                     a->in[3], a->in[4], a->in[5], ATTN_SIZES(k, q, kv), cg_a_mesh(cpa), cg_a_axis(cpa));
-            return;
-        }
-        if (cpa >= 0) {
-            if (n->op == IR_OP_ATTENTION)
-                CALL(ATTENTION_CP_FWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2],
-                     ATTN_CP_SIZES(k, q, kv, cpa));
-            else
-                CALL(ATTENTION_CP_BWD, a->out[0], a->out[1], a->out[2], a->in[0], a->in[1], a->in[2],
-                     a->in[3], a->in[4], a->in[5], ATTN_CP_SIZES(k, q, kv, cpa));
-            return;
-        }
-        if (T(k, k->f->in[2])->dim[3] != kv->dim[3]) {
-            /* v's own head size (multi-head latent attention; cg_supported
-             * refuses it with context parallelism) */
-            CgSize dv = dim1(k, T(k, k->f->in[2])->dim[3]);
-            if (n->op == IR_OP_ATTENTION)
-                CALL(ATTENTION_V_FWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2], SZ(dim1(k, q->dim[0])),
-                     SZ(dim1(k, q->dim[1])), SZ(dim1(k, q->dim[2])), SZ(dim1(k, kv->dim[2])), SZ(dim1(k, q->dim[3])),
-                     SZ(dv), BOOL(k->f->attr.causal),
-                     SZ(cg_sz_named("WINDOW", k->f->attr.window, "attention window, 0: none")));
-            else
-                CALL(ATTENTION_V_BWD, a->out[0], a->out[1], a->out[2], a->in[0], a->in[1], a->in[2], a->in[3],
-                     a->in[4], a->in[5], SZ(dim1(k, q->dim[0])), SZ(dim1(k, q->dim[1])), SZ(dim1(k, q->dim[2])),
-                     SZ(dim1(k, kv->dim[2])), SZ(dim1(k, q->dim[3])), SZ(dv), BOOL(k->f->attr.causal),
-                     SZ(cg_sz_named("WINDOW", k->f->attr.window, "attention window, 0: none")));
-            return;
-        }
-        if (n->op == IR_OP_ATTENTION)
-            CALL(ATTENTION_FWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2], ATTN_SIZES(k, q, kv));
-        else
-            CALL(ATTENTION_BWD, a->out[0], a->out[1], a->out[2], a->in[0], a->in[1], a->in[2], a->in[3],
-                 a->in[4], a->in[5], ATTN_SIZES(k, q, kv));
+    case IR_OP_ATTENTION_BWD: {
+        /* Sinks (GPT-OSS, rt.h): the forward kernel's o and lse rescaled after it, their
+         * gradient from those before the backward, which reads them as saved. */
+        bool sinks = k->f->nin == 4, bwd = n->op == IR_OP_ATTENTION_BWD;
+        const IrTensor *tq = T(k, k->f->in[0]);
+        CgSize rows = span(k, tq->id, 0, 2), heads = dim1(k, tq->dim[2]), dv = dim1(k, T(k, k->f->in[2])->dim[3]);
+        if (sinks && bwd)
+            CALL(ATTENTION_SINK_BWD, a->out[3], a->in[3], a->in[4], a->in[5], a->in[6], SZ(rows), SZ(heads), SZ(dv));
+        attention_kernel(k, a);
+        if (sinks && !bwd)
+            CALL(ATTENTION_SINK_FWD, a->out[0], a->out[1], a->in[3], SZ(rows), SZ(heads), SZ(dv));
         return;
+    }
     case IR_OP_SILU: CALL(SILU_FWD, a->out[0], a->in[0], SZ(numel(k, n->out[0]))); return;
     case IR_OP_GELU: CALL(GELU_FWD, a->out[0], a->in[0], SZ(numel(k, n->out[0]))); return;
     case IR_OP_SILU_BWD: CALL(SILU_BWD, a->out[0], a->in[0], a->in[1], SZ(numel(k, n->out[0]))); return;

@@ -33,6 +33,7 @@ struct FeConsts {
     VEC(const char *) names;
     VEC(int) evaluating;   /* constants being evaluated, outermost first (to name a cycle) */
     int depth;
+    int layer;             /* the repeat index an attribute sees as `layer`; -1 outside (fe_eval_at_layer) */
 };
 
 static const FeValue BAD = {false, false, 0, 0};
@@ -68,6 +69,7 @@ FeConsts *fe_consts_new(IrArena *tmp, const FeProgram *prog, const FeSet *sets, 
 {
     FeConsts *c = ir_alloc(tmp, sizeof *c);
     c->tmp = tmp;
+    c->layer = -1;
     *ok = true;
     for (int fi = 0; fi < prog->nfiles; fi++) {
         const FeFile *f = prog->files[fi];
@@ -395,7 +397,12 @@ static FeValue eval_inner(FeConsts *c, const FeExpr *e)
         int i = find(c, e->name);
         if (i >= 0)
             return value_of(c, i, e->loc);
-        if (strcmp(e->name, "batch") == 0)
+        if (c->layer >= 0 && strcmp(e->name, "layer") == 0)
+            return ival(c->layer);
+        if (strcmp(e->name, "layer") == 0)
+            ir_error(e->loc, "'layer' is the index of a repeat's iteration: only an attribute of a call "
+                     "inside a repeat may use it");
+        else if (strcmp(e->name, "batch") == 0)
             ir_error(e->loc, "'batch' has no fixed size (the planner chooses it); it cannot be used "
                      "in a constant expression");
         else
@@ -442,6 +449,14 @@ static FeValue eval(FeConsts *c, const FeExpr *e)
 }
 
 FeValue fe_eval(FeConsts *c, const FeExpr *e) { return eval(c, e); }
+
+FeValue fe_eval_at_layer(FeConsts *c, const FeExpr *e, int layer)
+{
+    c->layer = layer;
+    FeValue v = eval(c, e);
+    c->layer = -1;
+    return v;
+}
 
 bool fe_consts_to_graph(FeConsts *c, IrGraph *g)
 {

@@ -213,6 +213,11 @@ bool fe_consts_to_graph(FeConsts *c, IrGraph *g);
 FeValue fe_const_value(FeConsts *c, const char *name, bool *exists);
 /* Evaluate a constant expression (a repeat count, a std, an attribute). */
 FeValue fe_eval(FeConsts *c, const FeExpr *e);
+/* The same where `layer` names the repeat iteration (layer >= 0; -1: none):
+ * an attribute that changes with the layer, as GPT-OSS's window on every
+ * other layer (`window = sliding * ((layer + 1) % 2)`). A constant named
+ * `layer` still wins: constants are looked up first. */
+FeValue fe_eval_at_layer(FeConsts *c, const FeExpr *e, int layer);
 /* If constant `name` is defined as just another constant's name, the name it
  * finally aliases (a dimension alias: n_kv_heads = n_heads); else name. */
 const char *fe_const_alias(FeConsts *c, const char *name);

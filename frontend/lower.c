@@ -243,7 +243,7 @@ static bool set_attr(Lower *lw, IrOp op, const FeArg *arg, IrAttrs *at)
             ir_error(v->loc, "%s: %s is an integer, not %s", opname, arg->name, v->i ? "true" : "false");
             return false;
         }
-        FeValue x = fe_eval(lw->c, v);
+        FeValue x = fe_eval_at_layer(lw->c, v, lw->g->cur_layer);
         if (!x.ok)
             return false;
         /* 0 means something for a window (none) and a slice's offset (the start) */
@@ -277,7 +277,7 @@ static bool set_attr(Lower *lw, IrOp op, const FeArg *arg, IrAttrs *at)
             ir_error(v->loc, "%s: %s is a number, not %s", opname, arg->name, v->i ? "true" : "false");
             return false;
         }
-        FeValue x = fe_eval(lw->c, v);
+        FeValue x = fe_eval_at_layer(lw->c, v, lw->g->cur_layer);
         if (!x.ok)
             return false;
         double f = x.is_int ? (double)x.i : x.f;
@@ -336,10 +336,10 @@ static void unknown_name(Lower *lw, const FeExpr *e)
                  fe_did_you_mean(lw->tmp, e->name, lw->names.v, lw->names.n));
 }
 
-static int add_node(Lower *lw, IrOp op, const int *in, const IrAttrs *at, IrLoc loc)
+static int add_node(Lower *lw, IrOp op, const int *in, int nin, const IrAttrs *at, IrLoc loc)
 {
     IrAttrs a = at ? *at : default_attrs();
-    int n = ir_node_add(lw->g, op, in, ir_ops[op].nin, &a, loc);
+    int n = ir_node_add(lw->g, op, in, nin, &a, loc);
     if (n < 0)
         return POISON;
     limit_hit(lw, loc);
@@ -390,8 +390,10 @@ static int lower_call(Lower *lw, const FeExpr *e)
             seen[k] = true;
         ok &= set_attr(lw, (IrOp)op, a, &at);
     }
-    if (nin != ir_ops[op].nin) {
-        ir_error(e->loc, "%s takes %d tensor argument%s, got %d", e->name, ir_ops[op].nin,
+    if (!ir_op_arity_ok(op, nin, ir_ops[op].nout)) {
+        bool opt = ir_ops[op].flags & IR_OPF_OPT_LAST;
+        ir_error(e->loc, "%s takes %s%d tensor argument%s, got %d", e->name,
+                 opt ? ir_sprintf(lw->tmp, "%d or ", ir_ops[op].nin - 1) : "", ir_ops[op].nin,
                  ir_ops[op].nin == 1 ? "" : "s", nin);
         return POISON;
     }
@@ -404,7 +406,7 @@ static int lower_call(Lower *lw, const FeExpr *e)
                  lw->loss_loc.line);
         return POISON;
     }
-    int t = add_node(lw, (IrOp)op, in, &at, e->loc);
+    int t = add_node(lw, (IrOp)op, in, nin, &at, e->loc);
     if (t >= 0 && op == IR_OP_CROSS_ENTROPY) {
         lw->loss_node = lw->g->tensors[t].producer;
         lw->loss_loc = e->loc;
@@ -432,7 +434,7 @@ static int lower_expr(Lower *lw, const FeExpr *e)
         if (l < 0 || r < 0)
             return POISON;
         int in[2] = {l, r};
-        return add_node(lw, e->op == '+' ? IR_OP_ADD : IR_OP_MUL, in, NULL, e->loc);
+        return add_node(lw, e->op == '+' ? IR_OP_ADD : IR_OP_MUL, in, 2, NULL, e->loc);
     }
     case FE_E_CALL:
         return lower_call(lw, e);

@@ -10,6 +10,16 @@ const IrOpInfo ir_ops[IR_NUM_OPS] = {
 #undef OP
 };
 
+bool ir_op_arity_ok(int op, int nin, int nout)
+{
+    const IrOpInfo *o = &ir_ops[op];
+    if (nin == o->nin && nout == o->nout)
+        return true;
+    if (!(o->flags & IR_OPF_OPT_LAST) || nin != o->nin - 1)
+        return false;
+    return nout == ((o->flags & IR_OPF_BWD) ? o->nout - 1 : o->nout);
+}
+
 int ir_op_lookup(const char *name)
 {
     for (int i = 0; i < IR_NUM_OPS; i++)

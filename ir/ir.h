@@ -135,7 +135,7 @@ FILE *ir_open_regular(const char *path, const char *what, IrLoc from);
 
 /* ------------------------------------------------------------------- the IR */
 #define IR_MAX_RANK 6   /* dims per tensor */
-#define IR_MAX_IN 6     /* ATTENTION_BWD reads q, k, v, o, lse, do */
+#define IR_MAX_IN 7     /* ATTENTION_BWD reads q, k, v, o, lse, do and the sinks */
 #define IR_MAX_OUT 5    /* MOE_BWD writes dh, dgates and three weight gradients */
 
 typedef enum {
@@ -152,7 +152,13 @@ enum {
     IR_OPF_LINEAR = 1 << 3,   /* partial-sum inputs give a partial-sum output */
     IR_OPF_GRAD_IN_PLACE = 1 << 4, /* backward may write input 0's gradient over input 0 */
     IR_OPF_GRAD_SUM = 1 << 5, /* backward adds its inputs' gradients into their running sums */
+    IR_OPF_OPT_LAST = 1 << 6, /* its last input may be absent (nin - 1 inputs); a BWD op's last
+                                 output, that input's gradient, goes with it (ir_op_arity_ok) */
 };
+
+/* Whether a node of op may have nin inputs and nout outputs: the table's,
+ * or one of each fewer under IR_OPF_OPT_LAST (outputs only for BWD ops). */
+bool ir_op_arity_ok(int op, int nin, int nout);
 
 /* Input i's bit is 1 << i (up to IR_MAX_IN), output j's 1 << (8 + j). */
 enum {

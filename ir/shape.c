@@ -304,6 +304,16 @@ static bool shape_ATTENTION(IrGraph *g, IrNode *n)
                  dimname(g, q->dim[2]), dimname(g, k->dim[2]), (long long)h);
         return false;
     }
+    if (n->nin == 4) { /* sinks: one logit per query head */
+        const IrTensor *s = T(3);
+        if (!need_float(g, n, 3))
+            return false;
+        if (s->rank != 1 || s->dim[0] != q->dim[2]) {
+            ir_error(n->loc, "attention: sinks %s must be one logit per query head, [%s]", shp(g, s),
+                     dimname(g, q->dim[2]));
+            return false;
+        }
+    }
     if (n->attr.window < 0 || (n->attr.window > 0 && !n->attr.causal)) {
         ir_error(n->loc, "attention: a sliding window (window = %lld) needs causal = true",
                  (long long)n->attr.window);
@@ -624,7 +634,7 @@ bool ir_shape_infer(IrGraph *g, IrNode *n)
 /* A node over ir_node_add_raw with the outputs its shape rule creates. */
 int ir_node_add(IrGraph *g, IrOp op, const int *in, int nin, const IrAttrs *attr, IrLoc loc)
 {
-    if (nin != ir_ops[op].nin)
+    if (!ir_op_arity_ok(op, nin, ir_ops[op].nout))
         ir_die("ir_node_add: %s takes %d inputs, got %d", ir_ops[op].name, ir_ops[op].nin, nin);
     int ntensors = g->ntensors, nfwd = g->nfwd;
     int id = ir_node_add_raw(g, op, in, nin, NULL, 0, attr, loc); /* may move g->nodes */

@@ -166,6 +166,17 @@ static bool mg_arch_LATENT(const IrGraph *g, const RepArch *A, RepFrameOut *o)
     return true;
 }
 
+/* TransformerConfig.softmax_type learnable: a [heads] softmax_offset per
+ * layer that joins each row's denominator (dot_product_attention.py; TE's
+ * FusedAttention takes it too), ptdc's attention sinks. */
+static bool mg_arch_SINKS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)g;
+    if (A->sinks)
+        rep_frame_arg(o, "--softmax-type learnable");
+    return true;
+}
+
 static bool mg_arch_HEAD_DIM(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g; /* TransformerConfig: kv_channels = hidden_size / heads unless given */
@@ -227,7 +238,14 @@ static bool mg_arch_MLP(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 
 static bool mg_arch_BIASES(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
-    (void)g;
+    /* --add-bias-linear (the default) also gives the grouped experts' two
+     * projections a bias each (TEGroupedMLP), which ptdc's moe does not
+     * compute (models/gpt-oss.mdl): Megatron would build another model. */
+    if (A->bias_linear && A->moe)
+        return rep_frame_refuse(g, o, "its MoE layers have biases on every projection and the router, and "
+                                "Megatron-Core's --add-bias-linear gives its experts biases too (%lld x (2 x %lld + "
+                                "%lld) a layer), which ptdc's experts do not have", (long long)A->n_experts,
+                                (long long)A->d_ff, (long long)A->d_model);
     if (!A->bias_linear) {
         rep_frame_arg(o, "--disable-bias-linear");
         if (A->bias_qkv)
@@ -365,6 +383,8 @@ static bool mg_attr_ATTN_WINDOW(const IrGraph *g, const RepArch *A, RepFrameOut 
 {
     (void)g;
     rep_frame_arg(o, "--window-size %lld,0", (long long)A->attr[IR_ATTR_ATTN_WINDOW] - 1);
+    if (A->window_skip_freq)
+        rep_frame_arg(o, "--window-attn-skip-freq %d", A->window_skip_freq);
     return true;
 }
 

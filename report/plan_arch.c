@@ -138,7 +138,7 @@ typedef struct LayerWalk {
     int ropes;                    /* rotary embeddings applied */
     int mla_extra;                /* MLA's operators beyond q, k, v, o projections: slices,
                                      concats, the second latent projection */
-    int qkv_bias, out_bias, mlp_bias; /* biases stepped over */
+    int qkv_bias, out_bias, mlp_bias, router_bias; /* biases stepped over */
     int xm;                       /* the residual stream after the attention */
     int h2;                       /* the MLP norm's output */
     int up[4], nup;               /* the projections reading h2 */
@@ -351,6 +351,10 @@ static bool read_attention(const IrGraph *g, LayerWalk *L, RepArch *A, char *why
             At = &g->nodes[i];
     if (!read_qkv(g, At, L, A, why, wn))
         return false;
+    if (At->nin == 4 && !is_param(g, At->in[3]))
+        return rep_refuse(why, wn, "its attention's sinks are computed, and the frameworks learn them as a "
+                          "parameter");
+    A->sinks = At->nin == 4;
     int wo_n = only_consumer(g, At->out[0], L->p);
     int wo = wo_n >= 0 ? proj_weight(g, &g->nodes[wo_n], At->out[0]) : -1;
     if (wo < 0)
@@ -623,7 +627,8 @@ static bool read_moe(const IrGraph *g, LayerWalk *L, RepArch *A, char *why, size
         M = s1 ? L->moes[0] : L->moes[1];
     }
     const IrNode *R = producer(g, M->in[1]);
-    const IrNode *RM = R && R->op == IR_OP_ROUTE ? producer(g, R->in[0]) : NULL;
+    /* the router's logits may carry a bias (GPT-OSS; TopKRouter's with --add-bias-linear) */
+    const IrNode *RM = R && R->op == IR_OP_ROUTE ? through_bias(g, R->in[0], &L->router_bias) : NULL;
     if (!RM || RM->op != IR_OP_MATMUL || RM->in[0] != L->h2 || !is_param(g, RM->in[1]))
         return rep_refuse(why, wn, "its experts' gates are not routed from a projection of the MLP norm's output "
                           "(Megatron-Core's TopKRouter: a linear layer, then top-k)");
@@ -673,16 +678,20 @@ static bool layer_rest(const IrGraph *g, const LayerWalk *L, RepArch *A, char *w
                  L->qkv_bias + L->out_bias + L->mlp_bias;
     if (A->moe) { /* router projection, route, moe, residual; a shared expert and its add */
         int shared = !A->shared_ff ? 0 : A->shared_gate ? 4 : 3 + (L->counts[IR_OP_SWIGLU] ? 1 : 2) + 1;
-        expect = attn + 4 + shared + L->qkv_bias + L->out_bias + L->mlp_bias;
+        expect = attn + 4 + shared + L->qkv_bias + L->out_bias + L->mlp_bias + L->router_bias;
     }
     if (P->count != expect)
         return rep_refuse(why, wn, "its layers compute %d operators besides those of a decoder layer",
                       P->count - expect);
-    int nproj = 4 + (A->moe ? 1 : A->swiglu ? 3 : 2), all = L->qkv_bias + L->out_bias + L->mlp_bias;
-    if (A->moe && all > L->qkv_bias)
-        return rep_refuse(why, wn, "its MoE layers have biases on the output, router or shared expert "
-                          "projections, which Megatron-Core's MoE layers do not (bias only with ETP 1, never on "
-                          "the router or the shared expert)");
+    int nproj = 4 + (A->moe ? 1 : A->swiglu ? 3 : 2);
+    int all = L->qkv_bias + L->out_bias + L->mlp_bias + L->router_bias;
+    /* An MoE layer with a bias on every projection, the router's included, is
+     * Megatron-Core's --add-bias-linear MoE layer (GPT-OSS): TopKRouter then
+     * has a bias (router.py); a shared expert never has one. */
+    if (A->moe && all > L->qkv_bias && (all != nproj || A->shared_ff))
+        return rep_refuse(why, wn, "its MoE layers have biases on some of the output, router or shared expert "
+                          "projections; Megatron-Core's MoE layers have them on all of the output and the "
+                          "router (--add-bias-linear) or on none, and never on a shared expert");
     if (all == 0)
         A->bias_linear = A->bias_qkv = false;
     else if (all == nproj)
@@ -721,6 +730,8 @@ static const char *layer_differs(const RepArch *a, const RepArch *b, bool mlp)
         return "the attention heads";
     if (a->rope != b->rope)
         return "the rotary embedding";
+    if (a->sinks != b->sinks)
+        return "the attention sinks";
     if (a->bias_linear != b->bias_linear || a->bias_qkv != b->bias_qkv)
         return "the biases";
     if (a->init_std != b->init_std)
@@ -783,6 +794,8 @@ static bool read_attrs(const IrGraph *g, RepArch *A, char *why, size_t wn)
                     continue;
                 if (A->mla && (n->op == IR_OP_SLICE || n->op == IR_OP_CONCAT))
                     continue; /* read_mla read their sizes */
+                if (id == IR_ATTR_ATTN_WINDOW)
+                    continue; /* read_window */
                 double v = ir_attr_get(&n->attr, (IrAttrId)id);
                 if (A->has_attr[id] && v != A->attr[id]) {
                     char a[64], b[64];
@@ -799,6 +812,55 @@ static bool read_attrs(const IrGraph *g, RepArch *A, char *why, size_t wn)
             }
         }
     }
+    return true;
+}
+
+/* The layers' attention windows: one value on every layer, or a window W on
+ * every layer but each f-th (layer numbers from 1), which has none: Megatron's
+ * --window-size with --window-attn-skip-freq f (transformer_layer.py: a layer
+ * whose number is a multiple of f attends to everything; GPT-OSS, f = 2). f
+ * is the first unwindowed layer's number; each layer is then checked. */
+static bool read_window(const IrGraph *g, RepArch *A, char *why, size_t wn)
+{
+    int id = IR_ATTR_ATTN_WINDOW, layer = 0, f = 0;
+    double w = 0;
+    for (int p = 1; p <= A->layers; p++) {
+        const IrPiece *P = &g->pieces[p];
+        for (int i = P->first; i < P->first + P->count; i++) {
+            const IrNode *n = &g->nodes[i];
+            if (n->op != IR_OP_ATTENTION)
+                continue;
+            double v = ir_attr_get(&n->attr, (IrAttrId)id);
+            layer++;
+            w = w == 0 ? v : w;
+            if (v == 0 && f == 0 && layer > 1)
+                f = layer;
+        }
+    }
+    if (w == 0)
+        return true; /* no window anywhere: the attribute is absent */
+    if (f == 0 && layer > 0) {
+        /* windowed everywhere, or its first layer unwindowed: checked below with f = layer + 1 */
+        f = layer + 1;
+    }
+    layer = 0;
+    for (int p = 1; p <= A->layers; p++) {
+        const IrPiece *P = &g->pieces[p];
+        for (int i = P->first; i < P->first + P->count; i++) {
+            const IrNode *n = &g->nodes[i];
+            if (n->op != IR_OP_ATTENTION)
+                continue;
+            double v = ir_attr_get(&n->attr, (IrAttrId)id), want = ++layer % f ? w : 0;
+            if (v != want)
+                return rep_refuse(why, wn, "its attention window is %g at line %d (layer %d), where the frameworks "
+                                  "have one window on every layer, or one on every layer but each f-th "
+                                  "(Megatron's --window-attn-skip-freq), which would give it %g", v, n->loc.line,
+                                  layer - 1, want);
+        }
+    }
+    A->has_attr[id] = true;
+    A->attr[id] = w;
+    A->window_skip_freq = f <= A->layers ? f : 0;
     return true;
 }
 
@@ -864,5 +926,5 @@ bool rep_arch_read(const IrGraph *g, RepArch *A, char *why, size_t wn)
     }
     if (!read_head(g, x_out, A, why, wn))
         return false;
-    return read_attrs(g, A, why, wn);
+    return read_window(g, A, why, wn) && read_attrs(g, A, why, wn);
 }

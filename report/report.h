@@ -99,6 +99,7 @@ typedef struct RepArch {
     bool qk_norm;                 /* q and k each normalised per head (over head_dim) by the
                                      layers' norm kind, before the rotary embedding */
     bool rope;                    /* rotary embedding of q and k (attr[] has its attributes) */
+    bool sinks;                   /* attention sinks, a [heads] parameter (GPT-OSS) */
     /* Multi-head latent attention (DeepSeek-V3; plan_arch.c read_mla): the
      * latent ranks and per-head sizes; head_dim is then qk_nope + qk_rope
      * and rope_dim_dim the rotated part's dim. */
@@ -124,6 +125,9 @@ typedef struct RepArch {
     uint64_t layer_moe[REP_MAX_LAYERS / 64];
     bool bias_linear;             /* a bias on every projection */
     bool bias_qkv;                /* a bias on q, k and v (also set with bias_linear) */
+    int window_skip_freq;         /* attr[ATTN_WINDOW] on every layer but each f-th (1-based layer
+                                     number a multiple of f: full attention), as Megatron's
+                                     --window-attn-skip-freq f (GPT-OSS: 2); 0: on every layer */
     bool tied;                    /* the LM head is the token table */
     double init_std;              /* of the query projection */
     bool bf16;                    /* weights in bf16 */

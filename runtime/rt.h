@@ -381,6 +381,16 @@ void rt_attention_bwd(rt_act *dq, rt_act *dk, rt_act *dv, const rt_act *q, const
                       const rt_act *v, const rt_act *o, const float *lse, const rt_act *dout,
                       int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, bool causal,
                       int64_t window);
+/* Attention sinks (GPT-OSS: runtime/common/attention_sink.h has the
+ * arithmetic): o [rows, H, Dv] and lse [rows, H] of any attention kernel
+ * become those of rows whose softmax denominators also hold e^sinks[h]
+ * (in place), after the forward kernel; before the backward kernel (which
+ * then reads those o and lse), dsinks [H] accumulates -sum over rows of
+ * e^{sinks[h] - lse} (dout . o). rows is every row of the rank: batch x
+ * its sequence. */
+void rt_attention_sink_fwd(rt_act *o, float *lse, const rt_act *sinks, int64_t rows, int64_t H, int64_t Dv);
+void rt_attention_sink_bwd(rt_grad *dsinks, const rt_act *o, const float *lse, const rt_act *dout,
+                           const rt_act *sinks, int64_t rows, int64_t H, int64_t Dv);
 /* Attention whose v head Dv is narrower than q and k's D (multi-head latent
  * attention: 128 against 192): o [B, S, H, Dv], v, dv [B, S, KVH, Dv], the
  * rest as rt_attention_fwd/bwd with head size D (scale 1/sqrt(D)). Runs them

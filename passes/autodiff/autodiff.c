@@ -185,15 +185,19 @@ static void pass_grad_ROPE(Ad *ad, int node, int dy)
     contribute(ad, IN(0), dx);
 }
 
+/* With sinks (input 3) the backward also reads them and makes their
+ * gradient: dsink_h = -sum over h's rows of p_sink * (do . o), p_sink =
+ * exp(sink_h - lse) the sink's share of the row (o and lse are the sinks'
+ * own, so q, k and v's gradients are the plain kernel's). */
 static void pass_grad_ATTENTION(Ad *ad, int node, int dy)
 {
-    int d[3];
-    for (int i = 0; i < 3; i++)
+    int nin = ad->g->nodes[node].nin, d[4] = {-1, -1, -1, -1};
+    for (int i = 0; i < nin; i++)
         d[i] = grad_tensor(ad, IN(i));
     IrAttrs at = ad->g->nodes[node].attr;
-    add(ad, node, IR_OP_ATTENTION_BWD, (int[]){IN(0), IN(1), IN(2), OUT(0), OUT(1), dy}, 6, d, 3,
-        &at);
-    for (int i = 0; i < 3; i++)
+    int in[7] = {IN(0), IN(1), IN(2), OUT(0), OUT(1), dy, nin == 4 ? IN(3) : -1};
+    add(ad, node, IR_OP_ATTENTION_BWD, in, nin == 4 ? 7 : 6, d, nin, &at);
+    for (int i = 0; i < nin; i++)
         if (NEEDS(IN(i)))
             contribute(ad, IN(i), d[i]);
 }

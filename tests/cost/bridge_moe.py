@@ -70,8 +70,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bridge_dense import BASE, GPUS as BLACKWELL, RECIPES, SEARCH_TARGET, TIE, run, summary  # noqa: E402
 
 MODELS = {"Qwen3_30B_a3B": "models/qwen3-30b-a3b.mdl", "Qwen3_235B_a22B": "models/qwen3-235b-a22b.mdl",
-          "DeepSeekV3": "models/deepseek-v3.mdl", "Kimi_K2": "models/kimi-k2.mdl"}
-LAYERS = {"Qwen3_30B_a3B": 48, "Qwen3_235B_a22B": 94, "DeepSeekV3": 61, "Kimi_K2": 61}
+          "DeepSeekV3": "models/deepseek-v3.mdl", "Kimi_K2": "models/kimi-k2.mdl",
+          "GPT OSS 120B": "models/gpt-oss-120b.mdl"}
+LAYERS = {"Qwen3_30B_a3B": 48, "Qwen3_235B_a22B": 94, "DeepSeekV3": 61, "Kimi_K2": 61, "GPT OSS 120B": 36}
 # Models whose recipes cut the layers into chunks of ceil(L / chunks), the last
 # chunk the rest (with the loss; the embedding rides in the first):
 # Megatron-Bridge's pipeline layouts for 61 layers, e.g. "Et*4|(t*4|)*14tmL"
@@ -79,7 +80,6 @@ LAYERS = {"Qwen3_30B_a3B": 48, "Qwen3_235B_a22B": 94, "DeepSeekV3": 61, "Kimi_K2
 # recipes/kimi/h100/kimi_k2.py _get_kimi_k2_pipeline_layout).
 FRONT_LOADED = ("DeepSeekV3", "Kimi_K2")
 WHY_NOT = {
-    "GPT OSS 120B": "GPT-OSS needs attention sinks and alternating sliding windows, which ptdc lacks",
     "DeepSeekV4 Flash": "DeepSeek-V4 needs MLA and its own attention, which ptdc lacks",
 }
 # A row labelled with DeepSeek-V3's multi-token prediction module: ptdc does not model MTP.
@@ -117,6 +117,46 @@ MLA_RECIPE = {
     **{("Kimi_K2", "GB300", rel): (4, 4, 2, ["mla_up_proj"], "none", False)
        for rel in ("26.02.01", "26.04", "26.04.01", "26.06")},
 }
+
+# GPT-OSS 120B's recipes (Megatron-Bridge at each row's tag, as MLA_RECIPE): v0.2.0 (25.11)
+# scripts/performance/configs/gpt_oss/workload_base_configs.py (GBS 512 only); v0.3.0, v0.3.1
+# (26.02, 26.02.01), v0.4.0, v0.4.1 (26.04, 26.04.01), v0.5.0, v0.5.1 (26.06, 26.06.01)
+# scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py, the V2 (GBS 1280)
+# configs; v0.6.0 (26.08) src/megatron/bridge/perf_recipes/gpt_oss/<gpu>/gpt_oss.py (MXFP8:
+# _apply_gpt_oss_120b_full_iter_fp8mx_configs, a full-iteration graph with the all-to-all
+# overlap). attn_moe: cuda_graph_scope attn, moe_router, moe_preprocess. From v0.4.0 GB200 BF16
+# sets moe_a2a_overlap and B300, B200 drop EP 64 for EP 8; from v0.5.0 MXFP8 on GB300 is EP 16
+# and on GB200 recompute_modules [], both full-iteration graphs; B300 MXFP8 is its BF16 config.
+# (GPU, release, BF16 or MXFP8) -> (pp, vp, mb, recompute_modules, cuda_graph, moe_a2a_overlap, ep).
+_OSS_LN_ACT = ["layernorm", "moe_act"]
+_OSS_V1 = {"GB300": (1, 1, 4, [], "attn_moe", False, 64), "GB200": (1, 1, 4, _OSS_LN_ACT, "none", False, 64),
+           "B200": (1, 1, 4, _OSS_LN_ACT, "none", False, 64), "H100": (4, 1, 1, _OSS_LN_ACT, "none", False, 8)}
+_OSS_V3 = dict(_OSS_V1, B300=(1, 1, 4, [], "attn_moe", False, 64))
+_OSS_V4 = dict(_OSS_V3, GB200=(1, 1, 4, _OSS_LN_ACT, "none", True, 64), B300=(1, 1, 4, [], "attn_moe", False, 8),
+               B200=(1, 1, 4, _OSS_LN_ACT, "none", False, 8))
+_OSS_MX = {"GB300": (1, 1, 4, [], "full", True, 16), "GB200": (1, 1, 4, [], "full", True, 64)}
+OSS_RECIPE = {
+    **{(g, "25.11", "BF16"): rc for g, rc in _OSS_V1.items()},
+    **{(g, rel, "BF16"): rc for rel in ("26.02", "26.02.01") for g, rc in _OSS_V3.items()},
+    **{(g, rel, "BF16"): rc for rel in ("26.04", "26.04.01", "26.06", "26.06.01") for g, rc in _OSS_V4.items()},
+    **{(g, rel, "MXFP8"): rc for rel in ("26.06", "26.06.01", "26.08") for g, rc in _OSS_MX.items()},
+    **{("B300", rel, "MXFP8"): _OSS_V4["B300"] for rel in ("26.06", "26.06.01")},
+}
+
+
+def oss_recipe(r):
+    """The GPT-OSS row's recipe (OSS_RECIPE), or None with why not: as mla_recompute, a row whose
+    layout (pp, vp, micro-batch, EP) is not its recipe's ran a config this file cannot see."""
+    rc = OSS_RECIPE.get((r["gpu"], release(r), r["precision"]))
+    if rc is None:
+        return None, "no recipe of %s %s on %s at %s's tag in this file" % (r["model"], r["precision"], r["gpu"],
+                                                                          release(r))
+    want = (rc[0], rc[1], rc[2], rc[6])
+    have = (num(r, "pp", 1), num(r, "vp", 1) or 1, num(r, "micro_batch"), num(r, "ep", 1))
+    if have != want:
+        return None, ("the %s recipe of %s on %s is pp %d vp %d mb %d EP %d, not the row's pp %d vp %d mb %d EP %d"
+                      % (release(r), r["model"], r["gpu"], *want, *have))
+    return rc, None
 
 
 def mla_recompute(r):
@@ -179,6 +219,8 @@ def cuda_graph(r):
     too, B200's Qwen3-235B nothing."""
     if r["model"] in FRONT_LOADED:
         return MLA_RECIPE[(r["model"], r["gpu"], release(r))][4]
+    if r["model"] == "GPT OSS 120B":
+        return oss_recipe(r)[0][4]
     rel = tuple(int(x) for x in release(r).split(".")[:2])
     if r["gpu"] == "H100":
         return "none"
@@ -206,6 +248,8 @@ def a2a_overlap(r):
     (pass_a2a_overlap_applies: EP > 1, pp 1 or interleaved, no full recomputation)."""
     if r["model"] in FRONT_LOADED:
         return MLA_RECIPE[(r["model"], r["gpu"], release(r))][5]
+    if r["model"] == "GPT OSS 120B":
+        return oss_recipe(r)[0][5]
     rel = tuple(int(x) for x in release(r).split(".")[:2])
     big = r["model"] == "Qwen3_235B_a22B"
     if r["gpu"] == "H100":
@@ -241,6 +285,8 @@ def skip_reason(r):
         return "DeepSeek-V3 with its multi-token prediction module (MTP), which ptdc does not model"
     if r["model"] in FRONT_LOADED and mla_recompute(r)[0] is None:
         return mla_recompute(r)[1]
+    if r["model"] == "GPT OSS 120B" and oss_recipe(r)[0] is None:
+        return oss_recipe(r)[1]
     if r["gpu"] not in GPUS:
         return "no ptdc preset of %s" % r["gpu"]
     if r["precision"] not in RECIPES:
@@ -262,6 +308,8 @@ def recompute(r):
     """--recompute of the row: its recipe's recompute_modules as ptdc's policy of that name
     (plan/recompute.def), none without."""
     mods = mla_recompute(r)[0] if r["model"] in FRONT_LOADED else None
+    if r["model"] == "GPT OSS 120B":
+        mods = oss_recipe(r)[0][3]
     return ",".join(mods) if mods else "none"
 
 

@@ -63,7 +63,11 @@ void ref_rope(double *x, int64_t rows, int64_t S, int64_t heads, int64_t dim, do
  * [B*S, KVH*D], o [B*S, H*D]; p [B, H, S, S] keeps the probabilities. */
 void ref_attention_fwd(double *o, double *p, const double *q, const double *k, const double *v,
                        int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D);
-/* dq, dk, dv overwritten. */
+/* With a sliding window (0: none) and sinks [H] (NULL: none), p the keys' share. */
+void ref_attention_sw_fwd(double *o, double *p, const double *q, const double *k, const double *v,
+                          const double *sinks, int64_t window, int64_t B, int64_t S, int64_t H, int64_t KVH,
+                          int64_t D);
+/* dq, dk, dv overwritten (masked and sink entries have p 0 and take no gradient here). */
 void ref_attention_bwd(double *dq, double *dk, double *dv, const double *dout, const double *p,
                        const double *q, const double *k, const double *v, int64_t B, int64_t S,
                        int64_t H, int64_t KVH, int64_t D);
@@ -80,7 +84,10 @@ double ref_cross_entropy(const double *logits, const int32_t *targets, int64_t r
 /* REF_DEEPSEEK: DeepSeek-V3 (models/deepseek-v3.mdl): multi-head latent
  * attention (ref_mla.c), the first first_dense layers' MLPs dense (width Fd),
  * the others MoE blocks with sigmoid group-limited routing and a shared expert. */
-typedef enum { REF_LLAMA, REF_GPT, REF_MIXTRAL, REF_DEEPSEEK } RefFamily;
+/* REF_GPTOSS: GPT-OSS (models/gpt-oss.mdl): Mixtral with q/k/v/o biases,
+ * head_dim its own, attention sinks, a window on the layers listed in win[],
+ * a router bias and ptdc's stacked expert tensors (ref_moe.c). */
+typedef enum { REF_LLAMA, REF_GPT, REF_MIXTRAL, REF_DEEPSEEK, REF_GPTOSS } RefFamily;
 
 typedef struct RefConfig {
     RefFamily fam;
@@ -102,6 +109,8 @@ typedef struct RefConfig {
     int64_t G, Gk;
     double scale;
     int64_t QR, KR, Dn, Dr, Dv, first_dense, Fd, Fs;
+    /* GPT-OSS: each layer's attention window (0: full), read from the graph */
+    int64_t win[64];
 } RefConfig;
 
 /* Sizes of MODEL.mdl through ptdc's frontend (false with a message). */

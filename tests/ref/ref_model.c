@@ -15,6 +15,10 @@
  * attention multi-head latent attention (ref_mla.c), its first first_dense
  * MLPs dense SwiGLU of width d_ff, the others MoE blocks (ref_moe.c: sigmoid
  * group-limited routing, the shared expert) under HF's DeepseekV3 names.
+ * GPT-OSS (GptOssForCausalLM as models/gpt-oss.mdl has it): Mixtral's layer
+ * with biases on q, k, v (before the rotation) and o, attention sinks (a
+ * logit per head in every row's softmax, weighing no value: ref_ops.c), a
+ * window on the layers whose attention has one, and the router's bias.
  * The loss is the mean cross-entropy over every token of the step. */
 #include "ref.h"
 
@@ -71,9 +75,16 @@ bool ref_config(const char *mdl, RefConfig *c)
         ir_arena_free(a);
         return false;
     }
-    bool rms = false, ln = false, moe = false, route_ok = true;
+    bool rms = false, ln = false, moe = false, route_ok = true, sinks = false;
+    int natt = 0;
     for (int i = 0; i < g->nfwd; i++) {
         const IrNode *n = &g->nodes[i];
+        if (n->op == IR_OP_ATTENTION) { /* GPT-OSS: sinks, a window per layer */
+            sinks |= n->nin == 4;
+            if (natt < 64)
+                c->win[natt] = n->attr.window;
+            natt++;
+        }
         if (n->op == IR_OP_ROUTE) {
             /* the router Mixtral has: softmax, top-k, optional norm and regularisers */
             const IrRoute *r = &n->attr.route;
@@ -98,7 +109,7 @@ bool ref_config(const char *mdl, RefConfig *c)
         if (n->op == IR_OP_ROPE)
             c->theta = n->attr.theta;
     }
-    c->fam = moe ? REF_MIXTRAL : rms ? REF_LLAMA : REF_GPT;
+    c->fam = moe && sinks ? REF_GPTOSS : moe ? REF_MIXTRAL : rms ? REF_LLAMA : REF_GPT;
     c->KR = dim(g, "kv_lora_rank", 0);
     if (moe && c->KR > 0) { /* DeepSeek: multi-head latent attention */
         c->fam = REF_DEEPSEEK;
@@ -126,15 +137,18 @@ bool ref_config(const char *mdl, RefConfig *c)
         ok &= c->QR > 0 && c->Dn > 0 && c->Dr > 0 && c->Dr % 2 == 0 && c->Dv > 0 &&
               (c->first_dense == 0 || c->Fd > 0) && (c->G <= 1 || (c->E % c->G == 0 && c->G <= 256)) &&
               c->E <= 256 && (c->Fd > 0 || c->first_dense == 0);
+    else if (c->fam == REF_GPTOSS)
+        ok &= c->Dh > 0 && c->L <= 64;
     else
         ok &= c->Dh * c->H == c->D;
     /* Mixtral's router: softmax, no groups, no scale */
-    if (moe && c->fam == REF_MIXTRAL)
+    if (moe && (c->fam == REF_MIXTRAL || c->fam == REF_GPTOSS))
         route_ok &= !c->sigmoid && c->G <= 1 && (c->scale == 0 || c->scale == 1);
     if (moe)
         ok &= rms && route_ok && c->E > 0 && c->K >= 1 && c->K <= c->E;
     if (!ok)
-        fprintf(stderr, "ref: %s is neither a LLaMA, a GPT, a Mixtral nor a DeepSeek the reference knows\n", mdl);
+        fprintf(stderr, "ref: %s is neither a LLaMA, a GPT, a Mixtral, a DeepSeek nor a GPT-OSS the reference "
+                "knows\n", mdl);
     ir_graph_free(g);
     ir_arena_free(a);
     return ok;
@@ -187,6 +201,33 @@ static void fill(RefSt *st, uint64_t *s, const char *name, int ndim, int64_t a, 
         t->v[i] = (double)(float)(mean + std * ref_normal(s)); /* exactly what the file holds */
 }
 
+/* GPT-OSS's layer after its input norm: projections with biases, the sinks,
+ * the router with its bias and ptdc's stacked experts [E, D, F], [E, F, D]. */
+static void gptoss_layer(const RefConfig *c, RefSt *st, uint64_t *s, const char *p, int l)
+{
+    const double MAT = 0.08, NORM = 0.2, BIAS = 0.1;
+    int64_t D = c->D, HD = c->H * c->Dh, KD = c->KVH * c->Dh, F = c->F, E = c->E;
+    fill(st, s, fmt("%sself_attn.q_proj.weight", p), 2, HD, D, 0, MAT);
+    fill(st, s, fmt("%sself_attn.q_proj.bias", p), 1, HD, 1, 0, BIAS);
+    fill(st, s, fmt("%sself_attn.k_proj.weight", p), 2, KD, D, 0, MAT);
+    fill(st, s, fmt("%sself_attn.k_proj.bias", p), 1, KD, 1, 0, BIAS);
+    fill(st, s, fmt("%sself_attn.v_proj.weight", p), 2, KD, D, 0, MAT);
+    fill(st, s, fmt("%sself_attn.v_proj.bias", p), 1, KD, 1, 0, BIAS);
+    fill(st, s, fmt("%sself_attn.o_proj.weight", p), 2, D, HD, 0, MAT);
+    fill(st, s, fmt("%sself_attn.o_proj.bias", p), 1, D, 1, 0, BIAS);
+    fill(st, s, fmt("%sself_attn.sinks", p), 1, c->H, 1, 0, 1); /* logits the scores' size: a real share */
+    fill(st, s, fmt("%spost_attention_layernorm.weight", p), 1, D, 1, 1, NORM);
+    fill(st, s, fmt("%smlp.router.weight", p), 2, E, D, 0, MAT);
+    fill(st, s, fmt("%smlp.router.bias", p), 1, E, 1, 0, BIAS);
+    const char *ex[] = {"e_gate", "e_up", "e_down"};
+    for (int i = 0; i < 3; i++) {
+        int64_t shape[3] = {E, i < 2 ? D : F, i < 2 ? F : D};
+        RefTensor *t = ref_st_add(st, fmt("layers.%d.%s", l, ex[i]), 3, shape);
+        for (int64_t j = 0; j < t->n; j++)
+            t->v[j] = (double)(float)(MAT * ref_normal(s));
+    }
+}
+
 /* DeepSeek's layer after its input norm: MLA's tensors (ref_mla.c), then a
  * dense MLP or the MoE block with its shared expert. */
 static void deepseek_layer(const RefConfig *c, RefSt *st, uint64_t *s, const char *p, int l)
@@ -234,6 +275,10 @@ RefSt *ref_weights(const RefConfig *c, uint64_t seed)
             fill(st, &s, fmt("%sinput_layernorm.weight", p), 1, D, 1, 1, NORM);
             if (c->fam == REF_DEEPSEEK) {
                 deepseek_layer(c, st, &s, p, l);
+                continue;
+            }
+            if (c->fam == REF_GPTOSS) {
+                gptoss_layer(c, st, &s, p, l);
                 continue;
             }
             fill(st, &s, fmt("%sself_attn.q_proj.weight", p), 2, HD, D, 0, MAT);
@@ -333,6 +378,7 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
 {
     const bool llama = c->fam != REF_GPT; /* LLaMA's norms and MLP names (and attention but DeepSeek's) */
     const bool deepseek = c->fam == REF_DEEPSEEK;
+    const bool oss = c->fam == REF_GPTOSS;
     double reg = 0; /* the MoE blocks' regularisers */
     const int64_t R = c->B * c->S, D = c->D, H = c->H, KVH = c->KVH, Dh = c->Dh, F = c->F, V = c->V;
     const int64_t HD = H * Dh, KD = KVH * Dh;
@@ -355,7 +401,7 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
         L->q = ref_zeros(R * HD), L->k = ref_zeros(R * KD), L->v = ref_zeros(R * KD);
         L->p = ref_zeros(c->B * H * c->S * c->S), L->a = ref_zeros(R * HD);
         /* this layer's MLP: a MoE block, or a dense one of width Fl */
-        const bool moe = c->fam == REF_MIXTRAL || (deepseek && l >= c->first_dense);
+        const bool moe = c->fam == REF_MIXTRAL || oss || (deepseek && l >= c->first_dense);
         const int64_t Fl = deepseek && !moe ? c->Fd : F;
         if (deepseek) {
             ref_rmsnorm_fwd(L->h1, L->rs1, x, T(w, fmt("%sinput_layernorm.weight", p)), R, D, c->eps);
@@ -364,6 +410,11 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
             linear(c, L->q, L->h1, T(w, fmt("%sself_attn.q_proj.weight", p)), R, D, HD);
             linear(c, L->k, L->h1, T(w, fmt("%sself_attn.k_proj.weight", p)), R, D, KD);
             linear(c, L->v, L->h1, T(w, fmt("%sself_attn.v_proj.weight", p)), R, D, KD);
+            if (oss) { /* biases before the rotation */
+                add_bias(L->q, T(w, fmt("%sself_attn.q_proj.bias", p)), R, HD);
+                add_bias(L->k, T(w, fmt("%sself_attn.k_proj.bias", p)), R, KD);
+                add_bias(L->v, T(w, fmt("%sself_attn.v_proj.bias", p)), R, KD);
+            }
             ref_rope(L->q, R, c->S, H, Dh, c->theta, false);
             ref_rope(L->k, R, c->S, KVH, Dh, c->theta, false);
         } else {
@@ -383,12 +434,15 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
         if (deepseek)
             L->mla = ref_mla_fwd(c, w, p, L->h1, L->x_mid);
         else
-            ref_attention_fwd(L->a, L->p, L->q, L->k, L->v, c->B, c->S, H, KVH, Dh);
+            ref_attention_sw_fwd(L->a, L->p, L->q, L->k, L->v, oss ? T(w, fmt("%sself_attn.sinks", p)) : NULL,
+                                 oss ? c->win[l] : 0, c->B, c->S, H, KVH, Dh);
         if (!deepseek)
             linear(c, L->x_mid, L->a, T(w, llama ? fmt("%sself_attn.o_proj.weight", p) : fmt("%sattn.c_proj.weight", p)),
                R, HD, D);
         if (!llama)
             add_bias(L->x_mid, T(w, fmt("%sattn.c_proj.bias", p)), R, D);
+        if (oss)
+            add_bias(L->x_mid, T(w, fmt("%sself_attn.o_proj.bias", p)), R, D);
         axpy(L->x_mid, x, R * D);
 
         L->h2 = ref_zeros(R * D), L->xh2 = ref_zeros(R * D), L->rs2 = ref_zeros(R);
@@ -448,7 +502,7 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
             Layer *L = &ly[l];
             char p[64];
             snprintf(p, sizeof p, llama ? "model.layers.%d." : "h.%d.", l);
-            const bool moe = c->fam == REF_MIXTRAL || (deepseek && l >= c->first_dense);
+            const bool moe = c->fam == REF_MIXTRAL || oss || (deepseek && l >= c->first_dense);
             const int64_t Fl = deepseek && !moe ? c->Fd : F;
             /* MLP: dx is the gradient of the layer's output (and of x_mid through the residual). */
             if (moe) {
@@ -492,11 +546,32 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
             const char *wo = llama ? fmt("%sself_attn.o_proj.weight", p) : fmt("%sattn.c_proj.weight", p);
             if (!llama)
                 sum_rows(T(gr, fmt("%sattn.c_proj.bias", p)), dx, R, D);
+            if (oss)
+                sum_rows(T(gr, fmt("%sself_attn.o_proj.bias", p)), dx, R, D);
             linear_bwd(c, da, T(gr, wo), dx, L->a, T(w, wo), R, HD, D, false);
+            if (oss) { /* the sink's share of row i is 1 - sum_j p_ij: dsink -= share (dO_i . O_i) */
+                double *ds = T(gr, fmt("%sself_attn.sinks", p));
+                for (int64_t b = 0; b < c->B; b++)
+                    for (int64_t h = 0; h < H; h++)
+                        for (int64_t i = 0; i < c->S; i++) {
+                            const double *pi = L->p + ((b * H + h) * c->S + i) * c->S;
+                            double keys = 0, dot = 0;
+                            for (int64_t j = 0; j < c->S; j++)
+                                keys += pi[j];
+                            for (int64_t d = 0; d < Dh; d++)
+                                dot += da[((b * c->S + i) * H + h) * Dh + d] * L->a[((b * c->S + i) * H + h) * Dh + d];
+                            ds[h] -= (1 - keys) * dot;
+                        }
+            }
             ref_attention_bwd(dq, dk, dv, da, L->p, L->q, L->k, L->v, c->B, c->S, H, KVH, Dh);
             if (llama) {
                 ref_rope(dq, R, c->S, H, Dh, c->theta, true);
                 ref_rope(dk, R, c->S, KVH, Dh, c->theta, true);
+                if (oss) {
+                    sum_rows(T(gr, fmt("%sself_attn.q_proj.bias", p)), dq, R, HD);
+                    sum_rows(T(gr, fmt("%sself_attn.k_proj.bias", p)), dk, R, KD);
+                    sum_rows(T(gr, fmt("%sself_attn.v_proj.bias", p)), dv, R, KD);
+                }
                 linear_bwd(c, dh, T(gr, fmt("%sself_attn.q_proj.weight", p)), dq, L->h1,
                            T(w, fmt("%sself_attn.q_proj.weight", p)), R, D, HD, false);
                 linear_bwd(c, dh, T(gr, fmt("%sself_attn.k_proj.weight", p)), dk, L->h1,

@@ -15,7 +15,11 @@
  * sequence whose top-k holds e), P_e the sequence's mean p, averaged over
  * the B sequences of the step; and the z-loss beta (logsumexp z)^2 averaged
  * over the step's tokens. The backward goes through the full softmax
- * Jacobian, element by element. */
+ * Jacobian, element by element.
+ * GPT-OSS (models/gpt-oss.mdl): the router has a bias (mlp.router.weight,
+ * mlp.router.bias: z = gate(h) + b), and the experts are ptdc's stacked
+ * tensors layers.L.e_gate, e_up [E, D, F] and e_down [E, F, D] (h W, no hf
+ * names: HF fuses them), the same SwiGLU. */
 #include "ref.h"
 
 #include <math.h>
@@ -41,6 +45,20 @@ static double *W(const RefConfig *c, const RefSt *st, const char *prefix, int wh
                                      "shared_experts.down_proj.weight"};
     bool ds = c->fam == REF_DEEPSEEK;
     char name[256], tail[128];
+    if (c->fam == REF_GPTOSS) { /* the router's names; the experts' stacked tensors (expert_w) */
+        static const char *oss[] = {"mlp.router.weight", "e_gate", "e_up", "e_down"};
+        int layer = atoi(prefix + strlen("model.layers."));
+        if (which == ROUTER)
+            snprintf(name, sizeof name, "%s%s", prefix, oss[which]);
+        else
+            snprintf(name, sizeof name, "layers.%d.%s", layer, oss[which]);
+        RefTensor *t = ref_st_find(st, name);
+        if (!t) {
+            fprintf(stderr, "ref: no tensor %s\n", name);
+            exit(1);
+        }
+        return which == ROUTER ? t->v : t->v + (int64_t)e * c->D * c->F;
+    }
     snprintf(tail, sizeof tail, ds ? deepseek[which] : mixtral[which], e);
     snprintf(name, sizeof name, "%s%s%s", prefix, ds ? "mlp." : "block_sparse_moe.", tail);
     RefTensor *t = ref_st_find(st, name);
@@ -51,6 +69,12 @@ static double *W(const RefConfig *c, const RefSt *st, const char *prefix, int wh
     return t->v;
 }
 
+/* Element (f, j) of w1, w3 ([F, D] stored [out, in]; GPT-OSS's stacked
+ * [D, F], in then out) and (j, f) of w2 ([D, F]; stacked [F, D]). */
+static int stacked;
+#define W13(w, f, j) (*(stacked ? &(w)[(j) * F + (f)] : &(w)[(f) * D + (j)]))
+#define W2(w, j, f) (*(stacked ? &(w)[(f) * D + (j)] : &(w)[(j) * F + (f)]))
+
 /* One expert on one row: a1 = w1 h, a3 = w3 h, m = silu(a1) a3, o = w2 m. */
 static void expert(const double *w1, const double *w3, const double *w2, const double *h, int64_t D,
                    int64_t F, double *a1, double *a3, double *m, double *o)
@@ -58,15 +82,15 @@ static void expert(const double *w1, const double *w3, const double *w2, const d
     for (int64_t f = 0; f < F; f++) {
         double s1 = 0, s3 = 0;
         for (int64_t j = 0; j < D; j++) {
-            s1 += w1[f * D + j] * h[j];
-            s3 += w3[f * D + j] * h[j];
+            s1 += W13(w1, f, j) * h[j];
+            s3 += W13(w3, f, j) * h[j];
         }
         a1[f] = s1, a3[f] = s3, m[f] = ref_silu(s1) * s3;
     }
     for (int64_t j = 0; j < D; j++) {
         double s = 0;
         for (int64_t f = 0; f < F; f++)
-            s += w2[j * F + f] * m[f];
+            s += W2(w2, j, f) * m[f];
         o[j] = s;
     }
 }
@@ -85,17 +109,17 @@ static double expert_bwd(const double *w1, const double *w3, const double *w2, d
     for (int64_t ff = 0; ff < F; ff++) {
         double s = 0;
         for (int64_t j = 0; j < D; j++) {
-            s += w2[j * F + ff] * dy[j];
-            g2[j * F + ff] += wt * dy[j] * m[ff];
+            s += W2(w2, j, ff) * dy[j];
+            W2(g2, j, ff) += wt * dy[j] * m[ff];
         }
         dm[ff] = wt * s;
     }
     for (int64_t ff = 0; ff < F; ff++) {
         double d1 = dm[ff] * a3[ff] * ref_silu_grad(a1[ff]), d3 = dm[ff] * ref_silu(a1[ff]);
         for (int64_t j = 0; j < D; j++) {
-            g1[ff * D + j] += d1 * h[j];
-            g3[ff * D + j] += d3 * h[j];
-            dh[j] += w1[ff * D + j] * d1 + w3[ff * D + j] * d3;
+            W13(g1, ff, j) += d1 * h[j];
+            W13(g3, ff, j) += d3 * h[j];
+            dh[j] += W13(w1, ff, j) * d1 + W13(w3, ff, j) * d3;
         }
     }
     return d;
@@ -119,13 +143,14 @@ void ref_moe_freeze(int mode)
  * of its two largest) stay candidates; the top K candidates by s (ties to
  * the lower index) and their weights s (/ their sum when the route
  * normalises) times the route's scale. */
+static const double *router_bias; /* GPT-OSS's mlp.router.bias of the block at hand, else NULL */
 static void router(const RefConfig *c, const double *wr, const double *h, double *z, double *s,
                    double *p, int *sel, double *wt)
 {
     int64_t E = c->E, D = c->D, G = c->G > 1 ? c->G : 1, per = E / G;
     double mx = -INFINITY, sum = 0;
     for (int64_t e = 0; e < E; e++) {
-        double v = 0;
+        double v = router_bias ? router_bias[e] : 0;
         for (int64_t j = 0; j < D; j++)
             v += wr[e * D + j] * h[j];
         z[e] = v;
@@ -195,6 +220,10 @@ double ref_moe_fwd(const RefConfig *c, const RefSt *w, const char *prefix, const
 {
     int64_t R = c->B * c->S, D = c->D, F = c->F, E = c->E, K = c->K;
     const double *wr = W(c, w, prefix, ROUTER, 0);
+    char bn[128];
+    snprintf(bn, sizeof bn, "%smlp.router.bias", prefix);
+    stacked = c->fam == REF_GPTOSS;
+    router_bias = stacked ? ref_st_find(w, bn)->v : NULL;
     int64_t Fm = c->Fs > F ? c->Fs : F;
     double *z = ref_zeros(E), *sv = ref_zeros(E), *p = ref_zeros(E), *wt = ref_zeros(K), *a1 = ref_zeros(Fm),
            *a3 = ref_zeros(Fm), *m = ref_zeros(Fm), *o = ref_zeros(D), *P = ref_zeros(E);
@@ -248,6 +277,11 @@ void ref_moe_bwd(const RefConfig *c, const RefSt *w, RefSt *gr, const char *pref
     int64_t R = c->B * c->S, D = c->D, F = c->F, E = c->E, K = c->K, S = c->S;
     const double *wr = W(c, w, prefix, ROUTER, 0);
     double *dwr = W(c, gr, prefix, ROUTER, 0);
+    char bn[128];
+    snprintf(bn, sizeof bn, "%smlp.router.bias", prefix);
+    stacked = c->fam == REF_GPTOSS;
+    router_bias = stacked ? ref_st_find(w, bn)->v : NULL;
+    double *dbr = stacked ? ref_st_find(gr, bn)->v : NULL;
     int64_t Fm = c->Fs > F ? c->Fs : F;
     double *z = ref_zeros(E), *sv = ref_zeros(E), *p = ref_zeros(E), *wt = ref_zeros(K), *a1 = ref_zeros(Fm),
            *a3 = ref_zeros(Fm), *m = ref_zeros(Fm), *o = ref_zeros(D), *dm = ref_zeros(Fm), *dp = ref_zeros(E),
@@ -307,11 +341,14 @@ void ref_moe_bwd(const RefConfig *c, const RefSt *w, RefSt *gr, const char *pref
                     v += ds[i] * sv[i] * ((i == e) - sv[e]);
             dz[e] = v + c->zloss * 2 * lse * exp(z[e] - lse) / (double)R;
         }
-        for (int64_t e = 0; e < E; e++)
+        for (int64_t e = 0; e < E; e++) {
+            if (dbr)
+                dbr[e] += dz[e];
             for (int64_t j = 0; j < D; j++) {
                 dwr[e * D + j] += dz[e] * hr[j];
                 dhr[j] += dz[e] * wr[e * D + j];
             }
+        }
     }
     free(z), free(sv), free(p), free(wt), free(a1), free(a3), free(m), free(o), free(dm), free(dp);
     free(ds), free(dz);

@@ -129,6 +129,17 @@ void ref_rope(double *x, int64_t rows, int64_t S, int64_t heads, int64_t dim, do
 void ref_attention_fwd(double *o, double *p, const double *q, const double *k, const double *v,
                        int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D)
 {
+    ref_attention_sw_fwd(o, p, q, k, v, NULL, 0, B, S, H, KVH, D);
+}
+
+/* The same with a sliding window (key j visible to query i when j <= i and
+ * i - j < window; 0: none) and sinks (GPT-OSS): sinks[h] one more logit in
+ * every row's softmax, whose probability weighs no value (p keeps the keys'
+ * probabilities only, which then sum to less than 1). */
+void ref_attention_sw_fwd(double *o, double *p, const double *q, const double *k, const double *v,
+                          const double *sinks, int64_t window, int64_t B, int64_t S, int64_t H, int64_t KVH,
+                          int64_t D)
+{
     double scale = 1 / sqrt((double)D);
     int64_t group = H / KVH;
     for (int64_t b = 0; b < B; b++)
@@ -137,11 +148,13 @@ void ref_attention_fwd(double *o, double *p, const double *q, const double *k, c
             for (int64_t i = 0; i < S; i++) {
                 const double *qi = q + ((b * S + i) * H + h) * D;
                 double *pi = p + ((b * H + h) * S + i) * S, mx = -INFINITY, z = 0;
+                bool *seen = calloc((size_t)S, sizeof *seen);
                 for (int64_t j = 0; j < S; j++) {
-                    if (j > i) { /* causal: a query never sees a later key */
+                    if (j > i || (window > 0 && i - j >= window)) { /* causal; the window */
                         pi[j] = 0;
                         continue;
                     }
+                    seen[j] = true;
                     const double *kj = k + ((b * S + j) * KVH + kh) * D;
                     double s = 0;
                     for (int64_t d = 0; d < D; d++)
@@ -149,8 +162,14 @@ void ref_attention_fwd(double *o, double *p, const double *q, const double *k, c
                     pi[j] = s * scale;
                     mx = fmax(mx, pi[j]);
                 }
+                if (sinks)
+                    mx = fmax(mx, sinks[h]);
                 for (int64_t j = 0; j <= i; j++)
-                    z += pi[j] = exp(pi[j] - mx);
+                    if (seen[j])
+                        z += pi[j] = exp(pi[j] - mx);
+                if (sinks)
+                    z += exp(sinks[h] - mx); /* the sink's share of the denominator */
+                free(seen);
                 double *oi = o + ((b * S + i) * H + h) * D;
                 memset(oi, 0, sizeof(double) * (size_t)D);
                 for (int64_t j = 0; j <= i; j++) {

@@ -4,6 +4,11 @@
  *     j <= i and i - j < window; forward against an explicit masked softmax,
  *     backward against central differences of it; window >= S is plain
  *     causal attention, bit for bit; a window without causal is refused;
+ *   - attention sinks (GPT-OSS): a logit per head in every row's softmax
+ *     that takes no value, written here as one more column of the softmax;
+ *     rt_attention_fwd + rt_attention_sink_fwd against it (o, lse), and
+ *     rt_attention_sink_bwd + rt_attention_bwd against its central
+ *     differences (dq, dk, dv and the sinks'), with a window and without;
  *   - LLaMA-3.1 rope scaling: the frequencies of transformers'
  *     _compute_llama3_parameters (kept, interpolated, divided), the rotation
  *     in double; the inverse is the transpose (central differences); factor 1
@@ -112,6 +117,94 @@ static void test_window_case(int64_t B, int64_t S, int64_t H, int64_t KVH, int64
     free(gq), free(gk), free(gv), free(lref);
     free(q), free(k), free(v), free(r), free(o), free(lse), free(dq), free(dk), free(dv);
     free(c.q), free(c.k), free(c.v), free(c.r), free(c.o);
+}
+
+/* ----------------------------------------------------------- attention sinks */
+/* Each row's softmax over its visible scores and one more logit, sinks[h],
+ * whose column multiplies no value: o = sum_j p_j v_j with p over j and the
+ * sink; lse over the same. */
+static void ref_sink_attention(double *o, double *lse, const double *q, const double *k, const double *v,
+                               const double *sinks, int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D,
+                               int64_t W)
+{
+    double scale = 1.0 / sqrt((double)D), *x = dnew(S + 1);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            int64_t kh = h / (H / KVH);
+            for (int64_t i = 0; i < S; i++) {
+                double m = sinks[h], z = 0;
+                for (int64_t j = 0; j < S; j++) {
+                    bool visible = j <= i && (W == 0 || i - j < W);
+                    double s = 0;
+                    for (int64_t d = 0; d < D; d++)
+                        s += q[((b * S + i) * H + h) * D + d] * k[((b * S + j) * KVH + kh) * D + d];
+                    x[j] = visible ? s * scale : -INFINITY;
+                    m = fmax(m, x[j]);
+                }
+                x[S] = sinks[h]; /* the sink's column */
+                for (int64_t j = 0; j <= S; j++)
+                    z += exp(x[j] - m);
+                if (lse)
+                    lse[(b * S + i) * H + h] = m + log(z);
+                for (int64_t d = 0; d < D; d++) {
+                    double acc = 0;
+                    for (int64_t j = 0; j < S; j++) /* not j = S: the sink has no value */
+                        acc += exp(x[j] - m) / z * v[((b * S + j) * KVH + kh) * D + d];
+                    o[((b * S + i) * H + h) * D + d] = acc;
+                }
+            }
+        }
+    free(x);
+}
+
+typedef struct {
+    double *q, *k, *v, *s, *r, *o;
+    int64_t B, S, H, KVH, D, W;
+} SinkCtx;
+
+static double sink_loss(void *p)
+{
+    SinkCtx *c = p;
+    ref_sink_attention(c->o, NULL, c->q, c->k, c->v, c->s, c->B, c->S, c->H, c->KVH, c->D, c->W);
+    return dot(c->r, c->o, c->B * c->S * c->H * c->D);
+}
+
+static void test_sink_case(int64_t B, int64_t S, int64_t H, int64_t KVH, int64_t D, int64_t W)
+{
+    printf("attention sinks B=%lld S=%lld H=%lld KVH=%lld D=%lld window=%lld\n", (long long)B, (long long)S,
+           (long long)H, (long long)KVH, (long long)D, (long long)W);
+    int64_t nq = B * S * H * D, nk = B * S * KVH * D, nl = B * S * H;
+    SinkCtx c = {dnew(nq), dnew(nk), dnew(nk), dnew(H), dnew(nq), dnew(nq), B, S, H, KVH, D, W};
+    float *q = fnew(nq), *k = fnew(nk), *v = fnew(nk), *sk = fnew(H), *r = fnew(nq), *o = fnew(nq);
+    float *lse = fnew(nl), *dq = fnew(nq), *dk = fnew(nk), *dv = fnew(nk), *ds = fnew(H);
+    ref_fill(q, c.q, nq, -1.5, 1.5);
+    ref_fill(k, c.k, nk, -1.5, 1.5);
+    ref_fill(v, c.v, nk, -1, 1);
+    ref_fill(sk, c.s, H, -1, 2); /* logits as large as the scores: the sink takes a real share */
+    ref_fill(r, c.r, nq, -1, 1);
+    double *lref = dnew(nl);
+    rt_attention_fwd(o, lse, q, k, v, B, S, H, KVH, D, true, W);
+    rt_attention_sink_fwd(o, lse, sk, B * S, H, D);
+    ref_sink_attention(c.o, lref, c.q, c.k, c.v, c.s, B, S, H, KVH, D, W);
+    CHECK(ref_close("sink attention o", o, c.o, nq, FWD_TOL, 1e-30), "sink o");
+    CHECK(ref_close("sink attention lse", lse, lref, nl, FWD_TOL, 1e-30), "sink lse");
+    rt_attention_sink_bwd(ds, o, lse, r, sk, B * S, H, D); /* ds starts at 0: it accumulates */
+    rt_attention_bwd(dq, dk, dv, q, k, v, o, lse, r, B, S, H, KVH, D, true, W);
+    double *gq = dnew(nq), *gk = dnew(nk), *gv = dnew(nk), *gs = dnew(H);
+    ref_fd_grad(sink_loss, &c, c.q, nq, FD_H, gq);
+    ref_fd_grad(sink_loss, &c, c.k, nk, FD_H, gk);
+    ref_fd_grad(sink_loss, &c, c.v, nk, FD_H, gv);
+    ref_fd_grad(sink_loss, &c, c.s, H, FD_H, gs);
+    ref_check_grad("sink attention dq", dq, gq, nq, GRAD_TOL);
+    ref_check_grad("sink attention dk", dk, gk, nk, GRAD_TOL);
+    ref_check_grad("sink attention dv", dv, gv, nk, GRAD_TOL);
+    ref_check_grad("sink attention dsinks", ds, gs, H, GRAD_TOL);
+    float before = ds[0];
+    rt_attention_sink_bwd(ds, o, lse, r, sk, B * S, H, D); /* a second micro-batch adds as much again */
+    CHECK(fabsf(ds[0] - 2 * before) <= 1e-6f * fabsf(before) + 1e-12f, "rt_attention_sink_bwd does not accumulate");
+    free(gq), free(gk), free(gv), free(gs), free(lref);
+    free(q), free(k), free(v), free(sk), free(r), free(o), free(lse), free(dq), free(dk), free(dv), free(ds);
+    free(c.q), free(c.k), free(c.v), free(c.s), free(c.r), free(c.o);
 }
 
 /* A window at least as long as the sequence is causal attention, bitwise. */
@@ -237,6 +330,8 @@ int main(void)
     test_window_case(1, 5, 2, 2, 4, 2); /* each query sees itself and one before */
     test_window_case(1, 6, 3, 1, 4, 6); /* window = S: causal */
     test_window_covers_all();
+    test_sink_case(2, 7, 4, 2, 8, 3); /* GQA, a window (GPT-OSS's sliding layers) */
+    test_sink_case(1, 6, 2, 1, 4, 0); /* full causal (its other layers) */
     test_rope_llama3();
     ref_expect_fatal("window without causal", window_without_causal, NULL, "needs causal");
     ref_expect_fatal("rope llama3 high <= low", bad_scaling, NULL, "invalid scaling");

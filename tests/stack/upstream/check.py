@@ -614,6 +614,9 @@ def corpus(ptdc, src):
         ("models/llama2-7b.mdl", "--gpus 16 --tp 1 --pp 2 --micro-batch 1 --recompute ffn --sp off"),
         ("models/gpt3-1.3b.mdl", "--gpus 16 --tp 2 --pp 2 --micro-batch 2 --recompute none --sp on"),
         ("models/mistral-7b.mdl", "--gpus 16 --tp 2 --pp 1 --micro-batch 1 --recompute full --sp on"),
+        # GPT-OSS's attention: a window on every other layer (--window-attn-skip-freq) and sinks
+        ("tests/stack/upstream/models/mistral-gpt-oss-attention.mdl",
+         "--gpus 16 --tp 2 --pp 1 --micro-batch 1 --recompute full --sp on"),
         # Experts folded over tp (alltoall), over dp with ETP on tp, and ETP alone.
         ("models/mixtral.mdl", "--gpus 16 --tp 2 --pp 2 --ep 2 --micro-batch 1 --recompute none --sp on"),
         ("models/mixtral.mdl", "--gpus 16 --tp 2 --pp 1 --ep 8 --etp 2 --micro-batch 1 --recompute full --sp on"),

@@ -67,6 +67,11 @@ OPTIONS = {
     "--use-rope-scaling": ("use_rope_scaling", "true", False, None),
     "--rope-scaling-factor": ("rope_scaling_factor", "float", 8.0, None),
     "--window-size": ("window_size", "tuple", None, None),
+    # TransformerConfig softmax_type (ArgumentGroupFactory: the Literal's values); learnable adds a
+    # [heads] softmax_offset to each layer's attention (dot_product_attention.py)
+    "--softmax-type": ("softmax_type", "str", "vanilla", ["vanilla", "off-by-one", "learnable"]),
+    # TransformerConfig window_attn_skip_freq (arguments.py: type=moe_freq_type)
+    "--window-attn-skip-freq": ("window_attn_skip_freq", "freq", None, None),
     "--swiglu": ("swiglu", "true", False, None),
     "--untie-embeddings-and-output-weights": ("untie_embeddings_and_output_weights", "true", False, None),
     "--no-masked-softmax-fusion": ("masked_softmax_fusion", "false", True, None),
@@ -913,6 +918,11 @@ def model(a, vocab):
         m["freqs"] = freqs(a)
     w = a["window_size"]
     m["window"] = None if w is None else (w[0] + 1 if w[1] == 0 else ("non-causal window", w))
+    f = a["window_attn_skip_freq"]
+    if w is not None and f is not None:  # utils.py is_layer_window_attention, layer numbers from 1
+        on = [(l + 1) % f != 0 if isinstance(f, int) else bool(f[l]) for l in range(a["num_layers"])]
+        m["window"] = tuple(m["window"] if x else None for x in on)
+        m["window"] = m["window"][0] if len(set(m["window"])) == 1 else m["window"]
     norm = 2 * h if m["norm"] == "layernorm" else h
     glu = 2 if a["swiglu"] else 1
     mlp = h * F * glu + (bias_linear and F * glu) + F * h + (bias_linear and h)
@@ -951,6 +961,7 @@ def model(a, vocab):
     # qk_layernorm: q_layernorm and k_layernorm over kv_channels, the --normalization kind
     qk = a["qk_layernorm"] and 2 * (2 * d if m["norm"] == "layernorm" else d)
     attn = 2 * norm + qk + h * (H + 2 * G) * d + (bias_qkv and (H + 2 * G) * d) + H * d * h + (bias_linear and h)
+    attn += H if a["softmax_type"] == "learnable" else 0
     m["mla"] = None
     if a["multi_latent_attention"]:
         # MLASelfAttention (multi_latent_attention.py): linear_q_down_proj [h -> q_lora],

@@ -172,7 +172,10 @@ def truth(ir_text, summary_text):
     t["eps"] = float(norms[0]["attrs"]["eps"])
     att = next(n for n in L0 if n["op"] == "attention")
     t["causal"] = att["attrs"]["causal"] == "true"
-    t["window"] = int(att["attrs"]["window"]) if "window" in att["attrs"] else None
+    # one window on every layer, else the per-layer list (None: full attention; GPT-OSS alternates)
+    wins = [next((int(n["attrs"]["window"]) if "window" in n["attrs"] else None)
+                 for n in p["nodes"] if n["op"] == "attention") for p in layers]
+    t["window"] = wins[0] if len(set(wins)) == 1 else tuple(wins)
     qd, kd = ir.types[att["ins"][0]][1], ir.types[att["ins"][1]][1]
     t["seq"], t["heads"], t["head_dim"] = ir.size(qd[1]), ir.size(qd[2]), ir.size(qd[3])
     t["kv_heads"] = ir.size(kd[2])
