@@ -90,6 +90,19 @@ int main(int argc, char **argv)
         }
         mega_plan_free(&plan);
     }
+    /* Model FLOPs a token (MFU): 6 N, attention's 6 H (Dh + Dv) S per
+     * attention layer, and Megatron's 3 x 7 d_inner N per scan. */
+    {
+        const double d = 64, v = 256, hp = H * P, ah = 4, kv = 2, dh = 16;
+        double mamba = d /* norm */ + 2 * d * hp /* z, x */ + 2 * d * N /* B, C */ + d * H /* dt */ +
+                       hp * 4 + hp /* conv x */ + 2 * (N * 4 + N) /* conv B, C */ + 3 * H /* dt_bias, A_log, D */ +
+                       hp /* gated norm */ + hp * d /* out */;
+        double attn = d + d * ah * dh + 2 * d * kv * dh + ah * dh * d;
+        double params = v * d + 2 * (mamba + attn) + d + d * v;
+        check_eq("parameters of tiny-hybrid", (double)ir_param_count(g), params);
+        check_eq("model FLOPs a token", pass_model_flops_per_token(g),
+                 6 * params + 2 * 6 * ah * (dh + dh) * S + 2 * 21 * hp * N);
+    }
     if (nssd != 4) {
         printf("FAIL: %d ssd nodes priced, want 2 per tp\n", nssd);
         failures++;
