@@ -66,16 +66,19 @@ void rt_ssd_bwd(rt_act *dx, rt_act *ddt, rt_grad *dA_log, rt_act *dB, rt_act *dC
     while (Q * Q < seq)
         Q++;
     const int64_t hpg = heads / groups, nc = (seq + Q - 1) / Q, np = n * p;
-    /* per (group, head in group): dA, dD over the sequences, in order */
+    /* dA and dD of each (sequence, head), summed over the sequences in
+     * order after the tasks (slot 1: the calling thread's partial sums) */
+    double *part = rtcpu_scratch(1, sizeof(double) * (size_t)(2 * batch * heads));
     RTCPU_PAR_FOR(batch * heads * seq * n * p)
-    for (int64_t g = 0; g < groups; g++) {
+    for (int64_t task = 0; task < batch * groups; task++) {
+        int64_t b = task / groups, g = task % groups;
         float *start = rtcpu_scratch(3, sizeof(float) * (size_t)((nc + Q + 1) * np));
         float *chunk = start + nc * np, *G = chunk + Q * np;
         for (int64_t hh = 0; hh < hpg; hh++) {
             int64_t h = g * hpg + hh;
             const float A = -expf(A_log[h]), Dh = D[h];
             double gA = 0, gD = 0;
-            for (int64_t b = 0; b < batch; b++) {
+            {
                 if (hh == 0)
                     for (int64_t t = 0; t < seq; t++) {
                         int64_t row = b * seq + t;
@@ -156,9 +159,15 @@ void rt_ssd_bwd(rt_act *dx, rt_act *ddt, rt_grad *dA_log, rt_act *dB, rt_act *dC
                     }
                 }
             }
-            /* dA_log = dA dA/dA_log = dA A */
-            dA_log[h] = (float)((double)dA_log[h] + gA * A);
-            dD[h] = (float)((double)dD[h] + gD);
+            part[2 * (b * heads + h)] = gA * A; /* dA_log = dA dA/dA_log = dA A */
+            part[2 * (b * heads + h) + 1] = gD;
         }
+    }
+    for (int64_t h = 0; h < heads; h++) {
+        double a = 0, d = 0;
+        for (int64_t b = 0; b < batch; b++)
+            a += part[2 * (b * heads + h)], d += part[2 * (b * heads + h) + 1];
+        dA_log[h] = (float)((double)dA_log[h] + a);
+        dD[h] = (float)((double)dD[h] + d);
     }
 }
