@@ -135,6 +135,12 @@ typedef struct CgBuf {
     X(CONCAT_FWD, "rt_concat_fwd", "bbbnnnnn")                                              \
     X(CONCAT_BWD, "rt_concat_bwd", "bbbnnnnn")                                              \
     X(SIGMOID_FWD, "rt_sigmoid_fwd", "bbn")                                                 \
+    X(SOFTPLUS_FWD, "rt_softplus_fwd", "bbn")                                               \
+    X(SOFTPLUS_BWD, "rt_softplus_bwd", "bbbn")                                              \
+    X(CONV1D_FWD, "rt_conv1d_fwd", "bbbbnnnn")                                              \
+    X(CONV1D_BWD, "rt_conv1d_bwd", "bbbbbbnnnn")                                            \
+    X(SSD_FWD, "rt_ssd_fwd", "bbbbbbbnnnnnn")                                               \
+    X(SSD_BWD, "rt_ssd_bwd", "bbbbbbbbbbbbbnnnnnn")                                         \
     X(SIGMOID_BWD, "rt_sigmoid_bwd", "bbbn")                                                \
     X(ROUTE_FWD, "rt_route_fwd", "bbnnnebxn")                                               \
     X(ROUTE_BWD, "rt_route_bwd", "bbbbnnnen")                                               \

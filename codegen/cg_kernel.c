@@ -63,6 +63,8 @@ bool cg_kernel_accumulates(const IrNode *n, int j)
     case IR_OP_LAYERNORM_BWD: return j >= 1;
     case IR_OP_MOE_BWD: return j >= 2; /* the experts' weights */
     case IR_OP_ATTENTION_BWD: return j == 3; /* the sinks (rt_attention_sink_bwd) */
+    case IR_OP_CONV1D_BWD: return j >= 1; /* the weight and bias */
+    case IR_OP_SSD_BWD: return j == 2 || j == 5; /* A_log and D */
     default: return false;
     }
 }
@@ -498,6 +500,40 @@ void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a)
             CALL(CONCAT_FWD, a->out[0], a->in[0], a->in[1], SZ(outer), SZ(bc), SZ(inner), SZ(na), SZ(nb));
         else
             CALL(CONCAT_BWD, a->out[0], a->out[1], a->in[0], SZ(outer), SZ(bc), SZ(inner), SZ(na), SZ(nb));
+        return;
+    }
+    case IR_OP_SOFTPLUS: CALL(SOFTPLUS_FWD, a->out[0], a->in[0], SZ(numel(k, n->out[0]))); return;
+    case IR_OP_SOFTPLUS_BWD:
+        CALL(SOFTPLUS_BWD, a->out[0], a->in[0], a->in[1], SZ(numel(k, n->out[0])));
+        return;
+    case IR_OP_CONV1D:
+    case IR_OP_CONV1D_BWD: {
+        /* x [batch, seq, channels...] local (seq never split), w [channels..., K] */
+        const IrTensor *x = T(k, k->f->in[0]), *w = T(k, k->f->in[1]);
+        CgSize b = dim1(k, x->dim[0]), s = dim1(k, x->dim[1]), ch = span(k, x->id, 2, x->rank);
+        CgSize kw = dim1(k, w->dim[w->rank - 1]);
+        if (n->op == IR_OP_CONV1D)
+            CALL(CONV1D_FWD, a->out[0], a->in[0], a->in[1], a->in[2], SZ(b), SZ(s), SZ(ch), SZ(kw));
+        else
+            CALL(CONV1D_BWD, a->out[0], a->out[1], a->out[2], a->in[0], a->in[1], a->in[2], SZ(b), SZ(s),
+                 SZ(ch), SZ(kw));
+        return;
+    }
+    case IR_OP_SSD:
+    case IR_OP_SSD_BWD: {
+        /* x [batch, seq, heads..., P], B [batch, seq, groups..., N]: the
+         * local heads and groups (a split of either shrinks both counts
+         * alike, so each local head keeps its group) */
+        const IrTensor *x = T(k, k->f->in[0]), *B = T(k, k->f->in[3]);
+        CgSize b = dim1(k, x->dim[0]), s = dim1(k, x->dim[1]), h = span(k, x->id, 2, x->rank - 1);
+        CgSize grp = span(k, B->id, 2, B->rank - 1), p = dim1(k, x->dim[x->rank - 1]);
+        CgSize st = dim1(k, B->dim[B->rank - 1]);
+        if (n->op == IR_OP_SSD)
+            CALL(SSD_FWD, a->out[0], a->in[0], a->in[1], a->in[2], a->in[3], a->in[4], a->in[5], SZ(b), SZ(s),
+                 SZ(h), SZ(grp), SZ(p), SZ(st));
+        else
+            CALL(SSD_BWD, a->out[0], a->out[1], a->out[2], a->out[3], a->out[4], a->out[5], a->in[0], a->in[1],
+                 a->in[2], a->in[3], a->in[4], a->in[5], a->in[6], SZ(b), SZ(s), SZ(h), SZ(grp), SZ(p), SZ(st));
         return;
     }
     case IR_NUM_OPS: break;

@@ -135,8 +135,8 @@ FILE *ir_open_regular(const char *path, const char *what, IrLoc from);
 
 /* ------------------------------------------------------------------- the IR */
 #define IR_MAX_RANK 6   /* dims per tensor */
-#define IR_MAX_IN 7     /* ATTENTION_BWD reads q, k, v, o, lse, do and the sinks */
-#define IR_MAX_OUT 5    /* MOE_BWD writes dh, dgates and three weight gradients */
+#define IR_MAX_IN 7     /* ATTENTION_BWD reads q, k, v, o, lse, do and the sinks; SSD_BWD x, dt, A_log, B, C, D, dy */
+#define IR_MAX_OUT 6    /* SSD_BWD writes the gradients of its six inputs */
 
 typedef enum {
 #define OP(ID, name, nin, nout, flags, saves) IR_OP_##ID,
@@ -398,6 +398,9 @@ const IrConst *ir_const_find(const IrGraph *g, const char *name);
 /* (shape.c) CONCAT's broadcast: how many leading dims of a its b lacks
  * (a run starting at *pos, a's position), or -1 when b is not a less a run. */
 int ir_concat_bcast(const IrGraph *g, const IrNode *n, int *pos);
+/* (shape.c) SSD's groups: how many of x's head dims B and C carry (node n
+ * an ssd or ssd_bwd: B is input 3 of both). */
+int ir_ssd_groups(const IrGraph *g, const IrNode *n);
 
 /* Element counts and sizes. dim_size[d] gives each dim's size (use
  * ir_dim_sizes to fill it with the batch dim set to `batch`). */

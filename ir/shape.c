@@ -593,6 +593,99 @@ static bool shape_CONCAT(IrGraph *g, IrNode *n)
     return true;
 }
 
+/* ---------------------------------------------------------------- Mamba-2 */
+static bool shape_SOFTPLUS(IrGraph *g, IrNode *n) { return unary(g, n, "softplus"); }
+
+/* Are t's dims [from, to) the dims d[0 .. to - from)? */
+static bool dims_are(const IrTensor *t, int from, int to, const int *d)
+{
+    return to <= t->rank && (to == from || memcmp(t->dim + from, d, sizeof(int) * (size_t)(to - from)) == 0);
+}
+
+static bool batch_seq(IrGraph *g, const IrTensor *t)
+{
+    return t->rank >= 2 && t->dim[0] == g->batch_dim && t->dim[1] == g->seq_dim;
+}
+
+/* conv1d(x, w, b): a causal depthwise convolution over seq, as Mamba's
+ * conv1d (torch Conv1d with groups = channels, padding K - 1, the first
+ * seq outputs kept): y[t, c] = b[c] + sum_j w[c, j] x[t - K + 1 + j, c].
+ * x is [batch, seq, C...], w [C..., K] with K a dim of its own (the
+ * kernel width), b [C...]. */
+static bool shape_CONV1D(IrGraph *g, IrNode *n)
+{
+    for (int i = 0; i < 3; i++)
+        if (!need_float(g, n, i))
+            return false;
+    const IrTensor *x = T(0), *w = T(1), *b = T(2);
+    if (x->rank < 3 || !batch_seq(g, x)) {
+        ir_error(n->loc, "conv1d: '%s' %s must be [batch, seq, channels...]", x->base, shp(g, x));
+        return false;
+    }
+    int nc = x->rank - 2;
+    if (w->rank != nc + 1 || !dims_are(w, 0, nc, x->dim + 2) || has(x, w->dim[nc])) {
+        ir_error(n->loc, "conv1d: the weight '%s' %s must be x's channels then a kernel dim of its own",
+                 w->base, shp(g, w));
+        return false;
+    }
+    if (b->rank != nc || !dims_are(b, 0, nc, x->dim + 2)) {
+        ir_error(n->loc, "conv1d: the bias '%s' %s must have x's channel dims", b->base, shp(g, b));
+        return false;
+    }
+    out(g, n, 0, "conv1d", x->dtype, IR_ACT, x->rank, x->dim);
+    return true;
+}
+
+int ir_ssd_groups(const IrGraph *g, const IrNode *n)
+{
+    return g->tensors[n->in[3]].rank - 3;
+}
+
+/* ssd(x, dt, A_log, B, C, D): Mamba-2's selective state-space scan, per
+ * head h with state S_h [N, P] from zero (Dao and Gu 2024, "Transformers
+ * are SSMs", the SSD recurrence):
+ *   S_t = exp(dt_t A) S_{t-1} + dt_t B_t x_t^T,   y_t = S_t^T C_t + D x_t
+ * with A = -exp(A_log). x is [batch, seq, H..., P] (the heads, then the
+ * head dim), dt [batch, seq, H...] (already softplus'd), A_log and D [H...],
+ * B and C [batch, seq, G..., N] with G... a leading run of the head dims
+ * (the groups: each group's B and C shared by the heads under it; none: one
+ * for all) and N the state dim. y has x's dims. */
+static bool shape_SSD(IrGraph *g, IrNode *n)
+{
+    for (int i = 0; i < 6; i++)
+        if (!need_float(g, n, i))
+            return false;
+    const IrTensor *x = T(0), *dt = T(1), *A = T(2), *B = T(3), *C = T(4), *D = T(5);
+    if (x->rank < 4 || !batch_seq(g, x)) {
+        ir_error(n->loc, "ssd: '%s' %s must be [batch, seq, heads..., head_dim]", x->base, shp(g, x));
+        return false;
+    }
+    int nh = x->rank - 3;
+    if (dt->rank != x->rank - 1 || !dims_are(dt, 0, dt->rank, x->dim)) {
+        ir_error(n->loc, "ssd: dt '%s' %s must have x's dims but the last (head_dim)", dt->base, shp(g, dt));
+        return false;
+    }
+    const IrTensor *hp[2] = {A, D};
+    for (int i = 0; i < 2; i++)
+        if (hp[i]->rank != nh || !dims_are(hp[i], 0, nh, x->dim + 2)) {
+            ir_error(n->loc, "ssd: '%s' %s must be x's head dims", hp[i]->base, shp(g, hp[i]));
+            return false;
+        }
+    int ng = B->rank - 3;
+    if (B->rank < 3 || ng > nh || !batch_seq(g, B) || !dims_are(B, 2, 2 + ng, x->dim + 2) ||
+        has(x, B->dim[B->rank - 1])) {
+        ir_error(n->loc, "ssd: B '%s' %s must be [batch, seq, groups..., state] with the groups a leading "
+                 "run of x's head dims and a state dim of its own", B->base, shp(g, B));
+        return false;
+    }
+    if (C->rank != B->rank || !dims_are(C, 0, C->rank, B->dim)) {
+        ir_error(n->loc, "ssd: C '%s' %s must have B's dims %s", C->base, shp(g, C), shp(g, B));
+        return false;
+    }
+    out(g, n, 0, "ssd", x->dtype, IR_ACT, x->rank, x->dim);
+    return true;
+}
+
 /* Backward ops are created by autodiff with ir_node_add_raw, which knows
  * their shapes from the forward tensors; reaching a rule here is a bug. */
 #define BWD_RULE(ID)                                                                          \
@@ -617,6 +710,9 @@ BWD_RULE(ROUTE_BWD)
 BWD_RULE(MOE_BWD)
 BWD_RULE(SLICE_BWD)
 BWD_RULE(CONCAT_BWD)
+BWD_RULE(SOFTPLUS_BWD)
+BWD_RULE(CONV1D_BWD)
+BWD_RULE(SSD_BWD)
 BWD_RULE(REDUCE_SUM)
 
 static ShapeRule *const rules[IR_NUM_OPS] = {

@@ -254,7 +254,23 @@ bool plan_dim_splittable(const IrGraph *g, const IrNode *node, int d)
         return d != h->dim[h->rank - 1];
     }
     case IR_OP_SIGMOID:
+    case IR_OP_SOFTPLUS:
         return true;
+    case IR_OP_CONV1D: {
+        /* Batch and channels; never seq (a split would need the K - 1 rows
+         * before each shard) nor the kernel dim. */
+        const IrTensor *w = &g->tensors[n->in[1]];
+        return d != g->seq_dim && d != w->dim[w->rank - 1];
+    }
+    case IR_OP_SSD: {
+        /* Batch, heads (tensor parallelism: each rank's heads with their
+         * groups' B and C, Megatron's Mamba TP) and the head dim; never seq
+         * (the scan carries its state along it: context parallelism over a
+         * scan needs a state exchange libptdrt does not have) nor the
+         * state dim B and C contract with. */
+        const IrTensor *B = &g->tensors[n->in[3]];
+        return d != g->seq_dim && d != B->dim[B->rank - 1];
+    }
     case IR_OP_SLICE:
     case IR_OP_CONCAT: {
         /* Never the last dims cut or joined; any other, b reading whole a
@@ -313,6 +329,7 @@ bool plan_seq_nested(const IrGraph *g, const IrNode *node, const PlanMesh *m, in
     case IR_OP_GELU:
     case IR_OP_SWIGLU:
     case IR_OP_SIGMOID:
+    case IR_OP_SOFTPLUS:
     case IR_OP_MATMUL:
     case IR_OP_SLICE:
     case IR_OP_CONCAT:

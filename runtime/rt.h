@@ -492,6 +492,32 @@ void rt_concat_fwd(rt_act *y, const rt_act *a, const rt_act *b, int64_t outer, i
 void rt_concat_bwd(rt_act *da, rt_act *db, const rt_act *dy, int64_t outer, int64_t bcast,
                    int64_t inner, int64_t na, int64_t nb);
 
+/* Mamba-2 (the .mdl's softplus, conv1d and ssd; docs/hybrid.md).
+ * softplus: y = log(1 + exp(x)) (torch's, linear above 20).
+ * rt_conv1d_fwd: the causal depthwise convolution over seq of x [batch,
+ * seq, ch] with w [ch, k] and bias b [ch]: y[t, c] = b[c] + sum_j w[c, j]
+ * x[t - k + 1 + j, c] (x zero before the sequence). rt_conv1d_bwd writes dx
+ * and adds the weight's and bias's gradients into dw, db (fp32).
+ * rt_ssd_fwd: the selective scan per (sequence, head), state S [n, p] from
+ * zero: S_t = exp(dt_t A) S_{t-1} + dt_t B_t x_t^T, y_t = S_t^T C_t + D x_t,
+ * A = -exp(A_log); x, y [batch, seq, heads, p], dt [batch, seq, heads],
+ * A_log, D [heads], B, C [batch, seq, groups, n], head h reading group
+ * h / (heads / groups). rt_ssd_bwd runs the scan in reverse from the
+ * inputs (the states recomputed a chunk at a time): writes dx, ddt, dB, dC
+ * and adds dA_log, dD (fp32); deterministic. */
+void rt_softplus_fwd(rt_act *y, const rt_act *x, int64_t n);
+void rt_softplus_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n);
+void rt_conv1d_fwd(rt_act *y, const rt_act *x, const rt_act *w, const rt_act *b, int64_t batch, int64_t seq,
+                   int64_t ch, int64_t k);
+void rt_conv1d_bwd(rt_act *dx, rt_grad *dw, rt_grad *db, const rt_act *x, const rt_act *w, const rt_act *dy,
+                   int64_t batch, int64_t seq, int64_t ch, int64_t k);
+void rt_ssd_fwd(rt_act *y, const rt_act *x, const rt_act *dt, const rt_act *A_log, const rt_act *B,
+                const rt_act *C, const rt_act *D, int64_t batch, int64_t seq, int64_t heads, int64_t groups,
+                int64_t p, int64_t n);
+void rt_ssd_bwd(rt_act *dx, rt_act *ddt, rt_grad *dA_log, rt_act *dB, rt_act *dC, rt_grad *dD, const rt_act *x,
+                const rt_act *dt, const rt_act *A_log, const rt_act *B, const rt_act *C, const rt_act *D,
+                const rt_act *dy, int64_t batch, int64_t seq, int64_t heads, int64_t groups, int64_t p, int64_t n);
+
 /* out[i] = a[i] + b[i % nb]: b broadcast over a's leading dims (nb == n for
  * equal shapes). out may alias a. */
 void rt_add(rt_act *out, const rt_act *a, const rt_act *b, int64_t n, int64_t nb);

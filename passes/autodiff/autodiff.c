@@ -341,6 +341,43 @@ static void pass_grad_CONCAT(Ad *ad, int node, int dy)
             contribute(ad, IN(i), d[i]);
 }
 
+/* Mamba-2 (docs/hybrid.md). softplus reads its input, as silu does. */
+static void pass_grad_SOFTPLUS(Ad *ad, int node, int dy) { unary(ad, node, dy, IR_OP_SOFTPLUS_BWD, IN(0)); }
+
+/* conv1d's backward: the transposed (anti-causal) convolution of dy for dx,
+ * dy against x for the weight and dy's sum for the bias, in one node. */
+static void pass_grad_CONV1D(Ad *ad, int node, int dy)
+{
+    if (!NEEDS(IN(0)) && !NEEDS(IN(1)) && !NEEDS(IN(2)))
+        return;
+    int d[3];
+    for (int i = 0; i < 3; i++)
+        d[i] = grad_tensor(ad, IN(i));
+    add(ad, node, IR_OP_CONV1D_BWD, (int[]){IN(0), IN(1), dy}, 3, d, 3, NULL);
+    for (int i = 0; i < 3; i++)
+        if (NEEDS(IN(i)))
+            contribute(ad, IN(i), d[i]);
+}
+
+/* ssd's backward is the scan run in reverse (the state's gradient carried
+ * from the last step to the first), making all six gradients in one node
+ * from the inputs alone. */
+static void pass_grad_SSD(Ad *ad, int node, int dy)
+{
+    bool any = false;
+    for (int i = 0; i < 6; i++)
+        any |= NEEDS(IN(i));
+    if (!any)
+        return;
+    int d[6];
+    for (int i = 0; i < 6; i++)
+        d[i] = grad_tensor(ad, IN(i));
+    add(ad, node, IR_OP_SSD_BWD, (int[]){IN(0), IN(1), IN(2), IN(3), IN(4), IN(5), dy}, 7, d, 6, NULL);
+    for (int i = 0; i < 6; i++)
+        if (NEEDS(IN(i)))
+            contribute(ad, IN(i), d[i]);
+}
+
 #undef IN
 #undef OUT
 #undef NEEDS
@@ -367,6 +404,9 @@ NO_RULE(ROUTE_BWD)
 NO_RULE(MOE_BWD)
 NO_RULE(SLICE_BWD)
 NO_RULE(CONCAT_BWD)
+NO_RULE(SOFTPLUS_BWD)
+NO_RULE(CONV1D_BWD)
+NO_RULE(SSD_BWD)
 NO_RULE(REDUCE_SUM)
 #undef NO_RULE
 

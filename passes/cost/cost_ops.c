@@ -578,6 +578,60 @@ static void pass_opcost_CONCAT(const OpArgs *a, PassNodeCost *o)
     }
 }
 
+/* ------------------------------------------------------------- Mamba-2 */
+/* softplus: silu's traffic (one read, one write; two reads backward). */
+static void pass_opcost_SOFTPLUS(const OpArgs *a, PassNodeCost *o) { pass_opcost_SILU(a, o); }
+
+/* conv1d: memory-bound (K multiply-adds per element, K = 4 in Mamba): x
+ * read once (the window is cached) and y written, the weight and bias
+ * read once; backward reads x and dy, writes dx and the weight's gradient
+ * (a reduction over rows, as a norm's dw). */
+static void pass_opcost_CONV1D(const OpArgs *a, PassNodeCost *o)
+{
+    double x = lnumel(a, a->n->in[0]), w = lnumel(a, a->n->in[1]);
+    double e = eb(a);
+    membound(a, o, (2 * x + w) * e, 1, (3 * x + w) * e + 4 * 2 * w, 1);
+}
+
+/* ssd: priced as the kernel that runs on GPUs, mamba_ssm's chunked SSD
+ * (Dao and Gu 2024, section 6; mamba_chunk_scan_combined, which
+ * Megatron's MambaMixer calls with chunk_size 128): the sequence is cut
+ * into chunks of Q, and per chunk and head the work is four small GEMMs
+ * on tensor cores: C B^T [Q, Q] over the state N (per group), that
+ * (masked, decayed) times x [Q, P], the chunk's state B^T x [N, P] over Q,
+ * and the output from the incoming state C S [Q, P] over N; passing states
+ * between chunks is L/Q steps of N P (memory-bound). Each GEMM is priced as
+ * a batch of the GEMM curve's small GEMMs (their low efficiency is the
+ * curve's, not a constant here). Backward (mamba_chunk_scan_combined_bwd)
+ * recomputes the chunk states and runs each forward GEMM's two gradient
+ * GEMMs: 1 + 2 x the forward. Bytes: x, dt, B, C read and y written, the
+ * fp32 chunk states written and read once. */
+#define SSD_CHUNK 128 /* mamba_ssm's chunk_size as Megatron's MambaMixer sets it */
+static void pass_opcost_SSD(const OpArgs *a, PassNodeCost *o)
+{
+    const IrGraph *g = a->g;
+    const IrTensor *x = &g->tensors[a->n->in[0]], *B = &g->tensors[a->n->in[3]];
+    double Bt = (double)a->local[x->dim[0]], L = (double)a->local[x->dim[1]];
+    double P = (double)a->local[x->dim[x->rank - 1]], N = (double)a->local[B->dim[B->rank - 1]];
+    double H = lnumel(a, x->id) / (Bt * L * P), G = lnumel(a, B->id) / (Bt * L * N);
+    double Q = L < SSD_CHUNK ? L : SSD_CHUNK, chunks = ceil(L / Q);
+    for (int bwd = 0; bwd < 2; bwd++) {
+        int times = bwd ? 2 : 1;
+        for (int k = 0; k < times; k++) {
+            gemm(a, Q, Q, N, Bt * G * chunks, bwd, o);       /* C B^T */
+            gemm(a, Q, P, Q, Bt * H * chunks, bwd, o);       /* (L o C B^T) x */
+            gemm(a, N, P, Q, Bt * H * chunks, bwd, o);       /* the chunk's state */
+            gemm(a, Q, P, N, Bt * H * chunks, bwd, o);       /* C S_in */
+        }
+        if (bwd)
+            gemm(a, N, P, Q, Bt * H * chunks, true, o);      /* the states recomputed */
+    }
+    double e = eb(a), io = (2 * lnumel(a, x->id) + lnumel(a, a->n->in[1]) + 2 * lnumel(a, B->id)) * e;
+    double states = Bt * H * chunks * N * P * 4;
+    membound(a, o, io + 2 * states, 3, 2 * io + 4 * states, 5);
+}
+#undef SSD_CHUNK
+
 #define BWD_OP(ID)                                                                            \
     static void pass_opcost_##ID(const OpArgs *a, PassNodeCost *o)                            \
     {                                                                                         \
@@ -600,6 +654,9 @@ BWD_OP(ROUTE_BWD)
 BWD_OP(MOE_BWD)
 BWD_OP(SLICE_BWD)
 BWD_OP(CONCAT_BWD)
+BWD_OP(SOFTPLUS_BWD)
+BWD_OP(CONV1D_BWD)
+BWD_OP(SSD_BWD)
 BWD_OP(REDUCE_SUM)
 #undef BWD_OP
 

@@ -514,6 +514,17 @@ double pass_model_flops_per_token(const IrGraph *g)
     double f = 6.0 * pass_active_params(g);
     for (int i = 0; i < g->nfwd; i++) {
         const IrNode *n = &g->nodes[i];
+        if (n->op == IR_OP_SSD) {
+            /* Megatron's hybrid_flops: the scan is 7 d_inner N a token
+             * forward, three times that for training (its d_inner is
+             * 2 hidden; here the model's heads x head_dim). */
+            const IrTensor *x = &g->tensors[n->in[0]], *B = &g->tensors[n->in[3]];
+            double inner = 1;
+            for (int k = 2; k < x->rank; k++)
+                inner *= (double)g->dims[x->dim[k]].size;
+            f += 21.0 * inner * (double)g->dims[B->dim[B->rank - 1]].size;
+            continue;
+        }
         if (n->op != IR_OP_ATTENTION)
             continue;
         /* Q K^T over the qk head size and P V over v's (MLA: 192 and 128). */

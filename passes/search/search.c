@@ -134,7 +134,7 @@ static bool cp_ok(const Src *s, int cp)
     const PassSearchPins *pin = &s->o->pins;
     /* Frameworks run CP inside a fused attention kernel (Transformer
      * Engine's, SDPA's flash): never beside a materialised one. */
-    if (cp > 1 && (s->has_moe || s->c->attention == PLAN_ATTN_MATERIALIZED))
+    if (cp > 1 && (s->has_moe || s->has_scan || s->c->attention == PLAN_ATTN_MATERIALIZED))
         return false;
     if (pin->cp)
         return cp == pin->cp;
@@ -914,6 +914,7 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     for (int i = 0; i < g->nfwd; i++) {
         s.has_attention |= g->nodes[i].op == IR_OP_ATTENTION;
         s.has_moe |= plan_expert_dim(g, &g->nodes[i]) >= 0;
+        s.has_scan |= g->nodes[i].op == IR_OP_SSD || g->nodes[i].op == IR_OP_CONV1D;
     }
     for (int p = 0; p < g->npieces; p++)
         s.nlayers += g->pieces[p].rep >= 0;

@@ -534,9 +534,18 @@ static bool check_cp_pin(const Src *s)
         return true;
     int64_t seq = g->seq_dim >= 0 ? g->dims[g->seq_dim].size : 0;
     bool attn = false, moe = false;
+    const IrNode *scan = NULL;
     for (int i = 0; i < g->nfwd; i++) {
         attn |= g->nodes[i].op == IR_OP_ATTENTION;
         moe |= plan_expert_dim(g, &g->nodes[i]) >= 0;
+        if (!scan && (g->nodes[i].op == IR_OP_SSD || g->nodes[i].op == IR_OP_CONV1D))
+            scan = &g->nodes[i];
+    }
+    if (scan) {
+        ir_error(scan->loc, "--cp %d: context parallelism would split the sequence of %s, which carries "
+                 "its state along the sequence (each shard needs the state its predecessor ends with, an "
+                 "exchange ptdc does not have); use --cp 1", p->cp, ir_ops[scan->op].name);
+        return false;
     }
     if (!attn || seq <= 0) {
         ir_error(IR_NOLOC, "--cp %d: context parallelism splits the sequence of attention, and this "

@@ -132,6 +132,7 @@ typedef struct Src {
     int rep0, rep_first, rep_count; /* the run of layers interleaving needs (-1: none; src_layer_run) */
     int64_t seq;                  /* the sequence length (0: the model has no sequence dim) */
     bool has_attention, has_moe;  /* what context parallelism may split (not MoE, yet) */
+    bool has_scan;                /* a Mamba scan or convolution over seq: no CP (it carries state along seq) */
     double *w, *gr, *op;          /* [npieces] global model-state bytes (ZeRO 0, unsharded) */
     double *xw, *xgr, *xop;       /* [npieces] of those, the experts' (MOE weights: an exchange
                                      split shards them over the data-parallel axis too) */

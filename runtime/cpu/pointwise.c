@@ -286,3 +286,28 @@ void rt_softmax_bwd(rt_act *dx, const rt_act *y, const rt_act *dy, int64_t rows,
     for (int64_t r = 0; r < rows; r++)
         softmax_bwd_row(dx + r * cols, y + r * cols, dy + r * cols, cols);
 }
+
+/* softplus (Mamba-2's step size): log(1 + e^x), x itself above 20 as
+ * torch's; d/dx = sigmoid(x). */
+RTCPU_CLONES static void softplus_fwd_blk(rt_act *y, const rt_act *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = x[i] > 20.0f ? x[i] : log1pf(rtcpu_expf(x[i]));
+}
+
+RTCPU_CLONES static void softplus_bwd_blk(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n)
+{
+    RTCPU_SIMD
+    for (int64_t i = 0; i < n; i++)
+        dx[i] = dy[i] * rtcpu_sigmoidf(x[i]);
+}
+
+void rt_softplus_fwd(rt_act *y, const rt_act *x, int64_t n)
+{
+    ELEMENTWISE(n, softplus_fwd_blk(y + lo, x + lo, len));
+}
+
+void rt_softplus_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n)
+{
+    ELEMENTWISE(n, softplus_bwd_blk(dx + lo, x + lo, dy + lo, len));
+}

@@ -82,6 +82,12 @@ FRONT_LOADED = ("DeepSeekV3", "Kimi_K2")
 WHY_NOT = {
     "DeepSeekV4 Flash": "DeepSeek-V4 needs MLA and its own attention, which ptdc lacks",
 }
+# Nemotron 3 (hybrid Mamba-2 + MoE + attention, Nemotron-H's pattern of M, E and * layers):
+# ptdc has the Mamba-2 layer (docs/hybrid.md) but not the rest of the model.
+NEMOTRON3_WHY = ("Nemotron 3 needs squared-ReLU experts without a gate and a gated norm of 8 groups with "
+                 "their own weights, which ptdc lacks (it has the Mamba-2 layer: docs/hybrid.md)")
+HYBRID_WHY_NOT = {m: NEMOTRON3_WHY for m in ("Nemotron_3_Nano", "Nemotron_3_Super", "Nemotron_3_Ultra",
+                                             "Nemotron_3_5_Lightning")}
 # A row labelled with DeepSeek-V3's multi-token prediction module: ptdc does not model MTP.
 WITH_MTP = "w/ MTP"
 # The MLA models' recipes, from Megatron-Bridge's performance configs of each row's
@@ -280,7 +286,7 @@ def tp_overlap(r):
 
 def skip_reason(r):
     if r["model"] not in MODELS:
-        return WHY_NOT.get(r["model"], "no ptdc model of %s" % r["model"])
+        return WHY_NOT.get(r["model"], HYBRID_WHY_NOT.get(r["model"], "no ptdc model of %s" % r["model"]))
     if WITH_MTP in r["notes"]:
         return "DeepSeek-V3 with its multi-token prediction module (MTP), which ptdc does not model"
     if r["model"] in FRONT_LOADED and mla_recompute(r)[0] is None:

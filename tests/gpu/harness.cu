@@ -5,6 +5,7 @@
  *                                   random inputs, one line per output
  *   ptdc_gpu_harness comm [SEED]    collectives (mpirun, >= 2 GPUs)
  *   ptdc_gpu_harness attention [SEED] only the attention part of `kernels`
+ *   ptdc_gpu_harness mamba [SEED]   only Mamba-2's kernels (softplus, conv1d, ssd)
  *   ptdc_gpu_harness fp8 [SEED]     only the FP8 part of `kernels`
  *   ptdc_gpu_harness fallback [SEED] attention on an unserved head dim and a
  *                                   misaligned buffer: right results, and one
@@ -439,6 +440,77 @@ static void t_pointwise(Rng &r)
     }
 }
 
+/* ------------------------------------- Mamba-2: softplus, conv1d, ssd */
+static void t_mamba(Rng &r)
+{
+    char name[96];
+    {
+        int64_t n = 1000;
+        auto x = randv(r, n, 25.0f), dy = randv(r, n); /* both sides of softplus's x > 20 branch */
+        std::vector<float> y((size_t)n), dx((size_t)n);
+        rt_act *d_x = dact(x), *d_dy = dact(dy), *d_y = (rt_act *)rt_alloc((size_t)n * 2);
+        rt_softplus_fwd(d_y, d_x, n);
+        cpu_rt_softplus_fwd(y.data(), x.data(), n);
+        report("softplus_fwd", hact(d_y, n), y, TOL_BF16);
+        rt_softplus_bwd(d_y, d_x, d_dy, n);
+        cpu_rt_softplus_bwd(dx.data(), x.data(), dy.data(), n);
+        report("softplus_bwd", hact(d_y, n), dx, TOL_BF16);
+        rt_free(d_x), rt_free(d_dy), rt_free(d_y);
+    }
+    struct { int64_t batch, seq, ch, k; } cv[] = {{2, 13, 24, 4}, {1, 3, 5, 4}};
+    for (auto c : cv) {
+        int64_t nx = c.batch * c.seq * c.ch;
+        auto x = randv(r, nx), w = randv(r, c.ch * c.k), b = randv(r, c.ch), dy = randv(r, nx);
+        std::vector<float> y((size_t)nx), dx((size_t)nx), dw((size_t)(c.ch * c.k), 0.5f), db((size_t)c.ch, 0.25f);
+        rt_act *d_x = dact(x), *d_w = dact(w), *d_b = dact(b), *d_dy = dact(dy), *d_y = (rt_act *)rt_alloc((size_t)nx * 2);
+        float *d_dw = df32(dw), *d_db = df32(db);
+        rt_conv1d_fwd(d_y, d_x, d_w, d_b, c.batch, c.seq, c.ch, c.k);
+        cpu_rt_conv1d_fwd(y.data(), x.data(), w.data(), b.data(), c.batch, c.seq, c.ch, c.k);
+        snprintf(name, sizeof name, "conv1d_fwd %lldx%lldx%lld k %lld", (long long)c.batch, (long long)c.seq,
+                 (long long)c.ch, (long long)c.k);
+        report(name, hact(d_y, nx), y, TOL_BF16);
+        rt_conv1d_bwd(d_y, d_dw, d_db, d_x, d_w, d_dy, c.batch, c.seq, c.ch, c.k);
+        cpu_rt_conv1d_bwd(dx.data(), dw.data(), db.data(), x.data(), w.data(), dy.data(), c.batch, c.seq, c.ch, c.k);
+        report("conv1d_bwd dx", hact(d_y, nx), dx, TOL_BF16);
+        report("conv1d_bwd dw (fp32, accumulated)", hf32(d_dw, c.ch * c.k), dw, 1e-4);
+        report("conv1d_bwd db (fp32, accumulated)", hf32(d_db, c.ch), db, 1e-4);
+        rt_free(d_x), rt_free(d_w), rt_free(d_b), rt_free(d_dy), rt_free(d_y), rt_free(d_dw), rt_free(d_db);
+    }
+    /* seq 37: chunks of 7 in the backward, the last one short */
+    struct { int64_t batch, seq, heads, groups, p, n; } sc[] = {{2, 37, 4, 2, 8, 16}, {1, 9, 3, 1, 5, 6}};
+    for (auto c : sc) {
+        int64_t rows = c.batch * c.seq, nx = rows * c.heads * c.p, nb = rows * c.groups * c.n, nd = rows * c.heads;
+        auto x = randv(r, nx), B = randv(r, nb), C = randv(r, nb), dy = randv(r, nx);
+        auto dt = randv(r, nd, 0.5f), A = randv(r, c.heads, 0.5f), D = randv(r, c.heads);
+        for (auto &v : dt) v = bfr(fabsf(v) + 0.0625f); /* a softplus output, a bf16 value */
+        std::vector<float> y((size_t)nx), dx((size_t)nx), ddt((size_t)nd), dB((size_t)nb), dC((size_t)nb);
+        std::vector<float> dA((size_t)c.heads, 0.5f), dD((size_t)c.heads, -0.25f);
+        rt_act *d_x = dact(x), *d_dt = dact(dt), *d_A = dact(A), *d_B = dact(B), *d_C = dact(C), *d_D = dact(D);
+        rt_act *d_dy = dact(dy), *d_y = (rt_act *)rt_alloc((size_t)nx * 2), *d_ddt = (rt_act *)rt_alloc((size_t)nd * 2);
+        rt_act *d_dB = (rt_act *)rt_alloc((size_t)nb * 2), *d_dC = (rt_act *)rt_alloc((size_t)nb * 2);
+        float *d_dA = df32(dA), *d_dD = df32(dD);
+        rt_ssd_fwd(d_y, d_x, d_dt, d_A, d_B, d_C, d_D, c.batch, c.seq, c.heads, c.groups, c.p, c.n);
+        cpu_rt_ssd_fwd(y.data(), x.data(), dt.data(), A.data(), B.data(), C.data(), D.data(), c.batch, c.seq, c.heads,
+                       c.groups, c.p, c.n);
+        snprintf(name, sizeof name, "ssd_fwd %lld heads in %lld groups, seq %lld", (long long)c.heads,
+                 (long long)c.groups, (long long)c.seq);
+        report(name, hact(d_y, nx), y, TOL_BF16);
+        rt_ssd_bwd(d_y, d_ddt, d_dA, d_dB, d_dC, d_dD, d_x, d_dt, d_A, d_B, d_C, d_D, d_dy, c.batch, c.seq, c.heads,
+                   c.groups, c.p, c.n);
+        cpu_rt_ssd_bwd(dx.data(), ddt.data(), dA.data(), dB.data(), dC.data(), dD.data(), x.data(), dt.data(), A.data(),
+                       B.data(), C.data(), D.data(), dy.data(), c.batch, c.seq, c.heads, c.groups, c.p, c.n);
+        report("ssd_bwd dx", hact(d_y, nx), dx, TOL_BF16);
+        report("ssd_bwd ddt", hact(d_ddt, nd), ddt, TOL_BF16);
+        report("ssd_bwd dB (a group's heads summed)", hact(d_dB, nb), dB, TOL_BF16);
+        report("ssd_bwd dC", hact(d_dC, nb), dC, TOL_BF16);
+        report("ssd_bwd dA_log (fp32, accumulated)", hf32(d_dA, c.heads), dA, 1e-4);
+        report("ssd_bwd dD (fp32, accumulated)", hf32(d_dD, c.heads), dD, 1e-4);
+        rt_act *all[] = {d_x, d_dt, d_A, d_B, d_C, d_D, d_dy, d_y, d_ddt, d_dB, d_dC};
+        for (rt_act *a : all) rt_free(a);
+        rt_free(d_dA), rt_free(d_dD);
+    }
+}
+
 /* ------------------------------------------- slice, concat (MLA) */
 static void t_slice_concat(Rng &r)
 {
@@ -748,6 +820,7 @@ static int run_kernel_tests(uint64_t seed)
     run_attention_tests(r);
     t_pointwise(r);
     t_slice_concat(r);
+    t_mamba(r);
     t_reduce_softmax(r);
     t_cross_entropy(r);
     t_optimizer(r);
@@ -825,6 +898,11 @@ int main(int argc, char **argv)
         if (g_print) printf("seed %llu\n", (unsigned long long)seed);
         Rng r(seed);
         t_slice_concat(r);
+        fails = g_failures;
+    } else if (!strcmp(mode, "mamba")) { /* t_mamba alone (also in "kernels") */
+        if (g_print) printf("seed %llu\n", (unsigned long long)seed);
+        Rng r(seed);
+        t_mamba(r);
         fails = g_failures;
     } else if (!strcmp(mode, "fallback")) {
         fails = run_fallback_tests(seed);

@@ -87,7 +87,10 @@ double ref_cross_entropy(const double *logits, const int32_t *targets, int64_t r
 /* REF_GPTOSS: GPT-OSS (models/gpt-oss.mdl): Mixtral with q/k/v/o biases,
  * head_dim its own, attention sinks, a window on the layers listed in win[],
  * a router bias and ptdc's stacked expert tensors (ref_moe.c). */
-typedef enum { REF_LLAMA, REF_GPT, REF_MIXTRAL, REF_DEEPSEEK, REF_GPTOSS } RefFamily;
+/* REF_HYBRID: models/hybrid.mdl, Mamba-2 layers (ref_mamba.c) then attention
+ * layers without positions, alternating (Nemotron-H's M and *). */
+typedef enum { REF_LLAMA, REF_GPT, REF_MIXTRAL, REF_DEEPSEEK, REF_GPTOSS,
+              REF_HYBRID } RefFamily;
 
 typedef struct RefConfig {
     RefFamily fam;
@@ -111,6 +114,8 @@ typedef struct RefConfig {
     int64_t QR, KR, Dn, Dr, Dv, first_dense, Fd, Fs;
     /* GPT-OSS: each layer's attention window (0: full), read from the graph */
     int64_t win[64];
+    /* The hybrid's Mamba-2 layers: heads, head size, state, convolution taps */
+    int64_t MH, MP, MN, MK;
 } RefConfig;
 
 /* Sizes of MODEL.mdl through ptdc's frontend (false with a message). */
@@ -133,6 +138,11 @@ double ref_moe_fwd(const RefConfig *c, const RefSt *w, const char *prefix, const
 /* dh overwritten; the block's gradients (router and experts) accumulate into gr. */
 void ref_moe_bwd(const RefConfig *c, const RefSt *w, RefSt *gr, const char *prefix, const double *h,
                  const double *dy, double *dh);
+
+/* -------------------------------------------------------- ref_mamba.c */
+void ref_hybrid_weights(const RefConfig *c, RefSt *st, uint64_t *s);
+double ref_hybrid_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const int32_t *targets,
+                       double *logits, RefSt *grads);
 
 /* ---------------------------------------------------------- ref_mla.c */
 /* Multi-head latent attention of the layer under prefix: out [B*S, D] from

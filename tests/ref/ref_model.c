@@ -75,7 +75,7 @@ bool ref_config(const char *mdl, RefConfig *c)
         ir_arena_free(a);
         return false;
     }
-    bool rms = false, ln = false, moe = false, route_ok = true, sinks = false;
+    bool rms = false, ln = false, moe = false, route_ok = true, sinks = false, ssd = false;
     int natt = 0;
     for (int i = 0; i < g->nfwd; i++) {
         const IrNode *n = &g->nodes[i];
@@ -108,6 +108,23 @@ bool ref_config(const char *mdl, RefConfig *c)
             ln = true, c->eps = n->attr.eps;
         if (n->op == IR_OP_ROPE)
             c->theta = n->attr.theta;
+        ssd |= n->op == IR_OP_SSD;
+    }
+    if (ssd) { /* models/hybrid.mdl: Mamba-2 and attention layers alternating */
+        c->fam = REF_HYBRID;
+        c->MH = dim(g, "m_heads", 0), c->MP = dim(g, "m_head_dim", 0);
+        c->MN = dim(g, "m_state", 0), c->MK = dim(g, "conv_k", 0);
+        c->D = dim(g, "d_model", 0), c->H = dim(g, "n_heads", 0), c->KVH = dim(g, "n_kv_heads", c->H);
+        c->Dh = dim(g, "head_dim", 0), c->V = dim(g, "vocab", 0);
+        c->S = g->dims[g->seq_dim].size, c->B = g->global_batch;
+        c->L = 2 * iconst(g, "n_pairs");
+        bool ok = rms && !moe && c->MH > 0 && c->MP > 0 && c->MN > 0 && c->MK > 0 && c->D > 0 && c->H > 0 &&
+                  c->Dh > 0 && c->V > 0 && c->L > 0 && c->H % c->KVH == 0;
+        if (!ok)
+            fprintf(stderr, "ref: %s is not the Mamba-2 hybrid the reference knows\n", mdl);
+        ir_graph_free(g);
+        ir_arena_free(a);
+        return ok;
     }
     c->fam = moe && sinks ? REF_GPTOSS : moe ? REF_MIXTRAL : rms ? REF_LLAMA : REF_GPT;
     c->KR = dim(g, "kv_lora_rank", 0);
@@ -267,6 +284,10 @@ RefSt *ref_weights(const RefConfig *c, uint64_t seed)
     uint64_t s = seed;
     const double MAT = 0.08, NORM = 0.2, BIAS = 0.1;
     int64_t D = c->D, HD = c->H * c->Dh, KD = c->KVH * c->Dh, F = c->F, V = c->V;
+    if (c->fam == REF_HYBRID) {
+        ref_hybrid_weights(c, st, &s);
+        return st;
+    }
     if (c->fam != REF_GPT) {
         fill(st, &s, "model.embed_tokens.weight", 2, V, D, 0, 1);
         for (int l = 0; l < c->L; l++) {
@@ -376,6 +397,8 @@ static void linear_bwd(const RefConfig *c, double *dx, double *dw, const double 
 double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const int32_t *targets,
                 double *logits_out, RefSt *gr)
 {
+    if (c->fam == REF_HYBRID)
+        return ref_hybrid_step(c, w, tokens, targets, logits_out, gr);
     const bool llama = c->fam != REF_GPT; /* LLaMA's norms and MLP names (and attention but DeepSeek's) */
     const bool deepseek = c->fam == REF_DEEPSEEK;
     const bool oss = c->fam == REF_GPTOSS;
