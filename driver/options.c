@@ -301,7 +301,11 @@ static const char *const recomputes[] = {"none", "selective", "ffn", "full",
 #define RC_SET(e, name, mods) name,
 #include "recompute.def"
                                          NULL};
-static const char *const schedules[] = {"1f1b", "interleaved", NULL};
+static const char *const schedules[] = {
+#define X(id, name, title, chunks, split) name,
+    PLAN_SCHEDULES(X)
+#undef X
+    NULL};
 static const char *const attentions[] = {"flash", "materialized", NULL};
 /* PLAN_PRECISIONS' names, then auto. */
 static const char *const precisions[] = {"bf16", "fp8", "mxfp8", "nvfp4", "auto", NULL};

@@ -86,7 +86,7 @@ static SrcGroup *group(Src *s, int *cap, int dp, int cp, int tp, int fold, int b
     return G;
 }
 
-static void add_cand(Src *s, SrcGroup *G, int pp, int v, int rc, int zero)
+static void add_cand(Src *s, SrcGroup *G, int pp, int v, int sched, int rc, int zero)
 {
     if (G->ncand == G->capcand) {
         G->capcand = G->capcand ? 2 * G->capcand : 8;
@@ -97,7 +97,7 @@ static void add_cand(Src *s, SrcGroup *G, int pp, int v, int rc, int zero)
     SrcCand *k = &G->cand[G->ncand++];
     memset(k, 0, sizeof *k);
     s->full_valid |= pp * G->dp * G->cp * G->tp == s->gpus;
-    k->pp = pp, k->v = v, k->rc = rc, k->zero = zero;
+    k->pp = pp, k->v = v, k->sched = sched, k->rc = rc, k->zero = zero;
     k->hope = k->hope_fit = k->lb_fit = NAN;
     src_bound(s, G, k);
     s->st->candidates++;
@@ -286,16 +286,22 @@ static void enumerate(Src *s)
                       int nf = src_folds(s, dp, cp, tp, sp, folds, 64);
                       for (int fi = 0; fi < nf; fi++) {
                         SrcGroup *G = group(s, &cap, dp, cp, tp, folds[fi], (int)b, sp);
-                        int vs[64], nv = 0;
-                        if (pin->schedule != PLAN_SCHED_INTERLEAVED && !(pin->v > 1) &&
-                            (pp == 1 || pass_stack_has_schedule(&s->c->st, PLAN_SCHED_1F1B)) &&
-                            one_ok(s, pp))
-                            vs[nv++] = 1;
-                        if (pin->schedule != PLAN_SCHED_1F1B &&
+                        /* (v, schedule) pairs: one chunk under 1F1B (or no
+                                         * pipeline) and ZB-H1, several interleaved. */
+                        int vs[64], scs[64], nv = 0;
+                        bool one = !(pin->v > 1) && one_ok(s, pp);
+                        bool zb = pin->schedule == PLAN_SCHED_ZB_H1; /* (without a pipeline, if pinned) */
+                        if (one && (pin->schedule < 0 || pin->schedule == PLAN_SCHED_1F1B) &&
+                            (pp == 1 || pass_stack_has_schedule(&s->c->st, PLAN_SCHED_1F1B)))
+                            vs[nv] = 1, scs[nv++] = PLAN_SCHED_1F1B;
+                        if (one && (zb || (pp > 1 && pin->schedule < 0)) &&
+                            pass_stack_has_schedule(&s->c->st, PLAN_SCHED_ZB_H1))
+                            vs[nv] = 1, scs[nv++] = PLAN_SCHED_ZB_H1;
+                        if ((pin->schedule < 0 || pin->schedule == PLAN_SCHED_INTERLEAVED) &&
                             pass_stack_has_schedule(&s->c->st, PLAN_SCHED_INTERLEAVED))
                             for (int v = 2; v <= s->rep_count && nv < 64; v++)
                                 if ((!pin->v || v == pin->v) && v_ok(s, pp, v, m))
-                                    vs[nv++] = v;
+                                    vs[nv] = v, scs[nv++] = PLAN_SCHED_INTERLEAVED;
                         int rcs[SRC_NRC], nrc = 0;
                         if (pin->recompute >= 0)
                             rcs[nrc++] = pin->recompute;
@@ -314,7 +320,7 @@ static void enumerate(Src *s)
                                         continue;
                                     if (!pass_stack_has_zero(&s->c->st, z) && !(dp == 1 && z == 0))
                                         continue;
-                                    add_cand(s, G, pp, vs[iv], rcs[ir], z);
+                                    add_cand(s, G, pp, vs[iv], scs[iv], rcs[ir], z);
                                 }
                       }
                     }
@@ -356,7 +362,7 @@ void src_plan(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCan
     p->num_micro = G->m;
     p->mb_seqs = G->mb_seqs;
     p->zero = k->zero;
-    p->schedule = k->v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B;
+    p->schedule = (PlanSchedule)k->sched;
     p->attention = s->c->attention;
     p->precision = s->c->prec;
     p->lp_bf16_first = s->c->st.lp_bf16_first;

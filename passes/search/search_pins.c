@@ -70,7 +70,7 @@ static bool check_stack_pins(const Src *s)
     }
     if (p->schedule >= 0 && !pass_stack_has_schedule(st, p->schedule)) {
         ir_error(IR_NOLOC, "--schedule %s: the %s stack does not offer it",
-                 p->schedule == PLAN_SCHED_INTERLEAVED ? "interleaved" : "1f1b", st->name);
+                 plan_schedule_name(p->schedule), st->name);
         return false;
     }
     if (p->sp == 1 && st->no_sp) {
@@ -394,7 +394,7 @@ static bool check_split_pins(const Src *s)
     }
     /* Every pinned (pp, v) the schedule allows; the first reason if none takes the split. */
     int vlo = inter ? (p->v > 1 ? p->v : 2) : 1;
-    int vhi = p->schedule == PLAN_SCHED_1F1B ? 1 : p->v > 1 ? p->v : PLAN_MAX_CHUNKS;
+    int vhi = p->schedule >= 0 && !plan_schedule_chunked(p->schedule) ? 1 : p->v > 1 ? p->v : PLAN_MAX_CHUNKS;
     for (int pp = p->pp ? p->pp : 2; pp <= (p->pp ? p->pp : PLAN_MAX_PP); pp++)
         for (int v = vlo; v <= vhi && pp * v <= PLAN_MAX_STAGES; v++) {
             char w[256];

@@ -48,7 +48,8 @@ typedef struct SrcVariant {
 } SrcVariant;
 
 typedef struct SrcCand {
-    int pp, v;                    /* v = 1: 1F1B */
+    int pp, v;                    /* v = 1: 1F1B or ZB-H1 */
+    int sched;                    /* PlanSchedule */
     int rc;                       /* SRC_AUTO or a PlanRecompute for every stage */
     int zero;
     double lb;                    /* step-time lower bound, strategy-free */
