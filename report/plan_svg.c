@@ -162,6 +162,8 @@ static double schedule(FILE *f, const PassSearchAlt *a, double y)
         snprintf(mbs, sizeof mbs, "%d micro-batches", m);
     if (v > 1)
         snprintf(sched, sizeof sched, "interleaved, v = %d", v);
+    else if (plan_schedule_split(p->schedule)) /* (plan_pipe.c lays out 1F1B's order, B and W as one) */
+        snprintf(sched, sizeof sched, "%s, drawn as 1F1B", plan_schedule_title(p->schedule));
     else
         snprintf(sched, sizeof sched, "1F1B");
     snprintf(buf, sizeof buf, "Pipeline schedule (%s), %s: forward light, backward dark, "
