@@ -517,23 +517,29 @@ static void check_mem_prune(Src *s, SrcGroup *G, const SrcVariant *V, SrcCand *k
  * first micro-batch's forward reaches it through the first chunk of the
  * ranks before it and, after its last backward, that micro-batch's
  * backward still runs through them: their first chunks + m x its own
- * work. pass_predict's simulation (and a reference stack's formula,
- * larger) is never below. */
+ * work. Under a split schedule (ZB-H1) the backward reaching the ranks
+ * before is only its input-gradient part, not priced apart here, and its
+ * weight gradients run beside the ranks before: one micro-batch's path and
+ * the ranks before count their forwards alone. pass_predict's simulation (and a reference
+ * stack's formula, larger) is never below. */
 static double cut_bound(const Src *s, const SrcVariant *V, const Plan *p)
 {
     int ns = p->nstages, pp = p->pp > 0 ? p->pp : 1;
     double m = p->num_micro > 0 ? p->num_micro : 1;
     double *rank = ir_xcalloc((size_t)pp * 2, sizeof(double)), *first = rank + pp;
     double tsum = 0;
+    bool split = plan_schedule_split(p->schedule);
     for (int st = 0; st < ns; st++) {
         const PlanStage *S = &p->stages[st];
-        double t = 0;
-        for (int q = S->first_piece; q < S->first_piece + S->npieces; q++)
+        double t = 0, f = 0;
+        for (int q = S->first_piece; q < S->first_piece + S->npieces; q++) {
             t += V->piece[q].fwd + V->piece[q].bwd + V->piece[q].rec[S->recompute];
+            f += V->piece[q].fwd;
+        }
         rank[S->pp_rank] += t;
         if (st < pp)
-            first[S->pp_rank] = t;
-        tsum += t;
+            first[S->pp_rank] = split ? f : t;
+        tsum += split ? f : t;
     }
     double b = tsum, top = 0, before = 0;
     for (int r = 0; r < pp; r++) {
@@ -604,7 +610,8 @@ static double hope_bound(Src *s, const SrcGroup *G, const SrcCand *k, const doub
             for (int q = S->first_piece; q < S->first_piece + S->npieces; q++)
                 rank[S->pp_rank] += H.piece[q].fwd + H.piece[q].rec[S->recompute];
         }
-        b = tsum;
+        bool split = plan_schedule_split(k->sched); /* (pipe_bound: no one micro-batch's path) */
+        b = split ? 0 : tsum;
         for (int r = 0; r < pp; r++) {
             top = fmax(top, rank[r]);
             /* interleaved: the chunks are fixed, each rank's policy the
@@ -618,8 +625,9 @@ static double hope_bound(Src *s, const SrcGroup *G, const SrcCand *k, const doub
         free(rank);
         PassShare sh; /* ranks sharing cores run faster while others wait */
         if (pass_share(s->c->cl, pp, plan_mesh_devices(&G->mesh), &sh))
-            b = pass_share_bound(&sh, pp, tsum, top, G->m);
-        else if (k->v == 1 && pp > 1) /* and the pipeline's fill and drain */
+            b = split ? fmax(G->m * top / pass_share_speed(&sh, 1), G->m * tsum / pp)
+                      : pass_share_bound(&sh, pp, tsum, top, G->m);
+        else if (k->v == 1 && pp > 1 && !plan_schedule_split(k->sched)) /* and 1F1B's fill and drain */
             b = fmax(b, src_pipe_floor(s, G, &H, k, s->usable));
     }
     free(H.piece);

@@ -201,15 +201,18 @@ static void inflight_stats(int pp, int v, int m, double *imin, double *imax, dou
 }
 
 /* CPU ranks of several pipeline ranks sharing cores run faster than their
- * rates while others wait (share.c): the bound allows for it. */
-static double pipe_bound(const Src *s, const SrcGroup *G, double tsum, double tmax, int pp, int v, int m)
+ * rates while others wait (share.c): the bound allows for it. A split
+ * schedule's (ZB-H1's) weight gradients run beside the other ranks' work:
+ * one micro-batch's way through every stage (tsum) bounds nothing there,
+ * the busiest rank's m micro-batches and the ranks' whole work do. */
+static double pipe_bound(const Src *s, const SrcGroup *G, double tsum, double tmax, int pp, bool split, int m)
 {
-    (void)v;
     PassShare sh;
     if (pass_share(s->c->cl, pp, plan_mesh_devices(&G->mesh), &sh))
-        return pass_share_bound(&sh, pp, tsum, tmax, m);
+        return split ? fmax(m * tmax / pass_share_speed(&sh, 1), m * tsum / pp)
+                     : pass_share_bound(&sh, pp, tsum, tmax, m);
     tmax = fmax(tmax, tsum / pp);
-    return fmax(m * tmax, tsum);
+    return split ? m * tmax : fmax(m * tmax, tsum);
 }
 
 /* Bytes node n keeps for backward under r, as pass_predict counts them
@@ -519,7 +522,7 @@ static void bound_rc(Src *s, const SrcGroup *G, const SrcCand *k, int rc, bool m
     double smin = mixed ? G->sum_saved_min : G->sum_saved[rc], states = G->sum_states[k->zero];
     if (!mixed && src_offloads(s, k->pp, rc))
         smin = 0;
-    *t_lb = pipe_bound(s, G, G->sum_t[rc][k->zero], G->max_t[rc][k->zero], k->pp, k->v, G->m);
+    *t_lb = pipe_bound(s, G, G->sum_t[rc][k->zero], G->max_t[rc][k->zero], k->pp, plan_schedule_split(k->sched), G->m);
     double imin, imax, h;
     inflight_stats(k->pp, k->v, G->m, &imin, &imax, &h);
     double mean = states / k->pp + imin * smin / k->pp;
@@ -577,7 +580,7 @@ double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, c
         if (k->rc == SRC_AUTO && k->pp == 1 &&
             pass_runtime_bytes(s->c, &G->mesh, 1) + states + src_inflight(1, 1, G->m, 0) * saved > s->usable)
             continue;
-        best = fmin(best, pipe_bound(s, G, tsum, tmax, k->pp, k->v, G->m));
+        best = fmin(best, pipe_bound(s, G, tsum, tmax, k->pp, plan_schedule_split(k->sched), G->m));
     }
     return best;
 }
@@ -670,7 +673,7 @@ double src_fit_bound(Src *s, const SrcGroup *G, const SrcCand *k)
             sum += t;
             top = fmax(top, t);
         }
-        b = pipe_bound(s, G, sum, top, k->pp, k->v, G->m);
+        b = pipe_bound(s, G, sum, top, k->pp, plan_schedule_split(k->sched), G->m);
     }
     free(delta);
     return b;
