@@ -356,6 +356,7 @@ void pass_host_bound(const PassCostCtx *c, const PassHostCost *h, double *gf, do
 /* ================================================ predict*.c (issue 3) */
 /* One pipeline rank: its time per micro-batch and its memory in bytes. */
 typedef struct PassRankMem {
+    double dw_s;                   /* of bwd_s: the weight-gradient GEMMs, a split schedule's W */
     double fwd_s, bwd_s;           /* per micro-batch over its chunks (bwd includes recompute,
                                       resharding and pipeline transfers) */
     double weights, grads, optim;  /* model states (pass_param_bytes3) */

@@ -1224,7 +1224,7 @@ static void memory(const Predict *P, PassPrediction *out)
     for (int i = 0; i < pp; i++) {
         const RankAcc *r = &P->ra[i];
         PassRankMem *M = &out->mem[i];
-        M->fwd_s = r->fwd, M->bwd_s = r->bwd;
+        M->fwd_s = r->fwd, M->bwd_s = r->bwd, M->dw_s = r->dw;
         M->weights = r->w, M->grads = r->gr, M->optim = r->op;
         /* The schedule codegen runs decides what is alive: each chunk's most
          * micro-batches in ptdc's static arena, the peak of the sum under a
