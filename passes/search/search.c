@@ -509,6 +509,45 @@ static void check_mem_prune(Src *s, SrcGroup *G, const SrcVariant *V, SrcCand *k
     pass_prediction_free(&pr);
 }
 
+/* cut_bound under ZB-H1 (one chunk per rank; stage r on rank r), from each
+ * stage's forward f, backward without its weight gradients b (with its
+ * recomputation) and weight gradients w (SrcPiece.dw, as pass_predict splits
+ * them): rank r starts once micro-batch 0's forward has passed the stages
+ * before it; it runs m forwards and backwards, and of its weight gradients all
+ * but those plan/schedule.c defers past its last backward (r of them, and the
+ * one right after), before that backward ends; then that micro-batch's
+ * backward still runs through the stages before it and rank 0 its last W.
+ * And the busiest rank's m micro-batches. Ranks sharing cores: their whole
+ * work over the speed of one alone, or over pp ranks. */
+static double split_bound(const Src *s, const SrcVariant *V, const Plan *p)
+{
+    int pp = p->pp > 0 ? p->pp : 1;
+    double m = p->num_micro > 0 ? p->num_micro : 1, b = 0, top = 0, all = 0;
+    double before_f = 0, before_b = 0, w0 = 0;
+    for (int r = 0; r < p->nstages && r < pp; r++) {
+        const PlanStage *S = &p->stages[r];
+        double f = 0, bw = 0, w = 0;
+        for (int q = S->first_piece; q < S->first_piece + S->npieces; q++) {
+            f += V->piece[q].fwd;
+            bw += V->piece[q].bwd + V->piece[q].rec[S->recompute] - V->piece[q].dw;
+            w += V->piece[q].dw;
+        }
+        bw = fmax(0, bw);
+        if (r == 0)
+            w0 = w;
+        double early = fmax(0, m - (r < m ? r : m) - 1); /* W before its last backward */
+        b = fmax(b, before_f + m * (f + bw) + early * w + before_b + (r > 0 ? w0 : 0));
+        top = fmax(top, m * (f + bw + w));
+        all += f + bw + w;
+        before_f += f, before_b += bw;
+    }
+    b = fmax(b, top);
+    PassShare sh;
+    if (pass_share(s->c->cl, pp, plan_mesh_devices(&p->mesh), &sh))
+        b = fmax(top / pass_share_speed(&sh, 1), m * all / pp);
+    return b;
+}
+
 /* A bound on plan p's step time once its stages are cut, from its stages'
  * kernel times (the same pass_cost_node numbers pass_predict sums) without
  * resharding or transfers, which pass_predict's stage times only add to:
@@ -517,29 +556,25 @@ static void check_mem_prune(Src *s, SrcGroup *G, const SrcVariant *V, SrcCand *k
  * first micro-batch's forward reaches it through the first chunk of the
  * ranks before it and, after its last backward, that micro-batch's
  * backward still runs through them: their first chunks + m x its own
- * work. Under a split schedule (ZB-H1) the backward reaching the ranks
- * before is only its input-gradient part, not priced apart here, and its
- * weight gradients run beside the ranks before: one micro-batch's path and
- * the ranks before count their forwards alone. pass_predict's simulation (and a reference
- * stack's formula, larger) is never below. */
+ * work. pass_predict's simulation (and a reference stack's formula,
+ * larger) is never below. */
 static double cut_bound(const Src *s, const SrcVariant *V, const Plan *p)
 {
     int ns = p->nstages, pp = p->pp > 0 ? p->pp : 1;
     double m = p->num_micro > 0 ? p->num_micro : 1;
+    if (plan_schedule_split(p->schedule))
+        return split_bound(s, V, p);
     double *rank = ir_xcalloc((size_t)pp * 2, sizeof(double)), *first = rank + pp;
     double tsum = 0;
-    bool split = plan_schedule_split(p->schedule);
     for (int st = 0; st < ns; st++) {
         const PlanStage *S = &p->stages[st];
-        double t = 0, f = 0;
-        for (int q = S->first_piece; q < S->first_piece + S->npieces; q++) {
+        double t = 0;
+        for (int q = S->first_piece; q < S->first_piece + S->npieces; q++)
             t += V->piece[q].fwd + V->piece[q].bwd + V->piece[q].rec[S->recompute];
-            f += V->piece[q].fwd;
-        }
         rank[S->pp_rank] += t;
         if (st < pp)
-            first[S->pp_rank] = split ? f : t;
-        tsum += split ? f : t;
+            first[S->pp_rank] = t;
+        tsum += t;
     }
     double b = tsum, top = 0, before = 0;
     for (int r = 0; r < pp; r++) {

@@ -32,6 +32,8 @@
  * fwd + bwd + rec is a lower bound on the piece's share of a rank's time. */
 typedef struct SrcPiece {
     double fwd, bwd;              /* kernels */
+    double dw;                    /* of bwd: the parameters' weight-gradient GEMMs (a split
+                                     schedule's W, as pass_predict prices it) */
     double rec[SRC_NRC];          /* forward again in backward, by policy */
     double rs_f, rs_b;            /* resharding estimate (ILP) */
     double saved[SRC_NRC];        /* bytes kept for backward */
