@@ -1071,6 +1071,7 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     free(s.mbs);
     for (int i = 0; i < s.nwork; i++) {
         free(s.work[i].t);
+        free(s.work[i].t_path);
         free(s.work[i].saved);
     }
     free(s.work);

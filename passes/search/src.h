@@ -102,6 +102,7 @@ typedef struct SrcGroup {
     SrcFitNode *fit;              /* src_group_floor: the nodes whose fastest strategy is not the
                                      leanest, per ZeRO stage */
     double *fit_val;
+    double sum_path[SRC_NRC];     /* SrcWork.t_path summed over pieces, on n devices */
     double sum_t[SRC_NRC][4], max_t[SRC_NRC][4]; /* src_group_sums: bounds summed over pieces,
                                                    by policy and ZeRO stage */
     double sum_saved[SRC_NRC], sum_saved_min, sum_states[4];
@@ -117,6 +118,10 @@ typedef struct SrcGroup {
 typedef struct SrcWork {
     int64_t mb_seqs;
     double *t;                    /* [npieces * SRC_NRC] seconds at peak rates */
+    double *t_path;               /* [npieces * SRC_NRC] of t, what a split schedule's (ZB-H1's)
+                                     forward and B must run in: t but the weight-gradient
+                                     GEMMs (a parameter GEMM's backward less its forward's
+                                     FLOPs; an MoE node's whole backward) */
     double *saved;                /* [npieces * SRC_NRC] bytes */
 } SrcWork;
 
