@@ -288,6 +288,11 @@ bool cg_precision_runs(PlanPrecision p)
     return p == PLAN_PREC_BF16 || p == PLAN_PREC_FP8;
 }
 
+bool cg_schedule_runs(PlanSchedule s)
+{
+    return !plan_schedule_split(s);
+}
+
 /* rt_matmul_fp8 (cuBLASLt's FP8 layout) needs the contracted and the output
  * dim of each GEMM a multiple of 16; an FP8 GEMM's forward, input gradient
  * and weight gradient contract, in turn, its K, N and M (the tokens of a
@@ -333,6 +338,11 @@ static bool generate(Cg *c)
     if (p->v > CG_MAX_CHUNKS) { /* a framework stack's plan may have more (plan.h) */
         ir_error(IR_NOLOC, "the plan has %d model chunks per pipeline rank; ptdc's programs run at most %d",
                  p->v, CG_MAX_CHUNKS);
+        return false;
+    }
+    if (!cg_schedule_runs(p->schedule)) {
+        ir_error(IR_NOLOC, "the plan's pipeline schedule is %s, which ptdc's programs do not run (they run "
+                 "1F1B and interleaved 1F1B)", plan_schedule_title(p->schedule));
         return false;
     }
     if (!cg_analyse(c) || !fp8_shapes_ok(c))

@@ -300,7 +300,7 @@ static void print_header(Cg *c, FILE *h)
     const char *mesh2 = c->naxes > 2 ? cg_fmt(c, "x%d", p->mesh.size[2]) : "";
     fprintf(h, "#define CG_PLAN \"%s: pp %d x v %d, mesh %dx%d%s, %d micro-batches of %lld, ZeRO-%d, %s\"\n",
             g->name, p->pp, p->v, p->mesh.size[0], p->mesh.size[1], mesh2, p->num_micro,
-            (long long)p->mb_seqs, p->zero, p->schedule == PLAN_SCHED_1F1B ? "1F1B" : "interleaved 1F1B");
+            (long long)p->mb_seqs, p->zero, plan_schedule_title(p->schedule));
     fprintf(h, "#define CG_PLAN_HASH \"%016llx\"\n", (unsigned long long)plan_hash(c));
     fprintf(h, "\n/* Every GEMM goes through the trainer, which times it when PTDC_TIME_GEMM is set. */\n"
                "#define rt_matmul(...) cg_matmul(__VA_ARGS__)\n"
@@ -333,7 +333,7 @@ bool cg_print_model(Cg *c, FILE *h, FILE *f)
                 p->pp, p->v > 1 ? cg_fmt(c, " with %d chunks each", p->v) : "", p->mesh.size[0],
                 p->mesh.size[1], c->axis_name[0], c->axis_name[1]);
     fprintf(f, " * %d micro-batches of %lld sequences per step, ZeRO-%d, %s schedule.\n", p->num_micro,
-            (long long)p->mb_seqs, p->zero, p->schedule == PLAN_SCHED_1F1B ? "1F1B" : "interleaved 1F1B");
+            (long long)p->mb_seqs, p->zero, plan_schedule_title(p->schedule));
     fprintf(f, " * Sizes are local to one rank: \"/tp\" marks a dim split over that mesh axis,\n"
                " * \"partial over tp\" a tensor holding partial sums over it. */\n");
     fprintf(f, "#include \"trainer.h\"\n\n");

@@ -32,8 +32,8 @@ void cg_schedule(Cg *c, CgRankProg *r)
      * the memory the cost model predicts is the memory allocated here. */
     const Plan *p = c->p;
     int pp = p->pp, v = p->v, M = p->num_micro, rank = r->pp_rank, cap = 0;
-    for (int k = 0; k < 2 * M * v; k++) {
-        PlanSchedOp op = plan_schedule_op(pp, v, M, rank, k);
+    for (int k = 0; k < plan_schedule_nops(p->schedule, v, M); k++) {
+        PlanSchedOp op = plan_schedule_op(p->schedule, pp, v, M, rank, k);
         push(r, &cap, op.bwd, op.chunk, op.mb);
     }
     plan_schedule_slots(pp, v, M, rank, r->nslots);

@@ -40,7 +40,7 @@ typedef struct DrvOptions {
     int tp_overlap;           /* --tp-overlap: -1 unset, 0 off, 1 on (the ptdc stack's tp_overlap
                                  chunked: docs/codegen.md, "Chunked tensor parallelism") */
     int zero;                 /* -1 unset, else 0..3 */
-    const char *schedule;     /* 1f1b|interleaved */
+    const char *schedule;     /* 1f1b|interleaved|zb-h1 (plan.h PLAN_SCHEDULES) */
     int virtual_stages;       /* --virtual-stages V (interleaved) */
     int pp_nlayers;           /* --pp-layers L0,L1,...: layers per model chunk */
     int *pp_layers;           /* [pp_nlayers], heap */

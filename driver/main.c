@@ -90,7 +90,7 @@ static void make_pins(const DrvOptions *o, PassSearchPins *p)
     if (o->precision)
         p->precision = !strcmp(o->precision, "auto") ? -1 : plan_precision_parse(o->precision);
     if (o->schedule)
-        p->schedule = !strcmp(o->schedule, "interleaved") ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B;
+        p->schedule = plan_schedule_parse(o->schedule);
     if (o->virtual_stages > 1) {
         p->v = o->virtual_stages;
         p->schedule = PLAN_SCHED_INTERLEAVED;
@@ -398,6 +398,27 @@ static int plan_setup(const DrvOptions *o, IrGraph *g, const char *fw, PassClust
     int prec = o->precision ? plan_precision_parse(o->precision) : PLAN_PREC_BF16;
     if (prec >= 0 && programs_refused(o, (PlanPrecision)prec)) /* before searching */
         return DRV_INVALID;
+    /* ptdc's programs run the schedules cg_schedule_runs says. Under its
+     * own stack the search offers only those, so the plan --plan-only shows
+     * is the plan -o writes; another schedule is priced only when pinned
+     * (--schedule zb-h1 --plan-only: plan files, no programs), and -o
+     * refuses it before DIR is touched. */
+    int sc = o->schedule ? plan_schedule_parse(o->schedule) : -1;
+    if (o->out_dir && !o->plan_only) {
+        if (sc >= 0 && !cg_schedule_runs((PlanSchedule)sc)) {
+            ir_error(IR_NOLOC, "--schedule %s: -o DIR writes ptdc's programs, which run 1F1B and interleaved "
+                     "1F1B, not %s (use --plan-only for its plan files)", o->schedule,
+                     plan_schedule_title((PlanSchedule)sc));
+            return DRV_INVALID;
+        }
+    }
+    if (sc < 0 && !ctx->st.ref_stack) {
+        unsigned runs = 0;
+        for (int s = 0; s < PLAN_NSCHED; s++)
+            if (cg_schedule_runs((PlanSchedule)s) && pass_stack_has_schedule(&ctx->st, s))
+                runs |= 1u << s;
+        ctx->st.schedules = runs;
+    }
     /* Activation offloading (stack offload_act_layers) is a framework's:
      * ptdc's programs keep every activation on the device; its copies are
      * priced at the cluster's host link; Megatron offloads fewer layers than

@@ -96,7 +96,7 @@ void drv_print_help(void)
         "  --tp-overlap on|off      with --sp on, chunk each tensor-parallel gather and reduce-scatter\n"
         "                           with its GEMMs in the programs, priced so (default off)\n"
         "  --zero N                 ZeRO stage 0-3 over the data-parallel group\n"
-        "  --schedule S             1f1b or interleaved\n"
+        "  --schedule S             1f1b, interleaved or zb-h1 (zero bubble: plan files only)\n"
         "  --virtual-stages V       model chunks per pipeline rank (interleaved schedule)\n"
         "  --pp-layers L0,L1,...    layers of each model chunk in model order (pp x v of them;\n"
         "                           the embedding joins the first, the head the last; 0 at\n"
@@ -301,7 +301,11 @@ static const char *const recomputes[] = {"none", "selective", "ffn", "full",
 #define RC_SET(e, name, mods) name,
 #include "recompute.def"
                                          NULL};
-static const char *const schedules[] = {"1f1b", "interleaved", NULL};
+static const char *const schedules[] = {
+#define X(id, name, title, chunks, split) name,
+    PLAN_SCHEDULES(X)
+#undef X
+    NULL};
 static const char *const attentions[] = {"flash", "materialized", NULL};
 /* PLAN_PRECISIONS' names, then auto. */
 static const char *const precisions[] = {"bf16", "fp8", "mxfp8", "nvfp4", "auto", NULL};

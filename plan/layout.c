@@ -167,7 +167,7 @@ const char *plan_layout_str(const PlanLayout *l, char *buf, size_t n)
         snprintf(cp, sizeof cp, " x cp %d%s", l->cp, l->cp_ring ? " (ring)" : l->cp_a2a ? " (a2a)" : "");
     snprintf(buf, n, "dp %d%s x tp %d x pp %d%s%s, sp %s, zero %d, micro-batch %lld x %d, %s, recompute %s",
              l->dp, cp, l->tp, l->pp, rep, v, l->sp ? "on" : "off", l->zero, (long long)l->micro_batch,
-             l->num_micro, l->schedule == PLAN_SCHED_INTERLEAVED ? "interleaved" : "1f1b",
+             l->num_micro, plan_schedule_name(l->schedule),
              plan_layout_recompute_name(l));
     if (l->moe) {
         size_t k = strlen(buf);
@@ -215,7 +215,7 @@ const char *plan_layout_flags(const PlanLayout *l, char *buf, size_t n)
         snprintf(v, sizeof v, " --virtual-stages %d", l->v);
     snprintf(buf, n, "--tp %d --pp %d --dp %d --micro-batch %lld%s --sp %s --zero %d --schedule %s%s",
              l->tp, l->pp, l->dp, (long long)l->micro_batch, rc, l->sp ? "on" : "off", l->zero,
-             l->schedule == PLAN_SCHED_INTERLEAVED ? "interleaved" : "1f1b", v);
+             plan_schedule_name(l->schedule), v);
     if (l->cp > 1) {
         size_t k = strlen(buf);
         snprintf(buf + k, k < n ? n - k : 0, " --cp %d", l->cp);

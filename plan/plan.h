@@ -282,7 +282,32 @@ bool plan_recomputes_part(const IrGraph *g, const IrNode *n, PlanRecompute r);
  * experts), or -1. */
 int plan_recompute_unused(const IrGraph *g, PlanRecompute r);
 
-typedef enum { PLAN_SCHED_1F1B, PLAN_SCHED_INTERLEAVED } PlanSchedule;
+/* The pipeline schedules (schedule.c), one row each: X(id, name (--schedule,
+ * plan.json, stack files), title (plan.txt, the programs), chunks (0: one model
+ * chunk per pipeline rank; 1: v > 1 chunks, interleaved), split (1: the
+ * backward runs as two operations, B the input gradients and W the weight
+ * gradients, W deferred)).
+ *   1F1B         PipeDream-Flush, Megatron's default
+ *   interleaved  Megatron's interleaved 1F1B (Narayanan et al. 2021)
+ *   zb-h1        zero bubble ZB-H1 (Qi et al., ICLR 2024): 1F1B's forwards and
+ *                input-gradient backwards, each weight gradient deferred to fill
+ *                the drain's bubble, 1F1B's peak activations (plus what the
+ *                pending weight gradients read) */
+#define PLAN_SCHEDULES(X)                                                                      \
+    X(1F1B, "1f1b", "1F1B", 0, 0)                                                              \
+    X(INTERLEAVED, "interleaved", "interleaved 1F1B", 1, 0)                                    \
+    X(ZB_H1, "zb-h1", "ZB-H1", 0, 1)
+typedef enum {
+#define X(id, name, title, chunks, split) PLAN_SCHED_##id,
+    PLAN_SCHEDULES(X)
+#undef X
+    PLAN_NSCHED
+} PlanSchedule;
+const char *plan_schedule_name(PlanSchedule s);  /* "1f1b", "interleaved", "zb-h1" */
+const char *plan_schedule_title(PlanSchedule s); /* "1F1B", "interleaved 1F1B", "ZB-H1" */
+int plan_schedule_parse(const char *name);       /* the schedule named so, or -1 */
+bool plan_schedule_chunked(PlanSchedule s);      /* runs v > 1 chunks per rank */
+bool plan_schedule_split(PlanSchedule s);        /* runs the backward as B and W */
 
 /* The format a plan's linear layers (GEMMs) run in (issue 33): BF16, or a
  * low-precision one whose inputs are cast with scales (per tensor for FP8,
@@ -398,22 +423,39 @@ bool plan_verify(const IrGraph *g, const Plan *p);
  * them in 16 bits, and the schedule simulation's cost grows with them. */
 #define PLAN_MAX_MICRO 32767
 
+typedef enum {
+    PLAN_OP_F,                    /* a forward */
+    PLAN_OP_B,                    /* a backward: all of it, or under a split schedule the
+                                     input gradients (and whatever is not a weight's gradient) */
+    PLAN_OP_W                     /* a split schedule's weight gradients of a micro-batch */
+} PlanOpKind;
+
 typedef struct PlanSchedOp {
-    int bwd;                      /* 0: forward, 1: backward */
+    int bwd;                      /* PlanOpKind: 0 forward, 1 backward (B), 2 weight gradients (W) */
     int chunk;                    /* the rank's model chunk (0 .. v-1) */
     int mb;                       /* micro-batch */
 } PlanSchedOp;
 
-/* Operation k (0 <= k < 2 m v) of pipeline rank `rank`. */
-PlanSchedOp plan_schedule_op(int pp, int v, int m, int rank, int k);
+/* Operations per rank per step: 2 m v, or 3 m v for a split schedule. */
+int plan_schedule_nops(PlanSchedule s, int v, int m);
+/* Operation k (0 <= k < plan_schedule_nops) of pipeline rank `rank`. */
+PlanSchedOp plan_schedule_op(PlanSchedule s, int pp, int v, int m, int rank, int k);
 /* slots[j]: the most micro-batches chunk j holds between forward and
- * backward: what a static arena allocates for it. */
+ * backward (B): what a static arena allocates for it. The same for ZB-H1 as
+ * for 1F1B (ZB-H1 runs 1F1B's forwards and backwards in 1F1B's order). */
 void plan_schedule_slots(int pp, int v, int m, int rank, int *slots);
+/* The most micro-batches whose backward (B) has run and whose weight
+ * gradients (W) wait: 0 unless the schedule is split. */
+int plan_schedule_wslots(PlanSchedule s, int pp, int m, int rank);
 /* Activation bytes the rank holds given each chunk's bytes per micro-batch
- * (saved[v]): sum over chunks of slots x saved (a static arena: ptdc), or, if
- * dynamic, the peak over the schedule of the bytes alive at once (a caching
- * allocator: the reference stacks). Equal when v == 1. */
-double plan_schedule_acts(int pp, int v, int m, int rank, const double *saved, bool dynamic);
+ * (saved[v]) from its forward to its backward, and (wsaved[v], NULL: none)
+ * from its backward to its weight gradients (the inputs of the weight-gradient
+ * GEMMs: a split schedule's pending W): sum over chunks of slots x saved +
+ * wslots x wsaved (a static arena: ptdc), or, if dynamic, the peak over the
+ * schedule of the bytes alive at once (a caching allocator: the reference
+ * stacks). Equal when v == 1 and the schedule is not split. */
+double plan_schedule_acts(PlanSchedule s, int pp, int v, int m, int rank, const double *saved,
+                          const double *wsaved, bool dynamic);
 
 /* ============================================================ rules.c */
 /* One predicate decides recomputation for the search, the cost model and

@@ -5,11 +5,19 @@
  * then alternates one forward and one backward, then drains the backwards.
  * Interleaved 1F1B (Megatron-LM's, v chunks per rank, m a multiple of pp):
  * forwards walk the chunks in groups of pp micro-batches, backwards walk
- * them in reverse, with (pp - r - 1) * 2 + (v - 1) * pp warm-up forwards. */
+ * them in reverse, with (pp - r - 1) * 2 + (v - 1) * pp warm-up forwards.
+ * ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024, section
+ * 3.1; v = 1): 1F1B's forwards and backwards in 1F1B's order, the backward
+ * (B) computing only what flows back (the input gradients), each micro-batch's
+ * weight gradients (W) run after the backward of the micro-batch r later:
+ * rank r defers r of them, so the last rank, idle in 1F1B's drain while the
+ * backwards travel down, spends it on its weight gradients, and every rank
+ * holds at most pp micro-batches between forward and W, 1F1B's most. */
 #include "plan.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int warmup(int pp, int v, int m, int rank)
 {
@@ -27,8 +35,73 @@ static PlanSchedOp nth(int pp, int v, int k, bool bwd)
     return (PlanSchedOp){bwd, bwd ? v - 1 - chunk : chunk, (k / group) * pp + k % pp};
 }
 
-PlanSchedOp plan_schedule_op(int pp, int v, int m, int rank, int k)
+static const struct {
+    const char *name, *title;
+    bool chunks, split;
+} rows[] = {
+#define X(id, name, title, chunks, split) {name, title, chunks, split},
+    PLAN_SCHEDULES(X)
+#undef X
+};
+
+const char *plan_schedule_name(PlanSchedule s) { return s >= 0 && s < PLAN_NSCHED ? rows[s].name : "?"; }
+const char *plan_schedule_title(PlanSchedule s) { return s >= 0 && s < PLAN_NSCHED ? rows[s].title : "?"; }
+bool plan_schedule_chunked(PlanSchedule s) { return s >= 0 && s < PLAN_NSCHED && rows[s].chunks; }
+bool plan_schedule_split(PlanSchedule s) { return s >= 0 && s < PLAN_NSCHED && rows[s].split; }
+
+int plan_schedule_parse(const char *name)
 {
+    for (int s = 0; s < PLAN_NSCHED; s++)
+        if (!strcmp(name, rows[s].name))
+            return s;
+    return -1;
+}
+
+int plan_schedule_nops(PlanSchedule s, int v, int m) { return (plan_schedule_split(s) ? 3 : 2) * m * v; }
+
+/* ZB-H1's W deferral of rank `rank`: its weight gradients run d backwards late. */
+static int zb_defer(int m, int rank) { return rank < m ? rank : m; }
+
+/* ZB-H1, rank r: w = min(pp - r - 1, m) forwards, then for each micro-batch
+ * i in order the group [F(w + i) while there is one] B(i) [W(i - d) once
+ * i >= d], then the last d weight gradients. Group i holds 1 + [i < m - w] +
+ * [i >= d] operations; the group of operation k by bisection. */
+static PlanSchedOp zb_h1_op(int pp, int m, int rank, int k)
+{
+    int w = warmup(pp, 1, m, rank), d = zb_defer(m, rank);
+    if (k < w)
+        return (PlanSchedOp){PLAN_OP_F, 0, k};
+    k -= w;
+#define BEFORE(i) ((long)(i) + ((i) < m - w ? (i) : m - w) + ((i) > d ? (i) - d : 0))
+    if (k >= BEFORE(m))
+        return (PlanSchedOp){PLAN_OP_W, 0, m - d + (int)(k - BEFORE(m))};
+    int lo = 0, hi = m - 1; /* the last group starting at or before k */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (BEFORE(mid) <= k)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    int i = lo, at = (int)(k - BEFORE(i));
+#undef BEFORE
+    if (i < m - w && at-- == 0)
+        return (PlanSchedOp){PLAN_OP_F, 0, w + i};
+    if (at == 0)
+        return (PlanSchedOp){PLAN_OP_B, 0, i};
+    return (PlanSchedOp){PLAN_OP_W, 0, i - d};
+}
+
+int plan_schedule_wslots(PlanSchedule s, int pp, int m, int rank)
+{
+    (void)pp;
+    return plan_schedule_split(s) ? zb_defer(m, rank) : 0;
+}
+
+PlanSchedOp plan_schedule_op(PlanSchedule s, int pp, int v, int m, int rank, int k)
+{
+    if (plan_schedule_split(s))
+        return zb_h1_op(pp, m, rank, k);
     int total = m * v, warm = warmup(pp, v, m, rank);
     if (k < warm)
         return nth(pp, v, k, false);
@@ -40,28 +113,39 @@ PlanSchedOp plan_schedule_op(int pp, int v, int m, int rank, int k)
     return nth(pp, v, total - warm + (k - warm - steady), true);
 }
 
-/* Past the warm-up, the steady phase repeats every 2 * pp * v operations and
- * the drain only frees slots: the maxima are reached within this prefix
- * (tests/ir/test_schedule.c checks it against the whole schedule). */
-static int horizon(int pp, int v, int m, int rank)
+/* Past the warm-up, the steady phase repeats every 2 * pp * v operations
+ * (ZB-H1's every 3, once its deferral is reached, within 3 pp) and the
+ * drain only frees slots: the maxima are reached within this prefix
+ * (tests/plan/test_schedule.c checks it against the whole schedule). */
+static int horizon(PlanSchedule s, int pp, int v, int m, int rank)
 {
-    long h = (long)warmup(pp, v, m, rank) + 4L * pp * v + 2;
-    return h < 2L * m * v ? (int)h : 2 * m * v;
+    int n = plan_schedule_nops(s, v, m);
+    long h = (long)warmup(pp, v, m, rank) + (plan_schedule_split(s) ? 6L : 4L) * pp * v + 2;
+    return h < n ? (int)h : n;
 }
 
-static void walk(int pp, int v, int m, int rank, int nops, int *slots, const double *saved,
-                 double *peak_sum)
+/* Slots and the peak of the bytes alive: a micro-batch's saved bytes from
+ * its forward to its backward, then (split schedules) its wsaved bytes to
+ * its weight gradients. */
+static void walk(PlanSchedule s, int pp, int v, int m, int rank, int nops, int *slots, const double *saved,
+                 const double *wsaved, double *peak_sum)
 {
     int live[PLAN_MAX_CHUNKS] = {0};
     double sum = 0;
     for (int j = 0; j < v; j++)
         slots[j] = 0;
     *peak_sum = 0;
+    bool split = plan_schedule_split(s);
     for (int k = 0; k < nops; k++) {
-        PlanSchedOp op = plan_schedule_op(pp, v, m, rank, k);
+        PlanSchedOp op = plan_schedule_op(s, pp, v, m, rank, k);
+        double ws = split && wsaved ? wsaved[op.chunk] : 0;
+        if (op.bwd == PLAN_OP_W) {
+            sum -= ws;
+            continue;
+        }
         int d = op.bwd ? -1 : 1;
         live[op.chunk] += d;
-        sum += d * (saved ? saved[op.chunk] : 1);
+        sum += d * (saved ? saved[op.chunk] : 1) + (op.bwd ? ws : 0);
         if (live[op.chunk] > slots[op.chunk])
             slots[op.chunk] = live[op.chunk];
         *peak_sum = fmax(*peak_sum, sum);
@@ -88,23 +172,35 @@ void plan_schedule_slots(int pp, int v, int m, int rank, int *slots)
     Memo *e = &memo[h % (sizeof memo / sizeof memo[0])];
     if (e->pp != pp || e->v != v || e->m != m || e->rank != rank) {
         double peak;
-        walk(pp, v, m, rank, horizon(pp, v, m, rank), e->slots, NULL, &peak);
+        walk(PLAN_SCHED_INTERLEAVED, pp, v, m, rank, horizon(PLAN_SCHED_INTERLEAVED, pp, v, m, rank), e->slots,
+             NULL, NULL, &peak);
         e->pp = pp, e->v = v, e->m = m, e->rank = rank;
     }
     for (int j = 0; j < v; j++)
         slots[j] = e->slots[j];
 }
 
-double plan_schedule_acts(int pp, int v, int m, int rank, const double *saved, bool dynamic)
+double plan_schedule_acts(PlanSchedule s, int pp, int v, int m, int rank, const double *saved,
+                          const double *wsaved, bool dynamic)
 {
     if (v < 1 || v > PLAN_MAX_CHUNKS)
         ir_die("plan_schedule_acts: %d chunks per rank (at most %d)", v, PLAN_MAX_CHUNKS);
+    int slots[PLAN_MAX_CHUNKS];
+    if (plan_schedule_split(s)) {
+        if (v != 1)
+            ir_die("plan_schedule_acts: %s runs one chunk per rank, not %d", plan_schedule_name(s), v);
+        double ws = wsaved ? wsaved[0] : 0;
+        if (!dynamic) /* both maxima allocated */
+            return fmin(m, pp - rank) * saved[0] + plan_schedule_wslots(s, pp, m, rank) * ws;
+        double peak;
+        walk(s, pp, v, m, rank, horizon(s, pp, v, m, rank), slots, saved, wsaved, &peak);
+        return peak;
+    }
     if (v == 1) /* every rank's maximum, held at once either way */
         return fmin(m, pp - rank) * saved[0];
-    int slots[PLAN_MAX_CHUNKS];
     if (dynamic) {
         double peak;
-        walk(pp, v, m, rank, horizon(pp, v, m, rank), slots, saved, &peak);
+        walk(s, pp, v, m, rank, horizon(s, pp, v, m, rank), slots, saved, NULL, &peak);
         return peak;
     }
     plan_schedule_slots(pp, v, m, rank, slots);

@@ -25,6 +25,11 @@ bool plan_verify(const IrGraph *g, const Plan *p)
                  "pipeline ranks", p->v, p->num_micro, p->pp);
         return false;
     }
+    if (plan_schedule_split(p->schedule) && p->v != 1) {
+        ir_error(IR_NOLOC, "plan: the %s schedule runs one model chunk per pipeline rank, not %d",
+                 plan_schedule_name(p->schedule), p->v);
+        return false;
+    }
     int next = 0;
     for (int s = 0; s < p->nstages; s++) {
         const PlanStage *st = &p->stages[s];

@@ -565,6 +565,13 @@ bool rep_megatron_layout(const RepArch *A, const PlanLayout *L, const PassStack 
     if (st->attn_kernel == PASS_KERNEL_FLASH1)
         return rep_refuse(why, wn, "the stack prices FlashAttention-1 (attention_kernel = flash1); current "
                       "Megatron-LM runs FlashAttention-2 or later (--attention-backend flash)");
+    /* megatron/core/pipeline_parallel has 1F1B and the interleaved schedule;
+     * --delay-wgrad-compute defers weight gradients only inside an MoE layer
+     * overlapping its all-to-all (transformer_config.py), not across stages. */
+    if (plan_schedule_split(L->schedule))
+        return rep_refuse(why, wn, "the plan's schedule is %s, and Megatron-LM has no zero-bubble pipeline "
+                          "schedule (its --delay-wgrad-compute defers weight gradients inside an overlapped MoE "
+                          "layer, not across pipeline stages)", plan_schedule_title(L->schedule));
     /* validate_args: the interleaved schedule needs pp > 2 unless p2p
      * communication overlaps (--overlap-p2p-comm, on by default), and the
      * schedule's micro-batch groups (microbatch_group_size_per_vp_stage = pp,

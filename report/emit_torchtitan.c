@@ -416,6 +416,13 @@ bool rep_torchtitan_layout(const RepArch *A, const PlanLayout *L, const PassStac
     if (L->replicated > 1)
         return rep_refuse(why, wn, "the plan keeps %d replicas along a mesh axis it splits nothing over, "
                       "which torchtitan has no setting for", L->replicated);
+    /* torchtitan's zero-bubble schedules are multi-stage (pipeline_parallel.py
+     * requires at least 2 stages per rank of a PipelineScheduleMulti): none is
+     * ZB-H1's single chunk. */
+    if (plan_schedule_split(L->schedule))
+        return rep_refuse(why, wn, "the plan's schedule is %s on one model chunk per pipeline rank, and "
+                          "torchtitan's zero-bubble schedules (InterleavedZeroBubble, ZBVZeroBubble) run two "
+                          "or more stages per rank", plan_schedule_title(L->schedule));
     /* Context parallelism: torchtitan shards the weights with FSDP over
      * dp_shard x cp whatever else runs (parallelize_llama), which is ZeRO-2
      * or -3 over the plan's dp x cp. */

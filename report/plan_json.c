@@ -146,7 +146,7 @@ static void parallel(FILE *f, const PlanLayout *L, const Plan *p)
                "\"micro_batch\": %lld, \"num_micro_batches\": %d, \"schedule\": \"%s\", "
                "\"virtual_stages\": %d, \"recompute\": \"%s\", \"attention\": \"%s\"},\n",
             L->dp, L->tp, L->pp, L->sp ? "true" : "false", L->zero, (long long)L->micro_batch,
-            L->num_micro, L->schedule == PLAN_SCHED_INTERLEAVED ? "interleaved" : "1f1b", L->v,
+            L->num_micro, plan_schedule_name(L->schedule), L->v,
             plan_layout_recompute_name(L), p->attention == PLAN_ATTN_MATERIALIZED ? "materialized" : "flash");
     /* Context parallelism (only when there is some: the keys above are the
      * schema every plan has): the degree, its mesh axis, and how it runs. */

@@ -8,43 +8,35 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* The per-rank order of the schedule: 1F1B (v = 1) or Megatron's
- * interleaved 1F1B. ops[r] gets 2 * m * v entries. */
-void rep_pipe_order(int pp, int v, int m, int r, RepPipeOp *ops)
+/* The per-rank order: plan/schedule.c's, the order the programs run and
+ * the cost model simulates. */
+void rep_pipe_order(PlanSchedule s, int pp, int v, int m, int r, RepPipeOp *ops)
 {
-    int total = m * v, n = 0;
-    int warm = v == 1 ? (pp - r - 1 < m ? pp - r - 1 : m)
-                      : ((pp - r - 1) * 2 + (v - 1) * pp < total ? (pp - r - 1) * 2 + (v - 1) * pp : total);
-    int kf = 0, kb = 0;
-#define FWD()                                                                          \
-    do {                                                                               \
-        int k = kf++;                                                                  \
-        ops[n++] = (RepPipeOp){r, false, v == 1 ? k : (k / (pp * v)) * pp + k % pp,    \
-                        v == 1 ? 0 : (k / pp) % v, 0, 0, false};                       \
-    } while (0)
-#define BWD()                                                                          \
-    do {                                                                               \
-        int k = kb++;                                                                  \
-        ops[n++] = (RepPipeOp){r, true, v == 1 ? k : (k / (pp * v)) * pp + k % pp,     \
-                        v == 1 ? 0 : v - 1 - (k / pp) % v, 0, 0, false};               \
-    } while (0)
-    for (int i = 0; i < warm; i++)
-        FWD();
-    for (int i = 0; i < total - warm; i++) {
-        FWD();
-        BWD();
+    for (int k = 0; k < plan_schedule_nops(s, v, m); k++) {
+        PlanSchedOp o = plan_schedule_op(s, pp, v, m, r, k);
+        ops[k] = (RepPipeOp){r, o.bwd != PLAN_OP_F, o.bwd == PLAN_OP_W, o.mb, o.chunk, 0, 0, false};
     }
-    for (int i = 0; i < warm; i++)
-        BWD();
-#undef FWD
-#undef BWD
+}
+
+double *rep_pipe_wgrad(const PassSearchAlt *a)
+{
+    const Plan *p = &a->plan;
+    if (!plan_schedule_split(p->schedule) || !a->pred.mem || a->pred.npp < p->pp)
+        return NULL;
+    double *w = ir_xcalloc((size_t)p->nstages + 1, sizeof(double));
+    for (int s = 0; s < p->nstages; s++) {
+        const PassRankMem *M = &a->pred.mem[s % p->pp];
+        w[s] = M->bwd_s > 0 ? a->stage_bwd_s[s] * M->dw_s / M->bwd_s : 0;
+    }
+    return w;
 }
 
 /* Simulate: an op starts when its rank is free and its input is there (the
  * previous virtual stage's forward, the next one's backward). */
-double rep_pipe_simulate(int pp, int v, int m, const double *fwd, const double *bwd, RepPipeOp **ops)
+double rep_pipe_simulate(PlanSchedule s, int pp, int v, int m, const double *fwd, const double *bwd,
+                         const double *w, RepPipeOp **ops)
 {
-    int per = 2 * m * v, vs_n = pp * v;
+    int per = plan_schedule_nops(s, v, m), vs_n = pp * v;
     /* finish times by (virtual stage, micro-batch) */
     double *ff = ir_xmalloc(sizeof(double) * (size_t)vs_n * (size_t)m);
     double *bf = ir_xmalloc(sizeof(double) * (size_t)vs_n * (size_t)m);
@@ -61,16 +53,20 @@ double rep_pipe_simulate(int pp, int v, int m, const double *fwd, const double *
                 RepPipeOp *o = &ops[r][next[r]];
                 int vs = o->chunk * pp + r;
                 double ready;
-                if (!o->bwd)
+                if (o->w)
+                    ready = free_at[r];
+                else if (!o->bwd)
                     ready = vs == 0 ? 0 : ff[(vs - 1) * m + o->mb];
                 else
                     ready = vs == vs_n - 1 ? ff[vs * m + o->mb] : bf[(vs + 1) * m + o->mb];
                 if (ready < 0)
                     break;
                 o->start = fmax(ready, free_at[r]);
-                o->end = o->start + (o->bwd ? bwd[vs] : fwd[vs]);
+                double wt = w ? w[vs] : 0;
+                o->end = o->start + (o->w ? wt : o->bwd ? bwd[vs] - wt : fwd[vs]);
                 free_at[r] = o->end;
-                (o->bwd ? bf : ff)[vs * m + o->mb] = o->end;
+                if (!o->w)
+                    (o->bwd ? bf : ff)[vs * m + o->mb] = o->end;
                 end = fmax(end, o->end);
                 next[r]++;
                 left--;

@@ -146,12 +146,15 @@ static double schedule(FILE *f, const PassSearchAlt *a, double y)
         fwd[c] = a->stage_fwd_s[c];
         bwd[c] = a->stage_bwd_s[c];
     }
+    double *wg = rep_pipe_wgrad(a);
+    int nops = plan_schedule_nops(p->schedule, v, shown);
     RepPipeOp **ops = ir_xmalloc(sizeof(RepPipeOp *) * (size_t)pp);
     for (int r = 0; r < pp; r++) {
-        ops[r] = ir_xmalloc(sizeof(RepPipeOp) * (size_t)(2 * shown * v));
-        rep_pipe_order(pp, v, shown, r, ops[r]);
+        ops[r] = ir_xmalloc(sizeof(RepPipeOp) * (size_t)nops);
+        rep_pipe_order(p->schedule, pp, v, shown, r, ops[r]);
     }
-    double end = rep_pipe_simulate(pp, v, shown, fwd, bwd, ops);
+    double end = rep_pipe_simulate(p->schedule, pp, v, shown, fwd, bwd, wg, ops);
+    free(wg);
     double tail = a->pred.dp_exposed_s + a->pred.optimizer_s;
     /* the tail scales with the micro-batches shown */
     double total = end + tail;
@@ -162,6 +165,8 @@ static double schedule(FILE *f, const PassSearchAlt *a, double y)
         snprintf(mbs, sizeof mbs, "%d micro-batches", m);
     if (v > 1)
         snprintf(sched, sizeof sched, "interleaved, v = %d", v);
+    else if (plan_schedule_split(p->schedule))
+        snprintf(sched, sizeof sched, "%s, weight gradients darkest", plan_schedule_title(p->schedule));
     else
         snprintf(sched, sizeof sched, "1F1B");
     snprintf(buf, sizeof buf, "Pipeline schedule (%s), %s: forward light, backward dark, "
@@ -177,14 +182,15 @@ static double schedule(FILE *f, const PassSearchAlt *a, double y)
             snprintf(buf, sizeof buf, "pp %d", r);
             text(f, MARGIN, yy + row * 0.7, row >= 16 ? 11 : 7, "start", buf);
         }
-        for (int i = 0; i < 2 * shown * v; i++) {
+        for (int i = 0; i < nops; i++) {
             const RepPipeOp *o = &ops[r][i];
             char c[48];
-            color(r, pp, o->bwd ? 38 + 8 * (o->chunk % 2) : 70 + 8 * (o->chunk % 2), c, sizeof c);
+            color(r, pp, o->w ? 26 : o->bwd ? 38 + 8 * (o->chunk % 2) : 70 + 8 * (o->chunk % 2), c, sizeof c);
             double x = left + o->start * sx, w = (o->end - o->start) * sx;
             fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" "
                        "stroke=\"white\" stroke-width=\"0.3\"><title>%s micro-batch %d%s</title></rect>\n",
-                    x, yy, w > 0.2 ? w : 0.2, row - 1, c, o->bwd ? "backward" : "forward", o->mb,
+                    x, yy, w > 0.2 ? w : 0.2, row - 1, c,
+                    o->w ? "weight gradients" : o->bwd ? "backward" : "forward", o->mb,
                     v > 1 ? (o->chunk ? " (later chunk)" : " (first chunk)") : "");
             if (w > 14 && row >= 14) {
                 snprintf(buf, sizeof buf, "%d", o->mb);

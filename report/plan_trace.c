@@ -63,12 +63,15 @@ void rep_plan_print_trace(FILE *f, const IrGraph *g, const PassCostCtx *c, const
         fwd[s] = a->stage_fwd_s[s];
         bwd[s] = a->stage_bwd_s[s];
     }
+    double *wg = rep_pipe_wgrad(a);
+    int nops = plan_schedule_nops(p->schedule, v, m);
     RepPipeOp **ops = ir_xmalloc(sizeof(RepPipeOp *) * (size_t)pp);
     for (int k = 0; k < pp; k++) {
-        ops[k] = ir_xmalloc(sizeof(RepPipeOp) * (size_t)(2 * m * v));
-        rep_pipe_order(pp, v, m, k, ops[k]);
+        ops[k] = ir_xmalloc(sizeof(RepPipeOp) * (size_t)nops);
+        rep_pipe_order(p->schedule, pp, v, m, k, ops[k]);
     }
-    double end = rep_pipe_simulate(pp, v, m, fwd, bwd, ops);
+    double end = rep_pipe_simulate(p->schedule, pp, v, m, fwd, bwd, wg, ops);
+    free(wg);
     double hidden = pr->dp_sync_s - pr->dp_exposed_s;
     double total = end + pr->dp_exposed_s + pr->optimizer_s;
     char lay[512];
@@ -98,13 +101,13 @@ void rep_plan_print_trace(FILE *f, const IrGraph *g, const PassCostCtx *c, const
                  pr->step_time_s, pr->pipeline_s, pr->bubble_s, pr->reshard_s, pr->p2p_s, pr->a2a_s,
                  pr->recompute_s, pr->dp_sync_s, pr->dp_exposed_s, pr->optimizer_s);
         span(f, k, 0, "step 1", "step", 0, total, args);
-        for (int i = 0; i < 2 * m * v; i++) {
+        for (int i = 0; i < nops; i++) {
             const RepPipeOp *o = &ops[k][i];
-            snprintf(name, sizeof name, "%s mb %d chunk %d", o->bwd ? "backward" : "forward", o->mb,
-                     o->chunk);
+            const char *what = o->w ? "weight gradients" : o->bwd ? "backward" : "forward";
+            snprintf(name, sizeof name, "%s mb %d chunk %d", what, o->mb, o->chunk);
             snprintf(args, sizeof args, "\"pp\":%d,\"chunk\":%d,\"mb\":%d,\"dir\":\"%s\",\"step\":1",
-                     k, o->chunk, o->mb, o->bwd ? "bwd" : "fwd");
-            span(f, k, 1, name, o->bwd ? "backward" : "forward", o->start, o->end - o->start, args);
+                     k, o->chunk, o->mb, o->w ? "wgrad" : o->bwd ? "bwd" : "fwd");
+            span(f, k, 1, name, what, o->start, o->end - o->start, args);
         }
         if (pr->dp_sync_s > 0) {
             double t0 = end - hidden > 0 ? end - hidden : 0;

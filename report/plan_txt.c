@@ -321,7 +321,7 @@ void rep_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
     fprintf(f, "  micro-batch        %lld sequence%s per replica (%lld over dp), %d micro-batch%s per step\n",
             (long long)L->micro_batch, L->micro_batch == 1 ? "" : "s", (long long)p->mb_seqs, p->num_micro,
             p->num_micro == 1 ? "" : "es");
-    fprintf(f, "  schedule           %s\n", L->schedule == PLAN_SCHED_INTERLEAVED ? "interleaved 1F1B" : "1F1B");
+    fprintf(f, "  schedule           %s\n", plan_schedule_title(L->schedule));
     fprintf(f, "  recomputation      %s\n", plan_layout_recompute_name(L));
     fprintf(f, "  attention          %s\n", p->attention == PLAN_ATTN_MATERIALIZED ? "materialized" : "flash");
     RepPrec pz;

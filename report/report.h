@@ -31,18 +31,25 @@ void rep_plan_print_svg(FILE *f, const IrGraph *g, const PassCostCtx *c,
 typedef struct RepPipeOp {
     int rank;
     bool bwd;
+    bool w;                       /* a split schedule's weight gradients (W; bwd is set too) */
     int mb, chunk;
     double start, end;            /* seconds from the step's start (rep_pipe_simulate) */
     bool done;
 } RepPipeOp;
-/* Rank r's order of m micro-batches over v chunks: 1F1B (v = 1) or
- * Megatron's interleaved 1F1B; ops gets 2 * m * v entries. */
-void rep_pipe_order(int pp, int v, int m, int r, RepPipeOp *ops);
+/* Rank r's order of m micro-batches over v chunks under schedule s
+ * (plan_schedule_op's); ops gets plan_schedule_nops(s, v, m) entries. */
+void rep_pipe_order(PlanSchedule s, int pp, int v, int m, int r, RepPipeOp *ops);
 /* Times every op of ops[0..pp) (each in rep_pipe_order's order): it starts
  * when its rank is free and its input is there (the previous virtual
- * stage's forward, the next one's backward); fwd, bwd: seconds per
- * micro-batch of each virtual stage. Returns the last op's end. */
-double rep_pipe_simulate(int pp, int v, int m, const double *fwd, const double *bwd, RepPipeOp **ops);
+ * stage's forward, the next one's backward; a W only its rank); fwd, bwd:
+ * seconds per micro-batch of each virtual stage, of bwd w (NULL: none) the
+ * weight gradients a split schedule runs as W. Returns the last op's end. */
+/* Each stage's W seconds per micro-batch under a's split schedule (its
+ * backward's share the cost model puts in weight-gradient GEMMs, PassRankMem
+ * dw_s), heap-allocated; NULL for the other schedules. */
+double *rep_pipe_wgrad(const PassSearchAlt *a);
+double rep_pipe_simulate(PlanSchedule s, int pp, int v, int m, const double *fwd, const double *bwd,
+                         const double *w, RepPipeOp **ops);
 /* The predicted timeline of the chosen plan's step as Chrome trace-event
  * JSON, like a PTDC_TRACE trace of its program (plan_trace.c, --trace-plan). */
 void rep_plan_print_trace(FILE *f, const IrGraph *g, const PassCostCtx *c,

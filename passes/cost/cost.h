@@ -16,10 +16,14 @@
  * backward; receives block (the receiver copies the message once both sides
  * are there, xf[st] into stage st forward, xb[st] out of stage st backward),
  * sends do not. f[st], b[st]: one micro-batch through stage st (stage st runs
- * on rank st % pp as its chunk st / pp). finish[r] (may be NULL): when rank r
- * ends its last operation. Returns the latest of them. */
-double pass_schedule_sim(int pp, int v, int m, const double *f, const double *b, const double *xf,
-                         const double *xb, double *finish);
+ * on rank st % pp as its chunk st / pp). Under a split schedule (ZB-H1) b[st]
+ * is the backward's input-gradient part (B) and w[st] its weight gradients
+ * (W), which wait for nothing but the rank (NULL for the other schedules, whose
+ * b is the whole backward). finish[r] (may be NULL): when rank r ends its last
+ * operation (its last W: the data-parallel reduction starts after it). Returns
+ * the latest of them. */
+double pass_schedule_sim(PlanSchedule s, int pp, int v, int m, const double *f, const double *b, const double *w,
+                         const double *xf, const double *xb, double *finish);
 
 /* CPU ranks sharing a node's cores (more ranks than cores). The cluster's
  * rates are then each rank's time slice (cores / ranks of one core's rate,
@@ -50,8 +54,9 @@ double pass_share_speed(const PassShare *sh, int busy);
 double pass_share_bound(const PassShare *sh, int pp, double tsum, double tmax, double m);
 /* pass_schedule_sim with the ranks sharing cores (sh; NULL: as above): the
  * operations of the busy ranks progress at pass_share_speed. */
-double pass_schedule_sim_shared(int pp, int v, int m, const double *f, const double *b, const double *xf,
-                                const double *xb, double *finish, const PassShare *sh);
+double pass_schedule_sim_shared(PlanSchedule s, int pp, int v, int m, const double *f, const double *b,
+                                const double *w, const double *xf, const double *xb, double *finish,
+                                const PassShare *sh);
 
 /* ============================================================ sync.c */
 /* CPU ranks: the seconds a group of `group` ranks meeting at collectives
@@ -351,6 +356,7 @@ void pass_host_bound(const PassCostCtx *c, const PassHostCost *h, double *gf, do
 /* ================================================ predict*.c (issue 3) */
 /* One pipeline rank: its time per micro-batch and its memory in bytes. */
 typedef struct PassRankMem {
+    double dw_s;                   /* of bwd_s: the weight-gradient GEMMs, a split schedule's W */
     double fwd_s, bwd_s;           /* per micro-batch over its chunks (bwd includes recompute,
                                       resharding and pipeline transfers) */
     double weights, grads, optim;  /* model states (pass_param_bytes3) */

@@ -53,6 +53,9 @@ typedef struct PieceCost {
                                      all-to-alls apart), and of moe_b the weight gradients */
     int group_f, group_b;         /* largest group a forward / backward collective spans */
     double ub_bytes;              /* tp_overlap userbuffers: the largest gathered input */
+    double dw;                    /* of bwd: the parameters' weight-gradient GEMMs (dense and
+                                     experts'), a split schedule's W */
+    double wsaved;                /* bytes those GEMMs read: inputs and output gradients */
 } PieceCost;
 
 typedef struct Ctx {
@@ -218,6 +221,9 @@ static void node_kernels(const PieceWalk *w, const IrNode *n, const PassNodeCost
 {
     pc->fwd += nc->fwd_s;
     pc->bwd += nc->bwd_s;
+    if (n->op == IR_OP_MATMUL && w->x->g->tensors[n->in[1]].role == IR_PARAM)
+        pc->dw += nc->gemm_dw_s; /* (not attention's dK, dV: not a weight's) */
+    pc->dw += nc->moe_dw_s;
     pc->gemm += nc->gemm_s;
     pc->attn += nc->attn_s;
     pc->cast += nc->cast_s;
@@ -255,6 +261,53 @@ static void node_saved(PieceWalk *w, const IrNode *n, const PlanSharding *in, Pi
     }
     pc->bwd += regather * (1 - x->c->st.reshard_overlap);
     w->saved_none += w->r == PLAN_RECOMPUTE_NONE ? sv : kept_bytes(x, n, PLAN_RECOMPUTE_NONE, &regather_none);
+}
+
+/* Local elements of tensor t as node `id` (a forward node) reads (slot < nin)
+ * or writes it: a sequence-parallel stage keeps both the norm's output and
+ * the gradient arriving at a row-parallel GEMM's output split over the
+ * sequence, not as the GEMM gathers or sums them. */
+static double as_held(const Ctx *x, int id, int t)
+{
+    const IrGraph *g = x->g;
+    const IrNode *o = &g->nodes[id];
+    PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
+    plan_shard_io(g, o, strat(x, id), in, out);
+    for (int i = 0; i < o->nin; i++)
+        if (o->in[i] == t)
+            return (double)plan_local_numel(g, t, &x->p->mesh, &in[i], x->ds);
+    return (double)plan_local_numel(g, t, &x->p->mesh, &out[0], x->ds);
+}
+
+/* What n's weight-gradient GEMM reads, held from the backward (B) to the
+ * weight gradients (W) under a split schedule: its input as its producer
+ * made it, once per piece however many GEMMs read it (q, k, v), and its
+ * output's gradient as its first reader reads the output; an MoE node's
+ * experts, what it keeps. Either is gathered again for W where the GEMM
+ * reads it gathered, as 1F1B's backward does. */
+static void node_wsaved(const PieceWalk *w, const IrNode *n, PieceCost *pc)
+{
+    const Ctx *x = w->x;
+    const IrGraph *g = x->g;
+    if (n->op == IR_OP_MOE) {
+        pc->wsaved += pass_saved_bytes(x->c, g, n, &x->p->mesh, strat(x, n->id), x->ds, PLAN_RECOMPUTE_NONE);
+        return;
+    }
+    if (n->op != IR_OP_MATMUL || g->tensors[n->in[1]].role != IR_PARAM)
+        return;
+    int y = n->out[0], reader = n->id;
+    for (int id = n->id + 1; id < g->nfwd && reader == n->id; id++)
+        for (int i = 0; i < g->nodes[id].nin; i++)
+            if (g->nodes[id].in[i] == y)
+                reader = id;
+    pc->wsaved += as_held(x, reader, y) * pass_elem_bytes(x->c, g->tensors[y].dtype);
+    for (int id = g->pieces[w->piece].first; id < n->id; id++) {
+        const IrNode *o = &g->nodes[id];
+        if (o->op == IR_OP_MATMUL && o->in[0] == n->in[0] && g->tensors[o->in[1]].role == IR_PARAM)
+            return;
+    }
+    int p = g->tensors[n->in[0]].producer;
+    pc->wsaved += as_held(x, p >= 0 && p < g->nfwd ? p : n->id, n->in[0]) * pass_saved_elem_bytes(x->c, g, n, 0);
 }
 
 /* Model states of n's parameters and their synchronisation. */
@@ -441,6 +494,7 @@ static void cost_piece(const Ctx *x, int piece, PlanRecompute r, PieceCost *pc)
         PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
         plan_shard_io(g, n, strat(x, id), in, out);
         node_saved(&w, n, in, pc);
+        node_wsaved(&w, n, pc);
         node_states(x, n, strat(x, id), pc);
         node_edges(&w, n, nc, in, out, rec, pc);
     }
@@ -485,6 +539,8 @@ typedef struct RankAcc {
     double rec, rs, p2p, p2p_f, p2p_b, flops, rec_flops;
     double saved, nchunks, extra_ws, transient;
     double saved_chunk[PLAN_MAX_CHUNKS]; /* per micro-batch, by the rank's chunk */
+    double wsaved_chunk[PLAN_MAX_CHUNKS]; /* of those, what the weight gradients read (PieceCost) */
+    double dw;                    /* of bwd: the weight-gradient GEMMs (a split schedule's W) */
     double w, gr, op, sync_step, sync_mb, sync_gather, shard_elems, grad_elems, full_w_max;
     double unit_wg_max;           /* zero3_pools: the largest layer's gathered weights and
                                      unsharded gradients */
@@ -665,6 +721,7 @@ typedef struct Predict {
     int pp, v, m;                 /* pipeline ranks, chunks per rank, micro-batches */
     RankAcc *ra;                  /* by pipeline rank */
     double *sf, *sb, *sxf, *sxb;  /* by stage */
+    double *sw;                   /* by stage: of sb, the weight-gradient GEMMs */
     PassHostCost *sh;             /* by stage: the host's launches and syncs */
     double host_step;             /* the host's seconds per step on a rank without syncs, the
                                      longest (the step waits for it, not each micro-batch) */
@@ -695,6 +752,7 @@ static void predict_init(Predict *P, const PassCostCtx *c, const IrGraph *g, con
     int nst = plan->nstages;
     P->sf = ir_xcalloc((size_t)nst, sizeof(double)), P->sb = ir_xcalloc((size_t)nst, sizeof(double));
     P->sxf = ir_xcalloc((size_t)nst, sizeof(double)), P->sxb = ir_xcalloc((size_t)nst, sizeof(double));
+    P->sw = ir_xcalloc((size_t)nst, sizeof(double));
     P->sh = ir_xcalloc((size_t)nst, sizeof *P->sh);
     P->finish = ir_xcalloc((size_t)P->pp, sizeof(double));
     P->blocking = !c->st.dp_overlap;
@@ -706,7 +764,7 @@ static void predict_init(Predict *P, const PassCostCtx *c, const IrGraph *g, con
 static void predict_free(Predict *P)
 {
     free(P->finish);
-    free(P->sf), free(P->sb), free(P->sxf), free(P->sxb), free(P->sh);
+    free(P->sf), free(P->sb), free(P->sxf), free(P->sxb), free(P->sw), free(P->sh);
     free(P->ra);
     ctx_free(&P->x);
 }
@@ -746,6 +804,9 @@ static void add_piece(Predict *P, int st, RankAcc *r, const PieceCost *pc)
     P->sb[st] += pc->bwd + pc->rec + pc->rs_b + pc->mb_extra + mbb;
     P->sxf[st] += pc->p2p_f;
     P->sxb[st] += pc->p2p_b;
+    P->sw[st] += pc->dw;
+    r->dw += pc->dw;
+    r->wsaved_chunk[(int)r->nchunks - 1] += pc->wsaved;
     r->fwd += pc->fwd + pc->rs_f + pc->p2p_f + pc->host_s + mbf;
     r->bwd += pc->bwd + pc->rec + pc->rs_b + pc->p2p_b + pc->mb_extra + mbb;
     r->step_s += pc->step_s;
@@ -956,7 +1017,17 @@ static void schedule(Predict *P, PassPrediction *out)
          * them: share.c). */
         PassShare sh;
         bool shared = pass_share(c->cl, pp, plan_mesh_devices(&P->x.p->mesh), &sh);
-        pipe = pass_schedule_sim_shared(pp, v, m, P->sf, P->sb, P->sxf, P->sxb, P->finish, shared ? &sh : NULL);
+        PlanSchedule s = P->x.p->schedule;
+        double *b = P->sb;
+        if (plan_schedule_split(s)) { /* B: the backward but its weight gradients (W) */
+            b = ir_xmalloc(sizeof(double) * (size_t)pp * v);
+            for (int st = 0; st < pp * v; st++)
+                b[st] = fmax(0, P->sb[st] - P->sw[st]);
+        }
+        pipe = pass_schedule_sim_shared(s, pp, v, m, P->sf, b, P->sw, P->sxf, P->sxb, P->finish,
+                                        shared ? &sh : NULL);
+        if (b != P->sb)
+            free(b);
     } else {
         /* A reference stack: 1F1B takes (m - 1) times the slowest rank plus
          * every rank once (fill and drain); interleaving divides the fill and
@@ -1033,12 +1104,14 @@ static double gather_shown(const Predict *P, int i, double gat, double opt, doub
  * (chunk v-1 first), so every chunk's reduction but the last has the later
  * chunks' backwards to hide under: the chain of v transfers of red/v
  * exposes max over j of (j+1) red/v - j g bc beyond the last chunk's own
- * backward bc (1F1B: red - bc). *slack: the backwards of the ranks before. */
+ * backward bc (1F1B: red - bc; ZB-H1: bc is the last weight gradients, W,
+ * of the rank's last micro-batch). *slack: the backwards of the ranks before. */
 static double dp_overlapped(const Predict *P, int i, double red, double gat, double opt, double first,
                             double bucket, double sd, double *slack)
 {
     int v = P->v, m = P->m, pp = P->pp;
-    double bc = P->ra[i].bwd / v, gm = m < pp ? m : pp, chain = red / v;
+    /* A split schedule completes the gradients in its last W. */
+    double bc = plan_schedule_split(P->x.p->schedule) ? P->ra[i].dw : P->ra[i].bwd / v, gm = m < pp ? m : pp, chain = red / v;
     for (int j = 1; j < v; j++)
         chain = fmax(chain, (j + 1) * red / v - j * gm * bc);
     double shown = fmax(chain - bc - *slack, bucket * red);
@@ -1162,12 +1235,13 @@ static void memory(const Predict *P, PassPrediction *out)
     for (int i = 0; i < pp; i++) {
         const RankAcc *r = &P->ra[i];
         PassRankMem *M = &out->mem[i];
-        M->fwd_s = r->fwd, M->bwd_s = r->bwd;
+        M->fwd_s = r->fwd, M->bwd_s = r->bwd, M->dw_s = r->dw;
         M->weights = r->w, M->grads = r->gr, M->optim = r->op;
         /* The schedule codegen runs decides what is alive: each chunk's most
          * micro-batches in ptdc's static arena, the peak of the sum under a
          * caching allocator (plan_schedule_acts). */
-        M->acts = plan_schedule_acts(pp, v, m, i, r->saved_chunk, c->st.ref_stack);
+        M->acts = plan_schedule_acts(plan->schedule, pp, v, m, i, r->saved_chunk, r->wsaved_chunk,
+                                     c->st.ref_stack);
         double held = 0; /* one micro-batch through every chunk of the rank */
         for (int j = 0; j < v; j++)
             held += r->saved_chunk[j];

@@ -7,47 +7,52 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* Each rank's operations as (stage, micro-batch, backward) in one int:
- * ((mb * ns + st) << 1) | bwd. The planner simulates the same few schedules
- * over and over with different stage times: the last few are kept. */
+/* Each rank's operations as (stage, micro-batch, kind) in one int:
+ * ((mb * ns + st) << 2) | kind (PlanOpKind: F, B, or a split schedule's W).
+ * The planner simulates the same few schedules over and over with different
+ * stage times: the last few are kept. */
 enum { OPMEMO = 4 };
 static struct OpMemo {
+    PlanSchedule s;
     int pp, v, m;
     long used;                    /* last use, for eviction */
-    int *ops;                     /* [pp][2 m v] */
+    int *ops;                     /* [pp][plan_schedule_nops] */
 } opmemo[OPMEMO];
 static long opclock;
 
-static const int *rank_ops(int pp, int v, int m)
+static const int *rank_ops(PlanSchedule s, int pp, int v, int m)
 {
     struct OpMemo *e = &opmemo[0];
     for (int i = 0; i < OPMEMO; i++) {
-        if (opmemo[i].ops && opmemo[i].pp == pp && opmemo[i].v == v && opmemo[i].m == m) {
+        if (opmemo[i].ops && opmemo[i].s == s && opmemo[i].pp == pp && opmemo[i].v == v && opmemo[i].m == m) {
             opmemo[i].used = ++opclock;
             return opmemo[i].ops;
         }
         if (opmemo[i].used < e->used)
             e = &opmemo[i];
     }
-    int nops = 2 * m * v, ns = pp * v;
+    int nops = plan_schedule_nops(s, v, m), ns = pp * v;
     free(e->ops);
     e->ops = ir_xmalloc(sizeof(int) * (size_t)pp * (size_t)nops);
     for (int r = 0; r < pp; r++)
         for (int k = 0; k < nops; k++) {
-            PlanSchedOp op = plan_schedule_op(pp, v, m, r, k);
-            e->ops[(size_t)r * nops + k] = ((op.mb * ns + op.chunk * pp + r) << 1) | op.bwd;
+            PlanSchedOp op = plan_schedule_op(s, pp, v, m, r, k);
+            e->ops[(size_t)r * nops + k] = ((op.mb * ns + op.chunk * pp + r) << 2) | op.bwd;
         }
-    e->pp = pp, e->v = v, e->m = m, e->used = ++opclock;
+    e->s = s, e->pp = pp, e->v = v, e->m = m, e->used = ++opclock;
     return e->ops;
 }
 
 /* When operation e (rank_ops' encoding) can start on a rank free from
  * `free`: after the operation it receives from (stage st-1's forward, or
  * stage st+1's backward, of its micro-batch) and that message's copy; -1
- * while that operation has not ended (done[] < 0). */
+ * while that operation has not ended (done[] < 0). A weight gradient (W)
+ * receives nothing: its backward ran before it on the same rank. */
 static double ready_at(int e, int ns, const double *done, double free, const double *xf, const double *xb)
 {
-    int bwd = e & 1, id = e >> 1, st = id % ns;
+    int bwd = e & 3, id = e >> 2, st = id % ns;
+    if (bwd == PLAN_OP_W)
+        return free;
     if (!bwd && st > 0)
         return done[(id - 1) * 2] < 0 ? -1 : fmax(free, done[(id - 1) * 2]) + xf[st];
     if (bwd && st < ns - 1)
@@ -55,22 +60,32 @@ static double ready_at(int e, int ns, const double *done, double free, const dou
     return free;
 }
 
-double pass_schedule_sim(int pp, int v, int m, const double *f, const double *b, const double *xf,
-                         const double *xb, double *finish)
+/* The seconds of operation e (rank_ops' encoding). */
+static double op_time(int e, int ns, const double *f, const double *b, const double *w)
+{
+    int st = (e >> 2) % ns;
+    return (e & 3) == PLAN_OP_F ? f[st] : (e & 3) == PLAN_OP_B ? b[st] : w[st];
+}
+
+double pass_schedule_sim(PlanSchedule s, int pp, int v, int m, const double *f, const double *b, const double *w,
+                         const double *xf, const double *xb, double *finish)
 {
     int ns = pp * v;
+    if (plan_schedule_split(s) && (!w || v != 1))
+        ir_die("pass_schedule_sim: %s needs its weight-gradient times and one chunk per rank", plan_schedule_name(s));
     if (pp < 1 || v < 1 || m < 1 || v > PLAN_MAX_CHUNKS)
         ir_die("pass_schedule_sim: pp %d, v %d, m %d", pp, v, m);
     if ((long)ns * m > (1L << 28))
         ir_die("pass_schedule_sim: %d stages x %d micro-batches", ns, m);
-    const int *ops = rank_ops(pp, v, m);
-    /* done[(mb * ns + st) * 2 + bwd]: when that operation ends (< 0: not yet). */
+    const int *ops = rank_ops(s, pp, v, m);
+    /* done[(mb * ns + st) * 2 + bwd]: when that forward or backward ends
+     * (< 0: not yet). */
     double *done = ir_xmalloc(sizeof(double) * (size_t)ns * (size_t)m * 2);
     for (long i = 0; i < (long)ns * m * 2; i++)
         done[i] = -1;
     int *k = ir_xcalloc((size_t)pp, sizeof(int));
     double *t = ir_xcalloc((size_t)pp, sizeof(double));
-    int nops = 2 * m * v;
+    int nops = plan_schedule_nops(s, v, m);
     long left = (long)pp * nops;
     for (int pass = 0; left > 0; pass++) {
         long progress = 0;
@@ -80,18 +95,21 @@ double pass_schedule_sim(int pp, int v, int m, const double *f, const double *b,
             int r = pass % 2 ? pp - 1 - q : q;
             const int *o = ops + (size_t)r * nops;
             for (; k[r] < nops; k[r]++) {
-                int e = o[k[r]], bwd = e & 1, id = e >> 1, st = id % ns;
+                int e = o[k[r]], kind = e & 3, id = e >> 2;
                 /* A blocking receive: the receiver copies once both are there. */
                 double start = ready_at(e, ns, done, t[r], xf, xb);
                 if (start < 0)
                     break;
-                done[id * 2 + bwd] = t[r] = start + (bwd ? b[st] : f[st]);
+                t[r] = start + op_time(e, ns, f, b, w);
+                if (kind != PLAN_OP_W)
+                    done[id * 2 + kind] = t[r];
                 progress++;
                 left--;
             }
         }
         if (!progress)
-            ir_die("pass_schedule_sim: the schedule deadlocks (pp %d, v %d, m %d)", pp, v, m);
+            ir_die("pass_schedule_sim: the %s schedule deadlocks (pp %d, v %d, m %d)", plan_schedule_name(s), pp, v,
+                   m);
     }
     double end = 0;
     for (int r = 0; r < pp; r++) {
@@ -108,16 +126,18 @@ double pass_schedule_sim(int pp, int v, int m, const double *f, const double *b,
  * of each group progress at the speed their number allows. A rank is busy
  * from the start of an operation to its end; waiting for a message (and
  * copying it in, xf / xb: a memory copy, counted as waiting) it is not. */
-double pass_schedule_sim_shared(int pp, int v, int m, const double *f, const double *b, const double *xf,
-                                const double *xb, double *finish, const PassShare *sh)
+double pass_schedule_sim_shared(PlanSchedule s, int pp, int v, int m, const double *f, const double *b,
+                                const double *w, const double *xf, const double *xb, double *finish,
+                                const PassShare *sh)
 {
     if (!sh || sh->group < 2)
-        return pass_schedule_sim(pp, v, m, f, b, xf, xb, finish);
+        return pass_schedule_sim(s, pp, v, m, f, b, w, xf, xb, finish);
     int ns = pp * v;
-    if (pp < 1 || v < 1 || m < 1 || v > PLAN_MAX_CHUNKS || (long)ns * m > (1L << 28))
-        ir_die("pass_schedule_sim_shared: pp %d, v %d, m %d", pp, v, m);
-    const int *ops = rank_ops(pp, v, m);
-    int nops = 2 * m * v, ngroups = (pp + sh->group - 1) / sh->group;
+    if (pp < 1 || v < 1 || m < 1 || v > PLAN_MAX_CHUNKS || (long)ns * m > (1L << 28) ||
+        (plan_schedule_split(s) && (!w || v != 1)))
+        ir_die("pass_schedule_sim_shared: %s, pp %d, v %d, m %d", plan_schedule_name(s), pp, v, m);
+    const int *ops = rank_ops(s, pp, v, m);
+    int nops = plan_schedule_nops(s, v, m), ngroups = (pp + sh->group - 1) / sh->group;
     double *done = ir_xmalloc(sizeof(double) * (size_t)ns * (size_t)m * 2);
     for (long i = 0; i < (long)ns * m * 2; i++)
         done[i] = -1;
@@ -137,12 +157,12 @@ double pass_schedule_sim_shared(int pp, int v, int m, const double *f, const dou
         for (int r = 0; r < pp; r++) {
             if (rem[r] >= 0 || k[r] >= nops)
                 continue;
-            int e = ops[(size_t)r * nops + k[r]], bwd = e & 1, st = (e >> 1) % ns;
+            int e = ops[(size_t)r * nops + k[r]];
             double ready = ready_at(e, ns, done, free_at[r], xf, xb);
             if (ready < 0)
                 continue;
             if (ready <= now)
-                rem[r] = bwd ? b[st] : f[st];
+                rem[r] = op_time(e, ns, f, b, w);
             else
                 next = fmin(next, ready);
         }
@@ -162,7 +182,9 @@ double pass_schedule_sim_shared(int pp, int v, int m, const double *f, const dou
             double sp = speed[busy[r / sh->group]];
             if (now + rem[r] / sp <= next + tol) { /* ends now */
                 int e = ops[(size_t)r * nops + k[r]];
-                done[(e >> 1) * 2 + (e & 1)] = free_at[r] = next;
+                free_at[r] = next;
+                if ((e & 3) != PLAN_OP_W)
+                    done[(e >> 2) * 2 + (e & 3)] = next;
                 rem[r] = -1;
                 k[r]++;
                 left--;

@@ -341,7 +341,7 @@ bool pass_stack_has_recompute(const PassStack *st, int r)
 }
 bool pass_stack_has_schedule(const PassStack *st, int s)
 {
-    return s >= 0 && s <= PLAN_SCHED_INTERLEAVED && (!st->schedules || (st->schedules >> s & 1));
+    return s >= 0 && s < PLAN_NSCHED && (!st->schedules || (st->schedules >> s & 1));
 }
 bool pass_stack_has_cp_comm(const PassStack *st, int f)
 {
@@ -372,7 +372,11 @@ static const char *const gather_names[] = {"optimizer", "forward", "blocking"}; 
 static const char *const scaling_names[] = {"delayed", "current"}; /* PassScaling */
 static const char *const zero_names[] = {"0", "1", "2", "3"};
 static const char *const rec_names[] = {"none", "selective", "ffn", "full"};
-static const char *const sched_names[] = {"1f1b", "interleaved"};
+static const char *const sched_names[] = {
+#define X(id, name, title, chunks, split) name,
+    PLAN_SCHEDULES(X)
+#undef X
+};
 static const char *const cp_comm_names[] = {"all_gather", "p2p", "a2a"}; /* PassCpComm */
 static const char *const backend_names[] = {"cuda", "cpu"}; /* by PassDevKind */
 
@@ -466,7 +470,7 @@ static const struct SKey {
      "GEMMs and norm backwards add gradient contributions"},
     {"zero_stages", S_LIST, F(zero_stages), 0, 0, 0, zero_names, 4, "ZeRO stages offered"},
     {"recompute", S_LIST, F(recompute), 0, 0, 0, rec_names, 4, "recomputation policies offered"},
-    {"schedules", S_LIST, F(schedules), 0, 0, 0, sched_names, 2, "pipeline schedules offered"},
+    {"schedules", S_LIST, F(schedules), 0, 0, 0, sched_names, PLAN_NSCHED, "pipeline schedules offered"},
     {"cp_comm", S_LIST, F(cp_comm), 0, 0, 0, cp_comm_names, 3,
      "context-parallel forms offered (all_gather, p2p, a2a)"},
     {"sequence_parallel", S_BOOL, F(no_sp), 0, 0, 0, NULL, 0, "sequence parallelism offered"},

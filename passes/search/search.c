@@ -86,7 +86,7 @@ static SrcGroup *group(Src *s, int *cap, int dp, int cp, int tp, int fold, int b
     return G;
 }
 
-static void add_cand(Src *s, SrcGroup *G, int pp, int v, int rc, int zero)
+static void add_cand(Src *s, SrcGroup *G, int pp, int v, int sched, int rc, int zero)
 {
     if (G->ncand == G->capcand) {
         G->capcand = G->capcand ? 2 * G->capcand : 8;
@@ -97,7 +97,7 @@ static void add_cand(Src *s, SrcGroup *G, int pp, int v, int rc, int zero)
     SrcCand *k = &G->cand[G->ncand++];
     memset(k, 0, sizeof *k);
     s->full_valid |= pp * G->dp * G->cp * G->tp == s->gpus;
-    k->pp = pp, k->v = v, k->rc = rc, k->zero = zero;
+    k->pp = pp, k->v = v, k->sched = sched, k->rc = rc, k->zero = zero;
     k->hope = k->hope_fit = k->lb_fit = NAN;
     src_bound(s, G, k);
     s->st->candidates++;
@@ -289,16 +289,22 @@ static void enumerate(Src *s)
                       int nf = src_folds(s, dp, cp, tp, sp, folds, 64);
                       for (int fi = 0; fi < nf; fi++) {
                         SrcGroup *G = group(s, &cap, dp, cp, tp, folds[fi], (int)b, sp);
-                        int vs[64], nv = 0;
-                        if (pin->schedule != PLAN_SCHED_INTERLEAVED && !(pin->v > 1) &&
-                            (pp == 1 || pass_stack_has_schedule(&s->c->st, PLAN_SCHED_1F1B)) &&
-                            one_ok(s, pp))
-                            vs[nv++] = 1;
-                        if (pin->schedule != PLAN_SCHED_1F1B &&
+                        /* (v, schedule) pairs: one chunk under 1F1B (or no
+                                         * pipeline) and ZB-H1, several interleaved. */
+                        int vs[64], scs[64], nv = 0;
+                        bool one = !(pin->v > 1) && one_ok(s, pp);
+                        bool zb = pin->schedule == PLAN_SCHED_ZB_H1; /* (without a pipeline, if pinned) */
+                        if (one && (pin->schedule < 0 || pin->schedule == PLAN_SCHED_1F1B) &&
+                            (pp == 1 || pass_stack_has_schedule(&s->c->st, PLAN_SCHED_1F1B)))
+                            vs[nv] = 1, scs[nv++] = PLAN_SCHED_1F1B;
+                        if (one && (zb || (pp > 1 && pin->schedule < 0)) &&
+                            pass_stack_has_schedule(&s->c->st, PLAN_SCHED_ZB_H1))
+                            vs[nv] = 1, scs[nv++] = PLAN_SCHED_ZB_H1;
+                        if ((pin->schedule < 0 || pin->schedule == PLAN_SCHED_INTERLEAVED) &&
                             pass_stack_has_schedule(&s->c->st, PLAN_SCHED_INTERLEAVED))
                             for (int v = 2; v <= s->rep_count && nv < 64; v++)
                                 if ((!pin->v || v == pin->v) && v_ok(s, pp, v, m))
-                                    vs[nv++] = v;
+                                    vs[nv] = v, scs[nv++] = PLAN_SCHED_INTERLEAVED;
                         int rcs[SRC_NRC], nrc = 0;
                         if (pin->recompute >= 0)
                             rcs[nrc++] = pin->recompute;
@@ -317,7 +323,7 @@ static void enumerate(Src *s)
                                         continue;
                                     if (!pass_stack_has_zero(&s->c->st, z) && !(dp == 1 && z == 0))
                                         continue;
-                                    add_cand(s, G, pp, vs[iv], rcs[ir], z);
+                                    add_cand(s, G, pp, vs[iv], scs[iv], rcs[ir], z);
                                 }
                       }
                     }
@@ -359,7 +365,7 @@ void src_plan(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCan
     p->num_micro = G->m;
     p->mb_seqs = G->mb_seqs;
     p->zero = k->zero;
-    p->schedule = k->v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B;
+    p->schedule = (PlanSchedule)k->sched;
     p->attention = s->c->attention;
     p->precision = s->c->prec;
     p->lp_bf16_first = s->c->st.lp_bf16_first;
@@ -506,6 +512,45 @@ static void check_mem_prune(Src *s, SrcGroup *G, const SrcVariant *V, SrcCand *k
     pass_prediction_free(&pr);
 }
 
+/* cut_bound under ZB-H1 (one chunk per rank; stage r on rank r), from each
+ * stage's forward f, backward without its weight gradients b (with its
+ * recomputation) and weight gradients w (SrcPiece.dw, as pass_predict splits
+ * them): rank r starts once micro-batch 0's forward has passed the stages
+ * before it; it runs m forwards and backwards, and of its weight gradients all
+ * but those plan/schedule.c defers past its last backward (r of them, and the
+ * one right after), before that backward ends; then that micro-batch's
+ * backward still runs through the stages before it and rank 0 its last W.
+ * And the busiest rank's m micro-batches. Ranks sharing cores: their whole
+ * work over the speed of one alone, or over pp ranks. */
+static double split_bound(const Src *s, const SrcVariant *V, const Plan *p)
+{
+    int pp = p->pp > 0 ? p->pp : 1;
+    double m = p->num_micro > 0 ? p->num_micro : 1, b = 0, top = 0, all = 0;
+    double before_f = 0, before_b = 0, w0 = 0;
+    for (int r = 0; r < p->nstages && r < pp; r++) {
+        const PlanStage *S = &p->stages[r];
+        double f = 0, bw = 0, w = 0;
+        for (int q = S->first_piece; q < S->first_piece + S->npieces; q++) {
+            f += V->piece[q].fwd;
+            bw += V->piece[q].bwd + V->piece[q].rec[S->recompute] - V->piece[q].dw;
+            w += V->piece[q].dw;
+        }
+        bw = fmax(0, bw);
+        if (r == 0)
+            w0 = w;
+        double early = fmax(0, m - (r < m ? r : m) - 1); /* W before its last backward */
+        b = fmax(b, before_f + m * (f + bw) + early * w + before_b + (r > 0 ? w0 : 0));
+        top = fmax(top, m * (f + bw + w));
+        all += f + bw + w;
+        before_f += f, before_b += bw;
+    }
+    b = fmax(b, top);
+    PassShare sh;
+    if (pass_share(s->c->cl, pp, plan_mesh_devices(&p->mesh), &sh))
+        b = fmax(top / pass_share_speed(&sh, 1), m * all / pp);
+    return b;
+}
+
 /* A bound on plan p's step time once its stages are cut, from its stages'
  * kernel times (the same pass_cost_node numbers pass_predict sums) without
  * resharding or transfers, which pass_predict's stage times only add to:
@@ -520,6 +565,8 @@ static double cut_bound(const Src *s, const SrcVariant *V, const Plan *p)
 {
     int ns = p->nstages, pp = p->pp > 0 ? p->pp : 1;
     double m = p->num_micro > 0 ? p->num_micro : 1;
+    if (plan_schedule_split(p->schedule))
+        return split_bound(s, V, p);
     double *rank = ir_xcalloc((size_t)pp * 2, sizeof(double)), *first = rank + pp;
     double tsum = 0;
     for (int st = 0; st < ns; st++) {
@@ -601,7 +648,8 @@ static double hope_bound(Src *s, const SrcGroup *G, const SrcCand *k, const doub
             for (int q = S->first_piece; q < S->first_piece + S->npieces; q++)
                 rank[S->pp_rank] += H.piece[q].fwd + H.piece[q].rec[S->recompute];
         }
-        b = tsum;
+        bool split = plan_schedule_split(k->sched); /* (pipe_bound: no one micro-batch's path) */
+        b = split ? 0 : tsum;
         for (int r = 0; r < pp; r++) {
             top = fmax(top, rank[r]);
             /* interleaved: the chunks are fixed, each rank's policy the
@@ -615,8 +663,9 @@ static double hope_bound(Src *s, const SrcGroup *G, const SrcCand *k, const doub
         free(rank);
         PassShare sh; /* ranks sharing cores run faster while others wait */
         if (pass_share(s->c->cl, pp, plan_mesh_devices(&G->mesh), &sh))
-            b = pass_share_bound(&sh, pp, tsum, top, G->m);
-        else if (k->v == 1 && pp > 1) /* and the pipeline's fill and drain */
+            b = split ? fmax(G->m * top / pass_share_speed(&sh, 1), G->m * tsum / pp)
+                      : pass_share_bound(&sh, pp, tsum, top, G->m);
+        else if (k->v == 1 && pp > 1 && !plan_schedule_split(k->sched)) /* and 1F1B's fill and drain */
             b = fmax(b, src_pipe_floor(s, G, &H, k, s->usable));
     }
     free(H.piece);
@@ -1026,6 +1075,7 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     free(s.mbs);
     for (int i = 0; i < s.nwork; i++) {
         free(s.work[i].t);
+        free(s.work[i].t_path);
         free(s.work[i].saved);
     }
     free(s.work);

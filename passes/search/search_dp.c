@@ -334,7 +334,8 @@ static bool part_interleaved(Dp *d, SrcPart *out)
              * peak of what is alive at once (--stack megatron), which is
              * less; the mean slots of the static arena would refuse
              * uneven cuts such a stack runs without recomputation. */
-            double mem = d->runtime + w + plan_schedule_acts(pp, v, d->m, r, sv, d->s->c->st.ref_stack);
+            double mem = d->runtime + w + plan_schedule_acts(v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B, pp, v, d->m, r, sv, NULL,
+                                                             d->s->c->st.ref_stack);
             bool take = d->ignore_mem ? mem < bm : mem <= d->cap && t < bt * (1 - 1e-12);
             if (take)
                 best = q, bt = t, bm = mem;

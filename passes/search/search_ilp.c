@@ -71,6 +71,9 @@ static void piece_costs(Src *s, const SrcGroup *G, SrcVariant *V, const int64_t 
             nc.fwd_s -= nc.fused_s, nc.fused_s = 0; /* the layouts keep the norm alone */
         P->fwd += nc.fwd_s;
         P->bwd += nc.bwd_s;
+        if (nd->op == IR_OP_MATMUL && g->tensors[nd->in[1]].role == IR_PARAM)
+            P->dw += nc.gemm_dw_s;
+        P->dw += nc.moe_dw_s;
         for (int r = 0; r < SRC_NRC; r++) {
             if (!src_rc_on(s, r))
                 continue; /* a module set not pinned */

@@ -69,8 +69,16 @@ static bool check_stack_pins(const Src *s)
         return false;
     }
     if (p->schedule >= 0 && !pass_stack_has_schedule(st, p->schedule)) {
-        ir_error(IR_NOLOC, "--schedule %s: the %s stack does not offer it",
-                 p->schedule == PLAN_SCHED_INTERLEAVED ? "interleaved" : "1f1b", st->name);
+        /* What the frameworks the reference stacks stand for run instead
+         * (Megatron-LM's mainline, torchtitan's job config; docs/stacks.md). */
+        ir_error(IR_NOLOC, "--schedule %s: the %s stack does not offer it%s", plan_schedule_name(p->schedule),
+                 st->name,
+                 plan_schedule_split(p->schedule)
+                     ? " (ZB-H1 splits each backward into input and weight gradients on one model chunk "
+                       "per pipeline rank: Megatron-LM has no such schedule, its --delay-wgrad-compute "
+                       "defers weight gradients inside an overlapped MoE layer, and torchtitan's zero-bubble "
+                       "schedules, InterleavedZeroBubble and ZBVZeroBubble, run two or more stages per rank)"
+                     : "");
         return false;
     }
     if (p->sp == 1 && st->no_sp) {
@@ -397,7 +405,7 @@ static bool check_split_pins(const Src *s)
     }
     /* Every pinned (pp, v) the schedule allows; the first reason if none takes the split. */
     int vlo = inter ? (p->v > 1 ? p->v : 2) : 1;
-    int vhi = p->schedule == PLAN_SCHED_1F1B ? 1 : p->v > 1 ? p->v : PLAN_PROG_MAX_CHUNKS;
+    int vhi = p->schedule >= 0 && !plan_schedule_chunked(p->schedule) ? 1 : p->v > 1 ? p->v : PLAN_PROG_MAX_CHUNKS;
     for (int pp = p->pp ? p->pp : 2; pp <= (p->pp ? p->pp : PLAN_MAX_PP); pp++)
         for (int v = vlo; v <= vhi && pp * v <= PLAN_MAX_STAGES; v++) {
             char w[256];

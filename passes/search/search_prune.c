@@ -153,6 +153,7 @@ const SrcWork *src_work(Src *s, int64_t mb_seqs)
     SrcWork *W = &s->work[s->nwork++];
     W->mb_seqs = mb_seqs;
     W->t = ir_xcalloc((size_t)s->npieces * SRC_NRC, sizeof(double));
+    W->t_path = ir_xcalloc((size_t)s->npieces * SRC_NRC, sizeof(double));
     W->saved = ir_xcalloc((size_t)s->npieces * SRC_NRC, sizeof(double));
     int64_t *ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));
     ir_dim_sizes(g, mb_seqs, ds);
@@ -165,6 +166,7 @@ const SrcWork *src_work(Src *s, int64_t mb_seqs)
         int q = rep_piece(s, p);
         if (q != p) {
             memcpy(&W->t[p * SRC_NRC], &W->t[q * SRC_NRC], SRC_NRC * sizeof(double));
+            memcpy(&W->t_path[p * SRC_NRC], &W->t_path[q * SRC_NRC], SRC_NRC * sizeof(double));
             memcpy(&W->saved[p * SRC_NRC], &W->saved[q * SRC_NRC], SRC_NRC * sizeof(double));
             continue;
         }
@@ -176,10 +178,17 @@ const SrcWork *src_work(Src *s, int64_t mb_seqs)
             bool fl = nc.flops_fwd + nc.flops_bwd > 0;
             double tf = fl ? nc.flops_fwd / flop_rate : nc.bytes_fwd / byte_rate;
             double tb = fl ? nc.flops_bwd / flop_rate : nc.bytes_bwd / byte_rate;
+            /* A weight gradient's GEMM does its forward's FLOPs: what stays
+             * in B is at least the rest (never more than the real dX). */
+            double tbp = nd->op == IR_OP_MOE ? 0
+                         : nd->op == IR_OP_MATMUL && g->tensors[nd->in[1]].role == IR_PARAM ? fmax(0, tb - tf)
+                                                                                           : tb;
             for (int r = 0; r < SRC_NRC; r++) {
                 if (!src_rc_on(s, r))
                     continue;
-                W->t[p * SRC_NRC + r] += tf + tb + (pass_recomputed(s->c, g, nd, (PlanRecompute)r) ? tf : 0);
+                double rec = pass_recomputed(s->c, g, nd, (PlanRecompute)r) ? tf : 0;
+                W->t[p * SRC_NRC + r] += tf + tb + rec;
+                W->t_path[p * SRC_NRC + r] += tf + tbp + rec;
                 W->saved[p * SRC_NRC + r] += pass_saved_bytes(s->c, g, nd, &one, &rep, ds, r);
             }
         }
@@ -201,15 +210,20 @@ static void inflight_stats(int pp, int v, int m, double *imin, double *imax, dou
 }
 
 /* CPU ranks of several pipeline ranks sharing cores run faster than their
- * rates while others wait (share.c): the bound allows for it. */
-static double pipe_bound(const Src *s, const SrcGroup *G, double tsum, double tmax, int pp, int v, int m)
+ * rates while others wait (share.c): the bound allows for it. A split
+ * schedule's (ZB-H1's) weight gradients run beside the other ranks' work:
+ * one micro-batch's way through every stage is its forwards and B alone
+ * (path, at most tsum), with the busiest rank's m micro-batches and the
+ * ranks' whole work. */
+static double pipe_bound(const Src *s, const SrcGroup *G, double tsum, double tmax, int pp, bool split,
+                         double path, int m)
 {
-    (void)v;
     PassShare sh;
     if (pass_share(s->c->cl, pp, plan_mesh_devices(&G->mesh), &sh))
-        return pass_share_bound(&sh, pp, tsum, tmax, m);
+        return split ? fmax(fmax(m * tmax, path) / pass_share_speed(&sh, 1), m * tsum / pp)
+                     : pass_share_bound(&sh, pp, tsum, tmax, m);
     tmax = fmax(tmax, tsum / pp);
-    return fmax(m * tmax, tsum);
+    return fmax(m * tmax, split ? path : tsum);
 }
 
 /* Bytes node n keeps for backward under r, as pass_predict counts them
@@ -451,6 +465,7 @@ void src_group_sums(Src *s, SrcGroup *G)
     const SrcWork *W = src_work(s, G->mb_seqs);
     int n = G->dp * G->cp * G->tp;
     memset(G->sum_t, 0, sizeof G->sum_t);
+    memset(G->sum_path, 0, sizeof G->sum_path);
     memset(G->max_t, 0, sizeof G->max_t);
     memset(G->sum_saved, 0, sizeof G->sum_saved);
     memset(G->sum_states, 0, sizeof G->sum_states);
@@ -460,6 +475,7 @@ void src_group_sums(Src *s, SrcGroup *G)
         for (int r = 0; r < SRC_NRC; r++) {
             if (!src_rc_on(s, r))
                 continue;
+            G->sum_path[r] += W->t_path[p * SRC_NRC + r] / n;
             for (int z = 0; z < 4; z++) {
                 double t = W->t[p * SRC_NRC + r] / n;
                 if (G->floor_t)
@@ -519,7 +535,8 @@ static void bound_rc(Src *s, const SrcGroup *G, const SrcCand *k, int rc, bool m
     double smin = mixed ? G->sum_saved_min : G->sum_saved[rc], states = G->sum_states[k->zero];
     if (!mixed && src_offloads(s, k->pp, rc))
         smin = 0;
-    *t_lb = pipe_bound(s, G, G->sum_t[rc][k->zero], G->max_t[rc][k->zero], k->pp, k->v, G->m);
+    *t_lb = pipe_bound(s, G, G->sum_t[rc][k->zero], G->max_t[rc][k->zero], k->pp, plan_schedule_split(k->sched),
+                       G->sum_path[rc], G->m);
     double imin, imax, h;
     inflight_stats(k->pp, k->v, G->m, &imin, &imax, &h);
     double mean = states / k->pp + imin * smin / k->pp;
@@ -561,10 +578,11 @@ double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, c
     for (int rc = 0; rc < SRC_NRC; rc++) {
         if (k->rc != SRC_AUTO ? rc != k->rc : (k->pp > 1 && rc != PLAN_RECOMPUTE_NONE) || rc > PLAN_RECOMPUTE_FULL)
             continue;
-        double tsum = 0, tmax = 0, states = 0, saved = 0;
+        double tsum = 0, tmax = 0, states = 0, saved = 0, path = 0;
         for (int p = 0; p < s->npieces; p++) {
             const SrcPiece *P = &V->piece[p];
             double t = P->fwd + P->bwd + P->rec[rc];
+            path += fmax(0, t - P->dw);
             tsum += t;
             tmax = fmax(tmax, t);
             states += P->states[k->zero];
@@ -577,7 +595,7 @@ double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, c
         if (k->rc == SRC_AUTO && k->pp == 1 &&
             pass_runtime_bytes(s->c, &G->mesh, 1) + states + src_inflight(1, 1, G->m, 0) * saved > s->usable)
             continue;
-        best = fmin(best, pipe_bound(s, G, tsum, tmax, k->pp, k->v, G->m));
+        best = fmin(best, pipe_bound(s, G, tsum, tmax, k->pp, plan_schedule_split(k->sched), path, G->m));
     }
     return best;
 }
@@ -670,7 +688,7 @@ double src_fit_bound(Src *s, const SrcGroup *G, const SrcCand *k)
             sum += t;
             top = fmax(top, t);
         }
-        b = pipe_bound(s, G, sum, top, k->pp, k->v, G->m);
+        b = pipe_bound(s, G, sum, top, k->pp, plan_schedule_split(k->sched), G->sum_path[rc], G->m);
     }
     free(delta);
     return b;

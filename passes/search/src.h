@@ -32,6 +32,8 @@
  * fwd + bwd + rec is a lower bound on the piece's share of a rank's time. */
 typedef struct SrcPiece {
     double fwd, bwd;              /* kernels */
+    double dw;                    /* of bwd: the parameters' weight-gradient GEMMs (a split
+                                     schedule's W, as pass_predict prices it) */
     double rec[SRC_NRC];          /* forward again in backward, by policy */
     double rs_f, rs_b;            /* resharding estimate (ILP) */
     double saved[SRC_NRC];        /* bytes kept for backward */
@@ -48,7 +50,8 @@ typedef struct SrcVariant {
 } SrcVariant;
 
 typedef struct SrcCand {
-    int pp, v;                    /* v = 1: 1F1B */
+    int pp, v;                    /* v = 1: 1F1B or ZB-H1 */
+    int sched;                    /* PlanSchedule */
     int rc;                       /* SRC_AUTO or a PlanRecompute for every stage */
     int zero;
     double lb;                    /* step-time lower bound, strategy-free */
@@ -99,6 +102,7 @@ typedef struct SrcGroup {
     SrcFitNode *fit;              /* src_group_floor: the nodes whose fastest strategy is not the
                                      leanest, per ZeRO stage */
     double *fit_val;
+    double sum_path[SRC_NRC];     /* SrcWork.t_path summed over pieces, on n devices */
     double sum_t[SRC_NRC][4], max_t[SRC_NRC][4]; /* src_group_sums: bounds summed over pieces,
                                                    by policy and ZeRO stage */
     double sum_saved[SRC_NRC], sum_saved_min, sum_states[4];
@@ -114,6 +118,10 @@ typedef struct SrcGroup {
 typedef struct SrcWork {
     int64_t mb_seqs;
     double *t;                    /* [npieces * SRC_NRC] seconds at peak rates */
+    double *t_path;               /* [npieces * SRC_NRC] of t, what a split schedule's (ZB-H1's)
+                                     forward and B must run in: t but the weight-gradient
+                                     GEMMs (a parameter GEMM's backward less its forward's
+                                     FLOPs; an MoE node's whole backward) */
     double *saved;                /* [npieces * SRC_NRC] bytes */
 } SrcWork;
 
