@@ -7,7 +7,8 @@ does not distort as it does wall time (docs/design.md, "The suite's time").
 
 Runs the tests ctest selects (with the fixtures they need, setups first),
 N at a time (default 1), each as ctest would (its command, environment and
-working directory, killed past its TIMEOUT), and prints the top N by CPU
+working directory, killed past its TIMEOUT, with the variables that the files
+ctest includes first add: tests/suite_env.cmake), and prints the top N by CPU
 seconds, then the total and the pass/fail count. CPU is each test's rusage
 from wait4: its processes and every descendant they waited for (mpirun's
 ranks included).
@@ -37,8 +38,33 @@ def load(build, regex, label):
     return tests
 
 
-def start(t):
+def suite_env(build):
+    """The environment ctest runs the tests in: its own, plus what the files
+    the build tree's CTestTestfile.cmake includes set (TEST_INCLUDE_FILES:
+    tests/suite_env.cmake), evaluated by cmake itself."""
+    top = os.path.join(build, "CTestTestfile.cmake")
+    files = re.findall(r'^include\("([^"]+)"\)', open(top).read(), re.M) if os.path.exists(top) else []
+    if not files:
+        return dict(os.environ)
+    script = "".join(f'include("{f}")\n' for f in files)
+    script += 'execute_process(COMMAND "${CMAKE_COMMAND}" -E environment)\n'
+    path = os.path.join(build, "Testing", "test_cpu_env.cmake")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(script)
+    out = subprocess.run(["cmake", "-P", path], check=True, capture_output=True, text=True).stdout
+    # the variables those files add (a value of several lines, which
+    # `cmake -E environment` cannot print apart, is never one of them)
     env = dict(os.environ)
+    for line in out.splitlines():
+        k, sep, v = line.partition("=")
+        if sep and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) and k not in os.environ:
+            env[k] = v
+    return env
+
+
+def start(t, base):
+    env = dict(base)
     for kv in t["props"].get("ENVIRONMENT", []):
         k, _, v = kv.partition("=")
         env[k] = v
@@ -57,6 +83,7 @@ def main():
     ap.add_argument("--csv")
     a = ap.parse_args()
     tests = load(a.build, a.R, a.L)
+    base = suite_env(a.build)
     setups = {}
     for t in tests:
         for f in t["props"].get("FIXTURES_SETUP", []):
@@ -72,7 +99,7 @@ def main():
             need = [s for f in t["props"].get("FIXTURES_REQUIRED", []) for s in setups.get(f, [])]
             if all(s in done for s in need):
                 pending.remove(t)
-                p = start(t)
+                p = start(t, base)
                 running[p.pid] = (t, p, time.time())
         if not running:
             break

@@ -88,6 +88,20 @@ case " ${CG_SETS:-} " in *" --precision fp8 "*) fp8=1 ;; esac
 # with -O2's, docs/design.md "The suite's time"). The other tests that
 # build programs (tests/fault, tests/hf, trace, fp8) keep the Makefile's -O2.
 opt=${EQUIV_OPT:--O0}
+# ... and as one unit (EQUIV_UNITY=off: the Makefile's 22): equiv_unity.c
+# includes every source the Makefile lists, in its order, as the CUDA
+# Makefile's trainer_all.cu does for the same files. 1.2 CPU s a program
+# under ASan at -O0 instead of 1.9 (the compiler starts once and reads the
+# headers once); no code changes (no inlining at -O0), and the matrix's
+# losses, gradient norms and final weights compared byte for byte with the
+# separate units' (docs/design.md, "The suite's time"). The Makefile's own
+# separate compilation is what the Hugging Face, fault, trace and FP8 tests
+# build.
+unity() { # program dir: the make variables that build it as one unit
+    [ "${EQUIV_UNITY:-on}" = on ] || return 0
+    for f in $(sed -n 's/^SRCS = //p' "$1/Makefile"); do echo "#include \"$f\""; done > "$1/equiv_unity.c"
+    echo SRCS=equiv_unity.c
+}
 
 case $cmd in
 setup)
@@ -95,7 +109,7 @@ setup)
     for l in "$@"; do
         rm -rf "$work/$l"
         "$bin/cg_gen" "$model" "$l" "$work/$l" ${CG_SETS:-}
-        build_program "$work/$l" OPT="$opt"
+        build_program "$work/$l" OPT="$opt" $(unity "$work/$l")
         fused "$work/$l"
         batched "$work/$l"
         if [ $fp8 = 1 ]; then
