@@ -258,8 +258,11 @@ static int write_dir(const DrvOptions *o, IrGraph *g, const PassCostCtx *ctx, co
     int lock = ir_outdir_lock(o->out_dir);
     if (lock < 0)
         return DRV_INVALID;
-    /* Again under the lock: another process may have written DIR since. */
-    int rc = out_dir_ok(o) ? write_locked(o, g, ctx, r) : DRV_INVALID;
+    /* Again under the lock: another process may have written DIR since.
+     * DIR is marked as ptdc's before any file lands, so another ptdc's
+     * early check (before its search, without the lock) never finds our
+     * files in an unmarked DIR and takes them for a user's. */
+    int rc = out_dir_ok(o) && ir_outdir_mark(o->out_dir) ? write_locked(o, g, ctx, r) : DRV_INVALID;
     ir_outdir_unlock(lock);
     return rc;
 }
@@ -273,7 +276,7 @@ static int write_locked(const DrvOptions *o, IrGraph *g, const PassCostCtx *ctx,
     /* Programs first: cg_emit writes DIR whole or not at all, so a
      * failure leaves no plan files behind either. */
     bool ok = o->plan_only || emit_programs(o, g, &r->alt[0].plan);
-    ok = ok && write_all(o->out_dir, files, 3) && ir_outdir_mark(o->out_dir);
+    ok = ok && write_all(o->out_dir, files, 3);
     for (int i = 0; i < 3; i++)
         free(files[i].text);
     if (!ok)
