@@ -473,7 +473,7 @@ static bool filtered_out(const Src *s, const Plan *p)
 /* The pruning is sound only if every bound is at most what pass_predict
  * says; exhaustive searches (tests) check it on every plan they rank. */
 static void check_bounds(Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
-                         const PassPrediction *pr)
+                         const Plan *p, const PassPrediction *pr)
 {
     double lb2 = src_bound_variant(s, G, V, k), tol = 1e-9;
     if (k->lb > pr->step_time_s * (1 + tol) || lb2 > pr->step_time_s * (1 + tol))
@@ -489,6 +489,14 @@ static void check_bounds(Src *s, const SrcGroup *G, const SrcVariant *V, const S
         ir_die("search: bound of the fitting plans %.9g / %.9g above pass_predict's %.9g (dp %d tp %d b %d "
                "pp %d v %d zero %d)", k->hope_fit, lf, pr->step_time_s, G->dp, G->tp, G->b, k->pp, k->v,
                k->zero);
+    /* The floor's resharding (search_edges.c) at the plan's own strategies,
+     * against what pass_predict charges one stage for it. */
+    if (p->pp == 1) {
+        double e = G->m * src_edge_floor_at(s, G, p->strategy);
+        if (e > pr->reshard_s * (1 + tol) + 1e-15)
+            ir_die("search: resharding floor %.9g above pass_predict's %.9g (dp %d tp %d b %d sp %d)", e,
+                   pr->reshard_s, G->dp, G->tp, G->b, G->sp);
+    }
     if (k->mem_lb > pr->peak_mem_bytes * (1 + tol))
         ir_die("search: memory bound %.0f above pass_predict's %.0f (dp %d cp %d tp %d b %d pp %d v %d zero %d)",
                k->mem_lb, pr->peak_mem_bytes, G->dp, G->cp, G->tp, G->b, k->pp, k->v, k->zero);
@@ -609,7 +617,8 @@ static bool memory_shaped(const Src *s, const SrcGroup *G, const SrcVariant *V, 
 
 /* A lower bound on candidate k's step whatever variant it is solved with:
  * its pieces at the floor (src_floor_pieces: the least kernel time and
- * memory any strategy of the mesh has, no resharding), cut by the partition,
+ * memory any strategy of the mesh has, with the least resharding inside
+ * each piece: search_edges.c), cut by the partition,
  * which finds the least slowest-rank time over every cut that fits (a cut
  * that fits with some variant's memory fits the floor): the busiest rank
  * runs m micro-batches, and one micro-batch passes every piece at least
@@ -734,7 +743,7 @@ static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
         pass_predict(s->c, s->g, &p, &pr);
         s->st->evaluated++;
         if (s->o->exhaustive) {
-            check_bounds(s, G, V, k, &pr);
+            check_bounds(s, G, V, k, &p, &pr);
             if (cb > pr.step_time_s * (1 + 1e-9))
                 ir_die("search: cut bound %.9g above pass_predict's %.9g (dp %d tp %d pp %d v %d)", cb,
                        pr.step_time_s, G->dp, G->tp, k->pp, k->v);

@@ -337,10 +337,11 @@ static void fit_node(SrcGroup *G, int piece, int z, int ns, const double *t, con
     free(ord);
 }
 
-/* The tighter bound of a group: for every node the least kernel time,
- * saved bytes and model states over the strategies the ILP may choose on the
- * group's mesh (plan_strategies under the same pins), summed per piece. A
- * sum of per-node minima is at most what any one choice costs. */
+/* The tighter bound of a group: for every node the least kernel time
+ * (with its share of the resharding inside its piece, search_edges.c),
+ * saved bytes and model states over the strategies the ILP may choose on
+ * the group's mesh (plan_strategies under the same pins), summed per piece.
+ * A sum of per-node minima is at most what any one choice costs. */
 void src_group_floor(Src *s, SrcGroup *G)
 {
     const IrGraph *g = s->g;
@@ -355,12 +356,23 @@ void src_group_floor(Src *s, SrcGroup *G)
     plan_mesh_dims_axes(G->cp, G->tp, &dpa, &cpa, &tpa);
     pass_ilp_pins_cp(g, dpa, cpa, tpa, G->sp, allow);
     enum { MAXS = 512 };
-    PlanStrategy *st = ir_xmalloc(sizeof(PlanStrategy) * MAXS);
     PlanStrategy *pst = ir_xmalloc(sizeof(PlanStrategy) * MAXS);
     double *minb = ir_xmalloc(sizeof(double) * (size_t)(g->ntensors + 1));
     double *stz = ir_xmalloc(sizeof(double) * MAXS * 4), *ssz = ir_xmalloc(sizeof(double) * MAXS * 4);
     for (int t = 0; t < g->ntensors; t++)
         minb[t] = -1;
+    /* Per node of the piece: its strategies, and each one's share of the
+     * resharding inside the piece (search_edges.c). */
+    int maxc = 1;
+    for (int p = 0; p < P; p++)
+        maxc = g->pieces[p].count > maxc ? g->pieces[p].count : maxc;
+    PlanStrategy *stall = ir_xmalloc(sizeof(PlanStrategy) * MAXS * (size_t)maxc);
+    double *shall = ir_xmalloc(sizeof(double) * MAXS * (size_t)maxc);
+    int *nsall = ir_xmalloc(sizeof(int) * (size_t)maxc);
+    PlanStrategy **stp = ir_xmalloc(sizeof(PlanStrategy *) * (size_t)maxc);
+    double **shp = ir_xmalloc(sizeof(double *) * (size_t)maxc);
+    for (int a = 0; a < maxc; a++)
+        stp[a] = stall + (size_t)a * MAXS, shp[a] = shall + (size_t)a * MAXS;
     for (int p = 0; p < P; p++) {
         int q = floor_like(s, p);
         if (q != p) {
@@ -369,9 +381,14 @@ void src_group_floor(Src *s, SrcGroup *G)
             memcpy(&G->floor_states[p * 4], &G->floor_states[q * 4], 4 * sizeof(double));
             continue;
         }
+        for (int a = 0; a < g->pieces[p].count; a++)
+            nsall[a] = group_strategies(s, G, &g->nodes[g->pieces[p].first + a], ds, allow, stp[a], MAXS);
+        src_edge_shares(s, G, p, ds, stp, nsall, shp);
         for (int n = g->pieces[p].first; n < g->pieces[p].first + g->pieces[p].count; n++) {
             const IrNode *nd = &g->nodes[n];
-            int ns = group_strategies(s, G, nd, ds, allow, st, MAXS);
+            int ns = nsall[n - g->pieces[p].first];
+            const PlanStrategy *st = stp[n - g->pieces[p].first];
+            const double *esh = shp[n - g->pieces[p].first];
             /* tz[z]: kernels and ZeRO z's per-micro-batch traffic of one
              * strategy, least over strategies: a plan pays both with the
              * same strategy (an expert split over dp exchanges tokens but
@@ -402,7 +419,8 @@ void src_group_floor(Src *s, SrcGroup *G)
                 tb = fmin(tb, f + nc.bwd_s - hb);
                 tf = fmin(tf, f);
                 for (int z = 0; z < 4; z++) {
-                    stz[i * 4 + z] = f + nc.bwd_s - hb + (params ? src_mb_sync(s, nd, &G->mesh, &st[i], z) : 0);
+                    stz[i * 4 + z] = f + nc.bwd_s - hb + esh[i] +
+                                     (params ? src_mb_sync(s, nd, &G->mesh, &st[i], z) : 0);
                     tz[z] = fmin(tz[z], stz[i * 4 + z]);
                 }
                 for (int r = 0; r < SRC_NRC; r++) {
@@ -449,7 +467,11 @@ void src_group_floor(Src *s, SrcGroup *G)
                 G->floor_states[p * 4 + z] += sz[z];
         }
     }
-    free(st);
+    free(stall);
+    free(shall);
+    free(nsall);
+    free(stp);
+    free(shp);
     free(pst);
     free(minb);
     free(stz);
@@ -616,7 +638,8 @@ void src_floor_pieces(Src *s, const SrcGroup *G, int zero, const double *delta, 
             if (G->floor_saved)
                 P->saved[r] = fmax(P->saved[r], G->floor_saved[p * SRC_NRC + r]);
         }
-        /* Kernels only: no resharding (it is never negative). */
+        /* Kernels and the least resharding inside the piece (floor_t);
+         * none across pieces (it is never negative). */
         P->fwd = t[PLAN_RECOMPUTE_NONE];
         for (int r = 0; r < SRC_NRC; r++)
             P->rec[r] = fmax(0, t[r] - t[PLAN_RECOMPUTE_NONE]);
@@ -692,4 +715,44 @@ double src_fit_bound(Src *s, const SrcGroup *G, const SrcCand *k)
     }
     free(delta);
     return b;
+}
+
+double src_edge_floor_at(Src *s, const SrcGroup *G, const PlanStrategy *strat)
+{
+    const IrGraph *g = s->g;
+    int64_t *ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));
+    ir_dim_sizes(g, G->mb_seqs, ds);
+    uint64_t allow[PLAN_MAX_AXES];
+    int dpa, cpa, tpa;
+    plan_mesh_dims_axes(G->cp, G->tp, &dpa, &cpa, &tpa);
+    pass_ilp_pins_cp(g, dpa, cpa, tpa, G->sp, allow);
+    enum { MAXS = 512 };
+    double sum = 0;
+    for (int p = 0; p < s->npieces && !isnan(sum); p++) {
+        int c = g->pieces[p].count;
+        PlanStrategy **st = ir_xmalloc(sizeof *st * (size_t)c + 1);
+        double **sh = ir_xmalloc(sizeof *sh * (size_t)c + 1);
+        int *ns = ir_xmalloc(sizeof(int) * (size_t)c + 1);
+        for (int a = 0; a < c; a++) {
+            st[a] = ir_xmalloc(sizeof(PlanStrategy) * MAXS);
+            sh[a] = ir_xmalloc(sizeof(double) * MAXS);
+            ns[a] = group_strategies(s, G, &g->nodes[g->pieces[p].first + a], ds, allow, st[a], MAXS);
+        }
+        src_edge_shares(s, G, p, ds, st, ns, sh);
+        for (int a = 0; a < c; a++) {
+            const PlanStrategy *x = &strat[g->pieces[p].first + a];
+            int i = 0;
+            while (i < ns[a] && (memcmp(st[a][i].dim, x->dim, sizeof x->dim) || st[a][i].xchg != x->xchg))
+                i++;
+            if (ns[a] > 0)
+                sum += i < ns[a] ? sh[a][i] : NAN; /* not a strategy of the mesh: no check */
+            free(st[a]);
+            free(sh[a]);
+        }
+        free(st);
+        free(sh);
+        free(ns);
+    }
+    free(ds);
+    return sum;
 }

@@ -182,7 +182,8 @@ double src_offload_keep(const Src *s, int pp, int rc);
 double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k);
 /* Per-piece costs no strategy of the group's mesh can beat (the bounds'
  * numbers): kernel time, with ZeRO stage zero's per-micro-batch traffic,
- * and recomputation at the floor, no resharding, saved bytes and model
+ * and recomputation at the floor, the least resharding inside the piece
+ * (none across pieces), saved bytes and model
  * states at the floor. out[npieces]. */
 void src_floor_pieces(Src *s, const SrcGroup *G, int zero, const double *delta, SrcPiece *out);
 /* For the plans of pp pipeline ranks under ZeRO stage zero that fit: some
@@ -198,6 +199,22 @@ bool src_floor_fit(Src *s, const SrcGroup *G, int pp, int zero, double *delta);
  * time bound over the pieces' floors raised by src_floor_fit (INFINITY:
  * none fits). */
 double src_fit_bound(Src *s, const SrcGroup *G, const SrcCand *k);
+
+/* search_edges.c: per strategy of every node of piece p (st[a][0..ns[a]),
+ * a the node's place in the piece), its share of the least resharding
+ * pass_predict charges on the edges inside the piece (half of each edge's
+ * least price given that end's layout), into share[a][0..ns[a]). A sum of
+ * per-node minima of kernels plus shares is at most what any choice of
+ * strategies costs the piece. */
+void src_edge_shares(const Src *s, const SrcGroup *G, int p, const int64_t *ds, PlanStrategy *const *st,
+                     const int *ns, double *const *share);
+
+/* The resharding shares of src_edge_shares summed over every node of the
+ * model at the strategies strat (one micro-batch): at most the resharding
+ * pass_predict charges a one-stage plan with those strategies per
+ * micro-batch (exhaustive searches check it). NAN when some strategy is
+ * not one of the group's mesh. */
+double src_edge_floor_at(Src *s, const SrcGroup *G, const PlanStrategy *strat);
 
 /* search_ilp.c: a group's strategies and per-piece costs. */
 bool src_variant(Src *s, SrcGroup *G, int k);
