@@ -247,7 +247,7 @@ static bool out_dir_ok(const DrvOptions *o)
 }
 
 /* The plan files of r, and the programs unless --plan-only, into DIR:
- * all written or none, under DIR's lock, then DIR marked as ptdc's. */
+ * all written or none, under DIR's lock, DIR marked as ptdc's first. */
 static int write_locked(const DrvOptions *o, IrGraph *g, const PassCostCtx *ctx,
                         const PassSearchResult *r);
 
@@ -262,7 +262,10 @@ static int write_dir(const DrvOptions *o, IrGraph *g, const PassCostCtx *ctx, co
      * DIR is marked as ptdc's before any file lands, so another ptdc's
      * early check (before its search, without the lock) never finds our
      * files in an unmarked DIR and takes them for a user's. */
-    int rc = out_dir_ok(o) && ir_outdir_mark(o->out_dir) ? write_locked(o, g, ctx, r) : DRV_INVALID;
+    bool had = false;
+    int rc = out_dir_ok(o) && ir_outdir_mark(o->out_dir, &had) ? write_locked(o, g, ctx, r) : DRV_INVALID;
+    if (rc != DRV_OK && !had)
+        ir_outdir_unmark(o->out_dir);
     ir_outdir_unlock(lock);
     return rc;
 }

@@ -239,9 +239,13 @@ bool ir_outdir_check(const char *dir, const char *const *names, int n, const cha
     return true;
 }
 
-bool ir_outdir_mark(const char *dir)
+bool ir_outdir_mark(const char *dir, bool *had)
 {
     char a[4096], t[4096];
+    struct stat st;
+    *had = lstat(in_dir(a, sizeof a, dir, OWN_MARK), &st) == 0 && S_ISREG(st.st_mode);
+    if (*had)
+        return true;
     snprintf(t, sizeof t, "%s/.%s.tmp.%ld", dir, OWN_MARK + 1, (long)getpid());
     FILE *f = fopen(t, "w");
     bool ok = f && fputs("This directory is a ptdc output (-o): ptdc replaces the files it wrote "
@@ -254,6 +258,12 @@ bool ir_outdir_mark(const char *dir)
         return false;
     }
     return true;
+}
+
+void ir_outdir_unmark(const char *dir)
+{
+    char a[4096];
+    unlink(in_dir(a, sizeof a, dir, OWN_MARK));
 }
 
 int ir_outdir_lock(const char *dir)

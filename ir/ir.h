@@ -93,8 +93,11 @@ void ir_outdir_abort(IrOutDir *o, const char *const *names, int n);
  * and none of them is one of `inputs` (the same file). Says why not. */
 bool ir_outdir_check(const char *dir, const char *const *names, int n, const char *const *inputs,
                      int ninputs);
-/* Marks DIR as ptdc's output, after its files are in. */
-bool ir_outdir_mark(const char *dir);
+/* Marks DIR as ptdc's output, before its files land (under DIR's lock);
+ * *had says whether it was marked already. ir_outdir_unmark takes a new
+ * mark back when the write fails, so a failure leaves nothing. */
+bool ir_outdir_mark(const char *dir, bool *had);
+void ir_outdir_unmark(const char *dir);
 /* Holds DIR (which exists) against other ptdc processes writing it, until
  * ir_outdir_unlock: a second one waits, then replaces the files whole. */
 int ir_outdir_lock(const char *dir);
