@@ -235,6 +235,18 @@ double src_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m,
     return pass_kept_bytes(c, g, m, strat, ds, n, r, true, NULL);
 }
 
+/* A group's dim sizes at its micro-batch (the caller frees them) and the
+ * ILP's pins on its mesh: what every per-node floor enumerates under. */
+static int64_t *group_sizes_pins(const IrGraph *g, const SrcGroup *G, uint64_t allow[PLAN_MAX_AXES])
+{
+    int64_t *ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));
+    ir_dim_sizes(g, G->mb_seqs, ds);
+    int dpa, cpa, tpa;
+    plan_mesh_dims_axes(G->cp, G->tp, &dpa, &cpa, &tpa);
+    pass_ilp_pins_cp(g, dpa, cpa, tpa, G->sp, allow);
+    return ds;
+}
+
 /* The strategies the group's plans may give node n: the ILP's candidates
  * on its mesh, or a folded group's one (src_fold_strategy). */
 static int group_strategies(const Src *s, const SrcGroup *G, const IrNode *n, const int64_t *ds,
@@ -349,12 +361,8 @@ void src_group_floor(Src *s, SrcGroup *G)
     G->floor_t = ir_xcalloc((size_t)P * SRC_NRC * 4, sizeof(double));
     G->floor_saved = ir_xcalloc((size_t)P * SRC_NRC, sizeof(double));
     G->floor_states = ir_xcalloc((size_t)P * 4, sizeof(double));
-    int64_t *ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));
-    ir_dim_sizes(g, G->mb_seqs, ds);
     uint64_t allow[PLAN_MAX_AXES];
-    int dpa, cpa, tpa;
-    plan_mesh_dims_axes(G->cp, G->tp, &dpa, &cpa, &tpa);
-    pass_ilp_pins_cp(g, dpa, cpa, tpa, G->sp, allow);
+    int64_t *ds = group_sizes_pins(g, G, allow);
     enum { MAXS = 512 };
     PlanStrategy *pst = ir_xmalloc(sizeof(PlanStrategy) * MAXS);
     double *minb = ir_xmalloc(sizeof(double) * (size_t)(g->ntensors + 1));
@@ -720,12 +728,8 @@ double src_fit_bound(Src *s, const SrcGroup *G, const SrcCand *k)
 double src_edge_floor_at(Src *s, const SrcGroup *G, const PlanStrategy *strat)
 {
     const IrGraph *g = s->g;
-    int64_t *ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));
-    ir_dim_sizes(g, G->mb_seqs, ds);
     uint64_t allow[PLAN_MAX_AXES];
-    int dpa, cpa, tpa;
-    plan_mesh_dims_axes(G->cp, G->tp, &dpa, &cpa, &tpa);
-    pass_ilp_pins_cp(g, dpa, cpa, tpa, G->sp, allow);
+    int64_t *ds = group_sizes_pins(g, G, allow);
     enum { MAXS = 512 };
     double sum = 0;
     for (int p = 0; p < s->npieces && !isnan(sum); p++) {
