@@ -1095,6 +1095,55 @@ static void test_moe_bias(const char *models)
     }
 }
 
+/* A layer may carry attributes the one before it does not (GPT-OSS
+ * alternates a sliding window with full attention): the whole-plan
+ * prediction prices each layer's own attention, not the first layer's
+ * like it. On tiny-gpt-oss (window 4 on even layers, sequences of 32) the
+ * step's attention time is the micro-batches times the sum of every
+ * attention node's, and a windowed node costs less than a full one. */
+static void test_layer_attrs(const char *models)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tiny-gpt-oss.mdl", models);
+    IrArena *a = ir_arena_new();
+    IrGraph *g = mega_compile(a, path, NULL, 16);
+    CHECK(g != NULL);
+    if (!g) {
+        ir_arena_free(a);
+        return;
+    }
+    PassCluster cl = {.ngpus = 1, .gpus_per_node = 8};
+    pass_gpu_preset("h100-80gb", &cl.gpu);
+    PassCostCtx c = {.cl = &cl};
+    pass_stack_preset("megatron", &c.st);
+    MegaLayout L = {.tp = 1, .pp = 1, .dp = 1, .micro_batch = 2, .global_batch = 16};
+    Plan p;
+    CHECK(mega_plan(g, &L, &p));
+    int64_t ds[256];
+    ir_dim_sizes(g, p.mb_seqs, ds);
+    double sum = 0, win = 0, full = 0;
+    int nwin = 0, nfull = 0;
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *n = &g->nodes[i];
+        if (n->op != IR_OP_ATTENTION)
+            continue;
+        PassNodeCost nc;
+        pass_cost_node(&c, g, n, &p.mesh, &p.strategy[i], ds, &nc);
+        sum += nc.attn_s;
+        if (n->attr.window > 0)
+            win = nc.attn_s, nwin++;
+        else
+            full = nc.attn_s, nfull++;
+    }
+    CHECK(nwin == 2 && nfull == 2 && win > 0 && win < full);
+    PassPrediction r;
+    pass_predict(&c, g, &p, &r);
+    CHECK(p.num_micro == 8 && NEAR(r.attn_s, p.num_micro * sum, 1e-9));
+    mega_plan_free(&p);
+    ir_graph_free(g);
+    ir_arena_free(a);
+}
+
 /* Host time (passes/cost/host.c; docs/cost-model.md, "Host time"): the
  * seconds per op by stack and host CPU, the ops an MoE layer's piece
  * launches (a GEMM per local expert, CUDA graphs one launch), its sync,
@@ -1275,6 +1324,7 @@ int main(int argc, char **argv)
     test_mla_up_proj(argv[1]);
     test_host(argv[1]);
     test_moe_bias(argv[1]);
+    test_layer_attrs(argv[1]);
     on_13b_plan(argv[1], 1, 1, check_grad_sums);
     on_13b_plans(argv[1], check_attention_workspace);
     on_13b_plans(argv[1], check_swiglu_unfused);
