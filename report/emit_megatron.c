@@ -899,6 +899,8 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
     rep_frame_arg(&x, "--attention-backend %s", flash ? "flash" : "unfused");
     if (st->attn_kernel == PASS_KERNEL_EAGER)
         rep_frame_arg(&x, "--no-masked-softmax-fusion");
+    if (st->rope_unfused) /* as priced: Megatron-Core's unfused RoPE (rope_utils.py) */
+        rep_frame_arg(&x, "--no-rope-fusion");
 
     rep_emit_header(f, g, c, a, "Megatron-LM (Megatron-Core) flags");
     if (st->norm_unfused)

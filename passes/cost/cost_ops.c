@@ -228,6 +228,20 @@ static void pass_opcost_ROPE(const OpArgs *a, PassNodeCost *o)
     double x = lnumel(a, a->n->in[0]);
     const IrTensor *t = &a->g->tensors[a->n->in[0]];
     double dim = (double)a->local[t->dim[t->rank - 1]];
+    if (a->c->st.rope_unfused) {
+        /* Megatron-Core's _apply_rotary_pos_emb_bshd (core/models/common/
+         * embeddings/rope_utils.py) as eager PyTorch ops, elements moved per
+         * element of x: t * cos (2), -x2 on half the rows' columns (1),
+         * cat(-x2, x1) (2), * sin (2), the sum (3), cat(t, t_pass) with an
+         * empty t_pass (2): 12 in 6 kernels. Autograd: the two products'
+         * gradients (2 + 2), the negation's (1), the chunk's halves joined
+         * (2), the two paths summed (3): 10 in 5 kernels. The cos and sin
+         * tables ([seq, dim], computed once per forward) and the slices'
+         * views move nothing worth counting. Nothing more is saved: the
+         * products keep cos and sin, not x. */
+        membound(a, o, 12.0 * eb(a) * x, 6, 10.0 * eb(a) * x, 5);
+        return;
+    }
     kcall(a, o, false, PASS_K_ROPE, x / dim, dim);
     kcall(a, o, true, PASS_K_ROPE, x / dim, dim); /* the inverse rotation */
 }
@@ -471,6 +485,48 @@ static void pass_opcost_ROUTE(const OpArgs *a, PassNodeCost *o)
     membound(a, o, 0, 0, eb(a) * x, 0);
 }
 
+/* Whether the router's logits carry a bias (an add of a parameter after
+ * its GEMM): a model with biases on every linear layer, which Megatron
+ * builds with --add-bias-linear, giving TopKRouter a bias (router.py) and
+ * TEGroupedMLP's experts two (experts.py; report/plan_arch.c reads the
+ * same layer as such). */
+static bool router_biased(const IrGraph *g, const IrNode *moe)
+{
+    int r = g->tensors[moe->in[1]].producer;
+    if (r < 0 || g->nodes[r].op != IR_OP_ROUTE)
+        return false;
+    int b = g->tensors[g->nodes[r].in[0]].producer;
+    if (b < 0 || g->nodes[b].op != IR_OP_ADD)
+        return false;
+    const IrNode *x = &g->nodes[b];
+    return g->tensors[x->in[0]].role == IR_PARAM || g->tensors[x->in[1]].role == IR_PARAM;
+}
+
+/* The experts' output bias as Megatron-Core adds it (stack key
+ * moe_bias_unfused; TEGroupedMLP._apply_bias, core/transformer/moe/
+ * experts.py): for each of the El local experts, t + b * p over its rows
+ * (t: fc2's output, b: the expert's [D] bias, p: the rows' routing
+ * weights, [rows, 1], in the type of pb bytes), then a cat of the experts'
+ * rows and a cast back to the activations' type (e bytes; none when pb is
+ * e). Per element of the R x D output, forward: b * p written (pb), the
+ * sum (e + pb in, pb out), the cat (pb, pb), the cast (pb, e); backward
+ * (autograd): the cast's gradient (e, pb), t's gradient cast to t's type
+ * (pb, e), and each product's gradients, grad * p and grad * b, each
+ * written and then summed over rows or columns (3 pb each). The bias and
+ * weight vectors themselves are negligible; nothing is saved but them.
+ * fc1's bias is not here: GroupedLinear adds it in the GEMM and its
+ * gradient comes with the weight's (BF16: the wgrad GEMM's epilogue) or
+ * with the gradient's cast (FP8: bgrad_quantize). */
+static void moe_out_bias(const OpArgs *a, PassNodeCost *o, double R, double D, double El)
+{
+    double e = eb(a), pb = a->c->st.moe_probs_fp32 ? 4 : e;
+    bool cast = pb != e;
+    double f = pb + (e + 2 * pb) + 2 * pb + (cast ? pb + e : 0);
+    double b = (cast ? 2 * (e + pb) : 0) + 6 * pb;
+    int kf = (int)(2 * El) + 1 + cast, kb = (int)((cast ? 6 : 4) * El) + cast;
+    membound(a, o, f * R * D, kf, b * R * D, kb);
+}
+
 static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
 {
     const IrGraph *g = a->g;
@@ -522,6 +578,8 @@ static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
     }
     kcall(a, o, true, PASS_K_COPY, R, D); /* dy's rows */
     kcall(a, o, true, PASS_K_COPY, R, D); /* dh scattered and summed */
+    if (a->c->st.moe_bias_unfused && router_biased(g, n))
+        moe_out_bias(a, o, R, D, El);
     o->ws_bytes = eb(a) * R * (2 * D + 5 * F);
     /* One exchange over the group of every exchange axis (EP over dp x tp
      * under parallel folding is one all-to-all over both). */

@@ -505,8 +505,21 @@ static void cost_piece(const Ctx *x, int piece, PlanRecompute r, PieceCost *pc)
     pc->extra_ws = w.saved_none - pc->saved;
 }
 
-/* Same strategies, same neighbourhood (which inputs come from another
- * stage), same recomputation: piece `cur` costs what `ref` did. */
+/* Every attribute of ir/attrs.def the two nodes' op carries is equal: a
+ * layer's attributes may differ from the one before it (GPT-OSS alternates
+ * a 128-position window with full attention, `window = sliding * ((layer +
+ * 1) % 2)`), and attention's pairs, so its cost, follow the window. */
+static bool same_attrs(const IrNode *a, const IrNode *b)
+{
+    for (int id = 0; id < IR_NATTRS; id++)
+        if (ir_attrs[id].op == a->op &&
+            ir_attr_get(&a->attr, (IrAttrId)id) != ir_attr_get(&b->attr, (IrAttrId)id))
+            return false;
+    return true;
+}
+
+/* Same strategies and attributes, same neighbourhood (which inputs come from
+ * another stage), same recomputation: piece `cur` costs what `ref` did. */
 static bool same_piece(const Ctx *x, int ref, int cur)
 {
     const IrGraph *g = x->g;
@@ -518,6 +531,7 @@ static bool same_piece(const Ctx *x, int ref, int cur)
     for (int k = 0; k < C->count; k++) {
         const IrNode *n = &g->nodes[C->first + k];
         if (!strat_eq(strat(x, C->first + k), strat(x, R->first + k)) ||
+            !same_attrs(n, &g->nodes[R->first + k]) ||
             pass_prec_of(x->c, g, n) != pass_prec_of(x->c, g, &g->nodes[R->first + k]))
             return false; /* (the stack keeps the first and last layers' GEMMs in bf16) */
         for (int i = 0; i < n->nin; i++) {

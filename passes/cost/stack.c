@@ -85,7 +85,14 @@ static const PassStack presets[] = {
         .attn_kernel = PASS_KERNEL_FLASH2,
         /* --swiglu runs fused (bias_swiglu_fusion, on by default:
          * megatron/core/fusions/fused_bias_swiglu.py saves its input only),
-         * as ptdc's swiglu does: swiglu_unfused stays no. */
+         * as ptdc's swiglu does: swiglu_unfused stays no. RoPE runs as
+         * Transformer Engine's fused kernel (apply_rope_fusion, on by default
+         * and in Megatron-Bridge's performance overrides) unless the rotary
+         * embedding is not plain rope: arguments.py turns the fusion off for
+         * any other --position-embedding-type, and rope_utils.py
+         * (apply_rotary_pos_emb) falls back to the unfused path whenever
+         * YaRN's mscale is not 1, so rope_unfused stays no here and a user
+         * or a row sets it (tests/cost/bridge_moe.py, GPT-OSS). */
         /* The residual add is bias_dropout_add (megatron/core/fusions/
          * fused_bias_dropout.py), its own kernel; the next layer's norm
          * (TE's LayerNormLinear) reads the sum again. */
@@ -107,6 +114,17 @@ static const PassStack presets[] = {
          * activation its input (fc1's output), linear_fc2 its input;
          * nothing is recomputed unless --recompute-modules moe_act. */
         .moe_saves_rows = true,
+        /* The same TEGroupedMLP under --add-bias-linear (GPT-OSS): linear_fc2
+         * returns its per-expert biases unapplied (skip_bias_add=True) and
+         * _apply_bias adds them, scaled by the routing weights, expert by
+         * expert as eager ops (experts.py at every Megatron-LM commit
+         * Megatron-Bridge 26.02 - 26.08 pins: b0cc2706, d7288711, d0b3b775,
+         * cd4afffa). The weights stay in the router's type: its logits'
+         * (router.py gating, moe_router_dtype unset; TE's fused top-k keeps
+         * the logits' type) unless --moe-router-dtype fp32 or the flex
+         * dispatcher upcasts them (token_dispatcher.py: HybridEP and DeepEP
+         * take fp32 probs), which moe_probs_fp32 says per run. */
+        .moe_bias_unfused = true,
         /* --moe-router-force-load-balancing, as Megatron-Bridge's
          * benchmarks run (reference/README.md). */
         .moe_imbalance = 1,
@@ -401,6 +419,8 @@ static const struct SKey {
      "q, k, v (gate, up) as separate GEMMs"},
     {"swiglu_unfused", S_BOOL, F(swiglu_unfused), 0, 0, 0, NULL, 0,
      "SwiGLU as eager framework ops (silu, then a product)"},
+    {"rope_unfused", S_BOOL, F(rope_unfused), 0, 0, 0, NULL, 0,
+     "rope as eager framework ops (Megatron --no-rope-fusion, or YaRN)"},
     {"loss_fp32", S_BOOL, F(loss_fp32), 0, 0, 0, NULL, 0, "the loss upcasts logits to fp32"},
     {"grad_bytes", S_INT, F(grad_bytes), 1, 0, 4, NULL, 0, "gradient element bytes (0: as weights)"},
     {"grad_accum_unfused", S_BOOL, F(grad_accum_unfused), 0, 0, 0, NULL, 0,
@@ -409,6 +429,10 @@ static const struct SKey {
      "materialised attention keeps a dropout mask"},
     {"moe_saves_rows", S_BOOL, F(moe_saves_rows), 0, 0, 0, NULL, 0,
      "MoE layers keep their permuted rows and first GEMMs' output (no recompute)"},
+    {"moe_bias_unfused", S_BOOL, F(moe_bias_unfused), 0, 0, 0, NULL, 0,
+     "a biased MoE layer adds its experts' output bias per expert by eager ops (Megatron)"},
+    {"moe_probs_fp32", S_BOOL, F(moe_probs_fp32), 0, 0, 0, NULL, 0,
+     "routing weights reach the experts in fp32 (--moe-router-dtype fp32, flex dispatcher)"},
     {"moe_imbalance", S_NUM, F(moe_imbalance), 1, 1, 64, NULL, 0,
      "routed rows of the busiest rank over the mean (1: balanced)"},
     {"host_op_us", S_NUM, F(host_op_s), 1e-6, 0, 1e5, NULL, 0,

@@ -93,6 +93,11 @@ typedef struct PassStack {
     bool swiglu_unfused;          /* SwiGLU as eager framework ops, silu(gate) * up: autograd
                                      also saves silu(gate), and its kernels move 5 + 9
                                      elements per output where the fused ones move 3 + 5 */
+    bool rope_unfused;            /* rope as eager framework ops (Megatron-Core's
+                                     _apply_rotary_pos_emb_bshd, which it runs for YaRN or
+                                     without --apply-rope-fusion): 6 kernels moving 12
+                                     elements per element forward, 5 moving 10 backward, where
+                                     the fused kernel moves 2 each way */
     bool loss_fp32;               /* the loss upcasts the logits to fp32 and saves its fp32
                                      softmax (Megatron's vocabulary-parallel cross-entropy) */
     int grad_bytes;               /* gradient element bytes (accumulation, reduction);
@@ -106,6 +111,14 @@ typedef struct PassStack {
                                      output and the activation for backward (Megatron's
                                      GroupedMLP); no: it keeps h and gates and recomputes the
                                      first GEMMs in backward (ptdc's rt_moe_bwd) */
+    bool moe_bias_unfused;        /* an MoE layer of a model with biases on its linear layers
+                                     (the router's logits carry one: Megatron's
+                                     --add-bias-linear) adds each local expert's output bias,
+                                     scaled by the rows' routing weights, as eager ops
+                                     (Megatron-Core TEGroupedMLP._apply_bias) */
+    bool moe_probs_fp32;          /* the routing weights reach the experts in fp32 (Megatron
+                                     --moe-router-dtype fp32, or the flex dispatcher, which
+                                     upcasts them); no: in the activations' type */
     double moe_imbalance;         /* routed rows of the busiest rank over the mean (1:
                                      force-balanced, as the reference benchmarks; <= 1 reads
                                      as 1): scales the expert GEMMs and the all-to-all */

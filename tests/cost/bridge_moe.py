@@ -150,6 +150,24 @@ OSS_RECIPE = {
 }
 
 
+# GPT-OSS's runs compute what ptdc's model leaves out (models/gpt-oss.mdl): YaRN rope, which
+# Megatron-Core runs unfused (rope_utils.py apply_rotary_pos_emb: mscale 0.1 ln 32 + 1 is not 1;
+# arguments.py also turns apply_rope_fusion off for --position-embedding-type yarn): stack key
+# rope_unfused on every row. Its router has no moe_router_dtype (gpt_oss_bridge.py), so the
+# routing weights reach the experts in bf16, but the flex dispatcher upcasts them to fp32
+# (token_dispatcher.py, HybridEP and DeepEP): moe_probs_fp32 on the rows whose recipe sets
+# moe_flex_dispatcher_backend hybridep (v0.4.0/v0.4.1 GB200, B300, B200 BF16; the MXFP8
+# recipes from v0.5.0, and v0.6.0's _apply_gpt_oss_120b_full_iter_fp8mx_configs).
+OSS_HYBRIDEP = {("GB200", "26.04"), ("B300", "26.04"), ("B200", "26.04"), ("GB200", "26.04.01"),
+                ("B300", "26.04.01"), ("B200", "26.04.01")}
+
+
+def oss_stack(r):
+    """The GPT-OSS row's stack keys beyond its recipe's layout (OSS_HYBRIDEP)."""
+    flex = (r["gpu"], release(r)) in OSS_HYBRIDEP or r["precision"] == "MXFP8"
+    return ["--stack-set", "rope_unfused=yes"] + (["--stack-set", "moe_probs_fp32=yes"] if flex else [])
+
+
 def oss_recipe(r):
     """The GPT-OSS row's recipe (OSS_RECIPE), or None with why not: as mla_recompute, a row whose
     layout (pp, vp, micro-batch, EP) is not its recipe's ran a config this file cannot see."""
@@ -342,6 +360,8 @@ def pinned_args(src, r, host_us=None, overlap=True):
         args += ["--stack-set", "tp_overlap=" + tp_overlap(r)]
     if host_us is not None:
         args += ["--stack-set", "%s=%g" % (HOST_KEY.get(r["gpu"], "host_op_us"), host_us)]
+    if r["model"] == "GPT OSS 120B":
+        args += oss_stack(r)
     chunks, L = pp * v, LAYERS[r["model"]]
     if chunks > 1 and L % chunks and r["model"] in FRONT_LOADED:
         per = -(-L // chunks)
@@ -506,7 +526,8 @@ def search_args(src, r, overlap=True):
             "--set", "seq=%s" % r["seq_len"], "--global-batch", r["global_batch"]] + RECIPE + \
         RECIPES[r["precision"]][1] + ["--stack-set", "cuda_graph=" + cuda_graph(r)] + \
         (["--stack-set", "moe_a2a_overlap=yes"] if overlap and a2a_overlap(r) else []) + \
-        (["--stack-set", "tp_overlap=" + tp_overlap(r)] if tp_overlap(r) else []) + ["--emit", "megatron"]
+        (["--stack-set", "tp_overlap=" + tp_overlap(r)] if tp_overlap(r) else []) + \
+        (oss_stack(r) if r["model"] == "GPT OSS 120B" else []) + ["--emit", "megatron"]
 
 
 def search(ptdc, src, table):

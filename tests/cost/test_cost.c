@@ -635,6 +635,38 @@ static void check_swiglu_unfused(const IrGraph *g, int tp, PassCluster *cl, cons
     CHECK(seen == 40);
 }
 
+/* RoPE as Megatron-Core's unfused _apply_rotary_pos_emb_bshd (stack key
+ * rope_unfused: YaRN, or --no-rope-fusion): forward t * cos, -x2, cat,
+ * * sin, the sum and cat(t, t_pass) move 2 + 1 + 2 + 2 + 3 + 2 = 12
+ * elements per element of q or k in 6 kernels, backward 2 + 2 + 1 + 2 + 3
+ * = 10 in 5, where the fused kernel moves 2 each way; each priced at the
+ * preset's HBM rate plus a launch per kernel. LLaMA-2 13B's q and k are
+ * 2048 x 5120 / tp per sequence. */
+static void check_rope_unfused(const IrGraph *g, int tp, PassCluster *cl, const Plan *p, const int64_t *dim)
+{
+    double n = 2048.0 * 5120 / tp, bw = cl->gpu.hbm_bw * cl->gpu.hbm_eff, ovh = cl->gpu.kernel_overhead_s;
+    int seen = 0;
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *nd = &g->nodes[i];
+        if (nd->op != IR_OP_ROPE)
+            continue;
+        PassCostCtx f = {.cl = cl}, u = {.cl = cl};
+        u.st.rope_unfused = true;
+        PassNodeCost cf, cu;
+        pass_cost_node(&f, g, nd, &p->mesh, &p->strategy[i], dim, &cf);
+        pass_cost_node(&u, g, nd, &p->mesh, &p->strategy[i], dim, &cu);
+        CHECK(NEAR(cf.bytes_fwd, 2 * 2 * n, 1e-12) && NEAR(cf.bytes_bwd, 2 * 2 * n, 1e-12));
+        CHECK(NEAR(cu.bytes_fwd, 12 * 2 * n, 1e-12) && NEAR(cu.bytes_bwd, 10 * 2 * n, 1e-12));
+        CHECK(NEAR(cu.fwd_s, 12 * 2 * n / bw + 6 * ovh, 1e-12));
+        CHECK(NEAR(cu.bwd_s, 10 * 2 * n / bw + 5 * ovh, 1e-12));
+        for (int r = PLAN_RECOMPUTE_NONE; r <= PLAN_RECOMPUTE_FULL; r++) /* keeps cos and sin only */
+            CHECK(pass_saved_bytes(&f, g, nd, &p->mesh, &p->strategy[i], dim, (PlanRecompute)r) ==
+                  pass_saved_bytes(&u, g, nd, &p->mesh, &p->strategy[i], dim, (PlanRecompute)r));
+        seen++;
+    }
+    CHECK(seen == 2 * 40);
+}
+
 /* A residual add and the RMSNorm after it (every norm but the first
  * layer's attention norm, which reads the embedding) run as one
  * rt_add_rmsnorm_fwd: a, b in, sum, y out (4 elements and rstd), the add
@@ -998,6 +1030,120 @@ static void test_moe(const char *models)
     ir_arena_free(a);
 }
 
+/* The experts' output bias as Megatron-Core adds it (stack key
+ * moe_bias_unfused, TEGroupedMLP._apply_bias): on a model whose router has
+ * a bias (tiny-gpt-oss; Megatron's --add-bias-linear), t + b * p per local
+ * expert, a cat and a cast, over the R x D rows fc2 makes. By hand, per
+ * element: routing weights in bf16 (the router's type), forward 2 (b * p)
+ * + 6 (the sum) + 4 (the cat) = 12 bytes in 2 El + 1 kernels, no cast;
+ * backward 6 + 6 (grad * p and grad * b, each written then summed) = 12 in
+ * 4 El. In fp32 (moe_probs_fp32: the flex dispatcher's), forward 4 + 10 + 8
+ * + 6 (the cast back) = 28 in 2 El + 2, backward 6 (the cast's gradient)
+ * + 6 (t's gradient cast to bf16) + 12 + 12 = 36 in 6 El + 1. Mixtral's
+ * router has no bias: nothing, whatever the key. */
+static void test_moe_bias(const char *models)
+{
+    char path[1024];
+    for (int m = 0; m < 2; m++) {
+        snprintf(path, sizeof path, "%s/%s", models, m ? "mixtral.mdl" : "tiny-gpt-oss.mdl");
+        IrArena *a = ir_arena_new();
+        IrGraph *g = mega_compile(a, path, m ? "n_layers=2,seq=1024" : "", 64);
+        const IrNode *moe = NULL;
+        for (int i = 0; g && i < g->nfwd && !moe; i++)
+            if (g->nodes[i].op == IR_OP_MOE)
+                moe = &g->nodes[i];
+        CHECK(moe != NULL);
+        if (!moe) {
+            ir_arena_free(a);
+            continue;
+        }
+        PassCluster cl = {.ngpus = 16, .gpus_per_node = 8};
+        pass_gpu_preset("h100-80gb", &cl.gpu);
+        PlanMesh mesh;
+        plan_mesh_make(&mesh, 2, 8, 8); /* dp 2 x 8 exchanging */
+        int64_t ds[256], local[256];
+        ir_dim_sizes(g, 4, ds);
+        const IrTensor *h = &g->tensors[moe->in[0]];
+        PlanStrategy x = {{(int16_t)h->dim[0], (int16_t)h->dim[1], -1}, 2};
+        plan_local_sizes(g, moe, &mesh, &x, ds, local);
+        double D = (double)ds[h->dim[2]], E = (double)ds[g->tensors[moe->in[2]].dim[0]];
+        double El = E / 8, k = (double)plan_route_topk(g, moe);
+        double T = 2.0 * ds[h->dim[1]] / 8; /* 2 sequences over dp, the sequence over 8 */
+        PassCostCtx off = {.cl = &cl};
+        pass_stack_preset("megatron", &off.st);
+        off.st.moe_bias_unfused = false;
+        double R = pass_moe_rows(&off, g, moe, &mesh, &x, local, NULL, NULL);
+        CHECK(NEAR(R, T * k * El * 8 / E, 1e-12));
+        PassNodeCost c0;
+        pass_cost_node(&off, g, moe, &mesh, &x, ds, &c0);
+        double bw = cl.gpu.hbm_bw * cl.gpu.hbm_eff, ovh = cl.gpu.kernel_overhead_s;
+        for (int p32 = 0; p32 < 2; p32++) {
+            PassCostCtx on = off;
+            on.st.moe_bias_unfused = true;
+            on.st.moe_probs_fp32 = p32;
+            PassNodeCost c1;
+            pass_cost_node(&on, g, moe, &mesh, &x, ds, &c1);
+            double bf = m ? 0 : (p32 ? 28 : 12) * R * D, bb = m ? 0 : (p32 ? 36 : 12) * R * D;
+            double kf = m ? 0 : 2 * El + 1 + p32, kb = m ? 0 : (p32 ? 6 : 4) * El + p32;
+            CHECK(NEAR(c1.bytes_fwd - c0.bytes_fwd, bf, 1e-9) && NEAR(c1.bytes_bwd - c0.bytes_bwd, bb, 1e-9));
+            CHECK(NEAR(c1.fwd_s - c0.fwd_s, bf / bw + kf * ovh, 1e-9));
+            CHECK(NEAR(c1.bwd_s - c0.bwd_s, bb / bw + kb * ovh, 1e-9));
+            CHECK(c1.act_fwd_s == c0.act_fwd_s && c1.ws_bytes == c0.ws_bytes);
+        }
+        ir_graph_free(g);
+        ir_arena_free(a);
+    }
+}
+
+/* A layer may carry attributes the one before it does not (GPT-OSS
+ * alternates a sliding window with full attention): the whole-plan
+ * prediction prices each layer's own attention, not the first layer's
+ * like it. On tiny-gpt-oss (window 4 on even layers, sequences of 32) the
+ * step's attention time is the micro-batches times the sum of every
+ * attention node's, and a windowed node costs less than a full one. */
+static void test_layer_attrs(const char *models)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tiny-gpt-oss.mdl", models);
+    IrArena *a = ir_arena_new();
+    IrGraph *g = mega_compile(a, path, NULL, 16);
+    CHECK(g != NULL);
+    if (!g) {
+        ir_arena_free(a);
+        return;
+    }
+    PassCluster cl = {.ngpus = 1, .gpus_per_node = 8};
+    pass_gpu_preset("h100-80gb", &cl.gpu);
+    PassCostCtx c = {.cl = &cl};
+    pass_stack_preset("megatron", &c.st);
+    MegaLayout L = {.tp = 1, .pp = 1, .dp = 1, .micro_batch = 2, .global_batch = 16};
+    Plan p;
+    CHECK(mega_plan(g, &L, &p));
+    int64_t ds[256];
+    ir_dim_sizes(g, p.mb_seqs, ds);
+    double sum = 0, win = 0, full = 0;
+    int nwin = 0, nfull = 0;
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *n = &g->nodes[i];
+        if (n->op != IR_OP_ATTENTION)
+            continue;
+        PassNodeCost nc;
+        pass_cost_node(&c, g, n, &p.mesh, &p.strategy[i], ds, &nc);
+        sum += nc.attn_s;
+        if (n->attr.window > 0)
+            win = nc.attn_s, nwin++;
+        else
+            full = nc.attn_s, nfull++;
+    }
+    CHECK(nwin == 2 && nfull == 2 && win > 0 && win < full);
+    PassPrediction r;
+    pass_predict(&c, g, &p, &r);
+    CHECK(p.num_micro == 8 && NEAR(r.attn_s, p.num_micro * sum, 1e-9));
+    mega_plan_free(&p);
+    ir_graph_free(g);
+    ir_arena_free(a);
+}
+
 /* Host time (passes/cost/host.c; docs/cost-model.md, "Host time"): the
  * seconds per op by stack and host CPU, the ops an MoE layer's piece
  * launches (a GEMM per local expert, CUDA graphs one launch), its sync,
@@ -1177,9 +1323,12 @@ int main(int argc, char **argv)
     test_moe(argv[1]);
     test_mla_up_proj(argv[1]);
     test_host(argv[1]);
+    test_moe_bias(argv[1]);
+    test_layer_attrs(argv[1]);
     on_13b_plan(argv[1], 1, 1, check_grad_sums);
     on_13b_plans(argv[1], check_attention_workspace);
     on_13b_plans(argv[1], check_swiglu_unfused);
+    on_13b_plans(argv[1], check_rope_unfused);
     on_13b_plans(argv[1], check_add_norm);
     on_13b_plan(argv[1], 1, 2, check_add_norm_cut);
     test_add_norm_layouts(argv[1]);

@@ -445,6 +445,7 @@ def _check_text(fw, out, t, chunks):
 # Flags that change how fast Megatron-LM runs, not what it computes or the
 # plan's degrees: dropping one leaves the same model and layout.
 PERF_ONLY = {"--overlap-grad-reduce", "--overlap-param-gather", "--attention-backend", "--no-masked-softmax-fusion",
+             "--no-rope-fusion",
              "--grad-reduce-in-bf16", "--no-gradient-accumulation-fusion", "--tp-comm-overlap",
              "--overlap-param-gather-with-optimizer-step", "--no-overlap-p2p-communication", "--ckpt-format",
              "--moe-grouped-gemm",

@@ -75,6 +75,8 @@ OPTIONS = {
     "--swiglu": ("swiglu", "true", False, None),
     "--untie-embeddings-and-output-weights": ("untie_embeddings_and_output_weights", "true", False, None),
     "--no-masked-softmax-fusion": ("masked_softmax_fusion", "false", True, None),
+    # arguments.py _add_training_args: store_false into apply_rope_fusion
+    "--no-rope-fusion": ("apply_rope_fusion", "false", True, None),
     "--no-bias-gelu-fusion": ("bias_gelu_fusion", "false", True, None),
     "--make-vocab-size-divisible-by": ("make_vocab_size_divisible_by", "int", 128, None),
     # TransformerConfig
