@@ -218,7 +218,7 @@ void tr_trace_op(const CgSchedOp *op, double t0)
     /* As the plan's trace names them (report/plan_trace.c). */
     static const char *const what[] = {"forward", "backward", "weight gradients"},
                             *const dir[] = {"fwd", "bwd", "wgrad"};
-    int k = op->bwd >= CG_OP_FWD && op->bwd <= CG_OP_WGRAD ? op->bwd : CG_OP_BWD;
+    int k = op->bwd >= (int)CG_OP_FWD && op->bwd <= (int)CG_OP_WGRAD ? (int)op->bwd : (int)CG_OP_BWD;
     snprintf(name, sizeof name, "%s mb %d chunk %d", what[k], op->mb, op->chunk);
     snprintf(args, sizeof args, "\"pp\":%d,\"chunk\":%d,\"mb\":%d,\"dir\":\"%s\",\"step\":%lld",
              tr_pp_rank, op->chunk, op->mb, dir[k], (long long)tr_step + 1);
