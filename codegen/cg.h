@@ -48,6 +48,10 @@ typedef enum {
     CG_B_GRAD,  /* a parameter's gradient accumulator (persistent) */
     CG_B_SLOT,  /* kept across ops: one copy per micro-batch slot of its chunk */
     CG_B_TEMP,  /* lives inside one op (a chunk's forward or backward) */
+    CG_B_WSLOT, /* a split schedule's (ZB-H1's) weight-gradient input, copied by the
+                   backward (B) and read by the deferred weight gradients (W): one copy
+                   per micro-batch whose W waits (CgRankProg.nwslots), the chunk's W
+                   buffers of one micro-batch a block (wblock) at g_wslot_<type> */
 } CgBufKind;
 
 /* Where a temporary lands once liveness is known. */
@@ -70,7 +74,7 @@ typedef struct CgBuf {
     CgHome home;
     /* memory plan (elements of its type) */
     int64_t offset;      /* persistent: from its type's arena base; iface/local: in the region */
-    int64_t stride;      /* CG_B_SLOT: elements between slot copies */
+    int64_t stride;      /* CG_B_SLOT, CG_B_WSLOT: elements between slot copies */
 } CgBuf;
 
 /* ------------------------------------------------------ typed statements */
@@ -231,9 +235,15 @@ typedef struct CgStmt {
 
 typedef struct CgOp {
     int chunk, stage;
-    bool bwd;
+    int bwd;            /* PlanOpKind: forward, backward (B), weight gradients (W) */
     VEC(CgStmt) st;
 } CgOp;
+
+/* A chunk's ops: forward, backward and (split schedules; else empty) its
+ * deferred weight gradients, CG_OP(r, j, PLAN_OP_W). */
+#define CG_NOPKINDS 3
+#define CG_OP(r, j, kind) (&(r)->ops[CG_NOPKINDS * (j) + (kind)])
+#define CG_NOPS(r) (CG_NOPKINDS * (r)->nchunks)
 
 /* A received or sent boundary tensor of a chunk, or a request field. */
 typedef struct CgIo {
@@ -264,7 +274,10 @@ typedef struct CgRankProg {
     int nchunks;
     int stage[16];                    /* global stage of local chunk j */
     int nslots[16];
-    CgOp *ops;                        /* [2 * nchunks]: forward j at 2j, backward at 2j+1 */
+    int nwslots[16];                  /* split schedules: most micro-batches whose W waits
+                                         (weight-gradient inputs held), from the schedule */
+    int64_t wblock[16][CG_NTYPES];    /* elements of one W slot of a chunk, per arena (cg_mem.c) */
+    CgOp *ops;                        /* [CG_NOPS]: CG_OP(r, j, kind) */
     VEC(CgBuf *) bufs;
     VEC(CgIo) recv_act[16], send_act[16], recv_grad[16], send_grad[16];
     /* parameters held here (index into Cg.params) and their buffers */
@@ -277,6 +290,7 @@ typedef struct CgRankProg {
     /* gradient buckets (cg_bucket.c) */
     VEC(int) ready[16];               /* per chunk: parameters whose gradient its backward
                                          completes (cg_grad_ready), in that order */
+    VEC(int) wready[16];              /* the same of its weight gradients (W, split schedules) */
     VEC(int) bucket_params;           /* parameters (Cg.params indices), bucket after bucket */
     VEC(int) bucket_start;            /* first of each bucket in bucket_params, then the end */
     int *pbucket;                     /* [Cg.nparams] bucket of each parameter, -1: none */

@@ -9,8 +9,9 @@
  * (non-blocking, one collective per contiguous run of gradients, or one
  * group of per-tensor reduce-scatters) while the backward goes on; the
  * optimizer waits for it. Buckets are runs of parameters in the order they
- * complete on this rank: the schedule's last backward of each chunk, in
- * schedule order, and within one the order of cg_grad_ready. Every rank of
+ * complete on this rank: the schedule's last backward of each chunk (and,
+ * split, its last weight gradients, W), in schedule order, and within one
+ * the order of cg_grad_ready. Every rank of
  * a pipeline rank runs the same program, so they issue the same buckets in
  * the same order. The memory plan lays the gradients out bucket by bucket
  * (cg_mem.c), so a bucket's all-reduce covers one span.
@@ -53,8 +54,12 @@ void cg_buckets(Cg *c, CgRankProg *r)
         if (!r->sched[i].bwd || r->sched[i].mb != M - 1)
             continue;
         int j = r->sched[i].chunk;
-        for (int q = 0; q < r->ready[j].n; q++) {
-            int k = r->ready[j].v[q];
+        /* A split schedule's W completes the GEMMs' weights after its B. */
+        bool w = r->sched[i].bwd == PLAN_OP_W;
+        const int *rv = w ? r->wready[j].v : r->ready[j].v;
+        int rn = w ? r->wready[j].n : r->ready[j].n;
+        for (int q = 0; q < rn; q++) {
+            int k = rv[q];
             r->pready[k]++;
             last[k] = order.n;
             vec_push(order, k);

@@ -2,7 +2,17 @@
  * gradients (cg_finish_grad) or backward intermediates; each output goes
  * where it is summed: into the class sum of the contributions so far (the
  * kernel adds), over the forward tensor it differentiates, straight into a
- * parameter's accumulator, or into a temporary cg_grad.c then adds. */
+ * parameter's accumulator, or into a temporary cg_grad.c then adds.
+ *
+ * Under a split schedule (ZB-H1) the weight-gradient GEMMs adding straight
+ * into their accumulators leave the backward (B) for the chunk's W op: B
+ * copies what each reads (the GEMM's input and its output's gradient, as the
+ * GEMM reads them) into W slots, and the GEMM, with what completes its
+ * parameter (cg_bwd_done: cg_grad_ready, ZeRO-2/3's reduce-scatter), runs in
+ * W from the copies. A parameter with any other contribution in the op (a
+ * norm's weight, made by the kernel that makes its input gradient; an FP8
+ * GEMM, whose scales belong to B's casts) keeps all of them in B, as the cost
+ * model's W counts only the dense GEMMs (passes/cost/predict.c, dw). */
 #include "cg_low.h"
 
 #include <string.h>
@@ -84,6 +94,9 @@ static bool dw_batch(Low *L, const IrNode *b, const CgArgs *a, bool direct)
         int d = L->dw_of[ids[i]];
         if (d < 0 || L->c->node_stage[d] != L->stage || !dw_direct(L, &g->nodes[d]))
             return false;
+        if (L->wop && L->wdefer[L->c->param_index[g->nodes[b->fwd].in[1]]] !=
+                          L->wdefer[L->c->param_index[g->nodes[ids[i]].in[1]]])
+            return false; /* one batch, one op */
         last = d > last ? d : last;
     }
     vec_push(L->pend, ((Pend){b, *a}));
@@ -107,7 +120,75 @@ static bool dw_batch(Low *L, const IrNode *b, const CgArgs *a, bool direct)
     return true;
 }
 
+/* A weight-gradient GEMM W can run: in the accumulator's layout, not FP8. */
+static bool dw_deferrable(const Low *L, const IrNode *b)
+{
+    return b->op == IR_OP_MATMUL && b->nout == 1 && cg_grad_of_param(L, b->out[0]) && dw_direct(L, b) &&
+           !cg_gemm_fp8(L->c, b);
+}
+
+void cg_wdefer(Low *L)
+{
+    if (!L->wop)
+        return;
+    Cg *c = L->c;
+    const IrGraph *g = c->g;
+    L->wdefer = ir_alloc(c->arena, (size_t)c->nparams + 1);
+    bool *other = ir_alloc(c->arena, (size_t)c->nparams + 1);
+    for (int i = g->nfwd; i < g->nnodes; i++) {
+        const IrNode *b = &g->nodes[i];
+        if (c->node_stage[i] != L->stage || pass_is_grad_sum(g, b))
+            continue;
+        bool d = dw_deferrable(L, b);
+        for (int j = 0; j < b->nout; j++) {
+            const IrTensor *x = low_t(L, b->out[j]);
+            int k = x->role == IR_GRAD && x->grad_of >= 0 ? c->param_index[x->grad_of] : -1;
+            if (k < 0)
+                continue;
+            if (d)
+                L->wdefer[k] = true;
+            else
+                other[k] = true;
+        }
+    }
+    for (int k = 0; k < c->nparams; k++)
+        L->wdefer[k] &= !other[k];
+}
+
+/* Buffer src, input k of the deferred GEMM b, as W reads it: a copy in a W
+ * slot made now (once per buffer per op: q, k and v read one input). */
+static int wslot_copy(Low *L, const IrNode *b, int k, int src)
+{
+    Cg *c = L->c;
+    CgRankProg *r = L->r;
+    const CgBuf *sb = r->bufs.v[src];
+    if (sb->kind == CG_B_PARAM || sb->kind == CG_B_GRAD)
+        return src;
+    for (int i = 0; i < L->wcopy.n; i += 2)
+        if (L->wcopy.v[i] == src)
+            return L->wcopy.v[i + 1];
+    int t = b->in[k];
+    PlanSharding sh = cg_need(c, b, k);
+    int w = cg_buf_new(c, r, CG_B_WSLOT, sb->type, sb->numel, sb->tensor, sb->pre, cg_fmt(c, "%s_w", sb->suf),
+                       cg_fmt(c, "%s: kept for the weight gradients (W)", cg_shape(c, t, &sh)));
+    r->bufs.v[w]->chunk = L->chunk;
+    r->bufs.v[w]->name = sb->name;
+    LOW_CALL(L, COPY, BUF(w), BUF(src), cg_a_bytes(cg_sz_numel(c, t, &sh), sb->type));
+    vec_push(L->wcopy, src);
+    vec_push(L->wcopy, w);
+    return w;
+}
+
+static void lower_node(Low *L, const IrNode *b);
+
 void cg_lower_bwd(Low *L, const IrNode *b)
+{
+    CgOp *op = L->op; /* a deferred GEMM moves L->op to W */
+    lower_node(L, b);
+    L->op = op;
+}
+
+static void lower_node(Low *L, const IrNode *b)
 {
     Cg *c = L->c;
     if (pass_is_grad_sum(L->c->g, b))
@@ -129,6 +210,13 @@ void cg_lower_bwd(Low *L, const IrNode *b)
     for (int k = 0; k < b->nin; k++) {
         inb[k] = b->in[k] == c->seed ? -1 : bwd_input(L, b->in[k], cg_need(c, b, k));
         a.in[k] = inb[k] < 0 ? cg_a_flt(c, 1.0) : BUF(inb[k]);
+    }
+    if (L->wop && b->op == IR_OP_MATMUL && cg_grad_of_param(L, v0) &&
+        L->wdefer[c->param_index[low_t(L, v0)->grad_of]]) {
+        for (int k = 0; k < b->nin; k++)
+            if (inb[k] >= 0)
+                a.in[k] = BUF(inb[k] = wslot_copy(L, b, k, inb[k]));
+        L->op = L->wop; /* the GEMM and its parameter's completion */
     }
     int out[IR_MAX_OUT];
     bool direct[IR_MAX_OUT], over[IR_MAX_OUT], summed[IR_MAX_OUT];

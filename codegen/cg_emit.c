@@ -290,7 +290,7 @@ bool cg_precision_runs(PlanPrecision p)
 
 bool cg_schedule_runs(PlanSchedule s)
 {
-    return !plan_schedule_split(s);
+    return s >= 0 && s < PLAN_NSCHED;
 }
 
 /* rt_matmul_fp8 (cuBLASLt's FP8 layout) needs the contracted and the output
@@ -342,7 +342,7 @@ static bool generate(Cg *c)
     }
     if (!cg_schedule_runs(p->schedule)) {
         ir_error(IR_NOLOC, "the plan's pipeline schedule is %s, which ptdc's programs do not run (they run "
-                 "1F1B and interleaved 1F1B)", plan_schedule_title(p->schedule));
+                 "1F1B, interleaved 1F1B and ZB-H1)", plan_schedule_title(p->schedule));
         return false;
     }
     if (!cg_analyse(c) || !fp8_shapes_ok(c))
@@ -371,15 +371,14 @@ static void free_ranks(Cg *c)
     for (int r = 0; r < c->p->pp; r++) {
         CgRankProg *rk = &c->ranks[r];
         for (int j = 0; j < rk->nchunks; j++) {
-            if (rk->ops) {
-                vec_free(rk->ops[2 * j].st);
-                vec_free(rk->ops[2 * j + 1].st);
-            }
+            for (int o = 0; rk->ops && o < CG_NOPKINDS; o++)
+                vec_free(CG_OP(rk, j, o)->st);
             vec_free(rk->recv_act[j]);
             vec_free(rk->send_act[j]);
             vec_free(rk->recv_grad[j]);
             vec_free(rk->send_grad[j]);
             vec_free(rk->ready[j]);
+            vec_free(rk->wready[j]);
         }
         vec_free(rk->bucket_params);
         vec_free(rk->bucket_start);

@@ -79,7 +79,10 @@ static void param_done(Low *L, int k)
     if (L->zgrad[k] < 0) {
         if (pp->pmask && pp->tied < 0) {
             LOW_CALL(L, GRAD_READY, BUF(acc));
-            vec_push(L->r->ready[L->chunk], k);
+            if (L->op->bwd == PLAN_OP_W)
+                vec_push(L->r->wready[L->chunk], k);
+            else
+                vec_push(L->r->ready[L->chunk], k);
         }
         return;
     }

@@ -53,6 +53,13 @@ typedef struct Low {
     bool *batched;       /* [nnodes] lowered already, in a sibling's rt_matmul_batch */
     int *dw_of;          /* [nfwd] backward node making the weight gradient of a MATMUL, -1 */
     VEC(Pend) pend;      /* weight-gradient GEMMs waiting for their batch */
+    /* A split schedule's backward (cg_bwd.c): the chunk's W op, NULL when the
+     * schedule is not split; which parameters' gradients W makes (every
+     * contribution of this op a deferrable GEMM); the W slots B copied
+     * buffers into (pairs: source buffer, its copy). */
+    CgOp *wop;
+    bool *wdefer;        /* [nparams] */
+    VEC(int) wcopy;
 } Low;
 
 /* Per chunk: the slot buffers shared by its forward and backward. */
@@ -100,5 +107,8 @@ void cg_bwd_done(Low *L, const IrNode *b);
 
 /* cg_bwd.c */
 void cg_lower_bwd(Low *L, const IrNode *b);
+/* Under a split schedule, which parameters' gradients this backward op
+ * leaves to W (L->wdefer): every contribution a weight-gradient GEMM. */
+void cg_wdefer(Low *L);
 
 #endif

@@ -7,7 +7,9 @@
  * forward: receive the boundary activations, load the inputs, run each node
  * (cg_fwd.c), send the boundary; backward: receive the boundary gradients,
  * per piece recompute what the policy dropped, run each backward node
- * (cg_bwd.c, gradients summed by cg_grad.c), send the gradients on. */
+ * (cg_bwd.c, gradients summed by cg_grad.c), send the gradients on; under a
+ * split schedule (ZB-H1) the weight-gradient GEMMs go to a third op, W
+ * (cg_bwd.c). */
 #include "cg_low.h"
 
 #include <stdlib.h>
@@ -23,11 +25,17 @@ static void low_begin(Low *L, Cg *c, CgRankProg *r, int chunk, bool bwd)
     L->r = r;
     L->chunk = chunk;
     L->stage = r->stage[chunk];
-    L->opi = 2 * chunk + bwd;
+    L->opi = CG_NOPKINDS * chunk + bwd;
     L->op = &r->ops[L->opi];
     L->op->chunk = chunk;
     L->op->stage = L->stage;
     L->op->bwd = bwd;
+    if (bwd && plan_schedule_split(c->p->schedule)) {
+        L->wop = CG_OP(r, chunk, PLAN_OP_W);
+        L->wop->chunk = chunk;
+        L->wop->stage = L->stage;
+        L->wop->bwd = PLAN_OP_W;
+    }
     L->piece = -1;
     L->gs = ir_alloc(c->arena, sizeof *L->gs * (size_t)c->g->ntensors);
     for (int t = 0; t < c->g->ntensors; t++)
@@ -158,6 +166,7 @@ static void lower_backward(Cg *c, CgRankProg *r, int j, ChunkBufs *cb)
                 L.plast[c->param_index[x->grad_of]] = i;
         }
     }
+    cg_wdefer(&L);
     for (int i = 0; i < r->send_grad[j].n; i++) {
         CgIo *io = &r->send_grad[j].v[i];
         LOW_CALL(&L, WAIT, req(c, io->req));
@@ -202,6 +211,7 @@ static void lower_backward(Cg *c, CgRankProg *r, int j, ChunkBufs *cb)
     if (L.pend.n)
         ir_die("codegen: %d weight-gradient GEMMs left without their batch", L.pend.n);
     vec_free(L.pend);
+    vec_free(L.wcopy);
     vec_free(L.av);
     for (int t = 0; t < g->ntensors; t++)
         vec_free(L.gs[t].cls);
@@ -317,15 +327,16 @@ static void param_bufs(Cg *c, CgRankProg *r)
 void cg_lower(Cg *c, CgRankProg *r)
 {
     param_bufs(c, r);
-    r->ops = ir_alloc(c->arena, sizeof *r->ops * (size_t)(2 * r->nchunks));
+    r->ops = ir_alloc(c->arena, sizeof *r->ops * (size_t)CG_NOPS(r));
+    memset(r->ops, 0, sizeof *r->ops * (size_t)CG_NOPS(r));
     ChunkBufs *cb = ir_alloc(c->arena, sizeof *cb * (size_t)r->nchunks);
     for (int j = 0; j < r->nchunks; j++)
         chunk_slots(c, r, j, &cb[j]);
     for (int j = 0; j < r->nchunks; j++) {
         lower_forward(c, r, j, &cb[j]);
         lower_backward(c, r, j, &cb[j]);
-        cg_tp_chunk(c, r, &r->ops[2 * j]);
-        cg_tp_chunk(c, r, &r->ops[2 * j + 1]);
+        for (int o = 0; o < CG_NOPKINDS; o++)
+            cg_tp_chunk(c, r, CG_OP(r, j, o));
     }
     for (int j = 0; j < r->nchunks; j++)
         vec_free(cb[j].slots);

@@ -4,7 +4,8 @@
  * int32), each laid out as
  *   persistent  parameters, gradient accumulators (fp32, bucket by bucket),
  *               optimizer state, and the per-slot buffers of every chunk
- *               (kept activations, received and sent boundary tensors, inputs)
+ *               (kept activations, received and sent boundary tensors, inputs),
+ *               and a split schedule's W slots (cg_bwd.c)
  *   interface   temporaries shared by several pieces of one op (a gradient
  *               summed across layers), packed per op
  *   workspace   temporaries of one piece function, packed per function
@@ -96,7 +97,7 @@ bool cg_master_aliases(const Cg *c) { return c->o->target == CG_TARGET_CPU; }
 void cg_memplan(Cg *c, CgRankProg *r)
 {
     /* Liveness of temporaries. */
-    for (int o = 0; o < 2 * r->nchunks; o++) {
+    for (int o = 0; o < CG_NOPS(r); o++) {
         CgOp *op = &r->ops[o];
         for (int i = 0; i < op->st.n; i++) {
             LiveCtx x = {r, o, i, op->st.v[i].piece};
@@ -140,13 +141,40 @@ void cg_memplan(Cg *c, CgRankProg *r)
         b->stride = align(b->numel);
         b->offset = place(r, b->type, b->stride * r->nslots[b->chunk], CG_MEM_ACT);
     }
+    /* A split schedule's W slots, what the pending weight gradients read:
+     * per chunk and arena one block per micro-batch whose W waits, so one
+     * offset (g_wslot_<type>, set by the stage function) selects them all. */
+    for (int j = 0; j < r->nchunks; j++)
+        for (int t = 0; t < CG_NTYPES; t++) {
+            int64_t block = 0;
+            for (int i = 0; i < r->bufs.n; i++) {
+                CgBuf *b = r->bufs.v[i];
+                if (b->kind == CG_B_WSLOT && b->chunk == j && b->type == (CgType)t) {
+                    b->offset = block;
+                    block += align(b->numel);
+                }
+            }
+            r->wblock[j][t] = block;
+            if (!block)
+                continue;
+            if (r->nwslots[j] < 1)
+                ir_die("codegen: W slots in chunk %d, whose schedule defers nothing", j);
+            int64_t base = place(r, (CgType)t, block * r->nwslots[j], CG_MEM_ACT);
+            for (int i = 0; i < r->bufs.n; i++) {
+                CgBuf *b = r->bufs.v[i];
+                if (b->kind == CG_B_WSLOT && b->chunk == j && b->type == (CgType)t) {
+                    b->offset += base;
+                    b->stride = block;
+                }
+            }
+        }
     r->loss_off = place(r, CG_F32, 3, CG_MEM_WS); /* loss, gradient norm, regularisers */
     /* Interface temporaries: packed per op, the region sized for the largest. */
     int n = r->bufs.n;
     CgBuf **set = ir_alloc(c->arena, sizeof *set * (size_t)(n + 1));
     for (int t = 0; t < CG_NTYPES; t++) {
         int64_t iface = 0, ws = 0;
-        for (int o = 0; o < 2 * r->nchunks; o++) {
+        for (int o = 0; o < CG_NOPS(r); o++) {
             int k = 0;
             for (int i = 0; i < n; i++) {
                 CgBuf *b = r->bufs.v[i];

@@ -125,14 +125,30 @@ static void name_local(void *vctx, int id)
         cg_uniq(x->c, x->locals, id, cg_buf_name(x->c, b, x->pc->piece));
 }
 
+/* A W slot's field points at its first copy; B and W take the copy of
+ * their micro-batch, g_wslot_<type> elements on (set by the stage function). */
+const char *cg_wslot_var(int t)
+{
+    return t == CG_ACT ? "g_wslot_act" : t == CG_F32 ? "g_wslot_f32" : "g_wslot_i32";
+}
+
+const char *cg_wslot_ref(Cg *c, const CgBuf *b, const char *field)
+{
+    return cg_fmt(c, "(%s + %s)", field, cg_wslot_var(b->type));
+}
+
 static const char *name_in_fn(void *vctx, int id)
 {
     PCtx *x = vctx;
-    Names *ns = is_local(x->pc->r->bufs.v[id], x->pc->piece) ? x->locals : &x->pc->fnames;
+    const CgBuf *b = x->pc->r->bufs.v[id];
+    Names *ns = is_local(b, x->pc->piece) ? x->locals : &x->pc->fnames;
     if (ns->of[id] < 0)
         ir_die("codegen: buffer %d unnamed in piece %d", id, x->pc->piece);
     const char *n = ns->name.v[ns->of[id]];
-    return ns == x->locals ? n : cg_fmt(x->c, "b->%s", n);
+    if (ns == x->locals)
+        return n;
+    n = cg_fmt(x->c, "b->%s", n);
+    return b->kind == CG_B_WSLOT ? cg_wslot_ref(x->c, b, n) : n;
 }
 
 static int field_group(const CgBuf *b)
@@ -141,7 +157,8 @@ static int field_group(const CgBuf *b)
     case CG_B_PARAM: return 0;
     case CG_B_GRAD: return 1;
     case CG_B_SLOT: return 2;
-    default: return 3;
+    case CG_B_WSLOT: return 3;
+    default: return 4;
     }
 }
 
@@ -150,10 +167,10 @@ static int field_group(const CgBuf *b)
 void cg_build_piece(Cg *c, CgRankProg *r, int chunk, Piece *pc)
 {
     pc->r = r;
-    pc->ops[0] = &r->ops[2 * chunk];
-    pc->ops[1] = &r->ops[2 * chunk + 1];
+    for (int o = 0; o < CG_NOPKINDS; o++)
+        pc->ops[o] = CG_OP(r, chunk, o);
     PCtx x = {c, pc, NULL};
-    for (int o = 0; o < 2; o++)
+    for (int o = 0; o < CG_NOPKINDS; o++)
         for (int i = 0; i < pc->ops[o]->st.n; i++)
             if (pc->ops[o]->st.v[i].piece == pc->piece)
                 cg_stmt_bufs(&pc->ops[o]->st.v[i], collect_field, &x);
@@ -169,7 +186,7 @@ void cg_build_piece(Cg *c, CgRankProg *r, int chunk, Piece *pc)
         CgBuf *b = r->bufs.v[pc->fields.v[i]];
         cg_uniq(c, &pc->fnames, b->id, cg_buf_name(c, b, pc->piece));
     }
-    for (int o = 0; o < 2; o++) {
+    for (int o = 0; o < CG_NOPKINDS; o++) {
         cg_names_init(c, &pc->locals[o], r->bufs.n);
         x.locals = &pc->locals[o];
         for (int i = 0; i < pc->ops[o]->st.n; i++)
@@ -201,7 +218,7 @@ static bool same_buf(void *vctx, int x, int y)
 
 static bool buf_alike(const CgBuf *x, const CgBuf *y)
 {
-    return x->type == y->type && !strcmp(x->comment, y->comment);
+    return x->type == y->type && !strcmp(x->comment, y->comment) && x->stride == y->stride;
 }
 
 /* The locals of a piece's function o, in buffer order (their declarations'). */
@@ -226,7 +243,7 @@ static bool piece_eq(Cg *c, const Piece *a, const Piece *b)
     }
     int *la = ir_alloc(c->arena, sizeof(int) * (size_t)(a->r->bufs.n + 1));
     int *lb = ir_alloc(c->arena, sizeof(int) * (size_t)(b->r->bufs.n + 1));
-    for (int o = 0; o < 2; o++) {
+    for (int o = 0; o < CG_NOPKINDS; o++) {
         int na = locals_of(a, o, la), nb = locals_of(b, o, lb);
         if (na != nb)
             return false;
@@ -320,6 +337,8 @@ int cg_find_kind(Out *o, Piece *pc)
     kd.consts.prefix = up;
     kd.fwd = piece_fn(c, pc, 0, &kd.consts);
     kd.bwd = piece_fn(c, pc, 1, &kd.consts);
+    if (plan_schedule_split(c->p->schedule))
+        kd.wgrad = piece_fn(c, pc, PLAN_OP_W, &kd.consts);
     vec_push(o->kinds, kd);
     return o->kinds.n - 1;
 }
@@ -328,6 +347,8 @@ void cg_print_kind(Out *o, const Kind *k)
 {
     static const char *const heads[] = {"parameters", "parameter gradients",
                                         "kept for the backward pass (one per micro-batch in flight)",
+                                        "kept for the weight gradients (one per micro-batch whose W waits, "
+                                        "at g_wslot_<type>)",
                                         "passed between pieces within one pass"};
     FILE *f = o->f;
     const Piece *pc = k->first;
@@ -347,4 +368,7 @@ void cg_print_kind(Out *o, const Kind *k)
     fprintf(f, "} %s;\n\n", k->type);
     fprintf(f, "static void %s_forward(%s *b)\n{\n%s}\n\n", k->fn, k->type, k->fwd);
     fprintf(f, "static void %s_backward(%s *b)\n{\n%s}\n\n", k->fn, k->type, k->bwd);
+    if (k->wgrad)
+        fprintf(f, "static void %s_wgrad(%s *b)\n{\n%s%s}\n\n", k->fn, k->type,
+                *k->wgrad ? "" : "    (void)b;\n", k->wgrad);
 }

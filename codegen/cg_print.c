@@ -153,8 +153,11 @@ static void print_rank(Out *o, CgRankProg *r, StagePrint *stages, int nst)
         fprintf(f, "    }\n");
     }
     fprintf(f, "}\n\n");
-    fprintf(f, "/* Pipeline rank %d: (backward?, chunk, micro-batch) in order. */\n"
-               "static const CgSchedOp sched_pp%d[%d] = {", r->pp_rank, r->pp_rank, r->nsched);
+    fprintf(f, plan_schedule_split(o->c->p->schedule)
+                   ? "/* Pipeline rank %d: (0 forward, 1 backward B, 2 weight gradients W; chunk, "
+                     "micro-batch) in order. */\n"
+                   : "/* Pipeline rank %d: (backward?, chunk, micro-batch) in order. */\n", r->pp_rank);
+    fprintf(f, "static const CgSchedOp sched_pp%d[%d] = {", r->pp_rank, r->nsched);
     for (int k = 0; k < r->nsched; k++)
         fprintf(f, "%s{%d, %d, %d}", !k ? "\n    " : k % 8 ? ", " : ",\n    ", r->sched[k].bwd, r->sched[k].chunk,
                 r->sched[k].mb);
@@ -176,6 +179,10 @@ static void print_rank_entry(Out *o, CgRankProg *r)
         fprintf(f, "%sstage%d_backward", j ? ", " : "", r->stage[j]);
     fprintf(f, "}, {");
     for (int j = 0; j < r->nchunks; j++)
+        fprintf(f, "%s%s", j ? ", " : "",
+                plan_schedule_split(c->p->schedule) ? cg_fmt(c, "stage%d_wgrad", r->stage[j]) : "NULL");
+    fprintf(f, "}, {");
+    for (int j = 0; j < r->nchunks; j++)
         fprintf(f, "%s%d", j ? ", " : "", r->nslots[j]);
     fprintf(f, "},\n     sched_pp%d, %d, params_pp%d, %d, bucket_params_pp%d, bucket_start_pp%d, %d,\n"
                "     bind_pp%d, wait_sends_pp%d,\n     {%lld, %lld, %lld},\n     {",
@@ -186,7 +193,6 @@ static void print_rank_entry(Out *o, CgRankProg *r)
         fprintf(f, "%s{%lld, %lld, %lld}", m ? ", " : "", (long long)r->mem[m][CG_ACT],
                 (long long)r->mem[m][CG_F32], (long long)r->mem[m][CG_I32]);
     fprintf(f, "}},\n");
-    (void)c;
 }
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
@@ -337,6 +343,17 @@ bool cg_print_model(Cg *c, FILE *h, FILE *f)
     fprintf(f, " * Sizes are local to one rank: \"/tp\" marks a dim split over that mesh axis,\n"
                " * \"partial over tp\" a tensor holding partial sums over it. */\n");
     fprintf(f, "#include \"trainer.h\"\n\n");
+    /* Per arena with W slots: where the copies of the micro-batch whose
+     * backward (B) or weight gradients (W) run begin (cg_stage.c sets it). */
+    for (int t = 0; t < CG_NTYPES; t++) {
+        bool used = false;
+        for (int rk = 0; rk < p->pp; rk++)
+            for (int j = 0; j < c->ranks[rk].nchunks; j++)
+                used |= c->ranks[rk].wblock[j][t] > 0;
+        if (used)
+            fprintf(f, "static int64_t %s; /* elements from each W slot field to this micro-batch's copy */\n",
+                    cg_wslot_var(t));
+    }
     print_routes(c, f);
     /* Pieces, per rank and chunk; kinds shared across ranks. */
     StagePrint **stages = ir_alloc(c->arena, sizeof *stages * (size_t)p->pp);
@@ -393,8 +410,8 @@ bool cg_print_model(Cg *c, FILE *h, FILE *f)
             for (int k = 0; k < st->npieces; k++) {
                 vec_free(st->pieces[k].fields);
                 vec_free(st->pieces[k].fnames.name);
-                vec_free(st->pieces[k].locals[0].name);
-                vec_free(st->pieces[k].locals[1].name);
+                for (int q = 0; q < CG_NOPKINDS; q++)
+                    vec_free(st->pieces[k].locals[q].name);
             }
         }
     for (int i = 0; i < o.kinds.n; i++)

@@ -20,10 +20,10 @@ typedef struct Piece {
     int piece;
     int rank, chunk;
     CgRankProg *r;
-    CgOp *ops[2];             /* the chunk's forward and backward */
+    CgOp *ops[CG_NOPKINDS];   /* the chunk's forward, backward and weight gradients (W) */
     VEC(int) fields;          /* buffer ids, in struct order */
     Names fnames;
-    Names locals[2];          /* the forward's and the backward's */
+    Names locals[CG_NOPKINDS]; /* the forward's, the backward's and W's */
     int kind;
 } Piece;
 
@@ -31,7 +31,7 @@ typedef struct Kind {
     const char *type, *fn;
     Piece *first;
     CgConsts consts;
-    char *fwd, *bwd;          /* bodies, printed with consts */
+    char *fwd, *bwd, *wgrad;  /* bodies, printed with consts (wgrad: a split schedule's, else NULL) */
 } Kind;
 
 /* Runs of consecutive pieces of one kind in a stage become one array field. */
@@ -61,6 +61,8 @@ const char *cg_ctype(int t);
 void cg_names_init(Cg *c, Names *ns, int nbufs);
 const char *cg_uniq(Cg *c, Names *ns, int buf, const char *want);
 const char *cg_buf_name(Cg *c, const CgBuf *b, int piece);
+const char *cg_wslot_var(int t);                                   /* "g_wslot_act", ... */
+const char *cg_wslot_ref(Cg *c, const CgBuf *b, const char *field); /* a W slot's copy at it */
 void cg_build_piece(Cg *c, CgRankProg *r, int chunk, Piece *pc);
 int cg_find_kind(Out *o, Piece *pc);
 void cg_print_kind(Out *o, const Kind *k);

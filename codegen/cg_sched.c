@@ -11,7 +11,14 @@
  * chunk meets its micro-batches in order in both directions, so micro-batch m
  * uses slot m mod (most in flight). A send is waited for only when its slot
  * is about to be reused (or at the end of the step); cg_check_deadlock plays
- * every rank's schedule with rendezvous sends to prove that cannot hang. */
+ * every rank's schedule with rendezvous sends to prove that cannot hang.
+ *
+ * ZB-H1 (a split schedule): the plan's op list also holds each micro-batch's
+ * weight gradients (W), run after the backward (B) of a later one. W's
+ * inputs (the GEMMs' inputs and output gradients) are copied by B into W
+ * slots, micro-batch m in slot m mod nwslots; nwslots is the most W that
+ * wait at once in the plan's order, checked here never to overwrite one
+ * still waiting. W makes no transfer: the deadlock checks skip it. */
 #include "cg.h"
 
 #include <stdlib.h>
@@ -24,6 +31,47 @@ static void push(CgRankProg *r, int *cap, int bwd, int chunk, int mb)
         r->sched = ir_xrealloc(r->sched, sizeof *r->sched * (size_t)*cap);
     }
     r->sched[r->nsched++] = (struct CgSchedOp){bwd, chunk, mb};
+}
+
+/* nwslots[j]: the planner's W slots (plan_schedule_wslots, what the cost
+ * model counts), checked against the schedule: the most micro-batches of
+ * chunk j between their B and their W, each W before the B that reuses
+ * its slot. */
+static void wslots(const Cg *c, CgRankProg *r, int M)
+{
+    if (!plan_schedule_split(c->p->schedule))
+        return;
+    char *wait = ir_xcalloc((size_t)M + 1, 1);
+    for (int j = 0; j < r->nchunks; j++) {
+        int n = 0, most = plan_schedule_wslots(c->p->schedule, c->p->pp, M, r->pp_rank), need = 0;
+        for (int k = 0; k < r->nsched; k++) {
+            const struct CgSchedOp *o = &r->sched[k];
+            if (o->chunk != j || o->bwd == PLAN_OP_F)
+                continue;
+            n += o->bwd == PLAN_OP_B ? 1 : -1;
+            need = n > need ? n : need;
+        }
+        if (need > most)
+            ir_die("codegen: pipeline rank %d's schedule holds %d weight gradients pending, the plan %d",
+                   r->pp_rank, need, most);
+        r->nwslots[j] = most;
+        memset(wait, 0, (size_t)M + 1);
+        for (int k = 0; k < r->nsched; k++) {
+            const struct CgSchedOp *o = &r->sched[k];
+            if (o->chunk != j || o->bwd == PLAN_OP_F || !most)
+                continue;
+            bool b = o->bwd == PLAN_OP_B;
+            if (b ? wait[o->mb] : !wait[o->mb])
+                ir_die("codegen: pipeline rank %d runs %s of micro-batch %d twice or out of order",
+                       r->pp_rank, b ? "the backward" : "the weight gradients", o->mb);
+            wait[o->mb] = b;
+            for (int m = o->mb % most; b && m < M; m += most)
+                if (m != o->mb && wait[m])
+                    ir_die("codegen: pipeline rank %d: micro-batch %d's weight-gradient inputs would "
+                           "overwrite micro-batch %d's, still waiting", r->pp_rank, o->mb, m);
+        }
+    }
+    free(wait);
 }
 
 void cg_schedule(Cg *c, CgRankProg *r)
@@ -40,6 +88,7 @@ void cg_schedule(Cg *c, CgRankProg *r)
     for (int j = 0; j < r->nchunks; j++)
         if (r->nslots[j] < 1)
             ir_die("codegen: pipeline rank %d holds no micro-batch of chunk %d", rank, j);
+    wslots(c, r, M);
 }
 
 /* ------------------------------------------------------ deadlock check */
@@ -118,6 +167,8 @@ static void check_streams(Cg *c)
         int last = -1;
         for (int k = 0; k < r->nsched; k++) {
             int j = r->sched[k].chunk, mb = r->sched[k].mb, s = r->stage[j], prev = mb - r->nslots[j];
+            if (r->sched[k].bwd == PLAN_OP_W) /* no transfers */
+                continue;
             bool bwd = r->sched[k].bwd;
             bool sends = (bwd ? r->send_grad[j].n : r->send_act[j].n) > 0;
             bool recvs = (bwd ? r->recv_grad[j].n : r->recv_act[j].n) > 0;
@@ -249,6 +300,8 @@ void cg_check_deadlock(Cg *c)
         for (int k = 0; k < r->nsched; k++) {
             int j = r->sched[k].chunk, mb = r->sched[k].mb, s = r->stage[j];
             int prev = mb - r->nslots[j];
+            if (r->sched[k].bwd == PLAN_OP_W) /* no transfers */
+                continue;
             if (!r->sched[k].bwd) {
                 if (r->send_act[j].n && prev >= 0)
                     vec_push(acts[rank], ((Act){A_WAIT_SEND, ACT_MSG(s, prev)}));

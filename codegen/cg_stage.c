@@ -1,5 +1,5 @@
 /* cg_stage.c: a stage's struct (one per micro-batch slot) and its forward
- * and backward functions: the stage's own statements (waits, receives,
+ * and backward functions (and a split schedule's weight gradients, wgrad): the stage's own statements (waits, receives,
  * loads, sends) around calls of its pieces' functions, a run of pieces of
  * one kind as a loop over an array field. Sizes print as the stage's
  * constants (STAGE1_...). */
@@ -42,7 +42,9 @@ typedef struct SCtx {
 static const char *stage_ref(void *vctx, int id)
 {
     SCtx *x = vctx;
-    return cg_fmt(x->c, "s->%s", cg_uniq(x->c, &x->st->fields, id, cg_buf_name(x->c, x->r->bufs.v[id], -1)));
+    const CgBuf *b = x->r->bufs.v[id];
+    const char *f = cg_fmt(x->c, "s->%s", cg_uniq(x->c, &x->st->fields, id, cg_buf_name(x->c, b, -1)));
+    return b->kind == CG_B_WSLOT ? cg_wslot_ref(x->c, b, f) : f;
 }
 
 static void collect_stage(void *vctx, int id)
@@ -54,13 +56,23 @@ static void collect_stage(void *vctx, int id)
     vec_push(st->bufs, id);
 }
 
-static void print_stage_fn(Out *o, CgRankProg *r, StagePrint *st, bool bwd, CgConsts *k, FILE *f)
+static const char *const op_fn[CG_NOPKINDS] = {"forward", "backward", "wgrad"};
+
+static void print_stage_fn(Out *o, CgRankProg *r, StagePrint *st, int kind, CgConsts *k, FILE *f)
 {
     Cg *c = o->c;
-    CgOp *op = &r->ops[2 * st->chunk + bwd];
+    CgOp *op = CG_OP(r, st->chunk, kind);
     SCtx x = {c, r, st};
+    bool bwd = kind != PLAN_OP_F;
+    const char *fn = op_fn[kind];
     fprintf(f, "static void stage%d_%s(int mb, int slot)\n{\n    Stage%d *s = &stage%d[slot];\n"
-               "    (void)mb;\n", st->stage, bwd ? "backward" : "forward", st->stage, st->stage);
+               "    (void)mb;\n", st->stage, fn, st->stage, st->stage);
+    /* A split schedule's B and W take micro-batch mb's copies in the W slots
+     * (cg_sched.c: slot mb mod the most W waiting; cg_mem.c: a block each). */
+    for (int t = 0; bwd && t < CG_NTYPES; t++)
+        if (r->wblock[st->chunk][t])
+            fprintf(f, "    %s = (int64_t)(mb %% %d) * %lld; /* W slot */\n", cg_wslot_var(t),
+                    r->nwslots[st->chunk], (long long)r->wblock[st->chunk][t]);
     int i = 0;
     /* The stage's own statements come before and after the pieces'. */
     for (; i < op->st.n && op->st.v[i].piece < 0; i++)
@@ -70,13 +82,13 @@ static void print_stage_fn(Out *o, CgRankProg *r, StagePrint *st, bool bwd, CgCo
         Run *ru = &st->runs[bwd ? st->nruns - 1 - q : q];
         const Kind *kd = &o->kinds.v[ru->kind];
         if (ru->count == 1)
-            fprintf(f, "    %s_%s(&s->%s);\n", kd->fn, bwd ? "backward" : "forward", ru->field);
+            fprintf(f, "    %s_%s(&s->%s);\n", kd->fn, fn, ru->field);
         else if (!bwd)
             fprintf(f, "    for (int l = 0; l < %d; l++)\n        %s_forward(&s->%s[l]);\n",
                     ru->count, kd->fn, ru->field);
         else
-            fprintf(f, "    for (int l = %d; l >= 0; l--)\n        %s_backward(&s->%s[l]);\n",
-                    ru->count - 1, kd->fn, ru->field);
+            fprintf(f, "    for (int l = %d; l >= 0; l--)\n        %s_%s(&s->%s[l]);\n",
+                    ru->count - 1, kd->fn, fn, ru->field);
         seen_pieces += ru->count;
     }
     /* Skip the pieces' statements (checked contiguous), then the stage's tail. */
@@ -87,11 +99,10 @@ static void print_stage_fn(Out *o, CgRankProg *r, StagePrint *st, bool bwd, CgCo
             changes++;
         }
     if (changes > seen_pieces)
-        ir_die("codegen: stage %d's %s interleaves pieces", st->stage, bwd ? "backward" : "forward");
+        ir_die("codegen: stage %d's %s interleaves pieces", st->stage, fn);
     for (; i < op->st.n; i++) {
         if (op->st.v[i].piece >= 0)
-            ir_die("codegen: stage %d's %s has piece statements after its tail", st->stage,
-                   bwd ? "backward" : "forward");
+            ir_die("codegen: stage %d's %s has piece statements after its tail", st->stage, fn);
         fprintf(f, "    %s\n", cg_stmt_text(c, &op->st.v[i], k, stage_ref, &x));
     }
     fprintf(f, "}\n\n");
@@ -104,8 +115,8 @@ void cg_print_stage(Out *o, CgRankProg *r, StagePrint *st)
     const PlanStage *ps = &c->p->stages[st->stage];
     /* Chunk-level fields, named in struct order before the functions use them. */
     cg_names_init(c, &st->fields, r->bufs.n);
-    for (int b = 0; b < 2; b++) {
-        CgOp *op = &r->ops[2 * st->chunk + b];
+    for (int b = 0; b < CG_NOPKINDS; b++) {
+        CgOp *op = CG_OP(r, st->chunk, b);
         for (int i = 0; i < op->st.n; i++)
             if (op->st.v[i].piece < 0)
                 cg_stmt_bufs(&op->st.v[i], collect_stage, st);
@@ -123,8 +134,10 @@ void cg_print_stage(Out *o, CgRankProg *r, StagePrint *st)
     FILE *mf = open_memstream(&fns, &nfns);
     if (!mf)
         ir_die("codegen: out of memory");
-    print_stage_fn(o, r, st, false, &k, mf);
-    print_stage_fn(o, r, st, true, &k, mf);
+    print_stage_fn(o, r, st, PLAN_OP_F, &k, mf);
+    print_stage_fn(o, r, st, PLAN_OP_B, &k, mf);
+    if (plan_schedule_split(c->p->schedule))
+        print_stage_fn(o, r, st, PLAN_OP_W, &k, mf);
     fclose(mf);
     fprintf(f, "/* Stage %d (pipeline rank %d, chunk %d): pieces %d..%d (%s .. %s), recompute %s */\n",
             st->stage, r->pp_rank, st->chunk, ps->first_piece, ps->first_piece + ps->npieces - 1,

@@ -65,10 +65,9 @@ bool cg_emit(const IrGraph *g, const Plan *p, const CgOptions *o, const char *di
  * per-tensor current scaling (docs/precision.md). MXFP8's and NVFP4's block
  * scales are planned and priced but not programmed; cg_emit refuses them. */
 bool cg_precision_runs(PlanPrecision p);
-/* Does codegen run schedule s? 1F1B and interleaved; not yet a split
- * backward (ZB-H1: the programs would have to keep each deferred weight
- * gradient's inputs and output gradient per micro-batch), which the planner
- * prices and plan files show. */
+/* Does codegen run schedule s? 1F1B, interleaved and ZB-H1 (the backward
+ * split into B and the deferred weight gradients W, which read B's copies of
+ * their inputs in W slots: docs/codegen.md, "Pipelines"). */
 bool cg_schedule_runs(PlanSchedule s);
 
 /* The static memory plan cg_emit writes for each pipeline rank, in bytes at

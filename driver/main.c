@@ -404,17 +404,17 @@ static int plan_setup(const DrvOptions *o, IrGraph *g, const char *fw, PassClust
     int prec = o->precision ? plan_precision_parse(o->precision) : PLAN_PREC_BF16;
     if (prec >= 0 && programs_refused(o, (PlanPrecision)prec)) /* before searching */
         return DRV_INVALID;
-    /* ptdc's programs run the schedules cg_schedule_runs says. Under its
-     * own stack the search offers only those, so the plan --plan-only shows
-     * is the plan -o writes; another schedule is priced only when pinned
-     * (--schedule zb-h1 --plan-only: plan files, no programs), and -o
-     * refuses it before DIR is touched. */
+    /* ptdc's programs run the schedules cg_schedule_runs says (1F1B,
+     * interleaved and ZB-H1). Under its own stack the search offers only
+     * those, so the plan --plan-only shows is the plan -o writes and ZB-H1
+     * is chosen wherever it is predicted fastest; a schedule they did not
+     * run would be priced only when pinned, and -o would refuse it before
+     * DIR is touched. */
     int sc = o->schedule ? plan_schedule_parse(o->schedule) : -1;
     if (o->out_dir && !o->plan_only) {
         if (sc >= 0 && !cg_schedule_runs((PlanSchedule)sc)) {
-            ir_error(IR_NOLOC, "--schedule %s: -o DIR writes ptdc's programs, which run 1F1B and interleaved "
-                     "1F1B, not %s (use --plan-only for its plan files)", o->schedule,
-                     plan_schedule_title((PlanSchedule)sc));
+            ir_error(IR_NOLOC, "--schedule %s: -o DIR writes ptdc's programs, which do not run %s (use "
+                     "--plan-only for its plan files)", o->schedule, plan_schedule_title((PlanSchedule)sc));
             return DRV_INVALID;
         }
     }

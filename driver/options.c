@@ -96,7 +96,7 @@ void drv_print_help(void)
         "  --tp-overlap on|off      with --sp on, chunk each tensor-parallel gather and reduce-scatter\n"
         "                           with its GEMMs in the programs, priced so (default off)\n"
         "  --zero N                 ZeRO stage 0-3 over the data-parallel group\n"
-        "  --schedule S             1f1b, interleaved or zb-h1 (zero bubble: plan files only)\n"
+        "  --schedule S             1f1b, interleaved or zb-h1 (zero bubble)\n"
         "  --virtual-stages V       model chunks per pipeline rank (interleaved schedule)\n"
         "  --pp-layers L0,L1,...    layers of each model chunk in model order (pp x v of them;\n"
         "                           the embedding joins the first, the head the last; 0 at\n"

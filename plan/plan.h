@@ -445,7 +445,8 @@ PlanSchedOp plan_schedule_op(PlanSchedule s, int pp, int v, int m, int rank, int
  * for 1F1B (ZB-H1 runs 1F1B's forwards and backwards in 1F1B's order). */
 void plan_schedule_slots(int pp, int v, int m, int rank, int *slots);
 /* The most micro-batches whose backward (B) has run and whose weight
- * gradients (W) wait: 0 unless the schedule is split. */
+ * gradients (W) wait, at once (ZB-H1 rank r: min(r + 1, m), the one just
+ * past its B included): 0 unless the schedule is split. */
 int plan_schedule_wslots(PlanSchedule s, int pp, int m, int rank);
 /* Activation bytes the rank holds given each chunk's bytes per micro-batch
  * (saved[v]) from its forward to its backward, and (wsaved[v], NULL: none)

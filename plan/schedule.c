@@ -92,10 +92,15 @@ static PlanSchedOp zb_h1_op(int pp, int m, int rank, int k)
     return (PlanSchedOp){PLAN_OP_W, 0, i - d};
 }
 
+/* Right after B(i), W(i - d) .. W(i) wait: d + 1 of them (all m when the
+ * deferral reaches past the last backward). A static arena holds that many
+ * copies of W's inputs: codegen's W slots (cg_sched.c checks the order
+ * never needs more). */
 int plan_schedule_wslots(PlanSchedule s, int pp, int m, int rank)
 {
     (void)pp;
-    return plan_schedule_split(s) ? zb_defer(m, rank) : 0;
+    int d = zb_defer(m, rank);
+    return plan_schedule_split(s) ? (d + 1 < m ? d + 1 : m) : 0;
 }
 
 PlanSchedOp plan_schedule_op(PlanSchedule s, int pp, int v, int m, int rank, int k)

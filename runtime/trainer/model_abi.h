@@ -96,17 +96,20 @@ typedef struct CgParam {
 } CgParam;
 
 /* One step of a pipeline rank's schedule. (No struct tag: codegen's own
- * schedule entries are `struct CgSchedOp`, codegen/cg.h.) */
+ * schedule entries are `struct CgSchedOp`, codegen/cg.h.) bwd: 0 forward,
+ * 1 backward, 2 a split schedule's (ZB-H1's) deferred weight gradients. */
 typedef struct {
     int8_t bwd, chunk;
     int16_t mb;
 } CgSchedOp;
+enum { CG_OP_FWD, CG_OP_BWD, CG_OP_WGRAD };
 
 /* Everything one pipeline rank runs. */
 typedef struct CgRank {
     int nchunks;
     void (*forward[CG_MAX_CHUNKS])(int mb, int slot);
     void (*backward[CG_MAX_CHUNKS])(int mb, int slot);
+    void (*wgrad[CG_MAX_CHUNKS])(int mb, int slot);   /* split schedules (ZB-H1), else NULL */
     int nslots[CG_MAX_CHUNKS];
     const CgSchedOp *sched;
     int nsched;

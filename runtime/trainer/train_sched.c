@@ -94,7 +94,8 @@ int tr_counts(int mask)
 /* ------------------------------------------------------ gradient buckets */
 
 int tr_overlap = 1;              /* PTDC_OVERLAP */
-static int last_bwd;             /* the op running is its chunk's last micro-batch's backward */
+static int last_bwd;             /* the op running is its chunk's last micro-batch's backward
+                                    (or a split schedule's W of it: both complete gradients) */
 static int *param_left;          /* per parameter: cg_grad_ready calls still due this step */
 static int *bucket_left;         /* per bucket: parameters not yet complete */
 static int *bucket_issued;
@@ -234,7 +235,7 @@ void tr_run_schedule(void)
         last_bwd = op->bwd && op->mb == CG_NUM_MICRO - 1;
         tr_where_op(op->bwd, op->chunk, op->mb);
         double t0 = cg_prof_on & CG_TIMED_TRACE ? rt_time() : 0;
-        (op->bwd ? tr_prog->backward : tr_prog->forward)[op->chunk](op->mb, slot);
+        (op->bwd == CG_OP_WGRAD ? tr_prog->wgrad : op->bwd ? tr_prog->backward : tr_prog->forward)[op->chunk](op->mb, slot);
         if (cg_prof_on & CG_TIMED_TRACE)
             tr_trace_op(op, t0);
     }

@@ -215,11 +215,14 @@ void tr_trace_p2p(int recv, double t0, int64_t n, RtType t, int pp_peer, int tag
 void tr_trace_op(const CgSchedOp *op, double t0)
 {
     char name[64], args[120];
-    snprintf(name, sizeof name, "%s mb %d chunk %d", op->bwd ? "backward" : "forward", op->mb,
-             op->chunk);
+    /* As the plan's trace names them (report/plan_trace.c). */
+    static const char *const what[] = {"forward", "backward", "weight gradients"},
+                            *const dir[] = {"fwd", "bwd", "wgrad"};
+    int k = op->bwd >= (int)CG_OP_FWD && op->bwd <= (int)CG_OP_WGRAD ? (int)op->bwd : (int)CG_OP_BWD;
+    snprintf(name, sizeof name, "%s mb %d chunk %d", what[k], op->mb, op->chunk);
     snprintf(args, sizeof args, "\"pp\":%d,\"chunk\":%d,\"mb\":%d,\"dir\":\"%s\",\"step\":%lld",
-             tr_pp_rank, op->chunk, op->mb, op->bwd ? "bwd" : "fwd", (long long)tr_step + 1);
-    span(LANE_COMPUTE, name, op->bwd ? "backward" : "forward", t0, rt_time(), args);
+             tr_pp_rank, op->chunk, op->mb, dir[k], (long long)tr_step + 1);
+    span(LANE_COMPUTE, name, what[k], t0, rt_time(), args);
 }
 
 void tr_trace_span(const char *name, double t0)

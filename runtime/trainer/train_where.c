@@ -31,7 +31,7 @@ static void describe(char *out, size_t n)
     int k;
     if (mb >= 0)
         k = snprintf(out, n, "trainer: step %lld, %s of micro-batch %d (chunk %d)", w_step,
-                     w_bwd ? "backward" : "forward", mb, w_chunk);
+                     w_bwd == CG_OP_WGRAD ? "weight gradients" : w_bwd ? "backward" : "forward", mb, w_chunk);
     else
         k = snprintf(out, n, "trainer: step %lld, %s", w_step, w_phase);
     if (k > 0 && (size_t)k < n)

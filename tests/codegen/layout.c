@@ -46,6 +46,8 @@ bool layout_parse(const char *s, Layout *l)
             l->experts = LAYOUT_EXPERTS_GATHER;
         else if (!strcmp(tok, "ring"))
             l->ring = true;
+        else if (!strcmp(tok, "zb"))
+            l->zb = true;
         else if (!strcmp(tok, "a2a"))
             l->a2a = true;
         else if (tok[0] == 'c' && tok[1] >= '1' && tok[1] <= '9') {
@@ -148,7 +150,11 @@ bool layout_plan(const IrGraph *g, const Layout *l, Plan *p)
     p->mb_seqs = g->global_batch / l->micro;
     p->zero = l->zero;
     p->tp_overlap = l->chunk;
-    p->schedule = l->v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B;
+    if (l->zb && l->v > 1) {
+        fprintf(stderr, "layout: zb (ZB-H1) runs one chunk per pipeline rank, not v%d\n", l->v);
+        return false;
+    }
+    p->schedule = l->zb ? PLAN_SCHED_ZB_H1 : l->v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B;
     p->attention = PLAN_ATTN_FLASH;
     if (p->nstages > g->npieces) {
         fprintf(stderr, "layout: %d stages but only %d pieces\n", p->nstages, g->npieces);

@@ -11,6 +11,7 @@ typedef struct Layout {
     int dp, tp, pp, v, micro, zero;
     int cp;       /* context parallelism: mesh axis 1 splits the sequence of every node */
     bool ring;    /* "ring": attention passes k, v round the cp ranks (else gathers them) */
+    bool zb;      /* "zb": the ZB-H1 schedule (backward split into B and W; v 1) */
     bool a2a;     /* "a2a": attention splits its heads over cp, all-to-all (tp 1 only) */
     bool sp;
     bool chunk;   /* "chunk": the plan's tp_overlap (sequence parallelism's gathers and
@@ -35,7 +36,7 @@ enum {
     LAYOUT_EXPERTS_GATHER, /* "ex": the expert dim over tp, tokens gathered (allgather dispatcher) */
 };
 
-/* Parse "dp2,cp2,ring|a2a,tp2,sp,chunk,pp2,v2,mb4,zero1,full|ffn,ep|epf|ex|ep2,c2_1_3_1|l0_3_2_0" (any
+/* Parse "dp2,cp2,ring|a2a,tp2,sp,chunk,pp2,v2|zb,mb4,zero1,full|ffn,ep|epf|ex|ep2,c2_1_3_1|l0_3_2_0" (any
  * subset, any order). */
 bool layout_parse(const char *s, Layout *l);
 /* The plan, allocated in g's arena; false (with a message) if the layout

@@ -2,7 +2,7 @@
  * (parameters, gradients, optimizer state, activations) equals what the cost
  * model predicted for the plan, rank by rank (issue 7). Plans come from the
  * planner (pinned or searched) for real models and layouts that exercise
- * ZeRO 0-3, pipelines (1F1B and interleaved), tensor and sequence
+ * ZeRO 0-3, pipelines (1F1B, interleaved and ZB-H1), tensor and sequence
  * parallelism, recomputation and tied weights. The workspace (temporaries,
  * modelled rather than counted) exceeds the prediction by no more than the
  * planner's reserve, so every plan predicted to fit fits.
@@ -152,6 +152,12 @@ int main(int argc, char **argv)
          * 4 MiB of 78 in bench/predict-vs-run). */
         {"llama.mdl", 2, PINS(2, 1, 1, 4, PLAN_RECOMPUTE_NONE, 1, 0, PLAN_SCHED_1F1B, 1),
          "bench model, tp2 sp on 2 CPU ranks", "vm-cpu.cluster"},
+        /* ZB-H1: the W slots (each deferred weight-gradient GEMM's input and
+         * output gradient, per micro-batch whose W waits) as predicted. */
+        {"llama2-13b.mdl", 64, PINS(2, 4, 8, 1, PLAN_RECOMPUTE_NONE, 0, 1, PLAN_SCHED_ZB_H1, 1),
+         "tp2 pp4 zero1 zb-h1", NULL},
+        {"llama.mdl", 2, PINS(1, 2, 1, 4, PLAN_RECOMPUTE_NONE, 0, 0, PLAN_SCHED_ZB_H1, 1),
+         "bench model, pp2 zb-h1 on 2 CPU ranks", "vm-cpu.cluster"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check(argv[1], argv[2], &cases[i]);

@@ -3,7 +3,7 @@
 #   names.sh BIN MODELS CG_H WORK
 # Generates programs (cg_gen in BIN) for tiny-llama, tiny-gpt, tiny-mistral
 # and tiny-llama3 under pinned and planner-made layouts (tensor, sequence and
-# pipeline parallelism, ZeRO-2/3, all-to-alls and slices) and checks every
+# pipeline parallelism, ZeRO-2/3, ZB-H1's W slots, all-to-alls and slices) and checks every
 # runtime or trainer call in model.c (rt_*, cg_*): no argument holds an
 # integer literal, but for an offset of 0 and the indices of g_comm[...],
 # g_coord[...] and CG_TAG(...); an argument the call table (CG_CALLS in
@@ -98,7 +98,7 @@ gen() { # model layout [cg_gen flags]
 llama_sets="--plan-set d_model=4096 --plan-set n_heads=32 --plan-set n_kv_heads=8 --plan-set d_ff=11008 --plan-set vocab=32000 --plan-set seq=2048"
 llama3_sets="--plan-set d_model=4096 --plan-set n_heads=32 --plan-set n_kv_heads=8 --plan-set d_ff=14336 --plan-set vocab=128256 --plan-set seq=8192"
 for l in 1rank tp2-pp2-mb4 tp2-sp pp2-v2-mb4 dp2-tp2-zero3-mb2 dp2-zero2-mb2 dp2-tp2-sp-full tp2-sp-chunk \
-         dp2-tp2-sp-full-chunk; do
+         dp2-tp2-sp-full-chunk tp2-sp-pp2-mb4-zb; do
     gen tiny-llama $l
 done
 for l in search-dp2-tp2-sp search-tp2-sp-full search-tp2-pp2-mb4; do

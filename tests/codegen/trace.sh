@@ -1,8 +1,9 @@
 #!/bin/sh
 # trace.sh PTDC SRC WORK: PTDC_TRACE and ptdc --trace-plan (docs/trace.md).
 #  1. Two programs of tiny-llama on 4 CPU ranks, each with its --trace-plan:
-#     dp 2 x pp 2 (ZeRO-1: non-blocking reduce-scatters and all-gathers,
-#     4 micro-batches) and tp 2 x pp 2 interleaved (v 2: two chunks per
+#     dp 2 x pp 2 1F1B (ZeRO-1: non-blocking reduce-scatters and all-gathers,
+#     4 micro-batches; pinned: the search would choose ZB-H1, whose trace
+#     zb_order.sh checks) and tp 2 x pp 2 interleaved (v 2: two chunks per
 #     rank, tensor-parallel all-reduces; PTDC_TRACE_KERNELS=1: every
 #     kernel's span too). Each trains 5 steps under
 #     PTDC_TRACE with every rank's clock set apart on purpose
@@ -10,7 +11,7 @@
 #     trace_check.py proves the format, every rank, every (pp, chunk,
 #     micro-batch, forward/backward) span, the bytes of every transfer, the
 #     lanes, clocks aligned again (each receive ends after its send starts)
-#     and the same stage spans in the prediction; --self-test proves the
+#     and the same stage spans in the prediction, each rank's in its order; --self-test proves the
 #     checks reject traces broken in each of those ways.
 #  2. PTDC_OVERLAP=0's blocking reductions are collectives with bytes;
 #     PTDC_TRACE_STEPS=1 keeps one step; a run shorter than the steps traced
@@ -50,7 +51,7 @@ program() {
     --micro "$micro" --chunks "$chunks" --steps 3 ${kernels:+--kernels} --self-test || bad "$name: trace_check"
 }
 kernels=
-program dp2-pp2 4 1 --pp 2 --dp 2 --micro-batch 2 --zero 1
+program dp2-pp2 4 1 --pp 2 --dp 2 --micro-batch 2 --zero 1 --schedule 1f1b
 kernels=PTDC_TRACE_KERNELS=1
 program tp2-pp2-v2 4 2 --set n_layers=4 --pp 2 --tp 2 --schedule interleaved --virtual-stages 2 \
   --micro-batch 4

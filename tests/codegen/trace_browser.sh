@@ -25,7 +25,7 @@ fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 
 d=$work/dp2-pp2
-if ! "$ptdc" "$src/models/tiny-llama.mdl" --gpus 4 --pp 2 --dp 2 --micro-batch 2 --zero 1 --target cpu \
+if ! "$ptdc" "$src/models/tiny-llama.mdl" --gpus 4 --pp 2 --dp 2 --micro-batch 2 --zero 1 --schedule 1f1b --target cpu \
         -o "$d" --trace-plan "$d/plan-trace.json" > "$work/ptdc.log" 2>&1 ||
    ! make -s -C "$d" train > "$work/make.log" 2>&1; then
     cat "$work/ptdc.log" "$work/make.log"; echo "FAIL: cannot build the program"; exit 1

@@ -4,12 +4,18 @@ the predicted trace of its plan (ptdc --trace-plan FILE) against the Chrome
 trace-event format and against each other (docs/trace.md).
 
   trace_check.py --measured FILE --world W --pp P --micro M --chunks V --steps S
-                 [--plan FILE] [--kernels] [--self-test]
+                 [--plan FILE] [--kernels] [--split] [--self-test]
+
+--split: the schedule splits the backward (ZB-H1): every micro-batch's weight
+gradients (W) are a stage span too. With --plan, each rank runs its stage
+spans in the plan's order (the order plan/schedule.c gives both).
 
 Each check prints a line; any failure ends with status 1. --self-test breaks
 copies of the measured trace in the ways the checks exist for (a lost
 backward, a rank's clock off by a second, a collective without bytes, two
-overlapping spans on one lane, a rank missing) and fails unless the check
+overlapping spans on one lane, a rank missing, two stage spans run in the
+other order: with --split, a weight gradient run before the backward it
+follows) and fails unless the check
 rejects every one: the checks themselves are shown to be able to fail.
 Standard library only."""
 import argparse
@@ -19,6 +25,7 @@ import sys
 from collections import defaultdict
 
 COMM_CATS = ("collective", "send", "recv")
+STAGE_CATS = ("forward", "backward", "weight gradients")
 EPS = 0.01  # us: ts and dur are printed to 0.001 us each, so their sums round off by that much
 
 
@@ -84,18 +91,20 @@ def stage_spans(spans):
     """(pp, chunk, mb, dir) -> count, per (pid, step)."""
     out = defaultdict(lambda: defaultdict(int))
     for e in spans:
-        if e.get("cat") in ("forward", "backward"):
+        if e.get("cat") in STAGE_CATS:
             a = e["args"]
             out[(e["pid"], a["step"])][(a["pp"], a["chunk"], a["mb"], a["dir"])] += 1
     return out
 
 
-def schedule_ok(spans, pp_of, steps, pp, micro, chunks, name):
+def schedule_ok(spans, pp_of, steps, pp, micro, chunks, name, split=False):
     """Every pipeline rank (each of its pids) runs the forward and the
-    backward of every micro-batch and chunk once per step."""
+    backward (split: and the weight gradients) of every micro-batch and
+    chunk once per step."""
     got = stage_spans(spans)
+    dirs = ("fwd", "bwd", "wgrad") if split else ("fwd", "bwd")
     for pid, p in pp_of.items():
-        want = {(p, c, m, d) for c in range(chunks) for m in range(micro) for d in ("fwd", "bwd")}
+        want = {(p, c, m, d) for c in range(chunks) for m in range(micro) for d in dirs}
         for s in steps:
             have = got.get((pid, s), {})
             need(set(have) == want, f"{name}: pid {pid} step {s}: stage spans "
@@ -120,12 +129,12 @@ def check_measured(doc, a):
     for pid in pnames:
         need(len(steps[pid]) == a.steps, f"measured: rank {pid} has {len(steps[pid])} step spans, not {a.steps}")
     # Step numbers continue a loaded checkpoint's: the traced ones, in order.
-    numbers = sorted({e["args"]["step"] for e in spans if e.get("cat") in ("forward", "backward")})
+    numbers = sorted({e["args"]["step"] for e in spans if e.get("cat") in STAGE_CATS})
     need(len(numbers) == a.steps, f"measured: stage spans of steps {numbers}, not {a.steps} steps")
-    kinds = schedule_ok(spans, pp_of, numbers, a.pp, a.micro, a.chunks, "measured")
+    kinds = schedule_ok(spans, pp_of, numbers, a.pp, a.micro, a.chunks, "measured", a.split)
     # Every stage span inside its rank's step span of the same number.
     for e in spans:
-        if e.get("cat") in ("forward", "backward"):
+        if e.get("cat") in STAGE_CATS:
             st = steps[e["pid"]][numbers.index(e["args"]["step"])]
             need(st["ts"] - EPS <= e["ts"] and e["ts"] + e["dur"] <= st["ts"] + st["dur"] + EPS,
                  f"measured: '{e['name']}' of rank {e['pid']} lies outside its step")
@@ -163,7 +172,29 @@ def check_plan(doc, a):
     spans, pnames = schema(doc, "predicted")
     need(set(pnames) == set(range(a.pp)), f"predicted: pids {sorted(pnames)} are not pipeline ranks 0..{a.pp - 1}")
     lanes_ok(spans, "predicted")
-    return schedule_ok(spans, {p: p for p in pnames}, [1], a.pp, a.micro, a.chunks, "predicted")
+    return schedule_ok(spans, {p: p for p in pnames}, [1], a.pp, a.micro, a.chunks, "predicted", a.split)
+
+
+def stage_order(doc):
+    """(pid, step) -> the (chunk, mb, dir) of its stage spans in time order."""
+    out = defaultdict(list)
+    for e in sorted((e for e in doc["traceEvents"] if e["ph"] == "X" and e.get("cat") in STAGE_CATS),
+                    key=lambda e: e["ts"]):
+        a = e["args"]
+        out[(e["pid"], a["step"])].append((a["chunk"], a["mb"], a["dir"]))
+    return out
+
+
+def order_ok(measured, plan):
+    """Every rank runs its stage spans in its pipeline rank's predicted order."""
+    pp_of = {e["pid"]: e["args"]["pp"] for e in measured["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    want = {pid: ops for (pid, _), ops in stage_order(plan).items()}
+    for (pid, step), ops in stage_order(measured).items():
+        w = want.get(pp_of[pid], [])
+        k = next((i for i, (x, y) in enumerate(zip(ops, w)) if x != y), min(len(ops), len(w)))
+        need(ops == w, f"rank {pid} step {step}: stage span {k} is {ops[k] if k < len(ops) else None}, "
+             f"the plan's {w[k] if k < len(w) else None} (chunk, mb, dir)")
 
 
 def run(measured, plan, a):
@@ -173,7 +204,8 @@ def run(measured, plan, a):
     if plan is not None:
         pk = check_plan(plan, a)
         need(pk == kinds, f"predicted and measured stage spans differ: {sorted(pk ^ kinds)[:6]}")
-        msg += "; predicted: the same stage spans"
+        order_ok(measured, plan)
+        msg += "; predicted: the same stage spans, each rank's in the same order"
     return msg
 
 
@@ -208,7 +240,18 @@ def self_test(measured, plan, a):
     def no_dur(d):
         del d["traceEvents"][first(lambda e: e["ph"] == "X")]["dur"]
 
+    def misorder(d):  # two stage spans of one rank swapped in time (split: a W and the B before it)
+        st = sorted((e for e in d["traceEvents"] if e["ph"] == "X" and e.get("cat") in STAGE_CATS
+                     and e["pid"] == 0), key=lambda e: e["ts"])
+        i = next(i for i in range(1, len(st)) if st[i]["args"]["dir"] != st[i - 1]["args"]["dir"] and
+                 (not a.split or st[i]["args"]["dir"] == "wgrad"))
+        x, y = st[i - 1], st[i]  # their names and args: the times stay consistent, the order is wrong
+        for k in ("name", "cat", "args"):
+            x[k], y[k] = y[k], x[k]
+
     cases = [drop_backward, no_bytes, overlap, lose_rank, no_dur]
+    if plan is not None:
+        cases.append(misorder)
     if a.pp > 1:
         cases.append(skew_clock)
     for f in cases:
@@ -230,6 +273,7 @@ def main():
         ap.add_argument("--" + k, type=int, required=True)
     ap.add_argument("--self-test", action="store_true")
     ap.add_argument("--kernels", action="store_true", help="the trace has PTDC_TRACE_KERNELS's spans")
+    ap.add_argument("--split", action="store_true", help="a split schedule (ZB-H1): W spans too")
     a = ap.parse_args()
     try:
         docs = []

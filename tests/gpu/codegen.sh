@@ -26,6 +26,8 @@ cd "$src" || exit 1
 build llama2-7b-64 models/llama2-7b.mdl --gpus 64
 build tiny-llama-4 models/tiny-llama.mdl --gpus 4 --dp 2 --tp 2
 build tiny-gpt-4-pp models/tiny-gpt.mdl --gpus 4 --pp 2 --tp 2
+# ZB-H1: each stage's W (stageN_wgrad) and the W slots B copies into
+build tiny-llama-zb models/tiny-llama.mdl --gpus 4 --pp 2 --tp 2 --sp on --schedule zb-h1
 # FP8 GEMMs (cg_matmul_fp8: rt_cast_fp8_t, rt_matmul_fp8) and their amax
 # reductions over the tensor-parallel group
 build tiny-llama-fp8 models/tiny-llama.mdl --gpus 2 --gpu h100-80gb --precision fp8 --tp 2

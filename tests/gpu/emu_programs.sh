@@ -166,4 +166,8 @@ cg_flags=
 #    rotated key part broadcast over the heads split by tp, attention with
 #    v narrower than q and k (rt_attention_v_*), among routed experts.
 want tp2-mla && run_case tp2-mla tiny-deepseek tp2 PTDC_EMU_SEED=10
+# 9. ZB-H1 with data parallelism: each micro-batch's weight gradients (W)
+#    deferred past later backwards, reading B's copies in W slots (rt_copy
+#    on the compute stream), the buckets completed by the last W.
+want dp2-pp2-zb && run_case dp2-pp2-zb tiny-llama dp2-pp2-mb4-zb PTDC_EMU_SEED=11
 echo "emu_programs: ok"

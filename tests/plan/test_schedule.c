@@ -299,12 +299,14 @@ int main(void)
                         CHECK(state[i] == (split ? 3 : 2), "pp %d v %d m %d rank %d: item %d ran %d times", pp,
                               v, m, r, i, state[i]);
                     free(state);
-                    /* ZB-H1 holds at most pp micro-batches from forward to W, 1F1B's most. */
+                    /* ZB-H1's W slots are the most W pending at once; a rank's
+                     * slots hold at most pp + 1 micro-batches from forward to W
+                     * (1F1B's most, and the W inputs of the B just run). */
                     if (split) {
                         int ws = plan_schedule_wslots(sc, pp, m, r);
-                        CHECK(wmax <= ws + 1 && ws <= r, "zb-h1 pp %d m %d rank %d: %d W pending, %d slots", pp, m,
-                              r, wmax, ws);
-                        CHECK(slots[0] + ws <= pp, "zb-h1 pp %d m %d rank %d: %d + %d in flight", pp, m, r,
+                        CHECK(wmax == ws && ws <= r + 1, "zb-h1 pp %d m %d rank %d: %d W pending, %d slots", pp,
+                              m, r, wmax, ws);
+                        CHECK(slots[0] + ws <= pp + 1, "zb-h1 pp %d m %d rank %d: %d + %d in flight", pp, m, r,
                               slots[0], ws);
                     }
                     int got[PLAN_MAX_CHUNKS];
