@@ -8,7 +8,7 @@
  * sequence parallelism the nodes without such a dim (norms, residual adds)
  * split the sequence instead. A node that can split nothing stays
  * replicated (e.g. 2 KV heads under tp4). MoE nodes split their experts as
- * the layout's ep/epf/ex/epN item says (layout.h). With cp, axis 1 is context
+ * the layout's ep/epf/epx/ex/epN item says (layout.h). With cp, axis 1 is context
  * parallel (every node carrying the sequence splits it there; attention its
  * heads with "a2a", the all-to-all form) and tp the last axis; with sp as well the norms and adds split each cp shard's
  * sequence over tp (nested, plan_seq_nested). Stages: pieces cut as evenly as possible into pp x v
@@ -42,6 +42,8 @@ bool layout_parse(const char *s, Layout *l)
             l->experts = LAYOUT_EXPERTS_EP;
         else if (!strcmp(tok, "epf"))
             l->experts = LAYOUT_EXPERTS_EPF;
+        else if (!strcmp(tok, "epx"))
+            l->experts = LAYOUT_EXPERTS_EPX;
         else if (!strcmp(tok, "ex"))
             l->experts = LAYOUT_EXPERTS_GATHER;
         else if (!strcmp(tok, "ring"))
@@ -218,6 +220,8 @@ bool layout_plan(const IrGraph *g, const Layout *l, Plan *p)
             s.xchg = 1;
         else if (e >= 0 && l->experts == LAYOUT_EXPERTS_EPF && l->tp > 1)
             s.dim[tp_axis] = (int16_t)g->seq_dim, s.xchg = (uint16_t)(1u << tp_axis);
+        else if (e >= 0 && l->experts == LAYOUT_EXPERTS_EPX && l->tp > 1 && l->dp > 1)
+            s.dim[tp_axis] = (int16_t)g->seq_dim, s.xchg = (uint16_t)(1u | 1u << tp_axis);
         else if (e >= 0 && l->experts == LAYOUT_EXPERTS_GATHER && l->tp > 1)
             s.dim[tp_axis] = (int16_t)e;
         if (!valid_nested(g, n, &p->mesh, dim, s)) {

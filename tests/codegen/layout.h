@@ -33,9 +33,12 @@ enum {
     LAYOUT_EXPERTS_EP,   /* "ep": exchange split with the batch over dp (EP = dp) */
     LAYOUT_EXPERTS_EPF,  /* "epf": exchange split with the sequence over tp (EP = tp, folded) */
     LAYOUT_EXPERTS_GATHER, /* "ex": the expert dim over tp, tokens gathered (allgather dispatcher) */
+    LAYOUT_EXPERTS_EPX,  /* "epx": exchange over dp x tp at once, the batch over dp and the
+                            sequence over tp, the experts nested dp outer (EP = dp x tp,
+                            ETP 1: Megatron-Core's parallel folding across dp x tp) */
 };
 
-/* Parse "dp2,cp2,ring|a2a,tp2,sp,chunk,pp2,v2,mb4,zero1,full|ffn,ep|epf|ex|ep2,c2_1_3_1|l0_3_2_0" (any
+/* Parse "dp2,cp2,ring|a2a,tp2,sp,chunk,pp2,v2,mb4,zero1,full|ffn,ep|epf|epx|ex|ep2,c2_1_3_1|l0_3_2_0" (any
  * subset, any order). */
 bool layout_parse(const char *s, Layout *l);
 /* The plan, allocated in g's arena; false (with a message) if the layout
