@@ -270,7 +270,8 @@ static void enumerate(Src *s)
                     continue;
                 int dp = n / (tp * cp);
                 int folds[64];
-                if ((pin->dp && dp != pin->dp) || s->gb % dp || src_folds(s, dp, cp, tp, false, folds, 64) == 0)
+                bool sp_any = tp > 1 && pin->sp != 0 && !s->c->st.no_sp; /* the sp loop below may set it */
+                if ((pin->dp && dp != pin->dp) || s->gb % dp || src_folds(s, dp, cp, tp, sp_any, folds, 64) == 0)
                     continue;
                 int64_t per = s->gb / dp;
                 int nb = micro_batches(s, per);
