@@ -800,9 +800,16 @@ static void rank_group(Rank *R, SrcGroup *G, int vi)
             k->done = true;
             continue;
         }
-        if (src_bound_variant(s, G, V, k) >= thr) {
+        double vb = src_bound_variant(s, G, V, k);
+        if (vb >= thr) {
             s->st->pruned_time++;
-            k->limited = false;
+            /* No bound at all: the variant's states do not fit this
+             * candidate (src_bound_variant), so memory shaped it and a
+             * leaner variant may (the walk; e.g. the experts over more
+             * ranks where ZeRO-1 cannot hold them over fewer). */
+            k->limited = isinf(vb);
+            if (k->limited && isnan(k->hope))
+                hope_bounds(s, G, k);
             continue;
         }
         evaluate(R, G, V, k);
