@@ -453,9 +453,9 @@ static bool own_folded(const Src *s, int ep, int tp, int dp)
  * parallel folding (report/plan_frame.c): EP of ep / tp consecutive dp
  * ranks with every tp rank of each (ETP 1: EP below DP at tp 1, across
  * dp x tp), or of ep consecutive dp ranks with ETP tp. ptdc's own search
- * plans EP below DP at tp 1 and across all of dp x tp with sp (its
- * programs run both; not tp with part of dp, nor with ETP tp), so its own
- * stack refuses the others. */
+ * plans EP below DP at tp 1 and across all of dp x tp with sp (not tp with
+ * part of dp, which its ILP cannot lay out and its programs run only from
+ * hand-built plans, nor ETP tp), so its own stack refuses the others. */
 static bool check_moe_pins(const Src *s)
 {
     const IrGraph *g = s->g;
@@ -515,7 +515,7 @@ static bool check_moe_pins(const Src *s)
         if (tp && dp && deg != tp && deg != dp) {
             if (i == 0 && !s->c->st.ref_stack && folded_fits(o, deg, tp, dp))
                 ir_error(IR_NOLOC, "--ep %d: EP over tp and part of dp or with ETP tp (Megatron-Core's parallel "
-                         "folding) is priced under a framework stack (--stack megatron); ptdc's own programs fold "
+                         "folding) is priced under a framework stack (--stack megatron); ptdc's own search folds "
                          "EP below DP at tp 1 only (a divisor of dp), across all of dp x tp or over a whole mesh "
                          "axis: --ep 1, %d (over tp), %d (over dp) or %d (across dp x tp)", deg, tp, dp, dp * tp);
             else if (i == 0 && s->c->st.ref_stack)

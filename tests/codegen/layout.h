@@ -19,7 +19,9 @@ typedef struct Layout {
     int experts;  /* LAYOUT_EXPERTS_* below: how moe nodes split their experts */
     int ep_fold;  /* "epN" (N > 1): EP of N consecutive dp ranks, Megatron-Core's parallel
                      folding below DP (docs/moe.md): the mesh dp/N x N, every node splitting
-                     the batch over both axes (nested), moe exchanging over the inner N */
+                     the batch over both axes (nested), moe exchanging over the inner N;
+                     with tp, N = dp_inner x tp (ETP 1): the mesh dp/(N/tp) x N/tp x tp,
+                     moe exchanging over the last two (expert-DP dp/(N/tp)) */
     int nsplit, split[64]; /* "c2_1_3_1": pieces of each chunk in model order (0: even) */
     int nlayers, layers[64]; /* "l0_3_2_0": layers of each chunk, the planner's --pp-layers
                                 (search-... layouts only; 0 at an end: the embedding or
