@@ -21,8 +21,8 @@ FOLLOWS(CgParam, hf_transposed, hf_part);
 FOLLOWS(CgParam, hf_part, hf_nparts);
 FOLLOWS(CgParam, hf_nparts, rank);
 FOLLOWS(CgParam, rank, global);
-FOLLOWS(CgParam, global, split_axis);
-FOLLOWS(CgParam, split_axis, hf_split);
+FOLLOWS(CgParam, global, split_axes);
+FOLLOWS(CgParam, split_axes, hf_split);
 FOLLOWS(CgParam, hf_split, init);
 FOLLOWS(CgParam, init, std);
 FOLLOWS(CgParam, std, decay);
@@ -44,7 +44,7 @@ FOLLOWS(CgParam, master, m);
 FOLLOWS(CgParam, m, v);
 LAST(CgParam, v);
 _Static_assert(sizeof(((CgParam *)0)->global) == CG_MAX_RANK * sizeof(int64_t) &&
-                   sizeof(((CgParam *)0)->split_axis) == CG_MAX_RANK * sizeof(int),
+                   sizeof(((CgParam *)0)->split_axes) == CG_MAX_RANK * sizeof(int),
                "CgParam's dims are CG_MAX_RANK wide");
 
 FOLLOWS(CgRank, nchunks, forward);

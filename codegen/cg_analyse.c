@@ -308,6 +308,11 @@ static void analyse_params(Cg *c)
         if (first)
             continue; /* unused: not trained */
         pp->store.partial = 0;
+        /* The runtime nests a parameter's dim split over several axes in
+         * axis order (CgParam.split_axes, tr_block): the experts over dp x
+         * tp. Only activations take another order (attention's heads). */
+        if (pp->store.hi_outer)
+            ir_die("codegen: parameter %s is stored nested out of axis order", x->name);
         /* Partial axes of the contributions the storage does not split. */
         for (int i = g->nfwd; i < g->nnodes; i++) {
             const IrNode *b = &g->nodes[i];

@@ -77,7 +77,7 @@ static void print_params(Out *o, CgRankProg *r)
     Cg *c = o->c;
     FILE *f = o->f;
     fprintf(f, "/* Parameters held by pipeline rank %d: name, Hugging Face name, transposed, part, "
-               "parts, rank, global dims,\n * splitting axis per dim, HF row dims, init, std, decay, "
+               "parts, rank, global dims,\n * splitting axes per dim (bit a: axis a, nested in axis order), HF row dims, init, std, decay, "
                "local numel, reduced over axes, ZeRO-sharded, shard,\n * replicated axes, tied group, "
                "primary copy, gradient bucket, cg_grad_ready calls per step. */\n"
                "static CgParam params_pp%d[] = {\n", r->pp_rank, r->pp_rank);
@@ -94,11 +94,11 @@ static void print_params(Out *o, CgRankProg *r)
             fprintf(f, "%s%lld", d ? ", " : "", d < x->rank ? (long long)c->g->dims[x->dim[d]].size : 0LL);
         fprintf(f, "}, {");
         for (int d = 0; d < CG_MAX_RANK; d++) {
-            int ax = -1;
+            int axes = 0; /* nested in axis order (cg_analyse keeps parameters so) */
             for (int a = 0; a < c->naxes && d < x->rank; a++)
                 if (pp->store.dim[a] == x->dim[d])
-                    ax = a;
-            fprintf(f, "%s%d", d ? ", " : "", ax);
+                    axes |= 1 << a;
+            fprintf(f, "%s%d", d ? ", " : "", axes);
         }
         int norm_mask = 0;
         for (int a = 0; a < c->naxes; a++)

@@ -474,7 +474,13 @@ int plan_strategies(const IrGraph *g, const IrNode *n, const PlanMesh *m, const 
                 k++;
             }
             /* An exchange split on axis a: the tokens split there, the
-             * experts too (docs/moe.md), unless another axis splits them. */
+             * experts too (docs/moe.md), unless another axis splits them.
+             * `single` collects the axes that can; together (every subset
+             * of two or more whose product divides the experts) they make
+             * one exchange over their product group, the experts nested in
+             * axis order (Megatron-Core's parallel folding with ETP 1: EP
+             * across dp x tp, EP rank = dp rank x tp + tp rank). */
+            unsigned single = 0;
             for (int a = 0; e >= 0 && a < m->naxes; a++) {
                 int da = st.dim[a];
                 bool other = false;
@@ -487,6 +493,19 @@ int plan_strategies(const IrGraph *g, const IrNode *n, const PlanMesh *m, const 
                     continue;
                 if (k < max)
                     out[k] = (PlanStrategy){{st.dim[0], st.dim[1], st.dim[2]}, (uint16_t)(1u << a)};
+                k++;
+                single |= 1u << a;
+            }
+            for (unsigned x = 3; x <= single; x++) {
+                if ((x & single) != x || !(x & (x - 1)))
+                    continue;
+                int ways = 1;
+                for (int a = 0; a < m->naxes; a++)
+                    ways *= x >> a & 1 ? m->size[a] : 1;
+                if (!split_ok(g, n, e, ways, dim_size))
+                    continue;
+                if (k < max)
+                    out[k] = (PlanStrategy){{st.dim[0], st.dim[1], st.dim[2]}, (uint16_t)x};
                 k++;
             }
         }

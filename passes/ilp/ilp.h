@@ -153,6 +153,10 @@ typedef struct PassIlpCosts {
 
 extern const PassIlpCosts pass_ilp_costs;
 
+/* PassIlpQuery.ep_axes: one exchange over several mesh axes (their product
+ * group: Megatron-Core's parallel folding across dp x tp, ETP 1). */
+#define PASS_ILP_EP_ACROSS (2u << PLAN_MAX_AXES)
+
 /* What to solve: one pipeline stage (a contiguous run of pieces) on its mesh. */
 typedef struct PassIlpQuery {
     int first_piece, npieces;     /* the stage */
@@ -170,7 +174,9 @@ typedef struct PassIlpQuery {
                                      axis 1 all but batch and seq) */
     unsigned require;             /* PASS_REQ_* every strategy must meet (plan_strategies_require) */
     /* MOE nodes' strategies (--ep, --etp): bit 0 none, bit 1 + a mesh axis a,
-     * for the axis splitting the experts (ep) and their width (etp); 0: any. */
+     * for the axis splitting the experts (ep) and their width (etp);
+     * PASS_ILP_EP_ACROSS: the experts exchanged over several axes at once
+     * (EP across dp x tp); 0: any. */
     unsigned ep_axes, etp_axes;
     unsigned cp_axes;             /* bit a: ATTENTION may split its query sequence over axis a
                                      (context parallelism: keys and values gathered); 0: nowhere */

@@ -41,10 +41,16 @@ static int new_inst(IlpSeg *s, int node, int tensor)
 }
 
 /* MOE node n's strategies the --ep and --etp pins allow (q->ep_axes,
- * etp_axes): the axis splitting the expert dim (plainly or by exchange)
- * and the one splitting d_expert. */
+ * etp_axes): the axis splitting the expert dim (plainly or by exchange;
+ * PASS_ILP_EP_ACROSS: exchanged over several axes) and the one splitting
+ * d_expert. */
 static unsigned moe_axis_bit(const PlanStrategy *s, const PlanMesh *m, int d, bool xchg)
 {
+    int across = 0;
+    for (int a = 0; xchg && a < m->naxes; a++)
+        across += m->size[a] > 1 && (s->xchg >> a & 1);
+    if (across > 1)
+        return PASS_ILP_EP_ACROSS;
     for (int a = 0; a < m->naxes; a++)
         if (m->size[a] > 1 && (s->dim[a] == d || (xchg && (s->xchg >> a & 1))))
             return 2u << a;

@@ -270,7 +270,8 @@ static void enumerate(Src *s)
                     continue;
                 int dp = n / (tp * cp);
                 int folds[64];
-                if ((pin->dp && dp != pin->dp) || s->gb % dp || src_folds(s, dp, cp, tp, false, folds, 64) == 0)
+                bool sp_any = tp > 1 && pin->sp != 0 && !s->c->st.no_sp; /* the sp loop below may set it */
+                if ((pin->dp && dp != pin->dp) || s->gb % dp || src_folds(s, dp, cp, tp, sp_any, folds, 64) == 0)
                     continue;
                 int64_t per = s->gb / dp;
                 int nb = micro_batches(s, per);
@@ -799,9 +800,16 @@ static void rank_group(Rank *R, SrcGroup *G, int vi)
             k->done = true;
             continue;
         }
-        if (src_bound_variant(s, G, V, k) >= thr) {
+        double vb = src_bound_variant(s, G, V, k);
+        if (vb >= thr) {
             s->st->pruned_time++;
-            k->limited = false;
+            /* No bound at all: the variant's states do not fit this
+             * candidate (src_bound_variant), so memory shaped it and a
+             * leaner variant may (the walk; e.g. the experts over more
+             * ranks where ZeRO-1 cannot hold them over fewer). */
+            k->limited = isinf(vb);
+            if (k->limited && isnan(k->hope))
+                hope_bounds(s, G, k);
             continue;
         }
         evaluate(R, G, V, k);

@@ -1,5 +1,6 @@
 /* search_experts.c: the expert layouts a stage mesh can hold: the axes a
- * pinned --ep / --etp degree names (src_moe_axes, src_moe_mesh_ok), and the
+ * pinned --ep / --etp degree names (src_moe_axes, src_moe_mesh_ok: one
+ * axis, or across dp x tp), and the
  * degrees of EP below DP that ptdc's own programs run (src_folds) with the
  * one strategy each node of such a layout takes (src_fold_strategy). Its own
  * file so that the ILP side (search_ilp.c) and the bounds (search_prune.c)
@@ -12,7 +13,8 @@ unsigned src_moe_axes(int dp, int tp, int deg)
         return 0;
     if (deg == 1)
         return 1;
-    return (dp == deg ? 2u : 0) | (tp == deg ? 4u : 0);
+    return (dp == deg ? 2u : 0) | (tp == deg ? 4u : 0) |
+           (dp > 1 && tp > 1 && dp * tp == deg ? PASS_ILP_EP_ACROSS : 0);
 }
 
 PlanStrategy src_fold_strategy(const IrGraph *g, const IrNode *n)
@@ -30,12 +32,14 @@ int src_folds(const Src *s, int dp, int cp, int tp, bool sp, int *f, int max)
     const IrGraph *g = s->g;
     const PassSearchOpts *o = s->o;
     int k = 0;
-    if (src_moe_mesh_ok(s, dp, tp) && k < max)
+    if (src_moe_mesh_ok(s, dp, tp, sp) && k < max)
         f[k++] = 1;
     /* EP below DP: ptdc's own programs (a framework stack's search is
-     * report/frame_search.c), tp 1 (the programs store a parameter split
-     * over one axis per dim, so EP across dp x tp does not run), no cp
-     * (experts do not combine with it), unpinned or --ep the degree. */
+     * report/frame_search.c), tp 1 (EP below DP beside tp needs a third
+     * mesh axis, dp_outer x dp_inner x tp, which the programs do not
+     * build; EP across all of dp x tp is the ILP's choice on the unfolded
+     * mesh), no cp (experts do not combine with it), unpinned or --ep the
+     * degree. */
     if (s->c->st.ref_stack || !s->has_moe || tp != 1 || cp != 1 || sp || (o->etp > 1) ||
         (o->ep > 0 && (o->ep == 1 || o->ep >= dp || dp % o->ep)))
         return k;
@@ -55,11 +59,16 @@ int src_folds(const Src *s, int dp, int cp, int tp, bool sp, int *f, int max)
     return k;
 }
 
-bool src_moe_mesh_ok(const Src *s, int dp, int tp)
+bool src_moe_mesh_ok(const Src *s, int dp, int tp, bool sp)
 {
     /* ETP over tp only: the dp axis splits the batch, and only an exchange
-     * puts a second dim (the experts) on one axis. */
-    unsigned e = src_moe_axes(dp, tp, s->o->ep), t = src_moe_axes(dp, tp, s->o->etp) & ~2u;
+     * puts a second dim (the experts) on one axis. EP across dp x tp
+     * exchanges the sequence over tp: only a sequence-parallel layout
+     * splits it there (pass_ilp_pins), as Megatron-Core asks of EP with
+     * tp > 1. */
+    unsigned e = src_moe_axes(dp, tp, s->o->ep), t = src_moe_axes(dp, tp, s->o->etp) & 4u;
+    if (!sp)
+        e &= ~PASS_ILP_EP_ACROSS;
     if ((s->o->ep > 1 && !e) || (s->o->etp > 1 && !t))
         return false;
     /* Both split: over different axes. */

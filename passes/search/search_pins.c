@@ -437,11 +437,14 @@ static bool folded(const Src *s, int ep, int tp, int dp)
     return s->c->st.ref_stack && folded_fits(s->o, ep, tp, dp);
 }
 
-/* ... or ptdc's own search (src_folds): EP below DP at tp 1, the programs'
- * folding (tests/codegen's tiny-mixtral-fold)? */
+/* ... or ptdc's own search: EP below DP at tp 1 (src_folds; tests/codegen's
+ * tiny-mixtral-fold) or across all of dp x tp with ETP 1 (the ILP's
+ * exchange over both axes; tiny-mixtral's epx layouts)? */
 static bool own_folded(const Src *s, int ep, int tp, int dp)
 {
-    return !s->c->st.ref_stack && tp == 1 && ep < dp && dp % ep == 0 && s->o->etp <= 1;
+    if (s->c->st.ref_stack || s->o->etp > 1)
+        return false;
+    return (tp == 1 && ep < dp && dp % ep == 0) || (tp > 1 && dp > 1 && ep == dp * tp);
 }
 
 /* --ep and --etp: a model with experts, degrees dividing the experts and
@@ -450,8 +453,9 @@ static bool own_folded(const Src *s, int ep, int tp, int dp)
  * parallel folding (report/plan_frame.c): EP of ep / tp consecutive dp
  * ranks with every tp rank of each (ETP 1: EP below DP at tp 1, across
  * dp x tp), or of ep consecutive dp ranks with ETP tp. ptdc's own search
- * plans EP below DP at tp 1 (its programs run it; not across dp x tp, nor
- * with ETP tp), so its own stack refuses the others. */
+ * plans EP below DP at tp 1 and across all of dp x tp with sp (not tp with
+ * part of dp, which its ILP cannot lay out and its programs run only from
+ * hand-built plans, nor ETP tp), so its own stack refuses the others. */
 static bool check_moe_pins(const Src *s)
 {
     const IrGraph *g = s->g;
@@ -499,14 +503,21 @@ static bool check_moe_pins(const Src *s)
                      deg, tp, tp);
             return false;
         }
+        if (i == 0 && tp && dp && deg != tp && deg != dp && own_folded(s, deg, tp, dp) && tp > 1 &&
+            o->pins.sp == 0) {
+            ir_error(IR_NOLOC, "--ep %d across dp %d x tp %d exchanges the tokens of each sequence over tp, "
+                     "which only sequence parallelism splits there: use --sp on (Megatron-Core warns that EP with "
+                     "tp > 1 must use sequence parallelism, model_parallel_config.py)", deg, dp, tp);
+            return false;
+        }
         if (i == 0 && tp && dp && deg != tp && deg != dp && (folded(s, deg, tp, dp) || own_folded(s, deg, tp, dp)))
             continue;
         if (tp && dp && deg != tp && deg != dp) {
             if (i == 0 && !s->c->st.ref_stack && folded_fits(o, deg, tp, dp))
-                ir_error(IR_NOLOC, "--ep %d: EP across dp x tp or with ETP tp (Megatron-Core's parallel folding) "
-                         "is priced under a framework stack (--stack megatron); ptdc's own programs fold EP below "
-                         "DP at tp 1 only (a divisor of dp) or over a whole mesh axis: --ep 1, %d (over tp) "
-                         "or %d (over dp)", deg, tp, dp);
+                ir_error(IR_NOLOC, "--ep %d: EP over tp and part of dp or with ETP tp (Megatron-Core's parallel "
+                         "folding) is priced under a framework stack (--stack megatron); ptdc's own search folds "
+                         "EP below DP at tp 1 only (a divisor of dp), across all of dp x tp or over a whole mesh "
+                         "axis: --ep 1, %d (over tp), %d (over dp) or %d (across dp x tp)", deg, tp, dp, dp * tp);
             else if (i == 0 && s->c->st.ref_stack)
                 ir_error(IR_NOLOC, "--ep %d: the experts fold over a whole mesh axis or, as Megatron-Core's "
                          "parallel folding, over whole tp groups of consecutive dp ranks (--etp 1: a multiple "

@@ -267,10 +267,10 @@ double src_states_lb(const Src *s, int p, int z, double n, double tp);
 
 /* search_experts.c: the expert layouts of a stage mesh.
  * MoE pins (--ep, --etp) on a dp x tp mesh: PassIlpQuery.ep_axes'
- * mask for degree deg (0 when no axis has that size), and whether the mesh
- * can carry both pins at all. */
+ * mask for degree deg (0 when no axis has that size, nor dp x tp), and
+ * whether the mesh (sequence parallel or not) can carry both pins at all. */
 unsigned src_moe_axes(int dp, int tp, int deg);
-bool src_moe_mesh_ok(const Src *s, int dp, int tp);
+bool src_moe_mesh_ok(const Src *s, int dp, int tp, bool sp);
 
 /* EP below DP at tp 1 (a group with fold > 1): the one strategy of node n.
  * Nothing is left to choose there: every node carrying the batch splits it

@@ -64,8 +64,10 @@ typedef enum { CG_ACT, CG_F32, CG_I32, CG_NTYPES } CgType; /* arenas: rt_act, fl
 enum { CG_MEM_PARAM, CG_MEM_GRAD, CG_MEM_OPT, CG_MEM_ACT, CG_MEM_WS, CG_MEM_N }; /* plan rows */
 enum { CG_TOKENS, CG_TARGETS };                                                 /* inputs */
 
-/* One trained parameter as one pipeline rank holds it. Sizes are local: the
- * dims split over mesh axis split_axis[i] are divided by that axis's size.
+/* One trained parameter as one pipeline rank holds it. Sizes are local: dim
+ * i is split over the mesh axes in the mask split_axes[i] (bit a: axis a),
+ * divided by their sizes' product, nested in axis order (the lower axis
+ * outer: the experts over dp x tp, EP rank = dp rank x tp + tp rank).
  * model.c prints the fields up to nready; the bind function sets the rest. */
 typedef struct CgParam {
     const char *name;         /* IR name, e.g. "layers.0.wq" */
@@ -73,7 +75,7 @@ typedef struct CgParam {
     int hf_transposed, hf_part, hf_nparts;
     int rank;
     int64_t global[CG_MAX_RANK];
-    int split_axis[CG_MAX_RANK];
+    int split_axes[CG_MAX_RANK];
     int hf_split;             /* HF 2-D view: dims [0, hf_split) form its rows (0: 1-D) */
     int init;                 /* RT_INIT_* */
     double std;

@@ -56,7 +56,7 @@ static int replicas(const CgParam *p, int *index)
     for (int a = 0; a < CG_NAXES; a++) {
         bool split = false;
         for (int i = 0; i < p->rank; i++)
-            split |= p->split_axis[i] == a;
+            split |= p->split_axes[i] >> a & 1;
         if (split || (p->zshard && (p->pmask >> a & 1)) || tr_mesh_size(a) == 1)
             continue;
         *index = *index * tr_mesh_size(a) + g_coord[a];

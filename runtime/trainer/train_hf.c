@@ -124,7 +124,7 @@ static CgParam expert_slice(const CgParam *p, int64_t e, char *buf, size_t n)
     x.rank = p->rank - 1;
     for (int i = 0; i < x.rank; i++) {
         x.global[i] = p->global[i + 1];
-        x.split_axis[i] = p->split_axis[i + 1];
+        x.split_axes[i] = p->split_axes[i + 1];
     }
     x.hf_split = p->hf_split > 1 ? p->hf_split - 1 : 0;
     return x;
@@ -286,19 +286,23 @@ void tr_gather_full(const CgParam *p, const void *src, int w, int sharded, rt_ac
         rt_allgather(g_comm[p->pmask], buf, src, p->shard * w, RT_ACT);
     else
         rt_copy(buf, src, (size_t)(p->numel * w) * sizeof(rt_act));
-    for (int a = 0; a < CG_NAXES; a++)
-        for (int d = 0; d < p->rank; d++) {
-            if (p->split_axis[d] != a)
-                continue;
-            int64_t outer = 1, inner = w;
-            for (int i = 0; i < d; i++)
-                outer *= loc[i];
-            for (int i = d + 1; i < p->rank; i++)
-                inner *= loc[i];
-            rt_allgather_dim(g_comm[1 << a], tmp, buf, outer, loc[d], inner, scratch);
-            loc[d] *= tr_mesh_size(a);
-            rt_copy(buf, tmp, (size_t)(outer * loc[d] * inner) * sizeof(rt_act));
-        }
+    /* A dim split over several axes (nested in axis order) is gathered in
+     * one go over their group, whose ranks are ordered outer-major. */
+    for (int d = 0; d < p->rank; d++) {
+        int m = p->split_axes[d] & ((1 << CG_NAXES) - 1);
+        if (!m)
+            continue;
+        int64_t outer = 1, inner = w, ways = 1;
+        for (int i = 0; i < d; i++)
+            outer *= loc[i];
+        for (int i = d + 1; i < p->rank; i++)
+            inner *= loc[i];
+        for (int a = 0; a < CG_NAXES; a++)
+            ways *= m >> a & 1 ? tr_mesh_size(a) : 1;
+        rt_allgather_dim(g_comm[m], tmp, buf, outer, loc[d], inner, scratch);
+        loc[d] *= ways;
+        rt_copy(buf, tmp, (size_t)(outer * loc[d] * inner) * sizeof(rt_act));
+    }
 }
 
 /* fp32 gradient elements per rt_act (2 on CUDA's bf16, 1 on CPU). */

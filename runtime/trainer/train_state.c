@@ -22,8 +22,14 @@ int tr_mesh_size(int a) { return a == 0 ? CG_MESH0 : a == 1 ? CG_MESH1 : CG_MESH
 void tr_block(const CgParam *p, int64_t *off, int64_t *loc)
 {
     for (int i = 0; i < p->rank; i++) {
-        int a = p->split_axis[i];
-        loc[i] = a >= 0 ? p->global[i] / tr_mesh_size(a) : p->global[i];
-        off[i] = a >= 0 ? g_coord[a] * loc[i] : 0;
+        /* Nested in axis order: the block index is outer-major. */
+        int64_t ways = 1, index = 0;
+        for (int a = 0; a < CG_NAXES; a++)
+            if (p->split_axes[i] >> a & 1) {
+                ways *= tr_mesh_size(a);
+                index = index * tr_mesh_size(a) + g_coord[a];
+            }
+        loc[i] = p->global[i] / ways;
+        off[i] = index * loc[i];
     }
 }

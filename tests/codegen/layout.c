@@ -8,7 +8,7 @@
  * sequence parallelism the nodes without such a dim (norms, residual adds)
  * split the sequence instead. A node that can split nothing stays
  * replicated (e.g. 2 KV heads under tp4). MoE nodes split their experts as
- * the layout's ep/epf/ex/epN item says (layout.h). With cp, axis 1 is context
+ * the layout's ep/epf/epx/ex/epN item says (layout.h). With cp, axis 1 is context
  * parallel (every node carrying the sequence splits it there; attention its
  * heads with "a2a", the all-to-all form) and tp the last axis; with sp as well the norms and adds split each cp shard's
  * sequence over tp (nested, plan_seq_nested). Stages: pieces cut as evenly as possible into pp x v
@@ -42,6 +42,8 @@ bool layout_parse(const char *s, Layout *l)
             l->experts = LAYOUT_EXPERTS_EP;
         else if (!strcmp(tok, "epf"))
             l->experts = LAYOUT_EXPERTS_EPF;
+        else if (!strcmp(tok, "epx"))
+            l->experts = LAYOUT_EXPERTS_EPX;
         else if (!strcmp(tok, "ex"))
             l->experts = LAYOUT_EXPERTS_GATHER;
         else if (!strcmp(tok, "ring"))
@@ -110,31 +112,39 @@ static bool valid(const IrGraph *g, const IrNode *n, const PlanMesh *m, const in
 
 /* A strategy splitting the batch over axes 0 and 1 (nested, epN): valid
  * when the same strategy without axis 1 is, and the micro-batch and (for
- * an exchange over axis 1) the experts divide over it too. */
+ * an exchange over axis 1, and tp's beside it) the experts divide over it
+ * too. */
 static bool valid_nested(const IrGraph *g, const IrNode *n, const PlanMesh *m, const int64_t *dim,
                          PlanStrategy s)
 {
     if (s.dim[0] < 0 || s.dim[1] != s.dim[0] || !plan_batch_nested(g, n, m, s.dim[0], 0, 1))
         return valid(g, n, m, dim, s);
-    bool x = s.xchg >> 1 & 1;
     int e = plan_expert_dim(g, n);
+    int64_t ways = 1; /* the experts' split: the exchange axes from the inner dp factor on */
+    for (int a = 1; a < m->naxes; a++)
+        ways *= s.xchg >> a & 1 ? m->size[a] : 1;
     PlanStrategy t = s;
     t.dim[1] = -1;
     t.xchg = (uint16_t)(s.xchg & ~2u);
     return valid(g, n, m, dim, t) && dim[s.dim[0]] % ((int64_t)m->size[0] * m->size[1]) == 0 &&
-           (!x || (e >= 0 && dim[e] % m->size[1] == 0));
+           (!(s.xchg >> 1 & 1) || (e >= 0 && dim[e] % ways == 0));
 }
 
 bool layout_plan(const IrGraph *g, const Layout *l, Plan *p)
 {
     memset(p, 0, sizeof *p);
-    int fold = l->ep_fold;
-    if (fold && (l->tp > 1 || l->cp > 1 || l->dp % fold || fold >= l->dp)) {
-        fprintf(stderr, "layout: ep%d folds EP below DP: a divisor of dp %d below it, without tp or cp\n",
-                fold, l->dp);
+    /* epN: N = dp_inner x tp (ETP 1); beside tp the mesh is dp_outer x
+     * dp_inner x tp, the experts exchanged over the last two axes. */
+    int fold = l->ep_fold && l->tp > 1 && l->ep_fold % l->tp == 0 ? l->ep_fold / l->tp : l->ep_fold;
+    if (fold && (l->cp > 1 || (l->tp > 1 && l->ep_fold % l->tp) || fold < 2 || l->dp % fold ||
+                 fold >= l->dp)) {
+        fprintf(stderr, "layout: ep%d folds EP below DP: a divisor of dp %d below it, times tp %d, "
+                "without cp\n", l->ep_fold, l->dp, l->tp);
         return false;
     }
-    if (fold)
+    if (fold && l->tp > 1)
+        plan_mesh_make_dims(&p->mesh, l->dp / fold, fold, l->tp, 8);
+    else if (fold)
         plan_mesh_make(&p->mesh, l->dp / fold, fold, 8);
     else
         plan_mesh_make_dims(&p->mesh, l->dp, l->cp, l->tp, 8);
@@ -218,12 +228,16 @@ bool layout_plan(const IrGraph *g, const Layout *l, Plan *p)
             }
         }
         int e = plan_expert_dim(g, n);
-        if (e >= 0 && fold && plan_routed_expert_dim(g, n) >= 0)
+        if (e >= 0 && fold && plan_routed_expert_dim(g, n) >= 0 && l->tp > 1)
+            s.dim[tp_axis] = (int16_t)g->seq_dim, s.xchg = (uint16_t)(1u << 1 | 1u << tp_axis);
+        else if (e >= 0 && fold && plan_routed_expert_dim(g, n) >= 0)
             s.xchg = 1u << 1;
         else if (e >= 0 && l->experts == LAYOUT_EXPERTS_EP && l->dp > 1)
             s.xchg = 1;
         else if (e >= 0 && l->experts == LAYOUT_EXPERTS_EPF && l->tp > 1)
             s.dim[tp_axis] = (int16_t)g->seq_dim, s.xchg = (uint16_t)(1u << tp_axis);
+        else if (e >= 0 && l->experts == LAYOUT_EXPERTS_EPX && l->tp > 1 && l->dp > 1)
+            s.dim[tp_axis] = (int16_t)g->seq_dim, s.xchg = (uint16_t)(1u | 1u << tp_axis);
         else if (e >= 0 && l->experts == LAYOUT_EXPERTS_GATHER && l->tp > 1)
             s.dim[tp_axis] = (int16_t)e;
         if (!valid_nested(g, n, &p->mesh, dim, s)) {

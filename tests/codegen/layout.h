@@ -20,7 +20,9 @@ typedef struct Layout {
     int experts;  /* LAYOUT_EXPERTS_* below: how moe nodes split their experts */
     int ep_fold;  /* "epN" (N > 1): EP of N consecutive dp ranks, Megatron-Core's parallel
                      folding below DP (docs/moe.md): the mesh dp/N x N, every node splitting
-                     the batch over both axes (nested), moe exchanging over the inner N */
+                     the batch over both axes (nested), moe exchanging over the inner N;
+                     with tp, N = dp_inner x tp (ETP 1): the mesh dp/(N/tp) x N/tp x tp,
+                     moe exchanging over the last two (expert-DP dp/(N/tp)) */
     int nsplit, split[64]; /* "c2_1_3_1": pieces of each chunk in model order (0: even) */
     int nlayers, layers[64]; /* "l0_3_2_0": layers of each chunk, the planner's --pp-layers
                                 (search-... layouts only; 0 at an end: the embedding or
@@ -34,9 +36,12 @@ enum {
     LAYOUT_EXPERTS_EP,   /* "ep": exchange split with the batch over dp (EP = dp) */
     LAYOUT_EXPERTS_EPF,  /* "epf": exchange split with the sequence over tp (EP = tp, folded) */
     LAYOUT_EXPERTS_GATHER, /* "ex": the expert dim over tp, tokens gathered (allgather dispatcher) */
+    LAYOUT_EXPERTS_EPX,  /* "epx": exchange over dp x tp at once, the batch over dp and the
+                            sequence over tp, the experts nested dp outer (EP = dp x tp,
+                            ETP 1: Megatron-Core's parallel folding across dp x tp) */
 };
 
-/* Parse "dp2,cp2,ring|a2a,tp2,sp,chunk,pp2,v2|zb,mb4,zero1,full|ffn,ep|epf|ex|ep2,c2_1_3_1|l0_3_2_0" (any
+/* Parse "dp2,cp2,ring|a2a,tp2,sp,chunk,pp2,v2|zb,mb4,zero1,full|ffn,ep|epf|epx|ex|ep2,c2_1_3_1|l0_3_2_0" (any
  * subset, any order). */
 bool layout_parse(const char *s, Layout *l);
 /* The plan, allocated in g's arena; false (with a message) if the layout

@@ -155,6 +155,9 @@ fi
 # 5. Mixture of experts with expert parallelism over dp (the tokens'
 #    all-to-all between emulated ranks).
 want dp2-ep && run_case dp2-ep tiny-mixtral dp2-ep-mb2 PTDC_EMU_SEED=7
+#    ... and across dp x tp (EP 4, one expert a rank, the all-to-all over all
+#    4 emulated GPUs), with ZeRO-1 over nothing for the experts.
+want dp2-tp2-sp-epx && run_case dp2-tp2-sp-epx tiny-mixtral dp2-tp2-sp-epx-zero1-mb2 PTDC_EMU_SEED=11
 # 6. All of dp, tp with sp and an interleaved pipeline on 8 emulated GPUs.
 want dp2-tp2-sp-pp2-v2 && run_case dp2-tp2-sp-pp2-v2 tiny-llama dp2-tp2-sp-pp2-v2-mb4-zero1 PTDC_EMU_SEED=9
 # 7. FP8 GEMMs (cuBLASLt's FP8 path, amax all-reduces over tp) against the
