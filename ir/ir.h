@@ -344,7 +344,10 @@ typedef struct IrPiece {
     const char *name;    /* "embedding", "layer 7", "head" */
     int first, count;    /* forward nodes [first, first + count) */
     int layer;           /* repeat iteration or -1 */
-    int rep;             /* which repeat block (0, 1, ...) or -1 */
+    int rep;             /* which kind of layer (0, 1, ...) or -1: pieces of one rep are
+                          * alike (the same operators); a repeat is one rep, a pattern
+                          * repeat one per block (docs/language.md) */
+    int stmt;            /* which repeat statement (0, 1, ...) or -1; layer counts within it */
 } IrPiece;
 
 /* A config constant after overrides, kept for printing and codegen. */
@@ -371,7 +374,7 @@ typedef struct IrGraph {
     int nfwd;            /* nodes [0, nfwd) are forward; autodiff appends after */
     int64_t global_batch;/* sequences per optimizer step (config global_batch) */
     /* builder cursor: where ir_node_add puts new nodes */
-    int cur_layer, cur_rep;
+    int cur_layer, cur_rep, cur_stmt;
     const char *cur_block;
     IrMap names;         /* tensor name -> id (freed by ir_graph_free) */
 } IrGraph;
@@ -391,6 +394,9 @@ int ir_tensor_add(IrGraph *g, const char *base, IrDtype dt, IrRole role, int ran
                   const int *dims, IrLoc loc);
 /* Start a new piece for the nodes that follow. layer/rep as in IrPiece. */
 void ir_piece_begin(IrGraph *g, const char *name, int layer, int rep);
+/* The piece just begun is a layer of kind `rep` of repeat statement `stmt`
+ * (a pattern repeat: one kind per block; ir_piece_begin makes them equal). */
+void ir_piece_kind(IrGraph *g, int rep, int stmt);
 /* Add a node whose output tensors already exist (autodiff, tests; ir_node_add
  * adds one with none, then runs its shape rule). */
 int ir_node_add_raw(IrGraph *g, IrOp op, const int *in, int nin, const int *out, int nout,
