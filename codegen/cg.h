@@ -99,6 +99,8 @@ typedef struct CgBuf {
     X(RMSNORM_FWD, "rt_rmsnorm_fwd", "bbbbnnx")                                             \
     X(ADD_RMSNORM_FWD, "rt_add_rmsnorm_fwd", "bbbbbbnnx")                                   \
     X(RMSNORM_BWD, "rt_rmsnorm_bwd", "bbbbbbbnn")                                           \
+    X(RMSNORM_GROUP_FWD, "rt_rmsnorm_group_fwd", "bbbbnnnx")                                \
+    X(RMSNORM_GROUP_BWD, "rt_rmsnorm_group_bwd", "bbbbbbbnnn")                              \
     X(LAYERNORM_FWD, "rt_layernorm_fwd", "bbbbbbnnx")                                       \
     X(ADD_LAYERNORM_FWD, "rt_add_layernorm_fwd", "bbbbbbbbnnx")                             \
     X(LAYERNORM_BWD, "rt_layernorm_bwd", "bbbbbbbbbnn")                                     \
@@ -137,6 +139,8 @@ typedef struct CgBuf {
     X(SIGMOID_FWD, "rt_sigmoid_fwd", "bbn")                                                 \
     X(SOFTPLUS_FWD, "rt_softplus_fwd", "bbn")                                               \
     X(SOFTPLUS_BWD, "rt_softplus_bwd", "bbbn")                                              \
+    X(RELU2_FWD, "rt_relu2_fwd", "bbn")                                                     \
+    X(RELU2_BWD, "rt_relu2_bwd", "bbbn")                                                    \
     X(CONV1D_FWD, "rt_conv1d_fwd", "bbbbnnnn")                                              \
     X(CONV1D_BWD, "rt_conv1d_bwd", "bbbbbbnnnn")                                            \
     X(SSD_FWD, "rt_ssd_fwd", "bbbbbbbnnnnnn")                                               \

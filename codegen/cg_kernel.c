@@ -264,6 +264,16 @@ static void norm_shape(K *k, CgSize *rows, CgSize *cols)
     *rows = cg_sz_div(numel(k, k->f->in[0]), *cols);
 }
 
+/* A grouped rmsnorm (group_dims): rows, this rank's groups (the weight's
+ * leading dims) and the columns normalised together. */
+static void group_norm_shape(K *k, CgSize *rows, CgSize *groups, CgSize *cols)
+{
+    int w = k->f->in[1], gd = (int)k->f->attr.group_dims;
+    *rows = cg_sz_div(numel(k, k->f->in[0]), numel(k, w));
+    *groups = span(k, w, 0, gd);
+    *cols = span(k, w, gd, T(k, w)->rank);
+}
+
 /* Node n on this rank: its forward node, strategy and local dim sizes. */
 static K k_of(Cg *c, CgOp *op, int piece, const IrNode *n)
 {
@@ -395,6 +405,13 @@ void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a)
     case IR_OP_EMBEDDING_BWD: embedding(k, a, CG_CALL_EMBEDDING_BWD); return;
     case IR_OP_MATMUL: matmul(k, a); return;
     case IR_OP_RMSNORM:
+        if (n->attr.group_dims) {
+            CgSize groups;
+            group_norm_shape(k, &rows, &groups, &cols);
+            CALL(RMSNORM_GROUP_FWD, a->out[0], a->out[1], a->in[0], a->in[1], SZ(rows), SZ(groups), SZ(cols),
+                 FLT(n->attr.eps));
+            return;
+        }
         norm_shape(k, &rows, &cols);
         if (a->has_sum)
             CALL(ADD_RMSNORM_FWD, a->in[0], a->out[0], a->out[1], a->sum_of[0], a->sum_of[1], a->in[1],
@@ -403,6 +420,13 @@ void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a)
             CALL(RMSNORM_FWD, a->out[0], a->out[1], a->in[0], a->in[1], SZ(rows), SZ(cols), FLT(n->attr.eps));
         return;
     case IR_OP_RMSNORM_BWD:
+        if (k->f->attr.group_dims) {
+            CgSize groups;
+            group_norm_shape(k, &rows, &groups, &cols);
+            CALL(RMSNORM_GROUP_BWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2], a->in[3],
+                 or_null(a->has_addend, a->addend), SZ(rows), SZ(groups), SZ(cols));
+            return;
+        }
         norm_shape(k, &rows, &cols);
         CALL(RMSNORM_BWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2], a->in[3],
              or_null(a->has_addend, a->addend), SZ(rows), SZ(cols));
@@ -503,6 +527,8 @@ void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a)
         return;
     }
     case IR_OP_SOFTPLUS: CALL(SOFTPLUS_FWD, a->out[0], a->in[0], SZ(numel(k, n->out[0]))); return;
+    case IR_OP_RELU2: CALL(RELU2_FWD, a->out[0], a->in[0], SZ(numel(k, n->out[0]))); return;
+    case IR_OP_RELU2_BWD: CALL(RELU2_BWD, a->out[0], a->in[0], a->in[1], SZ(numel(k, n->out[0]))); return;
     case IR_OP_SOFTPLUS_BWD:
         CALL(SOFTPLUS_BWD, a->out[0], a->in[0], a->in[1], SZ(numel(k, n->out[0])));
         return;

@@ -271,6 +271,9 @@ typedef struct IrRoute {
  * and checked by the verifier. */
 typedef struct IrAttrs {
     double eps;          /* RMSNORM, LAYERNORM */
+    int64_t group_dims;  /* RMSNORM: the weight's leading dims that index groups, each
+                            normalised apart with weights of its own (Mamba-2's gated
+                            norm, RMSNormGated group_size); 0: none */
     double theta;        /* ROPE base */
     IrRopeScaling rope;  /* ROPE scaling (kind IR_ROPE_PLAIN: none) */
     bool causal;         /* ATTENTION */

@@ -189,8 +189,15 @@ static bool shape_RMSNORM(IrGraph *g, IrNode *n)
 {
     if (!check_norm(g, n, "rmsnorm"))
         return false;
-    const IrTensor *x = T(0);
-    int dims[IR_MAX_RANK], r = row_dims(x, T(1)->rank, dims);
+    const IrTensor *x = T(0), *w = T(1);
+    if (n->attr.group_dims < 0 || n->attr.group_dims >= w->rank) {
+        ir_error(n->loc, "rmsnorm: group_dims = %lld leaves none of the weight '%s' %s to normalise "
+                 "over (it counts the weight's leading dims that index groups)",
+                 (long long)n->attr.group_dims, w->base, shp(g, w));
+        return false;
+    }
+    /* one statistic a row and group: the group dims are row dims */
+    int dims[IR_MAX_RANK], r = row_dims(x, w->rank - (int)n->attr.group_dims, dims);
     IrDtype dt = x->dtype;
     out(g, n, 0, "rmsnorm", dt, IR_ACT, x->rank, x->dim);
     out(g, n, 1, "rstd", IR_F32, IR_ACT, r, dims);
@@ -595,6 +602,7 @@ static bool shape_CONCAT(IrGraph *g, IrNode *n)
 
 /* ---------------------------------------------------------------- Mamba-2 */
 static bool shape_SOFTPLUS(IrGraph *g, IrNode *n) { return unary(g, n, "softplus"); }
+static bool shape_RELU2(IrGraph *g, IrNode *n) { return unary(g, n, "relu2"); }
 
 /* Are t's dims [from, to) the dims d[0 .. to - from)? */
 static bool dims_are(const IrTensor *t, int from, int to, const int *d)
@@ -713,6 +721,7 @@ BWD_RULE(CONCAT_BWD)
 BWD_RULE(SOFTPLUS_BWD)
 BWD_RULE(CONV1D_BWD)
 BWD_RULE(SSD_BWD)
+BWD_RULE(RELU2_BWD)
 BWD_RULE(REDUCE_SUM)
 
 static ShapeRule *const rules[IR_NUM_OPS] = {

@@ -297,6 +297,15 @@ static bool mg_attr_RMSNORM_EPS(const IrGraph *g, const RepArch *A, RepFrameOut 
     return mg_eps(g, A, o, IR_ATTR_RMSNORM_EPS);
 }
 
+/* Megatron's grouped norm is the Mamba mixer's own (MambaMixer's
+ * RMSNormGated, --mamba-num-groups); a decoder layer's norms have none. */
+static bool mg_attr_RMSNORM_GROUPS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)A;
+    return rep_frame_refuse(g, o, "an RMSNorm normalises groups apart (group_dims), which a Megatron-LM "
+                            "decoder layer's norms do not");
+}
+
 static bool mg_attr_LAYERNORM_EPS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     return mg_eps(g, A, o, IR_ATTR_LAYERNORM_EPS);

@@ -253,6 +253,13 @@ static bool tt_arch_VOCAB(const IrGraph *g, const RepArch *A, RepFrameOut *o)
     return true;
 }
 
+static bool tt_attr_RMSNORM_GROUPS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)A;
+    return rep_frame_refuse(g, o, "an RMSNorm normalises groups apart (group_dims), which torchtitan's "
+                            "norms do not");
+}
+
 static bool tt_attr_RMSNORM_EPS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;

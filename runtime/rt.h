@@ -335,6 +335,15 @@ void rt_add_rmsnorm_fwd(rt_act *sum, rt_act *y, float *rstd, const rt_act *a, co
  * dx itself), else the norm's gradient alone. */
 void rt_rmsnorm_bwd(rt_act *dx, rt_grad *dw, const rt_act *x, const rt_act *w, const float *rstd,
                     const rt_act *dy, const rt_act *dres, int64_t rows, int64_t cols);
+/* RMSNorm per group with a weight row per group (Mamba-2's gated norm,
+ * mamba_ssm's RMSNormGated with group_size = d_inner / ngroups; the .mdl's
+ * rmsnorm with group_dims): x, y [rows, groups, cols], w [groups, cols],
+ * rstd [rows, groups]. dw [groups, cols] += its sum over rows, in row order;
+ * dres as rt_rmsnorm_bwd's. */
+void rt_rmsnorm_group_fwd(rt_act *y, float *rstd, const rt_act *x, const rt_act *w, int64_t rows,
+                          int64_t groups, int64_t cols, float eps);
+void rt_rmsnorm_group_bwd(rt_act *dx, rt_grad *dw, const rt_act *x, const rt_act *w, const float *rstd,
+                          const rt_act *dy, const rt_act *dres, int64_t rows, int64_t groups, int64_t cols);
 /* y = (x - mean) * rstd * w + b (torch LayerNorm, biased variance). */
 void rt_layernorm_fwd(rt_act *y, float *mean, float *rstd, const rt_act *x, const rt_act *w,
                       const rt_act *b, int64_t rows, int64_t cols, float eps);
@@ -470,6 +479,9 @@ void rt_sigmoid_fwd(rt_act *y, const rt_act *x, int64_t n);
 void rt_sigmoid_bwd(rt_act *dx, const rt_act *y, const rt_act *dy, int64_t n);
 void rt_silu_fwd(rt_act *y, const rt_act *x, int64_t n);
 void rt_silu_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n);
+/* squared ReLU, y = max(x, 0)^2; dx = 2 max(x, 0) dy. Outputs may alias inputs. */
+void rt_relu2_fwd(rt_act *y, const rt_act *x, int64_t n);
+void rt_relu2_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n);
 /* SwiGLU, fused: y = silu(a) * b, and its backward da, db from a, b, dy
  * (reads a and b only: silu(a) is not kept). Outputs may alias inputs. */
 void rt_swiglu_fwd(rt_act *y, const rt_act *a, const rt_act *b, int64_t n);

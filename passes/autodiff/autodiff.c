@@ -343,6 +343,8 @@ static void pass_grad_CONCAT(Ad *ad, int node, int dy)
 
 /* Mamba-2 (docs/hybrid.md). softplus reads its input, as silu does. */
 static void pass_grad_SOFTPLUS(Ad *ad, int node, int dy) { unary(ad, node, dy, IR_OP_SOFTPLUS_BWD, IN(0)); }
+/* squared ReLU: dx = 2 max(x, 0) dy, from its input */
+static void pass_grad_RELU2(Ad *ad, int node, int dy) { unary(ad, node, dy, IR_OP_RELU2_BWD, IN(0)); }
 
 /* conv1d's backward: the transposed (anti-causal) convolution of dy for dx,
  * dy against x for the weight and dy's sum for the bias, in one node. */
@@ -407,6 +409,7 @@ NO_RULE(CONCAT_BWD)
 NO_RULE(SOFTPLUS_BWD)
 NO_RULE(CONV1D_BWD)
 NO_RULE(SSD_BWD)
+NO_RULE(RELU2_BWD)
 NO_RULE(REDUCE_SUM)
 #undef NO_RULE
 

@@ -581,6 +581,9 @@ static void pass_opcost_CONCAT(const OpArgs *a, PassNodeCost *o)
 /* ------------------------------------------------------------- Mamba-2 */
 /* softplus: silu's traffic (one read, one write; two reads backward). */
 static void pass_opcost_SOFTPLUS(const OpArgs *a, PassNodeCost *o) { pass_opcost_SILU(a, o); }
+/* memory-bound as silu: one read and one write a value forward, two reads
+ * and a write backward (silu's kernels price it) */
+static void pass_opcost_RELU2(const OpArgs *a, PassNodeCost *o) { pass_opcost_SILU(a, o); }
 
 /* conv1d: memory-bound (K multiply-adds per element, K = 4 in Mamba): x
  * read once (the window is cached) and y written, the weight and bias
@@ -657,6 +660,7 @@ BWD_OP(CONCAT_BWD)
 BWD_OP(SOFTPLUS_BWD)
 BWD_OP(CONV1D_BWD)
 BWD_OP(SSD_BWD)
+BWD_OP(RELU2_BWD)
 BWD_OP(REDUCE_SUM)
 #undef BWD_OP
 
