@@ -150,6 +150,8 @@ typedef struct CgBuf {
     X(ROUTE_BWD, "rt_route_bwd", "bbbbnnnen")                                               \
     X(MOE_FWD, "rt_moe_fwd", "cbbbbbbnnnnn")                                                \
     X(MOE_BWD, "rt_moe_bwd", "cbbbbbbbbbbbnnnnn")                                           \
+    X(MOE_ACT_FWD, "rt_moe_act_fwd", "cbbbbbbbbennnnn")                                     \
+    X(MOE_ACT_BWD, "rt_moe_act_bwd", "cbbbbbbbbbbbbbbbennnnn")                              \
     X(REDUCE_ROWS, "rt_reduce_rows", "bbnnf")                                               \
     X(REDUCE_ROWS_GRAD, "rt_reduce_rows_grad", "bbnnf")                                     \
     X(COPY, "rt_copy", "bby")                                                               \

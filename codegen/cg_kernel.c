@@ -370,6 +370,14 @@ static void route(K *k, const CgArgs *a)
 
 /* moe: the exchange axes' communicator (NULL without), token rows, and the
  * gates' columns: every expert's under an exchange, the local ones else. */
+/* The runtime's RtMoeAct constants are named after the rows of
+ * ir/moe_acts.def: RT_MOE_<ID>. */
+static const char *const moe_act_id[IR_NMOE_ACTS] = {
+#define MOE_ACT(ID, name, gated) [IR_MOE_##ID] = #ID,
+#include "moe_acts.def"
+#undef MOE_ACT
+};
+
 static void moe(K *k, const CgArgs *a)
 {
     const IrGraph *g = k->c->g;
@@ -387,13 +395,31 @@ static void moe(K *k, const CgArgs *a)
         cols.dim[0] = (int16_t)wg->dim[0];
         cols.local[0] = El.v * ep;
     }
+    IrMoeSlots sl = ir_moe_slots(k->n);
+    if (k->n->attr.moe_act == IR_MOE_SWIGLU && sl.b_up < 0) { /* the SwiGLU call of every model before acts */
+        if (k->n->op == IR_OP_MOE)
+            CALL(MOE_FWD, cg_a_comm(mask), a->out[0], a->in[0], a->in[1], a->in[2], a->in[3], a->in[4],
+                 SZ(tok), SZ(D), SZ(cols), SZ(El), SZ(F));
+        else
+            CALL(MOE_BWD, cg_a_comm(mask), a->out[0], a->out[1], a->out[2], a->out[3], a->out[4],
+                 a->in[0], a->in[1], a->in[2], a->in[3], a->in[4], a->in[5], SZ(tok), SZ(D), SZ(cols),
+                 SZ(El), SZ(F));
+        return;
+    }
+    /* any act of ir/moe_acts.def: RT_MOE_<ID>, absent weights and biases NULL */
+    CgArg act = cg_a_sym(cg_fmt(k->c, "RT_MOE_%s", moe_act_id[k->n->attr.moe_act]));
+#define IN_(i) or_null((i) >= 0, a->in[(i) < 0 ? 0 : (i)])
+#define OUT_(i) or_null((i) >= 0, a->out[(i) < 0 ? 0 : (i)])
     if (k->n->op == IR_OP_MOE)
-        CALL(MOE_FWD, cg_a_comm(mask), a->out[0], a->in[0], a->in[1], a->in[2], a->in[3], a->in[4],
-             SZ(tok), SZ(D), SZ(cols), SZ(El), SZ(F));
+        CALL(MOE_ACT_FWD, cg_a_comm(mask), a->out[0], a->in[0], a->in[1], IN_(sl.w_gate), a->in[sl.w_up],
+             a->in[sl.w_down], IN_(sl.b_gate), IN_(sl.b_up), act, SZ(tok), SZ(D), SZ(cols), SZ(El), SZ(F));
     else
-        CALL(MOE_BWD, cg_a_comm(mask), a->out[0], a->out[1], a->out[2], a->out[3], a->out[4],
-             a->in[0], a->in[1], a->in[2], a->in[3], a->in[4], a->in[5], SZ(tok), SZ(D), SZ(cols),
-             SZ(El), SZ(F));
+        CALL(MOE_ACT_BWD, cg_a_comm(mask), a->out[0], a->out[1], OUT_(sl.w_gate), a->out[sl.w_up],
+             a->out[sl.w_down], OUT_(sl.b_gate), OUT_(sl.b_up), a->in[0], a->in[1], IN_(sl.w_gate),
+             a->in[sl.w_up], a->in[sl.w_down], IN_(sl.b_gate), IN_(sl.b_up), a->in[sl.dy], act, SZ(tok),
+             SZ(D), SZ(cols), SZ(El), SZ(F));
+#undef IN_
+#undef OUT_
 }
 
 void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a)

@@ -391,7 +391,15 @@ static int lower_call(Lower *lw, const FeExpr *e)
             seen[k] = true;
         ok &= set_attr(lw, (IrOp)op, a, &at);
     }
-    if (!ir_op_arity_ok(op, nin, ir_ops[op].nout)) {
+    if (ok && (ir_ops[op].flags & IR_OPF_EXPERTS) && !ir_op_arity_ok(op, nin, ir_ops[op].nout, &at)) {
+        bool gated = ir_moe_acts[at.moe_act].gated;
+        ir_error(e->loc, "%s with act = %s takes %d or %d tensor arguments (h, gates, %se_up, e_down, "
+                 "then %se_up_b, the biases inside the activation), got %d", e->name,
+                 ir_moe_acts[at.moe_act].name, ir_moe_arity(at.moe_act, false),
+                 ir_moe_arity(at.moe_act, true), gated ? "e_gate, " : "", gated ? "e_gate_b, " : "", nin);
+        return POISON;
+    }
+    if (!ir_op_arity_ok(op, nin, ir_ops[op].nout, &at)) {
         bool opt = ir_ops[op].flags & IR_OPF_OPT_LAST;
         ir_error(e->loc, "%s takes %s%d tensor argument%s, got %d", e->name,
                  opt ? ir_sprintf(lw->tmp, "%d or ", ir_ops[op].nin - 1) : "", ir_ops[op].nin,

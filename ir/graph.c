@@ -10,9 +10,50 @@ const IrOpInfo ir_ops[IR_NUM_OPS] = {
 #undef OP
 };
 
-bool ir_op_arity_ok(int op, int nin, int nout)
+const IrMoeActInfo ir_moe_acts[IR_NMOE_ACTS] = {
+#define MOE_ACT(ID, name, gated) [IR_MOE_##ID] = {name, gated},
+#include "moe_acts.def"
+#undef MOE_ACT
+};
+
+int ir_moe_arity(int act, bool bias)
+{
+    bool gated = act >= 0 && act < IR_NMOE_ACTS ? ir_moe_acts[act].gated : true;
+    return 2 + (gated ? 3 : 2) + (bias ? (gated ? 2 : 1) : 0);
+}
+
+IrMoeSlots ir_moe_slots(const IrNode *n)
+{
+    int act = n->attr.moe_act, nfwd = n->op == IR_OP_MOE_BWD ? n->nin - 1 : n->nin;
+    bool gated = ir_moe_acts[act].gated, bias = nfwd == ir_moe_arity(act, true);
+    IrMoeSlots s = {-1, -1, -1, -1, -1, -1};
+    int i = 2;
+    if (gated)
+        s.w_gate = i++;
+    s.w_up = i++;
+    s.w_down = i++;
+    if (bias && gated)
+        s.b_gate = i++;
+    if (bias)
+        s.b_up = i++;
+    if (n->op == IR_OP_MOE_BWD)
+        s.dy = i;
+    return s;
+}
+
+bool ir_op_arity_ok(int op, int nin, int nout, const IrAttrs *at)
 {
     const IrOpInfo *o = &ir_ops[op];
+    if (o->flags & IR_OPF_EXPERTS) {
+        int act = at ? at->moe_act : 0;
+        if (act < 0 || act >= IR_NMOE_ACTS)
+            return false;
+        bool bwd = o->flags & IR_OPF_BWD;
+        int f = bwd ? nin - 1 : nin;
+        if (f != ir_moe_arity(act, false) && f != ir_moe_arity(act, true))
+            return false;
+        return nout == (bwd ? f : 1);
+    }
     if (nin == o->nin && nout == o->nout)
         return true;
     if (!(o->flags & IR_OPF_OPT_LAST) || nin != o->nin - 1)

@@ -434,6 +434,15 @@ static bool mg_attr_ROUTE_GTOPK(const IrGraph *g, const RepArch *A, RepFrameOut 
     return true;
 }
 
+/* The experts' activation (ir/moe_acts.def; swiglu, the default, is
+ * --swiglu, stated by mg_arch_MLP). */
+static bool mg_attr_MOE_ACT(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    int act = (int)A->attr[IR_ATTR_MOE_ACT];
+    return rep_frame_refuse(g, o, "its experts' activation is %s, which ptdc does not yet state as Megatron-Core "
+                            "flags", act >= 0 && act < IR_NMOE_ACTS ? ir_moe_acts[act].name : "?");
+}
+
 static bool mg_attr_ROUTE_SCORE(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;

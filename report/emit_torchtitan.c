@@ -359,6 +359,7 @@ static bool tt_attr_SOFTMAX_DIM(const IrGraph *g, const RepArch *A, RepFrameOut 
         return tt_arch_EXPERTS(g, A, o);                                                       \
     }
 TT_MOE(ROUTE_TOPK)
+TT_MOE(MOE_ACT)
 TT_MOE(ROUTE_SCORE)
 TT_MOE(ROUTE_NORM)
 TT_MOE(ROUTE_SCALE)

@@ -100,6 +100,7 @@ typedef struct RefConfig {
      * regularisers (docs/moe.md), read from the graph's route and moe nodes */
     int64_t E, K;
     bool moe_norm;
+    int moe_act; /* the experts' activation, IrMoeAct (ir/moe_acts.def) */
     double aux, zloss;
     /* ref_step returns the objective the programs minimise and print (the
      * cross entropy plus the routers' regularisers) instead of the cross

@@ -97,9 +97,10 @@ bool ref_config(const char *mdl, RefConfig *c)
             c->G = r->groups, c->Gk = r->group_topk, c->scale = r->scale;
             route_ok &= r->capacity == 0;
         }
-        if (n->op == IR_OP_MOE) { /* e_gate [n_experts, d_model, d_expert] */
+        if (n->op == IR_OP_MOE) { /* e_gate (or e_up) [n_experts, d_model, d_expert] */
             const IrTensor *wg = &g->tensors[n->in[2]];
             moe = true;
+            c->moe_act = n->attr.moe_act;
             c->F = g->dims[wg->dim[2]].size;
         }
         if (n->op == IR_OP_RMSNORM)
@@ -323,7 +324,8 @@ RefSt *ref_weights(const RefConfig *c, uint64_t seed)
             if (c->fam == REF_MIXTRAL) {
                 fill(st, &s, fmt("%sblock_sparse_moe.gate.weight", p), 2, c->E, D, 0, MAT);
                 for (int e = 0; e < c->E; e++) {
-                    fill(st, &s, fmt("%sblock_sparse_moe.experts.%d.w1.weight", p, e), 2, F, D, 0, MAT);
+                    if (ir_moe_acts[c->moe_act].gated) /* relu2's experts have no gate */
+                        fill(st, &s, fmt("%sblock_sparse_moe.experts.%d.w1.weight", p, e), 2, F, D, 0, MAT);
                     fill(st, &s, fmt("%sblock_sparse_moe.experts.%d.w3.weight", p, e), 2, F, D, 0, MAT);
                     fill(st, &s, fmt("%sblock_sparse_moe.experts.%d.w2.weight", p, e), 2, D, F, 0, MAT);
                 }
