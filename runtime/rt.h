@@ -479,9 +479,6 @@ void rt_sigmoid_fwd(rt_act *y, const rt_act *x, int64_t n);
 void rt_sigmoid_bwd(rt_act *dx, const rt_act *y, const rt_act *dy, int64_t n);
 void rt_silu_fwd(rt_act *y, const rt_act *x, int64_t n);
 void rt_silu_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n);
-/* squared ReLU, y = max(x, 0)^2; dx = 2 max(x, 0) dy. Outputs may alias inputs. */
-void rt_relu2_fwd(rt_act *y, const rt_act *x, int64_t n);
-void rt_relu2_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n);
 /* SwiGLU, fused: y = silu(a) * b, and its backward da, db from a, b, dy
  * (reads a and b only: silu(a) is not kept). Outputs may alias inputs. */
 void rt_swiglu_fwd(rt_act *y, const rt_act *a, const rt_act *b, int64_t n);

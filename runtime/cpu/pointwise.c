@@ -352,34 +352,6 @@ void rt_softmax_bwd(rt_act *dx, const rt_act *y, const rt_act *dy, int64_t rows,
         softmax_bwd_row(dx + r * cols, y + r * cols, dy + r * cols, cols);
 }
 
-/* squared ReLU (Primer; Nemotron's ungated MLPs and shared experts):
- * max(x, 0)^2, Megatron's squared_relu; its derivative 2 max(x, 0). */
-RTCPU_CLONES static void relu2_fwd_blk(rt_act *y, const rt_act *x, int64_t n)
-{
-    RTCPU_SIMD
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i] > 0.0f ? x[i] : 0.0f;
-        y[i] = v * v;
-    }
-}
-
-RTCPU_CLONES static void relu2_bwd_blk(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n)
-{
-    RTCPU_SIMD
-    for (int64_t i = 0; i < n; i++)
-        dx[i] = x[i] > 0.0f ? 2.0f * x[i] * dy[i] : 0.0f;
-}
-
-void rt_relu2_fwd(rt_act *y, const rt_act *x, int64_t n)
-{
-    ELEMENTWISE(n, relu2_fwd_blk(y + lo, x + lo, len));
-}
-
-void rt_relu2_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n)
-{
-    ELEMENTWISE(n, relu2_bwd_blk(dx + lo, x + lo, dy + lo, len));
-}
-
 /* softplus (Mamba-2's step size): log(1 + e^x), x itself above 20 as
  * torch's; d/dx = sigmoid(x). */
 RTCPU_CLONES static void softplus_fwd_blk(rt_act *y, const rt_act *x, int64_t n)

@@ -26,12 +26,6 @@ struct SiluBwd { /* (x, dy) */
         return dy * s * (1.0f + x * (1.0f - s));
     }
 };
-struct Relu2 { /* squared ReLU */
-    __device__ float operator()(float x, float) const { return x > 0.0f ? x * x : 0.0f; }
-};
-struct Relu2Bwd { /* (x, dy) */
-    __device__ float operator()(float x, float dy) const { return x > 0.0f ? 2.0f * x * dy : 0.0f; }
-};
 constexpr float kGeluC = 0.7978845608028654f; /* sqrt(2/pi) */
 struct Gelu {
     __device__ float operator()(float x, float) const
@@ -244,11 +238,6 @@ void rt_silu_fwd(rt_act *y, const rt_act *x, int64_t n) { map("rt_silu_fwd", y, 
 void rt_silu_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n)
 {
     map("rt_silu_bwd", dx, x, dy, n, n, SiluBwd());
-}
-void rt_relu2_fwd(rt_act *y, const rt_act *x, int64_t n) { map("rt_relu2_fwd", y, x, NULL, n, n, Relu2()); }
-void rt_relu2_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n)
-{
-    map("rt_relu2_bwd", dx, x, dy, n, n, Relu2Bwd());
 }
 void rt_gelu_fwd(rt_act *y, const rt_act *x, int64_t n) { map("rt_gelu_fwd", y, x, NULL, n, n, Gelu()); }
 void rt_gelu_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n)
