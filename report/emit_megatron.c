@@ -200,6 +200,19 @@ static bool mg_arch_POSITIONS(const IrGraph *g, const RepArch *A, RepFrameOut *o
     return true;
 }
 
+/* A hybrid is Megatron's MambaModel (pretrain_mamba.py: --hybrid-override-
+ * pattern, --mamba-num-heads, --mamba-head-dim, --mamba-state-dim,
+ * --mamba-num-groups), whose flags ptdc does not emit yet: the stack prices
+ * its layouts (plan_frame.c), --emit refuses. */
+static bool mg_arch_HYBRID(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    if (!A->hybrid)
+        return true;
+    return rep_frame_refuse(g, o, "its layers compute softplus (Mamba-2 layers, the pattern %.60s%s): Megatron-LM "
+                            "builds it as a MambaModel (pretrain_mamba.py, --hybrid-override-pattern), whose flags "
+                            "ptdc does not emit yet", A->pattern, strlen(A->pattern) > 60 ? "..." : "");
+}
+
 static bool mg_arch_NORM(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;

@@ -90,6 +90,14 @@ static void flavor_name(const IrGraph *g, char *buf, size_t n)
  * torchtitan's llama3 (torchtitan/models/llama3/model/{args,model}.py at
  * v0.2.2): TransformerModelArgs keywords, or a refusal. */
 
+static bool tt_arch_HYBRID(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    if (!A->hybrid)
+        return true;
+    return rep_frame_refuse(g, o, "its layers compute softplus (Mamba-2 layers), which a torchtitan decoder "
+                            "layer does not");
+}
+
 static bool tt_arch_NORM(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     if (!A->rmsnorm)
