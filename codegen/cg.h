@@ -103,6 +103,8 @@ typedef struct CgBuf {
     X(RMSNORM_FWD, "rt_rmsnorm_fwd", "bbbbnnx")                                             \
     X(ADD_RMSNORM_FWD, "rt_add_rmsnorm_fwd", "bbbbbbnnx")                                   \
     X(RMSNORM_BWD, "rt_rmsnorm_bwd", "bbbbbbbnn")                                           \
+    X(RMSNORM_GROUP_FWD, "rt_rmsnorm_group_fwd", "bbbbnnnx")                                \
+    X(RMSNORM_GROUP_BWD, "rt_rmsnorm_group_bwd", "bbbbbbbnnn")                              \
     X(LAYERNORM_FWD, "rt_layernorm_fwd", "bbbbbbnnx")                                       \
     X(ADD_LAYERNORM_FWD, "rt_add_layernorm_fwd", "bbbbbbbbnnx")                             \
     X(LAYERNORM_BWD, "rt_layernorm_bwd", "bbbbbbbbbnn")                                     \
@@ -141,6 +143,8 @@ typedef struct CgBuf {
     X(SIGMOID_FWD, "rt_sigmoid_fwd", "bbn")                                                 \
     X(SOFTPLUS_FWD, "rt_softplus_fwd", "bbn")                                               \
     X(SOFTPLUS_BWD, "rt_softplus_bwd", "bbbn")                                              \
+    X(RELU2_FWD, "rt_relu2_fwd", "bbn")                                                     \
+    X(RELU2_BWD, "rt_relu2_bwd", "bbbn")                                                    \
     X(CONV1D_FWD, "rt_conv1d_fwd", "bbbbnnnn")                                              \
     X(CONV1D_BWD, "rt_conv1d_bwd", "bbbbbbnnnn")                                            \
     X(SSD_FWD, "rt_ssd_fwd", "bbbbbbbnnnnnn")                                               \
@@ -150,6 +154,8 @@ typedef struct CgBuf {
     X(ROUTE_BWD, "rt_route_bwd", "bbbbnnnen")                                               \
     X(MOE_FWD, "rt_moe_fwd", "cbbbbbbnnnnn")                                                \
     X(MOE_BWD, "rt_moe_bwd", "cbbbbbbbbbbbnnnnn")                                           \
+    X(MOE_ACT_FWD, "rt_moe_act_fwd", "cbbbbbbbbennnnn")                                     \
+    X(MOE_ACT_BWD, "rt_moe_act_bwd", "cbbbbbbbbbbbbbbbennnnn")                              \
     X(REDUCE_ROWS, "rt_reduce_rows", "bbnnf")                                               \
     X(REDUCE_ROWS_GRAD, "rt_reduce_rows_grad", "bbnnf")                                     \
     X(COPY, "rt_copy", "bby")                                                               \

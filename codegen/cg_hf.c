@@ -363,6 +363,12 @@ static void llama_like(Cg *c, Read *r)
     bool llama3 = rope->attr.rope.kind == IR_ROPE_LLAMA3;
     int64_t window = attn->attr.window;
     if (first_of(g, IR_OP_MOE)) {
+        for (int i = 0; i < g->nfwd; i++)
+            if (g->nodes[i].op == IR_OP_MOE && g->nodes[i].attr.moe_act != IR_MOE_SWIGLU) {
+                refuse(r, "its experts' activation is %s, and the MoE classes ptdc writes (Mixtral, "
+                       "Qwen2-MoE, Qwen3-MoE) have SwiGLU experts", ir_moe_acts[g->nodes[i].attr.moe_act].name);
+                return;
+            }
         moe_like(c, r, bias, llama3, window, d, h, hd);
         return;
     }

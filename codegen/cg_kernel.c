@@ -264,6 +264,16 @@ static void norm_shape(K *k, CgSize *rows, CgSize *cols)
     *rows = cg_sz_div(numel(k, k->f->in[0]), *cols);
 }
 
+/* A grouped rmsnorm (group_dims): rows, this rank's groups (the weight's
+ * leading dims) and the columns normalised together. */
+static void group_norm_shape(K *k, CgSize *rows, CgSize *groups, CgSize *cols)
+{
+    int w = k->f->in[1], gd = (int)k->f->attr.group_dims;
+    *rows = cg_sz_div(numel(k, k->f->in[0]), numel(k, w));
+    *groups = span(k, w, 0, gd);
+    *cols = span(k, w, gd, T(k, w)->rank);
+}
+
 /* Node n on this rank: its forward node, strategy and local dim sizes. */
 static K k_of(Cg *c, CgOp *op, int piece, const IrNode *n)
 {
@@ -360,6 +370,14 @@ static void route(K *k, const CgArgs *a)
 
 /* moe: the exchange axes' communicator (NULL without), token rows, and the
  * gates' columns: every expert's under an exchange, the local ones else. */
+/* The runtime's RtMoeAct constants are named after the rows of
+ * ir/moe_acts.def: RT_MOE_<ID>. */
+static const char *const moe_act_id[IR_NMOE_ACTS] = {
+#define MOE_ACT(ID, name, gated) [IR_MOE_##ID] = #ID,
+#include "moe_acts.def"
+#undef MOE_ACT
+};
+
 static void moe(K *k, const CgArgs *a)
 {
     const IrGraph *g = k->c->g;
@@ -377,13 +395,31 @@ static void moe(K *k, const CgArgs *a)
         cols.dim[0] = (int16_t)wg->dim[0];
         cols.local[0] = El.v * ep;
     }
+    IrMoeSlots sl = ir_moe_slots(k->n);
+    if (k->n->attr.moe_act == IR_MOE_SWIGLU && sl.b_up < 0) { /* the SwiGLU call of every model before acts */
+        if (k->n->op == IR_OP_MOE)
+            CALL(MOE_FWD, cg_a_comm(mask), a->out[0], a->in[0], a->in[1], a->in[2], a->in[3], a->in[4],
+                 SZ(tok), SZ(D), SZ(cols), SZ(El), SZ(F));
+        else
+            CALL(MOE_BWD, cg_a_comm(mask), a->out[0], a->out[1], a->out[2], a->out[3], a->out[4],
+                 a->in[0], a->in[1], a->in[2], a->in[3], a->in[4], a->in[5], SZ(tok), SZ(D), SZ(cols),
+                 SZ(El), SZ(F));
+        return;
+    }
+    /* any act of ir/moe_acts.def: RT_MOE_<ID>, absent weights and biases NULL */
+    CgArg act = cg_a_sym(cg_fmt(k->c, "RT_MOE_%s", moe_act_id[k->n->attr.moe_act]));
+#define IN_(i) or_null((i) >= 0, a->in[(i) < 0 ? 0 : (i)])
+#define OUT_(i) or_null((i) >= 0, a->out[(i) < 0 ? 0 : (i)])
     if (k->n->op == IR_OP_MOE)
-        CALL(MOE_FWD, cg_a_comm(mask), a->out[0], a->in[0], a->in[1], a->in[2], a->in[3], a->in[4],
-             SZ(tok), SZ(D), SZ(cols), SZ(El), SZ(F));
+        CALL(MOE_ACT_FWD, cg_a_comm(mask), a->out[0], a->in[0], a->in[1], IN_(sl.w_gate), a->in[sl.w_up],
+             a->in[sl.w_down], IN_(sl.b_gate), IN_(sl.b_up), act, SZ(tok), SZ(D), SZ(cols), SZ(El), SZ(F));
     else
-        CALL(MOE_BWD, cg_a_comm(mask), a->out[0], a->out[1], a->out[2], a->out[3], a->out[4],
-             a->in[0], a->in[1], a->in[2], a->in[3], a->in[4], a->in[5], SZ(tok), SZ(D), SZ(cols),
-             SZ(El), SZ(F));
+        CALL(MOE_ACT_BWD, cg_a_comm(mask), a->out[0], a->out[1], OUT_(sl.w_gate), a->out[sl.w_up],
+             a->out[sl.w_down], OUT_(sl.b_gate), OUT_(sl.b_up), a->in[0], a->in[1], IN_(sl.w_gate),
+             a->in[sl.w_up], a->in[sl.w_down], IN_(sl.b_gate), IN_(sl.b_up), a->in[sl.dy], act, SZ(tok),
+             SZ(D), SZ(cols), SZ(El), SZ(F));
+#undef IN_
+#undef OUT_
 }
 
 void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a)
@@ -395,6 +431,13 @@ void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a)
     case IR_OP_EMBEDDING_BWD: embedding(k, a, CG_CALL_EMBEDDING_BWD); return;
     case IR_OP_MATMUL: matmul(k, a); return;
     case IR_OP_RMSNORM:
+        if (n->attr.group_dims) {
+            CgSize groups;
+            group_norm_shape(k, &rows, &groups, &cols);
+            CALL(RMSNORM_GROUP_FWD, a->out[0], a->out[1], a->in[0], a->in[1], SZ(rows), SZ(groups), SZ(cols),
+                 FLT(n->attr.eps));
+            return;
+        }
         norm_shape(k, &rows, &cols);
         if (a->has_sum)
             CALL(ADD_RMSNORM_FWD, a->in[0], a->out[0], a->out[1], a->sum_of[0], a->sum_of[1], a->in[1],
@@ -403,6 +446,13 @@ void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a)
             CALL(RMSNORM_FWD, a->out[0], a->out[1], a->in[0], a->in[1], SZ(rows), SZ(cols), FLT(n->attr.eps));
         return;
     case IR_OP_RMSNORM_BWD:
+        if (k->f->attr.group_dims) {
+            CgSize groups;
+            group_norm_shape(k, &rows, &groups, &cols);
+            CALL(RMSNORM_GROUP_BWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2], a->in[3],
+                 or_null(a->has_addend, a->addend), SZ(rows), SZ(groups), SZ(cols));
+            return;
+        }
         norm_shape(k, &rows, &cols);
         CALL(RMSNORM_BWD, a->out[0], a->out[1], a->in[0], a->in[1], a->in[2], a->in[3],
              or_null(a->has_addend, a->addend), SZ(rows), SZ(cols));
@@ -503,6 +553,8 @@ void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a)
         return;
     }
     case IR_OP_SOFTPLUS: CALL(SOFTPLUS_FWD, a->out[0], a->in[0], SZ(numel(k, n->out[0]))); return;
+    case IR_OP_RELU2: CALL(RELU2_FWD, a->out[0], a->in[0], SZ(numel(k, n->out[0]))); return;
+    case IR_OP_RELU2_BWD: CALL(RELU2_BWD, a->out[0], a->in[0], a->in[1], SZ(numel(k, n->out[0]))); return;
     case IR_OP_SOFTPLUS_BWD:
         CALL(SOFTPLUS_BWD, a->out[0], a->in[0], a->in[1], SZ(numel(k, n->out[0])));
         return;

@@ -36,10 +36,11 @@ struct FeConsts {
     int layer;             /* the repeat index an attribute sees as `layer`; -1 outside (fe_eval_at_layer) */
 };
 
-static const FeValue BAD = {false, false, 0, 0};
+static const FeValue BAD = {false, false, 0, 0, NULL};
 
-static FeValue ival(int64_t i) { return (FeValue){true, true, i, 0}; }
-static FeValue fval(double f) { return (FeValue){true, false, 0, f}; }
+static FeValue ival(int64_t i) { return (FeValue){true, true, i, 0, NULL}; }
+static FeValue fval(double f) { return (FeValue){true, false, 0, f, NULL}; }
+static FeValue sval(const char *s) { return (FeValue){true, false, 0, 0, s}; }
 static double num(FeValue v) { return v.is_int ? (double)v.i : v.f; }
 
 /* A value as a message shows it: "3", "0.5", "2.0" (a float stays
@@ -125,6 +126,14 @@ FeConsts *fe_consts_new(IrArena *tmp, const FeProgram *prog, const FeSet *sets, 
             *ok = false;
             continue;
         }
+        Const *k2 = &c->v.v[i];
+        if (k2->e && k2->e->kind == FE_E_STR) {
+            /* A layer pattern takes the text as it is. */
+            k2->e = NULL;
+            k2->v = sval(s->value);
+            k2->state = DONE;
+            continue;
+        }
         /* A number, nothing else: an integer if it reads as one. */
         char *end;
         errno = 0;
@@ -149,7 +158,6 @@ FeConsts *fe_consts_new(IrArena *tmp, const FeProgram *prog, const FeSet *sets, 
             }
             v = fval(fv);
         }
-        Const *k2 = &c->v.v[i];
         k2->e = NULL;
         k2->v = v;
         k2->state = DONE;
@@ -176,6 +184,7 @@ const char *const *fe_const_names(FeConsts *c, int *n)
 }
 
 static FeValue eval(FeConsts *c, const FeExpr *e);
+static FeValue number(FeConsts *c, const FeExpr *e);
 
 static FeValue value_of(FeConsts *c, int i, IrLoc ref)
 {
@@ -212,7 +221,15 @@ FeValue fe_const_value(FeConsts *c, const char *name, bool *exists)
 {
     int i = find(c, name);
     *exists = i >= 0;
-    return i >= 0 ? value_of(c, i, c->v.v[i].loc) : BAD;
+    if (i < 0)
+        return BAD;
+    FeValue v = value_of(c, i, c->v.v[i].loc);
+    if (v.ok && v.s) {
+        ir_error(c->v.v[i].loc, "'%s' is a string (a layer pattern), not a number: only a repeat "
+                 "takes one", name);
+        return BAD;
+    }
+    return v;
 }
 
 const char *fe_const_alias(FeConsts *c, const char *name)
@@ -357,8 +374,8 @@ static FeValue call(FeConsts *c, const FeExpr *e)
                  e->nargs);
         return BAD;
     }
-    FeValue a = eval(c, e->args[0].e);
-    FeValue b = want == 2 ? eval(c, e->args[1].e) : a;
+    FeValue a = number(c, e->args[0].e);
+    FeValue b = want == 2 ? number(c, e->args[1].e) : a;
     if (!a.ok || !b.ok)
         return BAD;
     switch (fn) {
@@ -390,6 +407,8 @@ static FeValue eval_inner(FeConsts *c, const FeExpr *e)
         return ival(e->i);
     case FE_E_FLOAT:
         return fval(e->f);
+    case FE_E_STR:
+        return sval(e->name);
     case FE_E_BOOL:
         ir_error(e->loc, "'%s' is not a number", e->i ? "true" : "false");
         return BAD;
@@ -411,7 +430,7 @@ static FeValue eval_inner(FeConsts *c, const FeExpr *e)
         return BAD;
     }
     case FE_E_NEG: {
-        FeValue a = eval(c, e->l);
+        FeValue a = number(c, e->l);
         if (!a.ok)
             return BAD;
         if (!a.is_int)
@@ -423,8 +442,8 @@ static FeValue eval_inner(FeConsts *c, const FeExpr *e)
         return ival(-a.i);
     }
     case FE_E_BIN: {
-        FeValue a = eval(c, e->l);
-        FeValue b = eval(c, e->r);
+        FeValue a = number(c, e->l);
+        FeValue b = number(c, e->r);
         if (!a.ok || !b.ok)
             return BAD;
         return binop(c, e, a, b);
@@ -448,12 +467,26 @@ static FeValue eval(FeConsts *c, const FeExpr *e)
     return v;
 }
 
-FeValue fe_eval(FeConsts *c, const FeExpr *e) { return eval(c, e); }
+/* eval where a number must come: a string (a layer pattern) is an error. */
+static FeValue number(FeConsts *c, const FeExpr *e)
+{
+    FeValue v = eval(c, e);
+    if (v.ok && v.s) {
+        ir_error(e->loc, "\"%s\" is a string (a layer pattern), not a number: only a repeat "
+                 "takes one", v.s);
+        return BAD;
+    }
+    return v;
+}
+
+FeValue fe_eval(FeConsts *c, const FeExpr *e) { return number(c, e); }
+
+FeValue fe_eval_repeat(FeConsts *c, const FeExpr *e) { return eval(c, e); }
 
 FeValue fe_eval_at_layer(FeConsts *c, const FeExpr *e, int layer)
 {
     c->layer = layer;
-    FeValue v = eval(c, e);
+    FeValue v = number(c, e);
     c->layer = -1;
     return v;
 }
@@ -464,7 +497,7 @@ bool fe_consts_to_graph(FeConsts *c, IrGraph *g)
     for (int i = 0; i < c->v.n; i++) {
         FeValue v = value_of(c, i, c->v.v[i].loc);
         const Const *k = &c->v.v[i];
-        if (v.ok && g)
+        if (v.ok && g && !v.s) /* a pattern is the graph's pieces, not a constant */
             ir_const_add(g, k->name, v.is_int, v.i, v.f, k->loc);
     }
     return ir_error_count() == before;

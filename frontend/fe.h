@@ -44,6 +44,7 @@ typedef enum {
     FE_E_NEG,   /* -l */
     FE_E_BIN,   /* l op r; op is one of + - * / % and FE_OP_* below */
     FE_E_CALL,  /* name(args) */
+    FE_E_STR,   /* string literal (a layer pattern): name */
 } FeExprKind;
 
 enum { FE_OP_IDIV = 256, FE_OP_POW }; /* '//' and '**'; single-char operators are themselves */
@@ -111,7 +112,9 @@ struct FeStmt {
     bool hf_transposed;
     int64_t hf_part, hf_nparts;
     IrLoc part_loc;
-    FeExpr *value;       /* binding's expression; repeat's count */
+    FeExpr *value;       /* binding's expression; repeat's count or pattern */
+    const char *letters; /* block "LETTERS": the pattern letters it is the layer of, or NULL */
+    IrLoc letters_loc;
     FeBody body;         /* repeat and block */
 };
 
@@ -199,6 +202,7 @@ typedef struct FeValue {
     bool is_int;
     int64_t i;
     double f;
+    const char *s; /* a string constant (a layer pattern), else NULL */
 } FeValue;
 
 typedef struct FeConsts FeConsts;
@@ -211,8 +215,11 @@ bool fe_consts_to_graph(FeConsts *c, IrGraph *g);
 /* The value of constant `name` (evaluated on demand), or ok=false if there is
  * no such constant (exists=false) or its evaluation failed (reported). */
 FeValue fe_const_value(FeConsts *c, const char *name, bool *exists);
-/* Evaluate a constant expression (a repeat count, a std, an attribute). */
+/* Evaluate a constant expression (a repeat count, a std, an attribute): a
+ * number (a string is an error). */
 FeValue fe_eval(FeConsts *c, const FeExpr *e);
+/* A repeat's count or layer pattern: a number or a string. */
+FeValue fe_eval_repeat(FeConsts *c, const FeExpr *e);
 /* The same where `layer` names the repeat iteration (layer >= 0; -1: none):
  * an attribute that changes with the layer, as GPT-OSS's window on every
  * other layer (`window = sliding * ((layer + 1) % 2)`). A constant named

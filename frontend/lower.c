@@ -30,6 +30,7 @@ typedef struct Lower {
     bool have_input;           /* the first input is declared (and sets the sequence dim) */
     bool any_input;            /* an input statement was seen, even a failed one */
     bool in_repeat;
+    bool in_pattern;           /* lowering a pattern repeat's block: its letters are in place */
     int64_t nparams;           /* parameter elements so far */
     int loss_node;
     IrLoc loss_loc;
@@ -390,7 +391,15 @@ static int lower_call(Lower *lw, const FeExpr *e)
             seen[k] = true;
         ok &= set_attr(lw, (IrOp)op, a, &at);
     }
-    if (!ir_op_arity_ok(op, nin, ir_ops[op].nout)) {
+    if (ok && (ir_ops[op].flags & IR_OPF_EXPERTS) && !ir_op_arity_ok(op, nin, ir_ops[op].nout, &at)) {
+        bool gated = ir_moe_acts[at.moe_act].gated;
+        ir_error(e->loc, "%s with act = %s takes %d or %d tensor arguments (h, gates, %se_up, e_down, "
+                 "then %se_up_b, the biases inside the activation), got %d", e->name,
+                 ir_moe_acts[at.moe_act].name, ir_moe_arity(at.moe_act, false),
+                 ir_moe_arity(at.moe_act, true), gated ? "e_gate, " : "", gated ? "e_gate_b, " : "", nin);
+        return POISON;
+    }
+    if (!ir_op_arity_ok(op, nin, ir_ops[op].nout, &at)) {
         bool opt = ir_ops[op].flags & IR_OPF_OPT_LAST;
         ir_error(e->loc, "%s takes %s%d tensor argument%s, got %d", e->name,
                  opt ? ir_sprintf(lw->tmp, "%d or ", ir_ops[op].nin - 1) : "", ir_ops[op].nin,
@@ -442,6 +451,7 @@ static int lower_expr(Lower *lw, const FeExpr *e)
     case FE_E_FLOAT:
     case FE_E_BOOL:
     case FE_E_NEG:
+    case FE_E_STR:
         break;
     }
     ir_die("tensor expression kind %d", e->kind); /* the grammar admits no others */
@@ -783,6 +793,12 @@ static void lower_stmt(Lower *lw, const FeStmt *s)
         lower_bind(lw, s);
         break;
     case FE_S_BLOCK: {
+        if (s->letters && !lw->in_pattern) {
+            ir_error(s->letters_loc, "block '%s' \"%s\": letters name the layers of a pattern "
+                     "repeat (repeat \"M*E\" { block mamba \"M\" { ... } ... }); this block is "
+                     "not directly in one", s->name, s->letters);
+            break;
+        }
         const char *outer = lw->g->cur_block;
         lw->g->cur_block = ir_strdup(lw->g->arena, s->name);
         lower_body(lw, &s->body);
@@ -805,9 +821,8 @@ static void lower_body(Lower *lw, const FeBody *b)
 
 /* The iteration count of a repeat; 1 after an error so its body is still
  * checked once. */
-static int64_t repeat_count(Lower *lw, const FeStmt *s)
+static int64_t repeat_count(const FeStmt *s, FeValue v)
 {
-    FeValue v = fe_eval(lw->c, s->value);
     if (!v.ok)
         return 1;
     if (!v.is_int) {
@@ -826,27 +841,127 @@ static int64_t repeat_count(Lower *lw, const FeStmt *s)
     return v.i;
 }
 
+/* A pattern repeat, `repeat "MEM*E" { block mamba "M" {...} ... }`
+ * (Megatron's --hybrid-override-pattern): one layer per letter, layer k the
+ * block whose letters hold pattern[k]. Each block is a kind of layer of its
+ * own (a rep: pieces of one rep are alike, which the search prices once);
+ * all are layers of one repeat statement, numbered 0.. along the pattern, so
+ * `{layer}` in an hf name is the index Megatron and Hugging Face give it.
+ * Fills which[c] with the block index of letter c; false after reporting. */
+static bool pattern_blocks(const FeStmt *s, const char *pat, int which[256])
+{
+    for (int c = 0; c < 256; c++)
+        which[c] = -1;
+    bool ok = true;
+    const FeBody *b = &s->body;
+    for (int i = 0; i < b->n; i++) {
+        const FeStmt *x = b->v[i];
+        if (x->kind != FE_S_BLOCK || !x->letters) {
+            ir_error(x->loc, "a pattern repeat's body is blocks, each with the letters of the "
+                     "layers it is (block mamba \"M\" { ... })");
+            ok = false;
+            continue;
+        }
+        if (!x->letters[0]) {
+            ir_error(x->letters_loc, "block '%s' has no letters", x->name);
+            ok = false;
+        }
+        for (const unsigned char *l = (const unsigned char *)x->letters; *l; l++) {
+            if (*l <= ' ' || *l >= 127) {
+                ir_error(x->letters_loc, "block '%s': a pattern letter is a printable character, "
+                         "not byte %d", x->name, *l);
+                ok = false;
+            } else if (which[*l] >= 0 && which[*l] != i) {
+                ir_error(x->letters_loc, "letter '%c' belongs to two blocks, '%s' and '%s'", *l,
+                         b->v[which[*l]]->name, x->name);
+                ok = false;
+            } else {
+                which[*l] = i;
+            }
+        }
+    }
+    if (!ok)
+        return false;
+    size_t n = strlen(pat);
+    if (n == 0) {
+        ir_error(s->value->loc, "the layer pattern is empty");
+        return false;
+    }
+    if (n > FE_MAX_REPEAT) {
+        ir_error(s->value->loc, "the layer pattern has %zu layers, over the limit of %d", n,
+                 FE_MAX_REPEAT);
+        return false;
+    }
+    for (size_t k = 0; k < n; k++) {
+        unsigned char c = (unsigned char)pat[k];
+        if (which[c] < 0) {
+            char known[256];
+            size_t m = 0;
+            for (int i = 0; i < b->n && m + 1 < sizeof known; i++)
+                m += (size_t)snprintf(known + m, sizeof known - m, "%s\"%s\"", i ? ", " : "",
+                                      b->v[i]->letters);
+            ir_error(s->value->loc, "layer %zu of the pattern is '%c', which no block of the repeat "
+                     "is (its blocks are %s)", k, c >= ' ' && c < 127 ? c : '?', known);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Lowers pattern `pat` of repeat s as the statement's layers; *nrep is the
+ * first free rep, advanced by the number of blocks. */
+static void lower_pattern(Lower *lw, const FeStmt *s, const char *pat, int stmt, int *nrep)
+{
+    IrGraph *g = lw->g;
+    int which[256];
+    if (!pattern_blocks(s, pat, which))
+        return;
+    int base = *nrep, errors = ir_error_count();
+    lw->in_repeat = lw->in_pattern = true;
+    for (size_t k = 0; pat[k] && !lw->stop && ir_error_count() == errors; k++) {
+        const FeStmt *blk = s->body.v[which[(unsigned char)pat[k]]];
+        const char *name = stmt == 0 ? ir_sprintf(lw->tmp, "layer %zu", k)
+                                     : ir_sprintf(lw->tmp, "layer %d.%zu", stmt, k);
+        ir_piece_begin(g, name, (int)k, stmt);
+        ir_piece_kind(g, base + which[(unsigned char)pat[k]], stmt);
+        lower_stmt(lw, blk);
+    }
+    lw->in_repeat = lw->in_pattern = false;
+    *nrep = base + s->body.n;
+}
+
 static void lower_model(Lower *lw, const FeFile *f)
 {
     IrGraph *g = lw->g;
     const FeBody *b = &f->model;
-    int last_rep = -1, nrep = 0;
+    int last_rep = -1, nrep = 0, nstmt = 0;
     for (int i = 0; i < b->n; i++)
         if (b->v[i]->kind == FE_S_REPEAT)
             last_rep = i;
     for (int i = 0; i < b->n && !lw->stop;) {
         const FeStmt *s = b->v[i];
         if (s->kind == FE_S_REPEAT) {
-            int64_t n = repeat_count(lw, s);
+            FeValue pv = fe_eval_repeat(lw->c, s->value);
+            bool lettered = s->body.n > 0 && s->body.v[0]->kind == FE_S_BLOCK && s->body.v[0]->letters;
+            if ((pv.ok && pv.s) || (!pv.ok && lettered)) {
+                /* a pattern; or, after its error, what was meant to be one */
+                if (pv.ok)
+                    lower_pattern(lw, s, pv.s, nstmt, &nrep);
+                nstmt++;
+                i++;
+                continue;
+            }
+            int64_t n = repeat_count(s, pv);
             lw->in_repeat = true;
             int errors = ir_error_count();
             /* Every iteration lowers the same statements: once one has
              * failed, the others would only repeat its errors. */
             int before = g->nnodes;
             for (int64_t k = 0; k < n && !lw->stop && ir_error_count() == errors; k++) {
-                const char *name = nrep == 0 ? ir_sprintf(lw->tmp, "layer %lld", (long long)k)
-                                             : ir_sprintf(lw->tmp, "layer %d.%lld", nrep, (long long)k);
-                ir_piece_begin(g, name, (int)k, nrep);
+                const char *name = nstmt == 0 ? ir_sprintf(lw->tmp, "layer %lld", (long long)k)
+                                              : ir_sprintf(lw->tmp, "layer %d.%lld", nstmt, (long long)k);
+                ir_piece_begin(g, name, (int)k, nstmt);
+                ir_piece_kind(g, nrep, nstmt);
                 lower_body(lw, &s->body);
                 /* Every iteration adds as many operators as the first: refuse
                  * a count that cannot fit now, not after unrolling to it. */
@@ -860,6 +975,7 @@ static void lower_model(Lower *lw, const FeFile *f)
             }
             lw->in_repeat = false;
             nrep++;
+            nstmt++;
             i++;
             continue;
         }
@@ -867,7 +983,7 @@ static void lower_model(Lower *lw, const FeFile *f)
         int j = i;
         while (j < b->n && b->v[j]->kind != FE_S_REPEAT)
             j++;
-        const char *name = nrep == 0 ? "pre" : i > last_rep ? "head" : "between";
+        const char *name = nstmt == 0 ? "pre" : i > last_rep ? "head" : "between";
         ir_piece_begin(g, name, -1, -1);
         int p = g->npieces - 1;
         for (; i < j && !lw->stop; i++)

@@ -173,6 +173,13 @@ config
 entries
     : %empty                        { $$ = (FeConfigVec){0}; }
     | entries NAME '=' cexpr        { $$ = $1; vec_push($$, ((FeConfigEntry){$2, L(@2), $4})); }
+    | entries NAME '=' STRING {
+        /* a layer pattern (repeat's pattern form): a string constant */
+        FeExpr *e = mk(ps, FE_E_STR, L(@4));
+        e->name = $4;
+        $$ = $1;
+        vec_push($$, ((FeConfigEntry){$2, L(@2), e}));
+    }
     | entries ';'                   { $$ = $1; }
     | entries error                 { $$ = $1; }
     ;
@@ -224,9 +231,23 @@ stmt
         $$->value = $2;
         $$->body = mk_body(ps, &$4);
     }
+    | REPEAT STRING '{' stmts '}' {
+        FeExpr *e = mk(ps, FE_E_STR, L(@2));
+        e->name = $2;
+        $$ = mk_stmt(ps, FE_S_REPEAT, L(@1), NULL);
+        $$->value = e;
+        $$->body = mk_body(ps, &$4);
+    }
     | BLOCK NAME '{' stmts '}' {
         $$ = mk_stmt(ps, FE_S_BLOCK, L(@1), $2);
         $$->body = mk_body(ps, &$4);
+    }
+    | BLOCK NAME STRING '{' stmts '}' {
+        /* the letters of a pattern repeat this block is the layer for */
+        $$ = mk_stmt(ps, FE_S_BLOCK, L(@1), $2);
+        $$->letters = $3;
+        $$->letters_loc = L(@3);
+        $$->body = mk_body(ps, &$5);
     }
     ;
 

@@ -23,6 +23,14 @@ const char *const *ir_attr_words(IrAttrId id)
 #include "attrs.def"
 #undef ATTR
 #undef WORDS
+    case IR_ATTR_MOE_ACT: {
+        static const char *const w[] = {
+#define MOE_ACT(ID, name, gated) name,
+#include "moe_acts.def"
+#undef MOE_ACT
+            NULL};
+        return w;
+    }
     default: return NULL;
     }
 }

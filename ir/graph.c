@@ -10,9 +10,50 @@ const IrOpInfo ir_ops[IR_NUM_OPS] = {
 #undef OP
 };
 
-bool ir_op_arity_ok(int op, int nin, int nout)
+const IrMoeActInfo ir_moe_acts[IR_NMOE_ACTS] = {
+#define MOE_ACT(ID, name, gated) [IR_MOE_##ID] = {name, gated},
+#include "moe_acts.def"
+#undef MOE_ACT
+};
+
+int ir_moe_arity(int act, bool bias)
+{
+    bool gated = act >= 0 && act < IR_NMOE_ACTS ? ir_moe_acts[act].gated : true;
+    return 2 + (gated ? 3 : 2) + (bias ? (gated ? 2 : 1) : 0);
+}
+
+IrMoeSlots ir_moe_slots(const IrNode *n)
+{
+    int act = n->attr.moe_act, nfwd = n->op == IR_OP_MOE_BWD ? n->nin - 1 : n->nin;
+    bool gated = ir_moe_acts[act].gated, bias = nfwd == ir_moe_arity(act, true);
+    IrMoeSlots s = {-1, -1, -1, -1, -1, -1};
+    int i = 2;
+    if (gated)
+        s.w_gate = i++;
+    s.w_up = i++;
+    s.w_down = i++;
+    if (bias && gated)
+        s.b_gate = i++;
+    if (bias)
+        s.b_up = i++;
+    if (n->op == IR_OP_MOE_BWD)
+        s.dy = i;
+    return s;
+}
+
+bool ir_op_arity_ok(int op, int nin, int nout, const IrAttrs *at)
 {
     const IrOpInfo *o = &ir_ops[op];
+    if (o->flags & IR_OPF_EXPERTS) {
+        int act = at ? at->moe_act : 0;
+        if (act < 0 || act >= IR_NMOE_ACTS)
+            return false;
+        bool bwd = o->flags & IR_OPF_BWD;
+        int f = bwd ? nin - 1 : nin;
+        if (f != ir_moe_arity(act, false) && f != ir_moe_arity(act, true))
+            return false;
+        return nout == (bwd ? f : 1);
+    }
     if (nin == o->nin && nout == o->nout)
         return true;
     if (!(o->flags & IR_OPF_OPT_LAST) || nin != o->nin - 1)
@@ -60,6 +101,7 @@ IrGraph *ir_graph_new(IrArena *a, const char *name, const char *path)
     g->seq_dim = -1;
     g->cur_layer = -1;
     g->cur_rep = -1;
+    g->cur_stmt = -1;
     g->batch_dim = ir_dim_add(g, "batch", 0, IR_NOLOC);
     return g;
 }
@@ -110,7 +152,7 @@ static const char *unique_name(IrGraph *g, const char *base)
 {
     const char *name;
     if (g->cur_layer >= 0)
-        name = g->cur_rep > 0 ? ir_sprintf(g->arena, "layers%d.%d.%s", g->cur_rep, g->cur_layer, base)
+        name = g->cur_stmt > 0 ? ir_sprintf(g->arena, "layers%d.%d.%s", g->cur_stmt, g->cur_layer, base)
                               : ir_sprintf(g->arena, "layers.%d.%s", g->cur_layer, base);
     else
         name = ir_strdup(g->arena, base);
@@ -153,23 +195,34 @@ void ir_tensor_rename(IrGraph *g, int t, const char *base)
 {
     IrTensor *x = &g->tensors[t];
     ir_map_put(&g->names, x->name, -1);
-    int saved_layer = g->cur_layer, saved_rep = g->cur_rep;
+    int saved_layer = g->cur_layer, saved_rep = g->cur_rep, saved_stmt = g->cur_stmt;
     g->cur_layer = x->layer;
     g->cur_rep = x->piece >= 0 ? g->pieces[x->piece].rep : -1;
+    g->cur_stmt = x->piece >= 0 ? g->pieces[x->piece].stmt : -1;
     x->base = ir_strdup(g->arena, base);
     x->name = unique_name(g, base);
     g->cur_layer = saved_layer;
     g->cur_rep = saved_rep;
+    g->cur_stmt = saved_stmt;
     ir_map_put(&g->names, x->name, t);
 }
 
 void ir_piece_begin(IrGraph *g, const char *name, int layer, int rep)
 {
     GROW(g->pieces, g->npieces, g->cappieces);
-    g->pieces[g->npieces] = (IrPiece){ir_strdup(g->arena, name), g->nnodes, 0, layer, rep};
+    g->pieces[g->npieces] = (IrPiece){ir_strdup(g->arena, name), g->nnodes, 0, layer, rep, rep};
     g->npieces++;
     g->cur_layer = layer;
     g->cur_rep = rep;
+    g->cur_stmt = rep;
+}
+
+void ir_piece_kind(IrGraph *g, int rep, int stmt)
+{
+    if (g->npieces < 1 || g->pieces[g->npieces - 1].count)
+        ir_die("ir_piece_kind after the piece's first operator");
+    g->pieces[g->npieces - 1].rep = g->cur_rep = rep;
+    g->pieces[g->npieces - 1].stmt = g->cur_stmt = stmt;
 }
 
 static IrNode *new_node(IrGraph *g, IrOp op, const int *in, int nin, const IrAttrs *attr, IrLoc loc)

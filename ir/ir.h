@@ -138,8 +138,8 @@ FILE *ir_open_regular(const char *path, const char *what, IrLoc from);
 
 /* ------------------------------------------------------------------- the IR */
 #define IR_MAX_RANK 6   /* dims per tensor */
-#define IR_MAX_IN 7     /* ATTENTION_BWD reads q, k, v, o, lse, do and the sinks; SSD_BWD x, dt, A_log, B, C, D, dy */
-#define IR_MAX_OUT 6    /* SSD_BWD writes the gradients of its six inputs */
+#define IR_MAX_IN 8     /* MOE_BWD reads h, gates, three weights, two biases and dy */
+#define IR_MAX_OUT 7    /* MOE_BWD writes the gradients of its seven inputs */
 
 typedef enum {
 #define OP(ID, name, nin, nout, flags, saves) IR_OP_##ID,
@@ -157,11 +157,42 @@ enum {
     IR_OPF_GRAD_SUM = 1 << 5, /* backward adds its inputs' gradients into their running sums */
     IR_OPF_OPT_LAST = 1 << 6, /* its last input may be absent (nin - 1 inputs); a BWD op's last
                                  output, that input's gradient, goes with it (ir_op_arity_ok) */
+    IR_OPF_EXPERTS = 1 << 7,  /* inputs 2.. are experts' weights then biases, as many as the
+                                 act's row of moe_acts.def says (ir_moe_arity); nin is the most.
+                                 A BWD op reads dy after them and writes one gradient each */
 };
 
-/* Whether a node of op may have nin inputs and nout outputs: the table's,
- * or one of each fewer under IR_OPF_OPT_LAST (outputs only for BWD ops). */
-bool ir_op_arity_ok(int op, int nin, int nout);
+/* Whether a node of op with attributes at (NULL: the defaults) may have
+ * nin inputs and nout outputs: the table's, one of each fewer under
+ * IR_OPF_OPT_LAST (outputs only for BWD ops), or the act's under
+ * IR_OPF_EXPERTS. */
+struct IrAttrs;
+bool ir_op_arity_ok(int op, int nin, int nout, const struct IrAttrs *at);
+
+/* The experts' activations of `moe` (ir/moe_acts.def). */
+typedef enum {
+#define MOE_ACT(ID, name, gated) IR_MOE_##ID,
+#include "moe_acts.def"
+#undef MOE_ACT
+    IR_NMOE_ACTS
+} IrMoeAct;
+typedef struct IrMoeActInfo {
+    const char *name;
+    bool gated; /* a gate projection besides the up one (three weights, else two) */
+} IrMoeActInfo;
+extern const IrMoeActInfo ir_moe_acts[IR_NMOE_ACTS];
+/* A moe node's forward inputs (h, gates, then the weights, then the
+ * biases when bias): 2 + 3 or 2 + 2 weights, plus 2 or 1 biases. */
+int ir_moe_arity(int act, bool bias);
+/* Where each of a MOE or MOE_BWD node's expert tensors is among its inputs
+ * (its gradient: the same index among MOE_BWD's outputs), -1 when absent. */
+typedef struct IrMoeSlots {
+    int w_gate, w_up, w_down; /* [expert, d_model, d_expert] x2, [expert, d_expert, d_model] */
+    int b_gate, b_up;         /* [expert, d_expert] */
+    int dy;                   /* MOE_BWD: the incoming gradient; MOE: -1 */
+} IrMoeSlots;
+struct IrNode;
+IrMoeSlots ir_moe_slots(const struct IrNode *n);
 
 /* Input i's bit is 1 << i (up to IR_MAX_IN), output j's 1 << (8 + j). */
 enum {
@@ -271,6 +302,9 @@ typedef struct IrRoute {
  * and checked by the verifier. */
 typedef struct IrAttrs {
     double eps;          /* RMSNORM, LAYERNORM */
+    int64_t group_dims;  /* RMSNORM: the weight's leading dims that index groups, each
+                            normalised apart with weights of its own (Mamba-2's gated
+                            norm, RMSNormGated group_size); 0: none */
     double theta;        /* ROPE base */
     IrRopeScaling rope;  /* ROPE scaling (kind IR_ROPE_PLAIN: none) */
     bool causal;         /* ATTENTION */
@@ -284,6 +318,7 @@ typedef struct IrAttrs {
     int ncontract;       /* MATMUL: contracted dims, shared by both inputs */
     int contract[IR_MAX_RANK];
     IrRoute route;       /* ROUTE */
+    int moe_act;         /* MOE, MOE_BWD: IrMoeAct (0: swiglu) */
 } IrAttrs;
 
 /* The attributes one by one (ir/attrs.def): IR_ATTR_<ID>, and for each the
@@ -344,7 +379,10 @@ typedef struct IrPiece {
     const char *name;    /* "embedding", "layer 7", "head" */
     int first, count;    /* forward nodes [first, first + count) */
     int layer;           /* repeat iteration or -1 */
-    int rep;             /* which repeat block (0, 1, ...) or -1 */
+    int rep;             /* which kind of layer (0, 1, ...) or -1: pieces of one rep are
+                          * alike (the same operators); a repeat is one rep, a pattern
+                          * repeat one per block (docs/language.md) */
+    int stmt;            /* which repeat statement (0, 1, ...) or -1; layer counts within it */
 } IrPiece;
 
 /* A config constant after overrides, kept for printing and codegen. */
@@ -371,7 +409,7 @@ typedef struct IrGraph {
     int nfwd;            /* nodes [0, nfwd) are forward; autodiff appends after */
     int64_t global_batch;/* sequences per optimizer step (config global_batch) */
     /* builder cursor: where ir_node_add puts new nodes */
-    int cur_layer, cur_rep;
+    int cur_layer, cur_rep, cur_stmt;
     const char *cur_block;
     IrMap names;         /* tensor name -> id (freed by ir_graph_free) */
 } IrGraph;
@@ -391,6 +429,9 @@ int ir_tensor_add(IrGraph *g, const char *base, IrDtype dt, IrRole role, int ran
                   const int *dims, IrLoc loc);
 /* Start a new piece for the nodes that follow. layer/rep as in IrPiece. */
 void ir_piece_begin(IrGraph *g, const char *name, int layer, int rep);
+/* The piece just begun is a layer of kind `rep` of repeat statement `stmt`
+ * (a pattern repeat: one kind per block; ir_piece_begin makes them equal). */
+void ir_piece_kind(IrGraph *g, int rep, int stmt);
 /* Add a node whose output tensors already exist (autodiff, tests; ir_node_add
  * adds one with none, then runs its shape rule). */
 int ir_node_add_raw(IrGraph *g, IrOp op, const int *in, int nin, const int *out, int nout,

@@ -189,8 +189,15 @@ static bool shape_RMSNORM(IrGraph *g, IrNode *n)
 {
     if (!check_norm(g, n, "rmsnorm"))
         return false;
-    const IrTensor *x = T(0);
-    int dims[IR_MAX_RANK], r = row_dims(x, T(1)->rank, dims);
+    const IrTensor *x = T(0), *w = T(1);
+    if (n->attr.group_dims < 0 || n->attr.group_dims >= w->rank) {
+        ir_error(n->loc, "rmsnorm: group_dims = %lld leaves none of the weight '%s' %s to normalise "
+                 "over (it counts the weight's leading dims that index groups)",
+                 (long long)n->attr.group_dims, w->base, shp(g, w));
+        return false;
+    }
+    /* one statistic a row and group: the group dims are row dims */
+    int dims[IR_MAX_RANK], r = row_dims(x, w->rank - (int)n->attr.group_dims, dims);
     IrDtype dt = x->dtype;
     out(g, n, 0, "rmsnorm", dt, IR_ACT, x->rank, x->dim);
     out(g, n, 1, "rstd", IR_F32, IR_ACT, r, dims);
@@ -459,15 +466,27 @@ static bool shape_ROUTE(IrGraph *g, IrNode *n)
     return true;
 }
 
-/* moe(h, gates, e_gate, e_up, e_down): h [..., d_model], gates the same
- * leading dims and [expert]; e_gate, e_up [expert, d_model, d_expert];
- * e_down [expert, d_expert, d_model]. y has h's dims. */
+/* moe(h, gates, [e_gate,] e_up, e_down[, [e_gate_b,] e_up_b]) (the act's
+ * row of moe_acts.def says which): h [..., d_model], gates the same leading
+ * dims and [expert]; e_gate, e_up [expert, d_model, d_expert]; e_down
+ * [expert, d_expert, d_model]; the biases [expert, d_expert]. y has h's
+ * dims. */
 static bool shape_MOE(IrGraph *g, IrNode *n)
 {
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < n->nin; i++)
         if (!need_float(g, n, i))
             return false;
-    const IrTensor *h = T(0), *gt = T(1), *wg = T(2), *wu = T(3), *wd = T(4);
+    IrMoeSlots s = ir_moe_slots(n);
+    if (s.b_up >= 0 && T(s.b_up)->rank != 2) { /* a weight too many, most likely */
+        const IrMoeActInfo *a = &ir_moe_acts[n->attr.moe_act];
+        ir_error(n->loc, "moe with act = %s reads (h, gates, %se_up, e_down[, %se_up_b]): its last "
+                 "argument '%s' %s stands where the up bias [expert, d_expert] goes", a->name,
+                 a->gated ? "e_gate, " : "", a->gated ? "e_gate_b, " : "", T(s.b_up)->base,
+                 shp(g, T(s.b_up)));
+        return false;
+    }
+    const IrTensor *h = T(0), *gt = T(1), *wu = T(s.w_up), *wd = T(s.w_down);
+    const IrTensor *w0 = T(2); /* the first projection: e_gate, or e_up without a gate */
     if (h->rank < 2 || gt->rank != h->rank ||
         memcmp(h->dim, gt->dim, sizeof(int) * (size_t)(h->rank - 1)) != 0) {
         ir_error(n->loc, "moe: gates '%s' %s must have the dims of the input '%s' %s with the "
@@ -480,26 +499,37 @@ static bool shape_MOE(IrGraph *g, IrNode *n)
         return false;
     }
     int E = gt->dim[gt->rank - 1], D = h->dim[h->rank - 1];
-    if (wg->rank != 3 || wg->dim[0] != E || wg->dim[1] != D) {
-        ir_error(n->loc, "moe: the experts' gate weight '%s' %s must be [%s, %s, d_expert]",
-                 wg->base, shp(g, wg), dimname(g, E), dimname(g, D));
+    if (w0->rank != 3 || w0->dim[0] != E || w0->dim[1] != D) {
+        ir_error(n->loc, "moe: the experts' %s weight '%s' %s must be [%s, %s, d_expert]",
+                 s.w_gate >= 0 ? "gate" : "up", w0->base, shp(g, w0), dimname(g, E), dimname(g, D));
         return false;
     }
-    int F = wg->dim[2];
+    int F = w0->dim[2];
     if (F == D || F == E) {
-        ir_error(n->loc, "moe: the experts' width in '%s' %s needs a dim of its own", wg->base,
-                 shp(g, wg));
+        ir_error(n->loc, "moe: the experts' width in '%s' %s needs a dim of its own", w0->base,
+                 shp(g, w0));
         return false;
     }
-    if (wu->rank != 3 || memcmp(wu->dim, wg->dim, sizeof(int) * 3) != 0) {
+    if (wu->rank != 3 || memcmp(wu->dim, w0->dim, sizeof(int) * 3) != 0) {
         ir_error(n->loc, "moe: the experts' up weight '%s' %s must be [%s, %s, %s] like '%s'",
-                 wu->base, shp(g, wu), dimname(g, E), dimname(g, D), dimname(g, F), wg->base);
+                 wu->base, shp(g, wu), dimname(g, E), dimname(g, D), dimname(g, F), w0->base);
         return false;
     }
     if (wd->rank != 3 || wd->dim[0] != E || wd->dim[1] != F || wd->dim[2] != D) {
         ir_error(n->loc, "moe: the experts' down weight '%s' %s must be [%s, %s, %s]", wd->base,
                  shp(g, wd), dimname(g, E), dimname(g, F), dimname(g, D));
         return false;
+    }
+    int bias[2] = {s.b_gate, s.b_up};
+    for (int k = 0; k < 2; k++) {
+        if (bias[k] < 0)
+            continue;
+        const IrTensor *b = T(bias[k]);
+        if (b->rank != 2 || b->dim[0] != E || b->dim[1] != F) {
+            ir_error(n->loc, "moe: the experts' %s bias '%s' %s must be [%s, %s]", k ? "up" : "gate",
+                     b->base, shp(g, b), dimname(g, E), dimname(g, F));
+            return false;
+        }
     }
     for (int i = 0; i < h->rank - 1; i++)
         if (h->dim[i] == E || h->dim[i] == F) {
@@ -595,6 +625,7 @@ static bool shape_CONCAT(IrGraph *g, IrNode *n)
 
 /* ---------------------------------------------------------------- Mamba-2 */
 static bool shape_SOFTPLUS(IrGraph *g, IrNode *n) { return unary(g, n, "softplus"); }
+static bool shape_RELU2(IrGraph *g, IrNode *n) { return unary(g, n, "relu2"); }
 
 /* Are t's dims [from, to) the dims d[0 .. to - from)? */
 static bool dims_are(const IrTensor *t, int from, int to, const int *d)
@@ -713,6 +744,7 @@ BWD_RULE(CONCAT_BWD)
 BWD_RULE(SOFTPLUS_BWD)
 BWD_RULE(CONV1D_BWD)
 BWD_RULE(SSD_BWD)
+BWD_RULE(RELU2_BWD)
 BWD_RULE(REDUCE_SUM)
 
 static ShapeRule *const rules[IR_NUM_OPS] = {
@@ -730,7 +762,7 @@ bool ir_shape_infer(IrGraph *g, IrNode *n)
 /* A node over ir_node_add_raw with the outputs its shape rule creates. */
 int ir_node_add(IrGraph *g, IrOp op, const int *in, int nin, const IrAttrs *attr, IrLoc loc)
 {
-    if (!ir_op_arity_ok(op, nin, ir_ops[op].nout))
+    if (!ir_op_arity_ok(op, nin, ir_ops[op].nout, attr))
         ir_die("ir_node_add: %s takes %d inputs, got %d", ir_ops[op].name, ir_ops[op].nin, nin);
     int ntensors = g->ntensors, nfwd = g->nfwd;
     int id = ir_node_add_raw(g, op, in, nin, NULL, 0, attr, loc); /* may move g->nodes */

@@ -112,7 +112,7 @@ static void check_node(const IrGraph *g, int i)
         return;
     }
     const IrOpInfo *op = &ir_ops[n->op];
-    if (!ir_op_arity_ok(n->op, n->nin, n->nout))
+    if (!ir_op_arity_ok(n->op, n->nin, n->nout, &n->attr))
         bad("node %d (%s) has %d inputs and %d outputs, the table says %d and %d", i, op->name,
             n->nin, n->nout, op->nin, op->nout);
     bool is_fwd = (op->flags & IR_OPF_FWD) != 0;

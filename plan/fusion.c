@@ -139,6 +139,8 @@ bool plan_add_norm_pair(const IrGraph *g, const IrNode *n)
 {
     if ((n->op != IR_OP_RMSNORM && n->op != IR_OP_LAYERNORM) || n->id < 1 || n->id >= g->nfwd)
         return false;
+    if (n->op == IR_OP_RMSNORM && n->attr.group_dims)
+        return false; /* the fused kernel has one weight row (a gated norm follows no add) */
     const IrNode *a = &g->nodes[n->id - 1];
     if (a->op != IR_OP_ADD || a->out[0] != n->in[0])
         return false;

@@ -31,12 +31,12 @@ int plan_precision_parse(const char *s)
     return -1;
 }
 
-/* The layers of n's repeat block. */
+/* The layers of n's repeat statement (all kinds of a pattern's). */
 static int rep_layers(const IrGraph *g, const IrNode *n)
 {
-    int rep = g->pieces[n->piece].rep, count = 0;
+    int stmt = g->pieces[n->piece].stmt, count = 0;
     for (int p = 0; p < g->npieces; p++)
-        count += g->pieces[p].rep == rep;
+        count += g->pieces[p].stmt == stmt;
     return count;
 }
 

@@ -226,8 +226,14 @@ bool plan_dim_splittable(const IrGraph *g, const IrNode *node, int d)
         return false;
     switch (n->op) {
     case IR_OP_RMSNORM:
-    case IR_OP_LAYERNORM:
-        return !in_tensor(g, n->in[1], d); /* never the normalised dims */
+    case IR_OP_LAYERNORM: {
+        /* never the normalised dims; a group's dims split with its weights */
+        const IrTensor *w = &g->tensors[n->in[1]];
+        for (int i = n->op == IR_OP_RMSNORM ? (int)n->attr.group_dims : 0; i < w->rank; i++)
+            if (w->dim[i] == d)
+                return false;
+        return true;
+    }
     case IR_OP_ROPE:
         return d != n->attr.dim[1];        /* rotation pairs stay together */
     case IR_OP_ATTENTION: {
@@ -255,6 +261,7 @@ bool plan_dim_splittable(const IrGraph *g, const IrNode *node, int d)
     }
     case IR_OP_SIGMOID:
     case IR_OP_SOFTPLUS:
+    case IR_OP_RELU2:
         return true;
     case IR_OP_CONV1D: {
         /* Batch and channels; never seq (a split would need the K - 1 rows
@@ -330,6 +337,7 @@ bool plan_seq_nested(const IrGraph *g, const IrNode *node, const PlanMesh *m, in
     case IR_OP_SWIGLU:
     case IR_OP_SIGMOID:
     case IR_OP_SOFTPLUS:
+    case IR_OP_RELU2:
     case IR_OP_MATMUL:
     case IR_OP_SLICE:
     case IR_OP_CONCAT:

@@ -200,6 +200,19 @@ static bool mg_arch_POSITIONS(const IrGraph *g, const RepArch *A, RepFrameOut *o
     return true;
 }
 
+/* A hybrid is Megatron's MambaModel (pretrain_mamba.py: --hybrid-override-
+ * pattern, --mamba-num-heads, --mamba-head-dim, --mamba-state-dim,
+ * --mamba-num-groups), whose flags ptdc does not emit yet: the stack prices
+ * its layouts (plan_frame.c), --emit refuses. */
+static bool mg_arch_HYBRID(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    if (!A->hybrid)
+        return true;
+    return rep_frame_refuse(g, o, "its layers compute softplus (Mamba-2 layers, the pattern %.60s%s): Megatron-LM "
+                            "builds it as a MambaModel (pretrain_mamba.py, --hybrid-override-pattern), whose flags "
+                            "ptdc does not emit yet", A->pattern, strlen(A->pattern) > 60 ? "..." : "");
+}
+
 static bool mg_arch_NORM(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
@@ -295,6 +308,15 @@ static bool mg_eps(const IrGraph *g, const RepArch *A, RepFrameOut *o, IrAttrId 
 static bool mg_attr_RMSNORM_EPS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     return mg_eps(g, A, o, IR_ATTR_RMSNORM_EPS);
+}
+
+/* Megatron's grouped norm is the Mamba mixer's own (MambaMixer's
+ * RMSNormGated, --mamba-num-groups); a decoder layer's norms have none. */
+static bool mg_attr_RMSNORM_GROUPS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)A;
+    return rep_frame_refuse(g, o, "an RMSNorm normalises groups apart (group_dims), which a Megatron-LM "
+                            "decoder layer's norms do not");
 }
 
 static bool mg_attr_LAYERNORM_EPS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
@@ -423,6 +445,15 @@ static bool mg_attr_ROUTE_GTOPK(const IrGraph *g, const RepArch *A, RepFrameOut 
                                 sig ? "the sum of its two best sigmoids" : "its best score", k / gk);
     rep_frame_arg(o, "--moe-router-group-topk %lld", gk);
     return true;
+}
+
+/* The experts' activation (ir/moe_acts.def; swiglu, the default, is
+ * --swiglu, stated by mg_arch_MLP). */
+static bool mg_attr_MOE_ACT(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    int act = (int)A->attr[IR_ATTR_MOE_ACT];
+    return rep_frame_refuse(g, o, "its experts' activation is %s, which ptdc does not yet state as Megatron-Core "
+                            "flags", act >= 0 && act < IR_NMOE_ACTS ? ir_moe_acts[act].name : "?");
 }
 
 static bool mg_attr_ROUTE_SCORE(const IrGraph *g, const RepArch *A, RepFrameOut *o)

@@ -90,6 +90,14 @@ static void flavor_name(const IrGraph *g, char *buf, size_t n)
  * torchtitan's llama3 (torchtitan/models/llama3/model/{args,model}.py at
  * v0.2.2): TransformerModelArgs keywords, or a refusal. */
 
+static bool tt_arch_HYBRID(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    if (!A->hybrid)
+        return true;
+    return rep_frame_refuse(g, o, "its layers compute softplus (Mamba-2 layers), which a torchtitan decoder "
+                            "layer does not");
+}
+
 static bool tt_arch_NORM(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     if (!A->rmsnorm)
@@ -253,6 +261,13 @@ static bool tt_arch_VOCAB(const IrGraph *g, const RepArch *A, RepFrameOut *o)
     return true;
 }
 
+static bool tt_attr_RMSNORM_GROUPS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)A;
+    return rep_frame_refuse(g, o, "an RMSNorm normalises groups apart (group_dims), which torchtitan's "
+                            "norms do not");
+}
+
 static bool tt_attr_RMSNORM_EPS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
@@ -352,6 +367,7 @@ static bool tt_attr_SOFTMAX_DIM(const IrGraph *g, const RepArch *A, RepFrameOut 
         return tt_arch_EXPERTS(g, A, o);                                                       \
     }
 TT_MOE(ROUTE_TOPK)
+TT_MOE(MOE_ACT)
 TT_MOE(ROUTE_SCORE)
 TT_MOE(ROUTE_NORM)
 TT_MOE(ROUTE_SCALE)

@@ -796,6 +796,8 @@ static bool read_attrs(const IrGraph *g, RepArch *A, char *why, size_t wn)
                     continue; /* read_mla read their sizes */
                 if (id == IR_ATTR_ATTN_WINDOW)
                     continue; /* read_window */
+                if (id == IR_ATTR_RMSNORM_GROUPS && A->hybrid)
+                    continue; /* the Mamba-2 gated norm's groups: read_hybrid read them */
                 double v = ir_attr_get(&n->attr, (IrAttrId)id);
                 if (A->has_attr[id] && v != A->attr[id]) {
                     char a[64], b[64];
@@ -864,6 +866,124 @@ static bool read_window(const IrGraph *g, RepArch *A, char *why, size_t wn)
     return true;
 }
 
+/* The layer kind of piece p by its mixer: 'M' (ssd), '*' (attention), 'E'
+ * (moe), '-' (an MLP: matmuls around relu2, gelu or swiglu); 0 when it holds
+ * several mixers or none (*count: how many). */
+static char hybrid_kind(const IrGraph *g, int p, int *count)
+{
+    const IrPiece *P = &g->pieces[p];
+    int ssd = 0, att = 0, moe = 0, act = 0;
+    for (int i = P->first; i < P->first + P->count; i++) {
+        IrOp op = g->nodes[i].op;
+        ssd += op == IR_OP_SSD, att += op == IR_OP_ATTENTION, moe += op == IR_OP_MOE;
+        act += op == IR_OP_RELU2 || op == IR_OP_GELU || op == IR_OP_SWIGLU;
+    }
+    *count = ssd + att + (moe > 0) + (!ssd && !att && !moe && act > 0);
+    if (*count != 1)
+        return 0;
+    return ssd ? 'M' : att ? '*' : moe ? 'E' : '-';
+}
+
+/* The product of t's dims [from, to). */
+static int64_t dims_prod(const IrGraph *g, const IrTensor *t, int from, int to)
+{
+    int64_t n = 1;
+    for (int i = from; i < to; i++)
+        n *= dsize(g, t->dim[i]);
+    return n;
+}
+
+/* A hybrid of Mamba-2, attention, MoE and MLP layers, one mixer a piece,
+ * as Megatron-Core's MambaModel builds one (--hybrid-override-pattern): the
+ * pattern, each kind's sizes (one value a kind, as Megatron configures),
+ * the embedding and head as any decoder's. The layers' residual stream is
+ * each piece's last add. */
+static bool read_hybrid(const IrGraph *g, RepArch *A, char *why, size_t wn)
+{
+    A->hybrid = true;
+    A->rmsnorm = true;
+    A->m_group_dim = -1;
+    if (A->layers > REP_MAX_LAYERS)
+        return rep_refuse(why, wn, "its %d layers are more than ptdc's emitters take (%d)", A->layers,
+                          REP_MAX_LAYERS);
+    int x = -1;
+    if (!read_embedding(g, A, why, wn, &x))
+        return false;
+    for (int p = 1; p <= A->layers; p++) {
+        const IrPiece *P = &g->pieces[p];
+        int count;
+        char k = hybrid_kind(g, p, &count);
+        if (!k)
+            return rep_refuse(why, wn, "its layers compute softplus (Mamba-2), and one piece of it holds %d "
+                              "mixers (a repeat body of several layers, as hybrid.mdl's pairs): Megatron's "
+                              "hybrid layers are one mixer each; write the layers as a pattern repeat", count);
+        A->pattern[p - 1] = k;
+        int last_add = -1;
+        for (int i = P->first; i < P->first + P->count; i++) {
+            const IrNode *n = &g->nodes[i];
+            if (n->op == IR_OP_ADD)
+                last_add = i;
+            if (n->op == IR_OP_RMSNORM && n->attr.group_dims == 0 && is_param(g, n->in[1]) &&
+                g->tensors[n->in[1]].rank != 1)
+                return rep_refuse(why, wn, "its layer %d's norm at line %d is not over d_model", p - 1, n->loc.line);
+            if (n->op == IR_OP_LAYERNORM)
+                return rep_refuse(why, wn, "its hybrid layers use LayerNorm; Megatron's MambaModel builds RMSNorm");
+            if (n->op == IR_OP_SSD) {
+                const IrTensor *xs = &g->tensors[n->in[0]], *B = &g->tensors[n->in[3]];
+                int64_t heads = dims_prod(g, xs, 2, xs->rank - 1), groups = dims_prod(g, B, 2, B->rank - 1);
+                int64_t hd = dsize(g, xs->dim[xs->rank - 1]), st = dsize(g, B->dim[B->rank - 1]);
+                if (A->m_heads && (A->m_heads != heads || A->m_groups != groups || A->m_head_dim != hd ||
+                                   A->m_state != st))
+                    return rep_refuse(why, wn, "its Mamba-2 layers differ in heads, groups, head size or state, "
+                                      "where Megatron configures one value for every layer");
+                A->m_heads = heads, A->m_groups = groups, A->m_head_dim = hd, A->m_state = st;
+                A->m_group_dim = B->rank == 4 ? B->dim[2] : -1;
+            }
+            if (n->op == IR_OP_CONV1D)
+                A->m_conv = dsize(g, g->tensors[n->in[1]].dim[g->tensors[n->in[1]].rank - 1]);
+            if (n->op == IR_OP_ATTENTION) {
+                const IrTensor *q = &g->tensors[n->in[0]], *kk = &g->tensors[n->in[1]];
+                if (q->rank != 4 || kk->rank != 4 || n->nin != 3)
+                    return rep_refuse(why, wn, "its attention at line %d is not [batch, seq, heads, head_dim] "
+                                      "grouped-query attention without sinks", n->loc.line);
+                A->heads_dim = q->dim[2], A->kv_dim = kk->dim[2], A->head_dim_dim = q->dim[3];
+                A->heads = dsize(g, q->dim[2]), A->kv_heads = dsize(g, kk->dim[2]);
+                A->head_dim = dsize(g, q->dim[3]);
+            }
+            if (n->op == IR_OP_MOE) {
+                const IrTensor *up = &g->tensors[n->in[2]];
+                A->moe = true;
+                A->expert_dim = up->dim[0];
+                A->n_experts = dsize(g, up->dim[0]);
+                A->ff_dim = up->dim[up->rank - 1];
+                A->d_ff = dsize(g, A->ff_dim);
+                if (p - 1 < REP_MAX_LAYERS)
+                    A->layer_moe[(p - 1) / 64] |= (uint64_t)1 << ((p - 1) % 64);
+            }
+            /* an MLP's width (a '-' layer's, or an E layer's shared expert):
+             * the activation's input's last dim */
+            if ((n->op == IR_OP_RELU2 || n->op == IR_OP_GELU || n->op == IR_OP_SWIGLU) && k != 'M') {
+                const IrTensor *a = &g->tensors[n->in[0]];
+                int d = a->dim[a->rank - 1];
+                if (k == 'E')
+                    A->shared_ff = dsize(g, d), A->shared_ff_dim = d;
+                else
+                    A->dense_ff = dsize(g, d), A->dense_ff_dim = d, A->n_dense++;
+            }
+        }
+        int cons[8], nc = last_add < 0 ? 0 : ir_consumers(g, g->nodes[last_add].out[0], cons, 8), next = 0;
+        for (int i = 0; i < nc && i < 8; i++)
+            next += g->nodes[cons[i]].piece == p + 1;
+        if (!next)
+            return rep_refuse(why, wn, "its layer %d does not end with the residual add the next piece reads",
+                              p - 1);
+        x = g->nodes[last_add].out[0];
+    }
+    if (!A->moe)
+        A->d_ff = A->dense_ff, A->ff_dim = A->dense_ff_dim;
+    return read_head(g, x, A, why, wn) && read_window(g, A, why, wn) && read_attrs(g, A, why, wn);
+}
+
 bool rep_arch_read(const IrGraph *g, RepArch *A, char *why, size_t wn)
 {
     memset(A, 0, sizeof *A);
@@ -873,6 +993,11 @@ bool rep_arch_read(const IrGraph *g, RepArch *A, char *why, size_t wn)
     for (int p = 0; p < g->npieces; p++)
         if (g->pieces[p].rep >= 0)
             A->layers++;
+    bool ssd = false;
+    for (int i = 0; i < g->nfwd; i++)
+        ssd |= g->nodes[i].op == IR_OP_SSD;
+    if (ssd && g->npieces == A->layers + 2 && g->pieces[0].rep < 0 && g->pieces[g->npieces - 1].rep < 0)
+        return read_hybrid(g, A, why, wn);
     /* Layers may come from several repeats (DeepSeek-V3's dense first
      * layers, then MoE ones): each piece one layer, all alike but for the
      * MLP, dense or MoE. */

@@ -20,8 +20,11 @@
  * sequence parallelism, the sequence (norms, residual adds). */
 static int tp_dim(const IrGraph *g, const RepArch *A, const IrNode *n, bool sp)
 {
-    const int order[] = {A->heads_dim, A->kv_dim, A->ff_dim, A->dense_ff_dim, A->shared_ff_dim, A->vocab_dim};
-    for (int k = 0; k < 6; k++) {
+    /* m_group_dim: a hybrid's Mamba-2 heads by group (MambaMixer's
+     * nheads / tp and ngroups / tp each rank) */
+    const int order[] = {A->heads_dim, A->kv_dim, A->ff_dim, A->dense_ff_dim, A->shared_ff_dim, A->vocab_dim,
+                         A->hybrid ? A->m_group_dim : -1};
+    for (int k = 0; k < 7; k++) {
         int d = order[k];
         if (d >= 0 && ir_node_has_dim(g, n, d) && plan_dim_splittable(g, n, d))
             return d;
@@ -70,8 +73,9 @@ static bool plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout 
      * torchtitan computes n_heads // tp); the vocabulary is padded. */
     const struct { const char *what; int64_t n; } split[] = {
         {"attention heads", A->heads}, {"key/value heads", A->kv_heads}, {"MLP width", A->moe ? 0 : A->d_ff},
-        {"dense layers' MLP width", A->n_dense ? A->dense_ff : 0}, {"shared expert's width", A->shared_ff}};
-    for (int i = 0; i < 5; i++)
+        {"dense layers' MLP width", A->n_dense ? A->dense_ff : 0}, {"shared expert's width", A->shared_ff},
+        {"Mamba-2 groups (MambaMixer's ngroups)", A->hybrid ? A->m_groups : 0}};
+    for (int i = 0; i < 6; i++)
         if (split[i].n % L->tp)
             return rep_refuse(why, wn, "the frameworks' tensor parallelism splits the %lld %s evenly, which "
                           "tp %d cannot do", (long long)split[i].n, split[i].what, L->tp);

@@ -23,7 +23,7 @@ static const char *stage_pieces(const IrGraph *g, int first, int n, char *buf, s
             continue;
         }
         int q = p;
-        while (q + 1 < first + n && g->pieces[q + 1].rep == P->rep)
+        while (q + 1 < first + n && g->pieces[q + 1].rep >= 0 && g->pieces[q + 1].stmt == P->stmt)
             q++;
         if (q == p)
             k += (size_t)snprintf(buf + k, len - k, "%slayer %d", sep, P->layer);

@@ -137,6 +137,15 @@ typedef struct RepArch {
                                      --window-attn-skip-freq f (GPT-OSS: 2); 0: on every layer */
     bool tied;                    /* the LM head is the token table */
     double init_std;              /* of the query projection */
+    /* A hybrid (Megatron's MambaModel, nemotron3.mdl; plan_arch.c read_hybrid):
+     * each layer one mixer, its kind in pattern ('M' Mamba-2, '*' attention,
+     * 'E' MoE, '-' MLP: --hybrid-override-pattern's letters); the Mamba-2
+     * layers' heads, head size, groups (m_group_dim: the dim tensor
+     * parallelism splits, Megatron's ngroups / tp), state and conv taps. */
+    bool hybrid;
+    char pattern[REP_MAX_LAYERS + 1];
+    int64_t m_heads, m_head_dim, m_groups, m_state, m_conv;
+    int m_group_dim;
     bool bf16;                    /* weights in bf16 */
     /* Every attribute of the layers' and the head's operators: one value
      * each (operators of one kind must agree), has_attr where the model has

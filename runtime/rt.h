@@ -335,6 +335,15 @@ void rt_add_rmsnorm_fwd(rt_act *sum, rt_act *y, float *rstd, const rt_act *a, co
  * dx itself), else the norm's gradient alone. */
 void rt_rmsnorm_bwd(rt_act *dx, rt_grad *dw, const rt_act *x, const rt_act *w, const float *rstd,
                     const rt_act *dy, const rt_act *dres, int64_t rows, int64_t cols);
+/* RMSNorm per group with a weight row per group (Mamba-2's gated norm,
+ * mamba_ssm's RMSNormGated with group_size = d_inner / ngroups; the .mdl's
+ * rmsnorm with group_dims): x, y [rows, groups, cols], w [groups, cols],
+ * rstd [rows, groups]. dw [groups, cols] += its sum over rows, in row order;
+ * dres as rt_rmsnorm_bwd's. */
+void rt_rmsnorm_group_fwd(rt_act *y, float *rstd, const rt_act *x, const rt_act *w, int64_t rows,
+                          int64_t groups, int64_t cols, float eps);
+void rt_rmsnorm_group_bwd(rt_act *dx, rt_grad *dw, const rt_act *x, const rt_act *w, const float *rstd,
+                          const rt_act *dy, const rt_act *dres, int64_t rows, int64_t groups, int64_t cols);
 /* y = (x - mean) * rstd * w + b (torch LayerNorm, biased variance). */
 void rt_layernorm_fwd(rt_act *y, float *mean, float *rstd, const rt_act *x, const rt_act *w,
                       const rt_act *b, int64_t rows, int64_t cols, float eps);
@@ -474,6 +483,20 @@ void rt_silu_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n);
  * (reads a and b only: silu(a) is not kept). Outputs may alias inputs. */
 void rt_swiglu_fwd(rt_act *y, const rt_act *a, const rt_act *b, int64_t n);
 void rt_swiglu_bwd(rt_act *da, rt_act *db, const rt_act *a, const rt_act *b, const rt_act *dy, int64_t n);
+/* Squared ReLU, y = max(x, 0)^2, and its backward dx = 2 max(x, 0) dy
+ * (Nemotron 3's experts, ir/moe_acts.def relu2). Outputs may alias inputs. */
+void rt_relu2_fwd(rt_act *y, const rt_act *x, int64_t n);
+void rt_relu2_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n);
+/* GPT-OSS's clamped SwiGLU (ir/moe_acts.def swiglu_oai; transformers'
+ * GptOssExperts, Megatron's --quick-geglu --glu-linear-offset 1
+ * --activation-func-clamp-value 7): with a' = min(a, 7), b' = clamp(b, -7,
+ * 7), y = a' sigmoid(1.702 a') (b' + 1); the clamps pass no gradient
+ * outside [., 7] and [-7, 7] (torch.clamp's). Outputs may alias inputs. */
+#define RT_OAI_ALPHA 1.702f
+#define RT_OAI_LIMIT 7.0f
+void rt_swiglu_oai_fwd(rt_act *y, const rt_act *a, const rt_act *b, int64_t n);
+void rt_swiglu_oai_bwd(rt_act *da, rt_act *db, const rt_act *a, const rt_act *b, const rt_act *dy,
+                       int64_t n);
 /* tanh approximation (GPT-2's gelu_new). */
 void rt_gelu_fwd(rt_act *y, const rt_act *x, int64_t n);
 void rt_gelu_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n);
@@ -609,6 +632,28 @@ void rt_moe_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_gra
                 rt_grad *dw_down, const rt_act *h, const rt_act *gates, const rt_act *w_gate,
                 const rt_act *w_up, const rt_act *w_down, const rt_act *dy, int64_t tokens,
                 int64_t d_model, int64_t gate_cols, int64_t e_local, int64_t d_expert);
+
+/* The experts' activations (ir/moe_acts.def: codegen names them RT_MOE_<ID>
+ * from its rows). A gated act computes act(a, b) with a = x w_gate + b_gate,
+ * b = x w_up + b_up; an ungated one act(b) (w_gate, b_gate NULL). */
+typedef enum {
+    RT_MOE_SWIGLU,     /* silu(a) b */
+    RT_MOE_RELU2,      /* max(b, 0)^2, no gate */
+    RT_MOE_SWIGLU_OAI, /* GPT-OSS's clamped form (docs/moe.md) */
+} RtMoeAct;
+/* rt_moe_fwd / rt_moe_bwd for any act, with the biases inside the
+ * activation (b_gate, b_up [e_local, d_expert]; NULL: none; db_* accumulate
+ * like dw_*). rt_moe_fwd is this with RT_MOE_SWIGLU and no biases. */
+void rt_moe_act_fwd(RtComm *ep, rt_act *y, const rt_act *h, const rt_act *gates,
+                    const rt_act *w_gate, const rt_act *w_up, const rt_act *w_down,
+                    const rt_act *b_gate, const rt_act *b_up, int act, int64_t tokens,
+                    int64_t d_model, int64_t gate_cols, int64_t e_local, int64_t d_expert);
+void rt_moe_act_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_grad *dw_up,
+                    rt_grad *dw_down, rt_grad *db_gate, rt_grad *db_up, const rt_act *h,
+                    const rt_act *gates, const rt_act *w_gate, const rt_act *w_up,
+                    const rt_act *w_down, const rt_act *b_gate, const rt_act *b_up,
+                    const rt_act *dy, int act, int64_t tokens, int64_t d_model,
+                    int64_t gate_cols, int64_t e_local, int64_t d_expert);
 
 /* ------------------------------------------------------------- optimizer */
 /* *out += sum(x^2) in fp32 (for the global gradient norm). */

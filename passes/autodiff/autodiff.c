@@ -297,20 +297,26 @@ static void pass_grad_ROUTE(Ad *ad, int node, int dy)
     contribute(ad, IN(0), dx);
 }
 
-/* One backward node makes the five gradients (dh, dgates, and the experts'
- * three weights), as the runtime's rt_moe_bwd does in one exchange. */
+/* One backward node makes every gradient (dh, dgates, and the experts'
+ * weights and biases, as many as the act's row of ir/moe_acts.def has), as
+ * the runtime's rt_moe_bwd does in one exchange; it carries the act. */
 static void pass_grad_MOE(Ad *ad, int node, int dy)
 {
+    int nin = ad->g->nodes[node].nin;
     bool any = false;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < nin; i++)
         any |= NEEDS(IN(i));
     if (!any)
         return;
-    int d[5];
-    for (int i = 0; i < 5; i++)
+    int d[IR_MAX_OUT], in[IR_MAX_IN];
+    for (int i = 0; i < nin; i++) {
         d[i] = grad_tensor(ad, IN(i));
-    add(ad, node, IR_OP_MOE_BWD, (int[]){IN(0), IN(1), IN(2), IN(3), IN(4), dy}, 6, d, 5, NULL);
-    for (int i = 0; i < 5; i++)
+        in[i] = IN(i);
+    }
+    in[nin] = dy;
+    IrAttrs at = ad->g->nodes[node].attr;
+    add(ad, node, IR_OP_MOE_BWD, in, nin + 1, d, nin, &at);
+    for (int i = 0; i < nin; i++)
         if (NEEDS(IN(i)))
             contribute(ad, IN(i), d[i]);
 }
@@ -343,6 +349,8 @@ static void pass_grad_CONCAT(Ad *ad, int node, int dy)
 
 /* Mamba-2 (docs/hybrid.md). softplus reads its input, as silu does. */
 static void pass_grad_SOFTPLUS(Ad *ad, int node, int dy) { unary(ad, node, dy, IR_OP_SOFTPLUS_BWD, IN(0)); }
+/* squared ReLU: dx = 2 max(x, 0) dy, from its input */
+static void pass_grad_RELU2(Ad *ad, int node, int dy) { unary(ad, node, dy, IR_OP_RELU2_BWD, IN(0)); }
 
 /* conv1d's backward: the transposed (anti-causal) convolution of dy for dx,
  * dy against x for the weight and dy's sum for the bias, in one node. */
@@ -407,6 +415,7 @@ NO_RULE(CONCAT_BWD)
 NO_RULE(SOFTPLUS_BWD)
 NO_RULE(CONV1D_BWD)
 NO_RULE(SSD_BWD)
+NO_RULE(RELU2_BWD)
 NO_RULE(REDUCE_SUM)
 #undef NO_RULE
 

@@ -527,6 +527,12 @@ static void moe_out_bias(const OpArgs *a, PassNodeCost *o, double R, double D, d
     membound(a, o, f * R * D, kf, b * R * D, kb);
 }
 
+/* The experts' kernels follow their activation's row (ir/moe_acts.def): a
+ * gated expert runs two first GEMMs (gate, up) and a two-input pointwise
+ * kernel (swiglu's traffic), an ungated one one GEMM and a one-input
+ * kernel (silu's traffic: relu2 reads u, writes its square); each bias
+ * inside the activation is a broadcast add over the rows forward and a row
+ * sum backward. */
 static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
 {
     const IrGraph *g = a->g;
@@ -540,29 +546,39 @@ static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
     double imb = a->c->st.moe_imbalance > 1 ? a->c->st.moe_imbalance : 1;
     double M = R / El;
     bool keep = a->c->st.moe_saves_rows;
+    IrMoeSlots sl = ir_moe_slots(n);
+    double up = sl.w_gate >= 0 ? 2 : 1, nb = (sl.b_gate >= 0) + (sl.b_up >= 0);
+    PassKernel kf = sl.w_gate >= 0 ? PASS_K_SWIGLU_FWD : PASS_K_SILU_FWD;
+    PassKernel kb = sl.w_gate >= 0 ? PASS_K_SWIGLU_BWD : PASS_K_SILU_BWD;
     /* The experts' GEMMs run in the plan's low precision where the stack's
      * do (lp_experts), each operand cast as a dense GEMM's is (below). */
     PlanPrecision p = pass_prec_of(a->c, g, n);
-    gemm_share_p(a, M, F, D, 2 * El, 1, false, p, o);  /* gate and up */
+    gemm_share_p(a, M, F, D, up * El, 1, false, p, o);  /* gate and up (up alone) */
+    for (int b = 0; b < nb; b++)
+        kcall(a, o, false, PASS_K_ADD_BCAST, R, F);
     gemm_share_p(a, M, D, F, El, 1, false, p, o);      /* down */
     double act0 = o->fwd_s;
-    kcall(a, o, false, PASS_K_SWIGLU_FWD, 1, R * F);
+    kcall(a, o, false, kf, 1, R * F);
     o->act_fwd_s = o->fwd_s - act0; /* what moe_act reruns */
     kcall(a, o, false, PASS_K_COPY, R, D); /* gather the rows */
     kcall(a, o, false, PASS_K_COPY, R, D); /* scatter and sum */
     if (!keep) {
         kcall(a, o, true, PASS_K_COPY, R, D); /* h's rows again */
-        gemm_share_p(a, M, F, D, 2 * El, 1, true, p, o);   /* recompute gate and up */
-        kcall(a, o, true, PASS_K_SWIGLU_FWD, 1, R * F);
+        gemm_share_p(a, M, F, D, up * El, 1, true, p, o);   /* recompute gate and up */
+        for (int b = 0; b < nb; b++)
+            kcall(a, o, true, PASS_K_ADD_BCAST, R, F);
+        kcall(a, o, true, kf, 1, R * F);
     }
     gemm_share_p(a, M, F, D, El, 1, true, p, o);       /* dact = dy Wd^T */
     double dw0 = o->bwd_s;
     gemm_share_p(a, F, D, M, El, 1, true, p, o);       /* dWd */
     o->moe_dw_s += o->bwd_s - dw0;
-    kcall(a, o, true, PASS_K_SWIGLU_BWD, 1, R * F);
-    gemm_share_p(a, M, D, F, 2 * El, 1, true, p, o);   /* dh from both */
+    kcall(a, o, true, kb, 1, R * F);
+    gemm_share_p(a, M, D, F, up * El, 1, true, p, o);   /* dh from both (from up) */
     dw0 = o->bwd_s;
-    gemm_share_p(a, D, F, M, 2 * El, 1, true, p, o);   /* dWg, dWu */
+    gemm_share_p(a, D, F, M, up * El, 1, true, p, o);   /* dWg, dWu (dWu) */
+    for (int b = 0; b < nb; b++)
+        kcall(a, o, true, PASS_K_REDUCE_ROWS, R, F);    /* the biases' gradients */
     o->moe_dw_s += o->bwd_s - dw0;
     if (p != PLAN_PREC_BF16) {
         /* Forward: the rows into gate/up and into down, each in both
@@ -573,14 +589,14 @@ static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
          * reduction; ETP's is not priced). */
         cast(o, false, pass_prec_cast_act_s(a->c, R * D, p, 2, true) + pass_prec_cast_act_s(a->c, R * F, p, 2, true));
         if (!a->c->st.lp_weight_cached)
-            cast(o, false, pass_prec_cast_s(a->c, 3 * El * D * F, p, a->c->st.lp_weight_copies));
-        cast(o, true, pass_prec_cast_act_s(a->c, R * D, p, 2, true) + pass_prec_cast_act_s(a->c, 2 * R * F, p, 2, true));
+            cast(o, false, pass_prec_cast_s(a->c, (up + 1) * El * D * F, p, a->c->st.lp_weight_copies));
+        cast(o, true, pass_prec_cast_act_s(a->c, R * D, p, 2, true) + pass_prec_cast_act_s(a->c, up * R * F, p, 2, true));
     }
     kcall(a, o, true, PASS_K_COPY, R, D); /* dy's rows */
     kcall(a, o, true, PASS_K_COPY, R, D); /* dh scattered and summed */
     if (a->c->st.moe_bias_unfused && router_biased(g, n))
         moe_out_bias(a, o, R, D, El);
-    o->ws_bytes = eb(a) * R * (2 * D + 5 * F);
+    o->ws_bytes = eb(a) * R * (2 * D + (2 * up + 1) * F);
     /* One exchange over the group of every exchange axis (EP over dp x tp
      * under parallel folding is one all-to-all over both). */
     unsigned xa = 0;
@@ -639,6 +655,9 @@ static void pass_opcost_CONCAT(const OpArgs *a, PassNodeCost *o)
 /* ------------------------------------------------------------- Mamba-2 */
 /* softplus: silu's traffic (one read, one write; two reads backward). */
 static void pass_opcost_SOFTPLUS(const OpArgs *a, PassNodeCost *o) { pass_opcost_SILU(a, o); }
+/* memory-bound as silu: one read and one write a value forward, two reads
+ * and a write backward (silu's kernels price it) */
+static void pass_opcost_RELU2(const OpArgs *a, PassNodeCost *o) { pass_opcost_SILU(a, o); }
 
 /* conv1d: memory-bound (K multiply-adds per element, K = 4 in Mamba): x
  * read once (the window is cached) and y written, the weight and bias
@@ -715,6 +734,7 @@ BWD_OP(CONCAT_BWD)
 BWD_OP(SOFTPLUS_BWD)
 BWD_OP(CONV1D_BWD)
 BWD_OP(SSD_BWD)
+BWD_OP(RELU2_BWD)
 BWD_OP(REDUCE_SUM)
 #undef BWD_OP
 

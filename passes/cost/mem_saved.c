@@ -171,7 +171,7 @@ int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
         ITEM(-1, -1, 6 * (double)plan_local_numel(g, n->in[0], m, &in[0], dim_size));
     if (n->op == IR_OP_MOE && c->st.moe_saves_rows) {
         /* Megatron's grouped MLP: the permuted rows (fc1's input), fc1's
-         * gate and up output (the activation's input) and the activation
+         * (gate and) up output (the activation's input) and the activation
          * (fc2's input), for the busiest rank's rows. */
         int64_t local[256];
         plan_local_sizes(g, n, m, s, dim_size, local);
@@ -182,7 +182,8 @@ int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
         double lp = p == PLAN_PREC_BF16 ? pass_elem_bytes(c, IR_BF16) : pass_prec_elem_bytes(p);
         /* moe_act discards the activation (fc2's input), rebuilt in backward. */
         double act = plan_recomputes_part(g, n, r) ? 0 : F * lp;
-        ITEM(-1, -1, R * (D * lp + act + 2 * F * pass_elem_bytes(c, IR_BF16)));
+        double fc1 = ir_moe_slots(n).w_gate >= 0 ? 2 : 1; /* gate and up, or up alone (relu2) */
+        ITEM(-1, -1, R * (D * lp + act + fc1 * F * pass_elem_bytes(c, IR_BF16)));
     }
     if (n->op == IR_OP_SWIGLU && c->st.swiglu_unfused) /* silu(gate), for the product's backward */
         ITEM(-1, -1, (double)plan_local_numel(g, n->out[0], m, &out[0], dim_size) *

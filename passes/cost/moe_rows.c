@@ -31,7 +31,8 @@
  *
  * Workspace while it runs (ws_bytes, the backward's: the larger): the
  * received rows of h and dy (2 R D), gate and up (2 R F), their gradients
- * (2 R F) and dact (R F). */
+ * (2 R F) and dact (R F); an ungated expert (relu2, ir/moe_acts.def) has
+ * no gate GEMM: up, its gradient and dact (3 R F). */
 double pass_moe_rows(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
                      const PlanStrategy *s, const int64_t *local, double *d_model, double *d_expert)
 {

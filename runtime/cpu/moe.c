@@ -171,12 +171,88 @@ static void permute(const Plan *P, float *emaj, float *recv, int64_t width, bool
 
 static float *fbuf(int64_t n) { return rtcpu_xmalloc((size_t)n * sizeof(float)); }
 
+/* The act's pointwise kernels (rt.h RtMoeAct, the rows of ir/moe_acts.def):
+ * y from the first GEMMs' outputs a (gate; absent ungated) and b (up); the
+ * backward overwrites a and b with their gradients (b alone ungated). */
+static bool act_gated(const char *fn, int act)
+{
+    switch (act) {
+    case RT_MOE_SWIGLU:
+    case RT_MOE_SWIGLU_OAI: return true;
+    case RT_MOE_RELU2: return false;
+    }
+    rt_fatal("%s: unknown expert activation %d", fn, act);
+}
+
+static void act_fwd(int act, float *y, const float *a, const float *b, int64_t n)
+{
+    if (act == RT_MOE_SWIGLU)
+        rt_swiglu_fwd(y, a, b, n);
+    else if (act == RT_MOE_SWIGLU_OAI)
+        rt_swiglu_oai_fwd(y, a, b, n);
+    else
+        rt_relu2_fwd(y, b, n);
+}
+
+static void act_bwd(int act, float *a, float *b, const float *dy, int64_t n)
+{
+    if (act == RT_MOE_SWIGLU)
+        rt_swiglu_bwd(a, b, a, b, dy, n);
+    else if (act == RT_MOE_SWIGLU_OAI)
+        rt_swiglu_oai_bwd(a, b, a, b, dy, n);
+    else
+        rt_relu2_bwd(b, b, dy, n);
+}
+
+static void check_weights(const char *fn, int act, const rt_act *w_gate, const rt_act *b_gate)
+{
+    bool gated = act_gated(fn, act);
+    if (gated != (w_gate != NULL) || (!gated && b_gate))
+        rt_fatal("%s: activation %d %s a gate weight%s", fn, act, gated ? "needs" : "takes no",
+                 gated ? "" : " or bias");
+}
+
+/* The first GEMMs of n rows x of expert j into a (gate) and b (up), each
+ * plus its bias row. */
+static void first_gemms(float *a, float *b, const float *x, const rt_act *w_gate, const rt_act *w_up,
+                        const rt_act *b_gate, const rt_act *b_up, int64_t j, int64_t n, int64_t D,
+                        int64_t F)
+{
+    if (w_gate) {
+        rt_matmul(a, x, w_gate + j * D * F, n, F, D, false, false, false);
+        if (b_gate)
+            rt_add(a, a, b_gate + j * F, n * F, F);
+    }
+    rt_matmul(b, x, w_up + j * D * F, n, F, D, false, false, false);
+    if (b_up)
+        rt_add(b, b, b_up + j * F, n * F, F);
+}
+
 void rt_moe_fwd(RtComm *ep, rt_act *y, const rt_act *h, const rt_act *gates,
                 const rt_act *w_gate, const rt_act *w_up, const rt_act *w_down,
                 int64_t tokens, int64_t d_model, int64_t gate_cols, int64_t e_local,
                 int64_t d_expert)
 {
+    rt_moe_act_fwd(ep, y, h, gates, w_gate, w_up, w_down, NULL, NULL, RT_MOE_SWIGLU, tokens, d_model,
+                   gate_cols, e_local, d_expert);
+}
+
+void rt_moe_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_grad *dw_up,
+                rt_grad *dw_down, const rt_act *h, const rt_act *gates, const rt_act *w_gate,
+                const rt_act *w_up, const rt_act *w_down, const rt_act *dy, int64_t tokens,
+                int64_t d_model, int64_t gate_cols, int64_t e_local, int64_t d_expert)
+{
+    rt_moe_act_bwd(ep, dh, dgates, dw_gate, dw_up, dw_down, NULL, NULL, h, gates, w_gate, w_up, w_down,
+                   NULL, NULL, dy, RT_MOE_SWIGLU, tokens, d_model, gate_cols, e_local, d_expert);
+}
+
+void rt_moe_act_fwd(RtComm *ep, rt_act *y, const rt_act *h, const rt_act *gates,
+                    const rt_act *w_gate, const rt_act *w_up, const rt_act *w_down,
+                    const rt_act *b_gate, const rt_act *b_up, int act, int64_t tokens,
+                    int64_t d_model, int64_t gate_cols, int64_t e_local, int64_t d_expert)
+{
     check_args("rt_moe_fwd", ep, tokens, d_model, gate_cols, e_local, d_expert);
+    check_weights("rt_moe_fwd", act, w_gate, b_gate);
     int64_t D = d_model, F = d_expert;
     Plan P = plan_make(ep, gates, tokens, gate_cols, e_local);
     int64_t *row = send_rows(&P, gates, tokens);
@@ -194,9 +270,8 @@ void rt_moe_fwd(RtComm *ep, rt_act *y, const rt_act *h, const rt_act *gates,
         int64_t n = P.ecnt[j], o = P.eoff[j];
         if (n == 0)
             continue;
-        rt_matmul(a + o * F, xe + o * D, w_gate + j * D * F, n, F, D, false, false, false);
-        rt_matmul(b + o * F, xe + o * D, w_up + j * D * F, n, F, D, false, false, false);
-        rt_swiglu_fwd(a + o * F, a + o * F, b + o * F, n * F);
+        first_gemms(a + o * F, b + o * F, xe + o * D, w_gate, w_up, b_gate, b_up, j, n, D, F);
+        act_fwd(act, a + o * F, a + o * F, b + o * F, n * F);
         rt_matmul(oe + o * D, a + o * F, w_down + j * F * D, n, D, F, false, false, false);
     }
     permute(&P, oe, xr, D, false);
@@ -227,12 +302,18 @@ void rt_moe_fwd(RtComm *ep, rt_act *y, const rt_act *h, const rt_act *gates,
 
 /* Per routed row the owner needs h, dy and the gate: one row of 2 D + 1
  * floats travels; D + 1 come back (the row's dh contribution and dgate). */
-void rt_moe_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_grad *dw_up,
-                rt_grad *dw_down, const rt_act *h, const rt_act *gates, const rt_act *w_gate,
-                const rt_act *w_up, const rt_act *w_down, const rt_act *dy, int64_t tokens,
-                int64_t d_model, int64_t gate_cols, int64_t e_local, int64_t d_expert)
+void rt_moe_act_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_grad *dw_up,
+                    rt_grad *dw_down, rt_grad *db_gate, rt_grad *db_up, const rt_act *h,
+                    const rt_act *gates, const rt_act *w_gate, const rt_act *w_up,
+                    const rt_act *w_down, const rt_act *b_gate, const rt_act *b_up,
+                    const rt_act *dy, int act, int64_t tokens, int64_t d_model,
+                    int64_t gate_cols, int64_t e_local, int64_t d_expert)
 {
     check_args("rt_moe_bwd", ep, tokens, d_model, gate_cols, e_local, d_expert);
+    check_weights("rt_moe_bwd", act, w_gate, b_gate);
+    if ((b_gate != NULL) != (db_gate != NULL) || (b_up != NULL) != (db_up != NULL) ||
+        (w_gate != NULL) != (dw_gate != NULL))
+        rt_fatal("rt_moe_bwd: a gradient for each weight and bias, and none for absent ones");
     int64_t D = d_model, F = d_expert, W = 2 * D + 1;
     Plan P = plan_make(ep, gates, tokens, gate_cols, e_local);
     int64_t *row = send_rows(&P, gates, tokens);
@@ -254,7 +335,7 @@ void rt_moe_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_gra
     int64_t R = P.nrecv;
     /* unpacked expert-major operands (GEMMs want dense rows) */
     float *x = fbuf(R * D), *gy = fbuf(R * D), *dyr = fbuf(R * D);
-    float *a = fbuf(R * F), *b = fbuf(R * F), *act = fbuf(R * F), *u = fbuf(R * F);
+    float *a = fbuf(R * F), *b = fbuf(R * F), *acts = fbuf(R * F), *u = fbuf(R * F);
     float *back = fbuf(R * (D + 1)), *dx = fbuf(R * D);
     for (int64_t q = 0; q < R; q++) {
         const float *r = pe + q * W;
@@ -268,11 +349,10 @@ void rt_moe_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_gra
         int64_t n = P.ecnt[j], o = P.eoff[j];
         if (n == 0)
             continue;
-        const float *wg = w_gate + j * D * F, *wu = w_up + j * D * F, *wd = w_down + j * F * D;
-        float *A = a + o * F, *B = b + o * F, *ACT = act + o * F, *U = u + o * F;
-        rt_matmul(A, x + o * D, wg, n, F, D, false, false, false);
-        rt_matmul(B, x + o * D, wu, n, F, D, false, false, false);
-        rt_swiglu_fwd(ACT, A, B, n * F);
+        const float *wu = w_up + j * D * F, *wd = w_down + j * F * D;
+        float *A = a + o * F, *B = b + o * F, *ACT = acts + o * F, *U = u + o * F;
+        first_gemms(A, B, x + o * D, w_gate, w_up, b_gate, b_up, j, n, D, F);
+        act_fwd(act, ACT, A, B, n * F);
         /* u = dy W_down^T: dgate = <u, act>; d(act) = gate u */
         rt_matmul(U, dyr + o * D, wd, n, F, D, false, true, false);
         for (int64_t q = 0; q < n; q++) {
@@ -284,11 +364,18 @@ void rt_moe_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_gra
             back[(o + q) * (D + 1) + D] = s;
         }
         rt_matmul_grad(dw_down + j * F * D, ACT, gy + o * D, F, D, n, true, false, true);
-        rt_swiglu_bwd(A, B, A, B, U, n * F); /* A, B now da, db */
-        rt_matmul_grad(dw_gate + j * D * F, x + o * D, A, D, F, n, true, false, true);
+        act_bwd(act, A, B, U, n * F); /* A, B now da, db */
+        if (w_gate) {
+            rt_matmul_grad(dw_gate + j * D * F, x + o * D, A, D, F, n, true, false, true);
+            if (b_gate)
+                rt_reduce_rows_grad(db_gate + j * F, A, n, F, true);
+        }
         rt_matmul_grad(dw_up + j * D * F, x + o * D, B, D, F, n, true, false, true);
-        rt_matmul(dx + o * D, A, wg, n, D, F, false, true, false);
-        rt_matmul(dx + o * D, B, wu, n, D, F, false, true, true);
+        if (b_up)
+            rt_reduce_rows_grad(db_up + j * F, B, n, F, true);
+        if (w_gate) /* dx = da Wg^T + db Wu^T, in that order */
+            rt_matmul(dx + o * D, A, w_gate + j * D * F, n, D, F, false, true, false);
+        rt_matmul(dx + o * D, B, wu, n, D, F, false, true, w_gate != NULL);
     }
     for (int64_t q = 0; q < R; q++)
         memcpy(back + q * (D + 1), dx + q * D, (size_t)D * sizeof(float));
@@ -311,7 +398,7 @@ void rt_moe_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_gra
             *dg = r[D];
         }
     }
-    float *all[] = {ps, pr, pe, x, gy, dyr, a, b, act, u, back, dx, br, bs};
+    float *all[] = {ps, pr, pe, x, gy, dyr, a, b, acts, u, back, dx, br, bs};
     for (size_t k = 0; k < sizeof all / sizeof *all; k++)
         free(all[k]);
     free(row);

@@ -114,6 +114,47 @@ void rt_rmsnorm_bwd(rt_act *dx, rt_grad *dw, const rt_act *x, const rt_act *w, c
     add_partials(dw, part, nc, cols);
 }
 
+void rt_rmsnorm_group_fwd(rt_act *y, float *rstd, const rt_act *x, const rt_act *w, int64_t rows,
+                          int64_t groups, int64_t cols, float eps)
+{
+    RTCPU_PAR_FOR(rows * groups * cols)
+    for (int64_t r = 0; r < rows * groups; r++)
+        rms_fwd_row(y + r * cols, rstd + r, x + r * cols, w + (r % groups) * cols, cols, eps);
+}
+
+/* dw one (group, column) at a time over the rows in order (the same sum
+ * whatever the thread count); then dx row by row, each group's row against
+ * its weights, as rms_bwd_chunk. */
+void rt_rmsnorm_group_bwd(rt_act *dx, rt_grad *dw, const rt_act *x, const rt_act *w, const float *rstd,
+                          const rt_act *dy, const rt_act *dres, int64_t rows, int64_t groups, int64_t cols)
+{
+    int64_t R = rows * groups;
+    if (dw) { /* first: dx may be dy's buffer */
+        RTCPU_PAR_FOR(R * cols)
+        for (int64_t gj = 0; gj < groups * cols; gj++) {
+            int64_t g = gj / cols, j = gj % cols;
+            double acc = 0.0;
+            for (int64_t r = 0; r < rows; r++) {
+                int64_t o = (r * groups + g) * cols + j;
+                acc += (double)(dy[o] * (x[o] * rstd[r * groups + g]));
+            }
+            dw[gj] = (float)((double)dw[gj] + acc);
+        }
+    }
+    RTCPU_PAR_FOR(R * cols)
+    for (int64_t r = 0; r < R; r++) {
+        const rt_act *xr = x + r * cols, *gr = dy + r * cols, *wr = w + (r % groups) * cols;
+        float s = rstd[r];
+        double dot = 0.0;
+        for (int64_t j = 0; j < cols; j++)
+            dot += (double)gr[j] * wr[j] * xr[j];
+        float c = (float)(dot * s * s / (double)cols);
+        rt_act *dxr = dx + r * cols;
+        for (int64_t j = 0; j < cols; j++)
+            dxr[j] = (dres ? dres[r * cols + j] : 0.0f) + s * (gr[j] * wr[j] - xr[j] * c);
+    }
+}
+
 RTCPU_CLONES static void ln_fwd_row(rt_act *y, float *mean, float *rstd, const rt_act *x,
                                     const rt_act *w, const rt_act *b, int64_t cols, float eps)
 {

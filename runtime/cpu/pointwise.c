@@ -68,6 +68,50 @@ RTCPU_CLONES static void swiglu_bwd_blk(rt_act *da, rt_act *db, const rt_act *a,
     }
 }
 
+/* relu(x)^2; its backward dx = dy 2 relu(x) */
+RTCPU_CLONES static void relu2_fwd_blk(rt_act *y, const rt_act *x, int64_t n)
+{
+    RTCPU_SIMD
+    for (int64_t i = 0; i < n; i++) {
+        float r = x[i] > 0.0f ? x[i] : 0.0f;
+        y[i] = r * r;
+    }
+}
+
+RTCPU_CLONES static void relu2_bwd_blk(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n)
+{
+    RTCPU_SIMD
+    for (int64_t i = 0; i < n; i++)
+        dx[i] = x[i] > 0.0f ? 2.0f * x[i] * dy[i] : 0.0f;
+}
+
+/* GPT-OSS: y = g s(alpha g) (c + 1), g = min(a, L), c = clamp(b, -L, L);
+ * dg = s (1 + alpha g (1 - s)) */
+RTCPU_CLONES static void swiglu_oai_fwd_blk(rt_act *y, const rt_act *a, const rt_act *b, int64_t n)
+{
+    RTCPU_SIMD
+    for (int64_t i = 0; i < n; i++) {
+        float g = a[i] < RT_OAI_LIMIT ? a[i] : RT_OAI_LIMIT;
+        float c = b[i] < -RT_OAI_LIMIT ? -RT_OAI_LIMIT : b[i] > RT_OAI_LIMIT ? RT_OAI_LIMIT : b[i];
+        y[i] = g * rtcpu_sigmoidf(RT_OAI_ALPHA * g) * (c + 1.0f);
+    }
+}
+
+RTCPU_CLONES static void swiglu_oai_bwd_blk(rt_act *da, rt_act *db, const rt_act *a, const rt_act *b,
+                                            const rt_act *dy, int64_t n)
+{
+    RTCPU_SIMD
+    for (int64_t i = 0; i < n; i++) {
+        float x = a[i], v = b[i], d = dy[i];
+        float g = x < RT_OAI_LIMIT ? x : RT_OAI_LIMIT;
+        float c = v < -RT_OAI_LIMIT ? -RT_OAI_LIMIT : v > RT_OAI_LIMIT ? RT_OAI_LIMIT : v;
+        float s = rtcpu_sigmoidf(RT_OAI_ALPHA * g), glu = g * s;
+        float dai = x <= RT_OAI_LIMIT ? d * (c + 1.0f) * s * (1.0f + RT_OAI_ALPHA * g * (1.0f - s)) : 0.0f;
+        db[i] = v >= -RT_OAI_LIMIT && v <= RT_OAI_LIMIT ? d * glu : 0.0f;
+        da[i] = dai;
+    }
+}
+
 /* GPT-2 gelu_new: 0.5 x (1 + tanh(u)) = x sigmoid(2u), u = k (x + c x^3) */
 RTCPU_CLONES static void gelu_fwd_blk(rt_act *y, const rt_act *x, int64_t n)
 {
@@ -131,6 +175,27 @@ void rt_swiglu_fwd(rt_act *y, const rt_act *a, const rt_act *b, int64_t n)
 void rt_swiglu_bwd(rt_act *da, rt_act *db, const rt_act *a, const rt_act *b, const rt_act *dy, int64_t n)
 {
     ELEMENTWISE(n, swiglu_bwd_blk(da + lo, db + lo, a + lo, b + lo, dy + lo, len));
+}
+
+void rt_relu2_fwd(rt_act *y, const rt_act *x, int64_t n)
+{
+    ELEMENTWISE(n, relu2_fwd_blk(y + lo, x + lo, len));
+}
+
+void rt_relu2_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n)
+{
+    ELEMENTWISE(n, relu2_bwd_blk(dx + lo, x + lo, dy + lo, len));
+}
+
+void rt_swiglu_oai_fwd(rt_act *y, const rt_act *a, const rt_act *b, int64_t n)
+{
+    ELEMENTWISE(n, swiglu_oai_fwd_blk(y + lo, a + lo, b + lo, len));
+}
+
+void rt_swiglu_oai_bwd(rt_act *da, rt_act *db, const rt_act *a, const rt_act *b, const rt_act *dy,
+                       int64_t n)
+{
+    ELEMENTWISE(n, swiglu_oai_bwd_blk(da + lo, db + lo, a + lo, b + lo, dy + lo, len));
 }
 
 void rt_gelu_fwd(rt_act *y, const rt_act *x, int64_t n)

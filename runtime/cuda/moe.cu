@@ -271,17 +271,81 @@ void exchange(const Plan &P, std::initializer_list<Xfer> xs, bool back)
     CUDA_CHECK(cudaEventDestroy(finished));
 }
 
+/* The act's pointwise kernels (rt.h RtMoeAct, the rows of ir/moe_acts.def),
+ * as runtime/cpu/moe.c: y from a (gate; absent ungated) and b (up); the
+ * backward overwrites a and b with their gradients (b alone ungated). */
+bool act_gated(const char *fn, int act)
+{
+    switch (act) {
+    case RT_MOE_SWIGLU:
+    case RT_MOE_SWIGLU_OAI: return true;
+    case RT_MOE_RELU2: return false;
+    }
+    rt_fatal("%s: unknown expert activation %d", fn, act);
+}
+
+void act_fwd(int act, rt_act *y, const rt_act *a, const rt_act *b, int64_t n)
+{
+    if (act == RT_MOE_SWIGLU) rt_swiglu_fwd(y, a, b, n);
+    else if (act == RT_MOE_SWIGLU_OAI) rt_swiglu_oai_fwd(y, a, b, n);
+    else rt_relu2_fwd(y, b, n);
+}
+
+void act_bwd(int act, rt_act *a, rt_act *b, const rt_act *dy, int64_t n)
+{
+    if (act == RT_MOE_SWIGLU) rt_swiglu_bwd(a, b, a, b, dy, n);
+    else if (act == RT_MOE_SWIGLU_OAI) rt_swiglu_oai_bwd(a, b, a, b, dy, n);
+    else rt_relu2_bwd(b, b, dy, n);
+}
+
+void check_weights(const char *fn, int act, const rt_act *w_gate, const rt_act *b_gate)
+{
+    bool gated = act_gated(fn, act);
+    if (gated != (w_gate != NULL) || (!gated && b_gate))
+        rt_fatal("%s: activation %d %s a gate weight%s", fn, act, gated ? "needs" : "takes no", gated ? "" : " or bias");
+}
+
+/* The first GEMMs of n rows x of expert j into a (gate) and b (up), each plus its bias row. */
+void first_gemms(rt_act *a, rt_act *b, const rt_act *x, const rt_act *w_gate, const rt_act *w_up, const rt_act *b_gate,
+                 const rt_act *b_up, int64_t j, int64_t n, int64_t D, int64_t F)
+{
+    if (w_gate) {
+        rt_matmul(a, x, w_gate + j * D * F, n, F, D, false, false, false);
+        if (b_gate) rt_add(a, a, b_gate + j * F, n * F, F);
+    }
+    rt_matmul(b, x, w_up + j * D * F, n, F, D, false, false, false);
+    if (b_up) rt_add(b, b, b_up + j * F, n * F, F);
+}
+
 } // namespace
 
 void rt_moe_fwd(RtComm *ep, rt_act *y, const rt_act *h, const rt_act *gates, const rt_act *w_gate,
                 const rt_act *w_up, const rt_act *w_down, int64_t tokens, int64_t d_model, int64_t gate_cols,
                 int64_t e_local, int64_t d_expert)
 {
+    rt_moe_act_fwd(ep, y, h, gates, w_gate, w_up, w_down, NULL, NULL, RT_MOE_SWIGLU, tokens, d_model, gate_cols,
+                   e_local, d_expert);
+}
+
+void rt_moe_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_grad *dw_up, rt_grad *dw_down,
+                const rt_act *h, const rt_act *gates, const rt_act *w_gate, const rt_act *w_up, const rt_act *w_down,
+                const rt_act *dy, int64_t tokens, int64_t d_model, int64_t gate_cols, int64_t e_local,
+                int64_t d_expert)
+{
+    rt_moe_act_bwd(ep, dh, dgates, dw_gate, dw_up, dw_down, NULL, NULL, h, gates, w_gate, w_up, w_down, NULL, NULL, dy,
+                   RT_MOE_SWIGLU, tokens, d_model, gate_cols, e_local, d_expert);
+}
+
+void rt_moe_act_fwd(RtComm *ep, rt_act *y, const rt_act *h, const rt_act *gates, const rt_act *w_gate,
+                    const rt_act *w_up, const rt_act *w_down, const rt_act *b_gate, const rt_act *b_up, int act,
+                    int64_t tokens, int64_t d_model, int64_t gate_cols, int64_t e_local, int64_t d_expert)
+{
     check_args("rt_moe_fwd", ep, tokens, d_model, gate_cols, e_local, d_expert);
+    check_weights("rt_moe_fwd", act, w_gate, b_gate);
     int64_t D = d_model, F = d_expert, T = tokens;
-    size_t wb = (size_t)(e_local * D * F) * sizeof(rt_act), ab = sizeof(rt_act);
+    size_t wb = (size_t)(e_local * D * F) * sizeof(rt_act), ab = sizeof(rt_act), bb = (size_t)(e_local * F) * ab;
     rtcu_deps({{y, (size_t)(T * D) * ab}, {h, (size_t)(T * D) * ab}, {gates, (size_t)(T * gate_cols) * ab},
-               {w_gate, wb}, {w_up, wb}, {w_down, wb}});
+               {w_gate, wb}, {w_up, wb}, {w_down, wb}, {b_gate, bb}, {b_up, bb}});
     Plan P = plan_make(ep, gates, T, gate_cols, e_local);
     int64_t S = P.nsend, R = P.nrecv;
     rt_act *xs = (rt_act *)dalloc((size_t)(S * D) * ab);
@@ -294,10 +358,9 @@ void rt_moe_fwd(RtComm *ep, rt_act *y, const rt_act *h, const rt_act *gates, con
     for (int64_t j = 0; j < e_local; j++) {
         int64_t n = P.ecnt[(size_t)j], o = P.eoff[(size_t)j];
         if (n == 0) continue;
-        rt_matmul(a + o * F, xe + o * D, w_gate + j * D * F, n, F, D, false, false, false);
-        rt_matmul(b + o * F, xe + o * D, w_up + j * D * F, n, F, D, false, false, false);
+        first_gemms(a + o * F, b + o * F, xe + o * D, w_gate, w_up, b_gate, b_up, j, n, D, F);
     }
-    rt_swiglu_fwd(a, a, b, R * F);
+    act_fwd(act, a, a, b, R * F);
     for (int64_t j = 0; j < e_local; j++) {
         int64_t n = P.ecnt[(size_t)j], o = P.eoff[(size_t)j];
         if (n) rt_matmul(oe + o * D, a + o * F, w_down + j * F * D, n, D, F, false, false, false);
@@ -315,17 +378,22 @@ void rt_moe_fwd(RtComm *ep, rt_act *y, const rt_act *h, const rt_act *gates, con
     dfree(P.d_idx);
 }
 
-void rt_moe_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_grad *dw_up, rt_grad *dw_down,
-                const rt_act *h, const rt_act *gates, const rt_act *w_gate, const rt_act *w_up, const rt_act *w_down,
-                const rt_act *dy, int64_t tokens, int64_t d_model, int64_t gate_cols, int64_t e_local,
-                int64_t d_expert)
+void rt_moe_act_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_grad *dw_up, rt_grad *dw_down,
+                    rt_grad *db_gate, rt_grad *db_up, const rt_act *h, const rt_act *gates, const rt_act *w_gate,
+                    const rt_act *w_up, const rt_act *w_down, const rt_act *b_gate, const rt_act *b_up,
+                    const rt_act *dy, int act, int64_t tokens, int64_t d_model, int64_t gate_cols, int64_t e_local,
+                    int64_t d_expert)
 {
     check_args("rt_moe_bwd", ep, tokens, d_model, gate_cols, e_local, d_expert);
+    check_weights("rt_moe_bwd", act, w_gate, b_gate);
+    if ((b_gate != NULL) != (db_gate != NULL) || (b_up != NULL) != (db_up != NULL) || (w_gate != NULL) != (dw_gate != NULL))
+        rt_fatal("rt_moe_bwd: a gradient for each weight and bias, and none for absent ones");
     int64_t D = d_model, F = d_expert, T = tokens, E = e_local;
     size_t ab = sizeof(rt_act), wb = (size_t)(E * D * F) * ab, gb = (size_t)(E * D * F) * sizeof(rt_grad);
+    size_t bb = (size_t)(E * F) * ab, dbb = (size_t)(E * F) * sizeof(rt_grad);
     size_t tb = (size_t)(T * D) * ab, cb = (size_t)(T * gate_cols) * ab;
-    rtcu_deps({{dh, tb}, {dgates, cb}, {dw_gate, gb}, {dw_up, gb}, {dw_down, gb}, {h, tb}, {gates, cb},
-               {w_gate, wb}, {w_up, wb}, {w_down, wb}, {dy, tb}});
+    rtcu_deps({{dh, tb}, {dgates, cb}, {dw_gate, gb}, {dw_up, gb}, {dw_down, gb}, {db_gate, dbb}, {db_up, dbb}, {h, tb},
+               {gates, cb}, {w_gate, wb}, {w_up, wb}, {w_down, wb}, {b_gate, bb}, {b_up, bb}, {dy, tb}});
     Plan P = plan_make(ep, gates, T, gate_cols, e_local);
     int64_t S = P.nsend, R = P.nrecv;
     bool x = P.ep != NULL;
@@ -345,7 +413,7 @@ void rt_moe_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_gra
     rt_act *xe = (rt_act *)dalloc((size_t)(R * D) * ab), *ye = (rt_act *)dalloc((size_t)(R * D) * ab);
     rt_act *gy = (rt_act *)dalloc((size_t)(R * D) * ab), *dx = (rt_act *)dalloc((size_t)(R * D) * ab);
     rt_act *a = (rt_act *)dalloc((size_t)(R * F) * ab), *b = (rt_act *)dalloc((size_t)(R * F) * ab);
-    rt_act *act = (rt_act *)dalloc((size_t)(R * F) * ab), *u = (rt_act *)dalloc((size_t)(R * F) * ab);
+    rt_act *acts = (rt_act *)dalloc((size_t)(R * F) * ab), *u = (rt_act *)dalloc((size_t)(R * F) * ab);
     float *ge = (float *)dalloc((size_t)R * sizeof(float)), *dge = (float *)dalloc((size_t)R * sizeof(float));
     gather(xe, xr, P.to_exp, R, D);
     gather(ye, yr, P.to_exp, R, D);
@@ -354,24 +422,28 @@ void rt_moe_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_gra
     for (int64_t j = 0; j < E; j++) {
         int64_t n = P.ecnt[(size_t)j], o = P.eoff[(size_t)j];
         if (n == 0) continue;
-        rt_matmul(a + o * F, xe + o * D, w_gate + j * D * F, n, F, D, false, false, false);
-        rt_matmul(b + o * F, xe + o * D, w_up + j * D * F, n, F, D, false, false, false);
+        first_gemms(a + o * F, b + o * F, xe + o * D, w_gate, w_up, b_gate, b_up, j, n, D, F);
         rt_matmul(u + o * F, ye + o * D, w_down + j * F * D, n, F, D, false, true, false);
     }
-    rt_swiglu_fwd(act, a, b, R * F);
+    act_fwd(act, acts, a, b, R * F);
     if (R) {
-        RTCU_LAUNCH(row_grads, rtcu_grid(R * 32, 256), 256, 0)(dge, u, gy, act, ye, ge, R, F, D);
+        RTCU_LAUNCH(row_grads, rtcu_grid(R * 32, 256), 256, 0)(dge, u, gy, acts, ye, ge, R, F, D);
         LAUNCH_CHECK();
     }
-    rt_swiglu_bwd(a, b, a, b, u, R * F); /* a, b now d(gate GEMM), d(up GEMM) */
+    act_bwd(act, a, b, u, R * F); /* a, b now d(gate GEMM), d(up GEMM) */
     for (int64_t j = 0; j < E; j++) {
         int64_t n = P.ecnt[(size_t)j], o = P.eoff[(size_t)j];
         if (n == 0) continue;
-        rt_matmul_grad(dw_down + j * F * D, act + o * F, gy + o * D, F, D, n, true, false, true);
-        rt_matmul_grad(dw_gate + j * D * F, xe + o * D, a + o * F, D, F, n, true, false, true);
+        rt_matmul_grad(dw_down + j * F * D, acts + o * F, gy + o * D, F, D, n, true, false, true);
+        if (w_gate) {
+            rt_matmul_grad(dw_gate + j * D * F, xe + o * D, a + o * F, D, F, n, true, false, true);
+            if (b_gate) rt_reduce_rows_grad(db_gate + j * F, a + o * F, n, F, true);
+        }
         rt_matmul_grad(dw_up + j * D * F, xe + o * D, b + o * F, D, F, n, true, false, true);
-        rt_matmul(dx + o * D, a + o * F, w_gate + j * D * F, n, D, F, false, true, false);
-        rt_matmul(dx + o * D, b + o * F, w_up + j * D * F, n, D, F, false, true, true);
+        if (b_up) rt_reduce_rows_grad(db_up + j * F, b + o * F, n, F, true);
+        if (w_gate) /* dx = da Wg^T + db Wu^T, in that order */
+            rt_matmul(dx + o * D, a + o * F, w_gate + j * D * F, n, D, F, false, true, false);
+        rt_matmul(dx + o * D, b + o * F, w_up + j * D * F, n, D, F, false, true, w_gate != NULL);
     }
     gather(xr, dx, P.to_recv, R, D);
     gather(dgr, dge, P.to_recv, R, 1);
@@ -384,7 +456,7 @@ void rt_moe_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_gra
                                                                             P.send_col, T, gate_cols);
         LAUNCH_CHECK();
     }
-    for (void *p : {(void *)xe, (void *)ye, (void *)gy, (void *)dx, (void *)a, (void *)b, (void *)act, (void *)u,
+    for (void *p : {(void *)xe, (void *)ye, (void *)gy, (void *)dx, (void *)a, (void *)b, (void *)acts, (void *)u,
                     (void *)ge, (void *)dge, (void *)xs, (void *)ys, (void *)gs, (void *)dgs})
         dfree(p);
     if (x)

@@ -234,6 +234,89 @@ void rt_rmsnorm_bwd(rt_act *dx, rt_grad *dw, const rt_act *x, const rt_act *w, c
     if (dw) rtcu_colsum_final(dw, pdw, groups, cols, true);
 }
 
+/* Grouped RMSNorm (rt_rmsnorm_group_*): a block per (row, group), its own
+ * weight row; dw by one thread per (group, column) summing the rows in
+ * order (strided reads: the gated norm of Mamba-2 is one small norm a layer). */
+static __global__ void k_rms_group_fwd(rt_act *y, float *rstd, const rt_act *x, const rt_act *w, int64_t groups,
+                                       int64_t cols, float eps)
+{
+    __shared__ float sh[32];
+    int64_t off = (int64_t)blockIdx.x * cols;
+    const rt_act *wr = w + ((int64_t)blockIdx.x % groups) * cols;
+    float ss = 0.0f;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+        float v = ld(x + off + j);
+        ss += v * v;
+    }
+    ss = block_sum(ss, sh);
+    float r = 1.0f / sqrtf(ss / (float)cols + eps);
+    if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) y[off + j] = bf(ld(wr + j) * (ld(x + off + j) * r));
+}
+
+static __global__ void k_rms_group_bwd(rt_act *dx, const rt_act *x, const rt_act *w, const float *rstd,
+                                       const rt_act *dy, const rt_act *dres, int64_t groups, int64_t cols)
+{
+    __shared__ float sh[32];
+    int64_t row = blockIdx.x, off = row * cols;
+    const rt_act *wr = w + (row % groups) * cols;
+    float r = rstd[row], dot = 0.0f;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) dot += ld(wr + j) * ld(dy + off + j) * ld(x + off + j);
+    dot = block_sum(dot, sh);
+    float c = dot * r * r / (float)cols;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+        float xv = ld(x + off + j), g_ = ld(dy + off + j);
+        dx[off + j] = bf(r * (ld(wr + j) * g_ - xv * c) + (dres ? ld(dres + off + j) : 0.0f));
+    }
+}
+
+static __global__ void k_rms_group_dw(rt_grad *dw, const rt_act *x, const float *rstd, const rt_act *dy, int64_t rows,
+                                      int64_t groups, int64_t cols)
+{
+    int64_t gj = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (gj >= groups * cols) return;
+    int64_t g = gj / cols, j = gj % cols;
+    float acc = 0.0f;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t o = (r * groups + g) * cols + j;
+        acc += ld(dy + o) * ld(x + o) * rstd[r * groups + g];
+    }
+    dw[gj] += acc;
+}
+
+void rt_rmsnorm_group_fwd(rt_act *y, float *rstd, const rt_act *x, const rt_act *w, int64_t rows, int64_t groups,
+                          int64_t cols, float eps)
+{
+    rtcu_require_init("rt_rmsnorm_group_fwd");
+    int64_t R = rows * groups;
+    if (R <= 0 || cols <= 0) return;
+    size_t b = (size_t)(R * cols) * sizeof(rt_act);
+    rtcu_deps({{y, b}, {rstd, (size_t)R * 4}, {x, b}, {w, (size_t)(groups * cols) * sizeof(rt_act)}});
+    rtcu_check_grid("rt_rmsnorm_group_fwd", R, 1, 1);
+    RTCU_LAUNCH(k_rms_group_fwd, (unsigned)R, norm_threads(cols), 0)(y, rstd, x, w, groups, cols, eps);
+    LAUNCH_CHECK();
+}
+
+void rt_rmsnorm_group_bwd(rt_act *dx, rt_grad *dw, const rt_act *x, const rt_act *w, const float *rstd,
+                          const rt_act *dy, const rt_act *dres, int64_t rows, int64_t groups, int64_t cols)
+{
+    rtcu_require_init("rt_rmsnorm_group_bwd");
+    int64_t R = rows * groups;
+    if (R <= 0 || cols <= 0) return;
+    size_t b = (size_t)(R * cols) * sizeof(rt_act), bw = (size_t)(groups * cols);
+    rtcu_deps({{dx, b}, {dw, bw * sizeof(rt_grad)}, {x, b}, {w, bw * sizeof(rt_act)}, {rstd, (size_t)R * 4},
+               {dy, b}, {dres, b}});
+    rtcu_check_grid("rt_rmsnorm_group_bwd", R, 1, 1);
+    if (dw) { /* before dx is written: dx may alias dy in the caller's plan */
+        RTCU_LAUNCH(k_rms_group_dw, rtcu_grid(groups * cols, 256), 256, 0)(dw, x, rstd, dy, rows, groups, cols);
+        LAUNCH_CHECK();
+    }
+    if (dx) {
+        RTCU_LAUNCH(k_rms_group_bwd, (unsigned)R, norm_threads(cols), 0)(dx, x, w, rstd, dy, dres, groups, cols);
+        LAUNCH_CHECK();
+    }
+}
+
 /* ----------------------------------------------------------- LayerNorm */
 /* ADD: rt_add_layernorm_fwd, as k_rms_fwd's: the first pass makes and
  * writes the sum of x and x1, the later ones read it back. */

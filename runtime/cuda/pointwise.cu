@@ -151,6 +151,51 @@ __global__ void k_swiglu_bwd8(rt_act *da, rt_act *db, const rt_act *a, const rt_
     }
 }
 
+/* Squared ReLU and GPT-OSS's clamped SwiGLU (rt.h; the CPU backend's
+ * formulas), element by element: outputs may alias inputs. */
+__device__ __forceinline__ float oai_gate(float a) { return fminf(a, RT_OAI_LIMIT); }
+__device__ __forceinline__ float oai_up(float b) { return fminf(fmaxf(b, -RT_OAI_LIMIT), RT_OAI_LIMIT); }
+
+__global__ void k_relu2_fwd(rt_act *y, const rt_act *x, int64_t n)
+{
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        float r = fmaxf(ld(x + i), 0.0f);
+        y[i] = bf(r * r);
+    }
+}
+
+__global__ void k_relu2_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n)
+{
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        float v = ld(x + i);
+        dx[i] = bf(v > 0.0f ? 2.0f * v * ld(dy + i) : 0.0f);
+    }
+}
+
+__global__ void k_swiglu_oai_fwd(rt_act *y, const rt_act *a, const rt_act *b, int64_t n)
+{
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        float g = oai_gate(ld(a + i));
+        y[i] = bf(g / (1.0f + expf(-RT_OAI_ALPHA * g)) * (oai_up(ld(b + i)) + 1.0f));
+    }
+}
+
+__global__ void k_swiglu_oai_bwd(rt_act *da, rt_act *db, const rt_act *a, const rt_act *b, const rt_act *dy,
+                                 int64_t n)
+{
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        float x = ld(a + i), v = ld(b + i), d = ld(dy + i);
+        float g = oai_gate(x), c = oai_up(v), s = 1.0f / (1.0f + expf(-RT_OAI_ALPHA * g));
+        float dai = x <= RT_OAI_LIMIT ? d * (c + 1.0f) * s * (1.0f + RT_OAI_ALPHA * g * (1.0f - s)) : 0.0f;
+        db[i] = bf(v >= -RT_OAI_LIMIT && v <= RT_OAI_LIMIT ? d * g * s : 0.0f);
+        da[i] = bf(dai);
+    }
+}
+
 } // namespace
 
 void rt_swiglu_fwd(rt_act *y, const rt_act *a, const rt_act *b, int64_t n)
@@ -230,3 +275,43 @@ static void grad_add(const char *fn, rt_grad *acc, const T *x, int64_t n)
 
 void rt_grad_add(rt_grad *acc, const rt_act *x, int64_t n) { grad_add("rt_grad_add", acc, x, n); }
 void rt_grad_sum(rt_grad *acc, const rt_grad *x, int64_t n) { grad_add("rt_grad_sum", acc, x, n); }
+
+void rt_relu2_fwd(rt_act *y, const rt_act *x, int64_t n)
+{
+    rtcu_require_init("rt_relu2_fwd");
+    if (n <= 0) return;
+    size_t bytes = (size_t)n * sizeof(rt_act);
+    rtcu_deps({{y, bytes}, {x, bytes}});
+    RTCU_LAUNCH(k_relu2_fwd, rtcu_grid(n, 256), 256, 0)(y, x, n);
+    LAUNCH_CHECK();
+}
+
+void rt_relu2_bwd(rt_act *dx, const rt_act *x, const rt_act *dy, int64_t n)
+{
+    rtcu_require_init("rt_relu2_bwd");
+    if (n <= 0) return;
+    size_t bytes = (size_t)n * sizeof(rt_act);
+    rtcu_deps({{dx, bytes}, {x, bytes}, {dy, bytes}});
+    RTCU_LAUNCH(k_relu2_bwd, rtcu_grid(n, 256), 256, 0)(dx, x, dy, n);
+    LAUNCH_CHECK();
+}
+
+void rt_swiglu_oai_fwd(rt_act *y, const rt_act *a, const rt_act *b, int64_t n)
+{
+    rtcu_require_init("rt_swiglu_oai_fwd");
+    if (n <= 0) return;
+    size_t bytes = (size_t)n * sizeof(rt_act);
+    rtcu_deps({{y, bytes}, {a, bytes}, {b, bytes}});
+    RTCU_LAUNCH(k_swiglu_oai_fwd, rtcu_grid(n, 256), 256, 0)(y, a, b, n);
+    LAUNCH_CHECK();
+}
+
+void rt_swiglu_oai_bwd(rt_act *da, rt_act *db, const rt_act *a, const rt_act *b, const rt_act *dy, int64_t n)
+{
+    rtcu_require_init("rt_swiglu_oai_bwd");
+    if (n <= 0) return;
+    size_t bytes = (size_t)n * sizeof(rt_act);
+    rtcu_deps({{da, bytes}, {db, bytes}, {a, bytes}, {b, bytes}, {dy, bytes}});
+    RTCU_LAUNCH(k_swiglu_oai_bwd, rtcu_grid(n, 256), 256, 0)(da, db, a, b, dy, n);
+    LAUNCH_CHECK();
+}

@@ -191,7 +191,8 @@ bool layout_plan(const IrGraph *g, const Layout *l, Plan *p)
     int64_t *dim = ir_alloc(g->arena, sizeof *dim * (size_t)g->ndims);
     ir_dim_sizes(g, p->mb_seqs, dim);
     p->strategy = ir_alloc(g->arena, sizeof *p->strategy * (size_t)(g->nfwd + 1));
-    static const char *const tp_dims[] = {"vocab", "n_heads", "d_ff", "n_kv_heads", NULL};
+    /* m_groups: Mamba-2 heads by group, each rank its groups' B, C and gated-norm weights */
+    static const char *const tp_dims[] = {"vocab", "n_heads", "d_ff", "n_kv_heads", "m_groups", NULL};
     int tp_axis = p->mesh.naxes - 1;
     for (int i = 0; i < g->nfwd; i++) {
         const IrNode *n = &g->nodes[i];

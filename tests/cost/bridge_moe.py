@@ -71,8 +71,9 @@ from bridge_dense import BASE, GPUS as BLACKWELL, RECIPES, SEARCH_TARGET, TIE, r
 
 MODELS = {"Qwen3_30B_a3B": "models/qwen3-30b-a3b.mdl", "Qwen3_235B_a22B": "models/qwen3-235b-a22b.mdl",
           "DeepSeekV3": "models/deepseek-v3.mdl", "Kimi_K2": "models/kimi-k2.mdl",
-          "GPT OSS 120B": "models/gpt-oss-120b.mdl"}
-LAYERS = {"Qwen3_30B_a3B": 48, "Qwen3_235B_a22B": 94, "DeepSeekV3": 61, "Kimi_K2": 61, "GPT OSS 120B": 36}
+          "GPT OSS 120B": "models/gpt-oss-120b.mdl", "Nemotron_3_Nano": "models/nemotron3-nano.mdl"}
+LAYERS = {"Qwen3_30B_a3B": 48, "Qwen3_235B_a22B": 94, "DeepSeekV3": 61, "Kimi_K2": 61, "GPT OSS 120B": 36,
+          "Nemotron_3_Nano": 52}
 # Models whose recipes cut the layers into chunks of ceil(L / chunks), the last
 # chunk the rest (with the loss; the embedding rides in the first):
 # Megatron-Bridge's pipeline layouts for 61 layers, e.g. "Et*4|(t*4|)*14tmL"
@@ -82,12 +83,46 @@ FRONT_LOADED = ("DeepSeekV3", "Kimi_K2")
 WHY_NOT = {
     "DeepSeekV4 Flash": "DeepSeek-V4 needs MLA and its own attention, which ptdc lacks",
 }
-# Nemotron 3 (hybrid Mamba-2 + MoE + attention, Nemotron-H's pattern of M, E and * layers):
-# ptdc has the Mamba-2 layer (docs/hybrid.md) but not the rest of the model.
-NEMOTRON3_WHY = ("Nemotron 3 needs squared-ReLU experts without a gate and a gated norm of 8 groups with "
-                 "their own weights, which ptdc lacks (it has the Mamba-2 layer: docs/hybrid.md)")
-HYBRID_WHY_NOT = {m: NEMOTRON3_WHY for m in ("Nemotron_3_Nano", "Nemotron_3_Super", "Nemotron_3_Ultra",
-                                             "Nemotron_3_5_Lightning")}
+# Nemotron 3 (hybrid Mamba-2 + MoE + attention, Megatron's pattern of M, E and * layers;
+# docs/hybrid.md): Nano is models/nemotron3-nano.mdl; the others are refused by name. Super's
+# recipe (recipes/nemotronh/h100/nemotron_3_super.py) is a latent MoE (the experts on a
+# down-projected hidden: fc1_latent_proj, fc2_latent_proj in models/nemotronh/nemotron_h_bridge.py)
+# with multi-token prediction (mtp_num_layers 2); Ultra's and Nemotron 3.5 Lightning's recipes
+# (nemotron_3_ultra.py, nemotron_3_nano.py nemotron_3_5_lightning_pretrain_config) set
+# mtp_num_layers 2 too.
+HYBRID_WHY_NOT = {
+    "Nemotron_3_Super": "Nemotron 3 Super is a latent MoE (experts on a down-projected hidden) with "
+                        "multi-token prediction (MTP), which ptdc lacks",
+    "Nemotron_3_Ultra": "Nemotron 3 Ultra's recipe trains multi-token prediction (MTP), which ptdc lacks",
+    "Nemotron_3_5_Lightning": "Nemotron 3.5 Lightning's recipe trains multi-token prediction (MTP), which "
+                              "ptdc lacks",
+}
+# Nemotron 3 Nano's performance recipes, the same at every tag with them (v0.3.1 26.02.01 to v0.5.1
+# 26.06.01: scripts/performance/configs/nemotronh/nemotron_3_nano_workload_base_configs.py, then
+# nemotron_3_workload_base_configs.py; v0.6.0 26.08: src/megatron/bridge/perf_recipes/nemotronh/
+# <gpu>/nemotronh.py): EP 8, ETP 1, no recompute, micro-batch 4 on GB300 and B300, 2 on GB200 and
+# B200, CUDA graphs of attn, mamba, moe_router and moe_preprocess (the stack's attn_moe: ptdc's
+# host model does not know Mamba's capture and counts its launches), no all-to-all overlap; H100
+# (16 GPUs) FP8 current scaling at micro-batch 1 with recompute_modules moe, layernorm, core_attn
+# and moe_act and only mamba in graphs (none for ptdc, as above).
+# (GPU, precision) -> (mb, recompute_modules, cuda_graph, moe_a2a_overlap, ep).
+NANO_RECIPE = {("GB300", "MXFP8"): (4, [], "attn_moe", False, 8), ("B300", "MXFP8"): (4, [], "attn_moe", False, 8),
+               ("GB200", "MXFP8"): (2, [], "attn_moe", False, 8), ("B200", "MXFP8"): (2, [], "attn_moe", False, 8),
+               ("H100", "FP8"): (1, ["moe", "layernorm", "core_attn", "moe_act"], "none", False, 8)}
+NANO_RELEASES = ("26.02.01", "26.04", "26.04.01", "26.06", "26.06.01", "26.08")
+
+
+def nano_recipe(r):
+    """Nemotron 3 Nano's recipe for the row (NANO_RECIPE), or None with why not."""
+    rc = NANO_RECIPE.get((r["gpu"], r["precision"]))
+    if rc is None or release(r) not in NANO_RELEASES:
+        return None, "no recipe of %s %s on %s at %s's tag in this file" % (r["model"], r["precision"], r["gpu"],
+                                                                          release(r))
+    have = (num(r, "pp", 1), num(r, "vp", 1) or 1, num(r, "micro_batch"), num(r, "ep", 1), num(r, "tp", 1))
+    if have != (1, 1, rc[0], rc[4], 1):
+        return None, ("the %s recipe of %s on %s is tp 1 pp 1 mb %d EP %d, not the row's pp %d vp %d mb %d EP %d "
+                      "tp %d" % (release(r), r["model"], r["gpu"], rc[0], rc[4], *have))
+    return rc, None
 # A row labelled with DeepSeek-V3's multi-token prediction module: ptdc does not model MTP.
 WITH_MTP = "w/ MTP"
 # The MLA models' recipes, from Megatron-Bridge's performance configs of each row's
@@ -245,6 +280,8 @@ def cuda_graph(r):
         return MLA_RECIPE[(r["model"], r["gpu"], release(r))][4]
     if r["model"] == "GPT OSS 120B":
         return oss_recipe(r)[0][4]
+    if r["model"] == "Nemotron_3_Nano":
+        return nano_recipe(r)[0][2]
     rel = tuple(int(x) for x in release(r).split(".")[:2])
     if r["gpu"] == "H100":
         return "none"
@@ -274,6 +311,8 @@ def a2a_overlap(r):
         return MLA_RECIPE[(r["model"], r["gpu"], release(r))][5]
     if r["model"] == "GPT OSS 120B":
         return oss_recipe(r)[0][5]
+    if r["model"] == "Nemotron_3_Nano":
+        return nano_recipe(r)[0][3]
     rel = tuple(int(x) for x in release(r).split(".")[:2])
     big = r["model"] == "Qwen3_235B_a22B"
     if r["gpu"] == "H100":
@@ -311,6 +350,8 @@ def skip_reason(r):
         return mla_recompute(r)[1]
     if r["model"] == "GPT OSS 120B" and oss_recipe(r)[0] is None:
         return oss_recipe(r)[1]
+    if r["model"] == "Nemotron_3_Nano" and nano_recipe(r)[0] is None:
+        return nano_recipe(r)[1]
     if r["gpu"] not in GPUS:
         return "no ptdc preset of %s" % r["gpu"]
     if r["precision"] not in RECIPES:
@@ -334,6 +375,8 @@ def recompute(r):
     mods = mla_recompute(r)[0] if r["model"] in FRONT_LOADED else None
     if r["model"] == "GPT OSS 120B":
         mods = oss_recipe(r)[0][3]
+    if r["model"] == "Nemotron_3_Nano":
+        mods = nano_recipe(r)[0][1]
     return ",".join(mods) if mods else "none"
 
 

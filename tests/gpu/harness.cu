@@ -408,6 +408,32 @@ static void t_pointwise(Rng &r)
             dxx = dact(x);
             rt_free(dbb), rt_free(dout2);
         }
+        {
+            /* The experts' other activations (ir/moe_acts.def): relu2, and
+             * GPT-OSS's clamped SwiGLU on values past its clamps (+-7). */
+            auto a = randv(r, n, 10.0f), b = randv(r, n, 10.0f);
+            std::vector<float> da((size_t)n), db((size_t)n);
+            rt_act *dA = dact(a), *dB = dact(b), *dout2 = (rt_act *)rt_alloc((size_t)n * 2);
+            rt_relu2_fwd(dout, dB, n);
+            cpu_rt_relu2_fwd(y.data(), b.data(), n);
+            snprintf(name, sizeof name, "relu2_fwd n=%lld", (long long)n);
+            report(name, hact(dout, n), y, TOL_BF16);
+            rt_relu2_bwd(dout, dB, ddy, n);
+            cpu_rt_relu2_bwd(db.data(), b.data(), dy.data(), n);
+            snprintf(name, sizeof name, "relu2_bwd n=%lld", (long long)n);
+            report(name, hact(dout, n), db, TOL_BF16);
+            rt_swiglu_oai_fwd(dout, dA, dB, n);
+            cpu_rt_swiglu_oai_fwd(y.data(), a.data(), b.data(), n);
+            snprintf(name, sizeof name, "swiglu_oai_fwd n=%lld", (long long)n);
+            report(name, hact(dout, n), y, TOL_BF16);
+            rt_swiglu_oai_bwd(dout, dout2, dA, dB, ddy, n);
+            cpu_rt_swiglu_oai_bwd(da.data(), db.data(), a.data(), b.data(), dy.data(), n);
+            snprintf(name, sizeof name, "swiglu_oai_bwd da n=%lld", (long long)n);
+            report(name, hact(dout, n), da, TOL_BF16);
+            snprintf(name, sizeof name, "swiglu_oai_bwd db n=%lld", (long long)n);
+            report(name, hact(dout2, n), db, TOL_BF16);
+            rt_free(dA), rt_free(dB), rt_free(dout2);
+        }
         rt_gelu_fwd(dout, dxx, n);
         cpu_rt_gelu_fwd(y.data(), x.data(), n);
         snprintf(name, sizeof name, "gelu_fwd n=%lld%s", (long long)n, vec);

@@ -100,6 +100,7 @@ typedef struct RefConfig {
      * regularisers (docs/moe.md), read from the graph's route and moe nodes */
     int64_t E, K;
     bool moe_norm;
+    int moe_act; /* the experts' activation, IrMoeAct (ir/moe_acts.def) */
     double aux, zloss;
     /* ref_step returns the objective the programs minimise and print (the
      * cross entropy plus the routers' regularisers) instead of the cross
@@ -114,8 +115,12 @@ typedef struct RefConfig {
     int64_t QR, KR, Dn, Dr, Dv, first_dense, Fd, Fs;
     /* GPT-OSS: each layer's attention window (0: full), read from the graph */
     int64_t win[64];
-    /* The hybrid's Mamba-2 layers: heads, head size, state, convolution taps */
-    int64_t MH, MP, MN, MK;
+    /* The hybrid's Mamba-2 layers: heads, head size, state, convolution taps,
+     * groups of heads (each with its B, C and gated-norm weights; 1:
+     * hybrid.mdl); each layer's kind in order ('M' Mamba-2, '*' attention,
+     * '-' a squared-ReLU MLP of width Fd: nemotron3.mdl's pattern) */
+    int64_t MH, MP, MN, MK, MG;
+    char kinds[128];
 } RefConfig;
 
 /* Sizes of MODEL.mdl through ptdc's frontend (false with a message). */

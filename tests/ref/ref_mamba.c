@@ -1,5 +1,7 @@
-/* ref_mamba.c: the hybrid of models/hybrid.mdl (Mamba-2 and attention
- * layers, Nemotron-H's kinds M and *), forward and backward in double,
+/* ref_mamba.c: the hybrids of models/hybrid.mdl (Mamba-2 and attention
+ * layers, Nemotron-H's kinds M and *, alternating) and models/nemotron3.mdl
+ * without its MoE layers (M, * and squared-ReLU MLP layers - in the order of
+ * its pattern; c->kinds), forward and backward in double,
  * written from the Mamba-2 paper's recurrence (Dao and Gu 2024,
  * "Transformers are SSMs", the SSD layer) and mamba_ssm's Mamba2 block,
  * apart from the runtime: the scan keeps every state (no chunks), the
@@ -10,9 +12,12 @@
  *   xs = silu(conv(xr)), B = silu(conv(Br)), C = silu(conv(Cr))
  *     conv(u)[t, c] = b[c] + sum_j w[c, j] u[t - K + 1 + j, c]
  *   dt = softplus(dr + dt_bias), A = -exp(A_log)
- *   per head: S_t = exp(dt_t A) S_{t-1} + dt_t B_t xs_t^T, y_t = S_t^T C_t + D xs_t
- *   g = y silu(z), out = (rmsnorm(g) w_n) Wout^T;  x += out
- * Layer 2i + 1: causal grouped-query attention without positions, x += o_proj(...).
+ *   per head h of group q = h / (H / G): S_t = exp(dt_t A) S_{t-1} + dt_t B_t,q xs_t^T,
+ *     y_t = S_t^T C_t,q + D xs_t  (B, C [G, N] a step: one row per group)
+ *   g = y silu(z), out = (rmsnorm(g) w_n) Wout^T, the norm over each group's
+ *     H / G heads apart (mamba_ssm's RMSNormGated, group_size); x += out
+ * Attention layer: causal grouped-query attention without positions, x += o_proj(...).
+ * MLP layer: x += down(relu(up h)^2) (Nemotron-H's -, squared ReLU, no gate).
  * logits = lm_head(rmsnorm(x) w_f). */
 #include "ref.h"
 
@@ -57,25 +62,28 @@ static void fillw(RefSt *st, uint64_t *s, const char *fmt_, int l, int ndim, int
 void ref_hybrid_weights(const RefConfig *c, RefSt *st, uint64_t *s)
 {
     const double MAT = 0.08, NORM = 0.2, BIAS = 0.1;
-    int64_t D = c->D, HP = c->MH * c->MP, N = c->MN, K = c->MK, V = c->V;
+    int64_t D = c->D, HP = c->MH * c->MP, G = c->MG, N = c->MN, GN = G * N, K = c->MK, V = c->V;
     fillw(st, s, "backbone.embeddings.weight", 0, 2, V, D, 0, 1);
     for (int l = 0; l < c->L; l++) {
         fillw(st, s, P_("norm.weight"), l, 1, D, 1, 1, NORM);
-        if (l % 2 == 0) {
+        if (c->kinds[l] == '-') {
+            fillw(st, s, P_("mixer.up_proj.weight"), l, 2, c->Fd, D, 0, MAT);
+            fillw(st, s, P_("mixer.down_proj.weight"), l, 2, D, c->Fd, 0, MAT);
+        } else if (c->kinds[l] == 'M') {
             fillw(st, s, P_("mixer.in_proj_z.weight"), l, 2, HP, D, 0, MAT);
             fillw(st, s, P_("mixer.in_proj_x.weight"), l, 2, HP, D, 0, MAT);
-            fillw(st, s, P_("mixer.in_proj_B.weight"), l, 2, N, D, 0, 0.25);
-            fillw(st, s, P_("mixer.in_proj_C.weight"), l, 2, N, D, 0, 0.25);
+            fillw(st, s, P_("mixer.in_proj_B.weight"), l, 2, GN, D, 0, 0.25);
+            fillw(st, s, P_("mixer.in_proj_C.weight"), l, 2, GN, D, 0, 0.25);
             fillw(st, s, P_("mixer.in_proj_dt.weight"), l, 2, c->MH, D, 0, MAT);
             fillw(st, s, P_("mixer.conv1d_x.weight"), l, 2, HP, K, 0, 0.5);
             fillw(st, s, P_("mixer.conv1d_x.bias"), l, 2, c->MH, c->MP, 0, BIAS);
-            fillw(st, s, P_("mixer.conv1d_B.weight"), l, 2, N, K, 0, 0.5);
-            fillw(st, s, P_("mixer.conv1d_B.bias"), l, 1, N, 1, 0, BIAS);
-            fillw(st, s, P_("mixer.conv1d_C.weight"), l, 2, N, K, 0, 0.5);
-            fillw(st, s, P_("mixer.conv1d_C.bias"), l, 1, N, 1, 0, BIAS);
+            fillw(st, s, P_("mixer.conv1d_B.weight"), l, 2, GN, K, 0, 0.5);
+            fillw(st, s, P_("mixer.conv1d_B.bias"), l, G > 1 ? 2 : 1, G > 1 ? G : N, G > 1 ? N : 1, 0, BIAS);
+            fillw(st, s, P_("mixer.conv1d_C.weight"), l, 2, GN, K, 0, 0.5);
+            fillw(st, s, P_("mixer.conv1d_C.bias"), l, G > 1 ? 2 : 1, G > 1 ? G : N, G > 1 ? N : 1, 0, BIAS);
             fillw(st, s, P_("mixer.dt_bias"), l, 1, c->MH, 1, -1, 0.5);
-            fillw(st, s, P_("mixer.A_log"), l, 1, c->MH, 1, 0, 0.5);
-            fillw(st, s, P_("mixer.D"), l, 1, c->MH, 1, 1, NORM);
+            fillw(st, s, P_("mixer.A_log"), l, G > 1 ? 2 : 1, G > 1 ? G : c->MH, G > 1 ? c->MH / G : 1, 0, 0.5);
+            fillw(st, s, P_("mixer.D"), l, G > 1 ? 2 : 1, G > 1 ? G : c->MH, G > 1 ? c->MH / G : 1, 1, NORM);
             fillw(st, s, P_("mixer.norm.weight"), l, 2, c->MH, c->MP, 1, NORM);
             fillw(st, s, P_("mixer.out_proj.weight"), l, 2, D, HP, 0, MAT);
         } else {
@@ -152,16 +160,17 @@ typedef struct M {
  * S [B, H, S+1, N, P] (index 0: the zero state). */
 static void scan(const RefConfig *c, M *m, const double *Alog, const double *Dd)
 {
-    int64_t Bn = c->B, L = c->S, H = c->MH, P = c->MP, N = c->MN;
+    int64_t Bn = c->B, L = c->S, H = c->MH, P = c->MP, N = c->MN, G = c->MG;
     for (int64_t b = 0; b < Bn; b++)
         for (int64_t h = 0; h < H; h++) {
             double A = -exp(Alog[h]);
             double *S = m->S + (b * H + h) * (L + 1) * N * P;
+            int64_t q = h / (H / G); /* the head's group */
             memset(S, 0, sizeof(double) * (size_t)(N * P));
             for (int64_t t = 0; t < L; t++) {
                 int64_t r = b * L + t;
                 double d = m->dt[r * H + h], a = exp(d * A);
-                const double *x = m->xs + (r * H + h) * P, *Bt = m->Bs + r * N, *Ct = m->Cs + r * N;
+                const double *x = m->xs + (r * H + h) * P, *Bt = m->Bs + (r * G + q) * N, *Ct = m->Cs + (r * G + q) * N;
                 double *Sp = S + t * N * P, *St = Sp + N * P, *y = m->y + (r * H + h) * P;
                 for (int64_t n = 0; n < N; n++)
                     for (int64_t p = 0; p < P; p++)
@@ -180,21 +189,23 @@ static void scan(const RefConfig *c, M *m, const double *Alog, const double *Dd)
 static void scan_bwd(const RefConfig *c, const M *m, const double *Alog, const double *Dd, const double *dy,
                      double *dxs, double *ddt, double *dBs, double *dCs, double *dAlog, double *dD)
 {
-    int64_t Bn = c->B, L = c->S, H = c->MH, P = c->MP, N = c->MN, R = Bn * L;
+    int64_t Bn = c->B, L = c->S, H = c->MH, P = c->MP, N = c->MN, NG = c->MG, R = Bn * L;
     memset(dxs, 0, sizeof(double) * (size_t)(R * H * P));
     memset(ddt, 0, sizeof(double) * (size_t)(R * H));
-    memset(dBs, 0, sizeof(double) * (size_t)(R * N));
-    memset(dCs, 0, sizeof(double) * (size_t)(R * N));
+    memset(dBs, 0, sizeof(double) * (size_t)(R * NG * N));
+    memset(dCs, 0, sizeof(double) * (size_t)(R * NG * N));
     double *G = ref_zeros(N * P);
     for (int64_t b = 0; b < Bn; b++)
         for (int64_t h = 0; h < H; h++) {
             double A = -exp(Alog[h]), gA = 0;
             const double *S = m->S + (b * H + h) * (L + 1) * N * P;
+            int64_t q = h / (H / NG);
             memset(G, 0, sizeof(double) * (size_t)(N * P)); /* dLoss/dS_t, carried backward */
             for (int64_t t = L - 1; t >= 0; t--) {
                 int64_t r = b * L + t;
                 double d = m->dt[r * H + h], a = exp(d * A);
-                const double *x = m->xs + (r * H + h) * P, *Bt = m->Bs + r * N, *Ct = m->Cs + r * N;
+                int64_t o = (r * NG + q) * N;
+                const double *x = m->xs + (r * H + h) * P, *Bt = m->Bs + o, *Ct = m->Cs + o;
                 const double *Sp = S + t * N * P, *St = Sp + N * P, *gy = dy + (r * H + h) * P;
                 double *gx = dxs + (r * H + h) * P;
                 for (int64_t p = 0; p < P; p++) {
@@ -203,7 +214,7 @@ static void scan_bwd(const RefConfig *c, const M *m, const double *Alog, const d
                 }
                 for (int64_t n = 0; n < N; n++)
                     for (int64_t p = 0; p < P; p++) {
-                        dCs[r * N + n] += gy[p] * St[n * P + p];
+                        dCs[o + n] += gy[p] * St[n * P + p];
                         G[n * P + p] += Ct[n] * gy[p];
                     }
                 double da = 0, gd = 0;
@@ -212,7 +223,7 @@ static void scan_bwd(const RefConfig *c, const M *m, const double *Alog, const d
                         double g = G[n * P + p];
                         da += g * Sp[n * P + p];
                         gd += g * Bt[n] * x[p];
-                        dBs[r * N + n] += g * d * x[p];
+                        dBs[o + n] += g * d * x[p];
                         gx[p] += g * d * Bt[n];
                     }
                 /* a = exp(d A): da/dd = a A, da/dA = a d */
@@ -226,13 +237,35 @@ static void scan_bwd(const RefConfig *c, const M *m, const double *Alog, const d
     free(G);
 }
 
+/* The gated norm per group: each row's G groups of HP / G values, each
+ * with its own weight row (G = 1: over all of HP). */
+static void group_norm_fwd(const RefConfig *c, double *y, double *rs, const double *x, const double *w, int64_t R,
+                           int64_t HP)
+{
+    int64_t G = c->MG, cols = HP / G;
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t q = 0; q < G; q++)
+            ref_rmsnorm_fwd(y + r * HP + q * cols, rs + r * G + q, x + r * HP + q * cols, w + q * cols, 1, cols,
+                            c->eps);
+}
+
+static void group_norm_bwd(const RefConfig *c, double *dx, double *dw, const double *dy, const double *x,
+                           const double *w, const double *rs, int64_t R, int64_t HP)
+{
+    int64_t G = c->MG, cols = HP / G;
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t q = 0; q < G; q++)
+            ref_rmsnorm_bwd(dx + r * HP + q * cols, dw + q * cols, dy + r * HP + q * cols, x + r * HP + q * cols,
+                            w + q * cols, rs + r * G + q, 1, cols);
+}
+
 static void mamba_fwd(const RefConfig *c, const RefSt *w, int l, M *m, const double *h, double *out)
 {
-    int64_t R = c->B * c->S, D = c->D, H = c->MH, HP = H * c->MP, N = c->MN, K = c->MK;
+    int64_t R = c->B * c->S, D = c->D, H = c->MH, HP = H * c->MP, N = c->MG * c->MN, K = c->MK;
     m->z = ref_zeros(R * HP), m->xr = ref_zeros(R * HP), m->Br = ref_zeros(R * N), m->Cr = ref_zeros(R * N);
     m->dr = ref_zeros(R * H), m->xc = ref_zeros(R * HP), m->Bc = ref_zeros(R * N), m->Cc = ref_zeros(R * N);
     m->xs = ref_zeros(R * HP), m->Bs = ref_zeros(R * N), m->Cs = ref_zeros(R * N), m->dt = ref_zeros(R * H);
-    m->y = ref_zeros(R * HP), m->g = ref_zeros(R * HP), m->gn = ref_zeros(R * HP), m->rs = ref_zeros(R);
+    m->y = ref_zeros(R * HP), m->g = ref_zeros(R * HP), m->gn = ref_zeros(R * HP), m->rs = ref_zeros(R * c->MG);
     m->S = ref_zeros(c->B * H * (c->S + 1) * N * c->MP);
     lin(m->z, h, W(w, P_("mixer.in_proj_z.weight"), l), R, D, HP);
     lin(m->xr, h, W(w, P_("mixer.in_proj_x.weight"), l), R, D, HP);
@@ -252,7 +285,7 @@ static void mamba_fwd(const RefConfig *c, const RefSt *w, int l, M *m, const dou
     scan(c, m, W(w, P_("mixer.A_log"), l), W(w, P_("mixer.D"), l));
     for (int64_t i = 0; i < R * HP; i++)
         m->g[i] = m->y[i] * silu_(m->z[i]);
-    ref_rmsnorm_fwd(m->gn, m->rs, m->g, W(w, P_("mixer.norm.weight"), l), R, HP, c->eps);
+    group_norm_fwd(c, m->gn, m->rs, m->g, W(w, P_("mixer.norm.weight"), l), R, HP);
     lin(out, m->gn, W(w, P_("mixer.out_proj.weight"), l), R, HP, D);
 }
 
@@ -260,13 +293,13 @@ static void mamba_fwd(const RefConfig *c, const RefSt *w, int l, M *m, const dou
 static void mamba_bwd(const RefConfig *c, const RefSt *w, RefSt *gr, int l, const M *m, const double *h,
                       const double *dout, double *dh)
 {
-    int64_t R = c->B * c->S, D = c->D, H = c->MH, HP = H * c->MP, N = c->MN, K = c->MK;
+    int64_t R = c->B * c->S, D = c->D, H = c->MH, HP = H * c->MP, N = c->MG * c->MN, K = c->MK;
     double *dgn = ref_zeros(R * HP), *dg = ref_zeros(R * HP), *dz = ref_zeros(R * HP), *dy = ref_zeros(R * HP);
     double *dxs = ref_zeros(R * HP), *ddt = ref_zeros(R * H), *dBs = ref_zeros(R * N), *dCs = ref_zeros(R * N);
     double *dxr = ref_zeros(R * HP), *dBr = ref_zeros(R * N), *dCr = ref_zeros(R * N), *ddr = ref_zeros(R * H);
     lin_bwd(dgn, W(gr, P_("mixer.out_proj.weight"), l), dout, m->gn, W(w, P_("mixer.out_proj.weight"), l), R, HP, D,
             false);
-    ref_rmsnorm_bwd(dg, W(gr, P_("mixer.norm.weight"), l), dgn, m->g, W(w, P_("mixer.norm.weight"), l), m->rs, R, HP);
+    group_norm_bwd(c, dg, W(gr, P_("mixer.norm.weight"), l), dgn, m->g, W(w, P_("mixer.norm.weight"), l), m->rs, R, HP);
     for (int64_t i = 0; i < R * HP; i++) {
         dy[i] = dg[i] * silu_(m->z[i]);
         dz[i] = dg[i] * m->y[i] * dsilu(m->z[i]);
@@ -310,7 +343,7 @@ static void mamba_free(M *m)
 
 /* What a layer keeps: its input, norm, and the mixer's state. */
 typedef struct Ly {
-    double *x, *h, *rs, *q, *k, *v, *p, *a;
+    double *x, *h, *rs, *q, *k, *v, *p, *a, *u; /* u: an MLP layer's up projection */
     M m;
 } Ly;
 
@@ -329,8 +362,16 @@ double ref_hybrid_step(const RefConfig *c, const RefSt *w, const int32_t *tokens
         L->x = x, L->h = ref_zeros(R * D), L->rs = ref_zeros(R);
         ref_rmsnorm_fwd(L->h, L->rs, x, W(w, P_("norm.weight"), l), R, D, c->eps);
         double *out = ref_zeros(R * D);
-        if (l % 2 == 0) {
+        if (c->kinds[l] == 'M') {
             mamba_fwd(c, w, l, &L->m, L->h, out);
+        } else if (c->kinds[l] == '-') {
+            double *a2 = ref_zeros(R * c->Fd);
+            L->u = ref_zeros(R * c->Fd);
+            lin(L->u, L->h, W(w, P_("mixer.up_proj.weight"), l), R, D, c->Fd);
+            for (int64_t i = 0; i < R * c->Fd; i++)
+                a2[i] = L->u[i] > 0 ? L->u[i] * L->u[i] : 0;
+            lin(out, a2, W(w, P_("mixer.down_proj.weight"), l), R, c->Fd, D);
+            free(a2);
         } else {
             L->q = ref_zeros(R * HD), L->k = ref_zeros(R * KD), L->v = ref_zeros(R * KD);
             L->p = ref_zeros(c->B * H * c->S * c->S), L->a = ref_zeros(R * HD);
@@ -362,8 +403,20 @@ double ref_hybrid_step(const RefConfig *c, const RefSt *w, const int32_t *tokens
         for (int l = (int)c->L - 1; l >= 0; l--) {
             Ly *L = &ly[l];
             memcpy(dout, dx, sizeof(double) * (size_t)(R * D));
-            if (l % 2 == 0) {
+            if (c->kinds[l] == 'M') {
                 mamba_bwd(c, w, gr, l, &L->m, L->h, dout, dh);
+            } else if (c->kinds[l] == '-') {
+                int64_t F = c->Fd;
+                double *a2 = ref_zeros(R * F), *da2 = ref_zeros(R * F);
+                for (int64_t i = 0; i < R * F; i++)
+                    a2[i] = L->u[i] > 0 ? L->u[i] * L->u[i] : 0;
+                lin_bwd(da2, W(gr, P_("mixer.down_proj.weight"), l), dout, a2, W(w, P_("mixer.down_proj.weight"), l),
+                        R, F, D, false);
+                for (int64_t i = 0; i < R * F; i++)
+                    da2[i] *= L->u[i] > 0 ? 2 * L->u[i] : 0; /* d relu(u)^2 / du */
+                lin_bwd(dh, W(gr, P_("mixer.up_proj.weight"), l), da2, L->h, W(w, P_("mixer.up_proj.weight"), l), R, D,
+                        F, false);
+                free(a2), free(da2);
             } else {
                 lin_bwd(da, W(gr, P_("mixer.o_proj.weight"), l), dout, L->a, W(w, P_("mixer.o_proj.weight"), l), R,
                         HD, D, false);
@@ -387,9 +440,9 @@ double ref_hybrid_step(const RefConfig *c, const RefSt *w, const int32_t *tokens
     }
     for (int l = 0; l < c->L; l++) {
         Ly *L = &ly[l];
-        if (l % 2 == 0)
+        if (c->kinds[l] == 'M')
             mamba_free(&L->m);
-        double *all[] = {l ? L->x : NULL, L->h, L->rs, L->q, L->k, L->v, L->p, L->a};
+        double *all[] = {l ? L->x : NULL, L->h, L->rs, L->q, L->k, L->v, L->p, L->a, L->u};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             free(all[i]);
     }

@@ -97,9 +97,10 @@ bool ref_config(const char *mdl, RefConfig *c)
             c->G = r->groups, c->Gk = r->group_topk, c->scale = r->scale;
             route_ok &= r->capacity == 0;
         }
-        if (n->op == IR_OP_MOE) { /* e_gate [n_experts, d_model, d_expert] */
+        if (n->op == IR_OP_MOE) { /* e_gate (or e_up) [n_experts, d_model, d_expert] */
             const IrTensor *wg = &g->tensors[n->in[2]];
             moe = true;
+            c->moe_act = n->attr.moe_act;
             c->F = g->dims[wg->dim[2]].size;
         }
         if (n->op == IR_OP_RMSNORM)
@@ -117,8 +118,21 @@ bool ref_config(const char *mdl, RefConfig *c)
         c->D = dim(g, "d_model", 0), c->H = dim(g, "n_heads", 0), c->KVH = dim(g, "n_kv_heads", c->H);
         c->Dh = dim(g, "head_dim", 0), c->V = dim(g, "vocab", 0);
         c->S = g->dims[g->seq_dim].size, c->B = g->global_batch;
-        c->L = 2 * iconst(g, "n_pairs");
-        bool ok = rms && !moe && c->MH > 0 && c->MP > 0 && c->MN > 0 && c->MK > 0 && c->D > 0 && c->H > 0 &&
+        c->MG = dim(g, "m_groups", 1), c->Fd = dim(g, "d_ff", 0);
+        if (dim(g, "m_hpg", 0) > 0) /* nemotron3.mdl: heads as [m_groups, m_hpg] */
+            c->MH = c->MG * dim(g, "m_hpg", 0);
+        /* the layers' kinds in order, each piece's by its operators (a
+         * hybrid.mdl piece is a pair: M then *) */
+        c->L = 0;
+        for (int p = 0; p < g->npieces; p++)
+            for (int i = g->pieces[p].first; g->pieces[p].rep >= 0 && i < g->pieces[p].first + g->pieces[p].count;
+                 i++) {
+                IrOp op = g->nodes[i].op;
+                char k = op == IR_OP_SSD ? 'M' : op == IR_OP_ATTENTION ? '*' : op == IR_OP_RELU2 ? '-' : 0;
+                if (k && c->L < (int64_t)sizeof c->kinds - 1)
+                    c->kinds[c->L++] = k;
+            }
+        bool ok = rms && !moe && c->MH > 0 && c->MG > 0 && c->MH % c->MG == 0 && (c->Fd > 0 || !strchr(c->kinds, '-')) && c->MP > 0 && c->MN > 0 && c->MK > 0 && c->D > 0 && c->H > 0 &&
                   c->Dh > 0 && c->V > 0 && c->L > 0 && c->H % c->KVH == 0;
         if (!ok)
             fprintf(stderr, "ref: %s is not the Mamba-2 hybrid the reference knows\n", mdl);
@@ -310,7 +324,8 @@ RefSt *ref_weights(const RefConfig *c, uint64_t seed)
             if (c->fam == REF_MIXTRAL) {
                 fill(st, &s, fmt("%sblock_sparse_moe.gate.weight", p), 2, c->E, D, 0, MAT);
                 for (int e = 0; e < c->E; e++) {
-                    fill(st, &s, fmt("%sblock_sparse_moe.experts.%d.w1.weight", p, e), 2, F, D, 0, MAT);
+                    if (ir_moe_acts[c->moe_act].gated) /* relu2's experts have no gate */
+                        fill(st, &s, fmt("%sblock_sparse_moe.experts.%d.w1.weight", p, e), 2, F, D, 0, MAT);
                     fill(st, &s, fmt("%sblock_sparse_moe.experts.%d.w3.weight", p, e), 2, F, D, 0, MAT);
                     fill(st, &s, fmt("%sblock_sparse_moe.experts.%d.w2.weight", p, e), 2, D, F, 0, MAT);
                 }

@@ -22,6 +22,8 @@
  * names: HF fuses them), the same SwiGLU. */
 #include "ref.h"
 
+#include "ir.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -69,23 +71,63 @@ static double *W(const RefConfig *c, const RefSt *st, const char *prefix, int wh
     return t->v;
 }
 
+/* The gate projection w1 of expert e, NULL for an ungated act (relu2). */
+static double *W1_(const RefConfig *c, const RefSt *st, const char *prefix, int e)
+{
+    return ir_moe_acts[c->moe_act].gated ? W(c, st, prefix, W1, e) : NULL;
+}
+
 /* Element (f, j) of w1, w3 ([F, D] stored [out, in]; GPT-OSS's stacked
  * [D, F], in then out) and (j, f) of w2 ([D, F]; stacked [F, D]). */
 static int stacked;
 #define W13(w, f, j) (*(stacked ? &(w)[(j) * F + (f)] : &(w)[(f) * D + (j)]))
 #define W2(w, j, f) (*(stacked ? &(w)[(f) * D + (j)] : &(w)[(j) * F + (f)]))
 
-/* One expert on one row: a1 = w1 h, a3 = w3 h, m = silu(a1) a3, o = w2 m. */
-static void expert(const double *w1, const double *w3, const double *w2, const double *h, int64_t D,
-                   int64_t F, double *a1, double *a3, double *m, double *o)
+/* The experts' activation (docs/moe.md, "Expert activations"), m = act(a1,
+ * a3) with a1 the gate projection and a3 the up one, and its partial
+ * derivatives: SwiGLU silu(a1) a3; squared ReLU max(a3, 0)^2 (no gate, a1
+ * unused); GPT-OSS's g sigmoid(1.702 g) (c + 1) with g = min(a1, 7), c =
+ * clamp(a3, -7, 7), whose clamps pass no gradient outside their range
+ * (transformers' GptOssExperts._apply_gate, torch.clamp's gradient). */
+static int act; /* IrMoeAct of the block at hand */
+static double act_m(double a1, double a3)
+{
+    if (act == IR_MOE_RELU2)
+        return a3 > 0 ? a3 * a3 : 0;
+    if (act == IR_MOE_SWIGLU_OAI) {
+        double g = fmin(a1, 7), c = fmax(-7, fmin(a3, 7));
+        return g / (1 + exp(-1.702 * g)) * (c + 1);
+    }
+    return ref_silu(a1) * a3;
+}
+static void act_grad(double a1, double a3, double *d1, double *d3)
+{
+    if (act == IR_MOE_RELU2) {
+        *d1 = 0, *d3 = a3 > 0 ? 2 * a3 : 0;
+        return;
+    }
+    if (act == IR_MOE_SWIGLU_OAI) {
+        double g = fmin(a1, 7), c = fmax(-7, fmin(a3, 7)), sg = 1 / (1 + exp(-1.702 * g));
+        *d1 = a1 <= 7 ? (c + 1) * sg * (1 + 1.702 * g * (1 - sg)) : 0;
+        *d3 = a3 >= -7 && a3 <= 7 ? g * sg : 0;
+        return;
+    }
+    *d1 = a3 * ref_silu_grad(a1), *d3 = ref_silu(a1);
+}
+
+/* One expert on one row: a1 = w1 h (+ b1), a3 = w3 h (+ b3), m = act(a1,
+ * a3), o = w2 m. w1 is NULL for an ungated act, b1 and b3 without biases. */
+static void expert(const double *w1, const double *w3, const double *w2, const double *b1, const double *b3,
+                   const double *h, int64_t D, int64_t F, double *a1, double *a3, double *m, double *o)
 {
     for (int64_t f = 0; f < F; f++) {
-        double s1 = 0, s3 = 0;
+        double s1 = b1 ? b1[f] : 0, s3 = b3 ? b3[f] : 0;
         for (int64_t j = 0; j < D; j++) {
-            s1 += W13(w1, f, j) * h[j];
+            if (w1)
+                s1 += W13(w1, f, j) * h[j];
             s3 += W13(w3, f, j) * h[j];
         }
-        a1[f] = s1, a3[f] = s3, m[f] = ref_silu(s1) * s3;
+        a1[f] = s1, a3[f] = s3, m[f] = act_m(s1, s3);
     }
     for (int64_t j = 0; j < D; j++) {
         double s = 0;
@@ -96,13 +138,14 @@ static void expert(const double *w1, const double *w3, const double *w2, const d
 }
 
 /* One expert's backward on one row, its output weighted wt: the weight
- * gradients accumulate into g1, g3, g2 and dh; returns <dy, expert output>
- * (the gradient of wt). */
-static double expert_bwd(const double *w1, const double *w3, const double *w2, double *g1, double *g3,
-                         double *g2, const double *h, const double *dy, double wt, int64_t D, int64_t F,
-                         double *a1, double *a3, double *m, double *o, double *dm, double *dh)
+ * (and bias) gradients accumulate into g1, g3, g2 (gb1, gb3) and dh;
+ * returns <dy, expert output> (the gradient of wt). */
+static double expert_bwd(const double *w1, const double *w3, const double *w2, const double *b1,
+                         const double *b3, double *g1, double *g3, double *g2, double *gb1, double *gb3,
+                         const double *h, const double *dy, double wt, int64_t D, int64_t F, double *a1,
+                         double *a3, double *m, double *o, double *dm, double *dh)
 {
-    expert(w1, w3, w2, h, D, F, a1, a3, m, o);
+    expert(w1, w3, w2, b1, b3, h, D, F, a1, a3, m, o);
     double d = 0;
     for (int64_t j = 0; j < D; j++)
         d += dy[j] * o[j];
@@ -115,11 +158,20 @@ static double expert_bwd(const double *w1, const double *w3, const double *w2, d
         dm[ff] = wt * s;
     }
     for (int64_t ff = 0; ff < F; ff++) {
-        double d1 = dm[ff] * a3[ff] * ref_silu_grad(a1[ff]), d3 = dm[ff] * ref_silu(a1[ff]);
+        double p1, p3;
+        act_grad(a1[ff], a3[ff], &p1, &p3);
+        double d1 = dm[ff] * p1, d3 = dm[ff] * p3;
+        if (gb1)
+            gb1[ff] += d1;
+        if (gb3)
+            gb3[ff] += d3;
         for (int64_t j = 0; j < D; j++) {
-            W13(g1, ff, j) += d1 * h[j];
+            if (w1) {
+                W13(g1, ff, j) += d1 * h[j];
+                dh[j] += W13(w1, ff, j) * d1;
+            }
             W13(g3, ff, j) += d3 * h[j];
-            dh[j] += W13(w1, ff, j) * d1 + W13(w3, ff, j) * d3;
+            dh[j] += W13(w3, ff, j) * d3;
         }
     }
     return d;
@@ -223,6 +275,7 @@ double ref_moe_fwd(const RefConfig *c, const RefSt *w, const char *prefix, const
     char bn[128];
     snprintf(bn, sizeof bn, "%smlp.router.bias", prefix);
     stacked = c->fam == REF_GPTOSS;
+    act = c->moe_act;
     router_bias = stacked ? ref_st_find(w, bn)->v : NULL;
     int64_t Fm = c->Fs > F ? c->Fs : F;
     double *z = ref_zeros(E), *sv = ref_zeros(E), *p = ref_zeros(E), *wt = ref_zeros(K), *a1 = ref_zeros(Fm),
@@ -237,15 +290,15 @@ double ref_moe_fwd(const RefConfig *c, const RefSt *w, const char *prefix, const
             y[r * D + j] = 0;
         for (int64_t k = 0; k < K; k++) {
             int e = sel[k];
-            expert(W(c, w, prefix, W1, e), W(c, w, prefix, W3, e),
-                   W(c, w, prefix, W2, e), hr, D, F, a1, a3, m, o);
+            expert(W1_(c, w, prefix, e), W(c, w, prefix, W3, e), W(c, w, prefix, W2, e), NULL, NULL, hr, D,
+                   F, a1, a3, m, o);
             for (int64_t j = 0; j < D; j++)
                 y[r * D + j] += wt[k] * o[j];
             cnt[e]++;
         }
         if (c->Fs > 0) { /* the shared expert every token uses, weight 1 (DeepSeek-V3 eq. 12) */
-            expert(W(c, w, prefix, S1, 0), W(c, w, prefix, S3, 0), W(c, w, prefix, S2, 0), hr, D, c->Fs,
-                   a1, a3, m, o);
+            expert(W(c, w, prefix, S1, 0), W(c, w, prefix, S3, 0), W(c, w, prefix, S2, 0), NULL, NULL, hr,
+                   D, c->Fs, a1, a3, m, o);
             for (int64_t j = 0; j < D; j++)
                 y[r * D + j] += o[j];
         }
@@ -280,6 +333,7 @@ void ref_moe_bwd(const RefConfig *c, const RefSt *w, RefSt *gr, const char *pref
     char bn[128];
     snprintf(bn, sizeof bn, "%smlp.router.bias", prefix);
     stacked = c->fam == REF_GPTOSS;
+    act = c->moe_act;
     router_bias = stacked ? ref_st_find(w, bn)->v : NULL;
     double *dbr = stacked ? ref_st_find(gr, bn)->v : NULL;
     int64_t Fm = c->Fs > F ? c->Fs : F;
@@ -301,14 +355,14 @@ void ref_moe_bwd(const RefConfig *c, const RefSt *w, RefSt *gr, const char *pref
             dhr[j] = 0;
         for (int64_t k = 0; k < K; k++) {
             int e = sel[k];
-            dw[k] = expert_bwd(W(c, w, prefix, W1, e), W(c, w, prefix, W3, e), W(c, w, prefix, W2, e),
-                               W(c, gr, prefix, W1, e), W(c, gr, prefix, W3, e), W(c, gr, prefix, W2, e),
-                               hr, g, wt[k], D, F, a1, a3, m, o, dm, dhr);
+            dw[k] = expert_bwd(W1_(c, w, prefix, e), W(c, w, prefix, W3, e), W(c, w, prefix, W2, e), NULL,
+                               NULL, W1_(c, gr, prefix, e), W(c, gr, prefix, W3, e), W(c, gr, prefix, W2, e),
+                               NULL, NULL, hr, g, wt[k], D, F, a1, a3, m, o, dm, dhr);
         }
         if (c->Fs > 0)
-            expert_bwd(W(c, w, prefix, S1, 0), W(c, w, prefix, S3, 0), W(c, w, prefix, S2, 0),
-                       W(c, gr, prefix, S1, 0), W(c, gr, prefix, S3, 0), W(c, gr, prefix, S2, 0), hr, g, 1,
-                       D, c->Fs, a1, a3, m, o, dm, dhr);
+            expert_bwd(W(c, w, prefix, S1, 0), W(c, w, prefix, S3, 0), W(c, w, prefix, S2, 0), NULL, NULL,
+                       W(c, gr, prefix, S1, 0), W(c, gr, prefix, S3, 0), W(c, gr, prefix, S2, 0), NULL, NULL, hr,
+                       g, 1, D, c->Fs, a1, a3, m, o, dm, dhr);
         /* through the weights to the scores s: w_k = scale s_k (/ tot) */
         double sc = c->scale > 0 ? c->scale : 1, tot = 0, dot = 0, ssum = 0, pdot = 0;
         for (int64_t e = 0; e < E; e++)
