@@ -166,4 +166,7 @@ cg_flags=
 #    rotated key part broadcast over the heads split by tp, attention with
 #    v narrower than q and k (rt_attention_v_*), among routed experts.
 want tp2-mla && run_case tp2-mla tiny-deepseek tp2 PTDC_EMU_SEED=10
+# 9. Experts of another activation (moe act = relu2, ungated: rt_moe_act_*,
+#    rt_relu2_*; docs/moe.md "Expert activations"), exchanged over dp.
+want dp2-ep-relu2 && run_case dp2-ep-relu2 tiny-moe-relu2 dp2-ep-mb2 PTDC_EMU_SEED=11
 echo "emu_programs: ok"
