@@ -354,8 +354,8 @@ static void llama_like(Cg *c, Read *r)
     if (r->why)
         return;
     if (attn->nin == 4) { /* GPT-OSS: GptOssForCausalLM, which import-hf refuses too (hf_config.c) */
-        refuse(r, "its attention has sinks, which only GptOssForCausalLM has, and ptdc's experts lack that "
-               "class's biases and clamped SwiGLU");
+        refuse(r, "its attention has sinks, which only GptOssForCausalLM has, and that class stores its "
+               "experts' gate and up interleaved in one gate_up_proj, which ptdc's stacked experts do not name");
         return;
     }
     bool tied = param(g, "lm_head.weight") < 0;

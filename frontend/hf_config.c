@@ -540,12 +540,10 @@ static bool read_arch(Rd *r, HfModel *m)
         return false;
     }
     if (!strcmp(name, "GptOssForCausalLM")) {
-        const JsonValue *lim = json_get(r->root, "swiglu_limit");
-        fail(r, "architecture '%s' is not supported: its experts have biases and a clamped SwiGLU "
-             "(swiglu_limit %s, (up + 1) * gate * sigmoid(1.702 gate)), which ptdc's experts do not compute, "
-             "and store gate and up interleaved in one gate_up_proj; models/gpt-oss-120b.mdl and "
-             "gpt-oss-20b.mdl have the rest (attention sinks, alternating windows, biases)", name,
-             lim && lim->kind == JSON_NUMBER ? lim->text : "(absent)");
+        fail(r, "architecture '%s' is not supported: its experts store gate and up interleaved in one "
+             "gate_up_proj, which ptdc's stacked experts cannot name, and its rope is YaRN; "
+             "models/gpt-oss-120b.mdl and gpt-oss-20b.mdl write the model (attention sinks, alternating "
+             "windows, biases, experts with biases and the clamped SwiGLU: moe act = swiglu_oai)", name);
         return false;
     }
     fail(r, "architecture '%s' is not supported (ptdc imports " HF_ARCH_LIST ")", name);

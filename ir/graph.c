@@ -346,8 +346,9 @@ int64_t ir_param_count(const IrGraph *g)
     return n;
 }
 
-/* Parameters one token uses: an MoE layer's expert weights (the moe node's
- * inputs 3 to 5, stacked along the expert dim) count topk / n_experts of
+/* Parameters one token uses: an MoE layer's expert weights and biases (the
+ * moe node's inputs from 2 on, and a weight multiplying the gates, stacked
+ * along the expert dim) count topk / n_experts of
  * their size (n_experts the gates' last dim), topk from the route node that
  * makes the gates; everything else
  * whole, each tensor once (a tied weight, or experts read by two moe nodes,
@@ -358,15 +359,21 @@ int64_t ir_active_param_count(const IrGraph *g)
     bool *seen = ir_xcalloc((size_t)g->ntensors + 1, 1);
     for (int i = 0; i < g->nfwd; i++) {
         const IrNode *nd = &g->nodes[i];
-        if (nd->op != IR_OP_MOE)
+        /* the experts' weights and biases, and a weight the gates multiply
+         * (GPT-OSS's down bias, matmul(gates, e_down_b): row e used with
+         * expert e's gate) */
+        bool gmat = nd->op == IR_OP_MATMUL && g->tensors[nd->in[0]].producer >= 0 &&
+                    g->nodes[g->tensors[nd->in[0]].producer].op == IR_OP_ROUTE;
+        if (nd->op != IR_OP_MOE && !gmat)
             continue;
-        const IrTensor *gates = &g->tensors[nd->in[1]];
+        const IrTensor *gates = &g->tensors[nd->in[gmat ? 0 : 1]];
         if (gates->producer < 0 || g->nodes[gates->producer].op != IR_OP_ROUTE)
             continue; /* gates from elsewhere: no top-k known, counted whole */
         int64_t k = g->nodes[gates->producer].attr.route.topk;
-        for (int j = 2; j < nd->nin; j++) {
+        for (int j = gmat ? 1 : 2; j < nd->nin; j++) {
             const IrTensor *x = &g->tensors[nd->in[j]];
-            if (x->role != IR_PARAM || seen[x->id] || x->rank < 1)
+            if (x->role != IR_PARAM || seen[x->id] || x->rank < 1 ||
+                x->dim[0] != gates->dim[gates->rank - 1])
                 continue;
             seen[x->id] = true;
             int64_t e = g->dims[gates->dim[gates->rank - 1]].size, size = 1; /* experts */

@@ -55,6 +55,12 @@ PlanPrecision plan_gemm_precision(const IrGraph *g, const IrNode *n, PlanPrecisi
     for (int i = n->id + 1; i < g->nfwd && g->nodes[i].piece == n->piece; i++)
         if (g->nodes[i].op == IR_OP_ROUTE && g->nodes[i].in[0] == n->out[0])
             return PLAN_PREC_BF16;
+    /* The gates times a [experts, d_model] weight is the experts' down bias
+     * (GPT-OSS, docs/moe.md): a bias, which Megatron-LM adds in bf16 or
+     * fp32 (experts.py _apply_bias), never an FP8 GEMM. */
+    int r = g->tensors[n->in[0]].producer;
+    if (r >= 0 && g->nodes[r].op == IR_OP_ROUTE)
+        return PLAN_PREC_BF16;
     return prec;
 }
 

@@ -238,6 +238,8 @@ static bool mg_arch_QK_NORM(const IrGraph *g, const RepArch *A, RepFrameOut *o)
  * (--openai-gelu is read by nothing in Megatron-Core.) */
 static bool mg_arch_MLP(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
+    if (A->moe && A->attr[IR_ATTR_MOE_ACT] != IR_MOE_SWIGLU)
+        return true; /* the experts' activation is mg_attr_MOE_ACT's */
     if (A->swiglu) {
         rep_frame_arg(o, "--swiglu");
         return true;
@@ -252,13 +254,18 @@ static bool mg_arch_MLP(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 static bool mg_arch_BIASES(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     /* --add-bias-linear (the default) also gives the grouped experts' two
-     * projections a bias each (TEGroupedMLP), which ptdc's moe does not
-     * compute (models/gpt-oss.mdl): Megatron would build another model. */
-    if (A->bias_linear && A->moe)
+     * projections a bias each (TEGroupedMLP: fc1's before the activation,
+     * fc2's scaled by the routing probability), as ptdc's experts have them
+     * where the model says so (moe's biases and matmul(gates, e_down_b),
+     * models/gpt-oss.mdl); without them Megatron would build another model. */
+    if (A->bias_linear && A->moe && !A->expert_bias)
         return rep_frame_refuse(g, o, "its MoE layers have biases on every projection and the router, and "
                                 "Megatron-Core's --add-bias-linear gives its experts biases too (%lld x (2 x %lld + "
-                                "%lld) a layer), which ptdc's experts do not have", (long long)A->n_experts,
+                                "%lld) a layer), which its experts do not have", (long long)A->n_experts,
                                 (long long)A->d_ff, (long long)A->d_model);
+    if (A->expert_bias && !A->bias_linear)
+        return rep_frame_refuse(g, o, "its experts have biases and its other projections do not; Megatron-Core "
+                                "has them on all (--add-bias-linear) or none");
     if (!A->bias_linear) {
         rep_frame_arg(o, "--disable-bias-linear");
         if (A->bias_qkv)
@@ -448,12 +455,30 @@ static bool mg_attr_ROUTE_GTOPK(const IrGraph *g, const RepArch *A, RepFrameOut 
 }
 
 /* The experts' activation (ir/moe_acts.def; swiglu, the default, is
- * --swiglu, stated by mg_arch_MLP). */
+ * --swiglu, stated by mg_arch_MLP). GPT-OSS's clamped SwiGLU is
+ * Megatron-Core's quick GEGLU, quick_gelu(a) = a sigmoid(1.702 a), with
+ * the linear half offset by 1 and both halves clamped at 7 (experts.py's
+ * glu: x_glu.clamp(max=7), x_linear.clamp(-7, 7); TransformerConfig
+ * glu_linear_offset, activation_func_clamp_value), as examples/gptoss
+ * trains it. Squared ReLU is --squared-relu. */
 static bool mg_attr_MOE_ACT(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     int act = (int)A->attr[IR_ATTR_MOE_ACT];
-    return rep_frame_refuse(g, o, "its experts' activation is %s, which ptdc does not yet state as Megatron-Core "
-                            "flags", act >= 0 && act < IR_NMOE_ACTS ? ir_moe_acts[act].name : "?");
+    if (act == IR_MOE_SWIGLU_OAI) {
+        rep_frame_arg(o, "--quick-geglu");
+        rep_frame_arg(o, "--glu-linear-offset 1.0");
+        rep_frame_arg(o, "--activation-func-clamp-value 7.0");
+        return true;
+    }
+    /* relu2: --squared-relu, no GLU (argument_utils.py); the experts' fused
+     * weighted squared ReLU takes no bias (experts.py asserts it). */
+    if (act == IR_MOE_RELU2 && !A->expert_bias) {
+        rep_frame_arg(o, "--squared-relu");
+        return true;
+    }
+    return rep_frame_refuse(g, o, "its experts' activation is %s%s, which Megatron-Core's experts do not compute",
+                            act >= 0 && act < IR_NMOE_ACTS ? ir_moe_acts[act].name : "?",
+                            act == IR_MOE_RELU2 ? " with biases" : "");
 }
 
 static bool mg_attr_ROUTE_SCORE(const IrGraph *g, const RepArch *A, RepFrameOut *o)

@@ -132,10 +132,10 @@ static bool tt_arch_SINKS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     if (A->sinks)
         /* torchtitan's gpt_oss (models/gpt_oss, v0.2.2) has the sinks, the windows on even layers
-         * and the biases, and its experts' mlp1_bias, mlp2_bias and swiglu_limit too (moe.py) */
+         * and the biases, and its experts' mlp1_bias, mlp2_bias and swiglu_limit too (moe.py),
+         * as ptdc's models/gpt-oss.mdl; ptdc writes only llama3's job files */
         return rep_frame_refuse(g, o, "its attention has sinks, which among torchtitan's models only gpt_oss has, "
-                                "and gpt_oss's experts have biases and a clamped SwiGLU (swiglu_limit), which "
-                                "ptdc's experts lack");
+                                "and ptdc writes job files for torchtitan's llama3 model only");
     return true;
 }
 

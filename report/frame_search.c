@@ -279,6 +279,8 @@ static int add_expert(const Search *S, Expert *xs, int n, int ep, int etp, int a
     if (n == MAX_EXPERT_LAYOUTS || A->n_experts % ep || A->d_ff % etp || (S->o->ep && ep != S->o->ep) ||
         (S->o->etp && etp != S->o->etp))
         return n;
+    if (A->expert_bias && etp > 1 && !S->o->etp) /* Megatron-Core: experts' biases at ETP 1 only (plan_frame.c) */
+        return n;
     for (int k = 0; k < n; k++)
         if (xs[k].ep == ep && xs[k].etp == etp && xs[k].axis == axis)
             return n;

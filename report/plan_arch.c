@@ -139,6 +139,7 @@ typedef struct LayerWalk {
     int mla_extra;                /* MLA's operators beyond q, k, v, o projections: slices,
                                      concats, the second latent projection */
     int qkv_bias, out_bias, mlp_bias, router_bias; /* biases stepped over */
+    int down_bias;                /* the experts' down bias: matmul(gates, b_down) and its add (2) */
     int xm;                       /* the residual stream after the attention */
     int h2;                       /* the MLP norm's output */
     int up[4], nup;               /* the projections reading h2 */
@@ -604,6 +605,21 @@ static bool read_shared_mlp(const IrGraph *g, LayerWalk *L, RepArch *A, int *y, 
     return true;
 }
 
+/* The matmul of M's gates by a parameter [experts, d_model] in M's piece:
+ * the experts' down bias, each chosen expert's weighted by its gate
+ * (GPT-OSS, models/gpt-oss.mdl); NULL without one. */
+static const IrNode *down_bias(const IrGraph *g, const LayerWalk *L, const IrNode *M)
+{
+    int c[8], n = ir_consumers(g, M->in[1], c, 8);
+    for (int i = 0; i < n && i < 8; i++) {
+        const IrNode *x = &g->nodes[c[i]];
+        if (x->piece == L->p && x->op == IR_OP_MATMUL && x->in[0] == M->in[1] && is_param(g, x->in[1]) &&
+            g->tensors[x->in[1]].rank == 2 && g->tensors[x->in[1]].dim[0] == g->tensors[M->in[2]].dim[0])
+            return x;
+    }
+    return NULL;
+}
+
 /* A mixture-of-experts MLP (docs/moe.md): h2 -> matmul(h2, w_router) ->
  * route -> moe(h2, gates, e_gate, e_up, e_down), added to the residual
  * stream, as Megatron-Core's MoELayer with a TopKRouter and grouped SwiGLU
@@ -648,7 +664,25 @@ static bool read_moe(const IrGraph *g, LayerWalk *L, RepArch *A, char *why, size
         if (!read_shared_mlp(g, L, A, &y2, why, wn))
             return false;
     }
-    int out = residual_sum(g, L, M->out[0], y2);
+    /* The experts' biases (GPT-OSS, Megatron-Core's TEGroupedMLP under
+     * --add-bias-linear: fc1's, inside the activation, and fc2's, each
+     * chosen expert's weighted by its gate, p (fc2(x) + b): experts.py
+     * _apply_bias): moe's trailing inputs, and matmul(gates, b_down) added
+     * to its output. */
+    int y1 = M->out[0];
+    const IrNode *DB = down_bias(g, L, M);
+    if (DB) {
+        const IrNode *S = add_consumer(g, M->out[0], L->p);
+        if (!S || (S->in[0] != DB->out[0] && S->in[1] != DB->out[0]))
+            return rep_refuse(why, wn, "its experts' down bias (matmul of the gates) is not added to their output");
+        y1 = S->out[0];
+        L->down_bias = 2;
+    }
+    if ((ir_moe_slots(M).b_up >= 0) != (DB != NULL))
+        return rep_refuse(why, wn, "its experts have a bias %s the activation only; Megatron-Core's "
+                          "--add-bias-linear gives their fc1 and fc2 one each", DB ? "after" : "inside");
+    A->expert_bias = DB != NULL;
+    int out = residual_sum(g, L, y1, y2);
     if (out < 0)
         return rep_refuse(why, wn, "its experts' output is not added to the residual stream%s",
                           y2 >= 0 ? " with the shared expert's" : "");
@@ -678,7 +712,7 @@ static bool layer_rest(const IrGraph *g, const LayerWalk *L, RepArch *A, char *w
                  L->qkv_bias + L->out_bias + L->mlp_bias;
     if (A->moe) { /* router projection, route, moe, residual; a shared expert and its add */
         int shared = !A->shared_ff ? 0 : A->shared_gate ? 4 : 3 + (L->counts[IR_OP_SWIGLU] ? 1 : 2) + 1;
-        expect = attn + 4 + shared + L->qkv_bias + L->out_bias + L->mlp_bias + L->router_bias;
+        expect = attn + 4 + shared + L->qkv_bias + L->out_bias + L->mlp_bias + L->router_bias + L->down_bias;
     }
     if (P->count != expect)
         return rep_refuse(why, wn, "its layers compute %d operators besides those of a decoder layer",

@@ -99,6 +99,11 @@ static bool plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout 
         dpi = ep / L->tp, over_tp = L->tp > 1;
     else if (!whole && etp > 1 && etp == L->tp && L->dp % ep == 0)
         dpi = ep;
+    /* Megatron-Core: "Bias in Moe is only supported when ETP==1"
+     * (transformer_config.py __post_init__; the experts' biases, GPT-OSS) */
+    if (A->moe && A->expert_bias && etp > 1)
+        return rep_refuse(why, wn, "the experts split etp %d ways, and the frameworks give experts with biases "
+                          "no expert tensor parallelism (Megatron-Core's TransformerConfig asserts ETP 1 with biases)", etp);
     if (A->moe && (A->n_experts % ep || A->d_ff % etp || (etp > 1 && etp != L->tp) || (!whole && dpi == 1 && !over_tp)))
         return rep_refuse(why, wn, "the experts split ep %d, etp %d ways, which the %lld experts of width %lld "
                           "on a dp %d x tp %d mesh cannot do (EP dividing the experts and made of whole tp groups "

@@ -130,6 +130,9 @@ typedef struct RepArch {
     int64_t dense_ff;
     int dense_ff_dim;
     uint64_t layer_moe[REP_MAX_LAYERS / 64];
+    bool expert_bias;             /* the routed experts have biases: fc1's inside the activation
+                                     (moe's trailing inputs) and fc2's, matmul(gates, b_down)
+                                     beside the moe (GPT-OSS; docs/moe.md) */
     bool bias_linear;             /* a bias on every projection */
     bool bias_qkv;                /* a bias on q, k and v (also set with bias_linear) */
     int window_skip_freq;         /* attr[ATTN_WINDOW] on every layer but each f-th (1-based layer

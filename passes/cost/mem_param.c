@@ -69,8 +69,10 @@ static int read_params(const PassCostCtx *c, const IrGraph *g, const IrNode *n, 
         ir_dim_sizes(g, 1, ds);
         PlanSharding gs = plan_shard_grad_in(g, n, s, i);
         /* A GEMM's weight is its second operand; an MoE node's expert
-         * weights are its inputs 2 to 4. */
-        bool lp_weight = n->op == IR_OP_MOE ? i >= 2 : i == 1;
+         * weights are its inputs from 2 on, before its biases (no GEMM
+         * operand: ir_moe_slots). */
+        IrMoeSlots sl = n->op == IR_OP_MOE ? ir_moe_slots(n) : (IrMoeSlots){0};
+        bool lp_weight = n->op == IR_OP_MOE ? i >= 2 && i <= sl.w_down : i == 1;
         Owned o = {t, (double)plan_local_numel(g, t, m, &in[i], ds), 0, 1,
                    lp_weight ? pass_prec_of(c, g, n) : PLAN_PREC_BF16};
         for (int a = 0; a < m->naxes; a++)

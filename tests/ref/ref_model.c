@@ -257,6 +257,16 @@ static void gptoss_layer(const RefConfig *c, RefSt *st, uint64_t *s, const char 
         for (int64_t j = 0; j < t->n; j++)
             t->v[j] = (double)(float)(MAT * ref_normal(s));
     }
+    /* The experts' biases; the gate and up ones wide enough (std 4) that
+     * about 1 pre-activation in 12 lies past the clamps (gate above 7, up
+     * outside [-7, 7]), so the clamps and their zero gradients are checked. */
+    const char *eb[] = {"e_gate_b", "e_up_b", "e_down_b"};
+    for (int i = 0; i < 3; i++) {
+        int64_t shape[2] = {E, i < 2 ? F : D};
+        RefTensor *t = ref_st_add(st, fmt("layers.%d.%s", l, eb[i]), 2, shape);
+        for (int64_t j = 0; j < t->n; j++)
+            t->v[j] = (double)(float)((i < 2 ? 4.0 : BIAS) * ref_normal(s));
+    }
 }
 
 /* DeepSeek's layer after its input norm: MLA's tensors (ref_mla.c), then a

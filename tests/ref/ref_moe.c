@@ -19,7 +19,9 @@
  * GPT-OSS (models/gpt-oss.mdl): the router has a bias (mlp.router.weight,
  * mlp.router.bias: z = gate(h) + b), and the experts are ptdc's stacked
  * tensors layers.L.e_gate, e_up [E, D, F] and e_down [E, F, D] (h W, no hf
- * names: HF fuses them), the same SwiGLU. */
+ * names: HF fuses them) with their biases e_gate_b, e_up_b [E, F] and
+ * e_down_b [E, D] (gate_up_proj_bias, down_proj_bias), and the clamped
+ * SwiGLU of transformers' GptOssExperts (act_m below). */
 #include "ref.h"
 
 #include "ir.h"
@@ -33,9 +35,11 @@
 /* The block's tensors under Hugging Face's names: Mixtral's
  * block_sparse_moe.{gate, experts.e.w1, w3, w2}, DeepSeek's mlp.{gate,
  * experts.e.gate_proj, up_proj, down_proj, shared_experts.*}. */
-enum { ROUTER, W1, W3, W2, S1, S3, S2 };
+enum { ROUTER, W1, W3, W2, S1, S3, S2, B1, B3, BD };
 static double *W(const RefConfig *c, const RefSt *st, const char *prefix, int which, int e)
 {
+    if (which >= B1 && c->fam != REF_GPTOSS)
+        return NULL; /* only GPT-OSS's experts have biases */
     static const char *mixtral[] = {"gate.weight", "experts.%d.w1.weight", "experts.%d.w3.weight",
                                     "experts.%d.w2.weight"};
     static const char *deepseek[] = {"gate.weight",
@@ -48,18 +52,20 @@ static double *W(const RefConfig *c, const RefSt *st, const char *prefix, int wh
     bool ds = c->fam == REF_DEEPSEEK;
     char name[256], tail[128];
     if (c->fam == REF_GPTOSS) { /* the router's names; the experts' stacked tensors (expert_w) */
-        static const char *oss[] = {"mlp.router.weight", "e_gate", "e_up", "e_down"};
+        static const char *oss[] = {[ROUTER] = "mlp.router.weight", [W1] = "e_gate", [W3] = "e_up",
+                                    [W2] = "e_down", [B1] = "e_gate_b", [B3] = "e_up_b", [BD] = "e_down_b"};
         int layer = atoi(prefix + strlen("model.layers."));
         if (which == ROUTER)
             snprintf(name, sizeof name, "%s%s", prefix, oss[which]);
         else
             snprintf(name, sizeof name, "layers.%d.%s", layer, oss[which]);
+        int64_t per = which == B1 || which == B3 ? c->F : which == BD ? c->D : c->D * c->F;
         RefTensor *t = ref_st_find(st, name);
         if (!t) {
             fprintf(stderr, "ref: no tensor %s\n", name);
             exit(1);
         }
-        return which == ROUTER ? t->v : t->v + (int64_t)e * c->D * c->F;
+        return which == ROUTER ? t->v : t->v + (int64_t)e * per;
     }
     snprintf(tail, sizeof tail, ds ? deepseek[which] : mixtral[which], e);
     snprintf(name, sizeof name, "%s%s%s", prefix, ds ? "mlp." : "block_sparse_moe.", tail);
@@ -116,7 +122,9 @@ static void act_grad(double a1, double a3, double *d1, double *d3)
 }
 
 /* One expert on one row: a1 = w1 h (+ b1), a3 = w3 h (+ b3), m = act(a1,
- * a3), o = w2 m. w1 is NULL for an ungated act, b1 and b3 without biases. */
+ * a3), o = w2 m (+ bd). w1 is NULL for an ungated act, b1, b3 and bd
+ * without biases (GPT-OSS's gate_up_proj_bias, down_proj_bias). */
+static const double *bias_d; /* bd of the expert at hand (set by the callers), or NULL */
 static void expert(const double *w1, const double *w3, const double *w2, const double *b1, const double *b3,
                    const double *h, int64_t D, int64_t F, double *a1, double *a3, double *m, double *o)
 {
@@ -130,7 +138,7 @@ static void expert(const double *w1, const double *w3, const double *w2, const d
         a1[f] = s1, a3[f] = s3, m[f] = act_m(s1, s3);
     }
     for (int64_t j = 0; j < D; j++) {
-        double s = 0;
+        double s = bias_d ? bias_d[j] : 0;
         for (int64_t f = 0; f < F; f++)
             s += W2(w2, j, f) * m[f];
         o[j] = s;
@@ -140,6 +148,7 @@ static void expert(const double *w1, const double *w3, const double *w2, const d
 /* One expert's backward on one row, its output weighted wt: the weight
  * (and bias) gradients accumulate into g1, g3, g2 (gb1, gb3) and dh;
  * returns <dy, expert output> (the gradient of wt). */
+static double *grad_bias_d; /* the gradient of bias_d, or NULL */
 static double expert_bwd(const double *w1, const double *w3, const double *w2, const double *b1,
                          const double *b3, double *g1, double *g3, double *g2, double *gb1, double *gb3,
                          const double *h, const double *dy, double wt, int64_t D, int64_t F, double *a1,
@@ -147,8 +156,11 @@ static double expert_bwd(const double *w1, const double *w3, const double *w2, c
 {
     expert(w1, w3, w2, b1, b3, h, D, F, a1, a3, m, o);
     double d = 0;
-    for (int64_t j = 0; j < D; j++)
+    for (int64_t j = 0; j < D; j++) {
         d += dy[j] * o[j];
+        if (grad_bias_d)
+            grad_bias_d[j] += wt * dy[j];
+    }
     for (int64_t ff = 0; ff < F; ff++) {
         double s = 0;
         for (int64_t j = 0; j < D; j++) {
@@ -290,8 +302,10 @@ double ref_moe_fwd(const RefConfig *c, const RefSt *w, const char *prefix, const
             y[r * D + j] = 0;
         for (int64_t k = 0; k < K; k++) {
             int e = sel[k];
-            expert(W1_(c, w, prefix, e), W(c, w, prefix, W3, e), W(c, w, prefix, W2, e), NULL, NULL, hr, D,
-                   F, a1, a3, m, o);
+            bias_d = W(c, w, prefix, BD, e);
+            expert(W1_(c, w, prefix, e), W(c, w, prefix, W3, e), W(c, w, prefix, W2, e), W(c, w, prefix, B1, e),
+                   W(c, w, prefix, B3, e), hr, D, F, a1, a3, m, o);
+            bias_d = NULL;
             for (int64_t j = 0; j < D; j++)
                 y[r * D + j] += wt[k] * o[j];
             cnt[e]++;
@@ -355,9 +369,12 @@ void ref_moe_bwd(const RefConfig *c, const RefSt *w, RefSt *gr, const char *pref
             dhr[j] = 0;
         for (int64_t k = 0; k < K; k++) {
             int e = sel[k];
-            dw[k] = expert_bwd(W1_(c, w, prefix, e), W(c, w, prefix, W3, e), W(c, w, prefix, W2, e), NULL,
-                               NULL, W1_(c, gr, prefix, e), W(c, gr, prefix, W3, e), W(c, gr, prefix, W2, e),
-                               NULL, NULL, hr, g, wt[k], D, F, a1, a3, m, o, dm, dhr);
+            bias_d = W(c, w, prefix, BD, e), grad_bias_d = W(c, gr, prefix, BD, e);
+            dw[k] = expert_bwd(W1_(c, w, prefix, e), W(c, w, prefix, W3, e), W(c, w, prefix, W2, e),
+                               W(c, w, prefix, B1, e), W(c, w, prefix, B3, e), W1_(c, gr, prefix, e),
+                               W(c, gr, prefix, W3, e), W(c, gr, prefix, W2, e), W(c, gr, prefix, B1, e),
+                               W(c, gr, prefix, B3, e), hr, g, wt[k], D, F, a1, a3, m, o, dm, dhr);
+            bias_d = NULL, grad_bias_d = NULL;
         }
         if (c->Fs > 0)
             expert_bwd(W(c, w, prefix, S1, 0), W(c, w, prefix, S3, 0), W(c, w, prefix, S2, 0), NULL, NULL,

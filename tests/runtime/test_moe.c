@@ -3,7 +3,8 @@
  *   rt_moe_test       rt_route_fwd for softmax and sigmoid scores, groups,
  *                     norm, scale, capacity drops and every tie rule;
  *                     rt_route_bwd against central differences of
- *                     sum(gates R) + aux + zloss; rt_moe_fwd/bwd without an
+ *                     sum(gates R) + aux + zloss; rt_moe_fwd/bwd and
+ *                     rt_moe_act_* (relu2, swiglu_oai, biases) without an
  *                     exchange against the reference and central differences;
  *                     bad arguments refused with one sentence.
  *   rt_moe_test mpi   (mpirun -np 2 or 4) the exchange form on n ranks, each
@@ -284,10 +285,24 @@ static void test_route_freeze(void)
 }
 
 /* --------------------------------------------------------- moe reference */
+/* The experts of any act (rt.h RtMoeAct; docs/moe.md "Expert activations"):
+ * a = h wg + bg, u = h wu + bu; swiglu silu(a) u, relu2 max(u, 0)^2 (no wg),
+ * swiglu_oai g sigmoid(1.702 g) (c + 1), g = min(a, 7), c = clamp(u, -7, 7). */
 typedef struct {
-    int T, D, F, E;
-    double *h, *g, *wg, *wu, *wd, *R, *y;
+    int T, D, F, E, act;
+    double *h, *g, *wg, *wu, *wd, *bg, *bu, *R, *y; /* wg, bg, bu NULL when absent */
 } MoeCtx;
+
+static double ref_act(int act, double a, double u)
+{
+    if (act == RT_MOE_RELU2)
+        return u > 0 ? u * u : 0;
+    if (act == RT_MOE_SWIGLU_OAI) {
+        double g = fmin(a, 7), c = fmax(-7, fmin(u, 7));
+        return g / (1 + exp(-1.702 * g)) * (c + 1);
+    }
+    return a / (1 + exp(-a)) * u;
+}
 
 static void ref_moe(const MoeCtx *c, double *y)
 {
@@ -301,12 +316,13 @@ static void ref_moe(const MoeCtx *c, double *y)
             if (gt == 0)
                 continue;
             for (int f = 0; f < F; f++) {
-                double x = 0, u = 0;
+                double x = c->bg ? c->bg[e * F + f] : 0, u = c->bu ? c->bu[e * F + f] : 0;
                 for (int j = 0; j < D; j++) {
-                    x += c->h[t * D + j] * c->wg[((int64_t)e * D + j) * F + f];
+                    if (c->wg)
+                        x += c->h[t * D + j] * c->wg[((int64_t)e * D + j) * F + f];
                     u += c->h[t * D + j] * c->wu[((int64_t)e * D + j) * F + f];
                 }
-                a[f] = x / (1 + exp(-x)) * u;
+                a[f] = ref_act(c->act, x, u);
             }
             for (int j = 0; j < D; j++) {
                 double o = 0;
@@ -349,37 +365,60 @@ static void make_gates(float *gf, double *gd, int T, int E, int k, int lim, int 
     ref_to_double(gd, gf, (int64_t)T * E);
 }
 
-static void test_moe_local(int T, int D, int F, int E, int k)
+/* rt_moe_fwd/bwd (act swiglu, no biases), or rt_moe_act_* for act with
+ * biases inside the activation when bias, against the reference and its
+ * central differences. bscale: the biases' range, wide enough for
+ * swiglu_oai to put pre-activations past its clamps (+-7). */
+static void test_moe_local(int T, int D, int F, int E, int k, int act, bool bias, double bscale)
 {
-    printf("moe T=%d D=%d F=%d E=%d k=%d\n", T, D, F, E, k);
-    int64_t nw = (int64_t)E * D * F;
+    printf("moe T=%d D=%d F=%d E=%d k=%d act=%d%s\n", T, D, F, E, k, act, bias ? " biases" : "");
+    bool gated = act != RT_MOE_RELU2;
+    int64_t nw = (int64_t)E * D * F, nb = (int64_t)E * F;
     float *h = fnew(T * D), *g = fnew(T * E), *wg = fnew(nw), *wu = fnew(nw), *wd = fnew(nw);
+    float *bg = fnew(nb), *bu = fnew(nb), *dbg = fnew(nb), *dbu = fnew(nb);
     float *y = fnew(T * D), *R = fnew(T * D), *dh = fnew(T * D), *dg = fnew(T * E);
     float *dwg = fnew(nw), *dwu = fnew(nw), *dwd = fnew(nw);
-    MoeCtx c = {T, D, F, E, dnew(T * D), dnew(T * E), dnew(nw), dnew(nw), dnew(nw), dnew(T * D),
-                dnew(T * D)};
+    MoeCtx c = {T, D, F, E, act, dnew(T * D), dnew(T * E), gated ? dnew(nw) : NULL, dnew(nw), dnew(nw),
+                bias && gated ? dnew(nb) : NULL, bias ? dnew(nb) : NULL, dnew(T * D), dnew(T * D)};
     ref_fill(h, c.h, T * D, -1, 1);
-    ref_fill(wg, c.wg, nw, -0.5, 0.5);
+    if (gated)
+        ref_fill(wg, c.wg, nw, -0.5, 0.5);
     ref_fill(wu, c.wu, nw, -0.5, 0.5);
     ref_fill(wd, c.wd, nw, -0.5, 0.5);
+    if (c.bg)
+        ref_fill(bg, c.bg, nb, -bscale, bscale);
+    if (c.bu)
+        ref_fill(bu, c.bu, nb, -bscale, bscale);
     ref_fill(R, c.R, T * D, -1, 1);
     int skip = E > k ? E - 1 : -1; /* an expert no token chooses */
     make_gates(g, c.g, T, E, k, E, skip, 4);
-    rt_moe_fwd(NULL, y, h, g, wg, wu, wd, T, D, E, E, F);
+    float *WG = gated ? wg : NULL, *BG = c.bg ? bg : NULL, *BU = c.bu ? bu : NULL;
+    float *DWG = gated ? dwg : NULL, *DBG = c.bg ? dbg : NULL, *DBU = c.bu ? dbu : NULL;
+    if (act == RT_MOE_SWIGLU && !bias)
+        rt_moe_fwd(NULL, y, h, g, wg, wu, wd, T, D, E, E, F);
+    else
+        rt_moe_act_fwd(NULL, y, h, g, WG, wu, wd, BG, BU, act, T, D, E, E, F);
     double *yd = dnew(T * D);
     ref_moe(&c, yd);
     CHECK(ref_close("y", y, yd, T * D, 2e-6, 1e-30), "moe forward differs");
     for (int64_t i = 0; i < nw; i++) /* weight gradients accumulate */
         dwg[i] = dwu[i] = dwd[i] = 0.5f;
+    for (int64_t i = 0; i < nb; i++)
+        dbg[i] = dbu[i] = 0.5f;
     for (int64_t i = 0; i < T * E; i++)
         dg[i] = 7; /* overwritten, zeros included */
-    rt_moe_bwd(NULL, dh, dg, dwg, dwu, dwd, h, g, wg, wu, wd, R, T, D, E, E, F);
+    if (act == RT_MOE_SWIGLU && !bias)
+        rt_moe_bwd(NULL, dh, dg, dwg, dwu, dwd, h, g, wg, wu, wd, R, T, D, E, E, F);
+    else
+        rt_moe_act_bwd(NULL, dh, dg, DWG, dwu, dwd, DBG, DBU, h, g, WG, wu, wd, BG, BU, R, act, T, D, E, E, F);
     for (int64_t i = 0; i < nw; i++) {
         dwg[i] -= 0.5f;
         dwu[i] -= 0.5f;
         dwd[i] -= 0.5f;
     }
-    double *gr = dnew(nw + T * D + T * E); /* room for any of the three */
+    for (int64_t i = 0; i < nb; i++)
+        dbg[i] -= 0.5f, dbu[i] -= 0.5f;
+    double *gr = dnew(nw + T * D + T * E); /* room for any of them */
     ref_fd_grad(moe_obj, &c, c.h, T * D, 1e-6, gr);
     ref_check_grad("dh", dh, gr, T * D, 2e-5);
     ref_fd_grad(moe_obj, &c, c.g, T * E, 1e-6, gr);
@@ -391,19 +430,31 @@ static void test_moe_local(int T, int D, int F, int E, int k)
         }
     CHECK(zero, "dgates must be 0 where the gate is 0");
     ref_check_grad("dgates", dg, gr, T * E, 2e-5);
-    ref_fd_grad(moe_obj, &c, c.wg, nw, 1e-6, gr);
-    ref_check_grad("dw_gate", dwg, gr, nw, 2e-5);
+    if (gated) {
+        ref_fd_grad(moe_obj, &c, c.wg, nw, 1e-6, gr);
+        ref_check_grad("dw_gate", dwg, gr, nw, 2e-5);
+    }
     ref_fd_grad(moe_obj, &c, c.wu, nw, 1e-6, gr);
     ref_check_grad("dw_up", dwu, gr, nw, 2e-5);
     ref_fd_grad(moe_obj, &c, c.wd, nw, 1e-6, gr);
     ref_check_grad("dw_down", dwd, gr, nw, 2e-5);
+    if (c.bg) {
+        ref_fd_grad(moe_obj, &c, c.bg, nb, 1e-6, gr);
+        ref_check_grad("db_gate", dbg, gr, nb, 2e-5);
+    }
+    if (c.bu) {
+        ref_fd_grad(moe_obj, &c, c.bu, nb, 1e-6, gr);
+        ref_check_grad("db_up", dbu, gr, nb, 2e-5);
+    }
     bool untouched = true; /* expert `skip`: no token chose it */
     for (int64_t i = skip < 0 ? nw : (int64_t)skip * D * F; i < nw; i++)
         untouched = untouched && dwg[i] == 0 && dwu[i] == 0 && dwd[i] == 0;
+    for (int64_t i = skip < 0 ? nb : (int64_t)skip * F; i < nb; i++)
+        untouched = untouched && dbg[i] == 0 && dbu[i] == 0;
     CHECK(untouched, "an expert no token chose must get no gradient");
     free(h), free(g), free(wg), free(wu), free(wd), free(y), free(R), free(dh), free(dg);
-    free(dwg), free(dwu), free(dwd), free(yd), free(gr);
-    free(c.h), free(c.g), free(c.wg), free(c.wu), free(c.wd), free(c.R), free(c.y);
+    free(dwg), free(dwu), free(dwd), free(yd), free(gr), free(bg), free(bu), free(dbg), free(dbu);
+    free(c.h), free(c.g), free(c.wg), free(c.wu), free(c.wd), free(c.bg), free(c.bu), free(c.R), free(c.y);
 }
 
 /* ------------------------------------------------------------ refusals */
@@ -532,9 +583,13 @@ int main(int argc, char **argv)
     test_route_case("256 experts top-8", 1, 3, 256, wide, false);
     test_route_ties();
     test_route_freeze();
-    test_moe_local(9, 8, 6, 4, 2);
-    test_moe_local(5, 4, 3, 1, 1);
-    test_moe_local(16, 12, 10, 6, 3);
+    test_moe_local(9, 8, 6, 4, 2, RT_MOE_SWIGLU, false, 0);
+    test_moe_local(5, 4, 3, 1, 1, RT_MOE_SWIGLU, false, 0);
+    test_moe_local(16, 12, 10, 6, 3, RT_MOE_SWIGLU, false, 0);
+    test_moe_local(9, 8, 6, 4, 2, RT_MOE_RELU2, false, 0);
+    test_moe_local(9, 8, 6, 4, 2, RT_MOE_RELU2, true, 1);
+    test_moe_local(9, 8, 6, 4, 2, RT_MOE_SWIGLU, true, 1);
+    test_moe_local(9, 8, 6, 4, 2, RT_MOE_SWIGLU_OAI, true, 10); /* past the clamps */
     ref_expect_fatal("topk beyond the candidates", bad_topk, NULL, "topk = 3 outside");
     ref_expect_fatal("gate columns", bad_cols, NULL, "gates have 3 columns");
     return check_status("rt_moe");

@@ -96,8 +96,9 @@ def megatron_can(t):
             return "Megatron-Core's softmax top-1 router must be pre-softmax (an unnormalised weight)"
         if r["group_score"] and r["topk"] // r["group_topk"] != int(r["group_score"][3:]):
             return "Megatron-Core scores a group by its topk // group_topk best, ptdc by its %s" % r["group_score"]
-        if t["bias_rest"]:
-            return "MoE layers without output/router biases"
+        if t["bias_rest"] != t.get("expert_bias", False):
+            # --add-bias-linear gives the experts' fc1 and fc2 biases too (TEGroupedMLP)
+            return "MoE layers with output/router biases and experts without (or the reverse)"
     return None
 
 
@@ -129,7 +130,7 @@ def ffn_solvable(dim, dff):
 # ----------------------------------------------------------- compare
 KEYS = ["layers", "d_model", "heads", "kv_heads", "head_dim", "d_ff", "vocab", "seq", "norm", "qk_norm", "positions",
         "window", "causal", "tied", "bf16", "bias_qkv", "bias_rest", "mlp", "params", "dropout", "experts",
-        "router", "d_expert", "shared", "moe_layers", "mla"]
+        "router", "d_expert", "shared", "moe_layers", "mla", "expert_bias"]
 
 
 def close(a, b):

@@ -73,6 +73,14 @@ OPTIONS = {
     # TransformerConfig window_attn_skip_freq (arguments.py: type=moe_freq_type)
     "--window-attn-skip-freq": ("window_attn_skip_freq", "freq", None, None),
     "--swiglu": ("swiglu", "true", False, None),
+    # arguments.py _add_network_size_args; argument_utils.py: --squared-relu (not with --swiglu) sets
+    # activation_func squared_relu, no GLU; --quick-geglu a GLU of quick_gelu (x sigmoid(1.702 x));
+    # TransformerConfig glu_linear_offset (added to the GLU's linear half) and
+    # activation_func_clamp_value (experts.py glu: x_glu.clamp(max=v), x_linear.clamp(-v, v))
+    "--squared-relu": ("squared_relu", "true", False, None),
+    "--quick-geglu": ("quick_geglu", "true", False, None),
+    "--glu-linear-offset": ("glu_linear_offset", "float", 0.0, None),
+    "--activation-func-clamp-value": ("activation_func_clamp_value", "float", None, None),
     "--untie-embeddings-and-output-weights": ("untie_embeddings_and_output_weights", "true", False, None),
     "--no-masked-softmax-fusion": ("masked_softmax_fusion", "false", True, None),
     # arguments.py _add_training_args: store_false into apply_rope_fusion
@@ -893,6 +901,19 @@ def freqs(a):
     return f
 
 
+def mlp_kind(a, gelu_fused):
+    """The MLP's activation (argument_utils.py): ptdc's names for the ones it has."""
+    if a["squared_relu"]:
+        return "relu2"
+    if a["quick_geglu"]:  # GPT-OSS's clamped SwiGLU (ptdc's swiglu_oai) is offset 1, clamp 7
+        c = a["activation_func_clamp_value"]
+        return "swiglu_oai" if (a["glu_linear_offset"], c) == (1.0, 7.0) else \
+            "quick_geglu offset %g clamp %s" % (a["glu_linear_offset"], c)
+    if a["activation_func_clamp_value"] is not None or a["glu_linear_offset"]:
+        return "swiglu clamp %s offset %g" % (a["activation_func_clamp_value"], a["glu_linear_offset"])
+    return "swiglu" if a["swiglu"] else "gelu_tanh" if gelu_fused else "gelu_erf"
+
+
 def model(a, vocab):
     """The GPT model pretrain_gpt.py builds from the flags, as a dict in the
     shape of ptdc_ir.truth (the vocabulary unpadded: the header's)."""
@@ -912,7 +933,7 @@ def model(a, vocab):
          "qk_norm": a["qk_layernorm"],
          "causal": True, "tied": not a["untie_embeddings_and_output_weights"], "bf16": a["bf16"],
          "init_std": a["init_method_std"], "bias_qkv": bias_qkv, "bias_rest": bias_linear,
-         "mlp": "swiglu" if a["swiglu"] else "gelu_tanh" if gelu_fused else "gelu_erf",
+         "mlp": mlp_kind(a, gelu_fused),
          "dropout": max(a["hidden_dropout"], a["attention_dropout"])}
     pos = a["position_embedding_type"]
     m["positions"] = {"rope": "rope", "learned_absolute": "learned", "none": "none"}.get(pos, pos)
@@ -926,7 +947,7 @@ def model(a, vocab):
         m["window"] = tuple(m["window"] if x else None for x in on)
         m["window"] = m["window"][0] if len(set(m["window"])) == 1 else m["window"]
     norm = 2 * h if m["norm"] == "layernorm" else h
-    glu = 2 if a["swiglu"] else 1
+    glu = 2 if a["swiglu"] or a["quick_geglu"] else 1
     mlp = h * F * glu + (bias_linear and F * glu) + F * h + (bias_linear and h)
     E = a["num_experts"]
     m["experts"], m["router"], m["d_expert"], m["shared"], m["moe_layers"] = None, None, None, None, None
@@ -934,7 +955,10 @@ def model(a, vocab):
     if E:  # MoELayer: TopKRouter weight [E, h] (no bias), E grouped experts of moe_ffn_hidden_size
         Fm = a["moe_ffn_hidden_size"] if a["moe_ffn_hidden_size"] is not None else F
         m["experts"], m["d_expert"] = E, Fm
-        moe_mlp = h * E + E * (h * Fm * glu + (bias_linear and Fm * glu) + Fm * h + (bias_linear and h))
+        m["expert_bias"] = bias_linear
+        # TopKRouter: weight [E, h], and a bias [E] under add_bias_linear (router.py)
+        moe_mlp = h * E + (bias_linear and E) + E * (h * Fm * glu + (bias_linear and Fm * glu) + Fm * h +
+                                                     (bias_linear and h))
         S = a["moe_shared_expert_intermediate_size"]
         if S is not None:  # SharedExpertMLP: an MLP of width S without biases; gate_weight [1, h]
             m["shared"] = {"d_ff": S, "gate": a["moe_shared_expert_gate"]}

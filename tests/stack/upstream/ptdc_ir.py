@@ -21,6 +21,7 @@ KNOWN = {
     ("route", "topk"), ("route", "score"), ("route", "norm"), ("route", "scale"), ("route", "groups"),
     ("route", "group_topk"), ("route", "capacity"), ("route", "aux"), ("route", "zloss"),
     ("slice", "dim"), ("slice", "at"), ("concat", "dim"),
+    ("moe", "act"),
 }
 
 NODE = re.compile(r"^  (?P<outs>[^=]+?) = (?P<op>[a-z_]+)\((?P<ins>[^)]*)\)(?P<attrs>.*?) : (?P<types>.*?)(  \{\w+\})?$")
@@ -272,7 +273,16 @@ def truth(ir_text, summary_text):
             return "%d expert operators" % len(moes)
         rt = next(n for n in nodes if moe["ins"][1] in n["outs"])
         wg = ir.params[moe["ins"][2]]["dims"]
-        return ir.size(wg[0]), ir.size(wg[2]), rt["attrs"], shared
+        act = moe["attrs"].get("act", "swiglu")
+        # the experts' biases: inside the activation (moe's inputs past its
+        # weights: gated acts read 3 weights, relu2 2), and the down one, a
+        # matmul of the gates by a parameter (models/gpt-oss.mdl)
+        nw = 2 if act == "relu2" else 3
+        inner = len(moe["ins"]) > 2 + nw
+        down = any(n["op"] == "matmul" and n["ins"][0] == moe["ins"][1] and is_param(n["ins"][1]) for n in nodes)
+        if inner != down:
+            return "experts with a bias %s the activation only" % ("after" if down else "inside")
+        return ir.size(wg[0]), ir.size(wg[2]), rt["attrs"], shared, act, inner
 
     kinds = []
     for p in layers:
@@ -281,7 +291,7 @@ def truth(ir_text, summary_text):
             r = moe_of(nodes)
             if isinstance(r, str):
                 return not_decoder(r)
-            kinds.append(("moe",) + r[:2] + (tuple(sorted(r[2].items())), repr(r[3])))
+            kinds.append(("moe",) + r[:2] + (tuple(sorted(r[2].items())), repr(r[3])) + r[4:])
         else:
             r = mlp_of(nodes)
             if r is None:
@@ -290,13 +300,16 @@ def truth(ir_text, summary_text):
     if len({k for k in kinds if k[0] == "moe"}) > 1 or len({k for k in kinds if k[0] == "dense"}) > 1:
         return not_decoder("layers of one kind differ")
     dense = next((k for k in kinds if k[0] == "dense"), None)
+    moe = next((k for k in kinds if k[0] == "moe"), None)
     t["d_ff"] = dense[2] if dense else None
-    t["mlp"] = dense[1] if dense else "swiglu"
-    if not any(k[0] == "moe" for k in kinds):
+    t["mlp"] = dense[1] if dense else moe[5] if moe else "swiglu"
+    if not moe:
         return t
-    if dense and dense[1] != "swiglu":
-        return not_decoder("GELU dense layers beside SwiGLU experts")
-    moe = next(k for k in kinds if k[0] == "moe")
+    if dense and dense[1] != moe[5]:
+        return not_decoder("%s dense layers beside %s experts" % (dense[1], moe[5]))
+    if moe[5] != "swiglu" and eval(moe[4]):
+        return not_decoder("a SwiGLU shared expert beside %s experts" % moe[5])
+    t["expert_bias"] = moe[6]
     t["moe_layers"] = [int(k[0] == "moe") for k in kinds]
     t["experts"], t["d_expert"], t["shared"] = moe[1], moe[2], eval(moe[4])
     a = dict(moe[3])
