@@ -485,7 +485,7 @@ static double fit_mem(Src *s, const SrcGroup *G, const SrcCand *k, const double 
     }
     SrcPiece *H = ir_xmalloc(sizeof *H * (size_t)s->npieces);
     src_floor_pieces(s, G, k->zero, delta, H);
-    double b = src_fitmem_bound(s, G, k, H, delta);
+    double b = src_fitmem_bound(s, G, k, H);
     free(H);
     free(own);
     return b;

@@ -59,12 +59,11 @@ typedef struct FitMem {
     double t1;                    /* the least time of one layer (any policy) */
     double avail;                 /* usable HBM less the runtime term */
     int cls;                      /* one floor class (its layers share a strategy), or -1 */
-    double dcls;                  /* of the class's times, what src_floor_fit's delta added */
 } FitMem;
 
 /* cls >= 0: only the layers of that floor class (floor_like). */
 static void fitmem_init(FitMem *F, const Src *s, const SrcGroup *G, const SrcCand *k, const SrcPiece *H,
-                        const double *delta, int cls)
+                        int cls)
 {
     int *lay = ir_xmalloc(sizeof(int) * (size_t)(s->rep_count + 1)), N = 0;
     for (int l = 0; l < s->rep_count; l++)
@@ -73,7 +72,6 @@ static void fitmem_init(FitMem *F, const Src *s, const SrcGroup *G, const SrcCan
     memset(F, 0, sizeof *F);
     F->N = N;
     F->cls = cls;
-    F->dcls = cls >= 0 && delta ? delta[cls] : 0;
     for (int r = 0; r < SRC_NRC; r++)
         if (k->rc != SRC_AUTO ? r == k->rc : r <= PLAN_RECOMPUTE_FULL)
             F->q[F->nq++] = r;
@@ -152,10 +150,13 @@ static void rank_times(const FitMem *F, const SrcGroup *G, const SrcCand *k, boo
                 /* One class: its layers share one strategy, so each holds
                  * at most 1/n of the states the activations leave, and
                  * the leaner strategies that forces cost time. */
-                if (F->cls >= 0 && n > 0) {
+                if (F->cls >= 0 && n > 0 && G->floor_t) {
                     double x = (F->avail - (mem - F->st[n])) / n;
                     double d = src_fit_delta(G, F->cls, k->zero, x);
-                    t += n * fmax(0, d - F->dcls);
+                    /* the floor of the class's layer raised by d (H's time
+                     * may be the strategy-free bound, above the floor: the
+                     * larger of the two, not their sum) */
+                    t = fmax(t, n * (G->floor_t[(F->cls * SRC_NRC + F->q[i]) * 4 + k->zero] + d));
                 }
                 best = fmin(best, t);
             }
@@ -180,8 +181,7 @@ static int cmp_long_desc(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
-double src_fitmem_bound(const Src *s, const SrcGroup *G, const SrcCand *k, const SrcPiece *H,
-                        const double *delta)
+double src_fitmem_bound(const Src *s, const SrcGroup *G, const SrcCand *k, const SrcPiece *H)
 {
     int pp = k->pp, v = k->v, N = s->rep_count, chunks = pp * v;
     int pins[PLAN_MAX_STAGES];
@@ -207,9 +207,9 @@ double src_fitmem_bound(const Src *s, const SrcGroup *G, const SrcCand *k, const
         }
     int K = maj >= 0 ? N - nmaj : N;
     FitMem A, M;
-    fitmem_init(&A, s, G, k, H, delta, -1);
+    fitmem_init(&A, s, G, k, H, -1);
     if (maj >= 0)
-        fitmem_init(&M, s, G, k, H, delta, maj);
+        fitmem_init(&M, s, G, k, H, maj);
     int *lo = ir_xmalloc(sizeof(int) * (size_t)pp);
     double *fa = ir_xmalloc(sizeof(double) * (size_t)pp * (size_t)(N + 1));
     double *fm = ir_xmalloc(sizeof(double) * (size_t)pp * (size_t)(N + 1));

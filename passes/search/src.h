@@ -207,12 +207,11 @@ double src_fit_bound(Src *s, const SrcGroup *G, const SrcCand *k);
 
 /* search_fitmem.c: a lower bound on the step of interleaved candidate k's
  * plans that fit, from the recomputation (or the time) the ranks' memory
- * forces on them: H the pieces' floors (src_floor_pieces), raised by delta
- * (src_floor_fit; NULL: none). 0 where it does
+ * forces on them: H the pieces' floors (src_floor_pieces, raised by
+ * src_floor_fit's delta). 0 where it does
  * not apply (1F1B, --pp-layers, a caching allocator, ranks sharing cores);
  * INFINITY when no cut of the floor fits. */
-double src_fitmem_bound(const Src *s, const SrcGroup *G, const SrcCand *k, const SrcPiece *H,
-                        const double *delta);
+double src_fitmem_bound(const Src *s, const SrcGroup *G, const SrcCand *k, const SrcPiece *H);
 
 /* search_edges.c: per strategy of every node of piece p (st[a][0..ns[a]),
  * a the node's place in the piece), its share of the least resharding
