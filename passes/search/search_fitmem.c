@@ -136,14 +136,15 @@ static void rank_times(const FitMem *F, const SrcGroup *G, const SrcCand *k, boo
         lo[r] = nw;
         /* the first chunks of ranks 0 .. r-1, one layer each at least */
         double before = (r - (ef && r > 0 ? 1 : 0)) * F->t1;
+        double acts[SRC_NRC] = {0}; /* of the first n layers, per policy */
         for (int n = 0; n <= N; n++) {
             double best = INFINITY;
-            for (int i = 0; i < F->nq && n >= lo[r] && n <= F->N; i++) {
+            for (int i = 0; i < F->nq && n > 0 && n <= F->N; i++)
                 /* the smallest saved bytes with the largest weights
                  * (rearrangement: no pairing of these layers weighs less) */
-                double mem = F->st[n];
-                for (int l = 0; l < n; l++)
-                    mem += (l < nw ? w[nw - 1 - l] : smin) * F->sv[i][l];
+                acts[i] += (n - 1 < nw ? w[nw - n] : smin) * F->sv[i][n - 1];
+            for (int i = 0; i < F->nq && n >= lo[r] && n <= F->N; i++) {
+                double mem = F->st[n] + acts[i];
                 if (mem > F->avail)
                     continue;
                 double t = F->t[i][n];
