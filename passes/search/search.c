@@ -471,6 +471,27 @@ static bool filtered_out(const Src *s, const Plan *p)
     return true;
 }
 
+/* src_fitmem_bound on the floors raised by delta (src_floor_fit's), or
+ * by the delta it computes when NULL. */
+static double fit_mem(Src *s, const SrcGroup *G, const SrcCand *k, const double *delta)
+{
+    double *own = NULL;
+    if (!delta) {
+        own = ir_xmalloc(sizeof(double) * (size_t)(s->npieces + 1));
+        if (!src_floor_fit(s, G, k->pp, k->zero, own)) {
+            free(own);
+            return INFINITY;
+        }
+        delta = own;
+    }
+    SrcPiece *H = ir_xmalloc(sizeof *H * (size_t)s->npieces);
+    src_floor_pieces(s, G, k->zero, delta, H);
+    double b = src_fitmem_bound(s, G, k, H);
+    free(H);
+    free(own);
+    return b;
+}
+
 /* The pruning is sound only if every bound is at most what pass_predict
  * says; exhaustive searches (tests) check it on every plan they rank. */
 static void check_bounds(Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
@@ -490,6 +511,17 @@ static void check_bounds(Src *s, const SrcGroup *G, const SrcVariant *V, const S
         ir_die("search: bound of the fitting plans %.9g / %.9g above pass_predict's %.9g (dp %d tp %d b %d "
                "pp %d v %d zero %d)", k->hope_fit, lf, pr->step_time_s, G->dp, G->tp, G->b, k->pp, k->v,
                k->zero);
+    /* The recomputation memory forces on an interleaved plan that fits
+     * (search_fitmem.c), whether or not its frontier bound was taken. */
+    if (pr->fits && k->v > 1) {
+        double fm = fit_mem(s, G, k, NULL);
+        if (getenv("PTDC_FITMEM_CHECK"))
+            fprintf(stderr, "fitmem check dp %d tp %d b %d pp %d v %d zero %d: bound %.6f step %.6f hope %.6f\n", G->dp,
+                    G->tp, G->b, k->pp, k->v, k->zero, fm, pr->step_time_s, k->hope);
+        if (fm > pr->step_time_s * (1 + tol))
+            ir_die("search: memory-forced bound %.9g above pass_predict's %.9g (dp %d tp %d b %d pp %d v %d zero %d)",
+                   fm, pr->step_time_s, G->dp, G->tp, G->b, k->pp, k->v, k->zero);
+    }
     /* The floor's resharding (search_edges.c) at the plan's own strategies,
      * against what pass_predict charges one stage for it. */
     if (p->pp == 1) {
@@ -695,6 +727,10 @@ static void hope_bounds(Src *s, const SrcGroup *G, SrcCand *k)
         for (int p = 0; p < s->npieces; p++)
             any |= delta[p] > 0;
         k->hope_fit = any ? fmax(k->hope, hope_bound(s, G, k, delta)) : k->hope;
+        /* Interleaved: the recomputation the ranks' memory forces (the
+         * frontier bound above leaves memory to the variants' own cuts). */
+        if (k->v > 1 && isfinite(k->hope_fit))
+            k->hope_fit = fmax(k->hope_fit, fit_mem(s, G, k, delta));
     }
     free(delta);
 }

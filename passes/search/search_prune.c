@@ -701,6 +701,28 @@ bool src_floor_fit(Src *s, const SrcGroup *G, int pp, int zero, double *delta)
     return true;
 }
 
+double src_fit_delta(const SrcGroup *G, int cls, int zero, double x)
+{
+    if (!G->floor_states)
+        return 0;
+    double d = 0;
+    for (int i = 0; i < G->nfit; i++) {
+        const SrcFitNode *F = &G->fit[i];
+        if (F->z != zero || F->piece != cls)
+            continue;
+        const double *m = &G->fit_val[F->off], *t = m + F->n;
+        /* this node's states within what the piece's others leave at their least */
+        double allow = x - (G->floor_states[cls * 4 + zero] - m[0]);
+        int j = -1;
+        while (j + 1 < F->n && m[j + 1] <= allow)
+            j++;
+        if (j < 0)
+            return INFINITY;
+        d += t[j] - t[F->n - 1];
+    }
+    return d;
+}
+
 double src_fit_bound(Src *s, const SrcGroup *G, const SrcCand *k)
 {
     double *delta = ir_xmalloc(sizeof(double) * (size_t)(s->npieces + 1));

@@ -195,10 +195,23 @@ void src_floor_pieces(Src *s, const SrcGroup *G, int zero, const double *delta, 
  * when those strategies are left out; false when some node has none left
  * (no plan of pp ranks under ZeRO zero fits). */
 bool src_floor_fit(Src *s, const SrcGroup *G, int pp, int zero, double *delta);
+/* What the least time of a piece of floor class cls (floor_like: its
+ * representative) gains under ZeRO zero when its model states are at most
+ * x bytes (src_floor_fit's per-node Pareto points, the piece's other nodes
+ * at their least states); INFINITY when no strategy fits x. */
+double src_fit_delta(const SrcGroup *G, int cls, int zero, double x);
 /* A lower bound on candidate k's step among its plans that fit: src_bound's
  * time bound over the pieces' floors raised by src_floor_fit (INFINITY:
  * none fits). */
 double src_fit_bound(Src *s, const SrcGroup *G, const SrcCand *k);
+
+/* search_fitmem.c: a lower bound on the step of interleaved candidate k's
+ * plans that fit, from the recomputation (or the time) the ranks' memory
+ * forces on them: H the pieces' floors (src_floor_pieces, raised by
+ * src_floor_fit's delta). 0 where it does
+ * not apply (1F1B, --pp-layers, a caching allocator, ranks sharing cores);
+ * INFINITY when no cut of the floor fits. */
+double src_fitmem_bound(const Src *s, const SrcGroup *G, const SrcCand *k, const SrcPiece *H);
 
 /* search_edges.c: per strategy of every node of piece p (st[a][0..ns[a]),
  * a the node's place in the piece), its share of the least resharding
