@@ -4,7 +4,7 @@ others do not, the check before a test leaves the ASan run for build/
 (label release-only; docs/design.md, "The suite's time"): a test whose lines
 the tests still under ASan reach adds no path for the sanitizers to check.
 
-    scripts/cover_diff.py BUILD --keep 'CTEST ARGS' --moved 'CTEST ARGS' [-j N]
+    scripts/cover_diff.py BUILD --keep 'CTEST ARGS' --moved 'CTEST ARGS' [-j N] [--keep-cache FILE]
 
 BUILD is a build tree compiled with gcc's --coverage, e.g.
     cmake -S . -B build-cov -DPTDC_CUDA_HOME=/nonexistent -DCMAKE_BUILD_TYPE=None \\
@@ -81,10 +81,16 @@ def main():
     ap.add_argument("--keep", required=True)
     ap.add_argument("--moved", required=True)
     ap.add_argument("-j", type=int, default=1)
+    ap.add_argument("--keep-cache", help="a JSON file of --keep's lines: read if present, else written")
     a = ap.parse_args()
     src = os.path.realpath(os.path.join(os.path.dirname(__file__), ".."))
-    run(a.build, a.keep, a.j)
-    keep = covered(a.build, src)
+    if a.keep_cache and os.path.exists(a.keep_cache):
+        keep = {f: set(v) for f, v in json.load(open(a.keep_cache)).items()}
+    else:
+        run(a.build, a.keep, a.j)
+        keep = covered(a.build, src)
+        if a.keep_cache:
+            json.dump({f: sorted(v) for f, v in keep.items()}, open(a.keep_cache, "w"))
     run(a.build, a.moved, a.j)
     moved = covered(a.build, src)
     total = only = 0
