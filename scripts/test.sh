@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Every test of ptdc, on a fresh machine: install what is missing, build the
 # release and the ASan+UBSan builds, then run
-#   1. from build/ the tests only an uninstrumented build can run (label
-#      release-only: the CUDA harness, its emulator, and the generated CUDA
-#      programs, which nvcc cannot link against a sanitised runtime);
-#   2. from build-asan/ the whole suite, under AddressSanitizer and UBSan.
+#   1. from build/ the tests labelled release-only: those only an
+#      uninstrumented build can run (the CUDA harness, its emulator, and the
+#      generated CUDA programs, which nvcc cannot link against a sanitised
+#      runtime), and the big searches whose code smaller runs under ASan
+#      already take (docs/design.md, "The suite's time");
+#   2. from build-asan/ every other test, under AddressSanitizer and UBSan.
 # Every test must carry a label (ctest -L); a test without one fails the run.
+# A test the ASan build registers with the label release-only must be one
+# build/ runs too, or it would run nowhere: the run fails on one that is not.
 # The output ends with every test that failed or was skipped, with the
 # reason it gave, and "N passed, N failed, N skipped" over both runs
 # (scripts/test_summary.py); the exit status is non-zero if anything failed.
@@ -36,6 +40,16 @@ for b in build build-asan; do
     done
 done
 
+# The tests the ASan run leaves to build/ (label release-only in both
+# builds) must be among build/'s release-only tests.
+rel=$(ctest --test-dir build -N -L release-only | sed -n 's/^ *Test *#[0-9]*: //p' | sort)
+asan_rel=$(ctest --test-dir build-asan -N -L release-only | sed -n 's/^ *Test *#[0-9]*: //p' | sort)
+orphans=0
+for t in $(comm -23 <(echo "$asan_rel") <(echo "$rel")); do
+    echo "test.sh: $t is release-only in build-asan/ but not a release-only test of build/: it would run nowhere"
+    orphans=1
+done
+
 runs=()
 echo "== release-only tests (build/)"
 if ctest --test-dir build -N -L release-only "$@" | grep -q 'Total Tests: [1-9]'; then
@@ -45,12 +59,13 @@ if ctest --test-dir build -N -L release-only "$@" | grep -q 'Total Tests: [1-9]'
 else
     echo "(none in this configuration)"
 fi
-echo "== the whole suite under ASan+UBSan (build-asan/)"
-ctest --test-dir build-asan --output-on-failure -j "$tjobs" --output-junit "$results/asan.xml" "$@"
+echo "== the other tests under ASan+UBSan (build-asan/)"
+ctest --test-dir build-asan --output-on-failure -j "$tjobs" -LE release-only --output-junit "$results/asan.xml" "$@"
 runs+=("build-asan=$results/asan.xml")
 
 python3 scripts/test_summary.py "${runs[@]}"
 rc=$?
 echo "($(( $(date +%s) - start )) s of tests on $jobs cores)"
 [ $unlabelled = 0 ] || { echo "test.sh: every test needs a label"; exit 1; }
+[ $orphans = 0 ] || { echo "test.sh: a release-only test of build-asan/ runs in neither build"; exit 1; }
 exit $rc

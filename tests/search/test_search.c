@@ -229,6 +229,31 @@ static void skeleton_case(const char *dir, const char *model, const char *sets, 
     teardown(&s);
 }
 
+/* The ASan build's share of test_bounds (tests/search/CMakeLists.txt): the
+ * tiny models' exhaustive searches, which take the bound checks, the
+ * floors, the FP8 and MoE prices and the resharding floor
+ * (src_edge_floor_at) at a fraction of the big cases' time; the release
+ * build runs every case. */
+static int test_bounds_small(const char *dir)
+{
+    PassSearchPins p;
+    int sizes[] = {1, 2, 8};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        bounds_case(dir, "tiny-llama.mdl", NULL, 0, "a100-80gb", sizes[i], NULL);
+    bounds_case(dir, "tiny-gpt.mdl", NULL, 0, "a100-80gb", 8, NULL);
+    bounds_prec = PLAN_PREC_FP8;
+    bounds_case(dir, "tiny-llama.mdl", NULL, 0, "h100-80gb", 8, NULL);
+    bounds_prec = PLAN_PREC_BF16;
+    bounds_case(dir, "tiny-mixtral.mdl", NULL, 0, "a100-80gb", 8, NULL);
+    bounds_case(dir, "tiny-deepseek.mdl", NULL, 0, "a100-80gb", 8, NULL);
+    pass_search_pins_none(&p);
+    p.tp = 16;
+    p.sp = 1;
+    p.pp = 1;
+    bounds_case(dir, "llama2-7b.mdl", "n_layers=2", 8, "a100-80gb", 16, &p);
+    return failures;
+}
+
 static int test_bounds(const char *dir)
 {
     PassSearchPins p;
@@ -690,13 +715,15 @@ static int test_mingpus(const char *dir)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: test_search bounds|sweep|megatron|json|mingpus|domain [REF] MODEL_DIR\n");
+        fprintf(stderr, "usage: test_search bounds|bounds-small|sweep|megatron|json|mingpus|domain [REF] MODEL_DIR\n");
         return 2;
     }
     const char *t = argv[1];
     int rc;
     if (!strcmp(t, "bounds"))
         rc = test_bounds(argv[2]);
+    else if (!strcmp(t, "bounds-small"))
+        rc = test_bounds_small(argv[2]);
     else if (!strcmp(t, "json"))
         rc = test_json(argv[2]);
     else if (!strcmp(t, "mingpus"))
