@@ -263,28 +263,12 @@ static void node_saved(PieceWalk *w, const IrNode *n, const PlanSharding *in, Pi
     w->saved_none += w->r == PLAN_RECOMPUTE_NONE ? sv : kept_bytes(x, n, PLAN_RECOMPUTE_NONE, &regather_none);
 }
 
-/* Local elements of tensor t as node `id` (a forward node) reads (slot < nin)
- * or writes it: a sequence-parallel stage keeps both the norm's output and
- * the gradient arriving at a row-parallel GEMM's output split over the
- * sequence, not as the GEMM gathers or sums them. */
-static double as_held(const Ctx *x, int id, int t)
-{
-    const IrGraph *g = x->g;
-    const IrNode *o = &g->nodes[id];
-    PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
-    plan_shard_io(g, o, strat(x, id), in, out);
-    for (int i = 0; i < o->nin; i++)
-        if (o->in[i] == t)
-            return (double)plan_local_numel(g, t, &x->p->mesh, &in[i], x->ds);
-    return (double)plan_local_numel(g, t, &x->p->mesh, &out[0], x->ds);
-}
-
 /* What n's weight-gradient GEMM reads, held from the backward (B) to the
- * weight gradients (W) under a split schedule: its input as its producer
- * made it, once per piece however many GEMMs read it (q, k, v), and its
- * output's gradient as its first reader reads the output; an MoE node's
- * experts, what it keeps. Either is gathered again for W where the GEMM
- * reads it gathered, as 1F1B's backward does. */
+ * weight gradients (W) under a split schedule: its input and its output's
+ * gradient as the GEMM reads them (B copies them after its gathers: under
+ * sequence parallelism whole over the sequence, not split as the norm made
+ * them), the input once per piece however many GEMMs read it (q, k, v); an
+ * MoE node's experts, what it keeps. */
 static void node_wsaved(const PieceWalk *w, const IrNode *n, PieceCost *pc)
 {
     const Ctx *x = w->x;
@@ -295,19 +279,16 @@ static void node_wsaved(const PieceWalk *w, const IrNode *n, PieceCost *pc)
     }
     if (n->op != IR_OP_MATMUL || g->tensors[n->in[1]].role != IR_PARAM)
         return;
-    int y = n->out[0], reader = n->id;
-    for (int id = n->id + 1; id < g->nfwd && reader == n->id; id++)
-        for (int i = 0; i < g->nodes[id].nin; i++)
-            if (g->nodes[id].in[i] == y)
-                reader = id;
-    pc->wsaved += as_held(x, reader, y) * pass_elem_bytes(x->c, g->tensors[y].dtype);
+    PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
+    plan_shard_io(g, n, strat(x, n->id), in, out);
+    int y = n->out[0];
+    pc->wsaved += (double)plan_local_numel(g, y, &x->p->mesh, &out[0], x->ds) * pass_elem_bytes(x->c, g->tensors[y].dtype);
     for (int id = g->pieces[w->piece].first; id < n->id; id++) {
         const IrNode *o = &g->nodes[id];
         if (o->op == IR_OP_MATMUL && o->in[0] == n->in[0] && g->tensors[o->in[1]].role == IR_PARAM)
             return;
     }
-    int p = g->tensors[n->in[0]].producer;
-    pc->wsaved += as_held(x, p >= 0 && p < g->nfwd ? p : n->id, n->in[0]) * pass_saved_elem_bytes(x->c, g, n, 0);
+    pc->wsaved += (double)plan_local_numel(g, n->in[0], &x->p->mesh, &in[0], x->ds) * pass_saved_elem_bytes(x->c, g, n, 0);
 }
 
 /* Model states of n's parameters and their synchronisation. */

@@ -156,6 +156,11 @@ int main(int argc, char **argv)
          * output gradient, per micro-batch whose W waits) as predicted. */
         {"llama2-13b.mdl", 64, PINS(2, 4, 8, 1, PLAN_RECOMPUTE_NONE, 0, 1, PLAN_SCHED_ZB_H1, 1),
          "tp2 pp4 zero1 zb-h1", NULL},
+        /* ... with sequence parallelism: the W slots hold each GEMM's input
+         * and output gradient as the GEMM reads them (gathered over the
+         * sequence), the copies B makes after its gathers. */
+        {"llama2-13b.mdl", 64, PINS(2, 4, 8, 1, PLAN_RECOMPUTE_NONE, 1, 1, PLAN_SCHED_ZB_H1, 1),
+         "tp2 sp pp4 zero1 zb-h1", NULL},
         {"llama.mdl", 2, PINS(1, 2, 1, 4, PLAN_RECOMPUTE_NONE, 0, 0, PLAN_SCHED_ZB_H1, 1),
          "bench model, pp2 zb-h1 on 2 CPU ranks", "vm-cpu.cluster"},
     };
