@@ -1139,6 +1139,7 @@ static void test_layer_attrs(const char *models)
     PassPrediction r;
     pass_predict(&c, g, &p, &r);
     CHECK(p.num_micro == 8 && NEAR(r.attn_s, p.num_micro * sum, 1e-9));
+    pass_prediction_free(&r);
     mega_plan_free(&p);
     ir_graph_free(g);
     ir_arena_free(a);
