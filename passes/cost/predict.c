@@ -269,7 +269,8 @@ static void node_saved(PieceWalk *w, const IrNode *n, const PlanSharding *in, Pi
  * sequence parallelism whole over the sequence, not split as the norm made
  * them), the input once per piece however many GEMMs read it (q, k, v); an
  * MoE node's experts, what it keeps. */
-static void node_wsaved(const PieceWalk *w, const IrNode *n, PieceCost *pc)
+static void node_wsaved(const PieceWalk *w, const IrNode *n, const PlanSharding *in, const PlanSharding *out,
+                        PieceCost *pc)
 {
     const Ctx *x = w->x;
     const IrGraph *g = x->g;
@@ -279,8 +280,6 @@ static void node_wsaved(const PieceWalk *w, const IrNode *n, PieceCost *pc)
     }
     if (n->op != IR_OP_MATMUL || g->tensors[n->in[1]].role != IR_PARAM)
         return;
-    PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
-    plan_shard_io(g, n, strat(x, n->id), in, out);
     int y = n->out[0];
     pc->wsaved += (double)plan_local_numel(g, y, &x->p->mesh, &out[0], x->ds) * pass_elem_bytes(x->c, g->tensors[y].dtype);
     for (int id = g->pieces[w->piece].first; id < n->id; id++) {
@@ -475,7 +474,7 @@ static void cost_piece(const Ctx *x, int piece, PlanRecompute r, PieceCost *pc)
         PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
         plan_shard_io(g, n, strat(x, id), in, out);
         node_saved(&w, n, in, pc);
-        node_wsaved(&w, n, pc);
+        node_wsaved(&w, n, in, out, pc);
         node_states(x, n, strat(x, id), pc);
         node_edges(&w, n, nc, in, out, rec, pc);
     }
