@@ -35,6 +35,8 @@
 
 static PassSsdKernel *row(PassSsdKernel *k, int *n, const char *name, bool bwd, double bytes)
 {
+    if (*n >= PASS_SSD_MAX_KERNELS)
+        ir_die("pass_ssd_kernels: more than %d rows", PASS_SSD_MAX_KERNELS);
     PassSsdKernel *r = &k[(*n)++];
     memset(r, 0, sizeof *r);
     r->name = name;
