@@ -136,15 +136,18 @@ static bool is_op(const IrGraph *g, int node, IrOp op) { return node >= 0 && g->
 
 bool pass_ssm_fused_away(const IrGraph *g, const IrNode *n)
 {
-    int out = n->out[0], rd = only_reader(g, out);
+    int out = n->out[0], rd;
     switch (n->op) {
     case IR_OP_SILU: /* causal_conv1d's activation */
-        return is_op(g, g->tensors[n->in[0]].producer, IR_OP_CONV1D) && is_op(g, rd, IR_OP_SSD);
+        return is_op(g, g->tensors[n->in[0]].producer, IR_OP_CONV1D) && is_op(g, only_reader(g, out), IR_OP_SSD);
     case IR_OP_SOFTPLUS: /* _chunk_cumsum's dt_softplus */
+        rd = only_reader(g, out);
         return is_op(g, rd, IR_OP_SSD) && g->nodes[rd].in[1] == out;
     case IR_OP_ADD: /* dt + dt_bias, also in _chunk_cumsum */
-        return (g->tensors[n->in[0]].role == IR_PARAM || g->tensors[n->in[1]].role == IR_PARAM) &&
-               is_op(g, rd, IR_OP_SOFTPLUS) && pass_ssm_fused_away(g, &g->nodes[rd]);
+        if (g->tensors[n->in[0]].role != IR_PARAM && g->tensors[n->in[1]].role != IR_PARAM)
+            return false;
+        rd = only_reader(g, out);
+        return is_op(g, rd, IR_OP_SOFTPLUS) && pass_ssm_fused_away(g, &g->nodes[rd]);
     case IR_OP_SWIGLU: /* silu(z) * y inside _chunk_scan_fwd, _chunk_scan_bwd_dz backward */
         return is_op(g, g->tensors[n->in[1]].producer, IR_OP_SSD);
     default:
