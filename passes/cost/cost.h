@@ -110,6 +110,32 @@ double pass_gemm_eff(const PassGpu *gpu, double M, double N, double K, double ba
 /* Time of a memory-bound kernel (or `kernels` of them) moving `bytes`. */
 double pass_mem_time(const PassGpu *gpu, double bytes, int kernels);
 
+/* Mamba-2's scan as Megatron-Core runs it (stack key ssm_fused, cost_ssm.c):
+ * one row per kernel of mamba_ssm's mamba_split_conv1d_scan_combined and the
+ * layout copies around it, with its HBM bytes and the FLOPs of its dots. */
+typedef struct PassSsdShape {
+    double batch, seq;            /* local sequences a micro-batch, their length */
+    double heads, hdim, groups, state; /* local heads of hdim, groups of B and C, d_state */
+    double chunk;                 /* mamba_ssm's chunk_size (Megatron's MambaMixer: 128) */
+    double e;                     /* activation element bytes */
+} PassSsdShape;
+typedef struct PassSsdKernel {
+    const char *name;
+    bool bwd;                     /* runs in backward (recomputations included) */
+    int kernels;                  /* launches (torch ops: several) */
+    double bytes, flops;          /* HBM traffic; tensor-core FLOPs of its dots */
+    int ndots;
+    double dot[2][4];             /* each dot: M, N, K, products (batch x computed share) */
+} PassSsdKernel;
+#define PASS_SSD_MAX_KERNELS 32
+/* Fills k (PASS_SSD_MAX_KERNELS rows); returns the count. */
+int pass_ssd_kernels(const PassSsdShape *s, PassSsdKernel *k);
+/* Whether node n runs inside mamba_ssm's fused kernels under ssm_fused, so
+ * it costs nothing of its own: the silu after a conv1d feeding ssd
+ * (causal_conv1d's activation), softplus of ssd's dt and the dt_bias add
+ * before it (_chunk_cumsum), swiglu(z, ssd(...)) (_chunk_scan's gate). */
+bool pass_ssm_fused_away(const IrGraph *g, const IrNode *n);
+
 /* What the cost model needs besides the graph and the plan: the cluster,
  * the attention kind the plan asks for, and the stack that runs it. */
 typedef struct PassCostCtx {

@@ -667,7 +667,15 @@ static void pass_opcost_CONV1D(const OpArgs *a, PassNodeCost *o)
 {
     double x = lnumel(a, a->n->in[0]), w = lnumel(a, a->n->in[1]);
     double e = eb(a);
-    membound(a, o, (2 * x + w) * e, 1, (3 * x + w) * e + 4 * 2 * w, 1);
+    /* Under ssm_fused (cost_ssm.c) the conv1d is causal_conv1d with the
+     * silu after it applied inside: the same traffic forward, and backward
+     * runs the forward again (mamba_split_conv1d_scan_combined saves only
+     * in_proj's output) before causal_conv1d_bwd. */
+    int rd[2];
+    bool fused = a->c->st.ssm_fused && ir_consumers(a->g, a->n->out[0], rd, 2) == 1 &&
+                 pass_ssm_fused_away(a->g, &a->g->nodes[rd[0]]);
+    double again = fused ? (2 * x + w) * e : 0;
+    membound(a, o, (2 * x + w) * e, 1, again + (3 * x + w) * e + 4 * 2 * w, fused ? 2 : 1);
 }
 
 /* ssd: priced as the kernel that runs on GPUs, mamba_ssm's chunked SSD
@@ -684,6 +692,31 @@ static void pass_opcost_CONV1D(const OpArgs *a, PassNodeCost *o)
  * GEMMs: 1 + 2 x the forward. Bytes: x, dt, B, C read and y written, the
  * fp32 chunk states written and read once. */
 #define SSD_CHUNK 128 /* mamba_ssm's chunk_size as Megatron's MambaMixer sets it */
+/* ssm_fused: each kernel of cost_ssm.c's list as a roofline, the longer of
+ * its HBM traffic and its dots at the bf16 GEMM curve's efficiency for
+ * their shape, plus its launches. */
+static void ssd_fused(const OpArgs *a, PassNodeCost *o, double Bt, double L, double H, double P, double G,
+                      double N)
+{
+    const PassGpu *d = gpu(a);
+    PassSsdShape sh = {Bt, L, H, P, G, N, SSD_CHUNK, eb(a)};
+    PassSsdKernel k[PASS_SSD_MAX_KERNELS];
+    int nk = pass_ssd_kernels(&sh, k);
+    for (int i = 0; i < nk; i++) {
+        double tc = 0;
+        for (int j = 0; j < k[i].ndots; j++) {
+            const double *m = k[i].dot[j];
+            tc += 2 * m[0] * m[1] * m[2] * m[3] / (d->peak_flops * pass_gemm_eff(d, m[0], m[1], m[2], m[3]));
+        }
+        double tm = pass_mem_time(d, k[i].bytes, 0);
+        double t = (tc > tm ? tc : tm) + k[i].kernels * d->kernel_overhead_s;
+        if (k[i].bwd)
+            o->bwd_s += t, o->bytes_bwd += k[i].bytes, o->flops_bwd += k[i].flops;
+        else
+            o->fwd_s += t, o->bytes_fwd += k[i].bytes, o->flops_fwd += k[i].flops;
+    }
+}
+
 static void pass_opcost_SSD(const OpArgs *a, PassNodeCost *o)
 {
     const IrGraph *g = a->g;
@@ -691,6 +724,10 @@ static void pass_opcost_SSD(const OpArgs *a, PassNodeCost *o)
     double Bt = (double)a->local[x->dim[0]], L = (double)a->local[x->dim[1]];
     double P = (double)a->local[x->dim[x->rank - 1]], N = (double)a->local[B->dim[B->rank - 1]];
     double H = lnumel(a, x->id) / (Bt * L * P), G = lnumel(a, B->id) / (Bt * L * N);
+    if (a->c->st.ssm_fused) {
+        ssd_fused(a, o, Bt, L, H, P, G, N);
+        return;
+    }
     double Q = L < SSD_CHUNK ? L : SSD_CHUNK, chunks = ceil(L / Q);
     for (int bwd = 0; bwd < 2; bwd++) {
         int times = bwd ? 2 : 1;
@@ -788,6 +825,8 @@ void pass_cost_node(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
         ir_die("pass_cost_node: %d dims", g->ndims);
     plan_local_sizes(g, n, m, s, dim_size, local);
     memset(out, 0, sizeof *out);
+    if (c->st.ssm_fused && pass_ssm_fused_away(g, n))
+        return; /* inside mamba_ssm's kernels, priced with ssd and conv1d (cost_ssm.c) */
     OpArgs a = {c, g, n, m, s, local};
     opcost[n->op](&a, out);
     /* An activation read by k nodes gets k gradient contributions, which

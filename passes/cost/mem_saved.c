@@ -6,8 +6,9 @@
  * keeps Q, K, V and the S x S probabilities (bf16; an eager fp32 softmax also
  * keeps its fp32 output) instead of O and the row LSE; unfused norms also keep
  * an fp32 copy of the input and the normalised value; an fp32 loss keeps fp32
- * softmax instead of bf16 logits. Recomputation decides which nodes keep
- * anything at all. */
+ * softmax instead of bf16 logits; Mamba-2's fused kernels (ssm_fused) keep
+ * in_proj's output and the ungated y, not the convolved inputs. Recomputation
+ * decides which nodes keep anything at all. */
 #include "cost/cost.h"
 
 #include <string.h>
@@ -86,6 +87,18 @@ static bool keeps(const PassCostCtx *c, const IrGraph *g, const IrNode *n, int i
         return in >= 0 && in <= 2; /* Q, K, V; the probabilities are counted as extra */
     if (in == 0 && lp_input(c, g, n))
         return false; /* its cast copy instead (pass_saved_list) */
+    if (c && c->st.ssm_fused) {
+        /* Megatron's mamba_split_conv1d_scan_combined keeps in_proj's
+         * output (zxBCdt) and the ungated y, RMSNormGated its input: in the
+         * graph conv1d's inputs (x, B, C before the convolution), the gate's
+         * z and y, and of the scan's inputs only dt (the size of zxBCdt's
+         * dt); the silu, softplus and bias add inside its kernels keep
+         * nothing (their inputs are recomputed from zxBCdt). */
+        if (n->op == IR_OP_SSD)
+            return in == 1;
+        if (n->op != IR_OP_SWIGLU && pass_ssm_fused_away(g, n))
+            return false;
+    }
     unsigned m = ir_ops[n->op].saves;
     return in >= 0 ? (m & IR_SAVE_IN(in)) != 0 : (m & IR_SAVE_OUT(out)) != 0;
 }

@@ -97,6 +97,12 @@ static const PassStack presets[] = {
          * fused_bias_dropout.py), its own kernel; the next layer's norm
          * (TE's LayerNormLinear) reads the sum again. */
         .add_norm_unfused = true,
+        /* MambaMixer (megatron/core/ssm/mamba_mixer.py, _ssm_training on
+         * the default use_mamba_mem_eff_path) runs mamba_ssm's
+         * mamba_split_conv1d_scan_combined: the convolution with its silu,
+         * dt's softplus and bias, the chunked scan and the z gate in its
+         * kernels (cost_ssm.c), then RMSNormGated alone. */
+        .ssm_fused = true,
         /* linear_qkv and linear_fc1 (gated: gate and up) are one GEMM each
          * over the concatenated weights: priced as ptdc's batched call, the
          * same tiles in one launch (gemm_unbatched stays no). */
@@ -419,6 +425,8 @@ static const struct SKey {
      "q, k, v (gate, up) as separate GEMMs"},
     {"swiglu_unfused", S_BOOL, F(swiglu_unfused), 0, 0, 0, NULL, 0,
      "SwiGLU as eager framework ops (silu, then a product)"},
+    {"ssm_fused", S_BOOL, F(ssm_fused), 0, 0, 0, NULL, 0,
+     "Mamba-2's conv1d, softplus, scan and gate as mamba_ssm's fused kernels"},
     {"rope_unfused", S_BOOL, F(rope_unfused), 0, 0, 0, NULL, 0,
      "rope as eager framework ops (Megatron --no-rope-fusion, or YaRN)"},
     {"loss_fp32", S_BOOL, F(loss_fp32), 0, 0, 0, NULL, 0, "the loss upcasts logits to fp32"},

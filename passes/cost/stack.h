@@ -90,6 +90,9 @@ typedef struct PassStack {
     bool gemm_unbatched;          /* sibling GEMMs (q, k, v; gate, up) run as separate calls
                                      (ptdc: one batched call, plan_gemm_batch; Megatron: one
                                      GEMM over the concatenated weights) */
+    bool ssm_fused;               /* Mamba-2's conv1d + silu, softplus, scan and gate as
+                                     mamba_ssm's mamba_split_conv1d_scan_combined, kernel by
+                                     kernel (cost_ssm.c; Megatron's MambaMixer) */
     bool swiglu_unfused;          /* SwiGLU as eager framework ops, silu(gate) * up: autograd
                                      also saves silu(gate), and its kernels move 5 + 9
                                      elements per output where the fused ones move 3 + 5 */
