@@ -253,6 +253,48 @@ static PassAttnKernel attn_kernel(const PassCostCtx *c)
     return c->attention == PLAN_ATTN_MATERIALIZED ? PASS_KERNEL_FUSED_SOFTMAX : PASS_KERNEL_FLASH2;
 }
 
+/* Transformer Engine's UnfusedDotProductAttention with attention sinks
+ * (softmax_type learnable or off-by-one: TE 2.8-2.17 backends.py), the
+ * backend TE falls back to where FusedAttention cannot take sinks (cuDNN
+ * before 9.13.1, determinism, FP8 before cuDNN 9.21; utils.py
+ * get_attention_backend, fused_attn.cpp) and FlashAttention never can. Per
+ * score element of the B x H x S x (Sk + 1) tensor, after the QK^T GEMM
+ * (scale inside it, alpha) has written the S x Sk scores:
+ *   forward  torch.cat of the sink column (read 2, write 2 B); the softmax
+ *            then cannot use TE's fused masked-softmax kernel (it needs
+ *            Sk + 1 % 8 == 0), so it runs forward_torch_softmax: .float()
+ *            (2 + 4), masked_fill with the full [1, 1, S, Sk + 1] mask
+ *            (4 + 4; causal and window masks alike: every score is
+ *            computed), softmax (4 + 4), .bfloat16() (4 + 2); the probs'
+ *            slice [..., :-1] is a view PV's bmm reads strided:
+ *            32 B in 5 kernels;
+ *   backward the slice's backward (zeros of the full shape, then the copy:
+ *            2 + 2 + 2), .bfloat16()'s (2 + 4), softmax's (4 + 4 + 4),
+ *            masked_fill's (4 + 4), .float()'s (4 + 2): 38 B in 6 kernels;
+ *            cat's backward is views, the sinks' gradient a sum over the
+ *            column (B H S elements, one kernel).
+ * Forward also repeats K and V to every query head (repeat_interleave; its
+ * backward sums them back) and makes the output contiguous. The mask
+ * itself (S x (Sk + 1) bytes, no head dim) is left out, and so is dropout:
+ * at p = 0 torch's dropout returns its input (GPT-OSS trains without
+ * attention dropout, and FusedAttention's window needs none). What autograd
+ * keeps, the fp32 softmax output and the bf16 probabilities, is counted by
+ * mem_saved.c; the transients are the workspace: at the softmax the cat's
+ * bf16 scores, the fp32 input and the masked fp32 copy live beside the
+ * kept output (2 + 4 + 4 B). */
+static void te_unfused_sinks(const OpArgs *a, double B, double H, double S, double Sk,
+                             PassNodeCost *o)
+{
+    double ss1 = B * H * S * (Sk + 1);
+    const IrTensor *k = &a->g->tensors[a->n->in[1]], *v = &a->g->tensors[a->n->in[2]];
+    double kv = lnumel(a, a->n->in[1]) + lnumel(a, a->n->in[2]);
+    double hkv = (double)a->local[k->dim[2]], rep = hkv > 0 ? H / hkv : 1;
+    double dv = (double)a->local[v->dim[3]];
+    membound(a, o, 32 * ss1 + eb(a) * kv * (1 + rep) + 2 * eb(a) * B * S * H * dv, 5 + 2 + 1,
+             38 * ss1 + (double)eb(a) * (B * H * S + kv * (1 + rep)), 6 + 1 + 2);
+    o->ws_bytes = 10 * ss1;
+}
+
 static void attention_kernels(const OpArgs *a, PassNodeCost *o)
 {
     const IrGraph *g = a->g;
@@ -317,6 +359,10 @@ static void attention_kernels(const OpArgs *a, PassNodeCost *o)
     gemm(a, S, Sk, Dv, B * H, true, o);  /* dP = dO V^T */
     gemm(a, S, D, Sk, B * H, true, o);  /* dQ = dS K */
     gemm(a, Sk, D, S, B * H, true, o);  /* dK = dS^T Q */
+    if (pass_attn_te_sinks(a->c, a->n)) {
+        te_unfused_sinks(a, B, H, S, Sk, o);
+        return;
+    }
     if (a->c->st.attn_dropout) /* mask and output forward; mask, dy, dx backward */
         membound(a, o, 5 * ss, 1, 5 * ss, 1);
     if (kind == PASS_KERNEL_FUSED_SOFTMAX) {

@@ -81,7 +81,14 @@ static const PassStack presets[] = {
          * config dataclasses it builds flags from). --emit megatron writes
          * the flags (report/emit_megatron.c). */
         /* Transformer Engine / flash-attn kernels (--attention-backend flash,
-         * TE's fused RMSNorm). */
+         * TE's fused RMSNorm). Attention with sinks (GPT-OSS, softmax_type
+         * learnable) runs in cuDNN's FusedAttention, priced as this class:
+         * TE 2.12-2.17 (fused_attn.cpp nvte_get_fused_attn_backend) takes
+         * it from cuDNN 9.13.1 with the window (127, 0) and head_dim 64;
+         * below that, or deterministic, TE runs UnfusedDotProductAttention
+         * (attention_kernel fused_softmax prices it: pass_attn_te_sinks),
+         * whose fp32 scores Megatron-Bridge's published GPT-OSS runs could
+         * not have held (docs/moe.md, GPT-OSS). */
         .attn_kernel = PASS_KERNEL_FLASH2,
         /* --swiglu runs fused (bias_swiglu_fusion, on by default:
          * megatron/core/fusions/fused_bias_swiglu.py saves its input only),

@@ -1145,6 +1145,79 @@ static void test_layer_attrs(const char *models)
     ir_arena_free(a);
 }
 
+/* Attention with sinks as Transformer Engine's UnfusedDotProductAttention
+ * runs it (attention_kernel fused_softmax, Megatron's --attention-backend
+ * unfused; cost_ops.c te_unfused_sinks): on tiny-gpt-oss at micro-batch 2
+ * (B 2, H 4 query heads over 2 KV heads, S = Sk = 32, head 16), every
+ * layer, windowed or not, computes the full B H S (Sk + 1) scores. By hand,
+ * in bytes: the six GEMMs (QK^T, PV; dV, dP, dQ, dK), each reading its two
+ * operands and writing its output once; forward 32 per score element (the
+ * sink column's cat 4, .float() 6, masked_fill 8, softmax 8, .bfloat16()
+ * 6), K and V repeated to the query heads (read once, written twice) and
+ * the output made contiguous; backward 38 per element (the slice's zeros
+ * and copy 6, then 6 + 12 + 8 + 6), the sinks' gradient (B H S) and the
+ * repeat's sum. The memory-bound time is those bytes at the HBM rate plus
+ * a launch for each of the 8 forward and 9 backward kernels; the
+ * workspace 10 bytes a score; autograd keeps the fp32 softmax output and
+ * the bf16 probabilities (6 bytes a score) where ptdc's own materialised
+ * kernel keeps the bf16 probabilities (2). ptdc's kernels (auto) and the
+ * megatron preset's (flash2: FusedAttention) are not priced so. */
+static void test_attn_te_sinks(const char *models)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tiny-gpt-oss.mdl", models);
+    IrArena *a = ir_arena_new();
+    IrGraph *g = mega_compile(a, path, NULL, 16);
+    CHECK(g != NULL);
+    if (!g) {
+        ir_arena_free(a);
+        return;
+    }
+    PassCluster cl = {.ngpus = 1, .gpus_per_node = 8};
+    pass_gpu_preset("h100-80gb", &cl.gpu);
+    PassCostCtx te = {.cl = &cl};
+    pass_stack_preset("megatron", &te.st);
+    PassCostCtx fused = te, own = te;
+    te.st.attn_kernel = PASS_KERNEL_FUSED_SOFTMAX;
+    own.st.attn_kernel = PASS_KERNEL_AUTO;
+    own.st.attn_dropout = false;
+    own.attention = PLAN_ATTN_MATERIALIZED;
+    MegaLayout L = {.tp = 1, .pp = 1, .dp = 1, .micro_batch = 2, .global_batch = 16};
+    Plan p;
+    CHECK(mega_plan(g, &L, &p));
+    int64_t ds[256];
+    ir_dim_sizes(g, p.mb_seqs, ds);
+    double B = 2, H = 4, Hkv = 2, S = 32, D = 16, BH = B * H, ss1 = BH * S * (S + 1);
+    double kv = 2 * B * S * Hkv * D, rep = H / Hkv;
+    double gf = 2 * BH * ((S * D + D * S + S * S) + (S * S + S * D + S * D));
+    double gb = 2 * BH * 4 * (S * S + S * D + S * D);
+    double mf = 32 * ss1 + 2 * kv * (1 + rep) + 2 * 2 * B * S * H * D;
+    double mb = 38 * ss1 + 2 * (BH * S + kv * (1 + rep));
+    double bw = cl.gpu.hbm_bw * cl.gpu.hbm_eff, ovh = cl.gpu.kernel_overhead_s;
+    int seen = 0;
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *n = &g->nodes[i];
+        if (n->op != IR_OP_ATTENTION)
+            continue;
+        CHECK(n->nin == 4 && pass_attn_te_sinks(&te, n));
+        CHECK(!pass_attn_te_sinks(&fused, n) && !pass_attn_te_sinks(&own, n));
+        PassNodeCost c;
+        pass_cost_node(&te, g, n, &p.mesh, &p.strategy[i], ds, &c);
+        CHECK(NEAR(c.bytes_fwd, gf + mf, 1e-12) && NEAR(c.bytes_bwd, gb + mb, 1e-12));
+        CHECK(NEAR(c.flops_fwd, 2 * 2 * BH * S * S * D, 1e-12));
+        CHECK(NEAR(c.fwd_s + c.bwd_s - c.gemm_s, (mf + mb) / bw + (8 + 9) * ovh, 1e-9));
+        CHECK(NEAR(c.ws_bytes, 10 * ss1, 1e-12));
+        double kt = pass_saved_bytes(&te, g, n, &p.mesh, &p.strategy[i], ds, PLAN_RECOMPUTE_NONE);
+        double ko = pass_saved_bytes(&own, g, n, &p.mesh, &p.strategy[i], ds, PLAN_RECOMPUTE_NONE);
+        CHECK(NEAR(kt - ko, 6 * ss1 - 2 * BH * S * S, 1e-12));
+        seen++;
+    }
+    CHECK(seen == 4);
+    mega_plan_free(&p);
+    ir_graph_free(g);
+    ir_arena_free(a);
+}
+
 /* Host time (passes/cost/host.c; docs/cost-model.md, "Host time"): the
  * seconds per op by stack and host CPU, the ops an MoE layer's piece
  * launches (a GEMM per local expert, CUDA graphs one launch), its sync,
@@ -1326,6 +1399,7 @@ int main(int argc, char **argv)
     test_host(argv[1]);
     test_moe_bias(argv[1]);
     test_layer_attrs(argv[1]);
+    test_attn_te_sinks(argv[1]);
     on_13b_plan(argv[1], 1, 1, check_grad_sums);
     on_13b_plans(argv[1], check_attention_workspace);
     on_13b_plans(argv[1], check_swiglu_unfused);
