@@ -573,6 +573,39 @@ static void moe_out_bias(const OpArgs *a, PassNodeCost *o, double R, double D, d
     membound(a, o, f * R * D, kf, b * R * D, kb);
 }
 
+/* A clamped activation's clamps as Megatron-Core runs them (stack key
+ * moe_clamp_unfused; weighted_bias_quick_geglu_impl, core/fusions/
+ * fused_bias_geglu.py): over fc1's R x 2F output, chunk (views), the gate
+ * half's clamp(max) and the linear half's clamp(min, max), each reading and
+ * writing its R x F half, then torch.cat writing R x 2F for the compiled
+ * activation: per element of one R x F half, 2 + 2 + 2 + 2 + 4 + 4 elements
+ * = 16 bytes in bf16, 3 kernels. Backward (autograd): cat's is views;
+ * clamp(max)'s gradient is where(x <= max, g, 0), a compare (2 B read, a
+ * 1 B mask written) and the where (1 + 2 read, 2 written): 8 B in 2
+ * kernels; clamp(min, max)'s two compares, their logical_and_ (1 + 1, 1)
+ * and the where: 14 B in 4; chunk's (split's) backward cats the halves'
+ * gradients (4 + 4): 30 B in 7 kernels. moe_act's recomputation reruns the
+ * forward (inside act_fwd_s). The bytes scale with the activations' width
+ * (eb), the masks' byte with nothing. */
+static bool moe_clamps(const OpArgs *a)
+{
+    int act = a->n->attr.moe_act;
+    return a->c->st.moe_clamp_unfused && act >= 0 && act < IR_NMOE_ACTS && ir_moe_acts[act].clamped;
+}
+static void moe_clamps_fwd(const OpArgs *a, PassNodeCost *o, double R, double F, bool bwd)
+{
+    double b = 8 * eb(a) * R * F;
+    if (bwd)
+        membound(a, o, 0, 0, b, 3);
+    else
+        membound(a, o, b, 3, 0, 0);
+}
+static void moe_clamps_bwd(const OpArgs *a, PassNodeCost *o, double R, double F)
+{
+    double e = eb(a);
+    membound(a, o, 0, 0, ((e + 1) + (1 + 2 * e) + 2 * (e + 1) + 3 + (1 + 2 * e) + 4 * e) * R * F, 7);
+}
+
 /* The experts' kernels follow their activation's row (ir/moe_acts.def): a
  * gated expert runs two first GEMMs (gate, up) and a two-input pointwise
  * kernel (swiglu's traffic), an ungated one one GEMM and a one-input
@@ -604,6 +637,8 @@ static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
         kcall(a, o, false, PASS_K_ADD_BCAST, R, F);
     gemm_share_p(a, M, D, F, El, 1, false, p, o);      /* down */
     double act0 = o->fwd_s;
+    if (moe_clamps(a))
+        moe_clamps_fwd(a, o, R, F, false);
     kcall(a, o, false, kf, 1, R * F);
     o->act_fwd_s = o->fwd_s - act0; /* what moe_act reruns */
     kcall(a, o, false, PASS_K_COPY, R, D); /* gather the rows */
@@ -613,6 +648,8 @@ static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
         gemm_share_p(a, M, F, D, up * El, 1, true, p, o);   /* recompute gate and up */
         for (int b = 0; b < nb; b++)
             kcall(a, o, true, PASS_K_ADD_BCAST, R, F);
+        if (moe_clamps(a))
+            moe_clamps_fwd(a, o, R, F, true);
         kcall(a, o, true, kf, 1, R * F);
     }
     gemm_share_p(a, M, F, D, El, 1, true, p, o);       /* dact = dy Wd^T */
@@ -620,6 +657,8 @@ static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
     gemm_share_p(a, F, D, M, El, 1, true, p, o);       /* dWd */
     o->moe_dw_s += o->bwd_s - dw0;
     kcall(a, o, true, kb, 1, R * F);
+    if (moe_clamps(a))
+        moe_clamps_bwd(a, o, R, F);
     gemm_share_p(a, M, D, F, up * El, 1, true, p, o);   /* dh from both (from up) */
     dw0 = o->bwd_s;
     gemm_share_p(a, D, F, M, up * El, 1, true, p, o);   /* dWg, dWu (dWu) */

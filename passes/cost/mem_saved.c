@@ -198,6 +198,14 @@ int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
         /* moe_act discards the activation (fc2's input), rebuilt in backward. */
         double act = plan_recomputes_part(g, n, r) ? 0 : F * lp;
         double fc1 = ir_moe_slots(n).w_gate >= 0 ? 2 : 1; /* gate and up, or up alone (relu2) */
+        /* Clamps run as eager ops (moe_clamp_unfused, cost_ops.c): the
+         * activation keeps their concatenation, the clamps fc1's output
+         * itself; moe_act's checkpoint keeps neither (it runs them without
+         * grad and again in backward). */
+        int fn = n->attr.moe_act;
+        if (c->st.moe_clamp_unfused && fn >= 0 && fn < IR_NMOE_ACTS && ir_moe_acts[fn].clamped &&
+            !plan_recomputes_part(g, n, r))
+            fc1 *= 2;
         ITEM(-1, -1, R * (D * lp + act + fc1 * F * pass_elem_bytes(c, IR_BF16)));
     }
     if (n->op == IR_OP_SWIGLU && c->st.swiglu_unfused) /* silu(gate), for the product's backward */

@@ -132,6 +132,14 @@ static const PassStack presets[] = {
          * dispatcher upcasts them (token_dispatcher.py: HybridEP and DeepEP
          * take fp32 probs), which moe_probs_fp32 says per run. */
         .moe_bias_unfused = true,
+        /* The same experts' clamped activation (GPT-OSS: bias_activation_fusion
+         * with quick_gelu, activation_func_clamp_value 7): bias_act_func calls
+         * weighted_bias_quick_geglu_impl (core/fusions/fused_bias_geglu.py,
+         * the same at the four commits above), which clamps the gate half
+         * (max) and the linear half (min, max) and concatenates them with
+         * eager torch ops before the compiled weighted quick-GEGLU; autograd
+         * keeps the concatenation besides fc1's output. */
+        .moe_clamp_unfused = true,
         /* --moe-router-force-load-balancing, as Megatron-Bridge's
          * benchmarks run (reference/README.md). */
         .moe_imbalance = 1,
@@ -438,6 +446,8 @@ static const struct SKey {
      "MoE layers keep their permuted rows and first GEMMs' output (no recompute)"},
     {"moe_bias_unfused", S_BOOL, F(moe_bias_unfused), 0, 0, 0, NULL, 0,
      "a biased MoE layer adds its experts' output bias per expert by eager ops (Megatron)"},
+    {"moe_clamp_unfused", S_BOOL, F(moe_clamp_unfused), 0, 0, 0, NULL, 0,
+     "a clamped expert activation clamps and concatenates by eager ops (Megatron)"},
     {"moe_probs_fp32", S_BOOL, F(moe_probs_fp32), 0, 0, 0, NULL, 0,
      "routing weights reach the experts in fp32 (--moe-router-dtype fp32, flex dispatcher)"},
     {"moe_imbalance", S_NUM, F(moe_imbalance), 1, 1, 64, NULL, 0,

@@ -1095,6 +1095,73 @@ static void test_moe_bias(const char *models)
     }
 }
 
+/* A clamped expert activation as Megatron-Core runs it (stack key
+ * moe_clamp_unfused; weighted_bias_quick_geglu_impl): per element of one
+ * R x F half of fc1's output, forward the two clamps and the cat, 2 + 2 +
+ * 2 + 2 + 4 + 4 bf16 elements = 16 bytes in 3 kernels (inside what moe_act
+ * reruns); backward where(x <= max) 3 + 5, where(min <= x <= max) 3 + 3 +
+ * 3 + 5 and split's cat 8: 30 bytes in 7 kernels; where ptdc's experts
+ * recompute the first GEMMs (moe_saves_rows no) the clamps rerun too.
+ * Autograd keeps the R x 2F concatenation beside fc1's output, except under
+ * moe_act. Mixtral's swiglu has no clamp: nothing, whatever the key. */
+static void test_moe_clamp(const char *models)
+{
+    char path[1024];
+    for (int m = 0; m < 2; m++) {
+        snprintf(path, sizeof path, "%s/%s", models, m ? "mixtral.mdl" : "tiny-gpt-oss.mdl");
+        IrArena *a = ir_arena_new();
+        IrGraph *g = mega_compile(a, path, m ? "n_layers=2,seq=1024" : "", 64);
+        const IrNode *moe = NULL;
+        for (int i = 0; g && i < g->nfwd && !moe; i++)
+            if (g->nodes[i].op == IR_OP_MOE)
+                moe = &g->nodes[i];
+        CHECK(moe != NULL);
+        if (!moe) {
+            ir_arena_free(a);
+            continue;
+        }
+        PassCluster cl = {.ngpus = 16, .gpus_per_node = 8};
+        pass_gpu_preset("h100-80gb", &cl.gpu);
+        PlanMesh mesh;
+        plan_mesh_make(&mesh, 2, 8, 8);
+        int64_t ds[256], local[256];
+        ir_dim_sizes(g, 4, ds);
+        const IrTensor *h = &g->tensors[moe->in[0]];
+        PlanStrategy x = {{(int16_t)h->dim[0], (int16_t)h->dim[1], -1}, 2};
+        plan_local_sizes(g, moe, &mesh, &x, ds, local);
+        double bw = cl.gpu.hbm_bw * cl.gpu.hbm_eff, ovh = cl.gpu.kernel_overhead_s;
+        for (int keep = 0; keep < 2; keep++) {
+            PassCostCtx off = {.cl = &cl};
+            pass_stack_preset("megatron", &off.st);
+            off.st.moe_clamp_unfused = false;
+            off.st.moe_saves_rows = keep;
+            PassCostCtx on = off;
+            on.st.moe_clamp_unfused = true;
+            double D, F, R = pass_moe_rows(&off, g, moe, &mesh, &x, local, &D, &F);
+            CHECK(m || NEAR(F, 32.0, 1e-12)); /* tiny-gpt-oss's d_expert */
+            PassNodeCost c0, c1;
+            pass_cost_node(&off, g, moe, &mesh, &x, ds, &c0);
+            pass_cost_node(&on, g, moe, &mesh, &x, ds, &c1);
+            double bf = m ? 0 : 16 * R * F, bb = m ? 0 : (30 + (keep ? 0 : 16)) * R * F;
+            double kf = m ? 0 : 3, kb = m ? 0 : 7 + (keep ? 0 : 3);
+            CHECK(NEAR(c1.bytes_fwd - c0.bytes_fwd, bf, 1e-9) && NEAR(c1.bytes_bwd - c0.bytes_bwd, bb, 1e-9));
+            CHECK(NEAR(c1.fwd_s - c0.fwd_s, bf / bw + kf * ovh, 1e-9));
+            CHECK(NEAR(c1.bwd_s - c0.bwd_s, bb / bw + kb * ovh, 1e-9));
+            CHECK(NEAR(c1.act_fwd_s - c0.act_fwd_s, bf / bw + kf * ovh, 1e-9));
+            if (!keep)
+                continue;
+            const PlanRecompute rs[2] = {PLAN_RECOMPUTE_NONE, PLAN_RECOMPUTE_MOE_ACT};
+            for (int i = 0; i < 2; i++) {
+                double s0 = pass_saved_bytes(&off, g, moe, &mesh, &x, ds, rs[i]);
+                double s1 = pass_saved_bytes(&on, g, moe, &mesh, &x, ds, rs[i]);
+                CHECK(NEAR(s1 - s0, m || i ? 0 : 2 * F * 2 * R, 1e-12));
+            }
+        }
+        ir_graph_free(g);
+        ir_arena_free(a);
+    }
+}
+
 /* A layer may carry attributes the one before it does not (GPT-OSS
  * alternates a sliding window with full attention): the whole-plan
  * prediction prices each layer's own attention, not the first layer's
@@ -1398,6 +1465,7 @@ int main(int argc, char **argv)
     test_mla_up_proj(argv[1]);
     test_host(argv[1]);
     test_moe_bias(argv[1]);
+    test_moe_clamp(argv[1]);
     test_layer_attrs(argv[1]);
     test_attn_te_sinks(argv[1]);
     on_13b_plan(argv[1], 1, 1, check_grad_sums);
