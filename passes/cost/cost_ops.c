@@ -256,8 +256,8 @@ static PassAttnKernel attn_kernel(const PassCostCtx *c)
 /* Transformer Engine's UnfusedDotProductAttention with attention sinks
  * (softmax_type learnable or off-by-one: TE 2.8-2.17 backends.py), the
  * backend TE falls back to where FusedAttention cannot take sinks (cuDNN
- * before 9.13.1, determinism, FP8 before cuDNN 9.21; utils.py
- * get_attention_backend, fused_attn.cpp) and FlashAttention never can. Per
+ * before 9.13.1, determinism; utils.py get_attention_backend,
+ * fused_attn.cpp; FP8 attention has neither) and FlashAttention never can. Per
  * score element of the B x H x S x (Sk + 1) tensor, after the QK^T GEMM
  * (scale inside it, alpha) has written the S x Sk scores:
  *   forward  torch.cat of the sink column (read 2, write 2 B); the softmax
