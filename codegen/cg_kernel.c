@@ -373,7 +373,7 @@ static void route(K *k, const CgArgs *a)
 /* The runtime's RtMoeAct constants are named after the rows of
  * ir/moe_acts.def: RT_MOE_<ID>. */
 static const char *const moe_act_id[IR_NMOE_ACTS] = {
-#define MOE_ACT(ID, name, gated) [IR_MOE_##ID] = #ID,
+#define MOE_ACT(ID, name, gated, clamped) [IR_MOE_##ID] = #ID,
 #include "moe_acts.def"
 #undef MOE_ACT
 };

@@ -25,7 +25,7 @@ const char *const *ir_attr_words(IrAttrId id)
 #undef WORDS
     case IR_ATTR_MOE_ACT: {
         static const char *const w[] = {
-#define MOE_ACT(ID, name, gated) name,
+#define MOE_ACT(ID, name, gated, clamped) name,
 #include "moe_acts.def"
 #undef MOE_ACT
             NULL};

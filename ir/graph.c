@@ -11,7 +11,7 @@ const IrOpInfo ir_ops[IR_NUM_OPS] = {
 };
 
 const IrMoeActInfo ir_moe_acts[IR_NMOE_ACTS] = {
-#define MOE_ACT(ID, name, gated) [IR_MOE_##ID] = {name, gated},
+#define MOE_ACT(ID, name, gated, clamped) [IR_MOE_##ID] = {name, gated, clamped},
 #include "moe_acts.def"
 #undef MOE_ACT
 };

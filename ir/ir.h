@@ -171,14 +171,15 @@ bool ir_op_arity_ok(int op, int nin, int nout, const struct IrAttrs *at);
 
 /* The experts' activations of `moe` (ir/moe_acts.def). */
 typedef enum {
-#define MOE_ACT(ID, name, gated) IR_MOE_##ID,
+#define MOE_ACT(ID, name, gated, clamped) IR_MOE_##ID,
 #include "moe_acts.def"
 #undef MOE_ACT
     IR_NMOE_ACTS
 } IrMoeAct;
 typedef struct IrMoeActInfo {
     const char *name;
-    bool gated; /* a gate projection besides the up one (three weights, else two) */
+    bool gated;   /* a gate projection besides the up one (three weights, else two) */
+    bool clamped; /* the pre-activations clamped before the nonlinearity */
 } IrMoeActInfo;
 extern const IrMoeActInfo ir_moe_acts[IR_NMOE_ACTS];
 /* A moe node's forward inputs (h, gates, then the weights, then the

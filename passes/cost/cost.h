@@ -308,6 +308,14 @@ double pass_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m
  * rule is plan.h's plan_recomputed; this gives it the cost model's
  * attention kernel. */
 bool pass_recomputed(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PlanRecompute r);
+/* Does attention node n (forward, or its backward) run as Transformer
+ * Engine's UnfusedDotProductAttention with sinks? The stack names a
+ * materialised kernel (attention_kernel fused_softmax, Megatron's
+ * --attention-backend unfused, or eager) and n has a sinks input: TE's
+ * fused masked softmax cannot take the S x (Sk + 1) scores, so the softmax
+ * runs as torch ops in fp32 whichever was named (cost_ops.c prices it,
+ * pass_saved_list keeps its fp32 output). ptdc's own kernels (AUTO) never. */
+bool pass_attn_te_sinks(const PassCostCtx *c, const IrNode *n);
 /* Model-state bytes on one rank of the parameters node n owns (those it is
  * the first consumer of): bf16 weights and grads, fp32 master and moments,
  * sharded over the parameter's data-parallel axes (those over which its

@@ -253,6 +253,48 @@ static PassAttnKernel attn_kernel(const PassCostCtx *c)
     return c->attention == PLAN_ATTN_MATERIALIZED ? PASS_KERNEL_FUSED_SOFTMAX : PASS_KERNEL_FLASH2;
 }
 
+/* Transformer Engine's UnfusedDotProductAttention with attention sinks
+ * (softmax_type learnable or off-by-one: TE 2.8-2.17 backends.py), the
+ * backend TE falls back to where FusedAttention cannot take sinks (cuDNN
+ * before 9.13.1, determinism; utils.py get_attention_backend,
+ * fused_attn.cpp; FP8 attention has neither) and FlashAttention never can. Per
+ * score element of the B x H x S x (Sk + 1) tensor, after the QK^T GEMM
+ * (scale inside it, alpha) has written the S x Sk scores:
+ *   forward  torch.cat of the sink column (read 2, write 2 B); the softmax
+ *            then cannot use TE's fused masked-softmax kernel (it needs
+ *            Sk + 1 % 8 == 0), so it runs forward_torch_softmax: .float()
+ *            (2 + 4), masked_fill with the full [1, 1, S, Sk + 1] mask
+ *            (4 + 4; causal and window masks alike: every score is
+ *            computed), softmax (4 + 4), .bfloat16() (4 + 2); the probs'
+ *            slice [..., :-1] is a view PV's bmm reads strided:
+ *            32 B in 5 kernels;
+ *   backward the slice's backward (zeros of the full shape, then the copy:
+ *            2 + 2 + 2), .bfloat16()'s (2 + 4), softmax's (4 + 4 + 4),
+ *            masked_fill's (4 + 4), .float()'s (4 + 2): 38 B in 6 kernels;
+ *            cat's backward is views, the sinks' gradient a sum over the
+ *            column (B H S elements, one kernel).
+ * Forward also repeats K and V to every query head (repeat_interleave; its
+ * backward sums them back) and makes the output contiguous. The mask
+ * itself (S x (Sk + 1) bytes, no head dim) is left out, and so is dropout:
+ * at p = 0 torch's dropout returns its input (GPT-OSS trains without
+ * attention dropout, and FusedAttention's window needs none). What autograd
+ * keeps, the fp32 softmax output and the bf16 probabilities, is counted by
+ * mem_saved.c; the transients are the workspace: at the softmax the cat's
+ * bf16 scores, the fp32 input and the masked fp32 copy live beside the
+ * kept output (2 + 4 + 4 B). */
+static void te_unfused_sinks(const OpArgs *a, double B, double H, double S, double Sk,
+                             PassNodeCost *o)
+{
+    double ss1 = B * H * S * (Sk + 1);
+    const IrTensor *k = &a->g->tensors[a->n->in[1]], *v = &a->g->tensors[a->n->in[2]];
+    double kv = lnumel(a, a->n->in[1]) + lnumel(a, a->n->in[2]);
+    double hkv = (double)a->local[k->dim[2]], rep = hkv > 0 ? H / hkv : 1;
+    double dv = (double)a->local[v->dim[3]];
+    membound(a, o, 32 * ss1 + eb(a) * kv * (1 + rep) + 2 * eb(a) * B * S * H * dv, 5 + 2 + 1,
+             38 * ss1 + (double)eb(a) * (B * H * S + kv * (1 + rep)), 6 + 1 + 2);
+    o->ws_bytes = 10 * ss1;
+}
+
 static void attention_kernels(const OpArgs *a, PassNodeCost *o)
 {
     const IrGraph *g = a->g;
@@ -317,6 +359,10 @@ static void attention_kernels(const OpArgs *a, PassNodeCost *o)
     gemm(a, S, Sk, Dv, B * H, true, o);  /* dP = dO V^T */
     gemm(a, S, D, Sk, B * H, true, o);  /* dQ = dS K */
     gemm(a, Sk, D, S, B * H, true, o);  /* dK = dS^T Q */
+    if (pass_attn_te_sinks(a->c, a->n)) {
+        te_unfused_sinks(a, B, H, S, Sk, o);
+        return;
+    }
     if (a->c->st.attn_dropout) /* mask and output forward; mask, dy, dx backward */
         membound(a, o, 5 * ss, 1, 5 * ss, 1);
     if (kind == PASS_KERNEL_FUSED_SOFTMAX) {
@@ -527,6 +573,39 @@ static void moe_out_bias(const OpArgs *a, PassNodeCost *o, double R, double D, d
     membound(a, o, f * R * D, kf, b * R * D, kb);
 }
 
+/* A clamped activation's clamps as Megatron-Core runs them (stack key
+ * moe_clamp_unfused; weighted_bias_quick_geglu_impl, core/fusions/
+ * fused_bias_geglu.py): over fc1's R x 2F output, chunk (views), the gate
+ * half's clamp(max) and the linear half's clamp(min, max), each reading and
+ * writing its R x F half, then torch.cat writing R x 2F for the compiled
+ * activation: per element of one R x F half, 2 + 2 + 2 + 2 + 4 + 4 elements
+ * = 16 bytes in bf16, 3 kernels. Backward (autograd): cat's is views;
+ * clamp(max)'s gradient is where(x <= max, g, 0), a compare (2 B read, a
+ * 1 B mask written) and the where (1 + 2 read, 2 written): 8 B in 2
+ * kernels; clamp(min, max)'s two compares, their logical_and_ (1 + 1, 1)
+ * and the where: 14 B in 4; chunk's (split's) backward cats the halves'
+ * gradients (4 + 4): 30 B in 7 kernels. moe_act's recomputation reruns the
+ * forward (inside act_fwd_s). The bytes scale with the activations' width
+ * (eb), the masks' byte with nothing. */
+static bool moe_clamps(const OpArgs *a)
+{
+    int act = a->n->attr.moe_act;
+    return a->c->st.moe_clamp_unfused && act >= 0 && act < IR_NMOE_ACTS && ir_moe_acts[act].clamped;
+}
+static void moe_clamps_fwd(const OpArgs *a, PassNodeCost *o, double R, double F, bool bwd)
+{
+    double b = 8 * eb(a) * R * F;
+    if (bwd)
+        membound(a, o, 0, 0, b, 3);
+    else
+        membound(a, o, b, 3, 0, 0);
+}
+static void moe_clamps_bwd(const OpArgs *a, PassNodeCost *o, double R, double F)
+{
+    double e = eb(a);
+    membound(a, o, 0, 0, ((e + 1) + (1 + 2 * e) + 2 * (e + 1) + 3 + (1 + 2 * e) + 4 * e) * R * F, 7);
+}
+
 /* The experts' kernels follow their activation's row (ir/moe_acts.def): a
  * gated expert runs two first GEMMs (gate, up) and a two-input pointwise
  * kernel (swiglu's traffic), an ungated one one GEMM and a one-input
@@ -558,6 +637,8 @@ static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
         kcall(a, o, false, PASS_K_ADD_BCAST, R, F);
     gemm_share_p(a, M, D, F, El, 1, false, p, o);      /* down */
     double act0 = o->fwd_s;
+    if (moe_clamps(a))
+        moe_clamps_fwd(a, o, R, F, false);
     kcall(a, o, false, kf, 1, R * F);
     o->act_fwd_s = o->fwd_s - act0; /* what moe_act reruns */
     kcall(a, o, false, PASS_K_COPY, R, D); /* gather the rows */
@@ -567,6 +648,8 @@ static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
         gemm_share_p(a, M, F, D, up * El, 1, true, p, o);   /* recompute gate and up */
         for (int b = 0; b < nb; b++)
             kcall(a, o, true, PASS_K_ADD_BCAST, R, F);
+        if (moe_clamps(a))
+            moe_clamps_fwd(a, o, R, F, true);
         kcall(a, o, true, kf, 1, R * F);
     }
     gemm_share_p(a, M, F, D, El, 1, true, p, o);       /* dact = dy Wd^T */
@@ -574,6 +657,8 @@ static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
     gemm_share_p(a, F, D, M, El, 1, true, p, o);       /* dWd */
     o->moe_dw_s += o->bwd_s - dw0;
     kcall(a, o, true, kb, 1, R * F);
+    if (moe_clamps(a))
+        moe_clamps_bwd(a, o, R, F);
     gemm_share_p(a, M, D, F, up * El, 1, true, p, o);   /* dh from both (from up) */
     dw0 = o->bwd_s;
     gemm_share_p(a, D, F, M, up * El, 1, true, p, o);   /* dWg, dWu (dWu) */

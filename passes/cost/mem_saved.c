@@ -4,7 +4,8 @@
  *
  * The kernel being modelled changes what is kept: a materialised attention
  * keeps Q, K, V and the S x S probabilities (bf16; an eager fp32 softmax also
- * keeps its fp32 output) instead of O and the row LSE; unfused norms also keep
+ * keeps its fp32 output, as Transformer Engine's unfused path does with
+ * sinks: pass_attn_te_sinks) instead of O and the row LSE; unfused norms also keep
  * an fp32 copy of the input and the normalised value; an fp32 loss keeps fp32
  * softmax instead of bf16 logits; Mamba-2's fused kernels (ssm_fused) keep
  * in_proj's output and the ungated y, not the convolved inputs. Recomputation
@@ -18,6 +19,14 @@ static bool materialized(const PassCostCtx *c)
     if (c->st.attn_kernel == PASS_KERNEL_AUTO)
         return c->attention == PLAN_ATTN_MATERIALIZED;
     return c->st.attn_kernel == PASS_KERNEL_FUSED_SOFTMAX || c->st.attn_kernel == PASS_KERNEL_EAGER;
+}
+
+bool pass_attn_te_sinks(const PassCostCtx *c, const IrNode *n)
+{
+    /* ops.def: attention's optional last input is the sinks; its backward
+     * takes them as its seventh. */
+    int sinks = n->op == IR_OP_ATTENTION ? 4 : n->op == IR_OP_ATTENTION_BWD ? 7 : 0;
+    return sinks > 0 && n->nin == sinks && c->st.attn_kernel != PASS_KERNEL_AUTO && materialized(c);
 }
 
 bool pass_recomputed(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PlanRecompute r)
@@ -176,9 +185,15 @@ int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
         double ss = (double)local[q->dim[0]] * (double)local[q->dim[2]] *
                     (double)local[q->dim[1]] * (double)local[q->dim[1]];
         /* bf16 probabilities (an eager softmax keeps its fp32 output, then the
-         * bf16 copy PV reads); with dropout also its mask and output. */
+         * bf16 copy PV reads); with dropout also its mask and output. With
+         * sinks (pass_attn_te_sinks): the fp32 softmax output and the bf16
+         * probabilities, each with the sink column; p = 0 keeps no mask. */
         bool eager = c->st.attn_kernel == PASS_KERNEL_EAGER;
-        ITEM(-1, -1, ss * ((eager ? 4 : 2) + (c->st.attn_dropout ? 3 : eager ? 2 : 0)));
+        double sq = (double)local[q->dim[1]];
+        double kept = pass_attn_te_sinks(c, n)
+                          ? 6 * ss * (sq + 1) / sq
+                          : ss * ((eager ? 4 : 2) + (c->st.attn_dropout ? 3 : eager ? 2 : 0));
+        ITEM(-1, -1, kept);
     }
     if ((n->op == IR_OP_RMSNORM || n->op == IR_OP_LAYERNORM) && c->st.norm_unfused)
         ITEM(-1, -1, 6 * (double)plan_local_numel(g, n->in[0], m, &in[0], dim_size));
@@ -196,6 +211,14 @@ int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
         /* moe_act discards the activation (fc2's input), rebuilt in backward. */
         double act = plan_recomputes_part(g, n, r) ? 0 : F * lp;
         double fc1 = ir_moe_slots(n).w_gate >= 0 ? 2 : 1; /* gate and up, or up alone (relu2) */
+        /* Clamps run as eager ops (moe_clamp_unfused, cost_ops.c): the
+         * activation keeps their concatenation, the clamps fc1's output
+         * itself; moe_act's checkpoint keeps neither (it runs them without
+         * grad and again in backward). */
+        int fn = n->attr.moe_act;
+        if (c->st.moe_clamp_unfused && fn >= 0 && fn < IR_NMOE_ACTS && ir_moe_acts[fn].clamped &&
+            !plan_recomputes_part(g, n, r))
+            fc1 *= 2;
         ITEM(-1, -1, R * (D * lp + act + fc1 * F * pass_elem_bytes(c, IR_BF16)));
     }
     if (n->op == IR_OP_SWIGLU && c->st.swiglu_unfused) /* silu(gate), for the product's backward */

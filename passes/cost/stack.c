@@ -81,7 +81,14 @@ static const PassStack presets[] = {
          * config dataclasses it builds flags from). --emit megatron writes
          * the flags (report/emit_megatron.c). */
         /* Transformer Engine / flash-attn kernels (--attention-backend flash,
-         * TE's fused RMSNorm). */
+         * TE's fused RMSNorm). Attention with sinks (GPT-OSS, softmax_type
+         * learnable) runs in cuDNN's FusedAttention, priced as this class:
+         * TE 2.12-2.17 (fused_attn.cpp nvte_get_fused_attn_backend) takes
+         * it from cuDNN 9.13.1 with the window (127, 0) and head_dim 64;
+         * below that, or deterministic, TE runs UnfusedDotProductAttention
+         * (attention_kernel fused_softmax prices it: pass_attn_te_sinks),
+         * whose fp32 scores Megatron-Bridge's published GPT-OSS runs could
+         * not have held (docs/moe.md, GPT-OSS). */
         .attn_kernel = PASS_KERNEL_FLASH2,
         /* --swiglu runs fused (bias_swiglu_fusion, on by default:
          * megatron/core/fusions/fused_bias_swiglu.py saves its input only),
@@ -131,6 +138,14 @@ static const PassStack presets[] = {
          * dispatcher upcasts them (token_dispatcher.py: HybridEP and DeepEP
          * take fp32 probs), which moe_probs_fp32 says per run. */
         .moe_bias_unfused = true,
+        /* The same experts' clamped activation (GPT-OSS: bias_activation_fusion
+         * with quick_gelu, activation_func_clamp_value 7): bias_act_func calls
+         * weighted_bias_quick_geglu_impl (core/fusions/fused_bias_geglu.py,
+         * the same at the four commits above), which clamps the gate half
+         * (max) and the linear half (min, max) and concatenates them with
+         * eager torch ops before the compiled weighted quick-GEGLU; autograd
+         * keeps the concatenation besides fc1's output. */
+        .moe_clamp_unfused = true,
         /* --moe-router-force-load-balancing, as Megatron-Bridge's
          * benchmarks run (reference/README.md). */
         .moe_imbalance = 1,
@@ -439,6 +454,8 @@ static const struct SKey {
      "MoE layers keep their permuted rows and first GEMMs' output (no recompute)"},
     {"moe_bias_unfused", S_BOOL, F(moe_bias_unfused), 0, 0, 0, NULL, 0,
      "a biased MoE layer adds its experts' output bias per expert by eager ops (Megatron)"},
+    {"moe_clamp_unfused", S_BOOL, F(moe_clamp_unfused), 0, 0, 0, NULL, 0,
+     "a clamped expert activation clamps and concatenates by eager ops (Megatron)"},
     {"moe_probs_fp32", S_BOOL, F(moe_probs_fp32), 0, 0, 0, NULL, 0,
      "routing weights reach the experts in fp32 (--moe-router-dtype fp32, flex dispatcher)"},
     {"moe_imbalance", S_NUM, F(moe_imbalance), 1, 1, 64, NULL, 0,

@@ -119,6 +119,10 @@ typedef struct PassStack {
                                      --add-bias-linear) adds each local expert's output bias,
                                      scaled by the rows' routing weights, as eager ops
                                      (Megatron-Core TEGroupedMLP._apply_bias) */
+    bool moe_clamp_unfused;       /* an MoE layer whose activation clamps its pre-activations
+                                     (ir/moe_acts.def clamped: GPT-OSS) clamps each half and
+                                     concatenates them as eager ops before the fused
+                                     activation (Megatron-Core weighted_bias_quick_geglu_impl) */
     bool moe_probs_fp32;          /* the routing weights reach the experts in fp32 (Megatron
                                      --moe-router-dtype fp32, or the flex dispatcher, which
                                      upcasts them); no: in the activations' type */

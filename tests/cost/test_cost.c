@@ -1095,6 +1095,73 @@ static void test_moe_bias(const char *models)
     }
 }
 
+/* A clamped expert activation as Megatron-Core runs it (stack key
+ * moe_clamp_unfused; weighted_bias_quick_geglu_impl): per element of one
+ * R x F half of fc1's output, forward the two clamps and the cat, 2 + 2 +
+ * 2 + 2 + 4 + 4 bf16 elements = 16 bytes in 3 kernels (inside what moe_act
+ * reruns); backward where(x <= max) 3 + 5, where(min <= x <= max) 3 + 3 +
+ * 3 + 5 and split's cat 8: 30 bytes in 7 kernels; where ptdc's experts
+ * recompute the first GEMMs (moe_saves_rows no) the clamps rerun too.
+ * Autograd keeps the R x 2F concatenation beside fc1's output, except under
+ * moe_act. Mixtral's swiglu has no clamp: nothing, whatever the key. */
+static void test_moe_clamp(const char *models)
+{
+    char path[1024];
+    for (int m = 0; m < 2; m++) {
+        snprintf(path, sizeof path, "%s/%s", models, m ? "mixtral.mdl" : "tiny-gpt-oss.mdl");
+        IrArena *a = ir_arena_new();
+        IrGraph *g = mega_compile(a, path, m ? "n_layers=2,seq=1024" : "", 64);
+        const IrNode *moe = NULL;
+        for (int i = 0; g && i < g->nfwd && !moe; i++)
+            if (g->nodes[i].op == IR_OP_MOE)
+                moe = &g->nodes[i];
+        CHECK(moe != NULL);
+        if (!moe) {
+            ir_arena_free(a);
+            continue;
+        }
+        PassCluster cl = {.ngpus = 16, .gpus_per_node = 8};
+        pass_gpu_preset("h100-80gb", &cl.gpu);
+        PlanMesh mesh;
+        plan_mesh_make(&mesh, 2, 8, 8);
+        int64_t ds[256], local[256];
+        ir_dim_sizes(g, 4, ds);
+        const IrTensor *h = &g->tensors[moe->in[0]];
+        PlanStrategy x = {{(int16_t)h->dim[0], (int16_t)h->dim[1], -1}, 2};
+        plan_local_sizes(g, moe, &mesh, &x, ds, local);
+        double bw = cl.gpu.hbm_bw * cl.gpu.hbm_eff, ovh = cl.gpu.kernel_overhead_s;
+        for (int keep = 0; keep < 2; keep++) {
+            PassCostCtx off = {.cl = &cl};
+            pass_stack_preset("megatron", &off.st);
+            off.st.moe_clamp_unfused = false;
+            off.st.moe_saves_rows = keep;
+            PassCostCtx on = off;
+            on.st.moe_clamp_unfused = true;
+            double D, F, R = pass_moe_rows(&off, g, moe, &mesh, &x, local, &D, &F);
+            CHECK(m || NEAR(F, 32.0, 1e-12)); /* tiny-gpt-oss's d_expert */
+            PassNodeCost c0, c1;
+            pass_cost_node(&off, g, moe, &mesh, &x, ds, &c0);
+            pass_cost_node(&on, g, moe, &mesh, &x, ds, &c1);
+            double bf = m ? 0 : 16 * R * F, bb = m ? 0 : (30 + (keep ? 0 : 16)) * R * F;
+            double kf = m ? 0 : 3, kb = m ? 0 : 7 + (keep ? 0 : 3);
+            CHECK(NEAR(c1.bytes_fwd - c0.bytes_fwd, bf, 1e-9) && NEAR(c1.bytes_bwd - c0.bytes_bwd, bb, 1e-9));
+            CHECK(NEAR(c1.fwd_s - c0.fwd_s, bf / bw + kf * ovh, 1e-9));
+            CHECK(NEAR(c1.bwd_s - c0.bwd_s, bb / bw + kb * ovh, 1e-9));
+            CHECK(NEAR(c1.act_fwd_s - c0.act_fwd_s, bf / bw + kf * ovh, 1e-9));
+            if (!keep)
+                continue;
+            const PlanRecompute rs[2] = {PLAN_RECOMPUTE_NONE, PLAN_RECOMPUTE_MOE_ACT};
+            for (int i = 0; i < 2; i++) {
+                double s0 = pass_saved_bytes(&off, g, moe, &mesh, &x, ds, rs[i]);
+                double s1 = pass_saved_bytes(&on, g, moe, &mesh, &x, ds, rs[i]);
+                CHECK(NEAR(s1 - s0, m || i ? 0 : 2 * F * 2 * R, 1e-12));
+            }
+        }
+        ir_graph_free(g);
+        ir_arena_free(a);
+    }
+}
+
 /* A layer may carry attributes the one before it does not (GPT-OSS
  * alternates a sliding window with full attention): the whole-plan
  * prediction prices each layer's own attention, not the first layer's
@@ -1140,6 +1207,79 @@ static void test_layer_attrs(const char *models)
     pass_predict(&c, g, &p, &r);
     CHECK(p.num_micro == 8 && NEAR(r.attn_s, p.num_micro * sum, 1e-9));
     pass_prediction_free(&r);
+    mega_plan_free(&p);
+    ir_graph_free(g);
+    ir_arena_free(a);
+}
+
+/* Attention with sinks as Transformer Engine's UnfusedDotProductAttention
+ * runs it (attention_kernel fused_softmax, Megatron's --attention-backend
+ * unfused; cost_ops.c te_unfused_sinks): on tiny-gpt-oss at micro-batch 2
+ * (B 2, H 4 query heads over 2 KV heads, S = Sk = 32, head 16), every
+ * layer, windowed or not, computes the full B H S (Sk + 1) scores. By hand,
+ * in bytes: the six GEMMs (QK^T, PV; dV, dP, dQ, dK), each reading its two
+ * operands and writing its output once; forward 32 per score element (the
+ * sink column's cat 4, .float() 6, masked_fill 8, softmax 8, .bfloat16()
+ * 6), K and V repeated to the query heads (read once, written twice) and
+ * the output made contiguous; backward 38 per element (the slice's zeros
+ * and copy 6, then 6 + 12 + 8 + 6), the sinks' gradient (B H S) and the
+ * repeat's sum. The memory-bound time is those bytes at the HBM rate plus
+ * a launch for each of the 8 forward and 9 backward kernels; the
+ * workspace 10 bytes a score; autograd keeps the fp32 softmax output and
+ * the bf16 probabilities (6 bytes a score) where ptdc's own materialised
+ * kernel keeps the bf16 probabilities (2). ptdc's kernels (auto) and the
+ * megatron preset's (flash2: FusedAttention) are not priced so. */
+static void test_attn_te_sinks(const char *models)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tiny-gpt-oss.mdl", models);
+    IrArena *a = ir_arena_new();
+    IrGraph *g = mega_compile(a, path, NULL, 16);
+    CHECK(g != NULL);
+    if (!g) {
+        ir_arena_free(a);
+        return;
+    }
+    PassCluster cl = {.ngpus = 1, .gpus_per_node = 8};
+    pass_gpu_preset("h100-80gb", &cl.gpu);
+    PassCostCtx te = {.cl = &cl};
+    pass_stack_preset("megatron", &te.st);
+    PassCostCtx fused = te, own = te;
+    te.st.attn_kernel = PASS_KERNEL_FUSED_SOFTMAX;
+    own.st.attn_kernel = PASS_KERNEL_AUTO;
+    own.st.attn_dropout = false;
+    own.attention = PLAN_ATTN_MATERIALIZED;
+    MegaLayout L = {.tp = 1, .pp = 1, .dp = 1, .micro_batch = 2, .global_batch = 16};
+    Plan p;
+    CHECK(mega_plan(g, &L, &p));
+    int64_t ds[256];
+    ir_dim_sizes(g, p.mb_seqs, ds);
+    double B = 2, H = 4, Hkv = 2, S = 32, D = 16, BH = B * H, ss1 = BH * S * (S + 1);
+    double kv = 2 * B * S * Hkv * D, rep = H / Hkv;
+    double gf = 2 * BH * ((S * D + D * S + S * S) + (S * S + S * D + S * D));
+    double gb = 2 * BH * 4 * (S * S + S * D + S * D);
+    double mf = 32 * ss1 + 2 * kv * (1 + rep) + 2 * 2 * B * S * H * D;
+    double mb = 38 * ss1 + 2 * (BH * S + kv * (1 + rep));
+    double bw = cl.gpu.hbm_bw * cl.gpu.hbm_eff, ovh = cl.gpu.kernel_overhead_s;
+    int seen = 0;
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *n = &g->nodes[i];
+        if (n->op != IR_OP_ATTENTION)
+            continue;
+        CHECK(n->nin == 4 && pass_attn_te_sinks(&te, n));
+        CHECK(!pass_attn_te_sinks(&fused, n) && !pass_attn_te_sinks(&own, n));
+        PassNodeCost c;
+        pass_cost_node(&te, g, n, &p.mesh, &p.strategy[i], ds, &c);
+        CHECK(NEAR(c.bytes_fwd, gf + mf, 1e-12) && NEAR(c.bytes_bwd, gb + mb, 1e-12));
+        CHECK(NEAR(c.flops_fwd, 2 * 2 * BH * S * S * D, 1e-12));
+        CHECK(NEAR(c.fwd_s + c.bwd_s - c.gemm_s, (mf + mb) / bw + (8 + 9) * ovh, 1e-9));
+        CHECK(NEAR(c.ws_bytes, 10 * ss1, 1e-12));
+        double kt = pass_saved_bytes(&te, g, n, &p.mesh, &p.strategy[i], ds, PLAN_RECOMPUTE_NONE);
+        double ko = pass_saved_bytes(&own, g, n, &p.mesh, &p.strategy[i], ds, PLAN_RECOMPUTE_NONE);
+        CHECK(NEAR(kt - ko, 6 * ss1 - 2 * BH * S * S, 1e-12));
+        seen++;
+    }
+    CHECK(seen == 4);
     mega_plan_free(&p);
     ir_graph_free(g);
     ir_arena_free(a);
@@ -1325,7 +1465,9 @@ int main(int argc, char **argv)
     test_mla_up_proj(argv[1]);
     test_host(argv[1]);
     test_moe_bias(argv[1]);
+    test_moe_clamp(argv[1]);
     test_layer_attrs(argv[1]);
+    test_attn_te_sinks(argv[1]);
     on_13b_plan(argv[1], 1, 1, check_grad_sums);
     on_13b_plans(argv[1], check_attention_workspace);
     on_13b_plans(argv[1], check_swiglu_unfused);
