@@ -1,5 +1,6 @@
 /* emit_megatron.c: --emit megatron, the chosen plan as Megatron-LM
- * (Megatron-Core) command-line flags for pretrain_gpt.py. The flags are
+ * (Megatron-Core) command-line flags for pretrain_gpt.py (pretrain_hybrid.py
+ * for a Mamba-2 hybrid: HybridModel). The flags are
  * those of megatron/training/arguments.py and the config dataclasses it
  * builds them from (TransformerConfig, ModelParallelConfig) at Megatron-LM
  * main of August 2026 (d98e8a64ddf3); docs/stacks.md maps them one by one.
