@@ -41,8 +41,9 @@ void ref_oss_unfuse(RefSt *st)
             snprintf(b, sizeof b, "layers.%d.%s", layer, bias ? "e_up_b" : "e_up");
             double *v = t.v; /* kept while the array grows */
             st->t[i].v = NULL;
-            RefTensor *g = ref_st_add(st, a, t.ndim, shape);
-            RefTensor *u = ref_st_add(st, b, t.ndim, shape);
+            ref_st_add(st, a, t.ndim, shape);
+            ref_st_add(st, b, t.ndim, shape); /* may move st->t: both found after */
+            RefTensor *g = &st->t[st->n - 2], *u = &st->t[st->n - 1];
             for (int64_t r = 0; r < rows; r++)
                 for (int64_t j = 0; j < cols / 2; j++) {
                     g->v[r * (cols / 2) + j] = v[r * cols + 2 * j];
