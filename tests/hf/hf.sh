@@ -25,6 +25,10 @@
 #         source's tensors exactly (stcmp --tol 0), and torch_dtype says DTYPE;
 #      6. `ptdc DIR` (the config directory as the model) has the .mdl's
 #         parameter count.
+#   hf.sh gptoss PTDC BIN WORK
+#     synthetic/gpt-oss-tiny imported; its export's gate_up_proj is the
+#     stacked gate and up interleaved (hfcheck.py interleaved), re-imported on
+#     1 rank and tp2 and exported unchanged (stcmp --tol 0), config keys.
 #   hf.sh direct PTDC BIN WORK ARCH
 #     `ptdc DIR --gpus 1 --target cpu -o OUT`: the driver compiles the config
 #     directory directly; its program's first loss equals step 1 above.
