@@ -271,7 +271,8 @@ typedef struct CgParamPlan {
     uint64_t ppmask;     /* pipeline ranks holding it (bit per pp rank, PLAN_MAX_PP) */
     int primary;         /* the first of them */
     int tied;            /* tied group index (several pp ranks), else -1 */
-    int hf_split;        /* HF view: dims [0, hf_split) are its first dim (2-D), 0: 1-D */
+    int hf_split;        /* HF view: dims [0, hf_split) are its first dim (2-D), 0: 1-D,
+                            -1: its own shape (stacked experts under one name) */
 } CgParamPlan;
 
 /* ----------------------------------------------------------- a rank */

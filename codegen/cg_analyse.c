@@ -253,6 +253,20 @@ static void hf_view(const Cg *c, CgParamPlan *pp)
 {
     const IrGraph *g = c->g;
     const IrTensor *x = &g->tensors[pp->tensor];
+    /* The experts' weights and biases of a moe under one name without
+     * {expert}, not transposed: transformers keeps them stacked as
+     * nn.Parameters of their own shape, multiplied as they are (GPT-OSS's
+     * gate_up_proj [n_experts, d_model, 2 d_ff], down_proj, their biases), so
+     * the view is the parameter's. (A transposed one is an nn.Linear's [out,
+     * in] weight of a one-expert moe: Qwen2-MoE's shared expert, 2-D.) */
+    for (int i = 0; x->hf_name && !x->hf_transposed && !strstr(x->hf_name, "{expert}") && i < g->nfwd; i++) {
+        const IrNode *n = &g->nodes[i];
+        for (int k = 2; n->op == IR_OP_MOE && k < n->nin; k++)
+            if (n->in[k] == pp->tensor) {
+                pp->hf_split = -1;
+                return;
+            }
+    }
     for (int i = 0; i < g->nfwd; i++) {
         const IrNode *n = &g->nodes[i];
         if (n->op == IR_OP_EMBEDDING && n->in[1] == pp->tensor) {

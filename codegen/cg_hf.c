@@ -337,6 +337,65 @@ static void moe_like(Cg *c, Read *r, bool bias, bool llama3, int64_t window, int
         key(c, "rope_scaling", "null");
 }
 
+/* GptOssForCausalLM (hf_config.c read_gpt_oss, hf_mdl.c body_gpt_oss): the
+ * keys of GptOssConfig (transformers v4.55, configuration_gpt_oss.py), the
+ * window on the even layers as layer_types, rope_scaling null (the class's
+ * default is YaRN, which ptdc does not compute). Whether the graph is that
+ * model exactly is cg_hf_check.c's to say, as for every config. */
+static void gpt_oss(Cg *c, Read *r, const IrNode *rope, const IrNode *norm)
+{
+    const IrGraph *g = c->g;
+    int64_t nl = layers(g, "model.layers.");
+    const char *gu = "model.layers.0.mlp.experts.gate_up_proj";
+    int64_t ne = psize(r, gu, 3, 0, "the experts' gate and up");
+    int64_t ff = psize(r, gu, 3, 2, "the experts' gate and up");
+    int64_t hd = psize(r, "model.layers.0.self_attn.q_proj.weight", 3, 2, "the query projection");
+    const IrNode *route = NULL, *attn0 = NULL;
+    for (int i = 0; i < g->nfwd && !route; i++)
+        if (g->nodes[i].op == IR_OP_ROUTE)
+            route = &g->nodes[i];
+    for (int i = 0; i < g->nfwd && !attn0; i++)
+        if (g->nodes[i].op == IR_OP_ATTENTION)
+            attn0 = &g->nodes[i];
+    if (!route && !r->why)
+        refuse(r, "its experts' gates are not made by route");
+    if (rope->attr.rope.kind != IR_ROPE_PLAIN && !r->why)
+        refuse(r, "its rotary embedding is scaled, and ptdc writes GptOssConfig with rope_scaling null only");
+    if (r->why)
+        return;
+    int64_t window = attn0->attr.window;
+    common(c, "GptOssForCausalLM", "gpt_oss", param(g, "lm_head.weight") < 0);
+    c->hf.prefix = "model";
+    c->hf.prefixed = true;
+    const char *types = cg_fmt(c, "[");
+    for (int64_t l = 0; l < nl; l++)
+        types = cg_fmt(c, "%s%s\n    \"%s\"", types, l ? "," : "",
+                       (l + 1) % 2 ? "sliding_attention" : "full_attention");
+    types = cg_fmt(c, "%s\n  ]", types);
+    key(c, "attention_bias", "true");
+    key(c, "attention_dropout", "0.0"); /* ptdc trains without dropout */
+    key(c, "head_dim", jint(c, hd));
+    key(c, "hidden_act", jstr(c, "silu"));
+    key(c, "hidden_size", jint(c, psize(r, "model.embed_tokens.weight", 2, 1, "the token table")));
+    key(c, "initializer_range", init_range(c, "model.embed_tokens.weight"));
+    key(c, "intermediate_size", jint(c, ff));
+    key(c, "layer_types", types);
+    key(c, "max_position_embeddings", jint(c, g->dims[g->seq_dim].size));
+    key(c, "num_attention_heads", jint(c, psize(r, "model.layers.0.self_attn.q_proj.weight", 3, 1, "the queries")));
+    key(c, "num_experts_per_tok", jint(c, route->attr.route.topk));
+    key(c, "num_hidden_layers", jint(c, nl));
+    key(c, "num_key_value_heads",
+        jint(c, psize(r, "model.layers.0.self_attn.k_proj.weight", 3, 1, "the key projection")));
+    key(c, "num_local_experts", jint(c, ne));
+    key(c, "output_router_logits", "false");
+    key(c, "rms_norm_eps", jfloat(c, norm->attr.eps));
+    key(c, "rope_scaling", "null");
+    key(c, "rope_theta", jfloat(c, rope->attr.theta));
+    key(c, "router_aux_loss_coef", jfloat(c, route->attr.route.aux));
+    key(c, "sliding_window", window ? jint(c, window) : "null");
+    key(c, "vocab_size", jint(c, psize(r, "model.embed_tokens.weight", 2, 0, "the token table")));
+}
+
 /* LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM: one decoder (HF
  * copies Mistral and Qwen2 from LLaMA), told apart by a window and biases;
  * with experts, moe_like's. */
@@ -353,9 +412,8 @@ static void llama_like(Cg *c, Read *r)
     const IrNode *attn = need(r, IR_OP_ATTENTION, "attention");
     if (r->why)
         return;
-    if (attn->nin == 4) { /* GPT-OSS: GptOssForCausalLM, which import-hf refuses too (hf_config.c) */
-        refuse(r, "its attention has sinks, which only GptOssForCausalLM has, and that class stores its "
-               "experts' gate and up interleaved in one gate_up_proj, which ptdc's stacked experts do not name");
+    if (attn->nin == 4) { /* sinks: GptOssForCausalLM */
+        gpt_oss(c, r, rope, norm);
         return;
     }
     bool tied = param(g, "lm_head.weight") < 0;

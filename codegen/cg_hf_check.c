@@ -62,7 +62,7 @@ static bool same_input(Cmp *m, int ta, int tb)
     case IR_PARAM:
         return a->hf_name && b->hf_name && !strcmp(a->hf_name, b->hf_name) &&
                a->hf_transposed == b->hf_transposed && a->hf_part == b->hf_part &&
-               a->hf_nparts == b->hf_nparts;
+               a->hf_nparts == b->hf_nparts && a->hf_interleaved == b->hf_interleaved;
     case IR_INPUT:
         return m->g_in[ta] == m->h_in[tb];
     default:

@@ -89,7 +89,8 @@ static void print_params(Out *o, CgRankProg *r)
             fprintf(f, "\"%s\", ", x->hf_name);
         else
             fprintf(f, "NULL, ");
-        fprintf(f, "%d, %d, %d, %d, {", x->hf_transposed, x->hf_part, x->hf_nparts, x->rank);
+        fprintf(f, "%d, %d, %d, %d, %d, {", x->hf_transposed, x->hf_part, x->hf_nparts, x->hf_interleaved,
+                x->rank);
         for (int d = 0; d < CG_MAX_RANK; d++)
             fprintf(f, "%s%lld", d ? ", " : "", d < x->rank ? (long long)c->g->dims[x->dim[d]].size : 0LL);
         fprintf(f, "}, {");

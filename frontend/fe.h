@@ -109,7 +109,7 @@ struct FeStmt {
     FeExpr *std;         /* normal(std) */
     const char *hf;      /* hf "..." or NULL */
     IrLoc hf_loc;
-    bool hf_transposed;
+    bool hf_transposed, hf_interleaved; /* interleaved: part K is every N-th element from K */
     int64_t hf_part, hf_nparts;
     IrLoc part_loc;
     FeExpr *value;       /* binding's expression; repeat's count or pattern */
@@ -150,11 +150,11 @@ typedef VEC(FeConfigEntry) FeConfigVec;
 typedef VEC(FeImport) FeImportVec;
 typedef VEC(FeName) FeNameVec;
 
-/* hf "NAME" [transposed] [part K of N], while parsing. */
+/* hf "NAME" [transposed] [part K of N [interleaved]], while parsing. */
 typedef struct FeHf {
     const char *name; /* NULL: no hf clause */
     IrLoc loc, part_loc;
-    bool transposed;
+    bool transposed, interleaved;
     int64_t part, nparts;
 } FeHf;
 

@@ -18,6 +18,8 @@ typedef enum {
     HF_MIXTRAL, /* MixtralForCausalLM: every layer MoE */
     HF_QWEN2_MOE, /* Qwen2MoeForCausalLM: biases, a gated shared expert */
     HF_QWEN3_MOE, /* Qwen3MoeForCausalLM: q/k norms */
+    HF_GPT_OSS,   /* GptOssForCausalLM: sinks, alternating windows, biases, experts with
+                     biases and the clamped SwiGLU, gate and up interleaved in gate_up_proj */
 } HfArch;
 
 enum { HF_MAX_NOTES = 24 };

@@ -1,6 +1,7 @@
 /* hf_config.c: a Hugging Face config.json read strictly into an HfModel.
  *
- * Four architectures: LlamaForCausalLM (LLaMA-2, LLaMA-3 and 3.1 with
+ * Four dense architectures (and the MoE ones below: Mixtral, Qwen2-MoE,
+ * Qwen3-MoE, GPT-OSS's read_gpt_oss): LlamaForCausalLM (LLaMA-2, LLaMA-3 and 3.1 with
  * rope_scaling of type llama3, grouped-query attention, tied or untied
  * embeddings), MistralForCausalLM (a sliding window), Qwen2ForCausalLM (q, k
  * and v biases) and GPT2LMHeadModel. Every key of the file is one of:
@@ -238,6 +239,65 @@ static void rope_scaling(Rd *r, HfModel *m)
     m->llama3 = true;
 }
 
+/* GptOssForCausalLM (transformers' modeling_gpt_oss.py, configuration_gpt_oss.py):
+ * the LLaMA decoder with biases on q, k, v and o (attention_bias, which
+ * GptOssConfig forces true), a learned sink logit per head (self_attn.sinks),
+ * a window on the layers layer_types calls sliding_attention (by default
+ * every even one, which is the only order ptdc's .mdl writes:
+ * models/gpt-oss.mdl), and a mixture of experts in every layer whose router
+ * has a bias and takes the softmax of the top-k logits (GptOssTopKRouter,
+ * ptdc's renormalised top-k) and whose experts compute the clamped SwiGLU
+ * (GptOssExperts: alpha 1.702, limit 7.0 in its code: ptdc's swiglu_oai) with
+ * biases, gate and up interleaved column by column in gate_up_proj. The
+ * experts' keys are read_moe's. */
+static void read_gpt_oss(Rd *r, HfModel *m)
+{
+    m->qkv_bias = true;
+    /* GptOssConfig's rope_scaling defaults to YaRN (factor 32 over 4096
+     * positions), which ptdc does not compute: only an explicit null (or
+     * llama3) imports; rope_scaling() refuses yarn by name. */
+    if (!present(r, "rope_scaling"))
+        fail(r, "'rope_scaling' absent: GptOssConfig's default is YaRN (factor 32 over 4096 positions), which "
+             "ptdc does not compute (it implements llama3 scaling only); a config with \"rope_scaling\": null "
+             "imports");
+    must_bool(r, "attention_bias", true, "GptOssConfig sets attention_bias true whatever the file says");
+    if (!present(r, "sliding_window"))
+        m->window = (HfConst){true, true, 128, 0, "sliding_window absent: 128, GptOssConfig's default"};
+    else if (take(r, "sliding_window"))
+        int_key(r, "sliding_window", &m->window, true, 1, NULL);
+    else
+        fail(r, "'sliding_window' null: GPT-OSS's sliding layers need a window");
+    const JsonValue *lt = take(r, "layer_types");
+    for (int64_t i = 0; lt && r->ok && i < m->n_layers.i; i++) {
+        const char *want = (i + 1) % 2 ? "sliding_attention" : "full_attention";
+        if (lt->kind != JSON_ARRAY || lt->n != m->n_layers.i) {
+            fail(r, "'layer_types' must list num_hidden_layers (%lld) layer types", (long long)m->n_layers.i);
+            break;
+        }
+        const JsonValue *v = &lt->items[i];
+        if (v->kind != JSON_STRING || strcmp(v->text, want) != 0) {
+            fail(r, "layer_types[%lld] is %s, where ptdc writes GPT-OSS's order only (%s on every even layer, "
+                 "full_attention on every odd one, GptOssConfig's default)", (long long)i,
+                 v->kind == JSON_STRING ? v->text : "not a string", "sliding_attention");
+            break;
+        }
+    }
+    /* transformers' GptOssExperts clamps at 7.0 whatever the config says; the
+     * key is OpenAI's (its reference code reads it). */
+    const JsonValue *lim = take(r, "swiglu_limit");
+    double f = 7.0;
+    if (lim && (!as_double(lim, &f) || f != 7.0))
+        fail(r, "'swiglu_limit' %s: transformers' GptOssExperts clamps at 7.0 (limit), as ptdc's swiglu_oai does",
+             lim->kind == JSON_NUMBER ? lim->text : "not a number");
+    if (present(r, "quantization_config") && take(r, "quantization_config"))
+        fail(r, "'quantization_config': quantized experts (OpenAI's checkpoints store them as MXFP4 blocks and "
+             "scales) are not read; the training program reads F32, BF16 and F16 tensors (use a BF16 checkpoint)");
+    const JsonValue *ic = take(r, "initial_context_length");
+    if (ic)
+        note(r, m, "initial_context_length %s: YaRN's original length in OpenAI's config; no rope_scaling, no effect",
+             ic->kind == JSON_NUMBER ? ic->text : "?");
+}
+
 /* LLaMA, Mistral and Qwen2 share one decoder (HF copies Mistral and Qwen2
  * from LLaMA); their differences are the keys below. */
 static void read_llama_like(Rd *r, HfModel *m)
@@ -253,9 +313,12 @@ static void read_llama_like(Rd *r, HfModel *m)
     int_key(r, "num_attention_heads", &m->n_heads, true, 1, NULL);
     int_key(r, "intermediate_size", &m->d_ff, true, 1, NULL);
     int_key(r, "vocab_size", &m->vocab, true, 1, NULL);
-    int_key(r, "max_position_embeddings", &m->seq, true, 1, NULL);
+    int_key(r, "max_position_embeddings", &m->seq, m->arch != HF_GPT_OSS, 131072,
+            "absent: 131072, GptOssConfig's default");
     /* Absent: LlamaConfig's None (the query heads); the MoE classes' defaults are numbers. */
-    if (m->arch == HF_MIXTRAL || m->arch == HF_QWEN2_MOE || m->arch == HF_QWEN3_MOE)
+    if (m->arch == HF_GPT_OSS)
+        int_key(r, "num_key_value_heads", &m->n_kv_heads, false, 8, "absent: 8, GptOssConfig's default");
+    else if (m->arch == HF_MIXTRAL || m->arch == HF_QWEN2_MOE || m->arch == HF_QWEN3_MOE)
         int_key(r, "num_key_value_heads", &m->n_kv_heads, false,
                 m->arch == HF_MIXTRAL ? 8 : m->arch == HF_QWEN2_MOE ? 16 : 4,
                 m->arch == HF_MIXTRAL    ? "absent: 8, MixtralConfig's default"
@@ -282,8 +345,8 @@ static void read_llama_like(Rd *r, HfModel *m)
     }
     if (sizes && m->head_dim.i % 2 != 0)
         fail(r, "head_dim %lld is odd; rotary embeddings rotate pairs", (long long)m->head_dim.i);
-    num_key(r, "rms_norm_eps", &m->norm_eps, 1e-6, "absent: HF's default");
-    num_key(r, "rope_theta", &m->rope_theta, 10000.0, "absent: HF's default");
+    num_key(r, "rms_norm_eps", &m->norm_eps, m->arch == HF_GPT_OSS ? 1e-5 : 1e-6, "absent: HF's default");
+    num_key(r, "rope_theta", &m->rope_theta, m->arch == HF_GPT_OSS ? 150000.0 : 10000.0, "absent: HF's default");
     num_key(r, "initializer_range", &m->init_std, 0.02, "absent: HF's default");
     bool given = present(r, "tie_word_embeddings");
     m->tied = bool_key(r, "tie_word_embeddings", false);
@@ -337,6 +400,9 @@ static void read_llama_like(Rd *r, HfModel *m)
                  l && l->kind == JSON_NUMBER ? l->text : "null");
         break;
     }
+    case HF_GPT_OSS:
+        read_gpt_oss(r, m);
+        break;
     case HF_GPT2:
         break;
     }
@@ -364,21 +430,31 @@ static void coef_key(Rd *r, const char *key, HfConst *c, double def, const char 
 static void read_moe(Rd *r, HfModel *m)
 {
     m->moe = true;
-    bool mixtral = m->arch == HF_MIXTRAL;
+    bool oss = m->arch == HF_GPT_OSS;
+    bool mixtral = m->arch == HF_MIXTRAL || oss; /* num_local_experts, every layer MoE, d_ff wide */
     const char *ekey = mixtral ? "num_local_experts" : "num_experts";
     int64_t edef = mixtral ? 8 : m->arch == HF_QWEN2_MOE ? 60 : 128;
+    if (oss)
+        edef = 128;
     int_key(r, ekey, &m->n_experts, false, edef,
-            mixtral ? "absent: 8, MixtralConfig's default"
+            oss ? "absent: 128, GptOssConfig's default"
+            : mixtral ? "absent: 8, MixtralConfig's default"
             : m->arch == HF_QWEN2_MOE ? "absent: 60, Qwen2MoeConfig's default"
                                       : "absent: 128, Qwen3MoeConfig's default");
-    int_key(r, "num_experts_per_tok", &m->topk, false, mixtral ? 2 : m->arch == HF_QWEN2_MOE ? 4 : 8,
+    int_key(r, "num_experts_per_tok", &m->topk, false, oss ? 4 : mixtral ? 2 : m->arch == HF_QWEN2_MOE ? 4 : 8,
             "absent: HF's default");
+    const JsonValue *ept = oss ? take(r, "experts_per_token") : NULL; /* OpenAI's name for it */
+    int64_t k2;
+    if (ept && (json_uint(ept, &k2) != 0 || k2 != m->topk.i))
+        fail(r, "'experts_per_token' %s differs from num_experts_per_tok %lld",
+             ept->kind == JSON_NUMBER ? ept->text : "(not a number)", (long long)m->topk.i);
     if (r->ok && m->topk.i > m->n_experts.i)
         fail(r, "num_experts_per_tok %lld is more than the %lld experts", (long long)m->topk.i,
              (long long)m->n_experts.i);
-    coef_key(r, "router_aux_loss_coef", &m->aux, 0.001,
+    coef_key(r, "router_aux_loss_coef", &m->aux, oss ? 0.9 : 0.001,
              "router_aux_loss_coef (per sequence here: docs/moe.md)",
-             "router_aux_loss_coef absent: 0.001, HF's default");
+             oss ? "router_aux_loss_coef absent: 0.9, GptOssConfig's default"
+                 : "router_aux_loss_coef absent: 0.001, HF's default");
     const JsonValue *orl = take(r, "output_router_logits");
     if (orl && orl->kind != JSON_BOOL)
         fail(r, "'output_router_logits' must be true or false");
@@ -388,8 +464,8 @@ static void read_moe(Rd *r, HfModel *m)
              orl && orl->boolean ? "true" : "false (or absent)");
     if (mixtral) {
         m->d_expert = m->d_ff;
-        m->norm_topk = true; /* MixtralSparseMoeBlock renormalises the two weights */
-        const JsonValue *j = take(r, "router_jitter_noise");
+        m->norm_topk = true; /* Mixtral renormalises the two weights; GPT-OSS softmaxes the top-k logits */
+        const JsonValue *j = oss ? NULL : take(r, "router_jitter_noise");
         double f = 0;
         if (j && (!as_double(j, &f) || f < 0 || f >= 1))
             fail(r, "'router_jitter_noise' must be a number in [0, 1)");
@@ -505,11 +581,12 @@ static const struct {
     {"MixtralForCausalLM", "mixtral", HF_MIXTRAL},
     {"Qwen2MoeForCausalLM", "qwen2_moe", HF_QWEN2_MOE},
     {"Qwen3MoeForCausalLM", "qwen3_moe", HF_QWEN3_MOE},
+    {"GptOssForCausalLM", "gpt_oss", HF_GPT_OSS},
 };
 
 #define HF_ARCH_LIST "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, " \
-                     "GPT2LMHeadModel, MixtralForCausalLM, Qwen2MoeForCausalLM and " \
-                     "Qwen3MoeForCausalLM"
+                     "GPT2LMHeadModel, MixtralForCausalLM, Qwen2MoeForCausalLM, " \
+                     "Qwen3MoeForCausalLM and GptOssForCausalLM"
 
 static bool read_arch(Rd *r, HfModel *m)
 {
@@ -537,13 +614,6 @@ static bool read_arch(Rd *r, HfModel *m)
              "kv_lora_rank %s, q_lora_rank and decoupled rope dims) is not implemented; "
              "models/deepseek-v3.mdl has its MoE layers with grouped-query attention", name,
              kv && kv->kind == JSON_NUMBER ? kv->text : "(absent)");
-        return false;
-    }
-    if (!strcmp(name, "GptOssForCausalLM")) {
-        fail(r, "architecture '%s' is not supported: its experts store gate and up interleaved in one "
-             "gate_up_proj, which ptdc's stacked experts cannot name, and its rope is YaRN; "
-             "models/gpt-oss-120b.mdl and gpt-oss-20b.mdl write the model (attention sinks, alternating "
-             "windows, biases, experts with biases and the clamped SwiGLU: moe act = swiglu_oai)", name);
         return false;
     }
     fail(r, "architecture '%s' is not supported (ptdc imports " HF_ARCH_LIST ")", name);
@@ -608,7 +678,8 @@ bool hf_config_read(IrArena *a, const char *path, HfModel *m)
             read_gpt2(&r, m);
         else
             read_llama_like(&r, m);
-        if (m->arch == HF_MIXTRAL || m->arch == HF_QWEN2_MOE || m->arch == HF_QWEN3_MOE)
+        if (m->arch == HF_MIXTRAL || m->arch == HF_QWEN2_MOE || m->arch == HF_QWEN3_MOE ||
+            m->arch == HF_GPT_OSS)
             read_moe(&r, m);
         for (int i = 0; i < root->n; i++)
             if (!r.used[i] && !metadata_key(m->arch, root->keys[i]))

@@ -105,12 +105,12 @@ static void header(Out *o, const HfModel *m)
         constant(o, "head_dim", "d_model / n_heads", m->head_dim.why);
     else
         cnum(o, "head_dim", &m->head_dim);
-    if (!m->moe || m->arch == HF_MIXTRAL)
+    if (!m->moe || m->arch == HF_MIXTRAL || m->arch == HF_GPT_OSS)
         cnum(o, "d_ff", &m->d_ff);
     else if (m->any_dense)
         constant(o, "d_ff", num((char[64]){0}, 64, &m->d_ff), "intermediate_size: the dense layers' MLP");
     if (m->moe) {
-        if (m->arch != HF_MIXTRAL)
+        if (m->arch != HF_MIXTRAL && m->arch != HF_GPT_OSS)
             cnum(o, "d_expert", &m->d_expert);
         if (m->arch == HF_QWEN2_MOE) {
             cnum(o, "d_shared", &m->d_shared);
@@ -391,12 +391,80 @@ static void body_gpt2(Out *o, const HfModel *m)
            "  loss = cross_entropy(logits, targets)\n}\n");
 }
 
+/* GPT-OSS (models/gpt-oss.mdl, with Hugging Face's names): q, k, v and o
+ * biases, a sink logit per head, a window on every even layer, experts in
+ * every layer with a biased router, the clamped SwiGLU (swiglu_oai) and
+ * biases. transformers stores the experts stacked and not transposed
+ * (gate_up_proj [experts, d_model, 2 d_ff] read as h @ gate_up_proj), gate
+ * and up alternating column by column (gate_up[..., ::2], gate_up[..., 1::2]),
+ * so e_gate and e_up are its parts 0 and 1 of 2 interleaved, their biases
+ * gate_up_proj_bias's; down_proj's bias is added outside the experts' sum,
+ * weighted by the gates (docs/moe.md). */
+static void body_gpt_oss(Out *o, const HfModel *m)
+{
+    (void)m;
+    const char *L = "model.layers.{layer}";
+    put(o, "model gpt_oss {\n");
+    put(o, "  input tokens  : i32[batch, seq]\n  input targets : i32[batch, seq]\n\n");
+    put(o, "  param embed : [vocab, d_model] = normal(init_std) hf \"model.embed_tokens.weight\"\n");
+    put(o, "  x = embedding(tokens, embed)\n\n");
+    put(o, "  repeat n_layers {\n    block attn {\n");
+    put(o, "      param attn_norm : [d_model] = ones hf \"%s.input_layernorm.weight\"\n", L);
+    static const char *const qkv[3][3] = {{"wq", "n_heads", "q"}, {"wk", "n_kv_heads", "k"},
+                                          {"wv", "n_kv_heads", "v"}};
+    for (int i = 0; i < 3; i++)
+        put(o, "      param %s : [d_model, %s, head_dim] = normal(init_std)\n"
+               "        hf \"%s.self_attn.%s_proj.weight\" transposed\n", qkv[i][0], qkv[i][1], L, qkv[i][2]);
+    for (int i = 0; i < 3; i++)
+        put(o, "      param b%s : [%s, head_dim] = zeros hf \"%s.self_attn.%s_proj.bias\"\n", qkv[i][2],
+            qkv[i][1], L, qkv[i][2]);
+    put(o, "      param wo : [n_heads, head_dim, d_model] = normal(init_std)\n"
+           "        hf \"%s.self_attn.o_proj.weight\" transposed\n"
+           "      param bo : [d_model] = zeros hf \"%s.self_attn.o_proj.bias\"\n"
+           "      param sinks : [n_heads] = normal(init_std) hf \"%s.self_attn.sinks\"\n\n", L, L, L);
+    put(o, "      h = rmsnorm(x, attn_norm, eps = norm_eps)\n"
+           "      q : [batch, seq, n_heads, head_dim]    = rope(matmul(h, wq) + bq%s)\n"
+           "      k : [batch, seq, n_kv_heads, head_dim] = rope(matmul(h, wk) + bk%s)\n"
+           "      v : [batch, seq, n_kv_heads, head_dim] = matmul(h, wv) + bv\n"
+           "      # layer_types: sliding_attention on the even layers, full_attention on the odd\n"
+           "      a = attention(q, k, v, sinks, causal = true, window = window * ((layer + 1) %% 2))\n"
+           "      x = x + (matmul(a, wo) + bo)\n    }\n", rope_args(m), rope_args(m));
+    put(o, "    block moe {\n"
+           "      param mlp_norm : [d_model] = ones hf \"%s.post_attention_layernorm.weight\"\n"
+           "      param w_router : [d_model, n_experts] = normal(init_std)\n"
+           "        hf \"%s.mlp.router.weight\" transposed\n"
+           "      param b_router : [n_experts] = zeros hf \"%s.mlp.router.bias\"\n", L, L, L);
+    static const char *const gu[2] = {"gate", "up"};
+    for (int i = 0; i < 2; i++)
+        put(o, "      param e_%s : [n_experts, d_model, d_ff] = normal(init_std)\n"
+               "        hf \"%s.mlp.experts.gate_up_proj\" part %d of 2 interleaved\n", gu[i], L, i);
+    put(o, "      param e_down : [n_experts, d_ff, d_model] = normal(init_std)\n"
+           "        hf \"%s.mlp.experts.down_proj\"\n", L);
+    for (int i = 0; i < 2; i++)
+        put(o, "      param e_%s_b : [n_experts, d_ff] = zeros\n"
+               "        hf \"%s.mlp.experts.gate_up_proj_bias\" part %d of 2 interleaved\n", gu[i], L, i);
+    put(o, "      param e_down_b : [n_experts, d_model] = zeros hf \"%s.mlp.experts.down_proj_bias\"\n\n", L);
+    put(o, "      h = rmsnorm(x, mlp_norm, eps = norm_eps)\n"
+           "      gates = route(matmul(h, w_router) + b_router, topk = topk, score = softmax, norm = true%s)\n"
+           "      x = x + (moe(h, gates, e_gate, e_up, e_down, e_gate_b, e_up_b, act = swiglu_oai) +\n"
+           "               matmul(gates, e_down_b))\n    }\n  }\n\n",
+        m->aux.f > 0 ? ",\n                    aux = aux_coeff" : "");
+    put(o, "  param final_norm : [d_model] = ones hf \"model.norm.weight\"\n");
+    if (!m->tied)
+        put(o, "  param lm_head : [d_model, vocab] = normal(init_std) hf \"lm_head.weight\" transposed\n");
+    put(o, "  x = rmsnorm(x, final_norm, eps = norm_eps)\n");
+    put(o, "  logits : [batch, seq, vocab] = matmul(x, %s)    # %s\n", m->tied ? "embed" : "lm_head", m->tied_why);
+    put(o, "  loss = cross_entropy(logits, targets)\n}\n");
+}
+
 char *hf_mdl_write(IrArena *a, const HfModel *m, size_t *len)
 {
     Out o = {.a = a};
     header(&o, m);
     if (m->arch == HF_GPT2)
         body_gpt2(&o, m);
+    else if (m->arch == HF_GPT_OSS)
+        body_gpt_oss(&o, m);
     else
         body_llama(&o, m);
     char *text = ir_alloc(a, o.len + 1);

@@ -735,6 +735,7 @@ static void lower_param(Lower *lw, const FeStmt *s)
     x->hf_transposed = s->hf_transposed;
     x->hf_part = (int)s->hf_part;
     x->hf_nparts = (int)s->hf_nparts;
+    x->hf_interleaved = s->hf_interleaved && s->hf_nparts > 1;
     bind(lw, s->name, t);
 }
 

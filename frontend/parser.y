@@ -118,7 +118,7 @@ static FeType *mk_type(FeParse *ps, IrLoc loc, int dtype, FeNameVec *dims)
 %token <double> FLOAT "number"
 %token MODEL "'model'" CONFIG "'config'" IMPORT "'import'" INPUT "'input'" PARAM "'param'"
 %token REPEAT "'repeat'" BLOCK "'block'" NORMAL "'normal'" ZEROS "'zeros'" ONES "'ones'"
-%token HF "'hf'" TRANSPOSED "'transposed'" PART "'part'" OF "'of'" TRUE "'true'" FALSE "'false'"
+%token HF "'hf'" TRANSPOSED "'transposed'" INTERLEAVED "'interleaved'" PART "'part'" OF "'of'" TRUE "'true'" FALSE "'false'"
 %token F32 "'f32'" BF16 "'bf16'" I32 "'i32'"
 %token IDIV "'//'" POW "'**'"
 
@@ -135,7 +135,7 @@ static FeType *mk_type(FeParse *ps, IrLoc loc, int dtype, FeNameVec *dims)
 %type <FeNameVec> dims
 %type <FeStmt *> stmt param_head
 %type <FeHf> hf
-%type <bool> transposed
+%type <bool> transposed interleaved
 %type <FeStmtVec> stmts
 %type <FeConfigVec> entries
 
@@ -215,6 +215,7 @@ stmt
         $$->hf_transposed = $2.transposed;
         $$->hf_part = $2.part;
         $$->hf_nparts = $2.nparts;
+        $$->hf_interleaved = $2.interleaved;
         $$->part_loc = $2.part_loc;
     }
     | NAME '=' expr {
@@ -271,7 +272,7 @@ param_head
     }
     ;
 
-/* hf := 'hf' STRING [ 'transposed' ] [ 'part' INT 'of' INT ] */
+/* hf := 'hf' STRING [ 'transposed' ] [ 'part' INT 'of' INT [ 'interleaved' ] ] */
 hf
     : %empty                        { $$ = (FeHf){0}; $$.nparts = 1; }
     | HF STRING transposed {
@@ -281,13 +282,14 @@ hf
         $$.transposed = $3;
         $$.nparts = 1;
     }
-    | HF STRING transposed PART INT OF INT {
+    | HF STRING transposed PART INT OF INT interleaved {
         $$ = (FeHf){0};
         $$.name = $2;
         $$.loc = L(@2);
         $$.transposed = $3;
         $$.part = $5;
         $$.nparts = $7;
+        $$.interleaved = $8;
         $$.part_loc = L(@4);
     }
     ;
@@ -295,6 +297,11 @@ hf
 transposed
     : %empty                        { $$ = false; }
     | TRANSPOSED                    { $$ = true; }
+    ;
+
+interleaved
+    : %empty                        { $$ = false; }
+    | INTERLEAVED                   { $$ = true; }
     ;
 
 /* type := [ dtype ] '[' [ NAME { ',' NAME } ] ']' */

@@ -265,6 +265,7 @@ typedef struct IrTensor {
     const char *hf_name; /* Hugging Face name, "{layer}" already substituted; NULL if none */
     bool hf_transposed;  /* HF stores it [out, in]: transpose when exchanging */
     int hf_part, hf_nparts; /* this param is part hf_part of hf_nparts along HF's last dim (GPT-2 c_attn) */
+    bool hf_interleaved;    /* ... the parts alternating element by element (GPT-OSS's gate_up_proj) */
     /* gradients */
     int grad_of;         /* for IR_GRAD: the tensor it is the gradient of, else -1 */
 } IrTensor;

@@ -131,7 +131,7 @@ void ir_print(FILE *f, const IrGraph *g)
         if (x->hf_name) {
             fprintf(f, "  hf \"%s\"%s", x->hf_name, x->hf_transposed ? " transposed" : "");
             if (x->hf_nparts > 1)
-                fprintf(f, " part %d of %d", x->hf_part, x->hf_nparts);
+                fprintf(f, " part %d of %d%s", x->hf_part, x->hf_nparts, x->hf_interleaved ? " interleaved" : "");
         }
         fprintf(f, "\n");
     }

@@ -1,5 +1,6 @@
 /* emit_megatron.c: --emit megatron, the chosen plan as Megatron-LM
- * (Megatron-Core) command-line flags for pretrain_gpt.py. The flags are
+ * (Megatron-Core) command-line flags for pretrain_gpt.py (pretrain_hybrid.py
+ * for a Mamba-2 hybrid: HybridModel). The flags are
  * those of megatron/training/arguments.py and the config dataclasses it
  * builds them from (TransformerConfig, ModelParallelConfig) at Megatron-LM
  * main of August 2026 (d98e8a64ddf3); docs/stacks.md maps them one by one.
@@ -17,6 +18,8 @@
 static bool mg_arch_LAYERS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
+    if (A->hybrid) /* validate_args counts them in --hybrid-layer-pattern (mg_hybrid_pattern) */
+        return true;
     rep_frame_arg(o, "--num-layers %d", A->layers);
     return true;
 }
@@ -106,7 +109,7 @@ static bool mg_layer_pattern(const RepArch *A, char *buf, size_t n)
 static bool mg_arch_MOE_LAYERS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     char pat[140];
-    if (!A->moe || !A->n_dense)
+    if (!A->moe || !A->n_dense || A->hybrid) /* a hybrid's pattern says which layers are E and - */
         return true;
     if (!mg_layer_pattern(A, pat, sizeof pat))
         return rep_frame_refuse(g, o, "its %d dense and %d MoE layers alternate in a pattern too long for ptdc "
@@ -125,6 +128,8 @@ static bool mg_arch_D_MODEL(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 static bool mg_arch_D_FF(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g; /* an MoE model's dense layers', else the experts' (then unused) */
+    if (A->hybrid && !A->n_dense) /* no '-' layer: no MLP of ffn_hidden_size is built */
+        return true;
     rep_frame_arg(o, "--ffn-hidden-size %lld", (long long)(A->moe && A->n_dense ? A->dense_ff : A->d_ff));
     return true;
 }
@@ -200,17 +205,42 @@ static bool mg_arch_POSITIONS(const IrGraph *g, const RepArch *A, RepFrameOut *o
     return true;
 }
 
-/* A hybrid is Megatron's MambaModel (pretrain_mamba.py: --hybrid-override-
- * pattern, --mamba-num-heads, --mamba-head-dim, --mamba-state-dim,
- * --mamba-num-groups), whose flags ptdc does not emit yet: the stack prices
- * its layouts (plan_frame.c), --emit refuses. */
+/* A hybrid is Megatron-Core's HybridModel (pretrain_hybrid.py, which the
+ * deprecated pretrain_mamba.py runs): the layer kinds in order as
+ * --hybrid-layer-pattern (printed with the pipeline split, mg_hybrid_pattern),
+ * the Mamba-2 mixer's sizes as TransformerConfig's mamba_* fields, the layer
+ * specs of hybrid_layer_specs.py (--spec; hybrid_builder raises without one).
+ * MambaMixer (ssm/mamba_mixer.py) fixes what has no flag: a 4-tap causal
+ * convolution with a bias (d_conv 4, conv_bias), no projection biases
+ * (asserts not bias), D per head, the gated norm after the gate over groups of
+ * d_inner / ngroups with eps 1e-5 (ExtendedRMSNorm), heads split over tp as
+ * whole groups (ngroups % tp). --is-hybrid-model is not printed:
+ * argument_utils.py sets it whenever the pattern is given. */
 static bool mg_arch_HYBRID(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     if (!A->hybrid)
         return true;
-    return rep_frame_refuse(g, o, "its layers compute softplus (Mamba-2 layers, the pattern %.60s%s): Megatron-LM "
-                            "builds it as a MambaModel (pretrain_mamba.py, --hybrid-override-pattern), whose flags "
-                            "ptdc does not emit yet", A->pattern, strlen(A->pattern) > 60 ? "..." : "");
+    if (strchr(A->pattern, 'M') && A->m_conv != 4)
+        return rep_frame_refuse(g, o, "its Mamba-2 convolution has %lld taps, and Megatron-Core's MambaMixer "
+                                "builds 4 (d_conv, no flag)", (long long)A->m_conv);
+    if (A->bias_linear)
+        return rep_frame_refuse(g, o, "its hybrid layers have projection biases, and Megatron-Core's MambaMixer "
+                                "has none (it asserts not bias) where --disable-bias-linear is the only choice");
+    if (strchr(A->pattern, 'M') && A->attr[IR_ATTR_RMSNORM_EPS] != 1e-5)
+        return rep_frame_refuse(g, o, "its norms' epsilon is %g, one value for all of them, and Megatron-Core's "
+                                "Mamba-2 gated norm (ExtendedRMSNorm) fixes 1e-5 where --norm-epsilon sets the "
+                                "others", A->attr[IR_ATTR_RMSNORM_EPS]);
+    if (!A->heads)
+        return rep_frame_refuse(g, o, "its pattern %.60s has no attention layer, and Megatron-LM requires "
+                                "--num-attention-heads (TransformerConfig derives kv_channels from it)", A->pattern);
+    if (strchr(A->pattern, 'M')) {
+        rep_frame_arg(o, "--mamba-num-heads %lld", (long long)A->m_heads);
+        rep_frame_arg(o, "--mamba-head-dim %lld", (long long)A->m_head_dim);
+        rep_frame_arg(o, "--mamba-num-groups %lld", (long long)A->m_groups);
+        rep_frame_arg(o, "--mamba-state-dim %lld", (long long)A->m_state);
+    }
+    rep_frame_arg(o, "--spec megatron.core.models.hybrid.hybrid_layer_specs hybrid_stack_spec");
+    return true;
 }
 
 static bool mg_arch_NORM(const IrGraph *g, const RepArch *A, RepFrameOut *o)
@@ -238,6 +268,24 @@ static bool mg_arch_QK_NORM(const IrGraph *g, const RepArch *A, RepFrameOut *o)
  * (--openai-gelu is read by nothing in Megatron-Core.) */
 static bool mg_arch_MLP(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
+    /* A hybrid's MLPs ('-' layers, shared experts) and experts share the one
+     * activation flag; squared ReLU is --squared-relu (mg_attr_MOE_ACT's
+     * where there are experts). */
+    if (A->hybrid) {
+        int act = A->moe ? (int)A->attr[IR_ATTR_MOE_ACT] : -1;
+        if (A->mlp_op == IR_OP_GELU)
+            return rep_frame_refuse(g, o, "its MLPs compute GELU without biases, which Megatron-Core runs as the "
+                                    "exact (erf) GELU, where ptdc's gelu is the tanh form");
+        if (A->moe && A->mlp_op >= 0 && (act == IR_MOE_RELU2) != (A->mlp_op == IR_OP_RELU2))
+            return rep_frame_refuse(g, o, "its MLPs compute %s and its experts %s, where Megatron's one activation "
+                                    "(--squared-relu, --swiglu) sets both", ir_ops[A->mlp_op].name,
+                                    act >= 0 && act < IR_NMOE_ACTS ? ir_moe_acts[act].name : "?");
+        if (A->mlp_op == IR_OP_RELU2 && !A->moe)
+            rep_frame_arg(o, "--squared-relu");
+        if ((A->mlp_op == IR_OP_SWIGLU && !A->moe) || act == IR_MOE_SWIGLU)
+            rep_frame_arg(o, "--swiglu");
+        return true;
+    }
     if (A->moe && A->attr[IR_ATTR_MOE_ACT] != IR_MOE_SWIGLU)
         return true; /* the experts' activation is mg_attr_MOE_ACT's */
     if (A->swiglu) {
@@ -558,7 +606,7 @@ static bool mg_model(const IrGraph *g, RepArch *A, RepFrameOut *o, char *why, si
     if (!rep_arch_read(g, A, sub, sizeof sub))
         return rep_refuse(why, wn, "Megatron-LM's GPT model cannot express %s: %s", g->name, sub);
     memset(o, 0, sizeof *o);
-    o->fw = "Megatron-LM's GPT model";
+    o->fw = A->hybrid ? "Megatron-LM's HybridModel" : "Megatron-LM's GPT model";
     o->why = why;
     o->wn = wn;
     return rep_frame_model(g, A, rep_megatron_arch, rep_megatron_attr, o);
@@ -740,6 +788,34 @@ static void mg_pipeline_split(const IrGraph *g, const Plan *p, RepFrameOut *x)
     rep_frame_arg(x, "--pipeline-model-parallel-layout '%s'", buf);
 }
 
+/* A hybrid's layers as --hybrid-layer-pattern, a letter a layer, its
+ * pipeline split as Megatron-Core reads it (hybrid_layer_allocation.py
+ * select_pipeline_segment): one '|'-separated segment per model chunk, in
+ * model order (chunk c on pipeline rank c % pp, virtual stage c / pp), the
+ * virtual stages derived from their count (validate_args, which refuses
+ * the other split flags beside the pattern); quoted for the shell ('*', '|').
+ * False when it is longer than ptdc prints. */
+static bool mg_hybrid_pattern(const IrGraph *g, const RepArch *A, const Plan *p, RepFrameOut *x)
+{
+    char buf[REP_MAX_LAYERS + PLAN_MAX_STAGES + 1];
+    size_t k = 0;
+    for (int c = 0; c < p->nstages && p->nstages > 1; c++) {
+        const PlanStage *S = &p->stages[c];
+        for (int q = S->first_piece; q < S->first_piece + S->npieces; q++)
+            if (g->pieces[q].rep >= 0 && q - 1 < A->layers && k < sizeof buf - 2)
+                buf[k++] = A->pattern[q - 1];
+        if (c + 1 < p->nstages && k < sizeof buf - 2)
+            buf[k++] = '|';
+    }
+    buf[k] = 0;
+    if (p->nstages <= 1)
+        snprintf(buf, sizeof buf, "%s", A->pattern);
+    if (strlen(buf) + 40 > sizeof x->arg[0])
+        return false;
+    rep_frame_arg(x, "--hybrid-layer-pattern '%s'", buf);
+    return true;
+}
+
 /* The plan's precision as Transformer Engine recipes (TransformerConfig
  * fp8, fp8_recipe, fp4, fp4_recipe: --fp8-format, --fp8-recipe, --fp4-format,
  * --fp4-recipe). The recipe is always given: Megatron's default is delayed
@@ -769,7 +845,16 @@ static const MgPrecision mg_precisions[PLAN_NPREC] = {
 static bool mg_lowp_shapes(const RepArch *A, const PlanLayout *L, PlanPrecision p, char *why, size_t wn)
 {
     int tp = L->tp > 0 ? L->tp : 1, cp = L->cp > 1 ? L->cp : 1;
-    int64_t glu = A->swiglu ? 2 : 1, hq = A->heads * A->head_dim, hkv = A->kv_heads * A->head_dim;
+    int64_t glu = (A->hybrid ? A->mlp_op == IR_OP_SWIGLU : A->swiglu) ? 2 : 1;
+    int64_t hq = A->heads * A->head_dim, hkv = A->kv_heads * A->head_dim;
+    /* a hybrid's Mamba-2 in_proj [z x B C dt] and out_proj (MambaMixer), which
+     * also asserts the whole in_proj width a multiple of 16 under FP8 */
+    bool mamba = A->hybrid && strchr(A->pattern, 'M');
+    int64_t di = A->m_heads * A->m_head_dim, in_w = 2 * di + 2 * A->m_groups * A->m_state + A->m_heads;
+    if (mamba && in_w % 16)
+        return rep_refuse(why, wn, "Megatron-Core's MambaMixer runs %s only with an in_proj whose width (2 d_inner "
+                          "+ 2 groups x state + heads = %lld) is a multiple of 16", plan_precision_name(p),
+                          (long long)in_w);
     int64_t ff = A->moe ? (A->n_dense ? A->dense_ff : 0) : A->d_ff;
     int64_t rows = L->micro_batch * A->seq / cp / (L->sp && tp > 1 ? tp : 1);
     const struct {
@@ -782,6 +867,8 @@ static bool mg_lowp_shapes(const RepArch *A, const PlanLayout *L, PlanPrecision 
         {"the MLP's second projection", A->d_model, ff / tp},
         {"the shared expert's first projection", glu * (A->moe ? A->shared_ff : 0) / tp, A->d_model},
         {"the shared expert's second projection", A->d_model, (A->moe ? A->shared_ff : 0) / tp},
+        {"the Mamba-2 input projection", mamba ? in_w / tp : 0, A->d_model},
+        {"the Mamba-2 output projection", mamba ? A->d_model : 0, di / tp},
     };
     for (size_t i = 0; i < sizeof w / sizeof *w; i++)
         if (w[i].out && w[i].in && (w[i].out % 8 || w[i].in % 16))
@@ -816,7 +903,11 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
     /* Parallelism and batch. */
     rep_frame_arg(&x, "--tensor-model-parallel-size %d", L->tp);
     rep_frame_arg(&x, "--pipeline-model-parallel-size %d", L->pp);
-    mg_pipeline_split(g, &a->plan, &x);
+    if (!A.hybrid)
+        mg_pipeline_split(g, &a->plan, &x);
+    else if (!mg_hybrid_pattern(g, &A, &a->plan, &x))
+        return rep_refuse(why, wn, "Megatron-LM cannot express the plan: its %d layers with the pipeline split "
+                          "make a --hybrid-layer-pattern longer than ptdc prints", A.layers);
     if (L->sp && L->tp > 1)
         rep_frame_arg(&x, "--sequence-parallel");
     /* Context parallelism in the form the plan runs: keys and values
@@ -1008,7 +1099,9 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
         fprintf(f, "export CUDA_DEVICE_MAX_CONNECTIONS=1\n");
     if (offload)
         fprintf(f, "export NVTE_CPU_OFFLOAD_V1=1\n");
-    fprintf(f, "torchrun --nproc-per-node %d --nnodes %d pretrain_gpt.py \\\n", per, nodes);
+    /* a hybrid's HybridModel is pretrain_hybrid.py's (pretrain_mamba.py is its deprecated alias) */
+    fprintf(f, "torchrun --nproc-per-node %d --nnodes %d %s \\\n", per, nodes,
+            A.hybrid ? "pretrain_hybrid.py" : "pretrain_gpt.py");
     for (int i = 0; i < x.narg; i++)
         fprintf(f, "    %s%s\n", x.arg[i], i + 1 < x.narg ? " \\" : "");
     return true;

@@ -94,8 +94,10 @@ static bool tt_arch_HYBRID(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     if (!A->hybrid)
         return true;
-    return rep_frame_refuse(g, o, "its layers compute softplus (Mamba-2 layers), which a torchtitan decoder "
-                            "layer does not");
+    return rep_frame_refuse(g, o, "its layers compute softplus, conv1d and ssd (Mamba-2 layers, the pattern "
+                            "%.60s%s), and torchtitan v0.2.2 has no state-space mixer: its models' decoder layers "
+                            "are attention and an MLP or experts (Megatron-LM builds it: --emit megatron)",
+                            A->pattern, strlen(A->pattern) > 60 ? "..." : "");
 }
 
 static bool tt_arch_NORM(const IrGraph *g, const RepArch *A, RepFrameOut *o)

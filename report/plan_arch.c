@@ -937,6 +937,7 @@ static bool read_hybrid(const IrGraph *g, RepArch *A, char *why, size_t wn)
     A->hybrid = true;
     A->rmsnorm = true;
     A->m_group_dim = -1;
+    A->mlp_op = -1;
     if (A->layers > REP_MAX_LAYERS)
         return rep_refuse(why, wn, "its %d layers are more than ptdc's emitters take (%d)", A->layers,
                           REP_MAX_LAYERS);
@@ -957,6 +958,14 @@ static bool read_hybrid(const IrGraph *g, RepArch *A, char *why, size_t wn)
             const IrNode *n = &g->nodes[i];
             if (n->op == IR_OP_ADD)
                 last_add = i;
+            /* A parameter added to a projection is a bias, but for dt's
+             * (dt_bias, read by softplus): the emitters refuse biases here,
+             * Megatron's MambaMixer asserts it has none (bias=False). */
+            if (n->op == IR_OP_ADD && (is_param(g, n->in[0]) || is_param(g, n->in[1]))) {
+                int c = only_consumer(g, n->out[0], p);
+                if (c < 0 || g->nodes[c].op != IR_OP_SOFTPLUS)
+                    A->bias_linear = A->bias_qkv = true;
+            }
             if (n->op == IR_OP_RMSNORM && n->attr.group_dims == 0 && is_param(g, n->in[1]) &&
                 g->tensors[n->in[1]].rank != 1)
                 return rep_refuse(why, wn, "its layer %d's norm at line %d is not over d_model", p - 1, n->loc.line);
@@ -983,6 +992,10 @@ static bool read_hybrid(const IrGraph *g, RepArch *A, char *why, size_t wn)
                 A->heads_dim = q->dim[2], A->kv_dim = kk->dim[2], A->head_dim_dim = q->dim[3];
                 A->heads = dsize(g, q->dim[2]), A->kv_heads = dsize(g, kk->dim[2]);
                 A->head_dim = dsize(g, q->dim[3]);
+                /* the projections' std, as rep_arch_read takes a decoder's: the query's */
+                const IrNode *qm = producer_of(g, n->in[0]);
+                if (qm && qm->op == IR_OP_MATMUL && is_param(g, qm->in[1]))
+                    A->init_std = g->tensors[qm->in[1]].init_std;
             }
             if (n->op == IR_OP_MOE) {
                 const IrTensor *up = &g->tensors[n->in[2]];
@@ -999,6 +1012,11 @@ static bool read_hybrid(const IrGraph *g, RepArch *A, char *why, size_t wn)
             if ((n->op == IR_OP_RELU2 || n->op == IR_OP_GELU || n->op == IR_OP_SWIGLU) && k != 'M') {
                 const IrTensor *a = &g->tensors[n->in[0]];
                 int d = a->dim[a->rank - 1];
+                if (A->mlp_op >= 0 && A->mlp_op != (int)n->op)
+                    return rep_refuse(why, wn, "its hybrid layers' MLPs compute %s and %s, where Megatron's one "
+                                      "activation (--squared-relu, --swiglu) sets them all", opname(n),
+                                      ir_ops[A->mlp_op].name);
+                A->mlp_op = (int)n->op;
                 if (k == 'E')
                     A->shared_ff = dsize(g, d), A->shared_ff_dim = d;
                 else

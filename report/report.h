@@ -147,6 +147,8 @@ typedef struct RepArch {
      * parallelism splits, Megatron's ngroups / tp), state and conv taps. */
     bool hybrid;
     char pattern[REP_MAX_LAYERS + 1];
+    int mlp_op;                   /* a hybrid's MLP activation (its '-' layers' and shared
+                                     experts': IR_OP_RELU2, IR_OP_SWIGLU, IR_OP_GELU), -1: none */
     int64_t m_heads, m_head_dim, m_groups, m_state, m_conv;
     int m_group_dim;
     bool bf16;                    /* weights in bf16 */
@@ -165,7 +167,8 @@ bool rep_arch_read(const IrGraph *g, RepArch *a, char *why, size_t n);
 /* A framework's statement of one property (frame_model.c): flags, model
  * arguments and comment lines collected for the emitter, or a refusal. */
 typedef struct RepFrameOut {
-    char arg[64][160];            /* Megatron-LM flags; torchtitan TransformerModelArgs keywords */
+    char arg[64][REP_MAX_LAYERS + 160]; /* Megatron-LM flags (a hybrid's pattern: a letter a layer);
+                                     torchtitan TransformerModelArgs keywords */
     int narg;
     char rope[6][64];             /* torchtitan RoPEScalingArgs keywords */
     int nrope;

@@ -937,11 +937,15 @@ int rt_ckpt_read_shared(const RtCkpt *c, RtComm *world, const RtCkptBlob *blobs,
  *
  * A model parameter maps onto a file tensor as the .mdl `hf` clause says:
  * the parameter is slice `part` of `nparts` equal slices of the file
- * tensor's last dim (0 of 1: the whole tensor), then transposed when
- * `transposed` (2-D only: HF stores linear weights [out, in]). Blocks are
+ * tensor's last dim (0 of 1: the whole tensor), or with nparts given as
+ * RT_ST_INTERLEAVED(n) part `part` of n parts interleaved along it (its
+ * element j at file index j x n + part: GPT-OSS's gate_up_proj alternates
+ * gate and up columns), then transposed when `transposed` (2-D only: HF
+ * stores linear weights [out, in]). Blocks are
  * given like rt_init_param: `rank` dims, the parameter's global shape, and
  * the local block's offset and extent in parameter coordinates. */
 enum { RT_ST_MAXDIM = 8 };
+#define RT_ST_INTERLEAVED(n) (-(n)) /* nparts of interleaved parts (above) */
 typedef struct RtSt RtSt;
 /* path: a .safetensors file; a shard index (*.index.json: "weight_map" from
  * tensor to shard file beside it); or a Hugging Face model directory, read

@@ -324,6 +324,9 @@ int rtc_st_map(const char *path, const char *name, int file_ndim, const int64_t 
     snprintf(what, sizeof what, "%s: tensor '%s'", path, name);
     if (rtc_check_block(rank, global, offset, local, what, err, errlen) != 0)
         return -1;
+    bool interleaved = nparts < 0; /* RT_ST_INTERLEAVED(n) */
+    if (interleaved)
+        nparts = -nparts;
     if (nparts < 1 || part < 0 || part >= nparts || (nparts > 1 && rank == 0))
         return rtc_err(err, errlen, "%s: invalid part %d of %d", what, part, nparts);
     if (transposed && rank != 2)
@@ -337,8 +340,11 @@ int rtc_st_map(const char *path, const char *name, int file_ndim, const int64_t 
         blk->offset[i] = offset[s];
         blk->local[i] = local[s];
     }
+    blk->stride = interleaved ? nparts : 1;
+    blk->phase = interleaved ? part : 0;
     if (rank > 0) {
-        blk->offset[rank - 1] += (int64_t)part * blk->shape[rank - 1];
+        if (!interleaved)
+            blk->offset[rank - 1] += (int64_t)part * blk->shape[rank - 1];
         blk->shape[rank - 1] *= nparts;
     }
     bool same = file_ndim == rank;
@@ -385,7 +391,8 @@ int rtc_stf_read(RtcStFile *st, const char *name, bool transposed, int part, int
         int64_t fi = 0;
         for (int d = 0; d < rank; d++) {
             int s = transposed ? 1 - d : d; /* param dim s is file dim d */
-            fi = fi * blk.shape[d] + blk.offset[d] + idx[s];
+            fi = fi * blk.shape[d] + (d == rank - 1 ? (blk.offset[d] + idx[s]) * blk.stride + blk.phase
+                                                    : blk.offset[d] + idx[s]);
         }
         const unsigned char *p = base + (size_t)fi * (size_t)t->size;
         if (kind == 0) {

@@ -19,6 +19,11 @@ typedef struct {
     int64_t offset[RT_ST_MAXDIM]; /* block offset in file coordinates */
     int64_t local[RT_ST_MAXDIM];  /* block extent in file coordinates */
     bool transposed;
+    /* The last dim's file index of block coordinate i is (offset + i) x
+     * stride + phase: stride 1, phase 0 for a whole tensor or a slice (the
+     * slice's start is in offset), stride nparts and phase part for parts
+     * interleaved (rt.h, RT_ST_INTERLEAVED). */
+    int64_t stride, phase;
 } RtcStBlock;
 
 /* Check the mapping of a parameter block onto the file tensor `name` of

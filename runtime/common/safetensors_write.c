@@ -174,32 +174,53 @@ int rtc_stfw_put(RtcStFileWriter *w, const char *name, bool transposed, int part
                        name);
     if (n == 0)
         return 0;
-    /* Rows of the block in file order: file dims lead, last dim contiguous. */
+    /* Rows of the block in file order: file dims lead, last dim contiguous;
+     * with interleaved parts a row's elements lie blk.stride apart, among
+     * other parts' (written before or after): its span is read, patched and
+     * written back (one process writes the file). */
     int last = rank - 1;
-    int64_t row = rank > 0 ? blk.local[last] : 1;
-    unsigned char *buf = rtc_xmalloc((size_t)row * (size_t)w->esize);
+    int64_t row = rank > 0 ? blk.local[last] : 1, span = rank > 0 ? (row - 1) * blk.stride + 1 : 1;
+    unsigned char *buf = rtc_xmalloc((size_t)span * (size_t)w->esize);
     int64_t idx[RT_ST_MAXDIM] = {0}; /* over the file block's leading dims */
     int rc = 0;
     for (int64_t done = 0; done < n && rc == 0; done += row) {
         int64_t fi = 0;
         for (int d = 0; d < rank; d++)
-            fi = fi * blk.shape[d] + blk.offset[d] + (d < last ? idx[d] : 0);
+            fi = fi * blk.shape[d] + (d < last ? blk.offset[d] + idx[d] : blk.offset[d] * blk.stride + blk.phase);
+        int64_t at = (int64_t)(w->data_start + t->begin + (uint64_t)fi * (uint64_t)w->esize);
+        if (blk.stride > 1) { /* the span as it is (a hole reads short: zeros) */
+            memset(buf, 0, (size_t)span * (size_t)w->esize);
+            for (size_t got = 0, want = (size_t)span * (size_t)w->esize; got < want;) {
+                ssize_t r = pread(w->a.fd, buf + got, want - got, (off_t)at + (off_t)got);
+                if (r < 0 && errno == EINTR)
+                    continue;
+                if (r < 0) {
+                    rc = rtc_err(err, errlen, "%s: cannot read back tensor '%s': %s", w->path, name,
+                                 strerror(errno));
+                    break;
+                }
+                if (r == 0)
+                    break;
+                got += (size_t)r;
+            }
+            if (rc)
+                break;
+        }
         for (int64_t j = 0; j < row; j++) {
             /* transposed: file (r, j) is parameter-local (j, r) */
             float v = transposed ? src[j * local[1] + idx[0]] : src[done + j];
+            int64_t e = j * blk.stride; /* the element's place in the span */
             if (w->kind) {
                 uint16_t b = w->kind == 1 ? rtc_f32_to_bf16(v) : rtc_f32_to_f16(v);
-                buf[2 * j] = (unsigned char)b;
-                buf[2 * j + 1] = (unsigned char)(b >> 8);
+                buf[2 * e] = (unsigned char)b;
+                buf[2 * e + 1] = (unsigned char)(b >> 8);
             } else {
                 uint32_t u;
                 memcpy(&u, &v, sizeof u);
-                rtc_put_u32(buf + 4 * j, u);
+                rtc_put_u32(buf + 4 * e, u);
             }
         }
-        rc = rtc_write_all(w->a.fd, buf, (size_t)row * (size_t)w->esize,
-                           (int64_t)(w->data_start + t->begin + (uint64_t)fi * (uint64_t)w->esize),
-                           w->path, err, errlen);
+        rc = rtc_write_all(w->a.fd, buf, (size_t)span * (size_t)w->esize, at, w->path, err, errlen);
         for (int d = last - 1; d >= 0; d--) {
             if (++idx[d] < blk.local[d])
                 break;

@@ -73,10 +73,12 @@ typedef struct CgParam {
     const char *name;         /* IR name, e.g. "layers.0.wq" */
     const char *hf_name;      /* Hugging Face tensor, NULL: exported under `name` */
     int hf_transposed, hf_part, hf_nparts;
+    int hf_interleaved;       /* the parts alternate along HF's last dim (GPT-OSS's gate_up_proj) */
     int rank;
     int64_t global[CG_MAX_RANK];
     int split_axes[CG_MAX_RANK];
-    int hf_split;             /* HF 2-D view: dims [0, hf_split) form its rows (0: 1-D) */
+    int hf_split;             /* HF 2-D view: dims [0, hf_split) form its rows (0: 1-D; -1:
+                                 its own shape, GPT-OSS's stacked experts) */
     int init;                 /* RT_INIT_* */
     double std;
     int decay;                /* AdamW weight decay applies (matrices) */

@@ -17,10 +17,11 @@ static int64_t shard_offset(const CgParam *p)
     return p->zshard ? (int64_t)rt_comm_rank(g_comm[p->pmask]) * p->shard : 0;
 }
 
-/* The 2-D (or 1-D) view Hugging Face stores: dims [0, hf_split) are rows. */
+/* The 2-D (or 1-D) view Hugging Face stores: dims [0, hf_split) are rows;
+ * hf_split -1: the parameter's own shape (GPT-OSS's stacked experts). */
 static int view(const CgParam *p, int64_t *vg)
 {
-    if (!p->hf_name) {
+    if (!p->hf_name || p->hf_split < 0) {
         for (int i = 0; i < p->rank; i++)
             vg[i] = p->global[i];
         return p->rank;
@@ -68,7 +69,7 @@ static int flat_range(const CgParam *p, int lo, int hi, const int64_t *off, cons
 static void block_view(const CgParam *p, const int64_t *off, const int64_t *loc, int vr,
                        int64_t *voff, int64_t *vloc, int *ok)
 {
-    if (!p->hf_name) {
+    if (!p->hf_name || p->hf_split < 0) {
         memcpy(voff, off, sizeof(int64_t) * (size_t)p->rank);
         memcpy(vloc, loc, sizeof(int64_t) * (size_t)p->rank);
         *ok = 1;
@@ -149,7 +150,7 @@ static void import_block(RtSt *st, const CgParam *p, const int64_t *off, const i
     int vr = view(p, vg), ok;
     const char *name = p->hf_name ? tr_hf_import_name(st, p->hf_name) : p->name;
     int tr = p->hf_name ? p->hf_transposed : 0, part = p->hf_name ? p->hf_part : 0;
-    int parts = p->hf_name ? p->hf_nparts : 1;
+    int parts = !p->hf_name ? 1 : p->hf_interleaved ? RT_ST_INTERLEAVED(p->hf_nparts) : p->hf_nparts;
     block_view(p, off, loc, vr, voff, vloc, &ok);
     if (ok) {
         if (rt_st_read(st, name, tr != 0, part, parts, vr, vg, voff, vloc, dst, err, sizeof err))
@@ -402,7 +403,8 @@ void tr_write_hf(const char *path, int grads, const char *dtype)
                 int vr = view(&x, vg);
                 if (rt_st_writer_put(w, x.hf_name ? x.hf_name : x.name,
                                      x.hf_name && x.hf_transposed, x.hf_name ? x.hf_part : 0,
-                                     x.hf_name ? x.hf_nparts : 1, vr, vg, zero, vg,
+                                     !x.hf_name ? 1 : x.hf_interleaved ? RT_ST_INTERLEAVED(x.hf_nparts) : x.hf_nparts,
+                                     vr, vg, zero, vg,
                                      host + (int64_t)e * (n / nx), err, sizeof err)) {
                     rt_st_writer_abort(w);
                     rt_fatal("%s", err);

@@ -29,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CLASS_OF = {"LlamaForCausalLM": "LlamaConfig", "MistralForCausalLM": "MistralConfig",
             "Qwen2ForCausalLM": "Qwen2Config", "GPT2LMHeadModel": "GPT2Config",
             "MixtralForCausalLM": "MixtralConfig", "Qwen2MoeForCausalLM": "Qwen2MoeConfig",
-            "Qwen3MoeForCausalLM": "Qwen3MoeConfig"}
+            "Qwen3MoeForCausalLM": "Qwen3MoeConfig", "GptOssForCausalLM": "GptOssConfig"}
 
 
 def key_lists():
@@ -211,12 +211,63 @@ def check_experts(per_expert, stacked, layer_prefix):
     return bad
 
 
+def check_interleaved(fused, stacked, layer_prefix):
+    """GPT-OSS's experts (transformers' GptOssExperts): every layer L's
+    model.layers.L.mlp.experts.gate_up_proj [E, d_model, 2 d_ff] of fused holds
+    the stacked LAYER_PREFIX.L.e_gate [E, d_model, d_ff] of stacked in its even
+    columns and e_up in its odd ones (gate_up[..., ::2], gate_up[..., 1::2]),
+    gate_up_proj_bias [E, 2 d_ff] e_gate_b and e_up_b likewise, down_proj and
+    down_proj_bias are e_down and e_down_b as they are. Computed here, apart
+    from the runtime's mapping (safetensors.c), which wrote fused."""
+    a, b = read_f32(fused), read_f32(stacked)
+    n = 0
+    for name, (shape, vals) in sorted(a.items()):
+        m = re.match(r"model\.layers\.(\d+)\.mlp\.experts\.(gate_up_proj|gate_up_proj_bias|down_proj|down_proj_bias)$",
+                     name)
+        if not m:
+            continue
+        L, what = m.group(1), m.group(2)
+        pre = "%s.%s." % (layer_prefix, L)
+        if what.startswith("gate_up"):
+            sfx = "_b" if what.endswith("bias") else ""
+            parts = [b.get(pre + "e_gate" + sfx), b.get(pre + "e_up" + sfx)]
+            if None in parts:
+                print("hfcheck: %s has no %se_gate%s or %se_up%s (for %s)" % (stacked, pre, sfx, pre, sfx, name))
+                return 1
+            cols = shape[-1]
+            for p, (pshape, pvals) in enumerate(parts):
+                if pshape[:-1] != shape[:-1] or 2 * pshape[-1] != cols:
+                    print("hfcheck: %s %s is not two of %s interleaved" % (name, shape, pshape))
+                    return 1
+                for k, v in enumerate(pvals):
+                    row, j = divmod(k, pshape[-1])
+                    if vals[row * cols + 2 * j + p] != v:
+                        print("hfcheck: %s[row %d][%d] = %r, but %s's element [row %d][%d] = %r"
+                              % (name, row, 2 * j + p, vals[row * cols + 2 * j + p],
+                                 pre + ("e_gate", "e_up")[p] + sfx, row, j, v))
+                        return 1
+        else:
+            sname = pre + ("e_down_b" if what.endswith("bias") else "e_down")
+            if sname not in b or b[sname][0] != shape or list(b[sname][1]) != list(vals):
+                print("hfcheck: %s is not %s of %s" % (name, sname, stacked))
+                return 1
+        n += 1
+    if n == 0:
+        print("hfcheck: %s holds no GPT-OSS expert tensors" % fused)
+        return 1
+    print("hfcheck: %d GPT-OSS expert tensors of %s are %s's stacked experts, gate and up interleaved"
+          % (n, fused, stacked))
+    return 0
+
+
 def main(argv):
     if len(argv) >= 2 and argv[0] == "keys":
         dtype = argv[3] if len(argv) > 3 and argv[2] == "--dtype" else None
         return check_keys(argv[1], dtype)
     if len(argv) == 4 and argv[0] == "experts":
         return check_experts(argv[1], argv[2], argv[3])
+    if len(argv) == 4 and argv[0] == "interleaved":
+        return check_interleaved(argv[1], argv[2], argv[3])
     if len(argv) == 5 and argv[0] == "transformers":
         return check_transformers(argv[1], argv[2], int(argv[3]), float(argv[4]))
     print(__doc__, file=sys.stderr)

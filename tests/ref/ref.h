@@ -40,6 +40,14 @@ RefSt *ref_st_new(void);
 RefSt *ref_st_zeros_like(const RefSt *st);
 void ref_st_free(RefSt *st);
 
+/* ----------------------------------------------------------- ref_oss.c */
+/* GPT-OSS's experts: Hugging Face's fused tensors (model.layers.L.mlp.experts.
+ * gate_up_proj, gate and up interleaved, ...) replaced in place by the
+ * reference's stacked ones (layers.L.e_gate, e_up, e_down and biases);
+ * nothing else changes. ref_oss_fuse: the inverse, as a copy. */
+void ref_oss_unfuse(RefSt *st);
+RefSt *ref_oss_fuse(const RefSt *st);
+
 /* ----------------------------------------------------------- ref_ops.c */
 /* n doubles, zero-filled (at least one); exits on out of memory. */
 double *ref_zeros(int64_t n);

@@ -233,7 +233,8 @@ static void fill(RefSt *st, uint64_t *s, const char *name, int ndim, int64_t a, 
 }
 
 /* GPT-OSS's layer after its input norm: projections with biases, the sinks,
- * the router with its bias and ptdc's stacked experts [E, D, F], [E, F, D]. */
+ * the router with its bias and the experts stacked [E, D, F], [E, F, D]
+ * (written to the file fused as Hugging Face stores them: ref_oss.c). */
 static void gptoss_layer(const RefConfig *c, RefSt *st, uint64_t *s, const char *p, int l)
 {
     const double MAT = 0.08, NORM = 0.2, BIAS = 0.1;

@@ -17,11 +17,12 @@
  * over the step's tokens. The backward goes through the full softmax
  * Jacobian, element by element.
  * GPT-OSS (models/gpt-oss.mdl): the router has a bias (mlp.router.weight,
- * mlp.router.bias: z = gate(h) + b), and the experts are ptdc's stacked
- * tensors layers.L.e_gate, e_up [E, D, F] and e_down [E, F, D] (h W, no hf
- * names: HF fuses them) with their biases e_gate_b, e_up_b [E, F] and
- * e_down_b [E, D] (gate_up_proj_bias, down_proj_bias), and the clamped
- * SwiGLU of transformers' GptOssExperts (act_m below). */
+ * mlp.router.bias: z = gate(h) + b), and the experts are held stacked,
+ * layers.L.e_gate, e_up [E, D, F] and e_down [E, F, D] (h W) with their
+ * biases e_gate_b, e_up_b [E, F] and e_down_b [E, D], which ref_oss.c makes
+ * from and into the files' gate_up_proj (gate and up interleaved),
+ * down_proj and their biases; and the clamped SwiGLU of transformers'
+ * GptOssExperts (act_m below). */
 #include "ref.h"
 
 #include "ir.h"

@@ -145,6 +145,7 @@ static RefSt *load(const char *dir, const char *file)
     RefSt *st = ref_st_read(path);
     if (!st)
         exit(2);
+    ref_oss_unfuse(st); /* GPT-OSS's experts as the reference holds them */
     return st;
 }
 
@@ -179,6 +180,7 @@ static RefSt *from_dump(const RefConfig *c, const char *wpath, const char *tpath
         RefSt *w = ref_st_read(wpath);
         if (!w)
             exit(2);
+        ref_oss_unfuse(w);
         read_tokens(c, tpath, tok, tgt);
         return w;
     }
@@ -266,6 +268,7 @@ static int cmd_causal(const char *mdl, const char *wpath, const char *ta, const 
     RefSt *w = ref_st_read(wpath);
     if (!w)
         return 2;
+    ref_oss_unfuse(w);
     int64_t R = c.B * c.S, n = R * c.V;
     int32_t *tok[2], *tgt[2];
     double *z[2];
@@ -435,7 +438,10 @@ int main(int argc, char **argv)
         RefConfig c;
         config(argv[2], &c);
         RefSt *w = ref_weights(&c, strtoull(argv[4], NULL, 10));
-        rc = ref_st_write(argv[3], w) ? 0 : 2;
+        RefSt *f = c.fam == REF_GPTOSS ? ref_oss_fuse(w) : w; /* the file in Hugging Face's layout */
+        rc = ref_st_write(argv[3], f) ? 0 : 2;
+        if (f != w)
+            ref_st_free(f);
         ref_st_free(w);
     } else if (!strcmp(cmd, "tokens") && argc == 5) {
         rc = cmd_tokens(argv[2], argv[3], strtoull(argv[4], NULL, 10));

@@ -158,6 +158,66 @@ static void test_round_trip(const char *dtype)
           "header keys not sorted or length not a multiple of 8");
 }
 
+/* GPT-OSS's gate_up_proj [E, IN, 2 F]: gate and up [E, IN, F] as parts 0
+ * and 1 of 2 interleaved (gate in the even columns, up in the odd ones),
+ * each put as two expert blocks and a column block (an expert-parallel and a
+ * tensor-parallel split) into an F32 and a BF16 file, the other part's
+ * elements between them left alone; read back whole and as a column block. */
+static void test_interleaved(const char *dtype)
+{
+    printf("hf interleaved parts (%s)\n", dtype);
+    const char *path = tmp(strcmp(dtype, "F32") ? "il-bf16.safetensors" : "il-f32.safetensors");
+    enum { E = 2, IN = 3, F = 4 };
+    float gate[E * IN * F], up[E * IN * F];
+    for (int i = 0; i < E * IN * F; i++) /* exact in BF16 */
+        gate[i] = (float)(i + 1), up[i] = -(float)(i + 1);
+    RtStTensor t[1] = {{"gate_up_proj", 3, {E, IN, 2 * F}}};
+    char err[512] = "";
+    RtStWriter *w = rt_st_writer_open(path, t, 1, dtype, err, sizeof err);
+    CHECK(w != NULL, "%s", err);
+    if (!w)
+        return;
+    int64_t g[3] = {E, IN, F}, z[3] = {0, 0, 0}, one[3] = {1, IN, F}, e1[3] = {1, 0, 0};
+    int64_t cols[3] = {E, IN, 2}, c2[3] = {0, 0, 2};
+    float ub[E * IN * 2], ub2[E * IN * 2];
+    for (int e = 0; e < E; e++)
+        for (int r = 0; r < IN; r++)
+            for (int j = 0; j < 2; j++)
+                ub[(e * IN + r) * 2 + j] = up[(e * IN + r) * F + j],
+                ub2[(e * IN + r) * 2 + j] = up[(e * IN + r) * F + 2 + j];
+    CHECK(rt_st_writer_put(w, "gate_up_proj", false, 0, RT_ST_INTERLEAVED(2), 3, g, z, one, gate, err,
+                           sizeof err) == 0, "%s", err);
+    CHECK(rt_st_writer_put(w, "gate_up_proj", false, 1, RT_ST_INTERLEAVED(2), 3, g, z, cols, ub, err,
+                           sizeof err) == 0, "%s", err);
+    CHECK(rt_st_writer_put(w, "gate_up_proj", false, 0, RT_ST_INTERLEAVED(2), 3, g, e1, one, gate + IN * F,
+                           err, sizeof err) == 0, "%s", err);
+    CHECK(rt_st_writer_put(w, "gate_up_proj", false, 1, RT_ST_INTERLEAVED(2), 3, g, c2, cols, ub2, err,
+                           sizeof err) == 0, "%s", err);
+    CHECK(rt_st_writer_close(w, err, sizeof err) == 0, "%s", err);
+    RtSt *st = rt_st_open(path, err, sizeof err);
+    CHECK(st != NULL, "%s", err);
+    if (!st)
+        return;
+    float file[E * IN * 2 * F], rg[E * IN * F], rb[E * IN * 2];
+    int64_t gf[3] = {E, IN, 2 * F};
+    CHECK(rt_st_read(st, "gate_up_proj", false, 0, 1, 3, gf, z, gf, file, err, sizeof err) == 0, "%s", err);
+    bool ok = true;
+    for (int k = 0; k < E * IN; k++)
+        for (int j = 0; j < F; j++)
+            ok = ok && file[k * 2 * F + 2 * j] == gate[k * F + j] && file[k * 2 * F + 2 * j + 1] == up[k * F + j];
+    CHECK(ok, "gate and up are not interleaved column by column in the file");
+    CHECK(rt_st_read(st, "gate_up_proj", false, 0, RT_ST_INTERLEAVED(2), 3, g, z, g, rg, err, sizeof err) == 0,
+          "%s", err);
+    CHECK(memcmp(rg, gate, sizeof rg) == 0, "gate read back");
+    CHECK(rt_st_read(st, "gate_up_proj", false, 1, RT_ST_INTERLEAVED(2), 3, g, c2, cols, rb, err, sizeof err) ==
+              0, "%s", err);
+    CHECK(memcmp(rb, ub2, sizeof rb) == 0, "a column block of up read back");
+    int64_t bad[3] = {E, IN, F + 1};
+    CHECK(rt_st_read(st, "gate_up_proj", false, 0, RT_ST_INTERLEAVED(2), 3, bad, z, bad, rg, err, sizeof err) != 0 &&
+              strstr(err, "has shape [2, 3, 8]; the model expects [2, 3, 10]"), "a wrong width accepted: %s", err);
+    rt_st_close(st);
+}
+
 /* Hugging Face mappings: LLaMA q_proj stored [out, in] for a parameter
  * [in, out], and GPT-2 c_attn [768, 3 x 768] holding q, k, v as parts. */
 static void test_mappings(void)
@@ -386,6 +446,8 @@ int main(void)
     test_round_trip("F32");
     test_round_trip("BF16");
     test_mappings();
+    test_interleaved("F32");
+    test_interleaved("BF16");
     test_f16();
     test_malformed();
     for (int i = 0; i < npaths; i++)

@@ -60,7 +60,7 @@ emit)
             fail=1
         fi
     done
-    if grep -q "pretrain_gpt.py" "$tmp/out"; then
+    if grep -q "pretrain_gpt.py\|pretrain_hybrid.py" "$tmp/out"; then
         sh -n "$tmp/out" || { echo "FAIL $name: the command does not parse"; fail=1; }
     fi
     if grep -q '^\[parallelism\]' "$tmp/out" && python3 -c 'import tomllib' 2>/dev/null; then

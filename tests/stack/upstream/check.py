@@ -70,9 +70,24 @@ def truth_of(ptdc, margs):
 
 # ----------------------------------------------------- expressibility
 def megatron_can(t):
-    """None if Megatron-LM's GPT model can be ptdc's model, else why not."""
+    """None if Megatron-LM's GPT model (or, for a hybrid, its HybridModel) can
+    be ptdc's model, else why not."""
     if not t["decoder"]:
         return t["why"]
+    m = t.get("mamba")
+    if m and m["conv"] != 4:
+        return "MambaMixer's convolution has 4 taps (d_conv, no flag)"
+    if m and m["gnorm_eps"] != 1e-5:
+        return "MambaMixer's gated norm has eps 1e-5 (no flag)"
+    if m and m["gnorm_groups"] != m["groups"]:
+        return "MambaMixer's gated norm normalises each of ngroups apart"
+    if t.get("pattern") is not None:
+        if t["bias_qkv"] or t["bias_rest"]:
+            return "MambaMixer has no projection biases"
+        if t["heads"] is None:
+            return "no attention layer, and --num-attention-heads is required"
+        if t["mlp"] == "gelu_tanh":
+            return "GELU without biases is the erf form"
     if not t["causal"]:
         return "not causal"
     if t["positions"] == "rope":
@@ -105,7 +120,7 @@ def megatron_can(t):
 def torchtitan_can(t):
     if not t["decoder"]:
         return t["why"]
-    bad = [(t.get("mla") is not None, "multi-head latent attention"),
+    bad = [(t.get("pattern") is not None, "Mamba-2 layers"), (t.get("mla") is not None, "multi-head latent attention"),
            (t.get("experts") is not None, "mixture of experts"), (not t["causal"], "not causal"), (t["norm"] != "rmsnorm", "LayerNorm"), (t["mlp"] != "swiglu", "GELU"),
            (t["positions"] != "rope", "no RoPE"), (t["bias_qkv"] or t["bias_rest"], "biases"),
            (t["tied"], "tied"), (t["head_dim"] * t["heads"] != t["d_model"], "head_dim"),
@@ -130,7 +145,7 @@ def ffn_solvable(dim, dff):
 # ----------------------------------------------------------- compare
 KEYS = ["layers", "d_model", "heads", "kv_heads", "head_dim", "d_ff", "vocab", "seq", "norm", "qk_norm", "positions",
         "window", "causal", "tied", "bf16", "bias_qkv", "bias_rest", "mlp", "params", "dropout", "experts",
-        "router", "d_expert", "shared", "moe_layers", "mla", "expert_bias"]
+        "router", "d_expert", "shared", "moe_layers", "mla", "expert_bias", "pattern", "mamba"]
 
 
 def close(a, b):
@@ -215,6 +230,10 @@ def plan_chunks(ptdc, args, out):
     ends = ["%s=%s" % (k, m.group(1)) for k, m in ends if m]
     if ends and "--pp-layers" not in a:
         a += ["--pp-layers", ",".join(ends)]
+    # A hybrid's split is its pattern's segments ('MEM*|EME'), each a chunk.
+    pat = re.search(r"--hybrid-layer-pattern '([^']*)'", out)
+    if pat and "|" in pat.group(1) and "--pp-layers" not in a:
+        a += ["--pp-layers", ",".join(str(len(seg)) for seg in pat.group(1).split("|"))]
     # So too the split of --account-for-embedding/loss-in-pipeline-split
     # (frame_search.c's account_splits): the embedding and/or the loss count
     # as a layer, each chunk (layers + e + l) / (pp v), the ends e and l fewer.
@@ -493,6 +512,17 @@ def split_variants(out):
         vs.append(("moving %d layers from the last pipeline rank to the first" % vpp, False,
                    re.sub(r"(    --decoder-last-pipeline-num-layers )%d\b" % z, lambda m: m.group(1) + str(z - vpp),
                           t, count=1)))
+    pat = a["hybrid_layer_pattern"]
+    if pat is not None and "|" in pat:  # each pipe one layer later and earlier
+        for i, ch in enumerate(pat):
+            if ch != "|":
+                continue
+            for j in (i - 1, i + 1):
+                if 0 <= j < len(pat) and pat[j] != "|":
+                    moved = list(pat)
+                    moved[i], moved[j] = moved[j], moved[i]
+                    vs.append(("moving the pattern's pipe %d by one layer" % i, False,
+                               out.replace("'%s'" % pat, "'%s'" % "".join(moved), 1)))
     lay = a["pipeline_model_parallel_layout"]
     if lay is not None:
         st = megatron.layout_stages(lay)
@@ -602,17 +632,22 @@ def corpus(ptdc, src):
         sets = ["--set", "n_layers=2" if rel == "models/kimi-k2.mdl" else "n_layers=4"]
         # The Mamba-2 hybrids (layers in pairs: a Mamba-2 layer and an
         # attention layer; or Nemotron 3's pattern repeat, here five layers of
-        # its kinds) have no framework output yet: both emitters must refuse
-        # them by name (status 3), nothing to check against upstream.
+        # its kinds): Megatron-LM's HybridModel, checked as any model (the
+        # pairs, two mixers a piece, refused); torchtitan must refuse them by
+        # name (status 3).
         text = open(m).read() if m.endswith(".mdl") else ""
         if "n_pairs" in text or "repeat pattern" in text or m.endswith("nemotron3-nano.mdl") or \
                 os.path.basename(m).startswith("tiny-nemotron"):
             few = ["--set", "n_pairs=2"] if "n_pairs" in text else ["--set", "pattern=MEM*E"]
-            for fw in ("megatron", "torchtitan"):
-                rc, out, err = run(ptdc, [rel] + few + ["--gpus", "8", "--gpu", "h100-80gb", "--emit", fw])
-                n += 1
-                if rc != 3 or "softplus" not in err:
-                    fail(rel, "--emit %s of a Mamba-2 hybrid: status %d, not the refusal: %s" % (fw, rc, err))
+            rc = check_case(ptdc, [rel] + few + ["--gpus", "8", "--gpu", "h100-80gb", "--emit", "megatron"])
+            n += 1
+            emitted += rc == 0
+            if rc != (3 if "n_pairs" in text else 0):
+                fail(rel, "--emit megatron of a Mamba-2 hybrid exited %d" % rc)
+            rc, out, err = run(ptdc, [rel] + few + ["--gpus", "8", "--gpu", "h100-80gb", "--emit", "torchtitan"])
+            n += 1
+            if rc != 3 or "softplus" not in err:
+                fail(rel, "--emit torchtitan of a Mamba-2 hybrid: status %d, not the refusal: %s" % (rc, err))
             continue
         if m in hf:
             sets += ["--set", "seq=2048"]
@@ -676,10 +711,16 @@ def corpus(ptdc, src):
          "--recompute none --sp on --schedule interleaved --pp-layers 0,1,1,1,1,1,1,1,1,0"),
         ("models/llama3-8b.mdl", "--gpus 6 --global-batch 12 --tp 2 --pp 3 --virtual-stages 3 --micro-batch 1 "
          "--recompute none --sp on --schedule interleaved --pp-layers 0,1,1,1,1,1,1,1,1"),
+        # A hybrid's pipeline split as its pattern's segments, 1F1B and interleaved, uneven.
+        ("models/tiny-nemotron3.mdl", "--gpus 8 --tp 2 --pp 2 --ep 2 --micro-batch 1 --recompute none --sp on "
+         "--pp-layers 4,3"),
+        ("models/tiny-nemotronh.mdl", "--gpus 8 --tp 2 --pp 2 --virtual-stages 2 --micro-batch 1 --recompute full "
+         "--sp on --schedule interleaved --pp-layers 1,2,2,1"),
     ]
     for model, lay in layouts:
         for fw, zero in (("megatron", "1"), ("torchtitan", "3")):
-            rc = check_case(ptdc, [model, "--set", "n_layers=8"] + lay.split() +
+            sets = [] if "nemotron" in model else ["--set", "n_layers=8"]  # a pattern, not n_layers
+            rc = check_case(ptdc, [model] + sets + lay.split() +
                             ["--zero", zero, "--gpu", "h100-80gb", "--emit", fw])
             n += 1
             emitted += rc == 0
@@ -770,6 +811,12 @@ def main():
             "models/qwen3-30b-a3b.mdl --set n_layers=8 --gpus 16 --global-batch 32 --tp 2 --pp 2 --virtual-stages 2 "
             "--ep 4 --micro-batch 1 --recompute none --sp on --zero 1 --gpu h100-80gb --stack megatron "
             "--stack-set moe_a2a_overlap=yes --emit megatron",
+            # Hybrids (pretrain_hybrid.py): Mamba-2, attention and MoE layers with the pipeline split in the
+            # pattern's segments; Mamba-2, attention and squared-ReLU MLP layers.
+            "models/tiny-nemotron3.mdl --gpus 8 --tp 2 --pp 2 --ep 2 --micro-batch 1 --recompute none --sp on "
+            "--zero 1 --pp-layers 4,3 --gpu h100-80gb --emit megatron",
+            "models/tiny-nemotronh.mdl --gpus 8 --tp 2 --pp 1 --micro-batch 1 --recompute full --sp on --zero 1 "
+            "--gpu h100-80gb --emit megatron",
         ]
         mutants(ptdc, [c.split() for c in cases])
     else:

@@ -17,7 +17,9 @@ UPSTREAM = ("Megatron-LM main at d98e8a64ddf3 (2026-08-22): megatron/training/ar
             "core/models/gpt/gpt_layer_specs.py (get_gpt_decoder_layer_specs, get_gpt_decoder_block_spec), "
             "core/transformer/pipeline_parallel_layer_layout.py, transformer_block.py (get_num_layers_to_build), "
             "transformer_layer.py (get_transformer_layer_offset), training/training.py (get_model: pre_process, "
-            "post_process)")
+            "post_process); the hybrid model: pretrain_hybrid.py, hybrid_builders.py, "
+            "core/models/hybrid/{hybrid_model,hybrid_block,hybrid_layer_specs,hybrid_layer_allocation}.py, "
+            "core/ssm/{mamba_mixer,mamba_layer,mlp_layer}.py")
 
 # flag: (dest, kind, default, choices). kind: int, float, str, true (store_true),
 # false (store_false), tuple ("a,b" of ints), list (one or more words), freq
@@ -158,6 +160,17 @@ OPTIONS = {
     # overlap with another micro-batch's compute, and the weight gradients it delays
     "--overlap-moe-expert-parallel-comm": ("overlap_moe_expert_parallel_comm", "true", False, None),
     "--delay-wgrad-compute": ("delay_wgrad_compute", "true", False, None),
+    # The hybrid model (pretrain_hybrid.py): arguments.py _add_experimental_args (--spec nargs='*', the
+    # pattern; --hybrid-override-pattern its deprecated alias), TransformerConfig's mamba_* fields and
+    # is_hybrid_model (ArgumentGroupFactory; argument_utils.py sets is_hybrid_model with a pattern)
+    "--spec": ("spec", "list", None, None),
+    "--hybrid-layer-pattern": ("hybrid_layer_pattern", "str", None, None),
+    "--hybrid-override-pattern": ("hybrid_override_pattern", "str", None, None),
+    "--is-hybrid-model": ("is_hybrid_model", "true", False, None),
+    "--mamba-state-dim": ("mamba_state_dim", "int", 128, None),
+    "--mamba-head-dim": ("mamba_head_dim", "int", 64, None),
+    "--mamba-num-groups": ("mamba_num_groups", "int", 8, None),
+    "--mamba-num-heads": ("mamba_num_heads", "int", None, None),
     "--recompute-modules": ("recompute_modules", "list", ["core_attn"],  # __post_init__: None -> ["core_attn"]
                             ["core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts",
                              "gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc"]),
@@ -166,6 +179,32 @@ OPTIONS = {
 
 class Reject(Exception):
     pass
+
+
+# The training scripts: pretrain_gpt.py builds GPTModel; pretrain_hybrid.py builds HybridModel
+# (hybrid_builders.py), which pretrain_mamba.py (deprecated) runs.
+SCRIPTS = ("pretrain_gpt.py", "pretrain_hybrid.py", "pretrain_mamba.py")
+# hybrid_layer_allocation.py Symbols: M mamba, G gated delta net, * attention, D DeepSeek sparse
+# attention, + MLA, - MLP, E MoE; | a pipeline segment's end, / the MTP patterns'.
+HYBRID_LAYERS = "MG*D+-E"
+# hybrid_builders.py: import_module(args.spec), the (module, name) of a HybridStack spec. The
+# training spec is hybrid_stack_spec (mamba_stack_spec its alias, mamba_layer_specs.py re-exporting
+# hybrid_layer_specs.py); the inference and gated-delta-product stacks build other mixers.
+HYBRID_SPECS = {("megatron.core.models.hybrid.hybrid_layer_specs", "hybrid_stack_spec"),
+                ("megatron.core.models.hybrid.hybrid_layer_specs", "mamba_stack_spec"),
+                ("megatron.core.models.mamba.mamba_layer_specs", "hybrid_stack_spec"),
+                ("megatron.core.models.mamba.mamba_layer_specs", "mamba_stack_spec")}
+
+
+def hybrid_segments(a):
+    """The main pattern's pipeline segments (split at |), or None for a GPT model."""
+    p = a["hybrid_layer_pattern"]
+    return None if p is None else p.split("/")[0].split("|")
+
+
+def hybrid_letters(a):
+    """The main pattern's layers, one letter each ('' without a pattern)."""
+    return "".join(hybrid_segments(a) or [])
 
 
 def moe_freq_type(x):
@@ -305,6 +344,13 @@ def pipeline_chunks(a):
     embedding is built where pre_process is true, the first pipeline rank's
     first virtual stage, the output layer where post_process is (the last
     rank's last stage), whatever the layout string says (training.py get_model)."""
+    segs = hybrid_segments(a)
+    if segs is not None and len(segs) > 1:  # select_pipeline_segment: segment vp * pp + r, in order
+        chunks, off = [], 0
+        for c, seg in enumerate(segs):
+            chunks.append((list(range(off, off + len(seg))), c == 0, c == len(segs) - 1))
+            off += len(seg)
+        return chunks
     pp, vpp = a["pipeline_model_parallel_size"], a.get("_vpp") or 1
     ids = list(range(a["num_layers"]))
     chunks = []
@@ -345,8 +391,12 @@ def parse(text):
     words = shlex.split(" ".join(lines[start:]).replace("\\", " "))
     nproc = int(words[words.index("--nproc-per-node") + 1])
     nnodes = int(words[words.index("--nnodes") + 1])
-    words = words[words.index("pretrain_gpt.py") + 1:]
+    script = next((w for w in words if w in SCRIPTS), None)
+    if script is None:
+        raise Reject("no training script of Megatron-LM's (%s) in the command" % ", ".join(SCRIPTS))
+    words = words[words.index(script) + 1:]
     args = {dest: default for dest, kind, default, _ in OPTIONS.values()}
+    args["_script"] = script
     seen = set()
     i = 0
     while i < len(words):
@@ -406,6 +456,56 @@ def _rules():
             return f
         return add
 
+    @rule("hybrid layer pattern", "arguments.py validate_args: --hybrid-override-pattern forwarded to "
+          "--hybrid-layer-pattern (not both), num_layers = the pattern's layers, no MLA/DSA beside attention; "
+          "hybrid_layer_allocation.py: valid symbols; hybrid_builders.py: a --spec, HybridModel; pretrain_gpt.py "
+          "builds GPTModel, which reads no pattern; mamba_mixer.py: nheads (default 2 hidden / head_dim) and "
+          "ngroups divisible by tp, nheads by ngroups, under FP8 the in_proj width by 16; the MoE layer spec "
+          "needs num_experts")
+    def _(a, env, world, gpu):
+        if a["hybrid_override_pattern"] is not None:
+            if a["hybrid_layer_pattern"] is not None:
+                return "--hybrid-override-pattern and --hybrid-layer-pattern cannot both be specified"
+            a["hybrid_layer_pattern"] = a["hybrid_override_pattern"]
+        pat, script = a["hybrid_layer_pattern"], a["_script"]
+        if script == "pretrain_gpt.py":
+            if pat is not None or a["spec"] is not None:
+                return "pretrain_gpt.py builds GPTModel, which reads no --hybrid-layer-pattern (nor this --spec)"
+            return None
+        if pat is None:
+            return ("%s without --hybrid-layer-pattern: HybridModel would make one from the deprecated "
+                    "attention/MLP ratios, all Mamba by default" % script)
+        if a["spec"] is None or tuple(a["spec"]) not in HYBRID_SPECS:
+            return "hybrid_builder needs --spec naming the training HybridStack spec, not %s" % a["spec"]
+        if "/" in pat:
+            return "the pattern has MTP layers ('/'), which ptdc does not build"
+        bad = set(pat) - set(HYBRID_LAYERS + "|")
+        if bad:
+            return "'%s' is not a valid layer symbol" % "".join(sorted(bad))
+        if "*" in pat and ("D" in pat or "+" in pat):
+            return "Not supported to have both Attention and MLA/DSA in one model"
+        for ch, what in (("G", "gated delta net"), ("D", "DeepSeek sparse attention"), ("+", "MLA")):
+            if ch in pat:
+                return "the pattern has %s layers ('%s'), which this table does not build" % (what, ch)
+        a["num_layers"] = len(hybrid_letters(a))
+        a["is_hybrid_model"] = True
+        tp, G = a["tensor_model_parallel_size"], a["mamba_num_groups"]
+        if "M" in pat:
+            H = a["mamba_num_heads"] if a["mamba_num_heads"] is not None else \
+                (2 * a["hidden_size"] // a["mamba_head_dim"] if a["hidden_size"] else 0)
+            if a["mamba_num_heads"] is None and (2 * a["hidden_size"]) % a["mamba_head_dim"]:
+                return "d_inner must be evenly divisible by headdim"
+            if H <= 0 or H % tp:
+                return "nheads (%d) must be evenly divisible by tp_size %d" % (H, tp)
+            if G <= 0 or G % tp:
+                return "ngroups (%d) must be evenly divisible by tp_size %d" % (G, tp)
+            if H % G:
+                return "nheads (%d) must be evenly divisible by ngroups (%d)" % (H, G)
+            if a["fp8"] and (2 * H * a["mamba_head_dim"] + 2 * G * a["mamba_state_dim"] + H) % 16:
+                return "For FP8, the Mamba in_proj output width must be a multiple of 16"
+        if "E" in pat and not a["num_experts"]:
+            return "the pattern has MoE layers ('E') and --num-experts is not given"
+
     @rule("required arguments", "arguments.py: required_args, micro_batch_size asserted")
     def _(a, env, world, gpu):
         for k in ("num_layers", "hidden_size", "num_attention_heads", "max_position_embeddings",
@@ -441,38 +541,52 @@ def _rules():
         first, last = a["decoder_first_pipeline_num_layers"], a["decoder_last_pipeline_num_layers"]
         acc = a["account_for_embedding_in_pipeline_split"] + a["account_for_loss_in_pipeline_split"]
         a["_vpp"] = a["_layout"] = None
-        if (lv is not None) + (nv is not None) + (lay is not None) > 1:
-            return ("no more than one of --num-layers-per-virtual-pipeline-stage, "
-                    "--num-virtual-stages-per-pipeline-rank, --pipeline-model-parallel-layout")
-        # a count of 0 or less divides by zero (lv) or makes no chunk (nv)
-        for flag, x in (("--num-layers-per-virtual-pipeline-stage", lv),
-                        ("--num-virtual-stages-per-pipeline-rank", nv)):
-            if x is not None and x < 1:
-                return "%s %d" % (flag, x)
+        segs = hybrid_segments(a)
         vpp = None
-        if lay is not None:
-            try:
-                stages = layout_stages(lay)
-            except Reject as e:
-                return str(e)
-            if len(stages) % pp:
-                return "the layout's %d stages are not divisible by pp %d" % (len(stages), pp)
-            vpp = len(stages) // pp
-            a["_layout"] = stages
-        elif lv is not None or nv is not None:
-            if nv is None:
-                if first is not None or last is not None:
-                    return ("please use --num-virtual-stages-per-pipeline-rank to specify virtual pipeline "
-                            "parallel degree when enable uneven pipeline parallelism")
-                if (L + acc) % pp:
-                    return "num_layers %d (+%d) not divisible by pp %d" % (L, acc, pp)
-                if (L + acc) // pp % lv:
-                    return "layers per pipeline stage %d not divisible by %d" % ((L + acc) // pp, lv)
-                vpp = (L + acc) // pp // lv
-            else:
-                vpp = nv
-        elif first is None and last is None and (L + acc) % pp:
-            return "num_layers %d (+%d) not divisible by pp %d" % (L, acc, pp)
+        if segs is not None:  # validate_args: the pattern's | segments give the split
+            if lv is not None or nv is not None or lay is not None or acc:
+                return ("--num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank, "
+                        "--pipeline-model-parallel-layout, --account-for-*-in-pipeline-split should not be used "
+                        "with --hybrid-layer-pattern")
+            if len(segs) > 1 and (first is not None or last is not None):
+                return "--decoder-first/last-pipeline-num-layers with pipe separators in the pattern"
+            if len(segs) > 1 and len(segs) % pp:
+                return "the pattern's %d pipeline segments are not divisible by pp %d" % (len(segs), pp)
+            vpp = len(segs) // pp if len(segs) > 1 else None
+            if len(segs) == 1 and pp > 1 and first is None and last is None and L % pp:
+                return "select_pipeline_segment: %d layers not divisible by pp %d without pipes" % (L, pp)
+        else:
+            if (lv is not None) + (nv is not None) + (lay is not None) > 1:
+                return ("no more than one of --num-layers-per-virtual-pipeline-stage, "
+                        "--num-virtual-stages-per-pipeline-rank, --pipeline-model-parallel-layout")
+            # a count of 0 or less divides by zero (lv) or makes no chunk (nv)
+            for flag, x in (("--num-layers-per-virtual-pipeline-stage", lv),
+                            ("--num-virtual-stages-per-pipeline-rank", nv)):
+                if x is not None and x < 1:
+                    return "%s %d" % (flag, x)
+            if lay is not None:
+                try:
+                    stages = layout_stages(lay)
+                except Reject as e:
+                    return str(e)
+                if len(stages) % pp:
+                    return "the layout's %d stages are not divisible by pp %d" % (len(stages), pp)
+                vpp = len(stages) // pp
+                a["_layout"] = stages
+            elif lv is not None or nv is not None:
+                if nv is None:
+                    if first is not None or last is not None:
+                        return ("please use --num-virtual-stages-per-pipeline-rank to specify virtual pipeline "
+                                "parallel degree when enable uneven pipeline parallelism")
+                    if (L + acc) % pp:
+                        return "num_layers %d (+%d) not divisible by pp %d" % (L, acc, pp)
+                    if (L + acc) // pp % lv:
+                        return "layers per pipeline stage %d not divisible by %d" % ((L + acc) // pp, lv)
+                    vpp = (L + acc) // pp // lv
+                else:
+                    vpp = nv
+            elif first is None and last is None and (L + acc) % pp:
+                return "num_layers %d (+%d) not divisible by pp %d" % (L, acc, pp)
         a["_vpp"] = vpp = None if vpp == 1 else vpp
         if vpp is not None:
             if pp <= (1 if a["overlap_p2p_comm"] else 2):
@@ -792,6 +906,12 @@ def _rules():
         ws = [("linear_qkv", (H + 2 * g) * kv // tp, h), ("linear_proj", h, H * kv // tp)]
         ws += [("linear_fc1", glu * ff // tp, h), ("linear_fc2", h, ff // tp)] if dense else []
         ws += [("shared linear_fc1", glu * sh // tp, h), ("shared linear_fc2", h, sh // tp)] if sh else []
+        if "M" in hybrid_letters(a):  # MambaMixer's in_proj [z x B C dt] and out_proj
+            P, G_, N = a["mamba_head_dim"], a["mamba_num_groups"], a["mamba_state_dim"]
+            nh = a["mamba_num_heads"] or 2 * h // P
+            ws += [("mamba in_proj", (2 * nh * P + 2 * G_ * N + nh) // tp, h), ("mamba out_proj", h, nh * P // tp)]
+        if a["hybrid_layer_pattern"] is not None:  # a hybrid's MLP layers exist only as '-'
+            ws = [w for w in ws if not w[0].startswith("linear_fc") or "-" in hybrid_letters(a)]
         for name, o, i in ws:
             if o % 8 or i % 16:
                 return "%s weight [%d, %d] per rank" % (name, o, i)
@@ -854,6 +974,8 @@ def unused(dest, a):
     """A dest the model built from a does not read: an MoE model without dense
     layers builds no MLP of ffn_hidden_size (its experts have
     moe_ffn_hidden_size); without expert parallelism either dispatcher runs."""
+    if dest == "ffn_hidden_size" and a["hybrid_layer_pattern"] is not None:
+        return "-" not in hybrid_letters(a)  # only a hybrid's MLP layers are of ffn_hidden_size
     if dest == "ffn_hidden_size":
         return bool(a["num_experts"]) and a["moe_ffn_hidden_size"] is not None and 0 not in moe_pattern(a)
     if dest == "moe_token_dispatcher_type":
@@ -981,6 +1103,9 @@ def model(a, vocab):
                        # (with one group, kept whatever its score, the score chooses nothing)
                        "group_score": "top%d" % (k // a["moe_router_group_topk"])
                        if (a["moe_router_num_groups"] or 0) > 1 and a["moe_router_group_topk"] else None}
+    m["pattern"], m["mamba"] = None, None
+    if a["hybrid_layer_pattern"] is not None:
+        return hybrid_model(a, m, norm, mlp, moe_mlp, vocab)
     pattern = m["moe_layers"] or [0] * L
     if 0 not in pattern:  # no dense layer: ffn_hidden_size builds nothing
         m["d_ff"] = None
@@ -1007,4 +1132,47 @@ def model(a, vocab):
     m["params"] = (vocab * h + (pos == "learned_absolute" and a["max_position_embeddings"] * h) +
                    sum(attn + (moe_mlp if moe else mlp) for moe in pattern) + norm +
                    (0 if m["tied"] else vocab * h))
+    return m
+
+
+def hybrid_model(a, m, norm, mlp, moe_mlp, vocab):
+    """The HybridModel pretrain_hybrid.py builds (hybrid_layer_specs.py
+    hybrid_stack_spec), m's GPT reading completed: layer i of the pattern's
+    kind, each one mixer with its input norm fused into the first projection
+    (TELayerNormColumnParallelLinear; the MoE layer's pre_mlp_layernorm a
+    TENorm): M a MambaLayer (MambaMixer: in_proj [z x B C dt], a 4-tap conv1d
+    with bias over x B C, dt_bias, A_log and D per head, the gated norm over
+    d_inner, out_proj; no biases), * a TransformerLayer of self-attention only,
+    - an MLPLayer (fc1, fc2 of ffn_hidden_size), E a MoETransformerLayer; the
+    embedding (no position table unless asked), HybridStack's final norm, the
+    output layer."""
+    h, pat = a["hidden_size"], hybrid_letters(a)
+    H, d, G = a["num_attention_heads"], a["kv_channels"], m["kv_heads"]
+    glu = 2 if a["swiglu"] or a["quick_geglu"] else 1
+    bias_linear, bias_qkv = a["add_bias_linear"], a["add_qkv_bias"] or a["add_bias_linear"]
+    attn = norm + h * (H + 2 * G) * d + (bias_qkv and (H + 2 * G) * d) + H * d * h + (bias_linear and h)
+    per = {"*": attn, "-": norm + mlp, "E": norm + moe_mlp}
+    if "M" in pat:
+        P, N, ng = a["mamba_head_dim"], a["mamba_state_dim"], a["mamba_num_groups"]
+        nh = a["mamba_num_heads"] if a["mamba_num_heads"] is not None else 2 * h // P
+        di, K = nh * P, 4  # MambaMixer: d_conv 4, D_has_hdim False, conv_bias True, bias False
+        per["M"] = (norm + h * (2 * di + 2 * ng * N + nh) + (di + 2 * ng * N) * (K + 1) + 3 * nh + di + di * h)
+        m["mamba"] = {"heads": nh, "head_dim": P, "groups": ng, "state": N, "conv": K, "gnorm_groups": ng,
+                      "gnorm_eps": 1e-5}  # ExtendedRMSNorm(eps=1e-5, group_size=d_inner / ngroups)
+    m["pattern"] = pat
+    m["layers"] = len(pat)
+    m["moe_layers"] = [int(c == "E") for c in pat] if "E" in pat else None
+    if "E" not in pat:
+        m["experts"], m["router"], m["d_expert"], m["shared"] = None, None, None, None
+        m.pop("expert_bias", None)
+    if "-" not in pat:
+        m["d_ff"] = None
+    if "-" not in pat and "E" not in pat:
+        m["mlp"] = None
+    if "*" not in pat:
+        for k in ("heads", "kv_heads", "head_dim"):
+            m[k] = None
+    m["params"] = (vocab * h + (a["position_embedding_type"] == "learned_absolute" and
+                                a["max_position_embeddings"] * h) +
+                   sum(per[c] for c in pat) + norm + (0 if m["tied"] else vocab * h))
     return m

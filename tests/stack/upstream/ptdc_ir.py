@@ -22,9 +22,10 @@ KNOWN = {
     ("route", "group_topk"), ("route", "capacity"), ("route", "aux"), ("route", "zloss"),
     ("slice", "dim"), ("slice", "at"), ("concat", "dim"),
     ("moe", "act"),
+    ("rmsnorm", "group_dims"),  # the Mamba-2 gated norm's groups (hybrid_truth)
 }
 
-NODE = re.compile(r"^  (?P<outs>[^=]+?) = (?P<op>[a-z_]+)\((?P<ins>[^)]*)\)(?P<attrs>.*?) : (?P<types>.*?)(  \{\w+\})?$")
+NODE = re.compile(r"^  (?P<outs>[^=]+?) = (?P<op>[a-z_][a-z_0-9]*)\((?P<ins>[^)]*)\)(?P<attrs>.*?) : (?P<types>.*?)(  \{\w+\})?$")
 TYPE = re.compile(r"(\w+)\[([^\]]*)\]")
 PARAM = re.compile(r"^  (?P<name>\S+) : (?P<dtype>\w+)\[(?P<dims>[^\]]*)\] = (?P<init>\w+)(\((?P<std>[^)]*)\))?")
 
@@ -131,6 +132,9 @@ def truth(ir_text, summary_text):
     t["layers"] = len(layers)
     emb, head = ir.pieces[0], ir.pieces[-1]
     is_param = lambda x: x in ir.params
+    t["pattern"], t["mamba"] = None, None
+    if any(n["op"] == "ssd" for p in layers for n in p["nodes"]):
+        return hybrid_truth(ir, t, layers, emb, head)
 
     def not_decoder(why):
         t["decoder"], t["why"] = False, why
@@ -320,4 +324,133 @@ def truth(ir_text, summary_text):
                    "aux": float(a.get("aux", 0)), "zloss": float(a.get("zloss", 0)),
                    # a group's score (docs/moe.md, route step 2): its best, or its two best summed
                    "group_score": None if groups <= 1 else "top1" if a["score"] == "softmax" else "top2"}
+    return t
+
+
+def hybrid_truth(ir, t, layers, emb, head):
+    """A hybrid of Mamba-2, attention, MoE and MLP layers (docs/hybrid.md),
+    each layer piece one mixer: its kind letter ('M' an ssd, '*' attention,
+    'E' experts, '-' an MLP), the Mamba-2 sizes (heads, head size, groups of B
+    and C, state, convolution taps, the gated norm's groups and epsilon), the
+    attention's, the experts' and the MLPs' as for a decoder."""
+    is_param = lambda x: x in ir.params
+    t.update({"qk_norm": False, "mla": None, "window": None, "causal": True, "positions": "none",
+              "experts": None, "router": None, "d_expert": None, "shared": None, "moe_layers": None,
+              "heads": None, "kv_heads": None, "head_dim": None, "d_ff": None, "mlp": None, "init_std": None})
+
+    def not_decoder(why):
+        t["decoder"], t["why"] = False, why
+        return t
+
+    table = next(n["ins"][1] for n in emb["nodes"] if n["op"] == "embedding")
+    t["vocab"] = ir.size(ir.params[table]["dims"][0])
+    t["d_model"] = ir.size(ir.params[table]["dims"][1])
+    t["bf16"] = ir.params[table]["dtype"] == "bf16"
+    if any(n["op"] == "add" for n in emb["nodes"]):
+        t["positions"] = "learned"
+    t["seq"] = None
+    pattern, mamba, mlps, biases, eps, gnorm_eps = "", None, set(), False, set(), set()
+    consumers = {}
+    for p in layers:
+        for n in p["nodes"]:
+            for i in n["ins"]:
+                consumers.setdefault(i, []).append(n)
+    for p in layers:
+        nodes = p["nodes"]
+        ops = [n["op"] for n in nodes]
+        ssd, att, moe = ops.count("ssd"), ops.count("attention"), ops.count("moe")
+        act = sum(o in ("relu2", "gelu", "swiglu") for o in ops) + (("silu" in ops and "mul" in ops) and not ssd)
+        count = ssd + att + (moe > 0) + (not ssd and not att and not moe and act > 0)
+        if count != 1:
+            return not_decoder("a layer piece of %d mixers (layers in pairs): Megatron's hybrid layers are one "
+                               "mixer each" % count)
+        kind = "M" if ssd else "*" if att else "E" if moe else "-"
+        pattern += kind
+        if "rope" in ops:
+            return not_decoder("a rotary embedding in a hybrid (not compared)")
+        for n in nodes:
+            # a parameter added is a bias, but dt's (read by softplus)
+            if n["op"] == "add" and any(map(is_param, n["ins"])) and \
+                    not all(c["op"] == "softplus" for c in consumers.get(n["outs"][0], [])):
+                biases = True
+        norms = [n for n in nodes if n["op"] in ("rmsnorm", "layernorm")]
+        if kind == "M":
+            sd = next(n for n in nodes if n["op"] == "ssd")
+            x, B = ir.types[sd["ins"][0]][1], ir.types[sd["ins"][3]][1]
+            prod = lambda ds: eval("*".join(str(ir.size(d)) for d in ds) or "1")
+            conv = next(n for n in nodes if n["op"] == "conv1d")
+            gn = [n for n in norms if ir.producer.get(n["ins"][0], {}).get("op") in ("swiglu", "mul")]
+            if len(gn) != 1 or len(norms) != 2 or len(conv["ins"]) != 3 or "softplus" not in ops:
+                return not_decoder("a Mamba-2 layer that is not MambaMixer's (input norm, conv1d with a bias, "
+                                   "softplus of dt plus dt_bias, one gated norm after the gate)")
+            gd = int(gn[0]["attrs"].get("group_dims", 0))
+            w = ir.params[gn[0]["ins"][1]]["dims"]
+            m = {"heads": prod(x[2:-1]), "head_dim": ir.size(x[-1]), "groups": prod(B[2:-1]),
+                 "state": ir.size(B[-1]), "conv": ir.size(ir.params[conv["ins"][1]]["dims"][-1]),
+                 "gnorm_groups": prod(w[:gd]), "gnorm_eps": float(gn[0]["attrs"]["eps"])}
+            if ir.params[sd["ins"][5]]["dims"] != ir.params[sd["ins"][2]]["dims"]:
+                return not_decoder("D is not per head")
+            if mamba not in (None, m):
+                return not_decoder("Mamba-2 layers of different sizes")
+            mamba = m
+            norms = [n for n in norms if n not in gn]
+        for n in norms:
+            eps.add(float(n["attrs"]["eps"]))
+        if kind == "*":
+            a = next(n for n in nodes if n["op"] == "attention")
+            qd, kd = ir.types[a["ins"][0]][1], ir.types[a["ins"][1]][1]
+            sizes = (ir.size(qd[2]), ir.size(kd[2]), ir.size(qd[3]))
+            if t["heads"] is not None and sizes != (t["heads"], t["kv_heads"], t["head_dim"]):
+                return not_decoder("attention layers of different sizes")
+            t["heads"], t["kv_heads"], t["head_dim"] = sizes
+            t["seq"] = ir.size(qd[1])
+            t["causal"] = a["attrs"]["causal"] == "true"
+            if "window" in a["attrs"] or len(a["ins"]) != 3:
+                return not_decoder("a hybrid's attention with a window or sinks (not compared)")
+            q = ir.producer.get(a["ins"][0])
+            t["init_std"] = ir.params[q["ins"][1]]["std"] if q and q["op"] == "matmul" else None
+        for n in nodes:  # the MLPs' activations, dense and shared
+            if kind in "-E" and n["op"] in ("relu2", "gelu", "swiglu"):
+                w = ir.size(ir.types[n["outs"][0]][1][-1])
+                mlps.add({"relu2": "relu2", "gelu": "gelu_tanh", "swiglu": "swiglu"}[n["op"]])
+                if kind == "-":
+                    if t["d_ff"] not in (None, w):
+                        return not_decoder("MLP layers of different widths")
+                    t["d_ff"] = w
+                else:
+                    t["shared"] = {"d_ff": w, "gate": False}
+        if kind == "E":
+            mo = next(n for n in nodes if n["op"] == "moe")
+            rt = next(n for n in nodes if mo["ins"][1] in n["outs"])
+            ra = rt["attrs"]
+            wg = ir.params[mo["ins"][2]]["dims"]
+            mlps.add(mo["attrs"].get("act", "swiglu"))
+            groups = int(ra.get("groups", 0))
+            router = {"topk": int(ra["topk"]), "score": ra["score"], "norm": ra.get("norm") == "true",
+                      "scale": float(ra.get("scale", 1) or 1), "groups": groups,
+                      "group_topk": int(ra.get("group_topk", 0)), "capacity": float(ra.get("capacity", 0)),
+                      "aux": float(ra.get("aux", 0)), "zloss": float(ra.get("zloss", 0)),
+                      "group_score": None if groups <= 1 else "top1" if ra["score"] == "softmax" else "top2"}
+            e = (ir.size(wg[0]), ir.size(wg[-1]), router)
+            if t["experts"] is not None and e != (t["experts"], t["d_expert"], t["router"]):
+                return not_decoder("MoE layers that differ")
+            t["experts"], t["d_expert"], t["router"] = e
+            t["expert_bias"] = len(mo["ins"]) > 2 + (2 if mo["attrs"].get("act") == "relu2" else 3)
+    if len(mlps) > 1:
+        return not_decoder("MLPs and experts of different activations (%s)" % ", ".join(sorted(mlps)))
+    if len(eps) != 1:
+        return not_decoder("norms of different epsilons")
+    t["eps"] = eps.pop()
+    t["mlp"] = mlps.pop() if mlps else None
+    t["pattern"], t["mamba"] = pattern, mamba
+    t["moe_layers"] = [int(c == "E") for c in pattern] if "E" in pattern else None
+    t["bias_qkv"] = t["bias_rest"] = biases
+    t["norm"] = next(n["op"] for p in layers for n in p["nodes"] if n["op"] in ("rmsnorm", "layernorm"))
+    fn = next(n for n in head["nodes"] if n["op"] in ("rmsnorm", "layernorm"))
+    if float(fn["attrs"]["eps"]) != t["eps"]:
+        return not_decoder("a final norm of another epsilon")
+    hm = next(n for n in head["nodes"] if n["op"] == "matmul")
+    t["tied"] = hm["ins"][1] == table
+    if t["seq"] is None:
+        t["seq"] = ir.size(ir.types[hm["outs"][0]][1][1])
     return t
