@@ -49,7 +49,8 @@ typedef enum {
     CG_B_SLOT,  /* kept across ops: one copy per micro-batch slot of its chunk */
     CG_B_TEMP,  /* lives inside one op (a chunk's forward or backward) */
     CG_B_WSLOT, /* a split schedule's (ZB-H1's) weight-gradient input, copied by the
-                   backward (B) and read by the deferred weight gradients (W): one copy
+                   backward (B; an MoE layer's rt_moe_act_bwd_b makes its rows there)
+                   and read by the deferred weight gradients (W): one copy
                    per micro-batch whose W waits (CgRankProg.nwslots), the chunk's W
                    buffers of one micro-batch a block (wblock) at g_wslot_<type> */
 } CgBufKind;

@@ -109,7 +109,8 @@ void cg_bwd_done_of(Low *L, const IrNode *b, int what); /* 1 activations' gradie
 /* cg_bwd.c */
 void cg_lower_bwd(Low *L, const IrNode *b);
 /* Under a split schedule, which parameters' gradients this backward op
- * leaves to W (L->wdefer): every contribution a weight-gradient GEMM. */
+ * leaves to W (L->wdefer): every contribution a weight-gradient GEMM (an
+ * MoE layer's experts': all of them, in its accumulators' layout). */
 void cg_wdefer(Low *L);
 
 #endif
