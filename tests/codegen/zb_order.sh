@@ -39,5 +39,5 @@ PTDC_TRACE="$d/trace.json" PTDC_TRACE_KERNELS=1 "$d/run.sh" --steps 2 > "$d/run.
 logcheck "$d/run.log" || { echo "FAIL: sanitizer findings"; exit 1; }
 python3 "$check" --measured "$d/trace.json" --plan "$d/plan-trace.json" --world 2 --pp 2 --micro 4 --chunks 1 \
     --steps 2 --split --kernels --in-stage rt_moe_act_bwd_w=wgrad --in-stage rt_moe_act_bwd_b=bwd \
-    --in-stage rt_moe_act_bwd=none || { echo "FAIL: trace_check (MoE)"; exit 1; }
+    --in-stage rt_moe_act_bwd=none --self-test || { echo "FAIL: trace_check (MoE)"; exit 1; }
 echo "zb_order: every rank ran ZB-H1's order, the experts' weight gradients in W"
