@@ -49,7 +49,8 @@ typedef enum {
     CG_B_SLOT,  /* kept across ops: one copy per micro-batch slot of its chunk */
     CG_B_TEMP,  /* lives inside one op (a chunk's forward or backward) */
     CG_B_WSLOT, /* a split schedule's (ZB-H1's) weight-gradient input, copied by the
-                   backward (B) and read by the deferred weight gradients (W): one copy
+                   backward (B; an MoE layer's rt_moe_act_bwd_b makes its rows there)
+                   and read by the deferred weight gradients (W): one copy
                    per micro-batch whose W waits (CgRankProg.nwslots), the chunk's W
                    buffers of one micro-batch a block (wblock) at g_wslot_<type> */
 } CgBufKind;
@@ -156,6 +157,8 @@ typedef struct CgBuf {
     X(MOE_BWD, "rt_moe_bwd", "cbbbbbbbbbbbnnnnn")                                           \
     X(MOE_ACT_FWD, "rt_moe_act_fwd", "cbbbbbbbbennnnn")                                     \
     X(MOE_ACT_BWD, "rt_moe_act_bwd", "cbbbbbbbbbbbbbbbennnnn")                              \
+    X(MOE_ACT_BWD_B, "rt_moe_act_bwd_b", "cbbbnbbbbbbbbennnnn")                             \
+    X(MOE_ACT_BWD_W, "rt_moe_act_bwd_w", "bbbbbbnennn")                                     \
     X(REDUCE_ROWS, "rt_reduce_rows", "bbnnf")                                               \
     X(REDUCE_ROWS_GRAD, "rt_reduce_rows_grad", "bbnnf")                                     \
     X(COPY, "rt_copy", "bby")                                                               \
@@ -458,6 +461,9 @@ typedef struct CgArgs {
     CgArg sum_of[2];             /* RMSNORM, LAYERNORM: the residual add's operands; the same
                                     call writes their sum into in[0] first
                                     (rt_add_rmsnorm_fwd, rt_add_layernorm_fwd) */
+    int wpart;                   /* MOE_BWD under ZB-H1: 0 whole, 1 its B (rt_moe_act_bwd_b),
+                                    2 its W (rt_moe_act_bwd_w) */
+    CgArg wslot;                 /* wpart: the W slot (cg_moe_wslot's elements) */
 } CgArgs;
 void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a);
 void cg_kernel_batch(Cg *c, CgOp *op, int piece, const IrNode *const *n, const CgArgs *a, int count);
@@ -466,7 +472,9 @@ bool cg_kernel_accumulates(const IrNode *n, int j); /* output j always accumulat
  * one plan_gemm_precision puts in the plan's FP8 format (the cost model's
  * rule). Such GEMMs run one call each (cg_matmul_fp8), never batched. */
 bool cg_gemm_fp8(const Cg *c, const IrNode *n);
-int cg_route_index(const IrGraph *g, const IrNode *n); /* the row of cg_routes[] (model.c) a route or its backward passes */
+int cg_route_index(const IrGraph *g, const IrNode *n);
+/* The elements of MOE_BWD n's W slot under ZB-H1 (plan_moe_wslot_numel). */
+int64_t cg_moe_wslot(Cg *c, CgOp *op, int piece, const IrNode *n); /* the row of cg_routes[] (model.c) a route or its backward passes */
 
 /* cg_mem.c */
 void cg_memplan(Cg *c, CgRankProg *r);

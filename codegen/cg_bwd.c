@@ -9,10 +9,16 @@
  * copies what each reads (the GEMM's input and its output's gradient, as the
  * GEMM reads them) into W slots, and the GEMM, with what completes its
  * parameter (cg_bwd_done: cg_grad_ready, ZeRO-2/3's reduce-scatter), runs in
- * W from the copies. A parameter with any other contribution in the op (a
- * norm's weight, made by the kernel that makes its input gradient; an FP8
- * GEMM, whose scales belong to B's casts) keeps all of them in B, as the cost
- * model's W counts only the dense GEMMs (passes/cost/predict.c, dw). */
+ * W from the copies. An MoE layer's experts split the same way (Megatron-
+ * Core's delayed wgrad of its grouped GEMMs): B, rt_moe_act_bwd_b, makes the
+ * routed rows, their output gradients, the activation and the first GEMMs'
+ * gradients in the layer's W slot (sized for the most rows that can reach
+ * the rank: plan_moe_wslot_rows) and W, rt_moe_act_bwd_w, runs every
+ * expert's dW GEMMs and bias sums from it. A parameter with any other
+ * contribution in the op (a norm's weight, made by the kernel that makes its
+ * input gradient; an FP8 GEMM, whose scales belong to B's casts) keeps all of
+ * them in B, as the cost model's W counts only the GEMMs' (passes/cost/
+ * predict.c, dw: gemm_dw_s and moe_dw_s). */
 #include "cg_low.h"
 
 #include <string.h>
@@ -60,18 +66,36 @@ static bool grad_over_input(Low *L, const IrNode *b, int inb)
     return plan_sharding_eq(&need, &made) && L->r->bufs.v[inb]->type == cg_tensor_type(c, v);
 }
 
-/* Whether backward node b is a MATMUL adding its weight's gradient straight
- * into the accumulator (made in the accumulator's layout: lower_bwd's
- * `direct`), so nothing but bwd_done follows its GEMM. */
-static bool dw_direct(const Low *L, const IrNode *b)
+/* Whether output j of backward node b is a parameter's gradient made in its
+ * accumulator's layout (lower_bwd's `direct`): added straight into it. */
+static bool out_direct(const Low *L, const IrNode *b, int j)
 {
-    int v = b->out[0];
-    if (b->op != IR_OP_MATMUL || !cg_grad_of_param(L, v))
+    int v = b->out[j];
+    if (!cg_grad_of_param(L, v))
         return false;
     const CgParamPlan *pp = cg_param_plan(L, low_t(L, v)->grad_of);
-    PlanSharding made = cg_made(L->c, b, 0), want = pp->store;
+    PlanSharding made = cg_made(L->c, b, j), want = pp->store;
     want.partial = pp->pmask;
     return plan_sharding_eq(&made, &want);
+}
+
+/* Whether backward node b is a MATMUL adding its weight's gradient straight
+ * into the accumulator, so nothing but bwd_done follows its GEMM. */
+static bool dw_direct(const Low *L, const IrNode *b)
+{
+    return b->op == IR_OP_MATMUL && out_direct(L, b, 0);
+}
+
+/* Whether MoE backward b can leave its experts' gradients (outputs 2..) to
+ * W: each added straight into its accumulator. */
+static bool moe_deferrable(const Low *L, const IrNode *b)
+{
+    if (b->op != IR_OP_MOE_BWD)
+        return false;
+    for (int j = 2; j < b->nout; j++)
+        if (!out_direct(L, b, j))
+            return false;
+    return true;
 }
 
 /* The weight gradients of GEMMs the forward batched (lower_gemm_batch) as
@@ -139,7 +163,7 @@ void cg_wdefer(Low *L)
         const IrNode *b = &g->nodes[i];
         if (c->node_stage[i] != L->stage || pass_is_grad_sum(g, b))
             continue;
-        bool d = dw_deferrable(L, b);
+        bool d = dw_deferrable(L, b) || moe_deferrable(L, b);
         for (int j = 0; j < b->nout; j++) {
             const IrTensor *x = low_t(L, b->out[j]);
             int k = x->role == IR_GRAD && x->grad_of >= 0 ? c->param_index[x->grad_of] : -1;
@@ -218,6 +242,10 @@ static void lower_node(Low *L, const IrNode *b)
                 a.in[k] = BUF(inb[k] = wslot_copy(L, b, k, inb[k]));
         L->op = L->wop; /* the GEMM and its parameter's completion */
     }
+    /* An MoE layer whose experts' gradients all wait for W */
+    bool wmoe = L->wop && moe_deferrable(L, b);
+    for (int j = 2; wmoe && j < b->nout; j++)
+        wmoe = L->wdefer[c->param_index[low_t(L, b->out[j])->grad_of]];
     int out[IR_MAX_OUT];
     bool direct[IR_MAX_OUT], over[IR_MAX_OUT], summed[IR_MAX_OUT];
     for (int j = 0; j < b->nout; j++) {
@@ -252,7 +280,10 @@ static void lower_node(Low *L, const IrNode *b)
             PlanSharding want = pp->store;
             want.partial = pp->pmask;
             if (native && plan_sharding_eq(&made, &want)) {
+                CgOp *op = L->op; /* a deferred MoE's: made in W (ZeRO-2/3's temporary) */
+                L->op = wmoe ? L->wop : op;
                 out[j] = cg_param_accumulator(L, low_t(L, v)->grad_of);
+                L->op = op;
                 direct[j] = true;
                 a.accumulate = true;
                 a.grad_out = true;
@@ -274,6 +305,14 @@ static void lower_node(Low *L, const IrNode *b)
                                               low_t(L, b->in[0])->name, low_t(L, b->in[0])->name));
     if (dw_batch(L, b, &a, direct[0]))
         return; /* issued with its batch, bookkeeping included */
+    if (wmoe) { /* B: the input gradients, W's operands made in its slot */
+        int w = cg_buf_new(c, L->r, CG_B_WSLOT, CG_ACT, cg_moe_wslot(c, L->op, L->piece, b), b->in[0], "",
+                           "_wrows", "the experts' routed rows, output gradients, activation and first GEMMs' "
+                                     "gradients, kept for their weight gradients (W)");
+        L->r->bufs.v[w]->chunk = L->chunk;
+        a.wslot = BUF(w);
+        a.wpart = 1;
+    }
     cg_kernel(c, L->op, L->piece, b, &a);
     for (int j = 0; j < b->nout; j++) {
         int v = b->out[j];
@@ -287,6 +326,14 @@ static void lower_node(Low *L, const IrNode *b)
         } else if (low_t(L, v)->role != IR_GRAD) {
             cg_put(L, v, made, out[j], true);
         }
+    }
+    if (wmoe) { /* W: the experts' weight gradients from the slot, and what completes them */
+        cg_bwd_done_of(L, b, 1);
+        L->op = L->wop;
+        a.wpart = 2;
+        cg_kernel(c, L->op, L->piece, b, &a);
+        cg_bwd_done_of(L, b, 2);
+        return;
     }
 done:
     cg_bwd_done(L, b);

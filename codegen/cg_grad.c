@@ -185,17 +185,20 @@ void cg_finish_grad(Low *L, int t)
     }
 }
 
-/* After backward node b's kernel: gradients it completed. */
-void cg_bwd_done(Low *L, const IrNode *b)
+/* After backward node b's kernel: gradients it completed, of activations
+ * (what: 1), parameters (2) or both (3: cg_bwd_done). */
+void cg_bwd_done_of(Low *L, const IrNode *b, int what)
 {
     for (int j = 0; j < b->nout; j++) {
         const IrTensor *x = low_t(L, b->out[j]);
         if (x->role != IR_GRAD)
             continue;
-        if (cg_grad_of_act(L, b->out[j]) && L->gs[x->grad_of].last == b->id)
+        if ((what & 1) && cg_grad_of_act(L, b->out[j]) && L->gs[x->grad_of].last == b->id)
             cg_finish_grad(L, x->grad_of);
         int k = L->c->param_index[x->grad_of];
-        if (k >= 0 && L->plast[k] == b->id)
+        if ((what & 2) && k >= 0 && L->plast[k] == b->id)
             param_done(L, k);
     }
 }
+
+void cg_bwd_done(Low *L, const IrNode *b) { cg_bwd_done_of(L, b, 3); }

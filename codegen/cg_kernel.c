@@ -378,6 +378,23 @@ static const char *const moe_act_id[IR_NMOE_ACTS] = {
 #undef MOE_ACT
 };
 
+/* The most routed rows ZB-H1's W slot of k's MOE holds (plan_moe_wslot_rows). */
+static CgSize wslot_rows(K *k, CgSize tok, int ep, CgSize El)
+{
+    return cg_sz_named("MOE_W_ROWS", plan_moe_wslot_rows(k->c->g, k->f, tok.v, ep, El.v),
+                       "most routed rows a W slot holds (tokens x ep x min(topk, local experts))");
+}
+
+int64_t cg_moe_wslot(Cg *c, CgOp *op, int piece, const IrNode *n)
+{
+    K kk = k_of(c, op, piece, n), *k = &kk;
+    const IrTensor *h = T(k, k->f->in[0]), *wg = T(k, k->f->in[2]);
+    CgSize D = dim1(k, h->dim[h->rank - 1]), El = dim1(k, wg->dim[0]), F = dim1(k, wg->dim[2]);
+    CgSize tok = cg_sz_div(numel(k, k->f->in[0]), D);
+    CgSize rows = wslot_rows(k, tok, plan_ep_degree(c->g, k->f, &c->mesh, k->s), El);
+    return plan_moe_wslot_numel(k->f, rows.v, D.v, F.v);
+}
+
 static void moe(K *k, const CgArgs *a)
 {
     const IrGraph *g = k->c->g;
@@ -396,7 +413,7 @@ static void moe(K *k, const CgArgs *a)
         cols.local[0] = El.v * ep;
     }
     IrMoeSlots sl = ir_moe_slots(k->n);
-    if (k->n->attr.moe_act == IR_MOE_SWIGLU && sl.b_up < 0) { /* the SwiGLU call of every model before acts */
+    if (k->n->attr.moe_act == IR_MOE_SWIGLU && sl.b_up < 0 && !a->wpart) { /* the SwiGLU call of every model before acts */
         if (k->n->op == IR_OP_MOE)
             CALL(MOE_FWD, cg_a_comm(mask), a->out[0], a->in[0], a->in[1], a->in[2], a->in[3], a->in[4],
                  SZ(tok), SZ(D), SZ(cols), SZ(El), SZ(F));
@@ -410,7 +427,14 @@ static void moe(K *k, const CgArgs *a)
     CgArg act = cg_a_sym(cg_fmt(k->c, "RT_MOE_%s", moe_act_id[k->n->attr.moe_act]));
 #define IN_(i) or_null((i) >= 0, a->in[(i) < 0 ? 0 : (i)])
 #define OUT_(i) or_null((i) >= 0, a->out[(i) < 0 ? 0 : (i)])
-    if (k->n->op == IR_OP_MOE)
+    if (a->wpart == 1)
+        CALL(MOE_ACT_BWD_B, cg_a_comm(mask), a->out[0], a->out[1], a->wslot, SZ(wslot_rows(k, tok, ep, El)), a->in[0], a->in[1],
+             IN_(sl.w_gate), a->in[sl.w_up], a->in[sl.w_down], IN_(sl.b_gate), IN_(sl.b_up), a->in[sl.dy], act,
+             SZ(tok), SZ(D), SZ(cols), SZ(El), SZ(F));
+    else if (a->wpart == 2)
+        CALL(MOE_ACT_BWD_W, OUT_(sl.w_gate), a->out[sl.w_up], a->out[sl.w_down], OUT_(sl.b_gate), OUT_(sl.b_up),
+             a->wslot, SZ(wslot_rows(k, tok, ep, El)), act, SZ(D), SZ(El), SZ(F));
+    else if (k->n->op == IR_OP_MOE)
         CALL(MOE_ACT_FWD, cg_a_comm(mask), a->out[0], a->in[0], a->in[1], IN_(sl.w_gate), a->in[sl.w_up],
              a->in[sl.w_down], IN_(sl.b_gate), IN_(sl.b_up), act, SZ(tok), SZ(D), SZ(cols), SZ(El), SZ(F));
     else

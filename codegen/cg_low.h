@@ -104,11 +104,13 @@ bool cg_sums_in_kernel(Low *L, const IrNode *b, int j, const Class *k);
 void cg_act_contribution(Low *L, int t, int buf, PlanSharding sh, bool priv);
 void cg_finish_grad(Low *L, int t);
 void cg_bwd_done(Low *L, const IrNode *b);
+void cg_bwd_done_of(Low *L, const IrNode *b, int what); /* 1 activations' gradients, 2 parameters' */
 
 /* cg_bwd.c */
 void cg_lower_bwd(Low *L, const IrNode *b);
 /* Under a split schedule, which parameters' gradients this backward op
- * leaves to W (L->wdefer): every contribution a weight-gradient GEMM. */
+ * leaves to W (L->wdefer): every contribution a weight-gradient GEMM (an
+ * MoE layer's experts': all of them, in its accumulators' layout). */
 void cg_wdefer(Low *L);
 
 #endif

@@ -212,6 +212,16 @@ int plan_expert_dim(const IrGraph *g, const IrNode *n);
  * split by tensor parallelism as Megatron splits it, never by EP or ETP. */
 int plan_routed_expert_dim(const IrGraph *g, const IrNode *n);
 int plan_route_topk(const IrGraph *g, const IrNode *moe);
+/* ZB-H1's W slot of a MOE (rt.h rt_moe_act_bwd_b; docs/codegen.md,
+ * "Pipelines"), which codegen sizes and the cost model counts: the most
+ * routed rows that can reach one rank's e_local experts, every token of the
+ * exchange group (tokens on each of its ep ranks) choosing as many of them
+ * as its top-k allows (dropless: a static arena must hold the worst case;
+ * gates from no route, a shared expert's, choose all), and its elements:
+ * rows x (2 d_model + (2 + gated) d_expert) (the rows, their output
+ * gradients, the activation's outputs and the first GEMMs' gradients). */
+int64_t plan_moe_wslot_rows(const IrGraph *g, const IrNode *moe, int64_t tokens, int ep, int64_t e_local);
+int64_t plan_moe_wslot_numel(const IrNode *moe, int64_t rows, int64_t d_model, int64_t d_expert);
 /* The mesh axes carrying an exchange split of n under s (bit a), and the
  * product of their sizes: n's expert-parallel degree. */
 int plan_ep_degree(const IrGraph *g, const IrNode *n, const PlanMesh *m, const PlanStrategy *s);

@@ -160,6 +160,19 @@ int plan_route_topk(const IrGraph *g, const IrNode *moe)
     return (int)g->nodes[p].attr.route.topk;
 }
 
+int64_t plan_moe_wslot_rows(const IrGraph *g, const IrNode *moe, int64_t tokens, int ep, int64_t e_local)
+{
+    int p = g->tensors[moe->in[1]].producer;
+    int64_t k = p >= 0 && g->nodes[p].op == IR_OP_ROUTE ? g->nodes[p].attr.route.topk : e_local;
+    return tokens * ep * (k < e_local ? k : e_local);
+}
+
+int64_t plan_moe_wslot_numel(const IrNode *moe, int64_t rows, int64_t d_model, int64_t d_expert)
+{
+    int64_t gated = ir_moe_slots(moe).w_gate >= 0;
+    return rows * (2 * d_model + (2 + gated) * d_expert);
+}
+
 int plan_recompute_unused(const IrGraph *g, PlanRecompute r)
 {
     static const bool strict[] = {

@@ -654,6 +654,26 @@ void rt_moe_act_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt
                     const rt_act *w_down, const rt_act *b_gate, const rt_act *b_up,
                     const rt_act *dy, int act, int64_t tokens, int64_t d_model,
                     int64_t gate_cols, int64_t e_local, int64_t d_expert);
+/* ZB-H1's split of rt_moe_act_bwd (docs/codegen.md, "Pipelines"; Qi et
+ * al.'s W, Megatron-Core's delayed wgrad of its grouped GEMMs): _b is
+ * rt_moe_act_bwd without the experts' weight and bias gradients, leaving
+ * what they read in wslot; _w makes them from it, accumulating as
+ * rt_moe_act_bwd does. B then W are rt_moe_act_bwd, bitwise. wslot holds,
+ * expert-major, at most rows_max routed rows (more: rt_fatal) as
+ * [rows_max, d_model] the rows of h, [rows_max, d_model] their output
+ * gradients gate * dy, [rows_max, d_expert] the activation's outputs, the
+ * up GEMM's gradients, and (gated acts only) the gate GEMM's: numel
+ * rows_max (2 d_model + (2 + gated) d_expert). Each local expert's row
+ * count stays on the host beside the slot's address until the next _b on
+ * that slot. */
+void rt_moe_act_bwd_b(RtComm *ep, rt_act *dh, rt_act *dgates, rt_act *wslot, int64_t rows_max,
+                      const rt_act *h, const rt_act *gates, const rt_act *w_gate, const rt_act *w_up,
+                      const rt_act *w_down, const rt_act *b_gate, const rt_act *b_up, const rt_act *dy,
+                      int act, int64_t tokens, int64_t d_model, int64_t gate_cols, int64_t e_local,
+                      int64_t d_expert);
+void rt_moe_act_bwd_w(rt_grad *dw_gate, rt_grad *dw_up, rt_grad *dw_down, rt_grad *db_gate,
+                      rt_grad *db_up, const rt_act *wslot, int64_t rows_max, int act, int64_t d_model,
+                      int64_t e_local, int64_t d_expert);
 
 /* ------------------------------------------------------------- optimizer */
 /* *out += sum(x^2) in fp32 (for the global gradient norm). */

@@ -268,14 +268,27 @@ static void node_saved(PieceWalk *w, const IrNode *n, const PlanSharding *in, Pi
  * gradient as the GEMM reads them (B copies them after its gathers: under
  * sequence parallelism whole over the sequence, not split as the norm made
  * them), the input once per piece however many GEMMs read it (q, k, v); an
- * MoE node's experts, what it keeps. */
+ * MoE node's experts, the routed rows' inputs, output gradients, activation
+ * and first GEMMs' gradients (plan_moe_wslot_numel): for the most rows that
+ * can reach the rank in a static arena (ptdc's programs, rt_moe_act_bwd_b's
+ * W slot), the busiest rank's rows under a caching allocator. */
 static void node_wsaved(const PieceWalk *w, const IrNode *n, const PlanSharding *in, const PlanSharding *out,
                         PieceCost *pc)
 {
     const Ctx *x = w->x;
     const IrGraph *g = x->g;
     if (n->op == IR_OP_MOE) {
-        pc->wsaved += pass_saved_bytes(x->c, g, n, &x->p->mesh, strat(x, n->id), x->ds, PLAN_RECOMPUTE_NONE);
+        const PlanStrategy *s = strat(x, n->id);
+        int64_t local[256];
+        plan_local_sizes(g, n, &x->p->mesh, s, x->ds, local);
+        double D, F, R = pass_moe_rows(x->c, g, n, &x->p->mesh, s, local, &D, &F);
+        const IrTensor *wg = &g->tensors[n->in[2]];
+        int64_t El = local[wg->dim[0]];
+        int64_t tokens = plan_local_numel(g, n->in[0], &x->p->mesh, &in[0], x->ds) / local[wg->dim[1]];
+        if (!x->c->st.ref_stack)
+            R = (double)plan_moe_wslot_rows(g, n, tokens, plan_ep_degree(g, n, &x->p->mesh, s), El);
+        pc->wsaved += (double)plan_moe_wslot_numel(n, 1, (int64_t)D, (int64_t)F) * R *
+                      pass_elem_bytes(x->c, g->tensors[n->in[0]].dtype);
         return;
     }
     if (n->op != IR_OP_MATMUL || g->tensors[n->in[1]].role != IR_PARAM)

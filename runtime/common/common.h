@@ -25,6 +25,11 @@ void rtc_check_batch(const char *fn, int count, void *const c[], size_t cs, cons
  * the choices an expert keeps per sequence (INT64_MAX when dropless). */
 void rtc_check_route(const char *fn, int64_t seqs, int64_t seq_len, int64_t E, const RtRoute *r);
 int64_t rtc_route_capacity(const RtRoute *r, int64_t seq_len, int64_t E);
+/* moe_wslot.c: each ZB-H1 MoE W slot's rows per local expert, left by B
+ * (rt_moe_act_bwd_b) for W (rt_moe_act_bwd_w) on the host; get dies naming
+ * fn when B has not filled the slot. */
+void rtc_moe_wslot_put(const void *slot, const int64_t *cnt, int64_t el);
+const int64_t *rtc_moe_wslot_get(const char *fn, const void *slot, int64_t el);
 void *rtc_xmalloc(size_t bytes);           /* rt_fatal on failure; never NULL */
 void *rtc_xcalloc(size_t n, size_t size);
 char *rtc_xstrdup(const char *s);

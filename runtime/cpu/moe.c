@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/common.h"
 #include "cpu.h"
 
 /* Who sends what where, for one call. */
@@ -300,20 +301,54 @@ void rt_moe_act_fwd(RtComm *ep, rt_act *y, const rt_act *h, const rt_act *gates,
     plan_free(&P);
 }
 
-/* Per routed row the owner needs h, dy and the gate: one row of 2 D + 1
- * floats travels; D + 1 come back (the row's dh contribution and dgate). */
-void rt_moe_act_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_grad *dw_up,
-                    rt_grad *dw_down, rt_grad *db_gate, rt_grad *db_up, const rt_act *h,
-                    const rt_act *gates, const rt_act *w_gate, const rt_act *w_up,
-                    const rt_act *w_down, const rt_act *b_gate, const rt_act *b_up,
-                    const rt_act *dy, int act, int64_t tokens, int64_t d_model,
-                    int64_t gate_cols, int64_t e_local, int64_t d_expert)
+/* The experts' weight and bias gradients of expert j's n rows: x its
+ * inputs, gy its outputs' gradients, acts the activation's outputs, A and B
+ * the gate and up GEMMs' gradients. One order for rt_moe_act_bwd and W. */
+static void expert_dw(rt_grad *dw_gate, rt_grad *dw_up, rt_grad *dw_down, rt_grad *db_gate,
+                      rt_grad *db_up, const float *x, const float *gy, const float *acts,
+                      const float *A, const float *B, int64_t j, int64_t n, int64_t D, int64_t F)
 {
-    check_args("rt_moe_bwd", ep, tokens, d_model, gate_cols, e_local, d_expert);
-    check_weights("rt_moe_bwd", act, w_gate, b_gate);
-    if ((b_gate != NULL) != (db_gate != NULL) || (b_up != NULL) != (db_up != NULL) ||
-        (w_gate != NULL) != (dw_gate != NULL))
-        rt_fatal("rt_moe_bwd: a gradient for each weight and bias, and none for absent ones");
+    rt_matmul_grad(dw_down + j * F * D, acts, gy, F, D, n, true, false, true);
+    if (dw_gate) {
+        rt_matmul_grad(dw_gate + j * D * F, x, A, D, F, n, true, false, true);
+        if (db_gate)
+            rt_reduce_rows_grad(db_gate + j * F, A, n, F, true);
+    }
+    rt_matmul_grad(dw_up + j * D * F, x, B, D, F, n, true, false, true);
+    if (db_up)
+        rt_reduce_rows_grad(db_up + j * F, B, n, F, true);
+}
+
+/* The W slot's regions (rt.h rt_moe_act_bwd_b): x, gy, acts, B, A. */
+typedef struct {
+    float *x, *gy, *acts, *b, *a;
+} Slot;
+
+static Slot slot_of(const rt_act *ws, int64_t rows_max, int64_t D, int64_t F, bool gated)
+{
+    float *p = (float *)ws;
+    Slot s = {p, p + rows_max * D, p + 2 * rows_max * D, p + rows_max * (2 * D + F),
+              gated ? p + rows_max * (2 * D + 2 * F) : NULL};
+    return s;
+}
+
+/* Per routed row the owner needs h, dy and the gate: one row of 2 D + 1
+ * floats travels; D + 1 come back (the row's dh contribution and dgate).
+ * ws non-NULL (ZB-H1's B): the weight gradients' operands are made in the
+ * W slot ws and the gradients left to rt_moe_act_bwd_w. */
+static void moe_bwd(const char *fn, RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate,
+                    rt_grad *dw_up, rt_grad *dw_down, rt_grad *db_gate, rt_grad *db_up,
+                    rt_act *ws, int64_t rows_max, const rt_act *h, const rt_act *gates,
+                    const rt_act *w_gate, const rt_act *w_up, const rt_act *w_down,
+                    const rt_act *b_gate, const rt_act *b_up, const rt_act *dy, int act,
+                    int64_t tokens, int64_t d_model, int64_t gate_cols, int64_t e_local,
+                    int64_t d_expert)
+{
+    check_args(fn, ep, tokens, d_model, gate_cols, e_local, d_expert);
+    check_weights(fn, act, w_gate, b_gate);
+    if (!ws && ((b_gate != NULL) != (db_gate != NULL) || (b_up != NULL) != (db_up != NULL) ||
+                (w_gate != NULL) != (dw_gate != NULL)))
+        rt_fatal("%s: a gradient for each weight and bias, and none for absent ones", fn);
     int64_t D = d_model, F = d_expert, W = 2 * D + 1;
     Plan P = plan_make(ep, gates, tokens, gate_cols, e_local);
     int64_t *row = send_rows(&P, gates, tokens);
@@ -333,9 +368,15 @@ void rt_moe_act_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt
     exchange(&P, pr, ps, W, false);
     permute(&P, pe, pr, W, true);
     int64_t R = P.nrecv;
-    /* unpacked expert-major operands (GEMMs want dense rows) */
-    float *x = fbuf(R * D), *gy = fbuf(R * D), *dyr = fbuf(R * D);
-    float *a = fbuf(R * F), *b = fbuf(R * F), *acts = fbuf(R * F), *u = fbuf(R * F);
+    if (ws && R > rows_max)
+        rt_fatal("%s: %lld routed rows reach this rank's experts, more than the W slot's %lld", fn,
+                 (long long)R, (long long)rows_max);
+    /* unpacked expert-major operands (GEMMs want dense rows); under ZB-H1
+     * those W reads are made in its slot */
+    Slot sl = ws ? slot_of(ws, rows_max, D, F, w_gate != NULL) : (Slot){0};
+    float *x = ws ? sl.x : fbuf(R * D), *gy = ws ? sl.gy : fbuf(R * D), *dyr = fbuf(R * D);
+    float *a = sl.a ? sl.a : fbuf(R * F), *b = ws ? sl.b : fbuf(R * F);
+    float *acts = ws ? sl.acts : fbuf(R * F), *u = fbuf(R * F);
     float *back = fbuf(R * (D + 1)), *dx = fbuf(R * D);
     for (int64_t q = 0; q < R; q++) {
         const float *r = pe + q * W;
@@ -363,16 +404,9 @@ void rt_moe_act_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt
             }
             back[(o + q) * (D + 1) + D] = s;
         }
-        rt_matmul_grad(dw_down + j * F * D, ACT, gy + o * D, F, D, n, true, false, true);
         act_bwd(act, A, B, U, n * F); /* A, B now da, db */
-        if (w_gate) {
-            rt_matmul_grad(dw_gate + j * D * F, x + o * D, A, D, F, n, true, false, true);
-            if (b_gate)
-                rt_reduce_rows_grad(db_gate + j * F, A, n, F, true);
-        }
-        rt_matmul_grad(dw_up + j * D * F, x + o * D, B, D, F, n, true, false, true);
-        if (b_up)
-            rt_reduce_rows_grad(db_up + j * F, B, n, F, true);
+        if (!ws)
+            expert_dw(dw_gate, dw_up, dw_down, db_gate, db_up, x + o * D, gy + o * D, ACT, A, B, j, n, D, F);
         if (w_gate) /* dx = da Wg^T + db Wu^T, in that order */
             rt_matmul(dx + o * D, A, w_gate + j * D * F, n, D, F, false, true, false);
         rt_matmul(dx + o * D, B, wu, n, D, F, false, true, w_gate != NULL);
@@ -398,9 +432,60 @@ void rt_moe_act_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt
             *dg = r[D];
         }
     }
-    float *all[] = {ps, pr, pe, x, gy, dyr, a, b, acts, u, back, dx, br, bs};
+    if (ws)
+        rtc_moe_wslot_put(ws, P.ecnt, e_local);
+    float *all[] = {ps, pr, pe, dyr, u, back, dx, br, bs};
     for (size_t k = 0; k < sizeof all / sizeof *all; k++)
         free(all[k]);
+    float *own[] = {x, gy, a, b, acts};
+    for (size_t k = 0; k < sizeof own / sizeof *own; k++)
+        if (!ws || (own[k] != sl.x && own[k] != sl.gy && own[k] != sl.a && own[k] != sl.b &&
+                    own[k] != sl.acts))
+            free(own[k]);
     free(row);
     plan_free(&P);
+}
+
+void rt_moe_act_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_grad *dw_up,
+                    rt_grad *dw_down, rt_grad *db_gate, rt_grad *db_up, const rt_act *h,
+                    const rt_act *gates, const rt_act *w_gate, const rt_act *w_up,
+                    const rt_act *w_down, const rt_act *b_gate, const rt_act *b_up,
+                    const rt_act *dy, int act, int64_t tokens, int64_t d_model,
+                    int64_t gate_cols, int64_t e_local, int64_t d_expert)
+{
+    moe_bwd("rt_moe_bwd", ep, dh, dgates, dw_gate, dw_up, dw_down, db_gate, db_up, NULL, 0, h, gates,
+            w_gate, w_up, w_down, b_gate, b_up, dy, act, tokens, d_model, gate_cols, e_local, d_expert);
+}
+
+void rt_moe_act_bwd_b(RtComm *ep, rt_act *dh, rt_act *dgates, rt_act *wslot, int64_t rows_max,
+                      const rt_act *h, const rt_act *gates, const rt_act *w_gate, const rt_act *w_up,
+                      const rt_act *w_down, const rt_act *b_gate, const rt_act *b_up, const rt_act *dy,
+                      int act, int64_t tokens, int64_t d_model, int64_t gate_cols, int64_t e_local,
+                      int64_t d_expert)
+{
+    if (!wslot || rows_max < 0)
+        rt_fatal("rt_moe_act_bwd_b: a W slot of rows_max >= 0 rows (got %p, %lld)", (void *)wslot,
+                 (long long)rows_max);
+    moe_bwd("rt_moe_act_bwd_b", ep, dh, dgates, NULL, NULL, NULL, NULL, NULL, wslot, rows_max, h, gates,
+            w_gate, w_up, w_down, b_gate, b_up, dy, act, tokens, d_model, gate_cols, e_local, d_expert);
+}
+
+void rt_moe_act_bwd_w(rt_grad *dw_gate, rt_grad *dw_up, rt_grad *dw_down, rt_grad *db_gate,
+                      rt_grad *db_up, const rt_act *wslot, int64_t rows_max, int act, int64_t d_model,
+                      int64_t e_local, int64_t d_expert)
+{
+    bool gated = act_gated("rt_moe_act_bwd_w", act);
+    if (gated != (dw_gate != NULL) || (!gated && db_gate) || !dw_up || !dw_down)
+        rt_fatal("rt_moe_act_bwd_w: a gradient for each weight of activation %d, and none for absent ones", act);
+    int64_t D = d_model, F = d_expert;
+    const int64_t *cnt = rtc_moe_wslot_get("rt_moe_act_bwd_w", wslot, e_local);
+    Slot sl = slot_of(wslot, rows_max, D, F, gated);
+    int64_t o = 0;
+    for (int64_t j = 0; j < e_local; j++) {
+        int64_t n = cnt[j];
+        if (n > 0)
+            expert_dw(dw_gate, dw_up, dw_down, db_gate, db_up, sl.x + o * D, sl.gy + o * D, sl.acts + o * F,
+                      gated ? sl.a + o * F : NULL, sl.b + o * F, j, n, D, F);
+        o += n;
+    }
 }

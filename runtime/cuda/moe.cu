@@ -15,6 +15,7 @@
  * deterministic, and 1 rank and n ranks differ only by the GEMMs.
  * Buffers are stream-ordered allocations (cudaMallocAsync) sized from the
  * counts and freed on compute before return. */
+#include "common/common.h"
 #include "cu_dev.cuh"
 
 #include <stdlib.h>
@@ -378,24 +379,65 @@ void rt_moe_act_fwd(RtComm *ep, rt_act *y, const rt_act *h, const rt_act *gates,
     dfree(P.d_idx);
 }
 
-void rt_moe_act_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_grad *dw_up, rt_grad *dw_down,
-                    rt_grad *db_gate, rt_grad *db_up, const rt_act *h, const rt_act *gates, const rt_act *w_gate,
-                    const rt_act *w_up, const rt_act *w_down, const rt_act *b_gate, const rt_act *b_up,
-                    const rt_act *dy, int act, int64_t tokens, int64_t d_model, int64_t gate_cols, int64_t e_local,
-                    int64_t d_expert)
+namespace {
+
+/* The experts' weight and bias gradients of expert j's n rows (moe.c's
+ * expert_dw): one order for rt_moe_act_bwd and W. */
+void expert_dw(rt_grad *dw_gate, rt_grad *dw_up, rt_grad *dw_down, rt_grad *db_gate, rt_grad *db_up, const rt_act *x,
+               const rt_act *gy, const rt_act *acts, const rt_act *a, const rt_act *b, int64_t j, int64_t n, int64_t D,
+               int64_t F)
 {
-    check_args("rt_moe_bwd", ep, tokens, d_model, gate_cols, e_local, d_expert);
-    check_weights("rt_moe_bwd", act, w_gate, b_gate);
-    if ((b_gate != NULL) != (db_gate != NULL) || (b_up != NULL) != (db_up != NULL) || (w_gate != NULL) != (dw_gate != NULL))
-        rt_fatal("rt_moe_bwd: a gradient for each weight and bias, and none for absent ones");
+    rt_matmul_grad(dw_down + j * F * D, acts, gy, F, D, n, true, false, true);
+    if (dw_gate) {
+        rt_matmul_grad(dw_gate + j * D * F, x, a, D, F, n, true, false, true);
+        if (db_gate) rt_reduce_rows_grad(db_gate + j * F, a, n, F, true);
+    }
+    rt_matmul_grad(dw_up + j * D * F, x, b, D, F, n, true, false, true);
+    if (db_up) rt_reduce_rows_grad(db_up + j * F, b, n, F, true);
+}
+
+/* The W slot's regions (rt.h rt_moe_act_bwd_b): x, gy, acts, b, a. */
+struct Slot {
+    rt_act *x, *gy, *acts, *b, *a;
+};
+
+Slot slot_of(const rt_act *ws, int64_t rows_max, int64_t D, int64_t F, bool gated)
+{
+    rt_act *p = (rt_act *)ws;
+    return Slot{p, p + rows_max * D, p + 2 * rows_max * D, p + rows_max * (2 * D + F),
+                gated ? p + rows_max * (2 * D + 2 * F) : nullptr};
+}
+
+size_t slot_bytes(int64_t rows_max, int64_t D, int64_t F, bool gated)
+{
+    return (size_t)(rows_max * (2 * D + (2 + gated) * F)) * sizeof(rt_act);
+}
+
+/* ws non-NULL (ZB-H1's B): the weight gradients' operands are made in the
+ * W slot ws and the gradients left to rt_moe_act_bwd_w. */
+void moe_bwd(const char *fn, RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_grad *dw_up,
+             rt_grad *dw_down, rt_grad *db_gate, rt_grad *db_up, rt_act *ws, int64_t rows_max, const rt_act *h,
+             const rt_act *gates, const rt_act *w_gate, const rt_act *w_up, const rt_act *w_down,
+             const rt_act *b_gate, const rt_act *b_up, const rt_act *dy, int act, int64_t tokens, int64_t d_model,
+             int64_t gate_cols, int64_t e_local, int64_t d_expert)
+{
+    check_args(fn, ep, tokens, d_model, gate_cols, e_local, d_expert);
+    check_weights(fn, act, w_gate, b_gate);
+    if (!ws && ((b_gate != NULL) != (db_gate != NULL) || (b_up != NULL) != (db_up != NULL) ||
+                (w_gate != NULL) != (dw_gate != NULL)))
+        rt_fatal("%s: a gradient for each weight and bias, and none for absent ones", fn);
     int64_t D = d_model, F = d_expert, T = tokens, E = e_local;
     size_t ab = sizeof(rt_act), wb = (size_t)(E * D * F) * ab, gb = (size_t)(E * D * F) * sizeof(rt_grad);
     size_t bb = (size_t)(E * F) * ab, dbb = (size_t)(E * F) * sizeof(rt_grad);
     size_t tb = (size_t)(T * D) * ab, cb = (size_t)(T * gate_cols) * ab;
+    size_t sb = ws ? slot_bytes(rows_max, D, F, w_gate != NULL) : 0;
     rtcu_deps({{dh, tb}, {dgates, cb}, {dw_gate, gb}, {dw_up, gb}, {dw_down, gb}, {db_gate, dbb}, {db_up, dbb}, {h, tb},
-               {gates, cb}, {w_gate, wb}, {w_up, wb}, {w_down, wb}, {b_gate, bb}, {b_up, bb}, {dy, tb}});
+               {gates, cb}, {w_gate, wb}, {w_up, wb}, {w_down, wb}, {b_gate, bb}, {b_up, bb}, {dy, tb}, {ws, sb}});
     Plan P = plan_make(ep, gates, T, gate_cols, e_local);
     int64_t S = P.nsend, R = P.nrecv;
+    if (ws && R > rows_max)
+        rt_fatal("%s: %lld routed rows reach this rank's experts, more than the W slot's %lld", fn, (long long)R,
+                 (long long)rows_max);
     bool x = P.ep != NULL;
     /* send order: h, dy, gate per routed row; then the receive order */
     rt_act *xs = (rt_act *)dalloc((size_t)(S * D) * ab), *ys = (rt_act *)dalloc((size_t)(S * D) * ab);
@@ -410,10 +452,12 @@ void rt_moe_act_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt
     }
     exchange(P, {{xs, xr, (size_t)D * ab}, {ys, yr, (size_t)D * ab}, {gs, gr, sizeof(float)}}, false);
     /* expert-major operands */
-    rt_act *xe = (rt_act *)dalloc((size_t)(R * D) * ab), *ye = (rt_act *)dalloc((size_t)(R * D) * ab);
-    rt_act *gy = (rt_act *)dalloc((size_t)(R * D) * ab), *dx = (rt_act *)dalloc((size_t)(R * D) * ab);
-    rt_act *a = (rt_act *)dalloc((size_t)(R * F) * ab), *b = (rt_act *)dalloc((size_t)(R * F) * ab);
-    rt_act *acts = (rt_act *)dalloc((size_t)(R * F) * ab), *u = (rt_act *)dalloc((size_t)(R * F) * ab);
+    /* under ZB-H1 those W reads are made in its slot */
+    Slot sl = ws ? slot_of(ws, rows_max, D, F, w_gate != NULL) : Slot{};
+    rt_act *xe = ws ? sl.x : (rt_act *)dalloc((size_t)(R * D) * ab), *ye = (rt_act *)dalloc((size_t)(R * D) * ab);
+    rt_act *gy = ws ? sl.gy : (rt_act *)dalloc((size_t)(R * D) * ab), *dx = (rt_act *)dalloc((size_t)(R * D) * ab);
+    rt_act *a = sl.a ? sl.a : (rt_act *)dalloc((size_t)(R * F) * ab), *b = ws ? sl.b : (rt_act *)dalloc((size_t)(R * F) * ab);
+    rt_act *acts = ws ? sl.acts : (rt_act *)dalloc((size_t)(R * F) * ab), *u = (rt_act *)dalloc((size_t)(R * F) * ab);
     float *ge = (float *)dalloc((size_t)R * sizeof(float)), *dge = (float *)dalloc((size_t)R * sizeof(float));
     gather(xe, xr, P.to_exp, R, D);
     gather(ye, yr, P.to_exp, R, D);
@@ -434,13 +478,9 @@ void rt_moe_act_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt
     for (int64_t j = 0; j < E; j++) {
         int64_t n = P.ecnt[(size_t)j], o = P.eoff[(size_t)j];
         if (n == 0) continue;
-        rt_matmul_grad(dw_down + j * F * D, acts + o * F, gy + o * D, F, D, n, true, false, true);
-        if (w_gate) {
-            rt_matmul_grad(dw_gate + j * D * F, xe + o * D, a + o * F, D, F, n, true, false, true);
-            if (b_gate) rt_reduce_rows_grad(db_gate + j * F, a + o * F, n, F, true);
-        }
-        rt_matmul_grad(dw_up + j * D * F, xe + o * D, b + o * F, D, F, n, true, false, true);
-        if (b_up) rt_reduce_rows_grad(db_up + j * F, b + o * F, n, F, true);
+        if (!ws)
+            expert_dw(dw_gate, dw_up, dw_down, db_gate, db_up, xe + o * D, gy + o * D, acts + o * F, a + o * F,
+                      b + o * F, j, n, D, F);
         if (w_gate) /* dx = da Wg^T + db Wu^T, in that order */
             rt_matmul(dx + o * D, a + o * F, w_gate + j * D * F, n, D, F, false, true, false);
         rt_matmul(dx + o * D, b + o * F, w_up + j * D * F, n, D, F, false, true, w_gate != NULL);
@@ -456,10 +496,59 @@ void rt_moe_act_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt
                                                                             P.send_col, T, gate_cols);
         LAUNCH_CHECK();
     }
-    for (void *p : {(void *)xe, (void *)ye, (void *)gy, (void *)dx, (void *)a, (void *)b, (void *)acts, (void *)u,
-                    (void *)ge, (void *)dge, (void *)xs, (void *)ys, (void *)gs, (void *)dgs})
+    if (ws) rtc_moe_wslot_put(ws, P.ecnt.data(), e_local);
+    for (void *p : {(void *)ye, (void *)dx, (void *)u, (void *)ge, (void *)dge, (void *)xs, (void *)ys, (void *)gs,
+                    (void *)dgs})
         dfree(p);
+    for (void *p : {(void *)xe, (void *)gy, (void *)a, (void *)b, (void *)acts})
+        if (!ws || (p != sl.x && p != sl.gy && p != sl.a && p != sl.b && p != sl.acts)) dfree(p);
     if (x)
         for (void *p : {(void *)xr, (void *)yr, (void *)gr, (void *)dgr}) dfree(p);
     dfree(P.d_idx);
+}
+
+} // namespace
+
+void rt_moe_act_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_grad *dw_up, rt_grad *dw_down,
+                    rt_grad *db_gate, rt_grad *db_up, const rt_act *h, const rt_act *gates, const rt_act *w_gate,
+                    const rt_act *w_up, const rt_act *w_down, const rt_act *b_gate, const rt_act *b_up,
+                    const rt_act *dy, int act, int64_t tokens, int64_t d_model, int64_t gate_cols, int64_t e_local,
+                    int64_t d_expert)
+{
+    moe_bwd("rt_moe_bwd", ep, dh, dgates, dw_gate, dw_up, dw_down, db_gate, db_up, NULL, 0, h, gates, w_gate, w_up,
+            w_down, b_gate, b_up, dy, act, tokens, d_model, gate_cols, e_local, d_expert);
+}
+
+void rt_moe_act_bwd_b(RtComm *ep, rt_act *dh, rt_act *dgates, rt_act *wslot, int64_t rows_max, const rt_act *h,
+                      const rt_act *gates, const rt_act *w_gate, const rt_act *w_up, const rt_act *w_down,
+                      const rt_act *b_gate, const rt_act *b_up, const rt_act *dy, int act, int64_t tokens,
+                      int64_t d_model, int64_t gate_cols, int64_t e_local, int64_t d_expert)
+{
+    if (!wslot || rows_max < 0)
+        rt_fatal("rt_moe_act_bwd_b: a W slot of rows_max >= 0 rows (got %p, %lld)", (void *)wslot, (long long)rows_max);
+    moe_bwd("rt_moe_act_bwd_b", ep, dh, dgates, NULL, NULL, NULL, NULL, NULL, wslot, rows_max, h, gates, w_gate, w_up,
+            w_down, b_gate, b_up, dy, act, tokens, d_model, gate_cols, e_local, d_expert);
+}
+
+void rt_moe_act_bwd_w(rt_grad *dw_gate, rt_grad *dw_up, rt_grad *dw_down, rt_grad *db_gate, rt_grad *db_up,
+                      const rt_act *wslot, int64_t rows_max, int act, int64_t d_model, int64_t e_local, int64_t d_expert)
+{
+    rtcu_require_init("rt_moe_act_bwd_w");
+    bool gated = act_gated("rt_moe_act_bwd_w", act);
+    if (gated != (dw_gate != NULL) || (!gated && db_gate) || !dw_up || !dw_down)
+        rt_fatal("rt_moe_act_bwd_w: a gradient for each weight of activation %d, and none for absent ones", act);
+    int64_t D = d_model, F = d_expert, E = e_local;
+    size_t gb = (size_t)(E * D * F) * sizeof(rt_grad), dbb = (size_t)(E * F) * sizeof(rt_grad);
+    rtcu_deps({{dw_gate, gb}, {dw_up, gb}, {dw_down, gb}, {db_gate, dbb}, {db_up, dbb},
+               {wslot, slot_bytes(rows_max, D, F, gated)}});
+    const int64_t *cnt = rtc_moe_wslot_get("rt_moe_act_bwd_w", wslot, e_local);
+    Slot sl = slot_of(wslot, rows_max, D, F, gated);
+    int64_t o = 0;
+    for (int64_t j = 0; j < E; j++) {
+        int64_t n = cnt[j];
+        if (n > 0)
+            expert_dw(dw_gate, dw_up, dw_down, db_gate, db_up, sl.x + o * D, sl.gy + o * D, sl.acts + o * F,
+                      gated ? sl.a + o * F : nullptr, sl.b + o * F, j, n, D, F);
+        o += n;
+    }
 }

@@ -155,7 +155,9 @@ void cg_load(int32_t *dst, int which, int mb, int64_t b0, int64_t nb, int64_t s0
     X(rt_allgather_dim) X(rt_reduce_scatter_dim) X(rt_alltoall_dim) X(rt_slice_dim)           \
     X(cg_recv) X(cg_wait) X(cg_load) X(cg_matmul_grad) X(rt_reduce_rows_grad)                 \
     X(rt_grad_add) X(rt_grad_sum) X(cg_grad_ready) X(rt_wait) X(cg_issue)                     \
-    X(cg_matmul_batch) X(cg_matmul_grad_batch) X(cg_matmul_fp8) X(cg_matmul_fp8_grad)
+    X(cg_matmul_batch) X(cg_matmul_grad_batch) X(cg_matmul_fp8) X(cg_matmul_fp8_grad)          \
+    X(rt_moe_fwd) X(rt_moe_bwd) X(rt_moe_act_fwd) X(rt_moe_act_bwd) X(rt_moe_act_bwd_b)        \
+    X(rt_moe_act_bwd_w)
 enum {
 #define CG_PF_ENUM(f) CG_PF_##f,
     CG_PROFILED(CG_PF_ENUM)
@@ -259,6 +261,13 @@ void cg_prof_comm(int call, double t0, const RtComm *c, int64_t elems, RtType t,
 #define rt_grad_sum(...) CG_PROF(CG_PF_rt_grad_sum, rt_grad_sum(__VA_ARGS__))
 #define cg_grad_ready(...) CG_PROF(CG_PF_cg_grad_ready, cg_grad_ready(__VA_ARGS__))
 #define rt_wait(...) CG_PROF_WAIT(CG_PF_rt_wait, rt_wait(__VA_ARGS__))
+/* an MoE layer's experts (their exchanges inside: compute and wait together) */
+#define rt_moe_fwd(...) CG_PROF(CG_PF_rt_moe_fwd, rt_moe_fwd(__VA_ARGS__))
+#define rt_moe_bwd(...) CG_PROF(CG_PF_rt_moe_bwd, rt_moe_bwd(__VA_ARGS__))
+#define rt_moe_act_fwd(...) CG_PROF(CG_PF_rt_moe_act_fwd, rt_moe_act_fwd(__VA_ARGS__))
+#define rt_moe_act_bwd(...) CG_PROF(CG_PF_rt_moe_act_bwd, rt_moe_act_bwd(__VA_ARGS__))
+#define rt_moe_act_bwd_b(...) CG_PROF(CG_PF_rt_moe_act_bwd_b, rt_moe_act_bwd_b(__VA_ARGS__))
+#define rt_moe_act_bwd_w(...) CG_PROF(CG_PF_rt_moe_act_bwd_w, rt_moe_act_bwd_w(__VA_ARGS__))
 /* cg_issue has no macro: the trainer times the non-blocking collectives it
  * issues outside cg_grad_ready (train_sched.c, train_optim.c). */
 

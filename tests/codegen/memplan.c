@@ -163,6 +163,13 @@ int main(int argc, char **argv)
          "tp2 sp pp4 zero1 zb-h1", NULL},
         {"llama.mdl", 2, PINS(1, 2, 1, 4, PLAN_RECOMPUTE_NONE, 0, 0, PLAN_SCHED_ZB_H1, 1),
          "bench model, pp2 zb-h1 on 2 CPU ranks", "vm-cpu.cluster"},
+        /* ZB-H1 with MoE layers: each layer's W slot holds the most routed
+         * rows that can reach the rank (plan_moe_wslot_rows), their output
+         * gradients, the activation and the first GEMMs' gradients. */
+        {"mixtral-8x7b.mdl", 64, PINS(2, 4, 8, 1, PLAN_RECOMPUTE_NONE, 1, 2, PLAN_SCHED_ZB_H1, 1),
+         "tp2 sp pp4 zero2 zb-h1 (ZeRO-1 does not fit)", NULL},
+        {"tiny-mixtral.mdl", 4, PINS(1, 2, 2, 4, PLAN_RECOMPUTE_NONE, 0, 0, PLAN_SCHED_ZB_H1, 1),
+         "bench sizes, dp2 pp2 zb-h1 on 4 CPU ranks", "vm-cpu.cluster"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check(argv[1], argv[2], &cases[i]);

@@ -4,10 +4,12 @@ the predicted trace of its plan (ptdc --trace-plan FILE) against the Chrome
 trace-event format and against each other (docs/trace.md).
 
   trace_check.py --measured FILE --world W --pp P --micro M --chunks V --steps S
-                 [--plan FILE] [--kernels] [--split] [--self-test]
+                 [--plan FILE] [--kernels] [--split] [--in-stage NAME=DIR]... [--self-test]
 
 --split: the schedule splits the backward (ZB-H1): every micro-batch's weight
-gradients (W) are a stage span too. With --plan, each rank runs its stage
+gradients (W) are a stage span too. --in-stage NAME=DIR (with kernel spans):
+kernel NAME runs inside every DIR stage span of its ranks and in no other
+(ZB-H1's MoE: rt_moe_act_bwd_w=wgrad, rt_moe_act_bwd_b=bwd); DIR none: never. With --plan, each rank runs its stage
 spans in the plan's order (the order plan/schedule.c gives both).
 
 Each check prints a line; any failure ends with status 1. --self-test breaks
@@ -197,10 +199,40 @@ def order_ok(measured, plan):
              f"the plan's {w[k] if k < len(w) else None} (chunk, mb, dir)")
 
 
+def kernels_in(measured, rules):
+    """--in-stage NAME=DIR: every kernel span NAME lies inside a stage span
+    of its rank whose dir is DIR, and every DIR span of a rank that runs NAME
+    holds one (ZB-H1's MoE W: rt_moe_act_bwd_w in each W, rt_moe_act_bwd_b in
+    each B); DIR "none": no NAME span at all."""
+    ev = [e for e in measured["traceEvents"] if e["ph"] == "X"]
+    stages = [e for e in ev if e.get("cat") in STAGE_CATS]
+    for rule in rules:
+        name, d = rule.split("=")
+        ks = [e for e in ev if e.get("cat") == "kernel" and e["name"] == name]
+        if d == "none":
+            need(not ks, f"measured: {len(ks)} '{name}' kernel spans, none expected")
+            continue
+        need(ks, f"measured: no '{name}' kernel span")
+        held = defaultdict(int)
+        for k in ks:
+            st = [s for s in stages if s["pid"] == k["pid"] and s["ts"] - EPS <= k["ts"] and
+                  k["ts"] + k["dur"] <= s["ts"] + s["dur"] + EPS]
+            need(st and st[0]["args"]["dir"] == d, f"measured: '{name}' of rank {k['pid']} at {k['ts']:.1f} us "
+                 f"runs in {st[0]['args']['dir'] if st else 'no stage span'}, not {d}")
+            held[id(st[0])] += 1
+        for pid in {k["pid"] for k in ks}:
+            for s in stages:
+                need(s["pid"] != pid or s["args"]["dir"] != d or held[id(s)] > 0,
+                     f"measured: rank {pid}'s {d} span (chunk {s['args']['chunk']}, mb {s['args']['mb']}) runs no '{name}'")
+
+
 def run(measured, plan, a):
     kinds, pairs = check_measured(measured, a)
     msg = (f"measured: {a.world} ranks, {a.steps} steps, {len(kinds)} (pp, chunk, mb, dir) stage spans "
            f"per step, {pairs} send/receive pairs in clock order")
+    if a.in_stage:
+        kernels_in(measured, a.in_stage)
+        msg += "; kernels in their stages: " + ", ".join(a.in_stage)
     if plan is not None:
         pk = check_plan(plan, a)
         need(pk == kinds, f"predicted and measured stage spans differ: {sorted(pk ^ kinds)[:6]}")
@@ -249,7 +281,16 @@ def self_test(measured, plan, a):
         for k in ("name", "cat", "args"):
             x[k], y[k] = y[k], x[k]
 
+    def kernel_elsewhere(d):  # the first --in-stage kernel renamed as a kernel no stage span should hold
+        name, _ = a.in_stage[0].split("=")
+        k = d["traceEvents"][first(lambda e: e.get("cat") == "kernel" and e["name"] == name)]
+        k["name"] = next((r.split("=")[0] for r in a.in_stage if r.endswith("=none")), "cg_matmul")
+        if k["name"] == "cg_matmul":  # no forbidden one: drop a required one instead
+            k["name"] = name + "_moved"
+
     cases = [drop_backward, no_bytes, overlap, lose_rank, no_dur]
+    if a.in_stage:
+        cases.append(kernel_elsewhere)
     if plan is not None:
         cases.append(misorder)
     if a.pp > 1:
@@ -274,6 +315,9 @@ def main():
     ap.add_argument("--self-test", action="store_true")
     ap.add_argument("--kernels", action="store_true", help="the trace has PTDC_TRACE_KERNELS's spans")
     ap.add_argument("--split", action="store_true", help="a split schedule (ZB-H1): W spans too")
+    ap.add_argument("--in-stage", action="append", default=[], metavar="NAME=DIR",
+                    help="kernel NAME runs in every DIR (fwd, bwd, wgrad) stage span of its ranks and nowhere else; "
+                         "DIR none: never")
     a = ap.parse_args()
     try:
         docs = []

@@ -28,6 +28,9 @@ build tiny-llama-4 models/tiny-llama.mdl --gpus 4 --dp 2 --tp 2
 build tiny-gpt-4-pp models/tiny-gpt.mdl --gpus 4 --pp 2 --tp 2
 # ZB-H1: each stage's W (stageN_wgrad) and the W slots B copies into
 build tiny-llama-zb models/tiny-llama.mdl --gpus 4 --pp 2 --tp 2 --sp on --schedule zb-h1
+# ... with MoE layers: the experts' B (rt_moe_act_bwd_b) and W
+# (rt_moe_act_bwd_w) around each layer's W slot, the experts exchanged over dp
+build tiny-mixtral-zb models/tiny-mixtral.mdl --gpus 4 --pp 2 --dp 2 --ep 2 --schedule zb-h1
 # FP8 GEMMs (cg_matmul_fp8: rt_cast_fp8_t, rt_matmul_fp8) and their amax
 # reductions over the tensor-parallel group
 build tiny-llama-fp8 models/tiny-llama.mdl --gpus 2 --gpu h100-80gb --precision fp8 --tp 2

@@ -173,6 +173,10 @@ want tp2-mla && run_case tp2-mla tiny-deepseek tp2 PTDC_EMU_SEED=10
 #    deferred past later backwards, reading B's copies in W slots (rt_copy
 #    on the compute stream), the buckets completed by the last W.
 want dp2-pp2-zb && run_case dp2-pp2-zb tiny-llama dp2-pp2-mb4-zb PTDC_EMU_SEED=11
+#    ... with MoE layers, the experts exchanged over dp: their weight
+#    gradients in W (rt_moe_act_bwd_w) from the W slot B made them in
+#    (rt_moe_act_bwd_b), the row counts kept on the host.
+want dp2-pp2-ep-zb && run_case dp2-pp2-ep-zb tiny-mixtral dp2-pp2-ep-mb4-zb PTDC_EMU_SEED=12
 # 10. Experts of another activation (moe act = relu2, ungated: rt_moe_act_*,
 #     rt_relu2_*; docs/moe.md "Expert activations"), exchanged over dp.
 want dp2-ep-relu2 && run_case dp2-ep-relu2 tiny-moe-relu2 dp2-ep-mb2 PTDC_EMU_SEED=11

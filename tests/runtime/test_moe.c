@@ -452,6 +452,32 @@ static void test_moe_local(int T, int D, int F, int E, int k, int act, bool bias
     for (int64_t i = skip < 0 ? nb : (int64_t)skip * F; i < nb; i++)
         untouched = untouched && dbg[i] == 0 && dbu[i] == 0;
     CHECK(untouched, "an expert no token chose must get no gradient");
+    /* ZB-H1's split: B then W from the slot, bitwise the whole backward */
+    int64_t rows = (int64_t)T * (k < E ? k : E), ns = rows * (2 * D + (2 + gated) * F);
+    float *slot = fnew(ns), *dh2 = fnew(T * D), *dg2 = fnew(T * E);
+    float *dwg2 = fnew(nw), *dwu2 = fnew(nw), *dwd2 = fnew(nw), *dbg2 = fnew(nb), *dbu2 = fnew(nb);
+    for (int64_t i = 0; i < nw; i++) /* accumulated onto what the whole one was */
+        dwg2[i] = dwu2[i] = dwd2[i] = 0.5f;
+    for (int64_t i = 0; i < nb; i++)
+        dbg2[i] = dbu2[i] = 0.5f;
+    rt_moe_act_bwd_b(NULL, dh2, dg2, slot, rows, h, g, WG, wu, wd, BG, BU, R, act, T, D, E, E, F);
+    rt_moe_act_bwd_w(gated ? dwg2 : NULL, dwu2, dwd2, DBG ? dbg2 : NULL, DBU ? dbu2 : NULL, slot, rows, act, D, E, F);
+    for (int64_t i = 0; i < nw; i++)
+        dwg2[i] -= 0.5f, dwu2[i] -= 0.5f, dwd2[i] -= 0.5f;
+    for (int64_t i = 0; i < nb; i++)
+        dbg2[i] -= 0.5f, dbu2[i] -= 0.5f;
+    if (!gated) /* untouched by both */
+        memcpy(dwg2, dwg, sizeof *dwg * (size_t)nw);
+    if (!DBG)
+        memcpy(dbg2, dbg, sizeof *dbg * (size_t)nb);
+    if (!DBU)
+        memcpy(dbu2, dbu, sizeof *dbu * (size_t)nb);
+    bool same = !memcmp(dh2, dh, sizeof *dh * (size_t)(T * D)) && !memcmp(dg2, dg, sizeof *dg * (size_t)(T * E)) &&
+                !memcmp(dwg2, dwg, sizeof *dwg * (size_t)nw) && !memcmp(dwu2, dwu, sizeof *dwu * (size_t)nw) &&
+                !memcmp(dwd2, dwd, sizeof *dwd * (size_t)nw) && !memcmp(dbg2, dbg, sizeof *dbg * (size_t)nb) &&
+                !memcmp(dbu2, dbu, sizeof *dbu * (size_t)nb);
+    CHECK(same, "rt_moe_act_bwd_b then rt_moe_act_bwd_w must equal rt_moe_act_bwd bitwise");
+    free(slot), free(dh2), free(dg2), free(dwg2), free(dwu2), free(dwd2), free(dbg2), free(dbu2);
     free(h), free(g), free(wg), free(wu), free(wd), free(y), free(R), free(dh), free(dg);
     free(dwg), free(dwu), free(dwd), free(yd), free(gr), free(bg), free(bu), free(dbg), free(dbu);
     free(c.h), free(c.g), free(c.wg), free(c.wu), free(c.wd), free(c.bg), free(c.bu), free(c.R), free(c.y);
@@ -464,6 +490,22 @@ static void bad_topk(void *arg)
     float z[4] = {0}, g[4];
     RtRoute r = {.topk = 3, .groups = 2, .group_topk = 1, .scale = 1};
     rt_route_fwd(g, z, 1, 1, 4, &r, NULL, 0, 0);
+}
+
+/* ZB-H1's B with a W slot one row short of the rows routed here, and W
+ * from a slot no B filled. */
+static void bad_wslot_rows(void *arg)
+{
+    (void)arg;
+    float h[4] = {1, 2, 3, 4}, g[4] = {1, 0, 0, 1}, w[4] = {0}, dh[4], dg[4], slot[64];
+    rt_moe_act_bwd_b(NULL, dh, dg, slot, 1, h, g, w, w, w, NULL, NULL, h, RT_MOE_SWIGLU, 2, 2, 2, 2, 1);
+}
+
+static void bad_wslot_unfilled(void *arg)
+{
+    (void)arg;
+    float slot[64] = {0}, dw[4] = {0};
+    rt_moe_act_bwd_w(dw, dw, dw, NULL, NULL, slot, 1, RT_MOE_SWIGLU, 2, 2, 1);
 }
 
 static void bad_cols(void *arg)
@@ -592,5 +634,7 @@ int main(int argc, char **argv)
     test_moe_local(9, 8, 6, 4, 2, RT_MOE_SWIGLU_OAI, true, 10); /* past the clamps */
     ref_expect_fatal("topk beyond the candidates", bad_topk, NULL, "topk = 3 outside");
     ref_expect_fatal("gate columns", bad_cols, NULL, "gates have 3 columns");
+    ref_expect_fatal("W slot rows", bad_wslot_rows, NULL, "more than the W slot's 1");
+    ref_expect_fatal("W slot unfilled", bad_wslot_unfilled, NULL, "holds no rows");
     return check_status("rt_moe");
 }
