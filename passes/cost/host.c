@@ -120,10 +120,11 @@ void pass_host_piece(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m, 
     if (t <= 0)
         return;
     const IrPiece *P = &g->pieces[piece];
-    int end = P->first + P->count, moe = -1, attn = -1;
+    int end = P->first + P->count, moe = -1, attn = -1, ssd = -1;
     for (int id = P->first; id < end; id++) {
         moe = g->nodes[id].op == IR_OP_MOE && moe < 0 ? id : moe;
         attn = g->nodes[id].op == IR_OP_ATTENTION && attn < 0 ? id : attn;
+        ssd = g->nodes[id].op == IR_OP_SSD && ssd < 0 ? id : ssd;
     }
     /* Megatron's scopes (transformer_layer.py, _get_submodules_under_cudagraphs):
      * moe_router the pre-MLP norm and the router ([rf, moe)), moe_preprocess
@@ -136,6 +137,10 @@ void pass_host_piece(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m, 
         rf = -1;
     int a0 = attn >= 0 && c->st.cuda_graph == PASS_GRAPH_ATTN_MOE ? P->first : -1;
     int a1 = a0 < 0 ? -1 : rf >= 0 ? rf : moe >= 0 ? moe : end;
+    /* mamba: a Mamba layer's piece (its scan, no attention or MoE layer
+     * beside it), all of it. */
+    if (c->st.cuda_graph_mamba && ssd >= 0 && attn < 0 && moe < 0)
+        a0 = P->first, a1 = end;
     double fo = 0, bo = 0;
     bool rec_a = false, rec_r = false;
     for (int id = P->first; id < end; id++) {

@@ -1354,6 +1354,61 @@ static void test_host(const char *models)
     ir_arena_free(a);
 }
 
+/* cuda_graph_mamba (Megatron's scope mamba): a Mamba layer's piece is one
+ * launch forward and one backward instead of one a node forward and one
+ * (a GEMM's two) backward; the attention and MoE layers' pieces keep their
+ * counts. */
+static void test_host_mamba(const char *models)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tiny-nemotron3.mdl", models);
+    IrArena *a = ir_arena_new();
+    IrGraph *g = mega_compile(a, path, "", 16);
+    CHECK(g != NULL);
+    if (!g) {
+        ir_arena_free(a);
+        return;
+    }
+    PassCluster cl = {.ngpus = 8, .gpus_per_node = 8};
+    pass_gpu_preset("h100-80gb", &cl.gpu);
+    PassCostCtx c = {.cl = &cl};
+    pass_stack_preset("megatron", &c.st);
+    double t = pass_host_op_s(&c);
+    PlanMesh m;
+    plan_mesh_make(&m, 8, 1, 8);
+    double *colls = calloc(2 * (size_t)g->nnodes, sizeof *colls);
+    int mamba = 0, other = 0;
+    for (int p = 0; p < g->npieces; p++) {
+        const IrPiece *P = &g->pieces[p];
+        bool ssd = false, moe = false, attn = false;
+        double f = 0, b = 0;
+        for (int id = P->first; id < P->first + P->count; id++) {
+            IrOp op = g->nodes[id].op;
+            ssd |= op == IR_OP_SSD, moe |= op == IR_OP_MOE, attn |= op == IR_OP_ATTENTION;
+            f += 1, b += op == IR_OP_MATMUL ? 2 : 1;
+        }
+        if (moe)
+            continue; /* its experts' GEMMs need the strategies (test_host) */
+        PassHostCost eager, graphed;
+        PassCostCtx cm = c;
+        cm.st.cuda_graph_mamba = true;
+        pass_host_piece(&c, g, &m, p, PLAN_RECOMPUTE_NONE, colls, NULL, &eager);
+        pass_host_piece(&cm, g, &m, p, PLAN_RECOMPUTE_NONE, colls, NULL, &graphed);
+        CHECK(NEAR(eager.fwd_s, f * t, 1e-12) && NEAR(eager.bwd_s, b * t, 1e-12));
+        if (ssd && !attn) {
+            mamba++;
+            CHECK(f > 1 && NEAR(graphed.fwd_s, t, 1e-12) && NEAR(graphed.bwd_s, t, 1e-12));
+        } else {
+            other++;
+            CHECK(NEAR(graphed.fwd_s, eager.fwd_s, 1e-12) && NEAR(graphed.bwd_s, eager.bwd_s, 1e-12));
+        }
+    }
+    CHECK(mamba == 3 && other >= 1); /* "MEM*EME": three Mamba layers */
+    free(colls);
+    ir_graph_free(g);
+    ir_arena_free(a);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -1369,6 +1424,7 @@ int main(int argc, char **argv)
     test_moe(argv[1]);
     test_mla_up_proj(argv[1]);
     test_host(argv[1]);
+    test_host_mamba(argv[1]);
     test_moe_bias(argv[1]);
     test_layer_attrs(argv[1]);
     on_13b_plan(argv[1], 1, 1, check_grad_sums);
