@@ -370,6 +370,13 @@ double pass_param_mb_s(const PassCostCtx *c, const IrGraph *g, const IrNode *n, 
 typedef struct PassHostCost {
     double fwd_s, bwd_s;
     double syncs_f, syncs_b;
+    /* The forward in launch order (host.c, "the stretches"): the max-plus
+     * map of (host clock, GPU clock) through its launches, GPU work and
+     * syncs, walked with the nodes' GPU seconds gpu_f; ord_n: the pieces
+     * composed into it (0: none, the map unset). */
+    double ord_f[2][2];
+    double gpu_f;
+    int ord_n;
 } PassHostCost;
 /* Host seconds per framework op on the cluster's host under c's stack (0:
  * not modelled, a CPU device, or a full-step CUDA graph). */
@@ -378,13 +385,15 @@ double pass_host_op_s(const PassCostCtx *c);
  * for an MoE layer's local experts): its ops as the stack runs them, with
  * colls[2 i], colls[2 i + 1] the collectives launched on the input edges of
  * its i-th node forward and backward (captured CUDA graphs one launch
- * each), times pass_host_op_s. */
+ * each), times pass_host_op_s; ncs[i] (NULL: none) the i-th node's GPU
+ * seconds, which the forward's order is walked with. */
 void pass_host_piece(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m, int piece, PlanRecompute r,
-                     const double *colls, PassHostCost *h);
+                     const double *colls, const PassNodeCost *ncs, PassHostCost *h);
 void pass_host_add(PassHostCost *sum, const PassHostCost *h);
 /* One micro-batch's GPU seconds *gf (forward) and *gb (backward) of a
- * rank whose host syncs (h): between syncs max(host, GPU), one op's host
- * time exposed after each sync. */
+ * rank whose host syncs (h): the forward as its launches, GPU work and
+ * syncs order it (after a sync the GPU waits for each launch until the
+ * host is ahead again), the backward max(host, GPU). */
 void pass_host_bound(const PassCostCtx *c, const PassHostCost *h, double *gf, double *gb);
 
 /* ================================================ predict*.c (issue 3) */

@@ -6,12 +6,13 @@
  * ahead of the GPU until something makes it wait for the GPU (a sync):
  * between two syncs a stretch of work takes max(host, GPU), and after each
  * sync the GPU is idle until the host has launched the next op (one op's
- * host time exposed). Megatron's dropless MoE dispatchers sync once per MoE
- * layer forward (stack key moe_sync); backward has none, so a micro-batch
- * takes max(host, GPU) over its forward's stretches, plus the syncs'
- * exposures, plus max(host, GPU) over its backward. Without any sync
- * the host runs ahead across micro-batches and pipeline waits alike, and
- * only the whole step's launches bound the step (pass_predict).
+ * host time exposed, and more while the ops after it take the GPU less
+ * time than the host takes to launch them). Megatron's dropless MoE
+ * dispatchers sync once per MoE layer forward (stack key moe_sync);
+ * backward has none. So a micro-batch's forward is walked in launch order
+ * (the stretches below), and its backward takes max(host, GPU). Without
+ * any sync the host runs ahead across micro-batches and pipeline waits
+ * alike, and only the whole step's launches bound the step (pass_predict).
  *
  * The host's work is counted from the plan: one framework op per forward
  * node and direction (a GEMM's backward two: data and weight gradient; an
@@ -36,6 +37,42 @@
  * of fc1 and fc2. */
 #define MOE_FWD_STEPS 6
 #define MOE_BWD_STEPS 5
+
+/* The stretches. The host launches op k when it has launched op k - 1
+ * (L += its host time h_k); the GPU runs it when it has run op k - 1 and
+ * op k is launched (F = max(F, L) + its GPU time g_k); a sync makes the
+ * host wait for the GPU (L = max(L, F)). Both are max-plus linear in
+ * (L, F), so a stretch of ops is a 2 x 2 max-plus matrix (rows: new L, new
+ * F; columns: old L, old F) and pieces compose by its product: the order
+ * matters where the sum of max(host, GPU) over the micro-batch does not
+ * see it (a Nano stretch: the MoE layer's per-expert launches, the GPU
+ * idle, then a Mamba layer's GPU work the host is already ahead of).
+ * A node is n ops of host time t each and its GPU seconds g shared evenly
+ * (k t + (n - k + 1) g / n is linear in k: the worst launch is the first
+ * or the last); n = 0: run by a launch before it (a captured graph's). */
+#define ORD_NONE (-INFINITY)
+
+static void ord_mul(double a[2][2], const double b[2][2]) /* a = b (x) a: b after a */
+{
+    double r[2][2];
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            r[i][j] = fmax(b[i][0] + a[0][j], b[i][1] + a[1][j]);
+    memcpy(a, r, sizeof r);
+}
+
+static void ord_ops(double a[2][2], double n, double t, double g)
+{
+    double H = n * t;
+    double b[2][2] = {{H, ORD_NONE}, {n > 0 ? fmax(t + g, H + g / n) : g, g}};
+    ord_mul(a, b);
+}
+
+static void ord_sync(double a[2][2])
+{
+    const double b[2][2] = {{0, 0}, {ORD_NONE, 0}};
+    ord_mul(a, b);
+}
 
 double pass_host_op_s(const PassCostCtx *c)
 {
@@ -74,17 +111,20 @@ static int router_first(const IrGraph *g, const IrNode *moe)
 }
 
 void pass_host_piece(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m, int piece, PlanRecompute r,
-                     const double *colls, PassHostCost *h)
+                     const double *colls, const PassNodeCost *ncs, PassHostCost *h)
 {
     memset(h, 0, sizeof *h);
+    h->ord_f[0][1] = h->ord_f[1][0] = ORD_NONE; /* the identity */
+    h->ord_n = 1;
     double t = pass_host_op_s(c);
     if (t <= 0)
         return;
     const IrPiece *P = &g->pieces[piece];
-    int end = P->first + P->count, moe = -1, attn = -1;
+    int end = P->first + P->count, moe = -1, attn = -1, ssd = -1;
     for (int id = P->first; id < end; id++) {
         moe = g->nodes[id].op == IR_OP_MOE && moe < 0 ? id : moe;
         attn = g->nodes[id].op == IR_OP_ATTENTION && attn < 0 ? id : attn;
+        ssd = g->nodes[id].op == IR_OP_SSD && ssd < 0 ? id : ssd;
     }
     /* Megatron's scopes (transformer_layer.py, _get_submodules_under_cudagraphs):
      * moe_router the pre-MLP norm and the router ([rf, moe)), moe_preprocess
@@ -97,6 +137,10 @@ void pass_host_piece(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m, 
         rf = -1;
     int a0 = attn >= 0 && c->st.cuda_graph == PASS_GRAPH_ATTN_MOE ? P->first : -1;
     int a1 = a0 < 0 ? -1 : rf >= 0 ? rf : moe >= 0 ? moe : end;
+    /* mamba: a Mamba layer's piece (its scan, no attention or MoE layer
+     * beside it), all of it. */
+    if (c->st.cuda_graph_mamba && ssd >= 0 && attn < 0 && moe < 0)
+        a0 = P->first, a1 = end;
     double fo = 0, bo = 0;
     bool rec_a = false, rec_r = false;
     for (int id = P->first; id < end; id++) {
@@ -105,12 +149,18 @@ void pass_host_piece(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m, 
         node_ops(c, g, n, m, &f, &b);
         f += colls[2 * (id - P->first)], b += colls[2 * (id - P->first) + 1];
         bool rec = pass_recomputed(c, g, n, r);
+        double gs = ncs ? ncs[id - P->first].fwd_s : 0;
+        h->gpu_f += gs;
+        /* A captured graph: one launch forward (here, at its first node:
+         * it runs the nodes after it too), one for its backward graph. */
         if (a0 >= 0 && id >= a0 && id < a1) {
             rec_a |= rec;
+            ord_ops(h->ord_f, id == a0, t, gs);
             continue;
         }
         if (rf >= 0 && id >= rf && id < moe) {
             rec_r |= rec;
+            ord_ops(h->ord_f, id == rf, t, gs);
             continue;
         }
         if (rf >= 0 && id == moe)
@@ -119,9 +169,17 @@ void pass_host_piece(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m, 
         if (n->op == IR_OP_MOE && c->st.moe_sync) {
             h->syncs_f += 1;
             h->syncs_b += rec;
+            /* Launched before the sync: the edge's collectives and the
+             * preprocessing unless graphed, whose GPU time is the router's
+             * (another node); then the host waits, and launches the rest. */
+            double pre = colls[2 * (id - P->first)] + (rf >= 0 ? 0 : 1);
+            ord_ops(h->ord_f, pre, t, 0);
+            ord_sync(h->ord_f);
+            ord_ops(h->ord_f, f - pre, t, gs);
+        } else {
+            ord_ops(h->ord_f, f, t, gs);
         }
     }
-    /* A captured graph: one launch forward, one for its backward graph. */
     int ga = a0 >= 0, gr = rf >= 0;
     fo += ga + gr;
     bo += ga + gr + rec_a + rec_r;
@@ -132,13 +190,32 @@ void pass_host_add(PassHostCost *sum, const PassHostCost *h)
 {
     sum->fwd_s += h->fwd_s, sum->bwd_s += h->bwd_s;
     sum->syncs_f += h->syncs_f, sum->syncs_b += h->syncs_b;
+    sum->gpu_f += h->gpu_f;
+    if (h->ord_n > 0 && sum->ord_n > 0)
+        ord_mul(sum->ord_f, h->ord_f); /* h's piece runs after sum's */
+    else if (h->ord_n > 0)
+        memcpy(sum->ord_f, h->ord_f, sizeof h->ord_f);
+    sum->ord_n += h->ord_n;
 }
 
+/* The forward: at least all its launches, and one after each sync, beside
+ * its GPU work (the bound without the order); and at least its GPU work
+ * plus the GPU's idle time the walk finds, from the host ahead of the GPU
+ * by what the previous backward's GPU work (whose launches never wait)
+ * outlasts its launches (s). The walk's GPU seconds are the nodes' own;
+ * *gf may be less (an all-to-all overlapped with another micro-batch), so
+ * only the idle time is carried over. */
 void pass_host_bound(const PassCostCtx *c, const PassHostCost *h, double *gf, double *gb)
 {
     double t = pass_host_op_s(c);
     if (t <= 0)
         return;
-    *gf = fmax(*gf, h->fwd_s) + h->syncs_f * t;
+    double f = fmax(*gf, h->fwd_s) + h->syncs_f * t;
+    if (h->ord_n > 0) {
+        double s = fmax(0, *gb - h->bwd_s);
+        double end = fmax(h->ord_f[1][0], h->ord_f[1][1] + s) - s;
+        f = fmax(f, *gf + fmax(0, end - h->gpu_f));
+    }
+    *gf = f;
     *gb = fmax(*gb, h->bwd_s) + h->syncs_b * t;
 }

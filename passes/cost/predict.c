@@ -491,8 +491,8 @@ static void cost_piece(const Ctx *x, int piece, PlanRecompute r, PieceCost *pc)
         node_states(x, n, strat(x, id), pc);
         node_edges(&w, n, nc, in, out, rec, pc);
     }
+    pass_host_piece(x->c, g, &x->p->mesh, piece, r, w.colls, w.ncs, &pc->host);
     free(w.ncs);
-    pass_host_piece(x->c, g, &x->p->mesh, piece, r, w.colls, &pc->host);
     free(w.colls);
     piece_sync_wait(x->c, pc);
     pc->extra_ws = w.saved_none - pc->saved;

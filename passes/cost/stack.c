@@ -466,6 +466,8 @@ static const struct SKey {
      "the same on a Grace host (GB200, GB300)"},
     {"cuda_graph", S_ENUM, F(cuda_graph), 0, 0, 0, graph_names, 4,
      "none, moe (moe_router + moe_preprocess), attn_moe (and attn), full (full_iteration)"},
+    {"cuda_graph_mamba", S_BOOL, F(cuda_graph_mamba), 0, 0, 0, NULL, 0,
+     "also the Mamba layers from captured graphs, one launch each way (--cuda-graph-scope mamba)"},
     {"moe_sync", S_BOOL, F(moe_sync), 0, 0, 0, NULL, 0,
      "the MoE dispatcher waits for routed counts on the host once per layer forward"},
     {"moe_a2a_overlap", S_BOOL, F(moe_a2a_overlap), 0, 0, 0, NULL, 0,

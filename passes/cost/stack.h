@@ -134,6 +134,8 @@ typedef struct PassStack {
                                      an x86 host [0] and a Grace host [1] (PassGpu.host_grace);
                                      0: the host is never the bottleneck */
     PassCudaGraph cuda_graph;     /* what runs from captured CUDA graphs */
+    bool cuda_graph_mamba;        /* and the Mamba layers (Megatron's scope mamba: the
+                                     MambaLayer, its norm, mixer and residual add) */
     bool moe_sync;                /* a dropless dispatcher waits once per MoE layer forward
                                      for the routed counts on the host (Megatron's alltoall
                                      and flex dispatchers) */

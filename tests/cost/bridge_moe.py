@@ -101,10 +101,10 @@ HYBRID_WHY_NOT = {
 # 26.06.01: scripts/performance/configs/nemotronh/nemotron_3_nano_workload_base_configs.py, then
 # nemotron_3_workload_base_configs.py; v0.6.0 26.08: src/megatron/bridge/perf_recipes/nemotronh/
 # <gpu>/nemotronh.py): EP 8, ETP 1, no recompute, micro-batch 4 on GB300 and B300, 2 on GB200 and
-# B200, CUDA graphs of attn, mamba, moe_router and moe_preprocess (the stack's attn_moe: ptdc's
-# host model does not know Mamba's capture and counts its launches), no all-to-all overlap; H100
-# (16 GPUs) FP8 current scaling at micro-batch 1 with recompute_modules moe, layernorm, core_attn
-# and moe_act and only mamba in graphs (none for ptdc, as above).
+# B200, CUDA graphs of attn, mamba, moe_router and moe_preprocess (the stack's attn_moe with
+# cuda_graph_mamba), no all-to-all overlap; H100 (16 GPUs) FP8 current scaling at micro-batch 1
+# with recompute_modules moe, layernorm, core_attn and moe_act and only mamba in graphs (none
+# with cuda_graph_mamba).
 # (GPU, precision) -> (mb, recompute_modules, cuda_graph, moe_a2a_overlap, ep).
 NANO_RECIPE = {("GB300", "MXFP8"): (4, [], "attn_moe", False, 8), ("B300", "MXFP8"): (4, [], "attn_moe", False, 8),
                ("GB200", "MXFP8"): (2, [], "attn_moe", False, 8), ("B200", "MXFP8"): (2, [], "attn_moe", False, 8),
@@ -397,6 +397,8 @@ def pinned_args(src, r, host_us=None, overlap=True):
         args += ["--etp", "1"]
     args += ["--virtual-stages", str(v)] if v > 1 else ["--schedule", "1f1b"]
     args += ["--stack-set", "cuda_graph=" + cuda_graph(r)]
+    if r["model"] == "Nemotron_3_Nano":  # every Nano recipe's graphs hold the mamba scope
+        args += ["--stack-set", "cuda_graph_mamba=yes"]
     if overlap and a2a_overlap(r):
         args += ["--stack-set", "moe_a2a_overlap=yes"]
     if tp_overlap(r):

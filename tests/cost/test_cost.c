@@ -1372,6 +1372,50 @@ static void test_mla_up_proj(const char *models)
     ir_arena_free(a);
 }
 
+/* The forward walked in launch order (host.c, "the stretches"), against
+ * a hand walk of the MoE layer's piece with 8 local experts (22 forward
+ * ops: 1 before the sync, 21 after), every other node one op: the
+ * router's GEMM G1 of GPU time (the host runs ahead of it), the MoE node
+ * G2 = 10.5 op times (its 21 launches outlast it), the rest none. The
+ * host waits at the sync until G1 is done; from there the GPU waits for
+ * each launch: the 21 and the n_after ops after the MoE node are exposed,
+ * less G2 the GPU runs meanwhile. */
+static void test_host_order(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m, const IrNode *moe, double t)
+{
+    const IrPiece *P = &g->pieces[moe->piece];
+    int rm = g->tensors[g->nodes[g->tensors[moe->in[1]].producer].in[0]].producer; /* the router's GEMM */
+    CHECK(rm >= P->first && g->nodes[rm].op == IR_OP_MATMUL);
+    CHECK(moe->id < P->first + P->count - 1); /* the residual add after it: the walk below ends on it */
+    double k1 = rm - P->first, n_after = P->first + P->count - 1 - moe->id, G1 = 0.01, G2 = 10.5 * t;
+    PassNodeCost *ncs = calloc((size_t)P->count, sizeof *ncs);
+    double *colls = calloc(2 * (size_t)P->count, sizeof *colls);
+    ncs[rm - P->first].fwd_s = G1;
+    ncs[moe->id - P->first].fwd_s = G2;
+    PassHostCost h;
+    pass_host_piece(c, g, m, moe->piece, PLAN_RECOMPUTE_NONE, colls, ncs, &h);
+    CHECK(NEAR(h.fwd_s, (k1 + 2 + 22 + n_after) * t, 1e-12) && NEAR(h.gpu_f, G1 + G2, 1e-15));
+    /* From a host not ahead (the backward's GPU within its launches). */
+    double gf = G1 + G2, gb = 0;
+    pass_host_bound(c, &h, &gf, &gb);
+    CHECK(NEAR(gf, G1 + G2 + (k1 + 22 + n_after - 10.5) * t, 1e-12));
+    /* A backward that outlasts its launches by s >= the router's launch
+     * hides the launches before the router's GEMM (k1 + 1). */
+    gf = G1 + G2, gb = h.bwd_s + 0.005;
+    pass_host_bound(c, &h, &gf, &gb);
+    CHECK(NEAR(gf, G1 + G2 + (21 + n_after - 10.5) * t, 1e-12));
+    /* Two such layers in a row: every stretch pays again. */
+    PassHostCost sum;
+    memset(&sum, 0, sizeof sum);
+    pass_host_add(&sum, &h);
+    pass_host_add(&sum, &h);
+    CHECK(sum.ord_n == 2 && sum.syncs_f == 2);
+    gf = 2 * (G1 + G2), gb = 0;
+    pass_host_bound(c, &sum, &gf, &gb);
+    CHECK(NEAR(gf, 2 * (G1 + G2 + (k1 + 22 + n_after - 10.5) * t), 1e-12));
+    free(colls);
+    free(ncs);
+}
+
 static void test_host(const char *models)
 {
     IrArena *a;
@@ -1412,9 +1456,9 @@ static void test_host(const char *models)
      * each backward; one sync either way. */
     st[moe->id] = (PlanStrategy){{(int16_t)h->dim[0], (int16_t)h->dim[1], -1}, 2};
     PassHostCost h1, h8, hg, hn, hf;
-    pass_host_piece(&c, g, &m, piece, PLAN_RECOMPUTE_NONE, colls, &h1);
+    pass_host_piece(&c, g, &m, piece, PLAN_RECOMPUTE_NONE, colls, NULL, &h1);
     st[moe->id] = (PlanStrategy){{(int16_t)h->dim[0], -1, -1}, 0};
-    pass_host_piece(&c, g, &m, piece, PLAN_RECOMPUTE_NONE, colls, &h8);
+    pass_host_piece(&c, g, &m, piece, PLAN_RECOMPUTE_NONE, colls, NULL, &h8);
     CHECK(NEAR(h8.fwd_s - h1.fwd_s, 2 * 7 * t, 1e-9) && NEAR(h8.bwd_s - h1.bwd_s, 4 * 7 * t, 1e-9));
     CHECK(h1.syncs_f == 1 && h1.syncs_b == 0 && h8.syncs_f == 1);
     /* Scope moe_router + moe_preprocess: the norm, the router's GEMM and
@@ -1422,29 +1466,85 @@ static void test_host(const char *models)
      * become one launch each way. */
     PassCostCtx cm = c;
     cm.st.cuda_graph = PASS_GRAPH_MOE;
-    pass_host_piece(&cm, g, &m, piece, PLAN_RECOMPUTE_NONE, colls, &hg);
+    pass_host_piece(&cm, g, &m, piece, PLAN_RECOMPUTE_NONE, colls, NULL, &hg);
     CHECK(NEAR(h8.fwd_s - hg.fwd_s, 3 * t, 1e-9) && NEAR(h8.bwd_s - hg.bwd_s, 3 * t, 1e-9));
     /* A collective on an edge is one more op. */
     colls[2 * (moe->id - g->pieces[piece].first) + 1] = 2;
     PassHostCost hc;
-    pass_host_piece(&c, g, &m, piece, PLAN_RECOMPUTE_NONE, colls, &hc);
+    pass_host_piece(&c, g, &m, piece, PLAN_RECOMPUTE_NONE, colls, NULL, &hc);
     CHECK(NEAR(hc.bwd_s - h8.bwd_s, 2 * t, 1e-9) && NEAR(hc.fwd_s, h8.fwd_s, 1e-12));
     /* No sync without moe_sync; nothing under a full-step graph. */
     PassCostCtx cn = c;
     cn.st.moe_sync = false;
-    pass_host_piece(&cn, g, &m, piece, PLAN_RECOMPUTE_NONE, colls, &hn);
+    pass_host_piece(&cn, g, &m, piece, PLAN_RECOMPUTE_NONE, colls, NULL, &hn);
     CHECK(hn.syncs_f == 0 && NEAR(hn.fwd_s, hc.fwd_s, 1e-12));
     cf.plan = st;
-    pass_host_piece(&cf, g, &m, piece, PLAN_RECOMPUTE_NONE, colls, &hf);
+    pass_host_piece(&cf, g, &m, piece, PLAN_RECOMPUTE_NONE, colls, NULL, &hf);
     CHECK(hf.fwd_s == 0 && hf.bwd_s == 0 && hf.syncs_f == 0);
-    /* The bound: forward max(host, GPU) plus a launch per sync, backward
-     * max(host, GPU). */
-    PassHostCost hb = {3e-3, 1e-3, 2, 0};
+    /* Without a walked order (ord_n 0): forward max(host, GPU) plus a
+     * launch per sync, backward max(host, GPU). */
+    PassHostCost hb = {.fwd_s = 3e-3, .bwd_s = 1e-3, .syncs_f = 2};
     double gf = 1e-3, gb = 2e-3;
     pass_host_bound(&c, &hb, &gf, &gb);
     CHECK(NEAR(gf, 3e-3 + 2 * t, 1e-12) && NEAR(gb, 2e-3, 1e-12));
+    test_host_order(&c, g, &m, moe, t);
     free(colls);
     free(st);
+    ir_graph_free(g);
+    ir_arena_free(a);
+}
+
+/* cuda_graph_mamba (Megatron's scope mamba): a Mamba layer's piece is one
+ * launch forward and one backward instead of one a node forward and one
+ * (a GEMM's two) backward; the attention and MoE layers' pieces keep their
+ * counts. */
+static void test_host_mamba(const char *models)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tiny-nemotron3.mdl", models);
+    IrArena *a = ir_arena_new();
+    IrGraph *g = mega_compile(a, path, "", 16);
+    CHECK(g != NULL);
+    if (!g) {
+        ir_arena_free(a);
+        return;
+    }
+    PassCluster cl = {.ngpus = 8, .gpus_per_node = 8};
+    pass_gpu_preset("h100-80gb", &cl.gpu);
+    PassCostCtx c = {.cl = &cl};
+    pass_stack_preset("megatron", &c.st);
+    double t = pass_host_op_s(&c);
+    PlanMesh m;
+    plan_mesh_make(&m, 8, 1, 8);
+    double *colls = calloc(2 * (size_t)g->nnodes, sizeof *colls);
+    int mamba = 0, other = 0;
+    for (int p = 0; p < g->npieces; p++) {
+        const IrPiece *P = &g->pieces[p];
+        bool ssd = false, moe = false, attn = false;
+        double f = 0, b = 0;
+        for (int id = P->first; id < P->first + P->count; id++) {
+            IrOp op = g->nodes[id].op;
+            ssd |= op == IR_OP_SSD, moe |= op == IR_OP_MOE, attn |= op == IR_OP_ATTENTION;
+            f += 1, b += op == IR_OP_MATMUL ? 2 : 1;
+        }
+        if (moe)
+            continue; /* its experts' GEMMs need the strategies (test_host) */
+        PassHostCost eager, graphed;
+        PassCostCtx cm = c;
+        cm.st.cuda_graph_mamba = true;
+        pass_host_piece(&c, g, &m, p, PLAN_RECOMPUTE_NONE, colls, NULL, &eager);
+        pass_host_piece(&cm, g, &m, p, PLAN_RECOMPUTE_NONE, colls, NULL, &graphed);
+        CHECK(NEAR(eager.fwd_s, f * t, 1e-12) && NEAR(eager.bwd_s, b * t, 1e-12));
+        if (ssd && !attn) {
+            mamba++;
+            CHECK(f > 1 && NEAR(graphed.fwd_s, t, 1e-12) && NEAR(graphed.bwd_s, t, 1e-12));
+        } else {
+            other++;
+            CHECK(NEAR(graphed.fwd_s, eager.fwd_s, 1e-12) && NEAR(graphed.bwd_s, eager.bwd_s, 1e-12));
+        }
+    }
+    CHECK(mamba == 3 && other >= 1); /* "MEM*EME": three Mamba layers */
+    free(colls);
     ir_graph_free(g);
     ir_arena_free(a);
 }
@@ -1464,6 +1564,7 @@ int main(int argc, char **argv)
     test_moe(argv[1]);
     test_mla_up_proj(argv[1]);
     test_host(argv[1]);
+    test_host_mamba(argv[1]);
     test_moe_bias(argv[1]);
     test_moe_clamp(argv[1]);
     test_layer_attrs(argv[1]);
