@@ -97,9 +97,9 @@ opt=${EQUIV_OPT:--O0}
 # separate units' (docs/design.md, "The suite's time"). The Makefile's own
 # separate compilation is what the Hugging Face, fault, trace and FP8 tests
 # build.
-# EQUIV_SAN=runtime (tests/codegen/CMakeLists.txt sets it on tiny-llama's
-# and tiny-gpt's matrices; EQUIV_SAN_KEEP lists their layouts that stay
-# whole under the sanitizers): the program's own code, model.c and the
+# EQUIV_SAN=runtime (tests/codegen/CMakeLists.txt sets it on the fixtures
+# of cg_san_runtime; EQUIV_SAN_KEEP lists their layouts that stay whole
+# under the sanitizers): the program's own code, model.c and the
 # trainer's 21 files, compiles as one unit without the build's sanitizers
 # (equiv.mk), linked as before against the sanitised runtime: two thirds of
 # a program's compile at -O0 is their instrumentation. model.c is runtime
