@@ -97,10 +97,41 @@ opt=${EQUIV_OPT:--O0}
 # separate units' (docs/design.md, "The suite's time"). The Makefile's own
 # separate compilation is what the Hugging Face, fault, trace and FP8 tests
 # build.
+# EQUIV_SAN=runtime (tests/codegen/CMakeLists.txt sets it on the fixtures
+# of cg_san_runtime; EQUIV_SAN_KEEP lists their layouts that stay whole
+# under the sanitizers): the program's own code, model.c and the
+# trainer's 21 files, compiles as one unit without the build's sanitizers
+# (equiv.mk), linked as before against the sanitised runtime: two thirds of
+# a program's compile at -O0 is their instrumentation. model.c is runtime
+# calls: every buffer it names is a slice of the program's one arena
+# (rt_alloc), read and written by the runtime's kernels, collectives and
+# copies, whose accesses ASan and UBSan check as before (an overrun past
+# the arena is theirs, and one between two slices no build sees; a planted
+# one fails the same way in both modes). What goes unchecked in these
+# programs is the trainer's own accesses and model.c's pointer tables: the
+# other fixtures' programs and the kept layouts run every trainer line
+# these programs reach, measured with gcov (scripts/trainer_cover.py,
+# docs/design.md "The suite's time").
 unity() { # program dir: the make variables that build it as one unit
     [ "${EQUIV_UNITY:-on}" = on ] || return 0
     for f in $(sed -n 's/^SRCS = //p' "$1/Makefile"); do echo "#include \"$f\""; done > "$1/equiv_unity.c"
-    echo SRCS=equiv_unity.c
+    case " ${EQUIV_SAN_KEEP:-} " in *" $(basename "$1") "*) echo SRCS=equiv_unity.c; return 0 ;; esac
+    if [ "${EQUIV_SAN:-all}" = all ]; then
+        echo SRCS=equiv_unity.c
+        return 0
+    fi
+    # (the train rule's prerequisites are read at the include, its command
+    # at run time: it links the object with the sanitizers' libraries)
+    cat > "$1/equiv.mk" <<'MK'
+include Makefile
+PLAIN_CFLAGS = $(filter-out -fsanitize=% -fno-sanitize-recover=%,$(CFLAGS))
+UNITY_SRCS := $(SRCS)
+SRCS := equiv_unity.o
+train: $(SRCS)
+equiv_unity.o: equiv_unity.c $(UNITY_SRCS) $(HDRS)
+	$(CC) $(PLAIN_CFLAGS) -I$(RUNTIME_INCLUDE) -c -o $@ equiv_unity.c
+MK
+    echo -f equiv.mk
 }
 
 case $cmd in

@@ -8,7 +8,8 @@
 # tiny-llama for 2 ranks, the 1-rank references repeat across fixtures.
 # Compiling one costs about 2 CPU s (5 under ASan), more than most runs.
 # The key is a hash of everything the Makefile's `train` rule reads: the
-# program's sources and headers, the Makefile (compiler, flags, paths), the
+# program's sources and headers, the Makefile and any makefile beside it
+# (equiv.sh's equiv.mk; compiler, flags, paths), the
 # runtime archive and the runtime's headers, the compiler's version and the
 # make variables given: any change of any of them compiles anew. The cache lives beside the
 # runtime archive (one per build tree: the release and the ASan programs
@@ -25,7 +26,8 @@ build_program() {
     fi
     _cache=$(dirname "$_lib")/progcache
     _key=$( { printf '%s\n' "$@"
-              (cd "$_d" && for f in Makefile *.c *.h; do printf '%s\n' "$f"; cat "$f"; done)
+              (cd "$_d" && for f in Makefile *.mk *.c *.h; do
+                   [ -f "$f" ] || continue; printf '%s\n' "$f"; cat "$f"; done)
               cat "$_lib"
               find "$_inc" -name '*.h' | LC_ALL=C sort | xargs cat
               "$_cc" --version; } | sha256sum | cut -c1-32)
