@@ -112,6 +112,8 @@ typedef struct FitMem {
     double e0;                    /* the first piece's time without recomputation */
     double avail;                 /* usable HBM less the runtime term */
     int cls;                      /* one floor class (its layers share a strategy), or -1 */
+    double xfree;                 /* the states per layer from which src_fit_delta is 0 (every
+                                     node of the class at its fastest point) */
 } FitMem;
 
 /* cls >= 0: only the layers of that floor class (floor_like). */
@@ -155,6 +157,16 @@ static void fitmem_init(FitMem *F, const Src *s, const SrcGroup *G, const SrcCan
     free(x);
     free(lay);
     F->avail = s->usable - pass_runtime_bytes(s->c, &G->mesh, k->pp);
+    /* src_fit_delta(G, cls, zero, x) is 0 once x lets every node of the
+     * class take its last (fastest) Pareto point: skip the call there. */
+    F->xfree = -INFINITY;
+    for (int i = 0; cls >= 0 && G->floor_states && i < G->nfit; i++) {
+        const SrcFitNode *P = &G->fit[i];
+        if (P->z != k->zero || P->piece != cls)
+            continue;
+        const double *m = &G->fit_val[P->off];
+        F->xfree = fmax(F->xfree, m[P->n - 1] + (G->floor_states[cls * 4 + k->zero] - m[0]));
+    }
     int end[2] = {s->rep_first > 0 ? 0 : -1, s->rep_first + s->rep_count < s->npieces ? s->npieces - 1 : -1};
     for (int e = 0; e < 2; e++) {
         const SrcPiece *P = end[e] >= 0 ? &H[end[e]] : NULL;
@@ -237,7 +249,7 @@ static void rank_times(const FitMem *F, const SrcGroup *G, const SrcCand *k, boo
                  * the leaner strategies that forces cost time. */
                 if (F->cls >= 0 && n > 0 && G->floor_t) {
                     double x = (F->avail - (mem - F->st[n])) / n;
-                    double d = src_fit_delta(G, F->cls, k->zero, x);
+                    double d = x >= F->xfree ? 0 : src_fit_delta(G, F->cls, k->zero, x);
                     /* the floor of the class's layer raised by d (H's time
                      * may be the strategy-free bound, above the floor: the
                      * larger of the two, not their sum) */
