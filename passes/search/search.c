@@ -511,9 +511,9 @@ static void check_bounds(Src *s, const SrcGroup *G, const SrcVariant *V, const S
         ir_die("search: bound of the fitting plans %.9g / %.9g above pass_predict's %.9g (dp %d tp %d b %d "
                "pp %d v %d zero %d)", k->hope_fit, lf, pr->step_time_s, G->dp, G->tp, G->b, k->pp, k->v,
                k->zero);
-    /* The recomputation memory forces on an interleaved plan that fits
+    /* The recomputation memory forces on a pipelined plan that fits
      * (search_fitmem.c), whether or not its frontier bound was taken. */
-    if (pr->fits && k->v > 1) {
+    if (pr->fits && k->pp > 1) {
         double fm = fit_mem(s, G, k, NULL);
         if (getenv("PTDC_FITMEM_CHECK"))
             fprintf(stderr, "fitmem check dp %d tp %d b %d pp %d v %d zero %d: bound %.6f step %.6f hope %.6f\n", G->dp,
@@ -727,9 +727,12 @@ static void hope_bounds(Src *s, const SrcGroup *G, SrcCand *k)
         for (int p = 0; p < s->npieces; p++)
             any |= delta[p] > 0;
         k->hope_fit = any ? fmax(k->hope, hope_bound(s, G, k, delta)) : k->hope;
-        /* Interleaved: the recomputation the ranks' memory forces (the
-         * frontier bound above leaves memory to the variants' own cuts). */
-        if (k->v > 1 && isfinite(k->hope_fit))
+        /* The recomputation and the leaner strategies the ranks' memory
+         * forces: interleaved, the frontier bound above leaves memory to
+         * the variants' own cuts; one chunk per rank, it cuts the floor,
+         * whose states are each node's least, not those of one strategy
+         * per layer (search_fitmem.c). */
+        if (k->pp > 1 && isfinite(k->hope_fit))
             k->hope_fit = fmax(k->hope_fit, fit_mem(s, G, k, delta));
     }
     free(delta);
@@ -741,8 +744,13 @@ static bool fit_pruned(const Rank *R, SrcGroup *G, SrcCand *k, double thr)
 {
     if (!R->out->found || R->s->o->exhaustive)
         return false;
-    if (isnan(k->lb_fit))
+    if (isnan(k->lb_fit)) {
         k->lb_fit = src_fit_bound(R->s, G, k);
+        /* and the recomputation and leaner strategies memory forces on
+         * its ranks (search_fitmem.c), once the group's floor is known */
+        if (k->pp > 1 && k->lb_fit < thr && G->floor_t)
+            k->lb_fit = fmax(k->lb_fit, fit_mem(R->s, G, k, NULL));
+    }
     return k->lb_fit >= thr;
 }
 
@@ -1069,6 +1077,7 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
             break;
         }
         double thr0 = threshold(&R);
+        int sv0 = pass_ilp_cache_solves(cache);
         if (!fit_live(&R, G))
             continue;
         s.st->groups_solved++;
@@ -1078,8 +1087,8 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
             double lb2 = INFINITY;
             for (int j = 0; j < G->ncand && G->nvar; j++)
                 lb2 = fmin(lb2, src_bound_variant(&s, G, &G->var[0], &G->cand[j]));
-            fprintf(stderr, "group dp %d tp %d fold %d b %d sp %d: lb %.3f lb2 %.3f thr %.3f -> %.3f\n", G->dp,
-                    G->tp, G->fold, G->b, G->sp, G->lb, lb2, thr0, threshold(&R));
+            fprintf(stderr, "group dp %d tp %d fold %d b %d sp %d: lb %.3f lb2 %.3f thr %.3f -> %.3f, solves %d\n", G->dp,
+                    G->tp, G->fold, G->b, G->sp, G->lb, lb2, thr0, threshold(&R), pass_ilp_cache_solves(cache) - sv0);
         }
     }
     /* Then the frontier walks, once every solved group's first variant has
@@ -1092,7 +1101,7 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     qsort(walk, (size_t)nwalk, sizeof *walk, cmp_walk);
     for (int i = 0; i < nwalk && !R.stop; i++) {
         double thr0 = threshold(&R);
-        int nv0 = walk[i]->nvar;
+        int nv0 = walk[i]->nvar, sv0 = pass_ilp_cache_solves(cache);
         if (getenv("PTDC_SEARCH_DEBUG"))
             for (int j = 0; j < walk[i]->ncand; j++) {
                 const SrcCand *k = &walk[i]->cand[j];
@@ -1102,9 +1111,9 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
             }
         walk_group(&R, walk[i]);
         if (getenv("PTDC_SEARCH_DEBUG"))
-            fprintf(stderr, "walk dp %d tp %d b %d sp %d: bound %.3f thr %.3f -> %.3f, variants %d -> %d\n",
+            fprintf(stderr, "walk dp %d tp %d b %d sp %d: bound %.3f thr %.3f -> %.3f, variants %d -> %d, solves %d\n",
                     walk[i]->dp, walk[i]->tp, walk[i]->b, walk[i]->sp, walk[i]->walk_key, thr0,
-                    threshold(&R), nv0, walk[i]->nvar);
+                    threshold(&R), nv0, walk[i]->nvar, pass_ilp_cache_solves(cache) - sv0);
     }
     free(walk);
     if (!out->found && !out->have_closest && !out->no_layout && !o->first_fit && !(o->beat_s > 0))

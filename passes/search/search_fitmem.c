@@ -1,5 +1,5 @@
-/* search_fitmem.c: the recomputation memory forces on an interleaved
- * candidate, as a lower bound on the step of its plans that fit
+/* search_fitmem.c: the recomputation memory forces on a pipelined
+ * candidate (interleaved, 1F1B, ZB-H1), as a lower bound on the step of its plans that fit
  * (docs/planner.md, "The bound of the plans that fit").
  *
  * An interleaved candidate's chunks are cut by each variant's own costs, so
@@ -28,6 +28,19 @@
  *     0 or at a breakpoint) is a lower bound (weak duality); INFINITY when
  *     even the leanest policy everywhere overflows.
  *
+ * The first piece (the embedding) lies on rank 0's first chunk and the last
+ * (the head) on rank pp-1's last, whatever the cut: each adds its floor
+ * time, states and saved bytes (weighed by its chunk's slots) to that rank.
+ *
+ * 1F1B and ZB-H1 (one chunk per rank) too: their frontier bound cuts the
+ * floor, whose states are each node's least over strategies, so a layer
+ * whose fastest strategies hold many times those (replicated experts) looks
+ * as if it fitted without recomputation; here the states of a class's
+ * layers come from one strategy (src_fit_delta). A stage of 1F1B runs one
+ * policy, as a rank does here; ZB-H1 holds at least 1F1B's slots
+ * (plan_schedule_acts) and its step is at least m times a rank's work, but
+ * not that plus the fill (its weight gradients overlap it: split_bound).
+ *
  * pass_predict's step is at least m times any rank's time per micro-batch
  * (cut_bound), and the ranks together hold the run's N layers: the step is
  * at least the least T at which every rank fits its layers within T / m and
@@ -49,6 +62,41 @@ static int cmp_dbl(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* x[0..n) ascending. The layers of a run take few distinct floors (one per
+ * floor class), so counting them is linear where qsort was most of this
+ * bound's cost (it runs for every candidate a group weighs); many distinct
+ * values fall back to qsort. */
+static void sort_few(double *x, int n)
+{
+    enum { MAXD = 16 };
+    double d[MAXD];
+    int c[MAXD], nd = 0;
+    for (int i = 0; i < n; i++) {
+        int j = 0;
+        while (j < nd && d[j] != x[i])
+            j++;
+        if (j == nd) {
+            if (nd == MAXD) {
+                qsort(x, (size_t)n, sizeof *x, cmp_dbl);
+                return;
+            }
+            d[nd] = x[i], c[nd++] = 0;
+        }
+        c[j]++;
+    }
+    for (int i = 1; i < nd; i++) /* insertion sort of the distinct values */
+        for (int j = i; j > 0 && d[j] < d[j - 1]; j--) {
+            double td = d[j];
+            int tc = c[j];
+            d[j] = d[j - 1], c[j] = c[j - 1];
+            d[j - 1] = td, c[j - 1] = tc;
+        }
+    int k = 0;
+    for (int j = 0; j < nd; j++)
+        for (int i = 0; i < c[j]; i++)
+            x[k++] = d[j];
+}
+
 /* The layers of the run, their floors sorted one quantity at a time. */
 typedef struct FitMem {
     int nq, N;
@@ -57,8 +105,15 @@ typedef struct FitMem {
     double *sv[SRC_NRC];          /* [N] saved bytes ascending, per policy */
     double *st;                   /* [N + 1] prefix sums of the least states ascending */
     double t1;                    /* the least time of one layer (any policy) */
+    /* The first and the last piece when outside the run (the embedding, the
+     * head): always on rank 0's first chunk and rank pp-1's last one. Per
+     * end and policy: time, saved bytes; per end: states. */
+    double et[2][SRC_NRC], esv[2][SRC_NRC], est[2];
+    double e0;                    /* the first piece's time without recomputation */
     double avail;                 /* usable HBM less the runtime term */
     int cls;                      /* one floor class (its layers share a strategy), or -1 */
+    double xfree;                 /* the states per layer from which src_fit_delta is 0 (every
+                                     node of the class at its fastest point) */
 } FitMem;
 
 /* cls >= 0: only the layers of that floor class (floor_like). */
@@ -86,8 +141,8 @@ static void fitmem_init(FitMem *F, const Src *s, const SrcGroup *G, const SrcCan
             F->sv[i][l] = P->saved[F->q[i]];
             F->t1 = fmin(F->t1, P->fwd);
         }
-        qsort(x, (size_t)N, sizeof *x, cmp_dbl);
-        qsort(F->sv[i], (size_t)N, sizeof *x, cmp_dbl);
+        sort_few(x, N);
+        sort_few(F->sv[i], N);
         F->t[i][0] = 0;
         for (int l = 0; l < N; l++)
             F->t[i][l + 1] = F->t[i][l] + x[l];
@@ -95,13 +150,34 @@ static void fitmem_init(FitMem *F, const Src *s, const SrcGroup *G, const SrcCan
     F->st = ir_xmalloc(sizeof(double) * (size_t)(N + 1));
     for (int l = 0; l < N; l++)
         x[l] = H[lay[l]].states[k->zero];
-    qsort(x, (size_t)N, sizeof *x, cmp_dbl);
+    sort_few(x, N);
     F->st[0] = 0;
     for (int l = 0; l < N; l++)
         F->st[l + 1] = F->st[l] + x[l];
     free(x);
     free(lay);
     F->avail = s->usable - pass_runtime_bytes(s->c, &G->mesh, k->pp);
+    /* src_fit_delta(G, cls, zero, x) is 0 once x lets every node of the
+     * class take its last (fastest) Pareto point: skip the call there. */
+    F->xfree = -INFINITY;
+    for (int i = 0; cls >= 0 && G->floor_states && i < G->nfit; i++) {
+        const SrcFitNode *P = &G->fit[i];
+        if (P->z != k->zero || P->piece != cls)
+            continue;
+        const double *m = &G->fit_val[P->off];
+        F->xfree = fmax(F->xfree, m[P->n - 1] + (G->floor_states[cls * 4 + k->zero] - m[0]));
+    }
+    int end[2] = {s->rep_first > 0 ? 0 : -1, s->rep_first + s->rep_count < s->npieces ? s->npieces - 1 : -1};
+    for (int e = 0; e < 2; e++) {
+        const SrcPiece *P = end[e] >= 0 ? &H[end[e]] : NULL;
+        F->est[e] = P ? P->states[k->zero] : 0;
+        if (e == 0)
+            F->e0 = P ? P->fwd : 0;
+        for (int i = 0; i < F->nq; i++) {
+            F->et[e][i] = P ? P->fwd + P->rec[F->q[i]] : 0;
+            F->esv[e][i] = P ? P->saved[F->q[i]] : 0;
+        }
+    }
 }
 
 static void fitmem_free(FitMem *F)
@@ -121,6 +197,10 @@ static void rank_times(const FitMem *F, const SrcGroup *G, const SrcCand *k, boo
                        int N, int *lo, double *f)
 {
     int pp = k->pp, v = k->v, m = G->m, chunks = pp * v;
+    /* A split schedule (ZB-H1) runs a rank's weight gradients while
+     * micro-batches are still passing the ranks before it: only its own m
+     * micro-batches bound the step there (cut_bound's split_bound). */
+    bool fill = !plan_schedule_split(k->sched);
     double *w = ir_xmalloc(sizeof(double) * (size_t)(v + 1));
     for (int r = 0; r < pp; r++) {
         int slots[PLAN_MAX_CHUNKS];
@@ -134,34 +214,58 @@ static void rank_times(const FitMem *F, const SrcGroup *G, const SrcCand *k, boo
         }
         qsort(w, (size_t)nw, sizeof *w, cmp_dbl); /* ascending; read from the end */
         lo[r] = nw;
-        /* the first chunks of ranks 0 .. r-1, one layer each at least */
-        double before = (r - (ef && r > 0 ? 1 : 0)) * F->t1;
+        /* the first chunks of ranks 0 .. r-1, one layer each at least,
+         * and rank 0's the first piece (no recomputation) */
+        double before = fill && r > 0 ? (r - (ef ? 1 : 0)) * F->t1 + F->e0 : 0;
+        /* the ends this rank holds: time, states and saved bytes per policy
+         * (the first piece in chunk 0, weighed by its slots; the last in
+         * chunk v - 1) */
+        double xt[SRC_NRC] = {0}, xa[SRC_NRC] = {0}, xs = 0;
+        for (int e = 0; e < 2; e++) {
+            if (!(e == 0 ? r == 0 : r == pp - 1))
+                continue;
+            xs += F->est[e];
+            for (int i = 0; i < F->nq; i++) {
+                xt[i] += F->et[e][i];
+                xa[i] += slots[e == 0 ? 0 : v - 1] * F->esv[e][i];
+            }
+        }
         double acts[SRC_NRC] = {0}; /* of the first n layers, per policy */
         for (int n = 0; n <= N; n++) {
             double best = INFINITY;
+            bool room = false; /* some policy's memory fits n layers */
             for (int i = 0; i < F->nq && n > 0 && n <= F->N; i++)
                 /* the smallest saved bytes with the largest weights
                  * (rearrangement: no pairing of these layers weighs less) */
                 acts[i] += (n - 1 < nw ? w[nw - n] : smin) * F->sv[i][n - 1];
             for (int i = 0; i < F->nq && n >= lo[r] && n <= F->N; i++) {
-                double mem = F->st[n] + acts[i];
+                double mem = F->st[n] + acts[i] + xs + xa[i];
                 if (mem > F->avail)
                     continue;
+                room = true;
                 double t = F->t[i][n];
                 /* One class: its layers share one strategy, so each holds
                  * at most 1/n of the states the activations leave, and
                  * the leaner strategies that forces cost time. */
                 if (F->cls >= 0 && n > 0 && G->floor_t) {
                     double x = (F->avail - (mem - F->st[n])) / n;
-                    double d = src_fit_delta(G, F->cls, k->zero, x);
+                    double d = x >= F->xfree ? 0 : src_fit_delta(G, F->cls, k->zero, x);
                     /* the floor of the class's layer raised by d (H's time
                      * may be the strategy-free bound, above the floor: the
                      * larger of the two, not their sum) */
                     t = fmax(t, n * (G->floor_t[(F->cls * SRC_NRC + F->q[i]) * 4 + k->zero] + d));
                 }
-                best = fmin(best, t);
+                best = fmin(best, t + xt[i]);
             }
             f[r * (N + 1) + n] = before + m * best;
+            /* The memory of n layers only grows with n (states and
+             * activations are sums of non-negative terms): none fits
+             * more either. */
+            if ((n >= lo[r] && !room) || n >= F->N) {
+                for (int x = n + 1; x <= N; x++)
+                    f[r * (N + 1) + x] = INFINITY;
+                break;
+            }
         }
     }
     free(w);
@@ -182,17 +286,54 @@ static int cmp_long_desc(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
+/* Can the ranks hold the N layers within T: each its least, and together
+ * (majority-class counts for all but K ranks) at least N? */
+static bool holds(const FitMem *M, const double *fa, const double *fm, const int *lo, long *gain, int pp, int N,
+                  int K, double T)
+{
+    long held = 0;
+    for (int r = 0; r < pp; r++) {
+        int ca = cap_at(fa, r, N, lo[r], T);
+        if (ca < lo[r])
+            return false;
+        if (!M) {
+            held += ca;
+            continue;
+        }
+        /* a rank that cannot hold its least of the majority class alone
+         * must be one of the K */
+        int cm = cap_at(fm, r, N, lo[r], T);
+        long base = cm >= lo[r] ? cm : -(long)(N + 1) * pp;
+        held += base;
+        gain[r] = ca - base;
+    }
+    if (M) {
+        qsort(gain, (size_t)pp, sizeof *gain, cmp_long_desc);
+        for (int r = 0; r < K && r < pp; r++)
+            held += gain[r];
+    }
+    return held >= N;
+}
+
 double src_fitmem_bound(const Src *s, const SrcGroup *G, const SrcCand *k, const SrcPiece *H)
 {
     int pp = k->pp, v = k->v, N = s->rep_count, chunks = pp * v;
     int pins[PLAN_MAX_STAGES];
     PassShare sh;
-    if (v < 2 || s->rep0 < 0 || N < 1 || s->c->st.ref_stack || src_split_pin(s, pp, v, pins, NULL, 0) != 0 ||
+    if (pp < 2 || s->rep0 < 0 || N < 1 || s->c->st.ref_stack || src_split_pin(s, pp, v, pins, NULL, 0) != 0 ||
         pass_share(s->c->cl, pp, plan_mesh_devices(&G->mesh), &sh))
         return 0;
-    /* The end chunks search_dp.c may leave without layers. */
+    /* One chunk per rank: the 1F1B cut (search_dp.c) may end a stage
+     * between two pieces outside the run, leaving a middle rank without
+     * layers; with one piece at each end at most, only the end ranks can. */
+    if (v == 1 && (s->rep_first > 1 || s->npieces - (s->rep_first + N) > 1))
+        return 0;
+    /* The end chunks search_dp.c may leave without layers: interleaved,
+     * only when there are more chunks than layers; one chunk per rank
+     * (1F1B, ZB-H1), whenever pieces lie beside the run (a stage of the
+     * embedding alone, or of the head alone, is a cut like any other). */
     bool ef = false, el = false;
-    if (chunks > N) {
+    if (chunks > N || v == 1) {
         ef = s->rep_first > 0;
         el = s->rep_first + N < s->npieces;
     }
@@ -234,39 +375,29 @@ double src_fitmem_bound(const Src *s, const SrcGroup *G, const SrcCand *k, const
             if (maj >= 0 && isfinite(fm[i]))
                 cand[nc++] = fm[i];
         }
-        qsort(cand, (size_t)nc, sizeof *cand, cmp_dbl);
-        int a = 0, z = nc; /* the first feasible index in [a, z) */
+        /* The least feasible value by selection, not sorting (every
+         * candidate bound computes this): split [a, z) around a pivot
+         * (below it, equal, above), test the pivot, keep the half that
+         * still holds the answer. Linear on average. */
+        int a = 0, z = nc;
         while (a < z) {
-            int mid = a + (z - a) / 2;
-            double T = cand[mid];
-            long held = 0;
-            bool ok = true;
-            for (int r = 0; r < pp && ok; r++) {
-                int ca = cap_at(fa, r, N, lo[r], T);
-                ok = ca >= lo[r];
-                if (maj < 0) {
-                    held += ca;
-                    continue;
-                }
-                /* a rank that cannot hold its least of the majority
-                 * class alone must be one of the K */
-                int cm = cap_at(fm, r, N, lo[r], T);
-                long base = cm >= lo[r] ? cm : -(long)(N + 1) * pp;
-                held += base;
-                gain[r] = ca - base;
+            double T = cand[a + (z - a) / 2];
+            int lt = a, gt = z; /* [a, lt) < T, [lt, gt) == T, [gt, z) > T */
+            for (int i = a; i < gt;) {
+                if (cand[i] < T) {
+                    double x = cand[i];
+                    cand[i++] = cand[lt], cand[lt++] = x;
+                } else if (cand[i] > T) {
+                    double x = cand[i];
+                    cand[i] = cand[--gt], cand[gt] = x;
+                } else
+                    i++;
             }
-            if (ok && maj >= 0) {
-                qsort(gain, (size_t)pp, sizeof *gain, cmp_long_desc);
-                for (int r = 0; r < K && r < pp; r++)
-                    held += gain[r];
-            }
-            if (ok && held >= N)
-                z = mid;
+            if (holds(maj >= 0 ? &M : NULL, fa, fm, lo, gain, pp, N, K, T))
+                b = T, z = lt;
             else
-                a = mid + 1;
+                a = gt;
         }
-        if (a < nc)
-            b = cand[a];
         free(cand);
     }
     fitmem_free(&A);

@@ -205,12 +205,13 @@ double src_fit_delta(const SrcGroup *G, int cls, int zero, double x);
  * none fits). */
 double src_fit_bound(Src *s, const SrcGroup *G, const SrcCand *k);
 
-/* search_fitmem.c: a lower bound on the step of interleaved candidate k's
+/* search_fitmem.c: a lower bound on the step of pipelined candidate k's
  * plans that fit, from the recomputation (or the time) the ranks' memory
  * forces on them: H the pieces' floors (src_floor_pieces, raised by
- * src_floor_fit's delta). 0 where it does
- * not apply (1F1B, --pp-layers, a caching allocator, ranks sharing cores);
- * INFINITY when no cut of the floor fits. */
+ * src_floor_fit's delta). 0 where it does not apply (one pipeline rank,
+ * --pp-layers, a caching allocator, ranks sharing cores, 1F1B with several
+ * pieces before or after the layers); INFINITY when no cut of the floor
+ * fits. */
 double src_fitmem_bound(const Src *s, const SrcGroup *G, const SrcCand *k, const SrcPiece *H);
 
 /* search_edges.c: per strategy of every node of piece p (st[a][0..ns[a]),
