@@ -158,6 +158,21 @@ void pass_search_alt_free(PassSearchAlt *a);
 int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
                          PassIlpCache *cache, int from, int limit, PassSearchAlt *best,
                          int *skipped);
+/* A floor of the memory per GPU of any layout (search_memfloor.c): the
+ * model states its fullest pipeline rank must hold, spread over its
+ * stage's GPUs, and the runtime every rank has; activations left out. */
+typedef struct PassMemFloor {
+    double *sum;                  /* [npieces + 1] sum[j]: the j largest pieces' states, unsharded */
+    int npieces;
+    double runtime;               /* a rank's CUDA context and workspaces, no communicator */
+} PassMemFloor;
+void pass_mem_floor_init(PassMemFloor *f, const PassCostCtx *c, const IrGraph *g);
+void pass_mem_floor_free(PassMemFloor *f);
+/* The states some rank of pp must hold, unsharded (bytes). */
+double pass_mem_floor_rank(const PassMemFloor *f, int pp);
+/* Bytes per GPU that the fullest GPU of any plan with pp pipeline ranks of
+ * `stage` GPUs each needs at least (pass_predict's peak_mem_bytes). */
+double pass_mem_floor(const PassMemFloor *f, int pp, int stage);
 /* After pass_search found nothing: say why on stderr (ir_error): the item
  * that overflows on the fullest GPU and by how much, then what would fit
  * (relaxing the pins, or the smallest GPU count). Returns nothing; the

@@ -12,17 +12,6 @@
 
 #define GIB 1073741824.0
 
-static double states_total(const PassCostCtx *c, const IrGraph *g)
-{
-    PlanMesh one;
-    plan_mesh_make(&one, 1, 1, 8);
-    PlanStrategy rep = {PLAN_NO_DIMS, 0};
-    double t = 0;
-    for (int n = 0; n < g->nfwd; n++)
-        t += pass_param_bytes(c, g, &g->nodes[n], &one, &rep, 0);
-    return t;
-}
-
 static bool try_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *q,
                        PassIlpCache *cache, PassSearchAlt *a);
 
@@ -37,9 +26,11 @@ static int cmp_int(const void *a, const void *b)
  * pinned), dp dividing the global batch and stages of whole nodes or a
  * divisor of one (pass_search's rules). A plan found on n GPUs uses such a
  * count n' <= n and is found on n' too, so the smallest count on which
- * some plan fits is among these. */
+ * some plan fits is among these. Layouts whose memory floor
+ * (search_memfloor.c) is above the usable HBM cannot fit and give no
+ * count. */
 static int *usable_counts(const IrGraph *g, const PassSearchOpts *o, const PassCluster *cl, int64_t gb,
-                          int from, int limit, int *n)
+                          const PassMemFloor *mf, double usable, int from, int limit, int *n)
 {
     const PassSearchPins *pin = &o->pins;
     int cap = 256, k = 0;
@@ -58,7 +49,8 @@ static int *usable_counts(const IrGraph *g, const PassSearchOpts *o, const PassC
                 if (gb % dp || (pin->dp && dp != pin->dp))
                     continue;
                 int stage = tp * (int)dp, count = pp * stage, d = pass_cluster_domain_at(cl, count);
-                if (count < from || !(stage % d == 0 || d % stage == 0) || (!pin->tp && tp > d))
+                if (count < from || !(stage % d == 0 || d % stage == 0) || (!pin->tp && tp > d) ||
+                    pass_mem_floor(mf, pp, stage) > usable)
                     continue;
                 if (k == cap) {
                     cap *= 2;
@@ -88,11 +80,8 @@ int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearc
                          int *skipped)
 {
     double usable = pass_usable_bytes(c);
-    PlanMesh one;
-    plan_mesh_make(&one, 1, 1, 8);
-    double runtime = pass_runtime_bytes(c, &one, 1) - (c->cl->gpu.runtime_bytes > 0 ? c->cl->gpu.comm_bytes
-                                                                                 : pass_cost_consts.nccl_comm_bytes);
-    double states = states_total(c, g);
+    PassMemFloor mf;
+    pass_mem_floor_init(&mf, c, g);
     PassSearchOpts q = *o;
     q.pins.dp = 0;
     q.keep = 1;
@@ -100,14 +89,12 @@ int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearc
     memset(&q.filter, 0, sizeof q.filter);
     int64_t gb = o->global_batch > 0 ? o->global_batch : g->global_batch;
     int ncounts;
-    int *counts = usable_counts(g, &q, c->cl, gb, from > 0 ? from : 1, limit, &ncounts);
+    int *counts = usable_counts(g, &q, c->cl, gb, &mf, usable, from > 0 ? from : 1, limit, &ncounts);
+    pass_mem_floor_free(&mf);
     int tries = 0, last = 0, found = 0;
     *skipped = 0; /* every usable count below the answer was tried */
     for (int i = 0; i < ncounts && tries < MIN_TRIES && !found; i++) {
         int n = counts[i];
-        /* Fully sharded model states over n GPUs must fit at least. */
-        if (states / n + runtime > usable)
-            continue;
         if (tries >= MIN_LINEAR && n < last + (last + 3) / 4) {
             if (!*skipped)
                 *skipped = n; /* from here on, counts are skipped */

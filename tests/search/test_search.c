@@ -11,7 +11,10 @@
  *                   and ptdc's plan at least as fast under the same model;
  *   json DIR        plan.json parses and has the contract's keys;
  *   mingpus DIR     the smallest GPU count for LLaMA-65B: it fits there and on
- *                   no fewer GPUs. */
+ *                   no fewer GPUs;
+ *   memfloor DIR    the memory floor of pass_search_min_gpus (search_memfloor.c)
+ *                   is at most pass_predict's peak of every plan searches find,
+ *                   the leanest layouts where nothing fits included. */
 #include "frontend.h"
 #include "megatron.h"
 #include "passes.h"
@@ -712,10 +715,93 @@ static int test_mingpus(const char *dir)
     return failures;
 }
 
+/* ------------------------------------------------------------ memfloor */
+
+/* The floor of a's layout against its predicted peak; the ratio into *ratio. */
+static void floor_check(const PassMemFloor *f, const char *what, const PassSearchAlt *a, double *ratio)
+{
+    int pp = a->plan.pp, stage = a->layout.gpus / pp;
+    double fl = pass_mem_floor(f, pp, stage), peak = a->pred.peak_mem_bytes;
+    CHECK(fl <= peak * (1 + 1e-12), "%s: floor %.4g GiB above the predicted peak %.4g GiB (pp %d, %d GPUs a stage)",
+          what, fl / 1073741824.0, peak / 1073741824.0, pp, stage);
+    *ratio = fl / peak;
+}
+
+/* Search model on gpus (keeping `keep` plans): every plan found, and the
+ * leanest one evaluated when none fits, is above its floor. */
+static void memfloor_case(const char *dir, const char *model, const char *sets, const char *stack, const char *gpu,
+                          int gpus, int keep)
+{
+    Setup s;
+    setup(&s, dir, model, sets, 0, gpu, gpus);
+    CHECK(pass_stack_preset(stack, &s.ctx.st), "no stack %s", stack);
+    PassMemFloor f;
+    pass_mem_floor_init(&f, &s.ctx, s.g);
+    PassSearchOpts o;
+    opts_init(&o, &s, gpus);
+    o.keep = keep;
+    PassSearchResult r;
+    CHECK(pass_search(&s.ctx, s.g, &o, s.cache, &r), "%s: search refused", model);
+    char what[256];
+    double ratio = 0, lo = INFINITY, hi = 0;
+    for (int i = 0; i < r.nalt; i++) {
+        snprintf(what, sizeof what, "%s on %d x %s, plan %d", model, gpus, gpu, i);
+        floor_check(&f, what, &r.alt[i], &ratio);
+        lo = fmin(lo, ratio), hi = fmax(hi, ratio);
+    }
+    if (r.have_closest) {
+        snprintf(what, sizeof what, "%s on %d x %s, the leanest layout", model, gpus, gpu);
+        floor_check(&f, what, &r.closest, &ratio);
+        lo = fmin(lo, ratio), hi = fmax(hi, ratio);
+    }
+    CHECK(r.nalt > 0 || r.have_closest, "%s on %d x %s: no plan to check", model, gpus, gpu);
+    printf("%s%s%s (%s) on %d x %s: %d plans%s, floor / peak %.3f .. %.3f\n", model, sets ? " " : "",
+           sets ? sets : "", stack, gpus, gpu, r.nalt, r.have_closest ? " and the leanest layout" : "", lo, hi);
+    pass_search_result_free(&r);
+    pass_mem_floor_free(&f);
+    teardown(&s);
+}
+
+static int test_memfloor(const char *dir)
+{
+    /* Nothing fits: the leanest layouts, where the floor is tightest. */
+    memfloor_case(dir, "deepseek-v3.mdl", NULL, "ptdc", "a100-80gb", 64, 1);
+    memfloor_case(dir, "deepseek-v3.mdl", NULL, "megatron", "h100-80gb", 64, 1);
+    memfloor_case(dir, "deepseek-v3.mdl", NULL, "ptdc", "a100-40gb", 128, 1);
+    memfloor_case(dir, "llama-65b.mdl", NULL, "ptdc", "a100-80gb", 4, 1);
+    memfloor_case(dir, "llama-65b.mdl", NULL, "fsdp", "a100-80gb", 4, 1);
+    /* The embedding and head as the largest pieces. */
+    memfloor_case(dir, "llama.mdl", "vocab=8000000", "ptdc", "a100-80gb", 8, 1);
+    /* Plans that fit, near the limit and not. */
+    memfloor_case(dir, "llama-65b.mdl", NULL, "ptdc", "a100-80gb", 16, 4);
+    memfloor_case(dir, "mixtral-8x7b.mdl", NULL, "ptdc", "h100-80gb", 16, 4);
+    memfloor_case(dir, "llama2-7b.mdl", NULL, "megatron", "a100-40gb", 8, 8);
+    /* What it is for: DeepSeek-V3 on A100-80GB, whose smallest count is 160
+     * (docs/planner.md), has no layout of 148-156 GPUs above the floor: pp
+     * x stage 37 x 4, 38 x 4, 19 x 8, 39 x 4 hold 2-4 of its 58 MoE layers
+     * on 4-8 GPUs. */
+    Setup s;
+    setup(&s, dir, "deepseek-v3.mdl", NULL, 0, "a100-80gb", 160);
+    CHECK(pass_stack_preset("ptdc", &s.ctx.st), "no stack ptdc");
+    PassMemFloor f;
+    pass_mem_floor_init(&f, &s.ctx, s.g);
+    double usable = pass_usable_bytes(&s.ctx);
+    int out[][2] = {{37, 4}, {38, 4}, {19, 8}, {39, 4}}, in[][2] = {{20, 8}, {10, 16}, {5, 32}};
+    for (int i = 0; i < 4; i++)
+        CHECK(pass_mem_floor(&f, out[i][0], out[i][1]) > usable, "DeepSeek-V3: pp %d x %d GPUs under the floor",
+              out[i][0], out[i][1]);
+    for (int i = 0; i < 3; i++)
+        CHECK(pass_mem_floor(&f, in[i][0], in[i][1]) <= usable, "DeepSeek-V3: pp %d x %d GPUs above the floor",
+              in[i][0], in[i][1]);
+    pass_mem_floor_free(&f);
+    teardown(&s);
+    return failures;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: test_search bounds|bounds-small|sweep|megatron|json|mingpus|domain [REF] MODEL_DIR\n");
+        fprintf(stderr, "usage: test_search bounds|bounds-small|sweep|megatron|json|mingpus|memfloor|domain [REF] MODEL_DIR\n");
         return 2;
     }
     const char *t = argv[1];
@@ -728,6 +814,8 @@ int main(int argc, char **argv)
         rc = test_json(argv[2]);
     else if (!strcmp(t, "mingpus"))
         rc = test_mingpus(argv[2]);
+    else if (!strcmp(t, "memfloor"))
+        rc = test_memfloor(argv[2]);
     else if (!strcmp(t, "domain"))
         rc = test_domain(argv[2]);
     else if (!strcmp(t, "sweep") && argc >= 4)
