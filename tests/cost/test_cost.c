@@ -1030,6 +1030,51 @@ static void test_moe(const char *models)
     ir_arena_free(a);
 }
 
+/* The first moe node of tiny-gpt-oss (m 0: biases, clamps) or of a
+ * two-layer Mixtral (m 1: neither) on 16 H100s, dp 2 x 8 exchanging, two
+ * sequences over dp and the sequence over the 8: what test_moe_bias and
+ * test_moe_clamp price with a stack key off and on. */
+typedef struct MoeCase {
+    IrArena *a;
+    IrGraph *g;
+    const IrNode *moe;
+    PassCluster cl;
+    PlanMesh mesh;
+    PlanStrategy x;
+    int64_t ds[256], local[256];
+} MoeCase;
+
+static bool moe_case_open(MoeCase *mc, const char *models, int m)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", models, m ? "mixtral.mdl" : "tiny-gpt-oss.mdl");
+    memset(mc, 0, sizeof *mc);
+    mc->a = ir_arena_new();
+    mc->g = mega_compile(mc->a, path, m ? "n_layers=2,seq=1024" : "", 64);
+    for (int i = 0; mc->g && i < mc->g->nfwd && !mc->moe; i++)
+        if (mc->g->nodes[i].op == IR_OP_MOE)
+            mc->moe = &mc->g->nodes[i];
+    CHECK(mc->moe != NULL);
+    if (!mc->moe) {
+        ir_arena_free(mc->a);
+        return false;
+    }
+    mc->cl = (PassCluster){.ngpus = 16, .gpus_per_node = 8};
+    pass_gpu_preset("h100-80gb", &mc->cl.gpu);
+    plan_mesh_make(&mc->mesh, 2, 8, 8);
+    ir_dim_sizes(mc->g, 4, mc->ds);
+    const IrTensor *h = &mc->g->tensors[mc->moe->in[0]];
+    mc->x = (PlanStrategy){{(int16_t)h->dim[0], (int16_t)h->dim[1], -1}, 2};
+    plan_local_sizes(mc->g, mc->moe, &mc->mesh, &mc->x, mc->ds, mc->local);
+    return true;
+}
+
+static void moe_case_close(MoeCase *mc)
+{
+    ir_graph_free(mc->g);
+    ir_arena_free(mc->a);
+}
+
 /* The experts' output bias as Megatron-Core adds it (stack key
  * moe_bias_unfused, TEGroupedMLP._apply_bias): on a model whose router has
  * a bias (tiny-gpt-oss; Megatron's --add-bias-linear), t + b * p per local
@@ -1043,29 +1088,17 @@ static void test_moe(const char *models)
  * router has no bias: nothing, whatever the key. */
 static void test_moe_bias(const char *models)
 {
-    char path[1024];
     for (int m = 0; m < 2; m++) {
-        snprintf(path, sizeof path, "%s/%s", models, m ? "mixtral.mdl" : "tiny-gpt-oss.mdl");
-        IrArena *a = ir_arena_new();
-        IrGraph *g = mega_compile(a, path, m ? "n_layers=2,seq=1024" : "", 64);
-        const IrNode *moe = NULL;
-        for (int i = 0; g && i < g->nfwd && !moe; i++)
-            if (g->nodes[i].op == IR_OP_MOE)
-                moe = &g->nodes[i];
-        CHECK(moe != NULL);
-        if (!moe) {
-            ir_arena_free(a);
+        MoeCase mc;
+        if (!moe_case_open(&mc, models, m))
             continue;
-        }
-        PassCluster cl = {.ngpus = 16, .gpus_per_node = 8};
-        pass_gpu_preset("h100-80gb", &cl.gpu);
-        PlanMesh mesh;
-        plan_mesh_make(&mesh, 2, 8, 8); /* dp 2 x 8 exchanging */
-        int64_t ds[256], local[256];
-        ir_dim_sizes(g, 4, ds);
+        const IrGraph *g = mc.g;
+        const IrNode *moe = mc.moe;
+        const PlanMesh mesh = mc.mesh;
+        const PlanStrategy x = mc.x;
+        PassCluster cl = mc.cl;
+        const int64_t *ds = mc.ds, *local = mc.local;
         const IrTensor *h = &g->tensors[moe->in[0]];
-        PlanStrategy x = {{(int16_t)h->dim[0], (int16_t)h->dim[1], -1}, 2};
-        plan_local_sizes(g, moe, &mesh, &x, ds, local);
         double D = (double)ds[h->dim[2]], E = (double)ds[g->tensors[moe->in[2]].dim[0]];
         double El = E / 8, k = (double)plan_route_topk(g, moe);
         double T = 2.0 * ds[h->dim[1]] / 8; /* 2 sequences over dp, the sequence over 8 */
@@ -1090,8 +1123,7 @@ static void test_moe_bias(const char *models)
             CHECK(NEAR(c1.bwd_s - c0.bwd_s, bb / bw + kb * ovh, 1e-9));
             CHECK(c1.act_fwd_s == c0.act_fwd_s && c1.ws_bytes == c0.ws_bytes);
         }
-        ir_graph_free(g);
-        ir_arena_free(a);
+        moe_case_close(&mc);
     }
 }
 
@@ -1106,29 +1138,16 @@ static void test_moe_bias(const char *models)
  * moe_act. Mixtral's swiglu has no clamp: nothing, whatever the key. */
 static void test_moe_clamp(const char *models)
 {
-    char path[1024];
     for (int m = 0; m < 2; m++) {
-        snprintf(path, sizeof path, "%s/%s", models, m ? "mixtral.mdl" : "tiny-gpt-oss.mdl");
-        IrArena *a = ir_arena_new();
-        IrGraph *g = mega_compile(a, path, m ? "n_layers=2,seq=1024" : "", 64);
-        const IrNode *moe = NULL;
-        for (int i = 0; g && i < g->nfwd && !moe; i++)
-            if (g->nodes[i].op == IR_OP_MOE)
-                moe = &g->nodes[i];
-        CHECK(moe != NULL);
-        if (!moe) {
-            ir_arena_free(a);
+        MoeCase mc;
+        if (!moe_case_open(&mc, models, m))
             continue;
-        }
-        PassCluster cl = {.ngpus = 16, .gpus_per_node = 8};
-        pass_gpu_preset("h100-80gb", &cl.gpu);
-        PlanMesh mesh;
-        plan_mesh_make(&mesh, 2, 8, 8);
-        int64_t ds[256], local[256];
-        ir_dim_sizes(g, 4, ds);
-        const IrTensor *h = &g->tensors[moe->in[0]];
-        PlanStrategy x = {{(int16_t)h->dim[0], (int16_t)h->dim[1], -1}, 2};
-        plan_local_sizes(g, moe, &mesh, &x, ds, local);
+        const IrGraph *g = mc.g;
+        const IrNode *moe = mc.moe;
+        const PlanMesh mesh = mc.mesh;
+        const PlanStrategy x = mc.x;
+        PassCluster cl = mc.cl;
+        const int64_t *ds = mc.ds, *local = mc.local;
         double bw = cl.gpu.hbm_bw * cl.gpu.hbm_eff, ovh = cl.gpu.kernel_overhead_s;
         for (int keep = 0; keep < 2; keep++) {
             PassCostCtx off = {.cl = &cl};
@@ -1157,8 +1176,7 @@ static void test_moe_clamp(const char *models)
                 CHECK(NEAR(s1 - s0, m || i ? 0 : 2 * F * 2 * R, 1e-12));
             }
         }
-        ir_graph_free(g);
-        ir_arena_free(a);
+        moe_case_close(&mc);
     }
 }
 
