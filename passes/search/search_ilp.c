@@ -131,20 +131,21 @@ static void variant_query(const Src *s, const SrcGroup *G, const IrGraph *gs, Pa
     base->etp_axes = src_moe_axes(G->dp, G->tp, s->o->etp) & ~2u;
 }
 
-/* Variant k > 0: a budget strictly below variant k - 1's memory for the
- * same layer. Strictly less: GLPK accepts a choice within its integrality
- * tolerance (1e-5) of the budget, so a budget only that much below could
- * return the same point again. */
-static double frontier_budget(const VariantWalk *w, int rs_)
+/* Variant k > 0 is solved under a budget strictly below variant k - 1's
+ * memory for the same layer (strictly less: GLPK accepts a choice within
+ * its integrality tolerance (1e-5) of the budget, so a budget only that
+ * much below could return the same point again). Variant k's query and
+ * result for the layer rs_. */
+static const PassIlpResult *frontier_query(const VariantWalk *w, int rs_, int k, PassIlpQuery *q0)
 {
-    const SrcVariant *P = &w->G->var[w->k - 1];
+    const SrcVariant *P = &w->G->var[k];
     const PassIlpResult *r0 = NULL;
     for (int i = 0; i < P->nq; i++)
         if (P->q[i].first_piece == rs_ && P->q[i].npieces == 1)
-            r0 = P->r[i];
+            r0 = P->r[i], *q0 = P->q[i];
     if (!r0)
-        ir_die("search: variant %d without variant %d", w->k, w->k - 1);
-    return r0->mem_bytes * (1 - SRC_FRONTIER_STEP);
+        ir_die("search: variant %d without variant %d", w->k, k);
+    return r0;
 }
 
 /* Repeat rep solved as one layer: its strategies for every layer of that
@@ -158,9 +159,29 @@ static bool solve_repeat(VariantWalk *w, int rep)
     PassIlpQuery q = w->base;
     q.first_piece = rs_;
     q.npieces = 1;
-    if (w->k > 0)
-        q.budget = frontier_budget(w, rs_);
-    const PassIlpResult *r = solve(w->s, w->V, &q);
+    PassIlpQuery q0;
+    const PassIlpResult *r0 = NULL;
+    const PassIlpResult *r;
+    if (w->k > 0) {
+        r0 = frontier_query(w, rs_, w->k - 1, &q0);
+        q.budget = r0->mem_bytes * (1 - SRC_FRONTIER_STEP);
+    }
+    /* The walk lowers every layer's budget at once, and one layer's frontier
+     * may end before another's (a few dense layers beside many MoE ones):
+     * that layer keeps its leanest point, the last variant's (the same
+     * query: the cache answers), so the walk stops only when no layer can
+     * be made leaner. A layer that kept its point the variant before is
+     * not asked again. */
+    PassIlpQuery q1;
+    if (w->k > 1 && frontier_query(w, rs_, w->k - 2, &q1) == r0) {
+        r = solve(w->s, w->V, &q0);
+    } else {
+        r = solve(w->s, w->V, &q);
+        if (!r->feasible && r0) {
+            w->V->nq--;
+            r = solve(w->s, w->V, &q0);
+        }
+    }
     if (!r->feasible)
         return false;
     w->rep_r[rep] = r;
