@@ -936,8 +936,9 @@ static bool read_moe_latent(const IrGraph *g, const IrNode *n, int p, RepArch *A
 {
     const IrTensor *h = &g->tensors[n->in[0]];
     int64_t w = dsize(g, h->dim[h->rank - 1]), lat = 0;
-    if (w != A->d_model) {
-        const IrNode *down = producer_of(g, n->in[0]);
+    const IrNode *down = producer_of(g, n->in[0]);
+    /* a projection feeding the experts is a latent, even one as wide as the hidden */
+    if (w != A->d_model || (down && down->op == IR_OP_MATMUL && is_param(g, down->in[1]))) {
         int c = only_consumer(g, n->out[0], p);
         const IrNode *up = c >= 0 ? &g->nodes[c] : NULL;
         const IrTensor *wd = down && down->op == IR_OP_MATMUL && is_param(g, down->in[1]) ? &g->tensors[down->in[1]] : NULL;
@@ -951,10 +952,14 @@ static bool read_moe_latent(const IrGraph *g, const IrNode *n, int p, RepArch *A
                               (long long)A->d_model);
         lat = w;
     }
-    if (A->moe && A->moe_latent != lat)
-        return rep_refuse(why, wn, "its MoE layers' experts run on different widths (%lld, %lld), where Megatron "
-                          "configures one --moe-latent-size for every layer", (long long)(A->moe_latent ? A->moe_latent : A->d_model),
-                          (long long)(lat ? lat : A->d_model));
+    if (A->moe && A->moe_latent != lat) {
+        char was[64], now[64];
+        snprintf(was, sizeof was, A->moe_latent ? "a latent of %lld" : "the hidden (%lld)",
+                 (long long)(A->moe_latent ? A->moe_latent : A->d_model));
+        snprintf(now, sizeof now, lat ? "a latent of %lld" : "the hidden (%lld)", (long long)(lat ? lat : A->d_model));
+        return rep_refuse(why, wn, "its MoE layers' experts run on %s and on %s (layer %d), where Megatron configures "
+                          "one --moe-latent-size for every MoE layer", was, now, p - 1);
+    }
     A->moe_latent = lat;
     return true;
 }
