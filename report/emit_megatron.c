@@ -63,6 +63,19 @@ static bool mg_arch_SHARED(const IrGraph *g, const RepArch *A, RepFrameOut *o)
     return true;
 }
 
+/* MoELayer's latent projections (moe_layer.py: fc1_latent_proj and
+ * fc2_latent_proj, TELinear parallel_mode "duplicated", no bias under
+ * --disable-bias-linear; experts.py and the dispatcher then work at
+ * moe_latent_size). arguments.py asserts it positive and beside
+ * --num-experts. */
+static bool mg_arch_MOE_LATENT(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)g;
+    if (A->moe && A->moe_latent)
+        rep_frame_arg(o, "--moe-latent-size %lld", (long long)A->moe_latent);
+    return true;
+}
+
 /* The layers' pattern as --moe-layer-freq's Python list expression
  * (arguments.py moe_freq_type: digits , [ ] ( ) + * only, no spaces), runs
  * of one kind: "([0]*3+[1]*58)"; a periodic pattern too long that way as
@@ -868,6 +881,9 @@ static bool mg_lowp_shapes(const RepArch *A, const PlanLayout *L, PlanPrecision 
         {"the shared expert's first projection", glu * (A->moe ? A->shared_ff : 0) / tp, A->d_model},
         {"the shared expert's second projection", A->d_model, (A->moe ? A->shared_ff : 0) / tp},
         {"the Mamba-2 input projection", mamba ? in_w / tp : 0, A->d_model},
+        /* duplicated on every tensor-parallel rank: never split */
+        {"the latent MoE's down projection", A->moe_latent, A->d_model},
+        {"the latent MoE's up projection", A->moe_latent ? A->d_model : 0, A->moe_latent},
         {"the Mamba-2 output projection", mamba ? A->d_model : 0, di / tp},
     };
     for (size_t i = 0; i < sizeof w / sizeof *w; i++)

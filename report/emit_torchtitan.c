@@ -124,6 +124,13 @@ static bool tt_arch_SHARED(const IrGraph *g, const RepArch *A, RepFrameOut *o)
     return true;
 }
 
+/* A latent MoE exists only beside experts, refused above. */
+static bool tt_arch_MOE_LATENT(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)g, (void)A, (void)o;
+    return true;
+}
+
 static bool tt_arch_MOE_LAYERS(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g, (void)A, (void)o;

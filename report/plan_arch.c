@@ -927,6 +927,43 @@ static int64_t dims_prod(const IrGraph *g, const IrTensor *t, int from, int to)
     return n;
 }
 
+/* The experts' input of moe node n in piece p: the hidden, or a latent MoE's
+ * (Megatron-Core's MoELayer with moe_latent_size: fc1_latent_proj, a
+ * [d_model, d_latent] matmul of the normalised hidden, before the dispatch;
+ * the combined output's one consumer fc2_latent_proj, [d_latent, d_model]).
+ * Megatron configures one latent for every MoE layer. */
+static bool read_moe_latent(const IrGraph *g, const IrNode *n, int p, RepArch *A, char *why, size_t wn)
+{
+    const IrTensor *h = &g->tensors[n->in[0]];
+    int64_t w = dsize(g, h->dim[h->rank - 1]), lat = 0;
+    const IrNode *down = producer_of(g, n->in[0]);
+    /* a projection feeding the experts is a latent, even one as wide as the hidden */
+    if (w != A->d_model || (down && down->op == IR_OP_MATMUL && is_param(g, down->in[1]))) {
+        int c = only_consumer(g, n->out[0], p);
+        const IrNode *up = c >= 0 ? &g->nodes[c] : NULL;
+        const IrTensor *wd = down && down->op == IR_OP_MATMUL && is_param(g, down->in[1]) ? &g->tensors[down->in[1]] : NULL;
+        const IrTensor *wu = up && up->op == IR_OP_MATMUL && up->in[0] == n->out[0] && is_param(g, up->in[1])
+                                 ? &g->tensors[up->in[1]] : NULL;
+        if (!wd || !wu || wd->rank != 2 || wu->rank != 2 || dsize(g, wd->dim[0]) != A->d_model ||
+            dsize(g, wu->dim[1]) != A->d_model || wu->dim[0] != h->dim[h->rank - 1])
+            return rep_refuse(why, wn, "its experts at line %d read a %lld-wide input that is not the hidden "
+                              "(%lld) nor a latent projection of it between two [d_model, latent] and [latent, "
+                              "d_model] weights (Megatron's --moe-latent-size)", n->loc.line, (long long)w,
+                              (long long)A->d_model);
+        lat = w;
+    }
+    if (A->moe && A->moe_latent != lat) {
+        char was[64], now[64];
+        snprintf(was, sizeof was, A->moe_latent ? "a latent of %lld" : "the hidden (%lld)",
+                 (long long)(A->moe_latent ? A->moe_latent : A->d_model));
+        snprintf(now, sizeof now, lat ? "a latent of %lld" : "the hidden (%lld)", (long long)(lat ? lat : A->d_model));
+        return rep_refuse(why, wn, "its MoE layers' experts run on %s and on %s (layer %d), where Megatron configures "
+                          "one --moe-latent-size for every MoE layer", was, now, p - 1);
+    }
+    A->moe_latent = lat;
+    return true;
+}
+
 /* A hybrid of Mamba-2, attention, MoE and MLP layers, one mixer a piece,
  * as Megatron-Core's MambaModel builds one (--hybrid-override-pattern): the
  * pattern, each kind's sizes (one value a kind, as Megatron configures),
@@ -997,6 +1034,8 @@ static bool read_hybrid(const IrGraph *g, RepArch *A, char *why, size_t wn)
                 if (qm && qm->op == IR_OP_MATMUL && is_param(g, qm->in[1]))
                     A->init_std = g->tensors[qm->in[1]].init_std;
             }
+            if (n->op == IR_OP_MOE && !read_moe_latent(g, n, p, A, why, wn))
+                return false;
             if (n->op == IR_OP_MOE) {
                 const IrTensor *up = &g->tensors[n->in[2]];
                 A->moe = true;

@@ -124,6 +124,11 @@ typedef struct RepArch {
     int64_t shared_ff;
     int shared_ff_dim;
     bool shared_gate;             /* scaled by sigmoid(h . w_g), a [d_model, 1] weight */
+    /* A latent MoE (Nemotron 3 Super; Megatron's moe_latent_size): the
+     * routed experts and their dispatch on h W_down [d_latent], the
+     * combined output taken back by W_up [d_latent, d_model]; the router
+     * and the shared expert on h. 0: the experts on the hidden. */
+    int64_t moe_latent;
     /* An MoE model with dense layers too: how many, their MLP's width and
      * dim (-1: none), and which layers are MoE (bit l of layer_moe). */
     int n_dense;

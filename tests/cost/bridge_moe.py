@@ -34,7 +34,8 @@ against ptdc's megatron stack.
 
 Environment: BRIDGE_MOE_OVERLAP=off prices every row without the all-to-all overlap
 (a2a_overlap(), before and after in docs/moe.md); BRIDGE_MOE_SEARCH=REGEX searches only
-the rows whose label matches (search mode).
+the rows whose label matches (search mode); BRIDGE_MOE_SUPER=no-mtp prices Nemotron 3
+Super's rows without their multi-token prediction (skipped otherwise; docs/moe.md).
 
 A row is expressible when ptdc has the model (MODELS), a preset of the GPU, a
 recipe for its precision label, and the layout is one its meshes carry: no
@@ -71,9 +72,10 @@ from bridge_dense import BASE, GPUS as BLACKWELL, RECIPES, SEARCH_TARGET, TIE, r
 
 MODELS = {"Qwen3_30B_a3B": "models/qwen3-30b-a3b.mdl", "Qwen3_235B_a22B": "models/qwen3-235b-a22b.mdl",
           "DeepSeekV3": "models/deepseek-v3.mdl", "Kimi_K2": "models/kimi-k2.mdl",
-          "GPT OSS 120B": "models/gpt-oss-120b.mdl", "Nemotron_3_Nano": "models/nemotron3-nano.mdl"}
+          "GPT OSS 120B": "models/gpt-oss-120b.mdl", "Nemotron_3_Nano": "models/nemotron3-nano.mdl",
+          "Nemotron_3_Super": "models/nemotron3-super.mdl"}
 LAYERS = {"Qwen3_30B_a3B": 48, "Qwen3_235B_a22B": 94, "DeepSeekV3": 61, "Kimi_K2": 61, "GPT OSS 120B": 36,
-          "Nemotron_3_Nano": 52}
+          "Nemotron_3_Nano": 52, "Nemotron_3_Super": 88}
 # Models whose recipes cut the layers into chunks of ceil(L / chunks), the last
 # chunk the rest (with the loss; the embedding rides in the first):
 # Megatron-Bridge's pipeline layouts for 61 layers, e.g. "Et*4|(t*4|)*14tmL"
@@ -84,15 +86,14 @@ WHY_NOT = {
     "DeepSeekV4 Flash": "DeepSeek-V4 needs MLA and its own attention, which ptdc lacks",
 }
 # Nemotron 3 (hybrid Mamba-2 + MoE + attention, Megatron's pattern of M, E and * layers;
-# docs/hybrid.md): Nano is models/nemotron3-nano.mdl; the others are refused by name. Super's
-# recipe (recipes/nemotronh/h100/nemotron_3_super.py) is a latent MoE (the experts on a
-# down-projected hidden: fc1_latent_proj, fc2_latent_proj in models/nemotronh/nemotron_h_bridge.py)
-# with multi-token prediction (mtp_num_layers 2); Ultra's and Nemotron 3.5 Lightning's recipes
-# (nemotron_3_ultra.py, nemotron_3_nano.py nemotron_3_5_lightning_pretrain_config) set
-# mtp_num_layers 2 too.
+# docs/hybrid.md): Nano is models/nemotron3-nano.mdl; Super is models/nemotron3-super.mdl (its
+# latent MoE: docs/moe.md, "Latent MoE"), but its recipe (recipes/nemotronh/h100/nemotron_3_super.py)
+# trains multi-token prediction (mtp_num_layers 2), which ptdc lacks: its rows are skipped for that
+# alone; BRIDGE_MOE_SUPER=no-mtp prices them without it (SUPER_RECIPE), for information. Ultra's
+# and Nemotron 3.5 Lightning's recipes (nemotron_3_ultra.py, nemotron_3_nano.py
+# nemotron_3_5_lightning_pretrain_config) set mtp_num_layers 2 too.
 HYBRID_WHY_NOT = {
-    "Nemotron_3_Super": "Nemotron 3 Super is a latent MoE (experts on a down-projected hidden) with "
-                        "multi-token prediction (MTP), which ptdc lacks",
+    "Nemotron_3_Super": "Nemotron 3 Super's recipe trains multi-token prediction (MTP), which ptdc lacks",
     "Nemotron_3_Ultra": "Nemotron 3 Ultra's recipe trains multi-token prediction (MTP), which ptdc lacks",
     "Nemotron_3_5_Lightning": "Nemotron 3.5 Lightning's recipe trains multi-token prediction (MTP), which "
                               "ptdc lacks",
@@ -110,6 +111,35 @@ NANO_RECIPE = {("GB300", "MXFP8"): (4, [], "attn_moe", False, 8), ("B300", "MXFP
                ("GB200", "MXFP8"): (2, [], "attn_moe", False, 8), ("B200", "MXFP8"): (2, [], "attn_moe", False, 8),
                ("H100", "FP8"): (1, ["moe", "layernorm", "core_attn", "moe_act"], "none", False, 8)}
 NANO_RELEASES = ("26.02.01", "26.04", "26.04.01", "26.06", "26.06.01", "26.08")
+
+
+# Nemotron 3 Super's performance recipes, read at v0.6.0 (26.08) only:
+# src/megatron/bridge/perf_recipes/nemotronh/<gpu>/nemotronh.py nemotron_3_super_pretrain_64gpu_*
+# (_apply_nemotron_3_super_perf_defaults: moe_router_force_load_balancing, fp32 optimizer state):
+# ETP 1, micro-batch 1, no all-to-all overlap; GB300 and GB200 (tp 2) EP 64, B300 EP 8, B200 EP 64
+# (NVFP4 at tp 2); graphs of attn, mamba, moe_router, moe_preprocess but B200 BF16/MXFP8 (none);
+# recompute_modules moe_act and layernorm on B300 BF16/NVFP4 and B200 MXFP8.
+# (GPU, precision) -> (mb, recompute_modules, cuda_graph, moe_a2a_overlap, ep, tp, mamba graphs).
+SUPER_RECIPE = {("GB300", "MXFP8"): (1, [], "attn_moe", False, 64, 1, True),
+                ("GB300", "NVFP4"): (1, [], "attn_moe", False, 64, 1, True),
+                ("GB200", "MXFP8"): (1, [], "attn_moe", False, 64, 2, True),
+                ("GB200", "NVFP4"): (1, [], "attn_moe", False, 64, 2, True),
+                ("B300", "MXFP8"): (1, [], "attn_moe", False, 8, 1, True),
+                ("B300", "NVFP4"): (1, ["layernorm", "moe_act"], "attn_moe", False, 8, 1, True),
+                ("B200", "MXFP8"): (1, ["layernorm", "moe_act"], "none", False, 64, 1, False),
+                ("B200", "NVFP4"): (1, [], "attn_moe", False, 64, 2, True)}
+
+
+def super_recipe(r):
+    """Nemotron 3 Super's recipe for the row (SUPER_RECIPE), or None with why not."""
+    rc = SUPER_RECIPE.get((r["gpu"], r["precision"]))
+    if rc is None:
+        return None, "no recipe of %s %s on %s in this file" % (r["model"], r["precision"], r["gpu"])
+    have = (num(r, "pp", 1), num(r, "micro_batch"), num(r, "ep", 1), num(r, "tp", 1))
+    if have != (1, rc[0], rc[4], rc[5]):
+        return None, ("the 26.08 recipe of %s on %s is tp %d pp 1 mb %d EP %d, not the row's pp %d mb %d EP %d "
+                      "tp %d" % (r["model"], r["gpu"], rc[5], rc[0], rc[4], *have))
+    return rc, None
 
 
 def nano_recipe(r):
@@ -282,6 +312,8 @@ def cuda_graph(r):
         return oss_recipe(r)[0][4]
     if r["model"] == "Nemotron_3_Nano":
         return nano_recipe(r)[0][2]
+    if r["model"] == "Nemotron_3_Super":
+        return super_recipe(r)[0][2]
     rel = tuple(int(x) for x in release(r).split(".")[:2])
     if r["gpu"] == "H100":
         return "none"
@@ -313,6 +345,8 @@ def a2a_overlap(r):
         return oss_recipe(r)[0][5]
     if r["model"] == "Nemotron_3_Nano":
         return nano_recipe(r)[0][3]
+    if r["model"] == "Nemotron_3_Super":
+        return super_recipe(r)[0][3]
     rel = tuple(int(x) for x in release(r).split(".")[:2])
     big = r["model"] == "Qwen3_235B_a22B"
     if r["gpu"] == "H100":
@@ -352,6 +386,10 @@ def skip_reason(r):
         return oss_recipe(r)[1]
     if r["model"] == "Nemotron_3_Nano" and nano_recipe(r)[0] is None:
         return nano_recipe(r)[1]
+    if r["model"] == "Nemotron_3_Super" and os.environ.get("BRIDGE_MOE_SUPER") != "no-mtp":
+        return HYBRID_WHY_NOT[r["model"]]
+    if r["model"] == "Nemotron_3_Super" and super_recipe(r)[0] is None:
+        return super_recipe(r)[1]
     if r["gpu"] not in GPUS:
         return "no ptdc preset of %s" % r["gpu"]
     if r["precision"] not in RECIPES:
@@ -377,6 +415,8 @@ def recompute(r):
         mods = oss_recipe(r)[0][3]
     if r["model"] == "Nemotron_3_Nano":
         mods = nano_recipe(r)[0][1]
+    if r["model"] == "Nemotron_3_Super":
+        mods = super_recipe(r)[0][1]
     return ",".join(mods) if mods else "none"
 
 
@@ -397,8 +437,8 @@ def pinned_args(src, r, host_us=None, overlap=True):
         args += ["--etp", "1"]
     args += ["--virtual-stages", str(v)] if v > 1 else ["--schedule", "1f1b"]
     args += ["--stack-set", "cuda_graph=" + cuda_graph(r)]
-    if r["model"] == "Nemotron_3_Nano":  # every Nano recipe's graphs hold the mamba scope
-        args += ["--stack-set", "cuda_graph_mamba=yes"]
+    if r["model"] == "Nemotron_3_Nano" or (r["model"] == "Nemotron_3_Super" and super_recipe(r)[0][6]):
+        args += ["--stack-set", "cuda_graph_mamba=yes"]  # every Nano recipe's graphs hold the mamba scope
     if overlap and a2a_overlap(r):
         args += ["--stack-set", "moe_a2a_overlap=yes"]
     if tp_overlap(r):

@@ -1030,6 +1030,68 @@ static void test_moe(const char *models)
     ir_arena_free(a);
 }
 
+/* Nemotron 3 Super's latent MoE (docs/moe.md, "Latent MoE"): two layers of
+ * models/nemotron3-super.mdl (pattern ML), priced as test_moe prices
+ * Mixtral's, on 4 sequences of 8192 over dp 2 x tp 8 with the exchange over
+ * tp. The moe reads fc1_latent_proj's output, so its exchanges carry rows of
+ * d_latent (1024), not d_model (4096), and its expert GEMMs are [rows,
+ * 1024] x [1024, 2688] and back; the projections are two dense GEMMs of T
+ * x 4096 x 1024 each way; what the moe keeps for backward (the ptdc stack:
+ * its input and gates) grows with d_latent, at 2 bytes an element. */
+static void test_moe_latent(const char *models)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/nemotron3-super.mdl", models);
+    double kept[2] = {0, 0};
+    for (int v = 0; v < 2; v++) {
+        IrArena *a = ir_arena_new();
+        IrGraph *g = mega_compile(a, path, v ? "pattern=ML,d_latent=2048" : "pattern=ML", 64);
+        const IrNode *moe = NULL;
+        for (int i = 0; g && i < g->nfwd && !moe; i++)
+            if (g->nodes[i].op == IR_OP_MOE)
+                moe = &g->nodes[i];
+        CHECK(moe != NULL);
+        if (!moe) {
+            ir_arena_free(a);
+            return;
+        }
+        double D = 4096, Dl = v ? 2048 : 1024, F = 2688, k = 22;
+        PassCluster cl = {.ngpus = 16, .gpus_per_node = 8};
+        pass_gpu_preset("h100-80gb", &cl.gpu);
+        PassCostCtx c = {.cl = &cl};
+        pass_stack_preset("ptdc", &c.st);
+        PlanMesh m;
+        plan_mesh_make(&m, 2, 8, 8);
+        int64_t ds[256], local[256];
+        ir_dim_sizes(g, 4, ds);
+        const IrTensor *h = &g->tensors[moe->in[0]];
+        CHECK(ds[h->dim[2]] == (int64_t)Dl);
+        PlanStrategy x = {{(int16_t)h->dim[0], (int16_t)h->dim[1], -1}, 2};
+        plan_local_sizes(g, moe, &m, &x, ds, local);
+        double T = 2 * 8192 / 8, R = pass_moe_rows(&c, g, moe, &m, &x, local, NULL, NULL);
+        CHECK(NEAR(R, T * k, 1e-12)); /* 64 of 512 experts here, the group of 8 sending to each */
+        PassNodeCost cm, cp;
+        pass_cost_node(&c, g, moe, &m, &x, ds, &cm);
+        CHECK(NEAR(cm.flops_fwd, 2 * R * 2 * Dl * F, 1e-9)); /* up and down, no gate */
+        PlanColl k1 = {PLAN_COLL_ALLTOALL, 1, -1, -1, (int64_t)(T * k * Dl)};
+        CHECK(NEAR(cm.a2a_s, 5 * pass_cost_coll(&c, &m, &k1, 2), 1e-9));
+        /* fc1_latent_proj (the moe's input's producer) and fc2_latent_proj
+         * (its output's consumer): T x D x Dl each, on the token split */
+        const IrNode *down = &g->nodes[g->tensors[moe->in[0]].producer];
+        int cs[4], nc = ir_consumers(g, moe->out[0], cs, 4);
+        CHECK(down->op == IR_OP_MATMUL && nc == 1 && g->nodes[cs[0]].op == IR_OP_MATMUL);
+        PlanStrategy tok = {{(int16_t)h->dim[0], (int16_t)h->dim[1], -1}, 0};
+        pass_cost_node(&c, g, down, &m, &tok, ds, &cp);
+        CHECK(NEAR(cp.flops_fwd, 2 * T * D * Dl, 1e-9) && NEAR(cp.flops_bwd, 2 * cp.flops_fwd, 1e-9));
+        pass_cost_node(&c, g, &g->nodes[cs[0]], &m, &tok, ds, &cp);
+        CHECK(NEAR(cp.flops_fwd, 2 * T * Dl * D, 1e-9));
+        kept[v] = pass_saved_bytes(&c, g, moe, &m, &x, ds, PLAN_RECOMPUTE_NONE);
+        ir_graph_free(g);
+        ir_arena_free(a);
+    }
+    CHECK(NEAR(kept[1] - kept[0], 2.0 * 8192 / 8 * 1024 * 2, 1e-9));
+}
+
 /* The first moe node of tiny-gpt-oss (m 0: biases, clamps) or of a
  * two-layer Mixtral (m 1: neither) on 16 H100s, dp 2 x 8 exchanging, two
  * sequences over dp and the sequence over the 8: what test_moe_bias and
@@ -1580,6 +1642,7 @@ int main(int argc, char **argv)
     test_states(argv[1]);
     test_schedule(argv[1]);
     test_moe(argv[1]);
+    test_moe_latent(argv[1]);
     test_mla_up_proj(argv[1]);
     test_host(argv[1]);
     test_host_mamba(argv[1]);

@@ -96,7 +96,9 @@ double ref_cross_entropy(const double *logits, const int32_t *targets, int64_t r
  * head_dim its own, attention sinks, a window on the layers listed in win[],
  * a router bias and ptdc's stacked expert tensors (ref_moe.c). */
 /* REF_HYBRID: models/hybrid.mdl, Mamba-2 layers (ref_mamba.c) then attention
- * layers without positions, alternating (Nemotron-H's M and *). */
+ * layers without positions, alternating (Nemotron-H's M and *); and
+ * nemotron3.mdl's patterns, with squared-ReLU MLP layers and MoE layers
+ * (plain, E, or latent, L: ref_moe.c). */
 typedef enum { REF_LLAMA, REF_GPT, REF_MIXTRAL, REF_DEEPSEEK, REF_GPTOSS,
               REF_HYBRID } RefFamily;
 
@@ -129,6 +131,9 @@ typedef struct RefConfig {
      * '-' a squared-ReLU MLP of width Fd: nemotron3.mdl's pattern) */
     int64_t MH, MP, MN, MK, MG;
     char kinds[128];
+    /* nemotron3.mdl's MoE layers ('E', and 'L' latent: Nemotron 3 Super's,
+     * the routed experts on a DL-wide projection of the hidden, ref_moe.c) */
+    int64_t DL;
 } RefConfig;
 
 /* Sizes of MODEL.mdl through ptdc's frontend (false with a message). */

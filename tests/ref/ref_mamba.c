@@ -18,6 +18,8 @@
  *     H / G heads apart (mamba_ssm's RMSNormGated, group_size); x += out
  * Attention layer: causal grouped-query attention without positions, x += o_proj(...).
  * MLP layer: x += down(relu(up h)^2) (Nemotron-H's -, squared ReLU, no gate).
+ * MoE layer (nemotron3.mdl's E, and L: the latent MoE of Nemotron 3 Super):
+ *   ref_moe.c's block on h, x += its output.
  * logits = lm_head(rmsnorm(x) w_f). */
 #include "ref.h"
 
@@ -69,6 +71,22 @@ void ref_hybrid_weights(const RefConfig *c, RefSt *st, uint64_t *s)
         if (c->kinds[l] == '-') {
             fillw(st, s, P_("mixer.up_proj.weight"), l, 2, c->Fd, D, 0, MAT);
             fillw(st, s, P_("mixer.down_proj.weight"), l, 2, D, c->Fd, 0, MAT);
+        } else if (c->kinds[l] == 'E' || c->kinds[l] == 'L') {
+            int64_t De = c->kinds[l] == 'L' ? c->DL : D; /* the experts' width */
+            char name[160];
+            fillw(st, s, P_("mixer.gate.weight"), l, 2, c->E, D, 0, MAT);
+            if (c->kinds[l] == 'L') {
+                fillw(st, s, P_("mixer.fc1_latent_proj.weight"), l, 2, De, D, 0, MAT);
+                fillw(st, s, P_("mixer.fc2_latent_proj.weight"), l, 2, D, De, 0, MAT);
+            }
+            for (int e = 0; e < c->E; e++) { /* the name made first: fillw's format takes the layer only */
+                snprintf(name, sizeof name, "backbone.layers.%d.mixer.experts.%d.up_proj.weight", l, e);
+                fillw(st, s, name, l, 2, c->F, De, 0, MAT);
+                snprintf(name, sizeof name, "backbone.layers.%d.mixer.experts.%d.down_proj.weight", l, e);
+                fillw(st, s, name, l, 2, De, c->F, 0, MAT);
+            }
+            fillw(st, s, P_("mixer.shared_experts.up_proj.weight"), l, 2, c->Fs, D, 0, MAT);
+            fillw(st, s, P_("mixer.shared_experts.down_proj.weight"), l, 2, D, c->Fs, 0, MAT);
         } else if (c->kinds[l] == 'M') {
             fillw(st, s, P_("mixer.in_proj_z.weight"), l, 2, HP, D, 0, MAT);
             fillw(st, s, P_("mixer.in_proj_x.weight"), l, 2, HP, D, 0, MAT);
@@ -353,7 +371,8 @@ double ref_hybrid_step(const RefConfig *c, const RefSt *w, const int32_t *tokens
     const int64_t R = c->B * c->S, D = c->D, V = c->V, H = c->H, KVH = c->KVH, Dh = c->Dh;
     const int64_t HD = H * Dh, KD = KVH * Dh;
     Ly *ly = calloc((size_t)c->L, sizeof *ly);
-    double *x = ref_zeros(R * D);
+    double *x = ref_zeros(R * D), reg = 0; /* reg: the MoE routers' regularisers */
+    char prefix[64];
     const double *E = W(w, "backbone.embeddings.weight", 0);
     for (int64_t r = 0; r < R; r++)
         memcpy(x + r * D, E + tokens[r] * D, sizeof(double) * (size_t)D);
@@ -362,8 +381,11 @@ double ref_hybrid_step(const RefConfig *c, const RefSt *w, const int32_t *tokens
         L->x = x, L->h = ref_zeros(R * D), L->rs = ref_zeros(R);
         ref_rmsnorm_fwd(L->h, L->rs, x, W(w, P_("norm.weight"), l), R, D, c->eps);
         double *out = ref_zeros(R * D);
+        snprintf(prefix, sizeof prefix, "backbone.layers.%d.", l);
         if (c->kinds[l] == 'M') {
             mamba_fwd(c, w, l, &L->m, L->h, out);
+        } else if (c->kinds[l] == 'E' || c->kinds[l] == 'L') {
+            reg += ref_moe_fwd(c, w, prefix, L->h, out);
         } else if (c->kinds[l] == '-') {
             double *a2 = ref_zeros(R * c->Fd);
             L->u = ref_zeros(R * c->Fd);
@@ -403,8 +425,11 @@ double ref_hybrid_step(const RefConfig *c, const RefSt *w, const int32_t *tokens
         for (int l = (int)c->L - 1; l >= 0; l--) {
             Ly *L = &ly[l];
             memcpy(dout, dx, sizeof(double) * (size_t)(R * D));
+            snprintf(prefix, sizeof prefix, "backbone.layers.%d.", l);
             if (c->kinds[l] == 'M') {
                 mamba_bwd(c, w, gr, l, &L->m, L->h, dout, dh);
+            } else if (c->kinds[l] == 'E' || c->kinds[l] == 'L') {
+                ref_moe_bwd(c, w, gr, prefix, L->h, dout, dh);
             } else if (c->kinds[l] == '-') {
                 int64_t F = c->Fd;
                 double *a2 = ref_zeros(R * F), *da2 = ref_zeros(R * F);
@@ -448,5 +473,5 @@ double ref_hybrid_step(const RefConfig *c, const RefSt *w, const int32_t *tokens
     }
     free(ly[0].x);
     free(x), free(ly), free(xf), free(rsf), free(logits), free(dlogits);
-    return loss;
+    return c->objective ? loss + reg : loss;
 }

@@ -124,15 +124,32 @@ bool ref_config(const char *mdl, RefConfig *c)
         /* the layers' kinds in order, each piece's by its operators (a
          * hybrid.mdl piece is a pair: M then *) */
         c->L = 0;
-        for (int p = 0; p < g->npieces; p++)
-            for (int i = g->pieces[p].first; g->pieces[p].rep >= 0 && i < g->pieces[p].first + g->pieces[p].count;
-                 i++) {
-                IrOp op = g->nodes[i].op;
-                char k = op == IR_OP_SSD ? 'M' : op == IR_OP_ATTENTION ? '*' : op == IR_OP_RELU2 ? '-' : 0;
+        for (int p = 0; p < g->npieces; p++) {
+            const IrPiece *P = &g->pieces[p];
+            bool pmoe = false; /* an MoE layer's shared expert computes relu2 too: it is E (or L), not - */
+            for (int i = P->first; P->rep >= 0 && i < P->first + P->count; i++)
+                pmoe |= g->nodes[i].op == IR_OP_MOE;
+            for (int i = P->first; P->rep >= 0 && i < P->first + P->count; i++) {
+                const IrNode *n = &g->nodes[i];
+                const IrTensor *hin = n->op == IR_OP_MOE ? &g->tensors[n->in[0]] : NULL;
+                /* a latent MoE (nemotron3.mdl's L): the experts' input is
+                 * narrower than d_model, fc1_latent_proj's output */
+                char k = n->op == IR_OP_SSD          ? 'M'
+                         : n->op == IR_OP_ATTENTION  ? '*'
+                         : hin                       ? (g->dims[hin->dim[hin->rank - 1]].size != dim(g, "d_model", 0) ? 'L' : 'E')
+                         : n->op == IR_OP_RELU2 && !pmoe ? '-'
+                                                     : 0;
+                if (k == 'L')
+                    c->DL = g->dims[hin->dim[hin->rank - 1]].size;
                 if (k && c->L < (int64_t)sizeof c->kinds - 1)
                     c->kinds[c->L++] = k;
             }
-        bool ok = rms && !moe && c->MH > 0 && c->MG > 0 && c->MH % c->MG == 0 && (c->Fd > 0 || !strchr(c->kinds, '-')) && c->MP > 0 && c->MN > 0 && c->MK > 0 && c->D > 0 && c->H > 0 &&
+        }
+        if (moe) /* nemotron3.mdl's MoE layers: squared-ReLU experts and a shared expert of d_shared */
+            c->Fs = dim(g, "d_shared", 0);
+        bool ok = rms && (!moe || (route_ok && c->E > 0 && c->E <= 256 && c->K >= 1 && c->K <= c->E &&
+                                   c->moe_act == IR_MOE_RELU2 && c->G <= 1)) &&
+                  c->MH > 0 && c->MG > 0 && c->MH % c->MG == 0 && (c->Fd > 0 || !strchr(c->kinds, '-')) && c->MP > 0 && c->MN > 0 && c->MK > 0 && c->D > 0 && c->H > 0 &&
                   c->Dh > 0 && c->V > 0 && c->L > 0 && c->H % c->KVH == 0;
         if (!ok)
             fprintf(stderr, "ref: %s is not the Mamba-2 hybrid the reference knows\n", mdl);

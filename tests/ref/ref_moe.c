@@ -16,6 +16,13 @@
  * the B sequences of the step; and the z-loss beta (logsumexp z)^2 averaged
  * over the step's tokens. The backward goes through the full softmax
  * Jacobian, element by element.
+ * Nemotron 3 (models/nemotron3.mdl, REF_HYBRID): DeepSeek's block under
+ * mixer.{gate, experts.e.up_proj, down_proj, shared_experts.*}, the experts
+ * and the shared expert ungated squared-ReLU MLPs; Super's latent MoE (its
+ * L layers, c->DL > 0; Megatron-LM's MoELayer with moe_latent_size) routes
+ * on h but runs the experts on hl = fc1_latent_proj(h) [DL], their weighted
+ * sum yl [DL] taken back by fc2_latent_proj:
+ *   y = fc2 (sum over the chosen e of w_e expert_e(fc1 h)) + shared(h)
  * GPT-OSS (models/gpt-oss.mdl): the router has a bias (mlp.router.weight,
  * mlp.router.bias: z = gate(h) + b), and the experts are held stacked,
  * layers.L.e_gate, e_up [E, D, F] and e_down [E, F, D] (h W) with their
@@ -50,8 +57,10 @@ static double *W(const RefConfig *c, const RefSt *st, const char *prefix, int wh
                                      "shared_experts.gate_proj.weight",
                                      "shared_experts.up_proj.weight",
                                      "shared_experts.down_proj.weight"};
-    bool ds = c->fam == REF_DEEPSEEK;
+    bool ds = c->fam == REF_DEEPSEEK || c->fam == REF_HYBRID;
     char name[256], tail[128];
+    if (which == S1 && !ir_moe_acts[c->moe_act].gated)
+        return NULL; /* an ungated shared expert (Nemotron 3's) has no gate projection */
     if (c->fam == REF_GPTOSS) { /* the router's names; the experts' stacked tensors (expert_w) */
         static const char *oss[] = {[ROUTER] = "mlp.router.weight", [W1] = "e_gate", [W3] = "e_up",
                                     [W2] = "e_down", [B1] = "e_gate_b", [B3] = "e_up_b", [BD] = "e_down_b"};
@@ -69,7 +78,8 @@ static double *W(const RefConfig *c, const RefSt *st, const char *prefix, int wh
         return which == ROUTER ? t->v : t->v + (int64_t)e * per;
     }
     snprintf(tail, sizeof tail, ds ? deepseek[which] : mixtral[which], e);
-    snprintf(name, sizeof name, "%s%s%s", prefix, ds ? "mlp." : "block_sparse_moe.", tail);
+    snprintf(name, sizeof name, "%s%s%s", prefix,
+             c->fam == REF_HYBRID ? "mixer." : ds ? "mlp." : "block_sparse_moe.", tail);
     RefTensor *t = ref_st_find(st, name);
     if (!t) {
         fprintf(stderr, "ref: no tensor %s\n", name);
@@ -82,6 +92,22 @@ static double *W(const RefConfig *c, const RefSt *st, const char *prefix, int wh
 static double *W1_(const RefConfig *c, const RefSt *st, const char *prefix, int e)
 {
     return ir_moe_acts[c->moe_act].gated ? W(c, st, prefix, W1, e) : NULL;
+}
+
+/* The latent MoE's projections (c->DL > 0): fc1_latent_proj [DL, D] (which
+ * 0) and fc2_latent_proj [D, DL] (which 1), stored [out, in]; NULL without. */
+static double *LAT(const RefConfig *c, const RefSt *st, const char *prefix, int which)
+{
+    if (c->DL <= 0)
+        return NULL;
+    char name[256];
+    snprintf(name, sizeof name, "%smixer.fc%d_latent_proj.weight", prefix, which + 1);
+    RefTensor *t = ref_st_find(st, name);
+    if (!t) {
+        fprintf(stderr, "ref: no tensor %s\n", name);
+        exit(1);
+    }
+    return t->v;
 }
 
 /* Element (f, j) of w1, w3 ([F, D] stored [out, in]; GPT-OSS's stacked
@@ -290,27 +316,35 @@ double ref_moe_fwd(const RefConfig *c, const RefSt *w, const char *prefix, const
     stacked = c->fam == REF_GPTOSS;
     act = c->moe_act;
     router_bias = stacked ? ref_st_find(w, bn)->v : NULL;
-    int64_t Fm = c->Fs > F ? c->Fs : F;
+    int64_t Fm = c->Fs > F ? c->Fs : F, De = c->DL > 0 ? c->DL : D; /* De: the experts' width */
+    const double *l1 = LAT(c, w, prefix, 0), *l2 = LAT(c, w, prefix, 1);
     double *z = ref_zeros(E), *sv = ref_zeros(E), *p = ref_zeros(E), *wt = ref_zeros(K), *a1 = ref_zeros(Fm),
-           *a3 = ref_zeros(Fm), *m = ref_zeros(Fm), *o = ref_zeros(D), *P = ref_zeros(E);
+           *a3 = ref_zeros(Fm), *m = ref_zeros(Fm), *o = ref_zeros(D > De ? D : De), *P = ref_zeros(E),
+           *hl = ref_zeros(De), *yl = ref_zeros(De);
     int *sel = calloc((size_t)K, sizeof *sel);
     int64_t *cnt = calloc((size_t)E, sizeof *cnt);
     double reg = 0;
     for (int64_t r = 0; r < R; r++) {
         const double *hr = h + r * D;
         router(c, wr, hr, z, sv, p, sel, wt);
-        for (int64_t j = 0; j < D; j++)
-            y[r * D + j] = 0;
+        if (l1) /* down to the latent before the experts (and the dispatch) */
+            ref_mm(hl, hr, l1, 1, De, D, false, true, false);
+        const double *he = l1 ? hl : hr;
+        double *ye = l1 ? yl : y + r * D;
+        for (int64_t j = 0; j < De; j++)
+            ye[j] = 0;
         for (int64_t k = 0; k < K; k++) {
             int e = sel[k];
             bias_d = W(c, w, prefix, BD, e);
             expert(W1_(c, w, prefix, e), W(c, w, prefix, W3, e), W(c, w, prefix, W2, e), W(c, w, prefix, B1, e),
-                   W(c, w, prefix, B3, e), hr, D, F, a1, a3, m, o);
+                   W(c, w, prefix, B3, e), he, De, F, a1, a3, m, o);
             bias_d = NULL;
-            for (int64_t j = 0; j < D; j++)
-                y[r * D + j] += wt[k] * o[j];
+            for (int64_t j = 0; j < De; j++)
+                ye[j] += wt[k] * o[j];
             cnt[e]++;
         }
+        if (l2) /* back to the hidden after the combine */
+            ref_mm(y + r * D, yl, l2, 1, D, De, false, true, false);
         if (c->Fs > 0) { /* the shared expert every token uses, weight 1 (DeepSeek-V3 eq. 12) */
             expert(W(c, w, prefix, S1, 0), W(c, w, prefix, S3, 0), W(c, w, prefix, S2, 0), NULL, NULL, hr,
                    D, c->Fs, a1, a3, m, o);
@@ -336,6 +370,7 @@ double ref_moe_fwd(const RefConfig *c, const RefSt *w, const char *prefix, const
         }
     }
     free(z), free(sv), free(p), free(wt), free(a1), free(a3), free(m), free(o), free(P), free(sel), free(cnt);
+    free(hl), free(yl);
     return reg;
 }
 
@@ -351,10 +386,13 @@ void ref_moe_bwd(const RefConfig *c, const RefSt *w, RefSt *gr, const char *pref
     act = c->moe_act;
     router_bias = stacked ? ref_st_find(w, bn)->v : NULL;
     double *dbr = stacked ? ref_st_find(gr, bn)->v : NULL;
-    int64_t Fm = c->Fs > F ? c->Fs : F;
+    int64_t Fm = c->Fs > F ? c->Fs : F, De = c->DL > 0 ? c->DL : D;
+    const double *l1 = LAT(c, w, prefix, 0), *l2 = LAT(c, w, prefix, 1);
+    double *dl1 = LAT(c, gr, prefix, 0), *dl2 = LAT(c, gr, prefix, 1);
     double *z = ref_zeros(E), *sv = ref_zeros(E), *p = ref_zeros(E), *wt = ref_zeros(K), *a1 = ref_zeros(Fm),
-           *a3 = ref_zeros(Fm), *m = ref_zeros(Fm), *o = ref_zeros(D), *dm = ref_zeros(Fm), *dp = ref_zeros(E),
-           *ds = ref_zeros(E), *dz = ref_zeros(E), *dw = ref_zeros(K), *f = ref_zeros(R * E);
+           *a3 = ref_zeros(Fm), *m = ref_zeros(Fm), *o = ref_zeros(D > De ? D : De), *dm = ref_zeros(Fm),
+           *dp = ref_zeros(E), *ds = ref_zeros(E), *dz = ref_zeros(E), *dw = ref_zeros(K), *f = ref_zeros(R * E),
+           *hl = ref_zeros(De), *yl = ref_zeros(De), *dyl = ref_zeros(De), *dhl = ref_zeros(De);
     int *sel = calloc((size_t)K, sizeof *sel);
     /* f_e of each sequence (the counts of its top-k choices), first */
     for (int64_t r = 0; r < R; r++) {
@@ -368,14 +406,31 @@ void ref_moe_bwd(const RefConfig *c, const RefSt *w, RefSt *gr, const char *pref
         router(c, wr, hr, z, sv, p, sel, wt);
         for (int64_t j = 0; j < D; j++)
             dhr[j] = 0;
+        /* latent: the experts' input hl = fc1 h and their output's gradient
+         * dyl = fc2^T dy; fc2's gradient dy yl^T once yl is summed below */
+        if (l1) {
+            ref_mm(hl, hr, l1, 1, De, D, false, true, false);
+            ref_mm(dyl, g, l2, 1, De, D, false, false, false);
+            for (int64_t i = 0; i < De; i++)
+                yl[i] = 0, dhl[i] = 0;
+        }
+        const double *he = l1 ? hl : hr, *ge = l1 ? dyl : g;
+        double *dhe = l1 ? dhl : dhr;
         for (int64_t k = 0; k < K; k++) {
             int e = sel[k];
             bias_d = W(c, w, prefix, BD, e), grad_bias_d = W(c, gr, prefix, BD, e);
             dw[k] = expert_bwd(W1_(c, w, prefix, e), W(c, w, prefix, W3, e), W(c, w, prefix, W2, e),
                                W(c, w, prefix, B1, e), W(c, w, prefix, B3, e), W1_(c, gr, prefix, e),
                                W(c, gr, prefix, W3, e), W(c, gr, prefix, W2, e), W(c, gr, prefix, B1, e),
-                               W(c, gr, prefix, B3, e), hr, g, wt[k], D, F, a1, a3, m, o, dm, dhr);
+                               W(c, gr, prefix, B3, e), he, ge, wt[k], De, F, a1, a3, m, o, dm, dhe);
             bias_d = NULL, grad_bias_d = NULL;
+            for (int64_t i = 0; l1 && i < De; i++)
+                yl[i] += wt[k] * o[i];
+        }
+        if (l1) { /* fc2: dW2 += dy yl^T; fc1: dW1 += dhl h^T, dh += fc1^T dhl */
+            ref_mm(dl2, g, yl, D, De, 1, true, false, true);
+            ref_mm(dl1, dhl, hr, De, D, 1, true, false, true);
+            ref_mm(dhr, dhl, l1, 1, D, De, false, false, true);
         }
         if (c->Fs > 0)
             expert_bwd(W(c, w, prefix, S1, 0), W(c, w, prefix, S3, 0), W(c, w, prefix, S2, 0), NULL, NULL,
@@ -424,5 +479,5 @@ void ref_moe_bwd(const RefConfig *c, const RefSt *w, RefSt *gr, const char *pref
     }
     free(z), free(sv), free(p), free(wt), free(a1), free(a3), free(m), free(o), free(dm), free(dp);
     free(ds), free(dz);
-    free(dw), free(f), free(sel);
+    free(dw), free(f), free(sel), free(hl), free(yl), free(dyl), free(dhl);
 }

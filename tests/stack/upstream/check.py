@@ -23,6 +23,7 @@ operators that these checks do not compare fails the corpus."""
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -145,7 +146,7 @@ def ffn_solvable(dim, dff):
 # ----------------------------------------------------------- compare
 KEYS = ["layers", "d_model", "heads", "kv_heads", "head_dim", "d_ff", "vocab", "seq", "norm", "qk_norm", "positions",
         "window", "causal", "tied", "bf16", "bias_qkv", "bias_rest", "mlp", "params", "dropout", "experts",
-        "router", "d_expert", "shared", "moe_layers", "mla", "expert_bias", "pattern", "mamba"]
+        "router", "d_expert", "shared", "moe_layers", "mla", "expert_bias", "pattern", "mamba", "moe_latent"]
 
 
 def close(a, b):
@@ -637,8 +638,11 @@ def corpus(ptdc, src):
         # name (status 3).
         text = open(m).read() if m.endswith(".mdl") else ""
         if "n_pairs" in text or "repeat pattern" in text or m.endswith("nemotron3-nano.mdl") or \
-                os.path.basename(m).startswith("tiny-nemotron"):
-            few = ["--set", "n_pairs=2"] if "n_pairs" in text else ["--set", "pattern=MEM*E"]
+                m.endswith("nemotron3-super.mdl") or os.path.basename(m).startswith("tiny-nemotron"):
+            # Nemotron 3 Super's latent MoE layers are nemotron3.mdl's L (docs/moe.md)
+            latent = re.search(r'pattern\s*=\s*"[^"]*L', text)
+            few = ["--set", "n_pairs=2"] if "n_pairs" in text else ["--set", "pattern=MLM*L" if latent else
+                                                                      "pattern=MEM*E"]
             rc = check_case(ptdc, [rel] + few + ["--gpus", "8", "--gpu", "h100-80gb", "--emit", "megatron"])
             n += 1
             emitted += rc == 0
@@ -817,6 +821,9 @@ def main():
             "--zero 1 --pp-layers 4,3 --gpu h100-80gb --emit megatron",
             "models/tiny-nemotronh.mdl --gpus 8 --tp 2 --pp 1 --micro-batch 1 --recompute full --sp on --zero 1 "
             "--gpu h100-80gb --emit megatron",
+            # Nemotron 3 Super's latent MoE (--moe-latent-size) beside tp, sp and experts over dp.
+            "models/tiny-nemotron3-super.mdl --gpus 8 --tp 2 --pp 1 --ep 4 --micro-batch 1 --recompute none "
+            "--sp on --zero 1 --gpu h100-80gb --emit megatron",
         ]
         mutants(ptdc, [c.split() for c in cases])
     else:

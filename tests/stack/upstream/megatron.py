@@ -138,6 +138,8 @@ OPTIONS = {
     "--moe-token-dispatcher-type": ("moe_token_dispatcher_type", "str", "allgather", ["allgather", "alltoall", "flex"]),
     "--moe-layer-freq": ("moe_layer_freq", "freq", 1, None),  # arguments.py moe_freq_type
     "--moe-shared-expert-intermediate-size": ("moe_shared_expert_intermediate_size", "int", None, None),
+    # TransformerConfig.moe_latent_size (ArgumentGroupFactory): the latent MoE's width
+    "--moe-latent-size": ("moe_latent_size", "int", None, None),
     "--moe-shared-expert-gate": ("moe_shared_expert_gate", "true", False, None),
     "--moe-shared-expert-overlap": ("moe_shared_expert_overlap", "true", False, None),
     "--expert-model-parallel-size": ("expert_model_parallel_size", "int", 1, None),
@@ -817,7 +819,8 @@ def _rules():
           "num_moe_experts % moe_router_num_groups, group_topk needs num_groups, softmax top-1 needs "
           "pre-softmax, capacity with aux_loss/seq_aux_loss/none, moe_shared_expert_intermediate_size > 0, "
           "shared expert overlap with alltoall/flex; shared_experts.py: no bias; gpt_layer_specs.py: "
-          "one moe_layer_freq entry, 0 or 1, per layer")
+          "one moe_layer_freq entry, 0 or 1, per layer; arguments.py: moe_latent_size > 0 and only with "
+          "num_experts; moe_layer.py preprocess: no shared expert overlap beside latent projections in training")
     def _(a, env, world, gpu):
         if a["expert_tensor_parallel_size"] is None:
             a["expert_tensor_parallel_size"] = a["tensor_model_parallel_size"]
@@ -832,10 +835,14 @@ def _rules():
         if E is None:
             for f in ("--moe-ffn-hidden-size", "--moe-router-topk", "--moe-grouped-gemm",
                       "--moe-token-dispatcher-type", "--moe-aux-loss-coeff", "--moe-layer-freq",
-                      "--moe-shared-expert-intermediate-size", "--moe-shared-expert-gate"):
+                      "--moe-shared-expert-intermediate-size", "--moe-shared-expert-gate", "--moe-latent-size"):
                 if f in a["_seen"]:
                     return "%s without --num-experts" % f
             return
+        if a["moe_latent_size"] is not None and a["moe_latent_size"] <= 0:
+            return "MoE latent projection dimension has to be greater than zero (%d)" % a["moe_latent_size"]
+        if a["moe_latent_size"] and a["moe_shared_expert_overlap"]:
+            return "shared expert overlap with MoE latent projections is not supported during training"
         f = a["moe_layer_freq"]
         if isinstance(f, int) and f < 1:
             return "--moe-layer-freq %d" % f
@@ -1078,9 +1085,17 @@ def model(a, vocab):
         Fm = a["moe_ffn_hidden_size"] if a["moe_ffn_hidden_size"] is not None else F
         m["experts"], m["d_expert"] = E, Fm
         m["expert_bias"] = bias_linear
+        # moe_layer.py: with moe_latent_size the experts (experts.py) run on that width, between
+        # fc1_latent_proj [h -> lat] and fc2_latent_proj [lat -> h] (TELinear, a bias each under
+        # add_bias_linear); the router and the shared expert stay on h
+        lat = a["moe_latent_size"]
+        m["moe_latent"] = lat
+        x = lat or h
         # TopKRouter: weight [E, h], and a bias [E] under add_bias_linear (router.py)
-        moe_mlp = h * E + (bias_linear and E) + E * (h * Fm * glu + (bias_linear and Fm * glu) + Fm * h +
-                                                     (bias_linear and h))
+        moe_mlp = h * E + (bias_linear and E) + E * (x * Fm * glu + (bias_linear and Fm * glu) + Fm * x +
+                                                     (bias_linear and x))
+        if lat:
+            moe_mlp += 2 * h * lat + (bias_linear and lat + h)
         S = a["moe_shared_expert_intermediate_size"]
         if S is not None:  # SharedExpertMLP: an MLP of width S without biases; gate_weight [1, h]
             m["shared"] = {"d_ff": S, "gate": a["moe_shared_expert_gate"]}
@@ -1163,7 +1178,7 @@ def hybrid_model(a, m, norm, mlp, moe_mlp, vocab):
     m["layers"] = len(pat)
     m["moe_layers"] = [int(c == "E") for c in pat] if "E" in pat else None
     if "E" not in pat:
-        m["experts"], m["router"], m["d_expert"], m["shared"] = None, None, None, None
+        m["experts"], m["router"], m["d_expert"], m["shared"], m["moe_latent"] = None, None, None, None, None
         m.pop("expert_bias", None)
     if "-" not in pat:
         m["d_ff"] = None

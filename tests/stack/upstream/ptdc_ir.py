@@ -436,6 +436,12 @@ def hybrid_truth(ir, t, layers, emb, head):
                 return not_decoder("MoE layers that differ")
             t["experts"], t["d_expert"], t["router"] = e
             t["expert_bias"] = len(mo["ins"]) > 2 + (2 if mo["attrs"].get("act") == "relu2" else 3)
+            # a latent MoE (docs/moe.md): the experts' input narrower than the hidden
+            w = ir.size(ir.types[mo["ins"][0]][1][-1])
+            lat = w if w != t["d_model"] else None
+            if "moe_latent" in t and t["moe_latent"] != lat:
+                return not_decoder("MoE layers of different latent widths")
+            t["moe_latent"] = lat
     if len(mlps) > 1:
         return not_decoder("MLPs and experts of different activations (%s)" % ", ".join(sorted(mlps)))
     if len(eps) != 1:
