@@ -157,7 +157,7 @@ typedef struct CgBuf {
     X(MOE_BWD, "rt_moe_bwd", "cbbbbbbbbbbbnnnnn")                                           \
     X(MOE_ACT_FWD, "rt_moe_act_fwd", "cbbbbbbbbennnnn")                                     \
     X(MOE_ACT_BWD, "rt_moe_act_bwd", "cbbbbbbbbbbbbbbbennnnn")                              \
-    X(MOE_ACT_BWD_B, "rt_moe_act_bwd_b", "cbbbnbbbbbbbbennnnn")                             \
+    X(MOE_ACT_BWD_B, "rt_moe_act_bwd_b", "cbbbbbbbbnbbbbbbbbennnnn")                        \
     X(MOE_ACT_BWD_W, "rt_moe_act_bwd_w", "bbbbbbnennn")                                     \
     X(REDUCE_ROWS, "rt_reduce_rows", "bbnnf")                                               \
     X(REDUCE_ROWS_GRAD, "rt_reduce_rows_grad", "bbnnf")                                     \

@@ -12,8 +12,9 @@
  * W from the copies. An MoE layer's experts split the same way (Megatron-
  * Core's delayed wgrad of its grouped GEMMs): B, rt_moe_act_bwd_b, makes the
  * routed rows, their output gradients, the activation and the first GEMMs'
- * gradients in the layer's W slot (sized for the most rows that can reach
- * the rank: plan_moe_wslot_rows) and W, rt_moe_act_bwd_w, runs every
+ * gradients in the layer's W slot (sized for the rank's expected rows:
+ * plan_moe_wslot_rows; a micro-batch routing more runs its dW GEMMs in B,
+ * into the accumulators B is given) and W, rt_moe_act_bwd_w, runs every
  * expert's dW GEMMs and bias sums from it. A parameter with any other
  * contribution in the op (a norm's weight, made by the kernel that makes its
  * input gradient; an FP8 GEMM, whose scales belong to B's casts) keeps all of

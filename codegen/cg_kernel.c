@@ -378,11 +378,18 @@ static const char *const moe_act_id[IR_NMOE_ACTS] = {
 #undef MOE_ACT
 };
 
-/* The most routed rows ZB-H1's W slot of k's MOE holds (plan_moe_wslot_rows). */
+/* The routed rows ZB-H1's W slot of k's MOE holds (plan_moe_wslot_rows):
+ * the expected rows times the plan's moe_wslot, or the dropless worst case
+ * (moe_wslot 0, and ZeRO-2/3: B cannot add an overflowing micro-batch's
+ * weight gradients into W's temporary accumulator, so none may overflow). */
 static CgSize wslot_rows(K *k, CgSize tok, int ep, CgSize El)
 {
-    return cg_sz_named("MOE_W_ROWS", plan_moe_wslot_rows(k->c->g, k->f, tok.v, ep, El.v),
-                       "most routed rows a W slot holds (tokens x ep x min(topk, local experts))");
+    const Plan *p = k->c->p;
+    double f = p->zero >= 2 ? 0 : p->moe_wslot;
+    return cg_sz_named("MOE_W_ROWS", plan_moe_wslot_rows(k->c->g, k->f, tok.v, ep, El.v, f),
+                       f > 0 ? "routed rows a W slot holds (expected rows x the plan's moe_wslot; more run "
+                               "their weight gradients in B)"
+                             : "most routed rows a W slot holds (tokens x ep x min(topk, local experts))");
 }
 
 int64_t cg_moe_wslot(Cg *c, CgOp *op, int piece, const IrNode *n)
@@ -427,10 +434,15 @@ static void moe(K *k, const CgArgs *a)
     CgArg act = cg_a_sym(cg_fmt(k->c, "RT_MOE_%s", moe_act_id[k->n->attr.moe_act]));
 #define IN_(i) or_null((i) >= 0, a->in[(i) < 0 ? 0 : (i)])
 #define OUT_(i) or_null((i) >= 0, a->out[(i) < 0 ? 0 : (i)])
+    /* B gets the experts' gradient accumulators, for a micro-batch that
+     * overflows its W slot; not under ZeRO-2/3 (W's temporary: wslot_rows). */
+#define BOUT_(i) or_null((i) >= 0 && k->c->p->zero < 2, a->out[(i) < 0 ? 0 : (i)])
     if (a->wpart == 1)
-        CALL(MOE_ACT_BWD_B, cg_a_comm(mask), a->out[0], a->out[1], a->wslot, SZ(wslot_rows(k, tok, ep, El)), a->in[0], a->in[1],
-             IN_(sl.w_gate), a->in[sl.w_up], a->in[sl.w_down], IN_(sl.b_gate), IN_(sl.b_up), a->in[sl.dy], act,
-             SZ(tok), SZ(D), SZ(cols), SZ(El), SZ(F));
+        CALL(MOE_ACT_BWD_B, cg_a_comm(mask), a->out[0], a->out[1], BOUT_(sl.w_gate), BOUT_(sl.w_up),
+             BOUT_(sl.w_down), BOUT_(sl.b_gate), BOUT_(sl.b_up), a->wslot, SZ(wslot_rows(k, tok, ep, El)),
+             a->in[0], a->in[1], IN_(sl.w_gate), a->in[sl.w_up], a->in[sl.w_down], IN_(sl.b_gate), IN_(sl.b_up),
+             a->in[sl.dy], act, SZ(tok), SZ(D), SZ(cols), SZ(El), SZ(F));
+#undef BOUT_
     else if (a->wpart == 2)
         CALL(MOE_ACT_BWD_W, OUT_(sl.w_gate), a->out[sl.w_up], a->out[sl.w_down], OUT_(sl.b_gate), OUT_(sl.b_up),
              a->wslot, SZ(wslot_rows(k, tok, ep, El)), act, SZ(D), SZ(El), SZ(F));

@@ -542,10 +542,13 @@ static int plan(Mode mode, const DrvOptions *o, IrGraph *g)
         }
     }
     /* The programs chunk what the stack prices chunked: sequence
-     * parallelism's gathers and reduce-scatters (cg_tpchunk.c). */
-    for (int k = 0; rc == DRV_OK && k < r.nalt; k++)
+     * parallelism's gathers and reduce-scatters (cg_tpchunk.c); and size
+     * ZB-H1's MoE W slots as it counts them (pass_moe_wslot_factor). */
+    for (int k = 0; rc == DRV_OK && k < r.nalt; k++) {
         r.alt[k].plan.tp_overlap = c->st.tp_overlap == PASS_TP_OVERLAP_CHUNKED && r.alt[k].layout.sp &&
                                    r.alt[k].layout.tp > 1;
+        r.alt[k].plan.moe_wslot = pass_moe_wslot_factor(c, &r.alt[k].plan);
+    }
     if (rc == DRV_OK) {
         char note[512];
         if (rep_search_idle_note(&r, pass_cluster_domain(&cl), note, sizeof note))

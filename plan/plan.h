@@ -213,14 +213,19 @@ int plan_expert_dim(const IrGraph *g, const IrNode *n);
 int plan_routed_expert_dim(const IrGraph *g, const IrNode *n);
 int plan_route_topk(const IrGraph *g, const IrNode *moe);
 /* ZB-H1's W slot of a MOE (rt.h rt_moe_act_bwd_b; docs/codegen.md,
- * "Pipelines"), which codegen sizes and the cost model counts: the most
- * routed rows that can reach one rank's e_local experts, every token of the
- * exchange group (tokens on each of its ep ranks) choosing as many of them
- * as its top-k allows (dropless: a static arena must hold the worst case;
- * gates from no route, a shared expert's, choose all), and its elements:
- * rows x (2 d_model + (2 + gated) d_expert) (the rows, their output
- * gradients, the activation's outputs and the first GEMMs' gradients). */
-int64_t plan_moe_wslot_rows(const IrGraph *g, const IrNode *moe, int64_t tokens, int ep, int64_t e_local);
+ * "Pipelines"; docs/moe.md), which codegen sizes and the cost model counts:
+ * rows routed to one rank's e_local experts, and its elements rows x
+ * (2 d_model + (2 + gated) d_expert) (the rows, their output gradients, the
+ * activation's outputs and the first GEMMs' gradients). factor > 0: the
+ * expected rows, the exchange group's tokens (tokens on each of its ep
+ * ranks) x top-k x e_local / E, times factor (Plan.moe_wslot: the stack's
+ * moe_imbalance), rounded up; a micro-batch routing more rows to the rank
+ * runs its experts' weight gradients in B. factor 0, or every expert's row
+ * chosen anyway: the dropless worst case, every token of the group choosing
+ * min(top-k, e_local) of them (gates from no route, a shared expert's,
+ * choose all), which no routing overflows. Never more than that. */
+int64_t plan_moe_wslot_rows(const IrGraph *g, const IrNode *moe, int64_t tokens, int ep, int64_t e_local,
+                            double factor);
 int64_t plan_moe_wslot_numel(const IrNode *moe, int64_t rows, int64_t d_model, int64_t d_expert);
 /* The mesh axes carrying an exchange split of n under s (bit a), and the
  * product of their sizes: n's expert-parallel degree. */
@@ -399,6 +404,10 @@ typedef struct Plan {
                                      framework plans: dp over dp_outer x dp_inner with the
                                      experts exchanged over dp_inner; EP over dp x tp) */
     bool axes_set;
+    double moe_wslot;             /* ZB-H1's MoE W slots (plan_moe_wslot_rows): rows over a rank's
+                                     expected routed rows (the ptdc stack's moe_imbalance; below 1
+                                     only in tests, to force overflow); 0: the dropless worst case
+                                     (the stack's moe_wslot worst; ZeRO-2/3 always) */
     bool tp_overlap;              /* with sequence parallelism, each gather before a GEMM and
                                      reduce-scatter after one chunked with it (--tp-overlap:
                                      the ptdc stack's tp_overlap chunked; docs/codegen.md) */

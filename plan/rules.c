@@ -4,6 +4,7 @@
  * priced with the recomputation its program runs. */
 #include "plan.h"
 
+#include <math.h>
 #include <string.h>
 
 /* The MLP sublayer: `block mlp`, or `block moe` (a mixture of experts'
@@ -160,11 +161,18 @@ int plan_route_topk(const IrGraph *g, const IrNode *moe)
     return (int)g->nodes[p].attr.route.topk;
 }
 
-int64_t plan_moe_wslot_rows(const IrGraph *g, const IrNode *moe, int64_t tokens, int ep, int64_t e_local)
+int64_t plan_moe_wslot_rows(const IrGraph *g, const IrNode *moe, int64_t tokens, int ep, int64_t e_local,
+                            double factor)
 {
     int p = g->tensors[moe->in[1]].producer;
     int64_t k = p >= 0 && g->nodes[p].op == IR_OP_ROUTE ? g->nodes[p].attr.route.topk : e_local;
-    return tokens * ep * (k < e_local ? k : e_local);
+    int64_t worst = tokens * ep * (k < e_local ? k : e_local);
+    if (factor <= 0 || k >= e_local * ep)
+        return worst;
+    int64_t E = g->dims[g->tensors[moe->in[2]].dim[0]].size;
+    double expected = (double)tokens * ep * (double)k * (double)e_local / (double)E;
+    double rows = ceil(expected * factor);
+    return rows < (double)worst ? (int64_t)rows : worst;
 }
 
 int64_t plan_moe_wslot_numel(const IrNode *moe, int64_t rows, int64_t d_model, int64_t d_expert)

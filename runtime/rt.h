@@ -659,14 +659,21 @@ void rt_moe_act_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt
  * rt_moe_act_bwd without the experts' weight and bias gradients, leaving
  * what they read in wslot; _w makes them from it, accumulating as
  * rt_moe_act_bwd does. B then W are rt_moe_act_bwd, bitwise. wslot holds,
- * expert-major, at most rows_max routed rows (more: rt_fatal) as
- * [rows_max, d_model] the rows of h, [rows_max, d_model] their output
- * gradients gate * dy, [rows_max, d_expert] the activation's outputs, the
- * up GEMM's gradients, and (gated acts only) the gate GEMM's: numel
- * rows_max (2 d_model + (2 + gated) d_expert). Each local expert's row
- * count stays on the host beside the slot's address until the next _b on
- * that slot. */
-void rt_moe_act_bwd_b(RtComm *ep, rt_act *dh, rt_act *dgates, rt_act *wslot, int64_t rows_max,
+ * expert-major, at most rows_max routed rows as [rows_max, d_model] the
+ * rows of h, [rows_max, d_model] their output gradients gate * dy,
+ * [rows_max, d_expert] the activation's outputs, the up GEMM's gradients,
+ * and (gated acts only) the gate GEMM's: numel rows_max (2 d_model + (2 +
+ * gated) d_expert). Each local expert's row count stays on the host beside
+ * the slot's address until the next _b on that slot. When more than
+ * rows_max rows reach the rank (the slot sized for the expected rows,
+ * plan_moe_wslot_rows), _b adds the gradients into dw_* itself, as
+ * rt_moe_act_bwd, after running the W still pending on the layer's other
+ * slots (those _b left with the same dw_down), oldest first, and each of
+ * their _w does nothing: the sums are the same, in the same order, bitwise.
+ * _b's dw_* may all be NULL (a slot that holds every row that can arrive:
+ * overflowing it is rt_fatal). */
+void rt_moe_act_bwd_b(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_grad *dw_up,
+                      rt_grad *dw_down, rt_grad *db_gate, rt_grad *db_up, rt_act *wslot, int64_t rows_max,
                       const rt_act *h, const rt_act *gates, const rt_act *w_gate, const rt_act *w_up,
                       const rt_act *w_down, const rt_act *b_gate, const rt_act *b_up, const rt_act *dy,
                       int act, int64_t tokens, int64_t d_model, int64_t gate_cols, int64_t e_local,

@@ -229,6 +229,21 @@ void pass_cost_node(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
  * NULL): the row width in and the local expert width. */
 double pass_moe_rows(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
                      const PlanStrategy *s, const int64_t *local, double *d_model, double *d_expert);
+/* ZB-H1's MoE W slots (plan_moe_wslot_rows, docs/moe.md): the factor over
+ * a rank's expected routed rows they hold under stack c for plan p (0: the
+ * dropless worst case: the stack's moe_wslot_worst, or ZeRO-2/3, whose
+ * experts' gradient accumulator is W's per-micro-batch temporary, which an
+ * overflowing B cannot add into), what Plan.moe_wslot carries to codegen;
+ * and the expected fraction of micro-batches whose routed rows overflow a
+ * slot of `rows` (of `worst`, the dropless worst case), their experts'
+ * weight gradients run in B: none when the slot holds the worst case or
+ * routing is force-balanced (moe_imbalance 1); else the busiest of the
+ * ranks sharing the experts, a maximum of many loads, follows a Gumbel law
+ * whose mean the slot holds (moe_imbalance is the busiest rank's expected
+ * rows over the mean), exceeded with probability 1 - exp(-exp(-gamma)) =
+ * 0.430, and the exchange waits for that rank. */
+double pass_moe_wslot_factor(const PassCostCtx *c, const Plan *p);
+double pass_moe_wslot_overflow(const PassCostCtx *c, int64_t rows, int64_t worst);
 /* Which nodes run fused (plan.h: plan_add_norm_pair, plan_gemm_batch) is
  * priced so: a fused add + norm as one call (unless the stack sets
  * add_norm_unfused; a pipeline cut between the two runs the norm alone,

@@ -57,3 +57,18 @@ double pass_moe_rows(const PassCostCtx *c, const IrGraph *g, const IrNode *n, co
         *d_expert = (double)local[wg->dim[2]];
     return R;
 }
+
+double pass_moe_wslot_factor(const PassCostCtx *c, const Plan *p)
+{
+    if (c->st.moe_wslot_worst || p->zero >= 2)
+        return 0;
+    return c->st.moe_imbalance > 1 ? c->st.moe_imbalance : 1;
+}
+
+double pass_moe_wslot_overflow(const PassCostCtx *c, int64_t rows, int64_t worst)
+{
+    const double euler_gamma = 0.57721566490153286;
+    if (rows >= worst || c->st.moe_imbalance <= 1)
+        return 0;
+    return 1 - exp(-exp(-euler_gamma));
+}

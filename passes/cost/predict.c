@@ -269,11 +269,14 @@ static void node_saved(PieceWalk *w, const IrNode *n, const PlanSharding *in, Pi
  * sequence parallelism whole over the sequence, not split as the norm made
  * them), the input once per piece however many GEMMs read it (q, k, v); an
  * MoE node's experts, the routed rows' inputs, output gradients, activation
- * and first GEMMs' gradients (plan_moe_wslot_numel): for the most rows that
- * can reach the rank in a static arena (ptdc's programs, rt_moe_act_bwd_b's
- * W slot), the busiest rank's rows under a caching allocator. */
-static void node_wsaved(const PieceWalk *w, const IrNode *n, const PlanSharding *in, const PlanSharding *out,
-                        PieceCost *pc)
+ * and first GEMMs' gradients (plan_moe_wslot_numel): in a static arena
+ * (ptdc's programs, rt_moe_act_bwd_b's W slot) for the rows its W slot is
+ * sized for (plan_moe_wslot_rows at pass_moe_wslot_factor), the experts'
+ * weight gradients of the micro-batches overflowing it (expected fraction
+ * pass_moe_wslot_overflow) left in B; under a caching allocator the busiest
+ * rank's rows. */
+static void node_wsaved(const PieceWalk *w, const IrNode *n, const PassNodeCost *nc, const PlanSharding *in,
+                        const PlanSharding *out, PieceCost *pc)
 {
     const Ctx *x = w->x;
     const IrGraph *g = x->g;
@@ -285,8 +288,13 @@ static void node_wsaved(const PieceWalk *w, const IrNode *n, const PlanSharding 
         const IrTensor *wg = &g->tensors[n->in[2]];
         int64_t El = local[wg->dim[0]];
         int64_t tokens = plan_local_numel(g, n->in[0], &x->p->mesh, &in[0], x->ds) / local[wg->dim[1]];
-        if (!x->c->st.ref_stack)
-            R = (double)plan_moe_wslot_rows(g, n, tokens, plan_ep_degree(g, n, &x->p->mesh, s), El);
+        if (!x->c->st.ref_stack) {
+            int ep = plan_ep_degree(g, n, &x->p->mesh, s);
+            int64_t rows = plan_moe_wslot_rows(g, n, tokens, ep, El, pass_moe_wslot_factor(x->c, x->p));
+            R = (double)rows;
+            if (plan_schedule_split(x->p->schedule))
+                pc->dw -= nc->moe_dw_s * pass_moe_wslot_overflow(x->c, rows, plan_moe_wslot_rows(g, n, tokens, ep, El, 0));
+        }
         pc->wsaved += (double)plan_moe_wslot_numel(n, 1, (int64_t)D, (int64_t)F) * R *
                       pass_elem_bytes(x->c, g->tensors[n->in[0]].dtype);
         return;
@@ -487,7 +495,7 @@ static void cost_piece(const Ctx *x, int piece, PlanRecompute r, PieceCost *pc)
         PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
         plan_shard_io(g, n, strat(x, id), in, out);
         node_saved(&w, n, in, pc);
-        node_wsaved(&w, n, in, out, pc);
+        node_wsaved(&w, n, nc, in, out, pc);
         node_states(x, n, strat(x, id), pc);
         node_edges(&w, n, nc, in, out, rec, pc);
     }

@@ -460,6 +460,8 @@ static const struct SKey {
      "routing weights reach the experts in fp32 (--moe-router-dtype fp32, flex dispatcher)"},
     {"moe_imbalance", S_NUM, F(moe_imbalance), 1, 1, 64, NULL, 0,
      "routed rows of the busiest rank over the mean (1: balanced)"},
+    {"moe_wslot_worst", S_BOOL, F(moe_wslot_worst), 0, 0, 0, NULL, 0,
+     "ZB-H1 MoE W slots hold the dropless worst case (else expected rows x moe_imbalance)"},
     {"host_op_us", S_NUM, F(host_op_s), 1e-6, 0, 1e5, NULL, 0,
      "host us to dispatch and launch one framework op, x86 host (0: host never the bottleneck)"},
     {"host_op_us_grace", S_NUM, F(host_op_s) + sizeof(double), 1e-6, 0, 1e5, NULL, 0,

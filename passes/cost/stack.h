@@ -129,6 +129,9 @@ typedef struct PassStack {
     double moe_imbalance;         /* routed rows of the busiest rank over the mean (1:
                                      force-balanced, as the reference benchmarks; <= 1 reads
                                      as 1): scales the expert GEMMs and the all-to-all */
+    bool moe_wslot_worst;         /* ZB-H1's MoE W slots hold the dropless worst case of routed
+                                     rows (no micro-batch overflows into B; plan_moe_wslot_rows);
+                                     no: the expected rows x moe_imbalance (Plan.moe_wslot) */
     /* host (host.c; docs/cost-model.md, "Host time") */
     double host_op_s[2];          /* host seconds to dispatch and launch one framework op, on
                                      an x86 host [0] and a Grace host [1] (PassGpu.host_grace);

@@ -26,10 +26,17 @@ void rtc_check_batch(const char *fn, int count, void *const c[], size_t cs, cons
 void rtc_check_route(const char *fn, int64_t seqs, int64_t seq_len, int64_t E, const RtRoute *r);
 int64_t rtc_route_capacity(const RtRoute *r, int64_t seq_len, int64_t E);
 /* moe_wslot.c: each ZB-H1 MoE W slot's rows per local expert, left by B
- * (rt_moe_act_bwd_b) for W (rt_moe_act_bwd_w) on the host; get dies naming
- * fn when B has not filled the slot. */
-void rtc_moe_wslot_put(const void *slot, const int64_t *cnt, int64_t el);
-const int64_t *rtc_moe_wslot_get(const char *fn, const void *slot, int64_t el);
+ * (rt_moe_act_bwd_b) for W (rt_moe_act_bwd_w) on the host, with the layer's
+ * key (its dW_down accumulator) and whether W still has to run (pending) or
+ * B ran the weight gradients (the slot overflowed). take: the counts of a
+ * pending slot, marked run (in_w: by its W; else by an overflowing B's
+ * flush), NULL to W when a B ran them; dies naming fn when B has not
+ * filled the slot since its last W. oldest: the pending slot of key filled first (its rows_max), NULL
+ * when none is. */
+void rtc_moe_wslot_put(const void *slot, const void *key, const int64_t *cnt, int64_t el, int64_t rows_max,
+                       bool pending);
+const int64_t *rtc_moe_wslot_take(const char *fn, const void *slot, int64_t el, int64_t rows_max, bool in_w);
+const void *rtc_moe_wslot_oldest(const void *key, int64_t *rows_max);
 void *rtc_xmalloc(size_t bytes);           /* rt_fatal on failure; never NULL */
 void *rtc_xcalloc(size_t n, size_t size);
 char *rtc_xstrdup(const char *s);

@@ -332,10 +332,42 @@ static Slot slot_of(const rt_act *ws, int64_t rows_max, int64_t D, int64_t F, bo
     return s;
 }
 
+/* W's work: every local expert's weight gradients from slot ws (cnt[j]
+ * rows of expert j, expert-major). */
+static void slot_dw(rt_grad *dw_gate, rt_grad *dw_up, rt_grad *dw_down, rt_grad *db_gate, rt_grad *db_up,
+                    const rt_act *ws, int64_t rows_max, bool gated, int64_t D, int64_t el, int64_t F,
+                    const int64_t *cnt)
+{
+    Slot sl = slot_of(ws, rows_max, D, F, gated);
+    int64_t o = 0;
+    for (int64_t j = 0; j < el; j++) {
+        int64_t n = cnt[j];
+        if (n > 0)
+            expert_dw(dw_gate, dw_up, dw_down, db_gate, db_up, sl.x + o * D, sl.gy + o * D, sl.acts + o * F,
+                      gated ? sl.a + o * F : NULL, sl.b + o * F, j, n, D, F);
+        o += n;
+    }
+}
+
+/* Before an overflowing B adds its micro-batch's weight gradients: the W
+ * still pending on the layer's other slots, oldest first, so they add in
+ * micro-batch order as without the overflow (bitwise the same sums). */
+static void flush(rt_grad *dw_gate, rt_grad *dw_up, rt_grad *dw_down, rt_grad *db_gate, rt_grad *db_up,
+                  bool gated, int64_t D, int64_t el, int64_t F)
+{
+    int64_t rows_max;
+    const void *ws;
+    while ((ws = rtc_moe_wslot_oldest(dw_down, &rows_max)))
+        slot_dw(dw_gate, dw_up, dw_down, db_gate, db_up, ws, rows_max, gated, D, el, F,
+                rtc_moe_wslot_take("rt_moe_act_bwd_b", ws, el, rows_max, false));
+}
+
 /* Per routed row the owner needs h, dy and the gate: one row of 2 D + 1
  * floats travels; D + 1 come back (the row's dh contribution and dgate).
  * ws non-NULL (ZB-H1's B): the weight gradients' operands are made in the
- * W slot ws and the gradients left to rt_moe_act_bwd_w. */
+ * W slot ws and the gradients left to rt_moe_act_bwd_w; unless more than
+ * rows_max rows arrive: then the layer's pending W run first (flush) and
+ * this B adds the gradients into dw_* itself, as rt_moe_act_bwd does. */
 static void moe_bwd(const char *fn, RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate,
                     rt_grad *dw_up, rt_grad *dw_down, rt_grad *db_gate, rt_grad *db_up,
                     rt_act *ws, int64_t rows_max, const rt_act *h, const rt_act *gates,
@@ -346,8 +378,9 @@ static void moe_bwd(const char *fn, RtComm *ep, rt_act *dh, rt_act *dgates, rt_g
 {
     check_args(fn, ep, tokens, d_model, gate_cols, e_local, d_expert);
     check_weights(fn, act, w_gate, b_gate);
-    if (!ws && ((b_gate != NULL) != (db_gate != NULL) || (b_up != NULL) != (db_up != NULL) ||
-                (w_gate != NULL) != (dw_gate != NULL)))
+    if ((!ws || dw_up || dw_down || dw_gate || db_gate || db_up) &&
+        ((b_gate != NULL) != (db_gate != NULL) || (b_up != NULL) != (db_up != NULL) ||
+         (w_gate != NULL) != (dw_gate != NULL) || !dw_up || !dw_down))
         rt_fatal("%s: a gradient for each weight and bias, and none for absent ones", fn);
     int64_t D = d_model, F = d_expert, W = 2 * D + 1;
     Plan P = plan_make(ep, gates, tokens, gate_cols, e_local);
@@ -368,15 +401,20 @@ static void moe_bwd(const char *fn, RtComm *ep, rt_act *dh, rt_act *dgates, rt_g
     exchange(&P, pr, ps, W, false);
     permute(&P, pe, pr, W, true);
     int64_t R = P.nrecv;
-    if (ws && R > rows_max)
-        rt_fatal("%s: %lld routed rows reach this rank's experts, more than the W slot's %lld", fn,
+    bool spill = ws && R > rows_max;
+    if (spill && !dw_up)
+        rt_fatal("%s: %lld routed rows reach this rank's experts, more than the W slot's %lld, and B has no "
+                 "gradient accumulators to add them into (a slot without them holds the worst case)", fn,
                  (long long)R, (long long)rows_max);
+    if (spill)
+        flush(dw_gate, dw_up, dw_down, db_gate, db_up, w_gate != NULL, D, e_local, F);
+    rt_act *slot = spill ? NULL : ws;
     /* unpacked expert-major operands (GEMMs want dense rows); under ZB-H1
      * those W reads are made in its slot */
-    Slot sl = ws ? slot_of(ws, rows_max, D, F, w_gate != NULL) : (Slot){0};
-    float *x = ws ? sl.x : fbuf(R * D), *gy = ws ? sl.gy : fbuf(R * D), *dyr = fbuf(R * D);
-    float *a = sl.a ? sl.a : fbuf(R * F), *b = ws ? sl.b : fbuf(R * F);
-    float *acts = ws ? sl.acts : fbuf(R * F), *u = fbuf(R * F);
+    Slot sl = slot ? slot_of(slot, rows_max, D, F, w_gate != NULL) : (Slot){0};
+    float *x = slot ? sl.x : fbuf(R * D), *gy = slot ? sl.gy : fbuf(R * D), *dyr = fbuf(R * D);
+    float *a = sl.a ? sl.a : fbuf(R * F), *b = slot ? sl.b : fbuf(R * F);
+    float *acts = slot ? sl.acts : fbuf(R * F), *u = fbuf(R * F);
     float *back = fbuf(R * (D + 1)), *dx = fbuf(R * D);
     for (int64_t q = 0; q < R; q++) {
         const float *r = pe + q * W;
@@ -405,7 +443,7 @@ static void moe_bwd(const char *fn, RtComm *ep, rt_act *dh, rt_act *dgates, rt_g
             back[(o + q) * (D + 1) + D] = s;
         }
         act_bwd(act, A, B, U, n * F); /* A, B now da, db */
-        if (!ws)
+        if (!slot)
             expert_dw(dw_gate, dw_up, dw_down, db_gate, db_up, x + o * D, gy + o * D, ACT, A, B, j, n, D, F);
         if (w_gate) /* dx = da Wg^T + db Wu^T, in that order */
             rt_matmul(dx + o * D, A, w_gate + j * D * F, n, D, F, false, true, false);
@@ -433,13 +471,13 @@ static void moe_bwd(const char *fn, RtComm *ep, rt_act *dh, rt_act *dgates, rt_g
         }
     }
     if (ws)
-        rtc_moe_wslot_put(ws, P.ecnt, e_local);
+        rtc_moe_wslot_put(ws, dw_down, P.ecnt, e_local, rows_max, !spill);
     float *all[] = {ps, pr, pe, dyr, u, back, dx, br, bs};
     for (size_t k = 0; k < sizeof all / sizeof *all; k++)
         free(all[k]);
     float *own[] = {x, gy, a, b, acts};
     for (size_t k = 0; k < sizeof own / sizeof *own; k++)
-        if (!ws || (own[k] != sl.x && own[k] != sl.gy && own[k] != sl.a && own[k] != sl.b &&
+        if (!slot || (own[k] != sl.x && own[k] != sl.gy && own[k] != sl.a && own[k] != sl.b &&
                     own[k] != sl.acts))
             free(own[k]);
     free(row);
@@ -457,7 +495,8 @@ void rt_moe_act_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt
             w_gate, w_up, w_down, b_gate, b_up, dy, act, tokens, d_model, gate_cols, e_local, d_expert);
 }
 
-void rt_moe_act_bwd_b(RtComm *ep, rt_act *dh, rt_act *dgates, rt_act *wslot, int64_t rows_max,
+void rt_moe_act_bwd_b(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_grad *dw_up,
+                      rt_grad *dw_down, rt_grad *db_gate, rt_grad *db_up, rt_act *wslot, int64_t rows_max,
                       const rt_act *h, const rt_act *gates, const rt_act *w_gate, const rt_act *w_up,
                       const rt_act *w_down, const rt_act *b_gate, const rt_act *b_up, const rt_act *dy,
                       int act, int64_t tokens, int64_t d_model, int64_t gate_cols, int64_t e_local,
@@ -466,7 +505,7 @@ void rt_moe_act_bwd_b(RtComm *ep, rt_act *dh, rt_act *dgates, rt_act *wslot, int
     if (!wslot || rows_max < 0)
         rt_fatal("rt_moe_act_bwd_b: a W slot of rows_max >= 0 rows (got %p, %lld)", (void *)wslot,
                  (long long)rows_max);
-    moe_bwd("rt_moe_act_bwd_b", ep, dh, dgates, NULL, NULL, NULL, NULL, NULL, wslot, rows_max, h, gates,
+    moe_bwd("rt_moe_act_bwd_b", ep, dh, dgates, dw_gate, dw_up, dw_down, db_gate, db_up, wslot, rows_max, h, gates,
             w_gate, w_up, w_down, b_gate, b_up, dy, act, tokens, d_model, gate_cols, e_local, d_expert);
 }
 
@@ -477,15 +516,7 @@ void rt_moe_act_bwd_w(rt_grad *dw_gate, rt_grad *dw_up, rt_grad *dw_down, rt_gra
     bool gated = act_gated("rt_moe_act_bwd_w", act);
     if (gated != (dw_gate != NULL) || (!gated && db_gate) || !dw_up || !dw_down)
         rt_fatal("rt_moe_act_bwd_w: a gradient for each weight of activation %d, and none for absent ones", act);
-    int64_t D = d_model, F = d_expert;
-    const int64_t *cnt = rtc_moe_wslot_get("rt_moe_act_bwd_w", wslot, e_local);
-    Slot sl = slot_of(wslot, rows_max, D, F, gated);
-    int64_t o = 0;
-    for (int64_t j = 0; j < e_local; j++) {
-        int64_t n = cnt[j];
-        if (n > 0)
-            expert_dw(dw_gate, dw_up, dw_down, db_gate, db_up, sl.x + o * D, sl.gy + o * D, sl.acts + o * F,
-                      gated ? sl.a + o * F : NULL, sl.b + o * F, j, n, D, F);
-        o += n;
-    }
+    const int64_t *cnt = rtc_moe_wslot_take("rt_moe_act_bwd_w", wslot, e_local, rows_max, true);
+    if (cnt) /* else its B overflowed the slot, or a later one's did: done there */
+        slot_dw(dw_gate, dw_up, dw_down, db_gate, db_up, wslot, rows_max, gated, d_model, e_local, d_expert, cnt);
 }

@@ -413,8 +413,40 @@ size_t slot_bytes(int64_t rows_max, int64_t D, int64_t F, bool gated)
     return (size_t)(rows_max * (2 * D + (2 + gated) * F)) * sizeof(rt_act);
 }
 
+/* W's work: every local expert's weight gradients from slot ws (cnt[j]
+ * rows of expert j, expert-major). */
+void slot_dw(rt_grad *dw_gate, rt_grad *dw_up, rt_grad *dw_down, rt_grad *db_gate, rt_grad *db_up, const rt_act *ws,
+             int64_t rows_max, bool gated, int64_t D, int64_t el, int64_t F, const int64_t *cnt)
+{
+    Slot sl = slot_of(ws, rows_max, D, F, gated);
+    int64_t o = 0;
+    for (int64_t j = 0; j < el; j++) {
+        int64_t n = cnt[j];
+        if (n > 0)
+            expert_dw(dw_gate, dw_up, dw_down, db_gate, db_up, sl.x + o * D, sl.gy + o * D, sl.acts + o * F,
+                      gated ? sl.a + o * F : nullptr, sl.b + o * F, j, n, D, F);
+        o += n;
+    }
+}
+
+/* Before an overflowing B adds its micro-batch's weight gradients: the W
+ * still pending on the layer's other slots, oldest first (moe.c's flush). */
+void flush(rt_grad *dw_gate, rt_grad *dw_up, rt_grad *dw_down, rt_grad *db_gate, rt_grad *db_up, bool gated,
+           int64_t D, int64_t el, int64_t F)
+{
+    int64_t rows_max;
+    const void *ws;
+    while ((ws = rtc_moe_wslot_oldest(dw_down, &rows_max))) {
+        rtcu_deps({{ws, slot_bytes(rows_max, D, F, gated)}});
+        slot_dw(dw_gate, dw_up, dw_down, db_gate, db_up, (const rt_act *)ws, rows_max, gated, D, el, F,
+                rtc_moe_wslot_take("rt_moe_act_bwd_b", ws, el, rows_max, false));
+    }
+}
+
 /* ws non-NULL (ZB-H1's B): the weight gradients' operands are made in the
- * W slot ws and the gradients left to rt_moe_act_bwd_w. */
+ * W slot ws and the gradients left to rt_moe_act_bwd_w; unless more than
+ * rows_max rows arrive: then the layer's pending W run first (flush) and
+ * this B adds the gradients into dw_* itself, as rt_moe_act_bwd does. */
 void moe_bwd(const char *fn, RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_grad *dw_up,
              rt_grad *dw_down, rt_grad *db_gate, rt_grad *db_up, rt_act *ws, int64_t rows_max, const rt_act *h,
              const rt_act *gates, const rt_act *w_gate, const rt_act *w_up, const rt_act *w_down,
@@ -423,8 +455,9 @@ void moe_bwd(const char *fn, RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw
 {
     check_args(fn, ep, tokens, d_model, gate_cols, e_local, d_expert);
     check_weights(fn, act, w_gate, b_gate);
-    if (!ws && ((b_gate != NULL) != (db_gate != NULL) || (b_up != NULL) != (db_up != NULL) ||
-                (w_gate != NULL) != (dw_gate != NULL)))
+    if ((!ws || dw_up || dw_down || dw_gate || db_gate || db_up) &&
+        ((b_gate != NULL) != (db_gate != NULL) || (b_up != NULL) != (db_up != NULL) ||
+         (w_gate != NULL) != (dw_gate != NULL) || !dw_up || !dw_down))
         rt_fatal("%s: a gradient for each weight and bias, and none for absent ones", fn);
     int64_t D = d_model, F = d_expert, T = tokens, E = e_local;
     size_t ab = sizeof(rt_act), wb = (size_t)(E * D * F) * ab, gb = (size_t)(E * D * F) * sizeof(rt_grad);
@@ -435,9 +468,13 @@ void moe_bwd(const char *fn, RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw
                {gates, cb}, {w_gate, wb}, {w_up, wb}, {w_down, wb}, {b_gate, bb}, {b_up, bb}, {dy, tb}, {ws, sb}});
     Plan P = plan_make(ep, gates, T, gate_cols, e_local);
     int64_t S = P.nsend, R = P.nrecv;
-    if (ws && R > rows_max)
-        rt_fatal("%s: %lld routed rows reach this rank's experts, more than the W slot's %lld", fn, (long long)R,
-                 (long long)rows_max);
+    bool spill = ws && R > rows_max;
+    if (spill && !dw_up)
+        rt_fatal("%s: %lld routed rows reach this rank's experts, more than the W slot's %lld, and B has no "
+                 "gradient accumulators to add them into (a slot without them holds the worst case)", fn,
+                 (long long)R, (long long)rows_max);
+    if (spill) flush(dw_gate, dw_up, dw_down, db_gate, db_up, w_gate != NULL, D, e_local, F);
+    rt_act *slot = spill ? nullptr : ws;
     bool x = P.ep != NULL;
     /* send order: h, dy, gate per routed row; then the receive order */
     rt_act *xs = (rt_act *)dalloc((size_t)(S * D) * ab), *ys = (rt_act *)dalloc((size_t)(S * D) * ab);
@@ -453,11 +490,11 @@ void moe_bwd(const char *fn, RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw
     exchange(P, {{xs, xr, (size_t)D * ab}, {ys, yr, (size_t)D * ab}, {gs, gr, sizeof(float)}}, false);
     /* expert-major operands */
     /* under ZB-H1 those W reads are made in its slot */
-    Slot sl = ws ? slot_of(ws, rows_max, D, F, w_gate != NULL) : Slot{};
-    rt_act *xe = ws ? sl.x : (rt_act *)dalloc((size_t)(R * D) * ab), *ye = (rt_act *)dalloc((size_t)(R * D) * ab);
-    rt_act *gy = ws ? sl.gy : (rt_act *)dalloc((size_t)(R * D) * ab), *dx = (rt_act *)dalloc((size_t)(R * D) * ab);
-    rt_act *a = sl.a ? sl.a : (rt_act *)dalloc((size_t)(R * F) * ab), *b = ws ? sl.b : (rt_act *)dalloc((size_t)(R * F) * ab);
-    rt_act *acts = ws ? sl.acts : (rt_act *)dalloc((size_t)(R * F) * ab), *u = (rt_act *)dalloc((size_t)(R * F) * ab);
+    Slot sl = slot ? slot_of(slot, rows_max, D, F, w_gate != NULL) : Slot{};
+    rt_act *xe = slot ? sl.x : (rt_act *)dalloc((size_t)(R * D) * ab), *ye = (rt_act *)dalloc((size_t)(R * D) * ab);
+    rt_act *gy = slot ? sl.gy : (rt_act *)dalloc((size_t)(R * D) * ab), *dx = (rt_act *)dalloc((size_t)(R * D) * ab);
+    rt_act *a = sl.a ? sl.a : (rt_act *)dalloc((size_t)(R * F) * ab), *b = slot ? sl.b : (rt_act *)dalloc((size_t)(R * F) * ab);
+    rt_act *acts = slot ? sl.acts : (rt_act *)dalloc((size_t)(R * F) * ab), *u = (rt_act *)dalloc((size_t)(R * F) * ab);
     float *ge = (float *)dalloc((size_t)R * sizeof(float)), *dge = (float *)dalloc((size_t)R * sizeof(float));
     gather(xe, xr, P.to_exp, R, D);
     gather(ye, yr, P.to_exp, R, D);
@@ -478,7 +515,7 @@ void moe_bwd(const char *fn, RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw
     for (int64_t j = 0; j < E; j++) {
         int64_t n = P.ecnt[(size_t)j], o = P.eoff[(size_t)j];
         if (n == 0) continue;
-        if (!ws)
+        if (!slot)
             expert_dw(dw_gate, dw_up, dw_down, db_gate, db_up, xe + o * D, gy + o * D, acts + o * F, a + o * F,
                       b + o * F, j, n, D, F);
         if (w_gate) /* dx = da Wg^T + db Wu^T, in that order */
@@ -496,12 +533,12 @@ void moe_bwd(const char *fn, RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw
                                                                             P.send_col, T, gate_cols);
         LAUNCH_CHECK();
     }
-    if (ws) rtc_moe_wslot_put(ws, P.ecnt.data(), e_local);
+    if (ws) rtc_moe_wslot_put(ws, dw_down, P.ecnt.data(), e_local, rows_max, !spill);
     for (void *p : {(void *)ye, (void *)dx, (void *)u, (void *)ge, (void *)dge, (void *)xs, (void *)ys, (void *)gs,
                     (void *)dgs})
         dfree(p);
     for (void *p : {(void *)xe, (void *)gy, (void *)a, (void *)b, (void *)acts})
-        if (!ws || (p != sl.x && p != sl.gy && p != sl.a && p != sl.b && p != sl.acts)) dfree(p);
+        if (!slot || (p != sl.x && p != sl.gy && p != sl.a && p != sl.b && p != sl.acts)) dfree(p);
     if (x)
         for (void *p : {(void *)xr, (void *)yr, (void *)gr, (void *)dgr}) dfree(p);
     dfree(P.d_idx);
@@ -519,14 +556,16 @@ void rt_moe_act_bwd(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt
             w_down, b_gate, b_up, dy, act, tokens, d_model, gate_cols, e_local, d_expert);
 }
 
-void rt_moe_act_bwd_b(RtComm *ep, rt_act *dh, rt_act *dgates, rt_act *wslot, int64_t rows_max, const rt_act *h,
+void rt_moe_act_bwd_b(RtComm *ep, rt_act *dh, rt_act *dgates, rt_grad *dw_gate, rt_grad *dw_up, rt_grad *dw_down,
+                      rt_grad *db_gate, rt_grad *db_up, rt_act *wslot, int64_t rows_max, const rt_act *h,
                       const rt_act *gates, const rt_act *w_gate, const rt_act *w_up, const rt_act *w_down,
                       const rt_act *b_gate, const rt_act *b_up, const rt_act *dy, int act, int64_t tokens,
                       int64_t d_model, int64_t gate_cols, int64_t e_local, int64_t d_expert)
 {
     if (!wslot || rows_max < 0)
         rt_fatal("rt_moe_act_bwd_b: a W slot of rows_max >= 0 rows (got %p, %lld)", (void *)wslot, (long long)rows_max);
-    moe_bwd("rt_moe_act_bwd_b", ep, dh, dgates, NULL, NULL, NULL, NULL, NULL, wslot, rows_max, h, gates, w_gate, w_up,
+    moe_bwd("rt_moe_act_bwd_b", ep, dh, dgates, dw_gate, dw_up, dw_down, db_gate, db_up, wslot, rows_max, h, gates,
+            w_gate, w_up,
             w_down, b_gate, b_up, dy, act, tokens, d_model, gate_cols, e_local, d_expert);
 }
 
@@ -541,14 +580,7 @@ void rt_moe_act_bwd_w(rt_grad *dw_gate, rt_grad *dw_up, rt_grad *dw_down, rt_gra
     size_t gb = (size_t)(E * D * F) * sizeof(rt_grad), dbb = (size_t)(E * F) * sizeof(rt_grad);
     rtcu_deps({{dw_gate, gb}, {dw_up, gb}, {dw_down, gb}, {db_gate, dbb}, {db_up, dbb},
                {wslot, slot_bytes(rows_max, D, F, gated)}});
-    const int64_t *cnt = rtc_moe_wslot_get("rt_moe_act_bwd_w", wslot, e_local);
-    Slot sl = slot_of(wslot, rows_max, D, F, gated);
-    int64_t o = 0;
-    for (int64_t j = 0; j < E; j++) {
-        int64_t n = cnt[j];
-        if (n > 0)
-            expert_dw(dw_gate, dw_up, dw_down, db_gate, db_up, sl.x + o * D, sl.gy + o * D, sl.acts + o * F,
-                      gated ? sl.a + o * F : nullptr, sl.b + o * F, j, n, D, F);
-        o += n;
-    }
+    const int64_t *cnt = rtc_moe_wslot_take("rt_moe_act_bwd_w", wslot, e_local, rows_max, true);
+    if (cnt) /* else its B overflowed the slot, or a later one's did: done there */
+        slot_dw(dw_gate, dw_up, dw_down, db_gate, db_up, wslot, rows_max, gated, D, E, F, cnt);
 }

@@ -128,6 +128,7 @@ int main(int argc, char **argv)
         if (!search_plan(pg, &l, &r))
             goto out;
         plan = r.alt[0].plan;
+        plan.moe_wslot = l.wslot_pct / 100.0; /* "wsN", as layout_plan */
     } else if (!layout_plan(g, &l, &plan)) {
         goto out;
     }

@@ -201,6 +201,25 @@ chunked)
     cmp "$work/$a/losses.chunked" "$work/$b/losses.chunked" || { echo "equiv: $b's losses are not $a's"; exit 1; }
     "$bin/stcmp" "$work/$a/final.chunked.safetensors" "$work/$b/final.chunked.safetensors" --tol 1e-5
     ;;
+wslot)
+    # B is A (ZB-H1 with MoE layers) with smaller W slots (layout wsN): its
+    # overflowing micro-batches run the experts' weight gradients in B,
+    # after the W still pending (rt.h rt_moe_act_bwd_b), so every sum is
+    # made in the same order: the losses, gradient norms and final weights
+    # are A's bit for bit.
+    a=$1 b=$2
+    ra=$(sed -n 's/.*_MOE_W_ROWS = \([0-9]*\);.*/\1/p' "$work/$a/model.c" | head -1)
+    rb=$(sed -n 's/.*_MOE_W_ROWS = \([0-9]*\);.*/\1/p' "$work/$b/model.c" | head -1)
+    [ -n "$ra" ] && [ -n "$rb" ] && [ "$rb" -lt "$ra" ] || {
+        echo "equiv: $b's W slots ($rb rows) are not smaller than $a's ($ra)"; exit 1; }
+    run "$a" .wslot
+    run "$b" .wslot
+    paste "$work/$a/losses.wslot" "$work/$b/losses.wslot"
+    cmp "$work/$a/losses.wslot" "$work/$b/losses.wslot" || { echo "equiv: $b's losses are not $a's"; exit 1; }
+    cmp "$work/$a/final.wslot.safetensors" "$work/$b/final.wslot.safetensors" || {
+        echo "equiv: $b's final weights are not $a's bit for bit"; exit 1; }
+    echo "equiv: $b (W slots of $rb rows) equals $a ($ra rows) bit for bit"
+    ;;
 gradcheck)
     "$work/$1/run.sh" --grad-check --data synthetic:7 > "$work/$1/gradcheck.log" 2>&1 || {
         cat "$work/$1/gradcheck.log"; echo "equiv: gradient check of $1 failed"; exit 1; }

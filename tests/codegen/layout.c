@@ -90,6 +90,8 @@ bool layout_parse(const char *s, Layout *l)
             l->micro = n;
         else if (sscanf(tok, "zero%d", &n) == 1 && n >= 0 && n <= 3)
             l->zero = n;
+        else if (sscanf(tok, "ws%d", &n) == 1 && n > 0)
+            l->wslot_pct = n;
         else {
             fprintf(stderr, "layout: unknown item '%s'\n", tok);
             return false;
@@ -160,6 +162,7 @@ bool layout_plan(const IrGraph *g, const Layout *l, Plan *p)
     p->mb_seqs = g->global_batch / l->micro;
     p->zero = l->zero;
     p->tp_overlap = l->chunk;
+    p->moe_wslot = l->wslot_pct / 100.0;
     if (l->zb && l->v > 1) {
         fprintf(stderr, "layout: zb (ZB-H1) runs one chunk per pipeline rank, not v%d\n", l->v);
         return false;

@@ -16,6 +16,8 @@ typedef struct Layout {
     bool sp;
     bool chunk;   /* "chunk": the plan's tp_overlap (sequence parallelism's gathers and
                      reduce-scatters chunked with their GEMMs, codegen/cg_tpchunk.c) */
+    int wslot_pct;  /* "wsN": the plan's moe_wslot N / 100 (ZB-H1's MoE W slots: N% of the expected
+                       rows; below 100 forces micro-batches to overflow into B); 0: the worst case */
     PlanRecompute recompute;
     int experts;  /* LAYOUT_EXPERTS_* below: how moe nodes split their experts */
     int ep_fold;  /* "epN" (N > 1): EP of N consecutive dp ranks, Megatron-Core's parallel
@@ -41,7 +43,7 @@ enum {
                             ETP 1: Megatron-Core's parallel folding across dp x tp) */
 };
 
-/* Parse "dp2,cp2,ring|a2a,tp2,sp,chunk,pp2,v2|zb,mb4,zero1,full|ffn,ep|epf|epx|ex|ep2,c2_1_3_1|l0_3_2_0" (any
+/* Parse "dp2,cp2,ring|a2a,tp2,sp,chunk,pp2,v2|zb,mb4,zero1,full|ffn,ep|epf|epx|ex|ep2,ws50,c2_1_3_1|l0_3_2_0" (any
  * subset, any order). */
 bool layout_parse(const char *s, Layout *l);
 /* The plan, allocated in g's arena; false (with a message) if the layout

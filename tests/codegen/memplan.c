@@ -21,6 +21,8 @@ typedef struct {
     PassSearchPins pins;
     const char *what;
     const char *cluster; /* a measured CPU cluster file (tests/codegen/data), else A100 */
+    double moe_imbalance; /* the stack's moe_imbalance (0: the ptdc stack's) */
+    int ep;               /* --ep (0: searched) */
 } Case;
 
 /* bench/predict-vs-run's model (models/llama.mdl at 4 layers of 256). */
@@ -69,9 +71,12 @@ static void check(const char *dir, const char *data, const Case *k)
     memset(&ctx, 0, sizeof ctx);
     ctx.cl = &cl;
     pass_stack_preset("ptdc", &ctx.st); /* the stack the generated programs are */
+    if (k->moe_imbalance > 0)
+        ctx.st.moe_imbalance = k->moe_imbalance;
     PassSearchOpts so;
     memset(&so, 0, sizeof so);
     so.pins = k->pins;
+    so.ep = k->ep;
     so.gpus = k->gpus;
     so.global_batch = g->global_batch;
     so.ilp_time_limit_s = 10;
@@ -82,6 +87,8 @@ static void check(const char *dir, const char *data, const Case *k)
         printf("FAIL %s (%s): no plan\n", k->model, k->what);
         failures++;
     } else {
+        /* The W slots' sizing the stack prices, as the driver records it. */
+        r.alt[0].plan.moe_wslot = pass_moe_wslot_factor(&ctx, &r.alt[0].plan);
         const Plan *p = &r.alt[0].plan;
         const PassPrediction *pr = &r.alt[0].pred;
         IrGraph *gg = g; /* autodiff appends to the same graph; the plan covers the forward */
@@ -138,38 +145,45 @@ int main(int argc, char **argv)
         return 2;
     }
     const Case cases[] = {
-        {"llama2-7b.mdl", 64, PINS(0, 0, 0, 0, -1, -1, -1, -1, 0), "searched", NULL},
+        {"llama2-7b.mdl", 64, PINS(0, 0, 0, 0, -1, -1, -1, -1, 0), "searched", NULL, 0, 0},
         {"llama2-13b.mdl", 64, PINS(2, 4, 8, 1, PLAN_RECOMPUTE_NONE, 1, 1, PLAN_SCHED_1F1B, 1),
-         "tp2 sp pp4 zero1", NULL},
+         "tp2 sp pp4 zero1", NULL, 0, 0},
         {"llama2-13b.mdl", 64, PINS(4, 2, 8, 1, PLAN_RECOMPUTE_FULL, 0, 0, PLAN_SCHED_1F1B, 1),
-         "tp4 pp2 zero0 full recompute", NULL},
+         "tp4 pp2 zero0 full recompute", NULL, 0, 0},
         {"llama2-70b.mdl", 128, PINS(8, 4, 4, 1, PLAN_RECOMPUTE_FFN, 1, 2, PLAN_SCHED_INTERLEAVED, 2),
-         "tp8 sp pp4 v2 zero2 ffn recompute", NULL},
+         "tp8 sp pp4 v2 zero2 ffn recompute", NULL, 0, 0},
         {"gpt3-1.3b.mdl", 16, PINS(1, 2, 8, 2, PLAN_RECOMPUTE_NONE, -1, 3, PLAN_SCHED_1F1B, 1),
-         "pp2 (tied embedding on both ends) zero3", NULL},
+         "pp2 (tied embedding on both ends) zero3", NULL, 0, 0},
         /* The residual added replicated and sliced for the norms: the
          * programs keep it whole (a prediction counting the slice missed
          * 4 MiB of 78 in bench/predict-vs-run). */
         {"llama.mdl", 2, PINS(2, 1, 1, 4, PLAN_RECOMPUTE_NONE, 1, 0, PLAN_SCHED_1F1B, 1),
-         "bench model, tp2 sp on 2 CPU ranks", "vm-cpu.cluster"},
+         "bench model, tp2 sp on 2 CPU ranks", "vm-cpu.cluster", 0, 0},
         /* ZB-H1: the W slots (each deferred weight-gradient GEMM's input and
          * output gradient, per micro-batch whose W waits) as predicted. */
         {"llama2-13b.mdl", 64, PINS(2, 4, 8, 1, PLAN_RECOMPUTE_NONE, 0, 1, PLAN_SCHED_ZB_H1, 1),
-         "tp2 pp4 zero1 zb-h1", NULL},
+         "tp2 pp4 zero1 zb-h1", NULL, 0, 0},
         /* ... with sequence parallelism: the W slots hold each GEMM's input
          * and output gradient as the GEMM reads them (gathered over the
          * sequence), the copies B makes after its gathers. */
         {"llama2-13b.mdl", 64, PINS(2, 4, 8, 1, PLAN_RECOMPUTE_NONE, 1, 1, PLAN_SCHED_ZB_H1, 1),
-         "tp2 sp pp4 zero1 zb-h1", NULL},
+         "tp2 sp pp4 zero1 zb-h1", NULL, 0, 0},
         {"llama.mdl", 2, PINS(1, 2, 1, 4, PLAN_RECOMPUTE_NONE, 0, 0, PLAN_SCHED_ZB_H1, 1),
-         "bench model, pp2 zb-h1 on 2 CPU ranks", "vm-cpu.cluster"},
-        /* ZB-H1 with MoE layers: each layer's W slot holds the most routed
-         * rows that can reach the rank (plan_moe_wslot_rows), their output
-         * gradients, the activation and the first GEMMs' gradients. */
+         "bench model, pp2 zb-h1 on 2 CPU ranks", "vm-cpu.cluster", 0, 0},
+        /* ZB-H1 with MoE layers: each layer's W slot holds the rows routed
+         * to the rank it is sized for (plan_moe_wslot_rows), their output
+         * gradients, the activation and the first GEMMs' gradients: the
+         * expected rows x moe_imbalance under ZeRO-0/1, the most that can
+         * arrive under ZeRO-2 (B cannot add an overflow into W's
+         * temporary accumulator). */
         {"mixtral-8x7b.mdl", 64, PINS(2, 4, 8, 1, PLAN_RECOMPUTE_NONE, 1, 2, PLAN_SCHED_ZB_H1, 1),
-         "tp2 sp pp4 zero2 zb-h1 (ZeRO-1 does not fit)", NULL},
+         "tp2 sp pp4 zero2 zb-h1, worst-case slots", NULL, 0, 0},
+        {"mixtral-8x7b.mdl", 64, PINS(2, 4, 8, 1, PLAN_RECOMPUTE_NONE, 1, 1, PLAN_SCHED_ZB_H1, 1),
+         "tp2 sp pp4 zero1 zb-h1, expected-row slots", NULL, 0, 0},
         {"tiny-mixtral.mdl", 4, PINS(1, 2, 2, 4, PLAN_RECOMPUTE_NONE, 0, 0, PLAN_SCHED_ZB_H1, 1),
-         "bench sizes, dp2 pp2 zb-h1 on 4 CPU ranks", "vm-cpu.cluster"},
+         "bench sizes, dp2 pp2 zb-h1 on 4 CPU ranks", "vm-cpu.cluster", 0, 0},
+        {"mixtral-8x7b.mdl", 64, PINS(2, 4, 8, 1, PLAN_RECOMPUTE_NONE, 1, 1, PLAN_SCHED_ZB_H1, 1),
+         "tp2 sp pp4 zero1 zb-h1 ep8, slots of the expected rows x moe_imbalance 1.3", NULL, 1.3, 8},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check(argv[1], argv[2], &cases[i]);

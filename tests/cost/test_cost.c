@@ -987,6 +987,28 @@ static void test_moe(const char *models)
     PassCostCtx ci = c;
     ci.st.moe_imbalance = 2;
     CHECK(NEAR(pass_moe_rows(&ci, g, moe, &m, &x, local, NULL, NULL), 2 * R, 1e-12));
+    /* ZB-H1's W slot (plan_moe_wslot_rows): the expected rows R x the
+     * stack's moe_imbalance, never more than the dropless worst case (every
+     * token of the group choosing min(k, 1) of the rank's one expert),
+     * which moe_wslot_worst and ZeRO-2 keep; overflow expected only of an
+     * imbalanced routing into a slot below the worst case (Gumbel: 0.430). */
+    int64_t worst = (int64_t)T * 8 * 1;
+    CHECK(plan_moe_wslot_rows(g, moe, (int64_t)T, 8, 1, 0) == worst);
+    CHECK(plan_moe_wslot_rows(g, moe, (int64_t)T, 8, 1, 1) == (int64_t)R);
+    CHECK(plan_moe_wslot_rows(g, moe, (int64_t)T, 8, 1, 1.3) == (int64_t)ceil(1.3 * R));
+    CHECK(plan_moe_wslot_rows(g, moe, (int64_t)T, 8, 1, 64) == worst);
+    Plan pz;
+    memset(&pz, 0, sizeof pz);
+    pz.zero = 1;
+    CHECK(pass_moe_wslot_factor(&c, &pz) == 1 && pass_moe_wslot_factor(&ci, &pz) == 2);
+    PassCostCtx cw = ci;
+    cw.st.moe_wslot_worst = true;
+    CHECK(pass_moe_wslot_factor(&cw, &pz) == 0);
+    pz.zero = 2;
+    CHECK(pass_moe_wslot_factor(&ci, &pz) == 0);
+    CHECK(pass_moe_wslot_overflow(&c, (int64_t)R, worst) == 0);
+    CHECK(NEAR(pass_moe_wslot_overflow(&ci, 2 * (int64_t)R, worst), 1 - exp(-exp(-0.5772156649015329)), 1e-12));
+    CHECK(pass_moe_wslot_overflow(&ci, worst, worst) == 0);
     pass_cost_node(&ci, g, moe, &m, &x, ds, &c2);
     CHECK(NEAR(c2.flops_fwd, 2 * c1.flops_fwd, 1e-9));
     /* Two exchanges forward, three backward (h's rows again), of each

@@ -176,7 +176,17 @@ want dp2-pp2-zb && run_case dp2-pp2-zb tiny-llama dp2-pp2-mb4-zb PTDC_EMU_SEED=1
 #    ... with MoE layers, the experts exchanged over dp: their weight
 #    gradients in W (rt_moe_act_bwd_w) from the W slot B made them in
 #    (rt_moe_act_bwd_b), the row counts kept on the host.
-want dp2-pp2-ep-zb && run_case dp2-pp2-ep-zb tiny-mixtral dp2-pp2-ep-mb4-zb PTDC_EMU_SEED=12
+#    Then with W slots of the expected rows (ws100): a B that more rows
+#    reach runs the layer's pending W, then its own weight gradients, and
+#    the program makes the worst-case slots' bits (docs/moe.md, "Sizing the
+#    W slot").
+if want dp2-pp2-ep-zb; then
+    run_case dp2-pp2-ep-zb tiny-mixtral dp2-pp2-ep-mb4-zb PTDC_EMU_SEED=12
+    run_case dp2-pp2-ep-zb-ws tiny-mixtral dp2-pp2-ep-mb4-zb-ws100 PTDC_EMU_SEED=12
+    cmp "$work/dp2-pp2-ep-zb/losses" "$work/dp2-pp2-ep-zb-ws/losses" &&
+        cmp "$work/dp2-pp2-ep-zb/final.safetensors" "$work/dp2-pp2-ep-zb-ws/final.safetensors" ||
+        fail "dp2-pp2-ep-zb-ws (W slots of the expected rows) is not dp2-pp2-ep-zb bit for bit"
+fi
 # 10. Experts of another activation (moe act = relu2, ungated: rt_moe_act_*,
 #     rt_relu2_*; docs/moe.md "Expert activations"), exchanged over dp.
 want dp2-ep-relu2 && run_case dp2-ep-relu2 tiny-moe-relu2 dp2-ep-mb2 PTDC_EMU_SEED=11

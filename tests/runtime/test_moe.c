@@ -369,6 +369,66 @@ static void make_gates(float *gf, double *gd, int T, int E, int k, int lim, int 
  * biases inside the activation when bias, against the reference and its
  * central differences. bscale: the biases' range, wide enough for
  * swiglu_oai to put pre-activations past its clamps (+-7). */
+/* ZB-H1 with W slots smaller than the rows routed here (plan_moe_wslot_rows
+ * sized for the expected rows): three micro-batches in ZB-H1's order on two
+ * slots, B1 (fits slot A), B2 (one row over slot B: runs W1 first, then its
+ * own weight gradients), W1, B3 (slot A again, fits), W2, W3. Each
+ * micro-batch's output gradient differs, so the order of the sums shows:
+ * dh, dgates and every weight and bias gradient equal rt_moe_act_bwd of 1,
+ * 2, 3 accumulated in that order, bitwise. */
+static void test_wslot_overflow(const float *h, const float *g, const float *WG, const float *wu, const float *wd,
+                                const float *BG, const float *BU, const float *R, int act, int T, int D, int E, int F)
+{
+    bool gated = WG != NULL;
+    int64_t nw = (int64_t)E * D * F, nb = (int64_t)E * F, rows = 0;
+    for (int64_t i = 0; i < (int64_t)T * E; i++)
+        rows += g[i] != 0; /* no exchange: a row per chosen expert */
+    int64_t ns = rows * (2 * D + (2 + gated) * F);
+    float *A = fnew(ns), *B = fnew(ns), *dy[3], *dh[2][3], *dg[2][3], *w[2][5];
+    for (int m = 0; m < 3; m++) {
+        dy[m] = fnew(T * D);
+        for (int64_t i = 0; i < (int64_t)T * D; i++)
+            dy[m][i] = R[i] * (float)(1 + 0.37 * m) - 0.11f * (float)m;
+        for (int v = 0; v < 2; v++)
+            dh[v][m] = fnew(T * D), dg[v][m] = fnew(T * E);
+    }
+    for (int v = 0; v < 2; v++)
+        for (int j = 0; j < 5; j++) {
+            int64_t n = j < 3 ? nw : nb;
+            w[v][j] = fnew(n);
+            for (int64_t i = 0; i < n; i++) /* (0 + a) + b is (0 + b) + a: start elsewhere */
+                w[v][j][i] = 0.5f + 0.001f * (float)(i % 7);
+        }
+#define GR(v) gated ? w[v][0] : NULL, w[v][1], w[v][2], BG ? w[v][3] : NULL, BU ? w[v][4] : NULL
+    for (int m = 0; m < 3; m++)
+        rt_moe_act_bwd(NULL, dh[0][m], dg[0][m], GR(0), h, g, WG, wu, wd, BG, BU, dy[m], act, T, D, E, E, F);
+    rt_moe_act_bwd_b(NULL, dh[1][0], dg[1][0], GR(1), A, rows, h, g, WG, wu, wd, BG, BU, dy[0], act, T, D, E, E, F);
+    rt_moe_act_bwd_b(NULL, dh[1][1], dg[1][1], GR(1), B, rows - 1, h, g, WG, wu, wd, BG, BU, dy[1], act, T, D, E, E,
+                     F);
+    rt_moe_act_bwd_w(GR(1), A, rows, act, D, E, F);
+    rt_moe_act_bwd_b(NULL, dh[1][2], dg[1][2], GR(1), A, rows, h, g, WG, wu, wd, BG, BU, dy[2], act, T, D, E, E, F);
+    rt_moe_act_bwd_w(GR(1), B, rows - 1, act, D, E, F);
+    rt_moe_act_bwd_w(GR(1), A, rows, act, D, E, F);
+#undef GR
+    bool same = true;
+    for (int m = 0; m < 3; m++)
+        same = same && !memcmp(dh[0][m], dh[1][m], sizeof(float) * (size_t)(T * D)) &&
+               !memcmp(dg[0][m], dg[1][m], sizeof(float) * (size_t)(T * E));
+    for (int j = 0; j < 5; j++)
+        same = same && !memcmp(w[0][j], w[1][j], sizeof(float) * (size_t)(j < 3 ? nw : nb));
+    CHECK(same, "an overflowing B (its weight gradients in B, after the pending W) must equal rt_moe_act_bwd "
+                "of the micro-batches in order, bitwise");
+    free(A), free(B);
+    for (int m = 0; m < 3; m++) {
+        free(dy[m]);
+        for (int v = 0; v < 2; v++)
+            free(dh[v][m]), free(dg[v][m]);
+    }
+    for (int v = 0; v < 2; v++)
+        for (int j = 0; j < 5; j++)
+            free(w[v][j]);
+}
+
 static void test_moe_local(int T, int D, int F, int E, int k, int act, bool bias, double bscale)
 {
     printf("moe T=%d D=%d F=%d E=%d k=%d act=%d%s\n", T, D, F, E, k, act, bias ? " biases" : "");
@@ -460,7 +520,8 @@ static void test_moe_local(int T, int D, int F, int E, int k, int act, bool bias
         dwg2[i] = dwu2[i] = dwd2[i] = 0.5f;
     for (int64_t i = 0; i < nb; i++)
         dbg2[i] = dbu2[i] = 0.5f;
-    rt_moe_act_bwd_b(NULL, dh2, dg2, slot, rows, h, g, WG, wu, wd, BG, BU, R, act, T, D, E, E, F);
+    rt_moe_act_bwd_b(NULL, dh2, dg2, NULL, NULL, NULL, NULL, NULL, slot, rows, h, g, WG, wu, wd, BG, BU, R, act, T, D,
+                     E, E, F);
     rt_moe_act_bwd_w(gated ? dwg2 : NULL, dwu2, dwd2, DBG ? dbg2 : NULL, DBU ? dbu2 : NULL, slot, rows, act, D, E, F);
     for (int64_t i = 0; i < nw; i++)
         dwg2[i] -= 0.5f, dwu2[i] -= 0.5f, dwd2[i] -= 0.5f;
@@ -477,6 +538,7 @@ static void test_moe_local(int T, int D, int F, int E, int k, int act, bool bias
                 !memcmp(dwd2, dwd, sizeof *dwd * (size_t)nw) && !memcmp(dbg2, dbg, sizeof *dbg * (size_t)nb) &&
                 !memcmp(dbu2, dbu, sizeof *dbu * (size_t)nb);
     CHECK(same, "rt_moe_act_bwd_b then rt_moe_act_bwd_w must equal rt_moe_act_bwd bitwise");
+    test_wslot_overflow(h, g, WG, wu, wd, BG, BU, R, act, T, D, E, F);
     free(slot), free(dh2), free(dg2), free(dwg2), free(dwu2), free(dwd2), free(dbg2), free(dbu2);
     free(h), free(g), free(wg), free(wu), free(wd), free(y), free(R), free(dh), free(dg);
     free(dwg), free(dwu), free(dwd), free(yd), free(gr), free(bg), free(bu), free(dbg), free(dbu);
@@ -498,7 +560,8 @@ static void bad_wslot_rows(void *arg)
 {
     (void)arg;
     float h[4] = {1, 2, 3, 4}, g[4] = {1, 0, 0, 1}, w[4] = {0}, dh[4], dg[4], slot[64];
-    rt_moe_act_bwd_b(NULL, dh, dg, slot, 1, h, g, w, w, w, NULL, NULL, h, RT_MOE_SWIGLU, 2, 2, 2, 2, 1);
+    rt_moe_act_bwd_b(NULL, dh, dg, NULL, NULL, NULL, NULL, NULL, slot, 1, h, g, w, w, w, NULL, NULL, h, RT_MOE_SWIGLU,
+                     2, 2, 2, 2, 1);
 }
 
 static void bad_wslot_unfilled(void *arg)
