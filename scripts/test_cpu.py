@@ -3,7 +3,7 @@
 each test of a build, the measure of the suite's cost that a loaded machine
 does not distort as it does wall time (docs/design.md, "The suite's time").
 
-    scripts/test_cpu.py BUILD [-R REGEX] [-L LABEL] [-j N] [--top N] [--csv FILE]
+    scripts/test_cpu.py BUILD [-R REGEX] [-L LABEL] [-LE LABEL] [-j N] [--top N] [--csv FILE]
 
 Runs the tests ctest selects (with the fixtures they need, setups first),
 N at a time (default 1), each as ctest would (its command, environment and
@@ -22,12 +22,14 @@ import sys
 import time
 
 
-def load(build, regex, label):
+def load(build, regex, label, exclude):
     cmd = ["ctest", "--test-dir", build, "--show-only=json-v1"]
     if regex:
         cmd += ["-R", regex]
     if label:
         cmd += ["-L", label]
+    if exclude:
+        cmd += ["-LE", exclude]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     tests = []
     for t in json.loads(out)["tests"]:
@@ -78,11 +80,12 @@ def main():
     ap.add_argument("build")
     ap.add_argument("-R")
     ap.add_argument("-L")
+    ap.add_argument("-LE", dest="LE", help="leave out the tests of this label (what scripts/test.sh's ASan run does with release-only)")
     ap.add_argument("-j", type=int, default=1)
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--csv")
     a = ap.parse_args()
-    tests = load(a.build, a.R, a.L)
+    tests = load(a.build, a.R, a.L, a.LE)
     base = suite_env(a.build)
     setups = {}
     for t in tests:

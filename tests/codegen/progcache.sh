@@ -25,11 +25,13 @@ build_program() {
         return
     fi
     _cache=$(dirname "$_lib")/progcache
+    # (each file's own hash beside its name, one sha256sum for all of a
+    # kind: 0.04 CPU s a key where a cat of each file took 0.12, 170
+    # programs under ASan)
     _key=$( { printf '%s\n' "$@"
-              (cd "$_d" && for f in Makefile *.mk *.c *.h; do
-                   [ -f "$f" ] || continue; printf '%s\n' "$f"; cat "$f"; done)
-              cat "$_lib"
-              find "$_inc" -name '*.h' | LC_ALL=C sort | xargs cat
+              (cd "$_d" && ls Makefile *.mk *.c *.h 2>/dev/null | LC_ALL=C sort | xargs sha256sum)
+              sha256sum < "$_lib"
+              find "$_inc" -name '*.h' | LC_ALL=C sort | xargs sha256sum
               "$_cc" --version; } | sha256sum | cut -c1-32)
     # (a hard link, or a copy where the program's directory is on another
     # file system: the fault tests' are under /tmp)

@@ -47,6 +47,19 @@ bf16_tol="1e-4 3e-3 0.1" fp8_tol="1e-3 1e-2 0.1"
 
 fail() { echo "emu_programs: $*"; exit 1; }
 
+# The programs' own code (model.c, the trainer) compiles at EMU_OPT (-O0),
+# the CPU programs as one unit (tests/codegen/equiv.sh's unity build): what
+# runs the kernels, the CPU runtime archive and the emulator's, is the
+# build's, compiled as before. ISO C and C++ (-std=c11, -std=c++17) allow no
+# contraction or reassociation at any level, so the losses, gradient norms
+# and exported weights are byte for byte those of the Makefiles' -O2
+# (cmp of both cases dp2-zero2-nooverlap and tp2-fp8, the CPU runs and the
+# emulated ones). Measured (release build, the shared 2-core VM at load
+# 19): tiny-llama dp2-tp2-sp-zero3-full-mb2's CPU program 2.7 CPU s at -O2
+# in 22 units, 0.6 at -O0 as one; its train-emu 2.6 CPU s at -O2, 1.5 at
+# -O0; those two cases 29.9 CPU s before, 23.5 after (docs/design.md,
+# "The suite's time"). EMU_OPT=-O2: the Makefiles' level (still one unit).
+opt=${EMU_OPT:--O0}
 build() { # dir, model, layout, then cg_gen flags: generate and build once
     d=$1 model=$2 layout=$3
     shift 3
@@ -55,9 +68,17 @@ build() { # dir, model, layout, then cg_gen flags: generate and build once
     "$bin/cg_gen" "$src/models/$model.mdl" "$layout" "$d" $sets "$@" > "$d.gen" 2>&1 ||
         { cat "$d.gen"; fail "cg_gen $model $layout $* failed"; }
     case " $* " in
-    *" --cuda "*) make -s -C "$d" train-emu EMU_WERROR=-Werror > "$d.make" 2>&1 ||
-                      { tail -n 30 "$d.make"; fail "make train-emu failed in $d"; } ;;
-    *) make -s -C "$d" train > "$d.make" 2>&1 || { tail -n 30 "$d.make"; fail "make train failed in $d"; } ;;
+    *" --cuda "*)
+        # EMUFLAGS with the Makefile's -O2 replaced (the Makefile names no
+        # variable for the level alone)
+        emuflags=$(sed -n 's/^EMUFLAGS = //p' "$d/Makefile" | sed "s/^-O2 /$opt /")
+        case $emuflags in "$opt "*) ;; *) fail "$d/Makefile: EMUFLAGS does not start with -O2: $emuflags" ;; esac
+        make -s -C "$d" train-emu EMU_WERROR=-Werror "EMUFLAGS=$emuflags" > "$d.make" 2>&1 ||
+            { tail -n 30 "$d.make"; fail "make train-emu failed in $d"; } ;;
+    *)
+        for f in $(sed -n 's/^SRCS = //p' "$d/Makefile"); do echo "#include \"$f\""; done > "$d/emu_unity.c"
+        make -s -C "$d" train OPT="$opt" SRCS=emu_unity.c > "$d.make" 2>&1 ||
+            { tail -n 30 "$d.make"; fail "make train failed in $d"; } ;;
     esac
     touch "$d/.built"
 }
