@@ -20,7 +20,9 @@
  * 3. The frontier walks: for candidates whose plan memory shaped (nothing
  *    fit, recomputation, a cut other than the fastest) and whose frontier
  *    bound (hope_bound) still beats the keep-th best, leaner variants, one
- *    point of the ILP's time/memory frontier at a time (search_ilp.c).
+ *    point of the ILP's time/memory frontier at a time (search_ilp.c), until
+ *    the walk bound (walk_bound: its layers no faster than at the last point)
+ *    cannot beat it either.
  * 4. The plans that fit, best first, are the result; pass_predict's numbers
  *    are the ones reported. */
 #include "search/src.h"
