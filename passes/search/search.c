@@ -20,7 +20,9 @@
  * 3. The frontier walks: for candidates whose plan memory shaped (nothing
  *    fit, recomputation, a cut other than the fastest) and whose frontier
  *    bound (hope_bound) still beats the keep-th best, leaner variants, one
- *    point of the ILP's time/memory frontier at a time (search_ilp.c).
+ *    point of the ILP's time/memory frontier at a time (search_ilp.c), until
+ *    the walk bound (walk_bound: its layers no faster than at the last point)
+ *    cannot beat it either.
  * 4. The plans that fit, best first, are the result; pass_predict's numbers
  *    are the ones reported. */
 #include "search/src.h"
@@ -648,20 +650,15 @@ static bool memory_shaped(const Src *s, const SrcGroup *G, const SrcVariant *V, 
     return false;
 }
 
-/* A lower bound on candidate k's step whatever variant it is solved with:
- * its pieces at the floor (src_floor_pieces: the least kernel time and
- * memory any strategy of the mesh has, with the least resharding inside
- * each piece: search_edges.c), cut by the partition,
- * which finds the least slowest-rank time over every cut that fits (a cut
- * that fits with some variant's memory fits the floor): the busiest rank
- * runs m micro-batches, and one micro-batch passes every piece at least
- * without recomputation. INFINITY when not even the floor fits. */
-static double hope_bound(Src *s, const SrcGroup *G, const SrcCand *k, const double *delta)
+/* A lower bound on candidate k's step with every variant whose pieces are
+ * no faster and no leaner than H's (hope_bound: the floor; walk_bound: the
+ * floor with the layers no faster than a walked point's), cut by the
+ * partition, which finds the least slowest-rank time over every cut that
+ * fits (a cut that fits with some variant's memory fits H): the busiest
+ * rank runs m micro-batches, and one micro-batch passes every piece at
+ * least without recomputation. INFINITY when not even H fits. */
+static double hope_on(Src *s, const SrcGroup *G, const SrcCand *k, SrcVariant H)
 {
-    SrcVariant H;
-    memset(&H, 0, sizeof H);
-    H.piece = ir_xmalloc(sizeof *H.piece * (size_t)s->npieces);
-    src_floor_pieces(s, G, k->zero, delta, H.piece);
     SrcPart part;
     double b = INFINITY;
     if (k->v > 1) {
@@ -710,6 +707,19 @@ static double hope_bound(Src *s, const SrcGroup *G, const SrcCand *k, const doub
         else if (k->v == 1 && pp > 1 && !plan_schedule_split(k->sched)) /* and 1F1B's fill and drain */
             b = fmax(b, src_pipe_floor(s, G, &H, k, s->usable));
     }
+    return b;
+}
+
+/* hope_on at the floor (src_floor_pieces: the least kernel time and memory
+ * any strategy of the mesh has, with the least resharding inside each
+ * piece: search_edges.c): a bound whatever variant k is solved with. */
+static double hope_bound(Src *s, const SrcGroup *G, const SrcCand *k, const double *delta)
+{
+    SrcVariant H;
+    memset(&H, 0, sizeof H);
+    H.piece = ir_xmalloc(sizeof *H.piece * (size_t)s->npieces);
+    src_floor_pieces(s, G, k->zero, delta, H.piece);
+    double b = hope_on(s, G, k, H);
     free(H.piece);
     return b;
 }
@@ -754,6 +764,9 @@ static bool fit_pruned(const Rank *R, SrcGroup *G, SrcCand *k, double thr)
     return k->lb_fit >= thr;
 }
 
+static void check_walk(Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
+                       const PassPrediction *pr);
+
 /* Cut, predict, and keep candidate k with variant V. Afterwards k->limited
  * says whether memory shaped what it got (so a leaner variant may do
  * better, never better than k->hope), k->done whether no variant can make
@@ -789,6 +802,7 @@ static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
         s->st->evaluated++;
         if (s->o->exhaustive) {
             check_bounds(s, G, V, k, &p, &pr);
+            check_walk(s, G, V, k, &pr);
             if (cb > pr.step_time_s * (1 + 1e-9))
                 ir_die("search: cut bound %.9g above pass_predict's %.9g (dp %d tp %d pp %d v %d)", cb,
                        pr.step_time_s, G->dp, G->tp, k->pp, k->v);
@@ -926,15 +940,131 @@ static double walk_key(const Rank *R, const SrcGroup *G)
     return t;
 }
 
+/* Per piece of the model, the least time per micro-batch (kernels and
+ * resharding, no recomputation) that a repeat's layer can take at variant
+ * V's point of the frontier or any later one, into t (0: not known): the
+ * ILP's own time for the layer, fwd_s + bwd_s. Each later point of a
+ * repeat is the fastest under a budget that V's point's own memory
+ * exceeds, so V's point was the fastest under a budget the later one
+ * meets: the ILP's step (m x that time + the gradient synchronisation)
+ * never falls along the frontier (a proven optimum only: ILP_OPTIMAL, no
+ * recomputation pinned into the query's times). The part per micro-batch
+ * rises with it where the synchronisation does not grow (leaner points
+ * shard the weights more); the exhaustive searches check both that and
+ * that the bound is below pass_predict (check_walk). */
+static void walk_times(const Src *s, const SrcVariant *V, double *t)
+{
+    const IrGraph *g = s->g, *gs = s->o->skeleton ? s->o->skeleton : g;
+    for (int p = 0; p < g->npieces; p++)
+        t[p] = 0;
+    for (int i = 0; i < V->nq; i++) {
+        const PassIlpQuery *q = &V->q[i];
+        const PassIlpResult *r = V->r[i];
+        if (q->npieces != 1 || gs->pieces[q->first_piece].rep < 0 || q->recompute != PLAN_RECOMPUTE_NONE ||
+            !r->feasible || r->status != ILP_OPTIMAL)
+            continue;
+        const IrPiece *Q = &gs->pieces[q->first_piece];
+        for (int p = 0; p < g->npieces; p++) /* the pieces solve_repeat gave its strategies */
+            if (g->pieces[p].rep == Q->rep && g->pieces[p].count == Q->count)
+                t[p] = r->fwd_s + r->bwd_s;
+    }
+}
+
+/* A lower bound on candidate k's step with the walk's later points of the
+ * frontier, after variant V: hope_on with each repeat's layers no faster
+ * than at V's point (walk_times; the floor where it is higher) and the
+ * floor's memory, and, for the plans that fit (fit: once one does), the
+ * floor without the strategies no fitting plan uses and the memory forces
+ * of search_fitmem.c on those pieces. The frontier bound (hope) is the same
+ * at the floor's times; this one rises as the walk goes down the frontier,
+ * so a walk ends once the layers are too slow for any cut to win. */
+static double walk_bound(Src *s, const SrcGroup *G, const SrcCand *k, const SrcVariant *V, bool fit)
+{
+    double *delta = NULL, b = INFINITY;
+    if (fit) {
+        delta = ir_xmalloc(sizeof(double) * (size_t)(s->npieces + 1));
+        if (!src_floor_fit(s, G, k->pp, k->zero, delta)) {
+            free(delta);
+            return INFINITY;
+        }
+    }
+    SrcVariant H;
+    memset(&H, 0, sizeof H);
+    H.piece = ir_xmalloc(sizeof *H.piece * (size_t)s->npieces);
+    double *t = ir_xmalloc(sizeof(double) * (size_t)(s->npieces + 1));
+    src_floor_pieces(s, G, k->zero, delta, H.piece);
+    walk_times(s, V, t);
+    for (int p = 0; p < s->npieces; p++) {
+        SrcPiece *P = &H.piece[p];
+        /* Recomputation only adds to a layer's time: each policy's time is
+         * at least its floor's and the point's time without it. */
+        double t0 = fmax(P->fwd, t[p]);
+        for (int r = 0; r < SRC_NRC; r++)
+            P->rec[r] = fmax(P->fwd + P->rec[r], t[p]) - t0;
+        P->fwd = t0;
+    }
+    b = hope_on(s, G, k, H);
+    if (fit && k->pp > 1 && b < INFINITY)
+        b = fmax(b, src_fitmem_bound(s, G, k, H.piece));
+    free(t);
+    free(H.piece);
+    free(delta);
+    return b;
+}
+
+/* walk_bound after every variant up to V (exhaustive searches walk every
+ * frontier to its end) is at most what pass_predict says for a plan ranked
+ * with V, as the walk's pruning takes it to be (walk_times, walk_prune). */
+static void check_walk(Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
+                       const PassPrediction *pr)
+{
+    for (int j = 0; j <= (int)(V - G->var); j++)
+        for (int fit = 0; fit <= pr->fits; fit++) {
+            double b = walk_bound(s, G, k, &G->var[j], fit);
+            if (b > pr->step_time_s * (1 + 1e-9))
+                ir_die("search: walk bound %.9g after variant %d above pass_predict's %.9g with variant %d "
+                       "(dp %d tp %d b %d pp %d v %d zero %d%s)", b, j, pr->step_time_s, (int)(V - G->var), G->dp,
+                       G->tp, G->b, k->pp, k->v, k->zero, fit ? ", fitting" : "");
+        }
+}
+
+/* Walkable candidates of G that walk_bound, after G's last variant, shows
+ * cannot beat the threshold with any later point are finished; how many.
+ * PTDC_SEARCH_NO_WALK_BOUND (tests/search/walk.sh): walk them on, to
+ * compare. */
+static int walk_prune(Rank *R, SrcGroup *G)
+{
+    Src *s = R->s;
+    int n = 0;
+    if (s->o->exhaustive || G->nvar == 0 || getenv("PTDC_SEARCH_NO_WALK_BOUND"))
+        return 0;
+    for (int i = 0; i < G->ncand; i++) {
+        SrcCand *k = &G->cand[i];
+        if (walkable(R, k) && walk_bound(s, G, k, &G->var[G->nvar - 1], R->out->found) >= threshold(R)) {
+            k->done = true;
+            s->st->pruned_time++;
+            n++;
+        }
+    }
+    return n;
+}
+
 /* Down the ILP's time/memory frontier from G's last variant while some
  * candidate is walkable: the next point is the fastest set of strategies
  * using less memory, which may fit where the last needed recomputation or
  * a worse cut. A candidate memory did not shape is finished: a leaner point
- * is slower by the ILP's own measure. */
-static void walk_group(Rank *R, SrcGroup *G)
+ * is slower by the ILP's own measure; so is one whose cuts cannot win with
+ * layers as slow as the last point's (walk_prune). */
+static int walk_group(Rank *R, SrcGroup *G)
 {
-    while (!R->stop && G->nvar > 0 && isfinite(walk_key(R, G)) && next_variant(R->s, G))
+    int ended = 0;
+    while (!R->stop && G->nvar > 0) {
+        ended += walk_prune(R, G);
+        if (!isfinite(walk_key(R, G)) || !next_variant(R->s, G))
+            break;
         rank_group(R, G, G->nvar - 1);
+    }
+    return ended;
 }
 
 static int cmp_group(const void *a, const void *b)
@@ -1109,11 +1239,12 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
                     fprintf(stderr, "  cand pp %d v %d rc %d zero %d lb %.3f hope %.3f (fit %.3f) mem_lb %.3g\n",
                             k->pp, k->v, k->rc, k->zero, k->lb, k->hope, k->hope_fit, k->mem_lb);
             }
-        walk_group(&R, walk[i]);
+        int ended = walk_group(&R, walk[i]);
         if (getenv("PTDC_SEARCH_DEBUG"))
-            fprintf(stderr, "walk dp %d tp %d b %d sp %d: bound %.3f thr %.3f -> %.3f, variants %d -> %d, solves %d\n",
-                    walk[i]->dp, walk[i]->tp, walk[i]->b, walk[i]->sp, walk[i]->walk_key, thr0,
-                    threshold(&R), nv0, walk[i]->nvar, pass_ilp_cache_solves(cache) - sv0);
+            fprintf(stderr, "walk dp %d tp %d b %d sp %d: bound %.3f thr %.3f -> %.3f, variants %d -> %d, solves %d, "
+                    "ended by the walk bound %d\n", walk[i]->dp, walk[i]->tp, walk[i]->b, walk[i]->sp,
+                    walk[i]->walk_key, thr0, threshold(&R), nv0, walk[i]->nvar,
+                    pass_ilp_cache_solves(cache) - sv0, ended);
     }
     free(walk);
     if (!out->found && !out->have_closest && !out->no_layout && !o->first_fit && !(o->beat_s > 0))
