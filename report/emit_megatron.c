@@ -589,6 +589,18 @@ static bool mg_attr_SLICE_DIM(const IrGraph *g, const RepArch *A, RepFrameOut *o
 static bool mg_attr_SLICE_AT(const IrGraph *g, const RepArch *A, RepFrameOut *o) { return mg_slice_concat(g, A, o); }
 static bool mg_attr_CONCAT_DIM(const IrGraph *g, const RepArch *A, RepFrameOut *o) { return mg_slice_concat(g, A, o); }
 
+/* Multi-token prediction: not yet stated as --mtp-num-layers (the MTP
+ * module is not read into RepArch). */
+static bool mg_mtp(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)A;
+    return rep_frame_refuse(g, o, "it trains multi-token prediction, which ptdc does not yet state as "
+                            "Megatron's --mtp-num-layers");
+}
+static bool mg_attr_SHIFT_BY(const IrGraph *g, const RepArch *A, RepFrameOut *o) { return mg_mtp(g, A, o); }
+static bool mg_attr_SHIFT_TAIL(const IrGraph *g, const RepArch *A, RepFrameOut *o) { return mg_mtp(g, A, o); }
+static bool mg_attr_CE_WEIGHT(const IrGraph *g, const RepArch *A, RepFrameOut *o) { return mg_mtp(g, A, o); }
+
 RepFrameFn *const rep_megatron_arch[REP_NARCH] = {
 #define ARCH(ID, what) [REP_ARCH_##ID] = mg_arch_##ID,
 #include "arch.def"

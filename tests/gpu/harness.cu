@@ -665,8 +665,8 @@ static void t_cross_entropy_at(Rng &r, int64_t vocab)
     rt_act *dlog = dact(logits), *ddl = (rt_act *)rt_alloc(dl.size() * 2);
     int32_t *dtg = di32(tg);
     float *dloss = df32(std::vector<float>{0.25f}), *dlse = (float *)rt_alloc((size_t)rows * 4);
-    rt_cross_entropy_fwd(dloss, dlse, dlog, dtg, rows, vocab, 0, total, NULL);
-    cpu_rt_cross_entropy_fwd(&loss, lse.data(), logits.data(), tg.data(), rows, vocab, 0, total, NULL);
+    rt_cross_entropy_fwd(dloss, dlse, dlog, dtg, rows, vocab, 0, total, 1.0f, NULL);
+    cpu_rt_cross_entropy_fwd(&loss, lse.data(), logits.data(), tg.data(), rows, vocab, 0, total, 1.0f, NULL);
     snprintf(name, sizeof name, "cross_entropy_fwd loss (fp32) V=%lld%s", (long long)vocab, vec);
     report(name, hf32(dloss, 1), std::vector<float>{loss}, TOL_F32);
     snprintf(name, sizeof name, "cross_entropy_fwd lse (fp32) V=%lld%s", (long long)vocab, vec);
@@ -877,7 +877,7 @@ static void die_target(void)
     int32_t *d = di32(tg);
     rt_act *lg = dact(std::vector<float>(20, 0.5f));
     float *loss = df32(std::vector<float>{0.0f}), *lse = (float *)rt_alloc(8);
-    rt_cross_entropy_fwd(loss, lse, lg, d, 2, 10, 0, 2, NULL);
+    rt_cross_entropy_fwd(loss, lse, lg, d, 2, 10, 0, 2, 1.0f, NULL);
     hf32(loss, 1);
     fprintf(stderr, "die-target: no error reported\n");
 }

@@ -129,6 +129,10 @@ typedef struct RefConfig {
      * '-' a squared-ReLU MLP of width Fd: nemotron3.mdl's pattern) */
     int64_t MH, MP, MN, MK, MG;
     char kinds[128];
+    /* DeepSeek's multi-token prediction (the DeepSeek-V3 report, section
+     * 2.2): depths (0 or 1: mtp_depth) and the loss's weight (lambda) */
+    int64_t mtp;
+    double mtp_w;
 } RefConfig;
 
 /* Sizes of MODEL.mdl through ptdc's frontend (false with a message). */
