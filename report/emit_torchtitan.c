@@ -410,6 +410,10 @@ static bool tt_mtp(const IrGraph *g, const RepArch *A, RepFrameOut *o)
                             "its DeepSeek-V3 model registry (num_mtp_layers; models/deepseek_v3/MTP.md), "
                             "not a job-file option, and refuses with pipeline or context parallelism");
 }
+static bool tt_arch_MTP(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    return A->mtp_layers ? tt_mtp(g, A, o) : true;
+}
 static bool tt_attr_SHIFT_BY(const IrGraph *g, const RepArch *A, RepFrameOut *o) { return tt_mtp(g, A, o); }
 static bool tt_attr_SHIFT_TAIL(const IrGraph *g, const RepArch *A, RepFrameOut *o) { return tt_mtp(g, A, o); }
 static bool tt_attr_CE_WEIGHT(const IrGraph *g, const RepArch *A, RepFrameOut *o) { return tt_mtp(g, A, o); }

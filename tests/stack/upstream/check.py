@@ -90,6 +90,8 @@ def megatron_can(t):
             return "GELU without biases is the erf form"
     if not t["causal"]:
         return "not causal"
+    if t.get("mtp") and t["positions"] not in ("rope", "none", "learned"):
+        return "MTP with %s positions (validate_args: rope, mrope, learned_absolute or none)" % t["positions"]
     if t["positions"] == "rope":
         r = t["rope"]
         if not (r["rot_full"] and r["pos_seq"]):
@@ -120,7 +122,9 @@ def megatron_can(t):
 def torchtitan_can(t):
     if not t["decoder"]:
         return t["why"]
-    bad = [(t.get("pattern") is not None, "Mamba-2 layers"), (t.get("mla") is not None, "multi-head latent attention"),
+    bad = [(t.get("mtp") is not None, "multi-token prediction (a model-registry argument of its DeepSeek-V3, no "
+                                      "job-file key)"),
+           (t.get("pattern") is not None, "Mamba-2 layers"), (t.get("mla") is not None, "multi-head latent attention"),
            (t.get("experts") is not None, "mixture of experts"), (not t["causal"], "not causal"), (t["norm"] != "rmsnorm", "LayerNorm"), (t["mlp"] != "swiglu", "GELU"),
            (t["positions"] != "rope", "no RoPE"), (t["bias_qkv"] or t["bias_rest"], "biases"),
            (t["tied"], "tied"), (t["head_dim"] * t["heads"] != t["d_model"], "head_dim"),
@@ -145,7 +149,7 @@ def ffn_solvable(dim, dff):
 # ----------------------------------------------------------- compare
 KEYS = ["layers", "d_model", "heads", "kv_heads", "head_dim", "d_ff", "vocab", "seq", "norm", "qk_norm", "positions",
         "window", "causal", "tied", "bf16", "bias_qkv", "bias_rest", "mlp", "params", "dropout", "experts",
-        "router", "d_expert", "shared", "moe_layers", "mla", "expert_bias", "pattern", "mamba"]
+        "router", "d_expert", "shared", "moe_layers", "mla", "expert_bias", "pattern", "mamba", "mtp"]
 
 
 def close(a, b):
