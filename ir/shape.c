@@ -430,8 +430,8 @@ static bool shape_SHIFT(IrGraph *g, IrNode *n)
     if (x->role != IR_INPUT || x->dtype != IR_I32 || x->rank != 2 || x->dim[0] != g->batch_dim ||
         x->dim[1] != g->seq_dim) {
         ir_error(n->loc, "shift: the argument ('%s' %s) must be a model input i32[batch, seq] "
-                 "(the token ids or the targets), read from the data %lld positions later",
-                 x->base, shp(g, x), (long long)n->attr.shift);
+                 "(the token ids or the targets), which the program reads from the data further along",
+                 x->base, shp(g, x));
         return false;
     }
     int64_t S = g->dims[g->seq_dim].size;
