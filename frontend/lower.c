@@ -417,6 +417,14 @@ static int lower_call(Lower *lw, const FeExpr *e)
                  "unit); later ones, multi-token prediction's, do");
         return POISON;
     }
+    if (op == IR_OP_CROSS_ENTROPY && lw->loss_node >= 0) {
+        int pr = lw->g->tensors[in[1]].producer;
+        if (pr < 0 || lw->g->nodes[pr].op != IR_OP_SHIFT || lw->g->tensors[lw->g->nodes[pr].in[0]].role != IR_INPUT) {
+            ir_error(e->loc, "a second cross_entropy scores the targets shifted further on (shift(targets, by = "
+                     "K): multi-token prediction); the model's loss is computed at line %d", lw->loss_loc.line);
+            return POISON;
+        }
+    }
     int t = add_node(lw, (IrOp)op, in, nin, &at, e->loc);
     /* Later cross-entropies (multi-token prediction) add to the objective,
      * each times its weight; the first stays the graph's loss. */
