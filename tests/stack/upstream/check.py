@@ -715,6 +715,9 @@ def corpus(ptdc, src):
          "--recompute none --sp on --schedule interleaved --pp-layers 0,1,1,1,1,1,1,1,1,0"),
         ("models/llama3-8b.mdl", "--gpus 6 --global-batch 12 --tp 2 --pp 3 --virtual-stages 3 --micro-batch 1 "
          "--recompute none --sp on --schedule interleaved --pp-layers 0,1,1,1,1,1,1,1,1"),
+        # Multi-token prediction in a layout string: 'm' in the last chunk before 'L' ('Et*3|t|t*2|t*2mL').
+        ("models/tiny-llama-mtp.mdl", "--gpus 4 --tp 1 --pp 4 --micro-batch 1 --recompute none --sp off "
+         "--schedule 1f1b --pp-layers 3,1,2,2"),
         # A hybrid's pipeline split as its pattern's segments, 1F1B and interleaved, uneven.
         ("models/tiny-nemotron3.mdl", "--gpus 8 --tp 2 --pp 2 --ep 2 --micro-batch 1 --recompute none --sp on "
          "--pp-layers 4,3"),
