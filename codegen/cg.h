@@ -135,7 +135,7 @@ typedef struct CgBuf {
     X(MUL, "rt_mul", "bbbnn")                                                               \
     X(SOFTMAX_FWD, "rt_softmax_fwd", "bbnn")                                                \
     X(SOFTMAX_BWD, "rt_softmax_bwd", "bbbnn")                                               \
-    X(CROSS_ENTROPY_FWD, "rt_cross_entropy_fwd", "bbbbnnonc")                               \
+    X(CROSS_ENTROPY_FWD, "rt_cross_entropy_fwd", "bbbbnnonxc")                               \
     X(CROSS_ENTROPY_BWD, "rt_cross_entropy_bwd", "bbbbbnnon")                               \
     X(SLICE_FWD, "rt_slice_fwd", "bbnnnn")                                                  \
     X(SLICE_BWD, "rt_slice_bwd", "bbnnnn")                                                  \
@@ -178,7 +178,7 @@ typedef struct CgBuf {
     X(WAIT, "cg_wait", "e")                                                                 \
     X(RECV, "cg_recv", "bntie")                                                             \
     X(SEND, "cg_send", "ebntie")                                                            \
-    X(LOAD, "cg_load", "beeonon")
+    X(LOAD, "cg_load", "beeononii")
 
 typedef enum {
 #define CG_CALL_ENUM(id, fn, sig) CG_CALL_##id,
@@ -368,6 +368,10 @@ typedef struct Cg {
 
 /* cg_analyse.c */
 bool cg_analyse(Cg *c);
+/* A tensor the program reads from the data (an input, or a shift of one);
+ * cg_data_root: which input, and the shift's `by` and `tail` (0 for an input). */
+bool cg_is_data(const Cg *c, int t);
+int cg_data_root(const Cg *c, int t, int64_t *shift, int *tail);
 PlanSharding cg_need(const Cg *c, const IrNode *n, int i);     /* input i's sharding */
 PlanSharding cg_made(const Cg *c, const IrNode *n, int j);     /* output j's sharding */
 const PlanStrategy *cg_strategy(const Cg *c, const IrNode *n);

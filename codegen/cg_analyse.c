@@ -88,6 +88,27 @@ int cg_chunk_of_stage(const Cg *c, int stage)
 
 static bool check_plan(Cg *c) { return plan_verify(c->g, c->p); }
 
+/* A tensor the program reads from the data: an input, or a shift of one
+ * (multi-token prediction's tokens and targets further on). */
+bool cg_is_data(const Cg *c, int t)
+{
+    const IrTensor *x = &c->g->tensors[t];
+    return x->role == IR_INPUT ||
+           (x->producer >= 0 && x->producer < c->g->nfwd && c->g->nodes[x->producer].op == IR_OP_SHIFT);
+}
+
+/* The input a data tensor reads and how far along (0: the input itself). */
+int cg_data_root(const Cg *c, int t, int64_t *shift, int *tail)
+{
+    const IrTensor *x = &c->g->tensors[t];
+    *shift = 0, *tail = 0;
+    if (x->role == IR_INPUT)
+        return t;
+    const IrNode *n = &c->g->nodes[x->producer];
+    *shift = n->attr.shift, *tail = n->attr.shift_tail;
+    return n->in[0];
+}
+
 /* The two inputs: token ids (read by the embedding) and targets (by the
  * cross-entropy), both [batch, seq]. */
 static bool find_inputs(Cg *c)
@@ -95,7 +116,7 @@ static bool find_inputs(Cg *c)
     const IrGraph *g = c->g;
     c->tokens = c->targets = -1;
     for (int i = 0; i < g->nfwd; i++)
-        if (g->nodes[i].op == IR_OP_CROSS_ENTROPY)
+        if (g->nodes[i].op == IR_OP_CROSS_ENTROPY && g->tensors[g->nodes[i].in[1]].role == IR_INPUT)
             c->targets = g->nodes[i].in[1];
     for (int t = 0; t < g->ntensors; t++) {
         const IrTensor *x = &g->tensors[t];
@@ -417,13 +438,24 @@ bool cg_analyse(Cg *c)
     c->seed = -1;
     analyse_tensors(c);
     analyse_params(c);
-    for (int i = 0; i < g->nfwd; i++)
-        if (g->nodes[i].out[0] == g->loss) {
-            c->loss_stage = c->node_stage[i];
+    /* Every loss adds into g_loss on its ranks, and one copy of it is
+     * counted (tr_world_loss): they must share the stage and the copies. */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < g->nfwd; i++) {
+            if (g->tensors[g->nodes[i].out[0]].role != IR_LOSS || (pass == 0) != (g->nodes[i].out[0] == g->loss))
+                continue;
             PlanSharding l = cg_made(c, &g->nodes[i], 0);
+            uint8_t mask = 0;
             for (int a = 0; a < c->naxes; a++)
                 if (!(l.partial >> a & 1))
-                    c->loss_count_mask |= (uint8_t)(1u << a);
+                    mask |= (uint8_t)(1u << a);
+            if (pass == 1 && (c->node_stage[i] != c->loss_stage || mask != c->loss_count_mask)) {
+                ir_error(g->nodes[i].loc, "codegen: this cross_entropy lies on another pipeline stage "
+                         "or other ranks than the model's loss; the losses must share them");
+                return false;
+            }
+            c->loss_stage = c->node_stage[i];
+            c->loss_count_mask = mask;
         }
     if (c->seed < 0)
         ir_die("codegen: the graph has no backward pass (run pass_autodiff first)");

@@ -233,8 +233,11 @@ static void lower_node(Low *L, const IrNode *b)
     memset(&a, 0, sizeof a);
     int inb[IR_MAX_IN];
     for (int k = 0; k < b->nin; k++) {
-        inb[k] = b->in[k] == c->seed ? -1 : bwd_input(L, b->in[k], cg_need(c, b, k));
-        a.in[k] = inb[k] < 0 ? cg_a_flt(c, 1.0) : BUF(inb[k]);
+        /* a loss's seed: 1 times the loss's weight (a multi-token prediction loss's) */
+        const IrTensor *u = low_t(L, b->in[k]);
+        bool seed = u->role == IR_GRAD && u->producer < 0;
+        inb[k] = seed ? -1 : bwd_input(L, b->in[k], cg_need(c, b, k));
+        a.in[k] = inb[k] < 0 ? cg_a_flt(c, ir_loss_weight(&c->g->nodes[b->fwd].attr)) : BUF(inb[k]);
     }
     if (L->wop && b->op == IR_OP_MATMUL && cg_grad_of_param(L, v0) &&
         L->wdefer[c->param_index[low_t(L, v0)->grad_of]]) {

@@ -20,7 +20,7 @@ static void outs_alloc(Low *L, const IrNode *n, bool recompute, ChunkBufs *cb, C
     for (int j = 0; j < n->nout; j++) {
         int t = n->out[j];
         o->canon[j] = o->made[j] = -1;
-        if (t == c->g->loss) {
+        if (c->g->tensors[t].role == IR_LOSS) {
             a->out[j] = cg_a_sym("g_loss");
             continue;
         }
@@ -62,6 +62,8 @@ static CgArgs args0(void)
 void cg_lower_fwd(Low *L, const IrNode *n, bool recompute, ChunkBufs *cb)
 {
     Cg *c = L->c;
+    if (n->op == IR_OP_SHIFT) /* read from the data with the inputs (lower_forward) */
+        return;
     CgArgs a = args0();
     for (int k = 0; k < n->nin; k++)
         a.in[k] = BUF(cg_get(L, n->in[k], cg_need(c, n, k)));

@@ -302,10 +302,21 @@ static void cross_entropy(K *k, const CgArgs *a)
     int vd = l->dim[l->rank - 1];
     CgSize vl = dim1(k, vd), rows = numel(k, k->n->in[1]);
     CgSize total = cg_sz_named("STEP_TOKENS", k->c->total_rows, "tokens per optimizer step");
+    /* Shifted targets (multi-token prediction) have no target in the last
+     * `by` positions of each sequence: the mean is over the others, as
+     * Megatron's MTP loss divides by the rolled loss mask's sum. */
+    const IrNode *fwd = k->n->op == IR_OP_CROSS_ENTROPY ? k->n : &k->c->g->nodes[k->n->fwd];
+    const IrTensor *tg = T(k, fwd->in[1]);
+    if (tg->producer >= 0 && k->c->g->nodes[tg->producer].op == IR_OP_SHIFT) {
+        int64_t by = k->c->g->nodes[tg->producer].attr.shift, S = k->c->g->dims[k->c->g->seq_dim].size;
+        total = cg_sz_named(cg_fmt(k->c, "STEP_TARGETS_%lld", (long long)by), k->c->g->global_batch * (S - by),
+                            "targets per optimizer step after the shift");
+    }
+    double w = ir_loss_weight(&fwd->attr);
     if (k->n->op == IR_OP_CROSS_ENTROPY)
         CALL(CROSS_ENTROPY_FWD, cg_a_sym("g_loss"), a->out[1], a->in[0], a->in[1], SZ(rows), SZ(vl),
-             offset_of(k, vd, vl), SZ(total), comm_of(k, vd));
-    else
+             offset_of(k, vd, vl), SZ(total), FLT(w), comm_of(k, vd));
+    else /* the seed d loss / d loss is the loss's weight (cg_bwd.c) */
         CALL(CROSS_ENTROPY_BWD, a->out[0], a->in[0], a->in[1], a->in[2], a->in[3], SZ(rows), SZ(vl),
              offset_of(k, vd, vl), SZ(total));
 }
@@ -554,6 +565,8 @@ void cg_kernel(Cg *c, CgOp *op, int piece, const IrNode *n, const CgArgs *a)
     case IR_OP_ROUTE_BWD: route(k, a); return;
     case IR_OP_MOE:
     case IR_OP_MOE_BWD: moe(k, a); return;
+    case IR_OP_SHIFT: /* read from the data (cg_lower.c), never a kernel */
+        ir_die("codegen: a shift reached the kernels");
     case IR_OP_REDUCE_SUM:
         cols = numel(k, n->out[0]);
         cg_call(c, op, piece, 0, a->grad_out ? CG_CALL_REDUCE_ROWS_GRAD : CG_CALL_REDUCE_ROWS,

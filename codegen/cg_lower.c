@@ -100,19 +100,26 @@ static void lower_forward(Cg *c, CgRankProg *r, int j, ChunkBufs *cb)
         LOW_CALL(&L, RECV, BUF(io->buf), SZ(cg_sz_numel(c, io->tensor, &c->canon[io->tensor])),
                  cg_a_sym("RT_ACT"), cg_a_int("PREV_PP", prev, PREV_WHAT), tag(c, L.stage - 1, i, false));
     }
-    /* Inputs: each rank reads its block of the micro-batch. */
+    /* Inputs: each rank reads its block of the micro-batch (a shift: the
+     * block `by` positions further on, the tail past the sequence filled). */
     for (int i = 0; i < cb->slots.n; i++) {
         Avail *a = &cb->slots.v[i];
-        if (a->t != c->tokens && a->t != c->targets)
+        if (!cg_is_data(c, a->t))
             continue;
+        int64_t by;
+        int tail;
+        int root = cg_data_root(c, a->t, &by, &tail);
         CgSize loc[2];
         CgArg off[2];
         for (int d = 0; d < 2; d++) {
             loc[d] = cg_sz_sh(c, a->t, &a->sh, d, d + 1);
             off[d] = cg_a_coord_of(&a->sh, low_t(&L, a->t)->dim[d], loc[d]);
         }
-        LOW_CALL(&L, LOAD, BUF(a->buf), cg_a_sym(a->t == c->tokens ? "CG_TOKENS" : "CG_TARGETS"),
-                 cg_a_sym("mb"), off[0], SZ(loc[0]), off[1], SZ(loc[1]));
+        LOW_CALL(&L, LOAD, BUF(a->buf), cg_a_sym(root == c->tokens ? "CG_TOKENS" : "CG_TARGETS"),
+                 cg_a_sym("mb"), off[0], SZ(loc[0]), off[1], SZ(loc[1]),
+                 cg_a_int(by ? cg_fmt(c, "SHIFT_%lld", (long long)by) : "NO_SHIFT", by, "positions the block is read further on"),
+                 cg_a_int(tail ? "FILL_ZERO" : "FILL_NONE", tail ? 0 : -1,
+                          "the value past the sequence's end"));
     }
     /* The stage's nodes in order; a fused pair may span two pieces (a
      * layer's last add, the next one's first norm): its call belongs to the
@@ -241,7 +248,7 @@ static void chunk_slots(Cg *c, CgRankProg *r, int j, ChunkBufs *cb)
     int s = r->stage[j];
     for (int t = 0; t < g->ntensors; t++) {
         const IrTensor *x = &g->tensors[t];
-        if (x->producer < 0 || x->producer >= g->nfwd || t == g->loss)
+        if (x->producer < 0 || x->producer >= g->nfwd || x->role == IR_LOSS || cg_is_data(c, t))
             continue;
         int ps = c->node_stage[x->producer];
         const char *req = NULL;
@@ -271,14 +278,15 @@ static void chunk_slots(Cg *c, CgRankProg *r, int j, ChunkBufs *cb)
         if (c->last_stage[t] > s && c->has_grad[t])
             vec_push(r->recv_grad[j], ((CgIo){t, -1, NULL}));
     }
-    /* Inputs, in every sharding this stage's nodes read them. */
+    /* Inputs (and shifts of them), in every sharding this stage's nodes
+     * read them. */
     for (int i = 0; i < g->nfwd; i++) {
         const IrNode *n = &g->nodes[i];
-        if (c->node_stage[i] != s)
+        if (c->node_stage[i] != s || n->op == IR_OP_SHIFT) /* a shift is read, not run */
             continue;
         for (int k = 0; k < n->nin; k++) {
             int t = n->in[k];
-            if (g->tensors[t].role != IR_INPUT)
+            if (!cg_is_data(c, t))
                 continue;
             PlanSharding sh = cg_need(c, n, k);
             bool have = false;

@@ -89,6 +89,7 @@ typedef enum {
     FE_S_BIND,   /* NAME [: type] = expr */
     FE_S_REPEAT, /* repeat count { body } */
     FE_S_BLOCK,  /* block NAME { body } */
+    FE_S_IF,     /* if cexpr { body }: the body when cexpr (an integer) is > 0 */
 } FeStmtKind;
 
 typedef enum { FE_INIT_NORMAL, FE_INIT_ZEROS, FE_INIT_ONES } FeInitKind;

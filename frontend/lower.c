@@ -410,13 +410,25 @@ static int lower_call(Lower *lw, const FeExpr *e)
         ok = rope_scaling_complete(e, seen, &at);
     if (!ok)
         return POISON;
-    if (op == IR_OP_CROSS_ENTROPY && lw->loss_node >= 0) {
-        ir_error(e->loc, "a second cross_entropy; the model has one loss, computed at line %d",
-                 lw->loss_loc.line);
+    if (op == IR_OP_CROSS_ENTROPY && lw->loss_node < 0 && at.loss_weight != 0) {
+        /* the objective's unit: the model's own loss (its logits are "the
+         * logits": --dump-first-step, the frameworks) counts once */
+        ir_error(e->loc, "cross_entropy: the model's first loss takes no weight (it is the objective's "
+                 "unit); later ones, multi-token prediction's, do");
         return POISON;
     }
+    if (op == IR_OP_CROSS_ENTROPY && lw->loss_node >= 0) {
+        int pr = lw->g->tensors[in[1]].producer;
+        if (pr < 0 || lw->g->nodes[pr].op != IR_OP_SHIFT || lw->g->tensors[lw->g->nodes[pr].in[0]].role != IR_INPUT) {
+            ir_error(e->loc, "a second cross_entropy scores the targets shifted further on (shift(targets, by = "
+                     "K): multi-token prediction); the model's loss is computed at line %d", lw->loss_loc.line);
+            return POISON;
+        }
+    }
     int t = add_node(lw, (IrOp)op, in, nin, &at, e->loc);
-    if (t >= 0 && op == IR_OP_CROSS_ENTROPY) {
+    /* Later cross-entropies (multi-token prediction) add to the objective,
+     * each times its weight; the first stays the graph's loss. */
+    if (t >= 0 && op == IR_OP_CROSS_ENTROPY && lw->loss_node < 0) {
         lw->loss_node = lw->g->tensors[t].producer;
         lw->loss_loc = e->loc;
         lw->g->loss = t;
@@ -804,6 +816,22 @@ static void lower_stmt(Lower *lw, const FeStmt *s)
         lw->g->cur_block = ir_strdup(lw->g->arena, s->name);
         lower_body(lw, &s->body);
         lw->g->cur_block = outer;
+        break;
+    }
+    case FE_S_IF: {
+        /* The body only when the count is positive (multi-token prediction
+         * switched by mtp_depth); its names stay visible after, as a
+         * block's. Every use of them outside is then switched too. */
+        FeValue v = fe_eval_at_layer(lw->c, s->value, lw->g->cur_layer);
+        if (!v.ok)
+            break;
+        if (!v.is_int) { /* a depth's second module: `if mtp_depth - 1 { ... }` */
+            ir_error(s->value->loc, "if: the condition must be an integer (the body when it is > 0), "
+                     "got %g", v.f);
+            break;
+        }
+        if (v.i > 0)
+            lower_body(lw, &s->body);
         break;
     }
     case FE_S_REPEAT:

@@ -117,7 +117,7 @@ static FeType *mk_type(FeParse *ps, IrLoc loc, int dtype, FeNameVec *dims)
 %token <int64_t> INT "integer"
 %token <double> FLOAT "number"
 %token MODEL "'model'" CONFIG "'config'" IMPORT "'import'" INPUT "'input'" PARAM "'param'"
-%token REPEAT "'repeat'" BLOCK "'block'" NORMAL "'normal'" ZEROS "'zeros'" ONES "'ones'"
+%token REPEAT "'repeat'" BLOCK "'block'" IF "'if'" NORMAL "'normal'" ZEROS "'zeros'" ONES "'ones'"
 %token HF "'hf'" TRANSPOSED "'transposed'" INTERLEAVED "'interleaved'" PART "'part'" OF "'of'" TRUE "'true'" FALSE "'false'"
 %token F32 "'f32'" BF16 "'bf16'" I32 "'i32'"
 %token IDIV "'//'" POW "'**'"
@@ -241,6 +241,12 @@ stmt
     }
     | BLOCK NAME '{' stmts '}' {
         $$ = mk_stmt(ps, FE_S_BLOCK, L(@1), $2);
+        $$->body = mk_body(ps, &$4);
+    }
+    | IF cexpr '{' stmts '}' {
+        /* a part of the model a config constant switches (mtp_depth) */
+        $$ = mk_stmt(ps, FE_S_IF, L(@1), NULL);
+        $$->value = $2;
         $$->body = mk_body(ps, &$4);
     }
     | BLOCK NAME STRING '{' stmts '}' {

@@ -321,7 +321,14 @@ typedef struct IrAttrs {
     int contract[IR_MAX_RANK];
     IrRoute route;       /* ROUTE */
     int moe_act;         /* MOE, MOE_BWD: IrMoeAct (0: swiglu) */
+    int64_t shift;       /* SHIFT: positions along seq (by) */
+    int shift_tail;      /* SHIFT: the last `shift` positions' value, 0 none (-1), 1 zero */
+    double loss_weight;  /* CROSS_ENTROPY (and its BWD): the loss's weight in the objective;
+                            0 stands for the default 1 (ir_loss_weight) */
 } IrAttrs;
+
+/* A cross-entropy's weight in the objective (attribute `weight`, default 1). */
+static inline double ir_loss_weight(const IrAttrs *a) { return a->loss_weight > 0 ? a->loss_weight : 1.0; }
 
 /* The attributes one by one (ir/attrs.def): IR_ATTR_<ID>, and for each the
  * op carrying it, its .mdl name, kind and flags. */

@@ -422,6 +422,28 @@ static bool shape_CROSS_ENTROPY(IrGraph *g, IrNode *n)
     return true;
 }
 
+/* shift(x, by = K): a model input read K positions later (ops.def). Only an
+ * input: the program reads it from the data, which every rank has. */
+static bool shape_SHIFT(IrGraph *g, IrNode *n)
+{
+    const IrTensor *x = T(0);
+    if (x->role != IR_INPUT || x->dtype != IR_I32 || x->rank != 2 || x->dim[0] != g->batch_dim ||
+        x->dim[1] != g->seq_dim) {
+        ir_error(n->loc, "shift: the argument ('%s' %s) must be a model input i32[batch, seq] "
+                 "(the token ids or the targets), which the program reads from the data further along",
+                 x->base, shp(g, x));
+        return false;
+    }
+    int64_t S = g->dims[g->seq_dim].size;
+    if (n->attr.shift < 1 || n->attr.shift >= S) {
+        ir_error(n->loc, "shift: by = %lld must be from 1 to seq - 1 = %lld", (long long)n->attr.shift,
+                 (long long)(S - 1));
+        return false;
+    }
+    out(g, n, 0, "shift", IR_I32, IR_ACT, x->rank, x->dim);
+    return true;
+}
+
 static bool shape_SIGMOID(IrGraph *g, IrNode *n) { return unary(g, n, "sigmoid"); }
 
 /* route(logits): gates over the last (expert) dim, the top-k nonzero. The

@@ -36,7 +36,7 @@
 static bool matmul_with_param(const IrGraph *g, const IrNode *n)
 {
     return n->op == IR_OP_MATMUL && n->id < g->nfwd && g->tensors[n->in[1]].role == IR_PARAM &&
-           g->tensors[n->in[0]].role != IR_PARAM && n->out[0] != g->loss;
+           g->tensors[n->in[0]].role != IR_PARAM && g->tensors[n->out[0]].role != IR_LOSS;
 }
 
 /* Tensors a and b have the same shape dim by dim (the same dim, or dims of

@@ -297,6 +297,7 @@ bool plan_dim_splittable(const IrGraph *g, const IrNode *node, int d)
     case IR_OP_ADD:
     case IR_OP_MUL:
     case IR_OP_CROSS_ENTROPY:
+    case IR_OP_SHIFT: /* read from the data per rank: any block, no halo to fetch */
         return true;
     default:
         return false;

@@ -358,6 +358,19 @@ static bool mg_arch_DTYPE(const IrGraph *g, const RepArch *A, RepFrameOut *o)
     return true;
 }
 
+/* Megatron-Core's MTP (multi_token_prediction.py): each depth's loss is
+ * scaled by mtp_loss_scaling_factor / mtp_num_layers (process_mtp_loss),
+ * and the module sits on the last pipeline stage, as the head's piece does. */
+static bool mg_arch_MTP(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)g;
+    if (A->mtp_layers) {
+        rep_frame_arg(o, "--mtp-num-layers %d", A->mtp_layers);
+        rep_frame_arg(o, "--mtp-loss-scaling-factor %g", A->mtp_weight * A->mtp_layers);
+    }
+    return true;
+}
+
 static bool mg_arch_VOCAB(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g; /* the tokenizer gives it; Megatron pads it for the vocabulary-parallel layers */
@@ -602,6 +615,18 @@ static bool mg_attr_SLICE_DIM(const IrGraph *g, const RepArch *A, RepFrameOut *o
 static bool mg_attr_SLICE_AT(const IrGraph *g, const RepArch *A, RepFrameOut *o) { return mg_slice_concat(g, A, o); }
 static bool mg_attr_CONCAT_DIM(const IrGraph *g, const RepArch *A, RepFrameOut *o) { return mg_slice_concat(g, A, o); }
 
+/* A shift or a weighted loss outside the multi-token prediction read_mtp
+ * reads (rep_arch_read's attributes skip that module's). */
+static bool mg_mtp(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)A;
+    return rep_frame_refuse(g, o, "it shifts its inputs or weighs a loss outside Megatron-Core's multi-token "
+                            "prediction module");
+}
+static bool mg_attr_SHIFT_BY(const IrGraph *g, const RepArch *A, RepFrameOut *o) { return mg_mtp(g, A, o); }
+static bool mg_attr_SHIFT_TAIL(const IrGraph *g, const RepArch *A, RepFrameOut *o) { return mg_mtp(g, A, o); }
+static bool mg_attr_CE_WEIGHT(const IrGraph *g, const RepArch *A, RepFrameOut *o) { return mg_mtp(g, A, o); }
+
 RepFrameFn *const rep_megatron_arch[REP_NARCH] = {
 #define ARCH(ID, what) [REP_ARCH_##ID] = mg_arch_##ID,
 #include "arch.def"
@@ -724,7 +749,10 @@ bool rep_megatron_layout(const RepArch *A, const PlanLayout *L, const PassStack 
  * pipeline-rank, which Megatron requires for uneven interleaving). Any other
  * split: --pipeline-model-parallel-layout, chunk by chunk in model order
  * ("Et*3|(t*4|)*30,t*3L": E the embedding, t a layer, L the head and loss;
- * runs of equal chunks in Megatron's repetition syntax, quoted for the shell). */
+ * runs of equal chunks in Megatron's repetition syntax, quoted for the shell;
+ * m a multi-token prediction depth, in the last chunk with the head as the
+ * head's piece holds it: validate_layer_layout counts them against
+ * --mtp-num-layers). */
 static void mg_pipeline_split(const IrGraph *g, const Plan *p, RepFrameOut *x)
 {
     int pp = p->pp, v = p->v > 0 ? p->v : 1, n = p->nstages;
@@ -784,9 +812,15 @@ static void mg_pipeline_split(const IrGraph *g, const Plan *p, RepFrameOut *x)
     /* runs of equal chunks as Megatron's "(t*4|)*30," repetition */
     char buf[8192], one[64];
     size_t k = 0;
+    int mtp = -1; /* the losses after the model's: multi-token prediction's depths */
+    for (int i = 0; i < g->nfwd; i++)
+        mtp += g->nodes[i].op == IR_OP_CROSS_ENTROPY;
+    char m[16] = "";
+    if (mtp > 0)
+        snprintf(m, sizeof m, mtp > 1 ? "m*%d" : "m", mtp);
     for (int c = 0; c < n;) {
-        snprintf(one, sizeof one, "%s%s%s%.0d%s", c == 0 ? "E" : "", lay[c] ? "t" : "", lay[c] > 1 ? "*" : "",
-                 lay[c] > 1 ? lay[c] : 0, c == n - 1 ? "L" : "");
+        snprintf(one, sizeof one, "%s%s%s%.0d%s%s", c == 0 ? "E" : "", lay[c] ? "t" : "", lay[c] > 1 ? "*" : "",
+                 lay[c] > 1 ? lay[c] : 0, c == n - 1 ? m : "", c == n - 1 ? "L" : "");
         int run = 1;
         while (c > 0 && c + run < n - 1 && lay[c + run] == lay[c])
             run++;

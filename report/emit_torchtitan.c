@@ -406,6 +406,25 @@ static bool tt_attr_SLICE_DIM(const IrGraph *g, const RepArch *A, RepFrameOut *o
 static bool tt_attr_SLICE_AT(const IrGraph *g, const RepArch *A, RepFrameOut *o) { return tt_slice_concat(g, A, o); }
 static bool tt_attr_CONCAT_DIM(const IrGraph *g, const RepArch *A, RepFrameOut *o) { return tt_slice_concat(g, A, o); }
 
+/* Multi-token prediction (shift, a weighted second loss): torchtitan builds
+ * it only through its DeepSeek-V3 model registry (num_mtp_layers, the
+ * MTPLoss config; torchtitan/models/deepseek_v3/MTP.md), no job-file key,
+ * and rejects it with pipeline or context parallelism. */
+static bool tt_mtp(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    (void)A;
+    return rep_frame_refuse(g, o, "it trains multi-token prediction, which torchtitan builds only through "
+                            "its DeepSeek-V3 model registry (num_mtp_layers; models/deepseek_v3/MTP.md), "
+                            "not a job-file option, and refuses with pipeline or context parallelism");
+}
+static bool tt_arch_MTP(const IrGraph *g, const RepArch *A, RepFrameOut *o)
+{
+    return A->mtp_layers ? tt_mtp(g, A, o) : true;
+}
+static bool tt_attr_SHIFT_BY(const IrGraph *g, const RepArch *A, RepFrameOut *o) { return tt_mtp(g, A, o); }
+static bool tt_attr_SHIFT_TAIL(const IrGraph *g, const RepArch *A, RepFrameOut *o) { return tt_mtp(g, A, o); }
+static bool tt_attr_CE_WEIGHT(const IrGraph *g, const RepArch *A, RepFrameOut *o) { return tt_mtp(g, A, o); }
+
 RepFrameFn *const rep_torchtitan_arch[REP_NARCH] = {
 #define ARCH(ID, what) [REP_ARCH_##ID] = tt_arch_##ID,
 #include "arch.def"

@@ -783,6 +783,113 @@ static const char *layer_differs(const RepArch *a, const RepArch *b, bool mlp)
     return NULL;
 }
 
+/* The head's node after index i (and the tensor it reads at k, -1: any)
+ * when it is of kind op, else NULL. */
+static const IrNode *next_is(const IrGraph *g, int i, IrOp op)
+{
+    return i + 1 < g->nfwd && g->nodes[i + 1].op == op ? &g->nodes[i + 1] : NULL;
+}
+
+/* Which output of n tensor t is. */
+static int out_index(const IrNode *n, int t)
+{
+    for (int j = 0; j < n->nout; j++)
+        if (n->out[j] == t)
+            return j;
+    return 0;
+}
+
+/* Two nodes alike: op, attributes (ir/attrs.def's and a matmul's
+ * contraction) and the number of inputs and outputs. */
+static bool same_node(const IrNode *a, const IrNode *b)
+{
+    if (a->op != b->op || a->nin != b->nin || a->nout != b->nout)
+        return false;
+    for (int id = 0; id < IR_NATTRS; id++)
+        if (ir_attrs[id].op == a->op && ir_attr_get(&a->attr, (IrAttrId)id) != ir_attr_get(&b->attr, (IrAttrId)id))
+            return false;
+    return a->op != IR_OP_MATMUL || (a->attr.ncontract == b->attr.ncontract &&
+                                     memcmp(a->attr.contract, b->attr.contract, sizeof a->attr.contract) == 0);
+}
+
+/* Multi-token prediction after the head's loss, one depth in Megatron-Core's
+ * form (multi_token_prediction.py): from node i on, the tokens shifted by 1
+ * (token 0 past the end), embedded by the model's table, normalised (enorm),
+ * the final norm's output xn normalised (hnorm), joined [embedding; hidden]
+ * and projected 2d -> d (eh_proj); then one decoder layer operator for
+ * operator like the model's last (Megatron builds the MTP layer from the
+ * decoder's layer spec), its own final norm, the model's LM head, and a
+ * cross-entropy against the targets shifted by 1 with a weight. */
+static bool read_mtp(const IrGraph *g, int i, int x, int xn, const IrNode *M, RepArch *A, char *why, size_t wn)
+{
+    const IrPiece *P = &g->pieces[g->npieces - 1];
+    const IrPiece *Lp = &g->pieces[g->npieces - 2]; /* the last layer (rep_arch_read: layers, then the head) */
+    const char *bad = "after its loss it computes something other than Megatron-Core's multi-token "
+                      "prediction (the shifted tokens' embedding and the final norm's output, each normalised, "
+                      "joined and projected, a decoder layer like the last, a norm, the LM head, a weighted "
+                      "loss against the shifted targets)";
+    const IrNode *sh = next_is(g, i, IR_OP_SHIFT);
+    const IrNode *em = sh ? next_is(g, sh->id, IR_OP_EMBEDDING) : NULL;
+    const IrNode *en = em ? next_is(g, em->id, IR_OP_RMSNORM) : NULL;
+    const IrNode *hn = en ? next_is(g, en->id, IR_OP_RMSNORM) : NULL;
+    const IrNode *cat = hn ? next_is(g, hn->id, IR_OP_CONCAT) : NULL;
+    const IrNode *eh = cat ? next_is(g, cat->id, IR_OP_MATMUL) : NULL;
+    if (!eh || g->tensors[sh->in[0]].role != IR_INPUT || sh->attr.shift != 1 || sh->attr.shift_tail != 1 ||
+        em->in[0] != sh->out[0] || em->in[1] != A->table || en->in[0] != em->out[0] || hn->in[0] != xn ||
+        cat->in[0] != en->out[0] || cat->in[1] != hn->out[0] || eh->in[0] != cat->out[0] || !is_param(g, eh->in[1]))
+        return rep_refuse(why, wn, "%s", bad);
+    const IrTensor *W = &g->tensors[eh->in[1]];
+    if (W->rank != 2 || dsize(g, W->dim[0]) != 2 * A->d_model || dsize(g, W->dim[1]) != A->d_model)
+        return rep_refuse(why, wn, "its multi-token prediction's projection %s is not [2 d_model, d_model]",
+                          W->name);
+    /* The layer: the last layer's operators in order, reading x0 where it
+     * reads its input, parameters of the same shapes where it reads its. */
+    int first = eh->id + 1, n = Lp->count;
+    if (first + n + 4 > P->first + P->count)
+        return rep_refuse(why, wn, "%s", bad);
+    int lin = -1; /* the last layer's input: what its first node reads that no layer node made */
+    for (int k = 0; k < n; k++) {
+        const IrNode *a = &g->nodes[Lp->first + k], *b = &g->nodes[first + k];
+        if (!same_node(a, b))
+            return rep_refuse(why, wn, "its multi-token prediction layer is not one like the model's last (%s "
+                              "at line %d against %s)", ir_ops[b->op].name, b->loc.line, ir_ops[a->op].name);
+        for (int j = 0; j < a->nin; j++) {
+            const IrTensor *u = &g->tensors[a->in[j]], *v = &g->tensors[b->in[j]];
+            int pu = u->producer, pv = v->producer;
+            bool ok;
+            if (u->role == IR_PARAM)
+                ok = v->role == IR_PARAM && v->rank == u->rank && !memcmp(v->dim, u->dim, sizeof(int) * (size_t)u->rank);
+            else if (pu >= Lp->first && pu < Lp->first + n)
+                ok = pv == first + (pu - Lp->first) && b->in[j] == g->nodes[pv].out[out_index(&g->nodes[pu], a->in[j])];
+            else
+                ok = (lin < 0 || lin == a->in[j]) && b->in[j] == eh->out[0];
+            if (!ok)
+                return rep_refuse(why, wn, "its multi-token prediction layer reads %s where the model's last layer "
+                                  "reads %s", v->name, u->name);
+            if (u->role != IR_PARAM && !(pu >= Lp->first && pu < Lp->first + n))
+                lin = a->in[j];
+        }
+    }
+    /* The layer's output: what the last layer's output is to it. */
+    int px = g->tensors[x].producer;
+    if (px < Lp->first || px >= Lp->first + n)
+        return rep_refuse(why, wn, "%s", bad);
+    int xo = g->nodes[first + (px - Lp->first)].out[out_index(&g->nodes[px], x)];
+    const IrNode *fn = next_is(g, first + n - 1, IR_OP_RMSNORM);
+    const IrNode *hd = fn ? next_is(g, fn->id, IR_OP_MATMUL) : NULL;
+    const IrNode *st = hd ? next_is(g, hd->id, IR_OP_SHIFT) : NULL;
+    const IrNode *ce = st ? next_is(g, st->id, IR_OP_CROSS_ENTROPY) : NULL;
+    const IrNode *ce0 = &g->nodes[g->tensors[g->loss].producer];
+    if (!ce || fn->in[0] != xo || hd->in[0] != fn->out[0] || hd->in[1] != M->in[1] || st->in[0] != ce0->in[1] ||
+        st->attr.shift != 1 || st->attr.shift_tail != 0 || ce->in[0] != hd->out[0] || ce->in[1] != st->out[0] ||
+        ce->id != P->first + P->count - 1)
+        return rep_refuse(why, wn, "%s", bad);
+    A->mtp_layers = 1;
+    A->mtp_weight = ir_loss_weight(&ce->attr);
+    A->mtp_first = sh->id, A->mtp_last = ce->id;
+    return true;
+}
+
 static bool read_head(const IrGraph *g, int x, RepArch *A, char *why, size_t wn)
 {
     int p = g->npieces - 1;
@@ -792,6 +899,9 @@ static bool read_head(const IrGraph *g, int x, RepArch *A, char *why, size_t wn)
     if (!N || (N->op != IR_OP_RMSNORM && N->op != IR_OP_LAYERNORM) || (N->op == IR_OP_RMSNORM) != A->rmsnorm)
         return rep_refuse(why, wn, "its head does not begin with a final norm like the layers'");
     int mm = only_consumer(g, N->out[0], p);
+    const IrNode *nx = next_is(g, N->id, IR_OP_MATMUL);
+    if (mm < 0 && nx && nx->in[0] == N->out[0]) /* the final norm read by multi-token prediction too */
+        mm = nx->id;
     const IrNode *M = mm >= 0 ? &g->nodes[mm] : NULL;
     int w = proj_weight(g, M, N->out[0]);
     if (w < 0)
@@ -807,6 +917,9 @@ static bool read_head(const IrGraph *g, int x, RepArch *A, char *why, size_t wn)
     int ce = only_consumer(g, M->out[0], p);
     if (ce < 0 || g->nodes[ce].op != IR_OP_CROSS_ENTROPY)
         return rep_refuse(why, wn, "its logits do not go straight into the cross-entropy loss");
+    if (P->count > 3 && g->nodes[ce].out[0] == g->loss && ce + 1 < P->first + P->count &&
+        g->nodes[ce + 1].op == IR_OP_SHIFT)
+        return read_mtp(g, ce, x, N->out[0], M, A, why, wn);
     if (P->count != 3)
         return rep_refuse(why, wn, "its head computes %d operators besides the norm, the LM head and the loss",
                       P->count - 3);
@@ -823,8 +936,11 @@ static bool read_attrs(const IrGraph *g, RepArch *A, char *why, size_t wn)
         const IrPiece *P = &g->pieces[p];
         for (int i = P->first; i < P->first + P->count; i++) {
             const IrNode *n = &g->nodes[i];
+            /* multi-token prediction's shifts, join and loss: read_mtp read them */
+            bool mtp = A->mtp_layers && i >= A->mtp_first && i <= A->mtp_last &&
+                       (n->op == IR_OP_SHIFT || n->op == IR_OP_CONCAT || n->op == IR_OP_CROSS_ENTROPY);
             for (int id = 0; id < IR_NATTRS; id++) {
-                if (ir_attrs[id].op != n->op || is_shared_gate(g, A, n)) /* read_moe checked it */
+                if (ir_attrs[id].op != n->op || is_shared_gate(g, A, n) || mtp) /* read_moe checked it */
                     continue;
                 if (A->mla && (n->op == IR_OP_SLICE || n->op == IR_OP_CONCAT))
                     continue; /* read_mla read their sizes */

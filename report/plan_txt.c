@@ -269,8 +269,19 @@ void rep_plan_print_text(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
     if (rep_search_idle_note(r, gpn, buf, sizeof buf))
         fprintf(f, "  note: %s\n", buf);
     int64_t seq = g->seq_dim >= 0 ? g->dims[g->seq_dim].size : 1;
-    fprintf(f, "  model: %s parameters, global batch %lld sequences of %lld tokens\n\n",
+    fprintf(f, "  model: %s parameters, global batch %lld sequences of %lld tokens\n",
             ir_fmt_count(ir_param_count(g), buf, sizeof buf), (long long)r->global_batch, (long long)seq);
+    /* Multi-token prediction: the losses after the model's, priced with the
+     * head's piece on the last stage (docs/language.md). */
+    int mtp = 0;
+    double mtp_w = 0;
+    for (int i = 0; i < g->nfwd; i++)
+        if (g->nodes[i].op == IR_OP_CROSS_ENTROPY && g->nodes[i].out[0] != g->loss)
+            mtp++, mtp_w += ir_loss_weight(&g->nodes[i].attr);
+    if (mtp)
+        fprintf(f, "  multi-token prediction: %d depth%s (loss weight %g in all), on the last stage with the "
+                "head\n", mtp, mtp == 1 ? "" : "s", mtp_w);
+    fprintf(f, "\n");
 
     fprintf(f, "layout\n");
     if (L->cp > 1)

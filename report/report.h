@@ -164,6 +164,14 @@ typedef struct RepArch {
     bool has_attr[IR_NATTRS];
     int table;                    /* tensor id of the token table */
     int out;                      /* internal: the last layer's output tensor */
+    /* Multi-token prediction after the head (Megatron's --mtp-num-layers;
+     * plan_arch.c read_mtp): its depths (0: none), the loss's weight per
+     * depth (Megatron's mtp_loss_scaling_factor / mtp_num_layers), and the
+     * module's own nodes (the join, the shifts, its loss) read_attrs leaves
+     * to it. */
+    int mtp_layers;
+    double mtp_weight;
+    int mtp_first, mtp_last;      /* internal: the head's node range of the module */
 } RepArch;
 /* False with a sentence in why ("its MLP is neither SwiGLU ...", to follow
  * "<model> cannot be expressed: ") when the graph is not such a decoder. */

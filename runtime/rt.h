@@ -561,14 +561,17 @@ void rt_softmax_bwd(rt_act *dx, const rt_act *y, const rt_act *dy, int64_t rows,
  * [vocab_offset, vocab_offset + vocab_local) live here; the other columns
  * live on the ranks of vocab_comm (NULL when the vocabulary is whole), with
  * which the row max, sum of exponentials and target logit are all-reduced.
- * Writes lse[rows] and adds sum_i(loss_i) / total_rows to *loss (one float in
- * backend memory), so summing *loss over the data-parallel ranks and
- * micro-batches gives the mean loss of the step. */
+ * Writes lse[rows] and adds weight * sum_i(loss_i) / total_rows to *loss (one
+ * float in backend memory), so summing *loss over the data-parallel ranks
+ * and micro-batches gives the (weighted) mean loss of the step. A target of
+ * -1 is no target (multi-token prediction's shifted targets past the
+ * sequence's end): its row adds nothing, total_rows counting only the others. */
 void rt_cross_entropy_fwd(float *loss, float *lse, const rt_act *logits, const int32_t *targets,
                           int64_t rows, int64_t vocab_local, int64_t vocab_offset,
-                          int64_t total_rows, RtComm *vocab_comm);
-/* dlogits = (softmax(logits) - onehot(target)) * dloss / total_rows.
- * dlogits may be logits (in place: the generated programs call it so). */
+                          int64_t total_rows, float weight, RtComm *vocab_comm);
+/* dlogits = (softmax(logits) - onehot(target)) * dloss / total_rows, 0 in a
+ * row without target (-1). dlogits may be logits (in place: the generated
+ * programs call it so). */
 void rt_cross_entropy_bwd(rt_act *dlogits, const rt_act *logits, const int32_t *targets,
                           const float *lse, float dloss, int64_t rows, int64_t vocab_local,
                           int64_t vocab_offset, int64_t total_rows);

@@ -117,7 +117,7 @@ int main(int argc, char **argv)
         tg[i] = (int32_t)((i * 7919) % V);
     float loss = 0;
     TIME("cross_entropy_fwd", R * V, "Gelem/s",
-         rt_cross_entropy_fwd(&loss, r1, x, tg, R, V, 0, R, NULL));
+         rt_cross_entropy_fwd(&loss, r1, x, tg, R, V, 0, R, 1.0f, NULL));
     TIME("cross_entropy_bwd", R * V, "Gelem/s",
          rt_cross_entropy_bwd(y, x, tg, r1, 1.0f, R, V, 0, R));
     free(x), free(y);

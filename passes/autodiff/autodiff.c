@@ -386,6 +386,14 @@ static void pass_grad_SSD(Ad *ad, int node, int dy)
             contribute(ad, IN(i), d[i]);
 }
 
+/* shift reads integers from the data: nothing upstream has a gradient, so
+ * pass_autodiff never hands it one (ad.needs skips i32 inputs). */
+static void pass_grad_SHIFT(Ad *ad, int node, int dy)
+{
+    (void)ad, (void)dy;
+    ir_die("autodiff: shift node %d was given a gradient", node);
+}
+
 #undef IN
 #undef OUT
 #undef NEEDS
@@ -506,9 +514,10 @@ bool pass_autodiff(IrGraph *g)
 
     for (int i = g->nfwd - 1; i >= 0; i--) {
         int dy, y = g->nodes[i].out[0]; /* adding nodes moves g->nodes: no pointer into it */
-        if (y == g->loss) {
-            /* The seed d loss / d loss = 1: a scalar gradient nothing computes. */
-            dy = grad_tensor(&ad, g->loss);
+        if (g->tensors[y].role == IR_LOSS) {
+            /* The seed d loss / d loss = 1: a scalar gradient nothing computes
+             * (one per cross-entropy; its weight scales it in codegen). */
+            dy = grad_tensor(&ad, y);
         } else {
             dy = finish(&ad, y, i);
         }

@@ -718,6 +718,10 @@ static void pass_opcost_SLICE(const OpArgs *a, PassNodeCost *o)
     }
 }
 
+/* shift: the program reads it from the data like an input (cg_load), each
+ * rank its own block; no kernel, no traffic worth pricing beside the step. */
+static void pass_opcost_SHIFT(const OpArgs *a, PassNodeCost *o) { (void)a, (void)o; }
+
 /* concat: each output row written once from a's row and b's (b's rows read
  * once per broadcast copy); backward copies a's piece out and sums b's over
  * the copies. */

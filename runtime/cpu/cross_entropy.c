@@ -53,7 +53,7 @@ RTCPU_CLONES static void row_grad(rt_act *d, const rt_act *x, int64_t n, float l
 
 void rt_cross_entropy_fwd(float *loss, float *lse, const rt_act *logits, const int32_t *targets,
                           int64_t rows, int64_t vocab_local, int64_t vocab_offset,
-                          int64_t total_rows, RtComm *vocab_comm)
+                          int64_t total_rows, float weight, RtComm *vocab_comm)
 {
     /* buf: [rows] max, then [rows] sum of exp, [rows] target logit, [rows]
      * owners (the last three all-reduced in one call), [rows] this rank's
@@ -80,13 +80,15 @@ void rt_cross_entropy_fwd(float *loss, float *lse, const rt_act *logits, const i
         rt_allreduce(vocab_comm, sum, 3 * rows, RT_F32);
     double total = 0.0;
     for (int64_t r = 0; r < rows; r++) {
+        lse[r] = mx[r] + logf(sum[r]);
+        if (targets[r] == -1) /* no target (rt.h) */
+            continue;
         if (own[r] != 1.0f)
             rt_fatal("rt_cross_entropy_fwd: target %d of row %lld lies outside the vocabulary",
                      (int)targets[r], (long long)r);
-        lse[r] = mx[r] + logf(sum[r]);
         total += (double)lse[r] - tl[r];
     }
-    *loss += (float)(total / (double)total_rows);
+    *loss += (float)(weight * (total / (double)total_rows));
 }
 
 void rt_cross_entropy_bwd(rt_act *dlogits, const rt_act *logits, const int32_t *targets,
@@ -97,6 +99,11 @@ void rt_cross_entropy_bwd(rt_act *dlogits, const rt_act *logits, const int32_t *
     RTCPU_PAR_FOR(rows * vocab_local)
     for (int64_t r = 0; r < rows; r++) {
         rt_act *d = dlogits + r * vocab_local;
+        if (targets[r] == -1) { /* no target: no gradient */
+            for (int64_t j = 0; j < vocab_local; j++)
+                d[j] = 0;
+            continue;
+        }
         row_grad(d, logits + r * vocab_local, vocab_local, lse[r], scale);
         int64_t t = (int64_t)targets[r] - vocab_offset;
         if (t >= 0 && t < vocab_local)

@@ -20,6 +20,9 @@
  * Backward: dlogits = (exp(x - lse) - onehot) * dloss / total_rows, one pass
  * (in place allowed).
  *
+ * A target of -1 is no target (the tail of multi-token prediction's shifted
+ * targets, rt.h): the row adds nothing to the loss and its gradient is 0.
+ *
  * When the local vocabulary is a multiple of 8 and the buffers 16-byte
  * aligned (VEC), each thread moves 8 logits per 16-byte access (the scalar
  * 2-byte loads were issue 15's item 5); forward folds its 8 into one
@@ -106,22 +109,24 @@ static __global__ void k_ce_rescale(float *s, const float *mloc, const float *mg
 
 static __global__ void k_ce_final(float *loss, float *lse, const float *mg, const float *s, const float *tgt,
                                   const float *own, const int32_t *targets, int64_t rows, int64_t total_rows,
-                                  RtcuDevErr *err)
+                                  float weight, RtcuDevErr *err)
 {
     __shared__ double sh[32];
     double acc = 0.0;
     for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
-        if (own[r] != 1.0f) rtcu_report(err, RTCU_ERR_TARGET, targets[r], r);
         float l = mg[r] + logf(s[r]);
         lse[r] = l;
+        if (targets[r] == -1) continue; /* no target */
+        if (own[r] != 1.0f) rtcu_report(err, RTCU_ERR_TARGET, targets[r], r);
         acc += (double)(l - tgt[r]);
     }
     acc = block_sum_d(acc, sh);
-    if (threadIdx.x == 0) *loss += (float)(acc / (double)total_rows);
+    if (threadIdx.x == 0) *loss += (float)(weight * (acc / (double)total_rows));
 }
 
 void rt_cross_entropy_fwd(float *loss, float *lse, const rt_act *logits, const int32_t *targets, int64_t rows,
-                          int64_t vocab_local, int64_t vocab_offset, int64_t total_rows, RtComm *vocab_comm)
+                          int64_t vocab_local, int64_t vocab_offset, int64_t total_rows, float weight,
+                          RtComm *vocab_comm)
 {
     rtcu_require_init("rt_cross_entropy_fwd");
     if (rows <= 0) return;
@@ -152,7 +157,7 @@ void rt_cross_entropy_fwd(float *loss, float *lse, const rt_act *logits, const i
         rtcu_deps({{s, 3 * fb}});
     }
     RTCU_LAUNCH(k_ce_final, 1, 1024, 0)(loss, lse, mg, s, tgt, own, targets, rows, total_rows,
-                                                rtcu.dev_err);
+                                                weight, rtcu.dev_err);
     LAUNCH_CHECK();
 }
 
@@ -162,7 +167,8 @@ static __global__ void k_ce_bwd(rt_act *dl, const rt_act *logits, const int32_t 
 {
     int64_t r = blockIdx.x;
     int64_t t = targets[r], c = t - off;
-    if (t < 0 && threadIdx.x == 0) rtcu_report(err, RTCU_ERR_TARGET, t, r);
+    if (t < -1 && threadIdx.x == 0) rtcu_report(err, RTCU_ERR_TARGET, t, r);
+    if (t == -1) scale = 0.0f, c = -1; /* no target: no gradient */
     float l = lse[r];
     const rt_act *x = logits + r * vl;
     rt_act *d = dl + r * vl;

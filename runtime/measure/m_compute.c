@@ -223,7 +223,7 @@ static void run_kernel(void *p)
     case K_EMBEDDING_FWD: rt_embedding_fwd(k->y, k->ids, k->w, r, EMB_ROWS, 0, c); break;
     case K_EMBEDDING_BWD: rt_embedding_bwd(k->gw, k->ids, k->dy, r, EMB_ROWS, 0, c); break;
     case K_CROSS_ENTROPY_FWD:
-        rt_cross_entropy_fwd(k->loss, k->f1, k->x, k->ids, r, c, 0, r, NULL);
+        rt_cross_entropy_fwd(k->loss, k->f1, k->x, k->ids, r, c, 0, r, 1.0f, NULL);
         break;
     case K_CROSS_ENTROPY_BWD:
         rt_cross_entropy_bwd(k->dx, k->x, k->ids, k->f1, 1.0f, r, c, 0, r);
@@ -275,7 +275,7 @@ void cal_measure_kernels(const CalOpts *o)
             if (k.rows < 1)
                 continue;
             if (i == K_CROSS_ENTROPY_BWD) /* lse of these rows */
-                rt_cross_entropy_fwd(k.loss, k.f1, k.x, k.ids, k.rows, k.cols, 0, k.rows, NULL);
+                rt_cross_entropy_fwd(k.loss, k.f1, k.x, k.ids, k.rows, k.cols, 0, k.rows, 1.0f, NULL);
             double t = cal_time(o, rt_comm_world(), run_kernel, &k);
             cal_out(o, CAL_FMT_KERN, kname[i], (long long)k.rows, (long long)k.cols, t);
             if (s == 3)

@@ -199,9 +199,10 @@ void tr_gather_full(const CgParam *p, const void *src, int w, int sharded, rt_ac
 
 /* ----------------------------------------------------------- train_dump.c */
 /* cg_load calls this for every block it loads (the dump places each logits
- * block by the targets it was scored against). */
+ * block by the targets it was scored against; shifted targets, multi-token
+ * prediction's, score logits the dump leaves out). */
 void tr_dump_note_load(const int32_t *dst, int which, int mb, int64_t b0, int64_t nb, int64_t s0,
-                       int64_t ns);
+                       int64_t ns, int64_t shift);
 void tr_dump_first_step(const char *dir); /* --dump-first-step */
 
 /* ----------------------------------------------------------- train_prof.c */

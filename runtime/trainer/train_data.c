@@ -46,7 +46,11 @@ void tr_data_close(void)
     }
 }
 
-void (cg_load)(int32_t *dst, int which, int mb, int64_t b0, int64_t nb, int64_t s0, int64_t ns)
+/* Rows [b0, b0 + nb) and positions [s0, s0 + ns) of micro-batch mb, read
+ * `shift` positions further on (multi-token prediction's shift op), a
+ * position past the sequence's end holding `fill` (-1: no target). */
+void (cg_load)(int32_t *dst, int which, int mb, int64_t b0, int64_t nb, int64_t s0, int64_t ns,
+               int64_t shift, int32_t fill)
 {
     int k = next_stage;
     next_stage = (next_stage + 1) % NSTAGE;
@@ -57,12 +61,14 @@ void (cg_load)(int32_t *dst, int which, int mb, int64_t b0, int64_t nb, int64_t 
         int64_t seq = tr_data_pos + (int64_t)mb * CG_MB_SEQS + b0 + b;
         rt_data_sequence(data, seq, tok_host, tgt_host);
         const int32_t *src = which == CG_TOKENS ? tok_host : tgt_host;
-        if (CG_CP_BALANCED) /* rows in context parallelism's order (train_cp.c) */
-            for (int64_t i = 0; i < ns; i++)
-                st[b * ns + i] = src[tr_cp_position(s0 + i)];
+        if (CG_CP_BALANCED || shift) /* rows in context parallelism's order (train_cp.c) */
+            for (int64_t i = 0; i < ns; i++) {
+                int64_t p = (CG_CP_BALANCED ? tr_cp_position(s0 + i) : s0 + i) + shift;
+                st[b * ns + i] = p < CG_SEQ ? src[p] : fill;
+            }
         else
             memcpy(st + b * ns, src + s0, (size_t)ns * sizeof(int32_t));
     }
     inflight[k] = rt_to_device_async(dst, st, (size_t)(nb * ns) * sizeof(int32_t));
-    tr_dump_note_load(dst, which, mb, b0, nb, s0, ns);
+    tr_dump_note_load(dst, which, mb, b0, nb, s0, ns, shift);
 }

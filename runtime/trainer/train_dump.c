@@ -27,6 +27,7 @@ typedef struct {
     const int32_t *dst;
     int mb;
     int64_t b0, nb, s0, ns;
+    bool shifted; /* multi-token prediction's targets: not the model's logits */
 } DumpLoad;
 
 enum { DUMP_MAX_LOADS = 64 };
@@ -36,7 +37,7 @@ static int dump_nloads;
 static float *dump_sum, *dump_count; /* [CG_GLOBAL_BATCH * CG_SEQ * CG_VOCAB] */
 
 void tr_dump_note_load(const int32_t *dst, int which, int mb, int64_t b0, int64_t nb, int64_t s0,
-                       int64_t ns)
+                       int64_t ns, int64_t shift)
 {
     if (!dump_on || which != CG_TARGETS)
         return;
@@ -46,22 +47,24 @@ void tr_dump_note_load(const int32_t *dst, int which, int mb, int64_t b0, int64_
     if (i == DUMP_MAX_LOADS)
         rt_fatal("--dump-first-step: more than %d target buffers", DUMP_MAX_LOADS);
     dump_nloads += i == dump_nloads;
-    DumpLoad l = {dst, mb, b0, nb, s0, ns};
+    DumpLoad l = {dst, mb, b0, nb, s0, ns, shift != 0};
     dump_loads[i] = l;
 }
 
 void cg_cross_entropy_fwd(float *loss, float *lse, const rt_act *logits, const int32_t *targets,
                           int64_t rows, int64_t vocab_local, int64_t vocab_offset,
-                          int64_t total_rows, RtComm *vocab_comm)
+                          int64_t total_rows, float weight, RtComm *vocab_comm)
 {
     (rt_cross_entropy_fwd)(loss, lse, logits, targets, rows, vocab_local, vocab_offset, total_rows,
-                           vocab_comm);
+                           weight, vocab_comm);
     if (!dump_on)
         return;
     const DumpLoad *l = NULL;
     for (int i = 0; i < dump_nloads; i++)
         if (dump_loads[i].dst == targets)
             l = &dump_loads[i];
+    if (l && l->shifted)
+        return;
     if (!l || l->nb * l->ns != rows)
         rt_fatal("--dump-first-step: the loss scores %lld rows against targets this rank did not "
                  "load; cannot place its logits", (long long)rows);

@@ -79,7 +79,7 @@ void cg_grad_ready(const rt_grad *g);
  * macro below. */
 void cg_cross_entropy_fwd(float *loss, float *lse, const rt_act *logits, const int32_t *targets,
                           int64_t rows, int64_t vocab_local, int64_t vocab_offset,
-                          int64_t total_rows, RtComm *vocab_comm);
+                          int64_t total_rows, float weight, RtComm *vocab_comm);
 
 /* Context parallelism (train_cp.c, docs/context.md): attention of this
  * rank's Sq queries, rank r of cp along the sequence, against all Sk keys
@@ -130,7 +130,8 @@ void cg_send(RtReq **req, const void *buf, int64_t n, RtType t, int pp_peer, int
 void cg_wait(RtReq **req);
 /* Tokens or targets of micro-batch mb of the current step: sequences
  * [b0, b0 + nb) of the micro-batch, positions [s0, s0 + ns). */
-void cg_load(int32_t *dst, int which, int mb, int64_t b0, int64_t nb, int64_t s0, int64_t ns);
+void cg_load(int32_t *dst, int which, int mb, int64_t b0, int64_t nb, int64_t s0, int64_t ns,
+             int64_t shift, int32_t fill);
 
 /* ------------------------------------------------------------- profiling */
 /* With PTDC_PROFILE=1 every runtime call the program makes is timed

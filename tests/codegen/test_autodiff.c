@@ -23,11 +23,13 @@ static int fails;
         }                                                                                     \
     } while (0)
 
-/* Forward nodes whose first output feeds the loss. */
+/* Forward nodes whose first output feeds a loss (the model's, or a later
+ * weighted one: multi-token prediction's). */
 static void reaching(const IrGraph *g, bool *reach)
 {
     bool *live = calloc((size_t)g->ntensors, 1);
-    live[g->loss] = true;
+    for (int t = 0; t < g->ntensors; t++)
+        live[t] = g->tensors[t].role == IR_LOSS;
     for (int i = g->nfwd - 1; i >= 0; i--) {
         const IrNode *n = &g->nodes[i];
         reach[i] = live[n->out[0]];

@@ -34,4 +34,5 @@ build tiny-mixtral-zb models/tiny-mixtral.mdl --gpus 4 --pp 2 --dp 2 --ep 2 --sc
 # FP8 GEMMs (cg_matmul_fp8: rt_cast_fp8_t, rt_matmul_fp8) and their amax
 # reductions over the tensor-parallel group
 build tiny-llama-fp8 models/tiny-llama.mdl --gpus 2 --gpu h100-80gb --precision fp8 --tp 2
+build tiny-mtp-4 models/tiny-mtp.mdl --gpus 4 --pp 2 --tp 2   # multi-token prediction: shifted loads, two losses
 exit $fail

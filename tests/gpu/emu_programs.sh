@@ -211,4 +211,7 @@ fi
 # 10. Experts of another activation (moe act = relu2, ungated: rt_moe_act_*,
 #     rt_relu2_*; docs/moe.md "Expert activations"), exchanged over dp.
 want dp2-ep-relu2 && run_case dp2-ep-relu2 tiny-moe-relu2 dp2-ep-mb2 PTDC_EMU_SEED=11
+# multi-token prediction: the shifted targets' tail (-1, no target) and the weighted second loss
+# in the CUDA cross-entropy kernels
+want tp2-mtp && run_case tp2-mtp tiny-llama-mtp tp2-mb2 PTDC_EMU_SEED=13
 echo "emu_programs: ok"

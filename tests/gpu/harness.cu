@@ -652,31 +652,46 @@ static void t_reduce_softmax(Rng &r)
 }
 
 /* --------------------------------------------------------- cross-entropy */
-static void t_cross_entropy_at(Rng &r, int64_t vocab)
+/* mtp: multi-token prediction's loss, every fourth row without a target (-1)
+ * and a weight of 0.3 (the CPU backend, the reference, is checked against
+ * the targets-only rows by tests/runtime/test_kernels.c). */
+static void t_cross_entropy_at(Rng &r, int64_t vocab, bool mtp)
 {
     const int64_t rows = 29, total = 2 * rows;
-    const char *vec = vocab % 8 ? "" : " (vector)";
-    char name[96];
+    const float weight = mtp ? 0.3f : 1.0f;
+    const char *vec = mtp ? (vocab % 8 ? " (rows without target, weight)" : " (vector, rows without target, weight)")
+                          : vocab % 8 ? "" : " (vector)";
+    char name[128];
     auto logits = randv(r, rows * vocab, 6.0f);
     std::vector<int32_t> tg((size_t)rows);
     for (auto &t : tg) t = (int32_t)r.below(vocab);
+    for (size_t i = 3; mtp && i < tg.size(); i += 4) tg[i] = -1;
     std::vector<float> lse((size_t)rows), dl((size_t)(rows * vocab));
     float loss = 0.25f;
     rt_act *dlog = dact(logits), *ddl = (rt_act *)rt_alloc(dl.size() * 2);
     int32_t *dtg = di32(tg);
     float *dloss = df32(std::vector<float>{0.25f}), *dlse = (float *)rt_alloc((size_t)rows * 4);
-    rt_cross_entropy_fwd(dloss, dlse, dlog, dtg, rows, vocab, 0, total, NULL);
-    cpu_rt_cross_entropy_fwd(&loss, lse.data(), logits.data(), tg.data(), rows, vocab, 0, total, NULL);
+    rt_cross_entropy_fwd(dloss, dlse, dlog, dtg, rows, vocab, 0, total, weight, NULL);
+    cpu_rt_cross_entropy_fwd(&loss, lse.data(), logits.data(), tg.data(), rows, vocab, 0, total, weight, NULL);
     snprintf(name, sizeof name, "cross_entropy_fwd loss (fp32) V=%lld%s", (long long)vocab, vec);
     report(name, hf32(dloss, 1), std::vector<float>{loss}, TOL_F32);
     snprintf(name, sizeof name, "cross_entropy_fwd lse (fp32) V=%lld%s", (long long)vocab, vec);
     report(name, hf32(dlse, rows), lse, TOL_F32);
-    rt_cross_entropy_bwd(ddl, dlog, dtg, dlse, 0.5f, rows, vocab, 0, total);
-    cpu_rt_cross_entropy_bwd(dl.data(), logits.data(), tg.data(), lse.data(), 0.5f, rows, vocab, 0, total);
+    rt_cross_entropy_bwd(ddl, dlog, dtg, dlse, 0.5f * weight, rows, vocab, 0, total);
+    cpu_rt_cross_entropy_bwd(dl.data(), logits.data(), tg.data(), lse.data(), 0.5f * weight, rows, vocab, 0, total);
     snprintf(name, sizeof name, "cross_entropy_bwd dlogits V=%lld%s", (long long)vocab, vec);
-    report(name, hact(ddl, rows * vocab), dl, TOL_BF16);
+    auto got = hact(ddl, rows * vocab);
+    report(name, got, dl, TOL_BF16);
+    if (mtp) { /* a row without target takes no gradient: exactly 0, not within a tolerance */
+        bool zero = true;
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t j = 0; tg[(size_t)i] < 0 && j < vocab; j++)
+                zero &= got[(size_t)(i * vocab + j)] == 0.0f;
+        snprintf(name, sizeof name, "cross_entropy_bwd rows without target V=%lld%s", (long long)vocab, vec);
+        report_bool(name, zero, "all zero");
+    }
     /* In place, as the generated programs call it (ir_grad_in_place). */
-    rt_cross_entropy_bwd(dlog, dlog, dtg, dlse, 0.5f, rows, vocab, 0, total);
+    rt_cross_entropy_bwd(dlog, dlog, dtg, dlse, 0.5f * weight, rows, vocab, 0, total);
     snprintf(name, sizeof name, "cross_entropy_bwd dlogits over logits V=%lld%s", (long long)vocab, vec);
     report(name, hact(dlog, rows * vocab), dl, TOL_BF16);
     rt_free(dlog), rt_free(ddl), rt_free(dtg), rt_free(dloss), rt_free(dlse);
@@ -684,8 +699,9 @@ static void t_cross_entropy_at(Rng &r, int64_t vocab)
 
 static void t_cross_entropy(Rng &r)
 {
-    for (int64_t vocab : {1000, 1003}) /* 16-byte and 2-byte accesses */
-        t_cross_entropy_at(r, vocab);
+    for (bool mtp : {false, true})
+        for (int64_t vocab : {1000, 1003}) /* 16-byte and 2-byte accesses */
+            t_cross_entropy_at(r, vocab, mtp);
 }
 
 /* ------------------------------------------------------------- optimizer */
@@ -877,7 +893,7 @@ static void die_target(void)
     int32_t *d = di32(tg);
     rt_act *lg = dact(std::vector<float>(20, 0.5f));
     float *loss = df32(std::vector<float>{0.0f}), *lse = (float *)rt_alloc(8);
-    rt_cross_entropy_fwd(loss, lse, lg, d, 2, 10, 0, 2, NULL);
+    rt_cross_entropy_fwd(loss, lse, lg, d, 2, 10, 0, 2, 1.0f, NULL);
     hf32(loss, 1);
     fprintf(stderr, "die-target: no error reported\n");
 }
@@ -919,6 +935,11 @@ int main(int argc, char **argv)
         if (g_print) printf("seed %llu\n", (unsigned long long)seed);
         Rng r(seed);
         run_attention_pos_tests(r);
+        fails = g_failures;
+    } else if (!strcmp(mode, "cross-entropy")) { /* t_cross_entropy alone (also in "kernels") */
+        if (g_print) printf("seed %llu\n", (unsigned long long)seed);
+        Rng r(seed);
+        t_cross_entropy(r);
         fails = g_failures;
     } else if (!strcmp(mode, "slice")) { /* t_slice_concat alone (also in "kernels") */
         if (g_print) printf("seed %llu\n", (unsigned long long)seed);

@@ -282,7 +282,7 @@ static void t_vocab_ce(uint64_t seed, RtComm *w)
     for (auto &t : tg) t = (int32_t)g.below(V);
     std::vector<float> lse((size_t)rows), dl((size_t)(rows * V)), mine((size_t)(rows * vl)), dmine((size_t)(rows * vl));
     float loss = 0.0f;
-    cpu_rt_cross_entropy_fwd(&loss, lse.data(), logits.data(), tg.data(), rows, V, 0, total, NULL);
+    cpu_rt_cross_entropy_fwd(&loss, lse.data(), logits.data(), tg.data(), rows, V, 0, total, 1.0f, NULL);
     cpu_rt_cross_entropy_bwd(dl.data(), logits.data(), tg.data(), lse.data(), 1.0f, rows, V, 0, total);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t j = 0; j < vl; j++) {
@@ -292,7 +292,7 @@ static void t_vocab_ce(uint64_t seed, RtComm *w)
     rt_act *dlog = dact(mine), *ddl = (rt_act *)rt_alloc(mine.size() * 2);
     int32_t *dtg = di32(tg);
     float *dloss = df32(std::vector<float>{0.0f}), *dlse = (float *)rt_alloc((size_t)rows * 4);
-    rt_cross_entropy_fwd(dloss, dlse, dlog, dtg, rows, vl, me * vl, total, w);
+    rt_cross_entropy_fwd(dloss, dlse, dlog, dtg, rows, vl, me * vl, total, 1.0f, w);
     report("cross_entropy vocab-parallel loss (fp32)", hf32(dloss, 1), std::vector<float>{loss}, TOL_F32);
     report("cross_entropy vocab-parallel lse (fp32)", hf32(dlse, rows), lse, TOL_F32);
     rt_cross_entropy_bwd(ddl, dlog, dtg, dlse, 1.0f, rows, vl, me * vl, total);

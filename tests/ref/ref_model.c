@@ -165,6 +165,10 @@ bool ref_config(const char *mdl, RefConfig *c)
         c->Dr = dim(g, "qk_rope_dim", 0), c->Dv = dim(g, "v_head_dim", 0);
         c->first_dense = iconst(g, "first_dense"), c->Fd = iconst(g, "d_ff");
         c->Fs = iconst(g, "d_shared");
+        /* multi-token prediction: a second cross-entropy, its weight */
+        for (int i = 0; i < g->nfwd; i++)
+            if (g->nodes[i].op == IR_OP_CROSS_ENTROPY && g->nodes[i].out[0] != g->loss)
+                c->mtp++, c->mtp_w = ir_loss_weight(&g->nodes[i].attr);
     }
     c->D = dim(g, "d_model", 0);
     c->H = dim(g, "n_heads", 0);
@@ -180,7 +184,7 @@ bool ref_config(const char *mdl, RefConfig *c)
             c->L = g->pieces[i].layer + 1;
     if (c->fam == REF_DEEPSEEK) /* two repeat blocks, each numbering its layers from 0 */
         c->L = iconst(g, "n_layers");
-    bool ok = rms != ln && c->D > 0 && c->H > 0 && c->F > 0 && c->V > 0 && c->L > 0 && c->H % c->KVH == 0;
+    bool ok = c->mtp <= 1 && rms != ln && c->D > 0 && c->H > 0 && c->F > 0 && c->V > 0 && c->L > 0 && c->H % c->KVH == 0;
     if (c->fam == REF_DEEPSEEK)
         ok &= c->QR > 0 && c->Dn > 0 && c->Dr > 0 && c->Dr % 2 == 0 && c->Dv > 0 &&
               (c->first_dense == 0 || c->Fd > 0) && (c->G <= 1 || (c->E % c->G == 0 && c->G <= 256)) &&
@@ -365,6 +369,16 @@ RefSt *ref_weights(const RefConfig *c, uint64_t seed)
         }
         fill(st, &s, "model.norm.weight", 1, D, 1, 1, NORM);
         fill(st, &s, "lm_head.weight", 2, V, D, 0, MAT);
+        if (c->mtp) { /* the MTP module, layer L in Hugging Face's DeepSeek-V3 names */
+            char p[64];
+            snprintf(p, sizeof p, "model.layers.%d.", (int)c->L);
+            fill(st, &s, fmt("%senorm.weight", p), 1, D, 1, 1, NORM);
+            fill(st, &s, fmt("%shnorm.weight", p), 1, D, 1, 1, NORM);
+            fill(st, &s, fmt("%seh_proj.weight", p), 2, D, 2 * D, 0, MAT);
+            fill(st, &s, fmt("%sinput_layernorm.weight", p), 1, D, 1, 1, NORM);
+            deepseek_layer(c, st, &s, p, (int)c->L);
+            fill(st, &s, fmt("%sshared_head.norm.weight", p), 1, D, 1, 1, NORM);
+        }
     } else {
         fill(st, &s, "wte.weight", 2, V, D, 0, 0.2);
         fill(st, &s, "wpe.weight", 2, c->S, D, 0, BIAS);
@@ -437,6 +451,92 @@ static void linear_bwd(const RefConfig *c, double *dx, double *dw, const double 
     }
 }
 
+/* The final norm, the head and the mean cross-entropy (dlogits when not NULL). */
+static double head_fwd(const RefConfig *c, const RefSt *w, const double *x, const int32_t *targets,
+                       double *xf, double *xhf, double *rsf, double *logits, double *dlogits)
+{
+    const bool llama = c->fam != REF_GPT;
+    const int64_t R = c->B * c->S, D = c->D, V = c->V;
+    if (llama)
+        ref_rmsnorm_fwd(xf, rsf, x, T(w, "model.norm.weight"), R, D, c->eps);
+    else
+        ref_layernorm_fwd(xf, xhf, rsf, x, T(w, "ln_f.weight"), T(w, "ln_f.bias"), R, D, c->eps);
+    ref_mm(logits, xf, T(w, llama ? "lm_head.weight" : "wte.weight"), R, V, D, false, true, false);
+    return ref_cross_entropy(logits, targets, R, V, dlogits);
+}
+
+/* Multi-token prediction, depth 1 (the DeepSeek-V3 report, section 2.2, in
+ * Megatron-Core's form): h' = M [RMSNorm(Emb(t_{i+1})); RMSNorm(h_i)], h the
+ * main model's normalised output, then one more layer (the caller's loop),
+ * its own norm, the shared head, and cross-entropy against t_{i+2} (the
+ * targets one further on), the last position of each sequence without
+ * one, meaned over the others and weighted lambda. */
+typedef struct Mtp {
+    int32_t *tok, *tgt;                 /* the shifted tokens (0 past the end) and targets (-1) */
+    double *en, *rse, *hn, *rsh, *cat;  /* the normalised embedding and hidden state, joined */
+    double *xf, *rsf, *logits, *dlogits;
+} Mtp;
+
+static void mtp_in(const RefConfig *c, const RefSt *w, Mtp *m, const int32_t *tokens, const int32_t *targets,
+                   const double *h, double *x0)
+{
+    const int64_t R = c->B * c->S, D = c->D, S = c->S;
+    char p[64];
+    snprintf(p, sizeof p, "model.layers.%d.", (int)c->L);
+    m->tok = calloc((size_t)R, sizeof(int32_t)), m->tgt = calloc((size_t)R, sizeof(int32_t));
+    for (int64_t r = 0; r < R; r++) {
+        bool in = r % S + 1 < S;
+        m->tok[r] = in ? tokens[r + 1] : 0;
+        m->tgt[r] = in ? targets[r + 1] : -1;
+    }
+    double *e = ref_zeros(R * D);
+    const double *E = T(w, "model.embed_tokens.weight");
+    for (int64_t r = 0; r < R; r++)
+        memcpy(e + r * D, E + m->tok[r] * D, sizeof(double) * (size_t)D);
+    m->en = ref_zeros(R * D), m->rse = ref_zeros(R), m->hn = ref_zeros(R * D), m->rsh = ref_zeros(R);
+    ref_rmsnorm_fwd(m->en, m->rse, e, T(w, fmt("%senorm.weight", p)), R, D, c->eps);
+    ref_rmsnorm_fwd(m->hn, m->rsh, h, T(w, fmt("%shnorm.weight", p)), R, D, c->eps);
+    m->cat = ref_zeros(R * 2 * D);
+    for (int64_t r = 0; r < R; r++) {
+        memcpy(m->cat + r * 2 * D, m->en + r * D, sizeof(double) * (size_t)D);
+        memcpy(m->cat + r * 2 * D + D, m->hn + r * D, sizeof(double) * (size_t)D);
+    }
+    ref_mm(x0, m->cat, T(w, fmt("%seh_proj.weight", p)), R, D, 2 * D, false, true, false);
+    free(e);
+}
+
+/* The MTP head: its norm, the shared head, the masked weighted loss. */
+static double mtp_out(const RefConfig *c, const RefSt *w, Mtp *m, const double *x, bool grads)
+{
+    const int64_t R = c->B * c->S, D = c->D, V = c->V;
+    char p[64];
+    snprintf(p, sizeof p, "model.layers.%d.", (int)c->L);
+    m->xf = ref_zeros(R * D), m->rsf = ref_zeros(R), m->logits = ref_zeros(R * V);
+    ref_rmsnorm_fwd(m->xf, m->rsf, x, T(w, fmt("%sshared_head.norm.weight", p)), R, D, c->eps);
+    ref_mm(m->logits, m->xf, T(w, "lm_head.weight"), R, V, D, false, true, false);
+    /* the rows with a target, meaned by ref_cross_entropy, then weighted */
+    int64_t n = 0;
+    double *lg = ref_zeros(R * V), *dl = ref_zeros(R * V);
+    int32_t *tg = calloc((size_t)R, sizeof(int32_t));
+    for (int64_t r = 0; r < R; r++)
+        if (m->tgt[r] >= 0) {
+            memcpy(lg + n * V, m->logits + r * V, sizeof(double) * (size_t)V);
+            tg[n++] = m->tgt[r];
+        }
+    double loss = c->mtp_w * ref_cross_entropy(lg, tg, n, V, dl);
+    if (grads) {
+        m->dlogits = ref_zeros(R * V);
+        for (int64_t r = 0, k = 0; r < R; r++)
+            if (m->tgt[r] >= 0) {
+                for (int64_t j = 0; j < V; j++)
+                    m->dlogits[r * V + j] = c->mtp_w * dl[k * V + j];
+                k++;
+            }
+    }
+    free(lg), free(dl), free(tg);
+    return loss;
+}
+
 double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const int32_t *targets,
                 double *logits_out, RefSt *gr)
 {
@@ -450,7 +550,12 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
     const int64_t HD = H * Dh, KD = KVH * Dh;
     const int64_t Fmax = deepseek && c->Fd > F ? c->Fd : F; /* DeepSeek's dense layers are wider */
     const char *emb = llama ? "model.embed_tokens.weight" : "wte.weight";
-    Layer *ly = calloc((size_t)c->L, sizeof *ly);
+    Layer *ly = calloc((size_t)(c->L + c->mtp), sizeof *ly);
+    Mtp mt = {0};
+    double *xmain = NULL, mtp_loss = 0; /* the main model's output (MTP reads it) */
+    double *xf = ref_zeros(R * D), *xhf = ref_zeros(R * D), *rsf = ref_zeros(R), *logits = ref_zeros(R * V);
+    double *dlogits = gr ? ref_zeros(R * V) : NULL;
+    double loss = 0;
     double *x = ref_zeros(R * D);
     const double *E = T(w, emb);
     for (int64_t r = 0; r < R; r++)
@@ -458,8 +563,14 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
             x[r * D + j] = E[tokens[r] * D + j] + (llama ? 0 : T(w, "wpe.weight")[(r % c->S) * D + j]);
 
     /* ---------------------------------------------------------- forward */
-    for (int l = 0; l < c->L; l++) {
+    for (int l = 0; l < c->L + c->mtp; l++) {
         Layer *L = &ly[l];
+        if (l == c->L) { /* the main model's loss, then the MTP layer's input */
+            loss = head_fwd(c, w, x, targets, xf, xhf, rsf, logits, dlogits);
+            xmain = x;
+            x = ref_zeros(R * D);
+            mtp_in(c, w, &mt, tokens, targets, xf, x);
+        }
         char p[64]; /* fmt's buffers are reused: keep the prefix */
         snprintf(p, sizeof p, llama ? "model.layers.%d." : "h.%d.", l);
         L->x_in = x;
@@ -539,33 +650,66 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
         axpy(xo, L->x_mid, R * D);
         x = xo;
     }
-    double *xf = ref_zeros(R * D), *xhf = ref_zeros(R * D), *rsf = ref_zeros(R), *logits = ref_zeros(R * V);
-    if (llama)
-        ref_rmsnorm_fwd(xf, rsf, x, T(w, "model.norm.weight"), R, D, c->eps);
+    if (c->mtp)
+        mtp_loss = mtp_out(c, w, &mt, x, gr != NULL);
     else
-        ref_layernorm_fwd(xf, xhf, rsf, x, T(w, "ln_f.weight"), T(w, "ln_f.bias"), R, D, c->eps);
+        loss = head_fwd(c, w, x, targets, xf, xhf, rsf, logits, dlogits);
     const double *head = T(w, llama ? "lm_head.weight" : "wte.weight"); /* [V, D] */
-    ref_mm(logits, xf, head, R, V, D, false, true, false);
-    double *dlogits = gr ? ref_zeros(R * V) : NULL;
-    double loss = ref_cross_entropy(logits, targets, R, V, dlogits);
     if (logits_out)
         memcpy(logits_out, logits, sizeof(double) * (size_t)(R * V));
 
     /* --------------------------------------------------------- backward */
     if (gr) {
         double *dxf = ref_zeros(R * D), *dx = ref_zeros(R * D);
-        ref_mm(T(gr, llama ? "lm_head.weight" : "wte.weight"), dlogits, xf, V, D, R, true, false, true);
-        ref_mm(dxf, dlogits, head, R, D, V, false, false, false);
-        if (llama)
-            ref_rmsnorm_bwd(dx, T(gr, "model.norm.weight"), dxf, x, T(w, "model.norm.weight"), rsf, R, D);
-        else
-            ref_layernorm_bwd(dx, T(gr, "ln_f.weight"), T(gr, "ln_f.bias"), dxf, xhf, T(w, "ln_f.weight"),
-                              rsf, R, D);
+        char mp[64];
+        snprintf(mp, sizeof mp, "model.layers.%d.", (int)c->L);
+        if (c->mtp) { /* the MTP head's backward: dx is then its layer's output gradient */
+            ref_mm(T(gr, "lm_head.weight"), mt.dlogits, mt.xf, V, D, R, true, false, true);
+            ref_mm(dxf, mt.dlogits, head, R, D, V, false, false, false);
+            ref_rmsnorm_bwd(dx, T(gr, fmt("%sshared_head.norm.weight", mp)), dxf, x,
+                            T(w, fmt("%sshared_head.norm.weight", mp)), mt.rsf, R, D);
+        } else {
+            ref_mm(T(gr, llama ? "lm_head.weight" : "wte.weight"), dlogits, xf, V, D, R, true, false, true);
+            ref_mm(dxf, dlogits, head, R, D, V, false, false, false);
+            if (llama)
+                ref_rmsnorm_bwd(dx, T(gr, "model.norm.weight"), dxf, x, T(w, "model.norm.weight"), rsf, R, D);
+            else
+                ref_layernorm_bwd(dx, T(gr, "ln_f.weight"), T(gr, "ln_f.bias"), dxf, xhf, T(w, "ln_f.weight"),
+                                  rsf, R, D);
+        }
         double *dh = ref_zeros(R * D), *dm = ref_zeros(R * Fmax), *d1 = ref_zeros(R * Fmax), *d2 = ref_zeros(R * Fmax);
         double *da = ref_zeros(R * HD), *dq = ref_zeros(R * HD), *dk = ref_zeros(R * KD), *dv = ref_zeros(R * KD);
         double *tmp = ref_zeros(R * D);
-        for (int l = (int)c->L - 1; l >= 0; l--) {
+        for (int l = (int)(c->L + c->mtp) - 1; l >= 0; l--) {
             Layer *L = &ly[l];
+            if (c->mtp && l == c->L - 1) {
+                /* dx is the MTP layer's input gradient: through eh_proj to
+                 * the joined halves, their norms, the shifted tokens'
+                 * embedding and the main model's normalised output, whose
+                 * gradient joins the main head's. */
+                double *dcat = ref_zeros(R * 2 * D), *den = ref_zeros(R * D), *dhn = ref_zeros(R * D);
+                double *de = ref_zeros(R * D), *dh2 = ref_zeros(R * D), *e = ref_zeros(R * D);
+                const char *eh = fmt("%seh_proj.weight", mp);
+                ref_mm(T(gr, eh), dx, mt.cat, D, 2 * D, R, true, false, true);
+                ref_mm(dcat, dx, T(w, eh), R, 2 * D, D, false, false, false);
+                for (int64_t r = 0; r < R; r++) {
+                    memcpy(den + r * D, dcat + r * 2 * D, sizeof(double) * (size_t)D);
+                    memcpy(dhn + r * D, dcat + r * 2 * D + D, sizeof(double) * (size_t)D);
+                    memcpy(e + r * D, T(w, emb) + mt.tok[r] * D, sizeof(double) * (size_t)D);
+                }
+                ref_rmsnorm_bwd(de, T(gr, fmt("%senorm.weight", mp)), den, e, T(w, fmt("%senorm.weight", mp)),
+                                mt.rse, R, D);
+                ref_rmsnorm_bwd(dh2, T(gr, fmt("%shnorm.weight", mp)), dhn, xf, T(w, fmt("%shnorm.weight", mp)),
+                                mt.rsh, R, D);
+                for (int64_t r = 0; r < R; r++)
+                    for (int64_t j = 0; j < D; j++)
+                        T(gr, emb)[mt.tok[r] * D + j] += de[r * D + j];
+                ref_mm(T(gr, "lm_head.weight"), dlogits, xf, V, D, R, true, false, true);
+                ref_mm(dxf, dlogits, head, R, D, V, false, false, false);
+                axpy(dxf, dh2, R * D);
+                ref_rmsnorm_bwd(dx, T(gr, "model.norm.weight"), dxf, xmain, T(w, "model.norm.weight"), rsf, R, D);
+                free(dcat), free(den), free(dhn), free(de), free(dh2), free(e);
+            }
             char p[64];
             snprintf(p, sizeof p, llama ? "model.layers.%d." : "h.%d.", l);
             const bool moe = c->fam == REF_MIXTRAL || oss || (deepseek && l >= c->first_dense);
@@ -672,7 +816,7 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
         free(dxf), free(dx), free(dh), free(dm), free(d1), free(d2);
         free(da), free(dq), free(dk), free(dv), free(tmp);
     }
-    for (int l = 0; l < c->L; l++) {
+    for (int l = 0; l < c->L + c->mtp; l++) {
         Layer *L = &ly[l];
         double *all[] = {l ? L->x_in : NULL, L->h1, L->xh1, L->rs1, L->q, L->k, L->v, L->p,
                          L->a, L->x_mid, L->h2, L->xh2, L->rs2, L->f1, L->f2, L->m};
@@ -684,5 +828,11 @@ double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const
     free(x);
     free(ly);
     free(xf), free(xhf), free(rsf), free(logits), free(dlogits);
+    if (c->mtp) {
+        free(xmain);
+        free(mt.tok), free(mt.tgt), free(mt.en), free(mt.rse), free(mt.hn), free(mt.rsh), free(mt.cat);
+        free(mt.xf), free(mt.rsf), free(mt.logits), free(mt.dlogits);
+    }
+    loss += mtp_loss; /* the objective the program minimises and prints */
     return c->objective ? loss + reg : loss;
 }

@@ -349,7 +349,7 @@ static int cmd_selftest(const char *mdl)
         for (int64_t e = 0; e < t->n; e++)
             if (fabs(g[e]) > gmax)
                 gmax = fabs(g[e]), big = e;
-        double tw = 0;
+        double tw = 0, fdmax = 0;
         for (int k = 0; k < 4; k++) {
             int64_t e = k == 0 ? big : (int64_t)(ref_rand(&s) % (uint64_t)t->n);
             double keep = t->v[e];
@@ -359,13 +359,19 @@ static int cmd_selftest(const char *mdl)
             double lm = ref_step(&c, w, tok, tgt, NULL, NULL);
             t->v[e] = keep;
             double fd = (lp - lm) / (2 * h), err = fabs(fd - g[e]) / gmax;
+            fdmax = fmax(fdmax, fabs(fd));
             tw = fmax(tw, err);
             checked++;
         }
         worst = fmax(worst, tw);
+        /* An expert no token of the small batch chose (2 x 8 tokens, fewer
+         * with targets in multi-token prediction's layer): no gradient, and
+         * the loss does not move either; a gradient missing where the loss
+         * moves still fails. */
+        bool unrouted = gmax == 0 && fdmax == 0 && strstr(t->name, ".experts.");
         printf("  %-44s |G|max %.3e  finite differences off by %.1e of it%s\n", t->name, gmax, tw,
-               tw <= tol ? "" : "  FAIL");
-        check(gmax > 0 && tw <= tol, t->name);
+               unrouted ? "  (an expert no token chose)" : tw <= tol ? "" : "  FAIL");
+        check((gmax > 0 && tw <= tol) || unrouted, t->name);
     }
     printf("selftest: loss %.9f, %d elements of %d tensors, worst %.1e (tolerance %.0e)\n", l0, checked,
            w->n, worst, tol);

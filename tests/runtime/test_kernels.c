@@ -853,7 +853,7 @@ static void test_cross_entropy(void)
     CeCtx c = {dnew(R * V), targets, R, V, TOTAL, 0.75};
     float *logits = fnew(R * V), lse[R], loss = 0.5f;
     ref_fill(logits, c.logits, R * V, -4, 4);
-    rt_cross_entropy_fwd(&loss, lse, logits, targets, R, V, 0, TOTAL, NULL);
+    rt_cross_entropy_fwd(&loss, lse, logits, targets, R, V, 0, TOTAL, 1.0f, NULL);
     double lref[R];
     double want = ref_cross_entropy(lref, c.logits, targets, R, V, TOTAL);
     float got = loss - 0.5f;
@@ -884,13 +884,39 @@ static void test_cross_entropy(void)
             float x = l2[r * V2 + j] + (r == 3 ? -0.01f : 0.01f) * (float)j;
             l2[r * V2 + j] = x, d2[r * V2 + j] = x;
         }
-    rt_cross_entropy_fwd(&loss2, lse2, l2, t2, R2, V2, 0, R2, NULL);
+    rt_cross_entropy_fwd(&loss2, lse2, l2, t2, R2, V2, 0, R2, 1.0f, NULL);
     double want2 = ref_cross_entropy(lref2, d2, t2, R2, V2, R2);
     CHECK(ref_close("cross_entropy loss, 4 chunks a row", &loss2, &want2, 1, FWD_TOL, 1e-30),
           "ce loss (chunks)");
     CHECK(ref_close("cross_entropy lse, 4 chunks a row", lse2, lref2, R2, FWD_TOL, 1e-30),
           "ce lse (chunks)");
     free(l2), free(d2);
+
+    /* Multi-token prediction's loss: rows without a target (-1) add nothing
+     * and take no gradient; the weight scales the loss (the backward's
+     * dloss carries it). The same as the rows with targets alone. */
+    enum { R3 = 5, V3 = 7 };
+    static const int32_t t3[R3] = {2, -1, 6, 0, -1}, t3v[3] = {2, 6, 0};
+    float *l3 = fnew(R3 * V3), *v3 = fnew(3 * V3), lse3[R3], lsev[3], loss3 = 0, lossv = 0;
+    double *d3 = dnew(R3 * V3);
+    ref_fill(l3, d3, R3 * V3, -4, 4);
+    for (int r = 0, k = 0; r < R3; r++)
+        if (t3[r] >= 0)
+            memcpy(v3 + V3 * k++, l3 + V3 * r, sizeof(float) * V3);
+    rt_cross_entropy_fwd(&loss3, lse3, l3, t3, R3, V3, 0, 3, 0.3f, NULL);
+    rt_cross_entropy_fwd(&lossv, lsev, v3, t3v, 3, V3, 0, 3, 1.0f, NULL);
+    CHECK(fabsf(loss3 - 0.3f * lossv) <= 1e-6f * fabsf(lossv), "ce: rows without target or the weight");
+    float *dl3 = fnew(R3 * V3), *dlv = fnew(3 * V3);
+    rt_cross_entropy_bwd(dl3, l3, t3, lse3, 0.3f, R3, V3, 0, 3);
+    rt_cross_entropy_bwd(dlv, v3, t3v, lsev, 0.3f, 3, V3, 0, 3);
+    bool same = true;
+    for (int r = 0, k = 0; r < R3; r++) {
+        for (int j = 0; j < V3; j++)
+            same &= t3[r] < 0 ? dl3[r * V3 + j] == 0 : dl3[r * V3 + j] == dlv[k * V3 + j];
+        k += t3[r] >= 0;
+    }
+    CHECK(same, "ce: a row without target takes no gradient, the others the targets-only kernel's");
+    free(l3), free(v3), free(d3), free(dl3), free(dlv);
 }
 
 /* ------------------------------------------------------------- optimizer */
@@ -1001,7 +1027,7 @@ static void test_threads(void)
         tg[i] = (i * 37) % V;
     float loss = 0, lse[RC];
     SAME_ON_THREADS("cross_entropy fwd", &loss, sizeof loss, loss = 0,
-                    rt_cross_entropy_fwd(&loss, lse, x, tg, RC, V, 0, RC, NULL));
+                    rt_cross_entropy_fwd(&loss, lse, x, tg, RC, V, 0, RC, 1.0f, NULL));
     SAME_ON_THREADS("cross_entropy bwd", out, (size_t)(RC * V) * sizeof(float),
                     rt_cross_entropy_bwd(out, x, tg, lse, 1.0f, RC, V, 0, RC));
     float *m = fnew(N), *v = fnew(N), *pm = fnew(N);
@@ -1103,7 +1129,7 @@ static void bad_target(void *arg)
     (void)arg;
     float logits[3] = {0}, lse[1], loss = 0;
     int32_t t[1] = {3}; /* vocabulary of 3 */
-    rt_cross_entropy_fwd(&loss, lse, logits, t, 1, 3, 0, 1, NULL);
+    rt_cross_entropy_fwd(&loss, lse, logits, t, 1, 3, 0, 1, 1.0f, NULL);
 }
 
 static void bad_broadcast(void *arg)

@@ -258,8 +258,8 @@ static void test_vocab_parallel(RtComm *c, const char *name)
     for (int i = 0; i < ROWS; i++)
         memcpy(mine + i * vl, logits + i * V + off, sizeof(float) * (size_t)vl);
     float lw = 0.25f, ls = 0.25f, lsew[ROWS], lses[ROWS];
-    rt_cross_entropy_fwd(&lw, lsew, logits, ids, ROWS, V, 0, TOTAL, NULL);
-    rt_cross_entropy_fwd(&ls, lses, mine, ids, ROWS, vl, off, TOTAL, c);
+    rt_cross_entropy_fwd(&lw, lsew, logits, ids, ROWS, V, 0, TOTAL, 1.0f, NULL);
+    rt_cross_entropy_fwd(&ls, lses, mine, ids, ROWS, vl, off, TOTAL, 1.0f, c);
     double lwd = lw, lsed[ROWS];
     for (int i = 0; i < ROWS; i++)
         lsed[i] = lsew[i];

@@ -91,6 +91,8 @@ def megatron_can(t):
             return "GELU without biases is the erf form"
     if not t["causal"]:
         return "not causal"
+    if t.get("mtp") and t["positions"] not in ("rope", "none", "learned"):
+        return "MTP with %s positions (validate_args: rope, mrope, learned_absolute or none)" % t["positions"]
     if t["positions"] == "rope":
         r = t["rope"]
         if not (r["rot_full"] and r["pos_seq"]):
@@ -121,7 +123,9 @@ def megatron_can(t):
 def torchtitan_can(t):
     if not t["decoder"]:
         return t["why"]
-    bad = [(t.get("pattern") is not None, "Mamba-2 layers"), (t.get("mla") is not None, "multi-head latent attention"),
+    bad = [(t.get("mtp") is not None, "multi-token prediction (a model-registry argument of its DeepSeek-V3, no "
+                                      "job-file key)"),
+           (t.get("pattern") is not None, "Mamba-2 layers"), (t.get("mla") is not None, "multi-head latent attention"),
            (t.get("experts") is not None, "mixture of experts"), (not t["causal"], "not causal"), (t["norm"] != "rmsnorm", "LayerNorm"), (t["mlp"] != "swiglu", "GELU"),
            (t["positions"] != "rope", "no RoPE"), (t["bias_qkv"] or t["bias_rest"], "biases"),
            (t["tied"], "tied"), (t["head_dim"] * t["heads"] != t["d_model"], "head_dim"),
@@ -146,7 +150,7 @@ def ffn_solvable(dim, dff):
 # ----------------------------------------------------------- compare
 KEYS = ["layers", "d_model", "heads", "kv_heads", "head_dim", "d_ff", "vocab", "seq", "norm", "qk_norm", "positions",
         "window", "causal", "tied", "bf16", "bias_qkv", "bias_rest", "mlp", "params", "dropout", "experts",
-        "router", "d_expert", "shared", "moe_layers", "mla", "expert_bias", "pattern", "mamba", "moe_latent"]
+        "router", "d_expert", "shared", "moe_layers", "mla", "expert_bias", "pattern", "mamba", "moe_latent", "mtp"]
 
 
 def close(a, b):
@@ -715,6 +719,9 @@ def corpus(ptdc, src):
          "--recompute none --sp on --schedule interleaved --pp-layers 0,1,1,1,1,1,1,1,1,0"),
         ("models/llama3-8b.mdl", "--gpus 6 --global-batch 12 --tp 2 --pp 3 --virtual-stages 3 --micro-batch 1 "
          "--recompute none --sp on --schedule interleaved --pp-layers 0,1,1,1,1,1,1,1,1"),
+        # Multi-token prediction in a layout string: 'm' in the last chunk before 'L' ('Et*3|t|t*2|t*2mL').
+        ("models/tiny-llama-mtp.mdl", "--gpus 4 --tp 1 --pp 4 --micro-batch 1 --recompute none --sp off "
+         "--schedule 1f1b --pp-layers 3,1,2,2"),
         # A hybrid's pipeline split as its pattern's segments, 1F1B and interleaved, uneven.
         ("models/tiny-nemotron3.mdl", "--gpus 8 --tp 2 --pp 2 --ep 2 --micro-batch 1 --recompute none --sp on "
          "--pp-layers 4,3"),

@@ -58,6 +58,10 @@ OPTIONS = {
     # TransformerConfig (ModelParallelConfig) cpu_offloading_num_layers; cpu_offloading itself has no
     # flag (excluded in _add_network_size_args) and validate_args turns it on for a count > 0
     "--cpu-offloading-num-layers": ("cpu_offloading_num_layers", "int", 0, None),
+    # TransformerConfig's multi-token prediction (transformer_config.py mtp_num_layers,
+    # mtp_loss_scaling_factor; core/transformer/multi_token_prediction.py)
+    "--mtp-num-layers": ("mtp_num_layers", "int", None, None),
+    "--mtp-loss-scaling-factor": ("mtp_loss_scaling_factor", "float", 0.1, None),
     "--grad-reduce-in-bf16": ("grad_reduce_in_bf16", "true", False, None),
     "--no-gradient-accumulation-fusion": ("gradient_accumulation_fusion", "false", True, None),
     "--group-query-attention": ("group_query_attention", "true", False, None),
@@ -621,8 +625,13 @@ def _rules():
                 return "the layout must give E and L exactly once"
             if flat.count("decoder") != L:
                 return "the layout has %d decoder layers, num_layers is %d" % (flat.count("decoder"), L)
-            if flat.count("mtp"):
-                return "the layout has mtp layers, and mtp_num_layers is not set"
+            n_mtp = a["mtp_num_layers"] or 0
+            if flat.count("mtp") != n_mtp:
+                return "the layout has %d mtp layers, mtp_num_layers is %s" % (flat.count("mtp"), a["mtp_num_layers"])
+            if n_mtp and "decoder" in flat[flat.index("mtp"):]:
+                return "decoder layers must be placed before MTP layers"
+            if n_mtp and (any("mtp" in c for c in a["_layout"][:-1]) or a["_layout"][-1].count("mtp") != n_mtp):
+                return "the MTP layers must all be in the last pipeline stage's last chunk"
             st = a["_layout"]
             if "embedding" not in st[0] or "loss" not in st[-1]:
                 return ("the layout puts E or L in a chunk where Megatron does not build it (the embedding is "
@@ -926,6 +935,15 @@ def _rules():
         if rows % 8:
             return "%d input rows per rank" % rows
 
+    @rule("multi-token prediction", "arguments.py validate_args: mtp_num_layers with position_embedding_type "
+          "learned_absolute, rope, mrope or none; a hybrid model's MTP comes from its pattern after '/'")
+    def _(a, env, world, gpu):
+        if a["mtp_num_layers"]:
+            if a["position_embedding_type"] not in ("learned_absolute", "rope", "mrope", "none"):
+                return "MTP with %s positions" % a["position_embedding_type"]
+            if a["hybrid_layer_pattern"] is not None and "/" not in a["hybrid_layer_pattern"]:
+                return "a hybrid model with --mtp-num-layers but no MTP pattern"
+
     @rule("positions cover the sequence", "arguments.py: max_position_embeddings >= seq_length")
     def _(a, env, world, gpu):
         if a["seq_length"] > a["max_position_embeddings"]:
@@ -1147,6 +1165,13 @@ def model(a, vocab):
     m["params"] = (vocab * h + (pos == "learned_absolute" and a["max_position_embeddings"] * h) +
                    sum(attn + (moe_mlp if moe else mlp) for moe in pattern) + norm +
                    (0 if m["tied"] else vocab * h))
+    # MultiTokenPredictionBlock (multi_token_prediction.py; pretrain_gpt.py builds its layer
+    # from the decoder's last layer spec): per depth enorm, hnorm, eh_proj [2h -> h] (no
+    # bias), that layer, final_layernorm; the embedding and the output layer are the
+    # model's (shared). Each depth's loss weighs mtp_loss_scaling_factor / mtp_num_layers.
+    n = a["mtp_num_layers"] or 0
+    m["mtp"] = {"layers": n, "scale": a["mtp_loss_scaling_factor"]} if n else None
+    m["params"] += n * (3 * norm + 2 * h * h + attn + (moe_mlp if pattern[-1] else mlp))
     return m
 
 

@@ -23,6 +23,8 @@ KNOWN = {
     ("slice", "dim"), ("slice", "at"), ("concat", "dim"),
     ("moe", "act"),
     ("rmsnorm", "group_dims"),  # the Mamba-2 gated norm's groups (hybrid_truth)
+    # multi-token prediction after the head (truth: mtp): the shifts and the later losses' weight
+    ("shift", "by"), ("shift", "tail"), ("cross_entropy", "weight"),
 }
 
 NODE = re.compile(r"^  (?P<outs>[^=]+?) = (?P<op>[a-z_][a-z_0-9]*)\((?P<ins>[^)]*)\)(?P<attrs>.*?) : (?P<types>.*?)(  \{\w+\})?$")
@@ -233,6 +235,21 @@ def truth(ir_text, summary_text):
     t["bias_rest"] = "out_or_mlp" in bias
     t["experts"], t["router"], t["d_expert"], t["shared"], t["moe_layers"] = None, None, None, None, None
     hm = next(n for n in head["nodes"] if n["op"] == "matmul")
+    # Multi-token prediction: each later cross-entropy a depth, its weight the
+    # per-depth share of the scaling factor; every depth reads the tokens and
+    # the targets shifted by one more (Megatron-Core's roll_tensor).
+    ces = [n for n in head["nodes"] if n["op"] == "cross_entropy"]
+    shifts = sorted((n["ins"][0], int(n["attrs"]["by"]), n["attrs"].get("tail", "none"))
+                    for n in head["nodes"] if n["op"] == "shift")
+    t["mtp"] = None
+    if len(ces) > 1:
+        k = len(ces) - 1
+        ws = {float(n["attrs"].get("weight", 1)) for n in ces[1:]}
+        if len(ws) != 1 or shifts != sorted([("targets", d, "none") for d in range(1, k + 1)] +
+                                            [("tokens", d, "zero") for d in range(1, k + 1)]):
+            return not_decoder("later losses unlike multi-token prediction's (one weight, the tokens and "
+                               "targets shifted 1..depths)")
+        t["mtp"] = {"layers": k, "scale": ws.pop() * k}
     t["tied"] = hm["ins"][1] == table
 
     def mlp_of(nodes):
