@@ -692,7 +692,9 @@ double pass_usable_bytes(const PassCostCtx *c)
 
 /* The plan's sizes and ownership, found once: dim sizes at the plan's
  * micro-batch, each piece's stage, which tensors' gradients are written
- * over them (ir_grad_in_place scans the graph). Freed by ctx_free. */
+ * over them (ir_grad_in_place_all: one pass, where asking ir_grad_in_place
+ * tensor by tensor scanned the graph for each, quadratic in the layers).
+ * Freed by ctx_free. */
 static void ctx_init(Ctx *x, const PassCostCtx *c, const IrGraph *g, const Plan *plan)
 {
     int64_t *ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));
@@ -707,9 +709,8 @@ static void ctx_init(Ctx *x, const PassCostCtx *c, const IrGraph *g, const Plan 
         if (stage_of[i] < 0)
             ir_die("pass_predict: piece %d (%s) is in no stage", i, g->pieces[i].name);
     bool *over = ir_xcalloc((size_t)g->ntensors + 1, sizeof(bool));
-    for (int i = 0; i < g->nfwd && c->st.grad_in_place; i++)
-        if (ir_ops[g->nodes[i].op].flags & IR_OPF_GRAD_IN_PLACE)
-            over[g->nodes[i].in[0]] = ir_grad_in_place(g, g->nodes[i].in[0]);
+    if (c->st.grad_in_place)
+        ir_grad_in_place_all(g, over);
     *x = (Ctx){c, g, plan, ds, stage_of, over};
 }
 
