@@ -91,8 +91,7 @@ static int try(Search *S, const PlanLayout *L)
         return -1;
     }
     PassSearchAlt a;
-    bool ok = S->cut ? rep_framework_alt_cut(S->c, S->g, L, S->cut, &a, sub, sizeof sub)
-                     : rep_framework_alt_of(S->c, S->g, S->A, L, &a, sub, sizeof sub);
+    bool ok = rep_framework_alt_cut_of(S->c, S->g, S->A, L, S->cut, &a, sub, sizeof sub);
     if (!ok) {
         if (S->refused_all && !S->why[0])
             snprintf(S->why, S->wn, "%s", sub);

@@ -236,12 +236,20 @@ static bool framework_alt_finish(const PassCostCtx *c, const IrGraph *g, PassSea
 bool rep_framework_alt_cut(const PassCostCtx *c, const IrGraph *g, const PlanLayout *L, const int *layers,
                            PassSearchAlt *a, char *why, size_t wn)
 {
-    if (!layers)
-        return rep_framework_alt(c, g, L, a, why, wn);
     RepArch A;
-    memset(a, 0, sizeof *a);
-    if (!rep_arch_read(g, &A, why, wn))
+    if (!rep_arch_read(g, &A, why, wn)) {
+        memset(a, 0, sizeof *a);
         return false;
+    }
+    return rep_framework_alt_cut_of(c, g, &A, L, layers, a, why, wn);
+}
+
+bool rep_framework_alt_cut_of(const PassCostCtx *c, const IrGraph *g, const RepArch *A, const PlanLayout *L,
+                              const int *layers, PassSearchAlt *a, char *why, size_t wn)
+{
+    if (!layers)
+        return rep_framework_alt_of(c, g, A, L, a, why, wn);
+    memset(a, 0, sizeof *a);
     int chunks = L->pp * (L->v > 0 ? L->v : 1), first = 0;
     while (first < g->npieces && g->pieces[first].rep < 0)
         first++;
@@ -255,7 +263,7 @@ bool rep_framework_alt_cut(const PassCostCtx *c, const IrGraph *g, const PlanLay
         cut.stages[k].first_piece = a0;
         cut.stages[k].npieces = (k == chunks - 1 ? g->npieces : l) - a0;
     }
-    bool ok = plan_framework(g, &A, L, c->attention, pass_cluster_domain(c->cl), &cut, &a->plan, why, wn);
+    bool ok = plan_framework(g, A, L, c->attention, pass_cluster_domain(c->cl), &cut, &a->plan, why, wn);
     free(cut.stages);
     if (!ok) {
         free(a->plan.stages);
