@@ -160,6 +160,23 @@ static void test_plan(const char *models)
         kept += g->nodes[i].op == IR_OP_MATMUL && g->nodes[i].layer >= 0 &&
                 pass_prec_of(&c8f, g, &g->nodes[i]) == PLAN_PREC_BF16;
     CHECK(kept == 2 * 7);
+    /* Exactly the layers below `first` and the last `last` of the 32, for
+     * counts at, across and beyond the ends (plan_gemm_precision finds the
+     * last layers from the pieces after a node's, not by counting). */
+    static const int ends[][2] = {{0, 0}, {0, 1}, {2, 3}, {0, 31}, {5, 32}, {0, 40}, {33, 0}};
+    for (size_t e = 0; e < sizeof ends / sizeof ends[0]; e++) {
+        PassCostCtx ce = c8;
+        ce.st.lp_bf16_first = ends[e][0], ce.st.lp_bf16_last = ends[e][1];
+        int wrong = 0;
+        for (int i = 0; i < g->nfwd; i++) {
+            const IrNode *n = &g->nodes[i];
+            if (n->op != IR_OP_MATMUL || n->layer < 0)
+                continue;
+            bool want = n->layer < ends[e][0] || n->layer >= 32 - ends[e][1];
+            wrong += (pass_prec_of(&ce, g, n) == PLAN_PREC_BF16) != want;
+        }
+        CHECK(wrong == 0);
+    }
     /* The step: faster in FP8, slower again with the end layers in bf16;
      * the weights grow by the two FP8 orientations of the layers' linears. */
     PassPrediction pb, pf, pff;
