@@ -390,6 +390,10 @@ void rep_framework_search(const PassCostCtx *c, const IrGraph *g, const PassSear
         r->no_layout = true;
         return;
     }
+    /* The graph's facts pass_predict asks of every candidate, found once. */
+    PassCostCtx cm = *c;
+    cm.memo = pass_memo_new(g);
+    c = &cm;
     Search S = {.c = c, .g = g, .o = o, .A = &A, .ok = layout_ok, .r = r,
                 .keep = o->keep > 0 ? o->keep : 1, .why = why, .wn = wn, .refused_all = true};
     r->alt = ir_xcalloc((size_t)S.keep, sizeof *r->alt);
@@ -445,6 +449,10 @@ void rep_framework_search(const PassCostCtx *c, const IrGraph *g, const PassSear
     if (r->found)
         r->best_full_step_s = r->alt[0].pred.step_time_s;
     r->no_layout = S.refused_all;
+    pass_memo_free(cm.memo);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     r->stats.seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (getenv("PTDC_SEARCH_DEBUG")) /* the counts a timing table quotes (docs/planner.md, "Speed") */
+        fprintf(stderr, "framework search: %ld meshes, %ld layouts, %ld priced, %ld dropped by memory, %.2f s\n",
+                r->stats.groups, r->stats.candidates, r->stats.evaluated, r->stats.pruned_mem, r->stats.seconds);
 }
