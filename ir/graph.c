@@ -425,13 +425,12 @@ int ir_consumers(const IrGraph *g, int t, int *out, int max)
     return k;
 }
 
-bool ir_grad_in_place(const IrGraph *g, int t)
+/* ir_grad_in_place's test of t, given that `users` forward nodes read it and
+ * `user` is one of them. */
+static bool grad_in_place_given(const IrGraph *g, int t, int users, int user)
 {
     const IrTensor *x = &g->tensors[t];
-    if (x->role != IR_ACT || x->producer < 0 || x->producer >= g->nfwd)
-        return false;
-    int user;
-    if (ir_consumers(g, t, &user, 1) != 1)
+    if (x->role != IR_ACT || x->producer < 0 || x->producer >= g->nfwd || users != 1)
         return false;
     const IrNode *n = &g->nodes[user];
     if (!(ir_ops[n->op].flags & IR_OPF_GRAD_IN_PLACE) || n->in[0] != t)
@@ -446,6 +445,32 @@ bool ir_grad_in_place(const IrGraph *g, int t)
         if (p->out[j] == t && (ir_ops[p->op].saves & IR_SAVE_OUT(j)))
             return false;
     return true;
+}
+
+bool ir_grad_in_place(const IrGraph *g, int t)
+{
+    int user = -1, users = ir_consumers(g, t, &user, 1);
+    return grad_in_place_given(g, t, users, user);
+}
+
+void ir_grad_in_place_all(const IrGraph *g, bool *over)
+{
+    int *users = ir_xcalloc((size_t)g->ntensors + 1, sizeof(int));
+    int *user = ir_xcalloc((size_t)g->ntensors + 1, sizeof(int));
+    for (int i = 0; i < g->nfwd; i++) {
+        const IrNode *n = &g->nodes[i];
+        for (int j = 0; j < n->nin; j++) {
+            int t = n->in[j], k = 0;
+            while (k < j && n->in[k] != t) /* a node reading t twice is one consumer (ir_consumers) */
+                k++;
+            if (k == j && users[t]++ == 0)
+                user[t] = i;
+        }
+    }
+    for (int t = 0; t < g->ntensors; t++)
+        over[t] = grad_in_place_given(g, t, users[t], user[t]);
+    free(users);
+    free(user);
 }
 
 const char *ir_shape_str(const IrGraph *g, int t, char *buf, size_t n)

@@ -477,6 +477,9 @@ int ir_consumers(const IrGraph *g, int t, int *out, int max);
  * an IR_OPF_GRAD_IN_PLACE op, and its producer's backward does not read it.
  * Codegen and the memory model both follow this. */
 bool ir_grad_in_place(const IrGraph *g, int t);
+/* ir_grad_in_place of every tensor into over[0..ntensors), in one pass over
+ * the graph (the memory model asks for all of them on every candidate). */
+void ir_grad_in_place_all(const IrGraph *g, bool *over);
 /* "[batch, seq, d_model]" into buf. */
 const char *ir_shape_str(const IrGraph *g, int t, char *buf, size_t n);
 

@@ -184,6 +184,20 @@ static void check_pieces(const IrGraph *g)
                 bad("node %d has template index %d, expected %d", i, g->nodes[i].tmpl, i - pc->first);
         }
         next = pc->first + pc->count;
+        /* A repeat statement's layers are consecutive pieces, layer k the
+         * k-th, each node of a piece in its layer (plan/precision.c counts
+         * a statement's last layers by it). */
+        const IrPiece *prev = p > 0 ? &g->pieces[p - 1] : NULL;
+        bool cont = prev && pc->stmt >= 0 && prev->stmt == pc->stmt;
+        if (pc->stmt >= 0 && pc->layer != (cont ? prev->layer + 1 : 0))
+            bad("piece %d (%s) of repeat statement %d is layer %d, expected %d", p, pc->name, pc->stmt,
+                pc->layer, cont ? prev->layer + 1 : 0);
+        for (int q = 0; q < p && pc->stmt >= 0 && !cont; q++)
+            if (g->pieces[q].stmt == pc->stmt)
+                bad("repeat statement %d's pieces are not consecutive (piece %d, then %d)", pc->stmt, q, p);
+        for (int i = pc->first; i < pc->first + pc->count && i < g->nnodes; i++)
+            if (g->nodes[i].layer != pc->layer)
+                bad("node %d is in layer %d but its piece %d in layer %d", i, g->nodes[i].layer, p, pc->layer);
     }
     if (next != g->nfwd)
         bad("pieces cover nodes [0, %d) but there are %d forward nodes", next, g->nfwd);

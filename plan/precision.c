@@ -31,13 +31,15 @@ int plan_precision_parse(const char *s)
     return -1;
 }
 
-/* The layers of n's repeat statement (all kinds of a pattern's). */
-static int rep_layers(const IrGraph *g, const IrNode *n)
+/* Is n's layer among the last `last` of its repeat statement? A statement's
+ * layers are consecutive pieces, layer k the k-th (ir_verify checks it), so
+ * n's is when the statement has ended `last` pieces after n's. (Counting the
+ * statement's pieces instead scanned the graph on every call: the cost model
+ * asks per node, strategy and candidate.) */
+static bool last_layers(const IrGraph *g, const IrNode *n, int last)
 {
-    int stmt = g->pieces[n->piece].stmt, count = 0;
-    for (int p = 0; p < g->npieces; p++)
-        count += g->pieces[p].stmt == stmt;
-    return count;
+    int q = n->piece + last;
+    return last > 0 && (q >= g->npieces || g->pieces[q].stmt != g->pieces[n->piece].stmt);
 }
 
 PlanPrecision plan_gemm_precision(const IrGraph *g, const IrNode *n, PlanPrecision prec, int bf16_first,
@@ -46,7 +48,7 @@ PlanPrecision plan_gemm_precision(const IrGraph *g, const IrNode *n, PlanPrecisi
     if (prec == PLAN_PREC_BF16 || n->op != IR_OP_MATMUL || n->nin < 2 || n->layer < 0 ||
         g->tensors[n->in[1]].role != IR_PARAM || g->pieces[n->piece].rep < 0)
         return PLAN_PREC_BF16;
-    if (n->layer < bf16_first || n->layer >= rep_layers(g, n) - bf16_last)
+    if (n->layer < bf16_first || last_layers(g, n, bf16_last))
         return PLAN_PREC_BF16;
     /* A router's scores pick the experts: Megatron-LM keeps the router out of
      * FP8 (its GEMM is small, n_experts wide, and a rounding flips choices).
@@ -69,7 +71,7 @@ PlanPrecision plan_expert_precision(const IrGraph *g, const IrNode *n, PlanPreci
 {
     if (prec == PLAN_PREC_BF16 || n->op != IR_OP_MOE || n->layer < 0 || g->pieces[n->piece].rep < 0)
         return PLAN_PREC_BF16;
-    if (n->layer < bf16_first || n->layer >= rep_layers(g, n) - bf16_last)
+    if (n->layer < bf16_first || last_layers(g, n, bf16_last))
         return PLAN_PREC_BF16;
     return prec;
 }

@@ -34,6 +34,7 @@ typedef struct Search {
     size_t wn;
     bool refused_all;             /* no layout passed ok so far */
     const int *cut;               /* layers per model chunk; NULL: the even split */
+    RepFrameMemo *memo;           /* the strategies of the meshes planned so far */
 } Search;
 
 /* Keep a (fitting) among the keep fastest, best first; frees what is dropped. */
@@ -91,8 +92,7 @@ static int try(Search *S, const PlanLayout *L)
         return -1;
     }
     PassSearchAlt a;
-    bool ok = S->cut ? rep_framework_alt_cut(S->c, S->g, L, S->cut, &a, sub, sizeof sub)
-                     : rep_framework_alt_of(S->c, S->g, S->A, L, &a, sub, sizeof sub);
+    bool ok = rep_framework_alt_cut_of(S->c, S->g, S->A, S->memo, L, S->cut, &a, sub, sizeof sub);
     if (!ok) {
         if (S->refused_all && !S->why[0])
             snprintf(S->why, S->wn, "%s", sub);
@@ -391,8 +391,16 @@ void rep_framework_search(const PassCostCtx *c, const IrGraph *g, const PassSear
         r->no_layout = true;
         return;
     }
+    /* The graph's facts pass_predict asks of every candidate, and each
+     * mesh's strategies, found once (PTDC_NO_MEMO: afresh each time, which
+     * stack.frame-search compares with). */
+    bool memo = !getenv("PTDC_NO_MEMO");
+    PassCostCtx cm = *c;
+    cm.memo = memo ? pass_memo_new(g) : NULL;
+    c = &cm;
     Search S = {.c = c, .g = g, .o = o, .A = &A, .ok = layout_ok, .r = r,
-                .keep = o->keep > 0 ? o->keep : 1, .why = why, .wn = wn, .refused_all = true};
+                .keep = o->keep > 0 ? o->keep : 1, .why = why, .wn = wn, .refused_all = true,
+                .memo = memo ? rep_frame_memo_new(g) : NULL};
     r->alt = ir_xcalloc((size_t)S.keep, sizeof *r->alt);
     const PassSearchPins *pin = &o->pins;
     const PassStack *st = &c->st;
@@ -446,6 +454,11 @@ void rep_framework_search(const PassCostCtx *c, const IrGraph *g, const PassSear
     if (r->found)
         r->best_full_step_s = r->alt[0].pred.step_time_s;
     r->no_layout = S.refused_all;
+    pass_memo_free(cm.memo);
+    rep_frame_memo_free(S.memo);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     r->stats.seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (getenv("PTDC_SEARCH_DEBUG")) /* the counts a timing table quotes (docs/planner.md, "Speed") */
+        fprintf(stderr, "framework search: %ld meshes, %ld layouts, %ld priced, %ld dropped by memory, %.2f s\n",
+                r->stats.groups, r->stats.candidates, r->stats.evaluated, r->stats.pruned_mem, r->stats.seconds);
 }

@@ -42,12 +42,71 @@ static int one_policy(unsigned bits)
     return -1;
 }
 
+/* The strategies of one framework mesh and the mesh axes they give
+ * (plan_axes): the same for every pipeline split, ZeRO stage, micro-batch
+ * and recomputation on it, which a search tries one after another, so it
+ * keeps the last few (RepFrameMemo; building them walks every node). */
+enum { FRAME_MEMO = 64, FRAME_KEY = 10 };
+typedef struct FrameStrat {
+    PlanMesh mesh;
+    int key[FRAME_KEY];           /* what else the strategies follow (plan_framework) */
+    PlanStrategy *strategy;
+    int8_t axis[PLAN_NDIMS];
+    uint8_t nested[PLAN_NDIMS];
+} FrameStrat;
+
+struct RepFrameMemo {
+    const IrGraph *g;
+    int n, next;
+    FrameStrat e[FRAME_MEMO];
+};
+
+RepFrameMemo *rep_frame_memo_new(const IrGraph *g)
+{
+    RepFrameMemo *m = ir_xcalloc(1, sizeof *m);
+    m->g = g;
+    return m;
+}
+
+void rep_frame_memo_free(RepFrameMemo *m)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < m->n; i++)
+        free(m->e[i].strategy);
+    free(m);
+}
+
+static FrameStrat *memo_find(RepFrameMemo *m, const PlanMesh *mesh, const int *key)
+{
+    for (int i = 0; i < m->n; i++)
+        if (!memcmp(m->e[i].key, key, sizeof m->e[i].key) && !memcmp(&m->e[i].mesh, mesh, sizeof *mesh))
+            return &m->e[i];
+    return NULL;
+}
+
+static void memo_keep(RepFrameMemo *m, const IrGraph *g, const Plan *p, const int *key)
+{
+    FrameStrat *e = &m->e[m->next];
+    if (m->n < FRAME_MEMO)
+        m->n++;
+    else
+        free(e->strategy);
+    m->next = (m->next + 1) % FRAME_MEMO;
+    e->mesh = p->mesh;
+    memcpy(e->key, key, sizeof e->key);
+    e->strategy = ir_xmalloc(sizeof *e->strategy * ((size_t)g->nfwd + 1));
+    memcpy(e->strategy, p->strategy, sizeof *e->strategy * (size_t)g->nfwd);
+    memcpy(e->axis, p->axis, sizeof e->axis);
+    memcpy(e->nested, p->nested, sizeof e->nested);
+}
+
 /* The framework's plan for layout L; its pipeline split that of `cut`
  * (a plan of L's pp x v chunks, uneven ones included: Megatron's
  * --pipeline-model-parallel-layout, torchtitan's module_fqns_per_model_part),
  * or even when cut is NULL. */
 static bool plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout *L, PlanAttention att,
-                           int gpn, const Plan *cut, Plan *p, char *why, size_t wn)
+                           int gpn, const Plan *cut, RepFrameMemo *memo, Plan *p, char *why, size_t wn)
 {
     memset(p, 0, sizeof *p);
     int v = L->v > 0 ? L->v : 1, chunks = L->pp * v;
@@ -162,6 +221,21 @@ static bool plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout 
         s->recompute = (PlanRecompute)rc;
     }
     p->strategy = ir_xcalloc((size_t)g->nfwd + 1, sizeof *p->strategy);
+    p->num_micro = L->num_micro;
+    p->mb_seqs = plan_mb_seqs(L->micro_batch, L->dp);
+    p->zero = L->zero;
+    p->schedule = v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B;
+    p->attention = att;
+    /* Everything the loop below reads of L besides the mesh. */
+    int key[FRAME_KEY] = {L->dp > 1, dpa, dia, tpa, cpa, L->sp, L->cp_ring, L->cp_a2a, etp, xchg};
+    FrameStrat *hit = memo && memo->g == g ? memo_find(memo, &p->mesh, key) : NULL;
+    if (hit) {
+        memcpy(p->strategy, hit->strategy, sizeof *p->strategy * (size_t)g->nfwd);
+        memcpy(p->axis, hit->axis, sizeof p->axis);
+        memcpy(p->nested, hit->nested, sizeof p->nested);
+        p->axes_set = true;
+        return true;
+    }
     for (int i = 0; i < g->nfwd; i++) {
         const IrNode *n = &g->nodes[i];
         PlanStrategy *s = &p->strategy[i];
@@ -201,19 +275,16 @@ static bool plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout 
                 s->dim[tpa] = (int16_t)(etp > 1 ? A->shared_ff_dim : L->sp ? g->seq_dim : -1);
         }
     }
-    p->num_micro = L->num_micro;
-    p->mb_seqs = plan_mb_seqs(L->micro_batch, L->dp);
-    p->zero = L->zero;
-    p->schedule = v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B;
-    p->attention = att;
     plan_axes(g, p);
+    if (memo && memo->g == g)
+        memo_keep(memo, g, p, key);
     return true;
 }
 
 bool rep_plan_framework(const IrGraph *g, const RepArch *A, const PlanLayout *L, PlanAttention att,
                         int gpn, Plan *p, char *why, size_t wn)
 {
-    return plan_framework(g, A, L, att, gpn, NULL, p, why, wn);
+    return plan_framework(g, A, L, att, gpn, NULL, NULL, p, why, wn);
 }
 
 /* Predict a->plan, its layout and per-stage times. */
@@ -236,26 +307,33 @@ static bool framework_alt_finish(const PassCostCtx *c, const IrGraph *g, PassSea
 bool rep_framework_alt_cut(const PassCostCtx *c, const IrGraph *g, const PlanLayout *L, const int *layers,
                            PassSearchAlt *a, char *why, size_t wn)
 {
-    if (!layers)
-        return rep_framework_alt(c, g, L, a, why, wn);
     RepArch A;
-    memset(a, 0, sizeof *a);
-    if (!rep_arch_read(g, &A, why, wn))
+    if (!rep_arch_read(g, &A, why, wn)) {
+        memset(a, 0, sizeof *a);
         return false;
+    }
+    return rep_framework_alt_cut_of(c, g, &A, NULL, L, layers, a, why, wn);
+}
+
+bool rep_framework_alt_cut_of(const PassCostCtx *c, const IrGraph *g, const RepArch *A, RepFrameMemo *memo,
+                              const PlanLayout *L, const int *layers, PassSearchAlt *a, char *why, size_t wn)
+{
+    memset(a, 0, sizeof *a);
     int chunks = L->pp * (L->v > 0 ? L->v : 1), first = 0;
     while (first < g->npieces && g->pieces[first].rep < 0)
         first++;
     Plan cut;
     memset(&cut, 0, sizeof cut);
-    cut.nstages = chunks;
-    cut.stages = ir_xcalloc((size_t)chunks, sizeof *cut.stages);
-    for (int k = 0, l = first; k < chunks; k++) {
+    cut.nstages = layers ? chunks : 0;
+    cut.stages = layers ? ir_xcalloc((size_t)chunks, sizeof *cut.stages) : NULL;
+    for (int k = 0, l = first; layers && k < chunks; k++) {
         int a0 = k == 0 ? 0 : l;
         l += layers[k];
         cut.stages[k].first_piece = a0;
         cut.stages[k].npieces = (k == chunks - 1 ? g->npieces : l) - a0;
     }
-    bool ok = plan_framework(g, &A, L, c->attention, pass_cluster_domain(c->cl), &cut, &a->plan, why, wn);
+    bool ok = plan_framework(g, A, L, c->attention, pass_cluster_domain(c->cl), layers ? &cut : NULL, memo,
+                             &a->plan, why, wn);
     free(cut.stages);
     if (!ok) {
         free(a->plan.stages);
@@ -365,7 +443,7 @@ bool rep_plan_matches_framework(const IrGraph *g, const RepArch *A, const PassSe
                                 char *why, size_t wn)
 {
     Plan f;
-    if (!plan_framework(g, A, &a->layout, a->plan.attention, gpn, &a->plan, &f, why, wn))
+    if (!plan_framework(g, A, &a->layout, a->plan.attention, gpn, &a->plan, NULL, &f, why, wn))
         return false;
     bool ok = true;
     if (f.nstages != a->plan.nstages) {

@@ -241,6 +241,13 @@ bool rep_framework_alt_cut(const PassCostCtx *c, const IrGraph *g, const PlanLay
  * evaluate many layouts of one model call it. */
 bool rep_framework_alt_of(const PassCostCtx *c, const IrGraph *g, const RepArch *a, const PlanLayout *l,
                           PassSearchAlt *out, char *why, size_t n);
+/* ... and with the split (layers, NULL: even) and the strategies of the
+ * meshes already planned kept in memo (NULL: none; rep_frame_memo_new). */
+typedef struct RepFrameMemo RepFrameMemo;
+RepFrameMemo *rep_frame_memo_new(const IrGraph *g);
+void rep_frame_memo_free(RepFrameMemo *m);
+bool rep_framework_alt_cut_of(const PassCostCtx *c, const IrGraph *g, const RepArch *a, RepFrameMemo *memo,
+                              const PlanLayout *l, const int *layers, PassSearchAlt *out, char *why, size_t n);
 /* A framework layout that does not fit, relaxed one pin at a time the way
  * search_nofit.c relaxes a search (recomputation, then the micro-batch, then
  * ZeRO, then sequence parallelism), each as the framework would run it, offered

@@ -156,7 +156,25 @@ typedef struct PassCostCtx {
      * run-time flag): each step's optimizer makes a second pass over the
      * shard (mem_param.c). */
     bool lamb;
+    /* What pass_predict asks of the graph on every call, kept for a search
+     * pricing many plans of one graph (pass_memo_new), or NULL: found afresh. */
+    struct PassMemo *memo;
 } PassCostCtx;
+
+/* ============================================================== memo.c */
+/* Pure functions of one graph that every pass_predict asks, each filled on
+ * first use by the file that computes it and read back after: a framework
+ * search prices tens of thousands of plans of one model (docs/planner.md,
+ * "Speed"). A context whose memo was made for another graph ignores it. */
+typedef struct PassMemo {
+    const IrGraph *g;             /* the graph these are of */
+    bool *over;                   /* ir_grad_in_place_all (predict.c), NULL before */
+    double flops_per_token;       /* pass_model_flops_per_token (predict.c), < 0 before */
+    int8_t *prec;                 /* pass_prec_of by forward node (cost_prec.c) for prec_key */
+    int prec_key[4];              /* the context's prec, lp_bf16_first, lp_bf16_last, lp_experts */
+} PassMemo;
+PassMemo *pass_memo_new(const IrGraph *g);
+void pass_memo_free(PassMemo *m);
 
 /* ========================================================= cost_prec.c */
 /* A format's dense tensor-core rate on gpu (FLOP/s); 0: the GPU has none

@@ -60,13 +60,32 @@ double pass_prec_elem_bytes(PlanPrecision p)
     return f->bytes + (f->block ? (double)f->scale_bytes / f->block : 0);
 }
 
-PlanPrecision pass_prec_of(const PassCostCtx *c, const IrGraph *g, const IrNode *n)
+static PlanPrecision prec_rule(const PassCostCtx *c, const IrGraph *g, const IrNode *n)
 {
     /* plan_gemm_precision: the rule codegen lowers by too. */
     if (n->op == IR_OP_MOE)
         return c->st.lp_experts ? plan_expert_precision(g, n, c->prec, c->st.lp_bf16_first, c->st.lp_bf16_last)
                                 : PLAN_PREC_BF16;
     return plan_gemm_precision(g, n, c->prec, c->st.lp_bf16_first, c->st.lp_bf16_last);
+}
+
+PlanPrecision pass_prec_of(const PassCostCtx *c, const IrGraph *g, const IrNode *n)
+{
+    PassMemo *m = c->memo;
+    if (!m || m->g != g || n->id < 0 || n->id >= g->nfwd || n != &g->nodes[n->id])
+        return prec_rule(c, g, n);
+    /* Every forward node's, for the context's format and bf16 layers (the
+     * rule looks along the piece: asked per node and candidate, it was a
+     * fifth of a framework search). */
+    int key[4] = {(int)c->prec, c->st.lp_bf16_first, c->st.lp_bf16_last, c->st.lp_experts};
+    if (!m->prec || memcmp(key, m->prec_key, sizeof key)) {
+        if (!m->prec)
+            m->prec = ir_xmalloc((size_t)g->nfwd + 1);
+        for (int i = 0; i < g->nfwd; i++)
+            m->prec[i] = (int8_t)prec_rule(c, g, &g->nodes[i]);
+        memcpy(m->prec_key, key, sizeof key);
+    }
+    return (PlanPrecision)m->prec[n->id];
 }
 
 double pass_gemm_time_prec(const PassGpu *gpu, double M, double N, double K, double batch,

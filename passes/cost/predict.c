@@ -512,6 +512,10 @@ static void cost_piece(const Ctx *x, int piece, PlanRecompute r, PieceCost *pc)
  * 1) % 2)`), and attention's pairs, so its cost, follow the window. */
 static bool same_attrs(const IrNode *a, const IrNode *b)
 {
+    /* Equal bytes are equal attributes (the usual case: every layer's node
+     * built alike); else attribute by attribute, as padding may differ. */
+    if (!memcmp(&a->attr, &b->attr, sizeof a->attr))
+        return true;
     for (int id = 0; id < IR_NATTRS; id++)
         if (ir_attrs[id].op == a->op &&
             ir_attr_get(&a->attr, (IrAttrId)id) != ir_attr_get(&b->attr, (IrAttrId)id))
@@ -700,7 +704,9 @@ double pass_usable_bytes(const PassCostCtx *c)
 
 /* The plan's sizes and ownership, found once: dim sizes at the plan's
  * micro-batch, each piece's stage, which tensors' gradients are written
- * over them (ir_grad_in_place scans the graph). Freed by ctx_free. */
+ * over them (ir_grad_in_place_all: one pass, where asking ir_grad_in_place
+ * tensor by tensor scanned the graph for each, quadratic in the layers).
+ * Freed by ctx_free. */
 static void ctx_init(Ctx *x, const PassCostCtx *c, const IrGraph *g, const Plan *plan)
 {
     int64_t *ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));
@@ -714,10 +720,20 @@ static void ctx_init(Ctx *x, const PassCostCtx *c, const IrGraph *g, const Plan 
     for (int i = 0; i < g->npieces; i++)
         if (stage_of[i] < 0)
             ir_die("pass_predict: piece %d (%s) is in no stage", i, g->pieces[i].name);
-    bool *over = ir_xcalloc((size_t)g->ntensors + 1, sizeof(bool));
-    for (int i = 0; i < g->nfwd && c->st.grad_in_place; i++)
-        if (ir_ops[g->nodes[i].op].flags & IR_OPF_GRAD_IN_PLACE)
-            over[g->nodes[i].in[0]] = ir_grad_in_place(g, g->nodes[i].in[0]);
+    PassMemo *m = c->memo && c->memo->g == g ? c->memo : NULL;
+    bool *over;
+    if (!c->st.grad_in_place) {
+        over = ir_xcalloc((size_t)g->ntensors + 1, sizeof(bool));
+    } else if (m) { /* the graph's alone: found once per search */
+        if (!m->over) {
+            m->over = ir_xcalloc((size_t)g->ntensors + 1, sizeof(bool));
+            ir_grad_in_place_all(g, m->over);
+        }
+        over = m->over;
+    } else {
+        over = ir_xcalloc((size_t)g->ntensors + 1, sizeof(bool));
+        ir_grad_in_place_all(g, over);
+    }
     *x = (Ctx){c, g, plan, ds, stage_of, over};
 }
 
@@ -725,7 +741,8 @@ static void ctx_free(Ctx *x)
 {
     free(x->ds);
     free(x->stage_of);
-    free(x->over);
+    if (!x->c->memo || x->over != x->c->memo->over)
+        free(x->over);
 }
 
 /* What pass_predict's steps share: the plan's shape, the sums per
@@ -1222,7 +1239,10 @@ static void throughput(const Predict *P, PassPrediction *out)
     if (g->seq_dim < 0)
         tokens = (double)plan->mb_seqs * m;
     out->tokens_per_s = tokens / out->step_time_s;
-    out->model_flops = tokens * pass_model_flops_per_token(g);
+    PassMemo *mm = P->x.c->memo && P->x.c->memo->g == g ? P->x.c->memo : NULL;
+    if (mm && mm->flops_per_token < 0)
+        mm->flops_per_token = pass_model_flops_per_token(g);
+    out->model_flops = tokens * (mm ? mm->flops_per_token : pass_model_flops_per_token(g));
     for (int i = 0; i < P->pp; i++)
         out->hw_flops += m * dev * (P->ra[i].flops + P->ra[i].rec_flops);
     /* Against the peak of the format the linear layers run in (the BF16

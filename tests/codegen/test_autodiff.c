@@ -2,7 +2,8 @@
  * files named on the command line) verifies, differentiates every forward node
  * that reaches the loss, gives every parameter exactly one final gradient with
  * its dims, and reads only saved forward tensors (pass_autodiff checks that
- * itself and dies otherwise). With --print FILE it prints the graph
+ * itself and dies otherwise), and ir_grad_in_place_all agrees with
+ * ir_grad_in_place on every tensor. With --print FILE it prints the graph
  * (what `--emit ir-grad` shows). */
 #include "frontend.h"
 #include "ir.h"
@@ -105,6 +106,15 @@ static void check(const char *path, bool print)
     for (int i = 0; i < g->nfwd; i++)
         if (g->nodes[i].op == IR_OP_CROSS_ENTROPY)
             CHECK(ir_grad_in_place(g, g->nodes[i].in[0]), "the logits' gradient is not written over them");
+    /* The memory model's one-pass map (ir_grad_in_place_all) says what
+     * ir_grad_in_place says of every tensor. */
+    bool *over = calloc((size_t)g->ntensors + 1, 1);
+    ir_grad_in_place_all(g, over);
+    int differ = 0;
+    for (int t = 0; t < g->ntensors; t++)
+        differ += over[t] != ir_grad_in_place(g, t);
+    CHECK(!differ, "ir_grad_in_place_all differs from ir_grad_in_place on %d tensors", differ);
+    free(over);
     /* The seed: the loss's gradient, a scalar nothing computes. */
     int seed = pass_grad_final(g, g->loss);
     CHECK(seed >= 0 && g->tensors[seed].producer == -1 && g->tensors[seed].rank == 0,
@@ -141,6 +151,10 @@ static void check_in_place(void)
             bool want = !strcmp(heads[k][1], "yes");
             CHECK(logits >= 0 && ir_grad_in_place(g, logits) == want,
                   "ir_grad_in_place(logits) is not %s", heads[k][1]);
+            bool *over = calloc((size_t)g->ntensors + 1, 1);
+            ir_grad_in_place_all(g, over);
+            CHECK(logits >= 0 && over[logits] == want, "ir_grad_in_place_all: logits are not %s", heads[k][1]);
+            free(over);
             ir_graph_free(g);
         }
         ir_arena_free(a);

@@ -160,6 +160,53 @@ static void test_plan(const char *models)
         kept += g->nodes[i].op == IR_OP_MATMUL && g->nodes[i].layer >= 0 &&
                 pass_prec_of(&c8f, g, &g->nodes[i]) == PLAN_PREC_BF16;
     CHECK(kept == 2 * 7);
+    /* Exactly the layers below `first` and the last `last` of the 32, for
+     * counts at, across and beyond the ends (plan_gemm_precision finds the
+     * last layers from the pieces after a node's, not by counting). */
+    static const int ends[][2] = {{0, 0}, {0, 1}, {2, 3}, {0, 31}, {5, 32}, {0, 40}, {33, 0}};
+    for (size_t e = 0; e < sizeof ends / sizeof ends[0]; e++) {
+        PassCostCtx ce = c8;
+        ce.st.lp_bf16_first = ends[e][0], ce.st.lp_bf16_last = ends[e][1];
+        int wrong = 0;
+        for (int i = 0; i < g->nfwd; i++) {
+            const IrNode *n = &g->nodes[i];
+            if (n->op != IR_OP_MATMUL || n->layer < 0)
+                continue;
+            bool want = n->layer < ends[e][0] || n->layer >= 32 - ends[e][1];
+            wrong += (pass_prec_of(&ce, g, n) == PLAN_PREC_BF16) != want;
+        }
+        CHECK(wrong == 0);
+    }
+    /* With a memo (PassMemo: what a framework search keeps of the graph
+     * across candidates) every precision and every prediction is the one
+     * found afresh, bit for bit, as the context's format and bf16 layers
+     * change under one memo. */
+    PassMemo *memo = pass_memo_new(g);
+    for (size_t e = 0; e < sizeof ends / sizeof ends[0]; e++)
+        for (int fmt = 0; fmt < 2; fmt++) {
+            PassCostCtx ce = fmt ? c8 : c, cm;
+            ce.st.lp_bf16_first = ends[e][0], ce.st.lp_bf16_last = ends[e][1];
+            ce.st.grad_in_place = e % 2; /* the logits' gradient over them, from the memo */
+            cm = ce;
+            cm.memo = memo;
+            int wrong = 0;
+            for (int i = 0; i < g->nfwd; i++)
+                wrong += pass_prec_of(&cm, g, &g->nodes[i]) != pass_prec_of(&ce, g, &g->nodes[i]);
+            CHECK(wrong == 0);
+            Plan q = p;
+            q.precision = fmt ? PLAN_PREC_FP8 : PLAN_PREC_BF16;
+            PassPrediction a0, a1;
+            pass_predict(&ce, g, &q, &a0);
+            pass_predict(&cm, g, &q, &a1);
+            CHECK(a0.npp == a1.npp && !memcmp(a0.mem, a1.mem, sizeof *a0.mem * (size_t)a0.npp));
+            PassRankMem *m0 = a0.mem, *m1 = a1.mem;
+            a0.mem = a1.mem = NULL;
+            CHECK(!memcmp(&a0, &a1, sizeof a0));
+            a0.mem = m0, a1.mem = m1;
+            pass_prediction_free(&a0);
+            pass_prediction_free(&a1);
+        }
+    pass_memo_free(memo);
     /* The step: faster in FP8, slower again with the end layers in bf16;
      * the weights grow by the two FP8 orientations of the layers' linears. */
     PassPrediction pb, pf, pff;

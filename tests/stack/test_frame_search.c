@@ -4,7 +4,8 @@
  * plan (layout and step time) as the same search with o.exhaustive, which
  * evaluates every micro-batch with every recomputation policy; and that
  * plan must be at least as fast as every fitting layout of the exhaustive
- * run it kept. usage: test_frame_search MODELS_DIR */
+ * run it kept; and its memos change no plan it keeps (memo_same).
+ * usage: test_frame_search MODELS_DIR */
 #include "passes.h"
 #include "report.h"
 
@@ -67,6 +68,51 @@ static void one(const char *models, const char *model, const char *sets, int gpu
     ir_arena_free(arena);
 }
 
+/* The search's memos (PassMemo: the graph's facts; RepFrameMemo: each
+ * mesh's strategies) change nothing: the 64 best plans, their layouts,
+ * strategies and predictions equal those of the same search with both off
+ * (PTDC_NO_MEMO). In MXFP8 with the end layers bf16 and the logits'
+ * gradient over them (what the memos keep), on uneven splits (7 layers). */
+static void memo_same(const char *models)
+{
+    char path[1024], why[512];
+    snprintf(path, sizeof path, "%s/qwen3-30b-a3b.mdl", models);
+    IrArena *arena = ir_arena_new();
+    FeSet fs[1] = {{"n_layers", "7"}};
+    IrGraph *g = fe_compile_file(arena, path, fs, 1, 0);
+    if (!g)
+        exit(1);
+    PassCluster cl = {.ngpus = 16, .gpus_per_node = 8};
+    pass_gpu_preset("b200", &cl.gpu);
+    PassCostCtx c = {.cl = &cl, .attention = PLAN_ATTN_FLASH, .prec = PLAN_PREC_MXFP8};
+    pass_stack_preset("megatron", &c.st);
+    c.st.grad_in_place = true;
+    c.st.lp_bf16_first = c.st.lp_bf16_last = 1;
+    PassSearchOpts o = {.gpus = 16, .keep = 64};
+    o.pins.recompute = o.pins.sp = o.pins.zero = o.pins.schedule = -1;
+    PassSearchResult with, without;
+    rep_framework_search(&c, g, &o, rep_megatron_layout, &with, why, sizeof why);
+    setenv("PTDC_NO_MEMO", "1", 1);
+    rep_framework_search(&c, g, &o, rep_megatron_layout, &without, why, sizeof why);
+    unsetenv("PTDC_NO_MEMO");
+    int differ = with.nalt != without.nalt || with.stats.evaluated != without.stats.evaluated;
+    for (int i = 0; i < with.nalt && i < without.nalt; i++) {
+        const PassSearchAlt *a = &with.alt[i], *b = &without.alt[i];
+        differ += a->pred.step_time_s != b->pred.step_time_s || a->pred.peak_mem_bytes != b->pred.peak_mem_bytes ||
+                  a->pred.model_flops != b->pred.model_flops || memcmp(&a->layout, &b->layout, sizeof a->layout) ||
+                  memcmp(a->plan.axis, b->plan.axis, sizeof a->plan.axis) ||
+                  memcmp(a->plan.nested, b->plan.nested, sizeof a->plan.nested) ||
+                  memcmp(a->plan.strategy, b->plan.strategy, sizeof *a->plan.strategy * (size_t)g->nfwd);
+    }
+    printf("%s memos: %d plans (%ld evaluated) with, %d (%ld) without, %d differ\n", differ ? "FAIL" : "ok  ",
+           with.nalt, with.stats.evaluated, without.nalt, without.stats.evaluated, differ);
+    failures += differ != 0 || with.nalt == 0;
+    pass_search_result_free(&with);
+    pass_search_result_free(&without);
+    ir_graph_free(g);
+    ir_arena_free(arena);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -89,6 +135,7 @@ int main(int argc, char **argv)
     /* Experts: EP over every degree Megatron-Core folds (below DP, across
      * dp x tp) beside the whole axes, each pruned as the dense layouts are. */
     one(m, "qwen3-30b-a3b.mdl", "n_layers=4", 16, "h100-80gb", "megatron");
+    memo_same(m);
     printf("%s\n", failures ? "FAIL" : "ok");
     return failures != 0;
 }
