@@ -524,6 +524,22 @@ static void check_bounds(Src *s, const SrcGroup *G, const SrcVariant *V, const S
             ir_die("search: memory-forced bound %.9g above pass_predict's %.9g (dp %d tp %d b %d pp %d v %d zero %d)",
                    fm, pr->step_time_s, G->dp, G->tp, G->b, k->pp, k->v, k->zero);
     }
+    /* Each rank's pieces at their floors (src_floor_pieces, raised to the
+     * ILP's least layer: search_layerlb.c) against what pass_predict gives
+     * the rank per micro-batch. */
+    SrcPiece *H = ir_xmalloc(sizeof *H * (size_t)s->npieces);
+    double *rt = ir_xcalloc((size_t)p->pp + 1, sizeof(double));
+    src_floor_pieces(s, G, k->zero, NULL, H);
+    for (int st = 0; st < p->nstages; st++)
+        for (int q = p->stages[st].first_piece; q < p->stages[st].first_piece + p->stages[st].npieces; q++)
+            rt[p->stages[st].pp_rank] += H[q].fwd + H[q].rec[p->stages[st].recompute];
+    for (int r = 0; r < p->pp && r < pr->npp; r++)
+        if (rt[r] > (pr->mem[r].fwd_s + pr->mem[r].bwd_s) * (1 + tol) + 1e-12)
+            ir_die("search: floor of pipeline rank %d %.9g above pass_predict's %.9g a micro-batch (dp %d tp %d b %d "
+                   "pp %d v %d zero %d)", r, rt[r], pr->mem[r].fwd_s + pr->mem[r].bwd_s, G->dp, G->tp, G->b, k->pp,
+                   k->v, k->zero);
+    free(H);
+    free(rt);
     /* The floor's resharding (search_edges.c) at the plan's own strategies,
      * against what pass_predict charges one stage for it. */
     if (p->pp == 1) {
@@ -725,9 +741,11 @@ static double hope_bound(Src *s, const SrcGroup *G, const SrcCand *k, const doub
 }
 
 /* k->hope, and k->hope_fit: the same bound for the plans that fit, on
- * floors without the strategies none of them can use (src_floor_fit). */
-static void hope_bounds(Src *s, const SrcGroup *G, SrcCand *k)
+ * floors without the strategies none of them can use (src_floor_fit); the
+ * middle layers' floors raised to the ILP's least (search_layerlb.c). */
+static void hope_bounds(Src *s, SrcGroup *G, SrcCand *k)
 {
+    src_layer_lb(s, G);
     k->hope = hope_bound(s, G, k, NULL);
     double *delta = ir_xmalloc(sizeof(double) * (size_t)(s->npieces + 1));
     bool any = false;
@@ -801,6 +819,7 @@ static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
         pass_predict(s->c, s->g, &p, &pr);
         s->st->evaluated++;
         if (s->o->exhaustive) {
+            src_layer_lb(s, G); /* so that the check covers it */
             check_bounds(s, G, V, k, &p, &pr);
             check_walk(s, G, V, k, &pr);
             if (cb > pr.step_time_s * (1 + 1e-9))
@@ -1258,6 +1277,9 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
         free(s.groups[i].floor_t);
         free(s.groups[i].floor_saved);
         free(s.groups[i].floor_states);
+        free(s.groups[i].floor_ws);
+        free(s.groups[i].floor_fslack);
+        free(s.groups[i].layer_lb);
         free(s.groups[i].fit);
         free(s.groups[i].fit_val);
     }

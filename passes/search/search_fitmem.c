@@ -111,6 +111,9 @@ typedef struct FitMem {
     double et[2][SRC_NRC], esv[2][SRC_NRC], est[2];
     double e0;                    /* the first piece's time without recomputation */
     double avail;                 /* usable HBM less the runtime term */
+    double ws;                    /* the least backward working set of a rank holding a layer of
+                                     the run: the least over its layers of SrcGroup.floor_ws */
+    double ews[2];                /* the same of the first and the last piece (ends) */
     int cls;                      /* one floor class (its layers share a strategy), or -1 */
     double xfree;                 /* the states per layer from which src_fit_delta is 0 (every
                                      node of the class at its fastest point) */
@@ -155,8 +158,15 @@ static void fitmem_init(FitMem *F, const Src *s, const SrcGroup *G, const SrcCan
     for (int l = 0; l < N; l++)
         F->st[l + 1] = F->st[l] + x[l];
     free(x);
-    free(lay);
     F->avail = s->usable - pass_runtime_bytes(s->c, &G->mesh, k->pp);
+    /* pass_predict's total adds the rank's largest backward working set
+     * (transient): at least the least a layer it holds can have. */
+    F->ws = INFINITY;
+    for (int l = 0; l < N && G->floor_ws; l++)
+        F->ws = fmin(F->ws, G->floor_ws[lay[l]]);
+    if (!isfinite(F->ws))
+        F->ws = 0;
+    free(lay);
     /* src_fit_delta(G, cls, zero, x) is 0 once x lets every node of the
      * class take its last (fastest) Pareto point: skip the call there. */
     F->xfree = -INFINITY;
@@ -171,6 +181,7 @@ static void fitmem_init(FitMem *F, const Src *s, const SrcGroup *G, const SrcCan
     for (int e = 0; e < 2; e++) {
         const SrcPiece *P = end[e] >= 0 ? &H[end[e]] : NULL;
         F->est[e] = P ? P->states[k->zero] : 0;
+        F->ews[e] = P && G->floor_ws ? G->floor_ws[end[e]] : 0;
         if (e == 0)
             F->e0 = P ? P->fwd : 0;
         for (int i = 0; i < F->nq; i++) {
@@ -220,11 +231,12 @@ static void rank_times(const FitMem *F, const SrcGroup *G, const SrcCand *k, boo
         /* the ends this rank holds: time, states and saved bytes per policy
          * (the first piece in chunk 0, weighed by its slots; the last in
          * chunk v - 1) */
-        double xt[SRC_NRC] = {0}, xa[SRC_NRC] = {0}, xs = 0;
+        double xt[SRC_NRC] = {0}, xa[SRC_NRC] = {0}, xs = 0, xw = 0;
         for (int e = 0; e < 2; e++) {
             if (!(e == 0 ? r == 0 : r == pp - 1))
                 continue;
             xs += F->est[e];
+            xw = fmax(xw, F->ews[e]);
             for (int i = 0; i < F->nq; i++) {
                 xt[i] += F->et[e][i];
                 xa[i] += slots[e == 0 ? 0 : v - 1] * F->esv[e][i];
@@ -239,7 +251,7 @@ static void rank_times(const FitMem *F, const SrcGroup *G, const SrcCand *k, boo
                  * (rearrangement: no pairing of these layers weighs less) */
                 acts[i] += (n - 1 < nw ? w[nw - n] : smin) * F->sv[i][n - 1];
             for (int i = 0; i < F->nq && n >= lo[r] && n <= F->N; i++) {
-                double mem = F->st[n] + acts[i] + xs + xa[i];
+                double mem = F->st[n] + acts[i] + xs + xa[i] + fmax(xw, n > 0 ? F->ws : 0);
                 if (mem > F->avail)
                     continue;
                 room = true;

@@ -349,6 +349,47 @@ static void fit_node(SrcGroup *G, int piece, int z, int ns, const double *t, con
     free(ord);
 }
 
+/* Which tensors' gradients are written over them (pass_predict's `over`,
+ * predict.c): they take no working memory of their own. [ntensors + 1];
+ * the caller frees it. */
+static bool *grad_over(const Src *s)
+{
+    const IrGraph *g = s->g;
+    bool *over = ir_xcalloc((size_t)g->ntensors + 1, sizeof(bool));
+    for (int i = 0; i < g->nfwd && s->c->st.grad_in_place; i++)
+        if (ir_ops[g->nodes[i].op].flags & IR_OPF_GRAD_IN_PLACE)
+            over[g->nodes[i].in[0]] = ir_grad_in_place(g, g->nodes[i].in[0]);
+    return over;
+}
+
+/* Node n's backward working set under strategy st, as pass_predict's
+ * transient counts it (predict.c, node_grad_bytes and node_edges): its
+ * kernels' temporaries, its first output's gradient (but the loss's, and
+ * one written over its tensor), and the gradients of its activation
+ * inputs (each once, in the layout n reads them). */
+static double grad_ws(const Src *s, const SrcGroup *G, const IrNode *n, const PlanStrategy *st,
+                      const PassNodeCost *nc, const int64_t *ds, const bool *over)
+{
+    const IrGraph *g = s->g;
+    PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
+    plan_shard_io(g, n, st, in, out);
+    double b = nc->ws_bytes;
+    if (n->nout > 0 && g->tensors[n->out[0]].role != IR_LOSS && !over[n->out[0]])
+        b += (double)plan_local_numel(g, n->out[0], &G->mesh, &out[0], ds) *
+             pass_elem_bytes(s->c, g->tensors[n->out[0]].dtype);
+    for (int i = 0; i < n->nin; i++) {
+        int t = n->in[i];
+        IrRole role = g->tensors[t].role;
+        bool dup = false;
+        for (int e = 0; e < i; e++)
+            dup |= n->in[e] == t;
+        if (role == IR_PARAM || role == IR_INPUT || dup || over[t])
+            continue;
+        b += (double)plan_local_numel(g, t, &G->mesh, &in[i], ds) * pass_elem_bytes(s->c, g->tensors[t].dtype);
+    }
+    return b;
+}
+
 /* The tighter bound of a group: for every node the least kernel time
  * (with its share of the resharding inside its piece, search_edges.c),
  * saved bytes and model states over the strategies the ILP may choose on
@@ -361,6 +402,9 @@ void src_group_floor(Src *s, SrcGroup *G)
     G->floor_t = ir_xcalloc((size_t)P * SRC_NRC * 4, sizeof(double));
     G->floor_saved = ir_xcalloc((size_t)P * SRC_NRC, sizeof(double));
     G->floor_states = ir_xcalloc((size_t)P * 4, sizeof(double));
+    G->floor_ws = ir_xcalloc((size_t)P + 1, sizeof(double));
+    G->floor_fslack = ir_xcalloc((size_t)P + 1, sizeof(double));
+    bool *over = grad_over(s);
     uint64_t allow[PLAN_MAX_AXES];
     int64_t *ds = group_sizes_pins(g, G, allow);
     enum { MAXS = 512 };
@@ -387,6 +431,8 @@ void src_group_floor(Src *s, SrcGroup *G)
             memcpy(&G->floor_t[p * SRC_NRC * 4], &G->floor_t[q * SRC_NRC * 4], SRC_NRC * 4 * sizeof(double));
             memcpy(&G->floor_saved[p * SRC_NRC], &G->floor_saved[q * SRC_NRC], SRC_NRC * sizeof(double));
             memcpy(&G->floor_states[p * 4], &G->floor_states[q * 4], 4 * sizeof(double));
+            G->floor_ws[p] = G->floor_ws[q];
+            G->floor_fslack[p] = G->floor_fslack[q];
             continue;
         }
         for (int a = 0; a < g->pieces[p].count; a++)
@@ -402,7 +448,7 @@ void src_group_floor(Src *s, SrcGroup *G)
              * same strategy (an expert split over dp exchanges tokens but
              * has no data-parallel replicas to reduce; replicated experts
              * the other way round). */
-            double tb = INFINITY, tf = INFINITY, sv[SRC_NRC], sz[4], tz[4];
+            double tb = INFINITY, tf = INFINITY, sv[SRC_NRC], sz[4], tz[4], ws = INFINITY, fsl = 0;
             for (int r = 0; r < SRC_NRC; r++)
                 sv[r] = INFINITY;
             for (int z = 0; z < 4; z++)
@@ -415,6 +461,8 @@ void src_group_floor(Src *s, SrcGroup *G)
             for (int i = 0; i < ns; i++) {
                 PassNodeCost nc;
                 pass_cost_node(s->c, g, nd, &G->mesh, &st[i], ds, &nc);
+                ws = fmin(ws, grad_ws(s, G, nd, &st[i], &nc, ds, over));
+                fsl = fmax(fsl, nc.fused_s);
                 /* A norm priced fused may run alone (plan_add_norm_fused):
                  * the cheaper of the two. */
                 double f = nc.fwd_s - fmax(0, nc.fused_s);
@@ -473,8 +521,14 @@ void src_group_floor(Src *s, SrcGroup *G)
             }
             for (int z = 0; z < 4; z++)
                 G->floor_states[p * 4 + z] += sz[z];
+            /* pass_predict's transient is the largest node's working set:
+             * the largest of the nodes' least is at most that */
+            if (ns >= 1)
+                G->floor_ws[p] = fmax(G->floor_ws[p], ws);
+            G->floor_fslack[p] += fsl;
         }
     }
+    free(over);
     free(stall);
     free(shall);
     free(nsall);
@@ -647,8 +701,11 @@ void src_floor_pieces(Src *s, const SrcGroup *G, int zero, const double *delta, 
                 P->saved[r] = fmax(P->saved[r], G->floor_saved[p * SRC_NRC + r]);
         }
         /* Kernels and the least resharding inside the piece (floor_t);
-         * none across pieces (it is never negative). */
+         * none across pieces (it is never negative). A middle layer: at
+         * least the ILP's least layer with its resharding (search_layerlb.c). */
         P->fwd = t[PLAN_RECOMPUTE_NONE];
+        if (G->layer_lb)
+            P->fwd = fmax(P->fwd, G->layer_lb[p]);
         for (int r = 0; r < SRC_NRC; r++)
             P->rec[r] = fmax(0, t[r] - t[PLAN_RECOMPUTE_NONE]);
         for (int z = 0; z < 4; z++) {
@@ -659,8 +716,7 @@ void src_floor_pieces(Src *s, const SrcGroup *G, int zero, const double *delta, 
     }
 }
 
-/* floor_like of every piece and the size of each class, once per search. */
-static void floor_classes(Src *s)
+void src_floor_classes(Src *s)
 {
     if (s->floor_cls)
         return;
@@ -672,7 +728,7 @@ static void floor_classes(Src *s)
 
 bool src_floor_fit(Src *s, const SrcGroup *G, int pp, int zero, double *delta)
 {
-    floor_classes(s);
+    src_floor_classes(s);
     for (int p = 0; p < s->npieces; p++)
         delta[p] = 0;
     if (!G->floor_states)
@@ -687,8 +743,11 @@ bool src_floor_fit(Src *s, const SrcGroup *G, int pp, int zero, double *delta)
         const double *m = &G->fit_val[F->off], *t = m + F->n;
         int c = s->floor_cnt[F->piece];
         double held = (double)((c + pp - 1) / pp);
-        /* this node's states within what the others leave at their least */
-        double allow = avail / held - (G->floor_states[F->piece * 4 + zero] - m[0]);
+        /* this node's states within what the others leave at their least,
+         * and the backward working set of the layer the rank holds
+         * (pass_predict's transient: at least the piece's floor_ws) */
+        double ws = G->floor_ws ? G->floor_ws[F->piece] : 0;
+        double allow = (avail - ws) / held - (G->floor_states[F->piece * 4 + zero] - m[0]);
         int j = -1;
         while (j + 1 < F->n && m[j + 1] <= allow)
             j++;

@@ -98,6 +98,15 @@ typedef struct SrcGroup {
                                      the next two) */
     double *floor_saved;          /* [npieces * SRC_NRC] likewise, saved bytes */
     double *floor_states;         /* [npieces * 4] likewise, model states by ZeRO stage */
+    double *floor_ws;             /* [npieces] the largest over the piece's nodes of each one's least
+                                     backward working set over the allowed strategies (its
+                                     temporaries and the gradients of its output and inputs, as
+                                     pass_predict's transient counts them; src_group_floor) */
+    double *floor_fslack;         /* [npieces] the largest positive fused_s of each node over its
+                                     strategies, summed (the ILP prices every norm fused) */
+    double *layer_lb;             /* [npieces] the least time of a layer per micro-batch with its
+                                     resharding, by the ILP (search_layerlb.c; 0: none; NULL:
+                                     not yet) */
     int nfit, capfit, nfitval, capfitval;
     SrcFitNode *fit;              /* src_group_floor: the nodes whose fastest strategy is not the
                                      leanest, per ZeRO stage */
@@ -204,6 +213,18 @@ double src_fit_delta(const SrcGroup *G, int cls, int zero, double x);
  * time bound over the pieces' floors raised by src_floor_fit (INFINITY:
  * none fits). */
 double src_fit_bound(Src *s, const SrcGroup *G, const SrcCand *k);
+
+/* floor_like of every piece into s->floor_cls, and the size of each class
+ * into s->floor_cnt (once per search). */
+void src_floor_classes(Src *s);
+
+/* search_layerlb.c: the ILP's least time of a middle layer of each repeat
+ * per micro-batch, resharding included, into G->layer_lb (from variant 0's
+ * queries: once G has it). src_floor_pieces raises the floor to it. */
+void src_layer_lb(Src *s, SrcGroup *G);
+/* Whether the ILP's prices are pass_predict's (or below) under the stack,
+ * format and pins: where src_layer_lb bounds. */
+bool src_layer_lb_applies(const Src *s);
 
 /* search_fitmem.c: a lower bound on the step of pipelined candidate k's
  * plans that fit, from the recomputation (or the time) the ranks' memory

@@ -309,6 +309,15 @@ static int test_bounds(const char *dir)
     p.sp = 1;
     p.pp = 1;
     bounds_case(dir, "llama2-7b.mdl", "n_layers=2", 8, "a100-80gb", 16, &p);
+    /* The ILP's least layer (search_layerlb.c) raises every middle layer's
+     * floor with the resharding its strategies need; each ranked plan's
+     * ranks are checked against pass_predict's per-micro-batch times
+     * (check_bounds). Under --tp 4 --sp on the layers' gathers and
+     * reduce-scatters are part of that price, pipelined or not. */
+    pass_search_pins_none(&p);
+    p.tp = 4;
+    p.sp = 1;
+    bounds_case(dir, "llama2-7b.mdl", "n_layers=6", 32, "a100-80gb", 8, &p);
     return failures;
 }
 
