@@ -1013,13 +1013,22 @@ static double walk_bound(Src *s, const SrcGroup *G, const SrcCand *k, const SrcV
     double *t = ir_xmalloc(sizeof(double) * (size_t)(s->npieces + 1));
     src_floor_pieces(s, G, k->zero, delta, H.piece);
     walk_times(s, V, t);
+    const SrcWork *W = src_work(s, G->mb_seqs); /* the strategy-free work, for recomputation */
+    double nd = G->dp * G->cp * G->tp;
     for (int p = 0; p < s->npieces; p++) {
         SrcPiece *P = &H.piece[p];
         /* Recomputation only adds to a layer's time: each policy's time is
-         * at least its floor's and the point's time without it. */
+         * at least its floor's, and the point's time without it plus the
+         * least its recomputed forward takes on the mesh whatever the
+         * strategy (that work at peak rates over the mesh's devices). The
+         * floor's own difference between policies is one of minima over
+         * strategies (the fastest layout without recomputation may not be
+         * the fastest with it), no bound on one strategy's recomputation. */
         double t0 = fmax(P->fwd, t[p]);
-        for (int r = 0; r < SRC_NRC; r++)
-            P->rec[r] = fmax(P->fwd + P->rec[r], t[p]) - t0;
+        for (int r = 0; r < SRC_NRC; r++) {
+            double rw = fmax(0, W->t[p * SRC_NRC + r] - W->t[p * SRC_NRC + PLAN_RECOMPUTE_NONE]) / nd;
+            P->rec[r] = fmax(P->fwd + P->rec[r], t[p] + rw) - t0;
+        }
         P->fwd = t0;
     }
     b = hope_on(s, G, k, H);
