@@ -69,6 +69,9 @@ enum { REC = 5 + CG_PP, MEDIAN = 4 + CG_PP };
 static bool on;
 static long every = 20;
 static double slow = 1.2;
+/* a pipeline receive's excess wait, as a share of the median step, below
+ * which it is scheduling noise rather than a link (PTDC_HEALTH_LINK) */
+static double link_share = 0.1;
 static int test_rank = -1;
 static double test_ms = 50;
 static long steps_run;   /* steps this process ran (the first is start-up: not counted) */
@@ -113,6 +116,7 @@ void tr_health_init(void)
     on = on && CG_WORLD > 1; /* one rank: nobody to compare it with */
     every = (long)env_num("PTDC_HEALTH_EVERY", 20, 1);
     slow = env_num("PTDC_HEALTH_SLOW", 1.2, 1);
+    link_share = env_num("PTDC_HEALTH_LINK", 0.1, 0);
     test_rank = (int)env_num("PTDC_HEALTH_TEST_SLOW_RANK", -1, -1);
     test_ms = env_num("PTDC_HEALTH_TEST_SLOW_MS", 50, 0);
     if (!on)
@@ -234,7 +238,7 @@ static void analyse(const double *all)
                 if (q != r)
                     tmp[k++] = all[q * REC + 4 + p];
             double ref = median(tmp, k);
-            if (w > slow * ref && w - ref > 0.1 * step_med) {
+            if (w > slow * ref && w - ref > link_share * step_med) {
                 named++;
                 name_rank(who, sizeof who, r);
                 name_rank(peer, sizeof peer, s);

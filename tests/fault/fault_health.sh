@@ -19,7 +19,7 @@
 #   - rank 3 stopped with SIGSTOP from outside after step 20: ranks 0-2
 #     print their positions and the stall line names rank 3 as not
 #     responding.
-# Threshold: the tests set PTDC_HEALTH_SLOW=6. This 2-core VM runs the 4
+# Thresholds: the tests set PTDC_HEALTH_SLOW=6 (and PTDC_HEALTH_LINK, below). This 2-core VM runs the 4
 # ranks oversubscribed and shares its cores with other jobs: healthy ranks'
 # compute (median over a window) measured up to 2.72x their stage peer's there (docs/runtime.md),
 # while the slowed rank's is over 15x even under ASan; 6 leaves a factor of 2
@@ -30,7 +30,11 @@ work=$(mktemp -d /tmp/ptdc-fault-health.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 PROG_LAYOUT="--gpus 4 --pp 2"
 . "$(dirname "$0")/prog.sh"
-export PTDC_HEALTH_EVERY=10 PTDC_HEALTH_SLOW=6
+# PTDC_HEALTH_LINK=0.3: a slow link must cost over 30% of the step, not 10%:
+# oversubscribed here, a healthy rank descheduled while its receive completes
+# waited 5.7 ms of a 47.5 ms step against its peer's 0.0 (a clean-clone run
+# on 2026-11-30).
+export PTDC_HEALTH_EVERY=10 PTDC_HEALTH_SLOW=6 PTDC_HEALTH_LINK=0.3
 
 train --steps 20
 has "healthy" "^health: steps 2-10: no straggler, no slow pipeline link"
