@@ -590,7 +590,7 @@ static void moe_out_bias(const OpArgs *a, PassNodeCost *o, double R, double D, d
 static bool moe_clamps(const OpArgs *a)
 {
     int act = a->n->attr.moe_act;
-    return a->c->st.moe_clamp_unfused && act >= 0 && act < IR_NMOE_ACTS && ir_moe_acts[act].clamped;
+    return a->c->st.moe_clamp_unfused && !a->c->st.moe_fused_mlp && act >= 0 && act < IR_NMOE_ACTS && ir_moe_acts[act].clamped;
 }
 static void moe_clamps_fwd(const OpArgs *a, PassNodeCost *o, double R, double F, bool bwd)
 {
@@ -604,6 +604,30 @@ static void moe_clamps_bwd(const OpArgs *a, PassNodeCost *o, double R, double F)
 {
     double e = eb(a);
     membound(a, o, 0, 0, ((e + 1) + (1 + 2 * e) + 2 * (e + 1) + 3 + (1 + 2 * e) + 4 * e) * R * F, 7);
+}
+
+/* Transformer Engine's fused grouped MLP (stack key moe_fused_mlp:
+ * Megatron-Core's use_transformer_engine_op_fuser, TEGroupedMLP._fused_forward,
+ * with NVTE_CUTEDSL_FUSED_GROUPED_MLP=1; TE 2.16-2.17
+ * ops/fused/forward_grouped_mlp.py, backward_grouped_mlp.py, grouped_mlp.py)
+ * runs an MXFP8 expert MLP on sm_100 as cuDNN front-end CuTeDSL kernels: the
+ * input's grouped quantize, fc1 whose epilogue applies the activation and
+ * the routing weights and writes fc1's bf16 output (kept for backward) and
+ * fc2's input in MXFP8 rowwise and columnwise, then fc2 (bias and weights
+ * in its epilogue). Backward: the output gradient's grouped quantize, fc2's
+ * dgrad whose epilogue reads fc1's kept output and writes the activation's
+ * gradient (and the weights') as fc1's MXFP8 output gradient in both
+ * orientations, then the grouped dgrad and wgrad GEMMs. So against the
+ * unfused experts (GroupedLinear, the activation, GroupedLinear) four
+ * kernels are gone: the activation forward and its cast to fc2's input,
+ * the activation backward and the cast of fc1's output gradient; the GEMMs
+ * are the same. Only MXFP8 matches: its fuser matches GroupedLinear +
+ * ScaledSwiGLU / ScaledClampedQGeGLU / ScaledSReLU + GroupedLinear under an
+ * MXFP8 or NVFP4 recipe on compute capability 10 (every Blackwell preset);
+ * its NVFP4 variant writes bf16 and casts after (not modelled). */
+static bool moe_fused_epilogue(const OpArgs *a, PlanPrecision p)
+{
+    return a->c->st.moe_fused_mlp && p == PLAN_PREC_MXFP8;
 }
 
 /* The experts' kernels follow their activation's row (ir/moe_acts.def): a
@@ -632,6 +656,7 @@ static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
     /* The experts' GEMMs run in the plan's low precision where the stack's
      * do (lp_experts), each operand cast as a dense GEMM's is (below). */
     PlanPrecision p = pass_prec_of(a->c, g, n);
+    bool fused = moe_fused_epilogue(a, p);
     gemm_share_p(a, M, F, D, up * El, 1, false, p, o);  /* gate and up (up alone) */
     for (int b = 0; b < nb; b++)
         kcall(a, o, false, PASS_K_ADD_BCAST, R, F);
@@ -639,7 +664,8 @@ static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
     double act0 = o->fwd_s;
     if (moe_clamps(a))
         moe_clamps_fwd(a, o, R, F, false);
-    kcall(a, o, false, kf, 1, R * F);
+    if (!fused)
+        kcall(a, o, false, kf, 1, R * F);
     o->act_fwd_s = o->fwd_s - act0; /* what moe_act reruns */
     kcall(a, o, false, PASS_K_COPY, R, D); /* gather the rows */
     kcall(a, o, false, PASS_K_COPY, R, D); /* scatter and sum */
@@ -650,13 +676,15 @@ static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
             kcall(a, o, true, PASS_K_ADD_BCAST, R, F);
         if (moe_clamps(a))
             moe_clamps_fwd(a, o, R, F, true);
-        kcall(a, o, true, kf, 1, R * F);
+        if (!fused)
+            kcall(a, o, true, kf, 1, R * F);
     }
     gemm_share_p(a, M, F, D, El, 1, true, p, o);       /* dact = dy Wd^T */
     double dw0 = o->bwd_s;
     gemm_share_p(a, F, D, M, El, 1, true, p, o);       /* dWd */
     o->moe_dw_s += o->bwd_s - dw0;
-    kcall(a, o, true, kb, 1, R * F);
+    if (!fused)
+        kcall(a, o, true, kb, 1, R * F);
     if (moe_clamps(a))
         moe_clamps_bwd(a, o, R, F);
     gemm_share_p(a, M, D, F, up * El, 1, true, p, o);   /* dh from both (from up) */
@@ -672,14 +700,17 @@ static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
          * rows and the activation's (gate and up), both orientations.
          * The experts' weights are whole on their EP rank (no amax
          * reduction; ETP's is not priced). */
-        cast(o, false, pass_prec_cast_act_s(a->c, R * D, p, 2, true) + pass_prec_cast_act_s(a->c, R * F, p, 2, true));
+        double fc2_in = fused ? 0 : pass_prec_cast_act_s(a->c, R * F, p, 2, true);
+        double fc1_dy = fused ? 0 : pass_prec_cast_act_s(a->c, up * R * F, p, 2, true);
+        cast(o, false, pass_prec_cast_act_s(a->c, R * D, p, 2, true) + fc2_in);
         if (!a->c->st.lp_weight_cached)
             cast(o, false, pass_prec_cast_s(a->c, (up + 1) * El * D * F, p, a->c->st.lp_weight_copies));
-        cast(o, true, pass_prec_cast_act_s(a->c, R * D, p, 2, true) + pass_prec_cast_act_s(a->c, up * R * F, p, 2, true));
+        cast(o, true, pass_prec_cast_act_s(a->c, R * D, p, 2, true) + fc1_dy);
     }
     kcall(a, o, true, PASS_K_COPY, R, D); /* dy's rows */
     kcall(a, o, true, PASS_K_COPY, R, D); /* dh scattered and summed */
-    if (a->c->st.moe_bias_unfused && router_biased(g, n))
+    /* The op fuser's fc2 adds its bias inside the GEMM (GroupedLinear's). */
+    if (a->c->st.moe_bias_unfused && !a->c->st.moe_fused_mlp && router_biased(g, n))
         moe_out_bias(a, o, R, D, El);
     o->ws_bytes = eb(a) * R * (2 * D + (2 * up + 1) * F);
     /* One exchange over the group of every exchange axis (EP over dp x tp

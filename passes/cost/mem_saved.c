@@ -214,10 +214,11 @@ int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
         /* Clamps run as eager ops (moe_clamp_unfused, cost_ops.c): the
          * activation keeps their concatenation, the clamps fc1's output
          * itself; moe_act's checkpoint keeps neither (it runs them without
-         * grad and again in backward). */
+         * grad and again in backward). TE's op-fuser grouped MLP
+         * (moe_fused_mlp) clamps inside its activation: nothing more. */
         int fn = n->attr.moe_act;
-        if (c->st.moe_clamp_unfused && fn >= 0 && fn < IR_NMOE_ACTS && ir_moe_acts[fn].clamped &&
-            !plan_recomputes_part(g, n, r))
+        if (c->st.moe_clamp_unfused && !c->st.moe_fused_mlp && fn >= 0 && fn < IR_NMOE_ACTS &&
+            ir_moe_acts[fn].clamped && !plan_recomputes_part(g, n, r))
             fc1 *= 2;
         ITEM(-1, -1, R * (D * lp + act + fc1 * F * pass_elem_bytes(c, IR_BF16)));
     }

@@ -456,6 +456,8 @@ static const struct SKey {
      "a biased MoE layer adds its experts' output bias per expert by eager ops (Megatron)"},
     {"moe_clamp_unfused", S_BOOL, F(moe_clamp_unfused), 0, 0, 0, NULL, 0,
      "a clamped expert activation clamps and concatenates by eager ops (Megatron)"},
+    {"moe_fused_mlp", S_BOOL, F(moe_fused_mlp), 0, 0, 0, NULL, 0,
+     "experts as TE's op-fuser grouped MLP (MXFP8: CuTeDSL, activation and casts in the GEMMs)"},
     {"moe_probs_fp32", S_BOOL, F(moe_probs_fp32), 0, 0, 0, NULL, 0,
      "routing weights reach the experts in fp32 (--moe-router-dtype fp32, flex dispatcher)"},
     {"moe_imbalance", S_NUM, F(moe_imbalance), 1, 1, 64, NULL, 0,

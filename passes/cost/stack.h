@@ -123,6 +123,12 @@ typedef struct PassStack {
                                      (ir/moe_acts.def clamped: GPT-OSS) clamps each half and
                                      concatenates them as eager ops before the fused
                                      activation (Megatron-Core weighted_bias_quick_geglu_impl) */
+    bool moe_fused_mlp;           /* the experts run as Transformer Engine's op-fuser grouped
+                                     MLP (Megatron use_transformer_engine_op_fuser): the
+                                     output bias and the clamps inside its kernels; under MXFP8
+                                     the CuTeDSL kernels (NVTE_CUTEDSL_FUSED_GROUPED_MLP=1) put
+                                     the activation and the casts of its output and of fc1's
+                                     gradient in the GEMMs' epilogues (cost_ops.c) */
     bool moe_probs_fp32;          /* the routing weights reach the experts in fp32 (Megatron
                                      --moe-router-dtype fp32, or the flex dispatcher, which
                                      upcasts them); no: in the activations' type */

@@ -1264,6 +1264,65 @@ static void test_moe_clamp(const char *models)
     }
 }
 
+/* Transformer Engine's fused grouped MLP (stack key moe_fused_mlp: the op
+ * fuser with NVTE_CUTEDSL_FUSED_GROUPED_MLP=1; cost_ops.c): on GB300 in
+ * MXFP8 the activation and the casts of its output and of fc1's gradient
+ * run in the GEMMs' epilogues, so four kernels are gone. By hand, per
+ * element of one R x F half of fc1's output (bf16, MXFP8 1 + 1/32 bytes an
+ * element and orientation): forward the activation 2 + 2 + 2 = 6 bytes
+ * (swiglu: gate, up in, y out) and fc2's input cast 2 + 2 (1 + 1/32), one
+ * kernel each; backward the activation's 5 x 2 = 10 bytes and the cast of
+ * fc1's gradient (gate and up) 2 x (2 + 2 (1 + 1/32)), one kernel each.
+ * The GEMMs are the same. On tiny-gpt-oss the op fuser also runs the
+ * output bias in fc2's GEMM and the clamps inside the activation: the
+ * megatron preset's moe_bias_unfused and moe_clamp_unfused terms (their own
+ * checks above) go too, and autograd keeps no concatenation. In BF16 the
+ * CuTeDSL kernels do not match: only those two terms go. */
+static void test_moe_fused_mlp(const char *models)
+{
+    for (int m = 0; m < 2; m++) {
+        MoeCase mc;
+        if (!moe_case_open(&mc, models, m))
+            continue;
+        const IrGraph *g = mc.g;
+        const IrNode *moe = mc.moe;
+        const PlanMesh mesh = mc.mesh;
+        const PlanStrategy x = mc.x;
+        PassCluster cl = mc.cl;
+        CHECK(pass_gpu_preset("gb300", &cl.gpu));
+        const int64_t *ds = mc.ds, *local = mc.local;
+        double bw = cl.gpu.hbm_bw * cl.gpu.hbm_eff, ovh = cl.gpu.kernel_overhead_s;
+        for (int lp = 0; lp < 2; lp++) {
+            PassCostCtx off = {.cl = &cl, .prec = lp ? PLAN_PREC_MXFP8 : PLAN_PREC_BF16};
+            pass_stack_preset("megatron", &off.st);
+            CHECK(!off.st.moe_fused_mlp && off.st.moe_saves_rows);
+            PassCostCtx on = off, bare = off;
+            on.st.moe_fused_mlp = true;
+            bare.st.moe_bias_unfused = bare.st.moe_clamp_unfused = false; /* the unfused path, less those */
+            double D, F, R = pass_moe_rows(&off, g, moe, &mesh, &x, local, &D, &F);
+            PassNodeCost c0, c1, cb;
+            pass_cost_node(&off, g, moe, &mesh, &x, ds, &c0);
+            pass_cost_node(&on, g, moe, &mesh, &x, ds, &c1);
+            pass_cost_node(&bare, g, moe, &mesh, &x, ds, &cb);
+            CHECK(NEAR(cb.fwd_s, c0.fwd_s, 1e-12) == (m == 1)); /* tiny-gpt-oss has both terms */
+            double mx = 2 + 2 * (1 + 1.0 / 32);          /* a cast: bf16 in, MXFP8 both ways out */
+            double bf = lp ? 6 * R * F : 0, bb = lp ? 10 * R * F : 0;
+            double cf = lp ? mx * R * F : 0, cbk = lp ? 2 * mx * R * F : 0;
+            int kf = lp ? 2 : 0, kb = lp ? 2 : 0;
+            CHECK(NEAR(cb.bytes_fwd - c1.bytes_fwd, bf, 1e-9) && NEAR(cb.bytes_bwd - c1.bytes_bwd, bb, 1e-9));
+            CHECK(NEAR(cb.fwd_s - c1.fwd_s, (bf + cf) / bw + kf * ovh, 1e-9));
+            CHECK(NEAR(cb.bwd_s - c1.bwd_s, (bb + cbk) / bw + kb * ovh, 1e-9));
+            CHECK(NEAR(cb.cast_s - c1.cast_s, (cf + cbk) / bw + (lp ? 2 : 0) * ovh, 1e-9));
+            CHECK(NEAR(c1.act_fwd_s, lp ? 0 : cb.act_fwd_s, 1e-12)); /* nothing of its own to rerun */
+            CHECK(c1.flops_fwd == c0.flops_fwd && c1.flops_bwd == c0.flops_bwd); /* the same GEMMs */
+            double s0 = pass_saved_bytes(&off, g, moe, &mesh, &x, ds, PLAN_RECOMPUTE_NONE);
+            double s1 = pass_saved_bytes(&on, g, moe, &mesh, &x, ds, PLAN_RECOMPUTE_NONE);
+            CHECK(NEAR(s0 - s1, m ? 0 : 2 * F * 2 * R, 1e-12)); /* no clamps' concatenation */
+        }
+        moe_case_close(&mc);
+    }
+}
+
 /* A layer may carry attributes the one before it does not (GPT-OSS
  * alternates a sliding window with full attention): the whole-plan
  * prediction prices each layer's own attention, not the first layer's
@@ -1670,6 +1729,7 @@ int main(int argc, char **argv)
     test_host_mamba(argv[1]);
     test_moe_bias(argv[1]);
     test_moe_clamp(argv[1]);
+    test_moe_fused_mlp(argv[1]);
     test_layer_attrs(argv[1]);
     test_attn_te_sinks(argv[1]);
     on_13b_plan(argv[1], 1, 1, check_grad_sums);
