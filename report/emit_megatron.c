@@ -649,7 +649,8 @@ static bool mg_model(const IrGraph *g, RepArch *A, RepFrameOut *o, char *why, si
 {
     char sub[256];
     if (!rep_arch_read(g, A, sub, sizeof sub))
-        return rep_refuse(why, wn, "Megatron-LM's GPT model cannot express %s: %s", g->name, sub);
+        return rep_refuse(why, wn, "Megatron-LM's %s cannot express %s: %s", /* read_hybrid sets hybrid first */
+                          A->hybrid ? "HybridModel" : "GPT model", g->name, sub);
     memset(o, 0, sizeof *o);
     o->fw = A->hybrid ? "Megatron-LM's HybridModel" : "Megatron-LM's GPT model";
     o->why = why;

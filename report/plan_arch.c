@@ -819,17 +819,19 @@ static bool same_node(const IrNode *a, const IrNode *b)
  * appended to prm (*np, at most cap). False, with the first difference in
  * err, when the nodes are not such a layer. */
 static bool mtp_layer(const IrGraph *g, const IrPiece *R, int rout, int first, int end, int in, int *out,
-                      int *prm, int *np, int cap, char *err, size_t en)
+                      int *prm, int *np, int cap, char *err, size_t en, int *same)
 {
     int n = R->count, lin = -1, np0 = *np;
+    *same = 0;
     if (first + n > end) {
-        snprintf(err, en, "it ends before a layer like layer %d", R->rep >= 0 ? (int)(R - g->pieces) - 1 : -1);
+        snprintf(err, en, "the head ends before a layer like layer %d", (int)(R - g->pieces) - 1);
         return false;
     }
-    for (int k = 0; k < n; k++) {
+    for (int k = 0; k < n; k++, *same = k) {
         const IrNode *a = &g->nodes[R->first + k], *b = &g->nodes[first + k];
         if (!same_node(a, b)) {
-            snprintf(err, en, "%s at line %d against %s", ir_ops[b->op].name, b->loc.line, ir_ops[a->op].name);
+            snprintf(err, en, "%s at line %d where layer %d computes %s", ir_ops[b->op].name, b->loc.line,
+                     (int)(R - g->pieces) - 1, ir_ops[a->op].name);
             *np = np0;
             return false;
         }
@@ -893,9 +895,8 @@ static bool read_mtp(const IrGraph *g, int i, int x, int xn, const IrNode *M, Re
 {
     const IrPiece *P = &g->pieces[g->npieces - 1];
     const char *bad = "after its loss it computes something other than Megatron-Core's multi-token "
-                      "prediction (the shifted tokens' embedding and the hidden state, each normalised, "
-                      "joined and projected, layers like the model's, a norm, the LM head, a weighted "
-                      "loss against the shifted targets)";
+                      "prediction (shifted tokens embedded, joined with the hidden state, projected; "
+                      "layers like the model's; a norm, the LM head, a weighted loss)";
     /* The reference layers: a GPT model's last; a hybrid's first of each kind. */
     int ref[8], rout[8], nref = 0;
     if (!A->hybrid) {
@@ -934,16 +935,17 @@ static bool read_mtp(const IrGraph *g, int i, int x, int xn, const IrNode *M, Re
         int prm[512], np = 0;
         prm[np++] = en->in[1], prm[np++] = hn->in[1], prm[np++] = eh->in[1];
         /* its layers, until the final norm (a node no layer begins like) */
-        char pat[REP_MAX_MTP + 1];
+        char pat[REP_MAX_MTP + 1], err[160] = "";
         int nl = 0, cur = eh->out[0], pos = eh->id + 1;
         for (;;) {
-            char err[160] = "", e1[160] = "";
-            int r = 0, out = -1;
+            char e1[160] = "";
+            int r = 0, out = -1, best = -1, same;
             for (; r < nref; r++) {
-                if (mtp_layer(g, &g->pieces[ref[r]], rout[r], pos, end - 4, cur, &out, prm, &np, 512, e1, sizeof e1))
+                if (mtp_layer(g, &g->pieces[ref[r]], rout[r], pos, end - 4, cur, &out, prm, &np, 512, e1, sizeof e1,
+                              &same))
                     break;
-                if (!err[0])
-                    snprintf(err, sizeof err, "%s", e1);
+                if (same > best) /* the model's layer it follows furthest says where it differs */
+                    best = same, snprintf(err, sizeof err, "%s", e1);
             }
             if (r == nref) {
                 if (nl == 0)
@@ -966,8 +968,12 @@ static bool read_mtp(const IrGraph *g, int i, int x, int xn, const IrNode *M, Re
         const IrNode *ce = st ? next_is(g, st->id, IR_OP_CROSS_ENTROPY) : NULL;
         if (!ce || fn->in[0] != cur || !is_param(g, fn->in[1]) || hd->in[0] != fn->out[0] || hd->in[1] != M->in[1] ||
             st->in[0] != ce0->in[1] || st->attr.shift != depth || st->attr.shift_tail != 0 ||
-            ce->in[0] != hd->out[0] || ce->in[1] != st->out[0])
+            ce->in[0] != hd->out[0] || ce->in[1] != st->out[0]) {
+            if (A->hybrid && err[0]) /* what follows the matched layers is no head: a layer like none of the model's */
+                return rep_refuse(why, wn, "its multi-token prediction's layer %d (depth %d) is like none of the "
+                                  "model's layers (%s)", nl + 1, depth, err);
             return rep_refuse(why, wn, "%s (depth %d)", bad, depth);
+        }
         if (np < 512)
             prm[np++] = fn->in[1];
         double w = ir_loss_weight(&ce->attr);
