@@ -35,7 +35,8 @@ against ptdc's megatron stack.
 Environment: BRIDGE_MOE_OVERLAP=off prices every row without the all-to-all overlap
 (a2a_overlap(), before and after in docs/moe.md); BRIDGE_MOE_SEARCH=REGEX searches only
 the rows whose label matches (search mode); BRIDGE_MOE_SUPER=no-mtp prices Nemotron 3
-Super's rows without their multi-token prediction (skipped otherwise; docs/moe.md).
+Super's rows without the multi-token prediction their recipe trains (--set mtp_depth=0;
+docs/hybrid.md).
 
 A row is expressible when ptdc has the model (MODELS), a preset of the GPU, a
 recipe for its precision label, and the layout is one its meshes carry: no
@@ -87,15 +88,14 @@ WHY_NOT = {
 }
 # Nemotron 3 (hybrid Mamba-2 + MoE + attention, Megatron's pattern of M, E and * layers;
 # docs/hybrid.md): Nano is models/nemotron3-nano.mdl; Super is models/nemotron3-super.mdl (its
-# latent MoE: docs/moe.md, "Latent MoE"), but its recipe (recipes/nemotronh/h100/nemotron_3_super.py)
-# trains multi-token prediction (mtp_num_layers 2), which its .mdl does not write yet: its rows are
-# skipped for that alone; BRIDGE_MOE_SUPER=no-mtp prices them without it (SUPER_RECIPE), for information. Ultra's
+# latent MoE: docs/moe.md, "Latent MoE"), with the multi-token prediction its recipe
+# (recipes/nemotronh/h100/nemotron_3_super.py) trains: mtp_num_layers 2 of one repeated '*E' layer,
+# the .mdl's default mtp_depth 2 (docs/hybrid.md); BRIDGE_MOE_SUPER=no-mtp prices its rows without
+# it (--set mtp_depth=0), for information. Ultra's
 # and Nemotron 3.5 Lightning's recipes (nemotron_3_ultra.py, nemotron_3_nano.py
 # nemotron_3_5_lightning_pretrain_config) set mtp_num_layers 2 too, with mtp_use_repeated_layer
 # and mtp_loss_scaling_factor 0.3; what those rows lack is a model of each one's sizes and pattern.
 HYBRID_WHY_NOT = {
-    "Nemotron_3_Super": "Nemotron 3 Super's recipe trains multi-token prediction (MTP), which "
-                        "models/nemotron3-super.mdl does not write yet (nor do the emitters read a hybrid's MTP)",
     "Nemotron_3_Ultra": "no ptdc model of Nemotron 3 Ultra's sizes and pattern (its recipe's multi-token "
                         "prediction, two depths of one repeated layer, is writable: docs/hybrid.md)",
     "Nemotron_3_5_Lightning": "no ptdc model of Nemotron 3.5 Lightning's sizes and pattern (its recipe's "
@@ -392,8 +392,6 @@ def skip_reason(r):
         return oss_recipe(r)[1]
     if r["model"] == "Nemotron_3_Nano" and nano_recipe(r)[0] is None:
         return nano_recipe(r)[1]
-    if r["model"] == "Nemotron_3_Super" and os.environ.get("BRIDGE_MOE_SUPER") != "no-mtp":
-        return HYBRID_WHY_NOT[r["model"]]
     if r["model"] == "Nemotron_3_Super" and super_recipe(r)[0] is None:
         return super_recipe(r)[1]
     if r["gpu"] not in GPUS:
@@ -455,6 +453,8 @@ def pinned_args(src, r, host_us=None, overlap=True):
         args += oss_stack(r)
     if WITH_MTP in r["notes"]:
         args += ["--set", "mtp_depth=1"]
+    if r["model"] == "Nemotron_3_Super" and os.environ.get("BRIDGE_MOE_SUPER") == "no-mtp":
+        args += ["--set", "mtp_depth=0"]  # the .mdl's default is the recipe's two depths
     chunks, L = pp * v, LAYERS[r["model"]]
     if chunks > 1 and L % chunks and r["model"] in FRONT_LOADED:
         per = -(-L // chunks)
