@@ -360,13 +360,20 @@ static bool mg_arch_DTYPE(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 
 /* Megatron-Core's MTP (multi_token_prediction.py): each depth's loss is
  * scaled by mtp_loss_scaling_factor / mtp_num_layers (process_mtp_loss),
- * and the module sits on the last pipeline stage, as the head's piece does. */
+ * and the module sits on the last pipeline stage, as the head's piece does.
+ * Depths that run the first depth's layer and weights are
+ * mtp_use_repeated_layer (MultiTokenPredictionBlock builds one layer). A
+ * hybrid's depths are also its pattern's parts after '/' (mg_hybrid_pattern;
+ * validate_args infers --mtp-num-layers from them and keeps this equal
+ * count). */
 static bool mg_arch_MTP(const IrGraph *g, const RepArch *A, RepFrameOut *o)
 {
     (void)g;
     if (A->mtp_layers) {
         rep_frame_arg(o, "--mtp-num-layers %d", A->mtp_layers);
         rep_frame_arg(o, "--mtp-loss-scaling-factor %g", A->mtp_weight * A->mtp_layers);
+        if (A->mtp_repeated)
+            rep_frame_arg(o, "--mtp-use-repeated-layer");
     }
     return true;
 }
@@ -642,7 +649,8 @@ static bool mg_model(const IrGraph *g, RepArch *A, RepFrameOut *o, char *why, si
 {
     char sub[256];
     if (!rep_arch_read(g, A, sub, sizeof sub))
-        return rep_refuse(why, wn, "Megatron-LM's GPT model cannot express %s: %s", g->name, sub);
+        return rep_refuse(why, wn, "Megatron-LM's %s cannot express %s: %s", /* read_hybrid sets hybrid first */
+                          A->hybrid ? "HybridModel" : "GPT model", g->name, sub);
     memset(o, 0, sizeof *o);
     o->fw = A->hybrid ? "Megatron-LM's HybridModel" : "Megatron-LM's GPT model";
     o->why = why;
@@ -844,7 +852,7 @@ static void mg_pipeline_split(const IrGraph *g, const Plan *p, RepFrameOut *x)
  * False when it is longer than ptdc prints. */
 static bool mg_hybrid_pattern(const IrGraph *g, const RepArch *A, const Plan *p, RepFrameOut *x)
 {
-    char buf[REP_MAX_LAYERS + PLAN_MAX_STAGES + 1];
+    char buf[REP_MAX_LAYERS + PLAN_MAX_STAGES + 4 * (REP_MAX_MTP + 1) + 1];
     size_t k = 0;
     for (int c = 0; c < p->nstages && p->nstages > 1; c++) {
         const PlanStage *S = &p->stages[c];
@@ -857,6 +865,14 @@ static bool mg_hybrid_pattern(const IrGraph *g, const RepArch *A, const Plan *p,
     buf[k] = 0;
     if (p->nstages <= 1)
         snprintf(buf, sizeof buf, "%s", A->pattern);
+    /* multi-token prediction: '/' and a depth's layers, once a depth
+     * (parse_hybrid_pattern: every part alike; on the last stage) */
+    for (int d = 0; d < A->mtp_layers; d++) {
+        k = strlen(buf);
+        if (k + strlen(A->mtp_pattern) + 2 > sizeof buf)
+            return false;
+        snprintf(buf + k, sizeof buf - k, "/%s", A->mtp_pattern);
+    }
     if (strlen(buf) + 40 > sizeof x->arg[0])
         return false;
     rep_frame_arg(x, "--hybrid-layer-pattern '%s'", buf);

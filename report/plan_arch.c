@@ -812,81 +812,204 @@ static bool same_node(const IrNode *a, const IrNode *b)
                                      memcmp(a->attr.contract, b->attr.contract, sizeof a->attr.contract) == 0);
 }
 
-/* Multi-token prediction after the head's loss, one depth in Megatron-Core's
- * form (multi_token_prediction.py): from node i on, the tokens shifted by 1
- * (token 0 past the end), embedded by the model's table, normalised (enorm),
- * the final norm's output xn normalised (hnorm), joined [embedding; hidden]
- * and projected 2d -> d (eh_proj); then one decoder layer operator for
- * operator like the model's last (Megatron builds the MTP layer from the
- * decoder's layer spec), its own final norm, the model's LM head, and a
- * cross-entropy against the targets shifted by 1 with a weight. */
-static bool read_mtp(const IrGraph *g, int i, int x, int xn, const IrNode *M, RepArch *A, char *why, size_t wn)
+/* One layer of a multi-token prediction depth from node first: reference
+ * piece R's operators in order, reading in where R reads its input (the one
+ * tensor R reads from outside it), parameters of R's shapes where R reads
+ * its; *out is what R's output rout is to it, and its parameters are
+ * appended to prm (*np, at most cap). False, with the first difference in
+ * err, when the nodes are not such a layer. */
+static bool mtp_layer(const IrGraph *g, const IrPiece *R, int rout, int first, int end, int in, int *out,
+                      int *prm, int *np, int cap, char *err, size_t en, int *same)
 {
-    const IrPiece *P = &g->pieces[g->npieces - 1];
-    const IrPiece *Lp = &g->pieces[g->npieces - 2]; /* the last layer (rep_arch_read: layers, then the head) */
-    const char *bad = "after its loss it computes something other than Megatron-Core's multi-token "
-                      "prediction (the shifted tokens' embedding and the final norm's output, each normalised, "
-                      "joined and projected, a decoder layer like the last, a norm, the LM head, a weighted "
-                      "loss against the shifted targets)";
-    const IrNode *sh = next_is(g, i, IR_OP_SHIFT);
-    const IrNode *em = sh ? next_is(g, sh->id, IR_OP_EMBEDDING) : NULL;
-    const IrNode *en = em ? next_is(g, em->id, IR_OP_RMSNORM) : NULL;
-    const IrNode *hn = en ? next_is(g, en->id, IR_OP_RMSNORM) : NULL;
-    const IrNode *cat = hn ? next_is(g, hn->id, IR_OP_CONCAT) : NULL;
-    const IrNode *eh = cat ? next_is(g, cat->id, IR_OP_MATMUL) : NULL;
-    if (!eh || g->tensors[sh->in[0]].role != IR_INPUT || sh->attr.shift != 1 || sh->attr.shift_tail != 1 ||
-        em->in[0] != sh->out[0] || em->in[1] != A->table || en->in[0] != em->out[0] || hn->in[0] != xn ||
-        cat->in[0] != en->out[0] || cat->in[1] != hn->out[0] || eh->in[0] != cat->out[0] || !is_param(g, eh->in[1]))
-        return rep_refuse(why, wn, "%s", bad);
-    const IrTensor *W = &g->tensors[eh->in[1]];
-    if (W->rank != 2 || dsize(g, W->dim[0]) != 2 * A->d_model || dsize(g, W->dim[1]) != A->d_model)
-        return rep_refuse(why, wn, "its multi-token prediction's projection %s is not [2 d_model, d_model]",
-                          W->name);
-    /* The layer: the last layer's operators in order, reading x0 where it
-     * reads its input, parameters of the same shapes where it reads its. */
-    int first = eh->id + 1, n = Lp->count;
-    if (first + n + 4 > P->first + P->count)
-        return rep_refuse(why, wn, "%s", bad);
-    int lin = -1; /* the last layer's input: what its first node reads that no layer node made */
-    for (int k = 0; k < n; k++) {
-        const IrNode *a = &g->nodes[Lp->first + k], *b = &g->nodes[first + k];
-        if (!same_node(a, b))
-            return rep_refuse(why, wn, "its multi-token prediction layer is not one like the model's last (%s "
-                              "at line %d against %s)", ir_ops[b->op].name, b->loc.line, ir_ops[a->op].name);
+    int n = R->count, lin = -1, np0 = *np;
+    *same = 0;
+    if (first + n > end) {
+        snprintf(err, en, "the head ends before a layer like layer %d", (int)(R - g->pieces) - 1);
+        return false;
+    }
+    for (int k = 0; k < n; k++, *same = k) {
+        const IrNode *a = &g->nodes[R->first + k], *b = &g->nodes[first + k];
+        if (!same_node(a, b)) {
+            snprintf(err, en, "%s at line %d where layer %d computes %s", ir_ops[b->op].name, b->loc.line,
+                     (int)(R - g->pieces) - 1, ir_ops[a->op].name);
+            *np = np0;
+            return false;
+        }
         for (int j = 0; j < a->nin; j++) {
             const IrTensor *u = &g->tensors[a->in[j]], *v = &g->tensors[b->in[j]];
             int pu = u->producer, pv = v->producer;
             bool ok;
-            if (u->role == IR_PARAM)
+            if (u->role == IR_PARAM) {
                 ok = v->role == IR_PARAM && v->rank == u->rank && !memcmp(v->dim, u->dim, sizeof(int) * (size_t)u->rank);
-            else if (pu >= Lp->first && pu < Lp->first + n)
-                ok = pv == first + (pu - Lp->first) && b->in[j] == g->nodes[pv].out[out_index(&g->nodes[pu], a->in[j])];
-            else
-                ok = (lin < 0 || lin == a->in[j]) && b->in[j] == eh->out[0];
-            if (!ok)
-                return rep_refuse(why, wn, "its multi-token prediction layer reads %s where the model's last layer "
-                                  "reads %s", v->name, u->name);
-            if (u->role != IR_PARAM && !(pu >= Lp->first && pu < Lp->first + n))
+                if (ok && *np < cap)
+                    prm[(*np)++] = b->in[j];
+            } else if (pu >= R->first && pu < R->first + n) {
+                ok = pv == first + (pu - R->first) && b->in[j] == g->nodes[pv].out[out_index(&g->nodes[pu], a->in[j])];
+            } else {
+                ok = (lin < 0 || lin == a->in[j]) && b->in[j] == in;
                 lin = a->in[j];
+            }
+            if (!ok) {
+                snprintf(err, en, "%s read at line %d where the model's layer reads %s", v->name, b->loc.line,
+                         u->name);
+                *np = np0;
+                return false;
+            }
         }
     }
-    /* The layer's output: what the last layer's output is to it. */
-    int px = g->tensors[x].producer;
-    if (px < Lp->first || px >= Lp->first + n)
-        return rep_refuse(why, wn, "%s", bad);
-    int xo = g->nodes[first + (px - Lp->first)].out[out_index(&g->nodes[px], x)];
-    const IrNode *fn = next_is(g, first + n - 1, IR_OP_RMSNORM);
-    const IrNode *hd = fn ? next_is(g, fn->id, IR_OP_MATMUL) : NULL;
-    const IrNode *st = hd ? next_is(g, hd->id, IR_OP_SHIFT) : NULL;
-    const IrNode *ce = st ? next_is(g, st->id, IR_OP_CROSS_ENTROPY) : NULL;
+    int pr = g->tensors[rout].producer;
+    if (pr < R->first || pr >= R->first + n) {
+        snprintf(err, en, "the model's layer's output is not made in it");
+        *np = np0;
+        return false;
+    }
+    *out = g->nodes[first + (pr - R->first)].out[out_index(&g->nodes[pr], rout)];
+    return true;
+}
+
+/* A hybrid layer piece's output: its last add, the residual the next piece
+ * reads (read_hybrid checked it). */
+static int piece_out(const IrGraph *g, int p)
+{
+    const IrPiece *P = &g->pieces[p];
+    for (int i = P->first + P->count - 1; i >= P->first; i--)
+        if (g->nodes[i].op == IR_OP_ADD)
+            return g->nodes[i].out[0];
+    return -1;
+}
+
+/* Multi-token prediction after the head's loss, in Megatron-Core's form
+ * (multi_token_prediction.py), depth d = 1, 2, ... each from node i on:
+ * the tokens shifted by d (token 0 past the end), embedded by the model's
+ * table, normalised (enorm), the hidden state normalised (hnorm; the final
+ * norm's output xn at depth 1, the previous depth's after its final norm
+ * at the next), joined [embedding; hidden] and projected 2d -> d (eh_proj);
+ * then its layers, each operator for operator like a layer of the model (a
+ * GPT model's: like its last, Megatron building the MTP layer from the
+ * decoder's layer spec; a hybrid's: one of its kinds each, the pattern
+ * after '/', every depth the same), its own final norm, the model's LM head
+ * and a cross-entropy against the targets shifted by d with one weight for
+ * every depth. The depths' parameters are all the first's
+ * (mtp_use_repeated_layer: one layer run at every depth) or all their own. */
+static bool read_mtp(const IrGraph *g, int i, int x, int xn, const IrNode *M, RepArch *A, char *why, size_t wn)
+{
+    const IrPiece *P = &g->pieces[g->npieces - 1];
+    const char *bad = "after its loss it computes something other than Megatron-Core's multi-token "
+                      "prediction (shifted tokens embedded, joined with the hidden state, projected; "
+                      "layers like the model's; a norm, the LM head, a weighted loss)";
+    /* The reference layers: a GPT model's last; a hybrid's first of each kind. */
+    int ref[8], rout[8], nref = 0;
+    if (!A->hybrid) {
+        ref[0] = g->npieces - 2, rout[0] = x, nref = 1;
+    } else {
+        for (int p = 1; p <= A->layers && nref < 8; p++) {
+            bool seen = false;
+            for (int r = 0; r < nref; r++)
+                seen |= A->pattern[ref[r] - 1] == A->pattern[p - 1];
+            if (!seen)
+                ref[nref] = p, rout[nref++] = piece_out(g, p);
+        }
+    }
     const IrNode *ce0 = &g->nodes[g->tensors[g->loss].producer];
-    if (!ce || fn->in[0] != xo || hd->in[0] != fn->out[0] || hd->in[1] != M->in[1] || st->in[0] != ce0->in[1] ||
-        st->attr.shift != 1 || st->attr.shift_tail != 0 || ce->in[0] != hd->out[0] || ce->in[1] != st->out[0] ||
-        ce->id != P->first + P->count - 1)
+    int end = P->first + P->count, hid = xn, at = i, depth = 0;
+    int prm1[512], np1 = 0;
+    char pat1[REP_MAX_MTP + 1] = "";
+    bool shared = false;
+    while (next_is(g, at, IR_OP_SHIFT) && depth < 16) {
+        depth++;
+        const IrNode *sh = next_is(g, at, IR_OP_SHIFT);
+        const IrNode *em = sh ? next_is(g, sh->id, IR_OP_EMBEDDING) : NULL;
+        const IrNode *en = em ? next_is(g, em->id, IR_OP_RMSNORM) : NULL;
+        const IrNode *hn = en ? next_is(g, en->id, IR_OP_RMSNORM) : NULL;
+        const IrNode *cat = hn ? next_is(g, hn->id, IR_OP_CONCAT) : NULL;
+        const IrNode *eh = cat ? next_is(g, cat->id, IR_OP_MATMUL) : NULL;
+        if (!eh || g->tensors[sh->in[0]].role != IR_INPUT || sh->attr.shift != depth || sh->attr.shift_tail != 1 ||
+            em->in[0] != sh->out[0] || em->in[1] != A->table || en->in[0] != em->out[0] || hn->in[0] != hid ||
+            cat->in[0] != en->out[0] || cat->in[1] != hn->out[0] || eh->in[0] != cat->out[0] ||
+            !is_param(g, eh->in[1]) || !is_param(g, en->in[1]) || !is_param(g, hn->in[1]))
+            return rep_refuse(why, wn, "%s (depth %d)", bad, depth);
+        const IrTensor *W = &g->tensors[eh->in[1]];
+        if (W->rank != 2 || dsize(g, W->dim[0]) != 2 * A->d_model || dsize(g, W->dim[1]) != A->d_model)
+            return rep_refuse(why, wn, "its multi-token prediction's projection %s is not [2 d_model, d_model]",
+                              W->name);
+        int prm[512], np = 0;
+        prm[np++] = en->in[1], prm[np++] = hn->in[1], prm[np++] = eh->in[1];
+        /* its layers, until the final norm (a node no layer begins like) */
+        char pat[REP_MAX_MTP + 1], err[160] = "";
+        int nl = 0, cur = eh->out[0], pos = eh->id + 1;
+        for (;;) {
+            char e1[160] = "";
+            int r = 0, out = -1, best = -1, same;
+            for (; r < nref; r++) {
+                if (mtp_layer(g, &g->pieces[ref[r]], rout[r], pos, end - 4, cur, &out, prm, &np, 512, e1, sizeof e1,
+                              &same))
+                    break;
+                if (same > best) /* the model's layer it follows furthest says where it differs */
+                    best = same, snprintf(err, sizeof err, "%s", e1);
+            }
+            if (r == nref) {
+                if (nl == 0)
+                    return rep_refuse(why, wn, "its multi-token prediction layer is not one like the model's %s (%s)",
+                                      A->hybrid ? "layers" : "last", err);
+                break;
+            }
+            if (nl >= REP_MAX_MTP)
+                return rep_refuse(why, wn, "its multi-token prediction depth has more than %d layers", REP_MAX_MTP);
+            pat[nl++] = A->hybrid ? A->pattern[ref[r] - 1] : 't';
+            pos += g->pieces[ref[r]].count;
+            cur = out;
+            if (!A->hybrid)
+                break; /* a GPT model's depth: one decoder layer */
+        }
+        pat[nl] = 0;
+        const IrNode *fn = next_is(g, pos - 1, IR_OP_RMSNORM);
+        const IrNode *hd = fn ? next_is(g, fn->id, IR_OP_MATMUL) : NULL;
+        const IrNode *st = hd ? next_is(g, hd->id, IR_OP_SHIFT) : NULL;
+        const IrNode *ce = st ? next_is(g, st->id, IR_OP_CROSS_ENTROPY) : NULL;
+        if (!ce || fn->in[0] != cur || !is_param(g, fn->in[1]) || hd->in[0] != fn->out[0] || hd->in[1] != M->in[1] ||
+            st->in[0] != ce0->in[1] || st->attr.shift != depth || st->attr.shift_tail != 0 ||
+            ce->in[0] != hd->out[0] || ce->in[1] != st->out[0]) {
+            if (A->hybrid && err[0]) /* what follows the matched layers is no head: a layer like none of the model's */
+                return rep_refuse(why, wn, "its multi-token prediction's layer %d (depth %d) is like none of the "
+                                  "model's layers (%s)", nl + 1, depth, err);
+            return rep_refuse(why, wn, "%s (depth %d)", bad, depth);
+        }
+        if (np < 512)
+            prm[np++] = fn->in[1];
+        double w = ir_loss_weight(&ce->attr);
+        if (depth == 1) {
+            memcpy(prm1, prm, sizeof(int) * (size_t)np), np1 = np;
+            snprintf(pat1, sizeof pat1, "%s", pat);
+            A->mtp_weight = w;
+            A->mtp_first = sh->id;
+        } else {
+            if (strcmp(pat, pat1) || np != np1)
+                return rep_refuse(why, wn, "its multi-token prediction depths %d and 1 hold different layers (%s, "
+                                  "%s), where Megatron builds every depth from one pattern", depth, pat, pat1);
+            if (w != A->mtp_weight)
+                return rep_refuse(why, wn, "its multi-token prediction depths weigh their losses %g and %g, where "
+                                  "Megatron weighs each mtp_loss_scaling_factor / mtp_num_layers", A->mtp_weight, w);
+            int same = 0;
+            for (int k = 0; k < np; k++)
+                same += prm[k] == prm1[k];
+            if (same != 0 && same != np)
+                return rep_refuse(why, wn, "its multi-token prediction depth %d shares %d of its %d parameters with "
+                                  "depth 1, where Megatron's depths share all (mtp_use_repeated_layer) or none",
+                                  depth, same, np);
+            if (depth > 2 && (same == np) != shared)
+                return rep_refuse(why, wn, "its multi-token prediction depths share parameters with depth 1 in "
+                                  "some depths and not in others");
+            shared = same == np;
+        }
+        A->mtp_last = ce->id;
+        hid = fn->out[0];
+        at = ce->id;
+    }
+    if (at != end - 1)
         return rep_refuse(why, wn, "%s", bad);
-    A->mtp_layers = 1;
-    A->mtp_weight = ir_loss_weight(&ce->attr);
-    A->mtp_first = sh->id, A->mtp_last = ce->id;
+    A->mtp_layers = depth;
+    A->mtp_repeated = shared;
+    snprintf(A->mtp_pattern, sizeof A->mtp_pattern, "%s", A->hybrid ? pat1 : "");
     return true;
 }
 

@@ -97,6 +97,7 @@ typedef enum {
 extern const char *const rep_arch_what[REP_NARCH];
 
 #define REP_MAX_LAYERS 1024 /* the most layers a mixed dense/MoE model may have */
+#define REP_MAX_MTP 16      /* the most layers a hybrid's multi-token prediction depth may hold */
 typedef struct RepArch {
     int layers;
     int64_t d_model, heads, kv_heads, head_dim, d_ff, vocab, seq;
@@ -168,9 +169,13 @@ typedef struct RepArch {
      * plan_arch.c read_mtp): its depths (0: none), the loss's weight per
      * depth (Megatron's mtp_loss_scaling_factor / mtp_num_layers), and the
      * module's own nodes (the join, the shifts, its loss) read_attrs leaves
-     * to it. */
+     * to it; whether every depth runs the first depth's layer and weights
+     * (Megatron's mtp_use_repeated_layer), and a hybrid's layers a depth
+     * (--hybrid-layer-pattern after each '/', Megatron's letters). */
     int mtp_layers;
     double mtp_weight;
+    bool mtp_repeated;
+    char mtp_pattern[REP_MAX_MTP + 1];
     int mtp_first, mtp_last;      /* internal: the head's node range of the module */
 } RepArch;
 /* False with a sentence in why ("its MLP is neither SwiGLU ...", to follow

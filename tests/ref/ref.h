@@ -134,10 +134,14 @@ typedef struct RefConfig {
     /* nemotron3.mdl's MoE layers ('E', and 'L' latent: Nemotron 3 Super's,
      * the routed experts on a DL-wide projection of the hidden, ref_moe.c) */
     int64_t DL;
-    /* DeepSeek's multi-token prediction (the DeepSeek-V3 report, section
-     * 2.2): depths (0 or 1: mtp_depth) and the loss's weight (lambda) */
+    /* Multi-token prediction (the DeepSeek-V3 report, section 2.2): depths
+     * (DeepSeek: 0 or 1, mtp_depth; a hybrid: any, every depth running one
+     * layer of the kinds mkinds, Megatron's mtp_use_repeated_layer) and
+     * each depth's loss weight (lambda) */
     int64_t mtp;
     double mtp_w;
+    char mkinds[16];
+    int64_t nmk;
 } RefConfig;
 
 /* Sizes of MODEL.mdl through ptdc's frontend (false with a message). */

@@ -59,35 +59,48 @@ static void fillw(RefSt *st, uint64_t *s, const char *fmt_, int l, int ndim, int
     fill3(st, s, fmt_, l, ndim, a, b, 1, mean, std);
 }
 
-#define P_(x) "backbone.layers.%d." x
+/* A layer's tensor name format: pre ("backbone.layers.%d.", or "mtp.layers.%d."
+ * for the multi-token prediction layer) then x; rotating buffers, as one call
+ * may name several. */
+static const char *nm(const char *pre, const char *x)
+{
+    static char buf[8][160];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s%s", pre, x);
+    return buf[k];
+}
+#define P_(x) nm(pre, x)
+static const char *const MAIN = "backbone.layers.%d.", *const MTP = "mtp.layers.%d.";
 
-void ref_hybrid_weights(const RefConfig *c, RefSt *st, uint64_t *s)
+/* Layer l's tensors, of kind k, under name format pre. */
+static void layer_weights(const RefConfig *c, RefSt *st, uint64_t *s, const char *pre, int l, char k)
 {
     const double MAT = 0.08, NORM = 0.2, BIAS = 0.1;
-    int64_t D = c->D, HP = c->MH * c->MP, G = c->MG, N = c->MN, GN = G * N, K = c->MK, V = c->V;
-    fillw(st, s, "backbone.embeddings.weight", 0, 2, V, D, 0, 1);
-    for (int l = 0; l < c->L; l++) {
+    int64_t D = c->D, HP = c->MH * c->MP, G = c->MG, N = c->MN, GN = G * N, K = c->MK;
+    {
         fillw(st, s, P_("norm.weight"), l, 1, D, 1, 1, NORM);
-        if (c->kinds[l] == '-') {
+        if (k == '-') {
             fillw(st, s, P_("mixer.up_proj.weight"), l, 2, c->Fd, D, 0, MAT);
             fillw(st, s, P_("mixer.down_proj.weight"), l, 2, D, c->Fd, 0, MAT);
-        } else if (c->kinds[l] == 'E' || c->kinds[l] == 'L') {
-            int64_t De = c->kinds[l] == 'L' ? c->DL : D; /* the experts' width */
-            char name[160];
+        } else if (k == 'E' || k == 'L') {
+            int64_t De = k == 'L' ? c->DL : D; /* the experts' width */
+            char name[160], at[64];
+            snprintf(at, sizeof at, pre, l);
             fillw(st, s, P_("mixer.gate.weight"), l, 2, c->E, D, 0, MAT);
-            if (c->kinds[l] == 'L') {
+            if (k == 'L') {
                 fillw(st, s, P_("mixer.fc1_latent_proj.weight"), l, 2, De, D, 0, MAT);
                 fillw(st, s, P_("mixer.fc2_latent_proj.weight"), l, 2, D, De, 0, MAT);
             }
             for (int e = 0; e < c->E; e++) { /* the name made first: fillw's format takes the layer only */
-                snprintf(name, sizeof name, "backbone.layers.%d.mixer.experts.%d.up_proj.weight", l, e);
+                snprintf(name, sizeof name, "%smixer.experts.%d.up_proj.weight", at, e);
                 fillw(st, s, name, l, 2, c->F, De, 0, MAT);
-                snprintf(name, sizeof name, "backbone.layers.%d.mixer.experts.%d.down_proj.weight", l, e);
+                snprintf(name, sizeof name, "%smixer.experts.%d.down_proj.weight", at, e);
                 fillw(st, s, name, l, 2, De, c->F, 0, MAT);
             }
             fillw(st, s, P_("mixer.shared_experts.up_proj.weight"), l, 2, c->Fs, D, 0, MAT);
             fillw(st, s, P_("mixer.shared_experts.down_proj.weight"), l, 2, D, c->Fs, 0, MAT);
-        } else if (c->kinds[l] == 'M') {
+        } else if (k == 'M') {
             fillw(st, s, P_("mixer.in_proj_z.weight"), l, 2, HP, D, 0, MAT);
             fillw(st, s, P_("mixer.in_proj_x.weight"), l, 2, HP, D, 0, MAT);
             fillw(st, s, P_("mixer.in_proj_B.weight"), l, 2, GN, D, 0, 0.25);
@@ -111,8 +124,29 @@ void ref_hybrid_weights(const RefConfig *c, RefSt *st, uint64_t *s)
             fillw(st, s, P_("mixer.o_proj.weight"), l, 2, D, c->H * c->Dh, 0, MAT);
         }
     }
+}
+
+void ref_hybrid_weights(const RefConfig *c, RefSt *st, uint64_t *s)
+{
+    const double MAT = 0.08, NORM = 0.2;
+    int64_t D = c->D, V = c->V;
+    fillw(st, s, "backbone.embeddings.weight", 0, 2, V, D, 0, 1);
+    for (int l = 0; l < c->L; l++)
+        layer_weights(c, st, s, MAIN, l, c->kinds[l]);
     fillw(st, s, "backbone.norm_f.weight", 0, 1, D, 1, 1, NORM);
     fillw(st, s, "lm_head.weight", 0, 2, V, D, 0, MAT);
+    if (!c->mtp)
+        return;
+    /* multi-token prediction's one layer (drawn after the model's, which
+     * keep their values): Hugging Face's flattened names (nemotron_h_bridge.py),
+     * enorm, hnorm and eh_proj [D, 2D] on its first layer, final_layernorm on
+     * its last */
+    fillw(st, s, "mtp.layers.0.enorm.weight", 0, 1, D, 1, 1, NORM);
+    fillw(st, s, "mtp.layers.0.hnorm.weight", 0, 1, D, 1, 1, NORM);
+    fillw(st, s, "mtp.layers.0.eh_proj.weight", 0, 2, D, 2 * D, 0, MAT);
+    for (int j = 0; j < c->nmk; j++)
+        layer_weights(c, st, s, MTP, j, c->mkinds[j]);
+    fillw(st, s, "mtp.layers.%d.final_layernorm.weight", (int)c->nmk - 1, 1, D, 1, 1, NORM);
 }
 
 static double silu_(double x) { return x / (1 + exp(-x)); }
@@ -277,7 +311,8 @@ static void group_norm_bwd(const RefConfig *c, double *dx, double *dw, const dou
                             w + q * cols, rs + r * G + q, 1, cols);
 }
 
-static void mamba_fwd(const RefConfig *c, const RefSt *w, int l, M *m, const double *h, double *out)
+static void mamba_fwd(const RefConfig *c, const RefSt *w, const char *pre, int l, M *m, const double *h,
+                      double *out)
 {
     int64_t R = c->B * c->S, D = c->D, H = c->MH, HP = H * c->MP, N = c->MG * c->MN, K = c->MK;
     m->z = ref_zeros(R * HP), m->xr = ref_zeros(R * HP), m->Br = ref_zeros(R * N), m->Cr = ref_zeros(R * N);
@@ -308,8 +343,8 @@ static void mamba_fwd(const RefConfig *c, const RefSt *w, int l, M *m, const dou
 }
 
 /* dh overwritten from dout; the layer's weight gradients added into gr. */
-static void mamba_bwd(const RefConfig *c, const RefSt *w, RefSt *gr, int l, const M *m, const double *h,
-                      const double *dout, double *dh)
+static void mamba_bwd(const RefConfig *c, const RefSt *w, RefSt *gr, const char *pre, int l, const M *m,
+                      const double *h, const double *dout, double *dh)
 {
     int64_t R = c->B * c->S, D = c->D, H = c->MH, HP = H * c->MP, N = c->MG * c->MN, K = c->MK;
     double *dgn = ref_zeros(R * HP), *dg = ref_zeros(R * HP), *dz = ref_zeros(R * HP), *dy = ref_zeros(R * HP);
@@ -365,113 +400,266 @@ typedef struct Ly {
     M m;
 } Ly;
 
+/* Layer l of kind k (names under pre) on x: L keeps what its backward
+ * needs; returns x plus the mixer's output (a new array) and adds the MoE
+ * routers' regularisers to *reg. */
+static double *layer_fwd(const RefConfig *c, const RefSt *w, const char *pre, int l, char k, Ly *L, double *x,
+                         double *reg)
+{
+    const int64_t R = c->B * c->S, D = c->D, H = c->H, KVH = c->KVH, Dh = c->Dh;
+    const int64_t HD = H * Dh, KD = KVH * Dh;
+    char prefix[64];
+    L->x = x, L->h = ref_zeros(R * D), L->rs = ref_zeros(R);
+    ref_rmsnorm_fwd(L->h, L->rs, x, W(w, P_("norm.weight"), l), R, D, c->eps);
+    double *out = ref_zeros(R * D);
+    snprintf(prefix, sizeof prefix, pre, l);
+    if (k == 'M') {
+        mamba_fwd(c, w, pre, l, &L->m, L->h, out);
+    } else if (k == 'E' || k == 'L') {
+        *reg += ref_moe_fwd(c, w, prefix, L->h, out);
+    } else if (k == '-') {
+        double *a2 = ref_zeros(R * c->Fd);
+        L->u = ref_zeros(R * c->Fd);
+        lin(L->u, L->h, W(w, P_("mixer.up_proj.weight"), l), R, D, c->Fd);
+        for (int64_t i = 0; i < R * c->Fd; i++)
+            a2[i] = L->u[i] > 0 ? L->u[i] * L->u[i] : 0;
+        lin(out, a2, W(w, P_("mixer.down_proj.weight"), l), R, c->Fd, D);
+        free(a2);
+    } else {
+        L->q = ref_zeros(R * HD), L->k = ref_zeros(R * KD), L->v = ref_zeros(R * KD);
+        L->p = ref_zeros(c->B * H * c->S * c->S), L->a = ref_zeros(R * HD);
+        lin(L->q, L->h, W(w, P_("mixer.q_proj.weight"), l), R, D, HD);
+        lin(L->k, L->h, W(w, P_("mixer.k_proj.weight"), l), R, D, KD);
+        lin(L->v, L->h, W(w, P_("mixer.v_proj.weight"), l), R, D, KD);
+        ref_attention_fwd(L->a, L->p, L->q, L->k, L->v, c->B, c->S, H, KVH, Dh);
+        lin(out, L->a, W(w, P_("mixer.o_proj.weight"), l), R, HD, D);
+    }
+    for (int64_t i = 0; i < R * D; i++)
+        out[i] += x[i];
+    return out;
+}
+
+/* dx: the gradient of layer l's output on entry, of its input on return
+ * (the residual's plus the mixer's through the norm); the layer's weight
+ * gradients added into gr. */
+static void layer_bwd(const RefConfig *c, const RefSt *w, RefSt *gr, const char *pre, int l, char k, const Ly *L,
+                      double *dx)
+{
+    const int64_t R = c->B * c->S, D = c->D, H = c->H, KVH = c->KVH, Dh = c->Dh;
+    const int64_t HD = H * Dh, KD = KVH * Dh;
+    char prefix[64];
+    double *dh = ref_zeros(R * D), *dout = ref_zeros(R * D), *tmp = ref_zeros(R * D);
+    memcpy(dout, dx, sizeof(double) * (size_t)(R * D));
+    snprintf(prefix, sizeof prefix, pre, l);
+    if (k == 'M') {
+        mamba_bwd(c, w, gr, pre, l, &L->m, L->h, dout, dh);
+    } else if (k == 'E' || k == 'L') {
+        ref_moe_bwd(c, w, gr, prefix, L->h, dout, dh);
+    } else if (k == '-') {
+        int64_t F = c->Fd;
+        double *a2 = ref_zeros(R * F), *da2 = ref_zeros(R * F);
+        for (int64_t i = 0; i < R * F; i++)
+            a2[i] = L->u[i] > 0 ? L->u[i] * L->u[i] : 0;
+        lin_bwd(da2, W(gr, P_("mixer.down_proj.weight"), l), dout, a2, W(w, P_("mixer.down_proj.weight"), l), R, F,
+                D, false);
+        for (int64_t i = 0; i < R * F; i++)
+            da2[i] *= L->u[i] > 0 ? 2 * L->u[i] : 0; /* d relu(u)^2 / du */
+        lin_bwd(dh, W(gr, P_("mixer.up_proj.weight"), l), da2, L->h, W(w, P_("mixer.up_proj.weight"), l), R, D, F,
+                false);
+        free(a2), free(da2);
+    } else {
+        double *da = ref_zeros(R * HD), *dq = ref_zeros(R * HD), *dk = ref_zeros(R * KD), *dv = ref_zeros(R * KD);
+        lin_bwd(da, W(gr, P_("mixer.o_proj.weight"), l), dout, L->a, W(w, P_("mixer.o_proj.weight"), l), R, HD, D,
+                false);
+        ref_attention_bwd(dq, dk, dv, da, L->p, L->q, L->k, L->v, c->B, c->S, H, KVH, Dh);
+        lin_bwd(dh, W(gr, P_("mixer.q_proj.weight"), l), dq, L->h, W(w, P_("mixer.q_proj.weight"), l), R, D, HD,
+                false);
+        lin_bwd(dh, W(gr, P_("mixer.k_proj.weight"), l), dk, L->h, W(w, P_("mixer.k_proj.weight"), l), R, D, KD,
+                true);
+        lin_bwd(dh, W(gr, P_("mixer.v_proj.weight"), l), dv, L->h, W(w, P_("mixer.v_proj.weight"), l), R, D, KD,
+                true);
+        free(da), free(dq), free(dk), free(dv);
+    }
+    ref_rmsnorm_bwd(tmp, W(gr, P_("norm.weight"), l), dh, L->x, W(w, P_("norm.weight"), l), L->rs, R, D);
+    for (int64_t i = 0; i < R * D; i++)
+        dx[i] += tmp[i]; /* the residual's gradient plus the mixer's */
+    free(dh), free(dout), free(tmp);
+}
+
+static void layer_free(Ly *L, char k)
+{
+    if (k == 'M')
+        mamba_free(&L->m);
+    double *all[] = {L->h, L->rs, L->q, L->k, L->v, L->p, L->a, L->u};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free(all[i]);
+}
+
+/* One multi-token prediction depth d (1, 2, ...), Megatron-Core's
+ * MultiTokenPredictionLayer on a hybrid: the tokens d further on (0 past
+ * the end) embedded and normalised (enorm), the hidden state hid (the main
+ * model's normalised output at depth 1, the previous depth's after its
+ * final norm) normalised (hnorm), joined [embedding; hidden], projected by
+ * eh_proj [D, 2D], the layers of c->mkinds (the same weights at every
+ * depth), final_layernorm, the shared head, and cross-entropy against the
+ * targets d further on, the last d positions of each sequence without one,
+ * meaned over the others and weighted mtp_w. */
+typedef struct Depth {
+    int32_t *tok, *tgt;
+    double *e, *en, *rse, *hn, *rsh, *cat, *x0, *xo, *xf, *rsf, *dlogits;
+    const double *hid;
+    Ly ly[16];
+} Depth;
+
+static double depth_fwd(const RefConfig *c, const RefSt *w, Depth *m, int d, const int32_t *tokens,
+                        const int32_t *targets, const double *hid, double *reg, bool grads)
+{
+    const int64_t R = c->B * c->S, D = c->D, S = c->S, V = c->V;
+    m->hid = hid;
+    m->tok = calloc((size_t)R, sizeof(int32_t)), m->tgt = calloc((size_t)R, sizeof(int32_t));
+    for (int64_t r = 0; r < R; r++) {
+        bool in = r % S + d < S;
+        m->tok[r] = in ? tokens[r + d] : 0;
+        m->tgt[r] = in ? targets[r + d] : -1;
+    }
+    const double *E = W(w, "backbone.embeddings.weight", 0);
+    m->e = ref_zeros(R * D), m->en = ref_zeros(R * D), m->rse = ref_zeros(R), m->hn = ref_zeros(R * D);
+    m->rsh = ref_zeros(R), m->cat = ref_zeros(R * 2 * D), m->x0 = ref_zeros(R * D);
+    for (int64_t r = 0; r < R; r++)
+        memcpy(m->e + r * D, E + m->tok[r] * D, sizeof(double) * (size_t)D);
+    ref_rmsnorm_fwd(m->en, m->rse, m->e, W(w, "mtp.layers.0.enorm.weight", 0), R, D, c->eps);
+    ref_rmsnorm_fwd(m->hn, m->rsh, hid, W(w, "mtp.layers.0.hnorm.weight", 0), R, D, c->eps);
+    for (int64_t r = 0; r < R; r++) {
+        memcpy(m->cat + r * 2 * D, m->en + r * D, sizeof(double) * (size_t)D);
+        memcpy(m->cat + r * 2 * D + D, m->hn + r * D, sizeof(double) * (size_t)D);
+    }
+    lin(m->x0, m->cat, W(w, "mtp.layers.0.eh_proj.weight", 0), R, 2 * D, D);
+    double *x = m->x0;
+    for (int j = 0; j < c->nmk; j++)
+        x = layer_fwd(c, w, MTP, j, c->mkinds[j], &m->ly[j], x, reg);
+    m->xo = x;
+    m->xf = ref_zeros(R * D), m->rsf = ref_zeros(R);
+    ref_rmsnorm_fwd(m->xf, m->rsf, x, W(w, "mtp.layers.%d.final_layernorm.weight", (int)c->nmk - 1), R, D, c->eps);
+    double *logits = ref_zeros(R * V), *lg = ref_zeros(R * V), *dl = ref_zeros(R * V);
+    ref_mm(logits, m->xf, W(w, "lm_head.weight", 0), R, V, D, false, true, false);
+    int32_t *tg = calloc((size_t)R, sizeof(int32_t));
+    int64_t n = 0;
+    for (int64_t r = 0; r < R; r++)
+        if (m->tgt[r] >= 0) {
+            memcpy(lg + n * V, logits + r * V, sizeof(double) * (size_t)V);
+            tg[n++] = m->tgt[r];
+        }
+    double loss = c->mtp_w * ref_cross_entropy(lg, tg, n, V, dl);
+    if (grads) {
+        m->dlogits = ref_zeros(R * V);
+        for (int64_t r = 0, k = 0; r < R; r++)
+            if (m->tgt[r] >= 0) {
+                for (int64_t j = 0; j < V; j++)
+                    m->dlogits[r * V + j] = c->mtp_w * dl[k * V + j];
+                k++;
+            }
+    }
+    free(logits), free(lg), free(dl), free(tg);
+    return loss;
+}
+
+/* dxf: the gradient of the depth's normalised output (its head's, plus the
+ * next depth's through its hnorm); returns the gradient of hid in dhid. */
+static void depth_bwd(const RefConfig *c, const RefSt *w, RefSt *gr, const Depth *m, const double *dxf, double *dhid)
+{
+    const int64_t R = c->B * c->S, D = c->D;
+    double *dx = ref_zeros(R * D), *dcat = ref_zeros(R * 2 * D), *den = ref_zeros(R * D), *dhn = ref_zeros(R * D);
+    double *de = ref_zeros(R * D);
+    const char *fl = "mtp.layers.%d.final_layernorm.weight";
+    ref_rmsnorm_bwd(dx, W(gr, fl, (int)c->nmk - 1), dxf, m->xo, W(w, fl, (int)c->nmk - 1), m->rsf, R, D);
+    for (int j = (int)c->nmk - 1; j >= 0; j--)
+        layer_bwd(c, w, gr, MTP, j, c->mkinds[j], &m->ly[j], dx);
+    lin_bwd(dcat, W(gr, "mtp.layers.0.eh_proj.weight", 0), dx, m->cat, W(w, "mtp.layers.0.eh_proj.weight", 0), R,
+            2 * D, D, false);
+    for (int64_t r = 0; r < R; r++) {
+        memcpy(den + r * D, dcat + r * 2 * D, sizeof(double) * (size_t)D);
+        memcpy(dhn + r * D, dcat + r * 2 * D + D, sizeof(double) * (size_t)D);
+    }
+    ref_rmsnorm_bwd(de, W(gr, "mtp.layers.0.enorm.weight", 0), den, m->e, W(w, "mtp.layers.0.enorm.weight", 0),
+                    m->rse, R, D);
+    ref_rmsnorm_bwd(dhid, W(gr, "mtp.layers.0.hnorm.weight", 0), dhn, m->hid, W(w, "mtp.layers.0.hnorm.weight", 0),
+                    m->rsh, R, D);
+    double *dE = W(gr, "backbone.embeddings.weight", 0);
+    for (int64_t r = 0; r < R; r++) /* the shared table: the shifted tokens' rows */
+        for (int64_t j = 0; j < D; j++)
+            dE[m->tok[r] * D + j] += de[r * D + j];
+    free(dx), free(dcat), free(den), free(dhn), free(de);
+}
+
+static void depth_free(const RefConfig *c, Depth *m)
+{
+    for (int j = 0; j < c->nmk; j++) {
+        layer_free(&m->ly[j], c->mkinds[j]);
+        if (j)
+            free(m->ly[j].x);
+    }
+    double *all[] = {m->e, m->en, m->rse, m->hn, m->rsh, m->cat, m->x0, m->xo, m->xf, m->rsf, m->dlogits};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free(all[i]);
+    free(m->tok), free(m->tgt);
+}
+
 double ref_hybrid_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const int32_t *targets,
                        double *logits_out, RefSt *gr)
 {
-    const int64_t R = c->B * c->S, D = c->D, V = c->V, H = c->H, KVH = c->KVH, Dh = c->Dh;
-    const int64_t HD = H * Dh, KD = KVH * Dh;
+    const int64_t R = c->B * c->S, D = c->D, V = c->V;
     Ly *ly = calloc((size_t)c->L, sizeof *ly);
     double *x = ref_zeros(R * D), reg = 0; /* reg: the MoE routers' regularisers */
-    char prefix[64];
     const double *E = W(w, "backbone.embeddings.weight", 0);
     for (int64_t r = 0; r < R; r++)
         memcpy(x + r * D, E + tokens[r] * D, sizeof(double) * (size_t)D);
-    for (int l = 0; l < c->L; l++) {
-        Ly *L = &ly[l];
-        L->x = x, L->h = ref_zeros(R * D), L->rs = ref_zeros(R);
-        ref_rmsnorm_fwd(L->h, L->rs, x, W(w, P_("norm.weight"), l), R, D, c->eps);
-        double *out = ref_zeros(R * D);
-        snprintf(prefix, sizeof prefix, "backbone.layers.%d.", l);
-        if (c->kinds[l] == 'M') {
-            mamba_fwd(c, w, l, &L->m, L->h, out);
-        } else if (c->kinds[l] == 'E' || c->kinds[l] == 'L') {
-            reg += ref_moe_fwd(c, w, prefix, L->h, out);
-        } else if (c->kinds[l] == '-') {
-            double *a2 = ref_zeros(R * c->Fd);
-            L->u = ref_zeros(R * c->Fd);
-            lin(L->u, L->h, W(w, P_("mixer.up_proj.weight"), l), R, D, c->Fd);
-            for (int64_t i = 0; i < R * c->Fd; i++)
-                a2[i] = L->u[i] > 0 ? L->u[i] * L->u[i] : 0;
-            lin(out, a2, W(w, P_("mixer.down_proj.weight"), l), R, c->Fd, D);
-            free(a2);
-        } else {
-            L->q = ref_zeros(R * HD), L->k = ref_zeros(R * KD), L->v = ref_zeros(R * KD);
-            L->p = ref_zeros(c->B * H * c->S * c->S), L->a = ref_zeros(R * HD);
-            lin(L->q, L->h, W(w, P_("mixer.q_proj.weight"), l), R, D, HD);
-            lin(L->k, L->h, W(w, P_("mixer.k_proj.weight"), l), R, D, KD);
-            lin(L->v, L->h, W(w, P_("mixer.v_proj.weight"), l), R, D, KD);
-            ref_attention_fwd(L->a, L->p, L->q, L->k, L->v, c->B, c->S, H, KVH, Dh);
-            lin(out, L->a, W(w, P_("mixer.o_proj.weight"), l), R, HD, D);
-        }
-        for (int64_t i = 0; i < R * D; i++)
-            out[i] += x[i];
-        x = out;
-    }
+    for (int l = 0; l < c->L; l++)
+        x = layer_fwd(c, w, MAIN, l, c->kinds[l], &ly[l], x, &reg);
     double *xf = ref_zeros(R * D), *rsf = ref_zeros(R), *logits = ref_zeros(R * V);
     ref_rmsnorm_fwd(xf, rsf, x, W(w, "backbone.norm_f.weight", 0), R, D, c->eps);
     const double *head = W(w, "lm_head.weight", 0);
     ref_mm(logits, xf, head, R, V, D, false, true, false);
     double *dlogits = gr ? ref_zeros(R * V) : NULL;
-    double loss = ref_cross_entropy(logits, targets, R, V, dlogits);
+    double loss = ref_cross_entropy(logits, targets, R, V, dlogits), mtp_loss = 0;
     if (logits_out)
         memcpy(logits_out, logits, sizeof(double) * (size_t)(R * V));
+    Depth *dp = calloc((size_t)(c->mtp ? c->mtp : 1), sizeof *dp);
+    for (int d = 0; d < c->mtp; d++) /* after the model's loss, as the graph orders the routers */
+        mtp_loss += depth_fwd(c, w, &dp[d], d + 1, tokens, targets, d ? dp[d - 1].xf : xf, &reg, gr != NULL);
     if (gr) {
-        double *dxf = ref_zeros(R * D), *dx = ref_zeros(R * D), *dh = ref_zeros(R * D), *dout = ref_zeros(R * D);
-        double *tmp = ref_zeros(R * D), *da = ref_zeros(R * HD), *dq = ref_zeros(R * HD);
-        double *dk = ref_zeros(R * KD), *dv = ref_zeros(R * KD);
+        double *dxf = ref_zeros(R * D), *dx = ref_zeros(R * D), *dhid = ref_zeros(R * D);
+        /* the depths last to first: each one's normalised output takes its
+         * head's gradient and the next depth's through hnorm */
+        for (int d = (int)c->mtp - 1; d >= 0; d--) {
+            double *dd = ref_zeros(R * D);
+            ref_mm(W(gr, "lm_head.weight", 0), dp[d].dlogits, dp[d].xf, V, D, R, true, false, true);
+            ref_mm(dd, dp[d].dlogits, head, R, D, V, false, false, false);
+            for (int64_t i = 0; i < R * D; i++)
+                dd[i] += dhid[i];
+            depth_bwd(c, w, gr, &dp[d], dd, dhid);
+            free(dd);
+        }
         ref_mm(W(gr, "lm_head.weight", 0), dlogits, xf, V, D, R, true, false, true);
         ref_mm(dxf, dlogits, head, R, D, V, false, false, false);
+        for (int64_t i = 0; i < R * D; i++)
+            dxf[i] += dhid[i]; /* the main model's normalised output feeds the first depth too */
         ref_rmsnorm_bwd(dx, W(gr, "backbone.norm_f.weight", 0), dxf, x, W(w, "backbone.norm_f.weight", 0), rsf, R, D);
-        for (int l = (int)c->L - 1; l >= 0; l--) {
-            Ly *L = &ly[l];
-            memcpy(dout, dx, sizeof(double) * (size_t)(R * D));
-            snprintf(prefix, sizeof prefix, "backbone.layers.%d.", l);
-            if (c->kinds[l] == 'M') {
-                mamba_bwd(c, w, gr, l, &L->m, L->h, dout, dh);
-            } else if (c->kinds[l] == 'E' || c->kinds[l] == 'L') {
-                ref_moe_bwd(c, w, gr, prefix, L->h, dout, dh);
-            } else if (c->kinds[l] == '-') {
-                int64_t F = c->Fd;
-                double *a2 = ref_zeros(R * F), *da2 = ref_zeros(R * F);
-                for (int64_t i = 0; i < R * F; i++)
-                    a2[i] = L->u[i] > 0 ? L->u[i] * L->u[i] : 0;
-                lin_bwd(da2, W(gr, P_("mixer.down_proj.weight"), l), dout, a2, W(w, P_("mixer.down_proj.weight"), l),
-                        R, F, D, false);
-                for (int64_t i = 0; i < R * F; i++)
-                    da2[i] *= L->u[i] > 0 ? 2 * L->u[i] : 0; /* d relu(u)^2 / du */
-                lin_bwd(dh, W(gr, P_("mixer.up_proj.weight"), l), da2, L->h, W(w, P_("mixer.up_proj.weight"), l), R, D,
-                        F, false);
-                free(a2), free(da2);
-            } else {
-                lin_bwd(da, W(gr, P_("mixer.o_proj.weight"), l), dout, L->a, W(w, P_("mixer.o_proj.weight"), l), R,
-                        HD, D, false);
-                ref_attention_bwd(dq, dk, dv, da, L->p, L->q, L->k, L->v, c->B, c->S, H, KVH, Dh);
-                lin_bwd(dh, W(gr, P_("mixer.q_proj.weight"), l), dq, L->h, W(w, P_("mixer.q_proj.weight"), l), R, D,
-                        HD, false);
-                lin_bwd(dh, W(gr, P_("mixer.k_proj.weight"), l), dk, L->h, W(w, P_("mixer.k_proj.weight"), l), R, D,
-                        KD, true);
-                lin_bwd(dh, W(gr, P_("mixer.v_proj.weight"), l), dv, L->h, W(w, P_("mixer.v_proj.weight"), l), R, D,
-                        KD, true);
-            }
-            ref_rmsnorm_bwd(tmp, W(gr, P_("norm.weight"), l), dh, L->x, W(w, P_("norm.weight"), l), L->rs, R, D);
-            for (int64_t i = 0; i < R * D; i++)
-                dx[i] += tmp[i]; /* the residual's gradient plus the mixer's */
-        }
+        for (int l = (int)c->L - 1; l >= 0; l--)
+            layer_bwd(c, w, gr, MAIN, l, c->kinds[l], &ly[l], dx);
         double *dE = W(gr, "backbone.embeddings.weight", 0);
         for (int64_t r = 0; r < R; r++)
             for (int64_t j = 0; j < D; j++)
                 dE[tokens[r] * D + j] += dx[r * D + j];
-        free(dxf), free(dx), free(dh), free(dout), free(tmp), free(da), free(dq), free(dk), free(dv);
+        free(dxf), free(dx), free(dhid);
     }
+    for (int d = 0; d < c->mtp; d++)
+        depth_free(c, &dp[d]);
+    free(dp);
     for (int l = 0; l < c->L; l++) {
-        Ly *L = &ly[l];
-        if (c->kinds[l] == 'M')
-            mamba_free(&L->m);
-        double *all[] = {l ? L->x : NULL, L->h, L->rs, L->q, L->k, L->v, L->p, L->a, L->u};
-        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-            free(all[i]);
+        layer_free(&ly[l], c->kinds[l]);
+        free(ly[l].x);
     }
-    free(ly[0].x);
     free(x), free(ly), free(xf), free(rsf), free(logits), free(dlogits);
+    loss += mtp_loss; /* the objective the program minimises and prints */
     return c->objective ? loss + reg : loss;
 }

@@ -147,10 +147,37 @@ bool ref_config(const char *mdl, RefConfig *c)
         }
         if (moe) /* nemotron3.mdl's MoE layers: squared-ReLU experts and a shared expert of d_shared */
             c->Fs = dim(g, "d_shared", 0);
+        /* multi-token prediction (nemotron3.mdl's mtp_depth): each later
+         * cross-entropy a depth, its weight; the layers of a depth, by their
+         * mixers, from the first join (eh_proj's input) to the first depth's
+         * loss; every depth runs the same layer (mtp_use_repeated_layer) */
+        bool cat = false, in_moe = false;
+        for (int i = 0; i < g->nfwd; i++) {
+            const IrNode *n = &g->nodes[i];
+            if (n->op == IR_OP_CROSS_ENTROPY && n->out[0] != g->loss) {
+                c->mtp++, c->mtp_w = ir_loss_weight(&n->attr);
+                cat = false;
+            }
+            if (n->op == IR_OP_CONCAT && !c->mtp)
+                cat = true;
+            if (!cat || c->mtp || c->nmk >= (int64_t)sizeof c->mkinds - 1)
+                continue;
+            if (n->op == IR_OP_RMSNORM && n->in[0] >= 0 && g->tensors[n->in[0]].producer >= 0 &&
+                g->nodes[g->tensors[n->in[0]].producer].op == IR_OP_ADD)
+                in_moe = false; /* a layer's input norm (or the depth's final one) */
+            if (n->op == IR_OP_ROUTE)
+                in_moe = true;
+            char k = n->op == IR_OP_SSD ? 'M' : n->op == IR_OP_ATTENTION ? '*' :
+                     n->op == IR_OP_MOE ? (g->dims[g->tensors[n->in[0]].dim[g->tensors[n->in[0]].rank - 1]].size !=
+                                           dim(g, "d_model", 0) ? 'L' : 'E') :
+                     n->op == IR_OP_RELU2 && !in_moe ? '-' : 0;
+            if (k)
+                c->mkinds[c->nmk++] = k;
+        }
         bool ok = rms && (!moe || (route_ok && c->E > 0 && c->E <= 256 && c->K >= 1 && c->K <= c->E &&
                                    c->moe_act == IR_MOE_RELU2 && c->G <= 1)) &&
                   c->MH > 0 && c->MG > 0 && c->MH % c->MG == 0 && (c->Fd > 0 || !strchr(c->kinds, '-')) && c->MP > 0 && c->MN > 0 && c->MK > 0 && c->D > 0 && c->H > 0 &&
-                  c->Dh > 0 && c->V > 0 && c->L > 0 && c->H % c->KVH == 0;
+                  c->Dh > 0 && c->V > 0 && c->L > 0 && c->H % c->KVH == 0 && (!c->mtp || c->nmk > 0);
         if (!ok)
             fprintf(stderr, "ref: %s is not the Mamba-2 hybrid the reference knows\n", mdl);
         ir_graph_free(g);

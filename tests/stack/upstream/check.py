@@ -644,7 +644,7 @@ def corpus(ptdc, src):
         if "n_pairs" in text or "repeat pattern" in text or m.endswith("nemotron3-nano.mdl") or \
                 m.endswith("nemotron3-super.mdl") or os.path.basename(m).startswith("tiny-nemotron"):
             # Nemotron 3 Super's latent MoE layers are nemotron3.mdl's L (docs/moe.md)
-            latent = re.search(r'pattern\s*=\s*"[^"]*L', text)
+            latent = re.search(r'pattern\s*=\s*"[^"]*L', text) or "super" in os.path.basename(m)
             few = ["--set", "n_pairs=2"] if "n_pairs" in text else ["--set", "pattern=MLM*L" if latent else
                                                                       "pattern=MEM*E"]
             rc = check_case(ptdc, [rel] + few + ["--gpus", "8", "--gpu", "h100-80gb", "--emit", "megatron"])
@@ -727,6 +727,10 @@ def corpus(ptdc, src):
          "--pp-layers 4,3"),
         ("models/tiny-nemotronh.mdl", "--gpus 8 --tp 2 --pp 2 --virtual-stages 2 --micro-batch 1 --recompute full "
          "--sp on --schedule interleaved --pp-layers 1,2,2,1"),
+        # A hybrid's multi-token prediction: the pattern's '/' parts after the pipeline split
+        # ('MEM*|EME/*E/*E'), the depths on the last stage.
+        ("models/tiny-nemotron3-super-mtp.mdl", "--gpus 8 --tp 2 --pp 2 --ep 2 --micro-batch 1 --recompute none "
+         "--sp on --pp-layers 4,3"),
     ]
     for model, lay in layouts:
         for fw, zero in (("megatron", "1"), ("torchtitan", "3")):
@@ -830,6 +834,9 @@ def main():
             "--gpu h100-80gb --emit megatron",
             # Nemotron 3 Super's latent MoE (--moe-latent-size) beside tp, sp and experts over dp.
             "models/tiny-nemotron3-super.mdl --gpus 8 --tp 2 --pp 1 --ep 4 --micro-batch 1 --recompute none "
+            "--sp on --zero 1 --gpu h100-80gb --emit megatron",
+            # Its multi-token prediction: two depths of one shared '*E' layer (--mtp-use-repeated-layer).
+            "models/tiny-nemotron3-super-mtp.mdl --gpus 8 --tp 2 --pp 1 --ep 4 --micro-batch 1 --recompute none "
             "--sp on --zero 1 --gpu h100-80gb --emit megatron",
         ]
         mutants(ptdc, [c.split() for c in cases])

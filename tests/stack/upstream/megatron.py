@@ -62,6 +62,8 @@ OPTIONS = {
     # mtp_loss_scaling_factor; core/transformer/multi_token_prediction.py)
     "--mtp-num-layers": ("mtp_num_layers", "int", None, None),
     "--mtp-loss-scaling-factor": ("mtp_loss_scaling_factor", "float", 0.1, None),
+    # one MTP layer run at every depth (MultiTokenPredictionBlock._build_layers)
+    "--mtp-use-repeated-layer": ("mtp_use_repeated_layer", "true", False, None),
     "--grad-reduce-in-bf16": ("grad_reduce_in_bf16", "true", False, None),
     "--no-gradient-accumulation-fusion": ("gradient_accumulation_fusion", "false", True, None),
     "--group-query-attention": ("group_query_attention", "true", False, None),
@@ -483,9 +485,18 @@ def _rules():
                     "attention/MLP ratios, all Mamba by default" % script)
         if a["spec"] is None or tuple(a["spec"]) not in HYBRID_SPECS:
             return "hybrid_builder needs --spec naming the training HybridStack spec, not %s" % a["spec"]
-        if "/" in pat:
-            return "the pattern has MTP layers ('/'), which ptdc does not build"
-        bad = set(pat) - set(HYBRID_LAYERS + "|")
+        # parse_hybrid_pattern: the parts after '/' are the MTP depths, all alike, no '|' among them;
+        # validate_args infers mtp_num_layers from their count (a different --mtp-num-layers is
+        # overridden with a warning)
+        parts = pat.split("/")
+        mtp = parts[1:]
+        if mtp and (any(p != mtp[0] for p in mtp) or not mtp[0]):
+            return "All MTP patterns must be identical (and not empty): %s" % "/".join(mtp)
+        if mtp and "|" in mtp[0]:
+            return "an MTP pattern with a pipeline segment's end ('|')"
+        if mtp:
+            a["mtp_num_layers"] = len(mtp)
+        bad = set(pat) - set(HYBRID_LAYERS + "|/")
         if bad:
             return "'%s' is not a valid layer symbol" % "".join(sorted(bad))
         if "*" in pat and ("D" in pat or "+" in pat):
@@ -989,7 +1000,9 @@ def effective_default(dest, a):
                "kv_channels": h // H if h and H else None,
                "num_query_groups": H,
                "expert_tensor_parallel_size": a["tensor_model_parallel_size"],  # validate_args
-               "moe_ffn_hidden_size": a["ffn_hidden_size"]}  # TransformerConfig.__post_init__
+               "moe_ffn_hidden_size": a["ffn_hidden_size"],  # TransformerConfig.__post_init__
+               # validate_args: a hybrid's MTP depths are its pattern's parts after '/'
+               "mtp_num_layers": (a["hybrid_layer_pattern"] or "").count("/") or None}
     if dest in derived:
         return derived[dest]
     return next(d for k, (dst, kind, d, c) in OPTIONS.items() if dst == dest)
@@ -1169,9 +1182,12 @@ def model(a, vocab):
     # from the decoder's last layer spec): per depth enorm, hnorm, eh_proj [2h -> h] (no
     # bias), that layer, final_layernorm; the embedding and the output layer are the
     # model's (shared). Each depth's loss weighs mtp_loss_scaling_factor / mtp_num_layers.
+    # mtp_use_repeated_layer: one layer, run at every depth.
     n = a["mtp_num_layers"] or 0
-    m["mtp"] = {"layers": n, "scale": a["mtp_loss_scaling_factor"]} if n else None
-    m["params"] += n * (3 * norm + 2 * h * h + attn + (moe_mlp if pattern[-1] else mlp))
+    m["mtp"] = {"layers": n, "scale": a["mtp_loss_scaling_factor"],
+                "repeated": bool(a["mtp_use_repeated_layer"])} if n else None
+    built = 1 if n and a["mtp_use_repeated_layer"] else n
+    m["params"] += built * (3 * norm + 2 * h * h + attn + (moe_mlp if pattern[-1] else mlp))
     return m
 
 
@@ -1187,12 +1203,14 @@ def hybrid_model(a, m, norm, mlp, moe_mlp, vocab):
     embedding (no position table unless asked), HybridStack's final norm, the
     output layer."""
     h, pat = a["hidden_size"], hybrid_letters(a)
+    parts = a["hybrid_layer_pattern"].split("/")
+    mtp_pat = parts[1] if len(parts) > 1 else ""
     H, d, G = a["num_attention_heads"], a["kv_channels"], m["kv_heads"]
     glu = 2 if a["swiglu"] or a["quick_geglu"] else 1
     bias_linear, bias_qkv = a["add_bias_linear"], a["add_qkv_bias"] or a["add_bias_linear"]
     attn = norm + h * (H + 2 * G) * d + (bias_qkv and (H + 2 * G) * d) + H * d * h + (bias_linear and h)
     per = {"*": attn, "-": norm + mlp, "E": norm + moe_mlp}
-    if "M" in pat:
+    if "M" in pat + mtp_pat:
         P, N, ng = a["mamba_head_dim"], a["mamba_state_dim"], a["mamba_num_groups"]
         nh = a["mamba_num_heads"] if a["mamba_num_heads"] is not None else 2 * h // P
         di, K = nh * P, 4  # MambaMixer: d_conv 4, D_has_hdim False, conv_bias True, bias False
@@ -1215,4 +1233,13 @@ def hybrid_model(a, m, norm, mlp, moe_mlp, vocab):
     m["params"] = (vocab * h + (a["position_embedding_type"] == "learned_absolute" and
                                 a["max_position_embeddings"] * h) +
                    sum(per[c] for c in pat) + norm + (0 if m["tied"] else vocab * h))
+    # The MTP block (multi_token_prediction.py, the hybrid path): each layer enorm, hnorm,
+    # eh_proj [2h -> h] (no bias), a HybridStack of the MTP pattern's layers built from the
+    # same specs (no final norm of its own), final_layernorm; the embedding and the output
+    # layer are the model's. mtp_use_repeated_layer builds one layer for every depth.
+    n = a["mtp_num_layers"] or 0
+    m["mtp"] = {"layers": n, "scale": a["mtp_loss_scaling_factor"], "repeated": bool(a["mtp_use_repeated_layer"]),
+                "pattern": mtp_pat} if n else None
+    built = 1 if n and a["mtp_use_repeated_layer"] else n
+    m["params"] += built * (3 * norm + 2 * h * h + sum(per[c] for c in mtp_pat))
     return m

@@ -249,7 +249,7 @@ def truth(ir_text, summary_text):
                                             [("tokens", d, "zero") for d in range(1, k + 1)]):
             return not_decoder("later losses unlike multi-token prediction's (one weight, the tokens and "
                                "targets shifted 1..depths)")
-        t["mtp"] = {"layers": k, "scale": ws.pop() * k}
+        t["mtp"] = mtp_depths(ir, head, k, ws.pop())
     t["tied"] = hm["ins"][1] == table
 
     def mlp_of(nodes):
@@ -342,6 +342,31 @@ def truth(ir_text, summary_text):
                    # a group's score (docs/moe.md, route step 2): its best, or its two best summed
                    "group_score": None if groups <= 1 else "top1" if a["score"] == "softmax" else "top2"}
     return t
+
+
+def mtp_depths(ir, head, k, w, hybrid=False):
+    """Multi-token prediction's k depths in the head piece: each from the
+    tokens' shift to its cross-entropy. repeated: every later depth reads only
+    parameters the first reads (Megatron's mtp_use_repeated_layer); for a
+    hybrid the first depth's layers, a letter each as hybrid_truth's pattern,
+    split where a norm reads the residual stream (not the gated norm's gate)."""
+    nodes = head["nodes"]
+    starts = [i for i, n in enumerate(nodes) if n["op"] == "shift" and n["ins"][0] == "tokens"]
+    ends = [i for i, n in enumerate(nodes) if n["op"] == "cross_entropy"][1:]
+    segs = [nodes[a:b + 1] for a, b in zip(starts, ends)]
+    used = [{i for n in sg for i in n["ins"] if i in ir.params} for sg in segs]
+    m = {"layers": k, "scale": w * k, "repeated": k > 1 and all(u <= used[0] for u in used[1:])}
+    if hybrid:
+        sg = segs[0]
+        eh = next(j for j, n in enumerate(sg) if n["op"] == "concat") + 1
+        norms = [j for j, n in enumerate(sg) if j > eh and n["op"] == "rmsnorm" and
+                 ir.producer.get(n["ins"][0], {}).get("op") not in ("swiglu", "mul")]
+        pat = ""
+        for a, b in zip(norms[:-1], norms[1:]):  # the last norm is the depth's final norm
+            ops = [n["op"] for n in sg[a:b]]
+            pat += "M" if "ssd" in ops else "*" if "attention" in ops else "E" if "moe" in ops else "-"
+        m["pattern"] = pat
+    return m
 
 
 def hybrid_truth(ir, t, layers, emb, head):
@@ -474,6 +499,19 @@ def hybrid_truth(ir, t, layers, emb, head):
         return not_decoder("a final norm of another epsilon")
     hm = next(n for n in head["nodes"] if n["op"] == "matmul")
     t["tied"] = hm["ins"][1] == table
+    # Multi-token prediction (the pattern after '/'): the later losses, as truth reads a decoder's
+    ces = [n for n in head["nodes"] if n["op"] == "cross_entropy"]
+    t["mtp"] = None
+    if len(ces) > 1:
+        ws = {float(n["attrs"].get("weight", 1)) for n in ces[1:]}
+        shifts = sorted((n["ins"][0], int(n["attrs"]["by"]), n["attrs"].get("tail", "none"))
+                        for n in head["nodes"] if n["op"] == "shift")
+        k = len(ces) - 1
+        if len(ws) != 1 or shifts != sorted([("targets", d, "none") for d in range(1, k + 1)] +
+                                            [("tokens", d, "zero") for d in range(1, k + 1)]):
+            return not_decoder("later losses unlike multi-token prediction's (one weight, the tokens and "
+                               "targets shifted 1..depths)")
+        t["mtp"] = mtp_depths(ir, head, k, ws.pop(), hybrid=True)
     if t["seq"] is None:
         t["seq"] = ir.size(ir.types[hm["outs"][0]][1][1])
     return t
