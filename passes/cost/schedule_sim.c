@@ -7,40 +7,53 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* Each rank's operations as (stage, micro-batch, kind) in one int:
- * ((mb * ns + st) << 2) | kind (PlanOpKind: F, B, or a split schedule's W).
- * The planner simulates the same few schedules over and over with different
- * stage times: the last few are kept. */
+/* Each rank's operations in order: the micro-batch of each and its chunk
+ * and kind in one byte, (chunk << 2) | kind (PlanOpKind: F, B, or a split
+ * schedule's W); the stage is chunk * pp + rank. The planner simulates the
+ * same few schedules over and over with different stage times: the last
+ * few are kept. */
 enum { OPMEMO = 4 };
 static struct OpMemo {
     PlanSchedule s;
     int pp, v, m;
     long used;                    /* last use, for eviction */
-    int *ops;                     /* [pp][plan_schedule_nops] */
+    int *mb;                      /* [pp][plan_schedule_nops] */
+    unsigned char *ck;            /* [pp][plan_schedule_nops] */
 } opmemo[OPMEMO];
 static long opclock;
 
-static const int *rank_ops(PlanSchedule s, int pp, int v, int m)
+static const struct OpMemo *rank_ops(PlanSchedule s, int pp, int v, int m)
 {
     struct OpMemo *e = &opmemo[0];
     for (int i = 0; i < OPMEMO; i++) {
-        if (opmemo[i].ops && opmemo[i].s == s && opmemo[i].pp == pp && opmemo[i].v == v && opmemo[i].m == m) {
+        if (opmemo[i].mb && opmemo[i].s == s && opmemo[i].pp == pp && opmemo[i].v == v && opmemo[i].m == m) {
             opmemo[i].used = ++opclock;
-            return opmemo[i].ops;
+            return &opmemo[i];
         }
         if (opmemo[i].used < e->used)
             e = &opmemo[i];
     }
-    int nops = plan_schedule_nops(s, v, m), ns = pp * v;
-    free(e->ops);
-    e->ops = ir_xmalloc(sizeof(int) * (size_t)pp * (size_t)nops);
+    int nops = plan_schedule_nops(s, v, m);
+    free(e->mb);
+    free(e->ck);
+    e->mb = ir_xmalloc(sizeof(int) * (size_t)pp * (size_t)nops);
+    e->ck = ir_xmalloc((size_t)pp * (size_t)nops);
     for (int r = 0; r < pp; r++)
         for (int k = 0; k < nops; k++) {
             PlanSchedOp op = plan_schedule_op(s, pp, v, m, r, k);
-            e->ops[(size_t)r * nops + k] = ((op.mb * ns + op.chunk * pp + r) << 2) | op.bwd;
+            e->mb[(size_t)r * nops + k] = op.mb;
+            e->ck[(size_t)r * nops + k] = (unsigned char)(op.chunk << 2 | op.bwd);
         }
     e->s = s, e->pp = pp, e->v = v, e->m = m, e->used = ++opclock;
-    return e->ops;
+    return e;
+}
+
+/* Operation i of rank r (its place in M) as one int: ((mb * ns + st) << 2)
+ * | kind, the encoding of pass_schedule_sim_shared's helpers below. */
+static int op_code(const struct OpMemo *M, int pp, int r, size_t i)
+{
+    int st = (M->ck[i] >> 2) * pp + r;
+    return ((M->mb[i] * pp * M->v + st) << 2) | (M->ck[i] & 3);
 }
 
 /* When operation e (rank_ops' encoding) can start on a rank free from
@@ -67,6 +80,11 @@ static double op_time(int e, int ns, const double *f, const double *b, const dou
     return (e & 3) == PLAN_OP_F ? f[st] : (e & 3) == PLAN_OP_B ? b[st] : w[st];
 }
 
+/* The end times of every forward and backward, reused between calls (the
+ * planner's steps have up to a few hundred thousand): [cap]. */
+static double *done_buf;
+static size_t done_cap;
+
 double pass_schedule_sim(PlanSchedule s, int pp, int v, int m, const double *f, const double *b, const double *w,
                          const double *xf, const double *xb, double *finish)
 {
@@ -77,47 +95,74 @@ double pass_schedule_sim(PlanSchedule s, int pp, int v, int m, const double *f, 
         ir_die("pass_schedule_sim: pp %d, v %d, m %d", pp, v, m);
     if ((long)ns * m > (1L << 28))
         ir_die("pass_schedule_sim: %d stages x %d micro-batches", ns, m);
-    const int *ops = rank_ops(s, pp, v, m);
-    /* done[(mb * ns + st) * 2 + bwd]: when that forward or backward ends
-     * (< 0: not yet). */
-    double *done = ir_xmalloc(sizeof(double) * (size_t)ns * (size_t)m * 2);
-    for (long i = 0; i < (long)ns * m * 2; i++)
-        done[i] = -1;
-    int *k = ir_xcalloc((size_t)pp, sizeof(int));
-    double *t = ir_xcalloc((size_t)pp, sizeof(double));
-    int nops = plan_schedule_nops(s, v, m);
-    long left = (long)pp * nops;
-    for (int pass = 0; left > 0; pass++) {
-        long progress = 0;
-        /* Alternate directions: forwards flow to higher ranks, backwards to
-         * lower ones, so each pass carries one of them along the pipe. */
-        for (int q = 0; q < pp; q++) {
-            int r = pass % 2 ? pp - 1 - q : q;
-            const int *o = ops + (size_t)r * nops;
-            for (; k[r] < nops; k[r]++) {
-                int e = o[k[r]], kind = e & 3, id = e >> 2;
-                /* A blocking receive: the receiver copies once both are there. */
-                double start = ready_at(e, ns, done, t[r], xf, xb);
-                if (start < 0)
-                    break;
-                t[r] = start + op_time(e, ns, f, b, w);
-                if (kind != PLAN_OP_W)
-                    done[id * 2 + kind] = t[r];
-                progress++;
-                left--;
-            }
-        }
-        if (!progress)
-            ir_die("pass_schedule_sim: the %s schedule deadlocks (pp %d, v %d, m %d)", plan_schedule_name(s), pp, v,
-                   m);
+    const struct OpMemo *M = rank_ops(s, pp, v, m);
+    /* done[(st * m + mb) * 2 + bwd]: when that forward or backward ends;
+     * -1: not yet; -2 - r: not yet, and rank r waits for it. By stage, so
+     * that each rank reads and writes a few rows in order. */
+    size_t nd = (size_t)ns * (size_t)m * 2;
+    if (nd > done_cap) {
+        free(done_buf);
+        done_buf = ir_xmalloc(sizeof(double) * nd);
+        done_cap = nd;
     }
+    double *done = done_buf;
+    for (size_t i = 0; i < nd; i++)
+        done[i] = -1;
+    int *k = ir_xcalloc((size_t)pp, sizeof(int)), *ready = ir_xmalloc(sizeof(int) * (size_t)pp);
+    double *t = ir_xcalloc((size_t)pp, sizeof(double));
+    int nops = plan_schedule_nops(s, v, m), top = 0;
+    long left = (long)pp * nops;
+    /* Each operation starts when its rank is free and the operation it
+     * receives from (stage st-1's forward, or stage st+1's backward, of its
+     * micro-batch) has ended, plus that message's copy (a blocking
+     * receive); a weight gradient (W) receives nothing: its backward ran
+     * before it on the same rank. Every end time is a function of the
+     * operations before it alone, so any order that runs each operation
+     * after those gives the same times: a rank runs until it waits for a
+     * message, and the rank that sends it wakes it. */
+    for (int r = pp - 1; r >= 0; r--)
+        ready[top++] = r;
+    while (top > 0) {
+        int r = ready[--top], kr = k[r];
+        const int *mbs = M->mb + (size_t)r * nops;
+        const unsigned char *ck = M->ck + (size_t)r * nops;
+        double tr = t[r];
+        for (; kr < nops; kr++) {
+            int kind = ck[kr] & 3, st = (ck[kr] >> 2) * pp + r, mb = mbs[kr];
+            if (kind == PLAN_OP_W) {
+                tr = tr + w[st];
+                continue;
+            }
+            double start = tr;
+            int dep = kind == PLAN_OP_F ? (st > 0 ? ((st - 1) * m + mb) * 2 : -1)
+                                        : (st < ns - 1 ? ((st + 1) * m + mb) * 2 + 1 : -1);
+            if (dep >= 0) {
+                double d = done[dep];
+                if (d < 0) {
+                    done[dep] = -2 - r;
+                    break;
+                }
+                start = kind == PLAN_OP_F ? fmax(tr, d) + xf[st] : fmax(tr, d) + xb[st + 1];
+            }
+            tr = start + (kind == PLAN_OP_F ? f[st] : b[st]);
+            int me = (st * m + mb) * 2 + kind;
+            double old = done[me];
+            done[me] = tr;
+            if (old <= -2)
+                ready[top++] = (int)(-2 - old);
+        }
+        left -= kr - k[r];
+        t[r] = tr, k[r] = kr;
+    }
+    if (left > 0)
+        ir_die("pass_schedule_sim: the %s schedule deadlocks (pp %d, v %d, m %d)", plan_schedule_name(s), pp, v, m);
     double end = 0;
     for (int r = 0; r < pp; r++) {
         if (finish)
             finish[r] = t[r];
         end = fmax(end, t[r]);
     }
-    free(done), free(k), free(t);
+    free(k), free(ready), free(t);
     return end;
 }
 
@@ -136,7 +181,7 @@ double pass_schedule_sim_shared(PlanSchedule s, int pp, int v, int m, const doub
     if (pp < 1 || v < 1 || m < 1 || v > PLAN_MAX_CHUNKS || (long)ns * m > (1L << 28) ||
         (plan_schedule_split(s) && (!w || v != 1)))
         ir_die("pass_schedule_sim_shared: %s, pp %d, v %d, m %d", plan_schedule_name(s), pp, v, m);
-    const int *ops = rank_ops(s, pp, v, m);
+    const struct OpMemo *M = rank_ops(s, pp, v, m);
     int nops = plan_schedule_nops(s, v, m), ngroups = (pp + sh->group - 1) / sh->group;
     double *done = ir_xmalloc(sizeof(double) * (size_t)ns * (size_t)m * 2);
     for (long i = 0; i < (long)ns * m * 2; i++)
@@ -157,7 +202,7 @@ double pass_schedule_sim_shared(PlanSchedule s, int pp, int v, int m, const doub
         for (int r = 0; r < pp; r++) {
             if (rem[r] >= 0 || k[r] >= nops)
                 continue;
-            int e = ops[(size_t)r * nops + k[r]];
+            int e = op_code(M, pp, r, (size_t)r * nops + k[r]);
             double ready = ready_at(e, ns, done, free_at[r], xf, xb);
             if (ready < 0)
                 continue;
@@ -181,7 +226,7 @@ double pass_schedule_sim_shared(PlanSchedule s, int pp, int v, int m, const doub
                 continue;
             double sp = speed[busy[r / sh->group]];
             if (now + rem[r] / sp <= next + tol) { /* ends now */
-                int e = ops[(size_t)r * nops + k[r]];
+                int e = op_code(M, pp, r, (size_t)r * nops + k[r]);
                 free_at[r] = next;
                 if ((e & 3) != PLAN_OP_W)
                     done[(e >> 2) * 2 + (e & 3)] = next;

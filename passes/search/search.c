@@ -1295,6 +1295,7 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     free(s.groups);
     free(s.floor_cls);
     free(s.floor_cnt);
+    src_floor_free(&s);
     free(s.divs);
     free(s.mbs);
     for (int i = 0; i < s.nwork; i++) {

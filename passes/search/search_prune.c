@@ -281,7 +281,10 @@ static double producer_floor(Src *s, const SrcGroup *G, const int64_t *ds, const
     return minb[t] = isfinite(best) ? best : 0;
 }
 
-double src_mb_sync(const Src *s, const IrNode *n, const PlanMesh *m, const PlanStrategy *st, int z)
+/* src_mb_sync for a node whose model states under z are `bytes`
+ * (pass_param_bytes): the floor has them already. */
+static double mb_sync_bytes(const Src *s, const IrNode *n, const PlanMesh *m, const PlanStrategy *st, int z,
+                            double bytes)
 {
     /* As pass_predict's node_states and add_piece (passes/cost/predict.c)
      * price it: a node with parameters pays sync(z, 2 micro-batches) -
@@ -293,11 +296,7 @@ double src_mb_sync(const Src *s, const IrNode *n, const PlanMesh *m, const PlanS
      * ZeRO 2 nothing is paid per micro-batch. */
     const PassCostCtx *c = s->c;
     const IrGraph *g = s->g;
-    if (z < 2)
-        return 0;
-    double w, gr, op;
-    pass_param_bytes3(c, g, n, m, st, z, &w, &gr, &op);
-    if (w + gr + op <= 0)
+    if (z < 2 || bytes <= 0)
         return 0;
     double t = 0;
     if (!c->st.dp_overlap || !c->st.ref_stack)
@@ -305,6 +304,15 @@ double src_mb_sync(const Src *s, const IrNode *n, const PlanMesh *m, const PlanS
     if (!c->st.ref_stack)
         t += pass_param_mb_s(c, g, n, m, st, z);
     return t;
+}
+
+double src_mb_sync(const Src *s, const IrNode *n, const PlanMesh *m, const PlanStrategy *st, int z)
+{
+    if (z < 2)
+        return 0;
+    double w, gr, op;
+    pass_param_bytes3(s->c, s->g, n, m, st, z, &w, &gr, &op);
+    return mb_sync_bytes(s, n, m, st, z, w + gr + op);
 }
 
 /* The Pareto points of one node under ZeRO z (src.h, SrcFitNode) from its
@@ -390,11 +398,87 @@ static double grad_ws(const Src *s, const SrcGroup *G, const IrNode *n, const Pl
     return b;
 }
 
+/* pass_recomputed of every forward node under every policy, once per
+ * search (s->rec_node): the floor asks it per node, policy and group. */
+static const bool *rec_nodes(Src *s)
+{
+    if (!s->rec_node) {
+        const IrGraph *g = s->g;
+        bool *x = ir_xcalloc((size_t)g->nfwd * SRC_NRC + 1, sizeof(bool));
+        for (int n = 0; n < g->nfwd; n++)
+            for (int r = 0; r < SRC_NRC; r++)
+                x[n * SRC_NRC + r] = pass_recomputed(s->c, g, &g->nodes[n], (PlanRecompute)r);
+        s->rec_node = x;
+    }
+    return s->rec_node;
+}
+
 /* The tighter bound of a group: for every node the least kernel time
  * (with its share of the resharding inside its piece, search_edges.c),
  * saved bytes and model states over the strategies the ILP may choose on
  * the group's mesh (plan_strategies under the same pins), summed per piece.
  * A sum of per-node minima is at most what any one choice costs. */
+/* src_group_floor's working arrays, the same sizes for every group of a
+ * search: made once (src_floor_free frees them), since a fresh allocation
+ * of a few hundred kilobytes per group costs page faults every time. */
+enum { MAXS = 512 };              /* strategies of one node, at most */
+struct SrcFloorBuf {
+    bool *over;                   /* grad_over */
+    PlanStrategy *pst;            /* [MAXS] producer_floor's */
+    double *minb;                 /* [ntensors + 1] */
+    double *stz, *ssz;            /* [MAXS * 4] */
+    PlanStrategy *stall;          /* [MAXS * maxc] */
+    double *shall;                /* [MAXS * maxc] */
+    int *nsall;                   /* [maxc] */
+    PlanStrategy **stp;           /* [maxc] */
+    double **shp;                 /* [maxc] */
+};
+
+static struct SrcFloorBuf *floor_buf(Src *s)
+{
+    if (s->floor_buf)
+        return s->floor_buf;
+    const IrGraph *g = s->g;
+    struct SrcFloorBuf *B = ir_xcalloc(1, sizeof *B);
+    B->over = grad_over(s);
+    B->pst = ir_xmalloc(sizeof(PlanStrategy) * MAXS);
+    B->minb = ir_xmalloc(sizeof(double) * (size_t)(g->ntensors + 1));
+    B->stz = ir_xmalloc(sizeof(double) * MAXS * 4);
+    B->ssz = ir_xmalloc(sizeof(double) * MAXS * 4);
+    int maxc = 1;
+    for (int p = 0; p < s->npieces; p++)
+        maxc = g->pieces[p].count > maxc ? g->pieces[p].count : maxc;
+    B->stall = ir_xmalloc(sizeof(PlanStrategy) * MAXS * (size_t)maxc);
+    B->shall = ir_xmalloc(sizeof(double) * MAXS * (size_t)maxc);
+    B->nsall = ir_xmalloc(sizeof(int) * (size_t)maxc);
+    B->stp = ir_xmalloc(sizeof(PlanStrategy *) * (size_t)maxc);
+    B->shp = ir_xmalloc(sizeof(double *) * (size_t)maxc);
+    for (int a = 0; a < maxc; a++)
+        B->stp[a] = B->stall + (size_t)a * MAXS, B->shp[a] = B->shall + (size_t)a * MAXS;
+    return s->floor_buf = B;
+}
+
+void src_floor_free(Src *s)
+{
+    struct SrcFloorBuf *B = s->floor_buf;
+    if (B) {
+        free(B->over);
+        free(B->pst);
+        free(B->minb);
+        free(B->stz);
+        free(B->ssz);
+        free(B->stall);
+        free(B->shall);
+        free(B->nsall);
+        free(B->stp);
+        free(B->shp);
+        free(B);
+    }
+    s->floor_buf = NULL;
+    free(s->rec_node);
+    s->rec_node = NULL;
+}
+
 void src_group_floor(Src *s, SrcGroup *G)
 {
     const IrGraph *g = s->g;
@@ -404,29 +488,24 @@ void src_group_floor(Src *s, SrcGroup *G)
     G->floor_states = ir_xcalloc((size_t)P * 4, sizeof(double));
     G->floor_ws = ir_xcalloc((size_t)P + 1, sizeof(double));
     G->floor_fslack = ir_xcalloc((size_t)P + 1, sizeof(double));
-    bool *over = grad_over(s);
+    struct SrcFloorBuf *B = floor_buf(s);
+    const bool *over = B->over;
+    const bool *recn = rec_nodes(s);
+    src_floor_classes(s);
     uint64_t allow[PLAN_MAX_AXES];
     int64_t *ds = group_sizes_pins(g, G, allow);
-    enum { MAXS = 512 };
-    PlanStrategy *pst = ir_xmalloc(sizeof(PlanStrategy) * MAXS);
-    double *minb = ir_xmalloc(sizeof(double) * (size_t)(g->ntensors + 1));
-    double *stz = ir_xmalloc(sizeof(double) * MAXS * 4), *ssz = ir_xmalloc(sizeof(double) * MAXS * 4);
+    PlanStrategy *pst = B->pst;
+    double *minb = B->minb;
+    double *stz = B->stz, *ssz = B->ssz;
     for (int t = 0; t < g->ntensors; t++)
         minb[t] = -1;
     /* Per node of the piece: its strategies, and each one's share of the
      * resharding inside the piece (search_edges.c). */
-    int maxc = 1;
-    for (int p = 0; p < P; p++)
-        maxc = g->pieces[p].count > maxc ? g->pieces[p].count : maxc;
-    PlanStrategy *stall = ir_xmalloc(sizeof(PlanStrategy) * MAXS * (size_t)maxc);
-    double *shall = ir_xmalloc(sizeof(double) * MAXS * (size_t)maxc);
-    int *nsall = ir_xmalloc(sizeof(int) * (size_t)maxc);
-    PlanStrategy **stp = ir_xmalloc(sizeof(PlanStrategy *) * (size_t)maxc);
-    double **shp = ir_xmalloc(sizeof(double *) * (size_t)maxc);
-    for (int a = 0; a < maxc; a++)
-        stp[a] = stall + (size_t)a * MAXS, shp[a] = shall + (size_t)a * MAXS;
+    int *nsall = B->nsall;
+    PlanStrategy **stp = B->stp;
+    double **shp = B->shp;
     for (int p = 0; p < P; p++) {
-        int q = floor_like(s, p);
+        int q = s->floor_cls[p]; /* floor_like */
         if (q != p) {
             memcpy(&G->floor_t[p * SRC_NRC * 4], &G->floor_t[q * SRC_NRC * 4], SRC_NRC * 4 * sizeof(double));
             memcpy(&G->floor_saved[p * SRC_NRC], &G->floor_saved[q * SRC_NRC], SRC_NRC * sizeof(double));
@@ -474,9 +553,15 @@ void src_group_floor(Src *s, SrcGroup *G)
                 f -= hf;
                 tb = fmin(tb, f + nc.bwd_s - hb);
                 tf = fmin(tf, f);
+                /* Model states by ZeRO stage (none without parameters),
+                 * which the traffic below needs too. */
+                for (int z = 0; z < 4; z++) {
+                    ssz[i * 4 + z] = params ? pass_param_bytes(s->c, g, nd, &G->mesh, &st[i], z) : 0;
+                    sz[z] = fmin(sz[z], ssz[i * 4 + z]);
+                }
                 for (int z = 0; z < 4; z++) {
                     stz[i * 4 + z] = f + nc.bwd_s - hb + esh[i] +
-                                     (params ? src_mb_sync(s, nd, &G->mesh, &st[i], z) : 0);
+                                     (params ? mb_sync_bytes(s, nd, &G->mesh, &st[i], z, ssz[i * 4 + z]) : 0);
                     tz[z] = fmin(tz[z], stz[i * 4 + z]);
                 }
                 for (int r = 0; r < SRC_NRC; r++) {
@@ -500,10 +585,6 @@ void src_group_floor(Src *s, SrcGroup *G)
                     }
                     sv[r] = fmin(sv[r], b);
                 }
-                for (int z = 0; z < 4; z++) {
-                    ssz[i * 4 + z] = pass_param_bytes(s->c, g, nd, &G->mesh, &st[i], z);
-                    sz[z] = fmin(sz[z], ssz[i * 4 + z]);
-                }
             }
             if (params)
                 for (int z = 0; z < 4; z++)
@@ -516,7 +597,7 @@ void src_group_floor(Src *s, SrcGroup *G)
             for (int r = 0; r < SRC_NRC; r++) {
                 for (int z = 0; z < 4; z++)
                     G->floor_t[(p * SRC_NRC + r) * 4 + z] +=
-                        tz[z] + (pass_recomputed(s->c, g, nd, (PlanRecompute)r) ? tf : 0);
+                        tz[z] + (recn[n * SRC_NRC + r] ? tf : 0);
                 G->floor_saved[p * SRC_NRC + r] += sv[r];
             }
             for (int z = 0; z < 4; z++)
@@ -528,16 +609,6 @@ void src_group_floor(Src *s, SrcGroup *G)
             G->floor_fslack[p] += fsl;
         }
     }
-    free(over);
-    free(stall);
-    free(shall);
-    free(nsall);
-    free(stp);
-    free(shp);
-    free(pst);
-    free(minb);
-    free(stz);
-    free(ssz);
     free(ds);
 }
 
@@ -811,7 +882,6 @@ double src_edge_floor_at(Src *s, const SrcGroup *G, const PlanStrategy *strat)
     const IrGraph *g = s->g;
     uint64_t allow[PLAN_MAX_AXES];
     int64_t *ds = group_sizes_pins(g, G, allow);
-    enum { MAXS = 512 };
     double sum = 0;
     for (int p = 0; p < s->npieces && !isnan(sum); p++) {
         int c = g->pieces[p].count;

@@ -160,6 +160,9 @@ typedef struct Src {
     bool full_valid;              /* a candidate uses every GPU */
     int *floor_cls, *floor_cnt;   /* [npieces]: floor_like of each piece, and how many pieces
                                      share it (search_prune.c; NULL: not yet) */
+    bool *rec_node;               /* [nfwd * SRC_NRC] pass_recomputed of each forward node under
+                                     each policy (search_prune.c; NULL: not yet) */
+    struct SrcFloorBuf *floor_buf; /* src_group_floor's working arrays (NULL: not yet) */
     int64_t *divs;                /* the divisors of gb, ascending */
     int ndivs;
     int64_t *mbs;                 /* micro_batches' result */
@@ -177,6 +180,8 @@ double src_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m,
 double src_inflight(int pp, int v, int m, int r);
 double src_inflight_lo(int pp, int v, int m, int r);
 void src_group_floor(Src *s, SrcGroup *G);
+/* Frees what src_group_floor keeps between groups (once per search). */
+void src_floor_free(Src *s);
 /* The seconds of ZeRO-2/3 data-parallel traffic and kernels per micro-batch
  * that pass_predict adds to node n's stage times under ZeRO stage z with
  * strategy st (0 where it adds none). */
