@@ -45,11 +45,15 @@ struct PassIlpCache {
     const PassCostCtx *low_ctx[NLOWERED];
     const PassIlpCosts *low_costs[NLOWERED];
     int *low_choice[NLOWERED];    /* the last choice solved on it (its problem's nodes), or NULL */
+    IlpWarm *low_warm[NLOWERED];  /* its solves' reduction, GLPK model and root basis */
     int low_next;
+    int reuse;                    /* pass_ilp_cache_reuse, less PASS_ILP_KEEP_MODEL */
+    int warm;                     /* solves on a kept model */
 };
 
 PassIlpCache *pass_ilp_cache_new(void) { return ir_xcalloc(1, sizeof(PassIlpCache)); }
 
+#include <stdio.h>
 void pass_ilp_cache_free(PassIlpCache *c)
 {
     if (!c)
@@ -64,6 +68,7 @@ void pass_ilp_cache_free(PassIlpCache *c)
     for (int i = 0; i < NLOWERED; i++) {
         ilp_seg_free(c->low[i]);
         free(c->low_choice[i]);
+        ilp_warm_free(c->low_warm[i]);
     }
     free(c);
 }
@@ -71,6 +76,8 @@ void pass_ilp_cache_free(PassIlpCache *c)
 int pass_ilp_cache_hits(const PassIlpCache *c) { return c->hits; }
 int pass_ilp_cache_solves(const PassIlpCache *c) { return c->solves; }
 int pass_ilp_cache_relowered(const PassIlpCache *c) { return c->relowered; }
+int pass_ilp_cache_warm(const PassIlpCache *c) { return c->warm; }
+void pass_ilp_cache_reuse(PassIlpCache *c, int reuse) { c->reuse = reuse - PASS_ILP_KEEP_MODEL; }
 
 /* A piece's kind: its repeat, or the piece itself outside repeats. */
 static int kind(const IrGraph *g, int p)
@@ -239,6 +246,8 @@ static IlpSeg *lowered(PassIlpCache *c, const PassCostCtx *ctx, const PassIlpCos
     ilp_seg_free(c->low[i]);
     free(c->low_choice[i]);
     c->low_choice[i] = NULL;
+    ilp_warm_free(c->low_warm[i]);
+    c->low_warm[i] = c->reuse + PASS_ILP_KEEP_MODEL == PASS_ILP_COLD ? NULL : ilp_warm_new();
     c->low[i] = s, c->low_h[i] = h, c->low_ctx[i] = ctx, c->low_costs[i] = costs;
     *slot = i;
     return s;
@@ -290,7 +299,12 @@ const PassIlpResult *pass_ilp_stage(PassIlpCache *cache, const PassCostCtx *ctx,
                          ? ilp_repair(s->prob, cache->low_choice[slot])
                          : NULL;
         IlpSolution sol;
-        ilp_solve(s->prob, &(IlpOpts){.time_limit_s = q->time_limit_s, .start = start}, &sol);
+        ilp_solve(s->prob,
+                  &(IlpOpts){.time_limit_s = q->time_limit_s, .start = start,
+                             .warm = cache->low_warm[slot],
+                             .warm_basis = cache->reuse + PASS_ILP_KEEP_MODEL == PASS_ILP_WARM_BASIS},
+                  &sol);
+        cache->warm += sol.warm;
         free(start);
         if (sol.choice) {
             free(cache->low_choice[slot]);
