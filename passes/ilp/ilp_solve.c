@@ -463,7 +463,7 @@ static void run_dual_path(Model *m, glp_iocp *parm, double t0, IlpWarm *w, bool 
         *rc = GLP_ENOPFS;
         *st = GLP_NOFEAS;
     } else if (lrc == 0 && lst == GLP_OPT) {
-        if (w)
+        if (basis)
             warm_save(w);
         int used = (int)((now_s() - t0) * 1000);
         parm->tm_lim = parm->tm_lim > used + 1 ? parm->tm_lim - used : 1;

@@ -4,7 +4,8 @@
  * same kinds (layers 3..10 and 11..18 of one repeat) lower to the same
  * problem, so their answers are shared: node k of one is node k of the other.
  * A query that differs from a recent one only in its budget is solved on
- * that one's lowered stage. */
+ * that one's lowered stage, and on the reduction and GLPK model its last
+ * solve left (IlpWarm). */
 #include "ilp/ilp.h"
 
 #include <limits.h>
@@ -53,7 +54,6 @@ struct PassIlpCache {
 
 PassIlpCache *pass_ilp_cache_new(void) { return ir_xcalloc(1, sizeof(PassIlpCache)); }
 
-#include <stdio.h>
 void pass_ilp_cache_free(PassIlpCache *c)
 {
     if (!c)
@@ -77,7 +77,13 @@ int pass_ilp_cache_hits(const PassIlpCache *c) { return c->hits; }
 int pass_ilp_cache_solves(const PassIlpCache *c) { return c->solves; }
 int pass_ilp_cache_relowered(const PassIlpCache *c) { return c->relowered; }
 int pass_ilp_cache_warm(const PassIlpCache *c) { return c->warm; }
-void pass_ilp_cache_reuse(PassIlpCache *c, int reuse) { c->reuse = reuse - PASS_ILP_KEEP_MODEL; }
+/* Stored less PASS_ILP_KEEP_MODEL, so that a new (zeroed) cache keeps the model. */
+void pass_ilp_cache_reuse(PassIlpCache *c, int reuse)
+{
+    if (reuse < PASS_ILP_COLD || reuse > PASS_ILP_WARM_BASIS)
+        ir_die("pass_ilp_cache_reuse: %d is not a PASS_ILP_* mode", reuse);
+    c->reuse = reuse - PASS_ILP_KEEP_MODEL;
+}
 
 /* A piece's kind: its repeat, or the piece itself outside repeats. */
 static int kind(const IrGraph *g, int p)
