@@ -94,6 +94,21 @@ typedef enum {
     ILP_UNKNOWN,                  /* time limit before any choice was found */
 } IlpStatus;
 
+/* What one solve of a problem leaves for the next solve of the same problem
+ * under another budget (the frontier walk asks a layer again and again with
+ * less memory): the dominance reduction (which no budget enters), GLPK's
+ * model (its memory row reset to the budget) and the root LP's optimal
+ * basis. ilp_solve uses it only for the problem it was first used with (by
+ * address) and rebuilds it otherwise. The kept model alone leaves GLPK's
+ * path as it was (same LP, same slack start: the same answers); restarting
+ * the dual simplex from the kept basis (IlpOpts.warm_basis; a lower budget
+ * leaves it dual feasible, a few pivots from the new optimum) may end on
+ * another optimal vertex, and so, among choices of equal time and memory,
+ * return another. */
+typedef struct IlpWarm IlpWarm;
+IlpWarm *ilp_warm_new(void);
+void ilp_warm_free(IlpWarm *w);
+
 typedef struct IlpOpts {
     double time_limit_s;          /* 0: 10 s */
     double tol_obj;               /* GLPK's mip tol_obj; 0: 1e-9 */
@@ -102,6 +117,9 @@ typedef struct IlpOpts {
                                      (default: dual simplex first; same answers, faster) */
     const int *start;             /* a choice per node to start from (a previous plan), or NULL:
                                      handed to GLPK as its first incumbent if it fits */
+    IlpWarm *warm;                /* kept between solves of one problem, or NULL: from scratch
+                                     (not with presolve) */
+    bool warm_basis;              /* with warm: the root LP from the kept basis */
 } IlpOpts;
 
 typedef struct IlpSolution {
@@ -114,6 +132,9 @@ typedef struct IlpSolution {
     IlpVals total;                /* quantities of choice */
     int nvars, nbin, nrows;       /* size of the model handed to GLPK */
     int pruned;                   /* strategies dominance pruning removed */
+    int nodes;                    /* branch-and-bound nodes GLPK created (1: the root LP
+                                     was integral; 0: no branch and bound ran) */
+    bool warm;                    /* solved on an earlier solve's model (IlpOpts.warm) */
     double solve_s;               /* wall time of pruning, building and solving */
 } IlpSolution;
 
@@ -230,6 +251,15 @@ int pass_ilp_cache_hits(const PassIlpCache *c);   /* queries answered from the c
 int pass_ilp_cache_solves(const PassIlpCache *c); /* queries that ran the solver */
 int pass_ilp_cache_relowered(const PassIlpCache *c); /* of those, solved on a stage lowered
                                                        for a query differing only in budget */
+int pass_ilp_cache_warm(const PassIlpCache *c);   /* of those, solved on the GLPK model of an
+                                                     earlier budget (IlpWarm) */
+/* What a query differing from a recent one only in its budget reuses
+ * (IlpWarm): nothing (PASS_ILP_COLD: tests compare against it), the
+ * reduction and GLPK model (PASS_ILP_KEEP_MODEL, the default: the same
+ * answers), or those and the root basis (PASS_ILP_WARM_BASIS: faster; ties
+ * of time and memory may resolve otherwise). Before the first query. */
+enum { PASS_ILP_COLD, PASS_ILP_KEEP_MODEL, PASS_ILP_WARM_BASIS };
+void pass_ilp_cache_reuse(PassIlpCache *c, int reuse);
 
 /* THE entry point, for the pipeline search and the driver. Chooses the
  * strategy of every forward node of one pipeline stage (pieces

@@ -49,6 +49,7 @@ typedef struct {
     int *xbase;               /* first x column of each node */
     int *ebase;               /* first e column of each edge, 0 if folded */
     int *zcol;                /* z column of each group, 0 if none */
+    int mem_row;              /* the memory row, 0: none (no budget) */
     /* the sparse matrix, 1-based as glp_load_matrix wants */
     int nz, capz;
     int *ia, *ja;
@@ -152,12 +153,16 @@ typedef struct {
     double bound;   /* best bound seen in the tree, GLPK's (scaled) units */
     bool have;
     double *start;  /* a full column vector to offer as incumbent, once */
+    int nodes;      /* branch-and-bound nodes created so far */
 } CbInfo;
 
 static void callback(glp_tree *tree, void *info)
 {
     CbInfo *cb = info;
     int r = glp_ios_reason(tree);
+    int a, n, t;
+    glp_ios_tree_size(tree, &a, &n, &t);
+    cb->nodes = t > cb->nodes ? t : cb->nodes;
     if (r == GLP_IHEUR && cb->start) {
         glp_ios_heur_sol(tree, cb->start); /* rejected by GLPK if it does not fit */
         cb->start = NULL;
@@ -305,6 +310,7 @@ static double model_load(Model *m, const IlpProblem *p)
         glp_set_row_bnds(m->lp, row, GLP_UP, 0, (p->budget - m->mem_const) * ms);
         for (int c = 1; c <= m->ncols; c++)
             nz(m, row, c, m->mem[c] * ms);
+        m->mem_row = row;
     }
     glp_load_matrix(m->lp, m->nz, m->ia, m->ja, m->ar);
     return oscale;
@@ -329,6 +335,8 @@ static double model_build(Model *m, const IlpProblem *p)
 
 static void model_free(Model *m)
 {
+    if (!m->lp)
+        return;
     glp_delete_prob(m->lp);
     free(m->zcol);
     free(m->obj);
@@ -338,20 +346,115 @@ static void model_free(Model *m)
     free(m->ia);
     free(m->ja);
     free(m->ar);
+    memset(m, 0, sizeof *m);
+}
+
+struct IlpWarm {
+    const IlpProblem *src;    /* the problem it serves (by address), NULL: empty */
+    int nnodes;
+    int **dom, **map;         /* the reduction of src (ilp_dominance, ilp_restrict) */
+    int pruned;
+    IlpProblem *r;            /* src reduced; its budget set per solve */
+    Model m;                  /* GLPK's model of r, m.lp NULL: none yet */
+    double oscale;
+    int *stat;                /* the root LP's optimal basis: rows 1..nrow, columns 1..ncol */
+    int nrow, ncol;           /* 0: no basis saved */
+};
+
+IlpWarm *ilp_warm_new(void) { return ir_xcalloc(1, sizeof(IlpWarm)); }
+
+static void warm_clear(IlpWarm *w)
+{
+    for (int u = 0; u < w->nnodes; u++) {
+        free(w->dom[u]);
+        free(w->map[u]);
+    }
+    free(w->dom);
+    free(w->map);
+    ilp_free(w->r);
+    model_free(&w->m);
+    free(w->stat);
+    memset(w, 0, sizeof *w);
+}
+
+void ilp_warm_free(IlpWarm *w)
+{
+    if (!w)
+        return;
+    warm_clear(w);
+    free(w);
+}
+
+/* The memory row of a kept model set to p's budget, with the coefficients
+ * and bound model_load would give it (added last, as model_load adds it). */
+static void warm_budget(Model *m, const IlpProblem *p)
+{
+    double ms = p->budget > 0 ? 1 / p->budget : 1;
+    int *ind = ir_xmalloc((size_t)(m->ncols + 1) * sizeof *ind), n = 0;
+    double *val = ir_xmalloc((size_t)(m->ncols + 1) * sizeof *val);
+    for (int c = 1; c <= m->ncols; c++)
+        if (m->mem[c] * ms != 0) {
+            n++;
+            ind[n] = c;
+            val[n] = m->mem[c] * ms;
+        }
+    if (!m->mem_row)
+        m->mem_row = glp_add_rows(m->lp, 1); /* basic: the old basis stays one */
+    glp_set_mat_row(m->lp, m->mem_row, n, ind, val);
+    glp_set_row_bnds(m->lp, m->mem_row, GLP_UP, 0, (p->budget - m->mem_const) * ms);
+    free(ind);
+    free(val);
+}
+
+/* The saved root basis back into the model (a row added since is basic);
+ * false when there is none. */
+static bool warm_basis(IlpWarm *w)
+{
+    glp_prob *lp = w->m.lp;
+    if (!w->nrow || w->ncol != glp_get_num_cols(lp))
+        return false;
+    int nrow = glp_get_num_rows(lp);
+    for (int i = 1; i <= nrow; i++)
+        glp_set_row_stat(lp, i, i <= w->nrow ? w->stat[i - 1] : GLP_BS);
+    for (int j = 1; j <= w->ncol; j++)
+        glp_set_col_stat(lp, j, w->stat[w->nrow + j - 1]);
+    return true;
+}
+
+static void warm_save(IlpWarm *w)
+{
+    glp_prob *lp = w->m.lp;
+    w->nrow = glp_get_num_rows(lp);
+    w->ncol = glp_get_num_cols(lp);
+    w->stat = ir_xrealloc(w->stat, (size_t)(w->nrow + w->ncol + 1) * sizeof *w->stat);
+    for (int i = 1; i <= w->nrow; i++)
+        w->stat[i - 1] = glp_get_row_stat(lp, i);
+    for (int j = 1; j <= w->ncol; j++)
+        w->stat[w->nrow + j - 1] = glp_get_col_stat(lp, j);
 }
 
 /* The root LP by dual simplex from the all-slack basis, which is dual
  * feasible because every price is non-negative; then branch and cut from
  * that basis. Measured 4x faster than glp_intopt's presolver path on LLaMA
  * layers (docs/sharding.md). *rc stays -1 where the LP failed numerically. */
-static void run_dual_path(Model *m, glp_iocp *parm, double t0, int *rc, int *st)
+static void run_dual_path(Model *m, glp_iocp *parm, double t0, IlpWarm *w, bool basis, int *rc,
+                          int *st)
 {
     glp_smcp sp;
     glp_init_smcp(&sp);
     sp.msg_lev = GLP_MSG_OFF;
     sp.meth = GLP_DUALP;
     sp.tm_lim = parm->tm_lim;
+    /* A kept model holds the basis its last solve ended on: from slack
+     * again (as a new model starts), unless asked to restart from it. */
+    bool warm = basis && warm_basis(w);
+    if (w && !warm)
+        glp_std_basis(m->lp);
     int lrc = glp_simplex(m->lp, &sp);
+    if (warm && lrc != 0 && lrc != GLP_ETMLIM) { /* the old basis did not serve: from slack */
+        glp_std_basis(m->lp);
+        lrc = glp_simplex(m->lp, &sp);
+    }
     int lst = glp_get_status(m->lp);
     if (lrc == GLP_ETMLIM) {
         *rc = GLP_ETMLIM;
@@ -360,6 +463,8 @@ static void run_dual_path(Model *m, glp_iocp *parm, double t0, int *rc, int *st)
         *rc = GLP_ENOPFS;
         *st = GLP_NOFEAS;
     } else if (lrc == 0 && lst == GLP_OPT) {
+        if (basis)
+            warm_save(w);
         int used = (int)((now_s() - t0) * 1000);
         parm->tm_lim = parm->tm_lim > used + 1 ? parm->tm_lim - used : 1;
         parm->presolve = GLP_OFF;
@@ -371,8 +476,8 @@ static void run_dual_path(Model *m, glp_iocp *parm, double t0, int *rc, int *st)
 /* Branch and cut under o's limits (the dual simplex path, or GLPK's
  * presolver when asked or when that path fails); *rc, *st are GLPK's. The
  * start (o->start) is offered to GLPK through cb; *start_buf is to free. */
-static void run_glpk(Model *m, const IlpProblem *p, const IlpOpts *o, double t0, CbInfo *cb,
-                     double **start_buf, int *rc, int *st)
+static void run_glpk(Model *m, const IlpProblem *p, const IlpOpts *o, double t0, IlpWarm *w,
+                     CbInfo *cb, double **start_buf, int *rc, int *st)
 {
     glp_iocp parm;
     glp_init_iocp(&parm);
@@ -396,7 +501,7 @@ static void run_glpk(Model *m, const IlpProblem *p, const IlpOpts *o, double t0,
     *rc = -1;
     *st = 0;
     if (!(o && o->presolve))
-        run_dual_path(m, &parm, t0, rc, st);
+        run_dual_path(m, &parm, t0, w, w && o->warm_basis, rc, st);
     if (*rc < 0) { /* asked for, or the dual simplex path failed numerically */
         parm.presolve = GLP_ON;
         *rc = glp_intopt(m->lp, &parm);
@@ -453,47 +558,81 @@ static void read_solution(const Model *m, const IlpProblem *p, const CbInfo *cb,
     s->gap = s->status == ILP_OPTIMAL ? 0 : (s->objective - s->bound) / fmax(fabs(s->objective), 1e-30);
 }
 
-static IlpStatus solve_glpk(const IlpProblem *p, const IlpOpts *o, IlpSolution *s)
+/* p on GLPK: on w's kept model when w holds one of the right kind (its
+ * memory row set to p's budget), else on a model built now (and kept in w
+ * when there is one). */
+static IlpStatus solve_glpk(const IlpProblem *p, const IlpOpts *o, IlpWarm *w, IlpSolution *s)
 {
     double t0 = now_s();
     memset(s, 0, sizeof *s);
     glp_term_out(GLP_OFF);
-    Model m = {0};
-    double oscale = model_build(&m, p);
-    s->nvars = glp_get_num_cols(m.lp);
-    s->nbin = glp_get_num_bin(m.lp);
-    s->nrows = glp_get_num_rows(m.lp);
+    Model cold = {0}, *m = w ? &w->m : &cold;
+    double oscale;
+    /* A kept model with a memory row serves only budgets: without one,
+     * the model_build of an unbudgeted problem has no row at all. */
+    if (w && m->lp && (isfinite(p->budget) || !m->mem_row)) {
+        if (isfinite(p->budget))
+            warm_budget(m, p);
+        oscale = w->oscale;
+        s->warm = true;
+    } else {
+        if (w) {
+            model_free(m);
+            w->nrow = w->ncol = 0;
+        }
+        oscale = model_build(m, p);
+        if (w)
+            w->oscale = oscale;
+    }
+    s->nvars = glp_get_num_cols(m->lp);
+    s->nbin = glp_get_num_bin(m->lp);
+    s->nrows = glp_get_num_rows(m->lp);
     CbInfo cb = {0};
     double *start_buf;
     int rc, st;
-    run_glpk(&m, p, o, t0, &cb, &start_buf, &rc, &st);
+    run_glpk(m, p, o, t0, w, &cb, &start_buf, &rc, &st);
+    s->nodes = cb.nodes;
     if (glpk_status(rc, st, &s->status)) {
-        read_solution(&m, p, &cb, oscale, s);
+        read_solution(m, p, &cb, oscale, s);
     } else {
         s->objective = s->glpk_obj = INFINITY;
         s->bound = s->status == ILP_INFEASIBLE ? INFINITY : (cb.have ? cb.bound / oscale : -INFINITY);
         s->gap = INFINITY;
     }
-    model_free(&m);
+    model_free(&cold);
     free(start_buf);
     s->solve_s = now_s() - t0;
     return s->status;
 }
 
+/* The dominance reduction of p into w (kept for p's next budget). */
+static void warm_reduce(IlpWarm *w, const IlpProblem *p)
+{
+    w->src = p;
+    w->nnodes = p->nnodes;
+    w->dom = ir_xmalloc((size_t)(p->nnodes + 1) * sizeof *w->dom);
+    w->map = ir_xmalloc((size_t)(p->nnodes + 1) * sizeof *w->map);
+    for (int u = 0; u < p->nnodes; u++) {
+        w->dom[u] = ir_xmalloc((size_t)p->nodes[u].k * sizeof **w->dom);
+        for (int i = 0; i < p->nodes[u].k; i++)
+            w->dom[u][i] = -1;
+    }
+    w->pruned = ilp_dominance(p, w->dom);
+    w->r = ilp_restrict(p, w->dom, w->map);
+}
+
 IlpStatus ilp_solve(const IlpProblem *p, const IlpOpts *o, IlpSolution *s)
 {
     if (o && o->no_reduce)
-        return solve_glpk(p, o, s);
+        return solve_glpk(p, o, NULL, s);
     double t0 = now_s();
-    int **dom = ir_xmalloc((size_t)(p->nnodes + 1) * sizeof *dom);
-    int **map = ir_xmalloc((size_t)(p->nnodes + 1) * sizeof *map);
-    for (int u = 0; u < p->nnodes; u++) {
-        dom[u] = ir_xmalloc((size_t)p->nodes[u].k * sizeof **dom);
-        for (int i = 0; i < p->nodes[u].k; i++)
-            dom[u][i] = -1;
-    }
-    int pruned = ilp_dominance(p, dom);
-    IlpProblem *r = ilp_restrict(p, dom, map);
+    /* Cold: a warm state of this solve only, cleared after it. */
+    IlpWarm own = {0}, *w = o && o->warm && !o->presolve ? o->warm : &own;
+    if (w->src != p)
+        warm_clear(w);
+    if (!w->r)
+        warm_reduce(w, p);
+    w->r->budget = p->budget;
     IlpOpts ro = o ? *o : (IlpOpts){0};
     int *start = NULL;
     if (o && o->start) {
@@ -501,33 +640,27 @@ IlpStatus ilp_solve(const IlpProblem *p, const IlpOpts *o, IlpSolution *s)
         start = ir_xmalloc((size_t)(p->nnodes + 1) * sizeof *start);
         for (int u = 0; u < p->nnodes; u++) {
             int i = o->start[u];
-            while (dom[u][i] >= 0)
-                i = dom[u][i];
+            while (w->dom[u][i] >= 0)
+                i = w->dom[u][i];
             int k = 0;
-            while (map[u][k] != i)
+            while (w->map[u][k] != i)
                 k++;
             start[u] = k;
         }
         ro.start = start;
     }
-    solve_glpk(r, &ro, s);
+    solve_glpk(w->r, &ro, w == &own ? NULL : w, s);
     if (s->choice) {
         for (int u = 0; u < p->nnodes; u++)
-            s->choice[u] = map[u][s->choice[u]];
+            s->choice[u] = w->map[u][s->choice[u]];
         double glpk_obj = s->glpk_obj, bound = s->bound;
         s->objective = ilp_eval(p, s->choice, &s->total);
         s->glpk_obj = glpk_obj;
         s->bound = bound < s->objective ? bound : s->objective;
     }
-    s->pruned = pruned;
-    for (int u = 0; u < p->nnodes; u++) {
-        free(dom[u]);
-        free(map[u]);
-    }
-    free(dom);
-    free(map);
+    s->pruned = w->pruned;
+    warm_clear(&own);
     free(start);
-    ilp_free(r);
     s->solve_s = now_s() - t0;
     return s->status;
 }

@@ -4,7 +4,8 @@
  * same kinds (layers 3..10 and 11..18 of one repeat) lower to the same
  * problem, so their answers are shared: node k of one is node k of the other.
  * A query that differs from a recent one only in its budget is solved on
- * that one's lowered stage. */
+ * that one's lowered stage, and on the reduction and GLPK model its last
+ * solve left (IlpWarm). */
 #include "ilp/ilp.h"
 
 #include <limits.h>
@@ -45,7 +46,10 @@ struct PassIlpCache {
     const PassCostCtx *low_ctx[NLOWERED];
     const PassIlpCosts *low_costs[NLOWERED];
     int *low_choice[NLOWERED];    /* the last choice solved on it (its problem's nodes), or NULL */
+    IlpWarm *low_warm[NLOWERED];  /* its solves' reduction, GLPK model and root basis */
     int low_next;
+    int reuse;                    /* pass_ilp_cache_reuse, less PASS_ILP_KEEP_MODEL */
+    int warm;                     /* solves on a kept model */
 };
 
 PassIlpCache *pass_ilp_cache_new(void) { return ir_xcalloc(1, sizeof(PassIlpCache)); }
@@ -64,6 +68,7 @@ void pass_ilp_cache_free(PassIlpCache *c)
     for (int i = 0; i < NLOWERED; i++) {
         ilp_seg_free(c->low[i]);
         free(c->low_choice[i]);
+        ilp_warm_free(c->low_warm[i]);
     }
     free(c);
 }
@@ -71,6 +76,14 @@ void pass_ilp_cache_free(PassIlpCache *c)
 int pass_ilp_cache_hits(const PassIlpCache *c) { return c->hits; }
 int pass_ilp_cache_solves(const PassIlpCache *c) { return c->solves; }
 int pass_ilp_cache_relowered(const PassIlpCache *c) { return c->relowered; }
+int pass_ilp_cache_warm(const PassIlpCache *c) { return c->warm; }
+/* Stored less PASS_ILP_KEEP_MODEL, so that a new (zeroed) cache keeps the model. */
+void pass_ilp_cache_reuse(PassIlpCache *c, int reuse)
+{
+    if (reuse < PASS_ILP_COLD || reuse > PASS_ILP_WARM_BASIS)
+        ir_die("pass_ilp_cache_reuse: %d is not a PASS_ILP_* mode", reuse);
+    c->reuse = reuse - PASS_ILP_KEEP_MODEL;
+}
 
 /* A piece's kind: its repeat, or the piece itself outside repeats. */
 static int kind(const IrGraph *g, int p)
@@ -239,6 +252,8 @@ static IlpSeg *lowered(PassIlpCache *c, const PassCostCtx *ctx, const PassIlpCos
     ilp_seg_free(c->low[i]);
     free(c->low_choice[i]);
     c->low_choice[i] = NULL;
+    ilp_warm_free(c->low_warm[i]);
+    c->low_warm[i] = c->reuse + PASS_ILP_KEEP_MODEL == PASS_ILP_COLD ? NULL : ilp_warm_new();
     c->low[i] = s, c->low_h[i] = h, c->low_ctx[i] = ctx, c->low_costs[i] = costs;
     *slot = i;
     return s;
@@ -290,7 +305,12 @@ const PassIlpResult *pass_ilp_stage(PassIlpCache *cache, const PassCostCtx *ctx,
                          ? ilp_repair(s->prob, cache->low_choice[slot])
                          : NULL;
         IlpSolution sol;
-        ilp_solve(s->prob, &(IlpOpts){.time_limit_s = q->time_limit_s, .start = start}, &sol);
+        ilp_solve(s->prob,
+                  &(IlpOpts){.time_limit_s = q->time_limit_s, .start = start,
+                             .warm = cache->low_warm[slot],
+                             .warm_basis = cache->reuse + PASS_ILP_KEEP_MODEL == PASS_ILP_WARM_BASIS},
+                  &sol);
+        cache->warm += sol.warm;
         free(start);
         if (sol.choice) {
             free(cache->low_choice[slot]);
