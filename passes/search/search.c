@@ -1114,6 +1114,15 @@ static int cmp_group(const void *a, const void *b)
     return (int)x->sp - (int)y->sp;
 }
 
+/* A first fit (pass_search_min_gpus): the leanest groups first. */
+static int cmp_lean(const void *a, const void *b)
+{
+    const SrcGroup *x = a, *y = b;
+    if (x->mem_lb != y->mem_lb)
+        return (x->mem_lb > y->mem_lb) - (x->mem_lb < y->mem_lb);
+    return cmp_group(a, b);
+}
+
 static int cmp_walk(const void *a, const void *b)
 {
     const SrcGroup *x = *(SrcGroup *const *)a, *y = *(SrcGroup *const *)b;
@@ -1211,7 +1220,9 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
         }
         if (G->ncand > 1)
             qsort(G->cand, (size_t)G->ncand, sizeof *G->cand, cmp_cand);
+        G->mem_lb = INFINITY;
         for (int j = 0; j < G->ncand; j++) {
+            G->mem_lb = fmin(G->mem_lb, G->cand[j].mem_lb);
             if (G->cand[j].mem_lb > s.usable)
                 s.st->pruned_mem++;
             else
@@ -1222,7 +1233,7 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     out->micro_cut = s.micro_cut > 0;
     out->full_valid = s.full_valid;
     if (s.ngroups > 1)
-        qsort(s.groups, (size_t)s.ngroups, sizeof *s.groups, cmp_group);
+        qsort(s.groups, (size_t)s.ngroups, sizeof *s.groups, o->first_fit ? cmp_lean : cmp_group);
     s.st->groups = s.ngroups;
     for (int i = 0; i < s.ngroups && !R.stop; i++) {
         SrcGroup *G = &s.groups[i];
@@ -1241,6 +1252,8 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
         s.st->groups_solved++;
         if (next_variant(&s, G))
             rank_group(&R, G, 0);
+        if (o->first_fit && G->nvar > 0) /* down its frontier before the next group */
+            walk_group(&R, G);
         if (getenv("PTDC_SEARCH_DEBUG")) {
             double lb2 = INFINITY;
             for (int j = 0; j < G->ncand && G->nvar; j++)

@@ -151,20 +151,24 @@ bool pass_search_precisions(const PassCostCtx *c, PassCostCtx ctxs[PLAN_NPREC], 
                             const PassCostCtx **chosen);
 void pass_search_alt_free(PassSearchAlt *a);
 /* The smallest GPU count in [from, limit] on which some plan fits (0: none),
- * with that plan in *best (search_nofit.c). Only counts some layout uses
- * whole are searched, and at most 64 of them (the first 32 in order, then
- * counts a quarter apart): *skipped is the count from which some were
- * skipped (0: none was, the answer is the smallest). */
+ * with the first plan found to fit there in *first, not the best one
+ * (search_nofit.c). Only counts some layout uses whole are searched, and at
+ * most 64 of them (the first 32 in order, then counts a quarter apart):
+ * *skipped is the count from which some were skipped (0: none was, the
+ * answer is the smallest). */
 int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
-                         PassIlpCache *cache, int from, int limit, PassSearchAlt *best,
+                         PassIlpCache *cache, int from, int limit, PassSearchAlt *first,
                          int *skipped);
 /* A floor of the memory per GPU of any layout (search_memfloor.c): the
  * model states its fullest pipeline rank must hold, spread over its
- * stage's GPUs, and the runtime every rank has; activations left out. */
+ * stage's GPUs, and the runtime and communicators every rank of it has;
+ * activations left out. */
 typedef struct PassMemFloor {
     double *sum;                  /* [npieces + 1] sum[j]: the j largest pieces' states, unsharded */
     int npieces;
-    double runtime;               /* a rank's CUDA context and workspaces, no communicator */
+    double runtime;               /* a rank's CUDA context and workspaces, and the world's
+                                     communicator */
+    double comm;                  /* one more communicator (the pipeline's, a mesh axis') */
 } PassMemFloor;
 void pass_mem_floor_init(PassMemFloor *f, const PassCostCtx *c, const IrGraph *g);
 void pass_mem_floor_free(PassMemFloor *f);

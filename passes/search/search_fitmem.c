@@ -117,7 +117,44 @@ typedef struct FitMem {
     int cls;                      /* one floor class (its layers share a strategy), or -1 */
     double xfree;                 /* the states per layer from which src_fit_delta is 0 (every
                                      node of the class at its fastest point) */
+    /* src_fit_delta's arguments that do not change between its calls here:
+     * the class's Pareto nodes under k's ZeRO stage (their G->fit indices,
+     * in its order), the class's least states and floor time per policy. */
+    int nfn, *fn;
+    double cls_states, cls_t[SRC_NRC];
 } FitMem;
+
+/* fmax without the library call, with its rule for NaN (the other
+ * operand); rank_times' inner loop called it millions of times. */
+static inline double maxd(double a, double b) { return a >= b || b != b ? a : b; }
+
+/* src_fit_delta(G, F->cls, zero, x) over F's nodes, each one's point by
+ * bisection of its states (ascending, search_prune.c fit_node): the same
+ * sum in the same order, without scanning every node of the group. */
+static double fit_delta(const FitMem *F, const SrcGroup *G, double x)
+{
+    if (!G->floor_states)
+        return 0;
+    double d = 0;
+    for (int i = 0; i < F->nfn; i++) {
+        const SrcFitNode *P = &G->fit[F->fn[i]];
+        const double *m = &G->fit_val[P->off], *t = m + P->n;
+        double allow = x - (F->cls_states - m[0]);
+        /* the last point within allow: lo <= it < hi */
+        int lo = -1, hi = P->n;
+        while (hi - lo > 1) {
+            int mid = lo + (hi - lo) / 2;
+            if (m[mid] <= allow)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        if (lo < 0)
+            return INFINITY;
+        d += t[lo] - t[P->n - 1];
+    }
+    return d;
+}
 
 /* cls >= 0: only the layers of that floor class (floor_like). */
 static void fitmem_init(FitMem *F, const Src *s, const SrcGroup *G, const SrcCand *k, const SrcPiece *H,
@@ -170,13 +207,19 @@ static void fitmem_init(FitMem *F, const Src *s, const SrcGroup *G, const SrcCan
     /* src_fit_delta(G, cls, zero, x) is 0 once x lets every node of the
      * class take its last (fastest) Pareto point: skip the call there. */
     F->xfree = -INFINITY;
+    F->fn = ir_xmalloc(sizeof(int) * (size_t)(G->nfit + 1));
     for (int i = 0; cls >= 0 && G->floor_states && i < G->nfit; i++) {
         const SrcFitNode *P = &G->fit[i];
         if (P->z != k->zero || P->piece != cls)
             continue;
         const double *m = &G->fit_val[P->off];
         F->xfree = fmax(F->xfree, m[P->n - 1] + (G->floor_states[cls * 4 + k->zero] - m[0]));
+        F->fn[F->nfn++] = i;
     }
+    if (cls >= 0 && G->floor_states)
+        F->cls_states = G->floor_states[cls * 4 + k->zero];
+    for (int i = 0; cls >= 0 && G->floor_t && i < F->nq; i++)
+        F->cls_t[i] = G->floor_t[(cls * SRC_NRC + F->q[i]) * 4 + k->zero];
     int end[2] = {s->rep_first > 0 ? 0 : -1, s->rep_first + s->rep_count < s->npieces ? s->npieces - 1 : -1};
     for (int e = 0; e < 2; e++) {
         const SrcPiece *P = end[e] >= 0 ? &H[end[e]] : NULL;
@@ -198,6 +241,7 @@ static void fitmem_free(FitMem *F)
         free(F->sv[i]);
     }
     free(F->st);
+    free(F->fn);
 }
 
 /* f[r * (N + 1) + n]: the least m x rank r's time per micro-batch plus the
@@ -251,7 +295,7 @@ static void rank_times(const FitMem *F, const SrcGroup *G, const SrcCand *k, boo
                  * (rearrangement: no pairing of these layers weighs less) */
                 acts[i] += (n - 1 < nw ? w[nw - n] : smin) * F->sv[i][n - 1];
             for (int i = 0; i < F->nq && n >= lo[r] && n <= F->N; i++) {
-                double mem = F->st[n] + acts[i] + xs + xa[i] + fmax(xw, n > 0 ? F->ws : 0);
+                double mem = F->st[n] + acts[i] + xs + xa[i] + maxd(xw, n > 0 ? F->ws : 0);
                 if (mem > F->avail)
                     continue;
                 room = true;
@@ -260,14 +304,19 @@ static void rank_times(const FitMem *F, const SrcGroup *G, const SrcCand *k, boo
                  * at most 1/n of the states the activations leave, and
                  * the leaner strategies that forces cost time. */
                 if (F->cls >= 0 && n > 0 && G->floor_t) {
+                    /* d >= 0 (the fastest point is the last): a policy
+                     * that cannot beat the best so far even at d = 0 is
+                     * left without its delta, the least unchanged */
+                    if (maxd(t, n * F->cls_t[i]) + xt[i] >= best)
+                        continue;
                     double x = (F->avail - (mem - F->st[n])) / n;
-                    double d = x >= F->xfree ? 0 : src_fit_delta(G, F->cls, k->zero, x);
+                    double d = x >= F->xfree ? 0 : fit_delta(F, G, x);
                     /* the floor of the class's layer raised by d (H's time
                      * may be the strategy-free bound, above the floor: the
                      * larger of the two, not their sum) */
-                    t = fmax(t, n * (G->floor_t[(F->cls * SRC_NRC + F->q[i]) * 4 + k->zero] + d));
+                    t = maxd(t, n * (F->cls_t[i] + d));
                 }
-                best = fmin(best, t + xt[i]);
+                best = t + xt[i] < best ? t + xt[i] : best;
             }
             f[r * (N + 1) + n] = before + m * best;
             /* The memory of n layers only grows with n (states and

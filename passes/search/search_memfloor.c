@@ -18,8 +18,11 @@
  *   largest are spread over pp ranks and some rank holds ceil(j / pp) of
  *   them: at least s(j - ceil(j / pp) + 1) + ... + s(j). And some rank
  *   holds at least 1/pp of all. The floor is the largest of these.
- * - The CUDA context and library workspaces every rank has
- *   (pass_runtime_bytes without its communicators).
+ * - The CUDA context and library workspaces every rank has, and the
+ *   communicators every rank of such a layout belongs to: the world's, the
+ *   pipeline's when pp > 1, and one mesh axis's at least when the stage
+ *   has more than one GPU (its axes multiply to the stage; pass_runtime_bytes
+ *   counts one per axis larger than 1).
  * Activations, buffers and temporaries are left out (they depend on the
  * strategies); what is left is a floor, not an estimate. test_search
  * memfloor checks it against pass_predict's peak of the plans searches
@@ -50,10 +53,10 @@ void pass_mem_floor_init(PassMemFloor *f, const PassCostCtx *c, const IrGraph *g
     for (int p = 0; p < g->npieces; p++)
         f->sum[p + 1] = f->sum[p] + s[p];
     free(s);
-    /* Every rank's context and workspaces; its communicators (one per group
-     * it belongs to, at least the world's) are left out as before. */
-    f->runtime = pass_runtime_bytes(c, &one, 1) -
-                 (c->cl->gpu.runtime_bytes > 0 ? c->cl->gpu.comm_bytes : pass_cost_consts.nccl_comm_bytes);
+    /* Every rank's context and workspaces, and one communicator (the
+     * world's: pass_runtime_bytes of one GPU counts just that one). */
+    f->comm = c->cl->gpu.runtime_bytes > 0 ? c->cl->gpu.comm_bytes : pass_cost_consts.nccl_comm_bytes;
+    f->runtime = pass_runtime_bytes(c, &one, 1);
 }
 
 void pass_mem_floor_free(PassMemFloor *f)
@@ -75,5 +78,5 @@ double pass_mem_floor_rank(const PassMemFloor *f, int pp)
 
 double pass_mem_floor(const PassMemFloor *f, int pp, int stage)
 {
-    return pass_mem_floor_rank(f, pp) / stage + f->runtime;
+    return pass_mem_floor_rank(f, pp) / stage + f->runtime + f->comm * ((pp > 1) + (stage > 1));
 }

@@ -9,32 +9,36 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define GIB 1073741824.0
 
-static bool try_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *q,
-                       PassIlpCache *cache, PassSearchAlt *a);
+/* A layout of whole GPUs: pp x tp x dp, and its memory floor per GPU. */
+typedef struct Lay {
+    int pp, tp, dp, count;
+    double floor;
+} Lay;
 
-static int cmp_int(const void *a, const void *b)
+static int cmp_count(const void *a, const void *b)
 {
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
+    const Lay *x = a, *y = b;
+    return (x->count > y->count) - (x->count < y->count);
 }
 
-/* The GPU counts in [from, limit] that some layout uses whole, ascending:
- * pp x tp x dp with pp at most the pieces, tp at most a node (or as
- * pinned), dp dividing the global batch and stages of whole nodes or a
- * divisor of one (pass_search's rules). A plan found on n GPUs uses such a
- * count n' <= n and is found on n' too, so the smallest count on which
- * some plan fits is among these. Layouts whose memory floor
- * (search_memfloor.c) is above the usable HBM cannot fit and give no
- * count. */
-static int *usable_counts(const IrGraph *g, const PassSearchOpts *o, const PassCluster *cl, int64_t gb,
-                          const PassMemFloor *mf, double usable, int from, int limit, int *n)
+/* The layouts of [from, limit] GPUs that some search may use whole, by
+ * count ascending: pp x tp x dp with pp at most the pieces, tp at most a
+ * node (or as pinned), dp dividing the global batch and stages of whole
+ * nodes or a divisor of one (pass_search's rules). A plan found on n GPUs
+ * uses such a count n' <= n and is found on n' too, so the smallest count
+ * on which some plan fits is among theirs. Layouts whose memory floor
+ * (search_memfloor.c) is above the usable HBM cannot fit and are left
+ * out. */
+static Lay *usable_layouts(const IrGraph *g, const PassSearchOpts *o, const PassCluster *cl, int64_t gb,
+                           const PassMemFloor *mf, double usable, int from, int limit, int *n)
 {
     const PassSearchPins *pin = &o->pins;
     int cap = 256, k = 0;
-    int *v = ir_xmalloc((size_t)cap * sizeof *v);
+    Lay *v = ir_xmalloc((size_t)cap * sizeof *v);
     /* The NVLink domain a count is placed with depends on the count (NVL72:
      * 64 GPUs are one domain of 64); gpn, the largest, bounds tp. */
     int gpn = pass_cluster_domain_at(cl, 0);
@@ -49,24 +53,106 @@ static int *usable_counts(const IrGraph *g, const PassSearchOpts *o, const PassC
                 if (gb % dp || (pin->dp && dp != pin->dp))
                     continue;
                 int stage = tp * (int)dp, count = pp * stage, d = pass_cluster_domain_at(cl, count);
-                if (count < from || !(stage % d == 0 || d % stage == 0) || (!pin->tp && tp > d) ||
-                    pass_mem_floor(mf, pp, stage) > usable)
+                double fl = pass_mem_floor(mf, pp, stage);
+                if (count < from || !(stage % d == 0 || d % stage == 0) || (!pin->tp && tp > d) || fl > usable)
                     continue;
                 if (k == cap) {
                     cap *= 2;
                     v = ir_xrealloc(v, (size_t)cap * sizeof *v);
                 }
-                v[k++] = count;
+                v[k++] = (Lay){pp, tp, (int)dp, count, fl};
             }
         }
     }
-    qsort(v, (size_t)k, sizeof *v, cmp_int);
-    int u = 0;
-    for (int i = 0; i < k; i++)
-        if (u == 0 || v[u - 1] != v[i])
-            v[u++] = v[i];
-    *n = u;
+    qsort(v, (size_t)k, sizeof *v, cmp_count);
+    *n = k;
     return v;
+}
+
+/* Probe order: the fewest data-parallel replicas first, so the most
+ * GPUs per replica (pipeline and tensor parallelism divide the model
+ * states exactly, where data parallelism needs ZeRO and the stack's
+ * stages of it), then the wider tensor group (with sequence parallelism it
+ * divides the activations too), then the leaner floor (whole pieces per
+ * rank). The floor alone does not order them: it counts the states spread
+ * over every GPU of a stage, as no layout of DeepSeek-V3 on 160 GPUs holds
+ * them, and it is the same 71.2 GiB for pp 1, 2, 4 and 5 there. */
+static int cmp_lean(const void *a, const void *b)
+{
+    const Lay *x = a, *y = b;
+    if (x->dp != y->dp)
+        return x->dp - y->dp;
+    if (x->tp != y->tp)
+        return y->tp - x->tp;
+    return (x->floor > y->floor) - (x->floor < y->floor);
+}
+
+/* pass_search, quietly (the caller's stream restored after: --json
+ * captures it), with its first plan that fits into a when a is not NULL;
+ * whether one fits. */
+static bool quiet_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *q, PassIlpCache *cache,
+                         PassSearchAlt *a)
+{
+    PassSearchResult r;
+    FILE *devnull = fopen("/dev/null", "w"), *prev = NULL;
+    if (devnull)
+        prev = ir_diag_set_stream(devnull);
+    bool ok = pass_search(c, g, q, cache, &r);
+    if (devnull) {
+        ir_diag_set_stream(prev);
+        fclose(devnull);
+    }
+    if (!ok)
+        return false;
+    bool found = r.found;
+    if (found && a) {
+        *a = r.alt[0];
+        r.alt[0] = (PassSearchAlt){0};
+        r.nalt = 0;
+    }
+    pass_search_result_free(&r);
+    return found;
+}
+
+/* pass_search_min_gpus' probes of one count: first-fit searches of its
+ * layouts pinned one at a time, leanest first. A pinned search weighs a
+ * few meshes where the unpinned one weighs hundreds, and solves each
+ * before it walks any frontier; the leanest layouts are where a plan that
+ * fits is found first. */
+#define MIN_PROBES 2
+
+/* A plan that fits on n GPUs into a (the first one found, not the best),
+ * or false when none does: the probes, then, if they find none, the
+ * unpinned first-fit search of n (what decides that none fits). */
+static bool fit_on(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *q, PassIlpCache *cache,
+                   const Lay *lay, int nlay, int n, PassSearchAlt *a)
+{
+    Lay *at = ir_xmalloc(sizeof *at * (size_t)(nlay + 1));
+    int k = 0;
+    for (int i = 0; i < nlay; i++)
+        if (lay[i].count == n)
+            at[k++] = lay[i];
+    qsort(at, (size_t)k, sizeof *at, cmp_lean);
+    bool dbg = getenv("PTDC_SEARCH_DEBUG") != NULL, found = false;
+    for (int i = 0; i < k && i < MIN_PROBES && !found; i++) {
+        PassSearchOpts p = *q;
+        p.pins.pp = at[i].pp, p.pins.tp = at[i].tp, p.pins.dp = at[i].dp;
+        clock_t t0 = clock();
+        found = quiet_search(c, g, &p, cache, a);
+        if (dbg)
+            fprintf(stderr, "min gpus %d: probe pp %d tp %d dp %d (floor %.1f GiB): %s, %.2f CPU s\n", n,
+                    at[i].pp, at[i].tp, at[i].dp, at[i].floor / GIB, found ? "fits" : "nothing",
+                    (double)(clock() - t0) / CLOCKS_PER_SEC);
+    }
+    free(at);
+    if (!found) {
+        clock_t t0 = clock();
+        found = quiet_search(c, g, q, cache, a);
+        if (dbg)
+            fprintf(stderr, "min gpus %d: search: %s, %.2f CPU s\n", n, found ? "fits" : "nothing",
+                    (double)(clock() - t0) / CLOCKS_PER_SEC);
+    }
+    return found;
 }
 
 /* pass_search calls one minimum-count query makes at most: the first
@@ -76,7 +162,7 @@ static int *usable_counts(const IrGraph *g, const PassSearchOpts *o, const PassC
 #define MIN_TRIES 64
 
 int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
-                         PassIlpCache *cache, int from, int limit, PassSearchAlt *best,
+                         PassIlpCache *cache, int from, int limit, PassSearchAlt *first,
                          int *skipped)
 {
     double usable = pass_usable_bytes(c);
@@ -88,13 +174,15 @@ int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearc
     q.first_fit = true;
     memset(&q.filter, 0, sizeof q.filter);
     int64_t gb = o->global_batch > 0 ? o->global_batch : g->global_batch;
-    int ncounts;
-    int *counts = usable_counts(g, &q, c->cl, gb, &mf, usable, from > 0 ? from : 1, limit, &ncounts);
+    int nlay;
+    Lay *lay = usable_layouts(g, &q, c->cl, gb, &mf, usable, from > 0 ? from : 1, limit, &nlay);
     pass_mem_floor_free(&mf);
     int tries = 0, last = 0, found = 0;
     *skipped = 0; /* every usable count below the answer was tried */
-    for (int i = 0; i < ncounts && tries < MIN_TRIES && !found; i++) {
-        int n = counts[i];
+    for (int i = 0; i < nlay && tries < MIN_TRIES && !found; i++) {
+        int n = lay[i].count;
+        if (i > 0 && n == lay[i - 1].count)
+            continue;
         if (tries >= MIN_LINEAR && n < last + (last + 3) / 4) {
             if (!*skipped)
                 *skipped = n; /* from here on, counts are skipped */
@@ -109,28 +197,11 @@ int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearc
         cn.ngpus = n;
         PassCostCtx cc = *c;
         cc.cl = &cn;
-        PassSearchResult r;
-        FILE *devnull = fopen("/dev/null", "w"), *prev = NULL;
-        if (devnull)
-            prev = ir_diag_set_stream(devnull);
-        bool ok = pass_search(&cc, g, &q, cache, &r);
-        if (devnull) {
-            ir_diag_set_stream(prev); /* where the caller sends them (--json captures them) */
-            fclose(devnull);
-        }
-        if (ok && r.found) {
-            /* The first plan that fits shows the count; report the best one. */
-            pass_search_result_free(&r);
-            q.first_fit = false;
-            if (!try_search(&cc, g, &q, cache, best))
-                ir_die("search: a plan fits on %d GPUs, then none does", n);
+        if (fit_on(&cc, g, &q, cache, lay, nlay, n, first))
             /* It may leave GPUs idle: it fits on the count it uses. */
-            found = best->layout.gpus > 0 && best->layout.gpus < n ? best->layout.gpus : n;
-        } else if (ok) {
-            pass_search_result_free(&r);
-        }
+            found = first->layout.gpus > 0 && first->layout.gpus < n ? first->layout.gpus : n;
     }
-    free(counts);
+    free(lay);
     if (found && *skipped >= found)
         *skipped = 0; /* every count below the answer was tried */
     return found;
@@ -170,31 +241,6 @@ static bool any_pin(const PassSearchPins *p)
 {
     return p->tp || p->pp || p->dp || p->micro_batch || p->recompute >= 0 || p->sp >= 0 ||
            p->zero >= 0 || p->schedule >= 0 || p->v;
-}
-
-/* Search again with opts q (quietly); the best plan into a, or false. */
-static bool try_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *q,
-                       PassIlpCache *cache, PassSearchAlt *a)
-{
-    PassSearchResult r;
-    FILE *devnull = fopen("/dev/null", "w"), *prev = NULL;
-    if (devnull)
-        prev = ir_diag_set_stream(devnull);
-    bool ok = pass_search(c, g, q, cache, &r);
-    if (devnull) {
-        ir_diag_set_stream(prev);
-        fclose(devnull);
-    }
-    if (!ok)
-        return false;
-    bool found = r.found;
-    if (found) {
-        *a = r.alt[0];
-        r.alt[0] = (PassSearchAlt){0};
-        r.nalt = 0;
-    }
-    pass_search_result_free(&r);
-    return found;
 }
 
 void pass_search_explain_overflow(const PassCostCtx *c, const IrGraph *g, const PassSearchAlt *a,
@@ -329,7 +375,7 @@ void pass_search_explain_nofit(const PassCostCtx *c, const IrGraph *g, const Pas
             if (!had)
                 continue;
             PassSearchAlt a;
-            if (try_search(c, g, &q, cache, &a)) {
+            if (quiet_search(c, g, &q, cache, &a)) {
                 ir_note(IR_NOLOC, "with %s searched instead of pinned, it fits: %s (step %.2f s, peak %.1f GiB): %s", what[i],
                         plan_layout_str(&a.layout, lay, sizeof lay), a.pred.step_time_s,
                         a.pred.peak_mem_bytes / GIB, plan_layout_flags(&a.layout, flags, sizeof flags));
@@ -342,7 +388,7 @@ void pass_search_explain_nofit(const PassCostCtx *c, const IrGraph *g, const Pas
         q.keep = 1;
         memset(&q.filter, 0, sizeof q.filter);
         PassSearchAlt a;
-        if (try_search(c, g, &q, cache, &a)) {
+        if (quiet_search(c, g, &q, cache, &a)) {
             ir_note(IR_NOLOC, "without any pins it fits: %s (step %.2f s, peak %.1f GiB): %s",
                     plan_layout_str(&a.layout, lay, sizeof lay), a.pred.step_time_s,
                     a.pred.peak_mem_bytes / GIB, plan_layout_flags(&a.layout, flags, sizeof flags));
@@ -356,16 +402,19 @@ void pass_search_explain_nofit(const PassCostCtx *c, const IrGraph *g, const Pas
     int limit = N * 64 > 65536 ? N * 64 : 65536;
     int skipped;
     int n = pass_search_min_gpus(c, g, &q, cache, N + 1, limit, &a, &skipped);
+    /* The plan is the first one found there, not the best: the best is a
+     * search of that count, as costly as planning it (--gpus n). */
     if (n > 0 && !skipped) {
-        ir_note(IR_NOLOC, "the smallest number of %s GPUs on which %s fits is %d: %s (step %.2f s, "
-                "peak %.1f GiB)", gpu->name, g->name, n, plan_layout_str(&a.layout, lay, sizeof lay),
-                a.pred.step_time_s, a.pred.peak_mem_bytes / GIB);
+        ir_note(IR_NOLOC, "the smallest number of %s GPUs on which %s fits is %d, for example with %s "
+                "(step %.2f s, peak %.1f GiB): the first plan found there, not the best (--gpus %d "
+                "searches for it)", gpu->name, g->name, n, plan_layout_str(&a.layout, lay, sizeof lay),
+                a.pred.step_time_s, a.pred.peak_mem_bytes / GIB, n);
         pass_search_alt_free(&a);
     } else if (n > 0) {
-        ir_note(IR_NOLOC, "%s fits on %d %s GPUs: %s (step %.2f s, peak %.1f GiB); above %d GPUs "
-                "not every count was tried, so fewer may do", g->name, n, gpu->name,
-                plan_layout_str(&a.layout, lay, sizeof lay), a.pred.step_time_s,
-                a.pred.peak_mem_bytes / GIB, skipped);
+        ir_note(IR_NOLOC, "%s fits on %d %s GPUs, for example with %s (step %.2f s, peak %.1f GiB: "
+                "the first plan found there, not the best); above %d GPUs not every count was tried, "
+                "so fewer may do", g->name, n, gpu->name, plan_layout_str(&a.layout, lay, sizeof lay),
+                a.pred.step_time_s, a.pred.peak_mem_bytes / GIB, skipped);
         pass_search_alt_free(&a);
     } else if (!skipped) {
         ir_note(IR_NOLOC, "%s fits on no number of %s GPUs up to %d", g->name, gpu->name, limit);

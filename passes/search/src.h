@@ -91,6 +91,7 @@ typedef struct SrcGroup {
     PlanMesh mesh;
     double lb;                    /* least candidate bound */
     double walk_key;              /* least frontier bound (hope) of its walkable candidates */
+    double mem_lb;                /* least candidate memory bound (a first fit's order) */
     double *floor_t;              /* [(npieces * SRC_NRC + r) * 4 + z] least kernel time under
                                      policy r plus ZeRO z's per-micro-batch traffic
                                      (src_mb_sync) over the allowed strategies, per node,
