@@ -86,6 +86,11 @@ double ref_gelu_grad(double x);
 /* Mean cross-entropy of rows logits [rows, V]; dlogits (may be NULL) = its gradient. */
 double ref_cross_entropy(const double *logits, const int32_t *targets, int64_t rows, int64_t V,
                          double *dlogits);
+/* weight x the mean cross-entropy of the rows whose target is >= 0 (a target of -1 adds no loss
+ * and no gradient: multi-token prediction's rolled-off positions); dlogits (may be NULL) is
+ * allocated [rows, V], zero on the rows without a target; the caller frees it. */
+double ref_masked_cross_entropy(const double *logits, const int32_t *targets, int64_t rows, int64_t V,
+                                double weight, double **dlogits);
 
 /* --------------------------------------------------------- ref_model.c */
 /* REF_MIXTRAL: LLaMA's attention, every MLP a sparse MoE block (ref_moe.c). */

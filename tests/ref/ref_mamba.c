@@ -540,26 +540,10 @@ static double depth_fwd(const RefConfig *c, const RefSt *w, Depth *m, int d, con
     m->xo = x;
     m->xf = ref_zeros(R * D), m->rsf = ref_zeros(R);
     ref_rmsnorm_fwd(m->xf, m->rsf, x, W(w, "mtp.layers.%d.final_layernorm.weight", (int)c->nmk - 1), R, D, c->eps);
-    double *logits = ref_zeros(R * V), *lg = ref_zeros(R * V), *dl = ref_zeros(R * V);
+    double *logits = ref_zeros(R * V);
     ref_mm(logits, m->xf, W(w, "lm_head.weight", 0), R, V, D, false, true, false);
-    int32_t *tg = calloc((size_t)R, sizeof(int32_t));
-    int64_t n = 0;
-    for (int64_t r = 0; r < R; r++)
-        if (m->tgt[r] >= 0) {
-            memcpy(lg + n * V, logits + r * V, sizeof(double) * (size_t)V);
-            tg[n++] = m->tgt[r];
-        }
-    double loss = c->mtp_w * ref_cross_entropy(lg, tg, n, V, dl);
-    if (grads) {
-        m->dlogits = ref_zeros(R * V);
-        for (int64_t r = 0, k = 0; r < R; r++)
-            if (m->tgt[r] >= 0) {
-                for (int64_t j = 0; j < V; j++)
-                    m->dlogits[r * V + j] = c->mtp_w * dl[k * V + j];
-                k++;
-            }
-    }
-    free(logits), free(lg), free(dl), free(tg);
+    double loss = ref_masked_cross_entropy(logits, m->tgt, R, V, c->mtp_w, grads ? &m->dlogits : NULL);
+    free(logits);
     return loss;
 }
 

@@ -541,27 +541,7 @@ static double mtp_out(const RefConfig *c, const RefSt *w, Mtp *m, const double *
     m->xf = ref_zeros(R * D), m->rsf = ref_zeros(R), m->logits = ref_zeros(R * V);
     ref_rmsnorm_fwd(m->xf, m->rsf, x, T(w, fmt("%sshared_head.norm.weight", p)), R, D, c->eps);
     ref_mm(m->logits, m->xf, T(w, "lm_head.weight"), R, V, D, false, true, false);
-    /* the rows with a target, meaned by ref_cross_entropy, then weighted */
-    int64_t n = 0;
-    double *lg = ref_zeros(R * V), *dl = ref_zeros(R * V);
-    int32_t *tg = calloc((size_t)R, sizeof(int32_t));
-    for (int64_t r = 0; r < R; r++)
-        if (m->tgt[r] >= 0) {
-            memcpy(lg + n * V, m->logits + r * V, sizeof(double) * (size_t)V);
-            tg[n++] = m->tgt[r];
-        }
-    double loss = c->mtp_w * ref_cross_entropy(lg, tg, n, V, dl);
-    if (grads) {
-        m->dlogits = ref_zeros(R * V);
-        for (int64_t r = 0, k = 0; r < R; r++)
-            if (m->tgt[r] >= 0) {
-                for (int64_t j = 0; j < V; j++)
-                    m->dlogits[r * V + j] = c->mtp_w * dl[k * V + j];
-                k++;
-            }
-    }
-    free(lg), free(dl), free(tg);
-    return loss;
+    return ref_masked_cross_entropy(m->logits, m->tgt, R, V, c->mtp_w, grads ? &m->dlogits : NULL);
 }
 
 double ref_step(const RefConfig *c, const RefSt *w, const int32_t *tokens, const int32_t *targets,

@@ -264,3 +264,28 @@ double ref_cross_entropy(const double *logits, const int32_t *targets, int64_t r
     }
     return total / (double)rows;
 }
+
+double ref_masked_cross_entropy(const double *logits, const int32_t *targets, int64_t rows, int64_t V,
+                                double weight, double **dlogits)
+{
+    int64_t n = 0;
+    double *lg = ref_zeros(rows * V), *dl = ref_zeros(rows * V);
+    int32_t *tg = calloc((size_t)rows, sizeof(int32_t));
+    for (int64_t r = 0; r < rows; r++)
+        if (targets[r] >= 0) {
+            memcpy(lg + n * V, logits + r * V, sizeof(double) * (size_t)V);
+            tg[n++] = targets[r];
+        }
+    double loss = weight * ref_cross_entropy(lg, tg, n, V, dl);
+    if (dlogits) {
+        *dlogits = ref_zeros(rows * V);
+        for (int64_t r = 0, k = 0; r < rows; r++)
+            if (targets[r] >= 0) {
+                for (int64_t j = 0; j < V; j++)
+                    (*dlogits)[r * V + j] = weight * dl[k * V + j];
+                k++;
+            }
+    }
+    free(lg), free(dl), free(tg);
+    return loss;
+}
