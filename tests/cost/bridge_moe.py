@@ -196,6 +196,9 @@ MLA_RECIPE = {
     ("DeepSeekV3", "GB200", "26.06.01"): (4, 4, None, ["mla_up_proj"], "full", True),
     ("DeepSeekV3", "GB300", "26.08"): (2, 8, 1, [], "full", True),
     ("DeepSeekV3", "GB200", "26.08"): (4, 4, 1, ["mla_up_proj"], "full", True),
+    # KIMI_K2_PRETRAIN_CONFIG_GB300 (v0.3.1 to v0.5.0 alike): also HybridEP, which pads each
+    # expert's MXFP8 rows to 32 (priced: pass_prec_group_rows), and the Muon optimizer by default
+    # (argument_parser.py --optimizer_type; not priced, about 1% of the step: docs/moe.md).
     **{("Kimi_K2", "GB300", rel): (4, 4, 2, ["mla_up_proj"], "none", False)
        for rel in ("26.02.01", "26.04", "26.04.01", "26.06")},
 }
