@@ -184,6 +184,10 @@ double pass_prec_peak(const PassGpu *gpu, PlanPrecision p);
 const char *pass_prec_names(const PassGpu *gpu, char *buf, size_t n);
 /* Bytes of one element of format p, its block scales included. */
 double pass_prec_elem_bytes(PlanPrecision p);
+/* The rows one group of a grouped GEMM in format p runs for `rows` rows:
+ * rounded up to the format's multiple (cost_prec.c: the padding a quantised
+ * expert's rows get), unchanged in bf16. */
+double pass_prec_group_rows(PlanPrecision p, double rows);
 /* The format forward node n's GEMMs run in under c: c->prec for the linear
  * layers (a matmul reading a weight inside the repeated layers) but those
  * the stack keeps in bf16 (the first and last lp_bf16_* layers), bf16 for

@@ -647,7 +647,6 @@ static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
     double El = (double)a->local[wg->dim[0]];
     double k = (double)plan_route_topk(g, n);
     double imb = a->c->st.moe_imbalance > 1 ? a->c->st.moe_imbalance : 1;
-    double M = R / El;
     bool keep = a->c->st.moe_saves_rows;
     IrMoeSlots sl = ir_moe_slots(n);
     double up = sl.w_gate >= 0 ? 2 : 1, nb = (sl.b_gate >= 0) + (sl.b_up >= 0);
@@ -656,6 +655,12 @@ static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
     /* The experts' GEMMs run in the plan's low precision where the stack's
      * do (lp_experts), each operand cast as a dense GEMM's is (below). */
     PlanPrecision p = pass_prec_of(a->c, g, n);
+    /* Each expert's GEMMs run its rows, padded in a quantised format to the
+     * format's multiple (pass_prec_group_rows): with E not dividing the
+     * group's choices the mean R / El is a fraction (Kimi K2: 384 experts,
+     * 6 a rank, 10922.7 rows), which no GEMM runs and which the curve would
+     * price as a misaligned shape. */
+    double M = pass_prec_group_rows(p, R / El);
     bool fused = moe_fused_epilogue(a, p);
     gemm_share_p(a, M, F, D, up * El, 1, false, p, o);  /* gate and up (up alone) */
     for (int b = 0; b < nb; b++)

@@ -5,6 +5,7 @@
  * modelled and from which sources. */
 #include "cost/cost.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,16 +13,28 @@
 /* X(id, bytes of an element, elements per block scale (0: one scale per
  *   tensor), bytes of a block scale, the PassGpu field with its rate,
  *   Blackwell-class only, a per-tensor amax needed whatever the stack's
- *   scaling)
+ *   scaling, the multiple of rows a grouped GEMM of the format takes per
+ *   group)
  * MXFP8 runs at the FP8 rate but only Blackwell's tensor cores read its
  * E8M0 block scales; a GPU with a dense FP4 rate is Blackwell-class, so
  * MXFP8 needs peak_fp4_flops > 0 as well. NVFP4 keeps an E4M3 scale per 16
- * elements and an fp32 one per tensor (from the tensor's amax). */
+ * elements and an fp32 one per tensor (from the tensor's amax).
+ * The row multiple: an expert's rows become the contraction of its weight
+ * gradient, so a quantised grouped GEMM needs each expert's rows padded:
+ * 16 for FP8 (Hopper's TN-only FP8 GEMM reads the transposed copy, rows
+ * contiguous, 16-byte aligned), 32 for MXFP8 (a block scale per 32 rows of
+ * the columnwise copy), 128 for NVFP4 (its grouped quantise and scale
+ * layout). These are Megatron-Core's get_fp8_align_size and
+ * get_fp4_align_size (fp8_utils.py, fp4_utils.py at 55ac7082, d7288711,
+ * d0b3b775, cd4afffa), to which its experts pad each expert's rows
+ * (Fp8Padding in TEGroupedMLP, or the dispatcher: HybridEP's pad_multiple,
+ * moe_router_padding_for_quantization). BF16 takes the rows as they come
+ * (1: Megatron's bf16 grouped GEMM pads nothing). */
 #define PREC_FORMATS(X)                                                                         \
-    X(BF16, 2.0, 0, 0, peak_flops, false, false)                                                \
-    X(FP8, 1.0, 0, 0, peak_fp8_flops, false, false)                                             \
-    X(MXFP8, 1.0, 32, 1, peak_fp8_flops, true, false)                                           \
-    X(NVFP4, 0.5, 16, 1, peak_fp4_flops, false, true)
+    X(BF16, 2.0, 0, 0, peak_flops, false, false, 1)                                             \
+    X(FP8, 1.0, 0, 0, peak_fp8_flops, false, false, 16)                                         \
+    X(MXFP8, 1.0, 32, 1, peak_fp8_flops, true, false, 32)                                       \
+    X(NVFP4, 0.5, 16, 1, peak_fp4_flops, false, true, 128)
 
 static const struct Fmt {
     double bytes;
@@ -29,8 +42,9 @@ static const struct Fmt {
     size_t peak;                  /* offsetof(PassGpu, ...) */
     bool blackwell;
     bool tensor_amax;
+    int group_rows;
 } fmts[PLAN_NPREC] = {
-#define X(id, b, blk, sb, field, bw, amax) [PLAN_PREC_##id] = {b, blk, sb, offsetof(PassGpu, field), bw, amax},
+#define X(id, b, blk, sb, field, bw, amax, rows) [PLAN_PREC_##id] = {b, blk, sb, offsetof(PassGpu, field), bw, amax, rows},
     PREC_FORMATS(X)
 #undef X
 };
@@ -58,6 +72,13 @@ double pass_prec_elem_bytes(PlanPrecision p)
 {
     const struct Fmt *f = &fmts[(unsigned)p < PLAN_NPREC ? p : PLAN_PREC_BF16];
     return f->bytes + (f->block ? (double)f->scale_bytes / f->block : 0);
+}
+
+double pass_prec_group_rows(PlanPrecision p, double rows)
+{
+    int q = fmts[(unsigned)p < PLAN_NPREC ? p : PLAN_PREC_BF16].group_rows;
+    /* (the mean of whole rows can be a whole number computed inexactly) */
+    return q > 1 ? ceil(rows / q - 1e-9) * q : rows;
 }
 
 static PlanPrecision prec_rule(const PassCostCtx *c, const IrGraph *g, const IrNode *n)

@@ -196,6 +196,9 @@ MLA_RECIPE = {
     ("DeepSeekV3", "GB200", "26.06.01"): (4, 4, None, ["mla_up_proj"], "full", True),
     ("DeepSeekV3", "GB300", "26.08"): (2, 8, 1, [], "full", True),
     ("DeepSeekV3", "GB200", "26.08"): (4, 4, 1, ["mla_up_proj"], "full", True),
+    # KIMI_K2_PRETRAIN_CONFIG_GB300 (v0.3.1 to v0.5.0 alike): also HybridEP, which pads each
+    # expert's MXFP8 rows to 32 (priced: pass_prec_group_rows), and the Muon optimizer by default
+    # (argument_parser.py --optimizer_type; not priced, about 1% of the step: docs/moe.md).
     **{("Kimi_K2", "GB300", rel): (4, 4, 2, ["mla_up_proj"], "none", False)
        for rel in ("26.02.01", "26.04", "26.04.01", "26.06")},
 }
@@ -322,11 +325,12 @@ FIT_GRID_US = range(0, 601, 5)
 PLAN_MAX_CHUNKS = 64  # plan.h: a framework stack's plan (ptdc's programs take 16)
 OVERLAP = os.environ.get("BRIDGE_MOE_OVERLAP", "recipe") != "off"
 TARGET = 0.15
-# The table's median when Nemotron 3 Super's 30 rows were priced with their MTP (17.04%,
-# docs/hybrid.md): test mode fails past it, a regression guard, and prints whether issue 31's
-# TARGET is met (it is not while the hybrids' Blackwell gap is open). Lower it when a change
-# brings the median down; never raise it to let a change through.
-RATCHET = 0.1705
+# The table's median, a regression guard: 17.04% when Nemotron 3 Super's 30 rows were priced
+# with their MTP (docs/hybrid.md), 16.97% since each expert's rows are padded to the quantised
+# format's multiple (Kimi K2's 10922.7 rows an expert run as 10944: docs/moe.md). Test mode fails
+# past it and prints whether issue 31's TARGET is met (it is not while the hybrids' Blackwell gap
+# is open). Lower it when a change brings the median down; never raise it to let a change through.
+RATCHET = 0.1700
 
 
 def num(r, k, default=None):

@@ -1323,6 +1323,68 @@ static void test_moe_fused_mlp(const char *models)
     }
 }
 
+/* Each expert's GEMMs run whole rows, padded per expert in a quantised
+ * format (pass_prec_group_rows: 16 FP8, 32 MXFP8, 128 NVFP4, Megatron-Core's
+ * get_fp8_align_size / get_fp4_align_size; bf16 as they come). Mixtral with
+ * 24 experts, 3 a rank of an 8-way exchange: 256 tokens x top-2 x 8 ranks
+ * / 24 experts = 170.67 rows an expert, which under MXFP8 run as 192: the
+ * MoE node's GEMM seconds are the six grouped GEMMs at M = 192 by hand, and
+ * not those at the fractional mean (which the curve prices as a misaligned
+ * shape, at half the rate). A multiple stays itself. */
+static void test_moe_group_rows(const char *models)
+{
+    CHECK(NEAR(pass_prec_group_rows(PLAN_PREC_BF16, 512.0 / 3), 512.0 / 3, 1e-12));
+    CHECK(pass_prec_group_rows(PLAN_PREC_FP8, 512.0 / 3) == 176);
+    CHECK(pass_prec_group_rows(PLAN_PREC_MXFP8, 512.0 / 3) == 192);
+    CHECK(pass_prec_group_rows(PLAN_PREC_NVFP4, 512.0 / 3) == 256);
+    CHECK(pass_prec_group_rows(PLAN_PREC_MXFP8, 65536.0 * 3 / 3) == 65536);
+    CHECK(pass_prec_group_rows(PLAN_PREC_NVFP4, 8192 * (1 + 1e-15)) == 8192);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/mixtral.mdl", models);
+    IrArena *a = ir_arena_new();
+    IrGraph *g = mega_compile(a, path, "n_layers=2,seq=1024,n_experts=24", 64);
+    const IrNode *moe = NULL;
+    for (int i = 0; g && i < g->nfwd && !moe; i++)
+        if (g->nodes[i].op == IR_OP_MOE)
+            moe = &g->nodes[i];
+    CHECK(moe != NULL);
+    if (!moe) {
+        ir_arena_free(a);
+        return;
+    }
+    PassCluster cl = {.ngpus = 16, .gpus_per_node = 4};
+    CHECK(pass_gpu_preset("gb300", &cl.gpu));
+    PlanMesh mesh;
+    plan_mesh_make(&mesh, 2, 8, 8);
+    int64_t ds[256], local[256];
+    ir_dim_sizes(g, 4, ds);
+    const IrTensor *h = &g->tensors[moe->in[0]];
+    PlanStrategy x = {{(int16_t)h->dim[0], (int16_t)h->dim[1], -1}, 2};
+    plan_local_sizes(g, moe, &mesh, &x, ds, local);
+    PassCostCtx c = {.cl = &cl, .prec = PLAN_PREC_MXFP8};
+    pass_stack_preset("megatron", &c.st);
+    CHECK(c.st.lp_experts && pass_prec_of(&c, g, moe) == PLAN_PREC_MXFP8);
+    double D, F, R = pass_moe_rows(&c, g, moe, &mesh, &x, local, &D, &F);
+    double El = (double)local[g->tensors[moe->in[2]].dim[0]];
+    CHECK(El == 3 && NEAR(R / El, 512.0 / 3, 1e-12));
+    PassNodeCost nc;
+    pass_cost_node(&c, g, moe, &mesh, &x, ds, &nc);
+    double gm[2];
+    for (int i = 0; i < 2; i++) {
+        double M = i ? R / El : 192;
+        const PassGpu *u = &cl.gpu;
+        PlanPrecision p = PLAN_PREC_MXFP8;
+        gm[i] = pass_gemm_time_prec(u, M, F, D, 2 * El, p) + pass_gemm_time_prec(u, M, D, F, El, p) +
+                pass_gemm_time_prec(u, M, F, D, El, p) + pass_gemm_time_prec(u, F, D, M, El, p) +
+                pass_gemm_time_prec(u, M, D, F, 2 * El, p) + pass_gemm_time_prec(u, D, F, M, 2 * El, p);
+    }
+    CHECK(NEAR(nc.gemm_s, gm[0], 1e-12));
+    CHECK(gm[1] > 1.3 * gm[0]); /* what the fractional mean cost */
+    CHECK(NEAR(nc.flops_fwd + nc.flops_bwd, 3 * 2 * 192 * El * 3 * D * F, 1e-12));
+    ir_graph_free(g);
+    ir_arena_free(a);
+}
+
 /* A layer may carry attributes the one before it does not (GPT-OSS
  * alternates a sliding window with full attention): the whole-plan
  * prediction prices each layer's own attention, not the first layer's
@@ -1730,6 +1792,7 @@ int main(int argc, char **argv)
     test_moe_bias(argv[1]);
     test_moe_clamp(argv[1]);
     test_moe_fused_mlp(argv[1]);
+    test_moe_group_rows(argv[1]);
     test_layer_attrs(argv[1]);
     test_attn_te_sinks(argv[1]);
     on_13b_plan(argv[1], 1, 1, check_grad_sums);
