@@ -58,8 +58,14 @@ const PassGpu pass_gpu_presets[] = {
      * dense FP4 where it differs); nvlink_bw and nic_bw are the datasheet
      * link rates; busbw_nvlink and busbw_ib are not measured but scaled from
      * the link rates by the H100 preset's ratios (370/450 NVLink, 46/50 per
-     * NIC); latencies, gemm_eff and hbm_eff are the H100 preset's until a
-     * measurement is published. Capacities are the per-GPU totals the cited
+     * NIC); latencies and hbm_eff are the H100 preset's until a measurement
+     * is published. gemm_eff is the sustained rate under each system's power
+     * limit (HGX B200 1,000 W, GB200 1,200 W, GB300 1,400 W; the datasheet
+     * peaks are boost-clock rates): fitted, one number per GPU, on
+     * Megatron-Bridge's published dense rows of that GPU (least mean |log
+     * ratio| of tokens/s, bench/bridge_gemm_eff.py; docs/cost-model.md,
+     * "The Blackwell presets' sustained rates"); b300 and h800, without such
+     * rows, keep H100's 0.60. Capacities are the per-GPU totals the cited
      * system pages report (nvidia-smi style, GiB). */
     /* HGX H800: an H100 SXM with 8 NVLinks (400 GB/s both directions). */
     {.name = "h800", .peak_flops = 989e12, .peak_fp8_flops = 1979e12, .hbm_bytes = 81559 * MIB, .hbm_bw = 3350 * GB,
@@ -69,7 +75,7 @@ const PassGpu pass_gpu_presets[] = {
     {.name = "b200", .peak_flops = 2250e12, .peak_fp8_flops = 4500e12, .peak_fp4_flops = 9000e12,
      .hbm_bytes = 183359 * MIB, .hbm_bw = 8000 * GB, .nvlink_bw = 900 * GB, .nic_bw = 50 * GB,
      .busbw_nvlink = 740 * GB, .busbw_ib = 46 * GB, .alpha_nvlink = 1.0e-6, .alpha_ib = 4e-6, .sms = 148,
-     .gemm_eff = 0.60, .hbm_eff = 0.90, .host_gpus = 8, NV_GEMM_CURVE},
+     .gemm_eff = 0.51, .hbm_eff = 0.90, .host_gpus = 8, NV_GEMM_CURVE},
     /* HGX B300 (Blackwell Ultra): 8 per host, ConnectX-8 800 Gb/s per GPU. */
     {.name = "b300", .peak_flops = 2250e12, .peak_fp8_flops = 4500e12, .peak_fp4_flops = 13125e12,
      .hbm_bytes = 270 * GIB, .hbm_bw = 8000 * GB, .nvlink_bw = 900 * GB, .nic_bw = 100 * GB,
@@ -88,14 +94,14 @@ const PassGpu pass_gpu_presets[] = {
     {.name = "gb200", .peak_flops = 2500e12, .peak_fp8_flops = 5000e12, .peak_fp4_flops = 10000e12,
      .hbm_bytes = 189471 * MIB, .hbm_bw = 8000 * GB, .nvlink_bw = 900 * GB, .nic_bw = 50 * GB,
      .busbw_nvlink = 740 * GB, .busbw_ib = 46 * GB, .alpha_nvlink = 1.0e-6, .alpha_ib = 4e-6, .sms = 148,
-     .gemm_eff = 0.60, .hbm_eff = 0.90, .host_gpus = 4, .domain_gpus = 72, .host_copy_bw = 225 * GB,
+     .gemm_eff = 0.50, .hbm_eff = 0.90, .host_gpus = 4, .domain_gpus = 72, .host_copy_bw = 225 * GB,
      .host_grace = 1, NV_GEMM_CURVE},
     /* GB300 NVL72: the same rack with Blackwell Ultra and ConnectX-8 800 Gb/s
      * (and the same NVLink-C2C between a Grace and its two GPUs). */
     {.name = "gb300", .peak_flops = 2500e12, .peak_fp8_flops = 5000e12, .peak_fp4_flops = 15000e12,
      .hbm_bytes = 279 * GIB, .hbm_bw = 8000 * GB, .nvlink_bw = 900 * GB, .nic_bw = 100 * GB,
      .busbw_nvlink = 740 * GB, .busbw_ib = 92 * GB, .alpha_nvlink = 1.0e-6, .alpha_ib = 4e-6, .sms = 160,
-     .gemm_eff = 0.60, .hbm_eff = 0.90, .host_gpus = 4, .domain_gpus = 72, .host_copy_bw = 225 * GB,
+     .gemm_eff = 0.61, .hbm_eff = 0.90, .host_gpus = 4, .domain_gpus = 72, .host_copy_bw = 225 * GB,
      .host_grace = 1, NV_GEMM_CURVE},
 };
 const int pass_ngpu_presets = (int)(sizeof pass_gpu_presets / sizeof pass_gpu_presets[0]);
