@@ -17,6 +17,8 @@
 
 #include "search/search.h"
 
+#include <stdlib.h>
+
 #define SRC_NRC PLAN_RECOMPUTE_COUNT /* PlanRecompute values */
 #define SRC_AUTO (-1)             /* candidate recompute mode: least per stage that fits */
 #define SRC_MAXQ 8                /* ILP queries per variant */
@@ -170,6 +172,18 @@ typedef struct Src {
     long micro_cut;               /* micro-batch sizes cut off by the limits */
     PassSearchStats *st;
 } Src;
+
+/* Whether the search checks its exact shortcuts against the long way (the
+ * stage bisection's skipped cuts, search_dp.c) and dies on any difference:
+ * exhaustive searches (the tests), and any search with PTDC_SEARCH_CHECK
+ * set in the environment. */
+static inline bool src_check(const Src *s)
+{
+    static int env = -1;
+    if (env < 0)
+        env = getenv("PTDC_SEARCH_CHECK") != NULL;
+    return s->o->exhaustive || env;
+}
 
 /* search_prune.c: lower bounds. */
 const SrcWork *src_work(Src *s, int64_t mb_seqs);
