@@ -54,7 +54,7 @@ static double stage_mem(const Dp *d, int st, int r, int i, int j)
  * and the least above it. Another tmax at or above `in` (and below the
  * first) or below `out` (and above it) gets every one of those comparisons
  * the same way, so the cut takes the same path to the same answer
- * (part_1f1b's bisection asks it only when neither holds). */
+ * (part_1f1b's and cost_split's bisections cut only when neither holds). */
 typedef struct Seen {
     double in, out;
 } Seen;
@@ -70,6 +70,19 @@ static bool within(double t, double tmax, Seen *w)
     if (w && t <= tmax && t > w->in)
         w->in = t;
     return true;
+}
+
+/* t <= tmax, noted in w (a NaN t is never within it, whatever it is) */
+static bool at_most(double t, double tmax, Seen *w)
+{
+    if (t <= tmax) {
+        if (w && t > w->in)
+            w->in = t;
+        return true;
+    }
+    if (w && t > tmax && t < w->out)
+        w->out = t;
+    return false;
 }
 
 /* The policy stage st should use for pieces i..j under tmax, or -1. Without
@@ -287,22 +300,22 @@ static bool part_1f1b(Dp *d, SrcPart *out)
  * first chunk of the model takes the pieces before the repeat, the last
  * those after it)? ends[] the greedy's (each chunk as long as it can be),
  * or NULL. */
-static bool chunk_greedy(const Dp *d, const double *t, int i0, int n, double tmax, int *ends)
+static bool chunk_greedy(const Dp *d, const double *t, int i0, int n, double tmax, int *ends, Seen *w)
 {
     const Src *s = d->s;
     int i = i0, lend = s->rep_first + s->rep_count; /* one past the last layer */
     for (int c = 0; c < n; c++) {
         int j;
         if (c == n - 1) {
-            if (t[d->P] - t[i] > tmax || i >= lend + d->el)
+            if (!within(t[d->P] - t[i], tmax, w) || i >= lend + d->el)
                 return false;
             j = d->P - 1;
         } else {
             int jmax = lend - 1 - (n - 1 - c - d->el), jmin = i == 0 ? s->rep_first - d->ef : i;
             j = i - 1;
-            while (j + 1 <= jmax && (j + 1 <= jmin || t[j + 2] - t[i] <= tmax))
+            while (j + 1 <= jmax && (j + 1 <= jmin || at_most(t[j + 2] - t[i], tmax, w)))
                 j++;
-            if (j < jmin || t[j + 1] - t[i] > tmax)
+            if (j < jmin || !within(t[j + 1] - t[i], tmax, w))
                 return false;
         }
         if (ends)
@@ -323,14 +336,35 @@ static void cost_split(const Dp *d, int chunks, int *layers)
     const double *t = d->T[d->rcs[0]];
     int *ends = ir_xmalloc(sizeof(int) * (size_t)chunks);
     double hi = t[d->P] * (1 + 1e-9) + 1e-12, lo = 0;
+    /* as part_1f1b's bisection: none known to fit or fail before the first
+     * cuts */
+    Seen at_hi = {INFINITY, INFINITY}, at_lo = {-INFINITY, -INFINITY};
     for (int it = 0; it < 100 && hi - lo > 1e-9 * hi; it++) {
         double mid = 0.5 * (lo + hi);
-        if (chunk_greedy(d, t, 0, chunks, mid, NULL))
+        bool fits, known = true;
+        if (mid >= at_hi.in)
+            fits = true;
+        else if (mid < at_lo.out)
+            fits = false;
+        else
+            known = false;
+        if (known && src_check(d->s) && chunk_greedy(d, t, 0, chunks, mid, NULL, NULL) != fits)
+            ir_die("search: the chunk cut under %.17g %s, not as the cut under %.17g", mid,
+                   fits ? "does not fit" : "fits", fits ? hi : lo);
+        if (!known) {
+            Seen w = {-INFINITY, INFINITY};
+            fits = chunk_greedy(d, t, 0, chunks, mid, NULL, &w);
+            if (fits)
+                at_hi = w;
+            else
+                at_lo = w;
+        }
+        if (fits)
             hi = mid;
         else
             lo = mid;
     }
-    chunk_greedy(d, t, 0, chunks, hi, ends);
+    chunk_greedy(d, t, 0, chunks, hi, ends, NULL);
     /* The latest end of each chunk is the greedy's; walk the boundaries
      * towards the even shares while the rest still cuts under hi. */
     int prev = -1, lend = s->rep_first + s->rep_count;
@@ -344,7 +378,7 @@ static void cost_split(const Dp *d, int chunks, int *layers)
                 continue;
             /* and the rest from j + 1 still cuts into the chunks left under hi */
             if (fabs(t[j + 1] - target) < fabs(t[best + 1] - target) &&
-                chunk_greedy(d, t, j + 1, chunks - 1 - c, hi, NULL))
+                chunk_greedy(d, t, j + 1, chunks - 1 - c, hi, NULL, NULL))
                 best = j;
         }
         ends[c] = best;

@@ -197,9 +197,21 @@ const SrcWork *src_work(Src *s, int64_t mb_seqs)
     return W;
 }
 
-/* The in-flight counts' extremes and harmonic sum over the ranks. */
+/* The in-flight counts' extremes and harmonic sum over the ranks, which
+ * depend on pp, v and m only: remembered, since every candidate's bound
+ * asks them (pp slot tables each, which overflow plan/schedule.c's memo:
+ * 1% of planning Qwen3-235B-A22B on 512 A100s was their simulation). */
 static void inflight_stats(int pp, int v, int m, double *imin, double *imax, double *h)
 {
+    static struct {
+        int pp, v, m;
+        double imin, imax, h;
+    } memo[256];
+    unsigned key = (((unsigned)pp * 131u + (unsigned)v) * 131u + (unsigned)m) % 256u;
+    if (memo[key].pp == pp && memo[key].v == v && memo[key].m == m) {
+        *imin = memo[key].imin, *imax = memo[key].imax, *h = memo[key].h;
+        return;
+    }
     *imin = INFINITY, *imax = 0, *h = 0;
     for (int r = 0; r < pp; r++) {
         double i = src_inflight_lo(pp, v, m, r);
@@ -207,6 +219,8 @@ static void inflight_stats(int pp, int v, int m, double *imin, double *imax, dou
         *imax = fmax(*imax, i);
         *h += 1 / i;
     }
+    memo[key].pp = pp, memo[key].v = v, memo[key].m = m;
+    memo[key].imin = *imin, memo[key].imax = *imax, memo[key].h = *h;
 }
 
 /* CPU ranks of several pipeline ranks sharing cores run faster than their
