@@ -50,9 +50,44 @@ static double stage_mem(const Dp *d, int st, int r, int i, int j)
            d->infl[st] * (d->S[r][j + 1] - d->S[r][i]);
 }
 
+/* The times a greedy cut compared with its tmax: the largest within it
+ * and the least above it. Another tmax at or above `in` (and below the
+ * first) or below `out` (and above it) gets every one of those comparisons
+ * the same way, so the cut takes the same path to the same answer
+ * (part_1f1b's and cost_split's bisections cut only when neither holds). */
+typedef struct Seen {
+    double in, out;
+} Seen;
+
+/* !(t > tmax), noted in w (a NaN t is never above tmax, whatever it is) */
+static bool within(double t, double tmax, Seen *w)
+{
+    if (t > tmax) {
+        if (w && t < w->out)
+            w->out = t;
+        return false;
+    }
+    if (w && t <= tmax && t > w->in)
+        w->in = t;
+    return true;
+}
+
+/* t <= tmax, noted in w (a NaN t is never within it, whatever it is) */
+static bool at_most(double t, double tmax, Seen *w)
+{
+    if (t <= tmax) {
+        if (w && t > w->in)
+            w->in = t;
+        return true;
+    }
+    if (w && t > tmax && t < w->out)
+        w->out = t;
+    return false;
+}
+
 /* The policy stage st should use for pieces i..j under tmax, or -1. Without
  * memory limits (a not-fitting plan to explain), the leanest policy. */
-static int stage_rc(const Dp *d, int st, int i, int j, double tmax)
+static int stage_rc(const Dp *d, int st, int i, int j, double tmax, Seen *w)
 {
     int best = -1;
     double bt = INFINITY;
@@ -64,41 +99,55 @@ static int stage_rc(const Dp *d, int st, int i, int j, double tmax)
                 best = r;
             continue;
         }
-        if (t > tmax || stage_mem(d, st, r, i, j) > d->cap)
+        if (!within(t, tmax, w) || stage_mem(d, st, r, i, j) > d->cap)
             continue;
         if (t < bt * (1 - 1e-12))
             best = r, bt = t;
     }
-    if (d->ignore_mem && best >= 0 && stage_time(d, best, i, j) > tmax)
+    if (d->ignore_mem && best >= 0 && !within(stage_time(d, best, i, j), tmax, w))
         return -1;
     return best;
 }
 
-/* Greedy cut under tmax; ends[st] = last piece of stage st. */
-static bool greedy(const Dp *d, double tmax, int *ends, int *rc)
+/* stage_rc(d, st, i, j, tmax, w) >= 0, asked for every piece the greedy
+ * cuts try, of which only the last one's policy is kept: the first policy
+ * that stage_rc would take ends it. */
+static bool stage_fits(const Dp *d, int st, int i, int j, double tmax, Seen *w)
+{
+    if (d->ignore_mem)
+        return stage_rc(d, st, i, j, tmax, w) >= 0;
+    for (int x = 0; x < d->nrc; x++) {
+        int r = d->rcs[x];
+        double t = stage_time(d, r, i, j);
+        /* stage_rc's test, and its first pick: below bt = INFINITY */
+        if (within(t, tmax, w) && t < INFINITY && !(stage_mem(d, st, r, i, j) > d->cap))
+            return true;
+    }
+    return false;
+}
+
+/* Greedy cut under tmax; ends[st] = last piece of stage st; w (or NULL)
+ * the times it compared with tmax. */
+static bool greedy(const Dp *d, double tmax, int *ends, int *rc, Seen *w)
 {
     int i = 0;
     for (int st = 0; st < d->pp; st++) {
         int left = d->pp - st - 1, jmax = d->P - 1 - left;
         if (st == d->pp - 1) {
-            int r = stage_rc(d, st, i, d->P - 1, tmax);
+            int r = stage_rc(d, st, i, d->P - 1, tmax, w);
             if (r < 0)
                 return false;
             ends[st] = d->P - 1;
             rc[st] = r;
             return true;
         }
-        int j = i - 1, r = -1;
-        while (j + 1 <= jmax) {
-            int rr = stage_rc(d, st, i, j + 1, tmax);
-            if (rr < 0)
-                break;
-            j++, r = rr;
-        }
+        int j = i - 1;
+        while (j + 1 <= jmax && stage_fits(d, st, i, j + 1, tmax, w))
+            j++;
         if (j < i)
             return false;
         ends[st] = j;
-        rc[st] = r;
+        rc[st] = stage_rc(d, st, i, j, tmax, w);
         i = j + 1;
     }
     return false;
@@ -181,7 +230,7 @@ static bool part_1f1b_pinned(Dp *d, const int *layers, SrcPart *out)
     out->mem_peak = 0;
     for (int st = 0; st < d->pp; st++) {
         PlanStage *S = &out->stage[st];
-        int i = S->first_piece, j = i + S->npieces - 1, r = stage_rc(d, st, i, j, INFINITY);
+        int i = S->first_piece, j = i + S->npieces - 1, r = stage_rc(d, st, i, j, INFINITY, NULL);
         if (r < 0)
             return false;
         S->recompute = (PlanRecompute)r;
@@ -200,17 +249,39 @@ static bool part_1f1b(Dp *d, SrcPart *out)
     for (int x = 0; x < d->nrc; x++)
         hi = fmax(hi, d->T[d->rcs[x]][d->P]);
     hi = hi * (1 + 1e-9) + 1e-12;
-    bool ok = greedy(d, hi, ends, rc);
+    Seen at_hi = {-INFINITY, INFINITY}, at_lo = {-INFINITY, -INFINITY};
+    bool ok = greedy(d, hi, ends, rc, &at_hi);
     if (ok) {
         double lo = 0;
         for (int it = 0; it < 100 && hi - lo > 1e-9 * hi; it++) {
             double mid = 0.5 * (lo + hi);
-            if (greedy(d, mid, ends, rc))
+            /* The cut at hi fits and the one at lo does not: a mid that
+             * gets all the comparisons of one of them its way answers the
+             * same without cutting (Seen); most of the later steps do. */
+            bool fits, known = true;
+            if (mid >= at_hi.in)
+                fits = true;
+            else if (mid < at_lo.out)
+                fits = false;
+            else
+                known = false;
+            if (known && src_check(d->s) && greedy(d, mid, ends, rc, NULL) != fits)
+                ir_die("search: the stage cut under %.17g %s, not as the cut under %.17g", mid,
+                       fits ? "does not fit" : "fits", fits ? hi : lo);
+            if (!known) {
+                Seen w = {-INFINITY, INFINITY};
+                fits = greedy(d, mid, ends, rc, &w);
+                if (fits)
+                    at_hi = w;
+                else
+                    at_lo = w;
+            }
+            if (fits)
                 hi = mid;
             else
                 lo = mid;
         }
-        greedy(d, hi, ends, rc);
+        greedy(d, hi, ends, rc, NULL);
         out->nstages = pp;
         out->mem_peak = 0;
         for (int st = 0, i = 0; st < pp; st++) {
@@ -229,22 +300,22 @@ static bool part_1f1b(Dp *d, SrcPart *out)
  * first chunk of the model takes the pieces before the repeat, the last
  * those after it)? ends[] the greedy's (each chunk as long as it can be),
  * or NULL. */
-static bool chunk_greedy(const Dp *d, const double *t, int i0, int n, double tmax, int *ends)
+static bool chunk_greedy(const Dp *d, const double *t, int i0, int n, double tmax, int *ends, Seen *w)
 {
     const Src *s = d->s;
     int i = i0, lend = s->rep_first + s->rep_count; /* one past the last layer */
     for (int c = 0; c < n; c++) {
         int j;
         if (c == n - 1) {
-            if (t[d->P] - t[i] > tmax || i >= lend + d->el)
+            if (!within(t[d->P] - t[i], tmax, w) || i >= lend + d->el)
                 return false;
             j = d->P - 1;
         } else {
             int jmax = lend - 1 - (n - 1 - c - d->el), jmin = i == 0 ? s->rep_first - d->ef : i;
             j = i - 1;
-            while (j + 1 <= jmax && (j + 1 <= jmin || t[j + 2] - t[i] <= tmax))
+            while (j + 1 <= jmax && (j + 1 <= jmin || at_most(t[j + 2] - t[i], tmax, w)))
                 j++;
-            if (j < jmin || t[j + 1] - t[i] > tmax)
+            if (j < jmin || !within(t[j + 1] - t[i], tmax, w))
                 return false;
         }
         if (ends)
@@ -265,14 +336,35 @@ static void cost_split(const Dp *d, int chunks, int *layers)
     const double *t = d->T[d->rcs[0]];
     int *ends = ir_xmalloc(sizeof(int) * (size_t)chunks);
     double hi = t[d->P] * (1 + 1e-9) + 1e-12, lo = 0;
+    /* as part_1f1b's bisection: none known to fit or fail before the first
+     * cuts */
+    Seen at_hi = {INFINITY, INFINITY}, at_lo = {-INFINITY, -INFINITY};
     for (int it = 0; it < 100 && hi - lo > 1e-9 * hi; it++) {
         double mid = 0.5 * (lo + hi);
-        if (chunk_greedy(d, t, 0, chunks, mid, NULL))
+        bool fits, known = true;
+        if (mid >= at_hi.in)
+            fits = true;
+        else if (mid < at_lo.out)
+            fits = false;
+        else
+            known = false;
+        if (known && src_check(d->s) && chunk_greedy(d, t, 0, chunks, mid, NULL, NULL) != fits)
+            ir_die("search: the chunk cut under %.17g %s, not as the cut under %.17g", mid,
+                   fits ? "does not fit" : "fits", fits ? hi : lo);
+        if (!known) {
+            Seen w = {-INFINITY, INFINITY};
+            fits = chunk_greedy(d, t, 0, chunks, mid, NULL, &w);
+            if (fits)
+                at_hi = w;
+            else
+                at_lo = w;
+        }
+        if (fits)
             hi = mid;
         else
             lo = mid;
     }
-    chunk_greedy(d, t, 0, chunks, hi, ends);
+    chunk_greedy(d, t, 0, chunks, hi, ends, NULL);
     /* The latest end of each chunk is the greedy's; walk the boundaries
      * towards the even shares while the rest still cuts under hi. */
     int prev = -1, lend = s->rep_first + s->rep_count;
@@ -286,7 +378,7 @@ static void cost_split(const Dp *d, int chunks, int *layers)
                 continue;
             /* and the rest from j + 1 still cuts into the chunks left under hi */
             if (fabs(t[j + 1] - target) < fabs(t[best + 1] - target) &&
-                chunk_greedy(d, t, j + 1, chunks - 1 - c, hi, NULL))
+                chunk_greedy(d, t, j + 1, chunks - 1 - c, hi, NULL, NULL))
                 best = j;
         }
         ends[c] = best;
@@ -372,8 +464,8 @@ static bool greedy_pipe(const Dp *d, const double *pre, double T)
             return false;
         int jmax = st == d->pp - 1 ? d->P - 1 : d->P - 1 - (d->pp - st - 1), j = i - 1;
         if (st == d->pp - 1)
-            return stage_rc(d, st, i, d->P - 1, cap_t) >= 0;
-        while (j + 1 <= jmax && stage_rc(d, st, i, j + 1, cap_t) >= 0)
+            return stage_rc(d, st, i, d->P - 1, cap_t, NULL) >= 0;
+        while (j + 1 <= jmax && stage_fits(d, st, i, j + 1, cap_t, NULL))
             j++;
         if (j < i)
             return false;

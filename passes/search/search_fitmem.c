@@ -172,6 +172,10 @@ static void fitmem_init(FitMem *F, const Src *s, const SrcGroup *G, const SrcCan
             F->q[F->nq++] = r;
     double *x = ir_xmalloc(sizeof(double) * (size_t)(N + 1));
     F->t1 = INFINITY;
+    /* (once: the same bits as once per policy, a fold of fmin over the
+     * same values ending on the same last least one) */
+    for (int l = 0; l < N && F->nq > 0; l++)
+        F->t1 = src_fmin(F->t1, H[lay[l]].fwd);
     for (int i = 0; i < F->nq; i++) {
         F->t[i] = ir_xmalloc(sizeof(double) * (size_t)(N + 1));
         F->sv[i] = ir_xmalloc(sizeof(double) * (size_t)(N + 1));
@@ -179,7 +183,6 @@ static void fitmem_init(FitMem *F, const Src *s, const SrcGroup *G, const SrcCan
             const SrcPiece *P = &H[lay[l]];
             x[l] = P->fwd + P->rec[F->q[i]];
             F->sv[i][l] = P->saved[F->q[i]];
-            F->t1 = fmin(F->t1, P->fwd);
         }
         sort_few(x, N);
         sort_few(F->sv[i], N);
@@ -200,7 +203,7 @@ static void fitmem_init(FitMem *F, const Src *s, const SrcGroup *G, const SrcCan
      * (transient): at least the least a layer it holds can have. */
     F->ws = INFINITY;
     for (int l = 0; l < N && G->floor_ws; l++)
-        F->ws = fmin(F->ws, G->floor_ws[lay[l]]);
+        F->ws = src_fmin(F->ws, G->floor_ws[lay[l]]);
     if (!isfinite(F->ws))
         F->ws = 0;
     free(lay);
@@ -213,7 +216,7 @@ static void fitmem_init(FitMem *F, const Src *s, const SrcGroup *G, const SrcCan
         if (P->z != k->zero || P->piece != cls)
             continue;
         const double *m = &G->fit_val[P->off];
-        F->xfree = fmax(F->xfree, m[P->n - 1] + (G->floor_states[cls * 4 + k->zero] - m[0]));
+        F->xfree = src_fmax(F->xfree, m[P->n - 1] + (G->floor_states[cls * 4 + k->zero] - m[0]));
         F->fn[F->nfn++] = i;
     }
     if (cls >= 0 && G->floor_states)
@@ -244,92 +247,115 @@ static void fitmem_free(FitMem *F)
     free(F->fn);
 }
 
-/* f[r * (N + 1) + n]: the least m x rank r's time per micro-batch plus the
- * first chunks of the ranks before it when it holds n of F's layers
- * (INFINITY: it cannot, within the usable HBM, or not n layers at all);
- * lo[r] the least count it holds. */
-static void rank_times(const FitMem *F, const SrcGroup *G, const SrcCand *k, bool ef, bool el,
-                       int N, int *lo, double *f)
+/* One rank's row of f (row_fill), computed a count at a time on demand:
+ * what the counts before it left (acts), and what depends on the rank only
+ * (its slots, the ends it holds). */
+typedef struct Row {
+    int nw, smin;                 /* chunks that take a layer; the fewest slots of any chunk */
+    double *w;                    /* [v] their slots, ascending (read from the end) */
+    double before;                /* the first chunks of the ranks before it */
+    double xt[SRC_NRC], xa[SRC_NRC], xs, xw; /* the ends it holds: time, saved bytes (weighed) per
+                                                 policy, states, working set */
+    double acts[SRC_NRC];         /* the saved bytes of the first `next` layers, per policy */
+    int next;                     /* f[.. next) written */
+} Row;
+
+static void row_init(const FitMem *F, const SrcGroup *G, const SrcCand *k, bool ef, bool el, int r, double *w,
+                     Row *R)
 {
     int pp = k->pp, v = k->v, m = G->m, chunks = pp * v;
     /* A split schedule (ZB-H1) runs a rank's weight gradients while
      * micro-batches are still passing the ranks before it: only its own m
      * micro-batches bound the step there (cut_bound's split_bound). */
     bool fill = !plan_schedule_split(k->sched);
-    double *w = ir_xmalloc(sizeof(double) * (size_t)(v + 1));
-    for (int r = 0; r < pp; r++) {
-        int slots[PLAN_MAX_CHUNKS];
-        plan_schedule_slots(pp, v, m, r, slots);
-        int nw = 0, smin = slots[0];
-        for (int j = 0; j < v; j++) {
-            int c = j * pp + r;
-            smin = slots[j] < smin ? slots[j] : smin;
-            if (!((c == 0 && ef) || (c == chunks - 1 && el)))
-                w[nw++] = slots[j];
-        }
-        qsort(w, (size_t)nw, sizeof *w, cmp_dbl); /* ascending; read from the end */
-        lo[r] = nw;
-        /* the first chunks of ranks 0 .. r-1, one layer each at least,
-         * and rank 0's the first piece (no recomputation) */
-        double before = fill && r > 0 ? (r - (ef ? 1 : 0)) * F->t1 + F->e0 : 0;
-        /* the ends this rank holds: time, states and saved bytes per policy
-         * (the first piece in chunk 0, weighed by its slots; the last in
-         * chunk v - 1) */
-        double xt[SRC_NRC] = {0}, xa[SRC_NRC] = {0}, xs = 0, xw = 0;
-        for (int e = 0; e < 2; e++) {
-            if (!(e == 0 ? r == 0 : r == pp - 1))
-                continue;
-            xs += F->est[e];
-            xw = fmax(xw, F->ews[e]);
-            for (int i = 0; i < F->nq; i++) {
-                xt[i] += F->et[e][i];
-                xa[i] += slots[e == 0 ? 0 : v - 1] * F->esv[e][i];
-            }
-        }
-        double acts[SRC_NRC] = {0}; /* of the first n layers, per policy */
-        for (int n = 0; n <= N; n++) {
-            double best = INFINITY;
-            bool room = false; /* some policy's memory fits n layers */
-            for (int i = 0; i < F->nq && n > 0 && n <= F->N; i++)
-                /* the smallest saved bytes with the largest weights
-                 * (rearrangement: no pairing of these layers weighs less) */
-                acts[i] += (n - 1 < nw ? w[nw - n] : smin) * F->sv[i][n - 1];
-            for (int i = 0; i < F->nq && n >= lo[r] && n <= F->N; i++) {
-                double mem = F->st[n] + acts[i] + xs + xa[i] + maxd(xw, n > 0 ? F->ws : 0);
-                if (mem > F->avail)
-                    continue;
-                room = true;
-                double t = F->t[i][n];
-                /* One class: its layers share one strategy, so each holds
-                 * at most 1/n of the states the activations leave, and
-                 * the leaner strategies that forces cost time. */
-                if (F->cls >= 0 && n > 0 && G->floor_t) {
-                    /* d >= 0 (the fastest point is the last): a policy
-                     * that cannot beat the best so far even at d = 0 is
-                     * left without its delta, the least unchanged */
-                    if (maxd(t, n * F->cls_t[i]) + xt[i] >= best)
-                        continue;
-                    double x = (F->avail - (mem - F->st[n])) / n;
-                    double d = x >= F->xfree ? 0 : fit_delta(F, G, x);
-                    /* the floor of the class's layer raised by d (H's time
-                     * may be the strategy-free bound, above the floor: the
-                     * larger of the two, not their sum) */
-                    t = maxd(t, n * (F->cls_t[i] + d));
-                }
-                best = t + xt[i] < best ? t + xt[i] : best;
-            }
-            f[r * (N + 1) + n] = before + m * best;
-            /* The memory of n layers only grows with n (states and
-             * activations are sums of non-negative terms): none fits
-             * more either. */
-            if ((n >= lo[r] && !room) || n >= F->N) {
-                for (int x = n + 1; x <= N; x++)
-                    f[r * (N + 1) + x] = INFINITY;
-                break;
-            }
+    int slots[PLAN_MAX_CHUNKS];
+    memset(R, 0, sizeof *R);
+    R->w = w;
+    plan_schedule_slots(pp, v, m, r, slots);
+    R->smin = slots[0];
+    for (int j = 0; j < v; j++) {
+        int c = j * pp + r;
+        R->smin = slots[j] < R->smin ? slots[j] : R->smin;
+        if (!((c == 0 && ef) || (c == chunks - 1 && el)))
+            R->w[R->nw++] = slots[j];
+    }
+    qsort(R->w, (size_t)R->nw, sizeof *R->w, cmp_dbl);
+    /* the first chunks of ranks 0 .. r-1, one layer each at least,
+     * and rank 0's the first piece (no recomputation) */
+    R->before = fill && r > 0 ? (r - (ef ? 1 : 0)) * F->t1 + F->e0 : 0;
+    /* the ends this rank holds: time, states and saved bytes per policy
+     * (the first piece in chunk 0, weighed by its slots; the last in
+     * chunk v - 1) */
+    for (int e = 0; e < 2; e++) {
+        if (!(e == 0 ? r == 0 : r == pp - 1))
+            continue;
+        R->xs += F->est[e];
+        R->xw = src_fmax(R->xw, F->ews[e]);
+        for (int i = 0; i < F->nq; i++) {
+            R->xt[i] += F->et[e][i];
+            R->xa[i] += slots[e == 0 ? 0 : v - 1] * F->esv[e][i];
         }
     }
-    free(w);
+}
+
+/* f[r * (N + 1) + n] for n up to upto: the least m x rank r's time per
+ * micro-batch plus the first chunks of the ranks before it when it holds n
+ * of F's layers (INFINITY: it cannot, within the usable HBM, or not n
+ * layers at all); R->nw the least count it holds. Counts past the first
+ * at or above R->nw whose time exceeds cut are left INFINITY (cut: a
+ * time at which the ranks are known to hold the layers, so no later count
+ * of the row can decide the bound; src_fitmem_bound). */
+static void row_fill(const FitMem *F, const SrcGroup *G, Row *R, int r, int N, double *f, int upto, double cut)
+{
+    double *fr = &f[r * (N + 1)];
+    int lo = R->nw;
+    if (R->next - 1 >= lo && R->next <= N && fr[R->next - 1] > cut) { /* written before the cut was known */
+        for (int x = R->next; x <= N; x++)
+            fr[x] = INFINITY;
+        R->next = N + 1;
+    }
+    for (int n = R->next; n <= upto && n <= N; n = R->next) {
+        double best = INFINITY;
+        bool room = false; /* some policy's memory fits n layers */
+        for (int i = 0; i < F->nq && n > 0 && n <= F->N; i++)
+            /* the smallest saved bytes with the largest weights
+             * (rearrangement: no pairing of these layers weighs less) */
+            R->acts[i] += (n - 1 < R->nw ? R->w[R->nw - n] : R->smin) * F->sv[i][n - 1];
+        for (int i = 0; i < F->nq && n >= lo && n <= F->N; i++) {
+            double mem = F->st[n] + R->acts[i] + R->xs + R->xa[i] + maxd(R->xw, n > 0 ? F->ws : 0);
+            if (mem > F->avail)
+                continue;
+            room = true;
+            double t = F->t[i][n];
+            /* One class: its layers share one strategy, so each holds
+             * at most 1/n of the states the activations leave, and
+             * the leaner strategies that forces cost time. */
+            if (F->cls >= 0 && n > 0 && G->floor_t) {
+                /* d >= 0 (the fastest point is the last): a policy
+                 * that cannot beat the best so far even at d = 0 is
+                 * left without its delta, the least unchanged */
+                if (maxd(t, n * F->cls_t[i]) + R->xt[i] >= best)
+                    continue;
+                double x = (F->avail - (mem - F->st[n])) / n;
+                double d = x >= F->xfree ? 0 : fit_delta(F, G, x);
+                /* the floor of the class's layer raised by d (H's time
+                 * may be the strategy-free bound, above the floor: the
+                 * larger of the two, not their sum) */
+                t = maxd(t, n * (F->cls_t[i] + d));
+            }
+            best = t + R->xt[i] < best ? t + R->xt[i] : best;
+        }
+        fr[n] = R->before + G->m * best;
+        R->next = n + 1;
+        /* The memory of n layers only grows with n (states and
+         * activations are sums of non-negative terms): none fits
+         * more either. */
+        if ((n >= lo && !room) || n >= F->N || (n >= lo && fr[n] > cut)) {
+            for (int x = n + 1; x <= N; x++)
+                fr[x] = INFINITY;
+            R->next = N + 1;
+        }
+    }
 }
 
 /* The most layers rank r can hold within T (lo[r] - 1: not even its least). */
@@ -376,7 +402,130 @@ static bool holds(const FitMem *M, const double *fa, const double *fm, const int
     return held >= N;
 }
 
-double src_fitmem_bound(const Src *s, const SrcGroup *G, const SrcCand *k, const SrcPiece *H)
+/* src_fitmem_bound's working state: the two sets of layers (M: the
+ * majority class, NULL without classes), their rows and the arrays the
+ * bound's selection reads. */
+typedef struct Ctx {
+    const FitMem *A, *M;
+    const SrcGroup *G;
+    const SrcCand *k;
+    bool ef, el;
+    int pp, N, K;
+    int *lo, *cap;
+    double *fa, *fm, *cand;
+    long *gain;
+    Row *ra, *rm;
+} Ctx;
+
+/* The least T at which every rank can hold its least count of F's layers
+ * within T (cap_at) and all of them together N: cap_at's caps, raised one
+ * count's time at a time. Fills F's rows as far as it reads them;
+ * INFINITY when no T does. */
+static double walk_caps(const Ctx *x, Row *R, double *f, const FitMem *F)
+{
+    int pp = x->pp, N = x->N;
+    double T = -INFINITY;
+    for (int r = 0; r < pp; r++) {
+        row_fill(F, x->G, &R[r], r, N, f, x->lo[r], INFINITY);
+        T = maxd(T, f[r * (N + 1) + x->lo[r]]);
+    }
+    if (!(T < INFINITY))
+        return INFINITY;
+    long held = 0;
+    for (int r = 0; r < pp; r++)
+        x->cap[r] = x->lo[r] - 1;
+    for (;;) {
+        double next = INFINITY;
+        held = 0;
+        for (int r = 0; r < pp; r++) {
+            int *c = &x->cap[r];
+            for (;;) {
+                if (*c + 1 > N)
+                    break;
+                row_fill(F, x->G, &R[r], r, N, f, *c + 1, INFINITY);
+                double t = f[r * (N + 1) + *c + 1];
+                if (!(t <= T)) {
+                    next = t < next ? t : next;
+                    break;
+                }
+                (*c)++;
+            }
+            held += *c;
+        }
+        if (held >= N)
+            return T;
+        if (!(next < INFINITY))
+            return INFINITY;
+        T = next;
+    }
+}
+
+/* Both sets' rows to their ends, each cut past its first count (at or above
+ * its least) whose time exceeds U. */
+static void fill_rows(const Ctx *x, double U)
+{
+    for (int r = 0; r < x->pp; r++) {
+        row_fill(x->A, x->G, &x->ra[r], r, x->N, x->fa, x->N, U);
+        if (x->M)
+            row_fill(x->M, x->G, &x->rm[r], r, x->N, x->fm, x->N, U);
+    }
+}
+
+static void restart_rows(const Ctx *x)
+{
+    for (int r = 0; r < x->pp; r++) {
+        row_init(x->A, x->G, x->k, x->ef, x->el, r, x->ra[r].w, &x->ra[r]);
+        if (x->M)
+            row_init(x->M, x->G, x->k, x->ef, x->el, r, x->rm[r].w, &x->rm[r]);
+    }
+}
+
+/* The least T at which the ranks can hold the N layers (U: a T at which
+ * they do, or INFINITY): a cap changes only at some count's time (of
+ * either set), so the least is one of them; holding more never takes
+ * less. */
+static double least_holding(const Ctx *x, double U)
+{
+    int pp = x->pp, N = x->N, nc = 0;
+    double b = INFINITY, *cand = x->cand;
+    /* none above U, where the ranks hold the run, nor below L, where some
+     * rank cannot hold its least (holds) */
+    double L = -INFINITY;
+    for (int r = 0; r < pp; r++)
+        L = maxd(L, x->fa[r * (N + 1) + x->lo[r]]);
+    for (int i = 0; i < pp * (N + 1); i++) {
+        if (isfinite(x->fa[i]) && x->fa[i] <= U && x->fa[i] >= L)
+            cand[nc++] = x->fa[i];
+        if (x->M && isfinite(x->fm[i]) && x->fm[i] <= U && x->fm[i] >= L)
+            cand[nc++] = x->fm[i];
+    }
+    /* The least feasible value by selection, not sorting (every
+     * candidate bound computes this): split [a, z) around a pivot
+     * (below it, equal, above), test the pivot, keep the half that
+     * still holds the answer. Linear on average. */
+    int a = 0, z = nc;
+    while (a < z) {
+        double T = cand[a + (z - a) / 2];
+        int lt = a, gt = z; /* [a, lt) < T, [lt, gt) == T, [gt, z) > T */
+        for (int i = a; i < gt;) {
+            if (cand[i] < T) {
+                double y = cand[i];
+                cand[i++] = cand[lt], cand[lt++] = y;
+            } else if (cand[i] > T) {
+                double y = cand[i];
+                cand[i] = cand[--gt], cand[gt] = y;
+            } else
+                i++;
+        }
+        if (holds(x->M, x->fa, x->fm, x->lo, x->gain, pp, N, x->K, T))
+            b = T, z = lt;
+        else
+            a = gt;
+    }
+    return b;
+}
+
+static double fitmem_bound(const Src *s, const SrcGroup *G, const SrcCand *k, const SrcPiece *H)
 {
     int pp = k->pp, v = k->v, N = s->rep_count, chunks = pp * v;
     int pins[PLAN_MAX_STAGES];
@@ -409,64 +558,129 @@ double src_fitmem_bound(const Src *s, const SrcGroup *G, const SrcCand *k, const
                 maj = c, nmaj = s->floor_cnt[c];
         }
     int K = maj >= 0 ? N - nmaj : N;
+    /* A layer at least in every chunk but the ends allowed empty (Row.nw):
+     * more than N, and no cut has them (INFINITY, before any row). */
+    if (chunks - ef - el > N)
+        return INFINITY;
     FitMem A, M;
     fitmem_init(&A, s, G, k, H, -1);
     if (maj >= 0)
         fitmem_init(&M, s, G, k, H, maj);
-    int *lo = ir_xmalloc(sizeof(int) * (size_t)pp);
+    FitMem *W = maj >= 0 ? &M : &A;
+    int *lo = ir_xmalloc(sizeof(int) * (size_t)pp), *cap = ir_xmalloc(sizeof(int) * (size_t)pp);
     double *fa = ir_xmalloc(sizeof(double) * (size_t)pp * (size_t)(N + 1));
     double *fm = ir_xmalloc(sizeof(double) * (size_t)pp * (size_t)(N + 1));
+    double *cand = ir_xmalloc(sizeof(double) * 2 * (size_t)pp * (size_t)(N + 1));
     long *gain = ir_xmalloc(sizeof(long) * (size_t)pp);
-    rank_times(&A, G, k, ef, el, N, lo, fa);
-    if (maj >= 0)
-        rank_times(&M, G, k, ef, el, N, lo, fm);
-    int need = 0;
-    for (int r = 0; r < pp; r++)
-        need += lo[r];
-    double b = INFINITY;
-    if (need <= N) {
-        /* The least T at which the ranks can hold the N layers: a cap
-         * changes only at some count's time (of either set), so the least
-         * is one of them; holding more never takes less. */
-        double *cand = ir_xmalloc(sizeof(double) * 2 * (size_t)pp * (size_t)(N + 1));
-        int nc = 0;
-        for (int i = 0; i < pp * (N + 1); i++) {
-            if (isfinite(fa[i]))
-                cand[nc++] = fa[i];
-            if (maj >= 0 && isfinite(fm[i]))
-                cand[nc++] = fm[i];
-        }
-        /* The least feasible value by selection, not sorting (every
-         * candidate bound computes this): split [a, z) around a pivot
-         * (below it, equal, above), test the pivot, keep the half that
-         * still holds the answer. Linear on average. */
-        int a = 0, z = nc;
-        while (a < z) {
-            double T = cand[a + (z - a) / 2];
-            int lt = a, gt = z; /* [a, lt) < T, [lt, gt) == T, [gt, z) > T */
-            for (int i = a; i < gt;) {
-                if (cand[i] < T) {
-                    double x = cand[i];
-                    cand[i++] = cand[lt], cand[lt++] = x;
-                } else if (cand[i] > T) {
-                    double x = cand[i];
-                    cand[i] = cand[--gt], cand[gt] = x;
-                } else
-                    i++;
-            }
-            if (holds(maj >= 0 ? &M : NULL, fa, fm, lo, gain, pp, N, K, T))
-                b = T, z = lt;
-            else
-                a = gt;
-        }
-        free(cand);
+    Row *ra = ir_xmalloc(sizeof(Row) * (size_t)pp), *rm = ir_xmalloc(sizeof(Row) * (size_t)pp);
+    double *wbuf = ir_xmalloc(sizeof(double) * 2 * (size_t)pp * (size_t)v);
+    Ctx x = {&A, maj >= 0 ? &M : NULL, G, k, ef, el, pp, N, K, lo, cap, fa, fm, cand, gain, ra, rm};
+    for (int r = 0; r < pp; r++) {
+        row_init(&A, G, k, ef, el, r, &wbuf[r * v], &ra[r]);
+        if (maj >= 0)
+            row_init(&M, G, k, ef, el, r, &wbuf[(pp + r) * v], &rm[r]);
+        lo[r] = ra[r].nw;
+    }
+    /* Rows only as far as the bound reads them: the least T at which each
+     * rank holds its least and all hold N of the majority class (or of all
+     * the layers, without classes) is a time at which they hold the run
+     * (checked: holds), so no count whose time exceeds it can be the
+     * bound, and cap_at stops before a row's first such count. */
+    double U = walk_caps(&x, W == &M ? rm : ra, W == &M ? fm : fa, W), b;
+    fill_rows(&x, U);
+    if (isfinite(U) && !holds(x.M, fa, fm, lo, gain, pp, N, K, U)) {
+        restart_rows(&x);
+        U = INFINITY;
+        fill_rows(&x, U);
+    }
+    b = least_holding(&x, U);
+    /* src_check: the rows cut at U against whole rows, the same bound bit
+     * for bit. */
+    if (src_check(s) && isfinite(U)) {
+        restart_rows(&x);
+        fill_rows(&x, INFINITY);
+        double b2 = least_holding(&x, INFINITY);
+        if (!(b2 == b || (isnan(b) && isnan(b2))))
+            ir_die("search: memory-forced bound %.17g with rows cut at %.17g, %.17g with whole rows (pp %d v %d)",
+                   b, U, b2, pp, v);
     }
     fitmem_free(&A);
     if (maj >= 0)
         fitmem_free(&M);
+    free(ra);
+    free(rm);
+    free(wbuf);
     free(gain);
+    free(cand);
+    free(cap);
     free(lo);
     free(fa);
     free(fm);
     return b;
+}
+
+/* The answers of the last FIT_MEMO calls: a candidate's bounds are asked
+ * again with each variant it is evaluated with (search.c, hope_bounds),
+ * on floors that do not depend on the variant (a quarter of the 9,033
+ * calls planning Qwen3-235B-A22B on 512 A100s repeat one). The answer
+ * depends on the group (its layout, and its floor, made once: floor_t
+ * NULL before), whether the floor classes are known yet, the candidate's
+ * pp, v, schedule, recomputation and ZeRO stage, and H. */
+enum { FIT_MEMO = 16 };
+typedef struct FitMemo {
+    bool used, sp, classes;
+    int dp, cp, tp, fold, b, pp, v, sched, rc, zero;
+    const double *floor_t;
+    SrcPiece *H;                  /* [npieces] */
+    double bound;
+} FitMemo;
+struct SrcFitMemo {
+    int next;                     /* the slot the next answer takes */
+    FitMemo e[FIT_MEMO];
+};
+
+double src_fitmem_bound(Src *s, const SrcGroup *G, const SrcCand *k, const SrcPiece *H)
+{
+    struct SrcFitMemo *M = s->fit_memo;
+    size_t hb = sizeof(SrcPiece) * (size_t)s->npieces;
+    if (!M) {
+        M = s->fit_memo = ir_xcalloc(1, sizeof *M);
+        for (int i = 0; i < FIT_MEMO; i++)
+            M->e[i].H = ir_xmalloc(hb + sizeof(SrcPiece));
+    }
+    bool classes = s->floor_cls && s->floor_cnt;
+    for (int i = 0; i < FIT_MEMO; i++) {
+        const FitMemo *e = &M->e[i];
+        if (!e->used || e->pp != k->pp || e->v != k->v || e->sched != k->sched || e->rc != k->rc ||
+            e->zero != k->zero || e->dp != G->dp || e->cp != G->cp || e->tp != G->tp || e->fold != G->fold ||
+            e->b != G->b || e->sp != G->sp || e->floor_t != G->floor_t || e->classes != classes ||
+            memcmp(e->H, H, hb) != 0)
+            continue;
+        if (src_check(s)) { /* computed again: the same bits */
+            double b = fitmem_bound(s, G, k, H);
+            if (memcmp(&b, &e->bound, sizeof b) != 0)
+                ir_die("search: remembered memory-forced bound %.17g, %.17g computed (pp %d v %d)", e->bound, b,
+                       k->pp, k->v);
+        }
+        return e->bound;
+    }
+    double b = fitmem_bound(s, G, k, H);
+    FitMemo *e = &M->e[M->next];
+    M->next = (M->next + 1) % FIT_MEMO;
+    e->used = true, e->sp = G->sp, e->classes = classes;
+    e->dp = G->dp, e->cp = G->cp, e->tp = G->tp, e->fold = G->fold, e->b = G->b;
+    e->pp = k->pp, e->v = k->v, e->sched = k->sched, e->rc = k->rc, e->zero = k->zero;
+    e->floor_t = G->floor_t;
+    memcpy(e->H, H, hb);
+    e->bound = b;
+    return b;
+}
+
+void src_fitmem_free(Src *s)
+{
+    struct SrcFitMemo *M = s->fit_memo;
+    for (int i = 0; M && i < FIT_MEMO; i++)
+        free(M->e[i].H);
+    free(M);
+    s->fit_memo = NULL;
 }

@@ -197,9 +197,21 @@ const SrcWork *src_work(Src *s, int64_t mb_seqs)
     return W;
 }
 
-/* The in-flight counts' extremes and harmonic sum over the ranks. */
+/* The in-flight counts' extremes and harmonic sum over the ranks, which
+ * depend on pp, v and m only: remembered, since every candidate's bound
+ * asks them (pp slot tables each, which overflow plan/schedule.c's memo:
+ * 1% of planning Qwen3-235B-A22B on 512 A100s was their simulation). */
 static void inflight_stats(int pp, int v, int m, double *imin, double *imax, double *h)
 {
+    static struct {
+        int pp, v, m;
+        double imin, imax, h;
+    } memo[256];
+    unsigned key = (((unsigned)pp * 131u + (unsigned)v) * 131u + (unsigned)m) % 256u;
+    if (memo[key].pp == pp && memo[key].v == v && memo[key].m == m) {
+        *imin = memo[key].imin, *imax = memo[key].imax, *h = memo[key].h;
+        return;
+    }
     *imin = INFINITY, *imax = 0, *h = 0;
     for (int r = 0; r < pp; r++) {
         double i = src_inflight_lo(pp, v, m, r);
@@ -207,6 +219,8 @@ static void inflight_stats(int pp, int v, int m, double *imin, double *imax, dou
         *imax = fmax(*imax, i);
         *h += 1 / i;
     }
+    memo[key].pp = pp, memo[key].v = v, memo[key].m = m;
+    memo[key].imin = *imin, memo[key].imax = *imax, memo[key].h = *h;
 }
 
 /* CPU ranks of several pipeline ranks sharing cores run faster than their
@@ -413,6 +427,25 @@ static const bool *rec_nodes(Src *s)
     return s->rec_node;
 }
 
+/* src_floor_pieces' answers: the bounds of a candidate and the walk ask
+ * for the same group, ZeRO stage and delta again and again (93% of 12,086
+ * calls planning Qwen3-235B-A22B on 512 A100s were among the last 8
+ * asked). A group is its layout (group() makes one per layout) and its
+ * floor and least-layer arrays, which are made once each (NULL before):
+ * the answer depends on nothing else. */
+enum { PIECE_MEMO = 8 };
+typedef struct PieceMemo {
+    bool used, sp, has_delta;
+    int dp, cp, tp, fold, b, zero;
+    const double *floor_t, *layer_lb;
+    double *delta;                /* [npieces] */
+    SrcPiece *out;                /* [npieces] */
+} PieceMemo;
+struct SrcPieceMemo {
+    int next;                     /* the slot the next answer takes */
+    PieceMemo e[PIECE_MEMO];
+};
+
 /* The tighter bound of a group: for every node the least kernel time
  * (with its share of the resharding inside its piece, search_edges.c),
  * saved bytes and model states over the strategies the ILP may choose on
@@ -475,6 +508,14 @@ void src_floor_free(Src *s)
         free(B);
     }
     s->floor_buf = NULL;
+    struct SrcPieceMemo *M = s->piece_memo;
+    for (int i = 0; M && i < PIECE_MEMO; i++) {
+        free(M->e[i].delta);
+        free(M->e[i].out);
+    }
+    free(M);
+    s->piece_memo = NULL;
+    src_fitmem_free(s);
     free(s->rec_node);
     s->rec_node = NULL;
 }
@@ -755,7 +796,7 @@ double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, c
     return best;
 }
 
-void src_floor_pieces(Src *s, const SrcGroup *G, int zero, const double *delta, SrcPiece *out)
+static void floor_pieces(Src *s, const SrcGroup *G, int zero, const double *delta, SrcPiece *out)
 {
     const SrcWork *W = src_work(s, G->mb_seqs);
     int n = G->dp * G->cp * G->tp;
@@ -766,25 +807,64 @@ void src_floor_pieces(Src *s, const SrcGroup *G, int zero, const double *delta, 
         for (int r = 0; r < SRC_NRC; r++) {
             t[r] = W->t[p * SRC_NRC + r] / n;
             if (G->floor_t)
-                t[r] = fmax(t[r], G->floor_t[(p * SRC_NRC + r) * 4 + zero] + (delta ? delta[p] : 0));
+                t[r] = src_fmax(t[r], G->floor_t[(p * SRC_NRC + r) * 4 + zero] + (delta ? delta[p] : 0));
             P->saved[r] = W->saved[p * SRC_NRC + r] / n;
             if (G->floor_saved)
-                P->saved[r] = fmax(P->saved[r], G->floor_saved[p * SRC_NRC + r]);
+                P->saved[r] = src_fmax(P->saved[r], G->floor_saved[p * SRC_NRC + r]);
         }
         /* Kernels and the least resharding inside the piece (floor_t);
          * none across pieces (it is never negative). A middle layer: at
          * least the ILP's least layer with its resharding (search_layerlb.c). */
         P->fwd = t[PLAN_RECOMPUTE_NONE];
         if (G->layer_lb)
-            P->fwd = fmax(P->fwd, G->layer_lb[p]);
+            P->fwd = src_fmax(P->fwd, G->layer_lb[p]);
         for (int r = 0; r < SRC_NRC; r++)
-            P->rec[r] = fmax(0, t[r] - t[PLAN_RECOMPUTE_NONE]);
+            P->rec[r] = src_fmax(0, t[r] - t[PLAN_RECOMPUTE_NONE]);
         for (int z = 0; z < 4; z++) {
             P->states[z] = src_states_lb(s, p, z, n, G->tp * G->cp);
             if (G->floor_states)
-                P->states[z] = fmax(P->states[z], G->floor_states[p * 4 + z]);
+                P->states[z] = src_fmax(P->states[z], G->floor_states[p * 4 + z]);
         }
     }
+}
+
+void src_floor_pieces(Src *s, const SrcGroup *G, int zero, const double *delta, SrcPiece *out)
+{
+    struct SrcPieceMemo *M = s->piece_memo;
+    size_t np = (size_t)s->npieces;
+    if (!M) {
+        M = s->piece_memo = ir_xcalloc(1, sizeof *M);
+        for (int i = 0; i < PIECE_MEMO; i++) {
+            M->e[i].delta = ir_xmalloc(sizeof(double) * (np + 1));
+            M->e[i].out = ir_xmalloc(sizeof(SrcPiece) * (np + 1));
+        }
+    }
+    for (int i = 0; i < PIECE_MEMO; i++) {
+        const PieceMemo *e = &M->e[i];
+        if (!e->used || e->dp != G->dp || e->cp != G->cp || e->tp != G->tp || e->fold != G->fold || e->b != G->b ||
+            e->sp != G->sp || e->zero != zero || e->floor_t != G->floor_t || e->layer_lb != G->layer_lb ||
+            e->has_delta != (delta != NULL) || (delta && memcmp(e->delta, delta, sizeof(double) * np) != 0))
+            continue;
+        memcpy(out, e->out, sizeof(SrcPiece) * np);
+        if (src_check(s)) { /* the answer computed again: the same bytes */
+            SrcPiece *x = ir_xmalloc(sizeof(SrcPiece) * (np + 1));
+            floor_pieces(s, G, zero, delta, x);
+            if (memcmp(x, out, sizeof(SrcPiece) * np) != 0)
+                ir_die("search: remembered floor of group dp %d tp %d b %d zero %d differs", G->dp, G->tp, G->b,
+                       zero);
+            free(x);
+        }
+        return;
+    }
+    floor_pieces(s, G, zero, delta, out);
+    PieceMemo *e = &M->e[M->next];
+    M->next = (M->next + 1) % PIECE_MEMO;
+    e->used = true, e->sp = G->sp, e->has_delta = delta != NULL;
+    e->dp = G->dp, e->cp = G->cp, e->tp = G->tp, e->fold = G->fold, e->b = G->b, e->zero = zero;
+    e->floor_t = G->floor_t, e->layer_lb = G->layer_lb;
+    if (delta)
+        memcpy(e->delta, delta, sizeof(double) * np);
+    memcpy(e->out, out, sizeof(SrcPiece) * np);
 }
 
 void src_floor_classes(Src *s)

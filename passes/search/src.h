@@ -17,6 +17,8 @@
 
 #include "search/search.h"
 
+#include <stdlib.h>
+
 #define SRC_NRC PLAN_RECOMPUTE_COUNT /* PlanRecompute values */
 #define SRC_AUTO (-1)             /* candidate recompute mode: least per stage that fits */
 #define SRC_MAXQ 8                /* ILP queries per variant */
@@ -24,6 +26,13 @@
  * layer than the one before: ten times GLPK's integrality tolerance, within
  * which a solve may hand back the previous point (search_ilp.c). */
 #define SRC_FRONTIER_STEP 1e-4
+
+/* fmax and fmin as glibc's x86-64 ones compute them (maxsd / minsd: the
+ * second operand on a tie, so +0 or -0 as they do; the other operand when
+ * one is NaN), inline: the floor's loops paid a library call for each, 3%
+ * of planning Qwen3-235B-A22B (docs/planner.md, "Speed"). The same doubles. */
+static inline double src_fmax(double a, double b) { return a > b || b != b ? a : b; }
+static inline double src_fmin(double a, double b) { return a < b || b != b ? a : b; }
 
 /* Costs of one piece under a variant's strategies, for one micro-batch on one
  * device: node kernels (pass_cost_node), the recomputed forward per policy,
@@ -164,12 +173,28 @@ typedef struct Src {
     bool *rec_node;               /* [nfwd * SRC_NRC] pass_recomputed of each forward node under
                                      each policy (search_prune.c; NULL: not yet) */
     struct SrcFloorBuf *floor_buf; /* src_group_floor's working arrays (NULL: not yet) */
+    struct SrcPieceMemo *piece_memo; /* src_floor_pieces' last answers (NULL: none yet) */
+    struct SrcFitMemo *fit_memo;  /* src_fitmem_bound's last answers (NULL: none yet) */
     int64_t *divs;                /* the divisors of gb, ascending */
     int ndivs;
     int64_t *mbs;                 /* micro_batches' result */
     long micro_cut;               /* micro-batch sizes cut off by the limits */
     PassSearchStats *st;
 } Src;
+
+/* Whether the search checks its exact shortcuts against the long way (the
+ * memory-forced bound's cut rows and remembered answers, search_fitmem.c;
+ * src_floor_pieces' remembered answers, search_prune.c; the stage
+ * bisection's skipped cuts, search_dp.c) and dies on any difference:
+ * exhaustive searches (the tests), and any search with PTDC_SEARCH_CHECK
+ * set in the environment. */
+static inline bool src_check(const Src *s)
+{
+    static int env = -1;
+    if (env < 0)
+        env = getenv("PTDC_SEARCH_CHECK") != NULL;
+    return s->o->exhaustive || env;
+}
 
 /* search_prune.c: lower bounds. */
 const SrcWork *src_work(Src *s, int64_t mb_seqs);
@@ -239,7 +264,10 @@ bool src_layer_lb_applies(const Src *s);
  * --pp-layers, a caching allocator, ranks sharing cores, 1F1B with several
  * pieces before or after the layers); INFINITY when no cut of the floor
  * fits. */
-double src_fitmem_bound(const Src *s, const SrcGroup *G, const SrcCand *k, const SrcPiece *H);
+double src_fitmem_bound(Src *s, const SrcGroup *G, const SrcCand *k, const SrcPiece *H);
+/* Its answers remembered (src_fitmem_bound), freed with the search's floor
+ * (src_floor_free). */
+void src_fitmem_free(Src *s);
 
 /* search_edges.c: per strategy of every node of piece p (st[a][0..ns[a]),
  * a the node's place in the piece), its share of the least resharding
