@@ -48,8 +48,9 @@ struct PassIlpCache {
     int *low_choice[NLOWERED];    /* the last choice solved on it (its problem's nodes), or NULL */
     IlpWarm *low_warm[NLOWERED];  /* its solves' reduction, GLPK model and root basis */
     int low_next;
-    int reuse;                    /* pass_ilp_cache_reuse, less PASS_ILP_KEEP_MODEL */
+    int reuse;                    /* pass_ilp_cache_reuse, less PASS_ILP_WARM_BASIS */
     int warm;                     /* solves on a kept model */
+    int canon;                    /* solves whose answer ilp_canon moved from GLPK's */
 };
 
 PassIlpCache *pass_ilp_cache_new(void) { return ir_xcalloc(1, sizeof(PassIlpCache)); }
@@ -77,12 +78,13 @@ int pass_ilp_cache_hits(const PassIlpCache *c) { return c->hits; }
 int pass_ilp_cache_solves(const PassIlpCache *c) { return c->solves; }
 int pass_ilp_cache_relowered(const PassIlpCache *c) { return c->relowered; }
 int pass_ilp_cache_warm(const PassIlpCache *c) { return c->warm; }
-/* Stored less PASS_ILP_KEEP_MODEL, so that a new (zeroed) cache keeps the model. */
+int pass_ilp_cache_canon(const PassIlpCache *c) { return c->canon; }
+/* Stored less PASS_ILP_WARM_BASIS, so that a new (zeroed) cache restarts from the root basis. */
 void pass_ilp_cache_reuse(PassIlpCache *c, int reuse)
 {
     if (reuse < PASS_ILP_COLD || reuse > PASS_ILP_WARM_BASIS)
         ir_die("pass_ilp_cache_reuse: %d is not a PASS_ILP_* mode", reuse);
-    c->reuse = reuse - PASS_ILP_KEEP_MODEL;
+    c->reuse = reuse - PASS_ILP_WARM_BASIS;
 }
 
 /* A piece's kind: its repeat, or the piece itself outside repeats. */
@@ -253,7 +255,7 @@ static IlpSeg *lowered(PassIlpCache *c, const PassCostCtx *ctx, const PassIlpCos
     free(c->low_choice[i]);
     c->low_choice[i] = NULL;
     ilp_warm_free(c->low_warm[i]);
-    c->low_warm[i] = c->reuse + PASS_ILP_KEEP_MODEL == PASS_ILP_COLD ? NULL : ilp_warm_new();
+    c->low_warm[i] = c->reuse + PASS_ILP_WARM_BASIS == PASS_ILP_COLD ? NULL : ilp_warm_new();
     c->low[i] = s, c->low_h[i] = h, c->low_ctx[i] = ctx, c->low_costs[i] = costs;
     *slot = i;
     return s;
@@ -308,9 +310,10 @@ const PassIlpResult *pass_ilp_stage(PassIlpCache *cache, const PassCostCtx *ctx,
         ilp_solve(s->prob,
                   &(IlpOpts){.time_limit_s = q->time_limit_s, .start = start,
                              .warm = cache->low_warm[slot],
-                             .warm_basis = cache->reuse + PASS_ILP_KEEP_MODEL == PASS_ILP_WARM_BASIS},
+                             .warm_basis = cache->reuse + PASS_ILP_WARM_BASIS == PASS_ILP_WARM_BASIS},
                   &sol);
         cache->warm += sol.warm;
+        cache->canon += sol.canon_moves > 0;
         free(start);
         if (sol.choice) {
             free(cache->low_choice[slot]);
