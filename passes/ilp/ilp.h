@@ -86,6 +86,21 @@ double ilp_memory(const IlpProblem *p, const IlpVals *total);
  * switches (least price per byte saved), or NULL: none found or no budget.
  * Heap; free it. A start for ilp_solve (IlpOpts.start). */
 int *ilp_repair(const IlpProblem *p, const int *from);
+/* ilp_local.c: the terms of ilp_eval that the nodes set[0..n) enter under
+ * choice c (their prices, their edges', the groups with an item on those
+ * edges): a move of only those nodes changes the totals by the change of
+ * this sum. Adjacency kept for the moves (node u's edges:
+ * edges[estart[u] .. estart[u + 1])). */
+typedef struct IlpLocal {
+    const IlpProblem *p;
+    int *estart, *edges;          /* node u's edges */
+    int *gstart, *groups;         /* edge i's groups (each once): groups[gstart[i] .. gstart[i + 1]) */
+    int *mark;                    /* [nedges + ngroups]: stamp of the last sum that took it */
+    int stamp;
+} IlpLocal;
+void ilp_local_init(IlpLocal *L, const IlpProblem *p);
+void ilp_local_free(IlpLocal *L);
+IlpVals ilp_local_sum(IlpLocal *L, const int *c, const int *set, int n);
 /* ilp_canon.c: choice moved, in place, to the least (by its strategy
  * indices, lexicographically) of the choices of equal prices (every time
  * and memory total) that moving one node down or exchanging two nodes'

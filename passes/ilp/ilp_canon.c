@@ -41,113 +41,14 @@
 #define TIE 1e-12
 
 typedef struct {
-    const IlpProblem *p;
-    int *estart, *edges;          /* node u's edges: edges[estart[u] .. estart[u + 1]) */
-    int *gstart, *groups;         /* edge i's groups (one entry per group): groups[gstart[i] ..] */
-    int *mark;                    /* [nedges + ngroups]: stamp of the last local sum that took it */
-    int stamp;
+    IlpLocal L;
     double tol[ILP_NQ];           /* TIE of each quantity's total */
 } Canon;
-
-static void canon_init(Canon *C, const IlpProblem *p, const IlpVals *total)
-{
-    memset(C, 0, sizeof *C);
-    C->p = p;
-    C->estart = ir_xcalloc((size_t)p->nnodes + 2, sizeof *C->estart);
-    for (int i = 0; i < p->nedges; i++) {
-        C->estart[p->edges[i].u + 1]++;
-        if (p->edges[i].v != p->edges[i].u)
-            C->estart[p->edges[i].v + 1]++;
-    }
-    for (int u = 0; u < p->nnodes; u++)
-        C->estart[u + 1] += C->estart[u];
-    C->edges = ir_xmalloc((size_t)(C->estart[p->nnodes] + 1) * sizeof *C->edges);
-    int *fill = ir_xcalloc((size_t)p->nnodes + 1, sizeof *fill);
-    for (int i = 0; i < p->nedges; i++) {
-        int u = p->edges[i].u, v = p->edges[i].v;
-        C->edges[C->estart[u] + fill[u]++] = i;
-        if (v != u)
-            C->edges[C->estart[v] + fill[v]++] = i;
-    }
-    free(fill);
-    /* Per edge, the groups with an item on it (a group once per edge). */
-    C->gstart = ir_xcalloc((size_t)p->nedges + 2, sizeof *C->gstart);
-    int nitems = 0;
-    for (int g = 0; g < p->ngroups; g++)
-        nitems += p->groups[g].nitems;
-    C->groups = ir_xmalloc((size_t)(nitems + 1) * sizeof *C->groups);
-    C->mark = ir_xcalloc((size_t)(p->nedges + p->ngroups) + 1, sizeof *C->mark);
-    for (int pass = 0; pass < 2; pass++) {
-        int n = 0;
-        for (int i = 0; i < p->nedges; i++) {
-            if (pass)
-                n = C->gstart[i];
-            for (int g = 0; g < p->ngroups; g++)
-                for (int k = 0; k < p->groups[g].nitems; k++)
-                    if (p->groups[g].items[k].edge == i) {
-                        if (pass)
-                            C->groups[n] = g;
-                        n++;
-                        break;
-                    }
-            if (!pass)
-                C->gstart[i + 1] = n;
-        }
-    }
-    for (int q = 0; q < ILP_NQ; q++)
-        C->tol[q] = TIE * fabs(total->q[q]);
-}
-
-static void canon_free(Canon *C)
-{
-    free(C->estart);
-    free(C->edges);
-    free(C->gstart);
-    free(C->groups);
-    free(C->mark);
-}
 
 static void add(IlpVals *t, const IlpVals *v, double f)
 {
     for (int q = 0; q < ILP_NQ; q++)
         t->q[q] += f * v->q[q];
-}
-
-/* The terms of ilp_eval that the nodes set[0..n) enter, under choice c:
- * their prices, their edges', and the groups with an item on those edges.
- * A move of those nodes changes no other term. */
-static IlpVals local(Canon *C, const int *c, const int *set, int n)
-{
-    const IlpProblem *p = C->p;
-    IlpVals t = {{0}};
-    C->stamp++;
-    for (int s = 0; s < n; s++) {
-        int x = set[s];
-        add(&t, &p->nodes[x].val[c[x]], 1);
-        for (int j = C->estart[x]; j < C->estart[x + 1]; j++) {
-            int i = C->edges[j];
-            if (C->mark[i] == C->stamp)
-                continue;
-            C->mark[i] = C->stamp;
-            const IlpEdge *e = &p->edges[i];
-            add(&t, &e->val[e->cu[c[e->u]] * e->nJ + e->cv[c[e->v]]], 1);
-            for (int h = C->gstart[i]; h < C->gstart[i + 1]; h++) {
-                int g = C->groups[h];
-                if (C->mark[p->nedges + g] == C->stamp)
-                    continue;
-                C->mark[p->nedges + g] = C->stamp;
-                const IlpGroup *gr = &p->groups[g];
-                double mx = 0;
-                for (int k = 0; k < gr->nitems; k++) {
-                    const IlpEdge *f = &p->edges[gr->items[k].edge];
-                    double x = gr->items[k].ind[f->cu[c[f->u]] * f->nJ + f->cv[c[f->v]]];
-                    mx = x > mx ? x : mx;
-                }
-                add(&t, &gr->w, mx);
-            }
-        }
-    }
-    return t;
 }
 
 static bool tie(const Canon *C, const IlpVals *a, const IlpVals *b)
@@ -178,12 +79,12 @@ enum { CANON_MAX = 16 };
 
 static bool move_near(Canon *C, int *c, int u)
 {
-    const IlpProblem *p = C->p;
+    const IlpProblem *p = C->L.p;
     int set[64], was[64], n = 0;
     set[n++] = u;
     long combos = 1;
-    for (int j = C->estart[u]; j < C->estart[u + 1] && n < 64; j++) {
-        const IlpEdge *e = &p->edges[C->edges[j]];
+    for (int j = C->L.estart[u]; j < C->L.estart[u + 1] && n < 64; j++) {
+        const IlpEdge *e = &p->edges[C->L.edges[j]];
         int v = e->u == u ? e->v : e->u;
         bool seen = false;
         for (int s = 0; s < n; s++)
@@ -197,14 +98,14 @@ static bool move_near(Canon *C, int *c, int u)
         n = 1;
     for (int s = 0; s < n; s++)
         was[s] = c[set[s]];
-    IlpVals before = local(C, c, set, n);
+    IlpVals before = ilp_local_sum(&C->L, c, set, n);
     for (int i = 0; i < was[0]; i++) {
         c[u] = i;
         for (int s = 1; s < n; s++)
             c[set[s]] = 0;
         for (;;) {
             if (lower(c, was, set, n)) {
-                IlpVals after = local(C, c, set, n);
+                IlpVals after = ilp_local_sum(&C->L, c, set, n);
                 if (tie(C, &after, &before))
                     return true;
             }
@@ -225,7 +126,7 @@ static bool move_near(Canon *C, int *c, int u)
  * projections); true if moved. Cheap test first: the two nodes' own prices. */
 static bool swap_two(Canon *C, int *c, int u, int v)
 {
-    const IlpProblem *p = C->p;
+    const IlpProblem *p = C->L.p;
     int a = c[u], b = c[v];
     if (p->nodes[u].k != p->nodes[v].k || a <= b)
         return false;
@@ -237,9 +138,9 @@ static bool swap_two(Canon *C, int *c, int u, int v)
     if (!tie(C, &own0, &own1))
         return false;
     int set[2] = {u, v};
-    IlpVals before = local(C, c, set, 2);
+    IlpVals before = ilp_local_sum(&C->L, c, set, 2);
     c[u] = b, c[v] = a;
-    IlpVals after = local(C, c, set, 2);
+    IlpVals after = ilp_local_sum(&C->L, c, set, 2);
     if (tie(C, &after, &before))
         return true;
     c[u] = a, c[v] = b;
@@ -251,7 +152,9 @@ int ilp_canon(const IlpProblem *p, int *choice)
     IlpVals total;
     ilp_eval(p, choice, &total);
     Canon C;
-    canon_init(&C, p, &total);
+    ilp_local_init(&C.L, p);
+    for (int q = 0; q < ILP_NQ; q++)
+        C.tol[q] = TIE * fabs(total.q[q]);
     int moves = 0;
     for (bool moved = true; moved;) {
         moved = false;
@@ -263,6 +166,6 @@ int ilp_canon(const IlpProblem *p, int *choice)
             if (move_near(&C, choice, u))
                 moved = true, moves++;
     }
-    canon_free(&C);
+    ilp_local_free(&C.L);
     return moves;
 }
