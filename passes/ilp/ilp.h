@@ -104,8 +104,9 @@ IlpVals ilp_local_sum(IlpLocal *L, const int *c, const int *set, int n);
 /* ilp_canon.c: choice moved, in place, to the least (by its strategy
  * indices, lexicographically) of the choices of equal prices (every time
  * and memory total) that moving one node down or exchanging two nodes'
- * strategies reaches; returns the moves made. ilp_solve ends with it, so
- * that its answer does not depend on the solver's path among ties. */
+ * strategies reaches; returns the moves made. ilp_solve ends a budgeted
+ * solve with it, so that its answer does not depend on the solver's path
+ * among ties (an unbudgeted solve has one path: from the slack basis). */
 int ilp_canon(const IlpProblem *p, int *choice);
 
 typedef enum {

@@ -625,7 +625,7 @@ IlpStatus ilp_solve(const IlpProblem *p, const IlpOpts *o, IlpSolution *s)
 {
     if (o && o->no_reduce) {
         solve_glpk(p, o, NULL, s);
-        if (s->choice && !o->no_canon) {
+        if (s->choice && !o->no_canon && isfinite(p->budget)) {
             s->canon_moves = ilp_canon(p, s->choice);
             s->objective = ilp_eval(p, s->choice, &s->total);
         }
@@ -656,8 +656,13 @@ IlpStatus ilp_solve(const IlpProblem *p, const IlpOpts *o, IlpSolution *s)
         ro.start = start;
     }
     solve_glpk(w->r, &ro, w == &own ? NULL : w, s);
-    if (s->choice && !(o && o->no_canon))
-        s->canon_moves = ilp_canon(w->r, s->choice); /* strategy order is kept by map */
+    /* Only a budgeted solve can start from another path (a kept basis, a
+     * start); without a budget GLPK's path is always the same, from the
+     * slack basis, and its answer is left as it was (ties as before; the
+     * first variants are most of the solves). The map keeps the order of
+     * strategies. */
+    if (s->choice && !(o && o->no_canon) && isfinite(p->budget))
+        s->canon_moves = ilp_canon(w->r, s->choice);
     if (s->choice) {
         for (int u = 0; u < p->nnodes; u++)
             s->choice[u] = w->map[u][s->choice[u]];
