@@ -19,15 +19,15 @@
  * made canonical after the solve instead: from the solver's choice, move
  * down in the lexicographic order of the strategy indices while every
  * quantity (each time and each memory total, not only the objective) stays
- * within TIE of the solver's: one node to a lower strategy, or two nodes
- * with the same number of strategies exchanging theirs (the mirrored
- * projections above), until no such move is left. Each move lowers the
- * choice in that order, so it ends. Choices of equal prices that these moves
- * connect end on the same one, whichever of them the solver returned; ties
- * that only changing three or more nodes at once connects are not merged
- * (none seen: tests/ilp/test_ilp_warm.c and bench/plan-time). The prices are
- * unchanged by construction: the answer is still an optimum of the same
- * time and memory. */
+ * within TIE of the solver's: one node to a lower strategy with its
+ * neighbours re-laid out (move_near), or two nodes with the same number of
+ * strategies exchanging theirs (the mirrored projections above), until no
+ * such move is left. Each move lowers the choice in that order, so it ends.
+ * Choices of equal prices that these moves connect end on the same one,
+ * whichever of them the solver returned; ties that only a move of nodes
+ * further apart connects are not merged (none seen: tests/ilp/test_ilp_warm.c
+ * and bench/plan-time). The prices are unchanged up to TIE: the answer is
+ * still an optimum of the same time and memory. */
 #include "ilp/ilp.h"
 
 #include <math.h>
