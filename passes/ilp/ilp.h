@@ -86,6 +86,28 @@ double ilp_memory(const IlpProblem *p, const IlpVals *total);
  * switches (least price per byte saved), or NULL: none found or no budget.
  * Heap; free it. A start for ilp_solve (IlpOpts.start). */
 int *ilp_repair(const IlpProblem *p, const int *from);
+/* ilp_local.c: the terms of ilp_eval that the nodes set[0..n) enter under
+ * choice c (their prices, their edges', the groups with an item on those
+ * edges): a move of only those nodes changes the totals by the change of
+ * this sum. Adjacency kept for the moves (node u's edges:
+ * edges[estart[u] .. estart[u + 1])). */
+typedef struct IlpLocal {
+    const IlpProblem *p;
+    int *estart, *edges;          /* node u's edges */
+    int *gstart, *groups;         /* edge i's groups (each once): groups[gstart[i] .. gstart[i + 1]) */
+    int *mark;                    /* [nedges + ngroups]: stamp of the last sum that took it */
+    int stamp;
+} IlpLocal;
+void ilp_local_init(IlpLocal *L, const IlpProblem *p);
+void ilp_local_free(IlpLocal *L);
+IlpVals ilp_local_sum(IlpLocal *L, const int *c, const int *set, int n);
+/* ilp_canon.c: choice moved, in place, to the least (by its strategy
+ * indices, lexicographically) of the choices of equal prices (every time
+ * and memory total) that moving one node down or exchanging two nodes'
+ * strategies reaches; returns the moves made. ilp_solve ends a budgeted
+ * solve with it, so that its answer does not depend on the solver's path
+ * among ties (an unbudgeted solve has one path: from the slack basis). */
+int ilp_canon(const IlpProblem *p, int *choice);
 
 typedef enum {
     ILP_OPTIMAL,                  /* proven optimal (gap 0 up to GLPK's tolerances) */
@@ -100,11 +122,11 @@ typedef enum {
  * model (its memory row reset to the budget) and the root LP's optimal
  * basis. ilp_solve uses it only for the problem it was first used with (by
  * address) and rebuilds it otherwise. The kept model alone leaves GLPK's
- * path as it was (same LP, same slack start: the same answers); restarting
- * the dual simplex from the kept basis (IlpOpts.warm_basis; a lower budget
- * leaves it dual feasible, a few pivots from the new optimum) may end on
- * another optimal vertex, and so, among choices of equal time and memory,
- * return another. */
+ * path as it was (same LP, same slack start); restarting the dual simplex
+ * from the kept basis (IlpOpts.warm_basis; a lower budget leaves it dual
+ * feasible, a few pivots from the new optimum) may end on another optimal
+ * vertex, and so GLPK on another choice of equal time and memory, which
+ * ilp_canon then moves to the same answer. */
 typedef struct IlpWarm IlpWarm;
 IlpWarm *ilp_warm_new(void);
 void ilp_warm_free(IlpWarm *w);
@@ -120,6 +142,7 @@ typedef struct IlpOpts {
     IlpWarm *warm;                /* kept between solves of one problem, or NULL: from scratch
                                      (not with presolve) */
     bool warm_basis;              /* with warm: the root LP from the kept basis */
+    bool no_canon;                /* GLPK's choice as it is, not ilp_canon's (tests) */
 } IlpOpts;
 
 typedef struct IlpSolution {
@@ -135,6 +158,7 @@ typedef struct IlpSolution {
     int nodes;                    /* branch-and-bound nodes GLPK created (1: the root LP
                                      was integral; 0: no branch and bound ran) */
     bool warm;                    /* solved on an earlier solve's model (IlpOpts.warm) */
+    int canon_moves;              /* ilp_canon's moves from GLPK's choice to the answer */
     double solve_s;               /* wall time of pruning, building and solving */
 } IlpSolution;
 
@@ -253,11 +277,15 @@ int pass_ilp_cache_relowered(const PassIlpCache *c); /* of those, solved on a st
                                                        for a query differing only in budget */
 int pass_ilp_cache_warm(const PassIlpCache *c);   /* of those, solved on the GLPK model of an
                                                      earlier budget (IlpWarm) */
+int pass_ilp_cache_canon(const PassIlpCache *c);  /* of those, answered with another choice of
+                                                     equal prices than GLPK's (ilp_canon) */
 /* What a query differing from a recent one only in its budget reuses
  * (IlpWarm): nothing (PASS_ILP_COLD: tests compare against it), the
- * reduction and GLPK model (PASS_ILP_KEEP_MODEL, the default: the same
- * answers), or those and the root basis (PASS_ILP_WARM_BASIS: faster; ties
- * of time and memory may resolve otherwise). Before the first query. */
+ * reduction and GLPK model (PASS_ILP_KEEP_MODEL), or those and the root
+ * basis (PASS_ILP_WARM_BASIS, the default: the root LP in a third of the
+ * time on DeepSeek-V3's frontier walks). All three give the same answers:
+ * GLPK's optimum, moved by ilp_canon to one choice among those of equal
+ * prices (tests/ilp/test_ilp_warm.c). Before the first query. */
 enum { PASS_ILP_COLD, PASS_ILP_KEEP_MODEL, PASS_ILP_WARM_BASIS };
 void pass_ilp_cache_reuse(PassIlpCache *c, int reuse);
 

@@ -623,8 +623,14 @@ static void warm_reduce(IlpWarm *w, const IlpProblem *p)
 
 IlpStatus ilp_solve(const IlpProblem *p, const IlpOpts *o, IlpSolution *s)
 {
-    if (o && o->no_reduce)
-        return solve_glpk(p, o, NULL, s);
+    if (o && o->no_reduce) {
+        solve_glpk(p, o, NULL, s);
+        if (s->choice && !o->no_canon && isfinite(p->budget)) {
+            s->canon_moves = ilp_canon(p, s->choice);
+            s->objective = ilp_eval(p, s->choice, &s->total);
+        }
+        return s->status;
+    }
     double t0 = now_s();
     /* Cold: a warm state of this solve only, cleared after it. */
     IlpWarm own = {0}, *w = o && o->warm && !o->presolve ? o->warm : &own;
@@ -650,6 +656,13 @@ IlpStatus ilp_solve(const IlpProblem *p, const IlpOpts *o, IlpSolution *s)
         ro.start = start;
     }
     solve_glpk(w->r, &ro, w == &own ? NULL : w, s);
+    /* Only a budgeted solve can start from another path (a kept basis, a
+     * start); without a budget GLPK's path is always the same, from the
+     * slack basis, and its answer is left as it was (ties as before; the
+     * first variants are most of the solves). The map keeps the order of
+     * strategies. */
+    if (s->choice && !(o && o->no_canon) && isfinite(p->budget))
+        s->canon_moves = ilp_canon(w->r, s->choice);
     if (s->choice) {
         for (int u = 0; u < p->nnodes; u++)
             s->choice[u] = w->map[u][s->choice[u]];

@@ -26,6 +26,20 @@ typedef struct {
     int next;                 /* the entry before it in its bucket, -1: none */
 } Entry;
 
+/* The last answer solved on a lowered stage (its problem's nodes), kept
+ * for the stage's next budget however long ago it was lowered: a frontier
+ * walk's first budget comes after every group's first variant, long after
+ * its stage left the ring of lowered stages below, and GLPK without a
+ * start takes longer (ilp_repair.c). */
+typedef struct {
+    uint64_t h;               /* the ring's key hash (lowered); 0: an empty slot */
+    const IrGraph *g;
+    const PassCostCtx *ctx;
+    const PassIlpCosts *costs;
+    PassIlpQuery q;           /* the query it answered */
+    int n, *choice;
+} Last;
+
 /* The last stages lowered, kept for a query that differs only in its
  * budget: the search's frontier walk asks the same layer again and again
  * with less memory (search_ilp.c), and lowering, merging and building do
@@ -45,11 +59,13 @@ struct PassIlpCache {
     uint64_t low_h[NLOWERED];
     const PassCostCtx *low_ctx[NLOWERED];
     const PassIlpCosts *low_costs[NLOWERED];
-    int *low_choice[NLOWERED];    /* the last choice solved on it (its problem's nodes), or NULL */
     IlpWarm *low_warm[NLOWERED];  /* its solves' reduction, GLPK model and root basis */
     int low_next;
-    int reuse;                    /* pass_ilp_cache_reuse, less PASS_ILP_KEEP_MODEL */
+    Last *last;                   /* per lowered stage, its last answer; open addressing */
+    int nlast, caplast;           /* caplast a power of two, at least 2 nlast */
+    int reuse;                    /* pass_ilp_cache_reuse, less PASS_ILP_WARM_BASIS */
     int warm;                     /* solves on a kept model */
+    int canon;                    /* solves whose answer ilp_canon moved from GLPK's */
 };
 
 PassIlpCache *pass_ilp_cache_new(void) { return ir_xcalloc(1, sizeof(PassIlpCache)); }
@@ -67,9 +83,11 @@ void pass_ilp_cache_free(PassIlpCache *c)
     free(c->head);
     for (int i = 0; i < NLOWERED; i++) {
         ilp_seg_free(c->low[i]);
-        free(c->low_choice[i]);
         ilp_warm_free(c->low_warm[i]);
     }
+    for (int i = 0; i < c->caplast; i++)
+        free(c->last[i].choice);
+    free(c->last);
     free(c);
 }
 
@@ -77,12 +95,13 @@ int pass_ilp_cache_hits(const PassIlpCache *c) { return c->hits; }
 int pass_ilp_cache_solves(const PassIlpCache *c) { return c->solves; }
 int pass_ilp_cache_relowered(const PassIlpCache *c) { return c->relowered; }
 int pass_ilp_cache_warm(const PassIlpCache *c) { return c->warm; }
-/* Stored less PASS_ILP_KEEP_MODEL, so that a new (zeroed) cache keeps the model. */
+int pass_ilp_cache_canon(const PassIlpCache *c) { return c->canon; }
+/* Stored less PASS_ILP_WARM_BASIS, so that a new (zeroed) cache restarts from the root basis. */
 void pass_ilp_cache_reuse(PassIlpCache *c, int reuse)
 {
     if (reuse < PASS_ILP_COLD || reuse > PASS_ILP_WARM_BASIS)
         ir_die("pass_ilp_cache_reuse: %d is not a PASS_ILP_* mode", reuse);
-    c->reuse = reuse - PASS_ILP_KEEP_MODEL;
+    c->reuse = reuse - PASS_ILP_WARM_BASIS;
 }
 
 /* A piece's kind: its repeat, or the piece itself outside repeats. */
@@ -250,13 +269,58 @@ static IlpSeg *lowered(PassIlpCache *c, const PassCostCtx *ctx, const PassIlpCos
     int i = c->low_next;
     c->low_next = (c->low_next + 1) % NLOWERED;
     ilp_seg_free(c->low[i]);
-    free(c->low_choice[i]);
-    c->low_choice[i] = NULL;
     ilp_warm_free(c->low_warm[i]);
-    c->low_warm[i] = c->reuse + PASS_ILP_KEEP_MODEL == PASS_ILP_COLD ? NULL : ilp_warm_new();
+    c->low_warm[i] = c->reuse + PASS_ILP_WARM_BASIS == PASS_ILP_COLD ? NULL : ilp_warm_new();
     c->low[i] = s, c->low_h[i] = h, c->low_ctx[i] = ctx, c->low_costs[i] = costs;
     *slot = i;
     return s;
+}
+
+/* The slot of stage s's last answer (key h) in c->last: its own, or the
+ * empty one it would take. */
+static Last *last_slot(PassIlpCache *c, const IlpSeg *s, uint64_t h)
+{
+    h = h ? h : 1; /* 0 marks an empty slot */
+    for (int i = (int)(h & (uint64_t)(c->caplast - 1));; i = (i + 1) & (c->caplast - 1)) {
+        Last *l = &c->last[i];
+        if (!l->h || (l->h == h && l->g == s->g && l->ctx == s->ctx && l->costs == s->costs &&
+                      same_but_budget(&l->q, &s->q)))
+            return l;
+    }
+}
+
+/* Stage s's last answer, or NULL. */
+static const int *last_answer(PassIlpCache *c, const IlpSeg *s, uint64_t h)
+{
+    if (!c->caplast)
+        return NULL;
+    const Last *l = last_slot(c, s, h);
+    return l->h && l->n == s->prob->nnodes ? l->choice : NULL;
+}
+
+static void last_keep(PassIlpCache *c, const IlpSeg *s, uint64_t h, const int *choice)
+{
+    if (2 * (c->nlast + 1) > c->caplast) {
+        Last *old = c->last;
+        int n = c->caplast;
+        c->caplast = n ? 2 * n : 64;
+        c->last = ir_xcalloc((size_t)c->caplast, sizeof *c->last);
+        for (int i = 0; i < n; i++)
+            if (old[i].h) {
+                int j = (int)(old[i].h & (uint64_t)(c->caplast - 1));
+                while (c->last[j].h)
+                    j = (j + 1) & (c->caplast - 1);
+                c->last[j] = old[i];
+            }
+        free(old);
+    }
+    Last *l = last_slot(c, s, h);
+    if (!l->h) {
+        c->nlast++;
+        *l = (Last){h ? h : 1, s->g, s->ctx, s->costs, s->q, s->prob->nnodes, NULL};
+        l->choice = ir_xmalloc((size_t)(l->n + 1) * sizeof(int));
+    }
+    memcpy(l->choice, choice, (size_t)l->n * sizeof(int));
 }
 
 const PassIlpResult *pass_ilp_stage(PassIlpCache *cache, const PassCostCtx *ctx,
@@ -301,22 +365,19 @@ const PassIlpResult *pass_ilp_stage(PassIlpCache *cache, const PassCostCtx *ctx,
         double t1 = now_s();
         /* The frontier walk's next point: GLPK starts from the last point
          * solved on this stage, made to fit the tighter budget. */
-        int *start = isfinite(s->prob->budget) && cache->low_choice[slot]
-                         ? ilp_repair(s->prob, cache->low_choice[slot])
-                         : NULL;
+        const int *prev = isfinite(s->prob->budget) ? last_answer(cache, s, cache->low_h[slot]) : NULL;
+        int *start = prev ? ilp_repair(s->prob, prev) : NULL;
         IlpSolution sol;
         ilp_solve(s->prob,
                   &(IlpOpts){.time_limit_s = q->time_limit_s, .start = start,
                              .warm = cache->low_warm[slot],
-                             .warm_basis = cache->reuse + PASS_ILP_KEEP_MODEL == PASS_ILP_WARM_BASIS},
+                             .warm_basis = cache->reuse + PASS_ILP_WARM_BASIS == PASS_ILP_WARM_BASIS},
                   &sol);
         cache->warm += sol.warm;
+        cache->canon += sol.canon_moves > 0;
         free(start);
-        if (sol.choice) {
-            free(cache->low_choice[slot]);
-            cache->low_choice[slot] = ir_xmalloc((size_t)(s->prob->nnodes + 1) * sizeof(int));
-            memcpy(cache->low_choice[slot], sol.choice, (size_t)s->prob->nnodes * sizeof(int));
-        }
+        if (sol.choice)
+            last_keep(cache, s, cache->low_h[slot], sol.choice);
         r = ir_xmalloc(sizeof *r);
         ilp_extract(s, &sol, r);
         r->build_s = t1 - t0;

@@ -3,7 +3,11 @@
  * maps and prices, max-groups, memory budgets from loose to impossible. For
  * each, every combination of choices is enumerated with ilp_eval; the
  * solver's choice must reach the same objective (1e-9 relative), respect the
- * budget, and report infeasibility exactly when nothing fits. */
+ * budget, and report infeasibility exactly when nothing fits. The start the
+ * frontier walk gives GLPK (ilp_repair) must fit and be no slower than the
+ * fastest choice that fits within two nodes of the last point; ilp_canon
+ * must keep every price, only move down, and give one answer for two
+ * mirrored nodes whichever way round they were chosen. */
 #include "check.h"
 #include "passes.h"
 
@@ -130,11 +134,129 @@ static void mem_range(const IlpProblem *p, double *lo, double *hi)
     }
 }
 
+/* Changes from c to d, and d's objective if it fits p's budget (cap as
+ * ilp_repair's), else INFINITY. */
+static int distance(const IlpProblem *p, const int *c, const int *d)
+{
+    int n = 0;
+    for (int u = 0; u < p->nnodes; u++)
+        n += c[u] != d[u];
+    return n;
+}
+
+static double fits(const IlpProblem *p, const int *c)
+{
+    IlpVals t;
+    double o = ilp_eval(p, c, &t);
+    return ilp_memory(p, &t) <= p->budget * (1 - 1e-9) ? o : INFINITY;
+}
+
+/* ilp_repair from a random last point under a budget below its memory:
+ * the start fits and is at least as fast as every choice that fits within
+ * two nodes of that point (brute force). How many cases had one. */
+static int check_repair(IlpProblem *p, int tc)
+{
+    int from[16], c[16] = {0};
+    for (int u = 0; u < p->nnodes; u++)
+        from[u] = irand(p->nodes[u].k);
+    IlpVals t;
+    ilp_eval(p, from, &t);
+    double keep = p->budget;
+    p->budget = ilp_memory(p, &t) * (0.5 + 0.5 * urand());
+    double near = INFINITY;
+    for (;;) {
+        if (distance(p, from, c) <= 2)
+            near = fmin(near, fits(p, c));
+        int i = 0;
+        while (i < p->nnodes && ++c[i] == p->nodes[i].k)
+            c[i++] = 0;
+        if (i == p->nnodes)
+            break;
+    }
+    int *start = ilp_repair(p, from);
+    if (start) {
+        double o = fits(p, start);
+        CHECK(isfinite(o), "case %d: ilp_repair's start does not fit %g", tc, p->budget);
+        CHECK(o <= near + 1e-9 * fmax(1, fabs(near)),
+              "case %d: ilp_repair's start %.17g, %.17g within two nodes of the last point", tc, o, near);
+    } else {
+        CHECK(!isfinite(near), "case %d: no start, %.17g within two nodes of the last point", tc, near);
+    }
+    free(start);
+    p->budget = keep;
+    return isfinite(near);
+}
+
+/* ilp_canon on every choice of p: the same prices, lower or equal in the
+ * order of strategy indices, a fixed point. */
+static void check_canon_all(const IlpProblem *p, int tc)
+{
+    int c[16] = {0}, d[16];
+    for (;;) {
+        IlpVals a, b;
+        ilp_eval(p, c, &a);
+        memcpy(d, c, sizeof c);
+        ilp_canon(p, d);
+        ilp_eval(p, d, &b);
+        for (int q = 0; q < ILP_NQ; q++)
+            CHECK(fabs(a.q[q] - b.q[q]) <= 1e-11 * fabs(a.q[q]), "case %d: ilp_canon moved quantity %d: %.17g -> %.17g",
+                  tc, q, a.q[q], b.q[q]);
+        int u = 0;
+        while (u < p->nnodes && c[u] == d[u])
+            u++;
+        CHECK(u == p->nnodes || d[u] < c[u], "case %d: ilp_canon moved node %d up", tc, u);
+        int e[16];
+        memcpy(e, d, sizeof d);
+        CHECK(ilp_canon(p, e) == 0, "case %d: ilp_canon's answer is not its own", tc);
+        int i = 0;
+        while (i < p->nnodes && ++c[i] == p->nodes[i].k)
+            c[i++] = 0;
+        if (i == p->nnodes)
+            break;
+    }
+}
+
+/* Two mirrored nodes (the same prices, the same edges to a third) chosen
+ * either way round: ilp_canon gives one answer. How many pairs differed. */
+static int check_canon_mirror(void)
+{
+    IlpProblem *p = ilp_new();
+    int k = 2 + irand(3);
+    IlpVals v[8], x[8];
+    for (int i = 0; i < k; i++)
+        rand_vals(&v[i], true);
+    for (int i = 0; i < 3; i++)
+        rand_vals(&x[i], true);
+    ilp_add_node(p, 3, x);
+    ilp_add_node(p, k, v);
+    ilp_add_node(p, k, v);
+    int cu[8], cv[8];
+    int nI = rand_classes(k, cu), nJ = rand_classes(3, cv);
+    IlpVals val[64];
+    for (int i = 0; i < nI * nJ; i++)
+        rand_vals(&val[i], irand(3) == 0);
+    ilp_add_edge(p, 1, 0, cu, cv, val);
+    ilp_add_edge(p, 2, 0, cu, cv, val);
+    int differed = 0;
+    for (int a = 0; a < k; a++)
+        for (int b = 0; b < k; b++)
+            for (int c0 = 0; c0 < 3; c0++) {
+                int s[3] = {c0, a, b}, t[3] = {c0, b, a};
+                ilp_canon(p, s);
+                ilp_canon(p, t);
+                differed += a != b;
+                CHECK(memcmp(s, t, sizeof s) == 0, "mirrored nodes: (%d %d %d) and (%d %d %d) -> (%d %d %d), (%d %d %d)",
+                      c0, a, b, c0, b, a, s[0], s[1], s[2], t[0], t[1], t[2]);
+            }
+    ilp_free(p);
+    return differed;
+}
+
 int main(int argc, char **argv)
 {
     ilp_seed(88172645463325252ull);
     int ncases = argc > 1 ? atoi(argv[1]) : 600;
-    int nopt = 0, ninf = 0, nzero_gap = 0, npruned = 0;
+    int nopt = 0, ninf = 0, nzero_gap = 0, npruned = 0, nrepair = 0;
     for (int tc = 0; tc < ncases; tc++) {
         IlpProblem *p = rand_problem();
         double lo, hi;
@@ -185,10 +307,18 @@ int main(int argc, char **argv)
             }
         }
         ilp_solution_free(&s);
+        nrepair += check_repair(p, tc);
+        if (tc % 4 == 0)
+            check_canon_all(p, tc);
         ilp_free(p);
     }
-    printf("ilp core: %d optimal, %d infeasible, %d strategies pruned; %d failures\n", nopt, ninf,
-           npruned, failures);
+    int mirrored = 0;
+    for (int i = 0; i < 20; i++)
+        mirrored += check_canon_mirror();
+    printf("ilp core: %d optimal, %d infeasible, %d strategies pruned; %d starts against a fitting "
+           "choice near the last point, %d mirrored choices; %d failures\n", nopt, ninf, npruned, nrepair,
+           mirrored, failures);
+    CHECK(nrepair > ncases / 4, "too few starts checked");
     CHECK(nopt > ncases / 3 && ninf > ncases / 10, "too few cases of each kind");
     CHECK(npruned > ncases / 10, "dominance pruning never fired");
     return failures ? 1 : 0;
