@@ -16,7 +16,8 @@
 /* A layout of whole GPUs: pp x tp x dp, and two floors of its memory per
  * GPU: the model states spread evenly over the stage's GPUs (the order
  * probes are tried in), and the layout's own (pass_mem_floor: what it can
- * split and what ZeRO-3 gathers), at least as high. */
+ * split and what ZeRO-3 gathers), at least as high (NAN until its count is
+ * tried). */
 typedef struct Lay {
     int pp, tp, dp, count;
     double floor, need;
@@ -67,7 +68,7 @@ static Lay *usable_layouts(const IrGraph *g, const PassSearchOpts *o, const Pass
                     cap *= 2;
                     v = ir_xrealloc(v, (size_t)cap * sizeof *v);
                 }
-                v[k++] = (Lay){pp, tp, (int)dp, count, fl, pass_mem_floor(mf, pp, tp, stage)};
+                v[k++] = (Lay){pp, tp, (int)dp, count, fl, NAN};
             }
         }
     }
@@ -135,15 +136,18 @@ static bool quiet_search(const PassCostCtx *c, const IrGraph *g, const PassSearc
  * run (a search would find nothing), and when every layout of n is such,
  * nothing is searched. */
 static bool fit_on(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *q, PassIlpCache *cache,
-                   const Lay *lay, int nlay, int n, double usable, PassSearchAlt *a)
+                   const Lay *lay, int nlay, int n, const PassMemFloor *mf, double usable, PassSearchAlt *a)
 {
     Lay *at = ir_xmalloc(sizeof *at * (size_t)(nlay + 1));
     int k = 0;
     bool any = false;
     for (int i = 0; i < nlay; i++)
         if (lay[i].count == n) {
-            at[k++] = lay[i];
-            any |= lay[i].need <= usable;
+            at[k] = lay[i];
+            /* (here, not for every layout: a count's few, and only the
+             * counts tried) */
+            at[k].need = pass_mem_floor(mf, at[k].pp, at[k].tp, at[k].tp * at[k].dp);
+            any |= at[k++].need <= usable;
         }
     qsort(at, (size_t)k, sizeof *at, cmp_lean);
     bool dbg = getenv("PTDC_SEARCH_DEBUG") != NULL, found = false;
@@ -196,7 +200,6 @@ int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearc
     int64_t gb = o->global_batch > 0 ? o->global_batch : g->global_batch;
     int nlay;
     Lay *lay = usable_layouts(g, &q, c->cl, gb, &mf, usable, from > 0 ? from : 1, limit, &nlay);
-    pass_mem_floor_free(&mf);
     int tries = 0, last = 0, found = 0;
     *skipped = 0; /* every usable count below the answer was tried */
     for (int i = 0; i < nlay && tries < MIN_TRIES && !found; i++) {
@@ -217,11 +220,12 @@ int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearc
         cn.ngpus = n;
         PassCostCtx cc = *c;
         cc.cl = &cn;
-        if (fit_on(&cc, g, &q, cache, lay, nlay, n, usable, first))
+        if (fit_on(&cc, g, &q, cache, lay, nlay, n, &mf, usable, first))
             /* It may leave GPUs idle: it fits on the count it uses. */
             found = first->layout.gpus > 0 && first->layout.gpus < n ? first->layout.gpus : n;
     }
     free(lay);
+    pass_mem_floor_free(&mf);
     if (found && *skipped >= found)
         *skipped = 0; /* every count below the answer was tried */
     return found;
