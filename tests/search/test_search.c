@@ -807,6 +807,24 @@ static int test_memfloor(const char *dir)
     CHECK(pass_mem_floor(&f, 20, 8, 8) <= usable, "DeepSeek-V3: pp 20 x tp 8 x 8 GPUs above the floor");
     pass_mem_floor_free(&f);
     teardown(&s);
+    /* On A100-40GB, the layout's own floor (tensor axis, ZeRO stage and
+     * ZeRO-3's buffers, a communicator per mesh axis) is what leaves 352
+     * and 368 unsearched: their leanest layouts, pp 22 and 23 x tp 8 x dp
+     * 2, and 384's first probe, pp 24, are above it where the even floor
+     * (38.5 GiB) is not; the plan found on 384, dp 4 x tp 8 x pp 12, fits. */
+    setup(&s, dir, "deepseek-v3.mdl", NULL, 0, "a100-40gb", 384);
+    CHECK(pass_stack_preset("ptdc", &s.ctx.st), "no stack ptdc");
+    pass_mem_floor_init(&f, &s.ctx, s.g);
+    usable = pass_usable_bytes(&s.ctx);
+    for (int pp = 22; pp <= 24; pp++) {
+        CHECK(pass_mem_floor_even(&f, pp, 16) <= usable, "DeepSeek-V3 on A100-40GB: pp %d x 16 GPUs above the even floor",
+              pp);
+        CHECK(pass_mem_floor(&f, pp, 8, 16) > usable, "DeepSeek-V3 on A100-40GB: pp %d x tp 8 x 16 GPUs under its floor",
+              pp);
+    }
+    CHECK(pass_mem_floor(&f, 12, 8, 32) <= usable, "DeepSeek-V3 on A100-40GB: pp 12 x tp 8 x 32 GPUs above its floor");
+    pass_mem_floor_free(&f);
+    teardown(&s);
     return failures;
 }
 
