@@ -551,6 +551,16 @@ static void check_bounds(Src *s, const SrcGroup *G, const SrcVariant *V, const S
     if (k->mem_lb > pr->peak_mem_bytes * (1 + tol))
         ir_die("search: memory bound %.0f above pass_predict's %.0f (dp %d cp %d tp %d b %d pp %d v %d zero %d)",
                k->mem_lb, pr->peak_mem_bytes, G->dp, G->cp, G->tp, G->b, k->pp, k->v, k->zero);
+    /* The layout's floor under the plan's ZeRO stage (the least of these
+     * over the stages is what pass_search_min_gpus leaves counts out by). */
+    if (!s->mfloor) {
+        s->mfloor = ir_xmalloc(sizeof *s->mfloor);
+        pass_mem_floor_init(s->mfloor, s->c, s->g);
+    }
+    double fl = pass_mem_floor_zero(s->mfloor, k->pp, G->cp * G->tp, G->dp * G->cp * G->tp, k->zero);
+    if (fl > pr->peak_mem_bytes * (1 + tol))
+        ir_die("search: the layout's memory floor %.0f above pass_predict's %.0f (dp %d cp %d tp %d fold %d b %d pp %d "
+               "v %d zero %d)", fl, pr->peak_mem_bytes, G->dp, G->cp, G->tp, G->fold, G->b, k->pp, k->v, k->zero);
 }
 
 /* A candidate dropped for its memory bound: pass_predict must agree that it
@@ -1306,6 +1316,9 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
         free(s.groups[i].fit_val);
     }
     free(s.groups);
+    if (s.mfloor)
+        pass_mem_floor_free(s.mfloor);
+    free(s.mfloor);
     free(s.floor_cls);
     free(s.floor_cnt);
     src_floor_free(&s);

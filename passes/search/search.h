@@ -160,12 +160,23 @@ int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearc
                          PassIlpCache *cache, int from, int limit, PassSearchAlt *first,
                          int *skipped);
 /* A floor of the memory per GPU of any layout (search_memfloor.c): the
- * model states its fullest pipeline rank must hold, spread over its
- * stage's GPUs, and the runtime and communicators every rank of it has;
- * activations left out. */
+ * model states its fullest pipeline rank must hold under the cheapest ZeRO
+ * stage the stack runs (with ZeRO-3's gather buffers), spread over its
+ * stage's GPUs as far as its tensor and data parallelism can spread them,
+ * and the runtime and communicators every rank of it has; activations left
+ * out. */
 typedef struct PassMemFloor {
     double *sum;                  /* [npieces + 1] sum[j]: the j largest pieces' states, unsharded */
     int npieces;
+    double *w, *gr, *op;          /* [npieces] unsharded weights, gradients, optimizer state
+                                     of the parameters no expert split reaches */
+    double *x;                    /* [npieces] the experts' states, unsharded */
+    double *xw;                   /* [npieces] of those, the weights */
+    bool zero[4];                 /* the ZeRO stages the stack runs (0 always) */
+    bool cp;                      /* may context parallelism split a parameter (its
+                                     position table): then one data-parallel axis may */
+    double zero3_buf;             /* ZeRO-3's gather buffers in gathered pieces: 2, or 1
+                                     under Megatron-FSDP's pools (the stack's zero3_pools) */
     double runtime;               /* a rank's CUDA context and workspaces, and the world's
                                      communicator */
     double comm;                  /* one more communicator (the pipeline's, a mesh axis') */
@@ -174,9 +185,17 @@ void pass_mem_floor_init(PassMemFloor *f, const PassCostCtx *c, const IrGraph *g
 void pass_mem_floor_free(PassMemFloor *f);
 /* The states some rank of pp must hold, unsharded (bytes). */
 double pass_mem_floor_rank(const PassMemFloor *f, int pp);
+/* A lower floor of the same plans whatever their tensor parallelism: the
+ * states some rank holds spread evenly over the stage's GPUs, the runtime
+ * and the communicators of the world, the pipeline and one mesh axis. */
+double pass_mem_floor_even(const PassMemFloor *f, int pp, int stage);
 /* Bytes per GPU that the fullest GPU of any plan with pp pipeline ranks of
- * `stage` GPUs each needs at least (pass_predict's peak_mem_bytes). */
-double pass_mem_floor(const PassMemFloor *f, int pp, int stage);
+ * `stage` GPUs each, tp of them the tensor-parallel axis (with context
+ * parallelism: tp x cp, the mesh less its data-parallel axis), needs at
+ * least (pass_predict's peak_mem_bytes). */
+double pass_mem_floor(const PassMemFloor *f, int pp, int tp, int stage);
+/* The same for the plans of that layout under ZeRO stage zero. */
+double pass_mem_floor_zero(const PassMemFloor *f, int pp, int tp, int stage, int zero);
 /* After pass_search found nothing: say why on stderr (ir_error): the item
  * that overflows on the fullest GPU and by how much, then what would fit
  * (relaxing the pins, or the smallest GPU count). Returns nothing; the

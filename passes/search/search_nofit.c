@@ -13,10 +13,14 @@
 
 #define GIB 1073741824.0
 
-/* A layout of whole GPUs: pp x tp x dp, and its memory floor per GPU. */
+/* A layout of whole GPUs: pp x tp x dp, and two floors of its memory per
+ * GPU: the model states spread evenly over the stage's GPUs (the order
+ * probes are tried in), and the layout's own (pass_mem_floor: what it can
+ * split and what ZeRO-3 gathers), at least as high (NAN until its count is
+ * tried). */
 typedef struct Lay {
     int pp, tp, dp, count;
-    double floor;
+    double floor, need;
 } Lay;
 
 static int cmp_count(const void *a, const void *b)
@@ -30,9 +34,11 @@ static int cmp_count(const void *a, const void *b)
  * node (or as pinned), dp dividing the global batch and stages of whole
  * nodes or a divisor of one (pass_search's rules). A plan found on n GPUs
  * uses such a count n' <= n and is found on n' too, so the smallest count
- * on which some plan fits is among theirs. Layouts whose memory floor
+ * on which some plan fits is among theirs. Layouts whose even floor
  * (search_memfloor.c) is above the usable HBM cannot fit and are left
- * out. */
+ * out; those whose own floor is are kept, to be passed over (fit_on), so
+ * that the counts tried and the layouts probed are the ones the even
+ * floor gives (and the plan the note shows with them). */
 static Lay *usable_layouts(const IrGraph *g, const PassSearchOpts *o, const PassCluster *cl, int64_t gb,
                            const PassMemFloor *mf, double usable, int from, int limit, int *n)
 {
@@ -53,14 +59,16 @@ static Lay *usable_layouts(const IrGraph *g, const PassSearchOpts *o, const Pass
                 if (gb % dp || (pin->dp && dp != pin->dp))
                     continue;
                 int stage = tp * (int)dp, count = pp * stage, d = pass_cluster_domain_at(cl, count);
-                double fl = pass_mem_floor(mf, pp, stage);
-                if (count < from || !(stage % d == 0 || d % stage == 0) || (!pin->tp && tp > d) || fl > usable)
+                if (count < from || !(stage % d == 0 || d % stage == 0) || (!pin->tp && tp > d))
+                    continue;
+                double fl = pass_mem_floor_even(mf, pp, stage);
+                if (fl > usable)
                     continue;
                 if (k == cap) {
                     cap *= 2;
                     v = ir_xrealloc(v, (size_t)cap * sizeof *v);
                 }
-                v[k++] = (Lay){pp, tp, (int)dp, count, fl};
+                v[k++] = (Lay){pp, tp, (int)dp, count, fl, NAN};
             }
         }
     }
@@ -123,35 +131,51 @@ static bool quiet_search(const PassCostCtx *c, const IrGraph *g, const PassSearc
 
 /* A plan that fits on n GPUs into a (the first one found, not the best),
  * or false when none does: the probes, then, if they find none, the
- * unpinned first-fit search of n (what decides that none fits). */
+ * unpinned first-fit search of n (what decides that none fits). A layout
+ * whose own floor is above the usable HBM fits nowhere: its probe is not
+ * run (a search would find nothing), and when every layout of n is such,
+ * nothing is searched. */
 static bool fit_on(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *q, PassIlpCache *cache,
-                   const Lay *lay, int nlay, int n, PassSearchAlt *a)
+                   const Lay *lay, int nlay, int n, const PassMemFloor *mf, double usable, PassSearchAlt *a)
 {
     Lay *at = ir_xmalloc(sizeof *at * (size_t)(nlay + 1));
     int k = 0;
+    bool any = false;
     for (int i = 0; i < nlay; i++)
-        if (lay[i].count == n)
-            at[k++] = lay[i];
+        if (lay[i].count == n) {
+            at[k] = lay[i];
+            /* (here, not for every layout: a count's few, and only the
+             * counts tried) */
+            at[k].need = pass_mem_floor(mf, at[k].pp, at[k].tp, at[k].tp * at[k].dp);
+            any |= at[k++].need <= usable;
+        }
     qsort(at, (size_t)k, sizeof *at, cmp_lean);
     bool dbg = getenv("PTDC_SEARCH_DEBUG") != NULL, found = false;
-    for (int i = 0; i < k && i < MIN_PROBES && !found; i++) {
+    for (int i = 0; i < k && dbg; i++)
+        if (at[i].need <= usable)
+            fprintf(stderr, "min gpus %d: pp %d tp %d dp %d under its own floor %.2f GiB\n", n, at[i].pp, at[i].tp,
+                    at[i].dp, at[i].need / GIB);
+    for (int i = 0; i < k && i < MIN_PROBES && !found && any; i++) {
         PassSearchOpts p = *q;
         p.pins.pp = at[i].pp, p.pins.tp = at[i].tp, p.pins.dp = at[i].dp;
         clock_t t0 = clock();
-        found = quiet_search(c, g, &p, cache, a);
+        bool run = at[i].need <= usable;
+        found = run && quiet_search(c, g, &p, cache, a);
         if (dbg)
-            fprintf(stderr, "min gpus %d: probe pp %d tp %d dp %d (floor %.1f GiB): %s, %.2f CPU s\n", n,
-                    at[i].pp, at[i].tp, at[i].dp, at[i].floor / GIB, found ? "fits" : "nothing",
-                    (double)(clock() - t0) / CLOCKS_PER_SEC);
+            fprintf(stderr, "min gpus %d: probe pp %d tp %d dp %d (floor %.1f GiB, its own %.1f): %s, %.2f CPU s\n",
+                    n, at[i].pp, at[i].tp, at[i].dp, at[i].floor / GIB, at[i].need / GIB,
+                    found ? "fits" : run ? "nothing" : "not run", (double)(clock() - t0) / CLOCKS_PER_SEC);
     }
     free(at);
-    if (!found) {
+    if (!found && any) {
         clock_t t0 = clock();
         found = quiet_search(c, g, q, cache, a);
         if (dbg)
             fprintf(stderr, "min gpus %d: search: %s, %.2f CPU s\n", n, found ? "fits" : "nothing",
                     (double)(clock() - t0) / CLOCKS_PER_SEC);
-    }
+    } else if (!any && dbg)
+        fprintf(stderr, "min gpus %d: every layout's own floor above the usable %.1f GiB: nothing searched\n", n,
+                usable / GIB);
     return found;
 }
 
@@ -176,7 +200,6 @@ int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearc
     int64_t gb = o->global_batch > 0 ? o->global_batch : g->global_batch;
     int nlay;
     Lay *lay = usable_layouts(g, &q, c->cl, gb, &mf, usable, from > 0 ? from : 1, limit, &nlay);
-    pass_mem_floor_free(&mf);
     int tries = 0, last = 0, found = 0;
     *skipped = 0; /* every usable count below the answer was tried */
     for (int i = 0; i < nlay && tries < MIN_TRIES && !found; i++) {
@@ -197,11 +220,12 @@ int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearc
         cn.ngpus = n;
         PassCostCtx cc = *c;
         cc.cl = &cn;
-        if (fit_on(&cc, g, &q, cache, lay, nlay, n, first))
+        if (fit_on(&cc, g, &q, cache, lay, nlay, n, &mf, usable, first))
             /* It may leave GPUs idle: it fits on the count it uses. */
             found = first->layout.gpus > 0 && first->layout.gpus < n ? first->layout.gpus : n;
     }
     free(lay);
+    pass_mem_floor_free(&mf);
     if (found && *skipped >= found)
         *skipped = 0; /* every count below the answer was tried */
     return found;

@@ -180,6 +180,8 @@ typedef struct Src {
     int64_t *mbs;                 /* micro_batches' result */
     long micro_cut;               /* micro-batch sizes cut off by the limits */
     PassSearchStats *st;
+    PassMemFloor *mfloor;         /* the layouts' memory floor (search_memfloor.c), which the
+                                   exhaustive searches check (NULL: not yet) */
 } Src;
 
 /* Whether the search checks its exact shortcuts against the long way (the

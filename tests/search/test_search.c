@@ -729,10 +729,13 @@ static int test_mingpus(const char *dir)
 /* The floor of a's layout against its predicted peak; the ratio into *ratio. */
 static void floor_check(const PassMemFloor *f, const char *what, const PassSearchAlt *a, double *ratio)
 {
-    int pp = a->plan.pp, stage = a->layout.gpus / pp;
-    double fl = pass_mem_floor(f, pp, stage), peak = a->pred.peak_mem_bytes;
-    CHECK(fl <= peak * (1 + 1e-12), "%s: floor %.4g GiB above the predicted peak %.4g GiB (pp %d, %d GPUs a stage)",
-          what, fl / 1073741824.0, peak / 1073741824.0, pp, stage);
+    /* The mesh less its data-parallel axis (0) as the tensor axis: tp, cp x
+     * tp, or a folded expert mesh's inner axis; a floor for each. */
+    int pp = a->plan.pp, stage = plan_mesh_devices(&a->plan.mesh), tp = stage / a->plan.mesh.size[0];
+    double fl = pass_mem_floor_zero(f, pp, tp, stage, a->plan.zero), peak = a->pred.peak_mem_bytes;
+    CHECK(pass_mem_floor(f, pp, tp, stage) <= fl, "%s: the layout's floor above its ZeRO stage's", what);
+    CHECK(fl <= peak * (1 + 1e-12), "%s: floor %.4g GiB above the predicted peak %.4g GiB (pp %d, tp %d, %d GPUs a stage)",
+          what, fl / 1073741824.0, peak / 1073741824.0, pp, tp, stage);
     *ratio = fl / peak;
 }
 
@@ -795,13 +798,31 @@ static int test_memfloor(const char *dir)
     PassMemFloor f;
     pass_mem_floor_init(&f, &s.ctx, s.g);
     double usable = pass_usable_bytes(&s.ctx);
-    int out[][2] = {{37, 4}, {38, 4}, {19, 8}, {39, 4}}, in[][2] = {{20, 8}, {10, 16}, {5, 32}};
-    for (int i = 0; i < 4; i++)
-        CHECK(pass_mem_floor(&f, out[i][0], out[i][1]) > usable, "DeepSeek-V3: pp %d x %d GPUs under the floor",
-              out[i][0], out[i][1]);
-    for (int i = 0; i < 3; i++)
-        CHECK(pass_mem_floor(&f, in[i][0], in[i][1]) <= usable, "DeepSeek-V3: pp %d x %d GPUs above the floor",
-              in[i][0], in[i][1]);
+    /* pp, tp, GPUs a stage */
+    int out[][3] = {{37, 4, 4}, {38, 4, 4}, {19, 8, 8}, {39, 4, 4}, {37, 1, 4}, {19, 2, 8}};
+    for (int i = 0; i < 6; i++)
+        CHECK(pass_mem_floor(&f, out[i][0], out[i][1], out[i][2]) > usable,
+              "DeepSeek-V3: pp %d x tp %d x %d GPUs under the floor", out[i][0], out[i][1], out[i][2]);
+    /* The plan the count's first fit finds, dp 1 x tp 8 x pp 20 (it fits) */
+    CHECK(pass_mem_floor(&f, 20, 8, 8) <= usable, "DeepSeek-V3: pp 20 x tp 8 x 8 GPUs above the floor");
+    pass_mem_floor_free(&f);
+    teardown(&s);
+    /* On A100-40GB, the layout's own floor (tensor axis, ZeRO stage and
+     * ZeRO-3's buffers, a communicator per mesh axis) is what leaves 352
+     * and 368 unsearched: their leanest layouts, pp 22 and 23 x tp 8 x dp
+     * 2, and 384's first probe, pp 24, are above it where the even floor
+     * (38.5 GiB) is not; the plan found on 384, dp 4 x tp 8 x pp 12, fits. */
+    setup(&s, dir, "deepseek-v3.mdl", NULL, 0, "a100-40gb", 384);
+    CHECK(pass_stack_preset("ptdc", &s.ctx.st), "no stack ptdc");
+    pass_mem_floor_init(&f, &s.ctx, s.g);
+    usable = pass_usable_bytes(&s.ctx);
+    for (int pp = 22; pp <= 24; pp++) {
+        CHECK(pass_mem_floor_even(&f, pp, 16) <= usable, "DeepSeek-V3 on A100-40GB: pp %d x 16 GPUs above the even floor",
+              pp);
+        CHECK(pass_mem_floor(&f, pp, 8, 16) > usable, "DeepSeek-V3 on A100-40GB: pp %d x tp 8 x 16 GPUs under its floor",
+              pp);
+    }
+    CHECK(pass_mem_floor(&f, 12, 8, 32) <= usable, "DeepSeek-V3 on A100-40GB: pp 12 x tp 8 x 32 GPUs above its floor");
     pass_mem_floor_free(&f);
     teardown(&s);
     return failures;
