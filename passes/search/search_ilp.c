@@ -10,10 +10,10 @@
  * sharding is fixed to the one the layers chose so that the pieces agree.
  * The queries use the group's micro-batch and count, one micro-batch in
  * flight and no memory budget (variant 0). Variant k > 0 solves the layers
- * again under a budget just below variant k - 1's memory: the fastest
- * strategies that use less, so that the variants walk the ILP's time/memory
- * frontier point by point (sharded instead of replicated weights, split
- * norms, ...), and a candidate that memory constrains can take the first
+ * and the runs again, each under a budget just below variant k - 1's memory
+ * for it: the fastest strategies that use less, so that the variants walk
+ * the ILP's time/memory frontier point by point (sharded instead of
+ * replicated weights, a split vocabulary, split norms, ...), and a candidate that memory constrains can take the first
  * point it fits with rather than recomputation or a worse cut. */
 #include "search/src.h"
 
@@ -200,6 +200,15 @@ static bool solve_repeat(VariantWalk *w, int rep)
     return true;
 }
 
+/* g's piece named as gs's piece ps (outside repeats). */
+static int run_piece(const VariantWalk *w, int ps)
+{
+    for (int x = 0; x < w->g->npieces; x++)
+        if (w->g->pieces[x].rep < 0 && !strcmp(w->g->pieces[x].name, w->gs->pieces[ps].name))
+            return x;
+    ir_die("search: piece '%s' missing from the model", w->gs->pieces[ps].name);
+}
+
 /* The run a..b of gs's pieces (outside repeats) with the layers lo..hi
  * around it: its strategies into g's pieces of the same names, and the
  * kernels of the run (*kf, *kb); returns the run's first piece in g. */
@@ -210,12 +219,7 @@ static int run_strategies(VariantWalk *w, const PassIlpResult *r, int a, int b, 
     SrcVariant *V = w->V;
     int first = -1;
     for (int ps = a; ps <= b; ps++) {
-        int p = -1;
-        for (int x = 0; x < g->npieces && p < 0; x++)
-            if (g->pieces[x].rep < 0 && !strcmp(g->pieces[x].name, gs->pieces[ps].name))
-                p = x;
-        if (p < 0)
-            ir_die("search: piece '%s' missing from the model", gs->pieces[ps].name);
+        int p = run_piece(w, ps);
         if (first < 0)
             first = p;
         const IrPiece *S = &gs->pieces[ps], *P = &g->pieces[p];
@@ -226,6 +230,73 @@ static int run_strategies(VariantWalk *w, const PassIlpResult *r, int a, int b, 
         *kb += V->piece[p].bwd + V->piece[p].rec[rc];
     }
     return first;
+}
+
+/* Could the run a..b's own pieces be leaner than at variant k - 1, whose
+ * answer for the run is r0, by a step of the walk? What they hold above
+ * the group's floor (the least model states under the query's ZeRO stage
+ * and bytes kept under its recomputation any strategy of the mesh has) is
+ * at most what a leaner point of the run could save in them; under
+ * SRC_FRONTIER_STEP of the run's memory, a leaner point could only save
+ * in the neighbouring layer, whose strategies the repeat's walk sets. */
+static bool run_at_floor(const VariantWalk *w, int a, int b, const PassIlpResult *r0)
+{
+    const SrcGroup *G = w->G;
+    const SrcVariant *P = &G->var[w->k - 1];
+    int z = w->base.zero, rc = w->base.recompute;
+    if (!G->floor_states || !G->floor_saved)
+        return false;
+    double over = 0;
+    for (int ps = a; ps <= b; ps++) {
+        int p = run_piece(w, ps);
+        over += fmax(0, P->piece[p].states[z] - G->floor_states[p * 4 + z]) +
+                fmax(0, P->piece[p].saved[rc] - G->floor_saved[p * SRC_NRC + rc]);
+    }
+    return over < r0->mem_bytes * SRC_FRONTIER_STEP;
+}
+
+/* Variant k's query for the run q (its pieces, its boundary), walked down
+ * its own frontier as the repeats are (solve_repeat): under a budget just
+ * below variant k - 1's memory for the run, so that a walk which makes the
+ * layers leaner makes the embedding and the head leaner too (a vocabulary
+ * split instead of a replicated table: DeepSeek-V3's embedding and head
+ * hold 48 GiB per GPU replicated over tp 64, which no leaner layer makes
+ * up for). The boundary may have moved since variant k - 1 (the layers
+ * chose another), so where no point fits under the lowered budget the run
+ * keeps the last budget, and where that no longer fits either, none; a run
+ * that kept its budget the variant before is not asked to go lower, nor is
+ * one whose own pieces are at the group's floor (run_at_floor): the run's
+ * memory holds the neighbouring layer too, so its frontier would otherwise
+ * walk that layer's points again, a solve each, for strategies the
+ * repeat's walk sets. */
+static const PassIlpResult *run_point(VariantWalk *w, PassIlpQuery *q, int a, int b)
+{
+    const PassIlpQuery *q0 = NULL, *q1 = NULL;
+    const PassIlpResult *r0 = NULL;
+    for (int j = 1; j <= 2 && j <= w->k; j++) {
+        const SrcVariant *P = &w->G->var[w->k - j];
+        for (int i = 0; i < P->nq; i++)
+            if (P->q[i].first_piece == q->first_piece && P->q[i].npieces == q->npieces) {
+                if (j == 1)
+                    q0 = &P->q[i], r0 = P->r[i];
+                else
+                    q1 = &P->q[i];
+            }
+    }
+    if (!q0)
+        return solve(w->s, w->V, q);
+    bool ended = (q1 && q1->budget == q0->budget) || run_at_floor(w, a, b, r0);
+    double tries[3] = {ended ? q0->budget : r0->mem_bytes * (1 - SRC_FRONTIER_STEP), q0->budget, 0};
+    const PassIlpResult *r = NULL;
+    for (int t = 0; t < 3; t++) {
+        if (t > 0 && (tries[t] == tries[t - 1] || (r && r->feasible)))
+            continue;
+        if (r)
+            w->V->nq--;
+        q->budget = tries[t];
+        r = solve(w->s, w->V, q);
+    }
+    return r;
 }
 
 /* A run of pieces outside repeats (a..b: the embedding, the head) solved
@@ -247,7 +318,7 @@ static bool solve_run(VariantWalk *w, int a, int b)
         q.fix_boundary = true;
         q.boundary = w->rep_r[rb]->boundary;
     }
-    const PassIlpResult *r = solve(w->s, w->V, &q);
+    const PassIlpResult *r = run_point(w, &q, a, b);
     if (!r->feasible)
         return false;
     double kf = 0, kb = 0;

@@ -8,7 +8,8 @@
 # frontier.sh) and the bound ends candidates on the way, the search with the
 # bound must plan exactly what it plans without it (PTDC_SEARCH_NO_WALK_BOUND),
 # with fewer ILP solves. Overstating the bound by 30% (tried) gives dp 8,
-# zero 2 at 303.900 s instead of dp 4 x tp 2 at 278.863 s.
+# zero 2 at 303.900 s instead of dp 4 x tp 2 at 278.863 s (279.070 s since the
+# runs walk too, docs/planner.md, seventeenth change).
 set -u
 ptdc=$1
 cd "$2" || exit 1
