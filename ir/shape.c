@@ -257,6 +257,18 @@ static bool shape_ROPE(IrGraph *g, IrNode *n)
         return false;
     }
     const IrRopeScaling *rs = &n->attr.rope;
+    /* LLaMA-3.1's scaling divides by factor and by low_freq_factor (wavelength
+     * limits original_max_position / low_freq_factor, as Hugging Face's). */
+    if (rs->kind == IR_ROPE_LLAMA3 && !(rs->factor > 0 && rs->low_freq_factor > 0)) {
+        ir_error(n->loc, "rope: factor and low_freq_factor must be positive, got %g and %g",
+                 rs->factor, rs->low_freq_factor);
+        return false;
+    }
+    if (rs->kind == IR_ROPE_LLAMA3 && !(rs->original_max_position > 0)) {
+        ir_error(n->loc, "rope: original_max_position must be positive, got %lld",
+                 (long long)rs->original_max_position);
+        return false;
+    }
     if (rs->kind == IR_ROPE_LLAMA3 && !(rs->high_freq_factor > rs->low_freq_factor)) {
         /* The interpolation divides by their difference (as Hugging Face's). */
         ir_error(n->loc, "rope: high_freq_factor %g must be greater than low_freq_factor %g",

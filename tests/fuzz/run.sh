@@ -7,7 +7,9 @@
 #
 # usage: run.sh SRCDIR OUTDIR SECONDS [CORPUS]
 #   CORPUS: a directory kept between runs (default: a fresh one, removed after)
-# Exit status: 0 nothing found, 77 skipped (no libFuzzer), else the finding's.
+# Exit status: 0 nothing found, 77 skipped (no libFuzzer), else the finding's:
+# libFuzzer's own default for a finding is 77 too, which ctest would read as
+# a skip (SKIP_RETURN_CODE), so a crash or leak exits 1 (-error_exitcode).
 set -u
 src=$(cd "$1" && pwd) out=$2 secs=$3 corpus=${4:-}
 mkdir -p "$out"
@@ -31,6 +33,6 @@ mkdir -p "$corpus"
 corpus=$(cd "$corpus" && pwd)
 cd "$work" || exit 1
 echo "fuzzing the frontend for $secs s (corpus $corpus)"
-exec "$out/fe_fuzz" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
+exec "$out/fe_fuzz" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=8192 -error_exitcode=1 \
     -dict="$src/tests/fuzz/mdl.dict" -artifact_prefix="$out/" -print_final_stats=1 \
     "$corpus" "$work/seeds"
