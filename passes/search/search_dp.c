@@ -85,6 +85,19 @@ static bool at_most(double t, double tmax, Seen *w)
     return false;
 }
 
+/* Whether a bisection's cut under mid is already decided by the cuts at its
+ * ends (at_hi fit, at_lo did not): true with *fits set, false to cut. */
+static bool seen_decides(const Seen *at_hi, const Seen *at_lo, double mid, bool *fits)
+{
+    if (mid >= at_hi->in)
+        *fits = true;
+    else if (mid < at_lo->out)
+        *fits = false;
+    else
+        return false;
+    return true;
+}
+
 /* The policy stage st should use for pieces i..j under tmax, or -1. Without
  * memory limits (a not-fitting plan to explain), the leanest policy. */
 static int stage_rc(const Dp *d, int st, int i, int j, double tmax, Seen *w)
@@ -258,13 +271,7 @@ static bool part_1f1b(Dp *d, SrcPart *out)
             /* The cut at hi fits and the one at lo does not: a mid that
              * gets all the comparisons of one of them its way answers the
              * same without cutting (Seen); most of the later steps do. */
-            bool fits, known = true;
-            if (mid >= at_hi.in)
-                fits = true;
-            else if (mid < at_lo.out)
-                fits = false;
-            else
-                known = false;
+            bool fits = false, known = seen_decides(&at_hi, &at_lo, mid, &fits);
             if (known && src_check(d->s) && greedy(d, mid, ends, rc, NULL) != fits)
                 ir_die("search: the stage cut under %.17g %s, not as the cut under %.17g", mid,
                        fits ? "does not fit" : "fits", fits ? hi : lo);
@@ -341,13 +348,7 @@ static void cost_split(const Dp *d, int chunks, int *layers)
     Seen at_hi = {INFINITY, INFINITY}, at_lo = {-INFINITY, -INFINITY};
     for (int it = 0; it < 100 && hi - lo > 1e-9 * hi; it++) {
         double mid = 0.5 * (lo + hi);
-        bool fits, known = true;
-        if (mid >= at_hi.in)
-            fits = true;
-        else if (mid < at_lo.out)
-            fits = false;
-        else
-            known = false;
+        bool fits = false, known = seen_decides(&at_hi, &at_lo, mid, &fits);
         if (known && src_check(d->s) && chunk_greedy(d, t, 0, chunks, mid, NULL, NULL) != fits)
             ir_die("search: the chunk cut under %.17g %s, not as the cut under %.17g", mid,
                    fits ? "does not fit" : "fits", fits ? hi : lo);
