@@ -423,9 +423,11 @@ double pass_host_op_s(const PassCostCtx *c);
  * colls[2 i], colls[2 i + 1] the collectives launched on the input edges of
  * its i-th node forward and backward (captured CUDA graphs one launch
  * each), times pass_host_op_s; ncs[i] (NULL: none) the i-th node's GPU
- * seconds, which the forward's order is walked with. */
+ * seconds, which the forward's order is walked with; a2a: the layers run as
+ * the expert all-to-all overlap's schedule nodes (pass_a2a_overlap_applies),
+ * a call each. */
 void pass_host_piece(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m, int piece, PlanRecompute r,
-                     const double *colls, const PassNodeCost *ncs, PassHostCost *h);
+                     bool a2a, const double *colls, const PassNodeCost *ncs, PassHostCost *h);
 void pass_host_add(PassHostCost *sum, const PassHostCost *h);
 /* One micro-batch's GPU seconds *gf (forward) and *gb (backward) of a
  * rank whose host syncs (h): the forward as its launches, GPU work and

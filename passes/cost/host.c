@@ -18,8 +18,9 @@
  * node and direction (a GEMM's backward two: data and weight gradient; an
  * MoE layer its dispatcher's steps and a GEMM per local expert), one per
  * collective its resharding launches, a captured CUDA graph one launch
- * instead of the ops inside it (stack key cuda_graph). The seconds per op
- * are the stack's host_op_s for the cluster's host CPU. */
+ * instead of the ops inside it (stack key cuda_graph), and under the expert
+ * all-to-all overlap the schedule nodes each layer runs as (below). The
+ * seconds per op are the stack's host_op_s for the cluster's host CPU. */
 #include "cost/cost.h"
 
 #include <math.h>
@@ -37,6 +38,27 @@
  * of fc1 and fc2. */
 #define MOE_FWD_STEPS 6
 #define MOE_BWD_STEPS 5
+
+/* Megatron's expert all-to-all overlap (moe_a2a_overlap where it runs:
+ * pass_a2a_overlap_applies) runs each transformer layer as schedule nodes,
+ * two micro-batches' forward and backward interleaved node by node
+ * (megatron/core/pipeline_parallel/combined_1f1b.py;
+ * models/common/model_chunk_schedule_plan.py, TransformerLayerSchedulePlan:
+ * attn = the attention, pre-MLP norm, router and dispatcher preprocessing;
+ * moe_dispatch; mlp; moe_combine). Each node's forward and its backward is a
+ * call of its own around the ops inside it (pipeline_parallel/utils.py,
+ * ScheduleNode: an event waited for and recorded on its stream, its inputs
+ * detached; the backward an autograd run of its own, where the eager
+ * schedule runs one per model chunk), and the weight gradients the recipes
+ * delay with it (delay_wgrad_compute) are a call each of attn and mlp
+ * (backward_dw): one framework op per call, as every IR-level call is.
+ * Megatron-Bridge's recipes set the overlap on x86 hosts without CUDA
+ * graphs (Qwen3-235B on B200 at v0.2.0, B300 at v0.3.0, H100), where these
+ * calls are launched eagerly. moe_dispatch's call precedes its sync. */
+#define A2A_ATTN_CALLS_F 1 /* attn */
+#define A2A_ATTN_CALLS_B 2 /* attn backward, backward_dw */
+#define A2A_MOE_CALLS_F 3  /* moe_dispatch, mlp, moe_combine */
+#define A2A_MOE_CALLS_B 4  /* their backward, mlp backward_dw */
 
 /* The stretches. The host launches op k when it has launched op k - 1
  * (L += its host time h_k); the GPU runs it when it has run op k - 1 and
@@ -111,7 +133,7 @@ static int router_first(const IrGraph *g, const IrNode *moe)
 }
 
 void pass_host_piece(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m, int piece, PlanRecompute r,
-                     const double *colls, const PassNodeCost *ncs, PassHostCost *h)
+                     bool a2a, const double *colls, const PassNodeCost *ncs, PassHostCost *h)
 {
     memset(h, 0, sizeof *h);
     h->ord_f[0][1] = h->ord_f[1][0] = ORD_NONE; /* the identity */
@@ -147,6 +169,15 @@ void pass_host_piece(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m, 
         const IrNode *n = &g->nodes[id];
         double f, b;
         node_ops(c, g, n, m, &f, &b);
+        /* The overlap's schedule-node calls around the node's ops (a2a; a
+         * recomputation re-runs the ops inside, not the calls): attn's
+         * launched before its ops, also around a graph's replay. */
+        double nf = 0, nb = 0;
+        if (a2a && n->op == IR_OP_ATTENTION)
+            nf = A2A_ATTN_CALLS_F, nb = A2A_ATTN_CALLS_B, ord_ops(h->ord_f, nf, t, 0);
+        else if (a2a && n->op == IR_OP_MOE)
+            nf = A2A_MOE_CALLS_F, nb = A2A_MOE_CALLS_B;
+        fo += nf, bo += nb;
         f += colls[2 * (id - P->first)], b += colls[2 * (id - P->first) + 1];
         bool rec = pass_recomputed(c, g, n, r);
         double gs = ncs ? ncs[id - P->first].fwd_s : 0;
@@ -172,12 +203,12 @@ void pass_host_piece(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m, 
             /* Launched before the sync: the edge's collectives and the
              * preprocessing unless graphed, whose GPU time is the router's
              * (another node); then the host waits, and launches the rest. */
-            double pre = colls[2 * (id - P->first)] + (rf >= 0 ? 0 : 1);
-            ord_ops(h->ord_f, pre, t, 0);
+            double pre = colls[2 * (id - P->first)] + (rf >= 0 ? 0 : 1), pn = nf > 0 ? 1 : 0;
+            ord_ops(h->ord_f, pre + pn, t, 0); /* moe_dispatch's call too */
             ord_sync(h->ord_f);
-            ord_ops(h->ord_f, f - pre, t, gs);
+            ord_ops(h->ord_f, f - pre + nf - pn, t, gs);
         } else {
-            ord_ops(h->ord_f, f, t, gs);
+            ord_ops(h->ord_f, n->op == IR_OP_MOE ? f + nf : f, t, gs); /* attn's walked above */
         }
     }
     int ga = a0 >= 0, gr = rf >= 0;

@@ -65,6 +65,8 @@ typedef struct Ctx {
     int64_t *ds;                  /* dim sizes at the plan's micro-batch */
     int *stage_of;                /* piece -> stage */
     bool *over;                   /* tensor -> its gradient is written over it */
+    bool a2a;                     /* the expert all-to-all overlap runs (a2a_overlap.c): the
+                                     host launches its schedule nodes (host.c) */
 } Ctx;
 
 static const PlanStrategy *strat(const Ctx *x, int node) { return &x->p->strategy[node]; }
@@ -499,7 +501,7 @@ static void cost_piece(const Ctx *x, int piece, PlanRecompute r, PieceCost *pc)
         node_states(x, n, strat(x, id), pc);
         node_edges(&w, n, nc, in, out, rec, pc);
     }
-    pass_host_piece(x->c, g, &x->p->mesh, piece, r, w.colls, w.ncs, &pc->host);
+    pass_host_piece(x->c, g, &x->p->mesh, piece, r, x->a2a, w.colls, w.ncs, &pc->host);
     free(w.ncs);
     free(w.colls);
     piece_sync_wait(x->c, pc);
@@ -734,7 +736,7 @@ static void ctx_init(Ctx *x, const PassCostCtx *c, const IrGraph *g, const Plan 
         over = ir_xcalloc((size_t)g->ntensors + 1, sizeof(bool));
         ir_grad_in_place_all(g, over);
     }
-    *x = (Ctx){c, g, plan, ds, stage_of, over};
+    *x = (Ctx){c, g, plan, ds, stage_of, over, pass_a2a_overlap_applies(c, g, plan)};
 }
 
 static void ctx_free(Ctx *x)
@@ -1325,7 +1327,7 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const Plan *plan, Pa
     memset(out, 0, sizeof *out);
     Predict P;
     predict_init(&P, c, g, plan);
-    P.a2a_overlap = pass_a2a_overlap_applies(c, g, plan);
+    P.a2a_overlap = P.x.a2a;
     cost_stages(&P);
     offload_acts(&P, out);
     overlap_a2a(&P);

@@ -331,7 +331,7 @@ TARGET = 0.15
 # Blackwell presets' gemm_eff fitted on the dense rows alone (docs/cost-model.md), 15.05% with
 # both (2026-11-30). Test mode fails past it and prints whether issue 31's TARGET is met. Lower it
 # when a change brings the median down; never raise it to let a change through.
-RATCHET = 0.1510
+RATCHET = 0.1493  # 14.92% since the overlap's schedule-node calls are host ops (host.c, docs/moe.md)
 
 
 def num(r, k, default=None):

@@ -1604,6 +1604,15 @@ static void test_mla_up_proj(const char *models)
  * host waits at the sync until G1 is done; from there the GPU waits for
  * each launch: the 21 and the n_after ops after the MoE node are exposed,
  * less G2 the GPU runs meanwhile. */
+/* The first attention node of g (-1: none). */
+static int first_attention(const IrGraph *g)
+{
+    for (int i = 0; i < g->nfwd; i++)
+        if (g->nodes[i].op == IR_OP_ATTENTION)
+            return i;
+    return -1;
+}
+
 static void test_host_order(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m, const IrNode *moe, double t)
 {
     const IrPiece *P = &g->pieces[moe->piece];
@@ -1616,7 +1625,7 @@ static void test_host_order(const PassCostCtx *c, const IrGraph *g, const PlanMe
     ncs[rm - P->first].fwd_s = G1;
     ncs[moe->id - P->first].fwd_s = G2;
     PassHostCost h;
-    pass_host_piece(c, g, m, moe->piece, PLAN_RECOMPUTE_NONE, colls, ncs, &h);
+    pass_host_piece(c, g, m, moe->piece, PLAN_RECOMPUTE_NONE, false, colls, ncs, &h);
     CHECK(NEAR(h.fwd_s, (k1 + 2 + 22 + n_after) * t, 1e-12) && NEAR(h.gpu_f, G1 + G2, 1e-15));
     /* From a host not ahead (the backward's GPU within its launches). */
     double gf = G1 + G2, gb = 0;
@@ -1636,6 +1645,15 @@ static void test_host_order(const PassCostCtx *c, const IrGraph *g, const PlanMe
     gf = 2 * (G1 + G2), gb = 0;
     pass_host_bound(c, &sum, &gf, &gb);
     CHECK(NEAR(gf, 2 * (G1 + G2 + (k1 + 22 + n_after - 10.5) * t), 1e-12));
+    /* The overlap's schedule nodes (a2a): attn's call is launched before
+     * the router's GEMM (exposed, as the k1 ops before it), moe_dispatch's
+     * before the sync, under the router's GPU time; mlp's and moe_combine's
+     * after it, exposed. */
+    PassHostCost ha;
+    pass_host_piece(c, g, m, moe->piece, PLAN_RECOMPUTE_NONE, true, colls, ncs, &ha);
+    gf = G1 + G2, gb = 0;
+    pass_host_bound(c, &ha, &gf, &gb);
+    CHECK(NEAR(gf, G1 + G2 + (k1 + 1 + 22 + 2 + n_after - 10.5) * t, 1e-12));
     free(colls);
     free(ncs);
 }
@@ -1680,30 +1698,50 @@ static void test_host(const char *models)
      * each backward; one sync either way. */
     st[moe->id] = (PlanStrategy){{(int16_t)h->dim[0], (int16_t)h->dim[1], -1}, 2};
     PassHostCost h1, h8, hg, hn, hf;
-    pass_host_piece(&c, g, &m, piece, PLAN_RECOMPUTE_NONE, colls, NULL, &h1);
+    pass_host_piece(&c, g, &m, piece, PLAN_RECOMPUTE_NONE, false, colls, NULL, &h1);
     st[moe->id] = (PlanStrategy){{(int16_t)h->dim[0], -1, -1}, 0};
-    pass_host_piece(&c, g, &m, piece, PLAN_RECOMPUTE_NONE, colls, NULL, &h8);
+    pass_host_piece(&c, g, &m, piece, PLAN_RECOMPUTE_NONE, false, colls, NULL, &h8);
     CHECK(NEAR(h8.fwd_s - h1.fwd_s, 2 * 7 * t, 1e-9) && NEAR(h8.bwd_s - h1.bwd_s, 4 * 7 * t, 1e-9));
     CHECK(h1.syncs_f == 1 && h1.syncs_b == 0 && h8.syncs_f == 1);
+    /* The expert all-to-all overlap's schedule nodes (a2a), here of the
+     * layer's one piece: attn, moe_dispatch, mlp and moe_combine a call each
+     * forward (4), their backward and the delayed weight gradients of attn
+     * and mlp (6); one sync still. attn's call also where its ops are one
+     * captured graph (attn_moe). */
+    int attn = first_attention(g);
+    CHECK(attn >= 0 && g->nodes[attn].piece == piece);
+    for (int k = 0; k < 2; k++) {
+        PassCostCtx ck = c;
+        ck.st.cuda_graph = k ? PASS_GRAPH_ATTN_MOE : PASS_GRAPH_NONE;
+        PassHostCost e, ea;
+        pass_host_piece(&ck, g, &m, piece, PLAN_RECOMPUTE_NONE, false, colls, NULL, &e);
+        pass_host_piece(&ck, g, &m, piece, PLAN_RECOMPUTE_NONE, true, colls, NULL, &ea);
+        CHECK(NEAR(ea.fwd_s - e.fwd_s, 4 * t, 1e-9) && NEAR(ea.bwd_s - e.bwd_s, 6 * t, 1e-9) && ea.syncs_f == 1);
+    }
     /* Scope moe_router + moe_preprocess: the norm, the router's GEMM and
      * route (3 forward ops, 4 backward) and the preprocessing (1 forward)
      * become one launch each way. */
     PassCostCtx cm = c;
     cm.st.cuda_graph = PASS_GRAPH_MOE;
-    pass_host_piece(&cm, g, &m, piece, PLAN_RECOMPUTE_NONE, colls, NULL, &hg);
+    pass_host_piece(&cm, g, &m, piece, PLAN_RECOMPUTE_NONE, false, colls, NULL, &hg);
     CHECK(NEAR(h8.fwd_s - hg.fwd_s, 3 * t, 1e-9) && NEAR(h8.bwd_s - hg.bwd_s, 3 * t, 1e-9));
     /* A collective on an edge is one more op. */
     colls[2 * (moe->id - g->pieces[piece].first) + 1] = 2;
     PassHostCost hc;
-    pass_host_piece(&c, g, &m, piece, PLAN_RECOMPUTE_NONE, colls, NULL, &hc);
+    pass_host_piece(&c, g, &m, piece, PLAN_RECOMPUTE_NONE, false, colls, NULL, &hc);
     CHECK(NEAR(hc.bwd_s - h8.bwd_s, 2 * t, 1e-9) && NEAR(hc.fwd_s, h8.fwd_s, 1e-12));
     /* No sync without moe_sync; nothing under a full-step graph. */
     PassCostCtx cn = c;
     cn.st.moe_sync = false;
-    pass_host_piece(&cn, g, &m, piece, PLAN_RECOMPUTE_NONE, colls, NULL, &hn);
+    pass_host_piece(&cn, g, &m, piece, PLAN_RECOMPUTE_NONE, false, colls, NULL, &hn);
     CHECK(hn.syncs_f == 0 && NEAR(hn.fwd_s, hc.fwd_s, 1e-12));
+    /* The overlap's four calls walked there too (no GPU seconds: ord_f[0][0]
+     * is the host's launches). */
+    PassHostCost hna;
+    pass_host_piece(&cn, g, &m, piece, PLAN_RECOMPUTE_NONE, true, colls, NULL, &hna);
+    CHECK(NEAR(hna.ord_f[0][0] - hn.ord_f[0][0], 4 * t, 1e-12) && NEAR(hna.fwd_s - hn.fwd_s, 4 * t, 1e-12));
     cf.plan = st;
-    pass_host_piece(&cf, g, &m, piece, PLAN_RECOMPUTE_NONE, colls, NULL, &hf);
+    pass_host_piece(&cf, g, &m, piece, PLAN_RECOMPUTE_NONE, false, colls, NULL, &hf);
     CHECK(hf.fwd_s == 0 && hf.bwd_s == 0 && hf.syncs_f == 0);
     /* Without a walked order (ord_n 0): forward max(host, GPU) plus a
      * launch per sync, backward max(host, GPU). */
@@ -1756,8 +1794,8 @@ static void test_host_mamba(const char *models)
         PassHostCost eager, graphed;
         PassCostCtx cm = c;
         cm.st.cuda_graph_mamba = true;
-        pass_host_piece(&c, g, &m, p, PLAN_RECOMPUTE_NONE, colls, NULL, &eager);
-        pass_host_piece(&cm, g, &m, p, PLAN_RECOMPUTE_NONE, colls, NULL, &graphed);
+        pass_host_piece(&c, g, &m, p, PLAN_RECOMPUTE_NONE, false, colls, NULL, &eager);
+        pass_host_piece(&cm, g, &m, p, PLAN_RECOMPUTE_NONE, false, colls, NULL, &graphed);
         CHECK(NEAR(eager.fwd_s, f * t, 1e-12) && NEAR(eager.bwd_s, b * t, 1e-12));
         if (ssd && !attn) {
             mamba++;
