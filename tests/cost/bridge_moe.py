@@ -419,6 +419,32 @@ def a2a_overlap(r):
     return False
 
 
+# The rows whose expert exchange crosses NVLink domains and whose recipe runs the flex
+# dispatcher (stack key moe_dispatcher=flex: DeepEP or HybridEP send a token across the network
+# once per node holding any of its experts, where the alltoall dispatcher's NCCL all-to-all sends
+# one row per chosen expert; docs/moe.md, "Across nodes"). Read at each row's tag in the
+# workload base configs (scripts/performance/configs/...; applied by utils/overrides.py
+# apply_flex_dispatcher_backend, alltoall where the backend is None): H100 Qwen3-30B-A3B
+# EP 16 on 2 nodes, moe_flex_dispatcher_backend "hybridep" from v0.3.1 (26.02.01 is labelled
+# EP 8 at pp 2: within a node) through v0.5.0 (26.06); Nemotron 3 Super on 64 B200s (EP 64 on 8
+# nodes), BASE_NEMOTRON_3_SUPER_CONFIG's "hybridep" at v0.4.0 and v0.4.1 (26.04, 26.04.01). The
+# other rows crossing nodes run alltoall: H100 Qwen3-235B-A22B (EP 32 on 4 nodes; no backend at
+# v0.2.0 to v0.5.0, "alltoall" in qwen3_llm_pretrain.py's h100 config from v0.3.1) and
+# GPT-OSS 120B EP 64 on 64 B200s and B300s in 26.02 (v0.3.0: no backend). Within one NVLink
+# domain the key prices as alltoall (cost_coll.c), so the rest need no entry. Applied only with
+# BRIDGE_MOE_DISPATCHER=recipe: priced so, these rows move from -10% / -28% to +28% / +48%, onto
+# the gaps the same GPU and model show without a cross-node exchange (docs/moe.md, "Across
+# nodes"), which raises the table's median; the default prices every row as alltoall.
+FLEX_XNODE = {("Qwen3_30B_a3B", "H100", rel) for rel in ("26.04", "26.04.01", "26.06")} | \
+    {("Nemotron_3_Super", "B200", rel) for rel in ("26.04", "26.04.01")}
+DISPATCHER_ON = os.environ.get("BRIDGE_MOE_DISPATCHER", "alltoall") == "recipe"
+
+
+def dispatcher(r):
+    """The row's recipe's dispatcher where it matters (FLEX_XNODE): flex or alltoall."""
+    return "flex" if (r["model"], r["gpu"], release(r)) in FLEX_XNODE else "alltoall"
+
+
 def tp_overlap(r):
     """The row's tensor-parallel overlap (stack key tp_overlap) where its recipe is not the
     preset's userbuffers, else None. H100 Qwen3-235B (tp 2): tp_comm_overlap=False at every tag
@@ -498,6 +524,8 @@ def pinned_args(src, r, host_us=None, overlap=True):
         args += ["--stack-set", "moe_a2a_overlap=yes"]
     if tp_overlap(r):
         args += ["--stack-set", "tp_overlap=" + tp_overlap(r)]
+    if DISPATCHER_ON and dispatcher(r) != "alltoall":
+        args += ["--stack-set", "moe_dispatcher=" + dispatcher(r)]
     if host_us is not None:
         args += ["--stack-set", "%s=%g" % (HOST_KEY.get(r["gpu"], "host_op_us"), host_us)]
     if r["model"] == "GPT OSS 120B":
