@@ -649,11 +649,43 @@ def main():
                          (100 * med, 100 * RATCHET))
     if table and OVERLAP:
         fails += overlap_checks(ptdc, src, table)
+    if table:
+        fails += dispatcher_checks(ptdc, src, table)
     if mode == "search":
         search(ptdc, src, table)
     for f in fails:
         print("FAIL " + f)
     return 1 if fails and mode == "test" else 0
+
+
+def dispatcher_checks(ptdc, src, table):
+    """FLEX_XNODE names rows of the table, each priced with moe_dispatcher=flex spends less in
+    the all-to-all than as alltoall (its exchange crosses nodes); an exchange within one NVLink
+    domain (the first GB300 row with EP) is priced the same either way (cost_coll.c)."""
+    fails, seen = [], set()
+
+    def a2a(r, how):
+        args, pin = [], pinned_args(src, r)
+        for i, a in enumerate(pin):  # without the row's own moe_dispatcher (BRIDGE_MOE_DISPATCHER)
+            if not a.startswith("moe_dispatcher=") and not (pin[i + 1:i + 2] or [""])[0].startswith("moe_dispatcher="):
+                args.append(a)
+        out, _, _ = run(ptdc, args + ["--stack-set", "moe_dispatcher=" + how])
+        return ((out or {}).get("predicted") or {}).get("alltoall_s")
+    for t in table:
+        key = (t["r"]["model"], t["gpu"], release(t["r"]))
+        if key in FLEX_XNODE:
+            seen.add(key)
+            f, n = a2a(t["r"], "flex"), a2a(t["r"], "alltoall")
+            if f is None or n is None or not f < n:
+                fails.append("%s: moe_dispatcher=flex all-to-all %s s, not below alltoall's %s s" % (t["label"], f, n))
+    fails += ["FLEX_XNODE names %s, no row of the table" % (k,) for k in sorted(FLEX_XNODE - seen)]
+    inside = next((t for t in table if t["gpu"] == "GB300" and num(t["r"], "ep", 1) > 1), None)
+    if inside and a2a(inside["r"], "flex") != a2a(inside["r"], "alltoall"):
+        fails.append("%s: moe_dispatcher=flex changes an exchange within one NVLink domain" % inside["label"])
+    print("moe_dispatcher: flex priced below alltoall on %d rows crossing nodes (FLEX_XNODE)" %
+          (len([t for t in table if (t["r"]["model"], t["gpu"], release(t["r"])) in FLEX_XNODE]) -
+           len([f for f in fails if "not below" in f])))
+    return fails
 
 
 def overlap_checks(ptdc, src, table):
