@@ -151,15 +151,15 @@ double pass_cost_a2a_moe(const PassCostCtx *c, const PlanMesh *m, unsigned axes,
      * every other node holding any of its k experts, to the GPU of the
      * sender's local rank there, which writes it over NVLink to the ranks of
      * that node holding them (once a rank); combine pre-reduces within the
-     * node and crosses back once a node (DeepEP's README, "NVLink and RDMA
-     * forwarding"; HybridEP's docs/Hybrid-EP_Implementation.md, section 8,
+     * node and crosses back once a node (DeepEP's docs/legacy.md, "Normal
+     * kernels with NVLink and RDMA forwarding"; HybridEP's docs/Hybrid-EP_Implementation.md, section 8,
      * branch hybrid-ep). Per rank: the NIC carries T x the other nodes a
      * token reaches; NVLink the rank's own tokens to the other ranks of its
      * node and the tokens its peers sent on to them, T x (per - 1) x the
      * chance a rank is reached, from each of the nodes; the two run at
      * once, each at the link's rate (busbw_ib: the NIC's measured rate, as
-     * DeepEP's 45-46 GB/s of CX7 at EP 8 x 2 once the local node's half of
-     * its "logical" 90 GB/s is taken out). Within one domain the dispatch
+     * DeepEP's README's 45 GB/s of CX7 at EP 8 x 2 once the local node's half
+     * of its "logical" 90 GB/s is taken out). Within one domain the dispatch
      * still writes a token once per rank (not per expert), but HybridEP's
      * published 8-rank B200 rate (536 GB/s of deduplicated rows, torch API)
      * prices those rows as the NCCL model prices T k rows at NVLink's
