@@ -163,7 +163,7 @@ double pass_cost_a2a_moe(const PassCostCtx *c, const PlanMesh *m, unsigned axes,
      * still writes a token once per rank (not per expert), but HybridEP's
      * published 8-rank B200 rate (536 GB/s of deduplicated rows, torch API)
      * prices those rows as the NCCL model prices T k rows at NVLink's
-     * busbw within 4% at top-8 of 16 experts a rank, so the domain keeps the
+     * busbw within 5.3% at top-8 of 16 experts a rank, so the domain keeps the
      * NCCL pricing above (docs/moe.md, "Across nodes"). */
     double E = n * El, row = D * imb * elem_bytes;
     double ib = T * row * (nodes - 1) * (1 - pass_a2a_miss(E, per * El, k));
