@@ -454,6 +454,14 @@ static int plan_setup(const DrvOptions *o, IrGraph *g, const char *fw, PassClust
                  ctx->st.name);
         return DRV_INVALID;
     }
+    /* The flex dispatcher (stack moe_dispatcher) is DeepEP's or HybridEP's
+     * kernels under Megatron: ptdc's programs exchange rows by all-to-all. */
+    if (ctx->st.moe_dispatcher != PASS_DISPATCH_ALLTOALL && !ctx->st.ref_stack) {
+        ir_error(IR_NOLOC, "--stack-set moe_dispatcher=flex: the %s stack's programs exchange the routed "
+                 "rows by all-to-all; DeepEP's and HybridEP's flex dispatcher is a framework's (--stack megatron)",
+                 ctx->st.name);
+        return DRV_INVALID;
+    }
     if (cl->gpu.kind == PASS_DEV_CPU && o->target && strcmp(o->target, "cpu") != 0) {
         ir_error(IR_NOLOC, "--target %s: the cluster file describes CPU ranks, whose programs are "
                  "CPU programs (--target cpu)", o->target);

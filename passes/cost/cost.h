@@ -288,6 +288,15 @@ double pass_cost_coll(const PassCostCtx *c, const PlanMesh *m, const PlanColl *k
  * axis's (a gradient's data-parallel group, the experts' exchange group). */
 double pass_cost_coll_axes(const PassCostCtx *c, const PlanMesh *m, PlanCollKind kind, unsigned axes,
                            double numel, int elem_bytes);
+/* One MoE dispatch or combine over the exchange group of `axes`: T tokens a
+ * rank, each to k of the group's experts (El a rank), rows of D elements of
+ * elem_bytes, the busiest rank imb times the mean, moved as the stack's
+ * moe_dispatcher moves them (cost_coll.c). */
+double pass_cost_a2a_moe(const PassCostCtx *c, const PlanMesh *m, unsigned axes, double T, double k,
+                         double El, double D, double imb, int elem_bytes);
+/* The chance that k distinct experts drawn uniformly from E miss all of
+ * `held` given ones (force-balanced routing). */
+double pass_a2a_miss(double E, double held, double k);
 /* Bytes forward node n keeps alive for its backward on one rank for one
  * micro-batch under recomputation policy r (activations only: parameters
  * are counted by pass_param_bytes). A tensor several nodes save is counted

@@ -101,16 +101,76 @@ double pass_cost_coll(const PassCostCtx *c, const PlanMesh *m, const PlanColl *k
     ir_die("pass_cost_coll: collective kind %d", (int)k->kind);
 }
 
-double pass_cost_coll_axes(const PassCostCtx *c, const PlanMesh *m, PlanCollKind kind, unsigned axes,
-                           double numel, int elem_bytes)
+/* The group of every mesh axis in `axes` as a one-axis mesh: its size the
+ * product of theirs, its members per node the product of each axis's. */
+static PlanMesh group_of(const PlanMesh *m, unsigned axes)
 {
     PlanMesh one = {.naxes = 1, .size = {1, 1, 1}, .nodes = {1, 1, 1}, .per_node = {1, 1, 1}};
     for (int a = 0; a < m->naxes; a++)
         if (axes >> a & 1)
             one.size[0] *= m->size[a], one.per_node[0] *= m->per_node[a];
+    one.nodes[0] = (one.size[0] + one.per_node[0] - 1) / one.per_node[0];
+    return one;
+}
+
+double pass_cost_coll_axes(const PassCostCtx *c, const PlanMesh *m, PlanCollKind kind, unsigned axes,
+                           double numel, int elem_bytes)
+{
+    PlanMesh one = group_of(m, axes);
     if (one.size[0] <= 1)
         return 0;
-    one.nodes[0] = (one.size[0] + one.per_node[0] - 1) / one.per_node[0];
     PlanColl k = {kind, 0, -1, -1, (int64_t)numel};
     return pass_cost_coll(c, &one, &k, elem_bytes);
+}
+
+double pass_a2a_miss(double E, double held, double k)
+{
+    /* k distinct experts drawn uniformly from E (force-balanced routing:
+     * Megatron's moe_router_force_load_balancing ranks random logits), none
+     * of them among the `held` a node or a rank holds. */
+    double p = 1;
+    for (int i = 0; i < (int)k; i++)
+        p *= E - held - i > 0 ? (E - held - i) / (E - i) : 0;
+    return p;
+}
+
+double pass_cost_a2a_moe(const PassCostCtx *c, const PlanMesh *m, unsigned axes, double T, double k,
+                         double El, double D, double imb, int elem_bytes)
+{
+    PlanMesh one = group_of(m, axes);
+    double n = one.size[0], per = one.per_node[0], nodes = one.nodes[0];
+    const PassGpu *g = &c->cl->gpu;
+    if (n <= 1)
+        return 0;
+    /* The alltoall dispatcher (and within one NVLink domain either: see
+     * below) sends a row per chosen expert, T k rows, as an NCCL
+     * all-to-all. A measured cluster has its own all-to-all fit. */
+    if (c->st.moe_dispatcher != PASS_DISPATCH_FLEX || nodes <= 1 || g->ncoll[PLAN_COLL_ALLTOALL] > 0)
+        return pass_cost_coll_axes(c, m, PLAN_COLL_ALLTOALL, axes, T * k * D * imb, elem_bytes);
+    /* DeepEP's and HybridEP's dispatch send each token over RDMA once to
+     * every other node holding any of its k experts, to the GPU of the
+     * sender's local rank there, which writes it over NVLink to the ranks of
+     * that node holding them (once a rank); combine pre-reduces within the
+     * node and crosses back once a node (DeepEP's docs/legacy.md, "Normal
+     * kernels with NVLink and RDMA forwarding"; HybridEP's docs/Hybrid-EP_Implementation.md, section 8,
+     * branch hybrid-ep). Per rank: the NIC carries T x the other nodes a
+     * token reaches; NVLink the rank's own tokens to the other ranks of its
+     * node and the tokens its peers sent on to them, T x (per - 1) x the
+     * chance a rank is reached, from each of the nodes; the two run at
+     * once, each at the link's rate (busbw_ib: the NIC's measured rate, as
+     * DeepEP's README's 45 GB/s of CX7 at EP 8 x 2 once the local node's half
+     * of its "logical" 90 GB/s is taken out). Within one domain the dispatch
+     * still writes a token once per rank (not per expert), but HybridEP's
+     * published 8-rank B200 rate (536 GB/s of deduplicated rows, torch API)
+     * prices those rows as the NCCL model prices T k rows at NVLink's
+     * busbw within 5.3% at top-8 of 16 experts a rank, so the domain keeps the
+     * NCCL pricing above (docs/moe.md, "Across nodes"). */
+    double E = n * El, row = D * imb * elem_bytes;
+    double ib = T * row * (nodes - 1) * (1 - pass_a2a_miss(E, per * El, k));
+    double nvl = T * row * (per - 1) * (1 - pass_a2a_miss(E, El, k)) * nodes;
+    double t_ib = ib / g->busbw_ib, t_nvl = per > 1 ? nvl / g->busbw_nvlink : 0;
+    /* One kernel a direction: the base, a step to each peer node and each
+     * NVLink peer, as the ring latency counts its steps. */
+    double alpha = pass_cost_consts.coll_base_s + (per - 1) * g->alpha_nvlink + (nodes - 1) * g->alpha_ib;
+    return alpha + (t_ib > t_nvl ? t_ib : t_nvl);
 }

@@ -727,7 +727,7 @@ static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
     if (xa) {
         /* The rows this rank sends (its tokens' choices over the
          * group); the busiest receives imb times the mean. */
-        double t = pass_cost_coll_axes(a->c, a->m, PLAN_COLL_ALLTOALL, xa, T * k * D * imb, eb(a));
+        double t = pass_cost_a2a_moe(a->c, a->m, xa, T, k, El, D, imb, eb(a));
         int nb = keep ? 2 : 3;
         o->fwd_s += 2 * t;
         o->bwd_s += nb * t;

@@ -407,6 +407,8 @@ _Static_assert(sizeof(PassAttnKernel) == sizeof(int) && sizeof(PassTpOverlap) ==
                "S_ENUM fields are int-sized");
 _Static_assert(sizeof(PassCudaGraph) == sizeof(int), "S_ENUM fields are int-sized");
 static const char *const graph_names[] = {"none", "moe", "attn_moe", "full"}; /* PassCudaGraph */
+_Static_assert(sizeof(PassDispatch) == sizeof(int), "S_ENUM fields are int-sized");
+static const char *const dispatch_names[] = {"alltoall", "flex"}; /* PassDispatch */
 static const char *const kernel_names[] = {"auto", "flash2", "flash1", "fused_softmax", "eager"};
 static const char *const tp_overlap_names[] = {"none", "backward", "userbuffers", "chunked"}; /* PassTpOverlap */
 static const char *const gather_names[] = {"optimizer", "forward", "blocking"}; /* PassParamGather */
@@ -476,6 +478,8 @@ static const struct SKey {
      "also the Mamba layers from captured graphs, one launch each way (--cuda-graph-scope mamba)"},
     {"moe_sync", S_BOOL, F(moe_sync), 0, 0, 0, NULL, 0,
      "the MoE dispatcher waits for routed counts on the host once per layer forward"},
+    {"moe_dispatcher", S_ENUM, F(moe_dispatcher), 0, 0, 0, dispatch_names, 2,
+     "alltoall (NCCL: a row per chosen expert), flex (DeepEP/HybridEP: once per node, NVLink onward)"},
     {"moe_a2a_overlap", S_BOOL, F(moe_a2a_overlap), 0, 0, 0, NULL, 0,
      "expert all-to-all beside another micro-batch's compute (Megatron --overlap-moe-expert-parallel-comm)"},
     {"lp_bf16_first_layers", S_COUNT, F(lp_bf16_first), 1, 0, 1 << 20, NULL, 0,

@@ -71,6 +71,19 @@ typedef enum {
                                      padded) dispatch shapes and no device-to-host sync */
 } PassCudaGraph;
 
+/* How an MoE layer's dispatcher moves the routed rows between the ranks of
+ * its exchange group (Megatron-Core --moe-token-dispatcher-type and
+ * --moe-flex-dispatcher-backend; cost_coll.c, pass_cost_a2a_moe). */
+typedef enum {
+    PASS_DISPATCH_ALLTOALL,       /* one row per (token, chosen expert) to the expert's rank
+                                     by an NCCL all-to-all (alltoall dispatcher; ptdc's
+                                     programs' exchange), remote ranks through the NICs */
+    PASS_DISPATCH_FLEX,           /* DeepEP or HybridEP (flex dispatcher): a token crosses
+                                     the network once per node holding any of its experts,
+                                     to the peer GPU of the sender's rail, which forwards it
+                                     over NVLink to the ranks there that hold them */
+} PassDispatch;
+
 /* The software a plan runs on (stack.c; docs/stacks.md): ptdc's generated
  * programs (the preset "ptdc", all defaults) or a framework people already
  * run ("megatron", "fsdp"), read from --stack NAME|FILE. The fields below
@@ -148,6 +161,7 @@ typedef struct PassStack {
     bool moe_sync;                /* a dropless dispatcher waits once per MoE layer forward
                                      for the routed counts on the host (Megatron's alltoall
                                      and flex dispatchers) */
+    PassDispatch moe_dispatcher;  /* how the routed rows travel (PassDispatch) */
     bool moe_a2a_overlap;         /* the expert all-to-all of one micro-batch runs beside
                                      another micro-batch's compute in the 1F1B steady state
                                      (Megatron --overlap-moe-expert-parallel-comm

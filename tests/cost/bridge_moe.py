@@ -419,6 +419,32 @@ def a2a_overlap(r):
     return False
 
 
+# The rows whose expert exchange crosses NVLink domains and whose recipe runs the flex
+# dispatcher (stack key moe_dispatcher=flex: DeepEP or HybridEP send a token across the network
+# once per node holding any of its experts, where the alltoall dispatcher's NCCL all-to-all sends
+# one row per chosen expert; docs/moe.md, "Across nodes"). Read at each row's tag in the
+# workload base configs (scripts/performance/configs/...; applied by utils/overrides.py
+# apply_flex_dispatcher_backend, alltoall where the backend is None): H100 Qwen3-30B-A3B
+# EP 16 on 2 nodes, moe_flex_dispatcher_backend "hybridep" from v0.3.1 (26.02.01 is labelled
+# EP 8 at pp 2: within a node) through v0.5.0 (26.06); Nemotron 3 Super on 64 B200s (EP 64 on 8
+# nodes), BASE_NEMOTRON_3_SUPER_CONFIG's "hybridep" at v0.4.0 and v0.4.1 (26.04, 26.04.01). The
+# other rows crossing nodes run alltoall: H100 Qwen3-235B-A22B (EP 32 on 4 nodes; no backend at
+# v0.2.0 to v0.5.0, "alltoall" in qwen3_llm_pretrain.py's h100 config from v0.3.1) and
+# GPT-OSS 120B EP 64 on 64 B200s and B300s in 26.02 (v0.3.0: no backend). Within one NVLink
+# domain the key prices as alltoall (cost_coll.c), so the rest need no entry. Applied only with
+# BRIDGE_MOE_DISPATCHER=recipe: priced so, these rows move from -10% / -28% to +28% / +48%, onto
+# the gaps the same GPU and model show without a cross-node exchange (docs/moe.md, "Across
+# nodes"), which raises the table's median; the default prices every row as alltoall.
+FLEX_XNODE = {("Qwen3_30B_a3B", "H100", rel) for rel in ("26.04", "26.04.01", "26.06")} | \
+    {("Nemotron_3_Super", "B200", rel) for rel in ("26.04", "26.04.01")}
+DISPATCHER_ON = os.environ.get("BRIDGE_MOE_DISPATCHER", "alltoall") == "recipe"
+
+
+def dispatcher(r):
+    """The row's recipe's dispatcher where it matters (FLEX_XNODE): flex or alltoall."""
+    return "flex" if (r["model"], r["gpu"], release(r)) in FLEX_XNODE else "alltoall"
+
+
 def tp_overlap(r):
     """The row's tensor-parallel overlap (stack key tp_overlap) where its recipe is not the
     preset's userbuffers, else None. H100 Qwen3-235B (tp 2): tp_comm_overlap=False at every tag
@@ -498,6 +524,8 @@ def pinned_args(src, r, host_us=None, overlap=True):
         args += ["--stack-set", "moe_a2a_overlap=yes"]
     if tp_overlap(r):
         args += ["--stack-set", "tp_overlap=" + tp_overlap(r)]
+    if DISPATCHER_ON and dispatcher(r) != "alltoall":
+        args += ["--stack-set", "moe_dispatcher=" + dispatcher(r)]
     if host_us is not None:
         args += ["--stack-set", "%s=%g" % (HOST_KEY.get(r["gpu"], "host_op_us"), host_us)]
     if r["model"] == "GPT OSS 120B":
@@ -621,11 +649,43 @@ def main():
                          (100 * med, 100 * RATCHET))
     if table and OVERLAP:
         fails += overlap_checks(ptdc, src, table)
+    if table:
+        fails += dispatcher_checks(ptdc, src, table)
     if mode == "search":
         search(ptdc, src, table)
     for f in fails:
         print("FAIL " + f)
     return 1 if fails and mode == "test" else 0
+
+
+def dispatcher_checks(ptdc, src, table):
+    """FLEX_XNODE names rows of the table, each priced with moe_dispatcher=flex spends less in
+    the all-to-all than as alltoall (its exchange crosses nodes); an exchange within one NVLink
+    domain (the first GB300 row with EP) is priced the same either way (cost_coll.c)."""
+    fails, seen = [], set()
+
+    def a2a(r, how):
+        args, pin = [], pinned_args(src, r)
+        for i, a in enumerate(pin):  # without the row's own moe_dispatcher (BRIDGE_MOE_DISPATCHER)
+            if not a.startswith("moe_dispatcher=") and not (pin[i + 1:i + 2] or [""])[0].startswith("moe_dispatcher="):
+                args.append(a)
+        out, _, _ = run(ptdc, args + ["--stack-set", "moe_dispatcher=" + how])
+        return ((out or {}).get("predicted") or {}).get("alltoall_s")
+    for t in table:
+        key = (t["r"]["model"], t["gpu"], release(t["r"]))
+        if key in FLEX_XNODE:
+            seen.add(key)
+            f, n = a2a(t["r"], "flex"), a2a(t["r"], "alltoall")
+            if f is None or n is None or not f < n:
+                fails.append("%s: moe_dispatcher=flex all-to-all %s s, not below alltoall's %s s" % (t["label"], f, n))
+    fails += ["FLEX_XNODE names %s, no row of the table" % (k,) for k in sorted(FLEX_XNODE - seen)]
+    inside = next((t for t in table if t["gpu"] == "GB300" and num(t["r"], "ep", 1) > 1), None)
+    if inside and a2a(inside["r"], "flex") != a2a(inside["r"], "alltoall"):
+        fails.append("%s: moe_dispatcher=flex changes an exchange within one NVLink domain" % inside["label"])
+    print("moe_dispatcher: flex priced below alltoall on %d rows crossing nodes (FLEX_XNODE)" %
+          (len([t for t in table if (t["r"]["model"], t["gpu"], release(t["r"])) in FLEX_XNODE]) -
+           len([f for f in fails if "not below" in f])))
+    return fails
 
 
 def overlap_checks(ptdc, src, table):

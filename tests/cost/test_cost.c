@@ -311,6 +311,55 @@ static void test_coll(void)
     CHECK(NEAR(pass_cost_coll(&c, &m, &p2p, 2), base + g->alpha_nvlink + S / 232e9, 1e-9));
 }
 
+/* C(a, k) / C(b, k), by log-gamma (not the product pass_a2a_miss takes). */
+static double choose_ratio(double a, double b, double k)
+{
+    return exp(lgamma(a + 1) - lgamma(a - k + 1) - lgamma(b + 1) + lgamma(b - k + 1));
+}
+
+/* The MoE exchange by dispatcher (stack key moe_dispatcher, cost_coll.c),
+ * worked by hand on the H100 preset for Qwen3-30B-A3B's EP 16 over 2 nodes:
+ * 4096 tokens a rank, top-8 of 128 experts, 8 a rank, rows of 2048 bf16. */
+static void test_a2a_dispatcher(void)
+{
+    PassCluster cl = {.ngpus = 16, .gpus_per_node = 8};
+    pass_gpu_preset("h100-80gb", &cl.gpu);
+    PassCostCtx c = {.cl = &cl};
+    pass_stack_preset("megatron", &c.st);
+    const PassGpu *g = &cl.gpu;
+    double T = 4096, k = 8, El = 8, D = 2048, row = D * 2, base = pass_cost_consts.coll_base_s;
+    PlanMesh m;
+    plan_mesh_make(&m, 16, 1, 8); /* the exchange over dp: 2 nodes of 8 */
+    /* alltoall (the presets'): NCCL's all-to-all of T k rows. */
+    PlanColl all = {PLAN_COLL_ALLTOALL, 0, -1, -1, (int64_t)(T * k * D)};
+    double nccl = pass_cost_coll(&c, &m, &all, 2);
+    CHECK(c.st.moe_dispatcher == PASS_DISPATCH_ALLTOALL);
+    CHECK(NEAR(pass_cost_a2a_moe(&c, &m, 1u, T, k, El, D, 1, 2), nccl, 1e-12));
+    /* flex: the NIC carries a token to the other node unless all 8 experts
+     * are among this node's 64; NVLink a token to each other rank of a node
+     * holding any of its experts, from each node's tokens (the own and the
+     * peer's forwarded); the two at once. */
+    c.st.moe_dispatcher = PASS_DISPATCH_FLEX;
+    CHECK(NEAR(pass_a2a_miss(128, 64, 8), choose_ratio(64, 128, 8), 1e-12));
+    CHECK(NEAR(pass_a2a_miss(128, 8, 8), choose_ratio(120, 128, 8), 1e-12));
+    CHECK(pass_a2a_miss(16, 12, 8) == 0);
+    double alpha = base + 7 * g->alpha_nvlink + g->alpha_ib;
+    double ib = T * row * (1 - choose_ratio(64, 128, 8)) / 46e9;
+    double nvl = T * row * 7 * (1 - choose_ratio(120, 128, 8)) * 2 / 370e9;
+    double flex = pass_cost_a2a_moe(&c, &m, 1u, T, k, El, D, 1, 2);
+    CHECK(ib > nvl && NEAR(flex, alpha + ib, 1e-9));
+    CHECK(flex < nccl / 3); /* 0.996 of T rows across, not k/2 = 4 */
+    /* With one expert a token there is nothing to share: the NIC carries
+     * what NCCL's all-to-all sends it, half the rows. */
+    CHECK(NEAR(pass_cost_a2a_moe(&c, &m, 1u, T, 1, El, D, 1, 2) - alpha, T * row / 2 / 46e9, 1e-9));
+    /* The busiest rank's rows scale both links. */
+    CHECK(NEAR(pass_cost_a2a_moe(&c, &m, 1u, T, k, El, D, 2, 2) - alpha, 2 * ib, 1e-9));
+    /* Within one NVLink domain flex is priced as NCCL's (HybridEP's
+     * published 8-rank rate on its deduplicated rows: cost_coll.c). */
+    plan_mesh_make(&m, 8, 1, 8);
+    CHECK(NEAR(pass_cost_a2a_moe(&c, &m, 1u, T, k, El, D, 1, 2), pass_cost_coll(&c, &m, &all, 2), 1e-12));
+}
+
 static IrGraph *llama(IrArena *a, const char *models, const char *sets, int64_t gb)
 {
     char path[1024];
@@ -1821,6 +1870,7 @@ int main(int argc, char **argv)
     test_presets();
     test_gemm();
     test_coll();
+    test_a2a_dispatcher();
     test_states(argv[1]);
     test_schedule(argv[1]);
     test_moe(argv[1]);
