@@ -699,18 +699,20 @@ static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
         kcall(a, o, true, PASS_K_REDUCE_ROWS, R, F);    /* the biases' gradients */
     o->moe_dw_s += o->bwd_s - dw0;
     if (p != PLAN_PREC_BF16) {
-        /* Forward: the rows into gate/up and into down, each in both
+        /* Each expert's rows are a tensor of their own (GroupedLinear's
+         * split_quantize: pass_prec_cast_split_s), its weights two.
+         * Forward: the rows into gate/up and into down, each in both
          * orientations (the weight gradients read them again); the weights
          * unless cached for the step. Backward: the output's gradient
          * rows and the activation's (gate and up), both orientations.
          * The experts' weights are whole on their EP rank (no amax
          * reduction; ETP's is not priced). */
-        double fc2_in = fused ? 0 : pass_prec_cast_act_s(a->c, R * F, p, 2, true);
-        double fc1_dy = fused ? 0 : pass_prec_cast_act_s(a->c, up * R * F, p, 2, true);
-        cast(o, false, pass_prec_cast_act_s(a->c, R * D, p, 2, true) + fc2_in);
+        double fc2_in = fused ? 0 : pass_prec_cast_split_s(a->c, R * F, p, 2, true, El);
+        double fc1_dy = fused ? 0 : pass_prec_cast_split_s(a->c, up * R * F, p, 2, true, El);
+        cast(o, false, pass_prec_cast_split_s(a->c, R * D, p, 2, true, El) + fc2_in);
         if (!a->c->st.lp_weight_cached)
-            cast(o, false, pass_prec_cast_s(a->c, (up + 1) * El * D * F, p, a->c->st.lp_weight_copies));
-        cast(o, true, pass_prec_cast_act_s(a->c, R * D, p, 2, true) + fc1_dy);
+            cast(o, false, pass_prec_cast_split_s(a->c, (up + 1) * El * D * F, p, a->c->st.lp_weight_copies, false, 2 * El));
+        cast(o, true, pass_prec_cast_split_s(a->c, R * D, p, 2, true, El) + fc1_dy);
     }
     kcall(a, o, true, PASS_K_COPY, R, D); /* dy's rows */
     kcall(a, o, true, PASS_K_COPY, R, D); /* dh scattered and summed */

@@ -137,6 +137,26 @@ double pass_prec_cast_s(const PassCostCtx *c, double numel, PlanPrecision p, int
 
 double pass_prec_cast_act_s(const PassCostCtx *c, double numel, PlanPrecision p, int orient, bool wgrad)
 {
+    return pass_prec_cast_split_s(c, numel, p, orient, wgrad, 1);
+}
+
+/* A tensor quantised as `groups` consecutive splits, each a tensor of its
+ * own: Transformer Engine's GroupedLinear quantises the experts' rows so
+ * (tex.split_quantize, extensions/cast.cpp at TE 2.12 to 2.17.1), and
+ * multi_tensor_quantize_impl fuses the splits into one kernel only for
+ * delayed scaling (nvte_multi_cast_transpose, the last steps' amax);
+ * under per-tensor current scaling each split has its own quantizer and
+ * amax and runs Float8CurrentScalingQuantizer::quantize_impl on its own
+ * (quantizer.cpp: nvte_compute_amax_with_config, then
+ * nvte_compute_scale_from_amax, then nvte_quantize_v2): each split launches
+ * the kernels one tensor's cast does. The bytes are the whole tensor's.
+ * (The scale kernel between amax and cast is not counted for one tensor
+ * either.) MX and NVFP4 keep one launch: their split or grouped quantise
+ * differs by release (TE 2.16's group_quantize) and is not priced per
+ * split. */
+double pass_prec_cast_split_s(const PassCostCtx *c, double numel, PlanPrecision p, int orient, bool wgrad,
+                              double groups)
+{
     if (p == PLAN_PREC_BF16 || numel <= 0)
         return 0;
     const PassGpu *gpu = &c->cl->gpu;
@@ -158,5 +178,7 @@ double pass_prec_cast_act_s(const PassCostCtx *c, double numel, PlanPrecision p,
      * hadamard_transform_cast_fusion_columnwise). */
     if (p == PLAN_PREC_NVFP4 && wgrad && orient >= 2 && c->st.nvfp4_rht)
         bytes += 2 * numel, kernels++;
+    if (p == PLAN_PREC_FP8 && c->st.lp_scaling == PASS_SCALING_CURRENT && groups > 1)
+        kernels *= (int)groups;
     return pass_mem_time(gpu, bytes, kernels);
 }

@@ -1373,6 +1373,78 @@ static void test_moe_fused_mlp(const char *models)
     }
 }
 
+/* Under per-tensor current scaling Transformer Engine's GroupedLinear
+ * quantises each local expert's rows as a tensor of its own
+ * (split_quantize: an amax and a cast kernel each, pass_prec_cast_split_s),
+ * where delayed scaling casts them all in one fused kernel. The MoE node on
+ * H100 in FP8 with its El local experts: four activation casts (the rows
+ * into fc1 and fc2 forward, the output's gradient and fc1's backward),
+ * their bytes as one tensor's, so current scaling adds by hand exactly the
+ * amax pass's reads plus (2 El - 2) launches per cast over delayed scaling
+ * (whose cast is one kernel); the bytes and the GEMMs are unchanged. */
+static void test_moe_split_cast(const char *models)
+{
+    /* moe_case_open's two-layer Mixtral with 32 experts: 4 a rank of the 8
+     * exchanging. */
+    MoeCase mc;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/mixtral.mdl", models);
+    memset(&mc, 0, sizeof mc);
+    mc.a = ir_arena_new();
+    mc.g = mega_compile(mc.a, path, "n_layers=2,seq=1024,n_experts=32", 64);
+    for (int i = 0; mc.g && i < mc.g->nfwd && !mc.moe; i++)
+        if (mc.g->nodes[i].op == IR_OP_MOE)
+            mc.moe = &mc.g->nodes[i];
+    CHECK(mc.moe != NULL);
+    if (!mc.moe) {
+        ir_arena_free(mc.a);
+        return;
+    }
+    mc.cl = (PassCluster){.ngpus = 16, .gpus_per_node = 8};
+    plan_mesh_make(&mc.mesh, 2, 8, 8);
+    ir_dim_sizes(mc.g, 4, mc.ds);
+    const IrTensor *h = &mc.g->tensors[mc.moe->in[0]];
+    mc.x = (PlanStrategy){{(int16_t)h->dim[0], (int16_t)h->dim[1], -1}, 2};
+    plan_local_sizes(mc.g, mc.moe, &mc.mesh, &mc.x, mc.ds, mc.local);
+    const PlanMesh mesh = mc.mesh;
+    const PlanStrategy x = mc.x;
+    PassCluster cl = mc.cl;
+    CHECK(pass_gpu_preset("h100-80gb", &cl.gpu));
+    PassCostCtx del = {.cl = &cl, .prec = PLAN_PREC_FP8};
+    pass_stack_preset("megatron", &del.st);
+    del.st.lp_scaling = PASS_SCALING_DELAYED;
+    PassCostCtx cur = del;
+    cur.st.lp_scaling = PASS_SCALING_CURRENT;
+    CHECK(del.st.lp_weight_cached && del.st.lp_experts && !del.st.moe_fused_mlp);
+    const IrTensor *wg = &mc.g->tensors[mc.moe->in[2]];
+    double El = (double)mc.local[wg->dim[0]];
+    CHECK(El == 4); /* a split to price */
+    double D, F, R = pass_moe_rows(&del, mc.g, mc.moe, &mesh, &x, mc.local, &D, &F);
+    IrMoeSlots sl = ir_moe_slots(mc.moe);
+    double up = sl.w_gate >= 0 ? 2 : 1;
+    PassNodeCost cd, cc;
+    pass_cost_node(&del, mc.g, mc.moe, &mesh, &x, mc.ds, &cd);
+    pass_cost_node(&cur, mc.g, mc.moe, &mesh, &x, mc.ds, &cc);
+    double bw = cl.gpu.hbm_bw * cl.gpu.hbm_eff, ovh = cl.gpu.kernel_overhead_s;
+    double k = 2 * El - 1; /* launches added per cast: 2 El against delayed scaling's 1 */
+    double fwd = 2 * (R * D + R * F) / bw + 2 * k * ovh, bwd = 2 * (R * D + up * R * F) / bw + 2 * k * ovh;
+    CHECK(NEAR(cc.fwd_s - cd.fwd_s, fwd, 1e-9));
+    CHECK(NEAR(cc.bwd_s - cd.bwd_s, bwd, 1e-9));
+    CHECK(NEAR(cc.cast_s - cd.cast_s, fwd + bwd, 1e-9));
+    CHECK(cc.gemm_s == cd.gemm_s && cc.bytes_fwd == cd.bytes_fwd);
+    /* One expert a rank: one tensor's cast, as a dense GEMM's input. */
+    CHECK(NEAR(pass_prec_cast_split_s(&cur, R * D, PLAN_PREC_FP8, 2, true, 1),
+               pass_prec_cast_act_s(&cur, R * D, PLAN_PREC_FP8, 2, true), 1e-15));
+    CHECK(NEAR(pass_prec_cast_split_s(&cur, R * D, PLAN_PREC_FP8, 2, true, El) -
+                   pass_prec_cast_act_s(&cur, R * D, PLAN_PREC_FP8, 2, true), 2 * (El - 1) * ovh, 1e-12));
+    /* MXFP8 and delayed scaling: one launch whatever the split. */
+    CHECK(pass_prec_cast_split_s(&cur, R * D, PLAN_PREC_MXFP8, 2, true, El) ==
+          pass_prec_cast_act_s(&cur, R * D, PLAN_PREC_MXFP8, 2, true));
+    CHECK(pass_prec_cast_split_s(&del, R * D, PLAN_PREC_FP8, 2, true, El) ==
+          pass_prec_cast_act_s(&del, R * D, PLAN_PREC_FP8, 2, true));
+    moe_case_close(&mc);
+}
+
 /* Each expert's GEMMs run whole rows, padded per expert in a quantised
  * format (pass_prec_group_rows: 16 FP8, 32 MXFP8, 128 NVFP4, Megatron-Core's
  * get_fp8_align_size / get_fp4_align_size; bf16 as they come). Mixtral with
@@ -1881,6 +1953,7 @@ int main(int argc, char **argv)
     test_moe_bias(argv[1]);
     test_moe_clamp(argv[1]);
     test_moe_fused_mlp(argv[1]);
+    test_moe_split_cast(argv[1]);
     test_moe_group_rows(argv[1]);
     test_layer_attrs(argv[1]);
     test_attn_te_sinks(argv[1]);
