@@ -114,6 +114,13 @@ static void node_ops(const PassCostCtx *c, const IrGraph *g, const IrNode *n, co
         double E = (double)g->dims[g->tensors[n->in[2]].dim[0]].size;
         double el = c->plan ? E / plan_ep_degree(g, n, m, &c->plan[n->id]) : E;
         *f = MOE_FWD_STEPS + 2 * el, *b = MOE_BWD_STEPS + 4 * el;
+        /* FP8 current scaling quantises each local expert's rows as a tensor
+         * of its own (TE's split_quantize; delayed scaling fuses them into
+         * one multi_tensor_quantize): the two inputs forward, the two
+         * gradients backward, a call per expert (docs/moe.md, "The H100
+         * rows' gap"). */
+        if (pass_prec_of(c, g, n) == PLAN_PREC_FP8 && c->st.lp_scaling == PASS_SCALING_CURRENT)
+            *f += 2 * el, *b += 2 * el;
     }
 }
 

@@ -1846,6 +1846,18 @@ static void test_host(const char *models)
     cm.st.cuda_graph = PASS_GRAPH_MOE;
     pass_host_piece(&cm, g, &m, piece, PLAN_RECOMPUTE_NONE, false, colls, NULL, &hg);
     CHECK(NEAR(h8.fwd_s - hg.fwd_s, 3 * t, 1e-9) && NEAR(h8.bwd_s - hg.bwd_s, 3 * t, 1e-9));
+    /* FP8 current scaling quantises each local expert's rows on its own
+     * (TE's split_quantize): 2 El more calls each way, 8 experts here;
+     * delayed scaling's one fused cast adds none. */
+    PassCostCtx c8 = c;
+    c8.prec = PLAN_PREC_FP8;
+    c8.st.lp_scaling = PASS_SCALING_DELAYED;
+    PassHostCost hd, hq;
+    pass_host_piece(&c8, g, &m, piece, PLAN_RECOMPUTE_NONE, false, colls, NULL, &hd);
+    c8.st.lp_scaling = PASS_SCALING_CURRENT;
+    pass_host_piece(&c8, g, &m, piece, PLAN_RECOMPUTE_NONE, false, colls, NULL, &hq);
+    CHECK(NEAR(hd.fwd_s, h8.fwd_s, 1e-12) && NEAR(hd.bwd_s, h8.bwd_s, 1e-12));
+    CHECK(NEAR(hq.fwd_s - hd.fwd_s, 2 * 8 * t, 1e-9) && NEAR(hq.bwd_s - hd.bwd_s, 2 * 8 * t, 1e-9));
     /* A collective on an edge is one more op. */
     colls[2 * (moe->id - g->pieces[piece].first) + 1] = 2;
     PassHostCost hc;
