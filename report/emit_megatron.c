@@ -991,13 +991,20 @@ bool rep_emit_megatron(FILE *f, const IrGraph *g, const PassCostCtx *c, const Pa
         rep_frame_arg(&x, "--cp-comm-type %s", L->cp_ring ? "p2p" : L->cp_a2a ? "a2a" : "all_gather");
     }
     /* The experts (docs/moe.md): EP and ETP as the plan folds them; the
-     * exchange split is Megatron's alltoall dispatcher, experts split over
+     * exchange split is Megatron's alltoall dispatcher, or its flex one with
+     * HybridEP where the stack prices that (moe_dispatcher=flex: a token
+     * crosses the network once per node; HybridEP is the flex backend that
+     * also spans an NVL72 domain, transformer_config.py), experts split over
      * tokens gathered its allgather one. ETP is given even at tp: Megatron
      * defaults it to tp, which the plan may not do. */
     if (L->moe) {
+        bool flex = L->ep > 1 && L->ep_exchange && st->moe_dispatcher == PASS_DISPATCH_FLEX;
         rep_frame_arg(&x, "--expert-model-parallel-size %d", L->ep);
         rep_frame_arg(&x, "--expert-tensor-parallel-size %d", L->etp);
-        rep_frame_arg(&x, "--moe-token-dispatcher-type %s", L->ep > 1 && !L->ep_exchange ? "allgather" : "alltoall");
+        rep_frame_arg(&x, "--moe-token-dispatcher-type %s",
+                      L->ep > 1 && !L->ep_exchange ? "allgather" : flex ? "flex" : "alltoall");
+        if (flex)
+            rep_frame_arg(&x, "--moe-flex-dispatcher-backend hybridep");
     }
     rep_frame_arg(&x, "--micro-batch-size %lld", (long long)L->micro_batch);
     rep_frame_arg(&x, "--global-batch-size %lld", (long long)(plan_mb_seqs(L->micro_batch, L->dp) * L->num_micro));

@@ -194,7 +194,7 @@ def header_plan(out):
             # ptdc's ffn and Megatron's mlp module (one of its module sets) both emit --recompute-modules mlp
             # in a dense model (in a model with experts ptdc's ffn is mlp + moe, and its mlp set stays mlp)
             "recompute": g[9] if g[10] and g[9] == "mlp" else {"mlp": "ffn"}.get(g[9], g[9]), "cp_comm": [{"ring": "p2p", "a2a": "a2a"}.get(cp.group(2) if cp else None, "all_gather")], **({"ep": int(g[10]), "etp": int(g[12]),
-                                   "dispatcher": "allgather" if g[11] == "all-gather" else "alltoall"}
+                                   "dispatcher": "allgather" if g[11] == "all-gather" else "exchange"}
                                   if g[10] else {})}
 
 
@@ -313,7 +313,11 @@ def megatron_plan(a, world):
                      if a["use_megatron_fsdp"] else 1 if a["use_distributed_optimizer"] else 0),
             "mb": a["micro_batch_size"], "m": a["global_batch_size"] // (a["micro_batch_size"] * dp),
             "gb": a["global_batch_size"], "recompute": rc, "ep": a["expert_model_parallel_size"],
-            "etp": a["expert_tensor_parallel_size"], "dispatcher": a["moe_token_dispatcher_type"],
+            "etp": a["expert_tensor_parallel_size"],
+            # the plan's exchange is either all-to-all dispatcher's (alltoall over NCCL, flex over
+            # HybridEP/DeepEP: the same tokens to the same experts)
+            "dispatcher": {"alltoall": "exchange", "flex": "exchange"}.get(a["moe_token_dispatcher_type"],
+                                                                           a["moe_token_dispatcher_type"]),
             # the linear layers' format; the weights all-gathered in it; the head never (no
             # --fp8-output-proj here)
             "precision": megatron.precision(a), "lowp_gather": a["fp8_param_gather"] or a["fp4_param_gather"],
@@ -477,7 +481,9 @@ PERF_ONLY = {"--overlap-grad-reduce", "--overlap-param-gather", "--attention-bac
              # memory and speed: Megatron-FSDP's two gathered-weight buffers, activations kept in host memory
              "--fsdp-double-buffer", "--cpu-offloading-num-layers",
              # speed and memory: the expert weight gradients delayed under the all-to-all overlap
-             "--delay-wgrad-compute"}
+             "--delay-wgrad-compute",
+             # which library moves the flex dispatcher's tokens (HybridEP, DeepEP, NCCL EP): the same rows
+             "--moe-flex-dispatcher-backend"}
 # torchtitan's: float8's scales computed for all weights at once after the optimizer step; and
 # keys whose value is what their default means (float8 without a recipe_name is tensorwise).
 PERF_ONLY_TT = {"quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp"}
@@ -826,6 +832,10 @@ def main():
             "models/qwen3-30b-a3b.mdl --set n_layers=8 --gpus 16 --global-batch 32 --tp 2 --pp 2 --virtual-stages 2 "
             "--ep 4 --micro-batch 1 --recompute none --sp on --zero 1 --gpu h100-80gb --stack megatron "
             "--stack-set moe_a2a_overlap=yes --emit megatron",
+            # The flex dispatcher (stack moe_dispatcher=flex), EP 16 across two H100 nodes.
+            "models/qwen3-30b-a3b.mdl --set n_layers=4 --gpus 16 --tp 1 --pp 1 --ep 16 --micro-batch 1 "
+            "--recompute none --sp off --zero 1 --gpu h100-80gb --stack megatron --stack-set moe_dispatcher=flex "
+            "--emit megatron",
             # Hybrids (pretrain_hybrid.py): Mamba-2, attention and MoE layers with the pipeline split in the
             # pattern's segments; Mamba-2, attention and squared-ReLU MLP layers.
             "models/tiny-nemotron3.mdl --gpus 8 --tp 2 --pp 2 --ep 2 --micro-batch 1 --recompute none --sp on "

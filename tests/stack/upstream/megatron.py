@@ -142,6 +142,7 @@ OPTIONS = {
     "--moe-expert-capacity-factor": ("moe_expert_capacity_factor", "float", None, None),
     "--moe-token-drop-policy": ("moe_token_drop_policy", "str", "probs", ["probs", "position"]),
     "--moe-token-dispatcher-type": ("moe_token_dispatcher_type", "str", "allgather", ["allgather", "alltoall", "flex"]),
+    "--moe-flex-dispatcher-backend": ("moe_flex_dispatcher_backend", "str", "deepep", ["deepep", "hybridep", "ncclep"]),
     "--moe-layer-freq": ("moe_layer_freq", "freq", 1, None),  # arguments.py moe_freq_type
     "--moe-shared-expert-intermediate-size": ("moe_shared_expert_intermediate_size", "int", None, None),
     # TransformerConfig.moe_latent_size (ArgumentGroupFactory): the latent MoE's width
@@ -959,6 +960,16 @@ def _rules():
     def _(a, env, world, gpu):
         if a["seq_length"] > a["max_position_embeddings"]:
             return "seq_length above max_position_embeddings"
+    @rule("flex dispatcher backend", "transformer_config.py __post_init__: ncclep only with the flex dispatcher; "
+          "token_dispatcher.py MoEFlexTokenDispatcher: deepep and ncclep need expert tp x ep > 1")
+    def _(a, env, world, gpu):
+        backend = a["moe_flex_dispatcher_backend"]
+        if backend == "ncclep" and a["moe_token_dispatcher_type"] != "flex":
+            return "moe_flex_dispatcher_backend ncclep without the flex dispatcher"
+        if a["moe_token_dispatcher_type"] == "flex" and backend in ("deepep", "ncclep") and \
+                a["num_experts"] and a["expert_model_parallel_size"] * (a["expert_tensor_parallel_size"] or a["tensor_model_parallel_size"]) <= 1:
+            return "the %s backend with expert tp x ep of 1" % backend
+
     @rule("expert all-to-all overlap", "transformer_config.py __post_init__: overlap_moe_expert_parallel_comm "
           "needs virtual_pipeline_model_parallel_size with pp > 1, expert_model_parallel_size > 1, the alltoall "
           "or flex dispatcher, no full recomputation (granularity, method, num_layers) nor moe in "
@@ -1018,6 +1029,8 @@ def unused(dest, a):
         return bool(a["num_experts"]) and a["moe_ffn_hidden_size"] is not None and 0 not in moe_pattern(a)
     if dest == "moe_token_dispatcher_type":
         return a["expert_model_parallel_size"] == 1
+    if dest == "moe_flex_dispatcher_backend":
+        return a["moe_token_dispatcher_type"] != "flex"
     return False
 
 
