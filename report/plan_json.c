@@ -140,7 +140,7 @@ static void axes_json(FILE *f, const Plan *p, const PlanLayout *L, uint8_t axes)
     fputc(']', f);
 }
 
-static void parallel(FILE *f, const PlanLayout *L, const Plan *p)
+static void parallel(FILE *f, const PlanLayout *L, const Plan *p, const PassCostCtx *c)
 {
     fprintf(f, "  \"parallel\": {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"sp\": %s, \"zero\": %d, "
                "\"micro_batch\": %lld, \"num_micro_batches\": %d, \"schedule\": \"%s\", "
@@ -166,7 +166,10 @@ static void parallel(FILE *f, const PlanLayout *L, const Plan *p)
         fprintf(f, "  \"experts\": {\"ep\": %d, \"ep_axis\": \"%s\", \"ep_axes\": ", L->ep, first);
         axes_json(f, p, L, ea);
         fprintf(f, ", \"dispatcher\": \"%s\", \"etp\": %d, \"etp_axis\": \"%s\", \"etp_axes\": ",
-                L->ep_exchange ? "alltoall" : "allgather", L->etp,
+                !L->ep_exchange                               ? "allgather"
+                : c->st.moe_dispatcher == PASS_DISPATCH_FLEX ? "flex" /* priced so (stack moe_dispatcher) */
+                                                              : "alltoall",
+                L->etp,
                 L->etp > 1 ? rep_axis_name(L, L->etp_axis) : "none");
         axes_json(f, p, L, ta);
         fprintf(f, ", \"expert_dp\": %d, \"expert_dp_axes\": ", L->edp);
@@ -190,7 +193,7 @@ void rep_answer_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c, cons
     fprintf(f, ",\n  \"gpus\": %d,\n", c->cl->ngpus);
     head(f, g, c, gb, c->cl->ngpus, a ? a->layout.gpus : 0);
     if (a) {
-        parallel(f, &a->layout, &a->plan);
+        parallel(f, &a->layout, &a->plan, c);
         fprintf(f, "  \"predicted\": ");
         rep_json_predicted(f, &a->pred, "  ");
         fprintf(f, ",\n");
@@ -287,7 +290,7 @@ void rep_plan_print_json(FILE *f, const IrGraph *g, const PassCostCtx *c, const 
     else
         fprintf(f, "null");
     fprintf(f, ",\n");
-    parallel(f, L, p);
+    parallel(f, L, p, c);
     precision(f, g, c, r);
     if (p->mesh.naxes > 2)
         fprintf(f, "  \"mesh\": {\"shape\": [%d, %d, %d], \"axes\": [\"%s\", \"%s\", \"%s\"], "
