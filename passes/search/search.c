@@ -1171,6 +1171,21 @@ static void closest_anyway(Rank *R)
     pass_prediction_free(&pr);
 }
 
+/* Is k's layout's memory floor under its ZeRO stage (search_memfloor.c)
+ * above the usable HBM, so that no plan of k fits? The count walk's
+ * first-fit searches (PassSearchOpts.floor): a count's search takes stages
+ * using half of it and more, whose layouts it has mostly ruled out already.
+ * memo[pp * 4 + zero]: the group's answers so far (-1: not asked). */
+static bool above_floor(const Src *s, const SrcGroup *G, const SrcCand *k, signed char *memo)
+{
+    signed char *m = &memo[k->pp * 4 + k->zero];
+    if (*m < 0) {
+        int tp = G->cp * G->tp;
+        *m = pass_mem_floor_zero(s->o->floor, k->pp, tp, G->dp * tp, k->zero) > s->usable;
+    }
+    return *m;
+}
+
 bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
                  PassIlpCache *cache, PassSearchResult *out)
 {
@@ -1231,10 +1246,14 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
         if (G->ncand > 1)
             qsort(G->cand, (size_t)G->ncand, sizeof *G->cand, cmp_cand);
         G->mem_lb = INFINITY;
+        signed char memo[4 * (PLAN_MAX_PP + 1)];
+        memset(memo, -1, sizeof memo);
         for (int j = 0; j < G->ncand; j++) {
             G->mem_lb = fmin(G->mem_lb, G->cand[j].mem_lb);
             if (G->cand[j].mem_lb > s.usable)
                 s.st->pruned_mem++;
+            else if (o->first_fit && o->floor && above_floor(&s, G, &G->cand[j], memo))
+                G->cand[j].done = true, s.st->pruned_mem++; /* (mem_lb, the visiting order, kept) */
             else
                 G->lb = fmin(G->lb, G->cand[j].lb);
         }

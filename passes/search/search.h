@@ -61,6 +61,8 @@ typedef struct PassSearchOpts {
                                      the keep-th best, so they are the true best by pass_predict */
     bool first_fit;               /* stop at the first plan that fits, and evaluate none that
                                      does not (pass_search_min_gpus) */
+    const struct PassMemFloor *floor; /* with first_fit: rank no candidate whose layout's floor
+                                     (pass_mem_floor_zero) is above the usable HBM; NULL: all */
     double beat_s;                /* only plans faster than this are wanted (another format's
                                      best, pass_search_precisions): a pruning threshold from the
                                      start; nothing faster found is not "nothing fits" */
@@ -162,16 +164,24 @@ int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearc
 /* A floor of the memory per GPU of any layout (search_memfloor.c): the
  * model states its fullest pipeline rank must hold under the cheapest ZeRO
  * stage the stack runs (with ZeRO-3's gather buffers), spread over its
- * stage's GPUs as far as its tensor and data parallelism can spread them,
- * and the runtime and communicators every rank of it has; activations left
- * out. */
+ * stage's GPUs as far as its mesh's axes divide each parameter's dims, one
+ * micro-batch of the least activations any recomputation keeps, and the
+ * runtime and communicators every rank of it has. */
 typedef struct PassMemFloor {
     double *sum;                  /* [npieces + 1] sum[j]: the j largest pieces' states, unsharded */
     int npieces;
-    double *w, *gr, *op;          /* [npieces] unsharded weights, gradients, optimizer state
-                                     of the parameters no expert split reaches */
-    double *x;                    /* [npieces] the experts' states, unsharded */
-    double *xw;                   /* [npieces] of those, the weights */
+    int nparam;                   /* the parameters, one by one: */
+    struct PassMemFloorParam {
+        int piece;                /* of the node that owns it */
+        double w, gr, op;         /* unsharded weights, gradients, optimizer state */
+        bool expert;              /* owned by an expert node (its mesh's dp axis may split it) */
+        bool xdim;                /* carries an expert dim (the dp axis may split that) */
+        int rank;
+        int64_t size[IR_MAX_RANK]; /* its dims' sizes */
+    } *param;                     /* [nparam] */
+    double *act;                  /* [npieces] the least bytes any recomputation policy keeps
+                                     per sequence of a micro-batch, unsharded (0 where a stack
+                                     may offload them) */
     bool zero[4];                 /* the ZeRO stages the stack runs (0 always) */
     bool cp;                      /* may context parallelism split a parameter (its
                                      position table): then one data-parallel axis may */

@@ -196,6 +196,7 @@ int pass_search_min_gpus(const PassCostCtx *c, const IrGraph *g, const PassSearc
     q.pins.dp = 0;
     q.keep = 1;
     q.first_fit = true;
+    q.floor = &mf;
     memset(&q.filter, 0, sizeof q.filter);
     int64_t gb = o->global_batch > 0 ? o->global_batch : g->global_batch;
     int nlay;

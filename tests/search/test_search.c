@@ -721,6 +721,35 @@ static int test_mingpus(const char *dir)
         printf("LLaMA-65B: smallest count %d\n", n);
     }
     teardown(&s);
+    /* DeepSeek-V3 on A100-40GB: its smallest count is 384; on 320 to 368
+     * every layout is above its own floor (search_memfloor.c) but for 336's
+     * tp 7 ones, so the count walk searches 336 alone of them, and its
+     * first-fit search there ranks no candidate whose layout's floor is
+     * above the usable HBM (PassSearchOpts.floor): with the mesh floors
+     * (mem_lb) that is every one, so it solves no ILP (before: 21 CPU s,
+     * the layouts of 168 to 335 GPUs searched again). */
+    setup(&s, dir, "deepseek-v3.mdl", NULL, 0, "a100-40gb", 128);
+    CHECK(pass_stack_preset("ptdc", &s.ctx.st), "no stack ptdc");
+    opts_init(&o, &s, 128);
+    n = pass_search_min_gpus(&s.ctx, s.g, &o, s.cache, 129, 8192, &a, &skipped);
+    CHECK(n == 384 && skipped == 0, "DeepSeek-V3 on A100-40GB: smallest count %d (skipped from %d), not 384", n,
+          skipped);
+    if (n > 0) {
+        CHECK(a.pred.fits, "DeepSeek-V3 on A100-40GB: the plan on %d does not fit", n);
+        pass_search_alt_free(&a);
+    }
+    PassMemFloor f;
+    pass_mem_floor_init(&f, &s.ctx, s.g);
+    o.gpus = 336;
+    o.first_fit = true;
+    o.floor = &f;
+    CHECK(pass_search(&s.ctx, s.g, &o, s.cache, &r), "search refused");
+    CHECK(!r.found && r.stats.ilp_solves == 0, "DeepSeek-V3 on 336 A100-40GB: found %d, %d ILP solves", r.found,
+          r.stats.ilp_solves);
+    printf("DeepSeek-V3 on A100-40GB: smallest count %d; the search on 336 solved %d ILPs\n", n, r.stats.ilp_solves);
+    pass_search_result_free(&r);
+    pass_mem_floor_free(&f);
+    teardown(&s);
     return failures;
 }
 
@@ -823,6 +852,19 @@ static int test_memfloor(const char *dir)
               pp);
     }
     CHECK(pass_mem_floor(&f, 12, 8, 32) <= usable, "DeepSeek-V3 on A100-40GB: pp 12 x tp 8 x 32 GPUs above its floor");
+    /* Where the layout's mesh cannot split the 256 experts (nor their 7168
+     * and 2048 wide dims) over the data-parallel axis (40, 20, 80, 3, 5,
+     * 15, 60 GPUs), their states and ZeRO-3's gathers are split only over
+     * the tensor axis; a tp 1 stage of 24 or 40 at most 8 ways (a folded
+     * dp_inner); with pp 1 the rank holds one micro-batch's activations of
+     * every layer (dp x tp 5 x 64: 0.4 GiB short without them). The
+     * leanest layouts of 320 and 360 GPUs, under the floor before. */
+    int out40[][3] = {{1, 8, 320}, {2, 8, 160}, {2, 4, 160}, {1, 4, 320}, {1, 5, 320}, {2, 2, 160}, {2, 1, 160},
+                      {15, 8, 24}, {9, 8, 40}, {3, 8, 120}, {1, 6, 360}, {15, 1, 24}, {9, 1, 40}, {3, 1, 120}};
+    for (int i = 0; i < (int)(sizeof out40 / sizeof out40[0]); i++)
+        CHECK(pass_mem_floor(&f, out40[i][0], out40[i][1], out40[i][2]) > usable,
+              "DeepSeek-V3 on A100-40GB: pp %d x tp %d x %d GPUs under its floor (%.2f GiB)", out40[i][0],
+              out40[i][1], out40[i][2], pass_mem_floor(&f, out40[i][0], out40[i][1], out40[i][2]) / 1073741824.0);
     pass_mem_floor_free(&f);
     teardown(&s);
     return failures;
