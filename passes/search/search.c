@@ -1338,9 +1338,10 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     free(s.xop);
     out->stats.ilp_solves = pass_ilp_cache_solves(cache) - solves0;
     if (getenv("PTDC_SEARCH_DEBUG"))
-        fprintf(stderr, "ILP (cache so far): %d solves, %d on a kept model, %d answered otherwise than GLPK "
-                "among ties (ilp_canon)\n", pass_ilp_cache_solves(cache), pass_ilp_cache_warm(cache),
-                pass_ilp_cache_canon(cache));
+        fprintf(stderr, "ILP (cache so far): %d solves, %d on a kept model, %d from a kept frontier, "
+                "%d answered otherwise than the solver among ties (ilp_canon)\n",
+                pass_ilp_cache_solves(cache), pass_ilp_cache_warm(cache),
+                pass_ilp_cache_frontier(cache), pass_ilp_cache_canon(cache));
     out->stats.ilp_hits = pass_ilp_cache_hits(cache) - hits0;
     out->stats.seconds = now_s() - t0;
     return true;
