@@ -542,3 +542,120 @@ bool ilp_frontier_choice(const IlpFrontier *F, double budget, int *choice, doubl
     read_back(F, best, choice);
     return true;
 }
+
+/* Eliminate node x for the least objective alone: per assignment of the
+ * rest, the least and the second least sums over distinct choices of the
+ * eliminated nodes (points 0 and 1; point 0's derivation is x's strategy).
+ * A factor of the problem has one choice per assignment: its one point. */
+static void eliminate_best(IlpFrontier *F, const IlpProblem *p, int x, int s)
+{
+    int nin = 0, *in = ir_xmalloc((size_t)(F->nf + 1) * sizeof *in);
+    int vars[2 * MAX_SCOPE + 2], nv = 0;
+    for (int fi = 0; fi < F->nf; fi++) {
+        Factor *f = &F->f[fi];
+        bool has = false;
+        for (int i = 0; i < f->n; i++)
+            has |= f->var[i] == x;
+        if (f->used || (x >= 0 ? !has : f->n > 0))
+            continue;
+        in[nin++] = fi;
+        f->used = true;
+        for (int i = 0; i < f->n; i++)
+            if (f->var[i] != x)
+                nv = add_sorted(vars, nv, f->var[i]);
+    }
+    F->steps[s] = (Step){x, -1, nin, in};
+    int out = new_factor(F, p, vars, nv);
+    F->f[out].step = s;
+    F->steps[s].out = out;
+    int kx = x >= 0 ? p->nodes[x].k : 1, vals[2 * MAX_SCOPE + 2];
+    /* Per combined factor: its assignment at x's strategy 0 (base[j]) and
+     * the step per strategy of x (xs[j]), for this assignment of the rest. */
+    int *base = ir_xmalloc((size_t)(nin + 1) * sizeof *base), *xs = ir_xmalloc((size_t)(nin + 1) * sizeof *xs);
+    const Factor *o = &F->f[out];
+    for (int a = 0; a < o->nassign; a++) {
+        for (int v = 0; v < nv; v++)
+            vals[v] = a / o->stride[v] % o->k[v];
+        for (int j = 0; j < nin; j++) {
+            const Factor *f = &F->f[in[j]];
+            base[j] = xs[j] = 0;
+            for (int i = 0; i < f->n; i++) {
+                int v = 0;
+                while (v < nv && vars[v] != f->var[i])
+                    v++;
+                if (v < nv)
+                    base[j] += vals[v] * f->stride[i];
+                else
+                    xs[j] = f->stride[i];
+            }
+        }
+        double b1 = INFINITY, b2 = INFINITY;
+        int bx = 0;
+        for (int xv = 0; xv < kx; xv++) {
+            double sum = 0, gap = INFINITY;
+            for (int j = 0; j < nin; j++) {
+                const Factor *f = &F->f[in[j]];
+                int aj = base[j] + xv * xs[j];
+                int off = f->off[aj];
+                sum += F->t[off];
+                if (f->cnt[aj] > 1)
+                    gap = fmin(gap, F->t[off + 1] - F->t[off]);
+            }
+            /* This xv's two least: sum, and sum with one factor at its second. */
+            if (sum < b1) {
+                b2 = fmin(b1, sum + gap);
+                b1 = sum;
+                bx = xv;
+            } else {
+                b2 = fmin(b2, sum);
+            }
+        }
+        int d = new_der(F, 1);
+        F->dv[d] = bx;
+        o = &F->f[out];
+        F->f[out].off[a] = new_point(F, b1, 0, d);
+        new_point(F, b2, 0, -1);
+        F->f[out].cnt[a] = 2;
+    }
+    free(base);
+    free(xs);
+}
+
+bool ilp_unique_best(const IlpProblem *p, double margin, int *choice, double *best, double *second)
+{
+    IlpFrontier *F = ir_xcalloc(1, sizeof *F);
+    F->nnodes = p->nnodes;
+    F->steps = ir_xcalloc((size_t)p->nnodes + 1, sizeof *F->steps);
+    int *ord = ir_xmalloc((size_t)(p->nnodes + 1) * sizeof *ord);
+    bool ok = price_factors(F, p) && order(F, p, ord);
+    for (int s = 0; s <= p->nnodes && ok; s++) {
+        eliminate_best(F, p, s < p->nnodes ? ord[s] : -1, s);
+        F->nsteps = s + 1;
+    }
+    free(ord);
+    if (ok) {
+        F->root = F->steps[p->nnodes].out;
+        const Factor *r = &F->f[F->root];
+        double b1 = F->t[r->off[0]], b2 = F->t[r->off[0] + 1];
+        if (best)
+            *best = b1;
+        if (second)
+            *second = b2;
+        ok = b2 - b1 > margin * fmax(fabs(b1), 1e-300);
+        if (ok) {
+            for (int u = 0; u < p->nnodes; u++)
+                choice[u] = -1;
+            for (int s = F->nsteps - 1; s >= 0; s--) {
+                const Step *st = &F->steps[s];
+                const Factor *o = &F->f[st->out];
+                int a = 0;
+                for (int v = 0; v < o->n; v++)
+                    a += choice[o->var[v]] * o->stride[v];
+                if (st->x >= 0)
+                    choice[st->x] = F->dv[F->der[o->off[a]]];
+            }
+        }
+    }
+    ilp_frontier_free(F);
+    return ok;
+}

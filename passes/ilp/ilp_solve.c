@@ -642,7 +642,7 @@ static bool solve_frontier(IlpWarm *w, IlpSolution *s)
         ilp_solution_free(s);
         s->status = ILP_INFEASIBLE;
         s->objective = s->glpk_obj = s->bound = s->gap = INFINITY;
-        s->from_frontier = true;
+        s->frontier_points = ilp_frontier_points(w->front);
         return true;
     }
     s->objective = ilp_eval(w->r, s->choice, &s->total);
@@ -652,8 +652,52 @@ static bool solve_frontier(IlpWarm *w, IlpSolution *s)
     }
     s->status = ILP_OPTIMAL;
     s->glpk_obj = s->bound = s->objective;
-    s->from_frontier = true;
+    s->frontier_points = ilp_frontier_points(w->front);
     return true;
+}
+
+/* How far above the fastest choice's objective the second must be for the
+ * fastest to be GLPK's answer too: GLPK proves an optimum only up to its
+ * tolerances (1e-7 on reduced costs of an objective scaled to a largest
+ * coefficient of 1, 1e-9 on the objective), so a second choice closer than
+ * this could be what it returns. The closest seen in bench/plan-time's 18
+ * cases: 3.6e-6 (Qwen3-235B on 512), which GLPK then answers. */
+#define UNIQUE_MARGIN 1e-5
+
+/* The reduced problem w->r without a budget, as its unique fastest choice
+ * (ilp_unique_best): false where the fastest is tied within UNIQUE_MARGIN
+ * (GLPK answers then, its ties as its path resolves them). */
+static bool solve_unique(IlpWarm *w, IlpSolution *s)
+{
+    int *c = ir_xmalloc((size_t)(w->r->nnodes + 1) * sizeof *c);
+    if (!ilp_unique_best(w->r, UNIQUE_MARGIN, c, NULL, NULL)) {
+        free(c);
+        return false;
+    }
+    memset(s, 0, sizeof *s);
+    s->choice = c;
+    s->status = ILP_OPTIMAL;
+    s->objective = ilp_eval(w->r, c, &s->total);
+    s->glpk_obj = s->bound = s->objective;
+    s->unique = true;
+    return true;
+}
+
+/* PTDC_SEARCH_CHECK: the answer a (frontier or unique, in w->r's
+ * strategies) against GLPK's b on the same problem: the same choice
+ * without a budget (the fastest is unique), the same feasibility and
+ * objective (1e-9) under one. */
+static void check_answer(const IlpProblem *r, const IlpSolution *a, const IlpSolution *b)
+{
+    bool same = (a->choice != NULL) == (b->choice != NULL);
+    if (same && a->choice && !isfinite(r->budget))
+        same = memcmp(a->choice, b->choice, (size_t)r->nnodes * sizeof *a->choice) == 0;
+    if (same && a->choice && isfinite(r->budget))
+        same = fabs(a->objective - b->objective) <= 1e-9 * fmax(fabs(b->objective), 1e-30);
+    if (!same)
+        ir_die("ilp: the %s answers %.17g (%s), GLPK %.17g (%s) (PTDC_SEARCH_CHECK)",
+               a->unique ? "unique fastest choice" : "frontier", a->objective, ilp_status_name(a->status),
+               b->objective, ilp_status_name(b->status));
 }
 
 IlpStatus ilp_solve(const IlpProblem *p, const IlpOpts *o, IlpSolution *s)
@@ -680,6 +724,20 @@ IlpStatus ilp_solve(const IlpProblem *p, const IlpOpts *o, IlpSolution *s)
     bool front = w != &own && o && o->frontier && isfinite(p->budget) && solve_frontier(w, s);
     if (front)
         s->warm = kept;
+    if (!front && o && o->frontier && !isfinite(p->budget))
+        front = solve_unique(w, s);
+    if (front && o->check) {
+        IlpOpts co = *o;
+        co.frontier = false;
+        co.warm = NULL;
+        co.start = NULL;
+        IlpSolution g;
+        solve_glpk(w->r, &co, NULL, &g);
+        if (g.choice && isfinite(p->budget))
+            ilp_canon(w->r, g.choice);
+        check_answer(w->r, s, &g);
+        ilp_solution_free(&g);
+    }
     if (!front && o && !o->start && o->repair_from && isfinite(p->budget))
         repaired = ilp_repair(p, o->repair_from);
     const int *from = o && o->start ? o->start : repaired;

@@ -67,6 +67,8 @@ struct PassIlpCache {
     int warm;                     /* solves on a kept model */
     int canon;                    /* solves whose answer ilp_canon moved from GLPK's */
     int frontier;                 /* solves answered from a kept frontier */
+    int unique;                   /* solves answered as the unique fastest choice */
+    bool check;                   /* pass_ilp_cache_check */
 };
 
 PassIlpCache *pass_ilp_cache_new(void) { return ir_xcalloc(1, sizeof(PassIlpCache)); }
@@ -98,6 +100,8 @@ int pass_ilp_cache_relowered(const PassIlpCache *c) { return c->relowered; }
 int pass_ilp_cache_warm(const PassIlpCache *c) { return c->warm; }
 int pass_ilp_cache_canon(const PassIlpCache *c) { return c->canon; }
 int pass_ilp_cache_frontier(const PassIlpCache *c) { return c->frontier; }
+int pass_ilp_cache_unique(const PassIlpCache *c) { return c->unique; }
+void pass_ilp_cache_check(PassIlpCache *c, bool on) { c->check = on; }
 /* Stored less PASS_ILP_FRONTIER, so that a new (zeroed) cache answers from frontiers. */
 void pass_ilp_cache_reuse(PassIlpCache *c, int reuse)
 {
@@ -376,11 +380,12 @@ const PassIlpResult *pass_ilp_stage(PassIlpCache *cache, const PassCostCtx *ctx,
         ilp_solve(s->prob,
                   &(IlpOpts){.time_limit_s = q->time_limit_s, .repair_from = prev,
                              .warm = cache->low_warm[slot], .warm_basis = mode >= PASS_ILP_WARM_BASIS,
-                             .frontier = mode == PASS_ILP_FRONTIER},
+                             .frontier = mode == PASS_ILP_FRONTIER, .check = cache->check},
                   &sol);
         cache->warm += sol.warm;
         cache->canon += sol.canon_moves > 0;
-        cache->frontier += sol.from_frontier;
+        cache->frontier += sol.frontier_points > 0;
+        cache->unique += sol.unique;
         if (sol.choice)
             last_keep(cache, s, cache->low_h[slot], sol.choice);
         r = ir_xmalloc(sizeof *r);

@@ -2,6 +2,11 @@
  * (ilp_pareto.c), which answers the frontier walk's budgets in place of
  * GLPK (PASS_ILP_FRONTIER), against brute force and against GLPK.
  *
+ * The least objective alone by the same elimination (ilp_unique_best,
+ * which answers unbudgeted solves where the fastest choice is unique): the
+ * least and second least against brute force, the choice the argmin, and
+ * on the real layers GLPK's choice.
+ *
  * Random problems (up to 8 nodes of up to 4 strategies, edges with random
  * class maps, max-groups over the reads of one node's output and over
  * random edges, some with a memory weight): at a budget between every two
@@ -167,12 +172,48 @@ static bool check_budget(const IlpProblem *p, const IlpFrontier *F, double budge
     return true;
 }
 
+/* ilp_unique_best against brute force: the least and second least
+ * objective over all choices (ties counted twice), and whether the least
+ * is unique beyond `margin`; its choice must be the brute-force argmin. */
+static bool check_unique(const IlpProblem *p, int tc)
+{
+    int n = p->nnodes, c[16] = {0}, arg[16], got[16];
+    double b1 = INFINITY, b2 = INFINITY;
+    for (;;) {
+        double obj = ilp_eval(p, c, NULL);
+        if (obj < b1) {
+            b2 = b1;
+            b1 = obj;
+            memcpy(arg, c, sizeof arg);
+        } else if (obj < b2) {
+            b2 = obj;
+        }
+        int i = 0;
+        while (i < n && ++c[i] == p->nodes[i].k)
+            c[i++] = 0;
+        if (i == n)
+            break;
+    }
+    double margin = 1e-6, d1, d2;
+    bool uq = ilp_unique_best(p, margin, got, &d1, &d2);
+    CHECK(near(d1, b1, 1e-12) && (isinf(b2) ? isinf(d2) : near(d2, b2, 1e-12)),
+          "case %d: least two %.17g, %.17g; brute force %.17g, %.17g", tc, d1, d2, b1, b2);
+    bool want = b2 - b1 > margin * fmax(fabs(b1), 1e-300);
+    if (fabs(b2 - b1 - margin * fabs(b1)) > 1e-12 * fmax(1, fabs(b1))) /* not on the margin */
+        CHECK(uq == want, "case %d: unique %d, brute force %.17g, %.17g", tc, uq, b1, b2);
+    if (uq)
+        CHECK(memcmp(got, arg, (size_t)n * sizeof *got) == 0, "case %d: not the fastest choice", tc);
+    return uq;
+}
+
 static int random_problems(int ncases)
 {
+    int unique = 0;
     int budgets = 0, fitted = 0;
     static double mem[1 << 16];
     for (int tc = 0; tc < ncases; tc++) {
         IlpProblem *p = rand_problem();
+        unique += check_unique(p, tc);
         IlpFrontier *F = ilp_frontier(p);
         CHECK(F != NULL, "case %d: no frontier for %d nodes", tc, p->nnodes);
         if (F) {
@@ -190,7 +231,9 @@ static int random_problems(int ncases)
         ilp_frontier_free(F);
         ilp_free(p);
     }
-    printf("random problems: %d, %d budgets (%d with a choice that fits)\n", ncases, budgets, fitted);
+    printf("random problems: %d, %d budgets (%d with a choice that fits); the fastest choice unique "
+           "in %d\n", ncases, budgets, fitted, unique);
+    CHECK(unique > ncases / 4 && unique < ncases, "unique fastest choices in %d of %d", unique, ncases);
     CHECK(fitted > budgets / 2 && fitted < budgets, "too few budgets of each kind: %d of %d", fitted, budgets);
     return budgets;
 }
@@ -251,6 +294,14 @@ static int real_layer(const Case *c)
         m = nextafter(m, -INFINITY);
     }
     CHECK(!ilp_frontier_choice(F, m, choice, NULL, NULL), "%s: a point below the least", c->model);
+    /* Without a budget: the unique fastest choice is GLPK's. */
+    p->budget = INFINITY;
+    IlpSolution g0;
+    ilp_solve(p, &(IlpOpts){.time_limit_s = 60}, &g0);
+    bool uq = ilp_unique_best(p, 1e-5, choice, NULL, NULL);
+    CHECK(uq && g0.choice && memcmp(choice, g0.choice, (size_t)p->nnodes * sizeof *choice) == 0,
+          "%s: the unique fastest choice (%d) is not GLPK's", c->model, uq);
+    ilp_solution_free(&g0);
     for (int i = 0; i <= n; i++) {
         double b = i == 0 ? pm[0] * 0.99 : i == n ? pm[n - 1] * 1.01 : (pm[i - 1] + pm[i]) / 2;
         p->budget = b;
