@@ -22,7 +22,12 @@
  * elimination order of least fill has neighbourhoods of at most 4 nodes.
  *
  * A problem whose neighbourhoods or sets grow past the limits below has no
- * frontier (NULL) and is solved by GLPK, as before. */
+ * frontier (NULL) and is solved by GLPK, as before.
+ *
+ * Without a budget only the least objective matters, and the same
+ * elimination keeping the least and second least sum per assignment
+ * (ilp_unique_best) tells whether the fastest choice is unique: then it is
+ * the answer GLPK would give, and GLPK need not run. */
 #include "ilp/ilp.h"
 
 #include <math.h>
