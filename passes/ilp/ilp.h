@@ -109,6 +109,26 @@ IlpVals ilp_local_sum(IlpLocal *L, const int *c, const int *set, int n);
  * among ties (an unbudgeted solve has one path: from the slack basis). */
 int ilp_canon(const IlpProblem *p, int *choice);
 
+/* ilp_pareto.c: the whole time/memory frontier of p by one dynamic
+ * program over an elimination order of its nodes (bucket elimination with
+ * a Pareto set of (objective, memory) per assignment), or NULL where an
+ * elimination's neighbourhood is too large for it (GLPK then). Every
+ * budget's optimum is then a lookup: ilp_frontier_choice writes the
+ * fastest choice within `budget` (its objective and memory as the program
+ * summed them into *t, *m; NULL: not wanted) and returns true, or false:
+ * nothing fits. */
+typedef struct IlpFrontier IlpFrontier;
+IlpFrontier *ilp_frontier(const IlpProblem *p);
+void ilp_frontier_free(IlpFrontier *f);
+int ilp_frontier_points(const IlpFrontier *f);
+bool ilp_frontier_choice(const IlpFrontier *f, double budget, int *choice, double *t, double *m);
+/* The least objective of p (its budget ignored) by the same elimination,
+ * keeping the least and the second least over distinct choices: when the
+ * second exceeds the least by more than `margin` of it, the fastest choice
+ * is unique and written to choice (true); else false (ties, or too wide).
+ * *best, *second: the two (NULL: not wanted). */
+bool ilp_unique_best(const IlpProblem *p, double margin, int *choice, double *best, double *second);
+
 typedef enum {
     ILP_OPTIMAL,                  /* proven optimal (gap 0 up to GLPK's tolerances) */
     ILP_FEASIBLE,                 /* time limit: a choice within the budget, not proven optimal */
@@ -143,6 +163,17 @@ typedef struct IlpOpts {
                                      (not with presolve) */
     bool warm_basis;              /* with warm: the root LP from the kept basis */
     bool no_canon;                /* GLPK's choice as it is, not ilp_canon's (tests) */
+    bool frontier;                /* with warm and a budget: the answer from the frontier of
+                                     the reduced problem (ilp_pareto.c), made at its first
+                                     budget and kept in warm; GLPK only where it has none.
+                                     Without a budget: the fastest choice by elimination
+                                     where it is unique (ilp_unique_best), which GLPK's
+                                     optimum then is; GLPK where it is not */
+    const int *repair_from;       /* a previous answer: where GLPK runs under a budget and no
+                                     start is given, it starts from this made to fit
+                                     (ilp_repair) */
+    bool check;                   /* with frontier: GLPK solves too, and a different answer
+                                     dies (PTDC_SEARCH_CHECK, the exhaustive searches) */
 } IlpOpts;
 
 typedef struct IlpSolution {
@@ -159,6 +190,10 @@ typedef struct IlpSolution {
                                      was integral; 0: no branch and bound ran) */
     bool warm;                    /* solved on an earlier solve's model (IlpOpts.warm) */
     int canon_moves;              /* ilp_canon's moves from GLPK's choice to the answer */
+    int frontier_points;          /* answered from the kept frontier of this many points
+                                     (IlpOpts.frontier); 0: not */
+    bool unique;                  /* answered as the unique fastest choice (IlpOpts.frontier,
+                                     no budget) */
     double solve_s;               /* wall time of pruning, building and solving */
 } IlpSolution;
 
@@ -261,7 +296,9 @@ typedef struct PassIlpResult {
     PassIlpColl *coll;
     /* the model and its solve */
     int ninst, ninst_merged;      /* operators in the ILP before and after merging */
-    int nvars, nbin, nrows;
+    int nvars, nbin, nrows;       /* GLPK's model (0 when the frontier answered) */
+    int frontier_points;          /* the stage's time/memory frontier that answered; 0: not */
+    bool unique;                  /* the unique fastest choice by elimination answered */
     double solve_s, gap, bound;
     double build_s;               /* lowering time */
 } PassIlpResult;
@@ -279,14 +316,23 @@ int pass_ilp_cache_warm(const PassIlpCache *c);   /* of those, solved on the GLP
                                                      earlier budget (IlpWarm) */
 int pass_ilp_cache_canon(const PassIlpCache *c);  /* of those, answered with another choice of
                                                      equal prices than GLPK's (ilp_canon) */
+int pass_ilp_cache_frontier(const PassIlpCache *c); /* of those, answered from a stage's kept
+                                                       frontier (PASS_ILP_FRONTIER) */
+int pass_ilp_cache_unique(const PassIlpCache *c); /* of those, answered as the unique fastest
+                                                     choice (PASS_ILP_FRONTIER, no budget) */
+/* Solve with GLPK beside every frontier or unique answer and die on a
+ * different one (the search's PTDC_SEARCH_CHECK). */
+void pass_ilp_cache_check(PassIlpCache *c, bool on);
 /* What a query differing from a recent one only in its budget reuses
  * (IlpWarm): nothing (PASS_ILP_COLD: tests compare against it), the
- * reduction and GLPK model (PASS_ILP_KEEP_MODEL), or those and the root
- * basis (PASS_ILP_WARM_BASIS, the default: the root LP in a third of the
- * time on DeepSeek-V3's frontier walks). All three give the same answers:
- * GLPK's optimum, moved by ilp_canon to one choice among those of equal
- * prices (tests/ilp/test_ilp_warm.c). Before the first query. */
-enum { PASS_ILP_COLD, PASS_ILP_KEEP_MODEL, PASS_ILP_WARM_BASIS };
+ * reduction and GLPK model (PASS_ILP_KEEP_MODEL), those and the root basis
+ * (PASS_ILP_WARM_BASIS: the root LP in a third of the time on DeepSeek-V3's
+ * frontier walks), or those and the stage's whole time/memory frontier,
+ * made at its first budget, which answers every budget after it without
+ * GLPK (PASS_ILP_FRONTIER, the default; ilp_pareto.c). All four give the
+ * same answers: the optimum, moved by ilp_canon to one choice among those of
+ * equal prices (tests/ilp/test_ilp_warm.c). Before the first query. */
+enum { PASS_ILP_COLD, PASS_ILP_KEEP_MODEL, PASS_ILP_WARM_BASIS, PASS_ILP_FRONTIER };
 void pass_ilp_cache_reuse(PassIlpCache *c, int reuse);
 
 /* THE entry point, for the pipeline search and the driver. Chooses the

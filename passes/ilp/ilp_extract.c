@@ -109,6 +109,8 @@ void ilp_extract(const IlpSeg *s, const IlpSolution *sol, PassIlpResult *r)
     r->nvars = sol->nvars;
     r->nbin = sol->nbin;
     r->nrows = sol->nrows;
+    r->frontier_points = sol->frontier_points;
+    r->unique = sol->unique;
     r->solve_s = sol->solve_s;
     r->gap = sol->gap;
     r->bound = sol->bound;

@@ -81,10 +81,21 @@ void pass_ilp_print(FILE *f, const IrGraph *g, const PassIlpQuery *q, const Pass
     fprintf(f, "  %lld sequences per micro-batch, %d micro-batches, ZeRO %d, recompute %s, %g in flight\n",
             (long long)q->mb_seqs, q->num_micro, q->zero, plan_recompute_name(q->recompute),
             q->inflight);
-    fprintf(f, "  ILP: %d operators, %d after merging; %d variables (%d binary), %d constraints; "
-            "built in %.1f ms, solved in %.1f ms: %s, gap %.2g%%\n",
-            r->ninst, r->ninst_merged, r->nvars, r->nbin, r->nrows, r->build_s * 1e3,
-            r->solve_s * 1e3, ilp_status_name(r->status), r->gap * 100);
+    if (r->unique)
+        fprintf(f, "  ILP: %d operators, %d after merging; the unique fastest choice by elimination; "
+                "built in %.1f ms, solved in %.1f ms: %s, gap %.2g%%\n",
+                r->ninst, r->ninst_merged, r->build_s * 1e3, r->solve_s * 1e3, ilp_status_name(r->status),
+                r->gap * 100);
+    else if (r->frontier_points)
+        fprintf(f, "  ILP: %d operators, %d after merging; from the stage's time/memory frontier (%d "
+                "points); built in %.1f ms, solved in %.1f ms: %s, gap %.2g%%\n",
+                r->ninst, r->ninst_merged, r->frontier_points, r->build_s * 1e3, r->solve_s * 1e3,
+                ilp_status_name(r->status), r->gap * 100);
+    else
+        fprintf(f, "  ILP: %d operators, %d after merging; %d variables (%d binary), %d constraints; "
+                "built in %.1f ms, solved in %.1f ms: %s, gap %.2g%%\n",
+                r->ninst, r->ninst_merged, r->nvars, r->nbin, r->nrows, r->build_s * 1e3,
+                r->solve_s * 1e3, ilp_status_name(r->status), r->gap * 100);
     if (!r->feasible) {
         fprintf(f, "  no plan fits %.2f GiB per device\n", q->budget / GIB);
         return;

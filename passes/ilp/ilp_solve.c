@@ -359,6 +359,8 @@ struct IlpWarm {
     double oscale;
     int *stat;                /* the root LP's optimal basis: rows 1..nrow, columns 1..ncol */
     int nrow, ncol;           /* 0: no basis saved */
+    IlpFrontier *front;       /* r's frontier (IlpOpts.frontier), NULL: none (yet) */
+    bool front_tried;         /* made, or found too wide for the program */
 };
 
 IlpWarm *ilp_warm_new(void) { return ir_xcalloc(1, sizeof(IlpWarm)); }
@@ -374,6 +376,7 @@ static void warm_clear(IlpWarm *w)
     ilp_free(w->r);
     model_free(&w->m);
     free(w->stat);
+    ilp_frontier_free(w->front);
     memset(w, 0, sizeof *w);
 }
 
@@ -621,6 +624,82 @@ static void warm_reduce(IlpWarm *w, const IlpProblem *p)
     w->r = ilp_restrict(p, w->dom, w->map);
 }
 
+/* The reduced problem w->r under its budget from its frontier, made now if
+ * not yet (ilp_pareto.c): false where it has none, or where the choice read
+ * back, priced by ilp_eval (which sums in another order), is over the
+ * budget: GLPK answers then. */
+static bool solve_frontier(IlpWarm *w, IlpSolution *s)
+{
+    if (!w->front_tried) {
+        w->front = ilp_frontier(w->r);
+        w->front_tried = true;
+    }
+    if (!w->front)
+        return false;
+    memset(s, 0, sizeof *s);
+    s->choice = ir_xmalloc((size_t)(w->r->nnodes + 1) * sizeof *s->choice);
+    if (!ilp_frontier_choice(w->front, w->r->budget, s->choice, NULL, NULL)) {
+        ilp_solution_free(s);
+        s->status = ILP_INFEASIBLE;
+        s->objective = s->glpk_obj = s->bound = s->gap = INFINITY;
+        s->frontier_points = ilp_frontier_points(w->front);
+        return true;
+    }
+    s->objective = ilp_eval(w->r, s->choice, &s->total);
+    if (!(ilp_memory(w->r, &s->total) <= w->r->budget)) {
+        ilp_solution_free(s);
+        return false;
+    }
+    s->status = ILP_OPTIMAL;
+    s->glpk_obj = s->bound = s->objective;
+    s->frontier_points = ilp_frontier_points(w->front);
+    return true;
+}
+
+/* How far above the fastest choice's objective the second must be for the
+ * fastest to be GLPK's answer too: GLPK proves an optimum only up to its
+ * tolerances (1e-7 on reduced costs of an objective scaled to a largest
+ * coefficient of 1, 1e-9 on the objective), so a second choice closer than
+ * this could be what it returns. The closest seen in bench/plan-time's 18
+ * cases: 3.6e-6 (Qwen3-235B on 512), which GLPK then answers. */
+#define UNIQUE_MARGIN 1e-5
+
+/* The reduced problem w->r without a budget, as its unique fastest choice
+ * (ilp_unique_best): false where the fastest is tied within UNIQUE_MARGIN
+ * (GLPK answers then, its ties as its path resolves them). */
+static bool solve_unique(IlpWarm *w, IlpSolution *s)
+{
+    int *c = ir_xmalloc((size_t)(w->r->nnodes + 1) * sizeof *c);
+    if (!ilp_unique_best(w->r, UNIQUE_MARGIN, c, NULL, NULL)) {
+        free(c);
+        return false;
+    }
+    memset(s, 0, sizeof *s);
+    s->choice = c;
+    s->status = ILP_OPTIMAL;
+    s->objective = ilp_eval(w->r, c, &s->total);
+    s->glpk_obj = s->bound = s->objective;
+    s->unique = true;
+    return true;
+}
+
+/* PTDC_SEARCH_CHECK: the answer a (frontier or unique, in w->r's
+ * strategies) against GLPK's b on the same problem: the same choice
+ * without a budget (the fastest is unique), the same feasibility and
+ * objective (1e-9) under one. */
+static void check_answer(const IlpProblem *r, const IlpSolution *a, const IlpSolution *b)
+{
+    bool same = (a->choice != NULL) == (b->choice != NULL);
+    if (same && a->choice && !isfinite(r->budget))
+        same = memcmp(a->choice, b->choice, (size_t)r->nnodes * sizeof *a->choice) == 0;
+    if (same && a->choice && isfinite(r->budget))
+        same = fabs(a->objective - b->objective) <= 1e-9 * fmax(fabs(b->objective), 1e-30);
+    if (!same)
+        ir_die("ilp: the %s answers %.17g (%s), GLPK %.17g (%s) (PTDC_SEARCH_CHECK)",
+               a->unique ? "unique fastest choice" : "frontier", a->objective, ilp_status_name(a->status),
+               b->objective, ilp_status_name(b->status));
+}
+
 IlpStatus ilp_solve(const IlpProblem *p, const IlpOpts *o, IlpSolution *s)
 {
     if (o && o->no_reduce) {
@@ -636,16 +715,37 @@ IlpStatus ilp_solve(const IlpProblem *p, const IlpOpts *o, IlpSolution *s)
     IlpWarm own = {0}, *w = o && o->warm && !o->presolve ? o->warm : &own;
     if (w->src != p)
         warm_clear(w);
+    bool kept = w->r != NULL;
     if (!w->r)
         warm_reduce(w, p);
     w->r->budget = p->budget;
     IlpOpts ro = o ? *o : (IlpOpts){0};
-    int *start = NULL;
-    if (o && o->start) {
+    int *start = NULL, *repaired = NULL;
+    bool front = w != &own && o && o->frontier && isfinite(p->budget) && solve_frontier(w, s);
+    if (front)
+        s->warm = kept;
+    if (!front && o && o->frontier && !isfinite(p->budget))
+        front = solve_unique(w, s);
+    if (front && o->check) {
+        IlpOpts co = *o;
+        co.frontier = false;
+        co.warm = NULL;
+        co.start = NULL;
+        IlpSolution g;
+        solve_glpk(w->r, &co, NULL, &g);
+        if (g.choice && isfinite(p->budget))
+            ilp_canon(w->r, g.choice);
+        check_answer(w->r, s, &g);
+        ilp_solution_free(&g);
+    }
+    if (!front && o && !o->start && o->repair_from && isfinite(p->budget))
+        repaired = ilp_repair(p, o->repair_from);
+    const int *from = o && o->start ? o->start : repaired;
+    if (!front && from) {
         /* A dropped strategy's dominator is no worse: start from it. */
         start = ir_xmalloc((size_t)(p->nnodes + 1) * sizeof *start);
         for (int u = 0; u < p->nnodes; u++) {
-            int i = o->start[u];
+            int i = from[u];
             while (w->dom[u][i] >= 0)
                 i = w->dom[u][i];
             int k = 0;
@@ -655,7 +755,8 @@ IlpStatus ilp_solve(const IlpProblem *p, const IlpOpts *o, IlpSolution *s)
         }
         ro.start = start;
     }
-    solve_glpk(w->r, &ro, w == &own ? NULL : w, s);
+    if (!front)
+        solve_glpk(w->r, &ro, w == &own ? NULL : w, s);
     /* Only a budgeted solve can start from another path (a kept basis, a
      * start); without a budget GLPK's path is always the same, from the
      * slack basis, and its answer is left as it was (ties as before; the
@@ -674,6 +775,7 @@ IlpStatus ilp_solve(const IlpProblem *p, const IlpOpts *o, IlpSolution *s)
     s->pruned = w->pruned;
     warm_clear(&own);
     free(start);
+    free(repaired);
     s->solve_s = now_s() - t0;
     return s->status;
 }

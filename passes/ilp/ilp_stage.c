@@ -63,9 +63,12 @@ struct PassIlpCache {
     int low_next;
     Last *last;                   /* per lowered stage, its last answer; open addressing */
     int nlast, caplast;           /* caplast a power of two, at least 2 nlast */
-    int reuse;                    /* pass_ilp_cache_reuse, less PASS_ILP_WARM_BASIS */
+    int reuse;                    /* pass_ilp_cache_reuse, less PASS_ILP_FRONTIER */
     int warm;                     /* solves on a kept model */
     int canon;                    /* solves whose answer ilp_canon moved from GLPK's */
+    int frontier;                 /* solves answered from a kept frontier */
+    int unique;                   /* solves answered as the unique fastest choice */
+    bool check;                   /* pass_ilp_cache_check */
 };
 
 PassIlpCache *pass_ilp_cache_new(void) { return ir_xcalloc(1, sizeof(PassIlpCache)); }
@@ -96,13 +99,18 @@ int pass_ilp_cache_solves(const PassIlpCache *c) { return c->solves; }
 int pass_ilp_cache_relowered(const PassIlpCache *c) { return c->relowered; }
 int pass_ilp_cache_warm(const PassIlpCache *c) { return c->warm; }
 int pass_ilp_cache_canon(const PassIlpCache *c) { return c->canon; }
-/* Stored less PASS_ILP_WARM_BASIS, so that a new (zeroed) cache restarts from the root basis. */
+int pass_ilp_cache_frontier(const PassIlpCache *c) { return c->frontier; }
+int pass_ilp_cache_unique(const PassIlpCache *c) { return c->unique; }
+void pass_ilp_cache_check(PassIlpCache *c, bool on) { c->check = on; }
+/* Stored less PASS_ILP_FRONTIER, so that a new (zeroed) cache answers from frontiers. */
 void pass_ilp_cache_reuse(PassIlpCache *c, int reuse)
 {
-    if (reuse < PASS_ILP_COLD || reuse > PASS_ILP_WARM_BASIS)
+    if (reuse < PASS_ILP_COLD || reuse > PASS_ILP_FRONTIER)
         ir_die("pass_ilp_cache_reuse: %d is not a PASS_ILP_* mode", reuse);
-    c->reuse = reuse - PASS_ILP_WARM_BASIS;
+    c->reuse = reuse - PASS_ILP_FRONTIER;
 }
+
+static int reuse_mode(const PassIlpCache *c) { return c->reuse + PASS_ILP_FRONTIER; }
 
 /* A piece's kind: its repeat, or the piece itself outside repeats. */
 static int kind(const IrGraph *g, int p)
@@ -270,7 +278,7 @@ static IlpSeg *lowered(PassIlpCache *c, const PassCostCtx *ctx, const PassIlpCos
     c->low_next = (c->low_next + 1) % NLOWERED;
     ilp_seg_free(c->low[i]);
     ilp_warm_free(c->low_warm[i]);
-    c->low_warm[i] = c->reuse + PASS_ILP_WARM_BASIS == PASS_ILP_COLD ? NULL : ilp_warm_new();
+    c->low_warm[i] = reuse_mode(c) == PASS_ILP_COLD ? NULL : ilp_warm_new();
     c->low[i] = s, c->low_h[i] = h, c->low_ctx[i] = ctx, c->low_costs[i] = costs;
     *slot = i;
     return s;
@@ -363,19 +371,21 @@ const PassIlpResult *pass_ilp_stage(PassIlpCache *cache, const PassCostCtx *ctx,
         int slot;
         IlpSeg *s = lowered(cache, ctx, costs, g, q, &slot);
         double t1 = now_s();
-        /* The frontier walk's next point: GLPK starts from the last point
-         * solved on this stage, made to fit the tighter budget. */
+        /* The frontier walk's next point: from the stage's kept frontier,
+         * or GLPK started from the last point solved on this stage, made
+         * to fit the tighter budget. */
         const int *prev = isfinite(s->prob->budget) ? last_answer(cache, s, cache->low_h[slot]) : NULL;
-        int *start = prev ? ilp_repair(s->prob, prev) : NULL;
+        int mode = reuse_mode(cache);
         IlpSolution sol;
         ilp_solve(s->prob,
-                  &(IlpOpts){.time_limit_s = q->time_limit_s, .start = start,
-                             .warm = cache->low_warm[slot],
-                             .warm_basis = cache->reuse + PASS_ILP_WARM_BASIS == PASS_ILP_WARM_BASIS},
+                  &(IlpOpts){.time_limit_s = q->time_limit_s, .repair_from = prev,
+                             .warm = cache->low_warm[slot], .warm_basis = mode >= PASS_ILP_WARM_BASIS,
+                             .frontier = mode == PASS_ILP_FRONTIER, .check = cache->check},
                   &sol);
         cache->warm += sol.warm;
         cache->canon += sol.canon_moves > 0;
-        free(start);
+        cache->frontier += sol.frontier_points > 0;
+        cache->unique += sol.unique;
         if (sol.choice)
             last_keep(cache, s, cache->low_h[slot], sol.choice);
         r = ir_xmalloc(sizeof *r);

@@ -1194,6 +1194,8 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     Src s;
     memset(&s, 0, sizeof s);
     s.c = c, s.g = g, s.o = o, s.cache = cache, s.st = &out->stats;
+    if (src_check(&s)) /* the ILP's shortcuts (frontiers, unique fastest choices) against GLPK too */
+        pass_ilp_cache_check(cache, true);
     s.gpus = o->gpus > 0 ? o->gpus : c->cl->ngpus;
     s.gpn = pass_cluster_domain_at(c->cl, s.gpus);
     s.gb = o->global_batch > 0 ? o->global_batch : g->global_batch;
@@ -1357,9 +1359,10 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     free(s.xop);
     out->stats.ilp_solves = pass_ilp_cache_solves(cache) - solves0;
     if (getenv("PTDC_SEARCH_DEBUG"))
-        fprintf(stderr, "ILP (cache so far): %d solves, %d on a kept model, %d answered otherwise than GLPK "
-                "among ties (ilp_canon)\n", pass_ilp_cache_solves(cache), pass_ilp_cache_warm(cache),
-                pass_ilp_cache_canon(cache));
+        fprintf(stderr, "ILP (cache so far): %d solves, %d on a kept model, %d from a kept frontier, "
+                "%d the unique fastest choice, %d answered otherwise than the solver among ties "
+                "(ilp_canon)\n", pass_ilp_cache_solves(cache), pass_ilp_cache_warm(cache),
+                pass_ilp_cache_frontier(cache), pass_ilp_cache_unique(cache), pass_ilp_cache_canon(cache));
     out->stats.ilp_hits = pass_ilp_cache_hits(cache) - hits0;
     out->stats.seconds = now_s() - t0;
     return true;

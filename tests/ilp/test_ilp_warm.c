@@ -95,9 +95,12 @@ static int compare(const Case *c, const IrGraph *g, const PassCostCtx *ctx, int 
             differ += !same_strategy(&a->strategy[j], &b->strategy[j]);
         ties += differ > 0;
     }
-    /* Every point after the first was solved on the kept model. */
-    int ws = pass_ilp_cache_warm(cache);
+    /* Every point after the first was solved on the kept model; with the
+     * frontier, every one under a budget was answered from it. */
+    int ws = pass_ilp_cache_warm(cache), fs = pass_ilp_cache_frontier(cache);
     CHECK(ws == nw - 1, "%s, reuse %d: %d solves on a kept model in %d points", c->model, reuse, ws, nw);
+    CHECK(fs == (reuse == PASS_ILP_FRONTIER ? nw - 1 : 0), "%s, reuse %d: %d answers from a frontier in %d points",
+          c->model, reuse, fs, nw);
     pass_ilp_cache_free(cache);
     return ties;
 }
@@ -131,7 +134,11 @@ static void warm_against_cold(const Case *c)
     int ties = compare(c, g, &ctx, PASS_ILP_WARM_BASIS, rc, nc);
     CHECK(ties == 0, "%s, recompute %s: the kept basis changed the strategies at %d points", c->model,
           rcn, ties);
-    printf("%s, recompute %s: %d frontier points, the same with the kept model and basis; "
+    int front = compare(c, g, &ctx, PASS_ILP_FRONTIER, rc, nc);
+    CHECK(front == 0, "%s, recompute %s: the frontier changed the strategies at %d points", c->model,
+          rcn, front);
+    printf("%s, recompute %s: %d frontier points, the same with the kept model and basis and "
+           "from the kept frontier; "
            "%d answers of the cold walk moved among ties (ilp_canon)\n",
            c->model, rcn, nc, pass_ilp_cache_canon(cold));
     pass_ilp_cache_free(cold);
