@@ -285,6 +285,13 @@ def fused_mlp(r):
             and FUSED_MLP_ON)
 
 
+def group_quantize(r):
+    """Whether the row's experts quantise their rows with one grouped call: the fused grouped
+    MLP's rows (FUSED_MLP, its group_quantize), priced so even where BRIDGE_MOE_FUSED_MLP leaves
+    the rest of the fused MLP out."""
+    return r["precision"] in ("MXFP8", "FP8-MX") and FUSED_MLP.get((r["model"], r["gpu"], release(r)), False)
+
+
 def oss_stack(r):
     """The GPT-OSS row's stack keys beyond its recipe's layout (OSS_HYBRIDEP)."""
     flex = (r["gpu"], release(r)) in OSS_HYBRIDEP or r["precision"] == "MXFP8"
@@ -539,6 +546,8 @@ def pinned_args(src, r, host_us=None, overlap=True):
         args += oss_stack(r)
     if fused_mlp(r):
         args += ["--stack-set", "moe_fused_mlp=yes"]
+    elif group_quantize(r):
+        args += ["--stack-set", "moe_group_quantize=yes"]
     if WITH_MTP in r["notes"]:
         args += ["--set", "mtp_depth=1"]
     if r["model"] == "Nemotron_3_Super" and os.environ.get("BRIDGE_MOE_SUPER") == "no-mtp":
