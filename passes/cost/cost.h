@@ -208,10 +208,14 @@ double pass_prec_cast_s(const PassCostCtx *c, double numel, PlanPrecision p, int
  * it too (NVFP4's Hadamard transform, the stack's nvfp4_rht). */
 double pass_prec_cast_act_s(const PassCostCtx *c, double numel, PlanPrecision p, int orient, bool wgrad);
 /* The same for a tensor quantised as `groups` splits, each its own tensor
- * (Transformer Engine's split_quantize of the experts' rows): under
- * per-tensor current scaling each split launches its own amax and cast. */
+ * (Transformer Engine's split_quantize of the experts' rows): where each
+ * split is a call of its own (pass_prec_split_calls), its own kernels. */
 double pass_prec_cast_split_s(const PassCostCtx *c, double numel, PlanPrecision p, int orient, bool wgrad,
                               double groups);
+/* The quantise calls (each its own kernels, and a host op) Transformer
+ * Engine makes for a tensor of `splits` splits in format p (1: one call, the
+ * splits fused or grouped); wgrad as above. */
+double pass_prec_split_calls(const PassCostCtx *c, PlanPrecision p, bool wgrad, double splits);
 /* The orientations of a tensor in format p kept when want are read: 1 for
  * per-tensor FP8 on a GPU whose FP8 GEMM takes any layout (Blackwell). */
 int pass_prec_orientations(const PassGpu *gpu, PlanPrecision p, int want);

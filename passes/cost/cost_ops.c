@@ -700,7 +700,8 @@ static void pass_opcost_MOE(const OpArgs *a, PassNodeCost *o)
     o->moe_dw_s += o->bwd_s - dw0;
     if (p != PLAN_PREC_BF16) {
         /* Each expert's rows are a tensor of their own (GroupedLinear's
-         * split_quantize: pass_prec_cast_split_s), its weights two.
+         * split_quantize: pass_prec_cast_split_s, a call each where
+         * pass_prec_split_calls says), its weights two.
          * Forward: the rows into gate/up and into down, each in both
          * orientations (the weight gradients read them again); the weights
          * unless cached for the step. Backward: the output's gradient

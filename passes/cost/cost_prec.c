@@ -140,20 +140,56 @@ double pass_prec_cast_act_s(const PassCostCtx *c, double numel, PlanPrecision p,
     return pass_prec_cast_split_s(c, numel, p, orient, wgrad, 1);
 }
 
-/* A tensor quantised as `groups` consecutive splits, each a tensor of its
- * own: Transformer Engine's GroupedLinear quantises the experts' rows so
- * (tex.split_quantize, extensions/cast.cpp at TE 2.12 to 2.17.1), and
- * multi_tensor_quantize_impl fuses the splits into one kernel only for
- * delayed scaling (nvte_multi_cast_transpose, the last steps' amax);
- * under per-tensor current scaling each split has its own quantizer and
- * amax and runs Float8CurrentScalingQuantizer::quantize_impl on its own
- * (quantizer.cpp: nvte_compute_amax_with_config, then
- * nvte_compute_scale_from_amax, then nvte_quantize_v2): each split launches
- * the kernels one tensor's cast does. The bytes are the whole tensor's.
- * (The scale kernel between amax and cast is not counted for one tensor
- * either.) MX and NVFP4 keep one launch: their split or grouped quantise
- * differs by release (TE 2.16's group_quantize) and is not priced per
- * split. */
+/* The quantise calls Transformer Engine makes for a tensor of `splits`
+ * consecutive splits, each a tensor of its own: GroupedLinear quantises the
+ * experts' inputs and output gradients so, through tex.split_quantize
+ * (extensions/cast.cpp), at every release Megatron-Bridge
+ * pinned (2.9 70f53666 at v0.2.0, 2.12 5671fd36 at v0.3.x, 2.14 71bbefbf at
+ * v0.4.x, 2.16 4220403e / b9d690e0 at v0.5.x, 2.17.1 4329ff84 at v0.6.0;
+ * 2.18 too). split_quantize fuses the splits only where the format has a
+ * kernel for them:
+ *  - per-tensor FP8, delayed scaling: multi_tensor_quantize_impl's
+ *    nvte_multi_cast_transpose, one kernel (the last steps' amax): 1 call;
+ *  - per-tensor FP8, current scaling: each split's
+ *    Float8CurrentScalingQuantizer::quantize_impl (quantizer.cpp: amax,
+ *    scale, cast) after a create_tensor of its own: a call a split;
+ *  - MXFP8: one bulk allocation (bulk_allocate_mxfp8_tensors, a Python
+ *    MXFP8TensorStorage constructed a split), then multi_tensor_quantize_impl
+ *    quantises the splits individually, MXFP8Quantizer::quantize's one
+ *    nvte_quantize_v2 each (rowwise and columnwise in one kernel): a call a
+ *    split at every release above;
+ *  - NVFP4 (from 2.12, the first release with its rows): the fused split
+ *    quantise, with the random Hadamard transform (inputs and gradients,
+ *    nvfp4_rht) all grouped kernels (nvte_group_hadamard_transform_amax,
+ *    nvte_group_nvfp4_quantize_with_amax, _cast_fusion_columnwise): 1 call;
+ *    without it nvte_group_amax once, then nvte_quantize_v2 a split.
+ * TE's grouped quantise (tex.group_quantize, 2.14 on) quantises them in one
+ * call, but GroupedLinear takes it only on its GroupedTensor path
+ * (NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM; on TE main after 2.18
+ * use_grouped_tensor: the stack's moe_group_quantize) and the op fuser's grouped MLP takes it for
+ * MXFP8 (moe_fused_mlp: ops/fused/forward_grouped_mlp.py, 2.16 on). */
+double pass_prec_split_calls(const PassCostCtx *c, PlanPrecision p, bool wgrad, double splits)
+{
+    if (splits <= 1 || c->st.moe_group_quantize || (c->st.moe_fused_mlp && p == PLAN_PREC_MXFP8))
+        return 1;
+    switch (p) {
+    case PLAN_PREC_FP8:
+        return c->st.lp_scaling == PASS_SCALING_CURRENT ? splits : 1;
+    case PLAN_PREC_MXFP8:
+        return splits;
+    case PLAN_PREC_NVFP4:
+        return c->st.nvfp4_rht && wgrad ? 1 : splits;
+    default:
+        return 1;
+    }
+}
+
+/* A tensor quantised as `groups` consecutive splits (pass_prec_split_calls):
+ * the whole tensor's bytes, and where each split is a call of its own the
+ * kernels of one tensor's cast for each split, but NVFP4's amax, which
+ * nvte_group_amax finds for every split in one launch. (The current-scaling
+ * scale kernel between amax and cast is not counted for one tensor
+ * either.) */
 double pass_prec_cast_split_s(const PassCostCtx *c, double numel, PlanPrecision p, int orient, bool wgrad,
                               double groups)
 {
@@ -178,7 +214,8 @@ double pass_prec_cast_split_s(const PassCostCtx *c, double numel, PlanPrecision 
      * hadamard_transform_cast_fusion_columnwise). */
     if (p == PLAN_PREC_NVFP4 && wgrad && orient >= 2 && c->st.nvfp4_rht)
         bytes += 2 * numel, kernels++;
-    if (p == PLAN_PREC_FP8 && c->st.lp_scaling == PASS_SCALING_CURRENT && groups > 1)
-        kernels *= (int)groups;
+    double calls = pass_prec_split_calls(c, p, wgrad, groups);
+    if (calls > 1)
+        kernels += (int)(calls - 1) * (p == PLAN_PREC_NVFP4 ? kernels - 1 : kernels);
     return pass_mem_time(gpu, bytes, kernels);
 }

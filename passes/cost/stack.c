@@ -193,6 +193,15 @@ static const PassStack presets[] = {
          * (megatron/core/transformer/moe/experts.py TEGroupedMLP); the
          * router stays bf16 (plan_gemm_precision). */
         .lp_experts = true,
+        /* ... and GroupedLinear quantises the experts' rows with
+         * tex.split_quantize, a tensor a local expert: Megatron-Core's
+         * moe_use_grouped_tensor (TE's one grouped call) is False by default
+         * at every commit that has it (transformer_config.py, d98e8a64), and
+         * no Megatron-Bridge recipe sets it or TE's
+         * NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM (v0.2.0 to v0.6.0); the
+         * splits' quantise calls, per format, in pass_prec_split_calls
+         * (docs/moe.md, "Per-expert quantise calls"). */
+        .moe_group_quantize = false,
         /* --overlap-grad-reduce --overlap-param-gather with DDP buckets of
          * max(40M, 1M x dp) parameters (distributed_data_parallel_config). */
         .dp_overlap = true,
@@ -496,6 +505,8 @@ static const struct SKey {
      "NVFP4's weight-gradient operands pass a random Hadamard transform (an amax and a cast of their own)"},
     {"lp_experts", S_BOOL, F(lp_experts), 0, 0, 0, NULL, 0,
      "low precision: MoE experts' grouped GEMMs in it too (ptdc's programs: bf16)"},
+    {"moe_group_quantize", S_BOOL, F(moe_group_quantize), 0, 0, 0, NULL, 0,
+     "the experts' rows quantised by one grouped call (moe_use_grouped_tensor), not one per local expert"},
     {"fp8_param_gather", S_BOOL, F(fp8_param_gather), 0, 0, 0, NULL, 0,
      "weights kept and all-gathered in the low precision (no bf16 copy)"},
     {"dp_overlap", S_BOOL, F(dp_overlap), 0, 0, 0, NULL, 0,

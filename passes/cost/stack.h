@@ -182,6 +182,11 @@ typedef struct PassStack {
                                      NVFP4BlockScaling: with_rht, with_post_rht_amax) */
     bool lp_experts;              /* an MoE layer's expert GEMMs (grouped) run in the low
                                      precision too, their inputs cast and saved in it */
+    bool moe_group_quantize;      /* the experts' rows are quantised by one grouped call
+                                     (Transformer Engine's GroupedTensor path: Megatron-Core's
+                                     moe_use_grouped_tensor, or its op fuser); no: GroupedLinear's
+                                     tex.split_quantize, a quantise per local expert where the
+                                     format does not fuse the splits (pass_prec_split_calls) */
     bool fp8_param_gather;        /* the weights are kept and all-gathered in the low
                                      precision (Megatron --fp8-param-gather): no bf16 copy */
     /* communication */

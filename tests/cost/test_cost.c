@@ -1437,11 +1437,84 @@ static void test_moe_split_cast(const char *models)
                pass_prec_cast_act_s(&cur, R * D, PLAN_PREC_FP8, 2, true), 1e-15));
     CHECK(NEAR(pass_prec_cast_split_s(&cur, R * D, PLAN_PREC_FP8, 2, true, El) -
                    pass_prec_cast_act_s(&cur, R * D, PLAN_PREC_FP8, 2, true), 2 * (El - 1) * ovh, 1e-12));
-    /* MXFP8 and delayed scaling: one launch whatever the split. */
-    CHECK(pass_prec_cast_split_s(&cur, R * D, PLAN_PREC_MXFP8, 2, true, El) ==
-          pass_prec_cast_act_s(&cur, R * D, PLAN_PREC_MXFP8, 2, true));
+    /* Delayed scaling: one launch whatever the split. */
     CHECK(pass_prec_cast_split_s(&del, R * D, PLAN_PREC_FP8, 2, true, El) ==
           pass_prec_cast_act_s(&del, R * D, PLAN_PREC_FP8, 2, true));
+    /* One grouped call (moe_group_quantize): one tensor's cast. */
+    PassCostCtx grp = cur;
+    grp.st.moe_group_quantize = true;
+    CHECK(pass_prec_cast_split_s(&grp, R * D, PLAN_PREC_FP8, 2, true, El) ==
+          pass_prec_cast_act_s(&grp, R * D, PLAN_PREC_FP8, 2, true));
+    moe_case_close(&mc);
+}
+
+/* MXFP8 through GroupedLinear's split_quantize (TE 2.9 to 2.17.1: a bulk
+ * allocation, then one nvte_quantize_v2 per split) launches one cast kernel
+ * per local expert, where NVFP4's Hadamard path, TE's grouped quantise
+ * (moe_group_quantize) and the op fuser's grouped MLP (moe_fused_mlp)
+ * launch one for all: pass_prec_split_calls. On a B200 the MoE node in
+ * MXFP8 with El = 4 local experts: four activation casts, two each way, each
+ * El - 1 launches more than the grouped call and the same bytes; the GEMMs
+ * unchanged. The host counts them as no framework ops (host.c). */
+static void test_moe_split_mxfp8(const char *models)
+{
+    MoeCase mc;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/mixtral.mdl", models);
+    memset(&mc, 0, sizeof mc);
+    mc.a = ir_arena_new();
+    mc.g = mega_compile(mc.a, path, "n_layers=2,seq=1024,n_experts=32", 64);
+    for (int i = 0; mc.g && i < mc.g->nfwd && !mc.moe; i++)
+        if (mc.g->nodes[i].op == IR_OP_MOE)
+            mc.moe = &mc.g->nodes[i];
+    CHECK(mc.moe != NULL);
+    if (!mc.moe) {
+        ir_arena_free(mc.a);
+        return;
+    }
+    mc.cl = (PassCluster){.ngpus = 16, .gpus_per_node = 8};
+    plan_mesh_make(&mc.mesh, 2, 8, 8);
+    ir_dim_sizes(mc.g, 4, mc.ds);
+    const IrTensor *h = &mc.g->tensors[mc.moe->in[0]];
+    mc.x = (PlanStrategy){{(int16_t)h->dim[0], (int16_t)h->dim[1], -1}, 2};
+    plan_local_sizes(mc.g, mc.moe, &mc.mesh, &mc.x, mc.ds, mc.local);
+    PassCluster cl = mc.cl;
+    CHECK(pass_gpu_preset("b200", &cl.gpu));
+    PassCostCtx sp = {.cl = &cl, .prec = PLAN_PREC_MXFP8};
+    pass_stack_preset("megatron", &sp.st);
+    CHECK(!sp.st.moe_group_quantize && !sp.st.moe_fused_mlp && sp.st.lp_experts && sp.st.nvfp4_rht);
+    CHECK(pass_prec_of(&sp, mc.g, mc.moe) == PLAN_PREC_MXFP8);
+    PassCostCtx gq = sp;
+    gq.st.moe_group_quantize = true;
+    double El = (double)mc.local[mc.g->tensors[mc.moe->in[2]].dim[0]];
+    CHECK(El == 4);
+    double D, F, R = pass_moe_rows(&sp, mc.g, mc.moe, &mc.mesh, &mc.x, mc.local, &D, &F);
+    double ovh = cl.gpu.kernel_overhead_s;
+    PassNodeCost cs, cg;
+    pass_cost_node(&sp, mc.g, mc.moe, &mc.mesh, &mc.x, mc.ds, &cs);
+    pass_cost_node(&gq, mc.g, mc.moe, &mc.mesh, &mc.x, mc.ds, &cg);
+    CHECK(NEAR(cs.fwd_s - cg.fwd_s, 2 * (El - 1) * ovh, 1e-9));
+    CHECK(NEAR(cs.bwd_s - cg.bwd_s, 2 * (El - 1) * ovh, 1e-9));
+    CHECK(NEAR(cs.cast_s - cg.cast_s, 4 * (El - 1) * ovh, 1e-9));
+    CHECK(cs.gemm_s == cg.gemm_s && cs.bytes_fwd == cg.bytes_fwd);
+    /* The cast itself: one kernel a split, no amax. */
+    double one = pass_prec_cast_act_s(&sp, R * D, PLAN_PREC_MXFP8, 2, true);
+    CHECK(pass_prec_split_calls(&sp, PLAN_PREC_MXFP8, true, El) == El);
+    CHECK(NEAR(pass_prec_cast_split_s(&sp, R * D, PLAN_PREC_MXFP8, 2, true, El) - one, (El - 1) * ovh, 1e-15));
+    CHECK(pass_prec_cast_split_s(&gq, R * D, PLAN_PREC_MXFP8, 2, true, El) == one);
+    PassCostCtx fu = sp;
+    fu.st.moe_fused_mlp = true;
+    CHECK(pass_prec_split_calls(&fu, PLAN_PREC_MXFP8, true, El) == 1);
+    /* NVFP4: the Hadamard path's grouped kernels; without the transform
+     * one grouped amax, then a cast a split. */
+    double nv = pass_prec_cast_act_s(&sp, R * D, PLAN_PREC_NVFP4, 2, true);
+    CHECK(pass_prec_cast_split_s(&sp, R * D, PLAN_PREC_NVFP4, 2, true, El) == nv);
+    PassCostCtx nr = sp;
+    nr.st.nvfp4_rht = false;
+    CHECK(NEAR(pass_prec_cast_split_s(&nr, R * D, PLAN_PREC_NVFP4, 2, true, El) -
+                   pass_prec_cast_act_s(&nr, R * D, PLAN_PREC_NVFP4, 2, true), (El - 1) * ovh, 1e-15));
+    /* BF16: nothing to quantise. */
+    CHECK(pass_prec_cast_split_s(&sp, R * D, PLAN_PREC_BF16, 2, true, El) == 0);
     moe_case_close(&mc);
 }
 
@@ -1858,6 +1931,16 @@ static void test_host(const char *models)
     pass_host_piece(&c8, g, &m, piece, PLAN_RECOMPUTE_NONE, false, colls, NULL, &hq);
     CHECK(NEAR(hd.fwd_s, h8.fwd_s, 1e-12) && NEAR(hd.bwd_s, h8.bwd_s, 1e-12));
     CHECK(NEAR(hq.fwd_s - hd.fwd_s, 2 * 8 * t, 1e-9) && NEAR(hq.bwd_s - hd.bwd_s, 2 * 8 * t, 1e-9));
+    /* ... none with one grouped call (moe_group_quantize); MXFP8's per-expert
+     * launches are not counted as framework ops (host.c). */
+    PassHostCost hgq, hmx;
+    c8.st.moe_group_quantize = true;
+    pass_host_piece(&c8, g, &m, piece, PLAN_RECOMPUTE_NONE, false, colls, NULL, &hgq);
+    CHECK(NEAR(hgq.fwd_s, hd.fwd_s, 1e-12) && NEAR(hgq.bwd_s, hd.bwd_s, 1e-12));
+    c8.st.moe_group_quantize = false;
+    c8.prec = PLAN_PREC_MXFP8;
+    pass_host_piece(&c8, g, &m, piece, PLAN_RECOMPUTE_NONE, false, colls, NULL, &hmx);
+    CHECK(NEAR(hmx.fwd_s, hd.fwd_s, 1e-12) && NEAR(hmx.bwd_s, hd.bwd_s, 1e-12));
     /* A collective on an edge is one more op. */
     colls[2 * (moe->id - g->pieces[piece].first) + 1] = 2;
     PassHostCost hc;
@@ -1966,6 +2049,7 @@ int main(int argc, char **argv)
     test_moe_clamp(argv[1]);
     test_moe_fused_mlp(argv[1]);
     test_moe_split_cast(argv[1]);
+    test_moe_split_mxfp8(argv[1]);
     test_moe_group_rows(argv[1]);
     test_layer_attrs(argv[1]);
     test_attn_te_sinks(argv[1]);
