@@ -1319,7 +1319,8 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
         }
     }
     if (getenv("PTDC_SEARCH_DEBUG"))
-        fprintf(stderr, "groups: %d, per-mesh floors computed when reached %d\n", s.ngroups, ord.nrefined);
+        fprintf(stderr, "groups: %d, %d with a floor to make; made when reached: %d time floors, %d whole floors\n",
+                s.ngroups, ord.ndue, ord.nmade[0], ord.nmade[1]);
     if (lazy && src_check(&s))
         src_order_check(&ord, stopped);
     src_order_free(&ord);

@@ -86,8 +86,10 @@ void src_order_init(SrcOrder *q, Src *s, int (*cmp)(const void *, const void *),
     q->s = s, q->cmp = cmp, q->refine = refine;
     q->heap = ir_xmalloc(sizeof *q->heap * (size_t)(s->ngroups + 1));
     q->seen = ir_xmalloc(sizeof *q->seen * (size_t)(s->ngroups + 1));
-    for (int i = 0; i < s->ngroups; i++)
+    for (int i = 0; i < s->ngroups; i++) {
         src_order_push(q, &s->groups[i]);
+        q->ndue += s->groups[i].floor_due > 0;
+    }
     q->thr = NAN;
 }
 
@@ -97,8 +99,8 @@ SrcGroup *src_order_next(SrcOrder *q, double thr)
         SrcGroup *G = pop(q);
         if (G->floor_due && G->lb < thr) {
             double key = G->lb;
+            q->nmade[G->floor_due == 2 ? 0 : 1]++;
             q->refine(q->s, G);
-            q->nrefined++;
             if (!(G->lb >= key) && src_check(q->s))
                 ir_die("search: group dp %d tp %d b %d sp %d ordered by bound %.9g, which its floor lowers to %.9g",
                        G->dp, G->tp, G->b, G->sp, key, G->lb);

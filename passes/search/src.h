@@ -370,7 +370,8 @@ typedef struct SrcOrder {
     SrcGroup **heap;
     int n;
     SrcGroup **seen;              /* what src_order_next handed out, in order (src_order_check) */
-    int nseen, nrefined;
+    int nseen;
+    int ndue, nmade[2];           /* groups with a floor to make; time floors and whole floors made */
     double thr;                   /* the threshold of the last src_order_next */
     bool last_free;               /* the last handed out had its strategy-free bound */
 } SrcOrder;
