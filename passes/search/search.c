@@ -1186,6 +1186,39 @@ static bool above_floor(const Src *s, const SrcGroup *G, const SrcCand *k, signe
     return *m;
 }
 
+/* G's candidates' bounds with its next floor (floor_due: the time floor,
+ * then the whole per-mesh floor; costlier than the strategy-free bounds,
+ * so only where some candidate's memory bound leaves it a chance), in
+ * order, and G's least bounds. The candidates the floor's memory bounds
+ * drop are counted (those the bounds before dropped were already). */
+static void group_bounds(Src *s, SrcGroup *G)
+{
+    const PassSearchOpts *o = s->o;
+    for (int j = 0; j < G->ncand; j++)
+        s->st->pruned_mem -= G->cand[j].mem_lb > s->usable;
+    if (G->floor_due > 0) {
+        src_group_floor(s, G, G->floor_due == 2);
+        src_group_sums(s, G);
+        for (int j = 0; j < G->ncand; j++)
+            src_bound(s, G, &G->cand[j]);
+        G->floor_due--;
+    }
+    if (G->ncand > 1)
+        qsort(G->cand, (size_t)G->ncand, sizeof *G->cand, cmp_cand);
+    G->mem_lb = G->lb = INFINITY;
+    signed char memo[4 * (PLAN_MAX_PP + 1)];
+    memset(memo, -1, sizeof memo);
+    for (int j = 0; j < G->ncand; j++) {
+        G->mem_lb = fmin(G->mem_lb, G->cand[j].mem_lb);
+        if (G->cand[j].mem_lb > s->usable)
+            s->st->pruned_mem++;
+        else if (o->first_fit && o->floor && above_floor(s, G, &G->cand[j], memo))
+            G->cand[j].done = true, s->st->pruned_mem++; /* (mem_lb, the visiting order, kept) */
+        else
+            G->lb = fmin(G->lb, G->cand[j].lb);
+    }
+}
+
 bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o,
                  PassIlpCache *cache, PassSearchResult *out)
 {
@@ -1232,48 +1265,42 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
 
     Rank R = {&s, out, o->keep > 0 ? o->keep : 1, false, INFINITY};
     out->alt = ir_xcalloc((size_t)R.keep + 1, sizeof *out->alt);
+    /* A first fit's order is by the memory bounds (cmp_lean), which the
+     * floor raises; exhaustive searches check every bound: the floor of
+     * every group at once there. Otherwise when the search reaches it. */
+    bool lazy = !o->first_fit && !o->exhaustive;
     for (int i = 0; i < s.ngroups; i++) {
         SrcGroup *G = &s.groups[i];
-        /* The per-mesh floor: costlier than the strategy-free bound, so only
-         * where some candidate's memory bound leaves it a chance. */
-        bool live = false;
-        for (int j = 0; j < G->ncand; j++)
-            live |= G->cand[j].mem_lb <= s.usable;
-        if (live) {
-            src_group_floor(&s, G);
-            src_group_sums(&s, G);
-            for (int j = 0; j < G->ncand; j++)
-                src_bound(&s, G, &G->cand[j]);
-        }
-        if (G->ncand > 1)
-            qsort(G->cand, (size_t)G->ncand, sizeof *G->cand, cmp_cand);
         G->mem_lb = INFINITY;
-        signed char memo[4 * (PLAN_MAX_PP + 1)];
-        memset(memo, -1, sizeof memo);
         for (int j = 0; j < G->ncand; j++) {
             G->mem_lb = fmin(G->mem_lb, G->cand[j].mem_lb);
             if (G->cand[j].mem_lb > s.usable)
                 s.st->pruned_mem++;
-            else if (o->first_fit && o->floor && above_floor(&s, G, &G->cand[j], memo))
-                G->cand[j].done = true, s.st->pruned_mem++; /* (mem_lb, the visiting order, kept) */
             else
                 G->lb = fmin(G->lb, G->cand[j].lb);
         }
+        /* some candidate's memory bound leaves it a chance: a floor to make */
+        G->floor_due = !isfinite(G->lb) ? 0 : lazy ? 2 : 1;
+        if (G->floor_due != 2)
+            group_bounds(&s, G);
     }
     out->no_layout = s.st->candidates == 0;
     out->micro_cut = s.micro_cut > 0;
     out->full_valid = s.full_valid;
-    if (s.ngroups > 1)
-        qsort(s.groups, (size_t)s.ngroups, sizeof *s.groups, o->first_fit ? cmp_lean : cmp_group);
     s.st->groups = s.ngroups;
-    for (int i = 0; i < s.ngroups && !R.stop; i++) {
-        SrcGroup *G = &s.groups[i];
+    SrcOrder ord;
+    src_order_init(&ord, &s, o->first_fit ? cmp_lean : cmp_group, group_bounds);
+    SrcGroup *G;
+    bool stopped = false;
+    while (!R.stop && (G = src_order_next(&ord, threshold(&R))) != NULL) {
         if (!isfinite(G->lb) && !(o->exhaustive && G->ncand > 0))
             continue;
         if (G->lb >= threshold(&R) && !o->exhaustive) {
-            for (int j = i; j < s.ngroups; j++)
-                for (int q = 0; q < s.groups[j].ncand; q++)
-                    s.st->pruned_time += s.groups[j].cand[q].mem_lb <= s.usable;
+            src_order_push(&ord, G); /* the heap: every group left */
+            for (int j = 0; j < ord.n; j++)
+                for (int q = 0; q < ord.heap[j]->ncand; q++)
+                    s.st->pruned_time += ord.heap[j]->cand[q].mem_lb <= s.usable;
+            stopped = true;
             break;
         }
         double thr0 = threshold(&R);
@@ -1293,6 +1320,12 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
                     G->tp, G->fold, G->b, G->sp, G->lb, lb2, thr0, threshold(&R), pass_ilp_cache_solves(cache) - sv0);
         }
     }
+    if (getenv("PTDC_SEARCH_DEBUG"))
+        fprintf(stderr, "groups: %d, %d with a floor to make; made when reached: %d time floors, %d whole floors\n",
+                s.ngroups, ord.ndue, ord.nmade[0], ord.nmade[1]);
+    if (lazy && src_check(&s))
+        src_order_check(&ord, stopped);
+    src_order_free(&ord);
     /* Then the frontier walks, once every solved group's first variant has
      * set the threshold: groups with the least frontier bound first. */
     SrcGroup **walk = ir_xmalloc(sizeof *walk * (size_t)(s.ngroups + 1));
@@ -1319,8 +1352,12 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
                     pass_ilp_cache_solves(cache) - sv0, ended);
     }
     free(walk);
-    if (!out->found && !out->have_closest && !out->no_layout && !o->first_fit && !(o->beat_s > 0))
+    if (!out->found && !out->have_closest && !out->no_layout && !o->first_fit && !(o->beat_s > 0)) {
+        /* its ties go to the first group in the order of the bounds (every
+         * group's floor is known: nothing found, nothing stopped the visit) */
+        qsort(s.groups, (size_t)s.ngroups, sizeof *s.groups, cmp_group);
         closest_anyway(&R);
+    }
 
     for (int i = 0; i < s.ngroups; i++) {
         for (int v = 0; v < s.groups[i].nvar; v++)

@@ -520,15 +520,51 @@ void src_floor_free(Src *s)
     s->rec_node = NULL;
 }
 
-void src_group_floor(Src *s, SrcGroup *G)
+/* The time floor alone (src_group_floor, time_only) of the nodes of one
+ * floor class p: per node the least kernels with its share of the
+ * resharding inside the piece over its strategies, without the ZeRO
+ * traffic per micro-batch, which is never negative (sync(z, 2 micro-batches)
+ * - sync(z, 1) and shard kernels), so the same for every ZeRO stage and at
+ * most each one's. */
+static void floor_time(Src *s, SrcGroup *G, int p, const int64_t *ds, PlanStrategy *const *stp, const int *nsall,
+                       double *const *shp)
+{
+    const IrGraph *g = s->g;
+    const bool *recn = rec_nodes(s);
+    for (int n = g->pieces[p].first; n < g->pieces[p].first + g->pieces[p].count; n++) {
+        const IrNode *nd = &g->nodes[n];
+        int a = n - g->pieces[p].first, ns = nsall[a];
+        double tf = INFINITY, tz = INFINITY;
+        for (int i = 0; i < ns; i++) {
+            PassNodeCost nc;
+            pass_cost_node(s->c, g, nd, &G->mesh, &stp[a][i], ds, &nc);
+            double f = nc.fwd_s - fmax(0, nc.fused_s), hf = 0, hb = 0; /* as src_group_floor */
+            if (s->c->st.moe_a2a_overlap)
+                hf = nc.a2a_fwd_s, hb = nc.a2a_s - nc.a2a_fwd_s;
+            f -= hf;
+            tf = fmin(tf, f);
+            tz = fmin(tz, f + nc.bwd_s - hb + shp[a][i]);
+        }
+        if (ns < 1)
+            tf = tz = 0;
+        for (int r = 0; r < SRC_NRC; r++)
+            for (int z = 0; z < 4; z++)
+                G->floor_t[(p * SRC_NRC + r) * 4 + z] += tz + (recn[n * SRC_NRC + r] ? tf : 0);
+    }
+}
+
+void src_group_floor(Src *s, SrcGroup *G, bool time_only)
 {
     const IrGraph *g = s->g;
     int P = s->npieces;
+    double *time0 = G->floor_t; /* a time floor made before: freed once this one is made */
     G->floor_t = ir_xcalloc((size_t)P * SRC_NRC * 4, sizeof(double));
-    G->floor_saved = ir_xcalloc((size_t)P * SRC_NRC, sizeof(double));
-    G->floor_states = ir_xcalloc((size_t)P * 4, sizeof(double));
-    G->floor_ws = ir_xcalloc((size_t)P + 1, sizeof(double));
-    G->floor_fslack = ir_xcalloc((size_t)P + 1, sizeof(double));
+    if (!time_only) {
+        G->floor_saved = ir_xcalloc((size_t)P * SRC_NRC, sizeof(double));
+        G->floor_states = ir_xcalloc((size_t)P * 4, sizeof(double));
+        G->floor_ws = ir_xcalloc((size_t)P + 1, sizeof(double));
+        G->floor_fslack = ir_xcalloc((size_t)P + 1, sizeof(double));
+    }
     struct SrcFloorBuf *B = floor_buf(s);
     const bool *over = B->over;
     const bool *recn = rec_nodes(s);
@@ -547,6 +583,10 @@ void src_group_floor(Src *s, SrcGroup *G)
     double **shp = B->shp;
     for (int p = 0; p < P; p++) {
         int q = s->floor_cls[p]; /* floor_like */
+        if (q != p && time_only) {
+            memcpy(&G->floor_t[p * SRC_NRC * 4], &G->floor_t[q * SRC_NRC * 4], SRC_NRC * 4 * sizeof(double));
+            continue;
+        }
         if (q != p) {
             memcpy(&G->floor_t[p * SRC_NRC * 4], &G->floor_t[q * SRC_NRC * 4], SRC_NRC * 4 * sizeof(double));
             memcpy(&G->floor_saved[p * SRC_NRC], &G->floor_saved[q * SRC_NRC], SRC_NRC * sizeof(double));
@@ -558,6 +598,10 @@ void src_group_floor(Src *s, SrcGroup *G)
         for (int a = 0; a < g->pieces[p].count; a++)
             nsall[a] = group_strategies(s, G, &g->nodes[g->pieces[p].first + a], ds, allow, stp[a], MAXS);
         src_edge_shares(s, G, p, ds, stp, nsall, shp);
+        if (time_only) {
+            floor_time(s, G, p, ds, stp, nsall, shp);
+            continue;
+        }
         for (int n = g->pieces[p].first; n < g->pieces[p].first + g->pieces[p].count; n++) {
             const IrNode *nd = &g->nodes[n];
             int ns = nsall[n - g->pieces[p].first];
@@ -651,6 +695,7 @@ void src_group_floor(Src *s, SrcGroup *G)
         }
     }
     free(ds);
+    free(time0);
 }
 
 /* A group's per-piece bounds summed once (they do not depend on pp, v or

@@ -99,6 +99,10 @@ typedef struct SrcGroup {
     int m;                        /* micro-batches per step */
     PlanMesh mesh;
     double lb;                    /* least candidate bound */
+    int floor_due;                /* refinements of the bounds left: 2 strategy-free, 1 with the
+                                     time floor only (src_group_floor, time_only), 0 with the
+                                     floor: each made when the group reaches the top of the
+                                     search's order (search_order.c) */
     double walk_key;              /* least frontier bound (hope) of its walkable candidates */
     double mem_lb;                /* least candidate memory bound (a first fit's order) */
     double *floor_t;              /* [(npieces * SRC_NRC + r) * 4 + z] least kernel time under
@@ -207,7 +211,10 @@ double src_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m,
  * accounting), per chunk's share of the rank's saved bytes. */
 double src_inflight(int pp, int v, int m, int r);
 double src_inflight_lo(int pp, int v, int m, int r);
-void src_group_floor(Src *s, SrcGroup *G);
+/* G's per-mesh floor (floor_t and the rest); time_only: floor_t alone,
+ * without the ZeRO stages' traffic per micro-batch (so at most the whole
+ * floor's), cheaper: a first refinement of the bounds (search_order.c). */
+void src_group_floor(Src *s, SrcGroup *G, bool time_only);
 /* Frees what src_group_floor keeps between groups (once per search). */
 void src_floor_free(Src *s);
 /* The seconds of ZeRO-2/3 data-parallel traffic and kernels per micro-batch
@@ -352,6 +359,37 @@ PlanStrategy src_fold_strategy(const IrGraph *g, const IrNode *n);
 /* The fold degrees a (dp, cp, tp, sp) layout is searched with, into f
  * (1 first when the unfolded layout is allowed); the count. */
 int src_folds(const Src *s, int dp, int cp, int tp, bool sp, int *f, int max);
+
+/* search_order.c: the groups best bound first, each group's floor computed
+ * when it reaches the top (refine: the floor and the candidates' bounds
+ * with it), so that they come out in the order of their exact bounds. */
+typedef struct SrcOrder {
+    Src *s;
+    int (*cmp)(const void *, const void *); /* on SrcGroup: bound, then a fixed order of layouts */
+    void (*refine)(Src *, SrcGroup *);     /* the next floor and the bounds with it; floor_due - 1 */
+    SrcGroup **heap;
+    int n;
+    SrcGroup **seen;              /* what src_order_next handed out, in order (src_order_check) */
+    int nseen;
+    int ndue, nmade[2];           /* groups with a floor to make; time floors and whole floors made */
+    double thr;                   /* the threshold of the last src_order_next */
+    bool last_free;               /* the last handed out had its strategy-free bound */
+} SrcOrder;
+void src_order_init(SrcOrder *q, Src *s, int (*cmp)(const void *, const void *),
+                    void (*refine)(Src *, SrcGroup *));
+/* The next group in the order of the exact bounds, or one whose
+ * strategy-free bound is already no better than thr (every bound left is
+ * then at least thr: the caller stops); NULL when none is left. */
+SrcGroup *src_order_next(SrcOrder *q, double thr);
+/* A group back into the order (the one that stopped the visit, so that the
+ * heap holds every group not visited). */
+void src_order_push(SrcOrder *q, SrcGroup *G);
+void src_order_free(SrcOrder *q);
+/* Against the long way (src_check): every group refined, the visit's order
+ * and its stop (stopped: the caller stopped at the last group handed out)
+ * those of the sorted exact bounds; dies on a difference. The search's
+ * counts are kept. */
+void src_order_check(SrcOrder *q, bool stopped);
 
 /* search.c */
 void src_plan(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
