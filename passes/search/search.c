@@ -835,9 +835,15 @@ static void rank_predict(const Rank *R, const Plan *p, PassPrediction *pr)
         if (pr->peak_mem_bytes != peak || pr->fits != fits)
             ir_die("search: pass_predict_cut's memory %.0f differs from pass_predict's %.0f", peak,
                    pr->peak_mem_bytes);
-        if (!(pr->step_time_s > (fits ? cut.fits : cut.nofit)))
-            ir_die("search: pass_predict_cut skipped a plan of %.9g s, not above its cut %.9g (dp %d tp %d "
-                   "pp %d v %d)",
+        /* record's and record_closest's own tests, not the cut's */
+        const PassSearchResult *out = R->out;
+        bool full = p->mesh.size[0] * p->mesh.size[1] * p->pp == s->gpus;
+        bool used = fits ? (full && (!out->full_ranked || pr->step_time_s < out->best_full_step_s)) ||
+                               out->nalt < R->keep || better(p, pr, &out->alt[R->keep - 1].plan, &out->alt[R->keep - 1].pred)
+                         : !out->found;
+        if (used || !(pr->step_time_s > (fits ? cut.fits : cut.nofit)))
+            ir_die("search: pass_predict_cut skipped a plan of %.9g s that the ranking uses (its cut %.9g; dp %d "
+                   "tp %d pp %d v %d)",
                    pr->step_time_s, fits ? cut.fits : cut.nofit, p->mesh.size[0], p->mesh.size[1], p->pp, p->v);
     }
     if (floor > pr->step_time_s)
