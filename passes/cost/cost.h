@@ -587,6 +587,22 @@ void pass_ckpt_cost(const PassCostCtx *c, const IrGraph *g, const PassPrediction
  * c->attention. Well under a millisecond for a 100-layer model (layers with
  * equal strategies and surroundings are costed once; bench/cost). */
 void pass_predict(const PassCostCtx *c, const IrGraph *g, const Plan *plan, PassPrediction *out);
+/* A search ranks many plans that lose: pass_predict but for the schedule's
+ * simulation (most of its time on deep pipelines), which is skipped when a
+ * floor of the step time from the stages' times is above the caller's cut
+ * (`fits`, or `nofit` for a plan that does not fit): false then, and out
+ * has pass_predict's memory (mem, peak_mem_bytes, margin_bytes, fits) and
+ * step_time_s the floor, nothing else. True: out is pass_predict's.
+ * cut->floor: that floor, times 1 - PASS_PREDICT_CUT_TOL (the summation
+ * orders differ), never above pass_predict's step time; 0 where none is
+ * made (reference stacks, ranks sharing cores). */
+typedef struct PassPredictCut {
+    double fits, nofit;            /* in: skip above these */
+    double floor;                  /* out */
+} PassPredictCut;
+#define PASS_PREDICT_CUT_TOL 1e-9
+bool pass_predict_cut(const PassCostCtx *c, const IrGraph *g, const Plan *plan, PassPredictCut *cut,
+                      PassPrediction *out);
 /* The runtime term of a rank's memory (PassRankMem.runtime): CUDA context,
  * NCCL communicators, library workspaces (or, for a measured device, its
  * start-up and per-communicator bytes), for a pipeline rank on mesh m. */

@@ -1031,6 +1031,31 @@ static void overlap_p2p(Predict *P)
 
 /* The schedule: P->pipe and each rank's finish, and the slowest rank's
  * terms into out. */
+/* The backward the simulation runs per stage: a split schedule's B is the
+ * backward but its weight gradients (W). Free it with sim_b_free. */
+static double *sim_b(const Predict *P)
+{
+    if (!plan_schedule_split(P->x.p->schedule))
+        return P->sb;
+    int ns = P->pp * P->v;
+    double *b = ir_xmalloc(sizeof(double) * (size_t)ns);
+    for (int st = 0; st < ns; st++)
+        b[st] = fmax(0, P->sb[st] - P->sw[st]);
+    return b;
+}
+
+static void sim_b_free(const Predict *P, double *b)
+{
+    if (b != P->sb)
+        free(b);
+}
+
+static void rank_mb_times(Predict *P)
+{
+    for (int i = 0; i < P->pp; i++)
+        P->ra[i].t_mb = P->ra[i].fwd + P->ra[i].bwd;
+}
+
 static void schedule(Predict *P, PassPrediction *out)
 {
     const PassCostCtx *c = P->x.c;
@@ -1038,8 +1063,8 @@ static void schedule(Predict *P, PassPrediction *out)
     int pp = P->pp, v = P->v, m = P->m;
     double tmax = 0, tsum = 0;
     int slow = 0;
+    rank_mb_times(P);
     for (int i = 0; i < pp; i++) {
-        ra[i].t_mb = ra[i].fwd + ra[i].bwd;
         tsum += ra[i].t_mb;
         if (ra[i].t_mb > tmax)
             tmax = ra[i].t_mb, slow = i;
@@ -1051,17 +1076,10 @@ static void schedule(Predict *P, PassPrediction *out)
          * them: share.c). */
         PassShare sh;
         bool shared = pass_share(c->cl, pp, plan_mesh_devices(&P->x.p->mesh), &sh);
-        PlanSchedule s = P->x.p->schedule;
-        double *b = P->sb;
-        if (plan_schedule_split(s)) { /* B: the backward but its weight gradients (W) */
-            b = ir_xmalloc(sizeof(double) * (size_t)pp * v);
-            for (int st = 0; st < pp * v; st++)
-                b[st] = fmax(0, P->sb[st] - P->sw[st]);
-        }
-        pipe = pass_schedule_sim_shared(s, pp, v, m, P->sf, b, P->sw, P->sxf, P->sxb, P->finish,
-                                        shared ? &sh : NULL);
-        if (b != P->sb)
-            free(b);
+        double *b = sim_b(P);
+        pipe = pass_schedule_sim_shared(P->x.p->schedule, pp, v, m, P->sf, b, P->sw, P->sxf, P->sxb,
+                                        P->finish, shared ? &sh : NULL);
+        sim_b_free(P, b);
     } else {
         /* A reference stack: 1F1B takes (m - 1) times the slowest rank plus
          * every rank once (fill and drain); interleaving divides the fill and
@@ -1316,7 +1334,83 @@ static void memory(const Predict *P, PassPrediction *out)
     out->fits = out->margin_bytes >= 0;
 }
 
+/* Per pipeline rank, no later than the simulation's end of its last
+ * operation (pass_schedule_sim, not sharing cores), from the stage times
+ * alone, into lb: a rank runs its operations one after another once its
+ * first one starts, and that one, a forward of stage st0, waits for the
+ * forwards of the stages before it and their transfers (the fill); its
+ * last backward (B) waits for the same micro-batch's backward of the next
+ * stage and that transfer, which, where it is the next rank's last B, is
+ * no earlier than that rank's own floor (the drain); after its last B only
+ * weight gradients (W) run, back to back. Which operations are first and
+ * last is the schedule's own (plan_schedule_op), a few per rank: this is
+ * O(pp v) where the simulation is O(pp m v). */
+static void sim_floor(const Predict *P, const double *b, double *lb)
+{
+    PlanSchedule s = P->x.p->schedule;
+    int pp = P->pp, v = P->v, m = P->m, ns = pp * v, nops = plan_schedule_nops(s, v, m);
+    bool split = plan_schedule_split(s);
+    const double *f = P->sf, *w = P->sw, *xf = P->sxf, *xb = P->sxb;
+    int next_st = -1, next_mb = -1; /* rank r + 1's last B: its stage and micro-batch, */
+    double next_db = 0;             /* and the floor of its end */
+    for (int r = pp - 1; r >= 0; r--) {
+        PlanSchedOp first = plan_schedule_op(s, pp, v, m, r, 0);
+        double fill = 0, work = 0, trail = 0;
+        for (int j = 0; first.bwd == PLAN_OP_F && j < first.chunk * pp + r; j++)
+            fill += f[j] + xf[j + 1];
+        for (int c = 0; c < v; c++)
+            work += f[c * pp + r] + b[c * pp + r] + (split ? w[c * pp + r] : 0);
+        int k = nops - 1;
+        PlanSchedOp op = {0};
+        for (; k >= 0 && (op = plan_schedule_op(s, pp, v, m, r, k)).bwd == PLAN_OP_W; k--)
+            trail += w[op.chunk * pp + r];
+        double db = fill + m * work - trail;
+        if (k >= 0 && op.bwd == PLAN_OP_B) {
+            int st = op.chunk * pp + r;
+            if (st + 1 < ns && next_st == st + 1 && next_mb == op.mb)
+                db = fmax(db, next_db + xb[st + 1] + b[st]);
+            next_st = st, next_mb = op.mb, next_db = db;
+        } else {
+            next_st = -1;
+        }
+        lb[r] = db + trail;
+    }
+}
+
+/* The step time of P no earlier than its simulation can give, into
+ * cut->floor (0 where none is made: a reference stack's formula costs
+ * nothing to run, and ranks sharing cores run faster while others wait).
+ * dp_tail's end is the latest rank's finish and its step-end traffic,
+ * which only a rank's finish, not the simulation, decides. True: the
+ * prediction must be finished (the floor is not above out->fits' cut). */
+static bool cut_sim(Predict *P, PassPredictCut *cut, PassPrediction *out)
+{
+    const PassCostCtx *c = P->x.c;
+    PassShare sh;
+    cut->floor = 0;
+    if (c->st.ref_stack || pass_share(c->cl, P->pp, plan_mesh_devices(&P->x.p->mesh), &sh))
+        return true;
+    rank_mb_times(P);
+    double *b = sim_b(P);
+    sim_floor(P, b, P->finish);
+    sim_b_free(P, b);
+    PassPrediction scratch;
+    memset(&scratch, 0, sizeof scratch);
+    P->pipe = 0; /* the tail is then the step */
+    cut->floor = dp_tail(P, &scratch) * (1 - PASS_PREDICT_CUT_TOL);
+    if (!(cut->floor > (out->fits ? cut->fits : cut->nofit)))
+        return true;
+    out->step_time_s = cut->floor;
+    return false;
+}
+
 void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const Plan *plan, PassPrediction *out)
+{
+    pass_predict_cut(ctx, g, plan, NULL, out);
+}
+
+bool pass_predict_cut(const PassCostCtx *ctx, const IrGraph *g, const Plan *plan, PassPredictCut *cut,
+                      PassPrediction *out)
 {
     /* The plan says which attention kernel runs. */
     PassCostCtx cc = *ctx;
@@ -1342,10 +1436,16 @@ void pass_predict(const PassCostCtx *ctx, const IrGraph *g, const Plan *plan, Pa
             stage_extras(&P.x, st, P.ra);
     if (c->st.ref_stack && c->st.pp_overlap && P.v > 1)
         overlap_p2p(&P);
-    schedule(&P, out);
-    double tail = dp_tail(&P, out);
-    out->step_time_s = P.pipe + tail;
-    throughput(&P, out);
+    /* The memory first (nothing of it is the schedule's): whether the
+     * plan fits picks the cut. */
     memory(&P, out);
+    bool whole = !cut || cut_sim(&P, cut, out);
+    if (whole) {
+        schedule(&P, out);
+        double tail = dp_tail(&P, out);
+        out->step_time_s = P.pipe + tail;
+        throughput(&P, out);
+    }
     predict_free(&P);
+    return whole;
 }

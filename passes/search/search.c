@@ -795,6 +795,63 @@ static bool fit_pruned(const Rank *R, SrcGroup *G, SrcCand *k, double thr)
 static void check_walk(Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
                        const PassPrediction *pr);
 
+/* The step time above which record cannot keep plan p nor count it as the
+ * best plan using every GPU (strictly above: ties are broken by memory and
+ * layout), and above which record_closest has no use for it when it does
+ * not fit: what pass_predict_cut may skip simulating. */
+static PassPredictCut rank_cut(const Rank *R, const Plan *p)
+{
+    const PassSearchResult *out = R->out;
+    PassPredictCut cut = {INFINITY, INFINITY, 0};
+    if (R->s->o->exhaustive)
+        return cut;
+    if (out->nalt == R->keep)
+        cut.fits = out->alt[R->keep - 1].pred.step_time_s;
+    if (p->mesh.size[0] * p->mesh.size[1] * p->pp == R->s->gpus)
+        cut.fits = out->full_ranked ? fmax(cut.fits, out->best_full_step_s) : INFINITY;
+    if (out->found)
+        cut.nofit = -INFINITY;
+    return cut;
+}
+
+/* pass_predict for evaluate, but a plan that cannot be kept is not
+ * simulated (pass_predict_cut): pr then has its memory alone, all
+ * evaluate reads of it. src_check: every floor is checked against the
+ * simulation, and a skipped plan predicted whole to check that record and
+ * record_closest would have left it. */
+static void rank_predict(const Rank *R, const Plan *p, PassPrediction *pr)
+{
+    const Src *s = R->s;
+    PassPredictCut cut = rank_cut(R, p);
+    bool whole = pass_predict_cut(s->c, s->g, p, &cut, pr);
+    if (!src_check(s))
+        return;
+    double floor = cut.floor;
+    if (!whole) {
+        double peak = pr->peak_mem_bytes;
+        bool fits = pr->fits;
+        pass_prediction_free(pr);
+        pass_predict(s->c, s->g, p, pr);
+        if (pr->peak_mem_bytes != peak || pr->fits != fits)
+            ir_die("search: pass_predict_cut's memory %.0f differs from pass_predict's %.0f", peak,
+                   pr->peak_mem_bytes);
+        /* record's and record_closest's own tests, not the cut's */
+        const PassSearchResult *out = R->out;
+        bool full = p->mesh.size[0] * p->mesh.size[1] * p->pp == s->gpus;
+        bool used = fits ? (full && (!out->full_ranked || pr->step_time_s < out->best_full_step_s)) ||
+                               out->nalt < R->keep || better(p, pr, &out->alt[R->keep - 1].plan, &out->alt[R->keep - 1].pred)
+                         : !out->found;
+        if (used || !(pr->step_time_s > (fits ? cut.fits : cut.nofit)))
+            ir_die("search: pass_predict_cut skipped a plan of %.9g s that the ranking uses (its cut %.9g; dp %d "
+                   "tp %d pp %d v %d)",
+                   pr->step_time_s, fits ? cut.fits : cut.nofit, p->mesh.size[0], p->mesh.size[1], p->pp, p->v);
+    }
+    if (floor > pr->step_time_s)
+        ir_die("search: the schedule's floor %.9g above pass_predict's %.9g (dp %d tp %d pp %d v %d m %d, %s)",
+               floor, pr->step_time_s, p->mesh.size[0], p->mesh.size[1], p->pp, p->v, p->num_micro,
+               plan_schedule_name(p->schedule));
+}
+
 /* Cut, predict, and keep candidate k with variant V. Afterwards k->limited
  * says whether memory shaped what it got (so a leaner variant may do
  * better, never better than k->hope), k->done whether no variant can make
@@ -826,7 +883,7 @@ static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
             return;
         }
         PassPrediction pr;
-        pass_predict(s->c, s->g, &p, &pr);
+        rank_predict(R, &p, &pr);
         s->st->evaluated++;
         if (s->o->exhaustive) {
             src_layer_lb(s, G); /* so that the check covers it */
