@@ -686,14 +686,26 @@ static bool solve_unique(IlpWarm *w, IlpSolution *s)
 /* PTDC_SEARCH_CHECK: the answer a (frontier or unique, in w->r's
  * strategies) against GLPK's b on the same problem: the same choice
  * without a budget (the fastest is unique), the same feasibility and
- * objective (1e-9) under one. */
+ * objective (1e-9) under one, where GLPK's answer fits (a fitting answer no
+ * faster than GLPK's where GLPK's is over the budget by its tolerance). */
 static void check_answer(const IlpProblem *r, const IlpSolution *a, const IlpSolution *b)
 {
     bool same = (a->choice != NULL) == (b->choice != NULL);
     if (same && a->choice && !isfinite(r->budget))
         same = memcmp(a->choice, b->choice, (size_t)r->nnodes * sizeof *a->choice) == 0;
-    if (same && a->choice && isfinite(r->budget))
-        same = fabs(a->objective - b->objective) <= 1e-9 * fmax(fabs(b->objective), 1e-30);
+    if (same && a->choice && isfinite(r->budget)) {
+        /* GLPK keeps rows only within its feasibility tolerance: an answer
+         * of its over the budget by that (seen: 82 KB of 21.5 GB, DeepSeek-V3
+         * on 2048) is a relaxed problem's, no slower than the exact one the
+         * frontier answers, which must fit. */
+        IlpVals ta, tb;
+        ilp_eval(r, a->choice, &ta);
+        ilp_eval(r, b->choice, &tb);
+        double tol = 1e-9 * fmax(fabs(b->objective), 1e-30);
+        same = ilp_memory(r, &ta) <= r->budget &&
+               (ilp_memory(r, &tb) <= r->budget ? fabs(a->objective - b->objective) <= tol
+                                                 : a->objective >= b->objective - tol);
+    }
     if (!same)
         ir_die("ilp: the %s answers %.17g (%s), GLPK %.17g (%s) (PTDC_SEARCH_CHECK)",
                a->unique ? "unique fastest choice" : "frontier", a->objective, ilp_status_name(a->status),
