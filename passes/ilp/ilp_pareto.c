@@ -379,15 +379,14 @@ static void combine_one(Combine *C, const int *vals, int xv)
     }
 }
 
-/* Eliminate node x (-1: combine what is left, factors of no variable):
- * every unused factor holding it into one over the rest of their
- * variables, step s. False past MAX_POINTS. */
-static bool eliminate(IlpFrontier *F, const IlpProblem *p, int x, int s)
+/* Step s's inputs: every unused factor holding node x (x < 0: those of
+ * no variable), marked used, into in (*nin of them), and the other
+ * variables they hold, sorted, into vars (*nv). False, and stopped, past
+ * MAX_SCOPE variables (order() keeps its eliminations within it). */
+static bool gather(IlpFrontier *F, int x, int *in, int *nin, int *vars, int *nv)
 {
-    Cand all_ = {0}, *all = &all_;
-    int nin = 0, *in = ir_xmalloc((size_t)(F->nf + 1) * sizeof *in);
-    int vars[2 * MAX_SCOPE + 2], nv = 0;
     bool ok = true;
+    *nin = *nv = 0;
     for (int fi = 0; fi < F->nf && ok; fi++) {
         Factor *f = &F->f[fi];
         bool has = false;
@@ -395,14 +394,26 @@ static bool eliminate(IlpFrontier *F, const IlpProblem *p, int x, int s)
             has |= f->var[i] == x;
         if (f->used || (x >= 0 ? !has : f->n > 0))
             continue;
-        in[nin++] = fi;
+        in[(*nin)++] = fi;
         f->used = true;
         for (int i = 0; i < f->n && ok; i++)
             if (f->var[i] != x) {
-                nv = add_sorted(vars, nv, f->var[i]);
-                ok = nv <= MAX_SCOPE;
+                *nv = add_sorted(vars, *nv, f->var[i]);
+                ok = *nv <= MAX_SCOPE;
             }
     }
+    return ok;
+}
+
+/* Eliminate node x (-1: combine what is left, factors of no variable):
+ * every unused factor holding it into one over the rest of their
+ * variables, step s. False past MAX_POINTS. */
+static bool eliminate(IlpFrontier *F, const IlpProblem *p, int x, int s)
+{
+    Cand all_ = {0}, *all = &all_;
+    int nin, *in = ir_xmalloc((size_t)(F->nf + 1) * sizeof *in);
+    int vars[2 * MAX_SCOPE + 2], nv;
+    bool ok = gather(F, x, in, &nin, vars, &nv);
     Step *st = &F->steps[s];
     *st = (Step){x, -1, nin, in};
     if (!ok)
@@ -554,21 +565,9 @@ bool ilp_frontier_choice(const IlpFrontier *F, double budget, int *choice, doubl
  * A factor of the problem has one choice per assignment: its one point. */
 static void eliminate_best(IlpFrontier *F, const IlpProblem *p, int x, int s)
 {
-    int nin = 0, *in = ir_xmalloc((size_t)(F->nf + 1) * sizeof *in);
-    int vars[2 * MAX_SCOPE + 2], nv = 0;
-    for (int fi = 0; fi < F->nf; fi++) {
-        Factor *f = &F->f[fi];
-        bool has = false;
-        for (int i = 0; i < f->n; i++)
-            has |= f->var[i] == x;
-        if (f->used || (x >= 0 ? !has : f->n > 0))
-            continue;
-        in[nin++] = fi;
-        f->used = true;
-        for (int i = 0; i < f->n; i++)
-            if (f->var[i] != x)
-                nv = add_sorted(vars, nv, f->var[i]);
-    }
+    int nin, *in = ir_xmalloc((size_t)(F->nf + 1) * sizeof *in);
+    int vars[2 * MAX_SCOPE + 2], nv;
+    gather(F, x, in, &nin, vars, &nv); /* within MAX_SCOPE: order() */
     F->steps[s] = (Step){x, -1, nin, in};
     int out = new_factor(F, p, vars, nv);
     F->f[out].step = s;
