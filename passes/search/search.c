@@ -1200,6 +1200,13 @@ static int cmp_walk(const void *a, const void *b)
 
 /* Nothing fits: evaluate the candidate whose memory bound is least, with the
  * leanest recomputation, so that the caller can say what overflows. */
+/* How many activations a candidate's schedule holds, in order: 1F1B,
+ * then ZB-H1, then interleaving by v (plan_schedule_acts). */
+static int lean_sched(const SrcCand *k)
+{
+    return k->v > 1 ? 1 + k->v : plan_schedule_split(k->sched);
+}
+
 static void closest_anyway(Rank *R)
 {
     Src *s = R->s;
@@ -1208,7 +1215,11 @@ static void closest_anyway(Rank *R)
     for (int i = 0; i < s->ngroups; i++)
         for (int j = 0; j < s->groups[i].ncand; j++) {
             SrcCand *k = &s->groups[i].cand[j];
-            if (!bk || k->mem_lb < bk->mem_lb)
+            /* Equal bounds: 1F1B holds no more activations than ZB-H1
+             * (its W waits) or interleaving (more in flight), whatever
+             * the step-time bounds order them by. */
+            if (!bk || k->mem_lb < bk->mem_lb ||
+                (k->mem_lb == bk->mem_lb && lean_sched(k) < lean_sched(bk)))
                 bg = &s->groups[i], bk = k;
         }
     if (!bk)
@@ -1256,8 +1267,15 @@ static void group_bounds(Src *s, SrcGroup *G)
     if (G->floor_due > 0) {
         src_group_floor(s, G, G->floor_due == 2);
         src_group_sums(s, G);
-        for (int j = 0; j < G->ncand; j++)
+        /* Each level's bound holds, so the larger does: a floor may lower
+         * the path's share of a piece's time (pipe_bound's beta) and with
+         * it the fill and drain's bound, yet the order needs each level at
+         * least the last (search_order.c). */
+        for (int j = 0; j < G->ncand; j++) {
+            double lb0 = G->cand[j].lb;
             src_bound(s, G, &G->cand[j]);
+            G->cand[j].lb = fmax(G->cand[j].lb, lb0);
+        }
         G->floor_due--;
     }
     if (G->ncand > 1)

@@ -8,7 +8,8 @@
  * one after another, and one micro-batch passes every stage forward and
  * back. (A reference stack's 1F1B formula, m * tmax + (tsum - tmax) / v, is
  * larger; the event simulation of ptdc's schedule can come close to
- * m * tmax alone when the busiest rank is the first.) A rank's time is at least the
+ * m * tmax alone when the busiest rank is the first; the fill and drain,
+ * pipe_bound, raise it whatever the cut.) A rank's time is at least the
  * kernel time of its nodes, and tmax >= max(tsum / pp, the costliest piece).
  * Before any strategy is known, a node's kernels on n devices take at least
  * its global FLOPs / (n * peak * best efficiency) (matmul, attention) or its
@@ -179,10 +180,13 @@ const SrcWork *src_work(Src *s, int64_t mb_seqs)
             double tf = fl ? nc.flops_fwd / flop_rate : nc.bytes_fwd / byte_rate;
             double tb = fl ? nc.flops_bwd / flop_rate : nc.bytes_bwd / byte_rate;
             /* A weight gradient's GEMM does its forward's FLOPs: what stays
-             * in B is at least the rest (never more than the real dX). */
-            double tbp = nd->op == IR_OP_MOE ? 0
-                         : nd->op == IR_OP_MATMUL && g->tensors[nd->in[1]].role == IR_PARAM ? fmax(0, tb - tf)
-                                                                                           : tb;
+             * in B is at least the rest (never more than the real dX). The
+             * experts' too: their backward's FLOPs are the recomputed gate
+             * and up, the two dX and the three dW (pass_opcost_MOE's
+             * moe_dw_s, a split schedule's W), which do the forward's. */
+            double tbp = nd->op == IR_OP_MOE || (nd->op == IR_OP_MATMUL && g->tensors[nd->in[1]].role == IR_PARAM)
+                             ? fmax(0, tb - tf)
+                             : tb;
             for (int r = 0; r < SRC_NRC; r++) {
                 if (!src_rc_on(s, r))
                     continue;
@@ -223,21 +227,83 @@ static void inflight_stats(int pp, int v, int m, double *imin, double *imax, dou
     memo[key].imin = *imin, memo[key].imax = *imax, memo[key].h = *h;
 }
 
+/* Piece p's time t and path (forwards and B) into S. */
+static void pipe_add(SrcPipeSum *S, int p, int np, double t, double path)
+{
+    if (p == 0)
+        S->tsum = S->tmax = S->path = 0, S->beta = 1, S->first = t, S->mid = INFINITY;
+    S->tsum += t;
+    S->tmax = fmax(S->tmax, t);
+    S->path += path;
+    if (t > 0)
+        S->beta = fmin(S->beta, path / t);
+    if (p > 0 && p < np - 1)
+        S->mid = fmin(S->mid, t);
+}
+
 /* CPU ranks of several pipeline ranks sharing cores run faster than their
  * rates while others wait (share.c): the bound allows for it. A split
  * schedule's (ZB-H1's) weight gradients run beside the other ranks' work:
  * one micro-batch's way through every stage is its forwards and B alone
  * (path, at most tsum), with the busiest rank's m micro-batches and the
- * ranks' whole work. */
-static double pipe_bound(const Src *s, const SrcGroup *G, double tsum, double tmax, int pp, bool split,
-                         double path, int m)
+ * ranks' whole work.
+ *
+ * The fill and drain, whatever the cut (docs/planner.md, "Why the pruning
+ * is sound", the fill and drain): a reference stack's step is
+ * m tmax + (tsum - tmax) / v, increasing in tmax >= tsum / pp. ptdc's
+ * simulated schedules: a rank starts once the first micro-batch's forward
+ * has passed the first chunks of the ranks before it, runs its work, and
+ * the last micro-batch's backward then passes them again (cut_bound,
+ * split_bound per cut).
+ *   One chunk per rank: the step is at least A_s = P_s + m T_s, P_s the
+ * stages before s. Under ZB-H1 only the forwards and B (the path T')
+ * chain, and stage s leaves at most s + 1 weight gradients after its last
+ * B: A_s = P'_s + m T'_s + (m - s - 1)+ W_s = P'_s + k_s T_s + (m - k_s) T'_s,
+ * k_s = (m - s - 1)+. With every piece's path at least beta times its
+ * time (beta = 1 without a split), A_s >= beta Q_s + c_s T_s,
+ * c_s = beta m + (1 - beta) k_s >= beta, Q_s the time before s. Were
+ * every A_s below X, by induction Q_s < X g_s, g_0 = 0,
+ * g_{s+1} = g_s (1 - beta / c_s) + 1 / c_s, and tsum = Q_pp < X g_pp: the
+ * step is at least tsum / g_pp for every cut.
+ *   Interleaved: rank 0's first chunk holds the first piece, and ranks
+ * 1 .. pp-1's first chunks are middle chunks, a piece each at least, so
+ * rank r waits a_r >= first + (r - 1) mid (r > 0) and the step is at least
+ * max_r (a_r + m R_r) with the ranks' work R summing to tsum: at least the
+ * level X where sum_r (X - a_r)+ = m tsum. */
+static double pipe_bound(const Src *s, const SrcGroup *G, const SrcPipeSum *S, int pp, int v, bool split, int m)
 {
+    double tsum = S->tsum, tmax = S->tmax, path = S->path;
     PassShare sh;
     if (pass_share(s->c->cl, pp, plan_mesh_devices(&G->mesh), &sh))
         return split ? fmax(fmax(m * tmax, path) / pass_share_speed(&sh, 1), m * tsum / pp)
                      : pass_share_bound(&sh, pp, tsum, tmax, m);
     tmax = fmax(tmax, tsum / pp);
-    return fmax(m * tmax, split ? path : tsum);
+    double b = fmax(m * tmax, split ? path : tsum);
+    if (pp < 2 || m < 1)
+        return b;
+    if (s->c->st.ref_stack)
+        return fmax(b, m * tmax + (tsum - tmax) / (v > 0 ? v : 1));
+    if (v > 1) {
+        if (split || !isfinite(S->mid))
+            return b;
+        /* the level: with K ranks under it, X = (m tsum + a_0 + .. + a_{K-1}) / K */
+        double a = 0;
+        for (int K = 1; K <= pp; K++) {
+            double x = (m * tsum + a) / K, next = S->first + (K - 1) * S->mid; /* a_K */
+            if (K == pp || x <= next)
+                return fmax(b, x);
+            a += next;
+        }
+        return b;
+    }
+    double beta = split ? fmin(1, fmax(0, S->beta)) : 1, g = 0;
+    if (beta <= 0)
+        return b;
+    for (int st = 0; st < pp; st++) {
+        double k = split ? fmax(0, m - st - 1) : 0, c = beta * m + (1 - beta) * k;
+        g = g * (1 - beta / c) + 1 / c;
+    }
+    return fmax(b, tsum / g);
 }
 
 /* Bytes node n keeps for backward under r, as pass_predict counts them
@@ -705,9 +771,7 @@ void src_group_sums(Src *s, SrcGroup *G)
 {
     const SrcWork *W = src_work(s, G->mb_seqs);
     int n = G->dp * G->cp * G->tp;
-    memset(G->sum_t, 0, sizeof G->sum_t);
-    memset(G->sum_path, 0, sizeof G->sum_path);
-    memset(G->max_t, 0, sizeof G->max_t);
+    memset(G->pipe, 0, sizeof G->pipe);
     memset(G->sum_saved, 0, sizeof G->sum_saved);
     memset(G->sum_states, 0, sizeof G->sum_states);
     G->sum_saved_min = 0;
@@ -716,13 +780,11 @@ void src_group_sums(Src *s, SrcGroup *G)
         for (int r = 0; r < SRC_NRC; r++) {
             if (!src_rc_on(s, r))
                 continue;
-            G->sum_path[r] += W->t_path[p * SRC_NRC + r] / n;
             for (int z = 0; z < 4; z++) {
                 double t = W->t[p * SRC_NRC + r] / n;
                 if (G->floor_t)
                     t = fmax(t, G->floor_t[(p * SRC_NRC + r) * 4 + z]);
-                G->sum_t[r][z] += t;
-                G->max_t[r][z] = fmax(G->max_t[r][z], t);
+                pipe_add(&G->pipe[r][z], p, s->npieces, t, W->t_path[p * SRC_NRC + r] / n);
             }
             double sv = W->saved[p * SRC_NRC + r] / n;
             if (G->floor_saved)
@@ -776,8 +838,7 @@ static void bound_rc(Src *s, const SrcGroup *G, const SrcCand *k, int rc, bool m
     double smin = mixed ? G->sum_saved_min : G->sum_saved[rc], states = G->sum_states[k->zero];
     if (!mixed && src_offloads(s, k->pp, rc))
         smin = 0;
-    *t_lb = pipe_bound(s, G, G->sum_t[rc][k->zero], G->max_t[rc][k->zero], k->pp, plan_schedule_split(k->sched),
-                       G->sum_path[rc], G->m);
+    *t_lb = pipe_bound(s, G, &G->pipe[rc][k->zero], k->pp, k->v, plan_schedule_split(k->sched), G->m);
     double imin, imax, h;
     inflight_stats(k->pp, k->v, G->m, &imin, &imax, &h);
     double mean = states / k->pp + imin * smin / k->pp;
@@ -819,13 +880,13 @@ double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, c
     for (int rc = 0; rc < SRC_NRC; rc++) {
         if (k->rc != SRC_AUTO ? rc != k->rc : (k->pp > 1 && rc != PLAN_RECOMPUTE_NONE) || rc > PLAN_RECOMPUTE_FULL)
             continue;
-        double tsum = 0, tmax = 0, states = 0, saved = 0, path = 0;
+        double states = 0, saved = 0;
+        SrcPipeSum S;
         for (int p = 0; p < s->npieces; p++) {
             const SrcPiece *P = &V->piece[p];
             double t = P->fwd + P->bwd + P->rec[rc];
-            path += fmax(0, t - P->dw);
-            tsum += t;
-            tmax = fmax(tmax, t);
+            /* (split_bound's B: the backward but the weight gradients) */
+            pipe_add(&S, p, s->npieces, t, t - P->dw);
             states += P->states[k->zero];
             saved += P->saved[rc];
         }
@@ -836,7 +897,7 @@ double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, c
         if (k->rc == SRC_AUTO && k->pp == 1 &&
             pass_runtime_bytes(s->c, &G->mesh, 1) + states + src_inflight(1, 1, G->m, 0) * saved > s->usable)
             continue;
-        best = fmin(best, pipe_bound(s, G, tsum, tmax, k->pp, plan_schedule_split(k->sched), path, G->m));
+        best = fmin(best, pipe_bound(s, G, &S, k->pp, k->v, plan_schedule_split(k->sched), G->m));
     }
     return best;
 }
@@ -988,15 +1049,14 @@ double src_fit_bound(Src *s, const SrcGroup *G, const SrcCand *k)
         int rc = k->rc != SRC_AUTO ? k->rc : PLAN_RECOMPUTE_NONE;
         const SrcWork *W = src_work(s, G->mb_seqs);
         int n = G->dp * G->cp * G->tp;
-        double sum = 0, top = 0;
+        SrcPipeSum S;
         for (int p = 0; p < s->npieces; p++) {
             double t = W->t[p * SRC_NRC + rc] / n;
             if (G->floor_t)
                 t = fmax(t, G->floor_t[(p * SRC_NRC + rc) * 4 + k->zero] + delta[p]);
-            sum += t;
-            top = fmax(top, t);
+            pipe_add(&S, p, s->npieces, t, W->t_path[p * SRC_NRC + rc] / n);
         }
-        b = pipe_bound(s, G, sum, top, k->pp, plan_schedule_split(k->sched), G->sum_path[rc], G->m);
+        b = pipe_bound(s, G, &S, k->pp, k->v, plan_schedule_split(k->sched), G->m);
     }
     free(delta);
     return b;

@@ -87,6 +87,17 @@ typedef struct SrcFitNode {
     int off;                      /* states at fit_val[off ..], times at fit_val[off + n ..] */
 } SrcFitNode;
 
+/* What a pipeline's step bound reads of its pieces' times (search_prune.c,
+ * pipe_bound): each a lower bound on a piece's time per micro-batch. */
+typedef struct SrcPipeSum {
+    double tsum, tmax;            /* summed, the largest */
+    double path;                  /* their paths (forwards and B, SrcWork.t_path) summed */
+    double beta;                  /* the least ratio of a piece's path to its time (1: none) */
+    double first;                 /* the first piece's (rank 0's first chunk holds it) */
+    double mid;                   /* the least of a piece between the first and the last (a
+                                     middle chunk holds one at least) */
+} SrcPipeSum;
+
 typedef struct SrcGroup {
     int dp, tp, b;                /* b: sequences per replica per micro-batch */
     int cp;                       /* context parallelism (a dp x cp x tp mesh when > 1) */
@@ -126,8 +137,8 @@ typedef struct SrcGroup {
                                      leanest, per ZeRO stage */
     double *fit_val;
     double sum_path[SRC_NRC];     /* SrcWork.t_path summed over pieces, on n devices */
-    double sum_t[SRC_NRC][4], max_t[SRC_NRC][4]; /* src_group_sums: bounds summed over pieces,
-                                                   by policy and ZeRO stage */
+    SrcPipeSum pipe[SRC_NRC][4];  /* src_group_sums: the pieces' bounds summed, by policy and ZeRO
+                                     stage */
     double sum_saved[SRC_NRC], sum_saved_min, sum_states[4];
     int ncand, capcand;
     SrcCand *cand;
