@@ -97,6 +97,8 @@ typedef struct IlpLocal {
     int *gstart, *groups;         /* edge i's groups (each once): groups[gstart[i] .. gstart[i + 1]) */
     int *mark;                    /* [nedges + ngroups]: stamp of the last sum that took it */
     int stamp;
+    bool node_only[ILP_NQ];       /* quantity q is priced by nodes alone (every edge's and
+                                     group's q is 0): its local sum is its nodes' prices */
 } IlpLocal;
 void ilp_local_init(IlpLocal *L, const IlpProblem *p);
 void ilp_local_free(IlpLocal *L);
@@ -108,6 +110,12 @@ IlpVals ilp_local_sum(IlpLocal *L, const int *c, const int *set, int n);
  * solve with it, so that its answer does not depend on the solver's path
  * among ties (an unbudgeted solve has one path: from the slack basis). */
 int ilp_canon(const IlpProblem *p, int *choice);
+/* The same on L's problem with L's adjacency (kept between the budgets of
+ * one problem: IlpWarm). */
+int ilp_canon_local(IlpLocal *L, int *choice);
+/* ilp_canon with every move priced by the whole local sum (no may_tie):
+ * the reference PTDC_SEARCH_CHECK and tests/ilp compare it with. */
+int ilp_canon_ref(const IlpProblem *p, int *choice);
 
 /* ilp_pareto.c: the whole time/memory frontier of p by one dynamic
  * program over an elimination order of its nodes (bucket elimination with
@@ -128,6 +136,14 @@ bool ilp_frontier_choice(const IlpFrontier *f, double budget, int *choice, doubl
  * is unique and written to choice (true); else false (ties, or too wide).
  * *best, *second: the two (NULL: not wanted). */
 bool ilp_unique_best(const IlpProblem *p, double margin, int *choice, double *best, double *second);
+/* The two programs the long way (the matrix order of elimination, every
+ * group item read per assignment, qsort's Pareto sets, the scope looked up
+ * per assignment): what PTDC_SEARCH_CHECK and tests/ilp compare the
+ * shortcuts with. ilp_frontier_same: the same points, bit for bit, each
+ * read back to the same choice. */
+IlpFrontier *ilp_frontier_ref(const IlpProblem *p);
+bool ilp_unique_best_ref(const IlpProblem *p, double margin, int *choice, double *best, double *second);
+bool ilp_frontier_same(const IlpFrontier *a, const IlpFrontier *b);
 
 typedef enum {
     ILP_OPTIMAL,                  /* proven optimal (gap 0 up to GLPK's tolerances) */

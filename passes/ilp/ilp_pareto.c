@@ -31,6 +31,7 @@
 #include "ilp/ilp.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,6 +70,8 @@ struct IlpFrontier {
                                      taken from each combined factor (index within its assignment) */
     int *dv;
     int root;                     /* the final factor */
+    bool slow;                    /* made the long way (ilp_frontier_ref): the matrix order,
+                                     every group item read per assignment, qsort */
 };
 
 static int new_point(IlpFrontier *F, double t, double m, int der)
@@ -149,6 +152,62 @@ static int add_sorted(int *vars, int n, int v)
     return n + 1;
 }
 
+/* Group gr's factor f (over its items' nodes): per assignment, wo and wm
+ * times the largest item. The assignments are counted through as digits
+ * (the last node fastest, as f's strides number them), and an item reads
+ * its two ends' digits by position, the values value_of would find. The
+ * largest item is kept per depth (the later position of an item's two
+ * ends): best[d + 1] the largest of the items of depth at most d, so that
+ * when digits d.. change only the items of depth d or more are read again.
+ * A maximum is exact in any order, so the points are those of reading
+ * every item per assignment; a star of a producer and four readers (items
+ * of four depths, up to 1,024 assignments) reads about one item per
+ * assignment instead of all of them. */
+static void group_points(IlpFrontier *F, const IlpProblem *p, const IlpGroup *gr, Factor *f,
+                         double wo, double wm)
+{
+    int n = f->n, *pos = ir_xmalloc((size_t)(2 * gr->nitems + 1) * sizeof *pos);
+    int *by = ir_xmalloc((size_t)(gr->nitems + 1) * sizeof *by), start[MAX_SCOPE + 1] = {0};
+    for (int k = 0; k < gr->nitems; k++) {
+        const IlpEdge *e = &p->edges[gr->items[k].edge];
+        for (int side = 0; side < 2; side++) {
+            int v = side ? e->v : e->u, i = 0;
+            while (f->var[i] != v)
+                i++;
+            pos[2 * k + side] = i;
+        }
+        int d = pos[2 * k] > pos[2 * k + 1] ? pos[2 * k] : pos[2 * k + 1];
+        start[d + 1]++;
+    }
+    for (int d = 0; d < n; d++)
+        start[d + 1] += start[d];
+    int fill[MAX_SCOPE] = {0};
+    for (int k = 0; k < gr->nitems; k++) {
+        int d = pos[2 * k] > pos[2 * k + 1] ? pos[2 * k] : pos[2 * k + 1];
+        by[start[d] + fill[d]++] = k;
+    }
+    int digit[MAX_SCOPE] = {0}, from = 0;
+    double best[MAX_SCOPE + 1] = {0};
+    for (int a = 0; a < f->nassign; a++) {
+        for (int d = from; d < n; d++) {
+            double mx = best[d];
+            for (int j = start[d]; j < start[d + 1]; j++) {
+                int k = by[j];
+                const IlpEdge *e = &p->edges[gr->items[k].edge];
+                double v = gr->items[k].ind[e->cu[digit[pos[2 * k]]] * e->nJ + e->cv[digit[pos[2 * k + 1]]]];
+                mx = v > mx ? v : mx;
+            }
+            best[d + 1] = mx;
+        }
+        f->off[a] = new_point(F, wo * best[n], wm * best[n], -1);
+        f->cnt[a] = 1;
+        for (from = n - 1; from >= 0 && ++digit[from] == f->k[from]; from--)
+            digit[from] = 0;
+    }
+    free(pos);
+    free(by);
+}
+
 /* The problem's prices as factors of one point per assignment: each node,
  * each edge (its two ends), each group priced at all (the nodes of its
  * items' edges). False when a group spans more than MAX_SCOPE nodes. */
@@ -197,6 +256,10 @@ static bool price_factors(IlpFrontier *F, const IlpProblem *p)
             return false;
         int fi = new_factor(F, p, vars, n);
         Factor *f = &F->f[fi];
+        if (!F->slow) {
+            group_points(F, p, gr, f, wo, wm);
+            continue;
+        }
         for (int a = 0; a < f->nassign; a++) {
             double mx = 0;
             for (int k = 0; k < gr->nitems; k++) {
@@ -216,7 +279,7 @@ static bool price_factors(IlpFrontier *F, const IlpProblem *p)
  * fewest edges between its neighbours (then the fewest neighbours, then the
  * lowest index), on the graph of the factors' scopes. False when one
  * neighbourhood has more than MAX_BAG assignments or MAX_SCOPE nodes. */
-static bool order(const IlpFrontier *F, const IlpProblem *p, int *ord)
+static bool order_matrix(const IlpFrontier *F, const IlpProblem *p, int *ord)
 {
     int n = p->nnodes;
     char *adj = ir_xcalloc((size_t)n * (size_t)n + 1, 1), *gone = ir_xcalloc((size_t)n + 1, 1);
@@ -264,6 +327,60 @@ static bool order(const IlpFrontier *F, const IlpProblem *p, int *ord)
 }
 
 
+/* order_matrix for problems of at most 64 nodes, each node's neighbours a
+ * bit mask: a node's fill is, per neighbour a, the neighbours above a that
+ * a is not adjacent to, a population count; the same counts, compared in
+ * the same order, so the same order (tests/ilp/test_ilp_pareto.c compares
+ * the two). The matrix version's scans were a third of the program's time
+ * on DeepSeek-V3's layers (1,762 orders of 25-31 nodes on 2048 A100s). */
+static bool order_bits(const IlpFrontier *F, const IlpProblem *p, int *ord)
+{
+    int n = p->nnodes;
+    uint64_t adj[64] = {0}, live = n == 64 ? ~0ull : (1ull << n) - 1;
+    for (int fi = 0; fi < F->nf; fi++) {
+        const Factor *f = &F->f[fi];
+        uint64_t scope = 0;
+        for (int i = 0; i < f->n; i++)
+            scope |= 1ull << f->var[i];
+        for (int i = 0; i < f->n; i++)
+            adj[f->var[i]] |= scope & ~(1ull << f->var[i]);
+    }
+    bool ok = true;
+    for (int s = 0; s < n && ok; s++) {
+        int best = -1, bfill = 0, bdeg = 0;
+        for (uint64_t xs = live; xs; xs &= xs - 1) {
+            int x = __builtin_ctzll(xs);
+            uint64_t nb = adj[x] & live;
+            int deg = __builtin_popcountll(nb), fill = 0;
+            for (uint64_t as = nb; as; as &= as - 1) {
+                int a = __builtin_ctzll(as);
+                uint64_t above = a < 63 ? ~((2ull << a) - 1) : 0;
+                fill += __builtin_popcountll(nb & above & ~adj[a]);
+            }
+            if (best < 0 || fill < bfill || (fill == bfill && deg < bdeg))
+                best = x, bfill = fill, bdeg = deg;
+        }
+        uint64_t nb = adj[best] & live;
+        long na = p->nodes[best].k;
+        for (uint64_t as = nb; as; as &= as - 1) {
+            int a = __builtin_ctzll(as);
+            na *= p->nodes[a].k;
+            adj[a] |= nb & ~(1ull << a);
+        }
+        ok = na <= MAX_BAG && __builtin_popcountll(nb) <= MAX_SCOPE;
+        live &= ~(1ull << best);
+        ord[s] = best;
+    }
+    return ok;
+}
+
+/* The order of elimination (order_matrix; by bit masks where the nodes fit
+ * in 64 bits, the same order). */
+static bool order(const IlpFrontier *F, const IlpProblem *p, int *ord)
+{
+    return p->nnodes <= 64 && !F->slow ? order_bits(F, p, ord) : order_matrix(F, p, ord);
+}
+
 /* Candidate points while a factor is made: objective, memory and, per
  * point, `width` indices (the point taken from each combined factor). */
 typedef struct {
@@ -271,6 +388,7 @@ typedef struct {
     double *t, *m;
     int *idx;                     /* [cap * width] */
     int *perm;
+    int *tmp;                     /* [cap / 2 + 1]: sort_perm's */
 } Cand;
 
 static void cand_reserve(Cand *c, int n)
@@ -283,6 +401,7 @@ static void cand_reserve(Cand *c, int n)
     c->m = ir_xrealloc(c->m, (size_t)c->cap * sizeof *c->m);
     c->idx = ir_xrealloc(c->idx, (size_t)c->cap * (size_t)(c->width + 1) * sizeof *c->idx);
     c->perm = ir_xrealloc(c->perm, (size_t)c->cap * sizeof *c->perm);
+    c->tmp = ir_xrealloc(c->tmp, (size_t)(c->cap / 2 + 1) * sizeof *c->tmp);
 }
 
 static void cand_free(Cand *c)
@@ -291,6 +410,7 @@ static void cand_free(Cand *c)
     free(c->m);
     free(c->idx);
     free(c->perm);
+    free(c->tmp);
 }
 
 static const Cand *sort_cand; /* qsort's comparator reads it */
@@ -306,16 +426,50 @@ static int by_mem(const void *a, const void *b)
     return (i > j) - (i < j);
 }
 
+/* by_mem(i, j) < 0, inline. */
+static bool before(const Cand *c, int i, int j)
+{
+    if (c->m[i] != c->m[j])
+        return c->m[i] < c->m[j];
+    if (c->t[i] != c->t[j])
+        return c->t[i] < c->t[j];
+    return i < j;
+}
+
+/* perm[0 .. n) sorted by `before` (a merge sort through tmp, runs already
+ * in order left as they are): by_mem is a total order on finite prices, so
+ * this is the permutation qsort makes, without a call through a pointer per
+ * comparison (sorting was a quarter of the frontier program's time). */
+static void sort_perm(const Cand *c, int *perm, int *tmp, int n)
+{
+    if (n < 2)
+        return;
+    int h = n / 2;
+    sort_perm(c, perm, tmp, h);
+    sort_perm(c, perm + h, tmp, n - h);
+    if (!before(c, perm[h], perm[h - 1]))
+        return; /* the halves are in order already */
+    memcpy(tmp, perm, (size_t)h * sizeof *tmp);
+    int i = 0, j = h, k = 0;
+    while (i < h && j < n)
+        perm[k++] = before(c, perm[j], tmp[i]) ? perm[j++] : tmp[i++];
+    while (i < h)
+        perm[k++] = tmp[i++];
+}
+
 /* The candidates that no other is at least as good as in both objective
  * and memory (of equal pairs the first made), in c->perm[0 .. return),
- * by increasing memory and so decreasing objective. */
-static int pareto(Cand *c)
+ * by increasing memory and so decreasing objective. slow: sorted by qsort
+ * (ilp_frontier_ref). */
+static int pareto(Cand *c, bool slow)
 {
     for (int i = 0; i < c->n; i++)
         c->perm[i] = i;
-    if (c->n > 1) {
+    if (c->n > 1 && slow) {
         sort_cand = c;
         qsort(c->perm, (size_t)c->n, sizeof *c->perm, by_mem);
+    } else if (c->n > 1) {
+        sort_perm(c, c->perm, c->tmp, c->n);
     }
     int k = 0;
     double best = INFINITY;
@@ -367,7 +521,7 @@ static void combine_one(Combine *C, const int *vals, int xv)
                 memcpy(&next->idx[d * w], &cur->idx[i * w], (size_t)j * sizeof *next->idx);
                 next->idx[d * w + j] = k;
             }
-        int keep = cnt > 1 || cur->n > 1 ? pareto(next) : next->n;
+        int keep = cnt > 1 || cur->n > 1 ? pareto(next, F->slow) : next->n;
         cand_reserve(cur, keep);
         for (int i = 0; i < keep; i++) {
             int s = cnt > 1 || cur->n > 1 ? next->perm[i] : i;
@@ -422,7 +576,8 @@ static bool eliminate(IlpFrontier *F, const IlpProblem *p, int x, int s)
     Factor *o = &F->f[out];
     o->step = s;
     st->out = out;
-    Combine C = {F, nin, NULL, NULL, {0, 0, nin, NULL, NULL, NULL, NULL}, {0, 0, nin, NULL, NULL, NULL, NULL}};
+    Combine C = {F, nin, NULL, NULL, {0, 0, nin, NULL, NULL, NULL, NULL, NULL},
+                 {0, 0, nin, NULL, NULL, NULL, NULL, NULL}};
     C.in = ir_xmalloc((size_t)(nin + 1) * sizeof *C.in);
     C.src = ir_xmalloc((size_t)(nin + 1) * sizeof *C.src);
     for (int j = 0; j < nin; j++) {
@@ -451,7 +606,7 @@ static bool eliminate(IlpFrontier *F, const IlpProblem *p, int x, int s)
                 memcpy(&all->idx[d * (nin + 1) + 1], &C.cur.idx[i * nin], (size_t)nin * sizeof *all->idx);
             }
         }
-        int keep = pareto(all);
+        int keep = pareto(all, F->slow);
         o = &F->f[out];
         o->off[a] = F->np;
         o->cnt[a] = keep;
@@ -489,10 +644,11 @@ void ilp_frontier_free(IlpFrontier *F)
     free(F);
 }
 
-IlpFrontier *ilp_frontier(const IlpProblem *p)
+static IlpFrontier *frontier(const IlpProblem *p, bool slow)
 {
     IlpFrontier *F = ir_xcalloc(1, sizeof *F);
     F->nnodes = p->nnodes;
+    F->slow = slow;
     F->steps = ir_xcalloc((size_t)p->nnodes + 1, sizeof *F->steps);
     int *ord = ir_xmalloc((size_t)(p->nnodes + 1) * sizeof *ord);
     bool ok = price_factors(F, p) && order(F, p, ord);
@@ -508,6 +664,9 @@ IlpFrontier *ilp_frontier(const IlpProblem *p)
     F->root = F->steps[p->nnodes].out;
     return F;
 }
+
+IlpFrontier *ilp_frontier(const IlpProblem *p) { return frontier(p, false); }
+IlpFrontier *ilp_frontier_ref(const IlpProblem *p) { return frontier(p, true); }
 
 int ilp_frontier_points(const IlpFrontier *F)
 {
@@ -542,6 +701,27 @@ static void read_back(const IlpFrontier *F, int i, int *choice)
     free(sel);
 }
 
+bool ilp_frontier_same(const IlpFrontier *a, const IlpFrontier *b)
+{
+    const Factor *ra = &a->f[a->root], *rb = &b->f[b->root];
+    if (a->nnodes != b->nnodes || ra->cnt[0] != rb->cnt[0])
+        return false;
+    int *ca = ir_xmalloc((size_t)(a->nnodes + 1) * sizeof *ca);
+    int *cb = ir_xmalloc((size_t)(a->nnodes + 1) * sizeof *cb);
+    bool same = true;
+    for (int i = 0; i < ra->cnt[0] && same; i++) {
+        double ta = a->t[ra->off[0] + i], tb = b->t[rb->off[0] + i];
+        double ma = a->m[ra->off[0] + i], mb = b->m[rb->off[0] + i];
+        read_back(a, i, ca);
+        read_back(b, i, cb);
+        same = !memcmp(&ta, &tb, sizeof ta) && !memcmp(&ma, &mb, sizeof ma) &&
+               !memcmp(ca, cb, (size_t)a->nnodes * sizeof *ca);
+    }
+    free(ca);
+    free(cb);
+    return same;
+}
+
 bool ilp_frontier_choice(const IlpFrontier *F, double budget, int *choice, double *t, double *m)
 {
     const Factor *r = &F->f[F->root];
@@ -562,8 +742,10 @@ bool ilp_frontier_choice(const IlpFrontier *F, double budget, int *choice, doubl
 /* Eliminate node x for the least objective alone: per assignment of the
  * rest, the least and the second least sums over distinct choices of the
  * eliminated nodes (points 0 and 1; point 0's derivation is x's strategy).
- * A factor of the problem has one choice per assignment: its one point. */
-static void eliminate_best(IlpFrontier *F, const IlpProblem *p, int x, int s)
+ * A factor of the problem has one choice per assignment: its one point.
+ * The long way (ilp_unique_best_ref): each combined factor's variables
+ * looked up in the made factor's scope per assignment. */
+static void eliminate_best_slow(IlpFrontier *F, const IlpProblem *p, int x, int s)
 {
     int nin, *in = ir_xmalloc((size_t)(F->nf + 1) * sizeof *in);
     int vars[2 * MAX_SCOPE + 2], nv;
@@ -625,10 +807,91 @@ static void eliminate_best(IlpFrontier *F, const IlpProblem *p, int x, int s)
     free(xs);
 }
 
-bool ilp_unique_best(const IlpProblem *p, double margin, int *choice, double *best, double *second)
+/* eliminate_best_slow with each combined factor's variables looked up in
+ * the made factor's scope once (pos), not per assignment: the same
+ * indices, so the same sums (a third of the program's time was the
+ * lookups). */
+static void eliminate_best(IlpFrontier *F, const IlpProblem *p, int x, int s)
+{
+    if (F->slow) {
+        eliminate_best_slow(F, p, x, s);
+        return;
+    }
+    int nin, *in = ir_xmalloc((size_t)(F->nf + 1) * sizeof *in);
+    int vars[2 * MAX_SCOPE + 2], nv;
+    gather(F, x, in, &nin, vars, &nv); /* within MAX_SCOPE: order() */
+    F->steps[s] = (Step){x, -1, nin, in};
+    int out = new_factor(F, p, vars, nv);
+    F->f[out].step = s;
+    F->steps[s].out = out;
+    int kx = x >= 0 ? p->nodes[x].k : 1, vals[2 * MAX_SCOPE + 2];
+    /* Per combined factor: its variables' places in the made factor's
+     * scope (pos[j][i], -1: x), the step per strategy of x (xs[j]), and per
+     * assignment of the rest its assignment at x's strategy 0 (base[j]). */
+    int *base = ir_xmalloc((size_t)(nin + 1) * sizeof *base), *xs = ir_xmalloc((size_t)(nin + 1) * sizeof *xs);
+    int (*pos)[MAX_SCOPE] = ir_xmalloc((size_t)(nin + 1) * sizeof *pos);
+    const Factor **fs = ir_xmalloc((size_t)(nin + 1) * sizeof *fs);
+    for (int j = 0; j < nin; j++) {
+        const Factor *f = fs[j] = &F->f[in[j]];
+        xs[j] = 0;
+        for (int i = 0; i < f->n; i++) {
+            int v = 0;
+            while (v < nv && vars[v] != f->var[i])
+                v++;
+            pos[j][i] = v < nv ? v : -1;
+            if (v == nv)
+                xs[j] = f->stride[i];
+        }
+    }
+    const Factor *o = &F->f[out];
+    for (int a = 0; a < o->nassign; a++) {
+        for (int v = 0; v < nv; v++)
+            vals[v] = a / o->stride[v] % o->k[v];
+        for (int j = 0; j < nin; j++) {
+            base[j] = 0;
+            for (int i = 0; i < fs[j]->n; i++)
+                if (pos[j][i] >= 0)
+                    base[j] += vals[pos[j][i]] * fs[j]->stride[i];
+        }
+        double b1 = INFINITY, b2 = INFINITY;
+        int bx = 0;
+        for (int xv = 0; xv < kx; xv++) {
+            double sum = 0, gap = INFINITY;
+            for (int j = 0; j < nin; j++) {
+                const Factor *f = fs[j];
+                int aj = base[j] + xv * xs[j];
+                int off = f->off[aj];
+                sum += F->t[off];
+                if (f->cnt[aj] > 1)
+                    gap = fmin(gap, F->t[off + 1] - F->t[off]);
+            }
+            /* This xv's two least: sum, and sum with one factor at its second. */
+            if (sum < b1) {
+                b2 = fmin(b1, sum + gap);
+                b1 = sum;
+                bx = xv;
+            } else {
+                b2 = fmin(b2, sum);
+            }
+        }
+        int d = new_der(F, 1);
+        F->dv[d] = bx;
+        F->f[out].off[a] = new_point(F, b1, 0, d);
+        new_point(F, b2, 0, -1);
+        F->f[out].cnt[a] = 2;
+    }
+    free(base);
+    free(xs);
+    free(pos);
+    free(fs);
+}
+
+static bool unique_best(const IlpProblem *p, double margin, int *choice, double *best, double *second,
+                        bool slow)
 {
     IlpFrontier *F = ir_xcalloc(1, sizeof *F);
     F->nnodes = p->nnodes;
+    F->slow = slow;
     F->steps = ir_xcalloc((size_t)p->nnodes + 1, sizeof *F->steps);
     int *ord = ir_xmalloc((size_t)(p->nnodes + 1) * sizeof *ord);
     bool ok = price_factors(F, p) && order(F, p, ord);
@@ -662,4 +925,14 @@ bool ilp_unique_best(const IlpProblem *p, double margin, int *choice, double *be
     }
     ilp_frontier_free(F);
     return ok;
+}
+
+bool ilp_unique_best(const IlpProblem *p, double margin, int *choice, double *best, double *second)
+{
+    return unique_best(p, margin, choice, best, second, false);
+}
+
+bool ilp_unique_best_ref(const IlpProblem *p, double margin, int *choice, double *best, double *second)
+{
+    return unique_best(p, margin, choice, best, second, true);
 }
