@@ -111,8 +111,9 @@ IlpVals ilp_local_sum(IlpLocal *L, const int *c, const int *set, int n);
  * among ties (an unbudgeted solve has one path: from the slack basis). */
 int ilp_canon(const IlpProblem *p, int *choice);
 /* The same on L's problem with L's adjacency (kept between the budgets of
- * one problem: IlpWarm). */
-int ilp_canon_local(IlpLocal *L, int *choice);
+ * one problem: IlpWarm) and the choice's totals by ilp_eval (NULL: summed
+ * here), which its tolerances are relative to. */
+int ilp_canon_local(IlpLocal *L, int *choice, const IlpVals *total);
 /* ilp_canon with every move priced by the whole local sum (no may_tie):
  * the reference PTDC_SEARCH_CHECK and tests/ilp compare it with. */
 int ilp_canon_ref(const IlpProblem *p, int *choice);

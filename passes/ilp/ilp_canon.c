@@ -175,11 +175,14 @@ static bool swap_two(Canon *C, int *c, int u, int v)
     return false;
 }
 
-static int canon(IlpLocal *L, int *choice, bool whole)
+static int canon(IlpLocal *L, int *choice, const IlpVals *given, bool whole)
 {
     const IlpProblem *p = L->p;
     IlpVals total;
-    ilp_eval(p, choice, &total);
+    if (given)
+        total = *given;
+    else
+        ilp_eval(p, choice, &total);
     Canon C;
     C.L = L;
     C.whole = whole;
@@ -199,13 +202,13 @@ static int canon(IlpLocal *L, int *choice, bool whole)
     return moves;
 }
 
-int ilp_canon_local(IlpLocal *L, int *choice) { return canon(L, choice, false); }
+int ilp_canon_local(IlpLocal *L, int *choice, const IlpVals *total) { return canon(L, choice, total, false); }
 
 static int canon_fresh(const IlpProblem *p, int *choice, bool whole)
 {
     IlpLocal L;
     ilp_local_init(&L, p);
-    int moves = canon(&L, choice, whole);
+    int moves = canon(&L, choice, NULL, whole);
     ilp_local_free(&L);
     return moves;
 }

@@ -492,12 +492,17 @@ typedef struct {
     const Factor **in;
     int (*src)[MAX_SCOPE];
     Cand cur, next;
+    int *lev, caplev;             /* combine_one: per factor j combined, each kept candidate's
+                                     (candidate before it, point of factor j), from levoff[j] */
+    int *levoff;                  /* [nin + 1] */
 } Combine;
 
 /* The Pareto set of the combined factors' sums at one assignment of the
  * made factor's scope (vals) with the eliminated node at xv, in C->cur
- * (pruned after each factor added). */
-static void combine_one(Combine *C, const int *vals, int xv)
+ * (pruned after each factor added), each candidate's points of the
+ * factors in cur->idx. The long way (ilp_frontier_ref): those points
+ * copied along with every candidate of every factor added. */
+static void combine_one_slow(Combine *C, const int *vals, int xv)
 {
     const IlpFrontier *F = C->F;
     int w = C->nin;
@@ -531,6 +536,62 @@ static void combine_one(Combine *C, const int *vals, int xv)
         }
         cur->n = keep;
     }
+}
+
+/* combine_one_slow with each candidate's points kept as a link to the
+ * candidate it extends and its point of the factor added (next->idx: 2 a
+ * candidate), those of the kept ones per factor in C->lev, and the points
+ * read back along the links for the final ones only: the same sums in the
+ * same order, the same Pareto sets, the same points in cur->idx (copying
+ * every candidate's points at every factor was a third of the program). */
+static void combine_one(Combine *C, const int *vals, int xv)
+{
+    const IlpFrontier *F = C->F;
+    int w = C->nin;
+    Cand *cur = &C->cur, *next = &C->next;
+    cand_reserve(cur, 1);
+    cur->t[0] = cur->m[0] = 0;
+    cur->n = 1;
+    C->levoff[0] = 0;
+    for (int j = 0; j < w; j++) {
+        const Factor *f = C->in[j];
+        int a = 0;
+        for (int i = 0; i < f->n; i++)
+            a += (C->src[j][i] < 0 ? xv : vals[C->src[j][i]]) * f->stride[i];
+        int off = f->off[a], cnt = f->cnt[a];
+        next->n = 0;
+        cand_reserve(next, cur->n * cnt);
+        for (int i = 0; i < cur->n; i++)
+            for (int k = 0; k < cnt; k++) {
+                int d = next->n++;
+                next->t[d] = cur->t[i] + F->t[off + k];
+                next->m[d] = cur->m[i] + F->m[off + k];
+                next->idx[2 * d] = i;
+                next->idx[2 * d + 1] = k;
+            }
+        bool pruned = cnt > 1 || cur->n > 1;
+        int keep = pruned ? pareto(next, false) : next->n;
+        cand_reserve(cur, keep);
+        int lo = C->levoff[j];
+        if (lo + 2 * keep > C->caplev) {
+            C->caplev = 2 * (lo + 2 * keep);
+            C->lev = ir_xrealloc(C->lev, (size_t)C->caplev * sizeof *C->lev);
+        }
+        for (int i = 0; i < keep; i++) {
+            int s = pruned ? next->perm[i] : i;
+            cur->t[i] = next->t[s];
+            cur->m[i] = next->m[s];
+            C->lev[lo + 2 * i] = next->idx[2 * s];
+            C->lev[lo + 2 * i + 1] = next->idx[2 * s + 1];
+        }
+        C->levoff[j + 1] = lo + 2 * keep;
+        cur->n = keep;
+    }
+    for (int i = 0; i < cur->n; i++)
+        for (int j = w - 1, x = i; j >= 0; j--) {
+            cur->idx[i * w + j] = C->lev[C->levoff[j] + 2 * x + 1];
+            x = C->lev[C->levoff[j] + 2 * x];
+        }
 }
 
 /* Step s's inputs: every unused factor holding node x (x < 0: those of
@@ -576,8 +637,12 @@ static bool eliminate(IlpFrontier *F, const IlpProblem *p, int x, int s)
     Factor *o = &F->f[out];
     o->step = s;
     st->out = out;
+    /* combine_one's candidates carry 2 numbers, a link and a point;
+     * combine_one_slow's every point so far. */
+    int nw = F->slow ? nin : 2;
     Combine C = {F, nin, NULL, NULL, {0, 0, nin, NULL, NULL, NULL, NULL, NULL},
-                 {0, 0, nin, NULL, NULL, NULL, NULL, NULL}};
+                 {0, 0, nw, NULL, NULL, NULL, NULL, NULL}, NULL, 0, NULL};
+    C.levoff = ir_xmalloc((size_t)(nin + 1) * sizeof *C.levoff);
     C.in = ir_xmalloc((size_t)(nin + 1) * sizeof *C.in);
     C.src = ir_xmalloc((size_t)(nin + 1) * sizeof *C.src);
     for (int j = 0; j < nin; j++) {
@@ -596,7 +661,10 @@ static bool eliminate(IlpFrontier *F, const IlpProblem *p, int x, int s)
             vals[v] = a / o->stride[v] % o->k[v];
         all->n = 0;
         for (int xv = 0; xv < kx; xv++) {
-            combine_one(&C, vals, xv);
+            if (F->slow)
+                combine_one_slow(&C, vals, xv);
+            else
+                combine_one(&C, vals, xv);
             cand_reserve(all, all->n + C.cur.n);
             for (int i = 0; i < C.cur.n; i++) {
                 int d = all->n++;
@@ -619,6 +687,8 @@ static bool eliminate(IlpFrontier *F, const IlpProblem *p, int x, int s)
     }
     free(C.in);
     free(C.src);
+    free(C.lev);
+    free(C.levoff);
     cand_free(all);
     cand_free(&C.cur);
     cand_free(&C.next);

@@ -803,7 +803,7 @@ IlpStatus ilp_solve(const IlpProblem *p, const IlpOpts *o, IlpSolution *s)
         int *ref = check ? ir_xmalloc((size_t)(p->nnodes + 1) * sizeof *ref) : NULL;
         if (ref)
             memcpy(ref, s->choice, (size_t)p->nnodes * sizeof *ref);
-        s->canon_moves = ilp_canon_local(&w->loc, s->choice);
+        s->canon_moves = ilp_canon_local(&w->loc, s->choice, &s->total); /* ilp_eval(w->r, choice) */
         if (ref && (ilp_canon_ref(w->r, ref) != s->canon_moves ||
                     memcmp(ref, s->choice, (size_t)p->nnodes * sizeof *ref)))
             ir_die("ilp: ilp_canon's answer differs from the one with every move priced whole "
