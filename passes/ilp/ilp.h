@@ -119,7 +119,8 @@ int ilp_canon_local(IlpLocal *L, int *choice, const IlpVals *total);
 int ilp_canon_ref(const IlpProblem *p, int *choice);
 
 /* ilp_pareto.c: the whole time/memory frontier of p by one dynamic
- * program over an elimination order of its nodes (bucket elimination with
+ * program over an elimination order of its nodes (ilp_elim.c; bucket
+ * elimination with
  * a Pareto set of (objective, memory) per assignment), or NULL where an
  * elimination's neighbourhood is too large for it (GLPK then). Every
  * budget's optimum is then a lookup: ilp_frontier_choice writes the
@@ -131,7 +132,7 @@ IlpFrontier *ilp_frontier(const IlpProblem *p);
 void ilp_frontier_free(IlpFrontier *f);
 int ilp_frontier_points(const IlpFrontier *f);
 bool ilp_frontier_choice(const IlpFrontier *f, double budget, int *choice, double *t, double *m);
-/* The least objective of p (its budget ignored) by the same elimination,
+/* ilp_best.c: the least objective of p (its budget ignored) by the same elimination,
  * keeping the least and the second least over distinct choices: when the
  * second exceeds the least by more than `margin` of it, the fastest choice
  * is unique and written to choice (true); else false (ties, or too wide).
