@@ -438,6 +438,10 @@ typedef struct IlpSeg {
 
 IlpSeg *ilp_lower(const PassCostCtx *ctx, const PassIlpCosts *costs, const IrGraph *g,
                   const PassIlpQuery *q);                 /* ilp_lower.c */
+/* Every tensor t's forward consumers as ir_consumers lists them (node order,
+ * a node reading t in two slots once): clist[cstart[t] .. cstart[t + 1]),
+ * by one pass over the nodes (ilp_lower.c; heap, caller frees both). */
+void ilp_consumers(const IrGraph *g, int **cstart, int **clist);
 void ilp_seg_free(IlpSeg *s);
 void ilp_merge(IlpSeg *s);                                /* ilp_merge.c */
 void ilp_build(IlpSeg *s);                                /* ilp_build.c: s->prob */
