@@ -191,7 +191,9 @@ typedef struct IlpOpts {
                                      start is given, it starts from this made to fit
                                      (ilp_repair) */
     bool check;                   /* with frontier: GLPK solves too, and a different answer
-                                     dies (PTDC_SEARCH_CHECK, the exhaustive searches) */
+                                     dies (PTDC_SEARCH_CHECK, the exhaustive searches); so
+                                     does a frontier, fastest choice or canonical answer that
+                                     differs from the one made the long way (the *_ref) */
 } IlpOpts;
 
 typedef struct IlpSolution {
@@ -339,7 +341,9 @@ int pass_ilp_cache_frontier(const PassIlpCache *c); /* of those, answered from a
 int pass_ilp_cache_unique(const PassIlpCache *c); /* of those, answered as the unique fastest
                                                      choice (PASS_ILP_FRONTIER, no budget) */
 /* Solve with GLPK beside every frontier or unique answer and die on a
- * different one (the search's PTDC_SEARCH_CHECK). */
+ * different one, and make every frontier, unique answer and canonical
+ * answer again the long way (ilp_frontier_ref, ilp_unique_best_ref,
+ * ilp_canon_ref) and die on any difference (the search's PTDC_SEARCH_CHECK). */
 void pass_ilp_cache_check(PassIlpCache *c, bool on);
 /* What a query differing from a recent one only in its budget reuses
  * (IlpWarm): nothing (PASS_ILP_COLD: tests compare against it), the
