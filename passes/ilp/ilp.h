@@ -97,6 +97,8 @@ typedef struct IlpLocal {
     int *gstart, *groups;         /* edge i's groups (each once): groups[gstart[i] .. gstart[i + 1]) */
     int *mark;                    /* [nedges + ngroups]: stamp of the last sum that took it */
     int stamp;
+    bool node_only[ILP_NQ];       /* quantity q is priced by nodes alone (every edge's and
+                                     group's q is 0): its local sum is its nodes' prices */
 } IlpLocal;
 void ilp_local_init(IlpLocal *L, const IlpProblem *p);
 void ilp_local_free(IlpLocal *L);
@@ -108,9 +110,17 @@ IlpVals ilp_local_sum(IlpLocal *L, const int *c, const int *set, int n);
  * solve with it, so that its answer does not depend on the solver's path
  * among ties (an unbudgeted solve has one path: from the slack basis). */
 int ilp_canon(const IlpProblem *p, int *choice);
+/* The same on L's problem with L's adjacency (kept between the budgets of
+ * one problem: IlpWarm) and the choice's totals by ilp_eval (NULL: summed
+ * here), which its tolerances are relative to. */
+int ilp_canon_local(IlpLocal *L, int *choice, const IlpVals *total);
+/* ilp_canon with every move priced by the whole local sum (no may_tie):
+ * the reference PTDC_SEARCH_CHECK and tests/ilp compare it with. */
+int ilp_canon_ref(const IlpProblem *p, int *choice);
 
 /* ilp_pareto.c: the whole time/memory frontier of p by one dynamic
- * program over an elimination order of its nodes (bucket elimination with
+ * program over an elimination order of its nodes (ilp_elim.c; bucket
+ * elimination with
  * a Pareto set of (objective, memory) per assignment), or NULL where an
  * elimination's neighbourhood is too large for it (GLPK then). Every
  * budget's optimum is then a lookup: ilp_frontier_choice writes the
@@ -122,12 +132,20 @@ IlpFrontier *ilp_frontier(const IlpProblem *p);
 void ilp_frontier_free(IlpFrontier *f);
 int ilp_frontier_points(const IlpFrontier *f);
 bool ilp_frontier_choice(const IlpFrontier *f, double budget, int *choice, double *t, double *m);
-/* The least objective of p (its budget ignored) by the same elimination,
+/* ilp_best.c: the least objective of p (its budget ignored) by the same elimination,
  * keeping the least and the second least over distinct choices: when the
  * second exceeds the least by more than `margin` of it, the fastest choice
  * is unique and written to choice (true); else false (ties, or too wide).
  * *best, *second: the two (NULL: not wanted). */
 bool ilp_unique_best(const IlpProblem *p, double margin, int *choice, double *best, double *second);
+/* The two programs the long way (the matrix order of elimination, every
+ * group item read per assignment, qsort's Pareto sets, the scope looked up
+ * per assignment): what PTDC_SEARCH_CHECK and tests/ilp compare the
+ * shortcuts with. ilp_frontier_same: the same points, bit for bit, each
+ * read back to the same choice. */
+IlpFrontier *ilp_frontier_ref(const IlpProblem *p);
+bool ilp_unique_best_ref(const IlpProblem *p, double margin, int *choice, double *best, double *second);
+bool ilp_frontier_same(const IlpFrontier *a, const IlpFrontier *b);
 
 typedef enum {
     ILP_OPTIMAL,                  /* proven optimal (gap 0 up to GLPK's tolerances) */
@@ -173,7 +191,9 @@ typedef struct IlpOpts {
                                      start is given, it starts from this made to fit
                                      (ilp_repair) */
     bool check;                   /* with frontier: GLPK solves too, and a different answer
-                                     dies (PTDC_SEARCH_CHECK, the exhaustive searches) */
+                                     dies (PTDC_SEARCH_CHECK, the exhaustive searches); so
+                                     does a frontier, fastest choice or canonical answer that
+                                     differs from the one made the long way (the *_ref) */
 } IlpOpts;
 
 typedef struct IlpSolution {
@@ -321,7 +341,9 @@ int pass_ilp_cache_frontier(const PassIlpCache *c); /* of those, answered from a
 int pass_ilp_cache_unique(const PassIlpCache *c); /* of those, answered as the unique fastest
                                                      choice (PASS_ILP_FRONTIER, no budget) */
 /* Solve with GLPK beside every frontier or unique answer and die on a
- * different one (the search's PTDC_SEARCH_CHECK). */
+ * different one, and make every frontier, unique answer and canonical
+ * answer again the long way (ilp_frontier_ref, ilp_unique_best_ref,
+ * ilp_canon_ref) and die on any difference (the search's PTDC_SEARCH_CHECK). */
 void pass_ilp_cache_check(PassIlpCache *c, bool on);
 /* What a query differing from a recent one only in its budget reuses
  * (IlpWarm): nothing (PASS_ILP_COLD: tests compare against it), the
@@ -420,6 +442,10 @@ typedef struct IlpSeg {
 
 IlpSeg *ilp_lower(const PassCostCtx *ctx, const PassIlpCosts *costs, const IrGraph *g,
                   const PassIlpQuery *q);                 /* ilp_lower.c */
+/* Every tensor t's forward consumers as ir_consumers lists them (node order,
+ * a node reading t in two slots once): clist[cstart[t] .. cstart[t + 1]),
+ * by one pass over the nodes (ilp_lower.c; heap, caller frees both). */
+void ilp_consumers(const IrGraph *g, int **cstart, int **clist);
 void ilp_seg_free(IlpSeg *s);
 void ilp_merge(IlpSeg *s);                                /* ilp_merge.c */
 void ilp_build(IlpSeg *s);                                /* ilp_build.c: s->prob */

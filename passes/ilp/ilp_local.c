@@ -29,6 +29,15 @@ void ilp_local_init(IlpLocal *L, const IlpProblem *p)
             L->edges[L->estart[v] + fill[v]++] = i;
     }
     free(fill);
+    for (int q = 0; q < ILP_NQ; q++) {
+        bool only = true;
+        for (int i = 0; i < p->nedges && only; i++)
+            for (int k = 0; k < p->edges[i].nI * p->edges[i].nJ; k++)
+                only &= p->edges[i].val[k].q[q] == 0;
+        for (int g = 0; g < p->ngroups && only; g++)
+            only &= p->groups[g].w.q[q] == 0;
+        L->node_only[q] = only;
+    }
     /* Per edge, the groups with an item on it (a group once per edge). */
     L->gstart = ir_xcalloc((size_t)p->nedges + 2, sizeof *L->gstart);
     int nitems = 0;

@@ -236,6 +236,42 @@ static void check_query(const IrGraph *g, const PassIlpQuery *q)
                (long long)q->mb_seqs, q->num_micro, q->inflight, q->zero, q->budget);
 }
 
+/* Does slot j of n read its tensor first (not in an earlier slot), a
+ * tensor of the graph's? */
+static bool first_read(const IrNode *n, int j, int ntensors)
+{
+    int t = n->in[j], k = 0;
+    while (k < j && n->in[k] != t)
+        k++;
+    return k == j && t >= 0 && t < ntensors;
+}
+
+/* Every tensor's forward consumers, as ir_consumers lists them (by node,
+ * a node reading it twice once): clist[cstart[t] .. cstart[t + 1]). One
+ * pass over the nodes, where ir_consumers per tensor scanned every node
+ * for each (1% of DeepSeek-V3's planning on 2048 A100s, 1,763 lowerings). */
+void ilp_consumers(const IrGraph *g, int **cstart, int **clist)
+{
+    int *st = ir_xcalloc((size_t)g->ntensors + 2, sizeof *st);
+    for (int i = 0; i < g->nfwd; i++)
+        for (int j = 0; j < g->nodes[i].nin; j++)
+            if (first_read(&g->nodes[i], j, g->ntensors))
+                st[g->nodes[i].in[j] + 1]++;
+    for (int t = 0; t < g->ntensors; t++)
+        st[t + 1] += st[t];
+    int *list = ir_xmalloc((size_t)(st[g->ntensors] + 1) * sizeof *list);
+    int *fill = ir_xcalloc((size_t)g->ntensors + 1, sizeof *fill);
+    for (int i = 0; i < g->nfwd; i++)
+        for (int j = 0; j < g->nodes[i].nin; j++)
+            if (first_read(&g->nodes[i], j, g->ntensors)) {
+                int t = g->nodes[i].in[j];
+                list[st[t] + fill[t]++] = i;
+            }
+    free(fill);
+    *cstart = st;
+    *clist = list;
+}
+
 IlpSeg *ilp_lower(const PassCostCtx *ctx, const PassIlpCosts *costs, const IrGraph *g,
                   const PassIlpQuery *q)
 {
@@ -301,18 +337,15 @@ IlpSeg *ilp_lower(const PassCostCtx *ctx, const PassIlpCosts *costs, const IrGra
     BKey *keys = NULL;
     int nkeys = 0, capk = 0;
     int *side[2] = {NULL, NULL}, nside[2], capside = 0;
-    int *cons = NULL, ncap = 0;
+    int *cstart, *clist;
+    ilp_consumers(g, &cstart, &clist);
     for (int t = 0; t < g->ntensors; t++) {
         const IrTensor *x = &g->tensors[t];
         int p = x->producer;
         if (x->role != IR_ACT || p < 0 || p >= g->nfwd)
             continue;
-        int ncons = ir_consumers(g, t, cons, ncap);
-        if (ncons > ncap) {
-            ncap = ncons;
-            cons = ir_xrealloc(cons, (size_t)ncap * sizeof *cons);
-            ir_consumers(g, t, cons, ncap);
-        }
+        const int *cons = &clist[cstart[t]];
+        int ncons = cstart[t + 1] - cstart[t];
         if (ncons == 0)
             continue;
         bool p_in = p >= s->first_node && p < s->end_node;
@@ -370,7 +403,8 @@ IlpSeg *ilp_lower(const PassCostCtx *ctx, const PassIlpCosts *costs, const IrGra
     free(keys);
     free(side[0]);
     free(side[1]);
-    free(cons);
+    free(cstart);
+    free(clist);
     return s;
 }
 

@@ -361,6 +361,8 @@ struct IlpWarm {
     int nrow, ncol;           /* 0: no basis saved */
     IlpFrontier *front;       /* r's frontier (IlpOpts.frontier), NULL: none (yet) */
     bool front_tried;         /* made, or found too wide for the program */
+    IlpLocal loc;             /* r's adjacency for ilp_canon, loc.p NULL: not made yet (a
+                                 walk canonicalises an answer per budget of one problem) */
 };
 
 IlpWarm *ilp_warm_new(void) { return ir_xcalloc(1, sizeof(IlpWarm)); }
@@ -377,6 +379,8 @@ static void warm_clear(IlpWarm *w)
     model_free(&w->m);
     free(w->stat);
     ilp_frontier_free(w->front);
+    if (w->loc.p)
+        ilp_local_free(&w->loc);
     memset(w, 0, sizeof *w);
 }
 
@@ -628,11 +632,17 @@ static void warm_reduce(IlpWarm *w, const IlpProblem *p)
  * not yet (ilp_pareto.c): false where it has none, or where the choice read
  * back, priced by ilp_eval (which sums in another order), is over the
  * budget: GLPK answers then. */
-static bool solve_frontier(IlpWarm *w, IlpSolution *s)
+static bool solve_frontier(IlpWarm *w, bool check, IlpSolution *s)
 {
     if (!w->front_tried) {
         w->front = ilp_frontier(w->r);
         w->front_tried = true;
+        if (check) {
+            IlpFrontier *ref = ilp_frontier_ref(w->r);
+            if (!ref != !w->front || (ref && !ilp_frontier_same(w->front, ref)))
+                ir_die("ilp: the frontier differs from the one made the long way (PTDC_SEARCH_CHECK)");
+            ilp_frontier_free(ref);
+        }
     }
     if (!w->front)
         return false;
@@ -667,10 +677,22 @@ static bool solve_frontier(IlpWarm *w, IlpSolution *s)
 /* The reduced problem w->r without a budget, as its unique fastest choice
  * (ilp_unique_best): false where the fastest is tied within UNIQUE_MARGIN
  * (GLPK answers then, its ties as its path resolves them). */
-static bool solve_unique(IlpWarm *w, IlpSolution *s)
+static bool solve_unique(IlpWarm *w, bool check, IlpSolution *s)
 {
     int *c = ir_xmalloc((size_t)(w->r->nnodes + 1) * sizeof *c);
-    if (!ilp_unique_best(w->r, UNIQUE_MARGIN, c, NULL, NULL)) {
+    double b1 = 0, b2 = 0;
+    bool ok = ilp_unique_best(w->r, UNIQUE_MARGIN, c, &b1, &b2);
+    if (check) {
+        int *d = ir_xmalloc((size_t)(w->r->nnodes + 1) * sizeof *d);
+        double d1 = 0, d2 = 0;
+        bool ok2 = ilp_unique_best_ref(w->r, UNIQUE_MARGIN, d, &d1, &d2);
+        if (ok != ok2 || memcmp(&b1, &d1, sizeof b1) || memcmp(&b2, &d2, sizeof b2) ||
+            (ok && memcmp(c, d, (size_t)w->r->nnodes * sizeof *c)))
+            ir_die("ilp: the fastest choice by elimination differs from the one made the long way "
+                   "(PTDC_SEARCH_CHECK)");
+        free(d);
+    }
+    if (!ok) {
         free(c);
         return false;
     }
@@ -733,11 +755,12 @@ IlpStatus ilp_solve(const IlpProblem *p, const IlpOpts *o, IlpSolution *s)
     w->r->budget = p->budget;
     IlpOpts ro = o ? *o : (IlpOpts){0};
     int *start = NULL, *repaired = NULL;
-    bool front = w != &own && o && o->frontier && isfinite(p->budget) && solve_frontier(w, s);
+    bool check = o && o->check;
+    bool front = w != &own && o && o->frontier && isfinite(p->budget) && solve_frontier(w, check, s);
     if (front)
         s->warm = kept;
     if (!front && o && o->frontier && !isfinite(p->budget))
-        front = solve_unique(w, s);
+        front = solve_unique(w, check, s);
     if (front && o->check) {
         IlpOpts co = *o;
         co.frontier = false;
@@ -774,8 +797,19 @@ IlpStatus ilp_solve(const IlpProblem *p, const IlpOpts *o, IlpSolution *s)
      * slack basis, and its answer is left as it was (ties as before; the
      * first variants are most of the solves). The map keeps the order of
      * strategies. */
-    if (s->choice && !(o && o->no_canon) && isfinite(p->budget))
-        s->canon_moves = ilp_canon(w->r, s->choice);
+    if (s->choice && !(o && o->no_canon) && isfinite(p->budget)) {
+        if (!w->loc.p)
+            ilp_local_init(&w->loc, w->r);
+        int *ref = check ? ir_xmalloc((size_t)(p->nnodes + 1) * sizeof *ref) : NULL;
+        if (ref)
+            memcpy(ref, s->choice, (size_t)p->nnodes * sizeof *ref);
+        s->canon_moves = ilp_canon_local(&w->loc, s->choice, &s->total); /* ilp_eval(w->r, choice) */
+        if (ref && (ilp_canon_ref(w->r, ref) != s->canon_moves ||
+                    memcmp(ref, s->choice, (size_t)p->nnodes * sizeof *ref)))
+            ir_die("ilp: ilp_canon's answer differs from the one with every move priced whole "
+                   "(PTDC_SEARCH_CHECK)");
+        free(ref);
+    }
     if (s->choice) {
         for (int u = 0; u < p->nnodes; u++)
             s->choice[u] = w->map[u][s->choice[u]];

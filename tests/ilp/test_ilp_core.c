@@ -187,9 +187,35 @@ static int check_repair(IlpProblem *p, int tc)
     return isfinite(near);
 }
 
+/* SYNC and MEM_PARAM of p priced by its nodes alone, as the lowering
+ * prices them (gradient synchronisation and model states are a node's):
+ * ilp_canon then refuses most moves by those node prices (may_tie). */
+static void node_only(IlpProblem *p)
+{
+    for (int i = 0; i < p->nedges; i++)
+        for (int k = 0; k < p->edges[i].nI * p->edges[i].nJ; k++)
+            p->edges[i].val[k].q[ILP_SYNC] = p->edges[i].val[k].q[ILP_MEM_PARAM] = 0;
+    for (int g = 0; g < p->ngroups; g++)
+        p->groups[g].w.q[ILP_SYNC] = p->groups[g].w.q[ILP_MEM_PARAM] = 0;
+}
+
+/* ilp_canon against ilp_canon_ref (every move priced by the whole local
+ * sum): the same answer by the same moves. How many moves. */
+static int check_canon_ref(const IlpProblem *p, const int *c, int tc)
+{
+    int d[16], e[16];
+    memcpy(d, c, (size_t)p->nnodes * sizeof *d);
+    memcpy(e, c, (size_t)p->nnodes * sizeof *e);
+    int a = ilp_canon(p, d), b = ilp_canon_ref(p, e);
+    CHECK(a == b && memcmp(d, e, (size_t)p->nnodes * sizeof *d) == 0,
+          "case %d: ilp_canon made %d moves, ilp_canon_ref %d, to another choice", tc, a, b);
+    return b;
+}
+
 /* ilp_canon on every choice of p: the same prices, lower or equal in the
- * order of strategy indices, a fixed point. */
-static void check_canon_all(const IlpProblem *p, int tc)
+ * order of strategy indices, a fixed point; ilp_canon_ref's answer, on p
+ * and on p with SYNC and MEM_PARAM made node prices (p is changed). */
+static void check_canon_all(IlpProblem *p, int tc)
 {
     int c[16] = {0}, d[16];
     for (;;) {
@@ -208,6 +234,16 @@ static void check_canon_all(const IlpProblem *p, int tc)
         int e[16];
         memcpy(e, d, sizeof d);
         CHECK(ilp_canon(p, e) == 0, "case %d: ilp_canon's answer is not its own", tc);
+        check_canon_ref(p, c, tc);
+        int i = 0;
+        while (i < p->nnodes && ++c[i] == p->nodes[i].k)
+            c[i++] = 0;
+        if (i == p->nnodes)
+            break;
+    }
+    node_only(p);
+    for (;;) {
+        check_canon_ref(p, c, tc);
         int i = 0;
         while (i < p->nnodes && ++c[i] == p->nodes[i].k)
             c[i++] = 0;
@@ -218,7 +254,7 @@ static void check_canon_all(const IlpProblem *p, int tc)
 
 /* Two mirrored nodes (the same prices, the same edges to a third) chosen
  * either way round: ilp_canon gives one answer. How many pairs differed. */
-static int check_canon_mirror(void)
+static int check_canon_mirror(int *moved)
 {
     IlpProblem *p = ilp_new();
     int k = 2 + irand(3);
@@ -237,11 +273,14 @@ static int check_canon_mirror(void)
         rand_vals(&val[i], irand(3) == 0);
     ilp_add_edge(p, 1, 0, cu, cv, val);
     ilp_add_edge(p, 2, 0, cu, cv, val);
+    if (irand(2))
+        node_only(p);
     int differed = 0;
     for (int a = 0; a < k; a++)
         for (int b = 0; b < k; b++)
             for (int c0 = 0; c0 < 3; c0++) {
                 int s[3] = {c0, a, b}, t[3] = {c0, b, a};
+                *moved += check_canon_ref(p, s, -1) + check_canon_ref(p, t, -1);
                 ilp_canon(p, s);
                 ilp_canon(p, t);
                 differed += a != b;
@@ -250,6 +289,50 @@ static int check_canon_mirror(void)
             }
     ilp_free(p);
     return differed;
+}
+
+/* A node with twin strategies (0 and the last: the same prices, the same
+ * class on each of its edges) between two others, SYNC zero everywhere and
+ * SYNC and MEM_PARAM node prices: every choice taking the last twin ties
+ * with the one taking strategy 0, which ilp_canon must move to (one node
+ * down, its neighbours re-laid out: move_near), as ilp_canon_ref does; a
+ * quantity that sums to zero has no tolerance, so may_tie must let exact
+ * equality through. How many choices moved. */
+static int check_canon_twin(void)
+{
+    IlpProblem *p = ilp_new();
+    int k = 2 + irand(3);
+    IlpVals v[8];
+    for (int u = 0; u < 3; u++) {
+        int ku = u == 1 ? k : 2 + irand(2);
+        for (int i = 0; i < ku; i++) {
+            rand_vals(&v[i], true);
+            v[i].q[ILP_SYNC] = 0;
+        }
+        if (u == 1)
+            v[k - 1] = v[0];
+        ilp_add_node(p, ku, v);
+    }
+    for (int side = 0; side < 2; side++) {
+        int other = side ? 2 : 0, cu[8], cv[8];
+        int nI = rand_classes(k - 1, cu), nJ = rand_classes(p->nodes[other].k, cv);
+        cu[k - 1] = cu[0];
+        IlpVals val[64];
+        for (int i = 0; i < nI * nJ; i++)
+            rand_vals(&val[i], irand(3) == 0);
+        ilp_add_edge(p, 1, other, cu, cv, val);
+    }
+    node_only(p);
+    int moved = 0;
+    for (int a = 0; a < p->nodes[0].k; a++)
+        for (int b = 0; b < p->nodes[2].k; b++) {
+            int c[3] = {a, k - 1, b};
+            moved += check_canon_ref(p, c, -2) > 0;
+            ilp_canon(p, c);
+            CHECK(c[1] < k - 1, "twin strategies: node 1 kept the last twin (%d %d %d)", c[0], c[1], c[2]);
+        }
+    ilp_free(p);
+    return moved;
 }
 
 int main(int argc, char **argv)
@@ -312,13 +395,17 @@ int main(int argc, char **argv)
             check_canon_all(p, tc);
         ilp_free(p);
     }
-    int mirrored = 0;
+    int mirrored = 0, moved = 0;
     for (int i = 0; i < 20; i++)
-        mirrored += check_canon_mirror();
+        mirrored += check_canon_mirror(&moved);
+    int twins = 0;
+    for (int i = 0; i < 20; i++)
+        twins += check_canon_twin();
     printf("ilp core: %d optimal, %d infeasible, %d strategies pruned; %d starts against a fitting "
-           "choice near the last point, %d mirrored choices; %d failures\n", nopt, ninf, npruned, nrepair,
-           mirrored, failures);
+           "choice near the last point, %d mirrored choices (%d moves of ilp_canon_ref), %d twins moved; %d "
+           "failures\n", nopt, ninf, npruned, nrepair, mirrored, moved, twins, failures);
     CHECK(nrepair > ncases / 4, "too few starts checked");
+    CHECK(moved > 0 && twins > 0, "ilp_canon_ref moved no mirrored choice or twin");
     CHECK(nopt > ncases / 3 && ninf > ncases / 10, "too few cases of each kind");
     CHECK(npruned > ncases / 10, "dominance pruning never fired");
     return failures ? 1 : 0;

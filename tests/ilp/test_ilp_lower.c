@@ -672,12 +672,29 @@ typedef struct {
     int run, optimal, infeasible, merged, skipped, boundaries, fixed;
 } Stats;
 
+/* ilp_consumers, which the lowering reads, against ir_consumers for every
+ * tensor of g: the same nodes in the same order. */
+static void check_consumers(const IrGraph *g, int tc)
+{
+    int *cstart, *clist, want[64];
+    ilp_consumers(g, &cstart, &clist);
+    for (int t = 0; t < g->ntensors; t++) {
+        int n = ir_consumers(g, t, want, 64);
+        CHECK(n == cstart[t + 1] - cstart[t] && (n > 64 || !memcmp(want, &clist[cstart[t]], (size_t)n * sizeof *want)),
+              "case %d: tensor %d's consumers: %d by ilp_consumers, %d by ir_consumers (or in another order)", tc,
+              t, cstart[t + 1] - cstart[t], n);
+    }
+    free(cstart);
+    free(clist);
+}
+
 static void one_case(int tc, Stats *st)
 {
     Model M;
     build_model(&M);
     copy_blocks(M.g);
     const IrGraph *g = M.g;
+    check_consumers(g, tc);
     synth_seed((uint64_t)tc * 2654435761u + 1);
     PassIlpQuery q;
     memset(&q, 0, sizeof q);

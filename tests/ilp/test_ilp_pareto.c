@@ -63,12 +63,12 @@ static void rand_edge(IlpProblem *p, int u, int v)
 /* A chain with skips (a layer's residual stream) and random extra edges;
  * groups over the edges out of one node (one tensor's readers) and over
  * random edges. */
-static IlpProblem *rand_problem(void)
+static IlpProblem *rand_problem(int maxn)
 {
     IlpProblem *p = ilp_new();
     p->obj_w[ILP_FWD] = 1 + irand(4);
     p->obj_w[ILP_BWD] = p->obj_w[ILP_FWD];
-    int nn = 1 + irand(8);
+    int nn = 1 + irand(maxn);
     for (int u = 0; u < nn; u++) {
         int k = 1 + irand(4);
         IlpVals v[8];
@@ -206,16 +206,56 @@ static bool check_unique(const IlpProblem *p, int tc)
     return uq;
 }
 
+/* The frontier and the fastest choice against the same programs made the
+ * long way (ilp_frontier_ref, ilp_unique_best_ref: the matrix order of
+ * elimination, every group item read per assignment, qsort): the same
+ * points bit for bit, read back to the same choices, and the same least
+ * two objectives and choice. */
+static void check_ref(const IlpProblem *p, const IlpFrontier *F, int tc)
+{
+    IlpFrontier *R = ilp_frontier_ref(p);
+    CHECK(!F == !R && (!F || ilp_frontier_same(F, R)), "case %d: the frontier differs from ilp_frontier_ref's",
+          tc);
+    ilp_frontier_free(R);
+    int n = p->nnodes, *a = ir_xmalloc((size_t)(n + 1) * sizeof *a), *b = ir_xmalloc((size_t)(n + 1) * sizeof *b);
+    double a1 = 0, a2 = 0, b1 = 0, b2 = 0;
+    bool ua = ilp_unique_best(p, 1e-6, a, &a1, &a2), ub = ilp_unique_best_ref(p, 1e-6, b, &b1, &b2);
+    CHECK(ua == ub && !memcmp(&a1, &b1, sizeof a1) && !memcmp(&a2, &b2, sizeof a2) &&
+          (!ua || !memcmp(a, b, (size_t)n * sizeof *a)),
+          "case %d: the fastest choice differs from ilp_unique_best_ref's (%.17g, %.17g against %.17g, %.17g)", tc,
+          a1, a2, b1, b2);
+    free(a);
+    free(b);
+}
+
+/* Problems of up to 60 nodes (too many for brute force, as many as a
+ * layer's after merging): the programs against the long way only. */
+static void wide_problems(int ncases)
+{
+    int made = 0;
+    for (int tc = 0; tc < ncases; tc++) {
+        IlpProblem *p = rand_problem(60);
+        IlpFrontier *F = ilp_frontier(p);
+        made += F != NULL;
+        check_ref(p, F, tc);
+        ilp_frontier_free(F);
+        ilp_free(p);
+    }
+    printf("wide problems: %d, %d with a frontier, each the same as made the long way\n", ncases, made);
+    CHECK(made > ncases / 2, "too few wide problems with a frontier: %d of %d", made, ncases);
+}
+
 static int random_problems(int ncases)
 {
     int unique = 0;
     int budgets = 0, fitted = 0;
     static double mem[1 << 16];
     for (int tc = 0; tc < ncases; tc++) {
-        IlpProblem *p = rand_problem();
+        IlpProblem *p = rand_problem(8);
         unique += check_unique(p, tc);
         IlpFrontier *F = ilp_frontier(p);
         CHECK(F != NULL, "case %d: no frontier for %d nodes", tc, p->nnodes);
+        check_ref(p, F, tc);
         if (F) {
             int nm = memories(p, mem), stride = nm / 40 + 1; /* at most ~40 budgets */
             for (int i = 0; i <= nm; i = i < nm && i + stride > nm ? nm : i + stride) {
@@ -294,6 +334,17 @@ static int real_layer(const Case *c)
         m = nextafter(m, -INFINITY);
     }
     CHECK(!ilp_frontier_choice(F, m, choice, NULL, NULL), "%s: a point below the least", c->model);
+    check_ref(p, F, -1);
+    int moved = 0, *d = ir_xmalloc((size_t)(p->nnodes + 1) * sizeof *d);
+    for (int i = 0; i < n; i++) { /* ilp_canon at every point, against every move priced whole */
+        ilp_frontier_choice(F, pm[i], choice, NULL, NULL);
+        memcpy(d, choice, (size_t)p->nnodes * sizeof *d);
+        int a = ilp_canon(p, choice), b = ilp_canon_ref(p, d);
+        CHECK(a == b && !memcmp(choice, d, (size_t)p->nnodes * sizeof *d),
+              "%s: point %d: ilp_canon %d moves, ilp_canon_ref %d, to another choice", c->model, i, a, b);
+        moved += b;
+    }
+    free(d);
     /* Without a budget: the unique fastest choice is GLPK's. */
     p->budget = INFINITY;
     IlpSolution g0;
@@ -319,8 +370,9 @@ static int real_layer(const Case *c)
         }
         ilp_solution_free(&sol);
     }
-    printf("%s, recompute %s: %d nodes, %d frontier points, each between them the same as GLPK's\n", c->model,
-           plan_recompute_name(c->recompute), p->nnodes, n);
+    printf("%s, recompute %s: %d nodes, %d frontier points, each between them the same as GLPK's; the "
+           "long way's points, and ilp_canon_ref's answers (%d moves)\n", c->model,
+           plan_recompute_name(c->recompute), p->nnodes, n, moved);
     free(choice);
     free(pm);
     ilp_frontier_free(F);
@@ -334,6 +386,7 @@ int main(int argc, char **argv)
 {
     ilp_seed(0x9e3779b97f4a7c15ull);
     random_problems(argc > 1 ? atoi(argv[1]) : 300);
+    wide_problems(argc > 1 ? atoi(argv[1]) / 3 : 100);
     const Case cases[] = {
         {"deepseek-v3.mdl", "a100-80gb", {"n_layers", "6"}, 5, 16, 4, 16, 30, PLAN_RECOMPUTE_NONE},
         {"llama3-8b.mdl", "h100-80gb", {NULL, NULL}, 2, 8, 8, 8, 16, PLAN_RECOMPUTE_NONE},

@@ -1,0 +1,385 @@
+/* ilp_elim.c: an IlpProblem as a sum of factors over a few nodes each, and
+ * the order in which to eliminate its nodes, for the two dynamic programs
+ * over it (ilp_pareto.c: the whole time/memory frontier; ilp_best.c: the
+ * least objective and its runner-up).
+ *
+ * The memory is a sum of node and edge prices; the objective that plus,
+ * per max-group, w times the largest of its items, each item a function of
+ * one edge's two ends. So every term is a function of a few nodes (a
+ * factor: a node, an edge's two ends, a group's nodes), and the problem is
+ * a sum of factors over a sparse graph: a layer's operators, its residual
+ * stream and the boundary that closes the layer's cycle. The order of
+ * least fill over that graph keeps each elimination's neighbourhood small:
+ * at most 4 nodes on DeepSeek-V3's layers (25-31 nodes of 2-5 strategies
+ * after the dominance reduction, 117 groups, each over the reads of one
+ * tensor: a star of its producer and readers). A problem whose groups or
+ * neighbourhoods exceed the limits (ilp_elim.h) has no program: GLPK
+ * answers it.
+ *
+ * F->slow makes the factors and the order the long way (every group item
+ * read per assignment, the order by an adjacency matrix): ilp_frontier_ref
+ * and ilp_unique_best_ref, which PTDC_SEARCH_CHECK and tests/ilp compare
+ * the shortcuts with. */
+#include "ilp/ilp_elim.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+int ilp_elim_point(IlpFrontier *F, double t, double m, int der)
+{
+    if (F->np == F->capp) {
+        F->capp = F->capp ? 2 * F->capp : 1024;
+        F->t = ir_xrealloc(F->t, (size_t)F->capp * sizeof *F->t);
+        F->m = ir_xrealloc(F->m, (size_t)F->capp * sizeof *F->m);
+        F->der = ir_xrealloc(F->der, (size_t)F->capp * sizeof *F->der);
+    }
+    F->t[F->np] = t;
+    F->m[F->np] = m;
+    F->der[F->np] = der;
+    return F->np++;
+}
+
+int ilp_elim_der(IlpFrontier *F, int n)
+{
+    if (F->nd + n > F->capd) {
+        while (F->nd + n > F->capd)
+            F->capd = F->capd ? 2 * F->capd : 4096;
+        F->dv = ir_xrealloc(F->dv, (size_t)F->capd * sizeof *F->dv);
+    }
+    int d = F->nd;
+    F->nd += n;
+    return d;
+}
+
+/* A factor over the sorted distinct nodes vars[0..n), its points to come. */
+int ilp_elim_factor(IlpFrontier *F, const IlpProblem *p, const int *vars, int n)
+{
+    if (F->nf == F->capf) {
+        F->capf = F->capf ? 2 * F->capf : 64;
+        F->f = ir_xrealloc(F->f, (size_t)F->capf * sizeof *F->f);
+    }
+    Factor *f = &F->f[F->nf];
+    memset(f, 0, sizeof *f);
+    f->n = n;
+    f->nassign = 1;
+    for (int i = n - 1; i >= 0; i--) {
+        f->var[i] = vars[i];
+        f->k[i] = p->nodes[vars[i]].k;
+        f->stride[i] = f->nassign;
+        f->nassign *= p->nodes[vars[i]].k;
+    }
+    f->off = ir_xmalloc((size_t)f->nassign * sizeof *f->off);
+    f->cnt = ir_xcalloc((size_t)f->nassign, sizeof *f->cnt);
+    f->step = -1;
+    return F->nf++;
+}
+
+static double dot(const double *w, const IlpVals *v)
+{
+    double s = 0;
+    for (int q = 0; q < ILP_NQ; q++)
+        s += w[q] * v->q[q];
+    return s;
+}
+
+/* The strategy of node `var` in assignment a of f. */
+static int value_of(const Factor *f, int a, int var)
+{
+    for (int i = 0; i < f->n; i++)
+        if (f->var[i] == var)
+            return a / f->stride[i] % f->k[i];
+    ir_die("ilp_pareto: node %d not in the factor", var);
+}
+
+static int add_sorted(int *vars, int n, int v)
+{
+    int i = 0;
+    while (i < n && vars[i] < v)
+        i++;
+    if (i < n && vars[i] == v)
+        return n;
+    memmove(vars + i + 1, vars + i, (size_t)(n - i) * sizeof *vars);
+    vars[i] = v;
+    return n + 1;
+}
+
+/* Group gr's factor f (over its items' nodes): per assignment, wo and wm
+ * times the largest item. The assignments are counted through as digits
+ * (the last node fastest, as f's strides number them), and an item reads
+ * its two ends' digits by position, the values value_of would find. The
+ * largest item is kept per depth (the later position of an item's two
+ * ends): best[d + 1] the largest of the items of depth at most d, so that
+ * when digits d.. change only the items of depth d or more are read again.
+ * A maximum is exact in any order, so the points are those of reading
+ * every item per assignment; a star of a producer and four readers (items
+ * of four depths, up to 1,024 assignments) reads about one item per
+ * assignment instead of all of them. */
+static void group_points(IlpFrontier *F, const IlpProblem *p, const IlpGroup *gr, Factor *f,
+                         double wo, double wm)
+{
+    int n = f->n, *pos = ir_xmalloc((size_t)(2 * gr->nitems + 1) * sizeof *pos);
+    int *by = ir_xmalloc((size_t)(gr->nitems + 1) * sizeof *by), start[MAX_SCOPE + 1] = {0};
+    for (int k = 0; k < gr->nitems; k++) {
+        const IlpEdge *e = &p->edges[gr->items[k].edge];
+        for (int side = 0; side < 2; side++) {
+            int v = side ? e->v : e->u, i = 0;
+            while (f->var[i] != v)
+                i++;
+            pos[2 * k + side] = i;
+        }
+        int d = pos[2 * k] > pos[2 * k + 1] ? pos[2 * k] : pos[2 * k + 1];
+        start[d + 1]++;
+    }
+    for (int d = 0; d < n; d++)
+        start[d + 1] += start[d];
+    int fill[MAX_SCOPE] = {0};
+    for (int k = 0; k < gr->nitems; k++) {
+        int d = pos[2 * k] > pos[2 * k + 1] ? pos[2 * k] : pos[2 * k + 1];
+        by[start[d] + fill[d]++] = k;
+    }
+    int digit[MAX_SCOPE] = {0}, from = 0;
+    double best[MAX_SCOPE + 1] = {0};
+    for (int a = 0; a < f->nassign; a++) {
+        for (int d = from; d < n; d++) {
+            double mx = best[d];
+            for (int j = start[d]; j < start[d + 1]; j++) {
+                int k = by[j];
+                const IlpEdge *e = &p->edges[gr->items[k].edge];
+                double v = gr->items[k].ind[e->cu[digit[pos[2 * k]]] * e->nJ + e->cv[digit[pos[2 * k + 1]]]];
+                mx = v > mx ? v : mx;
+            }
+            best[d + 1] = mx;
+        }
+        f->off[a] = ilp_elim_point(F, wo * best[n], wm * best[n], -1);
+        f->cnt[a] = 1;
+        for (from = n - 1; from >= 0 && ++digit[from] == f->k[from]; from--)
+            digit[from] = 0;
+    }
+    free(pos);
+    free(by);
+}
+
+/* The problem's prices as factors of one point per assignment: each node,
+ * each edge (its two ends), each group priced at all (the nodes of its
+ * items' edges). False when a group spans more than MAX_SCOPE nodes. */
+static bool price_factors(IlpFrontier *F, const IlpProblem *p)
+{
+    for (int u = 0; u < p->nnodes; u++) {
+        int fi = ilp_elim_factor(F, p, &u, 1);
+        Factor *f = &F->f[fi];
+        for (int i = 0; i < p->nodes[u].k; i++) {
+            f->off[i] = ilp_elim_point(F, dot(p->obj_w, &p->nodes[u].val[i]),
+                                  dot(p->mem_w, &p->nodes[u].val[i]), -1);
+            f->cnt[i] = 1;
+        }
+    }
+    for (int i = 0; i < p->nedges; i++) {
+        const IlpEdge *e = &p->edges[i];
+        int vars[2] = {e->u < e->v ? e->u : e->v, e->u < e->v ? e->v : e->u};
+        int fi = ilp_elim_factor(F, p, vars, 2);
+        Factor *f = &F->f[fi];
+        for (int a = 0; a < f->nassign; a++) {
+            int cu = value_of(f, a, e->u), cv = value_of(f, a, e->v);
+            const IlpVals *v = &e->val[e->cu[cu] * e->nJ + e->cv[cv]];
+            f->off[a] = ilp_elim_point(F, dot(p->obj_w, v), dot(p->mem_w, v), -1);
+            f->cnt[a] = 1;
+        }
+    }
+    for (int g = 0; g < p->ngroups; g++) {
+        const IlpGroup *gr = &p->groups[g];
+        double wo = dot(p->obj_w, &gr->w), wm = dot(p->mem_w, &gr->w);
+        if (gr->nitems == 0 || (wo == 0 && wm == 0))
+            continue;
+        int vars[MAX_SCOPE + 2], n = 0;
+        for (int k = 0; k < gr->nitems; k++) {
+            const IlpEdge *e = &p->edges[gr->items[k].edge];
+            n = add_sorted(vars, n, e->u);
+            if (n > MAX_SCOPE)
+                return false;
+            n = add_sorted(vars, n, e->v);
+            if (n > MAX_SCOPE)
+                return false;
+        }
+        long na = 1;
+        for (int i = 0; i < n && na <= MAX_BAG; i++)
+            na *= p->nodes[vars[i]].k;
+        if (na > MAX_BAG)
+            return false;
+        int fi = ilp_elim_factor(F, p, vars, n);
+        Factor *f = &F->f[fi];
+        if (!F->slow) {
+            group_points(F, p, gr, f, wo, wm);
+            continue;
+        }
+        for (int a = 0; a < f->nassign; a++) {
+            double mx = 0;
+            for (int k = 0; k < gr->nitems; k++) {
+                const IlpEdge *e = &p->edges[gr->items[k].edge];
+                double v = gr->items[k].ind[e->cu[value_of(f, a, e->u)] * e->nJ +
+                                            e->cv[value_of(f, a, e->v)]];
+                mx = v > mx ? v : mx;
+            }
+            f->off[a] = ilp_elim_point(F, wo * mx, wm * mx, -1);
+            f->cnt[a] = 1;
+        }
+    }
+    return true;
+}
+
+/* The order of elimination: each time the node whose elimination adds the
+ * fewest edges between its neighbours (then the fewest neighbours, then the
+ * lowest index), on the graph of the factors' scopes. False when one
+ * neighbourhood has more than MAX_BAG assignments or MAX_SCOPE nodes. */
+static bool order_matrix(const IlpFrontier *F, const IlpProblem *p, int *ord)
+{
+    int n = p->nnodes;
+    char *adj = ir_xcalloc((size_t)n * (size_t)n + 1, 1), *gone = ir_xcalloc((size_t)n + 1, 1);
+    for (int fi = 0; fi < F->nf; fi++) {
+        const Factor *f = &F->f[fi];
+        for (int i = 0; i < f->n; i++)
+            for (int j = 0; j < f->n; j++)
+                if (i != j)
+                    adj[f->var[i] * n + f->var[j]] = 1;
+    }
+    bool ok = true;
+    for (int s = 0; s < n && ok; s++) {
+        int best = -1, bfill = 0, bdeg = 0;
+        for (int x = 0; x < n; x++) {
+            if (gone[x])
+                continue;
+            int deg = 0, fill = 0;
+            for (int a = 0; a < n; a++) {
+                if (gone[a] || !adj[x * n + a])
+                    continue;
+                deg++;
+                for (int b = a + 1; b < n; b++)
+                    fill += !gone[b] && adj[x * n + b] && !adj[a * n + b];
+            }
+            if (best < 0 || fill < bfill || (fill == bfill && deg < bdeg))
+                best = x, bfill = fill, bdeg = deg;
+        }
+        long na = p->nodes[best].k;
+        int deg = 0;
+        for (int a = 0; a < n; a++)
+            if (!gone[a] && adj[best * n + a]) {
+                na *= p->nodes[a].k;
+                deg++;
+                for (int b = 0; b < n; b++)
+                    if (b != a && !gone[b] && adj[best * n + b])
+                        adj[a * n + b] = 1;
+            }
+        ok = na <= MAX_BAG && deg <= MAX_SCOPE;
+        gone[best] = 1;
+        ord[s] = best;
+    }
+    free(adj);
+    free(gone);
+    return ok;
+}
+
+
+/* order_matrix for problems of at most 64 nodes, each node's neighbours a
+ * bit mask: a node's fill is, per neighbour a, the neighbours above a that
+ * a is not adjacent to, a population count; the same counts, compared in
+ * the same order, so the same order (tests/ilp/test_ilp_pareto.c compares
+ * the two). The matrix version's scans were a third of the program's time
+ * on DeepSeek-V3's layers (1,762 orders of 25-31 nodes on 2048 A100s). */
+static bool order_bits(const IlpFrontier *F, const IlpProblem *p, int *ord)
+{
+    int n = p->nnodes;
+    uint64_t adj[64] = {0}, live = n == 64 ? ~0ull : (1ull << n) - 1;
+    for (int fi = 0; fi < F->nf; fi++) {
+        const Factor *f = &F->f[fi];
+        uint64_t scope = 0;
+        for (int i = 0; i < f->n; i++)
+            scope |= 1ull << f->var[i];
+        for (int i = 0; i < f->n; i++)
+            adj[f->var[i]] |= scope & ~(1ull << f->var[i]);
+    }
+    bool ok = true;
+    for (int s = 0; s < n && ok; s++) {
+        int best = -1, bfill = 0, bdeg = 0;
+        for (uint64_t xs = live; xs; xs &= xs - 1) {
+            int x = __builtin_ctzll(xs);
+            uint64_t nb = adj[x] & live;
+            int deg = __builtin_popcountll(nb), fill = 0;
+            for (uint64_t as = nb; as; as &= as - 1) {
+                int a = __builtin_ctzll(as);
+                uint64_t above = a < 63 ? ~((2ull << a) - 1) : 0;
+                fill += __builtin_popcountll(nb & above & ~adj[a]);
+            }
+            if (best < 0 || fill < bfill || (fill == bfill && deg < bdeg))
+                best = x, bfill = fill, bdeg = deg;
+        }
+        uint64_t nb = adj[best] & live;
+        long na = p->nodes[best].k;
+        for (uint64_t as = nb; as; as &= as - 1) {
+            int a = __builtin_ctzll(as);
+            na *= p->nodes[a].k;
+            adj[a] |= nb & ~(1ull << a);
+        }
+        ok = na <= MAX_BAG && __builtin_popcountll(nb) <= MAX_SCOPE;
+        live &= ~(1ull << best);
+        ord[s] = best;
+    }
+    return ok;
+}
+
+/* The order of elimination (order_matrix; by bit masks where the nodes fit
+ * in 64 bits, the same order). */
+static bool order(const IlpFrontier *F, const IlpProblem *p, int *ord)
+{
+    return p->nnodes <= 64 && !F->slow ? order_bits(F, p, ord) : order_matrix(F, p, ord);
+}
+
+bool ilp_elim_start(IlpFrontier *F, const IlpProblem *p, int *ord)
+{
+    return price_factors(F, p) && order(F, p, ord);
+}
+
+/* Step s's inputs: every unused factor holding node x (x < 0: those of
+ * no variable), marked used, into in (*nin of them), and the other
+ * variables they hold, sorted, into vars (*nv). False, and stopped, past
+ * MAX_SCOPE variables (order() keeps its eliminations within it). */
+bool ilp_elim_gather(IlpFrontier *F, int x, int *in, int *nin, int *vars, int *nv)
+{
+    bool ok = true;
+    *nin = *nv = 0;
+    for (int fi = 0; fi < F->nf && ok; fi++) {
+        Factor *f = &F->f[fi];
+        bool has = false;
+        for (int i = 0; i < f->n; i++)
+            has |= f->var[i] == x;
+        if (f->used || (x >= 0 ? !has : f->n > 0))
+            continue;
+        in[(*nin)++] = fi;
+        f->used = true;
+        for (int i = 0; i < f->n && ok; i++)
+            if (f->var[i] != x) {
+                *nv = add_sorted(vars, *nv, f->var[i]);
+                ok = *nv <= MAX_SCOPE;
+            }
+    }
+    return ok;
+}
+
+void ilp_frontier_free(IlpFrontier *F)
+{
+    if (!F)
+        return;
+    for (int i = 0; i < F->nf; i++) {
+        free(F->f[i].off);
+        free(F->f[i].cnt);
+    }
+    for (int s = 0; s < F->nsteps; s++)
+        free(F->steps[s].in);
+    free(F->f);
+    free(F->steps);
+    free(F->t);
+    free(F->m);
+    free(F->der);
+    free(F->dv);
+    free(F);
+}
