@@ -155,16 +155,22 @@ static bool fit_on(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts 
         if (at[i].need <= usable)
             fprintf(stderr, "min gpus %d: pp %d tp %d dp %d under its own floor %.2f GiB\n", n, at[i].pp, at[i].tp,
                     at[i].dp, at[i].need / GIB);
-    for (int i = 0; i < k && i < MIN_PROBES && !found && any; i++) {
+    /* The leanest layouts whose own floor fits: one whose floor does not
+     * is no probe (it would find nothing), so it leaves its turn to the
+     * next (DeepSeek-V3's two leanest on 384 A100-40GBs are above theirs,
+     * the third fits: the whole count's search took 2.3 CPU s). */
+    for (int i = 0, probes = 0; i < k && probes < MIN_PROBES && !found && any; i++) {
+        if (at[i].need > usable)
+            continue;
+        probes++;
         PassSearchOpts p = *q;
         p.pins.pp = at[i].pp, p.pins.tp = at[i].tp, p.pins.dp = at[i].dp;
         clock_t t0 = clock();
-        bool run = at[i].need <= usable;
-        found = run && quiet_search(c, g, &p, cache, a);
+        found = quiet_search(c, g, &p, cache, a);
         if (dbg)
             fprintf(stderr, "min gpus %d: probe pp %d tp %d dp %d (floor %.1f GiB, its own %.1f): %s, %.2f CPU s\n",
                     n, at[i].pp, at[i].tp, at[i].dp, at[i].floor / GIB, at[i].need / GIB,
-                    found ? "fits" : run ? "nothing" : "not run", (double)(clock() - t0) / CLOCKS_PER_SEC);
+                    found ? "fits" : "nothing", (double)(clock() - t0) / CLOCKS_PER_SEC);
     }
     free(at);
     if (!found && any) {
