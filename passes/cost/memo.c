@@ -19,5 +19,6 @@ void pass_memo_free(PassMemo *m)
         return;
     free(m->over);
     free(m->prec);
+    free(m->foreign);
     free(m);
 }

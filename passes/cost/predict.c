@@ -17,7 +17,9 @@
  *
  * Layers with the same strategies cost the same: each piece is compared
  * with the last one costed and reuses its numbers, so a 100-layer model
- * costs a few layers. */
+ * costs a few layers; a search ranking many plans also hands in the pieces'
+ * costs of the plans before (PassPredictCut.pieces, piece_memo.c), keyed by
+ * everything a piece's cost reads (piece_reach, piece_key). */
 #include "cost/cost.h"
 
 #include <math.h>
@@ -633,6 +635,36 @@ static double boundary_bytes(const Ctx *x, int t)
     return 0;
 }
 
+/* Input k of n a parameter n does not own (pass_param_owned): the node
+ * that does, or -1 (none); -2: not such a parameter. Asked once per graph
+ * where the context keeps a memo (PassMemo.foreign): owning is a question
+ * of the nodes before n, and the owner one of every node. */
+static int foreign_param_of(const IrGraph *g, const IrNode *n, int k)
+{
+    int t = n->in[k];
+    if (g->tensors[t].role != IR_PARAM || pass_param_owned(g, n, t))
+        return -2;
+    for (int j = 0; j < g->nfwd; j++)
+        if (pass_param_owned(g, &g->nodes[j], t))
+            return j;
+    return -1;
+}
+
+static int foreign_param(const Ctx *x, const IrNode *n, int k)
+{
+    const IrGraph *g = x->g;
+    PassMemo *m = x->c->memo && x->c->memo->g == g ? x->c->memo : NULL;
+    if (!m)
+        return foreign_param_of(g, n, k);
+    if (!m->foreign) {
+        m->foreign = ir_xmalloc(sizeof(int) * ((size_t)g->nfwd * IR_MAX_IN + 1));
+        for (int id = 0; id < g->nfwd; id++)
+            for (int i = 0; i < IR_MAX_IN; i++)
+                m->foreign[id * IR_MAX_IN + i] = i < g->nodes[id].nin ? foreign_param_of(g, &g->nodes[id], i) : -2;
+    }
+    return m->foreign[n->id * IR_MAX_IN + k];
+}
+
 static void stage_extras(const Ctx *x, int st, RankAcc *ra)
 {
     const IrGraph *g = x->g;
@@ -654,11 +686,8 @@ static void stage_extras(const Ctx *x, int st, RankAcc *ra)
                 dup |= seen[e] == t;
             if (dup)
                 continue;
-            if (tt->role == IR_PARAM && !pass_param_owned(g, n, t)) {
-                int owner = -1;
-                for (int j = 0; j < g->nfwd && owner < 0; j++)
-                    if (pass_param_owned(g, &g->nodes[j], t))
-                        owner = j;
+            int owner = foreign_param(x, n, k);
+            if (owner >= -1) {
                 if (owner < 0 || x->stage_of[g->nodes[owner].piece] == st)
                     continue;
                 double w, gr, op;
@@ -769,6 +798,7 @@ typedef struct Predict {
     int lay_n;
     double lay_saved, lay_f, lay_b;
     double post_saved; /* saved by rank 0's pieces after its first layer (the head, the loss) */
+    PassPieceMemo *pieces;        /* earlier plans' piece costs (piece_memo.c), or NULL */
 } Predict;
 
 /* Collectives a stack waits for inside each micro-batch: ZeRO-3's forward
@@ -875,9 +905,123 @@ static void add_piece(Predict *P, int st, RankAcc *r, const PieceCost *pc)
     r->full_w_max = fmax(r->full_w_max, pc->full_w);
 }
 
+/* What cost_piece(piece) reads of the plan's stages and strategies, found
+ * once per graph. The stages: the piece of the node before each of its
+ * nodes (node_costs: a norm priced fused with the add before it), of each
+ * input's producer (edge_in: a crossing) and of every node between the
+ * producer and the node (shared_edges: an earlier consumer in the same
+ * stage); *lo and *hi, the lowest and highest of those pieces. Nothing
+ * else of it reads stage_of, so two cuts whose stage around the piece holds
+ * the same pieces of [lo, hi] cost it the same. The strategies: those of
+ * its own nodes (pass_cost_node: the GEMMs it batches are siblings in the
+ * piece, plan_gemm_batch; host.c), the node before each (plan_add_norm_fused),
+ * the producers and the nodes between them and their consumers (out_sharding,
+ * shared_edges; mem_saved.c's redo_s), and the first readers of its inputs
+ * and outputs up to the end of the piece after their producer's
+ * (pass_kept_sharding, pass_readers_end): forward nodes *na to *nb - 1,
+ * provided the pieces are in node order (false otherwise: no memo). */
+static bool piece_reach(const IrGraph *g, int piece, int *lo, int *hi, int *na, int *nb)
+{
+    const IrPiece *P = &g->pieces[piece];
+    int first = P->first;
+    for (int id = P->first; id < P->first + P->count; id++) {
+        const IrNode *n = &g->nodes[id];
+        if (id > 0 && id - 1 < first)
+            first = id - 1;
+        for (int i = 0; i < n->nin; i++) {
+            int q = g->tensors[n->in[i]].producer;
+            if (q >= 0 && q < first)
+                first = q;
+        }
+    }
+    *lo = *hi = piece;
+    for (int id = first; id < P->first + P->count; id++) {
+        int q = g->nodes[id].piece;
+        *lo = q < *lo ? q : *lo;
+        *hi = q > *hi ? q : *hi;
+    }
+    int next = piece + 1 < g->npieces ? piece + 1 : piece;
+    *na = first;
+    *nb = g->pieces[next].first + g->pieces[next].count;
+    *nb = *nb < g->nfwd ? *nb : g->nfwd;
+    return *hi == piece && (piece == 0 || g->pieces[piece - 1].first + g->pieces[piece - 1].count == P->first);
+}
+
+/* The key of `piece` in stage S of this plan (PassPieceKey) and the first
+ * of the strategies it holds, *ns of them (piece_reach); false: no memo
+ * for this graph. */
+static bool piece_key(Predict *P, const PlanStage *S, int piece, PassPieceKey *k, int *na, int *ns)
+{
+    PassPieceMemo *m = P->pieces;
+    const IrGraph *g = P->x.g;
+    if (!m->reach) {
+        m->reach = ir_xmalloc(sizeof(int) * 2 * (size_t)(g->npieces + 1));
+        m->nodes = ir_xmalloc(sizeof(int) * 2 * (size_t)(g->npieces + 1));
+        m->moe = ir_xcalloc((size_t)g->npieces + 1, sizeof(bool));
+        for (int q = 0; q < g->npieces; q++) {
+            if (!piece_reach(g, q, &m->reach[2 * q], &m->reach[2 * q + 1], &m->nodes[2 * q], &m->nodes[2 * q + 1]))
+                m->off = true;
+            for (int id = g->pieces[q].first; id < g->pieces[q].first + g->pieces[q].count; id++)
+                m->moe[q] |= g->nodes[id].op == IR_OP_MOE;
+        }
+    }
+    if (m->off)
+        return false;
+    int lo = m->reach[2 * piece], hi = m->reach[2 * piece + 1];
+    int s0 = S->first_piece, s1 = S->first_piece + S->npieces - 1;
+    memset(k, 0, sizeof *k);
+    k->ctx = m->cur;
+    k->piece = piece;
+    k->from = lo > s0 ? lo : s0;
+    k->to = hi < s1 ? hi : s1;
+    k->recompute = (int)S->recompute;
+    k->zero = P->x.p->zero;
+    k->split = m->moe[piece] && !P->x.c->st.ref_stack && plan_schedule_split(P->x.p->schedule);
+    k->a2a = P->x.a2a;
+    *na = m->nodes[2 * piece];
+    *ns = m->nodes[2 * piece + 1] - *na;
+    return true;
+}
+
+/* cost_piece, or what it gave for the same key in an earlier plan
+ * (P->pieces). Checked: every such answer costed again, dying unless the
+ * bits are the same. */
+static void piece_cost(Predict *P, const PlanStage *S, int piece, PieceCost *pc)
+{
+    PassPieceMemo *m = P->pieces;
+    PassPieceKey k;
+    int na, ns;
+    if (!m || !piece_key(P, S, piece, &k, &na, &ns)) {
+        cost_piece(&P->x, piece, S->recompute, pc);
+        return;
+    }
+    const PlanStrategy *st = &P->x.p->strategy[na];
+    const void *v = pass_piece_memo_find(m, &k, st, ns);
+    if (!v) {
+        m->misses++;
+        cost_piece(&P->x, piece, S->recompute, pc);
+        pass_piece_memo_add(m, &k, st, ns, pc, sizeof *pc);
+        return;
+    }
+    m->hits++;
+    memcpy(pc, v, sizeof *pc);
+    if (m->check) {
+        PieceCost again;
+        cost_piece(&P->x, piece, S->recompute, &again);
+        if (memcmp(&again, pc, sizeof again))
+            ir_die("pass_predict: the remembered costs of piece %d (%s; its stage's pieces %d-%d, recompute %d, "
+                   "zero %d) differ from costing it again: forward %.17g / %.17g s, backward %.17g / %.17g s, "
+                   "saved %.17g / %.17g bytes",
+                   piece, P->x.g->pieces[piece].name, S->first_piece, S->first_piece + S->npieces - 1,
+                   (int)S->recompute, P->x.p->zero, pc->fwd, again.fwd, pc->bwd, again.bwd, pc->saved,
+                   again.saved);
+    }
+}
+
 /* Every piece of every stage costed, reusing a few recently costed pieces:
  * a layer matches the one before it, or the first layer of an earlier stage
- * when it starts a stage itself. */
+ * when it starts a stage itself; else the costs an earlier plan found for
+ * it (piece_cost). */
 static void cost_stages(Predict *P)
 {
     const Plan *plan = P->x.p;
@@ -900,7 +1044,7 @@ static void cost_stages(Predict *P)
             if (hit >= 0) {
                 pc = ref[hit];
             } else {
-                cost_piece(&P->x, piece, S->recompute, &pc);
+                piece_cost(P, S, piece, &pc);
                 ref[next] = pc;
                 refp[next] = piece;
                 next = (next + 1) % NREF;
@@ -1417,11 +1561,17 @@ bool pass_predict_cut(const PassCostCtx *ctx, const IrGraph *g, const Plan *plan
     cc.attention = plan->attention;
     cc.prec = plan->precision; /* and which format its linear layers run in */
     cc.plan = plan->strategy; /* which GEMMs its programs batch */
+    if (cut && cut->pieces && !cc.memo) /* the graph's facts, kept beside the pieces' costs */
+        cc.memo = pass_piece_memo_facts(cut->pieces, g);
     const PassCostCtx *c = &cc;
     memset(out, 0, sizeof *out);
     Predict P;
     predict_init(&P, c, g, plan);
     P.a2a_overlap = P.x.a2a;
+    if (cut && cut->pieces) {
+        P.pieces = cut->pieces;
+        pass_piece_memo_begin(P.pieces, c, g, plan);
+    }
     cost_stages(&P);
     offload_acts(&P, out);
     overlap_a2a(&P);
