@@ -172,9 +172,12 @@ typedef struct PassMemo {
     double flops_per_token;       /* pass_model_flops_per_token (predict.c), < 0 before */
     int8_t *prec;                 /* pass_prec_of by forward node (cost_prec.c) for prec_key */
     int prec_key[4];              /* the context's prec, lp_bf16_first, lp_bf16_last, lp_experts */
-    int *foreign;                 /* [nfwd x IR_MAX_IN]: input k of node n a parameter n does not
-                                     own (pass_param_owned): the node that does, or -1 (none);
-                                     -2: not such a parameter (predict.c), NULL before */
+    int *sx, *sx_at;              /* the inputs stage_extras may count, by piece: piece q's
+                                     pairs sx[2 e], sx[2 e + 1] for e from sx_at[q] to
+                                     sx_at[q + 1] - 1 (predict.c, stage_inputs), NULL before */
+    int *ext, *ext_at;            /* the producers before each piece of its nodes' inputs:
+                                     piece q's ext[ext_at[q]] to ext[ext_at[q + 1] - 1]
+                                     (predict.c, same_piece), NULL before */
 } PassMemo;
 PassMemo *pass_memo_new(const IrGraph *g);
 void pass_memo_free(PassMemo *m);

@@ -19,6 +19,9 @@ void pass_memo_free(PassMemo *m)
         return;
     free(m->over);
     free(m->prec);
-    free(m->foreign);
+    free(m->sx);
+    free(m->sx_at);
+    free(m->ext);
+    free(m->ext_at);
     free(m);
 }

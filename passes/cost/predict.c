@@ -527,6 +527,50 @@ static bool same_attrs(const IrNode *a, const IrNode *b)
     return true;
 }
 
+/* Producer p of an input of piece `cur`, before it, and its counterpart p -
+ * shift before `ref`: the same op and strategy, and both in or both out of
+ * their piece's stage. */
+static bool same_producer(const Ctx *x, int ref, int cur, int shift, int p)
+{
+    const IrGraph *g = x->g;
+    int q = p - shift;
+    return q >= 0 && g->nodes[q].op == g->nodes[p].op && strat_eq(strat(x, p), strat(x, q)) &&
+           (x->stage_of[g->nodes[p].piece] == x->stage_of[cur]) == (x->stage_of[g->nodes[q].piece] == x->stage_of[ref]);
+}
+
+/* The producers before each piece of its nodes' inputs, the graph's alone:
+ * those of piece q are ext[ext_at[q]] to ext[ext_at[q + 1] - 1] (PassMemo),
+ * found once per search where same_piece would read every input of every
+ * node for each plan. NULL: no memo. */
+static const int *piece_producers(const Ctx *x, const int **at)
+{
+    const IrGraph *g = x->g;
+    PassMemo *m = x->c->memo && x->c->memo->g == g ? x->c->memo : NULL;
+    if (!m)
+        return NULL;
+    if (!m->ext_at) {
+        int n = 0, cap = 64;
+        int *ext = ir_xmalloc(sizeof(int) * (size_t)cap), *ea = ir_xmalloc(sizeof(int) * (size_t)(g->npieces + 1));
+        for (int q = 0; q < g->npieces; q++) {
+            const IrPiece *C = &g->pieces[q];
+            ea[q] = n;
+            for (int id = C->first; id < C->first + C->count; id++)
+                for (int i = 0; i < g->nodes[id].nin; i++) {
+                    int p = g->tensors[g->nodes[id].in[i]].producer;
+                    if (p < 0 || p >= C->first)
+                        continue;
+                    if (n == cap)
+                        ext = ir_xrealloc(ext, sizeof(int) * (size_t)(cap *= 2));
+                    ext[n++] = p;
+                }
+        }
+        ea[g->npieces] = n;
+        m->ext = ext, m->ext_at = ea;
+    }
+    *at = m->ext_at;
+    return m->ext;
+}
+
 /* Same strategies and attributes, same neighbourhood (which inputs come from
  * another stage), same recomputation: piece `cur` costs what `ref` did. */
 static bool same_piece(const Ctx *x, int ref, int cur)
@@ -537,23 +581,22 @@ static bool same_piece(const Ctx *x, int ref, int cur)
         x->p->stages[x->stage_of[ref]].recompute != x->p->stages[x->stage_of[cur]].recompute)
         return false;
     int shift = C->first - R->first;
+    const int *at, *ext = piece_producers(x, &at);
     for (int k = 0; k < C->count; k++) {
         const IrNode *n = &g->nodes[C->first + k];
         if (!strat_eq(strat(x, C->first + k), strat(x, R->first + k)) ||
             !same_attrs(n, &g->nodes[R->first + k]) ||
             pass_prec_of(x->c, g, n) != pass_prec_of(x->c, g, &g->nodes[R->first + k]))
             return false; /* (the stack keeps the first and last layers' GEMMs in bf16) */
-        for (int i = 0; i < n->nin; i++) {
+        for (int i = 0; i < n->nin && !ext; i++) {
             int p = g->tensors[n->in[i]].producer;
-            if (p < 0 || p >= C->first)
-                continue;
-            int q = p - shift;
-            if (q < 0 || g->nodes[q].op != g->nodes[p].op || !strat_eq(strat(x, p), strat(x, q)) ||
-                (x->stage_of[g->nodes[p].piece] == x->stage_of[cur]) !=
-                    (x->stage_of[g->nodes[q].piece] == x->stage_of[ref]))
+            if (p >= 0 && p < C->first && !same_producer(x, ref, cur, shift, p))
                 return false;
         }
     }
+    for (int e = ext ? at[cur] : 0; ext && e < at[cur + 1]; e++)
+        if (!same_producer(x, ref, cur, shift, ext[e]))
+            return false;
     return true;
 }
 
@@ -636,10 +679,9 @@ static double boundary_bytes(const Ctx *x, int t)
 }
 
 /* Input k of n a parameter n does not own (pass_param_owned): the node
- * that does, or -1 (none); -2: not such a parameter. Asked once per graph
- * where the context keeps a memo (PassMemo.foreign): owning is a question
+ * that does, or -1 (none); -2: not such a parameter. Owning is a question
  * of the nodes before n, and the owner one of every node. */
-static int foreign_param_of(const IrGraph *g, const IrNode *n, int k)
+static int foreign_param(const IrGraph *g, const IrNode *n, int k)
 {
     int t = n->in[k];
     if (g->tensors[t].role != IR_PARAM || pass_param_owned(g, n, t))
@@ -650,65 +692,96 @@ static int foreign_param_of(const IrGraph *g, const IrNode *n, int k)
     return -1;
 }
 
-static int foreign_param(const Ctx *x, const IrNode *n, int k)
+/* The inputs of piece q's nodes stage_extras may count, the graph's alone:
+ * a parameter another node owns, or an activation produced by a forward
+ * node of an earlier piece (what another stage sends), in node order:
+ * PassMemo.sx's pairs (node x IR_MAX_IN + input, the owner or -2), piece
+ * q's from sx_at[q] to sx_at[q + 1] - 1. Found once per search where
+ * stage_extras would read every input of every node for each plan. NULL:
+ * no memo. */
+static const int *stage_inputs(const Ctx *x, const int **at)
 {
     const IrGraph *g = x->g;
     PassMemo *m = x->c->memo && x->c->memo->g == g ? x->c->memo : NULL;
     if (!m)
-        return foreign_param_of(g, n, k);
-    if (!m->foreign) {
-        m->foreign = ir_xmalloc(sizeof(int) * ((size_t)g->nfwd * IR_MAX_IN + 1));
-        for (int id = 0; id < g->nfwd; id++)
-            for (int i = 0; i < IR_MAX_IN; i++)
-                m->foreign[id * IR_MAX_IN + i] = i < g->nodes[id].nin ? foreign_param_of(g, &g->nodes[id], i) : -2;
+        return NULL;
+    if (!m->sx_at) {
+        int n = 0, cap = 64;
+        int *sx = ir_xmalloc(sizeof(int) * 2 * (size_t)cap), *sa = ir_xmalloc(sizeof(int) * (size_t)(g->npieces + 1));
+        for (int q = 0; q < g->npieces; q++) {
+            const IrPiece *C = &g->pieces[q];
+            sa[q] = n;
+            for (int id = C->first; id < C->first + C->count; id++)
+                for (int k = 0; k < g->nodes[id].nin; k++) {
+                    int owner = foreign_param(g, &g->nodes[id], k), p = g->tensors[g->nodes[id].in[k]].producer;
+                    if (owner == -1 || (owner == -2 && (p < 0 || p >= g->nfwd || g->nodes[p].piece >= q)))
+                        continue;
+                    if (n == cap)
+                        sx = ir_xrealloc(sx, sizeof(int) * 2 * (size_t)(cap *= 2));
+                    sx[2 * n] = id * IR_MAX_IN + k, sx[2 * n + 1] = owner;
+                    n++;
+                }
+        }
+        sa[g->npieces] = n;
+        m->sx = sx, m->sx_at = sa;
     }
-    return m->foreign[n->id * IR_MAX_IN + k];
+    *at = m->sx_at;
+    return m->sx;
+}
+
+/* Input k of node i, a parameter `owner` owns (-2: none), into stage st's
+ * extras: a parameter an earlier stage owns, or an activation one sends;
+ * anything else is passed over before the search of those already
+ * counted (seen). */
+static void stage_input(const Ctx *x, int st, RankAcc *ra, int i, int k, int owner, int *seen, int *nseen)
+{
+    const IrGraph *g = x->g;
+    const Plan *plan = x->p;
+    const IrNode *n = &g->nodes[i];
+    RankAcc *r = &ra[plan->stages[st].pp_rank];
+    int chunk = st / plan->pp; /* stages are dealt to ranks round-robin: chunk c of rank c % pp */
+    int t = n->in[k];
+    const IrTensor *tt = &g->tensors[t];
+    bool foreign = owner >= 0 && x->stage_of[g->nodes[owner].piece] != st;
+    if (!foreign && (owner >= -1 || tt->producer < 0 || tt->producer >= g->nfwd ||
+                     x->stage_of[g->nodes[tt->producer].piece] >= st))
+        return;
+    for (int e = 0; e < *nseen; e++)
+        if (seen[e] == t)
+            return;
+    if (foreign) {
+        double w, gr, op;
+        pass_param_bytes_of(x->c, g, n, &plan->mesh, &plan->strategy[i], plan->zero, t, &w, &gr, &op);
+        r->w += w, r->gr += gr, r->op += op;
+    } else {
+        /* Received: the gradient going back, and the sender's copy. */
+        double b = boundary_bytes(x, t);
+        const PlanStage *P = &plan->stages[x->stage_of[g->nodes[tt->producer].piece]];
+        int pchunk = (int)(P - plan->stages) / plan->pp;
+        r->saved_chunk[chunk] += b;
+        ra[P->pp_rank].saved_chunk[pchunk] += b;
+    }
+    if (*nseen < 64)
+        seen[(*nseen)++] = t;
 }
 
 static void stage_extras(const Ctx *x, int st, RankAcc *ra)
 {
     const IrGraph *g = x->g;
-    const Plan *plan = x->p;
-    const PlanStage *S = &plan->stages[st];
-    RankAcc *r = &ra[S->pp_rank];
-    int chunk = st / plan->pp; /* stages are dealt to ranks round-robin: chunk c of rank c % pp */
+    const PlanStage *S = &x->p->stages[st];
     int seen[64], nseen = 0;
+    const int *at, *sx = stage_inputs(x, &at);
+    if (sx) {
+        for (int e = at[S->first_piece]; e < at[S->first_piece + S->npieces]; e++)
+            stage_input(x, st, ra, sx[2 * e] / IR_MAX_IN, sx[2 * e] % IR_MAX_IN, sx[2 * e + 1], seen, &nseen);
+        return;
+    }
     int first = g->pieces[S->first_piece].first;
     int end = g->pieces[S->first_piece + S->npieces - 1].first +
               g->pieces[S->first_piece + S->npieces - 1].count;
-    for (int i = first; i < end; i++) {
-        const IrNode *n = &g->nodes[i];
-        for (int k = 0; k < n->nin; k++) {
-            int t = n->in[k];
-            const IrTensor *tt = &g->tensors[t];
-            bool dup = false;
-            for (int e = 0; e < nseen; e++)
-                dup |= seen[e] == t;
-            if (dup)
-                continue;
-            int owner = foreign_param(x, n, k);
-            if (owner >= -1) {
-                if (owner < 0 || x->stage_of[g->nodes[owner].piece] == st)
-                    continue;
-                double w, gr, op;
-                pass_param_bytes_of(x->c, g, n, &plan->mesh, &plan->strategy[i], plan->zero, t, &w,
-                                    &gr, &op);
-                r->w += w, r->gr += gr, r->op += op;
-            } else if (tt->producer >= 0 && tt->producer < g->nfwd &&
-                       x->stage_of[g->nodes[tt->producer].piece] < st) {
-                /* Received: the gradient going back, and the sender's copy. */
-                double b = boundary_bytes(x, t);
-                const PlanStage *P = &plan->stages[x->stage_of[g->nodes[tt->producer].piece]];
-                int pchunk = (int)(P - plan->stages) / plan->pp;
-                r->saved_chunk[chunk] += b;
-                ra[P->pp_rank].saved_chunk[pchunk] += b;
-            } else {
-                continue;
-            }
-            if (nseen < 64)
-                seen[nseen++] = t;
-        }
-    }
+    for (int i = first; i < end; i++)
+        for (int k = 0; k < g->nodes[i].nin; k++)
+            stage_input(x, st, ra, i, k, foreign_param(g, &g->nodes[i], k), seen, &nseen);
 }
 
 double pass_runtime_bytes(const PassCostCtx *c, const PlanMesh *m, int pp)
@@ -1011,10 +1084,11 @@ static void piece_cost(Predict *P, const PlanStage *S, int piece, PieceCost *pc)
         if (memcmp(&again, pc, sizeof again))
             ir_die("pass_predict: the remembered costs of piece %d (%s; its stage's pieces %d-%d, recompute %d, "
                    "zero %d) differ from costing it again: forward %.17g / %.17g s, backward %.17g / %.17g s, "
-                   "saved %.17g / %.17g bytes",
+                   "saved %.17g / %.17g bytes, model states %.17g / %.17g bytes, step's traffic %.17g / %.17g s",
                    piece, P->x.g->pieces[piece].name, S->first_piece, S->first_piece + S->npieces - 1,
                    (int)S->recompute, P->x.p->zero, pc->fwd, again.fwd, pc->bwd, again.bwd, pc->saved,
-                   again.saved);
+                   again.saved, pc->w + pc->gr + pc->op, again.w + again.gr + again.op, pc->sync_step,
+                   again.sync_step);
     }
 }
 
