@@ -584,10 +584,13 @@ static bool same_piece(const Ctx *x, int ref, int cur)
     const int *at, *ext = piece_producers(x, &at);
     for (int k = 0; k < C->count; k++) {
         const IrNode *n = &g->nodes[C->first + k];
+        /* (the stack keeps the first and last layers' GEMMs in bf16; a BF16
+         * plan runs every node in BF16, pass_prec_of) */
         if (!strat_eq(strat(x, C->first + k), strat(x, R->first + k)) ||
             !same_attrs(n, &g->nodes[R->first + k]) ||
-            pass_prec_of(x->c, g, n) != pass_prec_of(x->c, g, &g->nodes[R->first + k]))
-            return false; /* (the stack keeps the first and last layers' GEMMs in bf16) */
+            (x->c->prec != PLAN_PREC_BF16 &&
+             pass_prec_of(x->c, g, n) != pass_prec_of(x->c, g, &g->nodes[R->first + k])))
+            return false;
         for (int i = 0; i < n->nin && !ext; i++) {
             int p = g->tensors[n->in[i]].producer;
             if (p >= 0 && p < C->first && !same_producer(x, ref, cur, shift, p))
