@@ -172,9 +172,96 @@ typedef struct PassMemo {
     double flops_per_token;       /* pass_model_flops_per_token (predict.c), < 0 before */
     int8_t *prec;                 /* pass_prec_of by forward node (cost_prec.c) for prec_key */
     int prec_key[4];              /* the context's prec, lp_bf16_first, lp_bf16_last, lp_experts */
+    int *sx, *sx_at;              /* the inputs stage_extras may count, by piece: piece q's
+                                     pairs sx[2 e], sx[2 e + 1] for e from sx_at[q] to
+                                     sx_at[q + 1] - 1 (predict.c, stage_inputs), NULL before */
+    int *ext, *ext_at;            /* the producers before each piece of its nodes' inputs:
+                                     piece q's ext[ext_at[q]] to ext[ext_at[q + 1] - 1]
+                                     (predict.c, same_piece), NULL before */
 } PassMemo;
 PassMemo *pass_memo_new(const IrGraph *g);
 void pass_memo_free(PassMemo *m);
+
+/* ========================================================= piece_memo.c */
+/* One piece's costs for one micro-batch (predict.c, cost_piece) from earlier
+ * plans a search ranks: the plans of one mesh share the strategies of most
+ * pieces, and a piece (a layer with the same recomputation, ZeRO stage,
+ * strategies and neighbours in its stage) is costed with the same inputs
+ * again and again (docs/planner.md, "The ranking's piece costs"). Whatever
+ * cost_piece reads is in the key or the memo's context: the cost context
+ * (cluster, stack, optimizer, graph: another drops every entry), the plan's
+ * context (mesh, micro-batch, attention kernel, precision: PassPieceCtx,
+ * numbered), and per piece its stage's recomputation, the ZeRO stage, the
+ * schedule's split, the all-to-all overlap, which pieces around it share
+ * its stage and the strategies of the nodes it reads (predict.c,
+ * piece_reach, decides which). */
+typedef struct PassPieceKey {
+    int ctx;                      /* the plan's context (PassPieceMemo.ctxs) */
+    int piece;
+    int from, to;                 /* the pieces cost_piece asks the stage of (PassPieceMemo.reach)
+                                     clipped to the piece's own stage: which of them share it */
+    int recompute;                /* the stage's PlanRecompute */
+    int zero;                     /* the plan's ZeRO stage */
+    int split;                    /* the schedule splits weight gradients (plan_schedule_split),
+                                     where cost_piece reads it: an MoE node's W slot under ptdc's
+                                     stack (0 elsewhere) */
+    int a2a;                      /* the expert all-to-all overlap runs (pass_a2a_overlap_applies) */
+} PassPieceKey;
+typedef struct PassPieceCtx {
+    PlanMesh mesh;
+    int64_t mb_seqs;
+    PlanAttention attention;
+    PlanPrecision prec;
+} PassPieceCtx;
+typedef struct PassPieceMemo {
+    bool check;                   /* every hit costed again and compared bit for bit, dying on
+                                     a difference (the search's PTDC_SEARCH_CHECK) */
+    long hits, misses;            /* counts, for PTDC_SEARCH_DEBUG */
+    /* of the graph, by piece (predict.c fills them; NULL before): reach[2 q], [2 q + 1]
+     * the lowest and highest piece cost_piece(q) asks the stage of, nodes[2 q], [2 q + 1]
+     * the first and the end of the forward nodes whose strategies it reads */
+    int *reach, *nodes;
+    bool *moe;                    /* [npieces]: the piece has an MoE node (node_wsaved reads the
+                                     schedule's split for it) */
+    bool off;                     /* the graph's pieces are not in node order: no memo */
+    struct PassMemo *facts;       /* the graph's facts (PassMemo) for a cost context without */
+    /* the cost context */
+    bool valid;
+    const IrGraph *g;
+    const PassCluster *cl;
+    PassStack st;
+    bool lamb;
+    int save_every;
+    const struct PassMemo *memo;
+    /* the plans' contexts seen, the current one's number */
+    int nctx, capctx, cur;
+    PassPieceCtx *ctxs;
+    /* the entries: keys, the strategies in their key (from strat, by strat_at), their
+     * values (vsize bytes each) and an open-addressed index of entry + 1 (0: empty) */
+    size_t vsize;
+    int n, cap, nslot;
+    PassPieceKey *keys;
+    unsigned *hash;
+    size_t *strat_at, nstrat, capstrat;
+    PlanStrategy *strat;
+    unsigned char *vals;
+    int *slot;
+} PassPieceMemo;
+PassPieceMemo *pass_piece_memo_new(bool check);
+void pass_piece_memo_free(PassPieceMemo *m);
+/* The contexts of plan under c (c as pass_predict_cut prices it: the plan's
+ * attention, precision and strategies) made current: every entry is
+ * dropped if the cost context is another, the plan's numbered anew unless
+ * seen before. */
+void pass_piece_memo_begin(PassPieceMemo *m, const PassCostCtx *c, const IrGraph *g, const Plan *plan);
+/* The graph's facts (PassMemo) kept beside the pieces' costs, for a search
+ * whose cost context keeps none: made for g on first use. */
+struct PassMemo *pass_piece_memo_facts(PassPieceMemo *m, const IrGraph *g);
+/* The value stored under k and the ns strategies s, or NULL. */
+const void *pass_piece_memo_find(PassPieceMemo *m, const PassPieceKey *k, const PlanStrategy *s, int ns);
+/* Store vsize bytes under k and s (not there yet). */
+void pass_piece_memo_add(PassPieceMemo *m, const PassPieceKey *k, const PlanStrategy *s, int ns, const void *val,
+                         size_t vsize);
 
 /* ========================================================= cost_prec.c */
 /* A format's dense tensor-core rate on gpu (FLOP/s); 0: the GPU has none
@@ -599,6 +686,8 @@ void pass_predict(const PassCostCtx *c, const IrGraph *g, const Plan *plan, Pass
 typedef struct PassPredictCut {
     double fits, nofit;            /* in: skip above these */
     double floor;                  /* out */
+    struct PassPieceMemo *pieces;  /* in: the pieces' costs of earlier plans (piece_memo.c), or
+                                      NULL: every piece costed afresh */
 } PassPredictCut;
 #define PASS_PREDICT_CUT_TOL 1e-9
 bool pass_predict_cut(const PassCostCtx *c, const IrGraph *g, const Plan *plan, PassPredictCut *cut,

@@ -19,5 +19,9 @@ void pass_memo_free(PassMemo *m)
         return;
     free(m->over);
     free(m->prec);
+    free(m->sx);
+    free(m->sx_at);
+    free(m->ext);
+    free(m->ext_at);
     free(m);
 }

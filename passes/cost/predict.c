@@ -17,7 +17,9 @@
  *
  * Layers with the same strategies cost the same: each piece is compared
  * with the last one costed and reuses its numbers, so a 100-layer model
- * costs a few layers. */
+ * costs a few layers; a search ranking many plans also hands in the pieces'
+ * costs of the plans before (PassPredictCut.pieces, piece_memo.c), keyed by
+ * everything a piece's cost reads (piece_reach, piece_key). */
 #include "cost/cost.h"
 
 #include <math.h>
@@ -525,6 +527,50 @@ static bool same_attrs(const IrNode *a, const IrNode *b)
     return true;
 }
 
+/* Producer p of an input of piece `cur`, before it, and its counterpart p -
+ * shift before `ref`: the same op and strategy, and both in or both out of
+ * their piece's stage. */
+static bool same_producer(const Ctx *x, int ref, int cur, int shift, int p)
+{
+    const IrGraph *g = x->g;
+    int q = p - shift;
+    return q >= 0 && g->nodes[q].op == g->nodes[p].op && strat_eq(strat(x, p), strat(x, q)) &&
+           (x->stage_of[g->nodes[p].piece] == x->stage_of[cur]) == (x->stage_of[g->nodes[q].piece] == x->stage_of[ref]);
+}
+
+/* The producers before each piece of its nodes' inputs, the graph's alone:
+ * those of piece q are ext[ext_at[q]] to ext[ext_at[q + 1] - 1] (PassMemo),
+ * found once per search where same_piece would read every input of every
+ * node for each plan. NULL: no memo. */
+static const int *piece_producers(const Ctx *x, const int **at)
+{
+    const IrGraph *g = x->g;
+    PassMemo *m = x->c->memo && x->c->memo->g == g ? x->c->memo : NULL;
+    if (!m)
+        return NULL;
+    if (!m->ext_at) {
+        int n = 0, cap = 64;
+        int *ext = ir_xmalloc(sizeof(int) * (size_t)cap), *ea = ir_xmalloc(sizeof(int) * (size_t)(g->npieces + 1));
+        for (int q = 0; q < g->npieces; q++) {
+            const IrPiece *C = &g->pieces[q];
+            ea[q] = n;
+            for (int id = C->first; id < C->first + C->count; id++)
+                for (int i = 0; i < g->nodes[id].nin; i++) {
+                    int p = g->tensors[g->nodes[id].in[i]].producer;
+                    if (p < 0 || p >= C->first)
+                        continue;
+                    if (n == cap)
+                        ext = ir_xrealloc(ext, sizeof(int) * (size_t)(cap *= 2));
+                    ext[n++] = p;
+                }
+        }
+        ea[g->npieces] = n;
+        m->ext = ext, m->ext_at = ea;
+    }
+    *at = m->ext_at;
+    return m->ext;
+}
+
 /* Same strategies and attributes, same neighbourhood (which inputs come from
  * another stage), same recomputation: piece `cur` costs what `ref` did. */
 static bool same_piece(const Ctx *x, int ref, int cur)
@@ -535,23 +581,25 @@ static bool same_piece(const Ctx *x, int ref, int cur)
         x->p->stages[x->stage_of[ref]].recompute != x->p->stages[x->stage_of[cur]].recompute)
         return false;
     int shift = C->first - R->first;
+    const int *at, *ext = piece_producers(x, &at);
     for (int k = 0; k < C->count; k++) {
         const IrNode *n = &g->nodes[C->first + k];
+        /* (the stack keeps the first and last layers' GEMMs in bf16; a BF16
+         * plan runs every node in BF16, pass_prec_of) */
         if (!strat_eq(strat(x, C->first + k), strat(x, R->first + k)) ||
             !same_attrs(n, &g->nodes[R->first + k]) ||
-            pass_prec_of(x->c, g, n) != pass_prec_of(x->c, g, &g->nodes[R->first + k]))
-            return false; /* (the stack keeps the first and last layers' GEMMs in bf16) */
-        for (int i = 0; i < n->nin; i++) {
+            (x->c->prec != PLAN_PREC_BF16 &&
+             pass_prec_of(x->c, g, n) != pass_prec_of(x->c, g, &g->nodes[R->first + k])))
+            return false;
+        for (int i = 0; i < n->nin && !ext; i++) {
             int p = g->tensors[n->in[i]].producer;
-            if (p < 0 || p >= C->first)
-                continue;
-            int q = p - shift;
-            if (q < 0 || g->nodes[q].op != g->nodes[p].op || !strat_eq(strat(x, p), strat(x, q)) ||
-                (x->stage_of[g->nodes[p].piece] == x->stage_of[cur]) !=
-                    (x->stage_of[g->nodes[q].piece] == x->stage_of[ref]))
+            if (p >= 0 && p < C->first && !same_producer(x, ref, cur, shift, p))
                 return false;
         }
     }
+    for (int e = ext ? at[cur] : 0; ext && e < at[cur + 1]; e++)
+        if (!same_producer(x, ref, cur, shift, ext[e]))
+            return false;
     return true;
 }
 
@@ -633,53 +681,110 @@ static double boundary_bytes(const Ctx *x, int t)
     return 0;
 }
 
-static void stage_extras(const Ctx *x, int st, RankAcc *ra)
+/* Input k of n a parameter n does not own (pass_param_owned): the node
+ * that does, or -1 (none); -2: not such a parameter. Owning is a question
+ * of the nodes before n, and the owner one of every node. */
+static int foreign_param(const IrGraph *g, const IrNode *n, int k)
+{
+    int t = n->in[k];
+    if (g->tensors[t].role != IR_PARAM || pass_param_owned(g, n, t))
+        return -2;
+    for (int j = 0; j < g->nfwd; j++)
+        if (pass_param_owned(g, &g->nodes[j], t))
+            return j;
+    return -1;
+}
+
+/* The inputs of piece q's nodes stage_extras may count, the graph's alone:
+ * a parameter another node owns, or an activation produced by a forward
+ * node of an earlier piece (what another stage sends), in node order:
+ * PassMemo.sx's pairs (node x IR_MAX_IN + input, the owner or -2), piece
+ * q's from sx_at[q] to sx_at[q + 1] - 1. Found once per search where
+ * stage_extras would read every input of every node for each plan. NULL:
+ * no memo. */
+static const int *stage_inputs(const Ctx *x, const int **at)
+{
+    const IrGraph *g = x->g;
+    PassMemo *m = x->c->memo && x->c->memo->g == g ? x->c->memo : NULL;
+    if (!m)
+        return NULL;
+    if (!m->sx_at) {
+        int n = 0, cap = 64;
+        int *sx = ir_xmalloc(sizeof(int) * 2 * (size_t)cap), *sa = ir_xmalloc(sizeof(int) * (size_t)(g->npieces + 1));
+        for (int q = 0; q < g->npieces; q++) {
+            const IrPiece *C = &g->pieces[q];
+            sa[q] = n;
+            for (int id = C->first; id < C->first + C->count; id++)
+                for (int k = 0; k < g->nodes[id].nin; k++) {
+                    int owner = foreign_param(g, &g->nodes[id], k), p = g->tensors[g->nodes[id].in[k]].producer;
+                    if (owner == -1 || (owner == -2 && (p < 0 || p >= g->nfwd || g->nodes[p].piece >= q)))
+                        continue;
+                    if (n == cap)
+                        sx = ir_xrealloc(sx, sizeof(int) * 2 * (size_t)(cap *= 2));
+                    sx[2 * n] = id * IR_MAX_IN + k, sx[2 * n + 1] = owner;
+                    n++;
+                }
+        }
+        sa[g->npieces] = n;
+        m->sx = sx, m->sx_at = sa;
+    }
+    *at = m->sx_at;
+    return m->sx;
+}
+
+/* Input k of node i, a parameter `owner` owns (-2: none), into stage st's
+ * extras: a parameter an earlier stage owns, or an activation one sends;
+ * anything else is passed over before the search of those already
+ * counted (seen). */
+static void stage_input(const Ctx *x, int st, RankAcc *ra, int i, int k, int owner, int *seen, int *nseen)
 {
     const IrGraph *g = x->g;
     const Plan *plan = x->p;
-    const PlanStage *S = &plan->stages[st];
-    RankAcc *r = &ra[S->pp_rank];
+    const IrNode *n = &g->nodes[i];
+    RankAcc *r = &ra[plan->stages[st].pp_rank];
     int chunk = st / plan->pp; /* stages are dealt to ranks round-robin: chunk c of rank c % pp */
+    int t = n->in[k];
+    const IrTensor *tt = &g->tensors[t];
+    bool foreign = owner >= 0 && x->stage_of[g->nodes[owner].piece] != st;
+    if (!foreign && (owner >= -1 || tt->producer < 0 || tt->producer >= g->nfwd ||
+                     x->stage_of[g->nodes[tt->producer].piece] >= st))
+        return;
+    for (int e = 0; e < *nseen; e++)
+        if (seen[e] == t)
+            return;
+    if (foreign) {
+        double w, gr, op;
+        pass_param_bytes_of(x->c, g, n, &plan->mesh, &plan->strategy[i], plan->zero, t, &w, &gr, &op);
+        r->w += w, r->gr += gr, r->op += op;
+    } else {
+        /* Received: the gradient going back, and the sender's copy. */
+        double b = boundary_bytes(x, t);
+        const PlanStage *P = &plan->stages[x->stage_of[g->nodes[tt->producer].piece]];
+        int pchunk = (int)(P - plan->stages) / plan->pp;
+        r->saved_chunk[chunk] += b;
+        ra[P->pp_rank].saved_chunk[pchunk] += b;
+    }
+    if (*nseen < 64)
+        seen[(*nseen)++] = t;
+}
+
+static void stage_extras(const Ctx *x, int st, RankAcc *ra)
+{
+    const IrGraph *g = x->g;
+    const PlanStage *S = &x->p->stages[st];
     int seen[64], nseen = 0;
+    const int *at, *sx = stage_inputs(x, &at);
+    if (sx) {
+        for (int e = at[S->first_piece]; e < at[S->first_piece + S->npieces]; e++)
+            stage_input(x, st, ra, sx[2 * e] / IR_MAX_IN, sx[2 * e] % IR_MAX_IN, sx[2 * e + 1], seen, &nseen);
+        return;
+    }
     int first = g->pieces[S->first_piece].first;
     int end = g->pieces[S->first_piece + S->npieces - 1].first +
               g->pieces[S->first_piece + S->npieces - 1].count;
-    for (int i = first; i < end; i++) {
-        const IrNode *n = &g->nodes[i];
-        for (int k = 0; k < n->nin; k++) {
-            int t = n->in[k];
-            const IrTensor *tt = &g->tensors[t];
-            bool dup = false;
-            for (int e = 0; e < nseen; e++)
-                dup |= seen[e] == t;
-            if (dup)
-                continue;
-            if (tt->role == IR_PARAM && !pass_param_owned(g, n, t)) {
-                int owner = -1;
-                for (int j = 0; j < g->nfwd && owner < 0; j++)
-                    if (pass_param_owned(g, &g->nodes[j], t))
-                        owner = j;
-                if (owner < 0 || x->stage_of[g->nodes[owner].piece] == st)
-                    continue;
-                double w, gr, op;
-                pass_param_bytes_of(x->c, g, n, &plan->mesh, &plan->strategy[i], plan->zero, t, &w,
-                                    &gr, &op);
-                r->w += w, r->gr += gr, r->op += op;
-            } else if (tt->producer >= 0 && tt->producer < g->nfwd &&
-                       x->stage_of[g->nodes[tt->producer].piece] < st) {
-                /* Received: the gradient going back, and the sender's copy. */
-                double b = boundary_bytes(x, t);
-                const PlanStage *P = &plan->stages[x->stage_of[g->nodes[tt->producer].piece]];
-                int pchunk = (int)(P - plan->stages) / plan->pp;
-                r->saved_chunk[chunk] += b;
-                ra[P->pp_rank].saved_chunk[pchunk] += b;
-            } else {
-                continue;
-            }
-            if (nseen < 64)
-                seen[nseen++] = t;
-        }
-    }
+    for (int i = first; i < end; i++)
+        for (int k = 0; k < g->nodes[i].nin; k++)
+            stage_input(x, st, ra, i, k, foreign_param(g, &g->nodes[i], k), seen, &nseen);
 }
 
 double pass_runtime_bytes(const PassCostCtx *c, const PlanMesh *m, int pp)
@@ -769,6 +874,7 @@ typedef struct Predict {
     int lay_n;
     double lay_saved, lay_f, lay_b;
     double post_saved; /* saved by rank 0's pieces after its first layer (the head, the loss) */
+    PassPieceMemo *pieces;        /* earlier plans' piece costs (piece_memo.c), or NULL */
 } Predict;
 
 /* Collectives a stack waits for inside each micro-batch: ZeRO-3's forward
@@ -875,9 +981,124 @@ static void add_piece(Predict *P, int st, RankAcc *r, const PieceCost *pc)
     r->full_w_max = fmax(r->full_w_max, pc->full_w);
 }
 
+/* What cost_piece(piece) reads of the plan's stages and strategies, found
+ * once per graph. The stages: the piece of the node before each of its
+ * nodes (node_costs: a norm priced fused with the add before it), of each
+ * input's producer (edge_in: a crossing) and of every node between the
+ * producer and the node (shared_edges: an earlier consumer in the same
+ * stage); *lo and *hi, the lowest and highest of those pieces. Nothing
+ * else of it reads stage_of, so two cuts whose stage around the piece holds
+ * the same pieces of [lo, hi] cost it the same. The strategies: those of
+ * its own nodes (pass_cost_node: the GEMMs it batches are siblings in the
+ * piece, plan_gemm_batch; host.c), the node before each (plan_add_norm_fused),
+ * the producers and the nodes between them and their consumers (out_sharding,
+ * shared_edges; mem_saved.c's redo_s), and the first readers of its inputs
+ * and outputs up to the end of the piece after their producer's
+ * (pass_kept_sharding, pass_readers_end): forward nodes *na to *nb - 1,
+ * provided the pieces are in node order (false otherwise: no memo). */
+static bool piece_reach(const IrGraph *g, int piece, int *lo, int *hi, int *na, int *nb)
+{
+    const IrPiece *P = &g->pieces[piece];
+    int first = P->first;
+    for (int id = P->first; id < P->first + P->count; id++) {
+        const IrNode *n = &g->nodes[id];
+        if (id > 0 && id - 1 < first)
+            first = id - 1;
+        for (int i = 0; i < n->nin; i++) {
+            int q = g->tensors[n->in[i]].producer;
+            if (q >= 0 && q < first)
+                first = q;
+        }
+    }
+    *lo = *hi = piece;
+    for (int id = first; id < P->first + P->count; id++) {
+        int q = g->nodes[id].piece;
+        *lo = q < *lo ? q : *lo;
+        *hi = q > *hi ? q : *hi;
+    }
+    int next = piece + 1 < g->npieces ? piece + 1 : piece;
+    *na = first;
+    *nb = g->pieces[next].first + g->pieces[next].count;
+    *nb = *nb < g->nfwd ? *nb : g->nfwd;
+    return *hi == piece && (piece == 0 || g->pieces[piece - 1].first + g->pieces[piece - 1].count == P->first);
+}
+
+/* The key of `piece` in stage S of this plan (PassPieceKey) and the first
+ * of the strategies it holds, *ns of them (piece_reach); false: no memo
+ * for this graph. */
+static bool piece_key(Predict *P, const PlanStage *S, int piece, PassPieceKey *k, int *na, int *ns)
+{
+    PassPieceMemo *m = P->pieces;
+    const IrGraph *g = P->x.g;
+    if (!m->reach) {
+        m->reach = ir_xmalloc(sizeof(int) * 2 * (size_t)(g->npieces + 1));
+        m->nodes = ir_xmalloc(sizeof(int) * 2 * (size_t)(g->npieces + 1));
+        m->moe = ir_xcalloc((size_t)g->npieces + 1, sizeof(bool));
+        for (int q = 0; q < g->npieces; q++) {
+            if (!piece_reach(g, q, &m->reach[2 * q], &m->reach[2 * q + 1], &m->nodes[2 * q], &m->nodes[2 * q + 1]))
+                m->off = true;
+            for (int id = g->pieces[q].first; id < g->pieces[q].first + g->pieces[q].count; id++)
+                m->moe[q] |= g->nodes[id].op == IR_OP_MOE;
+        }
+    }
+    if (m->off)
+        return false;
+    int lo = m->reach[2 * piece], hi = m->reach[2 * piece + 1];
+    int s0 = S->first_piece, s1 = S->first_piece + S->npieces - 1;
+    memset(k, 0, sizeof *k);
+    k->ctx = m->cur;
+    k->piece = piece;
+    k->from = lo > s0 ? lo : s0;
+    k->to = hi < s1 ? hi : s1;
+    k->recompute = (int)S->recompute;
+    k->zero = P->x.p->zero;
+    k->split = m->moe[piece] && !P->x.c->st.ref_stack && plan_schedule_split(P->x.p->schedule);
+    k->a2a = P->x.a2a;
+    *na = m->nodes[2 * piece];
+    *ns = m->nodes[2 * piece + 1] - *na;
+    return true;
+}
+
+/* cost_piece, or what it gave for the same key in an earlier plan
+ * (P->pieces). Checked: every such answer costed again, dying unless the
+ * bits are the same. */
+static void piece_cost(Predict *P, const PlanStage *S, int piece, PieceCost *pc)
+{
+    PassPieceMemo *m = P->pieces;
+    PassPieceKey k;
+    int na, ns;
+    if (!m || !piece_key(P, S, piece, &k, &na, &ns)) {
+        cost_piece(&P->x, piece, S->recompute, pc);
+        return;
+    }
+    const PlanStrategy *st = &P->x.p->strategy[na];
+    const void *v = pass_piece_memo_find(m, &k, st, ns);
+    if (!v) {
+        m->misses++;
+        cost_piece(&P->x, piece, S->recompute, pc);
+        pass_piece_memo_add(m, &k, st, ns, pc, sizeof *pc);
+        return;
+    }
+    m->hits++;
+    memcpy(pc, v, sizeof *pc);
+    if (m->check) {
+        PieceCost again;
+        cost_piece(&P->x, piece, S->recompute, &again);
+        if (memcmp(&again, pc, sizeof again))
+            ir_die("pass_predict: the remembered costs of piece %d (%s; its stage's pieces %d-%d, recompute %d, "
+                   "zero %d) differ from costing it again: forward %.17g / %.17g s, backward %.17g / %.17g s, "
+                   "saved %.17g / %.17g bytes, model states %.17g / %.17g bytes, step's traffic %.17g / %.17g s",
+                   piece, P->x.g->pieces[piece].name, S->first_piece, S->first_piece + S->npieces - 1,
+                   (int)S->recompute, P->x.p->zero, pc->fwd, again.fwd, pc->bwd, again.bwd, pc->saved,
+                   again.saved, pc->w + pc->gr + pc->op, again.w + again.gr + again.op, pc->sync_step,
+                   again.sync_step);
+    }
+}
+
 /* Every piece of every stage costed, reusing a few recently costed pieces:
  * a layer matches the one before it, or the first layer of an earlier stage
- * when it starts a stage itself. */
+ * when it starts a stage itself; else the costs an earlier plan found for
+ * it (piece_cost). */
 static void cost_stages(Predict *P)
 {
     const Plan *plan = P->x.p;
@@ -900,7 +1121,7 @@ static void cost_stages(Predict *P)
             if (hit >= 0) {
                 pc = ref[hit];
             } else {
-                cost_piece(&P->x, piece, S->recompute, &pc);
+                piece_cost(P, S, piece, &pc);
                 ref[next] = pc;
                 refp[next] = piece;
                 next = (next + 1) % NREF;
@@ -1417,11 +1638,17 @@ bool pass_predict_cut(const PassCostCtx *ctx, const IrGraph *g, const Plan *plan
     cc.attention = plan->attention;
     cc.prec = plan->precision; /* and which format its linear layers run in */
     cc.plan = plan->strategy; /* which GEMMs its programs batch */
+    if (cut && cut->pieces && !cc.memo) /* the graph's facts, kept beside the pieces' costs */
+        cc.memo = pass_piece_memo_facts(cut->pieces, g);
     const PassCostCtx *c = &cc;
     memset(out, 0, sizeof *out);
     Predict P;
     predict_init(&P, c, g, plan);
     P.a2a_overlap = P.x.a2a;
+    if (cut && cut->pieces) {
+        P.pieces = cut->pieces;
+        pass_piece_memo_begin(P.pieces, c, g, plan);
+    }
     cost_stages(&P);
     offload_acts(&P, out);
     overlap_a2a(&P);

@@ -345,6 +345,7 @@ typedef struct {
     int keep;
     bool stop;                    /* first_fit satisfied */
     double close_over;            /* closest non-fitting overflow so far */
+    PassPieceMemo *pieces;        /* the ranked plans' piece costs (piece_memo.c) */
 } Rank;
 
 static double threshold(const Rank *R)
@@ -802,7 +803,7 @@ static void check_walk(Src *s, const SrcGroup *G, const SrcVariant *V, const Src
 static PassPredictCut rank_cut(const Rank *R, const Plan *p)
 {
     const PassSearchResult *out = R->out;
-    PassPredictCut cut = {INFINITY, INFINITY, 0};
+    PassPredictCut cut = {INFINITY, INFINITY, 0, NULL};
     if (R->s->o->exhaustive)
         return cut;
     if (out->nalt == R->keep)
@@ -823,6 +824,7 @@ static void rank_predict(const Rank *R, const Plan *p, PassPrediction *pr)
 {
     const Src *s = R->s;
     PassPredictCut cut = rank_cut(R, p);
+    cut.pieces = R->pieces;
     bool whole = pass_predict_cut(s->c, s->g, p, &cut, pr);
     if (!src_check(s))
         return;
@@ -1338,7 +1340,7 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     batch_divisors(&s);
     enumerate(&s);
 
-    Rank R = {&s, out, o->keep > 0 ? o->keep : 1, false, INFINITY};
+    Rank R = {&s, out, o->keep > 0 ? o->keep : 1, false, INFINITY, pass_piece_memo_new(src_check(&s))};
     out->alt = ir_xcalloc((size_t)R.keep + 1, sizeof *out->alt);
     /* A first fit's order is by the memory bounds (cmp_lean), which the
      * floor raises; exhaustive searches check every bound: the floor of
@@ -1427,12 +1429,16 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
                     pass_ilp_cache_solves(cache) - sv0, ended);
     }
     free(walk);
+    if (getenv("PTDC_SEARCH_DEBUG"))
+        fprintf(stderr, "ranking: %ld piece costs remembered, %ld costed, %ld contexts\n", R.pieces->hits,
+                R.pieces->misses, (long)R.pieces->nctx);
     if (!out->found && !out->have_closest && !out->no_layout && !o->first_fit && !(o->beat_s > 0)) {
         /* its ties go to the first group in the order of the bounds (every
          * group's floor is known: nothing found, nothing stopped the visit) */
         qsort(s.groups, (size_t)s.ngroups, sizeof *s.groups, cmp_group);
         closest_anyway(&R);
     }
+    pass_piece_memo_free(R.pieces);
 
     for (int i = 0; i < s.ngroups; i++) {
         for (int v = 0; v < s.groups[i].nvar; v++)
