@@ -28,6 +28,7 @@
 #include "search/src.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -516,6 +517,12 @@ void src_floor_free(Src *s)
     free(M);
     s->piece_memo = NULL;
     src_fitmem_free(s);
+    if (getenv("PTDC_SEARCH_DEBUG")) {
+        long asked, hits;
+        src_edge_memo_counts(s, &asked, &hits);
+        fprintf(stderr, "floor: %ld edges priced, %ld remembered\n", asked, hits);
+    }
+    src_edge_memo_free(s);
     free(s->rec_node);
     s->rec_node = NULL;
 }

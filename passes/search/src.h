@@ -179,6 +179,8 @@ typedef struct Src {
     struct SrcFloorBuf *floor_buf; /* src_group_floor's working arrays (NULL: not yet) */
     struct SrcPieceMemo *piece_memo; /* src_floor_pieces' last answers (NULL: none yet) */
     struct SrcFitMemo *fit_memo;  /* src_fitmem_bound's last answers (NULL: none yet) */
+    struct SrcEdgeMemo *edge_memo; /* the floor's edges' least reshard prices (search_edgemin.c;
+                                     NULL: none yet) */
     int64_t *divs;                /* the divisors of gb, ascending */
     int ndivs;
     int64_t *mbs;                 /* micro_batches' result */
@@ -284,7 +286,7 @@ void src_fitmem_free(Src *s);
  * least price given that end's layout), into share[a][0..ns[a]). A sum of
  * per-node minima of kernels plus shares is at most what any choice of
  * strategies costs the piece. */
-void src_edge_shares(const Src *s, const SrcGroup *G, int p, const int64_t *ds, PlanStrategy *const *st,
+void src_edge_shares(Src *s, const SrcGroup *G, int p, const int64_t *ds, PlanStrategy *const *st,
                      const int *ns, double *const *share);
 
 /* The resharding shares of src_edge_shares summed over every node of the
@@ -293,6 +295,20 @@ void src_edge_shares(const Src *s, const SrcGroup *G, int p, const int64_t *ds, 
  * micro-batch (exhaustive searches check it). NAN when some strategy is
  * not one of the group's mesh. */
 double src_edge_floor_at(Src *s, const SrcGroup *G, const PlanStrategy *strat);
+
+/* search_edgemin.c: an edge's least resharding prices (the floor's,
+ * search_edges.c): tensor t from its producer's layouts S[0..nI) to a
+ * reader's (X[b] forward, Gr[b] its gradient back to S[a] without partial
+ * sums), per pair f x (forward + backward price as pass_predict's
+ * coll_time), least per producer layout into rowmin[nI] and per reader
+ * pair into colmin[nJ]. Remembered for the search, keyed by exactly what
+ * the prices read, so floors of other groups whose meshes differ only on
+ * axes no pair touches share them. */
+void src_edge_mins(Src *s, const PlanMesh *m, int t, const PlanSharding *S, int nI, const PlanSharding *X,
+                   const PlanSharding *Gr, int nJ, const int64_t *ds, double f, double *rowmin, double *colmin);
+/* Edges asked and answered from memory so far (PTDC_SEARCH_DEBUG). */
+void src_edge_memo_counts(const Src *s, long *asked, long *hits);
+void src_edge_memo_free(Src *s);
 
 /* search_ilp.c: a group's strategies and per-piece costs. */
 bool src_variant(Src *s, SrcGroup *G, int k);
