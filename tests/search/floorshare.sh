@@ -6,8 +6,11 @@
 # group's whole floor). PTDC_SEARCH_CHECK prices every remembered edge and
 # every kept node again and dies on a difference in any bit; here on a dense
 # model and an MoE one (tp, sp, dp and the expert exchanges), which must
-# answer most edges from memory (else the test would not exercise the
-# sharing), with the plan the search gives unchecked. Tried: the key
+# answer most edges from memory and make whole floors from kept prices
+# (else the test would not exercise the sharing), with the plan the search
+# gives unchecked. Tried: a whole floor reading the prices its neighbour
+# group kept dies ("the node prices group dp 16 tp 1 b 16 sp 0 kept from
+# its time floor differ for node 0 (embedding)"); the key
 # without the source blocks' sizes dies ("remembered least reshard prices
 # of 'layers.0.h' differ from the prices made again on a mesh of 32 x 2 x
 # 1"), and so does one that leaves every axis's size and links out (the
@@ -31,10 +34,16 @@ for args in "models/llama2-7b.mdl --gpus 64" "models/mixtral-8x7b.mdl --gpus 64"
         echo "FAIL floorshare ($args): edges remembered '$hits' of '$asked' (half or fewer: the sharing was not exercised)"
         fail=1
     fi
+    # "groups: 538, 538 with a floor to make; made when reached: 304 time floors, 76 whole floors"
+    whole=$(sed -n 's/^groups: .* made when reached: [0-9]* time floors, \([0-9]*\) whole floors$/\1/p' "$out/a.err")
+    if [ -z "$whole" ] || [ "$whole" -eq 0 ]; then
+        echo "FAIL floorshare ($args): no whole floor made after a time floor ('$whole'): the kept prices were not read"
+        fail=1
+    fi
     mask='/search time/d; s/built in [0-9.]* ms, solved in [0-9.]* ms//'
     sed "$mask" "$out/a/plan.txt" >"$out/a.txt"
     sed "$mask" "$out/b/plan.txt" >"$out/b.txt"
     cmp -s "$out/a.txt" "$out/b.txt" || { echo "FAIL floorshare ($args): plan.txt differs with the check"; diff "$out/a.txt" "$out/b.txt" | head; fail=1; }
-    [ "$fail" -ne 0 ] || echo "ok floorshare ($args): $hits of $asked edges from memory, each priced again and equal"
+    [ "$fail" -ne 0 ] || echo "ok floorshare ($args): $hits of $asked edges from memory, $whole whole floors from kept node prices, each priced again and equal"
 done
 exit $fail
