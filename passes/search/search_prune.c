@@ -296,40 +296,6 @@ static double producer_floor(Src *s, const SrcGroup *G, const int64_t *ds, const
     return minb[t] = isfinite(best) ? best : 0;
 }
 
-/* src_mb_sync for a node whose model states under z are `bytes`
- * (pass_param_bytes): the floor has them already. */
-static double mb_sync_bytes(const Src *s, const IrNode *n, const PlanMesh *m, const PlanStrategy *st, int z,
-                            double bytes)
-{
-    /* As pass_predict's node_states and add_piece (passes/cost/predict.c)
-     * price it: a node with parameters pays sync(z, 2 micro-batches) -
-     * sync(z, 1) per micro-batch (ZeRO 2: the gradients' reduce-scatter,
-     * ZeRO 3: that and two weight all-gathers), inside its stage's forward
-     * and backward where the stack waits for it (ptdc's programs always, a
-     * framework without dp_overlap), and ptdc's trainer runs its
-     * per-micro-batch shard kernels (pass_param_mb_s) in backward. Below
-     * ZeRO 2 nothing is paid per micro-batch. */
-    const PassCostCtx *c = s->c;
-    const IrGraph *g = s->g;
-    if (z < 2 || bytes <= 0)
-        return 0;
-    double t = 0;
-    if (!c->st.dp_overlap || !c->st.ref_stack)
-        t += pass_param_sync_s(c, g, n, m, st, z, 2) - pass_param_sync_s(c, g, n, m, st, z, 1);
-    if (!c->st.ref_stack)
-        t += pass_param_mb_s(c, g, n, m, st, z);
-    return t;
-}
-
-double src_mb_sync(const Src *s, const IrNode *n, const PlanMesh *m, const PlanStrategy *st, int z)
-{
-    if (z < 2)
-        return 0;
-    double w, gr, op;
-    pass_param_bytes3(s->c, s->g, n, m, st, z, &w, &gr, &op);
-    return mb_sync_bytes(s, n, m, st, z, w + gr + op);
-}
-
 /* The Pareto points of one node under ZeRO z (src.h, SrcFitNode) from its
  * ns strategies' times t[i * 4 + z] and states m[i * 4 + z]; kept when
  * there are two or more (the fastest strategy is not the leanest). */
@@ -603,9 +569,12 @@ void src_floor_free(Src *s)
     if (getenv("PTDC_SEARCH_DEBUG")) {
         long asked, hits;
         src_edge_memo_counts(s, &asked, &hits);
-        fprintf(stderr, "floor: %ld edges priced, %ld remembered\n", asked, hits);
+        fprintf(stderr, "floor: %ld edges priced, %ld remembered", asked, hits);
+        src_states_memo_counts(s, &asked, &hits);
+        fprintf(stderr, "; %ld node states priced, %ld remembered\n", asked, hits);
     }
     src_edge_memo_free(s);
+    src_states_memo_free(s);
     free(s->rec_node);
     s->rec_node = NULL;
 }
@@ -769,15 +738,18 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
                  * exchange) */
                 tb = fmin(tb, np[i].fb);
                 tf = fmin(tf, np[i].f);
-                /* Model states by ZeRO stage (none without parameters),
-                 * which the traffic below needs too. */
+                /* Model states by ZeRO stage and the traffic they make per
+                 * micro-batch (none without parameters; remembered across
+                 * floors, search_nodestates.c). */
+                double pv[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                if (params)
+                    src_node_states(s, nd, &G->mesh, &st[i], pv);
                 for (int z = 0; z < 4; z++) {
-                    ssz[i * 4 + z] = params ? pass_param_bytes(s->c, g, nd, &G->mesh, &st[i], z) : 0;
+                    ssz[i * 4 + z] = pv[z];
                     sz[z] = fmin(sz[z], ssz[i * 4 + z]);
                 }
                 for (int z = 0; z < 4; z++) {
-                    stz[i * 4 + z] = np[i].fb + esh[i] +
-                                     (params ? mb_sync_bytes(s, nd, &G->mesh, &st[i], z, ssz[i * 4 + z]) : 0);
+                    stz[i * 4 + z] = np[i].fb + esh[i] + pv[4 + z];
                     tz[z] = fmin(tz[z], stz[i * 4 + z]);
                 }
                 for (int r = 0; r < SRC_NRC; r++) {

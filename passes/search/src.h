@@ -181,6 +181,8 @@ typedef struct Src {
     struct SrcFitMemo *fit_memo;  /* src_fitmem_bound's last answers (NULL: none yet) */
     struct SrcEdgeMemo *edge_memo; /* the floor's edges' least reshard prices (search_edgemin.c;
                                      NULL: none yet) */
+    struct SrcStatesMemo *states_memo; /* the floor's node states by strategy and mesh
+                                     (search_nodestates.c; NULL: none yet) */
     int64_t *divs;                /* the divisors of gb, ascending */
     int ndivs;
     int64_t *mbs;                 /* micro_batches' result */
@@ -192,7 +194,9 @@ typedef struct Src {
 
 /* Whether the search checks its exact shortcuts against the long way (the
  * memory-forced bound's cut rows and remembered answers, search_fitmem.c;
- * src_floor_pieces' remembered answers, search_prune.c; the stage
+ * src_floor_pieces' remembered answers and the time floor's kept node
+ * prices, search_prune.c; the floor's remembered edges and node states,
+ * search_edgemin.c and search_nodestates.c; the stage
  * bisection's skipped cuts, search_dp.c) and dies on any difference:
  * exhaustive searches (the tests), and any search with PTDC_SEARCH_CHECK
  * set in the environment. */
@@ -219,10 +223,6 @@ double src_inflight_lo(int pp, int v, int m, int r);
 void src_group_floor(Src *s, SrcGroup *G, bool time_only);
 /* Frees what src_group_floor keeps between groups (once per search). */
 void src_floor_free(Src *s);
-/* The seconds of ZeRO-2/3 data-parallel traffic and kernels per micro-batch
- * that pass_predict adds to node n's stage times under ZeRO stage z with
- * strategy st (0 where it adds none). */
-double src_mb_sync(const Src *s, const IrNode *n, const PlanMesh *m, const PlanStrategy *st, int z);
 void src_group_sums(Src *s, SrcGroup *G);
 void src_bound(Src *s, const SrcGroup *G, SrcCand *k);
 /* The share of a stage's repeated layers' saved activations that stays on
@@ -309,6 +309,19 @@ void src_edge_mins(Src *s, const PlanMesh *m, int t, const PlanSharding *S, int 
 /* Edges asked and answered from memory so far (PTDC_SEARCH_DEBUG). */
 void src_edge_memo_counts(const Src *s, long *asked, long *hits);
 void src_edge_memo_free(Src *s);
+
+/* search_nodestates.c: node nd's model states (pass_param_bytes) under
+ * ZeRO z into v[z] and its ZeRO traffic per micro-batch (src_mb_sync) into
+ * v[4 + z], strategy st on mesh m, remembered for the search by node,
+ * strategy and mesh (all they read but the search's own context). */
+void src_node_states(Src *s, const IrNode *nd, const PlanMesh *m, const PlanStrategy *st, double *v);
+/* The seconds of ZeRO-2/3 data-parallel traffic and kernels per micro-batch
+ * that pass_predict adds to node n's stage times under ZeRO stage z with
+ * strategy st (0 where it adds none). */
+double src_mb_sync(const Src *s, const IrNode *n, const PlanMesh *m, const PlanStrategy *st, int z);
+/* Answers asked and given from memory so far (PTDC_SEARCH_DEBUG). */
+void src_states_memo_counts(const Src *s, long *asked, long *hits);
+void src_states_memo_free(Src *s);
 
 /* search_ilp.c: a group's strategies and per-piece costs. */
 bool src_variant(Src *s, SrcGroup *G, int k);
