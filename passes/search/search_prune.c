@@ -413,11 +413,6 @@ struct SrcPieceMemo {
     PieceMemo e[PIECE_MEMO];
 };
 
-/* The tighter bound of a group: for every node the least kernel time
- * (with its share of the resharding inside its piece, search_edges.c),
- * saved bytes and model states over the strategies the ILP may choose on
- * the group's mesh (plan_strategies under the same pins), summed per piece.
- * A sum of per-node minima is at most what any one choice costs. */
 /* What node n's kernels under one strategy give the floor (pass_cost_node):
  * f the forward (a norm priced fused may run alone, plan_add_norm_fused: the
  * cheaper of the two; the expert all-to-all overlap, stack moe_a2a_overlap,
@@ -491,6 +486,11 @@ static void kept_add(Kept *K, int ns, const PlanStrategy *st, const double *esh,
     K->n += ns;
 }
 
+/* The tighter bound of a group: for every node the least kernel time
+ * (with its share of the resharding inside its piece, search_edges.c),
+ * saved bytes and model states over the strategies the ILP may choose on
+ * the group's mesh (plan_strategies under the same pins), summed per piece.
+ * A sum of per-node minima is at most what any one choice costs. */
 /* src_group_floor's working arrays, the same sizes for every group of a
  * search: made once (src_floor_free frees them), since a fresh allocation
  * of a few hundred kilobytes per group costs page faults every time. */
