@@ -46,19 +46,6 @@ static double edge_factor(const Src *s)
     return fmax(0, f);
 }
 
-/* pass_predict's coll_time for t from `from` to `to` (before overlaps). */
-static double reshard_s(const Src *s, const SrcGroup *G, int t, const PlanSharding *from,
-                        const PlanSharding *to, const int64_t *ds)
-{
-    PlanColl steps[8];
-    int k = plan_reshard(s->g, t, &G->mesh, from, to, ds, steps, 8);
-    int eb = pass_elem_bytes(s->c, s->g->tensors[t].dtype);
-    double x = 0;
-    for (int i = 0; i < k; i++)
-        x += pass_cost_coll(s->c, &G->mesh, &steps[i], eb);
-    return x;
-}
-
 /* The readers of t in piece P (t's producer is in P). */
 static int readers(const IrGraph *g, const IrPiece *P, int t)
 {
@@ -84,7 +71,7 @@ static int sh_class(PlanSharding *v, int *n, const PlanSharding *x)
 
 /* The edge of t into reader c's input slot: per producer strategy and per
  * reader strategy, half the least price given its end's layout. */
-static void edge_shares(const Src *s, const SrcGroup *G, const int64_t *ds, int t, const IrNode *pn,
+static void edge_shares(Src *s, const SrcGroup *G, const int64_t *ds, int t, const IrNode *pn,
                         const PlanStrategy *pst, int pns, double *pshare, const IrNode *c, int slot,
                         const PlanStrategy *cst, int cns, double *cshare, double f)
 {
@@ -116,19 +103,7 @@ static void edge_shares(const Src *s, const SrcGroup *G, const int64_t *ds, int 
         cv[k] = j;
     }
     double *rowmin = ir_xmalloc(sizeof(double) * (size_t)(nI + nJ)), *colmin = rowmin + nI;
-    for (int a = 0; a < nI; a++)
-        rowmin[a] = INFINITY;
-    for (int b = 0; b < nJ; b++)
-        colmin[b] = INFINITY;
-    for (int a = 0; a < nI; a++) {
-        PlanSharding back = S[a];
-        back.partial = 0;
-        for (int b = 0; b < nJ; b++) {
-            double x = f * (reshard_s(s, G, t, &S[a], &X[b], ds) + reshard_s(s, G, t, &Gr[b], &back, ds));
-            rowmin[a] = fmin(rowmin[a], x);
-            colmin[b] = fmin(colmin[b], x);
-        }
-    }
+    src_edge_mins(s, &G->mesh, t, S, nI, X, Gr, nJ, ds, f, rowmin, colmin);
     /* The split: in proportion to what each end's strategies see on
      * average (a producer whose every layout some reader takes for free
      * gives the whole edge to the reader). It depends on the prices only,
@@ -148,7 +123,7 @@ static void edge_shares(const Src *s, const SrcGroup *G, const int64_t *ds, int 
     free(cu);
 }
 
-void src_edge_shares(const Src *s, const SrcGroup *G, int p, const int64_t *ds, PlanStrategy *const *st,
+void src_edge_shares(Src *s, const SrcGroup *G, int p, const int64_t *ds, PlanStrategy *const *st,
                      const int *ns, double *const *share)
 {
     const IrGraph *g = s->g;

@@ -29,6 +29,7 @@
 #include "search/src.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -361,40 +362,6 @@ static double producer_floor(Src *s, const SrcGroup *G, const int64_t *ds, const
     return minb[t] = isfinite(best) ? best : 0;
 }
 
-/* src_mb_sync for a node whose model states under z are `bytes`
- * (pass_param_bytes): the floor has them already. */
-static double mb_sync_bytes(const Src *s, const IrNode *n, const PlanMesh *m, const PlanStrategy *st, int z,
-                            double bytes)
-{
-    /* As pass_predict's node_states and add_piece (passes/cost/predict.c)
-     * price it: a node with parameters pays sync(z, 2 micro-batches) -
-     * sync(z, 1) per micro-batch (ZeRO 2: the gradients' reduce-scatter,
-     * ZeRO 3: that and two weight all-gathers), inside its stage's forward
-     * and backward where the stack waits for it (ptdc's programs always, a
-     * framework without dp_overlap), and ptdc's trainer runs its
-     * per-micro-batch shard kernels (pass_param_mb_s) in backward. Below
-     * ZeRO 2 nothing is paid per micro-batch. */
-    const PassCostCtx *c = s->c;
-    const IrGraph *g = s->g;
-    if (z < 2 || bytes <= 0)
-        return 0;
-    double t = 0;
-    if (!c->st.dp_overlap || !c->st.ref_stack)
-        t += pass_param_sync_s(c, g, n, m, st, z, 2) - pass_param_sync_s(c, g, n, m, st, z, 1);
-    if (!c->st.ref_stack)
-        t += pass_param_mb_s(c, g, n, m, st, z);
-    return t;
-}
-
-double src_mb_sync(const Src *s, const IrNode *n, const PlanMesh *m, const PlanStrategy *st, int z)
-{
-    if (z < 2)
-        return 0;
-    double w, gr, op;
-    pass_param_bytes3(s->c, s->g, n, m, st, z, &w, &gr, &op);
-    return mb_sync_bytes(s, n, m, st, z, w + gr + op);
-}
-
 /* The Pareto points of one node under ZeRO z (src.h, SrcFitNode) from its
  * ns strategies' times t[i * 4 + z] and states m[i * 4 + z]; kept when
  * there are two or more (the fastest strategy is not the leanest). */
@@ -456,12 +423,12 @@ static bool *grad_over(const Src *s)
  * one written over its tensor), and the gradients of its activation
  * inputs (each once, in the layout n reads them). */
 static double grad_ws(const Src *s, const SrcGroup *G, const IrNode *n, const PlanStrategy *st,
-                      const PassNodeCost *nc, const int64_t *ds, const bool *over)
+                      double ws_bytes, const int64_t *ds, const bool *over)
 {
     const IrGraph *g = s->g;
     PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
     plan_shard_io(g, n, st, in, out);
-    double b = nc->ws_bytes;
+    double b = ws_bytes;
     if (n->nout > 0 && g->tensors[n->out[0]].role != IR_LOSS && !over[n->out[0]])
         b += (double)plan_local_numel(g, n->out[0], &G->mesh, &out[0], ds) *
              pass_elem_bytes(s->c, g->tensors[n->out[0]].dtype);
@@ -512,6 +479,79 @@ struct SrcPieceMemo {
     PieceMemo e[PIECE_MEMO];
 };
 
+/* What node n's kernels under one strategy give the floor (pass_cost_node):
+ * f the forward (a norm priced fused may run alone, plan_add_norm_fused: the
+ * cheaper of the two; the expert all-to-all overlap, stack moe_a2a_overlap,
+ * may hide a whole exchange: a floor without it), fb that with the backward
+ * (less its hidden exchange), the fused slack and the kernels' working
+ * bytes. */
+typedef struct NodePrice {
+    double f, fb, fused, ws;
+} NodePrice;
+
+static NodePrice node_price(const Src *s, const SrcGroup *G, const IrNode *nd, const PlanStrategy *st,
+                            const int64_t *ds)
+{
+    PassNodeCost nc;
+    pass_cost_node(s->c, s->g, nd, &G->mesh, st, ds, &nc);
+    double f = nc.fwd_s - fmax(0, nc.fused_s), hf = 0, hb = 0;
+    if (s->c->st.moe_a2a_overlap)
+        hf = nc.a2a_fwd_s, hb = nc.a2a_s - nc.a2a_fwd_s;
+    f -= hf;
+    return (NodePrice){f, f + nc.bwd_s - hb, nc.fused_s, nc.ws_bytes};
+}
+
+/* A group's time floor prices every strategy of every node of its floor
+ * classes (and their resharding shares); its whole floor, made later when
+ * the group reaches the top of the order again (search_order.c), priced
+ * them all again: 1,152 of the 2,217 groups with a time floor planning
+ * DeepSeek-V3 on 2048 A100s. So the time floor keeps them, in the order
+ * the floor visits the nodes (classes ascending, nodes in order), and the
+ * whole floor reads them back and frees them: the same group, mesh and
+ * micro-batch, the same numbers. About 50 bytes a strategy, 400 strategies
+ * a group there. */
+typedef struct Kept {
+    int nn, capn, cn;             /* nodes kept, read back so far */
+    int *ns;                      /* [nn] strategies of each */
+    int n, cap, cs;               /* strategies kept, read back so far */
+    PlanStrategy *st;             /* [n] */
+    double *esh;                  /* [n] resharding shares (search_edges.c) */
+    NodePrice *np;                /* [n] */
+} Kept;
+
+static void kept_free(Kept *K)
+{
+    if (!K)
+        return;
+    free(K->ns);
+    free(K->st);
+    free(K->esh);
+    free(K->np);
+    free(K);
+}
+
+static void kept_add(Kept *K, int ns, const PlanStrategy *st, const double *esh, const NodePrice *np)
+{
+    if (K->nn == K->capn) {
+        K->capn = K->capn ? 2 * K->capn : 64;
+        K->ns = ir_xrealloc(K->ns, sizeof(int) * (size_t)K->capn);
+    }
+    K->ns[K->nn++] = ns;
+    if (K->n + ns > K->cap) {
+        while (K->n + ns > K->cap)
+            K->cap = K->cap ? 2 * K->cap : 256;
+        K->st = ir_xrealloc(K->st, sizeof(PlanStrategy) * (size_t)K->cap);
+        K->esh = ir_xrealloc(K->esh, sizeof(double) * (size_t)K->cap);
+        K->np = ir_xrealloc(K->np, sizeof(NodePrice) * (size_t)K->cap);
+    }
+    if (ns > 0) {
+        memcpy(&K->st[K->n], st, sizeof(PlanStrategy) * (size_t)ns);
+        memcpy(&K->esh[K->n], esh, sizeof(double) * (size_t)ns);
+        memcpy(&K->np[K->n], np, sizeof(NodePrice) * (size_t)ns);
+    }
+    K->n += ns;
+}
+
 /* The tighter bound of a group: for every node the least kernel time
  * (with its share of the resharding inside its piece, search_edges.c),
  * saved bytes and model states over the strategies the ILP may choose on
@@ -531,6 +571,10 @@ struct SrcFloorBuf {
     int *nsall;                   /* [maxc] */
     PlanStrategy **stp;           /* [maxc] */
     double **shp;                 /* [maxc] */
+    struct NodePrice *npall;      /* [MAXS * maxc] */
+    struct NodePrice **npp;       /* [maxc] */
+    struct Kept **kept;           /* [ngroups] the time floor's node prices, until the group's
+                                     whole floor (NULL: none kept) */
 };
 
 static struct SrcFloorBuf *floor_buf(Src *s)
@@ -552,8 +596,9 @@ static struct SrcFloorBuf *floor_buf(Src *s)
     B->nsall = ir_xmalloc(sizeof(int) * (size_t)maxc);
     B->stp = ir_xmalloc(sizeof(PlanStrategy *) * (size_t)maxc);
     B->shp = ir_xmalloc(sizeof(double *) * (size_t)maxc);
-    for (int a = 0; a < maxc; a++)
-        B->stp[a] = B->stall + (size_t)a * MAXS, B->shp[a] = B->shall + (size_t)a * MAXS;
+    B->npall = ir_xmalloc(sizeof(NodePrice) * MAXS * (size_t)maxc);
+    B->npp = ir_xmalloc(sizeof(NodePrice *) * (size_t)maxc);
+    B->kept = ir_xcalloc((size_t)s->ngroups + 1, sizeof *B->kept);
     return s->floor_buf = B;
 }
 
@@ -571,6 +616,11 @@ void src_floor_free(Src *s)
         free(B->nsall);
         free(B->stp);
         free(B->shp);
+        free(B->npall);
+        free(B->npp);
+        for (int i = 0; i < s->ngroups; i++)
+            kept_free(B->kept[i]);
+        free(B->kept);
         free(B);
     }
     s->floor_buf = NULL;
@@ -582,6 +632,15 @@ void src_floor_free(Src *s)
     free(M);
     s->piece_memo = NULL;
     src_fitmem_free(s);
+    if (getenv("PTDC_SEARCH_DEBUG")) {
+        long asked, hits;
+        src_edge_memo_counts(s, &asked, &hits);
+        fprintf(stderr, "floor: %ld edges priced, %ld remembered", asked, hits);
+        src_states_memo_counts(s, &asked, &hits);
+        fprintf(stderr, "; %ld node states priced, %ld remembered\n", asked, hits);
+    }
+    src_edge_memo_free(s);
+    src_states_memo_free(s);
     free(s->rec_node);
     s->rec_node = NULL;
 }
@@ -592,30 +651,66 @@ void src_floor_free(Src *s)
  * traffic per micro-batch, which is never negative (sync(z, 2 micro-batches)
  * - sync(z, 1) and shard kernels), so the same for every ZeRO stage and at
  * most each one's. */
-static void floor_time(Src *s, SrcGroup *G, int p, const int64_t *ds, PlanStrategy *const *stp, const int *nsall,
-                       double *const *shp)
+static void floor_time(Src *s, SrcGroup *G, int p, const int *nsall, double *const *shp, NodePrice *const *npp)
 {
     const IrGraph *g = s->g;
     const bool *recn = rec_nodes(s);
     for (int n = g->pieces[p].first; n < g->pieces[p].first + g->pieces[p].count; n++) {
-        const IrNode *nd = &g->nodes[n];
         int a = n - g->pieces[p].first, ns = nsall[a];
         double tf = INFINITY, tz = INFINITY;
         for (int i = 0; i < ns; i++) {
-            PassNodeCost nc;
-            pass_cost_node(s->c, g, nd, &G->mesh, &stp[a][i], ds, &nc);
-            double f = nc.fwd_s - fmax(0, nc.fused_s), hf = 0, hb = 0; /* as src_group_floor */
-            if (s->c->st.moe_a2a_overlap)
-                hf = nc.a2a_fwd_s, hb = nc.a2a_s - nc.a2a_fwd_s;
-            f -= hf;
-            tf = fmin(tf, f);
-            tz = fmin(tz, f + nc.bwd_s - hb + shp[a][i]);
+            tf = fmin(tf, npp[a][i].f);
+            tz = fmin(tz, npp[a][i].fb + shp[a][i]);
         }
         if (ns < 1)
             tf = tz = 0;
         for (int r = 0; r < SRC_NRC; r++)
             for (int z = 0; z < 4; z++)
                 G->floor_t[(p * SRC_NRC + r) * 4 + z] += tz + (recn[n * SRC_NRC + r] ? tf : 0);
+    }
+}
+
+/* Piece p's nodes' strategies, resharding shares and prices into B's
+ * arrays (nsall, stp, shp, npp). */
+static void price_piece(Src *s, SrcGroup *G, int p, const int64_t *ds, const uint64_t *allow, struct SrcFloorBuf *B)
+{
+    const IrGraph *g = s->g;
+    for (int a = 0; a < g->pieces[p].count; a++) {
+        B->stp[a] = B->stall + (size_t)a * MAXS, B->shp[a] = B->shall + (size_t)a * MAXS;
+        B->npp[a] = B->npall + (size_t)a * MAXS;
+        B->nsall[a] = group_strategies(s, G, &g->nodes[g->pieces[p].first + a], ds, allow, B->stp[a], MAXS);
+    }
+    src_edge_shares(s, G, p, ds, B->stp, B->nsall, B->shp);
+    for (int a = 0; a < g->pieces[p].count; a++)
+        for (int i = 0; i < B->nsall[a]; i++)
+            B->npp[a][i] = node_price(s, G, &g->nodes[g->pieces[p].first + a], &B->stp[a][i], ds);
+}
+
+/* Piece p's nodes' strategies, shares and prices as the group's time floor
+ * kept them: B's pointers into K (the same numbers: src_check prices them
+ * again and compares). */
+static void kept_piece(Src *s, SrcGroup *G, int p, const int64_t *ds, const uint64_t *allow, struct SrcFloorBuf *B,
+                       Kept *K)
+{
+    const IrGraph *g = s->g;
+    if (src_check(s)) {
+        price_piece(s, G, p, ds, allow, B);
+        for (int a = 0, at = K->cs; a < g->pieces[p].count; at += B->nsall[a], a++) {
+            int ns = B->nsall[a];
+            if (K->cn + a >= K->nn || K->ns[K->cn + a] != ns ||
+                memcmp(&K->st[at], B->stp[a], sizeof(PlanStrategy) * (size_t)ns) != 0 ||
+                memcmp(&K->esh[at], B->shp[a], sizeof(double) * (size_t)ns) != 0 ||
+                memcmp(&K->np[at], B->npp[a], sizeof(NodePrice) * (size_t)ns) != 0)
+                ir_die("search: the node prices group dp %d tp %d b %d sp %d kept from its time floor differ for "
+                       "node %d (%s)", G->dp, G->tp, G->b, G->sp, g->pieces[p].first + a,
+                       ir_ops[g->nodes[g->pieces[p].first + a].op].name);
+        }
+    }
+    for (int a = 0; a < g->pieces[p].count; a++) {
+        int ns = K->ns[K->cn++];
+        B->nsall[a] = ns;
+        B->stp[a] = &K->st[K->cs], B->shp[a] = &K->esh[K->cs], B->npp[a] = &K->np[K->cs];
+        K->cs += ns;
     }
 }
 
@@ -647,6 +742,15 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
     int *nsall = B->nsall;
     PlanStrategy **stp = B->stp;
     double **shp = B->shp;
+    /* A time floor keeps its node prices for the whole floor, which reads
+     * them back and frees them. */
+    Kept *kept = NULL;
+    if (time_only) {
+        kept_free(B->kept[G - s->groups]);
+        B->kept[G - s->groups] = ir_xcalloc(1, sizeof(Kept));
+    } else {
+        kept = B->kept[G - s->groups];
+    }
     for (int p = 0; p < P; p++) {
         int q = s->floor_cls[p]; /* floor_like */
         if (q != p && time_only) {
@@ -661,11 +765,15 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
             G->floor_fslack[p] = G->floor_fslack[q];
             continue;
         }
-        for (int a = 0; a < g->pieces[p].count; a++)
-            nsall[a] = group_strategies(s, G, &g->nodes[g->pieces[p].first + a], ds, allow, stp[a], MAXS);
-        src_edge_shares(s, G, p, ds, stp, nsall, shp);
+        if (kept)
+            kept_piece(s, G, p, ds, allow, B, kept);
+        else
+            price_piece(s, G, p, ds, allow, B);
         if (time_only) {
-            floor_time(s, G, p, ds, stp, nsall, shp);
+            floor_time(s, G, p, nsall, shp, B->npp);
+            Kept *K = B->kept[G - s->groups];
+            for (int a = 0; a < g->pieces[p].count; a++)
+                kept_add(K, nsall[a], stp[a], shp[a], B->npp[a]);
             continue;
         }
         for (int n = g->pieces[p].first; n < g->pieces[p].first + g->pieces[p].count; n++) {
@@ -673,6 +781,7 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
             int ns = nsall[n - g->pieces[p].first];
             const PlanStrategy *st = stp[n - g->pieces[p].first];
             const double *esh = shp[n - g->pieces[p].first];
+            const NodePrice *np = B->npp[n - g->pieces[p].first];
             /* tz[z]: kernels and ZeRO z's per-micro-batch traffic of one
              * strategy, least over strategies: a plan pays both with the
              * same strategy (an expert split over dp exchanges tokens but
@@ -689,30 +798,24 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
             for (int j = 0; j < nd->nin; j++)
                 params |= nd->in[j] >= 0 && g->tensors[nd->in[j]].role == IR_PARAM;
             for (int i = 0; i < ns; i++) {
-                PassNodeCost nc;
-                pass_cost_node(s->c, g, nd, &G->mesh, &st[i], ds, &nc);
-                ws = fmin(ws, grad_ws(s, G, nd, &st[i], &nc, ds, over));
-                fsl = fmax(fsl, nc.fused_s);
-                /* A norm priced fused may run alone (plan_add_norm_fused):
-                 * the cheaper of the two. */
-                double f = nc.fwd_s - fmax(0, nc.fused_s);
-                /* The expert all-to-all overlap (stack moe_a2a_overlap) may
-                 * hide a whole exchange: a floor without it. */
-                double hf = 0, hb = 0;
-                if (s->c->st.moe_a2a_overlap)
-                    hf = nc.a2a_fwd_s, hb = nc.a2a_s - nc.a2a_fwd_s;
-                f -= hf;
-                tb = fmin(tb, f + nc.bwd_s - hb);
-                tf = fmin(tf, f);
-                /* Model states by ZeRO stage (none without parameters),
-                 * which the traffic below needs too. */
+                ws = fmin(ws, grad_ws(s, G, nd, &st[i], np[i].ws, ds, over));
+                fsl = fmax(fsl, np[i].fused);
+                /* kernels (node_price: a norm alone or fused, less a hidden
+                 * exchange) */
+                tb = fmin(tb, np[i].fb);
+                tf = fmin(tf, np[i].f);
+                /* Model states by ZeRO stage and the traffic they make per
+                 * micro-batch (none without parameters; remembered across
+                 * floors, search_nodestates.c). */
+                double pv[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                if (params)
+                    src_node_states(s, nd, &G->mesh, &st[i], pv);
                 for (int z = 0; z < 4; z++) {
-                    ssz[i * 4 + z] = params ? pass_param_bytes(s->c, g, nd, &G->mesh, &st[i], z) : 0;
+                    ssz[i * 4 + z] = pv[z];
                     sz[z] = fmin(sz[z], ssz[i * 4 + z]);
                 }
                 for (int z = 0; z < 4; z++) {
-                    stz[i * 4 + z] = f + nc.bwd_s - hb + esh[i] +
-                                     (params ? mb_sync_bytes(s, nd, &G->mesh, &st[i], z, ssz[i * 4 + z]) : 0);
+                    stz[i * 4 + z] = np[i].fb + esh[i] + pv[4 + z];
                     tz[z] = fmin(tz[z], stz[i * 4 + z]);
                 }
                 for (int r = 0; r < SRC_NRC; r++) {
@@ -759,6 +862,10 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
                 G->floor_ws[p] = fmax(G->floor_ws[p], ws);
             G->floor_fslack[p] += fsl;
         }
+    }
+    if (!time_only) { /* read back: the group has its last floor */
+        kept_free(kept);
+        B->kept[G - s->groups] = NULL;
     }
     free(ds);
     free(time0);

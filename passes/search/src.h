@@ -190,6 +190,10 @@ typedef struct Src {
     struct SrcFloorBuf *floor_buf; /* src_group_floor's working arrays (NULL: not yet) */
     struct SrcPieceMemo *piece_memo; /* src_floor_pieces' last answers (NULL: none yet) */
     struct SrcFitMemo *fit_memo;  /* src_fitmem_bound's last answers (NULL: none yet) */
+    struct SrcEdgeMemo *edge_memo; /* the floor's edges' least reshard prices (search_edgemin.c;
+                                     NULL: none yet) */
+    struct SrcStatesMemo *states_memo; /* the floor's node states by strategy and mesh
+                                     (search_nodestates.c; NULL: none yet) */
     int64_t *divs;                /* the divisors of gb, ascending */
     int ndivs;
     int64_t *mbs;                 /* micro_batches' result */
@@ -201,7 +205,9 @@ typedef struct Src {
 
 /* Whether the search checks its exact shortcuts against the long way (the
  * memory-forced bound's cut rows and remembered answers, search_fitmem.c;
- * src_floor_pieces' remembered answers, search_prune.c; the stage
+ * src_floor_pieces' remembered answers and the time floor's kept node
+ * prices, search_prune.c; the floor's remembered edges and node states,
+ * search_edgemin.c and search_nodestates.c; the stage
  * bisection's skipped cuts, search_dp.c) and dies on any difference:
  * exhaustive searches (the tests), and any search with PTDC_SEARCH_CHECK
  * set in the environment. */
@@ -228,10 +234,6 @@ double src_inflight_lo(int pp, int v, int m, int r);
 void src_group_floor(Src *s, SrcGroup *G, bool time_only);
 /* Frees what src_group_floor keeps between groups (once per search). */
 void src_floor_free(Src *s);
-/* The seconds of ZeRO-2/3 data-parallel traffic and kernels per micro-batch
- * that pass_predict adds to node n's stage times under ZeRO stage z with
- * strategy st (0 where it adds none). */
-double src_mb_sync(const Src *s, const IrNode *n, const PlanMesh *m, const PlanStrategy *st, int z);
 void src_group_sums(Src *s, SrcGroup *G);
 void src_bound(Src *s, const SrcGroup *G, SrcCand *k);
 /* The share of a stage's repeated layers' saved activations that stays on
@@ -295,7 +297,7 @@ void src_fitmem_free(Src *s);
  * least price given that end's layout), into share[a][0..ns[a]). A sum of
  * per-node minima of kernels plus shares is at most what any choice of
  * strategies costs the piece. */
-void src_edge_shares(const Src *s, const SrcGroup *G, int p, const int64_t *ds, PlanStrategy *const *st,
+void src_edge_shares(Src *s, const SrcGroup *G, int p, const int64_t *ds, PlanStrategy *const *st,
                      const int *ns, double *const *share);
 
 /* The resharding shares of src_edge_shares summed over every node of the
@@ -304,6 +306,33 @@ void src_edge_shares(const Src *s, const SrcGroup *G, int p, const int64_t *ds, 
  * micro-batch (exhaustive searches check it). NAN when some strategy is
  * not one of the group's mesh. */
 double src_edge_floor_at(Src *s, const SrcGroup *G, const PlanStrategy *strat);
+
+/* search_edgemin.c: an edge's least resharding prices (the floor's,
+ * search_edges.c): tensor t from its producer's layouts S[0..nI) to a
+ * reader's (X[b] forward, Gr[b] its gradient back to S[a] without partial
+ * sums), per pair f x (forward + backward price as pass_predict's
+ * coll_time), least per producer layout into rowmin[nI] and per reader
+ * pair into colmin[nJ]. Remembered for the search, keyed by exactly what
+ * the prices read, so floors of other groups whose meshes differ only on
+ * axes no pair touches share them. */
+void src_edge_mins(Src *s, const PlanMesh *m, int t, const PlanSharding *S, int nI, const PlanSharding *X,
+                   const PlanSharding *Gr, int nJ, const int64_t *ds, double f, double *rowmin, double *colmin);
+/* Edges asked and answered from memory so far (PTDC_SEARCH_DEBUG). */
+void src_edge_memo_counts(const Src *s, long *asked, long *hits);
+void src_edge_memo_free(Src *s);
+
+/* search_nodestates.c: node nd's model states (pass_param_bytes) under
+ * ZeRO z into v[z] and its ZeRO traffic per micro-batch (src_mb_sync) into
+ * v[4 + z], strategy st on mesh m, remembered for the search by node,
+ * strategy and mesh (all they read but the search's own context). */
+void src_node_states(Src *s, const IrNode *nd, const PlanMesh *m, const PlanStrategy *st, double *v);
+/* The seconds of ZeRO-2/3 data-parallel traffic and kernels per micro-batch
+ * that pass_predict adds to node n's stage times under ZeRO stage z with
+ * strategy st (0 where it adds none). */
+double src_mb_sync(const Src *s, const IrNode *n, const PlanMesh *m, const PlanStrategy *st, int z);
+/* Answers asked and given from memory so far (PTDC_SEARCH_DEBUG). */
+void src_states_memo_counts(const Src *s, long *asked, long *hits);
+void src_states_memo_free(Src *s);
 
 /* search_ilp.c: a group's strategies and per-piece costs. */
 bool src_variant(Src *s, SrcGroup *G, int k);

@@ -1,0 +1,170 @@
+/* search_nodestates.c: a node's model states and their ZeRO traffic per
+ * micro-batch under one strategy, for the per-mesh floor (search_prune.c,
+ * src_group_floor), remembered across the floors of one search.
+ *
+ * The whole floor prices them for every strategy of every node with
+ * parameters under four ZeRO stages (pass_param_bytes; src_mb_sync:
+ * pass_param_sync_s twice and pass_param_mb_s), ten passes over the node's
+ * parameters each: 5% of planning DeepSeek-V3 on 2048 A100s, where its
+ * 1,152 whole floors are made on 78 meshes (groups differ in the sequences
+ * per replica and sequence parallelism on one mesh too).
+ *
+ * What they read (mem_param.c, read_params and what calls it): the node,
+ * the layout the strategy gives each parameter input (plan_shard_io) and
+ * its gradient's (plan_shard_grad_in; its partial axes are the parameter's
+ * data-parallel group), the parameter's global sizes (parameters never
+ * carry the batch dim: read_params sizes them at one sequence, so the
+ * group's micro-batch is not read), the node's format (pass_prec_of), and
+ * the mesh: each axis's size and members per node (the collectives'
+ * groups, group_of in cost_coll.c); the cost context is the search's. So
+ * the key is the node, the strategy and the whole mesh (sizes, nodes,
+ * members per node): exactly what they read, or more.
+ *
+ * PTDC_SEARCH_CHECK (src_check) prices every remembered answer again and
+ * dies on a difference in any bit. */
+#include "search/src.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { KEYW = 2 + 3 * PLAN_MAX_AXES };
+
+typedef struct StatesSlot {
+    uint64_t k[KEYW];
+    double v[8];
+    bool used;
+} StatesSlot;
+
+struct SrcStatesMemo {
+    StatesSlot *slot;
+    size_t cap, n;                /* cap a power of two */
+    long asked, hits;
+};
+
+/* src_mb_sync for a node whose model states under z are `bytes`
+ * (pass_param_bytes): the floor has them already. */
+static double mb_sync_bytes(const Src *s, const IrNode *n, const PlanMesh *m, const PlanStrategy *st, int z,
+                            double bytes)
+{
+    /* As pass_predict's node_states and add_piece (passes/cost/predict.c)
+     * price it: a node with parameters pays sync(z, 2 micro-batches) -
+     * sync(z, 1) per micro-batch (ZeRO 2: the gradients' reduce-scatter,
+     * ZeRO 3: that and two weight all-gathers), inside its stage's forward
+     * and backward where the stack waits for it (ptdc's programs always, a
+     * framework without dp_overlap), and ptdc's trainer runs its
+     * per-micro-batch shard kernels (pass_param_mb_s) in backward. Below
+     * ZeRO 2 nothing is paid per micro-batch. */
+    const PassCostCtx *c = s->c;
+    const IrGraph *g = s->g;
+    if (z < 2 || bytes <= 0)
+        return 0;
+    double t = 0;
+    if (!c->st.dp_overlap || !c->st.ref_stack)
+        t += pass_param_sync_s(c, g, n, m, st, z, 2) - pass_param_sync_s(c, g, n, m, st, z, 1);
+    if (!c->st.ref_stack)
+        t += pass_param_mb_s(c, g, n, m, st, z);
+    return t;
+}
+
+double src_mb_sync(const Src *s, const IrNode *n, const PlanMesh *m, const PlanStrategy *st, int z)
+{
+    if (z < 2)
+        return 0;
+    double w, gr, op;
+    pass_param_bytes3(s->c, s->g, n, m, st, z, &w, &gr, &op);
+    return mb_sync_bytes(s, n, m, st, z, w + gr + op);
+}
+
+/* The long way: v[z] pass_param_bytes under ZeRO z, v[4 + z] src_mb_sync
+ * (of those bytes: pass_param_bytes is pass_param_bytes3's sum). */
+static void price(const Src *s, const IrNode *nd, const PlanMesh *m, const PlanStrategy *st, double *v)
+{
+    for (int z = 0; z < 4; z++)
+        v[z] = pass_param_bytes(s->c, s->g, nd, m, st, z);
+    for (int z = 0; z < 4; z++)
+        v[4 + z] = mb_sync_bytes(s, nd, m, st, z, v[z]);
+}
+
+static uint64_t hash_key(const uint64_t *k)
+{
+    uint64_t h = 0;
+    for (int i = 0; i < KEYW; i++) {
+        h ^= k[i] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+        h *= 0xff51afd7ed558ccdull;
+    }
+    return h ^ (h >> 31);
+}
+
+static void rehash(struct SrcStatesMemo *M)
+{
+    StatesSlot *old = M->slot;
+    size_t ocap = M->cap;
+    M->cap = ocap ? 2 * ocap : 1024;
+    M->slot = ir_xcalloc(M->cap, sizeof *M->slot);
+    for (size_t i = 0; i < ocap; i++) {
+        if (!old[i].used)
+            continue;
+        size_t j = hash_key(old[i].k) & (M->cap - 1);
+        while (M->slot[j].used)
+            j = (j + 1) & (M->cap - 1);
+        M->slot[j] = old[i];
+    }
+    free(old);
+}
+
+void src_node_states(Src *s, const IrNode *nd, const PlanMesh *m, const PlanStrategy *st, double *v)
+{
+    struct SrcStatesMemo *M = s->states_memo;
+    if (!M)
+        M = s->states_memo = ir_xcalloc(1, sizeof *M);
+    uint64_t k[KEYW];
+    k[0] = (uint64_t)(uint32_t)nd->id | (uint64_t)(uint32_t)m->naxes << 32;
+    k[1] = (uint64_t)(uint16_t)st->dim[0] | (uint64_t)(uint16_t)st->dim[1] << 16 |
+           (uint64_t)(uint16_t)st->dim[2] << 32 | (uint64_t)st->xchg << 48;
+    for (int a = 0; a < PLAN_MAX_AXES; a++) {
+        bool on = a < m->naxes;
+        k[2 + 3 * a] = on ? (uint64_t)(uint32_t)m->size[a] : 0;
+        k[3 + 3 * a] = on ? (uint64_t)(uint32_t)m->nodes[a] : 0;
+        k[4 + 3 * a] = on ? (uint64_t)(uint32_t)m->per_node[a] : 0;
+    }
+    M->asked++;
+    if (2 * (M->n + 1) > M->cap)
+        rehash(M);
+    size_t j = hash_key(k) & (M->cap - 1);
+    while (M->slot[j].used && memcmp(M->slot[j].k, k, sizeof k) != 0)
+        j = (j + 1) & (M->cap - 1);
+    StatesSlot *e = &M->slot[j];
+    if (e->used) {
+        M->hits++;
+        memcpy(v, e->v, sizeof e->v);
+        if (src_check(s)) {
+            double x[8];
+            price(s, nd, m, st, x);
+            if (memcmp(x, e->v, sizeof x) != 0)
+                ir_die("search: the remembered model states of node %d (%s) differ from those priced again on a "
+                       "mesh of %d x %d x %d", nd->id, ir_ops[nd->op].name, m->size[0],
+                       m->naxes > 1 ? m->size[1] : 1, m->naxes > 2 ? m->size[2] : 1);
+        }
+        return;
+    }
+    price(s, nd, m, st, v);
+    e->used = true;
+    memcpy(e->k, k, sizeof k);
+    memcpy(e->v, v, sizeof e->v);
+    M->n++;
+}
+
+void src_states_memo_counts(const Src *s, long *asked, long *hits)
+{
+    const struct SrcStatesMemo *M = s->states_memo;
+    *asked = M ? M->asked : 0, *hits = M ? M->hits : 0;
+}
+
+void src_states_memo_free(Src *s)
+{
+    struct SrcStatesMemo *M = s->states_memo;
+    if (M)
+        free(M->slot);
+    free(M);
+    s->states_memo = NULL;
+}
