@@ -9,6 +9,36 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Per strategy xv of the eliminated node, the sum of the combined factors'
+ * least points at base[j] + xv xs[j], and of their second with one factor
+ * at its second: the least two over xv into *b1, *b2; the xv of *b1. */
+static int two_least(const IlpFrontier *F, const Factor *const *fs, int nin, const int *base, const int *xs, int kx,
+                     double *b1, double *b2)
+{
+    int bx = 0;
+    *b1 = *b2 = INFINITY;
+    for (int xv = 0; xv < kx; xv++) {
+        double sum = 0, gap = INFINITY;
+        for (int j = 0; j < nin; j++) {
+            const Factor *f = fs[j];
+            int aj = base[j] + xv * xs[j];
+            int off = f->off[aj];
+            sum += F->t[off];
+            if (f->cnt[aj] > 1)
+                gap = fmin(gap, F->t[off + 1] - F->t[off]);
+        }
+        /* This xv's two least: sum, and sum with one factor at its second. */
+        if (sum < *b1) {
+            *b2 = fmin(*b1, sum + gap);
+            *b1 = sum;
+            bx = xv;
+        } else {
+            *b2 = fmin(*b2, sum);
+        }
+    }
+    return bx;
+}
+
 /* Eliminate node x for the least objective alone: per assignment of the
  * rest, the least and the second least sums over distinct choices of the
  * eliminated nodes (points 0 and 1; point 0's derivation is x's strategy).
@@ -28,12 +58,15 @@ static void eliminate_best_slow(IlpFrontier *F, const IlpProblem *p, int x, int 
     /* Per combined factor: its assignment at x's strategy 0 (base[j]) and
      * the step per strategy of x (xs[j]), for this assignment of the rest. */
     int *base = ir_xmalloc((size_t)(nin + 1) * sizeof *base), *xs = ir_xmalloc((size_t)(nin + 1) * sizeof *xs);
+    const Factor **fs = ir_xmalloc((size_t)(nin + 1) * sizeof *fs);
+    for (int j = 0; j < nin; j++)
+        fs[j] = &F->f[in[j]];
     const Factor *o = &F->f[out];
     for (int a = 0; a < o->nassign; a++) {
         for (int v = 0; v < nv; v++)
             vals[v] = a / o->stride[v] % o->k[v];
         for (int j = 0; j < nin; j++) {
-            const Factor *f = &F->f[in[j]];
+            const Factor *f = fs[j];
             base[j] = xs[j] = 0;
             for (int i = 0; i < f->n; i++) {
                 int v = 0;
@@ -45,27 +78,8 @@ static void eliminate_best_slow(IlpFrontier *F, const IlpProblem *p, int x, int 
                     xs[j] = f->stride[i];
             }
         }
-        double b1 = INFINITY, b2 = INFINITY;
-        int bx = 0;
-        for (int xv = 0; xv < kx; xv++) {
-            double sum = 0, gap = INFINITY;
-            for (int j = 0; j < nin; j++) {
-                const Factor *f = &F->f[in[j]];
-                int aj = base[j] + xv * xs[j];
-                int off = f->off[aj];
-                sum += F->t[off];
-                if (f->cnt[aj] > 1)
-                    gap = fmin(gap, F->t[off + 1] - F->t[off]);
-            }
-            /* This xv's two least: sum, and sum with one factor at its second. */
-            if (sum < b1) {
-                b2 = fmin(b1, sum + gap);
-                b1 = sum;
-                bx = xv;
-            } else {
-                b2 = fmin(b2, sum);
-            }
-        }
+        double b1, b2;
+        int bx = two_least(F, fs, nin, base, xs, kx, &b1, &b2);
         int d = ilp_elim_der(F, 1);
         F->dv[d] = bx;
         o = &F->f[out];
@@ -75,17 +89,18 @@ static void eliminate_best_slow(IlpFrontier *F, const IlpProblem *p, int x, int 
     }
     free(base);
     free(xs);
+    free(fs);
 }
 
 /* eliminate_best_slow with each combined factor's variables looked up in
  * the made factor's scope once (pos), not per assignment: the same
  * indices, so the same sums (a third of the program's time was the
  * lookups). */
-static void eliminate_best(IlpFrontier *F, const IlpProblem *p, int x, int s)
+static bool eliminate_best(IlpFrontier *F, const IlpProblem *p, int x, int s)
 {
     if (F->slow) {
         eliminate_best_slow(F, p, x, s);
-        return;
+        return true;
     }
     int nin, *in = ir_xmalloc((size_t)(F->nf + 1) * sizeof *in);
     int vars[2 * MAX_SCOPE + 2], nv;
@@ -123,27 +138,8 @@ static void eliminate_best(IlpFrontier *F, const IlpProblem *p, int x, int s)
                 if (pos[j][i] >= 0)
                     base[j] += vals[pos[j][i]] * fs[j]->stride[i];
         }
-        double b1 = INFINITY, b2 = INFINITY;
-        int bx = 0;
-        for (int xv = 0; xv < kx; xv++) {
-            double sum = 0, gap = INFINITY;
-            for (int j = 0; j < nin; j++) {
-                const Factor *f = fs[j];
-                int aj = base[j] + xv * xs[j];
-                int off = f->off[aj];
-                sum += F->t[off];
-                if (f->cnt[aj] > 1)
-                    gap = fmin(gap, F->t[off + 1] - F->t[off]);
-            }
-            /* This xv's two least: sum, and sum with one factor at its second. */
-            if (sum < b1) {
-                b2 = fmin(b1, sum + gap);
-                b1 = sum;
-                bx = xv;
-            } else {
-                b2 = fmin(b2, sum);
-            }
-        }
+        double b1, b2;
+        int bx = two_least(F, fs, nin, base, xs, kx, &b1, &b2);
         int d = ilp_elim_der(F, 1);
         F->dv[d] = bx;
         F->f[out].off[a] = ilp_elim_point(F, b1, 0, d);
@@ -154,24 +150,15 @@ static void eliminate_best(IlpFrontier *F, const IlpProblem *p, int x, int s)
     free(xs);
     free(pos);
     free(fs);
+    return true;
 }
 
 static bool unique_best(const IlpProblem *p, double margin, int *choice, double *best, double *second,
                         bool slow)
 {
-    IlpFrontier *F = ir_xcalloc(1, sizeof *F);
-    F->nnodes = p->nnodes;
-    F->slow = slow;
-    F->steps = ir_xcalloc((size_t)p->nnodes + 1, sizeof *F->steps);
-    int *ord = ir_xmalloc((size_t)(p->nnodes + 1) * sizeof *ord);
-    bool ok = ilp_elim_start(F, p, ord);
-    for (int s = 0; s <= p->nnodes && ok; s++) {
-        eliminate_best(F, p, s < p->nnodes ? ord[s] : -1, s);
-        F->nsteps = s + 1;
-    }
-    free(ord);
+    IlpFrontier *F = ilp_elim_run(p, slow, eliminate_best);
+    bool ok = F != NULL;
     if (ok) {
-        F->root = F->steps[p->nnodes].out;
         const Factor *r = &F->f[F->root];
         double b1 = F->t[r->off[0]], b2 = F->t[r->off[0] + 1];
         if (best)

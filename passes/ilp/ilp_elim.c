@@ -339,6 +339,28 @@ bool ilp_elim_start(IlpFrontier *F, const IlpProblem *p, int *ord)
     return price_factors(F, p) && order(F, p, ord);
 }
 
+IlpFrontier *ilp_elim_run(const IlpProblem *p, bool slow,
+                          bool (*step)(IlpFrontier *F, const IlpProblem *p, int x, int s))
+{
+    IlpFrontier *F = ir_xcalloc(1, sizeof *F);
+    F->nnodes = p->nnodes;
+    F->slow = slow;
+    F->steps = ir_xcalloc((size_t)p->nnodes + 1, sizeof *F->steps);
+    int *ord = ir_xmalloc((size_t)(p->nnodes + 1) * sizeof *ord);
+    bool ok = ilp_elim_start(F, p, ord);
+    for (int s = 0; s <= p->nnodes && ok; s++) {
+        ok = step(F, p, s < p->nnodes ? ord[s] : -1, s);
+        F->nsteps = s + 1;
+    }
+    free(ord);
+    if (!ok) {
+        ilp_frontier_free(F);
+        return NULL;
+    }
+    F->root = F->steps[p->nnodes].out;
+    return F;
+}
+
 /* Step s's inputs: every unused factor holding node x (x < 0: those of
  * no variable), marked used, into in (*nin of them), and the other
  * variables they hold, sorted, into vars (*nv). False, and stopped, past

@@ -58,6 +58,12 @@ int ilp_elim_factor(IlpFrontier *F, const IlpProblem *p, const int *vars, int n)
  * order of elimination into ord (F->slow: the long way); false where a
  * group or a neighbourhood is too wide for the programs (GLPK answers). */
 bool ilp_elim_start(IlpFrontier *F, const IlpProblem *p, int *ord);
+/* Every node of p eliminated in ilp_elim_start's order by step (s: the
+ * step's number, x: its node, -1 for the last, which takes the factors of
+ * no variable; false: give up), then the root: F, or NULL where the order
+ * or a step gave up (GLPK answers). F->slow: the long way. */
+IlpFrontier *ilp_elim_run(const IlpProblem *p, bool slow,
+                          bool (*step)(IlpFrontier *F, const IlpProblem *p, int x, int s));
 /* Step s's inputs: every unused factor holding node x (x < 0: those of no
  * variable), marked used, into in (*nin of them), the other variables they
  * hold, sorted, into vars (*nv); false past MAX_SCOPE variables. */

@@ -308,29 +308,8 @@ static bool eliminate(IlpFrontier *F, const IlpProblem *p, int x, int s)
     return ok;
 }
 
-static IlpFrontier *frontier(const IlpProblem *p, bool slow)
-{
-    IlpFrontier *F = ir_xcalloc(1, sizeof *F);
-    F->nnodes = p->nnodes;
-    F->slow = slow;
-    F->steps = ir_xcalloc((size_t)p->nnodes + 1, sizeof *F->steps);
-    int *ord = ir_xmalloc((size_t)(p->nnodes + 1) * sizeof *ord);
-    bool ok = ilp_elim_start(F, p, ord);
-    for (int s = 0; s <= p->nnodes && ok; s++) {
-        ok = eliminate(F, p, s < p->nnodes ? ord[s] : -1, s);
-        F->nsteps = s + 1;
-    }
-    free(ord);
-    if (!ok) {
-        ilp_frontier_free(F);
-        return NULL;
-    }
-    F->root = F->steps[p->nnodes].out;
-    return F;
-}
-
-IlpFrontier *ilp_frontier(const IlpProblem *p) { return frontier(p, false); }
-IlpFrontier *ilp_frontier_ref(const IlpProblem *p) { return frontier(p, true); }
+IlpFrontier *ilp_frontier(const IlpProblem *p) { return ilp_elim_run(p, false, eliminate); }
+IlpFrontier *ilp_frontier_ref(const IlpProblem *p) { return ilp_elim_run(p, true, eliminate); }
 
 int ilp_frontier_points(const IlpFrontier *F)
 {
