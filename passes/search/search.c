@@ -374,7 +374,15 @@ void src_plan(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCan
     p->precision = s->c->prec;
     p->lp_bf16_first = s->c->st.lp_bf16_first;
     p->lp_bf16_last = s->c->st.lp_bf16_last;
-    plan_axes(s->g, p);
+    memcpy(p->axis, V->axis, sizeof p->axis); /* plan_axes, once per variant (search_ilp.c) */
+    memcpy(p->nested, V->nested, sizeof p->nested);
+    p->axes_set = true;
+    if (src_check(s)) {
+        Plan q = *p;
+        plan_axes(s->g, &q);
+        if (memcmp(q.axis, p->axis, sizeof q.axis) || memcmp(q.nested, p->nested, sizeof q.nested))
+            ir_die("search: the variant's mesh axes differ from plan_axes' for its plan");
+    }
 }
 
 /* A heap copy of an evaluated plan. */

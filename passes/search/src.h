@@ -56,6 +56,8 @@ typedef struct SrcVariant {
     int nq;
     PassIlpQuery q[SRC_MAXQ];
     const PassIlpResult *r[SRC_MAXQ];
+    int8_t axis[PLAN_NDIMS];      /* plan_axes of its strategies on the group's mesh: the same for */
+    uint8_t nested[PLAN_NDIMS];   /* every plan ranked with it (search_ilp.c, variant_axes) */
 } SrcVariant;
 
 typedef struct SrcCand {
