@@ -739,8 +739,24 @@ static double hope_on(Src *s, const SrcGroup *G, const SrcCand *k, SrcVariant H)
         if (pass_share(s->c->cl, pp, plan_mesh_devices(&G->mesh), &sh))
             b = split ? fmax(G->m * top / pass_share_speed(&sh, 1), G->m * tsum / pp)
                       : pass_share_bound(&sh, pp, tsum, top, G->m);
-        else if (k->v == 1 && pp > 1 && !plan_schedule_split(k->sched)) /* and 1F1B's fill and drain */
-            b = fmax(b, src_pipe_floor(s, G, &H, k, s->usable));
+        else if (k->v == 1 && pp > 1 && !split) /* and the fill and drain */
+            b = fmax(b, src_pipe_floor(s, G, &H, k, s->usable, 1));
+        else if (k->v == 1 && pp > 1 && !s->c->st.ref_stack) {
+            /* ZB-H1's: every piece's path (its forwards and B) is at least
+             * its strategy-free path work over the mesh (SrcWork.t_path),
+             * beta times its time here under any policy */
+            const SrcWork *W = src_work(s, G->mb_seqs);
+            double n = G->dp * G->cp * G->tp, beta = 1;
+            for (int p = 0; p < s->npieces; p++) {
+                const SrcPiece *P = &H.piece[p];
+                for (int r = 0; r < SRC_NRC; r++) {
+                    double t = P->fwd + P->bwd + P->rec[r] + P->rs_f + P->rs_b;
+                    if (src_rc_on(s, r) && t > 0)
+                        beta = fmin(beta, W->t_path[p * SRC_NRC + r] / n / t);
+                }
+            }
+            b = fmax(b, src_pipe_floor(s, G, &H, k, s->usable, beta));
+        }
     }
     return b;
 }
