@@ -878,6 +878,19 @@ static void rank_predict(const Rank *R, const Plan *p, PassPrediction *pr)
                plan_schedule_name(p->schedule));
 }
 
+static bool same_cut(const SrcPart *a, const SrcPart *b)
+{
+    if (a->nstages != b->nstages)
+        return false;
+    for (int i = 0; i < a->nstages; i++) {
+        const PlanStage *x = &a->stage[i], *y = &b->stage[i];
+        if (x->first_piece != y->first_piece || x->npieces != y->npieces || x->pp_rank != y->pp_rank ||
+            x->recompute != y->recompute)
+            return false;
+    }
+    return true;
+}
+
 /* Cut, predict, and keep candidate k with variant V. Afterwards k->limited
  * says whether memory shaped what it got (so a leaner variant may do
  * better, never better than k->hope), k->done whether no variant can make
@@ -885,11 +898,19 @@ static void rank_predict(const Rank *R, const Plan *p, PassPrediction *pr)
 static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
 {
     Src *s = R->s;
-    SrcPart part;
+    SrcPart part, last;
     double cap = s->usable;
     bool fit = false, shaped = false;
     for (int attempt = 0; attempt < 3 && !fit; attempt++) {
+        if (attempt > 0) { /* the cut pass_predict just found too big */
+            last.nstages = part.nstages;
+            memcpy(last.stage, part.stage, sizeof(PlanStage) * (size_t)part.nstages);
+        }
         if (!src_partition(s, G, V, k, cap, false, &part))
+            break;
+        /* The same cut under the lowered limit (the estimate that far
+         * under pass_predict's total): the same plan, too big again. */
+        if (attempt > 0 && same_cut(&part, &last))
             break;
         Plan p;
         src_plan(s, G, V, k, &part, &p);
