@@ -1204,6 +1204,16 @@ static int walk_group(Rank *R, SrcGroup *G)
         ended += walk_prune(R, G);
         if (!isfinite(walk_key(R, G)) || !next_variant(R->s, G))
             break;
+        /* The next point reads the two before it (search_ilp.c); older
+         * ones keep their queries (variant 0's: src_layer_lb) but not their
+         * strategies and costs, whose memory the next variants reuse
+         * (exhaustive searches check walk bounds after every variant). */
+        if (!R->s->o->exhaustive && G->nvar >= 4) {
+            SrcVariant *old = &G->var[G->nvar - 3];
+            free(old->strat);
+            free(old->piece);
+            old->strat = NULL, old->piece = NULL;
+        }
         rank_group(R, G, G->nvar - 1);
     }
     return ended;
