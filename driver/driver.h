@@ -65,6 +65,8 @@ enum {
 
 /* Parse argv; on a bad flag print one sentence naming it and return false. */
 bool drv_parse_options(int argc, char **argv, DrvOptions *o);
+/* heap.c: grow the heap once for the search and advise it for huge pages. */
+void drv_heap_init(void);
 void drv_print_help(void);
 void drv_free_options(DrvOptions *o);
 

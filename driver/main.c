@@ -637,6 +637,7 @@ static IrGraph *compile_model(const DrvOptions *o, IrArena *arena)
 
 int main(int argc, char **argv)
 {
+    drv_heap_init();
     for (int m = 0; m < MODE_COUNT; m++)
         if (modes[m].word && argc > 1 && !strcmp(argv[1], modes[m].word))
             return modes[m].sub(argc - 1, argv + 1);

@@ -66,6 +66,9 @@ typedef struct IlpProblem {
     double obj_w[ILP_NQ];         /* objective = sum obj_w[q] * total q (default FWD=BWD=SYNC=1) */
     double mem_w[ILP_NQ];         /* memory = sum mem_w[q] * total q (default MEM_*=1) */
     double budget;                /* memory <= budget; INFINITY: no constraint */
+    IrArena *mem;                 /* the nodes', edges' and items' arrays (ilp_free frees it
+                                     whole: problems are built, reduced and dropped by the
+                                     thousand in a search) */
 } IlpProblem;
 
 IlpProblem *ilp_new(void);

@@ -47,7 +47,7 @@ static int two_least(const IlpFrontier *F, const Factor *const *fs, int nin, con
  * looked up in the made factor's scope per assignment. */
 static void eliminate_best_slow(IlpFrontier *F, const IlpProblem *p, int x, int s)
 {
-    int nin, *in = ir_xmalloc((size_t)(F->nf + 1) * sizeof *in);
+    int nin, *in = ilp_elim_alloc(F, (size_t)(F->nf + 1) * sizeof *in);
     int vars[2 * MAX_SCOPE + 2], nv;
     ilp_elim_gather(F, x, in, &nin, vars, &nv); /* within MAX_SCOPE: order() */
     F->steps[s] = (Step){x, -1, nin, in};
@@ -102,7 +102,7 @@ static bool eliminate_best(IlpFrontier *F, const IlpProblem *p, int x, int s)
         eliminate_best_slow(F, p, x, s);
         return true;
     }
-    int nin, *in = ir_xmalloc((size_t)(F->nf + 1) * sizeof *in);
+    int nin, *in = ilp_elim_alloc(F, (size_t)(F->nf + 1) * sizeof *in);
     int vars[2 * MAX_SCOPE + 2], nv;
     ilp_elim_gather(F, x, in, &nin, vars, &nv); /* within MAX_SCOPE: order() */
     F->steps[s] = (Step){x, -1, nin, in};

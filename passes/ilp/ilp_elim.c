@@ -27,6 +27,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+void *ilp_elim_alloc(IlpFrontier *F, size_t n)
+{
+    if (!F->mem)
+        F->mem = ir_arena_new();
+    return ir_alloc(F->mem, n);
+}
+
 int ilp_elim_point(IlpFrontier *F, double t, double m, int der)
 {
     if (F->np == F->capp) {
@@ -70,8 +77,8 @@ int ilp_elim_factor(IlpFrontier *F, const IlpProblem *p, const int *vars, int n)
         f->stride[i] = f->nassign;
         f->nassign *= p->nodes[vars[i]].k;
     }
-    f->off = ir_xmalloc((size_t)f->nassign * sizeof *f->off);
-    f->cnt = ir_xcalloc((size_t)f->nassign, sizeof *f->cnt);
+    f->off = ilp_elim_alloc(F, (size_t)f->nassign * sizeof *f->off);
+    f->cnt = ilp_elim_alloc(F, (size_t)f->nassign * sizeof *f->cnt);
     f->step = -1;
     return F->nf++;
 }
@@ -391,12 +398,7 @@ void ilp_frontier_free(IlpFrontier *F)
 {
     if (!F)
         return;
-    for (int i = 0; i < F->nf; i++) {
-        free(F->f[i].off);
-        free(F->f[i].cnt);
-    }
-    for (int s = 0; s < F->nsteps; s++)
-        free(F->steps[s].in);
+    ir_arena_free(F->mem);
     free(F->f);
     free(F->steps);
     free(F->t);

@@ -44,10 +44,13 @@ struct IlpFrontier {
                                      taken from each combined factor (index within its assignment) */
     int *dv;
     int root;                     /* the final factor */
+    IrArena *mem;                 /* the factors' off and cnt, the steps' in (freed whole) */
     bool slow;                    /* made the long way (ilp_frontier_ref): the matrix order,
                                      every group item read per assignment, qsort */
 };
 
+/* n zeroed bytes of F's arena, freed with F. */
+void *ilp_elim_alloc(IlpFrontier *F, size_t n);
 /* A point (objective t, memory m, derivation der into dv; -1: none); its index. */
 int ilp_elim_point(IlpFrontier *F, double t, double m, int der);
 /* n derivation numbers reserved; the first's index. */

@@ -239,7 +239,7 @@ static void combine_one(Combine *C, const int *vals, int xv)
 static bool eliminate(IlpFrontier *F, const IlpProblem *p, int x, int s)
 {
     Cand all_ = {0}, *all = &all_;
-    int nin, *in = ir_xmalloc((size_t)(F->nf + 1) * sizeof *in);
+    int nin, *in = ilp_elim_alloc(F, (size_t)(F->nf + 1) * sizeof *in);
     int vars[2 * MAX_SCOPE + 2], nv;
     bool ok = ilp_elim_gather(F, x, in, &nin, vars, &nv);
     Step *st = &F->steps[s];

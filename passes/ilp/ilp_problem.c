@@ -25,22 +25,23 @@ IlpProblem *ilp_new(void)
     return p;
 }
 
+/* n bytes of p's arena holding src's copy. */
+static void *keep(IlpProblem *p, const void *src, size_t n)
+{
+    if (!p->mem)
+        p->mem = ir_arena_new();
+    void *d = ir_alloc(p->mem, n);
+    memcpy(d, src, n);
+    return d;
+}
+
 void ilp_free(IlpProblem *p)
 {
     if (!p)
         return;
-    for (int i = 0; i < p->nnodes; i++)
-        free(p->nodes[i].val);
-    for (int i = 0; i < p->nedges; i++) {
-        free(p->edges[i].cu);
-        free(p->edges[i].cv);
-        free(p->edges[i].val);
-    }
-    for (int i = 0; i < p->ngroups; i++) {
-        for (int k = 0; k < p->groups[i].nitems; k++)
-            free(p->groups[i].items[k].ind);
+    ir_arena_free(p->mem);
+    for (int i = 0; i < p->ngroups; i++)
         free(p->groups[i].items);
-    }
     free(p->nodes);
     free(p->edges);
     free(p->groups);
@@ -54,8 +55,7 @@ int ilp_add_node(IlpProblem *p, int k, const IlpVals *val)
     GROW(p->nodes, p->nnodes, p->capn);
     IlpNode *n = &p->nodes[p->nnodes];
     n->k = k;
-    n->val = ir_xmalloc((size_t)k * sizeof *n->val);
-    memcpy(n->val, val, (size_t)k * sizeof *n->val);
+    n->val = keep(p, val, (size_t)k * sizeof *n->val);
     return p->nnodes++;
 }
 
@@ -90,13 +90,9 @@ int ilp_add_edge(IlpProblem *p, int u, int v, const int *cu, const int *cv, cons
     int ku = p->nodes[u].k, kv = p->nodes[v].k;
     e->nI = nclasses(cu, ku);
     e->nJ = nclasses(cv, kv);
-    e->cu = ir_xmalloc((size_t)ku * sizeof *e->cu);
-    e->cv = ir_xmalloc((size_t)kv * sizeof *e->cv);
-    memcpy(e->cu, cu, (size_t)ku * sizeof *e->cu);
-    memcpy(e->cv, cv, (size_t)kv * sizeof *e->cv);
-    size_t n = (size_t)e->nI * (size_t)e->nJ;
-    e->val = ir_xmalloc(n * sizeof *e->val);
-    memcpy(e->val, val, n * sizeof *e->val);
+    e->cu = keep(p, cu, (size_t)ku * sizeof *e->cu);
+    e->cv = keep(p, cv, (size_t)kv * sizeof *e->cv);
+    e->val = keep(p, val, (size_t)e->nI * (size_t)e->nJ * sizeof *e->val);
     return p->nedges++;
 }
 
@@ -132,8 +128,7 @@ void ilp_add_item(IlpProblem *p, int group, int edge, const double *ind)
     GROW(gr->items, gr->nitems, gr->cap);
     IlpItem *it = &gr->items[gr->nitems++];
     it->edge = edge;
-    it->ind = ir_xmalloc(n * sizeof *it->ind);
-    memcpy(it->ind, ind, n * sizeof *it->ind);
+    it->ind = keep(p, ind, n * sizeof *it->ind);
 }
 
 static void add_vals(IlpVals *t, const IlpVals *v, double f)

@@ -374,7 +374,15 @@ void src_plan(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCan
     p->precision = s->c->prec;
     p->lp_bf16_first = s->c->st.lp_bf16_first;
     p->lp_bf16_last = s->c->st.lp_bf16_last;
-    plan_axes(s->g, p);
+    memcpy(p->axis, V->axis, sizeof p->axis); /* plan_axes, once per variant (search_ilp.c) */
+    memcpy(p->nested, V->nested, sizeof p->nested);
+    p->axes_set = true;
+    if (src_check(s)) {
+        Plan q = *p;
+        plan_axes(s->g, &q);
+        if (memcmp(q.axis, p->axis, sizeof q.axis) || memcmp(q.nested, p->nested, sizeof q.nested))
+            ir_die("search: the variant's mesh axes differ from plan_axes' for its plan");
+    }
 }
 
 /* A heap copy of an evaluated plan. */
@@ -731,8 +739,24 @@ static double hope_on(Src *s, const SrcGroup *G, const SrcCand *k, SrcVariant H)
         if (pass_share(s->c->cl, pp, plan_mesh_devices(&G->mesh), &sh))
             b = split ? fmax(G->m * top / pass_share_speed(&sh, 1), G->m * tsum / pp)
                       : pass_share_bound(&sh, pp, tsum, top, G->m);
-        else if (k->v == 1 && pp > 1 && !plan_schedule_split(k->sched)) /* and 1F1B's fill and drain */
-            b = fmax(b, src_pipe_floor(s, G, &H, k, s->usable));
+        else if (k->v == 1 && pp > 1 && !split) /* and the fill and drain */
+            b = fmax(b, src_pipe_floor(s, G, &H, k, s->usable, 1));
+        else if (k->v == 1 && pp > 1 && !s->c->st.ref_stack) {
+            /* ZB-H1's: every piece's path (its forwards and B) is at least
+             * its strategy-free path work over the mesh (SrcWork.t_path),
+             * beta times its time here under any policy */
+            const SrcWork *W = src_work(s, G->mb_seqs);
+            double n = G->dp * G->cp * G->tp, beta = 1;
+            for (int p = 0; p < s->npieces; p++) {
+                const SrcPiece *P = &H.piece[p];
+                for (int r = 0; r < SRC_NRC; r++) {
+                    double t = P->fwd + P->bwd + P->rec[r] + P->rs_f + P->rs_b;
+                    if (src_rc_on(s, r) && t > 0)
+                        beta = fmin(beta, W->t_path[p * SRC_NRC + r] / n / t);
+                }
+            }
+            b = fmax(b, src_pipe_floor(s, G, &H, k, s->usable, beta));
+        }
     }
     return b;
 }
@@ -854,6 +878,19 @@ static void rank_predict(const Rank *R, const Plan *p, PassPrediction *pr)
                plan_schedule_name(p->schedule));
 }
 
+static bool same_cut(const SrcPart *a, const SrcPart *b)
+{
+    if (a->nstages != b->nstages)
+        return false;
+    for (int i = 0; i < a->nstages; i++) {
+        const PlanStage *x = &a->stage[i], *y = &b->stage[i];
+        if (x->first_piece != y->first_piece || x->npieces != y->npieces || x->pp_rank != y->pp_rank ||
+            x->recompute != y->recompute)
+            return false;
+    }
+    return true;
+}
+
 /* Cut, predict, and keep candidate k with variant V. Afterwards k->limited
  * says whether memory shaped what it got (so a leaner variant may do
  * better, never better than k->hope), k->done whether no variant can make
@@ -861,11 +898,19 @@ static void rank_predict(const Rank *R, const Plan *p, PassPrediction *pr)
 static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
 {
     Src *s = R->s;
-    SrcPart part;
+    SrcPart part, last;
     double cap = s->usable;
     bool fit = false, shaped = false;
     for (int attempt = 0; attempt < 3 && !fit; attempt++) {
+        if (attempt > 0) { /* the cut pass_predict just found too big */
+            last.nstages = part.nstages;
+            memcpy(last.stage, part.stage, sizeof(PlanStage) * (size_t)part.nstages);
+        }
         if (!src_partition(s, G, V, k, cap, false, &part))
+            break;
+        /* The same cut under the lowered limit (the estimate that far
+         * under pass_predict's total): the same plan, too big again. */
+        if (attempt > 0 && same_cut(&part, &last))
             break;
         Plan p;
         src_plan(s, G, V, k, &part, &p);
@@ -1159,6 +1204,16 @@ static int walk_group(Rank *R, SrcGroup *G)
         ended += walk_prune(R, G);
         if (!isfinite(walk_key(R, G)) || !next_variant(R->s, G))
             break;
+        /* The next point reads the two before it (search_ilp.c); older
+         * ones keep their queries (variant 0's: src_layer_lb) but not their
+         * strategies and costs, whose memory the next variants reuse
+         * (exhaustive searches check walk bounds after every variant). */
+        if (!R->s->o->exhaustive && G->nvar >= 4) {
+            SrcVariant *old = &G->var[G->nvar - 3];
+            free(old->strat);
+            free(old->piece);
+            old->strat = NULL, old->piece = NULL;
+        }
         rank_group(R, G, G->nvar - 1);
     }
     return ended;

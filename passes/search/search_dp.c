@@ -454,13 +454,15 @@ bool src_partition(const Src *s, const SrcGroup *G, const SrcVariant *V, const S
     return ok;
 }
 
-/* Greedy cut for src_pipe_floor: stage st may take t <= (T - prefix) / m,
- * prefix the fastest policy's time of the pieces before it. */
-static bool greedy_pipe(const Dp *d, const double *pre, double T)
+/* Greedy cut for src_pipe_floor: stage st may take t <= (T - beta prefix) / c_st,
+ * prefix the fastest policy's time of the pieces before it; c_st = m
+ * (1F1B, beta 1), or beta m + (1 - beta) (m - st - 1)+ (split). */
+static bool greedy_pipe(const Dp *d, const double *pre, double T, bool split, double beta)
 {
     int i = 0;
     for (int st = 0; st < d->pp; st++) {
-        double cap_t = (T - pre[i]) / d->m;
+        double cap_t = split ? (T - beta * pre[i]) / (beta * d->m + (1 - beta) * fmax(0, d->m - st - 1))
+                             : (T - pre[i]) / d->m;
         if (cap_t < 0)
             return false;
         int jmax = st == d->pp - 1 ? d->P - 1 : d->P - 1 - (d->pp - st - 1), j = i - 1;
@@ -475,8 +477,12 @@ static bool greedy_pipe(const Dp *d, const double *pre, double T)
     return false;
 }
 
-double src_pipe_floor(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k, double cap)
+double src_pipe_floor(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k, double cap,
+                      double beta)
 {
+    bool split = plan_schedule_split(k->sched);
+    if (split && !(beta > 0))
+        return 0;
     Dp d;
     init_dp(&d, s, G, V, k, cap, false);
     double *pre = ir_xcalloc((size_t)d.P + 1, sizeof(double)), hi = 0;
@@ -490,10 +496,10 @@ double src_pipe_floor(const Src *s, const SrcGroup *G, const SrcVariant *V, cons
         hi = fmax(hi, d.T[d.rcs[x]][d.P]);
     hi = (d.m + 1) * hi * (1 + 1e-9) + 1e-12;
     double lo = 0, out = INFINITY;
-    if (greedy_pipe(&d, pre, hi)) {
+    if (greedy_pipe(&d, pre, hi, split, beta)) {
         for (int it = 0; it < 100 && hi - lo > 1e-9 * hi; it++) {
             double mid = 0.5 * (lo + hi);
-            if (greedy_pipe(&d, pre, mid))
+            if (greedy_pipe(&d, pre, mid, split, beta))
                 hi = mid;
             else
                 lo = mid;

@@ -21,6 +21,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* plan_axes reads only the mesh and the strategies, which every plan
+ * ranked with V shares: found once here, copied by src_plan. */
+static void variant_axes(const Src *s, const SrcGroup *G, SrcVariant *V)
+{
+    Plan p;
+    memset(&p, 0, sizeof p);
+    p.mesh = G->mesh;
+    p.strategy = V->strat;
+    plan_axes(s->g, &p);
+    memcpy(V->axis, p.axis, sizeof V->axis);
+    memcpy(V->nested, p.nested, sizeof V->nested);
+}
+
 void src_variant_free(SrcVariant *v)
 {
     free(v->strat);
@@ -390,6 +403,7 @@ static bool fold_variant(Src *s, SrcGroup *G, int k)
             piece_costs(s, G, V, ds, p, &V->piece[p]);
     }
     free(ds);
+    variant_axes(s, G, V);
     V->ok = true;
     return true;
 }
@@ -434,8 +448,10 @@ bool src_variant(Src *s, SrcGroup *G, int k)
         ok = solve_run(&w, a, b);
         a = b + 1;
     }
-    if (ok)
+    if (ok) {
         spread_costs(&w);
+        variant_axes(s, G, V);
+    }
     free(w.rep_r);
     free(w.rs);
     free(w.ds);

@@ -56,6 +56,8 @@ typedef struct SrcVariant {
     int nq;
     PassIlpQuery q[SRC_MAXQ];
     const PassIlpResult *r[SRC_MAXQ];
+    int8_t axis[PLAN_NDIMS];      /* plan_axes of its strategies on the group's mesh: the same for */
+    uint8_t nested[PLAN_NDIMS];   /* every plan ranked with it (search_ilp.c, variant_axes) */
 } SrcVariant;
 
 typedef struct SrcCand {
@@ -354,8 +356,15 @@ void src_stage_times(const Src *s, const SrcVariant *V, const Plan *p, double *f
  * pieces before it at their fastest policy). pass_predict's step is at
  * least that for every cut: stage r cannot start before the first
  * micro-batch's forward reaches it, runs m micro-batches, and the last
- * one's backward still passes the stages before it. INFINITY: no cut fits. */
-double src_pipe_floor(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k, double cap);
+ * one's backward still passes the stages before it. INFINITY: no cut fits.
+ * ZB-H1 (a split schedule): stage r's end is at least P'_r + k_r t_r +
+ * (m - k_r) t'_r, k_r = (m - r - 1)+, t' the path (forwards and B: its
+ * weight gradients wait), P' the paths before it (search_prune.c,
+ * pipe_bound); with every piece's path at least beta times its time, at
+ * least beta P_r + (beta m + (1 - beta) k_r) t_r. 0 when beta is not
+ * positive. */
+double src_pipe_floor(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k, double cap,
+                      double beta);
 
 /* Is policy r one the search weighs: the four it chooses among, or
  * Megatron's module set (recompute.def) --recompute pins? The per-piece
