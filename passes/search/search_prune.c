@@ -421,13 +421,12 @@ static bool *grad_over(const Src *s)
  * transient counts it (predict.c, node_grad_bytes and node_edges): its
  * kernels' temporaries, its first output's gradient (but the loss's, and
  * one written over its tensor), and the gradients of its activation
- * inputs (each once, in the layout n reads them). */
-static double grad_ws(const Src *s, const SrcGroup *G, const IrNode *n, const PlanStrategy *st,
-                      double ws_bytes, const int64_t *ds, const bool *over)
+ * inputs (each once, in the layout n reads them); in and out: plan_shard_io
+ * of n under the strategy. */
+static double grad_ws(const Src *s, const SrcGroup *G, const IrNode *n, const PlanSharding *in,
+                      const PlanSharding *out, double ws_bytes, const int64_t *ds, const bool *over)
 {
     const IrGraph *g = s->g;
-    PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
-    plan_shard_io(g, n, st, in, out);
     double b = ws_bytes;
     if (n->nout > 0 && g->tensors[n->out[0]].role != IR_LOSS && !over[n->out[0]])
         b += (double)plan_local_numel(g, n->out[0], &G->mesh, &out[0], ds) *
@@ -575,7 +574,14 @@ struct SrcFloorBuf {
     struct NodePrice **npp;       /* [maxc] */
     struct Kept **kept;           /* [ngroups] the time floor's node prices, until the group's
                                      whole floor (NULL: none kept) */
+    /* pass_saved_slots of each forward node under each policy: strategy-free,
+     * so asked once per search rather than per strategy, policy and floor
+     * (the scans for the first keeper were most of the whole floor's
+     * pass_saved_list). [(n * SRC_NRC + r) * NSLOT ..], count at nslot[n *
+     * SRC_NRC + r] (-1: not yet). */
+    signed char *slot, *nslot;
 };
+enum { NSLOT = IR_MAX_IN + IR_MAX_OUT };
 
 static struct SrcFloorBuf *floor_buf(Src *s)
 {
@@ -599,6 +605,9 @@ static struct SrcFloorBuf *floor_buf(Src *s)
     B->npall = ir_xmalloc(sizeof(NodePrice) * MAXS * (size_t)maxc);
     B->npp = ir_xmalloc(sizeof(NodePrice *) * (size_t)maxc);
     B->kept = ir_xcalloc((size_t)s->ngroups + 1, sizeof *B->kept);
+    B->slot = ir_xmalloc((size_t)g->nfwd * SRC_NRC * NSLOT + 1);
+    B->nslot = ir_xmalloc((size_t)g->nfwd * SRC_NRC + 1);
+    memset(B->nslot, -1, (size_t)g->nfwd * SRC_NRC + 1);
     return s->floor_buf = B;
 }
 
@@ -621,6 +630,8 @@ void src_floor_free(Src *s)
         for (int i = 0; i < s->ngroups; i++)
             kept_free(B->kept[i]);
         free(B->kept);
+        free(B->slot);
+        free(B->nslot);
         free(B);
     }
     s->floor_buf = NULL;
@@ -643,6 +654,53 @@ void src_floor_free(Src *s)
     src_states_memo_free(s);
     free(s->rec_node);
     s->rec_node = NULL;
+}
+
+/* What node nd keeps for backward under policy r with strategy st (in, out:
+ * plan_shard_io's), each input at most as big as its producer can lay it
+ * out (pass_predict may keep the producer's layout instead): the floor's
+ * saved bytes of that strategy. pass_saved_list's items, from the slots
+ * remembered in B (src_check: against pass_saved_list itself). */
+static double saved_floor(Src *s, const SrcGroup *G, const IrNode *nd, const PlanStrategy *st,
+                          const PlanSharding *in, const PlanSharding *out, const int64_t *ds,
+                          const uint64_t *allow, int r, struct SrcFloorBuf *B)
+{
+    const IrGraph *g = s->g;
+    int at = nd->id * SRC_NRC + r;
+    signed char *sl = &B->slot[(size_t)at * NSLOT];
+    if (B->nslot[at] < 0) {
+        int x[NSLOT];
+        int k = pass_saved_slots(s->c, g, nd, (PlanRecompute)r, x);
+        for (int j = 0; j < k; j++)
+            sl[j] = (signed char)x[j];
+        B->nslot[at] = (signed char)k;
+    }
+    int x[NSLOT];
+    for (int j = 0; j < B->nslot[at]; j++)
+        x[j] = sl[j];
+    PassSaved it[IR_MAX_IN + IR_MAX_OUT + 2];
+    int k = pass_saved_list_at(s->c, g, nd, &G->mesh, st, in, out, ds, (PlanRecompute)r, x, B->nslot[at], it,
+                               IR_MAX_IN + IR_MAX_OUT + 2);
+    if (src_check(s)) {
+        PassSaved it2[IR_MAX_IN + IR_MAX_OUT + 2];
+        int k2 = pass_saved_list(s->c, g, nd, &G->mesh, st, ds, (PlanRecompute)r, it2, IR_MAX_IN + IR_MAX_OUT + 2);
+        bool same = k2 == k;
+        for (int j = 0; same && j < k; j++)
+            same = it[j].tensor == it2[j].tensor && it[j].slot == it2[j].slot &&
+                   memcmp(&it[j].bytes, &it2[j].bytes, sizeof(double)) == 0;
+        if (!same)
+            ir_die("search: the saved bytes of node %d (%s) from its remembered slots differ from "
+                   "pass_saved_list's under policy %d", nd->id, ir_ops[nd->op].name, r);
+    }
+    double b = 0;
+    for (int j = 0; j < k; j++) {
+        int t = it[j].tensor;
+        double x = it[j].bytes;
+        if (t >= 0 && it[j].slot < nd->nin && g->tensors[t].producer >= 0)
+            x = fmin(x, producer_floor(s, G, ds, allow, B->pst, MAXS, B->minb, t));
+        b += x;
+    }
+    return b;
 }
 
 /* The time floor alone (src_group_floor, time_only) of the nodes of one
@@ -718,7 +776,9 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
 {
     const IrGraph *g = s->g;
     int P = s->npieces;
-    double *time0 = G->floor_t; /* a time floor made before: freed once this one is made */
+    double *time0 = G->floor_t; /* a time floor made before: freed once this one is made (a new
+                                   array: the memos of src_floor_pieces and src_fitmem_bound
+                                   know a floor by its address) */
     G->floor_t = ir_xcalloc((size_t)P * SRC_NRC * 4, sizeof(double));
     if (!time_only) {
         G->floor_saved = ir_xcalloc((size_t)P * SRC_NRC, sizeof(double));
@@ -732,10 +792,9 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
     src_floor_classes(s);
     uint64_t allow[PLAN_MAX_AXES];
     int64_t *ds = group_sizes_pins(g, G, allow);
-    PlanStrategy *pst = B->pst;
     double *minb = B->minb;
     double *stz = B->stz, *ssz = B->ssz;
-    for (int t = 0; t < g->ntensors; t++)
+    for (int t = 0; t < g->ntensors && !time_only; t++) /* producer_floor's: the whole floor's */
         minb[t] = -1;
     /* Per node of the piece: its strategies, and each one's share of the
      * resharding inside the piece (search_edges.c). */
@@ -798,7 +857,9 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
             for (int j = 0; j < nd->nin; j++)
                 params |= nd->in[j] >= 0 && g->tensors[nd->in[j]].role == IR_PARAM;
             for (int i = 0; i < ns; i++) {
-                ws = fmin(ws, grad_ws(s, G, nd, &st[i], np[i].ws, ds, over));
+                PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
+                plan_shard_io(g, nd, &st[i], in, out);
+                ws = fmin(ws, grad_ws(s, G, nd, in, out, np[i].ws, ds, over));
                 fsl = fmax(fsl, np[i].fused);
                 /* kernels (node_price: a norm alone or fused, less a hidden
                  * exchange) */
@@ -823,21 +884,7 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
                         sv[r] = 0;
                         continue;
                     }
-                    /* What the node keeps, each input at most as big as
-                     * its producer can lay it out (pass_predict may keep
-                     * the producer's layout instead). */
-                    PassSaved it[IR_MAX_IN + IR_MAX_OUT + 2];
-                    int k = pass_saved_list(s->c, g, nd, &G->mesh, &st[i], ds, r, it,
-                                            IR_MAX_IN + IR_MAX_OUT + 2);
-                    double b = 0;
-                    for (int j = 0; j < k; j++) {
-                        int t = it[j].tensor;
-                        double x = it[j].bytes;
-                        if (t >= 0 && it[j].slot < nd->nin && g->tensors[t].producer >= 0)
-                            x = fmin(x, producer_floor(s, G, ds, allow, pst, MAXS, minb, t));
-                        b += x;
-                    }
-                    sv[r] = fmin(sv[r], b);
+                    sv[r] = fmin(sv[r], saved_floor(s, G, nd, &st[i], in, out, ds, allow, r, B));
                 }
             }
             if (params)
