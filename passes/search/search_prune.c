@@ -580,8 +580,46 @@ struct SrcFloorBuf {
      * pass_saved_list). [(n * SRC_NRC + r) * NSLOT ..], count at nslot[n *
      * SRC_NRC + r] (-1: not yet). */
     signed char *slot, *nslot;
+    int *twin;                    /* [ngroups] the group on the same mesh at the same micro-batch
+                                     with sequence parallelism the other way (-1: none) */
+    long twin_asked, twin_hits;   /* node prices a time floor made, and took from its twin's */
 };
 enum { NSLOT = IR_MAX_IN + IR_MAX_OUT };
+
+/* Groups in the order of their layout but sequence parallelism (twins
+ * side by side). */
+static const Src *twin_src;
+static int twin_cmp(const void *a, const void *b)
+{
+    const SrcGroup *x = &twin_src->groups[*(const int *)a], *y = &twin_src->groups[*(const int *)b];
+    int kx[6] = {x->dp, x->cp, x->tp, x->fold, x->b, x->sp}, ky[6] = {y->dp, y->cp, y->tp, y->fold, y->b, y->sp};
+    for (int i = 0; i < 6; i++)
+        if (kx[i] != ky[i])
+            return kx[i] < ky[i] ? -1 : 1;
+    return 0;
+}
+
+/* Each group's twin: the same dp, cp, tp, fold and micro-batch (so the
+ * same mesh and dim sizes: every node's price under a strategy both allow
+ * is the same), sequence parallelism the other way (its pins allow other
+ * strategies of some nodes). [ngroups + 1], -1 where none. */
+static int *twins(const Src *s)
+{
+    int n = s->ngroups;
+    int *ord = ir_xmalloc(sizeof(int) * (size_t)(n + 1)), *tw = ir_xmalloc(sizeof(int) * (size_t)(n + 1));
+    for (int i = 0; i < n; i++)
+        ord[i] = i, tw[i] = -1;
+    twin_src = s;
+    qsort(ord, (size_t)n, sizeof *ord, twin_cmp);
+    for (int i = 0; i + 1 < n; i++) {
+        const SrcGroup *x = &s->groups[ord[i]], *y = &s->groups[ord[i + 1]];
+        if (x->dp == y->dp && x->cp == y->cp && x->tp == y->tp && x->fold == y->fold && x->b == y->b &&
+            x->sp != y->sp)
+            tw[ord[i]] = ord[i + 1], tw[ord[i + 1]] = ord[i];
+    }
+    free(ord);
+    return tw;
+}
 
 static struct SrcFloorBuf *floor_buf(Src *s)
 {
@@ -605,6 +643,7 @@ static struct SrcFloorBuf *floor_buf(Src *s)
     B->npall = ir_xmalloc(sizeof(NodePrice) * MAXS * (size_t)maxc);
     B->npp = ir_xmalloc(sizeof(NodePrice *) * (size_t)maxc);
     B->kept = ir_xcalloc((size_t)s->ngroups + 1, sizeof *B->kept);
+    B->twin = twins(s);
     B->slot = ir_xmalloc((size_t)g->nfwd * SRC_NRC * NSLOT + 1);
     B->nslot = ir_xmalloc((size_t)g->nfwd * SRC_NRC + 1);
     memset(B->nslot, -1, (size_t)g->nfwd * SRC_NRC + 1);
@@ -632,6 +671,10 @@ void src_floor_free(Src *s)
         free(B->kept);
         free(B->slot);
         free(B->nslot);
+        free(B->twin);
+        if (getenv("PTDC_SEARCH_DEBUG"))
+            fprintf(stderr, "floor: %ld node prices made, %ld taken from the twin's time floor\n", B->twin_asked,
+                    B->twin_hits);
         free(B);
     }
     s->floor_buf = NULL;
@@ -728,9 +771,20 @@ static void floor_time(Src *s, SrcGroup *G, int p, const int *nsall, double *con
     }
 }
 
+/* A twin's kept prices read alongside a time floor's nodes (the same
+ * nodes in the same order): cn, cs its place. */
+typedef struct TwinRead {
+    const Kept *K;
+    int cn, cs;
+} TwinRead;
+
 /* Piece p's nodes' strategies, resharding shares and prices into B's
- * arrays (nsall, stp, shp, npp). */
-static void price_piece(Src *s, SrcGroup *G, int p, const int64_t *ds, const uint64_t *allow, struct SrcFloorBuf *B)
+ * arrays (nsall, stp, shp, npp). With T (a time floor whose twin's time
+ * floor kept its prices), a strategy the twin priced takes its price from
+ * there: the same node, mesh, dim sizes and strategy (src_check prices it
+ * again and compares). */
+static void price_piece(Src *s, SrcGroup *G, int p, const int64_t *ds, const uint64_t *allow, struct SrcFloorBuf *B,
+                        TwinRead *T)
 {
     const IrGraph *g = s->g;
     for (int a = 0; a < g->pieces[p].count; a++) {
@@ -739,9 +793,38 @@ static void price_piece(Src *s, SrcGroup *G, int p, const int64_t *ds, const uin
         B->nsall[a] = group_strategies(s, G, &g->nodes[g->pieces[p].first + a], ds, allow, B->stp[a], MAXS);
     }
     src_edge_shares(s, G, p, ds, B->stp, B->nsall, B->shp);
-    for (int a = 0; a < g->pieces[p].count; a++)
-        for (int i = 0; i < B->nsall[a]; i++)
-            B->npp[a][i] = node_price(s, G, &g->nodes[g->pieces[p].first + a], &B->stp[a][i], ds);
+    for (int a = 0; a < g->pieces[p].count; a++) {
+        const IrNode *nd = &g->nodes[g->pieces[p].first + a];
+        int tn = 0;
+        const PlanStrategy *tst = NULL;
+        const NodePrice *tnp = NULL;
+        if (T) {
+            tn = T->K->ns[T->cn++];
+            tst = &T->K->st[T->cs], tnp = &T->K->np[T->cs];
+            T->cs += tn;
+        }
+        B->twin_asked += B->nsall[a];
+        for (int i = 0; i < B->nsall[a]; i++) {
+            const PlanStrategy *x = &B->stp[a][i];
+            /* the twin's strategies in the same order, some left out or added */
+            int j = i < tn && memcmp(&tst[i], x, sizeof *x) == 0 ? i : -1;
+            for (int k = 0; j < 0 && k < tn; k++)
+                if (memcmp(&tst[k], x, sizeof *x) == 0)
+                    j = k;
+            if (j < 0) {
+                B->npp[a][i] = node_price(s, G, nd, x, ds);
+                continue;
+            }
+            B->twin_hits++;
+            B->npp[a][i] = tnp[j];
+            if (src_check(s)) {
+                NodePrice y = node_price(s, G, nd, x, ds);
+                if (memcmp(&y, &tnp[j], sizeof y) != 0)
+                    ir_die("search: the node price of node %d (%s) group dp %d tp %d b %d sp %d took from its "
+                           "twin's time floor differs", nd->id, ir_ops[nd->op].name, G->dp, G->tp, G->b, G->sp);
+            }
+        }
+    }
 }
 
 /* Piece p's nodes' strategies, shares and prices as the group's time floor
@@ -752,7 +835,7 @@ static void kept_piece(Src *s, SrcGroup *G, int p, const int64_t *ds, const uint
 {
     const IrGraph *g = s->g;
     if (src_check(s)) {
-        price_piece(s, G, p, ds, allow, B);
+        price_piece(s, G, p, ds, allow, B, NULL);
         for (int a = 0, at = K->cs; a < g->pieces[p].count; at += B->nsall[a], a++) {
             int ns = B->nsall[a];
             if (K->cn + a >= K->nn || K->ns[K->cn + a] != ns ||
@@ -804,9 +887,12 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
     /* A time floor keeps its node prices for the whole floor, which reads
      * them back and frees them. */
     Kept *kept = NULL;
+    TwinRead twin = {NULL, 0, 0}; /* the twin's time floor's prices, while it keeps them */
     if (time_only) {
         kept_free(B->kept[G - s->groups]);
         B->kept[G - s->groups] = ir_xcalloc(1, sizeof(Kept));
+        int tw = B->twin[G - s->groups];
+        twin.K = tw >= 0 ? B->kept[tw] : NULL;
     } else {
         kept = B->kept[G - s->groups];
     }
@@ -827,7 +913,7 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
         if (kept)
             kept_piece(s, G, p, ds, allow, B, kept);
         else
-            price_piece(s, G, p, ds, allow, B);
+            price_piece(s, G, p, ds, allow, B, twin.K ? &twin : NULL);
         if (time_only) {
             floor_time(s, G, p, nsall, shp, B->npp);
             Kept *K = B->kept[G - s->groups];
