@@ -356,7 +356,7 @@ static double producer_floor(Src *s, const SrcGroup *G, const int64_t *ds, const
         plan_shard_io(g, pn, &st[i], NULL, out);
         for (int o = 0; o < pn->nout; o++)
             if (pn->out[o] == t)
-                best = fmin(best, (double)plan_local_numel(g, t, &G->mesh, &out[o], ds) *
+                best = src_fmin(best, (double)plan_local_numel(g, t, &G->mesh, &out[o], ds) *
                                       pass_elem_bytes(s->c, g->tensors[t].dtype));
     }
     return minb[t] = isfinite(best) ? best : 0;
@@ -583,6 +583,15 @@ struct SrcFloorBuf {
     int *twin;                    /* [ngroups] the group on the same mesh at the same micro-batch
                                      with sequence parallelism the other way (-1: none) */
     long twin_asked, twin_hits;   /* node prices a time floor made, and took from its twin's */
+    /* pass_ilp_pins_cp by mesh axes and sequence parallelism: it scans the
+     * graph for the experts' and heads' dims, 54,000 instructions a floor
+     * for one of a handful of answers. */
+    int npins;
+    struct {
+        int dpa, cpa, tpa;
+        bool sp;
+        uint64_t allow[PLAN_MAX_AXES];
+    } pins[8];
 };
 enum { NSLOT = IR_MAX_IN + IR_MAX_OUT };
 
@@ -740,10 +749,39 @@ static double saved_floor(Src *s, const SrcGroup *G, const IrNode *nd, const Pla
         int t = it[j].tensor;
         double x = it[j].bytes;
         if (t >= 0 && it[j].slot < nd->nin && g->tensors[t].producer >= 0)
-            x = fmin(x, producer_floor(s, G, ds, allow, B->pst, MAXS, B->minb, t));
+            x = src_fmin(x, producer_floor(s, G, ds, allow, B->pst, MAXS, B->minb, t));
         b += x;
     }
     return b;
+}
+
+/* group_sizes_pins with the pins remembered in B (src_check: against
+ * pass_ilp_pins_cp). */
+static int64_t *floor_sizes_pins(const Src *s, struct SrcFloorBuf *B, const SrcGroup *G,
+                                 uint64_t allow[PLAN_MAX_AXES])
+{
+    const IrGraph *g = s->g;
+    int dpa, cpa, tpa;
+    plan_mesh_dims_axes(G->cp, G->tp, &dpa, &cpa, &tpa);
+    int i = 0;
+    while (i < B->npins && !(B->pins[i].dpa == dpa && B->pins[i].cpa == cpa && B->pins[i].tpa == tpa &&
+                             B->pins[i].sp == G->sp))
+        i++;
+    if (i == B->npins || src_check(s)) {
+        int64_t *ds = group_sizes_pins(g, G, allow);
+        if (i < B->npins && memcmp(allow, B->pins[i].allow, sizeof B->pins[i].allow) != 0)
+            ir_die("search: the remembered ILP pins of group dp %d tp %d sp %d differ", G->dp, G->tp, G->sp);
+        if (i == B->npins && i < (int)(sizeof B->pins / sizeof B->pins[0])) {
+            B->pins[i].dpa = dpa, B->pins[i].cpa = cpa, B->pins[i].tpa = tpa, B->pins[i].sp = G->sp;
+            memcpy(B->pins[i].allow, allow, sizeof B->pins[i].allow);
+            B->npins++;
+        }
+        return ds;
+    }
+    memcpy(allow, B->pins[i].allow, sizeof B->pins[i].allow);
+    int64_t *ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));
+    ir_dim_sizes(g, G->mb_seqs, ds);
+    return ds;
 }
 
 /* The time floor alone (src_group_floor, time_only) of the nodes of one
@@ -760,8 +798,8 @@ static void floor_time(Src *s, SrcGroup *G, int p, const int *nsall, double *con
         int a = n - g->pieces[p].first, ns = nsall[a];
         double tf = INFINITY, tz = INFINITY;
         for (int i = 0; i < ns; i++) {
-            tf = fmin(tf, npp[a][i].f);
-            tz = fmin(tz, npp[a][i].fb + shp[a][i]);
+            tf = src_fmin(tf, npp[a][i].f);
+            tz = src_fmin(tz, npp[a][i].fb + shp[a][i]);
         }
         if (ns < 1)
             tf = tz = 0;
@@ -874,7 +912,7 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
     const bool *recn = rec_nodes(s);
     src_floor_classes(s);
     uint64_t allow[PLAN_MAX_AXES];
-    int64_t *ds = group_sizes_pins(g, G, allow);
+    int64_t *ds = floor_sizes_pins(s, B, G, allow);
     double *minb = B->minb;
     double *stz = B->stz, *ssz = B->ssz;
     for (int t = 0; t < g->ntensors && !time_only; t++) /* producer_floor's: the whole floor's */
@@ -945,12 +983,12 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
             for (int i = 0; i < ns; i++) {
                 PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
                 plan_shard_io(g, nd, &st[i], in, out);
-                ws = fmin(ws, grad_ws(s, G, nd, in, out, np[i].ws, ds, over));
-                fsl = fmax(fsl, np[i].fused);
+                ws = src_fmin(ws, grad_ws(s, G, nd, in, out, np[i].ws, ds, over));
+                fsl = src_fmax(fsl, np[i].fused);
                 /* kernels (node_price: a norm alone or fused, less a hidden
                  * exchange) */
-                tb = fmin(tb, np[i].fb);
-                tf = fmin(tf, np[i].f);
+                tb = src_fmin(tb, np[i].fb);
+                tf = src_fmin(tf, np[i].f);
                 /* Model states by ZeRO stage and the traffic they make per
                  * micro-batch (none without parameters; remembered across
                  * floors, search_nodestates.c). */
@@ -959,18 +997,18 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
                     src_node_states(s, nd, &G->mesh, &st[i], pv);
                 for (int z = 0; z < 4; z++) {
                     ssz[i * 4 + z] = pv[z];
-                    sz[z] = fmin(sz[z], ssz[i * 4 + z]);
+                    sz[z] = src_fmin(sz[z], ssz[i * 4 + z]);
                 }
                 for (int z = 0; z < 4; z++) {
                     stz[i * 4 + z] = np[i].fb + esh[i] + pv[4 + z];
-                    tz[z] = fmin(tz[z], stz[i * 4 + z]);
+                    tz[z] = src_fmin(tz[z], stz[i * 4 + z]);
                 }
                 for (int r = 0; r < SRC_NRC; r++) {
                     if (!src_rc_on(s, r)) {
                         sv[r] = 0;
                         continue;
                     }
-                    sv[r] = fmin(sv[r], saved_floor(s, G, nd, &st[i], in, out, ds, allow, r, B));
+                    sv[r] = src_fmin(sv[r], saved_floor(s, G, nd, &st[i], in, out, ds, allow, r, B));
                 }
             }
             if (params)
@@ -992,7 +1030,7 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
             /* pass_predict's transient is the largest node's working set:
              * the largest of the nodes' least is at most that */
             if (ns >= 1)
-                G->floor_ws[p] = fmax(G->floor_ws[p], ws);
+                G->floor_ws[p] = src_fmax(G->floor_ws[p], ws);
             G->floor_fslack[p] += fsl;
         }
     }
