@@ -71,18 +71,19 @@ static int sh_class(PlanSharding *v, int *n, const PlanSharding *x)
 
 /* Node layouts per strategy (plan_shard_io), made once per node of the
  * piece when first asked: a node's layouts served every edge it is an end
- * of, each made again (two in three plan_shard_io calls of the floor). */
-enum { IOW = IR_MAX_IN + IR_MAX_OUT };
+ * of, each made again (two in three plan_shard_io calls of the floor).
+ * Packed (nin inputs, then nout outputs a strategy) to stay in cache. */
 typedef struct NodeIo {
-    PlanSharding *io;             /* [ns * IOW]: per strategy its inputs, then from IR_MAX_IN its outputs */
+    PlanSharding *io;             /* [ns * (nin + nout)] */
     bool made;
 } NodeIo;
 
 static const PlanSharding *node_io(const IrGraph *g, const IrNode *n, const PlanStrategy *st, int ns, NodeIo *x)
 {
     if (!x->made) {
+        size_t w = (size_t)(n->nin + n->nout);
         for (int k = 0; k < ns; k++)
-            plan_shard_io(g, n, &st[k], &x->io[(size_t)k * IOW], &x->io[(size_t)k * IOW + IR_MAX_IN]);
+            plan_shard_io(g, n, &st[k], &x->io[k * w], &x->io[k * w + (size_t)n->nin]);
         x->made = true;
     }
     return x->io;
@@ -112,10 +113,11 @@ static void edge_shares(Src *s, const SrcGroup *G, const int64_t *ds, int t, con
     int *cu = E->cu, *cv = E->cv;
     PlanSharding *S = E->S, *X = E->X, *Gr = E->Gr;
     int nI = 0, nJ = 0;
+    size_t pw = (size_t)(pn->nin + pn->nout), cw = (size_t)(c->nin + c->nout);
     for (int k = 0; k < pns; k++)
-        cu[k] = sh_class(S, &nI, &pio[(size_t)k * IOW + IR_MAX_IN + out]);
+        cu[k] = sh_class(S, &nI, &pio[k * pw + (size_t)pn->nin + (size_t)out]);
     for (int k = 0; k < cns; k++) {
-        const PlanSharding *in = &cio[(size_t)k * IOW];
+        const PlanSharding *in = &cio[k * cw];
         PlanSharding gr = plan_shard_grad_in(g, c, &cst[k], slot);
         int j = 0;
         while (j < nJ && !(plan_sharding_eq(&X[j], &in[slot]) && plan_sharding_eq(&Gr[j], &gr)))
@@ -156,7 +158,8 @@ void src_edge_shares(Src *s, const SrcGroup *G, int p, const int64_t *ds, PlanSt
     size_t nio = 0;
     int m = 1;
     for (int a = 0; a < P->count; a++) {
-        nio += (size_t)(ns[a] > 0 ? ns[a] : 0) * IOW;
+        const IrNode *n = &g->nodes[P->first + a];
+        nio += (size_t)(ns[a] > 0 ? ns[a] : 0) * (size_t)(n->nin + n->nout);
         m = ns[a] > m ? ns[a] : m;
     }
     NodeIo *io = ir_xcalloc((size_t)P->count + 1, sizeof *io);
@@ -169,8 +172,9 @@ void src_edge_shares(Src *s, const SrcGroup *G, int p, const int64_t *ds, PlanSt
     E.cu = (int *)(E.colmin + m);
     E.cv = E.cu + m;
     for (int a = 0; a < P->count; a++) {
+        const IrNode *n = &g->nodes[P->first + a];
         io[a].io = sh;
-        sh += (size_t)(ns[a] > 0 ? ns[a] : 0) * IOW;
+        sh += (size_t)(ns[a] > 0 ? ns[a] : 0) * (size_t)(n->nin + n->nout);
     }
     E.S = sh, E.X = sh + m, E.Gr = sh + 2 * m;
     for (int a = 0; a < P->count; a++) {
