@@ -415,6 +415,16 @@ typedef struct PassSaved {
 int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
                     const PlanStrategy *s, const int64_t *dim_size, PlanRecompute r,
                     PassSaved *items, int max);
+/* pass_saved_list in two steps, for callers that ask for many strategies
+ * of one node: the slots whose tensors n keeps under r, in its order
+ * (strategy-free: the graph, the policy and the stack decide them; at most
+ * nin + nout), then the items from those slots and n's layouts under s
+ * (plan_shard_io's in and out). */
+int pass_saved_slots(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PlanRecompute r, int *slots);
+int pass_saved_list_at(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                       const PlanStrategy *s, const PlanSharding *in, const PlanSharding *out,
+                       const int64_t *dim_size, PlanRecompute r, const int *slots, int nslots,
+                       PassSaved *items, int max);
 /* Bytes per element of the copy of input `slot` that n keeps for its
  * backward: a low-precision GEMM's cast input at its format's width, else
  * the tensor's type as the backend stores it. */

@@ -138,19 +138,9 @@ static bool first_keeper(const PassCostCtx *c, const IrGraph *g, const IrNode *n
     return true;
 }
 
-int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
-                    const PlanStrategy *s, const int64_t *dim_size, PlanRecompute r,
-                    PassSaved *items, int max)
+int pass_saved_slots(const PassCostCtx *c, const IrGraph *g, const IrNode *n, PlanRecompute r, int *slots)
 {
-    PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
-    plan_shard_io(g, n, s, in, out);
     int k = 0;
-#define ITEM(t_, slot_, bytes_)                                                               \
-    do {                                                                                      \
-        if (k < max)                                                                          \
-            items[k] = (PassSaved){t_, slot_, bytes_};                                        \
-        k++;                                                                                  \
-    } while (0)
     for (int slot = 0; slot < n->nin + n->nout; slot++) {
         bool isin = slot < n->nin;
         int i = isin ? slot : slot - n->nin;
@@ -164,6 +154,39 @@ int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
         }
         if (dup || !first_keeper(c, g, n, t, r))
             continue;
+        slots[k++] = slot;
+    }
+    return k;
+}
+
+int pass_saved_list(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                    const PlanStrategy *s, const int64_t *dim_size, PlanRecompute r,
+                    PassSaved *items, int max)
+{
+    PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
+    plan_shard_io(g, n, s, in, out);
+    int slots[IR_MAX_IN + IR_MAX_OUT];
+    int ns = pass_saved_slots(c, g, n, r, slots);
+    return pass_saved_list_at(c, g, n, m, s, in, out, dim_size, r, slots, ns, items, max);
+}
+
+int pass_saved_list_at(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
+                       const PlanStrategy *s, const PlanSharding *in, const PlanSharding *out,
+                       const int64_t *dim_size, PlanRecompute r, const int *slots, int nslots,
+                       PassSaved *items, int max)
+{
+    int k = 0;
+#define ITEM(t_, slot_, bytes_)                                                               \
+    do {                                                                                      \
+        if (k < max)                                                                          \
+            items[k] = (PassSaved){t_, slot_, bytes_};                                        \
+        k++;                                                                                  \
+    } while (0)
+    for (int j = 0; j < nslots; j++) {
+        int slot = slots[j];
+        bool isin = slot < n->nin;
+        int i = isin ? slot : slot - n->nin;
+        int t = isin ? n->in[i] : n->out[i];
         double e = (double)plan_local_numel(g, t, m, isin ? &in[i] : &out[i], dim_size);
         int eb = pass_elem_bytes(c, g->tensors[t].dtype);
         if (n->op == IR_OP_CROSS_ENTROPY && isin && i == 0 && c->st.loss_fp32)

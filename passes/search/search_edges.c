@@ -69,11 +69,40 @@ static int sh_class(PlanSharding *v, int *n, const PlanSharding *x)
     return (*n)++;
 }
 
+/* Node layouts per strategy (plan_shard_io), made once per node of the
+ * piece when first asked: a node's layouts served every edge it is an end
+ * of, each made again (two in three plan_shard_io calls of the floor).
+ * Packed (nin inputs, then nout outputs a strategy) to stay in cache. */
+typedef struct NodeIo {
+    PlanSharding *io;             /* [ns * (nin + nout)] */
+    bool made;
+} NodeIo;
+
+static const PlanSharding *node_io(const IrGraph *g, const IrNode *n, const PlanStrategy *st, int ns, NodeIo *x)
+{
+    if (!x->made) {
+        size_t w = (size_t)(n->nin + n->nout);
+        for (int k = 0; k < ns; k++)
+            plan_shard_io(g, n, &st[k], &x->io[k * w], &x->io[k * w + (size_t)n->nin]);
+        x->made = true;
+    }
+    return x->io;
+}
+
+/* Working arrays of one edge, for strategies up to m a side. */
+typedef struct EdgeBuf {
+    int *cu, *cv;                 /* [m] each */
+    PlanSharding *S, *X, *Gr;     /* [m] each */
+    double *rowmin, *colmin;      /* [m] each */
+} EdgeBuf;
+
 /* The edge of t into reader c's input slot: per producer strategy and per
- * reader strategy, half the least price given its end's layout. */
+ * reader strategy, half the least price given its end's layout (pio and
+ * cio: the ends' layouts per strategy, node_io). */
 static void edge_shares(Src *s, const SrcGroup *G, const int64_t *ds, int t, const IrNode *pn,
-                        const PlanStrategy *pst, int pns, double *pshare, const IrNode *c, int slot,
-                        const PlanStrategy *cst, int cns, double *cshare, double f)
+                        const PlanSharding *pio, int pns, double *pshare, const IrNode *c, int slot,
+                        const PlanStrategy *cst, const PlanSharding *cio, int cns, double *cshare, double f,
+                        const EdgeBuf *E)
 {
     const IrGraph *g = s->g;
     int out = 0;
@@ -81,19 +110,14 @@ static void edge_shares(Src *s, const SrcGroup *G, const int64_t *ds, int t, con
         out++;
     if (out == pn->nout)
         return;
-    int *cu = ir_xmalloc(sizeof(int) * (size_t)(pns + cns));
-    int *cv = cu + pns;
-    PlanSharding *S = ir_xmalloc(sizeof(PlanSharding) * (size_t)(pns + 2 * cns));
-    PlanSharding *X = S + pns, *Gr = X + cns;
+    int *cu = E->cu, *cv = E->cv;
+    PlanSharding *S = E->S, *X = E->X, *Gr = E->Gr;
     int nI = 0, nJ = 0;
-    for (int k = 0; k < pns; k++) {
-        PlanSharding o[IR_MAX_OUT];
-        plan_shard_io(g, pn, &pst[k], NULL, o);
-        cu[k] = sh_class(S, &nI, &o[out]);
-    }
+    size_t pw = (size_t)(pn->nin + pn->nout), cw = (size_t)(c->nin + c->nout);
+    for (int k = 0; k < pns; k++)
+        cu[k] = sh_class(S, &nI, &pio[k * pw + (size_t)pn->nin + (size_t)out]);
     for (int k = 0; k < cns; k++) {
-        PlanSharding in[IR_MAX_IN];
-        plan_shard_io(g, c, &cst[k], in, NULL);
+        const PlanSharding *in = &cio[k * cw];
         PlanSharding gr = plan_shard_grad_in(g, c, &cst[k], slot);
         int j = 0;
         while (j < nJ && !(plan_sharding_eq(&X[j], &in[slot]) && plan_sharding_eq(&Gr[j], &gr)))
@@ -102,7 +126,7 @@ static void edge_shares(Src *s, const SrcGroup *G, const int64_t *ds, int t, con
             X[nJ] = in[slot], Gr[nJ++] = gr;
         cv[k] = j;
     }
-    double *rowmin = ir_xmalloc(sizeof(double) * (size_t)(nI + nJ)), *colmin = rowmin + nI;
+    double *rowmin = E->rowmin, *colmin = E->colmin;
     src_edge_mins(s, &G->mesh, t, S, nI, X, Gr, nJ, ds, f, rowmin, colmin);
     /* The split: in proportion to what each end's strategies see on
      * average (a producer whose every layout some reader takes for free
@@ -118,9 +142,6 @@ static void edge_shares(Src *s, const SrcGroup *G, const int64_t *ds, int t, con
         pshare[k] += alpha * rowmin[cu[k]];
     for (int k = 0; k < cns; k++)
         cshare[k] += (1 - alpha) * colmin[cv[k]];
-    free(rowmin);
-    free(S);
-    free(cu);
 }
 
 void src_edge_shares(Src *s, const SrcGroup *G, int p, const int64_t *ds, PlanStrategy *const *st,
@@ -133,6 +154,29 @@ void src_edge_shares(Src *s, const SrcGroup *G, int p, const int64_t *ds, PlanSt
     double f = edge_factor(s);
     if (f <= 0)
         return;
+    /* one block for the nodes' layouts and an edge's working arrays */
+    size_t nio = 0;
+    int m = 1;
+    for (int a = 0; a < P->count; a++) {
+        const IrNode *n = &g->nodes[P->first + a];
+        nio += (size_t)(ns[a] > 0 ? ns[a] : 0) * (size_t)(n->nin + n->nout);
+        m = ns[a] > m ? ns[a] : m;
+    }
+    NodeIo *io = ir_xcalloc((size_t)P->count + 1, sizeof *io);
+    char *blk = ir_xmalloc(sizeof(PlanSharding) * (nio + 3 * (size_t)m) + sizeof(int) * 2 * (size_t)m +
+                           sizeof(double) * 2 * (size_t)m);
+    PlanSharding *sh = (PlanSharding *)blk;
+    EdgeBuf E;
+    E.rowmin = (double *)(blk + sizeof(PlanSharding) * (nio + 3 * (size_t)m));
+    E.colmin = E.rowmin + m;
+    E.cu = (int *)(E.colmin + m);
+    E.cv = E.cu + m;
+    for (int a = 0; a < P->count; a++) {
+        const IrNode *n = &g->nodes[P->first + a];
+        io[a].io = sh;
+        sh += (size_t)(ns[a] > 0 ? ns[a] : 0) * (size_t)(n->nin + n->nout);
+    }
+    E.S = sh, E.X = sh + m, E.Gr = sh + 2 * m;
     for (int a = 0; a < P->count; a++) {
         const IrNode *n = &g->nodes[P->first + a];
         for (int i = 0; i < n->nin; i++) {
@@ -149,7 +193,12 @@ void src_edge_shares(Src *s, const SrcGroup *G, int p, const int64_t *ds, PlanSt
             int b = pid - P->first;
             if (ns[a] < 1 || ns[b] < 1)
                 continue;
-            edge_shares(s, G, ds, t, &g->nodes[pid], st[b], ns[b], share[b], n, i, st[a], ns[a], share[a], f / k);
+            const PlanSharding *pio = node_io(g, &g->nodes[pid], st[b], ns[b], &io[b]);
+            const PlanSharding *cio = node_io(g, n, st[a], ns[a], &io[a]);
+            edge_shares(s, G, ds, t, &g->nodes[pid], pio, ns[b], share[b], n, i, st[a], cio, ns[a], share[a], f / k,
+                        &E);
         }
     }
+    free(blk);
+    free(io);
 }

@@ -20,6 +20,11 @@
  * the key is the node, the strategy and the whole mesh (sizes, nodes,
  * members per node): exactly what they read, or more.
  *
+ * The mesh enters the key as its place among the meshes seen (a few
+ * hundred), so a slot is two words and its answer, looked up in a table of
+ * keys alone: the lookups, most of them answered, were half this memo's
+ * cost with the whole mesh in every slot.
+ *
  * PTDC_SEARCH_CHECK (src_check) prices every remembered answer again and
  * dies on a difference in any bit. */
 #include "search/src.h"
@@ -27,17 +32,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { KEYW = 2 + 3 * PLAN_MAX_AXES };
+enum { MESHW = 1 + 3 * PLAN_MAX_AXES };
 
+/* k[0]: the node and the mesh's place + 1 (0: an empty slot), k[1]: the
+ * strategy; val: its answer's place in vals. */
 typedef struct StatesSlot {
-    uint64_t k[KEYW];
-    double v[8];
-    bool used;
+    uint64_t k[2];
 } StatesSlot;
 
 struct SrcStatesMemo {
     StatesSlot *slot;
+    uint32_t *val;                /* [cap] */
     size_t cap, n;                /* cap a power of two */
+    double *vals;                 /* [n * 8] */
+    size_t capvals;
+    uint64_t *mesh;               /* [nmesh * MESHW] the meshes seen */
+    int nmesh, capmesh, last;     /* last: the mesh asked last */
     long asked, hits;
 };
 
@@ -88,7 +98,7 @@ static void price(const Src *s, const IrNode *nd, const PlanMesh *m, const PlanS
 static uint64_t hash_key(const uint64_t *k)
 {
     uint64_t h = 0;
-    for (int i = 0; i < KEYW; i++) {
+    for (int i = 0; i < 2; i++) {
         h ^= k[i] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
         h *= 0xff51afd7ed558ccdull;
     }
@@ -98,18 +108,47 @@ static uint64_t hash_key(const uint64_t *k)
 static void rehash(struct SrcStatesMemo *M)
 {
     StatesSlot *old = M->slot;
+    uint32_t *oval = M->val;
     size_t ocap = M->cap;
     M->cap = ocap ? 2 * ocap : 1024;
     M->slot = ir_xcalloc(M->cap, sizeof *M->slot);
+    M->val = ir_xmalloc(M->cap * sizeof *M->val);
     for (size_t i = 0; i < ocap; i++) {
-        if (!old[i].used)
+        if (!old[i].k[0])
             continue;
         size_t j = hash_key(old[i].k) & (M->cap - 1);
-        while (M->slot[j].used)
+        while (M->slot[j].k[0])
             j = (j + 1) & (M->cap - 1);
         M->slot[j] = old[i];
+        M->val[j] = oval[i];
     }
     free(old);
+    free(oval);
+}
+
+/* m's place among the meshes seen (added when new): its axis count, and
+ * per axis its size, the nodes a group spans and members per node. */
+static int mesh_id(struct SrcStatesMemo *M, const PlanMesh *m)
+{
+    uint64_t w[MESHW];
+    w[0] = (uint64_t)(uint32_t)m->naxes;
+    for (int a = 0; a < PLAN_MAX_AXES; a++) {
+        bool on = a < m->naxes;
+        w[1 + 3 * a] = on ? (uint64_t)(uint32_t)m->size[a] : 0;
+        w[2 + 3 * a] = on ? (uint64_t)(uint32_t)m->nodes[a] : 0;
+        w[3 + 3 * a] = on ? (uint64_t)(uint32_t)m->per_node[a] : 0;
+    }
+    if (M->last < M->nmesh && memcmp(&M->mesh[(size_t)M->last * MESHW], w, sizeof w) == 0)
+        return M->last;
+    for (int i = 0; i < M->nmesh; i++)
+        if (memcmp(&M->mesh[(size_t)i * MESHW], w, sizeof w) == 0)
+            return M->last = i;
+    if (M->nmesh == M->capmesh) {
+        M->capmesh = M->capmesh ? 2 * M->capmesh : 64;
+        M->mesh = ir_xrealloc(M->mesh, sizeof(uint64_t) * MESHW * (size_t)M->capmesh);
+    }
+    memcpy(&M->mesh[(size_t)M->nmesh * MESHW], w, sizeof w);
+    return M->last = M->nmesh++;
 }
 
 void src_node_states(Src *s, const IrNode *nd, const PlanMesh *m, const PlanStrategy *st, double *v)
@@ -117,30 +156,25 @@ void src_node_states(Src *s, const IrNode *nd, const PlanMesh *m, const PlanStra
     struct SrcStatesMemo *M = s->states_memo;
     if (!M)
         M = s->states_memo = ir_xcalloc(1, sizeof *M);
-    uint64_t k[KEYW];
-    k[0] = (uint64_t)(uint32_t)nd->id | (uint64_t)(uint32_t)m->naxes << 32;
+    uint64_t k[2];
+    k[0] = (uint64_t)(uint32_t)nd->id | (uint64_t)(uint32_t)(mesh_id(M, m) + 1) << 32;
     k[1] = (uint64_t)(uint16_t)st->dim[0] | (uint64_t)(uint16_t)st->dim[1] << 16 |
            (uint64_t)(uint16_t)st->dim[2] << 32 | (uint64_t)st->xchg << 48;
-    for (int a = 0; a < PLAN_MAX_AXES; a++) {
-        bool on = a < m->naxes;
-        k[2 + 3 * a] = on ? (uint64_t)(uint32_t)m->size[a] : 0;
-        k[3 + 3 * a] = on ? (uint64_t)(uint32_t)m->nodes[a] : 0;
-        k[4 + 3 * a] = on ? (uint64_t)(uint32_t)m->per_node[a] : 0;
-    }
     M->asked++;
     if (2 * (M->n + 1) > M->cap)
         rehash(M);
     size_t j = hash_key(k) & (M->cap - 1);
-    while (M->slot[j].used && memcmp(M->slot[j].k, k, sizeof k) != 0)
+    while (M->slot[j].k[0] && (M->slot[j].k[0] != k[0] || M->slot[j].k[1] != k[1]))
         j = (j + 1) & (M->cap - 1);
     StatesSlot *e = &M->slot[j];
-    if (e->used) {
+    if (e->k[0]) {
         M->hits++;
-        memcpy(v, e->v, sizeof e->v);
+        const double *ev = &M->vals[(size_t)M->val[j] * 8];
+        memcpy(v, ev, 8 * sizeof *v);
         if (src_check(s)) {
             double x[8];
             price(s, nd, m, st, x);
-            if (memcmp(x, e->v, sizeof x) != 0)
+            if (memcmp(x, ev, sizeof x) != 0)
                 ir_die("search: the remembered model states of node %d (%s) differ from those priced again on a "
                        "mesh of %d x %d x %d", nd->id, ir_ops[nd->op].name, m->size[0],
                        m->naxes > 1 ? m->size[1] : 1, m->naxes > 2 ? m->size[2] : 1);
@@ -148,10 +182,13 @@ void src_node_states(Src *s, const IrNode *nd, const PlanMesh *m, const PlanStra
         return;
     }
     price(s, nd, m, st, v);
-    e->used = true;
-    memcpy(e->k, k, sizeof k);
-    memcpy(e->v, v, sizeof e->v);
-    M->n++;
+    if (M->n == M->capvals) {
+        M->capvals = M->capvals ? 2 * M->capvals : 1024;
+        M->vals = ir_xrealloc(M->vals, sizeof(double) * 8 * M->capvals);
+    }
+    memcpy(&M->vals[M->n * 8], v, 8 * sizeof *v);
+    e->k[0] = k[0], e->k[1] = k[1];
+    M->val[j] = (uint32_t)M->n++;
 }
 
 void src_states_memo_counts(const Src *s, long *asked, long *hits)
@@ -163,8 +200,12 @@ void src_states_memo_counts(const Src *s, long *asked, long *hits)
 void src_states_memo_free(Src *s)
 {
     struct SrcStatesMemo *M = s->states_memo;
-    if (M)
+    if (M) {
         free(M->slot);
+        free(M->val);
+        free(M->vals);
+        free(M->mesh);
+    }
     free(M);
     s->states_memo = NULL;
 }

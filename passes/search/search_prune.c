@@ -356,7 +356,7 @@ static double producer_floor(Src *s, const SrcGroup *G, const int64_t *ds, const
         plan_shard_io(g, pn, &st[i], NULL, out);
         for (int o = 0; o < pn->nout; o++)
             if (pn->out[o] == t)
-                best = fmin(best, (double)plan_local_numel(g, t, &G->mesh, &out[o], ds) *
+                best = src_fmin(best, (double)plan_local_numel(g, t, &G->mesh, &out[o], ds) *
                                       pass_elem_bytes(s->c, g->tensors[t].dtype));
     }
     return minb[t] = isfinite(best) ? best : 0;
@@ -421,13 +421,12 @@ static bool *grad_over(const Src *s)
  * transient counts it (predict.c, node_grad_bytes and node_edges): its
  * kernels' temporaries, its first output's gradient (but the loss's, and
  * one written over its tensor), and the gradients of its activation
- * inputs (each once, in the layout n reads them). */
-static double grad_ws(const Src *s, const SrcGroup *G, const IrNode *n, const PlanStrategy *st,
-                      double ws_bytes, const int64_t *ds, const bool *over)
+ * inputs (each once, in the layout n reads them); in and out: plan_shard_io
+ * of n under the strategy. */
+static double grad_ws(const Src *s, const SrcGroup *G, const IrNode *n, const PlanSharding *in,
+                      const PlanSharding *out, double ws_bytes, const int64_t *ds, const bool *over)
 {
     const IrGraph *g = s->g;
-    PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
-    plan_shard_io(g, n, st, in, out);
     double b = ws_bytes;
     if (n->nout > 0 && g->tensors[n->out[0]].role != IR_LOSS && !over[n->out[0]])
         b += (double)plan_local_numel(g, n->out[0], &G->mesh, &out[0], ds) *
@@ -575,7 +574,61 @@ struct SrcFloorBuf {
     struct NodePrice **npp;       /* [maxc] */
     struct Kept **kept;           /* [ngroups] the time floor's node prices, until the group's
                                      whole floor (NULL: none kept) */
+    /* pass_saved_slots of each forward node under each policy: strategy-free,
+     * so asked once per search rather than per strategy, policy and floor
+     * (the scans for the first keeper were most of the whole floor's
+     * pass_saved_list). [(n * SRC_NRC + r) * NSLOT ..], count at nslot[n *
+     * SRC_NRC + r] (-1: not yet). */
+    signed char *slot, *nslot;
+    int *twin;                    /* [ngroups] the group on the same mesh at the same micro-batch
+                                     with sequence parallelism the other way (-1: none) */
+    long twin_asked, twin_hits;   /* node prices a time floor made, and took from its twin's */
+    /* pass_ilp_pins_cp by mesh axes and sequence parallelism: it scans the
+     * graph for the experts' and heads' dims, 54,000 instructions a floor
+     * for one of a handful of answers. */
+    int npins;
+    struct {
+        int dpa, cpa, tpa;
+        bool sp;
+        uint64_t allow[PLAN_MAX_AXES];
+    } pins[8];
 };
+enum { NSLOT = IR_MAX_IN + IR_MAX_OUT };
+
+/* Groups in the order of their layout but sequence parallelism (twins
+ * side by side). */
+static const Src *twin_src;
+static int twin_cmp(const void *a, const void *b)
+{
+    const SrcGroup *x = &twin_src->groups[*(const int *)a], *y = &twin_src->groups[*(const int *)b];
+    int kx[6] = {x->dp, x->cp, x->tp, x->fold, x->b, x->sp}, ky[6] = {y->dp, y->cp, y->tp, y->fold, y->b, y->sp};
+    for (int i = 0; i < 6; i++)
+        if (kx[i] != ky[i])
+            return kx[i] < ky[i] ? -1 : 1;
+    return 0;
+}
+
+/* Each group's twin: the same dp, cp, tp, fold and micro-batch (so the
+ * same mesh and dim sizes: every node's price under a strategy both allow
+ * is the same), sequence parallelism the other way (its pins allow other
+ * strategies of some nodes). [ngroups + 1], -1 where none. */
+static int *twins(const Src *s)
+{
+    int n = s->ngroups;
+    int *ord = ir_xmalloc(sizeof(int) * (size_t)(n + 1)), *tw = ir_xmalloc(sizeof(int) * (size_t)(n + 1));
+    for (int i = 0; i < n; i++)
+        ord[i] = i, tw[i] = -1;
+    twin_src = s;
+    qsort(ord, (size_t)n, sizeof *ord, twin_cmp);
+    for (int i = 0; i + 1 < n; i++) {
+        const SrcGroup *x = &s->groups[ord[i]], *y = &s->groups[ord[i + 1]];
+        if (x->dp == y->dp && x->cp == y->cp && x->tp == y->tp && x->fold == y->fold && x->b == y->b &&
+            x->sp != y->sp)
+            tw[ord[i]] = ord[i + 1], tw[ord[i + 1]] = ord[i];
+    }
+    free(ord);
+    return tw;
+}
 
 static struct SrcFloorBuf *floor_buf(Src *s)
 {
@@ -599,6 +652,10 @@ static struct SrcFloorBuf *floor_buf(Src *s)
     B->npall = ir_xmalloc(sizeof(NodePrice) * MAXS * (size_t)maxc);
     B->npp = ir_xmalloc(sizeof(NodePrice *) * (size_t)maxc);
     B->kept = ir_xcalloc((size_t)s->ngroups + 1, sizeof *B->kept);
+    B->twin = twins(s);
+    B->slot = ir_xmalloc((size_t)g->nfwd * SRC_NRC * NSLOT + 1);
+    B->nslot = ir_xmalloc((size_t)g->nfwd * SRC_NRC + 1);
+    memset(B->nslot, -1, (size_t)g->nfwd * SRC_NRC + 1);
     return s->floor_buf = B;
 }
 
@@ -621,6 +678,12 @@ void src_floor_free(Src *s)
         for (int i = 0; i < s->ngroups; i++)
             kept_free(B->kept[i]);
         free(B->kept);
+        free(B->slot);
+        free(B->nslot);
+        free(B->twin);
+        if (getenv("PTDC_SEARCH_DEBUG"))
+            fprintf(stderr, "floor: %ld node prices made, %ld taken from the twin's time floor\n", B->twin_asked,
+                    B->twin_hits);
         free(B);
     }
     s->floor_buf = NULL;
@@ -645,6 +708,82 @@ void src_floor_free(Src *s)
     s->rec_node = NULL;
 }
 
+/* What node nd keeps for backward under policy r with strategy st (in, out:
+ * plan_shard_io's), each input at most as big as its producer can lay it
+ * out (pass_predict may keep the producer's layout instead): the floor's
+ * saved bytes of that strategy. pass_saved_list's items, from the slots
+ * remembered in B (src_check: against pass_saved_list itself). */
+static double saved_floor(Src *s, const SrcGroup *G, const IrNode *nd, const PlanStrategy *st,
+                          const PlanSharding *in, const PlanSharding *out, const int64_t *ds,
+                          const uint64_t *allow, int r, struct SrcFloorBuf *B)
+{
+    const IrGraph *g = s->g;
+    int at = nd->id * SRC_NRC + r;
+    signed char *sl = &B->slot[(size_t)at * NSLOT];
+    if (B->nslot[at] < 0) {
+        int x[NSLOT];
+        int k = pass_saved_slots(s->c, g, nd, (PlanRecompute)r, x);
+        for (int j = 0; j < k; j++)
+            sl[j] = (signed char)x[j];
+        B->nslot[at] = (signed char)k;
+    }
+    int x[NSLOT];
+    for (int j = 0; j < B->nslot[at]; j++)
+        x[j] = sl[j];
+    PassSaved it[IR_MAX_IN + IR_MAX_OUT + 2];
+    int k = pass_saved_list_at(s->c, g, nd, &G->mesh, st, in, out, ds, (PlanRecompute)r, x, B->nslot[at], it,
+                               IR_MAX_IN + IR_MAX_OUT + 2);
+    if (src_check(s)) {
+        PassSaved it2[IR_MAX_IN + IR_MAX_OUT + 2];
+        int k2 = pass_saved_list(s->c, g, nd, &G->mesh, st, ds, (PlanRecompute)r, it2, IR_MAX_IN + IR_MAX_OUT + 2);
+        bool same = k2 == k;
+        for (int j = 0; same && j < k; j++)
+            same = it[j].tensor == it2[j].tensor && it[j].slot == it2[j].slot &&
+                   memcmp(&it[j].bytes, &it2[j].bytes, sizeof(double)) == 0;
+        if (!same)
+            ir_die("search: the saved bytes of node %d (%s) from its remembered slots differ from "
+                   "pass_saved_list's under policy %d", nd->id, ir_ops[nd->op].name, r);
+    }
+    double b = 0;
+    for (int j = 0; j < k; j++) {
+        int t = it[j].tensor;
+        double x = it[j].bytes;
+        if (t >= 0 && it[j].slot < nd->nin && g->tensors[t].producer >= 0)
+            x = src_fmin(x, producer_floor(s, G, ds, allow, B->pst, MAXS, B->minb, t));
+        b += x;
+    }
+    return b;
+}
+
+/* group_sizes_pins with the pins remembered in B (src_check: against
+ * pass_ilp_pins_cp). */
+static int64_t *floor_sizes_pins(const Src *s, struct SrcFloorBuf *B, const SrcGroup *G,
+                                 uint64_t allow[PLAN_MAX_AXES])
+{
+    const IrGraph *g = s->g;
+    int dpa, cpa, tpa;
+    plan_mesh_dims_axes(G->cp, G->tp, &dpa, &cpa, &tpa);
+    int i = 0;
+    while (i < B->npins && !(B->pins[i].dpa == dpa && B->pins[i].cpa == cpa && B->pins[i].tpa == tpa &&
+                             B->pins[i].sp == G->sp))
+        i++;
+    if (i == B->npins || src_check(s)) {
+        int64_t *ds = group_sizes_pins(g, G, allow);
+        if (i < B->npins && memcmp(allow, B->pins[i].allow, sizeof B->pins[i].allow) != 0)
+            ir_die("search: the remembered ILP pins of group dp %d tp %d sp %d differ", G->dp, G->tp, G->sp);
+        if (i == B->npins && i < (int)(sizeof B->pins / sizeof B->pins[0])) {
+            B->pins[i].dpa = dpa, B->pins[i].cpa = cpa, B->pins[i].tpa = tpa, B->pins[i].sp = G->sp;
+            memcpy(B->pins[i].allow, allow, sizeof B->pins[i].allow);
+            B->npins++;
+        }
+        return ds;
+    }
+    memcpy(allow, B->pins[i].allow, sizeof B->pins[i].allow);
+    int64_t *ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));
+    ir_dim_sizes(g, G->mb_seqs, ds);
+    return ds;
+}
+
 /* The time floor alone (src_group_floor, time_only) of the nodes of one
  * floor class p: per node the least kernels with its share of the
  * resharding inside the piece over its strategies, without the ZeRO
@@ -659,8 +798,8 @@ static void floor_time(Src *s, SrcGroup *G, int p, const int *nsall, double *con
         int a = n - g->pieces[p].first, ns = nsall[a];
         double tf = INFINITY, tz = INFINITY;
         for (int i = 0; i < ns; i++) {
-            tf = fmin(tf, npp[a][i].f);
-            tz = fmin(tz, npp[a][i].fb + shp[a][i]);
+            tf = src_fmin(tf, npp[a][i].f);
+            tz = src_fmin(tz, npp[a][i].fb + shp[a][i]);
         }
         if (ns < 1)
             tf = tz = 0;
@@ -670,9 +809,20 @@ static void floor_time(Src *s, SrcGroup *G, int p, const int *nsall, double *con
     }
 }
 
+/* A twin's kept prices read alongside a time floor's nodes (the same
+ * nodes in the same order): cn, cs its place. */
+typedef struct TwinRead {
+    const Kept *K;
+    int cn, cs;
+} TwinRead;
+
 /* Piece p's nodes' strategies, resharding shares and prices into B's
- * arrays (nsall, stp, shp, npp). */
-static void price_piece(Src *s, SrcGroup *G, int p, const int64_t *ds, const uint64_t *allow, struct SrcFloorBuf *B)
+ * arrays (nsall, stp, shp, npp). With T (a time floor whose twin's time
+ * floor kept its prices), a strategy the twin priced takes its price from
+ * there: the same node, mesh, dim sizes and strategy (src_check prices it
+ * again and compares). */
+static void price_piece(Src *s, SrcGroup *G, int p, const int64_t *ds, const uint64_t *allow, struct SrcFloorBuf *B,
+                        TwinRead *T)
 {
     const IrGraph *g = s->g;
     for (int a = 0; a < g->pieces[p].count; a++) {
@@ -681,9 +831,38 @@ static void price_piece(Src *s, SrcGroup *G, int p, const int64_t *ds, const uin
         B->nsall[a] = group_strategies(s, G, &g->nodes[g->pieces[p].first + a], ds, allow, B->stp[a], MAXS);
     }
     src_edge_shares(s, G, p, ds, B->stp, B->nsall, B->shp);
-    for (int a = 0; a < g->pieces[p].count; a++)
-        for (int i = 0; i < B->nsall[a]; i++)
-            B->npp[a][i] = node_price(s, G, &g->nodes[g->pieces[p].first + a], &B->stp[a][i], ds);
+    for (int a = 0; a < g->pieces[p].count; a++) {
+        const IrNode *nd = &g->nodes[g->pieces[p].first + a];
+        int tn = 0;
+        const PlanStrategy *tst = NULL;
+        const NodePrice *tnp = NULL;
+        if (T) {
+            tn = T->K->ns[T->cn++];
+            tst = &T->K->st[T->cs], tnp = &T->K->np[T->cs];
+            T->cs += tn;
+        }
+        B->twin_asked += B->nsall[a];
+        for (int i = 0; i < B->nsall[a]; i++) {
+            const PlanStrategy *x = &B->stp[a][i];
+            /* the twin's strategies in the same order, some left out or added */
+            int j = i < tn && memcmp(&tst[i], x, sizeof *x) == 0 ? i : -1;
+            for (int k = 0; j < 0 && k < tn; k++)
+                if (memcmp(&tst[k], x, sizeof *x) == 0)
+                    j = k;
+            if (j < 0) {
+                B->npp[a][i] = node_price(s, G, nd, x, ds);
+                continue;
+            }
+            B->twin_hits++;
+            B->npp[a][i] = tnp[j];
+            if (src_check(s)) {
+                NodePrice y = node_price(s, G, nd, x, ds);
+                if (memcmp(&y, &tnp[j], sizeof y) != 0)
+                    ir_die("search: the node price of node %d (%s) group dp %d tp %d b %d sp %d took from its "
+                           "twin's time floor differs", nd->id, ir_ops[nd->op].name, G->dp, G->tp, G->b, G->sp);
+            }
+        }
+    }
 }
 
 /* Piece p's nodes' strategies, shares and prices as the group's time floor
@@ -694,7 +873,7 @@ static void kept_piece(Src *s, SrcGroup *G, int p, const int64_t *ds, const uint
 {
     const IrGraph *g = s->g;
     if (src_check(s)) {
-        price_piece(s, G, p, ds, allow, B);
+        price_piece(s, G, p, ds, allow, B, NULL);
         for (int a = 0, at = K->cs; a < g->pieces[p].count; at += B->nsall[a], a++) {
             int ns = B->nsall[a];
             if (K->cn + a >= K->nn || K->ns[K->cn + a] != ns ||
@@ -718,7 +897,9 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
 {
     const IrGraph *g = s->g;
     int P = s->npieces;
-    double *time0 = G->floor_t; /* a time floor made before: freed once this one is made */
+    double *time0 = G->floor_t; /* a time floor made before: freed once this one is made (a new
+                                   array: the memos of src_floor_pieces and src_fitmem_bound
+                                   know a floor by its address) */
     G->floor_t = ir_xcalloc((size_t)P * SRC_NRC * 4, sizeof(double));
     if (!time_only) {
         G->floor_saved = ir_xcalloc((size_t)P * SRC_NRC, sizeof(double));
@@ -731,11 +912,10 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
     const bool *recn = rec_nodes(s);
     src_floor_classes(s);
     uint64_t allow[PLAN_MAX_AXES];
-    int64_t *ds = group_sizes_pins(g, G, allow);
-    PlanStrategy *pst = B->pst;
+    int64_t *ds = floor_sizes_pins(s, B, G, allow);
     double *minb = B->minb;
     double *stz = B->stz, *ssz = B->ssz;
-    for (int t = 0; t < g->ntensors; t++)
+    for (int t = 0; t < g->ntensors && !time_only; t++) /* producer_floor's: the whole floor's */
         minb[t] = -1;
     /* Per node of the piece: its strategies, and each one's share of the
      * resharding inside the piece (search_edges.c). */
@@ -745,9 +925,12 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
     /* A time floor keeps its node prices for the whole floor, which reads
      * them back and frees them. */
     Kept *kept = NULL;
+    TwinRead twin = {NULL, 0, 0}; /* the twin's time floor's prices, while it keeps them */
     if (time_only) {
         kept_free(B->kept[G - s->groups]);
         B->kept[G - s->groups] = ir_xcalloc(1, sizeof(Kept));
+        int tw = B->twin[G - s->groups];
+        twin.K = tw >= 0 ? B->kept[tw] : NULL;
     } else {
         kept = B->kept[G - s->groups];
     }
@@ -768,7 +951,7 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
         if (kept)
             kept_piece(s, G, p, ds, allow, B, kept);
         else
-            price_piece(s, G, p, ds, allow, B);
+            price_piece(s, G, p, ds, allow, B, twin.K ? &twin : NULL);
         if (time_only) {
             floor_time(s, G, p, nsall, shp, B->npp);
             Kept *K = B->kept[G - s->groups];
@@ -798,12 +981,14 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
             for (int j = 0; j < nd->nin; j++)
                 params |= nd->in[j] >= 0 && g->tensors[nd->in[j]].role == IR_PARAM;
             for (int i = 0; i < ns; i++) {
-                ws = fmin(ws, grad_ws(s, G, nd, &st[i], np[i].ws, ds, over));
-                fsl = fmax(fsl, np[i].fused);
+                PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
+                plan_shard_io(g, nd, &st[i], in, out);
+                ws = src_fmin(ws, grad_ws(s, G, nd, in, out, np[i].ws, ds, over));
+                fsl = src_fmax(fsl, np[i].fused);
                 /* kernels (node_price: a norm alone or fused, less a hidden
                  * exchange) */
-                tb = fmin(tb, np[i].fb);
-                tf = fmin(tf, np[i].f);
+                tb = src_fmin(tb, np[i].fb);
+                tf = src_fmin(tf, np[i].f);
                 /* Model states by ZeRO stage and the traffic they make per
                  * micro-batch (none without parameters; remembered across
                  * floors, search_nodestates.c). */
@@ -812,32 +997,18 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
                     src_node_states(s, nd, &G->mesh, &st[i], pv);
                 for (int z = 0; z < 4; z++) {
                     ssz[i * 4 + z] = pv[z];
-                    sz[z] = fmin(sz[z], ssz[i * 4 + z]);
+                    sz[z] = src_fmin(sz[z], ssz[i * 4 + z]);
                 }
                 for (int z = 0; z < 4; z++) {
                     stz[i * 4 + z] = np[i].fb + esh[i] + pv[4 + z];
-                    tz[z] = fmin(tz[z], stz[i * 4 + z]);
+                    tz[z] = src_fmin(tz[z], stz[i * 4 + z]);
                 }
                 for (int r = 0; r < SRC_NRC; r++) {
                     if (!src_rc_on(s, r)) {
                         sv[r] = 0;
                         continue;
                     }
-                    /* What the node keeps, each input at most as big as
-                     * its producer can lay it out (pass_predict may keep
-                     * the producer's layout instead). */
-                    PassSaved it[IR_MAX_IN + IR_MAX_OUT + 2];
-                    int k = pass_saved_list(s->c, g, nd, &G->mesh, &st[i], ds, r, it,
-                                            IR_MAX_IN + IR_MAX_OUT + 2);
-                    double b = 0;
-                    for (int j = 0; j < k; j++) {
-                        int t = it[j].tensor;
-                        double x = it[j].bytes;
-                        if (t >= 0 && it[j].slot < nd->nin && g->tensors[t].producer >= 0)
-                            x = fmin(x, producer_floor(s, G, ds, allow, pst, MAXS, minb, t));
-                        b += x;
-                    }
-                    sv[r] = fmin(sv[r], b);
+                    sv[r] = src_fmin(sv[r], saved_floor(s, G, nd, &st[i], in, out, ds, allow, r, B));
                 }
             }
             if (params)
@@ -859,7 +1030,7 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
             /* pass_predict's transient is the largest node's working set:
              * the largest of the nodes' least is at most that */
             if (ns >= 1)
-                G->floor_ws[p] = fmax(G->floor_ws[p], ws);
+                G->floor_ws[p] = src_fmax(G->floor_ws[p], ws);
             G->floor_fslack[p] += fsl;
         }
     }

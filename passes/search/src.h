@@ -207,8 +207,9 @@ typedef struct Src {
 
 /* Whether the search checks its exact shortcuts against the long way (the
  * memory-forced bound's cut rows and remembered answers, search_fitmem.c;
- * src_floor_pieces' remembered answers and the time floor's kept node
- * prices, search_prune.c; the floor's remembered edges and node states,
+ * src_floor_pieces' remembered answers, the time floor's kept node
+ * prices and those its twin took, the saved slots and the pins,
+ * search_prune.c; the floor's remembered edges and node states,
  * search_edgemin.c and search_nodestates.c; the stage
  * bisection's skipped cuts, search_dp.c) and dies on any difference:
  * exhaustive searches (the tests), and any search with PTDC_SEARCH_CHECK
