@@ -650,13 +650,19 @@ void plan_shard_io(const IrGraph *g, const IrNode *node, const PlanStrategy *s, 
                    PlanSharding *out)
 {
     const IrNode *n = fwd_of(g, node);
+    /* (the search asks this millions of times: the order once, and an axis
+     * that splits nothing and exchanges nothing left unsplit at once) */
+    uint8_t order = strategy_order(s);
     for (int i = 0; in && i < node->nin; i++) {
         in[i] = (PlanSharding){PLAN_NO_DIMS, 0, 0};
         for (int a = 0; a < PLAN_MAX_AXES; a++) {
+            if (s->dim[a] < 0 && !(s->xchg >> a & 1))
+                continue;
             int c = cp_whole(g, n, s, a, node->in[i]) ? -1 : carrier(g, n, node->in[i], s->dim[a]);
             in[i].dim[a] = (int16_t)(c >= 0 ? c : xchg_dim(g, n, s, a, node->in[i]));
         }
-        take_order(&in[i], s);
+        in[i].hi_outer = order;
+        canon(&in[i]);
     }
     for (int i = 0; out && i < node->nout; i++) {
         out[i] = (PlanSharding){PLAN_NO_DIMS, 0, 0};
@@ -681,7 +687,8 @@ void plan_shard_io(const IrGraph *g, const IrNode *node, const PlanStrategy *s, 
                 continue;
             out[i].partial |= (uint8_t)(1u << a);
         }
-        take_order(&out[i], s);
+        out[i].hi_outer = order;
+        canon(&out[i]);
     }
 }
 
