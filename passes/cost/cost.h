@@ -453,6 +453,12 @@ bool pass_redone(const PassCostCtx *c, PlanCollKind k);
 double pass_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m,
                        const PlanStrategy *strat, const int64_t *dim_size, const IrNode *n,
                        PlanRecompute r, bool lower_bound, double *regather_s);
+/* pass_kept_bytes with lower_bound for every policy r with on[r] into
+ * out[r] (0 for the others), the same numbers: the node's layouts and each
+ * saved tensor's kept layout found once for all the policies. */
+void pass_kept_bytes_each(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m,
+                          const PlanStrategy *strat, const int64_t *dim_size, const IrNode *n,
+                          const bool *on, double *out);
 /* Does forward node n run again during backward under policy r? Pieces
  * outside repeats never do; FFN reruns `block mlp`; SELECTIVE reruns core
  * attention where it is materialised (a flash kernel recomputes inside its

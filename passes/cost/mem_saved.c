@@ -388,3 +388,50 @@ double pass_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m
     }
     return b;
 }
+
+void pass_kept_bytes_each(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m,
+                          const PlanStrategy *strat, const int64_t *dim_size, const IrNode *n,
+                          const bool *on, double *out)
+{
+    enum { MAXIT = IR_MAX_IN + IR_MAX_OUT + 2 };
+    PlanSharding in[IR_MAX_IN], outs[IR_MAX_OUT];
+    plan_shard_io(g, n, &strat[n->id], in, outs);
+    /* per slot: its tensor (-2: not yet) and its elements as read and as kept */
+    int seen[IR_MAX_IN + IR_MAX_OUT];
+    double used_e[IR_MAX_IN + IR_MAX_OUT], keep_e[IR_MAX_IN + IR_MAX_OUT];
+    for (int i = 0; i < IR_MAX_IN + IR_MAX_OUT; i++)
+        seen[i] = -2;
+    for (int r = 0; r < PLAN_RECOMPUTE_COUNT; r++) {
+        out[r] = 0;
+        if (!on[r])
+            continue;
+        PassSaved it[MAXIT];
+        int slots[IR_MAX_IN + IR_MAX_OUT];
+        int ns = pass_saved_slots(c, g, n, r, slots);
+        int k = pass_saved_list_at(c, g, n, m, &strat[n->id], in, outs, dim_size, r, slots, ns, it, MAXIT);
+        double b = 0;
+        for (int i = 0; i < k; i++) { /* pass_kept_bytes' sum, in its order */
+            b += it[i].bytes;
+            int t = it[i].tensor, sl = it[i].slot;
+            if (t < 0 || g->tensors[t].producer < 0)
+                continue;
+            if (sl < 0 || sl >= n->nin + n->nout || seen[sl] != t) {
+                const PlanSharding *used = sl < n->nin ? &in[sl] : &outs[sl - n->nin];
+                PlanSharding keep = pass_kept_sharding(g, m, strat, dim_size, t);
+                double eu = (double)plan_local_numel(g, t, m, used, dim_size);
+                double ek = (double)plan_local_numel(g, t, m, &keep, dim_size);
+                if (sl >= 0 && sl < n->nin + n->nout)
+                    seen[sl] = t, used_e[sl] = eu, keep_e[sl] = ek;
+                if (eu <= 0 || ek == eu || ek > eu)
+                    continue;
+                b += it[i].bytes * ek / eu - it[i].bytes;
+                continue;
+            }
+            double eu = used_e[sl], ek = keep_e[sl];
+            if (eu <= 0 || ek == eu || ek > eu)
+                continue;
+            b += it[i].bytes * ek / eu - it[i].bytes;
+        }
+        out[r] = b;
+    }
+}

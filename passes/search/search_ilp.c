@@ -75,6 +75,9 @@ static void piece_costs(Src *s, const SrcGroup *G, SrcVariant *V, const int64_t 
     memset(P, 0, sizeof *P);
     PassCostCtx cc = *s->c;
     cc.plan = V->strat; /* the GEMMs these layouts batch, as pass_predict prices them */
+    bool on[SRC_NRC];
+    for (int r = 0; r < SRC_NRC; r++)
+        on[r] = src_rc_on(s, r);
     for (int n = g->pieces[p].first; n < g->pieces[p].first + g->pieces[p].count; n++) {
         const IrNode *nd = &g->nodes[n];
         const PlanStrategy *st = &V->strat[n];
@@ -87,12 +90,16 @@ static void piece_costs(Src *s, const SrcGroup *G, SrcVariant *V, const int64_t 
         if (nd->op == IR_OP_MATMUL && g->tensors[nd->in[1]].role == IR_PARAM)
             P->dw += nc.gemm_dw_s;
         P->dw += nc.moe_dw_s;
+        double kept[SRC_NRC];
+        pass_kept_bytes_each(s->c, g, &G->mesh, V->strat, ds, nd, on, kept);
         for (int r = 0; r < SRC_NRC; r++) {
-            if (!src_rc_on(s, r))
+            if (!on[r])
                 continue; /* a module set not pinned */
             if (pass_recomputed(s->c, g, nd, r))
                 P->rec[r] += pass_rec_fwd_s(s->c, g, nd, r, &nc);
-            P->saved[r] += src_kept_bytes(s->c, g, &G->mesh, V->strat, ds, nd, r);
+            if (src_check(s) && kept[r] != src_kept_bytes(s->c, g, &G->mesh, V->strat, ds, nd, r))
+                ir_die("search: kept bytes of node %d under policy %d differ", nd->id, r);
+            P->saved[r] += kept[r];
         }
         for (int z = 0; z < 4; z++)
             P->states[z] += pass_param_bytes(s->c, g, nd, &G->mesh, st, z);
