@@ -1515,6 +1515,7 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     free(s.mfloor);
     free(s.floor_cls);
     free(s.floor_cnt);
+    free(s.floor_row);
     src_floor_free(&s);
     free(s.divs);
     free(s.mbs);

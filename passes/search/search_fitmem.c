@@ -203,7 +203,7 @@ static void fitmem_init(FitMem *F, const Src *s, const SrcGroup *G, const SrcCan
      * (transient): at least the least a layer it holds can have. */
     F->ws = INFINITY;
     for (int l = 0; l < N && G->floor_ws; l++)
-        F->ws = src_fmin(F->ws, G->floor_ws[lay[l]]);
+        F->ws = src_fmin(F->ws, G->floor_ws[src_frow(s, lay[l])]);
     if (!isfinite(F->ws))
         F->ws = 0;
     free(lay);
@@ -216,18 +216,18 @@ static void fitmem_init(FitMem *F, const Src *s, const SrcGroup *G, const SrcCan
         if (P->z != k->zero || P->piece != cls)
             continue;
         const double *m = &G->fit_val[P->off];
-        F->xfree = src_fmax(F->xfree, m[P->n - 1] + (G->floor_states[cls * 4 + k->zero] - m[0]));
+        F->xfree = src_fmax(F->xfree, m[P->n - 1] + (G->floor_states[src_frow(s, cls) * 4 + k->zero] - m[0]));
         F->fn[F->nfn++] = i;
     }
     if (cls >= 0 && G->floor_states)
-        F->cls_states = G->floor_states[cls * 4 + k->zero];
+        F->cls_states = G->floor_states[src_frow(s, cls) * 4 + k->zero];
     for (int i = 0; cls >= 0 && G->floor_t && i < F->nq; i++)
-        F->cls_t[i] = G->floor_t[(cls * SRC_NRC + F->q[i]) * 4 + k->zero];
+        F->cls_t[i] = G->floor_t[(src_frow(s, cls) * SRC_NRC + F->q[i]) * 4 + k->zero];
     int end[2] = {s->rep_first > 0 ? 0 : -1, s->rep_first + s->rep_count < s->npieces ? s->npieces - 1 : -1};
     for (int e = 0; e < 2; e++) {
         const SrcPiece *P = end[e] >= 0 ? &H[end[e]] : NULL;
         F->est[e] = P ? P->states[k->zero] : 0;
-        F->ews[e] = P && G->floor_ws ? G->floor_ws[end[e]] : 0;
+        F->ews[e] = P && G->floor_ws ? G->floor_ws[src_frow(s, end[e])] : 0;
         if (e == 0)
             F->e0 = P ? P->fwd : 0;
         for (int i = 0; i < F->nq; i++) {

@@ -269,8 +269,8 @@ static bool run_at_floor(const VariantWalk *w, int a, int b, const PassIlpResult
     double over = 0;
     for (int ps = a; ps <= b; ps++) {
         int p = run_piece(w, ps);
-        over += fmax(0, P->piece[p].states[z] - G->floor_states[p * 4 + z]) +
-                fmax(0, P->piece[p].saved[rc] - G->floor_saved[p * SRC_NRC + rc]);
+        over += fmax(0, P->piece[p].states[z] - G->floor_states[src_frow(w->s, p) * 4 + z]) +
+                fmax(0, P->piece[p].saved[rc] - G->floor_saved[src_frow(w->s, p) * SRC_NRC + rc]);
     }
     return over < r0->mem_bytes * SRC_FRONTIER_STEP;
 }

@@ -125,6 +125,6 @@ void src_layer_lb(Src *s, SrcGroup *G)
         double lb = (r->bound - sync_max(s, gs, q0, fp)) / q0->num_micro;
         for (int p = 0; p < s->npieces; p++)
             if (s->floor_cls[p] == s->floor_cls[rp])
-                G->layer_lb[p] = fmax(0, lb - G->floor_fslack[p]);
+                G->layer_lb[p] = fmax(0, lb - G->floor_fslack[src_frow(s, p)]);
     }
 }

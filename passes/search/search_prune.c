@@ -805,7 +805,7 @@ static void floor_time(Src *s, SrcGroup *G, int p, const int *nsall, double *con
             tf = tz = 0;
         for (int r = 0; r < SRC_NRC; r++)
             for (int z = 0; z < 4; z++)
-                G->floor_t[(p * SRC_NRC + r) * 4 + z] += tz + (recn[n * SRC_NRC + r] ? tf : 0);
+                G->floor_t[(src_frow(s, p) * SRC_NRC + r) * 4 + z] += tz + (recn[n * SRC_NRC + r] ? tf : 0);
     }
 }
 
@@ -900,17 +900,19 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
     double *time0 = G->floor_t; /* a time floor made before: freed once this one is made (a new
                                    array: the memos of src_floor_pieces and src_fitmem_bound
                                    know a floor by its address) */
-    G->floor_t = ir_xcalloc((size_t)P * SRC_NRC * 4, sizeof(double));
+    src_floor_classes(s);
+    /* one row per floor class: its pieces' floors are equal (floor_like) */
+    size_t NR = (size_t)s->floor_nrow;
+    G->floor_t = ir_xcalloc(NR * SRC_NRC * 4, sizeof(double));
     if (!time_only) {
-        G->floor_saved = ir_xcalloc((size_t)P * SRC_NRC, sizeof(double));
-        G->floor_states = ir_xcalloc((size_t)P * 4, sizeof(double));
-        G->floor_ws = ir_xcalloc((size_t)P + 1, sizeof(double));
-        G->floor_fslack = ir_xcalloc((size_t)P + 1, sizeof(double));
+        G->floor_saved = ir_xcalloc(NR * SRC_NRC, sizeof(double));
+        G->floor_states = ir_xcalloc(NR * 4, sizeof(double));
+        G->floor_ws = ir_xcalloc(NR + 1, sizeof(double));
+        G->floor_fslack = ir_xcalloc(NR + 1, sizeof(double));
     }
     struct SrcFloorBuf *B = floor_buf(s);
     const bool *over = B->over;
     const bool *recn = rec_nodes(s);
-    src_floor_classes(s);
     uint64_t allow[PLAN_MAX_AXES];
     int64_t *ds = floor_sizes_pins(s, B, G, allow);
     double *minb = B->minb;
@@ -935,19 +937,8 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
         kept = B->kept[G - s->groups];
     }
     for (int p = 0; p < P; p++) {
-        int q = s->floor_cls[p]; /* floor_like */
-        if (q != p && time_only) {
-            memcpy(&G->floor_t[p * SRC_NRC * 4], &G->floor_t[q * SRC_NRC * 4], SRC_NRC * 4 * sizeof(double));
-            continue;
-        }
-        if (q != p) {
-            memcpy(&G->floor_t[p * SRC_NRC * 4], &G->floor_t[q * SRC_NRC * 4], SRC_NRC * 4 * sizeof(double));
-            memcpy(&G->floor_saved[p * SRC_NRC], &G->floor_saved[q * SRC_NRC], SRC_NRC * sizeof(double));
-            memcpy(&G->floor_states[p * 4], &G->floor_states[q * 4], 4 * sizeof(double));
-            G->floor_ws[p] = G->floor_ws[q];
-            G->floor_fslack[p] = G->floor_fslack[q];
-            continue;
-        }
+        if (s->floor_cls[p] != p)
+            continue; /* floor_like: its class's row, made with its first piece */
         if (kept)
             kept_piece(s, G, p, ds, allow, B, kept);
         else
@@ -1019,19 +1010,20 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
                 for (int r = 0; r < SRC_NRC; r++) /* every policy, Megatron's module sets too */
                     sv[r] = 0;
             }
+            int row = src_frow(s, p);
             for (int r = 0; r < SRC_NRC; r++) {
                 for (int z = 0; z < 4; z++)
-                    G->floor_t[(p * SRC_NRC + r) * 4 + z] +=
+                    G->floor_t[(row * SRC_NRC + r) * 4 + z] +=
                         tz[z] + (recn[n * SRC_NRC + r] ? tf : 0);
-                G->floor_saved[p * SRC_NRC + r] += sv[r];
+                G->floor_saved[row * SRC_NRC + r] += sv[r];
             }
             for (int z = 0; z < 4; z++)
-                G->floor_states[p * 4 + z] += sz[z];
+                G->floor_states[row * 4 + z] += sz[z];
             /* pass_predict's transient is the largest node's working set:
              * the largest of the nodes' least is at most that */
             if (ns >= 1)
-                G->floor_ws[p] = src_fmax(G->floor_ws[p], ws);
-            G->floor_fslack[p] += fsl;
+                G->floor_ws[row] = src_fmax(G->floor_ws[row], ws);
+            G->floor_fslack[row] += fsl;
         }
     }
     if (!time_only) { /* read back: the group has its last floor */
@@ -1061,12 +1053,12 @@ void src_group_sums(Src *s, SrcGroup *G)
             for (int z = 0; z < 4; z++) {
                 double t = W->t[p * SRC_NRC + r] / n;
                 if (G->floor_t)
-                    t = fmax(t, G->floor_t[(p * SRC_NRC + r) * 4 + z]);
+                    t = fmax(t, G->floor_t[(src_frow(s, p) * SRC_NRC + r) * 4 + z]);
                 pipe_add(&G->pipe[r][z], p, s->npieces, t, W->t_path[p * SRC_NRC + r] / n);
             }
             double sv = W->saved[p * SRC_NRC + r] / n;
             if (G->floor_saved)
-                sv = fmax(sv, G->floor_saved[p * SRC_NRC + r]);
+                sv = fmax(sv, G->floor_saved[src_frow(s, p) * SRC_NRC + r]);
             G->sum_saved[r] += sv;
             smin = fmin(smin, sv);
         }
@@ -1078,7 +1070,7 @@ void src_group_sums(Src *s, SrcGroup *G)
         for (int z = 0; z < 4; z++) {
             double x = src_states_lb(s, p, z, n, G->tp * G->cp);
             if (G->floor_states)
-                x = fmax(x, G->floor_states[p * 4 + z]);
+                x = fmax(x, G->floor_states[src_frow(s, p) * 4 + z]);
             G->sum_states[z] += x;
         }
     }
@@ -1191,10 +1183,10 @@ static void floor_pieces(Src *s, const SrcGroup *G, int zero, const double *delt
         for (int r = 0; r < SRC_NRC; r++) {
             t[r] = W->t[p * SRC_NRC + r] / n;
             if (G->floor_t)
-                t[r] = src_fmax(t[r], G->floor_t[(p * SRC_NRC + r) * 4 + zero] + (delta ? delta[p] : 0));
+                t[r] = src_fmax(t[r], G->floor_t[(src_frow(s, p) * SRC_NRC + r) * 4 + zero] + (delta ? delta[p] : 0));
             P->saved[r] = W->saved[p * SRC_NRC + r] / n;
             if (G->floor_saved)
-                P->saved[r] = src_fmax(P->saved[r], G->floor_saved[p * SRC_NRC + r]);
+                P->saved[r] = src_fmax(P->saved[r], G->floor_saved[src_frow(s, p) * SRC_NRC + r]);
         }
         /* Kernels and the least resharding inside the piece (floor_t);
          * none across pieces (it is never negative). A middle layer: at
@@ -1207,7 +1199,7 @@ static void floor_pieces(Src *s, const SrcGroup *G, int zero, const double *delt
         for (int z = 0; z < 4; z++) {
             P->states[z] = src_states_lb(s, p, z, n, G->tp * G->cp);
             if (G->floor_states)
-                P->states[z] = src_fmax(P->states[z], G->floor_states[p * 4 + z]);
+                P->states[z] = src_fmax(P->states[z], G->floor_states[src_frow(s, p) * 4 + z]);
         }
     }
 }
@@ -1257,8 +1249,13 @@ void src_floor_classes(Src *s)
         return;
     s->floor_cls = ir_xmalloc(sizeof(int) * (size_t)(s->npieces + 1));
     s->floor_cnt = ir_xcalloc((size_t)s->npieces + 1, sizeof(int));
-    for (int p = 0; p < s->npieces; p++)
-        s->floor_cnt[s->floor_cls[p] = floor_like(s, p)]++;
+    s->floor_row = ir_xmalloc(sizeof(int) * (size_t)(s->npieces + 1));
+    s->floor_nrow = 0;
+    for (int p = 0; p < s->npieces; p++) {
+        int q = s->floor_cls[p] = floor_like(s, p);
+        s->floor_cnt[q]++;
+        s->floor_row[p] = q == p ? s->floor_nrow++ : s->floor_row[q];
+    }
 }
 
 bool src_floor_fit(Src *s, const SrcGroup *G, int pp, int zero, double *delta)
@@ -1281,8 +1278,8 @@ bool src_floor_fit(Src *s, const SrcGroup *G, int pp, int zero, double *delta)
         /* this node's states within what the others leave at their least,
          * and the backward working set of the layer the rank holds
          * (pass_predict's transient: at least the piece's floor_ws) */
-        double ws = G->floor_ws ? G->floor_ws[F->piece] : 0;
-        double allow = (avail - ws) / held - (G->floor_states[F->piece * 4 + zero] - m[0]);
+        double ws = G->floor_ws ? G->floor_ws[src_frow(s, F->piece)] : 0;
+        double allow = (avail - ws) / held - (G->floor_states[src_frow(s, F->piece) * 4 + zero] - m[0]);
         int j = -1;
         while (j + 1 < F->n && m[j + 1] <= allow)
             j++;
@@ -1295,7 +1292,7 @@ bool src_floor_fit(Src *s, const SrcGroup *G, int pp, int zero, double *delta)
     return true;
 }
 
-double src_fit_delta(const SrcGroup *G, int cls, int zero, double x)
+double src_fit_delta(const Src *s, const SrcGroup *G, int cls, int zero, double x)
 {
     if (!G->floor_states)
         return 0;
@@ -1306,7 +1303,7 @@ double src_fit_delta(const SrcGroup *G, int cls, int zero, double x)
             continue;
         const double *m = &G->fit_val[F->off], *t = m + F->n;
         /* this node's states within what the piece's others leave at their least */
-        double allow = x - (G->floor_states[cls * 4 + zero] - m[0]);
+        double allow = x - (G->floor_states[src_frow(s, cls) * 4 + zero] - m[0]);
         int j = -1;
         while (j + 1 < F->n && m[j + 1] <= allow)
             j++;
@@ -1331,7 +1328,7 @@ double src_fit_bound(Src *s, const SrcGroup *G, const SrcCand *k)
         for (int p = 0; p < s->npieces; p++) {
             double t = W->t[p * SRC_NRC + rc] / n;
             if (G->floor_t)
-                t = fmax(t, G->floor_t[(p * SRC_NRC + rc) * 4 + k->zero] + delta[p]);
+                t = fmax(t, G->floor_t[(src_frow(s, p) * SRC_NRC + rc) * 4 + k->zero] + delta[p]);
             pipe_add(&S, p, s->npieces, t, W->t_path[p * SRC_NRC + rc] / n);
         }
         b = pipe_bound(s, G, &S, k->pp, k->v, plan_schedule_split(k->sched), G->m);

@@ -118,18 +118,20 @@ typedef struct SrcGroup {
                                      search's order (search_order.c) */
     double walk_key;              /* least frontier bound (hope) of its walkable candidates */
     double mem_lb;                /* least candidate memory bound (a first fit's order) */
-    double *floor_t;              /* [(npieces * SRC_NRC + r) * 4 + z] least kernel time under
+    double *floor_t;              /* [(row * SRC_NRC + r) * 4 + z], row = src_frow(s, piece): one
+                                     row per floor class (its pieces' floors are equal), here and
+                                     in the four below; least kernel time under
                                      policy r plus ZeRO z's per-micro-batch traffic
                                      (src_mb_sync) over the allowed strategies, per node,
                                      summed (NULL: not yet; kept for src_floor_pieces, as are
                                      the next two) */
-    double *floor_saved;          /* [npieces * SRC_NRC] likewise, saved bytes */
-    double *floor_states;         /* [npieces * 4] likewise, model states by ZeRO stage */
-    double *floor_ws;             /* [npieces] the largest over the piece's nodes of each one's least
+    double *floor_saved;          /* [rows * SRC_NRC] likewise, saved bytes */
+    double *floor_states;         /* [rows * 4] likewise, model states by ZeRO stage */
+    double *floor_ws;             /* [rows] the largest over the piece's nodes of each one's least
                                      backward working set over the allowed strategies (its
                                      temporaries and the gradients of its output and inputs, as
                                      pass_predict's transient counts them; src_group_floor) */
-    double *floor_fslack;         /* [npieces] the largest positive fused_s of each node over its
+    double *floor_fslack;         /* [rows] the largest positive fused_s of each node over its
                                      strategies, summed (the ILP prices every norm fused) */
     double *layer_lb;             /* [npieces] the least time of a layer per micro-batch with its
                                      resharding, by the ILP (search_layerlb.c; 0: none; NULL:
@@ -187,6 +189,8 @@ typedef struct Src {
     bool full_valid;              /* a candidate uses every GPU */
     int *floor_cls, *floor_cnt;   /* [npieces]: floor_like of each piece, and how many pieces
                                      share it (search_prune.c; NULL: not yet) */
+    int *floor_row, floor_nrow;   /* [npieces]: each piece's row of a group's floor arrays, one
+                                     row per class (src_frow) */
     bool *rec_node;               /* [nfwd * SRC_NRC] pass_recomputed of each forward node under
                                      each policy (search_prune.c; NULL: not yet) */
     struct SrcFloorBuf *floor_buf; /* src_group_floor's working arrays (NULL: not yet) */
@@ -221,6 +225,10 @@ static inline bool src_check(const Src *s)
         env = getenv("PTDC_SEARCH_CHECK") != NULL;
     return s->o->exhaustive || env;
 }
+
+/* Piece p's row of a group's floor arrays (SrcGroup.floor_t, ...): its
+ * floor class's (src_floor_classes, made before any floor). */
+static inline int src_frow(const Src *s, int p) { return s->floor_row[p]; }
 
 /* search_prune.c: lower bounds. */
 const SrcWork *src_work(Src *s, int64_t mb_seqs);
@@ -264,7 +272,7 @@ bool src_floor_fit(Src *s, const SrcGroup *G, int pp, int zero, double *delta);
  * representative) gains under ZeRO zero when its model states are at most
  * x bytes (src_floor_fit's per-node Pareto points, the piece's other nodes
  * at their least states); INFINITY when no strategy fits x. */
-double src_fit_delta(const SrcGroup *G, int cls, int zero, double x);
+double src_fit_delta(const Src *s, const SrcGroup *G, int cls, int zero, double x);
 /* A lower bound on candidate k's step among its plans that fit: src_bound's
  * time bound over the pieces' floors raised by src_floor_fit (INFINITY:
  * none fits). */
