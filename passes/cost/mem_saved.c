@@ -361,6 +361,16 @@ static double redo_s(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m, 
     return s;
 }
 
+/* What keeping a saved item of `bytes` (eu elements as n reads it) in its
+ * kept layout (ek elements) adds: an all-gathered input is kept smaller, a
+ * sliced one whole (lower_bound: never counted larger). */
+static double kept_adjust(double bytes, double eu, double ek, bool lower_bound)
+{
+    if (eu <= 0 || ek == eu || (lower_bound && ek > eu))
+        return 0;
+    return bytes * ek / eu - bytes;
+}
+
 double pass_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m,
                        const PlanStrategy *strat, const int64_t *dim_size, const IrNode *n,
                        PlanRecompute r, bool lower_bound, double *regather_s)
@@ -382,9 +392,7 @@ double pass_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m
         PlanSharding keep = pass_kept_sharding(g, m, strat, dim_size, t);
         double e_used = (double)plan_local_numel(g, t, m, used, dim_size);
         double e_keep = (double)plan_local_numel(g, t, m, &keep, dim_size);
-        if (e_used <= 0 || e_keep == e_used || (lower_bound && e_keep > e_used))
-            continue;
-        b += it[i].bytes * e_keep / e_used - it[i].bytes;
+        b += kept_adjust(it[i].bytes, e_used, e_keep, lower_bound);
     }
     return b;
 }
@@ -415,22 +423,19 @@ void pass_kept_bytes_each(const PassCostCtx *c, const IrGraph *g, const PlanMesh
             int t = it[i].tensor, sl = it[i].slot;
             if (t < 0 || g->tensors[t].producer < 0)
                 continue;
-            if (sl < 0 || sl >= n->nin + n->nout || seen[sl] != t) {
+            bool slot = sl >= 0 && sl < n->nin + n->nout;
+            if (!slot || seen[sl] != t) {
                 const PlanSharding *used = sl < n->nin ? &in[sl] : &outs[sl - n->nin];
                 PlanSharding keep = pass_kept_sharding(g, m, strat, dim_size, t);
                 double eu = (double)plan_local_numel(g, t, m, used, dim_size);
                 double ek = (double)plan_local_numel(g, t, m, &keep, dim_size);
-                if (sl >= 0 && sl < n->nin + n->nout)
-                    seen[sl] = t, used_e[sl] = eu, keep_e[sl] = ek;
-                if (eu <= 0 || ek == eu || ek > eu)
+                if (!slot) {
+                    b += kept_adjust(it[i].bytes, eu, ek, true);
                     continue;
-                b += it[i].bytes * ek / eu - it[i].bytes;
-                continue;
+                }
+                seen[sl] = t, used_e[sl] = eu, keep_e[sl] = ek;
             }
-            double eu = used_e[sl], ek = keep_e[sl];
-            if (eu <= 0 || ek == eu || ek > eu)
-                continue;
-            b += it[i].bytes * ek / eu - it[i].bytes;
+            b += kept_adjust(it[i].bytes, used_e[sl], keep_e[sl], true);
         }
         out[r] = b;
     }
