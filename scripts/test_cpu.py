@@ -55,12 +55,14 @@ def suite_env(build):
     with open(path, "w") as f:
         f.write(script)
     out = subprocess.run(["cmake", "-P", path], check=True, capture_output=True, text=True).stdout
-    # the variables those files add (a value of several lines, which
-    # `cmake -E environment` cannot print apart, is never one of them)
+    # the variables those files add or change (PATH: python_env.cmake, which
+    # tests/CMakeLists.txt generates;
+    # a value of several lines, which `cmake -E environment` cannot print
+    # apart, is never one of them)
     env = dict(os.environ)
     for line in out.splitlines():
         k, sep, v = line.partition("=")
-        if sep and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) and k not in os.environ:
+        if sep and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) and os.environ.get(k) != v:
             env[k] = v
     return env
 
