@@ -55,10 +55,9 @@ def suite_env(build):
     with open(path, "w") as f:
         f.write(script)
     out = subprocess.run(["cmake", "-P", path], check=True, capture_output=True, text=True).stdout
-    # the variables those files add or change (PATH: python_env.cmake, which
-    # tests/CMakeLists.txt generates;
-    # a value of several lines, which `cmake -E environment` cannot print
-    # apart, is never one of them)
+    # the variables those files add or change (PATH: the python_env.cmake
+    # that tests/CMakeLists.txt generates); a value of several lines, which
+    # `cmake -E environment` cannot print apart, is never one of them
     env = dict(os.environ)
     for line in out.splitlines():
         k, sep, v = line.partition("=")
