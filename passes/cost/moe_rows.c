@@ -58,12 +58,14 @@ double pass_moe_rows(const PassCostCtx *c, const IrGraph *g, const IrNode *n, co
     return R;
 }
 
-double pass_moe_wslot_factor(const PassCostCtx *c, const Plan *p)
+double pass_moe_wslot_factor_zero(const PassCostCtx *c, int zero)
 {
-    if (c->st.moe_wslot_worst || p->zero >= 2)
+    if (c->st.moe_wslot_worst || zero >= 2)
         return 0;
     return c->st.moe_imbalance > 1 ? c->st.moe_imbalance : 1;
 }
+
+double pass_moe_wslot_factor(const PassCostCtx *c, const Plan *p) { return pass_moe_wslot_factor_zero(c, p->zero); }
 
 double pass_moe_wslot_overflow(const PassCostCtx *c, int64_t rows, int64_t worst)
 {

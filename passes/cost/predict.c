@@ -267,52 +267,19 @@ static void node_saved(PieceWalk *w, const IrNode *n, const PlanSharding *in, Pi
     w->saved_none += w->r == PLAN_RECOMPUTE_NONE ? sv : kept_bytes(x, n, PLAN_RECOMPUTE_NONE, &regather_none);
 }
 
-/* What n's weight-gradient GEMM reads, held from the backward (B) to the
- * weight gradients (W) under a split schedule: its input and its output's
- * gradient as the GEMM reads them (B copies them after its gathers: under
- * sequence parallelism whole over the sequence, not split as the norm made
- * them), the input once per piece however many GEMMs read it (q, k, v); an
- * MoE node's experts, the routed rows' inputs, output gradients, activation
- * and first GEMMs' gradients (plan_moe_wslot_numel): in a static arena
- * (ptdc's programs, rt_moe_act_bwd_b's W slot) for the rows its W slot is
- * sized for (plan_moe_wslot_rows at pass_moe_wslot_factor), the experts'
- * weight gradients of the micro-batches overflowing it (expected fraction
- * pass_moe_wslot_overflow) left in B; under a caching allocator the busiest
- * rank's rows. */
+/* What n's weight-gradient GEMMs read, held from the backward (B) to the
+ * weight gradients (W) under a split schedule (pass_wslot_add); an MoE
+ * node's experts' weight gradients of the micro-batches overflowing its W
+ * slot (expected fraction pass_moe_wslot_overflow) are left in B. */
 static void node_wsaved(const PieceWalk *w, const IrNode *n, const PassNodeCost *nc, const PlanSharding *in,
                         const PlanSharding *out, PieceCost *pc)
 {
     const Ctx *x = w->x;
-    const IrGraph *g = x->g;
-    if (n->op == IR_OP_MOE) {
-        const PlanStrategy *s = strat(x, n->id);
-        int64_t local[256];
-        plan_local_sizes(g, n, &x->p->mesh, s, x->ds, local);
-        double D, F, R = pass_moe_rows(x->c, g, n, &x->p->mesh, s, local, &D, &F);
-        const IrTensor *wg = &g->tensors[n->in[2]];
-        int64_t El = local[wg->dim[0]];
-        int64_t tokens = plan_local_numel(g, n->in[0], &x->p->mesh, &in[0], x->ds) / local[wg->dim[1]];
-        if (!x->c->st.ref_stack) {
-            int ep = plan_ep_degree(g, n, &x->p->mesh, s);
-            int64_t rows = plan_moe_wslot_rows(g, n, tokens, ep, El, pass_moe_wslot_factor(x->c, x->p));
-            R = (double)rows;
-            if (plan_schedule_split(x->p->schedule))
-                pc->dw -= nc->moe_dw_s * pass_moe_wslot_overflow(x->c, rows, plan_moe_wslot_rows(g, n, tokens, ep, El, 0));
-        }
-        pc->wsaved += (double)plan_moe_wslot_numel(n, 1, (int64_t)D, (int64_t)F) * R *
-                      pass_elem_bytes(x->c, g->tensors[n->in[0]].dtype);
-        return;
-    }
-    if (n->op != IR_OP_MATMUL || g->tensors[n->in[1]].role != IR_PARAM)
-        return;
-    int y = n->out[0];
-    pc->wsaved += (double)plan_local_numel(g, y, &x->p->mesh, &out[0], x->ds) * pass_elem_bytes(x->c, g->tensors[y].dtype);
-    for (int id = g->pieces[w->piece].first; id < n->id; id++) {
-        const IrNode *o = &g->nodes[id];
-        if (o->op == IR_OP_MATMUL && o->in[0] == n->in[0] && g->tensors[o->in[1]].role == IR_PARAM)
-            return;
-    }
-    pc->wsaved += (double)plan_local_numel(g, n->in[0], &x->p->mesh, &in[0], x->ds) * pass_saved_elem_bytes(x->c, g, n, 0);
+    int64_t rows, worst;
+    pass_wslot_add(x->c, x->g, n, &x->p->mesh, strat(x, n->id), in, out, x->ds, pass_moe_wslot_factor(x->c, x->p),
+                   &pc->wsaved, &rows, &worst);
+    if (n->op == IR_OP_MOE && !x->c->st.ref_stack && plan_schedule_split(x->p->schedule))
+        pc->dw -= nc->moe_dw_s * pass_moe_wslot_overflow(x->c, rows, worst);
 }
 
 /* Model states of n's parameters and their synchronisation. */

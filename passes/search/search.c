@@ -947,6 +947,7 @@ static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
             record(R, V, &p, &pr);
             fit = true;
         } else {
+            s->overflows++;
             if (!R->out->found)
                 record_closest(R, V, &p, &pr);
             cap -= pr.peak_mem_bytes - s->usable + 1;
@@ -1391,6 +1392,11 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     if (!src_check_pins(&s))
         return false;
     int hits0 = pass_ilp_cache_hits(cache), solves0 = pass_ilp_cache_solves(cache);
+    /* ZB-H1 may be enumerated under ptdc's programs: piece costs carry its
+     * W slots (before enumerate: the candidates' bounds make SrcWork). */
+    s.wslots = !c->st.ref_stack && pass_stack_has_schedule(&c->st, PLAN_SCHED_ZB_H1) &&
+               (o->pins.schedule < 0 || o->pins.schedule == PLAN_SCHED_ZB_H1) &&
+               !getenv("PTDC_SEARCH_NO_WSLOTS"); /* (tests/search/wslots.sh: without, to compare) */
     src_states(&s);
     batch_divisors(&s);
     enumerate(&s);
@@ -1485,8 +1491,9 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     }
     free(walk);
     if (getenv("PTDC_SEARCH_DEBUG"))
-        fprintf(stderr, "ranking: %ld piece costs remembered, %ld costed, %ld contexts\n", R.pieces->hits,
-                R.pieces->misses, (long)R.pieces->nctx);
+        fprintf(stderr, "ranking: %ld piece costs remembered, %ld costed, %ld contexts; %ld plans ranked too big "
+                "for pass_predict with a cut estimated to fit\n", R.pieces->hits, R.pieces->misses,
+                (long)R.pieces->nctx, s.overflows);
     if (!out->found && !out->have_closest && !out->no_layout && !o->first_fit && !(o->beat_s > 0)) {
         /* its ties go to the first group in the order of the bounds (every
          * group's floor is known: nothing found, nothing stopped the visit) */
@@ -1523,6 +1530,7 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
         free(s.work[i].t);
         free(s.work[i].t_path);
         free(s.work[i].saved);
+        free(s.work[i].wsaved);
     }
     free(s.work);
     free(s.w);

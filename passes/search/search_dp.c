@@ -36,6 +36,9 @@ typedef struct {
     double *T[SRC_NRC], *S[SRC_NRC], *W; /* prefix sums: time, saved, states */
     double *infl;                 /* [pp] 1F1B micro-batches in flight per stage (the greedy
                                      asks for them in its inner loop) */
+    double *WS;                   /* prefix sums of the W slots' bytes (SrcPiece.wsaved; NULL: the
+                                     schedule holds none, or not as a static arena) */
+    double *wsl;                  /* [pp] a split schedule's W slots per stage (plan_schedule_wslots) */
     double runtime, cap;
     bool ignore_mem;
     int ef, el;                   /* the first / last chunk may hold no layer (interleaved
@@ -46,8 +49,8 @@ static double stage_time(const Dp *d, int r, int i, int j) { return d->T[r][j + 
 
 static double stage_mem(const Dp *d, int st, int r, int i, int j)
 {
-    return d->runtime + d->W[j + 1] - d->W[i] +
-           d->infl[st] * (d->S[r][j + 1] - d->S[r][i]);
+    double m = d->runtime + d->W[j + 1] - d->W[i] + d->infl[st] * (d->S[r][j + 1] - d->S[r][i]);
+    return d->WS ? m + d->wsl[st] * (d->WS[j + 1] - d->WS[i]) : m;
 }
 
 /* The times a greedy cut compared with its tmax: the largest within it
@@ -211,6 +214,19 @@ static void init_dp(Dp *d, const Src *s, const SrcGroup *G, const SrcVariant *V,
     d->infl = ir_xcalloc((size_t)d->pp, sizeof(double));
     for (int st = 0; st < d->pp; st++)
         d->infl[st] = src_inflight(d->pp, 1, d->m, st);
+    /* ZB-H1 also holds what the deferred weight gradients read, in W slots
+     * of their own on top of the 1F1B micro-batches (plan_schedule_acts's
+     * static arena, ptdc's programs; a caching allocator's peak is below
+     * the sum): counted so that the cut fits as pass_predict counts it. */
+    if (s->wslots && plan_schedule_split(k->sched) && k->v == 1) {
+        int z = k->zero >= 2;
+        d->WS = ir_xcalloc((size_t)d->P + 1, sizeof(double));
+        for (int p = 0; p < d->P; p++)
+            d->WS[p + 1] = d->WS[p] + V->piece[p].wsaved[z];
+        d->wsl = ir_xcalloc((size_t)d->pp, sizeof(double));
+        for (int st = 0; st < d->pp; st++)
+            d->wsl[st] = plan_schedule_wslots((PlanSchedule)k->sched, d->pp, d->m, st);
+    }
 }
 
 static void free_dp(Dp *d)
@@ -221,6 +237,8 @@ static void free_dp(Dp *d)
     }
     free(d->W);
     free(d->infl);
+    free(d->WS);
+    free(d->wsl);
 }
 
 /* Chunks from layer counts: chunk c runs layers[c] layers, the pieces

@@ -157,6 +157,7 @@ const SrcWork *src_work(Src *s, int64_t mb_seqs)
     W->t = ir_xcalloc((size_t)s->npieces * SRC_NRC, sizeof(double));
     W->t_path = ir_xcalloc((size_t)s->npieces * SRC_NRC, sizeof(double));
     W->saved = ir_xcalloc((size_t)s->npieces * SRC_NRC, sizeof(double));
+    W->wsaved = ir_xcalloc((size_t)s->npieces + 1, sizeof(double));
     int64_t *ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));
     ir_dim_sizes(g, mb_seqs, ds);
     PlanMesh one;
@@ -170,6 +171,7 @@ const SrcWork *src_work(Src *s, int64_t mb_seqs)
             memcpy(&W->t[p * SRC_NRC], &W->t[q * SRC_NRC], SRC_NRC * sizeof(double));
             memcpy(&W->t_path[p * SRC_NRC], &W->t_path[q * SRC_NRC], SRC_NRC * sizeof(double));
             memcpy(&W->saved[p * SRC_NRC], &W->saved[q * SRC_NRC], SRC_NRC * sizeof(double));
+            W->wsaved[p] = W->wsaved[q];
             continue;
         }
         for (int n = g->pieces[p].first; n < g->pieces[p].first + g->pieces[p].count; n++) {
@@ -195,6 +197,17 @@ const SrcWork *src_work(Src *s, int64_t mb_seqs)
                 W->t[p * SRC_NRC + r] += tf + tb + rec;
                 W->t_path[p * SRC_NRC + r] += tf + tbp + rec;
                 W->saved[p * SRC_NRC + r] += pass_saved_bytes(s->c, g, nd, &one, &rep, ds, r);
+            }
+            /* A ZB-H1 W slot's bytes on one device at the least rows a
+             * slot is sized for (the expected, factor 1): the devices of a
+             * stage hold at least these together (each routed row whole,
+             * its expert's width split at most), so each at least 1/n. */
+            if (s->wslots && (nd->op == IR_OP_MOE ||
+                              (nd->op == IR_OP_MATMUL && g->tensors[nd->in[1]].role == IR_PARAM))) {
+                PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
+                int64_t rows, worst;
+                plan_shard_io(g, nd, &rep, in, out);
+                pass_wslot_add(s->c, g, nd, &one, &rep, in, out, ds, 1, &W->wsaved[p], &rows, &worst);
             }
         }
     }
@@ -1201,6 +1214,7 @@ static void floor_pieces(Src *s, const SrcGroup *G, int zero, const double *delt
             if (G->floor_states)
                 P->states[z] = src_fmax(P->states[z], G->floor_states[src_frow(s, p) * 4 + z]);
         }
+        P->wsaved[0] = P->wsaved[1] = W->wsaved[p] / n;
     }
 }
 

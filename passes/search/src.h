@@ -47,6 +47,9 @@ typedef struct SrcPiece {
     double rs_f, rs_b;            /* resharding estimate (ILP) */
     double saved[SRC_NRC];        /* bytes kept for backward */
     double states[4];             /* weights + grads + optimizer state, by ZeRO stage */
+    double wsaved[2];             /* bytes a split schedule's W slot holds (pass_wslot_add), under
+                                     ZeRO 0-1 and 2-3 ([zero >= 2]); 0 where no candidate runs
+                                     one under ptdc's programs (Src.wslots) */
 } SrcPiece;
 
 typedef struct SrcVariant {
@@ -161,6 +164,8 @@ typedef struct SrcWork {
                                      GEMMs (a parameter GEMM's backward less its forward's
                                      FLOPs; an MoE node's whole backward) */
     double *saved;                /* [npieces * SRC_NRC] bytes */
+    double *wsaved;               /* [npieces] bytes a ZB-H1 W slot holds (pass_wslot_add at the
+                                     least rows; 0 unless Src.wslots) */
 } SrcWork;
 
 typedef struct Src {
@@ -178,6 +183,10 @@ typedef struct Src {
     int rep0, rep_first, rep_count; /* the run of layers interleaving needs (-1: none; src_layer_run) */
     int64_t seq;                  /* the sequence length (0: the model has no sequence dim) */
     bool has_attention, has_moe;  /* what context parallelism may split (not MoE, yet) */
+    bool wslots;                  /* ZB-H1 may run under ptdc's programs (a static arena): the
+                                     stage cuts count its W slots (SrcPiece.wsaved, search_dp.c) */
+    long overflows;               /* plans ranked that pass_predict found too big, their cut's
+                                     estimate within the limit (PTDC_SEARCH_DEBUG) */
     bool has_scan;                /* a Mamba scan or convolution over seq: no CP (it carries state along seq) */
     double *w, *gr, *op;          /* [npieces] global model-state bytes (ZeRO 0, unsharded) */
     double *xw, *xgr, *xop;       /* [npieces] of those, the experts' (MOE weights: an exchange
