@@ -891,6 +891,23 @@ static bool same_cut(const SrcPart *a, const SrcPart *b)
     return true;
 }
 
+/* Can candidate k not beat the threshold even with variant V's fastest cut,
+ * memory left out (the partition without a limit, memory_shaped's)? Then no
+ * leaner variant can either (slower by the ILP's own measure, and memory only
+ * makes cuts slower): memory shaped its plan, or nothing of V fits it, yet it
+ * is finished as one memory did not shape. */
+static bool free_lost(const Rank *R, const SrcGroup *G, const SrcVariant *V, const SrcCand *k)
+{
+    const Src *s = R->s;
+    SrcPart free_;
+    if (!isfinite(threshold(R)) || getenv("PTDC_SEARCH_NO_FREE_CUT") || /* (tests/search/freecut.sh) */
+        !src_partition(s, G, V, k, INFINITY, false, &free_))
+        return false;
+    Plan p;
+    src_plan(s, G, V, k, &free_, &p);
+    return cut_bound(s, V, &p) >= threshold(R);
+}
+
 /* Cut, predict, and keep candidate k with variant V. Afterwards k->limited
  * says whether memory shaped what it got (so a leaner variant may do
  * better, never better than k->hope), k->done whether no variant can make
@@ -923,9 +940,9 @@ static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
         double cb = cut_bound(s, V, &p);
         if (!s->o->exhaustive && cb >= threshold(R)) {
             s->st->pruned_time++;
-            k->limited = shaped;
-            k->done = !shaped;
-            if (shaped && isnan(k->hope))
+            k->limited = shaped && !free_lost(R, G, V, k);
+            k->done = !k->limited;
+            if (k->limited && isnan(k->hope))
                 hope_bounds(s, G, k);
             return;
         }
@@ -954,7 +971,7 @@ static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
         }
         pass_prediction_free(&pr);
     }
-    k->limited = !fit || shaped;
+    k->limited = (!fit || shaped) && (s->o->exhaustive || !free_lost(R, G, V, k));
     k->done = !k->limited;
     if (k->limited && isnan(k->hope))
         hope_bounds(s, G, k);
