@@ -364,11 +364,13 @@ double pass_moe_wslot_factor(const PassCostCtx *c, const Plan *p);
 /* The same for a plan under ZeRO stage `zero` (all the factor reads of it). */
 double pass_moe_wslot_factor_zero(const PassCostCtx *c, int zero);
 double pass_moe_wslot_overflow(const PassCostCtx *c, int64_t rows, int64_t worst);
-/* wslot.c: node n's bytes in a split schedule's W slot per micro-batch
- * under strategy s (in, out: plan_shard_io's), its MoE rows at `factor`
- * (pass_moe_wslot_factor), added to *acc as pass_predict sums them; *rows,
- * *worst an MoE node's slot rows and the dropless worst case under ptdc's
- * programs (0 otherwise). */
+/* wslot.c: whether node n holds anything in a split schedule's W slot (the
+ * experts and the GEMMs reading a parameter); its bytes there per
+ * micro-batch under strategy s (in, out: plan_shard_io's), its MoE rows at
+ * `factor` (pass_moe_wslot_factor), added to *acc as pass_predict sums
+ * them; *rows, *worst (NULL: not wanted) an MoE node's slot rows and the
+ * dropless worst case under ptdc's programs (0 otherwise). */
+bool pass_wslot_holds(const IrGraph *g, const IrNode *n);
 void pass_wslot_add(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
                     const PlanStrategy *s, const PlanSharding *in, const PlanSharding *out, const int64_t *ds,
                     double factor, double *acc, int64_t *rows, int64_t *worst);

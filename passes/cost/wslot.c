@@ -14,13 +14,24 @@
  * rows its W slot is sized for (plan_moe_wslot_rows at `factor`,
  * pass_moe_wslot_factor), under a caching allocator the busiest rank's
  * rows. Added to *acc term by term (pass_predict's sums, bit for bit);
- * *rows and *worst: an MoE node's slot rows and the dropless worst case
- * under ptdc's programs (0 otherwise), for the overflow's share of W. */
+ * *rows and *worst (each may be NULL): an MoE node's slot rows and the
+ * dropless worst case under ptdc's programs (0 otherwise), for the
+ * overflow's share of W. */
+bool pass_wslot_holds(const IrGraph *g, const IrNode *n)
+{
+    return n->op == IR_OP_MOE || (n->op == IR_OP_MATMUL && g->tensors[n->in[1]].role == IR_PARAM);
+}
+
 void pass_wslot_add(const PassCostCtx *c, const IrGraph *g, const IrNode *n, const PlanMesh *m,
                     const PlanStrategy *s, const PlanSharding *in, const PlanSharding *out, const int64_t *ds,
                     double factor, double *acc, int64_t *rows, int64_t *worst)
 {
-    *rows = *worst = 0;
+    if (rows)
+        *rows = 0;
+    if (worst)
+        *worst = 0;
+    if (!pass_wslot_holds(g, n))
+        return;
     if (n->op == IR_OP_MOE) {
         int64_t local[256];
         plan_local_sizes(g, n, m, s, ds, local);
@@ -30,16 +41,17 @@ void pass_wslot_add(const PassCostCtx *c, const IrGraph *g, const IrNode *n, con
         int64_t tokens = plan_local_numel(g, n->in[0], m, &in[0], ds) / local[wg->dim[1]];
         if (!c->st.ref_stack) {
             int ep = plan_ep_degree(g, n, m, s);
-            *rows = plan_moe_wslot_rows(g, n, tokens, ep, El, factor);
-            *worst = plan_moe_wslot_rows(g, n, tokens, ep, El, 0);
-            R = (double)*rows;
+            int64_t r = plan_moe_wslot_rows(g, n, tokens, ep, El, factor);
+            R = (double)r;
+            if (rows)
+                *rows = r;
+            if (worst)
+                *worst = plan_moe_wslot_rows(g, n, tokens, ep, El, 0);
         }
         *acc += (double)plan_moe_wslot_numel(n, 1, (int64_t)D, (int64_t)F) * R *
                 pass_elem_bytes(c, g->tensors[n->in[0]].dtype);
         return;
     }
-    if (n->op != IR_OP_MATMUL || g->tensors[n->in[1]].role != IR_PARAM)
-        return;
     int y = n->out[0];
     *acc += (double)plan_local_numel(g, y, m, &out[0], ds) * pass_elem_bytes(c, g->tensors[y].dtype);
     for (int id = g->pieces[n->piece].first; id < n->id; id++) {

@@ -670,17 +670,15 @@ static double cut_bound(const Src *s, const SrcVariant *V, const Plan *p)
 }
 
 /* Did memory shape this cut: does it differ (boundaries or recomputation)
- * from the fastest cut with no memory limit? */
-static bool memory_shaped(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
-                          const SrcPart *part)
+ * from the fastest cut with no memory limit (free; NULL: there is none)? */
+static bool memory_shaped(const SrcPart *free_, const SrcPart *part)
 {
-    SrcPart free_;
-    if (!src_partition(s, G, V, k, INFINITY, false, &free_))
+    if (!free_)
         return true;
     for (int i = 0; i < part->nstages; i++)
-        if (part->stage[i].first_piece != free_.stage[i].first_piece ||
-            part->stage[i].npieces != free_.stage[i].npieces ||
-            part->stage[i].recompute != free_.stage[i].recompute)
+        if (part->stage[i].first_piece != free_->stage[i].first_piece ||
+            part->stage[i].npieces != free_->stage[i].npieces ||
+            part->stage[i].recompute != free_->stage[i].recompute)
             return true;
     return false;
 }
@@ -892,20 +890,18 @@ static bool same_cut(const SrcPart *a, const SrcPart *b)
 }
 
 /* Can candidate k not beat the threshold even with variant V's fastest cut,
- * memory left out (the partition without a limit, memory_shaped's)? Then no
- * leaner variant can either (slower by the ILP's own measure, and memory only
- * makes cuts slower): memory shaped its plan, or nothing of V fits it, yet it
- * is finished as one memory did not shape. */
-static bool free_lost(const Rank *R, const SrcGroup *G, const SrcVariant *V, const SrcCand *k)
+ * memory left out (free; NULL: there is none)? Then no leaner variant can
+ * either (slower by the ILP's own measure, and memory only makes cuts
+ * slower): memory shaped its plan, or nothing of V fits it, yet it is
+ * finished as one memory did not shape. */
+static bool free_lost(const Rank *R, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
+                      const SrcPart *free_)
 {
-    const Src *s = R->s;
-    SrcPart free_;
-    if (!isfinite(threshold(R)) || getenv("PTDC_SEARCH_NO_FREE_CUT") || /* (tests/search/freecut.sh) */
-        !src_partition(s, G, V, k, INFINITY, false, &free_))
+    if (!free_ || !isfinite(threshold(R)) || getenv("PTDC_SEARCH_NO_FREE_CUT")) /* (tests/search/freecut.sh) */
         return false;
     Plan p;
-    src_plan(s, G, V, k, &free_, &p);
-    return cut_bound(s, V, &p) >= threshold(R);
+    src_plan(R->s, G, V, k, free_, &p);
+    return cut_bound(R->s, V, &p) >= threshold(R);
 }
 
 /* Cut, predict, and keep candidate k with variant V. Afterwards k->limited
@@ -915,7 +911,9 @@ static bool free_lost(const Rank *R, const SrcGroup *G, const SrcVariant *V, con
 static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
 {
     Src *s = R->s;
-    SrcPart part, last;
+    SrcPart part, last, free_;
+    /* the fastest cut, memory left out: what memory_shaped and free_lost compare with */
+    const SrcPart *fr = src_partition(s, G, V, k, INFINITY, false, &free_) ? &free_ : NULL;
     double cap = s->usable;
     bool fit = false, shaped = false;
     for (int attempt = 0; attempt < 3 && !fit; attempt++) {
@@ -936,11 +934,11 @@ static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
             return;
         }
         /* A cut made under a lowered limit is shaped by memory. */
-        shaped = attempt > 0 || memory_shaped(s, G, V, k, &part);
+        shaped = attempt > 0 || memory_shaped(fr, &part);
         double cb = cut_bound(s, V, &p);
         if (!s->o->exhaustive && cb >= threshold(R)) {
             s->st->pruned_time++;
-            k->limited = shaped && !free_lost(R, G, V, k);
+            k->limited = shaped && !free_lost(R, G, V, k, fr);
             k->done = !k->limited;
             if (k->limited && isnan(k->hope))
                 hope_bounds(s, G, k);
@@ -971,7 +969,7 @@ static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
         }
         pass_prediction_free(&pr);
     }
-    k->limited = (!fit || shaped) && (s->o->exhaustive || !free_lost(R, G, V, k));
+    k->limited = (!fit || shaped) && (s->o->exhaustive || !free_lost(R, G, V, k, fr));
     k->done = !k->limited;
     if (k->limited && isnan(k->hope))
         hope_bounds(s, G, k);

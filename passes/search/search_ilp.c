@@ -105,14 +105,12 @@ static void piece_costs(Src *s, const SrcGroup *G, SrcVariant *V, const int64_t 
             P->states[z] += pass_param_bytes(s->c, g, nd, &G->mesh, st, z);
         /* What a ZB-H1 W slot holds of it, as pass_predict counts it (only
          * the experts and parameter GEMMs hold any). */
-        if (s->wslots && (nd->op == IR_OP_MOE || (nd->op == IR_OP_MATMUL && g->tensors[nd->in[1]].role == IR_PARAM))) {
+        if (s->wslots && pass_wslot_holds(g, nd)) {
             PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
             plan_shard_io(g, nd, st, in, out);
-            for (int z = 0; z < 2; z++) {
-                int64_t rows, worst;
+            for (int z = 0; z < 2; z++)
                 pass_wslot_add(s->c, g, nd, &G->mesh, st, in, out, ds, pass_moe_wslot_factor_zero(s->c, 2 * z),
-                               &P->wsaved[z], &rows, &worst);
-            }
+                               &P->wsaved[z], NULL, NULL);
         }
     }
 }

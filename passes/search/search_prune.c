@@ -202,12 +202,10 @@ const SrcWork *src_work(Src *s, int64_t mb_seqs)
              * slot is sized for (the expected, factor 1): the devices of a
              * stage hold at least these together (each routed row whole,
              * its expert's width split at most), so each at least 1/n. */
-            if (s->wslots && (nd->op == IR_OP_MOE ||
-                              (nd->op == IR_OP_MATMUL && g->tensors[nd->in[1]].role == IR_PARAM))) {
+            if (s->wslots && pass_wslot_holds(g, nd)) {
                 PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
-                int64_t rows, worst;
                 plan_shard_io(g, nd, &rep, in, out);
-                pass_wslot_add(s->c, g, nd, &one, &rep, in, out, ds, 1, &W->wsaved[p], &rows, &worst);
+                pass_wslot_add(s->c, g, nd, &one, &rep, in, out, ds, 1, &W->wsaved[p], NULL, NULL);
             }
         }
     }
