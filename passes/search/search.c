@@ -62,6 +62,15 @@ void pass_search_result_free(PassSearchResult *r)
 
 /* ---------------------------------------------------------- enumeration */
 
+/* PTDC_SEARCH_DEBUG: 1 prints a line per mesh solved and per walk, 2 also
+ * one per candidate ranked (its variant's bound, each cut's bound and what
+ * pass_predict said), to see where a walk's bounds and its plans part. */
+static int debug_level(void)
+{
+    const char *e = getenv("PTDC_SEARCH_DEBUG");
+    return !e ? 0 : atoi(e) >= 2 ? 2 : 1;
+}
+
 static bool stage_size_ok(int n, int gpn) { return n % gpn == 0 || gpn % n == 0; }
 
 static SrcGroup *group(Src *s, int *cap, int dp, int cp, int tp, int fold, int b, bool sp)
@@ -921,8 +930,11 @@ static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
             last.nstages = part.nstages;
             memcpy(last.stage, part.stage, sizeof(PlanStage) * (size_t)part.nstages);
         }
-        if (!src_partition(s, G, V, k, cap, false, &part))
+        if (!src_partition(s, G, V, k, cap, false, &part)) {
+            if (debug_level() >= 2)
+                fprintf(stderr, "      cut %d: none fits under %.4g GB\n", attempt, cap / 1e9);
             break;
+        }
         /* The same cut under the lowered limit (the estimate that far
          * under pass_predict's total): the same plan, too big again. */
         if (attempt > 0 && same_cut(&part, &last))
@@ -936,6 +948,9 @@ static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
         /* A cut made under a lowered limit is shaped by memory. */
         shaped = attempt > 0 || memory_shaped(fr, &part);
         double cb = cut_bound(s, V, &p);
+        if (debug_level() >= 2)
+            fprintf(stderr, "      cut %d: bound %.3f, estimated %.4g GB of %.4g, %s\n", attempt, cb,
+                    part.mem_peak / 1e9, s->usable / 1e9, shaped ? "shaped by memory" : "the fastest");
         if (!s->o->exhaustive && cb >= threshold(R)) {
             s->st->pruned_time++;
             k->limited = shaped && !free_lost(R, G, V, k, fr);
@@ -958,6 +973,9 @@ static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
                 ir_die("search: the partition's memory estimate %.0f is above pass_predict's %.0f",
                        part.mem_peak, pr.peak_mem_bytes);
         }
+        if (debug_level() >= 2)
+            fprintf(stderr, "      cut %d: pass_predict %.3f s, %.4g GB, %s\n", attempt, pr.step_time_s,
+                    pr.peak_mem_bytes / 1e9, pr.fits ? "fits" : "too big");
         if (pr.fits) {
             record(R, V, &p, &pr);
             fit = true;
@@ -1008,6 +1026,9 @@ static void rank_group(Rank *R, SrcGroup *G, int vi)
             continue;
         }
         double vb = src_bound_variant(s, G, V, k);
+        if (debug_level() >= 2)
+            fprintf(stderr, "    rank variant %d dp %d tp %d b %d sp %d pp %d v %d rc %d zero %d: variant bound %.3f "
+                    "thr %.3f\n", vi, G->dp, G->tp, G->b, G->sp, k->pp, k->v, k->rc, k->zero, vb, thr);
         if (vb >= thr) {
             s->st->pruned_time++;
             /* No bound at all: the variant's states do not fit this
@@ -1465,7 +1486,7 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
             rank_group(&R, G, 0);
         if (o->first_fit && G->nvar > 0) /* down its frontier before the next group */
             walk_group(&R, G);
-        if (getenv("PTDC_SEARCH_DEBUG")) {
+        if (debug_level()) {
             double lb2 = INFINITY;
             for (int j = 0; j < G->ncand && G->nvar; j++)
                 lb2 = fmin(lb2, src_bound_variant(&s, G, &G->var[0], &G->cand[j]));
@@ -1473,7 +1494,7 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
                     G->tp, G->fold, G->b, G->sp, G->lb, lb2, thr0, threshold(&R), pass_ilp_cache_solves(cache) - sv0);
         }
     }
-    if (getenv("PTDC_SEARCH_DEBUG"))
+    if (debug_level())
         fprintf(stderr, "groups: %d, %d with a floor to make; made when reached: %d time floors, %d whole floors\n",
                 s.ngroups, ord.ndue, ord.nmade[0], ord.nmade[1]);
     if (lazy && src_check(&s))
@@ -1490,7 +1511,7 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     for (int i = 0; i < nwalk && !R.stop; i++) {
         double thr0 = threshold(&R);
         int nv0 = walk[i]->nvar, sv0 = pass_ilp_cache_solves(cache);
-        if (getenv("PTDC_SEARCH_DEBUG"))
+        if (debug_level())
             for (int j = 0; j < walk[i]->ncand; j++) {
                 const SrcCand *k = &walk[i]->cand[j];
                 if (walkable(&R, k))
@@ -1498,14 +1519,14 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
                             k->pp, k->v, k->rc, k->zero, k->lb, k->hope, k->hope_fit, k->mem_lb);
             }
         int ended = walk_group(&R, walk[i]);
-        if (getenv("PTDC_SEARCH_DEBUG"))
+        if (debug_level())
             fprintf(stderr, "walk dp %d tp %d b %d sp %d: bound %.3f thr %.3f -> %.3f, variants %d -> %d, solves %d, "
                     "ended by the walk bound %d\n", walk[i]->dp, walk[i]->tp, walk[i]->b, walk[i]->sp,
                     walk[i]->walk_key, thr0, threshold(&R), nv0, walk[i]->nvar,
                     pass_ilp_cache_solves(cache) - sv0, ended);
     }
     free(walk);
-    if (getenv("PTDC_SEARCH_DEBUG"))
+    if (debug_level())
         fprintf(stderr, "ranking: %ld piece costs remembered, %ld costed, %ld contexts; %ld plans ranked too big "
                 "for pass_predict with a cut estimated to fit\n", R.pieces->hits, R.pieces->misses,
                 (long)R.pieces->nctx, s.overflows);
@@ -1555,7 +1576,7 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     free(s.xgr);
     free(s.xop);
     out->stats.ilp_solves = pass_ilp_cache_solves(cache) - solves0;
-    if (getenv("PTDC_SEARCH_DEBUG"))
+    if (debug_level())
         fprintf(stderr, "ILP (cache so far): %d solves, %d on a kept model, %d from a kept frontier, "
                 "%d the unique fastest choice, %d answered otherwise than the solver among ties "
                 "(ilp_canon)\n", pass_ilp_cache_solves(cache), pass_ilp_cache_warm(cache),
