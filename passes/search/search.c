@@ -599,6 +599,71 @@ static void check_mem_prune(Src *s, SrcGroup *G, const SrcVariant *V, SrcCand *k
     pass_prediction_free(&pr);
 }
 
+/* A bound on plan p's step from pipeline rank 0's end (pass_predict's
+ * dp_tail; ptdc's programs, ranks not sharing cores), from the stages'
+ * kernels (never above the simulation's times) and rank 0's reduction red
+ * and optimizer opt under the plan's ZeRO stage. dp_overlapped exposes at
+ * least shown + sd (red - shown) after rank 0's last operation, shown >=
+ * chain - bc (no ranks before rank 0 to hide under), bc its backward per
+ * chunk (a split schedule: its W per micro-batch), and the chain of v
+ * chunks' reductions is at least (j + 1) red / v - j g bc for each j < v
+ * (g = min(m, pp)). Rank 0 ends no earlier than
+ * - its operations one after another: m (F + v bc) (split: m (F + B'),
+ *   B' its B, + m bc); each j's sum leaves bc a coefficient n - (1 -
+ *   sd)(j g + 1), n the bc's it runs: where that is not negative, the
+ *   kernels keep it a bound;
+ * - with one chunk per rank, its last backward (split: last B) after the
+ *   last micro-batch's backward came back through every later rank r, which
+ *   ran m micro-batches after the first forward reached it: F of the ranks
+ *   before r + m x r's work (its kernels and the least resharding inside
+ *   its pieces, rs_lb; split: without its W's, which it may defer) + the
+ *   backwards (B) of the ranks between; then its own last backward and the
+ *   step end hide no more than (1 - sd) bc of red.
+ * PTDC_SEARCH_NO_TAIL (tests/search/tail.sh): none, to compare. */
+static double tail_bound(const Src *s, const SrcVariant *V, const Plan *p, double m)
+{
+    if (s->c->st.ref_stack || getenv("PTDC_SEARCH_NO_TAIL"))
+        return 0;
+    int v = p->v > 0 ? p->v : 1, pp = p->pp > 0 ? p->pp : 1, z = p->zero;
+    bool split = plan_schedule_split(p->schedule);
+    double sd = fmin(1, fmax(0, pass_overlap_slowdown(&s->c->cl->gpu))), g = fmin(m, pp);
+    double *f = ir_xcalloc((size_t)pp * 4, sizeof(double)), *b = f + pp, *w = b + pp, *rs = w + pp;
+    double red = 0, opt = 0;
+    for (int st = 0; st < p->nstages; st++) {
+        const PlanStage *S = &p->stages[st];
+        for (int q = S->first_piece; q < S->first_piece + S->npieces; q++) {
+            const SrcPiece *P = &V->piece[q];
+            f[S->pp_rank] += P->fwd;
+            b[S->pp_rank] += P->bwd + P->rec[S->recompute]; /* split: B and W */
+            w[S->pp_rank] += P->dw;
+            rs[S->pp_rank] += P->rs_lb;
+            if (S->pp_rank == 0)
+                red += P->red[z], opt += P->opt[z];
+        }
+    }
+    double bc = split ? w[0] : b[0] / v, n = split ? m : m * v;
+    double base = split ? m * (f[0] + b[0] - w[0]) : m * f[0], best = 0;
+    for (int j = 0; j < v; j++) {
+        double coef = n - (1 - sd) * (j * g + 1);
+        if (coef < 0)
+            break;
+        best = fmax(best, base + coef * bc + (1 - sd) * (j + 1) * red / v + sd * red + opt);
+    }
+    if (v == 1 && p->nstages == pp) {
+        double fpre = f[0], bmid = 0, d = 0;
+        for (int r = 1; r < pp; r++) {
+            double own = (split ? f[r] + b[r] - w[r] : f[r] + b[r]) + rs[r];
+            d = fmax(d, fpre + m * own + bmid);
+            fpre += f[r];
+            bmid += split ? b[r] - w[r] : b[r];
+        }
+        if (pp > 1)
+            best = fmax(best, d + (split ? b[0] - w[0] : 0) + sd * bc + red + opt);
+    }
+    free(f);
+    return best;
+}
+
 /* cut_bound under ZB-H1 (one chunk per rank; stage r on rank r), from each
  * stage's forward f, backward without its weight gradients b (with its
  * recomputation) and weight gradients w (SrcPiece.dw, as pass_predict splits
@@ -616,31 +681,35 @@ static double split_bound(const Src *s, const SrcVariant *V, const Plan *p)
     double before_f = 0, before_b = 0, w0 = 0;
     for (int r = 0; r < p->nstages && r < pp; r++) {
         const PlanStage *S = &p->stages[r];
-        double f = 0, bw = 0, w = 0;
+        double f = 0, bw = 0, w = 0, rs = 0;
         for (int q = S->first_piece; q < S->first_piece + S->npieces; q++) {
             f += V->piece[q].fwd;
             bw += V->piece[q].bwd + V->piece[q].rec[S->recompute] - V->piece[q].dw;
             w += V->piece[q].dw;
+            rs += V->piece[q].rs_lb; /* forward and backward: only where both count */
         }
         bw = fmax(0, bw);
         if (r == 0)
             w0 = w;
         double early = fmax(0, m - (r < m ? r : m) - 1); /* W before its last backward */
-        b = fmax(b, before_f + m * (f + bw) + early * w + before_b + (r > 0 ? w0 : 0));
-        top = fmax(top, m * (f + bw + w));
-        all += f + bw + w;
+        b = fmax(b, before_f + m * (f + bw + rs) + early * w + before_b + (r > 0 ? w0 : 0));
+        top = fmax(top, m * (f + bw + w + rs));
+        all += f + bw + w + rs;
         before_f += f, before_b += bw;
     }
     b = fmax(b, top);
     PassShare sh;
     if (pass_share(s->c->cl, pp, plan_mesh_devices(&p->mesh), &sh))
         b = fmax(top / pass_share_speed(&sh, 1), m * all / pp);
+    else
+        b = fmax(b, tail_bound(s, V, p, m));
     return b;
 }
 
 /* A bound on plan p's step time once its stages are cut, from its stages'
- * kernel times (the same pass_cost_node numbers pass_predict sums) without
- * resharding or transfers, which pass_predict's stage times only add to:
+ * kernel times (the same pass_cost_node numbers pass_predict sums) and the
+ * least resharding inside their pieces (rs_lb) without transfers, which
+ * pass_predict's stage times only add to:
  * the busiest rank runs m micro-batches one after another; one micro-batch
  * passes every stage forward and back; and a rank cannot start before the
  * first micro-batch's forward reaches it through the first chunk of the
@@ -660,7 +729,7 @@ static double cut_bound(const Src *s, const SrcVariant *V, const Plan *p)
         const PlanStage *S = &p->stages[st];
         double t = 0;
         for (int q = S->first_piece; q < S->first_piece + S->npieces; q++)
-            t += V->piece[q].fwd + V->piece[q].bwd + V->piece[q].rec[S->recompute];
+            t += V->piece[q].fwd + V->piece[q].bwd + V->piece[q].rec[S->recompute] + V->piece[q].rs_lb;
         rank[S->pp_rank] += t;
         if (st < pp)
             first[S->pp_rank] = t;
@@ -675,6 +744,8 @@ static double cut_bound(const Src *s, const SrcVariant *V, const Plan *p)
     PassShare sh; /* ranks sharing cores run faster while others wait */
     if (pass_share(s->c->cl, pp, plan_mesh_devices(&p->mesh), &sh))
         b = pass_share_bound(&sh, pp, tsum, top, m);
+    else
+        b = fmax(b, tail_bound(s, V, p, m));
     return b;
 }
 
@@ -910,7 +981,10 @@ static bool free_lost(const Rank *R, const SrcGroup *G, const SrcVariant *V, con
         return false;
     Plan p;
     src_plan(R->s, G, V, k, free_, &p);
-    return cut_bound(R->s, V, &p) >= threshold(R);
+    double b = cut_bound(R->s, V, &p);
+    if (debug_level() >= 2)
+        fprintf(stderr, "      the fastest cut, memory left out: bound %.3f\n", b);
+    return b >= threshold(R);
 }
 
 /* Cut, predict, and keep candidate k with variant V. Afterwards k->limited

@@ -101,8 +101,21 @@ static void piece_costs(Src *s, const SrcGroup *G, SrcVariant *V, const int64_t 
                 ir_die("search: kept bytes of node %d under policy %d differ", nd->id, r);
             P->saved[r] += kept[r];
         }
-        for (int z = 0; z < 4; z++)
-            P->states[z] += pass_param_bytes(s->c, g, nd, &G->mesh, st, z);
+        double st0 = 0;
+        for (int z = 0; z < 4; z++) {
+            double b = pass_param_bytes(s->c, g, nd, &G->mesh, st, z);
+            P->states[z] += b;
+            st0 += b;
+        }
+        /* The step end's reduction and optimizer (pass_predict's node_states
+         * and dp_traffic, ptdc's programs: no per-bucket latency). */
+        if (!s->c->st.ref_stack && st0 > 0)
+            for (int z = 0; z < 4; z++) {
+                double s1 = pass_param_sync_s(&cc, g, nd, &G->mesh, st, z, 1);
+                double s2 = z >= 2 ? pass_param_sync_s(&cc, g, nd, &G->mesh, st, z, 2) : s1;
+                P->red[z] += s1 - (s2 - s1) - pass_param_gather_s(&cc, g, nd, &G->mesh, st, z);
+                P->opt[z] += pass_param_step_s(&cc, g, nd, &G->mesh, st, z);
+            }
         /* What a ZB-H1 W slot holds of it, as pass_predict counts it (only
          * the experts and parameter GEMMs hold any). */
         if (s->wslots && pass_wslot_holds(g, nd)) {
@@ -113,6 +126,24 @@ static void piece_costs(Src *s, const SrcGroup *G, SrcVariant *V, const int64_t 
                                &P->wsaved[z], NULL, NULL);
         }
     }
+    /* The resharding inside the piece at these strategies: each edge's
+     * shares of its price at the one pair of layouts (search_edges.c).
+     * PTDC_SEARCH_NO_CUT_RS (tests/search/cutbound.sh): none, to compare. */
+    if (getenv("PTDC_SEARCH_NO_CUT_RS"))
+        return;
+    int c = g->pieces[p].count;
+    PlanStrategy **st = ir_xmalloc(sizeof *st * (size_t)c + 1);
+    double **sh = ir_xmalloc(sizeof *sh * (size_t)c + 1), *v = ir_xcalloc((size_t)c + 1, sizeof(double));
+    int *ns = ir_xmalloc(sizeof(int) * (size_t)c + 1);
+    for (int a = 0; a < c; a++)
+        st[a] = &V->strat[g->pieces[p].first + a], sh[a] = &v[a], ns[a] = 1;
+    src_edge_shares(s, G, p, ds, st, ns, sh);
+    for (int a = 0; a < c; a++)
+        P->rs_lb += v[a];
+    free(st);
+    free(sh);
+    free(v);
+    free(ns);
 }
 
 /* What src_variant's steps share while they solve one variant. */

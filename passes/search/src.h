@@ -50,6 +50,14 @@ typedef struct SrcPiece {
     double wsaved[2];             /* bytes a split schedule's W slot holds (pass_wslot_add), under
                                      ZeRO 0-1 and 2-3 ([zero >= 2]); 0 where no candidate runs
                                      one under ptdc's programs (Src.wslots) */
+    double red[4];                /* s per step, by ZeRO stage, under ptdc's programs: the
+                                     data-parallel reduction after the last backward and the
+                                     optimizer's kernels, as pass_predict's step end sums them
+                                     (0 under a reference stack; cut_bound's tail) */
+    double opt[4];
+    double rs_lb;                 /* the resharding inside the piece pass_predict charges at
+                                     least at these strategies, forward and backward
+                                     (src_edge_shares at them alone; cut_bound) */
 } SrcPiece;
 
 typedef struct SrcVariant {
