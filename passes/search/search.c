@@ -599,6 +599,19 @@ static void check_mem_prune(Src *s, SrcGroup *G, const SrcVariant *V, SrcCand *k
     pass_prediction_free(&pr);
 }
 
+/* The pipeline transfers stage st waits for per micro-batch in
+ * pass_predict's simulation (schedule_sim.c: a blocking receive before each
+ * operation): its forward's from the stage before, its backward's from the
+ * stage after (SrcPiece.p2p: a piece's transfers in, one way). */
+static double stage_p2p(const SrcVariant *V, const Plan *p, int st)
+{
+    const PlanStage *S = &p->stages[st];
+    double x = S->first_piece > 0 ? V->piece[S->first_piece].p2p : 0;
+    if (st + 1 < p->nstages)
+        x += V->piece[p->stages[st + 1].first_piece].p2p;
+    return x;
+}
+
 /* A bound on plan p's step from pipeline rank 0's end (pass_predict's
  * dp_tail; ptdc's programs, ranks not sharing cores), from the stages'
  * kernels (never above the simulation's times) and rank 0's reduction red
@@ -636,7 +649,7 @@ static double tail_bound(const Src *s, const SrcVariant *V, const Plan *p, doubl
             f[S->pp_rank] += P->fwd;
             b[S->pp_rank] += P->bwd + P->rec[S->recompute]; /* split: B and W */
             w[S->pp_rank] += P->dw;
-            rs[S->pp_rank] += P->rs_lb;
+            rs[S->pp_rank] += P->rs_lb + (q == S->first_piece ? stage_p2p(V, p, st) : 0);
             if (S->pp_rank == 0)
                 red += P->red[z], opt += P->opt[z];
         }
@@ -688,6 +701,7 @@ static double split_bound(const Src *s, const SrcVariant *V, const Plan *p)
             w += V->piece[q].dw;
             rs += V->piece[q].rs_lb; /* forward and backward: only where both count */
         }
+        rs += stage_p2p(V, p, r);
         bw = fmax(0, bw);
         if (r == 0)
             w0 = w;
@@ -730,6 +744,7 @@ static double cut_bound(const Src *s, const SrcVariant *V, const Plan *p)
         double t = 0;
         for (int q = S->first_piece; q < S->first_piece + S->npieces; q++)
             t += V->piece[q].fwd + V->piece[q].bwd + V->piece[q].rec[S->recompute] + V->piece[q].rs_lb;
+        t += stage_p2p(V, p, st);
         rank[S->pp_rank] += t;
         if (st < pp)
             first[S->pp_rank] = t;

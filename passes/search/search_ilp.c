@@ -128,8 +128,9 @@ static void piece_costs(Src *s, const SrcGroup *G, SrcVariant *V, const int64_t 
     }
     /* The resharding inside the piece at these strategies: each edge's
      * shares of its price at the one pair of layouts (search_edges.c).
-     * PTDC_SEARCH_NO_CUT_RS (tests/search/cutbound.sh): none, to compare. */
-    if (getenv("PTDC_SEARCH_NO_CUT_RS"))
+     * PTDC_SEARCH_NO_CUT_COMM (tests/search/cutbound.sh): none, nor
+     * transfers (variant_p2p), to compare. */
+    if (getenv("PTDC_SEARCH_NO_CUT_COMM"))
         return;
     int c = g->pieces[p].count;
     PlanStrategy **st = ir_xmalloc(sizeof *st * (size_t)c + 1);
@@ -421,6 +422,46 @@ static void spread_costs(VariantWalk *w)
     }
 }
 
+/* Per piece, the pipeline transfers pass_predict charges when it starts a
+ * stage (predict.c, edge_in): every activation its nodes read from an
+ * earlier piece crosses, sent in its producer's layout, once per tensor
+ * (an earlier reader in the stage pays for a later one's). */
+static void variant_p2p(Src *s, const SrcGroup *G, SrcVariant *V, const int64_t *ds)
+{
+    const IrGraph *g = s->g;
+    if (getenv("PTDC_SEARCH_NO_CUT_COMM"))
+        return;
+    for (int p = 0; p < g->npieces; p++) {
+        const IrPiece *P = &g->pieces[p];
+        double t2 = 0;
+        for (int id = P->first; id < P->first + P->count; id++) {
+            const IrNode *n = &g->nodes[id];
+            for (int i = 0; i < n->nin; i++) {
+                int t = n->in[i];
+                if (t < 0 || g->tensors[t].role == IR_PARAM || g->tensors[t].role == IR_INPUT)
+                    continue;
+                const IrNode *pn = &g->nodes[g->tensors[t].producer];
+                if (pn->piece >= p)
+                    continue;
+                bool seen = false; /* read before in the piece: paid once */
+                for (int e = P->first; e <= id && !seen; e++)
+                    for (int j = 0; j < (e < id ? g->nodes[e].nin : i) && !seen; j++)
+                        seen = g->nodes[e].in[j] == t;
+                if (seen)
+                    continue;
+                PlanSharding out[IR_MAX_OUT];
+                plan_shard_io(g, pn, &V->strat[pn->id], NULL, out);
+                for (int j = 0; j < pn->nout; j++)
+                    if (pn->out[j] == t) {
+                        PlanColl k = {PLAN_COLL_SENDRECV, 0, -1, -1, plan_local_numel(g, t, &G->mesh, &out[j], ds)};
+                        t2 += pass_cost_coll(s->c, &G->mesh, &k, pass_elem_bytes(s->c, g->tensors[t].dtype));
+                    }
+            }
+        }
+        V->piece[p].p2p = t2;
+    }
+}
+
 /* A folded group's only variant: its fixed strategies (src_fold_strategy),
  * each piece priced by the cost model on its mesh. Every tensor is split by
  * the batch over both axes wherever it flows (the exchange keeps h, gates and
@@ -449,6 +490,7 @@ static bool fold_variant(Src *s, SrcGroup *G, int k)
         else
             piece_costs(s, G, V, ds, p, &V->piece[p]);
     }
+    variant_p2p(s, G, V, ds);
     free(ds);
     variant_axes(s, G, V);
     V->ok = true;
@@ -497,6 +539,7 @@ bool src_variant(Src *s, SrcGroup *G, int k)
     }
     if (ok) {
         spread_costs(&w);
+        variant_p2p(s, G, V, w.ds);
         variant_axes(s, G, V);
     }
     free(w.rep_r);

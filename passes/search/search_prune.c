@@ -1165,7 +1165,7 @@ double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, c
         SrcPipeSum S;
         for (int p = 0; p < s->npieces; p++) {
             const SrcPiece *P = &V->piece[p];
-            double t = P->fwd + P->bwd + P->rec[rc];
+            double t = P->fwd + P->bwd + P->rec[rc] + P->rs_lb; /* (cut_bound's resharding) */
             /* (split_bound's B: the backward but the weight gradients) */
             pipe_add(&S, p, s->npieces, t, t - P->dw);
             states += P->states[k->zero];

@@ -58,6 +58,9 @@ typedef struct SrcPiece {
     double rs_lb;                 /* the resharding inside the piece pass_predict charges at
                                      least at these strategies, forward and backward
                                      (src_edge_shares at them alone; cut_bound) */
+    double p2p;                   /* s one way (forward; backward the same) of the pipeline
+                                     transfers into the piece when it starts a stage, at
+                                     least (cut_bound) */
 } SrcPiece;
 
 typedef struct SrcVariant {
