@@ -101,21 +101,20 @@ static void piece_costs(Src *s, const SrcGroup *G, SrcVariant *V, const int64_t 
                 ir_die("search: kept bytes of node %d under policy %d differ", nd->id, r);
             P->saved[r] += kept[r];
         }
-        double st0 = 0;
-        for (int z = 0; z < 4; z++) {
-            double b = pass_param_bytes(s->c, g, nd, &G->mesh, st, z);
-            P->states[z] += b;
-            st0 += b;
-        }
-        /* The step end's reduction and optimizer (pass_predict's node_states
-         * and dp_traffic, ptdc's programs: no per-bucket latency). */
-        if (!s->c->st.ref_stack && st0 > 0)
+        /* Model states and the step end's reduction and optimizer, as the
+         * floor prices them (remembered by node, strategy and mesh). */
+        bool params = false;
+        for (int i = 0; i < nd->nin; i++)
+            params |= nd->in[i] >= 0 && g->tensors[nd->in[i]].role == IR_PARAM;
+        if (params) {
+            double v[SRC_NSTATES];
+            src_node_states(s, nd, &G->mesh, st, true, v);
             for (int z = 0; z < 4; z++) {
-                double s1 = pass_param_sync_s(&cc, g, nd, &G->mesh, st, z, 1);
-                double s2 = z >= 2 ? pass_param_sync_s(&cc, g, nd, &G->mesh, st, z, 2) : s1;
-                P->red[z] += s1 - (s2 - s1) - pass_param_gather_s(&cc, g, nd, &G->mesh, st, z);
-                P->opt[z] += pass_param_step_s(&cc, g, nd, &G->mesh, st, z);
+                P->states[z] += v[z];
+                P->red[z] += v[8 + z];
+                P->opt[z] += v[12 + z];
             }
+        }
         /* What a ZB-H1 W slot holds of it, as pass_predict counts it (only
          * the experts and parameter GEMMs hold any). */
         if (s->wslots && pass_wslot_holds(g, nd)) {

@@ -1,6 +1,7 @@
-/* search_nodestates.c: a node's model states and their ZeRO traffic per
- * micro-batch under one strategy, for the per-mesh floor (search_prune.c,
- * src_group_floor), remembered across the floors of one search.
+/* search_nodestates.c: a node's model states, their ZeRO traffic per
+ * micro-batch and their step end under one strategy, for the per-mesh
+ * floor (search_prune.c, src_group_floor) and the variants' pieces
+ * (search_ilp.c), remembered across one search.
  *
  * The whole floor prices them for every strategy of every node with
  * parameters under four ZeRO stages (pass_param_bytes; src_mb_sync:
@@ -29,6 +30,7 @@
  * dies on a difference in any bit. */
 #include "search/src.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,7 +46,7 @@ struct SrcStatesMemo {
     StatesSlot *slot;
     uint32_t *val;                /* [cap] */
     size_t cap, n;                /* cap a power of two */
-    double *vals;                 /* [n * 8] */
+    double *vals;                 /* [n * SRC_NSTATES] */
     size_t capvals;
     uint64_t *mesh;               /* [nmesh * MESHW] the meshes seen */
     int nmesh, capmesh, last;     /* last: the mesh asked last */
@@ -85,14 +87,46 @@ double src_mb_sync(const Src *s, const IrNode *n, const PlanMesh *m, const PlanS
     return mb_sync_bytes(s, n, m, st, z, w + gr + op);
 }
 
+/* The step end of a node with parameters under ptdc's programs, as
+ * pass_predict's node_states and dp_traffic sum it: its reduction after the
+ * last backward (the per-step collectives but the per-micro-batch part and
+ * the weights' gather; no per-bucket latency) and its optimizer's kernels.
+ * 0 under a reference stack (the search's step-end bound is ptdc's). */
+static void step_end(const Src *s, const IrNode *n, const PlanMesh *m, const PlanStrategy *st, int z, double bytes,
+                     double *red, double *opt)
+{
+    const PassCostCtx *c = s->c;
+    const IrGraph *g = s->g;
+    *red = *opt = 0;
+    if (c->st.ref_stack || bytes <= 0)
+        return;
+    double s1 = pass_param_sync_s(c, g, n, m, st, z, 1);
+    double s2 = z >= 2 ? pass_param_sync_s(c, g, n, m, st, z, 2) : s1;
+    *red = s1 - (s2 - s1) - pass_param_gather_s(c, g, n, m, st, z);
+    *opt = pass_param_step_s(c, g, n, m, st, z);
+}
+
+static void price_end(const Src *s, const IrNode *nd, const PlanMesh *m, const PlanStrategy *st, double *v)
+{
+    for (int z = 0; z < 4; z++)
+        step_end(s, nd, m, st, z, v[z], &v[8 + z], &v[12 + z]);
+}
+
 /* The long way: v[z] pass_param_bytes under ZeRO z, v[4 + z] src_mb_sync
- * (of those bytes: pass_param_bytes is pass_param_bytes3's sum). */
-static void price(const Src *s, const IrNode *nd, const PlanMesh *m, const PlanStrategy *st, double *v)
+ * (of those bytes: pass_param_bytes is pass_param_bytes3's sum), and where
+ * asked (`end`; NAN otherwise) v[8 + z] and v[12 + z] the step end's
+ * reduction and optimizer (step_end): the floor has no use for them. */
+static void price(const Src *s, const IrNode *nd, const PlanMesh *m, const PlanStrategy *st, bool end, double *v)
 {
     for (int z = 0; z < 4; z++)
         v[z] = pass_param_bytes(s->c, s->g, nd, m, st, z);
     for (int z = 0; z < 4; z++)
         v[4 + z] = mb_sync_bytes(s, nd, m, st, z, v[z]);
+    if (end)
+        price_end(s, nd, m, st, v);
+    else
+        for (int i = 8; i < SRC_NSTATES; i++)
+            v[i] = NAN;
 }
 
 static uint64_t hash_key(const uint64_t *k)
@@ -151,7 +185,7 @@ static int mesh_id(struct SrcStatesMemo *M, const PlanMesh *m)
     return M->last = M->nmesh++;
 }
 
-void src_node_states(Src *s, const IrNode *nd, const PlanMesh *m, const PlanStrategy *st, double *v)
+void src_node_states(Src *s, const IrNode *nd, const PlanMesh *m, const PlanStrategy *st, bool end, double *v)
 {
     struct SrcStatesMemo *M = s->states_memo;
     if (!M)
@@ -169,11 +203,13 @@ void src_node_states(Src *s, const IrNode *nd, const PlanMesh *m, const PlanStra
     StatesSlot *e = &M->slot[j];
     if (e->k[0]) {
         M->hits++;
-        const double *ev = &M->vals[(size_t)M->val[j] * 8];
-        memcpy(v, ev, 8 * sizeof *v);
+        double *ev = &M->vals[(size_t)M->val[j] * SRC_NSTATES];
+        if (end && isnan(ev[8]))
+            price_end(s, nd, m, st, ev);
+        memcpy(v, ev, SRC_NSTATES * sizeof *v);
         if (src_check(s)) {
-            double x[8];
-            price(s, nd, m, st, x);
+            double x[SRC_NSTATES];
+            price(s, nd, m, st, !isnan(ev[8]), x);
             if (memcmp(x, ev, sizeof x) != 0)
                 ir_die("search: the remembered model states of node %d (%s) differ from those priced again on a "
                        "mesh of %d x %d x %d", nd->id, ir_ops[nd->op].name, m->size[0],
@@ -181,12 +217,12 @@ void src_node_states(Src *s, const IrNode *nd, const PlanMesh *m, const PlanStra
         }
         return;
     }
-    price(s, nd, m, st, v);
+    price(s, nd, m, st, end, v);
     if (M->n == M->capvals) {
         M->capvals = M->capvals ? 2 * M->capvals : 1024;
-        M->vals = ir_xrealloc(M->vals, sizeof(double) * 8 * M->capvals);
+        M->vals = ir_xrealloc(M->vals, sizeof(double) * SRC_NSTATES * M->capvals);
     }
-    memcpy(&M->vals[M->n * 8], v, 8 * sizeof *v);
+    memcpy(&M->vals[M->n * SRC_NSTATES], v, SRC_NSTATES * sizeof *v);
     e->k[0] = k[0], e->k[1] = k[1];
     M->val[j] = (uint32_t)M->n++;
 }

@@ -994,9 +994,9 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
                 /* Model states by ZeRO stage and the traffic they make per
                  * micro-batch (none without parameters; remembered across
                  * floors, search_nodestates.c). */
-                double pv[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                double pv[SRC_NSTATES] = {0};
                 if (params)
-                    src_node_states(s, nd, &G->mesh, &st[i], pv);
+                    src_node_states(s, nd, &G->mesh, &st[i], false, pv);
                 for (int z = 0; z < 4; z++) {
                     ssz[i * 4 + z] = pv[z];
                     sz[z] = src_fmin(sz[z], ssz[i * 4 + z]);

@@ -353,10 +353,15 @@ void src_edge_memo_counts(const Src *s, long *asked, long *hits);
 void src_edge_memo_free(Src *s);
 
 /* search_nodestates.c: node nd's model states (pass_param_bytes) under
- * ZeRO z into v[z] and its ZeRO traffic per micro-batch (src_mb_sync) into
- * v[4 + z], strategy st on mesh m, remembered for the search by node,
- * strategy and mesh (all they read but the search's own context). */
-void src_node_states(Src *s, const IrNode *nd, const PlanMesh *m, const PlanStrategy *st, double *v);
+ * ZeRO z into v[z], its ZeRO traffic per micro-batch (src_mb_sync) into
+ * v[4 + z], and where asked (end) under ptdc's programs its step end, the
+ * data-parallel reduction after the last backward into v[8 + z] and the
+ * optimizer's kernels into v[12 + z] (SrcPiece.red, .opt; 0 under a
+ * reference stack; NAN where not asked and not yet known), strategy st on
+ * mesh m, remembered for the search by node, strategy and mesh (all they
+ * read but the search's own context). v: SRC_NSTATES. */
+enum { SRC_NSTATES = 16 };
+void src_node_states(Src *s, const IrNode *nd, const PlanMesh *m, const PlanStrategy *st, bool end, double *v);
 /* The seconds of ZeRO-2/3 data-parallel traffic and kernels per micro-batch
  * that pass_predict adds to node n's stage times under ZeRO stage z with
  * strategy st (0 where it adds none). */
