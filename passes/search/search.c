@@ -628,11 +628,16 @@ static double stage_p2p(const SrcVariant *V, const Plan *p, int st)
  * - with one chunk per rank, its last backward (split: last B) after the
  *   last micro-batch's backward came back through every later rank r, which
  *   ran m micro-batches after the first forward reached it: F of the ranks
- *   before r + m x r's work (its kernels and the least resharding inside
- *   its pieces, rs_lb; split: without its W's, which it may defer) + the
- *   backwards (B) of the ranks between; then its own last backward and the
- *   step end hide no more than (1 - sd) bc of red.
- * PTDC_SEARCH_NO_TAIL (tests/search/tail.sh): none, to compare. */
+ *   before r + m x r's work (its kernels, the least resharding inside its
+ *   pieces and its transfers, rs_lb and stage_p2p; split: without its W's,
+ *   which it may defer) + the backwards (B) of the ranks between; then its
+ *   own last backward and the step end hide no more than (1 - sd) bc of
+ *   red.
+ * (For v > 1, pass_predict's bc counts each chunk's incoming transfer in
+ * its backward, where the simulation waits for the next stage's instead;
+ * the same incoming transfer is in the chunk's forward too, so m F + m v bc
+ * still does not exceed the simulation's rank 0.)
+ * PTDC_SEARCH_NO_TAIL (tests/search/cutbound.sh): none, to compare. */
 static double tail_bound(const Src *s, const SrcVariant *V, const Plan *p, double m)
 {
     if (s->c->st.ref_stack || getenv("PTDC_SEARCH_NO_TAIL"))
