@@ -654,10 +654,11 @@ static double tail_bound(const Src *s, const SrcVariant *V, const Plan *p, doubl
             f[S->pp_rank] += P->fwd;
             b[S->pp_rank] += P->bwd + P->rec[S->recompute]; /* split: B and W */
             w[S->pp_rank] += P->dw;
-            rs[S->pp_rank] += P->rs_lb + (q == S->first_piece ? stage_p2p(V, p, st) : 0);
+            rs[S->pp_rank] += P->rs_lb;
             if (S->pp_rank == 0)
                 red += P->red[z], opt += P->opt[z];
         }
+        rs[S->pp_rank] += stage_p2p(V, p, st);
     }
     double bc = split ? w[0] : b[0] / v, n = split ? m : m * v;
     double base = split ? m * (f[0] + b[0] - w[0]) : m * f[0], best = 0;
@@ -726,9 +727,9 @@ static double split_bound(const Src *s, const SrcVariant *V, const Plan *p)
 }
 
 /* A bound on plan p's step time once its stages are cut, from its stages'
- * kernel times (the same pass_cost_node numbers pass_predict sums) and the
- * least resharding inside their pieces (rs_lb) without transfers, which
- * pass_predict's stage times only add to:
+ * kernel times (the same pass_cost_node numbers pass_predict sums), the
+ * least resharding inside their pieces (rs_lb) and the transfers they wait
+ * for (stage_p2p), which pass_predict's stage times only add to:
  * the busiest rank runs m micro-batches one after another; one micro-batch
  * passes every stage forward and back; and a rank cannot start before the
  * first micro-batch's forward reaches it through the first chunk of the
@@ -1663,6 +1664,8 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
         free(s.work[i].wsaved);
     }
     free(s.work);
+    free(s.xin);
+    free(s.xin_at);
     free(s.w);
     free(s.gr);
     free(s.op);

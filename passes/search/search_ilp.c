@@ -103,10 +103,7 @@ static void piece_costs(Src *s, const SrcGroup *G, SrcVariant *V, const int64_t 
         }
         /* Model states and the step end's reduction and optimizer, as the
          * floor prices them (remembered by node, strategy and mesh). */
-        bool params = false;
-        for (int i = 0; i < nd->nin; i++)
-            params |= nd->in[i] >= 0 && g->tensors[nd->in[i]].role == IR_PARAM;
-        if (params) {
+        if (src_reads_param(g, nd)) {
             double v[SRC_NSTATES];
             src_node_states(s, nd, &G->mesh, st, true, v);
             for (int z = 0; z < 4; z++) {
@@ -421,41 +418,58 @@ static void spread_costs(VariantWalk *w)
     }
 }
 
+/* Per piece, the activations that cross into it when it starts a stage
+ * (pass_predict, predict.c edge_in): those its nodes read from an earlier
+ * piece, once each (an earlier reader in the stage pays for a later one).
+ * The graph's alone: made once a search (Src.xin). */
+static void crossings(Src *s)
+{
+    const IrGraph *g = s->g;
+    s->xin_at = ir_xcalloc((size_t)g->npieces + 1, sizeof *s->xin_at);
+    int n = 0, cap = 16;
+    s->xin = ir_xmalloc(sizeof *s->xin * (size_t)cap);
+    for (int p = 0; p < g->npieces; p++) {
+        const IrPiece *P = &g->pieces[p];
+        for (int id = P->first; id < P->first + P->count; id++)
+            for (int i = 0; i < g->nodes[id].nin; i++) {
+                int t = g->nodes[id].in[i];
+                if (t < 0 || g->tensors[t].role == IR_PARAM || g->tensors[t].role == IR_INPUT ||
+                    g->nodes[g->tensors[t].producer].piece >= p)
+                    continue;
+                bool seen = false;
+                for (int j = s->xin_at[p]; j < n && !seen; j++)
+                    seen = s->xin[j] == t;
+                if (seen)
+                    continue;
+                if (n == cap)
+                    s->xin = ir_xrealloc(s->xin, sizeof *s->xin * (size_t)(cap *= 2));
+                s->xin[n++] = t;
+            }
+        s->xin_at[p + 1] = n;
+    }
+}
+
 /* Per piece, the pipeline transfers pass_predict charges when it starts a
- * stage (predict.c, edge_in): every activation its nodes read from an
- * earlier piece crosses, sent in its producer's layout, once per tensor
- * (an earlier reader in the stage pays for a later one's). */
+ * stage: each crossing activation sent in its producer's layout. */
 static void variant_p2p(Src *s, const SrcGroup *G, SrcVariant *V, const int64_t *ds)
 {
     const IrGraph *g = s->g;
     if (getenv("PTDC_SEARCH_NO_CUT_COMM"))
         return;
+    if (!s->xin)
+        crossings(s);
     for (int p = 0; p < g->npieces; p++) {
-        const IrPiece *P = &g->pieces[p];
         double t2 = 0;
-        for (int id = P->first; id < P->first + P->count; id++) {
-            const IrNode *n = &g->nodes[id];
-            for (int i = 0; i < n->nin; i++) {
-                int t = n->in[i];
-                if (t < 0 || g->tensors[t].role == IR_PARAM || g->tensors[t].role == IR_INPUT)
-                    continue;
-                const IrNode *pn = &g->nodes[g->tensors[t].producer];
-                if (pn->piece >= p)
-                    continue;
-                bool seen = false; /* read before in the piece: paid once */
-                for (int e = P->first; e <= id && !seen; e++)
-                    for (int j = 0; j < (e < id ? g->nodes[e].nin : i) && !seen; j++)
-                        seen = g->nodes[e].in[j] == t;
-                if (seen)
-                    continue;
-                PlanSharding out[IR_MAX_OUT];
-                plan_shard_io(g, pn, &V->strat[pn->id], NULL, out);
-                for (int j = 0; j < pn->nout; j++)
-                    if (pn->out[j] == t) {
-                        PlanColl k = {PLAN_COLL_SENDRECV, 0, -1, -1, plan_local_numel(g, t, &G->mesh, &out[j], ds)};
-                        t2 += pass_cost_coll(s->c, &G->mesh, &k, pass_elem_bytes(s->c, g->tensors[t].dtype));
-                    }
-            }
+        for (int x = s->xin_at[p]; x < s->xin_at[p + 1]; x++) {
+            int t = s->xin[x];
+            const IrNode *pn = &g->nodes[g->tensors[t].producer];
+            PlanSharding out[IR_MAX_OUT];
+            plan_shard_io(g, pn, &V->strat[pn->id], NULL, out);
+            for (int j = 0; j < pn->nout; j++)
+                if (pn->out[j] == t) {
+                    PlanColl k = {PLAN_COLL_SENDRECV, 0, -1, -1, plan_local_numel(g, t, &G->mesh, &out[j], ds)};
+                    t2 += pass_cost_coll(s->c, &G->mesh, &k, pass_elem_bytes(s->c, g->tensors[t].dtype));
+                }
         }
         V->piece[p].p2p = t2;
     }

@@ -185,6 +185,14 @@ static int mesh_id(struct SrcStatesMemo *M, const PlanMesh *m)
     return M->last = M->nmesh++;
 }
 
+bool src_reads_param(const IrGraph *g, const IrNode *nd)
+{
+    for (int i = 0; i < nd->nin; i++)
+        if (nd->in[i] >= 0 && g->tensors[nd->in[i]].role == IR_PARAM)
+            return true;
+    return false;
+}
+
 void src_node_states(Src *s, const IrNode *nd, const PlanMesh *m, const PlanStrategy *st, bool end, double *v)
 {
     struct SrcStatesMemo *M = s->states_memo;

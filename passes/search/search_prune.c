@@ -979,9 +979,7 @@ void src_group_floor(Src *s, SrcGroup *G, bool time_only)
                 sz[z] = tz[z] = INFINITY;
             /* Only a node that reads parameters has ZeRO traffic (most do not:
              * skip the pricing there). */
-            bool params = false;
-            for (int j = 0; j < nd->nin; j++)
-                params |= nd->in[j] >= 0 && g->tensors[nd->in[j]].role == IR_PARAM;
+            bool params = src_reads_param(g, nd);
             for (int i = 0; i < ns; i++) {
                 PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
                 plan_shard_io(g, nd, &st[i], in, out);

@@ -220,6 +220,9 @@ typedef struct Src {
                                      NULL: none yet) */
     struct SrcStatesMemo *states_memo; /* the floor's node states by strategy and mesh
                                      (search_nodestates.c; NULL: none yet) */
+    int *xin, *xin_at;            /* per piece p, xin[xin_at[p] .. xin_at[p + 1]): the
+                                     activations its nodes read from earlier pieces, once each
+                                     (search_ilp.c, variant_p2p; NULL: not yet) */
     int64_t *divs;                /* the divisors of gb, ascending */
     int ndivs;
     int64_t *mbs;                 /* micro_batches' result */
@@ -361,6 +364,8 @@ void src_edge_memo_free(Src *s);
  * mesh m, remembered for the search by node, strategy and mesh (all they
  * read but the search's own context). v: SRC_NSTATES. */
 enum { SRC_NSTATES = 16 };
+/* Does node nd read a parameter (the nodes src_node_states is asked of)? */
+bool src_reads_param(const IrGraph *g, const IrNode *nd);
 void src_node_states(Src *s, const IrNode *nd, const PlanMesh *m, const PlanStrategy *st, bool end, double *v);
 /* The seconds of ZeRO-2/3 data-parallel traffic and kernels per micro-batch
  * that pass_predict adds to node n's stage times under ZeRO stage z with
