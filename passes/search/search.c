@@ -512,6 +512,8 @@ static double fit_mem(Src *s, const SrcGroup *G, const SrcCand *k, const double 
     return b;
 }
 
+static double fit_floor_bound(Src *s, const SrcGroup *G, const SrcCand *k, double thr);
+
 /* The pruning is sound only if every bound is at most what pass_predict
  * says; exhaustive searches (tests) check it on every plan they rank. */
 static void check_bounds(Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
@@ -541,6 +543,11 @@ static void check_bounds(Src *s, const SrcGroup *G, const SrcVariant *V, const S
         if (fm > pr->step_time_s * (1 + tol))
             ir_die("search: memory-forced bound %.9g above pass_predict's %.9g (dp %d tp %d b %d pp %d v %d zero %d)",
                    fm, pr->step_time_s, G->dp, G->tp, G->b, k->pp, k->v, k->zero);
+        /* and the whole bound fit_pruned takes, all its terms */
+        double ff = fit_floor_bound(s, G, k, INFINITY);
+        if (ff > pr->step_time_s * (1 + tol))
+            ir_die("search: floor bound of the fitting plans %.9g above pass_predict's %.9g (dp %d tp %d b %d pp %d "
+                   "v %d zero %d)", ff, pr->step_time_s, G->dp, G->tp, G->b, k->pp, k->v, k->zero);
     }
     /* Each rank's pieces at their floors (src_floor_pieces, raised to the
      * ILP's least layer: search_layerlb.c) against what pass_predict gives
@@ -900,19 +907,40 @@ static void hope_bounds(Src *s, SrcGroup *G, SrcCand *k)
     free(delta);
 }
 
-/* Can no plan of k that fits beat thr (strategy-free)? Only once a plan
+/* A bound on k's plans that fit, with no variant of its group needed:
+ * src_fit_bound's, and, pipelined, once the group's floor is known, the
+ * floor without the strategies no fitting plan uses (src_floor_fit) cut
+ * into stages that fit (hope_bound; one chunk per rank: an interleaved
+ * candidate's chunks are each variant's own) and the recomputation and
+ * leaner strategies memory forces on its ranks (fit_mem); each term only
+ * while the bound stays under thr (a candidate at or above it is dropped
+ * for good: thr only falls). The cut is what the strategy-free bounds
+ * lack: whole pieces per rank (DeepSeek-V3's 61 on 32 ranks: two layers
+ * on the busiest, not 1.9), its fill and drain, and memory. */
+static double fit_floor_bound(Src *s, const SrcGroup *G, const SrcCand *k, double thr)
+{
+    double b = src_fit_bound(s, G, k);
+    if (k->pp < 2 || !(b < thr) || !G->floor_t)
+        return b;
+    double *delta = ir_xmalloc(sizeof(double) * (size_t)(s->npieces + 1));
+    if (!src_floor_fit(s, G, k->pp, k->zero, delta))
+        b = INFINITY;
+    if (k->v == 1 && b < thr && !getenv("PTDC_SEARCH_NO_FIT_CUT")) /* (tests/search/fitcut.sh: without, to compare) */
+        b = fmax(b, hope_bound(s, G, k, delta));
+    if (b < thr)
+        b = fmax(b, fit_mem(s, G, k, delta));
+    free(delta);
+    return b;
+}
+
+/* Can no plan of k that fits beat thr (fit_floor_bound)? Only once a plan
  * fits: before, the closest plan that does not is still of interest. */
 static bool fit_pruned(const Rank *R, SrcGroup *G, SrcCand *k, double thr)
 {
     if (!R->out->found || R->s->o->exhaustive)
         return false;
-    if (isnan(k->lb_fit)) {
-        k->lb_fit = src_fit_bound(R->s, G, k);
-        /* and the recomputation and leaner strategies memory forces on
-         * its ranks (search_fitmem.c), once the group's floor is known */
-        if (k->pp > 1 && k->lb_fit < thr && G->floor_t)
-            k->lb_fit = fmax(k->lb_fit, fit_mem(R->s, G, k, NULL));
-    }
+    if (isnan(k->lb_fit))
+        k->lb_fit = fit_floor_bound(R->s, G, k, thr);
     return k->lb_fit >= thr;
 }
 
