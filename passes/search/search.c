@@ -791,17 +791,56 @@ static bool memory_shaped(const SrcPart *free_, const SrcPart *part)
     return false;
 }
 
+/* hope_on's fill and drain of one-chunk candidate k on H (src_pipe_floor;
+ * 0 where it has none: ranks sharing cores, ZB-H1 under a reference
+ * stack). stop: src_pipe_floor's. */
+static double pipe_floor(Src *s, const SrcGroup *G, const SrcCand *k, const SrcVariant *H, double stop)
+{
+    PassShare sh;
+    if (pass_share(s->c->cl, k->pp, plan_mesh_devices(&G->mesh), &sh))
+        return 0;
+    if (!plan_schedule_split(k->sched))
+        return src_pipe_floor(s, G, H, k, s->usable, 1, stop);
+    if (s->c->st.ref_stack)
+        return 0;
+    /* ZB-H1's: every piece's path (its forwards and B) is at least its
+     * strategy-free path work over the mesh (SrcWork.t_path), beta times
+     * its time here under any policy */
+    const SrcWork *W = src_work(s, G->mb_seqs);
+    double n = G->dp * G->cp * G->tp, beta = 1;
+    for (int p = 0; p < s->npieces; p++) {
+        const SrcPiece *P = &H->piece[p];
+        for (int r = 0; r < SRC_NRC; r++) {
+            double t = P->fwd + P->bwd + P->rec[r] + P->rs_f + P->rs_b;
+            if (src_rc_on(s, r) && t > 0)
+                beta = fmin(beta, W->t_path[p * SRC_NRC + r] / n / t);
+        }
+    }
+    return src_pipe_floor(s, G, H, k, s->usable, beta, stop);
+}
+
 /* A lower bound on candidate k's step with every variant whose pieces are
  * no faster and no leaner than H's (hope_bound: the floor; walk_bound: the
  * floor with the layers no faster than a walked point's), cut by the
  * partition, which finds the least slowest-rank time over every cut that
  * fits (a cut that fits with some variant's memory fits H): the busiest
  * rank runs m micro-batches, and one micro-batch passes every piece at
- * least without recomputation. INFINITY when not even H fits. */
-static double hope_on(Src *s, const SrcGroup *G, const SrcCand *k, SrcVariant H)
+ * least without recomputation. INFINITY when not even H fits. stop: a
+ * caller that asks only whether the bound reaches stop (a threshold) may
+ * be answered by any value at least stop; INFINITY: the bound itself. */
+static double hope_on(Src *s, const SrcGroup *G, const SrcCand *k, SrcVariant H, double stop)
 {
     SrcPart part;
-    double b = INFINITY;
+    double b = INFINITY, pf = NAN;
+    if (k->v == 1 && k->pp > 1 && isfinite(stop)) {
+        /* Asked only whether the bound reaches stop: the fill and drain
+         * alone, tested at stop (one greedy cut), often says so, without
+         * the partition or the bisection (below stop it is the whole
+         * fill and drain, kept for below). */
+        pf = pipe_floor(s, G, k, &H, stop);
+        if (pf >= stop)
+            return pf;
+    }
     if (k->v > 1) {
         /* Interleaved: the chunks are cut by the variant's costs, so the
          * floor's cut is not every variant's: the busiest rank runs m
@@ -845,24 +884,8 @@ static double hope_on(Src *s, const SrcGroup *G, const SrcCand *k, SrcVariant H)
         if (pass_share(s->c->cl, pp, plan_mesh_devices(&G->mesh), &sh))
             b = split ? fmax(G->m * top / pass_share_speed(&sh, 1), G->m * tsum / pp)
                       : pass_share_bound(&sh, pp, tsum, top, G->m);
-        else if (k->v == 1 && pp > 1 && !split) /* and the fill and drain */
-            b = fmax(b, src_pipe_floor(s, G, &H, k, s->usable, 1));
-        else if (k->v == 1 && pp > 1 && !s->c->st.ref_stack) {
-            /* ZB-H1's: every piece's path (its forwards and B) is at least
-             * its strategy-free path work over the mesh (SrcWork.t_path),
-             * beta times its time here under any policy */
-            const SrcWork *W = src_work(s, G->mb_seqs);
-            double n = G->dp * G->cp * G->tp, beta = 1;
-            for (int p = 0; p < s->npieces; p++) {
-                const SrcPiece *P = &H.piece[p];
-                for (int r = 0; r < SRC_NRC; r++) {
-                    double t = P->fwd + P->bwd + P->rec[r] + P->rs_f + P->rs_b;
-                    if (src_rc_on(s, r) && t > 0)
-                        beta = fmin(beta, W->t_path[p * SRC_NRC + r] / n / t);
-                }
-            }
-            b = fmax(b, src_pipe_floor(s, G, &H, k, s->usable, beta));
-        }
+        else if (k->v == 1 && pp > 1) /* and the fill and drain */
+            b = fmax(b, isnan(pf) ? pipe_floor(s, G, k, &H, INFINITY) : pf);
     }
     return b;
 }
@@ -870,13 +893,13 @@ static double hope_on(Src *s, const SrcGroup *G, const SrcCand *k, SrcVariant H)
 /* hope_on at the floor (src_floor_pieces: the least kernel time and memory
  * any strategy of the mesh has, with the least resharding inside each
  * piece: search_edges.c): a bound whatever variant k is solved with. */
-static double hope_bound(Src *s, const SrcGroup *G, const SrcCand *k, const double *delta)
+static double hope_bound(Src *s, const SrcGroup *G, const SrcCand *k, const double *delta, double stop)
 {
     SrcVariant H;
     memset(&H, 0, sizeof H);
     H.piece = ir_xmalloc(sizeof *H.piece * (size_t)s->npieces);
     src_floor_pieces(s, G, k->zero, delta, H.piece);
-    double b = hope_on(s, G, k, H);
+    double b = hope_on(s, G, k, H, stop);
     free(H.piece);
     return b;
 }
@@ -887,7 +910,7 @@ static double hope_bound(Src *s, const SrcGroup *G, const SrcCand *k, const doub
 static void hope_bounds(Src *s, SrcGroup *G, SrcCand *k)
 {
     src_layer_lb(s, G);
-    k->hope = hope_bound(s, G, k, NULL);
+    k->hope = hope_bound(s, G, k, NULL, INFINITY);
     double *delta = ir_xmalloc(sizeof(double) * (size_t)(s->npieces + 1));
     bool any = false;
     if (!src_floor_fit(s, G, k->pp, k->zero, delta))
@@ -895,7 +918,7 @@ static void hope_bounds(Src *s, SrcGroup *G, SrcCand *k)
     else {
         for (int p = 0; p < s->npieces; p++)
             any |= delta[p] > 0;
-        k->hope_fit = any ? fmax(k->hope, hope_bound(s, G, k, delta)) : k->hope;
+        k->hope_fit = any ? fmax(k->hope, hope_bound(s, G, k, delta, INFINITY)) : k->hope;
         /* The recomputation and the leaner strategies the ranks' memory
          * forces: interleaved, the frontier bound above leaves memory to
          * the variants' own cuts; one chunk per rank, it cuts the floor,
@@ -926,7 +949,7 @@ static double fit_floor_bound(Src *s, const SrcGroup *G, const SrcCand *k, doubl
     if (!src_floor_fit(s, G, k->pp, k->zero, delta))
         b = INFINITY;
     if (k->v == 1 && b < thr && !getenv("PTDC_SEARCH_NO_FIT_CUT")) /* (tests/search/fitcut.sh: without, to compare) */
-        b = fmax(b, hope_bound(s, G, k, delta));
+        b = fmax(b, hope_bound(s, G, k, delta, thr));
     if (b < thr)
         b = fmax(b, fit_mem(s, G, k, delta));
     free(delta);
@@ -1305,7 +1328,7 @@ static double walk_bound(Src *s, const SrcGroup *G, const SrcCand *k, const SrcV
         }
         P->fwd = t0;
     }
-    b = hope_on(s, G, k, H);
+    b = hope_on(s, G, k, H, INFINITY);
     if (fit && k->pp > 1 && b < INFINITY)
         b = fmax(b, src_fitmem_bound(s, G, k, H.piece));
     free(t);

@@ -496,7 +496,7 @@ static bool greedy_pipe(const Dp *d, const double *pre, double T, bool split, do
 }
 
 double src_pipe_floor(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k, double cap,
-                      double beta)
+                      double beta, double stop)
 {
     bool split = plan_schedule_split(k->sched);
     if (split && !(beta > 0))
@@ -514,7 +514,9 @@ double src_pipe_floor(const Src *s, const SrcGroup *G, const SrcVariant *V, cons
         hi = fmax(hi, d.T[d.rcs[x]][d.P]);
     hi = (d.m + 1) * hi * (1 + 1e-9) + 1e-12;
     double lo = 0, out = INFINITY;
-    if (greedy_pipe(&d, pre, hi, split, beta)) {
+    if (stop < hi && !greedy_pipe(&d, pre, stop, split, beta))
+        out = stop; /* no cut within stop: at least stop (greedy_pipe only fits more as T grows) */
+    else if (greedy_pipe(&d, pre, hi, split, beta)) {
         for (int it = 0; it < 100 && hi - lo > 1e-9 * hi; it++) {
             double mid = 0.5 * (lo + hi);
             if (greedy_pipe(&d, pre, mid, split, beta))

@@ -401,9 +401,11 @@ void src_stage_times(const Src *s, const SrcVariant *V, const Plan *p, double *f
  * weight gradients wait), P' the paths before it (search_prune.c,
  * pipe_bound); with every piece's path at least beta times its time, at
  * least beta P_r + (beta m + (1 - beta) k_r) t_r. 0 when beta is not
- * positive. */
+ * positive. stop < INFINITY: a caller asking only whether the floor
+ * reaches stop; stop itself where no cut fits within it (one greedy cut,
+ * not the bisection). */
 double src_pipe_floor(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k, double cap,
-                      double beta);
+                      double beta, double stop);
 
 /* Is policy r one the search weighs: the four it chooses among, or
  * Megatron's module set (recompute.def) --recompute pins? The per-piece
