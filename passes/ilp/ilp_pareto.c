@@ -28,6 +28,7 @@ typedef struct {
     int *idx;                     /* [cap * width] */
     int *perm;
     int *tmp;                     /* [cap / 2 + 1]: sort_perm's */
+    int *run;                     /* [cap + 1]: sort_perm's */
 } Cand;
 
 static void cand_reserve(Cand *c, int n)
@@ -41,6 +42,7 @@ static void cand_reserve(Cand *c, int n)
     c->idx = ir_xrealloc(c->idx, (size_t)c->cap * (size_t)(c->width + 1) * sizeof *c->idx);
     c->perm = ir_xrealloc(c->perm, (size_t)c->cap * sizeof *c->perm);
     c->tmp = ir_xrealloc(c->tmp, (size_t)(c->cap / 2 + 1) * sizeof *c->tmp);
+    c->run = ir_xrealloc(c->run, (size_t)(c->cap + 1) * sizeof *c->run);
 }
 
 static void cand_free(Cand *c)
@@ -50,6 +52,7 @@ static void cand_free(Cand *c)
     free(c->idx);
     free(c->perm);
     free(c->tmp);
+    free(c->run);
 }
 
 static const Cand *sort_cand; /* qsort's comparator reads it */
@@ -75,25 +78,55 @@ static bool before(const Cand *c, int i, int j)
     return i < j;
 }
 
-/* perm[0 .. n) sorted by `before` (a merge sort through tmp, runs already
- * in order left as they are): by_mem is a total order on finite prices, so
- * this is the permutation qsort makes, without a call through a pointer per
+/* perm[0, h) and perm[h, n), each sorted by `before`, merged in place
+ * through tmp, which takes the shorter of the two. */
+static void merge_two(const Cand *c, int *perm, int *tmp, int h, int n)
+{
+    if (!before(c, perm[h], perm[h - 1]))
+        return; /* in order already */
+    if (h <= n - h) {
+        memcpy(tmp, perm, (size_t)h * sizeof *tmp);
+        int i = 0, j = h, k = 0;
+        while (i < h && j < n)
+            perm[k++] = before(c, perm[j], tmp[i]) ? perm[j++] : tmp[i++];
+        while (i < h)
+            perm[k++] = tmp[i++];
+    } else { /* from the ends, the second half in tmp */
+        int b = n - h, i = h - 1, j = b - 1, k = n - 1;
+        memcpy(tmp, perm + h, (size_t)b * sizeof *tmp);
+        while (i >= 0 && j >= 0)
+            perm[k--] = before(c, tmp[j], perm[i]) ? perm[i--] : tmp[j--];
+        while (j >= 0)
+            perm[k--] = tmp[j--];
+    }
+}
+
+/* perm[0 .. n) sorted by `before`: a natural merge sort, the runs already
+ * in order merged pairwise (run[]: their starts). The candidates are made
+ * as a Pareto set (increasing memory) plus each point of a factor's, or as
+ * one Pareto set after another: runs, so log(runs) passes rather than
+ * log(n). by_mem is a total order on finite prices, so this is the
+ * permutation qsort makes, without a call through a pointer per
  * comparison (sorting was a quarter of the frontier program's time). */
-static void sort_perm(const Cand *c, int *perm, int *tmp, int n)
+static void sort_perm(const Cand *c, int *perm, int *tmp, int *run, int n)
 {
     if (n < 2)
         return;
-    int h = n / 2;
-    sort_perm(c, perm, tmp, h);
-    sort_perm(c, perm + h, tmp, n - h);
-    if (!before(c, perm[h], perm[h - 1]))
-        return; /* the halves are in order already */
-    memcpy(tmp, perm, (size_t)h * sizeof *tmp);
-    int i = 0, j = h, k = 0;
-    while (i < h && j < n)
-        perm[k++] = before(c, perm[j], tmp[i]) ? perm[j++] : tmp[i++];
-    while (i < h)
-        perm[k++] = tmp[i++];
+    int nr = 0;
+    for (int i = 0; i < n; i++)
+        if (i == 0 || before(c, perm[i], perm[i - 1]))
+            run[nr++] = i;
+    run[nr] = n;
+    while (nr > 1) {
+        int w = 0;
+        for (int r = 0; r < nr; r += 2) {
+            if (r + 1 < nr)
+                merge_two(c, perm + run[r], tmp, run[r + 1] - run[r], run[r + 2] - run[r]);
+            run[w++] = run[r];
+        }
+        run[w] = n;
+        nr = w;
+    }
 }
 
 /* The candidates that no other is at least as good as in both objective
@@ -108,7 +141,7 @@ static int pareto(Cand *c, bool slow)
         sort_cand = c;
         qsort(c->perm, (size_t)c->n, sizeof *c->perm, by_mem);
     } else if (c->n > 1) {
-        sort_perm(c, c->perm, c->tmp, c->n);
+        sort_perm(c, c->perm, c->tmp, c->run, c->n);
     }
     int k = 0;
     double best = INFINITY;
@@ -253,8 +286,8 @@ static bool eliminate(IlpFrontier *F, const IlpProblem *p, int x, int s)
     /* combine_one's candidates carry 2 numbers, a link and a point;
      * combine_one_slow's every point so far. */
     int nw = F->slow ? nin : 2;
-    Combine C = {F, nin, NULL, NULL, {0, 0, nin, NULL, NULL, NULL, NULL, NULL},
-                 {0, 0, nw, NULL, NULL, NULL, NULL, NULL}, NULL, 0, NULL};
+    Combine C = {F, nin, NULL, NULL, {0, 0, nin, NULL, NULL, NULL, NULL, NULL, NULL},
+                 {0, 0, nw, NULL, NULL, NULL, NULL, NULL, NULL}, NULL, 0, NULL};
     C.levoff = ir_xmalloc((size_t)(nin + 1) * sizeof *C.levoff);
     C.in = ir_xmalloc((size_t)(nin + 1) * sizeof *C.in);
     C.src = ir_xmalloc((size_t)(nin + 1) * sizeof *C.src);

@@ -513,6 +513,7 @@ static double fit_mem(Src *s, const SrcGroup *G, const SrcCand *k, const double 
 }
 
 static double fit_floor_bound(Src *s, const SrcGroup *G, const SrcCand *k, double thr);
+static double dead_bound(Src *s, const SrcGroup *G, const SrcCand *k, double thr, SrcVariant *H);
 
 /* The pruning is sound only if every bound is at most what pass_predict
  * says; exhaustive searches (tests) check it on every plan they rank. */
@@ -548,6 +549,28 @@ static void check_bounds(Src *s, const SrcGroup *G, const SrcVariant *V, const S
         if (ff > pr->step_time_s * (1 + tol))
             ir_die("search: floor bound of the fitting plans %.9g above pass_predict's %.9g (dp %d tp %d b %d pp %d "
                    "v %d zero %d)", ff, pr->step_time_s, G->dp, G->tp, G->b, k->pp, k->v, k->zero);
+        /* and group_dead's, with the group's floor as it stood before
+         * (none; the floor's times without its memory, in a copy of its own
+         * address: the memos know a floor by it): a floor may lower ZB-H1's
+         * path share, so neither level is the other's bound */
+        for (int level = 0; level < 2; level++) {
+            SrcGroup G0 = *G;
+            G0.floor_saved = G0.floor_states = G0.floor_ws = G0.floor_fslack = G0.layer_lb = NULL;
+            G0.fit = NULL, G0.fit_val = NULL, G0.nfit = 0;
+            size_t nt = (size_t)s->floor_nrow * SRC_NRC * 4;
+            G0.floor_t = level == 0 || !G->floor_t ? NULL : memcpy(ir_xmalloc(sizeof(double) * nt), G->floor_t,
+                                                                  sizeof(double) * nt);
+            SrcVariant H[4];
+            memset(H, 0, sizeof H);
+            double db = dead_bound(s, &G0, k, INFINITY, H);
+            for (int z = 0; z < 4; z++)
+                free(H[z].piece);
+            free(G0.floor_t);
+            if (db > pr->step_time_s * (1 + tol))
+                ir_die("search: bound of the fitting plans before the %s floor %.9g above pass_predict's %.9g (dp %d "
+                       "tp %d b %d pp %d v %d zero %d)", level ? "whole" : "time", db, pr->step_time_s, G->dp, G->tp,
+                       G->b, k->pp, k->v, k->zero);
+        }
     }
     /* Each rank's pieces at their floors (src_floor_pieces, raised to the
      * ILP's least layer: search_layerlb.c) against what pass_predict gives
@@ -793,14 +816,14 @@ static bool memory_shaped(const SrcPart *free_, const SrcPart *part)
 
 /* hope_on's fill and drain of one-chunk candidate k on H (src_pipe_floor;
  * 0 where it has none: ranks sharing cores, ZB-H1 under a reference
- * stack). stop: src_pipe_floor's. */
-static double pipe_floor(Src *s, const SrcGroup *G, const SrcCand *k, const SrcVariant *H, double stop)
+ * stack). stop, only: src_pipe_floor's. */
+static double pipe_floor(Src *s, const SrcGroup *G, const SrcCand *k, const SrcVariant *H, double stop, bool only)
 {
     PassShare sh;
     if (pass_share(s->c->cl, k->pp, plan_mesh_devices(&G->mesh), &sh))
         return 0;
     if (!plan_schedule_split(k->sched))
-        return src_pipe_floor(s, G, H, k, s->usable, 1, stop);
+        return src_pipe_floor(s, G, H, k, s->usable, 1, stop, only);
     if (s->c->st.ref_stack)
         return 0;
     /* ZB-H1's: every piece's path (its forwards and B) is at least its
@@ -816,7 +839,7 @@ static double pipe_floor(Src *s, const SrcGroup *G, const SrcCand *k, const SrcV
                 beta = fmin(beta, W->t_path[p * SRC_NRC + r] / n / t);
         }
     }
-    return src_pipe_floor(s, G, H, k, s->usable, beta, stop);
+    return src_pipe_floor(s, G, H, k, s->usable, beta, stop, only);
 }
 
 /* A lower bound on candidate k's step with every variant whose pieces are
@@ -837,7 +860,7 @@ static double hope_on(Src *s, const SrcGroup *G, const SrcCand *k, SrcVariant H,
          * alone, tested at stop (one greedy cut), often says so, without
          * the partition or the bisection (below stop it is the whole
          * fill and drain, kept for below). */
-        pf = pipe_floor(s, G, k, &H, stop);
+        pf = pipe_floor(s, G, k, &H, stop, false);
         if (pf >= stop)
             return pf;
     }
@@ -885,7 +908,7 @@ static double hope_on(Src *s, const SrcGroup *G, const SrcCand *k, SrcVariant H,
             b = split ? fmax(G->m * top / pass_share_speed(&sh, 1), G->m * tsum / pp)
                       : pass_share_bound(&sh, pp, tsum, top, G->m);
         else if (k->v == 1 && pp > 1) /* and the fill and drain */
-            b = fmax(b, isnan(pf) ? pipe_floor(s, G, k, &H, INFINITY) : pf);
+            b = fmax(b, isnan(pf) ? pipe_floor(s, G, k, &H, INFINITY, false) : pf);
     }
     return b;
 }
@@ -965,6 +988,59 @@ static bool fit_pruned(const Rank *R, SrcGroup *G, SrcCand *k, double thr)
     if (isnan(k->lb_fit))
         k->lb_fit = fit_floor_bound(R->s, G, k, thr);
     return k->lb_fit >= thr;
+}
+
+/* group_dead's bound on k's plans that fit with the floor G has so far
+ * (the strategy-free pieces, or the time floor): src_fit_bound's, and,
+ * one chunk per rank, the fill and drain of those pieces cut into stages
+ * (pipe_floor; only whether it reaches thr). H[z]: the pieces under ZeRO
+ * stage z, made when first asked (the caller frees them). */
+static double dead_bound(Src *s, const SrcGroup *G, const SrcCand *k, double thr, SrcVariant *H)
+{
+    double b = src_fit_bound(s, G, k);
+    if (b < thr && k->pp > 1 && k->v == 1) {
+        SrcVariant *Hz = &H[k->zero];
+        if (!Hz->piece) {
+            Hz->piece = ir_xmalloc(sizeof *Hz->piece * (size_t)s->npieces);
+            src_floor_pieces(s, G, k->zero, NULL, Hz->piece);
+        }
+        b = fmax(b, pipe_floor(s, G, k, Hz, thr, isfinite(thr)));
+    }
+    return b;
+}
+
+/* Before the search makes a group's next floor (search_order.c): can none
+ * of its candidates' plans that fit beat thr with the floor it has
+ * (dead_bound: fit_floor_bound's terms but the floor's memory and the
+ * partition)? Then the floor is not made, nor the group solved: its
+ * candidates are done. The floors cost more than the test: DeepSeek-V3 on
+ * 2048 B200s makes 1,672 time floors and 685 whole ones, not 2,143 and
+ * 999. */
+static bool group_dead(void *ctx, SrcGroup *G, double thr)
+{
+    Rank *R = ctx;
+    Src *s = R->s;
+    if (!R->out->found || s->o->exhaustive || getenv("PTDC_SEARCH_NO_FIT_CUT"))
+        return false;
+    SrcVariant H[4];
+    memset(H, 0, sizeof H);
+    bool live = false;
+    for (int i = 0; i < G->ncand && !live; i++) {
+        const SrcCand *k = &G->cand[i];
+        if (k->mem_lb > s->usable || k->done || k->lb >= thr)
+            continue;
+        live = dead_bound(s, G, k, thr, H) < thr;
+    }
+    for (int z = 0; z < 4; z++)
+        free(H[z].piece);
+    if (live)
+        return false;
+    for (int i = 0; i < G->ncand; i++)
+        if (G->cand[i].mem_lb <= s->usable && !G->cand[i].done) {
+            G->cand[i].done = true;
+            s->st->pruned_time++;
+        }
+    return true;
 }
 
 static void check_walk(Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
@@ -1610,6 +1686,7 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     s.st->groups = s.ngroups;
     SrcOrder ord;
     src_order_init(&ord, &s, o->first_fit ? cmp_lean : cmp_group, group_bounds);
+    ord.dead = group_dead, ord.ctx = &R;
     SrcGroup *G;
     bool stopped = false;
     while (!R.stop && (G = src_order_next(&ord, threshold(&R))) != NULL) {

@@ -496,7 +496,7 @@ static bool greedy_pipe(const Dp *d, const double *pre, double T, bool split, do
 }
 
 double src_pipe_floor(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k, double cap,
-                      double beta, double stop)
+                      double beta, double stop, bool only)
 {
     bool split = plan_schedule_split(k->sched);
     if (split && !(beta > 0))
@@ -516,6 +516,8 @@ double src_pipe_floor(const Src *s, const SrcGroup *G, const SrcVariant *V, cons
     double lo = 0, out = INFINITY;
     if (stop < hi && !greedy_pipe(&d, pre, stop, split, beta))
         out = stop; /* no cut within stop: at least stop (greedy_pipe only fits more as T grows) */
+    else if (only && stop < hi)
+        out = 0; /* some cut is: nothing more was asked */
     else if (greedy_pipe(&d, pre, hi, split, beta)) {
         for (int it = 0; it < 100 && hi - lo > 1e-9 * hi; it++) {
             double mid = 0.5 * (lo + hi);

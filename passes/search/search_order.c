@@ -86,6 +86,7 @@ void src_order_init(SrcOrder *q, Src *s, int (*cmp)(const void *, const void *),
     q->s = s, q->cmp = cmp, q->refine = refine;
     q->heap = ir_xmalloc(sizeof *q->heap * (size_t)(s->ngroups + 1));
     q->seen = ir_xmalloc(sizeof *q->seen * (size_t)(s->ngroups + 1));
+    q->dropped = ir_xmalloc(sizeof *q->dropped * (size_t)(s->ngroups + 1));
     for (int i = 0; i < s->ngroups; i++) {
         src_order_push(q, &s->groups[i]);
         q->ndue += s->groups[i].floor_due > 0;
@@ -98,6 +99,10 @@ SrcGroup *src_order_next(SrcOrder *q, double thr)
     while (q->n > 0) {
         SrcGroup *G = pop(q);
         if (G->floor_due && G->lb < thr) {
+            if (q->dead && q->dead(q->ctx, G, thr)) {
+                q->dropped[q->ndropped++] = G;
+                continue;
+            }
             double key = G->lb;
             q->nmade[G->floor_due == 2 ? 0 : 1]++;
             q->refine(q->s, G);
@@ -119,6 +124,7 @@ void src_order_free(SrcOrder *q)
 {
     free(q->heap);
     free(q->seen);
+    free(q->dropped);
     memset(q, 0, sizeof *q);
 }
 
@@ -156,6 +162,16 @@ void src_order_check(SrcOrder *q, bool stopped)
         }
         exact[j] = &s->groups[i];
     }
+    /* The groups dropped before their floor were not visited: the exact
+     * order without them is the visit's. */
+    int ne = 0;
+    for (int i = 0; i < n; i++) {
+        bool drop = false;
+        for (int j = 0; j < q->ndropped && !drop; j++)
+            drop = q->dropped[j] == exact[i];
+        if (!drop)
+            exact[ne++] = exact[i];
+    }
     /* The visit's stop: the last group handed out, exact or not, and the
      * exact order's group there must be no better than the threshold. */
     int same = q->nseen - (stopped && q->last_free);
@@ -169,8 +185,8 @@ void src_order_check(SrcOrder *q, bool stopped)
                "bound %.9g beats the threshold %.9g", q->nseen - 1, exact[q->nseen - 1]->dp,
                exact[q->nseen - 1]->tp, exact[q->nseen - 1]->b, exact[q->nseen - 1]->sp,
                exact[q->nseen - 1]->lb, q->thr);
-    if (!stopped && q->nseen != n)
-        ir_die("search: the visit ended after %d of %d groups without stopping", q->nseen, n);
+    if (!stopped && q->nseen != ne)
+        ir_die("search: the visit ended after %d of %d groups without stopping", q->nseen, ne);
     free(exact);
     free(key);
 }

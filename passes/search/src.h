@@ -403,9 +403,9 @@ void src_stage_times(const Src *s, const SrcVariant *V, const Plan *p, double *f
  * least beta P_r + (beta m + (1 - beta) k_r) t_r. 0 when beta is not
  * positive. stop < INFINITY: a caller asking only whether the floor
  * reaches stop; stop itself where no cut fits within it (one greedy cut,
- * not the bisection). */
+ * not the bisection); with only, 0 where one does (nothing more asked). */
 double src_pipe_floor(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k, double cap,
-                      double beta, double stop);
+                      double beta, double stop, bool only);
 
 /* Is policy r one the search weighs: the four it chooses among, or
  * Megatron's module set (recompute.def) --recompute pins? The per-piece
@@ -457,6 +457,13 @@ typedef struct SrcOrder {
     Src *s;
     int (*cmp)(const void *, const void *); /* on SrcGroup: bound, then a fixed order of layouts */
     void (*refine)(Src *, SrcGroup *);     /* the next floor and the bounds with it; floor_due - 1 */
+    /* Before a floor is made: can no plan of the group beat thr whatever
+     * its floor (its candidates then done)? Such a group is dropped, not
+     * refined nor handed out. NULL: none is. */
+    bool (*dead)(void *ctx, SrcGroup *G, double thr);
+    void *ctx;
+    SrcGroup **dropped;           /* the groups dead dropped (src_order_check) */
+    int ndropped;
     SrcGroup **heap;
     int n;
     SrcGroup **seen;              /* what src_order_next handed out, in order (src_order_check) */
