@@ -31,8 +31,15 @@
  * would: every bound left is at least that key. The groups never reached
  * keep the bounds they had (their candidates count as pruned by time).
  *
+ * Before it makes a group's next floor the order asks SrcOrder.dead
+ * (search.c, group_dead) whether no plan of the group that fits can beat
+ * the threshold with the floor it has; such a group is dropped, neither
+ * refined nor handed out (the test's bound holds for every plan of the
+ * group that fits, so none of them could have won later either).
+ *
  * src_order_check (PTDC_SEARCH_CHECK) computes the floor of those too and
- * compares the order and the stop with the exact one. */
+ * compares the order and the stop with the exact one, the dropped groups
+ * left out of both. */
 #include "search/src.h"
 
 #include <math.h>
