@@ -990,6 +990,17 @@ static bool fit_pruned(const Rank *R, SrcGroup *G, SrcCand *k, double thr)
     return k->lb_fit >= thr;
 }
 
+/* No plan of G can win: its candidates not yet done are, pruned by time
+ * (those its memory bounds dropped were counted so already). */
+static void finish_group(Src *s, SrcGroup *G)
+{
+    for (int i = 0; i < G->ncand; i++)
+        if (G->cand[i].mem_lb <= s->usable && !G->cand[i].done) {
+            G->cand[i].done = true;
+            s->st->pruned_time++;
+        }
+}
+
 /* group_dead's bound on k's plans that fit with the floor G has so far
  * (the strategy-free pieces, or the time floor): src_fit_bound's, and,
  * one chunk per rank, the fill and drain of those pieces cut into stages
@@ -1033,14 +1044,9 @@ static bool group_dead(void *ctx, SrcGroup *G, double thr)
     }
     for (int z = 0; z < 4; z++)
         free(H[z].piece);
-    if (live)
-        return false;
-    for (int i = 0; i < G->ncand; i++)
-        if (G->cand[i].mem_lb <= s->usable && !G->cand[i].done) {
-            G->cand[i].done = true;
-            s->st->pruned_time++;
-        }
-    return true;
+    if (!live)
+        finish_group(s, G);
+    return !live;
 }
 
 static void check_walk(Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
@@ -1279,11 +1285,7 @@ static bool fit_live(Rank *R, SrcGroup *G)
         live = k->mem_lb <= R->s->usable && !k->done && k->lb < thr && !fit_pruned(R, G, k, thr);
     }
     if (!live)
-        for (int i = 0; i < G->ncand; i++)
-            if (G->cand[i].mem_lb <= R->s->usable && !G->cand[i].done) {
-                G->cand[i].done = true;
-                R->s->st->pruned_time++;
-            }
+        finish_group(R->s, G);
     return live;
 }
 
