@@ -513,6 +513,17 @@ static double fit_mem(Src *s, const SrcGroup *G, const SrcCand *k, const double 
 }
 
 static double fit_floor_bound(Src *s, const SrcGroup *G, const SrcCand *k, double thr);
+
+/* The model's layout floors (search_memfloor.c), made when first asked. */
+static const PassMemFloor *src_mfloor(Src *s)
+{
+    if (!s->mfloor) {
+        s->mfloor = ir_xmalloc(sizeof *s->mfloor);
+        pass_mem_floor_init(s->mfloor, s->c, s->g);
+    }
+    return s->mfloor;
+}
+
 static double dead_bound(Src *s, const SrcGroup *G, const SrcCand *k, double thr, SrcVariant *H);
 
 /* The pruning is sound only if every bound is at most what pass_predict
@@ -601,11 +612,7 @@ static void check_bounds(Src *s, const SrcGroup *G, const SrcVariant *V, const S
                k->mem_lb, pr->peak_mem_bytes, G->dp, G->cp, G->tp, G->b, k->pp, k->v, k->zero);
     /* The layout's floor under the plan's ZeRO stage (the least of these
      * over the stages is what pass_search_min_gpus leaves counts out by). */
-    if (!s->mfloor) {
-        s->mfloor = ir_xmalloc(sizeof *s->mfloor);
-        pass_mem_floor_init(s->mfloor, s->c, s->g);
-    }
-    double fl = pass_mem_floor_zero(s->mfloor, k->pp, G->cp * G->tp, G->dp * G->cp * G->tp, k->zero);
+    double fl = pass_mem_floor_zero(src_mfloor(s), k->pp, G->cp * G->tp, G->dp * G->cp * G->tp, k->zero);
     if (fl > pr->peak_mem_bytes * (1 + tol))
         ir_die("search: the layout's memory floor %.0f above pass_predict's %.0f (dp %d cp %d tp %d fold %d b %d pp %d "
                "v %d zero %d)", fl, pr->peak_mem_bytes, G->dp, G->cp, G->tp, G->fold, G->b, k->pp, k->v, k->zero);
@@ -1557,19 +1564,81 @@ static void closest_anyway(Rank *R)
     pass_prediction_free(&pr);
 }
 
+/* The slot of key in s->fmemo (empty if not there), the table grown first
+ * to keep it at most half full. */
+static struct SrcFloorMemo *floor_slot(Src *s, uint64_t key)
+{
+    if (2 * (s->fmemo_n + 1) > s->fmemo_cap) {
+        struct SrcFloorMemo *old = s->fmemo;
+        int cap = s->fmemo_cap;
+        s->fmemo_cap = cap ? 2 * cap : 256;
+        s->fmemo = ir_xcalloc((size_t)s->fmemo_cap, sizeof *s->fmemo);
+        s->fmemo_n = 0;
+        for (int i = 0; i < cap; i++)
+            if (old[i].key) {
+                *floor_slot(s, old[i].key) = old[i];
+                s->fmemo_n++;
+            }
+        free(old);
+    }
+    size_t mask = (size_t)s->fmemo_cap - 1, h = (size_t)(key * 0x9E3779B97F4A7C15ull >> 32) & mask;
+    while (s->fmemo[h].key && s->fmemo[h].key != key)
+        h = (h + 1) & mask;
+    return &s->fmemo[h];
+}
+
 /* Is k's layout's memory floor under its ZeRO stage (search_memfloor.c)
- * above the usable HBM, so that no plan of k fits? The count walk's
- * first-fit searches (PassSearchOpts.floor): a count's search takes stages
- * using half of it and more, whose layouts it has mostly ruled out already.
+ * above the usable HBM, so that no plan of k fits? It knows what the
+ * strategy-free bounds (mem_lb) average away: stages are whole pieces, so
+ * some rank holds ceil(j / pp) of the j largest (DeepSeek-V3 on 64 GB200s,
+ * dp 1 x tp 4 x pp 16: at least 209.7 GB, four of the 58 MoE layers on one
+ * rank, where mem_lb says 191.4 of the 192.7 usable). The count walk's
+ * first-fit searches pass theirs
+ * (PassSearchOpts.floor); the others make one when first asked.
  * memo[pp * 4 + zero]: the group's answers so far (-1: not asked). */
-static bool above_floor(const Src *s, const SrcGroup *G, const SrcCand *k, signed char *memo)
+static bool above_floor(Src *s, const SrcGroup *G, const SrcCand *k, signed char *memo)
 {
     signed char *m = &memo[k->pp * 4 + k->zero];
-    if (*m < 0) {
-        int tp = G->cp * G->tp;
-        *m = pass_mem_floor_zero(s->o->floor, k->pp, tp, G->dp * tp, k->zero) > s->usable;
+    if (*m >= 0)
+        return *m;
+    /* Remembered by layout: the groups of a mesh (one per micro-batch
+     * size) ask the same, and the pipeline depths of one stage share its
+     * pieces' states (pass_mem_floor_layout, the costlier half). */
+    int tp = G->cp * G->tp, n = G->dp * tp;
+    uint64_t lay = (((uint64_t)tp << 20 | (uint64_t)n) << 2 | (uint64_t)k->zero) + 1;
+    uint64_t key = lay + ((uint64_t)k->pp << 44);
+    struct SrcFloorMemo *e = floor_slot(s, key);
+    if (!e->key) {
+        const PassMemFloor *f = s->o->floor ? s->o->floor : src_mfloor(s);
+        struct SrcFloorMemo *L = floor_slot(s, lay);
+        if (!L->key) {
+            L->key = lay;
+            L->v = ir_xmalloc(sizeof *L->v * (size_t)(f->npieces + 1));
+            pass_mem_floor_layout(f, tp, n, k->zero, L->v);
+            s->fmemo_n++;
+        }
+        const PassMemFloorPiece *v = L->v;
+        e = floor_slot(s, key); /* (the table may have grown) */
+        e->key = key;
+        e->above = pass_mem_floor_pp(f, v, k->pp, tp, n, k->zero) > s->usable;
+        s->fmemo_n++;
+    }
+    *m = e->above;
+    if (src_check(s)) { /* the remembered answer, against the floor asked anew */
+        const PassMemFloor *f = s->o->floor ? s->o->floor : src_mfloor(s);
+        if ((pass_mem_floor_zero(f, k->pp, tp, n, k->zero) > s->usable) != e->above)
+            ir_die("search: remembered layout floor differs (pp %d tp %d stage %d zero %d)", k->pp, tp, n, k->zero);
     }
     return *m;
+}
+
+/* Whether the search drops the candidates above their layout's floor:
+ * exhaustive searches rank them, to check the floor (check_bounds);
+ * PTDC_SEARCH_NO_LAYOUT_FLOOR (tests/search/layoutfloor.sh): only the
+ * first-fit searches do, to compare. */
+static bool floor_drops(const Src *s)
+{
+    return (s->o->first_fit && s->o->floor) || (!s->o->exhaustive && !getenv("PTDC_SEARCH_NO_LAYOUT_FLOOR"));
 }
 
 /* G's candidates' bounds with its next floor (floor_due: the time floor,
@@ -1579,7 +1648,6 @@ static bool above_floor(const Src *s, const SrcGroup *G, const SrcCand *k, signe
  * drop are counted (those the bounds before dropped were already). */
 static void group_bounds(Src *s, SrcGroup *G)
 {
-    const PassSearchOpts *o = s->o;
     for (int j = 0; j < G->ncand; j++)
         s->st->pruned_mem -= G->cand[j].mem_lb > s->usable;
     if (G->floor_due > 0) {
@@ -1601,12 +1669,17 @@ static void group_bounds(Src *s, SrcGroup *G)
     G->mem_lb = G->lb = INFINITY;
     signed char memo[4 * (PLAN_MAX_PP + 1)];
     memset(memo, -1, sizeof memo);
+    bool floor_on = floor_drops(s);
     for (int j = 0; j < G->ncand; j++) {
         G->mem_lb = fmin(G->mem_lb, G->cand[j].mem_lb);
         if (G->cand[j].mem_lb > s->usable)
             s->st->pruned_mem++;
-        else if (o->first_fit && o->floor && above_floor(s, G, &G->cand[j], memo))
-            G->cand[j].done = true, s->st->pruned_mem++; /* (mem_lb, the visiting order, kept) */
+        else if (floor_on && above_floor(s, G, &G->cand[j], memo)) {
+            /* (mem_lb, the visiting order, kept; counted once over the
+             * group's floor levels) */
+            s->st->pruned_mem += !G->cand[j].done;
+            G->cand[j].done = true;
+        }
         else
             G->lb = fmin(G->lb, G->cand[j].lb);
     }
@@ -1666,14 +1739,18 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     /* A first fit's order is by the memory bounds (cmp_lean), which the
      * floor raises; exhaustive searches check every bound: the floor of
      * every group at once there. Otherwise when the search reaches it. */
-    bool lazy = !o->first_fit && !o->exhaustive;
+    bool lazy = !o->first_fit && !o->exhaustive, floor_on = floor_drops(&s);
     for (int i = 0; i < s.ngroups; i++) {
         SrcGroup *G = &s.groups[i];
         G->mem_lb = INFINITY;
+        signed char memo[4 * (PLAN_MAX_PP + 1)];
+        memset(memo, -1, sizeof memo);
         for (int j = 0; j < G->ncand; j++) {
             G->mem_lb = fmin(G->mem_lb, G->cand[j].mem_lb);
             if (G->cand[j].mem_lb > s.usable)
                 s.st->pruned_mem++;
+            else if (floor_on && above_floor(&s, G, &G->cand[j], memo)) /* before any floor is made */
+                G->cand[j].done = true, s.st->pruned_mem++;
             else
                 G->lb = fmin(G->lb, G->cand[j].lb);
         }
@@ -1781,6 +1858,9 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     if (s.mfloor)
         pass_mem_floor_free(s.mfloor);
     free(s.mfloor);
+    for (int i = 0; i < s.fmemo_cap; i++)
+        free(s.fmemo[i].v);
+    free(s.fmemo);
     free(s.floor_cls);
     free(s.floor_cnt);
     free(s.floor_row);

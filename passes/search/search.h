@@ -206,6 +206,16 @@ double pass_mem_floor_even(const PassMemFloor *f, int pp, int stage);
 double pass_mem_floor(const PassMemFloor *f, int pp, int tp, int stage);
 /* The same for the plans of that layout under ZeRO stage zero. */
 double pass_mem_floor_zero(const PassMemFloor *f, int pp, int tp, int stage, int zero);
+/* pass_mem_floor_zero in two halves, the first shared by every pp: each
+ * piece's states per GPU (with a micro-batch's least activations) and
+ * gathered weights on `stage` GPUs, tp of them the tensor axis, under ZeRO
+ * zero, largest states first, into v[npieces]; then the floor with pp
+ * pipeline ranks. */
+typedef struct PassMemFloorPiece {
+    double s, fw;
+} PassMemFloorPiece;
+void pass_mem_floor_layout(const PassMemFloor *f, int tp, int stage, int zero, PassMemFloorPiece *v);
+double pass_mem_floor_pp(const PassMemFloor *f, const PassMemFloorPiece *v, int pp, int tp, int stage, int zero);
 /* After pass_search found nothing: say why on stderr (ir_error): the item
  * that overflows on the fullest GPU and by how much, then what would fit
  * (relaxing the pins, or the smallest GPU count). Returns nothing; the

@@ -2,7 +2,8 @@
  * pipeline ranks of `stage` GPUs each, tp of them on the tensor-parallel
  * axis, can need, without searching, so that pass_search_min_gpus can leave
  * out the GPU counts on which nothing can fit (docs/planner.md, "A model
- * that fits nowhere").
+ * that fits nowhere"), and every search the candidates of a layout above it
+ * (search.c, above_floor).
  *
  * Why it is a floor of pass_predict's peak:
  * - Model states. pass_predict charges a rank the states of the parameters
@@ -189,15 +190,9 @@ double pass_mem_floor_even(const PassMemFloor *f, int pp, int stage)
     return pass_mem_floor_rank(f, pp) / stage + f->runtime + f->comm * ((pp > 1) + (stage > 1));
 }
 
-/* A piece's states and activations per GPU under ZeRO z, and its gathered
- * weights. */
-typedef struct Piece {
-    double s, fw;
-} Piece;
-
 static int cmp_piece(const void *a, const void *b)
 {
-    const Piece *x = a, *y = b;
+    const PassMemFloorPiece *x = a, *y = b;
     return (x->s < y->s) - (x->s > y->s);
 }
 
@@ -244,14 +239,9 @@ static double param_ways(const PassMemFloor *f, const struct PassMemFloorParam *
     return best;
 }
 
-/* The states the fullest GPU of a rank of pp holds under ZeRO z, with
- * ZeRO-3's buffer, and one micro-batch of the least activations: n GPUs a
- * stage, tp of them the tensor axis (the mesh less its data-parallel axis).
- * v[npieces], sum[npieces + 1] and fw[npieces]: working arrays. */
-static double rank_states(const PassMemFloor *f, int pp, int z, int n, int tp, Piece *v, double *sum, double *fw)
+void pass_mem_floor_layout(const PassMemFloor *f, int tp, int n, int z, PassMemFloorPiece *v)
 {
     int P = f->npieces;
-    double buf = z >= 3 ? f->zero3_buf : 0, total = 0, minfw = INFINITY;
     /* A micro-batch holds at least one sequence per data-parallel replica,
      * split at most over the other n / dp = tp GPUs of the stage; every
      * rank holds at least one micro-batch of each of its chunks
@@ -273,38 +263,47 @@ static double rank_states(const PassMemFloor *f, int pp, int z, int n, int tp, P
         v[x->piece].fw += x->w / e;
     }
     free(divs);
+    qsort(v, (size_t)P, sizeof *v, cmp_piece);
+}
+
+double pass_mem_floor_pp(const PassMemFloor *f, const PassMemFloorPiece *v, int pp, int tp, int n, int z)
+{
+    int P = f->npieces;
+    double buf = z >= 3 ? f->zero3_buf : 0, total = 0, minfw = INFINITY;
     for (int p = 0; p < P; p++) {
         total += v[p].s;
         minfw = fmin(minfw, v[p].fw);
     }
-    qsort(v, (size_t)P, sizeof *v, cmp_piece);
+    /* sum[j]: the j largest states; fw[0..j): their gathered weights,
+     * ascending. */
+    double *sum = ir_xmalloc(sizeof *sum * (size_t)(P + 1)), *fw = ir_xmalloc(sizeof *fw * (size_t)(P + 1));
     double best = P > 0 ? total / pp + buf * minfw : 0;
     sum[0] = 0;
     for (int j = 1; j <= P; j++) {
         /* Of the j largest, some rank holds k: at least the k smallest
          * states of them, and (ZeRO-3) the buffer of the one of its k with
-         * the most gathered weights: at least the k-th least of the j. fw
-         * keeps the j's gathered weights ascending. */
+         * the most gathered weights: at least the k-th least of the j. */
         int k = (j + pp - 1) / pp, i = j - 1;
         sum[j] = sum[j - 1] + v[j - 1].s;
-        for (; i > 0 && fw[i - 1] > v[j - 1].fw; i--)
-            fw[i] = fw[i - 1];
-        fw[i] = v[j - 1].fw;
-        best = fmax(best, sum[j] - sum[j - k] + buf * fw[k - 1]);
+        if (buf > 0) {
+            for (; i > 0 && fw[i - 1] > v[j - 1].fw; i--)
+                fw[i] = fw[i - 1];
+            fw[i] = v[j - 1].fw;
+        }
+        best = fmax(best, sum[j] - sum[j - k] + (buf > 0 ? buf * fw[k - 1] : 0));
     }
-    return best;
+    free(sum);
+    free(fw);
+    return best + f->runtime + f->comm * ((pp > 1) + (tp > 1) + (n / tp > 1));
 }
 
 double pass_mem_floor_zero(const PassMemFloor *f, int pp, int tp, int stage, int zero)
 {
-    int P = f->npieces;
-    Piece *v = ir_xmalloc(sizeof *v * (size_t)(P + 1));
-    double *sum = ir_xmalloc(sizeof *sum * (size_t)(P + 1)), *fw = ir_xmalloc(sizeof *fw * (size_t)(P + 1));
-    double states = rank_states(f, pp, zero, stage, tp, v, sum, fw);
+    PassMemFloorPiece *v = ir_xmalloc(sizeof *v * (size_t)(f->npieces + 1));
+    pass_mem_floor_layout(f, tp, stage, zero, v);
+    double b = pass_mem_floor_pp(f, v, pp, tp, stage, zero);
     free(v);
-    free(sum);
-    free(fw);
-    return states + f->runtime + f->comm * ((pp > 1) + (tp > 1) + (stage / tp > 1));
+    return b;
 }
 
 double pass_mem_floor(const PassMemFloor *f, int pp, int tp, int stage)

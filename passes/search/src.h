@@ -230,6 +230,12 @@ typedef struct Src {
     PassSearchStats *st;
     PassMemFloor *mfloor;         /* the layouts' memory floor (search_memfloor.c), which the
                                    exhaustive searches check (NULL: not yet) */
+    struct SrcFloorMemo {         /* above_floor's answers by layout, open addressing */
+        uint64_t key;             /* (pp, tp, stage, zero) packed, +1; 0: empty */
+        bool above;
+        PassMemFloorPiece *v;     /* pp 0: the layout's pieces (pass_mem_floor_layout) */
+    } *fmemo;
+    int fmemo_cap, fmemo_n;
 } Src;
 
 /* Whether the search checks its exact shortcuts against the long way (the
