@@ -73,10 +73,34 @@ static int debug_level(void)
 
 static bool stage_size_ok(int n, int gpn) { return n % gpn == 0 || gpn % n == 0; }
 
+static uint64_t group_hash(int dp, int cp, int tp, int fold, int b, bool sp)
+{
+    uint64_t h = 1469598103934665603ull;
+    int64_t key[] = {dp, cp, tp, fold, b, sp};
+    for (int i = 0; i < 6; i++)
+        h = (h ^ (uint64_t)key[i]) * 1099511628211ull;
+    return h ^ h >> 29;
+}
+
+/* The group of that mesh and micro-batch, made if new (enumerate visits
+ * each once per pipeline depth: looked up by hash, in the order made). */
 static SrcGroup *group(Src *s, int *cap, int dp, int cp, int tp, int fold, int b, bool sp)
 {
-    for (int i = 0; i < s->ngroups; i++) {
-        SrcGroup *G = &s->groups[i];
+    if (2 * (s->ngroups + 1) > s->gslot_cap) {
+        free(s->gslot);
+        s->gslot_cap = s->gslot_cap ? 2 * s->gslot_cap : 1024;
+        s->gslot = ir_xcalloc((size_t)s->gslot_cap, sizeof *s->gslot);
+        for (int i = 0; i < s->ngroups; i++) {
+            const SrcGroup *G = &s->groups[i];
+            size_t h = (size_t)group_hash(G->dp, G->cp, G->tp, G->fold, G->b, G->sp) & (size_t)(s->gslot_cap - 1);
+            while (s->gslot[h])
+                h = (h + 1) & (size_t)(s->gslot_cap - 1);
+            s->gslot[h] = i + 1;
+        }
+    }
+    size_t h = (size_t)group_hash(dp, cp, tp, fold, b, sp) & (size_t)(s->gslot_cap - 1);
+    for (; s->gslot[h]; h = (h + 1) & (size_t)(s->gslot_cap - 1)) {
+        SrcGroup *G = &s->groups[s->gslot[h] - 1];
         if (G->dp == dp && G->cp == cp && G->tp == tp && G->fold == fold && G->b == b && G->sp == sp)
             return G;
     }
@@ -84,6 +108,7 @@ static SrcGroup *group(Src *s, int *cap, int dp, int cp, int tp, int fold, int b
         *cap = *cap ? 2 * *cap : 64;
         s->groups = ir_xrealloc(s->groups, (size_t)*cap * sizeof *s->groups);
     }
+    s->gslot[h] = s->ngroups + 1;
     SrcGroup *G = &s->groups[s->ngroups++];
     memset(G, 0, sizeof *G);
     G->dp = dp, G->cp = cp, G->tp = tp, G->fold = fold, G->b = b, G->sp = sp;
@@ -1861,6 +1886,7 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     for (int i = 0; i < s.fmemo_cap; i++)
         free(s.fmemo[i].v);
     free(s.fmemo);
+    free(s.gslot);
     free(s.floor_cls);
     free(s.floor_cnt);
     free(s.floor_row);

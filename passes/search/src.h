@@ -206,6 +206,8 @@ typedef struct Src {
     SrcWork *work;
     int ngroups;
     SrcGroup *groups;
+    int *gslot, gslot_cap;        /* enumerate's index of the groups by mesh and micro-batch:
+                                     open addressing, group index + 1 (0: empty) */
     bool full_valid;              /* a candidate uses every GPU */
     int *floor_cls, *floor_cnt;   /* [npieces]: floor_like of each piece, and how many pieces
                                      share it (search_prune.c; NULL: not yet) */
