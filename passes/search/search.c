@@ -1618,8 +1618,8 @@ static struct SrcFloorMemo *floor_slot(Src *s, uint64_t key)
  * some rank holds ceil(j / pp) of the j largest (DeepSeek-V3 on 64 GB200s,
  * dp 1 x tp 4 x pp 16: at least 209.7 GB, four of the 58 MoE layers on one
  * rank, where mem_lb says 191.4 of the 192.7 usable). The count walk's
- * first-fit searches pass theirs
- * (PassSearchOpts.floor); the others make one when first asked.
+ * first-fit searches pass theirs (PassSearchOpts.floor); the others make
+ * one when first asked.
  * memo[pp * 4 + zero]: the group's answers so far (-1: not asked). */
 static bool above_floor(Src *s, const SrcGroup *G, const SrcCand *k, signed char *memo)
 {
