@@ -539,9 +539,12 @@ static double fit_mem(Src *s, const SrcGroup *G, const SrcCand *k, const double 
 
 static double fit_floor_bound(Src *s, const SrcGroup *G, const SrcCand *k, double thr);
 
-/* The model's layout floors (search_memfloor.c), made when first asked. */
+/* The model's layout floors (search_memfloor.c): the count walk's
+ * (PassSearchOpts.floor, of the same model), or made when first asked. */
 static const PassMemFloor *src_mfloor(Src *s)
 {
+    if (s->o->floor)
+        return s->o->floor;
     if (!s->mfloor) {
         s->mfloor = ir_xmalloc(sizeof *s->mfloor);
         pass_mem_floor_init(s->mfloor, s->c, s->g);
@@ -1619,22 +1622,18 @@ static struct SrcFloorMemo *floor_slot(Src *s, uint64_t key)
  * dp 1 x tp 4 x pp 16: at least 209.7 GB, four of the 58 MoE layers on one
  * rank, where mem_lb says 191.4 of the 192.7 usable). The count walk's
  * first-fit searches pass theirs (PassSearchOpts.floor); the others make
- * one when first asked.
- * memo[pp * 4 + zero]: the group's answers so far (-1: not asked). */
-static bool above_floor(Src *s, const SrcGroup *G, const SrcCand *k, signed char *memo)
+ * one when first asked. */
+static bool above_floor(Src *s, const SrcGroup *G, const SrcCand *k)
 {
-    signed char *m = &memo[k->pp * 4 + k->zero];
-    if (*m >= 0)
-        return *m;
     /* Remembered by layout: the groups of a mesh (one per micro-batch
      * size) ask the same, and the pipeline depths of one stage share its
      * pieces' states (pass_mem_floor_layout, the costlier half). */
+    const PassMemFloor *f = src_mfloor(s);
     int tp = G->cp * G->tp, n = G->dp * tp;
     uint64_t lay = (((uint64_t)tp << 20 | (uint64_t)n) << 2 | (uint64_t)k->zero) + 1;
     uint64_t key = lay + ((uint64_t)k->pp << 44);
     struct SrcFloorMemo *e = floor_slot(s, key);
     if (!e->key) {
-        const PassMemFloor *f = s->o->floor ? s->o->floor : src_mfloor(s);
         struct SrcFloorMemo *L = floor_slot(s, lay);
         if (!L->key) {
             L->key = lay;
@@ -1648,13 +1647,10 @@ static bool above_floor(Src *s, const SrcGroup *G, const SrcCand *k, signed char
         e->above = pass_mem_floor_pp(f, v, k->pp, tp, n, k->zero) > s->usable;
         s->fmemo_n++;
     }
-    *m = e->above;
-    if (src_check(s)) { /* the remembered answer, against the floor asked anew */
-        const PassMemFloor *f = s->o->floor ? s->o->floor : src_mfloor(s);
-        if ((pass_mem_floor_zero(f, k->pp, tp, n, k->zero) > s->usable) != e->above)
-            ir_die("search: remembered layout floor differs (pp %d tp %d stage %d zero %d)", k->pp, tp, n, k->zero);
-    }
-    return *m;
+    /* the remembered answer, against the floor asked anew */
+    if (src_check(s) && (pass_mem_floor_zero(f, k->pp, tp, n, k->zero) > s->usable) != e->above)
+        ir_die("search: remembered layout floor differs (pp %d tp %d stage %d zero %d)", k->pp, tp, n, k->zero);
+    return e->above;
 }
 
 /* Whether the search drops the candidates above their layout's floor:
@@ -1692,14 +1688,12 @@ static void group_bounds(Src *s, SrcGroup *G)
     if (G->ncand > 1)
         qsort(G->cand, (size_t)G->ncand, sizeof *G->cand, cmp_cand);
     G->mem_lb = G->lb = INFINITY;
-    signed char memo[4 * (PLAN_MAX_PP + 1)];
-    memset(memo, -1, sizeof memo);
     bool floor_on = floor_drops(s);
     for (int j = 0; j < G->ncand; j++) {
         G->mem_lb = fmin(G->mem_lb, G->cand[j].mem_lb);
         if (G->cand[j].mem_lb > s->usable)
             s->st->pruned_mem++;
-        else if (floor_on && above_floor(s, G, &G->cand[j], memo)) {
+        else if (floor_on && above_floor(s, G, &G->cand[j])) {
             /* (mem_lb, the visiting order, kept; counted once over the
              * group's floor levels) */
             s->st->pruned_mem += !G->cand[j].done;
@@ -1768,13 +1762,11 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     for (int i = 0; i < s.ngroups; i++) {
         SrcGroup *G = &s.groups[i];
         G->mem_lb = INFINITY;
-        signed char memo[4 * (PLAN_MAX_PP + 1)];
-        memset(memo, -1, sizeof memo);
         for (int j = 0; j < G->ncand; j++) {
             G->mem_lb = fmin(G->mem_lb, G->cand[j].mem_lb);
             if (G->cand[j].mem_lb > s.usable)
                 s.st->pruned_mem++;
-            else if (floor_on && above_floor(&s, G, &G->cand[j], memo)) /* before any floor is made */
+            else if (floor_on && above_floor(&s, G, &G->cand[j])) /* before any floor is made */
                 G->cand[j].done = true, s.st->pruned_mem++;
             else
                 G->lb = fmin(G->lb, G->cand[j].lb);

@@ -230,8 +230,8 @@ typedef struct Src {
     int64_t *mbs;                 /* micro_batches' result */
     long micro_cut;               /* micro-batch sizes cut off by the limits */
     PassSearchStats *st;
-    PassMemFloor *mfloor;         /* the layouts' memory floor (search_memfloor.c), which the
-                                   exhaustive searches check (NULL: not yet) */
+    PassMemFloor *mfloor;         /* the layouts' memory floor (search_memfloor.c) where the
+                                   count walk passes none (search.c, src_mfloor; NULL: not yet) */
     struct SrcFloorMemo {         /* above_floor's answers by layout, open addressing */
         uint64_t key;             /* (pp, tp, stage, zero) packed, +1; 0: empty */
         bool above;
