@@ -11,26 +11,4 @@
 # (61 against 89 when written), its shortcuts holding (PTDC_SEARCH_CHECK).
 # That the bound stays below pass_predict is search.bounds' check (the cut
 # overstated by 1% dies there).
-set -u
-ptdc=$1
-cd "$2" || exit 1
-out=$(mktemp -d) || exit 1
-trap 'rm -rf "$out"' EXIT
-args="models/mixtral-8x7b.mdl --gpus 256 --plan-only"
-# shellcheck disable=SC2086
-PTDC_SEARCH_CHECK=1 "$ptdc" $args -o "$out/a" 2>"$out/a.err" || { echo "FAIL: ptdc failed"; tail -n 5 "$out/a.err"; exit 1; }
-# shellcheck disable=SC2086
-PTDC_SEARCH_NO_FIT_CUT=1 "$ptdc" $args -o "$out/b" 2>"$out/b.err" ||
-    { echo "FAIL: ptdc failed without the cut"; tail -n 5 "$out/b.err"; exit 1; }
-meshes() { sed -n 's/.* \([0-9]*\) of [0-9]* meshes solved.*/\1/p' "$1/plan.txt"; }
-plan() { sed -n 's/^ptdc: wrote [^:]*: //p' "$1"; }
-ma=$(meshes "$out/a") mb=$(meshes "$out/b")
-pa=$(plan "$out/a.err") pb=$(plan "$out/b.err")
-if [ -z "$pa" ] || [ "$pa" != "$pb" ]; then
-    echo "FAIL fitcut: with the cut    '$pa'"
-    echo "              without it      '$pb'"
-    exit 1
-fi
-[ -n "$ma" ] && [ -n "$mb" ] && [ "$ma" -lt "$mb" ] ||
-    { echo "FAIL fitcut: $ma meshes solved with the cut, $mb without"; exit 1; }
-echo "ok fitcut: the same plan ($pa); $ma meshes solved with the cut, $mb without"
+exec sh "$(dirname "$0")/prunes.sh" "$1" "$2" fitcut PTDC_SEARCH_NO_FIT_CUT meshes 1 models/mixtral-8x7b.mdl --gpus 256 --plan-only
