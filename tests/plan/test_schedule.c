@@ -312,8 +312,11 @@ int main(void)
                         CHECK(slots[0] + ws <= pp + 1, "zb-h1 pp %d m %d rank %d: %d + %d in flight", pp, m, r,
                               slots[0], ws);
                     }
-                    int got[PLAN_MAX_CHUNKS];
+                    int got[PLAN_MAX_CHUNKS], again[PLAN_MAX_CHUNKS];
                     plan_schedule_slots(pp, v, m, r, got);
+                    plan_schedule_slots(pp, v, m, r, again); /* from the memo now */
+                    CHECK(!memcmp(got, again, sizeof *got * (size_t)v), "pp %d v %d m %d rank %d: the memo "
+                          "answers differently", pp, v, m, r);
                     double stat = 0;
                     for (int j = 0; j < v; j++) {
                         CHECK(got[j] == slots[j], "pp %d v %d m %d rank %d chunk %d: %d slots, "
