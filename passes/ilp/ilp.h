@@ -135,6 +135,11 @@ IlpFrontier *ilp_frontier(const IlpProblem *p);
 void ilp_frontier_free(IlpFrontier *f);
 int ilp_frontier_points(const IlpFrontier *f);
 bool ilp_frontier_choice(const IlpFrontier *f, double budget, int *choice, double *t, double *m);
+/* The least total q (an ILP_* index) over the frontier's points whose
+ * memory (as the program summed it) lies in [mlo, mhi], each point's choice
+ * priced by ilp_eval on p (the problem f was made of); q < 0: the least of
+ * those memories themselves; INFINITY: no such point. */
+double ilp_frontier_least(const IlpFrontier *f, const IlpProblem *p, int q, double mlo, double mhi);
 /* ilp_best.c: the least objective of p (its budget ignored) by the same elimination,
  * keeping the least and the second least over distinct choices: when the
  * second exceeds the least by more than `margin` of it, the fastest choice
@@ -171,6 +176,10 @@ typedef enum {
 typedef struct IlpWarm IlpWarm;
 IlpWarm *ilp_warm_new(void);
 void ilp_warm_free(IlpWarm *w);
+/* ilp_frontier_least over the frontier of p as w keeps it for p's solves
+ * (reduced and made now if not yet; under check, against the long way's),
+ * or NAN where the program finds none (too wide: GLPK answers p). */
+double ilp_warm_least(IlpWarm *w, const IlpProblem *p, bool check, int q, double mlo, double mhi);
 
 typedef struct IlpOpts {
     double time_limit_s;          /* 0: 10 s */
@@ -382,6 +391,15 @@ void pass_ilp_cache_reuse(PassIlpCache *c, int reuse);
 const PassIlpResult *pass_ilp_stage(PassIlpCache *cache, const PassCostCtx *ctx,
                                     const PassIlpCosts *costs, const IrGraph *g,
                                     const PassIlpQuery *q);
+/* Of the points of q's stage's time/memory frontier (the one its budgeted
+ * solves are answered from: lowered and made now where the cache keeps
+ * none) with memory in [mlo, mhi], the least total `what` (an ILP_* index:
+ * ILP_MEM_PARAM, the model states under q's ZeRO stage; -1: the memory),
+ * INFINITY where there is none; NAN where the stage has no frontier (too
+ * wide for the program: GLPK answers it) or the cache is not in
+ * PASS_ILP_FRONTIER mode. */
+double pass_ilp_stage_least(PassIlpCache *cache, const PassCostCtx *ctx, const PassIlpCosts *costs,
+                            const IrGraph *g, const PassIlpQuery *q, int what, double mlo, double mhi);
 /* Readable account: each operator's sharding (x[batch/dp, seq/sp, d_model]),
  * the collectives with sizes and times, objective, memory, ILP size, gap. */
 void pass_ilp_print(FILE *f, const IrGraph *g, const PassIlpQuery *q, const PassIlpResult *r);

@@ -398,6 +398,28 @@ bool ilp_frontier_same(const IlpFrontier *a, const IlpFrontier *b)
     return same;
 }
 
+double ilp_frontier_least(const IlpFrontier *F, const IlpProblem *p, int q, double mlo, double mhi)
+{
+    const Factor *r = &F->f[F->root];
+    int *choice = ir_xmalloc((size_t)(F->nnodes + 1) * sizeof *choice);
+    double least = INFINITY;
+    for (int i = 0; i < r->cnt[0]; i++) {
+        double m = F->m[r->off[0] + i];
+        if (m < mlo || m > mhi)
+            continue;
+        if (q < 0) {
+            least = fmin(least, m);
+            continue;
+        }
+        IlpVals tot;
+        read_back(F, i, choice);
+        ilp_eval(p, choice, &tot);
+        least = fmin(least, tot.q[q]);
+    }
+    free(choice);
+    return least;
+}
+
 bool ilp_frontier_choice(const IlpFrontier *F, double budget, int *choice, double *t, double *m)
 {
     const Factor *r = &F->f[F->root];

@@ -628,11 +628,9 @@ static void warm_reduce(IlpWarm *w, const IlpProblem *p)
     w->r = ilp_restrict(p, w->dom, w->map);
 }
 
-/* The reduced problem w->r under its budget from its frontier, made now if
- * not yet (ilp_pareto.c): false where it has none, or where the choice read
- * back, priced by ilp_eval (which sums in another order), is over the
- * budget: GLPK answers then. */
-static bool solve_frontier(IlpWarm *w, bool check, IlpSolution *s)
+/* w->r's frontier, made now if not yet (ilp_pareto.c; NULL: too wide for
+ * the program); under check, against the one made the long way. */
+static const IlpFrontier *warm_frontier(IlpWarm *w, bool check)
 {
     if (!w->front_tried) {
         w->front = ilp_frontier(w->r);
@@ -644,6 +642,26 @@ static bool solve_frontier(IlpWarm *w, bool check, IlpSolution *s)
             ilp_frontier_free(ref);
         }
     }
+    return w->front;
+}
+
+double ilp_warm_least(IlpWarm *w, const IlpProblem *p, bool check, int q, double mlo, double mhi)
+{
+    if (w->src != p)
+        warm_clear(w);
+    if (!w->r)
+        warm_reduce(w, p);
+    const IlpFrontier *F = warm_frontier(w, check);
+    return F ? ilp_frontier_least(F, w->r, q, mlo, mhi) : NAN;
+}
+
+/* The reduced problem w->r under its budget from its frontier
+ * (warm_frontier): false where it has none, or where the choice read
+ * back, priced by ilp_eval (which sums in another order), is over the
+ * budget: GLPK answers then. */
+static bool solve_frontier(IlpWarm *w, bool check, IlpSolution *s)
+{
+    warm_frontier(w, check);
     if (!w->front)
         return false;
     memset(s, 0, sizeof *s);

@@ -284,6 +284,16 @@ static IlpSeg *lowered(PassIlpCache *c, const PassCostCtx *ctx, const PassIlpCos
     return s;
 }
 
+double pass_ilp_stage_least(PassIlpCache *c, const PassCostCtx *ctx, const PassIlpCosts *costs, const IrGraph *g,
+                            const PassIlpQuery *q, int what, double mlo, double mhi)
+{
+    if (reuse_mode(c) != PASS_ILP_FRONTIER)
+        return NAN;
+    int slot;
+    IlpSeg *s = lowered(c, ctx, costs, g, q, &slot);
+    return ilp_warm_least(c->low_warm[slot], s->prob, c->check, what, mlo, mhi);
+}
+
 /* The slot of stage s's last answer (key h) in c->last: its own, or the
  * empty one it would take. */
 static Last *last_slot(PassIlpCache *c, const IlpSeg *s, uint64_t h)

@@ -1399,6 +1399,69 @@ static void walk_times(const Src *s, const SrcVariant *V, double *t)
     }
 }
 
+/* Jumps (walk_jump). After variant V the next variant's budget for a
+ * repeat's layer may be cut by `jump` of its memory at V, not by
+ * SRC_FRONTIER_STEP: the layer then skips its frontier's points with
+ * memory from (1 - jump) of V's up to V's. The walk's later points are the
+ * frontier's (each the fastest under a budget), so with the layer at such
+ * a point its pieces hold at least the least model states of those points
+ * (pass_ilp_stage_least; under the query's ZeRO stage, and no less under
+ * a lower one), whatever the other layers' points; a layer at its
+ * frontier's leanest point (ended: nothing below its memory) keeps it, and
+ * its own states. */
+typedef struct JumpStates {
+    double *lb;                   /* [npieces]: the least model states, or -INFINITY */
+    int *zq;                      /* [npieces]: the ZeRO stage lb is under */
+} JumpStates;
+
+/* Has the layer of V's query i no leaner point than V's (ended)? */
+static bool rep_ended(Src *s, const SrcVariant *V, int i)
+{
+    const IrGraph *gs = s->o->skeleton ? s->o->skeleton : s->g;
+    double m = pass_ilp_stage_least(s->cache, s->c, &pass_ilp_costs, gs, &V->q[i], -1, 0,
+                                    V->r[i]->mem_bytes * (1 - SRC_FRONTIER_STEP));
+    return !isnan(m) && !isfinite(m);
+}
+
+/* Is V's query i a repeat's layer (one piece, feasible)? */
+static bool rep_query(const Src *s, const SrcVariant *V, int i)
+{
+    const IrGraph *gs = s->o->skeleton ? s->o->skeleton : s->g;
+    return V->q[i].npieces == 1 && gs->pieces[V->q[i].first_piece].rep >= 0 && V->r[i]->feasible;
+}
+
+/* J for a jump of `jump` after V with V's query `raised` at a skipped
+ * point; ended[i]: V's query i has ended (rep_ended). */
+static void jump_states(Src *s, const SrcVariant *V, double jump, int raised, const bool *ended, JumpStates *J)
+{
+    const IrGraph *g = s->g, *gs = s->o->skeleton ? s->o->skeleton : g;
+    J->lb = ir_xmalloc(sizeof(double) * (size_t)(g->npieces + 1));
+    J->zq = ir_xcalloc((size_t)g->npieces + 1, sizeof(int));
+    for (int p = 0; p < g->npieces; p++)
+        J->lb[p] = -INFINITY;
+    for (int i = 0; i < V->nq; i++) {
+        if (!rep_query(s, V, i) || (i != raised && !ended[i]))
+            continue;
+        const PassIlpQuery *q = &V->q[i];
+        const PassIlpResult *r = V->r[i];
+        const IrPiece *Q = &gs->pieces[q->first_piece];
+        double lo = i == raised ? (1 - jump) * r->mem_bytes : r->mem_bytes;
+        double lb = pass_ilp_stage_least(s->cache, s->c, &pass_ilp_costs, gs, q, ILP_MEM_PARAM, lo * (1 - 1e-9),
+                                         r->mem_bytes * (1 + 1e-9));
+        if (isnan(lb)) /* no frontier kept: no bound */
+            continue;
+        for (int p = 0; p < g->npieces; p++)
+            if (g->pieces[p].rep == Q->rep && g->pieces[p].count == Q->count)
+                J->lb[p] = lb * (1 - 1e-9), J->zq[p] = q->zero;
+    }
+}
+
+static void jump_states_free(JumpStates *J)
+{
+    free(J->lb);
+    free(J->zq);
+}
+
 /* A lower bound on candidate k's step with the walk's later points of the
  * frontier, after variant V: hope_on with each repeat's layers no faster
  * than at V's point (walk_times; the floor where it is higher) and the
@@ -1406,8 +1469,10 @@ static void walk_times(const Src *s, const SrcVariant *V, double *t)
  * floor without the strategies no fitting plan uses and the memory forces
  * of search_fitmem.c on those pieces. The frontier bound (hope) is the same
  * at the floor's times; this one rises as the walk goes down the frontier,
- * so a walk ends once the layers are too slow for any cut to win. */
-static double walk_bound(Src *s, const SrcGroup *G, const SrcCand *k, const SrcVariant *V, bool fit)
+ * so a walk ends once the layers are too slow for any cut to win. With J
+ * (a jump's skipped points, else NULL), the pieces' memory raised to it. */
+static double walk_bound(Src *s, const SrcGroup *G, const SrcCand *k, const SrcVariant *V, bool fit,
+                         const JumpStates *J)
 {
     double *delta = NULL, b = INFINITY;
     if (fit) {
@@ -1441,6 +1506,9 @@ static double walk_bound(Src *s, const SrcGroup *G, const SrcCand *k, const SrcV
         }
         P->fwd = t0;
     }
+    for (int p = 0; J && p < s->npieces; p++)
+        if (k->zero <= J->zq[p])
+            H.piece[p].states[k->zero] = fmax(H.piece[p].states[k->zero], J->lb[p]);
     b = hope_on(s, G, k, H, INFINITY);
     if (fit && k->pp > 1 && b < INFINITY)
         b = fmax(b, src_fitmem_bound(s, G, k, H.piece));
@@ -1453,17 +1521,60 @@ static double walk_bound(Src *s, const SrcGroup *G, const SrcCand *k, const SrcV
 /* walk_bound after every variant up to V (exhaustive searches walk every
  * frontier to its end) is at most what pass_predict says for a plan ranked
  * with V, as the walk's pruning takes it to be (walk_times, walk_prune). */
+/* The budget cuts walk_jump tries, smallest first. */
+static const double jumps[] = {1.0 / 128, 1.0 / 32, 1.0 / 8, 1.0 / 4, 1.0 / 2};
+enum { NJUMPS = sizeof jumps / sizeof jumps[0] };
+
+/* V's answer to J's query i (the same layer), or NULL. */
+static const PassIlpResult *same_layer(const SrcVariant *J, int i, const SrcVariant *V)
+{
+    for (int x = 0; x < V->nq; x++)
+        if (V->q[x].npieces == 1 && V->q[x].first_piece == J->q[i].first_piece)
+            return V->r[x];
+    return NULL;
+}
+
 static void check_walk(Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
                        const PassPrediction *pr)
 {
     for (int j = 0; j <= (int)(V - G->var); j++)
         for (int fit = 0; fit <= pr->fits; fit++) {
-            double b = walk_bound(s, G, k, &G->var[j], fit);
+            double b = walk_bound(s, G, k, &G->var[j], fit, NULL);
             if (b > pr->step_time_s * (1 + 1e-9))
                 ir_die("search: walk bound %.9g after variant %d above pass_predict's %.9g with variant %d "
                        "(dp %d tp %d b %d pp %d v %d zero %d%s)", b, j, pr->step_time_s, (int)(V - G->var), G->dp,
                        G->tp, G->b, k->pp, k->v, k->zero, fit ? ", fitting" : "");
         }
+    /* The jumps' bounds (walk_jump: plans that fit) on the plans of the
+     * later points each skips: an ended repeat keeps its point, and with
+     * another at a skipped point the bound raised at it holds. */
+    for (int j = 0; j < (int)(V - G->var) && pr->fits; j++) {
+        const SrcVariant *A = &G->var[j];
+        bool *ended = ir_xcalloc((size_t)A->nq + 1, sizeof(bool));
+        for (int i = 0; i < A->nq; i++) {
+            const PassIlpResult *r = same_layer(A, i, V);
+            ended[i] = rep_query(s, A, i) && rep_ended(s, A, i);
+            if (ended[i] && r && r->mem_bytes != A->r[i]->mem_bytes)
+                ir_die("search: the layer of piece %d left its frontier's leanest point (%.9g) for %.9g",
+                       A->q[i].first_piece, A->r[i]->mem_bytes, r->mem_bytes);
+        }
+        for (int x = 0; x < NJUMPS; x++)
+            for (int i = 0; i < A->nq; i++) {
+                const PassIlpResult *r = same_layer(A, i, V);
+                if (!rep_query(s, A, i) || ended[i] || !r || !(r->mem_bytes >= (1 - jumps[x]) * A->r[i]->mem_bytes))
+                    continue;
+                JumpStates J;
+                jump_states(s, A, jumps[x], i, ended, &J);
+                double b = walk_bound(s, G, k, A, true, &J);
+                jump_states_free(&J);
+                if (b > pr->step_time_s * (1 + 1e-9))
+                    ir_die("search: the bound of a jump of %g after variant %d at piece %d, %.9g, above "
+                           "pass_predict's %.9g with variant %d (dp %d tp %d b %d pp %d v %d zero %d)",
+                           jumps[x], j, A->q[i].first_piece, b, pr->step_time_s, (int)(V - G->var), G->dp, G->tp,
+                           G->b, k->pp, k->v, k->zero);
+            }
+        free(ended);
+    }
 }
 
 /* Walkable candidates of G that walk_bound, after G's last variant, shows
@@ -1478,13 +1589,64 @@ static int walk_prune(Rank *R, SrcGroup *G)
         return 0;
     for (int i = 0; i < G->ncand; i++) {
         SrcCand *k = &G->cand[i];
-        if (walkable(R, k) && walk_bound(s, G, k, &G->var[G->nvar - 1], R->out->found) >= threshold(R)) {
+        if (walkable(R, k) && walk_bound(s, G, k, &G->var[G->nvar - 1], R->out->found, NULL) >= threshold(R)) {
             k->done = true;
             s->st->pruned_time++;
             n++;
         }
     }
     return n;
+}
+
+/* How far below its memory at G's last variant the next variant's budget
+ * for each repeat's layer goes (G->jump, by repeat; 0: SRC_FRONTIER_STEP):
+ * the largest of `jumps` whose bound (walk_bound with that layer at the
+ * points skipped, jump_states) shows that no plan that fits of any
+ * walkable candidate with the layer at one of them can beat the threshold,
+ * whatever the other layers' points. Once a plan fits only: the points
+ * skipped are then those whose layers are too fat for any cut that fits to
+ * be fast enough. PTDC_SEARCH_NO_JUMP: one step at a time, to compare
+ * (tests/search/jump.sh). */
+static void walk_jump(Rank *R, SrcGroup *G)
+{
+    Src *s = R->s;
+    if (s->o->exhaustive || !R->out->found || G->nvar == 0 || getenv("PTDC_SEARCH_NO_JUMP"))
+        return;
+    const SrcVariant *V = &G->var[G->nvar - 1];
+    const IrGraph *gs = s->o->skeleton ? s->o->skeleton : s->g;
+    double thr = threshold(R);
+    bool *ended = ir_xcalloc((size_t)V->nq + 1, sizeof(bool));
+    for (int i = 0; i < V->nq; i++)
+        ended[i] = rep_query(s, V, i) && rep_ended(s, V, i);
+    for (int i = 0; i < V->nq; i++) {
+        if (!rep_query(s, V, i) || ended[i])
+            continue;
+        double got = 0;
+        for (int x = 0; x < NJUMPS; x++) {
+            JumpStates J;
+            jump_states(s, V, jumps[x], i, ended, &J);
+            bool ok = true;
+            for (int c = 0; c < G->ncand && ok; c++) {
+                const SrcCand *k = &G->cand[c];
+                ok = !walkable(R, k) || walk_bound(s, G, k, V, true, &J) >= thr;
+            }
+            jump_states_free(&J);
+            if (!ok)
+                break;
+            got = jumps[x];
+        }
+        int rep = gs->pieces[V->q[i].first_piece].rep;
+        if (got > 0) {
+            if (!G->jump) {
+                int nrep = 0; /* solve_repeat's repeats: the model's */
+                for (int p = 0; p < s->g->npieces; p++)
+                    nrep = s->g->pieces[p].rep + 1 > nrep ? s->g->pieces[p].rep + 1 : nrep;
+                G->jump = ir_xcalloc((size_t)nrep + 1, sizeof(double));
+            }
+            G->jump[rep] = got;
+        }
+    }
+    free(ended);
 }
 
 /* Down the ILP's time/memory frontier from G's last variant while some
@@ -1498,7 +1660,13 @@ static int walk_group(Rank *R, SrcGroup *G)
     int ended = 0;
     while (!R->stop && G->nvar > 0) {
         ended += walk_prune(R, G);
-        if (!isfinite(walk_key(R, G)) || !next_variant(R->s, G))
+        if (!isfinite(walk_key(R, G)))
+            break;
+        walk_jump(R, G);
+        bool more = next_variant(R->s, G);
+        free(G->jump);
+        G->jump = NULL;
+        if (!more)
             break;
         /* The next point reads the two before it (search_ilp.c); older
          * ones keep their queries (variant 0's: src_layer_lb) but not their

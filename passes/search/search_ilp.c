@@ -221,7 +221,7 @@ static bool solve_repeat(VariantWalk *w, int rep)
     const PassIlpResult *r;
     if (w->k > 0) {
         r0 = frontier_query(w, rs_, w->k - 1, &q0);
-        q.budget = r0->mem_bytes * (1 - SRC_FRONTIER_STEP);
+        q.budget = r0->mem_bytes * (1 - fmax(SRC_FRONTIER_STEP, w->G->jump ? w->G->jump[rep] : 0));
     }
     /* The walk lowers every layer's budget at once, and one layer's frontier
      * may end before another's (a few dense layers beside many MoE ones):

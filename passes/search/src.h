@@ -162,6 +162,9 @@ typedef struct SrcGroup {
     SrcCand *cand;
     int nvar, capvar;
     SrcVariant *var;              /* [nvar]: the frontier walked so far, fastest first */
+    double *jump;                 /* [repeats] or NULL: the next variant's budget for each
+                                     repeat's layer this much below its last memory (search.c,
+                                     walk_jump; 0: SRC_FRONTIER_STEP) */
 } SrcGroup;
 
 /* Strategy-free per-piece numbers at one micro-batch size, summed over the

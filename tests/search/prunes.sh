@@ -4,7 +4,7 @@
 # and counts fewer METRIC (meshes: meshes solved; solves: ILP solves, from
 # plan.txt's search line). CHECK 1: the run with the rule is made under
 # PTDC_SEARCH_CHECK, its shortcuts checked too. The callers (fitcut.sh,
-# freecut.sh, layoutfloor.sh) say which rule, and why that model.
+# freecut.sh, layoutfloor.sh, jump.sh) say which rule, and why that model.
 #   prunes.sh PTDC ROOT NAME TOGGLE METRIC CHECK ARGS...
 set -u
 ptdc=$1 name=$3 toggle=$4 metric=$5 check=$6
