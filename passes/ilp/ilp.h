@@ -135,11 +135,10 @@ IlpFrontier *ilp_frontier(const IlpProblem *p);
 void ilp_frontier_free(IlpFrontier *f);
 int ilp_frontier_points(const IlpFrontier *f);
 bool ilp_frontier_choice(const IlpFrontier *f, double budget, int *choice, double *t, double *m);
-/* The least total q (an ILP_* index) over the frontier's points whose
- * memory (as the program summed it) lies in [mlo, mhi], each point's choice
- * priced by ilp_eval on p (the problem f was made of); q < 0: the least of
- * those memories themselves; INFINITY: no such point. */
-double ilp_frontier_least(const IlpFrontier *f, const IlpProblem *p, int q, double mlo, double mhi);
+/* Per point i of the frontier (by increasing memory): its memory as the
+ * program summed it, (*m)[i], and its choice's totals by ilp_eval on p (the
+ * problem f was made of), (*tot)[i]; returns how many (heap; free both). */
+int ilp_frontier_totals(const IlpFrontier *f, const IlpProblem *p, double **m, IlpVals **tot);
 /* ilp_best.c: the least objective of p (its budget ignored) by the same elimination,
  * keeping the least and the second least over distinct choices: when the
  * second exceeds the least by more than `margin` of it, the fastest choice
@@ -176,9 +175,12 @@ typedef enum {
 typedef struct IlpWarm IlpWarm;
 IlpWarm *ilp_warm_new(void);
 void ilp_warm_free(IlpWarm *w);
-/* ilp_frontier_least over the frontier of p as w keeps it for p's solves
- * (reduced and made now if not yet; under check, against the long way's),
- * or NAN where the program finds none (too wide: GLPK answers p). */
+/* Of the points of p's frontier as w keeps it for p's solves (reduced and
+ * made now if not yet; under check, against the long way's) with memory in
+ * [mlo, mhi], the least total q (an ILP_* index; q < 0: the memory), from
+ * the points' totals made once (ilp_frontier_totals); INFINITY where there
+ * is none; NAN where the program finds no frontier (too wide: GLPK answers
+ * p). */
 double ilp_warm_least(IlpWarm *w, const IlpProblem *p, bool check, int q, double mlo, double mhi);
 
 typedef struct IlpOpts {

@@ -398,26 +398,20 @@ bool ilp_frontier_same(const IlpFrontier *a, const IlpFrontier *b)
     return same;
 }
 
-double ilp_frontier_least(const IlpFrontier *F, const IlpProblem *p, int q, double mlo, double mhi)
+int ilp_frontier_totals(const IlpFrontier *F, const IlpProblem *p, double **m, IlpVals **tot)
 {
     const Factor *r = &F->f[F->root];
+    int n = r->cnt[0];
     int *choice = ir_xmalloc((size_t)(F->nnodes + 1) * sizeof *choice);
-    double least = INFINITY;
-    for (int i = 0; i < r->cnt[0]; i++) {
-        double m = F->m[r->off[0] + i];
-        if (m < mlo || m > mhi)
-            continue;
-        if (q < 0) {
-            least = fmin(least, m);
-            continue;
-        }
-        IlpVals tot;
+    *m = ir_xmalloc(sizeof **m * (size_t)(n + 1));
+    *tot = ir_xmalloc(sizeof **tot * (size_t)(n + 1));
+    for (int i = 0; i < n; i++) {
+        (*m)[i] = F->m[r->off[0] + i];
         read_back(F, i, choice);
-        ilp_eval(p, choice, &tot);
-        least = fmin(least, tot.q[q]);
+        ilp_eval(p, choice, &(*tot)[i]);
     }
     free(choice);
-    return least;
+    return n;
 }
 
 bool ilp_frontier_choice(const IlpFrontier *F, double budget, int *choice, double *t, double *m)

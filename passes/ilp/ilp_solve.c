@@ -361,6 +361,9 @@ struct IlpWarm {
     int nrow, ncol;           /* 0: no basis saved */
     IlpFrontier *front;       /* r's frontier (IlpOpts.frontier), NULL: none (yet) */
     bool front_tried;         /* made, or found too wide for the program */
+    int npts;                 /* front's points' memories and totals (ilp_frontier_totals), */
+    double *pm;               /* made when first asked (ilp_warm_least), NULL before */
+    IlpVals *ptot;
     IlpLocal loc;             /* r's adjacency for ilp_canon, loc.p NULL: not made yet (a
                                  walk canonicalises an answer per budget of one problem) */
 };
@@ -379,6 +382,8 @@ static void warm_clear(IlpWarm *w)
     model_free(&w->m);
     free(w->stat);
     ilp_frontier_free(w->front);
+    free(w->pm);
+    free(w->ptot);
     if (w->loc.p)
         ilp_local_free(&w->loc);
     memset(w, 0, sizeof *w);
@@ -652,7 +657,15 @@ double ilp_warm_least(IlpWarm *w, const IlpProblem *p, bool check, int q, double
     if (!w->r)
         warm_reduce(w, p);
     const IlpFrontier *F = warm_frontier(w, check);
-    return F ? ilp_frontier_least(F, w->r, q, mlo, mhi) : NAN;
+    if (!F)
+        return NAN;
+    if (!w->pm)
+        w->npts = ilp_frontier_totals(F, w->r, &w->pm, &w->ptot);
+    double least = INFINITY;
+    for (int i = 0; i < w->npts; i++)
+        if (w->pm[i] >= mlo && w->pm[i] <= mhi)
+            least = fmin(least, q < 0 ? w->pm[i] : w->ptot[i].q[q]);
+    return least;
 }
 
 /* The reduced problem w->r under its budget from its frontier
