@@ -474,23 +474,44 @@ bool src_partition(const Src *s, const SrcGroup *G, const SrcVariant *V, const S
 
 /* Greedy cut for src_pipe_floor: stage st may take t <= (T - beta prefix) / c_st,
  * prefix the fastest policy's time of the pieces before it; c_st = m
- * (1F1B, beta 1), or beta m + (1 - beta) (m - st - 1)+ (split). */
-static bool greedy_pipe(const Dp *d, const double *pre, double T, bool split, double beta)
+ * (1F1B, beta 1), or beta m + (1 - beta) (m - st - 1)+ (split). w (or
+ * NULL): the comparisons it made, as T's (each stage's Seen moved by its
+ * own c_st and prefix, and the test of a stage's share against 0): another
+ * T at or above w->in and below w->out takes the same path to the same
+ * answer. */
+static bool greedy_pipe(const Dp *d, const double *pre, double T, bool split, double beta, Seen *w)
 {
     int i = 0;
     for (int st = 0; st < d->pp; st++) {
-        double cap_t = split ? (T - beta * pre[i]) / (beta * d->m + (1 - beta) * fmax(0, d->m - st - 1))
-                             : (T - pre[i]) / d->m;
+        double c = split ? beta * d->m + (1 - beta) * fmax(0, d->m - st - 1) : d->m;
+        double off = split ? beta * pre[i] : pre[i];
+        double cap_t = (T - off) / c;
+        bool ok;
+        Seen ws = {-INFINITY, INFINITY};
         if (cap_t < 0)
-            return false;
-        int jmax = st == d->pp - 1 ? d->P - 1 : d->P - 1 - (d->pp - st - 1), j = i - 1;
-        if (st == d->pp - 1)
-            return stage_rc(d, st, i, d->P - 1, cap_t, NULL) >= 0;
-        while (j + 1 <= jmax && stage_fits(d, st, i, j + 1, cap_t, NULL))
-            j++;
-        if (j < i)
-            return false;
-        i = j + 1;
+            ok = false, ws.out = 0;
+        else {
+            ws.in = 0;
+            int jmax = st == d->pp - 1 ? d->P - 1 : d->P - 1 - (d->pp - st - 1), j = i - 1;
+            if (st == d->pp - 1)
+                ok = stage_rc(d, st, i, d->P - 1, cap_t, &ws) >= 0;
+            else {
+                while (j + 1 <= jmax && stage_fits(d, st, i, j + 1, cap_t, &ws))
+                    j++;
+                ok = j >= i;
+            }
+            i = j + 1;
+        }
+        /* t <= cap_t exactly when T >= t c + off; a hair on the safe side of
+         * each for the rounding between the two forms. */
+        if (w) {
+            if (ws.in > -INFINITY)
+                w->in = fmax(w->in, (ws.in * c + off) * (1 + 1e-12) + 1e-300);
+            if (ws.out < INFINITY)
+                w->out = fmin(w->out, (ws.out * c + off) * (1 - 1e-12));
+        }
+        if (!ok || st == d->pp - 1)
+            return ok;
     }
     return false;
 }
@@ -514,17 +535,22 @@ double src_pipe_floor(const Src *s, const SrcGroup *G, const SrcVariant *V, cons
         hi = fmax(hi, d.T[d.rcs[x]][d.P]);
     hi = (d.m + 1) * hi * (1 + 1e-9) + 1e-12;
     double lo = 0, out = INFINITY;
-    if (stop < hi && !greedy_pipe(&d, pre, stop, split, beta))
+    if (stop < hi && !greedy_pipe(&d, pre, stop, split, beta, NULL))
         out = stop; /* no cut within stop: at least stop (greedy_pipe only fits more as T grows) */
     else if (only && stop < hi)
         out = 0; /* some cut is: nothing more was asked */
-    else if (greedy_pipe(&d, pre, hi, split, beta)) {
+    else if (greedy_pipe(&d, pre, hi, split, beta, NULL)) {
+        /* Bisection, each end moved to the comparison nearest it that
+         * would change the cut's path (greedy_pipe's w): a fit at mid fits
+         * from w.in up, a miss misses below w.out. The ends then close on
+         * the least T that fits within a few steps, not forty. */
         for (int it = 0; it < 100 && hi - lo > 1e-9 * hi; it++) {
             double mid = 0.5 * (lo + hi);
-            if (greedy_pipe(&d, pre, mid, split, beta))
-                hi = mid;
+            Seen w = {-INFINITY, INFINITY};
+            if (greedy_pipe(&d, pre, mid, split, beta, &w))
+                hi = fmax(lo, fmin(mid, w.in));
             else
-                lo = mid;
+                lo = fmin(hi, fmax(mid, w.out));
         }
         out = lo;
     }
