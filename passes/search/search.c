@@ -529,10 +529,7 @@ static double fit_mem(Src *s, const SrcGroup *G, const SrcCand *k, const double 
         }
         delta = own;
     }
-    SrcPiece *H = ir_xmalloc(sizeof *H * (size_t)s->npieces);
-    src_floor_pieces(s, G, k->zero, delta, H);
-    double b = src_fitmem_bound(s, G, k, H);
-    free(H);
+    double b = src_fitmem_bound(s, G, k, src_floor_pieces_at(s, G, k->zero, delta));
     free(own);
     return b;
 }
@@ -955,11 +952,10 @@ static double hope_bound(Src *s, const SrcGroup *G, const SrcCand *k, const doub
 {
     SrcVariant H;
     memset(&H, 0, sizeof H);
-    H.piece = ir_xmalloc(sizeof *H.piece * (size_t)s->npieces);
-    src_floor_pieces(s, G, k->zero, delta, H.piece);
-    double b = hope_on(s, G, k, H, stop);
-    free(H.piece);
-    return b;
+    /* hope_on only reads the pieces, and asks no floor of its own: the
+     * remembered answer itself (src_floor_pieces_at). */
+    H.piece = (SrcPiece *)src_floor_pieces_at(s, G, k->zero, delta);
+    return hope_on(s, G, k, H, stop);
 }
 
 /* k->hope, and k->hope_fit: the same bound for the plans that fit, on

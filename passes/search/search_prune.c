@@ -1214,7 +1214,7 @@ static void floor_pieces(Src *s, const SrcGroup *G, int zero, const double *delt
     }
 }
 
-void src_floor_pieces(Src *s, const SrcGroup *G, int zero, const double *delta, SrcPiece *out)
+const SrcPiece *src_floor_pieces_at(Src *s, const SrcGroup *G, int zero, const double *delta)
 {
     struct SrcPieceMemo *M = s->piece_memo;
     size_t np = (size_t)s->npieces;
@@ -1231,26 +1231,31 @@ void src_floor_pieces(Src *s, const SrcGroup *G, int zero, const double *delta, 
             e->sp != G->sp || e->zero != zero || e->floor_t != G->floor_t || e->layer_lb != G->layer_lb ||
             e->has_delta != (delta != NULL) || (delta && memcmp(e->delta, delta, sizeof(double) * np) != 0))
             continue;
-        memcpy(out, e->out, sizeof(SrcPiece) * np);
         if (src_check(s)) { /* the answer computed again: the same bytes */
             SrcPiece *x = ir_xmalloc(sizeof(SrcPiece) * (np + 1));
             floor_pieces(s, G, zero, delta, x);
-            if (memcmp(x, out, sizeof(SrcPiece) * np) != 0)
+            if (memcmp(x, e->out, sizeof(SrcPiece) * np) != 0)
                 ir_die("search: remembered floor of group dp %d tp %d b %d zero %d differs", G->dp, G->tp, G->b,
                        zero);
             free(x);
         }
-        return;
+        return e->out;
     }
-    floor_pieces(s, G, zero, delta, out);
     PieceMemo *e = &M->e[M->next];
     M->next = (M->next + 1) % PIECE_MEMO;
+    e->used = false;
+    floor_pieces(s, G, zero, delta, e->out);
     e->used = true, e->sp = G->sp, e->has_delta = delta != NULL;
     e->dp = G->dp, e->cp = G->cp, e->tp = G->tp, e->fold = G->fold, e->b = G->b, e->zero = zero;
     e->floor_t = G->floor_t, e->layer_lb = G->layer_lb;
     if (delta)
         memcpy(e->delta, delta, sizeof(double) * np);
-    memcpy(e->out, out, sizeof(SrcPiece) * np);
+    return e->out;
+}
+
+void src_floor_pieces(Src *s, const SrcGroup *G, int zero, const double *delta, SrcPiece *out)
+{
+    memcpy(out, src_floor_pieces_at(s, G, zero, delta), sizeof(SrcPiece) * (size_t)s->npieces);
 }
 
 void src_floor_classes(Src *s)

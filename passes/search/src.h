@@ -293,6 +293,9 @@ double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, c
  * (none across pieces), saved bytes and model
  * states at the floor. out[npieces]. */
 void src_floor_pieces(Src *s, const SrcGroup *G, int zero, const double *delta, SrcPiece *out);
+/* The same answer where src_floor_pieces keeps it, not copied (the hot
+ * bounds read it once): valid until the next call of either. */
+const SrcPiece *src_floor_pieces_at(Src *s, const SrcGroup *G, int zero, const double *delta);
 /* For the plans of pp pipeline ranks under ZeRO stage zero that fit: some
  * rank holds ceil(c / pp) of the c pieces of each floor class (the layers
  * of a repeat between neighbours alike, one strategy each), so a strategy
