@@ -1514,9 +1514,6 @@ static double walk_bound(Src *s, const SrcGroup *G, const SrcCand *k, const SrcV
     return b;
 }
 
-/* walk_bound after every variant up to V (exhaustive searches walk every
- * frontier to its end) is at most what pass_predict says for a plan ranked
- * with V, as the walk's pruning takes it to be (walk_times, walk_prune). */
 /* The budget cuts walk_jump tries, smallest first. */
 static const double jumps[] = {1.0 / 128, 1.0 / 32, 1.0 / 8, 1.0 / 4, 1.0 / 2};
 enum { NJUMPS = sizeof jumps / sizeof jumps[0] };
@@ -1530,6 +1527,11 @@ static const PassIlpResult *same_layer(const SrcVariant *J, int i, const SrcVari
     return NULL;
 }
 
+/* walk_bound after every variant up to V (exhaustive searches walk every
+ * frontier to its end) is at most what pass_predict says for a plan ranked
+ * with V, as the walk's pruning takes it to be (walk_times, walk_prune);
+ * so is each jump's bound after an earlier variant where V's layer lies in
+ * the points the jump skips. */
 static void check_walk(Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
                        const PassPrediction *pr)
 {
