@@ -289,8 +289,9 @@ double pass_ilp_stage_least(PassIlpCache *c, const PassCostCtx *ctx, const PassI
 {
     if (reuse_mode(c) != PASS_ILP_FRONTIER)
         return NAN;
-    int slot;
+    int slot, n = c->relowered; /* that counts solves (pass_ilp_cache_relowered), not this */
     IlpSeg *s = lowered(c, ctx, costs, g, q, &slot);
+    c->relowered = n;
     return ilp_warm_least(c->low_warm[slot], s->prob, c->check, what, mlo, mhi);
 }
 
