@@ -24,9 +24,11 @@
 #include "search/src.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+enum { DP_ROOM = 4096 };
 typedef struct {
     const Src *s;
     const SrcVariant *V;
@@ -43,6 +45,13 @@ typedef struct {
     bool ignore_mem;
     int ef, el;                   /* the first / last chunk may hold no layer (interleaved
                                      cuts with more chunks than layers) */
+    /* The arrays above are carved from room (DP_ROOM doubles, in the
+     * caller's frame) or, for a model too large for it, from block (heap;
+     * NULL: none): init_dp runs 40,000 times in a DeepSeek-V3 search, and
+     * ten callocs each cost more than its sums. Last: init_dp clears what
+     * comes before it only. */
+    double *block;
+    double room[DP_ROOM];
 } Dp;
 
 static double stage_time(const Dp *d, int r, int i, int j) { return d->T[r][j + 1] - d->T[r][i]; }
@@ -172,7 +181,7 @@ static bool greedy(const Dp *d, double tmax, int *ends, int *rc, Seen *w)
 static void init_dp(Dp *d, const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
                     double cap, bool ignore_mem)
 {
-    memset(d, 0, sizeof *d);
+    memset(d, 0, offsetof(Dp, room)); /* (room: written before it is read) */
     d->s = s, d->V = V, d->k = k;
     d->P = s->npieces, d->pp = k->pp, d->m = G->m;
     d->cap = cap, d->ignore_mem = ignore_mem;
@@ -197,49 +206,46 @@ static void init_dp(Dp *d, const Src *s, const SrcGroup *G, const SrcVariant *V,
                 d->rcs[d->nrc++] = r;
         }
     }
+    bool ws = s->wslots && plan_schedule_split(k->sched) && k->v == 1;
+    size_t P1 = (size_t)d->P + 1, pp = (size_t)d->pp;
+    size_t need = P1 * (2 * (size_t)d->nrc + 1 + (ws ? 1 : 0)) + pp * (ws ? 2 : 1);
+    double *b = need <= DP_ROOM ? d->room : (d->block = ir_xmalloc(need * sizeof(double)));
     for (int x = 0; x < d->nrc; x++) {
         int r = d->rcs[x];
         double keep = src_offload_keep(s, k->pp, r); /* activation offloading's share kept */
-        d->T[r] = ir_xcalloc((size_t)d->P + 1, sizeof(double));
-        d->S[r] = ir_xcalloc((size_t)d->P + 1, sizeof(double));
+        d->T[r] = b, b += P1;
+        d->S[r] = b, b += P1;
+        d->T[r][0] = d->S[r][0] = 0;
         for (int p = 0; p < d->P; p++) {
             const SrcPiece *P = &V->piece[p];
             d->T[r][p + 1] = d->T[r][p] + P->fwd + P->bwd + P->rec[r] + P->rs_f + P->rs_b;
             d->S[r][p + 1] = d->S[r][p] + P->saved[r] * (s->g->pieces[p].rep >= 0 ? keep : 1);
         }
     }
-    d->W = ir_xcalloc((size_t)d->P + 1, sizeof(double));
+    d->W = b, b += P1;
+    d->W[0] = 0;
     for (int p = 0; p < d->P; p++)
         d->W[p + 1] = d->W[p] + V->piece[p].states[k->zero];
-    d->infl = ir_xcalloc((size_t)d->pp, sizeof(double));
+    d->infl = b, b += pp;
     for (int st = 0; st < d->pp; st++)
         d->infl[st] = src_inflight(d->pp, 1, d->m, st);
     /* ZB-H1 also holds what the deferred weight gradients read, in W slots
      * of their own on top of the 1F1B micro-batches (plan_schedule_acts's
      * static arena, ptdc's programs; a caching allocator's peak is below
      * the sum): counted so that the cut fits as pass_predict counts it. */
-    if (s->wslots && plan_schedule_split(k->sched) && k->v == 1) {
+    if (ws) {
         int z = k->zero >= 2;
-        d->WS = ir_xcalloc((size_t)d->P + 1, sizeof(double));
+        d->WS = b, b += P1;
+        d->WS[0] = 0;
         for (int p = 0; p < d->P; p++)
             d->WS[p + 1] = d->WS[p] + V->piece[p].wsaved[z];
-        d->wsl = ir_xcalloc((size_t)d->pp, sizeof(double));
+        d->wsl = b;
         for (int st = 0; st < d->pp; st++)
             d->wsl[st] = plan_schedule_wslots((PlanSchedule)k->sched, d->pp, d->m, st);
     }
 }
 
-static void free_dp(Dp *d)
-{
-    for (int r = 0; r < SRC_NRC; r++) {
-        free(d->T[r]);
-        free(d->S[r]);
-    }
-    free(d->W);
-    free(d->infl);
-    free(d->WS);
-    free(d->wsl);
-}
+static void free_dp(Dp *d) { free(d->block); }
 
 /* Chunks from layer counts: chunk c runs layers[c] layers, the pieces
  * before the repeat join the first chunk, those after it the last. */
