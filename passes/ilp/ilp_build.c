@@ -139,16 +139,16 @@ static int find_sh(const PlanSharding *v, int n, const PlanSharding *x)
     return -1;
 }
 
-static void link_info(const IlpSeg *s, int li, LinkInfo *L)
+static void link_info(const IlpSeg *s, int li, LinkInfo *L, IrArena *A)
 {
     const IlpLink *l = &s->link[li];
     const IlpInst *src = &s->inst[l->src], *dst = &s->inst[l->dst];
     int ku = leader(s, l->src)->nstrat, kv = leader(s, l->dst)->nstrat;
-    L->cu = ir_xmalloc((size_t)ku * sizeof *L->cu);
-    L->cv = ir_xmalloc((size_t)kv * sizeof *L->cv);
-    L->S = ir_xmalloc((size_t)ku * sizeof *L->S);
-    L->X = ir_xmalloc((size_t)kv * sizeof *L->X);
-    L->G = ir_xmalloc((size_t)kv * sizeof *L->G);
+    L->cu = ir_alloc(A, (size_t)ku * sizeof *L->cu);
+    L->cv = ir_alloc(A, (size_t)kv * sizeof *L->cv);
+    L->S = ir_alloc(A, (size_t)ku * sizeof *L->S);
+    L->X = ir_alloc(A, (size_t)kv * sizeof *L->X);
+    L->G = ir_alloc(A, (size_t)kv * sizeof *L->G);
     L->nI = L->nJ = 0;
     for (int gi = 0; gi < ku; gi++) {
         PlanSharding sh = ilp_out_sharding(s, l->src, l->out, ilp_own(s, l->src, gi));
@@ -173,7 +173,7 @@ static void link_info(const IlpSeg *s, int li, LinkInfo *L)
         }
         L->cv[gj] = c;
     }
-    L->val = ir_xcalloc((size_t)(L->nI * L->nJ), sizeof *L->val);
+    L->val = ir_alloc(A, (size_t)(L->nI * L->nJ) * sizeof *L->val);
     L->recompute = dst->recompute;
     L->regather = dst->node >= 0 && !dst->recompute &&
                   (ir_ops[s->g->nodes[dst->node].op].saves & IR_SAVE_IN(l->in));
@@ -197,6 +197,9 @@ typedef struct {
 typedef struct {
     int n, cap;
     Pending *v;
+    IrArena *mem;             /* ilp_build's working arrays, freed whole when it is done (a search
+                                 builds a problem 250,000 times: a malloc and free per array was
+                                 over 1% of it) */
 } PendingVec;
 
 static void pend(PendingVec *pv, const IlpSeg *s, LinkInfo *info, const IlpUse *u, int I, double w,
@@ -207,11 +210,16 @@ static void pend(PendingVec *pv, const IlpSeg *s, LinkInfo *info, const IlpUse *
      * readers giving gradient `want`. */
     Pending p = {{{0}}, 0, NULL, NULL};
     p.w.q[q] = w;
+    double *ind = NULL; /* the next item's, kept for the next link when it goes unused */
+    int ncap = 0;
     for (int k = 0; k < u->nlinks; k++) {
         LinkInfo *L = &info[u->links[k]];
         if ((kind == 1 && !L->recompute) || (kind == 2 && !L->regather))
             continue;
-        double *ind = ir_xcalloc((size_t)(L->nI * L->nJ), sizeof *ind);
+        if (!ind || L->nI * L->nJ > ncap) {
+            ncap = L->nI * L->nJ;
+            ind = ir_alloc(pv->mem, (size_t)ncap * sizeof *ind);
+        }
         bool any = false;
         for (int J = 0; J < L->nJ; J++) {
             const PlanSharding *sh = kind == 3 ? &L->G[J] : &L->X[J];
@@ -220,14 +228,15 @@ static void pend(PendingVec *pv, const IlpSeg *s, LinkInfo *info, const IlpUse *
                 any = true;
             }
         }
-        if (!any) {
-            free(ind);
-            continue;
+        if (!any)
+            continue; /* (ind still all zero) */
+        if (!p.link) {
+            p.link = ir_alloc(pv->mem, (size_t)u->nlinks * sizeof *p.link);
+            p.ind = ir_alloc(pv->mem, (size_t)u->nlinks * sizeof *p.ind);
         }
-        p.link = ir_xrealloc(p.link, (size_t)(p.nitems + 1) * sizeof *p.link);
-        p.ind = ir_xrealloc(p.ind, (size_t)(p.nitems + 1) * sizeof *p.ind);
         p.link[p.nitems] = u->links[k];
         p.ind[p.nitems++] = ind;
+        ind = NULL;
         L->used = true;
     }
     (void)s;
@@ -333,13 +342,14 @@ void ilp_build(IlpSeg *s)
 
     /* Core nodes: one per merge group, its members' prices summed. */
     s->group_of = ir_xmalloc((size_t)s->ninst * sizeof *s->group_of);
-    IlpVals **gval = ir_xcalloc((size_t)s->ninst, sizeof *gval);
+    IrArena *A = ir_arena_new();
+    IlpVals **gval = ir_alloc(A, (size_t)s->ninst * sizeof *gval);
     s->ngroups = 0;
     for (int x = 0; x < s->ninst; x++) {
         s->group_of[x] = -1;
         if (s->inst[x].group == x) {
             s->group_of[x] = s->ngroups++;
-            gval[x] = ir_xcalloc((size_t)s->inst[x].nstrat, sizeof **gval);
+            gval[x] = ir_alloc(A, (size_t)s->inst[x].nstrat * sizeof **gval);
         }
     }
     for (int x = 0; x < s->ninst; x++) {
@@ -353,10 +363,10 @@ void ilp_build(IlpSeg *s)
         }
     }
     /* Links priced per use. */
-    LinkInfo *info = ir_xcalloc((size_t)s->nlinks + 1, sizeof *info);
+    LinkInfo *info = ir_alloc(A, ((size_t)s->nlinks + 1) * sizeof *info);
     for (int li = 0; li < s->nlinks; li++)
-        link_info(s, li, &info[li]);
-    PendingVec pv = {0, 0, NULL};
+        link_info(s, li, &info[li], A);
+    PendingVec pv = {0, 0, NULL, A};
     for (int ui = 0; ui < s->nuses; ui++)
         price_use(s, info, &s->use[ui], &pv);
     /* Links inside a merge group price their group's strategies directly. */
@@ -390,22 +400,8 @@ void ilp_build(IlpSeg *s)
             if (s->link[pg->link[k]].edge < 0)
                 ir_die("ilp: group item on a link without an edge");
             ilp_add_item(p, gi, s->link[pg->link[k]].edge, pg->ind[k]);
-            free(pg->ind[k]);
         }
-        free(pg->link);
-        free(pg->ind);
     }
     free(pv.v);
-    for (int li = 0; li < s->nlinks; li++) {
-        free(info[li].cu);
-        free(info[li].cv);
-        free(info[li].S);
-        free(info[li].X);
-        free(info[li].G);
-        free(info[li].val);
-    }
-    free(info);
-    for (int x = 0; x < s->ninst; x++)
-        free(gval[x]);
-    free(gval);
+    ir_arena_free(A);
 }

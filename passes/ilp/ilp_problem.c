@@ -69,13 +69,16 @@ static int nclasses(const int *c, int k)
         if (c[i] + 1 > n)
             n = c[i] + 1;
     }
-    char *used = ir_xcalloc((size_t)n, 1);
+    char room[256]; /* (every edge of a search is checked: no allocation for the usual few classes) */
+    char *used = n <= (int)sizeof room ? room : ir_xmalloc((size_t)n);
+    memset(used, 0, (size_t)n);
     for (int i = 0; i < k; i++)
         used[c[i]] = 1;
     for (int i = 0; i < n; i++)
         if (!used[i])
             ir_die("ilp: class %d of %d unused", i, n);
-    free(used);
+    if (used != room)
+        free(used);
     return n;
 }
 

@@ -56,33 +56,51 @@ static bool class_beats(const IlpProblem *p, const IlpEdge *e, int side, int cd,
 
 int ilp_dominance(const IlpProblem *p, int **dom)
 {
-    /* Incidence lists and, per edge, the group items on it. */
+    /* Incidence lists and, per edge, the group items on it, each counted
+     * first and laid out in one block (a search reduces thousands of
+     * problems: growing every list by one was a million reallocs). */
     Inc *inc = ir_xcalloc((size_t)p->nnodes + 1, sizeof *inc);
+    int *nitems = ir_xcalloc((size_t)p->nedges + 1, sizeof *nitems);
+    long ni = 0;
+    for (int i = 0; i < p->nedges; i++)
+        inc[p->edges[i].u].n++, inc[p->edges[i].v].n++;
+    for (int g = 0; g < p->ngroups; g++)
+        for (int k = 0; k < p->groups[g].nitems; k++)
+            nitems[p->groups[g].items[k].edge]++, ni++;
+    int *incb = ir_xmalloc(sizeof(int) * (4 * (size_t)p->nedges + 1));
+    for (int u = 0, at = 0; u < p->nnodes; u++) {
+        inc[u].edge = incb + at, at += inc[u].n;
+        inc[u].side = incb + at, at += inc[u].n;
+        inc[u].n = 0;
+    }
     for (int i = 0; i < p->nedges; i++)
         for (int side = 0; side < 2; side++) {
             Inc *x = &inc[side == 0 ? p->edges[i].u : p->edges[i].v];
-            x->edge = ir_xrealloc(x->edge, (size_t)(x->n + 1) * sizeof *x->edge);
-            x->side = ir_xrealloc(x->side, (size_t)(x->n + 1) * sizeof *x->side);
             x->edge[x->n] = i;
             x->side[x->n++] = side;
         }
     int **items = ir_xcalloc((size_t)p->nedges + 1, sizeof *items);
-    int *nitems = ir_xcalloc((size_t)p->nedges + 1, sizeof *nitems);
+    int *itemb = ir_xmalloc(sizeof(int) * (2 * (size_t)ni + 1));
+    for (int e = 0, at = 0; e < p->nedges; e++)
+        items[e] = itemb + at, at += 2 * nitems[e], nitems[e] = 0;
     for (int g = 0; g < p->ngroups; g++)
         for (int k = 0; k < p->groups[g].nitems; k++) {
             int e = p->groups[g].items[k].edge;
-            items[e] = ir_xrealloc(items[e], (size_t)(2 * nitems[e] + 2) * sizeof **items);
             items[e][2 * nitems[e]] = g;
             items[e][2 * nitems[e] + 1] = k;
             nitems[e]++;
         }
     /* Live classes of each edge end, from the live strategies. */
     char **lc[2];
+    size_t nc = 0;
+    for (int i = 0; i < p->nedges; i++)
+        nc += (size_t)p->edges[i].nI + (size_t)p->edges[i].nJ;
+    char *lcb = ir_xcalloc(nc + 1, 1);
     for (int side = 0; side < 2; side++)
         lc[side] = ir_xcalloc((size_t)p->nedges + 1, sizeof *lc[side]);
-    for (int i = 0; i < p->nedges; i++) {
-        lc[0][i] = ir_xcalloc((size_t)p->edges[i].nI, 1);
-        lc[1][i] = ir_xcalloc((size_t)p->edges[i].nJ, 1);
+    for (int i = 0, at = 0; i < p->nedges; i++) {
+        lc[0][i] = lcb + at, at += p->edges[i].nI;
+        lc[1][i] = lcb + at, at += p->edges[i].nJ;
     }
     int removed = 0;
     for (bool changed = true; changed;) {
@@ -132,15 +150,9 @@ int ilp_dominance(const IlpProblem *p, int **dom)
             }
         }
     }
-    for (int u = 0; u < p->nnodes; u++) {
-        free(inc[u].edge);
-        free(inc[u].side);
-    }
-    for (int i = 0; i < p->nedges; i++) {
-        free(items[i]);
-        free(lc[0][i]);
-        free(lc[1][i]);
-    }
+    free(incb);
+    free(itemb);
+    free(lcb);
     free(inc);
     free(items);
     free(nitems);
@@ -155,12 +167,23 @@ IlpProblem *ilp_restrict(const IlpProblem *p, int *const *dom, int **map)
     memcpy(r->obj_w, p->obj_w, sizeof r->obj_w);
     memcpy(r->mem_w, p->mem_w, sizeof r->mem_w);
     r->budget = p->budget;
-    IlpVals *buf = NULL;
-    int *cu = NULL, *cv = NULL, *ren[2] = {NULL, NULL};
+    /* scratch for the largest node and edge (a reduced edge's classes are
+     * at most the original's), made once */
+    size_t maxk = 1, maxc = 1, maxv = 1;
+    for (int u = 0; u < p->nnodes; u++)
+        maxk = (size_t)p->nodes[u].k > maxk ? (size_t)p->nodes[u].k : maxk;
+    for (int i = 0; i < p->nedges; i++) {
+        const IlpEdge *e = &p->edges[i];
+        size_t c = (size_t)(e->nI > e->nJ ? e->nI : e->nJ), v = (size_t)e->nI * (size_t)e->nJ;
+        maxc = c > maxc ? c : maxc;
+        maxv = v > maxv ? v : maxv;
+    }
+    IlpVals *buf = ir_xmalloc((maxk > maxv ? maxk : maxv) * sizeof *buf);
+    int *cu = ir_xmalloc(maxk * sizeof *cu), *cv = ir_xmalloc(maxk * sizeof *cv);
+    int *ren[2] = {ir_xmalloc(maxc * sizeof *ren[0]), ir_xmalloc(maxc * sizeof *ren[1])};
     for (int u = 0; u < p->nnodes; u++) {
         const IlpNode *n = &p->nodes[u];
         map[u] = ir_xmalloc((size_t)n->k * sizeof **map);
-        buf = ir_xrealloc(buf, (size_t)n->k * sizeof *buf);
         int k = 0;
         for (int i = 0; i < n->k; i++)
             if (dom[u][i] < 0) {
@@ -175,10 +198,6 @@ IlpProblem *ilp_restrict(const IlpProblem *p, int *const *dom, int **map)
     for (int i = 0; i < p->nedges; i++) {
         const IlpEdge *e = &p->edges[i];
         int ku = r->nodes[e->u].k, kv = r->nodes[e->v].k;
-        cu = ir_xrealloc(cu, (size_t)ku * sizeof *cu);
-        cv = ir_xrealloc(cv, (size_t)kv * sizeof *cv);
-        ren[0] = ir_xrealloc(ren[0], (size_t)e->nI * sizeof *ren[0]);
-        ren[1] = ir_xrealloc(ren[1], (size_t)e->nJ * sizeof *ren[1]);
         for (int c = 0; c < e->nI; c++)
             ren[0][c] = -1;
         for (int c = 0; c < e->nJ; c++)
@@ -196,21 +215,19 @@ IlpProblem *ilp_restrict(const IlpProblem *p, int *const *dom, int **map)
                 ren[1][c] = nJ++;
             cv[b] = ren[1][c];
         }
-        buf = ir_xrealloc(buf, (size_t)(nI * nJ) * sizeof *buf);
         for (int I = 0; I < e->nI; I++)
             for (int J = 0; J < e->nJ; J++)
                 if (ren[0][I] >= 0 && ren[1][J] >= 0)
                     buf[ren[0][I] * nJ + ren[1][J]] = e->val[I * e->nJ + J];
         eidx[i] = ilp_add_edge(r, e->u, e->v, cu, cv, buf);
     }
-    double *ind = NULL;
+    double *ind = ir_xmalloc(maxv * sizeof *ind);
     for (int g = 0; g < p->ngroups; g++) {
         const IlpGroup *gr = &p->groups[g];
         int rg = ilp_add_group(r, &gr->w);
         for (int k = 0; k < gr->nitems; k++) {
             const IlpEdge *e = &p->edges[gr->items[k].edge];
             const IlpEdge *re = &r->edges[eidx[gr->items[k].edge]];
-            ind = ir_xrealloc(ind, (size_t)(re->nI * re->nJ) * sizeof *ind);
             /* Map each reduced class back through a live strategy. */
             for (int a = 0; a < r->nodes[e->u].k; a++)
                 for (int b = 0; b < r->nodes[e->v].k; b++) {
