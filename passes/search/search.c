@@ -549,7 +549,7 @@ static const PassMemFloor *src_mfloor(Src *s)
     return s->mfloor;
 }
 
-static double dead_bound(Src *s, const SrcGroup *G, const SrcCand *k, double thr, SrcVariant *H);
+static double dead_bound(Src *s, const SrcGroup *G, const SrcCand *k, double thr);
 
 /* The pruning is sound only if every bound is at most what pass_predict
  * says; exhaustive searches (tests) check it on every plan they rank. */
@@ -596,11 +596,7 @@ static void check_bounds(Src *s, const SrcGroup *G, const SrcVariant *V, const S
             size_t nt = (size_t)s->floor_nrow * SRC_NRC * 4;
             G0.floor_t = level == 0 || !G->floor_t ? NULL : memcpy(ir_xmalloc(sizeof(double) * nt), G->floor_t,
                                                                   sizeof(double) * nt);
-            SrcVariant H[4];
-            memset(H, 0, sizeof H);
-            double db = dead_bound(s, &G0, k, INFINITY, H);
-            for (int z = 0; z < 4; z++)
-                free(H[z].piece);
+            double db = dead_bound(s, &G0, k, INFINITY);
             free(G0.floor_t);
             if (db > pr->step_time_s * (1 + tol))
                 ir_die("search: bound of the fitting plans before the %s floor %.9g above pass_predict's %.9g (dp %d "
@@ -1035,18 +1031,17 @@ static void finish_group(Src *s, SrcGroup *G)
 /* group_dead's bound on k's plans that fit with the floor G has so far
  * (the strategy-free pieces, or the time floor): src_fit_bound's, and,
  * one chunk per rank, the fill and drain of those pieces cut into stages
- * (pipe_floor; only whether it reaches thr). H[z]: the pieces under ZeRO
- * stage z, made when first asked (the caller frees them). */
-static double dead_bound(Src *s, const SrcGroup *G, const SrcCand *k, double thr, SrcVariant *H)
+ * (pipe_floor; only whether it reaches thr). The pieces are the floor's
+ * remembered answer, read in place (src_floor_pieces_at: pipe_floor asks
+ * no floor of its own). */
+static double dead_bound(Src *s, const SrcGroup *G, const SrcCand *k, double thr)
 {
     double b = src_fit_bound(s, G, k);
     if (b < thr && k->pp > 1 && k->v == 1) {
-        SrcVariant *Hz = &H[k->zero];
-        if (!Hz->piece) {
-            Hz->piece = ir_xmalloc(sizeof *Hz->piece * (size_t)s->npieces);
-            src_floor_pieces(s, G, k->zero, NULL, Hz->piece);
-        }
-        b = fmax(b, pipe_floor(s, G, k, Hz, thr, isfinite(thr)));
+        SrcVariant H;
+        memset(&H, 0, sizeof H);
+        H.piece = (SrcPiece *)src_floor_pieces_at(s, G, k->zero, NULL);
+        b = fmax(b, pipe_floor(s, G, k, &H, thr, isfinite(thr)));
     }
     return b;
 }
@@ -1064,17 +1059,13 @@ static bool group_dead(void *ctx, SrcGroup *G, double thr)
     Src *s = R->s;
     if (!R->out->found || s->o->exhaustive || getenv("PTDC_SEARCH_NO_FIT_CUT"))
         return false;
-    SrcVariant H[4];
-    memset(H, 0, sizeof H);
     bool live = false;
     for (int i = 0; i < G->ncand && !live; i++) {
         const SrcCand *k = &G->cand[i];
         if (k->mem_lb > s->usable || k->done || k->lb >= thr)
             continue;
-        live = dead_bound(s, G, k, thr, H) < thr;
+        live = dead_bound(s, G, k, thr) < thr;
     }
-    for (int z = 0; z < 4; z++)
-        free(H[z].piece);
     if (!live)
         finish_group(s, G);
     return !live;
