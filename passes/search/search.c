@@ -1819,8 +1819,9 @@ static bool floor_drops(const Src *s)
     return (s->o->first_fit && s->o->floor) || (!s->o->exhaustive && !getenv("PTDC_SEARCH_NO_LAYOUT_FLOOR"));
 }
 
-/* G's candidates' bounds with its next floor (floor_due: the time floor,
- * then the whole per-mesh floor; costlier than the strategy-free bounds,
+/* G's candidates' bounds with its next floor (floor_due: the lead class's
+ * time floor, the time floor, then the whole per-mesh floor, src.h;
+ * costlier than the strategy-free bounds,
  * so only where some candidate's memory bound leaves it a chance), in
  * order, and G's least bounds. The candidates the floor's memory bounds
  * drop are counted (those the bounds before dropped were already). */
@@ -1829,7 +1830,7 @@ static void group_bounds(Src *s, SrcGroup *G)
     for (int j = 0; j < G->ncand; j++)
         s->st->pruned_mem -= G->cand[j].mem_lb > s->usable;
     if (G->floor_due > 0) {
-        src_group_floor(s, G, G->floor_due == 2);
+        src_group_floor(s, G, G->floor_due - 1);
         src_group_sums(s, G);
         /* Each level's bound holds, so the larger does: a floor may lower
          * the path's share of a piece's time (pipe_bound's beta) and with
@@ -1916,6 +1917,7 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
      * floor raises; exhaustive searches check every bound: the floor of
      * every group at once there. Otherwise when the search reaches it. */
     bool lazy = !o->first_fit && !o->exhaustive, floor_on = floor_drops(&s);
+    src_floor_classes(&s);
     for (int i = 0; i < s.ngroups; i++) {
         SrcGroup *G = &s.groups[i];
         G->mem_lb = INFINITY;
@@ -1929,8 +1931,8 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
                 G->lb = fmin(G->lb, G->cand[j].lb);
         }
         /* some candidate's memory bound leaves it a chance: a floor to make */
-        G->floor_due = !isfinite(G->lb) ? 0 : lazy ? 2 : 1;
-        if (G->floor_due != 2)
+        G->floor_due = !isfinite(G->lb) ? 0 : lazy ? (s.floor_lead >= 0 ? 3 : 2) : 1;
+        if (G->floor_due <= 1)
             group_bounds(&s, G);
     }
     out->no_layout = s.st->candidates == 0;
@@ -1971,8 +1973,9 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
         }
     }
     if (debug_level())
-        fprintf(stderr, "groups: %d, %d with a floor to make; made when reached: %d time floors, %d whole floors\n",
-                s.ngroups, ord.ndue, ord.nmade[0], ord.nmade[1]);
+        fprintf(stderr, "groups: %d, %d with a floor to make; made when reached: %d lead class floors, %d time "
+                "floors, %d whole floors\n", s.ngroups, ord.ndue, ord.nmade[SRC_FLOOR_LEAD], ord.nmade[SRC_FLOOR_TIME],
+                ord.nmade[SRC_FLOOR_WHOLE]);
     if (lazy && src_check(&s))
         src_order_check(&ord, stopped);
     src_order_free(&ord);

@@ -126,10 +126,12 @@ typedef struct SrcGroup {
     int m;                        /* micro-batches per step */
     PlanMesh mesh;
     double lb;                    /* least candidate bound */
-    int floor_due;                /* refinements of the bounds left: 2 strategy-free, 1 with the
-                                     time floor only (src_group_floor, time_only), 0 with the
-                                     floor: each made when the group reaches the top of the
-                                     search's order (search_order.c) */
+    int floor_due;                /* refinements of the bounds left: 3 strategy-free (where the
+                                     search has a lead class, Src.floor_lead; 2 otherwise), 2
+                                     with the lead class's time floor, 1 with the time floor
+                                     (src_group_floor, SRC_FLOOR_TIME), 0 with the whole floor:
+                                     each made when the group reaches the top of the search's
+                                     order (search_order.c); level floor_due - 1 comes next */
     double walk_key;              /* least frontier bound (hope) of its walkable candidates */
     double mem_lb;                /* least candidate memory bound (a first fit's order) */
     double *floor_t;              /* [(row * SRC_NRC + r) * 4 + z], row = src_frow(s, piece): one
@@ -216,6 +218,8 @@ typedef struct Src {
                                      share it (search_prune.c; NULL: not yet) */
     int *floor_row, floor_nrow;   /* [npieces]: each piece's row of a group's floor arrays, one
                                      row per class (src_frow) */
+    int floor_lead;               /* the floor class a group's first time floor prices alone
+                                     (src_floor_classes; -1: none) */
     bool *rec_node;               /* [nfwd * SRC_NRC] pass_recomputed of each forward node under
                                      each policy (search_prune.c; NULL: not yet) */
     struct SrcFloorBuf *floor_buf; /* src_group_floor's working arrays (NULL: not yet) */
@@ -246,8 +250,8 @@ typedef struct Src {
 /* Whether the search checks its exact shortcuts against the long way (the
  * memory-forced bound's cut rows and remembered answers, search_fitmem.c;
  * src_floor_pieces' remembered answers, the time floor's kept node
- * prices and those its twin took, the saved slots and the pins,
- * search_prune.c; the floor's remembered edges and node states,
+ * prices and those its twin and kin took, each floor level at least the
+ * one before, the saved slots and the pins, search_prune.c; the floor's remembered edges and node states,
  * search_edgemin.c and search_nodestates.c; the stage
  * bisection's skipped cuts, search_dp.c) and dies on any difference:
  * exhaustive searches (the tests), and any search with PTDC_SEARCH_CHECK
@@ -273,10 +277,14 @@ double src_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m,
  * accounting), per chunk's share of the rank's saved bytes. */
 double src_inflight(int pp, int v, int m, int r);
 double src_inflight_lo(int pp, int v, int m, int r);
-/* G's per-mesh floor (floor_t and the rest); time_only: floor_t alone,
- * without the ZeRO stages' traffic per micro-batch (so at most the whole
- * floor's), cheaper: a first refinement of the bounds (search_order.c). */
-void src_group_floor(Src *s, SrcGroup *G, bool time_only);
+/* The levels of a group's per-mesh floor, each at least the one before
+ * (search_order.c): the whole floor (floor_t and the rest); the time floor
+ * (floor_t alone, without the ZeRO stages' traffic per micro-batch, so at
+ * most the whole floor's), cheaper; the lead class's rows of that alone
+ * (Src.floor_lead; the other rows 0, which the bounds raise to their
+ * strategy-free terms), cheaper still. */
+enum { SRC_FLOOR_WHOLE, SRC_FLOOR_TIME, SRC_FLOOR_LEAD };
+void src_group_floor(Src *s, SrcGroup *G, int level);
 /* Frees what src_group_floor keeps between groups (once per search). */
 void src_floor_free(Src *s);
 void src_group_sums(Src *s, SrcGroup *G);
@@ -482,7 +490,8 @@ typedef struct SrcOrder {
     int n;
     SrcGroup **seen;              /* what src_order_next handed out, in order (src_order_check) */
     int nseen;
-    int ndue, nmade[2];           /* groups with a floor to make; time floors and whole floors made */
+    int ndue, nmade[3];           /* groups with a floor to make; floors made by level
+                                     (SRC_FLOOR_WHOLE, _TIME, _LEAD) */
     double thr;                   /* the threshold of the last src_order_next */
     bool last_free;               /* the last handed out had its strategy-free bound */
 } SrcOrder;
