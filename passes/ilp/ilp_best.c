@@ -156,7 +156,7 @@ static bool eliminate_best(IlpFrontier *F, const IlpProblem *p, int x, int s)
 static bool unique_best(const IlpProblem *p, double margin, int *choice, double *best, double *second,
                         bool slow)
 {
-    IlpFrontier *F = ilp_elim_run(p, slow, eliminate_best);
+    IlpFrontier *F = ilp_elim_run(p, slow, true, eliminate_best);
     bool ok = F != NULL;
     if (ok) {
         const Factor *r = &F->f[F->root];

@@ -47,6 +47,8 @@ struct IlpFrontier {
     IrArena *mem;                 /* the factors' off and cnt, the steps' in (freed whole) */
     bool slow;                    /* made the long way (ilp_frontier_ref): the matrix order,
                                      every group item read per assignment, qsort */
+    bool merge;                   /* leaf factors of one scope summed into one (the least
+                                     objective program's: ilp_elim.c, price_factors) */
 };
 
 /* n zeroed bytes of F's arena, freed with F. */
@@ -64,8 +66,8 @@ bool ilp_elim_start(IlpFrontier *F, const IlpProblem *p, int *ord);
 /* Every node of p eliminated in ilp_elim_start's order by step (s: the
  * step's number, x: its node, -1 for the last, which takes the factors of
  * no variable; false: give up), then the root: F, or NULL where the order
- * or a step gave up (GLPK answers). F->slow: the long way. */
-IlpFrontier *ilp_elim_run(const IlpProblem *p, bool slow,
+ * or a step gave up (GLPK answers). F->slow: the long way; merge: F->merge. */
+IlpFrontier *ilp_elim_run(const IlpProblem *p, bool slow, bool merge,
                           bool (*step)(IlpFrontier *F, const IlpProblem *p, int x, int s));
 /* Step s's inputs: every unused factor holding node x (x < 0: those of no
  * variable), marked used, into in (*nin of them), the other variables they

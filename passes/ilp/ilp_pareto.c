@@ -341,8 +341,8 @@ static bool eliminate(IlpFrontier *F, const IlpProblem *p, int x, int s)
     return ok;
 }
 
-IlpFrontier *ilp_frontier(const IlpProblem *p) { return ilp_elim_run(p, false, eliminate); }
-IlpFrontier *ilp_frontier_ref(const IlpProblem *p) { return ilp_elim_run(p, true, eliminate); }
+IlpFrontier *ilp_frontier(const IlpProblem *p) { return ilp_elim_run(p, false, false, eliminate); }
+IlpFrontier *ilp_frontier_ref(const IlpProblem *p) { return ilp_elim_run(p, true, false, eliminate); }
 
 int ilp_frontier_points(const IlpFrontier *F)
 {
