@@ -808,6 +808,10 @@ PlanSharding plan_reshard_reduced(const IrGraph *g, int t, const PlanMesh *m, Pl
 int plan_reshard(const IrGraph *g, int t, const PlanMesh *m, const PlanSharding *from,
                  const PlanSharding *to, const int64_t *dim_size, PlanColl *steps, int max)
 {
+    /* nothing to move (the passes below would find no step): the floors
+     * and the ILP price every pair of layouts, the diagonal too */
+    if (plan_sharding_eq(from, to))
+        return 0;
     PlanSharding cur = *from;
     int64_t local = plan_local_numel(g, t, m, &cur, dim_size);
     int k = 0;
