@@ -245,12 +245,12 @@ static void pipe_add(SrcPipeSum *S, int p, int np, double t, double path)
     if (p == 0)
         S->tsum = S->tmax = S->path = 0, S->beta = 1, S->first = t, S->mid = INFINITY;
     S->tsum += t;
-    S->tmax = fmax(S->tmax, t);
+    S->tmax = src_fmax(S->tmax, t);
     S->path += path;
     if (t > 0)
-        S->beta = fmin(S->beta, path / t);
+        S->beta = src_fmin(S->beta, path / t);
     if (p > 0 && p < np - 1)
-        S->mid = fmin(S->mid, t);
+        S->mid = src_fmin(S->mid, t);
 }
 
 /* CPU ranks of several pipeline ranks sharing cores run faster than their
@@ -1226,14 +1226,14 @@ void src_group_sums(Src *s, SrcGroup *G)
             for (int z = 0; z < 4; z++) {
                 double t = W->t[p * SRC_NRC + r] / n;
                 if (G->floor_t)
-                    t = fmax(t, G->floor_t[(src_frow(s, p) * SRC_NRC + r) * 4 + z]);
+                    t = src_fmax(t, G->floor_t[(src_frow(s, p) * SRC_NRC + r) * 4 + z]);
                 pipe_add(&G->pipe[r][z], p, s->npieces, t, W->t_path[p * SRC_NRC + r] / n);
             }
             double sv = W->saved[p * SRC_NRC + r] / n;
             if (G->floor_saved)
-                sv = fmax(sv, G->floor_saved[src_frow(s, p) * SRC_NRC + r]);
+                sv = src_fmax(sv, G->floor_saved[src_frow(s, p) * SRC_NRC + r]);
             G->sum_saved[r] += sv;
-            smin = fmin(smin, sv);
+            smin = src_fmin(smin, sv);
         }
         G->sum_saved_min += smin;
         /* ZeRO shards over the data-parallel axis what its stage covers;
@@ -1243,7 +1243,7 @@ void src_group_sums(Src *s, SrcGroup *G)
         for (int z = 0; z < 4; z++) {
             double x = src_states_lb(s, p, z, n, G->tp * G->cp);
             if (G->floor_states)
-                x = fmax(x, G->floor_states[src_frow(s, p) * 4 + z]);
+                x = src_fmax(x, G->floor_states[src_frow(s, p) * 4 + z]);
             G->sum_states[z] += x;
         }
     }
