@@ -1821,9 +1821,8 @@ static bool floor_drops(const Src *s)
 
 /* G's candidates' bounds with its next floor (floor_due: the lead class's
  * time floor, the time floor, then the whole per-mesh floor, src.h;
- * costlier than the strategy-free bounds,
- * so only where some candidate's memory bound leaves it a chance), in
- * order, and G's least bounds. The candidates the floor's memory bounds
+ * costlier than the strategy-free bounds, so only where some candidate's
+ * memory bound leaves it a chance), in order, and G's least bounds. The candidates the floor's memory bounds
  * drop are counted (those the bounds before dropped were already). */
 static void group_bounds(Src *s, SrcGroup *G)
 {

@@ -14,28 +14,28 @@
  * and the memory bound only grows with them, so a candidate the floor
  * leaves alive the strategy-free bound does too, at a bound no higher.
  *
- * The strategy-free bounds are alike for most layouts using every GPU
- * (the work over the GPUs), so a second, cheaper level comes between: the
- * time floor alone (src_group_floor, SRC_FLOOR_TIME: each node's least
- * kernels and resharding share, no ZeRO traffic per micro-batch, no
- * memory), which alone puts 683 of the 698 groups the floor rules out there
- * above the threshold. Where one floor class holds most pieces with a
- * small part of the nodes (Src.floor_lead: DeepSeek-V3's MoE layers after
- * the first, 57 of 63 pieces, 30 of 116 nodes) a third comes before it:
- * that class's rows of the time floor alone (SRC_FLOOR_LEAD), after
- * which 2,505 of the 3,316 groups it is made for on 2048 GB300s never need
- * the time floor (the visit ends below their bound, or they are dead), at
- * a quarter of the time floor's prices. So the groups wait
- * in a heap keyed by the bound they have: strategy-free until they reach
- * the top, then (refine) with the next level, pushed back, and so on to
- * the whole floor. A group taken off the top with its exact bound is no later than
- * any other in the exact order: each other's exact bound is at least its
- * key, which is at least this one's (on equal bounds the comparator's
- * fixed order of layouts decides either way). So the groups come out in
- * the order sorting by the exact bounds gives, and a group at the top
- * whose key cannot beat the threshold ends the visit where the exact order
- * would: every bound left is at least that key. The groups never reached
- * keep the bounds they had (their candidates count as pruned by time).
+ * The strategy-free bounds are alike for most layouts using every GPU (the
+ * work over the GPUs), so a second, cheaper level comes between: the time
+ * floor alone (src_group_floor, SRC_FLOOR_TIME: each node's least kernels
+ * and resharding share, no ZeRO traffic per micro-batch, no memory), which
+ * alone puts 683 of the 698 groups the floor rules out there above the
+ * threshold. Where one floor class holds most pieces with a small part of
+ * the nodes (Src.floor_lead: DeepSeek-V3's MoE layers after the first, 57 of
+ * 63 pieces, 30 of 116 nodes) a third comes before it: that class's rows of
+ * the time floor alone (SRC_FLOOR_LEAD), after which 2,505 of the 3,316
+ * groups it is made for on 2048 GB300s never need the time floor (the visit
+ * ends below their bound, or they are dead), at a quarter of the time
+ * floor's prices. So the groups wait in a heap keyed by the bound they have:
+ * strategy-free until they reach the top, then (refine) with the next level,
+ * pushed back, and so on to the whole floor. A group taken off the top with
+ * its exact bound is no later than any other in the exact order: each
+ * other's exact bound is at least its key, which is at least this one's (on
+ * equal bounds the comparator's fixed order of layouts decides either way).
+ * So the groups come out in the order sorting by the exact bounds gives, and
+ * a group at the top whose key cannot beat the threshold ends the visit
+ * where the exact order would: every bound left is at least that key. The
+ * groups never reached keep the bounds they had (their candidates count as
+ * pruned by time).
  *
  * Before it makes a group's next floor the order asks SrcOrder.dead
  * (search.c, group_dead) whether no plan of the group that fits can beat

@@ -251,8 +251,9 @@ typedef struct Src {
  * memory-forced bound's cut rows and remembered answers, search_fitmem.c;
  * src_floor_pieces' remembered answers, the time floor's kept node
  * prices and those its twin and kin took, each floor level at least the
- * one before, the saved slots and the pins, search_prune.c; the floor's remembered edges and node states,
- * search_edgemin.c and search_nodestates.c; the stage
+ * one before, the saved slots and the pins, search_prune.c; the floor's
+ * remembered edges and node states, search_edgemin.c and
+ * search_nodestates.c; the stage
  * bisection's skipped cuts, search_dp.c) and dies on any difference:
  * exhaustive searches (the tests), and any search with PTDC_SEARCH_CHECK
  * set in the environment. */
