@@ -205,7 +205,7 @@ static void group_points(IlpFrontier *F, const IlpProblem *p, const IlpGroup *gr
             }
             best[d + 1] = mx;
         }
-        if (add) { /* into f's points (merge_factors' sums, in its order) */
+        if (add) { /* into the first factor of its scope (price_factors, F->merge) */
             F->t[f->off[a]] += wo * best[n];
             F->m[f->off[a]] += wm * best[n];
         } else {
