@@ -931,14 +931,18 @@ static int kept_at(const TwinRead *T, int tn, int i, const PlanStrategy *x)
     return -1;
 }
 
+/* The sources a time floor reads kept prices from: its twin's, then its
+ * kin's (one with sequence parallelism as its own, one the other way). */
+enum { NSRC = 3 };
+
 /* Piece p's nodes' strategies, resharding shares and prices into B's
- * arrays (nsall, stp, shp, npp). With T (a time floor whose twin's time
- * floor kept its prices) and Q (a kin's: the same cp, tp, fold and
- * micro-batch, so the same dim sizes), a strategy either priced takes its
- * price from there where their meshes agree on every axis it reads (the
- * twin's mesh is the floor's; src_check prices it again and compares). */
+ * arrays (nsall, stp, shp, npp). With R (NULL, or each NULL: none), a
+ * strategy a source priced takes its price from there where their meshes
+ * agree on every axis it reads: R[0] a time floor's twin's (its mesh is
+ * the floor's), the others a kin's (the same cp, tp, fold and micro-batch,
+ * so the same dim sizes); src_check prices it again and compares. */
 static void price_piece(Src *s, SrcGroup *G, int p, const int64_t *ds, const uint64_t *allow, struct SrcFloorBuf *B,
-                        TwinRead *T, TwinRead *Q, TwinRead *Q2)
+                        TwinRead *const *R)
 {
     const IrGraph *g = s->g;
     for (int a = 0; a < g->pieces[p].count; a++) {
@@ -949,22 +953,21 @@ static void price_piece(Src *s, SrcGroup *G, int p, const int64_t *ds, const uin
     src_edge_shares(s, G, p, ds, B->stp, B->nsall, B->shp);
     for (int a = 0; a < g->pieces[p].count; a++) {
         const IrNode *nd = &g->nodes[g->pieces[p].first + a];
-        int tn = T ? T->K->ns[T->cn] : 0, qn = Q ? Q->K->ns[Q->cn] : 0, qn2 = Q2 ? Q2->K->ns[Q2->cn] : 0;
+        int tn[NSRC];
+        for (int k = 0; k < NSRC; k++)
+            tn[k] = R && R[k] ? R[k]->K->ns[R[k]->cn] : 0;
         B->twin_asked += B->nsall[a];
         for (int i = 0; i < B->nsall[a]; i++) {
             const PlanStrategy *x = &B->stp[a][i];
-            const TwinRead *R = T;
-            int j = kept_at(T, tn, i, x);
-            if (j < 0)
-                R = Q, j = kept_at(Q, qn, i, x);
-            if (j < 0)
-                R = Q2, j = kept_at(Q2, qn2, i, x);
+            int k = 0, j = -1;
+            for (; R && k < NSRC && j < 0; k++)
+                j = kept_at(R[k], tn[k], i, x);
             if (j < 0) {
                 B->npp[a][i] = node_price(s, G, nd, x, ds);
                 continue;
             }
-            const NodePrice *np = &R->K->np[R->cs + j];
-            if (R == T)
+            const NodePrice *np = &R[k - 1]->K->np[R[k - 1]->cs + j];
+            if (k == 1)
                 B->twin_hits++;
             else
                 B->kin_hits++;
@@ -974,15 +977,12 @@ static void price_piece(Src *s, SrcGroup *G, int p, const int64_t *ds, const uin
                 if (memcmp(&y, np, sizeof y) != 0)
                     ir_die("search: the node price of node %d (%s) group dp %d tp %d b %d sp %d took from its "
                            "%s's time floor differs", nd->id, ir_ops[nd->op].name, G->dp, G->tp, G->b, G->sp,
-                           R == T ? "twin" : "kin");
+                           k == 1 ? "twin" : "kin");
             }
         }
-        if (T)
-            T->cs += tn, T->cn++;
-        if (Q)
-            Q->cs += qn, Q->cn++;
-        if (Q2)
-            Q2->cs += qn2, Q2->cn++;
+        for (int k = 0; R && k < NSRC; k++)
+            if (R[k])
+                R[k]->cs += tn[k], R[k]->cn++;
     }
 }
 
@@ -994,7 +994,7 @@ static void kept_piece(Src *s, SrcGroup *G, int p, const int64_t *ds, const uint
 {
     const IrGraph *g = s->g;
     if (src_check(s)) {
-        price_piece(s, G, p, ds, allow, B, NULL, NULL, NULL);
+        price_piece(s, G, p, ds, allow, B, NULL);
         K->cn = K->cn0[p], K->cs = K->cs0[p];
         for (int a = 0, at = K->cs; a < g->pieces[p].count; at += B->nsall[a], a++) {
             int ns = B->nsall[a];
@@ -1064,7 +1064,7 @@ void src_group_floor(Src *s, SrcGroup *G, int level)
      * frees them. */
     Kept *kept = NULL, *own = NULL;
     /* the twin's and a kin's time floors' prices, while they keep them */
-    TwinRead src[3] = {{NULL, 0, 0, 0}, {NULL, 0, 0, 0}, {NULL, 0, 0, 0}};
+    TwinRead src[NSRC] = {{NULL, 0, 0, 0}, {NULL, 0, 0, 0}, {NULL, 0, 0, 0}};
     int gi = (int)(G - s->groups);
     if (time_only) {
         own = B->kept[gi];
@@ -1099,9 +1099,10 @@ void src_group_floor(Src *s, SrcGroup *G, int level)
         if (kept && kept->cn0[p] >= 0) {
             kept_piece(s, G, p, ds, allow, B, kept);
         } else {
-            TwinRead r[3];
-            price_piece(s, G, p, ds, allow, B, read_at(&r[0], &src[0], p), read_at(&r[1], &src[1], p),
-                        read_at(&r[2], &src[2], p));
+            TwinRead r[NSRC], *rp[NSRC];
+            for (int k = 0; k < NSRC; k++)
+                rp[k] = read_at(&r[k], &src[k], p);
+            price_piece(s, G, p, ds, allow, B, rp);
         }
         if (time_only) {
             floor_time(s, G, p, nsall, shp, B->npp);
