@@ -182,10 +182,14 @@ static double schedule(FILE *f, const PassSearchAlt *a, double y)
             snprintf(buf, sizeof buf, "pp %d", r);
             text(f, MARGIN, yy + row * 0.7, row >= 16 ? 11 : 7, "start", buf);
         }
+        /* the rank's five shades, made once (tens of thousands of rects) */
+        char shade[5][48];
+        static const double light[5] = {26, 38, 46, 70, 78};
+        for (int j = 0; j < 5; j++)
+            color(r, pp, light[j], shade[j], sizeof shade[j]);
         for (int i = 0; i < nops; i++) {
             const RepPipeOp *o = &ops[r][i];
-            char c[48];
-            color(r, pp, o->w ? 26 : o->bwd ? 38 + 8 * (o->chunk % 2) : 70 + 8 * (o->chunk % 2), c, sizeof c);
+            const char *c = shade[o->w ? 0 : o->bwd ? 1 + o->chunk % 2 : 3 + o->chunk % 2];
             double x = left + o->start * sx, w = (o->end - o->start) * sx;
             fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" "
                        "stroke=\"white\" stroke-width=\"0.3\"><title>%s micro-batch %d%s</title></rect>\n",

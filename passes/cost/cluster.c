@@ -41,8 +41,10 @@ int pass_cluster_domain_at(const PassCluster *cl, int gpus)
         return d;
     if (gpus <= d) /* the job fits in one domain */
         return gpus > host ? gpus : host;
-    while (d > host && (d % host || gpus % d))
-        d--;
+    /* the largest multiple of host up to d dividing gpus, or host */
+    d -= d % host;
+    while (d > host && gpus % d)
+        d -= host;
     return d;
 }
 

@@ -178,6 +178,9 @@ typedef struct PassMemo {
     int *ext, *ext_at;            /* the producers before each piece of its nodes' inputs:
                                      piece q's ext[ext_at[q]] to ext[ext_at[q + 1] - 1]
                                      (predict.c, same_piece), NULL before */
+    int8_t cp_balanced;           /* plan_cp_balanced (cost_ops.c, attention): 1 yes, -1 no, 0 before */
+    int *owner;                   /* by tensor: the first node from its piece's start reading it, -1
+                                     none (mem_param.c, pass_param_owned), NULL before */
 } PassMemo;
 PassMemo *pass_memo_new(const IrGraph *g);
 void pass_memo_free(PassMemo *m);

@@ -47,20 +47,21 @@ double pass_cost_coll(const PassCostCtx *c, const PlanMesh *m, const PlanColl *k
 {
     const PassGpu *g = &c->cl->gpu;
     double S = (double)k->numel * elem_bytes;
-    /* Links: the NVLink domain; the ranks a measured fit ran with per
-     * node (CPU ranks sharing cores): the host. */
-    int gpn = pass_cluster_domain(c->cl), rpn = pass_cluster_host(c->cl);
+    /* Links: the NVLink domain (a point-to-point's alone: the mesh has the
+     * rest); the ranks a measured fit ran with per node (CPU ranks sharing
+     * cores): the host. */
+    int rpn = pass_cluster_host(c->cl);
     if (k->kind == PLAN_COLL_NONE || S <= 0)
         return 0;
     if (k->kind == PLAN_COLL_SENDRECV && g->ncoll[PLAN_COLL_SENDRECV] > 0) {
         int dev = plan_mesh_devices(m);
-        return measured(g, PLAN_COLL_SENDRECV, 2, 2 * dev > gpn, rpn, S);
+        return measured(g, PLAN_COLL_SENDRECV, 2, 2 * dev > pass_cluster_domain(c->cl), rpn, S);
     }
     if (k->kind == PLAN_COLL_SENDRECV) {
         /* The next stage's ranks are `devices` further on: on the same node
          * only when both stages fit in one; each rank uses its own NIC. */
         int dev = plan_mesh_devices(m);
-        bool same = 2 * dev <= gpn;
+        bool same = 2 * dev <= pass_cluster_domain(c->cl);
         return pass_cost_consts.coll_base_s + (same ? g->alpha_nvlink : g->alpha_ib) +
                S / (same ? g->busbw_nvlink : g->busbw_ib);
     }

@@ -295,6 +295,18 @@ static void te_unfused_sinks(const OpArgs *a, double B, double H, double S, doub
     o->ws_bytes = 10 * ss1;
 }
 
+/* plan_cp_balanced reads every tensor of the graph: once per search (the
+ * memo), not once per attention node priced. */
+static bool cp_balanced(const PassCostCtx *c, const IrGraph *g)
+{
+    PassMemo *m = c->memo && c->memo->g == g ? c->memo : NULL;
+    if (!m)
+        return plan_cp_balanced(g);
+    if (!m->cp_balanced)
+        m->cp_balanced = plan_cp_balanced(g) ? 1 : -1;
+    return m->cp_balanced > 0;
+}
+
 static void attention_kernels(const OpArgs *a, PassNodeCost *o)
 {
     const IrGraph *g = a->g;
@@ -314,7 +326,7 @@ static void attention_kernels(const OpArgs *a, PassNodeCost *o)
     int cp = cpa >= 0 ? a->m->size[cpa] : 1;
     double Sk = S * cp, kvf = cp;
     const IrNode *f = a->n->fwd >= 0 ? &g->nodes[a->n->fwd] : a->n;
-    double pairs = plan_cp_pairs_max((int64_t)Sk, cp, cp > 1 && plan_cp_balanced(g), f->attr.causal,
+    double pairs = plan_cp_pairs_max((int64_t)Sk, cp, cp > 1 && cp_balanced(a->c, g), f->attr.causal,
                                      f->attr.window);
     double qkvo = (lnumel(a, a->n->in[0]) + lnumel(a, a->n->out[0])) +
                   (lnumel(a, a->n->in[1]) + lnumel(a, a->n->in[2])) * kvf; /* elements */

@@ -22,11 +22,15 @@ static int optim_bytes(const PassCostCtx *c)
 }
 int pass_optim_bytes(const PassCostCtx *c) { return optim_bytes(c); }
 
+static int first_of_piece(const IrGraph *g, int t)
+{
+    return g->tensors[t].piece >= 0 ? g->pieces[g->tensors[t].piece].first : 0;
+}
+
 /* Is n the first forward node reading parameter t? */
 static bool owns(const IrGraph *g, const IrNode *n, int t)
 {
-    const IrTensor *x = &g->tensors[t];
-    int from = x->piece >= 0 ? g->pieces[x->piece].first : 0;
+    int from = first_of_piece(g, t);
     for (int j = from; j < n->id; j++) {
         const IrNode *o = &g->nodes[j];
         for (int i = 0; i < o->nin; i++)
@@ -37,6 +41,27 @@ static bool owns(const IrGraph *g, const IrNode *n, int t)
         if (n->in[i] == t)
             return true;
     return false;
+}
+
+/* ... the same, from the search's memo where it has one: owns reads every
+ * node before n in the piece, for every parameter of every price. */
+static bool owns_c(const PassCostCtx *c, const IrGraph *g, const IrNode *n, int t)
+{
+    PassMemo *m = c->memo && c->memo->g == g ? c->memo : NULL;
+    if (!m || n->id < first_of_piece(g, t))
+        return owns(g, n, t);
+    if (!m->owner) {
+        m->owner = ir_xmalloc(sizeof(int) * (size_t)(g->ntensors + 1));
+        for (int u = 0; u < g->ntensors; u++)
+            m->owner[u] = -1;
+        for (int j = 0; j < g->nnodes; j++)
+            for (int i = 0; i < g->nodes[j].nin; i++) {
+                int u = g->nodes[j].in[i];
+                if (u >= 0 && m->owner[u] < 0 && j >= first_of_piece(g, u))
+                    m->owner[u] = j;
+            }
+    }
+    return m->owner[t] == n->id;
 }
 
 typedef struct Owned {
@@ -53,20 +78,24 @@ static int read_params(const PassCostCtx *c, const IrGraph *g, const IrNode *n, 
                        int only, bool any, Owned *out)
 {
     PlanSharding in[IR_MAX_IN];
-    plan_shard_io(g, n, s, in, NULL);
+    bool io = false;
+    /* Parameters never carry the batch dim: global sizes suffice. */
+    int64_t ds[256];
     int k = 0;
     for (int i = 0; i < n->nin; i++) {
         int t = n->in[i];
-        if (g->tensors[t].role != IR_PARAM || (only >= 0 && t != only) || (!any && !owns(g, n, t)))
+        if (g->tensors[t].role != IR_PARAM || (only >= 0 && t != only) || (!any && !owns_c(c, g, n, t)))
             continue;
         bool dup = false;
         for (int e = 0; e < k; e++)
             dup |= out[e].t == t;
         if (dup)
             continue;
-        /* Parameters never carry the batch dim: global sizes suffice. */
-        int64_t ds[256];
-        ir_dim_sizes(g, 1, ds);
+        if (!io) {
+            plan_shard_io(g, n, s, in, NULL);
+            ir_dim_sizes(g, 1, ds);
+            io = true;
+        }
         PlanSharding gs = plan_shard_grad_in(g, n, s, i);
         /* A GEMM's weight is its second operand; an MoE node's expert
          * weights are its inputs from 2 on, before its biases (no GEMM

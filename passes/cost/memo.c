@@ -23,5 +23,6 @@ void pass_memo_free(PassMemo *m)
     free(m->sx_at);
     free(m->ext);
     free(m->ext_at);
+    free(m->owner);
     free(m);
 }

@@ -1866,6 +1866,13 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
 {
     double t0 = now_s();
     memset(out, 0, sizeof *out);
+    /* The graph's facts the cost model keeps (PassMemo) are found once for
+     * the whole search, not once per price. */
+    PassCostCtx cm = *c;
+    PassMemo *own = NULL;
+    if (!cm.memo || cm.memo->g != g)
+        cm.memo = own = pass_memo_new(g);
+    c = &cm;
     Src s;
     memset(&s, 0, sizeof s);
     s.c = c, s.g = g, s.o = o, s.cache = cache, s.st = &out->stats;
@@ -1898,8 +1905,10 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     for (int p = 0; p < g->npieces; p++)
         s.nlayers += g->pieces[p].rep >= 0;
     src_layer_run(g, &s);
-    if (!src_check_pins(&s))
+    if (!src_check_pins(&s)) {
+        pass_memo_free(own);
         return false;
+    }
     int hits0 = pass_ilp_cache_hits(cache), solves0 = pass_ilp_cache_solves(cache);
     /* ZB-H1 may be enumerated under ptdc's programs: piece costs carry its
      * W slots (before enumerate: the candidates' bounds make SrcWork). */
@@ -2015,6 +2024,7 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
         closest_anyway(&R);
     }
     pass_piece_memo_free(R.pieces);
+    pass_memo_free(own);
 
     for (int i = 0; i < s.ngroups; i++) {
         for (int v = 0; v < s.groups[i].nvar; v++)
