@@ -499,8 +499,8 @@ typedef struct NodePrice {
     double f, fb, fused, ws;
 } NodePrice;
 
-static NodePrice node_price(const Src *s, const SrcGroup *G, const IrNode *nd, const PlanStrategy *st,
-                            const int64_t *ds)
+static NodePrice node_price_made(const Src *s, const SrcGroup *G, const IrNode *nd, const PlanStrategy *st,
+                                 const int64_t *ds)
 {
     PassNodeCost nc;
     pass_cost_node(s->c, s->g, nd, &G->mesh, st, ds, &nc);
@@ -509,6 +509,31 @@ static NodePrice node_price(const Src *s, const SrcGroup *G, const IrNode *nd, c
         hf = nc.a2a_fwd_s, hb = nc.a2a_s - nc.a2a_fwd_s;
     f -= hf;
     return (NodePrice){f, f + nc.bwd_s - hb, nc.fused_s, nc.ws_bytes};
+}
+
+static unsigned used_axes(const PlanStrategy *x);
+_Static_assert(sizeof(NodePrice) == SRC_NPRICE * sizeof(double), "a NodePrice is a memo slot");
+
+/* ... remembered for the search (search_nodeprice.c): ds are the floor's
+ * sizes, ir_dim_sizes at G's sequences per micro-batch. */
+static NodePrice node_price(Src *s, const SrcGroup *G, const IrNode *nd, const PlanStrategy *st, const int64_t *ds)
+{
+    bool found;
+    double *v = src_price_slot(s, G, nd, st, used_axes(st), &found);
+    NodePrice p;
+    if (!found) {
+        p = node_price_made(s, G, nd, st, ds);
+        memcpy(v, &p, sizeof p);
+        return p;
+    }
+    memcpy(&p, v, sizeof p);
+    if (src_check(s)) {
+        NodePrice y = node_price_made(s, G, nd, st, ds);
+        if (memcmp(&y, &p, sizeof y) != 0)
+            ir_die("search: the remembered node price of node %d (%s) differs from the price made again in group "
+                   "dp %d tp %d b %d sp %d", nd->id, ir_ops[nd->op].name, G->dp, G->tp, G->b, G->sp);
+    }
+    return p;
 }
 
 /* A group's time floor prices every strategy of every node of its floor
@@ -772,10 +797,13 @@ void src_floor_free(Src *s)
         src_edge_memo_counts(s, &asked, &hits);
         fprintf(stderr, "floor: %ld edges priced, %ld remembered", asked, hits);
         src_states_memo_counts(s, &asked, &hits);
-        fprintf(stderr, "; %ld node states priced, %ld remembered\n", asked, hits);
+        fprintf(stderr, "; %ld node states priced, %ld remembered", asked, hits);
+        src_price_memo_counts(s, &asked, &hits);
+        fprintf(stderr, "; %ld node prices asked of the memo, %ld remembered\n", asked, hits);
     }
     src_edge_memo_free(s);
     src_states_memo_free(s);
+    src_price_memo_free(s);
     free(s->rec_node);
     s->rec_node = NULL;
 }
@@ -973,7 +1001,7 @@ static void price_piece(Src *s, SrcGroup *G, int p, const int64_t *ds, const uin
                 B->kin_hits++;
             B->npp[a][i] = *np;
             if (src_check(s)) {
-                NodePrice y = node_price(s, G, nd, x, ds);
+                NodePrice y = node_price_made(s, G, nd, x, ds);
                 if (memcmp(&y, np, sizeof y) != 0)
                     ir_die("search: the node price of node %d (%s) group dp %d tp %d b %d sp %d took from its "
                            "%s's time floor differs", nd->id, ir_ops[nd->op].name, G->dp, G->tp, G->b, G->sp,

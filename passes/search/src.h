@@ -229,6 +229,8 @@ typedef struct Src {
                                      NULL: none yet) */
     struct SrcStatesMemo *states_memo; /* the floor's node states by strategy and mesh
                                      (search_nodestates.c; NULL: none yet) */
+    struct SrcPriceMemo *price_memo; /* the floor's node prices by strategy and the mesh axes it
+                                     reads (search_nodeprice.c; NULL: none yet) */
     int *xin, *xin_at;            /* per piece p, xin[xin_at[p] .. xin_at[p + 1]): the
                                      activations its nodes read from earlier pieces, once each
                                      (search_ilp.c, variant_p2p; NULL: not yet) */
@@ -397,6 +399,19 @@ double src_mb_sync(const Src *s, const IrNode *n, const PlanMesh *m, const PlanS
 /* Answers asked and given from memory so far (PTDC_SEARCH_DEBUG). */
 void src_states_memo_counts(const Src *s, long *asked, long *hits);
 void src_states_memo_free(Src *s);
+
+/* search_nodeprice.c: the slot of node nd's floor price under strategy st
+ * in group G (search_prune.c, node_price: SRC_NPRICE numbers), remembered
+ * for the search by node, strategy, G's sequences per micro-batch and G's
+ * mesh on the axes in `axes` (those the strategy reads: all a price reads
+ * but the search's own context). *found: it holds the price; else it is new
+ * and the caller fills it before the next call. */
+enum { SRC_NPRICE = 4 };
+double *src_price_slot(Src *s, const SrcGroup *G, const IrNode *nd, const PlanStrategy *st, unsigned axes,
+                       bool *found);
+/* Prices asked and given from memory so far (PTDC_SEARCH_DEBUG). */
+void src_price_memo_counts(const Src *s, long *asked, long *hits);
+void src_price_memo_free(Src *s);
 
 /* search_ilp.c: a group's strategies and per-piece costs. */
 bool src_variant(Src *s, SrcGroup *G, int k);
