@@ -864,7 +864,7 @@ static double pipe_floor(Src *s, const SrcGroup *G, const SrcCand *k, const SrcV
         for (int r = 0; r < SRC_NRC; r++) {
             double t = P->fwd + P->bwd + P->rec[r] + P->rs_f + P->rs_b;
             if (src_rc_on(s, r) && t > 0)
-                beta = fmin(beta, W->t_path[p * SRC_NRC + r] / n / t);
+                beta = src_fmin(beta, W->t_path[p * SRC_NRC + r] / n / t);
         }
     }
     return src_pipe_floor(s, G, H, k, s->usable, beta, stop, only);

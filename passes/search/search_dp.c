@@ -534,11 +534,11 @@ double src_pipe_floor(const Src *s, const SrcGroup *G, const SrcVariant *V, cons
     for (int p = 0; p < d.P; p++) {
         double t = INFINITY;
         for (int x = 0; x < d.nrc; x++)
-            t = fmin(t, d.T[d.rcs[x]][p + 1] - d.T[d.rcs[x]][p]);
+            t = src_fmin(t, d.T[d.rcs[x]][p + 1] - d.T[d.rcs[x]][p]);
         pre[p + 1] = pre[p] + t;
     }
     for (int x = 0; x < d.nrc; x++)
-        hi = fmax(hi, d.T[d.rcs[x]][d.P]);
+        hi = src_fmax(hi, d.T[d.rcs[x]][d.P]);
     hi = (d.m + 1) * hi * (1 + 1e-9) + 1e-12;
     double lo = 0, out = INFINITY;
     if (stop < hi && !greedy_pipe(&d, pre, stop, split, beta, NULL))
@@ -554,9 +554,9 @@ double src_pipe_floor(const Src *s, const SrcGroup *G, const SrcVariant *V, cons
             double mid = 0.5 * (lo + hi);
             Seen w = {-INFINITY, INFINITY};
             if (greedy_pipe(&d, pre, mid, split, beta, &w))
-                hi = fmax(lo, fmin(mid, w.in));
+                hi = src_fmax(lo, src_fmin(mid, w.in));
             else
-                lo = fmin(hi, fmax(mid, w.out));
+                lo = src_fmin(hi, src_fmax(mid, w.out));
         }
         out = lo;
     }

@@ -122,8 +122,8 @@ static void mins(const Src *s, const PlanMesh *m, int t, const PlanSharding *S, 
         back.partial = 0;
         for (int b = 0; b < nJ; b++) {
             double x = f * (price(s, m, t, &S[a], &X[b], ds) + price(s, m, t, &Gr[b], &back, ds));
-            rowmin[a] = fmin(rowmin[a], x);
-            colmin[b] = fmin(colmin[b], x);
+            rowmin[a] = src_fmin(rowmin[a], x);
+            colmin[b] = src_fmin(colmin[b], x);
         }
     }
 }

@@ -287,14 +287,14 @@ static double pipe_bound(const Src *s, const SrcGroup *G, const SrcPipeSum *S, i
     double tsum = S->tsum, tmax = S->tmax, path = S->path;
     PassShare sh;
     if (pass_share(s->c->cl, pp, plan_mesh_devices(&G->mesh), &sh))
-        return split ? fmax(fmax(m * tmax, path) / pass_share_speed(&sh, 1), m * tsum / pp)
+        return split ? src_fmax(src_fmax(m * tmax, path) / pass_share_speed(&sh, 1), m * tsum / pp)
                      : pass_share_bound(&sh, pp, tsum, tmax, m);
-    tmax = fmax(tmax, tsum / pp);
-    double b = fmax(m * tmax, split ? path : tsum);
+    tmax = src_fmax(tmax, tsum / pp);
+    double b = src_fmax(m * tmax, split ? path : tsum);
     if (pp < 2 || m < 1)
         return b;
     if (s->c->st.ref_stack)
-        return fmax(b, m * tmax + (tsum - tmax) / (v > 0 ? v : 1));
+        return src_fmax(b, m * tmax + (tsum - tmax) / (v > 0 ? v : 1));
     if (v > 1) {
         if (split || !isfinite(S->mid))
             return b;
@@ -303,19 +303,19 @@ static double pipe_bound(const Src *s, const SrcGroup *G, const SrcPipeSum *S, i
         for (int K = 1; K <= pp; K++) {
             double x = (m * tsum + a) / K, next = S->first + (K - 1) * S->mid; /* a_K */
             if (K == pp || x <= next)
-                return fmax(b, x);
+                return src_fmax(b, x);
             a += next;
         }
         return b;
     }
-    double beta = split ? fmin(1, fmax(0, S->beta)) : 1, g = 0;
+    double beta = split ? src_fmin(1, src_fmax(0, S->beta)) : 1, g = 0;
     if (beta <= 0)
         return b;
     for (int st = 0; st < pp; st++) {
-        double k = split ? fmax(0, m - st - 1) : 0, c = beta * m + (1 - beta) * k;
+        double k = split ? src_fmax(0, m - st - 1) : 0, c = beta * m + (1 - beta) * k;
         g = g * (1 - beta / c) + 1 / c;
     }
-    return fmax(b, tsum / g);
+    return src_fmax(b, tsum / g);
 }
 
 /* Bytes node n keeps for backward under r, as pass_predict counts them
