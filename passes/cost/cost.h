@@ -474,6 +474,12 @@ double pass_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m
 void pass_kept_bytes_each(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m,
                           const PlanStrategy *strat, const int64_t *dim_size, const IrNode *n,
                           const bool *on, double *out);
+/* ... with each policy's saved slots given (pass_saved_slots of n under r:
+ * slots[r * (IR_MAX_IN + IR_MAX_OUT) ..], nslots[r] of them; read for the
+ * policies on alone): strategy-free, so a search asks them once. */
+void pass_kept_bytes_each_at(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m,
+                             const PlanStrategy *strat, const int64_t *dim_size, const IrNode *n,
+                             const bool *on, const int *slots, const int *nslots, double *out);
 /* Does forward node n run again during backward under policy r? Pieces
  * outside repeats never do; FFN reruns `block mlp`; SELECTIVE reruns core
  * attention where it is materialised (a flash kernel recomputes inside its

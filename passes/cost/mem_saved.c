@@ -401,6 +401,17 @@ void pass_kept_bytes_each(const PassCostCtx *c, const IrGraph *g, const PlanMesh
                           const PlanStrategy *strat, const int64_t *dim_size, const IrNode *n,
                           const bool *on, double *out)
 {
+    enum { NS = IR_MAX_IN + IR_MAX_OUT };
+    int slots[PLAN_RECOMPUTE_COUNT * NS], nslots[PLAN_RECOMPUTE_COUNT];
+    for (int r = 0; r < PLAN_RECOMPUTE_COUNT; r++)
+        nslots[r] = on[r] ? pass_saved_slots(c, g, n, (PlanRecompute)r, &slots[r * NS]) : 0;
+    pass_kept_bytes_each_at(c, g, m, strat, dim_size, n, on, slots, nslots, out);
+}
+
+void pass_kept_bytes_each_at(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m,
+                             const PlanStrategy *strat, const int64_t *dim_size, const IrNode *n,
+                             const bool *on, const int *slots, const int *nslots, double *out)
+{
     enum { MAXIT = IR_MAX_IN + IR_MAX_OUT + 2 };
     PlanSharding in[IR_MAX_IN], outs[IR_MAX_OUT];
     plan_shard_io(g, n, &strat[n->id], in, outs);
@@ -414,9 +425,8 @@ void pass_kept_bytes_each(const PassCostCtx *c, const IrGraph *g, const PlanMesh
         if (!on[r])
             continue;
         PassSaved it[MAXIT];
-        int slots[IR_MAX_IN + IR_MAX_OUT];
-        int ns = pass_saved_slots(c, g, n, r, slots);
-        int k = pass_saved_list_at(c, g, n, m, &strat[n->id], in, outs, dim_size, r, slots, ns, it, MAXIT);
+        int k = pass_saved_list_at(c, g, n, m, &strat[n->id], in, outs, dim_size, r,
+                                   &slots[r * (IR_MAX_IN + IR_MAX_OUT)], nslots[r], it, MAXIT);
         double b = 0;
         for (int i = 0; i < k; i++) { /* pass_kept_bytes' sum, in its order */
             b += it[i].bytes;

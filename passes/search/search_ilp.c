@@ -91,7 +91,11 @@ static void piece_costs(Src *s, const SrcGroup *G, SrcVariant *V, const int64_t 
             P->dw += nc.gemm_dw_s;
         P->dw += nc.moe_dw_s;
         double kept[SRC_NRC];
-        pass_kept_bytes_each(s->c, g, &G->mesh, V->strat, ds, nd, on, kept);
+        enum { NS = IR_MAX_IN + IR_MAX_OUT };
+        int slots[SRC_NRC * NS], nslots[SRC_NRC];
+        for (int r = 0; r < SRC_NRC; r++)
+            nslots[r] = on[r] ? src_saved_slots(s, nd, r, &slots[r * NS]) : 0;
+        pass_kept_bytes_each_at(s->c, g, &G->mesh, V->strat, ds, nd, on, slots, nslots, kept);
         for (int r = 0; r < SRC_NRC; r++) {
             if (!on[r])
                 continue; /* a module set not pinned */

@@ -808,6 +808,25 @@ void src_floor_free(Src *s)
     s->rec_node = NULL;
 }
 
+/* pass_saved_slots of forward node nd under policy r into x, asked once
+ * per search (B's). */
+static int slots_of(Src *s, struct SrcFloorBuf *B, const IrNode *nd, int r, int *x)
+{
+    int at = nd->id * SRC_NRC + r;
+    signed char *sl = &B->slot[(size_t)at * NSLOT];
+    if (B->nslot[at] < 0) {
+        int k = pass_saved_slots(s->c, s->g, nd, (PlanRecompute)r, x);
+        for (int j = 0; j < k; j++)
+            sl[j] = (signed char)x[j];
+        B->nslot[at] = (signed char)k;
+    }
+    for (int j = 0; j < B->nslot[at]; j++)
+        x[j] = sl[j];
+    return B->nslot[at];
+}
+
+int src_saved_slots(Src *s, const IrNode *nd, int r, int *x) { return slots_of(s, floor_buf(s), nd, r, x); }
+
 /* What node nd keeps for backward under policy r with strategy st (in, out:
  * plan_shard_io's), each input at most as big as its producer can lay it
  * out (pass_predict may keep the producer's layout instead): the floor's
@@ -818,20 +837,10 @@ static double saved_floor(Src *s, const SrcGroup *G, const IrNode *nd, const Pla
                           const uint64_t *allow, int r, struct SrcFloorBuf *B)
 {
     const IrGraph *g = s->g;
-    int at = nd->id * SRC_NRC + r;
-    signed char *sl = &B->slot[(size_t)at * NSLOT];
-    if (B->nslot[at] < 0) {
-        int x[NSLOT];
-        int k = pass_saved_slots(s->c, g, nd, (PlanRecompute)r, x);
-        for (int j = 0; j < k; j++)
-            sl[j] = (signed char)x[j];
-        B->nslot[at] = (signed char)k;
-    }
     int x[NSLOT];
-    for (int j = 0; j < B->nslot[at]; j++)
-        x[j] = sl[j];
+    int ns = slots_of(s, B, nd, r, x);
     PassSaved it[IR_MAX_IN + IR_MAX_OUT + 2];
-    int k = pass_saved_list_at(s->c, g, nd, &G->mesh, st, in, out, ds, (PlanRecompute)r, x, B->nslot[at], it,
+    int k = pass_saved_list_at(s->c, g, nd, &G->mesh, st, in, out, ds, (PlanRecompute)r, x, ns, it,
                                IR_MAX_IN + IR_MAX_OUT + 2);
     if (src_check(s)) {
         PassSaved it2[IR_MAX_IN + IR_MAX_OUT + 2];

@@ -400,6 +400,11 @@ double src_mb_sync(const Src *s, const IrNode *n, const PlanMesh *m, const PlanS
 void src_states_memo_counts(const Src *s, long *asked, long *hits);
 void src_states_memo_free(Src *s);
 
+/* search_prune.c: pass_saved_slots of forward node nd under policy r
+ * (strategy-free) into x (IR_MAX_IN + IR_MAX_OUT), asked once per search;
+ * the count. */
+int src_saved_slots(Src *s, const IrNode *nd, int r, int *x);
+
 /* search_nodeprice.c: the slot of node nd's floor price under strategy st
  * in group G (search_prune.c, node_price: SRC_NPRICE numbers), remembered
  * for the search by node, strategy, G's sequences per micro-batch and G's
