@@ -14,7 +14,8 @@
  * experts over: each one's size, the nodes a group along it spans and its
  * members per node. The key is exactly that, with the mesh's axis count:
  * the sequences and the mesh's axes that strategy reads enter as their
- * place among the contexts seen (a few thousand), so a slot is two words.
+ * place among the contexts seen (a few thousand), so a key is two words
+ * (search_keytab.c's table).
  *
  * PTDC_SEARCH_CHECK (src_check) prices every remembered answer again and
  * dies on a difference in any bit (search_prune.c). */
@@ -26,12 +27,8 @@
 enum { CTXW = 2 + 3 * PLAN_MAX_AXES, NMASK = 1 << PLAN_MAX_AXES };
 
 struct SrcPriceMemo {
-    uint64_t (*slot)[2];          /* k[0]: the node and the context's place + 1 (0: empty), k[1]: the
-                                     strategy */
-    uint32_t *val;                /* [cap] the answer's place in vals */
-    size_t cap, n;                /* cap a power of two */
-    double *vals;                 /* [n * SRC_NPRICE] */
-    size_t capvals;
+    SrcKeyTab tab;                /* k[0]: the node and the context's place + 1, k[1]: the
+                                     strategy; SRC_NPRICE answers */
     uint64_t *ctx;                /* [nctx * CTXW] the contexts seen */
     int *ctab;                    /* [capc] their places + 1, by hash (0: empty) */
     int nctx, capctx, capc;
@@ -39,7 +36,6 @@ struct SrcPriceMemo {
     PlanMesh last_mesh;
     int64_t last_mb;
     int ids[NMASK];               /* its contexts by mask of axes read (-1: not yet) */
-    long asked, hits;
 };
 
 static uint64_t mix(uint64_t h, uint64_t w)
@@ -105,71 +101,28 @@ static int ctx_id(struct SrcPriceMemo *M, const SrcGroup *G, unsigned mask)
     return M->ids[mask] = M->nctx++;
 }
 
-static void rehash(struct SrcPriceMemo *M)
-{
-    uint64_t(*old)[2] = M->slot;
-    uint32_t *oval = M->val;
-    size_t ocap = M->cap;
-    M->cap = ocap ? 2 * ocap : 4096;
-    M->slot = ir_xcalloc(M->cap, sizeof *M->slot);
-    M->val = ir_xmalloc(M->cap * sizeof *M->val);
-    for (size_t i = 0; i < ocap; i++) {
-        if (!old[i][0])
-            continue;
-        size_t j = hash_words(old[i], 2) & (M->cap - 1);
-        while (M->slot[j][0])
-            j = (j + 1) & (M->cap - 1);
-        M->slot[j][0] = old[i][0], M->slot[j][1] = old[i][1];
-        M->val[j] = oval[i];
-    }
-    free(old);
-    free(oval);
-}
-
 double *src_price_slot(Src *s, const SrcGroup *G, const IrNode *nd, const PlanStrategy *st, unsigned axes,
                        bool *found)
 {
     struct SrcPriceMemo *M = s->price_memo;
     if (!M)
         M = s->price_memo = ir_xcalloc(1, sizeof *M);
-    uint64_t k[2];
-    k[0] = (uint64_t)(uint32_t)nd->id | (uint64_t)(uint32_t)(ctx_id(M, G, axes & (NMASK - 1)) + 1) << 32;
-    k[1] = (uint64_t)(uint16_t)st->dim[0] | (uint64_t)(uint16_t)st->dim[1] << 16 |
-           (uint64_t)(uint16_t)st->dim[2] << 32 | (uint64_t)st->xchg << 48;
-    M->asked++;
-    if (2 * (M->n + 1) > M->cap)
-        rehash(M);
-    size_t j = hash_words(k, 2) & (M->cap - 1);
-    while (M->slot[j][0] && (M->slot[j][0] != k[0] || M->slot[j][1] != k[1]))
-        j = (j + 1) & (M->cap - 1);
-    if (M->slot[j][0]) {
-        M->hits++;
-        *found = true;
-        return &M->vals[(size_t)M->val[j] * SRC_NPRICE];
-    }
-    if (M->n == M->capvals) {
-        M->capvals = M->capvals ? 2 * M->capvals : 4096;
-        M->vals = ir_xrealloc(M->vals, sizeof(double) * SRC_NPRICE * M->capvals);
-    }
-    M->slot[j][0] = k[0], M->slot[j][1] = k[1];
-    M->val[j] = (uint32_t)M->n;
-    *found = false;
-    return &M->vals[M->n++ * SRC_NPRICE];
+    int ctx = ctx_id(M, G, axes & (NMASK - 1));
+    uint64_t k[2] = {(uint64_t)(uint32_t)nd->id | (uint64_t)(uint32_t)(ctx + 1) << 32, src_strategy_word(st)};
+    return src_keytab_slot(&M->tab, k, SRC_NPRICE, found);
 }
 
 void src_price_memo_counts(const Src *s, long *asked, long *hits)
 {
     const struct SrcPriceMemo *M = s->price_memo;
-    *asked = M ? M->asked : 0, *hits = M ? M->hits : 0;
+    *asked = M ? M->tab.asked : 0, *hits = M ? M->tab.hits : 0;
 }
 
 void src_price_memo_free(Src *s)
 {
     struct SrcPriceMemo *M = s->price_memo;
     if (M) {
-        free(M->slot);
-        free(M->val);
-        free(M->vals);
+        src_keytab_free(&M->tab);
         free(M->ctx);
         free(M->ctab);
     }

@@ -36,18 +36,9 @@
 
 enum { MESHW = 1 + 3 * PLAN_MAX_AXES };
 
-/* k[0]: the node and the mesh's place + 1 (0: an empty slot), k[1]: the
- * strategy; val: its answer's place in vals. */
-typedef struct StatesSlot {
-    uint64_t k[2];
-} StatesSlot;
-
 struct SrcStatesMemo {
-    StatesSlot *slot;
-    uint32_t *val;                /* [cap] */
-    size_t cap, n;                /* cap a power of two */
-    double *vals;                 /* [n * SRC_NSTATES] */
-    size_t capvals;
+    SrcKeyTab tab;                /* k[0]: the node and the mesh's place + 1, k[1]: the strategy;
+                                     SRC_NSTATES answers */
     uint64_t *mesh;               /* [nmesh * MESHW] the meshes seen */
     int nmesh, capmesh, last;     /* last: the mesh asked last */
     long asked, hits;
@@ -129,37 +120,6 @@ static void price(const Src *s, const IrNode *nd, const PlanMesh *m, const PlanS
             v[i] = NAN;
 }
 
-static uint64_t hash_key(const uint64_t *k)
-{
-    uint64_t h = 0;
-    for (int i = 0; i < 2; i++) {
-        h ^= k[i] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-        h *= 0xff51afd7ed558ccdull;
-    }
-    return h ^ (h >> 31);
-}
-
-static void rehash(struct SrcStatesMemo *M)
-{
-    StatesSlot *old = M->slot;
-    uint32_t *oval = M->val;
-    size_t ocap = M->cap;
-    M->cap = ocap ? 2 * ocap : 1024;
-    M->slot = ir_xcalloc(M->cap, sizeof *M->slot);
-    M->val = ir_xmalloc(M->cap * sizeof *M->val);
-    for (size_t i = 0; i < ocap; i++) {
-        if (!old[i].k[0])
-            continue;
-        size_t j = hash_key(old[i].k) & (M->cap - 1);
-        while (M->slot[j].k[0])
-            j = (j + 1) & (M->cap - 1);
-        M->slot[j] = old[i];
-        M->val[j] = oval[i];
-    }
-    free(old);
-    free(oval);
-}
-
 /* m's place among the meshes seen (added when new): its axis count, and
  * per axis its size, the nodes a group spans and members per node. */
 static int mesh_id(struct SrcStatesMemo *M, const PlanMesh *m)
@@ -198,20 +158,11 @@ void src_node_states(Src *s, const IrNode *nd, const PlanMesh *m, const PlanStra
     struct SrcStatesMemo *M = s->states_memo;
     if (!M)
         M = s->states_memo = ir_xcalloc(1, sizeof *M);
-    uint64_t k[2];
-    k[0] = (uint64_t)(uint32_t)nd->id | (uint64_t)(uint32_t)(mesh_id(M, m) + 1) << 32;
-    k[1] = (uint64_t)(uint16_t)st->dim[0] | (uint64_t)(uint16_t)st->dim[1] << 16 |
-           (uint64_t)(uint16_t)st->dim[2] << 32 | (uint64_t)st->xchg << 48;
-    M->asked++;
-    if (2 * (M->n + 1) > M->cap)
-        rehash(M);
-    size_t j = hash_key(k) & (M->cap - 1);
-    while (M->slot[j].k[0] && (M->slot[j].k[0] != k[0] || M->slot[j].k[1] != k[1]))
-        j = (j + 1) & (M->cap - 1);
-    StatesSlot *e = &M->slot[j];
-    if (e->k[0]) {
-        M->hits++;
-        double *ev = &M->vals[(size_t)M->val[j] * SRC_NSTATES];
+    uint64_t k[2] = {(uint64_t)(uint32_t)nd->id | (uint64_t)(uint32_t)(mesh_id(M, m) + 1) << 32,
+                     src_strategy_word(st)};
+    bool found;
+    double *ev = src_keytab_slot(&M->tab, k, SRC_NSTATES, &found);
+    if (found) {
         if (end && isnan(ev[8]))
             price_end(s, nd, m, st, ev);
         memcpy(v, ev, SRC_NSTATES * sizeof *v);
@@ -226,28 +177,20 @@ void src_node_states(Src *s, const IrNode *nd, const PlanMesh *m, const PlanStra
         return;
     }
     price(s, nd, m, st, end, v);
-    if (M->n == M->capvals) {
-        M->capvals = M->capvals ? 2 * M->capvals : 1024;
-        M->vals = ir_xrealloc(M->vals, sizeof(double) * SRC_NSTATES * M->capvals);
-    }
-    memcpy(&M->vals[M->n * SRC_NSTATES], v, SRC_NSTATES * sizeof *v);
-    e->k[0] = k[0], e->k[1] = k[1];
-    M->val[j] = (uint32_t)M->n++;
+    memcpy(ev, v, SRC_NSTATES * sizeof *v);
 }
 
 void src_states_memo_counts(const Src *s, long *asked, long *hits)
 {
     const struct SrcStatesMemo *M = s->states_memo;
-    *asked = M ? M->asked : 0, *hits = M ? M->hits : 0;
+    *asked = M ? M->tab.asked : 0, *hits = M ? M->tab.hits : 0;
 }
 
 void src_states_memo_free(Src *s)
 {
     struct SrcStatesMemo *M = s->states_memo;
     if (M) {
-        free(M->slot);
-        free(M->val);
-        free(M->vals);
+        src_keytab_free(&M->tab);
         free(M->mesh);
     }
     free(M);

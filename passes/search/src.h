@@ -380,6 +380,23 @@ void src_edge_mins(Src *s, const PlanMesh *m, int t, const PlanSharding *S, int 
 void src_edge_memo_counts(const Src *s, long *asked, long *hits);
 void src_edge_memo_free(Src *s);
 
+/* search_keytab.c: the memos' table: two-word keys (k[0] != 0) to answers
+ * of a fixed width of doubles, kept for the search. */
+typedef struct SrcKeyTab {
+    uint64_t (*key)[2];           /* [cap] (k[0] 0: an empty slot) */
+    uint32_t *at;                 /* [cap] the answer's place in vals */
+    size_t cap, n;                /* cap a power of two */
+    double *vals;                 /* [n * width] */
+    size_t capvals;
+    long asked, hits;
+} SrcKeyTab;
+/* The answer of key k: *found, or a new slot the caller fills before the
+ * next call (the same width every call). */
+double *src_keytab_slot(SrcKeyTab *T, const uint64_t k[2], int width, bool *found);
+void src_keytab_free(SrcKeyTab *T);
+/* A strategy as one key word (its three dims and exchange bits). */
+uint64_t src_strategy_word(const PlanStrategy *st);
+
 /* search_nodestates.c: node nd's model states (pass_param_bytes) under
  * ZeRO z into v[z], its ZeRO traffic per micro-batch (src_mb_sync) into
  * v[4 + z], and where asked (end) under ptdc's programs its step end, the
