@@ -18,42 +18,47 @@ void plan_axes(const IrGraph *g, Plan *p)
 {
     for (int d = 0; d < PLAN_NDIMS; d++)
         p->axis[d] = -1, p->nested[d] = 0;
+    /* What each axis's nodes do, in one walk over the nodes (a search asks
+     * this of every variant it solves: the model's nodes once, not once per
+     * axis). */
+    bool batch[PLAN_MAX_AXES] = {0}, other[PLAN_MAX_AXES] = {0}, cp[PLAN_MAX_AXES] = {0};
+    bool xchg[PLAN_MAX_AXES] = {0}, ep[PLAN_MAX_AXES] = {0}, etp[PLAN_MAX_AXES] = {0};
+    for (int i = 0; i < g->nfwd; i++) {
+        const PlanStrategy *s = &p->strategy[i];
+        int c = plan_cp_axis(g, &g->nodes[i], s), e = plan_routed_expert_dim(g, &g->nodes[i]);
+        int f = e >= 0 ? g->tensors[g->nodes[i].in[2]].dim[2] : -1;
+        for (int a = 0; a < p->mesh.naxes; a++) {
+            int d = s->dim[a];
+            batch[a] |= d == g->batch_dim;
+            other[a] |= d >= 0 && d != g->batch_dim;
+            cp[a] |= c == a;
+            xchg[a] |= e >= 0 && (s->xchg >> a & 1);
+            /* The experts: the axis an MOE node splits its expert dim over
+             * (by exchange or plainly) is EP's, the one splitting d_expert
+             * ETP's. */
+            ep[a] |= e >= 0 && ((s->xchg >> a & 1) || d == e);
+            etp[a] |= e >= 0 && d == f;
+        }
+    }
     for (int a = 0; a < p->mesh.naxes; a++) {
         if (p->mesh.size[a] <= 1)
             continue;
-        bool batch = false, other = false, cp = false, xchg = false;
-        for (int i = 0; i < g->nfwd; i++) {
-            int d = p->strategy[i].dim[a];
-            batch |= d == g->batch_dim;
-            other |= d >= 0 && d != g->batch_dim;
-            cp |= plan_cp_axis(g, &g->nodes[i], &p->strategy[i]) == a;
-            xchg |= plan_routed_expert_dim(g, &g->nodes[i]) >= 0 && (p->strategy[i].xchg >> a & 1);
-        }
         /* Attention splitting its queries' sequence (or, all-to-all, its
          * heads with the exchange bit): context parallelism. A second
          * axis splitting only the batch, the experts exchanged over it, is
          * dp's inner factor (parallel folding: EP below DP). */
-        if (batch && p->axis[PLAN_DIM_DP] < 0)
+        if (batch[a] && p->axis[PLAN_DIM_DP] < 0)
             p->axis[PLAN_DIM_DP] = (int8_t)a;
-        else if (batch && !other && xchg)
+        else if (batch[a] && !other[a] && xchg[a])
             p->nested[PLAN_DIM_DP] |= (uint8_t)(1u << a);
-        else if (cp && p->axis[PLAN_DIM_CP] < 0)
+        else if (cp[a] && p->axis[PLAN_DIM_CP] < 0)
             p->axis[PLAN_DIM_CP] = (int8_t)a;
-        else if (other && p->axis[PLAN_DIM_TP] < 0)
+        else if (other[a] && p->axis[PLAN_DIM_TP] < 0)
             p->axis[PLAN_DIM_TP] = (int8_t)a;
-        /* The experts: the axis an MOE node splits its expert dim over (by
-         * exchange or plainly) is EP's, the one splitting d_expert ETP's. */
-        for (int i = 0; i < g->nfwd; i++) {
-            int e = plan_routed_expert_dim(g, &g->nodes[i]);
-            if (e < 0)
-                continue;
-            const PlanStrategy *s = &p->strategy[i];
-            int f = g->tensors[g->nodes[i].in[2]].dim[2];
-            if (((s->xchg >> a & 1) || s->dim[a] == e) && p->axis[PLAN_DIM_EP] < 0)
-                p->axis[PLAN_DIM_EP] = (int8_t)a;
-            if (s->dim[a] == f && p->axis[PLAN_DIM_ETP] < 0)
-                p->axis[PLAN_DIM_ETP] = (int8_t)a;
-        }
+        if (ep[a] && p->axis[PLAN_DIM_EP] < 0)
+            p->axis[PLAN_DIM_EP] = (int8_t)a;
+        if (etp[a] && p->axis[PLAN_DIM_ETP] < 0)
+            p->axis[PLAN_DIM_ETP] = (int8_t)a;
     }
     /* EP over several axes (dp x tp, or dp's inner factor with tp): the
      * other axes the node that set EP's axis exchanges over. */

@@ -97,9 +97,12 @@ static void eliminate_best_slow(IlpFrontier *F, const IlpProblem *p, int x, int 
 }
 
 /* eliminate_best_slow with each combined factor's variables looked up in
- * the made factor's scope once (pos), not per assignment: the same
- * indices, so the same sums (a third of the program's time was the
- * lookups). */
+ * the made factor's scope once, not per assignment (a third of the
+ * program's time was the lookups), and each one's assignment at x's
+ * strategy 0 (base[j]) carried from one assignment of the rest to the next
+ * as the digits count (the last fastest): a digit that steps adds its
+ * stride in the factor (coef), one that wraps takes k - 1 of them off. The
+ * same integers, so the same sums. */
 static bool eliminate_best(IlpFrontier *F, const IlpProblem *p, int x, int s)
 {
     if (F->slow) {
@@ -113,35 +116,34 @@ static bool eliminate_best(IlpFrontier *F, const IlpProblem *p, int x, int s)
     int out = ilp_elim_factor(F, p, vars, nv);
     F->f[out].step = s;
     F->steps[s].out = out;
-    int kx = x >= 0 ? p->nodes[x].k : 1, vals[2 * MAX_SCOPE + 2];
-    /* Per combined factor: its variables' places in the made factor's
-     * scope (pos[j][i], -1: x), the step per strategy of x (xs[j]), and per
-     * assignment of the rest its assignment at x's strategy 0 (base[j]). */
-    int *base = ir_xmalloc((size_t)(nin + 1) * sizeof *base), *xs = ir_xmalloc((size_t)(nin + 1) * sizeof *xs);
-    int (*pos)[MAX_SCOPE] = ir_xmalloc((size_t)(nin + 1) * sizeof *pos);
-    const Factor **fs = ir_xmalloc((size_t)(nin + 1) * sizeof *fs);
+    int kx = x >= 0 ? p->nodes[x].k : 1, vals[2 * MAX_SCOPE + 2] = {0};
+    /* Per combined factor: its stride per variable of the made factor's
+     * scope (coef[j * nv + v], 0: not in it), the step per strategy of x
+     * (xs[j]), and its assignment at x's strategy 0 (base[j]). */
+    enum { FEW = 16 };
+    int few[FEW * (2 + 2 * MAX_SCOPE + 2)];
+    const Factor *few_fs[FEW];
+    bool big = nin > FEW;
+    int *base = big ? ir_xmalloc((size_t)nin * (2 + (size_t)nv) * sizeof *base + 1) : few;
+    int *xs = base + nin, *coef = xs + nin;
+    const Factor **fs = big ? ir_xmalloc((size_t)nin * sizeof *fs) : few_fs;
     for (int j = 0; j < nin; j++) {
         const Factor *f = fs[j] = &F->f[in[j]];
-        xs[j] = 0;
+        xs[j] = 0, base[j] = 0;
+        for (int v = 0; v < nv; v++)
+            coef[j * nv + v] = 0;
         for (int i = 0; i < f->n; i++) {
             int v = 0;
             while (v < nv && vars[v] != f->var[i])
                 v++;
-            pos[j][i] = v < nv ? v : -1;
             if (v == nv)
                 xs[j] = f->stride[i];
+            else
+                coef[j * nv + v] = f->stride[i];
         }
     }
     const Factor *o = &F->f[out];
     for (int a = 0; a < o->nassign; a++) {
-        for (int v = 0; v < nv; v++)
-            vals[v] = a / o->stride[v] % o->k[v];
-        for (int j = 0; j < nin; j++) {
-            base[j] = 0;
-            for (int i = 0; i < fs[j]->n; i++)
-                if (pos[j][i] >= 0)
-                    base[j] += vals[pos[j][i]] * fs[j]->stride[i];
-        }
         double b1, b2;
         int bx = two_least(F, fs, nin, base, xs, kx, &b1, &b2);
         int d = ilp_elim_der(F, 1);
@@ -149,11 +151,21 @@ static bool eliminate_best(IlpFrontier *F, const IlpProblem *p, int x, int s)
         F->f[out].off[a] = ilp_elim_point(F, b1, 0, d);
         ilp_elim_point(F, b2, 0, -1);
         F->f[out].cnt[a] = 2;
+        for (int v = nv - 1; v >= 0; v--) {
+            if (++vals[v] < o->k[v]) {
+                for (int j = 0; j < nin; j++)
+                    base[j] += coef[j * nv + v];
+                break;
+            }
+            vals[v] = 0;
+            for (int j = 0; j < nin; j++)
+                base[j] -= (o->k[v] - 1) * coef[j * nv + v];
+        }
     }
-    free(base);
-    free(xs);
-    free(pos);
-    free(fs);
+    if (big) {
+        free(base);
+        free(fs);
+    }
     return true;
 }
 

@@ -158,65 +158,128 @@ static int add_sorted(int *vars, int n, int v)
     return n + 1;
 }
 
+/* Scratch for group_points, kept from one group to the next (ptdc plans
+ * on one thread: `spare` above): 233,000 groups a search, each of which
+ * had two mallocs of its own. */
+static struct {
+    double *tab;
+    int cap;
+} gscratch;
+
 /* Group gr's factor f (over its items' nodes): per assignment, wo and wm
- * times the largest item. The assignments are counted through as digits
- * (the last node fastest, as f's strides number them), and an item reads
- * its two ends' digits by position, the values value_of would find. The
- * largest item is kept per depth (the later position of an item's two
+ * times the largest item. Each item's values are first laid out by its two
+ * ends' digits (tab, lo end's digit major), read without the edge's class
+ * maps. The assignments are counted through as digits (the last node
+ * fastest, as f's strides number them): the largest item over the first
+ * n - 1 digits is kept per depth (the later position of an item's two
  * ends): best[d + 1] the largest of the items of depth at most d, so that
- * when digits d.. change only the items of depth d or more are read again.
- * A maximum is exact in any order, so the points are those of reading
- * every item per assignment; a star of a producer and four readers (items
- * of four depths, up to 1,024 assignments) reads about one item per
- * assignment instead of all of them. */
+ * when digits d.. change only the items of depth d or more are read again;
+ * the items of the last depth are read in a run over the last digit, from
+ * the row their other end's digit picks. A maximum is exact in any order
+ * (the items are >= 0 and the first is compared with +0), so the points
+ * are those of reading every item per assignment (the F->slow loop). */
 static void group_points(IlpFrontier *F, const IlpProblem *p, const IlpGroup *gr, Factor *f,
                          double wo, double wm, bool add)
 {
-    int n = f->n, *pos = ir_xmalloc((size_t)(2 * gr->nitems + 1) * sizeof *pos);
-    int *by = ir_xmalloc((size_t)(gr->nitems + 1) * sizeof *by), start[MAX_SCOPE + 1] = {0};
-    for (int k = 0; k < gr->nitems; k++) {
-        const IlpEdge *e = &p->edges[gr->items[k].edge];
-        for (int side = 0; side < 2; side++) {
-            int v = side ? e->v : e->u, i = 0;
-            while (f->var[i] != v)
-                i++;
-            pos[2 * k + side] = i;
+    enum { MAXI = 64 };
+    int n = f->n, ni = gr->nitems;
+    if (ni > MAXI || n < 2) { /* never seen: a group's items are a few edges */
+        for (int a = 0; a < f->nassign; a++) {
+            double mx = 0;
+            for (int k = 0; k < ni; k++) {
+                const IlpEdge *e = &p->edges[gr->items[k].edge];
+                int du = 0, dv = 0;
+                for (int i = 0; i < n; i++) {
+                    if (f->var[i] == e->u)
+                        du = a / f->stride[i] % f->k[i];
+                    if (f->var[i] == e->v)
+                        dv = a / f->stride[i] % f->k[i];
+                }
+                double v = gr->items[k].ind[e->cu[du] * e->nJ + e->cv[dv]];
+                mx = v > mx ? v : mx;
+            }
+            if (add) {
+                F->t[f->off[a]] += wo * mx;
+                F->m[f->off[a]] += wm * mx;
+            } else {
+                f->off[a] = ilp_elim_point(F, wo * mx, wm * mx, -1);
+                f->cnt[a] = 1;
+            }
         }
-        int d = pos[2 * k] > pos[2 * k + 1] ? pos[2 * k] : pos[2 * k + 1];
-        start[d + 1]++;
+        return;
+    }
+    int lo[MAXI], hi[MAXI], off[MAXI], by[MAXI], start[MAX_SCOPE + 1] = {0}, need = 0;
+    for (int k = 0; k < ni; k++) {
+        const IlpEdge *e = &p->edges[gr->items[k].edge];
+        int pu = 0, pv = 0;
+        while (f->var[pu] != e->u)
+            pu++;
+        while (f->var[pv] != e->v)
+            pv++;
+        lo[k] = pu < pv ? pu : pv, hi[k] = pu < pv ? pv : pu;
+        off[k] = need;
+        need += f->k[lo[k]] * f->k[hi[k]];
+        start[hi[k] + 1]++;
+    }
+    if (need > gscratch.cap) {
+        gscratch.cap = need > 2 * gscratch.cap ? need : 2 * gscratch.cap;
+        free(gscratch.tab);
+        gscratch.tab = ir_xmalloc((size_t)gscratch.cap * sizeof *gscratch.tab);
+    }
+    double *tab = gscratch.tab;
+    for (int k = 0; k < ni; k++) {
+        const IlpEdge *e = &p->edges[gr->items[k].edge];
+        const double *ind = gr->items[k].ind;
+        int kl = f->k[lo[k]], kh = f->k[hi[k]];
+        bool u_lo = f->var[lo[k]] == e->u;
+        for (int x = 0; x < kl; x++)
+            for (int y = 0; y < kh; y++)
+                tab[off[k] + x * kh + y] = u_lo ? ind[e->cu[x] * e->nJ + e->cv[y]] : ind[e->cu[y] * e->nJ + e->cv[x]];
     }
     for (int d = 0; d < n; d++)
         start[d + 1] += start[d];
     int fill[MAX_SCOPE] = {0};
-    for (int k = 0; k < gr->nitems; k++) {
-        int d = pos[2 * k] > pos[2 * k + 1] ? pos[2 * k] : pos[2 * k + 1];
-        by[start[d] + fill[d]++] = k;
-    }
+    for (int k = 0; k < ni; k++)
+        by[start[hi[k]] + fill[hi[k]]++] = k;
+    /* the items of the last depth: their rows per assignment of the rest */
+    int last = n - 1, kz = f->k[last], nz = start[n] - start[last];
+    const double *row[MAXI];
     int digit[MAX_SCOPE] = {0}, from = 0;
     double best[MAX_SCOPE + 1] = {0};
-    for (int a = 0; a < f->nassign; a++) {
-        for (int d = from; d < n; d++) {
+    for (int a0 = 0; a0 < f->nassign; a0 += kz) {
+        for (int d = from; d < last; d++) {
             double mx = best[d];
             for (int j = start[d]; j < start[d + 1]; j++) {
                 int k = by[j];
-                const IlpEdge *e = &p->edges[gr->items[k].edge];
-                double v = gr->items[k].ind[e->cu[digit[pos[2 * k]]] * e->nJ + e->cv[digit[pos[2 * k + 1]]]];
+                double v = tab[off[k] + digit[lo[k]] * f->k[hi[k]] + digit[hi[k]]];
                 mx = v > mx ? v : mx;
             }
             best[d + 1] = mx;
         }
-        if (add) { /* into the first factor of its scope (price_factors, F->merge) */
-            F->t[f->off[a]] += wo * best[n];
-            F->m[f->off[a]] += wm * best[n];
-        } else {
-            f->off[a] = ilp_elim_point(F, wo * best[n], wm * best[n], -1);
-            f->cnt[a] = 1;
+        for (int j = 0; j < nz; j++) {
+            int k = by[start[last] + j];
+            row[j] = tab + off[k] + digit[lo[k]] * kz;
         }
-        for (from = n - 1; from >= 0 && ++digit[from] == f->k[from]; from--)
+        for (int z = 0; z < kz; z++) {
+            double mx = best[last];
+            for (int j = 0; j < nz; j++) {
+                double v = row[j][z];
+                mx = v > mx ? v : mx;
+            }
+            int a = a0 + z;
+            if (add) { /* into the first factor of its scope (price_factors, F->merge) */
+                F->t[f->off[a]] += wo * mx;
+                F->m[f->off[a]] += wm * mx;
+            } else {
+                f->off[a] = ilp_elim_point(F, wo * mx, wm * mx, -1);
+                f->cnt[a] = 1;
+            }
+        }
+        for (from = last - 1; from >= 0 && ++digit[from] == f->k[from]; from--)
             digit[from] = 0;
+        if (from < 0)
+            from = 0;
     }
-    free(pos);
-    free(by);
 }
 
 /* With F->merge, each leaf factor summed into the first of the same scope
@@ -413,6 +476,17 @@ static bool order_matrix(const IlpFrontier *F, const IlpProblem *p, int *ord)
  * the same order, so the same order (tests/ilp/test_ilp_pareto.c compares
  * the two). The matrix version's scans were a third of the program's time
  * on DeepSeek-V3's layers (1,762 orders of 25-31 nodes on 2048 A100s). */
+/* __builtin_popcountll is a libgcc call without -mpopcnt (the build
+ * targets baseline x86-64): 3.8 million calls planning DeepSeek-V3 on 2048
+ * GB300s. The same count, inline. */
+static inline int pop64(uint64_t x)
+{
+    x -= x >> 1 & 0x5555555555555555ull;
+    x = (x & 0x3333333333333333ull) + (x >> 2 & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+    return (int)(x * 0x0101010101010101ull >> 56);
+}
+
 static bool order_bits(const IlpFrontier *F, const IlpProblem *p, int *ord)
 {
     int n = p->nnodes;
@@ -431,11 +505,11 @@ static bool order_bits(const IlpFrontier *F, const IlpProblem *p, int *ord)
         for (uint64_t xs = live; xs; xs &= xs - 1) {
             int x = __builtin_ctzll(xs);
             uint64_t nb = adj[x] & live;
-            int deg = __builtin_popcountll(nb), fill = 0;
+            int deg = pop64(nb), fill = 0;
             for (uint64_t as = nb; as; as &= as - 1) {
                 int a = __builtin_ctzll(as);
                 uint64_t above = a < 63 ? ~((2ull << a) - 1) : 0;
-                fill += __builtin_popcountll(nb & above & ~adj[a]);
+                fill += pop64(nb & above & ~adj[a]);
             }
             if (best < 0 || fill < bfill || (fill == bfill && deg < bdeg))
                 best = x, bfill = fill, bdeg = deg;
@@ -447,7 +521,7 @@ static bool order_bits(const IlpFrontier *F, const IlpProblem *p, int *ord)
             na *= p->nodes[a].k;
             adj[a] |= nb & ~(1ull << a);
         }
-        ok = na <= MAX_BAG && __builtin_popcountll(nb) <= MAX_SCOPE;
+        ok = na <= MAX_BAG && pop64(nb) <= MAX_SCOPE;
         live &= ~(1ull << best);
         ord[s] = best;
     }

@@ -98,11 +98,10 @@ static bool touched(const PlanSharding *S, int nI, const PlanSharding *X, const 
 
 /* pass_predict's coll_time for t from `from` to `to` (before overlaps). */
 static double price(const Src *s, const PlanMesh *m, int t, const PlanSharding *from, const PlanSharding *to,
-                    const int64_t *ds)
+                    const int64_t *ds, int eb)
 {
     PlanColl steps[8];
     int k = plan_reshard(s->g, t, m, from, to, ds, steps, 8);
-    int eb = pass_elem_bytes(s->c, s->g->tensors[t].dtype);
     double x = 0;
     for (int i = 0; i < k; i++)
         x += pass_cost_coll(s->c, m, &steps[i], eb);
@@ -117,11 +116,12 @@ static void mins(const Src *s, const PlanMesh *m, int t, const PlanSharding *S, 
         rowmin[a] = INFINITY;
     for (int b = 0; b < nJ; b++)
         colmin[b] = INFINITY;
+    int eb = pass_elem_bytes(s->c, s->g->tensors[t].dtype); /* (the tensor's: one per edge) */
     for (int a = 0; a < nI; a++) {
         PlanSharding back = S[a];
         back.partial = 0;
         for (int b = 0; b < nJ; b++) {
-            double x = f * (price(s, m, t, &S[a], &X[b], ds) + price(s, m, t, &Gr[b], &back, ds));
+            double x = f * (price(s, m, t, &S[a], &X[b], ds, eb) + price(s, m, t, &Gr[b], &back, ds, eb));
             rowmin[a] = src_fmin(rowmin[a], x);
             colmin[b] = src_fmin(colmin[b], x);
         }
