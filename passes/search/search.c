@@ -1311,6 +1311,53 @@ static bool fit_live(Rank *R, SrcGroup *G)
     return live;
 }
 
+/* src_variant's question after each repeat of a group's variant 0 is
+ * solved (Src.early_lost): can any candidate of G still rank a plan or
+ * leave a leaner variant to walk? src_bound_solved bounds each one's step
+ * from below with the layers solved so far at their costs and the rest at
+ * their strategy-free work: no more than src_bound_variant's bound on the
+ * whole variant (one chunk per rank under ZB-H1: no more than cut_bound's
+ * for any cut of it, split_bound's terms being the same sums). Where it
+ * reaches the threshold, rank_group would drop every candidate by the
+ * variant bound or by the cut's (evaluate, free_lost: not limited), so no
+ * plan of the group is predicted and none walks: the rest of the variant
+ * is not solved. One stage under automatic recomputation is left to
+ * rank_group (src_bound_variant keeps only the policies whose memory
+ * fits), as are ranks sharing cores. DeepSeek-V3's MoE layers are 58 of
+ * its 61 (src_variant solves the largest repeat first): a group whose MoE
+ * layer already loses is not solved for its dense layers, embedding and
+ * head (three of its four solves). PTDC_SEARCH_CHECK: every group is
+ * solved whole, and one it would have stopped is checked to have ranked
+ * nothing (pass_search). PTDC_SEARCH_NO_EARLY: never, to compare. */
+static bool early_lost(Src *s, SrcGroup *G, const SrcVariant *V, const bool *have)
+{
+    Rank *R = s->early_ctx;
+    double thr = threshold(R);
+    if (!R->out->found || s->o->exhaustive || !isfinite(thr) || s->no_early)
+        return false;
+    bool live = false;
+    for (int i = 0; i < G->ncand && !live; i++) {
+        SrcCand *k = &G->cand[i];
+        if (k->mem_lb > s->usable || k->done || k->lb >= thr)
+            continue;
+        PassShare sh;
+        if ((k->pp == 1 && k->rc == SRC_AUTO) || pass_share(s->c->cl, k->pp, plan_mesh_devices(&G->mesh), &sh)) {
+            live = true;
+            break;
+        }
+        double b = src_bound_solved(s, G, V, have, k);
+        live = !(isfinite(b) && b >= thr);
+        if (debug_level() >= 2)
+            fprintf(stderr, "    early dp %d tp %d b %d sp %d pp %d v %d rc %d zero %d: bound %.3f thr %.3f\n", G->dp,
+                    G->tp, G->b, G->sp, k->pp, k->v, k->rc, k->zero, b, thr);
+    }
+    if (src_check(s)) { /* solved whole all the same: pass_search checks the group ranks nothing */
+        G->early_said = !live;
+        return false;
+    }
+    return !live;
+}
+
 static bool same_strategies(const IrGraph *g, const SrcVariant *a, const SrcVariant *b)
 {
     for (int i = 0; i < g->nfwd; i++)
@@ -1952,6 +1999,8 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
     ord.dead = group_dead, ord.ctx = &R;
     SrcGroup *G;
     bool stopped = false;
+    int nearly = 0; /* groups early_lost stopped */
+    s.no_early = getenv("PTDC_SEARCH_NO_EARLY") != NULL;
     while (!R.stop && (G = src_order_next(&ord, threshold(&R))) != NULL) {
         if (!isfinite(G->lb) && !(o->exhaustive && G->ncand > 0))
             continue;
@@ -1968,8 +2017,23 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
         if (!fit_live(&R, G))
             continue;
         s.st->groups_solved++;
-        if (next_variant(&s, G))
+        s.early_lost = early_lost, s.early_ctx = &R;
+        bool made = next_variant(&s, G);
+        s.early_lost = NULL;
+        long ev0 = s.st->evaluated;
+        if (made)
             rank_group(&R, G, 0);
+        else if (G->lost_early) {
+            finish_group(&s, G);
+            nearly++;
+        }
+        if (G->early_said) { /* (src_check) */
+            for (int j = 0; j < G->ncand; j++)
+                if (G->cand[j].limited || s.st->evaluated != ev0)
+                    ir_die("search: early_lost would have stopped group dp %d tp %d b %d sp %d, which %s", G->dp,
+                           G->tp, G->b, G->sp, s.st->evaluated != ev0 ? "predicted a plan" : "leaves a candidate to walk");
+            nearly++;
+        }
         if (o->first_fit && G->nvar > 0) /* down its frontier before the next group */
             walk_group(&R, G);
         if (debug_level()) {
@@ -1980,10 +2044,13 @@ bool pass_search(const PassCostCtx *c, const IrGraph *g, const PassSearchOpts *o
                     G->tp, G->fold, G->b, G->sp, G->lb, lb2, thr0, threshold(&R), pass_ilp_cache_solves(cache) - sv0);
         }
     }
-    if (debug_level())
+    if (debug_level()) {
         fprintf(stderr, "groups: %d, %d with a floor to make; made when reached: %d lead class floors, %d time "
                 "floors, %d whole floors\n", s.ngroups, ord.ndue, ord.nmade[SRC_FLOOR_LEAD], ord.nmade[SRC_FLOOR_TIME],
                 ord.nmade[SRC_FLOOR_WHOLE]);
+        fprintf(stderr, "early: %d solved groups stopped after their largest repeat (early_lost%s)\n", nearly,
+                src_check(&s) ? ": would have, solved whole under the check" : "");
+    }
     if (lazy && src_check(&s))
         src_order_check(&ord, stopped);
     src_order_free(&ord);

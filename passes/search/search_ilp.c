@@ -158,6 +158,7 @@ typedef struct VariantWalk {
     double *rs;                   /* per piece: resharding s forward, backward beyond its kernels */
     int64_t *ds;                  /* dim sizes at the group's micro-batch */
     const PassIlpResult **rep_r;  /* per repeat: its layer's solve */
+    bool *have;                   /* per piece of g: its costs made (src_variant, early_lost) */
 } VariantWalk;
 
 /* The query every solve of the group shares: its mesh, micro-batches,
@@ -540,8 +541,51 @@ bool src_variant(Src *s, SrcGroup *G, int k)
         if (g->pieces[p].rep + 1 > nrep)
             nrep = g->pieces[p].rep + 1;
     w.rep_r = ir_xcalloc((size_t)nrep + 1, sizeof *w.rep_r);
-    for (int rep = 0; rep < nrep && ok; rep++)
+    w.have = ir_xcalloc((size_t)g->npieces + 1, sizeof *w.have);
+    /* The repeat of the most layers first: it bounds the most of the
+     * model once solved (early_lost below). */
+    int *reps = ir_xmalloc(sizeof(int) * (size_t)(nrep + 1)), *cnt = ir_xcalloc((size_t)nrep + 1, sizeof(int));
+    for (int p = 0; p < g->npieces; p++)
+        if (g->pieces[p].rep >= 0)
+            cnt[g->pieces[p].rep]++;
+    for (int i = 0; i < nrep; i++) { /* by count, down; by number among equals */
+        int j = i;
+        while (j > 0 && cnt[reps[j - 1]] < cnt[i])
+            reps[j] = reps[j - 1], j--;
+        reps[j] = i;
+    }
+    for (int i = 0; i < nrep && ok; i++) {
+        int rep = reps[i];
         ok = solve_repeat(&w, rep);
+        /* Variant 0 whose layers solved so far already lose (the rest are
+         * not solved: search.c, early_lost). */
+        if (ok && k == 0 && s->early_lost) {
+            /* the repeat's pieces as spread_costs will copy them */
+            int rp = rep_representative(g, rep);
+            for (int p = 0; rp >= 0 && p < g->npieces; p++)
+                if (g->pieces[p].rep == rep && g->pieces[p].count == g->pieces[rp].count) {
+                    if (p != rp)
+                        V->piece[p] = V->piece[rp];
+                    w.have[p] = true;
+                }
+        }
+        if (ok && k == 0 && s->early_lost && s->early_lost(s, G, V, w.have)) {
+            G->lost_early = true;
+            ok = false;
+        }
+    }
+    /* The repeats' queries back in the model's order (plan.txt shows
+     * them so): one each, solved before any run. */
+    for (int i = 1; ok && i < V->nq; i++) {
+        PassIlpQuery q = V->q[i];
+        const PassIlpResult *r = V->r[i];
+        int j = i;
+        while (j > 0 && w.gs->pieces[V->q[j - 1].first_piece].rep > w.gs->pieces[q.first_piece].rep) {
+            V->q[j] = V->q[j - 1], V->r[j] = V->r[j - 1];
+            j--;
+        }
+        V->q[j] = q, V->r[j] = r;
+    }
     /* Runs of pieces outside repeats, each with the layer next to it. */
     for (int a = 0; a < w.gs->npieces && ok;) {
         if (w.gs->pieces[a].rep >= 0) {
@@ -559,6 +603,9 @@ bool src_variant(Src *s, SrcGroup *G, int k)
         variant_p2p(s, G, V, w.ds);
         variant_axes(s, G, V);
     }
+    free(reps);
+    free(w.have);
+    free(cnt);
     free(w.rep_r);
     free(w.rs);
     free(w.ds);

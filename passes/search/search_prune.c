@@ -1383,6 +1383,31 @@ double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, c
     return best;
 }
 
+double src_bound_solved(Src *s, const SrcGroup *G, const SrcVariant *V, const bool *have, const SrcCand *k)
+{
+    const SrcWork *W = src_work(s, G->mb_seqs);
+    double n = G->dp * G->cp * G->tp, best = INFINITY;
+    for (int rc = 0; rc < SRC_NRC; rc++) {
+        if (k->rc != SRC_AUTO ? rc != k->rc : (k->pp > 1 && rc != PLAN_RECOMPUTE_NONE) || rc > PLAN_RECOMPUTE_FULL)
+            continue;
+        SrcPipeSum S;
+        for (int p = 0; p < s->npieces; p++) {
+            double t, path;
+            if (have[p]) {
+                const SrcPiece *P = &V->piece[p];
+                t = P->fwd + P->bwd + P->rec[rc] + P->rs_lb;
+                path = t - P->dw;
+            } else {
+                t = W->t[p * SRC_NRC + rc] / n;
+                path = src_fmin(t, W->t_path[p * SRC_NRC + rc] / n);
+            }
+            pipe_add(&S, p, s->npieces, t, path);
+        }
+        best = src_fmin(best, pipe_bound(s, G, &S, k->pp, k->v, plan_schedule_split(k->sched), G->m));
+    }
+    return best;
+}
+
 static void floor_pieces(Src *s, const SrcGroup *G, int zero, const double *delta, SrcPiece *out)
 {
     const SrcWork *W = src_work(s, G->mb_seqs);

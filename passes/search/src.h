@@ -152,6 +152,9 @@ typedef struct SrcGroup {
     double *layer_lb;             /* [npieces] the least time of a layer per micro-batch with its
                                      resharding, by the ILP (search_layerlb.c; 0: none; NULL:
                                      not yet) */
+    bool lost_early;              /* search.c early_lost stopped variant 0: no plan of the group
+                                     is ranked, no candidate walks */
+    bool early_said;              /* src_check: early_lost would have (the group solved whole) */
     int nfit, capfit, nfitval, capfitval;
     SrcFitNode *fit;              /* src_group_floor: the nodes whose fastest strategy is not the
                                      leanest, per ZeRO stage */
@@ -247,6 +250,13 @@ typedef struct Src {
         PassMemFloorPiece *v;     /* pp 0: the layout's pieces (pass_mem_floor_layout) */
     } *fmemo;
     int fmemo_cap, fmemo_n;
+    /* Asked by src_variant after each repeat of a group's variant 0 is
+     * solved (NULL: never): true when no plan of the group can win with
+     * the layers solved so far (search.c, early_lost), which stops the
+     * variant (src_variant false, G->lost_early). */
+    bool (*early_lost)(struct Src *s, SrcGroup *G, const SrcVariant *V, const bool *have);
+    void *early_ctx;
+    bool no_early;                /* PTDC_SEARCH_NO_EARLY: never ask */
 } Src;
 
 /* Whether the search checks its exact shortcuts against the long way (the
@@ -298,6 +308,17 @@ void src_bound(Src *s, const SrcGroup *G, SrcCand *k);
  * estimate (search_dp.c) scales them by it. */
 double src_offload_keep(const Src *s, int pp, int rc);
 double src_bound_variant(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k);
+/* The same bound from part of a variant: the pieces with have[p] at V's
+ * costs, the others at their strategy-free work and path (SrcWork), which
+ * no strategy beats. Every term of pipe_bound grows with the pieces'
+ * times and paths, so this is never above src_bound_variant of a variant
+ * with V's costs on those pieces, but for one chunk per rank under a split
+ * schedule: there beta (the least path over time) may be an unsolved
+ * piece's, and the bound is instead never above split_bound's for any cut
+ * of such a variant (each piece's path is at least beta times its time as
+ * counted here: the fill and drain's derivation holds). search.c
+ * early_lost; PTDC_SEARCH_CHECK checks what it concludes. */
+double src_bound_solved(Src *s, const SrcGroup *G, const SrcVariant *V, const bool *have, const SrcCand *k);
 /* Per-piece costs no strategy of the group's mesh can beat (the bounds'
  * numbers): kernel time, with ZeRO stage zero's per-micro-batch traffic,
  * and recomputation at the floor, the least resharding inside the piece
@@ -330,10 +351,12 @@ double src_fit_bound(Src *s, const SrcGroup *G, const SrcCand *k);
  * into s->floor_cnt (once per search). */
 void src_floor_classes(Src *s);
 
+
 /* search_layerlb.c: the ILP's least time of a middle layer of each repeat
  * per micro-batch, resharding included, into G->layer_lb (from variant 0's
  * queries: once G has it). src_floor_pieces raises the floor to it. */
 void src_layer_lb(Src *s, SrcGroup *G);
+
 /* Whether the ILP's prices are pass_predict's (or below) under the stack,
  * format and pins: where src_layer_lb bounds. */
 bool src_layer_lb_applies(const Src *s);
