@@ -1352,7 +1352,7 @@ static bool early_lost(Src *s, SrcGroup *G, const SrcVariant *V, const bool *hav
                     G->tp, G->b, G->sp, k->pp, k->v, k->rc, k->zero, b, thr);
     }
     if (src_check(s)) { /* solved whole all the same: pass_search checks the group ranks nothing */
-        G->early_said = !live;
+        G->early_said |= !live; /* (after any repeat) */
         return false;
     }
     return !live;
