@@ -586,8 +586,8 @@ static void check_bounds(Src *s, const SrcGroup *G, const SrcVariant *V, const S
             ir_die("search: floor bound of the fitting plans %.9g above pass_predict's %.9g (dp %d tp %d b %d pp %d "
                    "v %d zero %d)", ff, pr->step_time_s, G->dp, G->tp, G->b, k->pp, k->v, k->zero);
         /* and group_dead's, with the group's floor as it stood before
-         * (none; the floor's times without its memory, in a copy of its own
-         * address: the memos know a floor by it): a floor may lower ZB-H1's
+         * (none; the floor's times without its memory, in a copy with an id
+         * of its own: the memos know a floor by it): a floor may lower ZB-H1's
          * path share, so neither level is the other's bound */
         for (int level = 0; level < 2; level++) {
             SrcGroup G0 = *G;
@@ -596,6 +596,7 @@ static void check_bounds(Src *s, const SrcGroup *G, const SrcVariant *V, const S
             size_t nt = (size_t)s->floor_nrow * SRC_NRC * 4;
             G0.floor_t = level == 0 || !G->floor_t ? NULL : memcpy(ir_xmalloc(sizeof(double) * nt), G->floor_t,
                                                                   sizeof(double) * nt);
+            G0.floor_id = G0.floor_t ? ++s->floor_serial : 0;
             double db = dead_bound(s, &G0, k, INFINITY);
             free(G0.floor_t);
             if (db > pr->step_time_s * (1 + tol))

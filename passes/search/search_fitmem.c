@@ -623,14 +623,14 @@ static double fitmem_bound(const Src *s, const SrcGroup *G, const SrcCand *k, co
  * again with each variant it is evaluated with (search.c, hope_bounds),
  * on floors that do not depend on the variant (a quarter of the 9,033
  * calls planning Qwen3-235B-A22B on 512 A100s repeat one). The answer
- * depends on the group (its layout, and its floor, made once: floor_t
- * NULL before), whether the floor classes are known yet, the candidate's
+ * depends on the group (its layout, and its floor: floor_id, 0 before
+ * the first), whether the floor classes are known yet, the candidate's
  * pp, v, schedule, recomputation and ZeRO stage, and H. */
 enum { FIT_MEMO = 16 };
 typedef struct FitMemo {
     bool used, sp, classes;
     int dp, cp, tp, fold, b, pp, v, sched, rc, zero;
-    const double *floor_t;
+    long floor_id;                /* SrcGroup.floor_id */
     SrcPiece *H;                  /* [npieces] */
     double bound;
 } FitMemo;
@@ -653,7 +653,7 @@ double src_fitmem_bound(Src *s, const SrcGroup *G, const SrcCand *k, const SrcPi
         const FitMemo *e = &M->e[i];
         if (!e->used || e->pp != k->pp || e->v != k->v || e->sched != k->sched || e->rc != k->rc ||
             e->zero != k->zero || e->dp != G->dp || e->cp != G->cp || e->tp != G->tp || e->fold != G->fold ||
-            e->b != G->b || e->sp != G->sp || e->floor_t != G->floor_t || e->classes != classes ||
+            e->b != G->b || e->sp != G->sp || e->floor_id != G->floor_id || e->classes != classes ||
             memcmp(e->H, H, hb) != 0)
             continue;
         if (src_check(s)) { /* computed again: the same bits */
@@ -670,7 +670,7 @@ double src_fitmem_bound(Src *s, const SrcGroup *G, const SrcCand *k, const SrcPi
     e->used = true, e->sp = G->sp, e->classes = classes;
     e->dp = G->dp, e->cp = G->cp, e->tp = G->tp, e->fold = G->fold, e->b = G->b;
     e->pp = k->pp, e->v = k->v, e->sched = k->sched, e->rc = k->rc, e->zero = k->zero;
-    e->floor_t = G->floor_t;
+    e->floor_id = G->floor_id;
     memcpy(e->H, H, hb);
     e->bound = b;
     return b;

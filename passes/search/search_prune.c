@@ -480,7 +480,8 @@ enum { PIECE_MEMO = 8 };
 typedef struct PieceMemo {
     bool used, sp, has_delta;
     int dp, cp, tp, fold, b, zero;
-    const double *floor_t, *layer_lb;
+    long floor_id;
+    const double *layer_lb;
     double *delta;                /* [npieces] */
     SrcPiece *out;                /* [npieces] */
 } PieceMemo;
@@ -1070,12 +1071,13 @@ void src_group_floor(Src *s, SrcGroup *G, int level)
     int P = s->npieces;
     bool time_only = level != SRC_FLOOR_WHOLE;
     double *time0 = G->floor_t; /* a time floor made before: freed once this one is made (a new
-                                   array: the memos of src_floor_pieces and src_fitmem_bound
-                                   know a floor by its address) */
+                                   array and a new floor_id: the memos of src_floor_pieces and
+                                   src_fitmem_bound know a floor by its id) */
     src_floor_classes(s);
     /* one row per floor class: its pieces' floors are equal (floor_like) */
     size_t NR = (size_t)s->floor_nrow;
     G->floor_t = ir_xcalloc(NR * SRC_NRC * 4, sizeof(double));
+    G->floor_id = ++s->floor_serial;
     if (!time_only) {
         G->floor_saved = ir_xcalloc(NR * SRC_NRC, sizeof(double));
         G->floor_states = ir_xcalloc(NR * 4, sizeof(double));
@@ -1455,7 +1457,7 @@ const SrcPiece *src_floor_pieces_at(Src *s, const SrcGroup *G, int zero, const d
     for (int i = 0; i < PIECE_MEMO; i++) {
         const PieceMemo *e = &M->e[i];
         if (!e->used || e->dp != G->dp || e->cp != G->cp || e->tp != G->tp || e->fold != G->fold || e->b != G->b ||
-            e->sp != G->sp || e->zero != zero || e->floor_t != G->floor_t || e->layer_lb != G->layer_lb ||
+            e->sp != G->sp || e->zero != zero || e->floor_id != G->floor_id || e->layer_lb != G->layer_lb ||
             e->has_delta != (delta != NULL) || (delta && memcmp(e->delta, delta, sizeof(double) * np) != 0))
             continue;
         if (src_check(s)) { /* the answer computed again: the same bytes */
@@ -1474,7 +1476,7 @@ const SrcPiece *src_floor_pieces_at(Src *s, const SrcGroup *G, int zero, const d
     floor_pieces(s, G, zero, delta, e->out);
     e->used = true, e->sp = G->sp, e->has_delta = delta != NULL;
     e->dp = G->dp, e->cp = G->cp, e->tp = G->tp, e->fold = G->fold, e->b = G->b, e->zero = zero;
-    e->floor_t = G->floor_t, e->layer_lb = G->layer_lb;
+    e->floor_id = G->floor_id, e->layer_lb = G->layer_lb;
     if (delta)
         memcpy(e->delta, delta, sizeof(double) * np);
     return e->out;

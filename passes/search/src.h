@@ -141,6 +141,9 @@ typedef struct SrcGroup {
                                      (src_mb_sync) over the allowed strategies, per node,
                                      summed (NULL: not yet; kept for src_floor_pieces, as are
                                      the next two) */
+    long floor_id;                /* floor_t's serial (Src.floor_serial; 0: none): the memos of
+                                     src_floor_pieces and src_fitmem_bound know a floor by it,
+                                     not by its address, which a later floor may reuse */
     double *floor_saved;          /* [rows * SRC_NRC] likewise, saved bytes */
     double *floor_states;         /* [rows * 4] likewise, model states by ZeRO stage */
     double *floor_ws;             /* [rows] the largest over the piece's nodes of each one's least
@@ -226,6 +229,7 @@ typedef struct Src {
     bool *rec_node;               /* [nfwd * SRC_NRC] pass_recomputed of each forward node under
                                      each policy (search_prune.c; NULL: not yet) */
     struct SrcFloorBuf *floor_buf; /* src_group_floor's working arrays (NULL: not yet) */
+    long floor_serial;            /* the last SrcGroup.floor_id given */
     struct SrcPieceMemo *piece_memo; /* src_floor_pieces' last answers (NULL: none yet) */
     struct SrcFitMemo *fit_memo;  /* src_fitmem_bound's last answers (NULL: none yet) */
     struct SrcEdgeMemo *edge_memo; /* the floor's edges' least reshard prices (search_edgemin.c;
