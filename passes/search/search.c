@@ -1220,10 +1220,13 @@ static void evaluate(Rank *R, SrcGroup *G, const SrcVariant *V, SrcCand *k)
             if (cb > pr.step_time_s * (1 + 1e-9))
                 ir_die("search: cut bound %.9g above pass_predict's %.9g (dp %d tp %d pp %d v %d)", cb,
                        pr.step_time_s, G->dp, G->tp, k->pp, k->v);
-            if (part.mem_peak > pr.peak_mem_bytes * (1 + 1e-9))
-                ir_die("search: the partition's memory estimate %.0f is above pass_predict's %.0f",
-                       part.mem_peak, pr.peak_mem_bytes);
         }
+        /* The cut's memory is a floor of pass_predict's (search_dp.c): a
+         * cut it said fits may not, one it refused never would. */
+        if ((s->o->exhaustive || src_check(s)) && part.mem_peak > pr.peak_mem_bytes * (1 + 1e-9))
+            ir_die("search: the partition's memory estimate %.0f is above pass_predict's %.0f (dp %d tp %d pp "
+                   "%d v %d zero %d)",
+                   part.mem_peak, pr.peak_mem_bytes, G->dp, G->tp, k->pp, k->v, k->zero);
         if (debug_level() >= 2)
             fprintf(stderr, "      cut %d: pass_predict %.3f s, %.4g GB, %s\n", attempt, pr.step_time_s,
                     pr.peak_mem_bytes / 1e9, pr.fits ? "fits" : "too big");

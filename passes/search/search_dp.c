@@ -34,6 +34,9 @@ typedef struct {
     const SrcVariant *V;
     const SrcCand *k;
     int P, pp, m;
+    const double *wst[SRC_NRC];   /* V->wsmax's table of each policy under the candidate's ZeRO
+                                     stage (NULL: none; stage_ws) */
+    int wslev;                    /* their levels (the prefix maxima's row) */
     int nrc, rcs[SRC_NRC];        /* allowed policies */
     double *T[SRC_NRC], *S[SRC_NRC], *W; /* prefix sums: time, saved, states */
     double *infl;                 /* [pp] 1F1B micro-batches in flight per stage (the greedy
@@ -56,10 +59,87 @@ typedef struct {
 
 static double stage_time(const Dp *d, int r, int i, int j) { return d->T[r][j + 1] - d->T[r][i]; }
 
-static double stage_mem(const Dp *d, int st, int r, int i, int j)
+/* A variant's range-maximum tables (SrcVariant.wsmax): one per policy r
+ * and ZeRO-3 or not, of each piece's ws, plus the bytes a layer recomputed
+ * under r holds beyond what r keeps (pass_predict's recompute_ws: its
+ * saved bytes without recomputation less r's; 0 where NONE is not
+ * searched), plus under ZeRO-3 z3buf. Levels 0 .. L-1 of a table, then a
+ * row of prefix maxima (stage_over's quick answer). */
+enum { WS_TABLES = 2 * SRC_NRC };
+
+/* Levels of a variant's range-maximum tables over P pieces. */
+static int ws_levels(int P)
+{
+    int l = 1;
+    while ((1 << l) <= P)
+        l++;
+    return l;
+}
+
+void src_variant_ws(const Src *s, SrcVariant *V)
+{
+    int P = s->npieces, L = ws_levels(P);
+    bool none = src_rc_on(s, PLAN_RECOMPUTE_NONE);
+    free(V->wsmax);
+    V->wsmax = ir_xmalloc(sizeof(double) * WS_TABLES * (size_t)(L + 1) * (size_t)P);
+    for (int q = 0; q < WS_TABLES; q++) {
+        double *t = &V->wsmax[(size_t)q * (size_t)(L + 1) * (size_t)P];
+        int r = q % SRC_NRC;
+        if (!src_rc_on(s, r))
+            continue; /* a policy no candidate takes: never read (init_dp) */
+        bool z3 = q >= SRC_NRC, on = none;
+        for (int p = 0; p < P; p++) {
+            const SrcPiece *x = &V->piece[p];
+            double rws = on ? src_fmax(0, x->saved[PLAN_RECOMPUTE_NONE] - x->saved[r]) : 0;
+            t[p] = x->ws + rws + (z3 ? x->z3buf : 0);
+        }
+        for (int l = 1; l < L; l++)
+            for (int p = 0; p + (1 << l) <= P; p++)
+                t[(size_t)l * P + p] = src_fmax(t[(size_t)(l - 1) * P + p], t[(size_t)(l - 1) * P + p + (1 << (l - 1))]);
+        double *pre = &t[(size_t)L * P];
+        for (int p = 0; p < P; p++)
+            pre[p] = p ? src_fmax(pre[p - 1], t[p]) : t[p];
+    }
+}
+
+/* What a stage holds beyond its states and activations at its peak under
+ * policy r, as pass_predict counts it at least: the largest over its
+ * pieces of a node's backward working set plus, recomputing, the layer's
+ * dropped bytes, plus under ZeRO-3 the gathered weights' buffers (one
+ * piece's sum: at most the sum of the three largests pass_predict adds). */
+static double stage_ws(const Dp *d, int r, int i, int j)
+{
+    const double *t = d->wst[r];
+    if (!t)
+        return 0;
+    int l = 31 - __builtin_clz((unsigned)(j - i + 1));
+    t += (size_t)l * (size_t)d->P;
+    return src_fmax(t[i], t[j + 1 - (1 << l)]);
+}
+
+/* A stage's states, activations and runtime: stage_mem without stage_ws. */
+static double stage_base(const Dp *d, int st, int r, int i, int j)
 {
     double m = d->runtime + d->W[j + 1] - d->W[i] + d->infl[st] * (d->S[r][j + 1] - d->S[r][i]);
     return d->WS ? m + d->wsl[st] * (d->WS[j + 1] - d->WS[i]) : m;
+}
+
+static double stage_mem(const Dp *d, int st, int r, int i, int j)
+{
+    return stage_base(d, st, r, i, j) + stage_ws(d, r, i, j);
+}
+
+/* stage_mem(...) > d->cap, the range looked up only where the largest of
+ * pieces 0..j (a row of the table) would decide otherwise: the cuts ask it
+ * in their inner loops. */
+static bool stage_over(const Dp *d, int st, int r, int i, int j)
+{
+    double b = stage_base(d, st, r, i, j);
+    if (b > d->cap)
+        return true;
+    if (!d->wst[r] || b + d->wst[r][(size_t)d->wslev * (size_t)d->P + (size_t)j] <= d->cap)
+        return false;
+    return b + stage_ws(d, r, i, j) > d->cap;
 }
 
 /* The times a greedy cut compared with its tmax: the largest within it
@@ -124,7 +204,7 @@ static int stage_rc(const Dp *d, int st, int i, int j, double tmax, Seen *w)
                 best = r;
             continue;
         }
-        if (!within(t, tmax, w) || stage_mem(d, st, r, i, j) > d->cap)
+        if (!within(t, tmax, w) || stage_over(d, st, r, i, j))
             continue;
         if (t < bt * (1 - 1e-12))
             best = r, bt = t;
@@ -145,7 +225,7 @@ static bool stage_fits(const Dp *d, int st, int i, int j, double tmax, Seen *w)
         int r = d->rcs[x];
         double t = stage_time(d, r, i, j);
         /* stage_rc's test, and its first pick: below bt = INFINITY */
-        if (within(t, tmax, w) && t < INFINITY && !(stage_mem(d, st, r, i, j) > d->cap))
+        if (within(t, tmax, w) && t < INFINITY && !stage_over(d, st, r, i, j))
             return true;
     }
     return false;
@@ -184,6 +264,11 @@ static void init_dp(Dp *d, const Src *s, const SrcGroup *G, const SrcVariant *V,
     memset(d, 0, offsetof(Dp, room)); /* (room: written before it is read) */
     d->s = s, d->V = V, d->k = k;
     d->P = s->npieces, d->pp = k->pp, d->m = G->m;
+    d->wslev = ws_levels(d->P);
+    for (int r = 0; r < SRC_NRC; r++)
+        d->wst[r] = V->wsmax && src_rc_on(s, r)
+                        ? &V->wsmax[(size_t)((k->zero >= 3) * SRC_NRC + r) * (size_t)(d->wslev + 1) * (size_t)d->P]
+                        : NULL;
     d->cap = cap, d->ignore_mem = ignore_mem;
     d->runtime = pass_runtime_bytes(s->c, &G->mesh, k->pp);
     if (k->rc != SRC_AUTO) {
@@ -438,20 +523,22 @@ static bool part_interleaved(Dp *d, SrcPart *out)
         double bt = INFINITY, bm = INFINITY;
         for (int x = 0; x < d->nrc; x++) {
             int q = d->rcs[x];
-            double t = 0, w = 0, sv[PLAN_MAX_CHUNKS];
+            double t = 0, w = 0, sv[PLAN_MAX_CHUNKS], ws = 0;
             for (int c = r; c < chunks; c += pp) {
                 const PlanStage *S = &out->stage[c];
                 int i = S->first_piece, j = i + S->npieces - 1;
                 t += d->T[q][j + 1] - d->T[q][i];
                 sv[c / pp] = d->S[q][j + 1] - d->S[q][i];
                 w += d->W[j + 1] - d->W[i];
+                if (S->npieces > 0)
+                    ws = src_fmax(ws, stage_ws(d, q, i, j));
             }
             /* Each chunk's own bytes through the schedule, as pass_predict
              * holds them: a static arena's slots, or a caching allocator's
              * peak of what is alive at once (--stack megatron), which is
              * less; the mean slots of the static arena would refuse
              * uneven cuts such a stack runs without recomputation. */
-            double mem = d->runtime + w + plan_schedule_acts(v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B, pp, v, d->m, r, sv, NULL,
+            double mem = d->runtime + w + ws + plan_schedule_acts(v > 1 ? PLAN_SCHED_INTERLEAVED : PLAN_SCHED_1F1B, pp, v, d->m, r, sv, NULL,
                                                              d->s->c->st.ref_stack);
             bool take = d->ignore_mem ? mem < bm : mem <= d->cap && t < bt * (1 - 1e-12);
             if (take)

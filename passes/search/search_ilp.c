@@ -38,6 +38,7 @@ void src_variant_free(SrcVariant *v)
 {
     free(v->strat);
     free(v->piece);
+    free(v->wsmax);
     memset(v, 0, sizeof *v);
 }
 
@@ -68,6 +69,83 @@ static const PassIlpResult *solve(Src *s, SrcVariant *V, const PassIlpQuery *q)
     return r;
 }
 
+/* The bytes node nd keeps for its backward under each policy on (its
+ * variant's strategies). */
+static void node_kept(Src *s, const SrcGroup *G, const SrcVariant *V, const int64_t *ds, const IrNode *nd,
+                      const bool *on, double *kept)
+{
+    enum { NS = IR_MAX_IN + IR_MAX_OUT };
+    int slots[SRC_NRC * NS], nslots[SRC_NRC];
+    for (int r = 0; r < SRC_NRC; r++)
+        nslots[r] = on[r] ? src_saved_slots(s, nd, r, &slots[r * NS]) : 0;
+    pass_kept_bytes_each_at(s->c, s->g, &G->mesh, V->strat, ds, nd, on, slots, nslots, kept);
+    for (int r = 0; r < SRC_NRC && src_check(s); r++)
+        if (on[r] && kept[r] != src_kept_bytes(s->c, s->g, &G->mesh, V->strat, ds, nd, r))
+            ir_die("search: kept bytes of node %d under policy %d differ", nd->id, r);
+}
+
+/* Whether node n of piece p reads an activation made outside p. */
+static bool reads_outside(const IrGraph *g, const IrNode *n, int p)
+{
+    for (int i = 0; i < n->nin; i++) {
+        int pr = g->tensors[n->in[i]].producer;
+        if (pr >= 0 && g->nodes[pr].piece != p)
+            return true;
+    }
+    return false;
+}
+
+/* A layer whose input comes from another kind of piece than layer q's
+ * (the first of a run: from the embedding, say), P holding q's costs:
+ * what it keeps follows its own nodes. Where q's saved bytes were made
+ * with every layout they read known (exact), only the nodes reading from
+ * outside the piece differ: their bytes replace q's counterparts', and its
+ * working set is q's inside nodes' with theirs, without their kernels'
+ * workspaces (at most pass_predict's); else every node's bytes again.
+ * Its times and states stay q's. */
+static void piece_mem(Src *s, const SrcGroup *G, const SrcVariant *V, const int64_t *ds, int p, int q, bool exact,
+                      SrcPiece *P)
+{
+    const IrGraph *g = s->g;
+    bool on[SRC_NRC];
+    for (int r = 0; r < SRC_NRC; r++) {
+        on[r] = src_rc_on(s, r);
+        if (!exact)
+            P->saved[r] = 0;
+    }
+    if (!exact)
+        P->ws_mid = 0;
+    P->ws = P->ws_mid;
+    for (int n = g->pieces[p].first; n < g->pieces[p].first + g->pieces[p].count; n++) {
+        const IrNode *nd = &g->nodes[n];
+        bool edge = reads_outside(g, nd, p);
+        if (exact && !edge)
+            continue;
+        double kept[SRC_NRC], was[SRC_NRC];
+        node_kept(s, G, V, ds, nd, on, kept);
+        if (exact)
+            node_kept(s, G, V, ds, &g->nodes[n - g->pieces[p].first + g->pieces[q].first], on, was);
+        for (int r = 0; r < SRC_NRC; r++)
+            P->saved[r] += on[r] ? kept[r] - (exact ? was[r] : 0) : 0;
+        double w = src_node_ws(s, &G->mesh, nd, &V->strat[n], 0, ds);
+        P->ws = src_fmax(P->ws, w);
+        if (!edge)
+            P->ws_mid = src_fmax(P->ws_mid, w);
+    }
+}
+
+/* The repeat of the piece before p (-2: none; -1: outside repeats). */
+static int pred_rep(const IrGraph *g, int p) { return p > 0 ? g->pieces[p - 1].rep : -2; }
+
+/* Whether layer p keeps what layer q, its repeat's priced layer, keeps: a
+ * layer's saved bytes follow the layout its input is produced in, known
+ * when the repeat is priced only where the producer is a layer of the
+ * same repeat (a layer before it, or the embedding, is solved later). */
+static bool same_kept(const IrGraph *g, int p, int q)
+{
+    return pred_rep(g, p) == pred_rep(g, q) && pred_rep(g, q) == g->pieces[q].rep;
+}
+
 static void piece_costs(Src *s, const SrcGroup *G, SrcVariant *V, const int64_t *ds, int p,
                         SrcPiece *P)
 {
@@ -87,27 +165,28 @@ static void piece_costs(Src *s, const SrcGroup *G, SrcVariant *V, const int64_t 
             nc.fwd_s -= nc.fused_s, nc.fused_s = 0; /* the layouts keep the norm alone */
         P->fwd += nc.fwd_s;
         P->bwd += nc.bwd_s;
+        double w = src_node_ws(s, &G->mesh, nd, st, nc.ws_bytes, ds);
+        P->ws = src_fmax(P->ws, w);
+        if (!reads_outside(g, nd, p))
+            P->ws_mid = src_fmax(P->ws_mid, w);
         if (nd->op == IR_OP_MATMUL && g->tensors[nd->in[1]].role == IR_PARAM)
             P->dw += nc.gemm_dw_s;
         P->dw += nc.moe_dw_s;
         double kept[SRC_NRC];
-        enum { NS = IR_MAX_IN + IR_MAX_OUT };
-        int slots[SRC_NRC * NS], nslots[SRC_NRC];
-        for (int r = 0; r < SRC_NRC; r++)
-            nslots[r] = on[r] ? src_saved_slots(s, nd, r, &slots[r * NS]) : 0;
-        pass_kept_bytes_each_at(s->c, g, &G->mesh, V->strat, ds, nd, on, slots, nslots, kept);
+        node_kept(s, G, V, ds, nd, on, kept);
         for (int r = 0; r < SRC_NRC; r++) {
             if (!on[r])
                 continue; /* a module set not pinned */
             if (pass_recomputed(s->c, g, nd, r))
                 P->rec[r] += pass_rec_fwd_s(s->c, g, nd, r, &nc);
-            if (src_check(s) && kept[r] != src_kept_bytes(s->c, g, &G->mesh, V->strat, ds, nd, r))
-                ir_die("search: kept bytes of node %d under policy %d differ", nd->id, r);
             P->saved[r] += kept[r];
         }
         /* Model states and the step end's reduction and optimizer, as the
          * floor prices them (remembered by node, strategy and mesh). */
         if (src_reads_param(g, nd)) {
+            double w0, g0, o0;
+            pass_param_bytes3(s->c, g, nd, &G->mesh, st, 0, &w0, &g0, &o0);
+            P->z3buf += !s->c->st.zero3_pools ? 2 * w0 : g->pieces[p].rep >= 0 ? 2 * (w0 + g0) : w0;
             double v[SRC_NSTATES];
             src_node_states(s, nd, &G->mesh, st, true, v);
             for (int z = 0; z < 4; z++) {
@@ -409,14 +488,17 @@ static void spread_costs(VariantWalk *w)
         int rep = g->pieces[p].rep;
         if (rep >= 0) {
             int rp = rep_representative(g, rep);
+            bool priced = false; /* by piece_costs now, every layout known */
             if (p != rp) {
                 if (g->pieces[p].count == g->pieces[rp].count)
                     V->piece[p] = V->piece[rp];
                 else
-                    piece_costs(w->s, w->G, V, w->ds, p, &V->piece[p]);
+                    piece_costs(w->s, w->G, V, w->ds, p, &V->piece[p]), priced = true;
                 rs[2 * p] = rs[2 * rp];
                 rs[2 * p + 1] = rs[2 * rp + 1];
             }
+            if (!priced && !same_kept(g, p, rp))
+                piece_mem(w->s, w->G, V, w->ds, p, rp, pred_rep(g, rp) == rep && p != rp, &V->piece[p]);
         }
         V->piece[p].rs_f = rs[2 * p];
         V->piece[p].rs_b = rs[2 * p + 1];
@@ -499,18 +581,30 @@ static bool fold_variant(Src *s, SrcGroup *G, int k)
     int64_t *ds = ir_xmalloc(sizeof(int64_t) * (size_t)(g->ndims + 1));
     ir_dim_sizes(g, G->mb_seqs, ds);
     for (int p = 0; p < g->npieces; p++) {
-        int q = 0; /* a layer of the same repeat priced before: the same costs */
-        while (q < p && (g->pieces[p].rep < 0 || g->pieces[q].rep != g->pieces[p].rep ||
-                         g->pieces[q].count != g->pieces[p].count))
-            q++;
-        if (q < p)
+        /* a layer of the same repeat priced before: the same costs, its
+         * memory too where its input comes from a layer of the repeat as
+         * that one's does (every strategy is known here) */
+        int q = p, any = p;
+        for (int j = 0; j < p && g->pieces[p].rep >= 0; j++)
+            if (g->pieces[j].rep == g->pieces[p].rep && g->pieces[j].count == g->pieces[p].count) {
+                any = any < p ? any : j;
+                if (pred_rep(g, p) == pred_rep(g, j)) {
+                    q = j;
+                    break;
+                }
+            }
+        if (q < p) {
             V->piece[p] = V->piece[q];
-        else
+        } else if (any < p) {
+            V->piece[p] = V->piece[any];
+            piece_mem(s, G, V, ds, p, any, true, &V->piece[p]);
+        } else
             piece_costs(s, G, V, ds, p, &V->piece[p]);
     }
     variant_p2p(s, G, V, ds);
     free(ds);
     variant_axes(s, G, V);
+    src_variant_ws(s, V);
     V->ok = true;
     return true;
 }
@@ -602,6 +696,7 @@ bool src_variant(Src *s, SrcGroup *G, int k)
         spread_costs(&w);
         variant_p2p(s, G, V, w.ds);
         variant_axes(s, G, V);
+        src_variant_ws(s, V);
     }
     free(reps);
     free(w.have);

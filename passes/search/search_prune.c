@@ -434,13 +434,13 @@ static bool *grad_over(const Src *s)
  * one written over its tensor), and the gradients of its activation
  * inputs (each once, in the layout n reads them); in and out: plan_shard_io
  * of n under the strategy. */
-static double grad_ws(const Src *s, const SrcGroup *G, const IrNode *n, const PlanSharding *in,
+static double grad_ws(const Src *s, const PlanMesh *m, const IrNode *n, const PlanSharding *in,
                       const PlanSharding *out, double ws_bytes, const int64_t *ds, const bool *over)
 {
     const IrGraph *g = s->g;
     double b = ws_bytes;
     if (n->nout > 0 && g->tensors[n->out[0]].role != IR_LOSS && !over[n->out[0]])
-        b += (double)plan_local_numel(g, n->out[0], &G->mesh, &out[0], ds) *
+        b += (double)plan_local_numel(g, n->out[0], m, &out[0], ds) *
              pass_elem_bytes(s->c, g->tensors[n->out[0]].dtype);
     for (int i = 0; i < n->nin; i++) {
         int t = n->in[i];
@@ -450,9 +450,19 @@ static double grad_ws(const Src *s, const SrcGroup *G, const IrNode *n, const Pl
             dup |= n->in[e] == t;
         if (role == IR_PARAM || role == IR_INPUT || dup || over[t])
             continue;
-        b += (double)plan_local_numel(g, t, &G->mesh, &in[i], ds) * pass_elem_bytes(s->c, g->tensors[t].dtype);
+        b += (double)plan_local_numel(g, t, m, &in[i], ds) * pass_elem_bytes(s->c, g->tensors[t].dtype);
     }
     return b;
+}
+
+double src_node_ws(Src *s, const PlanMesh *m, const IrNode *n, const PlanStrategy *st, double ws_bytes,
+                   const int64_t *ds)
+{
+    if (!s->ws_over)
+        s->ws_over = grad_over(s);
+    PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
+    plan_shard_io(s->g, n, st, in, out);
+    return grad_ws(s, m, n, in, out, ws_bytes, ds, s->ws_over);
 }
 
 /* pass_recomputed of every forward node under every policy, once per
@@ -785,6 +795,8 @@ void src_floor_free(Src *s)
         free(B);
     }
     s->floor_buf = NULL;
+    free(s->ws_over);
+    s->ws_over = NULL;
     struct SrcPieceMemo *M = s->piece_memo;
     for (int i = 0; M && i < PIECE_MEMO; i++) {
         free(M->e[i].delta);
@@ -1172,7 +1184,7 @@ void src_group_floor(Src *s, SrcGroup *G, int level)
             for (int i = 0; i < ns; i++) {
                 PlanSharding in[IR_MAX_IN], out[IR_MAX_OUT];
                 plan_shard_io(g, nd, &st[i], in, out);
-                ws = src_fmin(ws, grad_ws(s, G, nd, in, out, np[i].ws, ds, over));
+                ws = src_fmin(ws, grad_ws(s, &G->mesh, nd, in, out, np[i].ws, ds, over));
                 fsl = src_fmax(fsl, np[i].fused);
                 /* kernels (node_price: a norm alone or fused, less a hidden
                  * exchange) */

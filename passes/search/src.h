@@ -61,6 +61,16 @@ typedef struct SrcPiece {
     double p2p;                   /* s one way (forward; backward the same) of the pipeline
                                      transfers into the piece when it starts a stage, at
                                      least (cut_bound) */
+    double ws;                    /* bytes: the largest backward working set of one of its
+                                     nodes (pass_predict's transient: a stage holds its
+                                     pieces' largest) */
+    double ws_mid;                /* of ws, the largest of its nodes that read no activation
+                                     from another piece (a layer copied to another place in the
+                                     model keeps theirs) */
+    double z3buf;                 /* bytes of ZeRO-3's gathered-weight buffers a stage holding
+                                     it holds at least (pass_predict's buffers: twice its
+                                     weights, or with zero3_pools twice a layer's weights and
+                                     gradients, once another piece's) */
 } SrcPiece;
 
 typedef struct SrcVariant {
@@ -70,6 +80,9 @@ typedef struct SrcVariant {
     int nq;
     PassIlpQuery q[SRC_MAXQ];
     const PassIlpResult *r[SRC_MAXQ];
+    double *wsmax;                /* per policy, range maxima of the pieces' ws plus what a layer
+                                     recomputed holds (+ z3buf under ZeRO-3): search_dp.c,
+                                     src_variant_ws; NULL: not made */
     int8_t axis[PLAN_NDIMS];      /* plan_axes of its strategies on the group's mesh: the same for */
     uint8_t nested[PLAN_NDIMS];   /* every plan ranked with it (search_ilp.c, variant_axes) */
 } SrcVariant;
@@ -230,6 +243,8 @@ typedef struct Src {
                                      each policy (search_prune.c; NULL: not yet) */
     struct SrcFloorBuf *floor_buf; /* src_group_floor's working arrays (NULL: not yet) */
     long floor_serial;            /* the last SrcGroup.floor_id given */
+    bool *ws_over;                /* src_node_ws's tensors whose gradients are written over them
+                                     (NULL: not yet) */
     struct SrcPieceMemo *piece_memo; /* src_floor_pieces' last answers (NULL: none yet) */
     struct SrcFitMemo *fit_memo;  /* src_fitmem_bound's last answers (NULL: none yet) */
     struct SrcEdgeMemo *edge_memo; /* the floor's edges' least reshard prices (search_edgemin.c;
@@ -294,6 +309,11 @@ double src_kept_bytes(const PassCostCtx *c, const IrGraph *g, const PlanMesh *m,
  * accounting), per chunk's share of the rank's saved bytes. */
 double src_inflight(int pp, int v, int m, int r);
 double src_inflight_lo(int pp, int v, int m, int r);
+/* Node n's backward working set under strategy st on mesh m, as
+ * pass_predict's transient counts it (its kernels' ws_bytes, its output's
+ * gradient and its activation inputs'). */
+double src_node_ws(Src *s, const PlanMesh *m, const IrNode *n, const PlanStrategy *st, double ws_bytes,
+                   const int64_t *ds);
 /* The levels of a group's per-mesh floor, each at least the one before
  * (search_order.c): the whole floor (floor_t and the rest); the time floor
  * (floor_t alone, without the ZeRO stages' traffic per micro-batch, so at
@@ -477,6 +497,9 @@ typedef struct SrcPart {
 bool src_partition(const Src *s, const SrcGroup *G, const SrcVariant *V, const SrcCand *k,
                    double cap, bool ignore_mem, SrcPart *out);
 void src_stage_times(const Src *s, const SrcVariant *V, const Plan *p, double *fwd, double *bwd);
+/* V->wsmax from its pieces' ws, saved bytes and z3buf (once, when V is
+ * solved). */
+void src_variant_ws(const Src *s, SrcVariant *V);
 /* 1F1B: the least T such that some cut into k->pp stages fits `cap` with
  * P_r + m t_r <= T for every stage r (t_r its time, P_r the time of the
  * pieces before it at their fastest policy). pass_predict's step is at
