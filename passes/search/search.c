@@ -342,6 +342,14 @@ static void enumerate(Src *s)
                             for (int v = 2; v <= s->rep_count && nv < 64; v++)
                                 if ((!pin->v || v == pin->v) && v_ok(s, pp, v, m))
                                     vs[nv] = v, scs[nv++] = PLAN_SCHED_INTERLEAVED;
+                        /* Whether ZeRO has ranks to shard over: ptdc's programs
+                         * shard each parameter over every axis its gradient is
+                         * partial on, tp's for the weights tp replicates too
+                         * (the norms, MLA's down-projections, the router);
+                         * Megatron's distributed optimizer over dp x cp only
+                         * (its expert-dp left out here: the tp-replicated
+                         * weights would be priced sharded over tp). */
+                        bool zero_shards = s->c->st.ref_stack ? dp * cp > 1 : n > 1;
                         int rcs[SRC_NRC], nrc = 0;
                         if (pin->recompute >= 0)
                             rcs[nrc++] = pin->recompute;
@@ -356,7 +364,7 @@ static void enumerate(Src *s)
                         for (int iv = 0; iv < nv; iv++)
                             for (int ir = 0; ir < nrc; ir++)
                                 for (int z = 0; z < 4; z++) {
-                                    if (pin->zero >= 0 ? z != pin->zero : (dp == 1 && z > 0))
+                                    if (pin->zero >= 0 ? z != pin->zero : (z > 0 && !zero_shards))
                                         continue;
                                     if (!pass_stack_has_zero(&s->c->st, z) && !(dp == 1 && z == 0))
                                         continue;

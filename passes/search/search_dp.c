@@ -60,12 +60,13 @@ typedef struct {
 static double stage_time(const Dp *d, int r, int i, int j) { return d->T[r][j + 1] - d->T[r][i]; }
 
 /* A variant's range-maximum tables (SrcVariant.wsmax): one per policy r
- * and ZeRO-3 or not, of each piece's ws, plus the bytes a layer recomputed
- * under r holds beyond what r keeps (pass_predict's recompute_ws: its
- * saved bytes without recomputation less r's; 0 where NONE is not
- * searched), plus under ZeRO-3 z3buf. Levels 0 .. L-1 of a table, then a
- * row of prefix maxima (stage_over's quick answer). */
-enum { WS_TABLES = 2 * SRC_NRC };
+ * the search weighs (src_rc_on) and ZeRO-3 or not, of each piece's ws,
+ * plus the bytes a layer recomputed under r holds beyond what r keeps
+ * (pass_predict's recompute_ws: its saved bytes without recomputation less
+ * r's; 0 where NONE is not searched), plus under ZeRO-3 z3buf. Levels
+ * 0 .. L-1 of a table, then a row of prefix maxima (stage_over's quick
+ * answer). Only the policies weighed and, where a pinned --zero rules it
+ * out, no ZeRO-3 half: a search keeps a thousand variants and more. */
 
 /* Levels of a variant's range-maximum tables over P pieces. */
 static int ws_levels(int P)
@@ -76,18 +77,39 @@ static int ws_levels(int P)
     return l;
 }
 
+/* Policy r's table among a half's (-1: not weighed); *n: a half's tables. */
+static int ws_slot(const Src *s, int r, int *n)
+{
+    int pin = s->o->pins.recompute;
+    *n = PLAN_RECOMPUTE_FULL + 1 + (pin > PLAN_RECOMPUTE_FULL);
+    return r <= PLAN_RECOMPUTE_FULL ? r : src_rc_on(s, r) ? PLAN_RECOMPUTE_FULL + 1 : -1;
+}
+
+static bool ws_zero3(const Src *s) { return s->o->pins.zero < 0 || s->o->pins.zero >= 3; }
+
+/* Policy r's table under ZeRO-3 or not (NULL: none made). */
+static const double *ws_table(const Src *s, const SrcVariant *V, int r, bool z3)
+{
+    int n, slot = ws_slot(s, r, &n);
+    if (!V->wsmax || slot < 0 || (z3 && !ws_zero3(s)))
+        return NULL;
+    int P = s->npieces;
+    return &V->wsmax[(size_t)(z3 * n + slot) * (size_t)(ws_levels(P) + 1) * (size_t)P];
+}
+
 void src_variant_ws(const Src *s, SrcVariant *V)
 {
-    int P = s->npieces, L = ws_levels(P);
+    int P = s->npieces, L = ws_levels(P), n;
+    ws_slot(s, 0, &n);
     bool none = src_rc_on(s, PLAN_RECOMPUTE_NONE);
     free(V->wsmax);
-    V->wsmax = ir_xmalloc(sizeof(double) * WS_TABLES * (size_t)(L + 1) * (size_t)P);
-    for (int q = 0; q < WS_TABLES; q++) {
-        double *t = &V->wsmax[(size_t)q * (size_t)(L + 1) * (size_t)P];
+    V->wsmax = ir_xmalloc(sizeof(double) * (size_t)((1 + ws_zero3(s)) * n) * (size_t)(L + 1) * (size_t)P);
+    for (int q = 0; q < 2 * SRC_NRC; q++) {
         int r = q % SRC_NRC;
-        if (!src_rc_on(s, r))
-            continue; /* a policy no candidate takes: never read (init_dp) */
         bool z3 = q >= SRC_NRC, on = none;
+        double *t = (double *)ws_table(s, V, r, z3);
+        if (!t)
+            continue; /* a policy or ZeRO stage no candidate takes */
         for (int p = 0; p < P; p++) {
             const SrcPiece *x = &V->piece[p];
             double rws = on ? src_fmax(0, x->saved[PLAN_RECOMPUTE_NONE] - x->saved[r]) : 0;
@@ -266,9 +288,7 @@ static void init_dp(Dp *d, const Src *s, const SrcGroup *G, const SrcVariant *V,
     d->P = s->npieces, d->pp = k->pp, d->m = G->m;
     d->wslev = ws_levels(d->P);
     for (int r = 0; r < SRC_NRC; r++)
-        d->wst[r] = V->wsmax && src_rc_on(s, r)
-                        ? &V->wsmax[(size_t)((k->zero >= 3) * SRC_NRC + r) * (size_t)(d->wslev + 1) * (size_t)d->P]
-                        : NULL;
+        d->wst[r] = ws_table(s, V, r, k->zero >= 3);
     d->cap = cap, d->ignore_mem = ignore_mem;
     d->runtime = pass_runtime_bytes(s->c, &G->mesh, k->pp);
     if (k->rc != SRC_AUTO) {
