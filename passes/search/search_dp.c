@@ -87,14 +87,13 @@ static int ws_slot(const Src *s, int r, int *n)
 
 static bool ws_zero3(const Src *s) { return s->o->pins.zero < 0 || s->o->pins.zero >= 3; }
 
-/* Policy r's table under ZeRO-3 or not (NULL: none made). */
-static const double *ws_table(const Src *s, const SrcVariant *V, int r, bool z3)
+/* Policy r's table under ZeRO-3 or not, of L levels (NULL: none made). */
+static const double *ws_table(const Src *s, const SrcVariant *V, int r, bool z3, int L)
 {
     int n, slot = ws_slot(s, r, &n);
     if (!V->wsmax || slot < 0 || (z3 && !ws_zero3(s)))
         return NULL;
-    int P = s->npieces;
-    return &V->wsmax[(size_t)(z3 * n + slot) * (size_t)(ws_levels(P) + 1) * (size_t)P];
+    return &V->wsmax[(size_t)(z3 * n + slot) * (size_t)(L + 1) * (size_t)s->npieces];
 }
 
 void src_variant_ws(const Src *s, SrcVariant *V)
@@ -106,13 +105,13 @@ void src_variant_ws(const Src *s, SrcVariant *V)
     V->wsmax = ir_xmalloc(sizeof(double) * (size_t)((1 + ws_zero3(s)) * n) * (size_t)(L + 1) * (size_t)P);
     for (int q = 0; q < 2 * SRC_NRC; q++) {
         int r = q % SRC_NRC;
-        bool z3 = q >= SRC_NRC, on = none;
-        double *t = (double *)ws_table(s, V, r, z3);
+        bool z3 = q >= SRC_NRC;
+        double *t = (double *)ws_table(s, V, r, z3, L);
         if (!t)
             continue; /* a policy or ZeRO stage no candidate takes */
         for (int p = 0; p < P; p++) {
             const SrcPiece *x = &V->piece[p];
-            double rws = on ? src_fmax(0, x->saved[PLAN_RECOMPUTE_NONE] - x->saved[r]) : 0;
+            double rws = none ? src_fmax(0, x->saved[PLAN_RECOMPUTE_NONE] - x->saved[r]) : 0;
             t[p] = x->ws + rws + (z3 ? x->z3buf : 0);
         }
         for (int l = 1; l < L; l++)
@@ -288,7 +287,7 @@ static void init_dp(Dp *d, const Src *s, const SrcGroup *G, const SrcVariant *V,
     d->P = s->npieces, d->pp = k->pp, d->m = G->m;
     d->wslev = ws_levels(d->P);
     for (int r = 0; r < SRC_NRC; r++)
-        d->wst[r] = ws_table(s, V, r, k->zero >= 3);
+        d->wst[r] = ws_table(s, V, r, k->zero >= 3, d->wslev);
     d->cap = cap, d->ignore_mem = ignore_mem;
     d->runtime = pass_runtime_bytes(s->c, &G->mesh, k->pp);
     if (k->rc != SRC_AUTO) {
